@@ -1,0 +1,42 @@
+"""tracec: eager PyTorch-style tensors that compile.
+
+``import tracec as torch`` runs a PyTorch script that stays inside the
+subset API.md describes.  This module only gathers the public names.
+"""
+from tracec import dtypes as _dt
+from tracec.dtypes import (DType as dtype, bfloat16, bool_, double, float, float16,  # noqa: F401,A004
+                           float32, float64, get_default_dtype, half, int, int32, int64, long,
+                           set_default_dtype)
+from tracec.device import device  # noqa: F401
+from tracec.graph import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
+from tracec.tensor import Tensor  # noqa: F401
+from tracec import methods as _methods  # noqa: F401  (attaches Tensor methods)
+from tracec.functions import *  # noqa: F401,F403
+from tracec.functions import (abs, max, min, pow, sum)  # noqa: F401,A004
+from tracec.shape_ops import (broadcast_to, cat, chunk, clone, concat, concatenate,  # noqa: F401
+                              expand, flatten, gather, masked_fill, permute, reshape,
+                              scatter_add, split, squeeze, stack, t, transpose, unbind,
+                              unflatten, unsqueeze, view_as)
+from tracec.creation import (Generator, arange, as_tensor, bernoulli, empty, empty_like,  # noqa: F401
+                             eye, from_numpy, full, full_like, get_rng_state, initial_seed,
+                             linspace, manual_seed, ones, ones_like, rand, rand_like, randint,
+                             randint_like, randn, randn_like, randperm, seed, set_rng_state,
+                             tensor, zeros, zeros_like)
+from tracec import autograd  # noqa: F401
+
+bool = bool_  # noqa: A001 - PyTorch's name for the dtype
+FloatTensor = Tensor
+
+__version__ = "0.1.0"
+
+
+def is_tensor(x) -> "builtins.bool":
+    return isinstance(x, Tensor)
+
+
+def numel(x) -> "builtins.int":
+    return x.numel()
+
+
+def is_floating_point(x) -> "builtins.bool":
+    return x.dtype.is_floating_point

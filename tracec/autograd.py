@@ -1,0 +1,259 @@
+"""``tracec.autograd``: backward, grad, gradcheck and custom Functions.
+
+Invariant: ``backward`` accumulates into ``.grad`` of the leaves it reaches
+(in place after the first time, so references held by optimizers see it);
+``grad`` returns gradients and never touches ``.grad``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec import graph
+from tracec.graph import enable_grad, no_grad, set_grad_enabled, is_grad_enabled  # noqa: F401
+from tracec.tensor import Tensor
+
+__all__ = ["backward", "grad", "gradcheck", "gradgradcheck", "Function", "no_grad",
+           "enable_grad", "set_grad_enabled", "is_grad_enabled"]
+
+# Callables ``(tensors, grads, inputs) -> bool`` consulted before an eager
+# backward: the tracer records the call as one IR op (and still lets it run).
+BACKWARD_LISTENERS: list = []
+
+
+def _seed(t: Tensor, g, create_graph):
+    if g is None:
+        if t.numel() != 1:
+            raise RuntimeError("grad can be implicitly created only for scalar outputs")
+        return Tensor._make(np.ones(t.shape, t.dtype.np), t.dtype)
+    if not isinstance(g, Tensor):
+        g = Tensor._from_data(g, dtype=t.dtype)
+    if tuple(g.shape) != tuple(t.shape):
+        raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of {tuple(g.shape)} "
+                           f"and output[0] has a shape of {tuple(t.shape)}.")
+    return g if create_graph else g.detach()
+
+
+def _accumulate(create_graph):
+    def acc(leaf: Tensor, g: Tensor):
+        if g.dtype is not leaf.dtype:
+            g = g.to(leaf.dtype)
+        if tuple(g.shape) != tuple(leaf.shape):
+            g = g.expand(*leaf.shape)
+        if leaf.grad is None:
+            leaf.grad = g if create_graph else Tensor._make(np.array(g._data, copy=True), g.dtype)
+        elif create_graph:
+            leaf.grad = leaf.grad + g
+        else:
+            with graph.no_grad():
+                leaf.grad._data += g._data
+                leaf.grad._version[0] += 1
+    return acc
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    if isinstance(tensors, Tensor):
+        tensors = [tensors]
+    tensors = list(tensors)
+    if grad_tensors is None:
+        grad_tensors = [None] * len(tensors)
+    elif isinstance(grad_tensors, Tensor):
+        grad_tensors = [grad_tensors]
+    if retain_graph is None:
+        retain_graph = create_graph
+    for t in tensors:
+        if not t.requires_grad:
+            raise RuntimeError("element 0 of tensors does not require grad and does not have "
+                               "a grad_fn")
+    grads = [_seed(t, g, create_graph) for t, g in zip(tensors, grad_tensors)]
+    for listener in BACKWARD_LISTENERS:
+        listener(tensors, grads, inputs)
+    capture = None
+    if inputs is not None:
+        inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+        capture = {id(graph.edge_of(x)): i for i, x in enumerate(inputs)}
+    captured = graph.run_backward(tensors, grads, retain_graph=retain_graph,
+                                  create_graph=create_graph,
+                                  accumulate=_accumulate(create_graph), capture=capture)
+    if inputs is not None:
+        acc = _accumulate(create_graph)
+        for x, g in zip(inputs, captured):
+            if g is not None:
+                acc(x, g)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=None, materialize_grads=False):
+    single = isinstance(inputs, Tensor)
+    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    inputs = [inputs] if single else list(inputs)
+    if grad_outputs is None:
+        grad_outputs = [None] * len(outputs)
+    elif isinstance(grad_outputs, Tensor):
+        grad_outputs = [grad_outputs]
+    if retain_graph is None:
+        retain_graph = create_graph
+    for x in inputs:
+        if not x.requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    for o in outputs:
+        if not o.requires_grad:
+            raise RuntimeError("element 0 of tensors does not require grad and does not have "
+                               "a grad_fn")
+    grads = [_seed(o, g, create_graph) for o, g in zip(outputs, grad_outputs)]
+    capture = {id(graph.edge_of(x)): i for i, x in enumerate(inputs)}
+    captured = graph.run_backward(outputs, grads, retain_graph=retain_graph,
+                                  create_graph=create_graph, accumulate=lambda leaf, g: None,
+                                  capture=capture)
+    out = []
+    for x, g in zip(inputs, captured):
+        if g is None:
+            if materialize_grads:
+                g = Tensor._make(np.zeros(x.shape, x.dtype.np), x.dtype)
+            elif not allow_unused:
+                raise RuntimeError("One of the differentiated Tensors appears to not have been "
+                                   "used in the graph. Set allow_unused=True if this is the "
+                                   "desired behavior.")
+        elif tuple(g.shape) != tuple(x.shape):
+            g = g.expand(*x.shape)
+        out.append(g)
+    return tuple(out)
+
+
+# --- custom functions -----------------------------------------------------------
+
+class FunctionCtx:
+    """``ctx`` of a custom Function: ``save_for_backward``, ``saved_tensors``,
+    ``needs_input_grad``, and any attribute the user sets."""
+
+    def __init__(self):
+        self._saved = ()
+        self._versions = ()
+        self.saved_tensors_freed = False
+        self.needs_input_grad = ()
+        self.materialize_grads = True
+
+    def save_for_backward(self, *tensors):
+        self._saved = tensors
+        self._versions = tuple(t._version[0] if isinstance(t, Tensor) else None for t in tensors)
+
+    def mark_non_differentiable(self, *tensors):
+        self._non_diff = tensors
+
+    def set_materialize_grads(self, value: bool):
+        self.materialize_grads = value
+
+    @property
+    def saved_tensors(self):
+        if self.saved_tensors_freed:
+            raise RuntimeError(graph._FREED_MSG)
+        for t, v in zip(self._saved, self._versions):
+            if isinstance(t, Tensor) and t._version[0] != v:
+                raise RuntimeError("one of the variables needed for gradient computation has "
+                                   "been modified by an inplace operation: "
+                                   f"[{t.dtype} {list(t.shape)}] is at version {t._version[0]}; "
+                                   f"expected version {v} instead.")
+        return self._saved
+
+
+class Function:
+    """A custom differentiable function (PyTorch's ``autograd.Function``)."""
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError("a Function subclass must define forward(ctx, ...)")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("a Function subclass must define backward(ctx, grad)")
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        ctx = FunctionCtx()
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        with graph.no_grad():
+            out = cls.forward(ctx, *args, **kwargs)
+        if graph.is_grad_enabled() and any(ctx.needs_input_grad):
+            nexts = tuple(graph.edge_of(a) if isinstance(a, Tensor) else None for a in args)
+            node = graph.FunctionNode(cls, ctx, nexts, len(args))
+            outs = out if isinstance(out, tuple) else (out,)
+            for o in outs:
+                if isinstance(o, Tensor) and o.dtype.is_floating_point:
+                    o.requires_grad = True
+                    o._node = node
+        return out
+
+
+# --- gradient checking ------------------------------------------------------------
+
+def _as_tuple(x):
+    return x if isinstance(x, tuple) else (x,)
+
+
+def gradcheck(fn, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
+              nondet_tol=0.0) -> bool:
+    """Compare analytic gradients with central finite differences (in the
+    inputs' dtype: use float64).  Raises ``GradcheckError`` on a mismatch
+    naming the input and the largest difference."""
+    inputs = _as_tuple(inputs)
+    diff = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    for i in diff:
+        if inputs[i].dtype is not dt.float64:
+            import warnings
+            warnings.warn("gradcheck: input is not float64; the check may be imprecise")
+    outs = _as_tuple(fn(*inputs))
+    for oi, out in enumerate(outs):
+        if not isinstance(out, Tensor) or not out.requires_grad:
+            continue
+        n_out = out.numel()
+        for i in diff:
+            x = inputs[i]
+            analytic = np.zeros((x.numel(), n_out))
+            for j in range(n_out):
+                go = np.zeros(n_out, out.dtype.np)
+                go[j] = 1
+                g = grad(out, x, Tensor._make(go.reshape(out.shape), out.dtype),
+                         retain_graph=True, allow_unused=True)[0]
+                if g is not None:
+                    analytic[:, j] = g._data.reshape(-1)
+            numeric = np.zeros_like(analytic)
+            flat = x._data.reshape(-1)
+            for k in range(x.numel()):
+                orig = flat[k]
+                with graph.no_grad():
+                    flat[k] = orig + eps
+                    hi = _as_tuple(fn(*inputs))[oi]._data.reshape(-1).astype(np.float64)
+                    flat[k] = orig - eps
+                    lo = _as_tuple(fn(*inputs))[oi]._data.reshape(-1).astype(np.float64)
+                flat[k] = orig
+                numeric[k] = (hi - lo) / (2 * eps)
+            if not np.allclose(analytic, numeric, atol=atol, rtol=rtol):
+                err = np.abs(analytic - numeric).max()
+                if raise_exception:
+                    raise GradcheckError(
+                        f"Jacobian mismatch for output {oi} with respect to input {i}: "
+                        f"max abs difference {err:.3g}\nnumerical:{numeric}\nanalytical:"
+                        f"{analytic}")
+                return False
+    return True
+
+
+def gradgradcheck(fn, inputs, **kw) -> bool:
+    """gradcheck of the first derivative (along all-ones output cotangents)."""
+    inputs = _as_tuple(inputs)
+    diff = [x for x in inputs if isinstance(x, Tensor) and x.requires_grad]
+
+    def first(*xs):
+        outs = _as_tuple(fn(*xs))
+        total = None
+        for o in outs:
+            s = o.sum()
+            total = s if total is None else total + s
+        return grad(total, [x for x in xs if isinstance(x, Tensor) and x.requires_grad],
+                    create_graph=True, allow_unused=True, materialize_grads=True)
+    del diff
+    return gradcheck(first, inputs, **kw)
+
+
+class GradcheckError(RuntimeError):
+    pass

@@ -1,0 +1,269 @@
+"""Tensor creation and random numbers.
+
+Invariant: tensors made here are leaves; random tensors are drawn through
+the ``random_uniform`` primitive from a generator whose state is itself a
+tensor (``int64[2]``: seed, offset), advanced in place, so a traced function
+that draws random numbers carries that state like any other.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec import graph, ops
+from tracec.device import to_device
+from tracec.tensor import Tensor
+
+
+def _finish(t: Tensor, requires_grad: bool, device) -> Tensor:
+    if device is not None:
+        to_device(device)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _size(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    out = []
+    for s in size:
+        if isinstance(s, Tensor):
+            s = int(s)
+        if not isinstance(s, (int, np.integer)) or isinstance(s, bool):
+            raise TypeError(f"size must be a sequence of ints, got {type(s).__name__}")
+        if s < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(size)}")
+        out.append(int(s))
+    return tuple(out)
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _finish(Tensor._from_data(data, dtype), requires_grad, device)
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    if isinstance(data, Tensor) and (dtype is None or dt.to_dtype(dtype) is data.dtype):
+        return data
+    if isinstance(data, np.ndarray) and dtype is None:
+        return from_numpy(data)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def from_numpy(a: np.ndarray) -> Tensor:
+    """A tensor sharing memory with ``a``."""
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(a).__name__})")
+    return Tensor._make(a, dt.from_numpy_dtype(a.dtype)) if a.dtype in (
+        np.float32, np.float64, np.float16, np.int32, np.int64, np.bool_) \
+        else Tensor._from_data(a)
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    size = _size((size,) if isinstance(size, int) else size)
+    if dtype is None:
+        dtype = dt.bool_ if isinstance(fill_value, bool) else (
+            dt.int64 if isinstance(fill_value, int) else dt.get_default_dtype())
+    d = dt.to_dtype(dtype)
+    return _finish(Tensor._make(np.full(size, fill_value, dtype=d.np), d), requires_grad, device)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    d = dt.to_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    return _finish(Tensor._make(np.zeros(_size(size), d.np), d), requires_grad, device)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    d = dt.to_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    return _finish(Tensor._make(np.ones(_size(size), d.np), d), requires_grad, device)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def _like(x, dtype):
+    return dt.to_dtype(dtype) if dtype is not None else x.dtype
+
+
+def zeros_like(x, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return zeros(x.shape, dtype=_like(x, dtype), device=device, requires_grad=requires_grad)
+
+
+def ones_like(x, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return ones(x.shape, dtype=_like(x, dtype), device=device, requires_grad=requires_grad)
+
+
+def empty_like(x, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return zeros_like(x, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def full_like(x, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return full(x.shape, fill_value, dtype=_like(x, dtype), device=device,
+                requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    vals = [start, end, step]
+    if dtype is None:
+        dtype = dt.int64 if all(isinstance(v, (int, np.integer)) for v in vals) \
+            else dt.get_default_dtype()
+    d = dt.to_dtype(dtype)
+    n = max(0, math.ceil((end - start) / step))
+    data = (start + np.arange(n, dtype=np.float64) * step).astype(d.np) if d.is_floating_point \
+        else np.arange(start, end, step, dtype=d.np)
+    return _finish(Tensor._make(data, d), requires_grad, device)
+
+
+def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    d = dt.to_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    return _finish(Tensor._make(np.linspace(start, end, steps).astype(d.np), d),
+                   requires_grad, device)
+
+
+def eye(n, m=None, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    d = dt.to_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    return _finish(Tensor._make(np.eye(n, m, dtype=d.np), d), requires_grad, device)
+
+
+# --- random ---------------------------------------------------------------------
+
+class Generator:
+    """A counter-based generator: state ``int64[2] = (seed, offset)``."""
+
+    def __init__(self, device="cpu"):
+        self.state = Tensor._make(np.array([0, 0], np.int64), dt.int64)
+
+    def manual_seed(self, seed: int) -> "Generator":
+        self.state._data[...] = (int(seed) & 0x7FFFFFFFFFFFFFFF, 0)
+        self.state._version[0] += 1
+        return self
+
+    def initial_seed(self) -> int:
+        return int(self.state._data[0])
+
+    def get_state(self) -> Tensor:
+        return Tensor._make(self.state._data.copy(), dt.int64)
+
+    def set_state(self, state: Tensor) -> None:
+        self.state._data[...] = np.asarray(state._data, np.int64)
+        self.state._version[0] += 1
+
+    def uniform(self, shape, dtype: dt.DType) -> Tensor:
+        """``shape`` draws in [0, 1); advances the offset by their count."""
+        with graph.no_grad():
+            u = ops.random_uniform(self.state, shape, dtype)
+            n = math.prod(shape)
+            self.state._assign(ops.add(self.state, Tensor._make(np.array([0, n], np.int64),
+                                                                  dt.int64)), "rng")
+        return u
+
+
+default_generator = Generator()
+default_generator.manual_seed(0)
+
+
+def manual_seed(seed: int) -> Generator:
+    return default_generator.manual_seed(seed)
+
+
+def seed() -> int:
+    s = int.from_bytes(np.random.bytes(7), "little")
+    manual_seed(s)
+    return s
+
+
+def initial_seed() -> int:
+    return default_generator.initial_seed()
+
+
+def get_rng_state() -> Tensor:
+    return default_generator.get_state()
+
+
+def set_rng_state(state: Tensor) -> None:
+    default_generator.set_state(state)
+
+
+def _float_dtype(dtype):
+    d = dt.to_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    if not d.is_floating_point:
+        raise RuntimeError(f"expected a floating point dtype, got {d}")
+    return d
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    g = generator or default_generator
+    u = g.uniform(_size(size), _float_dtype(dtype))
+    return _finish(u, requires_grad, device)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    g = generator or default_generator
+    d = _float_dtype(dtype)
+    shape = _size(size)
+    n = math.prod(shape)
+    with graph.no_grad():
+        work = dt.float64 if d is dt.float64 else dt.float32
+        u = g.uniform((2, n), work)
+        u1 = ops.slice_(u, (0, 0), (1, n), (1, 1))
+        u2 = ops.slice_(u, (1, 0), (2, n), (1, 1))
+        # Box-Muller; 1 - u1 lies in (0, 1], so the log is finite.
+        r = ops.sqrt(ops.mul(ops.log(ops.sub(1.0, u1)), -2.0))
+        z = ops.reshape(ops.mul(r, ops.cos(ops.mul(u2, 2 * math.pi))), shape)
+        if z.dtype is not d:
+            z = ops.cast(z, d)
+    return _finish(z, requires_grad, device)
+
+
+def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
+            requires_grad=False) -> Tensor:
+    if high is None:
+        low, high = 0, low
+    if size is None:
+        raise TypeError("randint() missing required argument 'size'")
+    if high <= low:
+        raise RuntimeError(f"random_ from {low} to {high} is empty")
+    g = generator or default_generator
+    with graph.no_grad():
+        u = g.uniform(_size(size if isinstance(size, (tuple, list)) else (size,)), dt.float64)
+        r = ops.add(ops.cast(ops.mul(u, float(high - low)), dt.int64), low)
+        d = dt.to_dtype(dtype) if dtype is not None else dt.int64
+        if d is not dt.int64:
+            r = ops.cast(r, d)
+    return _finish(r, requires_grad, device)
+
+
+def rand_like(x, *, dtype=None, generator=None) -> Tensor:
+    return rand(x.shape, dtype=_like(x, dtype), generator=generator)
+
+
+def randn_like(x, *, dtype=None, generator=None) -> Tensor:
+    return randn(x.shape, dtype=_like(x, dtype), generator=generator)
+
+
+def randint_like(x, low, high=None, *, dtype=None) -> Tensor:
+    return randint(low, high, x.shape, dtype=_like(x, dtype))
+
+
+def randperm(n, *, generator=None, dtype=None, device=None) -> Tensor:
+    from tracec.tensor import concrete
+    u = (generator or default_generator).uniform((n,), dt.float64)
+    perm = np.argsort(concrete(u, "randperm()"), kind="stable")
+    return Tensor._make(perm.astype(dt.to_dtype(dtype or dt.int64).np), dt.to_dtype(dtype or dt.int64))
+
+
+def bernoulli(p, *, generator=None) -> Tensor:
+    u = (generator or default_generator).uniform(p.shape, p.dtype)
+    with graph.no_grad():
+        return ops.cast(ops.lt(u, p), p.dtype)
+
+
+def multinomial(*a, **k):
+    raise NotImplementedError("multinomial is not supported by tracec yet")

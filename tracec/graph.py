@@ -1,0 +1,318 @@
+"""Define-by-run autograd: backward nodes, grad mode and the engine.
+
+Invariants:
+  * A node is created for a primitive application iff grad mode is on and
+    some differentiable operand requires grad; it keeps only the operands
+    its primitive's VJP reads (``Primitive.save``), each with the version
+    it had when saved, and the avals of the others.
+  * ``backward`` runs nodes in reverse topological order; a node runs once,
+    after every consumer has contributed its cotangent.
+  * A saved tensor modified in place since it was saved makes the node
+    raise (version counter); a freed node (``retain_graph=False``) raises
+    naming ``retain_graph=True``.
+This module knows tensors only through their attributes (``_node``,
+``requires_grad``, ``grad``, ``_version``); the Tensor class sits above it.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+
+from tracec.ops.core import Aval
+
+_state = threading.local()
+
+
+def is_grad_enabled() -> bool:
+    return getattr(_state, "grad", True)
+
+
+def set_grad_enabled(mode: bool) -> None:
+    _state.grad = bool(mode)
+
+
+class _GradMode(contextlib.ContextDecorator):
+    mode = True
+
+    def __enter__(self):
+        self.prev = is_grad_enabled()
+        set_grad_enabled(self.mode)
+        return self
+
+    def __exit__(self, *exc):
+        set_grad_enabled(self.prev)
+        return False
+
+    def __call__(self, fn=None):
+        # Usable both as ``@no_grad`` and ``@no_grad()``.
+        if fn is None:
+            return self
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            prev = is_grad_enabled()
+            set_grad_enabled(mode)
+            try:
+                return fn(*a, **k)
+            finally:
+                set_grad_enabled(prev)
+        return wrapper
+
+
+class no_grad(_GradMode):
+    mode = False
+
+
+class enable_grad(_GradMode):
+    mode = True
+
+
+# PyTorch's grad_fn names for the primitives (composites rename their node).
+BACKWARD_NAMES = {
+    "add": "AddBackward0", "sub": "SubBackward0", "mul": "MulBackward0",
+    "div": "DivBackward0", "pow": "PowBackward1", "neg": "NegBackward0",
+    "exp": "ExpBackward0", "log": "LogBackward0", "sqrt": "SqrtBackward0",
+    "rsqrt": "RsqrtBackward0", "sin": "SinBackward0", "cos": "CosBackward0",
+    "tanh": "TanhBackward0", "logistic": "SigmoidBackward0", "abs": "AbsBackward0",
+    "erf": "ErfBackward0", "sign": "SignBackward0", "maximum": "MaximumBackward0",
+    "minimum": "MinimumBackward0", "where": "WhereBackward0", "cast": "ToCopyBackward0",
+    "reduce_sum": "SumBackward1", "reduce_max": "AmaxBackward0",
+    "reduce_min": "AminBackward0", "matmul": "MmBackward0", "reshape": "ViewBackward0",
+    "transpose": "PermuteBackward0", "broadcast_to": "ExpandBackward0",
+    "slice": "SliceBackward0", "pad": "ConstantPadNdBackward0",
+    "concatenate": "CatBackward0", "take": "IndexBackward0",
+    "index_add": "IndexAddBackward0", "gather": "GatherBackward0",
+    "scatter_add": "ScatterAddBackward0",
+}
+
+_FREED_MSG = (
+    "Trying to backward through the graph a second time (or directly access saved "
+    "tensors after they have already been freed). Saved intermediate values of the "
+    "graph are freed when you call .backward() or autograd.grad(). Specify "
+    "retain_graph=True if you need to backward through the graph a second time or "
+    "if you need to access saved tensors after calling backward.")
+
+
+class Node:
+    """The backward of one primitive application (``grad_fn``)."""
+
+    __slots__ = ("prim", "params", "saved", "avals", "edges", "_name",
+                 "pre_hooks", "freed", "__weakref__")
+
+    def __init__(self, prim, params, inputs, out, next_functions):
+        self.prim = prim
+        self.params = params
+        save = prim.save
+        self.avals = tuple(Aval(getattr(a, "shape", ()), getattr(a, "dtype", None))
+                           for a in inputs)
+        saved = {}
+        for i in save:
+            t = inputs[i]
+            saved[i] = (t, t._version[0]) if hasattr(t, "_version") else (t, None)
+        if prim.save_out:
+            saved["out"] = (out, out._version[0])
+        self.saved = saved
+        self.edges = next_functions
+        self._name = None
+        self.pre_hooks = None
+        self.freed = False
+
+    @property
+    def next_functions(self):
+        """PyTorch's view of the graph: ``((node_or_None, 0), ...)``."""
+        return tuple((e, 0) for e in self.edges)
+
+    def name(self) -> str:
+        return self._name or BACKWARD_NAMES.get(self.prim.name, self.prim.name + "Backward0")
+
+    def __repr__(self):
+        return f"<{self.name()} object>"
+
+    def _unpack(self, key):
+        t, version = self.saved[key]
+        if version is not None and t._version[0] != version:
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified "
+                f"by an inplace operation: [{t.dtype} {list(t.shape)}], which is "
+                f"{'output' if key == 'out' else f'input {key}'} of {self.name()}, is at "
+                f"version {t._version[0]}; expected version {version} instead.")
+        return t
+
+    def apply(self, g):
+        if self.freed and self.saved is None:
+            raise RuntimeError(_FREED_MSG)
+        primals = [self._unpack(i) if i in self.saved else a
+                   for i, a in enumerate(self.avals)]
+        out = self._unpack("out") if "out" in self.saved else None
+        return self.prim.vjp(g, *primals, out=out, **self.params)
+
+    def release(self):
+        if self.saved:
+            self.saved = None
+        self.freed = True
+
+
+class AccumulateGrad:
+    """The node of a leaf tensor: accumulates into ``.grad``."""
+
+    __slots__ = ("variable", "__weakref__")
+
+    edges = ()
+    next_functions = ()
+
+    def __init__(self, variable):
+        self.variable = variable
+
+    def name(self) -> str:
+        return "AccumulateGrad"
+
+    def __repr__(self):
+        return "<AccumulateGrad object>"
+
+
+class FunctionNode:
+    """The backward of a user ``autograd.Function`` application."""
+
+    __slots__ = ("fn_cls", "ctx", "edges", "pre_hooks", "freed", "n_inputs",
+                 "__weakref__")
+
+    def __init__(self, fn_cls, ctx, next_functions, n_inputs):
+        self.fn_cls = fn_cls
+        self.ctx = ctx
+        self.edges = next_functions
+        self.pre_hooks = None
+        self.freed = False
+        self.n_inputs = n_inputs
+
+    @property
+    def next_functions(self):
+        return tuple((e, 0) for e in self.edges)
+
+    def name(self) -> str:
+        return f"{self.fn_cls.__name__}Backward"
+
+    def __repr__(self):
+        return f"<{self.name()} object>"
+
+    def apply(self, g):
+        if self.freed:
+            raise RuntimeError(_FREED_MSG)
+        res = self.fn_cls.backward(self.ctx, g)
+        if not isinstance(res, tuple):
+            res = (res,)
+        if len(res) < self.n_inputs:
+            res = res + (None,) * (self.n_inputs - len(res))
+        return res
+
+    def release(self):
+        self.freed = True
+        self.ctx.saved_tensors_freed = True
+
+
+def edge_of(t):
+    """The node a tensor's gradient flows into, or None."""
+    if not t.requires_grad:
+        return None
+    if t._node is not None:
+        return t._node
+    acc = t._accum
+    if acc is None:
+        acc = t._accum = AccumulateGrad(t)
+    return acc
+
+
+def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
+                 accumulate, capture=None):
+    """Propagate ``grads`` from ``roots`` (tensors) to the leaves.
+
+    ``accumulate(leaf, g)`` is called for each AccumulateGrad reached;
+    ``capture`` maps nodes (or AccumulateGrads) to a slot index: their
+    incoming gradient is stored into the returned list instead of flowing on
+    (``autograd.grad``).
+    """
+    start = []
+    for t, g in zip(roots, grads):
+        e = edge_of(t)
+        if e is None:
+            raise RuntimeError("element 0 of tensors does not require grad and does not "
+                               "have a grad_fn")
+        start.append((e, g))
+    # Count, for each node, how many edges from reachable nodes point at it.
+    deps = {}
+    seen = set()
+    stack = [e for e, _ in start]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        for child in n.edges:
+            if child is not None:
+                deps[id(child)] = deps.get(id(child), 0) + 1
+                stack.append(child)
+    pending = {}
+    for e, g in start:
+        pending[id(e)] = (e, g if id(e) not in pending else pending[id(e)][1] + g)
+    captured = [None] * (len(capture) if capture else 0)
+    ready = [e for e, _ in start if deps.get(id(e), 0) == 0]
+    done = set()
+    prev_mode = is_grad_enabled()
+    set_grad_enabled(create_graph)
+    try:
+        while ready:
+            node = ready.pop()
+            if id(node) in done:
+                continue
+            done.add(id(node))
+            node, g = pending.pop(id(node))
+            if isinstance(node, AccumulateGrad):
+                hooks = node.variable._hooks
+                for h in hooks or ():
+                    r = h(g)
+                    g = r if r is not None else g
+                if capture is not None and id(node) in capture:
+                    captured[capture[id(node)]] = g
+                else:
+                    accumulate(node.variable, g)
+                continue
+            for h in node.pre_hooks or ():
+                r = h(g)
+                g = r if r is not None else g
+            if capture is not None and id(node) in capture:
+                captured[capture[id(node)]] = g
+            grads_in = node.apply(g)
+            if not retain_graph:
+                node.release()
+            for child, gi in zip(node.edges, grads_in):
+                if child is None:
+                    continue
+                if gi is not None:
+                    if id(child) in pending:
+                        pending[id(child)] = (child, pending[id(child)][1] + gi)
+                    else:
+                        pending[id(child)] = (child, gi)
+                deps[id(child)] -= 1
+                if deps[id(child)] == 0:
+                    if id(child) in pending:
+                        ready.append(child)
+                    else:
+                        _skip(child, deps, pending, ready, done)
+    finally:
+        set_grad_enabled(prev_mode)
+    return captured
+
+
+def _skip(node, deps, pending, ready, done):
+    """A node that received no gradient at all: release its children."""
+    done.add(id(node))
+    for child in node.edges:
+        if child is None:
+            continue
+        deps[id(child)] -= 1
+        if deps[id(child)] == 0:
+            if id(child) in pending:
+                ready.append(child)
+            else:
+                _skip(child, deps, pending, ready, done)

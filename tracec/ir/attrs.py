@@ -1,0 +1,163 @@
+"""Attribute encodings of primitive parameters, and source locations.
+
+A primitive's Python parameters map to xDSL properties by *kind*:
+
+========  =================================  ==================================
+kind      Python value                       property
+========  =================================  ==================================
+ints      tuple of ints (axes, shape, ...)   ``DenseArrayBase`` of ``i64``
+int       int (axis)                         ``IntegerAttr`` of ``i64``
+dtype     ``tracec.dtypes.DType``            the element type (``f32``, ``i1``)
+scalar    float, int or bool (fill value)    ``FloatAttr`` f64 / ``IntegerAttr``
+                                             i64 / ``IntegerAttr`` i1
+========  =================================  ==================================
+
+Invariant: ``decode(kind, encode(kind, v)) == v`` with the same Python type
+(a float stays a float, a bool stays a bool, tuples come back as tuples of
+``int``), so the IR can hand a primitive exactly the parameters it was
+recorded with.  A scalar is kept in the type it was given because a fill
+value's type is part of what the user wrote (int64 fills stay exact).
+
+Locations are xDSL's builtin ``FileLineColLoc`` (``loc("f.py":12:4)`` in
+text); ``file_loc`` makes one, ``loc_tuple`` reads one back.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    FileLineColLoc,
+    FloatAttr,
+    IntAttr,
+    IntegerAttr,
+    LocationAttr,
+    StringAttr,
+    UnknownLoc,
+    f64,
+    i1,
+    i64,
+)
+from xdsl.ir import Attribute
+
+from tracec.ir.types import dtype_of_element, element_type
+
+__all__ = [
+    "PARAM_KINDS", "encode_param", "decode_param", "file_loc", "to_location",
+    "loc_tuple", "format_loc",
+]
+
+PARAM_KINDS = ("ints", "int", "dtype", "scalar")
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _as_int(v, what: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise TypeError(f"{what}: expected an int, got {v!r}")
+    v = int(v)
+    if not _I64_MIN <= v <= _I64_MAX:
+        raise ValueError(f"{what}: {v} does not fit in int64")
+    return v
+
+
+def encode_scalar(v) -> Attribute:
+    """A Python (or NumPy) scalar as a typed attribute that keeps its kind."""
+    if isinstance(v, (bool, np.bool_)):
+        return IntegerAttr(bool(v), i1)
+    if isinstance(v, numbers.Integral):
+        return IntegerAttr(_as_int(v, "scalar"), i64)
+    if isinstance(v, numbers.Real):
+        return FloatAttr(float(v), f64)
+    raise TypeError(f"expected a bool, int or float scalar, got {v!r}")
+
+
+def decode_scalar(a: Attribute):
+    """Inverse of ``encode_scalar``."""
+    if isinstance(a, FloatAttr):
+        return float(a.value.data)
+    if isinstance(a, IntegerAttr):
+        if a.type == i1:
+            return bool(a.value.data)
+        return int(a.value.data)
+    raise TypeError(f"not a scalar attribute: {a}")
+
+
+def encode_param(kind: str, v, what: str = "param") -> Attribute:
+    """Encode one Python parameter value as the property of its kind."""
+    if kind == "ints":
+        if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
+            raise TypeError(f"{what}: expected a tuple of ints, got {v!r}")
+        return DenseArrayBase.from_list(i64, [_as_int(x, what) for x in v])
+    if kind == "int":
+        return IntegerAttr(_as_int(v, what), i64)
+    if kind == "dtype":
+        return element_type(v)
+    if kind == "scalar":
+        return encode_scalar(v)
+    raise ValueError(f"unknown parameter kind {kind!r}")
+
+
+def decode_param(kind: str, a: Attribute):
+    """Decode a property back to the Python value the primitive expects."""
+    if kind == "ints":
+        return tuple(int(x) for x in a.get_values())
+    if kind == "int":
+        return int(a.value.data)
+    if kind == "dtype":
+        return dtype_of_element(a)
+    if kind == "scalar":
+        return decode_scalar(a)
+    raise ValueError(f"unknown parameter kind {kind!r}")
+
+
+def format_scalar(v) -> str:
+    """Text of a scalar that ``parse_scalar_text`` reads back exactly:
+    ``true``/``false``, a decimal integer, or a float that always has a
+    ``.`` (``1.0``, ``1.0e-05``), ``inf``/``-inf``/``nan``."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    s = repr(float(v))
+    mant, sep, exp = s.partition("e")
+    if "." not in mant:
+        mant += ".0"
+    return mant + sep + exp
+
+
+# --- locations -----------------------------------------------------------------
+
+def file_loc(filename: str, line: int, col: int = 0) -> FileLineColLoc:
+    """``loc("filename":line:col)``."""
+    return FileLineColLoc(StringAttr(str(filename)), IntAttr(int(line)), IntAttr(int(col)))
+
+
+def to_location(loc) -> LocationAttr:
+    """Accept None (unknown), a location attribute, or ``(file, line[, col])``."""
+    if loc is None:
+        return UnknownLoc()
+    if isinstance(loc, Attribute):
+        return loc
+    return file_loc(*loc)
+
+
+def loc_tuple(x) -> tuple[str, int, int] | None:
+    """``(file, line, col)`` of an op or a location; None when not a file
+    location (unknown, or a location kind tracec does not emit)."""
+    loc = getattr(x, "location", x)
+    if isinstance(loc, FileLineColLoc):
+        return (loc.filename.data, loc.line.data, loc.column.data)
+    return None
+
+
+def format_loc(x) -> str:
+    """``file:line:col`` for messages, or ``<unknown location>``."""
+    t = loc_tuple(x)
+    return f"{t[0]}:{t[1]}:{t[2]}" if t else "<unknown location>"

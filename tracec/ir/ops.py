@@ -1,0 +1,342 @@
+"""One xDSL op class per tracec primitive: ``tracec.<primitive name>``.
+
+The primitive set and each primitive's operands and parameters are listed
+once, in ``SPECS`` below (mirroring ``tracec.ops``, which this layer must not
+import); the classes are generated from it.  Every class:
+
+* has one result, tensor-typed operands named as in ``SPECS`` (``concatenate``
+  takes a variadic ``xs``), and one property per primitive parameter, encoded
+  by kind (see ``tracec.ir.attrs``);
+* prints as ``%r = tracec.<name> %a, %b <kw> <param> ... : <types>`` where
+  ``<types>`` is a single type when all operand types equal the result type
+  (see ``tracec.ir.format.TypeSignature``);
+* is ``Pure`` (random numbers are a function of an explicit state operand);
+* verifies cheaply in ``verify_``: element types and how they relate, the
+  result dtype, parameter lengths against operand ranks, broadcast shapes of
+  elementwise ops, and result shapes fixed by a ``shape`` parameter.  The
+  full shape rule lives with the primitive; a higher layer may install it
+  with ``set_type_rule`` and then ``verify_`` checks every result type.
+
+``make_op`` / ``op_params`` convert between (primitive name, operands,
+Python params) and ops; ``op_params(make_op(n, xs, p, t)) == p``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+from xdsl.dialects.builtin import DenseArrayBase, I64, IntegerAttr, TensorType, i64
+from xdsl.ir import Attribute, Operation, SSAValue, TypeAttribute
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
+
+from tracec import dtypes as dt
+from tracec.ir.attrs import decode_param, encode_param, format_loc, to_location
+from tracec.ir.format import Scalar, TypeSignature
+from tracec.ir.types import dtype_of, format_type, is_tensor_type, shape_of, tensor_type
+
+__all__ = [
+    "PrimSpec", "SPECS", "PrimitiveOp", "OP_BY_PRIMITIVE", "make_op", "op_params",
+    "primitive_name", "set_type_rule", "TypeRule",
+]
+
+
+@dataclass(frozen=True)
+class PrimSpec:
+    """A primitive's IR signature: operand names and (param, kind) pairs.
+
+    ``group`` selects the cheap verification rule; ``variadic`` means the
+    single operand group takes any number (>= 1) of tensors."""
+
+    name: str
+    group: str
+    operands: tuple[str, ...]
+    params: tuple[tuple[str, str], ...] = ()
+    variadic: bool = False
+
+
+def _specs() -> dict[str, PrimSpec]:
+    out: dict[str, PrimSpec] = {}
+
+    def add(name, group, operands, params=(), variadic=False):
+        out[name] = PrimSpec(name, group, tuple(operands), tuple(params), variadic)
+
+    for n in "exp log sqrt rsqrt sin cos tanh logistic erf".split():
+        add(n, "float_unary", ["x"])
+    for n in "neg abs sign".split():
+        add(n, "unary", ["x"])
+    add("logical_not", "not", ["x"])
+    for n in "add sub mul div pow maximum minimum".split():
+        add(n, "binary", ["lhs", "rhs"])
+    for n in "eq ne lt le gt ge logical_and logical_or".split():
+        add(n, "compare", ["lhs", "rhs"])
+    add("where", "where", ["cond", "x", "y"])
+    add("cast", "cast", ["x"], [("dtype", "dtype")])
+    for n in "reduce_sum reduce_max reduce_min".split():
+        add(n, "reduce", ["x"], [("axes", "ints")])
+    for n in "argmax argmin".split():
+        add(n, "arg", ["x"], [("axis", "int")])
+    add("reshape", "reshape", ["x"], [("shape", "ints")])
+    add("transpose", "transpose", ["x"], [("perm", "ints")])
+    add("broadcast_to", "broadcast_to", ["x"], [("shape", "ints")])
+    add("slice", "slice", ["x"], [("starts", "ints"), ("stops", "ints"), ("steps", "ints")])
+    add("pad", "pad", ["x"], [("low", "ints"), ("high", "ints"), ("interior", "ints"),
+                              ("value", "scalar")])
+    add("concatenate", "concatenate", ["xs"], [("axis", "int")], variadic=True)
+    for n in "take gather".split():
+        add(n, "take", ["x", "idx"], [("axis", "int")])
+    for n in "index_add scatter_add".split():
+        add(n, "index_add", ["x", "idx", "src"], [("axis", "int")])
+    add("matmul", "matmul", ["lhs", "rhs"])
+    add("full", "full", [], [("value", "scalar"), ("shape", "ints"), ("dtype", "dtype")])
+    add("iota", "iota", [], [("shape", "ints"), ("dtype", "dtype"), ("axis", "int")])
+    add("random_uniform", "random", ["state"], [("shape", "ints"), ("dtype", "dtype")])
+    return out
+
+
+#: Every primitive's IR signature, by primitive name.
+SPECS: dict[str, PrimSpec] = _specs()
+
+#: ``rule(prim_name, [(shape, DType), ...], params) -> (shape, DType)``.
+TypeRule = Callable[[str, list, dict], tuple]
+_type_rule: list[TypeRule | None] = [None]
+
+
+def set_type_rule(rule: TypeRule | None) -> None:
+    """Install (or remove, with None) the full result-type rule that
+    ``verify_`` applies after its own cheap checks.  The primitives layer
+    owns the rule (``Primitive.abstract_eval``); this hook lets it reach the
+    verifier without the IR importing it."""
+    _type_rule[0] = rule
+
+
+# --- verification --------------------------------------------------------------
+
+def _broadcast(*shapes):
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(ndim):
+        size = 1
+        for s in shapes:
+            j = i - ndim + len(s)
+            if j >= 0 and s[j] != 1:
+                if size not in (1, s[j]):
+                    return None
+                size = s[j]
+        out.append(size)
+    return tuple(out)
+
+
+def _check_group(op: "PrimitiveOp", p: dict, sh: list, ds: list, rs: tuple, rd):
+    """Return an error message, or None; ``sh``/``ds`` are operand shapes and
+    dtypes, ``rs``/``rd`` the result's."""
+    g = op.spec.group
+    rank = len(sh[0]) if sh else 0
+    if g in ("float_unary", "unary", "not", "cast"):
+        if g == "float_unary" and not ds[0].is_floating_point:
+            return f"expected a floating point operand, got {ds[0].name}"
+        want = {"not": dt.bool_, "cast": p.get("dtype")}.get(g, ds[0])
+        if rd is not want:
+            return f"result dtype should be {want.name}"
+        if rs != sh[0]:
+            return "result shape should equal the operand shape"
+    elif g in ("binary", "compare", "where"):
+        if g == "where" and ds[0] is not dt.bool_:
+            return f"condition must be bool, got {ds[0].name}"
+        vals = ds[1:] if g == "where" else ds
+        if vals[0] is not vals[1]:
+            return "operand element types differ"
+        want = dt.bool_ if g == "compare" else vals[0]
+        if rd is not want:
+            return f"result dtype should be {want.name}"
+        if rs != _broadcast(*sh):
+            return "result shape should be the broadcast of the operand shapes"
+    elif g == "reduce":
+        axes = p["axes"]
+        if list(axes) != sorted(set(axes)) or any(not 0 <= a < max(rank, 1) for a in axes):
+            return f"axes {list(axes)} must be sorted, unique and in range for rank {rank}"
+        want = dt.int64 if op.name == "tracec.reduce_sum" and ds[0] is dt.bool_ else ds[0]
+        if rd is not want:
+            return f"result dtype should be {want.name}"
+    elif g == "arg":
+        if rank and not 0 <= p["axis"] < rank:
+            return f"axis {p['axis']} out of range for rank {rank}"
+        if rd is not dt.int64:
+            return "result dtype should be int64"
+    elif g in ("reshape", "transpose", "broadcast_to", "slice", "pad"):
+        if rd is not ds[0]:
+            return f"result dtype should be {ds[0].name}"
+        if g in ("reshape", "broadcast_to") and rs != p["shape"]:
+            return f"result shape should be {p['shape']}"
+        if g == "transpose" and sorted(p["perm"]) != list(range(rank)):
+            return f"perm {list(p['perm'])} is not a permutation of rank {rank}"
+        lens = [len(v) for k, v in p.items() if k != "value"]
+        if g in ("slice", "pad") and any(n != rank for n in lens):
+            return f"parameters must have one entry per dimension (rank {rank})"
+        if g == "slice" and any(s <= 0 for s in p["steps"]):
+            return "slice steps must be positive"
+    elif g == "concatenate":
+        if any(d is not ds[0] for d in ds) or rd is not ds[0]:
+            return "operand and result element types must all be equal"
+        if not 0 <= p["axis"] < rank:
+            return f"axis {p['axis']} out of range for rank {rank}"
+    elif g in ("take", "index_add"):
+        if ds[1].category != 1:
+            return f"indices must be an integer tensor, got {ds[1].name}"
+        if g == "index_add" and (ds[2] is not ds[0] or rs != sh[0]):
+            return "source dtype and result type must match the destination"
+        if rd is not ds[0]:
+            return f"result dtype should be {ds[0].name}"
+        if not 0 <= p["axis"] < rank:
+            return f"axis {p['axis']} out of range for rank {rank}"
+    elif g == "matmul":
+        if ds[0] is not ds[1] or rd is not ds[0]:
+            return "operand and result element types must all be equal"
+        if len(sh[0]) < 2 or len(sh[1]) < 2 or sh[0][-1] != sh[1][-2]:
+            return "operands must have rank >= 2 and matching inner dimensions"
+    elif g in ("full", "iota", "random"):
+        if rd is not p["dtype"] or rs != p["shape"]:
+            return f"result type should be {format_type(tensor_type(p['shape'], p['dtype']))}"
+        if g == "iota" and not 0 <= p["axis"] < max(len(rs), 1):
+            return f"axis {p['axis']} out of range for rank {len(rs)}"
+        if g == "random" and (ds[0] is not dt.int64 or sh[0] != (2,)
+                              or not rd.is_floating_point):
+            return "needs an int64[2] state and a floating point dtype"
+    return None
+
+
+class PrimitiveOp(IRDLOperation):
+    """Base of the generated primitive ops.  Class attributes: ``spec``
+    (its ``PrimSpec``) and ``primitive`` (the primitive's name)."""
+
+    spec: PrimSpec
+    primitive: str
+
+    def fail(self, msg: str) -> VerifyException:
+        """An error naming the op, its operand types and its location."""
+        types = ", ".join(format_type(t) for t in self.operand_types) or "no operands"
+        return VerifyException(f"{self.name} ({types}) -> "
+                               f"{format_type(self.result_types[0])} at "
+                               f"{format_loc(self)}: {msg}")
+
+    def verify_(self) -> None:
+        for t in (*self.operand_types, *self.result_types):
+            if not is_tensor_type(t):
+                raise self.fail(f"{t} is not a static tensor of a tracec element type")
+        if self.spec.variadic and not self.operands:
+            raise self.fail("expects at least one operand")
+        try:
+            p = op_params(self)
+        except (TypeError, ValueError, KeyError) as e:
+            raise self.fail(f"bad parameter: {e}") from None
+        sh = [shape_of(t) for t in self.operand_types]
+        ds = [dtype_of(t) for t in self.operand_types]
+        rs, rd = shape_of(self.result_types[0]), dtype_of(self.result_types[0])
+        msg = _check_group(self, p, sh, ds, rs, rd)
+        if msg:
+            raise self.fail(msg)
+        rule = _type_rule[0]
+        if rule is not None:
+            try:
+                want_shape, want_dtype = rule(self.primitive, list(zip(sh, ds)), p)
+            except Exception as e:  # noqa: BLE001 - the rule's own error text
+                raise self.fail(str(e)) from None
+            if tuple(want_shape) != rs or want_dtype is not rd:
+                raise self.fail(f"result type should be "
+                                f"{format_type(tensor_type(want_shape, want_dtype))}")
+
+
+_PROP_CONSTRAINT = {
+    "ints": lambda: prop_def(DenseArrayBase.constr(i64)),
+    "int": lambda: prop_def(IntegerAttr[I64]),
+    "dtype": lambda: prop_def(TypeAttribute),
+    "scalar": lambda: prop_def(Attribute),
+}
+
+
+def _class_name(prim: str) -> str:
+    return "".join(part.title() for part in prim.split("_")) + "Op"
+
+
+def _make_class(spec: PrimSpec) -> type[PrimitiveOp]:
+    ns: dict = {
+        "name": f"tracec.{spec.name}",
+        "spec": spec,
+        "primitive": spec.name,
+        "result": result_def(TensorType),
+        "traits": traits_def(Pure()),
+        "custom_directives": (TypeSignature, Scalar),
+        "__doc__": f"``{spec.name}`` primitive: operands "
+                   f"({', '.join(spec.operands) or 'none'}), params "
+                   f"({', '.join(n for n, _ in spec.params) or 'none'}).",
+    }
+    for o in spec.operands:
+        ns[o] = var_operand_def(TensorType) if spec.variadic else operand_def(TensorType)
+    fmt = ["operands"] if spec.operands else []
+    for pname, kind in spec.params:
+        ns[pname] = _PROP_CONSTRAINT[kind]()
+        fmt.append(f"`{pname}` custom<Scalar>(${pname})" if kind == "scalar"
+                   else f"`{pname}` ${pname}")
+    fmt.append("attr-dict `:`")
+    fmt.append("custom<TypeSignature>(type(operands), type(results))" if spec.operands
+               else "type($result)")
+    ns["assembly_format"] = " ".join(fmt)
+    ns["__module__"] = __name__
+    return irdl_op_definition(type(_class_name(spec.name), (PrimitiveOp,), ns))
+
+
+#: The op class of every primitive, by primitive name.
+OP_BY_PRIMITIVE: dict[str, type[PrimitiveOp]] = {n: _make_class(s) for n, s in SPECS.items()}
+globals().update({cls.__name__: cls for cls in OP_BY_PRIMITIVE.values()})
+__all__ += [cls.__name__ for cls in OP_BY_PRIMITIVE.values()]
+
+
+def make_op(prim_name: str, operands: Sequence[SSAValue | Operation],
+            params: Mapping[str, object], result_type, loc=None) -> PrimitiveOp:
+    """Build the op of primitive ``prim_name`` (not inserted anywhere).
+
+    ``params`` holds exactly the primitive's keyword parameters, as the
+    primitive takes them; ``result_type`` is a TensorType or a
+    ``(shape, dtype)`` pair; ``loc`` a location attribute, ``(file, line,
+    col)`` or None.  Operand and parameter counts are checked here; types
+    are checked by ``verify``."""
+    try:
+        cls = OP_BY_PRIMITIVE[prim_name]
+    except KeyError:
+        raise ValueError(f"unknown primitive {prim_name!r}") from None
+    spec = cls.spec
+    values = [o.results[0] if isinstance(o, Operation) else o for o in operands]
+    if spec.variadic:
+        if not values:
+            raise ValueError(f"{prim_name}: expects at least one operand")
+    elif len(values) != len(spec.operands):
+        raise ValueError(f"{prim_name}: expects {len(spec.operands)} operands, "
+                         f"got {len(values)}")
+    names = {n for n, _ in spec.params}
+    if set(params) != names:
+        raise ValueError(f"{prim_name}: expects params {sorted(names)}, got {sorted(params)}")
+    props = {n: encode_param(k, params[n], f"{prim_name}.{n}") for n, k in spec.params}
+    if not isinstance(result_type, Attribute):
+        result_type = tensor_type(*result_type)
+    return cls.create(operands=values, result_types=[result_type], properties=props,
+                      location=to_location(loc))
+
+
+def op_params(op: Operation) -> dict:
+    """The primitive's keyword parameters of ``op``, as Python values."""
+    spec = type(op).spec
+    return {n: decode_param(k, op.properties[n]) for n, k in spec.params}
+
+
+def primitive_name(op: Operation) -> str | None:
+    """The primitive an op applies, or None for a non-primitive op."""
+    return getattr(type(op), "primitive", None)

@@ -1,0 +1,101 @@
+"""Tensor types of the tracec dialect: xDSL's builtin ``tensor<..>`` with a
+static shape and one of tracec's seven element types.
+
+Invariant: every value in tracec IR has a ``TensorType`` whose shape is fully
+static (no ``?``), with no encoding, and whose element type is one of
+``f32 f64 f16 bf16 i32 i64 i1`` (one per ``tracec.dtypes`` dtype; integers
+are signless, ``i1`` is ``bool``).  ``tensor_type`` / ``dtype_of`` /
+``shape_of`` convert between this and tracec's (shape, DType) view.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from xdsl.dialects.builtin import (
+    NoneAttr,
+    TensorType,
+    bf16,
+    f16,
+    f32,
+    f64,
+    i1,
+    i32,
+    i64,
+)
+from xdsl.ir import Attribute
+
+from tracec import dtypes as dt
+
+__all__ = [
+    "ELEMENT_TYPES", "element_type", "dtype_of_element", "tensor_type",
+    "dtype_of", "shape_of", "is_tensor_type", "format_type",
+]
+
+_BY_DTYPE: dict[str, Attribute] = {
+    "float32": f32, "float64": f64, "float16": f16, "bfloat16": bf16,
+    "int32": i32, "int64": i64, "bool": i1,
+}
+_BY_ELEMENT: dict[Attribute, dt.DType] = {
+    _BY_DTYPE[d.name]: d for d in dt.all_dtypes
+}
+
+#: The element types a tracec tensor may have.
+ELEMENT_TYPES: tuple[Attribute, ...] = tuple(_BY_ELEMENT)
+
+
+def element_type(dtype) -> Attribute:
+    """The builtin element type (``f32``, ``i1``, ...) of a tracec dtype.
+
+    Accepts anything ``tracec.dtypes.to_dtype`` accepts ("float32", "f32",
+    a DType, a NumPy dtype)."""
+    return _BY_DTYPE[dt.to_dtype(dtype).name]
+
+
+def dtype_of_element(elt: Attribute) -> dt.DType:
+    """The tracec dtype of a builtin element type; TypeError for others."""
+    try:
+        return _BY_ELEMENT[elt]
+    except (KeyError, TypeError):
+        raise TypeError(f"{elt} is not a tracec element type "
+                        f"(expected one of f32 f64 f16 bf16 i32 i64 i1)") from None
+
+
+def tensor_type(shape: Iterable[int], dtype) -> TensorType:
+    """``tensor<shape x elt>`` for a static shape and a tracec dtype."""
+    shape = tuple(int(d) for d in shape)
+    if any(d < 0 for d in shape):
+        raise ValueError(f"tensor shapes are static and non-negative, got {shape}")
+    return TensorType(element_type(dtype), shape)
+
+
+def is_tensor_type(t: Attribute) -> bool:
+    """True for a static-shaped tensor type with a tracec element type."""
+    return (isinstance(t, TensorType) and t.element_type in _BY_ELEMENT
+            and isinstance(t.encoding, NoneAttr)
+            and all(d >= 0 for d in t.get_shape()))
+
+
+def _check(t: Attribute) -> TensorType:
+    if not isinstance(t, TensorType):
+        raise TypeError(f"expected a tensor type, got {t}")
+    return t
+
+
+def dtype_of(t: Attribute) -> dt.DType:
+    """The tracec dtype of a tensor type (or of a value's ``.type``)."""
+    t = getattr(t, "type", t)
+    return dtype_of_element(_check(t).element_type)
+
+
+def shape_of(t: Attribute) -> tuple[int, ...]:
+    """The static shape of a tensor type (or of a value's ``.type``)."""
+    t = getattr(t, "type", t)
+    return tuple(_check(t).get_shape())
+
+
+def format_type(t: Attribute) -> str:
+    """A short human form, ``f32[4,8]``, for error messages."""
+    try:
+        return f"{dtype_of(t).short}[{','.join(map(str, shape_of(t)))}]"
+    except TypeError:
+        return str(t)

@@ -1,0 +1,172 @@
+"""Tensor methods, operators and in-place ops, attached to ``Tensor``.
+
+PyTorch's methods are its functions with ``self`` first; this module binds
+them so that ``tensor.py`` stays the small core.  In-place ops compute the
+functional result and ``_assign`` it (leaf and version-counter rules live
+there).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tracec import creation, graph
+from tracec import functions as F
+from tracec import indexing, shape_ops as S
+from tracec.tensor import Tensor
+
+_METHODS = {
+    # math
+    "add": F.add, "sub": F.sub, "mul": F.mul, "div": F.div, "true_divide": F.div,
+    "multiply": F.mul, "subtract": F.sub, "divide": F.div,
+    "pow": F.pow, "neg": F.neg, "negative": F.neg, "abs": F.abs, "absolute": F.abs,
+    "exp": F.exp, "log": F.log, "sqrt": F.sqrt, "rsqrt": F.rsqrt, "sin": F.sin, "cos": F.cos,
+    "tanh": F.tanh, "sigmoid": F.sigmoid, "relu": F.relu, "erf": F.erf, "sign": F.sign,
+    "square": F.square, "reciprocal": F.reciprocal, "log1p": F.log1p, "expm1": F.expm1,
+    "maximum": F.maximum, "minimum": F.minimum, "clamp": F.clamp, "clip": F.clamp,
+    "eq": F.eq, "ne": F.ne, "lt": F.lt, "le": F.le, "gt": F.gt, "ge": F.ge,
+    "logical_and": F.logical_and, "logical_or": F.logical_or, "logical_not": F.logical_not,
+    "isnan": F.isnan, "equal": F.equal, "allclose": F.allclose,
+    "sum": F.sum, "mean": F.mean, "max": F.max, "min": F.min, "amax": F.amax, "amin": F.amin,
+    "argmax": F.argmax, "argmin": F.argmin, "var": F.var, "std": F.std,
+    "logsumexp": F.logsumexp, "softmax": F.softmax, "log_softmax": F.log_softmax,
+    "matmul": F.matmul, "mm": F.mm, "bmm": F.bmm, "dot": F.dot, "outer": F.outer,
+    # structure
+    "reshape": S.reshape, "view": S.view, "view_as": S.view_as, "reshape_as": S.reshape_as,
+    "permute": S.permute, "transpose": S.transpose, "swapaxes": S.transpose, "t": S.t,
+    "squeeze": S.squeeze, "unsqueeze": S.unsqueeze, "expand": S.expand,
+    "expand_as": S.expand_as, "broadcast_to": S.broadcast_to, "flatten": S.flatten,
+    "unflatten": S.unflatten, "split": S.split, "chunk": S.chunk, "unbind": S.unbind,
+    "masked_fill": S.masked_fill, "gather": S.gather, "scatter_add": S.scatter_add,
+    "clone": S.clone, "contiguous": S.contiguous, "to": S.to, "type_as": S.type_as,
+    "float": S.float_, "double": S.double, "half": S.half, "long": S.long, "int": S.int_,
+    "bool": S.bool_, "bfloat16": S.bfloat16,
+}
+
+for _name, _fn in _METHODS.items():
+    setattr(Tensor, _name, _fn)
+
+Tensor.T = property(S.T)
+Tensor.mT = property(S.mT)
+
+
+def _cpu(self):
+    return self
+
+
+def _cuda(self, device=None):
+    from tracec.device import to_device
+    to_device("cuda")
+
+
+Tensor.cpu = _cpu
+Tensor.cuda = _cuda
+Tensor.__getitem__ = indexing.getitem
+Tensor.__setitem__ = indexing.setitem
+
+
+def _binop(fn, reflected=False):
+    def op(self, other):
+        if not isinstance(other, (Tensor, int, float, bool, np.number, np.bool_, np.ndarray)):
+            return NotImplemented
+        return fn(other, self) if reflected else fn(self, other)
+    return op
+
+
+Tensor.__add__ = _binop(F.add)
+Tensor.__radd__ = _binop(F.add, True)
+Tensor.__sub__ = _binop(F.sub)
+Tensor.__rsub__ = _binop(F.sub, True)
+Tensor.__mul__ = _binop(F.mul)
+Tensor.__rmul__ = _binop(F.mul, True)
+Tensor.__truediv__ = _binop(F.div)
+Tensor.__rtruediv__ = _binop(F.div, True)
+Tensor.__pow__ = _binop(F.pow)
+Tensor.__rpow__ = _binop(F.pow, True)
+Tensor.__matmul__ = _binop(F.matmul)
+Tensor.__rmatmul__ = _binop(F.matmul, True)
+Tensor.__eq__ = _binop(F.eq)
+Tensor.__ne__ = _binop(F.ne)
+Tensor.__lt__ = _binop(F.lt)
+Tensor.__le__ = _binop(F.le)
+Tensor.__gt__ = _binop(F.gt)
+Tensor.__ge__ = _binop(F.ge)
+Tensor.__and__ = _binop(F.logical_and)
+Tensor.__rand__ = _binop(F.logical_and, True)
+Tensor.__or__ = _binop(F.logical_or)
+Tensor.__ror__ = _binop(F.logical_or, True)
+Tensor.__neg__ = F.neg
+Tensor.__pos__ = lambda self: self
+Tensor.__abs__ = F.abs
+Tensor.__invert__ = F.logical_not
+Tensor.__hash__ = lambda self: id(self)
+
+
+# --- in-place ---------------------------------------------------------------------
+
+def _inplace(name, fn):
+    def method(self, *args, **kwargs):
+        return self._assign(fn(self, *args, **kwargs), name)
+    method.__name__ = name
+    return method
+
+
+for _name, _fn in {"add_": F.add, "sub_": F.sub, "mul_": F.mul, "div_": F.div,
+                   "pow_": F.pow, "clamp_": F.clamp, "clip_": F.clamp,
+                   "masked_fill_": S.masked_fill, "neg_": F.neg, "exp_": F.exp,
+                   "sqrt_": F.sqrt, "relu_": F.relu, "sigmoid_": F.sigmoid,
+                   "tanh_": F.tanh}.items():
+    setattr(Tensor, _name, _inplace(_name, _fn))
+
+Tensor.__iadd__ = _inplace("add_", F.add)
+Tensor.__isub__ = _inplace("sub_", F.sub)
+Tensor.__imul__ = _inplace("mul_", F.mul)
+Tensor.__itruediv__ = _inplace("div_", F.div)
+
+
+def _fill(self, value):
+    if isinstance(value, Tensor):
+        new = S.expand(value.to(self.dtype), *self.shape) if value.ndim == 0 else value
+    else:
+        with graph.no_grad():
+            new = Tensor._make(np.full(self.shape, value, self.dtype.np), self.dtype)
+    return self._assign(new, "fill_")
+
+
+def _zero(self):
+    return _fill(self, 0)
+
+
+def _copy(self, src, non_blocking=False):
+    if not isinstance(src, Tensor):
+        raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
+    if src.dtype is not self.dtype:
+        src = src.to(self.dtype)
+    if tuple(src.shape) != tuple(self.shape):
+        try:
+            np.broadcast_shapes(src.shape, self.shape)
+            if np.broadcast_shapes(src.shape, self.shape) != tuple(self.shape):
+                raise ValueError
+        except ValueError:
+            raise RuntimeError(f"copy_: the source of shape {tuple(src.shape)} cannot be "
+                               f"broadcast to the destination of shape {tuple(self.shape)}") from None
+        src = S.expand(src, *self.shape)
+    return self._assign(src, "copy_")
+
+
+def _uniform(self, a=0.0, b=1.0, generator=None):
+    with graph.no_grad():
+        u = creation.rand(self.shape, dtype=self.dtype, generator=generator)
+        return self._assign(F.add(F.mul(u, b - a), a), "uniform_")
+
+
+def _normal(self, mean=0.0, std=1.0, generator=None):
+    with graph.no_grad():
+        z = creation.randn(self.shape, dtype=self.dtype, generator=generator)
+        return self._assign(F.add(F.mul(z, std), mean), "normal_")
+
+
+Tensor.fill_ = _fill
+Tensor.zero_ = _zero
+Tensor.copy_ = _copy
+Tensor.uniform_ = _uniform
+Tensor.normal_ = _normal

@@ -1,0 +1,143 @@
+"""The primitive registry: what a primitive is and how it is applied.
+
+A primitive owns, in one place (API.md "one definition per primitive"):
+  * ``dtype_rule`` and ``shape_rule``: abstract evaluation on (shape, dtype);
+  * ``impl``: its NumPy implementation (eager CPU and the interpreter);
+  * ``vjp``: its vector-Jacobian product, written with primitives only, so
+    the same rule runs on eager tensors (the tape) and on IR values (the
+    autodiff pass);
+  * ``save``: which primal values the VJP reads (so eager keeps no more).
+
+Applying a primitive (``Primitive.bind``) dispatches on the type of its
+operands: each value type (the eager ``Tensor``, the autodiff pass's IR
+values) implements ``_bind_primitive(prim, args, params)``.  Python scalars
+are allowed as operands of elementwise primitives and are weakly typed: they
+take the dtype of the tensor operands.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from tracec import dtypes as dt
+
+__all__ = ["Aval", "Primitive", "PRIMITIVES", "ShapeError", "broadcast_shapes",
+           "normalize_axis", "is_value"]
+
+
+class ShapeError(RuntimeError):
+    """A shape or dtype rule refused its operands."""
+
+
+class Aval:
+    """An abstract value: a static shape and a dtype."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: tuple, dtype: dt.DType):
+        self.shape = tuple(shape)
+        self.dtype = dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __eq__(self, other):
+        return isinstance(other, Aval) and self.shape == other.shape and self.dtype is other.dtype
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype.name))
+
+    def __repr__(self):
+        return f"{self.dtype.short}[{','.join(map(str, self.shape))}]"
+
+
+PRIMITIVES: dict[str, "Primitive"] = {}
+
+
+def is_value(x) -> bool:
+    """True for anything a primitive can be bound to (not a Python scalar)."""
+    return hasattr(type(x), "_bind_primitive")
+
+
+class Primitive:
+    """One primitive operation; see the module docstring for the contract.
+
+    ``kind`` groups primitives for the passes: "elementwise", "reduce",
+    "movement", "index", "matmul", "creation", "random".
+    """
+
+    def __init__(self, name: str, *, kind: str, impl: Callable,
+                 shape_rule: Callable, dtype_rule: Callable,
+                 vjp: Callable | None, save: Sequence[int] = (),
+                 save_out: bool = False, nondiff_argnums: Sequence[int] = (),
+                 variadic: bool = False):
+        if name in PRIMITIVES:
+            raise ValueError(f"primitive {name} defined twice")
+        self.name = name
+        self.kind = kind
+        self.impl = impl
+        self.shape_rule = shape_rule
+        self.dtype_rule = dtype_rule
+        self.vjp = vjp
+        self.save = tuple(save)
+        self.save_out = save_out
+        self.nondiff_argnums = frozenset(nondiff_argnums)
+        self.variadic = variadic
+        PRIMITIVES[name] = self
+
+    @property
+    def differentiable(self) -> bool:
+        return self.vjp is not None
+
+    def abstract_eval(self, *avals, **params) -> Aval:
+        """Shape and dtype of the result for operands of these avals."""
+        return Aval(self.shape_rule(*[a.shape for a in avals], **params),
+                    self.dtype_rule(*[a.dtype for a in avals], **params))
+
+    def bind(self, *args, like=None, **params):
+        """Apply the primitive to values (or, with no value operand, in the
+        context of ``like``)."""
+        for a in args:
+            binder = getattr(type(a), "_bind_primitive", None)
+            if binder is not None:
+                return binder(self, args, params)
+        if like is not None:
+            return type(like)._bind_primitive(self, args, params)
+        raise TypeError(f"{self.name}: no tensor operand among {args!r}")
+
+    __call__ = bind
+
+    def __repr__(self):
+        return f"Primitive({self.name})"
+
+
+def broadcast_shapes(*shapes: tuple) -> tuple:
+    """NumPy broadcasting; raises ShapeError naming every shape."""
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for i in range(ndim):
+        size = 1
+        for s in shapes:
+            j = i - ndim + len(s)
+            if j < 0:
+                continue
+            d = s[j]
+            if d != 1:
+                if size != 1 and size != d:
+                    raise ShapeError(
+                        "shapes " + " and ".join(str(tuple(s)) for s in shapes)
+                        + f" cannot be broadcast together (size {size} vs {d}"
+                        f" at dimension {i - ndim})")
+                size = d
+        out.append(size)
+    return tuple(out)
+
+
+def normalize_axis(axis: int, ndim: int) -> int:
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        raise TypeError(f"dim must be an int, got {type(axis).__name__}")
+    lo = -max(ndim, 1)
+    if axis < lo or axis >= max(ndim, 1):
+        raise IndexError(f"Dimension out of range (expected to be in range of "
+                         f"[{lo}, {max(ndim, 1) - 1}], but got {axis})")
+    return axis % max(ndim, 1) if ndim else 0

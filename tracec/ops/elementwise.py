@@ -1,0 +1,267 @@
+"""Elementwise primitives: unary math, binary arithmetic, comparisons,
+``where`` and ``cast``.
+
+Invariant: binary primitives take operands of one dtype (the front end
+promotes first); the result shape is the NumPy broadcast of the operands.
+VJPs reduce their cotangents back to each operand's shape (``sum_to``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec.ops.core import Primitive, ShapeError, broadcast_shapes
+# The VJP rules of one layer call each other: modules, resolved at call time.
+from tracec.ops import movement, reduce  # noqa: E402
+
+
+
+def _same_dtype(name):
+    def rule(*dts, **_):
+        first = dts[0]
+        for d in dts[1:]:
+            if d is not first:
+                raise ShapeError(f"{name}: operand dtypes differ ({first} vs {d})")
+        return first
+    return rule
+
+
+def _float_only(name):
+    def rule(d, **_):
+        if not d.is_floating_point:
+            raise ShapeError(f"{name}: expected a floating point operand, got {d}")
+        return d
+    return rule
+
+
+def _unary_shape(s, **_):
+    return s
+
+
+def _quiet_impl(f):
+    def impl(*a, **_):
+        with np.errstate(all="ignore"):
+            return f(*a)
+    impl.__name__ = getattr(f, "__name__", "impl")
+    return impl
+
+
+# --- helpers used by the VJP rules (primitives only) -------------------------
+
+def sum_to(g, shape):
+    """Sum ``g`` down to ``shape`` (the adjoint of broadcasting)."""
+    gshape = tuple(g.shape)
+    shape = tuple(shape)
+    if gshape == shape:
+        return g
+    lead = len(gshape) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        i + lead for i, s in enumerate(shape) if s == 1 and gshape[i + lead] != 1)
+    if axes:
+        g = reduce.reduce_sum(g, axes=axes)
+    if tuple(g.shape) != shape:
+        g = movement.reshape(g, shape)
+    return g
+
+
+def _unary(name, f, vjp, *, float_only=True, save=(0,), save_out=False):
+    return Primitive(name, kind="elementwise", impl=_quiet_impl(f),
+                     shape_rule=_unary_shape,
+                     dtype_rule=_float_only(name) if float_only else (lambda d, **_: d),
+                     vjp=vjp, save=save, save_out=save_out)
+
+
+def _sigmoid(x):
+    return np.where(x >= 0, 1 / (1 + np.exp(-x)), np.exp(x) / (1 + np.exp(x))).astype(x.dtype)
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _erf_impl(x):
+    return _erf(x).astype(x.dtype)
+
+
+neg_p = _unary("neg", np.negative, lambda g, x, out: (neg(g),), float_only=False, save=())
+exp_p = _unary("exp", np.exp, lambda g, x, out: (mul(g, out),), save=(), save_out=True)
+log_p = _unary("log", np.log, lambda g, x, out: (div(g, x),))
+sqrt_p = _unary("sqrt", np.sqrt, lambda g, x, out: (div(g, mul(out, 2.0)),), save=(), save_out=True)
+rsqrt_p = _unary("rsqrt", lambda x: 1 / np.sqrt(x),
+                 lambda g, x, out: (mul(g, mul(pow_(out, 3.0), -0.5)),), save=(), save_out=True)
+sin_p = _unary("sin", np.sin, lambda g, x, out: (mul(g, cos(x)),))
+cos_p = _unary("cos", np.cos, lambda g, x, out: (neg(mul(g, sin(x))),))
+tanh_p = _unary("tanh", np.tanh, lambda g, x, out: (mul(g, sub(1.0, mul(out, out))),),
+                save=(), save_out=True)
+logistic_p = _unary("logistic", _sigmoid,
+                    lambda g, x, out: (mul(g, mul(out, sub(1.0, out))),), save=(), save_out=True)
+abs_p = _unary("abs", np.abs, lambda g, x, out: (mul(g, sign(x)),), float_only=False)
+sign_p = _unary("sign", np.sign, lambda g, x, out: (mul(g, 0.0),), float_only=False, save=())
+erf_p = _unary("erf", _erf_impl,
+               lambda g, x, out: (mul(g, mul(exp(neg(mul(x, x))), 2.0 / math.sqrt(math.pi))),))
+logical_not_p = Primitive("logical_not", kind="elementwise", impl=np.logical_not,
+                          shape_rule=_unary_shape, dtype_rule=lambda d, **_: dt.bool_, vjp=None)
+
+
+def neg(x): return neg_p.bind(x)
+def exp(x): return exp_p.bind(x)
+def log(x): return log_p.bind(x)
+def sqrt(x): return sqrt_p.bind(x)
+def rsqrt(x): return rsqrt_p.bind(x)
+def sin(x): return sin_p.bind(x)
+def cos(x): return cos_p.bind(x)
+def tanh(x): return tanh_p.bind(x)
+def logistic(x): return logistic_p.bind(x)
+def abs_(x): return abs_p.bind(x)
+def sign(x): return sign_p.bind(x)
+def erf(x): return erf_p.bind(x)
+def logical_not(x): return logical_not_p.bind(x)
+
+
+# --- binary ------------------------------------------------------------------
+
+def _binary_shape(a, b, **_):
+    return broadcast_shapes(a, b)
+
+
+def _binary(name, f, vjp, *, save=(0, 1), save_out=False, dtype_rule=None):
+    return Primitive(name, kind="elementwise", impl=_quiet_impl(f), shape_rule=_binary_shape,
+                     dtype_rule=dtype_rule or _same_dtype(name), vjp=vjp,
+                     save=save, save_out=save_out)
+
+
+def _shape(v):
+    return tuple(v.shape) if hasattr(v, "shape") else ()
+
+
+def _add_vjp(g, x, y, out):
+    return sum_to(g, _shape(x)), sum_to(g, _shape(y))
+
+
+def _sub_vjp(g, x, y, out):
+    return sum_to(g, _shape(x)), sum_to(neg(g), _shape(y))
+
+
+def _mul_vjp(g, x, y, out):
+    return sum_to(mul(g, y), _shape(x)), sum_to(mul(g, x), _shape(y))
+
+
+def _div_vjp(g, x, y, out):
+    gx = div(g, y)
+    return sum_to(gx, _shape(x)), sum_to(neg(mul(gx, div(x, y))), _shape(y))
+
+
+def _pow_vjp(g, x, y, out):
+    gx = mul(g, mul(y, pow_(x, sub(y, 1.0))))
+    # d/dy x**y = x**y log x; PyTorch defines it as 0 where x == 0 and y >= 0.
+    gy = mul(g, where(eq(x, 0.0), 0.0, mul(out, log(x))))
+    return sum_to(gx, _shape(x)), sum_to(gy, _shape(y))
+
+
+def _max_vjp(g, x, y, out):
+    # Ties split the gradient evenly, as PyTorch's maximum does.
+    half = mul(g, 0.5)
+    gx = where(gt(x, y), g, where(eq(x, y), half, 0.0))
+    gy = where(lt(x, y), g, where(eq(x, y), half, 0.0))
+    return sum_to(gx, _shape(x)), sum_to(gy, _shape(y))
+
+
+def _min_vjp(g, x, y, out):
+    half = mul(g, 0.5)
+    gx = where(lt(x, y), g, where(eq(x, y), half, 0.0))
+    gy = where(gt(x, y), g, where(eq(x, y), half, 0.0))
+    return sum_to(gx, _shape(x)), sum_to(gy, _shape(y))
+
+
+def _int_pow(x, y):
+    if np.issubdtype(np.result_type(x), np.integer) and np.any(np.asarray(y) < 0):
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+    return np.power(x, y)
+
+
+add_p = _binary("add", np.add, _add_vjp, save=())
+sub_p = _binary("sub", np.subtract, _sub_vjp, save=())
+mul_p = _binary("mul", np.multiply, _mul_vjp)
+div_p = _binary("div", np.true_divide, _div_vjp)
+pow_p = _binary("pow", _int_pow, _pow_vjp, save_out=True)
+maximum_p = _binary("maximum", np.maximum, _max_vjp)
+minimum_p = _binary("minimum", np.minimum, _min_vjp)
+
+
+def _cmp(name, f):
+    def rule(a, b, **_):
+        _same_dtype(name)(a, b)
+        return dt.bool_
+    return Primitive(name, kind="elementwise", impl=f, shape_rule=_binary_shape,
+                     dtype_rule=rule, vjp=None)
+
+
+eq_p = _cmp("eq", np.equal)
+ne_p = _cmp("ne", np.not_equal)
+lt_p = _cmp("lt", np.less)
+le_p = _cmp("le", np.less_equal)
+gt_p = _cmp("gt", np.greater)
+ge_p = _cmp("ge", np.greater_equal)
+logical_and_p = _cmp("logical_and", np.logical_and)
+logical_or_p = _cmp("logical_or", np.logical_or)
+
+
+def add(x, y): return add_p.bind(x, y)
+def sub(x, y): return sub_p.bind(x, y)
+def mul(x, y): return mul_p.bind(x, y)
+def div(x, y): return div_p.bind(x, y)
+def pow_(x, y): return pow_p.bind(x, y)
+def maximum(x, y): return maximum_p.bind(x, y)
+def minimum(x, y): return minimum_p.bind(x, y)
+def eq(x, y): return eq_p.bind(x, y)
+def ne(x, y): return ne_p.bind(x, y)
+def lt(x, y): return lt_p.bind(x, y)
+def le(x, y): return le_p.bind(x, y)
+def gt(x, y): return gt_p.bind(x, y)
+def ge(x, y): return ge_p.bind(x, y)
+def logical_and(x, y): return logical_and_p.bind(x, y)
+def logical_or(x, y): return logical_or_p.bind(x, y)
+
+
+# --- where, cast ---------------------------------------------------------------
+
+def _where_dtype(c, a, b, **_):
+    if c is not dt.bool_:
+        raise ShapeError(f"where: condition must be bool, got {c}")
+    return _same_dtype("where")(a, b)
+
+
+def _where_vjp(g, c, x, y, out):
+    return (None, sum_to(where(c, g, 0.0), _shape(x)),
+            sum_to(where(c, 0.0, g), _shape(y)))
+
+
+where_p = Primitive("where", kind="elementwise", impl=np.where,
+                    shape_rule=lambda c, a, b, **_: broadcast_shapes(c, a, b),
+                    dtype_rule=_where_dtype, vjp=_where_vjp, save=(0,),
+                    nondiff_argnums=(0,))
+
+
+def where(c, x, y): return where_p.bind(c, x, y)
+
+
+def _cast_impl(x, *, dtype):
+    out = x.astype(dtype.np)  # always a copy: clone() is a cast to the same dtype
+    if dtype is dt.bfloat16:
+        out = dt.round_bfloat16(out)
+    return out
+
+
+def _cast_vjp(g, x, out, *, dtype):
+    if not x.dtype.is_floating_point:
+        return (None,)
+    return (cast(g, dtype=x.dtype),)
+
+
+cast_p = Primitive("cast", kind="elementwise", impl=_cast_impl,
+                   shape_rule=lambda s, **_: s,
+                   dtype_rule=lambda d, *, dtype: dtype, vjp=_cast_vjp, save=(0,))
+
+
+def cast(x, dtype): return cast_p.bind(x, dtype=dtype)

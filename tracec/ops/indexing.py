@@ -1,0 +1,134 @@
+"""Integer-index primitives.
+
+* ``take(x, idx, axis)``: ``x`` indexed by an integer array along one axis;
+  the result has shape ``x.shape[:axis] + idx.shape + x.shape[axis+1:]``.
+* ``index_add(x, idx, src, axis)``: the adjoint of ``take``: ``x`` plus
+  ``src`` accumulated at those positions (repeated indices add up).
+* ``gather(x, idx, axis)``: PyTorch's ``gather`` / NumPy's
+  ``take_along_axis`` where ``idx`` matches ``x`` off the axis.
+* ``scatter_add(x, idx, src, axis)``: its adjoint.
+
+Invariant: indices are int64 and checked against the indexed size (negative
+indices count from the end); out-of-range indices raise ``IndexError``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec.ops.core import Primitive, ShapeError
+from tracec.ops import creation  # noqa: F401  (call-time use)
+
+
+def _check_index(idx, size, what):
+    if idx.size and (idx.min() < -size or idx.max() >= size):
+        bad = idx[(idx < -size) | (idx >= size)].flat[0]
+        raise IndexError(f"{what}: index {bad} is out of bounds for dimension with size {size}")
+
+
+def _int_idx(d):
+    if d.category != 1:
+        raise ShapeError(f"indices must be an integer tensor, got {d}")
+
+
+def _take_shape(xs, ids, *, axis):
+    if not 0 <= axis < len(xs):
+        raise ShapeError(f"take: axis {axis} out of range for shape {tuple(xs)}")
+    return tuple(xs[:axis]) + tuple(ids) + tuple(xs[axis + 1:])
+
+
+def _take_dtype(xd, idd, *, axis):
+    _int_idx(idd)
+    return xd
+
+
+def _take_impl(x, idx, *, axis):
+    _check_index(idx, x.shape[axis], "index")
+    return np.take(x, idx, axis=axis)
+
+
+take_p = Primitive(
+    "take", kind="index", impl=_take_impl, shape_rule=_take_shape, dtype_rule=_take_dtype,
+    vjp=lambda g, x, idx, out, *, axis: (
+        index_add(creation.zeros(x.shape, x.dtype, like=g), idx, g, axis), None),
+    save=(1,), nondiff_argnums=(1,))
+
+
+def _index_add_shape(xs, ids, ss, *, axis):
+    want = _take_shape(xs, ids, axis=axis)
+    if tuple(ss) != want:
+        raise ShapeError(f"index_add: source shape {tuple(ss)} should be {want} "
+                         f"(destination {tuple(xs)}, index {tuple(ids)}, axis {axis})")
+    return tuple(xs)
+
+
+def _index_add_dtype(xd, idd, sd, *, axis):
+    _int_idx(idd)
+    if xd is not sd:
+        raise ShapeError(f"index_add: dtypes differ ({xd} vs {sd})")
+    return xd
+
+
+def _index_add_impl(x, idx, src, *, axis):
+    _check_index(idx, x.shape[axis], "index_add")
+    out = x.copy()
+    np.add.at(out, (slice(None),) * axis + (idx,), src)
+    return out
+
+
+index_add_p = Primitive(
+    "index_add", kind="index", impl=_index_add_impl, shape_rule=_index_add_shape,
+    dtype_rule=_index_add_dtype,
+    vjp=lambda g, x, idx, src, out, *, axis: (g, None, take(g, idx, axis)),
+    save=(1,), nondiff_argnums=(1,))
+
+
+def _gather_shape(xs, ids, *, axis):
+    if len(xs) != len(ids) or not 0 <= axis < len(xs) or any(
+            a != b for i, (a, b) in enumerate(zip(xs, ids)) if i != axis):
+        raise ShapeError(f"gather: index shape {tuple(ids)} does not match input shape "
+                         f"{tuple(xs)} outside dimension {axis}")
+    return tuple(ids)
+
+
+def _gather_impl(x, idx, *, axis):
+    _check_index(idx, x.shape[axis], "gather")
+    return np.take_along_axis(x, idx, axis=axis)
+
+
+gather_p = Primitive(
+    "gather", kind="index", impl=_gather_impl, shape_rule=_gather_shape,
+    dtype_rule=_take_dtype,
+    vjp=lambda g, x, idx, out, *, axis: (
+        scatter_add(creation.zeros(x.shape, x.dtype, like=g), idx, g, axis), None),
+    save=(1,), nondiff_argnums=(1,))
+
+
+def _scatter_shape(xs, ids, ss, *, axis):
+    if tuple(ids) != tuple(ss):
+        raise ShapeError(f"scatter_add: index shape {tuple(ids)} and source shape "
+                         f"{tuple(ss)} differ")
+    _gather_shape(xs, ids, axis=axis)
+    return tuple(xs)
+
+
+def _scatter_impl(x, idx, src, *, axis):
+    _check_index(idx, x.shape[axis], "scatter_add")
+    out = x.copy()
+    grid = list(np.indices(idx.shape, sparse=True))
+    grid[axis] = idx
+    np.add.at(out, tuple(grid), src)
+    return out
+
+
+scatter_add_p = Primitive(
+    "scatter_add", kind="index", impl=_scatter_impl, shape_rule=_scatter_shape,
+    dtype_rule=_index_add_dtype,
+    vjp=lambda g, x, idx, src, out, *, axis: (g, None, gather(g, idx, axis)),
+    save=(1,), nondiff_argnums=(1,))
+
+
+def take(x, idx, axis): return take_p.bind(x, idx, axis=axis)
+def index_add(x, idx, src, axis): return index_add_p.bind(x, idx, src, axis=axis)
+def gather(x, idx, axis): return gather_p.bind(x, idx, axis=axis)
+def scatter_add(x, idx, src, axis): return scatter_add_p.bind(x, idx, src, axis=axis)

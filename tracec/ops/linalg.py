@@ -1,0 +1,48 @@
+"""``matmul``: batched matrix product ``[..., m, k] @ [..., k, n]`` with
+broadcast batch dimensions.  Rank-1 operands are handled by the front end
+(reshape in, reshape out), so the primitive always sees rank >= 2."""
+from __future__ import annotations
+
+import numpy as np
+
+from tracec.ops.core import Primitive, ShapeError, broadcast_shapes
+from tracec.ops import elementwise as ew, movement
+
+
+def _matmul_shape(a, b):
+    if len(a) < 2 or len(b) < 2:
+        raise ShapeError(f"matmul: operands must have rank >= 2, got {tuple(a)} and {tuple(b)}")
+    if a[-1] != b[-2]:
+        raise ShapeError(f"mat1 and mat2 shapes cannot be multiplied "
+                         f"({'x'.join(map(str, a))} and {'x'.join(map(str, b))})")
+    try:
+        batch = broadcast_shapes(tuple(a[:-2]), tuple(b[:-2]))
+    except ShapeError:
+        raise ShapeError(f"matmul: batch dimensions of {tuple(a)} and {tuple(b)} "
+                         f"cannot be broadcast") from None
+    return batch + (a[-2], b[-1])
+
+
+def _matmul_dtype(a, b):
+    if a is not b:
+        raise ShapeError(f"expected both matmul operands to have the same dtype, got {a} and {b}")
+    return a
+
+
+def _swap(x):
+    n = len(x.shape)
+    return movement.transpose(x, tuple(range(n - 2)) + (n - 1, n - 2))
+
+
+def _matmul_vjp(g, a, b, out):
+    ga = matmul(g, _swap(b))
+    gb = matmul(_swap(a), g)
+    return ew.sum_to(ga, tuple(a.shape)), ew.sum_to(gb, tuple(b.shape))
+
+
+matmul_p = Primitive("matmul", kind="matmul", impl=lambda a, b: np.matmul(a, b),
+                     shape_rule=_matmul_shape, dtype_rule=_matmul_dtype,
+                     vjp=_matmul_vjp, save=(0, 1))
+
+
+def matmul(a, b): return matmul_p.bind(a, b)

@@ -1,0 +1,174 @@
+"""Movement primitives: ``reshape``, ``transpose``, ``broadcast_to``,
+``slice`` (positive steps), ``pad`` (low/high/interior, the adjoint of a
+strided slice) and ``concatenate``.
+
+Invariant: these move or select elements and never compute; in eager mode
+``reshape``, ``transpose``, ``broadcast_to`` and ``slice`` return NumPy views
+of their operand when NumPy can (the front end then shares storage and the
+version counter, API.md §1).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tracec.ops.core import Primitive, ShapeError
+from tracec.ops import elementwise as ew  # noqa: F401  (call-time use)
+
+
+def _reshape_shape(s, *, shape):
+    if math.prod(s) != math.prod(shape):
+        raise ShapeError(f"shape '{list(shape)}' is invalid for input of size {math.prod(s)}"
+                         f" (input shape {tuple(s)})")
+    return tuple(shape)
+
+
+reshape_p = Primitive("reshape", kind="movement", impl=lambda x, *, shape: x.reshape(shape),
+                      shape_rule=_reshape_shape, dtype_rule=lambda d, **_: d,
+                      vjp=lambda g, x, out, *, shape: (reshape(g, tuple(x.shape)),))
+
+
+def _transpose_shape(s, *, perm):
+    if sorted(perm) != list(range(len(s))):
+        raise ShapeError(f"permutation {list(perm)} does not match a tensor of shape {tuple(s)}")
+    return tuple(s[p] for p in perm)
+
+
+def _inverse(perm):
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return tuple(inv)
+
+
+transpose_p = Primitive("transpose", kind="movement",
+                        impl=lambda x, *, perm: x.transpose(perm),
+                        shape_rule=_transpose_shape, dtype_rule=lambda d, **_: d,
+                        vjp=lambda g, x, out, *, perm: (transpose(g, _inverse(perm)),))
+
+
+def _broadcast_shape(s, *, shape):
+    shape = tuple(shape)
+    if len(shape) < len(s) or any(
+            d != 1 and d != t for d, t in zip(s, shape[len(shape) - len(s):])):
+        raise ShapeError(f"the shape {tuple(s)} cannot be expanded to {shape}")
+    return shape
+
+
+broadcast_to_p = Primitive(
+    "broadcast_to", kind="movement", impl=lambda x, *, shape: np.broadcast_to(x, shape),
+    shape_rule=_broadcast_shape, dtype_rule=lambda d, **_: d,
+    vjp=lambda g, x, out, *, shape: (ew.sum_to(g, tuple(x.shape)),))
+
+
+def _slice_len(start, stop, step):
+    return max(0, (stop - start + step - 1) // step)
+
+
+def _slice_shape(s, *, starts, stops, steps):
+    if not len(starts) == len(stops) == len(steps) == len(s):
+        raise ShapeError(f"slice of rank {len(starts)} applied to shape {tuple(s)}")
+    out = []
+    for d, a, b, c in zip(s, starts, stops, steps):
+        if c <= 0 or not 0 <= a <= d or not 0 <= b <= d:
+            raise ShapeError(f"slice {a}:{b}:{c} is invalid for a dimension of size {d}")
+        out.append(_slice_len(a, b, c))
+    return tuple(out)
+
+
+def _slice_impl(x, *, starts, stops, steps):
+    return x[tuple(slice(a, b, c) for a, b, c in zip(starts, stops, steps))]
+
+
+def _slice_vjp(g, x, out, *, starts, stops, steps):
+    high, interior = [], []
+    for d, a, n, c in zip(x.shape, starts, g.shape, steps):
+        covered = (n - 1) * c + 1 if n else 0
+        high.append(d - a - covered)
+        interior.append(c - 1)
+    return (pad(g, tuple(starts), tuple(high), tuple(interior), 0.0),)
+
+
+slice_p = Primitive("slice", kind="movement", impl=_slice_impl, shape_rule=_slice_shape,
+                    dtype_rule=lambda d, **_: d, vjp=_slice_vjp)
+
+
+def _pad_shape(s, *, low, high, interior, value):
+    if not len(low) == len(high) == len(interior) == len(s):
+        raise ShapeError(f"pad config of rank {len(low)} applied to shape {tuple(s)}")
+    if min(low + high + interior, default=0) < 0:
+        raise ShapeError("pad: negative padding is not supported")
+    return tuple(lo + hi + d + max(d - 1, 0) * i
+                 for d, lo, hi, i in zip(s, low, high, interior))
+
+
+def _pad_impl(x, *, low, high, interior, value):
+    shape = _pad_shape(x.shape, low=low, high=high, interior=interior, value=value)
+    out = np.full(shape, value, dtype=x.dtype)
+    out[tuple(slice(lo, lo + max(d - 1, 0) * (i + 1) + 1 if d else lo, i + 1)
+              for d, lo, i in zip(x.shape, low, interior))] = x
+    return out
+
+
+def _pad_vjp(g, x, out, *, low, high, interior, value):
+    stops = tuple(lo + max(d - 1, 0) * (i + 1) + (1 if d else 0)
+                  for d, lo, i in zip(x.shape, low, interior))
+    return (slice_(g, tuple(low), stops, tuple(i + 1 for i in interior)),)
+
+
+pad_p = Primitive("pad", kind="movement", impl=_pad_impl, shape_rule=_pad_shape,
+                  dtype_rule=lambda d, **_: d, vjp=_pad_vjp)
+
+
+def _concat_shape(*shapes, axis):
+    first = shapes[0]
+    if not 0 <= axis < len(first):
+        raise ShapeError(f"concatenate: axis {axis} out of range for shape {tuple(first)}")
+    for s in shapes[1:]:
+        if len(s) != len(first) or any(a != b for i, (a, b) in enumerate(zip(s, first))
+                                        if i != axis):
+            raise ShapeError(f"Sizes of tensors must match except in dimension {axis}: "
+                             f"got shapes {', '.join(str(tuple(x)) for x in shapes)}")
+    return tuple(sum(s[axis] for s in shapes) if i == axis else d
+                 for i, d in enumerate(first))
+
+
+def _concat_dtype(*dts, axis):
+    if any(d is not dts[0] for d in dts):
+        raise ShapeError(f"concatenate: operand dtypes differ ({', '.join(map(str, dts))})")
+    return dts[0]
+
+
+def _concat_vjp(g, *xs, out, axis):
+    outs, at = [], 0
+    for x in xs:
+        n = x.shape[axis]
+        starts = tuple(at if i == axis else 0 for i in range(len(g.shape)))
+        stops = tuple(at + n if i == axis else d for i, d in enumerate(g.shape))
+        outs.append(slice_(g, starts, stops, (1,) * len(g.shape)))
+        at += n
+    return tuple(outs)
+
+
+concatenate_p = Primitive("concatenate", kind="movement",
+                          impl=lambda *xs, axis: np.concatenate(xs, axis=axis),
+                          shape_rule=_concat_shape, dtype_rule=_concat_dtype,
+                          vjp=_concat_vjp, variadic=True)
+
+
+def reshape(x, shape): return reshape_p.bind(x, shape=tuple(shape))
+def transpose(x, perm): return transpose_p.bind(x, perm=tuple(perm))
+def broadcast_to(x, shape): return broadcast_to_p.bind(x, shape=tuple(shape))
+
+
+def slice_(x, starts, stops, steps):
+    return slice_p.bind(x, starts=tuple(starts), stops=tuple(stops), steps=tuple(steps))
+
+
+def pad(x, low, high, interior, value=0.0):
+    return pad_p.bind(x, low=tuple(low), high=tuple(high), interior=tuple(interior),
+                      value=value)
+
+
+def concatenate(xs, axis): return concatenate_p.bind(*xs, axis=axis)

@@ -1,0 +1,59 @@
+"""``random_uniform``: counter-based random numbers.
+
+The generator state is a tensor ``int64[2] = (seed, offset)``; element ``i``
+of the result is a pure function of ``(seed, offset + i)`` (a SplitMix64
+hash), so eager, the interpreter and native backends draw identical numbers
+and a compiled function can carry the state as an ordinary tensor.  Written
+by hand because none of NumPy's generators is counter-addressable this way.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec.ops.core import Primitive, ShapeError
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+def splitmix64(z: np.ndarray) -> np.ndarray:
+    """The SplitMix64 finalizer on uint64 (wrapping arithmetic)."""
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+def _uniform_impl(state, *, shape, dtype):
+    n = math.prod(shape)
+    seed, offset = (int(v) for v in state)
+    with np.errstate(over="ignore"):
+        key = splitmix64(np.uint64(seed & 0xFFFFFFFFFFFFFFFF) + _GOLDEN)
+        ctr = np.arange(n, dtype=np.uint64) + np.uint64(offset & 0xFFFFFFFFFFFFFFFF)
+        bits = splitmix64(ctr * _GOLDEN + key)
+    # Top 24 bits -> [0, 1) exactly representable in float32.
+    u = (bits >> np.uint64(40)).astype(np.float64) * (1.0 / (1 << 24))
+    return u.astype(dtype.np).reshape(shape)
+
+
+def _uniform_shape(s, *, shape, dtype):
+    if tuple(s) != (2,):
+        raise ShapeError(f"random_uniform: state must have shape (2,), got {tuple(s)}")
+    return tuple(shape)
+
+
+def _uniform_dtype(d, *, shape, dtype):
+    if d is not dt.int64 or not dtype.is_floating_point:
+        raise ShapeError(f"random_uniform: needs an int64 state and a float dtype, got {d}, {dtype}")
+    return dtype
+
+
+random_uniform_p = Primitive("random_uniform", kind="random", impl=_uniform_impl,
+                             shape_rule=_uniform_shape, dtype_rule=_uniform_dtype, vjp=None)
+
+
+def random_uniform(state, shape, dtype):
+    return random_uniform_p.bind(state, shape=tuple(shape), dtype=dtype)

@@ -1,0 +1,328 @@
+"""Shape and structure functions: reshape/view, permute, transpose,
+squeeze/unsqueeze, expand, flatten, cat/stack/split/chunk, masked_fill,
+gather, one_hot, clone, contiguous and dtype conversion.
+
+Invariant: ``view`` and friends never copy (PyTorch raises where a view is
+impossible); ``reshape`` copies only when it must.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec import ops
+from tracec.functions import _named, _operand, promote
+from tracec.ops.core import normalize_axis
+from tracec.tensor import Tensor
+
+
+def _shape_arg(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    out = []
+    for s in shape:
+        if isinstance(s, Tensor):
+            s = int(s)
+        if not isinstance(s, (int, np.integer)) or isinstance(s, bool):
+            raise TypeError(f"shape must be a sequence of ints, got {type(s).__name__}")
+        out.append(int(s))
+    return tuple(out)
+
+
+def _infer(x, shape):
+    shape = list(shape)
+    n = x.numel()
+    if shape.count(-1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    if -1 in shape:
+        rest = math.prod(s for s in shape if s != -1)
+        if rest == 0 or n % rest:
+            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {n}")
+        shape[shape.index(-1)] = n // rest
+    if any(s < 0 for s in shape) or math.prod(shape) != n:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {n}")
+    return tuple(shape)
+
+
+def reshape(x, *shape):
+    shape = _infer(x, _shape_arg(shape))
+    if shape == tuple(x.shape):
+        return _named(ops.reshape(x, shape), "ViewBackward0")
+    return _named(ops.reshape(x, shape), "ViewBackward0")
+
+
+def view(x, *shape):
+    if len(shape) == 1 and isinstance(shape[0], dt.DType):
+        raise NotImplementedError("view(dtype) is not supported")
+    out = reshape(x, *shape)
+    if x.numel() and not np.may_share_memory(out._data, x._data):
+        raise RuntimeError("view size is not compatible with input tensor's size and stride "
+                           "(at least one dimension spans across two contiguous subspaces). "
+                           "Use .reshape(...) instead.")
+    return out
+
+
+def view_as(x, other):
+    return view(x, *other.shape)
+
+
+def reshape_as(x, other):
+    return reshape(x, *other.shape)
+
+
+def permute(x, *dims):
+    dims = _shape_arg(dims)
+    if len(dims) != x.ndim:
+        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
+                           f"not match the length of the desired ordering of dimensions i.e. "
+                           f"input.dim() = {x.ndim} is not equal to len(dims) = {len(dims)}")
+    perm = tuple(normalize_axis(d, x.ndim) for d in dims)
+    if len(set(perm)) != len(perm):
+        raise RuntimeError(f"permute(): duplicate dims are not allowed: {dims}")
+    return _named(ops.transpose(x, perm), "PermuteBackward0")
+
+
+def transpose(x, dim0, dim1):
+    if x.ndim == 0:
+        return x
+    a, b = normalize_axis(dim0, x.ndim), normalize_axis(dim1, x.ndim)
+    perm = list(range(x.ndim))
+    perm[a], perm[b] = perm[b], perm[a]
+    return _named(ops.transpose(x, perm), "TransposeBackward0")
+
+
+swapaxes = swapdims = transpose
+
+
+def t(x):
+    if x.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
+    return _named(transpose(x, 0, -1) if x.ndim == 2 else x, "TBackward0")
+
+
+def T(x):
+    return _named(ops.transpose(x, tuple(reversed(range(x.ndim)))), "PermuteBackward0")
+
+
+def mT(x):
+    return transpose(x, -2, -1)
+
+
+def squeeze(x, dim=None):
+    if dim is None:
+        shape = tuple(s for s in x.shape if s != 1)
+    else:
+        dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+        axes = {normalize_axis(d, x.ndim) for d in dims}
+        shape = tuple(s for i, s in enumerate(x.shape) if not (i in axes and s == 1))
+    return _named(ops.reshape(x, shape), "SqueezeBackward0")
+
+
+def unsqueeze(x, dim):
+    d = normalize_axis(dim, x.ndim + 1)
+    shape = tuple(x.shape[:d]) + (1,) + tuple(x.shape[d:])
+    return _named(ops.reshape(x, shape), "UnsqueezeBackward0")
+
+
+def expand(x, *sizes):
+    sizes = _shape_arg(sizes)
+    if len(sizes) < x.ndim:
+        raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be "
+                           f"greater or equal to the number of dimensions in the tensor "
+                           f"({x.ndim})")
+    lead = len(sizes) - x.ndim
+    shape = tuple(x.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(sizes))
+    return _named(ops.broadcast_to(x, shape), "ExpandBackward0")
+
+
+def expand_as(x, other):
+    return expand(x, *other.shape)
+
+
+def broadcast_to(x, shape):
+    return expand(x, *shape)
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    if x.ndim == 0:
+        return reshape(x, 1)
+    a, b = normalize_axis(start_dim, x.ndim), normalize_axis(end_dim, x.ndim)
+    if a > b:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    shape = tuple(x.shape[:a]) + (math.prod(x.shape[a:b + 1]),) + tuple(x.shape[b + 1:])
+    return reshape(x, shape)
+
+
+def unflatten(x, dim, sizes):
+    d = normalize_axis(dim, x.ndim)
+    return reshape(x, tuple(x.shape[:d]) + tuple(sizes) + tuple(x.shape[d + 1:]))
+
+
+def cat(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("cat(): expected a non-empty list of Tensors")
+    for t_ in tensors:
+        if not isinstance(t_, Tensor):
+            raise TypeError(f"cat(): expected a sequence of Tensors, got {type(t_).__name__}")
+    # PyTorch skips legacy empty 1-D tensors.
+    tensors = [t_ for t_ in tensors if not (t_.ndim == 1 and t_.shape[0] == 0)] or tensors[:1]
+    tensors, _ = promote("cat", *tensors)
+    d = normalize_axis(dim, tensors[0].ndim)
+    if len(tensors) == 1:
+        return _named(ops.reshape(tensors[0], tensors[0].shape), "CatBackward0")
+    return ops.concatenate(tensors, d)
+
+
+concat = concatenate = cat
+
+
+def stack(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    shape = tensors[0].shape
+    for t_ in tensors:
+        if t_.shape != shape:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {shape} "
+                               f"at entry 0 and {t_.shape} at another entry")
+    d = normalize_axis(dim, len(shape) + 1)
+    return _named(cat([unsqueeze(t_, d) for t_ in tensors], d), "StackBackward0")
+
+
+def _slice_dim(x, d, start, stop):
+    starts = tuple(start if i == d else 0 for i in range(x.ndim))
+    stops = tuple(stop if i == d else s for i, s in enumerate(x.shape))
+    return _named(ops.slice_(x, starts, stops, (1,) * x.ndim), "SplitBackward0")
+
+
+def split(x, split_size_or_sections, dim=0):
+    d = normalize_axis(dim, x.ndim)
+    n = x.shape[d]
+    if isinstance(split_size_or_sections, int):
+        size = split_size_or_sections
+        if size <= 0:
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, got {size}")
+        bounds = list(range(0, n, size)) + [n]
+        if n == 0:
+            bounds = [0, 0]
+    else:
+        sections = list(split_size_or_sections)
+        if sum(sections) != n:
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} "
+                               f"(input tensor's size at dimension {d}), but got "
+                               f"split_sizes={sections}")
+        bounds = [0]
+        for s in sections:
+            bounds.append(bounds[-1] + s)
+    return tuple(_slice_dim(x, d, a, b) for a, b in zip(bounds[:-1], bounds[1:]))
+
+
+def chunk(x, chunks, dim=0):
+    if chunks <= 0:
+        raise RuntimeError("chunk expects `chunks` to be greater than 0")
+    d = normalize_axis(dim, x.ndim)
+    size = -(-x.shape[d] // chunks) if x.shape[d] else 1
+    return split(x, size, d)
+
+
+def unbind(x, dim=0):
+    d = normalize_axis(dim, x.ndim)
+    return tuple(squeeze(s, d) for s in split(x, 1, d))
+
+
+def masked_fill(x, mask, value):
+    if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
+        raise RuntimeError("masked_fill only supports boolean masks")
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise RuntimeError("masked_fill only supports a 0-dimensional value tensor")
+        value = ops.cast(value, x.dtype) if value.dtype is not x.dtype else value
+    return _named(ops.where(mask, value, x), "MaskedFillBackward0")
+
+
+def gather(x, dim, index):
+    if not isinstance(index, Tensor) or index.dtype.category != 1:
+        raise RuntimeError("gather(): Expected dtype int64 for index")
+    d = normalize_axis(dim, x.ndim)
+    if index.ndim != x.ndim:
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    for i, (a, b) in enumerate(zip(index.shape, x.shape)):
+        if i != d and a > b:
+            raise RuntimeError(f"Size does not match at dimension {i} expected index "
+                               f"{list(index.shape)} to be smaller than self {list(x.shape)} "
+                               f"apart from dimension {d}")
+    if any(a != b for i, (a, b) in enumerate(zip(index.shape, x.shape)) if i != d):
+        x = ops.slice_(x, (0,) * x.ndim,
+                       tuple(s if i == d else index.shape[i] for i, s in enumerate(x.shape)),
+                       (1,) * x.ndim)
+    if index.dtype is not dt.int64:
+        index = ops.cast(index, dt.int64)
+    return ops.gather(x, index, d)
+
+
+def scatter_add(x, dim, index, src):
+    d = normalize_axis(dim, x.ndim)
+    return ops.scatter_add(x, index, src, d)
+
+
+def one_hot(x, num_classes=-1):
+    if not isinstance(x, Tensor) or x.dtype is not dt.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if num_classes == -1:
+        num_classes = int(x._data.max()) + 1 if x.numel() else 0
+    if x.numel() and (x._data.min() < 0 or x._data.max() >= num_classes):
+        raise RuntimeError("Class values must be smaller than num_classes." if x._data.min() >= 0
+                           else "Class values must be non-negative.")
+    classes = ops.iota((num_classes,), dt.int64, 0, like=x)
+    return ops.cast(ops.eq(ops.reshape(x, x.shape + (1,)), classes), dt.int64)
+
+
+def clone(x, *, memory_format=None):
+    return _named(ops.cast(x, x.dtype), "CloneBackward0")
+
+
+def contiguous(x, memory_format=None):
+    if x._data.flags.c_contiguous:
+        return x
+    return clone(x)
+
+
+def to(x, *args, **kwargs):
+    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``."""
+    from tracec.device import device as _device, to_device
+    dtype = kwargs.pop("dtype", None)
+    dev = kwargs.pop("device", None)
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("copy", None)
+    for a in args:
+        if isinstance(a, dt.DType):
+            dtype = a
+        elif isinstance(a, (str, _device)):
+            dev = a
+        elif isinstance(a, Tensor):
+            dtype = a.dtype
+        else:
+            raise TypeError(f"to(): unexpected argument {a!r}")
+    if dev is not None:
+        to_device(dev)
+    if dtype is not None and dt.to_dtype(dtype) is not x.dtype:
+        return ops.cast(x, dt.to_dtype(dtype))
+    return x
+
+
+def type_as(x, other):
+    return to(x, other.dtype)
+
+
+def _conv(d):
+    def fn(x):
+        return to(x, d)
+    return fn
+
+
+float_, double, half, long, int_, bool_, bfloat16 = (
+    _conv(dt.float32), _conv(dt.float64), _conv(dt.float16), _conv(dt.int64),
+    _conv(dt.int32), _conv(dt.bool_), _conv(dt.bfloat16))

@@ -1,0 +1,500 @@
+"""The eager ``Tensor``: NumPy storage, define-by-run autograd, views.
+
+Invariants:
+  * ``_data`` is a NumPy array whose dtype is ``dtype.np``; bfloat16 data is
+    float32 rounded to bfloat16 after every op.
+  * A view (made by reshape/transpose/expand/slicing when NumPy can avoid
+    a copy) shares ``_data`` memory and the ``_version`` box with its root
+    ``_base``, and records ``_view_chain``, the movement primitives that
+    derive it from the root, so in-place writes through it can be replayed
+    functionally for autograd and for the tracer.
+  * Every primitive application goes through ``_bind_primitive``; listeners
+    registered in ``RECORDERS`` (the tracer) see each one.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec import graph
+from tracec.ops import core, elementwise as ew, movement
+from tracec.ops.core import ShapeError
+
+__all__ = ["Tensor", "RECORDERS", "as_tensor_operand"]
+
+# Callables ``(prim, inputs, params, out)`` notified of every primitive
+# application while registered (the tracer registers one while recording).
+RECORDERS: list = []
+
+# Callables ``(tensor, why)`` asked before a tensor's value leaves tensor-land
+# (item(), bool(), tolist(), numpy(), mask indexing): the tracer raises there.
+CONCRETE_CHECKS: list = []
+
+
+def concrete(t: "Tensor", why: str) -> np.ndarray:
+    """``t``'s data, for a use that makes Python depend on its value."""
+    for check in CONCRETE_CHECKS:
+        check(t, why)
+    return t._data
+
+
+_VIEW_PRIMS = frozenset(("reshape", "transpose", "broadcast_to", "slice"))
+
+
+def _array_repr(t) -> str:
+    a = t._data
+    if t.dtype is dt.bfloat16 or t.dtype is dt.float16:
+        a = a.astype(np.float32)
+    if a.dtype.kind == "f":
+        body = np.array2string(a, separator=", ", prefix="tensor(", precision=4,
+                               floatmode="maxprec_equal")
+    else:
+        body = np.array2string(a, separator=", ", prefix="tensor(")
+    return body
+
+
+class Tensor:
+    """A multi-dimensional array with define-by-run autograd (API.md §1-2)."""
+
+    __slots__ = ("_data", "dtype", "requires_grad", "grad", "_node", "_accum", "_version",
+                 "_base", "_view_chain", "_hooks", "_retains_grad", "__weakref__", "__dict__")
+
+    __array_priority__ = 1000  # make ndarray <op> Tensor defer to Tensor
+
+    def __init__(self, data=None, *, dtype=None, requires_grad=False):
+        from_data = Tensor._from_data(data if data is not None else [], dtype)
+        self._init(from_data._data, from_data.dtype)
+        self.requires_grad = bool(requires_grad)
+
+    def _init(self, data, dtype):
+        self._data = data
+        self.dtype = dtype
+        self.requires_grad = False
+        self.grad = None
+        self._node = None
+        self._accum = None
+        self._version = [0]
+        self._base = None
+        self._view_chain = None
+        self._hooks = None
+        self._retains_grad = False
+
+    @classmethod
+    def _make(cls, data: np.ndarray, dtype: dt.DType) -> "Tensor":
+        t = object.__new__(Tensor)
+        t._init(data, dtype)
+        return t
+
+    @staticmethod
+    def _from_data(data, dtype=None) -> "Tensor":
+        """A new tensor (a copy) from Python or NumPy data."""
+        if isinstance(data, Tensor):
+            arr = data._data.copy()
+            d = data.dtype if dtype is None else dt.to_dtype(dtype)
+        else:
+            if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat(data)):
+                data = _nested_to_numpy(data)
+            try:
+                arr = np.array(data)
+            except (ValueError, TypeError) as e:
+                raise TypeError(f"tensor(): could not convert {type(data).__name__} "
+                                f"to a tensor: {e}") from None
+            if arr.dtype.kind in "OUSV":
+                raise TypeError(f"tensor(): unsupported data of type {arr.dtype} "
+                                f"(expected numbers, got {type(data).__name__})")
+            if dtype is not None:
+                d = dt.to_dtype(dtype)
+            elif arr.dtype.kind == "f":
+                d = dt.get_default_dtype() if not isinstance(data, np.ndarray) \
+                    else dt.from_numpy_dtype(arr.dtype)
+            elif arr.dtype.kind == "b":
+                d = dt.bool_
+            elif arr.dtype.kind in "iu":
+                d = dt.int64 if not isinstance(data, np.ndarray) else dt.from_numpy_dtype(arr.dtype)
+            elif arr.dtype.kind == "c":
+                raise TypeError("tracec does not support complex tensors")
+            else:
+                d = dt.get_default_dtype()
+        arr = np.array(arr, dtype=d.np, copy=True)
+        if d is dt.bfloat16:
+            arr = dt.round_bfloat16(arr)
+        return Tensor._make(arr, d)
+
+    # --- primitive application ---------------------------------------------
+
+    @classmethod
+    def _bind_primitive(cls, prim, args, params):
+        ref = None
+        for a in args:
+            if isinstance(a, Tensor) and (ref is None or a.dtype.category > ref.category):
+                ref = a.dtype
+        arrays, dtypes_ = [], []
+        for a in args:
+            if isinstance(a, Tensor):
+                arrays.append(a._data)
+                dtypes_.append(a.dtype)
+            elif isinstance(a, (numbers.Number, np.number, np.bool_)):
+                d = ref if ref is not None else _scalar_dtype(a)
+                arrays.append(np.asarray(a, dtype=d.np))
+                dtypes_.append(d)
+            else:
+                raise TypeError(f"{prim.name}(): expected a Tensor or a number as operand, "
+                                f"got {type(a).__name__}")
+        out_dtype = prim.dtype_rule(*dtypes_, **params)
+        try:
+            res = prim.impl(*arrays, **params)
+        except (ValueError, TypeError) as e:
+            prim.shape_rule(*[a.shape for a in arrays], **params)
+            raise RuntimeError(f"{prim.name}: {e} (operand shapes "
+                               f"{', '.join(str(a.shape) for a in arrays)})") from None
+        if type(res) is not np.ndarray:
+            res = np.asarray(res)
+        if res.dtype != out_dtype.np:
+            res = res.astype(out_dtype.np)
+        if out_dtype is dt.bfloat16 and prim.kind != "movement":
+            res = dt.round_bfloat16(res)
+        out = Tensor._make(res, out_dtype)
+        if prim.name in _VIEW_PRIMS and res.base is not None:
+            src = args[0]
+            if np.may_share_memory(res, src._data):
+                out._version = src._version
+                out._base = src._base if src._base is not None else src
+                out._view_chain = (src._view_chain or ()) + (
+                    (prim, params, core.Aval(src.shape, src.dtype)),)
+        if prim.vjp is not None and graph.is_grad_enabled():
+            nd = prim.nondiff_argnums
+            needs = False
+            for i, a in enumerate(args):
+                if i not in nd and isinstance(a, Tensor) and a.requires_grad:
+                    needs = True
+                    break
+            if needs:
+                nexts = tuple(graph.edge_of(a) if isinstance(a, Tensor) and i not in nd else None
+                              for i, a in enumerate(args))
+                out.requires_grad = True
+                out._node = graph.Node(prim, params, args, out, nexts)
+        if RECORDERS:
+            for r in RECORDERS:
+                r(prim, args, params, out)
+        return out
+
+    # --- attributes ----------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple:
+        return self._data.shape
+
+    def size(self, dim=None):
+        if dim is None:
+            return self._data.shape
+        return self._data.shape[core.normalize_axis(dim, self.ndim)]
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    def dim(self) -> int:
+        return self._data.ndim
+
+    def numel(self) -> int:
+        return int(self._data.size)
+
+    def nelement(self) -> int:
+        return int(self._data.size)
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def device(self):
+        from tracec.device import cpu
+        return cpu
+
+    @property
+    def is_cuda(self) -> bool:
+        return False
+
+    @property
+    def grad_fn(self):
+        return self._node
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node is None
+
+    @property
+    def data(self) -> "Tensor":
+        t = Tensor._make(self._data, self.dtype)
+        t._version = self._version
+        return t
+
+    @data.setter
+    def data(self, value: "Tensor"):
+        if not isinstance(value, Tensor):
+            raise TypeError("data must be a Tensor")
+        self._data = value._data
+        self.dtype = value.dtype
+
+    @property
+    def is_floating_point_(self):
+        return self.dtype.is_floating_point
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self._data.shape[0]))
+
+    def __hash__(self):
+        return id(self)
+
+    def __repr__(self):
+        extra = []
+        if self.dtype not in (dt.get_default_dtype(), dt.int64, dt.bool_):
+            extra.append(f"dtype={self.dtype}")
+        if self._node is not None:
+            extra.append(f"grad_fn=<{self._node.name()}>")
+        elif self.requires_grad:
+            extra.append("requires_grad=True")
+        body = _array_repr(self)
+        return f"tensor({body}{''.join(', ' + e for e in extra)})"
+
+    __str__ = __repr__
+
+    # --- conversion ----------------------------------------------------------
+
+    def numpy(self) -> np.ndarray:
+        if self.requires_grad:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
+        concrete(self, "numpy()")
+        if self.dtype is dt.bfloat16:
+            return self._data.copy()
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        a = self._data
+        return a if dtype is None else a.astype(dtype)
+
+    def item(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be "
+                               "converted to Scalar")
+        return concrete(self, "item()").reshape(()).item()
+
+    def tolist(self):
+        return concrete(self, "tolist()").tolist()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.dtype.category != 1 and self.dtype is not dt.bool_:
+            raise TypeError("only integer tensors of a single element can be converted "
+                            "to an index")
+        return int(self.item())
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is "
+                               "ambiguous")
+        return bool(concrete(self, "bool()").reshape(()).item())
+
+    def detach(self) -> "Tensor":
+        t = Tensor._make(self._data, self.dtype)
+        t._version = self._version
+        t._base = self._base if self._base is not None else self
+        return t
+
+    def detach_(self) -> "Tensor":
+        self._node = None
+        self.requires_grad = False
+        return self
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        if not self.is_leaf and not requires_grad:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables.")
+        if requires_grad and not (self.dtype.is_floating_point):
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def retain_grad(self) -> None:
+        if self.is_leaf:
+            return
+        if self._retains_grad:
+            return
+        self._retains_grad = True
+
+        def keep(g, self=self):
+            if self.grad is None:
+                self.grad = g.detach() if not graph.is_grad_enabled() else g
+            else:
+                self.grad = self.grad + g
+        self._add_node_hook(keep)
+
+    def register_hook(self, fn):
+        """Call ``fn(grad)`` when this tensor's gradient is computed; a
+        returned tensor replaces the gradient."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._node is None:
+            if self._hooks is None:
+                self._hooks = []
+            self._hooks.append(fn)
+            hooks = self._hooks
+        else:
+            hooks = self._add_node_hook(fn)
+        return _HookHandle(hooks, fn)
+
+    def _add_node_hook(self, fn):
+        if self._node.pre_hooks is None:
+            self._node.pre_hooks = []
+        self._node.pre_hooks.append(fn)
+        return self._node.pre_hooks
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        from tracec.autograd import backward as _backward
+        _backward([self], None if gradient is None else [gradient],
+                  retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
+
+    # --- in-place machinery ---------------------------------------------------
+
+    def _check_inplace(self, op: str) -> None:
+        if graph.is_grad_enabled() and self.requires_grad:
+            root = self._base if self._base is not None else self
+            if self._node is None and self._base is None:
+                raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used "
+                                   "in an in-place operation.")
+            if root.requires_grad and root._node is None and self._node is None:
+                raise RuntimeError(f"{op}: a view of a leaf Variable that requires grad is "
+                                   "being used in an in-place operation.")
+
+    def _assign(self, new: "Tensor", op: str) -> "Tensor":
+        """Write ``new`` (already of this shape and dtype) into this tensor's
+        storage; autograd and the tracer see the functional update."""
+        self._check_inplace(op)
+        if new.dtype is not self.dtype:
+            new = ew.cast(new, self.dtype)
+        root = self._base
+        functional = bool(RECORDERS) or (graph.is_grad_enabled() and (
+            new.requires_grad or self.requires_grad
+            or (root is not None and root.requires_grad)))
+        if functional and root is not None:
+            self._rebase_view(root, new)
+        try:
+            np.copyto(self._data, new._data if new.shape == self.shape
+                      else np.broadcast_to(new._data, self.shape))
+        except ValueError as e:
+            if not self._data.flags.writeable:
+                raise RuntimeError(f"{op}: unsupported operation: more than one element of the "
+                                   "written-to tensor refers to a single memory location. "
+                                   "Please clone() the tensor before performing the "
+                                   "operation.") from None
+            raise RuntimeError(f"{op}: {e}") from None
+        self._version[0] += 1
+        if functional and root is None and (self._node is not None or new.requires_grad):
+            # A non-leaf (or a leaf written with a value that requires grad)
+            # takes the new value's place in the graph; a leaf stays a leaf.
+            self._node = new._node
+            self.requires_grad = new.requires_grad
+            if RECORDERS:
+                for r in RECORDERS:
+                    r(None, (new,), {"inplace": op}, self)
+        return self
+
+    def _rebase_view(self, root: "Tensor", new: "Tensor") -> None:
+        """``root`` becomes ``where(mask, adjoint(new), root)`` where adjoint
+        undoes the view chain: exact for the injective views in-place writes
+        allow, and built only from primitives and their VJPs."""
+        chain = self._view_chain
+
+        def adjoint(v):
+            for prim, params, aval in reversed(chain):
+                (v,) = prim.vjp(v, aval, out=None, **params)[:1]
+            return v
+
+        with graph.no_grad():
+            mask = ew.ne(adjoint(Tensor._make(np.ones(self.shape, self.dtype.np), self.dtype)),
+                         0)
+        saved = {}
+        if RECORDERS:
+            saved = {"root": root}
+        new_root = ew.where(mask, adjoint(new), root.detach() if not root.requires_grad
+                            else _alias(root))
+        root._node = new_root._node
+        root.requires_grad = root.requires_grad or new_root.requires_grad
+        view = _alias(root)
+        for prim, params, _ in chain:
+            view = prim.bind(view, **params)
+        self._node = view._node
+        self.requires_grad = self.requires_grad or view.requires_grad
+        if RECORDERS:
+            for r in RECORDERS:
+                r(None, (new_root,), {"inplace": "rebase"}, saved["root"])
+                r(None, (view,), {"inplace": "view"}, self)
+
+
+def _alias(t: Tensor) -> Tensor:
+    """A new handle on ``t``'s current value and graph position (sharing its
+    data, with a version box of its own)."""
+    a = Tensor._make(t._data, t.dtype)
+    a.requires_grad = t.requires_grad
+    a._node = t._node
+    if t.requires_grad and t._node is None:
+        a._accum = graph.edge_of(t)  # a leaf flows into its own AccumulateGrad
+    return a
+
+
+def _scalar_dtype(a) -> dt.DType:
+    if isinstance(a, (bool, np.bool_)):
+        return dt.bool_
+    if isinstance(a, numbers.Integral):
+        return dt.int64
+    return dt.get_default_dtype()
+
+
+def _flat(xs):
+    for x in xs:
+        if isinstance(x, (list, tuple)):
+            yield from _flat(x)
+        else:
+            yield x
+
+
+def _nested_to_numpy(xs):
+    if isinstance(xs, Tensor):
+        return xs._data
+    if isinstance(xs, (list, tuple)):
+        return [_nested_to_numpy(x) for x in xs]
+    return xs
+
+
+def as_tensor_operand(x):
+    """A Tensor, or a number left as a (weakly typed) Python scalar."""
+    if isinstance(x, Tensor) or isinstance(x, (numbers.Number, np.bool_)):
+        return x
+    if isinstance(x, np.ndarray):
+        return Tensor._from_data(x)
+    raise TypeError(f"expected a Tensor or a number, got {type(x).__name__}")
+
+
+class _HookHandle:
+    def __init__(self, hooks, fn):
+        self._hooks, self._fn = hooks, fn
+
+    def remove(self):
+        if self._fn in self._hooks:
+            self._hooks.remove(self._fn)
