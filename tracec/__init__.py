@@ -40,3 +40,6 @@ def numel(x) -> "builtins.int":
 
 def is_floating_point(x) -> "builtins.bool":
     return x.dtype.is_floating_point
+
+from tracec.tracing import TraceError  # noqa: E402,F401
+from tracec.compiler import compile, trace  # noqa: E402,F401,A004

@@ -16,9 +16,11 @@ from tracec.tensor import Tensor
 __all__ = ["backward", "grad", "gradcheck", "gradgradcheck", "Function", "no_grad",
            "enable_grad", "set_grad_enabled", "is_grad_enabled"]
 
-# Callables ``(tensors, grads, inputs) -> bool`` consulted before an eager
-# backward: the tracer records the call as one IR op (and still lets it run).
+# Callables ``(tensors, grads, inputs, create_graph)`` told of each eager
+# backward before it runs; each may return a callable run after it (the
+# tracer records the call as one IR op, and still lets it run).
 BACKWARD_LISTENERS: list = []
+GRAD_CALL = "autograd.grad"  # the ``inputs`` a listener sees for autograd.grad()
 
 
 def _seed(t: Tensor, g, create_graph):
@@ -66,8 +68,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             raise RuntimeError("element 0 of tensors does not require grad and does not have "
                                "a grad_fn")
     grads = [_seed(t, g, create_graph) for t, g in zip(tensors, grad_tensors)]
-    for listener in BACKWARD_LISTENERS:
-        listener(tensors, grads, inputs)
+    afters = [listener(tensors, grads, inputs, create_graph)
+              for listener in list(BACKWARD_LISTENERS)]
     capture = None
     if inputs is not None:
         inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
@@ -80,6 +82,9 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         for x, g in zip(inputs, captured):
             if g is not None:
                 acc(x, g)
+    for after in afters:
+        if after is not None:
+            after()
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
@@ -101,6 +106,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             raise RuntimeError("element 0 of tensors does not require grad and does not have "
                                "a grad_fn")
     grads = [_seed(o, g, create_graph) for o, g in zip(outputs, grad_outputs)]
+    for listener in list(BACKWARD_LISTENERS):
+        listener(outputs, grads, GRAD_CALL, create_graph)
     capture = {id(graph.edge_of(x)): i for i, x in enumerate(inputs)}
     captured = graph.run_backward(outputs, grads, retain_graph=retain_graph,
                                   create_graph=create_graph, accumulate=lambda leaf, g: None,

@@ -14,10 +14,13 @@ import numpy as np
 from tracec import dtypes as dt
 from tracec import graph, ops
 from tracec.device import to_device
-from tracec.tensor import Tensor
+from tracec.tensor import RECORDERS, Tensor
 
 
 def _finish(t: Tensor, requires_grad: bool, device) -> Tensor:
+    if t._base is not None and t._base._birth == t._birth and not RECORDERS:
+        # A view of a temporary made in here: the new tensor owns that storage.
+        t._base, t._view_chain, t._version = None, None, [0]
     if device is not None:
         to_device(device)
     if requires_grad:

@@ -28,6 +28,26 @@ __all__ = ["Tensor", "RECORDERS", "as_tensor_operand"]
 # application while registered (the tracer registers one while recording).
 RECORDERS: list = []
 
+# Callables ``(tensor, "get" | "set", value)`` told of every read and write
+# of a tensor's ``.grad`` attribute (the tracer tracks gradient state).
+GRAD_HOOKS: list = []
+
+# Callables ``(snapshot_fn)``: code whose behaviour depends on Python state
+# (an optimizer's hyperparameters, the shape of its state) reports a function
+# returning that state, so a compiled caller can guard on it.
+GUARD_HOOKS: list = []
+
+# Tensors record the epoch they were born in; the tracer starts a new epoch,
+# so it can tell tensors made during a trace from those that existed before.
+EPOCH = [0]
+
+
+def note_guard(snapshot) -> None:
+    """Report that the running code depends on ``snapshot()``'s value."""
+    for h in GUARD_HOOKS:
+        h(snapshot)
+
+
 # Callables ``(tensor, why)`` asked before a tensor's value leaves tensor-land
 # (item(), bool(), tolist(), numpy(), mask indexing): the tracer raises there.
 CONCRETE_CHECKS: list = []
@@ -58,7 +78,7 @@ def _array_repr(t) -> str:
 class Tensor:
     """A multi-dimensional array with define-by-run autograd (API.md §1-2)."""
 
-    __slots__ = ("_data", "dtype", "requires_grad", "grad", "_node", "_accum", "_version",
+    __slots__ = ("_data", "dtype", "requires_grad", "_grad", "_birth", "_node", "_accum", "_version",
                  "_base", "_view_chain", "_hooks", "_retains_grad", "__weakref__", "__dict__")
 
     __array_priority__ = 1000  # make ndarray <op> Tensor defer to Tensor
@@ -72,7 +92,8 @@ class Tensor:
         self._data = data
         self.dtype = dtype
         self.requires_grad = False
-        self.grad = None
+        self._grad = None
+        self._birth = EPOCH[0]
         self._node = None
         self._accum = None
         self._version = [0]
@@ -181,6 +202,26 @@ class Tensor:
         return out
 
     # --- attributes ----------------------------------------------------------
+
+    @property
+    def grad(self):
+        if GRAD_HOOKS:
+            for h in GRAD_HOOKS:
+                h(self, "get", self._grad)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None and not isinstance(value, Tensor):
+            raise TypeError(f"assigned grad expected to be a Tensor or None but got "
+                            f"{type(value).__name__}")
+        if value is not None and tuple(value.shape) != tuple(self.shape):
+            raise RuntimeError(f"assigned grad has data of a different size: "
+                               f"{tuple(value.shape)} vs {tuple(self.shape)}")
+        if GRAD_HOOKS:
+            for h in GRAD_HOOKS:
+                h(self, "set", value)
+        self._grad = value
 
     @property
     def shape(self) -> tuple:
@@ -410,9 +451,9 @@ class Tensor:
             # takes the new value's place in the graph; a leaf stays a leaf.
             self._node = new._node
             self.requires_grad = new.requires_grad
-            if RECORDERS:
-                for r in RECORDERS:
-                    r(None, (new,), {"inplace": op}, self)
+        if RECORDERS and root is None:
+            for r in RECORDERS:
+                r(None, (new,), {"inplace": op}, self)
         return self
 
     def _rebase_view(self, root: "Tensor", new: "Tensor") -> None:
@@ -429,33 +470,20 @@ class Tensor:
         with graph.no_grad():
             mask = ew.ne(adjoint(Tensor._make(np.ones(self.shape, self.dtype.np), self.dtype)),
                          0)
-        saved = {}
+        new_root = ew.where(mask, adjoint(new), root)
         if RECORDERS:
-            saved = {"root": root}
-        new_root = ew.where(mask, adjoint(new), root.detach() if not root.requires_grad
-                            else _alias(root))
+            for r in RECORDERS:
+                r(None, (new_root,), {"inplace": "rebase"}, root)
         root._node = new_root._node
         root.requires_grad = root.requires_grad or new_root.requires_grad
-        view = _alias(root)
+        view = root
         for prim, params, _ in chain:
             view = prim.bind(view, **params)
         self._node = view._node
         self.requires_grad = self.requires_grad or view.requires_grad
         if RECORDERS:
             for r in RECORDERS:
-                r(None, (new_root,), {"inplace": "rebase"}, saved["root"])
                 r(None, (view,), {"inplace": "view"}, self)
-
-
-def _alias(t: Tensor) -> Tensor:
-    """A new handle on ``t``'s current value and graph position (sharing its
-    data, with a version box of its own)."""
-    a = Tensor._make(t._data, t.dtype)
-    a.requires_grad = t.requires_grad
-    a._node = t._node
-    if t.requires_grad and t._node is None:
-        a._accum = graph.edge_of(t)  # a leaf flows into its own AccumulateGrad
-    return a
 
 
 def _scalar_dtype(a) -> dt.DType:

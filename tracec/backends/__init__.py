@@ -1,0 +1,1 @@
+"""Backends: run optimized tracec IR (interp: NumPy; cpu: LLVM)."""

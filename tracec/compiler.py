@@ -1,0 +1,306 @@
+"""``tracec.compile``: trace -> autodiff -> optimize -> backend -> cache.
+
+Invariant: calling a compiled function has the effect of calling the
+original eagerly: same results, and the same in-place updates of the
+tensors it touches (parameters, ``.grad``, optimizer state, buffers, the
+RNG state).  The first call with a new signature (or failing a guard)
+runs eagerly while recording; later calls run the compiled code.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tracec import graph, ir
+from tracec.backends import interp
+from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, run_passes
+from tracec.tensor import Tensor
+from tracec.tracing import Trace, TraceError, record  # noqa: F401
+
+STAGES = ("trace", "autodiff", "optimized", "lowered", "llvm", "asm")
+BACKENDS = {"interp": interp}
+
+
+def _checks_enabled() -> bool:
+    return os.environ.get("TRACEC_CHECKS", "") not in ("", "0")
+
+
+def _arg_key(a):
+    if isinstance(a, Tensor):
+        return ("T", tuple(a.shape), a.dtype.name, a.requires_grad)
+    if a is None or isinstance(a, (bool, int, float, str)):
+        return ("V", type(a).__name__, a)
+    if isinstance(a, (tuple, list)):
+        return (type(a).__name__,) + tuple(_arg_key(x) for x in a)
+    return ("O", type(a).__name__, id(a))
+
+
+def _describe_change(old, new) -> str:
+    for i, (a, b) in enumerate(zip(old, new)):
+        if a != b:
+            return f"argument {i} changed: {_fmt_key(a)} -> {_fmt_key(b)}"
+    return "signature changed"
+
+
+def _fmt_key(k):
+    if k and k[0] == "T":
+        return f"{k[2]}{list(k[1])}" + (" requires_grad" if k[3] else "")
+    if k and k[0] == "V":
+        return repr(k[2])
+    return str(k)
+
+
+@dataclass
+class Entry:
+    """One specialization: a trace and its compiled executable."""
+    trace: Trace
+    executable: object
+    stages: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+    state_guards: list = field(default_factory=list)
+
+    def failed_guard(self):
+        """None if every guard holds, else a description of the first failure."""
+        for spec in self.trace.inputs:
+            if spec.kind == "state":
+                t = spec.source
+                if tuple(t._data.shape) != spec.shape or t.dtype is not spec.dtype:
+                    return (f"state tensor changed: {spec.dtype.name}{list(spec.shape)} -> "
+                            f"{t.dtype.name}{list(t.shape)}")
+        for t, rg in self.state_guards:
+            if t.requires_grad != rg:
+                return f"requires_grad of a {t.dtype.name}{list(t.shape)} tensor changed"
+        for leaf, had in self.trace.grad_guards:
+            if (leaf._grad is not None) != had:
+                return (f".grad of a {leaf.dtype.name}{list(leaf.shape)} tensor is "
+                        f"{'now None' if had else 'no longer None'}")
+            if had and tuple(leaf._grad.shape) != tuple(leaf.shape):
+                return ".grad shape changed"
+        for snap, value in self.trace.guards:
+            if snap() != value:
+                return f"guarded Python state changed ({getattr(snap, '__qualname__', snap)})"
+        if graph.is_grad_enabled() != self.trace.grad_mode:
+            return "grad mode changed"
+        return None
+
+    def run(self, args, kwargs):
+        arrays = []
+        for spec in self.trace.inputs:
+            if spec.kind == "arg":
+                src = args[spec.source] if isinstance(spec.source, int) else kwargs[spec.source]
+                arrays.append(src._data)
+            elif spec.kind == "state":
+                arrays.append(spec.source._data)
+            else:
+                arrays.append(spec.source._grad._data)
+        outs = self.executable(arrays)
+        seen = {id(a) for a in arrays}
+        returned = []
+        it = iter(outs)
+        for spec in self.trace.outputs:
+            if spec.kind == "grad_none":
+                spec.target._grad = None
+                continue
+            arr = next(it)
+            if spec.kind == "return":
+                if id(arr) in seen or not arr.flags.owndata:
+                    arr = arr.copy()
+                seen.add(id(arr))
+                returned.append(arr)
+            elif spec.kind == "write":
+                t = spec.target
+                np.copyto(t._data, arr)
+                t._version[0] += 1
+            else:
+                leaf = spec.target
+                if spec.inplace:
+                    np.copyto(leaf._grad._data, arr)
+                    leaf._grad._version[0] += 1
+                else:
+                    if id(arr) in seen or not arr.flags.owndata:
+                        arr = arr.copy()
+                    seen.add(id(arr))
+                    leaf._grad = Tensor._make(arr, leaf.dtype)
+        return _rebuild(self.trace.template, returned, self.trace)
+
+
+def _rebuild(tpl, returned, trace):
+    kind = tpl[0]
+    if kind == "tensor":
+        return Tensor._make(returned[tpl[1]], tpl[2])
+    if kind == "const":
+        return tpl[1]
+    if kind == "namedtuple":
+        return tpl[1](*[_rebuild(t, returned, trace) for t in tpl[2]])
+    if kind == "dict":
+        return {k: _rebuild(v, returned, trace) for k, v in tpl[1]}
+    seq = [_rebuild(t, returned, trace) for t in tpl[1]]
+    return tuple(seq) if kind == "tuple" else seq
+
+
+class CompiledFunction:
+    """A function compiled by ``tracec.compile`` (see the module docstring)."""
+
+    def __init__(self, fn, *, backend=None, dump=None, fallback=None, check=False):
+        if fallback not in (None, "eager", "error"):
+            raise ValueError(f"fallback must be None, 'error' or 'eager', got {fallback!r}")
+        self.fn = fn
+        self.backend = backend or default_backend()
+        if self.backend not in BACKENDS:
+            raise ValueError(f"unknown backend {self.backend!r}; available: "
+                             f"{', '.join(sorted(BACKENDS))}")
+        self.dump = dump or os.environ.get("TRACEC_DUMP") or None
+        self.fallback = fallback
+        self.check = check
+        self._cache: dict = {}
+        self._eager_keys: dict = {}
+        self._warned = False
+        self._last: Entry | None = None
+        self.traces = 0
+        self.reasons: list = []
+        self.hits = 0
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        key = (tuple(_arg_key(a) for a in args),
+               tuple(sorted((k, _arg_key(v)) for k, v in kwargs.items())),
+               graph.is_grad_enabled())
+        if key in self._eager_keys:
+            return self.fn(*args, **kwargs)
+        entries = self._cache.get(key)
+        reason = None
+        if entries:
+            for e in entries:
+                failed = e.failed_guard()
+                if failed is None:
+                    self.hits += 1
+                    self._last = e
+                    return e.run(args, kwargs)
+                reason = failed
+        elif self._cache:
+            reason = _describe_change(next(reversed(self._cache))[0], key[0])
+        else:
+            reason = "first call"
+        return self._trace_and_compile(key, args, kwargs, reason)
+
+    def _trace_and_compile(self, key, args, kwargs, reason):
+        t0 = time.perf_counter()
+        result, trace = record(self.fn, args, kwargs, self.__name__,
+                               fallback=self.fallback == "eager")
+        if isinstance(trace, str):  # fallback="eager": the call ran eagerly to its end
+            self._eager_keys[key] = trace
+            if not self._warned:
+                warnings.warn(f"tracec.compile({self.__name__}): running eagerly from now on "
+                              f"for this signature: {trace}", stacklevel=3)
+                self._warned = True
+            return result
+        t1 = time.perf_counter()
+        entry = self._build(trace)
+        entry.timings["trace_s"] = t1 - t0
+        self.traces += 1
+        self.reasons.append(reason)
+        self._cache.setdefault(key, []).append(entry)
+        self._last = entry
+        if self.dump:
+            self._write_dump(entry)
+        return result
+
+    def _build(self, trace: Trace) -> Entry:
+        verify = _checks_enabled()
+        stages = {}
+        module = trace.module
+        t0 = time.perf_counter()
+        if verify:
+            module.verify()
+        stages["trace"] = module.clone()
+        run_passes(AUTODIFF, module, verify=verify)
+        stages["autodiff"] = module.clone()
+        run_passes(OPTIMIZE, module, verify=verify)
+        stages["optimized"] = module
+        t1 = time.perf_counter()
+        backend = BACKENDS[self.backend]
+        executable = backend.compile_module(module)
+        t2 = time.perf_counter()
+        entry = Entry(trace, executable, stages, {"passes_s": t1 - t0, "backend_s": t2 - t1})
+        entry.state_guards = [(s.source, s.source.requires_grad) for s in trace.inputs
+                              if s.kind == "state"]
+        for name, text in getattr(executable, "stages", {}).items():
+            stages[name] = text
+        return entry
+
+    # --- introspection ---------------------------------------------------------
+
+    def ir(self, stage: str = "optimized") -> str:
+        if stage not in STAGES and stage != "ptx":
+            raise ValueError(f"unknown IR stage {stage!r}; stages are {', '.join(STAGES)}")
+        if self._last is None:
+            raise RuntimeError(f"{self.__name__} has not been compiled yet: call it first")
+        s = self._last.stages.get(stage)
+        if s is None:
+            raise ValueError(f"stage {stage!r} is not produced by the {self.backend!r} backend")
+        return s if isinstance(s, str) else ir.print_module(s)
+
+    def cache_info(self):
+        return CacheInfo(self.traces, self.hits, list(self.reasons), len(self._eager_keys),
+                         dict(self._last.timings) if self._last else {})
+
+    def _write_dump(self, entry: Entry) -> None:
+        os.makedirs(self.dump, exist_ok=True)
+        n = self.traces
+        for stage in entry.stages:
+            path = os.path.join(self.dump, f"{self.__name__}.{n}.{stage}.mlir"
+                                if stage in ("trace", "autodiff", "optimized", "lowered")
+                                else f"{self.__name__}.{n}.{stage}")
+            s = entry.stages[stage]
+            text = s if isinstance(s, str) else ir.print_module(s)
+            tmp = path + ".tmp"
+            with open(tmp, "w") as f:
+                f.write(text)
+            os.replace(tmp, path)
+
+
+@dataclass
+class CacheInfo:
+    traces: int
+    hits: int
+    reasons: list
+    eager_signatures: int
+    timings: dict
+
+
+def default_backend() -> str:
+    return os.environ.get("TRACEC_BACKEND", "interp")
+
+
+def compile(fn=None, *, backend=None, dump=None, fallback=None, check=False):  # noqa: A001
+    """Compile ``fn`` (usable as ``@compile`` or ``@compile(...)``)."""
+    if fn is None:
+        return lambda f: CompiledFunction(f, backend=backend, dump=dump, fallback=fallback,
+                                          check=check)
+    return CompiledFunction(fn, backend=backend, dump=dump, fallback=fallback, check=check)
+
+
+class TracedIR:
+    """The IR of one traced call: ``.module`` and its text (``str()``)."""
+
+    def __init__(self, trace: Trace, result):
+        self.trace = trace
+        self.module = trace.module
+        self.result = result
+
+    def __str__(self):
+        return ir.print_module(self.module)
+
+    text = property(__str__)
+
+
+def trace(fn, *args, **kwargs) -> TracedIR:
+    """Run ``fn`` once eagerly, recording it; returns the recorded IR (no
+    passes, no compilation)."""
+    result, tr = record(fn, args, kwargs, getattr(fn, "__name__", "fn"))
+    return TracedIR(tr, result)

@@ -1,0 +1,1 @@
+"""IR passes: autodiff, simplification, fusion (each an xDSL ModulePass)."""

@@ -1,0 +1,369 @@
+"""Recording an eager call into the tracec dialect.
+
+While a ``Recording`` is active, every primitive the eager code applies is
+also appended, as one op, to an xDSL ``func.func``; ``loss.backward()`` is
+appended as one ``tracec.backward`` op (the eager backward still runs, its
+own primitives unrecorded).  Each op carries the user's ``file:line:col``.
+
+Invariants of a finished ``Trace``:
+  * inputs: the user's tensor arguments, then every tensor that existed
+    before the call and was read (parameters, optimizer buffers, the RNG
+    state, ``.grad``), lifted to function arguments in first-use order;
+  * outputs: the returned tensors, then the final value of every
+    pre-existing tensor written in place, then every ``.grad`` written;
+  * guards: what the recorded behaviour depended on (shapes, dtypes,
+    requires_grad, ``.grad`` being None, Python state code reported).
+Data-dependent Python control flow on a recorded tensor raises TraceError.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import tracec
+from tracec import autograd, graph, ir
+from tracec.tensor import (CONCRETE_CHECKS, EPOCH, GRAD_HOOKS, GUARD_HOOKS,  # noqa: F401
+                           RECORDERS)
+from tracec.tensor import Tensor
+
+__all__ = ["TraceError", "Trace", "Recording", "user_location", "record"]
+
+_TRACEC_DIR = os.path.dirname(os.path.abspath(tracec.__file__)) + os.sep
+_POSITIONS: dict = {}
+
+
+class TraceError(RuntimeError):
+    """Something in a traced function cannot be compiled; the message names
+    the user's file and line."""
+
+
+def user_location():
+    """``(file, line, col)`` of the innermost frame outside tracec."""
+    f = sys._getframe(1)
+    while f is not None:
+        code = f.f_code
+        fname = code.co_filename
+        if not fname.startswith(_TRACEC_DIR) or "/tests/" in fname:
+            pos = _POSITIONS.get(code)
+            if pos is None:
+                pos = _POSITIONS[code] = list(code.co_positions())
+            i = f.f_lasti // 2
+            col = pos[i][2] if 0 <= i < len(pos) and pos[i][2] is not None else 0
+            return (fname, f.f_lineno, col)
+        f = f.f_back
+    return None
+
+
+def format_location(loc) -> str:
+    return f"{loc[0]}:{loc[1]}" if loc else "<unknown location>"
+
+
+@dataclass
+class InputSpec:
+    """Where a function argument comes from at call time."""
+    kind: str             # "arg" (a call argument), "state" (a tensor), "grad" (leaf.grad)
+    source: object        # arg position, the Tensor, or the leaf Tensor
+    shape: tuple
+    dtype: object
+
+
+@dataclass
+class OutputSpec:
+    """Where a function result goes at call time."""
+    kind: str             # "return", "write" (in place into a tensor), "grad"
+    target: object = None  # the Tensor written, or the leaf whose .grad is set
+    inplace: bool = False  # for "grad": write into the existing .grad tensor
+
+
+@dataclass
+class Trace:
+    module: object
+    inputs: list
+    outputs: list
+    template: object                      # the returned structure, tensors as indices
+    guards: list = field(default_factory=list)  # (snapshot fn, value)
+    grad_guards: list = field(default_factory=list)  # (leaf, had a grad at entry)
+    grad_mode: bool = True
+
+
+class Recording:
+    """One trace in progress (see the module docstring)."""
+
+    def __init__(self, name: str, fallback: bool = False):
+        self.fallback = fallback
+        self.poisoned = None
+        self.func = ir.new_function(name, [])
+        self.block = self.func.body.block
+        self.env: dict = {}          # id(tensor) -> (tensor, SSAValue)
+        self.inputs: list = []
+        self.consts: set = set()
+        self.written: dict = {}      # id -> pre-existing tensor written in place
+        self.grad_entry: dict = {}   # id(leaf) -> (leaf, .grad at first read)
+        self.grad_written: dict = {}
+        self.entry_grad_ids: dict = {}  # id(entry grad tensor) -> leaf
+        self.guards: list = []
+        self.suspended = 0
+        self.scalars: dict = {}
+        EPOCH[0] += 1
+        self.epoch = EPOCH[0]
+
+    def fail(self, msg: str) -> None:
+        """Refuse to compile: raise, or (fallback) stop recording and let the
+        call finish eagerly."""
+        if not self.fallback:
+            raise TraceError(msg)
+        if self.poisoned is None:
+            self.poisoned = msg
+        self.suspended += 1 << 20
+
+    # --- values ------------------------------------------------------------
+
+    def add_arg(self, t: Tensor, position):
+        arg = self.block.insert_arg(ir.tensor_type(t.shape, t.dtype), len(self.block.args))
+        self.inputs.append(InputSpec("arg", position, tuple(t.shape), t.dtype))
+        self.env[id(t)] = (t, arg)
+        return arg
+
+    def value_of(self, t: Tensor):
+        e = self.env.get(id(t))
+        if e is not None and e[0] is t:
+            return e[1]
+        if t._birth == self.epoch:
+            # Made during the call by no recorded op: a constant.
+            op = ir.constant(t._data, t.dtype, loc=user_location())
+            self.block.add_op(op)
+            self.consts.add(id(t))
+            self.env[id(t)] = (t, op.results[0])
+            return op.results[0]
+        leaf = self.entry_grad_ids.get(id(t))
+        spec = InputSpec("grad", leaf, tuple(t.shape), t.dtype) if leaf is not None \
+            else InputSpec("state", t, tuple(t.shape), t.dtype)
+        arg = self.block.insert_arg(ir.tensor_type(t.shape, t.dtype), len(self.block.args))
+        self.inputs.append(spec)
+        self.env[id(t)] = (t, arg)
+        return arg
+
+    def scalar(self, v, dtype):
+        key = (type(v), v, dtype.name)
+        ssa = self.scalars.get(key)
+        if ssa is None:
+            op = ir.constant(np.asarray(v, dtype=dtype.np), dtype, loc=user_location())
+            self.block.add_op(op)
+            ssa = self.scalars[key] = op.results[0]
+        return ssa
+
+    # --- hooks ---------------------------------------------------------------
+
+    def on_primitive(self, prim, args, params, out):
+        if self.suspended:
+            return
+        if prim is None:  # ``out`` now holds the value of args[0] (an in-place write)
+            ssa = self.value_of(args[0])
+            if out._birth != self.epoch:
+                self.written[id(out)] = out
+            self.env[id(out)] = (out, ssa)
+            return
+        ref = None
+        for a in args:
+            if isinstance(a, Tensor) and (ref is None or a.dtype.category > ref.category):
+                ref = a.dtype
+        operands = [self.value_of(a) if isinstance(a, Tensor) else self.scalar(a, ref)
+                    for a in args]
+        loc = user_location()
+        try:
+            op = ir.make_op(prim.name, operands, params, ir.tensor_type(out.shape, out.dtype),
+                            loc=loc)
+        except Exception as e:  # an op the dialect cannot express
+            return self.fail(f"{format_location(loc)}: cannot record {prim.name}: {e}")
+        self.block.add_op(op)
+        self.env[id(out)] = (out, op.results[0])
+
+    def on_concrete(self, t, why):
+        if self.suspended:
+            return
+        e = self.env.get(id(t))
+        if e is not None and e[0] is t and id(t) not in self.consts:
+            loc = user_location()
+            self.fail(
+                f"{format_location(loc)}: {why} on a traced tensor makes Python control flow "
+                "depend on tensor data, which tracec.compile cannot record. Keep the decision "
+                "in tensor ops (e.g. tracec.where), move it out of the compiled function, or "
+                "use tracec.compile(fn, fallback=\"eager\").")
+
+    def on_grad(self, t, kind, value):
+        if self.suspended:
+            return
+        key = id(t)
+        if kind == "get":
+            if key not in self.grad_entry and key not in self.grad_written:
+                self.grad_entry[key] = (t, value)
+                if value is not None:
+                    self.entry_grad_ids[id(value)] = t
+        else:
+            if key not in self.grad_entry and key not in self.grad_written:
+                self.grad_entry[key] = (t, "unread")
+            self.grad_written[key] = t
+
+    def on_guard(self, snapshot):
+        if not self.suspended:
+            self.guards.append((snapshot, snapshot()))
+
+    def on_backward(self, tensors, grads, inputs, create_graph):
+        if self.suspended:
+            return None
+        loc = user_location()
+        if inputs == autograd.GRAD_CALL:
+            return self.fail(f"{format_location(loc)}: tracec.autograd.grad() inside a compiled "
+                             "function is not supported yet; call .backward() instead")
+        if create_graph:
+            return self.fail(f"{format_location(loc)}: backward(create_graph=True) inside a "
+                             "compiled function is not supported yet")
+        if len(tensors) != 1:
+            return self.fail(f"{format_location(loc)}: backward of several tensors at once "
+                             "inside a compiled function is not supported yet; sum them first")
+        loss, seed = tensors[0], grads[0]
+        try:
+            leaves = self._leaves(loss, loc)
+        except TraceError as e:
+            return self.fail(str(e))
+        if inputs is not None:
+            keep = {id(x) for x in inputs}
+            leaves = [x for x in leaves if id(x) in keep]
+        loss_ssa = self.value_of(loss)
+        seed_ssa = None
+        if not (loss.numel() == 1 and np.all(seed._data == 1)) or (
+                id(seed) in self.env and id(seed) not in self.consts):
+            seed_ssa = self.value_of(seed)
+        wrt = [self.value_of(x) for x in leaves]
+        old = [x.grad for x in leaves]  # through the hook: records entry state
+        old_ssa = [self.value_of(g) if g is not None else None for g in old]
+        op = ir.BackwardOp(loss_ssa, wrt, seed_ssa, loc=loc)
+        self.block.add_op(op)
+        self.suspended += 1
+
+        def after():
+            self.suspended -= 1
+            for x, g_old, g_old_ssa, res in zip(leaves, old, old_ssa, op.results):
+                new = x._grad
+                if g_old is None:
+                    ssa = res
+                else:
+                    add = ir.make_op("add", [g_old_ssa, res], {}, res.type, loc=loc)
+                    self.block.add_op(add)
+                    ssa = add.results[0]
+                    if new is g_old and g_old._birth != self.epoch:
+                        self.written[id(g_old)] = g_old
+                self.env[id(new)] = (new, ssa)
+                self.grad_written[id(x)] = x
+        return after
+
+    def _leaves(self, loss, loc):
+        """The leaves requiring grad that ``loss`` reaches, in DFS order."""
+        out, seen = [], set()
+        stack = [graph.edge_of(loss)]
+        while stack:
+            n = stack.pop()
+            if n is None or id(n) in seen:
+                continue
+            seen.add(id(n))
+            if isinstance(n, graph.AccumulateGrad):
+                if n.variable._hooks:
+                    raise TraceError(f"{format_location(loc)}: tensor hooks on leaves are not "
+                                     "supported inside a compiled function")
+                out.append(n.variable)
+                continue
+            if isinstance(n, graph.FunctionNode):
+                raise TraceError(f"{format_location(loc)}: a custom autograd.Function "
+                                 f"({n.fn_cls.__name__}) inside a compiled backward is not "
+                                 "supported yet")
+            if n.pre_hooks:
+                raise TraceError(f"{format_location(loc)}: tensor hooks are not supported "
+                                 "inside a compiled function")
+            stack.extend(reversed([e for e in n.edges if e is not None]))
+        return out
+
+    # --- finishing -----------------------------------------------------------
+
+    def finish(self, result) -> Trace:
+        values, outputs = [], []
+
+        def flatten(x):
+            if isinstance(x, Tensor):
+                values.append(self.value_of(x))
+                outputs.append(OutputSpec("return"))
+                return ("tensor", len(values) - 1, x.dtype)
+            if isinstance(x, tuple) and hasattr(x, "_fields"):
+                return ("namedtuple", type(x), tuple(flatten(v) for v in x))
+            if isinstance(x, (tuple, list)):
+                return (type(x).__name__, tuple(flatten(v) for v in x))
+            if isinstance(x, dict):
+                return ("dict", tuple((k, flatten(v)) for k, v in x.items()))
+            if x is None or isinstance(x, (bool, int, float, str, np.number)):
+                return ("const", x)
+            raise TraceError(f"a compiled function may return tensors, numbers, strings and "
+                             f"tuples/lists/dicts of them, not {type(x).__name__}")
+
+        template = flatten(result)
+        written_ids = set(self.written)
+        for t in self.written.values():
+            root = t._base
+            if root is not None and id(root) in written_ids:
+                continue  # the root's write-back covers its views
+            values.append(self.env[id(t)][1])
+            outputs.append(OutputSpec("write", t))
+        grad_guards = []
+        for key, (leaf, entry) in self.grad_entry.items():
+            if not isinstance(entry, str):
+                grad_guards.append((leaf, entry is not None))
+        for leaf in self.grad_written.values():
+            final = leaf._grad
+            if final is None:
+                outputs.append(OutputSpec("grad_none", leaf))
+                continue
+            entry = self.grad_entry.get(id(leaf), (None, None))[1]
+            values.append(self.value_of(final))
+            outputs.append(OutputSpec("grad", leaf, inplace=final is entry
+                                      and not isinstance(entry, str)))
+        ir.set_returns(self.func, values)
+        module = ir.new_module([self.func])
+        return Trace(module, self.inputs, outputs, template, self.guards, grad_guards,
+                     graph.is_grad_enabled())
+
+
+def record(fn, args, kwargs, name: str, fallback: bool = False):
+    """Run ``fn(*args, **kwargs)`` eagerly while recording; returns
+    ``(result, Trace)``, or with ``fallback`` and something uncompilable,
+    ``(result, reason)`` after finishing the call eagerly."""
+    rec = Recording(name, fallback)
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            rec.add_arg(a, i)
+    for k, a in kwargs.items():
+        if isinstance(a, Tensor):
+            rec.add_arg(a, k)
+    hooks = ((RECORDERS, rec.on_primitive),
+             (CONCRETE_CHECKS, rec.on_concrete),
+             (GRAD_HOOKS, rec.on_grad),
+             (GUARD_HOOKS, rec.on_guard),
+             (autograd.BACKWARD_LISTENERS, rec.on_backward))
+    if RECORDERS:
+        raise TraceError("tracec.compile: a compiled function called another one while "
+                         "tracing; nested compiled functions are not supported yet")
+    for lst, h in hooks:
+        lst.append(h)
+    try:
+        result = fn(*args, **kwargs)
+    finally:
+        for lst, h in hooks:
+            lst.remove(h)
+    if rec.poisoned is not None:
+        return result, rec.poisoned
+    try:
+        return result, rec.finish(result)
+    except TraceError as e:
+        if fallback:
+            return result, str(e)
+        raise
