@@ -23,7 +23,7 @@ Python params) and ops; ``op_params(make_op(n, xs, p, t)) == p``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Callable, ClassVar, Mapping, Sequence
 
 from xdsl.dialects.builtin import DenseArrayBase, I64, IntegerAttr, TensorType, i64
 from xdsl.ir import Attribute, Operation, SSAValue, TypeAttribute
@@ -139,7 +139,7 @@ def _broadcast(*shapes):
 def _check_group(op: "PrimitiveOp", p: dict, sh: list, ds: list, rs: tuple, rd):
     """Return an error message, or None; ``sh``/``ds`` are operand shapes and
     dtypes, ``rs``/``rd`` the result's."""
-    g = op.spec.group
+    g = op.SPEC.group
     rank = len(sh[0]) if sh else 0
     if g in ("float_unary", "unary", "not", "cast"):
         if g == "float_unary" and not ds[0].is_floating_point:
@@ -215,11 +215,11 @@ def _check_group(op: "PrimitiveOp", p: dict, sh: list, ds: list, rs: tuple, rd):
 
 
 class PrimitiveOp(IRDLOperation):
-    """Base of the generated primitive ops.  Class attributes: ``spec``
-    (its ``PrimSpec``) and ``primitive`` (the primitive's name)."""
+    """Base of the generated primitive ops.  Class constants: ``SPEC`` (its
+    ``PrimSpec``) and ``PRIMITIVE`` (the primitive's name)."""
 
-    spec: PrimSpec
-    primitive: str
+    SPEC: ClassVar[PrimSpec]
+    PRIMITIVE: ClassVar[str]
 
     def fail(self, msg: str) -> VerifyException:
         """An error naming the op, its operand types and its location."""
@@ -232,7 +232,7 @@ class PrimitiveOp(IRDLOperation):
         for t in (*self.operand_types, *self.result_types):
             if not is_tensor_type(t):
                 raise self.fail(f"{t} is not a static tensor of a tracec element type")
-        if self.spec.variadic and not self.operands:
+        if self.SPEC.variadic and not self.operands:
             raise self.fail("expects at least one operand")
         try:
             p = op_params(self)
@@ -247,7 +247,7 @@ class PrimitiveOp(IRDLOperation):
         rule = _type_rule[0]
         if rule is not None:
             try:
-                want_shape, want_dtype = rule(self.primitive, list(zip(sh, ds)), p)
+                want_shape, want_dtype = rule(self.PRIMITIVE, list(zip(sh, ds)), p)
             except Exception as e:  # noqa: BLE001 - the rule's own error text
                 raise self.fail(str(e)) from None
             if tuple(want_shape) != rs or want_dtype is not rd:
@@ -270,8 +270,10 @@ def _class_name(prim: str) -> str:
 def _make_class(spec: PrimSpec) -> type[PrimitiveOp]:
     ns: dict = {
         "name": f"tracec.{spec.name}",
-        "spec": spec,
-        "primitive": spec.name,
+        # Constants of an IRDL op must be annotated ClassVar in its own class.
+        "__annotations__": {"SPEC": ClassVar[PrimSpec], "PRIMITIVE": ClassVar[str]},
+        "SPEC": spec,
+        "PRIMITIVE": spec.name,
         "result": result_def(TensorType),
         "traits": traits_def(Pure()),
         "custom_directives": (TypeSignature, Scalar),
@@ -313,7 +315,7 @@ def make_op(prim_name: str, operands: Sequence[SSAValue | Operation],
         cls = OP_BY_PRIMITIVE[prim_name]
     except KeyError:
         raise ValueError(f"unknown primitive {prim_name!r}") from None
-    spec = cls.spec
+    spec = cls.SPEC
     values = [o.results[0] if isinstance(o, Operation) else o for o in operands]
     if spec.variadic:
         if not values:
@@ -333,10 +335,12 @@ def make_op(prim_name: str, operands: Sequence[SSAValue | Operation],
 
 def op_params(op: Operation) -> dict:
     """The primitive's keyword parameters of ``op``, as Python values."""
-    spec = type(op).spec
+    spec = getattr(type(op), "SPEC", None)
+    if spec is None:
+        raise TypeError(f"{op.name} is not a primitive op")
     return {n: decode_param(k, op.properties[n]) for n, k in spec.params}
 
 
 def primitive_name(op: Operation) -> str | None:
     """The primitive an op applies, or None for a non-primitive op."""
-    return getattr(type(op), "primitive", None)
+    return getattr(type(op), "PRIMITIVE", None)
