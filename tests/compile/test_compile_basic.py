@@ -1,0 +1,172 @@
+"""tracec.compile on raw tensors: results and state updates equal eager,
+guards retrace, data-dependent control flow names the user's line."""
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+import tracec
+from tracec import TraceError
+
+
+def _params(seed=0):
+    tracec.manual_seed(seed)
+    W1 = tracec.randn(6, 5, requires_grad=True)
+    b1 = tracec.zeros(5, requires_grad=True)
+    W2 = tracec.randn(5, 3, requires_grad=True)
+    return [W1, b1, W2]
+
+
+def _step_fn(params, lr=0.1):
+    W1, b1, W2 = params
+
+    def step(x, y):
+        for p in params:
+            p.grad = None
+        h = (x @ W1 + b1).tanh()
+        loss = ((h @ W2 - y) ** 2).mean()
+        loss.backward()
+        with tracec.no_grad():
+            for p in params:
+                p.sub_(lr * p.grad)
+        return loss
+    return step
+
+
+@pytest.mark.parametrize("backend", ["interp"])
+def test_compiled_step_equals_eager_over_10_steps(backend):
+    pe, pc = _params(), _params()
+    eager, comp = _step_fn(pe), tracec.compile(_step_fn(pc), backend=backend)
+    tracec.manual_seed(1)
+    x, y = tracec.randn(8, 6), tracec.randn(8, 3)
+    held = pc[0]  # a reference the user holds before the calls
+    for _ in range(10):
+        le, lc = eager(x, y), comp(x, y)
+        assert np.allclose(le.item(), lc.item(), rtol=1e-5, atol=1e-6)
+    for a, b in zip(pe, pc):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert held is pc[0] and held.is_leaf and held.requires_grad
+    info = comp.cache_info()
+    assert info.traces == 1 and info.hits == 9
+
+
+def test_new_batch_size_retraces_and_stays_right():
+    pe, pc = _params(), _params()
+    eager, comp = _step_fn(pe), tracec.compile(_step_fn(pc), backend="interp")
+    for n in (4, 4, 7, 7, 4):
+        x, y = tracec.randn(n, 6), tracec.randn(n, 3)
+        assert np.allclose(eager(x, y).item(), comp(x, y).item(), rtol=1e-5)
+    info = comp.cache_info()
+    assert info.traces == 2
+    assert "argument 0 changed" in info.reasons[1] and "[7, 6]" in info.reasons[1]
+
+
+def test_python_bool_argument_specializes():
+    W = tracec.randn(3, 3)
+
+    @tracec.compile(backend="interp")
+    def f(x, flag):
+        return x @ W if flag else x - 1
+
+    x = tracec.randn(2, 3)
+    for flag in (True, False, True, False):
+        want = (x @ W) if flag else (x - 1)
+        np.testing.assert_allclose(f(x, flag).numpy(), want.numpy(), rtol=1e-6)
+    assert f.cache_info().traces == 2
+
+
+def test_data_dependent_control_flow_names_user_line():
+    @tracec.compile(backend="interp")
+    def f(x):
+        if x.sum() > 0:  # LINE-MARK
+            return x * 2
+        return x
+
+    with pytest.raises(TraceError) as e:
+        f(tracec.ones(3))
+    line = next(i for i, l in enumerate(open(__file__), 1) if "LINE-MARK" in l)
+    assert f"{os.path.basename(__file__)}:{line}" in str(e.value)
+    assert "fallback" in str(e.value)
+
+
+def test_item_in_compiled_function_raises_and_fallback_eager_works():
+    def g(x):
+        s = x.sum().item()
+        return x * s
+
+    with pytest.raises(TraceError, match="item"):
+        tracec.compile(g, backend="interp")(tracec.ones(3))
+    f = tracec.compile(g, backend="interp", fallback="eager")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        r1 = f(tracec.ones(3))
+        r2 = f(tracec.ones(3) * 2)
+        r3 = f(tracec.ones(3) * 2)
+    np.testing.assert_allclose(r1.numpy(), [3, 3, 3])
+    np.testing.assert_allclose(r3.numpy(), [12, 12, 12])
+    np.testing.assert_allclose(r2.numpy(), r3.numpy())
+    assert sum("eagerly" in str(x.message) for x in w) == 1
+
+
+def test_ir_stages_and_locations_and_dump(tmp_path):
+    params = _params()
+    f = tracec.compile(_step_fn(params), backend="interp", dump=str(tmp_path))
+    f(tracec.randn(4, 6), tracec.randn(4, 3))
+    trace_ir = f.ir("trace")
+    assert "tracec.backward" in trace_ir
+    assert "tracec.backward" not in f.ir("autodiff")
+    assert f'loc("{__file__}"' in f.ir("optimized")
+    files = sorted(os.listdir(tmp_path))
+    assert any(n.endswith("trace.mlir") for n in files)
+    assert any(n.endswith("optimized.mlir") for n in files)
+    with pytest.raises(ValueError, match="stages"):
+        f.ir("nonsense")
+
+
+def test_every_stage_round_trips():
+    params = _params()
+    f = tracec.compile(_step_fn(params), backend="interp")
+    f(tracec.randn(4, 6), tracec.randn(4, 3))
+    for stage in ("trace", "autodiff", "optimized"):
+        text = f.ir(stage)
+        m = tracec.ir.parse_module(text)
+        assert tracec.ir.print_module(m) == text
+
+
+def test_trace_returns_ir_without_compiling():
+    W = tracec.randn(3, 2, requires_grad=True)
+    t = tracec.trace(lambda x: (x @ W).sum(), tracec.randn(4, 3))
+    text = str(t)
+    assert "tracec.matmul" in text and "tracec.reduce_sum" in text
+
+
+def test_rng_state_is_carried():
+    @tracec.compile(backend="interp")
+    def f(x):
+        return x + tracec.rand(3)
+
+    tracec.manual_seed(5)
+    outs = [f(tracec.zeros(3)).numpy().copy() for _ in range(3)]
+    tracec.manual_seed(5)
+    want = [tracec.rand(3).numpy().copy() for _ in range(3)]
+    for a, b in zip(outs, want):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_grad_accumulates_without_zeroing():
+    W = tracec.ones(3, requires_grad=True)
+    W_e = tracec.ones(3, requires_grad=True)
+
+    def step(W):
+        def f(x):
+            (W * x).sum().backward()
+        return f
+    f = tracec.compile(step(W), backend="interp")
+    x = tracec.tensor([1.0, 2.0, 3.0])
+    for _ in range(3):
+        f(x)
+        step(W_e)(x)
+    np.testing.assert_allclose(W.grad.numpy(), W_e.grad.numpy())
+    np.testing.assert_allclose(W.grad.numpy(), [3, 6, 9])
