@@ -1,0 +1,148 @@
+"""The on-disk cache of compiled code.
+
+Layout: ``<root>/v<format>/<key[:2]>/<key>.tcc``, where ``root`` is
+``$TRACEC_CACHE_DIR`` or the platform's user cache folder (platformdirs).
+An entry is ``MAGIC | u32 header length | header JSON | payload`` and the
+header carries the payload's SHA-256, so a truncated, corrupt or foreign
+file is detected, discarded with a warning and rebuilt, never executed.
+
+Invariants: writes go to a temporary file in the same folder and are
+``os.replace``d into place under a file lock (filelock), so a reader sees
+either no entry or a whole one; nothing here executes cached bytes.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import tempfile
+import warnings
+
+import platformdirs
+from filelock import FileLock
+
+MAGIC = b"TRACEC-CACHE\x00\x01"
+FORMAT = 1
+
+
+def cache_root() -> str:
+    return os.environ.get("TRACEC_CACHE_DIR") or platformdirs.user_cache_dir("tracec")
+
+
+class DiskCache:
+    """Key -> (header dict, payload bytes)."""
+
+    def __init__(self, root: str | None = None):
+        self.root = os.path.join(root or cache_root(), f"v{FORMAT}")
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.root, key[:2], key + ".tcc")
+
+    def get(self, key: str):
+        path = self._path(key)
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            warnings.warn(f"tracec cache: cannot read {path} ({e}); recompiling")
+            return None
+        try:
+            if not raw.startswith(MAGIC):
+                raise ValueError("not a tracec cache entry")
+            (n,) = struct.unpack_from("<I", raw, len(MAGIC))
+            start = len(MAGIC) + 4
+            header = json.loads(raw[start:start + n].decode("utf-8"))
+            payload = raw[start + n:]
+            if header.get("key") != key:
+                raise ValueError("entry belongs to another key")
+            if len(payload) != header.get("size") or \
+                    hashlib.sha256(payload).hexdigest() != header.get("sha256"):
+                raise ValueError("payload checksum mismatch (truncated or corrupt)")
+        except (ValueError, struct.error, UnicodeDecodeError, json.JSONDecodeError) as e:
+            warnings.warn(f"tracec cache: discarding corrupt entry {path}: {e}; recompiling")
+            self._remove(path)
+            return None
+        return header, payload
+
+    def put(self, key: str, header: dict, payload: bytes) -> str:
+        path = self._path(key)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        header = dict(header, key=key, size=len(payload),
+                      sha256=hashlib.sha256(payload).hexdigest())
+        hbytes = json.dumps(header, sort_keys=True).encode("utf-8")
+        with FileLock(path + ".lock", timeout=60):
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(MAGIC + struct.pack("<I", len(hbytes)) + hbytes + payload)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, path)
+            except BaseException:
+                self._remove(tmp)
+                raise
+        return path
+
+    @staticmethod
+    def _remove(path: str) -> None:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+
+    def entries(self):
+        if not os.path.isdir(self.root):
+            return []
+        out = []
+        for d in sorted(os.listdir(self.root)):
+            sub = os.path.join(self.root, d)
+            if os.path.isdir(sub):
+                out += [os.path.join(sub, f) for f in sorted(os.listdir(sub))
+                        if f.endswith(".tcc")]
+        return out
+
+    def info(self) -> dict:
+        files = self.entries()
+        return {"path": self.root, "entries": len(files),
+                "bytes": sum(os.path.getsize(f) for f in files)}
+
+    def clear(self) -> int:
+        n = 0
+        for f in self.entries():
+            self._remove(f)
+            self._remove(f + ".lock")
+            n += 1
+        return n
+
+
+def fingerprint(module) -> str:
+    """A hash of a module's structure (ops, properties, types, operand
+    wiring), cheaper than printing it; locations are left out."""
+    h = hashlib.sha256()
+    ids: dict = {}
+
+    def walk(block):
+        for a in block.args:
+            ids[a] = len(ids)
+            h.update(f"a{a.type}".encode())
+        for op in block.ops:
+            h.update(op.name.encode())
+            h.update(str(sorted((k, str(v)) for k, v in op.properties.items())).encode())
+            h.update(str([ids.get(o, -1) for o in op.operands]).encode())
+            for r in op.results:
+                ids[r] = len(ids)
+                h.update(str(r.type).encode())
+            for region in op.regions:
+                for b in region.blocks:
+                    h.update(b"{")
+                    walk(b)
+                    h.update(b"}")
+
+    for op in module.ops:
+        for region in op.regions:
+            for b in region.blocks:
+                walk(b)
+    return h.hexdigest()

@@ -1,0 +1,139 @@
+"""The ``tracec`` command line (click): ``demo``, ``dump``, and (with the
+CPU backend) ``build`` and ``cache``.
+
+Invariant: bad input (no such file or function, a malformed ``--arg``, an
+unsupported op) exits non-zero with a one-line ``Error: ...`` message,
+never a traceback.
+"""
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import re
+import sys
+
+import click
+
+import tracec
+from tracec import dtypes as dt
+
+_ARG_RE = re.compile(r"^([A-Za-z_][A-Za-z_0-9]*)=([a-z0-9]+)\[([0-9,\s]*)\]$")
+
+
+def parse_arg(text: str):
+    """``NAME=f32[64,784]`` -> (name, dtype, shape)."""
+    m = _ARG_RE.match(text.strip())
+    if not m:
+        raise click.UsageError(f"malformed --arg {text!r}: expected NAME=DTYPE[D0,D1,...], "
+                               "e.g. x=f32[64,784]")
+    name, dname, dims = m.groups()
+    try:
+        dtype = dt.to_dtype(dname)
+    except TypeError:
+        raise click.UsageError(f"malformed --arg {text!r}: unknown dtype {dname!r} "
+                               "(use f32, f64, f16, bf16, i32, i64 or bool)") from None
+    shape = tuple(int(d) for d in dims.replace(" ", "").split(",") if d)
+    return name, dtype, shape
+
+
+def load_function(target: str):
+    """``FILE.py:FUNC`` -> the function object (the file is imported)."""
+    if ":" not in target:
+        raise click.UsageError(f"expected FILE.py:FUNC, got {target!r}")
+    path, _, name = target.rpartition(":")
+    if not os.path.isfile(path):
+        raise click.ClickException(f"no such file: {path}")
+    spec = importlib.util.spec_from_file_location("_tracec_user_" + re.sub(r"\W", "_", path),
+                                                  path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:
+        raise click.ClickException(f"importing {path} failed: {type(e).__name__}: {e}") from None
+    finally:
+        sys.path.pop(0)
+    fn = getattr(module, name, None)
+    if fn is None:
+        raise click.ClickException(f"{path} has no function {name!r}")
+    if isinstance(fn, tracec.compiler.CompiledFunction):
+        fn = fn.fn
+    if not callable(fn):
+        raise click.ClickException(f"{path}:{name} is not a function")
+    return fn
+
+
+def example_args(fn, arg_specs):
+    """Tensors for the function's parameters, by name: floats ~ N(0, 1)
+    (seeded), integers and bools zero."""
+    specs = {}
+    for text in arg_specs:
+        name, dtype, shape = parse_arg(text)
+        specs[name] = (dtype, shape)
+    params = [p for p in inspect.signature(fn).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    unknown = set(specs) - {p.name for p in params}
+    if unknown:
+        raise click.UsageError(f"--arg {sorted(unknown)[0]!r} is not a parameter of "
+                               f"{fn.__name__}({', '.join(p.name for p in params)})")
+    args = []
+    gen = tracec.Generator().manual_seed(0)
+    for p in params:
+        if p.name not in specs:
+            if p.default is inspect.Parameter.empty:
+                raise click.UsageError(f"missing --arg {p.name}=DTYPE[SHAPE] for {fn.__name__}")
+            break
+        dtype, shape = specs[p.name]
+        if dtype.is_floating_point:
+            args.append(tracec.randn(shape, dtype=dtype, generator=gen))
+        else:
+            args.append(tracec.zeros(shape, dtype=dtype))
+    return args
+
+
+@click.group()
+@click.version_option(tracec.__version__, prog_name="tracec")
+def main():
+    """tracec: PyTorch-style eager tensors, compiled."""
+
+
+@main.command()
+@click.argument("target")
+@click.option("--arg", "arg_specs", multiple=True, help="NAME=DTYPE[SHAPE], e.g. x=f32[8,4]")
+@click.option("--stage", default="optimized", show_default=True,
+              type=click.Choice(list(tracec.compiler.STAGES) + ["ptx"]))
+@click.option("--backend", default=None, help="backend (default: the platform's)")
+def dump(target, arg_specs, stage, backend):
+    """Print one IR stage of FILE.py:FUNC traced on example arguments."""
+    fn = load_function(target)
+    args = example_args(fn, arg_specs)
+    if stage in ("trace", "autodiff", "optimized"):
+        backend = backend or "interp"
+    try:
+        cf = tracec.compile(fn, backend=backend)
+        cf(*args)
+        click.echo(cf.ir(stage), nl=False)
+    except click.ClickException:
+        raise
+    except tracec.TraceError as e:
+        raise click.ClickException(str(e)) from None
+    except Exception as e:
+        raise click.ClickException(f"{type(e).__name__}: {e}") from None
+
+
+@main.command()
+@click.option("--epochs", default=None, type=int, help="epochs per mode")
+@click.option("--backend", default=None, help="compiled backend (default: the platform's)")
+@click.option("--dump-dir", default=None, help="where to dump the compiled step's IR")
+def demo(epochs, backend, dump_dir):
+    """Train an MLP on the shipped digits, eagerly then compiled."""
+    from tracec.demo import run_demo
+    try:
+        run_demo(epochs=epochs, backend=backend, dump_dir=dump_dir, echo=click.echo)
+    except tracec.TraceError as e:
+        raise click.ClickException(str(e)) from None
+
+
+if __name__ == "__main__":
+    main()
