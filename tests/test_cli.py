@@ -1,0 +1,62 @@
+"""The command line, run as a real subprocess."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+USER = textwrap.dedent("""
+    import tracec
+    W = tracec.randn(4, 3, requires_grad=True)
+
+    def step(x, y):
+        W.grad = None
+        loss = ((x @ W - y) ** 2).mean()
+        loss.backward()
+        with tracec.no_grad():
+            W.sub_(0.1 * W.grad)
+        return loss
+
+    def bad(x):
+        if x.sum() > 0:
+            return x
+        return -x
+""")
+
+
+def tracec_cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "tracec.cli", *args], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **(env or {})})
+
+
+@pytest.fixture(scope="module")
+def user_file(tmp_path_factory):
+    p = tmp_path_factory.mktemp("user") / "model.py"
+    p.write_text(USER)
+    return str(p)
+
+
+def test_dump_prints_the_stage_with_user_locations(user_file):
+    r = tracec_cli("dump", f"{user_file}:step", "--arg", "x=f32[8,4]", "--arg", "y=f32[8,3]",
+                   "--stage", "trace")
+    assert r.returncode == 0, r.stderr
+    assert "tracec.backward" in r.stdout
+    assert f'loc("{user_file}":7:' in r.stdout
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["dump", "{f}:bad", "--arg", "x=f32[3]"], "model.py:14: bool()"),
+    (["dump", "/nonexistent/x.py:step"], "no such file"),
+    (["dump", "{f}:nope", "--arg", "x=f32[3]"], "has no function 'nope'"),
+    (["dump", "{f}:step", "--arg", "x=f32[8,"], "malformed --arg"),
+    (["dump", "{f}:step", "--arg", "x=q9[8]"], "unknown dtype"),
+    (["dump", "{f}:step", "--arg", "x=f32[8,4]"], "missing --arg y"),
+    (["dump", "{f}:step", "--arg", "x=f32[8,4]", "--arg", "y=f32[9,3]"], "Error:"),
+])
+def test_bad_input_is_one_line_and_nonzero(user_file, args, needle):
+    r = tracec_cli(*[a.format(f=user_file) for a in args])
+    assert r.returncode != 0
+    assert needle in r.stderr
+    assert "Traceback" not in r.stderr and "Traceback" not in r.stdout
+    assert len([l for l in r.stderr.splitlines() if l.startswith("Error")]) == 1
