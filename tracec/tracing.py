@@ -333,6 +333,22 @@ class Recording:
                      graph.is_grad_enabled())
 
 
+def _failing_user_line(tb):
+    """The user's line that called into tracec where ``tb`` failed, or None
+    when the error was raised by the user's own code."""
+    frames = []
+    while tb is not None:
+        frames.append(tb)
+        tb = tb.tb_next
+    if not frames or not frames[-1].tb_frame.f_code.co_filename.startswith(_TRACEC_DIR):
+        return None
+    for t in reversed(frames):
+        fname = t.tb_frame.f_code.co_filename
+        if not fname.startswith(_TRACEC_DIR):
+            return (fname, t.tb_lineno, 0)
+    return None
+
+
 def record(fn, args, kwargs, name: str, fallback: bool = False):
     """Run ``fn(*args, **kwargs)`` eagerly while recording; returns
     ``(result, Trace)``, or with ``fallback`` and something uncompilable,
@@ -356,6 +372,17 @@ def record(fn, args, kwargs, name: str, fallback: bool = False):
         lst.append(h)
     try:
         result = fn(*args, **kwargs)
+    except TraceError:
+        raise
+    except (RuntimeError, TypeError, IndexError, ValueError) as e:
+        loc = _failing_user_line(e.__traceback__)
+        if loc is None:
+            raise
+        try:
+            err = type(e)(f"{format_location(loc)}: {e}")
+        except Exception:
+            raise e from None
+        raise err.with_traceback(e.__traceback__) from None
     finally:
         for lst, h in hooks:
             lst.remove(h)

@@ -170,3 +170,15 @@ def test_grad_accumulates_without_zeroing():
         step(W_e)(x)
     np.testing.assert_allclose(W.grad.numpy(), W_e.grad.numpy())
     np.testing.assert_allclose(W.grad.numpy(), [3, 6, 9])
+
+
+def test_shape_error_inside_compiled_function_names_user_line():
+    @tracec.compile(backend="interp")
+    def f(x, y):
+        return x + y  # SHAPE-MARK
+
+    with pytest.raises(RuntimeError) as e:
+        f(tracec.ones(3), tracec.ones(4))
+    line = next(i for i, l in enumerate(open(__file__), 1) if "SHAPE-MARK" in l)
+    assert f"{__file__}:{line}" in str(e.value)
+    assert "(3,)" in str(e.value) and "(4,)" in str(e.value)
