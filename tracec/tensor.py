@@ -423,18 +423,7 @@ class Tensor:
                 raise RuntimeError(f"{op}: a view of a leaf Variable that requires grad is "
                                    "being used in an in-place operation.")
 
-    def _assign(self, new: "Tensor", op: str) -> "Tensor":
-        """Write ``new`` (already of this shape and dtype) into this tensor's
-        storage; autograd and the tracer see the functional update."""
-        self._check_inplace(op)
-        if new.dtype is not self.dtype:
-            new = ew.cast(new, self.dtype)
-        root = self._base
-        functional = bool(RECORDERS) or (graph.is_grad_enabled() and (
-            new.requires_grad or self.requires_grad
-            or (root is not None and root.requires_grad)))
-        if functional and root is not None:
-            self._rebase_view(root, new)
+    def _write_data(self, new: "Tensor", op: str) -> None:
         try:
             np.copyto(self._data, new._data if new.shape == self.shape
                       else np.broadcast_to(new._data, self.shape))
@@ -446,6 +435,28 @@ class Tensor:
                                    "operation.") from None
             raise RuntimeError(f"{op}: {e}") from None
         self._version[0] += 1
+
+    def _assign(self, new: "Tensor", op: str) -> "Tensor":
+        """Write ``new`` (already of this shape and dtype) into this tensor's
+        storage; autograd and the tracer see the functional update."""
+        self._check_inplace(op)
+        if new.dtype is not self.dtype:
+            new = ew.cast(new, self.dtype)
+        root = self._base
+        if root is not None and not self._view_chain:
+            # A detach() alias: the same storage, no autograd link to its root.
+            self._write_data(new, op)
+            if RECORDERS:
+                for r in RECORDERS:
+                    r(None, (new,), {"inplace": op}, root)
+                    r(None, (new,), {"inplace": op}, self)
+            return self
+        functional = bool(RECORDERS) or (graph.is_grad_enabled() and (
+            new.requires_grad or self.requires_grad
+            or (root is not None and root.requires_grad)))
+        if functional and root is not None:
+            self._rebase_view(root, new)
+        self._write_data(new, op)
         if functional and root is None and (self._node is not None or new.requires_grad):
             # A non-leaf (or a leaf written with a value that requires grad)
             # takes the new value's place in the graph; a leaf stays a leaf.

@@ -1,0 +1,161 @@
+"""``Adam`` and ``AdamW`` with PyTorch's exact formulas.
+
+State per parameter (as in PyTorch): ``step`` (a 0-d float32 tensor,
+float64 when that is the default dtype), ``exp_avg``, ``exp_avg_sq`` and,
+with ``amsgrad``, ``max_exp_avg_sq``; all are updated in place.  The bias
+corrections are computed with tensor ops from the ``step`` tensor (in
+float64, like PyTorch's Python-float arithmetic), so a traced step reads the
+counter as state instead of baking its value into the trace.
+"""
+from __future__ import annotations
+
+from tracec import creation
+from tracec import dtypes as dt
+from tracec import functions as F
+from tracec import graph
+from tracec.optim.optimizer import Optimizer, _scalar_dtype
+from tracec.optim.sgd import _check_flags
+from tracec.tensor import Tensor
+
+__all__ = ["Adam", "AdamW"]
+
+
+class Adam(Optimizer):
+    """PyTorch's ``torch.optim.Adam`` (``decoupled_weight_decay=True`` is
+    AdamW).  Per parameter with gradient ``g`` (``-g`` with ``maximize``)::
+
+        step += 1
+        p = p * (1 - lr * wd)                  (decoupled weight decay), or
+        g = g + wd * p                         (L2 weight decay)
+        m = lerp(m, g, 1 - beta1)
+        v = beta2 * v + (1 - beta2) * g * g
+        vmax = max(vmax, v)                    (amsgrad; then vmax is used for v)
+        denom = sqrt(v) / sqrt(1 - beta2**step) + eps
+        p = p - lr / (1 - beta1**step) * m / denom
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 amsgrad=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False, fused=None, decoupled_weight_decay=False):
+        if isinstance(lr, Tensor) and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        betas = tuple(float(b) if isinstance(b, Tensor) else b for b in betas)
+        defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
+                    "amsgrad": amsgrad, "maximize": maximize, "foreach": foreach,
+                    "capturable": capturable, "differentiable": differentiable,
+                    "fused": fused, "decoupled_weight_decay": decoupled_weight_decay}
+        _check_flags(foreach, differentiable, fused)
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("amsgrad", False)
+            group.setdefault("maximize", False)
+            group.setdefault("foreach", None)
+            group.setdefault("capturable", False)
+            group.setdefault("differentiable", False)
+            group.setdefault("decoupled_weight_decay", False)
+            group.setdefault("fused", None)
+            for p in group["params"]:
+                p_state = self.state.get(p, {})
+                if len(p_state) != 0 and not isinstance(p_state.get("step"), Tensor) \
+                        and "step" in p_state:
+                    p_state["step"] = creation.tensor(float(p_state["step"]),
+                                                      dtype=_scalar_dtype())
+
+    def _init_state(self, group, p) -> dict:
+        state = self.state[p]
+        if len(state) == 0:
+            state["step"] = creation.zeros((), dtype=_scalar_dtype())
+            state["exp_avg"] = creation.zeros_like(p)
+            state["exp_avg_sq"] = creation.zeros_like(p)
+            if group["amsgrad"]:
+                state["max_exp_avg_sq"] = creation.zeros_like(p)
+        return state
+
+    def step(self, closure=None):
+        """Perform one optimization step; ``closure`` re-evaluates the loss
+        (run with grad enabled) and its value is returned."""
+        loss = self._closure_loss(closure)
+        with graph.no_grad():
+            for group in self.param_groups:
+                self._update_group(group)
+        return loss
+
+    def _update_group(self, group) -> None:
+        beta1, beta2 = group["betas"]
+        lr = group["lr"]
+        eps = group["eps"]
+        weight_decay = group["weight_decay"]
+        amsgrad = group["amsgrad"]
+        maximize = group["maximize"]
+        decoupled = group["decoupled_weight_decay"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            state = self._init_state(group, p)
+            grad = p.grad if not maximize else -p.grad
+            exp_avg, exp_avg_sq, step_t = state["exp_avg"], state["exp_avg_sq"], state["step"]
+
+            step_t.add_(1)
+            if weight_decay != 0:
+                if decoupled:
+                    p.mul_(1 - lr * weight_decay)
+                else:
+                    grad = grad.add(p, alpha=weight_decay)
+
+            # exp_avg.lerp_(grad, 1 - beta1), with PyTorch's two-sided formula
+            weight = 1 - beta1
+            if abs(weight) < 0.5:
+                exp_avg.add_(grad.sub(exp_avg).mul(weight))
+            else:
+                exp_avg.copy_(grad.sub(grad.sub(exp_avg).mul(1 - weight)))
+            # exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            exp_avg_sq.mul_(beta2).add_(grad.mul(1 - beta2).mul(grad))
+
+            # Bias corrections from the step tensor, in float64 as PyTorch's
+            # Python-float arithmetic; mixed with float32 tensors, these 0-d
+            # values are rounded to float32 as PyTorch rounds its scalars.
+            step = step_t.to(dt.float64)
+            bias_correction1 = F.sub(1, F.pow(beta1, step))
+            bias_correction2 = F.sub(1, F.pow(beta2, step))
+            step_size = F.div(lr, bias_correction1)
+            bias_correction2_sqrt = F.sqrt(bias_correction2)
+
+            if amsgrad:
+                max_exp_avg_sq = state["max_exp_avg_sq"]
+                max_exp_avg_sq.copy_(F.maximum(max_exp_avg_sq, exp_avg_sq))
+                denom = max_exp_avg_sq.sqrt().div(bias_correction2_sqrt).add(eps)
+            else:
+                denom = exp_avg_sq.sqrt().div(bias_correction2_sqrt).add(eps)
+            # param.addcdiv_(exp_avg, denom, value=-step_size)
+            p.add_(exp_avg.mul(F.neg(step_size)).div(denom))
+
+
+class AdamW(Adam):
+    """PyTorch's ``torch.optim.AdamW``: Adam with decoupled weight decay
+    (``p *= 1 - lr * weight_decay`` before the Adam update)."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, *, maximize=False, foreach=None, capturable=False,
+                 differentiable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach,
+                         maximize=maximize, capturable=capturable,
+                         differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group["decoupled_weight_decay"] = True

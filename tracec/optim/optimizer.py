@@ -1,0 +1,352 @@
+"""``Optimizer``: PyTorch's optimizer base class (param groups, state,
+``zero_grad``, ``state_dict`` / ``load_state_dict``, step hooks).
+
+Invariants (the compiler traces ``opt.step()`` into IR):
+  * every update of a parameter or of optimizer state is a tracec tensor op
+    or an in-place Tensor method run under ``no_grad`` -- never arithmetic on
+    ``._data``;
+  * per-parameter state lives in ``self.state[param]`` as tensors that are
+    updated in place (Adam's ``step`` counter included), so a traced step
+    carries it as state;
+  * hyperparameters are Python numbers read from ``param_groups`` at each
+    ``step()``, so a change of ``lr`` takes effect at the next step.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import warnings
+from collections import OrderedDict, defaultdict
+from itertools import chain
+
+from tracec import dtypes as dt
+from tracec import graph
+from tracec.tensor import note_guard
+from tracec.tensor import Tensor
+
+__all__ = ["Optimizer", "required"]
+
+
+class _RequiredParameter:
+    """Singleton marking a hyperparameter that has no default."""
+
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+
+def _typename(obj) -> str:
+    if isinstance(obj, Tensor):
+        return f"tracec.{type(obj).__name__}"
+    t = type(obj)
+    mod = t.__module__
+    return t.__qualname__ if mod in ("builtins", "__main__") else f"{mod}.{t.__qualname__}"
+
+
+def _scalar_dtype() -> dt.DType:
+    """PyTorch's ``_get_scalar_dtype``: the dtype of ``state['step']``."""
+    return dt.float64 if dt.get_default_dtype() is dt.float64 else dt.float32
+
+
+class _RemovableHandle:
+    _next_id = 0
+
+    def __init__(self, hooks: dict):
+        self._hooks = hooks
+        self.id = _RemovableHandle._next_id
+        _RemovableHandle._next_id += 1
+
+    def remove(self) -> None:
+        self._hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def _with_hooks(step):
+    """Wrap a subclass's ``step`` so that registered pre/post hooks run."""
+    @functools.wraps(step)
+    def wrapper(self, *args, **kwargs):
+        if self.__dict__.get("_in_step"):  # a subclass's step calling super().step()
+            return step(self, *args, **kwargs)
+        self._in_step = True
+        try:
+            return _run(self, args, kwargs)
+        finally:
+            self._in_step = False
+
+    def _run(self, args, kwargs):
+        for hook in list(getattr(self, "_optimizer_step_pre_hooks", {}).values()):
+            result = hook(self, args, kwargs)
+            if result is not None:
+                if not (isinstance(result, tuple) and len(result) == 2):
+                    raise RuntimeError(f"{hook} must return None or a tuple of "
+                                       f"(new_args, new_kwargs), but got {result}.")
+                args, kwargs = result
+        out = step(self, *args, **kwargs)
+        self._opt_called = True
+        for hook in list(getattr(self, "_optimizer_step_post_hooks", {}).values()):
+            hook(self, args, kwargs)
+        return out
+    wrapper._tracec_hooked = True
+    return wrapper
+
+
+class Optimizer:
+    """Base class of all optimizers (``tracec.optim.Optimizer``).
+
+    ``params`` is an iterable of tensors, of ``(name, tensor)`` pairs, or of
+    dicts each holding ``'params'`` and per-group options; options missing
+    from a group take the optimizer's ``defaults``.
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        step = cls.__dict__.get("step")
+        if step is not None and not getattr(step, "_tracec_hooked", False):
+            cls.step = _with_hooks(step)
+
+    def __init__(self, params, defaults: dict):
+        self.defaults = defaults
+        self._optimizer_step_pre_hooks: dict = OrderedDict()
+        self._optimizer_step_post_hooks: dict = OrderedDict()
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable "
+                            "of Tensors or dicts, but got " + _typename(params))
+        self.state: defaultdict = defaultdict(dict)
+        self.param_groups: list[dict] = []
+        param_groups = list(params)
+        if len(param_groups) == 0:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(param_groups[0], dict):
+            param_groups = [{"params": param_groups}]
+        for param_group in param_groups:
+            self.add_param_group(param_group)
+
+    # --- pickling / copying (PyTorch's __getstate__/__setstate__) ---------------
+
+    def __getstate__(self) -> dict:
+        return {"defaults": self.defaults, "state": self.state,
+                "param_groups": self.param_groups}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_optimizer_step_pre_hooks", OrderedDict())
+        self.__dict__.setdefault("_optimizer_step_post_hooks", OrderedDict())
+        self.defaults.setdefault("differentiable", False)
+
+    def __repr__(self) -> str:
+        s = self.__class__.__name__ + " ("
+        for i, group in enumerate(self.param_groups):
+            s += f"\nParameter Group {i}\n"
+            for key in sorted(group.keys()):
+                if key != "params":
+                    s += f"    {key}: {group[key]}\n"
+        return s + ")"
+
+    # --- groups ---------------------------------------------------------------
+
+    def add_param_group(self, param_group: dict) -> None:
+        """Add a group of parameters (a dict with ``'params'`` and options)."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group)}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            param_group["params"] = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, "
+                            "but the ordering of tensors in sets will change between runs. "
+                            "Please use a list instead.")
+        else:
+            param_group["params"] = list(params)
+
+        tensors, names = [], []
+        for p in param_group["params"]:
+            if isinstance(p, tuple):
+                names.append(p[0])
+                tensors.append(p[1])
+            else:
+                tensors.append(p)
+        param_group["params"] = tensors
+        if names:
+            if len(names) != len(tensors):
+                raise ValueError("all optimizer params should be with/without names. "
+                                 "Some param names are missing")
+            param_group["param_names"] = names
+
+        for p in tensors:
+            if not isinstance(p, Tensor):
+                raise TypeError("optimizer can only optimize Tensors, but one of the params is "
+                                + _typename(p))
+            if not self.defaults.get("differentiable", None) and not (
+                    p.is_leaf or getattr(p, "_retains_grad", False)):
+                raise ValueError("can't optimize a non-leaf Tensor")
+
+        for name, default in self.defaults.items():
+            if default is required and name not in param_group:
+                raise ValueError("parameter group didn't specify a value of required "
+                                 f"optimization parameter {name}")
+            param_group.setdefault(name, default)
+
+        ids = [id(p) for p in tensors]
+        if len(ids) != len(set(ids)):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; "
+                          "in future, this will cause an error; see "
+                          "github.com/pytorch/pytorch/issues/40967 for more information",
+                          stacklevel=3)
+
+        seen: set = set()
+        for group in self.param_groups:
+            seen.update(id(p) for p in group["params"])
+            if ("param_names" in param_group) != ("param_names" in group):
+                txt = "with names" if "param_names" in param_group else "without names"
+                raise ValueError("all optimizer param groups should be with/without names. "
+                                 f"cannot add param group {txt} to the optimizer")
+        if not seen.isdisjoint(ids):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(param_group)
+
+    # --- gradients --------------------------------------------------------------
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of all optimized tensors: to ``None`` (the
+        default), or to zeros in place with ``set_to_none=False``."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    g = p.grad
+                    if g.grad_fn is not None:
+                        g.detach_()
+                    else:
+                        g.requires_grad_(False)
+                    with graph.no_grad():
+                        g.zero_()
+
+    def step(self, closure=None):
+        """Perform one optimization step (implemented by subclasses)."""
+        raise NotImplementedError
+
+    def optimizer_state_and_hyperparameters(self):
+        """What a compiled step specializes on: each group's hyperparameters
+        and parameters, and which state each parameter has (a momentum
+        buffer is created on the first step, which takes another path)."""
+        groups = tuple(tuple(sorted((k, v) for k, v in g.items() if k != "params"
+                                    and isinstance(v, (int, float, bool, str, tuple,
+                                                       type(None)))))
+                       + (tuple(id(p) for p in g["params"]),) for g in self.param_groups)
+        state = tuple(tuple(sorted(self.state[p])) if p in self.state else ()
+                      for g in self.param_groups for p in g["params"])
+        return groups, state
+
+    def _closure_loss(self, closure):
+        # A compiled caller guards on this (tracec.compile retraces when it changes).
+        note_guard(self.optimizer_state_and_hyperparameters)
+        if closure is None:
+            return None
+        with graph.enable_grad():
+            return closure()
+
+    # --- hooks ------------------------------------------------------------------
+
+    def register_step_pre_hook(self, hook) -> _RemovableHandle:
+        """``hook(optimizer, args, kwargs)`` runs before each ``step``; it may
+        return ``(new_args, new_kwargs)``."""
+        handle = _RemovableHandle(self._optimizer_step_pre_hooks)
+        self._optimizer_step_pre_hooks[handle.id] = hook
+        return handle
+
+    def register_step_post_hook(self, hook) -> _RemovableHandle:
+        """``hook(optimizer, args, kwargs)`` runs after each ``step``."""
+        handle = _RemovableHandle(self._optimizer_step_post_hooks)
+        self._optimizer_step_post_hooks[handle.id] = hook
+        return handle
+
+    # --- state dicts ------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        """``{'state': {index: {...}}, 'param_groups': [{..., 'params': [index, ...]}]}``
+        as in PyTorch: parameters are replaced by their running index over
+        the groups; state tensors are the optimizer's own (not copies)."""
+        param_mappings: dict[int, int] = {}
+        start_index = 0
+
+        def pack_group(group):
+            nonlocal start_index
+            packed = {k: v for k, v in group.items() if k != "params"}
+            param_mappings.update({id(p): i for i, p in enumerate(group["params"], start_index)
+                                   if id(p) not in param_mappings})
+            packed["params"] = [param_mappings[id(p)] for p in group["params"]]
+            start_index += len(packed["params"])
+            return packed
+
+        param_groups = [pack_group(g) for g in self.param_groups]
+        packed_state = {}
+        for k, v in self.state.items():
+            key = param_mappings[id(k)] if isinstance(k, Tensor) else k
+            packed_state[key] = dict(v) if isinstance(v, dict) else v
+        return {"state": packed_state, "param_groups": param_groups}
+
+    @staticmethod
+    def _process_value(param: Tensor, value: Tensor, key) -> Tensor:
+        """A copy of a loaded state tensor: ``step`` keeps its dtype, other
+        floating state takes the parameter's dtype (PyTorch's policy)."""
+        with graph.no_grad():
+            if key == "step" or not param.dtype.is_floating_point:
+                out = value.detach().clone()
+            else:
+                out = value.detach().to(param.dtype)
+                if out is value or out._data is value._data:
+                    out = out.clone()
+        return out
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Load state made by ``state_dict()`` (of this optimizer, another
+        instance, or a checkpoint). Groups must match in number and size;
+        hyperparameters (``lr`` ...) come from the loaded dict. Loaded
+        tensors are copied, never aliased."""
+        state_dict = state_dict.copy()
+        groups = self.param_groups
+        saved_groups = copy.deepcopy(state_dict["param_groups"])
+        if len(groups) != len(saved_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        if any(len(g["params"]) != len(s["params"]) for g, s in zip(groups, saved_groups)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match "
+                             "the size of optimizer's group")
+
+        id_map = dict(zip(chain.from_iterable(g["params"] for g in saved_groups),
+                          chain.from_iterable(g["params"] for g in groups)))
+
+        def cast(param, value, key=None):
+            if isinstance(value, Tensor):
+                return Optimizer._process_value(param, value, key)
+            if isinstance(value, dict):
+                return {k: cast(param, v, key=k) for k, v in value.items()}
+            if isinstance(value, (list, tuple)):
+                return type(value)(cast(param, v) for v in value)
+            return value
+
+        state: defaultdict = defaultdict(dict)
+        for k, v in state_dict["state"].items():
+            if k in id_map:
+                param = id_map[k]
+                state[param] = cast(param, v)
+            else:
+                state[k] = v
+
+        def update_group(group, new_group):
+            new_group["params"] = group["params"]
+            if "param_names" in group and "param_names" not in new_group:
+                new_group["param_names"] = group["param_names"]
+            return new_group
+
+        param_groups = [update_group(g, ng) for g, ng in zip(groups, saved_groups)]
+        self.__setstate__({"state": state, "param_groups": param_groups})

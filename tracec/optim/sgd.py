@@ -1,0 +1,90 @@
+"""``SGD``: stochastic gradient descent with PyTorch's exact update rules
+(weight decay, momentum with dampening, Nesterov, maximize)."""
+from __future__ import annotations
+
+from tracec import graph
+from tracec.optim.optimizer import Optimizer
+
+__all__ = ["SGD"]
+
+
+def _check_flags(foreach, differentiable, fused) -> None:
+    if differentiable:
+        raise NotImplementedError("tracec.optim: differentiable=True is not supported")
+    if fused and foreach:
+        raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+
+
+class SGD(Optimizer):
+    """PyTorch's ``torch.optim.SGD``.
+
+    Per parameter with a gradient ``g`` (``-g`` with ``maximize``)::
+
+        g = g + weight_decay * p                        (if weight_decay != 0)
+        buf = clone(g) on the first step, else
+        buf = momentum * buf + (1 - dampening) * g      (if momentum != 0)
+        g = g + momentum * buf if nesterov else buf
+        p = p - lr * g
+
+    ``foreach`` and ``fused`` are accepted for compatibility and change
+    nothing (the math is the same).
+    """
+
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
+                 nesterov=False, *, maximize=False, foreach=None, differentiable=False,
+                 fused=None):
+        if lr < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if momentum < 0.0:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        defaults = {"lr": lr, "momentum": momentum, "dampening": dampening,
+                    "weight_decay": weight_decay, "nesterov": nesterov, "maximize": maximize,
+                    "foreach": foreach, "differentiable": differentiable, "fused": fused}
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        _check_flags(foreach, differentiable, fused)
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("nesterov", False)
+            group.setdefault("maximize", False)
+            group.setdefault("foreach", None)
+            group.setdefault("differentiable", False)
+            group.setdefault("fused", False)
+
+    def step(self, closure=None):
+        """Perform one optimization step; ``closure`` re-evaluates the loss
+        (run with grad enabled) and its value is returned."""
+        loss = self._closure_loss(closure)
+        with graph.no_grad():
+            for group in self.param_groups:
+                self._update_group(group)
+        return loss
+
+    def _update_group(self, group) -> None:
+        lr = group["lr"]
+        momentum = group["momentum"]
+        dampening = group["dampening"]
+        weight_decay = group["weight_decay"]
+        nesterov = group["nesterov"]
+        maximize = group["maximize"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            grad = p.grad if not maximize else -p.grad
+            if weight_decay != 0:
+                grad = grad.add(p, alpha=weight_decay)
+            if momentum != 0:
+                state = self.state[p]
+                buf = state.get("momentum_buffer")
+                if buf is None:
+                    buf = grad.detach().clone()
+                    state["momentum_buffer"] = buf
+                else:
+                    buf.mul_(momentum).add_(grad, alpha=1 - dampening)
+                grad = grad.add(buf, alpha=momentum) if nesterov else buf
+            p.add_(grad, alpha=-lr)
