@@ -227,12 +227,15 @@ def gradcheck(fn, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=Tru
             flat = x._data.reshape(-1)
             for k in range(x.numel()):
                 orig = flat[k]
-                with graph.no_grad():
+                # Grad mode stays as the caller set it: gradgradcheck's fn
+                # itself differentiates.
+                try:
                     flat[k] = orig + eps
                     hi = _as_tuple(fn(*inputs))[oi]._data.reshape(-1).astype(np.float64)
                     flat[k] = orig - eps
                     lo = _as_tuple(fn(*inputs))[oi]._data.reshape(-1).astype(np.float64)
-                flat[k] = orig
+                finally:
+                    flat[k] = orig
                 numeric[k] = (hi - lo) / (2 * eps)
             if not np.allclose(analytic, numeric, atol=atol, rtol=rtol):
                 err = np.abs(analytic - numeric).max()

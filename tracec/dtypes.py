@@ -13,7 +13,7 @@ import numpy as np
 __all__ = [
     "DType", "float32", "float64", "float16", "bfloat16", "int32", "int64",
     "bool_", "float", "double", "half", "long", "int", "all_dtypes",
-    "from_numpy_dtype", "promote_types", "result_type", "to_dtype",
+    "from_numpy_dtype", "promote_types", "can_cast", "result_type", "to_dtype",
     "get_default_dtype", "set_default_dtype",
 ]
 
@@ -133,6 +133,12 @@ def promote_types(a: DType, b: DType) -> DType:
             return float32
         return a if a.itemsize >= b.itemsize else b
     return a if a.itemsize >= b.itemsize else b
+
+
+def can_cast(src: DType, dst: DType) -> bool:
+    """PyTorch's ``can_cast`` for in-place results: never down a category
+    (float to int, int to bool)."""
+    return src.category <= dst.category
 
 
 def result_type(dims: list, zero_dims: list, scalars: list) -> DType:

@@ -18,6 +18,17 @@ from tracec import ops
 from tracec.ops.core import normalize_axis
 from tracec.tensor import Tensor
 
+__all__ = [
+    "MinMax", "abs", "absolute", "add", "allclose", "amax", "amin", "argmax", "argmin", "bmm",
+    "clamp", "clip", "cos", "div", "divide", "dot", "eq", "equal", "erf", "exp", "expm1", "ge",
+    "gelu", "greater", "greater_equal", "gt", "isnan", "le", "less", "less_equal", "log",
+    "log1p", "log_softmax", "logical_and", "logical_not", "logical_or", "logsumexp", "lt",
+    "matmul", "max", "maximum", "mean", "min", "minimum", "mm", "mul", "multiply", "ne", "neg",
+    "negative", "not_equal", "outer", "pow", "reciprocal", "relu", "result_type", "rsqrt",
+    "sigmoid", "sign", "silu", "sin", "softmax", "sqrt", "square", "std", "sub", "subtract",
+    "sum", "tanh", "true_divide", "var", "where",
+]
+
 _NUM = (numbers.Number, np.number, np.bool_)
 
 
@@ -220,7 +231,10 @@ def where(cond, a=None, b=None):
     cond = _operand(cond, "where")
     if not isinstance(cond, Tensor) or cond.dtype is not dt.bool_:
         raise TypeError("where(): the condition must be a bool tensor")
-    (a, b), _ = promote("where", a, b)
+    (a, b), d = promote("where", a, b)
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        # Two scalars: the result has their promoted dtype, not the condition's.
+        a = Tensor._make(np.asarray(a, dtype=d.np), d)
     return ops.where(cond, a, b)
 
 

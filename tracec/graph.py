@@ -19,7 +19,7 @@ import contextlib
 import functools
 import threading
 
-from tracec.ops.core import Aval
+from tracec.ops.core import Aval, is_value
 
 _state = threading.local()
 
@@ -34,6 +34,11 @@ def set_grad_enabled(mode: bool) -> None:
 
 class _GradMode(contextlib.ContextDecorator):
     mode = True
+
+    def __new__(cls, fn=None):
+        # ``@no_grad`` (no parentheses) decorates ``fn`` directly, as in PyTorch.
+        self = super().__new__(cls)
+        return self if fn is None else self(fn)
 
     def __enter__(self):
         self.prev = is_grad_enabled()
@@ -104,8 +109,9 @@ class Node:
     def __init__(self, prim, params, inputs, out, next_functions):
         self.prim = prim
         self.params = params
-        save = prim.save
-        self.avals = tuple(Aval(getattr(a, "shape", ()), getattr(a, "dtype", None))
+        save = prim.save(inputs) if callable(prim.save) else prim.save
+        # Python scalar operands reach the VJP as themselves, values as avals.
+        self.avals = tuple(Aval(a.shape, a.dtype) if is_value(a) else a
                            for a in inputs)
         saved = {}
         for i in save:
@@ -221,6 +227,26 @@ def edge_of(t):
     if acc is None:
         acc = t._accum = AccumulateGrad(t)
     return acc
+
+
+def protect_saved(node, box, stops) -> None:
+    """Before an in-place write to the storage whose version box is ``box``:
+    nodes of the subgraph above ``stops`` (ids of nodes that existed before
+    the op) that saved a tensor of that storage keep a copy of its current
+    value instead, so that computing ``x.mul_(y)`` from ``x`` itself does not
+    trip the version check (PyTorch saves the original ``self`` likewise)."""
+    stack, seen = [node], set()
+    while stack:
+        n = stack.pop()
+        if n is None or id(n) in stops or id(n) in seen or not isinstance(n, Node):
+            continue
+        seen.add(id(n))
+        for key, (t, version) in list((n.saved or {}).items()):
+            if version is not None and t._version is box:
+                copy = type(t)._make(t._data.copy(), t.dtype)
+                copy._version = [version]
+                n.saved[key] = (copy, version)
+        stack.extend(n.edges)
 
 
 def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracec import creation, graph
+from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import indexing, shape_ops as S
 from tracec.tensor import Tensor
@@ -105,7 +106,15 @@ Tensor.__hash__ = lambda self: id(self)
 
 def _inplace(name, fn):
     def method(self, *args, **kwargs):
-        return self._assign(fn(self, *args, **kwargs), name)
+        new = fn(self, *args, **kwargs)
+        if not dt.can_cast(new.dtype, self.dtype):
+            raise RuntimeError(f"{name}: result type {new.dtype} can't be cast to the "
+                               f"desired output type {self.dtype}")
+        if new._node is not None and new is not self:
+            stops = {id(graph.edge_of(a)) for a in (self,) + args
+                     if isinstance(a, Tensor) and a.requires_grad}
+            graph.protect_saved(new._node, self._version, stops)
+        return self._assign(new, name)
     method.__name__ = name
     return method
 
@@ -123,17 +132,17 @@ Tensor.__imul__ = _inplace("mul_", F.mul)
 Tensor.__itruediv__ = _inplace("div_", F.div)
 
 
-def _fill(self, value):
+def _fill(self, value, _op="fill_"):
     if isinstance(value, Tensor):
         new = S.expand(value.to(self.dtype), *self.shape) if value.ndim == 0 else value
     else:
         with graph.no_grad():
             new = Tensor._make(np.full(self.shape, value, self.dtype.np), self.dtype)
-    return self._assign(new, "fill_")
+    return self._assign(new, _op)
 
 
 def _zero(self):
-    return _fill(self, 0)
+    return _fill(self, 0, "zero_")
 
 
 def _copy(self, src, non_blocking=False):

@@ -79,7 +79,8 @@ class Tensor:
     """A multi-dimensional array with define-by-run autograd (API.md §1-2)."""
 
     __slots__ = ("_data", "dtype", "requires_grad", "_grad", "_birth", "_node", "_accum", "_version",
-                 "_base", "_view_chain", "_hooks", "_retains_grad", "__weakref__", "__dict__")
+                 "_base", "_view_chain", "_view_version", "_hooks", "_retains_grad", "__weakref__",
+                 "__dict__")
 
     __array_priority__ = 1000  # make ndarray <op> Tensor defer to Tensor
 
@@ -99,6 +100,7 @@ class Tensor:
         self._version = [0]
         self._base = None
         self._view_chain = None
+        self._view_version = 0
         self._hooks = None
         self._retains_grad = False
 
@@ -149,8 +151,11 @@ class Tensor:
     def _bind_primitive(cls, prim, args, params):
         ref = None
         for a in args:
-            if isinstance(a, Tensor) and (ref is None or a.dtype.category > ref.category):
-                ref = a.dtype
+            if isinstance(a, Tensor):
+                if ref is None or a.dtype.category > ref.category:
+                    ref = a.dtype
+                if a._view_chain and a._view_version != a._version[0]:
+                    a._refresh_view()
         arrays, dtypes_ = [], []
         for a in args:
             if isinstance(a, Tensor):
@@ -181,9 +186,12 @@ class Tensor:
             src = args[0]
             if np.may_share_memory(res, src._data):
                 out._version = src._version
-                out._base = src._base if src._base is not None else src
-                out._view_chain = (src._view_chain or ()) + (
-                    (prim, params, core.Aval(src.shape, src.dtype)),)
+                out._view_version = src._version[0]
+                step = ((prim, params, core.Aval(src.shape, src.dtype)),)
+                if src._view_chain:  # a view of a view: the chain starts at the root
+                    out._base, out._view_chain = src._base, src._view_chain + step
+                else:  # of a root, or of a detach() alias (no autograd link beyond it)
+                    out._base, out._view_chain = src, step
         if prim.vjp is not None and graph.is_grad_enabled():
             nd = prim.nondiff_argnums
             needs = False
@@ -259,6 +267,8 @@ class Tensor:
 
     @property
     def grad_fn(self):
+        if self._view_chain and self._view_version != self._version[0]:
+            self._refresh_view()
         return self._node
 
     @property
@@ -267,9 +277,7 @@ class Tensor:
 
     @property
     def data(self) -> "Tensor":
-        t = Tensor._make(self._data, self.dtype)
-        t._version = self._version
-        return t
+        return self.detach()
 
     @data.setter
     def data(self, value: "Tensor"):
@@ -356,7 +364,10 @@ class Tensor:
     def detach(self) -> "Tensor":
         t = Tensor._make(self._data, self.dtype)
         t._version = self._version
-        t._base = self._base if self._base is not None else self
+        # An alias (``_view_chain`` empty) of this very tensor, or of the one
+        # this aliases: same storage and version counter, no autograd link.
+        t._base = self._base if self._base is not None and not self._view_chain else self
+        t._view_chain = ()
         return t
 
     def detach_(self) -> "Tensor":
@@ -414,14 +425,15 @@ class Tensor:
     # --- in-place machinery ---------------------------------------------------
 
     def _check_inplace(self, op: str) -> None:
-        if graph.is_grad_enabled() and self.requires_grad:
-            root = self._base if self._base is not None else self
-            if self._node is None and self._base is None:
+        if not graph.is_grad_enabled():
+            return
+        if not self._view_chain:  # a root or a detach() alias
+            if self.requires_grad and self._node is None:
                 raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used "
                                    "in an in-place operation.")
-            if root.requires_grad and root._node is None and self._node is None:
-                raise RuntimeError(f"{op}: a view of a leaf Variable that requires grad is "
-                                   "being used in an in-place operation.")
+        elif self._base.requires_grad and self._base._node is None:
+            raise RuntimeError(f"{op}: a view of a leaf Variable that requires grad is "
+                               "being used in an in-place operation.")
 
     def _write_data(self, new: "Tensor", op: str) -> None:
         try:
@@ -448,8 +460,8 @@ class Tensor:
             self._write_data(new, op)
             if RECORDERS:
                 for r in RECORDERS:
-                    r(None, (new,), {"inplace": op}, root)
                     r(None, (new,), {"inplace": op}, self)
+                _tell_recorders(root, new, op)
             return self
         functional = bool(RECORDERS) or (graph.is_grad_enabled() and (
             new.requires_grad or self.requires_grad
@@ -457,6 +469,8 @@ class Tensor:
         if functional and root is not None:
             self._rebase_view(root, new)
         self._write_data(new, op)
+        if root is not None:
+            self._view_version = self._version[0]  # its node is the fresh one
         if functional and root is None and (self._node is not None or new.requires_grad):
             # A non-leaf (or a leaf written with a value that requires grad)
             # takes the new value's place in the graph; a leaf stays a leaf.
@@ -485,16 +499,55 @@ class Tensor:
         if RECORDERS:
             for r in RECORDERS:
                 r(None, (new_root,), {"inplace": "rebase"}, root)
-        root._node = new_root._node
-        root.requires_grad = root.requires_grad or new_root.requires_grad
+            if root._base is not None:  # root is a detach() alias: its storage too
+                _tell_recorders(root._base, new_root, "rebase")
+        # Under no_grad the write changes values only, never the graph.
+        grad_mode = graph.is_grad_enabled()
+        if grad_mode:
+            root._node = new_root._node
+            root.requires_grad = root.requires_grad or new_root.requires_grad
         view = root
         for prim, params, _ in chain:
             view = prim.bind(view, **params)
-        self._node = view._node
-        self.requires_grad = self.requires_grad or view.requires_grad
+        if grad_mode:
+            self._node = view._node
+            self.requires_grad = self.requires_grad or view.requires_grad
         if RECORDERS:
             for r in RECORDERS:
                 r(None, (view,), {"inplace": "view"}, self)
+
+
+    def _refresh_view(self) -> None:
+        """This view's storage was written through its root or another view
+        since its node was made: re-derive it from the root's current graph
+        position (PyTorch regenerates a stale view's grad_fn likewise), so a
+        gradient through it sees the write."""
+        root = self._base
+        grad_mode = graph.is_grad_enabled()
+        if RECORDERS or (grad_mode and root.requires_grad):
+            view = root
+            for prim, params, _ in self._view_chain:
+                view = prim.bind(view, **params)
+            if grad_mode:
+                self._node = view._node
+                self.requires_grad = view.requires_grad
+            if RECORDERS:
+                for r in RECORDERS:
+                    r(None, (view,), {"inplace": "view"}, self)
+        if grad_mode or not root.requires_grad:
+            self._view_version = self._version[0]  # else stale until grad mode is back
+
+
+def _tell_recorders(t: Tensor, new: Tensor, op: str) -> None:
+    """Tell the recorders (only) that ``t``'s storage now holds ``new``."""
+    if t._view_chain:
+        with graph.no_grad():
+            t._rebase_view(t._base, new)
+        return
+    for r in RECORDERS:
+        r(None, (new,), {"inplace": op}, t)
+    if t._base is not None:
+        _tell_recorders(t._base, new, op)
 
 
 def _scalar_dtype(a) -> dt.DType:

@@ -25,6 +25,7 @@ import numpy as np
 
 import tracec
 from tracec import autograd, graph, ir
+from tracec.ops.core import Aval
 from tracec.tensor import (CONCRETE_CHECKS, EPOCH, GRAD_HOOKS, GUARD_HOOKS,  # noqa: F401
                            RECORDERS)
 from tracec.tensor import Tensor
@@ -131,6 +132,18 @@ class Recording:
         e = self.env.get(id(t))
         if e is not None and e[0] is t:
             return e[1]
+        if t._birth == self.epoch and t._base is not None and t._view_chain is not None:
+            # An alias made during the call (detach(), .data): a view of its base.
+            v = self.value_of(t._base)
+            for prim, params, aval in t._view_chain:
+                out = prim.abstract_eval(Aval(ir.shape_of(v.type), ir.dtype_of(v.type)),
+                                         **params)
+                op = ir.make_op(prim.name, [v], params, ir.tensor_type(out.shape, out.dtype),
+                                loc=user_location())
+                self.block.add_op(op)
+                v = op.results[0]
+            self.env[id(t)] = (t, v)
+            return v
         if t._birth == self.epoch:
             # Made during the call by no recorded op: a constant.
             op = ir.constant(t._data, t.dtype, loc=user_location())

@@ -6,13 +6,16 @@ A primitive owns, in one place (API.md "one definition per primitive"):
   * ``vjp``: its vector-Jacobian product, written with primitives only, so
     the same rule runs on eager tensors (the tape) and on IR values (the
     autodiff pass);
-  * ``save``: which primal values the VJP reads (so eager keeps no more).
+  * ``save``: which primal values the VJP reads (so eager keeps no more),
+    as indices or as a function of the operands returning indices.
 
 Applying a primitive (``Primitive.bind``) dispatches on the type of its
 operands: each value type (the eager ``Tensor``, the autodiff pass's IR
 values) implements ``_bind_primitive(prim, args, params)``.  Python scalars
 are allowed as operands of elementwise primitives and are weakly typed: they
-take the dtype of the tensor operands.
+take the dtype of the tensor operands.  A VJP receives such an operand as
+the scalar itself (it has no gradient: the VJP may return None for it), and
+each value operand as the value if ``save`` lists it, else as its ``Aval``.
 """
 from __future__ import annotations
 
@@ -68,7 +71,7 @@ class Primitive:
 
     def __init__(self, name: str, *, kind: str, impl: Callable,
                  shape_rule: Callable, dtype_rule: Callable,
-                 vjp: Callable | None, save: Sequence[int] = (),
+                 vjp: Callable | None, save: Sequence[int] | Callable = (),
                  save_out: bool = False, nondiff_argnums: Sequence[int] = (),
                  variadic: bool = False):
         if name in PRIMITIVES:
@@ -79,7 +82,9 @@ class Primitive:
         self.shape_rule = shape_rule
         self.dtype_rule = dtype_rule
         self.vjp = vjp
-        self.save = tuple(save)
+        # Indices of the operands the VJP reads, or a function of the operands
+        # giving them (``x * 2`` need not keep ``x``).
+        self.save = save if callable(save) else tuple(save)
         self.save_out = save_out
         self.nondiff_argnums = frozenset(nondiff_argnums)
         self.variadic = variadic

@@ -8,6 +8,7 @@ VJPs reduce their cotangents back to each operand's shape (``sum_to``).
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
@@ -135,43 +136,66 @@ def _shape(v):
     return tuple(v.shape) if hasattr(v, "shape") else ()
 
 
+def _is_value(v):
+    """False for a Python scalar operand (VJPs receive those as themselves);
+    True for values and for the avals of unsaved value operands."""
+    return not isinstance(v, (numbers.Number, np.number, np.bool_))
+
+
+def _red(g, v):
+    """``g`` summed to the shape of operand ``v``; None for a Python scalar
+    operand (it has no gradient, and reducing for it would be wasted work)."""
+    return sum_to(g, _shape(v)) if _is_value(v) else None
+
+
 def _add_vjp(g, x, y, out):
-    return sum_to(g, _shape(x)), sum_to(g, _shape(y))
+    return _red(g, x), _red(g, y)
 
 
 def _sub_vjp(g, x, y, out):
-    return sum_to(g, _shape(x)), sum_to(neg(g), _shape(y))
+    return _red(g, x), (_red(neg(g), y) if _is_value(y) else None)
 
 
 def _mul_vjp(g, x, y, out):
-    return sum_to(mul(g, y), _shape(x)), sum_to(mul(g, x), _shape(y))
+    return (_red(mul(g, y), x) if _is_value(x) else None,
+            _red(mul(g, x), y) if _is_value(y) else None)
 
 
 def _div_vjp(g, x, y, out):
     gx = div(g, y)
-    return sum_to(gx, _shape(x)), sum_to(neg(mul(gx, div(x, y))), _shape(y))
+    return (_red(gx, x) if _is_value(x) else None,
+            _red(neg(mul(gx, div(x, y))), y) if _is_value(y) else None)
 
 
 def _pow_vjp(g, x, y, out):
-    gx = mul(g, mul(y, pow_(x, sub(y, 1.0))))
-    # d/dy x**y = x**y log x; PyTorch defines it as 0 where x == 0 and y >= 0.
-    gy = mul(g, where(eq(x, 0.0), 0.0, mul(out, log(x))))
-    return sum_to(gx, _shape(x)), sum_to(gy, _shape(y))
+    gx = gy = None
+    if _is_value(x):
+        ym1 = sub(y, 1.0) if _is_value(y) else y - 1.0
+        gx = sum_to(mul(g, mul(y, pow_(x, ym1))), _shape(x))
+    if _is_value(y):
+        # d/dy x**y = x**y log x; PyTorch defines it as 0 where x == 0 and y >= 0.
+        if _is_value(x):
+            gy = mul(g, where(eq(x, 0.0), 0.0, mul(out, log(x))))
+        else:
+            logx = math.log(x) if x > 0 else (0.0 if x == 0 else math.nan)
+            gy = mul(g, mul(out, logx))
+        gy = sum_to(gy, _shape(y))
+    return gx, gy
 
 
 def _max_vjp(g, x, y, out):
     # Ties split the gradient evenly, as PyTorch's maximum does.
     half = mul(g, 0.5)
-    gx = where(gt(x, y), g, where(eq(x, y), half, 0.0))
-    gy = where(lt(x, y), g, where(eq(x, y), half, 0.0))
-    return sum_to(gx, _shape(x)), sum_to(gy, _shape(y))
+    gx = _red(where(gt(x, y), g, where(eq(x, y), half, 0.0)), x) if _is_value(x) else None
+    gy = _red(where(lt(x, y), g, where(eq(x, y), half, 0.0)), y) if _is_value(y) else None
+    return gx, gy
 
 
 def _min_vjp(g, x, y, out):
     half = mul(g, 0.5)
-    gx = where(lt(x, y), g, where(eq(x, y), half, 0.0))
-    gy = where(gt(x, y), g, where(eq(x, y), half, 0.0))
-    return sum_to(gx, _shape(x)), sum_to(gy, _shape(y))
+    gx = _red(where(lt(x, y), g, where(eq(x, y), half, 0.0)), x) if _is_value(x) else None
+    gy = _red(where(gt(x, y), g, where(eq(x, y), half, 0.0)), y) if _is_value(y) else None
+    return gx, gy
 
 
 def _int_pow(x, y):
@@ -182,8 +206,12 @@ def _int_pow(x, y):
 
 add_p = _binary("add", np.add, _add_vjp, save=())
 sub_p = _binary("sub", np.subtract, _sub_vjp, save=())
-mul_p = _binary("mul", np.multiply, _mul_vjp)
-div_p = _binary("div", np.true_divide, _div_vjp)
+# Each operand's cotangent reads the other one: a scalar partner means the
+# tensor operand need not be kept (nor guarded by the version counter).
+mul_p = _binary("mul", np.multiply, _mul_vjp,
+                save=lambda a: tuple(i for i in (0, 1) if _is_value(a[1 - i])))
+div_p = _binary("div", np.true_divide, _div_vjp,
+                save=lambda a: (0, 1) if _is_value(a[1]) else ())
 pow_p = _binary("pow", _int_pow, _pow_vjp, save_out=True)
 maximum_p = _binary("maximum", np.maximum, _max_vjp)
 minimum_p = _binary("minimum", np.minimum, _min_vjp)
@@ -233,8 +261,8 @@ def _where_dtype(c, a, b, **_):
 
 
 def _where_vjp(g, c, x, y, out):
-    return (None, sum_to(where(c, g, 0.0), _shape(x)),
-            sum_to(where(c, 0.0, g), _shape(y)))
+    return (None, _red(where(c, g, 0.0), x) if _is_value(x) else None,
+            _red(where(c, 0.0, g), y) if _is_value(y) else None)
 
 
 where_p = Primitive("where", kind="elementwise", impl=np.where,
@@ -247,7 +275,8 @@ def where(c, x, y): return where_p.bind(c, x, y)
 
 
 def _cast_impl(x, *, dtype):
-    out = x.astype(dtype.np)  # always a copy: clone() is a cast to the same dtype
+    # Always a C-contiguous copy: clone() and contiguous() are casts to the same dtype.
+    out = x.astype(dtype.np, order="C")
     if dtype is dt.bfloat16:
         out = dt.round_bfloat16(out)
     return out

@@ -1,4 +1,9 @@
-"""The pass pipeline, as one list (DESIGN.md "Passes")."""
+"""The pass pipeline, as one list (DESIGN.md "Passes").
+
+Stages: ``trace`` -> ``AUTODIFF`` -> ``autodiff`` -> ``OPTIMIZE`` ->
+``optimized``.  Importing this module (through ``tracec.passes.simplify``)
+installs the primitives' full type rule into the IR verifier.
+"""
 from __future__ import annotations
 
 from xdsl.context import Context
@@ -7,9 +12,17 @@ from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
 from tracec import ir
 from tracec.passes.autodiff import AutodiffPass
+from tracec.passes.fusion import FusePass
+from tracec.passes.simplify import CanonicalizePass
 
 AUTODIFF = [AutodiffPass()]
-OPTIMIZE = [CommonSubexpressionElimination(), DeadCodeElimination()]
+OPTIMIZE = [
+    CanonicalizePass(),                 # algebraic identities, constant folding
+    CommonSubexpressionElimination(),   # xDSL's cse: one op per distinct computation
+    DeadCodeElimination(),              # xDSL's dce: drop what the rewrites orphaned
+    FusePass(),                         # elementwise chains (+ a reduction) -> tracec.kernel
+    DeadCodeElimination(),              # scalar constants / broadcasts copied into kernels
+]
 
 
 def _ctx() -> Context:
@@ -17,6 +30,8 @@ def _ctx() -> Context:
 
 
 def run_passes(passes, module, *, verify: bool = False) -> None:
+    """Apply ``passes`` in order; with ``verify``, verify after each one and
+    name the pass whose output failed."""
     ctx = _ctx()
     for p in passes:
         p.apply(ctx, module)

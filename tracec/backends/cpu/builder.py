@@ -1,0 +1,396 @@
+"""A small builder for xDSL's ``llvm`` dialect: functions, blocks, loops.
+
+The cpu backend emits the ``llvm`` dialect directly (no arith/func/math
+conversion exists upstream, and type conversion is slow).  Op creation is
+the cost that matters here (tens of microseconds per op in pure Python), so
+this builder
+
+* creates ops with ``Op.create`` and cached property attributes,
+* keeps one constant per (value, type) per function, all in the entry block,
+* addresses memory with ``getelementptr inbounds`` on the element type
+  (never ptrtoint/inttoptr: that blocks vectorization), and every load and
+  store carries an explicit alignment (the element size unless told).
+
+Invariant: a function's entry block holds its arguments and constants only
+and ends with a branch to the first body block (added by ``finish``), so a
+constant created anywhere dominates every use.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from xdsl.dialects import llvm
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    BytesAttr,
+    DenseIntOrFPElementsAttr,
+    TensorType,
+    DenseArrayBase,
+    DictionaryAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    StringAttr,
+    SymbolRefAttr,
+    UnitAttr,
+    VectorType,
+    f16,
+    f32,
+    f64,
+    i1,
+    i8,
+    i32,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+
+__all__ = ["PTR", "I1", "I8", "I32", "I64", "F16", "F32", "F64", "ModuleBuilder",
+           "FuncBuilder", "vec", "is_float", "bits_of"]
+
+PTR = llvm.LLVMPointerType()
+I1, I8, I32, I64 = i1, i8, i32, i64
+F16, F32, F64 = f16, f32, f64
+
+_NSW = IntegerAttr(llvm.OverflowAttr([llvm.OverflowFlag.NO_SIGNED_WRAP]).to_int(), 32)
+_NOFLAGS = IntegerAttr(0, 32)
+_FM_NONE = llvm.FastMathAttr(None)
+_FM_REASSOC = llvm.FastMathAttr([llvm.FastMathFlag.REASSOC])
+_GEP1 = DenseArrayBase.from_list(i32, [llvm.GEP_USE_SSA_VAL])
+_ZERO32 = IntegerAttr(0, 32)
+_ORDER0 = IntegerAttr(0, 64)
+_UNIT = UnitAttr()
+_ICMP = {p.value: IntegerAttr(p.to_int(), 64) for p in llvm.ICmpPredicateFlag}
+_FCMP = {p.value: IntegerAttr(p.to_int(), 64) for p in llvm.FCmpPredicateFlag}
+_ALIGN: dict[int, IntegerAttr] = {}
+_NOALIAS = DictionaryAttr({"llvm.noalias": _UNIT})
+_NOATTR = DictionaryAttr({})
+_SEG: dict[tuple, DenseArrayBase] = {}
+
+_INT_BIN = {
+    "add": llvm.AddOp, "sub": llvm.SubOp, "mul": llvm.MulOp, "shl": llvm.ShlOp,
+}
+_INT_BIN_PLAIN = {
+    "sdiv": llvm.SDivOp, "udiv": llvm.UDivOp, "srem": llvm.SRemOp, "urem": llvm.URemOp,
+    "and": llvm.AndOp, "or": llvm.OrOp, "xor": llvm.XOrOp, "lshr": llvm.LShrOp,
+    "ashr": llvm.AShrOp,
+}
+_FLOAT_BIN = {"fadd": llvm.FAddOp, "fsub": llvm.FSubOp, "fmul": llvm.FMulOp,
+              "fdiv": llvm.FDivOp, "frem": llvm.FRemOp}
+_CASTS = {"sext": llvm.SExtOp, "zext": llvm.ZExtOp, "trunc": llvm.TruncOp,
+          "sitofp": llvm.SIToFPOp, "fpext": llvm.FPExtOp, "fptrunc": llvm.FPTruncOp,
+          "bitcast": llvm.BitcastOp}
+
+
+def _align(n: int) -> IntegerAttr:
+    a = _ALIGN.get(n)
+    if a is None:
+        a = _ALIGN[n] = IntegerAttr(n, 64)
+    return a
+
+
+def _segments(*sizes: int) -> DenseArrayBase:
+    s = _SEG.get(sizes)
+    if s is None:
+        s = _SEG[sizes] = DenseArrayBase.from_list(i32, list(sizes))
+    return s
+
+
+def vec(elt: Attribute, n: int) -> VectorType:
+    """``vector<n x elt>``."""
+    return VectorType(elt, [n])
+
+
+def is_float(t: Attribute) -> bool:
+    if isinstance(t, VectorType):
+        t = t.element_type
+    return isinstance(t, (Float16Type, Float32Type, Float64Type))
+
+
+def bits_of(t: Attribute) -> int:
+    if isinstance(t, VectorType):
+        t = t.element_type
+    if isinstance(t, IntegerType):
+        return t.width.data
+    return {Float16Type: 16, Float32Type: 32, Float64Type: 64}[type(t)]
+
+
+def _intr_suffix(t: Attribute) -> str:
+    if isinstance(t, VectorType):
+        return f"v{t.get_shape()[0]}{_intr_suffix(t.element_type)}"
+    if isinstance(t, IntegerType):
+        return f"i{t.width.data}"
+    return {Float16Type: "f16", Float32Type: "f32", Float64Type: "f64"}[type(t)]
+
+
+class ModuleBuilder:
+    """Collects the functions, declarations and globals of one llvm module."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+        self.ops: list[Operation] = []
+        self._decls: dict[str, llvm.LLVMFunctionType] = {}
+        self._names: set[str] = set()
+
+    def unique(self, base: str) -> str:
+        name, n = f"{self.prefix}{base}", 0
+        while name in self._names:
+            n += 1
+            name = f"{self.prefix}{base}_{n}"
+        self._names.add(name)
+        return name
+
+    def declare(self, name: str, args: Sequence[Attribute], ret: Attribute) -> str:
+        """Declare an external function (libm, libpthread) once; its name."""
+        fty = llvm.LLVMFunctionType(list(args), ret)
+        old = self._decls.get(name)
+        if old is None:
+            self._decls[name] = fty
+            self.ops.append(llvm.FuncOp(name, fty, linkage=llvm.LinkageAttr("external")))
+        elif old != fty:
+            raise ValueError(f"{name} declared with two signatures")
+        return name
+
+    def global_constant(self, base: str, elt: Attribute, n: int, raw: bytes) -> str:
+        """A private constant array of ``n`` elements of type ``elt`` whose
+        little-endian bytes are ``raw``; its symbol name."""
+        name = self.unique(base)
+        attr = DenseIntOrFPElementsAttr(TensorType(elt, [n]), BytesAttr(raw))
+        self.ops.append(llvm.GlobalOp(llvm.LLVMArrayType(n, elt), name, "private",
+                                      constant=True, value=attr, alignment=64))
+        return name
+
+    def function(self, name: str, args: Sequence[Attribute], ret: Attribute | None,
+                 *, noalias: Sequence[bool] = (), exported: bool = False) -> "FuncBuilder":
+        fb = FuncBuilder(self, name, list(args), ret, noalias=noalias, exported=exported)
+        return fb
+
+    def module(self) -> ModuleOp:
+        return ModuleOp(self.ops)
+
+
+class FuncBuilder:
+    """Builds one ``llvm.func``; see the module docstring."""
+
+    def __init__(self, mb: ModuleBuilder, name: str, args: list[Attribute],
+                 ret: Attribute | None, *, noalias: Sequence[bool] = (),
+                 exported: bool = False):
+        self.mb = mb
+        self.name = name
+        self.ret = ret
+        self.entry = Block(arg_types=args)
+        self.args = list(self.entry.args)
+        self.blocks: list[Block] = [self.entry]
+        self.block = self.new_block()
+        self._consts: dict[tuple, SSAValue] = {}
+        ret_t = ret if ret is not None else llvm.LLVMVoidType()
+        props = {}
+        if any(noalias):
+            props["arg_attrs"] = ArrayAttr([_NOALIAS if (i < len(noalias) and noalias[i])
+                                            else _NOATTR for i in range(len(args))])
+        self.op_ = llvm.FuncOp(name, llvm.LLVMFunctionType(args, ret_t),
+                               linkage=llvm.LinkageAttr("external"), other_props=props)
+        self.exported = exported
+        mb.ops.append(self.op_)
+
+    # --- structure -------------------------------------------------------------
+
+    def new_block(self, arg_types: Sequence[Attribute] = ()) -> Block:
+        b = Block(arg_types=arg_types)
+        self.blocks.append(b)
+        return b
+
+    def set_block(self, b: Block) -> None:
+        self.block = b
+
+    def finish(self) -> None:
+        """Close the entry block and move the blocks into the function."""
+        self.entry.add_op(llvm.BrOp(self.blocks[1]))
+        region = self.op_.body
+        for b in self.blocks:
+            region.add_block(b)
+
+    def emit(self, op: Operation) -> SSAValue | None:
+        self.block.add_op(op)
+        return op.results[0] if op.results else None
+
+    # --- constants ---------------------------------------------------------------
+
+    def const(self, value, t: Attribute) -> SSAValue:
+        """A scalar constant of type ``t`` (int or float), cached per function."""
+        key = (value if not isinstance(value, float) else ("f", value.hex()), t)
+        v = self._consts.get(key)
+        if v is None:
+            if is_float(t):
+                attr = FloatAttr(float(value), t)
+            elif t == i1:
+                attr = IntegerAttr(-1 if value else 0, t)
+            else:
+                w = bits_of(t)
+                iv = int(value) & ((1 << w) - 1)
+                if iv >= 1 << (w - 1):
+                    iv -= 1 << w
+                attr = IntegerAttr(iv, t)
+            op = llvm.ConstantOp.create(result_types=[t], properties={"value": attr})
+            self.entry.add_op(op)
+            v = self._consts[key] = op.results[0]
+        return v
+
+    def i64(self, v: int) -> SSAValue:
+        return self.const(int(v), i64)
+
+    def i32(self, v: int) -> SSAValue:
+        return self.const(int(v), i32)
+
+    def addressof(self, name: str) -> SSAValue:
+        key = ("addr", name)
+        v = self._consts.get(key)
+        if v is None:
+            op = llvm.AddressOfOp.create(result_types=[PTR],
+                                         properties={"global_name": SymbolRefAttr(name)})
+            self.entry.add_op(op)
+            v = self._consts[key] = op.results[0]
+        return v
+
+    # --- arithmetic ----------------------------------------------------------------
+
+    def ibin(self, kind: str, a: SSAValue, b: SSAValue, nsw: bool = False) -> SSAValue:
+        cls = _INT_BIN.get(kind)
+        if cls is not None:
+            return self.emit(cls.create(operands=[a, b], result_types=[a.type],
+                                        properties={"overflowFlags": _NSW if nsw else _NOFLAGS}))
+        return self.emit(_INT_BIN_PLAIN[kind].create(operands=[a, b], result_types=[a.type]))
+
+    def add(self, a, b):
+        """i64 index addition (nsw: indices never wrap)."""
+        return self.ibin("add", a, b, nsw=True)
+
+    def mul(self, a, b):
+        return self.ibin("mul", a, b, nsw=True)
+
+    def sub(self, a, b):
+        return self.ibin("sub", a, b, nsw=True)
+
+    def fbin(self, kind: str, a: SSAValue, b: SSAValue, reassoc: bool = False) -> SSAValue:
+        return self.emit(_FLOAT_BIN[kind].create(
+            operands=[a, b], result_types=[a.type],
+            properties={"fastmathFlags": _FM_REASSOC if reassoc else _FM_NONE}))
+
+    def fneg(self, a: SSAValue) -> SSAValue:
+        return self.emit(llvm.FNegOp.create(operands=[a], result_types=[a.type],
+                                            properties={"fastmathFlags": _FM_NONE}))
+
+    def icmp(self, pred: str, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.emit(llvm.ICmpOp.create(operands=[a, b], result_types=[i1],
+                                            properties={"predicate": _ICMP[pred]}))
+
+    def fcmp(self, pred: str, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.emit(llvm.FCmpOp.create(operands=[a, b], result_types=[i1],
+                                            properties={"predicate": _FCMP[pred],
+                                                        "fastmathFlags": _FM_NONE}))
+
+    def select(self, c: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.emit(llvm.SelectOp.create(operands=[c, a, b], result_types=[a.type],
+                                              properties={"fastmathFlags": _FM_NONE}))
+
+    def cast(self, kind: str, v: SSAValue, t: Attribute) -> SSAValue:
+        if v.type == t and kind in ("sext", "zext", "trunc", "fpext", "fptrunc", "bitcast"):
+            return v
+        return self.emit(_CASTS[kind].create(operands=[v], result_types=[t]))
+
+    def intr(self, name: str, args: Sequence[SSAValue], ret: Attribute | None,
+             overload: Sequence[Attribute] | None = None) -> SSAValue | None:
+        """Call an LLVM intrinsic; ``name`` without the type suffix when
+        ``overload`` lists the types that mangle it."""
+        if overload is not None:
+            name = name + "".join("." + _intr_suffix(t) for t in overload)
+        op = llvm.CallIntrinsicOp.create(
+            operands=list(args), result_types=[ret] if ret is not None else [],
+            properties={"intrin": StringAttr(name), "fastmathFlags": _FM_NONE,
+                        "op_bundle_sizes": _segments(),
+                        "operandSegmentSizes": _segments(len(args), 0)})
+        return self.emit(op)
+
+    def call(self, name: str, args: Sequence[SSAValue], ret: Attribute | None) -> SSAValue | None:
+        op = llvm.CallOp(name, *args, return_type=ret)
+        return self.emit(op)
+
+    # --- memory ----------------------------------------------------------------------
+
+    def gep(self, ptr: SSAValue, idx: SSAValue, elt: Attribute) -> SSAValue:
+        """``&ptr[idx]`` for elements of type ``elt`` (inbounds)."""
+        return self.emit(llvm.GEPOp.create(
+            operands=[ptr, idx], result_types=[PTR],
+            properties={"rawConstantIndices": _GEP1, "elem_type": elt,
+                        "noWrapFlags": _ZERO32, "inbounds": _UNIT}))
+
+    def load(self, ptr: SSAValue, t: Attribute, align: int) -> SSAValue:
+        return self.emit(llvm.LoadOp.create(operands=[ptr], result_types=[t],
+                                            properties={"ordering": _ORDER0,
+                                                        "alignment": _align(align)}))
+
+    def store(self, v: SSAValue, ptr: SSAValue, align: int) -> None:
+        self.emit(llvm.StoreOp.create(operands=[v, ptr],
+                                      properties={"ordering": _ORDER0,
+                                                  "alignment": _align(align)}))
+
+    def alloca(self, elt: Attribute, n: int, align: int = 16) -> SSAValue:
+        """A stack array in the entry block (so it is allocated once)."""
+        op = llvm.AllocaOp(self.i64(n), elt, alignment=align)
+        self.entry.add_op(op)
+        return op.results[0]
+
+    # --- control flow ------------------------------------------------------------------
+
+    def br(self, dest: Block, *args: SSAValue) -> None:
+        self.emit(llvm.BrOp(dest, *args))
+
+    def cond_br(self, c: SSAValue, t: Block, f: Block,
+                targs: Sequence[SSAValue] = (), fargs: Sequence[SSAValue] = ()) -> None:
+        self.emit(llvm.CondBrOp(c, t, list(targs), f, list(fargs)))
+
+    def ret_(self, v: SSAValue | None = None) -> None:
+        self.emit(llvm.ReturnOp(v))
+
+    def for_range(self, lo: SSAValue, hi: SSAValue,
+                  body: Callable[..., Sequence[SSAValue] | None],
+                  carried: Sequence[SSAValue] = (), step: int = 1) -> list[SSAValue]:
+        """``for i in range(lo, hi, step)`` (i64, signed); ``body(i, *carried)``
+        returns the next carried values.  Returns the final carried values.
+        The body may create blocks; the loop continues from wherever it ends."""
+        hdr = self.new_block([i64] + [v.type for v in carried])
+        self.br(hdr, lo, *carried)
+        bodyb = self.new_block()
+        exit_ = self.new_block()
+        self.set_block(hdr)
+        i = hdr.args[0]
+        self.cond_br(self.icmp("slt", i, hi), bodyb, exit_)
+        self.set_block(bodyb)
+        new = body(i, *hdr.args[1:]) or ()
+        nxt = self.add(i, self.i64(step))
+        self.br(hdr, nxt, *new)
+        self.set_block(exit_)
+        return list(hdr.args[1:])
+
+    def if_then(self, c: SSAValue, then: Callable[[], None]) -> None:
+        """``if c: then()`` (then must not leave the current block open
+        elsewhere: it continues into the join block)."""
+        tb = self.new_block()
+        join = self.new_block()
+        self.cond_br(c, tb, join)
+        self.set_block(tb)
+        then()
+        self.br(join)
+        self.set_block(join)
+
+    def if_return(self, c: SSAValue, value: SSAValue) -> None:
+        """``if c: return value``."""
+        tb = self.new_block()
+        join = self.new_block()
+        self.cond_br(c, tb, join)
+        self.set_block(tb)
+        self.ret_(value)
+        self.set_block(join)

@@ -1,0 +1,99 @@
+"""llvm dialect -> llvmlite -> optimized LLVM IR -> object code (host CPU).
+
+Owns the process's LLVM initialization and target machine.  Invariant: the
+object code is compiled at O3 for the host CPU name and features (loop and
+SLP vectorization on, the new pass manager); ``target_id()`` names that
+target so an object cached on one CPU is never loaded on another.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+
+import llvmlite.binding as lb
+from xdsl.backend.llvm.convert import convert_module
+from xdsl.dialects.builtin import ModuleOp
+
+__all__ = ["target_machine", "target_id", "compile_llvm", "Compiled"]
+
+_lock = threading.Lock()
+
+
+@functools.cache
+def _init() -> None:
+    lb.initialize_native_target()
+    lb.initialize_native_asmprinter()
+
+
+@functools.cache
+def host() -> tuple[str, str, str]:
+    """(triple, cpu name, feature string) of this machine."""
+    _init()
+    return lb.get_process_triple(), lb.get_host_cpu_name(), lb.get_host_cpu_features().flatten()
+
+
+def target_id() -> str:
+    """A string naming the code-generation target (for object caches)."""
+    triple, cpu, feats = host()
+    return f"{triple}/{cpu}/{feats}"
+
+
+def has_feature(name: str) -> bool:
+    return f"+{name}" in host()[2].split(",")
+
+
+def vector_bits() -> int:
+    """The widest native vector register (bits) the kernels are written for."""
+    return 512 if has_feature("avx512f") else 256 if has_feature("avx2") else 128
+
+
+@functools.cache
+def target_machine():
+    """The process's target machine (O3, PIC, host CPU).  Kept for the life
+    of the process: engines never own it (the object is loaded by LLJIT)."""
+    triple, cpu, feats = host()
+    target = lb.Target.from_triple(triple)
+    return target.create_target_machine(cpu=cpu, features=feats, opt=3, reloc="pic",
+                                        codemodel="default")
+
+
+class Compiled:
+    """Results of compiling one llvm-dialect module."""
+
+    def __init__(self, llvm_ir: str, object_code: bytes, asm: str | None):
+        self.llvm_ir = llvm_ir
+        self.object_code = object_code
+        self.asm = asm
+
+
+def _tune(llmod, internal: set[str]) -> None:
+    """Function attributes xDSL's converter does not set: kernels are
+    internal (so they inline and vanish), nothing unwinds."""
+    for fn in llmod.functions:
+        if fn.is_declaration:
+            continue
+        if fn.name in internal:
+            fn.linkage = "internal"
+        fn.attributes.add("nounwind")
+
+
+def compile_llvm(module: ModuleOp, *, exported: set[str], want_asm: bool = True) -> Compiled:
+    """Convert, optimize (O3 for the host) and emit object code (and asm)."""
+    tm = target_machine()
+    llmod = convert_module(module, fallback_target_triple=host()[0],
+                           data_layout=str(tm.target_data))
+    internal = {f.name for f in llmod.functions if not f.is_declaration} - exported
+    _tune(llmod, internal)
+    with _lock:  # LLVM contexts are not to be shared across threads
+        mod = lb.parse_assembly(str(llmod))
+        pto = lb.create_pipeline_tuning_options(speed_level=3)
+        pto.loop_vectorization = True
+        pto.slp_vectorization = True
+        pto.loop_interleaving = True
+        pto.loop_unrolling = True
+        pb = lb.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+        optimized = str(mod)
+        obj = tm.emit_object(mod)
+        asm = tm.emit_assembly(mod) if want_asm else None
+    return Compiled(optimized, bytes(obj), asm)

@@ -1,0 +1,154 @@
+"""Loading object code and calling it: the cpu backend's executable.
+
+The ABI of a compiled module (see ``lower.py``) is one C function
+
+    int32_t <entry>(void **inputs, void **outputs, void *workspace,
+                    int64_t nthreads);
+
+``inputs`` / ``outputs`` hold one pointer per function argument / result
+(C-contiguous, element-aligned buffers of the signature's shapes and
+dtypes); ``workspace`` is scratch memory of ``signature["workspace"]``
+bytes, 64-byte aligned; ``nthreads`` caps the threads a kernel may start
+(pthreads, joined before the call returns).  It returns 0, or ``k`` > 0:
+``signature["errors"][k - 1]`` says which op failed and where; the first 8
+bytes of the workspace then hold the offending index value, if any.
+
+Invariant: an executable only ever runs object code whose signature it
+checked (format version and target), and it keeps the JIT library alive as
+long as it can be called.
+"""
+from __future__ import annotations
+
+import ctypes
+import itertools
+import os
+import threading
+
+import numpy as np
+import llvmlite.binding as lb
+
+from tracec import dtypes as dt
+from tracec.backends.cpu import codegen
+
+__all__ = ["CpuExecutable", "CpuRuntimeError", "load_object", "FORMAT", "default_threads"]
+
+#: Version of the object/signature contract; bump when the ABI changes.
+FORMAT = 1
+
+_jit_lock = threading.Lock()
+_jit = [None]
+_lib_ids = itertools.count()
+_ENTRY_T = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p,
+                            ctypes.c_void_p, ctypes.c_int64)
+
+
+class CpuRuntimeError(RuntimeError):
+    """A compiled function failed at run time (e.g. an index out of range);
+    the message names the op and the user's file:line."""
+
+
+def default_threads() -> int:
+    env = os.environ.get("TRACEC_NUM_THREADS")
+    if env:
+        return max(1, int(env))
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _lljit():
+    if _jit[0] is None:
+        codegen.host()  # initializes the native target
+        _jit[0] = lb.create_lljit_compiler()
+    return _jit[0]
+
+
+def _link(object_code: bytes, entry: str):
+    with _jit_lock:
+        jit = _lljit()
+        builder = lb.JITLibraryBuilder().add_object_img(object_code).add_current_process()
+        builder.export_symbol(entry)
+        return builder.link(jit, f"tracec_lib_{next(_lib_ids)}")
+
+
+class CpuExecutable:
+    """``executable(list_of_arrays) -> list_of_arrays`` for one module.
+
+    Attributes: ``signature`` (JSON-able dict), ``object_code`` (bytes),
+    ``stages`` (stage name -> text; empty when loaded from an object)."""
+
+    def __init__(self, object_code: bytes, signature: dict, stages: dict | None = None):
+        if signature.get("format") != FORMAT:
+            raise ValueError(f"object format {signature.get('format')!r} is not {FORMAT}")
+        if signature.get("target") != codegen.target_id():
+            raise ValueError("object code was compiled for another target: "
+                             f"{signature.get('target')!r}")
+        self.object_code = object_code
+        self.signature = signature
+        self.stages = dict(stages or {})
+        self._tracker = _link(object_code, signature["entry"])
+        self._fn = _ENTRY_T(self._tracker[signature["entry"]])
+        self._ins = [(tuple(s), dt.to_dtype(d).np) for s, d in signature["inputs"]]
+        self._outs = [(tuple(s), dt.to_dtype(d).np) for s, d in signature["outputs"]]
+        self._in_arr_t = ctypes.c_void_p * max(1, len(self._ins))
+        self._out_arr_t = ctypes.c_void_p * max(1, len(self._outs))
+        self._errors = list(signature["errors"])
+        self._ws_size = int(signature["workspace"])
+        self._ws_pool: list = []
+        self.nthreads = default_threads()
+
+    def _workspace(self):
+        try:
+            return self._ws_pool.pop()
+        except IndexError:
+            raw = np.empty(self._ws_size + 64, np.uint8)
+            off = (-raw.ctypes.data) % 64
+            return raw, raw.ctypes.data + off
+
+    def __call__(self, arrays):
+        specs = self._ins
+        if len(arrays) != len(specs):
+            raise TypeError(f"expected {len(specs)} input arrays, got {len(arrays)}")
+        keep = None
+        ptrs = []
+        for a, (shape, npd) in zip(arrays, specs):
+            if (type(a) is not np.ndarray or a.dtype != npd or a.shape != shape
+                    or not a.flags.c_contiguous):
+                a = self._coerce(a, shape, npd)
+                keep = keep or []
+                keep.append(a)
+            ptrs.append(a.ctypes.data)
+        outs = [np.empty(shape, npd) for shape, npd in self._outs]
+        ws = self._workspace()
+        try:
+            rc = self._fn(self._in_arr_t(*ptrs), self._out_arr_t(*[o.ctypes.data for o in outs]),
+                          ws[1], self.nthreads)
+            if rc:
+                bad = int(ws[0][(-ws[0].ctypes.data) % 64:][:8].view(np.int64)[0])
+                raise CpuRuntimeError(self._message(rc, bad))
+        finally:
+            self._ws_pool.append(ws)
+        return outs
+
+    def _message(self, rc: int, bad: int) -> str:
+        if not 1 <= rc <= len(self._errors):
+            return f"compiled function failed with code {rc}"
+        return self._errors[rc - 1].replace("{index}", str(bad))
+
+    @staticmethod
+    def _coerce(a, shape, npd):
+        a = np.ascontiguousarray(a)
+        if a.shape != shape:
+            raise ValueError(f"input of shape {a.shape} where {shape} was compiled")
+        if a.dtype != npd:
+            if not np.can_cast(a.dtype, npd, "same_kind"):
+                raise TypeError(f"input of dtype {a.dtype} where {npd} was compiled")
+            a = a.astype(npd)
+        return a
+
+
+def load_object(object_code: bytes, signature: dict, stages: dict | None = None) -> CpuExecutable:
+    """Rebuild an executable from object bytes and its JSON-able signature
+    (``executable.object_code`` / ``executable.signature``)."""
+    return CpuExecutable(bytes(object_code), dict(signature), stages)

@@ -1,0 +1,11 @@
+"""``tracec.nn``: modules, parameters, ``functional`` (F), ``init`` and
+``utils``, with PyTorch's names and semantics (API.md §3).
+
+Everything a layer computes is a composite over the primitives, so eager
+autograd and the tracer see it without rules of their own.
+"""
+from tracec.nn.parameter import Buffer, Parameter  # noqa: F401
+from tracec.nn.modules import *  # noqa: F401,F403
+from tracec.nn.modules import Module  # noqa: F401
+from tracec.nn import functional, init, utils  # noqa: F401
+from tracec.nn import modules  # noqa: F401

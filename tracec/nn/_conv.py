@@ -1,0 +1,420 @@
+"""Convolution, pooling and padding as Python over the primitives.
+
+Every window op is im2col: ``pad`` the input, take one strided ``slice`` per
+kernel offset, ``concatenate`` them on a window axis ``[N, C, K, *out]``,
+then reduce that axis (``reduce_max`` for max pooling, ``reduce_sum`` for
+average pooling) or contract it with the weight (``matmul`` for
+convolution).  Gradients therefore come from the primitives' VJPs, and the
+tracer sees ordinary primitives.
+
+Invariant: nothing here reads tensor data; shapes alone steer the code.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec import functions as TF
+from tracec import ops
+from tracec.tensor import Tensor
+
+__all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool1d",
+           "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
+           "adaptive_avg_pool2d", "pad"]
+
+
+def _ntuple(v, n: int, name: str) -> tuple:
+    if isinstance(v, (list, tuple)):
+        if len(v) == 1:
+            v = tuple(v) * n
+        if len(v) != n:
+            raise RuntimeError(f"expected {name} to be a single integer value or a list of "
+                               f"{n} values to match the convolution dimensions, but got "
+                               f"{name}={list(v)}")
+        return tuple(int(x) for x in v)
+    return (int(v),) * n
+
+
+def _batched(x: Tensor, nsp: int, name: str):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}")
+    if x.ndim == nsp + 1:
+        return ops.reshape(x, (1,) + tuple(x.shape)), True
+    if x.ndim != nsp + 2:
+        raise RuntimeError(f"{name}: Expected {nsp + 1}D (unbatched) or {nsp + 2}D (batched) "
+                           f"input, but got input of size: {list(x.shape)}")
+    return x, False
+
+
+def _unbatch(y: Tensor, unbatched: bool) -> Tensor:
+    return ops.reshape(y, tuple(y.shape[1:])) if unbatched else y
+
+
+def _windows(x: Tensor, kernel, stride, dilation, out) -> Tensor:
+    """``[N, C, *sp]`` -> ``[N, C, prod(kernel), *out]``: the kernel offsets
+    in row-major order, each a strided slice of ``x``."""
+    n, c = x.shape[:2]
+    ones = (1, 1)
+    pieces = []
+    for offs in itertools.product(*[range(k) for k in kernel]):
+        starts = (0, 0) + tuple(o * d for o, d in zip(offs, dilation))
+        stops = (n, c) + tuple(s + (o - 1) * st + 1 for s, o, st in zip(starts[2:], out, stride))
+        w = ops.slice_(x, starts, stops, ones + tuple(stride))
+        pieces.append(ops.reshape(w, (n, c, 1) + tuple(out)))
+    return pieces[0] if len(pieces) == 1 else ops.concatenate(pieces, 2)
+
+
+def _pad_spatial(x: Tensor, low, high, value) -> Tensor:
+    if not any(low) and not any(high):
+        return x
+    z = (0,) * x.ndim
+    return ops.pad(x, (0, 0) + tuple(low), (0, 0) + tuple(high), z, value)
+
+
+# --- convolution ----------------------------------------------------------------------
+
+def _conv_padding(padding, kernel, stride, dilation, nsp):
+    if isinstance(padding, str):
+        if padding == "valid":
+            return (0,) * nsp, (0,) * nsp
+        if padding == "same":
+            if any(s != 1 for s in stride):
+                raise RuntimeError("padding='same' is not supported for strided convolutions")
+            total = [d * (k - 1) for k, d in zip(kernel, dilation)]
+            return tuple(t // 2 for t in total), tuple(t - t // 2 for t in total)
+        raise RuntimeError(f"Invalid padding string '{padding}', should be one of "
+                           "{'valid', 'same'}")
+    p = _ntuple(padding, nsp, "padding")
+    if any(v < 0 for v in p):
+        raise RuntimeError("negative padding is not supported")
+    return p, p
+
+
+def _convnd(input, weight, bias, stride, padding, dilation, groups, nsp, name):
+    x, unbatched = _batched(input, nsp, name)
+    if weight.ndim != nsp + 2:
+        raise RuntimeError(f"{name}: expected weight to be {nsp + 2}-dimensional, got weight "
+                           f"of size {list(weight.shape)}")
+    if x.dtype is not weight.dtype or (bias is not None and bias.dtype is not weight.dtype):
+        raise RuntimeError(f"Input type ({x.dtype}) and weight type ({weight.dtype}) should be "
+                           "the same" if x.dtype is not weight.dtype else
+                           f"Input type ({x.dtype}) and bias type ({bias.dtype}) should be the "
+                           "same")
+    n, c = x.shape[:2]
+    o, cg = weight.shape[:2]
+    kernel = tuple(weight.shape[2:])
+    if groups < 1 or c != cg * groups or o % groups:
+        raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, "
+                           f"expected input{list(x.shape)} to have {cg * groups} channels, "
+                           f"but got {c} channels instead")
+    stride = _ntuple(stride, nsp, "stride")
+    dilation = _ntuple(dilation, nsp, "dilation")
+    low, high = _conv_padding(padding, kernel, stride, dilation, nsp)
+    sp = tuple(x.shape[2:])
+    out = tuple((s + lo + hi - d * (k - 1) - 1) // st + 1
+                for s, lo, hi, k, st, d in zip(sp, low, high, kernel, stride, dilation))
+    if any(v <= 0 for v in out) or any(s + lo + hi < d * (k - 1) + 1 for s, lo, hi, k, d
+                                         in zip(sp, low, high, kernel, dilation)):
+        raise RuntimeError(f"Calculated padded input size per channel: "
+                           f"({' x '.join(str(s + lo + hi) for s, lo, hi in zip(sp, low, high))})"
+                           f". Kernel size: ({' x '.join(map(str, kernel))}). Kernel size can't "
+                           "be greater than actual input size")
+    cols = _windows(_pad_spatial(x, low, high, 0.0), kernel, stride, dilation, out)
+    kk = math.prod(kernel)
+    length = math.prod(out)
+    if groups == 1:
+        cols = ops.reshape(cols, (n, c * kk, length))
+        w = ops.reshape(weight, (o, cg * kk))
+        y = ops.matmul(w, cols)                                   # [N, O, L]
+    else:
+        cols = ops.reshape(cols, (n, groups, cg * kk, length))
+        w = ops.reshape(weight, (groups, o // groups, cg * kk))
+        y = ops.matmul(w, cols)                                   # [N, G, O/G, L]
+    y = ops.reshape(y, (n, o) + out)
+    if bias is not None:
+        y = ops.add(y, ops.reshape(bias, (1, o) + (1,) * nsp))
+    return _unbatch(y, unbatched)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _convnd(input, weight, bias, stride, padding, dilation, groups, 1, "conv1d")
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _convnd(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
+
+
+def _flip(x: Tensor, axes) -> Tensor:
+    for a in axes:
+        n = x.shape[a]
+        idx = Tensor._make(np.arange(n - 1, -1, -1, dtype=np.int64), dt.int64)
+        x = ops.take(x, idx, a)
+    return x
+
+
+def _conv_transposend(input, weight, bias, stride, padding, output_padding, groups,
+                      dilation, nsp, name):
+    """The adjoint of a strided convolution: spread the input with
+    ``stride - 1`` zeros between elements (``pad``'s interior), pad by
+    ``d*(k-1) - p``, and correlate with the flipped, channel-swapped weight."""
+    x, unbatched = _batched(input, nsp, name)
+    n, c = x.shape[:2]
+    cin, og = weight.shape[:2]
+    if c != cin:
+        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected "
+                           f"input{list(x.shape)} to have {cin} channels, but got {c} channels "
+                           "instead")
+    kernel = tuple(weight.shape[2:])
+    stride = _ntuple(stride, nsp, "stride")
+    padding = _ntuple(padding, nsp, "padding")
+    output_padding = _ntuple(output_padding, nsp, "output_padding")
+    dilation = _ntuple(dilation, nsp, "dilation")
+    for op_, st, d in zip(output_padding, stride, dilation):
+        if op_ >= st and op_ >= d:
+            raise RuntimeError("output padding must be smaller than either stride or dilation")
+    low = [d * (k - 1) - p for k, d, p in zip(kernel, dilation, padding)]
+    high = [lo + op_ for lo, op_ in zip(low, output_padding)]
+    z = (0, 0)
+    xs = ops.pad(x, z + tuple(max(v, 0) for v in low), z + tuple(max(v, 0) for v in high),
+                 z + tuple(s - 1 for s in stride), 0.0)
+    if any(v < 0 for v in low + high):  # padding larger than the kernel reach: crop
+        starts = z + tuple(max(-v, 0) for v in low)
+        stops = tuple(xs.shape[:2]) + tuple(s - max(-v, 0) for s, v in zip(xs.shape[2:], high))
+        xs = ops.slice_(xs, starts, stops, (1,) * xs.ndim)
+    # weight [Cin, O/G, *k] -> [O, Cin/G, *k], flipped spatially.
+    w = ops.reshape(weight, (groups, cin // groups, og) + kernel)
+    w = ops.transpose(w, (0, 2, 1) + tuple(range(3, 3 + nsp)))
+    w = ops.reshape(w, (groups * og, cin // groups) + kernel)
+    w = _flip(w, range(2, 2 + nsp))
+    y = _convnd(xs, w, bias, 1, 0, dilation, groups, nsp, name)
+    return _unbatch(y, unbatched)
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups=1, dilation=1):
+    return _conv_transposend(input, weight, bias, stride, padding, output_padding, groups,
+                             dilation, 1, "conv_transpose1d")
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups=1, dilation=1):
+    return _conv_transposend(input, weight, bias, stride, padding, output_padding, groups,
+                             dilation, 2, "conv_transpose2d")
+
+
+# --- pooling -------------------------------------------------------------------------
+
+def _pool_geometry(x, kernel, stride, padding, dilation, ceil_mode, nsp, name):
+    kernel = _ntuple(kernel, nsp, "kernel_size")
+    stride = kernel if stride is None or (isinstance(stride, (list, tuple)) and not stride) \
+        else _ntuple(stride, nsp, "stride")
+    padding = _ntuple(padding, nsp, "padding")
+    dilation = _ntuple(dilation, nsp, "dilation")
+    if any(k <= 0 for k in kernel) or any(s <= 0 for s in stride) or any(
+            d <= 0 for d in dilation):
+        raise RuntimeError(f"{name}: kernel_size, stride and dilation must be greater than "
+                           f"zero, but got kernel_size={list(kernel)} stride={list(stride)} "
+                           f"dilation={list(dilation)}")
+    for p, k, d in zip(padding, kernel, dilation):
+        if p < 0 or p > (d * (k - 1) + 1) // 2:
+            raise RuntimeError(f"{name}: pad should be at most half of effective kernel size, "
+                               f"but got pad={p}, kernel_size={k} and dilation={d}")
+    sp = tuple(x.shape[2:])
+    out, extra = [], []
+    for s, k, st, p, d in zip(sp, kernel, stride, padding, dilation):
+        eff = d * (k - 1) + 1
+        num = s + 2 * p - eff
+        if ceil_mode:
+            o = -(-num // st) + 1
+            if (o - 1) * st >= s + p:
+                o -= 1
+        else:
+            o = num // st + 1
+        out.append(o)
+        extra.append(max(0, (o - 1) * st + eff - (s + 2 * p)))
+    if any(o <= 0 for o in out):
+        raise RuntimeError(f"Given input size: ({'x'.join(map(str, x.shape[1:]))}). Calculated "
+                           f"output size: ({'x'.join(map(str, (x.shape[1],) + tuple(out)))}). "
+                           "Output size is too small")
+    return kernel, stride, padding, dilation, tuple(out), tuple(extra)
+
+
+def _lowest(d: dt.DType):
+    return -math.inf if d.is_floating_point else int(np.iinfo(d.np).min)
+
+
+def _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices,
+                nsp, name):
+    x, unbatched = _batched(input, nsp, name)
+    kernel, stride, padding, dilation, out, extra = _pool_geometry(
+        x, kernel_size, stride, padding, dilation, ceil_mode, nsp, name)
+    high = tuple(p + e for p, e in zip(padding, extra))
+    cols = _windows(_pad_spatial(x, padding, high, _lowest(x.dtype)), kernel, stride,
+                    dilation, out)
+    y = _unbatch(ops.reduce_max(cols, (2,)), unbatched)
+    if not return_indices:
+        return y
+    # The flat input position of every window element, taken through the
+    # same pipeline from an iota; the argmax picks from it.
+    sp = tuple(x.shape[2:])
+    pos = ops.reshape(ops.iota((math.prod(sp),), dt.int64, 0, like=x), (1, 1) + sp)
+    pos = _windows(_pad_spatial(pos, padding, high, -1), kernel, stride, dilation, out)
+    arg = ops.argmax(cols, 2)
+    pos = ops.broadcast_to(pos, tuple(cols.shape))
+    idx = ops.gather(pos, ops.reshape(arg, tuple(arg.shape[:2]) + (1,) + tuple(out)), 2)
+    idx = ops.reshape(idx, tuple(arg.shape))
+    return y, _unbatch(idx, unbatched)
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    return _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode,
+                       return_indices, 1, "max_pool1d")
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    return _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode,
+                       return_indices, 2, "max_pool2d")
+
+
+def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                divisor_override, nsp, name):
+    x, unbatched = _batched(input, nsp, name)
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"{name}: expected a floating point input, got {x.dtype}")
+    kernel, stride, padding, _, out, extra = _pool_geometry(
+        x, kernel_size, stride, padding, 1, ceil_mode, nsp, name)
+    ones = (1,) * nsp
+    high = tuple(p + e for p, e in zip(padding, extra))
+    cols = _windows(_pad_spatial(x, padding, high, 0.0), kernel, stride, ones, out)
+    total = ops.reduce_sum(cols, (2,))
+    if divisor_override:
+        y = ops.div(total, float(divisor_override))
+    elif not any(extra) and (count_include_pad or not any(padding)):
+        y = ops.div(total, float(math.prod(kernel)))
+    else:
+        # Count the window elements that PyTorch divides by: those inside the
+        # input, plus the explicit padding when count_include_pad.
+        sp = tuple(x.shape[2:])
+        cnt = ops.full((1, 1) + sp, 1.0, x.dtype, like=x)
+        cnt = _pad_spatial(cnt, padding, padding, 1.0 if count_include_pad else 0.0)
+        cnt = _pad_spatial(cnt, (0,) * nsp, extra, 0.0)
+        cnt = ops.reduce_sum(_windows(cnt, kernel, stride, ones, out), (2,))
+        y = ops.div(total, cnt)
+    return _unbatch(y, unbatched)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True):
+    return _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                       None, 1, "avg_pool1d")
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    return _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                       divisor_override, 2, "avg_pool2d")
+
+
+def _adaptive_avg(x: Tensor, axis: int, out: int) -> Tensor:
+    """Mean over PyTorch's adaptive bins [floor(i*n/out), ceil((i+1)*n/out))
+    along one axis (the op is separable)."""
+    n = x.shape[axis]
+    if out == n:
+        return x
+    if n % out == 0:
+        k = n // out
+        shape = tuple(x.shape[:axis]) + (out, k) + tuple(x.shape[axis + 1:])
+        return TF.mean(ops.reshape(x, shape), axis + 1)
+    pieces = []
+    for i in range(out):
+        a, b = (i * n) // out, -(-((i + 1) * n) // out)
+        starts = tuple(a if j == axis else 0 for j in range(x.ndim))
+        stops = tuple(b if j == axis else s for j, s in enumerate(x.shape))
+        pieces.append(TF.mean(ops.slice_(x, starts, stops, (1,) * x.ndim), axis, keepdim=True))
+    return ops.concatenate(pieces, axis)
+
+
+def _adaptive_avg_poolnd(input, output_size, nsp, name):
+    x, unbatched = _batched(input, nsp, name)
+    size = output_size if isinstance(output_size, (list, tuple)) else (output_size,) * nsp
+    if len(size) != nsp:
+        raise RuntimeError(f"{name}: output_size must be {nsp} values, got {output_size}")
+    for i, o in enumerate(size):
+        o = x.shape[2 + i] if o is None else int(o)
+        x = _adaptive_avg(x, 2 + i, o)
+    return _unbatch(x, unbatched)
+
+
+def adaptive_avg_pool1d(input, output_size):
+    return _adaptive_avg_poolnd(input, output_size, 1, "adaptive_avg_pool1d")
+
+
+def adaptive_avg_pool2d(input, output_size):
+    return _adaptive_avg_poolnd(input, output_size, 2, "adaptive_avg_pool2d")
+
+
+# --- padding ---------------------------------------------------------------------------
+
+def _index_table(n: int, lo: int, hi: int, mode: str) -> np.ndarray:
+    i = np.arange(-lo, n + hi)
+    if mode == "replicate":
+        return np.clip(i, 0, n - 1)
+    if mode == "circular":
+        return np.mod(i, n)
+    # reflect: mirror without repeating the edge
+    period = 2 * (n - 1)
+    i = np.mod(i, period) if period else np.zeros_like(i)
+    return np.where(i >= n, period - i, i)
+
+
+def pad(input, pad, mode: str = "constant", value=None):
+    """``torch.nn.functional.pad``: ``pad`` lists (low, high) pairs from
+    the last dimension backwards; negative amounts crop."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"pad(): argument 'input' must be Tensor, not {type(input).__name__}")
+    pad = [int(p) for p in pad]
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise RuntimeError(f"Padding length must be divisible by 2 and at most twice the "
+                           f"number of dimensions of the input, got {len(pad)} for a "
+                           f"{input.ndim}-D input")
+    nd = input.ndim
+    low, high = [0] * nd, [0] * nd
+    for i in range(len(pad) // 2):
+        low[nd - 1 - i], high[nd - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    if mode == "constant":
+        x = input
+        if any(v < 0 for v in low + high):
+            starts = tuple(max(-v, 0) for v in low)
+            stops = tuple(s - max(-v, 0) for s, v in zip(x.shape, high))
+            if any(b < a for a, b in zip(starts, stops)):
+                raise RuntimeError("pad: negative padding larger than the input")
+            x = ops.slice_(x, starts, stops, (1,) * nd)
+        lo, hi = [max(v, 0) for v in low], [max(v, 0) for v in high]
+        if not any(lo) and not any(hi):
+            return x if x is not input else ops.reshape(x, tuple(x.shape))
+        return ops.pad(x, lo, hi, (0,) * nd, 0.0 if value is None else value)
+    if mode not in ("reflect", "replicate", "circular"):
+        raise NotImplementedError(f"pad: mode '{mode}' is not supported (use 'constant', "
+                                  "'reflect', 'replicate' or 'circular')")
+    if value not in (None, 0):
+        warnings.warn(f"pad: value is ignored in mode '{mode}'", stacklevel=2)
+    x = input
+    for d in range(nd):
+        if low[d] == 0 and high[d] == 0:
+            continue
+        n = x.shape[d]
+        if mode == "reflect" and (low[d] >= n or high[d] >= n):
+            raise RuntimeError(f"Argument #4: Padding size should be less than the "
+                               f"corresponding input dimension, but got: padding ({low[d]}, "
+                               f"{high[d]}) at dimension {d} of input {list(input.shape)}")
+        if mode == "circular" and (low[d] > n or high[d] > n):
+            raise RuntimeError("Padding value causes wrapping around more than once.")
+        idx = Tensor._make(_index_table(n, low[d], high[d], mode).astype(np.int64), dt.int64)
+        x = ops.take(x, idx, d)
+    return x

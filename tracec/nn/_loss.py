@@ -1,0 +1,286 @@
+"""Loss functions (``tracec.nn.functional``'s losses), PyTorch's formulas
+written over the primitives.
+
+Invariant: ``reduction`` is one of 'none' | 'mean' | 'sum' (the legacy
+``size_average`` / ``reduce`` flags map onto it as in PyTorch); class-index
+targets are integer tensors, probability targets float tensors of the
+input's shape.  Ignored targets contribute neither loss nor weight.
+"""
+from __future__ import annotations
+
+import warnings
+
+from tracec import dtypes as dt
+from tracec import functions as TF
+from tracec import ops
+from tracec.tensor import Tensor
+
+__all__ = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss",
+           "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+           "kl_div"]
+
+
+def _legacy_reduction(size_average, reduce) -> str:
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if size_average and reduce:
+        return "mean"
+    return "sum" if reduce else "none"
+
+
+def _reduction(reduction, size_average=None, reduce=None) -> str:
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce)
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return reduction
+
+
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return TF.mean(loss)
+    if reduction == "sum":
+        return TF.sum(loss)
+    return loss
+
+
+def _check_tensor(x, name, arg):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name}(): argument '{arg}' must be Tensor, not {type(x).__name__}")
+
+
+def _pointwise(name, fn):
+    def loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+        _check_tensor(input, name, "input")
+        _check_tensor(target, name, "target")
+        if tuple(target.shape) != tuple(input.shape):
+            warnings.warn(f"Using a target size ({list(target.shape)}) that is different to "
+                          f"the input size ({list(input.shape)}). This will likely lead to "
+                          "incorrect results due to broadcasting. Please ensure they have the "
+                          "same size.", stacklevel=2)
+        reduction = _reduction(reduction, size_average, reduce)
+        out = fn(input, target)
+        if weight is None:
+            return _reduce(out, reduction)
+        if tuple(weight.shape) != tuple(input.shape):
+            raise ValueError("Weights and input must have the same size.")
+        out = TF.mul(out, weight)
+        if reduction == "mean":
+            return TF.div(TF.sum(out), TF.sum(weight))
+        return _reduce(out, reduction)
+    loss.__name__ = name
+    return loss
+
+
+mse_loss = _pointwise("mse_loss", lambda x, t: TF.square(TF.sub(x, t)))
+l1_loss = _pointwise("l1_loss", lambda x, t: TF.abs(TF.sub(x, t)))
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean",
+                   beta: float = 1.0):
+    reduction = _reduction(reduction, size_average, reduce)
+    d = TF.abs(TF.sub(input, target))
+    if beta == 0:
+        return _reduce(d, reduction)
+    loss = TF.where(TF.lt(d, beta), TF.div(TF.mul(TF.mul(d, d), 0.5), beta),
+                    TF.sub(d, 0.5 * beta))
+    return _reduce(loss, reduction)
+
+
+def huber_loss(input, target, reduction="mean", delta: float = 1.0, weight=None):
+    reduction = _reduction(reduction)
+    d = TF.abs(TF.sub(input, target))
+    loss = TF.where(TF.lt(d, delta), TF.mul(TF.mul(d, d), 0.5),
+                    TF.mul(TF.sub(d, 0.5 * delta), delta))
+    if weight is not None:
+        loss = TF.mul(loss, weight)
+    return _reduce(loss, reduction)
+
+
+# --- classification ------------------------------------------------------------------------
+
+def _class_targets(input: Tensor, target: Tensor, name: str):
+    """(input as [N, C, ...], target as [N, ...], unbatched?) with checks."""
+    if input.ndim < 1:
+        raise ValueError(f"{name}: input tensor should be 1D or more, got 0D")
+    if target.dtype.is_floating_point or target.dtype is dt.bool_:
+        raise RuntimeError(f"{name}: expected scalar type Long but found {target.dtype} "
+                           "(class-index targets must be an integer tensor)")
+    if target.dtype is not dt.int64:
+        target = ops.cast(target, dt.int64)
+    if input.ndim == 1:
+        if target.ndim != 0:
+            raise RuntimeError(f"{name}: for an unbatched (1-D) input the target must be a "
+                               f"0-D tensor, got target of shape {list(target.shape)}")
+        return ops.reshape(input, (1,) + tuple(input.shape)), ops.reshape(target, (1,)), True
+    if target.ndim != input.ndim - 1 or target.shape[0] != input.shape[0]:
+        if target.ndim >= 1 and target.shape[0] != input.shape[0]:
+            raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
+                             f"batch_size ({target.shape[0]}).")
+        raise RuntimeError(f"{name}: expected target of shape {[input.shape[0]] + list(input.shape[2:])}"
+                           f" for input of shape {list(input.shape)}, got {list(target.shape)}")
+    if tuple(target.shape[1:]) != tuple(input.shape[2:]):
+        raise RuntimeError(f"{name}: expected target of shape "
+                           f"{[input.shape[0]] + list(input.shape[2:])}, got {list(target.shape)}")
+    return input, target, False
+
+
+def _nll(input: Tensor, target: Tensor, weight, ignore_index: int):
+    """Per-element losses and weights (0 where ignored), shaped like target."""
+    ignored = ops.eq(target, ignore_index)
+    safe = ops.where(ignored, 0, target)
+    idx = ops.reshape(safe, (target.shape[0], 1) + tuple(target.shape[1:]))
+    picked = ops.reshape(ops.gather(input, idx, 1), tuple(target.shape))
+    if weight is not None:
+        if weight.ndim != 1 or weight.shape[0] != input.shape[1]:
+            raise RuntimeError(f"weight tensor should be defined either for all "
+                               f"{input.shape[1]} classes or no classes but got weight tensor "
+                               f"of shape: {list(weight.shape)}")
+        w = ops.take(_as(weight, input.dtype), safe, 0)
+        w = ops.where(ignored, 0.0, w)
+    else:
+        w = ops.cast(ops.logical_not(ignored), input.dtype)
+    return ops.neg(ops.mul(picked, w)), w
+
+
+def _as(t: Tensor, d: dt.DType) -> Tensor:
+    return t if t.dtype is d else ops.cast(t, d)
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = -100,
+             reduce=None, reduction: str = "mean"):
+    _check_tensor(input, "nll_loss", "input")
+    _check_tensor(target, "nll_loss", "target")
+    reduction = _reduction(reduction, size_average, reduce)
+    x, t, unbatched = _class_targets(input, target, "nll_loss")
+    loss, w = _nll(x, t, weight, ignore_index)
+    if reduction == "none":
+        return ops.reshape(loss, ()) if unbatched else loss
+    if reduction == "sum":
+        return TF.sum(loss)
+    return ops.div(TF.sum(loss), TF.sum(w))
+
+
+def _class_weight_shape(input: Tensor, weight: Tensor) -> Tensor:
+    if input.ndim <= 1:
+        return weight
+    return ops.reshape(_as(weight, input.dtype),
+                       (1, weight.shape[0]) + (1,) * (input.ndim - 2))
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index: int = -100,
+                  reduce=None, reduction: str = "mean", label_smoothing: float = 0.0):
+    _check_tensor(input, "cross_entropy", "input")
+    _check_tensor(target, "cross_entropy", "target")
+    reduction = _reduction(reduction, size_average, reduce)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    class_dim = 0 if input.ndim == 1 else 1
+    n_classes = input.shape[class_dim]
+    logp = TF.log_softmax(input, class_dim)
+    if tuple(target.shape) == tuple(input.shape):
+        # Class probabilities.
+        if not target.dtype.is_floating_point:
+            raise RuntimeError(f"Expected floating point type for target with class "
+                               f"probabilities, got {target.dtype}")
+        if ignore_index >= 0:
+            raise RuntimeError("ignore_index is not supported for floating point target")
+        t = _as(target, logp.dtype)
+        if label_smoothing > 0:
+            t = TF.add(TF.mul(t, 1 - label_smoothing), label_smoothing / n_classes)
+        prod = TF.mul(logp, t)
+        if weight is not None:
+            prod = TF.mul(prod, _class_weight_shape(input, weight))
+        if reduction == "none":
+            return TF.neg(TF.sum(prod, class_dim))
+        total = TF.neg(TF.sum(prod))
+        if reduction == "sum":
+            return total
+        return TF.div(total, float(input.numel() // n_classes) if input.numel() else 0.0)
+    x, t, unbatched = _class_targets(logp, target, "cross_entropy")
+    loss, w = _nll(x, t, weight, ignore_index)
+    if label_smoothing > 0:
+        lp = TF.mul(x, _class_weight_shape(x, weight)) if weight is not None else x
+        smooth = TF.neg(TF.sum(lp, 1))
+        smooth = ops.where(ops.eq(t, ignore_index), 0.0, smooth)
+        eps = label_smoothing
+        if reduction == "none":
+            out = TF.add(TF.mul(loss, 1 - eps), TF.mul(smooth, eps / n_classes))
+            return ops.reshape(out, ()) if unbatched else out
+        if reduction == "sum":
+            return TF.add(TF.mul(TF.sum(loss), 1 - eps),
+                          TF.mul(TF.sum(smooth), eps / n_classes))
+        wsum = TF.sum(w)
+        return TF.add(TF.mul(TF.div(TF.sum(loss), wsum), 1 - eps),
+                      TF.mul(TF.div(TF.sum(smooth), wsum), eps / n_classes))
+    if reduction == "none":
+        return ops.reshape(loss, ()) if unbatched else loss
+    if reduction == "sum":
+        return TF.sum(loss)
+    return ops.div(TF.sum(loss), TF.sum(w))
+
+
+# --- binary ---------------------------------------------------------------------------------
+
+def _clamped_log(x: Tensor) -> Tensor:
+    """log(x) clamped below at -100 (PyTorch's BCE), finite gradient at 0."""
+    pos = ops.gt(x, 0.0)
+    safe = ops.where(pos, x, 1.0)
+    return ops.where(pos, TF.clamp(ops.log(safe), min=-100.0), -100.0)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+                         reduction: str = "mean"):
+    _check_tensor(input, "binary_cross_entropy", "input")
+    _check_tensor(target, "binary_cross_entropy", "target")
+    reduction = _reduction(reduction, size_average, reduce)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Using a target size ({list(target.shape)}) that is different to the "
+                         f"input size ({list(input.shape)}) is deprecated. Please ensure they "
+                         "have the same size.")
+    t = _as(target, input.dtype)
+    loss = TF.neg(TF.add(TF.mul(t, _clamped_log(input)),
+                         TF.mul(TF.sub(1.0, t), _clamped_log(TF.sub(1.0, input)))))
+    if weight is not None:
+        loss = TF.mul(loss, weight)
+    return _reduce(loss, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
+                                     reduce=None, reduction: str = "mean", pos_weight=None):
+    _check_tensor(input, "binary_cross_entropy_with_logits", "input")
+    _check_tensor(target, "binary_cross_entropy_with_logits", "target")
+    reduction = _reduction(reduction, size_average, reduce)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Target size ({list(target.shape)}) must be the same as input size "
+                         f"({list(input.shape)})")
+    t = _as(target, input.dtype)
+    # softplus(-x) = m + log(exp(-m) + exp(-x - m)) with m = max(-x, 0): stable.
+    m = TF.clamp(TF.neg(input), min=0.0)
+    sp = TF.add(m, TF.log(TF.add(TF.exp(TF.neg(m)), TF.exp(TF.sub(TF.neg(input), m)))))
+    if pos_weight is not None:
+        lw = TF.add(TF.mul(TF.sub(pos_weight, 1.0), t), 1.0)
+        sp = TF.mul(lw, sp)
+    loss = TF.add(TF.mul(TF.sub(1.0, t), input), sp)
+    if weight is not None:
+        loss = TF.mul(loss, weight)
+    return _reduce(loss, reduction)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean",
+           log_target: bool = False):
+    if reduction not in ("none", "mean", "sum", "batchmean"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce)
+    if log_target:
+        loss = TF.mul(TF.exp(target), TF.sub(target, input))
+    else:
+        # xlogy(t, t) - t * input, with 0 * log 0 = 0.
+        pos = ops.gt(target, 0.0)
+        logt = ops.log(ops.where(pos, target, 1.0))
+        loss = TF.sub(ops.where(pos, TF.mul(target, logt), 0.0), TF.mul(target, input))
+    if reduction == "batchmean":
+        return TF.div(TF.sum(loss), float(input.shape[0]) if input.ndim else 1.0)
+    return _reduce(loss, reduction)
+

@@ -1,0 +1,596 @@
+"""``Module``: the base class of every layer, with PyTorch's registration
+rules, traversal, state dicts, modes and dtype conversion.
+
+Invariants (PyTorch's):
+  * assigning a ``Parameter`` / ``Module`` attribute registers it in
+    ``_parameters`` / ``_modules``; ``register_buffer`` puts a tensor in
+    ``_buffers`` (persistent ones appear in ``state_dict``);
+  * traversals are in registration order and yield a shared parameter or
+    module once;
+  * ``load_state_dict`` copies into the existing tensors in place, under
+    ``no_grad``, so anything holding references (optimizers, compiled
+    functions) sees the new values.
+"""
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict, namedtuple
+from typing import Any, Callable, Iterator, Mapping
+
+from tracec import dtypes as dt
+from tracec import graph
+from tracec.device import device as _device, to_device
+from tracec.nn.parameter import Buffer, Parameter
+from tracec.tensor import Tensor
+
+__all__ = ["Module"]
+
+
+class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    __slots__ = ()
+
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
+
+
+class _RemovableHandle:
+    """Returned by the ``register_*_hook`` methods; ``remove()`` unregisters."""
+
+    _next_id = itertools.count()
+
+    def __init__(self, hooks: dict):
+        self.hooks = hooks
+        self.id = next(self._next_id)
+
+    def remove(self) -> None:
+        self.hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def _addindent(s: str, n: int) -> str:
+    lines = s.split("\n")
+    if len(lines) == 1:
+        return s
+    first = lines.pop(0)
+    return first + "\n" + "\n".join((n * " ") + ln if ln.strip() else "" for ln in lines)
+
+
+def _typename(x) -> str:
+    if isinstance(x, Tensor):
+        return "tracec.Tensor" if not isinstance(x, Parameter) else "tracec.nn.Parameter"
+    return type(x).__module__ + "." + type(x).__qualname__ \
+        if type(x).__module__ not in ("builtins",) else type(x).__qualname__
+
+
+def _check_name(self, name, kind, table):
+    if not isinstance(name, str):
+        raise TypeError(f"{kind} name should be a string. Got {_typename(name)}")
+    if "." in name:
+        raise KeyError(f"{kind} name can't contain \".\"")
+    if name == "":
+        raise KeyError(f"{kind} name can't be empty string \"\"")
+    if hasattr(self, name) and name not in table:
+        raise KeyError(f"attribute '{name}' already exists")
+
+
+class Module:
+    """Base class for all neural network modules (PyTorch's ``nn.Module``)."""
+
+    training: bool
+    dump_patches = False
+    _version = 1
+
+    def __init__(self, *args, **kwargs):
+        if args or kwargs:
+            raise TypeError(f"{type(self).__name__}.__init__() takes no arguments "
+                            f"(got {len(args)} positional, {sorted(kwargs)} keyword)")
+        d = self.__dict__
+        d["training"] = True
+        d["_parameters"] = OrderedDict()
+        d["_buffers"] = OrderedDict()
+        d["_non_persistent_buffers_set"] = set()
+        d["_modules"] = OrderedDict()
+        d["_forward_hooks"] = OrderedDict()
+        d["_forward_pre_hooks"] = OrderedDict()
+
+    # --- forward -----------------------------------------------------------------
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
+                                  '"forward" function')
+
+    def __call__(self, *args, **kwargs):
+        for hook in list(self._forward_pre_hooks.values()):
+            res = hook(self, args)
+            if res is not None:
+                args = res if isinstance(res, tuple) else (res,)
+        out = self.forward(*args, **kwargs)
+        for hook in list(self._forward_hooks.values()):
+            res = hook(self, args, out)
+            if res is not None:
+                out = res
+        return out
+
+    def register_forward_hook(self, hook: Callable) -> _RemovableHandle:
+        h = _RemovableHandle(self._forward_hooks)
+        self._forward_hooks[h.id] = hook
+        return h
+
+    def register_forward_pre_hook(self, hook: Callable) -> _RemovableHandle:
+        h = _RemovableHandle(self._forward_pre_hooks)
+        self._forward_pre_hooks[h.id] = hook
+        return h
+
+    # --- registration ------------------------------------------------------------
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign parameter before Module.__init__() call")
+        _check_name(self, name, "parameter", self._parameters)
+        if param is None:
+            self._parameters[name] = None
+        elif not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{_typename(param)}' object to parameter '{name}' "
+                            "(tracec.nn.Parameter or None required)")
+        elif param.grad_fn is not None:
+            raise ValueError(f"Cannot assign non-leaf Tensor to parameter '{name}'. Model "
+                             f"parameters must be created explicitly. To express '{name}' "
+                             "as a function of another Tensor, compute the value in "
+                             "the forward() method.")
+        else:
+            self._parameters[name] = param
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
+        _check_name(self, name, "buffer", self._buffers)
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
+                            "(tracec Tensor or None required)")
+        if isinstance(tensor, Buffer):
+            tensor = _plain(tensor)
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
+
+    def add_module(self, name: str, module: "Module | None") -> None:
+        if not isinstance(module, Module) and module is not None:
+            raise TypeError(f"{_typename(module)} is not a Module subclass")
+        if not isinstance(name, str):
+            raise TypeError(f"module name should be a string. Got {_typename(name)}")
+        if hasattr(self, name) and name not in self._modules:
+            raise KeyError(f"attribute '{name}' already exists")
+        if "." in name:
+            raise KeyError(f"module name can't contain \".\", got: {name}")
+        if name == "":
+            raise KeyError("module name can't be empty string \"\"")
+        self._modules[name] = module
+
+    register_module = add_module
+
+    def __getattr__(self, name: str) -> Any:
+        d = self.__dict__
+        for table in ("_parameters", "_buffers", "_modules"):
+            if table in d and name in d[table]:
+                return d[table][name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        d = self.__dict__
+
+        def remove_from(*tables):
+            for t in tables:
+                if name in t:
+                    if isinstance(t, dict):
+                        del t[name]
+                    else:
+                        t.discard(name)
+
+        params = d.get("_parameters")
+        if isinstance(value, Parameter):
+            if params is None:
+                raise AttributeError("cannot assign parameters before Module.__init__() call")
+            remove_from(d, self._buffers, self._modules, self._non_persistent_buffers_set)
+            self.register_parameter(name, value)
+            return
+        if params is not None and name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign '{_typename(value)}' as parameter '{name}' "
+                                "(tracec.nn.Parameter or None expected)")
+            self.register_parameter(name, value)
+            return
+        modules = d.get("_modules")
+        if isinstance(value, Module):
+            if modules is None:
+                raise AttributeError("cannot assign module before Module.__init__() call")
+            remove_from(d, self._parameters, self._buffers, self._non_persistent_buffers_set)
+            modules[name] = value
+            return
+        if modules is not None and name in modules:
+            if value is not None:
+                raise TypeError(f"cannot assign '{_typename(value)}' as child module '{name}' "
+                                "(tracec.nn.Module or None expected)")
+            modules[name] = value
+            return
+        buffers = d.get("_buffers")
+        if isinstance(value, Buffer) or (buffers is not None and name in buffers):
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
+                                "(tracec.Tensor or None expected)")
+            if isinstance(value, Buffer):
+                persistent = value.persistent
+            else:
+                persistent = name not in self._non_persistent_buffers_set
+            remove_from(d, self._parameters, self._modules, self._non_persistent_buffers_set)
+            self.register_buffer(name, value, persistent)
+            return
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        d = self.__dict__
+        if name in d["_parameters"]:
+            del d["_parameters"][name]
+        elif name in d["_buffers"]:
+            del d["_buffers"][name]
+            d["_non_persistent_buffers_set"].discard(name)
+        elif name in d["_modules"]:
+            del d["_modules"][name]
+        else:
+            object.__delattr__(self, name)
+
+    def __dir__(self):
+        keys = list(object.__dir__(self))
+        keys += list(self._parameters) + list(self._buffers) + list(self._modules)
+        return sorted(k for k in set(keys) if not k[0].isdigit())
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    def get_submodule(self, target: str) -> "Module":
+        if target == "":
+            return self
+        mod = self
+        for item in target.split("."):
+            if not hasattr(mod, item):
+                raise AttributeError(f"{mod._get_name()} has no attribute `{item}`")
+            mod = getattr(mod, item)
+            if not isinstance(mod, Module):
+                raise AttributeError(f"`{item}` is not an nn.Module")
+        return mod
+
+    def get_parameter(self, target: str) -> Parameter:
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if name not in mod._parameters:
+            raise AttributeError(f"`{name}` is not an nn.Parameter")
+        return mod._parameters[name]
+
+    def get_buffer(self, target: str) -> Tensor:
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if name not in mod._buffers:
+            raise AttributeError(f"`{name}` is not a buffer")
+        return mod._buffers[name]
+
+    # --- traversal -----------------------------------------------------------------
+
+    def named_modules(self, memo: set | None = None, prefix: str = "",
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, "Module"]]:
+        if memo is None:
+            memo = set()
+        if id(self) in memo:
+            return
+        if remove_duplicate:
+            memo.add(id(self))
+        yield prefix, self
+        for name, module in self._modules.items():
+            if module is None:
+                continue
+            yield from module.named_modules(memo, prefix + ("." if prefix else "") + name,
+                                            remove_duplicate)
+
+    def modules(self) -> Iterator["Module"]:
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self) -> Iterator[tuple[str, "Module"]]:
+        seen = set()
+        for name, m in self._modules.items():
+            if m is not None and id(m) not in seen:
+                seen.add(id(m))
+                yield name, m
+
+    def children(self) -> Iterator["Module"]:
+        for _, m in self.named_children():
+            yield m
+
+    def _named_members(self, get, prefix="", recurse=True, remove_duplicate=True):
+        memo = set()
+        mods = (self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
+                if recurse else [(prefix, self)])
+        for mod_prefix, mod in mods:
+            for k, v in get(mod):
+                if v is None or id(v) in memo:
+                    continue
+                if remove_duplicate:
+                    memo.add(id(v))
+                yield mod_prefix + ("." if mod_prefix else "") + k, v
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
+        yield from self._named_members(lambda m: m._parameters.items(), prefix, recurse,
+                                       remove_duplicate)
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+        yield from self._named_members(lambda m: m._buffers.items(), prefix, recurse,
+                                       remove_duplicate)
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def apply(self, fn: Callable[["Module"], None]) -> "Module":
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    # --- modes and gradients ---------------------------------------------------------
+
+    def train(self, mode: bool = True) -> "Module":
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        self.training = mode
+        for m in self.children():
+            m.train(mode)
+        return self
+
+    def eval(self) -> "Module":
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Module":
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.parameters():
+            if p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                g = p.grad
+                if g.grad_fn is not None:
+                    g.detach_()
+                else:
+                    g.requires_grad = False
+                with graph.no_grad():
+                    g.zero_()
+
+    # --- state dicts -----------------------------------------------------------------
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars) -> None:
+        for name, p in self._parameters.items():
+            if p is not None:
+                destination[prefix + name] = p if keep_vars else p.detach()
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent_buffers_set:
+                destination[prefix + name] = b if keep_vars else b.detach()
+
+    def state_dict(self, *, destination=None, prefix: str = "", keep_vars: bool = False):
+        if destination is None:
+            destination = OrderedDict()
+            destination._metadata = OrderedDict()
+        if hasattr(destination, "_metadata"):
+            destination._metadata[prefix[:-1]] = {"version": self._version}
+        self._save_to_state_dict(destination, prefix, keep_vars)
+        for name, m in self._modules.items():
+            if m is not None:
+                m.state_dict(destination=destination, prefix=prefix + name + ".",
+                             keep_vars=keep_vars)
+        return destination
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
+                              missing_keys, unexpected_keys, error_msgs) -> None:
+        persistent = {k: v for k, v in self._buffers.items()
+                      if k not in self._non_persistent_buffers_set}
+        local = {k: v for k, v in itertools.chain(self._parameters.items(), persistent.items())
+                 if v is not None}
+        assign = local_metadata.get("assign_to_params_buffers", False)
+        for name, param in local.items():
+            key = prefix + name
+            if key not in state_dict:
+                if strict:
+                    missing_keys.append(key)
+                continue
+            value = state_dict[key]
+            if not isinstance(value, Tensor):
+                error_msgs.append(f'While copying the parameter named "{key}", expected '
+                                  "tracec.Tensor or Tensor-like object from checkpoint but "
+                                  f"received {type(value)}")
+                continue
+            if param.ndim == 0 and value.ndim == 1 and value.shape[0] == 1:
+                value = value.reshape(())
+            if tuple(value.shape) != tuple(param.shape):
+                error_msgs.append(f"size mismatch for {key}: copying a param with shape "
+                                  f"{_size(value.shape)} from checkpoint, the shape in current "
+                                  f"model is {_size(param.shape)}.")
+                continue
+            try:
+                with graph.no_grad():
+                    if assign:
+                        if isinstance(param, Parameter):
+                            value = Parameter(value, requires_grad=param.requires_grad)
+                        setattr(self, name, value)
+                    else:
+                        param.copy_(value)
+            except Exception as ex:  # noqa: BLE001 - reported like PyTorch does
+                error_msgs.append(f'While copying the parameter named "{key}", whose dimensions '
+                                  f"in the model are {_size(param.shape)} and whose dimensions "
+                                  f"in the checkpoint are {_size(value.shape)}, an exception "
+                                  f"occurred : {ex.args}.")
+        if strict:
+            for key in state_dict:
+                if key.startswith(prefix):
+                    parts = key[len(prefix):].split(".", 1)
+                    if len(parts) > 1:
+                        if parts[0] not in self._modules:
+                            unexpected_keys.append(key)
+                    elif parts[0] not in local:
+                        unexpected_keys.append(key)
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
+                        assign: bool = False):
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+        missing: list[str] = []
+        unexpected: list[str] = []
+        errors: list[str] = []
+        metadata = getattr(state_dict, "_metadata", None)
+        state_dict = OrderedDict(state_dict)
+
+        def load(module, local_sd, prefix=""):
+            local_meta = {} if metadata is None else dict(metadata.get(prefix[:-1], {}))
+            if assign:
+                local_meta["assign_to_params_buffers"] = True
+            module._load_from_state_dict(local_sd, prefix, local_meta, True, missing,
+                                         unexpected, errors)
+            for name, child in module._modules.items():
+                if child is not None:
+                    cp = prefix + name + "."
+                    load(child, {k: v for k, v in local_sd.items() if k.startswith(cp)}, cp)
+
+        load(self, state_dict)
+        if strict:
+            if unexpected:
+                errors.insert(0, "Unexpected key(s) in state_dict: {}. ".format(
+                    ", ".join(f'"{k}"' for k in unexpected)))
+            if missing:
+                errors.insert(0, "Missing key(s) in state_dict: {}. ".format(
+                    ", ".join(f'"{k}"' for k in missing)))
+        if errors:
+            raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(
+                type(self).__name__, "\n\t".join(errors)))
+        return _IncompatibleKeys(missing, unexpected)
+
+    # --- conversion --------------------------------------------------------------------
+
+    def _apply(self, fn: Callable[[Tensor], Tensor]) -> "Module":
+        """Apply ``fn`` to every parameter (in place of its data, so the
+        Parameter objects stay the same), gradient and buffer."""
+        for m in self.children():
+            m._apply(fn)
+        with graph.no_grad():
+            for p in self._parameters.values():
+                if p is None:
+                    continue
+                new = fn(p)
+                if new is not p:
+                    p.data = new
+                if p.grad is not None:
+                    g = fn(p.grad)
+                    if g is not p.grad:
+                        p.grad.data = g
+            for k, b in self._buffers.items():
+                if b is not None:
+                    self._buffers[k] = fn(b)
+        return self
+
+    def to(self, *args, **kwargs) -> "Module":
+        dtype = kwargs.pop("dtype", None)
+        dev = kwargs.pop("device", None)
+        kwargs.pop("non_blocking", None)
+        kwargs.pop("memory_format", None)
+        if kwargs:
+            raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, dt.DType):
+                dtype = a
+            elif isinstance(a, (str, _device)):
+                dev = a
+            elif isinstance(a, Tensor):
+                dtype = a.dtype
+            elif isinstance(a, bool):
+                continue  # non_blocking given positionally
+            else:
+                raise TypeError(f"to() received an invalid combination of arguments: {a!r}")
+        if dev is not None:
+            to_device(dev)
+        if dtype is None:
+            return self
+        dtype = dt.to_dtype(dtype)
+        if not dtype.is_floating_point:
+            raise TypeError("nn.Module.to only accepts floating point dtypes, but got "
+                            f"desired dtype={dtype}")
+        return self._apply(lambda t: t.to(dtype) if t.dtype.is_floating_point else t)
+
+    def type(self, dst_type) -> "Module":
+        d = dt.to_dtype(dst_type)
+        return self._apply(lambda t: t.to(d))
+
+    def float(self) -> "Module":
+        return self._apply(lambda t: t.to(dt.float32) if t.dtype.is_floating_point else t)
+
+    def double(self) -> "Module":
+        return self._apply(lambda t: t.to(dt.float64) if t.dtype.is_floating_point else t)
+
+    def half(self) -> "Module":
+        return self._apply(lambda t: t.to(dt.float16) if t.dtype.is_floating_point else t)
+
+    def bfloat16(self) -> "Module":
+        return self._apply(lambda t: t.to(dt.bfloat16) if t.dtype.is_floating_point else t)
+
+    def cpu(self) -> "Module":
+        return self
+
+    def cuda(self, device=None) -> "Module":
+        to_device("cuda")
+        return self
+
+    # --- printing --------------------------------------------------------------------
+
+    def _get_name(self) -> str:
+        return type(self).__name__
+
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [f"({k}): " + _addindent(repr(m), 2) for k, m in self._modules.items()]
+        lines = extra_lines + child_lines
+        s = self._get_name() + "("
+        if lines:
+            if len(extra_lines) == 1 and not child_lines:
+                s += extra_lines[0]
+            else:
+                s += "\n  " + "\n  ".join(lines) + "\n"
+        return s + ")"
+
+
+def _size(shape) -> str:
+    return f"[{', '.join(str(s) for s in shape)}]"
+
+
+def _plain(t: Tensor) -> Tensor:
+    out = Tensor._make(t._data, t.dtype)
+    out._version = t._version
+    return out

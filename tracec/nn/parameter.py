@@ -1,0 +1,80 @@
+"""``Parameter``: a leaf tensor that a ``Module`` registers when assigned.
+
+Invariant: a Parameter shares its data (and version counter) with the tensor
+it was made from, is always a leaf, and requires grad unless asked not to,
+as in PyTorch.  Ops on a Parameter return plain Tensors.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec import graph
+from tracec.tensor import Tensor
+
+__all__ = ["Parameter", "Buffer", "is_lazy"]
+
+
+class Parameter(Tensor):
+    """A Tensor that is a module parameter (``isinstance(p, nn.Parameter)``)."""
+
+    def __new__(cls, data=None, requires_grad: bool = True):
+        if data is None:
+            data = Tensor._make(np.zeros((0,), dt.get_default_dtype().np),
+                                dt.get_default_dtype())
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Parameter(): expected a Tensor as data, got {type(data).__name__}")
+        p = object.__new__(cls)
+        p._init(data._data, data.dtype)
+        p._version = data._version
+        if requires_grad:
+            Tensor.requires_grad_(p, True)
+        return p
+
+    def __init__(self, data=None, requires_grad: bool = True):
+        pass  # everything happens in __new__
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+    __str__ = __repr__
+
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        with graph.no_grad():
+            data = Tensor._make(self._data.copy(), self.dtype)
+        out = type(self)(data, self.requires_grad)
+        if self.grad is not None:
+            out.grad = Tensor._make(self.grad._data.copy(), self.grad.dtype)
+        memo[id(self)] = out
+        return out
+
+    def __reduce_ex__(self, proto):
+        return (_rebuild_parameter, (self._data.copy(), self.dtype.name, self.requires_grad))
+
+
+def _rebuild_parameter(data, dtype_name, requires_grad):
+    return Parameter(Tensor._make(data, dt.to_dtype(dtype_name)), requires_grad)
+
+
+class Buffer(Tensor):
+    """PyTorch's ``nn.Buffer`` marker: assigning one to a module attribute
+    registers it as a buffer (``persistent`` as given)."""
+
+    def __new__(cls, data=None, *, persistent: bool = True):
+        if data is None:
+            data = Tensor._make(np.zeros((0,), dt.get_default_dtype().np),
+                                dt.get_default_dtype())
+        b = object.__new__(cls)
+        b._init(data._data, data.dtype)
+        b._version = data._version
+        b.persistent = persistent
+        return b
+
+    def __init__(self, data=None, *, persistent: bool = True):
+        pass
+
+
+def is_lazy(param) -> bool:
+    return False
