@@ -79,7 +79,7 @@ def run_demo(epochs=None, backend=None, dump_dir=None, echo=print):
         return train_step
 
     eager_model = _model(0)
-    eager_opt = tracec.optim.SGD(eager_model.parameters(), lr=0.05, momentum=0.9)
+    eager_opt = tracec.optim.SGD(eager_model.parameters(), lr=0.1, momentum=0.9)
     e_rate, _, e_loss = _train(eager_model, make_step(eager_model, eager_opt),
                                (x_train, y_train), _batches(len(x_train), epochs, 1), total,
                                "eager", echo)
@@ -89,7 +89,7 @@ def run_demo(epochs=None, backend=None, dump_dir=None, echo=print):
 
     dump_dir = dump_dir or os.path.join(tempfile.gettempdir(), "tracec-demo-ir")
     comp_model = _model(0)
-    comp_opt = tracec.optim.SGD(comp_model.parameters(), lr=0.05, momentum=0.9)
+    comp_opt = tracec.optim.SGD(comp_model.parameters(), lr=0.1, momentum=0.9)
     step = tracec.compile(make_step(comp_model, comp_opt), backend=backend, dump=dump_dir)
     c_rate, c_first, c_loss = _train(comp_model, step, (x_train, y_train),
                                      _batches(len(x_train), epochs, 1), total, "compiled", echo)
