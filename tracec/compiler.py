@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracec import graph, ir
-from tracec.backends import interp
+from tracec.backends import check, interp
 from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, run_passes
 from tracec.tensor import Tensor
 from tracec.tracing import Trace, TraceError, record  # noqa: F401
@@ -63,6 +63,7 @@ class Entry:
     stages: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
     state_guards: list = field(default_factory=list)
+    check_backend: object = None
 
     def failed_guard(self):
         """None if every guard holds, else a description of the first failure."""
@@ -98,6 +99,8 @@ class Entry:
                 arrays.append(spec.source._data)
             else:
                 arrays.append(spec.source._grad._data)
+        if self.check_backend is not None:
+            check.check_module(self.stages["optimized"], self.check_backend, arrays)
         outs = self.executable(arrays)
         seen = {id(a) for a in arrays}
         returned = []
@@ -227,6 +230,8 @@ class CompiledFunction:
         executable = backend.compile_module(module)
         t2 = time.perf_counter()
         entry = Entry(trace, executable, stages, {"passes_s": t1 - t0, "backend_s": t2 - t1})
+        if self.check:
+            entry.check_backend = backend
         entry.state_guards = [(s.source, s.source.requires_grad) for s in trace.inputs
                               if s.kind == "state"]
         for name, text in getattr(executable, "stages", {}).items():
