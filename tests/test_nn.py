@@ -869,3 +869,58 @@ def test_torch_style_import_paths():
     import tracec.nn as tnn_
     assert tnn_.functional is F and tnn_.init.kaiming_uniform_ is nn.init.kaiming_uniform_
     assert tracec.nn is nn and tracec.nn.utils.clip_grad_norm_ is nn.utils.clip_grad_norm_
+
+
+@pytest.mark.parametrize("shape", [(6, 4), (3, 8), (4, 2, 3)])
+def test_orthogonal_init(shape):
+    t = nn.init.orthogonal_(tracec.empty(*shape), gain=2.0).numpy().reshape(shape[0], -1)
+    small = min(t.shape)
+    gram = t @ t.T if t.shape[0] == small else t.T @ t
+    np.testing.assert_allclose(gram, 4.0 * np.eye(small), atol=1e-5)
+
+
+def test_bilinear_module():
+    a, b = both(lambda nn, T: nn.Bilinear(3, 2, 4))
+    rng = np.random.default_rng(13)
+    x2 = rnd(rng, 5, 2, dtype=np.float32)
+    run_module(a, b, rnd(rng, 5, 3, dtype=np.float32), extra=(x2,))
+
+
+def test_layers_compile_to_the_same_step():
+    """Every layer family is primitives only: a compiled training step (the
+    interp backend) equals eager, running stats and RNG state included, and
+    nothing in the layers reads tensor values (BatchNorm's cumulative
+    momentum, dropout, clipping all trace)."""
+    def setup():
+        tracec.manual_seed(0)
+        m = nn.Sequential(
+            nn.Conv2d(1, 4, 3, padding=1, padding_mode="reflect"),
+            nn.BatchNorm2d(4, momentum=None), nn.SiLU(inplace=True), nn.MaxPool2d(2, 1),
+            nn.AvgPool2d(2, padding=1, count_include_pad=False),
+            nn.Conv2d(4, 4, 3, stride=2, groups=2),
+            nn.ConvTranspose2d(4, 2, 3, stride=2, output_padding=1), nn.AdaptiveAvgPool2d(3),
+            nn.Flatten(), nn.LayerNorm(18), nn.Dropout(0.2), nn.Linear(18, 3))
+        opt = tracec.optim.SGD(m.parameters(), lr=0.05)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(m(x), y, label_smoothing=0.1)
+            loss.backward()
+            nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+            opt.step()
+            return loss
+        return m, step
+
+    me, se = setup()
+    mc, sc = setup()
+    sc = tracec.compile(sc, backend="interp")
+    tracec.manual_seed(7)
+    x, y = tracec.randn(5, 1, 9, 9), tracec.randint(0, 3, (5,))
+    for _ in range(3):
+        rng = tracec.get_rng_state()
+        le = se(x, y)
+        tracec.set_rng_state(rng)
+        lc = sc(x, y)
+        assert lc.item() == pytest.approx(le.item(), rel=1e-5)
+    for (k, a), b in zip(me.state_dict().items(), mc.state_dict().values()):
+        close(b, a, rtol=1e-4, atol=1e-6, err_msg=k)

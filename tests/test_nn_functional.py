@@ -15,6 +15,9 @@ from nn_helpers import close, compare_fn, pair, rnd, tol
 
 RNG = np.random.default_rng(1234)
 
+pytestmark = [pytest.mark.filterwarnings("ignore:Using padding='same'"),
+              pytest.mark.filterwarnings("ignore:reduction. 'mean' divides")]
+
 
 # --- linear -----------------------------------------------------------------------------
 
@@ -554,3 +557,40 @@ def test_kl_div(reduction, log_target):
     compare_fn(lambda a, b: F.kl_div(a, b, reduction=reduction, log_target=log_target),
                lambda a, b: TF.kl_div(a, b, reduction=reduction, log_target=log_target),
                [x, t], nograd=() if log_target else (1,))
+
+
+INPLACE = [(lambda x, ip: F.relu(x, inplace=ip), lambda x: TF.relu(x)),
+           (lambda x, ip: F.silu(x, inplace=ip), lambda x: TF.silu(x)),
+           (lambda x, ip: F.elu(x, inplace=ip), lambda x: TF.elu(x)),
+           (lambda x, ip: F.leaky_relu(x, 0.1, ip), lambda x: TF.leaky_relu(x, 0.1)),
+           (lambda x, ip: F.hardtanh(x, inplace=ip), lambda x: TF.hardtanh(x)),
+           (lambda x, ip: F.mish(x, inplace=ip), lambda x: TF.mish(x))]
+
+
+@pytest.mark.parametrize("i", range(len(INPLACE)))
+def test_inplace_activation_backward(i):
+    """In place on a non-leaf: same object returned, same gradient as torch."""
+    f, g = INPLACE[i]
+    a1, a2 = pair(rnd(np.random.default_rng(i), 3, 4, scale=2))
+    h1 = a1 * 1.0
+    out = f(h1, True)
+    assert out is h1
+    (out * out).sum().backward()
+    (g(a2 * 1.0) ** 2).sum().backward()
+    close(a1.grad, a2.grad, **tol(np.float64))
+
+
+def test_max_pool2d_ties_route_gradient_like_torch():
+    """Tied maxima (zeros after a ReLU, repeated pixel values): the whole
+    gradient goes to the first maximum of each window, as in PyTorch."""
+    x = np.array([[[[1.0, 1.0, 0.0], [1.0, 0.5, 0.0], [0.0, 0.0, 0.0]]]])
+    compare_fn(lambda t: F.max_pool2d(t, 2, stride=1), lambda t: TF.max_pool2d(t, 2, stride=1),
+               [x])
+    compare_fn(lambda t: F.max_pool2d(t, 3, stride=2, padding=1),
+               lambda t: TF.max_pool2d(t, 3, stride=2, padding=1), [np.zeros((1, 2, 5, 5))])
+
+
+def test_bilinear():
+    rng = np.random.default_rng(29)
+    compare_fn(F.bilinear, TF.bilinear,
+               [rnd(rng, 4, 3), rnd(rng, 4, 5), rnd(rng, 2, 3, 5), rnd(rng, 2)])

@@ -84,8 +84,15 @@ class Tensor:
 
     __array_priority__ = 1000  # make ndarray <op> Tensor defer to Tensor
 
-    def __init__(self, data=None, *, dtype=None, requires_grad=False):
-        from_data = Tensor._from_data(data if data is not None else [], dtype)
+    def __init__(self, *data, dtype=None, requires_grad=False):
+        if data and all(isinstance(d, int) and not isinstance(d, bool) for d in data):
+            # The legacy size constructor ``Tensor(3, 4)``: zeros (PyTorch leaves
+            # them uninitialised).
+            data = (np.zeros(data, dtype=(dtype and dt.to_dtype(dtype).np) or np.float32),)
+        if len(data) > 1:
+            raise TypeError("Tensor(): expected sizes (ints) or one data argument")
+        # torch.Tensor(data) is the legacy FloatTensor constructor: float by default.
+        from_data = Tensor._from_data(data[0] if data else [], dtype or dt.get_default_dtype())
         self._init(from_data._data, from_data.dtype)
         self.requires_grad = bool(requires_grad)
 

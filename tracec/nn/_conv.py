@@ -117,12 +117,12 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, nsp, name):
     sp = tuple(x.shape[2:])
     out = tuple((s + lo + hi - d * (k - 1) - 1) // st + 1
                 for s, lo, hi, k, st, d in zip(sp, low, high, kernel, stride, dilation))
-    if any(v <= 0 for v in out) or any(s + lo + hi < d * (k - 1) + 1 for s, lo, hi, k, d
-                                         in zip(sp, low, high, kernel, dilation)):
+    padded = tuple(s + lo + hi for s, lo, hi in zip(sp, low, high))
+    if any(p < d * (k - 1) + 1 for p, k, d in zip(padded, kernel, dilation)):
         raise RuntimeError(f"Calculated padded input size per channel: "
-                           f"({' x '.join(str(s + lo + hi) for s, lo, hi in zip(sp, low, high))})"
-                           f". Kernel size: ({' x '.join(map(str, kernel))}). Kernel size can't "
-                           "be greater than actual input size")
+                           f"({' x '.join(map(str, padded))}). Kernel size: "
+                           f"({' x '.join(map(str, kernel))}). Kernel size can't be greater "
+                           "than actual input size")
     cols = _windows(_pad_spatial(x, low, high, 0.0), kernel, stride, dilation, out)
     kk = math.prod(kernel)
     length = math.prod(out)
@@ -255,7 +255,11 @@ def _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode, return
     high = tuple(p + e for p, e in zip(padding, extra))
     cols = _windows(_pad_spatial(x, padding, high, _lowest(x.dtype)), kernel, stride,
                     dilation, out)
-    y = _unbatch(ops.reduce_max(cols, (2,)), unbatched)
+    # argmax + gather rather than reduce_max: the gradient goes to the first
+    # maximum of each window, as in PyTorch (reduce_max would split ties).
+    n, c = cols.shape[:2]
+    arg = ops.reshape(ops.argmax(cols, 2), (n, c, 1) + out)
+    y = _unbatch(ops.reshape(ops.gather(cols, arg, 2), (n, c) + out), unbatched)
     if not return_indices:
         return y
     # The flat input position of every window element, taken through the
@@ -263,10 +267,8 @@ def _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode, return
     sp = tuple(x.shape[2:])
     pos = ops.reshape(ops.iota((math.prod(sp),), dt.int64, 0, like=x), (1, 1) + sp)
     pos = _windows(_pad_spatial(pos, padding, high, -1), kernel, stride, dilation, out)
-    arg = ops.argmax(cols, 2)
     pos = ops.broadcast_to(pos, tuple(cols.shape))
-    idx = ops.gather(pos, ops.reshape(arg, tuple(arg.shape[:2]) + (1,) + tuple(out)), 2)
-    idx = ops.reshape(idx, tuple(arg.shape))
+    idx = ops.reshape(ops.gather(pos, arg, 2), (n, c) + out)
     return y, _unbatch(idx, unbatched)
 
 

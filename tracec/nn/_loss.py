@@ -117,8 +117,9 @@ def _class_targets(input: Tensor, target: Tensor, name: str):
         if target.ndim >= 1 and target.shape[0] != input.shape[0]:
             raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
                              f"batch_size ({target.shape[0]}).")
-        raise RuntimeError(f"{name}: expected target of shape {[input.shape[0]] + list(input.shape[2:])}"
-                           f" for input of shape {list(input.shape)}, got {list(target.shape)}")
+        want = [input.shape[0]] + list(input.shape[2:])
+        raise RuntimeError(f"{name}: expected target of shape {want} for input of shape "
+                           f"{list(input.shape)}, got {list(target.shape)}")
     if tuple(target.shape[1:]) != tuple(input.shape[2:]):
         raise RuntimeError(f"{name}: expected target of shape "
                            f"{[input.shape[0]] + list(input.shape[2:])}, got {list(target.shape)}")
@@ -273,6 +274,11 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
         raise ValueError(f"{reduction} is not a valid value for reduction")
     if size_average is not None or reduce is not None:
         reduction = _legacy_reduction(size_average, reduce)
+    if reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the "
+                      "support size.'batchmean' divides only by the batch size, and aligns with "
+                      "the KL div math definition.'mean' will be changed to behave the same as "
+                      "'batchmean' in the next major release.", stacklevel=2)
     if log_target:
         loss = TF.mul(TF.exp(target), TF.sub(target, input))
     else:
@@ -283,4 +289,3 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
     if reduction == "batchmean":
         return TF.div(TF.sum(loss), float(input.shape[0]) if input.ndim else 1.0)
     return _reduce(loss, reduction)
-

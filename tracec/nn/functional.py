@@ -59,12 +59,23 @@ def bilinear(input1, input2, weight, bias=None):
 
 # --- activations ----------------------------------------------------------------------------
 
-def _maybe_inplace(x: Tensor, y: Tensor, inplace: bool) -> Tensor:
-    return x.copy_(y) if inplace else y
+def _apply(fn, x: Tensor, inplace: bool) -> Tensor:
+    """``fn(x)``, or written into ``x`` for ``inplace=True``.  In place, the
+    math reads a copy when autograd records it, so the values its backward
+    saved are not the ones overwritten (PyTorch's in-place activations
+    backpropagate the same way)."""
+    if not inplace:
+        return fn(x)
+    src = x
+    if graph.is_grad_enabled() and x.requires_grad:
+        # A copy whose node saves nothing.  (S.clone would do, but the cast
+        # primitive saves its operand, which copy_ then bumps.)
+        src = ops.add(x, 0.0)
+    return x.copy_(fn(src))
 
 
 def relu(input, inplace: bool = False):
-    return _maybe_inplace(input, TF.relu(_tensor(input, "relu")), inplace)
+    return _apply(TF.relu, _tensor(input, "relu"), inplace)
 
 
 def relu_(input):
@@ -76,17 +87,17 @@ def relu6(input, inplace: bool = False):
 
 
 def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
-    return _maybe_inplace(input, TF.clamp(input, min_val, max_val), inplace)
+    return _apply(lambda x: TF.clamp(x, min_val, max_val), input, inplace)
 
 
 def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
-    y = ops.where(ops.gt(input, 0), input, TF.mul(input, negative_slope))
-    return _maybe_inplace(input, y, inplace)
+    return _apply(lambda x: ops.where(ops.gt(x, 0), x, TF.mul(x, negative_slope)), input,
+                  inplace)
 
 
 def elu(input, alpha: float = 1.0, inplace: bool = False):
-    y = ops.where(ops.gt(input, 0), input, TF.mul(TF.expm1(input), alpha))
-    return _maybe_inplace(input, y, inplace)
+    return _apply(lambda x: ops.where(ops.gt(x, 0), x, TF.mul(TF.expm1(x), alpha)), input,
+                  inplace)
 
 
 def gelu(input, approximate: str = "none"):
@@ -94,11 +105,11 @@ def gelu(input, approximate: str = "none"):
 
 
 def silu(input, inplace: bool = False):
-    return _maybe_inplace(input, TF.silu(_tensor(input, "silu")), inplace)
+    return _apply(TF.silu, _tensor(input, "silu"), inplace)
 
 
 def mish(input, inplace: bool = False):
-    return _maybe_inplace(input, TF.mul(input, TF.tanh(softplus(input))), inplace)
+    return _apply(lambda x: TF.mul(x, TF.tanh(softplus(x))), input, inplace)
 
 
 def sigmoid(input):
@@ -186,10 +197,9 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False)
     if not training or p == 0.0:
         return input
     if p == 1.0:
-        y = TF.mul(input, 0.0)
-    else:
-        y = TF.mul(input, _keep_mask(input.shape, p, input))
-    return _maybe_inplace(input, y, inplace)
+        return _apply(lambda x: TF.mul(x, 0.0), input, inplace)
+    mask = _keep_mask(input.shape, p, input)
+    return _apply(lambda x: TF.mul(x, mask), input, inplace)
 
 
 def _feature_dropout(input, p, training, inplace, nsp, name):
@@ -200,9 +210,10 @@ def _feature_dropout(input, p, training, inplace, nsp, name):
     if not training or p == 0.0:
         return input
     if p == 1.0:
-        return _maybe_inplace(input, TF.mul(input, 0.0), inplace)
+        return _apply(lambda x: TF.mul(x, 0.0), input, inplace)
     shape = tuple(input.shape[:input.ndim - nsp]) + (1,) * nsp
-    return _maybe_inplace(input, TF.mul(input, _keep_mask(shape, p, input)), inplace)
+    mask = _keep_mask(shape, p, input)
+    return _apply(lambda x: TF.mul(x, mask), input, inplace)
 
 
 def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
@@ -239,12 +250,13 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         d = TF.sub(x, ops.reshape(mean, shape))
         var = TF.mean(TF.mul(d, d), axes)
         with graph.no_grad():
+            # momentum may be a 0-d tensor (BatchNorm's cumulative average).
             if running_mean is not None:
                 running_mean.copy_(TF.add(TF.mul(running_mean, 1.0 - momentum),
                                           TF.mul(mean.detach(), momentum)))
             if running_var is not None:
                 running_var.copy_(TF.add(TF.mul(running_var, 1.0 - momentum),
-                                         TF.mul(var.detach(), momentum * n / (n - 1))))
+                                         TF.mul(var.detach(), momentum * (n / (n - 1)))))
         y = TF.mul(d, ops.reshape(TF.rsqrt(TF.add(var, eps)), shape))
     else:
         if running_mean is None or running_var is None:

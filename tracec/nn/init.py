@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
+
 from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import graph, ops
@@ -18,7 +20,7 @@ from tracec.tensor import Tensor
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_",
            "zeros_", "eye_", "dirac_", "xavier_uniform_", "xavier_normal_",
-           "kaiming_uniform_", "kaiming_normal_"]
+           "kaiming_uniform_", "kaiming_normal_", "orthogonal_"]
 
 
 def calculate_gain(nonlinearity: str, param=None) -> float:
@@ -102,7 +104,6 @@ def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
         raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
     out_per_group = tensor.shape[0] // groups
     min_dim = min(out_per_group, tensor.shape[1])
-    import numpy as np
     w = np.zeros(tensor.shape, tensor.dtype.np)
     centre = tuple(s // 2 for s in tensor.shape[2:])
     for g in range(groups):
@@ -186,6 +187,28 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
         z = TF.add(TF.mul(z, std * math.sqrt(2.0)), mean)
         z = TF.clamp(z, a, b)
         return tensor.copy_(ops.cast(z, tensor.dtype))
+
+
+def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
+    """A (semi-)orthogonal matrix from the QR decomposition of a normal
+    draw, signs fixed by diag(R), as PyTorch does.  Initialization is not
+    traced, so the QR runs in NumPy on the drawn values."""
+    if tensor.ndim < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    a = creation.randn(rows, cols, dtype=dt.float64, generator=generator).numpy()
+    if rows < cols:
+        a = a.T
+    q, r = np.linalg.qr(a)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    with graph.no_grad():
+        return tensor.copy_(Tensor._make((q * gain).reshape(tensor.shape).astype(
+            tensor.dtype.np), tensor.dtype))
 
 
 # PyTorch's deprecated spellings without the trailing underscore.

@@ -290,7 +290,7 @@ def _cast_vjp(g, x, out, *, dtype):
 
 cast_p = Primitive("cast", kind="elementwise", impl=_cast_impl,
                    shape_rule=lambda s, **_: s,
-                   dtype_rule=lambda d, *, dtype: dtype, vjp=_cast_vjp, save=(0,))
+                   dtype_rule=lambda d, *, dtype: dtype, vjp=_cast_vjp, save=())
 
 
 def cast(x, dtype): return cast_p.bind(x, dtype=dtype)

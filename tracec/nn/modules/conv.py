@@ -157,9 +157,10 @@ class _ConvTransposeNd(_ConvNd):
             base = ((size - 1) * self.stride[i] - 2 * self.padding[i]
                     + self.dilation[i] * (self.kernel_size[i] - 1) + 1)
             extra = output_size[i] - base
-            if not 0 <= extra < max(self.stride[i], self.dilation[i]):
+            top = base + max(self.stride[i], self.dilation[i]) - 1
+            if not base <= output_size[i] <= top:
                 raise ValueError(f"requested an output size of {output_size}, but valid sizes "
-                                 f"range from {base} to {base + max(self.stride[i], self.dilation[i]) - 1}")
+                                 f"range from {base} to {top}")
             out.append(extra)
         return tuple(out)
 

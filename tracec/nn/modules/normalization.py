@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from tracec import creation
 from tracec import dtypes as dt
+from tracec import functions as TF
 from tracec import graph
 from tracec.nn import functional as F
 from tracec.nn import init
@@ -92,7 +93,8 @@ class _NormBase(Module):
             with graph.no_grad():
                 self.num_batches_tracked.add_(1)
             if self.momentum is None:  # cumulative moving average
-                factor = 1.0 / float(self.num_batches_tracked)
+                # A tensor, not float(counter): a traced step must not read it.
+                factor = TF.div(1.0, self.num_batches_tracked)
         bn_training = self.training or (self.running_mean is None and self.running_var is None)
         use_buffers = not self.training or self.track_running_stats
         return F.batch_norm(input, self.running_mean if use_buffers else None,
