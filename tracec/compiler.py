@@ -40,6 +40,14 @@ def _arg_key(a):
     return ("O", type(a).__name__, id(a))
 
 
+def _aliasing(args) -> tuple:
+    """Which tensor arguments are the same object (a trace of ``f(x, x)``
+    reads one value for both, so it must not serve ``f(x, z)``)."""
+    first: dict = {}
+    return tuple(first.setdefault(id(a), i) for i, a in enumerate(args)
+                 if isinstance(a, Tensor))
+
+
 def _describe_change(old, new) -> str:
     for i, (a, b) in enumerate(zip(old, new)):
         if a != b:
@@ -172,7 +180,7 @@ class CompiledFunction:
     def __call__(self, *args, **kwargs):
         key = (tuple(_arg_key(a) for a in args),
                tuple(sorted((k, _arg_key(v)) for k, v in kwargs.items())),
-               graph.is_grad_enabled())
+               graph.is_grad_enabled(), _aliasing(args))
         if key in self._eager_keys:
             return self.fn(*args, **kwargs)
         entries = self._cache.get(key)

@@ -182,3 +182,12 @@ def test_shape_error_inside_compiled_function_names_user_line():
     line = next(i for i, l in enumerate(open(__file__), 1) if "SHAPE-MARK" in l)
     assert f"{__file__}:{line}" in str(e.value)
     assert "(3,)" in str(e.value) and "(4,)" in str(e.value)
+
+
+def test_same_tensor_twice_does_not_serve_distinct_tensors():
+    f = tracec.compile(lambda a, b: a * 2 + b, backend="interp")
+    x, z = tracec.ones(3), tracec.full((3,), 5.0)
+    f(x, x)
+    f(x, x)
+    np.testing.assert_allclose(f(x, z).numpy(), [7, 7, 7])
+    np.testing.assert_allclose(f(x, z).numpy(), [7, 7, 7])

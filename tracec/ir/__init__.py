@@ -9,8 +9,8 @@ from tracec.ir.attrs import (  # noqa: F401
 from tracec.ir.dialect import TRACEC  # noqa: F401
 from tracec.ir.function import new_function, new_module, set_returns  # noqa: F401
 from tracec.ir.ops import (  # noqa: F401
-    OP_BY_PRIMITIVE, SPECS, PrimitiveOp, PrimSpec, make_op, op_params, primitive_name,
-    set_type_rule,
+    OP_BY_PRIMITIVE, SPECS, PrimitiveOp, PrimSpec, get_type_rule, make_op, op_params,
+    primitive_name, set_type_rule,
 )
 from tracec.ir.printing import context, parse_module, print_module, print_op  # noqa: F401
 from tracec.ir.structural import (  # noqa: F401

@@ -119,6 +119,11 @@ def set_type_rule(rule: TypeRule | None) -> None:
     _type_rule[0] = rule
 
 
+def get_type_rule() -> TypeRule | None:
+    """The installed full result-type rule, or None."""
+    return _type_rule[0]
+
+
 # --- verification --------------------------------------------------------------
 
 def _broadcast(*shapes):

@@ -102,7 +102,10 @@ class _Grouping:
         self.root_of: dict[Operation, Operation] = {}
 
     def effective_pos(self, op: Operation) -> int:
-        """Where ``op`` will be once kernels are placed at their roots."""
+        """Where ``op`` (or the op of this block that holds it) will be once
+        kernels are placed at their roots."""
+        while op not in self.pos:
+            op = op.parent_op()
         root = self.root_of.get(op)
         return self.pos[root if root is not None else op]
 

@@ -5,8 +5,8 @@ primitive op and returns ``None`` (no match), an existing value that replaces
 the op's result (always of the op's result type), or new ops whose last
 result replaces it.  Every rewrite is exact for the primitives' NumPy
 semantics (the interpreter's), with one documented exception: ``x + 0 -> x``
-keeps a ``-0.0`` that IEEE addition would turn into ``+0.0`` (as XLA's and
-most compilers' fast paths do; the values compare equal).
+keeps a ``-0.0`` that IEEE addition would turn into ``+0.0`` (a
+no-signed-zeros identity, as in fast-math; the two values compare equal).
 
 Constant folding runs the primitive's own NumPy ``impl`` on the constant
 operands (with the parameters stored on the op), so a folded value is
@@ -311,8 +311,12 @@ def _fold(op):
 
 _REDUCE = ("reduce_sum", "reduce_max", "reduce_min")
 
-#: (primitive or "*" for every primitive, rule), tried in order.
+#: (primitive, "constant", or "*" for every primitive; rule), tried in order.
+#: "1" and "0" are splats: constants of equal elements, or broadcasts of one,
+#: of any shape that broadcasts with x; where x is narrower than the result,
+#: the identity rules give ``broadcast_to(x)`` instead of x.
 RULES: tuple[tuple[str, Callable], ...] = (
+    ("constant", _splat_constant),                 # constant of n > 1 equal elements -> splat
     ("mul", _drop_identity(1, (0, 1))),            # x * 1 -> x, 1 * x -> x
     ("add", _drop_identity(0, (0, 1))),            # x + 0 -> x, 0 + x -> x (keeps -0.0)
     ("sub", _drop_identity(0, (1,))),              # x - 0 -> x
@@ -337,14 +341,15 @@ RULES: tuple[tuple[str, Callable], ...] = (
 
 def _rules_by_primitive() -> dict[str, list[Callable]]:
     table: dict[str, list[Callable]] = {name: [] for name in PRIMITIVES}
+    table["constant"] = []
     for name, rule in RULES:
-        for target in (table if name == "*" else [name]):
+        for target in (PRIMITIVES if name == "*" else [name]):
             table[target].append(rule)
     return table
 
 
 class ApplyRules(RewritePattern):
-    """Applies ``RULES`` to primitive ops and splat-expands constants."""
+    """Applies ``RULES`` to the primitive and constant ops outside kernels."""
 
     def __init__(self):
         self.table = _rules_by_primitive()
@@ -352,14 +357,10 @@ class ApplyRules(RewritePattern):
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
         if isinstance(op.parent_op(), ir.KernelOp):
             return
-        if isinstance(op, ir.ConstantOp):
-            rules = (_splat_constant,)
-        else:
-            name = ir.primitive_name(op)
-            if name is None:
-                return
-            rules = self.table[name]
-        for rule in rules:
+        name = "constant" if isinstance(op, ir.ConstantOp) else ir.primitive_name(op)
+        if name is None:
+            return
+        for rule in self.table[name]:
             out = rule(op)
             if out is None:
                 continue
