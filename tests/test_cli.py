@@ -53,6 +53,8 @@ def test_dump_prints_the_stage_with_user_locations(user_file):
     (["dump", "{f}:step", "--arg", "x=q9[8]"], "unknown dtype"),
     (["dump", "{f}:step", "--arg", "x=f32[8,4]"], "missing --arg y"),
     (["dump", "{f}:step", "--arg", "x=f32[8,4]", "--arg", "y=f32[9,3]"], "Error:"),
+    (["build", "/nonexistent/x.py:step", "-o", "/tmp/never/libx.so"], "no such file"),
+    (["build", "{f}:bad", "--arg", "x=f32[3]", "-o", "/tmp/never/libx.so"], "bool()"),
 ])
 def test_bad_input_is_one_line_and_nonzero(user_file, args, needle):
     r = tracec_cli(*[a.format(f=user_file) for a in args])
@@ -60,3 +62,11 @@ def test_bad_input_is_one_line_and_nonzero(user_file, args, needle):
     assert needle in r.stderr
     assert "Traceback" not in r.stderr and "Traceback" not in r.stdout
     assert len([l for l in r.stderr.splitlines() if l.startswith("Error")]) == 1
+
+
+def test_cache_info_and_clear(tmp_path):
+    env = {"TRACEC_CACHE_DIR": str(tmp_path)}
+    r = tracec_cli("cache", "info", env=env)
+    assert r.returncode == 0 and str(tmp_path) in r.stdout and "entries:      0" in r.stdout
+    r = tracec_cli("cache", "clear", env=env)
+    assert r.returncode == 0 and "removed 0" in r.stdout

@@ -123,6 +123,52 @@ def dump(target, arg_specs, stage, backend):
 
 
 @main.command()
+@click.argument("target")
+@click.option("--arg", "arg_specs", multiple=True, help="NAME=DTYPE[SHAPE], e.g. x=f32[64,784]")
+@click.option("-o", "--output", required=True, help="the shared library to write (lib*.so)")
+def build(target, arg_specs, output):
+    """Compile FILE.py:FUNC ahead of time into a shared library + C header."""
+    from tracec.aot import BuildError, build_library
+    fn = load_function(target)
+    args = example_args(fn, arg_specs)
+    import inspect
+    names = [p.name for p in inspect.signature(fn).parameters.values()]
+    try:
+        info = build_library(fn, args, names, output)
+    except (BuildError, tracec.TraceError) as e:
+        raise click.ClickException(str(e)) from None
+    except Exception as e:
+        raise click.ClickException(f"{type(e).__name__}: {e}") from None
+    click.echo(f"wrote {info['library']} and {info['header']}: int {info['function']}(")
+    for b in info["buffers"]:
+        click.echo(f"    {b}")
+    click.echo(")")
+
+
+@main.group()
+def cache():
+    """Inspect or clear the on-disk cache of compiled code."""
+
+
+@cache.command("info")
+def cache_info():
+    """Where the cache is, how many entries, how big."""
+    from tracec.backends.cache import DiskCache
+    info = DiskCache().info()
+    click.echo(f"cache folder: {info['path']}")
+    click.echo(f"entries:      {info['entries']}")
+    click.echo(f"size:         {info['bytes'] / 1024:.1f} KiB")
+
+
+@cache.command("clear")
+def cache_clear():
+    """Delete every cached entry."""
+    from tracec.backends.cache import DiskCache
+    n = DiskCache().clear()
+    click.echo(f"removed {n} cache entr{'y' if n == 1 else 'ies'}")
+
+
+@main.command()
 @click.option("--epochs", default=None, type=int, help="epochs per mode")
 @click.option("--backend", default=None, help="compiled backend (default: the platform's)")
 @click.option("--dump-dir", default=None, help="where to dump the compiled step's IR")
