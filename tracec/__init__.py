@@ -27,7 +27,7 @@ from tracec import autograd  # noqa: F401
 bool = bool_  # noqa: A001 - PyTorch's name for the dtype
 FloatTensor = Tensor
 
-__version__ = "0.1.0"
+from tracec.version import __version__  # noqa: E402,F401
 
 
 def is_tensor(x) -> "builtins.bool":

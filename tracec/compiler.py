@@ -9,6 +9,7 @@ runs eagerly while recording; later calls run the compiled code.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import time
 import warnings
@@ -17,13 +18,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracec import graph, ir
-from tracec.backends import check, interp
+from tracec.backends import cache, check, cpu, interp
 from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, run_passes
 from tracec.tensor import Tensor
+from tracec.version import __version__
 from tracec.tracing import Trace, TraceError, record  # noqa: F401
 
 STAGES = ("trace", "autodiff", "optimized", "lowered", "llvm", "asm")
-BACKENDS = {"interp": interp}
+BACKENDS = {"interp": interp, "cpu": cpu}
 
 
 def _checks_enabled() -> bool:
@@ -72,6 +74,9 @@ class Entry:
     timings: dict = field(default_factory=dict)
     state_guards: list = field(default_factory=list)
     check_backend: object = None
+    compile_fn: object = None
+    number: int = 0
+    on_compiled: object = None
 
     def failed_guard(self):
         """None if every guard holds, else a description of the first failure."""
@@ -97,7 +102,20 @@ class Entry:
             return "grad mode changed"
         return None
 
+    def ensure_compiled(self):
+        if self.executable is None:
+            t0 = time.perf_counter()
+            self.executable, timing = self.compile_fn()
+            self.timings.update(timing, backend_s=time.perf_counter() - t0)
+            for name, text in getattr(self.executable, "stages", {}).items():
+                self.stages[name] = text
+            if self.on_compiled is not None:
+                self.on_compiled(self)
+        return self.executable
+
     def run(self, args, kwargs):
+        if self.executable is None:
+            self.ensure_compiled()
         arrays = []
         for spec in self.trace.inputs:
             if spec.kind == "arg":
@@ -214,6 +232,7 @@ class CompiledFunction:
         entry = self._build(trace)
         entry.timings["trace_s"] = t1 - t0
         self.traces += 1
+        entry.number = self.traces
         self.reasons.append(reason)
         self._cache.setdefault(key, []).append(entry)
         self._last = entry
@@ -235,16 +254,45 @@ class CompiledFunction:
         stages["optimized"] = module
         t1 = time.perf_counter()
         backend = BACKENDS[self.backend]
-        executable = backend.compile_module(module)
-        t2 = time.perf_counter()
-        entry = Entry(trace, executable, stages, {"passes_s": t1 - t0, "backend_s": t2 - t1})
+        entry = Entry(trace, None, stages, {"passes_s": t1 - t0})
+        # The backend compiles on the first reuse of this trace, not now: the
+        # first call's result comes from the eager run, and a trace that is
+        # never reused (a first optimizer step, say) is never compiled.
+        entry.compile_fn = lambda: self._compile_cached(backend, module)
+        entry.on_compiled = self._write_dump if self.dump else None
         if self.check:
             entry.check_backend = backend
         entry.state_guards = [(s.source, s.source.requires_grad) for s in trace.inputs
                               if s.kind == "state"]
-        for name, text in getattr(executable, "stages", {}).items():
-            stages[name] = text
         return entry
+
+    def _compile_cached(self, backend, module):
+        """The backend's executable for ``module``, from the disk cache when
+        the backend produces object code (keyed by the optimized IR, the
+        target, the options and the tracec version)."""
+        if not hasattr(backend, "load_object") or os.environ.get("TRACEC_NO_CACHE"):
+            return backend.compile_module(module), {}
+        target = backend.target_id() if hasattr(backend, "target_id") else ""
+        key = hashlib.sha256("|".join((cache.fingerprint(module), self.backend, target,
+                                       __version__, str(self.check))).encode()
+                             ).hexdigest()
+        disk = cache.DiskCache()
+        t0 = time.perf_counter()
+        hit = disk.get(key)
+        if hit is not None:
+            header, payload = hit
+            try:
+                exe = backend.load_object(payload, header["signature"], header.get("stages"))
+                return exe, {"cache_load_s": time.perf_counter() - t0, "cache": "hit"}
+            except Exception as e:  # a foreign or stale entry: rebuild it
+                warnings.warn(f"tracec cache: discarding unusable entry {key[:12]}: {e}")
+        exe = backend.compile_module(module)
+        try:
+            disk.put(key, {"signature": exe.signature, "stages": exe.stages},
+                     exe.object_code)
+        except OSError as e:
+            warnings.warn(f"tracec cache: cannot write the cache ({e}); continuing")
+        return exe, {"cache": "miss"}
 
     # --- introspection ---------------------------------------------------------
 
@@ -254,6 +302,9 @@ class CompiledFunction:
         if self._last is None:
             raise RuntimeError(f"{self.__name__} has not been compiled yet: call it first")
         s = self._last.stages.get(stage)
+        if s is None and stage not in ("trace", "autodiff", "optimized"):
+            self._last.ensure_compiled()
+            s = self._last.stages.get(stage)
         if s is None:
             raise ValueError(f"stage {stage!r} is not produced by the {self.backend!r} backend")
         return s if isinstance(s, str) else ir.print_module(s)
@@ -264,7 +315,7 @@ class CompiledFunction:
 
     def _write_dump(self, entry: Entry) -> None:
         os.makedirs(self.dump, exist_ok=True)
-        n = self.traces
+        n = entry.number
         for stage in entry.stages:
             path = os.path.join(self.dump, f"{self.__name__}.{n}.{stage}.mlir"
                                 if stage in ("trace", "autodiff", "optimized", "lowered")
@@ -287,7 +338,7 @@ class CacheInfo:
 
 
 def default_backend() -> str:
-    return os.environ.get("TRACEC_BACKEND", "interp")
+    return os.environ.get("TRACEC_BACKEND", "cpu")
 
 
 def compile(fn=None, *, backend=None, dump=None, fallback=None, check=False):  # noqa: A001

@@ -1,0 +1,80 @@
+"""The cpu backend: optimized tracec IR -> native code for the host CPU.
+
+Pipeline (each stage printable through ``executable.stages``):
+
+1. ``lower.py`` (the ``tracec-to-llvm`` pass) builds xDSL's ``llvm``
+   dialect directly: one exported entry function plus one internal kernel
+   function per loop nest ("lowered");
+2. ``codegen.py`` converts it with ``xdsl.backend.llvm.convert_module``,
+   optimizes at O3 for the host CPU with loop and SLP vectorization
+   ("llvm") and emits object code (and "asm");
+3. ``runtime.py`` loads the object with llvmlite's LLJIT and calls the
+   entry through ctypes (the C ABI is documented there).
+
+``compile_module(module) -> CpuExecutable``; ``load_object(object_code,
+signature)`` rebuilds an executable from ``executable.object_code`` and
+``executable.signature`` (a JSON-able dict) without recompiling, e.g. from
+an on-disk cache.  Invariant: ``executable(arrays)`` returns what the
+interpreter returns for the same module and inputs, within float
+reassociation error for reductions and matmul.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.printer import Printer
+
+__all__ = ["compile_module", "load_object", "CpuExecutable", "CpuRuntimeError",
+           "LoweringError", "LowerToLLVM", "entry_symbol"]
+
+# llvmlite and the lowering load on first use, so ``import tracec`` does not
+# pay for them.
+_LAZY = {"CpuExecutable": "runtime", "CpuRuntimeError": "runtime", "load_object": "runtime",
+         "LoweringError": "scalar", "LowerToLLVM": "lower", "target_id": "codegen"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(f"tracec.backends.cpu.{_LAZY[name]}"), name)
+    raise AttributeError(name)
+
+
+def entry_symbol(module: ModuleOp) -> str:
+    """``tracec_<function name>_<hash>``: distinct per module, so objects
+    of several functions link into one AOT library."""
+    fn = next((op for op in module.ops if isinstance(op, func.FuncOp)), None)
+    base = re.sub(r"\W", "_", fn.sym_name.data if fn is not None else "main")
+    text = io.StringIO()
+    Printer(stream=text, print_debuginfo=True).print_op(module)
+    digest = hashlib.sha256(text.getvalue().encode()).hexdigest()[:12]
+    return f"tracec_{base}_{digest}"
+
+
+def compile_module(module: ModuleOp, *, asm: bool | None = None, **_options):
+    """Compile a module holding one optimized tracec function.
+
+    ``asm``: also produce the "asm" stage (default: on, unless the
+    environment sets ``TRACEC_CPU_ASM=0``; it costs a second code
+    generation)."""
+    from tracec.backends.cpu import codegen
+    from tracec.backends.cpu.lower import lower_module
+    from tracec.backends.cpu.runtime import FORMAT, CpuExecutable
+    if asm is None:
+        asm = os.environ.get("TRACEC_CPU_ASM", "1") != "0"
+    symbol = entry_symbol(module)
+    lowered = lower_module(module, symbol)
+    text = io.StringIO()
+    Printer(stream=text).print_op(lowered.module)
+    compiled = codegen.compile_llvm(lowered.module, exported={symbol, symbol + "_py"},
+                                    want_asm=asm)
+    signature = dict(lowered.signature, format=FORMAT, target=codegen.target_id())
+    stages = {"lowered": text.getvalue() + "\n", "llvm": compiled.llvm_ir}
+    if compiled.asm is not None:
+        stages["asm"] = compiled.asm
+    return CpuExecutable(compiled.object_code, signature, stages)
