@@ -1,0 +1,76 @@
+"""The on-disk cache across real processes: reuse, corruption, atomicity."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tracec.backends.cache import DiskCache
+
+SCRIPT = textwrap.dedent("""
+    import json, warnings
+    import tracec
+    warnings.simplefilter("always")
+    tracec.manual_seed(0)
+    W = tracec.randn(16, 8)
+
+    @tracec.compile(backend="cpu")
+    def f(x):
+        return ((x @ W).tanh() * 2 + 1).sum(dim=1)
+
+    x = tracec.ones(4, 16)
+    with warnings.catch_warnings(record=True) as w:
+        f(x)
+        out = f(x)
+    print(json.dumps({"cache": f.cache_info().timings.get("cache"),
+                      "out": out.tolist(),
+                      "warnings": [str(m.message) for m in w]}))
+""")
+
+
+def _run(cache_dir):
+    r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "TRACEC_CACHE_DIR": str(cache_dir)})
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_second_process_loads_from_disk_and_corruption_is_rebuilt(tmp_path):
+    first = _run(tmp_path)
+    assert first["cache"] == "miss"
+    second = _run(tmp_path)
+    assert second["cache"] == "hit" and second["out"] == first["out"]
+    entries = DiskCache(str(tmp_path)).entries()
+    assert len(entries) == 1
+    # Truncate the entry: the next process warns, rebuilds, and is right.
+    data = open(entries[0], "rb").read()
+    with open(entries[0], "wb") as fh:
+        fh.write(data[: len(data) // 2])
+    third = _run(tmp_path)
+    assert third["cache"] == "miss" and third["out"] == first["out"]
+    assert any("corrupt" in w for w in third["warnings"])
+    # A foreign file under an entry's name is discarded too.
+    with open(entries[0], "wb") as fh:
+        fh.write(b"\x7fELF not a tracec entry")
+    fourth = _run(tmp_path)
+    assert fourth["cache"] == "miss" and fourth["out"] == first["out"]
+    assert _run(tmp_path)["cache"] == "hit"
+
+
+def test_entries_are_checked_and_written_atomically(tmp_path):
+    c = DiskCache(str(tmp_path))
+    c.put("ab" * 32, {"x": 1}, b"payload")
+    assert c.get("ab" * 32) == ({"x": 1, "key": "ab" * 32, "size": 7,
+                                 "sha256": c.get("ab" * 32)[0]["sha256"]}, b"payload")
+    path = c.entries()[0]
+    raw = bytearray(open(path, "rb").read())
+    raw[-1] ^= 0xFF  # flip a payload bit
+    open(path, "wb").write(bytes(raw))
+    with pytest.warns(UserWarning, match="checksum"):
+        assert c.get("ab" * 32) is None
+    assert not os.path.exists(path)
+    assert not [f for f in os.listdir(os.path.dirname(path)) if f.startswith(".tmp-")]
+    assert c.clear() == 0
