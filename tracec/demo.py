@@ -20,6 +20,7 @@ from tracec.data import digits_split
 import tracec.nn.functional as F
 
 BATCH = 64
+WARMUP = 5
 
 
 def _model(seed: int):
@@ -53,8 +54,11 @@ def _train(model, step, data, idx_stream, total, label, echo):
         loss = step(xb, yb)
         if k == 0:
             first = time.perf_counter() - t0
-    elapsed = time.perf_counter() - t0
-    rate = (total - 1) / max(elapsed - first, 1e-9) if total > 1 else float("nan")
+        if k == WARMUP - 1:
+            t_warm = time.perf_counter()
+    # Steps/s of the steady state: after the first WARMUP steps (tracing,
+    # retracing once the optimizer has state, compiling).
+    rate = (total - WARMUP) / max(time.perf_counter() - t_warm, 1e-9)
     return rate, first, float(loss.item())
 
 
@@ -99,12 +103,15 @@ def run_demo(epochs=None, backend=None, dump_dir=None, echo=print):
          f"{c_rate:8.1f} steps/s  ({c_rate / e_rate:.2f}x eager, backend "
          f"{step.backend})")
     t = info.timings
-    echo(f"  compile:  first call {c_first * 1e3:.0f} ms (trace {t.get('trace_s', 0) * 1e3:.0f} "
-         f"ms, passes {t.get('passes_s', 0) * 1e3:.0f} ms, backend "
-         f"{t.get('backend_s', 0) * 1e3:.0f} ms); {info.traces} trace(s): "
-         f"{'; '.join(info.reasons)}")
-    if "cache_load_s" in t:
-        echo(f"  cache:    loaded from disk in {t['cache_load_s'] * 1e3:.1f} ms")
+    echo(f"  compile:  first call {c_first * 1e3:.0f} ms (eager run + trace "
+         f"{t.get('trace_s', 0) * 1e3:.0f} ms, autodiff and passes {t.get('passes_s', 0) * 1e3:.0f}"
+         f" ms); {info.traces} trace(s): {'; '.join(info.reasons)}")
+    if t.get("cache") == "hit":
+        echo(f"  cache:    native code loaded from the disk cache in "
+             f"{t['cache_load_s'] * 1e3:.1f} ms (tracec cache info)")
+    elif "backend_s" in t:
+        echo(f"  backend:  cold compile of the step to native code {t['backend_s'] * 1e3:.0f} ms;"
+             " cached on disk for the next run (tracec cache info)")
     diff = max(float(np.abs(a.detach().numpy() - b.detach().numpy()).max())
                for a, b in zip(eager_model.parameters(), comp_model.parameters()))
     echo(f"  eager vs compiled weights: max abs difference {diff:.2e}")
