@@ -111,8 +111,7 @@ def test_next_functions():
         assert names == ["AccumulateGrad", None]
         acc = mul.next_functions[0][0]
         assert acc.variable is x
-        assert acc.next_functions == () or acc.next_functions == ((),) or \
-            len(acc.next_functions) == 0
+        assert len(acc.next_functions) == 0
 
 
 # --- backward -------------------------------------------------------------------------
@@ -484,8 +483,10 @@ def test_no_grad_enable_grad_context_and_decorator():
         pass
     assert tracec.is_grad_enabled()
     tracec.set_grad_enabled(False)
-    assert not (x * 2).requires_grad
-    tracec.set_grad_enabled(True)
+    try:
+        assert not (x * 2).requires_grad
+    finally:
+        tracec.set_grad_enabled(True)
     assert f.__name__ == "f"
 
 
@@ -537,8 +538,7 @@ def test_retain_grad():
         z.backward()
         assert y.grad.tolist() == [4.0, 8.0]
         assert x.grad.tolist() == [8.0, 16.0]
-        w = x * 3
-        assert w.grad is None if L is tracec else True
+        assert x.is_leaf and not y.is_leaf
 
 
 def test_autograd_grad_leaves_dot_grad_alone():
@@ -569,6 +569,7 @@ SECOND = {
 }
 
 
+@pytest.mark.filterwarnings("ignore:Using backward\(\) with create_graph=True")
 @pytest.mark.parametrize("name", sorted(SECOND))
 def test_second_derivatives_match_torch(name):
     data = [0.3, -1.2, 0.8, 2.0]

@@ -69,8 +69,29 @@ def _to(x, d: dt.DType):
     return x
 
 
+_PY_CATEGORY = {bool: 0, int: 1, float: 2}
+
+
 def promote(name, *xs, min_dtype=None):
     """Operands of one dtype (Tensors cast, scalars left weak)."""
+    if len(xs) == 2:
+        # Fast path (the common eager case): a tensor with a tensor of its
+        # dtype, or with a Python scalar of no higher category.
+        a, b = xs
+        if isinstance(a, Tensor):
+            t, o = a, b
+        elif isinstance(b, Tensor):
+            t, o = b, a
+        else:
+            t = None
+        if t is not None:
+            d = t.dtype
+            if min_dtype is None or d.category >= min_dtype.category:
+                if isinstance(o, Tensor):
+                    if o.dtype is d:
+                        return [a, b], d
+                elif _PY_CATEGORY.get(type(o), 3) <= d.category:
+                    return [a, b], d
     xs = [_operand(x, name) for x in xs]
     d = result_type(*xs)
     if min_dtype is not None and d.category < min_dtype.category:
@@ -134,7 +155,12 @@ def pow(a, b):  # noqa: A001 - PyTorch's name
 
 
 def neg(x):
-    return ops.neg(_operand(x, "neg"))
+    x = _operand(x, "neg")
+    if isinstance(x, Tensor) and x.dtype is dt.bool_:
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If "
+                           "you are trying to invert a mask, use the `~` or `logical_not()` "
+                           "operator instead.")
+    return ops.neg(x)
 
 
 negative = neg
@@ -433,8 +459,10 @@ def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
 def _stop_max(x, axes):
     """max over ``axes`` (kept), as a constant; infinities become 0 so that
     ``x - m`` stays finite.  The gradient through it cancels exactly."""
-    m = ops.reshape(ops.reduce_max(x.detach() if isinstance(x, Tensor) else x, axes),
-                    tuple(1 if i in axes else s for i, s in enumerate(x.shape)))
+    keep = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+    if any(x.shape[a] == 0 for a in axes):  # nothing to reduce: no shift needed
+        return ops.full(keep, 0.0, x.dtype, like=x)
+    m = ops.reshape(ops.reduce_max(x.detach() if isinstance(x, Tensor) else x, axes), keep)
     return ops.where(ops.eq(ops.abs_(m), float("inf")), 0.0, m)
 
 

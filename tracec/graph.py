@@ -109,16 +109,25 @@ class Node:
     def __init__(self, prim, params, inputs, out, next_functions):
         self.prim = prim
         self.params = params
-        save = prim.save(inputs) if callable(prim.save) else prim.save
-        # Python scalar operands reach the VJP as themselves, values as avals.
-        self.avals = tuple(Aval(a.shape, a.dtype) if is_value(a) else a
-                           for a in inputs)
+        save = prim.save
+        if callable(save):
+            save = save(inputs)
+        # Operands reach the VJP as: saved values themselves (with their
+        # version, checked on use), Python scalars themselves, other values
+        # as avals (``avals[i]`` is None for a saved operand).
         saved = {}
-        for i in save:
-            t = inputs[i]
-            saved[i] = (t, t._version[0]) if hasattr(t, "_version") else (t, None)
+        avals = []
+        for i, a in enumerate(inputs):
+            if not is_value(a):
+                avals.append(a)
+            elif i in save:
+                avals.append(None)
+                saved[i] = (a, a._version[0])
+            else:
+                avals.append(Aval(a.shape, a.dtype))
         if prim.save_out:
             saved["out"] = (out, out._version[0])
+        self.avals = tuple(avals)
         self.saved = saved
         self.edges = next_functions
         self._name = None
@@ -331,14 +340,18 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
 
 
 def _skip(node, deps, pending, ready, done):
-    """A node that received no gradient at all: release its children."""
-    done.add(id(node))
-    for child in node.edges:
-        if child is None:
-            continue
-        deps[id(child)] -= 1
-        if deps[id(child)] == 0:
-            if id(child) in pending:
-                ready.append(child)
-            else:
-                _skip(child, deps, pending, ready, done)
+    """A node that received no gradient at all: release its children
+    (iteratively: graphs may be deeper than Python's recursion limit)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        done.add(id(n))
+        for child in n.edges:
+            if child is None:
+                continue
+            deps[id(child)] -= 1
+            if deps[id(child)] == 0:
+                if id(child) in pending:
+                    ready.append(child)
+                else:
+                    stack.append(child)

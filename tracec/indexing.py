@@ -14,7 +14,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import ops
-from tracec.tensor import Tensor
+from tracec.tensor import RECORDERS, Tensor
 
 
 def _is_adv(k):
@@ -33,6 +33,9 @@ def _to_index_tensor(k):
 def _expand_key(x, key):
     if not isinstance(key, tuple):
         key = (key,)
+    if len(key) <= x.ndim and all(type(k) is slice or type(k) is int for k in key):
+        # The common case (ints and slices only): nothing to expand.
+        return list(key) + [slice(None)] * (x.ndim - len(key))
     items = []
     for k in key:
         if isinstance(k, (bool, np.bool_)):
@@ -43,10 +46,10 @@ def _expand_key(x, key):
                              "long or byte Variables are valid indices (got "
                              f"{type(k).__name__})")
         if isinstance(k, Tensor) and k.dtype is dt.bool_:
+            if k.ndim == 0:
+                raise IndexError("0-d boolean indices are not supported by tracec")
             # A mask selects where it is true: its nonzero indices, one per dim.
             nz = np.nonzero(_concrete(k))
-            if k.ndim == 0:
-                raise IndexError("0-d boolean indices are not supported")
             items.extend(Tensor._from_data(i.astype(np.int64)) for i in nz)
             continue
         if _is_adv(k) and not isinstance(k, Tensor):
@@ -123,8 +126,14 @@ def _advanced(y, adv):
     idx = [i if i.dtype is dt.int64 else ops.cast(i, dt.int64) for _, i in adv]
     bshape = np.broadcast_shapes(*[i.shape for i in idx])
     idx = [ops.broadcast_to(i, bshape) if i.shape != bshape else i for i in idx]
-    # Normalize negative indices with primitives (indices may be traced).
-    idx = [ops.where(ops.lt(i, 0), ops.add(i, y.shape[p]), i) for p, i in zip(positions, idx)]
+    negative = False
+    for p, i in zip(positions, idx):
+        negative = _check_range(i, y.shape[p], p) or negative
+    if negative or RECORDERS:
+        # Normalize negative indices with primitives (traced indices may
+        # take other values on a later call).
+        idx = [ops.where(ops.lt(i, 0), ops.add(i, y.shape[p]), i)
+               for p, i in zip(positions, idx)]
     adjacent = positions == list(range(positions[0], positions[0] + len(positions)))
     if not adjacent:
         rest = [d for d in range(y.ndim) if d not in positions]
@@ -136,18 +145,22 @@ def _advanced(y, adv):
         y = ops.reshape(y, y.shape[:p0] + (math.prod(sizes),) + y.shape[p0 + len(sizes):])
         flat = idx[0]
         for i, s in zip(idx[1:], sizes[1:]):
-            _check_range(i, s)
             flat = ops.add(ops.mul(flat, s), i)
-        _check_range(idx[0], sizes[0])
         idx = [flat]
     return ops.take(y, idx[0], p0)
 
 
-def _check_range(i, size):
+def _check_range(i, size, dim) -> bool:
+    """Indices must lie in [-size, size) before negative ones are wrapped;
+    True if some are negative."""
     data = i._data
-    if data.size and (data.min() < 0 or data.max() >= size):
-        bad = data[(data < 0) | (data >= size)].flat[0]
-        raise IndexError(f"index {bad} is out of bounds for dimension with size {size}")
+    if not data.size:
+        return False
+    lo, hi = data.min(), data.max()
+    if lo < -size or hi >= size:
+        bad = data[(data < -size) | (data >= size)].flat[0]
+        raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
+    return bool(lo < 0)
 
 
 def setitem(x: Tensor, key, value):
@@ -181,13 +194,10 @@ def _drop_leading_ones(t, ndim):
 
 def _setitem_advanced(x, key, value):
     from tracec import graph
-    from tracec.tensor import RECORDERS
-    vdata = value._data if isinstance(value, Tensor) else value
     if RECORDERS or (graph.is_grad_enabled() and (
             x.requires_grad or (isinstance(value, Tensor) and value.requires_grad))):
-        raise NotImplementedError("index assignment with integer-array or mask indices is "
-                                  "supported only outside autograd and tracing; use "
-                                  "where()/masked_fill() or scatter_add() instead")
+        return _setitem_functional(x, key, value)
+    vdata = value._data if isinstance(value, Tensor) else value
     np_key = tuple(k._data if isinstance(k, Tensor) else k for k in
                    (key if isinstance(key, tuple) else (key,)))
     try:
@@ -195,3 +205,41 @@ def _setitem_advanced(x, key, value):
     except (IndexError, ValueError) as e:
         raise IndexError(str(e)) from None
     x._version[0] += 1
+
+
+def _setitem_functional(x, key, value):
+    """``x[key] = value`` with array/mask indices, as primitives (autograd
+    and the tracer see it): the flat positions ``key`` selects are found by
+    indexing an iota, then ``where(hit, index_add(0, pos, value), x)``.  Of
+    repeated positions the last write wins, as NumPy's (and, on CPU,
+    PyTorch's) assignment does."""
+    from tracec import graph
+    n = x.numel()
+    with graph.no_grad():
+        lin = Tensor._make(np.arange(n, dtype=np.int64).reshape(x.shape), dt.int64)
+        pos = getitem(lin, key)
+    new = value if isinstance(value, Tensor) else Tensor._from_data(np.array(value),
+                                                                     dtype=x.dtype)
+    if new.dtype is not x.dtype:
+        new = ops.cast(new, x.dtype)
+    if tuple(new.shape) != tuple(pos.shape):
+        try:
+            new = ops.broadcast_to(_drop_leading_ones(new, pos.ndim), pos.shape)
+        except Exception:
+            raise RuntimeError(f"shape mismatch: value tensor of shape {list(new.shape)} cannot "
+                               f"be broadcast to indexing result of shape "
+                               f"{list(pos.shape)}") from None
+    k = pos.numel()
+    pos = ops.reshape(pos, (k,))
+    new = ops.reshape(new, (k,))
+    flat = pos._data
+    if k and np.unique(flat).size != k:  # keep the last write to each position
+        _, first_rev = np.unique(flat[::-1], return_index=True)
+        keep = Tensor._from_data(np.sort(k - 1 - first_rev).astype(np.int64))
+        pos, new = ops.take(pos, keep, 0), ops.take(new, keep, 0)
+        k = keep.numel()
+    written = ops.index_add(ops.zeros((n,), x.dtype, like=x), pos, new, 0)
+    hit = ops.ne(ops.index_add(ops.zeros((n,), dt.int64, like=x), pos,
+                               ops.full((k,), 1, dt.int64, like=x), 0), 0)
+    result = ops.where(hit, written, ops.reshape(x, (n,)))
+    x._assign(ops.reshape(result, x.shape), "setitem")

@@ -57,7 +57,8 @@ def view(x, *shape):
     if len(shape) == 1 and isinstance(shape[0], dt.DType):
         raise NotImplementedError("view(dtype) is not supported")
     out = reshape(x, *shape)
-    if x.numel() and not np.may_share_memory(out._data, x._data):
+    # The eager bind links a result to its source iff it shares its memory.
+    if out._base is None and x.numel():
         raise RuntimeError("view size is not compatible with input tensor's size and stride "
                            "(at least one dimension spans across two contiguous subspaces). "
                            "Use .reshape(...) instead.")

@@ -61,6 +61,8 @@ def concrete(t: "Tensor", why: str) -> np.ndarray:
 
 
 _VIEW_PRIMS = frozenset(("reshape", "transpose", "broadcast_to", "slice"))
+_new_object = object.__new__
+_PY_SCALARS = frozenset((int, float, bool))
 
 
 def _array_repr(t) -> str:
@@ -113,8 +115,22 @@ class Tensor:
 
     @classmethod
     def _make(cls, data: np.ndarray, dtype: dt.DType) -> "Tensor":
-        t = object.__new__(Tensor)
-        t._init(data, dtype)
+        # ``_init`` inlined (keep the two in step): every op's result is made
+        # here, and the extra call costs as much as the stores.
+        t = _new_object(Tensor)
+        t._data = data
+        t.dtype = dtype
+        t.requires_grad = False
+        t._grad = None
+        t._birth = EPOCH[0]
+        t._node = None
+        t._accum = None
+        t._version = [0]
+        t._base = None
+        t._view_chain = None
+        t._view_version = 0
+        t._hooks = None
+        t._retains_grad = False
         return t
 
     @staticmethod
@@ -156,25 +172,35 @@ class Tensor:
 
     @classmethod
     def _bind_primitive(cls, prim, args, params):
+        # The eager hot path: keep it to one pass over the operands.
         ref = None
-        for a in args:
-            if isinstance(a, Tensor):
-                if ref is None or a.dtype.category > ref.category:
-                    ref = a.dtype
-                if a._view_chain and a._view_version != a._version[0]:
-                    a._refresh_view()
+        scalars = needs_grad = False
         arrays, dtypes_ = [], []
         for a in args:
             if isinstance(a, Tensor):
+                d = a.dtype
+                if ref is None or d.category > ref.category:
+                    ref = d
+                if a._view_chain and a._view_version != a._version[0]:
+                    a._refresh_view()
+                if a.requires_grad:
+                    needs_grad = True
                 arrays.append(a._data)
-                dtypes_.append(a.dtype)
-            elif isinstance(a, (numbers.Number, np.number, np.bool_)):
-                d = ref if ref is not None else _scalar_dtype(a)
-                arrays.append(np.asarray(a, dtype=d.np))
                 dtypes_.append(d)
             else:
-                raise TypeError(f"{prim.name}(): expected a Tensor or a number as operand, "
-                                f"got {type(a).__name__}")
+                scalars = True
+                arrays.append(None)
+                dtypes_.append(None)
+        if scalars:  # weakly typed: they take the tensor operands' dtype
+            for i, a in enumerate(args):
+                if dtypes_[i] is None:
+                    if type(a) not in _PY_SCALARS and not isinstance(
+                            a, (numbers.Number, np.number, np.bool_)):
+                        raise TypeError(f"{prim.name}(): expected a Tensor or a number as "
+                                        f"operand, got {type(a).__name__}")
+                    d = ref if ref is not None else _scalar_dtype(a)
+                    arrays[i] = np.asarray(a, dtype=d.np)
+                    dtypes_[i] = d
         out_dtype = prim.dtype_rule(*dtypes_, **params)
         try:
             res = prim.impl(*arrays, **params)
@@ -184,12 +210,13 @@ class Tensor:
                                f"{', '.join(str(a.shape) for a in arrays)})") from None
         if type(res) is not np.ndarray:
             res = np.asarray(res)
-        if res.dtype != out_dtype.np:
-            res = res.astype(out_dtype.np)
+        npd = out_dtype.np
+        if res.dtype is not npd and res.dtype != npd:
+            res = res.astype(npd)
         if out_dtype is dt.bfloat16 and prim.kind != "movement":
             res = dt.round_bfloat16(res)
         out = Tensor._make(res, out_dtype)
-        if prim.name in _VIEW_PRIMS and res.base is not None:
+        if prim.kind == "movement" and prim.name in _VIEW_PRIMS and res.base is not None:
             src = args[0]
             if np.may_share_memory(res, src._data):
                 out._version = src._version
@@ -199,16 +226,17 @@ class Tensor:
                     out._base, out._view_chain = src._base, src._view_chain + step
                 else:  # of a root, or of a detach() alias (no autograd link beyond it)
                     out._base, out._view_chain = src, step
-        if prim.vjp is not None and graph.is_grad_enabled():
+        if needs_grad and prim.vjp is not None and graph.is_grad_enabled():
             nd = prim.nondiff_argnums
-            needs = False
-            for i, a in enumerate(args):
-                if i not in nd and isinstance(a, Tensor) and a.requires_grad:
-                    needs = True
-                    break
-            if needs:
-                nexts = tuple(graph.edge_of(a) if isinstance(a, Tensor) and i not in nd else None
-                              for i, a in enumerate(args))
+            if nd:
+                needs_grad = any(i not in nd and isinstance(a, Tensor) and a.requires_grad
+                                 for i, a in enumerate(args))
+            if needs_grad:
+                edge_of = graph.edge_of
+                nexts = []
+                for i, a in enumerate(args):
+                    nexts.append(edge_of(a) if isinstance(a, Tensor) and i not in nd else None)
+                nexts = tuple(nexts)
                 out.requires_grad = True
                 out._node = graph.Node(prim, params, args, out, nexts)
         if RECORDERS:

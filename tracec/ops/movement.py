@@ -56,8 +56,16 @@ def _broadcast_shape(s, *, shape):
     return shape
 
 
+def _broadcast_impl(x, *, shape):
+    if math.prod(shape) == x.size:
+        # Only unit dimensions added: a plain (writable) view, as PyTorch's
+        # expand to the same size can be written in place.
+        return x.reshape(shape)
+    return np.broadcast_to(x, shape)
+
+
 broadcast_to_p = Primitive(
-    "broadcast_to", kind="movement", impl=lambda x, *, shape: np.broadcast_to(x, shape),
+    "broadcast_to", kind="movement", impl=_broadcast_impl,
     shape_rule=_broadcast_shape, dtype_rule=lambda d, **_: d,
     vjp=lambda g, x, out, *, shape: (ew.sum_to(g, tuple(x.shape)),))
 

@@ -29,8 +29,8 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.printer import Printer
 
-__all__ = ["compile_module", "load_object", "CpuExecutable", "CpuRuntimeError",
-           "LoweringError", "LowerToLLVM", "entry_symbol"]
+__all__ = ["compile_module", "load_object", "target_id", "CpuExecutable", "CpuRuntimeError",
+           "CpuIndexError", "LoweringError", "LowerToLLVM", "entry_symbol"]
 
 # llvmlite and the lowering load on first use, so ``import tracec`` does not
 # pay for them.

@@ -119,6 +119,8 @@ def bits_of(t: Attribute) -> int:
 
 
 def _intr_suffix(t: Attribute) -> str:
+    if isinstance(t, llvm.LLVMPointerType):
+        return "p0"
     if isinstance(t, VectorType):
         return f"v{t.get_shape()[0]}{_intr_suffix(t.element_type)}"
     if isinstance(t, IntegerType):
@@ -145,7 +147,7 @@ class ModuleBuilder:
 
     def declare(self, name: str, args: Sequence[Attribute], ret: Attribute) -> str:
         """Declare an external function (libm, libpthread) once; its name."""
-        fty = llvm.LLVMFunctionType(list(args), ret)
+        fty = llvm.LLVMFunctionType(list(args), ret if ret is not None else llvm.LLVMVoidType())
         old = self._decls.get(name)
         if old is None:
             self._decls[name] = fty
@@ -375,6 +377,21 @@ class FuncBuilder:
         self.set_block(exit_)
         return list(hdr.args[1:])
 
+    def while_loop(self, cond: Callable[..., SSAValue],
+                   body: Callable[..., Sequence[SSAValue]],
+                   carried: Sequence[SSAValue]) -> list[SSAValue]:
+        """``while cond(*vals): vals = body(*vals)``; the final values."""
+        hdr = self.new_block([v.type for v in carried])
+        self.br(hdr, *carried)
+        bodyb = self.new_block()
+        exit_ = self.new_block()
+        self.set_block(hdr)
+        self.cond_br(cond(*hdr.args), bodyb, exit_)
+        self.set_block(bodyb)
+        self.br(hdr, *body(*hdr.args))
+        self.set_block(exit_)
+        return list(hdr.args)
+
     def if_then(self, c: SSAValue, then: Callable[[], None]) -> None:
         """``if c: then()`` (then must not leave the current block open
         elsewhere: it continues into the join block)."""
@@ -383,6 +400,18 @@ class FuncBuilder:
         self.cond_br(c, tb, join)
         self.set_block(tb)
         then()
+        self.br(join)
+        self.set_block(join)
+
+    def if_else(self, c: SSAValue, then: Callable[[], None], else_: Callable[[], None]) -> None:
+        """``if c: then() else: else_()``, continuing after both."""
+        tb, eb, join = self.new_block(), self.new_block(), self.new_block()
+        self.cond_br(c, tb, eb)
+        self.set_block(tb)
+        then()
+        self.br(join)
+        self.set_block(eb)
+        else_()
         self.br(join)
         self.set_block(join)
 

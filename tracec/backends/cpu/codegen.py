@@ -68,12 +68,14 @@ class Compiled:
 
 def _tune(llmod, internal: set[str]) -> None:
     """Function attributes xDSL's converter does not set: kernels are
-    internal (so they inline and vanish), nothing unwinds."""
+    internal and never inlined (each is optimized on its own, which keeps
+    O3's cost linear in the number of kernels), nothing unwinds."""
     for fn in llmod.functions:
         if fn.is_declaration:
             continue
         if fn.name in internal:
             fn.linkage = "internal"
+        fn.attributes.add("noinline")
         fn.attributes.add("nounwind")
 
 
@@ -84,16 +86,26 @@ def compile_llvm(module: ModuleOp, *, exported: set[str], want_asm: bool = True)
                            data_layout=str(tm.target_data))
     internal = {f.name for f in llmod.functions if not f.is_declaration} - exported
     _tune(llmod, internal)
-    with _lock:  # LLVM contexts are not to be shared across threads
-        mod = lb.parse_assembly(str(llmod))
+    with _lock:  # one compile at a time per target machine
+        mod = lb.parse_assembly(str(llmod), context=lb.create_context())
         pto = lb.create_pipeline_tuning_options(speed_level=3)
         pto.loop_vectorization = True
         pto.slp_vectorization = True
         pto.loop_interleaving = True
-        pto.loop_unrolling = True
+        # Full unrolling of the many small constant-trip loops multiplies
+        # compile time and code size for no measurable gain; the vectorizer
+        # still interleaves, and the GEMM micro-kernel is unrolled by hand.
+        pto.loop_unrolling = False
         pb = lb.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(mod, pb)
         optimized = str(mod)
         obj = tm.emit_object(mod)
         asm = tm.emit_assembly(mod) if want_asm else None
     return Compiled(optimized, bytes(obj), asm)
+
+
+def assembly(llvm_ir: str) -> str:
+    """Assembly for optimized LLVM IR text (the "asm" stage on demand)."""
+    with _lock:
+        return target_machine().emit_assembly(lb.parse_assembly(llvm_ir,
+                                                                context=lb.create_context()))

@@ -7,11 +7,13 @@ The ABI of a compiled module (see ``lower.py``) is one C function
 
 ``inputs`` / ``outputs`` hold one pointer per function argument / result
 (C-contiguous, element-aligned buffers of the signature's shapes and
-dtypes); ``workspace`` is scratch memory of ``signature["workspace"]``
+dtypes; bool is one byte, float16 is IEEE half, bfloat16 is float32 storage
+as in NumPy); ``workspace`` is scratch memory of ``signature["workspace"]``
 bytes, 64-byte aligned; ``nthreads`` caps the threads a kernel may start
 (pthreads, joined before the call returns).  It returns 0, or ``k`` > 0:
-``signature["errors"][k - 1]`` says which op failed and where; the first 8
-bytes of the workspace then hold the offending index value, if any.
+``signature["errors"][k - 1]`` is ``[kind, message]`` for the op that
+failed ("index": an index out of range; the first 8 bytes of the
+workspace then hold it, substituted for ``{index}`` in the message).
 
 Invariant: an executable only ever runs object code whose signature it
 checked (format version and target), and it keeps the JIT library alive as
@@ -30,7 +32,8 @@ import llvmlite.binding as lb
 from tracec import dtypes as dt
 from tracec.backends.cpu import codegen
 
-__all__ = ["CpuExecutable", "CpuRuntimeError", "load_object", "FORMAT", "default_threads"]
+__all__ = ["CpuExecutable", "CpuRuntimeError", "CpuIndexError", "load_object", "FORMAT",
+           "default_threads"]
 
 #: Version of the object/signature contract; bump when the ABI changes.
 FORMAT = 1
@@ -43,8 +46,16 @@ _ENTRY_T = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p,
 
 
 class CpuRuntimeError(RuntimeError):
-    """A compiled function failed at run time (e.g. an index out of range);
-    the message names the op and the user's file:line."""
+    """A compiled function failed at run time; the message names the op
+    and the user's file:line."""
+
+
+class CpuIndexError(CpuRuntimeError, IndexError):
+    """An index out of range in compiled code (an ``IndexError``, as in
+    eager mode)."""
+
+
+_ERROR_KINDS = {"index": CpuIndexError, "value": CpuRuntimeError}
 
 
 def default_threads() -> int:
@@ -64,12 +75,29 @@ def _lljit():
     return _jit[0]
 
 
-def _link(object_code: bytes, entry: str):
+def _link(object_code: bytes, entries: list[str]):
     with _jit_lock:
         jit = _lljit()
         builder = lb.JITLibraryBuilder().add_object_img(object_code).add_current_process()
-        builder.export_symbol(entry)
+        for e in entries:
+            builder.export_symbol(e)
         return builder.link(jit, f"tracec_lib_{next(_lib_ids)}")
+
+
+def _array_layout_ok() -> bool:
+    """Whether a NumPy array's data pointer sits where the ``_py`` entry
+    reads it (``lower.PYOBJECT_DATA_OFFSET``); checked once per process."""
+    if _layout[0] is None:
+        from tracec.backends.cpu.lower import PYOBJECT_DATA_OFFSET
+        ok = True
+        for a in (np.zeros(3, np.float32), np.empty((2, 5), np.int64)[:, 1:].copy()):
+            ok = ok and ctypes.c_void_p.from_address(id(a) + PYOBJECT_DATA_OFFSET).value \
+                == a.ctypes.data
+        _layout[0] = ok
+    return _layout[0]
+
+
+_layout: list = [None]
 
 
 class CpuExecutable:
@@ -87,8 +115,15 @@ class CpuExecutable:
         self.object_code = object_code
         self.signature = signature
         self.stages = dict(stages or {})
-        self._tracker = _link(object_code, signature["entry"])
+        entries = [signature["entry"]]
+        fast = bool(signature.get("entry_py")) and _array_layout_ok()
+        if fast:
+            entries.append(signature["entry_py"])
+        self._tracker = _link(object_code, entries)
         self._fn = _ENTRY_T(self._tracker[signature["entry"]])
+        self._fn_py = _ENTRY_T(self._tracker[signature["entry_py"]]) if fast else None
+        self._py_in_t = ctypes.py_object * max(1, len(signature["inputs"]))
+        self._py_out_t = ctypes.py_object * max(1, len(signature["outputs"]))
         self._ins = [(tuple(s), dt.to_dtype(d).np) for s, d in signature["inputs"]]
         self._outs = [(tuple(s), dt.to_dtype(d).np) for s, d in signature["outputs"]]
         self._in_arr_t = ctypes.c_void_p * max(1, len(self._ins))
@@ -98,53 +133,71 @@ class CpuExecutable:
         self._ws_pool: list = []
         self.nthreads = default_threads()
 
+    def stage(self, name: str) -> str:
+        """Text of a stage; "asm" is generated from "llvm" if it was not
+        produced at compile time (``compile_module(asm=False)``)."""
+        if name not in self.stages and name == "asm" and "llvm" in self.stages:
+            self.stages["asm"] = codegen.assembly(self.stages["llvm"])
+        return self.stages[name]
+
     def _workspace(self):
         try:
             return self._ws_pool.pop()
         except IndexError:
             raw = np.empty(self._ws_size + 64, np.uint8)
             off = (-raw.ctypes.data) % 64
-            return raw, raw.ctypes.data + off
+            return raw, raw.ctypes.data + off, off
 
     def __call__(self, arrays):
         specs = self._ins
         if len(arrays) != len(specs):
             raise TypeError(f"expected {len(specs)} input arrays, got {len(arrays)}")
-        keep = None
-        ptrs = []
         for a, (shape, npd) in zip(arrays, specs):
-            if (type(a) is not np.ndarray or a.dtype != npd or a.shape != shape
+            if (type(a) is not np.ndarray or a.dtype is not npd or a.shape != shape
                     or not a.flags.c_contiguous):
-                a = self._coerce(a, shape, npd)
-                keep = keep or []
-                keep.append(a)
-            ptrs.append(a.ctypes.data)
+                arrays = [self._coerce(a, shape, npd) for a, (shape, npd) in zip(arrays, specs)]
+                break
         outs = [np.empty(shape, npd) for shape, npd in self._outs]
         ws = self._workspace()
         try:
-            rc = self._fn(self._in_arr_t(*ptrs), self._out_arr_t(*[o.ctypes.data for o in outs]),
-                          ws[1], self.nthreads)
+            if self._fn_py is not None:
+                rc = self._fn_py(self._py_in_t(*arrays), self._py_out_t(*outs), ws[1],
+                                 self.nthreads)
+            else:
+                rc = self._fn(self._in_arr_t(*[a.ctypes.data for a in arrays]),
+                              self._out_arr_t(*[o.ctypes.data for o in outs]), ws[1],
+                              self.nthreads)
             if rc:
-                bad = int(ws[0][(-ws[0].ctypes.data) % 64:][:8].view(np.int64)[0])
-                raise CpuRuntimeError(self._message(rc, bad))
+                self._raise(rc, ws)
         finally:
             self._ws_pool.append(ws)
         return outs
 
-    def _message(self, rc: int, bad: int) -> str:
+    def _raise(self, rc: int, ws) -> None:
         if not 1 <= rc <= len(self._errors):
-            return f"compiled function failed with code {rc}"
-        return self._errors[rc - 1].replace("{index}", str(bad))
+            raise CpuRuntimeError(f"compiled function failed with code {rc}")
+        kind, message = self._errors[rc - 1]
+        bad = int(ws[0][ws[2]:ws[2] + 8].view(np.int64)[0])
+        raise _ERROR_KINDS.get(kind, CpuRuntimeError)(message.replace("{index}", str(bad)))
 
     @staticmethod
     def _coerce(a, shape, npd):
-        a = np.ascontiguousarray(a)
+        if type(a) is np.ndarray and a.dtype is npd and a.shape == shape \
+                and a.flags.c_contiguous:
+            return a
+        a = np.asarray(a)
+        if not a.flags.c_contiguous:
+            a = np.array(a, order="C")
         if a.shape != shape:
             raise ValueError(f"input of shape {a.shape} where {shape} was compiled")
         if a.dtype != npd:
             if not np.can_cast(a.dtype, npd, "same_kind"):
                 raise TypeError(f"input of dtype {a.dtype} where {npd} was compiled")
             a = a.astype(npd)
+        if type(a) is not np.ndarray:
+            a = a.view(np.ndarray)
+        if a.dtype is not npd:
+            a = a.view(npd)   # an equal dtype object that is not the canonical one
         return a
 
 

@@ -1,0 +1,310 @@
+"""The cpu backend on whole compiled functions: training steps equal eager
+and the interpreter, fused kernels vectorize, errors name the user's line,
+objects reload, and kernels split across threads agree with one thread."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+import tracec
+from tracec import dtypes as dt
+from tracec import ir
+from tracec.backends import cpu, interp
+from tracec.backends.cpu.runtime import CpuIndexError, CpuRuntimeError
+
+
+# --- an MLP trained with SGD, raw tracec ops -------------------------------------
+
+def _mlp_params(seed=0):
+    tracec.manual_seed(seed)
+    return [tracec.randn(12, 16, requires_grad=True), tracec.zeros(16, requires_grad=True),
+            tracec.randn(16, 4, requires_grad=True), tracec.zeros(4, requires_grad=True)]
+
+
+def _mlp_step(params, lr=0.05):
+    W1, b1, W2, b2 = params
+
+    def step(x, y):
+        for p in params:
+            p.grad = None
+        h = tracec.relu(tracec.matmul(x, W1) + b1)
+        loss = ((tracec.matmul(h, W2) + b2 - y) ** 2).mean()
+        loss.backward()
+        with tracec.no_grad():
+            for p in params:
+                p.sub_(lr * p.grad)
+        return loss
+    return step
+
+
+@pytest.fixture(scope="module")
+def mlp_runs():
+    tracec.manual_seed(7)
+    x, y = tracec.randn(32, 12), tracec.randn(32, 4)
+    runs = {}
+    for mode in ("eager", "interp", "cpu"):
+        params = _mlp_params()
+        step = _mlp_step(params)
+        f = step if mode == "eager" else tracec.compile(step, backend=mode)
+        losses = [f(x, y).item() for _ in range(5)]
+        runs[mode] = (losses, [p.detach().numpy().copy() for p in params], f)
+    return runs
+
+
+@pytest.mark.parametrize("other", ["eager", "interp"])
+def test_mlp_sgd_steps_equal(mlp_runs, other):
+    losses, params, _ = mlp_runs["cpu"]
+    want_losses, want_params, _ = mlp_runs[other]
+    np.testing.assert_allclose(losses, want_losses, rtol=2e-5)
+    for p, q in zip(params, want_params):
+        np.testing.assert_allclose(p, q, rtol=2e-5, atol=2e-6)
+    assert losses[-1] < losses[0]
+
+
+def test_mlp_stages_print(mlp_runs):
+    f = mlp_runs["cpu"][2]
+    assert f.cache_info().traces == 1 and f.cache_info().hits == 4
+    lowered = f.ir("lowered")
+    assert "llvm.func" in lowered and "llvm.getelementptr inbounds" in lowered
+    assert "define" in f.ir("llvm") and "ret i32" in f.ir("llvm")
+    assert ".text" in f.ir("asm") or "ret" in f.ir("asm")
+
+
+# --- fused kernels ------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def fused():
+    tracec.manual_seed(3)
+    x, b = tracec.randn(64, 256), tracec.randn(256)
+
+    def chain(x, b):
+        h = tracec.relu(x + b) * 0.5
+        return h, (h * h).sum(dim=1), tracec.exp(-h).sum(dim=0)
+    f = tracec.compile(chain, backend="cpu")
+    return f, chain, (x, b), f(x, b)
+
+
+def test_fused_kernels_match_eager(fused):
+    f, chain, args, got = fused
+    want = chain(*args)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-5)
+    assert "tracec.kernel" in f.ir("optimized")
+
+
+def test_fused_elementwise_kernel_vectorizes(fused):
+    asm = fused[0].ir("asm")
+    assert "ymm" in asm or "zmm" in asm
+    llvm_ir = fused[0].ir("llvm")
+    assert "<8 x float>" in llvm_ir or "<16 x float>" in llvm_ir
+    # reassoc is set on the accumulating adds of reductions and nowhere else
+    flagged = [ln for ln in fused[0].ir("lowered").splitlines() if "reassoc" in ln]
+    assert flagged and all("llvm.fadd" in ln for ln in flagged)
+    assert len(flagged) == 2  # the two sums
+
+
+def _kernel_module(build, arg_types, loc=("kernels.py", 3, 1)):
+    """A function whose body ``build(block_args)`` -> returned values."""
+    fn = ir.new_function("k", arg_types)
+    results = build(fn.body.block, list(fn.body.block.args))
+    ir.set_returns(fn, results)
+    m = ir.new_module([fn])
+    m.verify()
+    return m
+
+
+def _kernel(block, inputs, body, result_types, loc=("kernels.py", 9, 2)):
+    """Append a tracec.kernel whose body is ``body(args) -> yielded values``."""
+    k = ir.KernelOp(inputs, result_types, loc=loc)
+    inner = k.block
+    ops_before = []
+    ys = body(inner, list(inner.args))
+    inner.add_op(ir.YieldOp(ys))
+    block.add_op(k)
+    return list(k.results)
+
+
+def _prim(block, name, operands, params, shape, dtype):
+    op = ir.make_op(name, operands, params, (shape, dtype), loc=("kernels.py", 20, 4))
+    block.add_op(op)
+    return op.results[0]
+
+
+def _compare(m, arrays, rtol=1e-5, atol=1e-6):
+    want = interp.compile_module(m)(arrays)
+    got = cpu.compile_module(m, asm=False)(arrays)
+    for w, g in zip(want, got):
+        assert w.dtype == g.dtype and w.shape == g.shape
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+    return got
+
+
+@pytest.mark.parametrize("axes", [(1,), (0,), (0, 1), (0, 2)])
+def test_hand_built_kernel_with_reduction(axes):
+    f32 = dt.float32
+    shape = (6, 5, 7)
+    out_shape = tuple(n for k, n in enumerate(shape) if k not in axes)
+
+    def build(block, args):
+        def body(kb, a):
+            x, b = a
+            t = _prim(kb, "mul", [x, b], {}, shape, f32)
+            e = _prim(kb, "exp", [t], {}, shape, f32)
+            s = _prim(kb, "reduce_sum", [e], {"axes": axes}, out_shape, f32)
+            return [e, s]
+        return _kernel(block, args, body, [ir.tensor_type(shape, f32),
+                                           ir.tensor_type(out_shape, f32)])
+    m = _kernel_module(build, [(shape, f32), ((7,), f32)])
+    rng = np.random.default_rng(0)
+    _compare(m, [rng.standard_normal(shape, np.float32), rng.standard_normal(7, np.float32)])
+
+
+def test_kernel_that_is_not_one_loop_nest_runs_op_by_op():
+    f32 = dt.float32
+
+    def build(block, args):
+        def body(kb, a):
+            (x,) = a
+            s = _prim(kb, "reduce_max", [x], {"axes": (1,)}, (4,), f32)
+            b = _prim(kb, "broadcast_to", [_prim(kb, "reshape", [s], {"shape": (4, 1)},
+                                                 (4, 1), f32)], {"shape": (4, 6)}, (4, 6), f32)
+            d = _prim(kb, "sub", [x, b], {}, (4, 6), f32)
+            r = _prim(kb, "reshape", [d], {"shape": (6, 4)}, (6, 4), f32)
+            return [r, x]
+        return _kernel(block, args, body, [ir.tensor_type((6, 4), f32),
+                                           ir.tensor_type((4, 6), f32)])
+    m = _kernel_module(build, [((4, 6), f32)])
+    x = np.random.default_rng(1).standard_normal((4, 6)).astype(np.float32)
+    got = _compare(m, [x])
+    assert got[1] is not x and np.array_equal(got[1], x)
+
+
+def test_returned_inputs_constants_and_duplicates_are_copies():
+    f32 = dt.float32
+
+    def build(block, args):
+        (x,) = args
+        c = ir.constant(np.arange(6, dtype=np.float32).reshape(2, 3), loc=("k.py", 1, 1))
+        s = ir.constant(np.float32(2.5), loc=("k.py", 2, 1))
+        block.add_op(c)
+        block.add_op(s)
+        y = _prim(block, "add", [x, c.results[0]], {}, (2, 3), f32)
+        r = _prim(block, "reshape", [y], {"shape": (3, 2)}, (3, 2), f32)
+        return [x, y, y, c.results[0], s.results[0], r]
+    m = _kernel_module(build, [((2, 3), f32)])
+    x = np.ones((2, 3), np.float32)
+    got = _compare(m, [x])
+    assert len({id(g) for g in got}) == len(got)
+
+
+# --- errors ---------------------------------------------------------------------------
+
+def test_out_of_range_index_raises_naming_the_line():
+    E = tracec.randn(5, 3)
+
+    def lookup(i):
+        return E[i]  # the line
+    line = lookup.__code__.co_firstlineno + 1
+    f = tracec.compile(lookup, backend="cpu")
+    f(tracec.tensor([1, 4]))
+    np.testing.assert_allclose(f(tracec.tensor([0, 2])).numpy(), E.numpy()[[0, 2]])
+    with pytest.raises(IndexError) as e:
+        f(tracec.tensor([0, 7]))
+    assert isinstance(e.value, CpuIndexError)
+    msg = str(e.value)
+    assert "tracec.take" in msg and f"test_cpu_compile.py:{line}" in msg and "index 7" in msg
+
+
+@pytest.mark.parametrize("name", ["gather", "scatter_add", "index_add"])
+def test_index_ops_check_bounds(name):
+    f32, i64 = dt.float32, dt.int64
+    x = np.zeros((3, 4), np.float32)
+    if name == "index_add":
+        idx, src = np.array([0, 5]), np.ones((3, 2), np.float32)
+        shapes = [((3, 4), f32), ((2,), i64), ((3, 2), f32)]
+    else:
+        idx = np.array([[0, 1], [2, -9], [3, 3]])
+        src = np.ones((3, 2), np.float32)
+        shapes = [((3, 4), f32), ((3, 2), i64)] + ([((3, 2), f32)] if name == "scatter_add"
+                                                  else [])
+    arrays = [x, idx] + ([src] if len(shapes) == 3 else [])
+    out_shape = (3, 2) if name == "gather" else (3, 4)
+
+    def build(block, args):
+        return [_prim(block, name, args, {"axis": 1}, out_shape, f32)]
+    exe = cpu.compile_module(_kernel_module(build, shapes), asm=False)
+    with pytest.raises(CpuIndexError, match=rf"tracec.{name} .* at kernels.py:20:4: index"):
+        exe(arrays)
+
+
+def test_integer_power_with_negative_exponent_raises():
+    i64 = dt.int64
+
+    def build(block, args):
+        return [_prim(block, "pow", args, {}, (3,), i64)]
+    exe = cpu.compile_module(_kernel_module(build, [((3,), i64), ((3,), i64)]), asm=False)
+    np.testing.assert_array_equal(exe([np.array([2, 3, -2]), np.array([10, 0, 3])])[0],
+                                  [1024, 1, -8])
+    with pytest.raises(CpuRuntimeError, match="kernels.py:20:4.*negative integer powers"):
+        exe([np.array([2, 3, 4]), np.array([1, -1, 2])])
+
+
+def test_lowering_error_names_op_and_line():
+    f32 = dt.float32
+
+    def build(block, args):
+        (x,) = args
+        loss = _prim(block, "reduce_sum", [x], {"axes": (0,)}, (), f32)
+        bw = ir.BackwardOp(loss, [x], loc=("model.py", 41, 8))
+        block.add_op(bw)
+        return [bw.results[0]]
+    fn = ir.new_function("g", [((3,), f32)])
+    ir.set_returns(fn, build(fn.body.block, list(fn.body.block.args)))
+    with pytest.raises(cpu.LoweringError, match=r"tracec.backward .* at model.py:41:8"):
+        cpu.compile_module(ir.new_module([fn]), asm=False)
+
+
+# --- objects, threads -------------------------------------------------------------------
+
+def test_load_object_rebuilds_an_equal_executable(mlp_runs):
+    exe = mlp_runs["cpu"][2]._last.executable
+    sig = json.loads(json.dumps(exe.signature))
+    again = cpu.load_object(exe.object_code, sig)
+    rng = np.random.default_rng(5)
+    arrays = [rng.standard_normal(s).astype(dt.to_dtype(d).np) for s, d in sig["inputs"]]
+    for a, b in zip(exe(arrays), again(arrays)):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="another target"):
+        cpu.load_object(exe.object_code, dict(sig, target="riscv64/none"))
+
+
+def test_large_kernels_split_across_threads_agree():
+    f32 = dt.float32
+    n, m_ = 1024, 600
+
+    def build(block, args):
+        x, w = args
+        t = _prim(block, "tanh", [_prim(block, "mul", [x, w], {}, (n, m_), f32)], {},
+                  (n, m_), f32)
+        s = _prim(block, "reduce_sum", [t], {"axes": (1,)}, (n,), f32)
+        mm = _prim(block, "matmul", [t, _prim(block, "transpose", [x], {"perm": (1, 0)},
+                                             (m_, n), f32)], {}, (n, n), f32)
+        return [t, s, mm]
+    m = _kernel_module(build, [((n, m_), f32), ((m_,), f32)])
+    rng = np.random.default_rng(2)
+    arrays = [rng.standard_normal((n, m_)).astype(np.float32),
+              rng.standard_normal(m_).astype(np.float32)]
+    exe = cpu.compile_module(m, asm=False)
+    assert "_par" in exe.stages["lowered"]
+    exe.nthreads = 1
+    one = exe(arrays)
+    exe.nthreads = 4
+    many = exe(arrays)
+    for a, b in zip(one, many):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)
+    want = interp.compile_module(m)(arrays)
+    for a, w in zip(many, want):
+        np.testing.assert_allclose(a, w, rtol=1e-4, atol=1e-3)

@@ -1,0 +1,189 @@
+"""Emitters for ``pad``, ``concatenate``, the integer-index ops (``take``,
+``gather``, ``index_add``, ``scatter_add``) and ``argmax`` / ``argmin``.
+
+Index ops view their operands as ``[O, A, I]`` (dims before the axis, the
+axis, dims after it) and the indices as ``[O, J, I]`` (``gather``,
+``scatter_add``) or ``[J]`` (``take``, ``index_add``).  Every index is
+checked before it is used: an index outside ``[-A, A)`` makes the kernel
+store it in the error slot and return the op's error code, so a bad index
+is a Python error naming the op and its location, never a wild memory
+access.  Negative indices count from the end, as in NumPy.
+
+Invariant: the accumulating ops (``index_add``, ``scatter_add``) only split
+their ``O`` dimension across threads, so repeated indices never race.
+"""
+from __future__ import annotations
+
+import math
+
+from tracec import dtypes as dt
+from tracec import ir
+from tracec.backends.cpu import scalar
+from tracec.backends.cpu.builder import I1, I64, PTR, FuncBuilder
+from tracec.backends.cpu.fuse import _raw_strides
+
+__all__ = ["emit_movement", "emit_index", "emit_arg"]
+
+
+def _split(shape, axis):
+    return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+
+
+def emit_movement(low, op, name: str) -> None:
+    res = op.results[0]
+    oshape = ir.shape_of(res.type)
+    d = ir.dtype_of(res.type)
+    p = ir.op_params(op)
+    ostr = _raw_strides(oshape)
+    if name == "pad":
+        x = op.operands[0]
+        xshape = ir.shape_of(x.type)
+        if math.prod(oshape) > math.prod(xshape):
+            slots: list = []
+            pb = low._builder(oshape, [False] * len(oshape), set(), slots)
+            slots.append(low.slot_value(res))
+            pb.store_const(p["value"], d, 0)
+            low.kernels.program("pad_fill", pb.finish(), slots)
+        parts = [(x, [lo * s for lo, s in zip(p["low"], ostr)],
+                  [s * (i + 1) for s, i in zip(ostr, p["interior"])])]
+    else:
+        axis = p["axis"]
+        parts, at = [], 0
+        for x in op.operands:
+            parts.append((x, [at * ostr[axis] if k == axis else 0 for k in range(len(oshape))],
+                          list(ostr)))
+            at += ir.shape_of(x.type)[axis]
+    for x, offs, strides in parts:
+        xshape = ir.shape_of(x.type)
+        if math.prod(xshape) == 0:
+            continue
+        slots = []
+        pb = low._builder(xshape, [False] * len(xshape), set(), slots)
+        out = len(slots)
+        slots.append(low.slot_value(res))
+        pb.store(x, out, sum(offs), [0 if n == 1 else s for s, n in zip(strides, xshape)])
+        low.kernels.program(name, pb.finish(), slots)
+
+
+def _checked_index(fb: FuncBuilder, raw, size: int, err, code: int):
+    """sext the index, fail if outside [-size, size), wrap negatives."""
+    i = fb.cast("sext", raw, I64)
+    bad = fb.ibin("or", fb.icmp("slt", i, fb.i64(-size)), fb.icmp("sge", i, fb.i64(size)))
+    tb, ok = fb.new_block(), fb.new_block()
+    fb.cond_br(bad, tb, ok)
+    fb.set_block(tb)
+    fb.store(i, err, 8)
+    fb.ret_(fb.i32(code))
+    fb.set_block(ok)
+    return fb.select(fb.icmp("slt", i, fb.i64(0)), fb.add(i, fb.i64(size)), i)
+
+
+def emit_index(low, op, name: str) -> None:
+    from tracec.backends.cpu.lower import describe
+    x, idx = op.operands[0], op.operands[1]
+    res = op.results[0]
+    axis = ir.op_params(op)["axis"]
+    xshape = ir.shape_of(x.type)
+    d = ir.dtype_of(x.type)
+    idd = ir.dtype_of(idx.type)
+    O, A, I = _split(xshape, axis)
+    J = ir.shape_of(idx.type)[axis] if name in ("gather", "scatter_add") \
+        else math.prod(ir.shape_of(idx.type))
+    code = low.kernels.error(f"{describe(op)}: index {{index}} is out of bounds for "
+                             f"dimension {axis} with size {A}", "index")
+    accumulate = name in ("index_add", "scatter_add")
+    per_element = name in ("gather", "scatter_add")
+    slots = [low.slot_value(res), low.slot_value(x), low.slot_value(idx)]
+    if accumulate:
+        slots.append(low.slot_value(op.operands[2]))
+    st, sz = scalar.storage_type(d), scalar.itemsize(d)
+    outer_j = O == 1 and not accumulate
+
+    def body(fb, ptrs, err, lo, hi, status):
+        out, xp, ip = ptrs[0], ptrs[1], ptrs[2]
+        if accumulate:
+            src = ptrs[3]
+            row = A * I * sz
+            if row:
+                fb.intr("llvm.memcpy", [fb.gep(out, fb.mul(lo, fb.i64(A * I)), st),
+                                        fb.gep(xp, fb.mul(lo, fb.i64(A * I)), st),
+                                        fb.mul(fb.ibin("sub", hi, lo), fb.i64(row)),
+                                        fb.const(False, I1)], None,
+                        overload=[PTR, PTR, I64])
+
+        def at_j(o, j):
+            jrow = fb.add(fb.mul(o, fb.i64(J)), j)
+            if not per_element:
+                k = _checked_index(fb, scalar.load(fb, ip, j, idd), A, err, code)
+                xrow = fb.mul(fb.add(fb.mul(o, fb.i64(A)), k), fb.i64(I))
+
+            def at_i(i):
+                flat = fb.add(fb.mul(jrow, fb.i64(I)), i)
+                if per_element:
+                    k = _checked_index(fb, scalar.load(fb, ip, flat, idd), A, err, code)
+                    xi = fb.add(fb.mul(fb.add(fb.mul(o, fb.i64(A)), k), fb.i64(I)), i)
+                else:
+                    xi = fb.add(xrow, i)
+                if accumulate:
+                    v = scalar.load(fb, src, flat, d)
+                    old = scalar.load(fb, out, xi, d)
+                    new = scalar.apply(fb, "add", {}, [old, v], [d, d], d)
+                    scalar.store(fb, new, out, xi, d)
+                else:
+                    scalar.store(fb, scalar.load(fb, xp, xi, d), out, flat, d)
+                return ()
+            fb.for_range(fb.i64(0), fb.i64(I), at_i)
+            return ()
+
+        if outer_j:
+            fb.for_range(lo, hi, lambda j: at_j(fb.i64(0), j))
+        else:
+            def at_o(o):
+                fb.for_range(fb.i64(0), fb.i64(J), lambda j: at_j(o, j))
+                return ()
+            fb.for_range(lo, hi, at_o)
+    n = J if outer_j else O
+    low.kernels.kernel(name, slots, n, body, work=O * J * I, can_fail=True)
+
+
+def emit_arg(low, op, name: str) -> None:
+    x = op.operands[0]
+    res = op.results[0]
+    xshape = ir.shape_of(x.type)
+    d = ir.dtype_of(x.type)
+    if not xshape:
+        O, A, I = 1, 1, 1
+    else:
+        O, A, I = _split(xshape, ir.op_params(op)["axis"])
+    slots = [low.slot_value(res), low.slot_value(x)]
+    if d.is_floating_point:
+        pred = "ogt" if name == "argmax" else "olt"
+    else:
+        pred = ("ugt" if name == "argmax" else "ult") if d is dt.bool_ \
+            else ("sgt" if name == "argmax" else "slt")
+
+    def body(fb, ptrs, err, lo, hi, status):
+        out, xp = ptrs
+
+        def at_o(o):
+            def at_i(i):
+                base = fb.add(fb.mul(o, fb.i64(A * I)), i)
+                first = scalar.load(fb, xp, base, d)
+
+                def step(a, best, bi):
+                    v = scalar.load(fb, xp, fb.add(base, fb.mul(a, fb.i64(I))), d)
+                    if d.is_floating_point:
+                        better = fb.fcmp(pred, v, best)
+                        nan_new = fb.ibin("and", fb.fcmp("uno", v, v), fb.fcmp("ord", best, best))
+                        better = fb.ibin("or", better, nan_new)
+                    else:
+                        better = fb.icmp(pred, v, best)
+                    return [fb.select(better, v, best), fb.select(better, a, bi)]
+                _, bi = fb.for_range(fb.i64(1), fb.i64(A), step, carried=[first, fb.i64(0)])
+                fb.store(bi, fb.gep(out, fb.add(fb.mul(o, fb.i64(I)), i), I64), 8)
+                return ()
+            fb.for_range(fb.i64(0), fb.i64(I), at_i)
+            return ()
+        fb.for_range(lo, hi, at_o)
+    low.kernels.kernel(name, slots, O, body, work=O * A * I)
+

@@ -1,0 +1,465 @@
+"""The lowering pass: optimized tracec IR -> xDSL ``llvm`` dialect.
+
+One module holds one exported entry function (the C ABI in ``runtime.py``)
+and one internal *kernel* function per loop nest::
+
+    i32 @k(ptr noalias %buf0, ..., ptr %err, i64 %lo, i64 %hi)
+
+A kernel runs its outermost loop over ``[lo, hi)``, so the entry either
+calls it once over the whole range or, for large kernels, through
+``@k_par`` (see ``parallel.py``), which splits the range across pthreads.
+Kernels return 0 or an error code (1 + an index into the signature's
+``errors``).  Buffers are planned by ``plan.py``; each kernel sees only
+its buffers' base pointers (marked ``noalias``: no kernel writes a buffer it
+reads).
+
+What each op becomes: elementwise chains, reductions, movement ops and
+``tracec.kernel`` bodies become loop programs (``fuse.py`` / ``loops.py``);
+a kernel body that cannot be one loop program is lowered op by op with its
+intermediates in the workspace; index ops, argmax/argmin and matmul have
+their own emitters.  Errors name the op, its types and the user's
+file:line.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from tracec import dtypes as dt
+from tracec import ir
+from tracec.backends.cpu import codegen, indexing, matmul, parallel, scalar
+from tracec.backends.cpu.builder import I1, I8, I32, I64, PTR, ModuleBuilder
+from tracec.backends.cpu.fuse import REDUCE_KIND, NotFusable, ProgramBuilder, splat_value
+from tracec.backends.cpu.loops import LoopProgram, emit_program
+from tracec.backends.cpu.plan import Plan, Step, Storage, plan_buffers
+from tracec.backends.cpu.scalar import LoweringError
+
+__all__ = ["lower_module", "LowerToLLVM", "Lowered", "LoweringError"]
+
+#: Kernels with less estimated work (element operations) run on one thread.
+PARALLEL_WORK = 1 << 18
+
+
+def describe(op: Operation) -> str:
+    """``tracec.add (f32[4,8], f32[8]) -> f32[4,8] at file.py:12:4``."""
+    ins = ", ".join(ir.format_type(t) for t in op.operand_types)
+    outs = ", ".join(ir.format_type(t) for t in op.result_types)
+    return f"{op.name} ({ins}) -> {outs} at {ir.format_loc(op)}"
+
+
+@dataclass
+class Call:
+    fn: str
+    slots: list          # root values (or ("global", name)) per pointer argument
+    n: int               # outermost extent
+    parallel: bool
+    can_fail: bool
+
+
+@dataclass
+class Lowered:
+    module: ModuleOp
+    signature: dict
+
+
+class Kernels:
+    """Creates kernel functions and records how the entry calls them."""
+
+    def __init__(self, mb: ModuleBuilder, errors: list):
+        self.mb = mb
+        self.errors = errors
+        self.calls: list[Call] = []
+
+    def error(self, message: str, kind: str = "value") -> int:
+        """Register a run-time failure; its return code."""
+        self.errors.append([kind, message])
+        return len(self.errors)
+
+    def kernel(self, base: str, slots: list, n: int, body, *, work: int | None = None,
+               parallel_ok: bool = True, can_fail: bool = False) -> None:
+        """Define a kernel over ``slots`` whose outer loop has extent ``n``;
+        ``body(fb, ptrs, err, lo, hi, status)`` emits it (``status()``
+        returns an i32 stack slot for errors found mid-loop; the kernel
+        returns its value)."""
+        name = self.mb.unique(base)
+        k = len(slots)
+        fb = self.mb.function(name, [PTR] * k + [PTR, I64, I64], I32,
+                              noalias=[True] * k)
+        ptrs, err, lo, hi = fb.args[:k], fb.args[k], fb.args[k + 1], fb.args[k + 2]
+        status_slot = []
+
+        def status():
+            if not status_slot:
+                s = fb.alloca(I32, 1, 4)
+                fb.entry.add_op(_store_op(fb.i32(0), s))
+                status_slot.append(s)
+            return status_slot[0]
+
+        body(fb, ptrs, err, lo, hi, status)
+        if status_slot:
+            fb.ret_(fb.load(status_slot[0], I32, 4))
+            can_fail = True
+        else:
+            fb.ret_(fb.i32(0))
+        fb.finish()
+        work = n if work is None else work
+        par = parallel_ok and n > 1 and work >= PARALLEL_WORK
+        if par:
+            name = parallel.emit_parallel(self.mb, name, k)
+        self.calls.append(Call(name, list(slots), n, par, can_fail))
+
+    def program(self, base: str, prog: LoopProgram, slots: list, error_msg: str = "",
+                cost: int = 1) -> None:
+        """A kernel running one loop program."""
+        n = prog.shape[0] if prog.shape else 1
+
+        def body(fb, ptrs, err, lo, hi, status):
+            on_error = None
+            if error_msg:
+                code = self.error(error_msg)
+
+                def on_error(cond):
+                    fb.if_then(cond, lambda: fb.store(fb.i32(code), status(), 4))
+            emit_program(fb, prog, ptrs, lo, hi, on_error)
+        self.kernel(base, slots, n, body, work=prog.size * cost,
+                    parallel_ok=prog.parallel_ok)
+
+
+def _store_op(v, p):
+    from xdsl.dialects import llvm
+    return llvm.StoreOp(v, p, alignment=4)
+
+
+_COSTLY = frozenset({"exp", "log", "tanh", "logistic", "erf", "sin", "cos", "pow", "sqrt",
+                     "rsqrt", "div"})
+
+
+class Lowering:
+    def __init__(self, module: ModuleOp, symbol: str):
+        fns = [op for op in module.ops if isinstance(op, func.FuncOp)]
+        if len(fns) != 1:
+            raise LoweringError(f"the cpu backend expects one function, found {len(fns)}")
+        self.fn = fns[0]
+        self.symbol = symbol
+        self.mb = ModuleBuilder(symbol + "_")
+        self.errors: list[list[str]] = []
+        self.kernels = Kernels(self.mb, self.errors)
+        self.plan = Plan()
+        self.globals: dict[SSAValue, str] = {}
+
+    # --- linearization --------------------------------------------------------------
+
+    def _linearize(self, block, env: dict | None = None) -> list[SSAValue] | None:
+        """Append steps for the ops of ``block``; returns the returned values."""
+        plan = self.plan
+        for op in block.ops:
+            if isinstance(op, (func.ReturnOp, ir.YieldOp)):
+                return list(op.operands)
+            if isinstance(op, ir.ConstantOp):
+                continue
+            if isinstance(op, ir.BackwardOp):
+                raise LoweringError(f"{describe(op)}: tracec.backward must be expanded by "
+                                    "the autodiff pass before lowering")
+            if isinstance(op, ir.KernelOp):
+                if self._fusable(op):
+                    plan.steps.append(Step("program", op, list(op.operands), list(op.results)))
+                else:
+                    body = op.body.block
+                    for a, v in zip(body.args, op.operands):
+                        plan.alias[a] = v
+                    yields = self._linearize(body)
+                    for r, y in zip(op.results, yields):
+                        plan.alias[r] = y
+                continue
+            name = ir.primitive_name(op)
+            if name is None:
+                raise LoweringError(f"{op.name} at {ir.format_loc(op)}: the cpu backend "
+                                    "cannot lower this op")
+            if name == "reshape":
+                plan.alias[op.results[0]] = op.operands[0]
+                continue
+            plan.steps.append(Step("op", op, list(op.operands), list(op.results)))
+        return None
+
+    def _fusable(self, op: ir.KernelOp) -> bool:
+        try:
+            self._kernel_program(op)
+            return True
+        except NotFusable:
+            return False
+
+    # --- storage ---------------------------------------------------------------------
+
+    def slot_value(self, v: SSAValue):
+        """The key the entry function resolves to a base pointer."""
+        r = self.plan.root(v)
+        if isinstance(r.owner, ir.ConstantOp):
+            return ("global", self._global(r.owner))
+        return r
+
+    def _global(self, op: ir.ConstantOp) -> str:
+        v = op.results[0]
+        name = self.globals.get(v)
+        if name is None:
+            arr = ir.constant_array(op.value)
+            d = ir.dtype_of(v.type)
+            if d is dt.bool_:
+                arr = arr.astype("u1")
+            raw = arr.astype(d.np.newbyteorder("<") if d is not dt.bool_ else "u1").tobytes()
+            name = self.mb.global_constant("const", scalar.storage_type(d), max(arr.size, 1),
+                                           raw or bytes(scalar.itemsize(d)))
+            self.globals[v] = name
+        return name
+
+    # --- programs ----------------------------------------------------------------------
+
+    def _builder(self, shape, reduced, inside, slots):
+        def slot_of(v):
+            key = self.slot_value(v)
+            for i, s in enumerate(slots):
+                if s is key or s == key:
+                    return i
+            slots.append(key)
+            return len(slots) - 1
+
+        def const_slot(op):
+            return slot_of(op.results[0])
+        return ProgramBuilder(shape, reduced, inside, slot_of, const_slot)
+
+    def _kernel_program(self, op: ir.KernelOp):
+        body = op.body.block
+        inside = {o for o in body.ops if not isinstance(o, ir.YieldOp)}
+        yields = list(body.last_op.operands)
+        env = dict(zip(body.args, op.operands))
+        reds = [y.owner for y in yields if isinstance(y.owner, Operation)
+                and y.owner in inside and ir.primitive_name(y.owner) in REDUCE_KIND]
+        for o in inside:
+            if ir.primitive_name(o) in REDUCE_KIND or ir.primitive_name(o) in (
+                    "argmax", "argmin"):
+                if o not in reds:
+                    raise NotFusable("reduction feeding other ops")
+                for r in o.results:
+                    if any(u.operation is not body.last_op for u in r.uses):
+                        raise NotFusable("reduction feeding other ops")
+        if reds:
+            shape = ir.shape_of(reds[0].operands[0].type)
+            axes = ir.op_params(reds[0])["axes"]
+            for r in reds[1:]:
+                if ir.shape_of(r.operands[0].type) != shape or ir.op_params(r)["axes"] != axes:
+                    raise NotFusable("reductions over different domains")
+            reduced = [k in axes for k in range(len(shape))]
+        else:
+            shape = ir.shape_of(yields[0].type)
+            reduced = [False] * len(shape)
+        for y in yields:
+            if y.owner not in reds and ir.shape_of(y.type) != shape:
+                raise NotFusable("results of different shapes")
+        slots: list = []
+        for a, v in env.items():
+            self.plan.alias[a] = v
+        pb = self._builder(shape, reduced, inside, slots)
+        out_slots = []
+        for r in op.results:
+            out_slots.append(len(slots))
+            slots.append(self.slot_value(r))
+        for y, s in zip(yields, out_slots):
+            if y.owner in reds:
+                pb.reduce(y.owner, s)
+            else:
+                pb.store(y, s)
+        return pb.finish(), slots
+
+    def _program_step(self, op: ir.KernelOp) -> None:
+        prog, slots = self._kernel_program(op)
+        names = {ir.primitive_name(o) for o in op.body.block.ops}
+        cost = 4 if names & _COSTLY else 1
+        msg = ""
+        if "pow" in names and any(d.category == 1 for d in (ir.dtype_of(t) for t in
+                                                           op.result_types)):
+            msg = f"{describe(op)}: integers to negative integer powers are not allowed"
+        self.kernels.program("kernel", prog, slots, msg, cost)
+
+    def single_op_program(self, op: Operation, name: str) -> None:
+        res = op.results[0]
+        shape = ir.shape_of(res.type)
+        slots: list = []
+        if name in REDUCE_KIND:
+            x = op.operands[0]
+            axes = ir.op_params(op)["axes"]
+            xs = ir.shape_of(x.type)
+            if name != "reduce_sum" and math.prod(xs) == 0 and any(xs[a] == 0 for a in axes):
+                raise LoweringError(f"{describe(op)}: cannot reduce over a zero-size dimension")
+            pb = self._builder(xs, [k in axes for k in range(len(xs))], set(), slots)
+            out = len(slots)
+            slots.append(self.slot_value(res))
+            pb.reduce(op, out)
+        else:
+            pb = self._builder(shape, [False] * len(shape), {op}, slots)
+            out = len(slots)
+            slots.append(self.slot_value(res))
+            pb.store(res, out)
+        prog = pb.finish()
+        msg = ""
+        if name == "pow" and ir.dtype_of(res.type).category == 1:
+            msg = f"{describe(op)}: integers to negative integer powers are not allowed"
+        self.kernels.program(name, prog, slots, msg, 4 if name in _COSTLY else 1)
+
+    # --- driver ------------------------------------------------------------------------
+
+    def run(self) -> Lowered:
+        fn = self.fn
+        inputs = list(fn.body.block.args)
+        returns = self._linearize(fn.body.block)
+        plan_buffers(self.plan, inputs, returns)
+        for step in self.plan.steps:
+            try:
+                self._emit_step(step)
+            except NotFusable as e:
+                raise LoweringError(f"{describe(step.payload)}: {e}") from None
+            except (TypeError, ValueError, KeyError, NotImplementedError) as e:
+                op = step.payload if isinstance(step.payload, Operation) else None
+                where = describe(op) if op is not None else "copy"
+                raise LoweringError(f"{where}: the cpu backend cannot lower it: {e}") from e
+        self._emit_entry(inputs, returns)
+        sig = {
+            "entry": self.symbol,
+            "entry_py": self.symbol + "_py",
+            "inputs": [[list(ir.shape_of(a.type)), ir.dtype_of(a.type).name] for a in inputs],
+            "outputs": [[list(ir.shape_of(v.type)), ir.dtype_of(v.type).name] for v in returns],
+            "workspace": self.plan.workspace,
+            "errors": list(self.errors),
+        }
+        return Lowered(self.mb.module(), sig)
+
+    def _emit_step(self, step: Step) -> None:
+        if step.kind == "program":
+            self._program_step(step.payload)
+            return
+        if step.kind == "copy":
+            self._emit_copy(step.payload, step.reads[0])
+            return
+        op = step.payload
+        name = ir.primitive_name(op)
+        if name in scalar.ELEMENTWISE or name in ("broadcast_to", "transpose", "slice",
+                                                  "iota", "full", "random_uniform") \
+                or name in REDUCE_KIND:
+            self.single_op_program(op, name)
+        elif name in ("pad", "concatenate"):
+            indexing.emit_movement(self, op, name)
+        elif name in ("take", "gather", "index_add", "scatter_add"):
+            indexing.emit_index(self, op, name)
+        elif name in ("argmax", "argmin"):
+            indexing.emit_arg(self, op, name)
+        elif name == "matmul":
+            matmul.emit_matmul(self, op)
+        else:
+            raise LoweringError(f"{describe(op)}: no cpu lowering for {name}")
+
+    def _emit_copy(self, out_index: int, v: SSAValue) -> None:
+        r = self.plan.root(v)
+        d = ir.dtype_of(v.type)
+        shape = ir.shape_of(v.type)
+        target = ("output", out_index)
+        if isinstance(r.owner, ir.ConstantOp) and splat_value(r.owner) is not None:
+            value = splat_value(r.owner)
+            prog = LoopProgram([math.prod(shape)], [False])
+            from tracec.backends.cpu.loops import Access, Node
+            prog.nodes.append(Node("const", d, value=value))
+            prog.stores.append((0, Access(0, d, 0, [1])))
+            prog.coalesce()
+            self.kernels.program("fill", prog, [target])
+            return
+        nbytes = math.prod(shape) * scalar.itemsize(d)
+        src = self.slot_value(v)
+
+        def body(fb, ptrs, err, lo, hi, status):
+            if nbytes:
+                fb.intr("llvm.memcpy", [ptrs[0], ptrs[1], fb.i64(nbytes), fb.const(False, I1)],
+                        None, overload=[PTR, PTR, I64])
+        self.kernels.kernel("copy", [target, src], 1, body)
+
+    def _emit_entry(self, inputs, returns) -> None:
+        fb = self.mb.function(self.symbol, [PTR, PTR, PTR, I64], I32, exported=True)
+        ins, outs, ws, nthreads = fb.args
+        cache: dict = {}
+
+        def ptr(key):
+            k = key if isinstance(key, tuple) else ("v", key)
+            p = cache.get(k)
+            if p is None:
+                if isinstance(key, tuple) and key[0] == "global":
+                    p = fb.addressof(key[1])
+                elif isinstance(key, tuple) and key[0] == "output":
+                    p = fb.load(fb.gep(outs, fb.i64(key[1]), PTR), PTR, 8)
+                else:
+                    st: Storage = self.plan.storage[key]
+                    if st.kind == "input":
+                        p = fb.load(fb.gep(ins, fb.i64(st.index), PTR), PTR, 8)
+                    elif st.kind == "output":
+                        p = fb.load(fb.gep(outs, fb.i64(st.index), PTR), PTR, 8)
+                    else:
+                        p = fb.gep(ws, fb.i64(st.index), I8)
+                cache[k] = p
+            return p
+
+        for c in self.kernels.calls:
+            args = [ptr(s) for s in c.slots] + [ws]
+            if c.parallel:
+                rc = fb.call(c.fn, args + [fb.i64(c.n), nthreads], I32)
+            else:
+                rc = fb.call(c.fn, args + [fb.i64(0), fb.i64(c.n)], I32)
+            if c.can_fail:
+                fb.if_return(fb.icmp("ne", rc, fb.i32(0)), rc)
+        fb.ret_(fb.i32(0))
+        fb.finish()
+        self._emit_py_entry(len(inputs), len(returns))
+
+    def _emit_py_entry(self, n_in: int, n_out: int) -> None:
+        """``i32 @<entry>_py(PyObject **ins, PyObject **outs, ptr ws, i64 n)``:
+        the entry for the Python runtime, which passes the NumPy arrays
+        themselves; it reads each array's data pointer (the first field after
+        the object header, NumPy's stable ``PyArrayObject`` layout; the
+        runtime checks that layout before using this entry) and calls the
+        C entry.  It saves the Python side the slow ``a.ctypes.data``."""
+        fb = self.mb.function(self.symbol + "_py", [PTR, PTR, PTR, I64], I32, exported=True)
+        objs_in, objs_out, ws, nthreads = fb.args
+        field = PYOBJECT_DATA_OFFSET // 8
+        arrays = []
+        for objs, n in ((objs_in, n_in), (objs_out, n_out)):
+            arr = fb.alloca(PTR, max(n, 1), 8)
+            for i in range(n):
+                obj = fb.load(fb.gep(objs, fb.i64(i), PTR), PTR, 8)
+                data = fb.load(fb.gep(obj, fb.i64(field), PTR), PTR, 8)
+                fb.store(data, fb.gep(arr, fb.i64(i), PTR), 8)
+            arrays.append(arr)
+        fb.ret_(fb.call(self.symbol, arrays + [ws, nthreads], I32))
+        fb.finish()
+
+
+#: Byte offset of ``data`` in a NumPy array object (after ``PyObject_HEAD``).
+PYOBJECT_DATA_OFFSET = 16
+
+
+def lower_module(module: ModuleOp, symbol: str = "tracec_main") -> Lowered:
+    """Lower a module holding one optimized tracec function."""
+    return Lowering(module, symbol).run()
+
+
+class LowerToLLVM(ModulePass):
+    """``tracec-to-llvm``: replaces a module's tracec function by the llvm
+    dialect module of the cpu backend (entry function ``tracec_main``)."""
+
+    name = "tracec-to-llvm"
+
+    def apply(self, ctx, op: ModuleOp) -> None:
+        lowered = lower_module(op)
+        for o in list(op.ops):
+            o.detach()
+        for o in list(lowered.module.ops):
+            o.detach()
+            op.body.block.add_op(o)

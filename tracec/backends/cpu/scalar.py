@@ -1,0 +1,357 @@
+"""Per-element semantics of the elementwise primitives, as llvm-dialect ops.
+
+Each tracec dtype has a *storage* type (in memory) and a *compute* type (in
+registers): f32/f64/i32/i64 are themselves; ``bool`` is stored as ``i8``
+(NumPy's layout) and computed as ``i1``; ``float16`` is stored as ``half``
+and computed in ``f32``; ``bfloat16`` is stored and computed as ``f32``.
+Invariant: a value in registers is always exactly representable in its
+dtype: results of float16/bfloat16 ops are rounded after every op, as NumPy
+(float16) and the interpreter (bfloat16) do.
+
+``apply`` mirrors ``PRIMITIVES[name].impl`` element by element; the few
+places where it cannot match NumPy bit for bit (libm vs NumPy's own SIMD
+routines, float->int casts of nan/inf, signed zeros in maximum/minimum) are
+within the tolerances the tests use.
+"""
+from __future__ import annotations
+
+from tracec import dtypes as dt
+from tracec.backends.cpu import mathfns
+from tracec.backends.cpu.builder import F16, F32, F64, I1, I8, I32, I64, FuncBuilder, is_float
+
+__all__ = ["storage_type", "compute_type", "itemsize", "load", "store", "constant",
+           "apply", "cast", "LoweringError", "ELEMENTWISE"]
+
+
+class LoweringError(RuntimeError):
+    """The cpu backend cannot lower an op; the message names it and where."""
+
+
+_STORAGE = {"float32": F32, "float64": F64, "float16": F16, "bfloat16": F32,
+            "int32": I32, "int64": I64, "bool": I8}
+_COMPUTE = {"float32": F32, "float64": F64, "float16": F32, "bfloat16": F32,
+            "int32": I32, "int64": I64, "bool": I1}
+_SIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 4, "int32": 4, "int64": 8,
+         "bool": 1}
+
+ELEMENTWISE = frozenset(
+    "neg exp log sqrt rsqrt sin cos tanh logistic abs sign erf logical_not add sub mul div "
+    "pow maximum minimum eq ne lt le gt ge logical_and logical_or where cast".split())
+
+
+def storage_type(d: dt.DType):
+    return _STORAGE[d.name]
+
+
+def compute_type(d: dt.DType):
+    return _COMPUTE[d.name]
+
+
+def itemsize(d: dt.DType) -> int:
+    return _SIZE[d.name]
+
+
+# --- memory ------------------------------------------------------------------
+
+def load(fb: FuncBuilder, ptr, idx, d: dt.DType):
+    """Element ``idx`` of ``ptr`` (a buffer of dtype ``d``) in compute type."""
+    st = _STORAGE[d.name]
+    v = fb.load(fb.gep(ptr, idx, st), st, _SIZE[d.name])
+    if d is dt.bool_:
+        return fb.icmp("ne", v, fb.const(0, I8))
+    if d is dt.float16:
+        return fb.cast("fpext", v, F32)
+    return v
+
+
+def store(fb: FuncBuilder, v, ptr, idx, d: dt.DType) -> None:
+    st = _STORAGE[d.name]
+    if d is dt.bool_:
+        v = fb.cast("zext", v, I8)
+    elif d is dt.float16:
+        v = fb.cast("fptrunc", v, F16)
+    fb.store(v, fb.gep(ptr, idx, st), _SIZE[d.name])
+
+
+def constant(fb: FuncBuilder, value, d: dt.DType):
+    """A Python scalar as a compute-type constant of dtype ``d`` (rounded to
+    ``d`` as NumPy would store it)."""
+    import numpy as np
+    if d is dt.bool_:
+        return fb.const(bool(value), I1)
+    if d.category == 1:
+        return fb.const(int(value), _COMPUTE[d.name])
+    if d is dt.bfloat16:
+        v = float(dt.round_bfloat16(np.array([value], np.float32))[0])
+    else:
+        v = float(np.array(value).astype(d.np))
+    return fb.const(v, _COMPUTE[d.name])
+
+
+def round_to(fb: FuncBuilder, v, d: dt.DType):
+    """Round a compute-type value to dtype ``d`` (float16/bfloat16 only)."""
+    if d is dt.float16:
+        return fb.cast("fpext", fb.cast("fptrunc", v, F16), F32)
+    if d is dt.bfloat16:
+        bits = fb.cast("bitcast", v, I32)
+        lsb = fb.ibin("and", fb.ibin("lshr", bits, fb.i32(16)), fb.i32(1))
+        r = fb.ibin("add", bits, fb.ibin("add", lsb, fb.i32(0x7FFF)))
+        r = fb.cast("bitcast", fb.ibin("and", r, fb.i32(-65536)), F32)
+        return fb.select(fb.fcmp("uno", v, v), v, r)
+    return v
+
+
+# --- casts ----------------------------------------------------------------------
+
+def _f64_to_f16(fb: FuncBuilder, x):
+    """float64 -> float16 rounded once (as NumPy does), without the
+    ``__truncdfhf2`` runtime call LLVM would emit: round to float32 *to
+    odd* (exact, or the neighbour toward zero with its last bit set), then
+    to float16; float32 has enough extra bits for that to be exact."""
+    f = fb.cast("fptrunc", x, F32)
+    back = fb.cast("fpext", f, F64)
+    bits = fb.cast("bitcast", f, I32)
+    absx = fb.intr("llvm.fabs", [x], F64, overload=[F64])
+    away = fb.fcmp("ogt", fb.intr("llvm.fabs", [back], F64, overload=[F64]), absx)
+    bits = fb.select(away, fb.ibin("sub", bits, fb.i32(1)), bits)
+    inexact = fb.fcmp("one", back, x)
+    bits = fb.select(inexact, fb.ibin("or", bits, fb.i32(1)), bits)
+    odd = fb.cast("bitcast", bits, F32)
+    return fb.cast("fpext", fb.cast("fptrunc", odd, F16), F32)
+
+
+def to_bool(fb: FuncBuilder, v, d: dt.DType):
+    if d is dt.bool_:
+        return v
+    if d.is_floating_point:
+        return fb.fcmp("une", v, fb.const(0.0, v.type))
+    return fb.icmp("ne", v, fb.const(0, v.type))
+
+
+def cast(fb: FuncBuilder, v, src: dt.DType, dst: dt.DType):
+    """``x.astype(dst)`` (then bfloat16 rounding), as ``cast``'s impl."""
+    if src is dst:
+        return v
+    ct = _COMPUTE[dst.name]
+    if dst is dt.bool_:
+        return to_bool(fb, v, src)
+    if src is dt.bool_:
+        if dst.is_floating_point:
+            return fb.select(v, fb.const(1.0, ct), fb.const(0.0, ct))
+        return fb.cast("zext", v, ct)
+    if dst.is_floating_point:
+        if src.is_floating_point:
+            if src is dt.float64 and dst is dt.float16:
+                return _f64_to_f16(fb, v)
+            if src is dt.float64:
+                v = fb.cast("fptrunc", v, F32)
+            elif dst is dt.float64:
+                v = fb.cast("fpext", v, F64)
+        elif dst is dt.float16:
+            return fb.cast("fpext", fb.cast("sitofp", v, F16), F32)
+        else:
+            v = fb.cast("sitofp", v, ct)
+        return round_to(fb, v, dst)
+    # to an integer
+    if src.is_floating_point:
+        # NumPy truncates toward zero; out-of-range and nan saturate here
+        # (NumPy's result there is unspecified).
+        return fb.intr("llvm.fptosi.sat", [v], ct, overload=[ct, v.type])
+    from tracec.backends.cpu.builder import bits_of
+    if bits_of(ct) > bits_of(v.type):
+        return fb.cast("sext", v, ct)
+    return fb.cast("trunc", v, ct)
+
+
+# --- unary -------------------------------------------------------------------------
+
+def _fintr(fb, name, x):
+    return fb.intr(name, [x], x.type, overload=[x.type])
+
+
+def _exp(fb, x):
+    return mathfns.expf(fb, x) if x.type == F32 else _fintr(fb, "llvm.exp", x)
+
+
+def _unary(fb: FuncBuilder, name: str, x, d: dt.DType):
+    t = x.type
+    if name == "logical_not":
+        return fb.ibin("xor", to_bool(fb, x, d), fb.const(True, I1))
+    if d is dt.bool_:
+        if name == "abs":
+            return x
+        raise TypeError(f"{name} is not defined for bool tensors")
+    if d.category == 1:
+        zero = fb.const(0, t)
+        if name == "neg":
+            return fb.ibin("sub", zero, x)
+        if name == "abs":
+            return fb.select(fb.icmp("slt", x, zero), fb.ibin("sub", zero, x), x)
+        if name == "sign":
+            return fb.select(fb.icmp("sgt", x, zero), fb.const(1, t),
+                             fb.select(fb.icmp("slt", x, zero), fb.const(-1, t), zero))
+        raise TypeError(f"{name} needs a floating point operand")
+    one = fb.const(1.0, t)
+    if name == "neg":
+        return fb.fneg(x)
+    if name == "abs":
+        return _fintr(fb, "llvm.fabs", x)
+    if name == "sign":
+        zero = fb.const(0.0, t)
+        return fb.select(fb.fcmp("ogt", x, zero), one,
+                         fb.select(fb.fcmp("olt", x, zero), fb.const(-1.0, t),
+                                   fb.select(fb.fcmp("oeq", x, zero), zero, x)))
+    if name == "exp":
+        return _exp(fb, x)
+    if name == "log":
+        return mathfns.logf(fb, x) if t == F32 else _fintr(fb, "llvm.log", x)
+    if name == "sqrt":
+        return _fintr(fb, "llvm.sqrt", x)
+    if name == "rsqrt":
+        return fb.fbin("fdiv", one, _fintr(fb, "llvm.sqrt", x))
+    if name in ("sin", "cos"):
+        return _fintr(fb, f"llvm.{name}", x)
+    if name == "tanh":
+        return mathfns.tanhf(fb, x) if t == F32 else _fintr(fb, "llvm.tanh", x)
+    if name == "logistic":
+        # NumPy impl: x >= 0: 1/(1+exp(-x)); else exp(x)/(1+exp(x)).
+        e = _exp(fb, fb.fneg(_fintr(fb, "llvm.fabs", x)))
+        den = fb.fbin("fadd", one, e)
+        return fb.select(fb.fcmp("oge", x, fb.const(0.0, t)), fb.fbin("fdiv", one, den),
+                         fb.fbin("fdiv", e, den))
+    if name == "erf":
+        if t == F32:
+            return mathfns.erff(fb, x)
+        fb.mb.declare("erf", [F64], F64)
+        return fb.call("erf", [x], F64)
+    raise TypeError(f"no scalar lowering for {name}")
+
+
+# --- binary ----------------------------------------------------------------------------
+
+_FCMP = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}
+_ICMP = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}
+_UCMP = {"eq": "eq", "ne": "ne", "lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge"}
+
+
+def _int_pow(fb: FuncBuilder, x, y, on_error):
+    t = x.type
+    zero, one = fb.const(0, t), fb.const(1, t)
+    if on_error is not None:
+        on_error(fb.icmp("slt", y, zero))
+    e0 = fb.select(fb.icmp("slt", y, zero), zero, y)
+
+    def body(r, b, e):
+        bit = fb.icmp("ne", fb.ibin("and", e, one), zero)
+        return [fb.select(bit, fb.ibin("mul", r, b), r), fb.ibin("mul", b, b),
+                fb.ibin("lshr", e, one)]
+    r, _, _ = fb.while_loop(lambda r, b, e: fb.icmp("sgt", e, zero), body, [one, x, e0])
+    return r
+
+
+def _binary(fb: FuncBuilder, name: str, x, y, d: dt.DType, on_error):
+    t = x.type
+    if name in _FCMP:
+        if d is dt.bool_:
+            return fb.icmp(_UCMP[name], x, y)
+        if d.is_floating_point:
+            return fb.fcmp(_FCMP[name], x, y)
+        return fb.icmp(_ICMP[name], x, y)
+    if name == "logical_and":
+        return fb.ibin("and", to_bool(fb, x, d), to_bool(fb, y, d))
+    if name == "logical_or":
+        return fb.ibin("or", to_bool(fb, x, d), to_bool(fb, y, d))
+    if d is dt.bool_:
+        if name in ("add", "maximum"):
+            return fb.ibin("or", x, y)
+        if name in ("mul", "minimum"):
+            return fb.ibin("and", x, y)
+        if name == "div":
+            q = fb.fbin("fdiv", cast(fb, x, d, dt.float64), cast(fb, y, d, dt.float64))
+            return to_bool(fb, q, dt.float64)
+        raise TypeError(f"{name} is not defined for bool tensors")
+    if d.category == 1:
+        if name in ("add", "sub", "mul"):
+            return fb.ibin(name, x, y)
+        if name == "div":
+            q = fb.fbin("fdiv", cast(fb, x, d, dt.float64), cast(fb, y, d, dt.float64))
+            return cast(fb, q, dt.float64, d)
+        if name == "maximum":
+            return fb.select(fb.icmp("sgt", x, y), x, y)
+        if name == "minimum":
+            return fb.select(fb.icmp("slt", x, y), x, y)
+        if name == "pow":
+            return _int_pow(fb, x, y, on_error)
+        raise TypeError(f"no scalar lowering for {name}")
+    if name in ("add", "sub", "mul", "div"):
+        return fb.fbin("f" + name, x, y)
+    if name == "maximum":
+        return fb.intr("llvm.maximum", [x, y], t, overload=[t])
+    if name == "minimum":
+        return fb.intr("llvm.minimum", [x, y], t, overload=[t])
+    if name == "pow":
+        return fb.intr("llvm.pow", [x, y], t, overload=[t])
+    raise TypeError(f"no scalar lowering for {name}")
+
+
+def pow_by_constant(fb: FuncBuilder, x, exponent: float):
+    """``x ** c`` for the constant exponents NumPy's own ``power`` computes
+    exactly by multiplication; None for other exponents."""
+    t = x.type
+    if exponent == 1.0:
+        return x
+    if exponent == 2.0:
+        return fb.fbin("fmul", x, x)
+    if exponent == 0.0:
+        return fb.const(1.0, t)
+    if exponent == -1.0:
+        return fb.fbin("fdiv", fb.const(1.0, t), x)
+    return None
+
+
+def apply(fb: FuncBuilder, name: str, params: dict, args: list, in_dtypes: list,
+          out_dtype: dt.DType, on_error=None):
+    """The compute-type result of primitive ``name`` on compute-type ``args``.
+
+    ``on_error(cond)`` is called by ops that can fail at run time (integer
+    ``pow`` with a negative exponent) with the i1 failure condition."""
+    if name == "cast":
+        return cast(fb, args[0], in_dtypes[0], out_dtype)
+    if name == "where":
+        return fb.select(args[0], args[1], args[2])
+    d = in_dtypes[0]
+    if len(args) == 1:
+        r = _unary(fb, name, args[0], d)
+    else:
+        r = _binary(fb, name, args[0], args[1], d, on_error)
+    return round_to(fb, r, out_dtype) if out_dtype in (dt.float16, dt.bfloat16) else r
+
+
+def accumulate(fb: FuncBuilder, kind: str, acc, x, d: dt.DType):
+    """One step of a reduction.  ``reassoc`` is set on float sums only: it
+    lets LLVM split the accumulation into vector lanes (NumPy's own
+    pairwise sum reassociates as well); max/min are exact in any order."""
+    if kind == "sum":
+        if is_float(acc.type):
+            return fb.fbin("fadd", acc, x, reassoc=True)
+        return fb.ibin("add", acc, x)
+    if d is dt.bool_:
+        return fb.ibin("or" if kind == "max" else "and", acc, x)
+    if is_float(acc.type):
+        return fb.intr("llvm.maximum" if kind == "max" else "llvm.minimum", [acc, x],
+                       acc.type, overload=[acc.type])
+    pred = "sgt" if kind == "max" else "slt"
+    return fb.select(fb.icmp(pred, acc, x), acc, x)
+
+
+def identity(fb: FuncBuilder, kind: str, d: dt.DType):
+    """The identity of a reduction in compute type."""
+    t = _COMPUTE[d.name]
+    if kind == "sum":
+        return fb.const(0.0, t) if d.is_floating_point else fb.const(0, t)
+    if d is dt.bool_:
+        return fb.const(kind == "min", I1)
+    if d.is_floating_point:
+        return fb.const(float("-inf") if kind == "max" else float("inf"), t)
+    bits = 32 if t == I32 else 64
+    return fb.const(-(1 << (bits - 1)) if kind == "max" else (1 << (bits - 1)) - 1, t)
