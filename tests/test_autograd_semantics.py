@@ -569,7 +569,7 @@ SECOND = {
 }
 
 
-@pytest.mark.filterwarnings("ignore:Using backward\(\) with create_graph=True")
+@pytest.mark.filterwarnings(r"ignore:Using backward\(\) with create_graph=True")
 @pytest.mark.parametrize("name", sorted(SECOND))
 def test_second_derivatives_match_torch(name):
     data = [0.3, -1.2, 0.8, 2.0]
