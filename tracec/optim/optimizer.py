@@ -218,10 +218,12 @@ class Optimizer:
         default), or to zeros in place with ``set_to_none=False``."""
         for group in self.param_groups:
             for p in group["params"]:
-                if p.grad is None:
-                    continue
                 if set_to_none:
+                    # Written without reading first: a compiled step then does
+                    # not depend on whether .grad was None on entry.
                     p.grad = None
+                elif p.grad is None:
+                    continue
                 else:
                     g = p.grad
                     if g.grad_fn is not None:

@@ -371,10 +371,10 @@ class Module:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for p in self.parameters():
-            if p.grad is None:
-                continue
             if set_to_none:
-                p.grad = None
+                p.grad = None  # unread, as in Optimizer.zero_grad
+            elif p.grad is None:
+                continue
             else:
                 g = p.grad
                 if g.grad_fn is not None:
