@@ -272,6 +272,8 @@ class CompiledFunction:
         target, the options and the tracec version)."""
         if not hasattr(backend, "load_object") or os.environ.get("TRACEC_NO_CACHE"):
             return backend.compile_module(module), {}
+        # The assembly listing is a second full code generation: made on request only
+        # (fn.ir("asm")), from the LLVM IR stage.
         target = backend.target_id() if hasattr(backend, "target_id") else ""
         key = hashlib.sha256("|".join((cache.fingerprint(module), self.backend, target,
                                        __version__, str(self.check))).encode()
@@ -286,7 +288,7 @@ class CompiledFunction:
                 return exe, {"cache_load_s": time.perf_counter() - t0, "cache": "hit"}
             except Exception as e:  # a foreign or stale entry: rebuild it
                 warnings.warn(f"tracec cache: discarding unusable entry {key[:12]}: {e}")
-        exe = backend.compile_module(module)
+        exe = backend.compile_module(module, asm=False)
         try:
             disk.put(key, {"signature": exe.signature, "stages": exe.stages},
                      exe.object_code)
@@ -303,8 +305,13 @@ class CompiledFunction:
             raise RuntimeError(f"{self.__name__} has not been compiled yet: call it first")
         s = self._last.stages.get(stage)
         if s is None and stage not in ("trace", "autodiff", "optimized"):
-            self._last.ensure_compiled()
+            exe = self._last.ensure_compiled()
             s = self._last.stages.get(stage)
+            if s is None and hasattr(exe, "stage"):
+                try:
+                    s = self._last.stages[stage] = exe.stage(stage)
+                except KeyError:
+                    s = None
         if s is None:
             raise ValueError(f"stage {stage!r} is not produced by the {self.backend!r} backend")
         return s if isinstance(s, str) else ir.print_module(s)

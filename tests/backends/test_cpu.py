@@ -7,8 +7,6 @@ case), so the suite compiles one module per primitive.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 

@@ -4,8 +4,6 @@ objects reload, and kernels split across threads agree with one thread."""
 from __future__ import annotations
 
 import json
-import math
-
 import numpy as np
 import pytest
 
@@ -120,7 +118,6 @@ def _kernel(block, inputs, body, result_types, loc=("kernels.py", 9, 2)):
     """Append a tracec.kernel whose body is ``body(args) -> yielded values``."""
     k = ir.KernelOp(inputs, result_types, loc=loc)
     inner = k.block
-    ops_before = []
     ys = body(inner, list(inner.args))
     inner.add_op(ir.YieldOp(ys))
     block.add_op(k)
@@ -308,3 +305,49 @@ def test_large_kernels_split_across_threads_agree():
     want = interp.compile_module(m)(arrays)
     for a, w in zip(many, want):
         np.testing.assert_allclose(a, w, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("d", [dt.float16, dt.bfloat16])
+def test_half_precision_dtypes_round_like_the_interpreter(d):
+    shape = (5, 40)
+
+    def build(block, args):
+        x, y = args
+        s = _prim(block, "add", [x, y], {}, shape, d)
+        p = _prim(block, "mul", [s, x], {}, shape, d)
+        e = _prim(block, "exp", [_prim(block, "neg", [p], {}, shape, d)], {}, shape, d)
+        t = _prim(block, "tanh", [p], {}, shape, d)
+        r = _prim(block, "reduce_sum", [e], {"axes": (1,)}, (5,), d)
+        c = _prim(block, "cast", [t], {"dtype": dt.float32}, shape, dt.float32)
+        return [s, p, e, t, r, c]
+    m = _kernel_module(build, [(shape, d), (shape, d)])
+    rng = np.random.default_rng(4)
+    arrays = [rng.standard_normal(shape).astype(np.float32) for _ in range(2)]
+    if d is dt.float16:
+        arrays = [a.astype(np.float16) for a in arrays]
+    else:
+        arrays = [dt.round_bfloat16(a) for a in arrays]
+    want = interp.compile_module(m)(arrays)
+    got = cpu.compile_module(m, asm=False)(arrays)
+    ulp = 2.0 ** -10 if d is dt.float16 else 2.0 ** -7
+    for k, (w, g) in enumerate(zip(want, got)):
+        assert w.dtype == g.dtype and w.shape == g.shape
+        # within one unit in the last place (libm vs NumPy before rounding)
+        np.testing.assert_allclose(g, w, rtol=(30 if k == 4 else 1.01) * ulp, atol=1e-3,
+                                   err_msg=str(k))
+        if k < 2:  # add and mul round exactly as NumPy does
+            np.testing.assert_array_equal(g, w)
+
+
+def test_lowered_stage_parses_back(mlp_runs):
+    from xdsl.context import Context
+    from xdsl.dialects.builtin import Builtin
+    from xdsl.dialects.llvm import LLVM
+    from xdsl.parser import Parser
+    ctx = Context()
+    ctx.load_dialect(Builtin)
+    ctx.load_dialect(LLVM)
+    text = mlp_runs["cpu"][2].ir("lowered")
+    module = Parser(ctx, text).parse_module()
+    module.verify()
+    assert sum(1 for op in module.walk() if op.name == "llvm.func") >= 10

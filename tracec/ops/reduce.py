@@ -26,9 +26,11 @@ def _keep_shape(shape, axes):
 
 
 def _sum_impl(x, *, axes):
+    # bool sums count (int64), as the dtype rule says; others keep their dtype.
+    acc = np.int64 if x.dtype == np.bool_ else x.dtype
     if x.ndim == 0:
-        return x.copy()
-    return np.add.reduce(x, axis=axes, dtype=x.dtype)
+        return x.astype(acc)
+    return np.add.reduce(x, axis=axes, dtype=acc)
 
 
 def _sum_dtype(d, *, axes):

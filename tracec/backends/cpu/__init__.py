@@ -20,10 +20,10 @@ reassociation error for reductions and matmul.
 """
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import re
+import secrets
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
@@ -46,17 +46,16 @@ def __getattr__(name):
 
 
 def entry_symbol(module: ModuleOp) -> str:
-    """``tracec_<function name>_<hash>``: distinct per module, so objects
-    of several functions link into one AOT library."""
+    """``tracec_<function name>_<random hex>``: distinct per compiled module
+    (so objects of several functions, from any number of processes, link
+    into one AOT library without clashes)."""
     fn = next((op for op in module.ops if isinstance(op, func.FuncOp)), None)
     base = re.sub(r"\W", "_", fn.sym_name.data if fn is not None else "main")
-    text = io.StringIO()
-    Printer(stream=text, print_debuginfo=True).print_op(module)
-    digest = hashlib.sha256(text.getvalue().encode()).hexdigest()[:12]
-    return f"tracec_{base}_{digest}"
+    return f"tracec_{base}_{secrets.token_hex(6)}"
 
 
-def compile_module(module: ModuleOp, *, asm: bool | None = None, **_options):
+def compile_module(module: ModuleOp, *, asm: bool | None = None, symbol: str | None = None,
+                   **_options):
     """Compile a module holding one optimized tracec function.
 
     ``asm``: also produce the "asm" stage (default: on, unless the
@@ -67,11 +66,14 @@ def compile_module(module: ModuleOp, *, asm: bool | None = None, **_options):
     from tracec.backends.cpu.runtime import FORMAT, CpuExecutable
     if asm is None:
         asm = os.environ.get("TRACEC_CPU_ASM", "1") != "0"
-    symbol = entry_symbol(module)
+    symbol = symbol or entry_symbol(module)
     lowered = lower_module(module, symbol)
+    if os.environ.get("TRACEC_CHECKS", "") not in ("", "0"):
+        lowered.module.verify()
     text = io.StringIO()
     Printer(stream=text).print_op(lowered.module)
     compiled = codegen.compile_llvm(lowered.module, exported={symbol, symbol + "_py"},
+                                    wide=lowered.wide,
                                     want_asm=asm)
     signature = dict(lowered.signature, format=FORMAT, target=codegen.target_id())
     stages = {"lowered": text.getvalue() + "\n", "llvm": compiled.llvm_ir}

@@ -46,7 +46,7 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 __all__ = ["PTR", "I1", "I8", "I32", "I64", "F16", "F32", "F64", "ModuleBuilder",
            "FuncBuilder", "vec", "is_float", "bits_of"]
@@ -136,6 +136,10 @@ class ModuleBuilder:
         self.ops: list[Operation] = []
         self._decls: dict[str, llvm.LLVMFunctionType] = {}
         self._names: set[str] = set()
+        #: Helper functions emitted once per module (e.g. the GEMM micro-kernel).
+        self.shared: dict = {}
+        #: Functions worth the widest vector registers (compute-bound loops).
+        self.wide: set[str] = set()
 
     def unique(self, base: str) -> str:
         name, n = f"{self.prefix}{base}", 0
@@ -338,6 +342,13 @@ class FuncBuilder:
         self.emit(llvm.StoreOp.create(operands=[v, ptr],
                                       properties={"ordering": _ORDER0,
                                                   "alignment": _align(align)}))
+
+    def stack_slot(self, elt: Attribute, init: SSAValue, align: int = 8) -> SSAValue:
+        """A one-element stack variable set to ``init`` on function entry."""
+        p = self.alloca(elt, 1, align)
+        self.entry.add_op(llvm.StoreOp.create(operands=[init, p], properties={
+            "ordering": _ORDER0, "alignment": _align(bits_of(elt) // 8)}))
+        return p
 
     def alloca(self, elt: Attribute, n: int, align: int = 16) -> SSAValue:
         """A stack array in the entry block (so it is allocated once)."""

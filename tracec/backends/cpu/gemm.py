@@ -27,7 +27,7 @@ from xdsl.dialects.builtin import BytesAttr, DenseArrayBase, DenseIntOrFPElement
 
 from tracec import dtypes as dt
 from tracec.backends.cpu import codegen
-from tracec.backends.cpu.builder import F32, F64, I1, I32, I64, PTR, FuncBuilder, vec
+from tracec.backends.cpu.builder import F32, F64, I1, I64, PTR, FuncBuilder, vec
 
 __all__ = ["suitable", "emit_gemm", "params_for"]
 
@@ -159,8 +159,10 @@ def emit_gemm(low, slots, d: dt.DType, nb: int, M: int, N: int, K: int, bshape, 
         cp, ap, bp = ptrs
         abuf = fb.call("aligned_alloc", [fb.i64(64), fb.i64(mc * kc_max * es)], PTR)
         bbuf = fb.call("aligned_alloc", [fb.i64(64), fb.i64(kc_max * nc * es)], PTR)
-        null = fb.emit(llvm.ZeroOp.create(result_types=[PTR]))
-        bad = fb.ibin("or", fb.icmp("eq", abuf, null), fb.icmp("eq", bbuf, null))
+        def is_null(p):
+            addr = fb.emit(llvm.PtrToIntOp.create(operands=[p], result_types=[I64]))
+            return fb.icmp("eq", addr, fb.i64(0))
+        bad = fb.ibin("or", is_null(abuf), is_null(bbuf))
 
         def fail():
             fb.call("free", [abuf], None)
@@ -232,17 +234,18 @@ def _smax(fb, a, b):
 def _shared(mb, elt, vl: int, mr: int, nr: int) -> tuple[str, str, str]:
     """The module's micro-kernel and packing functions for ``elt`` (emitted
     once per module, shared by every GEMM in it)."""
-    shared = mb.__dict__.setdefault("gemm_shared", {})
-    key = str(elt)
+    shared = mb.shared
+    key = ("gemm", str(elt))
     if key not in shared:
         es = 4 if elt == F32 else 8
-        uk = _emit_microkernel(mb, mb.unique(f"gemm_ukernel_{key}"), elt, vl, mr, nr)
-        pa = mb.unique(f"gemm_pack_a_{key}")
+        t = str(elt)
+        uk = _emit_microkernel(mb, mb.unique(f"gemm_ukernel_{t}"), elt, vl, mr, nr)
+        pa = mb.unique(f"gemm_pack_a_{t}")
         fb = mb.function(pa, [PTR, PTR] + [I64] * 5, None, noalias=[True, True])
         _pack_a(fb, *fb.args, mr, elt, es)
         fb.ret_()
         fb.finish()
-        pb = mb.unique(f"gemm_pack_b_{key}")
+        pb = mb.unique(f"gemm_pack_b_{t}")
         fb = mb.function(pb, [PTR, PTR] + [I64] * 5, None, noalias=[True, True])
         _pack_b(fb, *fb.args, nr, elt, es)
         fb.ret_()

@@ -32,7 +32,7 @@ from xdsl.passes import ModulePass
 
 from tracec import dtypes as dt
 from tracec import ir
-from tracec.backends.cpu import codegen, indexing, matmul, parallel, scalar
+from tracec.backends.cpu import indexing, matmul, parallel, scalar
 from tracec.backends.cpu.builder import I1, I8, I32, I64, PTR, ModuleBuilder
 from tracec.backends.cpu.fuse import REDUCE_KIND, NotFusable, ProgramBuilder, splat_value
 from tracec.backends.cpu.loops import LoopProgram, emit_program
@@ -65,6 +65,7 @@ class Call:
 class Lowered:
     module: ModuleOp
     signature: dict
+    wide: set             # kernels to vectorize with the widest registers
 
 
 class Kernels:
@@ -95,9 +96,7 @@ class Kernels:
 
         def status():
             if not status_slot:
-                s = fb.alloca(I32, 1, 4)
-                fb.entry.add_op(_store_op(fb.i32(0), s))
-                status_slot.append(s)
+                status_slot.append(fb.stack_slot(I32, fb.i32(0)))
             return status_slot[0]
 
         body(fb, ptrs, err, lo, hi, status)
@@ -118,21 +117,17 @@ class Kernels:
         """A kernel running one loop program."""
         n = prog.shape[0] if prog.shape else 1
 
-        def body(fb, ptrs, err, lo, hi, status):
-            on_error = None
-            if error_msg:
-                code = self.error(error_msg)
+        code = self.error(error_msg) if error_msg else 0
 
-                def on_error(cond):
-                    fb.if_then(cond, lambda: fb.store(fb.i32(code), status(), 4))
-            emit_program(fb, prog, ptrs, lo, hi, on_error)
+        def body(fb, ptrs, err, lo, hi, status):
+            def on_error(cond):
+                fb.if_then(cond, lambda: fb.store(fb.i32(code), status(), 4))
+            emit_program(fb, prog, ptrs, lo, hi, on_error if code else None)
         self.kernel(base, slots, n, body, work=prog.size * cost,
                     parallel_ok=prog.parallel_ok)
-
-
-def _store_op(v, p):
-    from xdsl.dialects import llvm
-    return llvm.StoreOp(v, p, alignment=4)
+        if cost > 1:
+            # Compute-bound (transcendental math): worth the widest vectors.
+            self.mb.wide.add(self.calls[-1].fn.removesuffix("_par"))
 
 
 _COSTLY = frozenset({"exp", "log", "tanh", "logistic", "erf", "sin", "cos", "pow", "sqrt",
@@ -151,10 +146,11 @@ class Lowering:
         self.kernels = Kernels(self.mb, self.errors)
         self.plan = Plan()
         self.globals: dict[SSAValue, str] = {}
+        self.programs: dict[Operation, tuple] = {}
 
     # --- linearization --------------------------------------------------------------
 
-    def _linearize(self, block, env: dict | None = None) -> list[SSAValue] | None:
+    def _linearize(self, block) -> list[SSAValue] | None:
         """Append steps for the ops of ``block``; returns the returned values."""
         plan = self.plan
         for op in block.ops:
@@ -187,8 +183,9 @@ class Lowering:
         return None
 
     def _fusable(self, op: ir.KernelOp) -> bool:
+        """Whether ``op`` is one loop program (kept for ``_program_step``)."""
         try:
-            self._kernel_program(op)
+            self.programs[op] = self._kernel_program(op)
             return True
         except NotFusable:
             return False
@@ -275,7 +272,7 @@ class Lowering:
         return pb.finish(), slots
 
     def _program_step(self, op: ir.KernelOp) -> None:
-        prog, slots = self._kernel_program(op)
+        prog, slots = self.programs.pop(op)
         names = {ir.primitive_name(o) for o in op.body.block.ops}
         cost = 4 if names & _COSTLY else 1
         msg = ""
@@ -334,7 +331,7 @@ class Lowering:
             "workspace": self.plan.workspace,
             "errors": list(self.errors),
         }
-        return Lowered(self.mb.module(), sig)
+        return Lowered(self.mb.module(), sig, set(self.mb.wide))
 
     def _emit_step(self, step: Step) -> None:
         if step.kind == "program":
@@ -361,18 +358,17 @@ class Lowering:
             raise LoweringError(f"{describe(op)}: no cpu lowering for {name}")
 
     def _emit_copy(self, out_index: int, v: SSAValue) -> None:
+        """Output ``out_index`` := ``v`` (an input, a constant, or a value
+        already returned elsewhere)."""
         r = self.plan.root(v)
         d = ir.dtype_of(v.type)
         shape = ir.shape_of(v.type)
         target = ("output", out_index)
         if isinstance(r.owner, ir.ConstantOp) and splat_value(r.owner) is not None:
-            value = splat_value(r.owner)
-            prog = LoopProgram([math.prod(shape)], [False])
-            from tracec.backends.cpu.loops import Access, Node
-            prog.nodes.append(Node("const", d, value=value))
-            prog.stores.append((0, Access(0, d, 0, [1])))
-            prog.coalesce()
-            self.kernels.program("fill", prog, [target])
+            slots = [target]
+            pb = self._builder(shape, [False] * len(shape), set(), slots)
+            pb.store_const(splat_value(r.owner), d, 0)
+            self.kernels.program("fill", pb.finish(), slots)
             return
         nbytes = math.prod(shape) * scalar.itemsize(d)
         src = self.slot_value(v)

@@ -15,6 +15,18 @@ bytes, 64-byte aligned; ``nthreads`` caps the threads a kernel may start
 failed ("index": an index out of range; the first 8 bytes of the
 workspace then hold it, substituted for ``{index}`` in the message).
 
+The object also exports ``<entry>_py`` with the same arguments except that
+``inputs`` / ``outputs`` point to NumPy array *objects*; it reads each
+array's data pointer itself.  The runtime uses it (after checking, once per
+process, that NumPy's array layout is the expected one) because
+``a.ctypes.data`` costs microseconds per array in Python.
+
+The signature (JSON-able) holds: ``format``, ``target`` (CPU, LLVM and the
+backend's code), ``entry``, ``entry_py``, ``inputs`` / ``outputs`` (shape,
+dtype name), ``workspace`` (bytes) and ``errors``.  ``load_object(object
+bytes, signature)`` links the object into the process's LLJIT (libm and
+libpthread symbols resolve from the process) and returns an executable.
+
 Invariant: an executable only ever runs object code whose signature it
 checked (format version and target), and it keeps the JIT library alive as
 long as it can be called.
