@@ -188,6 +188,32 @@ def _transpose_transpose(op):
     return [_new("transpose", [x], {"perm": composed}, op)]
 
 
+def _swaps_last_two(perm) -> bool:
+    n = len(perm)
+    return n >= 2 and tuple(perm) == tuple(range(n - 2)) + (n - 1, n - 2)
+
+
+def _transpose_matmul(op):
+    """transpose(a @ b) -> transpose(b) @ transpose(a) when the product has no
+    other user: a weight gradient then comes out in the weight's layout
+    (transposes of operands cancel, or fold into the GEMM's packing)."""
+    inner = op.operands[0]
+    if _prim(inner) != "matmul" or not _swaps_last_two(ir.op_params(op)["perm"]):
+        return None
+    if len(list(inner.uses)) != 1:
+        return None
+    a, b = inner.owner.operands
+    new = []
+    for x in (b, a):
+        perm = tuple(range(len(ir.shape_of(x.type)) - 2)) + (
+            len(ir.shape_of(x.type)) - 1, len(ir.shape_of(x.type)) - 2)
+        shape = tuple(ir.shape_of(x.type)[i] for i in perm)
+        new.append(_new("transpose", [x], {"perm": perm}, op,
+                        ir.tensor_type(shape, ir.dtype_of(x.type))))
+    new.append(_new("matmul", [new[0].results[0], new[1].results[0]], {}, op))
+    return new
+
+
 def _reshape_reshape(op):
     inner = op.operands[0]
     if _prim(inner) != "reshape":
@@ -324,6 +350,7 @@ RULES: tuple[tuple[str, Callable], ...] = (
     ("neg", _neg_neg),                             # neg(neg(x)) -> x
     ("transpose", _transpose_identity),            # transpose(x, identity) -> x
     ("transpose", _transpose_transpose),           # transpose(transpose(x, p), q) -> transpose(x, p[q])
+    ("transpose", _transpose_matmul),              # (a @ b)^T -> b^T @ a^T (single use)
     ("reshape", _same_type),                       # reshape(x) to x's shape -> x
     ("reshape", _reshape_reshape),                 # reshape(reshape(x)) -> reshape(x)
     ("broadcast_to", _same_type),                  # broadcast_to(x) to x's shape -> x
