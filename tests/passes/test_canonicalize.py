@@ -266,3 +266,16 @@ def test_verifier_checks_full_result_types():
   %s = tracec.reduce_sum %x axes [1] : tensor<2x3xf32> -> tensor<3xf32>""", "%s")
     with pytest.raises(Exception, match=r"result type should be f32\[2\]"):
         ir.parse_module(bad)
+
+
+def test_transpose_of_single_use_matmul_moves_onto_operands():
+    import numpy as np
+    import tracec
+    a, b = tracec.randn(3, 4), tracec.randn(4, 5)
+    f = tracec.compile(lambda a, b: (a.t().t() @ b).t() * 2, backend="interp")
+    f(a, b)
+    out = f(a, b)
+    text = f.ir("optimized")
+    # b^T @ a^T: the transposes now apply to the operands, not the product.
+    assert "tensor<3x5xf32> -> tensor<5x3xf32>" not in text, text
+    np.testing.assert_allclose(out.numpy(), (a.numpy() @ b.numpy()).T * 2, rtol=1e-5)
