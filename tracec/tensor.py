@@ -60,6 +60,10 @@ def concrete(t: "Tensor", why: str) -> np.ndarray:
     return t._data
 
 
+# Read-only 0-d arrays of the Python scalars operands use most (0, 1, 0.5...):
+# converting a scalar costs more than the small ops it feeds.
+_SCALAR_ARRAYS: dict = {}
+
 _VIEW_PRIMS = frozenset(("reshape", "transpose", "broadcast_to", "slice"))
 _new_object = object.__new__
 _PY_SCALARS = frozenset((int, float, bool))
@@ -199,7 +203,14 @@ class Tensor:
                         raise TypeError(f"{prim.name}(): expected a Tensor or a number as "
                                         f"operand, got {type(a).__name__}")
                     d = ref if ref is not None else _scalar_dtype(a)
-                    arrays[i] = np.asarray(a, dtype=d.np)
+                    key = (type(a), a, d.name)
+                    arr = _SCALAR_ARRAYS.get(key)
+                    if arr is None:
+                        arr = np.asarray(a, dtype=d.np)
+                        arr.flags.writeable = False
+                        if len(_SCALAR_ARRAYS) < 4096:
+                            _SCALAR_ARRAYS[key] = arr
+                    arrays[i] = arr
                     dtypes_[i] = d
         out_dtype = prim.dtype_rule(*dtypes_, **params)
         try:
