@@ -34,7 +34,7 @@ def _step_fn(params, lr=0.1):
     return step
 
 
-@pytest.mark.parametrize("backend", ["interp"])
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
 def test_compiled_step_equals_eager_over_10_steps(backend):
     pe, pc = _params(), _params()
     eager, comp = _step_fn(pe), tracec.compile(_step_fn(pc), backend=backend)

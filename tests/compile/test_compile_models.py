@@ -57,11 +57,12 @@ def _setup(kind):
     return model, opt, step
 
 
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
 @pytest.mark.parametrize("kind", ["mlp_sgd", "mlp_adam", "cnn", "tokens"])
-def test_compiled_model_training_equals_eager(kind):
+def test_compiled_model_training_equals_eager(kind, backend):
     me, oe, se = _setup(kind)
     mc, oc, sc = _setup(kind)
-    sc = tracec.compile(sc, backend="interp")
+    sc = tracec.compile(sc, backend=backend)
     x, y = _data(kind)
     held = [p for p in mc.parameters()] + [b for b in mc.buffers()]
     tracec.manual_seed(11)

@@ -41,12 +41,13 @@ def _state_arrays(opt):
     return out
 
 
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
 @pytest.mark.parametrize("opt_name", ["sgd_momentum", "sgd_nesterov_wd", "adam",
                                       "adamw_amsgrad", "groups"])
-def test_compiled_optimizer_step_equals_eager(opt_name):
+def test_compiled_optimizer_step_equals_eager(opt_name, backend):
     pe, oe, se = _setup(opt_name)
     pc, oc, sc = _setup(opt_name)
-    sc = tracec.compile(sc, backend="interp")
+    sc = tracec.compile(sc, backend=backend)
     tracec.manual_seed(3)
     x = tracec.randn(16, 6)
     y = tracec.randint(0, 4, (16,))
