@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-import tracec
 from tracec import autograd, graph, ir
 from tracec.ops.core import Aval
 from tracec.tensor import (CONCRETE_CHECKS, EPOCH, GRAD_HOOKS, GUARD_HOOKS,  # noqa: F401
@@ -32,7 +31,8 @@ from tracec.tensor import Tensor
 
 __all__ = ["TraceError", "Trace", "Recording", "user_location", "record"]
 
-_TRACEC_DIR = os.path.dirname(os.path.abspath(tracec.__file__)) + os.sep
+# The package's own folder: frames in it are tracec's, not the user's.
+_TRACEC_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _POSITIONS: dict = {}
 
 

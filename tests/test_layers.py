@@ -1,0 +1,82 @@
+"""Imports flow one way (DESIGN.md "Layers and imports"): a module may
+import only from its own layer or the layers below it."""
+import ast
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent / "tracec"
+
+# Lowest first.  A module belongs to the first prefix that matches.
+LAYERS = [
+    ("base", ["tracec.dtypes", "tracec.version", "tracec.data"]),
+    ("ir", ["tracec.ir"]),
+    ("ops", ["tracec.ops"]),
+    ("frontend", ["tracec.device", "tracec.graph", "tracec.tensor", "tracec.functions",
+                  "tracec.shape_ops", "tracec.indexing", "tracec.creation", "tracec.methods",
+                  "tracec.autograd", "tracec.nn", "tracec.optim", "tracec.serialization"]),
+    ("tracing", ["tracec.tracing"]),
+    ("passes", ["tracec.passes"]),
+    ("backends", ["tracec.backends"]),
+    ("compiler", ["tracec.compiler"]),
+    ("tools", ["tracec.aot", "tracec.demo", "tracec.cli", "tracec.__init__"]),
+]
+# What each layer may import besides itself (DESIGN.md's arrows).
+ALLOWED = {
+    "base": set(),
+    "ir": {"base"},
+    "ops": {"base"},
+    "frontend": {"base", "ops"},
+    "tracing": {"base", "ops", "ir", "frontend"},
+    "passes": {"base", "ops", "ir"},
+    "backends": {"base", "ops", "ir", "passes"},
+    "compiler": {"base", "ops", "ir", "frontend", "tracing", "passes", "backends"},
+    "tools": {"base", "ops", "ir", "frontend", "tracing", "passes", "backends", "compiler"},
+}
+
+
+def layer_of(module: str):
+    for name, prefixes in LAYERS:
+        for p in prefixes:
+            if module == p or module.startswith(p + "."):
+                return name
+    return None
+
+
+def imports(path: pathlib.Path, module: str):
+    tree = ast.parse(path.read_text())
+    pkg = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield a.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            for a in node.names:
+                full = f"{base}.{a.name}"
+                yield (full if layer_of(full) else base), node.lineno
+
+
+def test_imports_flow_one_way():
+    bad = []
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT.parent).with_suffix("")
+        module = ".".join(rel.parts)
+        if module.endswith(".__init__") and module != "tracec.__init__":
+            module = module[: -len(".__init__")]
+        here = layer_of(module)
+        assert here is not None, f"{module} is in no layer: add it to LAYERS"
+        for target, line in imports(path, module):
+            if not target.startswith("tracec"):
+                continue
+            if target == "tracec":
+                if here != "tools":
+                    bad.append(f"{module}:{line} imports the whole package")
+                continue
+            there = layer_of(target)
+            if there is None or there == here:
+                continue
+            if there not in ALLOWED[here]:
+                bad.append(f"{module}:{line} ({here}) imports {target} ({there})")
+    assert not bad, "\n".join(bad)
