@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -77,6 +78,7 @@ class Entry:
     compile_fn: object = None
     number: int = 0
     on_compiled: object = None
+    _fresh_grads: list = None
 
     def failed_guard(self):
         """None if every guard holds, else a description of the first failure."""
@@ -127,7 +129,23 @@ class Entry:
                 arrays.append(spec.source._grad._data)
         if self.check_backend is not None:
             check.check_module(self.stages["optimized"], self.check_backend, arrays)
-        outs = self.executable(arrays)
+        if self._fresh_grads is None:
+            self._fresh_grads = _fresh_grad_outputs(self.trace, self.executable)
+        out = None
+        for k, leaf in self._fresh_grads:
+            # The .grad this call replaces, if nothing but the leaf holds it
+            # (tensor and array): its memory is reused for the new .grad (the
+            # old tensor is dropped either way, so no one can tell).
+            old = leaf._grad
+            if old is not None and sys.getrefcount(old) == 3:
+                a = old._data
+                if a.base is None and sys.getrefcount(a) == 3:
+                    if out is None:
+                        out = [None] * len(self.trace.outputs)
+                    out[k] = a
+                del a
+            del old
+        outs = self.executable(arrays) if out is None else self.executable(arrays, out=out)
         seen = {id(a) for a in arrays}
         returned = []
         it = iter(outs)
@@ -143,12 +161,14 @@ class Entry:
                 returned.append(arr)
             elif spec.kind == "write":
                 t = spec.target
-                np.copyto(t._data, arr)
+                if arr is not t._data:        # a donated output was updated in place
+                    np.copyto(t._data, arr)
                 t._version[0] += 1
             else:
                 leaf = spec.target
                 if spec.inplace:
-                    np.copyto(leaf._grad._data, arr)
+                    if arr is not leaf._grad._data:
+                        np.copyto(leaf._grad._data, arr)
                     leaf._grad._version[0] += 1
                 else:
                     if id(arr) in seen or not arr.flags.owndata:
@@ -156,6 +176,49 @@ class Entry:
                     seen.add(id(arr))
                     leaf._grad = Tensor._make(arr, leaf.dtype)
         return _rebuild(self.trace.template, returned, self.trace)
+
+
+def _fresh_grad_outputs(trace: Trace, executable) -> list:
+    """``[(output index, leaf)]`` for the outputs that become a new ``.grad``
+    tensor, where the executable can compute into a given array."""
+    if not getattr(executable, "accepts_out", False):
+        return []
+    out, k = [], 0
+    for spec in trace.outputs:
+        if spec.kind == "grad_none":
+            continue
+        if spec.kind == "grad" and not spec.inplace:
+            out.append((k, spec.target))
+        k += 1
+    return out
+
+
+def donations(trace: Trace) -> dict[int, int]:
+    """``{output index: input index}``: the executable's outputs that are the
+    new value of one of its inputs (a state tensor it writes back, or a
+    ``.grad`` it updates in place), which the backend may compute in that
+    input's own array (``compile_module(donate=...)``): then ``Entry.run``
+    finds the array already updated and copies nothing.  Returned tensors
+    and fresh ``.grad`` tensors are never donated."""
+    where = {}
+    for j, spec in enumerate(trace.inputs):
+        if spec.kind in ("state", "grad"):
+            where.setdefault((spec.kind, id(spec.source)), j)
+    out = {}
+    k = 0
+    for spec in trace.outputs:
+        if spec.kind == "grad_none":
+            continue
+        if spec.kind == "write":
+            j = where.get(("state", id(spec.target)))
+        elif spec.kind == "grad" and spec.inplace:
+            j = where.get(("grad", id(spec.target)))
+        else:
+            j = None
+        if j is not None and j not in out.values():
+            out[k] = j
+        k += 1
+    return out
 
 
 def _rebuild(tpl, returned, trace):
@@ -258,7 +321,8 @@ class CompiledFunction:
         # The backend compiles on the first reuse of this trace, not now: the
         # first call's result comes from the eager run, and a trace that is
         # never reused (a first optimizer step, say) is never compiled.
-        entry.compile_fn = lambda: self._compile_cached(backend, module)
+        donate = donations(trace)
+        entry.compile_fn = lambda: self._compile_cached(backend, module, donate)
         entry.on_compiled = self._write_dump if self.dump else None
         if self.check:
             entry.check_backend = backend
@@ -266,17 +330,18 @@ class CompiledFunction:
                               if s.kind == "state"]
         return entry
 
-    def _compile_cached(self, backend, module):
+    def _compile_cached(self, backend, module, donate=None):
         """The backend's executable for ``module``, from the disk cache when
         the backend produces object code (keyed by the optimized IR, the
         target, the options and the tracec version)."""
         if not hasattr(backend, "load_object") or os.environ.get("TRACEC_NO_CACHE"):
-            return backend.compile_module(module), {}
+            return backend.compile_module(module, donate=donate), {}
         # The assembly listing is a second full code generation: made on request only
         # (fn.ir("asm")), from the LLVM IR stage.
         target = backend.target_id() if hasattr(backend, "target_id") else ""
         key = hashlib.sha256("|".join((cache.fingerprint(module), self.backend, target,
-                                       __version__, str(self.check))).encode()
+                                       __version__, str(self.check),
+                                       str(sorted((donate or {}).items())))).encode()
                              ).hexdigest()
         disk = cache.DiskCache()
         t0 = time.perf_counter()
@@ -288,7 +353,7 @@ class CompiledFunction:
                 return exe, {"cache_load_s": time.perf_counter() - t0, "cache": "hit"}
             except Exception as e:  # a foreign or stale entry: rebuild it
                 warnings.warn(f"tracec cache: discarding unusable entry {key[:12]}: {e}")
-        exe = backend.compile_module(module, asm=False)
+        exe = backend.compile_module(module, asm=False, donate=donate)
         try:
             disk.put(key, {"signature": exe.signature, "stages": exe.stages},
                      exe.object_code)

@@ -9,14 +9,20 @@ Pipeline (each stage printable through ``executable.stages``):
    optimizes at O3 for the host CPU with loop and SLP vectorization
    ("llvm") and emits object code (and "asm");
 3. ``runtime.py`` loads the object with llvmlite's LLJIT and calls the
-   entry through ctypes (the C ABI is documented there).
+   entry through ctypes (the C ABI is documented there); parallel kernels
+   run on the process's worker pool (``pool.py``, ``parallel.py``).
+
+``compile_module(module, donate={output: input})``: outputs that are the
+new value of an input (a state tensor's update) may be computed in that
+input's array; ``signature["donated"]`` lists those found safe (``lower.py``).
 
 ``compile_module(module) -> CpuExecutable``; ``load_object(object_code,
 signature)`` rebuilds an executable from ``executable.object_code`` and
 ``executable.signature`` (a JSON-able dict) without recompiling, e.g. from
 an on-disk cache.  Invariant: ``executable(arrays)`` returns what the
 interpreter returns for the same module and inputs, within float
-reassociation error for reductions and matmul.
+reassociation error for reductions and matmul (a donated output is the
+input array it was given, updated in place).
 """
 from __future__ import annotations
 
@@ -55,25 +61,29 @@ def entry_symbol(module: ModuleOp) -> str:
 
 
 def compile_module(module: ModuleOp, *, asm: bool | None = None, symbol: str | None = None,
-                   **_options):
+                   donate: dict[int, int] | None = None, **_options):
     """Compile a module holding one optimized tracec function.
 
     ``asm``: also produce the "asm" stage (default: on, unless the
     environment sets ``TRACEC_CPU_ASM=0``; it costs a second code
-    generation)."""
+    generation).  ``donate``: ``{output index: input index}`` pairs where the
+    caller allows the output to be computed in place in the input's array
+    (the new value of a state tensor); those found safe are listed in
+    ``signature["donated"]``, and for them the executable writes into the
+    input array it is given and returns that very array as the output."""
     from tracec.backends.cpu import codegen
     from tracec.backends.cpu.lower import lower_module
     from tracec.backends.cpu.runtime import FORMAT, CpuExecutable
     if asm is None:
         asm = os.environ.get("TRACEC_CPU_ASM", "1") != "0"
     symbol = symbol or entry_symbol(module)
-    lowered = lower_module(module, symbol)
+    lowered = lower_module(module, symbol, donate)
     if os.environ.get("TRACEC_CHECKS", "") not in ("", "0"):
         lowered.module.verify()
     text = io.StringIO()
     Printer(stream=text).print_op(lowered.module)
     compiled = codegen.compile_llvm(lowered.module, exported={symbol, symbol + "_py"},
-                                    wide=lowered.wide,
+                                    wide=lowered.wide, helpers=lowered.helpers,
                                     want_asm=asm)
     signature = dict(lowered.signature, format=FORMAT, target=codegen.target_id())
     stages = {"lowered": text.getvalue() + "\n", "llvm": compiled.llvm_ir}

@@ -140,6 +140,9 @@ class ModuleBuilder:
         self.shared: dict = {}
         #: Functions worth the widest vector registers (compute-bound loops).
         self.wide: set[str] = set()
+        #: Declared functions defined by LLVM IR text (what the ``llvm``
+        #: dialect cannot express: indirect calls); ``codegen`` splices them in.
+        self.helpers: dict[str, str] = {}
 
     def unique(self, base: str) -> str:
         name, n = f"{self.prefix}{base}", 0
@@ -150,7 +153,8 @@ class ModuleBuilder:
         return name
 
     def declare(self, name: str, args: Sequence[Attribute], ret: Attribute) -> str:
-        """Declare an external function (libm, libpthread) once; its name."""
+        """Declare an external function (libm, libpthread) once; its name.
+        (A declaration named in ``helpers`` is defined by that LLVM IR text.)"""
         fty = llvm.LLVMFunctionType(list(args), ret if ret is not None else llvm.LLVMVoidType())
         old = self._decls.get(name)
         if old is None:

@@ -8,6 +8,7 @@ target so an object cached on one CPU is never loaded on another.
 from __future__ import annotations
 
 import functools
+import re
 import threading
 
 import llvmlite.binding as lb
@@ -98,15 +99,17 @@ def _tune(llmod, internal: set[str], wide: set[str] = frozenset()) -> None:
 
 
 def compile_llvm(module: ModuleOp, *, exported: set[str], want_asm: bool = True,
-                 wide: set[str] = frozenset()) -> Compiled:
-    """Convert, optimize (O3 for the host) and emit object code (and asm)."""
+                 wide: set[str] = frozenset(), helpers: dict[str, str] | None = None) -> Compiled:
+    """Convert, optimize (O3 for the host) and emit object code (and asm).
+    ``helpers``: declared functions to define from LLVM IR text (spliced in
+    place of their declarations before parsing)."""
     tm = target_machine()
     llmod = convert_module(module, fallback_target_triple=host()[0],
                            data_layout=str(tm.target_data))
     internal = {f.name for f in llmod.functions if not f.is_declaration} - exported
     _tune(llmod, internal, wide)
     with _lock:  # one compile at a time per target machine
-        mod = lb.parse_assembly(str(llmod), context=lb.create_context())
+        mod = lb.parse_assembly(_splice(str(llmod), helpers or {}), context=lb.create_context())
         pto = lb.create_pipeline_tuning_options(speed_level=3)
         pto.loop_vectorization = True
         pto.slp_vectorization = True
@@ -121,6 +124,16 @@ def compile_llvm(module: ModuleOp, *, exported: set[str], want_asm: bool = True,
         obj = tm.emit_object(mod)
         asm = tm.emit_assembly(mod) if want_asm else None
     return Compiled(optimized, bytes(obj), asm)
+
+
+def _splice(text: str, helpers: dict[str, str]) -> str:
+    """Replace the declarations of ``helpers`` by their definitions."""
+    for name, definition in helpers.items():
+        text, n = re.subn(rf'^declare [^\n]*@"?{re.escape(name)}"?\([^\n]*$',
+                          lambda _m: definition, text, count=1, flags=re.M)
+        if n != 1:
+            raise ValueError(f"no declaration of {name} to define")
+    return text
 
 
 def assembly(llvm_ir: str) -> str:

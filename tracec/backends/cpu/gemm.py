@@ -3,9 +3,9 @@
 The classic blocked algorithm (Goto / BLIS), written with explicit LLVM
 vectors so that its inner loop does not depend on the auto-vectorizer:
 
-    for each batch, NC-wide column block jc, KC-deep slice pc:
-        pack B[pc:pc+KC, jc:jc+NC] into NR-wide panels (k-major, zero-padded)
-        for each MC-tall row block ic (the threads split these):
+    for each batch, column block jc (a work-unit group), KC-deep slice pc:
+        pack B[pc:pc+KC, jc:jc+nc] into NR-wide panels (k-major, zero-padded)
+        for each MC-tall row block ic (the group's work units):
             pack A[ic:ic+MC, pc:pc+KC] into MR-tall panels (k-major)
             for each NR panel jr, MR panel ir:
                 micro-kernel: C[MR x NR] (+)= Ap[ir] . Bp[jr]   over kc
@@ -14,9 +14,25 @@ The micro-kernel keeps the MR x NR tile of C in ``MR * NR / VL`` vector
 registers (VL lanes per register: 16 float32 with AVX-512), loads NR/VL
 vectors of B and broadcasts MR scalars of A per k, and issues one FMA per
 accumulator: MR=8, NR=2*VL with AVX-512 (16 accumulators of 32 registers),
-MR=6 with AVX2.  Packing buffers come from ``aligned_alloc`` (64-byte
-aligned) per kernel call, so threads never share them.  Edge tiles are
-computed in full into a stack tile and copied out element by element.
+MR=6 with AVX2.  The first K slice stores C without reading it.  Edge tiles
+are computed in full into a stack tile and copied out element by element.
+
+Either operand may be stored transposed (``ta`` / ``tb``: the source of a
+folded ``transpose``); only the packing differs.  Packing that keeps the
+source's contiguous axis is a plain copy of rows; packing that transposes
+it (A row-major, or B stored as ``[N, K]``) moves 8 x 8 tiles through
+registers (vector loads along K, an in-register transpose by shuffles,
+vector stores) in one shared ``pack_rows`` function.
+
+Work units are (batch, column block, row block); the threads take them
+dynamically (``parallel.py``) in runs that share a column block, so each
+packs that block of B once.  N is cut into enough column blocks that every
+thread has its own and a short product (a small batch: one row block)
+still splits across threads.  Packing buffers come from ``aligned_alloc``
+(64-byte aligned) per call of the kernel, so threads never share them.
+The loops over one column block (``gemm_block``), the whole unbatched
+driver (``gemm_run``), the micro-kernel and the packs are emitted once per
+module and element type / layout and shared by its GEMMs (compile time).
 """
 from __future__ import annotations
 
@@ -27,7 +43,7 @@ from xdsl.dialects.builtin import BytesAttr, DenseArrayBase, DenseIntOrFPElement
 
 from tracec import dtypes as dt
 from tracec.backends.cpu import codegen
-from tracec.backends.cpu.builder import F32, F64, I1, I64, PTR, FuncBuilder, vec
+from tracec.backends.cpu.builder import F32, F64, I1, I32, I64, PTR, FuncBuilder, vec
 
 __all__ = ["suitable", "emit_gemm", "params_for"]
 
@@ -105,13 +121,20 @@ def _emit_microkernel(mb, name: str, elt, vl: int, mr: int, nr: int) -> str:
     fb.cond_br(full, fullb, partb)
 
     fb.set_block(fullb)
-    for r in range(mr):
-        row = fb.mul(fb.i64(r), ldc)
-        for j in range(nv):
-            p = _vptr(fb, cp, fb.add(row, fb.i64(j * vl)), elt, vt)
-            old = fb.load(p, vt, es)
-            new = fb.fbin("fadd", old, accs[r * nv + j])
-            fb.store(fb.select(first, accs[r * nv + j], new), p, es)
+    ptrs = [[_vptr(fb, cp, fb.add(fb.mul(fb.i64(r), ldc), fb.i64(j * vl)), elt, vt)
+             for j in range(nv)] for r in range(mr)]
+
+    def assign():        # the first K slice: C is not read (it may be fresh memory)
+        for r in range(mr):
+            for j in range(nv):
+                fb.store(accs[r * nv + j], ptrs[r][j], es)
+
+    def update():
+        for r in range(mr):
+            for j in range(nv):
+                old = fb.load(ptrs[r][j], vt, es)
+                fb.store(fb.fbin("fadd", old, accs[r * nv + j]), ptrs[r][j], es)
+    fb.if_else(first, assign, update)
     fb.br(done)
 
     fb.set_block(partb)
@@ -141,28 +164,61 @@ def _smin(fb, a, b):
     return fb.select(fb.icmp("slt", a, b), a, b)
 
 
-def emit_gemm(low, slots, d: dt.DType, nb: int, M: int, N: int, K: int, bshape, sa, sb) -> None:
+def _expected_threads() -> int:
+    """The machine's core count (capped): what the work decomposition of a
+    GEMM is cut for (not the per-call thread count, so that an object does
+    not depend on the environment it was compiled in)."""
+    import os
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+def _column_blocks(nb: int, mt: int, npan: int, threads: int) -> int:
+    """How many column blocks to cut each product's N into.  Each block is a
+    group of work units (one per row block) that packs its slice of B once:
+    enough groups that every thread packs its own B, and enough units (two
+    per thread) for the dynamic schedule to balance; no more, since every
+    column block packs A again."""
+    nsplit = min(npan, max(1, math.ceil(threads / nb)))
+    if nb * nsplit * mt < 2 * threads:
+        nsplit = min(npan, math.ceil(2 * threads / (nb * mt)))
+    return max(1, nsplit)
+
+
+def emit_gemm(low, slots, d: dt.DType, nb: int, M: int, N: int, K: int, bshape, sa, sb,
+              ta: bool = False, tb: bool = False) -> None:
+    """``ta`` / ``tb``: the operand buffer holds the matrix transposed
+    (``[..., K, M]`` / ``[..., N, K]``); only the packing differs."""
     from tracec.backends.cpu.matmul import batch_offset
     elt = F32 if d is dt.float32 else F64
     es = 4 if elt == F32 else 8
     vl, mr, nr = params_for(d)
     mc = MC_PANELS * mr
     mt = math.ceil(M / mc)
-    nc = min(NC, math.ceil(N / nr) * nr)
+    npan = math.ceil(N / nr)
+    nsplit = _column_blocks(nb, mt, npan, _expected_threads())
+    ncb = min(NC, math.ceil(npan / nsplit) * nr)      # columns per work unit
+    nt = math.ceil(N / ncb)
     kc_max = min(KC, K)
-    ukernel, pack_a, pack_b = _shared(low.mb, elt, vl, mr, nr)
     oom = low.kernels.error("matmul: out of memory for packing buffers")
+    if nb == 1:
+        run = _run_fn(low.mb, elt, vl, mr, nr, ta, tb)
+
+        def body1(fb, ptrs, err, lo, hi, status):
+            cp, ap, bp = ptrs
+            rc = fb.call(run, [cp, ap, bp, lo, hi] + [fb.i64(v) for v in (M, N, K, mt, nt, ncb)],
+                         I32)
+            fb.if_then(fb.icmp("ne", rc, fb.i32(0)), lambda: fb.store(fb.i32(oom), status(), 4))
+        low.kernels.kernel("gemm", slots, nt * mt, body1, work=M * N * K, align=mt)
+        return
+    block = _block_fn(low.mb, elt, vl, mr, nr, ta, tb)
     low.mb.declare("aligned_alloc", [I64, I64], PTR)
     low.mb.declare("free", [PTR], None)
 
     def body(fb, ptrs, err, lo, hi, status):
         cp, ap, bp = ptrs
         abuf = fb.call("aligned_alloc", [fb.i64(64), fb.i64(mc * kc_max * es)], PTR)
-        bbuf = fb.call("aligned_alloc", [fb.i64(64), fb.i64(kc_max * nc * es)], PTR)
-        def is_null(p):
-            addr = fb.emit(llvm.PtrToIntOp.create(operands=[p], result_types=[I64]))
-            return fb.icmp("eq", addr, fb.i64(0))
-        bad = fb.ibin("or", is_null(abuf), is_null(bbuf))
+        bbuf = fb.call("aligned_alloc", [fb.i64(64), fb.i64(kc_max * ncb * es)], PTR)
+        bad = fb.ibin("or", _is_null(fb, abuf), _is_null(fb, bbuf))
 
         def fail():
             fb.call("free", [abuf], None)
@@ -173,85 +229,164 @@ def emit_gemm(low, slots, d: dt.DType, nb: int, M: int, N: int, K: int, bshape, 
         fb.cond_br(bad, endb, okb)
         fb.set_block(okb)
 
-        b_lo = fb.ibin("sdiv", lo, fb.i64(mt))
-        b_hi = fb.ibin("sdiv", fb.ibin("sub", hi, fb.i64(1)), fb.i64(mt))
+        # Work unit u = (batch * nt + column block) * mt + row block; a
+        # thread runs [lo, hi), packing each B block once for its row blocks.
+        g_lo = fb.ibin("sdiv", lo, fb.i64(mt))
+        g_hi = fb.ibin("sdiv", fb.ibin("sub", hi, fb.i64(1)), fb.i64(mt))
 
-        def batch(b):
-            t_lo = fb.ibin("sub", _smax(fb, lo, fb.mul(b, fb.i64(mt))), fb.mul(b, fb.i64(mt)))
-            t_hi = fb.ibin("sub", _smin(fb, hi, fb.mul(fb.add(b, fb.i64(1)), fb.i64(mt))),
-                           fb.mul(b, fb.i64(mt)))
+        def group(g):
+            t_lo = fb.ibin("sub", _smax(fb, lo, fb.mul(g, fb.i64(mt))), fb.mul(g, fb.i64(mt)))
+            t_hi = fb.ibin("sub", _smin(fb, hi, fb.mul(fb.add(g, fb.i64(1)), fb.i64(mt))),
+                           fb.mul(g, fb.i64(mt)))
+            b = fb.ibin("sdiv", g, fb.i64(nt)) if nt > 1 else g
+            jc = fb.mul(fb.ibin("srem", g, fb.i64(nt)), fb.i64(ncb)) if nt > 1 else fb.i64(0)
+            ncur = _smin(fb, fb.i64(ncb), fb.ibin("sub", fb.i64(N), jc))
             a0 = fb.gep(ap, batch_offset(fb, b, bshape, sa), elt)
             b0 = fb.gep(bp, batch_offset(fb, b, bshape, sb), elt)
             c0 = fb.gep(cp, fb.mul(b, fb.i64(M * N)), elt)
-
-            def jblock(jc):
-                ncur = _smin(fb, fb.i64(nc), fb.ibin("sub", fb.i64(N), jc))
-
-                def kblock(pc):
-                    kcur = _smin(fb, fb.i64(KC), fb.ibin("sub", fb.i64(K), pc))
-                    first = fb.icmp("eq", pc, fb.i64(0))
-                    fb.call(pack_b, [bbuf, b0, pc, kcur, jc, ncur, fb.i64(N)], None)
-
-                    def mtile(t):
-                        ic = fb.mul(t, fb.i64(mc))
-                        mcur = _smin(fb, fb.i64(mc), fb.ibin("sub", fb.i64(M), ic))
-                        fb.call(pack_a, [abuf, a0, ic, mcur, pc, kcur, fb.i64(K)], None)
-
-                        def jpanel(jr):
-                            cols = _smin(fb, fb.i64(nr), fb.ibin("sub", ncur, jr))
-                            bpan = fb.gep(bbuf, fb.mul(jr, kcur), elt)
-
-                            def ipanel(ir):
-                                rows = _smin(fb, fb.i64(mr), fb.ibin("sub", mcur, ir))
-                                apan = fb.gep(abuf, fb.mul(ir, kcur), elt)
-                                crow = fb.add(fb.mul(fb.add(ic, ir), fb.i64(N)), fb.add(jc, jr))
-                                fb.call(ukernel, [apan, bpan, fb.gep(c0, crow, elt), kcur,
-                                                  fb.i64(N), first, rows, cols], None)
-                                return ()
-                            fb.for_range(fb.i64(0), mcur, ipanel, step=mr)
-                            return ()
-                        fb.for_range(fb.i64(0), ncur, jpanel, step=nr)
-                        return ()
-                    fb.for_range(t_lo, t_hi, mtile)
-                    return ()
-                fb.for_range(fb.i64(0), fb.i64(K), kblock, step=KC)
-                return ()
-            fb.for_range(fb.i64(0), fb.i64(N), jblock, step=nc)
+            fb.call(block, [c0, a0, b0, abuf, bbuf, t_lo, t_hi, jc, ncur, fb.i64(M), fb.i64(N),
+                            fb.i64(K)], None)
             return ()
-        fb.for_range(b_lo, fb.add(b_hi, fb.i64(1)), batch)
+        fb.for_range(g_lo, fb.add(g_hi, fb.i64(1)), group)
         fb.call("free", [abuf], None)
         fb.call("free", [bbuf], None)
         fb.br(endb)
         fb.set_block(endb)
 
-    low.kernels.kernel("gemm", slots, nb * mt, body, work=nb * M * N * K)
+    low.kernels.kernel("gemm", slots, nb * nt * mt, body, work=nb * M * N * K, align=mt)
+
+
+def _is_null(fb, p):
+    addr = fb.emit(llvm.PtrToIntOp.create(operands=[p], result_types=[I64]))
+    return fb.icmp("eq", addr, fb.i64(0))
+
+
+def _run_fn(mb, elt, vl: int, mr: int, nr: int, ta: bool, tb: bool) -> str:
+    """``i32 @gemm_run(ptr c, ptr a, ptr b, i64 lo, i64 hi, i64 M, i64 N, i64 K,
+    i64 mt, i64 nt, i64 ncb)``: work units ``[lo, hi)`` of one (unbatched)
+    product (unit = column block * mt + row block, ``ncb`` columns per
+    block); 1 if the packing buffers cannot be allocated.  Shared by the
+    module's unbatched GEMMs with these operand layouts."""
+    key = ("gemm_run", str(elt), ta, tb)
+    if key in mb.shared:
+        return mb.shared[key]
+    es = 4 if elt == F32 else 8
+    mc = MC_PANELS * mr
+    block = _block_fn(mb, elt, vl, mr, nr, ta, tb)
+    mb.declare("aligned_alloc", [I64, I64], PTR)
+    mb.declare("free", [PTR], None)
+    name = mb.unique(f"gemm_run_{'t' if ta else 'n'}{'t' if tb else 'n'}_{elt}")
+    fb = mb.function(name, [PTR] * 3 + [I64] * 8, I32, noalias=[True] * 3)
+    cp, ap, bp, lo, hi, M, N, K, mt, nt, ncb = fb.args
+    kc = _smin(fb, fb.i64(KC), K)
+    abuf = fb.call("aligned_alloc", [fb.i64(64), fb.mul(kc, fb.i64(mc * es))], PTR)
+    bbuf = fb.call("aligned_alloc", [fb.i64(64), fb.mul(fb.mul(kc, ncb), fb.i64(es))], PTR)
+    bad = fb.ibin("or", _is_null(fb, abuf), _is_null(fb, bbuf))
+    okb, failb = fb.new_block(), fb.new_block()
+    fb.cond_br(bad, failb, okb)
+    fb.set_block(failb)
+    fb.call("free", [abuf], None)
+    fb.call("free", [bbuf], None)
+    fb.ret_(fb.i32(1))
+    fb.set_block(okb)
+    g_lo = fb.ibin("sdiv", lo, mt)
+    g_hi = fb.ibin("sdiv", fb.ibin("sub", hi, fb.i64(1)), mt)
+
+    def group(g):
+        base = fb.mul(g, mt)
+        t_lo = fb.ibin("sub", _smax(fb, lo, base), base)
+        t_hi = fb.ibin("sub", _smin(fb, hi, fb.add(base, mt)), base)
+        jc = fb.mul(g, ncb)
+        ncur = _smin(fb, ncb, fb.ibin("sub", N, jc))
+        fb.call(block, [cp, ap, bp, abuf, bbuf, t_lo, t_hi, jc, ncur, M, N, K], None)
+        return ()
+    fb.for_range(g_lo, fb.add(g_hi, fb.i64(1)), group)
+    fb.call("free", [abuf], None)
+    fb.call("free", [bbuf], None)
+    fb.ret_(fb.i32(0))
+    fb.finish()
+    mb.shared[key] = name
+    return name
+
+
+def _block_fn(mb, elt, vl: int, mr: int, nr: int, ta: bool, tb: bool) -> str:
+    """``void @gemm_block(ptr c0, ptr a0, ptr b0, ptr abuf, ptr bbuf, i64 t_lo,
+    i64 t_hi, i64 jc, i64 ncur, i64 M, i64 N, i64 K)``: C[row blocks t_lo..t_hi,
+    columns jc..jc+ncur] of one matrix product, over all of K: per KC slice,
+    pack that slice of B's columns, then per row block pack A and run the
+    micro-kernel over the tiles.  Shared by every GEMM of the module with
+    the same element type and operand layouts (the shapes are arguments)."""
+    key = ("gemm_block", str(elt), ta, tb)
+    if key in mb.shared:
+        return mb.shared[key]
+    mc = MC_PANELS * mr
+    ukernel, pack_a, pack_b = _shared(mb, elt, vl, mr, nr, ta, tb)
+    name = mb.unique(f"gemm_block_{'t' if ta else 'n'}{'t' if tb else 'n'}_{elt}")
+    fb = mb.function(name, [PTR] * 5 + [I64] * 7, None, noalias=[True] * 5)
+    c0, a0, b0, abuf, bbuf, t_lo, t_hi, jc, ncur, M, N, K = fb.args
+    lda = M if ta else K
+    ldb = K if tb else N
+
+    def kblock(pc):
+        kcur = _smin(fb, fb.i64(KC), fb.ibin("sub", K, pc))
+        first = fb.icmp("eq", pc, fb.i64(0))
+        fb.call(pack_b, [bbuf, b0, pc, kcur, jc, ncur, ldb], None)
+
+        def mtile(t):
+            ic = fb.mul(t, fb.i64(mc))
+            mcur = _smin(fb, fb.i64(mc), fb.ibin("sub", M, ic))
+            fb.call(pack_a, [abuf, a0, ic, mcur, pc, kcur, lda], None)
+
+            def jpanel(jr):
+                cols = _smin(fb, fb.i64(nr), fb.ibin("sub", ncur, jr))
+                bpan = fb.gep(bbuf, fb.mul(jr, kcur), elt)
+
+                def ipanel(ir):
+                    rows = _smin(fb, fb.i64(mr), fb.ibin("sub", mcur, ir))
+                    apan = fb.gep(abuf, fb.mul(ir, kcur), elt)
+                    crow = fb.add(fb.mul(fb.add(ic, ir), N), fb.add(jc, jr))
+                    fb.call(ukernel, [apan, bpan, fb.gep(c0, crow, elt), kcur, N, first, rows,
+                                      cols], None)
+                    return ()
+                fb.for_range(fb.i64(0), mcur, ipanel, step=mr)
+                return ()
+            fb.for_range(fb.i64(0), ncur, jpanel, step=nr)
+            return ()
+        fb.for_range(t_lo, t_hi, mtile)
+        return ()
+    fb.for_range(fb.i64(0), K, kblock, step=KC)
+    fb.ret_()
+    fb.finish()
+    mb.shared[key] = name
+    return name
 
 
 def _smax(fb, a, b):
     return fb.select(fb.icmp("sgt", a, b), a, b)
 
 
-def _shared(mb, elt, vl: int, mr: int, nr: int) -> tuple[str, str, str]:
-    """The module's micro-kernel and packing functions for ``elt`` (emitted
-    once per module, shared by every GEMM in it)."""
+def _shared(mb, elt, vl: int, mr: int, nr: int, ta: bool, tb: bool) -> tuple[str, str, str]:
+    """The module's micro-kernel and packing functions for ``elt`` and the
+    operands' layouts (emitted once per module, shared by every GEMM in it)."""
     shared = mb.shared
-    key = ("gemm", str(elt))
+    t = str(elt)
+    es = 4 if elt == F32 else 8
+    key = ("gemm_ukernel", t)
     if key not in shared:
-        es = 4 if elt == F32 else 8
-        t = str(elt)
-        uk = _emit_microkernel(mb, mb.unique(f"gemm_ukernel_{t}"), elt, vl, mr, nr)
-        pa = mb.unique(f"gemm_pack_a_{t}")
-        fb = mb.function(pa, [PTR, PTR] + [I64] * 5, None, noalias=[True, True])
-        _pack_a(fb, *fb.args, mr, elt, es)
-        fb.ret_()
-        fb.finish()
-        pb = mb.unique(f"gemm_pack_b_{t}")
-        fb = mb.function(pb, [PTR, PTR] + [I64] * 5, None, noalias=[True, True])
-        _pack_b(fb, *fb.args, nr, elt, es)
-        fb.ret_()
-        fb.finish()
-        shared[key] = (uk, pa, pb)
-    return shared[key]
+        shared[key] = _emit_microkernel(mb, mb.unique(f"gemm_ukernel_{t}"), elt, vl, mr, nr)
+    packs = []
+    for which, trans, emit, width in (("a", ta, _pack_a_t if ta else _pack_a, mr),
+                                      ("b", tb, _pack_b_t if tb else _pack_b, nr)):
+        key = ("gemm_pack", which, trans, t)
+        if key not in shared:
+            name = mb.unique(f"gemm_pack_{which}{'t' if trans else ''}_{t}")
+            fb = mb.function(name, [PTR, PTR] + [I64] * 5, None, noalias=[True, True])
+            emit(fb, *fb.args, width, elt, es)
+            fb.ret_()
+            fb.finish()
+            shared[key] = name
+        packs.append(shared[key])
+    return shared[("gemm_ukernel", t)], packs[0], packs[1]
 
 
 def _pack_b(fb, buf, b0, pc, kcur, jc, ncur, N, nr: int, elt, es: int) -> None:
@@ -289,25 +424,153 @@ def _pack_b(fb, buf, b0, pc, kcur, jc, ncur, N, nr: int, elt, es: int) -> None:
 
 def _pack_a(fb, buf, a0, ic, mcur, pc, kcur, K, mr: int, elt, es: int) -> None:
     """buf[(i / mr) * kcur * mr + k * mr + i % mr] = A[ic + i, pc + k] (0 past M)."""
+    npan = fb.ibin("sdiv", fb.add(mcur, fb.i64(mr - 1)), fb.i64(mr))
+
+    def panel(p):
+        i0 = fb.mul(p, fb.i64(mr))
+        width = _smin(fb, fb.i64(mr), fb.ibin("sub", mcur, i0))
+        _pack_rows(fb, fb.gep(buf, fb.mul(fb.mul(p, kcur), fb.i64(mr)), elt), a0,
+                   fb.add(ic, i0), width, pc, kcur, K, mr, elt, es)
+        return ()
+    fb.for_range(fb.i64(0), npan, panel)
+
+
+def _shuffle(fb, x, y, mask: list[int], vt):
+    return fb.emit(llvm.ShuffleVectorOp(x, y, DenseArrayBase.from_list(i32, mask), vt))
+
+
+def _transpose_tile(fb, rows: list, vt):
+    """Transpose t vectors of t lanes (t a power of two) with two-input
+    shuffles: log2(t) stages, each swapping the off-diagonal h x h blocks
+    of every 2h x 2h block."""
+    t = len(rows)
+    rows = list(rows)
+    h = t // 2
+    while h >= 1:
+        lo_mask = [j if not j & h else t + j - h for j in range(t)]
+        hi_mask = [j + h if not j & h else t + j for j in range(t)]
+        for i in range(t):
+            if i & h:
+                continue
+            x, y = rows[i], rows[i + h]
+            rows[i] = _shuffle(fb, x, y, lo_mask, vt)
+            rows[i + h] = _shuffle(fb, x, y, hi_mask, vt)
+        h //= 2
+    return rows
+
+
+#: Edge of the register tiles of transposing packs (8 lanes: one 256-bit
+#: vector of float32, 512-bit of float64).
+PACK_TILE = 8
+
+
+def _pack_rows_fn(mb, elt, es: int) -> str:
+    """``void @pack_rows(ptr dst, ptr src, i64 r0, i64 width, i64 k0, i64 kcur,
+    i64 ld, i64 w)``, the transposing pack of one panel, shared by A's and
+    (transposed) B's packing: dst[k * w + r] = src[(r0 + r) * ld + k0 + k] for
+    r < width (0 for width <= r < w), k < kcur.  Full panels move t x t
+    tiles through registers (t vector loads along k, an in-register
+    transpose, t vector stores); edges go element by element."""
+    key = ("pack_rows", str(elt))
+    if key in mb.shared:
+        return mb.shared[key]
+    name = mb.unique(f"gemm_pack_rows_{elt}")
+    fb = mb.function(name, [PTR, PTR] + [I64] * 6, None, noalias=[True, True])
+    dst, src, r0, width, k0, kcur, ld, w = fb.args
+    zero = fb.const(0.0, elt)
+    vl = codegen.vector_bits() // (es * 8)
+    t = min(PACK_TILE, vl)
+
+    def scalar_rows(klo):
+        def row(r):
+            inside = fb.icmp("slt", r, width)
+            base = fb.add(fb.mul(fb.add(r0, fb.select(inside, r, fb.i64(0))), ld), k0)
+
+            def kcol(k):
+                v = fb.load(fb.gep(src, fb.add(base, k), elt), elt, es)
+                fb.store(fb.select(inside, v, zero),
+                         fb.gep(dst, fb.add(fb.mul(k, w), r), elt), es)
+                return ()
+            fb.for_range(klo, kcur, kcol)
+            return ()
+        fb.for_range(fb.i64(0), w, row)
+
+    vt = vec(elt, t)
+    kvec = fb.mul(fb.ibin("sdiv", kcur, fb.i64(t)), fb.i64(t))
+
+    def full():
+        def group(g):
+            bases = [fb.add(fb.mul(fb.add(r0, fb.add(g, fb.i64(r))), ld), k0) for r in range(t)]
+
+            def chunk(kk):   # a t x t tile: t loads along k, transpose, t stores
+                vs = [fb.load(_vptr(fb, src, fb.add(bases[r], kk), elt, vt), vt, es)
+                      for r in range(t)]
+                for j, c in enumerate(_transpose_tile(fb, vs, vt)):
+                    k = fb.add(kk, fb.i64(j))
+                    fb.store(c, _vptr(fb, dst, fb.add(fb.mul(k, w), g), elt, vt), es)
+                return ()
+            fb.for_range(fb.i64(0), kvec, chunk, step=t)
+            return ()
+        fb.for_range(fb.i64(0), w, group, step=t)
+        fb.if_then(fb.icmp("slt", kvec, kcur), lambda: scalar_rows(kvec))
+    tiled = fb.ibin("and", fb.icmp("eq", width, w),
+                    fb.icmp("eq", fb.ibin("srem", w, fb.i64(t)), fb.i64(0)))
+    fb.if_else(tiled, full, lambda: scalar_rows(fb.i64(0)))
+    fb.ret_()
+    fb.finish()
+    mb.shared[key] = name
+    return name
+
+
+def _pack_rows(fb, dst, src, r0, width, k0, kcur, ld, w: int, elt, es: int) -> None:
+    fb.call(_pack_rows_fn(fb.mb, elt, es), [dst, src, r0, width, k0, kcur, ld, fb.i64(w)], None)
+
+
+def _pack_a_t(fb, buf, a0, ic, mcur, pc, kcur, M, mr: int, elt, es: int) -> None:
+    """As ``_pack_a`` from A stored transposed (``At[k, i]``, ``M`` columns):
+    buf[(i / mr) * kcur * mr + k * mr + i % mr] = At[pc + k, ic + i]; each
+    packed row is ``mr`` contiguous elements of At."""
     zero = fb.const(0.0, elt)
     npan = fb.ibin("sdiv", fb.add(mcur, fb.i64(mr - 1)), fb.i64(mr))
 
     def panel(p):
         i0 = fb.mul(p, fb.i64(mr))
+        width = _smin(fb, fb.i64(mr), fb.ibin("sub", mcur, i0))
         dst0 = fb.mul(fb.mul(p, kcur), fb.i64(mr))
 
-        def row(r):
-            i = fb.add(i0, r)
-            inside = fb.icmp("slt", i, mcur)
-            src = fb.add(fb.mul(fb.add(ic, fb.select(inside, i, fb.i64(0))), K), pc)
+        def copy(masked):
+            def krow(k):
+                src = fb.add(fb.mul(fb.add(pc, k), M), fb.add(ic, i0))
+                dst = fb.add(dst0, fb.mul(k, fb.i64(mr)))
 
-            def kcol(k):
-                v = fb.load(fb.gep(a0, fb.add(src, k), elt), elt, es)
-                fb.store(fb.select(inside, v, zero),
-                         fb.gep(buf, fb.add(dst0, fb.add(fb.mul(k, fb.i64(mr)), r)), elt), es)
+                def col(r):
+                    if not masked:
+                        v = fb.load(fb.gep(a0, fb.add(src, r), elt), elt, es)
+                        fb.store(v, fb.gep(buf, fb.add(dst, r), elt), es)
+                        return ()
+                    inside = fb.icmp("slt", r, width)
+                    v = fb.load(fb.gep(a0, fb.add(src, fb.select(inside, r, fb.i64(0))), elt),
+                                elt, es)
+                    fb.store(fb.select(inside, v, zero), fb.gep(buf, fb.add(dst, r), elt), es)
+                    return ()
+                fb.for_range(fb.i64(0), fb.i64(mr), col)
                 return ()
-            fb.for_range(fb.i64(0), kcur, kcol)
-            return ()
-        fb.for_range(fb.i64(0), fb.i64(mr), row)
+            fb.for_range(fb.i64(0), kcur, krow)
+        fb.if_else(fb.icmp("eq", width, fb.i64(mr)), lambda: copy(False), lambda: copy(True))
+        return ()
+    fb.for_range(fb.i64(0), npan, panel)
+
+
+def _pack_b_t(fb, buf, b0, pc, kcur, jc, ncur, K, nr: int, elt, es: int) -> None:
+    """As ``_pack_b`` from B stored transposed (``Bt[j, k]``, ``K`` columns):
+    buf[(j / nr) * kcur * nr + k * nr + j % nr] = Bt[jc + j, pc + k] (0 past
+    ``ncur``), a transposing pack like ``_pack_a``'s."""
+    npan = fb.ibin("sdiv", fb.add(ncur, fb.i64(nr - 1)), fb.i64(nr))
+
+    def panel(p):
+        j0 = fb.mul(p, fb.i64(nr))
+        width = _smin(fb, fb.i64(nr), fb.ibin("sub", ncur, j0))
+        _pack_rows(fb, fb.gep(buf, fb.mul(fb.mul(p, kcur), fb.i64(nr)), elt), b0,
+                   fb.add(jc, j0), width, pc, kcur, K, nr, elt, es)
         return ()
     fb.for_range(fb.i64(0), npan, panel)

@@ -10,15 +10,22 @@ calls it once over the whole range or, for large kernels, through
 ``@k_par`` (see ``parallel.py``), which splits the range across pthreads.
 Kernels return 0 or an error code (1 + an index into the signature's
 ``errors``).  Buffers are planned by ``plan.py``; each kernel sees only
-its buffers' base pointers (marked ``noalias``: no kernel writes a buffer it
-reads).
+its buffers' base pointers, one argument per distinct buffer (marked
+``noalias``: no kernel writes a buffer it reads, except an output donated
+to the input it is computed from elementwise, which is then the same
+argument).
 
 What each op becomes: elementwise chains, reductions, movement ops and
 ``tracec.kernel`` bodies become loop programs (``fuse.py`` / ``loops.py``);
 a kernel body that cannot be one loop program is lowered op by op with its
 intermediates in the workspace; index ops, argmax/argmin and matmul have
-their own emitters.  Errors name the op, its types and the user's
-file:line.
+their own emitters.  A ``transpose`` of the last two axes that only matmuls
+read is not materialized: the matmul reads its source transposed (through
+the GEMM's packing); other transposes that move the innermost axis are
+cache-blocked kernels (``transpose.py``).  ``lower_module(donate=...)``
+lets outputs that are new values of inputs (state updates) be computed in
+place when ``_donations`` finds it safe.  Errors name the op, its types and
+the user's file:line.
 """
 from __future__ import annotations
 
@@ -32,7 +39,7 @@ from xdsl.passes import ModulePass
 
 from tracec import dtypes as dt
 from tracec import ir
-from tracec.backends.cpu import indexing, matmul, parallel, scalar
+from tracec.backends.cpu import indexing, matmul, parallel, scalar, transpose
 from tracec.backends.cpu.builder import I1, I8, I32, I64, PTR, ModuleBuilder
 from tracec.backends.cpu.fuse import REDUCE_KIND, NotFusable, ProgramBuilder, splat_value
 from tracec.backends.cpu.loops import LoopProgram, emit_program
@@ -66,15 +73,18 @@ class Lowered:
     module: ModuleOp
     signature: dict
     wide: set             # kernels to vectorize with the widest registers
+    helpers: dict = None      # declared name -> its definition as LLVM IR text
 
 
 class Kernels:
     """Creates kernel functions and records how the entry calls them."""
 
-    def __init__(self, mb: ModuleBuilder, errors: list):
+    def __init__(self, mb: ModuleBuilder, errors: list, buffer_of=lambda key: key):
         self.mb = mb
         self.errors = errors
         self.calls: list[Call] = []
+        #: slot key -> a hashable name of the buffer it resolves to
+        self.buffer_of = buffer_of
 
     def error(self, message: str, kind: str = "value") -> int:
         """Register a run-time failure; its return code."""
@@ -82,16 +92,30 @@ class Kernels:
         return len(self.errors)
 
     def kernel(self, base: str, slots: list, n: int, body, *, work: int | None = None,
-               parallel_ok: bool = True, can_fail: bool = False) -> None:
+               parallel_ok: bool = True, can_fail: bool = False, align: int = 1) -> None:
         """Define a kernel over ``slots`` whose outer loop has extent ``n``;
         ``body(fb, ptrs, err, lo, hi, status)`` emits it (``status()``
         returns an i32 stack slot for errors found mid-loop; the kernel
-        returns its value)."""
+        returns its value).  ``align``: split the range across threads in
+        multiples of this many iterations where there are enough of them."""
         name = self.mb.unique(base)
+        # Slots that resolve to one buffer (an output donated to an input it
+        # is computed from) become one pointer argument: noalias holds.
+        unique, where = [], []
+        for s in slots:
+            c = self.buffer_of(s)
+            for i, u in enumerate(unique):
+                if self.buffer_of(u) == c:
+                    where.append(i)
+                    break
+            else:
+                where.append(len(unique))
+                unique.append(s)
+        slots = unique
         k = len(slots)
         fb = self.mb.function(name, [PTR] * k + [PTR, I64, I64], I32,
                               noalias=[True] * k)
-        ptrs, err, lo, hi = fb.args[:k], fb.args[k], fb.args[k + 1], fb.args[k + 2]
+        ptrs, err, lo, hi = [fb.args[i] for i in where], fb.args[k], fb.args[k + 1], fb.args[k + 2]
         status_slot = []
 
         def status():
@@ -109,7 +133,7 @@ class Kernels:
         work = n if work is None else work
         par = parallel_ok and n > 1 and work >= PARALLEL_WORK
         if par:
-            name = parallel.emit_parallel(self.mb, name, k)
+            name = parallel.emit_parallel(self.mb, name, k, align)
         self.calls.append(Call(name, list(slots), n, par, can_fail))
 
     def program(self, base: str, prog: LoopProgram, slots: list, error_msg: str = "",
@@ -143,10 +167,11 @@ class Lowering:
         self.symbol = symbol
         self.mb = ModuleBuilder(symbol + "_")
         self.errors: list[list[str]] = []
-        self.kernels = Kernels(self.mb, self.errors)
+        self.kernels = Kernels(self.mb, self.errors, self._buffer_of)
         self.plan = Plan()
         self.globals: dict[SSAValue, str] = {}
         self.programs: dict[Operation, tuple] = {}
+        self.mm_operands: dict[Operation, list] = {}
 
     # --- linearization --------------------------------------------------------------
 
@@ -179,8 +204,44 @@ class Lowering:
             if name == "reshape":
                 plan.alias[op.results[0]] = op.operands[0]
                 continue
+            if name == "transpose" and self._folds_into_matmuls(op):
+                continue
+            if name == "matmul":
+                srcs = self.mm_operands[op] = [self._matmul_operand(v) for v in op.operands]
+                plan.steps.append(Step("op", op, [v for v, _ in srcs], list(op.results)))
+                continue
             plan.steps.append(Step("op", op, list(op.operands), list(op.results)))
         return None
+
+    # --- transposes read by matmuls -------------------------------------------------
+
+    @staticmethod
+    def _matrix_transpose(op) -> bool:
+        return (isinstance(op, Operation) and ir.primitive_name(op) == "transpose"
+                and matmul.swaps_last_two(ir.op_params(op)["perm"]))
+
+    def _folds_into_matmuls(self, op) -> bool:
+        """A transpose of the last two axes that only matmuls read (directly
+        or through more such transposes) is never materialized: they read
+        its source transposed (``_matmul_operand``)."""
+        return self._matrix_transpose(op) and all(
+            ir.primitive_name(u.operation) == "matmul" or self._folds_into_matmuls(u.operation)
+            for u in op.results[0].uses)
+
+    def _matmul_operand(self, v: SSAValue) -> tuple[SSAValue, bool]:
+        """The value a matmul reads for operand ``v`` and whether it reads it
+        transposed: through chains of last-two-axes transposes (and aliases
+        of the same shape), whether or not those are materialized for other
+        users."""
+        trans = False
+        while True:
+            while v in self.plan.alias and \
+                    ir.shape_of(self.plan.alias[v].type) == ir.shape_of(v.type):
+                v = self.plan.alias[v]
+            if not self._matrix_transpose(v.owner):
+                return v, trans
+            v = v.owner.operands[0]
+            trans = not trans
 
     def _fusable(self, op: ir.KernelOp) -> bool:
         """Whether ``op`` is one loop program (kept for ``_program_step``)."""
@@ -198,6 +259,13 @@ class Lowering:
         if isinstance(r.owner, ir.ConstantOp):
             return ("global", self._global(r.owner))
         return r
+
+    def _buffer_of(self, key):
+        if isinstance(key, SSAValue):
+            st = self.plan.storage.get(key)
+            if st is not None and st.kind in ("input", "output"):
+                return (st.kind, st.index)
+        return key
 
     def _global(self, op: ir.ConstantOp) -> str:
         v = op.results[0]
@@ -308,11 +376,12 @@ class Lowering:
 
     # --- driver ------------------------------------------------------------------------
 
-    def run(self) -> Lowered:
+    def run(self, donate: dict[int, int] | None = None) -> Lowered:
         fn = self.fn
         inputs = list(fn.body.block.args)
         returns = self._linearize(fn.body.block)
-        plan_buffers(self.plan, inputs, returns)
+        donated = self._donations(inputs, returns, donate or {})
+        plan_buffers(self.plan, inputs, returns, donated)
         for step in self.plan.steps:
             try:
                 self._emit_step(step)
@@ -330,8 +399,74 @@ class Lowering:
             "outputs": [[list(ir.shape_of(v.type)), ir.dtype_of(v.type).name] for v in returns],
             "workspace": self.plan.workspace,
             "errors": list(self.errors),
+            "donated": sorted([k, j] for k, j in donated.items()),
         }
-        return Lowered(self.mb.module(), sig, set(self.mb.wide))
+        if "pool_slot" in self.mb.shared:
+            sig["pool_slot"] = self.mb.shared["pool_slot"]
+        return Lowered(self.mb.module(), sig, set(self.mb.wide), dict(self.mb.helpers))
+
+    # --- donated outputs ----------------------------------------------------------------
+
+    def _donations(self, inputs, returns, donate: dict[int, int]) -> dict[int, int]:
+        """The requested ``output -> input`` donations that are safe: the
+        output is computed by one elementwise step that reads the input only
+        at the index it writes (or not at all), no later step and no return
+        reads the input, and the two have one type.  The output then lives
+        in the input's buffer (``plan_buffers``)."""
+        if not donate:
+            return {}
+        root = self.plan.root
+        writer: dict = {}
+        last_read: dict = {}
+        for n, s in enumerate(self.plan.steps):
+            for w in s.writes:
+                writer.setdefault(root(w), n)
+            for r in s.reads:
+                last_read[root(r)] = n
+        ret_roots = [root(v) for v in returns]
+        out: dict[int, int] = {}
+        for k, j in sorted(donate.items()):
+            if not (0 <= k < len(returns) and 0 <= j < len(inputs)) or j in out.values():
+                continue
+            r, x = ret_roots[k], inputs[j]
+            if r.type != x.type or ret_roots.count(r) != 1 or x in ret_roots:
+                continue
+            n = writer.get(r)
+            if n is None or last_read.get(x, -1) > n:
+                continue
+            if self._writes_in_place(self.plan.steps[n], r, x):
+                out[k] = j
+        return out
+
+    def _writes_in_place(self, step: Step, r: SSAValue, x: SSAValue) -> bool:
+        """Whether ``step`` may write ``r`` over ``x``'s buffer: it reads
+        ``x`` (if at all) only at the index where it writes ``r``."""
+        if step.kind == "op":
+            op = step.payload
+            name = ir.primitive_name(op)
+            if name not in scalar.ELEMENTWISE:
+                return False
+            return all(ir.shape_of(u.type) == ir.shape_of(r.type)
+                       for u in op.operands if self.plan.root(u) is x)
+        if step.kind != "program":
+            return False
+        prog, slots = self.programs[step.payload]
+        if prog.reductions:
+            return False
+        si = [i for i, s in enumerate(slots) if s is x]
+        so = [i for i, s in enumerate(slots) if s is r]
+        stores = [a for _, a in prog.stores if a.slot in so]
+        if len(so) != 1 or len(stores) != 1:
+            return False
+        want = stores[0]
+        for node in prog.nodes:
+            a = node.access
+            if a is None or a.slot not in si:
+                continue
+            if node.kind != "load" or a.offset != want.offset or a.strides != want.strides \
+                    or a.dtype is not want.dtype:
+                return False
+        return True
 
     def _emit_step(self, step: Step) -> None:
         if step.kind == "program":
@@ -342,6 +477,12 @@ class Lowering:
             return
         op = step.payload
         name = ir.primitive_name(op)
+        if name == "transpose" and math.prod(ir.shape_of(op.results[0].type)):
+            blocked = transpose.plan_transpose(ir.shape_of(op.operands[0].type),
+                                               ir.op_params(op)["perm"])
+            if blocked is not None:
+                transpose.emit_transpose(self, op, *blocked)
+                return
         if name in scalar.ELEMENTWISE or name in ("broadcast_to", "transpose", "slice",
                                                   "iota", "full", "random_uniform") \
                 or name in REDUCE_KIND:
@@ -353,7 +494,7 @@ class Lowering:
         elif name in ("argmax", "argmin"):
             indexing.emit_arg(self, op, name)
         elif name == "matmul":
-            matmul.emit_matmul(self, op)
+            matmul.emit_matmul(self, op, self.mm_operands.get(op))
         else:
             raise LoweringError(f"{describe(op)}: no cpu lowering for {name}")
 
@@ -441,9 +582,12 @@ class Lowering:
 PYOBJECT_DATA_OFFSET = 16
 
 
-def lower_module(module: ModuleOp, symbol: str = "tracec_main") -> Lowered:
-    """Lower a module holding one optimized tracec function."""
-    return Lowering(module, symbol).run()
+def lower_module(module: ModuleOp, symbol: str = "tracec_main",
+                 donate: dict[int, int] | None = None) -> Lowered:
+    """Lower a module holding one optimized tracec function; ``donate``:
+    outputs that may reuse an input's buffer (output index -> input index;
+    the signature's ``donated`` lists those found safe)."""
+    return Lowering(module, symbol).run(donate)
 
 
 class LowerToLLVM(ModulePass):

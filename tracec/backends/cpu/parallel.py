@@ -2,111 +2,186 @@
 
 For a kernel ``i32 @k(ptr b0, ..., ptr err, i64 lo, i64 hi)`` this emits
 
-* ``ptr @k_task(ptr task)``: a pthread start routine; ``task`` is an array
-  of 8-byte slots ``[b0, ..., err, lo, hi, result]``;
-* ``i32 @k_par(ptr b0, ..., ptr err, i64 n, i64 nthreads)``: cuts
-  ``[0, n)`` into ``min(nthreads, n, MAX_THREADS)`` contiguous chunks,
-  starts a thread per chunk but the first (``pthread_create``), runs the
-  first chunk itself, joins the others and returns the first nonzero
-  result (all chunks always finish before it returns).
+* ``i32 @k_chunk(ptr ctx, i64 lo, i64 hi)``: ``ctx`` is an array of the
+  kernel's pointer arguments; runs ``k`` over ``[lo, hi)``;
+* ``i32 @k_par(ptr b0, ..., ptr err, i64 n, i64 nthreads)``: runs ``[0, n)``
+  through the module's ``run_for`` helper and returns the first nonzero
+  result; all chunks always run and finish before it returns.
 
-Threads are created per call and joined before the kernel returns, so there
-is no pool to manage, nothing outlives the call, the object needs only
-libpthread (the AOT library links the same code), and a thread that cannot
-be created is not an error: its chunk runs on the calling thread.  The
-lowering only uses this for kernels with enough work to amortize thread
-creation (tens of microseconds).
+``i32 @<prefix>run_for(ptr chunk, ptr ctx, i64 n, i64 grain, i64 nthreads)``
+is emitted once per module, as LLVM IR text (``RUN_FOR``; it calls through
+pointers, which the ``llvm`` dialect converter cannot express; ``codegen``
+puts it in place of its declaration).  When the exported global
+``<prefix>run_for_pool`` (named by ``signature["pool_slot"]``) holds the
+address of the process's worker pool (``pool.py``: ``tracec_pool_for``; the
+runtime sets it after loading the object), it hands the range to the pool:
+chunks of ``grain`` taken dynamically by the caller and the workers.  Where
+it is null (a shared library built by ``tracec build``, or ``TRACEC_POOL=0``)
+``run_for`` starts threads itself: ``[0, n)`` cut into ``min(nthreads, n,
+MAX_THREADS)`` contiguous chunks, one thread each but the first (run by the
+caller); a thread that cannot be created is not an error: its chunk runs on
+the calling thread.  The lowering only uses this for kernels with enough
+work to amortize the dispatch.
 """
 from __future__ import annotations
 
-from xdsl.dialects import llvm
+from tracec.backends.cpu.builder import I32, I64, PTR, ModuleBuilder
 
-from tracec.backends.cpu.builder import I8, I32, I64, PTR, ModuleBuilder
-
-__all__ = ["emit_parallel", "MAX_THREADS"]
+__all__ = ["emit_parallel", "MAX_THREADS", "RUN_FOR"]
 
 MAX_THREADS = 64
+#: Chunks per thread of a pooled kernel (dynamic load balance).
+CHUNKS_PER_THREAD = 4
+
+#: The module's ``run_for`` (``@NAME``), with its thread start routine.
+RUN_FOR = r"""
+@NAME_pool = global ptr null, align 8
+
+define internal ptr @NAME_start(ptr %t) nounwind {
+  %fn = load ptr, ptr %t, align 8
+  %p1 = getelementptr i64, ptr %t, i64 1
+  %ctx = load ptr, ptr %p1, align 8
+  %p2 = getelementptr i64, ptr %t, i64 2
+  %lo = load i64, ptr %p2, align 8
+  %p3 = getelementptr i64, ptr %t, i64 3
+  %hi = load i64, ptr %p3, align 8
+  %r = call i32 %fn(ptr %ctx, i64 %lo, i64 %hi)
+  %p4 = getelementptr i64, ptr %t, i64 4
+  %r64 = sext i32 %r to i64
+  store i64 %r64, ptr %p4, align 8
+  ret ptr null
+}
+
+define internal i32 @NAME(ptr %fn, ptr %ctx, i64 %n, i64 %grain, i64 %nthreads) nounwind {
+entry:
+  %pool = load ptr, ptr @NAME_pool, align 8
+  %have = icmp ne ptr %pool, null
+  br i1 %have, label %pooled, label %spawn
+pooled:
+  %rp = call i32 %pool(ptr %fn, ptr %ctx, i64 %n, i64 %grain, i64 %nthreads)
+  ret i32 %rp
+spawn:
+  %tasks = alloca [MAXT x [5 x i64]], align 16
+  %tids = alloca [MAXT x i64], align 16
+  %oks = alloca [MAXT x i8], align 16
+  %a = icmp slt i64 %nthreads, %n
+  %m1 = select i1 %a, i64 %nthreads, i64 %n
+  %b = icmp slt i64 %m1, MAXT
+  %m2 = select i1 %b, i64 %m1, i64 MAXT
+  %c = icmp slt i64 %m2, 1
+  %nt = select i1 %c, i64 1, i64 %m2
+  br label %create
+create:
+  %i = phi i64 [ 1, %spawn ], [ %i1, %created ]
+  %more = icmp slt i64 %i, %nt
+  br i1 %more, label %create_body, label %run0
+create_body:
+  %t = getelementptr [MAXT x [5 x i64]], ptr %tasks, i64 0, i64 %i
+  store ptr %fn, ptr %t, align 8
+  %tc = getelementptr i64, ptr %t, i64 1
+  store ptr %ctx, ptr %tc, align 8
+  %nl = mul i64 %n, %i
+  %lo = sdiv i64 %nl, %nt
+  %i1 = add i64 %i, 1
+  %nh = mul i64 %n, %i1
+  %hi = sdiv i64 %nh, %nt
+  %tl = getelementptr i64, ptr %t, i64 2
+  store i64 %lo, ptr %tl, align 8
+  %th = getelementptr i64, ptr %t, i64 3
+  store i64 %hi, ptr %th, align 8
+  %tid = getelementptr [MAXT x i64], ptr %tids, i64 0, i64 %i
+  %cr = call i32 @pthread_create(ptr %tid, ptr null, ptr @NAME_start, ptr %t)
+  %ok = icmp eq i32 %cr, 0
+  %ok8 = zext i1 %ok to i8
+  %okp = getelementptr [MAXT x i8], ptr %oks, i64 0, i64 %i
+  store i8 %ok8, ptr %okp, align 1
+  br label %created
+created:
+  br label %create
+run0:
+  %hi0 = sdiv i64 %n, %nt
+  %r0 = call i32 %fn(ptr %ctx, i64 0, i64 %hi0)
+  br label %join
+join:
+  %j = phi i64 [ 1, %run0 ], [ %j1, %joined ]
+  %acc = phi i32 [ %r0, %run0 ], [ %acc1, %joined ]
+  %jmore = icmp slt i64 %j, %nt
+  br i1 %jmore, label %join_body, label %done
+join_body:
+  %jt = getelementptr [MAXT x [5 x i64]], ptr %tasks, i64 0, i64 %j
+  %jokp = getelementptr [MAXT x i8], ptr %oks, i64 0, i64 %j
+  %jok = load i8, ptr %jokp, align 1
+  %started = icmp ne i8 %jok, 0
+  br i1 %started, label %wait, label %inline
+wait:
+  %jtidp = getelementptr [MAXT x i64], ptr %tids, i64 0, i64 %j
+  %jtid = load i64, ptr %jtidp, align 8
+  %jr = call i32 @pthread_join(i64 %jtid, ptr null)
+  %jrp = getelementptr i64, ptr %jt, i64 4
+  %jr64 = load i64, ptr %jrp, align 8
+  %rw = trunc i64 %jr64 to i32
+  br label %joined
+inline:
+  %jlp = getelementptr i64, ptr %jt, i64 2
+  %jlo = load i64, ptr %jlp, align 8
+  %jhp = getelementptr i64, ptr %jt, i64 3
+  %jhi = load i64, ptr %jhp, align 8
+  %ri = call i32 %fn(ptr %ctx, i64 %jlo, i64 %jhi)
+  br label %joined
+joined:
+  %r = phi i32 [ %rw, %wait ], [ %ri, %inline ]
+  %j1 = add i64 %j, 1
+  %keep = icmp ne i32 %acc, 0
+  %acc1 = select i1 %keep, i32 %acc, i32 %r
+  br label %join
+done:
+  ret i32 %acc
+}
+"""
 
 
-def _declare(mb: ModuleBuilder) -> None:
-    mb.declare("pthread_create", [PTR, PTR, PTR, PTR], I32)
-    mb.declare("pthread_join", [I64, PTR], I32)
+def _run_for(mb: ModuleBuilder) -> str:
+    key = ("run_for",)
+    if key not in mb.shared:
+        name = mb.unique("run_for")
+        mb.declare("pthread_create", [PTR, PTR, PTR, PTR], I32)
+        mb.declare("pthread_join", [I64, PTR], I32)
+        mb.declare(name, [PTR, PTR, I64, I64, I64], I32)
+        mb.helpers[name] = RUN_FOR.replace("NAME", name).replace("MAXT", str(MAX_THREADS))
+        mb.shared[key] = name
+        mb.shared["pool_slot"] = name + "_pool"
+    return mb.shared[key]
 
 
-def _to_ptr(fb, v):
-    return fb.emit(llvm.IntToPtrOp.create(operands=[v], result_types=[PTR]))
+def _smax(fb, a, b):
+    return fb.select(fb.icmp("sgt", a, b), a, b)
 
 
-def _to_int(fb, p):
-    return fb.emit(llvm.PtrToIntOp.create(operands=[p], result_types=[I64]))
-
-
-def emit_parallel(mb: ModuleBuilder, kernel: str, k: int) -> str:
-    """Emit ``kernel``'s task and parallel wrappers; the wrapper's name."""
-    _declare(mb)
-    slots = k + 4
-
-    # Task slots are all pointer-typed (llvmlite's typed-pointer builder
-    # refuses mixed stores into one array); integers travel as inttoptr.
-    task = mb.function(f"{kernel}_task", [PTR], PTR)
-    t = task.args[0]
-    vals = [task.load(task.gep(t, task.i64(i), PTR), PTR, 8) for i in range(k + 3)]
-    lo, hi = (_to_int(task, v) for v in vals[k + 1:])
-    r = task.call(kernel, vals[:k + 1] + [lo, hi], I32)
-    task.store(_to_ptr(task, task.cast("sext", r, I64)), task.gep(t, task.i64(k + 3), PTR), 8)
-    null = task.emit(llvm.ZeroOp.create(result_types=[PTR]))
-    task.ret_(null)
-    task.finish()
+def emit_parallel(mb: ModuleBuilder, kernel: str, k: int, align: int = 1) -> str:
+    """Emit ``kernel``'s chunk and parallel wrappers; the wrapper's name.
+    Chunks are rounded up to a multiple of ``align`` iterations while that
+    leaves at least one chunk per thread (a GEMM's row blocks that share a
+    packed block of B)."""
+    run_for = _run_for(mb)
+    chunk = mb.function(f"{kernel}_chunk", [PTR, I64, I64], I32)
+    c = chunk.args[0]
+    cvals = [chunk.load(chunk.gep(c, chunk.i64(i), PTR), PTR, 8) for i in range(k + 1)]
+    chunk.ret_(chunk.call(kernel, cvals + list(chunk.args[1:]), I32))
+    chunk.finish()
 
     fb = mb.function(f"{kernel}_par", [PTR] * (k + 1) + [I64, I64], I32)
     bufs = fb.args[:k + 1]
     n, nthreads = fb.args[k + 1], fb.args[k + 2]
-    tasks = fb.alloca(PTR, MAX_THREADS * slots, 16)
-    tids = fb.alloca(I64, MAX_THREADS, 16)
-    ok = fb.alloca(I8, MAX_THREADS, 16)
-
-    def smin(a, b):
-        return fb.select(fb.icmp("slt", a, b), a, b)
-    nt = smin(smin(nthreads, n), fb.i64(MAX_THREADS))
-    nt = fb.select(fb.icmp("slt", nt, fb.i64(1)), fb.i64(1), nt)
-
-    def chunk_lo(i):
-        return fb.ibin("sdiv", fb.mul(n, i), nt)
-
-    def spawn(i):
-        base = fb.mul(i, fb.i64(slots))
-        for j, b in enumerate(bufs):
-            fb.store(b, fb.gep(tasks, fb.add(base, fb.i64(j)), PTR), 8)
-        fb.store(_to_ptr(fb, chunk_lo(i)), fb.gep(tasks, fb.add(base, fb.i64(k + 1)), PTR), 8)
-        fb.store(_to_ptr(fb, chunk_lo(fb.add(i, fb.i64(1)))),
-                 fb.gep(tasks, fb.add(base, fb.i64(k + 2)), PTR), 8)
-        rc = fb.call("pthread_create", [fb.gep(tids, i, I64), fb.emit(
-            llvm.ZeroOp.create(result_types=[PTR])), fb.addressof(f"{kernel}_task"),
-            fb.gep(tasks, base, I64)], I32)
-        fb.store(fb.cast("zext", fb.icmp("eq", rc, fb.i32(0)), I8), fb.gep(ok, i, I8), 1)
-        return ()
-    fb.for_range(fb.i64(1), nt, spawn)
-    r0 = fb.call(kernel, list(bufs) + [fb.i64(0), chunk_lo(fb.i64(1))], I32)
-
-    def join(i, acc):
-        started = fb.icmp("ne", fb.load(fb.gep(ok, i, I8), I8, 1), fb.const(0, I8))
-        jb, rb = fb.new_block(), fb.new_block()
-        merge = fb.new_block([I32])
-        fb.cond_br(started, jb, rb)
-        fb.set_block(jb)
-        fb.call("pthread_join", [fb.load(fb.gep(tids, i, I64), I64, 8),
-                                 fb.emit(llvm.ZeroOp.create(result_types=[PTR]))], I32)
-        base = fb.mul(i, fb.i64(slots))
-        r1 = fb.cast("trunc", _to_int(fb, fb.load(fb.gep(tasks, fb.add(base, fb.i64(k + 3)), PTR),
-                                                    PTR, 8)), I32)
-        fb.br(merge, r1)
-        fb.set_block(rb)
-        r2 = fb.call(kernel, list(bufs) + [chunk_lo(i), chunk_lo(fb.add(i, fb.i64(1)))], I32)
-        fb.br(merge, r2)
-        fb.set_block(merge)
-        r = merge.args[0]
-        return [fb.select(fb.icmp("ne", acc, fb.i32(0)), acc, r)]
-    (acc,) = fb.for_range(fb.i64(1), nt, join, carried=[r0])
-    fb.ret_(acc)
+    ctx = fb.alloca(PTR, k + 1, 16)
+    for j, b in enumerate(bufs):
+        fb.store(b, fb.gep(ctx, fb.i64(j), PTR), 8)
+    per = fb.mul(_smax(fb, nthreads, fb.i64(1)), fb.i64(CHUNKS_PER_THREAD))
+    grain = _smax(fb, fb.ibin("sdiv", fb.add(n, fb.ibin("sub", per, fb.i64(1))), per), fb.i64(1))
+    if align > 1:
+        up = fb.mul(fb.ibin("sdiv", fb.add(grain, fb.i64(align - 1)), fb.i64(align)),
+                    fb.i64(align))
+        enough = fb.icmp("sge", fb.ibin("sdiv", n, up), _smax(fb, nthreads, fb.i64(1)))
+        grain = fb.select(enough, up, grain)
+    fb.ret_(fb.call(run_for, [fb.addressof(f"{kernel}_chunk"), ctx, n, grain, nthreads], I32))
     fb.finish()
     return f"{kernel}_par"

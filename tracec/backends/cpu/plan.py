@@ -7,11 +7,18 @@ by values whose live ranges do not overlap), or a constant global.
 ``reshape`` results and kernel results that just forward a value *alias*
 their source's storage (all buffers are C-contiguous).
 
+A *donated* output (``donated``: output index -> input index, chosen by
+the lowering, see ``lower.Lowering._donations``) lives in its input's
+buffer: the step that computes it overwrites the input in place, and the
+caller gets the input array back as that output.
+
 Invariants: an op never writes a buffer it reads (an op's results are
-placed before its dead operands are freed); workspace offsets are 64-byte
-aligned and the first 64 bytes are reserved (the error slot: the offending
-index of a failed bounds check); a value returned twice, or a returned
-input or constant, gets an explicit copy step.
+placed before its dead operands are freed), except a donated output, which
+only an elementwise step writes at the indices it reads, after every other
+read of that input; workspace offsets are 64-byte aligned and the first 64
+bytes are reserved (the error slot: the offending index of a failed bounds
+check); a value returned twice, or a returned input or constant, gets an
+explicit copy step.
 """
 from __future__ import annotations
 
@@ -65,17 +72,25 @@ def nbytes(v: SSAValue) -> int:
     return math.prod(ir.shape_of(v.type)) * scalar.itemsize(ir.dtype_of(v.type))
 
 
-def plan_buffers(plan: Plan, inputs: list[SSAValue], returns: list[SSAValue]) -> None:
+def plan_buffers(plan: Plan, inputs: list[SSAValue], returns: list[SSAValue],
+                 donated: dict[int, int] | None = None) -> None:
     """Fill ``plan.storage`` for every root value used by ``plan.steps``
-    and the returns, appending copy steps where a return needs one."""
+    and the returns, appending copy steps where a return needs one;
+    ``donated`` outputs (already checked safe) take their input's buffer."""
     root = plan.root
     for i, a in enumerate(inputs):
         plan.storage[a] = Storage("input", i, nbytes(a))
     produced = {root(w) for s in plan.steps for w in s.writes}
     bound: set = set()
     copies = []
+    for k, i in (donated or {}).items():
+        r = root(returns[k])
+        plan.storage[r] = Storage("input", i, nbytes(r))
+        bound.add(r)
     for j, v in enumerate(returns):
         r = root(v)
+        if donated and j in donated:
+            continue
         if r in produced and r not in bound:
             plan.storage[r] = Storage("output", j, nbytes(r))
             bound.add(r)

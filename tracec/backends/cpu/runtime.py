@@ -23,7 +23,12 @@ process, that NumPy's array layout is the expected one) because
 
 The signature (JSON-able) holds: ``format``, ``target`` (CPU, LLVM and the
 backend's code), ``entry``, ``entry_py``, ``inputs`` / ``outputs`` (shape,
-dtype name), ``workspace`` (bytes) and ``errors``.  ``load_object(object
+dtype name), ``workspace`` (bytes), ``errors`` and ``donated``: ``[output,
+input]`` pairs whose output the code computes in the input's buffer (the
+``outputs`` pointer for it is not used).  The executable then passes, for
+such an input, an array whose memory no other input shares (a copy if
+needed) and returns that array as the output: callers that donated a state
+array get it back, updated in place.  ``load_object(object
 bytes, signature)`` links the object into the process's LLJIT (libm and
 libpthread symbols resolve from the process) and returns an executable.
 
@@ -91,6 +96,7 @@ def _link(object_code: bytes, entries: list[str]):
     with _jit_lock:
         jit = _lljit()
         builder = lb.JITLibraryBuilder().add_object_img(object_code).add_current_process()
+
         for e in entries:
             builder.export_symbol(e)
         return builder.link(jit, f"tracec_lib_{next(_lib_ids)}")
@@ -131,7 +137,15 @@ class CpuExecutable:
         fast = bool(signature.get("entry_py")) and _array_layout_ok()
         if fast:
             entries.append(signature["entry_py"])
+        slot = signature.get("pool_slot")
+        if slot:
+            entries.append(slot)
         self._tracker = _link(object_code, entries)
+        if slot:
+            from tracec.backends.cpu import pool
+            address = pool.address()
+            if address:        # parallel kernels run on the worker pool
+                ctypes.c_void_p.from_address(self._tracker[slot]).value = address
         self._fn = _ENTRY_T(self._tracker[signature["entry"]])
         self._fn_py = _ENTRY_T(self._tracker[signature["entry_py"]]) if fast else None
         self._py_in_t = ctypes.py_object * max(1, len(signature["inputs"]))
@@ -143,6 +157,7 @@ class CpuExecutable:
         self._errors = list(signature["errors"])
         self._ws_size = int(signature["workspace"])
         self._ws_pool: list = []
+        self._donated = [(int(k), int(j)) for k, j in signature.get("donated", ())]
         self.nthreads = default_threads()
 
     def stage(self, name: str) -> str:
@@ -160,7 +175,14 @@ class CpuExecutable:
             off = (-raw.ctypes.data) % 64
             return raw, raw.ctypes.data + off, off
 
-    def __call__(self, arrays):
+    #: ``__call__`` takes ``out=``: arrays to reuse as output buffers.
+    accepts_out = True
+
+    def __call__(self, arrays, out=None):
+        """Run on ``arrays``; ``out`` (optional): per output, an array to
+        compute it into instead of a fresh one (used only when it has the
+        output's shape and dtype, is C-contiguous, writeable and not an
+        input; the caller vouches that nothing else uses it), or None."""
         specs = self._ins
         if len(arrays) != len(specs):
             raise TypeError(f"expected {len(specs)} input arrays, got {len(arrays)}")
@@ -169,7 +191,12 @@ class CpuExecutable:
                     or not a.flags.c_contiguous):
                 arrays = [self._coerce(a, shape, npd) for a, (shape, npd) in zip(arrays, specs)]
                 break
-        outs = [np.empty(shape, npd) for shape, npd in self._outs]
+        if self._donated:
+            arrays, outs = self._donated_outputs(arrays)
+        else:
+            outs = [np.empty(shape, npd) for shape, npd in self._outs]
+        if out is not None:
+            self._reuse(out, outs, arrays)
         ws = self._workspace()
         try:
             if self._fn_py is not None:
@@ -184,6 +211,43 @@ class CpuExecutable:
         finally:
             self._ws_pool.append(ws)
         return outs
+
+    def _donated_outputs(self, arrays):
+        """``(arrays, outs)`` when some outputs are donated: each such output
+        is its input array itself, or a private copy of it (then put in
+        ``arrays``, a new list) when its memory is shared with another input
+        or it is read-only."""
+        outs = [None] * len(self._outs)
+        views = [x for x in arrays if x.base is not None]
+        ids = [id(x) for x in arrays] if len(views) < len(arrays) else []
+        copied = False
+        for k, j in self._donated:
+            a = arrays[j]
+            if a.base is None:
+                shared = ids.count(id(a)) > 1 or any(
+                    v is not a and np.may_share_memory(a, v) for v in views)
+            else:
+                shared = any(i != j and np.may_share_memory(a, x) for i, x in enumerate(arrays))
+            if shared or not a.flags.writeable:
+                if not copied:
+                    arrays, copied = list(arrays), True
+                a = arrays[j] = a.copy()
+            outs[k] = a
+        for k, (shape, npd) in enumerate(self._outs):
+            if outs[k] is None:
+                outs[k] = np.empty(shape, npd)
+        return arrays, outs
+
+    def _reuse(self, out, outs, arrays) -> None:
+        donated = {k for k, _ in self._donated}
+        for k, a in enumerate(out[:len(outs)]):
+            if a is None or k in donated:
+                continue
+            shape, npd = self._outs[k]
+            if (type(a) is np.ndarray and a.dtype == npd and a.shape == shape
+                    and a.flags.c_contiguous and a.flags.writeable
+                    and not any(a is x for x in arrays)):
+                outs[k] = a
 
     def _raise(self, rc: int, ws) -> None:
         if not 1 <= rc <= len(self._errors):

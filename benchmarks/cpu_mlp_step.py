@@ -1,0 +1,184 @@
+"""The 784-512-512-10 MLP training step on the cpu backend, measured
+robustly on a noisy machine: every measurement runs in a fresh child
+process, tracec and PyTorch children alternate for several rounds, and the
+medians are compared.
+
+Per configuration (SGD momentum / Adam, batch 32 / 256, both cores / one
+core: ``taskset``-style affinity plus ``TRACEC_NUM_THREADS=1``,
+``OMP_NUM_THREADS=1``, ``OPENBLAS_NUM_THREADS=1``) it prints, in ms: the
+compiled step (``tracec.compile``), its executable alone (the native call,
+arrays prepared), PyTorch eager, and PyTorch / tracec (> 1: tracec is
+faster).  Then the cold compile of the step (a fresh process and cache: the
+call that compiles, and the backend's share of it).
+
+    python benchmarks/cpu_mlp_step.py [--rounds 3] [--time 1.0] [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+CHILD = r"""
+import json, os, sys, time
+cfg = json.loads(sys.argv[1])
+if cfg["one_core"]:
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+import numpy as np
+
+def timeit(fn, min_time):
+    for _ in range(4):
+        fn()
+    best = []
+    for _ in range(3):
+        n, t0 = 0, time.perf_counter()
+        while True:
+            fn()
+            n += 1
+            el = time.perf_counter() - t0
+            if el >= min_time / 3 and n >= 5:
+                break
+        best.append(el / n * 1e3)
+    return min(best)
+
+out = {}
+if cfg["what"] == "tracec":
+    import tracec
+    import tracec.nn.functional as F
+    from tracec import nn
+    tracec.manual_seed(1)
+    x = tracec.randn(cfg["batch"], 784)
+    y = tracec.randint(0, 10, (cfg["batch"],))
+    model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                          nn.Linear(512, 10))
+    opt = (tracec.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if cfg["opt"] == "sgd"
+           else tracec.optim.Adam(model.parameters(), lr=1e-3))
+
+    @tracec.compile(backend="cpu")
+    def step():
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    out["step_ms"] = timeit(step, cfg["time"])
+    e = step._last
+    arrays = [x._data if s.kind == "arg" else s.source._data if s.kind == "state"
+              else s.source._grad._data for s in e.trace.inputs]
+    exe = e.executable
+    out["exe_ms"] = timeit(lambda: exe(arrays), cfg["time"])
+elif cfg["what"] == "torch":
+    import torch
+    if cfg["one_core"]:
+        torch.set_num_threads(1)
+    torch.manual_seed(0)
+    rng = np.random.default_rng(1)
+    xt = torch.from_numpy(rng.standard_normal((cfg["batch"], 784), dtype=np.float32))
+    yt = torch.from_numpy(rng.integers(0, 10, cfg["batch"]))
+    model = torch.nn.Sequential(torch.nn.Linear(784, 512), torch.nn.ReLU(),
+                                torch.nn.Linear(512, 512), torch.nn.ReLU(),
+                                torch.nn.Linear(512, 10))
+    opt = (torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if cfg["opt"] == "sgd"
+           else torch.optim.Adam(model.parameters(), lr=1e-3))
+
+    def step():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(xt), yt)
+        loss.backward()
+        opt.step()
+        return loss
+    out["step_ms"] = timeit(step, cfg["time"])
+else:  # cold compile
+    os.environ["TRACEC_CACHE_DIR"] = cfg["cache"]
+    t0 = time.perf_counter()
+    import tracec
+    import tracec.nn.functional as F
+    from tracec import nn
+    tracec.manual_seed(0)
+    model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                          nn.Linear(512, 10))
+    opt = (tracec.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if cfg["opt"] == "sgd"
+           else tracec.optim.Adam(model.parameters(), lr=1e-3))
+    x = tracec.randn(cfg["batch"], 784)
+    y = tracec.randint(0, 10, (cfg["batch"],))
+
+    @tracec.compile(backend="cpu")
+    def step():
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    calls = []
+    while step._last is None or step._last.executable is None:
+        t = time.perf_counter()
+        step()
+        calls.append(time.perf_counter() - t)
+    out["compile_call_s"] = calls[-1]
+    out["backend_s"] = step.cache_info().timings.get("backend_s")
+    out["passes_s"] = step.cache_info().timings.get("passes_s")
+print("RESULT " + json.dumps(out))
+"""
+
+
+def _child(cfg: dict, one_core: bool) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    if one_core:
+        env.update(TRACEC_NUM_THREADS="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+                   MKL_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(dict(cfg, one_core=one_core))],
+                       capture_output=True, text=True, env=env, timeout=600)
+    for line in r.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    raise RuntimeError(f"child failed: {r.stderr[-2000:]}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--time", type=float, default=1.0)
+    ap.add_argument("--quick", action="store_true", help="batch 32 SGD, both cores only")
+    args = ap.parse_args()
+    try:
+        import torch  # noqa: F401
+        have_torch = True
+    except ImportError:
+        have_torch = False
+    configs = [("sgd", 32)] if args.quick else [("sgd", 32), ("sgd", 256), ("adam", 32),
+                                                 ("adam", 256)]
+    modes = [False] if args.quick else [False, True]
+    print(f"{'cores':<6}{'step':<6}{'batch':>6}{'tracec step':>13}{'executable':>12}"
+          f"{'torch':>9}{'torch/tracec':>14}   (ms, medians of {args.rounds} rounds)")
+    for one_core in modes:
+        for opt, batch in configs:
+            cfg = {"what": "tracec", "opt": opt, "batch": batch, "time": args.time}
+            ours, theirs = [], []
+            for _ in range(args.rounds):
+                ours.append(_child(cfg, one_core))
+                if have_torch:
+                    theirs.append(_child(dict(cfg, what="torch"), one_core))
+            step = statistics.median(o["step_ms"] for o in ours)
+            exe = statistics.median(o["exe_ms"] for o in ours)
+            torch_ms = statistics.median(t["step_ms"] for t in theirs) if theirs else float("nan")
+            print(f"{'1' if one_core else 'all':<6}{opt:<6}{batch:>6}{step:>13.3f}{exe:>12.3f}"
+                  f"{torch_ms:>9.3f}{torch_ms / step:>13.2f}x", flush=True)
+    for opt in ("sgd", "adam"):
+        runs = [_child({"what": "cold", "opt": opt, "batch": 32, "cache": tempfile.mkdtemp()},
+                       False) for _ in range(args.rounds)]
+        print(f"cold compile ({opt}, batch 32): compiling call "
+              f"{statistics.median(r['compile_call_s'] for r in runs):.2f} s, backend "
+              f"{statistics.median(r['backend_s'] for r in runs):.2f} s "
+              f"(median of {args.rounds} fresh processes)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
