@@ -389,37 +389,51 @@ def _shared(mb, elt, vl: int, mr: int, nr: int, ta: bool, tb: bool) -> tuple[str
     return shared[("gemm_ukernel", t)], packs[0], packs[1]
 
 
+def _pack_cols(fb, buf, src, k0, kcur, c0, ncols, ld, w: int, elt, es: int) -> None:
+    """The copying pack (the source's contiguous axis stays contiguous):
+    buf[(c / w) * kcur * w + k * w + c % w] = src[(k0 + k) * ld + c0 + c]
+    (0 past ``ncols``).  Rows of the source are read in order, each spread
+    over the panels (sequential reads; the writes stay in the buffer)."""
+    zero = fb.const(0.0, elt)
+    nfull = fb.ibin("sdiv", ncols, fb.i64(w))
+    rem = fb.ibin("sub", ncols, fb.mul(nfull, fb.i64(w)))
+    pstride = fb.mul(kcur, fb.i64(w))
+
+    def krow(k):
+        srow = fb.add(fb.mul(fb.add(k0, k), ld), c0)
+        drow = fb.mul(k, fb.i64(w))
+
+        def panel(p):
+            s0 = fb.add(srow, fb.mul(p, fb.i64(w)))
+            d0 = fb.add(drow, fb.mul(p, pstride))
+
+            def col(c):
+                v = fb.load(fb.gep(src, fb.add(s0, c), elt), elt, es)
+                fb.store(v, fb.gep(buf, fb.add(d0, c), elt), es)
+                return ()
+            fb.for_range(fb.i64(0), fb.i64(w), col)
+            return ()
+        fb.for_range(fb.i64(0), nfull, panel)
+
+        def tail():
+            s0 = fb.add(srow, fb.mul(nfull, fb.i64(w)))
+            d0 = fb.add(drow, fb.mul(nfull, pstride))
+
+            def col(c):
+                inside = fb.icmp("slt", c, rem)
+                v = fb.load(fb.gep(src, fb.add(s0, fb.select(inside, c, fb.i64(0))), elt),
+                            elt, es)
+                fb.store(fb.select(inside, v, zero), fb.gep(buf, fb.add(d0, c), elt), es)
+                return ()
+            fb.for_range(fb.i64(0), fb.i64(w), col)
+        fb.if_then(fb.icmp("sgt", rem, fb.i64(0)), tail)
+        return ()
+    fb.for_range(fb.i64(0), kcur, krow)
+
+
 def _pack_b(fb, buf, b0, pc, kcur, jc, ncur, N, nr: int, elt, es: int) -> None:
     """buf[(j / nr) * kcur * nr + k * nr + j % nr] = B[pc + k, jc + j] (0 past N)."""
-    zero = fb.const(0.0, elt)
-    npan = fb.ibin("sdiv", fb.add(ncur, fb.i64(nr - 1)), fb.i64(nr))
-
-    def panel(p):
-        j0 = fb.mul(p, fb.i64(nr))
-        width = _smin(fb, fb.i64(nr), fb.ibin("sub", ncur, j0))
-        dst0 = fb.mul(fb.mul(p, kcur), fb.i64(nr))
-
-        def copy(masked):
-            def krow(k):
-                src = fb.add(fb.mul(fb.add(pc, k), N), fb.add(jc, j0))
-                dst = fb.add(dst0, fb.mul(k, fb.i64(nr)))
-
-                def col(c):
-                    if not masked:
-                        v = fb.load(fb.gep(b0, fb.add(src, c), elt), elt, es)
-                        fb.store(v, fb.gep(buf, fb.add(dst, c), elt), es)
-                        return ()
-                    inside = fb.icmp("slt", c, width)
-                    v = fb.load(fb.gep(b0, fb.add(src, fb.select(inside, c, fb.i64(0))), elt),
-                                elt, es)
-                    fb.store(fb.select(inside, v, zero), fb.gep(buf, fb.add(dst, c), elt), es)
-                    return ()
-                fb.for_range(fb.i64(0), fb.i64(nr), col)
-                return ()
-            fb.for_range(fb.i64(0), kcur, krow)
-        fb.if_else(fb.icmp("eq", width, fb.i64(nr)), lambda: copy(False), lambda: copy(True))
-        return ()
-    fb.for_range(fb.i64(0), npan, panel)
+    _pack_cols(fb, buf, b0, pc, kcur, jc, ncur, N, nr, elt, es)
 
 
 def _pack_a(fb, buf, a0, ic, mcur, pc, kcur, K, mr: int, elt, es: int) -> None:
@@ -528,37 +542,9 @@ def _pack_rows(fb, dst, src, r0, width, k0, kcur, ld, w: int, elt, es: int) -> N
 
 def _pack_a_t(fb, buf, a0, ic, mcur, pc, kcur, M, mr: int, elt, es: int) -> None:
     """As ``_pack_a`` from A stored transposed (``At[k, i]``, ``M`` columns):
-    buf[(i / mr) * kcur * mr + k * mr + i % mr] = At[pc + k, ic + i]; each
-    packed row is ``mr`` contiguous elements of At."""
-    zero = fb.const(0.0, elt)
-    npan = fb.ibin("sdiv", fb.add(mcur, fb.i64(mr - 1)), fb.i64(mr))
-
-    def panel(p):
-        i0 = fb.mul(p, fb.i64(mr))
-        width = _smin(fb, fb.i64(mr), fb.ibin("sub", mcur, i0))
-        dst0 = fb.mul(fb.mul(p, kcur), fb.i64(mr))
-
-        def copy(masked):
-            def krow(k):
-                src = fb.add(fb.mul(fb.add(pc, k), M), fb.add(ic, i0))
-                dst = fb.add(dst0, fb.mul(k, fb.i64(mr)))
-
-                def col(r):
-                    if not masked:
-                        v = fb.load(fb.gep(a0, fb.add(src, r), elt), elt, es)
-                        fb.store(v, fb.gep(buf, fb.add(dst, r), elt), es)
-                        return ()
-                    inside = fb.icmp("slt", r, width)
-                    v = fb.load(fb.gep(a0, fb.add(src, fb.select(inside, r, fb.i64(0))), elt),
-                                elt, es)
-                    fb.store(fb.select(inside, v, zero), fb.gep(buf, fb.add(dst, r), elt), es)
-                    return ()
-                fb.for_range(fb.i64(0), fb.i64(mr), col)
-                return ()
-            fb.for_range(fb.i64(0), kcur, krow)
-        fb.if_else(fb.icmp("eq", width, fb.i64(mr)), lambda: copy(False), lambda: copy(True))
-        return ()
-    fb.for_range(fb.i64(0), npan, panel)
+    buf[(i / mr) * kcur * mr + k * mr + i % mr] = At[pc + k, ic + i], a
+    copying pack."""
+    _pack_cols(fb, buf, a0, pc, kcur, ic, mcur, M, mr, elt, es)
 
 
 def _pack_b_t(fb, buf, b0, pc, kcur, jc, ncur, K, nr: int, elt, es: int) -> None:

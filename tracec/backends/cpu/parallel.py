@@ -8,14 +8,16 @@ For a kernel ``i32 @k(ptr b0, ..., ptr err, i64 lo, i64 hi)`` this emits
   through the module's ``run_for`` helper and returns the first nonzero
   result; all chunks always run and finish before it returns.
 
-``i32 @<prefix>run_for(ptr chunk, ptr ctx, i64 n, i64 grain, i64 nthreads)``
+``i32 @<prefix>run_for(ptr chunk, ptr ctx, i64 n, i64 align, i64 nthreads)``
 is emitted once per module, as LLVM IR text (``RUN_FOR``; it calls through
 pointers, which the ``llvm`` dialect converter cannot express; ``codegen``
 puts it in place of its declaration).  When the exported global
 ``<prefix>run_for_pool`` (named by ``signature["pool_slot"]``) holds the
 address of the process's worker pool (``pool.py``: ``tracec_pool_for``; the
 runtime sets it after loading the object), it hands the range to the pool:
-chunks of ``grain`` taken dynamically by the caller and the workers.  Where
+chunks of about ``n / (CHUNKS_PER_THREAD * nthreads)`` iterations (rounded
+up to a multiple of ``align`` while that leaves a chunk per thread) taken
+dynamically by the caller and the workers.  Where
 it is null (a shared library built by ``tracec build``, or ``TRACEC_POOL=0``)
 ``run_for`` starts threads itself: ``[0, n)`` cut into ``min(nthreads, n,
 MAX_THREADS)`` contiguous chunks, one thread each but the first (run by the
@@ -52,8 +54,23 @@ define internal ptr @NAME_start(ptr %t) nounwind {
   ret ptr null
 }
 
-define internal i32 @NAME(ptr %fn, ptr %ctx, i64 %n, i64 %grain, i64 %nthreads) nounwind {
+define internal i32 @NAME(ptr %fn, ptr %ctx, i64 %n, i64 %align, i64 %nthreads) nounwind {
 entry:
+  %tpos = icmp sgt i64 %nthreads, 1
+  %t1 = select i1 %tpos, i64 %nthreads, i64 1
+  %per = mul i64 %t1, CHUNKS
+  %n1 = add i64 %n, %per
+  %n2 = sub i64 %n1, 1
+  %g0 = sdiv i64 %n2, %per
+  %gpos = icmp sgt i64 %g0, 1
+  %g1 = select i1 %gpos, i64 %g0, i64 1
+  %a1 = add i64 %g1, %align
+  %a2 = sub i64 %a1, 1
+  %a3 = sdiv i64 %a2, %align
+  %up = mul i64 %a3, %align
+  %nup = sdiv i64 %n, %up
+  %enough = icmp sge i64 %nup, %t1
+  %grain = select i1 %enough, i64 %up, i64 %g1
   %pool = load ptr, ptr @NAME_pool, align 8
   %have = icmp ne ptr %pool, null
   br i1 %have, label %pooled, label %spawn
@@ -147,14 +164,11 @@ def _run_for(mb: ModuleBuilder) -> str:
         mb.declare("pthread_create", [PTR, PTR, PTR, PTR], I32)
         mb.declare("pthread_join", [I64, PTR], I32)
         mb.declare(name, [PTR, PTR, I64, I64, I64], I32)
-        mb.helpers[name] = RUN_FOR.replace("NAME", name).replace("MAXT", str(MAX_THREADS))
+        mb.helpers[name] = (RUN_FOR.replace("NAME", name).replace("MAXT", str(MAX_THREADS))
+                            .replace("CHUNKS", str(CHUNKS_PER_THREAD)))
         mb.shared[key] = name
         mb.shared["pool_slot"] = name + "_pool"
     return mb.shared[key]
-
-
-def _smax(fb, a, b):
-    return fb.select(fb.icmp("sgt", a, b), a, b)
 
 
 def emit_parallel(mb: ModuleBuilder, kernel: str, k: int, align: int = 1) -> str:
@@ -175,13 +189,7 @@ def emit_parallel(mb: ModuleBuilder, kernel: str, k: int, align: int = 1) -> str
     ctx = fb.alloca(PTR, k + 1, 16)
     for j, b in enumerate(bufs):
         fb.store(b, fb.gep(ctx, fb.i64(j), PTR), 8)
-    per = fb.mul(_smax(fb, nthreads, fb.i64(1)), fb.i64(CHUNKS_PER_THREAD))
-    grain = _smax(fb, fb.ibin("sdiv", fb.add(n, fb.ibin("sub", per, fb.i64(1))), per), fb.i64(1))
-    if align > 1:
-        up = fb.mul(fb.ibin("sdiv", fb.add(grain, fb.i64(align - 1)), fb.i64(align)),
-                    fb.i64(align))
-        enough = fb.icmp("sge", fb.ibin("sdiv", n, up), _smax(fb, nthreads, fb.i64(1)))
-        grain = fb.select(enough, up, grain)
-    fb.ret_(fb.call(run_for, [fb.addressof(f"{kernel}_chunk"), ctx, n, grain, nthreads], I32))
+    fb.ret_(fb.call(run_for, [fb.addressof(f"{kernel}_chunk"), ctx, n, fb.i64(max(1, align)),
+                              nthreads], I32))
     fb.finish()
     return f"{kernel}_par"
