@@ -114,6 +114,22 @@ class BatchNorm2d(_NormBase):
             raise ValueError(f"expected 4D input (got {input.ndim}D input)")
 
 
+def _affine_parameters(module, affine: bool, bias: bool, shape, device, dtype) -> None:
+    """``weight`` (and ``bias`` unless refused) of ``shape``, or None ones."""
+    module.register_parameter("weight", Parameter(_empty(shape, device, dtype))
+                              if affine else None)
+    module.register_parameter("bias", Parameter(_empty(shape, device, dtype))
+                              if affine and bias else None)
+
+
+def _reset_affine(module) -> None:
+    """PyTorch's affine init: weight ones, bias zeros."""
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)
+
+
 class LayerNorm(Module):
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
                  bias: bool = True, device=None, dtype=None):
@@ -123,22 +139,11 @@ class LayerNorm(Module):
         self.normalized_shape = tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(_empty(self.normalized_shape, device, dtype))
-            if bias:
-                self.bias = Parameter(_empty(self.normalized_shape, device, dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, elementwise_affine, bias, self.normalized_shape, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -158,22 +163,11 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = Parameter(_empty((num_channels,), device, dtype))
-            if bias:
-                self.bias = Parameter(_empty((num_channels,), device, dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, affine, bias, (num_channels,), device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
