@@ -24,8 +24,12 @@ SCRIPT = textwrap.dedent("""
     with warnings.catch_warnings(record=True) as w:
         f(x)
         out = f(x)
-    print(json.dumps({"cache": f.cache_info().timings.get("cache"),
+    timings = f.cache_info().timings
+    print(json.dumps({"cache": timings.get("cache"),
+                      "passes_ran": "passes_s" in timings,
                       "out": out.tolist(),
+                      "lowered": "llvm.func" in f.ir("lowered"),
+                      "optimized": "tracec.kernel" in f.ir("optimized"),
                       "warnings": [str(m.message) for m in w]}))
 """)
 
@@ -41,8 +45,11 @@ def _run(cache_dir):
 def test_second_process_loads_from_disk_and_corruption_is_rebuilt(tmp_path):
     first = _run(tmp_path)
     assert first["cache"] == "miss"
+    assert first["passes_ran"] and first["lowered"] and first["optimized"]
     second = _run(tmp_path)
     assert second["cache"] == "hit" and second["out"] == first["out"]
+    # A hit is keyed by the trace: no passes ran; the stages are made on request.
+    assert not second["passes_ran"] and second["lowered"] and second["optimized"]
     entries = DiskCache(str(tmp_path)).entries()
     assert len(entries) == 1
     # Truncate the entry: the next process warns, rebuilds, and is right.
@@ -74,3 +81,26 @@ def test_entries_are_checked_and_written_atomically(tmp_path):
     assert not os.path.exists(path)
     assert not [f for f in os.listdir(os.path.dirname(path)) if f.startswith(".tmp-")]
     assert c.clear() == 0
+
+
+def test_same_code_at_another_line_gets_its_own_entry(tmp_path, monkeypatch):
+    """Compiled code names the user's lines in its errors, so two functions
+    alike but for their lines never share an entry; a second compile of
+    the same function is a hit that runs no passes."""
+    import tracec
+    monkeypatch.setenv("TRACEC_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TRACEC_NO_CACHE", raising=False)
+
+    def f(x):
+        return (x * 2).sum()
+
+    def g(x):
+        return (x * 2).sum()
+    x = tracec.ones(3)
+    results = []
+    for fn in (f, g, f):
+        c = tracec.compile(fn, backend="cpu")
+        c(x)
+        assert c(x).item() == 6.0
+        results.append((c.cache_info().timings["cache"], "passes_s" in c.cache_info().timings))
+    assert results == [("miss", True), ("miss", True), ("hit", False)]

@@ -254,7 +254,7 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None) 
         # The C wrapper writes state back only when a call succeeds: no
         # outputs computed in place in their inputs (compile_module(donate=)).
         from tracec.backends import cpu
-        exe = cpu.compile_module(entry.stages["optimized"], asm=False)
+        exe = cpu.compile_module(entry.optimized())
     signature = exe.signature
     fname = _ident(fn.__name__)
     bufs = plan_buffers(entry, fn, arg_names)

@@ -68,7 +68,12 @@ def _fmt_key(k):
 
 @dataclass
 class Entry:
-    """One specialization: a trace and its compiled executable."""
+    """One specialization: a trace and its compiled executable.
+
+    ``stages`` holds "trace" from the start; the passes ("autodiff",
+    "optimized") run when first needed (``optimized()``): at the first reuse
+    when the disk cache misses, never when it hits (the key is the trace's),
+    or when a stage is asked for."""
     trace: Trace
     executable: object
     stages: dict = field(default_factory=dict)
@@ -79,6 +84,20 @@ class Entry:
     number: int = 0
     on_compiled: object = None
     _fresh_grads: list = None
+
+    def optimized(self):
+        """The optimized module (running autodiff and the passes on a copy of
+        the trace the first time)."""
+        if "optimized" not in self.stages:
+            verify = _checks_enabled()
+            t0 = time.perf_counter()
+            module = self.stages["trace"].clone()
+            run_passes(AUTODIFF, module, verify=verify)
+            self.stages["autodiff"] = module.clone()
+            run_passes(OPTIMIZE, module, verify=verify)
+            self.stages["optimized"] = module
+            self.timings["passes_s"] = time.perf_counter() - t0
+        return self.stages["optimized"]
 
     def failed_guard(self):
         """None if every guard holds, else a description of the first failure."""
@@ -107,13 +126,27 @@ class Entry:
     def ensure_compiled(self):
         if self.executable is None:
             t0 = time.perf_counter()
+            passes0 = self.timings.get("passes_s", 0.0)
             self.executable, timing = self.compile_fn()
-            self.timings.update(timing, backend_s=time.perf_counter() - t0)
-            for name, text in getattr(self.executable, "stages", {}).items():
-                self.stages[name] = text
+            # backend_s: the backend's own time (the passes, if they ran
+            # here, are passes_s).
+            self.timings.update(timing, backend_s=time.perf_counter() - t0
+                                - (self.timings.get("passes_s", 0.0) - passes0))
             if self.on_compiled is not None:
                 self.on_compiled(self)
         return self.executable
+
+    def stage(self, name: str):
+        """A stage's module or text, made on request."""
+        if name in ("autodiff", "optimized"):
+            self.optimized()
+        if name in self.stages:
+            return self.stages[name]
+        exe = self.ensure_compiled()
+        try:
+            return exe.stage(name) if hasattr(exe, "stage") else exe.stages[name]
+        except (KeyError, AttributeError):
+            return None
 
     def run(self, args, kwargs):
         if self.executable is None:
@@ -128,7 +161,7 @@ class Entry:
             else:
                 arrays.append(spec.source._grad._data)
         if self.check_backend is not None:
-            check.check_module(self.stages["optimized"], self.check_backend, arrays)
+            check.check_module(self.optimized(), self.check_backend, arrays)
         if self._fresh_grads is None:
             self._fresh_grads = _fresh_grad_outputs(self.trace, self.executable)
         out = None
@@ -304,25 +337,17 @@ class CompiledFunction:
         return result
 
     def _build(self, trace: Trace) -> Entry:
-        verify = _checks_enabled()
-        stages = {}
-        module = trace.module
-        t0 = time.perf_counter()
-        if verify:
-            module.verify()
-        stages["trace"] = module.clone()
-        run_passes(AUTODIFF, module, verify=verify)
-        stages["autodiff"] = module.clone()
-        run_passes(OPTIMIZE, module, verify=verify)
-        stages["optimized"] = module
-        t1 = time.perf_counter()
+        if _checks_enabled():
+            trace.module.verify()
         backend = BACKENDS[self.backend]
-        entry = Entry(trace, None, stages, {"passes_s": t1 - t0})
-        # The backend compiles on the first reuse of this trace, not now: the
-        # first call's result comes from the eager run, and a trace that is
-        # never reused (a first optimizer step, say) is never compiled.
+        entry = Entry(trace, None, {"trace": trace.module})
+        # Nothing more happens now: the first call's result comes from the
+        # eager run.  At the first reuse the executable comes from the disk
+        # cache (keyed by the trace: no passes run) or from the passes and
+        # the backend; a trace never reused (a first optimizer step, say) is
+        # never optimized or compiled.
         donate = donations(trace)
-        entry.compile_fn = lambda: self._compile_cached(backend, module, donate)
+        entry.compile_fn = lambda: self._compile_cached(backend, entry, donate)
         entry.on_compiled = self._write_dump if self.dump else None
         if self.check:
             entry.check_backend = backend
@@ -330,17 +355,20 @@ class CompiledFunction:
                               if s.kind == "state"]
         return entry
 
-    def _compile_cached(self, backend, module, donate=None):
-        """The backend's executable for ``module``, from the disk cache when
-        the backend produces object code (keyed by the optimized IR, the
-        target, the options and the tracec version)."""
+    def _compile_cached(self, backend, entry: Entry, donate=None):
+        """The backend's executable for ``entry``, from the disk cache when
+        the backend produces object code.  The key is the trace's structure
+        and source locations (the compiled code names the user's lines in
+        its errors), the donation map, the backend, the target, the options
+        and a digest of tracec's own source (which decides everything from
+        the trace to the object code): a hit needs neither the passes nor
+        the backend."""
         if not hasattr(backend, "load_object") or os.environ.get("TRACEC_NO_CACHE"):
-            return backend.compile_module(module, donate=donate), {}
-        # The assembly listing is a second full code generation: made on request only
-        # (fn.ir("asm")), from the LLVM IR stage.
+            return backend.compile_module(entry.optimized(), donate=donate), {}
         target = backend.target_id() if hasattr(backend, "target_id") else ""
-        key = hashlib.sha256("|".join((cache.fingerprint(module), self.backend, target,
-                                       __version__, str(self.check),
+        key = hashlib.sha256("|".join((cache.fingerprint(entry.stages["trace"], locations=True),
+                                       self.backend, target, cache.source_digest(),
+                                       str(self.check),
                                        str(sorted((donate or {}).items())))).encode()
                              ).hexdigest()
         disk = cache.DiskCache()
@@ -349,14 +377,13 @@ class CompiledFunction:
         if hit is not None:
             header, payload = hit
             try:
-                exe = backend.load_object(payload, header["signature"], header.get("stages"))
+                exe = backend.load_object(payload, header["signature"])
                 return exe, {"cache_load_s": time.perf_counter() - t0, "cache": "hit"}
             except Exception as e:  # a foreign or stale entry: rebuild it
                 warnings.warn(f"tracec cache: discarding unusable entry {key[:12]}: {e}")
-        exe = backend.compile_module(module, asm=False, donate=donate)
+        exe = backend.compile_module(entry.optimized(), donate=donate)
         try:
-            disk.put(key, {"signature": exe.signature, "stages": exe.stages},
-                     exe.object_code)
+            disk.put(key, {"signature": exe.signature}, exe.object_code)
         except OSError as e:
             warnings.warn(f"tracec cache: cannot write the cache ({e}); continuing")
         return exe, {"cache": "miss"}
@@ -368,18 +395,23 @@ class CompiledFunction:
             raise ValueError(f"unknown IR stage {stage!r}; stages are {', '.join(STAGES)}")
         if self._last is None:
             raise RuntimeError(f"{self.__name__} has not been compiled yet: call it first")
-        s = self._last.stages.get(stage)
-        if s is None and stage not in ("trace", "autodiff", "optimized"):
-            exe = self._last.ensure_compiled()
-            s = self._last.stages.get(stage)
-            if s is None and hasattr(exe, "stage"):
-                try:
-                    s = self._last.stages[stage] = exe.stage(stage)
-                except KeyError:
-                    s = None
+        s = self._stage(self._last, stage)
         if s is None:
             raise ValueError(f"stage {stage!r} is not produced by the {self.backend!r} backend")
         return s if isinstance(s, str) else ir.print_module(s)
+
+    def _stage(self, entry: Entry, stage: str):
+        s = entry.stage(stage)
+        if s is None and stage in ("lowered", "llvm", "asm") and \
+                hasattr(BACKENDS[self.backend], "load_object"):
+            # Loaded from the disk cache, which keeps object code only: the
+            # text stages come from compiling the optimized module again.
+            exe = BACKENDS[self.backend].compile_module(entry.optimized(),
+                                                        donate=donations(entry.trace))
+            for name in ("lowered", "llvm"):
+                entry.stages[name] = exe.stage(name)
+            s = exe.stage(stage)
+        return s
 
     def cache_info(self):
         return CacheInfo(self.traces, self.hits, list(self.reasons), len(self._eager_keys),
@@ -388,6 +420,12 @@ class CompiledFunction:
     def _write_dump(self, entry: Entry) -> None:
         os.makedirs(self.dump, exist_ok=True)
         n = entry.number
+        entry.optimized()
+        if entry.executable is not None:
+            for stage in ("lowered", "llvm"):
+                text = self._stage(entry, stage)
+                if text is not None:
+                    entry.stages[stage] = text
         for stage in entry.stages:
             path = os.path.join(self.dump, f"{self.__name__}.{n}.{stage}.mlir"
                                 if stage in ("trace", "autodiff", "optimized", "lowered")

@@ -118,9 +118,10 @@ class DiskCache:
         return n
 
 
-def fingerprint(module) -> str:
-    """A hash of a module's structure (ops, properties, types, operand
-    wiring), cheaper than printing it; locations are left out."""
+def fingerprint(module, *, locations: bool = False) -> str:
+    """A hash of a module's structure (ops, properties, attributes, types,
+    operand wiring), cheaper than printing it; with ``locations``, each op's
+    source location too."""
     h = hashlib.sha256()
     ids: dict = {}
 
@@ -131,6 +132,10 @@ def fingerprint(module) -> str:
         for op in block.ops:
             h.update(op.name.encode())
             h.update(str(sorted((k, str(v)) for k, v in op.properties.items())).encode())
+            if op.attributes:
+                h.update(str(sorted((k, str(v)) for k, v in op.attributes.items())).encode())
+            if locations:
+                h.update(str(op.location).encode())
             h.update(str([ids.get(o, -1) for o in op.operands]).encode())
             for r in op.results:
                 ids[r] = len(ids)
@@ -146,3 +151,21 @@ def fingerprint(module) -> str:
             for b in region.blocks:
                 walk(b)
     return h.hexdigest()
+
+
+_digest: list = []
+
+
+def source_digest() -> str:
+    """SHA-256 of tracec's own Python source (every file of the package):
+    the passes, the primitives' rules and the backends decide what a trace
+    compiles to, so a cache entry made by other code is never reused."""
+    if not _digest:
+        import pathlib
+        root = pathlib.Path(__file__).resolve().parents[1]
+        h = hashlib.sha256()
+        for path in sorted(root.rglob("*.py")):
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
+        _digest.append(h.hexdigest())
+    return _digest[0]

@@ -12,8 +12,10 @@ import re
 import threading
 
 import llvmlite.binding as lb
-from xdsl.backend.llvm.convert import convert_module
-from xdsl.dialects.builtin import ModuleOp
+
+#: Byte offset of ``data`` in a NumPy array object (after ``PyObject_HEAD``),
+#: where the ``_py`` entry reads it (the runtime checks it once per process).
+PYOBJECT_DATA_OFFSET = 16
 
 __all__ = ["target_machine", "target_id", "compile_llvm", "Compiled"]
 
@@ -69,10 +71,23 @@ def target_machine():
 class Compiled:
     """Results of compiling one llvm-dialect module."""
 
-    def __init__(self, llvm_ir: str, object_code: bytes, asm: str | None):
-        self.llvm_ir = llvm_ir
+    def __init__(self, module, object_code: bytes, asm: str | None):
+        self._module = module
         self.object_code = object_code
         self.asm = asm
+
+    def llvm_ir(self) -> str:
+        """The optimized LLVM IR text (printed on request: ~200 KB for a
+        training step, not worth printing on every compile)."""
+        with _lock:
+            return str(self._module)
+
+    def assembly(self) -> str:
+        """Assembly of the optimized module (a second code generation)."""
+        if self.asm is None:
+            with _lock:
+                self.asm = target_machine().emit_assembly(self._module)
+        return self.asm
 
 
 def _tune(llmod, internal: set[str], wide: set[str] = frozenset()) -> None:
@@ -98,11 +113,14 @@ def _tune(llmod, internal: set[str], wide: set[str] = frozenset()) -> None:
             set.add(fn.attributes, prefer)
 
 
-def compile_llvm(module: ModuleOp, *, exported: set[str], want_asm: bool = True,
+def compile_llvm(module, *, exported: set[str], want_asm: bool = True,
                  wide: set[str] = frozenset(), helpers: dict[str, str] | None = None) -> Compiled:
     """Convert, optimize (O3 for the host) and emit object code (and asm).
     ``helpers``: declared functions to define from LLVM IR text (spliced in
     place of their declarations before parsing)."""
+    # Imported here: loading cached object code needs none of xDSL's llvm
+    # dialect (~0.1 s of imports in a new process).
+    from xdsl.backend.llvm.convert import convert_module
     tm = target_machine()
     llmod = convert_module(module, fallback_target_triple=host()[0],
                            data_layout=str(tm.target_data))
@@ -120,10 +138,9 @@ def compile_llvm(module: ModuleOp, *, exported: set[str], want_asm: bool = True,
         pto.loop_unrolling = False
         pb = lb.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(mod, pb)
-        optimized = str(mod)
         obj = tm.emit_object(mod)
         asm = tm.emit_assembly(mod) if want_asm else None
-    return Compiled(optimized, bytes(obj), asm)
+    return Compiled(mod, bytes(obj), asm)
 
 
 def _splice(text: str, helpers: dict[str, str]) -> str:

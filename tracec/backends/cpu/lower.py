@@ -41,6 +41,7 @@ from tracec import dtypes as dt
 from tracec import ir
 from tracec.backends.cpu import indexing, matmul, parallel, scalar, transpose
 from tracec.backends.cpu.builder import I1, I8, I32, I64, PTR, ModuleBuilder
+from tracec.backends.cpu.codegen import PYOBJECT_DATA_OFFSET
 from tracec.backends.cpu.fuse import REDUCE_KIND, NotFusable, ProgramBuilder, splat_value
 from tracec.backends.cpu.loops import LoopProgram, emit_program
 from tracec.backends.cpu.plan import Plan, Step, Storage, plan_buffers
@@ -576,10 +577,6 @@ class Lowering:
             arrays.append(arr)
         fb.ret_(fb.call(self.symbol, arrays + [ws, nthreads], I32))
         fb.finish()
-
-
-#: Byte offset of ``data`` in a NumPy array object (after ``PyObject_HEAD``).
-PYOBJECT_DATA_OFFSET = 16
 
 
 def lower_module(module: ModuleOp, symbol: str = "tracec_main",

@@ -104,9 +104,9 @@ def _link(object_code: bytes, entries: list[str]):
 
 def _array_layout_ok() -> bool:
     """Whether a NumPy array's data pointer sits where the ``_py`` entry
-    reads it (``lower.PYOBJECT_DATA_OFFSET``); checked once per process."""
+    reads it (``codegen.PYOBJECT_DATA_OFFSET``); checked once per process."""
     if _layout[0] is None:
-        from tracec.backends.cpu.lower import PYOBJECT_DATA_OFFSET
+        from tracec.backends.cpu.codegen import PYOBJECT_DATA_OFFSET
         ok = True
         for a in (np.zeros(3, np.float32), np.empty((2, 5), np.int64)[:, 1:].copy()):
             ok = ok and ctypes.c_void_p.from_address(id(a) + PYOBJECT_DATA_OFFSET).value \
@@ -132,7 +132,7 @@ class CpuExecutable:
                              f"{signature.get('target')!r}")
         self.object_code = object_code
         self.signature = signature
-        self.stages = dict(stages or {})
+        self.stages = stages if stages is not None else {}
         entries = [signature["entry"]]
         fast = bool(signature.get("entry_py")) and _array_layout_ok()
         if fast:
@@ -163,9 +163,13 @@ class CpuExecutable:
     def stage(self, name: str) -> str:
         """Text of a stage; "asm" is generated from "llvm" if it was not
         produced at compile time (``compile_module(asm=False)``)."""
-        if name not in self.stages and name == "asm" and "llvm" in self.stages:
-            self.stages["asm"] = codegen.assembly(self.stages["llvm"])
-        return self.stages[name]
+        try:
+            return self.stages[name]
+        except KeyError:
+            if name != "asm" or "llvm" not in self.stages:
+                raise
+        self.stages["asm"] = codegen.assembly(self.stages["llvm"])
+        return self.stages["asm"]
 
     def _workspace(self):
         try:
