@@ -85,10 +85,14 @@ def _kernel_names(exe) -> list[str]:
 # with edge tiles, batched and broadcast.
 MM_SHAPES = [(3, 4, 5, (), ()), (33, 70, 45, (), ()), (70, 65, 50, (), ()),
              (32, 200, 96, (), ()), (9, 64, 130, (2,), (2,)), (50, 60, 70, (2, 1), (3,)),
-             (1, 7, 1, (), ())]
+             (1, 7, 1, (), ()),
+             # narrower than the GEMM's register tile: matmul.py's narrow kernel
+             # (several power-of-two vector pieces per row, row groups, batches)
+             (37, 50, 10, (), ()), (9, 33, 24, (), ()), (5, 8, 31, (3,), (3,)),
+             (6, 20, 3, (2, 1), (3,)), (70, 65, 16, (), ()), (4, 5, 1, (), ())]
 
 
-@pytest.mark.parametrize("ta,tb", [(False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("ta,tb", [(False, False), (False, True), (True, False), (True, True)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
 def test_transposed_operands_are_read_in_place(ta, tb, dtype):
     d = dt.from_numpy_dtype(np.dtype(dtype))
@@ -117,6 +121,23 @@ def test_transposed_operands_are_read_in_place(ta, tb, dtype):
     exe = cpu.compile_module(m, asm=False)
     _close(exe(arrays), interp.compile_module(m)(arrays), dtype)
     assert not any(k.startswith("transpose") for k in _kernel_names(exe))
+
+
+@pytest.mark.parametrize("tb", [False, True])
+def test_narrow_products_use_the_register_row_kernel(tb):
+    """A classifier's last layer ([B, 512] @ [512, 10], or x @ w.T with w
+    [10, 512]) runs the narrow kernel, not the row loop (12x slower)."""
+    d = dt.float32
+    sb = (10, 512) if tb else (512, 10)
+
+    def build(block, args):
+        b, shape = (_t(block, args[1], sb, d) if tb else (args[1], sb))
+        return [_mm(block, args[0], b, (64, 512), shape, d)]
+    m = _module(build, [((64, 512), d), (sb, d)])
+    arrays = _arrays([(64, 512), sb], np.float32)
+    exe = cpu.compile_module(m)
+    _close(exe(arrays), interp.compile_module(m)(arrays), np.float32)
+    assert "matmul_narrow" in _kernel_names(exe)
 
 
 def test_transpose_with_other_users_is_materialized_once():

@@ -67,7 +67,7 @@ def suitable(d: dt.DType, M: int, N: int, K: int) -> bool:
     return M * N * K >= 48 ** 3 and N >= vl and M >= mr and K >= 8
 
 
-def _splat_zero(fb: FuncBuilder, vt, elt):
+def splat_zero(fb: FuncBuilder, vt, elt):
     key = ("zvec", str(vt))
     v = fb._consts.get(key)
     if v is None:
@@ -79,7 +79,7 @@ def _splat_zero(fb: FuncBuilder, vt, elt):
     return v
 
 
-def _broadcast(fb: FuncBuilder, x, vt):
+def broadcast(fb: FuncBuilder, x, vt):
     n = vt.get_shape()[0]
     undef = fb.emit(llvm.UndefOp(vt))
     ins = fb.emit(llvm.InsertElementOp(undef, x, fb.i32(0)))
@@ -100,7 +100,7 @@ def _emit_microkernel(mb, name: str, elt, vl: int, mr: int, nr: int) -> str:
     fb = mb.function(name, [PTR, PTR, PTR, I64, I64, I1, I64, I64], None,
                      noalias=[True, True, True])
     ap, bp, cp, kc, ldc, first, rows, cols = fb.args
-    zero = _splat_zero(fb, vt, elt)
+    zero = splat_zero(fb, vt, elt)
 
     def kstep(k, *accs):
         bvs = [fb.load(fb.gep(bp, fb.add(fb.mul(k, fb.i64(nv)), fb.i64(j)), vt), vt, 64)
@@ -109,7 +109,7 @@ def _emit_microkernel(mb, name: str, elt, vl: int, mr: int, nr: int) -> str:
         abase = fb.mul(k, fb.i64(mr))
         for r in range(mr):
             a = fb.load(fb.gep(ap, fb.add(abase, fb.i64(r)), elt), elt, es)
-            av = _broadcast(fb, a, vt)
+            av = broadcast(fb, a, vt)
             for j in range(nv):
                 q = r * nv + j
                 out[q] = fb.emit(llvm.FMAOp(av, bvs[j], out[q]))

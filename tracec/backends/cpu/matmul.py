@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import math
 
+from xdsl.dialects import llvm
+
 from tracec import dtypes as dt
 from tracec import ir
-from tracec.backends.cpu import gemm, scalar
-from tracec.backends.cpu.builder import FuncBuilder
+from tracec.backends.cpu import codegen, gemm, scalar
+from tracec.backends.cpu.builder import F32, F64, FuncBuilder, vec
 
 __all__ = ["emit_matmul", "batch_strides", "swaps_last_two"]
 
@@ -79,6 +81,11 @@ def emit_matmul(low, op, operands=None) -> None:
     sb = batch_strides(bshape, bshape_, K * N)
     slots = [low.slot_value(res), low.slot_value(a), low.slot_value(b)]
     if nb * M * N == 0:
+        return
+    if d in (dt.float32, dt.float64) and N < gemm.params_for(d)[2] and (
+            not tb or (K * N * d.itemsize <= NARROW_STACK_BYTES and not any(sb))):
+        # Narrower than the GEMM's register tile (NR): it would pad.
+        _emit_narrow(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb)
         return
     if gemm.suitable(d, M, N, K):
         gemm.emit_gemm(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb)
@@ -146,3 +153,102 @@ def emit_matmul(low, op, operands=None) -> None:
             return ()
         fb.for_range(lo, hi, row)
     low.kernels.kernel("matmul", slots, nb * M, body, work=nb * M * N * K)
+
+
+def _chunks(n: int, vl: int) -> list[tuple[int, int]]:
+    """``(offset, width)`` pieces of a row of ``n`` elements, widths powers
+    of two of at most ``vl``: LLVM scalarizes arithmetic on odd-sized
+    vectors such as ``<24 x float>`` (spilling it), never on these."""
+    out, off = [], 0
+    w = vl
+    while off < n:
+        while w > n - off:
+            w //= 2
+        out.append((off, w))
+        off += w
+    return out
+
+
+#: The largest B stored ``[N, K]`` the narrow kernel copies to ``[K, N]``
+#: on its stack (each thread, once per call).
+NARROW_STACK_BYTES = 64 * 1024
+
+
+def _emit_narrow(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb) -> None:
+    """C = A @ B for a float B stored ``[K, N]`` with N narrower than the
+    GEMM's register tile (a classifier's last layer, its weight gradient):
+    each row of C is held in registers (a few power-of-two vector pieces)
+    over the K loop (``acc += splat(A[m, k]) * B[k, :]``), several rows at
+    a time so each loaded row of B feeds several FMAs.  The row kernel's
+    loop over so short an N hardly vectorizes (measured 2 GFLOP/s for
+    ``[256, 512] @ [512, 10]``; this kernel: 28-40, like OpenBLAS).  A B
+    stored ``[N, K]`` (``x @ w.T``, an ``nn.Linear``) is first copied,
+    transposed, to the stack (it is small: ``NARROW_STACK_BYTES``)."""
+    elt = F32 if d is dt.float32 else F64
+    es = d.itemsize
+    vl = gemm.params_for(d)[0]
+    pieces = _chunks(N, vl)
+    vts = [vec(elt, w) for _, w in pieces]
+    sam, sak = (1, M) if ta else (K, 1)
+    # Accumulators must stay in registers (32 vector registers with
+    # AVX-512, 16 with AVX2; some are needed for B and the broadcasts).
+    # With a batch, rows of one group may belong to different matrices:
+    # then one row at a time, each with its own offsets.
+    budget = 24 if codegen.vector_bits() >= 512 else 10
+    group = max(1, min(4, budget // len(pieces))) if nb == 1 else 1
+
+    def body(fb, ptrs, err, lo, hi, status):
+        cp, ap, bp = ptrs
+        zeros = [gemm.splat_zero(fb, vt, elt) for vt in vts]
+        if tb:
+            src, bp = bp, fb.alloca(elt, K * N, 64)
+
+            def tcol(n):
+                def tk(k):
+                    v = fb.load(fb.gep(src, fb.add(fb.mul(n, fb.i64(K)), k), elt), elt, es)
+                    fb.store(v, fb.gep(bp, fb.add(fb.mul(k, fb.i64(N)), n), elt), es)
+                    return ()
+                fb.for_range(fb.i64(0), fb.i64(K), tk)
+                return ()
+            fb.for_range(fb.i64(0), fb.i64(N), tcol)
+
+        def rows(r0, n):
+            a_base, b_base = [], None
+            for i in range(n):
+                r = fb.add(r0, fb.i64(i)) if i else r0
+                if nb > 1:
+                    bi = fb.ibin("sdiv", r, fb.i64(M))
+                    m = fb.ibin("srem", r, fb.i64(M))
+                    b_base = batch_offset(fb, bi, bshape, sb)
+                    aoff = batch_offset(fb, bi, bshape, sa)
+                else:
+                    m, aoff = r, fb.i64(0)
+                a_base.append(fb.add(aoff, fb.mul(m, fb.i64(sam))))
+            b_base = b_base if b_base is not None else fb.i64(0)
+
+            def kstep(k, *accs):
+                brow = fb.add(b_base, fb.mul(k, fb.i64(N)))
+                bvs = [fb.load(fb.gep(bp, fb.add(brow, fb.i64(off)), elt), vt, es)
+                       for (off, _), vt in zip(pieces, vts)]
+                ka = fb.mul(k, fb.i64(sak))
+                out = list(accs)
+                for i in range(n):
+                    a = fb.load(fb.gep(ap, fb.add(a_base[i], ka), elt), elt, es)
+                    for j, vt in enumerate(vts):
+                        q = i * len(vts) + j
+                        out[q] = fb.emit(llvm.FMAOp(gemm.broadcast(fb, a, vt), bvs[j], accs[q]))
+                return out
+            accs = fb.for_range(fb.i64(0), fb.i64(K), kstep, carried=zeros * n)
+            for i in range(n):
+                crow = fb.mul(fb.add(r0, fb.i64(i)) if i else r0, fb.i64(N))
+                for j, (off, _) in enumerate(pieces):
+                    fb.store(accs[i * len(vts) + j],
+                             fb.gep(cp, fb.add(crow, fb.i64(off)), elt), es)
+
+        # Whole groups, then the remaining rows one at a time.
+        split = fb.add(lo, fb.mul(fb.ibin("sdiv", fb.sub(hi, lo), fb.i64(group)),
+                                  fb.i64(group)))
+        fb.for_range(lo, split, lambda r: rows(r, group) or (), step=group)
+        if group > 1:
+            fb.for_range(split, hi, lambda r: rows(r, 1) or ())
+    low.kernels.kernel("matmul_narrow", slots, nb * M, body, work=nb * M * N * K)
