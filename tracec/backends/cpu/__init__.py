@@ -82,10 +82,10 @@ def compile_module(module: ModuleOp, *, asm: bool = False, symbol: str | None = 
                                     wide=lowered.wide, helpers=lowered.helpers,
                                     want_asm=asm)
     signature = dict(lowered.signature, format=FORMAT, target=codegen.target_id())
-    # The text stages are printed on first access only: printing the lowered
-    # module costs ~0.1-0.2 s for a training step, a tenth of the compile.
-    stages = LazyStages(lowered=lambda: _print(lowered.module), llvm=compiled.llvm_ir,
-                        asm=compiled.assembly)
+    # The lowered module is printed on first access only (~0.1-0.2 s for a
+    # training step, a tenth of the compile), the assembly made on request.
+    stages = LazyStages(lowered=lambda: _print(lowered.module), asm=compiled.assembly)
+    stages["llvm"] = compiled.llvm_ir
     return CpuExecutable(compiled.object_code, signature, stages)
 
 

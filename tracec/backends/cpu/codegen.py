@@ -71,22 +71,18 @@ def target_machine():
 class Compiled:
     """Results of compiling one llvm-dialect module."""
 
-    def __init__(self, module, object_code: bytes, asm: str | None):
-        self._module = module
+    def __init__(self, llvm_ir: str, object_code: bytes, asm: str | None):
+        # The text, not the llvmlite module: a module kept past its compile
+        # can outlive its LLVMContext's wrapper and crash when collected.
+        # (Printing it costs ~4 ms for a training step.)
+        self.llvm_ir = llvm_ir
         self.object_code = object_code
         self.asm = asm
-
-    def llvm_ir(self) -> str:
-        """The optimized LLVM IR text (printed on request: ~200 KB for a
-        training step, not worth printing on every compile)."""
-        with _lock:
-            return str(self._module)
 
     def assembly(self) -> str:
         """Assembly of the optimized module (a second code generation)."""
         if self.asm is None:
-            with _lock:
-                self.asm = target_machine().emit_assembly(self._module)
+            self.asm = assembly(self.llvm_ir)
         return self.asm
 
 
@@ -138,9 +134,10 @@ def compile_llvm(module, *, exported: set[str], want_asm: bool = True,
         pto.loop_unrolling = False
         pb = lb.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(mod, pb)
+        optimized = str(mod)
         obj = tm.emit_object(mod)
         asm = tm.emit_assembly(mod) if want_asm else None
-    return Compiled(mod, bytes(obj), asm)
+    return Compiled(optimized, bytes(obj), asm)
 
 
 def _splice(text: str, helpers: dict[str, str]) -> str:
