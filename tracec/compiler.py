@@ -83,6 +83,7 @@ class Entry:
     compile_fn: object = None
     number: int = 0
     on_compiled: object = None
+    refreshers: list = field(default_factory=list)
     _fresh_grads: list = None
 
     def optimized(self):
@@ -151,6 +152,8 @@ class Entry:
     def run(self, args, kwargs):
         if self.executable is None:
             self.ensure_compiled()
+        for refresh in self.refreshers:   # lifted Python state (a learning rate)
+            refresh()
         arrays = []
         for spec in self.trace.inputs:
             if spec.kind == "arg":
@@ -300,9 +303,11 @@ class CompiledFunction:
         entries = self._cache.get(key)
         reason = None
         if entries:
-            for e in entries:
+            for i, e in enumerate(entries):
                 failed = e.failed_guard()
                 if failed is None:
+                    if i:  # most recently used first: a training loop's steady-state
+                        entries.insert(0, entries.pop(i))  # step checks one entry's guards
                     self.hits += 1
                     self._last = e
                     return e.run(args, kwargs)
@@ -353,6 +358,15 @@ class CompiledFunction:
             entry.check_backend = backend
         entry.state_guards = [(s.source, s.source.requires_grad) for s in trace.inputs
                               if s.kind == "state"]
+        # A guard may carry ``refresh``: Python state the trace reads from a
+        # tensor (optim's lifted learning rate), brought up to date per call.
+        seen = set()
+        for snap, _ in trace.guards:
+            refresh = getattr(snap, "refresh", None)
+            key = (id(getattr(snap, "opt", snap)), getattr(snap, "index", None))
+            if refresh is not None and key not in seen:
+                seen.add(key)
+                entry.refreshers.append(refresh)
         return entry
 
     def _compile_cached(self, backend, entry: Entry, donate=None):

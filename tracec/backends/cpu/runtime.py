@@ -42,6 +42,7 @@ import ctypes
 import itertools
 import os
 import threading
+import weakref
 
 import numpy as np
 import llvmlite.binding as lb
@@ -103,19 +104,25 @@ def _link(object_code: bytes, entries: list[str]):
 
 
 def _array_layout_ok() -> bool:
-    """Whether a NumPy array's data pointer sits where the ``_py`` entry
-    reads it (``codegen.PYOBJECT_DATA_OFFSET``); checked once per process."""
+    """Whether a NumPy array's data pointer (``codegen.PYOBJECT_DATA_OFFSET``)
+    and a tuple's item pointers (``_TUPLE_ITEMS``) sit where the ``_py``
+    entry and ``__call__`` read them; checked once per process."""
     if _layout[0] is None:
         from tracec.backends.cpu.codegen import PYOBJECT_DATA_OFFSET
         ok = True
         for a in (np.zeros(3, np.float32), np.empty((2, 5), np.int64)[:, 1:].copy()):
             ok = ok and ctypes.c_void_p.from_address(id(a) + PYOBJECT_DATA_OFFSET).value \
                 == a.ctypes.data
+            t = (a, None)
+            ok = ok and ctypes.c_void_p.from_address(id(t) + _TUPLE_ITEMS).value == id(a) \
+                and ctypes.c_void_p.from_address(id(t) + _TUPLE_ITEMS + 8).value == id(None)
         _layout[0] = ok
     return _layout[0]
 
 
 _layout: list = [None]
+#: Byte offset of a tuple's first item pointer (after ``PyObject_VAR_HEAD``).
+_TUPLE_ITEMS = 24
 
 
 class CpuExecutable:
@@ -148,8 +155,6 @@ class CpuExecutable:
                 ctypes.c_void_p.from_address(self._tracker[slot]).value = address
         self._fn = _ENTRY_T(self._tracker[signature["entry"]])
         self._fn_py = _ENTRY_T(self._tracker[signature["entry_py"]]) if fast else None
-        self._py_in_t = ctypes.py_object * max(1, len(signature["inputs"]))
-        self._py_out_t = ctypes.py_object * max(1, len(signature["outputs"]))
         self._ins = [(tuple(s), dt.to_dtype(d).np) for s, d in signature["inputs"]]
         self._outs = [(tuple(s), dt.to_dtype(d).np) for s, d in signature["outputs"]]
         self._in_arr_t = ctypes.c_void_p * max(1, len(self._ins))
@@ -158,6 +163,7 @@ class CpuExecutable:
         self._ws_size = int(signature["workspace"])
         self._ws_pool: list = []
         self._donated = [(int(k), int(j)) for k, j in signature.get("donated", ())]
+        self._unshared = None   # weak references to the last inputs found unshared
         self.nthreads = default_threads()
 
     def stage(self, name: str) -> str:
@@ -204,7 +210,11 @@ class CpuExecutable:
         ws = self._workspace()
         try:
             if self._fn_py is not None:
-                rc = self._fn_py(self._py_in_t(*arrays), self._py_out_t(*outs), ws[1],
+                # The entry reads the array pointers from the tuples' item
+                # storage (checked once per process: _array_layout_ok);
+                # both tuples live until the call returns.
+                tin, tout = tuple(arrays), tuple(outs)
+                rc = self._fn_py(id(tin) + _TUPLE_ITEMS, id(tout) + _TUPLE_ITEMS, ws[1],
                                  self.nthreads)
             else:
                 rc = self._fn(self._in_arr_t(*[a.ctypes.data for a in arrays]),
@@ -222,21 +232,51 @@ class CpuExecutable:
         ``arrays``, a new list) when its memory is shared with another input
         or it is read-only."""
         outs = [None] * len(self._outs)
-        views = [x for x in arrays if x.base is not None]
-        ids = [id(x) for x in arrays] if len(views) < len(arrays) else []
+        # The same array objects as last time, found not to share memory
+        # then: they still do not (an array's memory never changes).
+        last = self._unshared
+        if last is not None and len(last) == len(arrays) and all(
+                w() is x for w, x in zip(last, arrays)) and all(
+                arrays[j].flags.writeable for _, j in self._donated):
+            for k, j in self._donated:
+                outs[k] = arrays[j]
+            for k, (shape, npd) in enumerate(self._outs):
+                if outs[k] is None:
+                    outs[k] = np.empty(shape, npd)
+            return arrays, outs
+        # Arrays can share memory only if they share a root (the ndarray at
+        # the end of their .base chain); a root that wraps foreign memory
+        # may alias anything, so it is checked byte-wise.  O(inputs) per call.
+        roots: dict = {}
+        for i, x in enumerate(arrays):
+            r = x
+            while type(r.base) is np.ndarray:
+                r = r.base
+            key = id(r) if r.base is None else -1
+            roots.setdefault(key, []).append(i)
         copied = False
         for k, j in self._donated:
             a = arrays[j]
-            if a.base is None:
-                shared = ids.count(id(a)) > 1 or any(
-                    v is not a and np.may_share_memory(a, v) for v in views)
+            if not a.flags.writeable:
+                shared = True
             else:
-                shared = any(i != j and np.may_share_memory(a, x) for i, x in enumerate(arrays))
-            if shared or not a.flags.writeable:
+                r = a
+                while type(r.base) is np.ndarray:
+                    r = r.base
+                group = roots[id(r) if r.base is None else -1]
+                shared = len(group) > 1 and any(
+                    i != j and (arrays[i] is a or np.may_share_memory(a, arrays[i]))
+                    for i in group)
+                if not shared and r.base is not None:   # foreign memory
+                    shared = any(i != j and np.may_share_memory(a, x)
+                                 for i, x in enumerate(arrays))
+            if shared:
                 if not copied:
                     arrays, copied = list(arrays), True
                 a = arrays[j] = a.copy()
             outs[k] = a
+        if not copied:
+            self._unshared = [weakref.ref(x) for x in arrays]
         for k, (shape, npd) in enumerate(self._outs):
             if outs[k] is None:
                 outs[k] = np.empty(shape, npd)
