@@ -36,6 +36,7 @@ C_MAIN = textwrap.dedent("""
     static float m0[16*12], mb0[16], m1[4*16], mb1[4];
     static float g0[16*12], gb0[16], g1[4*16], gb1[4];
     static float x[8*12]; static int64_t y[8];
+    static double lr = 0.1;
 
     int main(int argc, char **argv) {
         FILE *f = fopen(argv[1], "rb");
@@ -46,7 +47,8 @@ C_MAIN = textwrap.dedent("""
         fclose(f);
         for (int step = 0; step < 10; step++) {
             float loss;
-            int rc = train_step(x, y, w0, b0, w1, b1, m0, mb0, m1, mb1, &loss,
+            if (step == 5) lr = 0.03;   /* a learning-rate schedule, from C */
+            int rc = train_step(x, y, w0, b0, w1, b1, m0, &lr, mb0, m1, mb1, &loss,
                                 g0, gb0, g1, gb1);
             if (rc) { fprintf(stderr, "%s\\n", train_step_error_message(rc)); return 4; }
             printf("%.9g\\n", loss);
@@ -71,6 +73,7 @@ def test_built_training_step_runs_from_c_and_matches_eager(tmp_path):
     header = (tmp_path / "out" / "libstep.h").read_text()
     assert "int train_step(const float *x, const int64_t *y, float *model_0_weight" in header
     assert "state (read and written in place)" in header
+    assert "double *opt_lr_group0" in header and "learning rate" in header
 
     # Initial weights and a batch, from the same script run eagerly here.
     import tracec
@@ -93,7 +96,11 @@ def test_built_training_step_runs_from_c_and_matches_eager(tmp_path):
     assert run.returncode == 0, run.stderr
     lines = run.stdout.split()
     c_losses = [float(v) for v in lines[:10]]
-    eager = [step(x, y).item() for _ in range(10)]
+    eager = []
+    for i in range(10):
+        if i == 5:
+            opt.param_groups[0]["lr"] = 0.03
+        eager.append(step(x, y).item())
     np.testing.assert_allclose(c_losses, eager, rtol=1e-4, atol=1e-5)
     w = list(model.parameters())
     np.testing.assert_allclose([float(lines[10]), float(lines[11])],

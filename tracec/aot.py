@@ -63,6 +63,8 @@ def state_names(fn) -> dict:
             names.setdefault(id(obj.state), f"{var}.state")
     for var, obj in scopes.items():
         if isinstance(obj, optim.Optimizer):
+            for gi, holder in enumerate(obj.__dict__.get("_lr_holders", ())):
+                names.setdefault(id(holder), f"{var}.lr.group{gi}")  # set it to schedule lr
             for gi, g in enumerate(obj.param_groups):
                 for pi, p in enumerate(g["params"]):
                     pname = params.get(id(p), f"group{gi}.param{pi}")
@@ -114,8 +116,10 @@ def plan_buffers(entry, fn, arg_names) -> list[Buffer]:
             b = Buffer(unique(arg_names[spec.source] if isinstance(spec.source, int)
                               else spec.source), spec.shape, spec.dtype, "input")
         elif spec.kind == "state":
-            b = Buffer(unique(names.get(id(spec.source), f"state{i}")), spec.shape,
-                       spec.dtype, "state (read)")
+            name = names.get(id(spec.source), f"state{i}")
+            role = ("learning rate, read at each call (set it to follow a schedule)"
+                    if ".lr.group" in name else "state (read)")
+            b = Buffer(unique(name), spec.shape, spec.dtype, role)
             by_obj[("t", id(spec.source))] = b
         else:
             pname = names.get(id(spec.source), f"param{i}")

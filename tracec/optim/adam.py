@@ -95,7 +95,7 @@ class Adam(Optimizer):
 
     def _update_group(self, group) -> None:
         beta1, beta2 = group["betas"]
-        lr = group["lr"]
+        lr = self._lr(group)
         eps = group["eps"]
         weight_decay = group["weight_decay"]
         amsgrad = group["amsgrad"]

@@ -9,20 +9,29 @@ Invariants (the compiler traces ``opt.step()`` into IR):
     updated in place (Adam's ``step`` counter included), so a traced step
     carries it as state;
   * hyperparameters are Python numbers read from ``param_groups`` at each
-    ``step()``, so a change of ``lr`` takes effect at the next step.
+    ``step()``, so a change of ``lr`` takes effect at the next step;
+  * the update formulas read a group's learning rate through ``_lr(group)``:
+    while ``tracec.compile`` traces a step, that is a 0-d float64 tensor
+    the compiled step reads as state and each compiled call refreshes from
+    ``group["lr"]``, so a learning-rate schedule neither retraces nor
+    recompiles.  (Mixed with a float32 tensor, a 0-d float64 value is
+    rounded to float32 first, as a Python number is: compiled results stay
+    equal to eager ones.)  Other hyperparameters are guarded: changing one
+    retraces.
 """
 from __future__ import annotations
 
 import copy
 import functools
+import numbers
 import warnings
 from collections import OrderedDict, defaultdict
 from itertools import chain
 
+from tracec import creation
 from tracec import dtypes as dt
 from tracec import graph
-from tracec.tensor import note_guard
-from tracec.tensor import Tensor
+from tracec.tensor import RECORDERS, Tensor, note_guard
 
 __all__ = ["Optimizer", "required"]
 
@@ -95,6 +104,26 @@ def _with_hooks(step):
         return out
     wrapper._tracec_hooked = True
     return wrapper
+
+
+class _LiftedLR:
+    """The guard a traced step reports for a learning rate it reads from a
+    holder tensor: it holds while the group's lr is a plain number, and its
+    ``refresh`` (run by each compiled call before it reads its inputs)
+    copies that number into the holder."""
+
+    def __init__(self, opt: "Optimizer", index: int):
+        self.opt, self.index = opt, index
+
+    def __call__(self):
+        groups = self.opt.param_groups
+        if self.index >= len(groups):
+            return None
+        lr = groups[self.index]["lr"]
+        return isinstance(lr, numbers.Real) and not isinstance(lr, bool)
+
+    def refresh(self) -> None:
+        self.opt._lr_holders[self.index]._data[()] = self.opt.param_groups[self.index]["lr"]
 
 
 class Optimizer:
@@ -210,6 +239,10 @@ class Optimizer:
         if not seen.isdisjoint(ids):
             raise ValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(param_group)
+        # Made now, not while a step is traced: the tracer reads a tensor that
+        # existed before the traced call as state (see _lr).
+        self.__dict__.setdefault("_lr_holders", []).append(
+            creation.zeros((), dtype=dt.float64))
 
     # --- gradients --------------------------------------------------------------
 
@@ -237,14 +270,36 @@ class Optimizer:
         """Perform one optimization step (implemented by subclasses)."""
         raise NotImplementedError
 
+    def _lr(self, group: dict):
+        """``group["lr"]`` for the update formulas: the number itself, or,
+        while ``tracec.compile`` traces this step, the group's 0-d float64
+        holder set to it (read by the compiled step as state; each compiled
+        call first copies the group's current lr into it: ``_LiftedLR``)."""
+        lr = group["lr"]
+        if not RECORDERS or isinstance(lr, (bool, Tensor)) or not isinstance(lr, numbers.Real):
+            return lr
+        holders = self.__dict__.get("_lr_holders", ())
+        gi = next((i for i, g in enumerate(self.param_groups) if g is group), None)
+        if gi is None or gi >= len(holders):
+            return lr
+        holder = holders[gi]
+        holder._data[()] = lr       # its value for the eager run of the traced call
+        self.__dict__.setdefault("_lifted_lr", set()).add(gi)
+        note_guard(_LiftedLR(self, gi))
+        return holder
+
     def optimizer_state_and_hyperparameters(self):
         """What a compiled step specializes on: each group's hyperparameters
-        and parameters, and which state each parameter has (a momentum
-        buffer is created on the first step, which takes another path)."""
-        groups = tuple(tuple(sorted((k, v) for k, v in g.items() if k != "params"
+        (but a learning rate the compiled step reads as state: ``_lr``) and
+        parameters, and which state each parameter has (a momentum buffer is
+        created on the first step, which takes another path)."""
+        lifted = self.__dict__.get("_lifted_lr", ())
+        groups = tuple(tuple(sorted((k, "lifted" if k == "lr" and gi in lifted else v)
+                                    for k, v in g.items() if k != "params"
                                     and isinstance(v, (int, float, bool, str, tuple,
                                                        type(None)))))
-                       + (tuple(id(p) for p in g["params"]),) for g in self.param_groups)
+                       + (tuple(id(p) for p in g["params"]),)
+                       for gi, g in enumerate(self.param_groups))
         state = tuple(tuple(sorted(self.state[p])) if p in self.state else ()
                       for g in self.param_groups for p in g["params"])
         return groups, state

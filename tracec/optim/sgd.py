@@ -2,8 +2,10 @@
 (weight decay, momentum with dampening, Nesterov, maximize)."""
 from __future__ import annotations
 
+from tracec import functions as F
 from tracec import graph
 from tracec.optim.optimizer import Optimizer
+from tracec.tensor import Tensor
 
 __all__ = ["SGD"]
 
@@ -66,7 +68,7 @@ class SGD(Optimizer):
         return loss
 
     def _update_group(self, group) -> None:
-        lr = group["lr"]
+        lr = self._lr(group)
         momentum = group["momentum"]
         dampening = group["dampening"]
         weight_decay = group["weight_decay"]
@@ -87,4 +89,7 @@ class SGD(Optimizer):
                 else:
                     buf.mul_(momentum).add_(grad, alpha=1 - dampening)
                 grad = grad.add(buf, alpha=momentum) if nesterov else buf
-            p.add_(grad, alpha=-lr)
+            if isinstance(lr, Tensor):    # the same rounding as alpha=-lr
+                p.add_(grad.mul(F.neg(lr)))
+            else:
+                p.add_(grad, alpha=-lr)
