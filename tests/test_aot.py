@@ -106,3 +106,49 @@ def test_built_training_step_runs_from_c_and_matches_eager(tmp_path):
     np.testing.assert_allclose([float(lines[10]), float(lines[11])],
                                [w[0].detach().numpy().flat[0], w[3].detach().numpy()[3]],
                                rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
+                    reason="needs a C compiler")
+def test_library_exports_two_functions_and_a_failed_call_changes_no_state(tmp_path):
+    """Only the step and its error-message function are exported (the
+    kernels and the worker pool are private); a call with an out-of-range
+    label fails with a message and leaves parameters and momentum as they
+    were, though updates are computed in place."""
+    import ctypes
+    user = tmp_path / "step.py"
+    user.write_text(USER)
+    lib_path = tmp_path / "out" / "libstep.so"
+    r = subprocess.run([sys.executable, "-m", "tracec.cli", "build", f"{user}:train_step",
+                        "--arg", "x=f32[8,12]", "--arg", "y=i64[8]", "-o", str(lib_path)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lib = ctypes.CDLL(str(lib_path))
+    assert lib.train_step and lib.train_step_error_message
+    with pytest.raises(AttributeError):
+        lib.tracec_pool_for
+    rng = np.random.default_rng(0)
+    shapes = [(16, 12), (16,), (4, 16), (4,)]
+    params = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    moms = [np.zeros(s, np.float32) for s in shapes]
+    grads = [np.zeros(s, np.float32) for s in shapes]
+    x = rng.standard_normal((8, 12)).astype(np.float32)
+    lr = np.array(0.1)
+    loss = np.zeros((), np.float32)
+
+    def call(y):
+        p = [a.ctypes.data_as(ctypes.c_void_p) for a in
+             [x, y, *params, moms[0], lr, *moms[1:], loss, *grads]]
+        return lib.train_step(*p)
+    assert call(np.arange(8, dtype=np.int64) % 4) == 0
+    before = [a.copy() for a in params + moms]
+    bad = np.array([0, 1, 2, 3, 9, 0, 1, 2], np.int64)
+    rc = call(bad)
+    assert rc > 0
+    lib.train_step_error_message.restype = ctypes.c_char_p
+    msg = lib.train_step_error_message(rc)
+    assert b"is out of bounds" in msg and b"step.py" in msg, msg
+    for a, b in zip(params + moms, before):
+        np.testing.assert_array_equal(a, b)
+    assert call(np.arange(8, dtype=np.int64) % 4) == 0
+    assert not np.array_equal(params[0], before[0])

@@ -170,8 +170,11 @@ def _header(fname, bufs, signature, doc) -> str:
              " * buffers below (C-contiguous, row-major); it returns 0, or an error",
              f" * code that {fname}_error_message() explains.  Buffers marked 'state'",
              " * are read and written in place (parameters, buffers, optimizer state,",
-             " * the RNG state); they change only when the call succeeds.  A fresh",
-             " * optimizer's state (momentum, Adam moments and step) starts as zeros.",
+             " * the RNG state); they change only when the call succeeds (outputs and",
+             " * gradients written are undefined after a failed call).  Buffers must",
+             " * not overlap.  A fresh optimizer's state (momentum, Adam moments and",
+             " * step) starts as zeros.  Calls from several threads at once are safe",
+             " * on distinct buffers.",
              " *",
              " * Arguments:"]
     lines += [f" *   {b.doc()}" for b in bufs]
@@ -188,13 +191,37 @@ def _wrapper(fname, header_name, bufs, signature) -> str:
     n_in, n_out = len(signature["inputs"]), len(signature["outputs"])
     entry = signature["entry"]
     errors = signature.get("errors", [])
-    lines = [f'#include "{header_name}"', "#include <stdlib.h>", "#include <string.h>",
-             "#include <unistd.h>", "",
+    lines = ["#define _GNU_SOURCE", f'#include "{header_name}"', "#include <sched.h>",
+             "#include <stdlib.h>", "#include <string.h>", "",
              f"extern int32_t {entry}(void **inputs, void **outputs, void *workspace, "
-             "int64_t nthreads);", "",
+             "int64_t nthreads);", ""]
+    slot = signature.get("pool_slot")
+    if slot:
+        # The worker pool (backends/cpu/pool.py) is linked in; parallel
+        # kernels find it through the object's pool pointer, set on the first
+        # call; its workers stop when the library is unloaded.
+        lines += ["extern int32_t tracec_pool_for(void *, void *, int64_t, int64_t, int64_t);",
+                  "extern void tracec_pool_shutdown(void);",
+                  f"extern void *{slot};",
+                  "__attribute__((destructor)) static void tc_fini(void) "
+                  "{ tracec_pool_shutdown(); }", ""]
+    lines += [
              "static const char *const errors[] = {"]
     lines += [f"    {_c_string(e[-1] if isinstance(e, (list, tuple)) else e)}," for e in errors]
     lines += ["    0", "};", ""]
+    # Threads: TRACEC_NUM_THREADS if set, else the CPUs this process may
+    # run on (taskset / cgroups), as in Python (runtime.default_threads).
+    lines += ["static long tc_threads(void) {",
+              "    static long n;",
+              "    if (n > 0) return n;",
+              '    const char *env = getenv("TRACEC_NUM_THREADS");',
+              "    long k = env ? atol(env) : 0;",
+              "    if (k <= 0) {",
+              "        cpu_set_t set;",
+              "        k = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;",
+              "    }",
+              "    n = k > 0 ? k : 1;",
+              "    return n;", "}", ""]
     lines += [f"const char *{fname}_error_message(int code) {{",
               "    if (code == 0) return \"ok\";",
               f"    if (code == -1) return \"out of memory\";",
@@ -206,26 +233,46 @@ def _wrapper(fname, header_name, bufs, signature) -> str:
     for b in bufs:
         if b.in_index is not None:
             lines.append(f"    tc_in[{b.in_index}] = (void *){b.name};")
-    sizes = {}
+    # Where each output goes: computed in place in its input (a donated
+    # state update: the kernels keep the call all-or-nothing, lower.py),
+    # straight into the caller's buffer (an output that is not also read),
+    # or into a temporary copied out only when the call succeeds.
+    donated = {int(k): int(j) for k, j in signature.get("donated", ())}
+    target = {k: b for b in bufs for k in b.out_indices}
+    sizes, temps = {}, []
     for k, (shape, d) in enumerate(signature["outputs"]):
         n = 1
-        for s in shape:
-            n *= s
+        for s_ in shape:
+            n *= s_
         sizes[k] = max(n * dt.to_dtype(d).itemsize, 1)
-        lines.append(f"    tc_out[{k}] = aligned_alloc(64, {(sizes[k] + 63) // 64 * 64});")
-    ws = int(signature.get("workspace", 0))
-    lines.append(f"    void *tc_ws = aligned_alloc(64, {max((ws + 63) // 64 * 64, 64)});")
+        b = target.get(k)
+        if b is not None and k in donated and b.in_index == donated[k]:
+            lines.append(f"    tc_out[{k}] = tc_in[{donated[k]}];")
+        elif b is not None and b.in_index is None:
+            lines.append(f"    tc_out[{k}] = (void *){b.name};")
+        else:
+            temps.append(k)
+            lines.append(f"    tc_out[{k}] = aligned_alloc(64, {(sizes[k] + 63) // 64 * 64});")
+    ws = max((int(signature.get("workspace", 0)) + 63) // 64 * 64, 64)
+    # One workspace per thread, kept: allocating megabytes per call costs
+    # page faults every call (glibc returns freed large blocks to the OS).
+    lines.append("    static __thread void *tc_ws;")
+    lines.append(f"    if (!tc_ws) tc_ws = aligned_alloc(64, {ws});")
     lines.append("    int tc_rc = tc_ws ? 0 : -1;")
-    lines.append(f"    for (int tc_k = 0; tc_k < {n_out}; tc_k++) if (!tc_out[tc_k]) tc_rc = -1;")
-    lines.append("    long tc_ncpu = sysconf(_SC_NPROCESSORS_ONLN);")
-    lines.append(f"    if (tc_rc == 0) tc_rc = {entry}(tc_in, tc_out, tc_ws, tc_ncpu > 0 ? tc_ncpu : 1);")
+    for k in temps:
+        lines.append(f"    if (!tc_out[{k}]) tc_rc = -1;")
+    if slot:
+        lines.append(f"    if (!__atomic_load_n(&{slot}, __ATOMIC_ACQUIRE))")
+        lines.append(f"        __atomic_store_n(&{slot}, (void *)&tracec_pool_for, __ATOMIC_RELEASE);")
+    lines.append(f"    if (tc_rc == 0) tc_rc = {entry}(tc_in, tc_out, tc_ws, tc_threads());")
     lines.append("    if (tc_rc == 0) {")
-    for b in bufs:
-        for k in b.out_indices:
+    for k in temps:
+        b = target.get(k)
+        if b is not None:
             lines.append(f"        memcpy((void *){b.name}, tc_out[{k}], {sizes[k]});")
     lines.append("    }")
-    lines.append(f"    for (int tc_k = 0; tc_k < {n_out}; tc_k++) free(tc_out[tc_k]);")
-    lines.append("    free(tc_ws);")
+    for k in temps:
+        lines.append(f"    free(tc_out[{k}]);")
     lines.append("    return tc_rc;")
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -253,12 +300,9 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None) 
     from tracec.compiler import CompiledFunction
     cf = CompiledFunction(fn, backend="cpu")
     entry = steady_entry(cf, args)
-    exe = entry.executable
-    if exe.signature.get("donated"):
-        # The C wrapper writes state back only when a call succeeds: no
-        # outputs computed in place in their inputs (compile_module(donate=)).
-        from tracec.backends import cpu
-        exe = cpu.compile_module(entry.optimized())
+    # The executable tracec.compile built: state updates computed in place
+    # only where the call stays all-or-nothing (signature["atomic"]).
+    exe = entry.ensure_compiled()
     signature = exe.signature
     fname = _ident(fn.__name__)
     bufs = plan_buffers(entry, fn, arg_names)
@@ -285,9 +329,21 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None) 
         src = os.path.join(tmp, "wrapper.c")
         with open(src, "w") as f:
             f.write(_wrapper(fname, header_name, bufs, signature))
+        objs = [obj]
+        if signature.get("pool_slot"):
+            from tracec.backends.cpu import pool
+            objs.append(os.path.join(tmp, "pool.o"))
+            with open(objs[-1], "wb") as f:
+                f.write(pool.object_code())
+        # Only the two documented functions are exported: the kernels and the
+        # pool stay private, so several tracec libraries load side by side.
+        exports = os.path.join(tmp, "exports.map")
+        with open(exports, "w") as f:
+            f.write(f"{{ global: {fname}; {fname}_error_message; local: *; }};\n")
         tmp_so = os.path.join(tmp, "lib.so")
-        r = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp_so, src, obj, "-lm",
-                            "-lpthread"], capture_output=True, text=True)
+        r = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp_so, src, *objs, "-lm",
+                            "-lpthread", f"-Wl,--version-script={exports}"],
+                           capture_output=True, text=True)
         if r.returncode != 0:
             raise BuildError(f"linking failed: {r.stderr.strip().splitlines()[-1:]}")
         # Atomic replacement: a failed build never leaves a half-written library.

@@ -488,3 +488,33 @@ def test_object_runs_without_the_pool(tmp_path):
             ctypes.c_void_p(base), ctypes.c_int64(max(2, os.cpu_count() or 2)))
     assert rc == 0
     _close(outs, interp.compile_module(m)(arrays), np.float32)
+
+
+@pytest.mark.parametrize("gather_first", [True, False])
+def test_a_failing_call_leaves_state_unchanged(gather_first):
+    """In-place (donated) updates never run before a kernel that can still
+    fail: an out-of-range index raises and the state keeps its value."""
+    import tracec
+    w = tracec.arange(4.0)
+    table = tracec.arange(10.0)
+
+    @tracec.compile(backend="cpu")
+    def f(i):
+        if gather_first:
+            out = table[i] * 1
+            w.mul_(2)
+        else:
+            w.mul_(2)
+            out = table[i] * 1
+        return out
+    f(tracec.tensor([1, 2]))
+    f(tracec.tensor([1, 2]))
+    assert f.cache_info().hits == 1
+    before = w.numpy().copy()
+    with pytest.raises(IndexError):
+        f(tracec.tensor([1, 12]))
+    np.testing.assert_array_equal(w.numpy(), before)
+    f(tracec.tensor([3, 0]))
+    np.testing.assert_array_equal(w.numpy(), before * 2)
+    # Donation is kept where it is safe (the index check comes first).
+    assert bool(f._last.executable.signature["donated"]) == gather_first

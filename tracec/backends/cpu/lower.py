@@ -393,6 +393,14 @@ class Lowering:
                 where = describe(op) if op is not None else "copy"
                 raise LoweringError(f"{where}: the cpu backend cannot lower it: {e}") from e
         self._emit_entry(inputs, returns)
+        # A call is all-or-nothing for its inputs when no kernel that can fail
+        # runs after the first one writing a donated output (into its input).
+        written = {self.plan.root(returns[k]) for k in donated}
+        calls = self.kernels.calls
+        first_write = next((i for i, c in enumerate(calls)
+                            if any(not isinstance(s, tuple) and s in written for s in c.slots)),
+                           len(calls))
+        atomic = not any(c.can_fail for c in calls[first_write:])
         sig = {
             "entry": self.symbol,
             "entry_py": self.symbol + "_py",
@@ -401,6 +409,7 @@ class Lowering:
             "workspace": self.plan.workspace,
             "errors": list(self.errors),
             "donated": sorted([k, j] for k, j in donated.items()),
+            "atomic": atomic,
         }
         if "pool_slot" in self.mb.shared:
             sig["pool_slot"] = self.mb.shared["pool_slot"]
@@ -583,8 +592,14 @@ def lower_module(module: ModuleOp, symbol: str = "tracec_main",
                  donate: dict[int, int] | None = None) -> Lowered:
     """Lower a module holding one optimized tracec function; ``donate``:
     outputs that may reuse an input's buffer (output index -> input index;
-    the signature's ``donated`` lists those found safe)."""
-    return Lowering(module, symbol).run(donate)
+    the signature's ``donated`` lists those found safe).  Invariant: a call
+    that fails leaves its inputs unchanged -- donations that would let a
+    kernel fail after one wrote its update in place are all dropped
+    (``signature["atomic"]``)."""
+    low = Lowering(module, symbol).run(donate)
+    if not low.signature["atomic"]:
+        low = Lowering(module, symbol).run({})
+    return low
 
 
 class LowerToLLVM(ModulePass):

@@ -27,8 +27,9 @@ workers.  ``tracec_pool_shutdown()`` (registered with ``atexit``) stops and
 joins the workers before the JIT's memory goes away.
 
 Kernels reach ``tracec_pool_for`` through a pointer the runtime stores in
-each loaded object (``parallel.py``); in a shared library built by ``tracec
-build`` it stays null, and kernels start their own threads.
+each loaded object (``parallel.py``); a shared library built by ``tracec
+build`` links its own copy (``object_code()``) and sets that pointer on its
+first call.
 """
 from __future__ import annotations
 
@@ -363,16 +364,24 @@ def library_name() -> str | None:
         return _state["name"]
 
 
-def _build() -> str:
+def object_code() -> bytes:
+    """The pool as object code for the host (position independent): linked
+    into the JIT here, and into the shared libraries ``tracec build`` makes."""
     import llvmlite.binding as lb
-    from tracec.backends.cpu import codegen, runtime
+    from tracec.backends.cpu import codegen
     triple = codegen.host()[0]
     tm = codegen.target_machine()
     src = f'target triple = "{triple}"\ntarget datalayout = "{tm.target_data}"\n' + _source(triple)
     with codegen._lock:
         mod = lb.parse_assembly(src, context=lb.create_context())
         mod.verify()
-        obj = bytes(tm.emit_object(mod))
+        return bytes(tm.emit_object(mod))
+
+
+def _build() -> str:
+    import llvmlite.binding as lb
+    from tracec.backends.cpu import runtime
+    obj = object_code()
     with runtime._jit_lock:
         jit = runtime._lljit()
         tracker = (lb.JITLibraryBuilder().add_object_img(obj).add_current_process()
