@@ -207,8 +207,29 @@ def _outline(block: Block, members: list[Operation]) -> ir.KernelOp:
     return kernel
 
 
+def _split_scalar_producers(block: Block) -> None:
+    """Give each fusable user of a one-element elementwise value its own
+    copy of the op computing it (and, recursively, of its one-element
+    elementwise producers): a learning rate cast once and read by every
+    parameter's update then folds into each update kernel (recomputed per
+    element, hoisted out of the loop by LLVM) instead of being a kernel of
+    its own that all of them wait for."""
+    for op in reversed(list(block.ops)):
+        if not _is_elementwise(op) or len(op.results) != 1 or \
+                math.prod(ir.shape_of(op.results[0].type)) != 1:
+            continue
+        uses = [u for u in op.results[0].uses if _is_root(u.operation)]
+        if len(uses) < 2 or len(uses) != len(list(op.results[0].uses)):
+            continue
+        for u in uses[1:]:
+            clone = op.clone()
+            block.insert_op_after(clone, op)
+            u.operation.operands[u.index] = clone.results[0]
+
+
 def fuse_block(block: Block) -> list[ir.KernelOp]:
     """Fuse the ops of one block (a function body); returns the new kernels."""
+    _split_scalar_producers(block)
     grouping = _Grouping(block)
     groups = []
     for op in reversed(grouping.ops):
