@@ -327,9 +327,15 @@ def _block_fn(mb, elt, vl: int, mr: int, nr: int, ta: bool, tb: bool) -> str:
     lda = M if ta else K
     ldb = K if tb else N
 
-    def kblock(pc):
-        kcur = _smin(fb, fb.i64(KC), fb.ibin("sub", K, pc))
-        first = fb.icmp("eq", pc, fb.i64(0))
+    # K in balanced slices of at most KC (784 = 4 x 196, not 3 x 256 + 16:
+    # a thin last slice costs a full pass over C and the packing for little work).
+    nsl = fb.ibin("sdiv", fb.add(K, fb.i64(KC - 1)), fb.i64(KC))
+    kc = fb.ibin("sdiv", fb.add(K, fb.ibin("sub", nsl, fb.i64(1))), nsl)
+
+    def kblock(s):
+        pc = fb.mul(s, kc)
+        kcur = _smin(fb, kc, fb.ibin("sub", K, pc))
+        first = fb.icmp("eq", s, fb.i64(0))
         fb.call(pack_b, [bbuf, b0, pc, kcur, jc, ncur, ldb], None)
 
         def mtile(t):
@@ -354,7 +360,7 @@ def _block_fn(mb, elt, vl: int, mr: int, nr: int, ta: bool, tb: bool) -> str:
             return ()
         fb.for_range(t_lo, t_hi, mtile)
         return ()
-    fb.for_range(fb.i64(0), K, kblock, step=KC)
+    fb.for_range(fb.i64(0), nsl, kblock)
     fb.ret_()
     fb.finish()
     mb.shared[key] = name
