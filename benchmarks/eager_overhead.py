@@ -9,7 +9,7 @@ torch in the same run, with the ratio tracec / torch.
 Both libraries run BLAS on one thread (OPENBLAS_NUM_THREADS /
 torch.set_num_threads), since this measures overhead, not BLAS scaling.
 
-    python benchmarks/eager_overhead.py [--repeat 15] [--number 500] [--profile]
+    python benchmarks/eager_overhead.py [--repeat 30] [--number 250] [--profile]
 """
 from __future__ import annotations
 
@@ -35,12 +35,18 @@ except ImportError:  # pragma: no cover - torch is optional here
     torch = None
 
 
-def _best(fn, number, repeat):
-    """Best of ``repeat`` runs, in CPU µs per call (process time is steadier
-    than wall time on a shared machine)."""
-    fn()  # warm up
-    runs = timeit.repeat(fn, number=number, repeat=repeat, timer=time.process_time)
-    return min(runs) / number * 1e6
+def _best(fns, number, repeat):
+    """Best of ``repeat`` runs of each of ``fns``, in CPU µs per call
+    (process time is steadier than wall time on a shared machine).  The
+    libraries' runs alternate, so that a busy spell on the machine slows
+    both alike instead of skewing their ratio."""
+    for fn in fns:
+        fn()  # warm up
+    best = [float("inf")] * len(fns)
+    for _ in range(repeat):
+        for i, fn in enumerate(fns):
+            best[i] = min(best[i], timeit.timeit(fn, number=number, timer=time.process_time))
+    return [b / number * 1e6 for b in best]
 
 
 def op_cases(L, requires_grad):
@@ -99,8 +105,8 @@ def mlp_step(L):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=15)
-    ap.add_argument("--number", type=int, default=500)
+    ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--number", type=int, default=250)
     ap.add_argument("--profile", action="store_true",
                     help="cProfile tracec's requires_grad ops and the MLP step")
     args = ap.parse_args(argv)
@@ -110,12 +116,12 @@ def main(argv=None):
     for rg in (False, True):
         per_lib = {name: op_cases(L, rg) for name, L in libs}
         for case in per_lib["tracec"]:
-            times = [_best(per_lib[name][case], args.number, args.repeat) for name, _ in libs]
+            times = _best([per_lib[name][case] for name, _ in libs], args.number, args.repeat)
             line = f"{case:<22}{str(rg):>6}" + "".join(f"{t:12.2f}" for t in times)
             if torch is not None:
                 line += f"{times[0] / times[1]:8.1f}x"
             print(line)
-    times = [_best(mlp_step(L), max(args.number // 50, 5), args.repeat) for _, L in libs]
+    times = _best([mlp_step(L) for _, L in libs], max(args.number // 50, 5), args.repeat)
     line = f"{'MLP step 784-128-10':<22}{'b=32':>6}" + "".join(f"{t:12.1f}" for t in times)
     if torch is not None:
         line += f"{times[0] / times[1]:8.1f}x"

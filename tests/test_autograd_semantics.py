@@ -328,7 +328,35 @@ def _pow_out_modified_via_detach(L):
     y.sum().backward()
 
 
+def _partner_without_grad_modified(L):  # h * c, h @ w, h / c keep h only if c/w need grad
+    x = L.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    c = L.tensor([[2.0, 1.0], [1.0, 2.0]])
+    h = x * 1
+    b = (h * c).sum() + (h @ c).sum() + (h / c).sum()
+    h.add_(1)
+    b.backward()
+
+
+def _partner_with_grad_modified(L):  # but the gradient of w reads h
+    x = L.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    w = L.tensor([[2.0, 1.0], [1.0, 2.0]], requires_grad=True)
+    h = x * 1
+    b = (h @ w).sum()
+    h.add_(1)
+    b.backward()
+
+
+def _no_grad_operand_modified(L):  # x @ w reads x for w's gradient
+    x = L.tensor([[1.0, 2.0], [3.0, 4.0]])
+    w = L.tensor([[2.0, 1.0], [1.0, 2.0]], requires_grad=True)
+    b = (x @ w).sum() + (x * w).sum()
+    x.add_(1)
+    b.backward()
+
+
 VERSION_CASES = [(_exp_then_add, True), (_mul_input_modified, True),
+                 (_partner_without_grad_modified, False), (_partner_with_grad_modified, True),
+                 (_no_grad_operand_modified, True),
                  (_add_input_modified, False), (_modified_through_view, True),
                  (_base_modified_view_saved, True), (_mul_scalar_input_modified, False),
                  (_sigmoid_out_modified, True), (_modified_after_backward, False),

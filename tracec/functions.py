@@ -16,7 +16,7 @@ import numpy as np
 from tracec import dtypes as dt
 from tracec import ops
 from tracec.ops.core import normalize_axis
-from tracec.tensor import Tensor
+from tracec.tensor import Tensor, apply_direct, eager_direct, weak_scalar
 
 __all__ = [
     "MinMax", "abs", "absolute", "add", "allclose", "amax", "amin", "argmax", "argmin", "bmm",
@@ -217,9 +217,22 @@ def expm1(x):
     return sub(exp(x), 1.0)
 
 
+_GT, _WHERE = ops.elementwise.gt_p, ops.elementwise.where_p
+
+
 def relu(x):
     # where(x > 0, x, 0): the gradient at 0 is 0, as PyTorch's.
     x = _operand(x, "relu")
+    if isinstance(x, Tensor):
+        d = x.dtype
+        if d.is_floating_point and d is not dt.bfloat16 and eager_direct(x):
+            # The hot activation: its two primitives applied directly (each
+            # bind costs more than its NumPy work), same tensors and node.
+            xd = x._data
+            zero = weak_scalar(0, d)
+            mask = apply_direct(_GT, {}, (x, 0), _GT.impl(xd, zero), dt.bool_)
+            out = apply_direct(_WHERE, {}, (mask, x, 0), _WHERE.impl(mask._data, xd, zero), d)
+            return _named(out, "ReluBackward0")
     return _named(ops.where(ops.gt(x, 0), x, 0), "ReluBackward0")
 
 

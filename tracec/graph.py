@@ -19,13 +19,23 @@ import contextlib
 import functools
 import threading
 
-from tracec.ops.core import Aval, is_value
+from tracec.ops.core import _VALUE_TYPES, Aval, is_value
 
-_state = threading.local()
+aval_of = Aval.of
+
+
+class _GradState(threading.local):
+    # A class-level default: a thread that never set the mode reads True
+    # without ``getattr(..., default)`` raising and catching AttributeError
+    # inside (that alone cost ~0.5 µs per eager op).
+    grad = True
+
+
+_state = _GradState()
 
 
 def is_grad_enabled() -> bool:
-    return getattr(_state, "grad", True)
+    return _state.grad
 
 
 def set_grad_enabled(mode: bool) -> None:
@@ -110,21 +120,26 @@ class Node:
         self.prim = prim
         self.params = params
         save = prim.save
-        if callable(save):
-            save = save(inputs)
+        if callable(save):  # the wanted cotangents are those with an edge
+            save = save(inputs, tuple([e is not None for e in next_functions]))
         # Operands reach the VJP as: saved values themselves (with their
         # version, checked on use), Python scalars themselves, other values
         # as avals (``avals[i]`` is None for a saved operand).
         saved = {}
         avals = []
-        for i, a in enumerate(inputs):
-            if not is_value(a):
+        i = 0
+        for a in inputs:
+            value = _VALUE_TYPES.get(a.__class__)  # is_value(a), inlined
+            if value is None:
+                value = is_value(a)
+            if not value:
                 avals.append(a)
             elif i in save:
                 avals.append(None)
                 saved[i] = (a, a._version[0])
             else:
-                avals.append(Aval(a.shape, a.dtype))
+                avals.append(aval_of(a._data.shape, a.dtype))
+            i += 1
         if prim.save_out:
             saved["out"] = (out, out._version[0])
         self.avals = tuple(avals)

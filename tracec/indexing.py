@@ -14,7 +14,9 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import ops
-from tracec.tensor import RECORDERS, Tensor
+from tracec.tensor import RECORDERS, Tensor, bind_movement
+
+_SLICE, _RESHAPE = ops.movement.slice_p, ops.movement.reshape_p
 
 
 def _is_adv(k):
@@ -80,6 +82,83 @@ def _concrete(t: Tensor) -> np.ndarray:
 
 
 def getitem(x: Tensor, key):
+    # Direct paths for the common keys (the general one costs several µs
+    # more than the op itself); they build exactly what it would.
+    tk = type(key)
+    ndim = x._data.ndim
+    if tk is int or tk is slice:
+        if ndim:
+            return _basic(x, (key,))
+    elif tk is tuple:
+        if len(key) <= ndim:
+            for k in key:
+                if type(k) is not int and type(k) is not slice:
+                    break
+            else:
+                return _basic(x, key)
+    elif tk is Tensor and key.dtype is dt.int64 and ndim and not RECORDERS:
+        return _take_rows(x, key)
+    return _getitem(x, key)
+
+
+def _basic(x: Tensor, key: tuple):
+    """``x[key]`` for ints and slices, at most one per dimension: a slice,
+    then a reshape dropping the int-indexed dimensions."""
+    shape = x._data.shape
+    starts, stops, steps, out_shape = [], [], [], []
+    sliced = dropped = False
+    dim = 0
+    for k in key:
+        size = shape[dim]
+        if type(k) is slice:
+            if k.step is not None and int(k.step) <= 0:
+                raise ValueError("step must be greater than zero")
+            a, b, c = k.indices(size)
+            if b < a:
+                b = a
+            out_shape.append((b - a + c - 1) // c)
+        else:
+            if not -size <= k < size:
+                raise IndexError(f"index {k} is out of bounds for dimension {dim} with size {size}")
+            a = k % size
+            b, c = a + 1, 1
+            dropped = True
+        if a or b != size or c != 1:
+            sliced = True
+        starts.append(a)
+        stops.append(b)
+        steps.append(c)
+        dim += 1
+    rest = shape[dim:]
+    y = x
+    if sliced:
+        if rest:
+            starts.extend([0] * len(rest))
+            stops.extend(rest)
+            steps.extend([1] * len(rest))
+        y = bind_movement(_SLICE, x, {"starts": tuple(starts), "stops": tuple(stops),
+                                      "steps": tuple(steps)})
+    if dropped:
+        y = bind_movement(_RESHAPE, y, {"shape": tuple(out_shape) + rest})
+    elif y is x:
+        y = bind_movement(_RESHAPE, x, {"shape": shape})  # a fresh view, as x[:] in PyTorch
+    return y
+
+
+def _take_rows(x: Tensor, idx: Tensor):
+    """``x[idx]`` for an int64 index tensor: one ``take`` on axis 0, as the
+    general path builds for indices that need no normalizing."""
+    data = idx._data
+    if data.size and data.min() < 0:
+        return _getitem(x, idx)  # negative indices: normalized with primitives
+    try:
+        return ops.take(x, idx, 0)
+    except IndexError:
+        _check_range(idx, x._data.shape[0], 0)  # the general path's message
+        raise
+
+
+def _getitem(x: Tensor, key):
     items = _expand_key(x, key)
     starts, stops, steps = [], [], []
     out_shape, adv = [], []  # adv: (position in out_shape, index tensor)

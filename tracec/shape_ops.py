@@ -15,12 +15,17 @@ from tracec import dtypes as dt
 from tracec import ops
 from tracec.functions import _named, _operand, promote
 from tracec.ops.core import normalize_axis
-from tracec.tensor import Tensor
+from tracec.tensor import Tensor, bind_movement
 
 
 def _shape_arg(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
+    for s in shape:
+        if type(s) is not int:
+            break
+    else:  # plain ints (the common case): nothing to convert
+        return shape
     out = []
     for s in shape:
         if isinstance(s, Tensor):
@@ -31,34 +36,46 @@ def _shape_arg(shape):
     return tuple(out)
 
 
-def _infer(x, shape):
-    shape = list(shape)
-    n = x.numel()
-    if shape.count(-1) > 1:
-        raise RuntimeError("only one dimension can be inferred")
-    if -1 in shape:
-        rest = math.prod(s for s in shape if s != -1)
-        if rest == 0 or n % rest:
+def _infer(x, shape: tuple) -> tuple:
+    """``shape`` with its -1 filled in, checked against ``x``'s size."""
+    n = x._data.size
+    known, hole, bad = 1, -1, False
+    for i, s in enumerate(shape):
+        if s == -1:
+            if hole >= 0:
+                raise RuntimeError("only one dimension can be inferred")
+            hole = i
+        else:
+            known *= s
+            bad = bad or s < 0
+    if hole >= 0:
+        if known == 0 or n % known:
             raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {n}")
-        shape[shape.index(-1)] = n // rest
-    if any(s < 0 for s in shape) or math.prod(shape) != n:
+        shape = shape[:hole] + (n // known,) + shape[hole + 1:]
+    elif known != n:
+        bad = True
+    if bad:
         raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {n}")
-    return tuple(shape)
+    return shape
+
+
+_RESHAPE = ops.movement.reshape_p
+
+
+def _reshape(x, shape: tuple):
+    return _named(bind_movement(_RESHAPE, x, {"shape": shape}), "ViewBackward0")
 
 
 def reshape(x, *shape):
-    shape = _infer(x, _shape_arg(shape))
-    if shape == tuple(x.shape):
-        return _named(ops.reshape(x, shape), "ViewBackward0")
-    return _named(ops.reshape(x, shape), "ViewBackward0")
+    return _reshape(x, _infer(x, _shape_arg(shape)))
 
 
 def view(x, *shape):
     if len(shape) == 1 and isinstance(shape[0], dt.DType):
         raise NotImplementedError("view(dtype) is not supported")
-    out = reshape(x, *shape)
+    out = _reshape(x, _infer(x, _shape_arg(shape)))
     # The eager bind links a result to its source iff it shares its memory.
-    if out._base is None and x.numel():
+    if out._base is None and x._data.size:
         raise RuntimeError("view size is not compatible with input tensor's size and stride "
                            "(at least one dimension spans across two contiguous subspaces). "
                            "Use .reshape(...) instead.")

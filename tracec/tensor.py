@@ -22,7 +22,8 @@ from tracec import graph
 from tracec.ops import core, elementwise as ew, movement
 from tracec.ops.core import ShapeError
 
-__all__ = ["Tensor", "RECORDERS", "as_tensor_operand"]
+__all__ = ["Tensor", "RECORDERS", "apply_direct", "as_tensor_operand", "attach_node",
+           "bind_movement", "eager_direct", "weak_scalar"]
 
 # Callables ``(prim, inputs, params, out)`` notified of every primitive
 # application while registered (the tracer registers one while recording).
@@ -65,6 +66,7 @@ def concrete(t: "Tensor", why: str) -> np.ndarray:
 _SCALAR_ARRAYS: dict = {}
 
 _VIEW_PRIMS = frozenset(("reshape", "transpose", "broadcast_to", "slice"))
+_BFLOAT16 = dt.bfloat16
 _new_object = object.__new__
 _PY_SCALARS = frozenset((int, float, bool))
 
@@ -79,6 +81,25 @@ def _array_repr(t) -> str:
     else:
         body = np.array2string(a, separator=", ", prefix="tensor(")
     return body
+
+
+def _new_tensor(data: np.ndarray, dtype: dt.DType) -> Tensor:
+    # ``Tensor._init`` inlined (keep the two in step).
+    t = _new_object(Tensor)
+    t._data = data
+    t.dtype = dtype
+    t.requires_grad = False
+    t._grad = None
+    t._birth = EPOCH[0]
+    t._node = None
+    t._accum = None
+    t._version = [0]
+    t._base = None
+    t._view_chain = None
+    t._view_version = 0
+    t._hooks = None
+    t._retains_grad = False
+    return t
 
 
 class Tensor:
@@ -117,25 +138,9 @@ class Tensor:
         self._hooks = None
         self._retains_grad = False
 
-    @classmethod
-    def _make(cls, data: np.ndarray, dtype: dt.DType) -> "Tensor":
-        # ``_init`` inlined (keep the two in step): every op's result is made
-        # here, and the extra call costs as much as the stores.
-        t = _new_object(Tensor)
-        t._data = data
-        t.dtype = dtype
-        t.requires_grad = False
-        t._grad = None
-        t._birth = EPOCH[0]
-        t._node = None
-        t._accum = None
-        t._version = [0]
-        t._base = None
-        t._view_chain = None
-        t._view_version = 0
-        t._hooks = None
-        t._retains_grad = False
-        return t
+    # Every op's result is made here: a plain function (no classmethod
+    # binding) with ``_init`` inlined, since the call costs as much as the stores.
+    _make = staticmethod(_new_tensor)
 
     @staticmethod
     def _from_data(data, dtype=None) -> "Tensor":
@@ -176,42 +181,25 @@ class Tensor:
 
     @classmethod
     def _bind_primitive(cls, prim, args, params):
-        # The eager hot path: keep it to one pass over the operands.
-        ref = None
-        scalars = needs_grad = False
+        # The eager hot path: a tiny op costs little more than this, so one
+        # pass over the operands and no work for features not in use (weak
+        # scalars, views, grad, recorders each have their own helper).
+        needs_grad = scalars = False
         arrays, dtypes_ = [], []
         for a in args:
             if isinstance(a, Tensor):
-                d = a.dtype
-                if ref is None or d.category > ref.category:
-                    ref = d
                 if a._view_chain and a._view_version != a._version[0]:
                     a._refresh_view()
                 if a.requires_grad:
                     needs_grad = True
                 arrays.append(a._data)
-                dtypes_.append(d)
+                dtypes_.append(a.dtype)
             else:
                 scalars = True
                 arrays.append(None)
                 dtypes_.append(None)
-        if scalars:  # weakly typed: they take the tensor operands' dtype
-            for i, a in enumerate(args):
-                if dtypes_[i] is None:
-                    if type(a) not in _PY_SCALARS and not isinstance(
-                            a, (numbers.Number, np.number, np.bool_)):
-                        raise TypeError(f"{prim.name}(): expected a Tensor or a number as "
-                                        f"operand, got {type(a).__name__}")
-                    d = ref if ref is not None else _scalar_dtype(a)
-                    key = (type(a), a, d.name)
-                    arr = _SCALAR_ARRAYS.get(key)
-                    if arr is None:
-                        arr = np.asarray(a, dtype=d.np)
-                        arr.flags.writeable = False
-                        if len(_SCALAR_ARRAYS) < 4096:
-                            _SCALAR_ARRAYS[key] = arr
-                    arrays[i] = arr
-                    dtypes_[i] = d
+        if scalars:
+            _weak_scalars(prim, args, arrays, dtypes_)
         out_dtype = prim.dtype_rule(*dtypes_, **params)
         try:
             res = prim.impl(*arrays, **params)
@@ -224,32 +212,13 @@ class Tensor:
         npd = out_dtype.np
         if res.dtype is not npd and res.dtype != npd:
             res = res.astype(npd)
-        if out_dtype is dt.bfloat16 and prim.kind != "movement":
+        if out_dtype is _BFLOAT16 and prim.kind != "movement":
             res = dt.round_bfloat16(res)
-        out = Tensor._make(res, out_dtype)
-        if prim.kind == "movement" and prim.name in _VIEW_PRIMS and res.base is not None:
-            src = args[0]
-            if np.may_share_memory(res, src._data):
-                out._version = src._version
-                out._view_version = src._version[0]
-                step = ((prim, params, core.Aval(src.shape, src.dtype)),)
-                if src._view_chain:  # a view of a view: the chain starts at the root
-                    out._base, out._view_chain = src._base, src._view_chain + step
-                else:  # of a root, or of a detach() alias (no autograd link beyond it)
-                    out._base, out._view_chain = src, step
+        out = _new_tensor(res, out_dtype)
+        if res.base is not None and prim.name in _VIEW_PRIMS:
+            _link_view(out, prim, params, args[0], arrays[0])
         if needs_grad and prim.vjp is not None and graph.is_grad_enabled():
-            nd = prim.nondiff_argnums
-            if nd:
-                needs_grad = any(i not in nd and isinstance(a, Tensor) and a.requires_grad
-                                 for i, a in enumerate(args))
-            if needs_grad:
-                edge_of = graph.edge_of
-                nexts = []
-                for i, a in enumerate(args):
-                    nexts.append(edge_of(a) if isinstance(a, Tensor) and i not in nd else None)
-                nexts = tuple(nexts)
-                out.requires_grad = True
-                out._node = graph.Node(prim, params, args, out, nexts)
+            attach_node(prim, params, args, out)
         if RECORDERS:
             for r in RECORDERS:
                 r(prim, args, params, out)
@@ -582,6 +551,114 @@ class Tensor:
                     r(None, (view,), {"inplace": "view"}, self)
         if grad_mode or not root.requires_grad:
             self._view_version = self._version[0]  # else stale until grad mode is back
+
+
+def weak_scalar(value, dtype: dt.DType) -> np.ndarray:
+    """The read-only 0-d array a weakly typed scalar operand becomes."""
+    key = (type(value), value, dtype.name)
+    arr = _SCALAR_ARRAYS.get(key)
+    if arr is None:
+        arr = np.asarray(value, dtype=dtype.np)
+        arr.flags.writeable = False
+        if len(_SCALAR_ARRAYS) < 4096:
+            _SCALAR_ARRAYS[key] = arr
+    return arr
+
+
+def _weak_scalars(prim, args, arrays, dtypes_) -> None:
+    """Fill in the Python-scalar operands of ``_bind_primitive``: weakly
+    typed, they take the dtype of the (highest category) tensor operand."""
+    ref = None
+    for d in dtypes_:
+        if d is not None and (ref is None or d.category > ref.category):
+            ref = d
+    for i, a in enumerate(args):
+        if dtypes_[i] is None:
+            if type(a) not in _PY_SCALARS and not isinstance(
+                    a, (numbers.Number, np.number, np.bool_)):
+                raise TypeError(f"{prim.name}(): expected a Tensor or a number as "
+                                f"operand, got {type(a).__name__}")
+            d = ref if ref is not None else _scalar_dtype(a)
+            arrays[i] = weak_scalar(a, d)
+            dtypes_[i] = d
+
+
+def apply_direct(prim, params, args, res: np.ndarray, dtype: dt.DType) -> "Tensor":
+    """The result of ``prim`` on ``args`` whose NumPy value ``res`` (of
+    ``dtype``) the caller computed with ``prim.impl``, under ``eager_direct``:
+    what ``_bind_primitive`` does after the impl (keep the two in step), for
+    hot composites whose binds would cost more than their NumPy work."""
+    out = _new_tensor(res, dtype)
+    if res.base is not None and prim.name in _VIEW_PRIMS:
+        _link_view(out, prim, params, args[0], args[0]._data)
+    if prim.vjp is not None:
+        for a in args:
+            if isinstance(a, Tensor) and a.requires_grad:
+                if graph.is_grad_enabled():
+                    attach_node(prim, params, args, out)
+                break
+    if RECORDERS:
+        for r in RECORDERS:
+            r(prim, args, params, out)
+    return out
+
+
+def bind_movement(prim, x: "Tensor", params: dict) -> "Tensor":
+    """``prim.bind(x, **params)`` for a movement primitive (views, reshapes:
+    the hottest front-end ops), applied directly when ``eager_direct``."""
+    if RECORDERS or (x._view_chain and x._view_version != x._version[0]):
+        return prim.bind(x, **params)
+    return apply_direct(prim, params, (x,), prim.impl(x._data, **params), x.dtype)
+
+
+def eager_direct(x: "Tensor") -> bool:
+    """May a composite apply its primitives to ``x`` directly with NumPy
+    (building the same tensors and nodes ``_bind_primitive`` would)?  Only
+    while no recorder must see them and ``x`` is no stale view."""
+    return not RECORDERS and not (x._view_chain and x._view_version != x._version[0])
+
+
+def _link_view(out: Tensor, prim, params, src: Tensor, src_data: np.ndarray) -> None:
+    """``out`` came from a view primitive as a NumPy view: if it shares
+    ``src``'s memory it becomes a view of ``src``'s root (storage, version
+    counter, the chain of movement steps from the root)."""
+    res = out._data
+    rb = res.base
+    # NumPy points a view's ``base`` at the memory's owner, so a non-empty
+    # result based on ``src`` or on its owner lies in ``src``'s memory:
+    # may_share_memory only for the other cases (and to keep its answer
+    # for empty arrays, which share nothing).
+    if not ((rb is src_data or rb is src_data.base) and res.size) \
+            and not np.may_share_memory(res, src_data):
+        return
+    version = src._version
+    out._version = version
+    out._view_version = version[0]
+    step = ((prim, params, core.Aval.of(src_data.shape, src.dtype)),)
+    if src._view_chain:  # a view of a view: the chain starts at the root
+        out._base, out._view_chain = src._base, src._view_chain + step
+    else:  # of a root, or of a detach() alias (no autograd link beyond it)
+        out._base, out._view_chain = src, step
+
+
+def attach_node(prim, params, args, out: Tensor) -> None:
+    """Record ``out``'s backward node, as ``_bind_primitive`` does (call it
+    with grad mode on and some operand requiring grad)."""
+    nd = prim.nondiff_argnums
+    edge_of = graph.edge_of
+    nexts = []
+    live = False  # some differentiable operand requires grad
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor) and i not in nd:
+            e = edge_of(a)
+            if e is not None:
+                live = True
+            nexts.append(e)
+        else:
+            nexts.append(None)
+    if live:
+        out.requires_grad = True
+        out._node = graph.Node(prim, params, args, out, tuple(nexts))
 
 
 def _tell_recorders(t: Tensor, new: Tensor, op: str) -> None:

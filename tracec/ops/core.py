@@ -7,7 +7,10 @@ A primitive owns, in one place (API.md "one definition per primitive"):
     the same rule runs on eager tensors (the tape) and on IR values (the
     autodiff pass);
   * ``save``: which primal values the VJP reads (so eager keeps no more),
-    as indices or as a function of the operands returning indices.
+    as indices or as a function ``save(operands, needs=None)`` returning
+    them, where ``needs[i]`` says whether operand i's cotangent is wanted
+    (None: all are); as PyTorch, the tape keeps ``w`` of ``x @ w`` only if
+    ``x`` needs a gradient.
 
 Applying a primitive (``Primitive.bind``) dispatches on the type of its
 operands: each value type (the eager ``Tensor``, the autodiff pass's IR
@@ -15,7 +18,9 @@ values) implements ``_bind_primitive(prim, args, params)``.  Python scalars
 are allowed as operands of elementwise primitives and are weakly typed: they
 take the dtype of the tensor operands.  A VJP receives such an operand as
 the scalar itself (it has no gradient: the VJP may return None for it), and
-each value operand as the value if ``save`` lists it, else as its ``Aval``.
+each value operand as the value if ``save`` lists it, else as its ``Aval``;
+a cotangent whose formula reads an unsaved operand was not wanted, and the
+VJP returns None for it (the autodiff pass passes every operand as a value).
 """
 from __future__ import annotations
 
@@ -25,6 +30,9 @@ from tracec import dtypes as dt
 
 __all__ = ["Aval", "Primitive", "PRIMITIVES", "ShapeError", "broadcast_shapes",
            "normalize_axis", "is_value"]
+
+
+_new_object = object.__new__
 
 
 class ShapeError(RuntimeError):
@@ -39,6 +47,15 @@ class Aval:
     def __init__(self, shape: tuple, dtype: dt.DType):
         self.shape = tuple(shape)
         self.dtype = dtype
+
+    @staticmethod
+    def of(shape: tuple, dtype: dt.DType) -> "Aval":
+        """``Aval(shape, dtype)`` for a shape that is already a tuple (an
+        array's): the eager tape makes one per unsaved operand."""
+        a = _new_object(Aval)
+        a.shape = shape
+        a.dtype = dtype
+        return a
 
     @property
     def ndim(self) -> int:
@@ -57,9 +74,18 @@ class Aval:
 PRIMITIVES: dict[str, "Primitive"] = {}
 
 
+# type -> is_value's answer: hasattr raises and catches inside for scalars,
+# and backward nodes ask once per operand of every recorded op.
+_VALUE_TYPES: dict = {}
+
+
 def is_value(x) -> bool:
     """True for anything a primitive can be bound to (not a Python scalar)."""
-    return hasattr(type(x), "_bind_primitive")
+    t = type(x)
+    v = _VALUE_TYPES.get(t)
+    if v is None:
+        v = _VALUE_TYPES[t] = hasattr(t, "_bind_primitive")
+    return v
 
 
 class Primitive:
@@ -83,7 +109,8 @@ class Primitive:
         self.dtype_rule = dtype_rule
         self.vjp = vjp
         # Indices of the operands the VJP reads, or a function of the operands
-        # giving them (``x * 2`` need not keep ``x``).
+        # and of which cotangents are wanted giving them (``x * 2`` need not
+        # keep ``x``; ``x @ w`` keeps ``w`` only if ``x`` needs a gradient).
         self.save = save if callable(save) else tuple(save)
         self.save_out = save_out
         self.nondiff_argnums = frozenset(nondiff_argnums)

@@ -13,7 +13,7 @@ import numbers
 import numpy as np
 
 from tracec import dtypes as dt
-from tracec.ops.core import Primitive, ShapeError, broadcast_shapes
+from tracec.ops.core import Aval, Primitive, ShapeError, broadcast_shapes
 # The VJP rules of one layer call each other: modules, resolved at call time.
 from tracec.ops import movement, reduce  # noqa: E402
 
@@ -158,6 +158,12 @@ def _is_value(v):
     return not isinstance(v, (numbers.Number, np.number, np.bool_))
 
 
+def _readable(v):
+    """False for the aval of an operand the tape did not save: a cotangent
+    reading it was not wanted (see ``core``)."""
+    return not isinstance(v, Aval)
+
+
 def _red(g, v):
     """``g`` summed to the shape of operand ``v``; None for a Python scalar
     operand (it has no gradient, and reducing for it would be wasted work)."""
@@ -173,14 +179,14 @@ def _sub_vjp(g, x, y, out):
 
 
 def _mul_vjp(g, x, y, out):
-    return (_red(mul(g, y), x) if _is_value(x) else None,
-            _red(mul(g, x), y) if _is_value(y) else None)
+    return (_red(mul(g, y), x) if _is_value(x) and _readable(y) else None,
+            _red(mul(g, x), y) if _is_value(y) and _readable(x) else None)
 
 
 def _div_vjp(g, x, y, out):
     gx = div(g, y)
     return (_red(gx, x) if _is_value(x) else None,
-            _red(neg(mul(gx, div(x, y))), y) if _is_value(y) else None)
+            _red(neg(mul(gx, div(x, y))), y) if _is_value(y) and _readable(x) else None)
 
 
 def _pow_vjp(g, x, y, out):
@@ -222,12 +228,25 @@ def _int_pow(x, y):
 
 add_p = _binary("add", np.add, _add_vjp, save=())
 sub_p = _binary("sub", np.subtract, _sub_vjp, save=())
-# Each operand's cotangent reads the other one: a scalar partner means the
-# tensor operand need not be kept (nor guarded by the version counter).
-mul_p = _binary("mul", np.multiply, _mul_vjp,
-                save=lambda a: tuple(i for i in (0, 1) if _is_value(a[1 - i])))
-div_p = _binary("div", np.true_divide, _div_vjp,
-                save=lambda a: (0, 1) if _is_value(a[1]) else ())
+def save_partners(a, needs=None):
+    """``save`` of a binary primitive (mul, matmul) whose cotangent of each
+    operand reads the other one: an operand is kept only if its partner's
+    cotangent is wanted (not for a scalar partner, nor one not needing grad),
+    so no more is kept, nor guarded by the version counter, than PyTorch
+    keeps.  Without ``needs``, every value operand's cotangent is wanted."""
+    if needs is None:
+        needs = (_is_value(a[0]), _is_value(a[1]))
+    return tuple(i for i in (0, 1) if needs[1 - i])
+
+
+def _save_div(a, needs=None):
+    # Both cotangents read the divisor; only the divisor's reads the dividend.
+    divisor_wanted = _is_value(a[1]) if needs is None else needs[1]
+    return (0, 1) if divisor_wanted else (1,)
+
+
+mul_p = _binary("mul", np.multiply, _mul_vjp, save=save_partners)
+div_p = _binary("div", np.true_divide, _div_vjp, save=_save_div)
 pow_p = _binary("pow", _int_pow, _pow_vjp, save_out=True)
 maximum_p = _binary("maximum", np.maximum, _max_vjp)
 minimum_p = _binary("minimum", np.minimum, _min_vjp)

@@ -43,8 +43,13 @@ def _take_dtype(xd, idd, *, axis):
 
 
 def _take_impl(x, idx, *, axis):
-    _check_index(idx, x.shape[axis], "index")
-    return np.take(x, idx, axis=axis)
+    # np.take checks the range itself (negative indices count from the end,
+    # as here): the reductions of ``_check_index`` only to word the error.
+    try:
+        return np.take(x, idx, axis=axis)
+    except IndexError:
+        _check_index(idx, x.shape[axis], "index")
+        raise
 
 
 take_p = Primitive(

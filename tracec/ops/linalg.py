@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracec.ops.core import Primitive, ShapeError, broadcast_shapes
+from tracec.ops.core import Aval, Primitive, ShapeError, broadcast_shapes
 from tracec.ops import elementwise as ew, movement
 
 
@@ -35,14 +35,16 @@ def _swap(x):
 
 
 def _matmul_vjp(g, a, b, out):
-    ga = matmul(g, _swap(b))
-    gb = matmul(_swap(a), g)
-    return ew.sum_to(ga, tuple(a.shape)), ew.sum_to(gb, tuple(b.shape))
+    # An unsaved partner (an Aval) means that cotangent is not wanted: the
+    # tape keeps ``b`` only if ``a`` needs a gradient, and ``a`` likewise.
+    ga = ew.sum_to(matmul(g, _swap(b)), tuple(a.shape)) if not isinstance(b, Aval) else None
+    gb = ew.sum_to(matmul(_swap(a), g), tuple(b.shape)) if not isinstance(a, Aval) else None
+    return ga, gb
 
 
 matmul_p = Primitive("matmul", kind="matmul", impl=lambda a, b: np.matmul(a, b),
-                     shape_rule=_matmul_shape, dtype_rule=_matmul_dtype,
-                     vjp=_matmul_vjp, save=(0, 1))
+                     shape_rule=_matmul_shape, dtype_rule=_matmul_dtype, vjp=_matmul_vjp,
+                     save=ew.save_partners)
 
 
 def matmul(a, b): return matmul_p.bind(a, b)

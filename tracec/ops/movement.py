@@ -86,7 +86,7 @@ def _slice_shape(s, *, starts, stops, steps):
 
 
 def _slice_impl(x, *, starts, stops, steps):
-    return x[tuple(slice(a, b, c) for a, b, c in zip(starts, stops, steps))]
+    return x[tuple(map(slice, starts, stops, steps))]
 
 
 def _slice_vjp(g, x, out, *, starts, stops, steps):
