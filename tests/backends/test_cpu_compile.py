@@ -353,3 +353,28 @@ def test_lowered_stage_parses_back(mlp_runs):
     module = Parser(ctx, text).parse_module()
     module.verify()
     assert sum(1 for op in module.walk() if op.name == "llvm.func") >= 10
+
+
+def test_identical_kernels_are_compiled_once():
+    """The same computation on same-shaped buffers (a repeated layer, the
+    update of same-shaped parameters) is one kernel function called twice:
+    LLVM's work grows with the distinct kernels, not with depth."""
+    import re
+    import tracec
+
+    def f(a, b, c, d):
+        return (a * 2 + 1).tanh(), (b * 2 + 1).tanh(), a.T @ c, b.T @ d, (c - d).exp()
+    g = tracec.compile(f, backend="cpu")
+    args = [tracec.randn(40, 30) for _ in range(4)]
+    g(*args)
+    got = g(*args)
+    want = f(*args)
+    for x, y in zip(got, want):
+        np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-5, atol=1e-5)
+    lowered = g.ir("lowered")
+    defined = re.findall(r"llvm\.func @(\w+)\(.*\{", lowered)
+    called = re.findall(r"llvm\.call @(\w+)\(", lowered)
+    kernels = [n for n in defined if n.endswith(("_kernel", "_kernel_1", "_kernel_2"))]
+    # tanh(2x+1) twice -> one function; exp(c-d) is another.
+    assert len(kernels) == 2, defined
+    assert max(called.count(k) for k in kernels) == 2

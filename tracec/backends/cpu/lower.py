@@ -77,6 +77,35 @@ class Lowered:
     helpers: dict = None      # declared name -> its definition as LLVM IR text
 
 
+def function_key(fn: Operation) -> tuple:
+    """An ``llvm.func``'s signature and body as a hashable value: op names,
+    properties, attributes, result types, operand wiring and branch targets
+    (blocks and values numbered in order); two functions with equal keys
+    compute the same thing.  (xDSL attributes are frozen and compare by
+    value, so they go into the key as they are: printing them would cost
+    more than the LLVM time this saves.)"""
+    ids: dict = {}
+    blocks: dict = {}
+    out: list = [fn.properties.get("function_type"), fn.properties.get("arg_attrs")]
+    for region in fn.regions:
+        for b in region.blocks:
+            blocks[b] = len(blocks)
+    for region in fn.regions:
+        for b in region.blocks:
+            for a in b.args:
+                ids[a] = len(ids)
+            out.append(tuple(a.type for a in b.args))
+            for op in b.ops:
+                out.append((op.name, tuple(sorted(op.properties.items())),
+                            tuple(sorted(op.attributes.items())),
+                            tuple(ids.get(o, -1) for o in op.operands),
+                            tuple(blocks.get(x, -1) for x in op.successors),
+                            tuple(r.type for r in op.results)))
+                for r in op.results:
+                    ids[r] = len(ids)
+    return tuple(out)
+
+
 class Kernels:
     """Creates kernel functions and records how the entry calls them."""
 
@@ -86,6 +115,11 @@ class Kernels:
         self.calls: list[Call] = []
         #: slot key -> a hashable name of the buffer it resolves to
         self.buffer_of = buffer_of
+        #: a kernel function's structure -> the name it was first emitted under
+        self.by_body: dict[tuple, str] = {}
+        #: a caller's description of a kernel -> (function name, can fail)
+        self.by_key: dict[tuple, tuple] = {}
+        self.parallel_of: dict[tuple, str] = {}
 
     def error(self, message: str, kind: str = "value") -> int:
         """Register a run-time failure; its return code."""
@@ -93,7 +127,8 @@ class Kernels:
         return len(self.errors)
 
     def kernel(self, base: str, slots: list, n: int, body, *, work: int | None = None,
-               parallel_ok: bool = True, can_fail: bool = False, align: int = 1) -> None:
+               parallel_ok: bool = True, can_fail: bool = False, align: int = 1,
+               key=None) -> None:
         """Define a kernel over ``slots`` whose outer loop has extent ``n``;
         ``body(fb, ptrs, err, lo, hi, status)`` emits it (``status()``
         returns an i32 stack slot for errors found mid-loop; the kernel
@@ -114,6 +149,18 @@ class Kernels:
                 unique.append(s)
         slots = unique
         k = len(slots)
+        work = n if work is None else work
+        par = parallel_ok and n > 1 and work >= PARALLEL_WORK
+        if key is not None:
+            # ``key`` names what ``body`` emits: a kernel made before from the
+            # same key is called again without building it (xDSL op
+            # construction is most of the lowering's time).
+            key = (key, tuple(where))
+            if key in self.by_key:
+                fn, can_fail = self.by_key[key]
+                self.mb._names.discard(name)
+                self._call(fn, slots, n, par, can_fail, k, align)
+                return
         fb = self.mb.function(name, [PTR] * k + [PTR, I64, I64], I32,
                               noalias=[True] * k)
         ptrs, err, lo, hi = [fb.args[i] for i in where], fb.args[k], fb.args[k + 1], fb.args[k + 2]
@@ -131,10 +178,23 @@ class Kernels:
         else:
             fb.ret_(fb.i32(0))
         fb.finish()
-        work = n if work is None else work
-        par = parallel_ok and n > 1 and work >= PARALLEL_WORK
+        # A kernel identical to one emitted before (the same layer again, an
+        # optimizer update of a same-shaped parameter) reuses that function:
+        # LLVM's time grows with the distinct kernels, not with depth.
+        first = self.by_body.setdefault(function_key(fb.op_), name)
+        if first != name:
+            self.mb.ops.remove(fb.op_)
+            name = first
+        if key is not None:
+            self.by_key[key] = (name, can_fail)
+        self._call(name, slots, n, par, can_fail, k, align)
+
+    def _call(self, name, slots, n, par, can_fail, k, align) -> None:
         if par:
-            name = parallel.emit_parallel(self.mb, name, k, align)
+            pkey = (name, k, align)
+            if pkey not in self.parallel_of:
+                self.parallel_of[pkey] = parallel.emit_parallel(self.mb, name, k, align)
+            name = self.parallel_of[pkey]
         self.calls.append(Call(name, list(slots), n, par, can_fail))
 
     def program(self, base: str, prog: LoopProgram, slots: list, error_msg: str = "",
@@ -148,8 +208,10 @@ class Kernels:
             def on_error(cond):
                 fb.if_then(cond, lambda: fb.store(fb.i32(code), status(), 4))
             emit_program(fb, prog, ptrs, lo, hi, on_error if code else None)
+        # The program's dataclass repr describes it completely (shape,
+        # nodes, accesses): the key of what emit_program builds.
         self.kernel(base, slots, n, body, work=prog.size * cost,
-                    parallel_ok=prog.parallel_ok)
+                    parallel_ok=prog.parallel_ok, key=("program", repr(prog), code))
         if cost > 1:
             # Compute-bound (transcendental math): worth the widest vectors.
             self.mb.wide.add(self.calls[-1].fn.removesuffix("_par"))

@@ -152,7 +152,9 @@ def emit_matmul(low, op, operands=None) -> None:
             fb.for_range(fb.i64(0), fb.i64(K), kstep)
             return ()
         fb.for_range(lo, hi, row)
-    low.kernels.kernel("matmul", slots, nb * M, body, work=nb * M * N * K)
+    low.kernels.kernel("matmul", slots, nb * M, body, work=nb * M * N * K,
+                       key=("matmul", d.name, M, N, K, tuple(bshape), tuple(sa), tuple(sb),
+                            ta, tb))
 
 
 def _chunks(n: int, vl: int) -> list[tuple[int, int]]:
@@ -251,4 +253,6 @@ def _emit_narrow(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb) -> None:
         fb.for_range(lo, split, lambda r: rows(r, group) or (), step=group)
         if group > 1:
             fb.for_range(split, hi, lambda r: rows(r, 1) or ())
-    low.kernels.kernel("matmul_narrow", slots, nb * M, body, work=nb * M * N * K)
+    low.kernels.kernel("matmul_narrow", slots, nb * M, body, work=nb * M * N * K,
+                       key=("matmul_narrow", d.name, M, N, K, tuple(bshape), tuple(sa),
+                            tuple(sb), ta, tb))

@@ -130,5 +130,7 @@ def emit_transpose(low, op, shape, st) -> None:
             fb.for_range(fb.i64(0), fb.i64(npt), ptile)
             return ()
         fb.for_range(lo, hi, unit)
-    low.kernels.kernel("transpose", slots, nouter * nqt, body, work=math.prod(shape))
+    # The kernel depends only on the dtype, the shape and the source strides.
+    low.kernels.kernel("transpose", slots, nouter * nqt, body, work=math.prod(shape),
+                       key=("transpose", d.name, tuple(shape), tuple(st)))
 
