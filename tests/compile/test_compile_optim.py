@@ -125,3 +125,18 @@ def test_lr_given_as_a_tensor_is_traced_as_state():
     for a, b in zip(pe, pc):
         np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-5, atol=1e-6)
     assert sc.cache_info().traces <= 2
+
+
+@pytest.mark.parametrize("opt_name", ["sgd_momentum", "adamw_amsgrad"])
+def test_a_step_whose_state_exists_traces_once(opt_name):
+    """Optimizer state made by an eager step: the compiled step's first trace
+    is its steady state, reused from the second call (lifting the lr into a
+    holder does not cost a retrace)."""
+    params, opt, step = _setup(opt_name)
+    x, y = tracec.randn(16, 6), tracec.randint(0, 4, (16,))
+    step(x, y)
+    cstep = tracec.compile(step, backend="interp")
+    for _ in range(4):
+        cstep(x, y)
+    info = cstep.cache_info()
+    assert info.traces == 1 and info.hits == 3, info.reasons

@@ -13,7 +13,7 @@ from tracec import creation
 from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import graph
-from tracec.optim.optimizer import Optimizer, _scalar_dtype
+from tracec.optim.optimizer import Optimizer, reads_lr_by_lr, _scalar_dtype
 from tracec.optim.sgd import _check_flags
 from tracec.tensor import Tensor
 
@@ -93,6 +93,7 @@ class Adam(Optimizer):
                 self._update_group(group)
         return loss
 
+    @reads_lr_by_lr
     def _update_group(self, group) -> None:
         beta1, beta2 = group["betas"]
         lr = self._lr(group)

@@ -106,6 +106,19 @@ def _with_hooks(step):
     return wrapper
 
 
+#: ``_update_group`` implementations that read every group's lr through
+#: ``Optimizer._lr`` (``reads_lr_by_lr``); a subclass overriding it is not
+#: trusted to, so its lr stays guarded until its first traced step lifts it.
+_READS_LR_BY_LR: set = set()
+
+
+def reads_lr_by_lr(update_group):
+    """Mark an ``_update_group`` that reads the learning rate only through
+    ``self._lr(group)``."""
+    _READS_LR_BY_LR.add(update_group)
+    return update_group
+
+
 class _LiftedLR:
     """The guard a traced step reports for a learning rate it reads from a
     holder tensor: it holds while the group's lr is a plain number, and its
@@ -305,6 +318,13 @@ class Optimizer:
         return groups, state
 
     def _closure_loss(self, closure):
+        if RECORDERS and getattr(type(self), "_update_group", None) in _READS_LR_BY_LR:
+            # This step will read each numeric lr through _lr: leave it out of
+            # the guard from this first trace on (else the next call retraces).
+            lifted = self.__dict__.setdefault("_lifted_lr", set())
+            for gi, g in enumerate(self.param_groups[:len(self.__dict__.get("_lr_holders", ()))]):
+                if isinstance(g["lr"], numbers.Real) and not isinstance(g["lr"], bool):
+                    lifted.add(gi)
         # A compiled caller guards on this (tracec.compile retraces when it changes).
         note_guard(self.optimizer_state_and_hyperparameters)
         if closure is None:

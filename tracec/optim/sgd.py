@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tracec import functions as F
 from tracec import graph
-from tracec.optim.optimizer import Optimizer
+from tracec.optim.optimizer import Optimizer, reads_lr_by_lr
 from tracec.tensor import Tensor
 
 __all__ = ["SGD"]
@@ -67,6 +67,7 @@ class SGD(Optimizer):
                 self._update_group(group)
         return loss
 
+    @reads_lr_by_lr
     def _update_group(self, group) -> None:
         lr = self._lr(group)
         momentum = group["momentum"]
