@@ -106,6 +106,7 @@ class Recording:
         self.grad_written: dict = {}
         self.entry_grad_ids: dict = {}  # id(entry grad tensor) -> leaf
         self.guards: list = []
+        self._guard_seen: set = set()
         self.suspended = 0
         self.scalars: dict = {}
         EPOCH[0] += 1
@@ -222,6 +223,12 @@ class Recording:
 
     def on_guard(self, snapshot):
         if not self.suspended:
+            try:   # once per snapshot (bound methods compare by their owner)
+                if snapshot in self._guard_seen:
+                    return
+                self._guard_seen.add(snapshot)
+            except TypeError:
+                pass
             self.guards.append((snapshot, snapshot()))
 
     def on_backward(self, tensors, grads, inputs, create_graph):

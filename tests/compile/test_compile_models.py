@@ -88,3 +88,27 @@ def test_compiled_model_training_equals_eager(kind, backend):
     now = [p for p in mc.parameters()] + [b for b in mc.buffers()]
     assert all(a is b for a, b in zip(held, now))
     assert sc.cache_info().hits >= 8, sc.cache_info().reasons
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_switching_train_and_eval_retraces_and_matches_eager(backend):
+    """A module's train/eval flag steers dropout and batch norm: a trace made
+    in one mode is never reused in the other."""
+    from tracec import nn
+    tracec.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.BatchNorm1d(8), nn.Linear(8, 2))
+    fwd = tracec.compile(lambda x: model(x), backend=backend)
+    x = tracec.randn(16, 4)
+    model.train()
+    fwd(x)
+    fwd(x)
+    model.eval()
+    with tracec.no_grad():
+        want = model(x).numpy()
+    for _ in range(2):
+        np.testing.assert_allclose(fwd(x).detach().numpy(), want, rtol=1e-5, atol=1e-6)
+    info = fwd.cache_info()
+    assert info.traces == 2 and "train_or_eval_mode" in info.reasons[1], info.reasons
+    model.train()
+    fwd(x)
+    assert fwd.cache_info().traces == 2   # the training trace is still there

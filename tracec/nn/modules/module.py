@@ -21,7 +21,7 @@ from tracec import dtypes as dt
 from tracec import graph
 from tracec.device import device as _device, to_device
 from tracec.nn.parameter import Buffer, Parameter
-from tracec.tensor import Tensor
+from tracec.tensor import RECORDERS, Tensor, note_guard
 
 __all__ = ["Module"]
 
@@ -109,6 +109,11 @@ class Module:
                                   '"forward" function')
 
     def __call__(self, *args, **kwargs):
+        if RECORDERS:
+            # While tracec.compile traces: what this module computes may depend
+            # on its train/eval flag (dropout, batch norm, user code reading
+            # self.training), so the trace is reused only in the same mode.
+            note_guard(self.train_or_eval_mode)
         for hook in list(self._forward_pre_hooks.values()):
             res = hook(self, args)
             if res is not None:
@@ -119,6 +124,10 @@ class Module:
             if res is not None:
                 out = res
         return out
+
+    def train_or_eval_mode(self) -> bool:
+        """``self.training`` (the guard a traced call of this module reports)."""
+        return self.training
 
     def register_forward_hook(self, hook: Callable) -> _RemovableHandle:
         h = _RemovableHandle(self._forward_hooks)
