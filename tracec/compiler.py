@@ -26,6 +26,8 @@ from tracec.version import __version__
 from tracec.tracing import Trace, TraceError, record  # noqa: F401
 
 STAGES = ("trace", "autodiff", "optimized", "lowered", "llvm", "asm")
+#: Traces a compiled function keeps at most (torch.compile's limit is 8).
+DEFAULT_MAX_TRACES = 16
 BACKENDS = {"interp": interp, "cpu": cpu}
 
 
@@ -274,7 +276,8 @@ def _rebuild(tpl, returned, trace):
 class CompiledFunction:
     """A function compiled by ``tracec.compile`` (see the module docstring)."""
 
-    def __init__(self, fn, *, backend=None, dump=None, fallback=None, check=False):
+    def __init__(self, fn, *, backend=None, dump=None, fallback=None, check=False,
+                 max_traces=None):
         if fallback not in (None, "eager", "error"):
             raise ValueError(f"fallback must be None, 'error' or 'eager', got {fallback!r}")
         self.fn = fn
@@ -285,6 +288,11 @@ class CompiledFunction:
         self.dump = dump or os.environ.get("TRACEC_DUMP") or None
         self.fallback = fallback
         self.check = check
+        #: Traces kept at most; past it, new signatures run eagerly (a Python
+        #: number that changes every call would otherwise retrace forever).
+        self.max_traces = int(max_traces if max_traces is not None
+                              else os.environ.get("TRACEC_MAX_TRACES", DEFAULT_MAX_TRACES))
+        self._warned_limit = False
         self._cache: dict = {}
         self._eager_keys: dict = {}
         self._warned = False
@@ -316,6 +324,16 @@ class CompiledFunction:
             reason = _describe_change(next(reversed(self._cache))[0], key[0])
         else:
             reason = "first call"
+        if self.traces >= self.max_traces:
+            if not self._warned_limit:
+                self._warned_limit = True
+                warnings.warn(
+                    f"tracec.compile({self.__name__}): {self.traces} traces made, the limit "
+                    f"(max_traces / TRACEC_MAX_TRACES); calls that match none of them run "
+                    f"eagerly from now on. Last reason: {reason}. A Python number that "
+                    f"changes every call retraces every call: pass it as a tensor.",
+                    stacklevel=2)
+            return self.fn(*args, **kwargs)
         return self._trace_and_compile(key, args, kwargs, reason)
 
     def _trace_and_compile(self, key, args, kwargs, reason):
@@ -465,12 +483,14 @@ def default_backend() -> str:
     return os.environ.get("TRACEC_BACKEND", "cpu")
 
 
-def compile(fn=None, *, backend=None, dump=None, fallback=None, check=False):  # noqa: A001
+def compile(fn=None, *, backend=None, dump=None, fallback=None, check=False,  # noqa: A001
+            max_traces=None):
     """Compile ``fn`` (usable as ``@compile`` or ``@compile(...)``)."""
     if fn is None:
         return lambda f: CompiledFunction(f, backend=backend, dump=dump, fallback=fallback,
-                                          check=check)
-    return CompiledFunction(fn, backend=backend, dump=dump, fallback=fallback, check=check)
+                                          check=check, max_traces=max_traces)
+    return CompiledFunction(fn, backend=backend, dump=dump, fallback=fallback, check=check,
+                            max_traces=max_traces)
 
 
 class TracedIR:

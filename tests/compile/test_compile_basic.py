@@ -191,3 +191,19 @@ def test_same_tensor_twice_does_not_serve_distinct_tensors():
     f(x, x)
     np.testing.assert_allclose(f(x, z).numpy(), [7, 7, 7])
     np.testing.assert_allclose(f(x, z).numpy(), [7, 7, 7])
+
+
+def test_a_number_changing_every_call_stops_retracing_at_the_limit():
+    """Past max_traces, calls matching no trace run eagerly (right results,
+    a warning once) instead of tracing forever."""
+    import warnings
+    f = tracec.compile(lambda x, i: x * 2 + i, backend="interp", max_traces=3)
+    x = tracec.ones(2)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        outs = [f(x, i).tolist() for i in range(6)]
+    assert outs == [[2.0 + i] * 2 for i in range(6)]
+    assert f.cache_info().traces == 3
+    msgs = [str(m.message) for m in w if "max_traces" in str(m.message)]
+    assert len(msgs) == 1 and "pass it as a tensor" in msgs[0]
+    assert f(x, 1).tolist() == [3.0, 3.0] and f.cache_info().hits >= 1
