@@ -108,7 +108,7 @@ def test_switching_train_and_eval_retraces_and_matches_eager(backend):
     for _ in range(2):
         np.testing.assert_allclose(fwd(x).detach().numpy(), want, rtol=1e-5, atol=1e-6)
     info = fwd.cache_info()
-    assert info.traces == 2 and "train_or_eval_mode" in info.reasons[1], info.reasons
+    assert info.traces == 2 and "mode_and_tensors" in info.reasons[1], info.reasons
     model.train()
     fwd(x)
     assert fwd.cache_info().traces == 2   # the training trace is still there

@@ -140,3 +140,43 @@ def test_a_step_whose_state_exists_traces_once(opt_name):
         cstep(x, y)
     info = cstep.cache_info()
     assert info.traces == 1 and info.hits == 3, info.reasons
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_resuming_from_a_checkpoint_matches_eager(backend, tmp_path):
+    """load_state_dict gives the optimizer new state tensors: a trace holding
+    the old ones must not be reused (it would update tensors nobody reads)."""
+    pe, oe, se = _setup("sgd_momentum")
+    pc, oc, sc = _setup("sgd_momentum")
+    sc = tracec.compile(sc, backend=backend)
+    x, y = tracec.randn(16, 6), tracec.randint(0, 4, (16,))
+    for _ in range(3):
+        se(x, y), sc(x, y)
+    path = str(tmp_path / "ckpt.tc")
+    tracec.save({"opt": oe.state_dict(), "params": [p.detach() for p in pe]}, path)
+    for _ in range(2):
+        se(x, y), sc(x, y)
+    ck = tracec.load(path)
+    for params, opt in ((pe, oe), (pc, oc)):
+        with tracec.no_grad():
+            for p, v in zip(params, ck["params"]):
+                p.copy_(v)
+        opt.load_state_dict(ck["opt"])
+    for _ in range(3):
+        np.testing.assert_allclose(sc(x, y).item(), se(x, y).item(), rtol=1e-5)
+    for a, b in zip(pe, pc):
+        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_replaced_parameter_is_read_by_the_compiled_function():
+    from tracec import nn
+    tracec.manual_seed(0)
+    model = nn.Linear(3, 2)
+    f = tracec.compile(lambda x: model(x), backend="cpu")
+    x = tracec.randn(4, 3)
+    f(x), f(x)
+    model.weight = nn.Parameter(tracec.ones(2, 3))
+    with tracec.no_grad():
+        want = model(x).numpy()
+    np.testing.assert_allclose(f(x).detach().numpy(), want, rtol=1e-6)
+    assert "mode_and_tensors" in f.cache_info().reasons[-1]

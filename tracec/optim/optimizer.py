@@ -304,8 +304,8 @@ class Optimizer:
     def optimizer_state_and_hyperparameters(self):
         """What a compiled step specializes on: each group's hyperparameters
         (but a learning rate the compiled step reads as state: ``_lr``) and
-        parameters, and which state each parameter has (a momentum buffer is
-        created on the first step, which takes another path)."""
+        parameters, and which state tensors each parameter has (a momentum
+        buffer is created on the first step, which takes another path)."""
         lifted = self.__dict__.get("_lifted_lr", ())
         groups = tuple(tuple(sorted((k, "lifted" if k == "lr" and gi in lifted else v)
                                     for k, v in g.items() if k != "params"
@@ -313,7 +313,11 @@ class Optimizer:
                                                        type(None)))))
                        + (tuple(id(p) for p in g["params"]),)
                        for gi, g in enumerate(self.param_groups))
-        state = tuple(tuple(sorted(self.state[p])) if p in self.state else ()
+        # Which state each parameter has, and which tensor objects hold it: a
+        # trace reads and updates those very tensors, so after load_state_dict
+        # (new tensors) it must not be reused.
+        state = tuple(tuple(sorted((k, id(v) if isinstance(v, Tensor) else None)
+                                   for k, v in self.state[p].items())) if p in self.state else ()
                       for g in self.param_groups for p in g["params"])
         return groups, state
 

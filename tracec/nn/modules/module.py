@@ -110,10 +110,12 @@ class Module:
 
     def __call__(self, *args, **kwargs):
         if RECORDERS:
-            # While tracec.compile traces: what this module computes may depend
-            # on its train/eval flag (dropout, batch norm, user code reading
-            # self.training), so the trace is reused only in the same mode.
-            note_guard(self.train_or_eval_mode)
+            # While tracec.compile traces: what this module computes depends on
+            # its train/eval flag (dropout, batch norm, user code reading
+            # self.training) and on which tensors are its parameters and
+            # buffers (the trace reads and updates those objects): the trace
+            # is reused only while both stay as they are.
+            note_guard(self.mode_and_tensors)
         for hook in list(self._forward_pre_hooks.values()):
             res = hook(self, args)
             if res is not None:
@@ -125,9 +127,11 @@ class Module:
                 out = res
         return out
 
-    def train_or_eval_mode(self) -> bool:
-        """``self.training`` (the guard a traced call of this module reports)."""
-        return self.training
+    def mode_and_tensors(self) -> tuple:
+        """``self.training`` and the identities of the module's own parameters
+        and buffers: the guard a traced call of this module reports."""
+        return (self.training, tuple(id(v) for v in self._parameters.values()),
+                tuple(id(v) for v in self._buffers.values()))
 
     def register_forward_hook(self, hook: Callable) -> _RemovableHandle:
         h = _RemovableHandle(self._forward_hooks)
