@@ -115,6 +115,7 @@ def plan_buffers(entry, fn, arg_names) -> list[Buffer]:
         if spec.kind == "arg":
             b = Buffer(unique(arg_names[spec.source] if isinstance(spec.source, int)
                               else spec.source), spec.shape, spec.dtype, "input")
+            by_obj.setdefault(("arg", spec.source), b)
         elif spec.kind == "state":
             name = names.get(id(spec.source), f"state{i}")
             role = ("learning rate, read at each call (set it to follow a schedule)"
@@ -139,14 +140,15 @@ def plan_buffers(entry, fn, arg_names) -> list[Buffer]:
             n_ret += 1
             bufs.append(b)
         elif spec.kind == "write":
-            b = by_obj.get(("t", id(spec.target)))
+            b = by_obj.get(("arg", spec.arg) if spec.arg is not None else ("t", id(spec.target)))
             if b is None:
                 b = Buffer(unique(names.get(id(spec.target), f"state_out{out_i}")), shape,
                            dtype, "state (written)")
                 by_obj[("t", id(spec.target))] = b
                 bufs.append(b)
             else:
-                b.role = "state (read and written in place)"
+                b.role = ("input, written in place" if spec.arg is not None
+                          else "state (read and written in place)")
         else:
             key = ("g", id(spec.target))
             b = by_obj.get(key)

@@ -199,6 +199,8 @@ class Entry:
                 returned.append(arr)
             elif spec.kind == "write":
                 t = spec.target
+                if spec.arg is not None:      # an argument written in place: this call's
+                    t = args[spec.arg] if isinstance(spec.arg, int) else kwargs[spec.arg]
                 if arr is not t._data:        # a donated output was updated in place
                     np.copyto(t._data, arr)
                 t._version[0] += 1

@@ -77,6 +77,8 @@ class OutputSpec:
     kind: str             # "return", "write" (in place into a tensor), "grad"
     target: object = None  # the Tensor written, or the leaf whose .grad is set
     inplace: bool = False  # for "grad": write into the existing .grad tensor
+    arg: object = None     # for "write" into an argument: its position (or name);
+    #                        the call's own argument is written, not the traced one
 
 
 @dataclass
@@ -102,6 +104,7 @@ class Recording:
         self.inputs: list = []
         self.consts: set = set()
         self.written: dict = {}      # id -> pre-existing tensor written in place
+        self.arg_position: dict = {}  # id of an argument tensor -> its position
         self.grad_entry: dict = {}   # id(leaf) -> (leaf, .grad at first read)
         self.grad_written: dict = {}
         self.entry_grad_ids: dict = {}  # id(entry grad tensor) -> leaf
@@ -127,6 +130,7 @@ class Recording:
         arg = self.block.insert_arg(ir.tensor_type(t.shape, t.dtype), len(self.block.args))
         self.inputs.append(InputSpec("arg", position, tuple(t.shape), t.dtype))
         self.env[id(t)] = (t, arg)
+        self.arg_position.setdefault(id(t), position)
         return arg
 
     def value_of(self, t: Tensor):
@@ -333,7 +337,7 @@ class Recording:
             if root is not None and id(root) in written_ids:
                 continue  # the root's write-back covers its views
             values.append(self.env[id(t)][1])
-            outputs.append(OutputSpec("write", t))
+            outputs.append(OutputSpec("write", t, arg=self.arg_position.get(id(t))))
         grad_guards = []
         for key, (leaf, entry) in self.grad_entry.items():
             if not isinstance(entry, str):

@@ -207,3 +207,21 @@ def test_a_number_changing_every_call_stops_retracing_at_the_limit():
     msgs = [str(m.message) for m in w if "max_traces" in str(m.message)]
     assert len(msgs) == 1 and "pass it as a tensor" in msgs[0]
     assert f(x, 1).tolist() == [3.0, 3.0] and f.cache_info().hits >= 1
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_in_place_writes_to_arguments_reach_each_calls_own_argument(backend):
+    """x.add_(1) on an argument updates the tensor passed to *this* call
+    (it used to be written into the tensor of the traced call)."""
+    def f(x, *, y):
+        x.add_(1)
+        y.mul_(2)
+        return (x * y).sum()
+    fc = tracec.compile(f, backend=backend)
+    for i in range(3):
+        xe, ye = tracec.randn(3, 4), tracec.randn(4)
+        xc, yc = xe.clone(), ye.clone()
+        np.testing.assert_allclose(fc(xc, y=yc).item(), f(xe, y=ye).item(), rtol=1e-5)
+        np.testing.assert_array_equal(xc.numpy(), xe.numpy())
+        np.testing.assert_array_equal(yc.numpy(), ye.numpy())
+    assert fc.cache_info().traces == 1
