@@ -215,7 +215,7 @@ class Entry:
                         arr = arr.copy()
                     seen.add(id(arr))
                     leaf._grad = Tensor._make(arr, leaf.dtype)
-        return _rebuild(self.trace.template, returned, self.trace)
+        return _rebuild(self.trace.template, returned, args, kwargs)
 
 
 def _fresh_grad_outputs(trace: Trace, executable) -> list:
@@ -261,17 +261,21 @@ def donations(trace: Trace) -> dict[int, int]:
     return out
 
 
-def _rebuild(tpl, returned, trace):
+def _rebuild(tpl, returned, args, kwargs):
     kind = tpl[0]
     if kind == "tensor":
         return Tensor._make(returned[tpl[1]], tpl[2])
     if kind == "const":
         return tpl[1]
+    if kind == "arg":
+        return args[tpl[1]] if isinstance(tpl[1], int) else kwargs[tpl[1]]
+    if kind == "object":
+        return tpl[1]
     if kind == "namedtuple":
-        return tpl[1](*[_rebuild(t, returned, trace) for t in tpl[2]])
+        return tpl[1](*[_rebuild(t, returned, args, kwargs) for t in tpl[2]])
     if kind == "dict":
-        return {k: _rebuild(v, returned, trace) for k, v in tpl[1]}
-    seq = [_rebuild(t, returned, trace) for t in tpl[1]]
+        return {k: _rebuild(v, returned, args, kwargs) for k, v in tpl[1]}
+    seq = [_rebuild(t, returned, args, kwargs) for t in tpl[1]]
     return tuple(seq) if kind == "tuple" else seq
 
 

@@ -315,6 +315,14 @@ class Recording:
         values, outputs = [], []
 
         def flatten(x):
+            if isinstance(x, Tensor) and x._birth != self.epoch and \
+                    (id(x) in self.arg_position or id(x) in self.env):
+                # A tensor that existed before the call (an argument, a
+                # parameter, state): eager code returns that very object, and
+                # the compiled call updates it in place, so return it too.
+                if id(x) in self.arg_position:
+                    return ("arg", self.arg_position[id(x)])
+                return ("object", x)
             if isinstance(x, Tensor):
                 values.append(self.value_of(x))
                 outputs.append(OutputSpec("return"))

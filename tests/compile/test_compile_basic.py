@@ -225,3 +225,19 @@ def test_in_place_writes_to_arguments_reach_each_calls_own_argument(backend):
         np.testing.assert_array_equal(xc.numpy(), xe.numpy())
         np.testing.assert_array_equal(yc.numpy(), ye.numpy())
     assert fc.cache_info().traces == 1
+
+
+def test_returned_arguments_and_parameters_are_the_objects_themselves():
+    """As eagerly: a returned argument or parameter is that tensor (held
+    references see later in-place updates), not a copy of it."""
+    from tracec import nn
+    tracec.manual_seed(0)
+    lin = nn.Linear(3, 2)
+    fc = tracec.compile(lambda x: (x, lin.weight, (x @ lin.weight.T).sum()), backend="cpu")
+    for _ in range(3):
+        x = tracec.randn(4, 3)
+        rx, rw, s = fc(x)
+        assert rx is x and rw is lin.weight
+        np.testing.assert_allclose(s.item(), (x.numpy() @ lin.weight.detach().numpy().T).sum(),
+                                   rtol=1e-5)
+    assert fc.cache_info().hits == 2
