@@ -307,6 +307,8 @@ class CompiledFunction:
         self.reasons: list = []
         self.hits = 0
         functools.update_wrapper(self, fn)
+        if not hasattr(self, "__name__"):   # a Module or another callable object
+            self.__name__ = type(fn).__name__
 
     def __call__(self, *args, **kwargs):
         key = (tuple(_arg_key(a) for a in args),
@@ -351,6 +353,20 @@ class CompiledFunction:
             if not self._warned:
                 warnings.warn(f"tracec.compile({self.__name__}): running eagerly from now on "
                               f"for this signature: {trace}", stacklevel=3)
+                self._warned = True
+            return result
+        if trace.returns_grad:
+            # The result needs a backward through this call (a compiled model
+            # whose loss.backward() runs outside): compiled code returns
+            # values without a graph, so this signature runs eagerly.
+            why = ("it returns tensors that require grad (a backward outside the compiled "
+                   "function would need them); compile the whole training step (forward, "
+                   "backward and optimizer step), or call it under tracec.no_grad() for "
+                   "inference")
+            self._eager_keys[key] = why
+            if not self._warned:
+                warnings.warn(f"tracec.compile({self.__name__}): running eagerly for this "
+                              f"signature: {why}", stacklevel=3)
                 self._warned = True
             return result
         t1 = time.perf_counter()

@@ -90,6 +90,10 @@ class Trace:
     guards: list = field(default_factory=list)  # (snapshot fn, value)
     grad_guards: list = field(default_factory=list)  # (leaf, had a grad at entry)
     grad_mode: bool = True
+    #: Some returned tensor (computed in the call) requires grad and no
+    #: backward ran inside: eager code could backpropagate through it later,
+    #: the compiled code cannot.
+    returns_grad: bool = False
 
 
 class Recording:
@@ -105,6 +109,7 @@ class Recording:
         self.consts: set = set()
         self.written: dict = {}      # id -> pre-existing tensor written in place
         self.arg_position: dict = {}  # id of an argument tensor -> its position
+        self.had_backward = False     # a backward ran inside the call
         self.grad_entry: dict = {}   # id(leaf) -> (leaf, .grad at first read)
         self.grad_written: dict = {}
         self.entry_grad_ids: dict = {}  # id(entry grad tensor) -> leaf
@@ -245,6 +250,7 @@ class Recording:
         if create_graph:
             return self.fail(f"{format_location(loc)}: backward(create_graph=True) inside a "
                              "compiled function is not supported yet")
+        self.had_backward = True
         if len(tensors) != 1:
             return self.fail(f"{format_location(loc)}: backward of several tensors at once "
                              "inside a compiled function is not supported yet; sum them first")
@@ -313,6 +319,7 @@ class Recording:
 
     def finish(self, result) -> Trace:
         values, outputs = [], []
+        returns_grad = [False]
 
         def flatten(x):
             if isinstance(x, Tensor) and x._birth != self.epoch and \
@@ -324,6 +331,7 @@ class Recording:
                     return ("arg", self.arg_position[id(x)])
                 return ("object", x)
             if isinstance(x, Tensor):
+                returns_grad[0] = returns_grad[0] or x.requires_grad
                 values.append(self.value_of(x))
                 outputs.append(OutputSpec("return"))
                 return ("tensor", len(values) - 1, x.dtype)
@@ -362,7 +370,7 @@ class Recording:
         ir.set_returns(self.func, values)
         module = ir.new_module([self.func])
         return Trace(module, self.inputs, outputs, template, self.guards, grad_guards,
-                     graph.is_grad_enabled())
+                     graph.is_grad_enabled(), returns_grad[0] and not self.had_backward)
 
 
 def _failing_user_line(tb):

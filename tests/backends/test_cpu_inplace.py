@@ -184,6 +184,7 @@ def test_compiled_linear_layers_do_not_transpose_weights():
     x = tracec.randn(32, 96)
 
     @tracec.compile(backend="cpu")
+    @tracec.no_grad()
     def f(x):
         return lin(x).sum()
     for _ in range(3):

@@ -233,7 +233,8 @@ def test_returned_arguments_and_parameters_are_the_objects_themselves():
     from tracec import nn
     tracec.manual_seed(0)
     lin = nn.Linear(3, 2)
-    fc = tracec.compile(lambda x: (x, lin.weight, (x @ lin.weight.T).sum()), backend="cpu")
+    fc = tracec.compile(tracec.no_grad()(lambda x: (x, lin.weight, (x @ lin.weight.T).sum())),
+                        backend="cpu")
     for _ in range(3):
         x = tracec.randn(4, 3)
         rx, rw, s = fc(x)
@@ -241,3 +242,27 @@ def test_returned_arguments_and_parameters_are_the_objects_themselves():
         np.testing.assert_allclose(s.item(), (x.numpy() @ lin.weight.detach().numpy().T).sum(),
                                    rtol=1e-5)
     assert fc.cache_info().hits == 2
+
+
+def test_a_compiled_forward_whose_result_needs_a_backward_runs_eagerly():
+    """compile(model) with loss.backward() outside: compiled code returns no
+    graph, so such calls run eagerly (gradients flow, one warning); under
+    no_grad the same forward runs compiled."""
+    import warnings
+    from tracec import nn
+    tracec.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    cm = tracec.compile(model, backend="cpu")
+    x, y = tracec.randn(5, 4), tracec.randint(0, 3, (5,))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            model.zero_grad()
+            tracec.nn.functional.cross_entropy(cm(x), y).backward()
+            assert all(p.grad is not None for p in model.parameters())
+    assert sum("compile the whole training step" in str(m.message) for m in w) == 1
+    with tracec.no_grad():
+        want = model(x).numpy()
+        for _ in range(2):
+            np.testing.assert_allclose(cm(x).numpy(), want, rtol=1e-5, atol=1e-6)
+    assert cm.cache_info().hits == 1

@@ -97,7 +97,7 @@ def test_switching_train_and_eval_retraces_and_matches_eager(backend):
     from tracec import nn
     tracec.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.BatchNorm1d(8), nn.Linear(8, 2))
-    fwd = tracec.compile(lambda x: model(x), backend=backend)
+    fwd = tracec.compile(tracec.no_grad()(lambda x: model(x)), backend=backend)
     x = tracec.randn(16, 4)
     model.train()
     fwd(x)
