@@ -70,3 +70,23 @@ def test_cache_info_and_clear(tmp_path):
     assert r.returncode == 0 and str(tmp_path) in r.stdout and "entries:      0" in r.stdout
     r = tracec_cli("cache", "clear", env=env)
     assert r.returncode == 0 and "removed 0" in r.stdout
+
+
+def test_dump_and_build_a_forward_that_returns_tensors_needing_grad(tmp_path):
+    """A model's forward (its result requires grad) dumps and builds: nothing
+    backpropagates through tracec build / dump, so it is compiled as is."""
+    import subprocess
+    import sys
+    src = tmp_path / "m.py"
+    src.write_text("import tracec\nfrom tracec import nn\ntracec.manual_seed(0)\n"
+                   "model = nn.Sequential(nn.Linear(4, 3), nn.ReLU())\n"
+                   "def fwd(x):\n    return model(x)\n")
+    r = subprocess.run([sys.executable, "-m", "tracec.cli", "dump", f"{src}:fwd",
+                        "--arg", "x=f32[2,4]", "--stage", "optimized"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "tracec.matmul" in r.stdout, r.stderr
+    r = subprocess.run([sys.executable, "-m", "tracec.cli", "build", f"{src}:fwd",
+                        "--arg", "x=f32[2,4]", "-o", str(tmp_path / "libfwd.so")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "float *out" in (tmp_path / "libfwd.h").read_text()

@@ -300,7 +300,7 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None) 
     """Trace ``fn`` on ``args`` in its steady state, compile it for the host
     CPU and link ``out_path`` (a .so) plus a header beside it."""
     from tracec.compiler import CompiledFunction
-    cf = CompiledFunction(fn, backend="cpu")
+    cf = CompiledFunction(fn, backend="cpu", values_only=True)
     entry = steady_entry(cf, args)
     # The executable tracec.compile built: state updates computed in place
     # only where the call stays all-or-nothing (signature["atomic"]).

@@ -111,7 +111,7 @@ def dump(target, arg_specs, stage, backend):
     if stage in ("trace", "autodiff", "optimized"):
         backend = backend or "interp"
     try:
-        cf = tracec.compile(fn, backend=backend)
+        cf = tracec.compiler.CompiledFunction(fn, backend=backend, values_only=True)
         cf(*args)
         click.echo(cf.ir(stage), nl=False)
     except click.ClickException:

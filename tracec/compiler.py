@@ -283,7 +283,7 @@ class CompiledFunction:
     """A function compiled by ``tracec.compile`` (see the module docstring)."""
 
     def __init__(self, fn, *, backend=None, dump=None, fallback=None, check=False,
-                 max_traces=None):
+                 max_traces=None, values_only=False):
         if fallback not in (None, "eager", "error"):
             raise ValueError(f"fallback must be None, 'error' or 'eager', got {fallback!r}")
         self.fn = fn
@@ -299,6 +299,9 @@ class CompiledFunction:
         self.max_traces = int(max_traces if max_traces is not None
                               else os.environ.get("TRACEC_MAX_TRACES", DEFAULT_MAX_TRACES))
         self._warned_limit = False
+        #: Results are plain values even where eager ones would carry a graph
+        #: (``tracec build`` and ``tracec dump``: nothing backpropagates there).
+        self.values_only = values_only
         self._cache: dict = {}
         self._eager_keys: dict = {}
         self._warned = False
@@ -355,7 +358,7 @@ class CompiledFunction:
                               f"for this signature: {trace}", stacklevel=3)
                 self._warned = True
             return result
-        if trace.returns_grad:
+        if trace.returns_grad and not self.values_only:
             # The result needs a backward through this call (a compiled model
             # whose loss.backward() runs outside): compiled code returns
             # values without a graph, so this signature runs eagerly.
