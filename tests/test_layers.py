@@ -16,7 +16,7 @@ LAYERS = [
     ("tracing", ["tracec.tracing"]),
     ("passes", ["tracec.passes"]),
     ("backends", ["tracec.backends"]),
-    ("compiler", ["tracec.compiler"]),
+    ("compiler", ["tracec.compiler", "tracec.compiled_backward"]),
     ("tools", ["tracec.aot", "tracec.demo", "tracec.cli", "tracec.__init__"]),
 ]
 # What each layer may import besides itself (DESIGN.md's arrows).

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracec import graph, ir
+from tracec import compiled_backward, graph, ir
 from tracec.backends import cache, check, cpu, interp
 from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, run_passes
 from tracec.tensor import Tensor
@@ -86,6 +86,7 @@ class Entry:
     number: int = 0
     on_compiled: object = None
     refreshers: list = field(default_factory=list)
+    backward_plan: object = None     # a compiled backward for one result
     _fresh_grads: list = None
 
     def optimized(self):
@@ -167,6 +168,8 @@ class Entry:
                 arrays.append(spec.source._grad._data)
         if self.check_backend is not None:
             check.check_module(self.optimized(), self.check_backend, arrays)
+        plan = self.backward_plan if graph.is_grad_enabled() else None
+        saved = compiled_backward.save_inputs(plan, arrays) if plan is not None else None
         if self._fresh_grads is None:
             self._fresh_grads = _fresh_grad_outputs(self.trace, self.executable)
         out = None
@@ -215,6 +218,9 @@ class Entry:
                         arr = arr.copy()
                     seen.add(id(arr))
                     leaf._grad = Tensor._make(arr, leaf.dtype)
+        if plan is not None:
+            t = returned[plan.out_index] = Tensor._make(returned[plan.out_index], plan.out_dtype)
+            compiled_backward.attach(plan, t, saved, args, kwargs)
         return _rebuild(self.trace.template, returned, args, kwargs)
 
 
@@ -264,7 +270,8 @@ def donations(trace: Trace) -> dict[int, int]:
 def _rebuild(tpl, returned, args, kwargs):
     kind = tpl[0]
     if kind == "tensor":
-        return Tensor._make(returned[tpl[1]], tpl[2])
+        r = returned[tpl[1]]
+        return r if isinstance(r, Tensor) else Tensor._make(r, tpl[2])
     if kind == "const":
         return tpl[1]
     if kind == "arg":
@@ -358,7 +365,12 @@ class CompiledFunction:
                               f"for this signature: {trace}", stacklevel=3)
                 self._warned = True
             return result
-        if trace.returns_grad and not self.values_only:
+        backward_out = None
+        if len(trace.returns_grad) == 1 and not self.values_only:
+            # One result needs a backward outside (compile(model), then
+            # loss.backward()): the entry gets a compiled backward for it.
+            backward_out = trace.returns_grad[0]
+        elif trace.returns_grad and not self.values_only:
             # The result needs a backward through this call (a compiled model
             # whose loss.backward() runs outside): compiled code returns
             # values without a graph, so this signature runs eagerly.
@@ -374,6 +386,9 @@ class CompiledFunction:
             return result
         t1 = time.perf_counter()
         entry = self._build(trace)
+        if backward_out is not None:
+            entry.backward_plan = compiled_backward.BackwardPlan(
+                entry, backward_out, BACKENDS[self.backend], _checks_enabled())
         entry.timings["trace_s"] = t1 - t0
         self.traces += 1
         entry.number = self.traces

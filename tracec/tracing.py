@@ -93,7 +93,7 @@ class Trace:
     #: Some returned tensor (computed in the call) requires grad and no
     #: backward ran inside: eager code could backpropagate through it later,
     #: the compiled code cannot.
-    returns_grad: bool = False
+    returns_grad: tuple = ()
 
 
 class Recording:
@@ -319,7 +319,7 @@ class Recording:
 
     def finish(self, result) -> Trace:
         values, outputs = [], []
-        returns_grad = [False]
+        returns_grad = []   # indices (among the returned tensors) that require grad
 
         def flatten(x):
             if isinstance(x, Tensor) and x._birth != self.epoch and \
@@ -331,7 +331,8 @@ class Recording:
                     return ("arg", self.arg_position[id(x)])
                 return ("object", x)
             if isinstance(x, Tensor):
-                returns_grad[0] = returns_grad[0] or x.requires_grad
+                if x.requires_grad:
+                    returns_grad.append(len(values))
                 values.append(self.value_of(x))
                 outputs.append(OutputSpec("return"))
                 return ("tensor", len(values) - 1, x.dtype)
@@ -370,7 +371,8 @@ class Recording:
         ir.set_returns(self.func, values)
         module = ir.new_module([self.func])
         return Trace(module, self.inputs, outputs, template, self.guards, grad_guards,
-                     graph.is_grad_enabled(), returns_grad[0] and not self.had_backward)
+                     graph.is_grad_enabled(),
+                     () if self.had_backward else tuple(returns_grad))
 
 
 def _failing_user_line(tb):

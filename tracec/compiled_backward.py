@@ -1,0 +1,162 @@
+"""A backward for a compiled forward: ``tracec.compile(model)`` and then
+``loss.backward()`` outside it.
+
+The compiled call returns values without a tape.  When its one result that
+requires grad is used in a backward, the gradient comes from a second
+compiled function, built from the same trace: the recorded forward, then a
+``tracec.backward`` of that result seeded with the incoming cotangent,
+returning the gradients of the call's differentiable inputs (tensor
+arguments and parameters that require grad).  The autodiff pass expands it
+like a training step's backward; the forward is recomputed there (nothing
+is saved between the two calls but references to the inputs).
+
+Invariants (what makes the gradients equal eager ones):
+  * the backward reads the inputs as they were at the forward call: tensors
+    the forward wrote in place (the RNG state behind dropout, batch-norm
+    running statistics) are read from copies taken before the forward; any
+    other input modified in place since then raises, naming it, as eager
+    autograd does for a saved tensor;
+  * the backward writes nothing but its gradients: the forward's state
+    writes are not repeated (they are dead code in the backward function);
+  * gradients reach the inputs through the eager engine (a node whose edges
+    are the inputs' own), so accumulation into ``.grad``, hooks and
+    non-leaf arguments behave as for any other op.
+"""
+from __future__ import annotations
+
+import time
+
+from xdsl.dialects import func
+
+from tracec import graph, ir
+from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, run_passes
+from tracec.tensor import Tensor
+
+__all__ = ["BackwardPlan", "attach", "save_inputs"]
+
+
+class BackwardPlan:
+    """How one compiled forward (an ``Entry``) gets its backward."""
+
+    def __init__(self, entry, out_index: int, backend, verify: bool = False):
+        trace = entry.trace
+        self.entry = entry
+        self.out_index = out_index
+        self.backend = backend
+        self.verify = verify
+        # Differentiable inputs: float tensors that require grad (arguments are
+        # keyed by requires_grad, state by the entry's requires_grad guards).
+        self.diff = []
+        for j, spec in enumerate(trace.inputs):
+            if spec.kind == "state" and spec.source.requires_grad and \
+                    spec.dtype.is_floating_point:
+                self.diff.append(j)
+        self._arg_diff = [j for j, spec in enumerate(trace.inputs) if spec.kind == "arg"
+                          and spec.dtype.is_floating_point]
+        # Inputs the forward writes in place: the backward reads their old value.
+        written = {id(s.target) for s in trace.outputs if s.kind == "write"}
+        self.copied = [j for j, spec in enumerate(trace.inputs)
+                       if spec.kind == "state" and id(spec.source) in written]
+        self._exe: dict = {}
+        fn = next(op for op in entry.stages["trace"].walk() if isinstance(op, func.FuncOp))
+        self.out_dtype = ir.dtype_of(fn.body.block.last_op.operands[out_index].type)
+
+    def differentiable(self, args, kwargs) -> list[int]:
+        """Input indices to differentiate for this call (arguments count when
+        they require grad)."""
+        out = list(self.diff)
+        for j in self._arg_diff:
+            src = self.entry.trace.inputs[j].source
+            a = args[src] if isinstance(src, int) else kwargs[src]
+            if a.requires_grad:
+                out.append(j)
+        return sorted(out)
+
+    def executable(self, wrt: tuple):
+        """The compiled backward for these differentiable inputs (built once
+        per set; a call's arguments either require grad or do not)."""
+        exe = self._exe.get(wrt)
+        if exe is None:
+            t0 = time.perf_counter()
+            module = self.entry.stages["trace"].clone()
+            fn = next(op for op in module.walk() if isinstance(op, func.FuncOp))
+            block = fn.body.block
+            ret = block.last_op
+            out = ret.operands[self.out_index]
+            cot = block.insert_arg(out.type, len(block.args))
+            bop = ir.BackwardOp(out, [block.args[j] for j in wrt], cot, loc=ret.location)
+            block.insert_op_before(bop, ret)
+            block.erase_op(ret)
+            ir.set_returns(fn, list(bop.grads))
+            run_passes(AUTODIFF, module, verify=self.verify)
+            run_passes(OPTIMIZE, module, verify=self.verify)
+            exe = self._exe[wrt] = self.backend.compile_module(module)
+            self.entry.timings["backward_compile_s"] = time.perf_counter() - t0
+        return exe
+
+
+class _Saved:
+    """What the backward of one compiled call needs: the input arrays (with
+    copies of those the forward overwrote), the differentiable inputs, and
+    their versions at the forward.  Doubles as the node's ``ctx``."""
+
+    __slots__ = ("plan", "arrays", "wrt", "tensors", "versions", "saved_tensors_freed")
+
+    def __init__(self, plan, arrays, wrt, tensors):
+        self.plan = plan
+        self.arrays = arrays
+        self.wrt = wrt
+        self.tensors = tensors
+        self.versions = [t._version[0] for t in tensors]
+        self.saved_tensors_freed = False
+
+
+class CompiledCall:
+    """``FunctionNode``'s ``fn_cls`` for a compiled call (its ``grad_fn``
+    shows as ``CompiledCallBackward``)."""
+
+    @staticmethod
+    def backward(saved: _Saved, g):
+        if saved.saved_tensors_freed:
+            raise RuntimeError(graph._FREED_MSG)
+        for t, v in zip(saved.tensors, saved.versions):
+            if t._version[0] != v:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified "
+                    f"by an inplace operation: [{t.dtype} {list(t.shape)}], an input of a "
+                    f"compiled call, is at version {t._version[0]}; expected version {v} "
+                    "instead.")
+        exe = saved.plan.executable(saved.wrt)
+        grads = exe(saved.arrays + [g._data])
+        return tuple(Tensor._make(a, t.dtype) for a, t in zip(grads, saved.tensors))
+
+
+def save_inputs(plan: BackwardPlan, arrays: list) -> list:
+    """Before the forward runs: the input arrays the backward will read
+    (copies of those the forward writes in place)."""
+    saved = list(arrays)
+    for j in plan.copied:
+        saved[j] = arrays[j].copy()
+    return saved
+
+
+def attach(plan: BackwardPlan, result: Tensor, saved_arrays: list, args, kwargs) -> None:
+    """Make ``result`` (the compiled call's output ``plan.out_index``) carry a
+    node whose backward runs the compiled backward."""
+    wrt = tuple(plan.differentiable(args, kwargs))
+    if not wrt:
+        return
+    trace = plan.entry.trace
+    tensors = []
+    for j in wrt:
+        spec = trace.inputs[j]
+        if spec.kind == "state":
+            tensors.append(spec.source)
+        else:
+            tensors.append(args[spec.source] if isinstance(spec.source, int)
+                           else kwargs[spec.source])
+    saved = _Saved(plan, saved_arrays, wrt, tensors)
+    node = graph.FunctionNode(CompiledCall, saved, tuple(graph.edge_of(t) for t in tensors),
+                              len(tensors))
+    result.requires_grad = True
+    result._node = node
