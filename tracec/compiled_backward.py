@@ -38,11 +38,14 @@ __all__ = ["BackwardPlan", "attach", "save_inputs"]
 class BackwardPlan:
     """How one compiled forward (an ``Entry``) gets its backward."""
 
-    def __init__(self, entry, out_index: int, backend, verify: bool = False):
+    def __init__(self, entry, out_index: int, compile_fn, verify: bool = False):
+        """``compile_fn(module, optimize)``: the executable for ``module``
+        after ``optimize()`` has run the passes on it (the compiler's disk
+        cache, keyed by the module before them)."""
         trace = entry.trace
         self.entry = entry
         self.out_index = out_index
-        self.backend = backend
+        self.compile_fn = compile_fn
         self.verify = verify
         # Differentiable inputs: float tensors that require grad (arguments are
         # keyed by requires_grad, state by the entry's requires_grad guards).
@@ -88,9 +91,12 @@ class BackwardPlan:
             block.insert_op_before(bop, ret)
             block.erase_op(ret)
             ir.set_returns(fn, list(bop.grads))
-            run_passes(AUTODIFF, module, verify=self.verify)
-            run_passes(OPTIMIZE, module, verify=self.verify)
-            exe = self._exe[wrt] = self.backend.compile_module(module)
+
+            def optimize():
+                run_passes(AUTODIFF, module, verify=self.verify)
+                run_passes(OPTIMIZE, module, verify=self.verify)
+                return module
+            exe = self._exe[wrt] = self.compile_fn(module, optimize)
             self.entry.timings["backward_compile_s"] = time.perf_counter() - t0
         return exe
 

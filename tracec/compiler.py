@@ -387,8 +387,12 @@ class CompiledFunction:
         t1 = time.perf_counter()
         entry = self._build(trace)
         if backward_out is not None:
+            backend = BACKENDS[self.backend]
             entry.backward_plan = compiled_backward.BackwardPlan(
-                entry, backward_out, BACKENDS[self.backend], _checks_enabled())
+                entry, backward_out,
+                lambda module, optimize: self._cached(backend, module, optimize,
+                                                      tag="backward")[0],
+                _checks_enabled())
         entry.timings["trace_s"] = t1 - t0
         self.traces += 1
         entry.number = self.traces
@@ -435,12 +439,18 @@ class CompiledFunction:
         and a digest of tracec's own source (which decides everything from
         the trace to the object code): a hit needs neither the passes nor
         the backend."""
+        return self._cached(backend, entry.stages["trace"], entry.optimized, donate)
+
+    def _cached(self, backend, keyed, optimized, donate=None, tag: str = ""):
+        """``backend.compile_module(optimized(), donate=donate)`` through the
+        disk cache, keyed by the module ``keyed`` (as above) and ``tag``;
+        ``optimized()`` runs only on a miss (it may rewrite ``keyed``)."""
         if not hasattr(backend, "load_object") or os.environ.get("TRACEC_NO_CACHE"):
-            return backend.compile_module(entry.optimized(), donate=donate), {}
+            return backend.compile_module(optimized(), donate=donate), {}
         target = backend.target_id() if hasattr(backend, "target_id") else ""
-        key = hashlib.sha256("|".join((cache.fingerprint(entry.stages["trace"], locations=True),
+        key = hashlib.sha256("|".join((cache.fingerprint(keyed, locations=True),
                                        self.backend, target, cache.source_digest(),
-                                       str(self.check),
+                                       str(self.check), tag,
                                        str(sorted((donate or {}).items())))).encode()
                              ).hexdigest()
         disk = cache.DiskCache()
@@ -453,7 +463,7 @@ class CompiledFunction:
                 return exe, {"cache_load_s": time.perf_counter() - t0, "cache": "hit"}
             except Exception as e:  # a foreign or stale entry: rebuild it
                 warnings.warn(f"tracec cache: discarding unusable entry {key[:12]}: {e}")
-        exe = backend.compile_module(entry.optimized(), donate=donate)
+        exe = backend.compile_module(optimized(), donate=donate)
         try:
             disk.put(key, {"signature": exe.signature}, exe.object_code)
         except OSError as e:
