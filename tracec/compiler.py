@@ -21,7 +21,7 @@ import numpy as np
 from tracec import compiled_backward, graph, ir
 from tracec.backends import cache, check, cpu, interp
 from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, run_passes
-from tracec.tensor import Tensor
+from tracec.tensor import RECORDERS, Tensor
 from tracec.version import __version__
 from tracec.tracing import Trace, TraceError, record  # noqa: F401
 
@@ -321,6 +321,10 @@ class CompiledFunction:
             self.__name__ = type(fn).__name__
 
     def __call__(self, *args, **kwargs):
+        if RECORDERS:
+            # Called while another compiled function is being traced: its ops
+            # simply become part of that trace (as torch.compile inlines).
+            return self.fn(*args, **kwargs)
         key = (tuple(_arg_key(a) for a in args),
                tuple(sorted((k, _arg_key(v)) for k, v in kwargs.items())),
                graph.is_grad_enabled(), _aliasing(args))

@@ -310,3 +310,33 @@ def test_several_results_needing_a_backward_run_eagerly():
     with tracec.no_grad():
         f(x), f(x)
     assert f.cache_info().hits == 1
+
+
+def test_a_compiled_model_inside_a_compiled_step_is_inlined():
+    """model = tracec.compile(model) and a compiled training step using it:
+    the inner compiled function is traced into the outer one."""
+    from tracec import nn
+    F = tracec.nn.functional
+
+    def build():
+        tracec.manual_seed(0)
+        m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+        return m, tracec.optim.SGD(m.parameters(), lr=0.1)
+    (me, oe), (mc, oc) = build(), build()
+    inner = tracec.compile(mc, backend="cpu")
+
+    @tracec.compile(backend="cpu")
+    def step(x, y):
+        oc.zero_grad()
+        loss = F.cross_entropy(inner(x), y)
+        loss.backward()
+        oc.step()
+        return loss
+    x, y = tracec.randn(6, 4), tracec.randint(0, 2, (6,))
+    for _ in range(4):
+        oe.zero_grad()
+        le = F.cross_entropy(me(x), y)
+        le.backward()
+        oe.step()
+        np.testing.assert_allclose(step(x, y).item(), le.item(), rtol=1e-5)
+    assert step.cache_info().hits >= 2 and inner.cache_info().traces == 0
