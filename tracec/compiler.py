@@ -13,6 +13,7 @@ import hashlib
 import os
 import sys
 import time
+import types
 import warnings
 from dataclasses import dataclass, field
 
@@ -319,6 +320,11 @@ class CompiledFunction:
         functools.update_wrapper(self, fn)
         if not hasattr(self, "__name__"):   # a Module or another callable object
             self.__name__ = type(fn).__name__
+
+    def __get__(self, obj, objtype=None):
+        """``@tracec.compile`` on a method: bound to the instance, which is an
+        argument like any other (each instance gets its own traces)."""
+        return self if obj is None else types.MethodType(self, obj)
 
     def __call__(self, *args, **kwargs):
         if RECORDERS:

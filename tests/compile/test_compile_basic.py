@@ -340,3 +340,26 @@ def test_a_compiled_model_inside_a_compiled_step_is_inlined():
         oe.step()
         np.testing.assert_allclose(step(x, y).item(), le.item(), rtol=1e-5)
     assert step.cache_info().hits >= 2 and inner.cache_info().traces == 0
+
+
+def test_compile_decorates_a_method():
+    """@tracec.compile on a method binds to each instance (one trace each)."""
+    from tracec import nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 2)
+
+        @tracec.compile(backend="cpu")
+        def forward(self, x):
+            return self.lin(x).relu()
+    tracec.manual_seed(0)
+    nets, x = [Net(), Net()], tracec.randn(4, 3)
+    with tracec.no_grad():
+        for _ in range(3):
+            for net in nets:
+                w, b = net.lin.weight.numpy(), net.lin.bias.numpy()
+                np.testing.assert_allclose(net(x).numpy(), np.maximum(x.numpy() @ w.T + b, 0),
+                                           rtol=1e-5, atol=1e-6)
+    assert Net.forward.cache_info().traces == 2 and Net.forward.cache_info().hits == 4
