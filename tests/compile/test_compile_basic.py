@@ -359,7 +359,7 @@ def test_compile_decorates_a_method():
     with tracec.no_grad():
         for _ in range(3):
             for net in nets:
-                w, b = net.lin.weight.numpy(), net.lin.bias.numpy()
+                w, b = net.lin.weight.detach().numpy(), net.lin.bias.detach().numpy()
                 np.testing.assert_allclose(net(x).numpy(), np.maximum(x.numpy() @ w.T + b, 0),
                                            rtol=1e-5, atol=1e-6)
     assert Net.forward.cache_info().traces == 2 and Net.forward.cache_info().hits == 4
