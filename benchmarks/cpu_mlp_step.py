@@ -157,6 +157,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--time", type=float, default=1.0)
     ap.add_argument("--quick", action="store_true", help="batch 32 SGD, both cores only")
+    ap.add_argument("--cores", choices=["all", "1", "both"], default="both",
+                    help="run the steps on all cores, on one, or both (default)")
     ap.add_argument("--cold", action="store_true",
                     help="only the cold compile and the new-process cache load")
     args = ap.parse_args()
@@ -170,6 +172,8 @@ def main():
     modes = [False] if args.quick else [False, True]
     print(f"{'cores':<6}{'step':<6}{'batch':>6}{'tracec step':>13}{'executable':>12}"
           f"{'torch':>9}{'torch/tracec':>14}   (ms, medians of {args.rounds} rounds)")
+    if args.cores != "both":
+        modes = [args.cores == "1"]
     for one_core in [] if args.cold else modes:
         for opt, batch in configs:
             cfg = {"what": "tracec", "opt": opt, "batch": batch, "time": args.time}
