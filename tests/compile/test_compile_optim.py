@@ -180,3 +180,22 @@ def test_a_replaced_parameter_is_read_by_the_compiled_function():
         want = model(x).numpy()
     np.testing.assert_allclose(f(x).detach().numpy(), want, rtol=1e-6)
     assert "mode_and_tensors" in f.cache_info().reasons[-1]
+
+
+@pytest.mark.parametrize("opt_name", ["sgd_momentum", "adam"])
+def test_a_compiled_optimizer_step_alone_matches_eager(opt_name):
+    """tracec.compile(opt.step) beside an eager forward/backward."""
+    pe, oe, se = _setup(opt_name)
+    pc, oc, sc = _setup(opt_name)
+    ostep = tracec.compile(oc.step, backend="cpu")
+    x, y = tracec.randn(16, 6), tracec.randint(0, 4, (16,))
+    F = tracec.nn.functional
+    for _ in range(5):
+        for params, opt, step in ((pe, oe, oe.step), (pc, oc, ostep)):
+            opt.zero_grad()
+            h = (x @ params[0] + params[1]).relu()
+            F.cross_entropy(h @ params[2] + params[3], y).backward()
+            step()
+    for a, b in zip(pe, pc):
+        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert ostep.cache_info().traces <= 2 and ostep.cache_info().hits >= 3
