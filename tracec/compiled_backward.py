@@ -14,8 +14,8 @@ Invariants (what makes the gradients equal eager ones):
   * the backward reads the inputs as they were at the forward call: tensors
     the forward wrote in place (the RNG state behind dropout, batch-norm
     running statistics) are read from copies taken before the forward; any
-    other input modified in place since then raises, naming it, as eager
-    autograd does for a saved tensor;
+    other input (argument, parameter) modified in place since then raises,
+    naming it, as eager autograd does for a saved tensor;
   * the backward writes nothing but its gradients: the forward's state
     writes are not repeated (they are dead code in the backward function);
   * gradients reach the inputs through the eager engine (a node whose edges
@@ -106,14 +106,16 @@ class _Saved:
     copies of those the forward overwrote), the differentiable inputs, and
     their versions at the forward.  Doubles as the node's ``ctx``."""
 
-    __slots__ = ("plan", "arrays", "wrt", "tensors", "versions", "saved_tensors_freed")
+    __slots__ = ("plan", "arrays", "wrt", "tensors", "watched", "versions",
+                 "saved_tensors_freed")
 
-    def __init__(self, plan, arrays, wrt, tensors):
+    def __init__(self, plan, arrays, wrt, tensors, watched):
         self.plan = plan
         self.arrays = arrays
         self.wrt = wrt
         self.tensors = tensors
-        self.versions = [t._version[0] for t in tensors]
+        self.watched = watched          # every input read by reference
+        self.versions = [t._version[0] for t in watched]
         self.saved_tensors_freed = False
 
 
@@ -125,7 +127,7 @@ class CompiledCall:
     def backward(saved: _Saved, g):
         if saved.saved_tensors_freed:
             raise RuntimeError(graph._FREED_MSG)
-        for t, v in zip(saved.tensors, saved.versions):
+        for t, v in zip(saved.watched, saved.versions):
             if t._version[0] != v:
                 raise RuntimeError(
                     "one of the variables needed for gradient computation has been modified "
@@ -153,15 +155,19 @@ def attach(plan: BackwardPlan, result: Tensor, saved_arrays: list, args, kwargs)
     if not wrt:
         return
     trace = plan.entry.trace
-    tensors = []
-    for j in wrt:
-        spec = trace.inputs[j]
+    by_input = []
+    for spec in trace.inputs:
         if spec.kind == "state":
-            tensors.append(spec.source)
+            by_input.append(spec.source)
+        elif spec.kind == "arg":
+            by_input.append(args[spec.source] if isinstance(spec.source, int)
+                            else kwargs[spec.source])
         else:
-            tensors.append(args[spec.source] if isinstance(spec.source, int)
-                           else kwargs[spec.source])
-    saved = _Saved(plan, saved_arrays, wrt, tensors)
+            by_input.append(spec.source._grad)
+    tensors = [by_input[j] for j in wrt]
+    copied = set(plan.copied)
+    watched = [t for j, t in enumerate(by_input) if j not in copied and t is not None]
+    saved = _Saved(plan, saved_arrays, wrt, tensors, watched)
     node = graph.FunctionNode(CompiledCall, saved, tuple(graph.edge_of(t) for t in tensors),
                               len(tensors))
     result.requires_grad = True

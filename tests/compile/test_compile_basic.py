@@ -288,6 +288,10 @@ def test_a_compiled_model_backpropagates_like_eager(backend):
         mc[0].weight.add_(1.0)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         out.sum().backward()
+    out = cm(x)
+    x.add_(1.0)           # an input that needs no grad, but the backward reads it
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()
 
 
 def test_several_results_needing_a_backward_run_eagerly():
