@@ -123,7 +123,10 @@ class Entry:
                 return ".grad shape changed"
         for snap, value in self.trace.guards:
             if snap() != value:
-                return f"guarded Python state changed ({getattr(snap, '__qualname__', snap)})"
+                owner = getattr(snap, "__self__", None)
+                what = (f"{type(owner).__name__}.{snap.__name__}" if owner is not None
+                        else getattr(snap, "__qualname__", type(snap).__name__))
+                return f"guarded Python state changed ({what})"
         if graph.is_grad_enabled() != self.trace.grad_mode:
             return "grad mode changed"
         return None
