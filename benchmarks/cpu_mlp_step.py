@@ -49,11 +49,14 @@ def timeit(fn, min_time):
     return min(best)
 
 out = {}
-if cfg["what"] == "tracec":
+
+
+def tracec_step(seed):
+    # The compiled 784-512-512-10 step of cfg, and its batch.
     import tracec
     import tracec.nn.functional as F
     from tracec import nn
-    tracec.manual_seed(1)
+    tracec.manual_seed(seed)
     x = tracec.randn(cfg["batch"], 784)
     y = tracec.randint(0, 10, (cfg["batch"],))
     model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
@@ -68,6 +71,11 @@ if cfg["what"] == "tracec":
         loss.backward()
         opt.step()
         return loss
+    return step, x
+
+
+if cfg["what"] == "tracec":
+    step, x = tracec_step(1)
     out["step_ms"] = timeit(step, cfg["time"])
     e = step._last
     arrays = [x._data if s.kind == "arg" else s.source._data if s.kind == "state"
@@ -98,26 +106,11 @@ elif cfg["what"] == "torch":
 else:  # cold compile ("cold"), or a new process reusing its cache ("warm")
     os.environ["TRACEC_CACHE_DIR"] = cfg["cache"]
     t0 = time.perf_counter()
-    import tracec
-    import tracec.nn.functional as F
-    from tracec import nn
+    import tracec  # noqa: F401  (timed: what a user's script imports)
+    import tracec.nn.functional  # noqa: F401
     out["import_s"] = time.perf_counter() - t0
     t_import = time.perf_counter()
-    tracec.manual_seed(0)
-    model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
-                          nn.Linear(512, 10))
-    opt = (tracec.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if cfg["opt"] == "sgd"
-           else tracec.optim.Adam(model.parameters(), lr=1e-3))
-    x = tracec.randn(cfg["batch"], 784)
-    y = tracec.randint(0, 10, (cfg["batch"],))
-
-    @tracec.compile(backend="cpu")
-    def step():
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    step, _ = tracec_step(0)
     calls, ends = [], []
     while step._last is None or step._last.executable is None:
         t = time.perf_counter()
