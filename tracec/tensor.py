@@ -84,7 +84,7 @@ def _array_repr(t) -> str:
 
 
 def _new_tensor(data: np.ndarray, dtype: dt.DType) -> Tensor:
-    # ``Tensor._init`` inlined (keep the two in step).
+    # Every field of a new tensor, set inline (the eager hot path).
     t = _new_object(Tensor)
     t._data = data
     t.dtype = dtype
@@ -124,19 +124,11 @@ class Tensor:
         self.requires_grad = bool(requires_grad)
 
     def _init(self, data, dtype):
-        self._data = data
-        self.dtype = dtype
-        self.requires_grad = False
-        self._grad = None
-        self._birth = EPOCH[0]
-        self._node = None
-        self._accum = None
-        self._version = [0]
-        self._base = None
-        self._view_chain = None
-        self._view_version = 0
-        self._hooks = None
-        self._retains_grad = False
+        # The fields of a fresh tensor (_new_tensor is the hot path and sets
+        # them inline); for constructors and subclasses (Parameter, Buffer).
+        fresh = _new_tensor(data, dtype)
+        for name in _FIELDS:
+            setattr(self, name, getattr(fresh, name))
 
     # Every op's result is made here: a plain function (no classmethod
     # binding) with ``_init`` inlined, since the call costs as much as the stores.
@@ -551,6 +543,10 @@ class Tensor:
                     r(None, (view,), {"inplace": "view"}, self)
         if grad_mode or not root.requires_grad:
             self._view_version = self._version[0]  # else stale until grad mode is back
+
+
+# The per-tensor fields (every slot but __weakref__ and __dict__).
+_FIELDS = tuple(n for n in Tensor.__slots__ if not n.startswith("__"))
 
 
 def weak_scalar(value, dtype: dt.DType) -> np.ndarray:
