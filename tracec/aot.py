@@ -22,6 +22,7 @@ import tempfile
 
 from tracec import dtypes as dt
 from tracec.tensor import Tensor
+from tracec.pytree import path_name
 
 _CTYPE = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t",
           "bool": "bool", "float16": "uint16_t", "bfloat16": "float"}
@@ -113,8 +114,8 @@ def plan_buffers(entry, fn, arg_names) -> list[Buffer]:
 
     for i, spec in enumerate(trace.inputs):
         if spec.kind == "arg":
-            b = Buffer(unique(arg_names[spec.source] if isinstance(spec.source, int)
-                              else spec.source), spec.shape, spec.dtype, "input")
+            b = Buffer(unique(path_name(spec.source, arg_names)), spec.shape, spec.dtype,
+                       "input")
             by_obj.setdefault(("arg", spec.source), b)
         elif spec.kind == "state":
             name = names.get(id(spec.source), f"state{i}")

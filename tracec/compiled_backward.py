@@ -30,6 +30,7 @@ from xdsl.dialects import func
 
 from tracec import graph, ir
 from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, run_passes
+from tracec.pytree import resolve
 from tracec.tensor import Tensor
 
 __all__ = ["BackwardPlan", "attach", "save_inputs"]
@@ -70,7 +71,7 @@ class BackwardPlan:
         out = list(self.diff)
         for j in self._arg_diff:
             src = self.entry.trace.inputs[j].source
-            a = args[src] if isinstance(src, int) else kwargs[src]
+            a = resolve(src, args, kwargs)
             if a.requires_grad:
                 out.append(j)
         return sorted(out)
@@ -160,8 +161,7 @@ def attach(plan: BackwardPlan, result: Tensor, saved_arrays: list, args, kwargs)
         if spec.kind == "state":
             by_input.append(spec.source)
         elif spec.kind == "arg":
-            by_input.append(args[spec.source] if isinstance(spec.source, int)
-                            else kwargs[spec.source])
+            by_input.append(resolve(spec.source, args, kwargs))
         else:
             by_input.append(spec.source._grad)
     tensors = [by_input[j] for j in wrt]

@@ -22,6 +22,7 @@ import numpy as np
 from tracec import compiled_backward, graph, ir
 from tracec.backends import cache, check, cpu, interp
 from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, run_passes
+from tracec.pytree import flatten_args, resolve
 from tracec.tensor import RECORDERS, Tensor
 from tracec.version import __version__
 from tracec.tracing import Trace, TraceError, record  # noqa: F401
@@ -36,37 +37,53 @@ def _checks_enabled() -> bool:
     return os.environ.get("TRACEC_CHECKS", "") not in ("", "0")
 
 
-def _arg_key(a):
-    if isinstance(a, Tensor):
-        return ("T", tuple(a.shape), a.dtype.name, a.requires_grad)
-    if a is None or isinstance(a, (bool, int, float, str)):
-        return ("V", type(a).__name__, a)
-    if isinstance(a, (tuple, list)):
-        return (type(a).__name__,) + tuple(_arg_key(x) for x in a)
-    return ("O", type(a).__name__, id(a))
-
-
-def _aliasing(args) -> tuple:
-    """Which tensor arguments are the same object (a trace of ``f(x, x)``
-    reads one value for both, so it must not serve ``f(x, z)``)."""
+def call_key(args, kwargs) -> tuple:
+    """What a trace is specialized on, for one call: the arguments' structure
+    and Python values (``tracec.pytree``), each tensor's shape, dtype and
+    requires_grad, which tensors are the same object or share memory (a
+    trace of ``f(x, x)`` reads one value for both, so it must not serve
+    ``f(x, z)``), and the grad mode."""
+    spec, leaves = flatten_args(args, kwargs)
     first: dict = {}
-    return tuple(first.setdefault(id(a), i) for i, a in enumerate(args)
-                 if isinstance(a, Tensor))
+    roots: dict = {}
+    tensors = []
+    for i, (_, t) in enumerate(leaves):
+        r = t
+        while r._base is not None:
+            r = r._base
+        tensors.append((tuple(t._data.shape), t.dtype.name, t.requires_grad,
+                        first.setdefault(id(t), i), roots.setdefault(id(r), i)))
+    return (spec, tuple(tensors), graph.is_grad_enabled())
 
 
 def _describe_change(old, new) -> str:
-    for i, (a, b) in enumerate(zip(old, new)):
+    if old[0] != new[0]:
+        return "the arguments' structure or Python values changed: " + _spec_diff(old[0], new[0])
+    for i, (a, b) in enumerate(zip(old[1], new[1])):
         if a != b:
-            return f"argument {i} changed: {_fmt_key(a)} -> {_fmt_key(b)}"
-    return "signature changed"
+            return (f"tensor argument {i} changed: {_fmt_tensor(a)} -> {_fmt_tensor(b)}")
+    if len(old[1]) != len(new[1]):
+        return "the number of tensor arguments changed"
+    return "grad mode changed" if old[2] != new[2] else "signature changed"
 
 
-def _fmt_key(k):
-    if k and k[0] == "T":
-        return f"{k[2]}{list(k[1])}" + (" requires_grad" if k[3] else "")
-    if k and k[0] == "V":
-        return repr(k[2])
-    return str(k)
+def _spec_diff(a, b) -> str:
+    if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
+        for x, y in zip(a, b):
+            if x != y:
+                return _spec_diff(x, y)
+    if isinstance(a, tuple) and a and a[0] == "V" and isinstance(b, tuple) and b and b[0] == "V":
+        return f"{a[2]!r} -> {b[2]!r}"
+    return f"{_short(a)} -> {_short(b)}"
+
+
+def _short(x) -> str:
+    s = repr(x)
+    return s if len(s) < 80 else s[:77] + "..."
+
+
+def _fmt_tensor(k):
+    return f"{k[1]}{list(k[0])}" + (" requires_grad" if k[2] else "")
 
 
 @dataclass
@@ -104,8 +121,12 @@ class Entry:
             self.timings["passes_s"] = time.perf_counter() - t0
         return self.stages["optimized"]
 
-    def failed_guard(self):
+    def failed_guard(self, args=(), kwargs=None):
         """None if every guard holds, else a description of the first failure."""
+        for path, t in self.trace.arg_identity:
+            if resolve(path, args, kwargs) is not t:
+                return ("an argument that was also read as state (a parameter, a buffer, "
+                        "optimizer state) is now another tensor")
         for spec in self.trace.inputs:
             if spec.kind == "state":
                 t = spec.source
@@ -122,7 +143,10 @@ class Entry:
             if had and tuple(leaf._grad.shape) != tuple(leaf.shape):
                 return ".grad shape changed"
         for snap, value in self.trace.guards:
-            if snap() != value:
+            now = snap()
+            if now != value:
+                if hasattr(snap, "describe_change"):
+                    return f"guarded Python state changed: {snap.describe_change(value, now)}"
                 owner = getattr(snap, "__self__", None)
                 what = (f"{type(owner).__name__}.{snap.__name__}" if owner is not None
                         else getattr(snap, "__qualname__", type(snap).__name__))
@@ -164,7 +188,7 @@ class Entry:
         arrays = []
         for spec in self.trace.inputs:
             if spec.kind == "arg":
-                src = args[spec.source] if isinstance(spec.source, int) else kwargs[spec.source]
+                src = resolve(spec.source, args, kwargs)
                 arrays.append(src._data)
             elif spec.kind == "state":
                 arrays.append(spec.source._data)
@@ -207,7 +231,7 @@ class Entry:
             elif spec.kind == "write":
                 t = spec.target
                 if spec.arg is not None:      # an argument written in place: this call's
-                    t = args[spec.arg] if isinstance(spec.arg, int) else kwargs[spec.arg]
+                    t = resolve(spec.arg, args, kwargs)
                 if arr is not t._data:        # a donated output was updated in place
                     np.copyto(t._data, arr)
                 t._version[0] += 1
@@ -279,19 +303,30 @@ def _rebuild(tpl, returned, args, kwargs):
     if kind == "const":
         return tpl[1]
     if kind == "arg":
-        return args[tpl[1]] if isinstance(tpl[1], int) else kwargs[tpl[1]]
+        return resolve(tpl[1], args, kwargs)
     if kind == "object":
         return tpl[1]
     if kind == "namedtuple":
         return tpl[1](*[_rebuild(t, returned, args, kwargs) for t in tpl[2]])
     if kind == "dict":
-        return {k: _rebuild(v, returned, args, kwargs) for k, v in tpl[1]}
+        d = {k: _rebuild(v, returned, args, kwargs) for k, v in tpl[2]}
+        return d if tpl[1] is dict else tpl[1](d)
+    if kind == "dataclass":
+        vals = [(name, init, _rebuild(v, returned, args, kwargs)) for name, init, v in tpl[2]]
+        obj = tpl[1](**{n: v for n, init, v in vals if init})
+        for n, init, v in vals:
+            if not init:
+                object.__setattr__(obj, n, v)
+        return obj
     seq = [_rebuild(t, returned, args, kwargs) for t in tpl[1]]
     return tuple(seq) if kind == "tuple" else seq
 
 
 class CompiledFunction:
     """A function compiled by ``tracec.compile`` (see the module docstring)."""
+
+    #: Guards treat it by identity (its caches change with every call).
+    _tracec_opaque = True
 
     def __init__(self, fn, *, backend=None, dump=None, fallback=None, check=False,
                  max_traces=None, values_only=False):
@@ -316,6 +351,7 @@ class CompiledFunction:
         self._cache: dict = {}
         self._eager_keys: dict = {}
         self._warned = False
+        self._last_mutated = None
         self._last: Entry | None = None
         self.traces = 0
         self.reasons: list = []
@@ -334,16 +370,14 @@ class CompiledFunction:
             # Called while another compiled function is being traced: its ops
             # simply become part of that trace (as torch.compile inlines).
             return self.fn(*args, **kwargs)
-        key = (tuple(_arg_key(a) for a in args),
-               tuple(sorted((k, _arg_key(v)) for k, v in kwargs.items())),
-               graph.is_grad_enabled(), _aliasing(args))
+        key = call_key(args, kwargs)
         if key in self._eager_keys:
             return self.fn(*args, **kwargs)
         entries = self._cache.get(key)
         reason = None
         if entries:
             for i, e in enumerate(entries):
-                failed = e.failed_guard()
+                failed = e.failed_guard(args, kwargs)
                 if failed is None:
                     if i:  # most recently used first: a training loop's steady-state
                         entries.insert(0, entries.pop(i))  # step checks one entry's guards
@@ -352,7 +386,7 @@ class CompiledFunction:
                     return e.run(args, kwargs)
                 reason = failed
         elif self._cache:
-            reason = _describe_change(next(reversed(self._cache))[0], key[0])
+            reason = _describe_change(next(reversed(self._cache)), key)
         else:
             reason = "first call"
         if self.traces >= self.max_traces:
@@ -378,6 +412,25 @@ class CompiledFunction:
                               f"for this signature: {trace}", stacklevel=3)
                 self._warned = True
             return result
+        if trace.mutated is not None:
+            # The call changed Python state it reads (a global list it appends
+            # to, an attribute it increments): the trace's guard holds the
+            # state before the call, so the next call retraces.  Twice in a
+            # row: a side effect of every call, which compiled code cannot
+            # repeat.
+            if self._last_mutated == trace.mutated:
+                msg = (f"tracec.compile({self.__name__}): {trace.mutated} during the call, "
+                       f"twice in a row: a Python side effect that compiled calls would not "
+                       f"repeat. Keep Python state changes outside the compiled function, or "
+                       f"use tracec.compile(fn, fallback=\"eager\")")
+                if self.fallback != "eager":
+                    raise TraceError(msg)
+                self._eager_keys[key] = msg
+                warnings.warn(msg, stacklevel=3)
+                return result
+            self._last_mutated = trace.mutated
+        else:
+            self._last_mutated = None
         backward_out = None
         if len(trace.returns_grad) == 1 and not self.values_only:
             # One result needs a backward outside (compile(model), then

@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import os
 import sys
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from tracec import autograd, graph, ir
+from tracec.guards import EnvGuard, GlobalRNGs
 from tracec.ops.core import Aval
+from tracec.pytree import flatten_args, is_dataclass_instance, path_name
 from tracec.tensor import (CONCRETE_CHECKS, EPOCH, GRAD_HOOKS, GUARD_HOOKS,  # noqa: F401
                            RECORDERS)
 from tracec.tensor import Tensor
@@ -66,7 +69,7 @@ def format_location(loc) -> str:
 class InputSpec:
     """Where a function argument comes from at call time."""
     kind: str             # "arg" (a call argument), "state" (a tensor), "grad" (leaf.grad)
-    source: object        # arg position, the Tensor, or the leaf Tensor
+    source: object        # arg path (tracec.pytree), the Tensor, or the leaf Tensor
     shape: tuple
     dtype: object
 
@@ -77,7 +80,7 @@ class OutputSpec:
     kind: str             # "return", "write" (in place into a tensor), "grad"
     target: object = None  # the Tensor written, or the leaf whose .grad is set
     inplace: bool = False  # for "grad": write into the existing .grad tensor
-    arg: object = None     # for "write" into an argument: its position (or name);
+    arg: object = None     # for "write" into an argument: its path (tracec.pytree);
     #                        the call's own argument is written, not the traced one
 
 
@@ -94,6 +97,12 @@ class Trace:
     #: backward ran inside: eager code could backpropagate through it later,
     #: the compiled code cannot.
     returns_grad: tuple = ()
+    #: ``(path, tensor)``: arguments that were also reached as state (a
+    #: module's parameter passed in): reused only for that very object.
+    arg_identity: list = field(default_factory=list)
+    #: The Python state the call itself changed (a side effect compiled calls
+    #: would not repeat), or None.
+    mutated: str | None = None
 
 
 class Recording:
@@ -341,11 +350,15 @@ class Recording:
             if isinstance(x, (tuple, list)):
                 return (type(x).__name__, tuple(flatten(v) for v in x))
             if isinstance(x, dict):
-                return ("dict", tuple((k, flatten(v)) for k, v in x.items()))
+                return ("dict", type(x), tuple((k, flatten(v)) for k, v in x.items()))
+            if is_dataclass_instance(x):
+                return ("dataclass", type(x), tuple((f.name, f.init, flatten(getattr(x, f.name)))
+                                                    for f in dataclasses.fields(x)))
             if x is None or isinstance(x, (bool, int, float, str, np.number)):
                 return ("const", x)
             raise TraceError(f"a compiled function may return tensors, numbers, strings and "
-                             f"tuples/lists/dicts of them, not {type(x).__name__}")
+                             f"tuples, lists, dicts, namedtuples and dataclasses of them, "
+                             f"not {type(x).__name__}")
 
         template = flatten(result)
         written_ids = set(self.written)
@@ -394,14 +407,21 @@ def _failing_user_line(tb):
 def record(fn, args, kwargs, name: str, fallback: bool = False):
     """Run ``fn(*args, **kwargs)`` eagerly while recording; returns
     ``(result, Trace)``, or with ``fallback`` and something uncompilable,
-    ``(result, reason)`` after finishing the call eagerly."""
+    ``(result, reason)`` after finishing the call eagerly.
+
+    Every tensor in the arguments, containers included, is an input read at
+    each call (``tracec.pytree``); the Python state ``fn`` can see besides
+    them (closures, globals, defaults, the attributes of ``self`` and of
+    objects passed in) is guarded as one snapshot (``tracec.guards``)."""
     rec = Recording(name, fallback)
-    for i, a in enumerate(args):
-        if isinstance(a, Tensor):
-            rec.add_arg(a, i)
-    for k, a in kwargs.items():
-        if isinstance(a, Tensor):
-            rec.add_arg(a, k)
+    others: list = []
+    spec, leaves = flatten_args(args, kwargs, others)
+    for path, t in leaves:
+        if id(t) not in rec.arg_position:
+            rec.add_arg(t, path[0] if len(path) == 1 else path)
+    env = EnvGuard(fn, [(f"argument {path_name(p)}", o) for p, o in others])
+    env_before = env.snapshot()
+    rng_before = GlobalRNGs.state()
     hooks = ((RECORDERS, rec.on_primitive),
              (CONCRETE_CHECKS, rec.on_concrete),
              (GRAD_HOOKS, rec.on_grad),
@@ -428,11 +448,107 @@ def record(fn, args, kwargs, name: str, fallback: bool = False):
     finally:
         for lst, h in hooks:
             lst.remove(h)
+    if rec.poisoned is None:
+        why = _side_effects(fn, args, kwargs, spec, leaves, rng_before)
+        if why is not None:
+            rec.fail(why)
     if rec.poisoned is not None:
         return result, rec.poisoned
+    env_after = env.snapshot()
     try:
-        return result, rec.finish(result)
+        trace = rec.finish(result)
+        trace.guards.append((env, env_before))
+        _check_argument_aliasing(rec, trace, leaves)
     except TraceError as e:
         if fallback:
             return result, str(e)
         raise
+    if env_after != env_before:
+        trace.mutated = env.describe_change(env_before, env_after)
+    return result, trace
+
+
+def _side_effects(fn, args, kwargs, spec, leaves, rng_before) -> str | None:
+    """Why the call just recorded cannot be replayed by compiled code, or
+    None: it changed its argument containers in place, or drew from Python's
+    or NumPy's global random generator."""
+    name = getattr(fn, "__qualname__", getattr(fn, "__name__", "the function"))
+    spec2, leaves2 = flatten_args(args, kwargs)
+    if spec2 != spec or [id(t) for _, t in leaves2] != [id(t) for _, t in leaves]:
+        where = _first_difference(leaves, leaves2) or "a container argument"
+        return (f"{name} changed {where} in place (a list, dict or dataclass argument); "
+                "compiled calls would not repeat that Python side effect. Return the new "
+                "values instead (e.g. `return loss, (h, c)`)")
+    drew = GlobalRNGs.changed(rng_before)
+    if drew is not None:
+        return (f"{name} drew random numbers from {drew}; compiled calls would repeat the "
+                "first call's draw. Use tracec.rand / tracec.randn / tracec.randint (traced, "
+                "seeded by tracec.manual_seed) inside compiled functions")
+    return None
+
+
+def _first_difference(a, b):
+    for (p1, t1), (p2, t2) in zip(a, b):
+        if p1 != p2 or t1 is not t2:
+            return f"argument {path_name(p1)}"
+    if len(a) != len(b):
+        longer = a if len(a) > len(b) else b
+        return f"argument {path_name(longer[min(len(a), len(b))][0])}"
+    return None
+
+
+def _root(t):
+    while t._base is not None:
+        t = t._base
+    return t
+
+
+def _check_argument_aliasing(rec, trace, leaves) -> None:
+    """Refuse what the trace's inputs cannot express: two different argument
+    tensors sharing memory (views of one base) while the call writes one of
+    them; record identity guards for arguments also reached as state."""
+    written_args = {id(s.target) for s in trace.outputs if s.kind == "write"
+                    and s.arg is not None}
+    if written_args:
+        by_root: dict = {}
+        for path, t in leaves:
+            by_root.setdefault(id(_root(t)), {})[id(t)] = path
+        for group in by_root.values():
+            if len(group) > 1 and written_args & set(group):
+                names = ", ".join(path_name(p) for p in group.values())
+                raise TraceError(
+                    f"tracec.compile: the arguments {names} share memory (views of one "
+                    "tensor) and the function writes one of them in place; compiled code "
+                    "treats arguments as separate buffers. Pass the base tensor once, or "
+                    "clone() the views")
+    state_ids = _state_identities(trace)
+    for path, t in leaves:
+        if id(t) in state_ids:
+            trace.arg_identity.append((path[0] if len(path) == 1 else path, t))
+
+
+def _state_identities(trace) -> set:
+    """Identities of the tensors the guards say the trace read as state
+    (module parameters, buffers and tensor attributes, optimizer state)."""
+    ids = set()
+    for snap, value in trace.guards:
+        if isinstance(snap, EnvGuard):
+            ids.update(id(t) for t in snap.tensors)
+            continue
+        owner = getattr(snap, "__self__", None)
+        if owner is None:
+            continue
+        for p in getattr(owner, "_parameters", {}).values():
+            ids.add(id(p))
+        for b in getattr(owner, "_buffers", {}).values():
+            ids.add(id(b))
+        for k, v in getattr(owner, "__dict__", {}).items():
+            if isinstance(v, Tensor):
+                ids.add(id(v))
+        state = getattr(owner, "state", None)
+        if isinstance(state, dict) and hasattr(owner, "param_groups"):
+            for g in owner.param_groups:
+                ids.update(id(p) for p in g["params"])
+            for st in state.values():
+                ids.update(id(v) for v in st.values() if isinstance(v, Tensor))
+    return ids

@@ -23,6 +23,9 @@ from tracec.device import device as _device, to_device
 from tracec.nn.parameter import Buffer, Parameter
 from tracec.tensor import RECORDERS, Tensor, note_guard
 
+#: Attribute types a module's guard compares by value.
+_PLAIN = (bool, int, float, str)
+
 __all__ = ["Module"]
 
 
@@ -128,10 +131,22 @@ class Module:
         return out
 
     def mode_and_tensors(self) -> tuple:
-        """``self.training`` and the identities of the module's own parameters
-        and buffers: the guard a traced call of this module reports."""
+        """``self.training``, the identities of the module's own parameters,
+        buffers and other tensor attributes, and the values of its plain
+        Python attributes (a Dropout's ``p``, a user's ``self.scale``): the
+        guard a traced call of this module reports (a trace bakes them in)."""
+        attrs = []
+        for k, v in self.__dict__.items():
+            if k[0] == "_":
+                continue
+            if isinstance(v, Tensor):
+                attrs.append((k, "T", id(v)))
+            elif v is None or type(v) in _PLAIN:
+                attrs.append((k, v))
+            elif type(v) is tuple and all(type(e) in _PLAIN for e in v):
+                attrs.append((k, v))
         return (self.training, tuple(id(v) for v in self._parameters.values()),
-                tuple(id(v) for v in self._buffers.values()))
+                tuple(id(v) for v in self._buffers.values()), tuple(attrs))
 
     def register_forward_hook(self, hook: Callable) -> _RemovableHandle:
         h = _RemovableHandle(self._forward_hooks)

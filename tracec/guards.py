@@ -1,0 +1,210 @@
+"""What a traced function can see besides its arguments, as one guard.
+
+A compiled function reads Python state it was not given: closure cells,
+module globals, default arguments, the attributes of ``self`` and of plain
+objects passed in.  The trace bakes in what it read there: Python numbers
+and strings become constants, branches are specialized, tensors are read
+from the very objects seen while tracing.  ``EnvGuard`` snapshots all of it
+(bounded, see ``_Snapshot``) before the traced call; a later call reuses the
+trace only while the snapshot is equal, so a changed global, a rebound
+closure tensor or a changed attribute retraces instead of being silently
+stale.  The same snapshot taken after the traced call tells whether the
+call itself changed that state (``history.append(loss)``, ``self.n += 1``):
+a side effect that compiled calls would not repeat.
+
+Invariant: every value a snapshot leaves out (Python modules, classes,
+functions' bodies, containers past the budget) is listed in the audit
+table (docs/guards.md) as a documented limit.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import random as _pyrandom
+import types
+
+import numpy as np
+
+from tracec.nn.modules.module import Module
+from tracec.optim.optimizer import Optimizer
+from tracec.tensor import Tensor
+
+__all__ = ["EnvGuard", "GlobalRNGs"]
+
+#: Nodes one root's snapshot visits at most; past it a container is guarded
+#: by identity and length only (a data set kept in a global list).
+BUDGET = 256
+#: Containment depth followed from a root.
+DEPTH = 4
+#: NumPy arrays up to this many elements are guarded by content too.
+SMALL_ARRAY = 4096
+_SCALARS = (bool, int, float, complex, str, bytes, type(None), range, slice)
+_OPAQUE = (type, types.ModuleType, types.BuiltinFunctionType, types.MethodWrapperType,
+           types.WrapperDescriptorType, types.MethodDescriptorType)
+_MISSING = ("<unbound>",)
+
+
+class _Snapshot:
+    """One snapshot walk; ``tensors`` collects the tensors it saw (kept
+    alive by the guard, so the identities it compares stay unique)."""
+
+    def __init__(self):
+        self.budget = BUDGET
+        self.tensors: list = []
+
+    def value(self, x, depth: int):
+        self.budget -= 1
+        tx = type(x)
+        if tx in _SCALARS:
+            return (tx, x)
+        if isinstance(x, Tensor):
+            self.tensors.append(x)
+            return ("T", id(x))
+        if isinstance(x, (np.number, np.bool_)):
+            return (tx, x.item())
+        if isinstance(x, np.ndarray):
+            content = x.tobytes() if x.size <= SMALL_ARRAY else None
+            return ("A", id(x), x.shape, x.dtype.str, content)
+        if isinstance(x, _OPAQUE) or depth <= 0 or getattr(tx, "_tracec_opaque", False):
+            return ("O", id(x))
+        if isinstance(x, (types.FunctionType, types.MethodType)):
+            return ("F", id(getattr(x, "__func__", x)), id(getattr(x, "__self__", None)))
+        if isinstance(x, Module):
+            # Submodules guard themselves when called (Module.mode_and_tensors);
+            # here: the module's own Python attributes and tensor attributes.
+            return ("M", id(x), x.mode_and_tensors())
+        if isinstance(x, Optimizer):
+            return ("P", id(x))  # guards itself when it steps
+        if isinstance(x, (tuple, list, dict, set, frozenset)):
+            if len(x) > self.budget:
+                return ("big", id(x), len(x))
+            if isinstance(x, dict):
+                return (tx, tuple((k if type(k) in _SCALARS else ("O", id(k)),
+                                   self.value(v, depth - 1)) for k, v in list(x.items())))
+            if isinstance(x, (set, frozenset)):
+                return (tx, id(x), len(x))
+            return (tx, tuple(self.value(v, depth - 1) for v in x))
+        if dataclasses.is_dataclass(x) or hasattr(x, "__dict__"):
+            d = getattr(x, "__dict__", None)
+            if d is None:
+                return ("O", id(x))
+            if len(d) > self.budget:
+                return ("big", id(x), len(d))
+            return ("P", id(x), tuple((k, self.value(v, depth - 1))
+                                      for k, v in list(d.items())))
+        return ("O", id(x))
+
+
+def _code_names(code, out: set) -> set:
+    out.update(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            _code_names(c, out)
+    return out
+
+
+def _roots(fn, objects, out: list, seen: set, depth: int = 3) -> list:
+    """``(label, getter)`` for what ``fn`` can read: its closure cells,
+    the globals its code names, its defaults, and (recursively, to
+    ``depth``) the same for the Python functions among them."""
+    fn = inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else fn
+    if isinstance(fn, types.MethodType):
+        objects = objects + [("self", fn.__self__)]
+        fn = fn.__func__
+    if not isinstance(fn, types.FunctionType) or id(fn) in seen or depth <= 0:
+        for label, obj in objects:
+            out.append((label, (lambda o=obj: o)))
+        return out
+    seen.add(id(fn))
+    code = fn.__code__
+    g = fn.__globals__
+    for label, obj in objects:
+        out.append((label, (lambda o=obj: o)))
+    for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+        out.append((f"closure variable '{name}' of {fn.__qualname__}",
+                    (lambda c=cell: _cell(c))))
+        v = _cell(cell)
+        if isinstance(v, types.FunctionType):
+            _roots(v, [], out, seen, depth - 1)
+    for name in sorted(_code_names(code, set())):
+        if name in g:
+            v = g[name]
+            if isinstance(v, (types.ModuleType, type)):
+                continue  # imported modules and classes: code, not data
+            out.append((f"global '{name}' of {fn.__module__}",
+                        (lambda g=g, n=name: g.get(n, _MISSING))))
+            if isinstance(v, types.FunctionType):
+                _roots(v, [], out, seen, depth - 1)
+    if fn.__defaults__ or fn.__kwdefaults__:
+        out.append((f"default arguments of {fn.__qualname__}",
+                    (lambda f=fn: (f.__defaults__, f.__kwdefaults__))))
+    return out
+
+
+def _cell(c):
+    try:
+        return c.cell_contents
+    except ValueError:   # an empty cell (assigned later in the enclosing scope)
+        return _MISSING
+
+
+class EnvGuard:
+    """The Python state ``fn`` can see (see the module docstring).
+
+    ``objects``: further ``(label, object)`` roots, e.g. the plain objects
+    passed as arguments, whose attributes the function may read."""
+
+    def __init__(self, fn, objects=()):
+        self.roots = _roots(fn, list(objects), [], set())
+        self.tensors: list = []
+        self.kept: list | None = None   # the first snapshot's tensors, kept alive
+
+    def __call__(self):
+        return self.snapshot()
+
+    def snapshot(self) -> tuple:
+        s = _Snapshot()
+        out = []
+        for _, get in self.roots:
+            s.budget = BUDGET
+            out.append(s.value(get(), DEPTH))
+        self.tensors = s.tensors
+        if self.kept is None:        # the identities guards compare must stay unique
+            self.kept = s.tensors
+        return tuple(out)
+
+    def describe_change(self, old, new) -> str:
+        for (label, _), a, b in zip(self.roots, old, new):
+            if a != b:
+                return f"{label} changed" + _what(a, b)
+        return "Python state the function reads changed"
+
+
+def _what(a, b) -> str:
+    if a[0] in _SCALARS and b[0] in _SCALARS:
+        return f" ({a[1]!r} -> {b[1]!r})"
+    if a[0] == "T" or b[0] == "T":
+        return " (now another tensor object)"
+    if isinstance(a[1], tuple) and isinstance(b[1], tuple) and len(a[1]) != len(b[1]):
+        return f" (length {len(a[1])} -> {len(b[1])})"
+    return ""
+
+
+class GlobalRNGs:
+    """Python's ``random`` and NumPy's global generator: a traced call that
+    draws from them bakes the draw into the trace (a branch taken, a
+    constant), so a call that advanced either is refused."""
+
+    @staticmethod
+    def state():
+        st = np.random.get_state()
+        return (_pyrandom.getstate(), st[1].tobytes(), st[2])
+
+    @staticmethod
+    def changed(before) -> str | None:
+        now = GlobalRNGs.state()
+        if now[0] != before[0]:
+            return "Python's random module"
+        if now[1:] != before[1:]:
+            return "NumPy's global random generator (np.random)"
+        return None
