@@ -418,7 +418,7 @@ class CompiledFunction:
             # state before the call, so the next call retraces.  Twice in a
             # row: a side effect of every call, which compiled code cannot
             # repeat.
-            if self._last_mutated == trace.mutated:
+            if self._last_mutated == trace.mutated_root:
                 msg = (f"tracec.compile({self.__name__}): {trace.mutated} during the call, "
                        f"twice in a row: a Python side effect that compiled calls would not "
                        f"repeat. Keep Python state changes outside the compiled function, or "
@@ -428,7 +428,7 @@ class CompiledFunction:
                 self._eager_keys[key] = msg
                 warnings.warn(msg, stacklevel=3)
                 return result
-            self._last_mutated = trace.mutated
+            self._last_mutated = trace.mutated_root
         else:
             self._last_mutated = None
         backward_out = None

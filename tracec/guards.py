@@ -173,6 +173,12 @@ class EnvGuard:
             self.kept = s.tensors
         return tuple(out)
 
+    def changed_root(self, old, new) -> str | None:
+        for (label, _), a, b in zip(self.roots, old, new):
+            if a != b:
+                return label
+        return None
+
     def describe_change(self, old, new) -> str:
         for (label, _), a, b in zip(self.roots, old, new):
             if a != b:

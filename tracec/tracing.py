@@ -103,6 +103,7 @@ class Trace:
     #: The Python state the call itself changed (a side effect compiled calls
     #: would not repeat), or None.
     mutated: str | None = None
+    mutated_root: str | None = None   # which root (a global's name, ...) changed
 
 
 class Recording:
@@ -465,6 +466,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False):
         raise
     if env_after != env_before:
         trace.mutated = env.describe_change(env_before, env_after)
+        trace.mutated_root = env.changed_root(env_before, env_after)
     return result, trace
 
 
@@ -507,6 +509,14 @@ def _check_argument_aliasing(rec, trace, leaves) -> None:
     """Refuse what the trace's inputs cannot express: two different argument
     tensors sharing memory (views of one base) while the call writes one of
     them; record identity guards for arguments also reached as state."""
+    view_roots = {id(_root(t)): path for path, t in leaves if t._base is not None}
+    for s in trace.outputs:
+        if s.kind == "write" and s.arg is None and id(s.target) in view_roots:
+            raise TraceError(
+                f"tracec.compile: the function writes in place to the argument "
+                f"{path_name(view_roots[id(s.target)])}, a view of another tensor; compiled "
+                "code would write the first call's base tensor. Pass the base tensor itself "
+                "(and index it inside), or clone() the view")
     written_args = {id(s.target) for s in trace.outputs if s.kind == "write"
                     and s.arg is not None}
     if written_args:
