@@ -45,14 +45,14 @@ def call_key(args, kwargs) -> tuple:
     ``f(x, z)``), and the grad mode."""
     spec, leaves = flatten_args(args, kwargs)
     first: dict = {}
-    roots: dict = {}
     tensors = []
     for i, (_, t) in enumerate(leaves):
         r = t
-        while r._base is not None:
+        while r._base is not None:   # a view, or a detach() alias: its storage's owner
             r = r._base
-        tensors.append((tuple(t._data.shape), t.dtype.name, t.requires_grad,
-                        first.setdefault(id(t), i), roots.setdefault(id(r), i)))
+        r = first.setdefault(("root", id(r)), i)
+        tensors.append((t._data.shape, t.dtype, t.requires_grad,
+                        first.setdefault(id(t), i), r))
     return (spec, tuple(tensors), graph.is_grad_enabled())
 
 
@@ -83,7 +83,7 @@ def _short(x) -> str:
 
 
 def _fmt_tensor(k):
-    return f"{k[1]}{list(k[0])}" + (" requires_grad" if k[2] else "")
+    return f"{k[1].name}{list(k[0])}" + (" requires_grad" if k[2] else "")
 
 
 @dataclass

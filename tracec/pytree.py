@@ -82,6 +82,11 @@ def flatten(x, path: tuple, leaves: list, others: list | None = None):
 def flatten_args(args: tuple, kwargs: dict, others: list | None = None):
     """``(spec, leaves)`` of a call's arguments (see the module docstring)."""
     leaves: list = []
+    if not kwargs and others is None and all(type(a) is Tensor for a in args):
+        # The common case, kept cheap: a call with tensors only.
+        for i, a in enumerate(args):
+            leaves.append(((i,), a))
+        return (("T",) * len(args), ()), leaves
     spec = (tuple(flatten(a, (i,), leaves, others) for i, a in enumerate(args)),
             tuple((k, flatten(v, (k,), leaves, others)) for k, v in sorted(kwargs.items())))
     return spec, leaves

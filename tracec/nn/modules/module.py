@@ -24,7 +24,7 @@ from tracec.nn.parameter import Buffer, Parameter
 from tracec.tensor import RECORDERS, Tensor, note_guard
 
 #: Attribute types a module's guard compares by value.
-_PLAIN = (bool, int, float, str)
+_PLAIN = frozenset((bool, int, float, str, type(None), tuple))
 
 __all__ = ["Module"]
 
@@ -135,18 +135,11 @@ class Module:
         buffers and other tensor attributes, and the values of its plain
         Python attributes (a Dropout's ``p``, a user's ``self.scale``): the
         guard a traced call of this module reports (a trace bakes them in)."""
-        attrs = []
-        for k, v in self.__dict__.items():
-            if k[0] == "_":
-                continue
-            if isinstance(v, Tensor):
-                attrs.append((k, "T", id(v)))
-            elif v is None or type(v) in _PLAIN:
-                attrs.append((k, v))
-            elif type(v) is tuple and all(type(e) in _PLAIN for e in v):
-                attrs.append((k, v))
-        return (self.training, tuple(id(v) for v in self._parameters.values()),
-                tuple(id(v) for v in self._buffers.values()), tuple(attrs))
+        d = self.__dict__
+        attrs = [(k, v) if type(v) in _PLAIN else (k, "T", id(v)) for k, v in d.items()
+                 if k[0] != "_" and (type(v) in _PLAIN or isinstance(v, Tensor))]
+        return (tuple(map(id, d["_parameters"].values())), tuple(map(id, d["_buffers"].values())),
+                attrs)
 
     def register_forward_hook(self, hook: Callable) -> _RemovableHandle:
         h = _RemovableHandle(self._forward_hooks)
