@@ -387,3 +387,60 @@ def test_errors_match_torch(name):
 def test_hidden_shape_error_names_both_shapes():
     with pytest.raises(RuntimeError, match=r"Expected hidden size \(2, 3, 4\), got \[1, 3, 4\]"):
         nn.GRU(IN, H, 2)(tracec.randn(T, 3, IN), tracec.randn(1, 3, H))
+
+
+# --- a word-language-model training loop, end to end ------------------------------------------
+
+@pytest.mark.parametrize("rnn_type", ["LSTM", "GRU"])
+def test_word_language_model_training_matches_torch(rnn_type):
+    """PyTorch's examples/word_language_model in small: Embedding -> 2-layer
+    RNN -> tied Linear, hidden state repackaged (detached) between batches,
+    clip_grad_norm_, manual SGD through ``p.data.add_``; losses and weights
+    equal torch's over a few batches."""
+    ntok, nhid, bptt, bsz, lr = 13, 6, 3, 2, 2.0
+
+    def setup(lib):
+        class RNNModel(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = lib.nn.Embedding(ntok, nhid)
+                self.rnn = getattr(lib.nn, rnn_type)(nhid, nhid, 2)
+                self.decoder = lib.nn.Linear(nhid, ntok)
+                self.decoder.weight = self.encoder.weight
+
+            def forward(self, x, hidden):
+                out, hidden = self.rnn(self.encoder(x), hidden)
+                return lib.nn.functional.log_softmax(self.decoder(out).view(-1, ntok), 1), hidden
+        return RNNModel()
+
+    def repackage(h):
+        return h.detach() if not isinstance(h, tuple) else tuple(repackage(v) for v in h)
+
+    def train(lib, model, data):
+        z = lib.zeros(2, bsz, nhid)
+        hidden = (z, z) if rnn_type == "LSTM" else z
+        losses = []
+        for i in range(0, data.shape[0] - 1, bptt):
+            x, y = data[i:i + bptt], data[i + 1:i + 1 + bptt].reshape(-1)
+            model.zero_grad()
+            hidden = repackage(hidden)
+            out, hidden = model(x, hidden)
+            loss = lib.nn.functional.nll_loss(out, y)
+            loss.backward()
+            lib.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+            for p in model.parameters():
+                p.data.add_(p.grad, alpha=-lr)
+            losses.append(loss.item())
+        return losses
+
+    torch.manual_seed(0)
+    b = setup(torch)
+    a = setup(tracec)
+    copy_weights(a, b)
+    assert a.decoder.weight is a.encoder.weight
+    data = np.random.default_rng(0).integers(0, ntok, (10, bsz))
+    la = train(tracec, a, tracec.tensor(data))
+    lb = train(torch, b, torch.tensor(data))
+    np.testing.assert_allclose(la, lb, rtol=1e-5, atol=1e-6)
+    for (n, p), (_, q) in zip(a.named_parameters(), b.named_parameters()):
+        close(p, q, atol=1e-5, rtol=1e-5, err_msg=n)
