@@ -260,13 +260,14 @@ class RNNBase(Module):
         h0s = S.unbind(h0, 0)
         c0s = None if c0 is None else S.unbind(c0, 0)
         hs, cs = [], []
+        weights = self.all_weights
         for layer in range(self.num_layers):
             if layer > 0 and self.dropout > 0 and self.training:
                 x = F.dropout(x, self.dropout, True)
             outs = []
             for direction in range(num_directions):
                 k = layer * num_directions + direction
-                w = self.all_weights[k]
+                w = weights[k]
                 w_ih, w_hh = w[0], w[1]
                 b_ih, b_hh = (w[2], w[3]) if self.bias else (None, None)
                 w_hr = w[-1] if self.proj_size > 0 else None
