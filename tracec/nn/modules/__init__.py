@@ -17,3 +17,5 @@ from tracec.nn.modules.flatten import Flatten, Unflatten  # noqa: F401
 from tracec.nn.modules.loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss,  # noqa: F401
                                     HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss,
                                     SmoothL1Loss)
+from tracec.nn.modules.rnn import (GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase,  # noqa: F401
+                                   RNNCell, RNNCellBase)

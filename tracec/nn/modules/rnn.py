@@ -1,0 +1,495 @@
+"""Recurrent layers: ``RNN``, ``LSTM``, ``GRU`` and their single-step cells
+``RNNCell``, ``LSTMCell``, ``GRUCell``, with PyTorch's constructor arguments,
+parameter names, shapes, registration order (so ``state_dict()`` keys and
+``parameters()`` order match torch's and a torch state dict loads), init,
+shape checks and error messages.
+
+Everything is a composite over existing tensor ops, so eager autograd and
+``tracec.compile`` need no rule of their own.  For speed a layer computes the
+input projection ``x @ W_ih^T + b`` of all time steps with one matmul per
+layer and direction, then loops over time only for the recurrent part, and
+assembles the outputs with one ``stack``.
+
+Gate layouts are torch's: LSTM rows ``i, f, g, o``; GRU rows ``r, z, n``
+with ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``.  Where the math allows
+it (RNN, LSTM) ``b_hh`` is folded into the input projection, which saves an
+add per step; GRU keeps ``b_hn`` inside the reset gate's product.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+
+from tracec import creation
+from tracec import functions as TF
+from tracec import shape_ops as S
+from tracec.nn import functional as F
+from tracec.nn import init
+from tracec.nn.modules.linear import _empty
+from tracec.nn.modules.module import Module
+from tracec.nn.parameter import Parameter
+
+__all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
+
+_GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
+
+
+# --- the math shared by layers and cells --------------------------------------------------
+
+def _input_projection(mode, x, w_ih, b_ih, b_hh):
+    """``x @ W_ih^T + b_ih`` (``+ b_hh`` where it can be folded in) over the
+    last dim of ``x``; leading dims are flattened into one matmul."""
+    lead = tuple(x.shape[:-1])
+    y = TF.matmul(S.reshape(x, (-1, x.shape[-1])), S.t(w_ih))
+    if b_ih is not None:
+        y = TF.add(y, TF.add(b_ih, b_hh) if mode != "GRU" else b_ih)
+    return S.reshape(y, lead + (y.shape[-1],))
+
+
+def _step(mode, gi, state, w_hh_t, b_hh, w_hr_t):
+    """One time step from the input projection ``gi`` ``[N, G]`` and the
+    state (``h``, or ``(h, c)`` for LSTM); returns the new state."""
+    if mode == "LSTM":
+        h, c = state
+        gates = TF.add(gi, TF.matmul(h, w_hh_t))
+        i, f, g, o = S.chunk(gates, 4, -1)
+        c = TF.add(TF.mul(TF.sigmoid(f), c), TF.mul(TF.sigmoid(i), TF.tanh(g)))
+        h = TF.mul(TF.sigmoid(o), TF.tanh(c))
+        if w_hr_t is not None:
+            h = TF.matmul(h, w_hr_t)
+        return h, c
+    if mode == "GRU":
+        gh = TF.matmul(state, w_hh_t)
+        if b_hh is not None:
+            gh = TF.add(gh, b_hh)
+        xr, xz, xn = S.chunk(gi, 3, -1)
+        hr, hz, hn = S.chunk(gh, 3, -1)
+        r = TF.sigmoid(TF.add(xr, hr))
+        z = TF.sigmoid(TF.add(xz, hz))
+        n = TF.tanh(TF.add(xn, TF.mul(r, hn)))
+        # (1 - z) * n + z * h, written with one multiply
+        return TF.add(n, TF.mul(z, TF.sub(state, n)))
+    pre = TF.add(gi, TF.matmul(state, w_hh_t))
+    return TF.tanh(pre) if mode == "RNN_TANH" else TF.relu(pre)
+
+
+def _direction(mode, gis, state, w_hh, b_hh, w_hr, reverse):
+    """Run one direction of one layer over the per-step projections ``gis``;
+    returns the outputs ``[T, N, H_out]`` (in time order) and the last state."""
+    w_hh_t = S.t(w_hh)
+    w_hr_t = None if w_hr is None else S.t(w_hr)
+    outs = [None] * len(gis)
+    for t in (range(len(gis) - 1, -1, -1) if reverse else range(len(gis))):
+        state = _step(mode, gis[t], state, w_hh_t, b_hh, w_hr_t)
+        outs[t] = state[0] if mode == "LSTM" else state
+    return S.stack(outs, 0), state
+
+
+# --- multi-layer sequence modules ------------------------------------------------------------
+
+class RNNBase(Module):
+    """What ``RNN``, ``LSTM`` and ``GRU`` share: parameters, checks, the layer
+    loop.  ``mode`` is ``'LSTM'``, ``'GRU'``, ``'RNN_TANH'`` or ``'RNN_RELU'``."""
+
+    def __init__(self, mode: str, input_size: int, hidden_size: int, num_layers: int = 1,
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
+                 bidirectional: bool = False, proj_size: int = 0, device=None,
+                 dtype=None) -> None:
+        super().__init__()
+        self.mode = mode
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.bias = bias
+        self.batch_first = batch_first
+        self.dropout = float(dropout)
+        self.bidirectional = bidirectional
+        self.proj_size = proj_size
+        num_directions = 2 if bidirectional else 1
+        if (not isinstance(dropout, numbers.Number) or not 0 <= dropout <= 1
+                or isinstance(dropout, bool)):
+            raise ValueError("dropout should be a number in range [0, 1] representing the "
+                             "probability of an element being zeroed")
+        if dropout > 0 and num_layers == 1:
+            warnings.warn("dropout option adds dropout after all but last recurrent layer, so "
+                          "non-zero dropout expects num_layers greater than 1, but got "
+                          f"dropout={dropout} and num_layers={num_layers}", stacklevel=3)
+        for name, value, kind in (("bias", bias, bool), ("batch_first", batch_first, bool),
+                                  ("input_size", input_size, int)):
+            if not isinstance(value, kind):
+                raise TypeError(f"{name} should be of type {kind.__name__}, got: "
+                                f"{type(value).__name__}")
+        if input_size <= 0:
+            raise ValueError("input_size must be greater than zero")
+        if not isinstance(hidden_size, int):
+            raise TypeError(f"hidden_size should be of type int, got: {type(hidden_size).__name__}")
+        if hidden_size <= 0:
+            raise ValueError("hidden_size must be greater than zero")
+        if num_layers <= 0:
+            raise ValueError("num_layers must be greater than zero")
+        if proj_size < 0:
+            raise ValueError("proj_size should be a positive integer or zero to disable "
+                             "projections")
+        if proj_size >= hidden_size:
+            raise ValueError("proj_size has to be smaller than hidden_size")
+        if mode not in _GATES:
+            raise ValueError("Unrecognized RNN mode: " + mode)
+        gate_size = _GATES[mode] * hidden_size
+        real_hidden_size = proj_size if proj_size > 0 else hidden_size
+
+        self._flat_weights_names = []
+        self._all_weights = []
+        for layer in range(num_layers):
+            for direction in range(num_directions):
+                layer_input = input_size if layer == 0 else real_hidden_size * num_directions
+                shapes = [("weight_ih", (gate_size, layer_input)),
+                          ("weight_hh", (gate_size, real_hidden_size))]
+                if bias:
+                    shapes += [("bias_ih", (gate_size,)), ("bias_hh", (gate_size,))]
+                if proj_size > 0:
+                    shapes += [("weight_hr", (proj_size, hidden_size))]
+                suffix = "_reverse" if direction == 1 else ""
+                names = []
+                for stem, shape in shapes:
+                    name = f"{stem}_l{layer}{suffix}"
+                    setattr(self, name, Parameter(_empty(shape, device, dtype)))
+                    names.append(name)
+                self._flat_weights_names.extend(names)
+                self._all_weights.append(names)
+        self.reset_parameters()
+
+    @property
+    def _flat_weights(self) -> list:
+        return [getattr(self, n, None) for n in self._flat_weights_names]
+
+    @property
+    def all_weights(self) -> list:
+        return [[getattr(self, n) for n in names] for names in self._all_weights]
+
+    def flatten_parameters(self) -> None:
+        """A no-op (as PyTorch's off cuDNN): the weights are used as they are."""
+
+    def reset_parameters(self) -> None:
+        stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for weight in self.parameters():
+            init.uniform_(weight, -stdv, stdv)
+
+    # --- checks (PyTorch's wording) ----------------------------------------------------
+
+    def check_input(self, input, batch_sizes=None) -> None:
+        w = self._flat_weights[0]
+        if input.dtype != w.dtype:
+            raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype "
+                             f"({w.dtype}). Convert input: input.to({w.dtype}), or convert "
+                             f"model: model.to({input.dtype})")
+        if input.ndim != 3:
+            raise RuntimeError(f"input must have 3 dimensions, got {input.ndim}")
+        if self.input_size != input.shape[-1]:
+            raise RuntimeError("input.size(-1) must be equal to input_size. Expected "
+                               f"{self.input_size}, got {input.shape[-1]}")
+
+    def get_expected_hidden_size(self, input, batch_sizes=None) -> tuple:
+        mini_batch = input.shape[0] if self.batch_first else input.shape[1]
+        num_directions = 2 if self.bidirectional else 1
+        size = self.proj_size if self.proj_size > 0 else self.hidden_size
+        return (self.num_layers * num_directions, mini_batch, size)
+
+    def check_hidden_size(self, hx, expected_hidden_size,
+                          msg: str = "Expected hidden size {}, got {}") -> None:
+        if tuple(hx.shape) != tuple(expected_hidden_size):
+            raise RuntimeError(msg.format(tuple(expected_hidden_size), list(hx.shape)))
+
+    def check_forward_args(self, input, hidden, batch_sizes=None) -> None:
+        self.check_input(input, batch_sizes)
+        self.check_hidden_size(hidden, self.get_expected_hidden_size(input, batch_sizes))
+
+    def extra_repr(self) -> str:
+        s = "{input_size}, {hidden_size}"
+        if self.proj_size != 0:
+            s += ", proj_size={proj_size}"
+        if self.num_layers != 1:
+            s += ", num_layers={num_layers}"
+        if self.bias is not True:
+            s += ", bias={bias}"
+        if self.batch_first is not False:
+            s += ", batch_first={batch_first}"
+        if self.dropout != 0:
+            s += ", dropout={dropout}"
+        if self.bidirectional is not False:
+            s += ", bidirectional={bidirectional}"
+        return s.format(**self.__dict__)
+
+    # --- forward ----------------------------------------------------------------------
+
+    def _batched_hx(self, input, hx):
+        """Unbatched 2-D input: add the batch dim to input and to ``hx``
+        (torch's checks, RNN and GRU; LSTM overrides)."""
+        if input.ndim not in (2, 3):
+            # torch's two wordings differ by one word
+            raise ValueError((f"RNN: Expected input to be 2D or 3D, got {input.ndim}D tensor "
+                              "instead") if self.mode != "GRU" else
+                             f"GRU: Expected input to be 2D or 3D, got {input.ndim}D instead")
+        batched = input.ndim == 3
+        if not batched:
+            input = S.unsqueeze(input, 0 if self.batch_first else 1)
+            if hx is not None:
+                if hx.ndim != 2:
+                    raise RuntimeError("For unbatched 2-D input, hx should also be 2-D but got "
+                                       f"{hx.ndim}-D tensor")
+                hx = S.unsqueeze(hx, 1)
+        elif hx is not None and hx.ndim != 3:
+            raise RuntimeError("For batched 3-D input, hx should also be 3-D but got "
+                               f"{hx.ndim}-D tensor")
+        if hx is None:
+            hx = self._zeros(input, self.hidden_size)
+        self.check_forward_args(input, hx)
+        return input, hx, batched
+
+    def _zeros(self, input, size):
+        batch = input.shape[0] if self.batch_first else input.shape[1]
+        num_directions = 2 if self.bidirectional else 1
+        return creation.zeros(self.num_layers * num_directions, batch, size, dtype=input.dtype,
+                              device=input.device)
+
+    def _run(self, input, h0, c0=None):
+        """The layer stack over time-major or batch-first 3-D ``input``;
+        returns the output and the stacked final ``h`` (and ``c``)."""
+        x = S.transpose(input, 0, 1) if self.batch_first else input
+        num_directions = 2 if self.bidirectional else 1
+        h0s = S.unbind(h0, 0)
+        c0s = None if c0 is None else S.unbind(c0, 0)
+        hs, cs = [], []
+        weights = self.all_weights
+        for layer in range(self.num_layers):
+            if layer > 0 and self.dropout > 0 and self.training:
+                x = F.dropout(x, self.dropout, True)
+            outs = []
+            for direction in range(num_directions):
+                k = layer * num_directions + direction
+                w = weights[k]
+                w_ih, w_hh = w[0], w[1]
+                b_ih, b_hh = (w[2], w[3]) if self.bias else (None, None)
+                w_hr = w[-1] if self.proj_size > 0 else None
+                gis = S.unbind(_input_projection(self.mode, x, w_ih, b_ih, b_hh), 0)
+                state = h0s[k] if c0s is None else (h0s[k], c0s[k])
+                out, state = _direction(self.mode, gis, state, w_hh, b_hh, w_hr,
+                                        reverse=direction == 1)
+                outs.append(out)
+                if c0s is None:
+                    hs.append(state)
+                else:
+                    hs.append(state[0])
+                    cs.append(state[1])
+            x = outs[0] if num_directions == 1 else S.cat(outs, -1)
+        out = S.transpose(x, 0, 1) if self.batch_first else x
+        return out, S.stack(hs, 0), (S.stack(cs, 0) if cs else None)
+
+    def _forward_one_state(self, input, hx):
+        """``forward`` of RNN and GRU (one state tensor)."""
+        input, hx, batched = self._batched_hx(input, hx)
+        output, h_n, _ = self._run(input, hx)
+        return self._unbatch(output, batched), (h_n if batched else S.squeeze(h_n, 1))
+
+    def _unbatch(self, output, batched):
+        return output if batched else S.squeeze(output, 0 if self.batch_first else 1)
+
+
+class RNN(RNNBase):
+    """Elman RNN: ``h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh)``
+    (``nonlinearity='relu'`` for ReLU)."""
+
+    def __init__(self, *args, **kwargs):
+        if "proj_size" in kwargs:
+            raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
+        if len(args) > 3:
+            self.__dict__["nonlinearity"] = args[3]
+            args = args[:3] + args[4:]
+        else:
+            self.__dict__["nonlinearity"] = kwargs.pop("nonlinearity", "tanh")
+        if self.nonlinearity == "tanh":
+            mode = "RNN_TANH"
+        elif self.nonlinearity == "relu":
+            mode = "RNN_RELU"
+        else:
+            raise ValueError(f"Unknown nonlinearity '{self.nonlinearity}'. Select from 'tanh' "
+                             "or 'relu'.")
+        super().__init__(mode, *args, **kwargs)
+
+    def forward(self, input, hx=None):
+        return self._forward_one_state(input, hx)
+
+
+class GRU(RNNBase):
+    """Gated recurrent unit, gates ``r, z, n`` in torch's row order."""
+
+    def __init__(self, *args, **kwargs):
+        if "proj_size" in kwargs:
+            raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
+        super().__init__("GRU", *args, **kwargs)
+
+    def forward(self, input, hx=None):
+        return self._forward_one_state(input, hx)
+
+
+class LSTM(RNNBase):
+    """Long short-term memory, gates ``i, f, g, o``; with ``proj_size > 0``
+    the hidden state is projected by ``weight_hr`` (``h_t = W_hr h_t``)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__("LSTM", *args, **kwargs)
+
+    def get_expected_cell_size(self, input, batch_sizes=None) -> tuple:
+        mini_batch = input.shape[0] if self.batch_first else input.shape[1]
+        num_directions = 2 if self.bidirectional else 1
+        return (self.num_layers * num_directions, mini_batch, self.hidden_size)
+
+    def check_forward_args(self, input, hidden, batch_sizes=None) -> None:
+        self.check_input(input, batch_sizes)
+        self.check_hidden_size(hidden[0], self.get_expected_hidden_size(input, batch_sizes),
+                               "Expected hidden[0] size {}, got {}")
+        self.check_hidden_size(hidden[1], self.get_expected_cell_size(input, batch_sizes),
+                               "Expected hidden[1] size {}, got {}")
+
+    def forward(self, input, hx=None):
+        if input.ndim not in (2, 3):
+            raise ValueError(f"LSTM: Expected input to be 2D or 3D, got {input.ndim}D instead")
+        batched = input.ndim == 3
+        if not batched:
+            input = S.unsqueeze(input, 0 if self.batch_first else 1)
+        if hx is None:
+            real = self.proj_size if self.proj_size > 0 else self.hidden_size
+            hx = (self._zeros(input, real), self._zeros(input, self.hidden_size))
+        else:
+            want = 3 if batched else 2
+            if hx[0].ndim != want or hx[1].ndim != want:
+                kind = "batched 3-D" if batched else "unbatched 2-D"
+                raise RuntimeError(f"For {kind} input, hx and cx should also be {want}-D but "
+                                   f"got ({hx[0].ndim}-D, {hx[1].ndim}-D) tensors")
+            if not batched:
+                hx = (S.unsqueeze(hx[0], 1), S.unsqueeze(hx[1], 1))
+        self.check_forward_args(input, hx)
+        output, h_n, c_n = self._run(input, hx[0], hx[1])
+        if not batched:
+            h_n, c_n = S.squeeze(h_n, 1), S.squeeze(c_n, 1)
+        return self._unbatch(output, batched), (h_n, c_n)
+
+
+# --- single-step cells -----------------------------------------------------------------
+
+class RNNCellBase(Module):
+    """What the cells share: ``weight_ih``, ``weight_hh``, ``bias_ih``,
+    ``bias_hh`` with ``num_chunks`` gates, uniform(+-1/sqrt(hidden)) init."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool, num_chunks: int,
+                 device=None, dtype=None) -> None:
+        super().__init__()
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.bias = bias
+        self.weight_ih = Parameter(_empty((num_chunks * hidden_size, input_size), device, dtype))
+        self.weight_hh = Parameter(_empty((num_chunks * hidden_size, hidden_size), device,
+                                          dtype))
+        if bias:
+            self.bias_ih = Parameter(_empty((num_chunks * hidden_size,), device, dtype))
+            self.bias_hh = Parameter(_empty((num_chunks * hidden_size,), device, dtype))
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+        self.reset_parameters()
+
+    def extra_repr(self) -> str:
+        s = "{input_size}, {hidden_size}"
+        if "bias" in self.__dict__ and self.bias is not True:
+            s += ", bias={bias}"
+        if "nonlinearity" in self.__dict__ and self.nonlinearity != "tanh":
+            s += ", nonlinearity={nonlinearity}"
+        return s.format(**self.__dict__)
+
+    def reset_parameters(self) -> None:
+        stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for weight in self.parameters():
+            init.uniform_(weight, -stdv, stdv)
+
+    def _prepare(self, input, hx, n_states: int):
+        """Checks (torch's wording) and batching: returns the 2-D input, the
+        2-D states (zeros when ``hx`` is None) and whether input was batched."""
+        name = type(self).__name__
+        if input.ndim not in (1, 2):
+            raise ValueError(f"{name}: Expected input to be 1D or 2D, got {input.ndim}D instead")
+        states = None if hx is None else (tuple(hx) if n_states > 1 else (hx,))
+        if states is not None:
+            for idx, value in enumerate(states):
+                if value.ndim not in (1, 2):
+                    what = f"hx[{idx}]" if n_states > 1 else "hidden"
+                    raise ValueError(f"{name}: Expected {what} to be 1D or 2D, got "
+                                     f"{value.ndim}D instead")
+        batched = input.ndim == 2
+        if not batched:
+            input = S.unsqueeze(input, 0)
+        if states is None:
+            zeros = creation.zeros(input.shape[0], self.hidden_size, dtype=input.dtype,
+                                   device=input.device)
+            states = (zeros,) * n_states
+        elif not batched:
+            states = tuple(S.unsqueeze(s, 0) for s in states)
+        if input.shape[1] != self.input_size:
+            raise RuntimeError(f"input has inconsistent input_size: got {input.shape[1]} "
+                               f"expected {self.input_size}")
+        for k, s in enumerate(states):
+            if input.shape[0] != s.shape[0]:
+                raise RuntimeError(f"Input batch size {input.shape[0]} doesn't match "
+                                   f"hidden{k} batch size {s.shape[0]}")
+            if s.shape[1] != self.hidden_size:
+                raise RuntimeError(f"hidden{k} has inconsistent hidden_size: got {s.shape[1]}, "
+                                   f"expected {self.hidden_size}")
+        return input, states, batched
+
+    def _cell(self, mode, input, hx, n_states):
+        input, states, batched = self._prepare(input, hx, n_states)
+        gi = _input_projection(mode, input, self.weight_ih, self.bias_ih, self.bias_hh)
+        out = _step(mode, gi, states if n_states > 1 else states[0], S.t(self.weight_hh),
+                    self.bias_hh, None)
+        if batched:
+            return out
+        return tuple(S.squeeze(o, 0) for o in out) if n_states > 1 else S.squeeze(out, 0)
+
+
+class RNNCell(RNNCellBase):
+    """``h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)`` (or ReLU)."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True,
+                 nonlinearity: str = "tanh", device=None, dtype=None) -> None:
+        super().__init__(input_size, hidden_size, bias, num_chunks=1, device=device,
+                         dtype=dtype)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, input, hx=None):
+        if self.nonlinearity not in ("tanh", "relu"):
+            raise RuntimeError(f"Unknown nonlinearity: {self.nonlinearity}")
+        mode = "RNN_TANH" if self.nonlinearity == "tanh" else "RNN_RELU"
+        return self._cell(mode, input, hx, 1)
+
+
+class LSTMCell(RNNCellBase):
+    """One LSTM step; returns ``(h', c')``."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None,
+                 dtype=None) -> None:
+        super().__init__(input_size, hidden_size, bias, num_chunks=4, device=device,
+                         dtype=dtype)
+
+    def forward(self, input, hx=None):
+        return self._cell("LSTM", input, hx, 2)
+
+
+class GRUCell(RNNCellBase):
+    """One GRU step; returns ``h'``."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None,
+                 dtype=None) -> None:
+        super().__init__(input_size, hidden_size, bias, num_chunks=3, device=device,
+                         dtype=dtype)
+
+    def forward(self, input, hx=None):
+        return self._cell("GRU", input, hx, 1)
