@@ -102,3 +102,48 @@ def test_compiled_lstm_cell_loop_equals_eager(backend):
         for a, b in zip(g_got, g_want):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     assert comp.cache_info().hits >= 1
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+@pytest.mark.parametrize("cell", ["LSTM", "GRU"])
+def test_compiled_nn_rnn_step_with_hidden_tuple_equals_eager(backend, cell):
+    """The public word_language_model's step: ``hidden`` passed as the tuple
+    ``(h, c)`` (a tensor for GRU) and returned repackaged (the issue-8 bug:
+    the tuple's tensors were read from the first call)."""
+    def setup():
+        tracec.manual_seed(0)
+        emb, rnn, fc = nn.Embedding(V, E), getattr(nn, cell)(E, H, L), nn.Linear(H, V)
+        params = [*emb.parameters(), *rnn.parameters(), *fc.parameters()]
+        opt = tracec.optim.SGD(params, lr=0.5)
+
+        def step(x, y, hidden):
+            hidden = (tuple(h.detach() for h in hidden) if isinstance(hidden, tuple)
+                      else hidden.detach())
+            opt.zero_grad()
+            out, hidden = rnn(emb(x), hidden)
+            loss = F.cross_entropy(fc(out).reshape(-1, V), y.reshape(-1))
+            loss.backward()
+            opt.step()
+            return loss, hidden
+        return params, step
+    pe, se = setup()
+    pc, sc = setup()
+    sc = tracec.compile(sc, backend=backend)
+    tracec.manual_seed(3)
+    data = tracec.randint(0, V, (4 * T + 1, B))
+    zero = (lambda: (tracec.zeros(L, B, H), tracec.zeros(L, B, H))) if cell == "LSTM" \
+        else (lambda: tracec.zeros(L, B, H))
+    he, hc = zero(), zero()
+    for i in range(4):
+        x, y = data[i * T:(i + 1) * T], data[i * T + 1:(i + 1) * T + 1]
+        le, he = se(x, y, he)
+        lc, hc = sc(x, y, hc)
+        np.testing.assert_allclose(lc.item(), le.item(), rtol=1e-5, atol=1e-6)
+        assert type(hc) is type(he)
+    for a, b in zip(pe, pc):
+        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-4,
+                                   atol=1e-6)
+    # the returned hidden state requires grad (as eagerly): the second call's
+    # argument differs from the first call's zeros, then the trace is reused
+    info = sc.cache_info()
+    assert info.traces == 2 and info.hits == 2, info.reasons
