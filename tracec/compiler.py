@@ -460,6 +460,7 @@ class CompiledFunction:
                                                       tag="backward")[0],
                 _checks_enabled())
         entry.timings["trace_s"] = t1 - t0
+        entry.timings.update(trace_size(trace))
         self.traces += 1
         entry.number = self.traces
         self.reasons.append(reason)
@@ -586,6 +587,33 @@ class CompiledFunction:
             os.replace(tmp, path)
 
 
+#: Recorded ops past which ``cache_info()`` says a trace is long (a Python
+#: loop unrolled into it: every iteration is recorded, and the backend's
+#: first compile grows with the number of ops).
+LONG_TRACE_OPS = 2000
+
+
+def trace_size(trace: Trace) -> dict:
+    """``{"ops": n}`` and, for a long trace, ``"long_trace"``: a sentence
+    naming the user's line that recorded the most ops."""
+    counts: dict = {}
+    n = 0
+    for op in trace.module.walk():
+        n += 1
+        t = ir.loc_tuple(getattr(op, "location", None))
+        key = f"{t[0]}:{t[1]}" if t else "<unknown location>"
+        counts[key] = counts.get(key, 0) + 1
+    out = {"ops": n}
+    if n > LONG_TRACE_OPS:
+        where, k = max(counts.items(), key=lambda kv: kv[1])
+        out["long_trace"] = (
+            f"the trace has {n} ops, {k} of them recorded at {where} (a Python loop is "
+            f"unrolled into the trace, one copy per iteration); the first native compile "
+            f"takes seconds and grows with it. Shorter sequences per call, or a smaller "
+            f"number of iterations per compiled call, keep it short")
+    return out
+
+
 @dataclass
 class CacheInfo:
     traces: int
@@ -593,6 +621,11 @@ class CacheInfo:
     reasons: list
     eager_signatures: int
     timings: dict
+
+    @property
+    def notes(self) -> list:
+        """Things worth knowing about the last trace (a long unrolled loop)."""
+        return [self.timings["long_trace"]] if "long_trace" in self.timings else []
 
 
 def default_backend() -> str:

@@ -367,3 +367,19 @@ def test_compile_decorates_a_method():
                 np.testing.assert_allclose(net(x).numpy(), np.maximum(x.numpy() @ w.T + b, 0),
                                            rtol=1e-5, atol=1e-6)
     assert Net.forward.cache_info().traces == 2 and Net.forward.cache_info().hits == 4
+
+
+def test_a_long_unrolled_loop_is_named_in_cache_info():
+    def f(x):
+        for _ in range(1100):
+            x = x * 1.001 + 1.0   # two ops per iteration
+        return x
+    comp = tracec.compile(f, backend="interp")
+    np.testing.assert_allclose(comp(tracec.ones(2)).numpy(), f(tracec.ones(2)).numpy())
+    info = comp.cache_info()
+    assert info.timings["ops"] > 2200
+    assert len(info.notes) == 1 and "test_compile_basic.py" in info.notes[0]
+    assert "unrolled" in info.notes[0]
+    short = tracec.compile(lambda x: x + 1, backend="interp")
+    short(tracec.ones(1))
+    assert short.cache_info().notes == []
