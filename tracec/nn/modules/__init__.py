@@ -17,3 +17,7 @@ from tracec.nn.modules.flatten import Flatten, Unflatten  # noqa: F401
 from tracec.nn.modules.loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss,  # noqa: F401
                                     HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss,
                                     SmoothL1Loss)
+from tracec.nn.modules.attention import MultiheadAttention  # noqa: F401
+from tracec.nn.modules.transformer import (Transformer, TransformerDecoder,  # noqa: F401
+                                           TransformerDecoderLayer, TransformerEncoder,
+                                           TransformerEncoderLayer)
