@@ -404,3 +404,22 @@ def test_multi_head_attention_forward_functional():
     o2, w2 = run(torch, torch.nn.functional.multi_head_attention_forward)
     close(o1, o2, **tol(np.float64))
     close(w1, w2, **tol(np.float64))
+
+
+def test_merge_masks_like_torch():
+    m1, m2 = _mha_pair(dict(batch_first=True), np.float64)
+    rng = np.random.default_rng(6)
+    q = rng.standard_normal((N, L, E))
+    am = rng.standard_normal((L, L))
+    am3 = rng.standard_normal((N * H, L, L))
+    kpm = np.where(rng.random((N, L)) < 0.3, -np.inf, 0.0)
+    for a, k in ((am, None), (None, kpm), (am, kpm), (am3, kpm), (None, None)):
+        t = [None if v is None else tracec.tensor(v) for v in (a, k)]
+        r1 = m1.merge_masks(t[0], t[1], tracec.tensor(q))
+        t = [None if v is None else torch.tensor(v) for v in (a, k)]
+        r2 = m2.merge_masks(t[0], t[1], torch.tensor(q))
+        assert r1[1] == r2[1]
+        if r2[0] is None:
+            assert r1[0] is None
+        else:
+            close(r1[0], r2[0], atol=0, rtol=0)

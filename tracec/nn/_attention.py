@@ -126,7 +126,7 @@ def _canonical_mask(mask, mask_name: str, other_type, other_name: str, target_ty
         raise AssertionError(f"only bool and floating types of {mask_name} are supported")
     if check_other and other_type is not None and mask.dtype is not other_type:
         warnings.warn(f"Support for mismatched {mask_name} and {other_name} is deprecated. "
-                      "Use same type for both instead.", stacklevel=3)
+                      "Use same type for both instead.", stacklevel=2)
     if mask.dtype is dt.bool_:
         zero = ops.zeros(tuple(mask.shape), dt.to_dtype(target_type), like=mask)
         mask = ops.where(mask, _NEG_INF, zero)
