@@ -3,7 +3,8 @@
 Everything here is a composite over the primitives and the tensor
 functions (``tracec.functions``, ``tracec.shape_ops``), so autograd and
 the tracer see only primitives.  Convolution and pooling live in
-``_conv``, the losses in ``_loss``; both are re-exported here.
+``_conv``, the losses in ``_loss``, linear maps and dropout in ``_basic``,
+attention in ``_attention``; all are re-exported here.
 
 Invariant: random ops (dropout) draw from tracec's generator, whose state
 is a tensor, and running statistics are updated in place under ``no_grad``.
