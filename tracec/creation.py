@@ -227,6 +227,8 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -
 
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
             requires_grad=False) -> Tensor:
+    if size is None and isinstance(high, (tuple, list)):
+        low, high, size = 0, low, high         # randint(high, size), as nanoGPT calls it
     if high is None:
         low, high = 0, low
     if size is None:

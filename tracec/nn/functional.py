@@ -3,7 +3,8 @@
 Everything here is a composite over the primitives and the tensor
 functions (``tracec.functions``, ``tracec.shape_ops``), so autograd and
 the tracer see only primitives.  Convolution and pooling live in
-``_conv``, the losses in ``_loss``; both are re-exported here.
+``_conv``, the losses in ``_loss``, linear maps and dropout in ``_basic``,
+attention in ``_attention``; all are re-exported here.
 
 Invariant: random ops (dropout) draw from tracec's generator, whose state
 is a tensor, and running statistics are updated in place under ``no_grad``.
@@ -15,11 +16,15 @@ import warnings
 
 import numpy as np
 
-from tracec import creation
 from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import graph, ops
 from tracec import shape_ops as S
+from tracec.nn._basic import (_apply, _tensor, bilinear, dropout, dropout1d,  # noqa: F401
+                              dropout2d, linear)
+from tracec.nn._attention import (_canonical_mask, _mha_shape_check,  # noqa: F401
+                                  _none_or_dtype, multi_head_attention_forward,
+                                  scaled_dot_product_attention)
 from tracec.nn._conv import (adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d,  # noqa: F401
                              avg_pool2d, conv1d, conv2d, conv_transpose1d, conv_transpose2d,
                              max_pool1d, max_pool2d, pad)
@@ -33,46 +38,7 @@ flatten = S.flatten
 unflatten = S.unflatten
 
 
-def _tensor(x, name: str) -> Tensor:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}")
-    return x
-
-
-# --- linear ------------------------------------------------------------------------------
-
-def linear(input, weight, bias=None):
-    """``input @ weight.T + bias``."""
-    _tensor(input, "linear")
-    y = TF.matmul(input, S.t(weight) if weight.ndim == 2 else weight)
-    if bias is not None:
-        y = TF.add(y, bias)
-    return y
-
-
-def bilinear(input1, input2, weight, bias=None):
-    # y[n, o] = sum_ij x1[n, i] W[o, i, j] x2[n, j]
-    t = TF.matmul(S.unsqueeze(S.unsqueeze(input1, -2), -3), weight)      # [..., O, 1, J]
-    y = S.squeeze(TF.matmul(t, S.unsqueeze(S.unsqueeze(input2, -2), -1)), (-1, -2))
-    return y if bias is None else TF.add(y, bias)
-
-
 # --- activations ----------------------------------------------------------------------------
-
-def _apply(fn, x: Tensor, inplace: bool) -> Tensor:
-    """``fn(x)``, or written into ``x`` for ``inplace=True``.  In place, the
-    math reads a copy when autograd records it, so the values its backward
-    saved are not the ones overwritten (PyTorch's in-place activations
-    backpropagate the same way)."""
-    if not inplace:
-        return fn(x)
-    src = x
-    if graph.is_grad_enabled() and x.requires_grad:
-        # A copy whose node saves nothing.  (S.clone would do, but the cast
-        # primitive saves its operand, which copy_ then bumps.)
-        src = ops.add(x, 0.0)
-    return x.copy_(fn(src))
-
 
 def relu(input, inplace: bool = False):
     return _apply(TF.relu, _tensor(input, "relu"), inplace)
@@ -174,54 +140,6 @@ def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
     n1 = TF.sum(TF.mul(x1, x1), dim)
     n2 = TF.sum(TF.mul(x2, x2), dim)
     return TF.div(w12, TF.sqrt(TF.clamp(TF.mul(n1, n2), min=eps * eps)))
-
-
-# --- dropout ---------------------------------------------------------------------------------
-
-def _check_p(p: float) -> None:
-    if p < 0.0 or p > 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-
-
-def _keep_mask(shape, p: float, x: Tensor) -> Tensor:
-    """Scale 1/(1-p) where kept (probability 1-p), else 0; drawn with
-    ``tracec.rand`` so the generator state is a tensor."""
-    work = x.dtype if x.dtype.is_floating_point else dt.get_default_dtype()
-    u = creation.rand(tuple(shape), dtype=work)
-    return ops.mul(ops.cast(ops.lt(u, 1.0 - p), work), 1.0 / (1.0 - p))
-
-
-def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False):
-    _tensor(input, "dropout")
-    _check_p(p)
-    if not training or p == 0.0:
-        return input
-    if p == 1.0:
-        return _apply(lambda x: TF.mul(x, 0.0), input, inplace)
-    mask = _keep_mask(input.shape, p, input)
-    return _apply(lambda x: TF.mul(x, mask), input, inplace)
-
-
-def _feature_dropout(input, p, training, inplace, nsp, name):
-    _check_p(p)
-    if input.ndim not in (nsp + 1, nsp + 2):
-        raise RuntimeError(f"{name}: Expected {nsp + 1}D or {nsp + 2}D input, but received a "
-                           f"{input.ndim}D input")
-    if not training or p == 0.0:
-        return input
-    if p == 1.0:
-        return _apply(lambda x: TF.mul(x, 0.0), input, inplace)
-    shape = tuple(input.shape[:input.ndim - nsp]) + (1,) * nsp
-    mask = _keep_mask(shape, p, input)
-    return _apply(lambda x: TF.mul(x, mask), input, inplace)
-
-
-def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
-    return _feature_dropout(input, p, training, inplace, 1, "dropout1d")
-
-
-def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
-    return _feature_dropout(input, p, training, inplace, 2, "dropout2d")
 
 
 # --- normalization ---------------------------------------------------------------------------
@@ -360,25 +278,3 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
         keep = ops.reshape(ops.ne(idx, pi), tuple(idx.shape) + (1,))
         out = ops.where(keep, out, out.detach())
     return out
-
-
-# --- attention ---------------------------------------------------------------------------------
-
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
-                                 is_causal: bool = False, scale=None, enable_gqa: bool = False):
-    L, Sk = query.shape[-2], key.shape[-2]
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    scores = TF.mul(TF.matmul(query, S.transpose(key, -2, -1)), scale)
-    if is_causal:
-        rows = ops.reshape(ops.iota((L,), dt.int64, 0, like=query), (L, 1))
-        cols = ops.reshape(ops.iota((Sk,), dt.int64, 0, like=query), (1, Sk))
-        scores = ops.where(ops.ge(rows, cols), scores, -math.inf)
-    if attn_mask is not None:
-        if attn_mask.dtype is dt.bool_:
-            scores = ops.where(attn_mask, scores, -math.inf)
-        else:
-            scores = TF.add(scores, attn_mask)
-    attn = TF.softmax(scores, -1)
-    if dropout_p > 0.0:
-        attn = dropout(attn, dropout_p, training=True)
-    return TF.matmul(attn, value)

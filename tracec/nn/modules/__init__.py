@@ -19,3 +19,7 @@ from tracec.nn.modules.loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss
                                     SmoothL1Loss)
 from tracec.nn.modules.rnn import (GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase,  # noqa: F401
                                    RNNCell, RNNCellBase)
+from tracec.nn.modules.attention import MultiheadAttention  # noqa: F401
+from tracec.nn.modules.transformer import (Transformer, TransformerDecoder,  # noqa: F401
+                                           TransformerDecoderLayer, TransformerEncoder,
+                                           TransformerEncoderLayer)

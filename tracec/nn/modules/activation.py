@@ -144,3 +144,7 @@ class Softmin(_SoftmaxBase):
 
 class LogSoftmax(_SoftmaxBase):
     _fn = staticmethod(F.log_softmax)
+
+
+# PyTorch defines it in activation.py; it lives in attention.py here.
+from tracec.nn.modules.attention import MultiheadAttention  # noqa: E402,F401

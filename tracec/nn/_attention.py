@@ -1,0 +1,337 @@
+"""Attention, functional: ``scaled_dot_product_attention`` and
+``multi_head_attention_forward`` with the mask helpers PyTorch's modules call
+(``_canonical_mask``, ``_none_or_dtype``, ``_mha_shape_check``).  Re-exported
+by ``functional``.
+
+Everything is a composite over tensor ops, so autograd and ``tracec.compile``
+see only primitives.  The arithmetic follows PyTorch's reference code path
+(``torch/nn/functional.py`` and the math backend of
+``scaled_dot_product_attention``), so results agree to rounding:
+
+* SDPA's softmax is PyTorch's ``_safe_softmax``: a row whose every score is
+  ``-inf`` (fully masked) gives zeros, not NaN; MultiheadAttention with
+  ``need_weights=True`` uses the plain softmax (NaN there), as PyTorch does.
+* Masks never steer Python control flow by their values, so a traced call
+  depends only on their shapes and dtypes.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+from tracec import dtypes as dt
+from tracec import functions as TF
+from tracec import ops
+from tracec import shape_ops as S
+from tracec.nn._basic import dropout, linear
+from tracec.nn._conv import pad
+from tracec.tensor import Tensor
+
+__all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
+
+_NEG_INF = float("-inf")
+
+
+def _safe_softmax(scores: Tensor) -> Tensor:
+    """Softmax over the last axis; rows that are all ``-inf`` give 0 (and
+    no NaN reaches the backward: those rows are softmaxed as zeros)."""
+    dead = ops.eq(TF.amax(scores.detach(), -1, keepdim=True), _NEG_INF)
+    live = ops.where(dead, ops.zeros((), scores.dtype, like=scores), scores)
+    return ops.where(dead, ops.zeros((), scores.dtype, like=scores), TF.softmax(live, -1))
+
+
+def _repeat_heads(x: Tensor, heads: int, name: str) -> Tensor:
+    """``x.repeat_interleave(heads // x.size(-3), -3)`` for grouped-query
+    attention."""
+    h = x.shape[-3]
+    if heads % h:
+        raise RuntimeError("Number of heads in key and value must divide the number of heads "
+                           f"in query (got {name} with {h} heads for {heads} query heads)")
+    if h == heads:
+        return x
+    shape = tuple(x.shape)
+    x = S.expand(S.unsqueeze(x, -3), shape[:-3] + (h, heads // h) + shape[-2:])
+    return S.reshape(x, shape[:-3] + (heads,) + shape[-2:])
+
+
+def _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal) -> None:
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"scaled_dot_product_attention(): argument '{name}' must be "
+                            f"Tensor, not {type(t).__name__}")
+    if not (query.dtype is key.dtype is value.dtype):
+        raise RuntimeError("Expected query, key, and value to have the same dtype, but got "
+                           f"query.dtype: {query.dtype} key.dtype: {key.dtype} and "
+                           f"value.dtype: {value.dtype} instead.")
+    if min(query.ndim, key.ndim, value.ndim) < 2:
+        raise RuntimeError("Expected query, key, and value to all be  at least 2 dimensional, "
+                           f"but got query.dim: {query.ndim} key.dim: {key.ndim} and "
+                           f"value.dim: {value.ndim} instead.")
+    if attn_mask is not None:
+        if attn_mask.dtype not in (dt.bool_, dt.float32, query.dtype):
+            raise RuntimeError("Expected attn_mask dtype to be bool or float or to match query "
+                               f"dtype, but got attn_mask.dtype: {attn_mask.dtype} and  "
+                               f"query.dtype: {query.dtype} instead.")
+        if is_causal:
+            raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not "
+                               "be set when is_causal=True")
+    if dropout_p < 0.0 or dropout_p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {dropout_p}")
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale=None, enable_gqa: bool = False):
+    """``softmax(q k^T * scale + bias) v`` over the last two axes.  A bool
+    ``attn_mask`` says where to attend (True); a float one is added; the
+    causal mask is lower-triangular aligned to the top-left corner."""
+    _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal)
+    if enable_gqa and query.ndim >= 3:
+        key = _repeat_heads(key, query.shape[-3], "key")
+        value = _repeat_heads(value, query.shape[-3], "value")
+    L, Sk = query.shape[-2], key.shape[-2]
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = TF.mul(TF.matmul(query, S.transpose(key, -2, -1)), scale)
+    if is_causal:
+        rows = ops.iota((L, Sk), dt.int64, 0, like=query)
+        cols = ops.iota((L, Sk), dt.int64, 1, like=query)
+        scores = ops.where(ops.ge(rows, cols), scores, _NEG_INF)
+    if attn_mask is not None:
+        if attn_mask.dtype is dt.bool_:
+            scores = TF.where(attn_mask, scores, _NEG_INF)
+        else:
+            scores = TF.add(scores, attn_mask)
+    attn = _safe_softmax(scores)
+    if dropout_p > 0.0:
+        attn = dropout(attn, dropout_p, training=True)
+    return TF.matmul(attn, value)
+
+
+# --- masks -----------------------------------------------------------------------------------
+
+def _none_or_dtype(input):
+    if input is None:
+        return None
+    if isinstance(input, Tensor):
+        return input.dtype
+    raise RuntimeError("input to _none_or_dtype() must be None or torch.Tensor")
+
+
+def _canonical_mask(mask, mask_name: str, other_type, other_name: str, target_type,
+                    check_other: bool = True):
+    """A bool mask (True = masked) becomes a float one (``-inf`` where
+    masked, 0 elsewhere) of ``target_type``; a float mask is returned as is."""
+    if mask is None:
+        return None
+    if mask.dtype is not dt.bool_ and not mask.dtype.is_floating_point:
+        raise AssertionError(f"only bool and floating types of {mask_name} are supported")
+    if check_other and other_type is not None and mask.dtype is not other_type:
+        warnings.warn(f"Support for mismatched {mask_name} and {other_name} is deprecated. "
+                      "Use same type for both instead.", stacklevel=2)
+    if mask.dtype is dt.bool_:
+        zero = ops.zeros(tuple(mask.shape), dt.to_dtype(target_type), like=mask)
+        mask = ops.where(mask, _NEG_INF, zero)
+    return mask
+
+
+def _mha_shape_check(query, key, value, key_padding_mask, attn_mask, num_heads: int) -> bool:
+    """PyTorch's input-rank checks; returns whether the input is batched."""
+    if query.ndim not in (2, 3):
+        raise AssertionError("query should be unbatched 2D or batched 3D tensor but received "
+                             f"{query.ndim}-D query tensor")
+    d = query.ndim
+    what = "batched (3-D)" if d == 3 else "unbatched (2-D)"
+    if key.ndim != d or value.ndim != d:
+        raise AssertionError(f"For {what} `query`, expected `key` and `value` to be {d}-D but "
+                             f"found {key.ndim}-D and {value.ndim}-D tensors respectively")
+    if key_padding_mask is not None and key_padding_mask.ndim != d - 1:
+        raise AssertionError(f"For {what} `query`, expected `key_padding_mask` to be `None` or "
+                             f"{d - 1}-D but found {key_padding_mask.ndim}-D tensor instead")
+    if attn_mask is not None:
+        if attn_mask.ndim not in (2, 3):
+            raise AssertionError(f"For {what} `query`, expected `attn_mask` to be `None`, 2-D "
+                                 f"or 3-D but found {attn_mask.ndim}-D tensor instead")
+        expected = (num_heads, query.shape[0], key.shape[0])
+        if d == 2 and attn_mask.ndim == 3 and tuple(attn_mask.shape) != expected:
+            raise AssertionError(f"Expected `attn_mask` shape to be {expected} but got "
+                                 f"{tuple(attn_mask.shape)}")
+    return d == 3
+
+
+# --- multi-head attention --------------------------------------------------------------------
+
+def _in_projection_packed(q, k, v, w, b=None):
+    """q, k, v projected by the rows of the packed ``[3E, E]`` weight; one
+    matmul for self-attention (``q is k is v``), two for ``k is v``."""
+    if q is k and k is v:
+        return S.chunk(linear(q, w, b), 3, -1)
+    E = q.shape[-1]
+    w_q, w_kv = S.split(w, [E, 2 * E])
+    b_q, b_kv = (None, None) if b is None else S.split(b, [E, 2 * E])
+    if k is v:
+        return (linear(q, w_q, b_q),) + tuple(S.chunk(linear(k, w_kv, b_kv), 2, -1))
+    w_k, w_v = S.chunk(w_kv, 2)
+    b_k, b_v = (None, None) if b is None else S.chunk(b_kv, 2)
+    return linear(q, w_q, b_q), linear(k, w_k, b_k), linear(v, w_v, b_v)
+
+
+def _in_projection(q, k, v, w_q, w_k, w_v, b_q=None, b_k=None, b_v=None):
+    Eq, Ek, Ev = q.shape[-1], k.shape[-1], v.shape[-1]
+    for name, w, shape in (("query", w_q, (Eq, Eq)), ("key", w_k, (Eq, Ek)),
+                           ("value", w_v, (Eq, Ev))):
+        if tuple(w.shape) != shape:
+            raise AssertionError(f"expecting {name} weights shape of {shape}, but got "
+                                 f"{tuple(w.shape)}")
+    for name, b in (("query", b_q), ("key", b_k), ("value", b_v)):
+        if b is not None and tuple(b.shape) != (Eq,):
+            raise AssertionError(f"expecting {name} bias shape of {(Eq,)}, but got "
+                                 f"{tuple(b.shape)}")
+    return linear(q, w_q, b_q), linear(k, w_k, b_k), linear(v, w_v, b_v)
+
+
+def _check_attn_mask(attn_mask, tgt_len: int, src_len: int, bsz: int, num_heads: int):
+    """The mask as ``[1 or bsz*heads, tgt, src]``, or PyTorch's error
+    naming the given and the expected shape."""
+    shape = tuple(attn_mask.shape)
+    if attn_mask.ndim == 2:
+        if shape != (tgt_len, src_len):
+            raise RuntimeError(f"The shape of the 2D attn_mask is {shape}, but should be "
+                               f"{(tgt_len, src_len)}.")
+        return S.unsqueeze(attn_mask, 0)
+    if attn_mask.ndim == 3:
+        if shape != (bsz * num_heads, tgt_len, src_len):
+            raise RuntimeError(f"The shape of the 3D attn_mask is {shape}, but should be "
+                               f"{(bsz * num_heads, tgt_len, src_len)}.")
+        return attn_mask
+    raise RuntimeError(f"attn_mask's dimension {attn_mask.ndim} is not supported")
+
+
+def _heads(x, length: int, bsz: int, num_heads: int, head_dim: int):
+    """``[len, bsz, E]`` -> ``[bsz * heads, len, head_dim]``."""
+    return S.transpose(S.reshape(x, (length, bsz * num_heads, head_dim)), 0, 1)
+
+
+def multi_head_attention_forward(query, key, value, embed_dim_to_check: int, num_heads: int,
+                                 in_proj_weight, in_proj_bias, bias_k, bias_v,
+                                 add_zero_attn: bool, dropout_p: float, out_proj_weight,
+                                 out_proj_bias, training: bool = True, key_padding_mask=None,
+                                 need_weights: bool = True, attn_mask=None,
+                                 use_separate_proj_weight: bool = False, q_proj_weight=None,
+                                 k_proj_weight=None, v_proj_weight=None, static_k=None,
+                                 static_v=None, average_attn_weights: bool = True,
+                                 is_causal: bool = False):
+    """PyTorch's ``F.multi_head_attention_forward`` (sequence-first inputs
+    ``[L, N, E]`` or unbatched ``[L, E]``); returns ``(output, weights)``
+    with ``weights`` None unless ``need_weights``."""
+    is_batched = _mha_shape_check(query, key, value, key_padding_mask, attn_mask, num_heads)
+    if not is_batched:
+        query, key, value = (S.unsqueeze(t, 1) for t in (query, key, value))
+        if key_padding_mask is not None:
+            key_padding_mask = S.unsqueeze(key_padding_mask, 0)
+    tgt_len, bsz, embed_dim = query.shape
+    src_len = key.shape[0]
+    key_padding_mask = _canonical_mask(key_padding_mask, "key_padding_mask",
+                                       _none_or_dtype(attn_mask), "attn_mask", query.dtype)
+    if is_causal and attn_mask is None:
+        raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the "
+                           "Transformer module method `generate_square_subsequent_mask` to "
+                           "create this mask.")
+    if is_causal and key_padding_mask is None and not need_weights:
+        # The causal hint stands in for the mask: SDPA builds it itself.
+        attn_mask = None
+    else:
+        attn_mask = _canonical_mask(attn_mask, "attn_mask", None, "", query.dtype,
+                                    check_other=False)
+        if key_padding_mask is not None:
+            is_causal = False
+    if embed_dim != embed_dim_to_check:
+        raise AssertionError(f"was expecting embedding dimension of {embed_dim_to_check}, but "
+                             f"got {embed_dim}")
+    head_dim = embed_dim // num_heads
+    if head_dim * num_heads != embed_dim:
+        raise AssertionError(f"embed_dim {embed_dim} not divisible by num_heads {num_heads}")
+    if use_separate_proj_weight:
+        if tuple(key.shape[:2]) != tuple(value.shape[:2]):
+            raise AssertionError(f"key's sequence and batch dims {tuple(key.shape[:2])} do not "
+                                 f"match value's {tuple(value.shape[:2])}")
+        if q_proj_weight is None or k_proj_weight is None or v_proj_weight is None:
+            raise AssertionError("use_separate_proj_weight is True but q_proj_weight, "
+                                 "k_proj_weight or v_proj_weight is None")
+        b_q, b_k, b_v = (None,) * 3 if in_proj_bias is None else S.chunk(in_proj_bias, 3)
+        q, k, v = _in_projection(query, key, value, q_proj_weight, k_proj_weight,
+                                 v_proj_weight, b_q, b_k, b_v)
+    else:
+        if tuple(key.shape) != tuple(value.shape):
+            raise AssertionError(f"key shape {tuple(key.shape)} does not match value shape "
+                                 f"{tuple(value.shape)}")
+        if in_proj_weight is None:
+            raise AssertionError("use_separate_proj_weight is False but in_proj_weight is None")
+        q, k, v = _in_projection_packed(query, key, value, in_proj_weight, in_proj_bias)
+    if attn_mask is not None:
+        attn_mask = _check_attn_mask(attn_mask, tgt_len, src_len, bsz, num_heads)
+    if bias_k is not None and bias_v is not None:
+        if static_k is not None or static_v is not None:
+            raise AssertionError("bias cannot be added to static key.")
+        k = S.cat([k, S.expand(bias_k, (1, bsz, embed_dim))])
+        v = S.cat([v, S.expand(bias_v, (1, bsz, embed_dim))])
+        if attn_mask is not None:
+            attn_mask = pad(attn_mask, (0, 1))
+        if key_padding_mask is not None:
+            key_padding_mask = pad(key_padding_mask, (0, 1))
+    elif bias_k is not None or bias_v is not None:
+        raise AssertionError("bias_k is set but bias_v is None" if bias_k is not None
+                             else "bias_v is set but bias_k is None")
+    q = _heads(q, tgt_len, bsz, num_heads, head_dim)
+    k = _heads(k, k.shape[0], bsz, num_heads, head_dim) if static_k is None else static_k
+    v = _heads(v, v.shape[0], bsz, num_heads, head_dim) if static_v is None else static_v
+    for name, s in (("static_k", static_k), ("static_v", static_v)):
+        if s is not None and (s.shape[0] != bsz * num_heads or s.shape[2] != head_dim):
+            raise AssertionError(f"expecting {name} of shape ({bsz * num_heads}, *, "
+                                 f"{head_dim}), but got {tuple(s.shape)}")
+    if add_zero_attn:
+        zeros = ops.zeros((bsz * num_heads, 1, head_dim), k.dtype, like=k)
+        k = S.cat([k, zeros], 1)
+        v = S.cat([v, zeros], 1)
+        if attn_mask is not None:
+            attn_mask = pad(attn_mask, (0, 1))
+        if key_padding_mask is not None:
+            key_padding_mask = pad(key_padding_mask, (0, 1))
+    src_len = k.shape[1]
+    if key_padding_mask is not None:
+        for i, n in enumerate((bsz, src_len)):
+            if key_padding_mask.shape[i] != n:
+                raise AssertionError(f"Expected key_padded_mask.shape[{i}] to be {n}, but got "
+                                     f"{key_padding_mask.shape[i]}")
+        kpm = S.expand(S.reshape(key_padding_mask, (bsz, 1, 1, src_len)),
+                       (bsz, num_heads, 1, src_len))
+        kpm = S.reshape(kpm, (bsz * num_heads, 1, src_len))
+        attn_mask = kpm if attn_mask is None else TF.add(attn_mask, kpm)
+    if not training:
+        dropout_p = 0.0
+    if need_weights:
+        q_scaled = TF.mul(q, math.sqrt(1.0 / float(head_dim)))
+        weights = TF.matmul(q_scaled, S.transpose(k, -2, -1))
+        if attn_mask is not None:
+            weights = TF.add(attn_mask, weights)   # baddbmm(attn_mask, q, k^T)
+        weights = TF.softmax(weights, -1)
+        if dropout_p > 0.0:
+            weights = dropout(weights, p=dropout_p)
+        out = S.reshape(S.transpose(TF.matmul(weights, v), 0, 1), (tgt_len * bsz, embed_dim))
+        out = S.reshape(linear(out, out_proj_weight, out_proj_bias), (tgt_len, bsz, embed_dim))
+        weights = S.reshape(weights, (bsz, num_heads, tgt_len, src_len))
+        if average_attn_weights:
+            weights = TF.mean(weights, 1)
+        if not is_batched:
+            out, weights = S.squeeze(out, 1), S.squeeze(weights, 0)
+        return out, weights
+    if attn_mask is not None:
+        attn_mask = (S.unsqueeze(attn_mask, 0) if attn_mask.shape[0] == 1
+                     else S.reshape(attn_mask, (bsz, num_heads, -1, src_len)))
+    q = S.reshape(q, (bsz, num_heads, tgt_len, head_dim))
+    k = S.reshape(k, (bsz, num_heads, src_len, head_dim))
+    v = S.reshape(v, (bsz, num_heads, src_len, head_dim))
+    out = scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal)
+    out = S.reshape(S.permute(out, 2, 0, 1, 3), (bsz * tgt_len, embed_dim))
+    out = S.reshape(linear(out, out_proj_weight, out_proj_bias), (tgt_len, bsz, embed_dim))
+    if not is_batched:
+        out = S.squeeze(out, 1)
+    return out, None

@@ -1,0 +1,103 @@
+"""The functional pieces the other functional files build on: the input
+check, in-place application, ``linear`` / ``bilinear`` and the dropout
+family.  ``functional`` re-exports them; ``_attention`` imports them from
+here (it cannot import ``functional``, which re-exports it).
+
+Invariant: random ops (dropout) draw from tracec's generator, whose state
+is a tensor.
+"""
+from __future__ import annotations
+
+from tracec import creation
+from tracec import dtypes as dt
+from tracec import functions as TF
+from tracec import graph, ops
+from tracec import shape_ops as S
+from tracec.tensor import Tensor
+
+
+def _tensor(x, name: str) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}")
+    return x
+
+
+# --- linear ------------------------------------------------------------------------------
+
+def linear(input, weight, bias=None):
+    """``input @ weight.T + bias``."""
+    _tensor(input, "linear")
+    y = TF.matmul(input, S.t(weight) if weight.ndim == 2 else weight)
+    if bias is not None:
+        y = TF.add(y, bias)
+    return y
+
+
+def bilinear(input1, input2, weight, bias=None):
+    # y[n, o] = sum_ij x1[n, i] W[o, i, j] x2[n, j]
+    t = TF.matmul(S.unsqueeze(S.unsqueeze(input1, -2), -3), weight)      # [..., O, 1, J]
+    y = S.squeeze(TF.matmul(t, S.unsqueeze(S.unsqueeze(input2, -2), -1)), (-1, -2))
+    return y if bias is None else TF.add(y, bias)
+
+
+def _apply(fn, x: Tensor, inplace: bool) -> Tensor:
+    """``fn(x)``, or written into ``x`` for ``inplace=True``.  In place, the
+    math reads a copy when autograd records it, so the values its backward
+    saved are not the ones overwritten (PyTorch's in-place activations
+    backpropagate the same way)."""
+    if not inplace:
+        return fn(x)
+    src = x
+    if graph.is_grad_enabled() and x.requires_grad:
+        # A copy whose node saves nothing.  (S.clone would do, but the cast
+        # primitive saves its operand, which copy_ then bumps.)
+        src = ops.add(x, 0.0)
+    return x.copy_(fn(src))
+
+
+# --- dropout ---------------------------------------------------------------------------------
+
+def _check_p(p: float) -> None:
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+def _keep_mask(shape, p: float, x: Tensor) -> Tensor:
+    """Scale 1/(1-p) where kept (probability 1-p), else 0; drawn with
+    ``tracec.rand`` so the generator state is a tensor."""
+    work = x.dtype if x.dtype.is_floating_point else dt.get_default_dtype()
+    u = creation.rand(tuple(shape), dtype=work)
+    return ops.mul(ops.cast(ops.lt(u, 1.0 - p), work), 1.0 / (1.0 - p))
+
+
+def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    _tensor(input, "dropout")
+    _check_p(p)
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return _apply(lambda x: TF.mul(x, 0.0), input, inplace)
+    mask = _keep_mask(input.shape, p, input)
+    return _apply(lambda x: TF.mul(x, mask), input, inplace)
+
+
+def _feature_dropout(input, p, training, inplace, nsp, name):
+    _check_p(p)
+    if input.ndim not in (nsp + 1, nsp + 2):
+        raise RuntimeError(f"{name}: Expected {nsp + 1}D or {nsp + 2}D input, but received a "
+                           f"{input.ndim}D input")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return _apply(lambda x: TF.mul(x, 0.0), input, inplace)
+    shape = tuple(input.shape[:input.ndim - nsp]) + (1,) * nsp
+    mask = _keep_mask(shape, p, input)
+    return _apply(lambda x: TF.mul(x, mask), input, inplace)
+
+
+def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    return _feature_dropout(input, p, training, inplace, 1, "dropout1d")
+
+
+def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    return _feature_dropout(input, p, training, inplace, 2, "dropout2d")
