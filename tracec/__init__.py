@@ -46,3 +46,4 @@ from tracec.compiler import compile, trace  # noqa: E402,F401,A004
 from tracec import ir  # noqa: E402,F401
 from tracec import nn, optim  # noqa: E402,F401
 from tracec.serialization import load, save  # noqa: E402,F401
+from tracec import utils  # noqa: E402,F401
