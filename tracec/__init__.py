@@ -47,3 +47,4 @@ from tracec import ir  # noqa: E402,F401
 from tracec import nn, optim  # noqa: E402,F401
 from tracec.serialization import load, save  # noqa: E402,F401
 from tracec import utils  # noqa: E402,F401
+from tracec import distributions  # noqa: E402,F401
