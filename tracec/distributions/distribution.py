@@ -127,8 +127,6 @@ class Distribution:
                              f"distribution {self!r}, but found invalid values:\n{_show(value)}")
 
     def __repr__(self):
-        names = [k for k in self.arg_constraints if k in self.__dict__]
-        args = ", ".join(
-            f"{p}: {_show(self.__dict__[p]) if self.__dict__[p].numel() == 1 else self.__dict__[p].shape}"
-            for p in names)
+        params = [(k, self.__dict__[k]) for k in self.arg_constraints if k in self.__dict__]
+        args = ", ".join(f"{k}: {_show(v) if v.numel() == 1 else v.shape}" for k, v in params)
         return f"{type(self).__name__}({args})"
