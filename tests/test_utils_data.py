@@ -14,6 +14,8 @@ import tracec
 import tracec.utils.data as data
 from tracec.utils.data.distributed import DistributedSampler
 
+from nn_helpers import assert_same_containers
+
 
 def _as_np(x):
     if isinstance(x, (tracec.Tensor, torch.Tensor)):
@@ -21,23 +23,19 @@ def _as_np(x):
     return np.asarray(x)
 
 
-def _same(a, b):
-    """tracec batch ``a`` equals torch batch ``b`` (values, dtype, containers)."""
+def _same_leaf(a, b):
     if isinstance(b, torch.Tensor):
         assert isinstance(a, tracec.Tensor), type(a)
         assert a.dtype.name == str(b.dtype).removeprefix("torch."), (a.dtype, b.dtype)
         assert tuple(a.shape) == tuple(b.shape)
         np.testing.assert_array_equal(_as_np(a), _as_np(b))
-    elif isinstance(b, dict):
-        assert type(a) is type(b) and list(a) == list(b)
-        for k in b:
-            _same(a[k], b[k])
-    elif isinstance(b, (list, tuple)):
-        assert type(a) is type(b) and len(a) == len(b)
-        for x, y in zip(a, b):
-            _same(x, y)
     else:
         assert a == b
+
+
+def _same(a, b):
+    """tracec batch ``a`` equals torch batch ``b`` (values, dtype, containers)."""
+    assert_same_containers(a, b, _same_leaf)
 
 
 def _pair_datasets(n=10):
