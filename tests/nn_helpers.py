@@ -83,3 +83,19 @@ def compare_params_grads(tc_mod, th_mod, **t):
             continue
         assert n1[k].grad is not None, k
         close(n1[k].grad, n2[k].grad, err_msg=k, **t)
+
+
+def assert_same_containers(a, b, leaf):
+    """tracec-side ``a`` mirrors torch-side ``b``: the same container types
+    (dicts with the same keys in order, lists and tuples of the same
+    length), and ``leaf(x, y)`` checks every pair of non-containers."""
+    if isinstance(b, dict):
+        assert type(a) is type(b) and list(a) == list(b)
+        for k in b:
+            assert_same_containers(a[k], b[k], leaf)
+    elif isinstance(b, (list, tuple)) and not hasattr(b, "numel"):  # torch.Size is a tuple
+        assert type(a) is type(b) and len(a) == len(b)
+        for x, y in zip(a, b):
+            assert_same_containers(x, y, leaf)
+    else:
+        leaf(a, b)

@@ -46,3 +46,7 @@ from tracec.compiler import compile, trace  # noqa: E402,F401,A004
 from tracec import ir  # noqa: E402,F401
 from tracec import nn, optim  # noqa: E402,F401
 from tracec.serialization import load, save  # noqa: E402,F401
+from tracec import utils  # noqa: E402,F401
+from tracec import distributions  # noqa: E402,F401
+from tracec import accelerator, cuda  # noqa: E402,F401
+from tracec.backends import cudnn as _cudnn, mps as _mps  # noqa: E402,F401  (tracec.backends.*)

@@ -39,6 +39,10 @@ class device:
 
 
 cpu = device("cpu")
+#: Whether eager tensors can live on "cuda" in this build.  Not yet: so
+#: ``tracec.cuda.is_available()`` says False even where CuPy sees a GPU, and
+#: scripts choosing ``"cuda" if is_available() else "cpu"`` run on the CPU.
+EAGER_CUDA = False
 
 
 def to_device(spec) -> device:

@@ -29,10 +29,11 @@ object; distinct tensors that share memory (views of one array) are stored
 as one 1-D storage entry spanning them, and load as views sharing memory.
 bfloat16 is stored as real BF16.
 
-``load`` reads only JSON and raw bytes: a pickle (``pickle.dump``,
-``torch.save``), a truncated, corrupt or foreign file raises
-``CheckpointError`` (a ``RuntimeError`` and a ``ValueError``) naming the
-file; a missing file raises ``CheckpointNotFoundError`` (a
+``load`` reads only JSON and raw bytes here; files written by ``torch.save``
+(zip or legacy) and plain pickles go to ``tracec.torch_checkpoint``, which
+unpickles through an allow-list that never runs code.  A refused object,
+a truncated, corrupt or foreign file raises ``CheckpointError`` (a
+``RuntimeError`` and a ``ValueError``) naming the file; a missing file raises ``CheckpointNotFoundError`` (a
 ``FileNotFoundError`` and a ``ValueError``).  ``save`` is atomic: it writes a
 temporary file in the destination's folder, fsyncs it and ``os.replace``s
 it, so the destination holds the old file or the complete new one.
@@ -52,6 +53,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec.tensor import Tensor
+from tracec.torch_checkpoint import load_torch
 
 __all__ = ["save", "load", "CheckpointError", "CheckpointNotFoundError"]
 
@@ -440,20 +442,17 @@ class _Reader:
             raise self.error(f"the file is truncated (wanted {n} more bytes, got {len(data)})")
         return data
 
-    def foreign(self, head: bytes) -> CheckpointError:
-        self.fh.seek(max(0, self.size - 1))
+    def sniff(self) -> str | None:
+        """"zip" or "pickle" for a torch.save file or a pickle, else None."""
+        if self.size == 0:
+            return None
+        head = self.fh.read(min(self.size, 16))
+        self.fh.seek(self.size - 1)
         kind = _pickle_kind(head, self.fh.read(1))
-        refuse = ("this is a pickle file; tracec.load does not execute pickles ({}; "
-                  "save tensors with tracec.save, or convert the checkpoint to "
-                  "safetensors)")
-        if kind == "pickle":
-            return self.error(refuse.format("written by pickle or a legacy torch.save"))
-        if kind == "zip":
-            self.fh.seek(0)
-            blob = self.fh.read(min(self.size, 64 * 1024 * 1024))
-            if b".pkl" in blob:
-                return self.error(refuse.format("a torch.save zip archive holding data.pkl"))
-            return self.error("this is a zip archive, not a tracec checkpoint")
+        self.fh.seek(0)
+        return kind
+
+    def foreign(self, head: bytes) -> CheckpointError:
         if head.startswith(b"\x93NUMPY"):
             return self.error("this is a NumPy .npy file, not a tracec checkpoint "
                               "(use numpy.load)")
@@ -465,8 +464,6 @@ class _Reader:
             raise self.error("the file is empty")
         head = self.fh.read(min(self.size, 16))
         if self.size < 8:
-            if _pickle_kind(head, head[-1:]) or head.startswith(b"PK"):
-                raise self.foreign(head)
             raise self.error(f"the file is truncated or corrupt ({self.size} bytes, too short "
                              "for a checkpoint header)")
         (n,) = struct.unpack("<Q", head[:8])
@@ -587,15 +584,20 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
          **pickle_load_args):
     """Load an object saved by ``tracec.save`` from a path or binary file.
 
-    Only JSON and raw tensor bytes are read -- no code runs, whatever
-    ``weights_only`` says.  A plain safetensors file (without tracec's
-    metadata) loads as a dict of entry name to tensor.  ``map_location``
+    Also reads ``torch.save`` files (zip and legacy) and plain pickles of
+    what ``torch.load(weights_only=True)`` accepts; no code from the file
+    runs, whatever ``weights_only`` says.  A plain safetensors file (without
+    tracec's metadata) loads as a dict of entry name to tensor.  ``map_location``
     (a device, a device string, a dict mapping saved to new device strings,
     or a callable ``(tensor, saved_device) -> tensor``) moves loaded tensors.
     """
     fh, name, size, close = _open_source(f)
     try:
         reader = _Reader(fh, name, size)
+        kind = reader.sniff()
+        if kind is not None:  # a torch.save file or a pickle: read through an allow-list
+            return load_torch(fh, kind, reader.error,
+                              lambda t, saved: _finish(t, saved, map_location), map_location)
         meta, entries, data_start = reader.header()
         tracec_file = meta.get("format") == "tracec"
         crc = None

@@ -1,0 +1,173 @@
+"""``Categorical`` and ``OneHotCategorical``: discrete distributions over
+``K`` classes, parameterized by ``probs`` (normalized along the last
+dimension) or ``logits`` (normalized by ``logsumexp``), as in PyTorch.
+
+Sampling is written with tensor ops (inverse CDF: the CDF is ``probs``
+times an upper-triangular ones matrix), so it also runs under
+``tracec.compile``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec import functions as TF
+from tracec import graph
+from tracec.creation import arange, full, rand
+from tracec.distributions import constraints
+from tracec.distributions.distribution import Distribution
+from tracec.distributions.utils import broadcast_shape, lazy_property, logits_to_probs, \
+    probs_to_logits
+from tracec.nn.functional import one_hot
+from tracec.shape_ops import broadcast_to
+
+__all__ = ["Categorical", "OneHotCategorical"]
+
+
+class Categorical(Distribution):
+    arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
+    has_enumerate_support = True
+
+    def __init__(self, probs=None, logits=None, validate_args=None):
+        if (probs is None) == (logits is None):
+            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+        if probs is not None:
+            if probs.dim() < 1:
+                raise ValueError("`probs` parameter must be at least one-dimensional.")
+            self.probs = probs / probs.sum(-1, keepdim=True)
+        else:
+            if logits.dim() < 1:
+                raise ValueError("`logits` parameter must be at least one-dimensional.")
+            self.logits = logits - logits.logsumexp(dim=-1, keepdim=True)
+        self._param = self.probs if probs is not None else self.logits
+        self._num_events = self._param.shape[-1]
+        batch = tuple(self._param.shape[:-1])
+        super().__init__(batch, validate_args=validate_args)
+
+    @constraints.dependent_property
+    def support(self):
+        return constraints.integer_interval(0, self._num_events - 1)
+
+    @lazy_property
+    def logits(self):
+        return probs_to_logits(self.probs)
+
+    @lazy_property
+    def probs(self):
+        return logits_to_probs(self.logits)
+
+    @property
+    def param_shape(self) -> tuple:
+        return tuple(self._param.shape)
+
+    @property
+    def mean(self):
+        return full(self._extended_shape(), math.nan, dtype=self.probs.dtype)
+
+    @property
+    def mode(self):
+        return self.probs.argmax(dim=-1)
+
+    @property
+    def variance(self):
+        return full(self._extended_shape(), math.nan, dtype=self.probs.dtype)
+
+    def sample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        k = self._num_events
+        with graph.no_grad():
+            p = self.probs.detach()
+            work = dt.float64 if p.dtype is dt.float64 else dt.float32
+            p = p.to(work)
+            upper = TF.le(arange(k).unsqueeze(1), arange(k).unsqueeze(0)).to(work)
+            cdf = TF.matmul(p, upper)                       # batch + (k,)
+            u = rand(shape + (1,), dtype=work) * cdf[..., k - 1:]
+            # The class is the number of CDF steps at or below u.
+            idx = TF.le(cdf, u).long().sum(-1)
+            return TF.clamp(idx, max=k - 1)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        value = value.long().unsqueeze(-1)
+        shape = broadcast_shape(value.shape[:-1], self.logits.shape[:-1])
+        value = broadcast_to(value, shape + (1,))
+        log_pmf = broadcast_to(self.logits, shape + (self._num_events,))
+        return log_pmf.gather(-1, value).squeeze(-1)
+
+    def entropy(self):
+        min_real = float(np.finfo(np.float32 if self.logits.dtype is dt.bfloat16
+                                  else self.logits.dtype.np).min)
+        logits = TF.clamp(self.logits, min=min_real)
+        return -(logits * self.probs).sum(-1)
+
+    def enumerate_support(self, expand=True):
+        n = len(self._batch_shape)
+        values = arange(self._num_events).reshape((-1,) + (1,) * n)
+        if expand:
+            values = broadcast_to(values, (self._num_events,) + self._batch_shape)
+        return values
+
+
+class OneHotCategorical(Distribution):
+    arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
+    support = constraints.one_hot
+    has_enumerate_support = True
+
+    def __init__(self, probs=None, logits=None, validate_args=None):
+        self._categorical = Categorical(probs, logits)
+        super().__init__(self._categorical.batch_shape, self._categorical.param_shape[-1:],
+                         validate_args=validate_args)
+
+    @property
+    def _param(self):
+        return self._categorical._param
+
+    @property
+    def probs(self):
+        return self._categorical.probs
+
+    @property
+    def logits(self):
+        return self._categorical.logits
+
+    @property
+    def param_shape(self) -> tuple:
+        return self._categorical.param_shape
+
+    @property
+    def mean(self):
+        return self._categorical.probs
+
+    @property
+    def mode(self):
+        probs = self._categorical.probs
+        return one_hot(probs.argmax(-1), probs.shape[-1]).to(probs.dtype)
+
+    @property
+    def variance(self):
+        p = self._categorical.probs
+        return p * (1 - p)
+
+    def sample(self, sample_shape=()):
+        probs = self._categorical.probs
+        indices = self._categorical.sample(sample_shape)
+        return one_hot(indices, self._categorical._num_events).to(probs.dtype)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return self._categorical.log_prob(value.argmax(-1))
+
+    def entropy(self):
+        return self._categorical.entropy()
+
+    def enumerate_support(self, expand=True):
+        n = self.event_shape[0]
+        values = one_hot(arange(n), n).to(self._param.dtype)
+        values = values.reshape((n,) + (1,) * len(self.batch_shape) + (n,))
+        if expand:
+            values = broadcast_to(values, (n,) + self.batch_shape + (n,))
+        return values

@@ -1,0 +1,83 @@
+"""Helpers shared by the distributions: broadcasting parameters, lazily
+computed parameters, and the probs <-> logits conversions PyTorch uses
+(same clamping, so values and gradients agree with it)."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec import functions as TF
+from tracec.creation import tensor
+from tracec.shape_ops import broadcast_to
+from tracec.tensor import Tensor
+
+__all__ = ["broadcast_all", "broadcast_shape", "lazy_property", "clamp_probs",
+           "probs_to_logits", "logits_to_probs", "finfo_eps", "finfo_tiny"]
+
+
+def broadcast_shape(*shapes) -> tuple:
+    try:
+        return tuple(np.broadcast_shapes(*(tuple(s) for s in shapes)))
+    except ValueError:
+        raise RuntimeError(f"shapes {[tuple(s) for s in shapes]} cannot be broadcast "
+                           "together") from None
+
+
+def broadcast_all(*values):
+    """Tensors of one broadcast shape; numbers take the dtype of the first
+    tensor among ``values`` (the default float dtype if there is none)."""
+    for v in values:
+        if not isinstance(v, (Tensor, numbers.Number)):
+            raise ValueError("Input arguments must all be instances of numbers.Number, "
+                             "torch.Tensor or objects implementing __torch_function__.")
+    like = next((v for v in values if isinstance(v, Tensor)), None)
+    d = like.dtype if like is not None else dt.get_default_dtype()
+    ts = [v if isinstance(v, Tensor) else tensor(v, dtype=d) for v in values]
+    shape = broadcast_shape(*(t.shape for t in ts))
+    return tuple(t if tuple(t.shape) == shape else broadcast_to(t, shape) for t in ts)
+
+
+class lazy_property:
+    """A property computed on first use and then stored on the instance
+    (a distribution keeps whichever of probs/logits it was given)."""
+
+    def __init__(self, fn):
+        self.wrapped = fn
+        self.__doc__ = fn.__doc__
+        self.__name__ = fn.__name__
+
+    def __get__(self, instance, obj_type=None):
+        if instance is None:
+            return self
+        value = self.wrapped(instance)
+        instance.__dict__[self.wrapped.__name__] = value
+        return value
+
+
+def finfo_eps(d: dt.DType) -> float:
+    # NumPy has no bfloat16 (stored as float32 here); its epsilon is 2**-7.
+    return 2.0 ** -7 if d is dt.bfloat16 else float(np.finfo(d.np).eps)
+
+
+def finfo_tiny(d: dt.DType) -> float:
+    return float(np.finfo(np.float32 if d is dt.bfloat16 else d.np).tiny)
+
+
+def clamp_probs(probs: Tensor) -> Tensor:
+    eps = finfo_eps(probs.dtype)
+    return TF.clamp(probs, min=eps, max=1 - eps)
+
+
+def probs_to_logits(probs: Tensor, is_binary: bool = False) -> Tensor:
+    p = clamp_probs(probs)
+    if is_binary:
+        return TF.sub(TF.log(p), TF.log1p(TF.neg(p)))
+    return TF.log(p)
+
+
+def logits_to_probs(logits: Tensor, is_binary: bool = False) -> Tensor:
+    if is_binary:
+        return TF.sigmoid(logits)
+    return TF.softmax(logits, -1)

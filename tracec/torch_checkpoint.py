@@ -1,0 +1,411 @@
+"""Reading files written by ``torch.save`` (and plain pickles) without
+running any of their code.
+
+A pickle is a program; unpickling runs whatever callables it names.  Here
+an ``Unpickler`` subclass resolves a name only through an allow-list (what
+``torch.load(weights_only=True)`` accepts: the tensor rebuild functions,
+storage types, dtypes, ``torch.device``, ``torch.Size``, ``OrderedDict``,
+``set``...) to tracec's own reconstruction functions, and refuses any other
+name, naming it and the file, before anything is called.  Storages come
+from the archive through ``persistent_load`` as raw bytes; each tensor is
+NumPy's ``as_strided`` over its storage (offset, sizes, strides), copied,
+so views and storages shared between tensors load with the right values
+(as separate tensors).
+
+Formats: the zip archive (``ARCHIVE/data.pkl``, ``ARCHIVE/data/<key>``,
+``ARCHIVE/byteorder``), the legacy stream (``_use_new_zipfile_serialization
+=False``: magic number, protocol, system info, the object, the storage
+keys, then each storage as an int64 element count and its bytes), and a
+plain pickle of allowed objects.
+
+dtypes tracec lacks are widened without loss (int8, int16, uint16 ->
+int32; uint8, uint32 -> int64; uint64 -> int64 when the values fit);
+complex and float8 tensors are refused.
+"""
+from __future__ import annotations
+
+import _compat_pickle
+import collections
+import io
+import math
+import pickle
+import zipfile
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec.device import device
+from tracec.nn.parameter import Parameter
+from tracec.tensor import Tensor
+
+__all__ = ["load_torch"]
+
+_LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
+_LEGACY_PROTOCOL = 1001
+
+# torch dtype name -> NumPy dtype of its little-endian bytes
+_RAW = {"float32": "<f4", "float64": "<f8", "float16": "<f2", "bfloat16": "<u2",
+        "int64": "<i8", "int32": "<i4", "int16": "<i2", "int8": "i1", "uint8": "u1",
+        "bool": "u1", "uint16": "<u2", "uint32": "<u4", "uint64": "<u8",
+        "complex64": "<c8", "complex128": "<c16"}
+_STORAGE_DTYPES = {"FloatStorage": "float32", "DoubleStorage": "float64",
+                   "HalfStorage": "float16", "BFloat16Storage": "bfloat16",
+                   "LongStorage": "int64", "IntStorage": "int32", "ShortStorage": "int16",
+                   "CharStorage": "int8", "ByteStorage": "uint8", "BoolStorage": "bool",
+                   "ComplexFloatStorage": "complex64", "ComplexDoubleStorage": "complex128"}
+# Names of torch dtypes that may appear as values (``torch.float16``).
+_TORCH_DTYPE_NAMES = set(_RAW) | {"float", "double", "half", "long", "int", "short", "cfloat",
+                                  "cdouble", "float8_e4m3fn", "float8_e5m2", "qint8",
+                                  "quint8", "qint32"}
+
+
+class _StorageType:
+    """What ``torch.FloatStorage`` etc. stand for: an element dtype
+    (``None`` for ``torch.storage.UntypedStorage``: bytes)."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+
+class _Storage:
+    """A storage's raw bytes, its element dtype and where it was saved."""
+
+    def __init__(self, data: bytes, dtype, location: str, big_endian: bool):
+        self.data, self.dtype, self.location = data, dtype, location
+        self.big_endian = big_endian
+
+    def elements(self, dtype_name: str, error) -> np.ndarray:
+        raw = _RAW[dtype_name]
+        if self.big_endian and raw[0] == "<":
+            raw = ">" + raw[1:]
+        item = np.dtype(raw).itemsize
+        if len(self.data) % item:
+            raise error(f"a storage of {len(self.data)} bytes does not hold whole "
+                        f"{dtype_name} elements")
+        return np.frombuffer(self.data, dtype=raw)
+
+
+class ForeignDType:
+    """A torch dtype that tracec does not have, found as a value in a
+    checkpoint (for example ``torch.complex64``); it prints as PyTorch does."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self):
+        return f"torch.{self.name}"
+
+    def __eq__(self, other):
+        return isinstance(other, ForeignDType) and other.name == self.name
+
+    def __hash__(self):
+        return hash(("torch", self.name))
+
+
+def _dtype_name(d) -> str:
+    return d.name if isinstance(d, (dt.DType, ForeignDType)) else str(d)
+
+
+class _Builder:
+    """The allowed callables, bound to one file (its storages, its errors,
+    the caller's ``map_location``)."""
+
+    def __init__(self, error, finish):
+        self.error, self.finish = error, finish
+
+    def tensor(self, storage, offset, size, stride, requires_grad=False, hooks=None,
+               metadata=None, dtype=None):
+        if not isinstance(storage, _Storage):
+            raise self.error(f"a tensor's storage is {type(storage).__name__}, not a storage")
+        name = _dtype_name(dtype) if dtype is not None else storage.dtype
+        name = {"float": "float32", "double": "float64", "half": "float16",
+                "long": "int64", "int": "int32", "short": "int16"}.get(name, name)
+        if name not in _RAW or name.startswith("complex"):
+            raise self.error(f"a tensor has dtype torch.{name}, which tracec does not support")
+        flat = storage.elements(name, self.error)
+        size, stride = tuple(size), tuple(stride)
+        ints = (offset, *size, *stride)
+        if len(size) != len(stride) or not all(isinstance(x, int) and x >= 0 for x in ints):
+            raise self.error(f"a tensor has a bad layout (offset {offset}, size {size}, "
+                             f"stride {stride})")
+        if math.prod(size) == 0:
+            arr = np.empty(size, flat.dtype)
+        else:
+            last = offset + sum((n - 1) * s for n, s in zip(size, stride))
+            if last >= flat.size:
+                raise self.error(f"a tensor (offset {offset}, size {size}, stride {stride}) "
+                                 f"reaches past its storage of {flat.size} elements")
+            arr = np.lib.stride_tricks.as_strided(
+                flat[offset:], size, [s * flat.itemsize for s in stride]).copy()
+        t = _to_tensor(arr, name, self.error)
+        if requires_grad:
+            t.requires_grad_(True)
+        return self.finish(t, storage.location)
+
+    def tensor_v1(self, storage, offset, size, stride):
+        return self.tensor(storage, offset, size, stride)
+
+    def tensor_v3(self, storage, offset, size, stride, requires_grad, hooks, dtype,
+                  metadata=None):
+        return self.tensor(storage, offset, size, stride, requires_grad, hooks, dtype=dtype)
+
+    def parameter(self, data, requires_grad, hooks=None, state=None):
+        if not isinstance(data, Tensor):
+            raise self.error(f"a Parameter's data is {type(data).__name__}, not a tensor")
+        return Parameter(data, bool(requires_grad))
+
+    def from_type(self, func, new_type, args, state):
+        t = func(*args)
+        if new_type is Parameter and not isinstance(t, Parameter):
+            t = Parameter(t, t.requires_grad)
+        return t
+
+
+def _to_tensor(arr: np.ndarray, name: str, error) -> Tensor:
+    if name == "bfloat16":
+        f32 = (arr.astype(np.uint32) << 16).view(np.float32)
+        return Tensor._make(f32, dt.bfloat16)
+    if name == "bool":
+        arr = arr != 0
+    elif name == "uint64":
+        if arr.size and arr.max() > np.iinfo(np.int64).max:
+            raise error("a uint64 tensor has values beyond int64, the widest integer "
+                        "tracec has")
+        arr = arr.astype(np.int64)
+    d = dt.from_numpy_dtype(arr.dtype.newbyteorder("="))
+    # astype, not ascontiguousarray: the latter turns a 0-d array into 1-d.
+    return Tensor._make(arr.astype(d.np, order="C"), d)
+
+
+def _encode(text, encoding="latin1"):
+    """``_codecs.encode``, which protocol-2 pickles use for ``bytes``."""
+    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+        raise pickle.UnpicklingError("_codecs.encode is allowed only as bytes' latin1 encoding")
+    return text.encode("latin1")
+
+
+def _torch_dtype(name):
+    return dt.to_dtype(name) if name in ("float32", "float64", "float16", "bfloat16", "int32",
+                                         "int64", "bool", "float", "double", "half", "long",
+                                         "int") else ForeignDType(name)
+
+
+def _allowed(builder: _Builder) -> dict:
+    rc = {
+        ("collections", "OrderedDict"): collections.OrderedDict,
+        ("collections", "Counter"): collections.Counter,
+        ("builtins", "set"): set,
+        ("builtins", "frozenset"): frozenset,
+        ("builtins", "complex"): complex,
+        ("builtins", "bytearray"): bytearray,
+        ("_codecs", "encode"): _encode,
+        ("torch", "Size"): tuple,
+        ("torch", "device"): device,
+        ("torch", "Tensor"): Tensor,
+        ("torch.nn.parameter", "Parameter"): Parameter,
+        ("torch._utils", "_rebuild_tensor"): builder.tensor_v1,
+        ("torch._utils", "_rebuild_tensor_v2"): builder.tensor,
+        ("torch._utils", "_rebuild_tensor_v3"): builder.tensor_v3,
+        ("torch._utils", "_rebuild_parameter"): builder.parameter,
+        ("torch._utils", "_rebuild_parameter_with_state"): builder.parameter,
+        ("torch._tensor", "_rebuild_from_type_v2"): builder.from_type,
+        ("torch.storage", "UntypedStorage"): _StorageType(None),
+    }
+    for cls, name in _STORAGE_DTYPES.items():
+        rc["torch", cls] = _StorageType(name)
+    for name in _TORCH_DTYPE_NAMES:
+        rc["torch", name] = _torch_dtype(name)
+    return rc
+
+
+class _Unpickler(pickle.Unpickler):
+    """Resolves only allow-listed names; storages come from ``storages``."""
+
+    def __init__(self, fh, allowed, storages, error):
+        super().__init__(fh)
+        self.allowed, self.storages, self.error = allowed, storages, error
+
+    def find_class(self, module, name):
+        # Protocol-2 pickles use Python 2 names (__builtin__.set).
+        if (module, name) in _compat_pickle.NAME_MAPPING:
+            module, name = _compat_pickle.NAME_MAPPING[module, name]
+        elif module in _compat_pickle.IMPORT_MAPPING:
+            module = _compat_pickle.IMPORT_MAPPING[module]
+        obj = self.allowed.get((module, name))
+        if obj is None:
+            raise self.error(f"refusing to unpickle {module}.{name}: tracec.load never runs "
+                             "code from a checkpoint and accepts only what "
+                             "torch.load(weights_only=True) does (tensors, parameters, dicts, "
+                             "lists, tuples, sets, numbers, strings, dtypes, devices)")
+        return obj
+
+    def persistent_load(self, pid):
+        if not (isinstance(pid, tuple) and pid and pid[0] in ("storage", b"storage")):
+            raise self.error(f"unsupported persistent id {str(pid)[:60]!r} (only tensor "
+                             "storages are read)")
+        return self.storages(pid[1:])
+
+
+def _unpickle(data, allowed, storages, error):
+    try:
+        return _Unpickler(io.BytesIO(data) if isinstance(data, bytes) else data,
+                          allowed, storages, error).load()
+    except RuntimeError:
+        raise
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError,
+            AttributeError, ImportError, RecursionError, MemoryError) as e:
+        raise error(f"the pickle is corrupt or unsupported ({type(e).__name__}: {e})") from None
+
+
+def _storage_type(st, error):
+    if not isinstance(st, _StorageType):
+        raise error(f"a storage has type {type(st).__name__}, not a torch storage type")
+    return st.dtype or "uint8"
+
+
+def _load_zip(fh, error, finish, map_location):
+    try:
+        z = zipfile.ZipFile(fh)
+        names = z.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError) as e:
+        raise error(f"the zip archive is corrupt ({e})") from None
+    pkls = sorted((n for n in names if n.endswith("data.pkl") and n.count("/") <= 1),
+                  key=len)
+    if not pkls:
+        if any(n.endswith("constants.pkl") for n in names):
+            raise error("this is a TorchScript archive (torch.jit.save), not a torch.save "
+                        "checkpoint")
+        raise error("this is a zip archive, but neither a torch.save checkpoint (no data.pkl) "
+                    "nor a tracec checkpoint")
+    prefix = pkls[0][:-len("data.pkl")]
+    read = _zip_reader(z, error)
+    big = read(prefix + "byteorder", missing=b"little").strip() == b"big"
+    cache: dict = {}
+
+    def storages(args):
+        if len(args) != 4:
+            raise error(f"a storage id has {len(args)} fields, expected 4")
+        st, key, location, numel = args
+        key = key.decode("ascii") if isinstance(key, bytes) else str(key)
+        if key not in cache:
+            dtype = _storage_type(st, error)
+            data = read(f"{prefix}data/{key}")
+            cache[key] = _Storage(data, dtype, _decode(location), big)
+        return cache[key]
+
+    return _unpickle(read(prefix + "data.pkl"), _allowed(_Builder(error, finish)), storages,
+                     error)
+
+
+def _zip_reader(z, error):
+    def read(name, missing=None):
+        try:
+            return z.read(name)
+        except KeyError:
+            if missing is not None:
+                return missing
+            raise error(f"the archive has no entry {name} (truncated or corrupt)") from None
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+            raise error(f"the archive is corrupt ({name}: {e})") from None
+    return read
+
+
+def _decode(location):
+    return location.decode("ascii") if isinstance(location, bytes) else str(location)
+
+
+def _load_stream(fh, error, finish):
+    """A legacy ``torch.save`` stream, or a plain pickle."""
+    builder = _Builder(error, finish)
+    allowed = _allowed(builder)
+
+    def no_storages(args):
+        raise error("a plain pickle refers to tensor storages it does not hold")
+    first = _unpickle(fh, allowed, no_storages, error)
+    if first != _LEGACY_MAGIC:
+        return first  # a plain pickle of allowed objects
+    protocol = _unpickle(fh, allowed, no_storages, error)
+    if protocol != _LEGACY_PROTOCOL:
+        raise error(f"invalid protocol version {protocol!r} of a legacy torch.save file")
+    _unpickle(fh, allowed, no_storages, error)  # system info: ints and strings
+    pending: dict = {}
+
+    def storages(args):
+        if len(args) != 5:
+            raise error(f"a legacy storage id has {len(args)} fields, expected 5")
+        st, key, location, numel, view = args
+        if view is not None:
+            raise error("legacy storage views are not supported")
+        key = _decode(key)
+        if key not in pending:
+            pending[key] = _Storage(b"", _storage_type(st, error), _decode(location), False)
+        return pending[key]
+
+    # Storages are filled in after the object is unpickled, so tensors are
+    # built afterwards too: rebuild calls are recorded, then replayed.
+    deferred = _Deferred(builder, allowed)
+    result = _unpickle(fh, deferred.allowed, storages, error)
+    keys = _unpickle(fh, allowed, no_storages, error)
+    for key in keys:
+        key = _decode(key)
+        if key not in pending:
+            raise error(f"storage key {key!r} is not used by the object")
+        s = pending[key]
+        head = fh.read(8)
+        if len(head) != 8:
+            raise error("the file is truncated (a storage's size is missing)")
+        n = int.from_bytes(head, "little")
+        item = np.dtype(_RAW[s.dtype]).itemsize
+        s.data = fh.read(n * item)
+        if len(s.data) != n * item:
+            raise error(f"the file is truncated (storage {key} needs {n * item} bytes)")
+    return deferred.resolve(result)
+
+
+class _Deferred:
+    """Records tensor rebuilds during a legacy unpickle (storage bytes come
+    later in the stream) and replaces the placeholders afterwards."""
+
+    class Pending:
+        def __init__(self, fn, args):
+            self.fn, self.args = fn, args
+
+    def __init__(self, builder, allowed):
+        self.allowed = dict(allowed)
+        for key in (("torch._utils", "_rebuild_tensor"), ("torch._utils", "_rebuild_tensor_v2"),
+                    ("torch._utils", "_rebuild_tensor_v3"),
+                    ("torch._utils", "_rebuild_parameter"),
+                    ("torch._utils", "_rebuild_parameter_with_state"),
+                    ("torch._tensor", "_rebuild_from_type_v2")):
+            fn = allowed[key]
+            self.allowed[key] = (lambda f: lambda *a: _Deferred.Pending(f, a))(fn)
+        self.done: dict = {}
+
+    def resolve(self, obj, seen=None):
+        seen = set() if seen is None else seen
+        if isinstance(obj, _Deferred.Pending):
+            if id(obj) not in self.done:
+                self.done[id(obj)] = obj.fn(*(self.resolve(a, seen) for a in obj.args))
+            return self.done[id(obj)]
+        if isinstance(obj, (dict, list, tuple)):
+            if id(obj) in seen:
+                return obj
+            seen.add(id(obj))
+        if isinstance(obj, dict):
+            for k in list(obj):
+                obj[k] = self.resolve(obj[k], seen)
+        elif isinstance(obj, list):
+            obj[:] = [self.resolve(x, seen) for x in obj]
+        elif isinstance(obj, tuple):
+            return tuple(self.resolve(x, seen) for x in obj)
+        return obj
+
+
+def load_torch(fh, kind: str, error, finish, map_location=None):
+    """The object in a ``torch.save`` file or plain pickle ``fh`` (seekable,
+    at offset 0).  ``kind`` is ``"zip"`` or ``"pickle"``; ``error(msg)``
+    makes the exception to raise; ``finish(tensor, saved_location)``
+    applies ``map_location``."""
+    if kind == "zip":
+        return _load_zip(fh, error, finish, map_location)
+    return _load_stream(fh, error, finish)

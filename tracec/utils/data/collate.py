@@ -1,0 +1,160 @@
+"""``default_collate`` and ``default_convert``: how a ``DataLoader`` turns
+samples into batches.
+
+Rules (PyTorch's): tensors are stacked along a new first dimension; NumPy
+arrays and NumPy scalars become tensors and are stacked; Python ints become
+int64, floats float64 and bools bool tensors; strings and bytes stay lists;
+dicts, namedtuples, tuples and lists are collated field by field (a tuple
+comes back as a list, as in PyTorch).  A failure names the batch item, the
+field path inside the sample, and why.
+"""
+from __future__ import annotations
+
+import collections.abc
+import numbers
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec.creation import as_tensor, tensor
+from tracec.shape_ops import stack
+from tracec.tensor import Tensor
+
+__all__ = ["default_collate", "default_convert"]
+
+_ERR = ("default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; "
+        "found {}")
+
+
+def _type_name(x) -> str:
+    t = type(x)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _where(path: str) -> str:
+    return f" (at {path})" if path else ""
+
+
+def _bad_numpy(a) -> bool:
+    return a.dtype.kind in "USO" or a.dtype.kind == "V"
+
+
+def _stack_tensors(batch, path):
+    first = batch[0]
+    for i, t in enumerate(batch):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"default_collate: batch item {i}{_where(path)} is "
+                            f"{_type_name(t)} but item 0 is a Tensor")
+        if t.shape != first.shape:
+            raise RuntimeError(f"default_collate: batch item {i}{_where(path)} has shape "
+                               f"{tuple(t.shape)} but item 0 has {tuple(first.shape)}")
+    return stack(list(batch), 0)
+
+
+def _collate(batch, path):
+    elem = batch[0]
+    if isinstance(elem, Tensor):
+        return _stack_tensors(batch, path)
+    if isinstance(elem, np.ndarray) or isinstance(elem, (np.bool_, np.number)):
+        for i, a in enumerate(batch):
+            if not isinstance(a, (np.ndarray, np.bool_, np.number)):
+                raise TypeError(f"default_collate: batch item {i}{_where(path)} is "
+                                f"{_type_name(a)} but item 0 is a NumPy "
+                                f"{'array' if isinstance(elem, np.ndarray) else 'scalar'}")
+            if _bad_numpy(np.asarray(a)):
+                raise TypeError(_ERR.format(f"a NumPy array of dtype {a.dtype}") +
+                                f" in batch item {i}{_where(path)}")
+        if isinstance(elem, np.ndarray):
+            return _stack_tensors([as_tensor(a) for a in batch], path)
+        return as_tensor(np.array(batch))
+    if isinstance(elem, bool):
+        return tensor(_same_kind(batch, bool, path))
+    if isinstance(elem, numbers.Integral):
+        return tensor(_same_kind(batch, numbers.Integral, path), dtype=dt.int64)
+    if isinstance(elem, float):
+        return tensor(_same_kind(batch, numbers.Real, path), dtype=dt.float64)
+    if isinstance(elem, (str, bytes)):
+        return batch
+    if isinstance(elem, collections.abc.Mapping):
+        for i, d in enumerate(batch):
+            if not isinstance(d, collections.abc.Mapping) or d.keys() != elem.keys():
+                raise RuntimeError(f"default_collate: batch item {i}{_where(path)} has keys "
+                                   f"{_keys(d)} but item 0 has {_keys(elem)}")
+        out = {k: _collate([d[k] for d in batch], f"{path}[{k!r}]") for k in elem}
+        try:
+            return type(elem)(out)
+        except TypeError:
+            return out
+    if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # namedtuple
+        _equal_lengths(batch, path)
+        return type(elem)(*(_collate(s, f"{path}.{f}")
+                            for f, s in zip(elem._fields, zip(*batch))))
+    if isinstance(elem, collections.abc.Sequence):
+        _equal_lengths(batch, path)
+        # Each field's batch is a tuple, as in PyTorch (strings come back as one).
+        out = [_collate(s, f"{path}[{j}]") for j, s in enumerate(zip(*batch))]
+        if isinstance(elem, tuple):
+            return out
+        try:
+            return type(elem)(out)
+        except TypeError:
+            return out
+    raise TypeError(_ERR.format(_type_name(elem)) + _where(path))
+
+
+def _keys(d):
+    return sorted(map(str, d.keys())) if isinstance(d, collections.abc.Mapping) \
+        else f"none (it is {_type_name(d)})"
+
+
+def _same_kind(batch, kind, path):
+    for i, x in enumerate(batch):
+        if not isinstance(x, kind):
+            raise TypeError(f"default_collate: batch item {i}{_where(path)} is "
+                            f"{_type_name(x)} but item 0 is {_type_name(batch[0])}")
+    return list(batch)
+
+
+def _equal_lengths(batch, path):
+    n = len(batch[0])
+    for i, s in enumerate(batch):
+        if not isinstance(s, collections.abc.Sequence) or isinstance(s, (str, bytes)):
+            raise TypeError(f"default_collate: batch item {i}{_where(path)} is "
+                            f"{_type_name(s)} but item 0 is {_type_name(batch[0])}")
+        if len(s) != n:
+            raise RuntimeError(f"each element in list of batch should be of equal size: "
+                               f"batch item {i}{_where(path)} has {len(s)} elements but "
+                               f"item 0 has {n}")
+
+
+def default_collate(batch):
+    """Collate a list of samples into a batch (see the module docstring)."""
+    if len(batch) == 0:
+        raise ValueError("default_collate: the batch is empty")
+    return _collate(batch, "")
+
+
+def default_convert(data):
+    """What a ``DataLoader`` with ``batch_size=None`` applies to each
+    sample: NumPy arrays (not of strings or objects) become tensors, inside
+    dicts, namedtuples, tuples and lists too; everything else is unchanged."""
+    if isinstance(data, np.ndarray) and not _bad_numpy(data):
+        return as_tensor(data)
+    if isinstance(data, (np.bool_, np.number)):
+        return as_tensor(np.asarray(data))
+    if isinstance(data, collections.abc.Mapping):
+        out = {k: default_convert(v) for k, v in data.items()}
+        try:
+            return type(data)(out)
+        except TypeError:
+            return out
+    if isinstance(data, tuple) and hasattr(data, "_fields"):
+        return type(data)(*(default_convert(d) for d in data))
+    if isinstance(data, tuple):
+        return [default_convert(d) for d in data]
+    if isinstance(data, collections.abc.Sequence) and not isinstance(data, (str, bytes)):
+        try:
+            return type(data)([default_convert(d) for d in data])
+        except TypeError:
+            return [default_convert(d) for d in data]
+    return data

@@ -1,0 +1,189 @@
+"""Samplers: which indices a ``DataLoader`` reads, and in which order.
+
+Random samplers draw from a ``tracec.Generator``; without one they seed a
+fresh generator from the default one (as PyTorch does), so the order is
+fixed by ``tracec.manual_seed`` yet differs from epoch to epoch.  The order
+need not match PyTorch's bit for bit.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec.creation import Generator, default_generator, randperm
+from tracec.tensor import Tensor
+
+__all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
+           "WeightedRandomSampler", "BatchSampler"]
+
+
+def _uniform64(generator, n: int) -> np.ndarray:
+    """``n`` float64 draws in [0, 1) with 48 random bits each (the generator
+    gives 24 bits per draw)."""
+    u = generator.uniform((2, n), dt.float64)._data
+    return u[0] + u[1] * (1.0 / (1 << 24))
+
+
+def draw_seed(generator=None) -> int:
+    """A 63-bit seed drawn from ``generator`` (default: the global one)."""
+    u = (generator or default_generator).uniform((3,), dt.float64)._data
+    bits = [int(x * (1 << 24)) for x in u]
+    return ((bits[0] << 48) | (bits[1] << 24) | bits[2]) & 0x7FFFFFFFFFFFFFFF
+
+
+def seeded_generator(generator=None) -> Generator:
+    """``generator`` itself, or a fresh one seeded from the global generator."""
+    if generator is not None:
+        return generator
+    return Generator().manual_seed(draw_seed())
+
+
+class Sampler:
+    """Base class: subclasses define ``__iter__`` over indices (and ``__len__``)."""
+
+    def __init__(self, data_source=None) -> None:
+        pass
+
+    def __iter__(self):
+        raise NotImplementedError
+
+
+class SequentialSampler(Sampler):
+    """0, 1, ..., len(data_source) - 1."""
+
+    def __init__(self, data_source) -> None:
+        self.data_source = data_source
+
+    def __iter__(self):
+        return iter(range(len(self.data_source)))
+
+    def __len__(self) -> int:
+        return len(self.data_source)
+
+
+class RandomSampler(Sampler):
+    """A random permutation of the indices (repeated when ``num_samples``
+    exceeds the data set), or ``num_samples`` draws with replacement."""
+
+    def __init__(self, data_source, replacement: bool = False, num_samples=None,
+                 generator=None) -> None:
+        self.data_source = data_source
+        self.replacement = replacement
+        self._num_samples = num_samples
+        self.generator = generator
+        if not isinstance(self.replacement, bool):
+            raise TypeError(f"replacement should be a boolean value, but got "
+                            f"replacement={self.replacement}")
+        if not isinstance(self.num_samples, int) or self.num_samples <= 0:
+            raise ValueError(f"num_samples should be a positive integer value, but got "
+                             f"num_samples={self.num_samples}")
+
+    @property
+    def num_samples(self) -> int:
+        return len(self.data_source) if self._num_samples is None else self._num_samples
+
+    def __iter__(self):
+        n = len(self.data_source)
+        g = seeded_generator(self.generator)
+        if self.replacement:
+            u = _uniform64(g, self.num_samples)
+            yield from np.minimum((u * n).astype(np.int64), n - 1).tolist()
+            return
+        for _ in range(self.num_samples // n):
+            yield from randperm(n, generator=g).tolist()
+        yield from randperm(n, generator=g).tolist()[:self.num_samples % n]
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+class SubsetRandomSampler(Sampler):
+    """The given ``indices`` in a random order."""
+
+    def __init__(self, indices, generator=None) -> None:
+        self.indices = indices
+        self.generator = generator
+
+    def __iter__(self):
+        for i in randperm(len(self.indices), generator=self.generator).tolist():
+            yield self.indices[i]
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+class WeightedRandomSampler(Sampler):
+    """``num_samples`` indices drawn with probabilities proportional to
+    ``weights``."""
+
+    def __init__(self, weights, num_samples: int, replacement: bool = True,
+                 generator=None) -> None:
+        if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples <= 0:
+            raise ValueError(f"num_samples should be a positive integer value, but got "
+                             f"num_samples={num_samples}")
+        if not isinstance(replacement, bool):
+            raise ValueError(f"replacement should be a boolean value, but got "
+                             f"replacement={replacement}")
+        w = np.asarray(weights._data if isinstance(weights, Tensor) else weights, np.float64)
+        if w.ndim != 1:
+            raise ValueError(f"weights should be a 1d sequence but given weights have shape "
+                             f"{tuple(w.shape)}")
+        if (w < 0).any() or not np.isfinite(w).all() or w.sum() <= 0:
+            raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0 "
+                               "or a negative/non-finite weight)")
+        if not replacement and num_samples > int((w > 0).sum()):
+            raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
+                               "replacement")
+        self.weights = w
+        self.num_samples = num_samples
+        self.replacement = replacement
+        self.generator = generator
+
+    def __iter__(self):
+        g = seeded_generator(self.generator)
+        w = self.weights
+        if self.replacement:
+            cdf = np.cumsum(w)
+            u = _uniform64(g, self.num_samples) * cdf[-1]
+            idx = np.minimum(np.searchsorted(cdf, u, side="right"), len(w) - 1)
+        else:
+            # Exponential-race keys: the order of -log(u) / w is a draw
+            # without replacement proportional to w.
+            u = _uniform64(g, len(w))
+            with np.errstate(divide="ignore"):
+                keys = -np.log1p(-u) / w
+            idx = np.argsort(keys, kind="stable")[:self.num_samples]
+        yield from idx.tolist()
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+class BatchSampler(Sampler):
+    """Groups the indices of ``sampler`` into lists of ``batch_size``."""
+
+    def __init__(self, sampler, batch_size: int, drop_last: bool) -> None:
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0:
+            raise ValueError(f"batch_size should be a positive integer value, but got "
+                             f"batch_size={batch_size}")
+        if not isinstance(drop_last, bool):
+            raise ValueError(f"drop_last should be a boolean value, but got "
+                             f"drop_last={drop_last}")
+        self.sampler = sampler
+        self.batch_size = batch_size
+        self.drop_last = drop_last
+
+    def __iter__(self):
+        batch = []
+        for idx in self.sampler:
+            batch.append(idx)
+            if len(batch) == self.batch_size:
+                yield batch
+                batch = []
+        if batch and not self.drop_last:
+            yield batch
+
+    def __len__(self) -> int:
+        if self.drop_last:
+            return len(self.sampler) // self.batch_size
+        return (len(self.sampler) + self.batch_size - 1) // self.batch_size
