@@ -46,3 +46,16 @@ from tracec.compiler import compile, trace  # noqa: E402,F401,A004
 from tracec import ir  # noqa: E402,F401
 from tracec import nn, optim  # noqa: E402,F401
 from tracec.serialization import load, save  # noqa: E402,F401
+
+from tracec.rearrange import (cumprod, cumsum, diag, flip, fliplr, flipud,  # noqa: E402,F401
+                              index_select, narrow, repeat_interleave, roll, tril, triu)
+from tracec.sorting import argsort, msort, multinomial, sort, topk  # noqa: E402,F401
+from tracec.contraction import addmm, baddbmm, einsum, sparse_coo_tensor, spmm  # noqa: E402,F401
+from tracec.methods_extra import (clamp_max, clamp_min, isfinite, isinf,  # noqa: E402,F401
+                                  isneginf, isposinf)
+from tracec import sparse  # noqa: E402,F401
+
+
+def LongTensor(*data):  # noqa: N802 - PyTorch's legacy constructor
+    """``torch.LongTensor(data)`` / ``(sizes)``: an int64 tensor."""
+    return Tensor(*data, dtype=int64)

@@ -17,3 +17,6 @@ from tracec.nn.modules.flatten import Flatten, Unflatten  # noqa: F401
 from tracec.nn.modules.loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss,  # noqa: F401
                                     HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss,
                                     SmoothL1Loss)
+from tracec.nn.modules.pixelshuffle import PixelShuffle, PixelUnshuffle  # noqa: F401
+from tracec.nn.modules.upsampling import (Upsample, UpsamplingBilinear2d,  # noqa: F401
+                                          UpsamplingNearest2d)
