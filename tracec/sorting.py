@@ -94,7 +94,7 @@ def multinomial(input, num_samples: int, replacement: bool = False, *,  # noqa: 
     if not replacement and num_samples > n:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
                            "replacement")
-    _check_distribution(input, num_samples, replacement)
+    _check_distribution(input)
     with graph.no_grad():
         p = input.detach() if input.ndim == 2 else ops.reshape(input.detach(), (1, n))
         rows = p.shape[0]
@@ -110,6 +110,8 @@ def multinomial(input, num_samples: int, replacement: bool = False, *,  # noqa: 
             idx = ops.minimum(ops.reduce_sum(below, (2,)), n - 1)
         else:
             u = creation.rand((rows, n), dtype=work, generator=generator)
+            # Zero weights get -inf keys: drawn last (PyTorch too draws them
+            # once the positive ones run out).
             positive = ops.gt(p, 0.0)
             keys = ops.where(positive, ops.div(ops.log(u), ops.where(positive, p, 1.0)),
                              float("-inf"))
@@ -118,7 +120,7 @@ def multinomial(input, num_samples: int, replacement: bool = False, *,  # noqa: 
     return idx if input.ndim == 2 else ops.reshape(idx, (num_samples,))
 
 
-def _check_distribution(p: Tensor, num_samples: int, replacement: bool) -> None:
+def _check_distribution(p: Tensor) -> None:
     # A check of the argument only: the draw does not depend on this Python
     # reading (a compiled call checks the values it was traced with).
     a = p._data.astype(np.float64)
@@ -127,6 +129,3 @@ def _check_distribution(p: Tensor, num_samples: int, replacement: bool) -> None:
     rows = a.reshape(-1, a.shape[-1])
     if (rows.sum(axis=1) <= 0).any():
         raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
-    if not replacement and ((rows > 0).sum(axis=1) < num_samples).any():
-        raise RuntimeError("invalid multinomial distribution (with replacement=False, not "
-                           "enough non-negative category to sample)")
