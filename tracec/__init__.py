@@ -59,3 +59,16 @@ from tracec import sparse  # noqa: E402,F401
 def LongTensor(*data):  # noqa: N802 - PyTorch's legacy constructor
     """``torch.LongTensor(data)`` / ``(sizes)``: an int64 tensor."""
     return Tensor(*data, dtype=int64)
+
+
+class Size(tuple):
+    """``torch.Size``: a tuple of sizes (``Tensor.shape`` stays a plain tuple)."""
+
+    def __repr__(self):
+        return f"tracec.Size({list(self)})"
+
+    def numel(self) -> "builtins.int":
+        n = 1
+        for s in self:
+            n *= s
+        return n
