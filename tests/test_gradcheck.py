@@ -83,6 +83,7 @@ SAMPLES = {
     "reduce_min": [((_r((2, 3, 4), distinct=True),), {"axes": (0, 2)})],
     "argmax": [((_r((3, 4), distinct=True),), {"axis": 1})],
     "argmin": [((_r((3, 4), distinct=True),), {"axis": 0})],
+    "argsort": [((_r((3, 4), distinct=True),), {"axis": 1, "descending": False})],
     "matmul": [((_r((3, 4)), _r((4, 2))), {}), ((_r((2, 1, 3, 4)), _r((3, 4, 2))), {})],
     "reshape": [((_r((2, 6)),), {"shape": (3, 4)}), ((_r((1,)),), {"shape": ()})],
     "transpose": [((_r((2, 3, 4)),), {"perm": (2, 0, 1)})],

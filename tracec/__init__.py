@@ -50,3 +50,29 @@ from tracec import utils  # noqa: E402,F401
 from tracec import distributions  # noqa: E402,F401
 from tracec import accelerator, cuda  # noqa: E402,F401
 from tracec.backends import cudnn as _cudnn, mps as _mps  # noqa: E402,F401  (tracec.backends.*)
+
+from tracec.rearrange import (cumprod, cumsum, diag, flip, fliplr, flipud,  # noqa: E402,F401
+                              index_select, narrow, repeat_interleave, roll, tril, triu)
+from tracec.sorting import argsort, msort, multinomial, sort, topk  # noqa: E402,F401
+from tracec.contraction import addmm, baddbmm, einsum, sparse_coo_tensor, spmm  # noqa: E402,F401
+from tracec.methods_extra import (clamp_max, clamp_min, isfinite, isinf,  # noqa: E402,F401
+                                  isneginf, isposinf)
+from tracec import sparse  # noqa: E402,F401
+
+
+def LongTensor(*data):  # noqa: N802 - PyTorch's legacy constructor
+    """``torch.LongTensor(data)`` / ``(sizes)``: an int64 tensor."""
+    return Tensor(*data, dtype=int64)
+
+
+class Size(tuple):
+    """``torch.Size``: a tuple of sizes (``Tensor.shape`` stays a plain tuple)."""
+
+    def __repr__(self):
+        return f"tracec.Size({list(self)})"
+
+    def numel(self) -> "builtins.int":
+        n = 1
+        for s in self:
+            n *= s
+        return n

@@ -258,10 +258,12 @@ def randint_like(x, low, high=None, *, dtype=None) -> Tensor:
 
 
 def randperm(n, *, generator=None, dtype=None, device=None) -> Tensor:
-    from tracec.tensor import concrete
+    # The order of n uniforms: recorded (argsort is a primitive), so a
+    # compiled function draws a new permutation at every call.
     u = (generator or default_generator).uniform((n,), dt.float64)
-    perm = np.argsort(concrete(u, "randperm()"), kind="stable")
-    return Tensor._make(perm.astype(dt.to_dtype(dtype or dt.int64).np), dt.to_dtype(dtype or dt.int64))
+    perm = ops.argsort(u, 0)
+    d = dt.to_dtype(dtype or dt.int64)
+    return _finish(perm if d is dt.int64 else ops.cast(perm, d), False, device)
 
 
 def bernoulli(p, *, generator=None) -> Tensor:
@@ -269,6 +271,3 @@ def bernoulli(p, *, generator=None) -> Tensor:
     with graph.no_grad():
         return ops.cast(ops.lt(u, p), p.dtype)
 
-
-def multinomial(*a, **k):
-    raise NotImplementedError("multinomial is not supported by tracec yet")

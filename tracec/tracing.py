@@ -218,7 +218,11 @@ class Recording:
         if self.suspended:
             return
         e = self.env.get(id(t))
-        if e is not None and e[0] is t and id(t) not in self.consts:
+        # A tensor recorded in the call, or one that existed before it (an
+        # argument, a parameter, state not read yet): its value may differ
+        # at the next call, so a Python value taken from it would be frozen.
+        recorded = e is not None and e[0] is t and id(t) not in self.consts
+        if recorded or (e is None and t._birth != self.epoch):
             loc = user_location()
             self.fail(
                 f"{format_location(loc)}: {why} on a traced tensor makes Python control flow "

@@ -120,6 +120,20 @@ def _arg_cases():
             ([randn()], {"axis": 0}), ([bools(3, 4)], {"axis": 1})]
 
 
+def _argsort_cases():
+    y = randn(4, 6)
+    y[2, 3] = y[1, 0] = y[1, 4] = np.nan
+    y[0, 1] = y[0, 4] = y[0, 2]  # ties keep their order
+    out = []
+    for desc in (False, True):
+        out += [([randn(3, 4, 5)], {"axis": 1, "descending": desc}),
+                ([y], {"axis": 1, "descending": desc}),
+                ([ints(0, 3, 5, 7)], {"axis": 1, "descending": desc}),
+                ([bools(3, 4)], {"axis": 0, "descending": desc}),
+                ([randn(17, dtype=np.float64)], {"axis": 0, "descending": desc})]
+    return out + [([randn()], {"axis": 0, "descending": False})]
+
+
 def _cast_cases():
     out = []
     src = {np.float32: randn(3, 4) * 5, np.float64: randn(3, 4, dtype=np.float64) * 5,
@@ -158,6 +172,8 @@ def _cases(name):
         return _reduce_cases(name)
     if name in ("argmax", "argmin"):
         return _arg_cases()
+    if name == "argsort":
+        return _argsort_cases()
     if name == "reshape":
         return [([randn(3, 4)], {"shape": (4, 3)}), ([randn(2, 3, 4)], {"shape": (6, 1, 4)}),
                 ([randn(5)], {"shape": (5, 1)})]

@@ -85,6 +85,7 @@ def _specs() -> dict[str, PrimSpec]:
         add(n, "reduce", ["x"], [("axes", "ints")])
     for n in "argmax argmin".split():
         add(n, "arg", ["x"], [("axis", "int")])
+    add("argsort", "arg", ["x"], [("axis", "int"), ("descending", "scalar")])
     add("reshape", "reshape", ["x"], [("shape", "ints")])
     add("transpose", "transpose", ["x"], [("perm", "ints")])
     add("broadcast_to", "broadcast_to", ["x"], [("shape", "ints")])

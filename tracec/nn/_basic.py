@@ -8,6 +8,8 @@ is a tensor.
 """
 from __future__ import annotations
 
+import warnings
+
 from tracec import creation
 from tracec import dtypes as dt
 from tracec import functions as TF
@@ -81,23 +83,52 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False)
     return _apply(lambda x: TF.mul(x, mask), input, inplace)
 
 
-def _feature_dropout(input, p, training, inplace, nsp, name):
-    _check_p(p)
-    if input.ndim not in (nsp + 1, nsp + 2):
-        raise RuntimeError(f"{name}: Expected {nsp + 1}D or {nsp + 2}D input, but received a "
-                           f"{input.ndim}D input")
+def _feature_dropout(input, p, training, inplace, batched):
+    """Zero whole channels: one draw per (sample, channel); ``batched``
+    says whether dimension 0 is the batch (else the channels)."""
     if not training or p == 0.0:
         return input
     if p == 1.0:
         return _apply(lambda x: TF.mul(x, 0.0), input, inplace)
-    shape = tuple(input.shape[:input.ndim - nsp]) + (1,) * nsp
+    lead = 2 if batched else 1
+    shape = tuple(input.shape[:lead]) + (1,) * (input.ndim - lead)
     mask = _keep_mask(shape, p, input)
     return _apply(lambda x: TF.mul(x, mask), input, inplace)
 
 
 def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
-    return _feature_dropout(input, p, training, inplace, 1, "dropout1d")
+    _check_p(p)
+    if input.ndim not in (2, 3):
+        raise RuntimeError(
+            f"dropout1d: Expected 2D or 3D input, but received a {input.ndim}D input. "
+            "Note that dropout1d exists to provide channel-wise dropout on inputs with 1 "
+            "spatial dimension, a channel dimension, and an optional batch dimension "
+            "(i.e. 2D or 3D inputs).")
+    return _feature_dropout(input, p, training, inplace, input.ndim == 3)
 
 
 def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
-    return _feature_dropout(input, p, training, inplace, 2, "dropout2d")
+    # PyTorch 2.13's behaviour, warnings included: other ranks are deprecated
+    # but run (dimension 0 as batch, 1 as channel), and a 3-D input is taken
+    # as (N, C, L), not as an unbatched (C, H, W).
+    _check_p(p)
+    nd = input.ndim
+    if nd not in (3, 4):
+        warnings.warn(
+            f"dropout2d: Received a {nd}-D input to dropout2d, which is deprecated "
+            "and will result in an error in a future release. To retain the behavior "
+            "and silence this warning, please use dropout instead. Note that dropout2d "
+            "exists to provide channel-wise dropout on inputs with 2 spatial dimensions, "
+            "a channel dimension, and an optional batch dimension (i.e. 3D or 4D inputs).",
+            stacklevel=2)
+    if nd == 3:
+        warnings.warn(
+            "dropout2d: Received a 3D input to dropout2d and assuming that channel-wise "
+            "1D dropout behavior is desired - input is interpreted as shape (N, C, L), where C "
+            "is the channel dim. This behavior will change in a future release to interpret the "
+            "input as one without a batch dimension, i.e. shape (C, H, W). To maintain the 1D "
+            "channel-wise dropout behavior, please switch to using dropout1d instead.",
+            stacklevel=2)
+    if nd < 2:
+        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+    return _feature_dropout(input, p, training, inplace, True)

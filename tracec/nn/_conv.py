@@ -85,6 +85,10 @@ def _conv_padding(padding, kernel, stride, dilation, nsp):
             if any(s != 1 for s in stride):
                 raise RuntimeError("padding='same' is not supported for strided convolutions")
             total = [d * (k - 1) for k, d in zip(kernel, dilation)]
+            if any(t % 2 for t in total):
+                warnings.warn("Using padding='same' with even kernel lengths and odd dilation "
+                              "may require a zero-padded copy of the input be created",
+                              stacklevel=4)
             return tuple(t // 2 for t in total), tuple(t - t // 2 for t in total)
         raise RuntimeError(f"Invalid padding string '{padding}', should be one of "
                            "{'valid', 'same'}")

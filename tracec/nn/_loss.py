@@ -23,9 +23,10 @@ __all__ = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss",
 def _legacy_reduction(size_average, reduce) -> str:
     size_average = True if size_average is None else size_average
     reduce = True if reduce is None else reduce
-    if size_average and reduce:
-        return "mean"
-    return "sum" if reduce else "none"
+    ret = "mean" if size_average and reduce else "sum" if reduce else "none"
+    warnings.warn("size_average and reduce args will be deprecated, please use "
+                  f"reduction='{ret}' instead.", stacklevel=3)
+    return ret
 
 
 def _reduction(reduction, size_average=None, reduce=None) -> str:
@@ -79,6 +80,8 @@ l1_loss = _pointwise("l1_loss", lambda x, t: TF.abs(TF.sub(x, t)))
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean",
                    beta: float = 1.0):
     reduction = _reduction(reduction, size_average, reduce)
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     d = TF.abs(TF.sub(input, target))
     if beta == 0:
         return _reduce(d, reduction)
@@ -239,11 +242,17 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         raise ValueError(f"Using a target size ({list(target.shape)}) that is different to the "
                          f"input size ({list(input.shape)}) is deprecated. Please ensure they "
                          "have the same size.")
+    # A check of the arguments only (the loss does not depend on it): PyTorch
+    # refuses probabilities outside [0, 1], NaN included.
+    for what, v in (("input", input), ("target", target)):
+        a = v._data
+        if a.size and not ((a >= 0) & (a <= 1)).all():
+            raise RuntimeError(f"all elements of {what} should be between 0 and 1")
     t = _as(target, input.dtype)
     loss = TF.neg(TF.add(TF.mul(t, _clamped_log(input)),
                          TF.mul(TF.sub(1.0, t), _clamped_log(TF.sub(1.0, input)))))
-    if weight is not None:
-        loss = TF.mul(loss, weight)
+    if weight is not None:  # the result keeps the input's dtype, as PyTorch's
+        loss = TF.mul(loss, _as(weight, input.dtype))
     return _reduce(loss, reduction)
 
 
@@ -260,11 +269,11 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     m = TF.clamp(TF.neg(input), min=0.0)
     sp = TF.add(m, TF.log(TF.add(TF.exp(TF.neg(m)), TF.exp(TF.sub(TF.neg(input), m)))))
     if pos_weight is not None:
-        lw = TF.add(TF.mul(TF.sub(pos_weight, 1.0), t), 1.0)
+        lw = TF.add(TF.mul(TF.sub(_as(pos_weight, input.dtype), 1.0), t), 1.0)
         sp = TF.mul(lw, sp)
     loss = TF.add(TF.mul(TF.sub(1.0, t), input), sp)
     if weight is not None:
-        loss = TF.mul(loss, weight)
+        loss = TF.mul(loss, _as(weight, input.dtype))
     return _reduce(loss, reduction)
 
 
@@ -274,7 +283,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
         raise ValueError(f"{reduction} is not a valid value for reduction")
     if size_average is not None or reduce is not None:
         reduction = _legacy_reduction(size_average, reduce)
-    if reduction == "mean":
+    elif reduction == "mean":
         warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the "
                       "support size.'batchmean' divides only by the batch size, and aligns with "
                       "the KL div math definition.'mean' will be changed to behave the same as "

@@ -31,6 +31,8 @@ from tracec.nn._conv import (adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1
 from tracec.nn._loss import (binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: F401
                              cross_entropy, huber_loss, kl_div, l1_loss, mse_loss, nll_loss,
                              smooth_l1_loss)
+from tracec.nn._resample import (interpolate, pixel_shuffle, pixel_unshuffle,  # noqa: F401
+                                 upsample, upsample_bilinear, upsample_nearest)
 from tracec.tensor import Tensor
 
 one_hot = S.one_hot

@@ -4,7 +4,7 @@ Importing this package registers every primitive in ``PRIMITIVES``.
 """
 from tracec.ops.core import PRIMITIVES, Aval, Primitive, ShapeError, broadcast_shapes  # noqa: F401
 from tracec.ops import (creation, elementwise, indexing, linalg, movement,  # noqa: F401
-                        random, reduce)
+                        random, reduce, sort)
 from tracec.ops.creation import full, iota, zeros  # noqa: F401
 from tracec.ops.elementwise import *  # noqa: F401,F403
 from tracec.ops.elementwise import sum_to  # noqa: F401
@@ -13,3 +13,4 @@ from tracec.ops.linalg import matmul  # noqa: F401
 from tracec.ops.movement import broadcast_to, concatenate, pad, reshape, slice_, transpose  # noqa: F401
 from tracec.ops.random import random_uniform  # noqa: F401
 from tracec.ops.reduce import argmax, argmin, reduce_max, reduce_min, reduce_sum  # noqa: F401
+from tracec.ops.sort import argsort  # noqa: F401

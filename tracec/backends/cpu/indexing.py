@@ -1,5 +1,6 @@
 """Emitters for ``pad``, ``concatenate``, the integer-index ops (``take``,
-``gather``, ``index_add``, ``scatter_add``) and ``argmax`` / ``argmin``.
+``gather``, ``index_add``, ``scatter_add``), ``argmax`` / ``argmin`` and
+``argsort``.
 
 Index ops view their operands as ``[O, A, I]`` (dims before the axis, the
 axis, dims after it) and the indices as ``[O, J, I]`` (``gather``,
@@ -22,7 +23,7 @@ from tracec.backends.cpu import scalar
 from tracec.backends.cpu.builder import I1, I64, PTR, FuncBuilder
 from tracec.backends.cpu.fuse import _raw_strides
 
-__all__ = ["emit_movement", "emit_index", "emit_arg"]
+__all__ = ["emit_movement", "emit_index", "emit_arg", "emit_argsort"]
 
 
 def _split(shape, axis):
@@ -187,3 +188,61 @@ def emit_arg(low, op, name: str) -> None:
         fb.for_range(lo, hi, at_o)
     low.kernels.kernel(name, slots, O, body, work=O * A * I)
 
+
+
+def emit_argsort(low, op) -> None:
+    """Stable argsort by counting: element ``a`` lands at the number of
+    elements that come before it (smaller, or equal with a smaller index;
+    NaN is the largest value).  Quadratic in the sorted axis, but simple,
+    branch-free and exact; sorted axes in models (top-k over a row of
+    logits) are short."""
+    x = op.operands[0]
+    res = op.results[0]
+    xshape = ir.shape_of(x.type)
+    d = ir.dtype_of(x.type)
+    p = ir.op_params(op)
+    O, A, I = _split(xshape, p["axis"]) if xshape else (1, 1, 1)
+    desc = bool(p["descending"])
+    slots = [low.slot_value(res), low.slot_value(x)]
+
+    def body(fb, ptrs, err, lo, hi, status):
+        out, xp = ptrs
+
+        def strictly_before(vb, va):
+            if d.is_floating_point:
+                nan_a, nan_b = fb.fcmp("uno", va, va), fb.fcmp("uno", vb, vb)
+                if desc:
+                    bigger_nan = fb.ibin("and", nan_b, fb.fcmp("ord", va, va))
+                    return fb.ibin("or", fb.fcmp("ogt", vb, va), bigger_nan)
+                smaller = fb.ibin("and", nan_a, fb.fcmp("ord", vb, vb))
+                return fb.ibin("or", fb.fcmp("olt", vb, va), smaller)
+            pred = ("u" if d is dt.bool_ else "s") + ("gt" if desc else "lt")
+            return fb.icmp(pred, vb, va)
+
+        def equal(vb, va):
+            if d.is_floating_point:
+                both_nan = fb.ibin("and", fb.fcmp("uno", va, va), fb.fcmp("uno", vb, vb))
+                return fb.ibin("or", fb.fcmp("oeq", vb, va), both_nan)
+            return fb.icmp("eq", vb, va)
+
+        def at_o(o):
+            def at_i(i):
+                base = fb.add(fb.mul(o, fb.i64(A * I)), i)
+
+                def at_a(a):
+                    va = scalar.load(fb, xp, fb.add(base, fb.mul(a, fb.i64(I))), d)
+
+                    def count(b, rank):
+                        vb = scalar.load(fb, xp, fb.add(base, fb.mul(b, fb.i64(I))), d)
+                        tie_first = fb.ibin("and", equal(vb, va), fb.icmp("slt", b, a))
+                        before = fb.ibin("or", strictly_before(vb, va), tie_first)
+                        return [fb.add(rank, fb.cast("zext", before, I64))]
+                    (rank,) = fb.for_range(fb.i64(0), fb.i64(A), count, carried=[fb.i64(0)])
+                    fb.store(a, fb.gep(out, fb.add(base, fb.mul(rank, fb.i64(I))), I64), 8)
+                    return ()
+                fb.for_range(fb.i64(0), fb.i64(A), at_a)
+                return ()
+            fb.for_range(fb.i64(0), fb.i64(I), at_i)
+            return ()
+        fb.for_range(lo, hi, at_o)
+    low.kernels.kernel("argsort", slots, O, body, work=O * A * A * I)

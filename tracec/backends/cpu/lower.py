@@ -18,7 +18,7 @@ argument).
 What each op becomes: elementwise chains, reductions, movement ops and
 ``tracec.kernel`` bodies become loop programs (``fuse.py`` / ``loops.py``);
 a kernel body that cannot be one loop program is lowered op by op with its
-intermediates in the workspace; index ops, argmax/argmin and matmul have
+intermediates in the workspace; index ops, argmax/argmin, argsort and matmul have
 their own emitters.  A ``transpose`` of the last two axes that only matmuls
 read is not materialized: the matmul reads its source transposed (through
 the GEMM's packing); other transposes that move the innermost axis are
@@ -565,6 +565,8 @@ class Lowering:
             indexing.emit_index(self, op, name)
         elif name in ("argmax", "argmin"):
             indexing.emit_arg(self, op, name)
+        elif name == "argsort":
+            indexing.emit_argsort(self, op)
         elif name == "matmul":
             matmul.emit_matmul(self, op, self.mm_operands.get(op))
         else:

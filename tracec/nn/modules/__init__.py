@@ -23,3 +23,6 @@ from tracec.nn.modules.attention import MultiheadAttention  # noqa: F401
 from tracec.nn.modules.transformer import (Transformer, TransformerDecoder,  # noqa: F401
                                            TransformerDecoderLayer, TransformerEncoder,
                                            TransformerEncoderLayer)
+from tracec.nn.modules.pixelshuffle import PixelShuffle, PixelUnshuffle  # noqa: F401
+from tracec.nn.modules.upsampling import (Upsample, UpsamplingBilinear2d,  # noqa: F401
+                                          UpsamplingNearest2d)

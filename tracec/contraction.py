@@ -1,0 +1,262 @@
+"""Products beyond ``matmul``: ``addmm baddbmm einsum``, and the dense
+stand-in for PyTorch's COO sparse tensors (``sparse_coo_tensor``, ``spmm``).
+
+Invariant: composites of ``matmul``, ``transpose``, ``reshape``,
+``reduce_sum``, ``where`` and ``index_add``, so eager autograd and the
+compiler see only primitives.  ``einsum`` contracts its operands pairwise,
+left to right, each pair as one batched ``matmul``.  A "sparse" tensor here
+is dense (API.md allows it): ``sparse_coo_tensor`` sums the values at their
+indices into a dense tensor, and ``to_dense()`` / ``coalesce()`` return it.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec import ops
+from tracec.functions import _named, add, matmul, mul, promote
+from tracec.tensor import Tensor, concrete
+
+__all__ = ["addmm", "baddbmm", "einsum", "sparse_coo_tensor", "spmm"]
+
+
+def _scaled_sum(input, prod, beta, alpha, name):
+    if alpha != 1:
+        prod = mul(prod, alpha)
+    if beta == 0:  # input is ignored (its NaNs do not propagate), as in PyTorch
+        return _named(prod, name)
+    if beta != 1:
+        input = mul(input, beta)
+    return _named(add(input, prod), name)
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    """``beta * input + alpha * (mat1 @ mat2)``."""
+    if mat1.ndim != 2 or mat2.ndim != 2:
+        raise RuntimeError(f"mat1 must be a matrix, got {mat1.ndim}-D tensor" if mat1.ndim != 2
+                           else f"mat2 must be a matrix, got {mat2.ndim}-D tensor")
+    if mat1.shape[1] != mat2.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({mat1.shape[0]}x"
+                           f"{mat1.shape[1]} and {mat2.shape[0]}x{mat2.shape[1]})")
+    return _scaled_sum(input, matmul(mat1, mat2), beta, alpha, "AddmmBackward0")
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """``beta * input + alpha * (batch1 @ batch2)`` over a batch of matrices."""
+    if batch1.ndim != 3 or batch2.ndim != 3:
+        raise RuntimeError("batch1 must be a 3D tensor" if batch1.ndim != 3
+                           else "batch2 must be a 3D tensor")
+    if batch1.shape[0] != batch2.shape[0]:
+        raise RuntimeError(f"batch1 and batch2 must have same number of batches, got "
+                           f"{batch1.shape[0]} and {batch2.shape[0]}")
+    if batch1.shape[2] != batch2.shape[1]:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{batch1.shape[0]}, {batch1.shape[2]}] but got: "
+                           f"[{batch2.shape[0]}, {batch2.shape[1]}].")
+    return _scaled_sum(input, matmul(batch1, batch2), beta, alpha, "BaddbmmBackward0")
+
+
+# --- einsum ----------------------------------------------------------------------------
+
+_ELLIPSIS = [chr(0x3B1 + i) for i in range(24)]  # labels for "..." dims (Greek)
+
+
+def _parse(equation: str, operands):
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(operands):
+        raise ValueError(f"einsum(): more operands were provided than specified in the "
+                         f"equation" if len(operands) > len(terms) else
+                         "einsum(): fewer operands were provided than specified in the equation")
+    ell = 0
+    labels = []
+    for t, x in zip(terms, operands):
+        if t.count("...") > 1 or "." in t.replace("...", ""):
+            raise ValueError(f"einsum(): invalid subscript in term {t!r}")
+        named = t.replace("...", "")
+        for c in named:
+            if not c.isalpha():
+                raise ValueError(f"einsum(): invalid subscript given at index "
+                                 f"{equation.index(c)} in the equation string, subscripts "
+                                 "must be in [a-zA-Z]")
+        if "..." in t:
+            k = x.ndim - len(named)
+            if k < 0:
+                raise RuntimeError(f"einsum(): the number of subscripts in the equation "
+                                   f"({len(named)}) is more than the number of dimensions "
+                                   f"({x.ndim}) for operand {len(labels)}")
+            ell = max(ell, k)
+            head, _, tail = t.partition("...")
+            # Ellipsis dims align from the right, as broadcasting does.
+            labels.append(list(head) + _ELLIPSIS[24 - k:] + list(tail))
+        else:
+            if len(named) != x.ndim:
+                raise RuntimeError(f"einsum(): the number of subscripts in the equation "
+                                   f"({len(named)}) does not match the number of dimensions "
+                                   f"({x.ndim}) for operand {len(labels)} and no ellipsis "
+                                   "was given")
+            labels.append(list(t))
+    ell_labels = _ELLIPSIS[24 - ell:]
+    if arrow:
+        if "..." in rhs:
+            head, _, tail = rhs.partition("...")
+            out = list(head) + ell_labels + list(tail)
+        else:
+            out = list(rhs)
+        seen = {c for ls in labels for c in ls}
+        for c in out:
+            if c not in seen and c not in ell_labels:
+                raise ValueError(f"einsum(): output subscript {c} does not appear in the "
+                                 "equation for any input operand")
+        if len(set(out)) != len(out):
+            raise ValueError("einsum(): output subscript appears more than once in the output")
+    else:
+        counts: dict = {}
+        for ls in labels:
+            for c in ls:
+                counts[c] = counts.get(c, 0) + 1
+        out = ell_labels + sorted(c for c, n in counts.items()
+                                  if n == 1 and c not in _ELLIPSIS)
+    return labels, out
+
+
+def _diagonal(x, labels):
+    """Merge repeated labels of one operand (``ii`` -> ``i``): keep where the
+    indices agree, then sum one of the axes away."""
+    while len(set(labels)) != len(labels):
+        c = next(c for c in labels if labels.count(c) > 1)
+        i = labels.index(c)
+        j = labels.index(c, i + 1)
+        n = x.shape[i]
+        shape = tuple(n if k in (i, j) else 1 for k in range(x.ndim))
+        same = ops.eq(ops.iota(shape, dt.int64, i, like=x), ops.iota(shape, dt.int64, j, like=x))
+        x = ops.reduce_sum(ops.where(same, x, 0), (j,))
+        labels = labels[:j] + labels[j + 1:]
+    return x, labels
+
+
+def _sum_out(x, labels, keep):
+    axes = tuple(i for i, c in enumerate(labels) if c not in keep)
+    if not axes:
+        return x, labels
+    return ops.reduce_sum(x, axes), [c for c in labels if c in keep]
+
+
+def _permute(x, labels, order):
+    perm = [labels.index(c) for c in order]
+    if perm != list(range(len(perm))):
+        x = ops.transpose(x, tuple(perm))
+    return x
+
+
+def _contract(a, la, b, lb, keep, sizes):
+    batch = [c for c in la if c in lb and c in keep]
+    inner = [c for c in la if c in lb and c not in keep]
+    only_a = [c for c in la if c not in lb]
+    only_b = [c for c in lb if c not in la]
+    a = _permute(a, la, batch + only_a + inner)
+    b = _permute(b, lb, batch + inner + only_b)
+    bs = tuple(sizes[c] for c in batch)
+    m, k, n = (math.prod(sizes[c] for c in g) for g in (only_a, inner, only_b))
+    a = ops.reshape(a, (math.prod(bs), m, k))
+    b = ops.reshape(b, (math.prod(bs), k, n))
+    y = ops.matmul(a, b)
+    return ops.reshape(y, bs + tuple(sizes[c] for c in only_a + only_b)), batch + only_a + only_b
+
+
+def einsum(equation, *operands):
+    """``torch.einsum``: letters, ``...``, implicit or explicit output,
+    repeated letters within an operand (diagonals) and size-1 broadcasting."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    if not operands:
+        raise RuntimeError("einsum(): must provide at least one operand")
+    for x in operands:
+        if not isinstance(x, Tensor):
+            raise TypeError(f"einsum(): operands must be Tensors, not {type(x).__name__}")
+    operands, _ = promote("einsum", *operands)
+    labels, out = _parse(equation, operands)
+    sizes: dict = {}
+    for i, (x, ls) in enumerate(zip(operands, labels)):
+        for c, s in zip(ls, x.shape):
+            if sizes.get(c, 1) != 1 and s != 1 and s != sizes[c]:
+                raise RuntimeError(f"einsum(): subscript {c} has size {s} for operand {i} which "
+                                   f"does not broadcast with previously seen size {sizes[c]}")
+            if s != 1 or c not in sizes:
+                sizes[c] = s
+    xs = []
+    for x, ls in zip(operands, labels):
+        full = tuple(sizes[c] for c in ls)
+        if tuple(x.shape) != full:
+            x = ops.broadcast_to(x, full)
+        xs.append(_diagonal(x, ls))
+    y, ly = xs[0]
+    for i in range(1, len(xs)):
+        b, lb = xs[i]
+        # Labels needed after this pair: the output's and later operands'.
+        after = set(out).union(*[set(l) for _, l in xs[i + 1:]])
+        y, ly = _sum_out(y, ly, after | set(lb))
+        b, lb = _sum_out(b, lb, after | set(ly))
+        y, ly = _contract(y, ly, b, lb, after, sizes)
+    y, ly = _sum_out(y, ly, set(out))
+    y = _permute(y, ly, out)
+    if y is operands[0]:
+        y = ops.cast(y, y.dtype)
+    return y
+
+
+# --- sparse (dense stand-ins) ------------------------------------------------------------
+
+def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None,
+                      requires_grad=False, check_invariants=None, is_coalesced=None):
+    """A dense tensor holding the sum of ``values`` at ``indices`` (the COO
+    layout's meaning once coalesced); ``indices`` is ``[sparse_dims, nnz]``,
+    ``values`` is ``[nnz, *dense_dims]``."""
+    from tracec.creation import _finish, tensor as _tensor
+    if not isinstance(indices, Tensor):
+        indices = _tensor(np.asarray(indices), dtype=dt.int64)
+    if not isinstance(values, Tensor):
+        values = _tensor(values)
+    if indices.ndim != 2:
+        raise RuntimeError(f"indices must be sparse_dim x nnz, but got: {list(indices.shape)}")
+    if indices.dtype is not dt.int64:
+        raise RuntimeError("indices must be an int64 tensor")
+    sd, nnz = indices.shape
+    if values.ndim < 1 or values.shape[0] != nnz:
+        raise RuntimeError(f"indices and values must have same nnz, but got nnz from indices: "
+                           f"{nnz}, nnz from values: {values.shape[0] if values.ndim else 0}")
+    if dtype is not None and dt.to_dtype(dtype) is not values.dtype:
+        values = ops.cast(values, dt.to_dtype(dtype))
+    dense = tuple(values.shape[1:])
+    if size is None:
+        idx = concrete(indices, "sparse_coo_tensor() without size")
+        size = tuple(int(m) + 1 for m in idx.max(axis=1)) + dense if nnz else (0,) * sd + dense
+    size = tuple(int(s) for s in size)
+    if len(size) != sd + len(dense) or size[sd:] != dense:
+        raise RuntimeError(f"number of dimensions must be sparse_dim ({sd}) + dense_dim "
+                           f"({len(dense)}), but got {len(size)}")
+    idx = indices._data  # a range check only
+    if nnz and ((idx < 0).any() or (idx >= np.asarray(size[:sd]).reshape(-1, 1)).any()):
+        raise RuntimeError("found an index out of bounds of the size given to "
+                           "sparse_coo_tensor()")
+    # Flat position of each entry over the sparse dimensions (row-major).
+    flat = None
+    for d in range(sd):
+        row = ops.reshape(ops.slice_(indices, (d, 0), (d + 1, nnz), (1, 1)), (nnz,))
+        flat = row if flat is None else ops.add(ops.mul(flat, size[d]), row)
+    if flat is None:
+        flat = ops.full((nnz,), 0, dt.int64, like=values)
+    total = math.prod(size[:sd])
+    out = ops.index_add(ops.zeros((total,) + dense, values.dtype, like=values), flat, values, 0)
+    out = ops.reshape(out, size)
+    return _finish(out, requires_grad, device)
+
+
+def spmm(mat1, mat2):
+    """``torch.spmm``: a matrix product (``mat1`` is a dense stand-in)."""
+    if mat1.ndim != 2 or mat2.ndim != 2:
+        raise RuntimeError(f"spmm: expected 2-D tensors, got {mat1.ndim}-D and {mat2.ndim}-D")
+    return matmul(mat1, mat2)

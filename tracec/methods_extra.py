@@ -1,0 +1,130 @@
+"""More of PyTorch's tensor API: ``new_*`` constructors, ``__format__``,
+``clamp_min clamp_max isinf isfinite isposinf isneginf``, and the Tensor
+methods (and in-place forms) of ``rearrange``, ``sorting`` and
+``contraction``'s ops.
+
+Invariant: like ``methods``, only binds functions defined elsewhere or
+composites of them; ``__format__`` follows PyTorch's rule exactly (a 0-d
+tensor formats as its Python number; any other tensor formats as ``str``
+for an empty spec and raises ``TypeError`` for any other spec).
+"""
+from __future__ import annotations
+
+from tracec import contraction as C
+from tracec import creation, ops
+from tracec import dtypes as dt
+from tracec import functions as F
+from tracec import rearrange as R
+from tracec import sorting
+from tracec.methods import _inplace
+from tracec.tensor import Tensor
+
+__all__ = ["clamp_min", "clamp_max", "isinf", "isfinite", "isposinf", "isneginf"]
+
+
+def clamp_min(x, min):  # noqa: A002 - PyTorch's name
+    return F.clamp(x, min=min)
+
+
+def clamp_max(x, max):  # noqa: A002
+    return F.clamp(x, max=max)
+
+
+def _float_test(x, name, on_float, on_other: bool):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}")
+    if x.dtype.is_floating_point:
+        return on_float(x)
+    return ops.full(tuple(x.shape), on_other, dt.bool_, like=x)
+
+
+def isinf(x):
+    return _float_test(x, "isinf", lambda t: ops.eq(ops.abs_(t), float("inf")), False)
+
+
+def isfinite(x):
+    # NaN compares false, so |x| < inf is false for NaN and the infinities.
+    return _float_test(x, "isfinite", lambda t: ops.lt(ops.abs_(t), float("inf")), True)
+
+
+def isposinf(x):
+    return _float_test(x, "isposinf", lambda t: ops.eq(t, float("inf")), False)
+
+
+def isneginf(x):
+    return _float_test(x, "isneginf", lambda t: ops.eq(t, float("-inf")), False)
+
+
+# --- new_* ---------------------------------------------------------------------------
+
+def _new(self, dtype, device, requires_grad, make):
+    d = self.dtype if dtype is None else dt.to_dtype(dtype)
+    return make(d, device, requires_grad)
+
+
+def _new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+    return _new(self, dtype, device, requires_grad, lambda d, dev, rg: creation.zeros(
+        *size, dtype=d, device=dev, requires_grad=rg))
+
+
+def _new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+    return _new(self, dtype, device, requires_grad, lambda d, dev, rg: creation.ones(
+        *size, dtype=d, device=dev, requires_grad=rg))
+
+
+def _new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+    return _new(self, dtype, device, requires_grad, lambda d, dev, rg: creation.empty(
+        *size, dtype=d, device=dev, requires_grad=rg))
+
+
+def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    return _new(self, dtype, device, requires_grad, lambda d, dev, rg: creation.full(
+        size, fill_value, dtype=d, device=dev, requires_grad=rg))
+
+
+def _new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+    # A copy with no autograd history, of this tensor's dtype unless told.
+    if isinstance(data, Tensor):
+        data = data.detach()._data
+    return _new(self, dtype, device, requires_grad, lambda d, dev, rg: creation.tensor(
+        data, dtype=d, device=dev, requires_grad=rg))
+
+
+def _format(self, spec: str) -> str:
+    if self.ndim == 0 and type(self) is Tensor:
+        return format(self.detach().item(), spec)
+    return object.__format__(self, spec)
+
+
+def _identity(self):
+    return self
+
+
+Tensor.new_zeros = _new_zeros
+Tensor.new_ones = _new_ones
+Tensor.new_empty = _new_empty
+Tensor.new_full = _new_full
+Tensor.new_tensor = _new_tensor
+Tensor.__format__ = _format
+# The dense stand-in of a sparse COO tensor is already dense and coalesced.
+Tensor.to_dense = _identity
+Tensor.coalesce = _identity
+
+_METHODS = {
+    "clamp_min": clamp_min, "clamp_max": clamp_max, "isinf": isinf, "isfinite": isfinite,
+    "isposinf": isposinf, "isneginf": isneginf,
+    "narrow": R.narrow, "index_select": R.index_select, "repeat": R.repeat,
+    "repeat_interleave": R.repeat_interleave, "flip": R.flip, "fliplr": R.fliplr,
+    "flipud": R.flipud, "roll": R.roll, "tril": R.tril, "triu": R.triu, "diag": R.diag,
+    "cumsum": R.cumsum, "cumprod": R.cumprod,
+    "sort": sorting.sort, "argsort": sorting.argsort, "topk": sorting.topk,
+    "msort": sorting.msort, "multinomial": sorting.multinomial,
+    "addmm": C.addmm, "baddbmm": C.baddbmm,
+}
+for _name, _fn in _METHODS.items():
+    setattr(Tensor, _name, _fn)
+
+for _name, _fn in {"clamp_min_": clamp_min, "clamp_max_": clamp_max, "tril_": R.tril,
+                   "triu_": R.triu, "cumsum_": R.cumsum, "cumprod_": R.cumprod,
+                   "addmm_": C.addmm, "baddbmm_": C.baddbmm}.items():
+    setattr(Tensor, _name, _inplace(_name, _fn))

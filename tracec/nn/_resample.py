@@ -1,0 +1,208 @@
+"""Resampling: ``pixel_shuffle pixel_unshuffle interpolate`` (and the
+deprecated ``upsample*`` aliases), re-exported by ``functional``.
+
+Invariant: composites of ``reshape``/``transpose`` (pixel shuffles) and of
+``take`` with index tensors fixed by the shapes (interpolation: nearest
+picks one source per output position, linear blends two, one spatial axis
+at a time), so gradients and ``tracec.compile`` come for free.  Source
+positions follow PyTorch's CPU kernels exactly, including the use of a
+given ``scale_factor`` rather than the size ratio.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tracec import functions as TF
+from tracec import ops
+from tracec.tensor import Tensor
+
+__all__ = ["pixel_shuffle", "pixel_unshuffle", "interpolate", "upsample", "upsample_nearest",
+           "upsample_bilinear"]
+
+
+def _check_shuffle(x, name):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}")
+    if x.ndim < 3:
+        raise RuntimeError(f"{name} expects input to have at least 3 dimensions, but got input "
+                           f"with {x.ndim} dimension(s)")
+
+
+def pixel_shuffle(input, upscale_factor: int):
+    """``[*, C*r*r, H, W] -> [*, C, H*r, W*r]``."""
+    _check_shuffle(input, "pixel_shuffle")
+    r = int(upscale_factor)
+    if r <= 0:
+        raise RuntimeError(f"pixel_shuffle expects a positive upscale_factor, but got {r}")
+    *lead, c, h, w = input.shape
+    if c % (r * r):
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be "
+                           f"divisible by the square of upscale_factor, but input.size(-3)={c} "
+                           f"is not divisible by {r * r}")
+    k = len(lead)
+    y = ops.reshape(input, (*lead, c // (r * r), r, r, h, w))
+    perm = tuple(range(k)) + tuple(k + i for i in (0, 3, 1, 4, 2))
+    y = ops.transpose(y, perm)
+    return TF._named(ops.reshape(y, (*lead, c // (r * r), h * r, w * r)),
+                     "PixelShuffleBackward0")
+
+
+def pixel_unshuffle(input, downscale_factor: int):
+    """``[*, C, H*r, W*r] -> [*, C*r*r, H, W]``."""
+    _check_shuffle(input, "pixel_unshuffle")
+    r = int(downscale_factor)
+    if r <= 0:
+        raise RuntimeError(f"pixel_unshuffle expects a positive downscale_factor, but got {r}")
+    *lead, c, h, w = input.shape
+    for size, what, i in ((h, "height", -2), (w, "width", -1)):
+        if size % r:
+            raise RuntimeError(f"pixel_unshuffle expects {what} to be divisible by "
+                               f"downscale_factor, but input.size({i})={size} is not divisible "
+                               f"by {r}")
+    k = len(lead)
+    y = ops.reshape(input, (*lead, c, h // r, r, w // r, r))
+    perm = tuple(range(k)) + tuple(k + i for i in (0, 2, 4, 1, 3))
+    y = ops.transpose(y, perm)
+    return TF._named(ops.reshape(y, (*lead, c * r * r, h // r, w // r)),
+                     "PixelUnshuffleBackward0")
+
+
+_MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "area", "nearest-exact")
+_LINEAR_RANK = {"linear": 3, "bilinear": 4, "trilinear": 5}
+
+
+def _source_scale(in_size, out_size, scale, align_corners):
+    """PyTorch's ``area_pixel_compute_scale``."""
+    if align_corners:
+        return (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+    return 1.0 / scale if scale is not None and scale > 0 else in_size / out_size
+
+
+def _nearest_index(in_size, out_size, scale, exact):
+    s = 1.0 / scale if scale is not None and scale > 0 else in_size / out_size
+    dst = np.arange(out_size, dtype=np.float32)
+    s = np.float32(s)
+    src = np.floor((dst + np.float32(0.5)) * s) if exact else np.floor(dst * s)
+    return np.minimum(src.astype(np.int64), in_size - 1)
+
+
+def _linear_weights(in_size, out_size, scale, align_corners, np_dtype):
+    """Lower and upper source index and the upper one's weight, per output."""
+    # PyTorch computes positions in the input's accumulate type (float for
+    # float32, double for float64).
+    s = np_dtype.type(_source_scale(in_size, out_size, scale, align_corners))
+    dst = np.arange(out_size, dtype=np_dtype)
+    if align_corners:
+        src = dst * s
+    else:
+        src = np.maximum(s * (dst + np_dtype.type(0.5)) - np_dtype.type(0.5), 0)
+    lo = np.minimum(src.astype(np.int64), in_size - 1)
+    hi = np.minimum(lo + 1, in_size - 1)
+    lam = np.clip(src - lo, 0, 1).astype(np_dtype)
+    return lo, hi, lam
+
+
+def _const(arr, like):
+    return Tensor._from_data(arr, dtype=like.dtype if arr.dtype.kind == "f" else None)
+
+
+def _resize_axis(x, axis, out_size, scale, mode, align_corners):
+    in_size = x.shape[axis]
+    if in_size == out_size and mode not in ("nearest", "nearest-exact"):
+        return x  # PyTorch copies the input when a linear axis keeps its size
+    if mode in ("nearest", "nearest-exact"):
+        idx = _nearest_index(in_size, out_size, scale, mode == "nearest-exact")
+        if in_size == out_size and np.array_equal(idx, np.arange(in_size)):
+            return x
+        return ops.take(x, _const(idx, x), axis)
+    lo, hi, lam = _linear_weights(in_size, out_size, scale, align_corners, x.dtype.np)
+    shape = tuple(out_size if i == axis else 1 for i in range(x.ndim))
+    w1 = ops.reshape(_const(lam, x), shape)
+    a = ops.take(x, _const(lo, x), axis)
+    b = ops.take(x, _const(hi, x), axis)
+    return TF.add(TF.mul(a, TF.sub(1.0, w1)), TF.mul(b, w1))
+
+
+def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
+                align_corners=None, recompute_scale_factor=None, antialias: bool = False):
+    """``torch.nn.functional.interpolate`` for modes nearest, nearest-exact,
+    linear (3-D), bilinear (4-D) and trilinear (5-D)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"interpolate(): argument 'input' must be Tensor, not "
+                        f"{type(input).__name__}")
+    if mode in ("nearest", "area", "nearest-exact"):
+        if align_corners is not None:
+            raise ValueError("align_corners option can only be set with the interpolating "
+                             "modes: linear | bilinear | bicubic | trilinear")
+    elif align_corners is None:
+        align_corners = False
+    nsp = input.ndim - 2
+    if size is not None and scale_factor is not None:
+        raise ValueError("only one of size or scale_factor should be defined")
+    if size is not None:
+        sizes = list(size) if isinstance(size, (list, tuple)) else [size] * max(nsp, 0)
+        if len(sizes) != nsp:
+            raise ValueError(f"Input and output must have the same number of spatial "
+                             f"dimensions, but got input with spatial dimensions of "
+                             f"{list(input.shape[2:])} and output size of {size}. Please "
+                             "provide input tensor in (N, C, d1, d2, ...,dK) format and output "
+                             "size in (o1, o2, ...,oK) format.")
+        sizes = [int(s) for s in sizes]
+        scales = [None] * nsp
+    elif scale_factor is not None:
+        scales = list(scale_factor) if isinstance(scale_factor, (list, tuple)) \
+            else [scale_factor] * max(nsp, 0)
+        if len(scales) != nsp:
+            raise ValueError(f"Input and scale_factor must have the same number of spatial "
+                             f"dimensions, but got input with spatial dimensions of "
+                             f"{list(input.shape[2:])} and scale_factor of shape "
+                             f"{scale_factor}. Please provide input tensor in (N, C, d1, d2, "
+                             "...,dK) format and scale_factor in (s1, s2, ...,sK) format.")
+        scales = [float(s) for s in scales]
+        sizes = [int(math.floor(n * s)) for n, s in zip(input.shape[2:], scales)]
+        if recompute_scale_factor:
+            scales = [None] * nsp
+    else:
+        raise ValueError("either size or scale_factor should be defined")
+    if antialias:
+        raise NotImplementedError("interpolate: antialias=True is not supported by tracec")
+    supported = ("nearest", "nearest-exact") + tuple(_LINEAR_RANK)
+    if input.ndim not in (3, 4, 5) or mode not in supported:
+        if input.ndim in (3, 4, 5) and mode in _MODES:
+            raise NotImplementedError(f"interpolate: mode '{mode}' is not supported by tracec "
+                                      "(nearest, nearest-exact, linear, bilinear, trilinear "
+                                      "are)")
+        raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported "
+                                  f"(got {input.ndim}D) for the modes: nearest | linear | "
+                                  "bilinear | bicubic | trilinear | lanczos | area | "
+                                  f"nearest-exact (got {mode})")
+    if mode in _LINEAR_RANK and input.ndim != _LINEAR_RANK[mode]:
+        raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs "
+                                  f"{_LINEAR_RANK[mode]}D input")
+    for s in sizes:
+        if s <= 0:
+            raise RuntimeError(f"Input and output sizes should be greater than 0, but got input "
+                               f"({', '.join(map(str, input.shape[2:]))}) and output "
+                               f"({', '.join(map(str, sizes))})")
+    y = input
+    for i, (n, s) in enumerate(zip(sizes, scales)):
+        y = _resize_axis(y, 2 + i, n, s, mode, align_corners)
+    if y is input:
+        y = ops.cast(input, input.dtype)
+    name = {"nearest": "UpsampleNearest", "nearest-exact": "UpsampleNearestExact"}.get(
+        mode, "Upsample" + mode.title()) + f"{nsp}DBackward0"
+    return TF._named(y, name)
+
+
+def upsample(input, size=None, scale_factor=None, mode: str = "nearest", align_corners=None):
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)

@@ -1,0 +1,238 @@
+"""Rearranging and masking ops: ``narrow index_select repeat
+repeat_interleave flip roll tril triu diag cumsum cumprod``.
+
+Invariant: each is a composite of primitives (slices, ``take`` with an index
+made by ``iota``, ``pad``, ``where`` over an ``iota`` mask), so gradients
+and ``tracec.compile`` need nothing of their own; the only one that reads
+tensor values in Python, ``repeat_interleave`` with per-element repeats (its
+output shape depends on them), does so through ``concrete`` and is refused
+inside a compiled function.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec import ops
+from tracec.functions import _named
+from tracec.ops.core import normalize_axis
+from tracec.shape_ops import _shape_arg, reshape
+from tracec.tensor import Tensor, concrete
+
+__all__ = ["narrow", "index_select", "repeat", "repeat_interleave", "flip", "fliplr", "flipud",
+           "roll", "tril", "triu", "diag", "cumsum", "cumprod"]
+
+
+def _slice(x, d, start, stop):
+    starts = tuple(start if i == d else 0 for i in range(x.ndim))
+    stops = tuple(stop if i == d else s for i, s in enumerate(x.shape))
+    return ops.slice_(x, starts, stops, (1,) * x.ndim)
+
+
+def narrow(x, dim, start, length):
+    if x.ndim == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    d = normalize_axis(dim, x.ndim)
+    n = x.shape[d]
+    start = int(start)
+    if not -n <= start <= n:
+        raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], "
+                         f"but got {start})")
+    start %= n if n else 1
+    if length < 0 or start + length > n:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
+    return _named(_slice(x, d, start, start + length), "SliceBackward0")
+
+
+def index_select(x, dim, index):
+    if not isinstance(index, Tensor) or index.dtype not in (dt.int64, dt.int32):
+        raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
+    if index.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    d = normalize_axis(dim, x.ndim)
+    n = x.shape[d] if x.ndim else 1
+    data = index._data  # a range check only: the result does not depend on it
+    if data.size and (data.min() < 0 or data.max() >= n):
+        raise IndexError("index out of range in self")
+    if x.ndim == 0:
+        return _named(ops.reshape(x, ()), "IndexSelectBackward0")
+    idx = ops.reshape(index, (index.numel(),)) if index.ndim == 0 else index
+    return _named(ops.take(x, idx, d), "IndexSelectBackward0")
+
+
+def repeat(x, *sizes):
+    sizes = _shape_arg(sizes)
+    if len(sizes) < x.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number "
+                           "of dimensions of tensor")
+    if any(r < 0 for r in sizes):
+        raise RuntimeError(f"Trying to create tensor with negative dimension: {list(sizes)}")
+    shape = (1,) * (len(sizes) - x.ndim) + tuple(x.shape)
+    # (1, s0, 1, s1, ...) broadcast to (r0, s0, r1, s1, ...), then merged.
+    inter = tuple(v for s in shape for v in (1, s))
+    big = tuple(v for r, s in zip(sizes, shape) for v in (r, s))
+    y = ops.broadcast_to(ops.reshape(x, inter), big)
+    return _named(ops.reshape(y, tuple(r * s for r, s in zip(sizes, shape))), "RepeatBackward0")
+
+
+def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
+    if repeats is None:  # repeat_interleave(repeats): the indices, each repeated
+        reps = concrete(x, "repeat_interleave(repeats)")
+        return Tensor._make(np.repeat(np.arange(reps.size), reps).astype(np.int64), dt.int64)
+    if dim is None:
+        x = ops.reshape(x, (x.numel(),))
+        d = 0
+    else:
+        d = normalize_axis(dim, x.ndim)
+    n = x.shape[d] if x.ndim else 1
+    if isinstance(repeats, Tensor) and repeats.numel() != 1:
+        if repeats.ndim != 1 or repeats.shape[0] != n:
+            raise RuntimeError(f"repeats must have the same size as input along dim, but got "
+                               f"repeats.size(0) = {repeats.shape[0] if repeats.ndim else 1} "
+                               f"and input.size({d}) = {n}")
+        reps = concrete(repeats, "repeat_interleave(tensor repeats)")
+        if reps.size and reps.min() < 0:
+            raise RuntimeError("repeats can not be negative")
+        idx = Tensor._make(np.repeat(np.arange(n), reps).astype(np.int64), dt.int64)
+        return _named(ops.take(x, idx, d), "IndexSelectBackward0")
+    r = int(repeats)
+    if r < 0:
+        raise RuntimeError("repeats can not be negative")
+    if x.ndim == 0:
+        x = ops.reshape(x, (1,))
+    shape = tuple(x.shape)
+    y = ops.broadcast_to(ops.reshape(x, shape[:d + 1] + (1,) + shape[d + 1:]),
+                         shape[:d + 1] + (r,) + shape[d + 1:])
+    return _named(ops.reshape(y, shape[:d] + (shape[d] * r,) + shape[d + 1:]),
+                  "IndexSelectBackward0")
+
+
+def _dims_list(x, dims, name):
+    dims = dims if isinstance(dims, (tuple, list)) else (dims,)
+    out = [normalize_axis(d, x.ndim) for d in dims]
+    if len(set(out)) != len(out):
+        raise RuntimeError(f"dim {out[0]} appears multiple times in the list of dims")
+    return out
+
+
+def flip(x, dims):
+    y = x
+    for d in _dims_list(x, dims, "flip"):
+        n = x.shape[d]
+        if n > 1:
+            idx = ops.sub(n - 1, ops.iota((n,), dt.int64, 0, like=x))
+            y = ops.take(y, idx, d)
+    if y is x:
+        y = ops.cast(x, x.dtype)  # a new tensor, as PyTorch's flip always makes
+    return _named(y, "FlipBackward0")
+
+
+def fliplr(x):
+    if x.ndim < 2:
+        raise RuntimeError("Input must be >= 2-d.")
+    return flip(x, (1,))
+
+
+def flipud(x):
+    if x.ndim < 1:
+        raise RuntimeError("Input must be >= 1-d.")
+    return flip(x, (0,))
+
+
+def roll(x, shifts, dims=None):
+    shifts = tuple(shifts) if isinstance(shifts, (tuple, list)) else (shifts,)
+    if dims is None:
+        if len(shifts) != 1:
+            raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, "
+                               "dims:0")
+        return reshape(roll(ops.reshape(x, (x.numel(),)), shifts, 0), *x.shape)
+    dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, "
+                           f"dims:{len(dims)}")
+    y = x
+    for s, dim in zip(shifts, dims):
+        d = normalize_axis(dim, x.ndim)
+        n = x.shape[d]
+        s = int(s) % n if n else 0
+        if s:
+            y = ops.concatenate([_slice(y, d, n - s, n), _slice(y, d, 0, n - s)], d)
+    if y is x:
+        y = ops.cast(x, x.dtype)
+    return _named(y, "RollBackward0")
+
+
+def _offsets(x, name):
+    """``col - row`` over the last two dimensions (int64, broadcastable)."""
+    if x.ndim < 2:
+        raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
+    n, m = x.shape[-2], x.shape[-1]
+    rows = ops.iota((n, m), dt.int64, 0, like=x)
+    cols = ops.iota((n, m), dt.int64, 1, like=x)
+    return ops.sub(cols, rows)
+
+
+def tril(x, diagonal: int = 0):
+    keep = ops.le(_offsets(x, "tril"), int(diagonal))
+    return _named(ops.where(keep, x, 0), "TrilBackward0")
+
+
+def triu(x, diagonal: int = 0):
+    keep = ops.ge(_offsets(x, "triu"), int(diagonal))
+    return _named(ops.where(keep, x, 0), "TriuBackward0")
+
+
+def diag(x, diagonal: int = 0):
+    k = int(diagonal)
+    if x.ndim == 1:
+        n = x.shape[0] + abs(k)
+        # (r, c) holds x[r] (k >= 0) or x[c] (k < 0) where c - r == k.
+        padded = ops.pad(x, (0,), (abs(k),), (0,), 0)
+        vals = ops.reshape(padded, (n, 1) if k >= 0 else (1, n))
+        on = ops.eq(ops.sub(ops.iota((n, n), dt.int64, 1, like=x),
+                            ops.iota((n, n), dt.int64, 0, like=x)), k)
+        return _named(ops.where(on, vals, 0), "DiagEmbedBackward0")
+    if x.ndim != 2:
+        raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {x.ndim}D")
+    n, m = x.shape
+    count = max(min(n, m - k) if k >= 0 else min(n + k, m), 0)
+    if count == 0:
+        return _named(ops.slice_(ops.reshape(x, (n * m,)), (0,), (0,), (1,)),
+                      "DiagonalBackward0")
+    start = k if k >= 0 else -k * m
+    flat = ops.reshape(x, (n * m,))
+    y = ops.slice_(flat, (start,), (start + (count - 1) * (m + 1) + 1,), (m + 1,))
+    return _named(y, "DiagonalBackward0")
+
+
+def _scan(x, dim, dtype, combine, fill, name):
+    """Inclusive scan along ``dim`` in log2(n) shifted combines (Hillis and
+    Steele): every step is a pad and one elementwise op, so it vectorizes
+    and differentiates like any composite."""
+    if dtype is not None:
+        x = ops.cast(x, dt.to_dtype(dtype)) if dt.to_dtype(dtype) is not x.dtype else x
+    elif x.dtype.category < 2 and x.dtype is not dt.int64:
+        x = ops.cast(x, dt.int64)  # integer and bool scans accumulate in int64
+    d = normalize_axis(dim, x.ndim)
+    if x.ndim == 0:
+        return _named(ops.cast(x, x.dtype), name)
+    n = x.shape[d]
+    y = x
+    k = 1
+    while k < n:
+        low = tuple(k if i == d else 0 for i in range(x.ndim))
+        shifted = ops.pad(_slice(y, d, 0, n - k), low, (0,) * x.ndim, (0,) * x.ndim, fill)
+        y = combine(y, shifted)
+        k *= 2
+    if y is x:
+        y = ops.cast(x, x.dtype)
+    return _named(y, name)
+
+
+def cumsum(x, dim, *, dtype=None):
+    return _scan(x, dim, dtype, ops.add, 0, "CumsumBackward0")
+
+
+def cumprod(x, dim, *, dtype=None):
+    return _scan(x, dim, dtype, ops.mul, 1, "CumprodBackward0")
+

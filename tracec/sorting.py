@@ -1,0 +1,131 @@
+"""Ordering and sampling: ``sort argsort topk msort multinomial``.
+
+Invariant: the order comes from the ``argsort`` primitive (recorded by the
+tracer, lowered for every backend), and values are ``gather``-ed from the
+input with those indices, so their gradient flows back to the selected
+positions and a compiled function recomputes the order at every call.
+``multinomial`` draws its uniforms from tracec's generator (a tensor
+state) and is a composite too: with replacement, inverse-CDF by counting;
+without, the largest ``log(u) / p`` keys (Efraimidis and Spirakis), which
+samples sequentially without replacement in proportion to ``p``.
+"""
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+
+from tracec import creation
+from tracec import dtypes as dt
+from tracec import graph, ops
+from tracec.functions import _named
+from tracec.ops.core import normalize_axis
+from tracec.rearrange import cumsum
+from tracec.tensor import Tensor
+
+__all__ = ["sort", "argsort", "topk", "msort", "multinomial"]
+
+# torch.return_types.sort / topk: namedtuples of (values, indices).
+SortResult = namedtuple("sort", ["values", "indices"])
+TopkResult = namedtuple("topk", ["values", "indices"])
+
+
+def _order(x, dim, descending, name):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}")
+    d = normalize_axis(dim, x.ndim)
+    return d, ops.argsort(x, d if x.ndim else 0, bool(descending))
+
+
+def _gather(x, idx, d):
+    if x.ndim == 0:
+        return ops.cast(x, x.dtype)
+    return ops.gather(x, idx, d)
+
+
+def sort(x, dim: int = -1, descending: bool = False, stable: bool = False):
+    """``(values, indices)``; always stable (PyTorch leaves the order of
+    equal values unspecified unless ``stable=True``)."""
+    d, idx = _order(x, dim, descending, "sort")
+    return SortResult(_named(_gather(x, idx, d), "SortBackward0"), idx)
+
+
+def argsort(x, dim: int = -1, descending: bool = False, stable: bool = False):
+    return _order(x, dim, descending, "argsort")[1]
+
+
+def msort(x):
+    return sort(x, 0).values
+
+
+def topk(x, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  # noqa: A002
+    """The ``k`` largest (smallest) values along ``dim`` and their indices,
+    in sorted order (also for ``sorted=False``, where PyTorch's order is
+    unspecified)."""
+    d, idx = _order(x, dim, largest, "topk")
+    n = x.shape[d] if x.ndim else 1
+    if not 0 <= k <= n:
+        raise RuntimeError("selected index k out of range")
+    if x.ndim:
+        idx = ops.slice_(idx, (0,) * x.ndim, tuple(k if i == d else s
+                                                    for i, s in enumerate(x.shape)),
+                         (1,) * x.ndim)
+    return TopkResult(_named(_gather(x, idx, d), "TopkBackward0"), idx)
+
+
+# PyTorch names a dtype by its C++ scalar type in this message.
+_SCALAR_TYPE = {"int64": "Long", "int32": "Int", "bool": "Bool"}
+
+
+def multinomial(input, num_samples: int, replacement: bool = False, *,  # noqa: A002
+                generator=None):
+    """Indices drawn from the rows of ``input`` (non-negative weights)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"multinomial(): argument 'input' must be Tensor, not "
+                        f"{type(input).__name__}")
+    if input.ndim not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("multinomial only supports floating-point dtypes for input, got: "
+                           f"{_SCALAR_TYPE.get(input.dtype.name, input.dtype.name)}")
+    if num_samples <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
+    n = input.shape[-1]
+    if not replacement and num_samples > n:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
+                           "replacement")
+    _check_distribution(input)
+    with graph.no_grad():
+        p = input.detach() if input.ndim == 2 else ops.reshape(input.detach(), (1, n))
+        rows = p.shape[0]
+        work = dt.float64
+        p = ops.cast(p, work)
+        if replacement:
+            cdf = cumsum(p, 1)
+            total = ops.slice_(cdf, (0, n - 1), (rows, n), (1, 1))
+            u = ops.mul(creation.rand((rows, num_samples), dtype=work, generator=generator),
+                        total)
+            # The first category whose cumulative weight exceeds u.
+            below = ops.le(ops.reshape(cdf, (rows, 1, n)), ops.reshape(u, (rows, num_samples, 1)))
+            idx = ops.minimum(ops.reduce_sum(below, (2,)), n - 1)
+        else:
+            u = creation.rand((rows, n), dtype=work, generator=generator)
+            # Zero weights get -inf keys: drawn last (PyTorch too draws them
+            # once the positive ones run out).
+            positive = ops.gt(p, 0.0)
+            keys = ops.where(positive, ops.div(ops.log(u), ops.where(positive, p, 1.0)),
+                             float("-inf"))
+            order = ops.argsort(keys, 1, True)
+            idx = ops.slice_(order, (0, 0), (rows, num_samples), (1, 1))
+    return idx if input.ndim == 2 else ops.reshape(idx, (num_samples,))
+
+
+def _check_distribution(p: Tensor) -> None:
+    # A check of the argument only: the draw does not depend on this Python
+    # reading (a compiled call checks the values it was traced with).
+    a = p._data.astype(np.float64)
+    if not np.all(np.isfinite(a)) or (a < 0).any():
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    rows = a.reshape(-1, a.shape[-1])
+    if (rows.sum(axis=1) <= 0).any():
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
