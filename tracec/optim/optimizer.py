@@ -321,6 +321,26 @@ class Optimizer:
                       for g in self.param_groups for p in g["params"])
         return groups, state
 
+    def _step_groups(self, closure):
+        """The body of a per-group optimizer's ``step``: run ``closure``
+        (with grad enabled), then ``self._update_group(group)`` for each
+        group under ``no_grad``; return the closure's loss."""
+        loss = self._closure_loss(closure)
+        with graph.no_grad():
+            for group in self.param_groups:
+                self._update_group(group)
+        return loss
+
+    def _steps_as_tensors(self) -> None:
+        """``state['step']`` as a 0-d tensor (an old checkpoint may hold a
+        number), as PyTorch's ``__setstate__`` converts it."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                p_state = self.state.get(p, {})
+                if "step" in p_state and not isinstance(p_state["step"], Tensor):
+                    p_state["step"] = creation.tensor(float(p_state["step"]),
+                                                      dtype=_scalar_dtype())
+
     def _closure_loss(self, closure):
         if RECORDERS and getattr(type(self), "_update_group", None) in _READS_LR_BY_LR:
             # This step will read each numeric lr through _lr: leave it out of

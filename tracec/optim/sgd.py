@@ -2,10 +2,8 @@
 (weight decay, momentum with dampening, Nesterov, maximize)."""
 from __future__ import annotations
 
-from tracec import functions as F
-from tracec import graph
+from tracec.optim import _functional as _f
 from tracec.optim.optimizer import Optimizer, reads_lr_by_lr
-from tracec.tensor import Tensor
 
 __all__ = ["SGD"]
 
@@ -61,11 +59,7 @@ class SGD(Optimizer):
     def step(self, closure=None):
         """Perform one optimization step; ``closure`` re-evaluates the loss
         (run with grad enabled) and its value is returned."""
-        loss = self._closure_loss(closure)
-        with graph.no_grad():
-            for group in self.param_groups:
-                self._update_group(group)
-        return loss
+        return self._step_groups(closure)
 
     @reads_lr_by_lr
     def _update_group(self, group) -> None:
@@ -90,7 +84,4 @@ class SGD(Optimizer):
                 else:
                     buf.mul_(momentum).add_(grad, alpha=1 - dampening)
                 grad = grad.add(buf, alpha=momentum) if nesterov else buf
-            if isinstance(lr, Tensor):    # the same rounding as alpha=-lr
-                p.add_(grad.mul(F.neg(lr)))
-            else:
-                p.add_(grad, alpha=-lr)
+            _f.add_(p, grad, alpha=_f.neg(lr))
