@@ -1,5 +1,6 @@
 """Compiled training steps with RMSprop, Adagrad and Adadelta equal eager
-ones and a learning-rate schedule does not retrace them; LBFGS runs
+ones and a learning-rate schedule does not retrace them, nor does a cycled
+momentum (OneCycleLR, CyclicLR; SGD, RMSprop, Adam); LBFGS runs
 eagerly around a compiled closure, and compiling a whole LBFGS step raises
 TraceError naming the user's line (or runs eagerly with fallback)."""
 import inspect
@@ -84,22 +85,74 @@ def test_one_cycle_without_momentum_cycling_does_not_retrace(backend):
     assert sc.cache_info().traces <= 2, sc.cache_info().reasons
 
 
-def test_changing_momentum_retraces_and_stays_correct():
-    """OneCycleLR's default cycles the momentum, a guarded hyperparameter:
-    each change retraces (the result is still the eager one)."""
-    pe, oe, se = _setup("rmsprop_centered_momentum")
-    pc, oc, sc = _setup("rmsprop_centered_momentum")
-    sc = tracec.compile(sc, backend="interp")
-    scheds = [tracec.optim.lr_scheduler.OneCycleLR(o, max_lr=0.02, total_steps=4)
-              for o in (oe, oc)]
+OPTS.update({
+    "sgd_nesterov": lambda ps: tracec.optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True),
+    "adamw_amsgrad": lambda ps: tracec.optim.AdamW(ps, lr=1e-2, amsgrad=True),
+    "adam_small_beta1": lambda ps: tracec.optim.Adam(ps, lr=1e-2, betas=(0.3, 0.9)),
+})
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+@pytest.mark.parametrize("opt_name,make", [
+    ("rmsprop_centered_momentum", lambda o: tracec.optim.lr_scheduler.OneCycleLR(
+        o, max_lr=0.02, total_steps=8)),
+    ("sgd_nesterov", lambda o: tracec.optim.lr_scheduler.OneCycleLR(
+        o, max_lr=0.1, total_steps=8, three_phase=True)),
+    ("adamw_amsgrad", lambda o: tracec.optim.lr_scheduler.OneCycleLR(
+        o, max_lr=0.01, total_steps=8, base_momentum=0.6)),
+    ("adamw_amsgrad", lambda o: tracec.optim.lr_scheduler.CyclicLR(
+        o, 0.001, 0.01, step_size_up=2)),
+], ids=["onecycle-rmsprop", "onecycle-sgd", "onecycle-adamw", "cyclic-adamw"])
+def test_cycled_momentum_does_not_retrace(opt_name, make, backend):
+    """OneCycleLR / CyclicLR cycle the momentum (betas[0] for Adam) every
+    step: the compiled step reads it from a holder, as the lr."""
+    pe, oe, se = _setup(opt_name)
+    pc, oc, sc = _setup(opt_name)
+    sc = tracec.compile(sc, backend=backend)
+    scheds = [make(o) for o in (oe, oc)]
     x, y = tracec.randn(16, 6), tracec.randint(0, 4, (16,))
-    for _ in range(4):
+    for _ in range(8):
         np.testing.assert_allclose(sc(x, y).item(), se(x, y).item(), rtol=1e-5, atol=1e-6)
         for s in scheds:
             s.step()
     for a, b in zip(pe, pc):
         np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-5, atol=1e-6)
-    assert any("guarded Python state" in r for r in sc.cache_info().reasons[1:])
+    for (ka, va), (kb, vb) in zip(_state(oe), _state(oc)):
+        np.testing.assert_allclose(vb, va, rtol=1e-5, atol=1e-6)
+    g = oc.param_groups[0]
+    assert g.get("momentum", g.get("betas", (None,))[0]) == \
+        oe.param_groups[0].get("momentum", oe.param_groups[0].get("betas", (None,))[0])
+    assert sc.cache_info().traces <= 2, sc.cache_info().reasons
+
+
+@pytest.mark.parametrize("opt_name,key,values,traces", [
+    # first call, then the steady state; 0.0 takes the other branch; 0.5
+    # finds the momentum trace again
+    ("sgd_nesterov", "momentum", [0.9, 0.8, 0.0, 0.0, 0.5], 3),
+    ("rmsprop_centered_momentum", "momentum", [0.9, 0.7, 0.7, 0.0, 0.3], 3),
+    # lerp's weight 1 - beta1 crosses 0.5 and back; then betas[1] changes
+    ("adam_small_beta1", "betas", [(0.3, 0.9), (0.6, 0.9), (0.4, 0.9), (0.4, 0.8)], 4),
+])
+def test_a_lifted_momentum_still_guards_its_branches(opt_name, key, values, traces):
+    """Once lifted, a momentum's value is read at run time, but what the
+    update decides from it in Python (momentum != 0, lerp's branch at
+    0.5; betas[1] is still guarded) retraces when it changes."""
+    pe, oe, se = _setup(opt_name)
+    pc, oc, sc = _setup(opt_name)
+    for o in (oe, oc):
+        o._lift("beta1" if key == "betas" else "momentum")
+    sc = tracec.compile(sc, backend="interp")
+    x, y = tracec.randn(16, 6), tracec.randint(0, 4, (16,))
+    for v in values:
+        for o in (oe, oc):
+            for g in o.param_groups:
+                g[key] = v
+        for _ in range(2):
+            np.testing.assert_allclose(sc(x, y).item(), se(x, y).item(), rtol=1e-5, atol=1e-6)
+    for a, b in zip(pe, pc):
+        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-5, atol=1e-6)
+    info = sc.cache_info()
+    assert info.traces == traces, info.reasons
 
 
 # --- LBFGS ------------------------------------------------------------------------------

@@ -3,10 +3,9 @@
 PyTorch's formulas and state-dict keys.
 
 ``CyclicLR`` and ``OneCycleLR`` also cycle the momentum (``momentum``, or
-``betas[0]`` for Adam-like optimizers) by default, as PyTorch does.  Unlike
-the learning rate, a compiled step guards on that value: a cycled momentum
-retraces the compiled step at each change (pass ``cycle_momentum=False``
-to keep one trace).
+``betas[0]`` for Adam-like optimizers) by default, as PyTorch does; they
+ask the optimizer (``Optimizer._lift``) to read it from a holder tensor in
+a compiled step, as it reads the lr, so the schedule does not retrace.
 """
 from __future__ import annotations
 
@@ -38,6 +37,8 @@ def _init_cycle_momentum(scheduler, optimizer, base_momentum, max_momentum,
         raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` "
                          "option enabled")
     scheduler.use_beta1 = "betas" in optimizer.defaults
+    # Read from a holder by a compiled step, as the lr: no retrace per step.
+    optimizer._lift("beta1" if scheduler.use_beta1 else "momentum")
     base_momentums = _format_param("base_momentum", optimizer, base_momentum)
     max_momentums = _format_param("max_momentum", optimizer, max_momentum)
     if last_epoch == -1:

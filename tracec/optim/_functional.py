@@ -14,7 +14,7 @@ from __future__ import annotations
 from tracec import functions as F
 from tracec.tensor import Tensor
 
-__all__ = ["neg", "add_", "addcmul_", "addcdiv_", "lerp_"]
+__all__ = ["neg", "one_minus", "scaled", "add_", "addcmul_", "addcdiv_", "lerp_"]
 
 
 def neg(x):
@@ -22,7 +22,7 @@ def neg(x):
     return F.neg(x) if isinstance(x, Tensor) else -x
 
 
-def _scaled(x: Tensor, value):
+def scaled(x: Tensor, value):
     """``value * x``; multiplying by a Python 1 is exact, so it is skipped."""
     if not isinstance(value, Tensor) and value == 1:
         return x
@@ -31,24 +31,32 @@ def _scaled(x: Tensor, value):
 
 def add_(t: Tensor, other: Tensor, alpha=1) -> Tensor:
     """``t.add_(other, alpha=alpha)``: ``t + alpha * other``."""
-    return t.add_(_scaled(other, alpha))
+    return t.add_(scaled(other, alpha))
 
 
 def addcmul_(t: Tensor, a: Tensor, b: Tensor, value=1) -> Tensor:
     """``t.addcmul_(a, b, value=value)``: ``t + value * a * b``, with
     PyTorch's left-to-right rounding."""
-    return t.add_(_scaled(a, value).mul(b))
+    return t.add_(scaled(a, value).mul(b))
 
 
 def addcdiv_(t: Tensor, a: Tensor, b: Tensor, value=1) -> Tensor:
     """``t.addcdiv_(a, b, value=value)``: ``t + value * a / b``, with
     PyTorch's left-to-right rounding."""
-    return t.add_(_scaled(a, value).div(b))
+    return t.add_(scaled(a, value).div(b))
 
 
-def lerp_(t: Tensor, end: Tensor, weight: float) -> Tensor:
-    """``t.lerp_(end, weight)`` for a Python ``weight``, with PyTorch's
-    two-sided formula (exact at both ends)."""
-    if abs(weight) < 0.5:
+def one_minus(x):
+    """``1 - x`` for a number or a (0-d) tensor."""
+    return F.sub(1, x) if isinstance(x, Tensor) else 1 - x
+
+
+def lerp_(t: Tensor, end: Tensor, weight, small: bool | None = None) -> Tensor:
+    """``t.lerp_(end, weight)`` with PyTorch's two-sided formula (exact at
+    both ends); ``small`` is ``abs(weight) < 0.5``, given by the caller
+    when ``weight`` is a tensor (a lifted hyperparameter)."""
+    if small is None:
+        small = abs(weight) < 0.5
+    if small:
         return t.add_(end.sub(t).mul(weight))
-    return t.copy_(end.sub(end.sub(t).mul(1 - weight)))
+    return t.copy_(end.sub(end.sub(t).mul(one_minus(weight))))

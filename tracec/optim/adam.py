@@ -13,7 +13,7 @@ from tracec import creation
 from tracec import dtypes as dt
 from tracec import functions as F
 from tracec.optim import _functional as _f
-from tracec.optim.optimizer import Optimizer, reads_lr_by_lr, _scalar_dtype
+from tracec.optim.optimizer import Optimizer, reads_lifted, _scalar_dtype
 from tracec.optim.sgd import _check_flags
 from tracec.tensor import Tensor
 
@@ -84,10 +84,13 @@ class Adam(Optimizer):
         (run with grad enabled) and its value is returned."""
         return self._step_groups(closure)
 
-    @reads_lr_by_lr
+    @reads_lifted("beta1")
     def _update_group(self, group) -> None:
-        beta1, beta2 = group["betas"]
+        beta2 = group["betas"][1]
         lr = self._lr(group)
+        # beta1 (betas[0]) is what OneCycleLR / CyclicLR cycle
+        beta1 = self._hyper(group, "beta1", lambda b: abs(1 - b) < 0.5)
+        lerp_small = abs(1 - group["betas"][0]) < 0.5
         eps = group["eps"]
         weight_decay = group["weight_decay"]
         amsgrad = group["amsgrad"]
@@ -107,7 +110,7 @@ class Adam(Optimizer):
                 else:
                     grad = grad.add(p, alpha=weight_decay)
 
-            _f.lerp_(exp_avg, grad, 1 - beta1)
+            _f.lerp_(exp_avg, grad, _f.one_minus(beta1), small=lerp_small)
             _f.addcmul_(exp_avg_sq.mul_(beta2), grad, grad, value=1 - beta2)
 
             # Bias corrections from the step tensor, in float64 as PyTorch's

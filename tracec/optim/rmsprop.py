@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from tracec import creation
 from tracec.optim import _functional as _f
-from tracec.optim.optimizer import Optimizer, _scalar_dtype, reads_lr_by_lr
+from tracec.optim.optimizer import Optimizer, _scalar_dtype, reads_lifted
 from tracec.optim.sgd import _check_flags
 from tracec.tensor import Tensor
 
@@ -80,11 +80,11 @@ class RMSprop(Optimizer):
         (run with grad enabled) and its value is returned."""
         return self._step_groups(closure)
 
-    @reads_lr_by_lr
+    @reads_lifted("momentum")
     def _update_group(self, group) -> None:
         lr = self._lr(group)
-        alpha, eps = group["alpha"], group["eps"]
-        weight_decay, momentum = group["weight_decay"], group["momentum"]
+        momentum = self._hyper(group, "momentum", lambda m: m > 0)
+        alpha, eps, weight_decay = group["alpha"], group["eps"], group["weight_decay"]
         centered, maximize = group["centered"], group["maximize"]
         for p in group["params"]:
             if p.grad is None:
@@ -103,7 +103,7 @@ class RMSprop(Optimizer):
             else:
                 avg = square_avg.sqrt()
             avg = avg.add(eps)
-            if momentum > 0:
+            if group["momentum"] > 0:
                 buf = state["momentum_buffer"]
                 _f.addcdiv_(buf.mul_(momentum), grad, avg)
                 _f.add_(p, buf, alpha=_f.neg(lr))

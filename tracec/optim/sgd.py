@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tracec.optim import _functional as _f
-from tracec.optim.optimizer import Optimizer, reads_lr_by_lr
+from tracec.optim.optimizer import Optimizer, reads_lifted
 
 __all__ = ["SGD"]
 
@@ -61,10 +61,10 @@ class SGD(Optimizer):
         (run with grad enabled) and its value is returned."""
         return self._step_groups(closure)
 
-    @reads_lr_by_lr
+    @reads_lifted("momentum")
     def _update_group(self, group) -> None:
         lr = self._lr(group)
-        momentum = group["momentum"]
+        momentum = self._hyper(group, "momentum", lambda m: m != 0)
         dampening = group["dampening"]
         weight_decay = group["weight_decay"]
         nesterov = group["nesterov"]
@@ -75,7 +75,7 @@ class SGD(Optimizer):
             grad = p.grad if not maximize else -p.grad
             if weight_decay != 0:
                 grad = grad.add(p, alpha=weight_decay)
-            if momentum != 0:
+            if group["momentum"] != 0:
                 state = self.state[p]
                 buf = state.get("momentum_buffer")
                 if buf is None:
@@ -83,5 +83,5 @@ class SGD(Optimizer):
                     state["momentum_buffer"] = buf
                 else:
                     buf.mul_(momentum).add_(grad, alpha=1 - dampening)
-                grad = grad.add(buf, alpha=momentum) if nesterov else buf
+                grad = grad.add(_f.scaled(buf, momentum)) if nesterov else buf
             _f.add_(p, grad, alpha=_f.neg(lr))
