@@ -826,3 +826,16 @@ def test_hyp_matmul_batched(m, k, n, batch, vec)->None:
     a = rnd(rng, bs + (m, k), "float64")
     b = rnd(rng, (1,) * min(batch, 1) + (k, n) if not vec else (k,), "float64")
     run_both(lambda L, a, b: a @ b, a, b)
+
+
+def test_format_of_a_0d_tensor_matches_torch():
+    """'{:+.2f}'.format(t) formats a 0-d tensor as its number (PyTorch's
+    Tensor.__format__); other tensors and Parameters format as objects."""
+    import tracec
+    for lib in (tracec, torch):
+        t = lib.tensor(-2.2567, requires_grad=True) * 1
+        assert "{:+.2f}".format(t) == "-2.26" and f"{t:.1e}" == "-2.3e+00"
+        with pytest.raises(TypeError):
+            "{:.2f}".format(lib.ones(2))
+        with pytest.raises(TypeError):
+            "{:.2f}".format(lib.nn.Parameter(lib.tensor(1.0)))

@@ -467,6 +467,7 @@ def test_schedulers_match_torch(make):
     assert "optimizer" not in sd and sd["last_epoch"] == 12
 
 
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before")
 def test_scheduler_state_dict_resume():
     ps = tc_params()
     opt = toptim.SGD(ps, lr=1.0)

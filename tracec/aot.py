@@ -66,6 +66,9 @@ def state_names(fn) -> dict:
         if isinstance(obj, optim.Optimizer):
             for gi, holder in enumerate(obj.__dict__.get("_lr_holders", ())):
                 names.setdefault(id(holder), f"{var}.lr.group{gi}")  # set it to schedule lr
+            for key, holders in obj.__dict__.get("_hyper_holders", {}).items():
+                for gi, holder in enumerate(holders):    # a cycled momentum / beta1
+                    names.setdefault(id(holder), f"{var}.{key}.group{gi}")
             for gi, g in enumerate(obj.param_groups):
                 for pi, p in enumerate(g["params"]):
                     pname = params.get(id(p), f"group{gi}.param{pi}")

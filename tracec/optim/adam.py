@@ -12,8 +12,8 @@ from __future__ import annotations
 from tracec import creation
 from tracec import dtypes as dt
 from tracec import functions as F
-from tracec import graph
-from tracec.optim.optimizer import Optimizer, reads_lr_by_lr, _scalar_dtype
+from tracec.optim import _functional as _f
+from tracec.optim.optimizer import Optimizer, reads_lifted, _scalar_dtype
 from tracec.optim.sgd import _check_flags
 from tracec.tensor import Tensor
 
@@ -67,12 +67,7 @@ class Adam(Optimizer):
             group.setdefault("differentiable", False)
             group.setdefault("decoupled_weight_decay", False)
             group.setdefault("fused", None)
-            for p in group["params"]:
-                p_state = self.state.get(p, {})
-                if len(p_state) != 0 and not isinstance(p_state.get("step"), Tensor) \
-                        and "step" in p_state:
-                    p_state["step"] = creation.tensor(float(p_state["step"]),
-                                                      dtype=_scalar_dtype())
+        self._steps_as_tensors()
 
     def _init_state(self, group, p) -> dict:
         state = self.state[p]
@@ -87,16 +82,15 @@ class Adam(Optimizer):
     def step(self, closure=None):
         """Perform one optimization step; ``closure`` re-evaluates the loss
         (run with grad enabled) and its value is returned."""
-        loss = self._closure_loss(closure)
-        with graph.no_grad():
-            for group in self.param_groups:
-                self._update_group(group)
-        return loss
+        return self._step_groups(closure)
 
-    @reads_lr_by_lr
+    @reads_lifted("beta1")
     def _update_group(self, group) -> None:
-        beta1, beta2 = group["betas"]
+        beta2 = group["betas"][1]
         lr = self._lr(group)
+        # beta1 (betas[0]) is what OneCycleLR / CyclicLR cycle
+        beta1 = self._hyper(group, "beta1", lambda b: abs(1 - b) < 0.5)
+        lerp_small = abs(1 - group["betas"][0]) < 0.5
         eps = group["eps"]
         weight_decay = group["weight_decay"]
         amsgrad = group["amsgrad"]
@@ -116,14 +110,8 @@ class Adam(Optimizer):
                 else:
                     grad = grad.add(p, alpha=weight_decay)
 
-            # exp_avg.lerp_(grad, 1 - beta1), with PyTorch's two-sided formula
-            weight = 1 - beta1
-            if abs(weight) < 0.5:
-                exp_avg.add_(grad.sub(exp_avg).mul(weight))
-            else:
-                exp_avg.copy_(grad.sub(grad.sub(exp_avg).mul(1 - weight)))
-            # exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-            exp_avg_sq.mul_(beta2).add_(grad.mul(1 - beta2).mul(grad))
+            _f.lerp_(exp_avg, grad, _f.one_minus(beta1), small=lerp_small)
+            _f.addcmul_(exp_avg_sq.mul_(beta2), grad, grad, value=1 - beta2)
 
             # Bias corrections from the step tensor, in float64 as PyTorch's
             # Python-float arithmetic; mixed with float32 tensors, these 0-d
@@ -140,8 +128,7 @@ class Adam(Optimizer):
                 denom = max_exp_avg_sq.sqrt().div(bias_correction2_sqrt).add(eps)
             else:
                 denom = exp_avg_sq.sqrt().div(bias_correction2_sqrt).add(eps)
-            # param.addcdiv_(exp_avg, denom, value=-step_size)
-            p.add_(exp_avg.mul(F.neg(step_size)).div(denom))
+            _f.addcdiv_(p, exp_avg, denom, value=F.neg(step_size))
 
 
 class AdamW(Adam):

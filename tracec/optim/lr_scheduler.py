@@ -1,91 +1,41 @@
-"""Learning-rate schedulers with PyTorch's (chainable) formulas:
-``LambdaLR``, ``StepLR``, ``MultiStepLR``, ``ExponentialLR``,
-``CosineAnnealingLR``.
+"""``tracec.optim.lr_scheduler``: PyTorch's learning-rate schedulers with
+their (chainable) formulas and state dicts.
 
-A scheduler writes Python floats into ``optimizer.param_groups[i]['lr']``;
-the optimizer reads them at its next ``step()``.
+Defined here: the decay schedules ``LambdaLR``, ``MultiplicativeLR``,
+``StepLR``, ``MultiStepLR``, ``ConstantLR``, ``LinearLR``,
+``ExponentialLR``, ``PolynomialLR``, ``CosineAnnealingLR``.  The base class
+lives in ``_scheduler_base``, the cyclic ones (``OneCycleLR``, ``CyclicLR``,
+``CosineAnnealingWarmRestarts``) in ``_cyclic_schedulers``, and
+``ReduceLROnPlateau``, ``SequentialLR``, ``ChainedScheduler`` in
+``_composite_schedulers``; all are importable from here, as in PyTorch.
 """
 from __future__ import annotations
 
 import math
 import types
-import warnings
 from bisect import bisect_right
 from collections import Counter
 
-from tracec.optim.optimizer import Optimizer
+from tracec.optim._composite_schedulers import (ChainedScheduler, ReduceLROnPlateau,
+                                                SequentialLR)
+from tracec.optim._cyclic_schedulers import CosineAnnealingWarmRestarts, CyclicLR, OneCycleLR
+from tracec.optim._scheduler_base import (EPOCH_DEPRECATION_WARNING,  # noqa: F401
+                                          LRScheduler, _LRScheduler, _param_groups_val_list,
+                                          _warn_get_lr_called_within_step)
 
-__all__ = ["LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ExponentialLR",
-           "CosineAnnealingLR"]
+__all__ = ["LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR", "LinearLR",
+           "ExponentialLR", "SequentialLR", "CosineAnnealingLR", "ChainedScheduler",
+           "ReduceLROnPlateau", "CyclicLR", "CosineAnnealingWarmRestarts", "OneCycleLR",
+           "PolynomialLR", "LRScheduler"]
 
-_EPOCH_DEPRECATION_WARNING = (
-    "The epoch parameter in `scheduler.step()` was not necessary and is being deprecated "
-    "where possible. Please use `scheduler.step()` to step the scheduler. During the "
-    "deprecation, if epoch is different from None, the closed form is used instead of the "
-    "new chainable form, where available.")
-
-
-class LRScheduler:
-    """Base class: ``step()`` advances ``last_epoch`` and writes the new
-    learning rates into the optimizer's groups; ``get_last_lr()`` returns
-    them; ``state_dict()`` holds everything but the optimizer."""
-
-    def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
-        self.optimizer = optimizer
-        if last_epoch == -1:
-            for group in optimizer.param_groups:
-                group.setdefault("initial_lr", group["lr"])
-        else:
-            for i, group in enumerate(optimizer.param_groups):
-                if "initial_lr" not in group:
-                    raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] "
-                                   "when resuming scheduler with last_epoch >= 0.")
-        self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
-        self.last_epoch = last_epoch
-        self._step_count = 0
-        self._is_initial = True
-        try:
-            self.step()
-        finally:
-            self._is_initial = False
-
-    def state_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        self.__dict__.update(state_dict)
-
-    def get_last_lr(self) -> list:
-        return self._last_lr
-
-    def get_lr(self) -> list:
-        raise NotImplementedError
-
-    def step(self, epoch: int | None = None) -> None:
-        self._step_count += 1
-        if epoch is None:
-            self.last_epoch += 1
-            values = self.get_lr()
-        else:
-            warnings.warn(_EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
-            self.last_epoch = epoch
-            closed = getattr(self, "_get_closed_form_lr", None)
-            values = closed() if closed is not None else self.get_lr()
-        for group, lr in zip(self.optimizer.param_groups, values):
-            group["lr"] = lr
-        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
-
-    def _current(self) -> list:
-        return [group["lr"] for group in self.optimizer.param_groups]
+def _current(scheduler: LRScheduler) -> list:
+    return _param_groups_val_list(scheduler.optimizer, "lr")
 
 
-_LRScheduler = LRScheduler
-
-
-class LambdaLR(LRScheduler):
-    """``lr = base_lr * lr_lambda(epoch)`` (one function, or one per group)."""
+class _LambdaSchedule(LRScheduler):
+    """Shared by ``LambdaLR`` and ``MultiplicativeLR``: one function per
+    group; the state dict keeps the ``__dict__`` of callable objects (not
+    of plain functions or lambdas)."""
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
         self.optimizer = optimizer
@@ -96,7 +46,11 @@ class LambdaLR(LRScheduler):
                 raise ValueError(f"Expected {len(optimizer.param_groups)} lr_lambdas, "
                                  f"but got {len(lr_lambda)}")
             self.lr_lambdas = list(lr_lambda)
+        self._check_lambdas()
         super().__init__(optimizer, last_epoch)
+
+    def _check_lambdas(self) -> None:
+        pass
 
     def state_dict(self) -> dict:
         sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
@@ -105,16 +59,39 @@ class LambdaLR(LRScheduler):
         return sd
 
     def load_state_dict(self, state_dict: dict) -> None:
-        state_dict = dict(state_dict)
         lr_lambdas = state_dict.pop("lr_lambdas")
         self.__dict__.update(state_dict)
+        state_dict["lr_lambdas"] = lr_lambdas
         for idx, fn in enumerate(lr_lambdas):
             if fn is not None:
                 self.lr_lambdas[idx].__dict__.update(fn)
 
+
+class LambdaLR(_LambdaSchedule):
+    """``lr = base_lr * lr_lambda(epoch)`` (one function, or one per group)."""
+
     def get_lr(self) -> list:
+        _warn_get_lr_called_within_step(self)
         return [base_lr * lmbda(self.last_epoch)
-                for lmbda, base_lr in zip(self.lr_lambdas, self.base_lrs)]
+                for lmbda, base_lr in zip(self.lr_lambdas, self.base_lrs, strict=True)]
+
+
+class MultiplicativeLR(_LambdaSchedule):
+    """``lr = lr * lr_lambda(epoch)`` at each step after the first."""
+
+    def _check_lambdas(self) -> None:
+        for lr_lambda in self.lr_lambdas:
+            if not callable(lr_lambda):
+                raise TypeError("lr_lambda should be a function, but got "
+                                f"{type(lr_lambda).__name__}")
+
+    def get_lr(self) -> list:
+        _warn_get_lr_called_within_step(self)
+        if self._is_initial:
+            return _current(self)
+        return [group["lr"] * lmbda(self.last_epoch)
+                for lmbda, group in zip(self.lr_lambdas, self.optimizer.param_groups,
+                                        strict=True)]
 
 
 class StepLR(LRScheduler):
@@ -126,8 +103,9 @@ class StepLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list:
+        _warn_get_lr_called_within_step(self)
         if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
-            return self._current()
+            return _current(self)
         return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
 
     def _get_closed_form_lr(self) -> list:
@@ -136,7 +114,8 @@ class StepLR(LRScheduler):
 
 
 class MultiStepLR(LRScheduler):
-    """Multiply the learning rate by ``gamma`` at each milestone epoch."""
+    """Multiply the learning rate by ``gamma`` at each milestone epoch (by
+    ``gamma ** n`` for a milestone listed ``n`` times)."""
 
     def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
         self.milestones = Counter(milestones)
@@ -144,14 +123,71 @@ class MultiStepLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list:
+        _warn_get_lr_called_within_step(self)
         if self.last_epoch not in self.milestones:
-            return self._current()
+            return _current(self)
         return [group["lr"] * self.gamma ** self.milestones[self.last_epoch]
                 for group in self.optimizer.param_groups]
 
     def _get_closed_form_lr(self) -> list:
         milestones = sorted(self.milestones.elements())
         return [base_lr * self.gamma ** bisect_right(milestones, self.last_epoch)
+                for base_lr in self.base_lrs]
+
+
+class ConstantLR(LRScheduler):
+    """``lr = base_lr * factor`` until epoch ``total_iters``, then ``base_lr``."""
+
+    def __init__(self, optimizer, factor=1.0 / 3, total_iters=5, last_epoch=-1):
+        if factor > 1.0 or factor < 0:
+            raise ValueError("Constant multiplicative factor expected to be between 0 and 1.")
+        self.factor = factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list:
+        _warn_get_lr_called_within_step(self)
+        if self.last_epoch == 0:
+            return [group["lr"] * self.factor for group in self.optimizer.param_groups]
+        if self.last_epoch != self.total_iters:
+            return _current(self)
+        return [group["lr"] * (1.0 / self.factor) for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self) -> list:
+        return [base_lr * (self.factor + (self.last_epoch >= self.total_iters) * (1 - self.factor))
+                for base_lr in self.base_lrs]
+
+
+class LinearLR(LRScheduler):
+    """The factor on ``base_lr`` goes linearly from ``start_factor`` to
+    ``end_factor`` over ``total_iters`` epochs."""
+
+    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5,
+                 last_epoch=-1):
+        if start_factor > 1.0 or start_factor <= 0:
+            raise ValueError("Starting multiplicative factor expected to be greater than 0 "
+                             "and less or equal to 1.")
+        if end_factor > 1.0 or end_factor < 0:
+            raise ValueError("Ending multiplicative factor expected to be between 0 and 1.")
+        self.start_factor = start_factor
+        self.end_factor = end_factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list:
+        _warn_get_lr_called_within_step(self)
+        if self.last_epoch == 0:
+            return [group["lr"] * self.start_factor for group in self.optimizer.param_groups]
+        if self._is_initial or self.last_epoch > self.total_iters:
+            return _current(self)
+        span = self.end_factor - self.start_factor
+        return [group["lr"] * (1.0 + span / (self.total_iters * self.start_factor
+                                             + (self.last_epoch - 1) * span))
+                for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self) -> list:
+        return [base_lr * (self.start_factor + (self.end_factor - self.start_factor)
+                           * min(self.total_iters, self.last_epoch) / self.total_iters)
                 for base_lr in self.base_lrs]
 
 
@@ -163,12 +199,35 @@ class ExponentialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list:
+        _warn_get_lr_called_within_step(self)
         if self._is_initial:
-            return self._current()
+            return _current(self)
         return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
 
     def _get_closed_form_lr(self) -> list:
         return [base_lr * self.gamma ** self.last_epoch for base_lr in self.base_lrs]
+
+
+class PolynomialLR(LRScheduler):
+    """``lr = base_lr * (1 - epoch / total_iters) ** power`` until
+    ``total_iters``, with PyTorch's recursive form."""
+
+    def __init__(self, optimizer, total_iters=5, power=1.0, last_epoch=-1):
+        self.total_iters = total_iters
+        self.power = power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list:
+        _warn_get_lr_called_within_step(self)
+        if self._is_initial or self.last_epoch > self.total_iters:
+            return _current(self)
+        decay_factor = ((1.0 - self.last_epoch / self.total_iters)
+                        / (1.0 - (self.last_epoch - 1) / self.total_iters)) ** self.power
+        return [group["lr"] * decay_factor for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self) -> list:
+        return [base_lr * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters)
+                ** self.power for base_lr in self.base_lrs]
 
 
 class CosineAnnealingLR(LRScheduler):
@@ -181,8 +240,9 @@ class CosineAnnealingLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list:
+        _warn_get_lr_called_within_step(self)
         if self._is_initial:
-            return self._current()
+            return _current(self)
         if self._step_count == 1 and self.last_epoch > 0:
             return [self.eta_min + (base_lr - self.eta_min)
                     * (1 + math.cos(self.last_epoch * math.pi / self.T_max)) / 2
@@ -190,7 +250,8 @@ class CosineAnnealingLR(LRScheduler):
         if (self.last_epoch - 1 - self.T_max) % (2 * self.T_max) == 0:
             return [group["lr"] + (base_lr - self.eta_min)
                     * (1 - math.cos(math.pi / self.T_max)) / 2
-                    for base_lr, group in zip(self.base_lrs, self.optimizer.param_groups)]
+                    for base_lr, group in zip(self.base_lrs, self.optimizer.param_groups,
+                                              strict=True)]
         return [(1 + math.cos(math.pi * self.last_epoch / self.T_max))
                 / (1 + math.cos(math.pi * (self.last_epoch - 1) / self.T_max))
                 * (group["lr"] - self.eta_min) + self.eta_min

@@ -16,8 +16,10 @@ Invariants (the compiler traces ``opt.step()`` into IR):
     ``group["lr"]``, so a learning-rate schedule neither retraces nor
     recompiles.  (Mixed with a float32 tensor, a 0-d float64 value is
     rounded to float32 first, as a Python number is: compiled results stay
-    equal to eager ones.)  Other hyperparameters are guarded: changing one
-    retraces.
+    equal to eager ones.)  A momentum (or Adam's beta1) that a scheduler
+    cycles (``_lift``) is read the same way, through ``_hyper``, with a
+    guard on the Python branches taken from it.  Other hyperparameters are
+    guarded: changing one retraces.
 """
 from __future__ import annotations
 
@@ -106,37 +108,60 @@ def _with_hooks(step):
     return wrapper
 
 
-#: ``_update_group`` implementations that read every group's lr through
-#: ``Optimizer._lr`` (``reads_lr_by_lr``); a subclass overriding it is not
-#: trusted to, so its lr stays guarded until its first traced step lifts it.
-_READS_LR_BY_LR: set = set()
+#: ``_update_group`` implementations -> the hyperparameters they read only
+#: through ``Optimizer._lr`` / ``Optimizer._hyper`` (``reads_lifted``); a
+#: subclass overriding ``_update_group`` is not trusted to, so its values stay
+#: guarded until its first traced step lifts them.
+_READS_LIFTED: dict = {}
 
 
-def reads_lr_by_lr(update_group):
+def reads_lifted(*keys):
     """Mark an ``_update_group`` that reads the learning rate only through
-    ``self._lr(group)``."""
-    _READS_LR_BY_LR.add(update_group)
-    return update_group
+    ``self._lr(group)`` and each of ``keys`` (``"momentum"``, ``"beta1"``)
+    only through ``self._hyper(group, key, branch)``."""
+    def mark(update_group):
+        _READS_LIFTED[update_group] = ("lr",) + keys
+        return update_group
+    return mark
 
 
-class _LiftedLR:
-    """The guard a traced step reports for a learning rate it reads from a
-    holder tensor: it holds while the group's lr is a plain number, and its
-    ``refresh`` (run by each compiled call before it reads its inputs)
-    copies that number into the holder."""
+#: ``reads_lifted()`` for an ``_update_group`` that lifts only the lr.
+reads_lr_by_lr = reads_lifted()
 
-    def __init__(self, opt: "Optimizer", index: int):
-        self.opt, self.index = opt, index
+
+def _is_number(v) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _group_value(group: dict, key: str):
+    """The number ``key`` names in a group (``'beta1'``: ``betas[0]``)."""
+    return group["betas"][0] if key == "beta1" else group[key]
+
+
+class _Lifted:
+    """The guard a traced step reports for a hyperparameter it reads from a
+    holder tensor (the lr; a momentum or beta1 a scheduler cycles): it holds
+    while the group's value is a plain number that takes the same Python
+    branches (``branch(value)``), and its ``refresh`` (run by each compiled
+    call before it reads its inputs) copies that number into the holder."""
+
+    def __init__(self, opt: "Optimizer", gi: int, key: str, branch=None):
+        self.opt, self.gi, self.key, self.branch = opt, gi, key, branch
+        # the compiler runs one refresh per (optimizer, index)
+        self.index = gi if key == "lr" else (gi, key)
 
     def __call__(self):
         groups = self.opt.param_groups
-        if self.index >= len(groups):
+        if self.gi >= len(groups):
             return None
-        lr = groups[self.index]["lr"]
-        return isinstance(lr, numbers.Real) and not isinstance(lr, bool)
+        v = _group_value(groups[self.gi], self.key)
+        if not _is_number(v):
+            return False
+        return True if self.branch is None else (True, self.branch(v))
 
     def refresh(self) -> None:
-        self.opt._lr_holders[self.index]._data[()] = self.opt.param_groups[self.index]["lr"]
+        holder = self.opt._holders(self.key)[self.gi]
+        holder._data[()] = _group_value(self.opt.param_groups[self.gi], self.key)
 
 
 class Optimizer:
@@ -256,6 +281,23 @@ class Optimizer:
         # existed before the traced call as state (see _lr).
         self.__dict__.setdefault("_lr_holders", []).append(
             creation.zeros((), dtype=dt.float64))
+        for holders in self.__dict__.get("_hyper_holders", {}).values():
+            holders.append(creation.zeros((), dtype=dt.float64))
+
+    def _lift(self, key: str) -> None:
+        """A scheduler will change ``key`` (``'momentum'``, or ``'beta1'``
+        for ``betas[0]``) at every step (``OneCycleLR``, ``CyclicLR``): a
+        traced step then reads it from a holder tensor, as it reads the lr,
+        so that the schedule does not retrace.  The holders are made now,
+        outside any trace."""
+        holders = self.__dict__.setdefault("_hyper_holders", {}).setdefault(key, [])
+        while len(holders) < len(self.param_groups):
+            holders.append(creation.zeros((), dtype=dt.float64))
+
+    def _holders(self, key: str):
+        if key == "lr":
+            return self.__dict__.get("_lr_holders", ())
+        return self.__dict__.get("_hyper_holders", {}).get(key, ())
 
     # --- gradients --------------------------------------------------------------
 
@@ -287,18 +329,30 @@ class Optimizer:
         """``group["lr"]`` for the update formulas: the number itself, or,
         while ``tracec.compile`` traces this step, the group's 0-d float64
         holder set to it (read by the compiled step as state; each compiled
-        call first copies the group's current lr into it: ``_LiftedLR``)."""
-        lr = group["lr"]
-        if not RECORDERS or isinstance(lr, (bool, Tensor)) or not isinstance(lr, numbers.Real):
-            return lr
-        holders = self.__dict__.get("_lr_holders", ())
+        call first copies the group's current lr into it: ``_Lifted``)."""
+        return self._lifted_value(group, "lr", None)
+
+    def _hyper(self, group: dict, key: str, branch):
+        """The number ``key`` (``'momentum'``, ``'beta1'``) names in
+        ``group``; while a step is traced and a scheduler cycles it
+        (``_lift``), its holder instead, as ``_lr``.  ``branch(value)`` is
+        what the update decides in Python from the number (``m != 0``...):
+        the trace guards on it.  Call it once per group, whether or not the
+        value is used, and branch on the group's number, not on this."""
+        return self._lifted_value(group, key, branch)
+
+    def _lifted_value(self, group: dict, key: str, branch):
+        v = _group_value(group, key)
+        if not RECORDERS or not _is_number(v):
+            return v
+        holders = self._holders(key)
         gi = next((i for i, g in enumerate(self.param_groups) if g is group), None)
         if gi is None or gi >= len(holders):
-            return lr
+            return v
         holder = holders[gi]
-        holder._data[()] = lr       # its value for the eager run of the traced call
-        self.__dict__.setdefault("_lifted_lr", set()).add(gi)
-        note_guard(_LiftedLR(self, gi))
+        holder._data[()] = v       # its value for the eager run of the traced call
+        self.__dict__.setdefault("_lifted", set()).add((gi, key))
+        note_guard(_Lifted(self, gi, key, branch))
         return holder
 
     def optimizer_state_and_hyperparameters(self):
@@ -306,8 +360,13 @@ class Optimizer:
         (but a learning rate the compiled step reads as state: ``_lr``) and
         parameters, and which state tensors each parameter has (a momentum
         buffer is created on the first step, which takes another path)."""
-        lifted = self.__dict__.get("_lifted_lr", ())
-        groups = tuple(tuple(sorted((k, "lifted" if k == "lr" and gi in lifted else v)
+        lifted = self.__dict__.get("_lifted", ())
+
+        def shown(gi, k, v):
+            if k == "betas" and (gi, "beta1") in lifted:
+                return ("lifted",) + tuple(v[1:])
+            return "lifted" if (gi, k) in lifted else v
+        groups = tuple(tuple(sorted((k, shown(gi, k, v))
                                     for k, v in g.items() if k != "params"
                                     and isinstance(v, (int, float, bool, str, tuple,
                                                        type(None)))))
@@ -321,14 +380,38 @@ class Optimizer:
                       for g in self.param_groups for p in g["params"])
         return groups, state
 
+    def _step_groups(self, closure):
+        """The body of a per-group optimizer's ``step``: run ``closure``
+        (with grad enabled), then ``self._update_group(group)`` for each
+        group under ``no_grad``; return the closure's loss."""
+        loss = self._closure_loss(closure)
+        with graph.no_grad():
+            for group in self.param_groups:
+                self._update_group(group)
+        return loss
+
+    def _steps_as_tensors(self) -> None:
+        """``state['step']`` as a 0-d tensor (an old checkpoint may hold a
+        number), as PyTorch's ``__setstate__`` converts it."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                p_state = self.state.get(p, {})
+                if "step" in p_state and not isinstance(p_state["step"], Tensor):
+                    p_state["step"] = creation.tensor(float(p_state["step"]),
+                                                      dtype=_scalar_dtype())
+
     def _closure_loss(self, closure):
-        if RECORDERS and getattr(type(self), "_update_group", None) in _READS_LR_BY_LR:
-            # This step will read each numeric lr through _lr: leave it out of
-            # the guard from this first trace on (else the next call retraces).
-            lifted = self.__dict__.setdefault("_lifted_lr", set())
-            for gi, g in enumerate(self.param_groups[:len(self.__dict__.get("_lr_holders", ()))]):
-                if isinstance(g["lr"], numbers.Real) and not isinstance(g["lr"], bool):
-                    lifted.add(gi)
+        keys = _READS_LIFTED.get(getattr(type(self), "_update_group", None), ())
+        if RECORDERS and keys:
+            # This step will read each numeric lr through _lr (and a cycled
+            # momentum through _hyper): leave them out of the guard from this
+            # first trace on (else the next call retraces).
+            lifted = self.__dict__.setdefault("_lifted", set())
+            for key in keys:
+                holders = self._holders(key)
+                for gi, g in enumerate(self.param_groups[:len(holders)]):
+                    if _is_number(_group_value(g, key)):
+                        lifted.add((gi, key))
         # A compiled caller guards on this (tracec.compile retraces when it changes).
         note_guard(self.optimizer_state_and_hyperparameters)
         if closure is None:

@@ -2,10 +2,8 @@
 (weight decay, momentum with dampening, Nesterov, maximize)."""
 from __future__ import annotations
 
-from tracec import functions as F
-from tracec import graph
-from tracec.optim.optimizer import Optimizer, reads_lr_by_lr
-from tracec.tensor import Tensor
+from tracec.optim import _functional as _f
+from tracec.optim.optimizer import Optimizer, reads_lifted
 
 __all__ = ["SGD"]
 
@@ -61,16 +59,12 @@ class SGD(Optimizer):
     def step(self, closure=None):
         """Perform one optimization step; ``closure`` re-evaluates the loss
         (run with grad enabled) and its value is returned."""
-        loss = self._closure_loss(closure)
-        with graph.no_grad():
-            for group in self.param_groups:
-                self._update_group(group)
-        return loss
+        return self._step_groups(closure)
 
-    @reads_lr_by_lr
+    @reads_lifted("momentum")
     def _update_group(self, group) -> None:
         lr = self._lr(group)
-        momentum = group["momentum"]
+        momentum = self._hyper(group, "momentum", lambda m: m != 0)
         dampening = group["dampening"]
         weight_decay = group["weight_decay"]
         nesterov = group["nesterov"]
@@ -81,7 +75,7 @@ class SGD(Optimizer):
             grad = p.grad if not maximize else -p.grad
             if weight_decay != 0:
                 grad = grad.add(p, alpha=weight_decay)
-            if momentum != 0:
+            if group["momentum"] != 0:
                 state = self.state[p]
                 buf = state.get("momentum_buffer")
                 if buf is None:
@@ -89,8 +83,5 @@ class SGD(Optimizer):
                     state["momentum_buffer"] = buf
                 else:
                     buf.mul_(momentum).add_(grad, alpha=1 - dampening)
-                grad = grad.add(buf, alpha=momentum) if nesterov else buf
-            if isinstance(lr, Tensor):    # the same rounding as alpha=-lr
-                p.add_(grad.mul(F.neg(lr)))
-            else:
-                p.add_(grad, alpha=-lr)
+                grad = grad.add(_f.scaled(buf, momentum)) if nesterov else buf
+            _f.add_(p, grad, alpha=_f.neg(lr))

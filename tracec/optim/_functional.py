@@ -1,0 +1,62 @@
+"""The in-place update formulas PyTorch's optimizers use (``lerp_``,
+``addcmul_``, ``addcdiv_``, ``add_(x, alpha=...)``), written with tracec
+tensor ops in the order PyTorch's CPU kernels round them, so that results
+match ``torch.optim`` and a traced step sees only tensor ops.
+
+A scalar (``value``, ``alpha``, ``weight``) may be a Python number or, for
+a learning rate lifted by ``Optimizer._lr`` while a step is traced, a 0-d
+tensor: then no Python comparison is made on it (that would read a traced
+value), and mixed with a float32 tensor it is rounded to float32 first, as
+PyTorch rounds a Python scalar.
+"""
+from __future__ import annotations
+
+from tracec import functions as F
+from tracec.tensor import Tensor
+
+__all__ = ["neg", "one_minus", "scaled", "add_", "addcmul_", "addcdiv_", "lerp_"]
+
+
+def neg(x):
+    """``-x`` for a number or a (0-d) tensor."""
+    return F.neg(x) if isinstance(x, Tensor) else -x
+
+
+def scaled(x: Tensor, value):
+    """``value * x``; multiplying by a Python 1 is exact, so it is skipped."""
+    if not isinstance(value, Tensor) and value == 1:
+        return x
+    return x.mul(value)
+
+
+def add_(t: Tensor, other: Tensor, alpha=1) -> Tensor:
+    """``t.add_(other, alpha=alpha)``: ``t + alpha * other``."""
+    return t.add_(scaled(other, alpha))
+
+
+def addcmul_(t: Tensor, a: Tensor, b: Tensor, value=1) -> Tensor:
+    """``t.addcmul_(a, b, value=value)``: ``t + value * a * b``, with
+    PyTorch's left-to-right rounding."""
+    return t.add_(scaled(a, value).mul(b))
+
+
+def addcdiv_(t: Tensor, a: Tensor, b: Tensor, value=1) -> Tensor:
+    """``t.addcdiv_(a, b, value=value)``: ``t + value * a / b``, with
+    PyTorch's left-to-right rounding."""
+    return t.add_(scaled(a, value).div(b))
+
+
+def one_minus(x):
+    """``1 - x`` for a number or a (0-d) tensor."""
+    return F.sub(1, x) if isinstance(x, Tensor) else 1 - x
+
+
+def lerp_(t: Tensor, end: Tensor, weight, small: bool | None = None) -> Tensor:
+    """``t.lerp_(end, weight)`` with PyTorch's two-sided formula (exact at
+    both ends); ``small`` is ``abs(weight) < 0.5``, given by the caller
+    when ``weight`` is a tensor (a lifted hyperparameter)."""
+    if small is None:
+        small = abs(weight) < 0.5
+    if small:
+        return t.add_(end.sub(t).mul(weight))
+    return t.copy_(end.sub(end.sub(t).mul(one_minus(weight))))

@@ -1,0 +1,84 @@
+"""``Adadelta`` with PyTorch's exact formulas (``torch.optim.Adadelta``).
+
+State per parameter, as in PyTorch: ``step`` (0-d tensor), ``square_avg``
+and ``acc_delta``, updated in place.
+"""
+from __future__ import annotations
+
+from tracec import creation
+from tracec.optim import _functional as _f
+from tracec.optim.optimizer import Optimizer, _scalar_dtype, reads_lr_by_lr
+from tracec.optim.sgd import _check_flags
+from tracec.tensor import Tensor
+
+__all__ = ["Adadelta"]
+
+
+class Adadelta(Optimizer):
+    """PyTorch's ``torch.optim.Adadelta``.  Per parameter with gradient
+    ``g`` (``-g`` with ``maximize``)::
+
+        g = g + weight_decay * p                  (if weight_decay != 0)
+        v = rho * v + (1 - rho) * g * g
+        delta = sqrt(u + eps) / sqrt(v + eps) * g
+        u = rho * u + (1 - rho) * delta * delta
+        p = p - lr * delta
+
+    ``foreach`` and ``capturable`` are accepted and change nothing.
+    """
+
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
+                 capturable=False, maximize=False, differentiable=False):
+        if isinstance(lr, Tensor) and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= rho <= 1.0:
+            raise ValueError(f"Invalid rho value: {rho}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        defaults = {"lr": lr, "rho": rho, "eps": eps, "weight_decay": weight_decay,
+                    "maximize": maximize, "capturable": capturable, "foreach": foreach,
+                    "differentiable": differentiable}
+        _check_flags(foreach, differentiable, None)
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("foreach", None)
+            group.setdefault("maximize", False)
+            group.setdefault("differentiable", False)
+            group.setdefault("capturable", False)
+        self._steps_as_tensors()
+
+    def step(self, closure=None):
+        """Perform one optimization step; ``closure`` re-evaluates the loss
+        (run with grad enabled) and its value is returned."""
+        return self._step_groups(closure)
+
+    @reads_lr_by_lr
+    def _update_group(self, group) -> None:
+        lr = self._lr(group)
+        rho, eps = group["rho"], group["eps"]
+        weight_decay, maximize = group["weight_decay"], group["maximize"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            state = self.state[p]
+            if len(state) == 0:
+                state["step"] = creation.zeros((), dtype=_scalar_dtype())
+                state["square_avg"] = creation.zeros_like(p)
+                state["acc_delta"] = creation.zeros_like(p)
+            square_avg, acc_delta = state["square_avg"], state["acc_delta"]
+            state["step"].add_(1)
+            grad = p.grad if not maximize else -p.grad
+            if weight_decay != 0:
+                grad = grad.add(p, alpha=weight_decay)
+            _f.addcmul_(square_avg.mul_(rho), grad, grad, value=1 - rho)
+            std = square_avg.add(eps).sqrt()
+            delta = acc_delta.add(eps).sqrt().div(std).mul(grad)
+            _f.addcmul_(acc_delta.mul_(rho), delta, delta, value=1 - rho)
+            _f.add_(p, delta, alpha=_f.neg(lr))

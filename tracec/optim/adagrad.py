@@ -1,0 +1,108 @@
+"""``Adagrad`` with PyTorch's exact formulas (``torch.optim.Adagrad``).
+
+State per parameter, as in PyTorch: ``step`` (0-d tensor) and ``sum``,
+made in the constructor for every parameter (``sum`` filled with
+``initial_accumulator_value``) and updated in place.  The decayed learning
+rate ``lr / (1 + (step - 1) * lr_decay)`` is computed with float64 tensor
+ops from the ``step`` tensor (PyTorch computes it in Python floats), so a
+traced step reads the counter as state.
+"""
+from __future__ import annotations
+
+from tracec import creation
+from tracec import dtypes as dt
+from tracec import functions as F
+from tracec.optim import _functional as _f
+from tracec.optim.optimizer import Optimizer, _scalar_dtype, reads_lr_by_lr
+from tracec.optim.sgd import _check_flags
+from tracec.tensor import Tensor
+
+__all__ = ["Adagrad"]
+
+
+class Adagrad(Optimizer):
+    """PyTorch's ``torch.optim.Adagrad``.  Per parameter with gradient
+    ``g`` (``-g`` with ``maximize``)::
+
+        step += 1
+        g = g + weight_decay * p                  (if weight_decay != 0)
+        clr = lr / (1 + (step - 1) * lr_decay)
+        sum = sum + g * g
+        p = p - clr * g / (sqrt(sum) + eps)
+
+    ``foreach`` and ``fused`` are accepted and change nothing.
+    """
+
+    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
+                 eps=1e-10, foreach=None, *, maximize=False, differentiable=False, fused=None):
+        if isinstance(lr, Tensor) and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= lr_decay:
+            raise ValueError(f"Invalid lr_decay value: {lr_decay}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not 0.0 <= initial_accumulator_value:
+            raise ValueError("Invalid initial_accumulator_value value: "
+                             f"{initial_accumulator_value}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        defaults = {"lr": lr, "lr_decay": lr_decay, "eps": eps, "weight_decay": weight_decay,
+                    "initial_accumulator_value": initial_accumulator_value,
+                    "foreach": foreach, "maximize": maximize,
+                    "differentiable": differentiable, "fused": fused}
+        super().__init__(params, defaults)
+        if fused and differentiable:
+            raise RuntimeError("`fused` does not support `differentiable`")
+        _check_flags(foreach, differentiable, fused)
+        for group in self.param_groups:
+            for p in group["params"]:
+                self._new_state(p)
+
+    def _new_state(self, p) -> None:
+        # PyTorch fills every group's sum with the *optimizer's* default
+        # initial_accumulator_value (a group's own value is not read).
+        state = self.state[p]
+        state["step"] = creation.tensor(0.0, dtype=_scalar_dtype())
+        state["sum"] = creation.full_like(p, self.defaults["initial_accumulator_value"])
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("foreach", None)
+            group.setdefault("maximize", False)
+            group.setdefault("differentiable", False)
+            group.setdefault("fused", None)
+        self._steps_as_tensors()
+
+    def step(self, closure=None):
+        """Perform one optimization step; ``closure`` re-evaluates the loss
+        (run with grad enabled) and its value is returned."""
+        return self._step_groups(closure)
+
+    @reads_lr_by_lr
+    def _update_group(self, group) -> None:
+        lr = self._lr(group)
+        lr_decay, eps = group["lr_decay"], group["eps"]
+        weight_decay, maximize = group["weight_decay"], group["maximize"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            if len(self.state[p]) == 0:  # a parameter added by add_param_group
+                self._new_state(p)
+            state = self.state[p]
+            step_t, state_sum = state["step"], state["sum"]
+            step_t.add_(1)
+            grad = p.grad if not maximize else -p.grad
+            if weight_decay != 0:
+                grad = grad.add(p, alpha=weight_decay)
+            if lr_decay != 0:
+                # In float64 tensors, as PyTorch's Python floats.
+                step = step_t.to(dt.float64)
+                clr = F.div(lr, F.add(F.mul(F.sub(step, 1), lr_decay), 1))
+            else:
+                clr = lr    # lr / (1 + (step - 1) * 0) is lr exactly
+            _f.addcmul_(state_sum, grad, grad)
+            std = state_sum.sqrt().add(eps)
+            _f.addcdiv_(p, grad, std, value=_f.neg(clr))
