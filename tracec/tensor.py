@@ -326,13 +326,6 @@ class Tensor:
 
     __str__ = __repr__
 
-    def __format__(self, format_spec):
-        # PyTorch's rule: a plain 0-d tensor formats as its number
-        # ('{:+.2f}'.format(loss)); anything else as object does.
-        if self.ndim == 0 and type(self) is Tensor:
-            return self.detach().item().__format__(format_spec)
-        return object.__format__(self, format_spec)
-
     # --- conversion ----------------------------------------------------------
 
     def numpy(self) -> np.ndarray:
