@@ -163,7 +163,8 @@ def attach(plan: BackwardPlan, result: Tensor, saved_arrays: list, args, kwargs)
         elif spec.kind == "arg":
             by_input.append(resolve(spec.source, args, kwargs))
         else:
-            by_input.append(spec.source._grad)
+            leaf = spec.source if spec.arg is None else resolve(spec.arg, args, kwargs)
+            by_input.append(leaf._grad)
     tensors = [by_input[j] for j in wrt]
     copied = set(plan.copied)
     watched = [t for j, t in enumerate(by_input) if j not in copied and t is not None]

@@ -136,7 +136,9 @@ class Entry:
         for t, rg in self.state_guards:
             if t.requires_grad != rg:
                 return f"requires_grad of a {t.dtype.name}{list(t.shape)} tensor changed"
-        for leaf, had in self.trace.grad_guards:
+        for leaf, had, path in self.trace.grad_guards:
+            if path is not None:   # an argument's .grad: this call's argument
+                leaf = resolve(path, args, kwargs)
             if (leaf._grad is not None) != had:
                 return (f".grad of a {leaf.dtype.name}{list(leaf.shape)} tensor is "
                         f"{'now None' if had else 'no longer None'}")
@@ -193,7 +195,8 @@ class Entry:
             elif spec.kind == "state":
                 arrays.append(spec.source._data)
             else:
-                arrays.append(spec.source._grad._data)
+                leaf = spec.source if spec.arg is None else resolve(spec.arg, args, kwargs)
+                arrays.append(leaf._grad._data)
         if self.check_backend is not None:
             check.check_module(self.optimized(), self.check_backend, arrays)
         plan = self.backward_plan if graph.is_grad_enabled() else None
@@ -220,7 +223,7 @@ class Entry:
         it = iter(outs)
         for spec in self.trace.outputs:
             if spec.kind == "grad_none":
-                spec.target._grad = None
+                (spec.target if spec.arg is None else resolve(spec.arg, args, kwargs))._grad = None
                 continue
             arr = next(it)
             if spec.kind == "return":
@@ -236,7 +239,7 @@ class Entry:
                     np.copyto(t._data, arr)
                 t._version[0] += 1
             else:
-                leaf = spec.target
+                leaf = spec.target if spec.arg is None else resolve(spec.arg, args, kwargs)
                 if spec.inplace:
                     if arr is not leaf._grad._data:
                         np.copyto(leaf._grad._data, arr)
@@ -261,7 +264,7 @@ def _fresh_grad_outputs(trace: Trace, executable) -> list:
     for spec in trace.outputs:
         if spec.kind == "grad_none":
             continue
-        if spec.kind == "grad" and not spec.inplace:
+        if spec.kind == "grad" and not spec.inplace and spec.arg is None:
             out.append((k, spec.target))
         k += 1
     return out

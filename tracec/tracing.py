@@ -72,6 +72,7 @@ class InputSpec:
     source: object        # arg path (tracec.pytree), the Tensor, or the leaf Tensor
     shape: tuple
     dtype: object
+    arg: object = None    # for "grad" of an argument leaf: the argument's path
 
 
 @dataclass
@@ -80,7 +81,8 @@ class OutputSpec:
     kind: str             # "return", "write" (in place into a tensor), "grad"
     target: object = None  # the Tensor written, or the leaf whose .grad is set
     inplace: bool = False  # for "grad": write into the existing .grad tensor
-    arg: object = None     # for "write" into an argument: its path (tracec.pytree);
+    arg: object = None     # for "write" into an argument, or the "grad" of an argument
+    #                        leaf: the argument's path (tracec.pytree);
     #                        the call's own argument is written, not the traced one
 
 
@@ -172,7 +174,8 @@ class Recording:
             self.env[id(t)] = (t, op.results[0])
             return op.results[0]
         leaf = self.entry_grad_ids.get(id(t))
-        spec = InputSpec("grad", leaf, tuple(t.shape), t.dtype) if leaf is not None \
+        spec = InputSpec("grad", leaf, tuple(t.shape), t.dtype,
+                         self.arg_position.get(id(leaf))) if leaf is not None \
             else InputSpec("state", t, tuple(t.shape), t.dtype)
         arg = self.block.insert_arg(ir.tensor_type(t.shape, t.dtype), len(self.block.args))
         self.inputs.append(spec)
@@ -376,15 +379,16 @@ class Recording:
         grad_guards = []
         for key, (leaf, entry) in self.grad_entry.items():
             if not isinstance(entry, str):
-                grad_guards.append((leaf, entry is not None))
+                grad_guards.append((leaf, entry is not None, self.arg_position.get(id(leaf))))
         for leaf in self.grad_written.values():
             final = leaf._grad
             if final is None:
-                outputs.append(OutputSpec("grad_none", leaf))
+                outputs.append(OutputSpec("grad_none", leaf, arg=self.arg_position.get(id(leaf))))
                 continue
             entry = self.grad_entry.get(id(leaf), (None, None))[1]
             values.append(self.value_of(final))
-            outputs.append(OutputSpec("grad", leaf, inplace=final is entry
+            outputs.append(OutputSpec("grad", leaf, arg=self.arg_position.get(id(leaf)),
+                                      inplace=final is entry
                                       and not isinstance(entry, str)))
         ir.set_returns(self.func, values)
         module = ir.new_module([self.func])

@@ -395,3 +395,29 @@ def test_writing_a_view_argument_in_place_is_refused():
     x = tracec.zeros(4)
     with pytest.raises(TraceError, match="a view of another tensor"):
         f(x[:2])
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_grad_of_an_argument_goes_to_this_calls_argument(backend):
+    """A new argument tensor that requires grad at each call: its ``.grad``
+    (guarded, read and written) is this call's argument's, not the traced
+    call's (found by the fuzzer's sibling report: gradients went to the
+    first call's tensor)."""
+    def f(x, w):
+        loss = (x * w).sum()
+        loss.backward()
+        return loss
+    comp = tracec.compile(f, backend=backend)
+    w = tracec.ones(3, requires_grad=True)
+    olds = []
+    for k in range(4):
+        x = tracec.full((3,), float(k + 1), requires_grad=True)
+        if k == 3:
+            x.grad = tracec.full((3,), 100.0)      # accumulates into an existing .grad
+        w.grad = None
+        comp(x, w)
+        assert x.grad.tolist() == [1.0 + (100.0 if k == 3 else 0.0)] * 3
+        assert w.grad.tolist() == [float(k + 1)] * 3
+        olds.append(x)
+    assert all(o.grad.tolist() == [1.0] * 3 for o in olds[:3])
+    assert comp.cache_info().traces == 2, comp.cache_info().reasons   # + x.grad set
