@@ -73,7 +73,7 @@ def world(seed):
                       for _ in range(2)]}
 
 
-def build(ops, kind, w, ret):
+def build(ops, kind, w, ret, grad=False):
     k = w["k"]
     cap = w["cap"]
     store = w["store"]
@@ -96,7 +96,7 @@ def build(ops, kind, w, ret):
                 acc = acc * s
             elif op == "add_store":
                 acc = acc + store[1]
-            elif op == "inplace_a":
+            elif op == "inplace_a" and not grad:   # (a leaf that requires grad: eager refuses)
                 a.add_(acc * 0.25)
             elif op == "inplace_cap":
                 cap.mul_(0.9)
@@ -104,6 +104,9 @@ def build(ops, kind, w, ret):
                 acc = acc.tanh()
             elif op == "sum_b":
                 acc = acc + b.sum()
+        if grad:
+            (acc * acc).sum().backward()
+            acc = acc.detach()
         if ret == "tensor":
             return acc
         if ret == "tuple":
@@ -133,10 +136,10 @@ def flat(x):
     return [np.asarray(x)]
 
 
-def run(ops, kind, ret, schedule, backend):
+def run(ops, kind, ret, schedule, backend, grad=False):
     we, wc = world(0), world(0)
-    fe, change_e, cap_e, store_e = build(ops, kind, we, ret)
-    fc, change_c, cap_c, store_c = build(ops, kind, wc, ret)
+    fe, change_e, cap_e, store_e = build(ops, kind, we, ret, grad)
+    fc, change_c, cap_c, store_c = build(ops, kind, wc, ret, grad)
     comp = tracec.compile(fc, backend=backend)
     rng = np.random.default_rng(1)
     s = 2.0
@@ -149,8 +152,8 @@ def run(ops, kind, ret, schedule, backend):
         vb = va if what == "alias" else rng.standard_normal(N).astype(np.float32)
         calls = []
         for _ in range(2):
-            a = tracec.tensor(va)
-            b = a if what == "alias" else tracec.tensor(vb)
+            a = tracec.tensor(va, requires_grad=grad)
+            b = a if what == "alias" else tracec.tensor(vb, requires_grad=grad and step % 2 == 0)
             calls.append((a, b))
         (ae, be), (ac, bc) = calls
         want = fe(*pack(kind, ae, be), s)
@@ -158,7 +161,11 @@ def run(ops, kind, ret, schedule, backend):
         for x, y in zip(flat(got), flat(want)):
             np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-5,
                                        err_msg=f"call {step} ({what}) of {ops} {kind} {ret}")
-        for x, y in zip(flat([ac, bc, cap_c(), store_c]), flat([ae, be, cap_e(), store_e])):
+        grads_c = [t.grad for t in (ac, bc) if t.grad is not None]
+        grads_e = [t.grad for t in (ae, be) if t.grad is not None]
+        assert len(grads_c) == len(grads_e)
+        for x, y in zip(flat([ac, bc, cap_c(), store_c, grads_c]),
+                        flat([ae, be, cap_e(), store_e, grads_e])):
             np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-5,
                                        err_msg=f"state after call {step} ({what}) of {ops}")
 
@@ -174,6 +181,15 @@ PROGRAMS = dict(ops=st.lists(OPS, min_size=1, max_size=6),
 @given(**PROGRAMS)
 def test_fuzz_eager_equals_compiled_interp(ops, kind, ret, schedule):
     run(ops, kind, ret, schedule, "interp")
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(**PROGRAMS)
+def test_fuzz_eager_equals_compiled_with_argument_gradients(ops, kind, ret, schedule):
+    """The same programs with arguments that require grad (some calls) and a
+    backward inside: every argument's .grad must be this call's."""
+    run(ops, kind, ret, schedule, "interp", grad=True)
 
 
 @settings(max_examples=CPU_EXAMPLES, deadline=None,
