@@ -179,6 +179,19 @@ def test_module_python_attributes_and_tensor_attributes():
         same(m, [lambda: (x,), scale, offset, drop_p], traces=4)
 
 
+def test_module_function_attribute_switched_retraces():
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.act = tracec.relu
+
+        def forward(self, x):
+            return self.act(x)
+    b = Block()
+    x = tracec.tensor([-1.0, 2.0])
+    same(b, [lambda: (x,), lambda: (setattr(b, "act", tracec.tanh), (x,))[1]], traces=2)
+
+
 def test_plain_object_attributes_global_and_argument():
     class Config:
         def __init__(self):

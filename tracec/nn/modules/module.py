@@ -13,7 +13,9 @@ Invariants (PyTorch's):
 """
 from __future__ import annotations
 
+import functools
 import itertools
+import types
 from collections import OrderedDict, namedtuple
 from typing import Any, Callable, Iterator, Mapping
 
@@ -25,6 +27,10 @@ from tracec.tensor import RECORDERS, Tensor, note_guard
 
 #: Attribute types a module's guard compares by value.
 _PLAIN = frozenset((bool, int, float, str, type(None), tuple))
+#: Attribute types a module's guard compares by identity besides tensors
+#: (``self.act = F.gelu``: the trace called that very function).
+_FUNCTIONS = frozenset((types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+                        functools.partial))
 
 __all__ = ["Module"]
 
@@ -136,8 +142,9 @@ class Module:
         Python attributes (a Dropout's ``p``, a user's ``self.scale``): the
         guard a traced call of this module reports (a trace bakes them in)."""
         d = self.__dict__
-        attrs = [(k, v) if type(v) in _PLAIN else (k, "T", id(v)) for k, v in d.items()
-                 if k[0] != "_" and (type(v) in _PLAIN or isinstance(v, Tensor))]
+        attrs = [(k, v) if type(v) in _PLAIN else (k, "id", id(v)) for k, v in d.items()
+                 if k[0] != "_" and (type(v) in _PLAIN or isinstance(v, Tensor)
+                                     or type(v) in _FUNCTIONS)]
         return (tuple(map(id, d["_parameters"].values())), tuple(map(id, d["_buffers"].values())),
                 attrs)
 
