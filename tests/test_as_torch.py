@@ -123,7 +123,10 @@ def test_cli_run_errors(tmp_path):
     bad.write_text("import torch\nraise ValueError('boom')\n")
     r = python(None, str(bad), cli=True)
     # the script's own exception: a traceback ending like python's
-    assert r.returncode == 1 and r.stderr.strip().splitlines()[-1] == "ValueError: boom"
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and lines[-1] == "ValueError: boom"
+    assert lines[:2] == ["Traceback (most recent call last):",
+                         f'  File "{bad}", line 2, in <module>']
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int32", "bool"])

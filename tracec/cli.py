@@ -12,6 +12,7 @@ import inspect
 import os
 import re
 import sys
+import traceback
 
 import click
 
@@ -198,8 +199,16 @@ def run(script, script_args):
         raise click.ClickException(str(e)) from None
     sys.argv = [script, *script_args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-    # The script's own exceptions print their traceback, as under python.
-    runpy.run_path(script, run_name="__main__")
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except Exception as e:
+        # The script's own error: its traceback as python prints it, from
+        # the script's first frame (not this command's), and exit status 1.
+        tb = e.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != script:
+            tb = tb.tb_next
+        traceback.print_exception(type(e), e, tb or e.__traceback__)
+        sys.exit(1)
 
 
 if __name__ == "__main__":
