@@ -16,12 +16,15 @@ LAYERS = [
                   "tracec.pytree", "tracec.utils", "tracec.distributions",
                   "tracec.torch_checkpoint", "tracec.accelerator", "tracec.cuda",
                   "tracec.rearrange", "tracec.sorting", "tracec.contraction",
-                  "tracec.methods_extra", "tracec.sparse"]),
+                  "tracec.methods_extra", "tracec.sparse",
+                  "tracec.tensor_type", "tracec.amp",
+                  "tracec.reductions_bool"]),
     ("tracing", ["tracec.tracing", "tracec.guards"]),
     ("passes", ["tracec.passes"]),
     ("backends", ["tracec.backends"]),
     ("compiler", ["tracec.compiler", "tracec.compiled_backward"]),
-    ("tools", ["tracec.aot", "tracec.demo", "tracec.cli", "tracec.__init__"]),
+    ("tools", ["tracec.aot", "tracec.demo", "tracec.cli", "tracec.__init__",
+               "tracec.as_torch"]),
 ]
 # What each layer may import besides itself (DESIGN.md's arrows).
 ALLOWED = {

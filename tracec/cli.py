@@ -1,5 +1,5 @@
-"""The ``tracec`` command line (click): ``demo``, ``dump``, and (with the
-CPU backend) ``build`` and ``cache``.
+"""The ``tracec`` command line (click): ``demo``, ``dump``, ``run`` (a
+PyTorch script on tracec), and (with the CPU backend) ``build`` and ``cache``.
 
 Invariant: bad input (no such file or function, a malformed ``--arg``, an
 unsupported op) exits non-zero with a one-line ``Error: ...`` message,
@@ -12,6 +12,7 @@ import inspect
 import os
 import re
 import sys
+import traceback
 
 import click
 
@@ -179,6 +180,35 @@ def demo(epochs, backend, dump_dir):
         run_demo(epochs=epochs, backend=backend, dump_dir=dump_dir, echo=click.echo)
     except tracec.TraceError as e:
         raise click.ClickException(str(e)) from None
+
+
+@main.command(context_settings={"ignore_unknown_options": True,
+                                "allow_interspersed_args": False})
+@click.argument("script")
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+def run(script, script_args):
+    """Run a PyTorch SCRIPT on tracec (``import torch`` gives tracec), as
+    ``python SCRIPT [ARGS...]`` would: ``__main__``, ``sys.argv``, ``__file__``."""
+    import runpy
+    from tracec.as_torch import install_as_torch
+    if not os.path.isfile(script):
+        raise click.ClickException(f"no such file: {script}")
+    try:
+        install_as_torch()
+    except RuntimeError as e:
+        raise click.ClickException(str(e)) from None
+    sys.argv = [script, *script_args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except Exception as e:
+        # The script's own error: its traceback as python prints it, from
+        # the script's first frame (not this command's), and exit status 1.
+        tb = e.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != script:
+            tb = tb.tb_next
+        traceback.print_exception(type(e), e, tb or e.__traceback__)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

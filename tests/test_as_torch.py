@@ -1,0 +1,152 @@
+"""``tracec.install_as_torch()`` and ``tracec run SCRIPT.py``: ``import
+torch`` and its submodules give tracec's own modules, a submodule tracec
+lacks is refused by name, and the script runs as ``python SCRIPT.py`` would.
+Also ``Tensor.type()`` (which such scripts call), against torch."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+import tracec
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def python(code, *args, cli=False, cwd=None):
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    if cli:
+        cmd = [sys.executable, "-m", "tracec.cli", "run", *args]
+    else:
+        cmd = [sys.executable, "-c", textwrap.dedent(code), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd=cwd)
+
+
+IMPORTS = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.optim as optim
+from torch.optim.lr_scheduler import StepLR
+from torch.utils.data import DataLoader, TensorDataset
+from torch.distributions import Categorical
+import torch.autograd, torch.cuda, torch.backends.cudnn, torch.amp
+import tracec
+assert torch is tracec and nn is tracec.nn and F is tracec.nn.functional
+assert optim is tracec.optim and StepLR is tracec.optim.lr_scheduler.StepLR
+assert DataLoader is tracec.utils.data.DataLoader
+assert Categorical is tracec.distributions.Categorical
+assert torch.autograd is tracec.autograd and torch.cuda is tracec.cuda
+# the aliases do not rename tracec's modules
+assert nn.__name__ == "tracec.nn" and nn.__spec__.name == "tracec.nn"
+import sys
+assert sys.modules["torch.nn.functional"] is tracec.nn.functional
+assert "torch" not in [m.__name__ for m in sys.modules.values() if hasattr(m, "__name__")]
+"""
+
+
+def test_install_as_torch_aliases_tracec_modules():
+    r = python("import tracec; tracec.install_as_torch(); tracec.install_as_torch()\n" + IMPORTS
+               + "print('ok')")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"
+
+
+def test_a_missing_submodule_is_refused_never_the_real_torch():
+    r = python("""
+        import tracec; tracec.install_as_torch()
+        try:
+            import torch.fx
+        except ModuleNotFoundError as e:
+            print(e.name, '|', e)
+        """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == ("torch.fx | No module named 'torch.fx': tracec (installed as "
+                                "torch by tracec.install_as_torch) has no 'tracec.fx'")
+
+
+def test_install_after_the_real_torch_raises_and_uninstall_restores():
+    r = python("""
+        import torch, tracec
+        try:
+            tracec.install_as_torch()
+        except RuntimeError as e:
+            print(e)
+        """)
+    assert "the real torch is already imported" in r.stdout, r.stderr
+    r = python("""
+        import sys, tracec
+        tracec.install_as_torch()
+        import torch.nn
+        assert torch.nn is tracec.nn
+        tracec.uninstall_as_torch()
+        assert "torch" not in sys.modules and "torch.nn" not in sys.modules
+        import torch
+        assert torch is not tracec and torch.__name__ == "torch"
+        print("ok")
+        """)
+    assert r.stdout.strip() == "ok", r.stderr
+
+
+def test_cli_run_is_like_python_script(tmp_path):
+    (tmp_path / "helper.py").write_text("VALUE = 7\n")
+    script = tmp_path / "prog.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import torch
+        import torch.nn as nn
+        import helper                     # the script's folder is on sys.path
+        print(torch.__name__, nn.Linear.__module__, helper.VALUE)
+        print(sys.argv)
+        print(__file__ == sys.argv[0], __name__)
+        if __name__ == "__main__":
+            x = torch.ones(2, 3)
+            print(nn.functional.relu(x).sum().item())
+            sys.exit(int(sys.argv[-1]))
+        """))
+    r = python(None, str(script), "--epochs", "1", "-x", "3", cli=True)
+    assert r.returncode == 3, r.stderr
+    assert r.stdout.splitlines() == [
+        "tracec tracec.nn.modules.linear 7",
+        str([str(script), "--epochs", "1", "-x", "3"]),
+        "True __main__",
+        "6.0"]
+
+
+def test_cli_run_errors(tmp_path):
+    r = python(None, str(tmp_path / "nope.py"), cli=True)
+    assert r.returncode != 0 and "Error: no such file:" in r.stderr
+    bad = tmp_path / "bad.py"
+    bad.write_text("import torch\nraise ValueError('boom')\n")
+    r = python(None, str(bad), cli=True)
+    # the script's own exception: a traceback ending like python's
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and lines[-1] == "ValueError: boom"
+    assert lines[:2] == ["Traceback (most recent call last):",
+                         f'  File "{bad}", line 2, in <module>']
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int32", "bool"])
+def test_tensor_type(dtype):
+    a = np.array([[1, 0], [2, 3]]).astype(dtype)
+    t, c = torch.tensor(a), tracec.tensor(a)
+    assert c.type() == t.type()
+    for target in ["float32", "float64", "int64", "int32", "float16", "bool"]:
+        tt, ct = t.type(getattr(torch, target)), c.type(getattr(tracec, target))
+        assert str(ct.dtype).split(".")[-1] == str(tt.dtype).split(".")[-1] and ct.type() == tt.type()
+        np.testing.assert_array_equal(ct.numpy(), tt.numpy())
+    for name in ["torch.LongTensor", "torch.DoubleTensor", "torch.FloatTensor"]:
+        assert c.type(name).type() == t.type(name).type() == name
+    assert c.type(c.dtype) is c
+    with pytest.raises(ValueError, match="invalid type: 'torch.NopeTensor'"):
+        c.type("torch.NopeTensor")
+
+
+def test_tensor_type_keeps_grad():
+    x = tracec.tensor([1.0, 2.0], requires_grad=True)
+    y = x.type(tracec.float64)
+    (y * y).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0])

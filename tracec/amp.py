@@ -1,0 +1,245 @@
+"""``tracec.amp``: PyTorch's ``torch.amp.GradScaler`` (dynamic loss scaling
+for mixed-precision training), as nanoGPT-style scripts use it.
+
+Follows ``torch.amp.grad_scaler`` step for step: the scale is a float32 0-d
+tensor made lazily by the first ``scale()``; ``unscale_`` multiplies each
+gradient by the float32 reciprocal of the scale (computed in float64, as
+PyTorch does) and records whether any gradient is inf/NaN; ``step`` skips
+``optimizer.step()`` when one was; ``update`` backs the scale off after a
+skipped step and grows it after ``growth_interval`` clean ones.  A scaler
+for ``"cuda"`` when no GPU is usable warns and disables itself, as PyTorch's
+does.  Runs eagerly (``step`` branches on the inf check).
+
+``autocast`` is not provided: tracec has no mixed-precision dispatch.
+"""
+from __future__ import annotations
+
+import warnings
+from collections import defaultdict
+from enum import Enum
+
+from tracec import creation
+from tracec import dtypes as dt
+from tracec import functions as F
+from tracec.cuda import is_available as _cuda_available
+from tracec.graph import no_grad
+from tracec.methods_extra import isfinite
+from tracec.tensor import Tensor
+
+__all__ = ["GradScaler"]
+
+
+class OptState(Enum):
+    READY = 0
+    UNSCALED = 1
+    STEPPED = 2
+
+
+def _refresh_per_optimizer_state():
+    return {"stage": OptState.READY, "found_inf_per_device": {}}
+
+
+class GradScaler:
+    def __init__(self, device: str = "cuda", init_scale: float = 2.0 ** 16,
+                 growth_factor: float = 2.0, backoff_factor: float = 0.5,
+                 growth_interval: int = 2000, enabled: bool = True) -> None:
+        self._device = device
+        self._enabled = enabled
+        if self._device == "cuda" and enabled and not _cuda_available():
+            warnings.warn("torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  "
+                          "Disabling.", stacklevel=2)
+            self._enabled = False
+        if self._enabled:
+            if growth_factor <= 1.0:
+                raise AssertionError("The growth factor must be > 1.0.")
+            if backoff_factor >= 1.0:
+                raise AssertionError("The backoff factor must be < 1.0.")
+            self._init_scale = init_scale
+            self._scale = None
+            self._growth_factor = growth_factor
+            self._backoff_factor = backoff_factor
+            self._growth_interval = growth_interval
+            self._init_growth_tracker = 0
+            self._growth_tracker = None
+            self._per_optimizer_states = defaultdict(_refresh_per_optimizer_state)
+
+    def _check_scale_growth_tracker(self, funcname: str):
+        fix = "This may indicate your script did not use scaler.scale(loss or outputs) earlier in the iteration."
+        if self._scale is None:
+            raise AssertionError(f"Attempted {funcname} but _scale is None.  " + fix)
+        if self._growth_tracker is None:
+            raise AssertionError(f"Attempted {funcname} but _growth_tracker is None.  " + fix)
+        return self._scale, self._growth_tracker
+
+    def _lazy_init_scale_growth_tracker(self, device) -> None:
+        self._scale = creation.full((), self._init_scale, dtype=dt.float32, device=device)
+        self._growth_tracker = creation.full((), self._init_growth_tracker, dtype=dt.int32,
+                                             device=device)
+
+    def scale(self, outputs):
+        """``outputs`` (a tensor, or an iterable of them) times the scale."""
+        if not self._enabled:
+            return outputs
+        if isinstance(outputs, Tensor):
+            if self._scale is None:
+                self._lazy_init_scale_growth_tracker(outputs.device)
+            return outputs * self._scale.to(outputs.device)
+
+        def apply_scale(val):
+            if isinstance(val, Tensor):
+                if self._scale is None:
+                    self._lazy_init_scale_growth_tracker(val.device)
+                return val * self._scale.to(val.device)
+            if isinstance(val, (list, tuple)):
+                iterable = map(apply_scale, val)
+                return type(val)(iterable)
+            raise ValueError("outputs must be a Tensor or an iterable of Tensors")
+
+        return apply_scale(outputs)
+
+    def _unscale_grads_(self, optimizer, inv_scale: Tensor, allow_fp16: bool):
+        found_inf = creation.full((), 0.0, dtype=dt.float32)
+        with no_grad():
+            for group in optimizer.param_groups:
+                for param in group["params"]:
+                    if param.grad is None:
+                        continue
+                    if not allow_fp16 and param.grad.dtype == dt.float16:
+                        raise ValueError("Attempting to unscale FP16 gradients.")
+                    g = param.grad
+                    if not bool(isfinite(g).all()):
+                        found_inf.fill_(1.0)
+                    g.mul_(inv_scale.to(g.dtype))
+        return {str(self._scale.device): found_inf}
+
+    def unscale_(self, optimizer) -> None:
+        """Divide the optimizer's gradients by the scale (once per step)."""
+        if not self._enabled:
+            return
+        self._check_scale_growth_tracker("unscale_")
+        optimizer_state = self._per_optimizer_states[id(optimizer)]
+        if optimizer_state["stage"] is OptState.UNSCALED:
+            raise RuntimeError("unscale_() has already been called on this optimizer since the "
+                               "last update().")
+        if optimizer_state["stage"] is OptState.STEPPED:
+            raise RuntimeError("unscale_() is being called after step().")
+        # The reciprocal in float64, as PyTorch computes it.
+        inv_scale = F.reciprocal(self._scale.double()).float()
+        optimizer_state["found_inf_per_device"] = self._unscale_grads_(optimizer, inv_scale, False)
+        optimizer_state["stage"] = OptState.UNSCALED
+
+    def step(self, optimizer, *args, **kwargs):
+        """``unscale_`` (unless done) then ``optimizer.step()``, skipped when a
+        gradient is inf/NaN.  Returns what ``optimizer.step`` returned."""
+        if not self._enabled:
+            return optimizer.step(*args, **kwargs)
+        if "closure" in kwargs:
+            raise RuntimeError("Closure use is not currently supported if GradScaler is enabled.")
+        self._check_scale_growth_tracker("step")
+        optimizer_state = self._per_optimizer_states[id(optimizer)]
+        if optimizer_state["stage"] is OptState.STEPPED:
+            raise RuntimeError("step() has already been called since the last update().")
+        if optimizer_state["stage"] is OptState.READY:
+            self.unscale_(optimizer)
+        retval = None
+        if not sum(v.item() for v in optimizer_state["found_inf_per_device"].values()):
+            retval = optimizer.step(*args, **kwargs)
+        optimizer_state["stage"] = OptState.STEPPED
+        return retval
+
+    def update(self, new_scale=None) -> None:
+        """Back the scale off after a skipped step, grow it after
+        ``growth_interval`` clean ones (or set it to ``new_scale``)."""
+        if not self._enabled:
+            return
+        _scale, _growth_tracker = self._check_scale_growth_tracker("update")
+        if new_scale is not None:
+            if isinstance(new_scale, float):
+                self._scale.fill_(new_scale)
+            else:
+                reason = ("new_scale should be a float or a 1-element torch.cuda.FloatTensor or "
+                          "torch.FloatTensor with requires_grad=False.")
+                if (new_scale.device.type != self._device or new_scale.numel() != 1
+                        or new_scale.requires_grad):
+                    raise AssertionError(reason)
+                self._scale.copy_(new_scale.reshape(()))
+        else:
+            found_infs = [found_inf for state in self._per_optimizer_states.values()
+                          for found_inf in state["found_inf_per_device"].values()]
+            if len(found_infs) == 0:
+                raise AssertionError("No inf checks were recorded prior to update.")
+            found = sum(f.item() for f in found_infs)
+            # torch._amp_update_scale_
+            if found:
+                _scale.mul_(self._backoff_factor)
+                _growth_tracker.fill_(0)
+            else:
+                successful = int(_growth_tracker.item()) + 1
+                if successful == self._growth_interval:
+                    grown = _scale * self._growth_factor
+                    if bool(isfinite(grown)):
+                        _scale.copy_(grown)
+                    _growth_tracker.fill_(0)
+                else:
+                    _growth_tracker.fill_(successful)
+        self._per_optimizer_states = defaultdict(_refresh_per_optimizer_state)
+
+    def _get_scale_async(self):
+        return self._scale
+
+    def get_scale(self) -> float:
+        """The current scale (1.0 when disabled)."""
+        if self._enabled:
+            return self._init_scale if self._scale is None else float(self._scale.item())
+        return 1.0
+
+    def get_growth_factor(self) -> float:
+        return self._growth_factor
+
+    def set_growth_factor(self, new_factor: float) -> None:
+        self._growth_factor = new_factor
+
+    def get_backoff_factor(self) -> float:
+        return self._backoff_factor
+
+    def set_backoff_factor(self, new_factor: float) -> None:
+        self._backoff_factor = new_factor
+
+    def get_growth_interval(self) -> int:
+        return self._growth_interval
+
+    def set_growth_interval(self, new_interval: int) -> None:
+        self._growth_interval = new_interval
+
+    def _get_growth_tracker(self) -> int:
+        if self._enabled:
+            return (self._init_growth_tracker if self._growth_tracker is None
+                    else int(self._growth_tracker.item()))
+        return 0
+
+    def is_enabled(self) -> bool:
+        return self._enabled
+
+    def state_dict(self) -> dict:
+        if self._enabled:
+            return {"scale": self.get_scale(), "growth_factor": self._growth_factor,
+                    "backoff_factor": self._backoff_factor,
+                    "growth_interval": self._growth_interval,
+                    "_growth_tracker": self._get_growth_tracker()}
+        return {}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        if not self._enabled:
+            return
+        if len(state_dict) == 0:
+            raise RuntimeError("The source state dict is empty, possibly because it was saved "
+                               "from a disabled instance of GradScaler.")
+        self._init_scale = state_dict["scale"]
+        if self._scale is not None:
+            self._scale.fill_(state_dict["scale"])
+        self._growth_factor = state_dict["growth_factor"]
+        self._backoff_factor = state_dict["backoff_factor"]
+        self._growth_interval = state_dict["growth_interval"]
+        self._init_growth_tracker = state_dict["_growth_tracker"]
+        if self._growth_tracker is not None:
+            self._growth_tracker.fill_(state_dict["_growth_tracker"])

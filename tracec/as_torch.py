@@ -1,0 +1,79 @@
+"""``tracec.install_as_torch()``: make ``import torch`` (and every
+``import torch.X.Y`` / ``from torch.X import Y``) resolve to tracec, so that
+an unmodified PyTorch script runs on tracec (``tracec run SCRIPT.py`` calls
+it before running the script).
+
+An import hook first in ``sys.meta_path`` claims the name ``torch`` and every
+``torch.*``: ``torch.X.Y`` is the module ``tracec.X.Y`` itself (not a copy,
+so ``torch.nn.Module is tracec.nn.Module``), and a ``torch.X`` that tracec
+lacks raises ``ModuleNotFoundError`` naming it, never falling back to the
+real torch.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+
+
+class _AliasLoader(importlib.abc.Loader):
+    """Loads ``torch.X`` as the already imported ``tracec.X``."""
+
+    def __init__(self, target):
+        self.target = target
+
+    def create_module(self, spec):
+        return self.target
+
+    def exec_module(self, module):
+        # module_from_spec replaced the module's __spec__ by the alias's:
+        # give tracec.X its own back (nothing else was overwritten).
+        module.__spec__ = self.original_spec
+
+
+class _TorchAliasFinder(importlib.abc.MetaPathFinder):
+    """Resolves ``torch`` and ``torch.*`` to ``tracec`` and ``tracec.*``."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "torch" and not fullname.startswith("torch."):
+            return None
+        real = "tracec" + fullname[len("torch"):]
+        try:
+            module = importlib.import_module(real)
+        except ModuleNotFoundError as e:
+            if e.name is not None and (e.name == real or real.startswith(e.name + ".")):
+                raise ModuleNotFoundError(
+                    f"No module named {fullname!r}: tracec (installed as torch by "
+                    f"tracec.install_as_torch) has no {real!r}", name=fullname) from None
+            raise
+        loader = _AliasLoader(module)
+        loader.original_spec = module.__spec__
+        return importlib.machinery.ModuleSpec(
+            fullname, loader, is_package=hasattr(module, "__path__"))
+
+
+_FINDER = _TorchAliasFinder()
+
+
+def install_as_torch() -> None:
+    """Make ``import torch`` and ``import torch.<sub>`` give tracec's modules.
+
+    Idempotent.  Raises ``RuntimeError`` when the real torch is already
+    imported in this process (its modules are in use and cannot be swapped).
+    """
+    mod = sys.modules.get("torch")
+    if mod is not None and not getattr(mod, "__name__", "").startswith("tracec"):
+        raise RuntimeError("tracec.install_as_torch(): the real torch is already imported in "
+                           "this process; call install_as_torch() before any `import torch`")
+    if _FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, _FINDER)
+
+
+def uninstall_as_torch() -> None:
+    """Undo ``install_as_torch()``: forget the ``torch`` aliases."""
+    if _FINDER in sys.meta_path:
+        sys.meta_path.remove(_FINDER)
+    for name in [n for n in sys.modules if n == "torch" or n.startswith("torch.")]:
+        if getattr(sys.modules[name], "__name__", "").startswith("tracec"):
+            del sys.modules[name]

@@ -1,0 +1,44 @@
+"""``Tensor.type()``: PyTorch's legacy tensor-type names.
+
+``t.type()`` gives the name (``'torch.FloatTensor'``, ``'torch.cuda.LongTensor'``:
+the strings PyTorch scripts compare against), ``t.type(dtype)`` /
+``t.type('torch.LongTensor')`` converts, as ``t.to(dtype)`` does (``t``
+itself when the type already matches).
+"""
+from __future__ import annotations
+
+from tracec import dtypes as dt
+from tracec.shape_ops import to
+from tracec.tensor import Tensor
+
+_NAMES = {dt.float32: "FloatTensor", dt.float64: "DoubleTensor", dt.float16: "HalfTensor",
+          dt.bfloat16: "BFloat16Tensor", dt.int32: "IntTensor", dt.int64: "LongTensor",
+          dt.bool_: "BoolTensor"}
+_BY_NAME = {name: d for d, name in _NAMES.items()}
+
+
+def type_name(t: Tensor) -> str:
+    prefix = "torch.cuda." if t.device.type == "cuda" else "torch."
+    return prefix + _NAMES[t.dtype]
+
+
+def _parse(name: str):
+    """``'torch.LongTensor'`` / ``'torch.cuda.LongTensor'`` -> (dtype, device or None)."""
+    parts = name.split(".")
+    if parts[:1] == ["torch"] and len(parts) in (2, 3) and parts[-1] in _BY_NAME \
+            and (len(parts) == 2 or parts[1] == "cuda"):
+        return _BY_NAME[parts[-1]], ("cuda" if len(parts) == 3 else "cpu")
+    raise ValueError(f"invalid type: '{name}'")
+
+
+def tensor_type(self: Tensor, dtype=None, non_blocking: bool = False, **kwargs):
+    if dtype is None:
+        return type_name(self)
+    if isinstance(dtype, str):
+        d, device = _parse(dtype)
+        return to(self, device=device, dtype=d)
+    d = dt.to_dtype(dtype)
+    return self if d == self.dtype else to(self, d)
+
+
+Tensor.type = tensor_type
