@@ -14,7 +14,7 @@ import numpy as np
 from tracec import dtypes as dt
 from tracec import graph, ops
 from tracec.device import to_device
-from tracec.ir.symbolic import Sym
+from tracec.symbolic import Sym
 from tracec.tensor import RECORDERS, Tensor
 
 

@@ -15,7 +15,7 @@ from tracec import dtypes as dt
 from tracec import ops
 from tracec.functions import _named, _operand, promote
 from tracec.ops.core import normalize_axis
-from tracec.ir.symbolic import Sym
+from tracec.symbolic import Sym
 from tracec.tensor import SYM_SHAPES, Tensor, bind_movement
 
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tracec import ir
-from tracec.ir import symbolic
-from tracec.ir.symbolic import Sym, evaluate, parse, symbol, with_hints
+from tracec import symbolic
+from tracec.symbolic import Sym, evaluate, parse, symbol, with_hints
 from tracec.pytree import flatten_args, path_name, resolve
 
 __all__ = ["SymbolTable", "SymbolicInfo", "bind", "mark_dynamic", "marked_dims",

@@ -21,7 +21,7 @@ from tracec import dtypes as dt
 from tracec import graph
 from tracec.ops import core, elementwise as ew, movement
 from tracec.ops.core import ShapeError
-from tracec.ir.symbolic import Sym
+from tracec.symbolic import Sym
 
 __all__ = ["Tensor", "RECORDERS", "apply_direct", "as_tensor_operand", "attach_node",
            "bind_movement", "eager_direct", "weak_scalar"]
@@ -41,7 +41,7 @@ GUARD_HOOKS: list = []
 
 # While a symbolic trace is recorded: one callable ``(tensor) -> shape or
 # None`` giving a tensor's shape with its symbolic sizes (``Sym``, see
-# ``tracec.ir.symbolic``), so Python reading ``x.shape[0]`` computes with
+# ``tracec.symbolic``), so Python reading ``x.shape[0]`` computes with
 # the size symbolically; None for a tensor of static shape.
 SYM_SHAPES: list = []
 

@@ -28,8 +28,8 @@ from tracec import autograd, graph, ir
 from tracec.guards import EnvGuard, GlobalRNGs
 from tracec.ops.core import Aval
 from tracec.pytree import flatten_args, is_dataclass_instance, path_name
-from tracec.ir import symbolic
-from tracec.ir.symbolic import Sym
+from tracec import symbolic
+from tracec.symbolic import Sym
 from tracec.sym_shapes import SymbolTable
 from tracec.tensor import (CONCRETE_CHECKS, EPOCH, GRAD_HOOKS, GUARD_HOOKS,  # noqa: F401
                            RECORDERS, SYM_SHAPES)

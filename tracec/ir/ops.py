@@ -44,7 +44,7 @@ from xdsl.utils.exceptions import VerifyException
 from tracec import dtypes as dt
 from tracec.ir.attrs import decode_param, encode_param, format_loc, to_location
 from tracec.ir.format import Scalar, TypeSignature
-from tracec.ir.symbolic import Sym, parse
+from tracec.symbolic import Sym, parse
 from tracec.ir.types import dtype_of, format_type, is_tensor_type, shape_of, tensor_type
 
 __all__ = [

@@ -13,7 +13,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
 
 from tracec.ir.attrs import encode_param
-from tracec.ir.symbolic import evaluate, parse
+from tracec.symbolic import evaluate, parse
 from tracec.ir.types import is_symbolic_type, shape_of
 
 __all__ = ["specialize", "static_type"]

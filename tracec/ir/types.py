@@ -6,7 +6,7 @@ is one of ``f32 f64 f16 bf16 i32 i64 i1`` (one per ``tracec.dtypes`` dtype;
 integers are signless, ``i1`` is ``bool``) and whose shape is either fully
 static with no encoding, or has *symbolic* dimensions: those are MLIR's
 ``?`` and the encoding is an array with every dimension's size as text
-(``tensor<?x784xf32, ["B", "784"]>``; see ``tracec.ir.symbolic``), so dumps
+(``tensor<?x784xf32, ["B", "784"]>``; see ``tracec.symbolic``), so dumps
 and errors say ``B``.  ``tensor_type`` / ``dtype_of`` / ``shape_of``
 convert between this and tracec's (shape, DType) view, where a symbolic
 dimension is a ``Sym``.
@@ -32,7 +32,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute
 
 from tracec import dtypes as dt
-from tracec.ir.symbolic import Sym, parse
+from tracec.symbolic import Sym, parse
 
 __all__ = [
     "ELEMENT_TYPES", "element_type", "dtype_of_element", "tensor_type",
