@@ -109,10 +109,13 @@ class Entry:
     backward_plan: object = None     # a compiled backward for one result
     _fresh_grads: list = None
     #: A symbolic trace's static specializations: sizes -> Entry, and how
-    #: to make one (``make_sub(env)``); the last one used.
+    #: to make one (``make_sub(env)``); the last one used; sizes seen once
+    #: (run by ``eager(args, kwargs)``, the original function).
     subs: dict = field(default_factory=dict)
     make_sub: object = None
     last_sub: object = None
+    seen_once: set = field(default_factory=set)
+    eager: object = None
 
     def optimized(self):
         """The optimized module (running autodiff and the passes on a copy of
@@ -198,6 +201,13 @@ class Entry:
             sizes = tuple(sorted(env.items()))
             sub = self.subs.get(sizes)
             if sub is None:
+                # The cpu backend compiles one static specialization per
+                # size (its kernels are not yet size-generic): a size seen
+                # for the first time runs eagerly, as a first call does,
+                # and is compiled when it comes back.
+                if sizes not in self.seen_once:
+                    self.seen_once.add(sizes)
+                    return self.eager(args, kwargs)
                 sub = self.subs[sizes] = self.make_sub(env)
             self.last_sub = sub
             return sub.run(args, kwargs)
@@ -376,6 +386,7 @@ class CompiledFunction:
         self.dynamic = dynamic
         self._sym: dict = {}          # pattern key -> symbolic entries
         self.compiles = 0             # executables built (not loaded from disk)
+        self.loads = 0                # executables loaded from the disk cache
         self._cache: dict = {}
         self._eager_keys: dict = {}
         self._warned = False
@@ -505,6 +516,13 @@ class CompiledFunction:
         self.reasons.append(reason)
         if trace.symbolic is not None:
             entry.make_sub = lambda env: self._specialization(entry, env, backward_out)
+            entry.eager = lambda a, k: self.fn(*a, **k)
+            # The traced sizes' code is made now (the short last batch of an
+            # epoch costs nothing in the next epoch).
+            traced = dict(trace.symbolic.hints)
+            sub = entry.subs[tuple(sorted(traced.items()))] = entry.make_sub(traced)
+            sub.ensure_compiled()
+            entry.last_sub = sub
             self._sym.setdefault(pattern_key(key), []).insert(0, entry)
         else:
             self._cache.setdefault(key, []).append(entry)
@@ -595,6 +613,7 @@ class CompiledFunction:
             header, payload = hit
             try:
                 exe = backend.load_object(payload, header["signature"])
+                self.loads += 1
                 return exe, {"cache_load_s": time.perf_counter() - t0, "cache": "hit"}
             except Exception as e:  # a foreign or stale entry: rebuild it
                 warnings.warn(f"tracec cache: discarding unusable entry {key[:12]}: {e}")
@@ -645,7 +664,7 @@ class CompiledFunction:
                   if kind == "compare" and not res]
         return CacheInfo(self.traces, self.hits, list(self.reasons), len(self._eager_keys),
                          dict(self._last.timings) if self._last else {},
-                         symbolic, notes, guards, self.compiles)
+                         symbolic, notes, guards, self.compiles, self.loads)
 
     def _write_dump(self, entry: Entry) -> None:
         os.makedirs(self.dump, exist_ok=True)
@@ -712,6 +731,8 @@ class CacheInfo:
     #: executables the backend built (one per static trace or symbolic trace
     #: and size that ran compiled; disk cache loads are not counted)
     compiles: int = 0
+    #: executables loaded from the disk cache instead
+    loads: int = 0
 
     @property
     def notes(self) -> list:

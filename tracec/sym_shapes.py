@@ -155,6 +155,8 @@ class SymbolTable:
         if key in self._seen:
             return
         self._seen.add(key)
+        if kind == "specialize":
+            result = True        # the guard: ``lhs == rhs``
         self.guards.append((kind, str(lhs), op, str(rhs), result, where))
         if kind == "specialize":
             self.notes.append(f"{lhs} specialized to {rhs} at {where or 'tracec'} "

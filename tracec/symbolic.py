@@ -168,9 +168,11 @@ class Sym:
             else:
                 return NotImplemented
         diff = _add(self, _scale(other, -1))
-        sign = _sign(diff)
-        if sign is not None:
-            return _OPS[op](sign, 0)
+        if isinstance(diff, int):
+            return _OPS[op](diff, 0)
+        known = _decide(diff, op)
+        if known is not None:
+            return known
         ho = other.hint if isinstance(other, Sym) else other
         if self.hint is None or ho is None:
             if op in ("==", "!="):
@@ -300,23 +302,45 @@ def _div(a, b, kind: str):
     return Sym((((((kind, num, den)),), 1),))
 
 
-def _sign(x):
-    """1, -1 or 0 when decided by every symbol being >= 2, else None."""
+def _bounds(x):
+    """``(lower, upper)`` bounds of ``x`` from every symbol being >= 2
+    (None where there is none): a polynomial whose non-constant terms are
+    products of symbols with coefficients of one sign is monotonic in them."""
     if isinstance(x, int):
-        return (x > 0) - (x < 0)
-    for s in (1, -1):
-        lb = 0
-        for m, c in x.terms:
-            c *= s
-            if not m:
-                lb += c
-            elif c > 0 and all(isinstance(a, str) for a in m):
-                lb += c * (2 ** len(m))
-            else:
-                break
+        return x, x
+    const, low, signs = 0, 0, set()
+    for m, c in x.terms:
+        if not m:
+            const += c
+        elif all(isinstance(a, str) for a in m):
+            signs.add(c > 0)
+            low += c * (2 ** len(m))
         else:
-            if lb > 0:
-                return s
+            return None, None
+    if signs == {True}:
+        return const + low, None
+    if signs == {False}:
+        return None, const + low
+    return None, None
+
+
+def _decide(x, op: str):
+    """``x op 0`` when the bounds decide it, else None."""
+    lo, hi = _bounds(x)
+    pos = lo is not None and lo > 0
+    nonneg = lo is not None and lo >= 0
+    neg = hi is not None and hi < 0
+    nonpos = hi is not None and hi <= 0
+    if op == ">":
+        return True if pos else False if nonpos else None
+    if op == ">=":
+        return True if nonneg else False if neg else None
+    if op == "<":
+        return True if neg else False if nonneg else None
+    if op == "<=":
+        return True if nonpos else False if pos else None
+    if pos or neg:
+        return op == "!="
     return None
 
 
