@@ -22,7 +22,7 @@ def test_sym_algebra_normalizes():
 
 def test_sizes_are_at_least_two():
     assert B != 1 and B > 0 and B >= 2 and not (B == 0) and bool(B)
-    assert B * T > B and B + 1 != B
+    assert B * T >= 4 and B + 1 != B and 2 * B - 3 > 0
     with pytest.raises(SymbolicError, match="cannot decide"):
         B > 5   # noqa: B015 - no hint, no guard: undecidable
 
