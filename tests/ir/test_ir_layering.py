@@ -1,5 +1,5 @@
 """tracec/ir sits at the bottom: it imports only xDSL, NumPy, the standard
-library, ``tracec.dtypes`` and itself (never ``tracec.ops`` or above)."""
+library, ``tracec.dtypes``, ``tracec.symbolic`` (sizes) and itself (never ``tracec.ops`` or above)."""
 from __future__ import annotations
 
 import ast
@@ -10,7 +10,7 @@ import sys
 import tracec.ir
 
 IR_DIR = pathlib.Path(tracec.ir.__file__).parent
-ALLOWED_TRACEC = ("tracec.dtypes", "tracec.ir")
+ALLOWED_TRACEC = ("tracec.dtypes", "tracec.symbolic", "tracec.ir")
 
 
 def _imports(path):
