@@ -214,3 +214,21 @@ def test_random_programs_over_random_shapes(ops, reduce_dim, sizes, backend):
         x = tracec.randn(n, 3)
         _close(comp(x, b).numpy(), prog(x, b).numpy(), 1e-5)
     assert comp.cache_info().traces == 1
+
+
+def test_compiled_model_with_backward_outside_over_sizes():
+    tracec.manual_seed(0)
+    m = nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 2))
+    ref = nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 2))
+    ref.load_state_dict(m.state_dict())
+    cm = tracec.compile(m, backend="interp")
+    for n in (4, 6, 6, 9, 9, 4):
+        x = tracec.randn(n, 5)
+        a = cm(x).pow(2).sum()
+        a.backward()
+        b = ref(x).pow(2).sum()
+        b.backward()
+        _close(a.item(), b.item(), 1e-5)
+    for p, q in zip(m.parameters(), ref.parameters()):
+        _close(p.grad.numpy(), q.grad.numpy(), 1e-4)
+    assert cm.cache_info().traces == 2
