@@ -7,7 +7,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "tracec"
 
 # Lowest first.  A module belongs to the first prefix that matches.
 LAYERS = [
-    ("base", ["tracec.dtypes", "tracec.version", "tracec.data"]),
+    ("base", ["tracec.dtypes", "tracec.version", "tracec.data", "tracec.symbolic"]),
     ("ir", ["tracec.ir"]),
     ("ops", ["tracec.ops"]),
     ("frontend", ["tracec.device", "tracec.graph", "tracec.tensor", "tracec.functions",
@@ -19,7 +19,7 @@ LAYERS = [
                   "tracec.methods_extra", "tracec.sparse",
                   "tracec.tensor_type", "tracec.amp",
                   "tracec.reductions_bool"]),
-    ("tracing", ["tracec.tracing", "tracec.guards"]),
+    ("tracing", ["tracec.tracing", "tracec.guards", "tracec.sym_shapes"]),
     ("passes", ["tracec.passes"]),
     ("backends", ["tracec.backends"]),
     ("compiler", ["tracec.compiler", "tracec.compiled_backward"]),

@@ -43,6 +43,7 @@ def is_floating_point(x) -> "builtins.bool":
 
 from tracec.tracing import TraceError  # noqa: E402,F401
 from tracec.compiler import compile, trace  # noqa: E402,F401,A004
+from tracec.sym_shapes import mark_dynamic  # noqa: E402,F401
 from tracec import ir  # noqa: E402,F401
 from tracec import nn, optim  # noqa: E402,F401
 from tracec.serialization import load, save  # noqa: E402,F401

@@ -8,6 +8,7 @@ runs eagerly while recording; later calls run the compiled code.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import os
@@ -23,6 +24,7 @@ from tracec import compiled_backward, graph, ir
 from tracec.backends import cache, check, cpu, interp
 from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, run_passes
 from tracec.pytree import flatten_args, resolve
+from tracec.sym_shapes import SymbolTable, bind, choose_dynamic, pattern_key
 from tracec.tensor import RECORDERS, Tensor
 from tracec.version import __version__
 from tracec.tracing import Trace, TraceError, record  # noqa: F401
@@ -31,6 +33,9 @@ STAGES = ("trace", "autodiff", "optimized", "lowered", "llvm", "asm")
 #: Traces a compiled function keeps at most (torch.compile's limit is 8).
 DEFAULT_MAX_TRACES = 16
 BACKENDS = {"interp": interp, "cpu": cpu}
+#: Sizes a symbolic trace compiles static code for at most; later new sizes
+#: run eagerly.  (The cpu kernels are not size-generic yet: issue 10.)
+MAX_SIZE_COMPILES = int(os.environ.get("TRACEC_MAX_SIZE_COMPILES", "8"))
 
 
 def _checks_enabled() -> bool:
@@ -106,6 +111,14 @@ class Entry:
     refreshers: list = field(default_factory=list)
     backward_plan: object = None     # a compiled backward for one result
     _fresh_grads: list = None
+    #: A symbolic trace's static specializations: sizes -> Entry, and how
+    #: to make one (``make_sub(env)``); the last one used; sizes seen once
+    #: (run by ``eager(args, kwargs)``, the original function).
+    subs: dict = field(default_factory=dict)
+    make_sub: object = None
+    last_sub: object = None
+    seen_once: set = field(default_factory=set)
+    eager: object = None
 
     def optimized(self):
         """The optimized module (running autodiff and the passes on a copy of
@@ -171,7 +184,10 @@ class Entry:
         return self.executable
 
     def stage(self, name: str):
-        """A stage's module or text, made on request."""
+        """A stage's module or text, made on request (past "trace", a
+        symbolic trace shows its last specialization's)."""
+        if self.trace.symbolic is not None and name != "trace":
+            return None if self.last_sub is None else self.last_sub.stage(name)
         if name in ("autodiff", "optimized"):
             self.optimized()
         if name in self.stages:
@@ -182,7 +198,25 @@ class Entry:
         except (KeyError, AttributeError):
             return None
 
-    def run(self, args, kwargs):
+    def run(self, args, kwargs, env=None):
+        if env is not None:
+            # A symbolic trace: the static code for these sizes (made once).
+            sizes = tuple(sorted(env.items()))
+            sub = self.subs.get(sizes)
+            if sub is None:
+                # The cpu backend compiles one static specialization per
+                # size (its kernels are not yet size-generic): a size seen
+                # for the first time runs eagerly, as a first call does,
+                # and is compiled when it comes back.
+                if sizes not in self.seen_once or len(self.subs) >= MAX_SIZE_COMPILES:
+                    # Past MAX_SIZE_COMPILES sizes, new ones stay eager: a
+                    # compile per size costs more than it saves when sizes
+                    # keep changing (until kernels take sizes at run time).
+                    self.seen_once.add(sizes)
+                    return self.eager(args, kwargs)
+                sub = self.subs[sizes] = self.make_sub(env)
+            self.last_sub = sub
+            return sub.run(args, kwargs)
         if self.executable is None:
             self.ensure_compiled()
         for refresh in self.refreshers:   # lifted Python state (a learning rate)
@@ -332,7 +366,7 @@ class CompiledFunction:
     _tracec_opaque = True
 
     def __init__(self, fn, *, backend=None, dump=None, fallback=None, check=False,
-                 max_traces=None, values_only=False):
+                 max_traces=None, values_only=False, dynamic=None):
         if fallback not in (None, "eager", "error"):
             raise ValueError(f"fallback must be None, 'error' or 'eager', got {fallback!r}")
         self.fn = fn
@@ -351,6 +385,14 @@ class CompiledFunction:
         #: Results are plain values even where eager ones would carry a graph
         #: (``tracec build`` and ``tracec dump``: nothing backpropagates there).
         self.values_only = values_only
+        if dynamic not in (None, True, False):
+            raise ValueError(f"dynamic must be None, True or False, got {dynamic!r}")
+        #: None: sizes that change between calls become symbolic; True:
+        #: every size is; False: always specialize.
+        self.dynamic = dynamic
+        self._sym: dict = {}          # pattern key -> symbolic entries
+        self.compiles = 0             # executables built (not loaded from disk)
+        self.loads = 0                # executables loaded from the disk cache
         self._cache: dict = {}
         self._eager_keys: dict = {}
         self._warned = False
@@ -392,6 +434,19 @@ class CompiledFunction:
             reason = _describe_change(next(reversed(self._cache)), key)
         else:
             reason = "first call"
+        if self._sym:
+            sym = self._sym.get(pattern_key(key))
+            for i, e in enumerate(sym or ()):
+                env, failed = bind(e.trace.symbolic, e.trace.inputs, args, kwargs)
+                if failed is None:
+                    failed = e.failed_guard(args, kwargs)
+                if failed is None:
+                    if i:
+                        sym.insert(0, sym.pop(i))
+                    self.hits += 1
+                    self._last = e
+                    return e.run(args, kwargs, env)
+                reason = failed
         if self.traces >= self.max_traces:
             if not self._warned_limit:
                 self._warned_limit = True
@@ -406,8 +461,11 @@ class CompiledFunction:
 
     def _trace_and_compile(self, key, args, kwargs, reason):
         t0 = time.perf_counter()
+        dims = choose_dynamic(self.dynamic, key, args, kwargs, self._cache,
+                              self._sym.get(pattern_key(key), ()))
         result, trace = record(self.fn, args, kwargs, self.__name__,
-                               fallback=self.fallback == "eager")
+                               fallback=self.fallback == "eager",
+                               symbols=SymbolTable(*dims) if dims else None)
         if isinstance(trace, str):  # fallback="eager": the call ran eagerly to its end
             self._eager_keys[key] = trace
             if not self._warned:
@@ -454,6 +512,32 @@ class CompiledFunction:
                 self._warned = True
             return result
         t1 = time.perf_counter()
+        if trace.symbolic is not None and not trace.symbolic.sources:
+            trace.symbolic = None     # no size was symbolic after all
+        entry = self._make_entry(trace, backward_out)
+        entry.timings["trace_s"] = t1 - t0
+        entry.timings.update(trace_size(trace))
+        self.traces += 1
+        entry.number = self.traces
+        self.reasons.append(reason)
+        if trace.symbolic is not None:
+            entry.make_sub = lambda env: self._specialization(entry, env, backward_out)
+            entry.eager = lambda a, k: self.fn(*a, **k)
+            # The traced sizes' code is made now (the short last batch of an
+            # epoch costs nothing in the next epoch).
+            traced = dict(trace.symbolic.hints)
+            sub = entry.subs[tuple(sorted(traced.items()))] = entry.make_sub(traced)
+            sub.ensure_compiled()
+            entry.last_sub = sub
+            self._sym.setdefault(pattern_key(key), []).insert(0, entry)
+        else:
+            self._cache.setdefault(key, []).append(entry)
+        self._last = entry
+        if self.dump:
+            self._write_dump(entry)
+        return result
+
+    def _make_entry(self, trace: Trace, backward_out) -> Entry:
         entry = self._build(trace)
         if backward_out is not None:
             backend = BACKENDS[self.backend]
@@ -462,22 +546,26 @@ class CompiledFunction:
                 lambda module, optimize: self._cached(backend, module, optimize,
                                                       tag="backward")[0],
                 _checks_enabled())
-        entry.timings["trace_s"] = t1 - t0
-        entry.timings.update(trace_size(trace))
-        self.traces += 1
-        entry.number = self.traces
-        self.reasons.append(reason)
-        self._cache.setdefault(key, []).append(entry)
-        self._last = entry
-        if self.dump:
-            self._write_dump(entry)
-        return result
+        return entry
+
+    def _specialization(self, entry: Entry, env: dict, backward_out) -> Entry:
+        """The static entry of symbolic ``entry`` for the sizes ``env``: its
+        trace specialized (``tracec.ir.specialize``), then the passes and
+        the backend as for any static trace (through the disk cache)."""
+        static = dataclasses.replace(entry.trace, module=ir.specialize(entry.trace.module, env),
+                                     symbolic=None)
+        sub = self._make_entry(static, backward_out)
+        sub.number = f"{entry.number}." + "_".join(f"{k}{v}" for k, v in sorted(env.items()))
+        return sub
 
     def _build(self, trace: Trace) -> Entry:
         if _checks_enabled():
             trace.module.verify()
         backend = BACKENDS[self.backend]
         entry = Entry(trace, None, {"trace": trace.module})
+        if trace.symbolic is not None:
+            entry.on_compiled = None
+            return entry
         # Nothing more happens now: the first call's result comes from the
         # eager run.  At the first reuse the executable comes from the disk
         # cache (keyed by the trace: no passes run) or from the passes and
@@ -516,6 +604,7 @@ class CompiledFunction:
         disk cache, keyed by the module ``keyed`` (as above) and ``tag``;
         ``optimized()`` runs only on a miss (it may rewrite ``keyed``)."""
         if not hasattr(backend, "load_object") or os.environ.get("TRACEC_NO_CACHE"):
+            self.compiles += 1
             return backend.compile_module(optimized(), donate=donate), {}
         target = backend.target_id() if hasattr(backend, "target_id") else ""
         key = hashlib.sha256("|".join((cache.fingerprint(keyed, locations=True),
@@ -530,10 +619,12 @@ class CompiledFunction:
             header, payload = hit
             try:
                 exe = backend.load_object(payload, header["signature"])
+                self.loads += 1
                 return exe, {"cache_load_s": time.perf_counter() - t0, "cache": "hit"}
             except Exception as e:  # a foreign or stale entry: rebuild it
                 warnings.warn(f"tracec cache: discarding unusable entry {key[:12]}: {e}")
         exe = backend.compile_module(optimized(), donate=donate)
+        self.compiles += 1
         try:
             disk.put(key, {"signature": exe.signature}, exe.object_code)
         except OSError as e:
@@ -566,13 +657,26 @@ class CompiledFunction:
         return s
 
     def cache_info(self):
+        entries = [e for es in self._cache.values() for e in es] + \
+            [e for es in self._sym.values() for e in es]
+        entries.sort(key=lambda e: e.number)
+        symbolic = [dict(e.trace.symbolic.dims) if e.trace.symbolic else {} for e in entries]
+        notes = [n for e in entries if e.trace.symbolic for n in e.trace.symbolic.notes]
+        guards = [f"{lhs} {op} {rhs}" for e in entries if e.trace.symbolic
+                  for kind, lhs, op, rhs, res, where in e.trace.symbolic.guards
+                  if kind == "compare" and res] + \
+                 [f"not {lhs} {op} {rhs}" for e in entries if e.trace.symbolic
+                  for kind, lhs, op, rhs, res, where in e.trace.symbolic.guards
+                  if kind == "compare" and not res]
         return CacheInfo(self.traces, self.hits, list(self.reasons), len(self._eager_keys),
-                         dict(self._last.timings) if self._last else {})
+                         dict(self._last.timings) if self._last else {},
+                         symbolic, notes, guards, self.compiles, self.loads)
 
     def _write_dump(self, entry: Entry) -> None:
         os.makedirs(self.dump, exist_ok=True)
         n = entry.number
-        entry.optimized()
+        if entry.trace.symbolic is None:   # a symbolic trace's code is its specializations'
+            entry.optimized()
         if entry.executable is not None:
             for stage in ("lowered", "llvm"):
                 text = self._stage(entry, stage)
@@ -624,11 +728,24 @@ class CacheInfo:
     reasons: list
     eager_signatures: int
     timings: dict
+    #: per trace (in order), ``{"x[0]": "B: why it is symbolic"}`` ({} if static)
+    symbolic: list = field(default_factory=list)
+    #: symbolic sizes that were specialized (``int(B)``), and where
+    size_notes: list = field(default_factory=list)
+    #: the size guards of the symbolic traces (``T > 128``)
+    size_guards: list = field(default_factory=list)
+    #: executables the backend built (one per static trace or symbolic trace
+    #: and size that ran compiled; disk cache loads are not counted)
+    compiles: int = 0
+    #: executables loaded from the disk cache instead
+    loads: int = 0
 
     @property
     def notes(self) -> list:
-        """Things worth knowing about the last trace (a long unrolled loop)."""
-        return [self.timings["long_trace"]] if "long_trace" in self.timings else []
+        """Things worth knowing about the last trace (a long unrolled loop),
+        and sizes that a symbolic trace specialized."""
+        out = [self.timings["long_trace"]] if "long_trace" in self.timings else []
+        return out + list(self.size_notes)
 
 
 def default_backend() -> str:
@@ -636,13 +753,17 @@ def default_backend() -> str:
 
 
 def compile(fn=None, *, backend=None, dump=None, fallback=None, check=False,  # noqa: A001
-            max_traces=None):
-    """Compile ``fn`` (usable as ``@compile`` or ``@compile(...)``)."""
+            max_traces=None, dynamic=None):
+    """Compile ``fn`` (usable as ``@compile`` or ``@compile(...)``).
+
+    ``dynamic``: None (sizes that change between calls become symbolic at
+    the retrace), True (every argument size symbolic from the first trace)
+    or False (always specialize); see API.md §4."""
     if fn is None:
         return lambda f: CompiledFunction(f, backend=backend, dump=dump, fallback=fallback,
-                                          check=check, max_traces=max_traces)
+                                          check=check, max_traces=max_traces, dynamic=dynamic)
     return CompiledFunction(fn, backend=backend, dump=dump, fallback=fallback, check=check,
-                            max_traces=max_traces)
+                            max_traces=max_traces, dynamic=dynamic)
 
 
 class TracedIR:

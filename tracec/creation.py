@@ -14,6 +14,7 @@ import numpy as np
 from tracec import dtypes as dt
 from tracec import graph, ops
 from tracec.device import to_device
+from tracec.symbolic import Sym
 from tracec.tensor import RECORDERS, Tensor
 
 
@@ -35,12 +36,26 @@ def _size(size):
     for s in size:
         if isinstance(s, Tensor):
             s = int(s)
+        if isinstance(s, Sym):   # a symbolic size of a traced call (never negative)
+            out.append(s)
+            continue
         if not isinstance(s, (int, np.integer)) or isinstance(s, bool):
             raise TypeError(f"size must be a sequence of ints, got {type(s).__name__}")
         if s < 0:
             raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(size)}")
         out.append(int(s))
     return tuple(out)
+
+
+# Only its type matters: creation primitives dispatch on it.
+_LIKE = Tensor._make(np.zeros(()), dt.float32)
+
+
+def _symbolic(size) -> bool:
+    """Does a shape hold a symbolic size?  Then the tensor is made by a
+    creation primitive, which a symbolic trace records with the symbols
+    (NumPy would freeze the size of the call being traced)."""
+    return any(isinstance(s, Sym) for s in size)
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
@@ -70,17 +85,25 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> T
         dtype = dt.bool_ if isinstance(fill_value, bool) else (
             dt.int64 if isinstance(fill_value, int) else dt.get_default_dtype())
     d = dt.to_dtype(dtype)
+    if _symbolic(size) or isinstance(fill_value, Sym):
+        return _finish(ops.full(size, fill_value, d, like=_LIKE), requires_grad, device)
     return _finish(Tensor._make(np.full(size, fill_value, dtype=d.np), d), requires_grad, device)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     d = dt.to_dtype(dtype) if dtype is not None else dt.get_default_dtype()
-    return _finish(Tensor._make(np.zeros(_size(size), d.np), d), requires_grad, device)
+    size = _size(size)
+    if _symbolic(size):
+        return _finish(ops.full(size, 0, d, like=_LIKE), requires_grad, device)
+    return _finish(Tensor._make(np.zeros(size, d.np), d), requires_grad, device)
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     d = dt.to_dtype(dtype) if dtype is not None else dt.get_default_dtype()
-    return _finish(Tensor._make(np.ones(_size(size), d.np), d), requires_grad, device)
+    size = _size(size)
+    if _symbolic(size):
+        return _finish(ops.full(size, 1, d, like=_LIKE), requires_grad, device)
+    return _finish(Tensor._make(np.ones(size, d.np), d), requires_grad, device)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
@@ -115,9 +138,19 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
         raise RuntimeError("step must be nonzero")
     vals = [start, end, step]
     if dtype is None:
-        dtype = dt.int64 if all(isinstance(v, (int, np.integer)) for v in vals) \
+        dtype = dt.int64 if all(isinstance(v, (int, np.integer, Sym)) for v in vals) \
             else dt.get_default_dtype()
     d = dt.to_dtype(dtype)
+    if any(isinstance(v, Sym) for v in vals) and isinstance(step, int) and step > 0 \
+            and not isinstance(step, bool):
+        # A symbolic length: start + step * iota(n), recorded with the symbols.
+        n = (end - start + step - 1) // step
+        r = ops.iota((n,), d, 0, like=_LIKE)
+        if step != 1:
+            r = r * step
+        if not (isinstance(start, int) and start == 0):
+            r = r + start
+        return _finish(r, requires_grad, device)
     n = max(0, math.ceil((end - start) / step))
     data = (start + np.arange(n, dtype=np.float64) * step).astype(d.np) if d.is_floating_point \
         else np.arange(start, end, step, dtype=d.np)

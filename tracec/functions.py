@@ -15,6 +15,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import ops
+from tracec.symbolic import Sym
 from tracec.ops.core import normalize_axis
 from tracec.tensor import Tensor, apply_direct, eager_direct, weak_scalar
 
@@ -385,7 +386,9 @@ def mean(x, dim=None, keepdim=False, *, dtype=None):
                            f"a floating point or complex dtype. Got: {x.dtype}")
     axes = _dims(x, dim)
     n = math.prod(x.shape[a] for a in axes) if x.ndim else 1
-    y = ops.div(ops.reduce_sum(x, axes), float(n) if n else float("nan"))
+    # A symbolic size (a symbolic trace) stays one: the count is a run-time value.
+    y = ops.div(ops.reduce_sum(x, axes), n if isinstance(n, Sym) else
+                float(n) if n else float("nan"))
     return _named(_keep(x, y, axes, keepdim), "MeanBackward0" if dim is None else "MeanBackward1")
 
 

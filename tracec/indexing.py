@@ -14,7 +14,8 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import ops
-from tracec.tensor import RECORDERS, Tensor, bind_movement
+from tracec.symbolic import Sym
+from tracec.tensor import RECORDERS, SYM_SHAPES, Tensor, bind_movement
 
 _SLICE, _RESHAPE = ops.movement.slice_p, ops.movement.reshape_p
 
@@ -101,10 +102,28 @@ def getitem(x: Tensor, key):
     return _getitem(x, key)
 
 
+def _indices(k: slice, size):
+    """``k.indices(size)``, also where a bound or the size is a symbolic
+    size (``pos_emb[:, :T]`` in a symbolic trace: the bounds stay symbols,
+    the clamping decisions become guards)."""
+    if not any(isinstance(v, Sym) for v in (k.start, k.stop, size)):
+        return k.indices(size)
+    step = 1 if k.step is None else int(k.step)
+
+    def clamp(v, default):
+        if v is None:
+            return default
+        if v < 0:
+            v = v + size
+            return 0 if v < 0 else v
+        return size if v > size else v
+    return clamp(k.start, 0), clamp(k.stop, size), step
+
+
 def _basic(x: Tensor, key: tuple):
     """``x[key]`` for ints and slices, at most one per dimension: a slice,
     then a reshape dropping the int-indexed dimensions."""
-    shape = x._data.shape
+    shape = x.shape if SYM_SHAPES else x._data.shape
     starts, stops, steps, out_shape = [], [], [], []
     sliced = dropped = False
     dim = 0
@@ -113,7 +132,7 @@ def _basic(x: Tensor, key: tuple):
         if type(k) is slice:
             if k.step is not None and int(k.step) <= 0:
                 raise ValueError("step must be greater than zero")
-            a, b, c = k.indices(size)
+            a, b, c = _indices(k, size)
             if b < a:
                 b = a
             out_shape.append((b - a + c - 1) // c)
@@ -171,7 +190,7 @@ def _getitem(x: Tensor, key):
         if isinstance(k, slice):
             if k.step is not None and int(k.step) <= 0:
                 raise ValueError("step must be greater than zero")
-            a, b, c = k.indices(size)
+            a, b, c = _indices(k, size)
             b = max(b, a)
             starts.append(a), stops.append(b), steps.append(c)
             out_shape.append(len(range(a, b, c)))

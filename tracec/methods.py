@@ -13,6 +13,7 @@ from tracec import creation, graph
 from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import indexing, shape_ops as S
+from tracec.symbolic import Sym
 from tracec.tensor import Tensor
 
 _METHODS = {
@@ -67,7 +68,8 @@ Tensor.__setitem__ = indexing.setitem
 
 def _binop(fn, reflected=False):
     def op(self, other):
-        if not isinstance(other, (Tensor, int, float, bool, np.number, np.bool_, np.ndarray)):
+        if not isinstance(other, (Tensor, int, float, bool, np.number, np.bool_, np.ndarray,
+                                  Sym)):
             return NotImplemented
         return fn(other, self) if reflected else fn(self, other)
     return op

@@ -15,7 +15,8 @@ from tracec import dtypes as dt
 from tracec import ops
 from tracec.functions import _named, _operand, promote
 from tracec.ops.core import normalize_axis
-from tracec.tensor import Tensor, bind_movement
+from tracec.symbolic import Sym
+from tracec.tensor import SYM_SHAPES, Tensor, bind_movement
 
 
 def _shape_arg(shape):
@@ -30,6 +31,9 @@ def _shape_arg(shape):
     for s in shape:
         if isinstance(s, Tensor):
             s = int(s)
+        if isinstance(s, Sym):   # a symbolic size of a traced call
+            out.append(s)
+            continue
         if not isinstance(s, (int, np.integer)) or isinstance(s, bool):
             raise TypeError(f"shape must be a sequence of ints, got {type(s).__name__}")
         out.append(int(s))
@@ -38,7 +42,7 @@ def _shape_arg(shape):
 
 def _infer(x, shape: tuple) -> tuple:
     """``shape`` with its -1 filled in, checked against ``x``'s size."""
-    n = x._data.size
+    n = x.numel() if SYM_SHAPES else x._data.size
     known, hole, bad = 1, -1, False
     for i, s in enumerate(shape):
         if s == -1:

@@ -21,6 +21,7 @@ from tracec import dtypes as dt
 from tracec import graph
 from tracec.ops import core, elementwise as ew, movement
 from tracec.ops.core import ShapeError
+from tracec.symbolic import Sym
 
 __all__ = ["Tensor", "RECORDERS", "apply_direct", "as_tensor_operand", "attach_node",
            "bind_movement", "eager_direct", "weak_scalar"]
@@ -37,6 +38,12 @@ GRAD_HOOKS: list = []
 # (an optimizer's hyperparameters, the shape of its state) reports a function
 # returning that state, so a compiled caller can guard on it.
 GUARD_HOOKS: list = []
+
+# While a symbolic trace is recorded: one callable ``(tensor) -> shape or
+# None`` giving a tensor's shape with its symbolic sizes (``Sym``, see
+# ``tracec.symbolic``), so Python reading ``x.shape[0]`` computes with
+# the size symbolically; None for a tensor of static shape.
+SYM_SHAPES: list = []
 
 # Tensors record the epoch they were born in; the tracer starts a new epoch,
 # so it can tell tensors made during a trace from those that existed before.
@@ -178,6 +185,11 @@ class Tensor:
         # scalars, views, grad, recorders each have their own helper).
         needs_grad = scalars = False
         arrays, dtypes_ = [], []
+        rec_args, rec_params = args, params
+        if SYM_SHAPES:
+            # Symbolic sizes among the operands or parameters: the eager op
+            # runs on their values; the recorder sees the symbols.
+            args, params = _size_values(args), _size_values(params)
         for a in args:
             if isinstance(a, Tensor):
                 if a._view_chain and a._view_version != a._version[0]:
@@ -208,12 +220,12 @@ class Tensor:
             res = dt.round_bfloat16(res)
         out = _new_tensor(res, out_dtype)
         if res.base is not None and prim.name in _VIEW_PRIMS:
-            _link_view(out, prim, params, args[0], arrays[0])
+            _link_view(out, prim, rec_params, args[0], arrays[0])
         if needs_grad and prim.vjp is not None and graph.is_grad_enabled():
             attach_node(prim, params, args, out)
         if RECORDERS:
             for r in RECORDERS:
-                r(prim, args, params, out)
+                r(prim, rec_args, rec_params, out)
         return out
 
     # --- attributes ----------------------------------------------------------
@@ -240,12 +252,17 @@ class Tensor:
 
     @property
     def shape(self) -> tuple:
+        if SYM_SHAPES:
+            s = SYM_SHAPES[0](self)
+            if s is not None:
+                return s
         return self._data.shape
 
     def size(self, dim=None):
+        shape = self.shape
         if dim is None:
-            return self._data.shape
-        return self._data.shape[core.normalize_axis(dim, self.ndim)]
+            return shape
+        return shape[core.normalize_axis(dim, self.ndim)]
 
     @property
     def ndim(self) -> int:
@@ -255,6 +272,11 @@ class Tensor:
         return self._data.ndim
 
     def numel(self) -> int:
+        if SYM_SHAPES:
+            n = 1
+            for d in self.shape:
+                n = n * d
+            return n
         return int(self._data.size)
 
     def nelement(self) -> int:
@@ -559,6 +581,24 @@ def weak_scalar(value, dtype: dt.DType) -> np.ndarray:
         if len(_SCALAR_ARRAYS) < 4096:
             _SCALAR_ARRAYS[key] = arr
     return arr
+
+
+def _size_values(xs):
+    """``xs`` (operands or parameters) with each symbolic size replaced by
+    its value in the call being traced."""
+    if isinstance(xs, dict):
+        out = None
+        for k, v in xs.items():
+            w = _size_values(v) if isinstance(v, (tuple, list)) else (
+                v.hint if isinstance(v, Sym) else v)
+            if w is not v:
+                if out is None:
+                    out = dict(xs)
+                out[k] = w
+        return xs if out is None else out
+    if any(isinstance(v, Sym) for v in xs):
+        return type(xs)(v.hint if isinstance(v, Sym) else v for v in xs)
+    return xs
 
 
 def _weak_scalars(prim, args, arrays, dtypes_) -> None:

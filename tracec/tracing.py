@@ -28,8 +28,11 @@ from tracec import autograd, graph, ir
 from tracec.guards import EnvGuard, GlobalRNGs
 from tracec.ops.core import Aval
 from tracec.pytree import flatten_args, is_dataclass_instance, path_name
+from tracec import symbolic
+from tracec.symbolic import Sym
+from tracec.sym_shapes import SymbolTable
 from tracec.tensor import (CONCRETE_CHECKS, EPOCH, GRAD_HOOKS, GUARD_HOOKS,  # noqa: F401
-                           RECORDERS)
+                           RECORDERS, SYM_SHAPES)
 from tracec.tensor import Tensor
 
 __all__ = ["TraceError", "Trace", "Recording", "user_location", "record"]
@@ -106,13 +109,16 @@ class Trace:
     #: would not repeat), or None.
     mutated: str | None = None
     mutated_root: str | None = None   # which root (a global's name, ...) changed
+    #: A symbolic trace's symbols and size guards (``tracec.sym_shapes``), or None.
+    symbolic: object = None
 
 
 class Recording:
     """One trace in progress (see the module docstring)."""
 
-    def __init__(self, name: str, fallback: bool = False):
+    def __init__(self, name: str, fallback: bool = False, symbols: SymbolTable | None = None):
         self.fallback = fallback
+        self.symbols = symbols
         self.poisoned = None
         self.func = ir.new_function(name, [])
         self.block = self.func.body.block
@@ -144,8 +150,10 @@ class Recording:
     # --- values ------------------------------------------------------------
 
     def add_arg(self, t: Tensor, position):
-        arg = self.block.insert_arg(ir.tensor_type(t.shape, t.dtype), len(self.block.args))
-        self.inputs.append(InputSpec("arg", position, tuple(t.shape), t.dtype))
+        shape = tuple(t._data.shape) if self.symbols is None else \
+            self.symbols.input_shape(position, t, len(self.inputs))
+        arg = self.block.insert_arg(ir.tensor_type(shape, t.dtype), len(self.block.args))
+        self.inputs.append(InputSpec("arg", position, shape, t.dtype))
         self.env[id(t)] = (t, arg)
         self.arg_position.setdefault(id(t), position)
         return arg
@@ -158,8 +166,9 @@ class Recording:
             # An alias made during the call (detach(), .data): a view of its base.
             v = self.value_of(t._base)
             for prim, params, aval in t._view_chain:
-                out = prim.abstract_eval(Aval(ir.shape_of(v.type), ir.dtype_of(v.type)),
-                                         **params)
+                shape = ir.shape_of(v.type) if self.symbols is None else \
+                    self.symbols.shape_of_value(v)
+                out = prim.abstract_eval(Aval(shape, ir.dtype_of(v.type)), **params)
                 op = ir.make_op(prim.name, [v], params, ir.tensor_type(out.shape, out.dtype),
                                 loc=user_location())
                 self.block.add_op(op)
@@ -174,15 +183,27 @@ class Recording:
             self.env[id(t)] = (t, op.results[0])
             return op.results[0]
         leaf = self.entry_grad_ids.get(id(t))
-        spec = InputSpec("grad", leaf, tuple(t.shape), t.dtype,
+        shape = tuple(t._data.shape)
+        if leaf is not None and self.symbols is not None and id(leaf) in self.env:
+            shape = self.tensor_shape(leaf) or shape   # an argument's .grad: its sizes
+        spec = InputSpec("grad", leaf, shape, t.dtype,
                          self.arg_position.get(id(leaf))) if leaf is not None \
-            else InputSpec("state", t, tuple(t.shape), t.dtype)
-        arg = self.block.insert_arg(ir.tensor_type(t.shape, t.dtype), len(self.block.args))
+            else InputSpec("state", t, shape, t.dtype)
+        arg = self.block.insert_arg(ir.tensor_type(shape, t.dtype), len(self.block.args))
         self.inputs.append(spec)
         self.env[id(t)] = (t, arg)
         return arg
 
     def scalar(self, v, dtype):
+        if isinstance(v, Sym):   # a symbolic size as an operand: its value at run time
+            key = ("sym", str(v), dtype.name)
+            ssa = self.scalars.get(key)
+            if ssa is None:
+                op = ir.make_op("full", [], {"value": v, "shape": (), "dtype": dtype},
+                                ((), dtype), loc=user_location())
+                self.block.add_op(op)
+                ssa = self.scalars[key] = op.results[0]
+            return ssa
         key = (type(v), v, dtype.name)
         ssa = self.scalars.get(key)
         if ssa is None:
@@ -210,7 +231,9 @@ class Recording:
                     for a in args]
         loc = user_location()
         try:
-            op = ir.make_op(prim.name, operands, params, ir.tensor_type(out.shape, out.dtype),
+            shape = out._data.shape if self.symbols is None else \
+                self.symbols.result_shape(prim, args, params, operands, out)
+            op = ir.make_op(prim.name, operands, params, ir.tensor_type(shape, out.dtype),
                             loc=loc)
         except Exception as e:  # an op the dialect cannot express
             return self.fail(f"{format_location(loc)}: cannot record {prim.name}: {e}")
@@ -246,6 +269,28 @@ class Recording:
             if key not in self.grad_entry and key not in self.grad_written:
                 self.grad_entry[key] = (t, "unread")
             self.grad_written[key] = t
+
+    def tensor_shape(self, t):
+        """``t.shape`` while recording a symbolic trace: its recorded value's
+        shape with the symbolic sizes, or None for a static one."""
+        if self.suspended:
+            return None
+        e = self.env.get(id(t))
+        if e is None or e[0] is not t:
+            if not (t._birth == self.epoch and t._base is not None and t._view_chain):
+                return None
+            v = self.value_of(t)
+        else:
+            v = e[1]
+        if not ir.is_symbolic_type(v.type):
+            return None
+        return self.symbols.shape_of_value(v)
+
+    def on_size_decision(self, kind, lhs, op, rhs, result):
+        if not self.suspended:
+            loc = user_location()
+            self.symbols.on_decision(kind, lhs, op, rhs, result,
+                                     format_location(loc) if loc else None)
 
     def on_guard(self, snapshot):
         if not self.suspended:
@@ -394,7 +439,8 @@ class Recording:
         module = ir.new_module([self.func])
         return Trace(module, self.inputs, outputs, template, self.guards, grad_guards,
                      graph.is_grad_enabled(),
-                     () if self.had_backward else tuple(returns_grad))
+                     () if self.had_backward else tuple(returns_grad),
+                     symbolic=None if self.symbols is None else self.symbols.finish())
 
 
 def _failing_user_line(tb):
@@ -413,7 +459,8 @@ def _failing_user_line(tb):
     return None
 
 
-def record(fn, args, kwargs, name: str, fallback: bool = False):
+def record(fn, args, kwargs, name: str, fallback: bool = False,
+           symbols: SymbolTable | None = None):
     """Run ``fn(*args, **kwargs)`` eagerly while recording; returns
     ``(result, Trace)``, or with ``fallback`` and something uncompilable,
     ``(result, reason)`` after finishing the call eagerly.
@@ -421,8 +468,12 @@ def record(fn, args, kwargs, name: str, fallback: bool = False):
     Every tensor in the arguments, containers included, is an input read at
     each call (``tracec.pytree``); the Python state ``fn`` can see besides
     them (closures, globals, defaults, the attributes of ``self`` and of
-    objects passed in) is guarded as one snapshot (``tracec.guards``)."""
-    rec = Recording(name, fallback)
+    objects passed in) is guarded as one snapshot (``tracec.guards``).
+
+    With ``symbols`` (a ``tracec.sym_shapes.SymbolTable``) the trace is
+    symbolic in the argument sizes it names: Python reading those sizes
+    gets ``Sym`` objects, and what it decides on them becomes guards."""
+    rec = Recording(name, fallback, symbols)
     others: list = []
     spec, leaves = flatten_args(args, kwargs, others)
     for path, t in leaves:
@@ -436,6 +487,9 @@ def record(fn, args, kwargs, name: str, fallback: bool = False):
              (GRAD_HOOKS, rec.on_grad),
              (GUARD_HOOKS, rec.on_guard),
              (autograd.BACKWARD_LISTENERS, rec.on_backward))
+    if symbols is not None:
+        hooks += ((SYM_SHAPES, rec.tensor_shape),
+                  (symbolic.GUARD_SINKS, rec.on_size_decision))
     if RECORDERS:
         raise TraceError("tracec.compile: a compiled function called another one while "
                          "tracing; nested compiled functions are not supported yet")

@@ -17,6 +17,7 @@ from tracec.ir.structural import (  # noqa: F401
     BackwardOp, ConstantOp, KernelOp, YieldOp, constant, constant_array, dense_attr,
 )
 from tracec.ir.types import (  # noqa: F401
-    ELEMENT_TYPES, dtype_of, dtype_of_element, element_type, format_type, is_tensor_type,
-    shape_of, tensor_type,
+    ELEMENT_TYPES, dtype_of, dtype_of_element, element_type, format_type, is_symbolic_type,
+    is_tensor_type, shape_of, tensor_type,
 )
+from tracec.ir.specialize import specialize, static_type  # noqa: F401,E402

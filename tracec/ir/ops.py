@@ -25,7 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, ClassVar, Mapping, Sequence
 
-from xdsl.dialects.builtin import DenseArrayBase, I64, IntegerAttr, TensorType, i64
+from xdsl.dialects.builtin import (
+    ArrayAttr, DenseArrayBase, I64, IntegerAttr, StringAttr, TensorType, i64,
+)
 from xdsl.ir import Attribute, Operation, SSAValue, TypeAttribute
 from xdsl.irdl import (
     IRDLOperation,
@@ -42,6 +44,7 @@ from xdsl.utils.exceptions import VerifyException
 from tracec import dtypes as dt
 from tracec.ir.attrs import decode_param, encode_param, format_loc, to_location
 from tracec.ir.format import Scalar, TypeSignature
+from tracec.symbolic import Sym, SymbolicError, parse
 from tracec.ir.types import dtype_of, format_type, is_tensor_type, shape_of, tensor_type
 
 __all__ = [
@@ -237,7 +240,8 @@ class PrimitiveOp(IRDLOperation):
     def verify_(self) -> None:
         for t in (*self.operand_types, *self.result_types):
             if not is_tensor_type(t):
-                raise self.fail(f"{t} is not a static tensor of a tracec element type")
+                raise self.fail(f"{t} is not a tensor of a tracec element type with a "
+                                f"static or symbolic shape")
         if self.SPEC.variadic and not self.operands:
             raise self.fail("expects at least one operand")
         try:
@@ -254,6 +258,10 @@ class PrimitiveOp(IRDLOperation):
         if rule is not None:
             try:
                 want_shape, want_dtype = rule(self.PRIMITIVE, list(zip(sh, ds)), p)
+            except SymbolicError:
+                # The rule decides on a symbolic size (``T <= 48``): that
+                # holds by the trace's size guards, which the IR does not carry.
+                return
             except Exception as e:  # noqa: BLE001 - the rule's own error text
                 raise self.fail(str(e)) from None
             if tuple(want_shape) != rs or want_dtype is not rd:
@@ -332,11 +340,32 @@ def make_op(prim_name: str, operands: Sequence[SSAValue | Operation],
     names = {n for n, _ in spec.params}
     if set(params) != names:
         raise ValueError(f"{prim_name}: expects params {sorted(names)}, got {sorted(params)}")
-    props = {n: encode_param(k, params[n], f"{prim_name}.{n}") for n, k in spec.params}
+    props, attrs = {}, {}
+    for n, k in spec.params:
+        v = params[n]
+        sym = _symbolic_param(k, v)
+        if sym is not None:
+            # The property holds a placeholder (never read: ``op_params``
+            # takes the sizes from the attribute), so the op does not
+            # depend on the sizes of the call that was traced.
+            attrs[f"sym_{n}"] = sym
+            v = tuple(-1 if isinstance(x, Sym) else x for x in v) if k == "ints" else 0
+        props[n] = encode_param(k, v, f"{prim_name}.{n}")
     if not isinstance(result_type, Attribute):
         result_type = tensor_type(*result_type)
     return cls.create(operands=values, result_types=[result_type], properties=props,
-                      location=to_location(loc))
+                      attributes=attrs, location=to_location(loc))
+
+
+def _symbolic_param(kind: str, v):
+    """The attribute of a parameter holding symbolic sizes (the text of
+    each entry), or None for a concrete one."""
+    if kind == "ints" and not isinstance(v, (str, bytes)) and hasattr(v, "__iter__") \
+            and any(isinstance(x, Sym) for x in v):
+        return ArrayAttr([StringAttr(str(x)) for x in v])
+    if kind == "scalar" and isinstance(v, Sym):
+        return StringAttr(str(v))
+    return None
 
 
 def op_params(op: Operation) -> dict:
@@ -344,7 +373,13 @@ def op_params(op: Operation) -> dict:
     spec = getattr(type(op), "SPEC", None)
     if spec is None:
         raise TypeError(f"{op.name} is not a primitive op")
-    return {n: decode_param(k, op.properties[n]) for n, k in spec.params}
+    out = {n: decode_param(k, op.properties[n]) for n, k in spec.params}
+    if op.attributes:
+        for n, k in spec.params:
+            a = op.attributes.get(f"sym_{n}")
+            if a is not None:
+                out[n] = tuple(parse(x.data) for x in a.data) if k == "ints" else parse(a.data)
+    return out
 
 
 def primitive_name(op: Operation) -> str | None:

@@ -1,18 +1,25 @@
 """Tensor types of the tracec dialect: xDSL's builtin ``tensor<..>`` with a
-static shape and one of tracec's seven element types.
+shape and one of tracec's seven element types.
 
-Invariant: every value in tracec IR has a ``TensorType`` whose shape is fully
-static (no ``?``), with no encoding, and whose element type is one of
-``f32 f64 f16 bf16 i32 i64 i1`` (one per ``tracec.dtypes`` dtype; integers
-are signless, ``i1`` is ``bool``).  ``tensor_type`` / ``dtype_of`` /
-``shape_of`` convert between this and tracec's (shape, DType) view.
+Invariant: every value in tracec IR has a ``TensorType`` whose element type
+is one of ``f32 f64 f16 bf16 i32 i64 i1`` (one per ``tracec.dtypes`` dtype;
+integers are signless, ``i1`` is ``bool``) and whose shape is either fully
+static with no encoding, or has *symbolic* dimensions: those are MLIR's
+``?`` and the encoding is an array with every dimension's size as text
+(``tensor<?x784xf32, ["B", "784"]>``; see ``tracec.symbolic``), so dumps
+and errors say ``B``.  ``tensor_type`` / ``dtype_of`` / ``shape_of``
+convert between this and tracec's (shape, DType) view, where a symbolic
+dimension is a ``Sym``.
 """
 from __future__ import annotations
 
 from typing import Iterable
 
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    ArrayAttr,
     NoneAttr,
+    StringAttr,
     TensorType,
     bf16,
     f16,
@@ -25,10 +32,11 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute
 
 from tracec import dtypes as dt
+from tracec.symbolic import Sym, parse
 
 __all__ = [
     "ELEMENT_TYPES", "element_type", "dtype_of_element", "tensor_type",
-    "dtype_of", "shape_of", "is_tensor_type", "format_type",
+    "dtype_of", "shape_of", "is_tensor_type", "is_symbolic_type", "format_type",
 ]
 
 _BY_DTYPE: dict[str, Attribute] = {
@@ -60,8 +68,16 @@ def dtype_of_element(elt: Attribute) -> dt.DType:
                         f"(expected one of f32 f64 f16 bf16 i32 i64 i1)") from None
 
 
-def tensor_type(shape: Iterable[int], dtype) -> TensorType:
-    """``tensor<shape x elt>`` for a static shape and a tracec dtype."""
+def tensor_type(shape: Iterable, dtype) -> TensorType:
+    """``tensor<shape x elt>`` for a shape (ints, or ``Sym`` for symbolic
+    dimensions) and a tracec dtype."""
+    shape = tuple(shape)
+    if any(isinstance(d, Sym) for d in shape):
+        dims = [DYNAMIC_INDEX if isinstance(d, Sym) else int(d) for d in shape]
+        if any(d < 0 and d != DYNAMIC_INDEX for d in dims):
+            raise ValueError(f"tensor sizes are non-negative, got {shape}")
+        return TensorType(element_type(dtype), dims,
+                          ArrayAttr([StringAttr(str(d)) for d in shape]))
     shape = tuple(int(d) for d in shape)
     if any(d < 0 for d in shape):
         raise ValueError(f"tensor shapes are static and non-negative, got {shape}")
@@ -69,10 +85,32 @@ def tensor_type(shape: Iterable[int], dtype) -> TensorType:
 
 
 def is_tensor_type(t: Attribute) -> bool:
-    """True for a static-shaped tensor type with a tracec element type."""
-    return (isinstance(t, TensorType) and t.element_type in _BY_ELEMENT
-            and isinstance(t.encoding, NoneAttr)
-            and all(d >= 0 for d in t.get_shape()))
+    """True for a tensor type with a tracec element type whose shape is
+    static, or symbolic as the module docstring says."""
+    if not (isinstance(t, TensorType) and t.element_type in _BY_ELEMENT):
+        return False
+    if isinstance(t.encoding, NoneAttr):
+        return all(d >= 0 for d in t.get_shape())
+    try:
+        dims = _symbolic_shape(t)
+    except (TypeError, ValueError):
+        return False
+    return all((isinstance(s, Sym) and d == DYNAMIC_INDEX) or (s == d and d >= 0)
+               for s, d in zip(dims, t.get_shape()))
+
+
+def is_symbolic_type(t: Attribute) -> bool:
+    """True for a tensor type with a symbolic dimension."""
+    t = getattr(t, "type", t)
+    return isinstance(t, TensorType) and not isinstance(t.encoding, NoneAttr)
+
+
+def _symbolic_shape(t: TensorType) -> tuple:
+    enc = t.encoding
+    if not isinstance(enc, ArrayAttr) or len(enc.data) != len(t.get_shape()) or \
+            not all(isinstance(a, StringAttr) for a in enc.data):
+        raise TypeError(f"{t}: the encoding must name every dimension's size")
+    return tuple(parse(a.data) for a in enc.data)
 
 
 def _check(t: Attribute) -> TensorType:
@@ -87,10 +125,13 @@ def dtype_of(t: Attribute) -> dt.DType:
     return dtype_of_element(_check(t).element_type)
 
 
-def shape_of(t: Attribute) -> tuple[int, ...]:
-    """The static shape of a tensor type (or of a value's ``.type``)."""
+def shape_of(t: Attribute) -> tuple:
+    """The shape of a tensor type (or of a value's ``.type``): ints, and a
+    ``Sym`` for each symbolic dimension."""
     t = getattr(t, "type", t)
-    return tuple(_check(t).get_shape())
+    if isinstance(_check(t).encoding, NoneAttr):
+        return tuple(t.get_shape())
+    return _symbolic_shape(t)
 
 
 def format_type(t: Attribute) -> str:

@@ -1,0 +1,234 @@
+"""Symbolic shapes (API.md §4 "Shapes may change"): dynamic=None/True/False,
+mark_dynamic, size guards, specialization by int(), cache_info()."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import tracec
+import tracec.nn as nn
+import tracec.nn.functional as F
+from lm_program import make_step, random_batches
+
+
+def _close(a, b, tol=1e-4):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
+
+
+def test_random_length_lm_loop_interp():
+    """40 steps of random sequence length: at most 3 traces, every step
+    equal to eager, no eager fallback."""
+    _, eager = make_step()
+    _, step = make_step()
+    comp = tracec.compile(step, backend="interp")
+    for idx, tgt in random_batches(40):
+        _close(eager(idx, tgt).item(), comp(idx, tgt).item())
+    info = comp.cache_info()
+    assert info.traces <= 3 and info.eager_signatures == 0
+    assert any(d for d in info.symbolic)
+    assert any(v.startswith("T: its size changed") for d in info.symbolic for v in d.values())
+
+
+def test_random_length_lm_loop_cpu():
+    _, eager = make_step()
+    _, step = make_step()
+    comp = tracec.compile(step)
+    rng = np.random.default_rng(3)
+    for T in (7, 9, 7, 12, 9, 7, 9):
+        idx = tracec.tensor(rng.integers(0, 32, (4, T)))
+        tgt = tracec.tensor(rng.integers(0, 32, (4, T)))
+        _close(eager(idx, tgt).item(), comp(idx, tgt).item())
+    info = comp.cache_info()
+    assert info.traces == 2
+    # The cpu backend compiles one specialization per size (the traced one
+    # at once, others at their second call): 9 and 7; 12 ran eagerly once.
+    assert info.compiles + info.loads == 2
+
+
+def _mlp_step(seed=0):
+    tracec.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 5))
+    opt = tracec.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x.view(x.shape[0], -1)), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return model, step
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_epoch_with_short_last_batch(backend):
+    """The second epoch neither traces nor compiles."""
+    me, eager = _mlp_step()
+    mc, step = _mlp_step()
+    comp = tracec.compile(step, backend=backend)
+    rng = np.random.default_rng(0)
+    data = [(tracec.tensor(rng.standard_normal((n, 3, 4)).astype(np.float32)),
+             tracec.tensor(rng.integers(0, 5, n))) for n in (16, 16, 16, 7)]
+    for x, y in data:
+        _close(eager(x, y).item(), comp(x, y).item())
+    first = comp.cache_info()
+    for x, y in data:
+        _close(eager(x, y).item(), comp(x, y).item())
+    second = comp.cache_info()
+    # (SGD's first step has no momentum buffer yet: its own trace.)
+    assert second.traces == first.traces <= 3
+    assert (second.compiles, second.loads) == (first.compiles, first.loads)
+    for a, b in zip(me.parameters(), mc.parameters()):
+        _close(a.detach().numpy(), b.detach().numpy())
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_symbolic_and_specialized_traces_agree(backend):
+    def f(x, w):
+        n = x.shape[0]
+        h = (x @ w).relu()
+        return h.sum(0) / n, h.mean(), x.view(n, -1)[:, : x.size(1) // 2]
+
+    w = tracec.randn(6, 3)
+    sym = tracec.compile(f, backend=backend, dynamic=True)
+    spec = tracec.compile(f, backend=backend, dynamic=False)
+    for n in (5, 8, 5, 8, 11, 11):
+        x = tracec.randn(n, 6)
+        for a, b, c in zip(sym(x, w), spec(x, w), f(x, w)):
+            _close(a.numpy(), c.numpy(), 1e-5)
+            _close(b.numpy(), c.numpy(), 1e-5)
+    assert sym.cache_info().traces == 1
+    assert spec.cache_info().traces == 3
+    assert sym.cache_info().symbolic[0]["arg0[0]"].startswith("B")
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_both_sides_of_a_size_guard(backend):
+    @tracec.compile(backend=backend, dynamic=True)
+    def f(x):
+        if x.shape[0] > 6:
+            return x * 2
+        return x * 3
+
+    for n in (4, 5, 8, 9, 5, 4, 9, 12):
+        x = tracec.randn(n, 2)
+        _close(f(x).numpy(), (x * (2 if n > 6 else 3)).numpy(), 1e-6)
+    info = f.cache_info()
+    assert info.traces == 2
+    assert "B > 6" in info.size_guards and "not B > 6" in info.size_guards
+    assert "size guard B > 6 no longer False" in info.reasons[1]
+
+
+def test_int_of_a_size_specializes_and_says_so():
+    @tracec.compile(backend="interp", dynamic=True)
+    def f(x):
+        n = int(x.shape[0])       # a number is needed: specialize
+        return x * float(n)
+
+    for n in (3, 3, 4):
+        x = tracec.randn(n)
+        _close(f(x).numpy(), (x * n).numpy(), 1e-6)
+    info = f.cache_info()
+    assert info.traces == 2
+    assert any("B specialized to 3" in s and "test_dynamic_shapes.py" in s for s in info.notes)
+
+
+def test_mark_dynamic_and_creation_ops():
+    @tracec.compile(backend="interp")
+    def f(x):
+        T = x.shape[1]
+        mask = tracec.tril(tracec.ones(T, T))
+        pos = tracec.arange(T)
+        return (x @ mask) + pos, tracec.zeros(x.shape[0], 2).sum(1)
+
+    x = tracec.mark_dynamic(tracec.randn(3, 5), 1, name="T")
+    f(x)
+    assert f.cache_info().symbolic[0] == {"arg0[1]": "T: mark_dynamic"}
+    assert "tensor<3x?xf32, [\"3\", \"T\"]>" in f.ir("trace")
+    for T in (7, 9, 7):
+        x = tracec.randn(3, T)
+        got, z = f(x)
+        want = x.numpy() @ np.tril(np.ones((T, T), np.float32)) + np.arange(T)
+        _close(got.numpy(), want, 1e-5)
+        assert z.shape == (3,)
+    assert f.cache_info().traces == 1
+
+
+def test_dims_sharing_a_symbol_must_agree():
+    @tracec.compile(backend="interp", dynamic=True)
+    def f(x, y):
+        return x + y.sum()
+
+    f(tracec.randn(4), tracec.randn(4))          # one symbol B for both
+    f(tracec.randn(6), tracec.randn(6))
+    assert f.cache_info().traces == 1
+    f(tracec.randn(6), tracec.randn(5))
+    info = f.cache_info()
+    assert info.traces == 2 and "now differ (6 and 5)" in info.reasons[1]
+
+
+def test_size_one_specializes():
+    @tracec.compile(backend="interp", dynamic=True)
+    def f(x):
+        return x.sum(0)
+
+    f(tracec.randn(4, 3))
+    f(tracec.randn(1, 3))
+    info = f.cache_info()
+    assert info.traces == 2 and "sizes 0 and 1 are specialized" in info.reasons[1]
+
+
+def test_dynamic_false_specializes_every_size():
+    f = tracec.compile(lambda x: x * 2, backend="interp", dynamic=False)
+    for n in (2, 3, 4):
+        f(tracec.randn(n))
+    info = f.cache_info()
+    assert info.traces == 3 and info.symbolic == [{}, {}, {}]
+
+
+def test_bad_dynamic_argument():
+    with pytest.raises(ValueError, match="dynamic must be"):
+        tracec.compile(lambda x: x, dynamic="yes")
+
+
+_UNARY = ["relu", "tanh", "exp", "neg"]
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(st.sampled_from(_UNARY), min_size=1, max_size=3),
+       reduce_dim=st.sampled_from([None, 0, 1]),
+       sizes=st.lists(st.integers(4, 9), min_size=3, max_size=3),
+       backend=st.sampled_from(["interp", "cpu"]))
+def test_random_programs_over_random_shapes(ops, reduce_dim, sizes, backend):
+    def prog(x, b):
+        y = x * 0.5 + b
+        for name in ops:
+            y = getattr(y, name)()
+        y = y - y.mean(0)
+        return y if reduce_dim is None else y.sum(reduce_dim)
+
+    # (dynamic=True: every size is a symbol; b's 3 and x's 3 share one, and
+    # the batch sizes are >= 4 so that they never meet it.)
+    comp = tracec.compile(prog, backend=backend, dynamic=True)
+    b = tracec.randn(3)
+    for n in sizes + sizes[:1]:
+        x = tracec.randn(n, 3)
+        _close(comp(x, b).numpy(), prog(x, b).numpy(), 1e-5)
+    assert comp.cache_info().traces == 1
+
+
+def test_compiled_model_with_backward_outside_over_sizes():
+    tracec.manual_seed(0)
+    m = nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 2))
+    ref = nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 2))
+    ref.load_state_dict(m.state_dict())
+    cm = tracec.compile(m, backend="interp")
+    for n in (4, 6, 6, 9, 9, 4):
+        x = tracec.randn(n, 5)
+        a = cm(x).pow(2).sum()
+        a.backward()
+        b = ref(x).pow(2).sum()
+        b.backward()
+        _close(a.item(), b.item(), 1e-5)
+    for p, q in zip(m.parameters(), ref.parameters()):
+        _close(p.grad.numpy(), q.grad.numpy(), 1e-4)
+    assert cm.cache_info().traces == 2

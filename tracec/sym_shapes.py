@@ -1,0 +1,258 @@
+"""Symbolic shapes of a traced call: which argument sizes are symbols, what
+Python decided on them, and binding them again at each later call.
+
+A ``SymbolTable`` lives for one recording.  It names the symbolic
+dimensions of the arguments (dimensions of equal size share one symbol,
+"duck sizing" as Dynamo does: ``x[B,T]`` and ``y[B,T]`` broadcast without a
+guard; at a call where they differ the trace does not apply), gives the
+tracer each recorded value's shape with ``Sym`` sizes carrying the traced
+call's values as hints, runs the primitives' shape rules on those shapes
+to type each recorded op, and collects every decision the hints made
+(``if T > 128:``, ``int(B)``) as a guard.
+
+``SymbolicInfo`` is what a finished trace keeps: the symbols, where each
+comes from, the guards, and notes for ``cache_info()``.  ``bind`` reads a
+call's sizes into ``{symbol: value}`` (or says why the trace does not
+apply); ``tracec.ir.specialize`` then makes the static module for them.
+
+Invariants: a symbol stands for a size >= 2 (sizes 0 and 1 specialize); a
+guard holds for the traced call's sizes; a symbolic trace is used only for
+calls that bind every symbol consistently and pass every guard.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tracec import ir
+from tracec import symbolic
+from tracec.symbolic import Sym, evaluate, parse, symbol, with_hints
+from tracec.pytree import flatten_args, path_name, resolve
+
+__all__ = ["SymbolTable", "SymbolicInfo", "bind", "mark_dynamic", "marked_dims",
+           "pattern_key", "choose_dynamic"]
+
+_PREFERRED = {0: "B", 1: "T", 2: "N"}
+
+
+def mark_dynamic(t, dim: int, name: str | None = None):
+    """Mark dimension ``dim`` of tensor ``t`` symbolic for ``tracec.compile``:
+    the first trace of a call passing ``t`` already treats that size as a
+    symbol (named ``name`` if given).  Returns ``t``."""
+    dims = t.__dict__.setdefault("_tracec_dynamic", {})
+    nd = t.ndim
+    if not -nd <= dim < nd:
+        raise IndexError(f"mark_dynamic: dimension {dim} out of range for a {nd}-d tensor")
+    dims[dim % nd] = name
+    return t
+
+
+def marked_dims(t) -> dict:
+    """``{dim: name or None}`` marked on ``t`` by ``mark_dynamic``."""
+    return t.__dict__.get("_tracec_dynamic", {}) if hasattr(t, "__dict__") else {}
+
+
+@dataclass
+class SymbolicInfo:
+    """The symbolic part of a finished trace (see the module docstring)."""
+    #: ``[(input index, dim, symbol name)]``: where each argument size comes from.
+    sources: list
+    #: symbol name -> its value in the traced call
+    hints: dict
+    #: ``[(kind, lhs text, op, rhs text, result, where)]``
+    guards: list
+    #: ``{"x[0]": "B (why)"}`` for ``cache_info()``
+    dims: dict
+    #: sentences: sizes specialized by ``int()``, guards taken
+    notes: list = field(default_factory=list)
+    _compiled: list = field(default_factory=list)
+
+    def __post_init__(self):
+        # Guards parsed once: (kind, lhs Sym, op, rhs, result).
+        self._compiled = [(k, parse(lhs), op, parse(rhs), res)
+                          for k, lhs, op, rhs, res, _ in self.guards]
+
+
+class SymbolTable:
+    """Symbols of one recording (see the module docstring)."""
+
+    def __init__(self, dynamic: dict, why: dict):
+        #: arg path -> {dim: preferred name or None}
+        self.dynamic = dynamic
+        self.why = why               # (path, dim) -> reason text
+        self.by_size: dict = {}      # traced size -> Sym (duck sizing)
+        self.hints: dict = {}        # name -> traced size
+        self.sources: list = []
+        self.dims: dict = {}
+        self.guards: list = []
+        self._seen: set = set()
+        self.notes: list = []
+        self._shapes: dict = {}      # an SSA type -> its hinted shape
+
+    # --- arguments -------------------------------------------------------------
+
+    def input_shape(self, path, t, index: int) -> tuple:
+        """The shape of argument ``t`` (at ``path``, input ``index``) with
+        its dynamic dimensions as symbols."""
+        dims = self.dynamic.get(path, {})
+        shape = tuple(t._data.shape)
+        if not dims:
+            return shape
+        out = []
+        for d, n in enumerate(shape):
+            if d not in dims or n < 2:
+                out.append(n)
+                continue
+            s = self.by_size.get(n)
+            if s is None:
+                s = self.by_size[n] = symbol(self._name(dims[d], d), n)
+                self.hints[str(s)] = n
+            self.sources.append((index, d, str(s)))
+            where = f"{path_name(path)}[{d}]"
+            self.dims[where] = f"{s}: {self.why.get((path, d), 'dynamic')}"
+            out.append(s)
+        return tuple(out)
+
+    def _name(self, wanted, dim: int) -> str:
+        base = wanted or _PREFERRED.get(dim, "S")
+        name, k = base, 1
+        while name in self.hints:
+            k += 1
+            name = f"{base}{k}"
+        return name
+
+    # --- values ---------------------------------------------------------------
+
+    def shape_of_value(self, v) -> tuple:
+        """The shape of an SSA value, symbolic sizes hinted."""
+        t = v.type
+        s = self._shapes.get(t)
+        if s is None:
+            s = self._shapes[t] = tuple(with_hints(d, self.hints) for d in ir.shape_of(t)) \
+                if ir.is_symbolic_type(t) else ir.shape_of(t)
+        return s
+
+    def result_shape(self, prim, args, params, operands, out) -> tuple:
+        """The shape of ``prim``'s recorded result: its shape rule run on the
+        operands' symbolic shapes and the (possibly symbolic) params."""
+        concrete = tuple(out._data.shape)
+        shapes, sym = [], False
+        for v in operands:
+            s = self.shape_of_value(v)
+            sym = sym or ir.is_symbolic_type(v.type)
+            shapes.append(s)
+        if not sym and not any(_has_sym(p) for p in params.values()):
+            return concrete
+        shape = tuple(prim.shape_rule(*shapes, **params))
+        if tuple(symbolic.hint_of(d) for d in shape) != concrete:
+            raise ValueError(f"the symbolic shape {tuple(shape)} of {prim.name} does not "
+                             f"match its value {concrete}")
+        return shape
+
+    # --- guards ---------------------------------------------------------------
+
+    def on_decision(self, kind, lhs, op, rhs, result, where=None) -> None:
+        key = (kind, str(lhs), op, str(rhs))
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        if kind == "specialize":
+            result = True        # the guard: ``lhs == rhs``
+        self.guards.append((kind, str(lhs), op, str(rhs), result, where))
+        if kind == "specialize":
+            self.notes.append(f"{lhs} specialized to {rhs} at {where or 'tracec'} "
+                              "(a number was needed: int(), range(), NumPy)")
+
+    def finish(self) -> SymbolicInfo:
+        return SymbolicInfo(self.sources, dict(self.hints), list(self.guards),
+                            dict(self.dims), list(self.notes))
+
+
+def _has_sym(p) -> bool:
+    if isinstance(p, Sym):
+        return True
+    return isinstance(p, (tuple, list)) and any(isinstance(x, Sym) for x in p)
+
+
+def bind(info: SymbolicInfo, inputs: list, args, kwargs):
+    """``(env, None)``: the symbols' values at this call, or ``(None, why)``
+    when the trace does not apply (a size differs where the trace is
+    static, two dimensions sharing a symbol differ, a size is 0 or 1, or a
+    guard fails)."""
+    env: dict = {}
+    arrays = {}
+    for index, spec in enumerate(inputs):
+        if spec.kind != "arg":
+            continue
+        a = resolve(spec.source, args, kwargs)._data.shape
+        arrays[index] = a
+        for d, s in enumerate(spec.shape):
+            if not isinstance(s, Sym) and a[d] != s:
+                return None, (f"argument {path_name(spec.source)}: size {a[d]} at dimension "
+                              f"{d}, traced with {s} (not symbolic)")
+    for index, d, name in info.sources:
+        n = arrays[index][d]
+        if n < 2:
+            return None, f"size {name} is {n} (sizes 0 and 1 are specialized)"
+        old = env.setdefault(name, n)
+        if old != n:
+            return None, (f"dimensions traced with one size {name} now differ "
+                          f"({old} and {n})")
+    for kind, lhs, op, rhs, res in info._compiled:
+        now = symbolic._OPS[op](evaluate(lhs, env), evaluate(rhs, env))
+        if now != res:
+            what = "specialized size" if kind == "specialize" else "size guard"
+            return None, f"{what} {lhs} {op} {rhs} no longer {res}"
+    return env, None
+
+
+def pattern_key(key: tuple) -> tuple:
+    """A call key (``compiler.call_key``) with each tensor's shape reduced
+    to its rank: the calls one symbolic trace may serve."""
+    spec, tensors, grad = key
+    return (spec, tuple((len(k[0]),) + tuple(k[1:]) for k in tensors), grad)
+
+
+def choose_dynamic(dynamic, key, args, kwargs, static_keys, sym_entries):
+    """``(dims, why)`` for ``SymbolTable`` (``{arg path: {dim: name}}``,
+    ``{(path, dim): reason}``), or None for a static trace.
+
+    ``dynamic`` False: static.  True: every dimension.  None: the
+    dimensions marked by ``mark_dynamic``, those whose size differs from a
+    trace made before for calls of the same structure (``static_keys``:
+    the static traces' call keys), and those a symbolic trace of that
+    structure (``sym_entries``) already has."""
+    if dynamic is False:
+        return None
+    _, leaves = flatten_args(args, kwargs)
+    paths = [p[0] if len(p) == 1 else p for p, _ in leaves]
+    dims: dict = {}
+    why: dict = {}
+
+    def add(i, d, name, reason):
+        p = paths[i]
+        dims.setdefault(p, {}).setdefault(d, name)
+        why.setdefault((p, d), reason)
+
+    for i, (_, t) in enumerate(leaves):
+        for d, name in marked_dims(t).items():
+            add(i, d, name, "mark_dynamic")
+        if dynamic is True:
+            for d in range(t.ndim):
+                add(i, d, None, "dynamic=True")
+    if dynamic is None:
+        pat = pattern_key(key)
+        shapes = [k[0] for k in key[1]]
+        for old in reversed(list(static_keys)):
+            if pattern_key(old) != pat:
+                continue
+            for i, (a, b) in enumerate(zip((k[0] for k in old[1]), shapes)):
+                for d, (m, n) in enumerate(zip(a, b)):
+                    if m != n:
+                        add(i, d, None, f"its size changed between calls ({m} -> {n})")
+            break
+        for e in sym_entries:
+            for index, d, name in e.trace.symbolic.sources:
+                spec = e.trace.inputs[index]
+                if spec.source in paths:
+                    add(paths.index(spec.source), d, name, "symbolic in an earlier trace")
+    return (dims, why) if dims else None

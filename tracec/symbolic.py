@@ -1,0 +1,433 @@
+"""Symbolic sizes: int-like expressions over named dimensions (``B``, ``T``).
+
+A ``Sym`` is a polynomial with integer coefficients over *atoms*: a size
+symbol (a name) or an opaque ``a // b`` or ``a % b`` that did not simplify.
+Arithmetic with ints and other ``Sym`` normalizes (``B*T // T`` is ``B``,
+``B - B`` is the int ``0``): a result that is a constant is a plain int, so
+static sizes stay Python ints everywhere.
+
+Every symbol stands for a size of at least 2 (0 and 1 are always
+specialized, as Dynamo does), which decides most comparisons the shape
+rules make (``B != 1``, ``B > 0``).  A comparison that those facts do not
+decide needs a *hint*, the size's value in the call being traced: the
+answer comes from the hints and is reported to ``GUARD_SINKS`` (the tracer
+turns it into a guard on later calls).  Without a hint (a type read back
+from IR text), ``==``/``!=`` are structural and an undecided ordering
+raises ``SymbolicError``.  ``int()``/``index()`` of a hinted ``Sym``
+specialize it: they report ``size == hint`` and return the hint.
+
+Text form (in tensor types and parameters): ``B``, ``B*T``, ``2*B+1``,
+``(B+1)//2``; ``parse`` reads it back (``parse(str(s)) == s``).
+"""
+from __future__ import annotations
+
+import ast
+import numbers
+import operator
+
+__all__ = ["Sym", "SymbolicError", "symbol", "parse", "evaluate", "is_symbolic",
+           "hint_of", "GUARD_SINKS", "with_hints", "free_symbols"]
+
+
+class SymbolicError(TypeError):
+    """A symbolic size was used where a concrete number is needed and
+    there is no value to take it from."""
+
+
+#: Callbacks ``sink(kind, sym, op, other, result)`` told of every decision
+#: made from hints: kind "compare" (``sym op other`` was ``result``) or
+#: "specialize" (``int(sym)``: it was ``result``).
+GUARD_SINKS: list = []
+
+_OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+        ">": operator.gt, ">=": operator.ge}
+
+
+def _atom_text(a) -> str:
+    if isinstance(a, str):
+        return a
+    kind, num, den = a
+    return f"{_operand_text(num)}{kind}{_operand_text(den)}"
+
+
+def _operand_text(terms) -> str:
+    t = _terms_text(terms)
+    simple = len(terms) <= 1 and (not terms or not terms[0][0] or (
+        len(terms[0][0]) == 1 and terms[0][1] == 1 and isinstance(terms[0][0][0], str)))
+    return t if simple else f"({t})"
+
+
+def _terms_text(terms) -> str:
+    if not terms:
+        return "0"
+    parts = []
+    for mono, c in terms:
+        body = "*".join(_atom_text(a) for a in mono)
+        if not mono:
+            t = str(abs(c))
+        elif abs(c) == 1:
+            t = body
+        else:
+            t = f"{abs(c)}*{body}"
+        parts.append(("-" if c < 0 else ("+" if parts else "")) + t)
+    return "".join(parts)
+
+
+def _norm(d: dict):
+    """A dict monomial -> coef as sorted terms, or an int if constant."""
+    terms = tuple(sorted(((m, c) for m, c in d.items() if c), key=_term_key))
+    if not terms:
+        return 0
+    if len(terms) == 1 and not terms[0][0]:
+        return terms[0][1]
+    return terms
+
+
+def _term_key(t):
+    # Highest degree first, constants last: ``B*T+2*B+1``.
+    return (-len(t[0]) if t[0] else 1, [str(a) for a in t[0]])
+
+
+def _terms_of(x) -> dict:
+    if isinstance(x, Sym):
+        return dict(x.terms)
+    return {(): int(x)} if x else {}
+
+
+class Sym:
+    """A symbolic size (see the module docstring)."""
+
+    __slots__ = ("terms", "hint")
+
+    def __init__(self, terms: tuple, hint=None):
+        self.terms = terms
+        self.hint = hint
+
+    @staticmethod
+    def make(d: dict, hint=None):
+        t = _norm(d)
+        return t if isinstance(t, int) else Sym(t, hint)
+
+    # --- arithmetic ----------------------------------------------------------
+
+    def _bin(self, other, fn, hint_fn):
+        if not isinstance(other, (Sym, int)) or isinstance(other, bool):
+            if isinstance(other, numbers.Integral):
+                other = int(other)
+            else:
+                return NotImplemented
+        r = fn(self, other)
+        if isinstance(r, Sym):
+            ho = other.hint if isinstance(other, Sym) else other
+            r.hint = hint_fn(self.hint, ho) if self.hint is not None and ho is not None \
+                else None
+        return r
+
+    def __add__(self, o):
+        return self._bin(o, _add, operator.add)
+
+    __radd__ = __add__
+
+    def __sub__(self, o):
+        return self._bin(o, lambda a, b: _add(a, _scale(b, -1)), operator.sub)
+
+    def __rsub__(self, o):
+        return self._bin(o, lambda a, b: _add(_scale(a, -1), b), lambda a, b: b - a)
+
+    def __mul__(self, o):
+        return self._bin(o, _mul, operator.mul)
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, o):
+        return self._bin(o, lambda a, b: _div(a, b, "//"), operator.floordiv)
+
+    def __rfloordiv__(self, o):
+        return self._bin(o, lambda a, b: _div(b, a, "//"), lambda a, b: b // a)
+
+    def __mod__(self, o):
+        return self._bin(o, lambda a, b: _div(a, b, "%"), operator.mod)
+
+    def __rmod__(self, o):
+        return self._bin(o, lambda a, b: _div(b, a, "%"), lambda a, b: b % a)
+
+    def __neg__(self):
+        r = _scale(self, -1)
+        r.hint = None if self.hint is None else -self.hint
+        return r
+
+    def __pos__(self):
+        return self
+
+    # --- comparisons ----------------------------------------------------------
+
+    def _cmp(self, other, op: str):
+        if not isinstance(other, (Sym, int)) or isinstance(other, bool):
+            if isinstance(other, numbers.Integral):
+                other = int(other)
+            else:
+                return NotImplemented
+        diff = _add(self, _scale(other, -1))
+        if isinstance(diff, int):
+            return _OPS[op](diff, 0)
+        known = _decide(diff, op)
+        if known is not None:
+            return known
+        ho = other.hint if isinstance(other, Sym) else other
+        if self.hint is None or ho is None:
+            if op in ("==", "!="):
+                return (op == "!=")   # structurally different, undecided: unequal
+            raise SymbolicError(f"cannot decide {self} {op} {other} without sizes")
+        result = _OPS[op](self.hint, ho)
+        for sink in GUARD_SINKS:
+            sink("compare", self, op, other, result)
+        return result
+
+    def __eq__(self, o):
+        return self._cmp(o, "==")
+
+    def __ne__(self, o):
+        return self._cmp(o, "!=")
+
+    def __lt__(self, o):
+        return self._cmp(o, "<")
+
+    def __le__(self, o):
+        return self._cmp(o, "<=")
+
+    def __gt__(self, o):
+        return self._cmp(o, ">")
+
+    def __ge__(self, o):
+        return self._cmp(o, ">=")
+
+    def __bool__(self):
+        return self._cmp(0, "!=")
+
+    def __hash__(self):
+        return hash(self.terms)
+
+    # --- escaping to numbers ---------------------------------------------------
+
+    def __int__(self):
+        if self.hint is None:
+            raise SymbolicError(f"the size {self} has no value here")
+        for sink in GUARD_SINKS:
+            sink("specialize", self, "==", self.hint, self.hint)
+        return self.hint
+
+    __index__ = __int__
+
+    def __float__(self):
+        return float(int(self))
+
+    def __truediv__(self, o):
+        return int(self) / o
+
+    def __rtruediv__(self, o):
+        return o / int(self)
+
+    def __abs__(self):
+        return self if self > 0 else -self
+
+    def __str__(self):
+        return _terms_text(self.terms)
+
+    def __repr__(self):
+        return str(self) if self.hint is None else f"{self}(={self.hint})"
+
+    def __reduce__(self):
+        return (parse, (str(self),))
+
+    def same(self, other) -> bool:
+        """Structural equality (no guard)."""
+        return isinstance(other, Sym) and other.terms == self.terms
+
+
+numbers.Integral.register(Sym)
+
+
+def _scale(a, k: int):
+    if isinstance(a, int):
+        return a * k
+    return Sym.make({m: c * k for m, c in a.terms})
+
+
+def _add(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    d = _terms_of(a)
+    for m, c in _terms_of(b).items():
+        d[m] = d.get(m, 0) + c
+    return Sym.make(d)
+
+
+def _mul(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        return a * b
+    d: dict = {}
+    for m1, c1 in _terms_of(a).items():
+        for m2, c2 in _terms_of(b).items():
+            m = tuple(sorted(m1 + m2, key=str))
+            d[m] = d.get(m, 0) + c1 * c2
+    return Sym.make(d)
+
+
+def _div(a, b, kind: str):
+    """``a // b`` or ``a % b``, exact where every term divides."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a // b if kind == "//" else a % b
+    if isinstance(b, int) and b == 1:
+        return a if kind == "//" else 0
+    ta, tb = _terms_of(a), _terms_of(b)
+    if len(tb) == 1:
+        (mb, cb), = tb.items()
+        q = {}
+        for m, c in ta.items():
+            rest = list(m)
+            try:
+                for x in mb:
+                    rest.remove(x)
+            except ValueError:
+                break
+            if c % cb:
+                break
+            q[tuple(rest)] = c // cb
+        else:
+            return Sym.make(q) if kind == "//" else 0
+    if isinstance(a, Sym) and isinstance(b, Sym) and a.same(b):
+        return 1 if kind == "//" else 0
+    num = a.terms if isinstance(a, Sym) else ((((), a),) if a else ())
+    den = b.terms if isinstance(b, Sym) else ((((), b),) if b else ())
+    return Sym((((((kind, num, den)),), 1),))
+
+
+def _bounds(x):
+    """``(lower, upper)`` bounds of ``x`` from every symbol being >= 2
+    (None where there is none): a polynomial whose non-constant terms are
+    products of symbols with coefficients of one sign is monotonic in them."""
+    if isinstance(x, int):
+        return x, x
+    const, low, signs = 0, 0, set()
+    for m, c in x.terms:
+        if not m:
+            const += c
+        elif all(isinstance(a, str) for a in m):
+            signs.add(c > 0)
+            low += c * (2 ** len(m))
+        else:
+            return None, None
+    if signs == {True}:
+        return const + low, None
+    if signs == {False}:
+        return None, const + low
+    return None, None
+
+
+def _decide(x, op: str):
+    """``x op 0`` when the bounds decide it, else None."""
+    lo, hi = _bounds(x)
+    pos = lo is not None and lo > 0
+    nonneg = lo is not None and lo >= 0
+    neg = hi is not None and hi < 0
+    nonpos = hi is not None and hi <= 0
+    if op == ">":
+        return True if pos else False if nonpos else None
+    if op == ">=":
+        return True if nonneg else False if neg else None
+    if op == "<":
+        return True if neg else False if nonneg else None
+    if op == "<=":
+        return True if nonpos else False if pos else None
+    if pos or neg:
+        return op == "!="
+    return None
+
+
+def symbol(name: str, hint: int | None = None) -> Sym:
+    """The size symbol ``name`` (with the value ``hint`` in this call)."""
+    return Sym((((name,), 1),), hint)
+
+
+_PARSED: dict = {}
+_AST_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+
+
+def parse(text: str):
+    """A size from its text (``"784"`` -> 784, ``"B*T"`` -> a Sym)."""
+    r = _PARSED.get(text)
+    if r is None:
+        try:
+            r = _eval_ast(ast.parse(text, mode="eval").body)
+        except (SyntaxError, KeyError, ValueError) as e:
+            raise ValueError(f"not a size expression: {text!r}") from e
+        _PARSED[text] = r
+    return r
+
+
+def _eval_ast(n):
+    if isinstance(n, ast.Constant) and type(n.value) is int:
+        return n.value
+    if isinstance(n, ast.Name):
+        return symbol(n.id)
+    if isinstance(n, ast.BinOp):
+        return _AST_OPS[type(n.op)](_eval_ast(n.left), _eval_ast(n.right))
+    if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+        return -_eval_ast(n.operand)
+    raise ValueError(ast.dump(n))
+
+
+def _eval_terms(terms, env) -> int:
+    total = 0
+    for mono, c in terms:
+        v = c
+        for a in mono:
+            if isinstance(a, str):
+                v *= env[a]
+            else:
+                kind, num, den = a
+                x, y = _eval_terms(num, env), _eval_terms(den, env)
+                v *= x // y if kind == "//" else x % y
+        total += v
+    return total
+
+
+def evaluate(x, env: dict) -> int:
+    """The value of a size under ``env`` (symbol name -> int)."""
+    if isinstance(x, Sym):
+        return _eval_terms(x.terms, env)
+    return int(x)
+
+
+def is_symbolic(x) -> bool:
+    return isinstance(x, Sym)
+
+
+def hint_of(x):
+    """A size's value in the traced call (an int stays itself)."""
+    return x.hint if isinstance(x, Sym) else x
+
+
+def with_hints(x, env: dict):
+    """``x`` with its hint computed from ``env`` (for types read from IR)."""
+    if isinstance(x, Sym):
+        return Sym(x.terms, _eval_terms(x.terms, env))
+    return x
+
+
+def free_symbols(x) -> set:
+    """The symbol names a size depends on."""
+    out: set = set()
+
+    def walk(terms):
+        for mono, _ in terms:
+            for a in mono:
+                if isinstance(a, str):
+                    out.add(a)
+                else:
+                    walk(a[1])
+                    walk(a[2])
+    if isinstance(x, Sym):
+        walk(x.terms)
+    return out
