@@ -5,6 +5,12 @@ of the result is a pure function of ``(seed, offset + i)`` (a SplitMix64
 hash), so eager, the interpreter and native backends draw identical numbers
 and a compiled function can carry the state as an ordinary tensor.  Written
 by hand because none of NumPy's generators is counter-addressable this way.
+
+Each draw keeps as many of the hash's top bits as the dtype's significand
+holds (``uniform_bits``), as PyTorch does: 53 for float64, 24 for float32,
+11 for float16, 8 for bfloat16.  The value ``k * 2**-bits`` is then exact
+in the dtype, so the result lies in [0, 1) (more bits would round up to 1.0
+in a half type) and float64 draws are not confined to a 2**-24 grid.
 """
 from __future__ import annotations
 
@@ -27,6 +33,11 @@ def splitmix64(z: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
+def uniform_bits(dtype: dt.DType) -> int:
+    """How many random bits one ``dtype`` draw keeps (its significand)."""
+    return {"float64": 53, "float16": 11, "bfloat16": 8}.get(dtype.name, 24)
+
+
 def _uniform_impl(state, *, shape, dtype):
     n = math.prod(shape)
     seed, offset = (int(v) for v in state)
@@ -34,8 +45,8 @@ def _uniform_impl(state, *, shape, dtype):
         key = splitmix64(np.uint64(seed & 0xFFFFFFFFFFFFFFFF) + _GOLDEN)
         ctr = np.arange(n, dtype=np.uint64) + np.uint64(offset & 0xFFFFFFFFFFFFFFFF)
         bits = splitmix64(ctr * _GOLDEN + key)
-    # Top 24 bits -> [0, 1) exactly representable in float32.
-    u = (bits >> np.uint64(40)).astype(np.float64) * (1.0 / (1 << 24))
+    b = uniform_bits(dtype)
+    u = (bits >> np.uint64(64 - b)).astype(np.float64) * (1.0 / (1 << b))
     return u.astype(dtype.np).reshape(shape)
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from tracec import dtypes as dt
 from tracec.backends.cpu import scalar
 from tracec.backends.cpu.builder import F64, I64, FuncBuilder
+from tracec.ops.random import uniform_bits
 
 __all__ = ["Access", "Node", "LoopProgram", "emit_program", "contiguous_strides"]
 
@@ -208,8 +209,9 @@ def _uniform(fb: FuncBuilder, state_ptr, linear, d: dt.DType):
     key = _splitmix(fb, fb.ibin("add", seed, fb.i64(_GOLDEN)))
     ctr = fb.ibin("add", linear, off)
     bits = _splitmix(fb, fb.ibin("add", fb.ibin("mul", ctr, fb.i64(_GOLDEN)), key))
-    u = fb.fbin("fmul", fb.cast("sitofp", fb.ibin("lshr", bits, fb.i64(40)), F64),
-                fb.const(1.0 / (1 << 24), F64))
+    b = uniform_bits(d)
+    u = fb.fbin("fmul", fb.cast("sitofp", fb.ibin("lshr", bits, fb.i64(64 - b)), F64),
+                fb.const(1.0 / (1 << b), F64))
     return scalar.cast(fb, u, dt.float64, d)
 
 

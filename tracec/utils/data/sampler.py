@@ -18,16 +18,14 @@ __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler
 
 
 def _uniform64(generator, n: int) -> np.ndarray:
-    """``n`` float64 draws in [0, 1) with 48 random bits each (the generator
-    gives 24 bits per draw)."""
-    u = generator.uniform((2, n), dt.float64)._data
-    return u[0] + u[1] * (1.0 / (1 << 24))
+    """``n`` float64 draws in [0, 1), 53 random bits each."""
+    return generator.uniform((n,), dt.float64)._data
 
 
 def draw_seed(generator=None) -> int:
     """A 63-bit seed drawn from ``generator`` (default: the global one)."""
     u = (generator or default_generator).uniform((3,), dt.float64)._data
-    bits = [int(x * (1 << 24)) for x in u]
+    bits = [int(x * (1 << 24)) for x in u]     # the top 24 of each draw's 53 bits
     return ((bits[0] << 48) | (bits[1] << 24) | bits[2]) & 0x7FFFFFFFFFFFFFFF
 
 
