@@ -74,13 +74,15 @@ def compile_module(module: ModuleOp, *, asm: bool = False, symbol: str | None = 
     from tracec.backends.cpu import codegen
     from tracec.backends.cpu.lower import lower_module
     from tracec.backends.cpu.runtime import FORMAT, CpuExecutable
+    from tracec.passes.pipeline import paused_gc
     symbol = symbol or entry_symbol(module)
-    lowered = lower_module(module, symbol, donate)
-    if os.environ.get("TRACEC_CHECKS", "") not in ("", "0"):
-        lowered.module.verify()
-    compiled = codegen.compile_llvm(lowered.module, exported={symbol, symbol + "_py"},
-                                    wide=lowered.wide, helpers=lowered.helpers,
-                                    want_asm=asm)
+    with paused_gc():   # IR construction: see paused_gc
+        lowered = lower_module(module, symbol, donate)
+        if os.environ.get("TRACEC_CHECKS", "") not in ("", "0"):
+            lowered.module.verify()
+        compiled = codegen.compile_llvm(lowered.module, exported={symbol, symbol + "_py"},
+                                        wide=lowered.wide, helpers=lowered.helpers,
+                                        want_asm=asm)
     signature = dict(lowered.signature, format=FORMAT, target=codegen.target_id())
     # The lowered module is printed on first access only (~0.1-0.2 s for a
     # training step, a tenth of the compile), the assembly made on request.

@@ -199,7 +199,17 @@ def emit_gemm(low, slots, d: dt.DType, nb: int, M: int, N: int, K: int, bshape, 
     ncb = min(NC, math.ceil(npan / nsplit) * nr)      # columns per work unit
     nt = math.ceil(N / ncb)
     kc_max = min(KC, K)
-    oom = low.kernels.error("matmul: out of memory for packing buffers")
+    # One error code for every GEMM of the module (the message is the same):
+    # a code per call would make each call site's kernel distinct, and an
+    # unrolled loop's repeated matmuls would each be compiled (an LSTM step
+    # unrolled 35 times: hundreds of GEMM kernels instead of a few).
+    oom = low.mb.shared.get(("gemm_oom",))
+    if oom is None:
+        oom = low.mb.shared[("gemm_oom",)] = low.kernels.error(
+            "matmul: out of memory for packing buffers")
+    # What the body emits is fixed by these (the shared functions by d and
+    # the layouts), so a GEMM made before from the same key is called again.
+    key = ("gemm", d.name, nb, M, N, K, tuple(bshape), tuple(sa), tuple(sb), ta, tb)
     if nb == 1:
         run = _run_fn(low.mb, elt, vl, mr, nr, ta, tb)
 
@@ -208,7 +218,7 @@ def emit_gemm(low, slots, d: dt.DType, nb: int, M: int, N: int, K: int, bshape, 
             rc = fb.call(run, [cp, ap, bp, lo, hi] + [fb.i64(v) for v in (M, N, K, mt, nt, ncb)],
                          I32)
             fb.if_then(fb.icmp("ne", rc, fb.i32(0)), lambda: fb.store(fb.i32(oom), status(), 4))
-        low.kernels.kernel("gemm", slots, nt * mt, body1, work=M * N * K, align=mt)
+        low.kernels.kernel("gemm", slots, nt * mt, body1, work=M * N * K, align=mt, key=key)
         return
     block = _block_fn(low.mb, elt, vl, mr, nr, ta, tb)
     low.mb.declare("aligned_alloc", [I64, I64], PTR)
@@ -253,7 +263,8 @@ def emit_gemm(low, slots, d: dt.DType, nb: int, M: int, N: int, K: int, bshape, 
         fb.br(endb)
         fb.set_block(endb)
 
-    low.kernels.kernel("gemm", slots, nb * nt * mt, body, work=nb * M * N * K, align=mt)
+    low.kernels.kernel("gemm", slots, nb * nt * mt, body, work=nb * M * N * K, align=mt,
+                       key=key)
 
 
 def _is_null(fb, p):
