@@ -336,7 +336,13 @@ def _rebuild(tpl, returned, args, kwargs):
     kind = tpl[0]
     if kind == "tensor":
         r = returned[tpl[1]]
-        return r if isinstance(r, Tensor) else Tensor._make(r, tpl[2])
+        if isinstance(r, Tensor):
+            return r
+        t = Tensor._make(r, tpl[2])
+        if tpl[3] is not None and graph.is_grad_enabled():
+            t.requires_grad = True
+            t._node = graph.FreedNode(tpl[3])
+        return t
     if kind == "const":
         return tpl[1]
     if kind == "arg":

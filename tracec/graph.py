@@ -184,6 +184,35 @@ class Node:
         self.freed = True
 
 
+class FreedNode:
+    """The ``grad_fn`` of a compiled call's result that eager code returns
+    with a graph already consumed by a ``backward()`` inside the call (an
+    RNN's new hidden state): it requires grad, as eagerly, and a backward
+    through it raises as eager's freed graph does."""
+
+    __slots__ = ("_name", "pre_hooks", "__weakref__")
+    edges = ()
+    freed = True
+    saved = None
+    next_functions = ()
+
+    def __init__(self, name: str):
+        self._name = name
+        self.pre_hooks = None
+
+    def name(self) -> str:
+        return self._name
+
+    def __repr__(self):
+        return f"<{self._name} object>"
+
+    def apply(self, g):
+        raise RuntimeError(_FREED_MSG)
+
+    def release(self):
+        pass
+
+
 class AccumulateGrad:
     """The node of a leaf tensor: accumulates into ``.grad``."""
 

@@ -397,7 +397,12 @@ class Recording:
                     returns_grad.append(len(values))
                 values.append(self.value_of(x))
                 outputs.append(OutputSpec("return"))
-                return ("tensor", len(values) - 1, x.dtype)
+                # Eager code returns it requiring grad; after a backward inside
+                # the call its graph is consumed: compiled calls return it
+                # requiring grad with a freed grad_fn of the same name.
+                freed = (x._node.name() if self.had_backward and x.requires_grad
+                         and x._node is not None else None)
+                return ("tensor", len(values) - 1, x.dtype, freed)
             if isinstance(x, tuple) and hasattr(x, "_fields"):
                 return ("namedtuple", type(x), tuple(flatten(v) for v in x))
             if isinstance(x, (tuple, list)):

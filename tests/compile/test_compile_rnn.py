@@ -147,3 +147,37 @@ def test_compiled_nn_rnn_step_with_hidden_tuple_equals_eager(backend, cell):
     # argument differs from the first call's zeros, then the trace is reused
     info = sc.cache_info()
     assert info.traces == 2 and info.hits == 2, info.reasons
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_returned_hidden_requires_grad_as_eagerly(backend):
+    """After a backward inside the step, the returned hidden state requires
+    grad (its graph consumed), at every call as eagerly; was: True, False,
+    True, ... and a retrace every other call."""
+    def setup():
+        tracec.manual_seed(0)
+        rnn, fc = nn.LSTM(E, H), nn.Linear(H, 1)
+        opt = tracec.optim.SGD([*rnn.parameters(), *fc.parameters()], lr=0.1)
+
+        def step(x, hidden):
+            hidden = tuple(h.detach() for h in hidden)
+            opt.zero_grad()
+            out, hidden = rnn(x, hidden)
+            fc(out).pow(2).mean().backward()
+            opt.step()
+            return hidden
+        return step
+    se, sc = setup(), tracec.compile(setup(), backend=backend)
+    he = hc = (tracec.zeros(1, B, H), tracec.zeros(1, B, H))
+    x = tracec.randn(T, B, E)
+    for _ in range(5):
+        he, hc = se(x, he), sc(x, hc)
+        assert [h.requires_grad for h in hc] == [h.requires_grad for h in he] == [True, True]
+        assert hc[0].grad_fn.name() == he[0].grad_fn.name()
+        np.testing.assert_allclose(hc[0].detach().numpy(), he[0].detach().numpy(), rtol=1e-5,
+                                   atol=1e-6)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        he[0].sum().backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        hc[0].sum().backward()
+    assert sc.cache_info().traces == 2, sc.cache_info().reasons
