@@ -82,6 +82,11 @@ def emit_matmul(low, op, operands=None) -> None:
     slots = [low.slot_value(res), low.slot_value(a), low.slot_value(b)]
     if nb * M * N == 0:
         return
+    if nb > 1 and not any(sb) and not ta and math.prod(ashape[:-2]) == nb:
+        # One B for every batch, A stored whole ([nb, M, K], rows contiguous)
+        # and C likewise: one [nb * M, K] @ [K, N] product (a Linear on a
+        # [T, B, F] input), which packs B once instead of once per batch.
+        M, nb, bshape, sa, sb = nb * M, 1, (), [], []
     if d in (dt.float32, dt.float64) and N < gemm.params_for(d)[2] and (
             not tb or (K * N * d.itemsize <= NARROW_STACK_BYTES and not any(sb))):
         # Narrower than the GEMM's register tile (NR): it would pad.
