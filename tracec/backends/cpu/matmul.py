@@ -20,7 +20,7 @@ from xdsl.dialects import llvm
 
 from tracec import dtypes as dt
 from tracec import ir
-from tracec.backends.cpu import codegen, gemm, scalar
+from tracec.backends.cpu import codegen, gemm, gemm_small, scalar
 from tracec.backends.cpu.builder import F32, F64, FuncBuilder, vec
 
 __all__ = ["emit_matmul", "batch_strides", "swaps_last_two"]
@@ -91,6 +91,9 @@ def emit_matmul(low, op, operands=None) -> None:
             not tb or (K * N * d.itemsize <= NARROW_STACK_BYTES and not any(sb))):
         # Narrower than the GEMM's register tile (NR): it would pad.
         _emit_narrow(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb)
+        return
+    if gemm_small.suitable(d, M, N, K, tb):
+        gemm_small.emit(low, slots, d, nb, M, N, K, bshape, sa, sb, ta)
         return
     if gemm.suitable(d, M, N, K):
         gemm.emit_gemm(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb)
