@@ -84,7 +84,9 @@ SAMPLES = {
     "argmax": [((_r((3, 4), distinct=True),), {"axis": 1})],
     "argmin": [((_r((3, 4), distinct=True),), {"axis": 0})],
     "argsort": [((_r((3, 4), distinct=True),), {"axis": 1, "descending": False})],
-    "matmul": [((_r((3, 4)), _r((4, 2))), {}), ((_r((2, 1, 3, 4)), _r((3, 4, 2))), {})],
+    "matmul": [((_r((3, 4)), _r((4, 2))), {}), ((_r((2, 1, 3, 4)), _r((3, 4, 2))), {}),
+               # one B for a batch of A (its gradient: one product over all rows)
+               ((_r((2, 3, 4)), _r((4, 2))), {}), ((_r((2, 3, 4)), _r((1, 4, 2))), {})],
     "reshape": [((_r((2, 6)),), {"shape": (3, 4)}), ((_r((1,)),), {"shape": ()})],
     "transpose": [((_r((2, 3, 4)),), {"perm": (2, 0, 1)})],
     "broadcast_to": [((_r((3, 1)),), {"shape": (2, 3, 4)})],

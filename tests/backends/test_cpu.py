@@ -229,7 +229,13 @@ def _cases(name):
                     ([randn(33, 70, dtype=d), randn(70, 45, dtype=d)], {}),
                     # large enough for the packed GEMM, with edge tiles
                     ([randn(70, 65, dtype=d), randn(65, 50, dtype=d)], {}),
-                    ([randn(2, 1, 50, 60, dtype=d), randn(3, 60, 70, dtype=d)], {})]
+                    ([randn(2, 1, 50, 60, dtype=d), randn(3, 60, 70, dtype=d)], {}),
+                    # one B for every batch: a single [6 * 20, 60] product
+                    ([randn(2, 3, 20, 60, dtype=d), randn(60, 70, dtype=d)], {}),
+                    ([randn(3, 20, 60, dtype=d), randn(1, 60, 70, dtype=d)], {}),
+                    # few rows: B read in place (full panels and a 13-wide edge)
+                    ([randn(20, 48, dtype=d), randn(48, 77, dtype=d)], {}),
+                    ([randn(2, 11, 40, dtype=d), randn(2, 40, 45, dtype=d)], {})]
         out.append(([ints(-3, 3, 3, 4), ints(-3, 3, 4, 2)], {}))
         return out
     if name == "full":

@@ -378,3 +378,28 @@ def test_identical_kernels_are_compiled_once():
     # tanh(2x+1) twice -> one function; exp(c-d) is another.
     assert len(kernels) == 2, defined
     assert max(called.count(k) for k in kernels) == 2
+
+
+# --- short products (few rows of C): B read in place -------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_short_matmuls_read_b_in_place(dtype):
+    """An RNN step's products (few rows, B stored [K, N]: the unpacked
+    kernel), A plain or read transposed, one or several batches, with a
+    narrow last column panel; against NumPy."""
+    rng = np.random.default_rng(0)
+    r = lambda *s: rng.standard_normal(s).astype(dtype)
+    a, at, b = r(20, 72), r(72, 13), r(72, 83)
+    ab, bb = r(3, 9, 40), r(3, 40, 50)
+
+    def f(a, at, b, ab, bb):
+        return a @ b, at.T @ b, ab @ bb
+
+    cf = tracec.compile(f, backend="cpu")
+    args = list(map(tracec.tensor, (a, at, b, ab, bb)))
+    cf(*args)           # the first call runs eagerly
+    got = cf(*args)
+    assert cf.cache_info().compiles + cf.cache_info().loads == 1
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    for g, want in zip(got, (a @ b, at.T @ b, ab @ bb)):
+        np.testing.assert_allclose(g.numpy(), want, rtol=tol, atol=tol)

@@ -3,6 +3,8 @@ broadcast batch dimensions.  Rank-1 operands are handled by the front end
 (reshape in, reshape out), so the primitive always sees rank >= 2."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tracec.ops.core import Aval, Primitive, ShapeError, broadcast_shapes
@@ -38,7 +40,19 @@ def _matmul_vjp(g, a, b, out):
     # An unsaved partner (an Aval) means that cotangent is not wanted: the
     # tape keeps ``b`` only if ``a`` needs a gradient, and ``a`` likewise.
     ga = ew.sum_to(matmul(g, _swap(b)), tuple(a.shape)) if not isinstance(b, Aval) else None
-    gb = ew.sum_to(matmul(_swap(a), g), tuple(b.shape)) if not isinstance(a, Aval) else None
+    gb = None
+    if not isinstance(a, Aval):
+        if len(a.shape) > 2 and math.prod(b.shape[:-2]) == 1:
+            # One B for the whole batch of A (a Linear on a [T, B, F] input):
+            # its gradient is one product over every row of the batch, not a
+            # batch of products summed afterwards (which would materialize
+            # one [K, N] per batch).
+            rows = math.prod(a.shape[:-1])
+            a2 = movement.reshape(a, (rows, a.shape[-1]))
+            g2 = movement.reshape(g, (rows, g.shape[-1]))
+            gb = movement.reshape(matmul(_swap(a2), g2), tuple(b.shape))
+        else:
+            gb = ew.sum_to(matmul(_swap(a), g), tuple(b.shape))
     return ga, gb
 
 

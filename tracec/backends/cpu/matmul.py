@@ -20,7 +20,7 @@ from xdsl.dialects import llvm
 
 from tracec import dtypes as dt
 from tracec import ir
-from tracec.backends.cpu import codegen, gemm, scalar
+from tracec.backends.cpu import codegen, gemm, gemm_small, scalar
 from tracec.backends.cpu.builder import F32, F64, FuncBuilder, vec
 
 __all__ = ["emit_matmul", "batch_strides", "swaps_last_two"]
@@ -82,10 +82,18 @@ def emit_matmul(low, op, operands=None) -> None:
     slots = [low.slot_value(res), low.slot_value(a), low.slot_value(b)]
     if nb * M * N == 0:
         return
+    if nb > 1 and not any(sb) and not ta and math.prod(ashape[:-2]) == nb:
+        # One B for every batch, A stored whole ([nb, M, K], rows contiguous)
+        # and C likewise: one [nb * M, K] @ [K, N] product (a Linear on a
+        # [T, B, F] input), which packs B once instead of once per batch.
+        M, nb, bshape, sa, sb = nb * M, 1, (), [], []
     if d in (dt.float32, dt.float64) and N < gemm.params_for(d)[2] and (
             not tb or (K * N * d.itemsize <= NARROW_STACK_BYTES and not any(sb))):
         # Narrower than the GEMM's register tile (NR): it would pad.
         _emit_narrow(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb)
+        return
+    if gemm_small.suitable(d, M, N, K, tb):
+        gemm_small.emit(low, slots, d, nb, M, N, K, bshape, sa, sb, ta)
         return
     if gemm.suitable(d, M, N, K):
         gemm.emit_gemm(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb)

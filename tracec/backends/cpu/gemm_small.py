@@ -1,0 +1,105 @@
+"""Unpacked register-tiled matmul for short products (few rows of C).
+
+The packed GEMM (``gemm.py``) copies B into panels before its micro-kernel
+runs; with few rows of A (an RNN step: ``[20, 800] @ [800, 200]``, once
+per time step) each packed copy of B serves only those rows and the
+packing costs about as much as the product.  Here B (stored ``[K, N]``,
+rows contiguous) is read in place: each work unit is one NR-wide column
+panel of one batch's C; a tile of its rows is held in registers over the
+whole K loop (per k: vector loads of B's row segment, one broadcast of
+A[i, k] per row, one FMA per accumulator) and stored once.  The last,
+narrower panel uses power-of-two vector pieces (no masked loads: nothing
+is read past a row of B).  Shapes are compile-time constants here, so row
+tiles and edges are unrolled statically.
+"""
+from __future__ import annotations
+
+from xdsl.dialects import llvm
+
+from tracec import dtypes as dt
+from tracec.backends.cpu import gemm
+from tracec.backends.cpu.builder import F32, F64, vec
+
+__all__ = ["suitable", "emit"]
+
+#: At most this many rows of C take this path (above it the packing is
+#: shared by enough rows to pay for itself).
+MAX_M = 32
+#: Vector accumulators a row tile may hold (32 registers with AVX-512, a
+#: few left for B's pieces and the broadcast).
+ACC_BUDGET = 24
+
+
+def suitable(d: dt.DType, M: int, N: int, K: int, tb: bool) -> bool:
+    if d not in (dt.float32, dt.float64) or tb:
+        return False
+    vl, mr, nr = gemm.params_for(d)
+    return M <= MAX_M and N >= nr and K >= 8 and M * N * K >= 16 ** 3
+
+
+def emit(low, slots, d: dt.DType, nb: int, M: int, N: int, K: int, bshape, sa, sb,
+         ta: bool) -> None:
+    from tracec.backends.cpu.matmul import _chunks, batch_offset
+    elt = F32 if d is dt.float32 else F64
+    es = d.itemsize
+    vl, mr, nr = gemm.params_for(d)
+    nfull, rem = divmod(N, nr)
+    npan = nfull + (rem > 0)
+    sam, sak = (1, M) if ta else (K, 1)
+    full_pieces = [(j * vl, vl) for j in range(nr // vl)]
+    edge_pieces = _chunks(rem, vl) if rem else []
+
+    def body(fb, ptrs, err, lo, hi, status):
+        cp, ap, bp = ptrs
+
+        def tile(a0, b0, c0, i0: int, rows: int, j0, pieces):
+            vts = [vec(elt, w) for _, w in pieces]
+            a_rows = [fb.gep(a0, fb.i64((i0 + r) * sam), elt) for r in range(rows)]
+            b_col = fb.gep(b0, j0, elt)
+
+            def kstep(k, *accs):
+                brow = fb.gep(b_col, fb.mul(k, fb.i64(N)), elt)
+                bvs = [fb.load(fb.gep(brow, fb.i64(off), elt), vt, es)
+                       for (off, _), vt in zip(pieces, vts)]
+                ka = k if sak == 1 else fb.mul(k, fb.i64(sak))
+                out = list(accs)
+                for r in range(rows):
+                    a = fb.load(fb.gep(a_rows[r], ka, elt), elt, es)
+                    bc = {}
+                    for j, vt in enumerate(vts):
+                        w = pieces[j][1]
+                        if w not in bc:
+                            bc[w] = gemm.broadcast(fb, a, vt)
+                        q = r * len(vts) + j
+                        out[q] = fb.emit(llvm.FMAOp(bc[w], bvs[j], accs[q]))
+                return out
+            zeros = [gemm.splat_zero(fb, vt, elt) for vt in vts]
+            accs = fb.for_range(fb.i64(0), fb.i64(K), kstep, carried=zeros * rows)
+            for r in range(rows):
+                crow = fb.gep(c0, fb.add(fb.i64((i0 + r) * N), j0), elt)
+                for j, (off, _) in enumerate(pieces):
+                    fb.store(accs[r * len(vts) + j], fb.gep(crow, fb.i64(off), elt), es)
+
+        def panel(a0, b0, c0, j0, pieces):
+            group = max(1, min(mr, ACC_BUDGET // len(pieces)))
+            for i0 in range(0, M, group):
+                tile(a0, b0, c0, i0, min(group, M - i0), j0, pieces)
+
+        def unit(u):
+            b = fb.ibin("sdiv", u, fb.i64(npan)) if nb > 1 else fb.i64(0)
+            p = fb.ibin("srem", u, fb.i64(npan)) if nb > 1 else u
+            a0 = fb.gep(ap, batch_offset(fb, b, bshape, sa), elt)
+            b0 = fb.gep(bp, batch_offset(fb, b, bshape, sb), elt)
+            c0 = fb.gep(cp, fb.mul(b, fb.i64(M * N)), elt)
+            j0 = fb.mul(p, fb.i64(nr))
+            if edge_pieces:
+                fb.if_else(fb.icmp("slt", p, fb.i64(nfull)),
+                           lambda: panel(a0, b0, c0, j0, full_pieces),
+                           lambda: panel(a0, b0, c0, j0, edge_pieces))
+            else:
+                panel(a0, b0, c0, j0, full_pieces)
+            return ()
+        fb.for_range(lo, hi, unit)
+    low.kernels.kernel("matmul_small", slots, nb * npan, body, work=nb * M * N * K,
+                       key=("matmul_small", d.name, nb, M, N, K, tuple(bshape), tuple(sa),
+                            tuple(sb), ta))
