@@ -1,6 +1,7 @@
 """``tracec build``: a training step as a shared library, driven from C
 with no Python, matches eager training."""
 import os
+import re
 import runpy
 import shutil
 import subprocess
@@ -71,7 +72,8 @@ def test_built_training_step_runs_from_c_and_matches_eager(tmp_path):
                        timeout=300)
     assert r.returncode == 0, r.stderr
     header = (tmp_path / "out" / "libstep.h").read_text()
-    assert "int train_step(const float *x, const int64_t *y, float *model_0_weight" in header
+    decls = re.sub(r"\s+", " ", re.sub(r"/\*.*?\*/", " ", header, flags=re.S))
+    assert "int train_step( const float *x, const int64_t *y, float *model_0_weight," in decls
     assert "state (read and written in place)" in header
     assert "double *opt_lr_group0" in header and "learning rate" in header
 
