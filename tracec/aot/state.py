@@ -51,17 +51,17 @@ def load_weights(fn, path: str) -> list[str]:
     if all(isinstance(v, Tensor) for v in obj.values()):
         keys = set(obj)
         exact = [v for v, m in modules.items() if set(m.state_dict()) == keys]
-        if len(exact) == 1 or len(modules) == 1:
-            var = exact[0] if exact else next(iter(modules))
-            plan.append((var, modules[var], obj))
-        else:
-            for var, m in modules.items():
-                sub = {k[len(var) + 1:]: v for k, v in obj.items() if k.startswith(var + ".")}
-                if sub:
-                    plan.append((var, m, sub))
-            if sum(len(sd) for _, _, sd in plan) != len(obj):
+        for var, m in modules.items():
+            sub = {k[len(var) + 1:]: v for k, v in obj.items() if k.startswith(var + ".")}
+            if sub:
+                plan.append((var, m, sub))
+        if len(exact) == 1:
+            plan = [(exact[0], modules[exact[0]], obj)]
+        elif sum(len(sd) for _, _, sd in plan) != len(obj):
+            if len(modules) != 1:
                 raise WeightsError(f"--weights {path}: its keys match none of the modules "
                                    f"{', '.join(modules)} (nor '<module>.<key>')")
+            plan = [(var, m, obj) for var, m in modules.items()]   # its own error
     else:
         for var, o in {**modules, **opts}.items():
             if isinstance(obj.get(var), dict):
