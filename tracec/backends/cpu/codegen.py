@@ -46,7 +46,6 @@ def host() -> tuple[str, str, str]:
     return lb.get_process_triple(), lb.get_host_cpu_name(), lb.get_host_cpu_features().flatten()
 
 
-@functools.cache
 def target() -> tuple[str, str, str]:
     """(triple, cpu name, feature string) code is generated for now: the
     host's, or the level set by ``targeting`` in this thread."""
@@ -112,9 +111,8 @@ def target_machine():
 def _target_machine(t):
     _init()
     triple, cpu, feats = t
-    target = lb.Target.from_triple(triple)
-    return target.create_target_machine(cpu=cpu, features=feats, opt=3, reloc="pic",
-                                        codemodel="default")
+    return lb.Target.from_triple(triple).create_target_machine(
+        cpu=cpu, features=feats, opt=3, reloc="pic", codemodel="default")
 
 
 class Compiled:
