@@ -39,7 +39,9 @@ def build_and_compile(d, name, *extra, env=None):
 
 
 def test_codegen_targets_a_level_only_inside_targeting():
+    from tracec.aot import TARGET_NAMES
     from tracec.backends.cpu import codegen
+    assert set(TARGET_NAMES) == {"native", *codegen.TARGETS}
     host_id = codegen.target_id()
     with codegen.targeting("x86-64-v3"):
         assert codegen.target()[1] == "x86-64-v3"

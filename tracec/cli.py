@@ -18,6 +18,7 @@ import click
 
 import tracec
 from tracec import dtypes as dt
+from tracec.aot import TARGET_NAMES
 
 _ARG_RE = re.compile(r"^([A-Za-z_][A-Za-z_0-9]*)=([a-z0-9]+)\[([0-9,\s]*)\]$")
 
@@ -128,7 +129,7 @@ def dump(target, arg_specs, stage, backend):
 @click.option("--arg", "arg_specs", multiple=True, help="NAME=DTYPE[SHAPE], e.g. x=f32[64,784]")
 @click.option("-o", "--output", required=True, help="the shared library to write (lib*.so)")
 @click.option("--target", "cpu_target", default="native", show_default=True,
-              type=click.Choice(["native", "x86-64-v2", "x86-64-v3", "x86-64-v4"]),
+              type=click.Choice(TARGET_NAMES),
               help="the CPU to generate code for: this host's, or a portable x86-64 level")
 @click.option("--weights", default=None, type=click.Path(dir_okay=False),
               help="a checkpoint (tracec.save or .safetensors state dict) whose values "
