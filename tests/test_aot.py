@@ -1,6 +1,7 @@
 """``tracec build``: a training step as a shared library, driven from C
 with no Python, matches eager training."""
 import os
+import re
 import runpy
 import shutil
 import subprocess
@@ -71,7 +72,8 @@ def test_built_training_step_runs_from_c_and_matches_eager(tmp_path):
                        timeout=300)
     assert r.returncode == 0, r.stderr
     header = (tmp_path / "out" / "libstep.h").read_text()
-    assert "int train_step(const float *x, const int64_t *y, float *model_0_weight" in header
+    decls = re.sub(r"\s+", " ", re.sub(r"/\*.*?\*/", " ", header, flags=re.S))
+    assert "int train_step( const float *x, const int64_t *y, float *model_0_weight," in decls
     assert "state (read and written in place)" in header
     assert "double *opt_lr_group0" in header and "learning rate" in header
 
@@ -110,9 +112,10 @@ def test_built_training_step_runs_from_c_and_matches_eager(tmp_path):
 
 @pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
                     reason="needs a C compiler")
-def test_library_exports_two_functions_and_a_failed_call_changes_no_state(tmp_path):
-    """Only the step and its error-message function are exported (the
-    kernels and the worker pool are private); a call with an out-of-range
+def test_library_exports_only_its_api_and_a_failed_call_changes_no_state(tmp_path):
+    """Only the step, its error messages, init_state, the argument table and
+    the CPU check are exported (the kernels and the worker pool are
+    private); a call with an out-of-range
     label fails with a message and leaves parameters and momentum as they
     were, though updates are computed in place."""
     import ctypes
@@ -125,6 +128,11 @@ def test_library_exports_two_functions_and_a_failed_call_changes_no_state(tmp_pa
     assert r.returncode == 0, r.stderr
     lib = ctypes.CDLL(str(lib_path))
     assert lib.train_step and lib.train_step_error_message
+    if shutil.which("nm"):
+        from tracec.aot.cgen import exported
+        syms = subprocess.run(["nm", "-D", "--defined-only", str(lib_path)],
+                              capture_output=True, text=True).stdout.split()[2::3]
+        assert sorted(syms) == sorted(exported("train_step"))
     with pytest.raises(AttributeError):
         lib.tracec_pool_for
     rng = np.random.default_rng(0)

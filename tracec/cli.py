@@ -18,6 +18,7 @@ import click
 
 import tracec
 from tracec import dtypes as dt
+from tracec.aot import TARGET_NAMES
 
 _ARG_RE = re.compile(r"^([A-Za-z_][A-Za-z_0-9]*)=([a-z0-9]+)\[([0-9,\s]*)\]$")
 
@@ -127,20 +128,28 @@ def dump(target, arg_specs, stage, backend):
 @click.argument("target")
 @click.option("--arg", "arg_specs", multiple=True, help="NAME=DTYPE[SHAPE], e.g. x=f32[64,784]")
 @click.option("-o", "--output", required=True, help="the shared library to write (lib*.so)")
-def build(target, arg_specs, output):
+@click.option("--target", "cpu_target", default="native", show_default=True,
+              type=click.Choice(TARGET_NAMES),
+              help="the CPU to generate code for: this host's, or a portable x86-64 level")
+@click.option("--weights", default=None, type=click.Path(dir_okay=False),
+              help="a checkpoint (tracec.save or .safetensors state dict) whose values "
+                   "the library's init_state writes (default: the values at build time)")
+def build(target, arg_specs, output, cpu_target, weights):
     """Compile FILE.py:FUNC ahead of time into a shared library + C header."""
     from tracec.aot import BuildError, build_library
     fn = load_function(target)
     args = example_args(fn, arg_specs)
-    import inspect
     names = [p.name for p in inspect.signature(fn).parameters.values()]
+    if weights is not None and not os.path.isfile(weights):
+        raise click.ClickException(f"no such file: {weights}")
     try:
-        info = build_library(fn, args, names, output)
+        info = build_library(fn, args, names, output, target=cpu_target, weights=weights)
     except (BuildError, tracec.TraceError) as e:
         raise click.ClickException(str(e)) from None
     except Exception as e:
         raise click.ClickException(f"{type(e).__name__}: {e}") from None
-    click.echo(f"wrote {info['library']} and {info['header']}: int {info['function']}(")
+    click.echo(f"wrote {info['library']} and {info['header']} (for {info['target'].split(' (')[0]}): "
+               f"int {info['function']}(")
     for b in info["buffers"]:
         click.echo(f"    {b}")
     click.echo(")")

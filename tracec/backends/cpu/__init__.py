@@ -35,7 +35,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.printer import Printer
 
-__all__ = ["compile_module", "load_object", "target_id", "CpuExecutable", "CpuRuntimeError",
+__all__ = ["compile_module", "compile_object", "load_object", "target_id", "CpuExecutable", "CpuRuntimeError",
            "CpuIndexError", "LoweringError", "LowerToLLVM", "entry_symbol"]
 
 # llvmlite and the lowering load on first use, so ``import tracec`` does not
@@ -71,9 +71,28 @@ def compile_module(module: ModuleOp, *, asm: bool = False, symbol: str | None = 
     (the new value of a state tensor); those found safe are listed in
     ``signature["donated"]``, and for them the executable writes into the
     input array it is given and returns that very array as the output."""
+    from tracec.backends.cpu.runtime import CpuExecutable
+    lowered, compiled, signature = _compile(module, asm, symbol, donate)
+    # The lowered module is printed on first access only (~0.1-0.2 s for a
+    # training step, a tenth of the compile), the assembly made on request.
+    stages = LazyStages(lowered=lambda: _print(lowered.module), asm=compiled.assembly)
+    stages["llvm"] = compiled.llvm_ir
+    return CpuExecutable(compiled.object_code, signature, stages)
+
+
+def compile_object(module: ModuleOp, *, symbol: str | None = None,
+                   donate: dict[int, int] | None = None) -> tuple[bytes, dict]:
+    """``(object_code, signature)`` as ``compile_module`` makes them, for the
+    target in effect (``codegen.targeting``), without loading the object
+    into this process (``tracec build --target`` for another CPU)."""
+    _, compiled, signature = _compile(module, False, symbol, donate)
+    return compiled.object_code, signature
+
+
+def _compile(module, asm, symbol, donate):
     from tracec.backends.cpu import codegen
     from tracec.backends.cpu.lower import lower_module
-    from tracec.backends.cpu.runtime import FORMAT, CpuExecutable
+    from tracec.backends.cpu.runtime import FORMAT
     from tracec.passes.pipeline import paused_gc
     symbol = symbol or entry_symbol(module)
     with paused_gc():   # IR construction: see paused_gc
@@ -84,11 +103,7 @@ def compile_module(module: ModuleOp, *, asm: bool = False, symbol: str | None = 
                                         wide=lowered.wide, helpers=lowered.helpers,
                                         want_asm=asm)
     signature = dict(lowered.signature, format=FORMAT, target=codegen.target_id())
-    # The lowered module is printed on first access only (~0.1-0.2 s for a
-    # training step, a tenth of the compile), the assembly made on request.
-    stages = LazyStages(lowered=lambda: _print(lowered.module), asm=compiled.assembly)
-    stages["llvm"] = compiled.llvm_ir
-    return CpuExecutable(compiled.object_code, signature, stages)
+    return lowered, compiled, signature
 
 
 def _print(module: ModuleOp) -> str:

@@ -1,12 +1,15 @@
 """llvm dialect -> llvmlite -> optimized LLVM IR -> object code (host CPU).
 
-Owns the process's LLVM initialization and target machine.  Invariant: the
+Owns the process's LLVM initialization and target machines.  Invariant: the
 object code is compiled at O3 for the host CPU name and features (loop and
-SLP vectorization on, the new pass manager); ``target_id()`` names that
-target so an object cached on one CPU is never loaded on another.
+SLP vectorization on, the new pass manager), or, inside ``targeting(name)``
+(this thread only; ``tracec build --target``), for a portable x86-64 level;
+``target_id()`` names the target in effect so an object cached for one CPU
+is never loaded for another.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import threading
@@ -17,9 +20,17 @@ import llvmlite.binding as lb
 #: where the ``_py`` entry reads it (the runtime checks it once per process).
 PYOBJECT_DATA_OFFSET = 16
 
-__all__ = ["target_machine", "target_id", "compile_llvm", "Compiled"]
+__all__ = ["target_machine", "target_id", "compile_llvm", "Compiled", "targeting", "TARGETS"]
 
 _lock = threading.Lock()
+_local = threading.local()   # .target: the (triple, cpu, features) set by targeting()
+
+_V2 = ("cx16", "sahf", "popcnt", "sse3", "sse4.1", "sse4.2", "ssse3")
+_V3 = _V2 + ("avx", "avx2", "bmi", "bmi2", "f16c", "fma", "lzcnt", "movbe", "xsave")
+_V4 = _V3 + ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")
+#: The portable x86-64 micro-architecture levels (LLVM CPU names): the
+#: features each adds to the x86-64 baseline (cmov, cx8, fxsr, mmx, sse, sse2).
+TARGETS = {"x86-64-v2": _V2, "x86-64-v3": _V3, "x86-64-v4": _V4}
 
 
 @functools.cache
@@ -35,14 +46,45 @@ def host() -> tuple[str, str, str]:
     return lb.get_process_triple(), lb.get_host_cpu_name(), lb.get_host_cpu_features().flatten()
 
 
-@functools.cache
+def target() -> tuple[str, str, str]:
+    """(triple, cpu name, feature string) code is generated for now: the
+    host's, or the level set by ``targeting`` in this thread."""
+    return getattr(_local, "target", None) or host()
+
+
+@contextlib.contextmanager
+def targeting(name: str | None):
+    """Generate code for ``name`` (a key of ``TARGETS``; ``None`` or
+    "native": the host) in this thread while the block runs.  Code made so
+    must not run on this machine unless it has the level's features."""
+    if name in (None, "native"):
+        yield
+        return
+    if name not in TARGETS:
+        raise ValueError(f"unknown target {name!r}: use native, {', '.join(TARGETS)}")
+    triple = host()[0]
+    if not triple.startswith("x86_64"):
+        raise ValueError(f"target {name} is for x86-64; this host is {triple}")
+    old = getattr(_local, "target", None)
+    _local.target = (triple, name, ",".join("+" + f for f in TARGETS[name]))
+    try:
+        yield
+    finally:
+        _local.target = old
+
+
 def target_id() -> str:
     """A string naming the code-generation target and this backend's code
     (for object caches: an object built by other lowering code, or for
     another CPU, is never reused)."""
+    return _target_id(target())
+
+
+@functools.cache
+def _target_id(t) -> str:
     import hashlib
     import pathlib
-    triple, cpu, feats = host()
+    triple, cpu, feats = t
     digest = hashlib.sha256()
     for path in sorted(pathlib.Path(__file__).parent.glob("*.py")):
         digest.update(path.read_bytes())
@@ -50,7 +92,7 @@ def target_id() -> str:
 
 
 def has_feature(name: str) -> bool:
-    return f"+{name}" in host()[2].split(",")
+    return f"+{name}" in target()[2].split(",")
 
 
 def vector_bits() -> int:
@@ -58,14 +100,19 @@ def vector_bits() -> int:
     return 512 if has_feature("avx512f") else 256 if has_feature("avx2") else 128
 
 
-@functools.cache
 def target_machine():
-    """The process's target machine (O3, PIC, host CPU).  Kept for the life
-    of the process: engines never own it (the object is loaded by LLJIT)."""
-    triple, cpu, feats = host()
-    target = lb.Target.from_triple(triple)
-    return target.create_target_machine(cpu=cpu, features=feats, opt=3, reloc="pic",
-                                        codemodel="default")
+    """The target machine (O3, PIC) for ``target()``: the host CPU unless
+    ``targeting`` says otherwise.  Kept for the life of the process: engines
+    never own it (the object is loaded by LLJIT)."""
+    return _target_machine(target())
+
+
+@functools.cache
+def _target_machine(t):
+    _init()
+    triple, cpu, feats = t
+    return lb.Target.from_triple(triple).create_target_machine(
+        cpu=cpu, features=feats, opt=3, reloc="pic", codemodel="default")
 
 
 class Compiled:
@@ -118,7 +165,7 @@ def compile_llvm(module, *, exported: set[str], want_asm: bool = True,
     # dialect (~0.1 s of imports in a new process).
     from xdsl.backend.llvm.convert import convert_module
     tm = target_machine()
-    llmod = convert_module(module, fallback_target_triple=host()[0],
+    llmod = convert_module(module, fallback_target_triple=target()[0],
                            data_layout=str(tm.target_data))
     internal = {f.name for f in llmod.functions if not f.is_declaration} - exported
     _tune(llmod, internal, wide)

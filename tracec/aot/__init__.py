@@ -1,0 +1,210 @@
+"""Ahead-of-time builds (``tracec build``): a traced function, a training
+step included, as a shared library with a C ABI and a header.
+
+The library is the cpu backend's object code for the optimized function
+(for the host CPU, or a portable x86-64 level: ``target``), linked with a
+generated C wrapper (``cgen.py``) that exposes the step, taking one pointer
+per tensor: inputs (``const``), state updated in place (parameters,
+buffers, optimizer state, the RNG state), and outputs; ``init_state``,
+which writes the initial state embedded in the library (``state.py``); a
+table describing every argument (``plan.py``); a CPU check
+(``cpu_check.py``).  No Python is needed at run time.
+
+Invariants: the step is traced in its steady state (it is called until a
+call reuses its trace, so optimizer state exists and ``.grad`` is as it
+will be on every later call); the initial state is the one from before
+those calls; every buffer's shape, dtype and role is written in the header
+and the table; state is written back only when the step succeeds; the
+library and header are written atomically, with the modes ``cc`` gives
+(0755 and 0644 under the umask).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+
+from tracec.aot import cgen, cpu_check
+from tracec.aot.plan import Buffer, _ident, describe_state, plan_buffers, state_names
+from tracec.aot.state import WeightsError, initial_blob, load_weights, snapshot
+
+__all__ = ["build_library", "BuildError", "Buffer", "plan_buffers", "state_names",
+           "describe_state", "steady_entry", "TARGET_NAMES"]
+
+#: Values of ``target`` (``tracec build --target``).
+TARGET_NAMES = ("native", "x86-64-v2", "x86-64-v3", "x86-64-v4")
+
+class BuildError(RuntimeError):
+    pass
+
+
+def steady_entry(cf, args, max_calls: int = 4):
+    """Call the compiled function until a call reuses its trace; returns
+    that entry (the steady-state step)."""
+    for _ in range(max_calls):
+        hits = cf.hits
+        cf(*args)
+        if cf.hits > hits:
+            return cf._last
+    raise BuildError(f"{cf.__name__} retraced on every one of {max_calls} calls; "
+                     f"reasons: {'; '.join(cf.reasons)}")
+
+
+def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
+                  target: str = "native", weights: str | None = None) -> dict:
+    """Trace ``fn`` on ``args`` in its steady state, compile it for
+    ``target`` (one of ``TARGET_NAMES``) and link ``out_path`` (a .so) plus
+    a header beside it.  ``weights``: a checkpoint loaded into the modules
+    ``fn`` reaches first (the initial state the library carries)."""
+    from tracec.backends.cpu import codegen
+    from tracec.compiler import CompiledFunction
+    if target not in TARGET_NAMES:
+        raise BuildError(f"unknown target {target!r}: use {', '.join(TARGET_NAMES)}")
+    try:
+        with codegen.targeting(target):
+            triple, cpu, feats = codegen.target()
+    except ValueError as e:
+        raise BuildError(str(e)) from None
+    if weights is not None:
+        try:
+            load_weights(fn, weights)
+        except WeightsError as e:
+            raise BuildError(str(e)) from None
+    snap = snapshot(fn)        # before the step runs: the state it starts from
+    cf = CompiledFunction(fn, backend="cpu", values_only=True)
+    entry = steady_entry(cf, args)
+    if target == "native":
+        # The executable tracec.compile built: state updates computed in
+        # place only where the call stays all-or-nothing (signature["atomic"]).
+        exe = entry.ensure_compiled()
+    else:
+        exe = _compile_for(cf, entry, target)
+    signature = exe.signature
+    fname = _ident(fn.__name__)
+    bufs = plan_buffers(entry, fn, arg_names)
+    blob, where = initial_blob(bufs, snap)
+    features = cpu_check.checked_features(feats)
+    target_doc = f"{target}: {cpu} ({','.join(features) or 'no feature checked'})"
+    out_path = os.path.abspath(out_path)
+    out_dir = os.path.dirname(out_path)
+    os.makedirs(out_dir, exist_ok=True)
+    stem = os.path.basename(out_path)
+    stem = stem[3:] if stem.startswith("lib") else stem
+    header_name = stem.split(".")[0] + ".h"
+    header_path = os.path.join(out_dir, ("lib" if os.path.basename(out_path).startswith("lib")
+                                         else "") + header_name)
+    header_name = os.path.basename(header_path)
+    header = cgen.header(fname, bufs, f"{fn.__name__} from "
+                         f"{getattr(fn, '__code__', None) and fn.__code__.co_filename}",
+                         target_doc)
+    cc = cc or os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise BuildError("no C compiler found (set CC)")
+    with tempfile.TemporaryDirectory() as tmp:
+        obj = os.path.join(tmp, "kernels.o")
+        with open(obj, "wb") as f:
+            f.write(exe.object_code)
+        with open(os.path.join(tmp, header_name), "w") as f:
+            f.write(header)
+        blob_path = None
+        if blob:
+            blob_path = os.path.join(tmp, "init_state.bin")
+            with open(blob_path, "wb") as f:
+                f.write(blob)
+        src = os.path.join(tmp, "wrapper.c")
+        with open(src, "w") as f:
+            f.write(cgen.wrapper(fname, header_name, bufs, signature, where=where,
+                                 blob_path=blob_path, target=target_doc, features=features))
+        objs = [obj]
+        if signature.get("pool_slot"):
+            from tracec.backends.cpu import pool
+            objs.append(os.path.join(tmp, "pool.o"))
+            with open(objs[-1], "wb") as f, codegen.targeting(target):
+                f.write(pool.object_code())
+        # Only the documented names are exported: the kernels and the pool
+        # stay private, so several tracec libraries load side by side.
+        exports = os.path.join(tmp, "exports.map")
+        with open(exports, "w") as f:
+            f.write(f"{{ global: {'; '.join(cgen.exported(fname))}; local: *; }};\n")
+        tmp_so = os.path.join(tmp, "lib.so")
+        r = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp_so, src, *objs, "-lm",
+                            "-lpthread", f"-Wl,--version-script={exports}"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise BuildError(f"linking failed: {r.stderr.strip().splitlines()[-1:]}")
+        umask = _umask()
+        _install(tmp_so, out_path, 0o777 & ~umask)
+        _install(os.path.join(tmp, header_name), header_path, 0o666 & ~umask)
+    return {"library": out_path, "header": header_path, "function": fname,
+            "buffers": [b.doc() for b in bufs], "target": target_doc,
+            "init_state_bytes": len(blob)}
+
+
+def _install(src: str, dst: str, mode: int) -> None:
+    """Copy ``src`` to ``dst`` atomically (a failed build never leaves a
+    half-written file) with ``mode``."""
+    fd, part = tempfile.mkstemp(dir=os.path.dirname(dst), prefix=".tracec-")
+    os.close(fd)
+    try:
+        shutil.copyfile(src, part)
+        os.chmod(part, mode)
+        os.replace(part, dst)
+    except BaseException:
+        if os.path.exists(part):
+            os.remove(part)
+        raise
+
+
+def _umask() -> int:
+    """The process's umask (read without changing it where Linux allows)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+class _Object:
+    """Object code and signature, not loaded into this process."""
+
+    def __init__(self, object_code: bytes, signature: dict):
+        self.object_code, self.signature = object_code, signature
+
+
+class _TargetBackend:
+    """The cpu backend generating code for another CPU (``--target``): its
+    objects go through the disk cache, keyed by that target, and are never
+    run here."""
+
+    def __init__(self, target: str):
+        self.target = target
+
+    def target_id(self) -> str:
+        from tracec.backends.cpu import codegen
+        with codegen.targeting(self.target):
+            return codegen.target_id()
+
+    def compile_module(self, module, donate=None, **_options):
+        from tracec.backends import cpu
+        from tracec.backends.cpu import codegen
+        with codegen.targeting(self.target):
+            return _Object(*cpu.compile_object(module, donate=donate))
+
+    def load_object(self, object_code: bytes, signature: dict):
+        if signature.get("target") != self.target_id():
+            raise ValueError(f"object code was compiled for another target: "
+                             f"{signature.get('target')!r}")
+        return _Object(object_code, signature)
+
+
+def _compile_for(cf, entry, target: str):
+    from tracec.compiler import donations
+    exe, _ = cf._cached(_TargetBackend(target), entry.stages["trace"], entry.optimized,
+                        donations(entry.trace))
+    return exe
