@@ -256,6 +256,9 @@ def _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode, return
     x, unbatched = _batched(input, nsp, name)
     kernel, stride, padding, dilation, out, extra = _pool_geometry(
         x, kernel_size, stride, padding, dilation, ceil_mode, nsp, name)
+    if (not return_indices and x.dtype.is_floating_point and kernel == stride
+            and not any(padding) and not any(extra) and all(d == 1 for d in dilation)):
+        return _unbatch(_max_pool_tiled(x, kernel, out), unbatched)
     high = tuple(p + e for p, e in zip(padding, extra))
     cols = _windows(_pad_spatial(x, padding, high, _lowest(x.dtype)), kernel, stride,
                     dilation, out)
@@ -274,6 +277,50 @@ def _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode, return
     pos = ops.broadcast_to(pos, tuple(cols.shape))
     idx = ops.reshape(ops.gather(pos, arg, 2), (n, c) + out)
     return y, _unbatch(idx, unbatched)
+
+
+def _max_pool_tiled(x: Tensor, kernel, out) -> Tensor:
+    """Max pooling over non-overlapping windows (kernel == stride, no padding,
+    no dilation): the windows are a reshape of ``x`` to ``[N, C, o1, k1,
+    o2, k2, ...]``, so no window copies are made.  The gradient goes to the
+    first maximum of each window in row-major order (a NaN counts as the
+    maximum; the first NaN wins), the element ``argmax`` of the general path
+    picks: ``first`` is the smallest window position holding the maximum, and
+    the output sums the window with every other element replaced by ``-0.0``
+    (the additive identity, so the sum is exactly the selected element and
+    its VJP sends the whole gradient there)."""
+    n, c = x.shape[:2]
+    nsp = len(kernel)
+    crop = tuple(o * k for o, k in zip(out, kernel))
+    if crop != tuple(x.shape[2:]):  # floor mode drops the trailing rows
+        x = ops.slice_(x, (0,) * x.ndim, (n, c) + crop, (1,) * x.ndim)
+    tiled = (n, c) + tuple(v for o, k in zip(out, kernel) for v in (o, k))
+    win_axes = tuple(3 + 2 * i for i in range(nsp))
+    keep = tuple(1 if a in win_axes else s for a, s in enumerate(tiled))
+    xt = ops.reshape(x, tiled)
+    # The window position of each element, shaped to broadcast against xt.
+    pos_shape = tuple(k if a in win_axes else 1 for a, k in enumerate(
+        (1, 1) + tuple(v for k in kernel for v in (1, k))))
+    pos = Tensor._make(np.arange(math.prod(kernel), dtype=np.int32).reshape(pos_shape),
+                       dt.int32)
+    hit = ops.eq(xt, ops.broadcast_to(ops.reshape(ops.reduce_max(xt, win_axes), keep), tiled))
+    hit = ops.logical_or(hit, ops.ne(xt, xt))
+    far = Tensor._make(np.full((), math.prod(kernel), np.int32), dt.int32)
+    first = ops.reshape(ops.reduce_min(ops.where(hit, pos, far), win_axes), keep)
+    chosen = ops.eq(pos, first)
+    # The window's sum with -0.0 elsewhere is exact but for the sign of a
+    # zero (sums start from +0.0); where the chosen element is a zero, the
+    # max of it and -inf elsewhere gives the signed zero (and, having no tie
+    # there, its VJP sends the whole gradient to the chosen element too).
+    # Only zeros enter that max: a NaN or -inf there would tie or divide by
+    # a zero count in reduce_max's VJP and turn the gradient into NaN.
+    negzero = Tensor._make(np.full((), -0.0, x.dtype.np), x.dtype)
+    lowest = Tensor._make(np.full((), -np.inf, x.dtype.np), x.dtype)
+    total = ops.reduce_sum(ops.where(chosen, xt, negzero), win_axes)
+    zero_chosen = ops.logical_and(chosen, ops.eq(xt, negzero))
+    top = ops.reduce_max(ops.where(zero_chosen, xt, lowest), win_axes)
+    y = ops.where(ops.ne(total, ops.reshape(negzero, ())), total, top)
+    return ops.reshape(y, (n, c) + tuple(out))
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
