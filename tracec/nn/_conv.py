@@ -282,13 +282,9 @@ def _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode, return
 def _max_pool_tiled(x: Tensor, kernel, out) -> Tensor:
     """Max pooling over non-overlapping windows (kernel == stride, no padding,
     no dilation): the windows are a reshape of ``x`` to ``[N, C, o1, k1,
-    o2, k2, ...]``, so no window copies are made.  The gradient goes to the
-    first maximum of each window in row-major order (a NaN counts as the
-    maximum; the first NaN wins), the element ``argmax`` of the general path
-    picks: ``first`` is the smallest window position holding the maximum, and
-    the output sums the window with every other element replaced by ``-0.0``
-    (the additive identity, so the sum is exactly the selected element and
-    its VJP sends the whole gradient there)."""
+    o2, k2, ...]``, so no window copies are made.  The value and the whole
+    gradient are the chosen element's: the first maximum of the window in
+    row-major order, or its last NaN, as PyTorch chooses."""
     n, c = x.shape[:2]
     nsp = len(kernel)
     crop = tuple(o * k for o, k in zip(out, kernel))
@@ -298,16 +294,18 @@ def _max_pool_tiled(x: Tensor, kernel, out) -> Tensor:
     win_axes = tuple(3 + 2 * i for i in range(nsp))
     keep = tuple(1 if a in win_axes else s for a, s in enumerate(tiled))
     xt = ops.reshape(x, tiled)
-    # The window position of each element, shaped to broadcast against xt.
-    pos_shape = tuple(k if a in win_axes else 1 for a, k in enumerate(
+    # Each element's key: its window position where it equals the maximum,
+    # -1 - position where it is NaN (PyTorch's scan lets each NaN replace the
+    # last, so the last NaN wins), past every position otherwise; the chosen
+    # element holds the window's smallest key, and keys are distinct.
+    shape = tuple(k if a in win_axes else 1 for a, k in enumerate(
         (1, 1) + tuple(v for k in kernel for v in (1, k))))
-    pos = Tensor._make(np.arange(math.prod(kernel), dtype=np.int32).reshape(pos_shape),
-                       dt.int32)
-    hit = ops.eq(xt, ops.broadcast_to(ops.reshape(ops.reduce_max(xt, win_axes), keep), tiled))
-    hit = ops.logical_or(hit, ops.ne(xt, xt))
+    pos = np.arange(math.prod(kernel), dtype=np.int32).reshape(shape)
     far = Tensor._make(np.full((), math.prod(kernel), np.int32), dt.int32)
-    first = ops.reshape(ops.reduce_min(ops.where(hit, pos, far), win_axes), keep)
-    chosen = ops.eq(pos, first)
+    hit = ops.eq(xt, ops.broadcast_to(ops.reshape(ops.reduce_max(xt, win_axes), keep), tiled))
+    key = ops.where(ops.ne(xt, xt), Tensor._make(-1 - pos, dt.int32),
+                    ops.where(hit, Tensor._make(pos, dt.int32), far))
+    chosen = ops.eq(key, ops.reshape(ops.reduce_min(key, win_axes), keep))
     # The window's sum with -0.0 elsewhere is exact but for the sign of a
     # zero (sums start from +0.0); where the chosen element is a zero, the
     # max of it and -inf elsewhere gives the signed zero (and, having no tie
