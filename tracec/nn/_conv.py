@@ -294,30 +294,37 @@ def _max_pool_tiled(x: Tensor, kernel, out) -> Tensor:
     win_axes = tuple(3 + 2 * i for i in range(nsp))
     keep = tuple(1 if a in win_axes else s for a, s in enumerate(tiled))
     xt = ops.reshape(x, tiled)
-    # Each element's key: its window position where it equals the maximum,
-    # -1 - position where it is NaN (PyTorch's scan lets each NaN replace the
-    # last, so the last NaN wins), past every position otherwise; the chosen
-    # element holds the window's smallest key, and keys are distinct.
+    # PyTorch's scan over the window in row-major order: an element replaces
+    # the best so far if it is greater or NaN.  Elementwise over one strided
+    # view per window position (no reductions); only comparisons read the
+    # views, so no gradient flows through them.
+    ones = (1,) * x.ndim
+    best = idx = None
+    for k, offs in enumerate(itertools.product(*[range(kk) for kk in kernel])):
+        v = ops.slice_(x, (0, 0) + offs, (n, c) + crop, ones[:2] + tuple(kernel))
+        if best is None:
+            best, idx = v, Tensor._make(np.zeros((), np.int32), dt.int32)
+            continue
+        take = ops.logical_or(ops.gt(v, best), ops.ne(v, v))
+        best = ops.where(take, v, best)
+        idx = ops.where(take, Tensor._make(np.full((), k, np.int32), dt.int32), idx)
+    idx = ops.reshape(ops.broadcast_to(idx, (n, c) + tuple(out)), keep)
     shape = tuple(k if a in win_axes else 1 for a, k in enumerate(
         (1, 1) + tuple(v for k in kernel for v in (1, k))))
-    pos = np.arange(math.prod(kernel), dtype=np.int32).reshape(shape)
-    far = Tensor._make(np.full((), math.prod(kernel), np.int32), dt.int32)
-    hit = ops.eq(xt, ops.broadcast_to(ops.reshape(ops.reduce_max(xt, win_axes), keep), tiled))
-    key = ops.where(ops.ne(xt, xt), Tensor._make(-1 - pos, dt.int32),
-                    ops.where(hit, Tensor._make(pos, dt.int32), far))
-    chosen = ops.eq(key, ops.reshape(ops.reduce_min(key, win_axes), keep))
-    # The window's sum with -0.0 elsewhere is exact but for the sign of a
-    # zero (sums start from +0.0); where the chosen element is a zero, the
-    # max of it and -inf elsewhere gives the signed zero (and, having no tie
-    # there, its VJP sends the whole gradient to the chosen element too).
-    # Only zeros enter that max: a NaN or -inf there would tie or divide by
-    # a zero count in reduce_max's VJP and turn the gradient into NaN.
-    negzero = Tensor._make(np.full((), -0.0, x.dtype.np), x.dtype)
-    lowest = Tensor._make(np.full((), -np.inf, x.dtype.np), x.dtype)
-    total = ops.reduce_sum(ops.where(chosen, xt, negzero), win_axes)
-    zero_chosen = ops.logical_and(chosen, ops.eq(xt, negzero))
-    top = ops.reduce_max(ops.where(zero_chosen, xt, lowest), win_axes)
-    y = ops.where(ops.ne(total, ops.reshape(negzero, ())), total, top)
+    pos = Tensor._make(np.arange(math.prod(kernel), dtype=np.int32).reshape(shape), dt.int32)
+    chosen = ops.eq(pos, idx)
+    # The output sums the window with -0.0 in place of all but the chosen
+    # element: exact, and its VJP sends the whole gradient to that element,
+    # but sums start from +0.0, so a chosen -0.0 would come out +0.0.  Where
+    # the best is negative (or -0.0: 1/best < 0) the window is summed negated
+    # and the sum negated back; multiplying by +-1 twice is exact for the
+    # value and leaves the gradient unchanged.
+    def const(v):
+        return Tensor._make(np.full((), v, x.dtype.np), x.dtype)
+    flip = ops.where(ops.lt(ops.div(const(1.0), best), const(0.0)), const(-1.0), const(1.0))
+    flip6 = ops.reshape(flip, keep)
+    total = ops.reduce_sum(ops.where(chosen, ops.mul(xt, flip6), const(-0.0)), win_axes)
+    y = ops.mul(total, flip)
     return ops.reshape(y, (n, c) + tuple(out))
 
 
