@@ -67,12 +67,9 @@ class ProgramBuilder:
     ``slot_of(value)``: the kernel slot of a value held in memory;
     ``const_slot(op)``: the slot of a non-splat constant's global."""
 
-    def __init__(self, shape, reduced, inside: set, slot_of, const_slot, env=None):
+    def __init__(self, shape, reduced, inside: set, slot_of, const_slot):
         self.prog = LoopProgram(list(shape), list(reduced))
         self.inside = inside
-        #: A kernel's block arguments -> its operands (read through when an
-        #: operand is a view op in ``inside``).
-        self.env = env or {}
         self.slot_of = slot_of
         self.const_slot = const_slot
         self._memo: dict = {}
@@ -98,8 +95,6 @@ class ProgramBuilder:
         """``(slot, offset, strides)`` if ``v`` is readable from memory (a
         buffer or a view op of one), else None."""
         op = self._op(v)
-        if op is None and v in self.env and self._op(self.env[v]) is not None:
-            return self.view(self.env[v])
         if op is None:
             if isinstance(v.owner, ir.ConstantOp) and splat_value(v.owner) is not None:
                 return None
@@ -117,11 +112,8 @@ class ProgramBuilder:
         ishape = ir.shape_of(op.operands[0].type)
         oshape = ir.shape_of(v.type)
         if name == "reshape":
-            kept = [s for s, n in zip(st, ishape) if n != 1]
-            if [n for n in ishape if n != 1] == [n for n in oshape if n != 1]:
-                it = iter(kept)     # only size-1 dims added or dropped
-                return slot, off, [0 if n == 1 else next(it) for n in oshape]
-            if kept != [s for s, n in zip(_raw_strides(ishape), ishape) if n != 1]:
+            if [s for s, n in zip(st, ishape) if n != 1] != \
+                    [s for s, n in zip(_raw_strides(ishape), ishape) if n != 1]:
                 return None        # reshape of a non-contiguous view
             return slot, off, _raw_strides(oshape)
         if name == "slice":

@@ -11,11 +11,10 @@ is a Python error naming the op and its location, never a wild memory
 access.  Negative indices count from the end, as in NumPy.
 
 A ``slice``, ``transpose`` or ``broadcast_to`` read only by ``pad`` /
-``concatenate`` ops and fused kernels (directly or through reshapes that
-only add or drop unit dims) is not materialized: those ops read its source
-through the view (``folds_into_readers``, ``view_reads``), so an im2col or
-its gradient copies each element once instead of twice.  A kernel that turns
-out not to be one loop program materializes the views it reads itself.
+``concatenate`` ops (directly or through reshapes that only add or drop
+unit dims) is never materialized: those ops read its source through the
+view (``folds_into_movement``, ``movement_reads``), so an im2col or its
+gradient copies each element once instead of twice.
 
 Invariant: the accumulating ops (``index_add``, ``scatter_add``) only split
 their ``O`` dimension across threads, so repeated indices never race.
@@ -32,8 +31,8 @@ from tracec.backends.cpu import scalar
 from tracec.backends.cpu.builder import I1, I64, PTR, FuncBuilder
 from tracec.backends.cpu.fuse import _raw_strides
 
-__all__ = ["emit_movement", "emit_index", "emit_arg", "emit_argsort", "folds_into_readers",
-           "view_reads"]
+__all__ = ["emit_movement", "emit_index", "emit_arg", "emit_argsort", "folds_into_movement",
+           "movement_reads"]
 
 MOVEMENT = ("pad", "concatenate")
 _FOLDABLE_VIEWS = ("slice", "transpose", "broadcast_to")
@@ -53,7 +52,7 @@ def _read_by_movement_only(v) -> bool:
     for u in uses:
         o = u.operation
         name = ir.primitive_name(o)
-        if name in MOVEMENT or isinstance(o, ir.KernelOp):
+        if name in MOVEMENT:
             continue
         if name == "reshape" and _unit_reshape(o) and _read_by_movement_only(o.results[0]):
             continue
@@ -61,17 +60,16 @@ def _read_by_movement_only(v) -> bool:
     return True
 
 
-def folds_into_readers(op) -> bool:
-    """Whether the view op ``op`` is left to the pad / concatenate ops and
-    kernels that read it (then it gets no step of its own)."""
+def folds_into_movement(op) -> bool:
+    """Whether the view op ``op`` is left to the pad / concatenate ops that
+    read it (then it gets no step of its own)."""
     return ir.primitive_name(op) in _FOLDABLE_VIEWS and _read_by_movement_only(op.results[0])
 
 
-def view_reads(op, folded: set):
-    """``(reads, inside)`` for a pad / concatenate or kernel ``op``: the
-    materialized values it reads (the sources of its folded views, for
-    buffer liveness) and the view and reshape ops its program evaluates
-    itself."""
+def movement_reads(op, folded: set):
+    """``(reads, inside)`` for a pad / concatenate ``op``: the materialized
+    values it reads (the sources of its folded views, for buffer liveness)
+    and the view and reshape ops its program evaluates itself."""
     reads, inside = [], set()
     for v in op.operands:
         while True:

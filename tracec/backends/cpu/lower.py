@@ -235,9 +235,8 @@ class Lowering:
         self.globals: dict[SSAValue, str] = {}
         self.programs: dict[Operation, tuple] = {}
         self.mm_operands: dict[Operation, list] = {}
-        self.folded_views: set = set()   # read only by pad / concatenate / kernels
+        self.folded_views: set = set()            # read only through pad / concatenate
         self.movement_inside: dict[Operation, frozenset] = {}
-        self.kernel_views: dict[Operation, set] = {}
 
     # --- linearization --------------------------------------------------------------
 
@@ -253,12 +252,9 @@ class Lowering:
                 raise LoweringError(f"{describe(op)}: tracec.backward must be expanded by "
                                     "the autodiff pass before lowering")
             if isinstance(op, ir.KernelOp):
-                reads, views = indexing.view_reads(op, self.folded_views)
-                self.kernel_views[op] = views
                 if self._fusable(op):
-                    plan.steps.append(Step("program", op, reads, list(op.results)))
+                    plan.steps.append(Step("program", op, list(op.operands), list(op.results)))
                 else:
-                    self._materialize(views)
                     body = op.body.block
                     for a, v in zip(body.args, op.operands):
                         plan.alias[a] = v
@@ -275,11 +271,11 @@ class Lowering:
                 continue
             if name == "transpose" and self._folds_into_matmuls(op):
                 continue
-            if indexing.folds_into_readers(op):
+            if indexing.folds_into_movement(op):
                 self.folded_views.add(op)
                 continue
             if name in indexing.MOVEMENT:
-                reads, inside = indexing.view_reads(op, self.folded_views)
+                reads, inside = indexing.movement_reads(op, self.folded_views)
                 self.movement_inside[op] = frozenset(inside)
                 plan.steps.append(Step("op", op, reads, list(op.results)))
                 continue
@@ -289,14 +285,6 @@ class Lowering:
                 continue
             plan.steps.append(Step("op", op, list(op.operands), list(op.results)))
         return None
-
-    def _materialize(self, views) -> None:
-        """Steps for the folded views a kernel that is not one loop program
-        reads (in program order: a view of a view after its source)."""
-        order = {o: k for k, o in enumerate(self.fn.body.block.ops)}
-        for o in sorted((o for o in views if o in self.folded_views), key=lambda o: order.get(o, 0)):
-            self.folded_views.discard(o)
-            self.plan.steps.append(Step("op", o, list(o.operands), list(o.results)))
 
     # --- transposes read by matmuls -------------------------------------------------
 
@@ -368,7 +356,7 @@ class Lowering:
 
     # --- programs ----------------------------------------------------------------------
 
-    def _builder(self, shape, reduced, inside, slots, env=None):
+    def _builder(self, shape, reduced, inside, slots):
         def slot_of(v):
             key = self.slot_value(v)
             for i, s in enumerate(slots):
@@ -379,12 +367,11 @@ class Lowering:
 
         def const_slot(op):
             return slot_of(op.results[0])
-        return ProgramBuilder(shape, reduced, inside, slot_of, const_slot, env)
+        return ProgramBuilder(shape, reduced, inside, slot_of, const_slot)
 
     def _kernel_program(self, op: ir.KernelOp):
         body = op.body.block
         inside = {o for o in body.ops if not isinstance(o, ir.YieldOp)}
-        inside |= self.kernel_views.get(op, set())
         yields = list(body.last_op.operands)
         env = dict(zip(body.args, op.operands))
         reds = [y.owner for y in yields if isinstance(y.owner, Operation)
@@ -413,7 +400,7 @@ class Lowering:
         slots: list = []
         for a, v in env.items():
             self.plan.alias[a] = v
-        pb = self._builder(shape, reduced, inside, slots, env)
+        pb = self._builder(shape, reduced, inside, slots)
         out_slots = []
         for r in op.results:
             out_slots.append(len(slots))
