@@ -10,7 +10,7 @@ store it in the error slot and return the op's error code, so a bad index
 is a Python error naming the op and its location, never a wild memory
 access.  Negative indices count from the end, as in NumPy.
 
-A ``slice``, ``transpose`` or ``broadcast_to`` read only by ``pad`` /
+A ``slice`` or ``broadcast_to`` read only by ``pad`` /
 ``concatenate`` ops (directly or through reshapes that only add or drop
 unit dims) is never materialized: those ops read its source through the
 view (``folds_into_movement``, ``movement_reads``), so an im2col or its
@@ -35,7 +35,9 @@ __all__ = ["emit_movement", "emit_index", "emit_arg", "emit_argsort", "folds_int
            "movement_reads"]
 
 MOVEMENT = ("pad", "concatenate")
-_FOLDABLE_VIEWS = ("slice", "transpose", "broadcast_to")
+# Not transposes: a blocked transpose then a contiguous copy beats one
+# copy whose reads stride across rows.
+_FOLDABLE_VIEWS = ("slice", "broadcast_to")
 
 
 def _unit_reshape(op) -> bool:
