@@ -97,3 +97,19 @@ def test_views_folded_into_pad_and_concatenate():
     got = tracec.compile(_im2col_and_col2im, backend="cpu")(x, g)
     for a, b in zip(got, want):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+@pytest.mark.parametrize("kernel", [2, 3])
+def test_tiled_max_pool1d_matches_torch(kernel):
+    x = np.random.default_rng(0).integers(-2, 3, (2, 3, 9)).astype(np.float32)
+    x[0, 0, 2], x[1, 1, 0:2] = np.nan, -0.0
+    xt = torch.tensor(x, requires_grad=True)
+    yt = torch.nn.functional.max_pool1d(xt, kernel)
+    g = np.random.default_rng(1).standard_normal(yt.shape).astype(np.float32)
+    yt.backward(torch.tensor(g))
+    xc = tracec.tensor(x, requires_grad=True)
+    y = F.max_pool1d(xc, kernel)
+    y.backward(tracec.tensor(g))
+    np.testing.assert_array_equal(y.detach().numpy(), yt.detach().numpy())
+    np.testing.assert_array_equal(np.signbit(y.detach().numpy()), np.signbit(yt.detach().numpy()))
+    np.testing.assert_array_equal(xc.grad.numpy(), xt.grad.numpy())
