@@ -10,6 +10,12 @@ store it in the error slot and return the op's error code, so a bad index
 is a Python error naming the op and its location, never a wild memory
 access.  Negative indices count from the end, as in NumPy.
 
+A ``slice`` or ``broadcast_to`` read only by ``pad`` /
+``concatenate`` ops (directly or through reshapes that only add or drop
+unit dims) is never materialized: those ops read its source through the
+view (``folds_into_movement``, ``movement_reads``), so an im2col or its
+gradient copies each element once instead of twice.
+
 Invariant: the accumulating ops (``index_add``, ``scatter_add``) only split
 their ``O`` dimension across threads, so repeated indices never race.
 """
@@ -17,20 +23,90 @@ from __future__ import annotations
 
 import math
 
+from xdsl.ir import Operation
+
 from tracec import dtypes as dt
 from tracec import ir
 from tracec.backends.cpu import scalar
 from tracec.backends.cpu.builder import I1, I64, PTR, FuncBuilder
 from tracec.backends.cpu.fuse import _raw_strides
 
-__all__ = ["emit_movement", "emit_index", "emit_arg", "emit_argsort"]
+__all__ = ["emit_movement", "emit_index", "emit_arg", "emit_argsort", "folds_into_movement",
+           "movement_reads"]
+
+MOVEMENT = ("pad", "concatenate")
+# Not transposes: a blocked transpose then a contiguous copy beats one
+# copy whose reads stride across rows.
+_FOLDABLE_VIEWS = ("slice", "broadcast_to")
+
+
+def _unit_reshape(op) -> bool:
+    """A reshape that only adds or drops dims of size 1 (it composes with
+    any strided view)."""
+    a, b = ir.shape_of(op.operands[0].type), ir.shape_of(op.results[0].type)
+    return [n for n in a if n != 1] == [n for n in b if n != 1]
+
+
+def _read_by_movement_only(v) -> bool:
+    uses = list(v.uses)
+    if not uses:
+        return False
+    for u in uses:
+        o = u.operation
+        name = ir.primitive_name(o)
+        if name in MOVEMENT:
+            continue
+        if name == "reshape" and _unit_reshape(o) and _read_by_movement_only(o.results[0]):
+            continue
+        return False
+    return True
+
+
+def folds_into_movement(op) -> bool:
+    """Whether the view op ``op`` is left to the pad / concatenate ops that
+    read it (then it gets no step of its own)."""
+    return ir.primitive_name(op) in _FOLDABLE_VIEWS and _read_by_movement_only(op.results[0])
+
+
+def movement_reads(op, folded: set):
+    """``(reads, inside)`` for a pad / concatenate ``op``: the materialized
+    values it reads (the sources of its folded views, for buffer liveness)
+    and the view and reshape ops its program evaluates itself."""
+    reads, inside = [], set()
+    for v in op.operands:
+        while True:
+            o = v.owner
+            if not isinstance(o, Operation) or isinstance(o, ir.ConstantOp):
+                break
+            name = ir.primitive_name(o)
+            if o in folded or (name == "reshape" and _unit_reshape(o) and any(
+                    x.owner in folded for x in _reshape_chain(o))):
+                inside.add(o)
+                v = o.operands[0]
+                continue
+            break
+        reads.append(v)
+    return reads, inside
+
+
+def _reshape_chain(op):
+    """The values under a chain of reshapes starting at ``op``."""
+    v = op.operands[0]
+    while True:
+        yield v
+        o = v.owner
+        if not isinstance(o, Operation) or ir.primitive_name(o) != "reshape":
+            return
+        v = o.operands[0]
 
 
 def _split(shape, axis):
     return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
 
 
-def emit_movement(low, op, name: str) -> None:
+def emit_movement(low, op, name: str, inside: frozenset = frozenset()) -> None:
+    """``inside``: the folded view ops (and reshapes of them) the operands
+    are read through (``movement_reads``)."""
     res = op.results[0]
     oshape = ir.shape_of(res.type)
     d = ir.dtype_of(res.type)
@@ -59,7 +135,7 @@ def emit_movement(low, op, name: str) -> None:
         if math.prod(xshape) == 0:
             continue
         slots = []
-        pb = low._builder(xshape, [False] * len(xshape), set(), slots)
+        pb = low._builder(xshape, [False] * len(xshape), set(inside), slots)
         out = len(slots)
         slots.append(low.slot_value(res))
         pb.store(x, out, sum(offs), [0 if n == 1 else s for s, n in zip(strides, xshape)])

@@ -235,6 +235,8 @@ class Lowering:
         self.globals: dict[SSAValue, str] = {}
         self.programs: dict[Operation, tuple] = {}
         self.mm_operands: dict[Operation, list] = {}
+        self.folded_views: set = set()            # read only through pad / concatenate
+        self.movement_inside: dict[Operation, frozenset] = {}
 
     # --- linearization --------------------------------------------------------------
 
@@ -268,6 +270,14 @@ class Lowering:
                 plan.alias[op.results[0]] = op.operands[0]
                 continue
             if name == "transpose" and self._folds_into_matmuls(op):
+                continue
+            if indexing.folds_into_movement(op):
+                self.folded_views.add(op)
+                continue
+            if name in indexing.MOVEMENT:
+                reads, inside = indexing.movement_reads(op, self.folded_views)
+                self.movement_inside[op] = frozenset(inside)
+                plan.steps.append(Step("op", op, reads, list(op.results)))
                 continue
             if name == "matmul":
                 srcs = self.mm_operands[op] = [self._matmul_operand(v) for v in op.operands]
@@ -560,7 +570,7 @@ class Lowering:
                 or name in REDUCE_KIND:
             self.single_op_program(op, name)
         elif name in ("pad", "concatenate"):
-            indexing.emit_movement(self, op, name)
+            indexing.emit_movement(self, op, name, self.movement_inside.get(op, frozenset()))
         elif name in ("take", "gather", "index_add", "scatter_add"):
             indexing.emit_index(self, op, name)
         elif name in ("argmax", "argmin"):
