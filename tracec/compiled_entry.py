@@ -1,0 +1,307 @@
+"""One specialization of a compiled function: its trace, its executable
+and how a call runs it (``Entry``), with the helpers that map a trace's
+inputs and outputs onto a call's tensors (``donations``, ``_rebuild``).
+
+Invariant: ``Entry.run`` has the effect of the traced call on this call's
+arguments: inputs are read from this call's tensors (containers by path,
+state by object, ``.grad`` of arguments by path), results and in-place
+writes go to them, and a symbolic trace runs the static code for the
+call's sizes.  ``tracec.compiler`` decides which entry a call uses.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tracec import compiled_backward, graph
+from tracec.backends import check
+from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, run_passes
+from tracec.pytree import resolve
+from tracec.tensor import Tensor
+from tracec.tracing import Trace
+
+#: Sizes a symbolic trace compiles static code for at most; later new sizes
+#: run eagerly.  (The cpu kernels are not size-generic yet: issue 10.)
+MAX_SIZE_COMPILES = int(os.environ.get("TRACEC_MAX_SIZE_COMPILES", "8"))
+
+
+def _checks_enabled() -> bool:
+    return os.environ.get("TRACEC_CHECKS", "") not in ("", "0")
+
+
+@dataclass
+class Entry:
+    """One specialization: a trace and its compiled executable.
+
+    ``stages`` holds "trace" from the start; the passes ("autodiff",
+    "optimized") run when first needed (``optimized()``): at the first reuse
+    when the disk cache misses, never when it hits (the key is the trace's),
+    or when a stage is asked for."""
+    trace: Trace
+    executable: object
+    stages: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+    state_guards: list = field(default_factory=list)
+    check_backend: object = None
+    compile_fn: object = None
+    number: int = 0
+    on_compiled: object = None
+    refreshers: list = field(default_factory=list)
+    backward_plan: object = None     # a compiled backward for one result
+    _fresh_grads: list = None
+    #: A symbolic trace's static specializations: sizes -> Entry, and how
+    #: to make one (``make_sub(env)``); the last one used; sizes seen once
+    #: (run by ``eager(args, kwargs)``, the original function).
+    subs: dict = field(default_factory=dict)
+    make_sub: object = None
+    last_sub: object = None
+    seen_once: set = field(default_factory=set)
+    eager: object = None
+
+    def optimized(self):
+        """The optimized module (running autodiff and the passes on a copy of
+        the trace the first time)."""
+        if "optimized" not in self.stages:
+            verify = _checks_enabled()
+            t0 = time.perf_counter()
+            module = self.stages["trace"].clone()
+            run_passes(AUTODIFF, module, verify=verify)
+            self.stages["autodiff"] = module.clone()
+            run_passes(OPTIMIZE, module, verify=verify)
+            self.stages["optimized"] = module
+            self.timings["passes_s"] = time.perf_counter() - t0
+        return self.stages["optimized"]
+
+    def failed_guard(self, args=(), kwargs=None):
+        """None if every guard holds, else a description of the first failure."""
+        for path, t in self.trace.arg_identity:
+            if resolve(path, args, kwargs) is not t:
+                return ("an argument that was also read as state (a parameter, a buffer, "
+                        "optimizer state) is now another tensor")
+        for spec in self.trace.inputs:
+            if spec.kind == "state":
+                t = spec.source
+                if tuple(t._data.shape) != spec.shape or t.dtype is not spec.dtype:
+                    return (f"state tensor changed: {spec.dtype.name}{list(spec.shape)} -> "
+                            f"{t.dtype.name}{list(t.shape)}")
+        for t, rg in self.state_guards:
+            if t.requires_grad != rg:
+                return f"requires_grad of a {t.dtype.name}{list(t.shape)} tensor changed"
+        for leaf, had, path in self.trace.grad_guards:
+            if path is not None:   # an argument's .grad: this call's argument
+                leaf = resolve(path, args, kwargs)
+            if (leaf._grad is not None) != had:
+                return (f".grad of a {leaf.dtype.name}{list(leaf.shape)} tensor is "
+                        f"{'now None' if had else 'no longer None'}")
+            if had and tuple(leaf._grad.shape) != tuple(leaf.shape):
+                return ".grad shape changed"
+        for snap, value in self.trace.guards:
+            now = snap()
+            if now != value:
+                if hasattr(snap, "describe_change"):
+                    return f"guarded Python state changed: {snap.describe_change(value, now)}"
+                owner = getattr(snap, "__self__", None)
+                what = (f"{type(owner).__name__}.{snap.__name__}" if owner is not None
+                        else getattr(snap, "__qualname__", type(snap).__name__))
+                return f"guarded Python state changed ({what})"
+        if graph.is_grad_enabled() != self.trace.grad_mode:
+            return "grad mode changed"
+        return None
+
+    def ensure_compiled(self):
+        if self.executable is None:
+            t0 = time.perf_counter()
+            passes0 = self.timings.get("passes_s", 0.0)
+            self.executable, timing = self.compile_fn()
+            # backend_s: the backend's own time (the passes, if they ran
+            # here, are passes_s).
+            self.timings.update(timing, backend_s=time.perf_counter() - t0
+                                - (self.timings.get("passes_s", 0.0) - passes0))
+            if self.on_compiled is not None:
+                self.on_compiled(self)
+        return self.executable
+
+    def stage(self, name: str):
+        """A stage's module or text, made on request (past "trace", a
+        symbolic trace shows its last specialization's)."""
+        if self.trace.symbolic is not None and name != "trace":
+            return None if self.last_sub is None else self.last_sub.stage(name)
+        if name in ("autodiff", "optimized"):
+            self.optimized()
+        if name in self.stages:
+            return self.stages[name]
+        exe = self.ensure_compiled()
+        try:
+            return exe.stage(name) if hasattr(exe, "stage") else exe.stages[name]
+        except (KeyError, AttributeError):
+            return None
+
+    def run(self, args, kwargs, env=None):
+        if env is not None:
+            # A symbolic trace: the static code for these sizes (made once).
+            sizes = tuple(sorted(env.items()))
+            sub = self.subs.get(sizes)
+            if sub is None:
+                # The cpu backend compiles one static specialization per
+                # size (its kernels are not yet size-generic): a size seen
+                # for the first time runs eagerly, as a first call does,
+                # and is compiled when it comes back.
+                if sizes not in self.seen_once or len(self.subs) >= MAX_SIZE_COMPILES:
+                    # Past MAX_SIZE_COMPILES sizes, new ones stay eager: a
+                    # compile per size costs more than it saves when sizes
+                    # keep changing (until kernels take sizes at run time).
+                    self.seen_once.add(sizes)
+                    return self.eager(args, kwargs)
+                sub = self.subs[sizes] = self.make_sub(env)
+            self.last_sub = sub
+            return sub.run(args, kwargs)
+        if self.executable is None:
+            self.ensure_compiled()
+        for refresh in self.refreshers:   # lifted Python state (a learning rate)
+            refresh()
+        arrays = []
+        for spec in self.trace.inputs:
+            if spec.kind == "arg":
+                src = resolve(spec.source, args, kwargs)
+                arrays.append(src._data)
+            elif spec.kind == "state":
+                arrays.append(spec.source._data)
+            else:
+                leaf = spec.source if spec.arg is None else resolve(spec.arg, args, kwargs)
+                arrays.append(leaf._grad._data)
+        if self.check_backend is not None:
+            check.check_module(self.optimized(), self.check_backend, arrays)
+        plan = self.backward_plan if graph.is_grad_enabled() else None
+        saved = compiled_backward.save_inputs(plan, arrays) if plan is not None else None
+        if self._fresh_grads is None:
+            self._fresh_grads = _fresh_grad_outputs(self.trace, self.executable)
+        out = None
+        for k, leaf in self._fresh_grads:
+            # The .grad this call replaces, if nothing but the leaf holds it
+            # (tensor and array): its memory is reused for the new .grad (the
+            # old tensor is dropped either way, so no one can tell).
+            old = leaf._grad
+            if old is not None and sys.getrefcount(old) == 3:
+                a = old._data
+                if a.base is None and sys.getrefcount(a) == 3:
+                    if out is None:
+                        out = [None] * len(self.trace.outputs)
+                    out[k] = a
+                del a
+            del old
+        outs = self.executable(arrays) if out is None else self.executable(arrays, out=out)
+        seen = {id(a) for a in arrays}
+        returned = []
+        it = iter(outs)
+        for spec in self.trace.outputs:
+            if spec.kind == "grad_none":
+                (spec.target if spec.arg is None else resolve(spec.arg, args, kwargs))._grad = None
+                continue
+            arr = next(it)
+            if spec.kind == "return":
+                if id(arr) in seen or not arr.flags.owndata:
+                    arr = arr.copy()
+                seen.add(id(arr))
+                returned.append(arr)
+            elif spec.kind == "write":
+                t = spec.target
+                if spec.arg is not None:      # an argument written in place: this call's
+                    t = resolve(spec.arg, args, kwargs)
+                if arr is not t._data:        # a donated output was updated in place
+                    np.copyto(t._data, arr)
+                t._version[0] += 1
+            else:
+                leaf = spec.target if spec.arg is None else resolve(spec.arg, args, kwargs)
+                if spec.inplace:
+                    if arr is not leaf._grad._data:
+                        np.copyto(leaf._grad._data, arr)
+                    leaf._grad._version[0] += 1
+                else:
+                    if id(arr) in seen or not arr.flags.owndata:
+                        arr = arr.copy()
+                    seen.add(id(arr))
+                    leaf._grad = Tensor._make(arr, leaf.dtype)
+        if plan is not None:
+            t = returned[plan.out_index] = Tensor._make(returned[plan.out_index], plan.out_dtype)
+            compiled_backward.attach(plan, t, saved, args, kwargs)
+        return _rebuild(self.trace.template, returned, args, kwargs)
+
+
+def _fresh_grad_outputs(trace: Trace, executable) -> list:
+    """``[(output index, leaf)]`` for the outputs that become a new ``.grad``
+    tensor, where the executable can compute into a given array."""
+    if not getattr(executable, "accepts_out", False):
+        return []
+    out, k = [], 0
+    for spec in trace.outputs:
+        if spec.kind == "grad_none":
+            continue
+        if spec.kind == "grad" and not spec.inplace and spec.arg is None:
+            out.append((k, spec.target))
+        k += 1
+    return out
+
+
+def donations(trace: Trace) -> dict[int, int]:
+    """``{output index: input index}``: the executable's outputs that are the
+    new value of one of its inputs (a state tensor it writes back, or a
+    ``.grad`` it updates in place), which the backend may compute in that
+    input's own array (``compile_module(donate=...)``): then ``Entry.run``
+    finds the array already updated and copies nothing.  Returned tensors
+    and fresh ``.grad`` tensors are never donated."""
+    where = {}
+    for j, spec in enumerate(trace.inputs):
+        if spec.kind in ("state", "grad"):
+            where.setdefault((spec.kind, id(spec.source)), j)
+    out = {}
+    k = 0
+    for spec in trace.outputs:
+        if spec.kind == "grad_none":
+            continue
+        if spec.kind == "write":
+            j = where.get(("state", id(spec.target)))
+        elif spec.kind == "grad" and spec.inplace:
+            j = where.get(("grad", id(spec.target)))
+        else:
+            j = None
+        if j is not None and j not in out.values():
+            out[k] = j
+        k += 1
+    return out
+
+
+def _rebuild(tpl, returned, args, kwargs):
+    kind = tpl[0]
+    if kind == "tensor":
+        r = returned[tpl[1]]
+        if isinstance(r, Tensor):
+            return r
+        t = Tensor._make(r, tpl[2])
+        if tpl[3] is not None and graph.is_grad_enabled():
+            t.requires_grad = True
+            t._node = graph.FreedNode(tpl[3])
+        return t
+    if kind == "const":
+        return tpl[1]
+    if kind == "arg":
+        return resolve(tpl[1], args, kwargs)
+    if kind == "object":
+        return tpl[1]
+    if kind == "namedtuple":
+        return tpl[1](*[_rebuild(t, returned, args, kwargs) for t in tpl[2]])
+    if kind == "dict":
+        d = {k: _rebuild(v, returned, args, kwargs) for k, v in tpl[2]}
+        return d if tpl[1] is dict else tpl[1](d)
+    if kind == "dataclass":
+        vals = [(name, init, _rebuild(v, returned, args, kwargs)) for name, init, v in tpl[2]]
+        obj = tpl[1](**{n: v for n, init, v in vals if init})
+        for n, init, v in vals:
+            if not init:
+                object.__setattr__(obj, n, v)
+        return obj
+    seq = [_rebuild(t, returned, args, kwargs) for t in tpl[1]]
+    return tuple(seq) if kind == "tuple" else seq
