@@ -24,7 +24,7 @@ from tracec.pytree import flatten_args
 from tracec.sym_shapes import SymbolTable, bind, choose_dynamic, pattern_key
 from tracec.tensor import RECORDERS
 from tracec.version import __version__
-from tracec.tracing import Trace, TraceError, record  # noqa: F401
+from tracec.tracing import Trace, TraceError, function_label, record  # noqa: F401
 
 STAGES = ("trace", "autodiff", "optimized", "lowered", "llvm", "asm")
 #: Traces a compiled function keeps at most (torch.compile's limit is 8).
@@ -202,7 +202,8 @@ class CompiledFunction:
             # row: a side effect of every call, which compiled code cannot
             # repeat.
             if self._last_mutated == trace.mutated_root:
-                msg = (f"tracec.compile({self.__name__}): {trace.mutated} during the call, "
+                msg = (f"tracec.compile({function_label(self.fn)}): {trace.mutated} during "
+                       f"the call, "
                        f"twice in a row: a Python side effect that compiled calls would not "
                        f"repeat. Keep Python state changes outside the compiled function, or "
                        f"use tracec.compile(fn, fallback=\"eager\")")

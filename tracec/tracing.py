@@ -541,7 +541,7 @@ def _side_effects(fn, args, kwargs, spec, leaves, rng_before) -> str | None:
     """Why the call just recorded cannot be replayed by compiled code, or
     None: it changed its argument containers in place, or drew from Python's
     or NumPy's global random generator."""
-    name = getattr(fn, "__qualname__", getattr(fn, "__name__", "the function"))
+    name = function_label(fn)
     spec2, leaves2 = flatten_args(args, kwargs)
     if spec2 != spec or [id(t) for _, t in leaves2] != [id(t) for _, t in leaves]:
         where = _first_difference(leaves, leaves2) or "a container argument"
@@ -554,6 +554,15 @@ def _side_effects(fn, args, kwargs, spec, leaves, rng_before) -> str | None:
                 "first call's draw. Use tracec.rand / tracec.randn / tracec.randint (traced, "
                 "seeded by tracec.manual_seed) inside compiled functions")
     return None
+
+
+def function_label(fn) -> str:
+    """``name (file.py:line)`` of a traced function, for error messages."""
+    name = getattr(fn, "__qualname__", getattr(fn, "__name__", "the function"))
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    if code is None and hasattr(fn, "forward"):      # a Module: its forward
+        code = getattr(type(fn).forward, "__code__", None)
+    return f"{name} ({code.co_filename}:{code.co_firstlineno})" if code is not None else name
 
 
 def _first_difference(a, b):

@@ -434,3 +434,20 @@ def test_grad_of_an_argument_goes_to_this_calls_argument(backend):
         olds.append(x)
     assert all(o.grad.tolist() == [1.0] * 3 for o in olds[:3])
     assert comp.cache_info().traces == 2, comp.cache_info().reasons   # + x.grad set
+
+
+def test_side_effect_errors_name_the_functions_file_and_line():
+    box = []
+
+    def step(x):
+        box.append(x)
+        return x + 1
+    f = tracec.compile(step, backend="interp")
+    f(tracec.ones(1))
+    with pytest.raises(TraceError) as e:
+        f(tracec.ones(1))
+    line = step.__code__.co_firstlineno
+    assert f"test_audit.py:{line}" in str(e.value) and "box" in str(e.value)
+    g = tracec.compile(lambda hs: hs.append(1), backend="interp")
+    with pytest.raises(TraceError, match=r"test_audit\.py:\d+"):
+        g([tracec.ones(1)])
