@@ -155,6 +155,11 @@ class EnvGuard:
     passed as arguments, whose attributes the function may read."""
 
     def __init__(self, fn, objects=()):
+        if isinstance(fn, Module) and isinstance(getattr(type(fn), "forward", None),
+                                                 types.FunctionType):
+            # tracec.compile(model): what its forward reads (the module
+            # itself guards its attributes when called).
+            fn = types.MethodType(type(fn).forward, fn)
         self.roots = _roots(fn, list(objects), [], set())
         self.tensors: list = []
         self.kept: list | None = None   # the first snapshot's tensors, kept alive

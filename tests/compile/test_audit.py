@@ -451,3 +451,23 @@ def test_side_effect_errors_name_the_functions_file_and_line():
     g = tracec.compile(lambda hs: hs.append(1), backend="interp")
     with pytest.raises(TraceError, match=r"test_audit\.py:\d+"):
         g([tracec.ones(1)])
+
+
+SHIFT = 0.0
+
+
+class _Shifted(nn.Module):
+    def forward(self, x):
+        return x + SHIFT
+
+
+def test_compiled_module_forward_globals_are_guarded():
+    global SHIFT
+    m = tracec.compile(_Shifted(), backend="interp")
+    x = tracec.zeros(2)
+    try:
+        assert m(x).tolist() == [0.0, 0.0]
+        SHIFT = 3.0
+        assert m(x).tolist() == [3.0, 3.0]
+    finally:
+        SHIFT = 0.0
