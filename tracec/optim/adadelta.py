@@ -54,11 +54,6 @@ class Adadelta(Optimizer):
             group.setdefault("capturable", False)
         self._steps_as_tensors()
 
-    def step(self, closure=None):
-        """Perform one optimization step; ``closure`` re-evaluates the loss
-        (run with grad enabled) and its value is returned."""
-        return self._step_groups(closure)
-
     @reads_lr_by_lr
     def _update_group(self, group) -> None:
         lr = self._lr(group)

@@ -76,11 +76,6 @@ class Adagrad(Optimizer):
             group.setdefault("fused", None)
         self._steps_as_tensors()
 
-    def step(self, closure=None):
-        """Perform one optimization step; ``closure`` re-evaluates the loss
-        (run with grad enabled) and its value is returned."""
-        return self._step_groups(closure)
-
     @reads_lr_by_lr
     def _update_group(self, group) -> None:
         lr = self._lr(group)

@@ -79,11 +79,6 @@ class Adam(Optimizer):
                 state["max_exp_avg_sq"] = creation.zeros_like(p)
         return state
 
-    def step(self, closure=None):
-        """Perform one optimization step; ``closure`` re-evaluates the loss
-        (run with grad enabled) and its value is returned."""
-        return self._step_groups(closure)
-
     @reads_lifted("beta1")
     def _update_group(self, group) -> None:
         beta2 = group["betas"][1]

@@ -322,8 +322,12 @@ class Optimizer:
                         g.zero_()
 
     def step(self, closure=None):
-        """Perform one optimization step (implemented by subclasses)."""
-        raise NotImplementedError
+        """Perform one optimization step; ``closure`` re-evaluates the loss
+        (run with grad enabled) and its value is returned.  A subclass
+        defines ``_update_group(group)`` (or overrides ``step``)."""
+        if not hasattr(type(self), "_update_group"):
+            raise NotImplementedError
+        return self._step_groups(closure)
 
     def _lr(self, group: dict):
         """``group["lr"]`` for the update formulas: the number itself, or,
@@ -514,3 +518,9 @@ class Optimizer:
 
         param_groups = [update_group(g, ng) for g, ng in zip(groups, saved_groups)]
         self.__setstate__({"state": state, "param_groups": param_groups})
+
+
+# The base step is hooked once here; subclasses that inherit it get the hooks.
+Optimizer.step = _with_hooks(Optimizer.step)
+
+

@@ -75,11 +75,6 @@ class RMSprop(Optimizer):
                 state["grad_avg"] = creation.zeros_like(p)
         return state
 
-    def step(self, closure=None):
-        """Perform one optimization step; ``closure`` re-evaluates the loss
-        (run with grad enabled) and its value is returned."""
-        return self._step_groups(closure)
-
     @reads_lifted("momentum")
     def _update_group(self, group) -> None:
         lr = self._lr(group)

@@ -56,11 +56,6 @@ class SGD(Optimizer):
             group.setdefault("differentiable", False)
             group.setdefault("fused", False)
 
-    def step(self, closure=None):
-        """Perform one optimization step; ``closure`` re-evaluates the loss
-        (run with grad enabled) and its value is returned."""
-        return self._step_groups(closure)
-
     @reads_lifted("momentum")
     def _update_group(self, group) -> None:
         lr = self._lr(group)
