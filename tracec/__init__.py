@@ -9,7 +9,7 @@ from tracec.dtypes import (DType as dtype, bfloat16, bool_, double, float, float
                            set_default_dtype)
 from tracec.device import device  # noqa: F401
 from tracec.graph import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
-from tracec.tensor import Tensor  # noqa: F401
+from tracec.tensor import Size, Tensor  # noqa: F401
 from tracec import methods as _methods  # noqa: F401  (attaches Tensor methods)
 from tracec.functions import *  # noqa: F401,F403
 from tracec.functions import (abs, max, min, pow, sum)  # noqa: F401,A004
@@ -70,14 +70,24 @@ def LongTensor(*data):  # noqa: N802 - PyTorch's legacy constructor
     return Tensor(*data, dtype=int64)
 
 
-class Size(tuple):
-    """``torch.Size``: a tuple of sizes (``Tensor.shape`` stays a plain tuple)."""
 
-    def __repr__(self):
-        return f"tracec.Size({list(self)})"
 
-    def numel(self) -> "builtins.int":
-        n = 1
-        for s in self:
-            n *= s
-        return n
+def _add_out_keyword():
+    # PyTorch's out= on the functions that take it (tracec/out_arg.py).
+    from tracec.out_arg import with_out
+    g = globals()
+    for name in _OUT_FUNCTIONS:
+        if name in g:
+            g[name] = with_out(g[name])
+
+
+_OUT_FUNCTIONS = (
+    "abs absolute add sub subtract mul multiply div divide true_divide matmul mm bmm dot outer "
+    "addmm baddbmm exp expm1 log log1p log2 log10 sqrt rsqrt sin cos tan tanh sigmoid neg "
+    "negative pow square reciprocal sign erf floor ceil round trunc frac remainder fmod clamp "
+    "clip maximum minimum where sum mean prod amax amin argmax argmin max min logsumexp std var "
+    "cumsum cumprod eq ne lt le gt ge greater greater_equal less less_equal not_equal "
+    "logical_and logical_or logical_not logical_xor cat concat concatenate stack gather "
+    "index_select sort topk tril triu isnan isfinite isinf"
+).split()
+_add_out_keyword()

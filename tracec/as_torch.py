@@ -16,6 +16,8 @@ import importlib.abc
 import importlib.machinery
 import sys
 
+from tracec import dtypes as dt
+
 
 class _AliasLoader(importlib.abc.Loader):
     """Loads ``torch.X`` as the already imported ``tracec.X``."""
@@ -68,12 +70,14 @@ def install_as_torch() -> None:
                            "this process; call install_as_torch() before any `import torch`")
     if _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)
+    dt.PUBLIC_NAME[0] = "torch"
 
 
 def uninstall_as_torch() -> None:
     """Undo ``install_as_torch()``: forget the ``torch`` aliases."""
     if _FINDER in sys.meta_path:
         sys.meta_path.remove(_FINDER)
+    dt.PUBLIC_NAME[0] = "tracec"
     for name in [n for n in sys.modules if n == "torch" or n.startswith("torch.")]:
         if getattr(sys.modules[name], "__name__", "").startswith("tracec"):
             del sys.modules[name]

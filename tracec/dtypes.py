@@ -10,6 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
+# The module name reprs use: "tracec", or "torch" once
+# ``tracec.install_as_torch()`` made tracec answer to that name (so a script
+# prints ``torch.float32`` and ``torch.Size([2])`` as under PyTorch).
+PUBLIC_NAME = ["tracec"]
+
 __all__ = [
     "DType", "float32", "float64", "float16", "bfloat16", "int32", "int64",
     "bool_", "float", "double", "half", "long", "int", "all_dtypes",
@@ -42,7 +47,7 @@ class DType:
         return self.category != 0
 
     def __repr__(self) -> str:
-        return f"tracec.{self.name}"
+        return f"{PUBLIC_NAME[0]}.{self.name}"
 
     def __reduce__(self):
         return (to_dtype, (self.name,))

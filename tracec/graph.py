@@ -158,7 +158,7 @@ class Node:
         return self._name or BACKWARD_NAMES.get(self.prim.name, self.prim.name + "Backward0")
 
     def __repr__(self):
-        return f"<{self.name()} object>"
+        return f"<{self.name()} object at {id(self):#x}>"
 
     def _unpack(self, key):
         t, version = self.saved[key]
@@ -204,7 +204,7 @@ class FreedNode:
         return self._name
 
     def __repr__(self):
-        return f"<{self._name} object>"
+        return f"<{self._name} object at {id(self):#x}>"
 
     def apply(self, g):
         raise RuntimeError(_FREED_MSG)
@@ -228,7 +228,7 @@ class AccumulateGrad:
         return "AccumulateGrad"
 
     def __repr__(self):
-        return "<AccumulateGrad object>"
+        return f"<AccumulateGrad object at {id(self):#x}>"
 
 
 class FunctionNode:
@@ -253,7 +253,7 @@ class FunctionNode:
         return f"{self.fn_cls.__name__}Backward"
 
     def __repr__(self):
-        return f"<{self.name()} object>"
+        return f"<{self.name()} object at {id(self):#x}>"
 
     def apply(self, g):
         if self.freed:

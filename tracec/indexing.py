@@ -21,7 +21,7 @@ _SLICE, _RESHAPE = ops.movement.slice_p, ops.movement.reshape_p
 
 
 def _is_adv(k):
-    return isinstance(k, (Tensor, np.ndarray, list))
+    return isinstance(k, (Tensor, np.ndarray, list, range))
 
 
 def _to_index_tensor(k):

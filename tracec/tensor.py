@@ -23,7 +23,7 @@ from tracec.ops import core, elementwise as ew, movement
 from tracec.ops.core import ShapeError
 from tracec.symbolic import Sym
 
-__all__ = ["Tensor", "RECORDERS", "apply_direct", "as_tensor_operand", "attach_node",
+__all__ = ["Size", "Tensor", "RECORDERS", "apply_direct", "as_tensor_operand", "attach_node",
            "bind_movement", "eager_direct", "weak_scalar"]
 
 # Callables ``(prim, inputs, params, out)`` notified of every primitive
@@ -107,6 +107,32 @@ def _new_tensor(data: np.ndarray, dtype: dt.DType) -> Tensor:
     t._hooks = None
     t._retains_grad = False
     return t
+
+
+class Size(tuple):
+    """``torch.Size``: what ``Tensor.shape`` and ``Tensor.size()`` return, a
+    tuple of sizes (equal to, and hashing like, the plain tuple)."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"{dt.PUBLIC_NAME[0]}.Size({list(self)})"
+
+    def numel(self) -> int:
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+    def __getitem__(self, i):
+        r = tuple.__getitem__(self, i)
+        return Size(r) if isinstance(i, slice) else r
+
+    def __add__(self, other):
+        return Size(tuple.__add__(self, other))
+
+    def __reduce__(self):
+        return (Size, (tuple(self),))
 
 
 class Tensor:
@@ -255,8 +281,8 @@ class Tensor:
         if SYM_SHAPES:
             s = SYM_SHAPES[0](self)
             if s is not None:
-                return s
-        return self._data.shape
+                return Size(s)
+        return Size(self._data.shape)
 
     def size(self, dim=None):
         shape = self.shape

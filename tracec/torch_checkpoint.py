@@ -36,6 +36,7 @@ import numpy as np
 from tracec import dtypes as dt
 from tracec.device import device
 from tracec.nn.parameter import Parameter
+from tracec.tensor import Size
 from tracec.tensor import Tensor
 
 __all__ = ["load_torch"]
@@ -199,7 +200,7 @@ def _allowed(builder: _Builder) -> dict:
         ("builtins", "complex"): complex,
         ("builtins", "bytearray"): bytearray,
         ("_codecs", "encode"): _encode,
-        ("torch", "Size"): tuple,
+        ("torch", "Size"): Size,
         ("torch", "device"): device,
         ("torch", "Tensor"): Tensor,
         ("torch.nn.parameter", "Parameter"): Parameter,
