@@ -348,6 +348,19 @@ def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pa
     kernel, stride, padding, _, out, extra = _pool_geometry(
         x, kernel_size, stride, padding, 1, ceil_mode, nsp, name)
     ones = (1,) * nsp
+    if kernel == stride and not any(padding) and not any(extra):
+        # Non-overlapping windows (ResNet's avg_pool2d(out, 4), global
+        # pools): a reshape to [N, C, o1, k1, o2, k2, ...] and one reduction,
+        # with no window copies; taps stacked one by one would make a chain
+        # of k1*k2 adds in the gradient.
+        crop = tuple(o * k for o, k in zip(out, kernel))
+        n, c = x.shape[:2]
+        if crop != tuple(x.shape[2:]):  # floor mode drops the trailing rows
+            x = ops.slice_(x, (0,) * x.ndim, (n, c) + crop, (1,) * x.ndim)
+        tiled = ops.reshape(x, (n, c) + tuple(v for o, k in zip(out, kernel) for v in (o, k)))
+        total = ops.reduce_sum(tiled, tuple(3 + 2 * i for i in range(nsp)))
+        div = float(divisor_override) if divisor_override else float(math.prod(kernel))
+        return _unbatch(ops.div(total, div), unbatched)
     high = tuple(p + e for p, e in zip(padding, extra))
     cols = _windows(_pad_spatial(x, padding, high, 0.0), kernel, stride, ones, out)
     total = ops.reduce_sum(cols, (2,))

@@ -30,6 +30,7 @@ the user's file:line.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 from xdsl.dialects import func
@@ -670,9 +671,18 @@ def lower_module(module: ModuleOp, symbol: str = "tracec_main",
     that fails leaves its inputs unchanged -- donations that would let a
     kernel fail after one wrote its update in place are all dropped
     (``signature["atomic"]``)."""
-    low = Lowering(module, symbol).run(donate)
-    if not low.signature["atomic"]:
-        low = Lowering(module, symbol).run({})
+    # Building a kernel walks its expression DAG recursively, once per op of
+    # its longest chain (a 1000-op chain is legal IR: a loop in the user's
+    # code).  Python 3.11's calls between Python functions use no C stack,
+    # so a higher limit for the lowering is safe.
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 100_000))
+    try:
+        low = Lowering(module, symbol).run(donate)
+        if not low.signature["atomic"]:
+            low = Lowering(module, symbol).run({})
+    finally:
+        sys.setrecursionlimit(limit)
     return low
 
 
