@@ -154,13 +154,13 @@ def _all_reduce_impl(x, *, reduce_op, comm):
     MPI = mpi()
     c = comm_of(comm)
     check_same_type(c, "all_reduce", x.shape, x.dtype)
-    x = np.ascontiguousarray(x)
+    x = np.array(x, copy=None, order="C")   # (ascontiguousarray makes 0-d 1-d)
     out = np.empty_like(x)
     c.Allreduce(x, out, op=getattr(MPI, REDUCE_OPS[reduce_op]))
     return out
 
 
-def _all_reduce_vjp(g, x, *, reduce_op, comm):
+def _all_reduce_vjp(g, x, out=None, *, reduce_op, comm):
     # d(sum_r x_r)/dx_k = 1 on every rank, so rank k's cotangent is the sum of
     # the cotangents of every rank's result.
     if reduce_op != SUM:
@@ -196,7 +196,7 @@ def _all_gather_impl(x, *, size, comm):
         raise ShapeError(f"all_gather: traced for {size} ranks, the communicator has "
                          f"{c.Get_size()}")
     check_same_type(c, "all_gather", x.shape, x.dtype)
-    x = np.ascontiguousarray(x)
+    x = np.array(x, copy=None, order="C")   # (ascontiguousarray makes 0-d 1-d)
     out = np.empty((size, *x.shape), x.dtype)
     c.Allgather(x, out)
     return out
