@@ -85,3 +85,22 @@ def test_mismatched_shapes_in_compiled_code_are_reported():
     assert "rank 0: float32[4], rank 1: float32[5]" in out or \
         "the ranks passed different shapes or dtypes" in out, out[-3000:]
     assert "worker.py" in out
+
+
+def test_without_mpi4py_the_error_names_the_extra():
+    code = ("import sys; sys.modules['mpi4py'] = None\n"
+            "import tracec, tracec.distributed as dist\n"
+            "assert not dist.is_available()\n"
+            "try:\n    dist.init_process_group('mpi')\n"
+            "except ImportError as e:\n    print(e)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=60, env=_env(), cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert "pip install 'tracec[distributed]'" in p.stdout, p.stdout
+
+
+def test_import_tracec_does_not_start_mpi():
+    code = "import sys, tracec, tracec.distributed; print('mpi4py.MPI' in sys.modules)"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=60, env=_env(), cwd=ROOT)
+    assert p.stdout.strip() == "False", p.stdout + p.stderr
