@@ -18,7 +18,7 @@ LAYERS = [
                   "tracec.rearrange", "tracec.sorting", "tracec.contraction",
                   "tracec.methods_extra", "tracec.sparse",
                   "tracec.tensor_type", "tracec.amp",
-                  "tracec.reductions_bool", "tracec.out_arg"]),
+                  "tracec.reductions_bool", "tracec.out_arg", "tracec.distributed"]),
     ("tracing", ["tracec.tracing", "tracec.guards", "tracec.sym_shapes"]),
     ("passes", ["tracec.passes"]),
     ("backends", ["tracec.backends"]),

@@ -302,7 +302,8 @@ def test_distributed_sampler_epochs_and_errors():
     s.set_epoch(1)
     assert list(s) != e0
     assert list(DistributedSampler(ds, num_replicas=2, rank=1, seed=3)) == e0
-    with pytest.raises(RuntimeError, match="num_replicas and rank must be given explicitly"):
+    with pytest.raises(RuntimeError, match="num_replicas and rank must be given when no "
+                                           "process group is initialized"):
         DistributedSampler(ds)
     with pytest.raises(ValueError, match=r"Invalid rank 2, rank should be in the interval "
                                          r"\[0, 1\]"):

@@ -255,6 +255,17 @@ def _cases(name):
                 ([np.array([-3, 2 ** 40], np.int64)], {"shape": (1000,),
                                                         "dtype": dt.float64}),
                 ([st], {"shape": (), "dtype": dt.float32})]
+    world = __import__("mpi4py.MPI").MPI.COMM_WORLD.py2f()  # one process here
+    if name == "all_reduce":
+        return [([randn(3, 4, dtype=d)], {"reduce_op": op, "comm": world})
+                for d in F for op in (0, 1)] + \
+            [([ints(-9, 9, 7, dtype=np.int32)], {"reduce_op": 0, "comm": world}),
+             ([randn(dtype=np.float32)], {"reduce_op": 1, "comm": world})]
+    if name == "broadcast":
+        return [([ints(-9, 9, 2, 5)], {"src": 0, "comm": world}),
+                ([randn(0, 3)], {"src": 0, "comm": world})]
+    if name == "all_gather":
+        return [([randn(2, 3, dtype=np.float64)], {"size": 1, "comm": world})]
     return []
 
 

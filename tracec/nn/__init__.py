@@ -10,3 +10,4 @@ from tracec.nn.modules import *  # noqa: F401,F403
 from tracec.nn.modules import Module  # noqa: F401
 from tracec.nn import functional, init, utils  # noqa: F401
 from tracec.nn import modules  # noqa: F401
+from tracec.nn import parallel  # noqa: F401,E402

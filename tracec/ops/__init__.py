@@ -3,8 +3,8 @@
 Importing this package registers every primitive in ``PRIMITIVES``.
 """
 from tracec.ops.core import PRIMITIVES, Aval, Primitive, ShapeError, broadcast_shapes  # noqa: F401
-from tracec.ops import (creation, elementwise, indexing, linalg, movement,  # noqa: F401
-                        random, reduce, sort)
+from tracec.ops import (collective, creation, elementwise, indexing, linalg,  # noqa: F401
+                        movement, random, reduce, sort)
 from tracec.ops.creation import full, iota, zeros  # noqa: F401
 from tracec.ops.elementwise import *  # noqa: F401,F403
 from tracec.ops.elementwise import sum_to  # noqa: F401

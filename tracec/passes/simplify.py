@@ -322,7 +322,9 @@ def _fold(op):
     """All operands constant and a small result: run the primitive's impl."""
     name = ir.primitive_name(op)
     prim = PRIMITIVES[name]
-    if prim.kind == "random" or name == "full" or _numel(op.results[0]) > FOLD_LIMIT:
+    # Random draws and collectives (which every rank must run) never fold.
+    if prim.kind in ("random", "collective") or name == "full" \
+            or _numel(op.results[0]) > FOLD_LIMIT:
         return None
     if name == "broadcast_to" and _numel(op.results[0]) > _numel(op.operands[0]):
         return None  # a broadcast is free in a kernel; materializing it is not

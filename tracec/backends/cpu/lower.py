@@ -40,7 +40,7 @@ from xdsl.passes import ModulePass
 
 from tracec import dtypes as dt
 from tracec import ir
-from tracec.backends.cpu import indexing, matmul, parallel, scalar, transpose
+from tracec.backends.cpu import collectives, indexing, matmul, parallel, scalar, transpose
 from tracec.backends.cpu.builder import I1, I8, I32, I64, PTR, ModuleBuilder
 from tracec.backends.cpu.codegen import PYOBJECT_DATA_OFFSET
 from tracec.backends.cpu.fuse import REDUCE_KIND, NotFusable, ProgramBuilder, splat_value
@@ -580,6 +580,8 @@ class Lowering:
             indexing.emit_argsort(self, op)
         elif name == "matmul":
             matmul.emit_matmul(self, op, self.mm_operands.get(op))
+        elif name in collectives.COLLECTIVES:
+            collectives.emit_collective(self, op, name)
         else:
             raise LoweringError(f"{describe(op)}: no cpu lowering for {name}")
 
