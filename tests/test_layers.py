@@ -19,7 +19,7 @@ LAYERS = [
                   "tracec.methods_extra", "tracec.sparse",
                   "tracec.tensor_type", "tracec.amp",
                   "tracec.reductions_bool"]),
-    ("tracing", ["tracec.tracing", "tracec.guards", "tracec.sym_shapes"]),
+    ("tracing", ["tracec.tracing", "tracec.guards", "tracec.sym_shapes", "tracec.naming"]),
     ("passes", ["tracec.passes"]),
     ("backends", ["tracec.backends"]),
     ("compiler", ["tracec.compiler", "tracec.compiled_backward", "tracec.compiled_entry"]),

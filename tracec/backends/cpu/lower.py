@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from tracec import dtypes as dt
@@ -54,10 +54,36 @@ PARALLEL_WORK = 1 << 18
 
 
 def describe(op: Operation) -> str:
-    """``tracec.add (f32[4,8], f32[8]) -> f32[4,8] at file.py:12:4``."""
-    ins = ", ".join(ir.format_type(t) for t in op.operand_types)
+    """``tracec.add (f32[4,8] x, f32[8] model.0.bias) -> f32[4,8] at
+    file.py:12:4``: operands that are the function's arguments by name."""
+    ins = ", ".join(ir.format_type(v.type) + (f" {n}" if (n := _origin_name(v)) else "")
+                    for v in op.operands)
     outs = ", ".join(ir.format_type(t) for t in op.result_types)
     return f"{op.name} ({ins}) -> {outs} at {ir.format_loc(op)}"
+
+
+def _origin_name(v: SSAValue) -> str | None:
+    """The name of the function argument ``v`` is (``y``), or is computed
+    from alone (``from y``: a reshape, cast or transpose of it, or a kernel
+    with it as its only operand), seen through kernel bodies."""
+    through = False
+    for _ in range(32):
+        if isinstance(v, BlockArgument):
+            parent = v.block.parent_op()
+            if isinstance(parent, ir.KernelOp):
+                v = parent.operands[v.index]
+                continue
+            n = ir.value_name(v)
+            return None if n is None else (f"from {n}" if through else n)
+        op = v.owner
+        if not ((isinstance(op, ir.KernelOp) and len(op.operands) == 1)
+                or (ir.primitive_name(op) in _VIEWS and op.operands)):
+            return None
+        v, through = op.operands[0], True
+    return None
+
+
+_VIEWS = frozenset({"reshape", "cast", "transpose", "broadcast_to"})
 
 
 @dataclass
