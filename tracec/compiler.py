@@ -17,7 +17,7 @@ import types
 import warnings
 from dataclasses import dataclass, field
 
-from tracec import compiled_backward, graph, ir
+from tracec import compiled_backward, graph, ir, profiler
 from tracec.backends import cache, cpu, interp
 from tracec.compiled_entry import Entry, _checks_enabled, donations  # noqa: F401
 from tracec.naming import argument_names
@@ -307,6 +307,8 @@ class CompiledFunction:
         # never optimized or compiled.
         donate = donations(trace)
         entry.compile_fn = lambda: self._compile_cached(backend, entry, donate)
+        if self.backend == "cpu" and profiler.enabled():   # TRACEC_PROFILE=1
+            entry.compile_fn = profiler.profiling_compile(entry, self.__name__)
         entry.on_compiled = self._write_dump if self.dump else None
         if self.check:
             entry.check_backend = backend
@@ -366,6 +368,12 @@ class CompiledFunction:
         return exe, {"cache": "miss"}
 
     # --- introspection ---------------------------------------------------------
+
+    def profile(self, *args, repeat: int = 10, echo: bool = True, **kwargs):
+        """Run the compiled step ``repeat`` times ordinarily and ``repeat``
+        times on a profiling build; print (``echo``) and return its
+        per-kernel profile (``tracec.profiler``)."""
+        return profiler.profile(self, args, kwargs, repeat, echo)
 
     def ir(self, stage: str = "optimized") -> str:
         if stage not in STAGES and stage != "ptx":

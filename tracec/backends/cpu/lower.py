@@ -39,7 +39,7 @@ from xdsl.passes import ModulePass
 
 from tracec import dtypes as dt
 from tracec import ir
-from tracec.backends.cpu import indexing, matmul, parallel, scalar, transpose
+from tracec.backends.cpu import indexing, matmul, parallel, profiling, scalar, transpose
 from tracec.backends.cpu.builder import I1, I8, I32, I64, PTR, ModuleBuilder
 from tracec.backends.cpu.codegen import PYOBJECT_DATA_OFFSET
 from tracec.backends.cpu.fuse import REDUCE_KIND, NotFusable, ProgramBuilder, splat_value
@@ -93,6 +93,7 @@ class Call:
     n: int               # outermost extent
     parallel: bool
     can_fail: bool
+    op: object = None    # the IR op (or copied output index) this call computes
 
 
 @dataclass
@@ -248,7 +249,9 @@ _COSTLY = frozenset({"exp", "log", "tanh", "logistic", "erf", "sin", "cos", "pow
 
 
 class Lowering:
-    def __init__(self, module: ModuleOp, symbol: str):
+    def __init__(self, module: ModuleOp, symbol: str, profile: bool = False):
+        #: A profiling build: the entry times every kernel call (profiling.py).
+        self.profile = profile
         fns = [op for op in module.ops if isinstance(op, func.FuncOp)]
         if len(fns) != 1:
             raise LoweringError(f"the cpu backend expects one function, found {len(fns)}")
@@ -482,8 +485,11 @@ class Lowering:
         donated = self._donations(inputs, returns, donate or {})
         plan_buffers(self.plan, inputs, returns, donated)
         for step in self.plan.steps:
+            n_calls = len(self.kernels.calls)
             try:
                 self._emit_step(step)
+                for c in self.kernels.calls[n_calls:]:
+                    c.op = step.payload
             except NotFusable as e:
                 raise LoweringError(f"{describe(step.payload)}: {e}") from None
             except (TypeError, ValueError, KeyError, NotImplementedError) as e:
@@ -511,6 +517,8 @@ class Lowering:
         }
         if "pool_slot" in self.mb.shared:
             sig["pool_slot"] = self.mb.shared["pool_slot"]
+        if self.profile:
+            sig.update(profiling.signature_info(self, calls))
         return Lowered(self.mb.module(), sig, set(self.mb.wide), dict(self.mb.helpers))
 
     # --- donated outputs ----------------------------------------------------------------
@@ -654,14 +662,21 @@ class Lowering:
                 cache[k] = p
             return p
 
-        for c in self.kernels.calls:
+        timer = profiling.EntryTimer(self, fb, ws) if self.profile else None
+        for i, c in enumerate(self.kernels.calls):
             args = [ptr(s) for s in c.slots] + [ws]
+            if timer:
+                timer.start()
             if c.parallel:
                 rc = fb.call(c.fn, args + [fb.i64(c.n), nthreads], I32)
             else:
                 rc = fb.call(c.fn, args + [fb.i64(0), fb.i64(c.n)], I32)
+            if timer:
+                timer.stop(i)
             if c.can_fail:
                 fb.if_return(fb.icmp("ne", rc, fb.i32(0)), rc)
+        if timer:
+            timer.finish()
         fb.ret_(fb.i32(0))
         fb.finish()
         self._emit_py_entry(len(inputs), len(returns))
@@ -689,16 +704,17 @@ class Lowering:
 
 
 def lower_module(module: ModuleOp, symbol: str = "tracec_main",
-                 donate: dict[int, int] | None = None) -> Lowered:
+                 donate: dict[int, int] | None = None, profile: bool = False) -> Lowered:
     """Lower a module holding one optimized tracec function; ``donate``:
     outputs that may reuse an input's buffer (output index -> input index;
     the signature's ``donated`` lists those found safe).  Invariant: a call
     that fails leaves its inputs unchanged -- donations that would let a
     kernel fail after one wrote its update in place are all dropped
-    (``signature["atomic"]``)."""
-    low = Lowering(module, symbol).run(donate)
+    (``signature["atomic"]``).  ``profile``: a profiling build
+    (``profiling.py``), its own executable."""
+    low = Lowering(module, symbol, profile).run(donate)
     if not low.signature["atomic"]:
-        low = Lowering(module, symbol).run({})
+        low = Lowering(module, symbol, profile).run({})
     return low
 
 
