@@ -24,7 +24,8 @@ LAYERS = [
     ("backends", ["tracec.backends"]),
     ("compiler", ["tracec.compiler", "tracec.compiled_backward", "tracec.compiled_entry",
                   "tracec.profiler"]),
-    ("tools", ["tracec.aot", "tracec.demo", "tracec.cli", "tracec.__init__",
+    ("tools", ["tracec.aot", "tracec.demo", "tracec.cli", "tracec.__init__", "tracec.graphview",
+               "tracec.explain",
                "tracec.as_torch"]),
 ]
 # What each layer may import besides itself (DESIGN.md's arrows).

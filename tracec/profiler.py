@@ -1,14 +1,14 @@
 """Where a compiled step's time goes: a per-kernel profile.
 
 ``fn.profile(*args, repeat=N)`` brings ``fn`` to its steady state (calls it
-until a call reuses its trace), times ``N`` ordinary compiled calls, then
-runs ``N`` more calls on a profiling build of the same trace (the cpu
-backend's ``profiling.py``: a separate compile, so ordinary calls pay
-nothing) and prints a table of kernels sorted by time: calls, total and
+until a call reuses its trace), then makes ``N`` ordinary compiled calls,
+timed, alternating with ``N`` calls of a profiling build of the same trace
+(the cpu backend's ``profiling.py``: a separate compile, so ordinary calls
+pay nothing), and prints a table of kernels sorted by time: calls, total and
 mean time, bytes moved and GB/s, FLOPs and GFLOP/s (matmuls), share of the
 step and the user lines of the kernel's ops.  It returns the rows as a
 ``Profile`` (a list of dicts, plus the step's timings).  The calls are real
-calls: a training step trains ``2·N`` more steps.
+calls: a training step trains ``2·N + 1`` more steps.
 
 ``TRACEC_PROFILE=1``: every compiled function's code is the profiling
 build from the start, and at exit the table of each is printed.
@@ -35,16 +35,19 @@ def enabled() -> bool:
 
 
 class Profile(list):
-    """Rows (dicts) of a profile, slowest kernel first, with the step's
-    timings: ``step_s`` (an ordinary compiled call, median), ``profiled_s``
-    (a call of the profiling build, mean), ``kernels_s`` (its kernels' sum
-    per call)."""
+    """Rows (dicts) of a profile, slowest kernel first (``total_s`` over
+    ``calls``, ``mean_s`` per call, ``share`` of the profiled calls' mean
+    time), with the step's timings, medians over the calls:
+    ``step_s`` (an ordinary compiled call), ``profiled_s`` (a call of the
+    profiling build) and ``kernels_s`` (its kernels' sum per call)."""
 
     def __init__(self, rows, *, name: str, step_s: float | None, profiled_s: float,
-                 kernels_s: float, calls: int):
+                 kernels_s: float, calls: int, per_call=()):
         super().__init__(rows)
         self.name, self.step_s, self.profiled_s = name, step_s, profiled_s
         self.kernels_s, self.calls = kernels_s, calls
+        #: ``(wall seconds, kernel seconds)`` of each profiled call
+        self.per_call = list(per_call)
 
     def table(self):
         """The profile as a ``rich.table.Table``."""
@@ -87,8 +90,13 @@ def rows_of(exe, name: str, step_s: float | None = None) -> Profile:
             "share": mean / wall if wall > 0 else 0.0, "lines": s["lines"],
             "locations": s["locations"]})
     rows.sort(key=lambda r: -r["total_s"])
-    return Profile(rows, name=name, step_s=step_s, profiled_s=wall,
-                   kernels_s=sum(r["mean_s"] for r in rows), calls=exe.runs)
+    rate = exe.tick_rate()
+    return Profile(rows, name=name, step_s=step_s,
+                   profiled_s=statistics.median(exe.run_wall or [0.0]),
+                   kernels_s=statistics.median(exe.run_kernel_ticks or [0]) / rate,
+                   calls=exe.runs,
+                   per_call=[(w, k / rate) for w, k in zip(exe.run_wall,
+                                                           exe.run_kernel_ticks)])
 
 
 def steady_entry(cf, args, kwargs, max_calls: int = 4):
@@ -120,16 +128,21 @@ def profile(cf, args, kwargs, repeat: int = 10, echo: bool = True) -> Profile:
         raise ValueError(f"repeat must be at least 1, got {repeat}")
     entry = steady_entry(cf, args, kwargs)
     normal = entry.ensure_compiled()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        cf(*args, **kwargs)
-        times.append(time.perf_counter() - t0)
     exe = _profiling_executable(entry)
-    exe.reset()
-    entry.executable = exe
+    times = []
     try:
+        # Ordinary and profiled calls alternate (after one profiled call that
+        # warms its code and workspace), so that both see the same machine:
+        # a shared one's load changes from second to second.
+        entry.executable = exe
+        cf(*args, **kwargs)
+        exe.reset()
         for _ in range(repeat):
+            entry.executable = normal
+            t0 = time.perf_counter()
+            cf(*args, **kwargs)
+            times.append(time.perf_counter() - t0)
+            entry.executable = exe
             cf(*args, **kwargs)
     finally:
         entry.executable = normal

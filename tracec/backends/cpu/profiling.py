@@ -31,12 +31,12 @@ import time
 import numpy as np
 
 from tracec import ir
+from tracec.ir.summary import op_label, op_lines
 from tracec.backends.cpu import scalar
 from tracec.backends.cpu.builder import I8, I64
 from tracec.backends.cpu.runtime import CpuExecutable
 
-__all__ = ["EntryTimer", "signature_info", "ProfilingExecutable", "op_label", "op_lines",
-           "op_flops"]
+__all__ = ["EntryTimer", "signature_info", "ProfilingExecutable", "op_flops"]
 
 
 class EntryTimer:
@@ -67,32 +67,6 @@ class EntryTimer:
 
     def finish(self) -> None:
         self._store(self.n, self.begin)
-
-
-def op_label(op) -> str:
-    """``matmul``, ``fused add+max_elementwise``, ``copy``: what a kernel is."""
-    if isinstance(op, int):
-        return "copy"
-    if isinstance(op, ir.KernelOp):
-        names = []
-        for o in op.body.block.ops:
-            n = ir.primitive_name(o)
-            if n and n not in names and not isinstance(o, (ir.ConstantOp, ir.YieldOp)):
-                names.append(n)
-        return "fused " + "+".join(names)
-    return ir.primitive_name(op) or op.name
-
-
-def op_lines(op) -> list[str]:
-    """The user's ``file:line``s of an op (and of the ops fused into it)."""
-    ops = [op] if not isinstance(op, ir.KernelOp) else \
-        [o for o in op.body.block.ops if not isinstance(o, ir.YieldOp)]
-    out = []
-    for o in ops:
-        t = ir.loc_tuple(o)
-        if t and f"{t[0]}:{t[1]}" not in out:
-            out.append(f"{t[0]}:{t[1]}")
-    return out
 
 
 def op_flops(op) -> int:
@@ -174,6 +148,10 @@ class ProfilingExecutable(CpuExecutable):
         self.ticks = np.zeros(len(self._calls) + 1, np.int64)
         self.runs = 0
         self.wall_s = 0.0
+        #: Per call: its wall seconds and its kernels' ticks (medians resist
+        #: the outliers of a shared machine, where sums do not).
+        self.run_wall: list = []
+        self.run_kernel_ticks: list = []
 
     def _workspace(self):
         ws = self._last_ws = super()._workspace()
@@ -182,11 +160,15 @@ class ProfilingExecutable(CpuExecutable):
     def __call__(self, arrays, out=None):
         t0 = time.perf_counter()
         outs = super().__call__(arrays, out)
-        self.wall_s += time.perf_counter() - t0
+        wall = time.perf_counter() - t0
         raw, _, off = self._last_ws
         start = off + self._offset
-        self.ticks += raw[start:start + 8 * len(self.ticks)].view(np.int64)
+        ticks = raw[start:start + 8 * len(self.ticks)].view(np.int64)
+        self.ticks += ticks
         self.runs += 1
+        self.wall_s += wall
+        self.run_wall.append(wall)
+        self.run_kernel_ticks.append(int(ticks[:-1].sum()))
         return outs
 
     def tick_rate(self) -> float:
