@@ -19,11 +19,13 @@ LAYERS = [
                   "tracec.methods_extra", "tracec.sparse",
                   "tracec.tensor_type", "tracec.amp",
                   "tracec.reductions_bool", "tracec.out_arg", "tracec.distributed"]),
-    ("tracing", ["tracec.tracing", "tracec.guards", "tracec.sym_shapes"]),
+    ("tracing", ["tracec.tracing", "tracec.guards", "tracec.sym_shapes", "tracec.naming"]),
     ("passes", ["tracec.passes"]),
     ("backends", ["tracec.backends"]),
-    ("compiler", ["tracec.compiler", "tracec.compiled_backward", "tracec.compiled_entry"]),
-    ("tools", ["tracec.aot", "tracec.demo", "tracec.cli", "tracec.__init__",
+    ("compiler", ["tracec.compiler", "tracec.compiled_backward", "tracec.compiled_entry",
+                  "tracec.profiler"]),
+    ("tools", ["tracec.aot", "tracec.demo", "tracec.cli", "tracec.__init__", "tracec.graphview",
+               "tracec.explain",
                "tracec.as_torch"]),
 ]
 # What each layer may import besides itself (DESIGN.md's arrows).

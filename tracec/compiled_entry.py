@@ -86,19 +86,21 @@ class Entry:
             if spec.kind == "state":
                 t = spec.source
                 if tuple(t._data.shape) != spec.shape or t.dtype is not spec.dtype:
-                    return (f"state tensor changed: {spec.dtype.name}{list(spec.shape)} -> "
-                            f"{t.dtype.name}{list(t.shape)}")
+                    return (f"state tensor {spec.name} changed: {spec.dtype.name}"
+                            f"{list(spec.shape)} -> {t.dtype.name}{list(t.shape)}")
         for t, rg in self.state_guards:
             if t.requires_grad != rg:
-                return f"requires_grad of a {t.dtype.name}{list(t.shape)} tensor changed"
+                return (f"requires_grad of {self._name(t)} ({t.dtype.name}{list(t.shape)}) "
+                        f"changed")
         for leaf, had, path in self.trace.grad_guards:
+            name = self._name(leaf, path)
             if path is not None:   # an argument's .grad: this call's argument
                 leaf = resolve(path, args, kwargs)
             if (leaf._grad is not None) != had:
-                return (f".grad of a {leaf.dtype.name}{list(leaf.shape)} tensor is "
+                return (f"{name}.grad ({leaf.dtype.name}{list(leaf.shape)}) is "
                         f"{'now None' if had else 'no longer None'}")
             if had and tuple(leaf._grad.shape) != tuple(leaf.shape):
-                return ".grad shape changed"
+                return f"{name}.grad shape changed"
         for snap, value in self.trace.guards:
             now = snap()
             if now != value:
@@ -111,6 +113,13 @@ class Entry:
         if graph.is_grad_enabled() != self.trace.grad_mode:
             return "grad mode changed"
         return None
+
+    def _name(self, t, path=None) -> str:
+        """The user's name of a tensor the trace reads (tracec.naming)."""
+        if path is not None:
+            return next((s.name for s in self.trace.inputs if s.kind == "arg"
+                         and s.source == path), str(path))
+        return self.trace.names.get(id(t)) or f"a {t.dtype.name}{list(t.shape)} tensor"
 
     def ensure_compiled(self):
         if self.executable is None:

@@ -17,10 +17,11 @@ import types
 import warnings
 from dataclasses import dataclass, field
 
-from tracec import compiled_backward, graph, ir
+from tracec import compiled_backward, graph, ir, profiler
 from tracec.backends import cache, cpu, interp
 from tracec.compiled_entry import Entry, _checks_enabled, donations  # noqa: F401
-from tracec.pytree import flatten_args
+from tracec.naming import argument_names
+from tracec.pytree import flatten_args, path_name
 from tracec.sym_shapes import SymbolTable, bind, choose_dynamic, pattern_key
 from tracec.tensor import RECORDERS
 from tracec.version import __version__
@@ -51,15 +52,24 @@ def call_key(args, kwargs) -> tuple:
     return (spec, tuple(tensors), graph.is_grad_enabled())
 
 
-def _describe_change(old, new) -> str:
+def _describe_change(old, new, names=()) -> str:
     if old[0] != new[0]:
         return "the arguments' structure or Python values changed: " + _spec_diff(old[0], new[0])
     for i, (a, b) in enumerate(zip(old[1], new[1])):
         if a != b:
-            return (f"tensor argument {i} changed: {_fmt_tensor(a)} -> {_fmt_tensor(b)}")
+            name = names[i] if i < len(names) else str(i)
+            return (f"tensor argument {name} changed: {_fmt_tensor(a)} -> {_fmt_tensor(b)}")
     if len(old[1]) != len(new[1]):
         return "the number of tensor arguments changed"
     return "grad mode changed" if old[2] != new[2] else "signature changed"
+
+
+def leaf_names(fn, args, kwargs) -> list[str]:
+    """The names of a call's tensor arguments (``x``, ``hidden[0]``), in
+    ``call_key`` order."""
+    names = argument_names(fn)
+    return [path_name(p, names)
+            for p, _ in flatten_args(args, kwargs)[1]]
 
 
 def _spec_diff(a, b) -> str:
@@ -153,7 +163,8 @@ class CompiledFunction:
                     return e.run(args, kwargs)
                 reason = failed
         elif self._cache:
-            reason = _describe_change(next(reversed(self._cache)), key)
+            reason = _describe_change(next(reversed(self._cache)), key,
+                                      leaf_names(self.fn, args, kwargs))
         else:
             reason = "first call"
         if self._sym:
@@ -296,6 +307,8 @@ class CompiledFunction:
         # never optimized or compiled.
         donate = donations(trace)
         entry.compile_fn = lambda: self._compile_cached(backend, entry, donate)
+        if self.backend == "cpu" and profiler.enabled():   # TRACEC_PROFILE=1
+            entry.compile_fn = profiler.profiling_compile(entry, self.__name__)
         entry.on_compiled = self._write_dump if self.dump else None
         if self.check:
             entry.check_backend = backend
@@ -355,6 +368,12 @@ class CompiledFunction:
         return exe, {"cache": "miss"}
 
     # --- introspection ---------------------------------------------------------
+
+    def profile(self, *args, repeat: int = 10, echo: bool = True, **kwargs):
+        """Run the compiled step ``repeat`` times ordinarily and ``repeat``
+        times on a profiling build; print (``echo``) and return its
+        per-kernel profile (``tracec.profiler``)."""
+        return profiler.profile(self, args, kwargs, repeat, echo)
 
     def ir(self, stage: str = "optimized") -> str:
         if stage not in STAGES and stage != "ptx":

@@ -61,7 +61,7 @@ def entry_symbol(module: ModuleOp) -> str:
 
 
 def compile_module(module: ModuleOp, *, asm: bool = False, symbol: str | None = None,
-                   donate: dict[int, int] | None = None, **_options):
+                   donate: dict[int, int] | None = None, profile: bool = False, **_options):
     """Compile a module holding one optimized tracec function.
 
     The text stages ("lowered", "llvm", "asm") are made on first access of
@@ -70,14 +70,18 @@ def compile_module(module: ModuleOp, *, asm: bool = False, symbol: str | None = 
     caller allows the output to be computed in place in the input's array
     (the new value of a state tensor); those found safe are listed in
     ``signature["donated"]``, and for them the executable writes into the
-    input array it is given and returns that very array as the output."""
+    input array it is given and returns that very array as the output.
+    ``profile=True``: a profiling build, timing every kernel
+    (``profiling.ProfilingExecutable``)."""
+    from tracec.backends.cpu.profiling import ProfilingExecutable
     from tracec.backends.cpu.runtime import CpuExecutable
-    lowered, compiled, signature = _compile(module, asm, symbol, donate)
+    lowered, compiled, signature = _compile(module, asm, symbol, donate, profile)
     # The lowered module is printed on first access only (~0.1-0.2 s for a
     # training step, a tenth of the compile), the assembly made on request.
     stages = LazyStages(lowered=lambda: _print(lowered.module), asm=compiled.assembly)
     stages["llvm"] = compiled.llvm_ir
-    return CpuExecutable(compiled.object_code, signature, stages)
+    cls = ProfilingExecutable if profile else CpuExecutable
+    return cls(compiled.object_code, signature, stages)
 
 
 def compile_object(module: ModuleOp, *, symbol: str | None = None,
@@ -89,17 +93,18 @@ def compile_object(module: ModuleOp, *, symbol: str | None = None,
     return compiled.object_code, signature
 
 
-def _compile(module, asm, symbol, donate):
+def _compile(module, asm, symbol, donate, profile=False):
     from tracec.backends.cpu import codegen
     from tracec.backends.cpu.lower import lower_module
     from tracec.backends.cpu.runtime import FORMAT
     from tracec.passes.pipeline import paused_gc
     symbol = symbol or entry_symbol(module)
     with paused_gc():   # IR construction: see paused_gc
-        lowered = lower_module(module, symbol, donate)
+        lowered = lower_module(module, symbol, donate, profile)
         if os.environ.get("TRACEC_CHECKS", "") not in ("", "0"):
             lowered.module.verify()
-        compiled = codegen.compile_llvm(lowered.module, exported={symbol, symbol + "_py"},
+        compiled = codegen.compile_llvm(lowered.module, exported={symbol, symbol + "_py",
+                                                                 *lowered.signature.get("exports", ())},
                                         wide=lowered.wide, helpers=lowered.helpers,
                                         want_asm=asm)
     signature = dict(lowered.signature, format=FORMAT, target=codegen.target_id())

@@ -35,12 +35,13 @@ from dataclasses import dataclass
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from tracec import dtypes as dt
 from tracec import ir
-from tracec.backends.cpu import collectives, indexing, matmul, parallel, scalar, transpose
+from tracec.backends.cpu import (collectives, indexing, matmul, parallel, profiling, scalar,
+                                 transpose)
 from tracec.backends.cpu.builder import I1, I8, I32, I64, PTR, ModuleBuilder
 from tracec.backends.cpu.codegen import PYOBJECT_DATA_OFFSET
 from tracec.backends.cpu.fuse import REDUCE_KIND, NotFusable, ProgramBuilder, splat_value
@@ -55,10 +56,36 @@ PARALLEL_WORK = 1 << 18
 
 
 def describe(op: Operation) -> str:
-    """``tracec.add (f32[4,8], f32[8]) -> f32[4,8] at file.py:12:4``."""
-    ins = ", ".join(ir.format_type(t) for t in op.operand_types)
+    """``tracec.add (f32[4,8] x, f32[8] model.0.bias) -> f32[4,8] at
+    file.py:12:4``: operands that are the function's arguments by name."""
+    ins = ", ".join(ir.format_type(v.type) + (f" {n}" if (n := _origin_name(v)) else "")
+                    for v in op.operands)
     outs = ", ".join(ir.format_type(t) for t in op.result_types)
     return f"{op.name} ({ins}) -> {outs} at {ir.format_loc(op)}"
+
+
+def _origin_name(v: SSAValue) -> str | None:
+    """The name of the function argument ``v`` is (``y``), or is computed
+    from alone (``from y``: a reshape, cast or transpose of it, or a kernel
+    with it as its only operand), seen through kernel bodies."""
+    through = False
+    for _ in range(32):
+        if isinstance(v, BlockArgument):
+            parent = v.block.parent_op()
+            if isinstance(parent, ir.KernelOp):
+                v = parent.operands[v.index]
+                continue
+            n = ir.value_name(v)
+            return None if n is None else (f"from {n}" if through else n)
+        op = v.owner
+        if not ((isinstance(op, ir.KernelOp) and len(op.operands) == 1)
+                or (ir.primitive_name(op) in _VIEWS and op.operands)):
+            return None
+        v, through = op.operands[0], True
+    return None
+
+
+_VIEWS = frozenset({"reshape", "cast", "transpose", "broadcast_to"})
 
 
 @dataclass
@@ -68,6 +95,7 @@ class Call:
     n: int               # outermost extent
     parallel: bool
     can_fail: bool
+    op: object = None    # the IR op (or copied output index) this call computes
 
 
 @dataclass
@@ -223,7 +251,9 @@ _COSTLY = frozenset({"exp", "log", "tanh", "logistic", "erf", "sin", "cos", "pow
 
 
 class Lowering:
-    def __init__(self, module: ModuleOp, symbol: str):
+    def __init__(self, module: ModuleOp, symbol: str, profile: bool = False):
+        #: A profiling build: the entry times every kernel call (profiling.py).
+        self.profile = profile
         fns = [op for op in module.ops if isinstance(op, func.FuncOp)]
         if len(fns) != 1:
             raise LoweringError(f"the cpu backend expects one function, found {len(fns)}")
@@ -457,8 +487,11 @@ class Lowering:
         donated = self._donations(inputs, returns, donate or {})
         plan_buffers(self.plan, inputs, returns, donated)
         for step in self.plan.steps:
+            n_calls = len(self.kernels.calls)
             try:
                 self._emit_step(step)
+                for c in self.kernels.calls[n_calls:]:
+                    c.op = step.payload
             except NotFusable as e:
                 raise LoweringError(f"{describe(step.payload)}: {e}") from None
             except (TypeError, ValueError, KeyError, NotImplementedError) as e:
@@ -486,6 +519,8 @@ class Lowering:
         }
         if "pool_slot" in self.mb.shared:
             sig["pool_slot"] = self.mb.shared["pool_slot"]
+        if self.profile:
+            sig.update(profiling.signature_info(self, calls))
         return Lowered(self.mb.module(), sig, set(self.mb.wide), dict(self.mb.helpers))
 
     # --- donated outputs ----------------------------------------------------------------
@@ -631,14 +666,21 @@ class Lowering:
                 cache[k] = p
             return p
 
-        for c in self.kernels.calls:
+        timer = profiling.EntryTimer(self, fb, ws) if self.profile else None
+        for i, c in enumerate(self.kernels.calls):
             args = [ptr(s) for s in c.slots] + [ws]
+            if timer:
+                timer.start()
             if c.parallel:
                 rc = fb.call(c.fn, args + [fb.i64(c.n), nthreads], I32)
             else:
                 rc = fb.call(c.fn, args + [fb.i64(0), fb.i64(c.n)], I32)
+            if timer:
+                timer.stop(i)
             if c.can_fail:
                 fb.if_return(fb.icmp("ne", rc, fb.i32(0)), rc)
+        if timer:
+            timer.finish()
         fb.ret_(fb.i32(0))
         fb.finish()
         self._emit_py_entry(len(inputs), len(returns))
@@ -666,13 +708,14 @@ class Lowering:
 
 
 def lower_module(module: ModuleOp, symbol: str = "tracec_main",
-                 donate: dict[int, int] | None = None) -> Lowered:
+                 donate: dict[int, int] | None = None, profile: bool = False) -> Lowered:
     """Lower a module holding one optimized tracec function; ``donate``:
     outputs that may reuse an input's buffer (output index -> input index;
     the signature's ``donated`` lists those found safe).  Invariant: a call
     that fails leaves its inputs unchanged -- donations that would let a
     kernel fail after one wrote its update in place are all dropped
-    (``signature["atomic"]``)."""
+    (``signature["atomic"]``).  ``profile``: a profiling build
+    (``profiling.py``), its own executable."""
     # Building a kernel walks its expression DAG recursively, once per op of
     # its longest chain (a 1000-op chain is legal IR: a loop in the user's
     # code).  Python 3.11's calls between Python functions use no C stack,
@@ -680,9 +723,9 @@ def lower_module(module: ModuleOp, symbol: str = "tracec_main",
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 100_000))
     try:
-        low = Lowering(module, symbol).run(donate)
+        low = Lowering(module, symbol, profile).run(donate)
         if not low.signature["atomic"]:
-            low = Lowering(module, symbol).run({})
+            low = Lowering(module, symbol, profile).run({})
     finally:
         sys.setrecursionlimit(limit)
     return low

@@ -140,7 +140,7 @@ class CpuExecutable:
         self.object_code = object_code
         self.signature = signature
         self.stages = stages if stages is not None else {}
-        entries = [signature["entry"]]
+        entries = [signature["entry"], *signature.get("exports", ())]
         fast = bool(signature.get("entry_py")) and _array_layout_ok()
         if fast:
             entries.append(signature["entry_py"])
