@@ -322,7 +322,9 @@ def _fold(op):
     """All operands constant and a small result: run the primitive's impl."""
     name = ir.primitive_name(op)
     prim = PRIMITIVES[name]
-    if prim.kind == "random" or name == "full" or _numel(op.results[0]) > FOLD_LIMIT:
+    n = _numel(op.results[0])
+    if prim.kind == "random" or name == "full" or not isinstance(n, int) or n > FOLD_LIMIT:
+        # (a symbolic size is never folded: a constant has static sizes)
         return None
     if name == "broadcast_to" and _numel(op.results[0]) > _numel(op.operands[0]):
         return None  # a broadcast is free in a kernel; materializing it is not

@@ -256,7 +256,9 @@ def emit_program(fb: FuncBuilder, prog: LoopProgram, ptrs, lo, hi, on_error=None
         if d == rank:
             return point(idx, accs)
         b0, b1 = bounds(d)
-        if d == rank - 1 and shape[d] > 2 * BLOCK and blockable and (d or reduced[0]):
+        # (A symbolic length may be long: blocked, which is right for any.)
+        if d == rank - 1 and (not isinstance(shape[d], int) or shape[d] > 2 * BLOCK) \
+                and blockable and (d or reduced[0]):
             return blocked(d, idx, accs)
         return fb.for_range(b0, b1, lambda i, *a: suffix_nest(d + 1, idx + [i], list(a)),
                             carried=accs)
