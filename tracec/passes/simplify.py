@@ -45,6 +45,7 @@ from xdsl.pattern_rewriter import (
 from tracec import ir
 from tracec.ops import PRIMITIVES
 from tracec.ops.core import Aval, broadcast_shapes
+from tracec.symbolic import Sym
 
 __all__ = ["CanonicalizePass", "RULES", "FOLD_LIMIT", "splat_value", "install_type_rule"]
 
@@ -244,6 +245,8 @@ def _reduce_nothing(op):
 
 def _full(op):
     p = ir.op_params(op)
+    if isinstance(p["value"], Sym):
+        return None      # a size known at run time (a mean's count): no constant
     c = ir.constant(np.asarray(p["value"]).astype(p["dtype"].np), p["dtype"], loc=op.location)
     if not p["shape"]:
         return [c]

@@ -29,6 +29,7 @@ from tracec import dtypes as dt
 from tracec.backends.cpu import scalar
 from tracec.backends.cpu.builder import F64, I64, FuncBuilder
 from tracec.ops.random import uniform_bits
+from tracec.symbolic import Sym
 
 __all__ = ["Access", "Node", "LoopProgram", "emit_program", "contiguous_strides"]
 
@@ -178,7 +179,8 @@ class _Eval:
                 args = [ev(a) for a in n.args]
                 v = None
                 if n.name == "pow" and nodes[n.args[1]].kind == "const" \
-                        and n.dtype.is_floating_point:
+                        and n.dtype.is_floating_point \
+                        and not isinstance(nodes[n.args[1]].value, Sym):
                     v = scalar.pow_by_constant(fb, args[0], float(nodes[n.args[1]].value))
                 if v is None:
                     v = scalar.apply(fb, n.name, n.params, args, n.in_dtypes, n.dtype,
