@@ -23,7 +23,7 @@ LAYERS = [
     ("passes", ["tracec.passes"]),
     ("backends", ["tracec.backends"]),
     ("compiler", ["tracec.compiler", "tracec.compiled_backward", "tracec.compiled_entry",
-                  "tracec.profiler"]),
+                  "tracec.profiler", "tracec.size_generic"]),
     ("tools", ["tracec.aot", "tracec.demo", "tracec.cli", "tracec.__init__", "tracec.graphview",
                "tracec.explain",
                "tracec.as_torch"]),

@@ -5,8 +5,10 @@ inputs and outputs onto a call's tensors (``donations``, ``_rebuild``).
 Invariant: ``Entry.run`` has the effect of the traced call on this call's
 arguments: inputs are read from this call's tensors (containers by path,
 state by object, ``.grad`` of arguments by path), results and in-place
-writes go to them, and a symbolic trace runs the static code for the
-call's sizes.  ``tracec.compiler`` decides which entry a call uses.
+writes go to them, and a symbolic trace runs code compiled for every size
+(``tracec.size_generic``) whose size guards the call's sizes pass, else the
+static code for the call's sizes.  ``tracec.compiler`` decides which entry a
+call uses.
 """
 from __future__ import annotations
 
@@ -17,15 +19,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracec import compiled_backward, graph
+from tracec import compiled_backward, graph, size_generic
 from tracec.backends import check
 from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, run_passes
 from tracec.pytree import resolve
 from tracec.tensor import Tensor
 from tracec.tracing import Trace
 
-#: Sizes a symbolic trace compiles static code for at most; later new sizes
-#: run eagerly.  (The cpu kernels are not size-generic yet: issue 10.)
+#: Sizes a symbolic trace compiles static code for at most, where its
+#: size-generic code cannot be made; later new sizes run eagerly.
 MAX_SIZE_COMPILES = int(os.environ.get("TRACEC_MAX_SIZE_COMPILES", "8"))
 
 
@@ -61,6 +63,13 @@ class Entry:
     last_sub: object = None
     seen_once: set = field(default_factory=set)
     eager: object = None
+    #: A symbolic trace's size-generic entries (most recently used first),
+    #: how to make one for sizes ``env`` (``make_generic(env)``, None where
+    #: the backend cannot: then ``generic_failed`` says why).
+    generic: list = field(default_factory=list)
+    make_generic: object = None
+    generic_failed: str = None
+    generic_served: int = 0       # entries of ``subs`` that are generic ones
 
     def optimized(self):
         """The optimized module (running autodiff and the passes on a copy of
@@ -151,15 +160,19 @@ class Entry:
 
     def run(self, args, kwargs, env=None):
         if env is not None:
-            # A symbolic trace: the static code for these sizes (made once).
+            # A symbolic trace: its size-generic code, else the static code
+            # for these sizes (made once).
             sizes = tuple(sorted(env.items()))
             sub = self.subs.get(sizes)
+            if sub is None and self.make_generic is not None:
+                sub = size_generic.generic_for(self, env, sizes)
             if sub is None:
                 # The cpu backend compiles one static specialization per
                 # size (its kernels are not yet size-generic): a size seen
                 # for the first time runs eagerly, as a first call does,
                 # and is compiled when it comes back.
-                if sizes not in self.seen_once or len(self.subs) >= MAX_SIZE_COMPILES:
+                if sizes not in self.seen_once or \
+                        len(self.subs) - self.generic_served >= MAX_SIZE_COMPILES:
                     # Past MAX_SIZE_COMPILES sizes, new ones stay eager: a
                     # compile per size costs more than it saves when sizes
                     # keep changing (until kernels take sizes at run time).

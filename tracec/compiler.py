@@ -17,7 +17,7 @@ import types
 import warnings
 from dataclasses import dataclass, field
 
-from tracec import compiled_backward, graph, ir, profiler
+from tracec import compiled_backward, graph, ir, profiler, size_generic
 from tracec.backends import cache, cpu, interp
 from tracec.compiled_entry import Entry, _checks_enabled, donations  # noqa: F401
 from tracec.naming import argument_names
@@ -257,11 +257,19 @@ class CompiledFunction:
         if trace.symbolic is not None:
             entry.make_sub = lambda env: self._specialization(entry, env, backward_out)
             entry.eager = lambda a, k: self.fn(*a, **k)
-            # The traced sizes' code is made now (the short last batch of an
-            # epoch costs nothing in the next epoch).
+            # The traced sizes' code is made now: size-generic code where the
+            # backend makes it (every later size runs it), else static code
+            # for these sizes (the short last batch of an epoch then costs
+            # nothing in the next epoch).
             traced = dict(trace.symbolic.hints)
-            sub = entry.subs[tuple(sorted(traced.items()))] = entry.make_sub(traced)
-            sub.ensure_compiled()
+            sizes = tuple(sorted(traced.items()))
+            entry.make_generic = size_generic.maker(self, entry, BACKENDS[self.backend],
+                                                    backward_out)
+            sub = size_generic.generic_for(entry, traced, sizes) \
+                if entry.make_generic is not None else None
+            if sub is None:
+                sub = entry.subs[sizes] = entry.make_sub(traced)
+                sub.ensure_compiled()
             entry.last_sub = sub
             self._sym.setdefault(pattern_key(key), []).insert(0, entry)
         else:
@@ -403,7 +411,9 @@ class CompiledFunction:
             [e for es in self._sym.values() for e in es]
         entries.sort(key=lambda e: e.number)
         symbolic = [dict(e.trace.symbolic.dims) if e.trace.symbolic else {} for e in entries]
-        notes = [n for e in entries if e.trace.symbolic for n in e.trace.symbolic.notes]
+        notes = [n for e in entries if e.trace.symbolic for n in e.trace.symbolic.notes] + \
+            [f"trace {e.number}: static code per size ({e.generic_failed})" for e in entries
+             if e.trace.symbolic and e.generic_failed]
         guards = [f"{lhs} {op} {rhs}" for e in entries if e.trace.symbolic
                   for kind, lhs, op, rhs, res, where in e.trace.symbolic.guards
                   if kind == "compare" and res] + \

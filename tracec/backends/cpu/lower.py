@@ -39,7 +39,7 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from tracec import dtypes as dt
-from tracec import ir
+from tracec import ir, symbolic
 from tracec.backends.cpu import (collectives, indexing, matmul, parallel, profiling, scalar,
                                  transpose)
 from tracec.backends.cpu.builder import I1, I8, I32, I64, PTR, ModuleBuilder
@@ -96,6 +96,9 @@ class Call:
     parallel: bool
     can_fail: bool
     op: object = None    # the IR op (or copied output index) this call computes
+    #: a symbolic kernel's work: run in parallel only where it is at least
+    #: PARALLEL_WORK at run time (None: ``parallel`` decides)
+    gate: object = None
 
 
 @dataclass
@@ -179,7 +182,16 @@ class Kernels:
         slots = unique
         k = len(slots)
         work = n if work is None else work
-        par = parallel_ok and n > 1 and work >= PARALLEL_WORK
+        gate = None
+        if isinstance(n, int) and isinstance(work, int):
+            par = parallel_ok and n > 1 and work >= PARALLEL_WORK
+        else:
+            # Symbolic sizes: both versions, chosen per call (no guard).
+            par = parallel_ok and symbolic.known(n, "<=", 1) is not True \
+                and symbolic.known(work, "<", PARALLEL_WORK) is not True
+            if par and not (symbolic.known(n, ">", 1) and
+                            symbolic.known(work, ">=", PARALLEL_WORK)):
+                gate = (n, work)
         if key is not None:
             # ``key`` names what ``body`` emits: a kernel made before from the
             # same key is called again without building it (xDSL op
@@ -188,11 +200,12 @@ class Kernels:
             if key in self.by_key:
                 fn, can_fail = self.by_key[key]
                 self.mb._names.discard(name)
-                self._call(fn, slots, n, par, can_fail, k, align)
+                self._call(fn, slots, n, par, can_fail, k, align, gate)
                 return
         fb = self.mb.function(name, [PTR] * k + [PTR, I64, I64], I32,
                               noalias=[True] * k)
         ptrs, err, lo, hi = [fb.args[i] for i in where], fb.args[k], fb.args[k + 1], fb.args[k + 2]
+        fb.sizes = err          # the workspace: symbolic sizes are read from it
         status_slot = []
 
         def status():
@@ -216,15 +229,17 @@ class Kernels:
             name = first
         if key is not None:
             self.by_key[key] = (name, can_fail)
-        self._call(name, slots, n, par, can_fail, k, align)
+        self._call(name, slots, n, par, can_fail, k, align, gate)
 
-    def _call(self, name, slots, n, par, can_fail, k, align) -> None:
+    def _call(self, name, slots, n, par, can_fail, k, align, gate=None) -> None:
         if par:
             pkey = (name, k, align)
             if pkey not in self.parallel_of:
                 self.parallel_of[pkey] = parallel.emit_parallel(self.mb, name, k, align)
+            if gate is not None:    # the serial kernel too, called where the gate is shut
+                gate = (name,) + gate
             name = self.parallel_of[pkey]
-        self.calls.append(Call(name, list(slots), n, par, can_fail))
+        self.calls.append(Call(name, list(slots), n, par, can_fail, gate))
 
     def program(self, base: str, prog: LoopProgram, slots: list, error_msg: str = "",
                 cost: int = 1) -> None:
@@ -484,6 +499,12 @@ class Lowering:
         fn = self.fn
         inputs = list(fn.body.block.args)
         returns = self._linearize(fn.body.block)
+        sources = _size_sources(inputs)
+        if sources:
+            # Each symbol's value at this call sits in the workspace after the
+            # error slot (builder.SIZES_INDEX), stored by the caller.
+            self.mb.symbols = sorted(sources)
+            self.plan.reserved += (8 * len(sources) + 63) // 64 * 64
         donated = self._donations(inputs, returns, donate or {})
         plan_buffers(self.plan, inputs, returns, donated)
         for step in self.plan.steps:
@@ -510,9 +531,9 @@ class Lowering:
         sig = {
             "entry": self.symbol,
             "entry_py": self.symbol + "_py",
-            "inputs": [[list(ir.shape_of(a.type)), ir.dtype_of(a.type).name] for a in inputs],
-            "outputs": [[list(ir.shape_of(v.type)), ir.dtype_of(v.type).name] for v in returns],
-            "workspace": self.plan.workspace,
+            "inputs": [[_dims(a.type), ir.dtype_of(a.type).name] for a in inputs],
+            "outputs": [[_dims(v.type), ir.dtype_of(v.type).name] for v in returns],
+            "workspace": _size_text(self.plan.workspace),
             "errors": list(self.errors),
             "donated": sorted([k, j] for k, j in donated.items()),
             "atomic": atomic,
@@ -521,6 +542,9 @@ class Lowering:
             sig["pool_slot"] = self.mb.shared["pool_slot"]
         if self.profile:
             sig.update(profiling.signature_info(self, calls))
+        if sources:
+            # symbol -> [input, dim] it is read from (the order of the words)
+            sig["symbols"] = [[name, *sources[name]] for name in self.mb.symbols]
         return Lowered(self.mb.module(), sig, set(self.mb.wide), dict(self.mb.helpers))
 
     # --- donated outputs ----------------------------------------------------------------
@@ -645,6 +669,7 @@ class Lowering:
     def _emit_entry(self, inputs, returns) -> None:
         fb = self.mb.function(self.symbol, [PTR, PTR, PTR, I64], I32, exported=True)
         ins, outs, ws, nthreads = fb.args
+        fb.sizes = ws
         cache: dict = {}
 
         def ptr(key):
@@ -671,7 +696,18 @@ class Lowering:
             args = [ptr(s) for s in c.slots] + [ws]
             if timer:
                 timer.start()
-            if c.parallel:
+            if c.gate is not None:
+                serial, n, work = c.gate
+                slot = fb.stack_slot(I32, fb.i32(0))
+                big = fb.ibin("and", fb.icmp("sgt", fb.i64(n), fb.i64(1)),
+                              fb.icmp("sge", fb.i64(work), fb.i64(PARALLEL_WORK)))
+                fb.if_else(big,
+                           lambda: fb.store(fb.call(c.fn, args + [fb.i64(n), nthreads], I32),
+                                            slot, 4),
+                           lambda: fb.store(fb.call(serial, args + [fb.i64(0), fb.i64(n)], I32),
+                                            slot, 4))
+                rc = fb.load(slot, I32, 4)
+            elif c.parallel:
                 rc = fb.call(c.fn, args + [fb.i64(c.n), nthreads], I32)
             else:
                 rc = fb.call(c.fn, args + [fb.i64(0), fb.i64(c.n)], I32)
@@ -705,6 +741,35 @@ class Lowering:
             arrays.append(arr)
         fb.ret_(fb.call(self.symbol, arrays + [ws, nthreads], I32))
         fb.finish()
+
+
+def _size_text(n):
+    """A size for the JSON signature: an int, or a symbolic size's text."""
+    return n if isinstance(n, int) else str(n)
+
+
+def _dims(t) -> list:
+    return [_size_text(n) for n in ir.shape_of(t)]
+
+
+def _size_sources(inputs) -> dict:
+    """``{symbol: (input index, dim)}``: where the run time reads each size
+    symbol of the function (the first input dimension that is exactly it);
+    every symbol in an input's shape must have one."""
+    out: dict = {}
+    needed: set = set()
+    for i, a in enumerate(inputs):
+        for d, n in enumerate(ir.shape_of(a.type)):
+            if isinstance(n, int):
+                continue
+            needed |= symbolic.free_symbols(n)
+            if len(symbolic.free_symbols(n)) == 1 and n.same(symbolic.symbol(str(n))):
+                out.setdefault(str(n), (i, d))
+    missing = needed - set(out)
+    if missing:
+        raise LoweringError(f"the sizes {sorted(missing)} are not a dimension of any input: "
+                            "the cpu backend cannot read them at run time")
+    return out
 
 
 def lower_module(module: ModuleOp, symbol: str = "tracec_main",
