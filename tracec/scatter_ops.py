@@ -124,9 +124,13 @@ def _overwrite(input, d, index, src):
     writer = ops.scatter_max(ops.full(tuple(input.shape), -1, dt.int64, like=input), index,
                              order, d)
     wins = ops.eq(ops.gather(writer, index, d), order)
-    zero = ops.zeros((), input.dtype, like=input)
+    # A losing write adds src - src: zero, yet its gradient is the output's
+    # gradient at its target, as PyTorch's scatter backward (gather) gives
+    # every src entry.
+    lose = ops.sub(src, src.detach()) if input.dtype.is_floating_point else \
+        ops.zeros((), input.dtype, like=input)
     written = ops.scatter_add(ops.zeros(tuple(input.shape), input.dtype, like=input), index,
-                              ops.where(wins, src, zero), d)
+                              ops.where(wins, src, lose), d)
     return ops.where(ops.ge(writer, 0), written, input)
 
 
@@ -188,6 +192,7 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
 
 
 def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
+    reduce = {"max": "amax", "min": "amin"}.get(reduce, reduce)  # PyTorch's aliases
     if reduce not in _COMBINE:
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, "
                            f"got {reduce}")
