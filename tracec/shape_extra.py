@@ -325,8 +325,7 @@ def meshgrid(*tensors, indexing=None):
     for i, t in enumerate(ts):
         view = tuple(s if j == i else 1 for j, s in enumerate(shape))
         out.append(expand(reshape(t, view), *shape))
-    if swap:
-        out = [transpose(o, 0, 1) for o in out]
+    if swap:  # PyTorch's "xy": "ij" of the first two swapped, outputs swapped back
         out[0], out[1] = out[1], out[0]
     return tuple(out)
 

@@ -178,12 +178,11 @@ def _new_empty_strided(self, size, stride, *, dtype=None, layout=None, device=No
 
 
 def _view(self, *shape):
-    """``view(*shape)``, or ``view(dtype)``: the same bytes read as another
-    dtype (sharing memory; the last dimension scales by the size ratio)."""
+    """``view(*shape)``, or ``view(dtype)``: the same bytes read as a dtype
+    (sharing memory; the last dimension scales by the size ratio; no
+    gradient, as PyTorch's)."""
     if len(shape) == 1 and isinstance(shape[0], dt.DType):
         d = shape[0]
-        if d is self.dtype:
-            return S.view(self, *self.shape)
         if dt.bfloat16 in (d, self.dtype):
             raise RuntimeError("tracec: view(dtype) to or from bfloat16 is not supported "
                                "(tracec stores bfloat16 as float32)")
