@@ -20,7 +20,7 @@ LAYERS = [
                   "tracec.tensor_type", "tracec.amp",
                   "tracec.reductions_bool", "tracec.out_arg", "tracec.tensor_meta",
                   "tracec.shape_extra", "tracec.scatter_ops", "tracec.select_ops",
-                  "tracec.search_ops", "tracec.strided"]),
+                  "tracec.search_ops", "tracec.strided_views"]),
     ("tracing", ["tracec.tracing", "tracec.guards", "tracec.sym_shapes"]),
     ("passes", ["tracec.passes"]),
     ("backends", ["tracec.backends"]),

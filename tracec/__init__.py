@@ -91,7 +91,7 @@ from tracec.select_ops import (argwhere, diagonal_scatter, masked_scatter,  # no
                                slice_scatter, take, take_along_dim)
 from tracec.search_ops import (bucketize, histogram, searchsorted, unique,  # noqa: E402,F401
                                unique_consecutive)
-from tracec.strided import as_strided, as_strided_, empty_strided  # noqa: E402,F401
+from tracec.strided_views import as_strided, as_strided_, empty_strided  # noqa: E402,F401
 
 
 def resize_as_(input, the_template, memory_format=None):
