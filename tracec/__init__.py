@@ -71,6 +71,33 @@ def LongTensor(*data):  # noqa: N802 - PyTorch's legacy constructor
 
 
 
+from tracec import tensor_meta as _tensor_meta  # noqa: E402,F401  (Tensor.stride, ...)
+from tracec.tensor_meta import (channels_last, channels_last_3d, contiguous_format,  # noqa: E402,F401
+                                get_device, is_inference, is_signed, layout, memory_format,
+                                preserve_format, sparse_coo, strided)
+from tracec.shape_extra import (atleast_1d, atleast_2d, atleast_3d, block_diag,  # noqa: E402,F401
+                                broadcast_shapes, broadcast_tensors, cartesian_prod,
+                                column_stack, combinations, diag_embed, diagflat, diagonal,
+                                dsplit, dstack, hsplit, hstack, meshgrid, moveaxis, movedim,
+                                narrow_copy, ravel, rot90, row_stack, split_with_sizes,
+                                swapaxes, swapdims, tensor_split, tile, unsafe_chunk,
+                                unsafe_split, vsplit, vstack)
+from tracec.shape_ops import unflatten  # noqa: E402,F401
+from tracec.scatter_ops import (index_add, index_copy, index_fill, index_put,  # noqa: E402,F401
+                                index_put_, index_reduce, scatter, scatter_add,
+                                scatter_reduce)
+from tracec.select_ops import (argwhere, diagonal_scatter, masked_scatter,  # noqa: E402,F401
+                               masked_select, nonzero, put, select, select_scatter,
+                               slice_scatter, take, take_along_dim)
+from tracec.search_ops import (bucketize, histogram, searchsorted, unique,  # noqa: E402,F401
+                               unique_consecutive)
+from tracec.strided_views import as_strided, as_strided_, empty_strided  # noqa: E402,F401
+
+
+def resize_as_(input, the_template, memory_format=None):
+    return input.resize_as_(the_template)
+
+
 
 def _add_out_keyword():
     # PyTorch's out= on the functions that take it (tracec/out_arg.py).
@@ -88,6 +115,9 @@ _OUT_FUNCTIONS = (
     "clip maximum minimum where sum mean prod amax amin argmax argmin max min logsumexp std var "
     "cumsum cumprod eq ne lt le gt ge greater greater_equal less less_equal not_equal "
     "logical_and logical_or logical_not logical_xor cat concat concatenate stack gather "
-    "index_select sort topk tril triu isnan isfinite isinf"
+    "index_select sort topk tril triu isnan isfinite isinf "
+    "hstack vstack dstack column_stack row_stack narrow_copy index_add index_copy index_fill "
+    "index_reduce scatter scatter_add scatter_reduce masked_select take take_along_dim "
+    "nonzero argwhere bucketize searchsorted unique_consecutive histogram"
 ).split()
 _add_out_keyword()

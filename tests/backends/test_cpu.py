@@ -216,6 +216,9 @@ def _cases(name):
         return [([randn(5, 3), np.array([0, 4, 0, -1]), randn(4, 3)], {"axis": 0}),
                 ([randn(2, 4), np.array([[1, 1], [3, 0]]), randn(2, 2, 2)], {"axis": 1}),
                 ([ints(0, 9, 3), np.array([2, 2]), ints(0, 9, 2)], {"axis": 0})]
+    if name in ("scatter_max", "scatter_min", "scatter_mul"):
+        return [([randn(3, 4), ints(-4, 4, 3, 6), randn(3, 6)], {"axis": 1}),
+                ([ints(-9, 9, 3, 4), ints(0, 3, 5, 4), ints(-9, 9, 5, 4)], {"axis": 0})]
     if name == "scatter_add":
         return [([randn(3, 4), ints(-4, 4, 3, 6), randn(3, 6)], {"axis": 1}),
                 ([randn(3, 4), ints(0, 3, 5, 4), randn(5, 4)], {"axis": 0})]

@@ -42,6 +42,8 @@ _sample("take", [((5, 3), F32), ((2, 4), I64)], {"axis": 0})
 _sample("gather", [((5, 3), F32), ((5, 2), I64)], {"axis": 1})
 _sample("index_add", [((5, 3), F32), ((4,), I64), ((4, 3), F32)], {"axis": 0})
 _sample("scatter_add", [((5, 3), F32), ((5, 2), I64), ((5, 2), F32)], {"axis": 1})
+for _n in ("scatter_max", "scatter_min", "scatter_mul"):
+    _sample(_n, [((5, 3), F32), ((5, 2), I64), ((5, 2), F32)], {"axis": 1})
 _sample("matmul", [((2, 4, 8), F32), ((8, 3), F32)])
 _sample("full", [], {"value": 2.5, "shape": (4, 3), "dtype": F32})
 _sample("iota", [], {"shape": (4, 3), "dtype": I64, "axis": 1})

@@ -98,7 +98,7 @@ def _specs() -> dict[str, PrimSpec]:
     add("concatenate", "concatenate", ["xs"], [("axis", "int")], variadic=True)
     for n in "take gather".split():
         add(n, "take", ["x", "idx"], [("axis", "int")])
-    for n in "index_add scatter_add".split():
+    for n in "index_add scatter_add scatter_max scatter_min scatter_mul".split():
         add(n, "index_add", ["x", "idx", "src"], [("axis", "int")])
     add("matmul", "matmul", ["lhs", "rhs"])
     add("full", "full", [], [("value", "scalar"), ("shape", "ints"), ("dtype", "dtype")])

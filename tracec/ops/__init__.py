@@ -8,7 +8,8 @@ from tracec.ops import (collective, creation, elementwise, indexing, linalg,  # 
 from tracec.ops.creation import full, iota, zeros  # noqa: F401
 from tracec.ops.elementwise import *  # noqa: F401,F403
 from tracec.ops.elementwise import sum_to  # noqa: F401
-from tracec.ops.indexing import gather, index_add, scatter_add, take  # noqa: F401
+from tracec.ops.indexing import (gather, index_add, scatter_add, scatter_max,  # noqa: F401
+                                 scatter_min, scatter_mul, take)
 from tracec.ops.linalg import matmul  # noqa: F401
 from tracec.ops.movement import broadcast_to, concatenate, pad, reshape, slice_, transpose  # noqa: F401
 from tracec.ops.random import random_uniform  # noqa: F401

@@ -631,7 +631,7 @@ class Lowering:
             self.single_op_program(op, name)
         elif name in ("pad", "concatenate"):
             indexing.emit_movement(self, op, name, self.movement_inside.get(op, frozenset()))
-        elif name in ("take", "gather", "index_add", "scatter_add"):
+        elif name in ("take", "gather") or name in indexing.ACCUMULATE:
             indexing.emit_index(self, op, name)
         elif name in ("argmax", "argmin"):
             indexing.emit_arg(self, op, name)
