@@ -31,6 +31,7 @@ from tracec.nn._pool_extra import *  # noqa: F401,F403
 from tracec.nn._loss import (binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: F401
                              cross_entropy, huber_loss, kl_div, l1_loss, mse_loss, nll_loss,
                              smooth_l1_loss)
+from tracec.nn._loss_extra import *  # noqa: F401,F403
 from tracec.nn._resample import *  # noqa: F401,F403
 from tracec.nn._distance import *  # noqa: F401,F403
 from tracec.nn._embedding_bag import embedding_bag  # noqa: F401
