@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from tracec.nn import functional as F
 from tracec.nn._loss import _legacy_reduction
+from tracec.nn.modules.distance import PairwiseDistance
 from tracec.nn.modules.module import Module
 
 __all__ = ["L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "NLLLoss", "CrossEntropyLoss",
@@ -204,8 +205,9 @@ class TripletMarginWithDistanceLoss(_Loss):
         if margin <= 0:
             raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater "
                              f"than 0, got {margin} instead")
+        # PyTorch's default is a PairwiseDistance submodule (it shows in repr)
         self.distance_function = distance_function if distance_function is not None \
-            else F.pairwise_distance
+            else PairwiseDistance()
         self.margin = margin
         self.swap = swap
 
