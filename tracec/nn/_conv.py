@@ -22,9 +22,10 @@ from tracec import functions as TF
 from tracec import ops
 from tracec.tensor import Tensor
 
-__all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool1d",
-           "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
-           "adaptive_avg_pool2d", "pad"]
+__all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+           "conv_transpose3d", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d",
+           "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
+           "adaptive_avg_pool3d", "pad"]
 
 
 def _ntuple(v, n: int, name: str) -> tuple:
@@ -152,6 +153,10 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _convnd(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
 
 
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _convnd(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d")
+
+
 def _flip(x: Tensor, axes) -> Tensor:
     for a in axes:
         n = x.shape[a]
@@ -208,6 +213,12 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
                      groups=1, dilation=1):
     return _conv_transposend(input, weight, bias, stride, padding, output_padding, groups,
                              dilation, 2, "conv_transpose2d")
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups=1, dilation=1):
+    return _conv_transposend(input, weight, bias, stride, padding, output_padding, groups,
+                             dilation, 3, "conv_transpose3d")
 
 
 # --- pooling -------------------------------------------------------------------------
@@ -340,6 +351,12 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                        return_indices, 2, "max_pool2d")
 
 
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    return _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode,
+                       return_indices, 3, "max_pool3d")
+
+
 def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                 divisor_override, nsp, name):
     x, unbatched = _batched(input, nsp, name)
@@ -392,6 +409,12 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                        divisor_override, 2, "avg_pool2d")
 
 
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    return _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                       divisor_override, 3, "avg_pool3d")
+
+
 def _adaptive_avg(x: Tensor, axis: int, out: int) -> Tensor:
     """Mean over PyTorch's adaptive bins [floor(i*n/out), ceil((i+1)*n/out))
     along one axis (the op is separable)."""
@@ -428,6 +451,10 @@ def adaptive_avg_pool1d(input, output_size):
 
 def adaptive_avg_pool2d(input, output_size):
     return _adaptive_avg_poolnd(input, output_size, 2, "adaptive_avg_pool2d")
+
+
+def adaptive_avg_pool3d(input, output_size):
+    return _adaptive_avg_poolnd(input, output_size, 3, "adaptive_avg_pool3d")
 
 
 # --- padding ---------------------------------------------------------------------------
