@@ -13,6 +13,8 @@ for differs from the one the tensor has.
 """
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 
 from tracec import dtypes as dt
@@ -202,6 +204,33 @@ def _false(self, *args, **kwargs):
     return False
 
 
+# Shared memory for ``torch.multiprocessing`` (Hogwild): an anonymous
+# MAP_SHARED mapping, which processes forked afterwards share.
+def _is_shared(t: Tensor) -> bool:
+    root = t._base if t._base is not None else t
+    a = root._data
+    while isinstance(a, np.ndarray) and a.base is not None:
+        a = a.base
+    return isinstance(a, memoryview) and isinstance(a.obj, mmap.mmap)
+
+
+def _share_memory_(self: Tensor) -> Tensor:
+    if _is_shared(self):
+        return self
+    if self._base is not None:
+        raise RuntimeError("share_memory_(): tracec moves only a tensor that owns its storage "
+                           "into shared memory, not a view; call it on the base tensor "
+                           "before taking views")
+    a = self._data
+    buf = mmap.mmap(-1, max(a.nbytes, 1))
+    shared = np.frombuffer(buf, dtype=a.dtype, count=a.size).reshape(a.shape)
+    shared[...] = a
+    self._data = shared
+    return self
+
+
+
+
 Tensor.stride = _stride
 Tensor.is_contiguous = _is_contiguous
 Tensor.contiguous = contiguous
@@ -214,9 +243,9 @@ Tensor.is_inference = is_inference
 Tensor.is_set_to = _is_set_to
 Tensor.ndimension = Tensor.dim
 Tensor.pin_memory = _self
-Tensor.share_memory_ = _self
+Tensor.share_memory_ = _share_memory_
 Tensor.is_pinned = _false
-Tensor.is_shared = _false
+Tensor.is_shared = _is_shared
 Tensor.nbytes = property(lambda self: int(self._data.size) * self.dtype.itemsize)
 Tensor.itemsize = property(lambda self: self.dtype.itemsize)
 Tensor.is_cpu = property(lambda self: True)
