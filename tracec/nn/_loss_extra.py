@@ -55,8 +55,8 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction: s
     """``log(1 + exp(-target * input))``."""
     reduction = _reduction(reduction, size_average, reduce)
     if tuple(input.shape) != tuple(target.shape):
-        raise ValueError(f"Using a target size ({list(target.shape)}) that is different to the "
-                         f"input size ({list(input.shape)}) is deprecated. Please ensure they "
+        raise ValueError(f"Using a target size ({target.shape}) that is different to the "
+                         f"input size ({input.shape}) is deprecated. Please ensure they "
                          "have the same size.")
     return _reduce(TF.log1p(TF.exp(TF.mul(TF.neg(target), input))), reduction)
 
