@@ -21,7 +21,7 @@ LAYERS = [
                   "tracec.reductions_bool", "tracec.out_arg", "tracec.distributed",
                   "tracec.tensor_meta", "tracec.shape_extra", "tracec.scatter_ops",
                   "tracec.select_ops", "tracec.search_ops", "tracec.strided_views",
-                  "tracec.multiprocessing"]),
+                  "tracec.multiprocessing", "tracec.tensor_str"]),
     ("tracing", ["tracec.tracing", "tracec.guards", "tracec.sym_shapes", "tracec.naming"]),
     ("passes", ["tracec.passes"]),
     ("backends", ["tracec.backends"]),

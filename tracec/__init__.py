@@ -98,6 +98,8 @@ def resize_as_(input, the_template, memory_format=None):
     return input.resize_as_(the_template)
 
 
+from tracec.tensor_str import get_printoptions, printoptions, set_printoptions  # noqa: E402,F401
+
 
 def _add_out_keyword():
     # PyTorch's out= on the functions that take it (tracec/out_arg.py).

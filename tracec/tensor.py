@@ -18,7 +18,7 @@ import numbers
 import numpy as np
 
 from tracec import dtypes as dt
-from tracec import graph
+from tracec import graph, tensor_str
 from tracec.ops import core, elementwise as ew, movement
 from tracec.ops.core import ShapeError
 from tracec.symbolic import Sym
@@ -76,18 +76,6 @@ _VIEW_PRIMS = frozenset(("reshape", "transpose", "broadcast_to", "slice"))
 _BFLOAT16 = dt.bfloat16
 _new_object = object.__new__
 _PY_SCALARS = frozenset((int, float, bool))
-
-
-def _array_repr(t) -> str:
-    a = t._data
-    if t.dtype is dt.bfloat16 or t.dtype is dt.float16:
-        a = a.astype(np.float32)
-    if a.dtype.kind == "f":
-        body = np.array2string(a, separator=", ", prefix="tensor(", precision=4,
-                               floatmode="maxprec_equal")
-    else:
-        body = np.array2string(a, separator=", ", prefix="tensor(")
-    return body
 
 
 def _new_tensor(data: np.ndarray, dtype: dt.DType) -> Tensor:
@@ -363,14 +351,17 @@ class Tensor:
 
     def __repr__(self):
         extra = []
-        if self.dtype not in (dt.get_default_dtype(), dt.int64, dt.bool_):
-            extra.append(f"dtype={self.dtype}")
         if self._node is not None:
             extra.append(f"grad_fn=<{self._node.name()}>")
         elif self.requires_grad:
             extra.append("requires_grad=True")
-        body = _array_repr(self)
-        return f"tensor({body}{''.join(', ' + e for e in extra)})"
+        a = self._data
+        if self.dtype is dt.bfloat16 or self.dtype is dt.float16:
+            a = a.astype(np.float32)
+        default = dt.get_default_dtype()
+        return tensor_str.tensor_repr(
+            a, self.dtype.is_floating_point, extra, repr(self.dtype),
+            self.dtype in (default, dt.int64, dt.bool_), self.dtype is default)
 
     __str__ = __repr__
 
