@@ -50,7 +50,7 @@ def _run(backend, script, args, cwd):
     return r.stdout
 
 
-GRAD_FN = re.compile(r"<\w+ object at 0x[0-9a-f]+>")
+GRAD_FN = re.compile(r"<\w+ object at 0x[0-9a-f]+>|(?<=grad_fn=)<\w+>")
 
 
 def _skeleton(text):
