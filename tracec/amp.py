@@ -10,15 +10,18 @@ skipped step and grows it after ``growth_interval`` clean ones.  A scaler
 for ``"cuda"`` when no GPU is usable warns and disables itself, as PyTorch's
 does.  Runs eagerly (``step`` branches on the inf check).
 
-``autocast`` is not provided: tracec has no mixed-precision dispatch.
+``autocast`` is ``tracec/autocast_mode.py``'s (CPU bfloat16/float16).
 """
 from __future__ import annotations
 
+import sys
+import types
 import warnings
 from collections import defaultdict
 from enum import Enum
 
 from tracec import creation
+from tracec.autocast_mode import autocast
 from tracec import dtypes as dt
 from tracec import functions as F
 from tracec.cuda import is_available as _cuda_available
@@ -26,7 +29,7 @@ from tracec.graph import no_grad
 from tracec.methods_extra import isfinite
 from tracec.tensor import Tensor
 
-__all__ = ["GradScaler"]
+__all__ = ["GradScaler", "autocast"]
 
 
 class OptState(Enum):
@@ -243,3 +246,39 @@ class GradScaler:
         self._init_growth_tracker = state_dict["_growth_tracker"]
         if self._growth_tracker is not None:
             self._growth_tracker.fill_(state_dict["_growth_tracker"])
+
+
+# ``torch.cuda.amp`` and ``torch.cpu.amp``: the older spellings, with the
+# device fixed.  ``tracec.cuda`` is a module, not a package, so these live in
+# ``sys.modules`` under their dotted names (what ``import torch.cuda.amp``
+# resolves to through ``install_as_torch``).
+def _legacy_amp(name: str, device: str, default_dtype):
+    mod = types.ModuleType(name, f"``{name}``: ``autocast`` and ``GradScaler`` for {device!r}.")
+
+    class _Autocast(autocast):
+        def __init__(self, enabled: bool = True, dtype=default_dtype, cache_enabled: bool = True):
+            super().__init__(device, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+    class _GradScaler(GradScaler):
+        def __init__(self, init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
+                     backoff_factor: float = 0.5, growth_interval: int = 2000,
+                     enabled: bool = True) -> None:
+            super().__init__(device, init_scale, growth_factor, backoff_factor,
+                             growth_interval, enabled)
+
+    _Autocast.__name__ = _Autocast.__qualname__ = "autocast"
+    _GradScaler.__name__ = _GradScaler.__qualname__ = "GradScaler"
+    mod.autocast, mod.GradScaler = _Autocast, _GradScaler
+    mod.__all__ = ["autocast", "GradScaler"]
+    sys.modules[name] = mod
+    return mod
+
+
+def _install_legacy_amp():
+    from tracec import cuda
+    if not hasattr(cuda, "__path__"):
+        cuda.__path__ = []  # a package to the import system: ``import tracec.cuda.amp``
+    cuda.amp = _legacy_amp("tracec.cuda.amp", "cuda", dt.float16)
+
+
+_install_legacy_amp()

@@ -17,7 +17,7 @@ import types
 import warnings
 from dataclasses import dataclass, field
 
-from tracec import compiled_backward, graph, ir, profiler, size_generic
+from tracec import autocast_mode, compiled_backward, graph, ir, profiler, size_generic
 from tracec.backends import cache, cpu, interp
 from tracec.compiled_entry import Entry, _checks_enabled, donations  # noqa: F401
 from tracec.naming import argument_names
@@ -49,7 +49,7 @@ def call_key(args, kwargs) -> tuple:
         r = first.setdefault(("root", id(r)), i)
         tensors.append((t._data.shape, t.dtype, t.requires_grad,
                         first.setdefault(id(t), i), r))
-    return (spec, tuple(tensors), graph.is_grad_enabled())
+    return (spec, tuple(tensors), graph.is_grad_enabled(), autocast_mode.state())
 
 
 def _describe_change(old, new, names=()) -> str:
@@ -61,7 +61,11 @@ def _describe_change(old, new, names=()) -> str:
             return (f"tensor argument {name} changed: {_fmt_tensor(a)} -> {_fmt_tensor(b)}")
     if len(old[1]) != len(new[1]):
         return "the number of tensor arguments changed"
-    return "grad mode changed" if old[2] != new[2] else "signature changed"
+    if old[2] != new[2]:
+        return "grad mode changed"
+    if old[3:] != new[3:]:
+        return "autocast changed"
+    return "signature changed"
 
 
 def leaf_names(fn, args, kwargs) -> list[str]:

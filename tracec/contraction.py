@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from tracec import dtypes as dt
-from tracec import ops
+from tracec import autocast_mode, ops
 from tracec.functions import _named, add, matmul, mul, promote
 from tracec.tensor import Tensor, concrete
 
@@ -40,6 +40,8 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     if mat1.shape[1] != mat2.shape[0]:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({mat1.shape[0]}x"
                            f"{mat1.shape[1]} and {mat2.shape[0]}x{mat2.shape[1]})")
+    if autocast_mode.ACTIVE:
+        (input,) = autocast_mode.lower_precision(input)
     return _scaled_sum(input, matmul(mat1, mat2), beta, alpha, "AddmmBackward0")
 
 
@@ -55,6 +57,8 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{batch1.shape[0]}, {batch1.shape[2]}] but got: "
                            f"[{batch2.shape[0]}, {batch2.shape[1]}].")
+    if autocast_mode.ACTIVE:
+        (input,) = autocast_mode.lower_precision(input)
     return _scaled_sum(input, matmul(batch1, batch2), beta, alpha, "BaddbmmBackward0")
 
 

@@ -14,7 +14,7 @@ from collections import namedtuple
 import numpy as np
 
 from tracec import dtypes as dt
-from tracec import ops
+from tracec import autocast_mode, ops
 from tracec.symbolic import Sym
 from tracec.ops.core import normalize_axis
 from tracec.tensor import Tensor, apply_direct, eager_direct, weak_scalar
@@ -522,6 +522,8 @@ def matmul(a, b):
     if a.ndim == 0 or b.ndim == 0:
         raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
                            f"{a.ndim}D and {b.ndim}D")
+    if autocast_mode.ACTIVE:
+        a, b = autocast_mode.lower_precision(a, b)
     (a, b), _ = promote("matmul", a, b)
     va, vb = a.ndim == 1, b.ndim == 1
     if va:

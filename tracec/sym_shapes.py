@@ -208,8 +208,8 @@ def bind(info: SymbolicInfo, inputs: list, args, kwargs):
 def pattern_key(key: tuple) -> tuple:
     """A call key (``compiler.call_key``) with each tensor's shape reduced
     to its rank: the calls one symbolic trace may serve."""
-    spec, tensors, grad = key
-    return (spec, tuple((len(k[0]),) + tuple(k[1:]) for k in tensors), grad)
+    spec, tensors, *modes = key
+    return (spec, tuple((len(k[0]),) + tuple(k[1:]) for k in tensors), *modes)
 
 
 def choose_dynamic(dynamic, key, args, kwargs, static_keys, sym_entries):

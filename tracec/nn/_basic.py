@@ -13,7 +13,7 @@ import warnings
 from tracec import creation
 from tracec import dtypes as dt
 from tracec import functions as TF
-from tracec import graph, ops
+from tracec import autocast_mode, graph, ops
 from tracec import shape_ops as S
 from tracec.tensor import Tensor
 
@@ -29,6 +29,8 @@ def _tensor(x, name: str) -> Tensor:
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias``."""
     _tensor(input, "linear")
+    if autocast_mode.ACTIVE:
+        input, weight, bias = autocast_mode.lower_precision(input, weight, bias)
     y = TF.matmul(input, S.t(weight) if weight.ndim == 2 else weight)
     if bias is not None:
         y = TF.add(y, bias)

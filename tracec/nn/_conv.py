@@ -19,7 +19,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import functions as TF
-from tracec import ops
+from tracec import autocast_mode, ops
 from tracec.tensor import Tensor
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -100,6 +100,8 @@ def _conv_padding(padding, kernel, stride, dilation, nsp):
 
 
 def _convnd(input, weight, bias, stride, padding, dilation, groups, nsp, name):
+    if autocast_mode.ACTIVE:
+        input, weight, bias = autocast_mode.lower_precision(input, weight, bias)
     x, unbatched = _batched(input, nsp, name)
     if weight.ndim != nsp + 2:
         raise RuntimeError(f"{name}: expected weight to be {nsp + 2}-dimensional, got weight "
@@ -170,6 +172,8 @@ def _conv_transposend(input, weight, bias, stride, padding, output_padding, grou
     """The adjoint of a strided convolution: spread the input with
     ``stride - 1`` zeros between elements (``pad``'s interior), pad by
     ``d*(k-1) - p``, and correlate with the flipped, channel-swapped weight."""
+    if autocast_mode.ACTIVE:
+        input, weight, bias = autocast_mode.lower_precision(input, weight, bias)
     x, unbatched = _batched(input, nsp, name)
     n, c = x.shape[:2]
     cin, og = weight.shape[:2]

@@ -298,3 +298,16 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
     if reduction == "batchmean":
         return TF.div(TF.sum(loss), float(input.shape[0]) if input.ndim else 1.0)
     return _reduce(loss, reduction)
+
+
+def _fp32_under_autocast():
+    # PyTorch's CPU autocast computes these losses in float32.
+    from tracec.autocast_mode import fp32_inputs
+    g = globals()
+    for name in ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss",
+                 "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+                 "kl_div"):
+        g[name] = fp32_inputs(g[name])
+
+
+_fp32_under_autocast()
