@@ -46,7 +46,13 @@ class EmulatedExecutable(PlanRunner):
         self._fns[fn](*ptrs, err, *syms, grid)
 
 
-def compile_emulated(module, donate=None, **_options) -> EmulatedExecutable:
+def compile_emulated(module, donate=None, size_guards=None, **_options) -> EmulatedExecutable:
     """The cuda backend's kernels for ``module`` (one optimized tracec
     function), run on the host with the launch emulated."""
-    return EmulatedExecutable(lower_for_gpu(module, donate=donate))
+    from tracec.symbolic import recorded_guards
+    with recorded_guards() as guards:
+        gl = lower_for_gpu(module, donate=donate)
+    if gl.symbols:
+        gl.signature["size_guards"] = list(size_guards or []) + \
+            [g for g in guards if g not in (size_guards or [])]
+    return EmulatedExecutable(gl)

@@ -12,6 +12,10 @@ workspace's error word (a failing check stores its code there).
   outputs), its threads striding over the reduced elements with a private
   accumulator, then a tree in shared memory (``block/2, block/4, ..., 1``,
   a barrier between steps); thread 0 stores the result;
+* a cpu-backend kernel (index ops, argmax, argsort: ``kind="serial"``):
+  its body as a device function over ``[lo, hi)``, called per thread for
+  chunks of its outer range (which the cpu backend splits across threads
+  too, so they are independent);
 * matmul: 16x16 output tiles, one per block (grid-stride over batch x
   tiles), A and B staged through shared memory a 16-wide K slice at a time
   (two barriers per slice), one output element per thread.
@@ -28,17 +32,19 @@ from dataclasses import dataclass, field
 
 from tracec import dtypes as dt
 from tracec.backends.cpu import scalar
-from tracec.backends.cpu.builder import I1, I8, I64, PTR, FuncBuilder, bits_of
+from tracec.backends.cpu.builder import I1, I8, I32, I64, PTR, FuncBuilder, bits_of
 from tracec.backends.cpu.loops import LoopProgram, _Eval
 from tracec.backends.cpu.matmul import batch_offset
 from tracec.backends.cuda.launch import DeviceLaunch, HostLaunch
 
-__all__ = ["KernelSpec", "build_kernel", "BLOCK", "TILE", "MAX_GRID"]
+__all__ = ["KernelSpec", "build_kernel", "error_word", "BLOCK", "TILE", "MAX_GRID", "ERROR_CODE"]
 
 #: Threads per block of elementwise and reduction kernels.
 BLOCK = 256
 #: The matmul's output tile edge (TILE x TILE threads per block).
 TILE = 16
+#: Byte of the workspace holding the error code (after a failed index).
+ERROR_CODE = 8
 #: Blocks per launch at most (grid-stride loops cover larger domains).
 MAX_GRID = 4096
 
@@ -58,6 +64,11 @@ class KernelSpec:
     units: object = 1
     per_block: int = BLOCK
     noalias: bool = True
+    #: "serial" kernels: the cpu body, its outer extent, chunk, independence
+    body: object = None
+    n: object = 1
+    align: int = 1
+    parallel: bool = True
 
 
 def build_kernel(mb, spec: KernelSpec, host: bool, symbols: list[str]) -> str:
@@ -73,10 +84,12 @@ def build_kernel(mb, spec: KernelSpec, host: bool, symbols: list[str]) -> str:
     launch = (HostLaunch if host else DeviceLaunch)(fb, spec.block)
 
     def on_error(cond):
-        fb.if_then(cond, lambda: fb.store(fb.i32(spec.error), err, 4))
+        fb.if_then(cond, lambda: fb.store(fb.i32(spec.error), error_word(fb, err), 4))
 
     def body():
-        if spec.kind == "matmul":
+        if spec.kind == "serial":
+            _serial(fb, launch, spec, ptrs, err, fb.args[k + 1:k + 1 + len(symbols)], symbols)
+        elif spec.kind == "matmul":
             _matmul(fb, launch, ptrs, **spec.mm)
         elif spec.prog.reductions:
             _reduction(fb, launch, spec.prog, ptrs, on_error if spec.error else None)
@@ -95,6 +108,56 @@ def build_kernel(mb, spec: KernelSpec, host: bool, symbols: list[str]) -> str:
     fb.finish()
     mb.shared["bytes"] = max(mb.shared.get("bytes", 0), launch.shared_bytes)
     return spec.name
+
+
+def error_word(fb: FuncBuilder, err):
+    """The i32 error code in the workspace's error slot (byte ``ERROR_CODE``;
+    the bytes before it hold a failed index check's index, as on the cpu)."""
+    return fb.gep(err, fb.i64(ERROR_CODE // 4), I32)
+
+
+def _serial(fb, launch, spec, ptrs, err, syms, symbols) -> None:
+    """A cpu-backend kernel body (``body(fb, ptrs, err, lo, hi, status)``
+    over an outer range whose iterations are independent) as a device
+    function, called by each thread for its chunks of ``align`` iterations
+    (one thread for the whole range where they are not independent)."""
+    k = len(ptrs)
+    helper = fb.mb.function(spec.name + "_body", [PTR] * (k + 1) + [I64, I64] + [I64] * len(syms),
+                            I32, noalias=[spec.noalias] * k)
+    for s, a in zip(symbols, helper.args[k + 3:]):
+        helper._consts[("atom", s)] = a
+    status_slot = []
+
+    def status():
+        if not status_slot:
+            status_slot.append(helper.stack_slot(I32, helper.i32(0)))
+        return status_slot[0]
+    spec.body(helper, helper.args[:k], helper.args[k], helper.args[k + 1], helper.args[k + 2],
+              status)
+    helper.ret_(helper.load(status_slot[0], I32, 4) if status_slot else helper.i32(0))
+    helper.finish()
+    n, align = fb.i64(spec.n), spec.align
+
+    def run(lo, hi):
+        rc = fb.call(helper.name, [*ptrs, err, lo, hi, *syms], I32)
+        fb.if_then(fb.icmp("ne", rc, fb.i32(0)),
+                   lambda: fb.store(rc, error_word(fb, err), 4))
+
+    def thread(tid):
+        if not spec.parallel:
+            first = fb.ibin("and", fb.icmp("eq", tid, fb.i64(0)),
+                            fb.icmp("eq", launch.block_id(), fb.i64(0)))
+            fb.if_then(first, lambda: run(fb.i64(0), n))
+            return
+        start = fb.mul(fb.add(fb.mul(launch.block_id(), fb.i64(launch.block)), tid),
+                       fb.i64(align))
+        step = fb.mul(fb.mul(launch.num_blocks(), fb.i64(launch.block)), fb.i64(align))
+
+        def chunk(lo):
+            end = fb.add(lo, fb.i64(align))
+            run(lo, fb.select(fb.icmp("slt", end, n), end, n))
+        launch.grid_stride(start, n, step, chunk)
+    launch.threads(thread, sync=False)
 
 
 def _unravel(fb: FuncBuilder, i, shape) -> list:

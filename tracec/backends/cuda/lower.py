@@ -15,9 +15,11 @@ in order as the *launch plan*, a JSON-able list the runtimes execute:
 
 A ref is ``["input", i]``, ``["output", i]``, ``["ws", offset]`` (bytes
 into the workspace, an int or a size expression) or ``["const", name]``
-(``signature["consts"]``: dtype, shape and base64 bytes).  Ops the GPU has
-no kernel for (gather/scatter, argmax, argsort, pad, collectives) raise
-``LoweringError`` naming the op and the user's line.
+(``signature["consts"]``: dtype, shape and base64 bytes).  The cpu backend's own
+kernels for index ops, argmax/argmin, argsort and pad/concatenate run as
+device functions called per thread over their outer range (``_serial`` in
+``kernels.py``); collectives raise ``LoweringError`` naming the op and the
+user's line.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ import sys
 
 from tracec import dtypes as dt
 from tracec import ir, symbolic
-from tracec.backends.cpu import scalar
+from tracec.backends.cpu import collectives, scalar
 from tracec.backends.cpu.fuse import REDUCE_KIND, splat_value
 from tracec.backends.cpu.lower import Call, Lowering, describe
 from tracec.backends.cpu.matmul import batch_strides
@@ -73,6 +75,15 @@ class _GpuKernels:
         key = ("program", repr(prog), code, block)
         self._add(base, key, slots, dict(kind="program", prog=prog, error=code, block=block,
                                          units=units, per_block=per_block), bool(code))
+
+    def kernel(self, base, slots, n, body, *, work=None, parallel_ok=True, can_fail=False,
+               align=1, key=None) -> None:
+        """A cpu-backend kernel body run by GPU threads (``kernels._serial``)."""
+        per = BLOCK * align
+        self._add(base, ("serial", id(body)), slots,
+                  dict(kind="serial", body=body, n=n, align=align, parallel=parallel_ok,
+                       units=n if parallel_ok else 1, per_block=per if parallel_ok else 1,
+                       block=BLOCK if parallel_ok else 1), True)
 
     def matmul(self, slots, mm: dict) -> None:
         T = TILE
@@ -167,8 +178,10 @@ class GpuLowering(Lowering):
             self.single_op_program(op, name)
         elif name == "matmul":
             self._matmul(op, self.mm_operands.get(op))
-        else:
+        elif name in collectives.COLLECTIVES:
             raise LoweringError(f"{describe(op)}: the cuda backend has no kernel for {name}")
+        else:
+            super()._emit_step(step)     # index ops, argmax, argsort, pad: cpu bodies
 
     def _matmul(self, op, operands) -> None:
         res = op.results[0]

@@ -20,7 +20,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec.backends.cpu.runtime import CpuIndexError, CpuRuntimeError
-from tracec.backends.cuda.kernels import MAX_GRID
+from tracec.backends.cuda.kernels import ERROR_CODE, MAX_GRID
 from tracec.symbolic import evaluate, guard_holds, parse
 
 __all__ = ["PlanRunner", "SizeGuardError"]
@@ -107,7 +107,7 @@ class PlanRunner:
             j = self._donated.get(k)
             outs.append(ins[j] if j is not None else
                         xp.empty(tuple(evaluate(x, env) for x in shape), npd))
-        ws = xp.zeros(max(evaluate(self._ws, env), 8), np.uint8)
+        ws = xp.zeros(max(evaluate(self._ws, env), 64), np.uint8)
         sym_values = [env[n] for n, _, _ in self.symbols]
         for item in self._launches:
             if item["kind"] == "copy":
@@ -125,8 +125,11 @@ class PlanRunner:
         if self._errors:
             code = int(self.error_word(ws))
             if code:
+                if not 1 <= code <= len(self._errors):
+                    raise CpuRuntimeError(f"compiled function failed with code {code}")
                 kind, message = self._errors[code - 1]
-                raise _ERRORS.get(kind, CpuRuntimeError)(message)
+                bad = int(self.error_index(ws))
+                raise _ERRORS.get(kind, CpuRuntimeError)(message.replace("{index}", str(bad)))
         return outs
 
     def _pointer(self, ref, ins, outs, ws, env):
@@ -154,14 +157,18 @@ class PlanRunner:
         return self._consts[name]
 
     def to_array(self, a, npd):
-        a = np.ascontiguousarray(a)
+        a = np.asarray(a)        # (ascontiguousarray would make a 0-d array 1-d)
+        a = a if a.flags.c_contiguous else np.array(a, order="C")
         return a if a.dtype == npd else a.astype(npd)
 
     def copy(self, dst, src) -> None:
         dst[...] = src
 
     def error_word(self, ws) -> int:
-        return ws[:4].view(np.int32)[0]
+        return ws[ERROR_CODE:ERROR_CODE + 4].view(np.int32)[0]
+
+    def error_index(self, ws) -> int:
+        return ws[:8].view(np.int64)[0]
 
     def pointer(self, a) -> int:
         raise NotImplementedError
