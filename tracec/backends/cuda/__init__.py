@@ -86,6 +86,17 @@ def _compile_emulated(module, *, donate=None, size_guards=None, **_options):
     return compile_emulated(module, donate=donate, size_guards=size_guards)
 
 
+def _load_emulated(object_code, signature, stages=None):
+    from tracec.backends.cuda.emulated import load_object as load
+    return load(object_code, signature, stages)
+
+
+def _emulated_target() -> str:
+    from tracec.backends.cuda.emulated import target_id as tid
+    return tid()
+
+
 #: The backend "cuda-emulated": the cuda kernels run on the host CPU with
 #: the launch emulated (no GPU needed; for tests and debugging indexing).
-EMULATED = types.SimpleNamespace(compile_module=_compile_emulated, SIZE_GENERIC=True)
+EMULATED = types.SimpleNamespace(compile_module=_compile_emulated, load_object=_load_emulated,
+                                 target_id=_emulated_target, SIZE_GENERIC=True)

@@ -22,7 +22,7 @@ from tracec.backends.cpu.builder import ModuleBuilder
 from tracec.backends.cuda.kernels import build_kernel
 from tracec.backends.cuda.launch import SHARED_SYMBOL, shared_definition
 
-__all__ = ["TRIPLE", "DEFAULT_ARCH", "ptx", "host_kernels", "DeviceCode"]
+__all__ = ["TRIPLE", "DEFAULT_ARCH", "ptx", "host_object", "DeviceCode"]
 
 TRIPLE = "nvptx64-nvidia-cuda"
 #: The oldest architecture the PTX is made for (Ampere); newer GPUs JIT it.
@@ -89,15 +89,10 @@ def ptx(gl, arch: str = DEFAULT_ARCH) -> DeviceCode:
     return DeviceCode(text.getvalue() + "\n", optimized, asm, sorted(set(names)))
 
 
-def host_kernels(gl) -> dict:
-    """``{kernel name: address}`` of the kernels of ``gl`` compiled for this
-    CPU with the launch emulated (``launch.HostLaunch``); the extra last
-    argument of each is the number of blocks.  The library stays loaded for
-    the life of the process (LLJIT)."""
+def host_object(gl) -> bytes:
+    """Object code for this CPU of the kernels of ``gl`` with the launch
+    emulated (``launch.HostLaunch``; the extra last argument of each kernel
+    is the number of blocks)."""
     from tracec.backends.cpu import codegen
-    from tracec.backends.cpu.runtime import _link
     mb, names = _module(gl, host=True)
-    names = sorted(set(names))
-    compiled = codegen.compile_llvm(mb.module(), exported=set(names), want_asm=False)
-    tracker = _link(compiled.object_code, names)
-    return {"_tracker": tracker, **{n: tracker[n] for n in names}}
+    return codegen.compile_llvm(mb.module(), exported=set(names), want_asm=False).object_code

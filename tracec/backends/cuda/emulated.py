@@ -21,23 +21,27 @@ from tracec.backends.cuda import build
 from tracec.backends.cuda.lower import lower_for_gpu
 from tracec.backends.cuda.plan_runner import PlanRunner
 
-__all__ = ["EmulatedExecutable", "compile_emulated"]
+__all__ = ["EmulatedExecutable", "compile_emulated", "load_object", "target_id"]
 
 
 class EmulatedExecutable(PlanRunner):
-    """A launch plan over NumPy arrays, its kernels compiled for the host."""
+    """A launch plan over NumPy arrays, its kernels compiled for the host
+    (``object_code``; ``signature["host_kernels"]``: name, pointer count)."""
 
-    def __init__(self, gl):
-        super().__init__(gl.signature)
-        self.stages = {}
+    def __init__(self, object_code: bytes, signature: dict, stages=None):
+        from tracec.backends.cpu.runtime import _link
+        super().__init__(signature)
+        self.object_code = object_code
+        self.stages = stages if stages is not None else {}
+        kernels = signature["host_kernels"]
+        # The tracker keeps the library loaded as long as this executable.
+        self._tracker = _link(object_code, [name for name, _ in kernels])
+        nsym = len(self.symbols)
         self._fns = {}
-        addresses = build.host_kernels(gl)
-        self._tracker = addresses.pop("_tracker")   # keeps the library loaded
-        nsym = len(gl.symbols)
-        for spec in gl.specs:
-            proto = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * (len(spec.refs) + 1),
+        for name, k in kernels:
+            proto = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * (k + 1),
                                      *[ctypes.c_int64] * (nsym + 1))
-            self._fns[spec.name] = proto(addresses[spec.name])
+            self._fns[name] = proto(self._tracker[name])
 
     def pointer(self, a) -> int:
         return a.ctypes.data
@@ -55,4 +59,19 @@ def compile_emulated(module, donate=None, size_guards=None, **_options) -> Emula
     if gl.symbols:
         gl.signature["size_guards"] = list(size_guards or []) + \
             [g for g in guards if g not in (size_guards or [])]
-    return EmulatedExecutable(gl)
+    sig = dict(gl.signature, target=target_id(),
+               host_kernels=[[s.name, len(s.refs)] for s in gl.specs])
+    return EmulatedExecutable(build.host_object(gl), sig)
+
+
+def target_id() -> str:
+    """The host CPU target and this backend's code (for the disk cache)."""
+    from tracec.backends import cuda
+    from tracec.backends.cpu import codegen
+    return "emulated/" + codegen.target_id() + "/" + cuda.target_id().rsplit("/", 1)[1]
+
+
+def load_object(object_code: bytes, signature: dict, stages=None) -> EmulatedExecutable:
+    if signature.get("target") != target_id():
+        raise ValueError(f"object made for another target: {signature.get('target')!r}")
+    return EmulatedExecutable(bytes(object_code), dict(signature), stages)
