@@ -113,7 +113,12 @@ def _model_step(backend):
     return model, (tracec.compile(step, backend=backend) if backend else step)
 
 
-def test_training_step_on_cuda_emulated_equals_eager():
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEC_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_training_step_on_cuda_emulated_equals_eager(fresh_cache):
     x, y = tracec.randn(9, 12), tracec.randint(0, 4, (9,))
     m1, eager = _model_step(None)
     m2, comp = _model_step("cuda-emulated")
@@ -124,7 +129,7 @@ def test_training_step_on_cuda_emulated_equals_eager():
     assert comp.cache_info().compiles >= 1
 
 
-def test_symbolic_sizes_are_kernel_arguments():
+def test_symbolic_sizes_are_kernel_arguments(fresh_cache):
     """One compile serves every batch size: the sizes are kernel arguments."""
     w = tracec.randn(10, 3)
 
