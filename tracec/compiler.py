@@ -18,7 +18,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from tracec import autocast_mode, compiled_backward, graph, ir, profiler, size_generic
-from tracec.backends import cache, cpu, interp
+from tracec.backends import cache, cpu, cuda, interp
 from tracec.compiled_entry import Entry, _checks_enabled, donations  # noqa: F401
 from tracec.naming import argument_names
 from tracec.pytree import flatten_args, path_name
@@ -30,7 +30,7 @@ from tracec.tracing import Trace, TraceError, function_label, record  # noqa: F4
 STAGES = ("trace", "autodiff", "optimized", "lowered", "llvm", "asm")
 #: Traces a compiled function keeps at most (torch.compile's limit is 8).
 DEFAULT_MAX_TRACES = 16
-BACKENDS = {"interp": interp, "cpu": cpu}
+BACKENDS = {"interp": interp, "cpu": cpu, "cuda": cuda, "cuda-emulated": cuda.EMULATED}
 
 
 def call_key(args, kwargs) -> tuple:
