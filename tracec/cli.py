@@ -21,23 +21,76 @@ import tracec
 from tracec import dtypes as dt
 from tracec.aot import TARGET_NAMES
 
-_ARG_RE = re.compile(r"^([A-Za-z_][A-Za-z_0-9]*)=([a-z0-9]+)\[([0-9,\s]*)\]$")
+_ARG_RE = re.compile(r"^([A-Za-z_][A-Za-z_0-9]*)=([a-z0-9]+)\[([^\]]*)\]$")
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
+#: The example value of the first named size traced with no ``--size``
+#: (then 24, 25...: distinct names get distinct values, so the trace does
+#: not take them for one size); an odd prime, unlikely to equal a layer's
+#: width, whose comparisons would become the library's size guards.
+FIRST_EXAMPLE_SIZE = 23
 
 
 def parse_arg(text: str):
-    """``NAME=f32[64,784]`` -> (name, dtype, shape)."""
+    """``NAME=f32[64,784]`` -> (name, dtype, shape); a named size
+    (``x=f32[B,784]``) stays its name (a str) in the shape."""
     m = _ARG_RE.match(text.strip())
     if not m:
         raise click.UsageError(f"malformed --arg {text!r}: expected NAME=DTYPE[D0,D1,...], "
-                               "e.g. x=f32[64,784]")
+                               "e.g. x=f32[64,784] or x=f32[B,784]")
     name, dname, dims = m.groups()
     try:
         dtype = dt.to_dtype(dname)
     except TypeError:
         raise click.UsageError(f"malformed --arg {text!r}: unknown dtype {dname!r} "
                                "(use f32, f64, f16, bf16, i32, i64 or bool)") from None
-    shape = tuple(int(d) for d in dims.replace(" ", "").split(",") if d)
-    return name, dtype, shape
+    shape = []
+    for d in dims.replace(" ", "").replace("\t", "").split(","):
+        if not d:
+            continue
+        if d.isdigit():
+            shape.append(int(d))
+        elif _NAME_RE.match(d):
+            shape.append(d)
+        else:
+            raise click.UsageError(f"malformed --arg {text!r}: the size {d!r} is neither a "
+                                   "number nor a name")
+    return name, dtype, tuple(shape)
+
+
+def parse_size(text: str):
+    """``B=64`` -> ("B", 64): the example value a named size is traced with."""
+    name, eq, value = text.partition("=")
+    if not (eq and _NAME_RE.match(name.strip()) and value.strip().isdigit()):
+        raise click.UsageError(f"malformed --size {text!r}: expected NAME=N, e.g. B=64")
+    n = int(value)
+    if n < 2:
+        raise click.UsageError(f"--size {text!r}: a named size is traced with a value >= 2 "
+                               "(sizes 0 and 1 are specialized)")
+    return name.strip(), n
+
+
+def example_sizes(specs: dict, given: dict) -> dict:
+    """``{size name: example value}`` for the named sizes in ``specs``
+    (``{arg: (dtype, shape)}``): ``given`` (``--size``) or distinct values
+    from ``FIRST_EXAMPLE_SIZE`` that equal no fixed size of the arguments."""
+    fixed = {d for _, shape in specs.values() for d in shape if isinstance(d, int)}
+    names = [d for _, shape in specs.values() for d in shape if isinstance(d, str)]
+    unknown = set(given) - set(names)
+    if unknown:
+        raise click.UsageError(f"--size {sorted(unknown)[0]}: no --arg has a size of that name")
+    out = dict(given)
+    taken = fixed | set(given.values())
+    n = FIRST_EXAMPLE_SIZE
+    for name in names:
+        if name not in out:
+            while n in taken:
+                n += 1
+            out[name] = n
+            taken.add(n)
+    if len(set(out.values())) != len(out):
+        raise click.UsageError("--size: distinct named sizes need distinct example values "
+                               f"(got {', '.join(f'{k}={v}' for k, v in out.items())})")
+    return out
 
 
 def load_function(target: str):
@@ -67,9 +120,17 @@ def load_function(target: str):
     return fn
 
 
-def example_args(fn, arg_specs):
+def example_args(fn, arg_specs, size_specs=()):
     """Tensors for the function's parameters, by name: floats ~ N(0, 1)
-    (seeded), integers and bools zero."""
+    (seeded), integers and bools zero.  A named size takes its example
+    value (``example_sizes``) and is marked dynamic under its name
+    (``tracec.mark_dynamic``): the trace is symbolic in it."""
+    return _example_args(fn, arg_specs, size_specs)[0]
+
+
+def _example_args(fn, arg_specs, size_specs=()):
+    """``(args, {arg name: dims})`` (``example_args``; ``dims``: each
+    dimension's size name, or None for a fixed size)."""
     specs = {}
     for text in arg_specs:
         name, dtype, shape = parse_arg(text)
@@ -80,19 +141,26 @@ def example_args(fn, arg_specs):
     if unknown:
         raise click.UsageError(f"--arg {sorted(unknown)[0]!r} is not a parameter of "
                                f"{fn.__name__}({', '.join(p.name for p in params)})")
-    args = []
+    sizes = example_sizes(specs, dict(parse_size(t) for t in size_specs))
+    args, dim_names = [], {}
     gen = tracec.Generator().manual_seed(0)
     for p in params:
         if p.name not in specs:
             if p.default is inspect.Parameter.empty:
                 raise click.UsageError(f"missing --arg {p.name}=DTYPE[SHAPE] for {fn.__name__}")
             break
-        dtype, shape = specs[p.name]
+        dtype, named = specs[p.name]
+        shape = tuple(sizes[d] if isinstance(d, str) else d for d in named)
         if dtype.is_floating_point:
             args.append(tracec.randn(shape, dtype=dtype, generator=gen))
         else:
             args.append(tracec.zeros(shape, dtype=dtype))
-    return args
+        for d, n in enumerate(named):
+            if isinstance(n, str):
+                tracec.mark_dynamic(args[-1], d, n)
+        if any(isinstance(n, str) for n in named):
+            dim_names[p.name] = tuple(n if isinstance(n, str) else None for n in named)
+    return args, dim_names
 
 
 @click.group()
@@ -166,7 +234,11 @@ def explain(target, arg_specs, backend):
 
 @main.command()
 @click.argument("target")
-@click.option("--arg", "arg_specs", multiple=True, help="NAME=DTYPE[SHAPE], e.g. x=f32[64,784]")
+@click.option("--arg", "arg_specs", multiple=True,
+              help="NAME=DTYPE[SHAPE], e.g. x=f32[64,784]; a named size (x=f32[B,784]) "
+                   "is an int64_t argument of the C function: the library serves every B")
+@click.option("--size", "size_specs", multiple=True,
+              help="NAME=N: the value a named size is traced with (default 23, 24...)")
 @click.option("-o", "--output", required=True, help="the shared library to write (lib*.so)")
 @click.option("--target", "cpu_target", default="native", show_default=True,
               type=click.Choice(TARGET_NAMES),
@@ -174,16 +246,17 @@ def explain(target, arg_specs, backend):
 @click.option("--weights", default=None, type=click.Path(dir_okay=False),
               help="a checkpoint (tracec.save or .safetensors state dict) whose values "
                    "the library's init_state writes (default: the values at build time)")
-def build(target, arg_specs, output, cpu_target, weights):
+def build(target, arg_specs, size_specs, output, cpu_target, weights):
     """Compile FILE.py:FUNC ahead of time into a shared library + C header."""
     from tracec.aot import BuildError, build_library
     fn = load_function(target)
-    args = example_args(fn, arg_specs)
+    args, dim_names = _example_args(fn, arg_specs, size_specs)
     names = [p.name for p in inspect.signature(fn).parameters.values()]
     if weights is not None and not os.path.isfile(weights):
         raise click.ClickException(f"no such file: {weights}")
     try:
-        info = build_library(fn, args, names, output, target=cpu_target, weights=weights)
+        info = build_library(fn, args, names, output, target=cpu_target, weights=weights,
+                             dim_names=dim_names)
     except (BuildError, tracec.TraceError) as e:
         raise click.ClickException(str(e)) from None
     except Exception as e:
@@ -192,6 +265,8 @@ def build(target, arg_specs, output, cpu_target, weights):
                f"int {info['function']}(")
     for b in info["buffers"]:
         click.echo(f"    {b}")
+    for n in info.get("sizes", ()):
+        click.echo(f"    {n}: int64_t, a named size")
     click.echo(")")
 
 

@@ -251,6 +251,7 @@ class CompiledFunction:
             return result
         t1 = time.perf_counter()
         if trace.symbolic is not None and not trace.symbolic.sources:
+            trace.size_notes = trace.symbolic.notes
             trace.symbolic = None     # no size was symbolic after all
         entry = self._make_entry(trace, backward_out)
         entry.timings["trace_s"] = t1 - t0
@@ -415,7 +416,8 @@ class CompiledFunction:
             [e for es in self._sym.values() for e in es]
         entries.sort(key=lambda e: e.number)
         symbolic = [dict(e.trace.symbolic.dims) if e.trace.symbolic else {} for e in entries]
-        notes = [n for e in entries if e.trace.symbolic for n in e.trace.symbolic.notes] + \
+        notes = [n for e in entries for n in (e.trace.symbolic.notes if e.trace.symbolic
+                                              else e.trace.size_notes)] + \
             [f"trace {e.number}: static code per size ({e.generic_failed})" for e in entries
              if e.trace.symbolic and e.generic_failed]
         guards = [f"{lhs} {op} {rhs}" for e in entries if e.trace.symbolic

@@ -15,9 +15,20 @@ comes from, the guards, and notes for ``cache_info()``.  ``bind`` reads a
 call's sizes into ``{symbol: value}`` (or says why the trace does not
 apply); ``tracec.ir.specialize`` then makes the static module for them.
 
+When the recording ends (``SymbolTable.resolve``), the equalities the
+trace decided are applied to it rather than kept as guards: a symbol found
+equal to a number (``matmul f32[B,T] @ f32[12,16]``: ``T == 12``; ``int(T)``)
+becomes that number, and symbols found equal to each other become one.
+Under ``dynamic=None``, an argument dimension whose size equals a dynamic
+one's in the same call (``mark_dynamic(x, 0)`` and the labels ``y`` of the
+same batch) gets a *tentative* symbol: it joins the dynamic symbol it is
+found equal to (Dynamo's duck sizing, but only where the trace combines
+them) and is specialized back to its size otherwise.
+
 Invariants: a symbol stands for a size >= 2 (sizes 0 and 1 specialize); a
 guard holds for the traced call's sizes; a symbolic trace is used only for
-calls that bind every symbol consistently and pass every guard.
+calls that bind every symbol consistently and pass every guard; a finished
+trace's guards never say that a symbol equals a number or another symbol.
 """
 from __future__ import annotations
 
@@ -25,13 +36,16 @@ from dataclasses import dataclass, field
 
 from tracec import ir
 from tracec import symbolic
-from tracec.symbolic import Sym, evaluate, parse, symbol, with_hints
+from tracec.symbolic import (Sym, evaluate, free_symbols, parse, substitute, symbol,
+                             with_hints)
 from tracec.pytree import flatten_args, path_name, resolve
 
 __all__ = ["SymbolTable", "SymbolicInfo", "bind", "mark_dynamic", "marked_dims",
            "pattern_key", "choose_dynamic"]
 
 _PREFERRED = {0: "B", 1: "T", 2: "N"}
+#: ``choose_dynamic``'s reason for a tentative dimension (see the module docstring).
+TENTATIVE = "same size as a dynamic dimension"
 
 
 def mark_dynamic(t, dim: int, name: str | None = None):
@@ -87,6 +101,8 @@ class SymbolTable:
         self._seen: set = set()
         self.notes: list = []
         self._shapes: dict = {}      # an SSA type -> its hinted shape
+        self.tentative: set = set()  # names of tentative symbols
+        self._where: list = []       # each source's "x[0]" (a key of dims)
 
     # --- arguments -------------------------------------------------------------
 
@@ -102,12 +118,20 @@ class SymbolTable:
             if d not in dims or n < 2:
                 out.append(n)
                 continue
-            s = self.by_size.get(n)
+            # Each tentative dimension has a symbol of its own: it joins
+            # another only where the trace combines them.
+            tentative = self.why.get((path, d)) == TENTATIVE
+            s = None if tentative else self.by_size.get(n)
             if s is None:
-                s = self.by_size[n] = symbol(self._name(dims[d], d), n)
+                s = symbol(self._name(dims[d], d), n)
+                if not tentative:
+                    self.by_size[n] = s
                 self.hints[str(s)] = n
+                if tentative:
+                    self.tentative.add(str(s))
             self.sources.append((index, d, str(s)))
             where = f"{path_name(path)}[{d}]"
+            self._where.append(where)
             self.dims[where] = f"{s}: {self.why.get((path, d), 'dynamic')}"
             out.append(s)
         return tuple(out)
@@ -162,9 +186,105 @@ class SymbolTable:
             self.notes.append(f"{lhs} specialized to {rhs} at {where or 'tracec'} "
                               "(a number was needed: int(), range(), NumPy)")
 
+    # --- equalities -----------------------------------------------------------
+
+    def resolve(self) -> dict:
+        """Apply the equalities the trace decided (module docstring):
+        returns ``{symbol: int or Sym}`` to substitute in the recorded IR
+        and shapes (empty if none), and updates the sources, hints, guards,
+        ``cache_info()`` texts and notes to match."""
+        parent = {n: n for n in self.hints}
+        const: dict = {}      # root -> (value, why)
+
+        def find(a):
+            while parent[a] != a:
+                parent[a] = parent[parent[a]]
+                a = parent[a]
+            return a
+
+        for kind, lhs, op, rhs, res, where in self.guards:
+            if not ((op == "==" and res) or (op == "!=" and not res)):
+                continue
+            # (int() already left a note: "B specialized to 32 at ...")
+            how = None if kind == "specialize" else \
+                f"{lhs} {op} {rhs}{'' if res else ' was false'} at {where or 'tracec'}"
+            a, b = _plain(parse(lhs)), _plain(parse(rhs))
+            if isinstance(a, int):
+                a, b = b, a
+            if a is None or b is None:
+                # An equality of products or sums (``B*T == 12``): no single
+                # symbol to solve for; its symbols take their traced sizes.
+                for n in free_symbols(parse(lhs)) | free_symbols(parse(rhs)):
+                    if n in parent:
+                        const.setdefault(find(n), (self.hints[n], how))
+                continue
+            if not isinstance(a, str) or a not in parent:
+                continue
+            if isinstance(b, int):
+                const.setdefault(find(a), (b, how))
+            elif isinstance(b, str) and b in parent:
+                ra, rb = find(a), find(b)
+                if ra != rb:
+                    # The older (first made) real symbol names the class.
+                    order = list(self.hints)
+                    keep, gone = sorted((ra, rb), key=lambda n: (n in self.tentative,
+                                                                 order.index(n)))
+                    parent[gone] = keep
+                    if gone in const:
+                        const.setdefault(keep, const.pop(gone))
+        env: dict = {}
+        real_in = {find(n) for n in self.hints if n not in self.tentative}
+        for n in self.hints:
+            r = find(n)
+            if r in const:
+                env[n] = const[r][0]
+            elif r not in real_in:
+                env[n] = self.hints[n]           # tentative, never combined with a symbol
+            elif r != n:
+                env[n] = symbol(r)
+        if not env:
+            return env
+        for n, v in env.items():
+            r = find(n)
+            if n not in self.tentative and isinstance(v, int) and r in const and const[r][1]:
+                self.notes.append(f"{n} specialized to {v}: the trace needs it equal to that "
+                                  f"size ({const[r][1]})")
+        sources, dims = [], {}
+        for (index, d, name), where in zip(self.sources, self._where):
+            text = self.dims[where]
+            new = substitute(symbol(name), env)
+            if isinstance(new, int):
+                continue
+            sources.append((index, d, str(new)))
+            why = text.split(": ", 1)[1]
+            if name in self.tentative:
+                why = f"found equal to {new} by the trace ({TENTATIVE})"
+            dims[where] = f"{new}: {why}"
+        self.sources, self.dims = sources, dims
+        self._where = list(dims)
+        self.hints = {n: h for n, h in self.hints.items() if n not in env}
+        guards = []
+        for kind, lhs, op, rhs, res, where in self.guards:
+            a, b = substitute(parse(lhs), env), substitute(parse(rhs), env)
+            if isinstance(a - b, int):
+                continue                         # decided: it held when traced
+            guards.append((kind, str(a), op, str(b), res, where))
+        self.guards = guards
+        return env
+
     def finish(self) -> SymbolicInfo:
         return SymbolicInfo(self.sources, dict(self.hints), list(self.guards),
                             dict(self.dims), list(self.notes))
+
+
+def _plain(x):
+    """A size as a symbol name (a lone symbol), an int, or None."""
+    if isinstance(x, Sym):
+        if len(x.terms) == 1 and x.terms[0][1] == 1 and len(x.terms[0][0]) == 1 \
+                and isinstance(x.terms[0][0][0], str):
+            return x.terms[0][0][0]
+        return None
+    return int(x)
 
 
 def _has_sym(p) -> bool:
@@ -255,4 +375,9 @@ def choose_dynamic(dynamic, key, args, kwargs, static_keys, sym_entries):
                 spec = e.trace.inputs[index]
                 if spec.source in paths:
                     add(paths.index(spec.source), d, name, "symbolic in an earlier trace")
+        sizes = {leaves[paths.index(p)][1].shape[d] for p, ds in dims.items() for d in ds}
+        for i, (_, t) in enumerate(leaves):
+            for d, n in enumerate(t.shape):
+                if n in sizes:
+                    add(i, d, None, TENTATIVE)
     return (dims, why) if dims else None

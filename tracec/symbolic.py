@@ -27,7 +27,7 @@ import operator
 
 __all__ = ["Sym", "SymbolicError", "symbol", "parse", "evaluate", "is_symbolic",
            "hint_of", "GUARD_SINKS", "with_hints", "free_symbols", "hinted", "known",
-           "recorded_guards", "guard_holds"]
+           "recorded_guards", "guard_holds", "substitute"]
 
 
 class SymbolicError(TypeError):
@@ -481,6 +481,32 @@ def evaluate(x, env: dict) -> int:
     if isinstance(x, Sym):
         return _eval_terms(x.terms, env)
     return int(x)
+
+
+def _subst_terms(terms, env):
+    total = 0
+    for mono, c in terms:
+        v = c
+        for a in mono:
+            if isinstance(a, str):
+                v = v * env.get(a, symbol(a))
+            else:
+                kind, num, den = a
+                x, y = _subst_terms(num, env), _subst_terms(den, env)
+                v = v * (_div(x, y, kind))
+        total = _add(total, v)
+    return total
+
+
+def substitute(x, env: dict):
+    """``x`` with the symbols named in ``env`` replaced by its values (ints
+    or ``Sym``); an int where nothing symbolic is left.  No hint, no guard."""
+    if not isinstance(x, Sym):
+        return x
+    r = _subst_terms(x.terms, env)
+    if isinstance(r, Sym):
+        r.hint = None
+    return r
 
 
 def is_symbolic(x) -> bool:

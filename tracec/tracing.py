@@ -116,6 +116,9 @@ class Trace:
     symbolic: object = None
     #: ``id(tensor) -> name`` of the state the function reaches (tracec.naming).
     names: dict = field(default_factory=dict)
+    #: Notes of a trace whose symbolic sizes were all specialized (its
+    #: ``symbolic`` then None): for ``cache_info().notes``.
+    size_notes: list = field(default_factory=list)
 
 
 class Recording:
@@ -447,10 +450,19 @@ class Recording:
                                       and not isinstance(entry, str)))
         ir.set_returns(self.func, values)
         module = ir.new_module([self.func])
+        sym_info = None
+        if self.symbols is not None:
+            # Sizes the trace found equal to a number or to each other
+            # become that number or one symbol (sym_shapes.SymbolTable.resolve).
+            env = self.symbols.resolve()
+            if env:
+                ir.substitute_symbols(module, env, copy=False)
+                for spec in self.inputs:
+                    spec.shape = tuple(symbolic.substitute(d, env) for d in spec.shape)
+            sym_info = self.symbols.finish()
         return Trace(module, self.inputs, outputs, template, self.guards, grad_guards,
                      graph.is_grad_enabled(),
-                     () if self.had_backward else tuple(returns_grad),
-                     symbolic=None if self.symbols is None else self.symbols.finish())
+                     () if self.had_backward else tuple(returns_grad), symbolic=sym_info)
 
 
 def _failing_user_line(tb):

@@ -233,3 +233,101 @@ def test_compiled_model_with_backward_outside_over_sizes():
     for p, q in zip(m.parameters(), ref.parameters()):
         _close(p.grad.numpy(), q.grad.numpy(), 1e-4)
     assert cm.cache_info().traces == 2
+
+
+# --- equalities the trace decides (sym_shapes.SymbolTable.resolve) ------------
+
+def _batches(sizes, features=12, seed=0):
+    rng = np.random.default_rng(seed)
+    return [(tracec.tensor(rng.standard_normal((n, features)).astype(np.float32)),
+             tracec.tensor(rng.integers(0, 5, n))) for n in sizes]
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_dynamic_true_keeps_a_feature_size_equal_to_a_weight_static(backend, monkeypatch):
+    """dynamic=True makes x[B,T]; matmul with a static 12x16 weight finds
+    T == 12: T becomes 12 (the verifier, on with TRACEC_CHECKS=1, accepts
+    the trace), B stays symbolic, parameters keep static shapes."""
+    monkeypatch.setenv("TRACEC_CHECKS", "1")
+    me, eager = _mlp_step()
+    mc, step = _mlp_step()
+    comp = tracec.compile(step, backend=backend, dynamic=True)
+    for x, y in _batches((4, 7, 4, 9)):
+        _close(eager(x, y).item(), comp(x, y).item())
+    info = comp.cache_info()
+    assert info.traces == 2          # (SGD's first step has no momentum buffer yet)
+    assert all(d == {"arg0[0]": "B: dynamic=True", "arg1[0]": "B: dynamic=True"}
+               for d in info.symbolic)
+    assert any(n.startswith("T specialized to 12") for n in info.notes), info.notes
+    assert not any("12" in g for g in info.size_guards)
+    assert "?x12xf32" in comp.ir("trace") and "16x12xf32" in comp.ir("trace")
+    for a, b in zip(me.parameters(), mc.parameters()):
+        _close(a.detach().numpy(), b.detach().numpy())
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_mark_dynamic_batch_joins_labels_of_the_same_size(backend, monkeypatch):
+    """mark_dynamic(x, 0) alone: the labels y of the same batch get the same
+    symbol (they meet x's batch in cross_entropy), so one trace serves
+    every batch size; another argument of that size that never meets the
+    batch stays static."""
+    monkeypatch.setenv("TRACEC_CHECKS", "1")
+    _, eager = _mlp_step()
+    _, step = _mlp_step()
+
+    def with_bias(x, y, z):
+        return step(x, y) + z.sum()
+    comp = tracec.compile(with_bias, backend=backend)
+    rng = np.random.default_rng(1)
+    for x, y in _batches((6, 9, 6, 13)):
+        tracec.mark_dynamic(x, 0)
+        z = tracec.tensor(rng.standard_normal(6).astype(np.float32))
+        _close((eager(x, y) + z.sum()).item(), comp(x, y, z).item())
+    info = comp.cache_info()
+    assert info.traces == 2          # (SGD's first step has no momentum buffer yet)
+    assert info.symbolic[0] == {
+        "arg0[0]": "B: mark_dynamic",
+        "arg1[0]": "B: found equal to B by the trace (same size as a dynamic dimension)"}
+    assert all(set(d) == {"arg0[0]", "arg1[0]"} for d in info.symbolic)
+    assert "?xi64" in comp.ir("trace") and "tensor<6xf32>" in comp.ir("trace")
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_state_tensor_whose_size_changed_with_the_arguments(backend, monkeypatch):
+    """A closure tensor resized together with the argument: the retrace is
+    symbolic in x's size, x * state needs them equal, so the trace takes
+    the size; every call is right (one trace per size)."""
+    monkeypatch.setenv("TRACEC_CHECKS", "1")
+    state = [tracec.randn(4)]
+
+    @tracec.compile(backend=backend)
+    def f(x):
+        return x * state[0] + x.sum()
+
+    for n in (4, 6, 8, 6):
+        if state[0].shape[0] != n:
+            state[0] = tracec.randn(n)
+        x = tracec.randn(n)
+        _close(f(x).numpy(), (x * state[0] + x.sum()).numpy(), 1e-5)
+    info = f.cache_info()
+    assert info.traces == 4
+    assert any(n.startswith("B specialized to 6") for n in info.notes), info.notes
+
+
+def test_a_product_equal_to_a_number_specializes_its_symbols(monkeypatch):
+    """view(B, -1) of x[B,T,N] meets a 12-wide weight: B*T... == 12 has no
+    single symbol to solve, so its symbols take their traced sizes; the
+    batch stays symbolic where no other size equals it."""
+    monkeypatch.setenv("TRACEC_CHECKS", "1")
+    w = tracec.randn(12, 3)
+
+    @tracec.compile(backend="interp", dynamic=True)
+    def f(x):
+        return x.view(x.shape[0], -1) @ w
+
+    for n in (5, 7, 5):
+        x = tracec.randn(n, 3, 4)
+        _close(f(x).numpy(), (x.view(n, -1) @ w).numpy(), 1e-5)
+    info = f.cache_info()
+    assert info.traces == 1 and info.symbolic[0] == {"arg0[0]": "B: dynamic=True"}
+    assert any(n.startswith("T specialized to 3") for n in info.notes)

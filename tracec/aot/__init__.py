@@ -5,7 +5,10 @@ The library is the cpu backend's object code for the optimized function
 (for the host CPU, or a portable x86-64 level: ``target``), linked with a
 generated C wrapper (``cgen.py``) that exposes the step, taking one pointer
 per tensor: inputs (``const``), state updated in place (parameters,
-buffers, optimizer state, the RNG state), and outputs; ``init_state``,
+buffers, optimizer state, the RNG state), and outputs, then one
+``int64_t`` per named size (``--arg x=f32[B,784]``: the step is traced
+symbolic in ``B`` and compiled once as size-generic code, ``sizes.py``);
+``init_state``,
 which writes the initial state embedded in the library (``state.py``); a
 table describing every argument (``plan.py``); a CPU check
 (``cpu_check.py``).  No Python is needed at run time.
@@ -26,6 +29,7 @@ import subprocess
 import tempfile
 
 from tracec.aot import cgen, cpu_check
+from tracec.aot.sizes import SizesError, plan_sizes
 from tracec.aot.plan import Buffer, _ident, describe_state, plan_buffers, state_names
 from tracec.aot.state import WeightsError, initial_blob, load_weights, snapshot
 
@@ -52,11 +56,15 @@ def steady_entry(cf, args, max_calls: int = 4):
 
 
 def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
-                  target: str = "native", weights: str | None = None) -> dict:
+                  target: str = "native", weights: str | None = None,
+                  dim_names: dict | None = None) -> dict:
     """Trace ``fn`` on ``args`` in its steady state, compile it for
     ``target`` (one of ``TARGET_NAMES``) and link ``out_path`` (a .so) plus
     a header beside it.  ``weights``: a checkpoint loaded into the modules
-    ``fn`` reaches first (the initial state the library carries)."""
+    ``fn`` reaches first (the initial state the library carries).
+    ``dim_names``: ``{arg name: (size name or None per dimension)}`` for
+    arguments with named sizes (marked dynamic on ``args`` by the caller,
+    ``tracec.mark_dynamic``): each name is a parameter of the C function."""
     from tracec.backends.cpu import codegen
     from tracec.compiler import CompiledFunction
     if target not in TARGET_NAMES:
@@ -74,7 +82,9 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
     snap = snapshot(fn)        # before the step runs: the state it starts from
     cf = CompiledFunction(fn, backend="cpu", values_only=True)
     entry = steady_entry(cf, args)
-    if target == "native":
+    if dim_names and entry.trace.symbolic is not None:
+        exe = _generic_for(cf, entry, target)
+    elif target == "native":
         # The executable tracec.compile built: state updates computed in
         # place only where the call stays all-or-nothing (signature["atomic"]).
         exe = entry.ensure_compiled()
@@ -82,7 +92,14 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
         exe = _compile_for(cf, entry, target)
     signature = exe.signature
     fname = _ident(fn.__name__)
-    bufs = plan_buffers(entry, fn, arg_names)
+    try:
+        sizes = plan_sizes(entry.trace, dim_names, list(arg_names), signature)
+    except SizesError as e:
+        raise BuildError(str(e)) from None
+    bufs = plan_buffers(entry, fn, arg_names, signature)
+    clash = {b.name for b in bufs} & set(sizes.names if sizes else ())
+    if clash:
+        raise BuildError(f"the size name {sorted(clash)[0]} is also a buffer's name")
     blob, where = initial_blob(bufs, snap)
     features = cpu_check.checked_features(feats)
     target_doc = f"{target}: {cpu} ({','.join(features) or 'no feature checked'})"
@@ -97,7 +114,7 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
     header_name = os.path.basename(header_path)
     header = cgen.header(fname, bufs, f"{fn.__name__} from "
                          f"{getattr(fn, '__code__', None) and fn.__code__.co_filename}",
-                         target_doc)
+                         target_doc, sizes)
     cc = cc or os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         raise BuildError("no C compiler found (set CC)")
@@ -115,7 +132,8 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
         src = os.path.join(tmp, "wrapper.c")
         with open(src, "w") as f:
             f.write(cgen.wrapper(fname, header_name, bufs, signature, where=where,
-                                 blob_path=blob_path, target=target_doc, features=features))
+                                 blob_path=blob_path, target=target_doc, features=features,
+                                 sizes=sizes))
         objs = [obj]
         if signature.get("pool_slot"):
             from tracec.backends.cpu import pool
@@ -138,6 +156,8 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
         _install(os.path.join(tmp, header_name), header_path, 0o666 & ~umask)
     return {"library": out_path, "header": header_path, "function": fname,
             "buffers": [b.doc() for b in bufs], "target": target_doc,
+            "sizes": list(sizes.names) if sizes else [],
+            "size_checks": [why for _, why in sizes.checks] if sizes else [],
             "init_state_bytes": len(blob)}
 
 
@@ -176,6 +196,15 @@ class _Object:
     def __init__(self, object_code: bytes, signature: dict):
         self.object_code, self.signature = object_code, signature
 
+    def failed_guard(self, env: dict) -> str | None:
+        """As ``SizedCpuExecutable.failed_guard``: None if the code serves
+        the sizes ``env``."""
+        from tracec.symbolic import guard_holds
+        for g in self.signature.get("size_guards", ()):
+            if not guard_holds(g, env):
+                return f"compiled for sizes with {g}"
+        return None
+
 
 class _TargetBackend:
     """The cpu backend generating code for another CPU (``--target``): its
@@ -190,17 +219,37 @@ class _TargetBackend:
         with codegen.targeting(self.target):
             return codegen.target_id()
 
-    def compile_module(self, module, donate=None, **_options):
+    def compile_module(self, module, donate=None, size_guards=None, **_options):
         from tracec.backends import cpu
         from tracec.backends.cpu import codegen
         with codegen.targeting(self.target):
-            return _Object(*cpu.compile_object(module, donate=donate))
+            return _Object(*cpu.compile_object(module, donate=donate, size_guards=size_guards))
 
     def load_object(self, object_code: bytes, signature: dict):
         if signature.get("target") != self.target_id():
             raise ValueError(f"object code was compiled for another target: "
                              f"{signature.get('target')!r}")
         return _Object(object_code, signature)
+
+
+def _generic_for(cf, entry, target: str):
+    """The size-generic executable of symbolic ``entry`` (made by the
+    calls that traced it) for ``target``: the one loaded here for
+    ``native``, else the same code generated for the other CPU."""
+    if not entry.generic:
+        raise BuildError("named sizes need size-generic code, which this step cannot have: "
+                         f"{entry.generic_failed or 'unknown reason'}")
+    sub = entry.generic[0]
+    if target == "native":
+        return sub.ensure_compiled()
+    import dataclasses
+
+    from tracec import size_generic
+    from tracec.compiler import donations
+    env = dict(entry.trace.symbolic.hints)
+    donate = donations(dataclasses.replace(entry.trace, symbolic=None))
+    exe, _ = size_generic.compile_generic(cf, _TargetBackend(target), sub, env, donate)
+    return exe
 
 
 def _compile_for(cf, entry, target: str):

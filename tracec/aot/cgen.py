@@ -13,6 +13,8 @@ from __future__ import annotations
 from tracec import dtypes as dt
 from tracec.aot import cpu_check
 from tracec.aot.plan import ROLES, storage_itemsize
+from tracec.aot.sizes import C_HELPERS, ERR_SIZE, c_expr, count
+from tracec.symbolic import Sym, parse, substitute, symbol
 
 ERR_OOM, ERR_CPU, ERR_NULL = -1, -2, -3
 
@@ -40,8 +42,9 @@ typedef struct tracec_arg {
     int32_t itemsize;     /* bytes per element in the buffer */
     int32_t rank;
     const int64_t *shape; /* rank sizes (NULL when rank is 0); -1 marks a named size */
-    /* Named sizes: NULL while every size is fixed (tracec build does not
-       make symbolic shapes yet); else rank names, NULL for a fixed size. */
+    /* Named sizes (--arg x=f32[B,784]): NULL when every size is fixed;
+       else rank entries, the size's name (an argument of the function) or
+       NULL for a fixed size. */
     const char *const *dim_names;
     int64_t numel;        /* elements (-1 if a size is named) */
     int32_t role;         /* enum tracec_role */
@@ -59,21 +62,34 @@ def c_string(s: str) -> str:
 def exported(fname: str) -> list[str]:
     return [fname, f"{fname}_error_message", f"{fname}_init_state", f"{fname}_argv",
             f"{fname}_init_state_argv", f"{fname}_check_cpu", f"{fname}_args",
-            f"{fname}_num_args", f"{fname}_target"]
+            f"{fname}_num_args", f"{fname}_target", f"{fname}_size_names",
+            f"{fname}_num_sizes"]
+
+
+def _size_params(sizes) -> str:
+    return "".join(f", int64_t {n}" for n in sizes.names) if sizes else ""
+
+
+def _argv_decl(fname, up, sizes) -> str:
+    extra = f", const int64_t sizes[{up}_NUM_SIZES]" if sizes else ""
+    return f"int {fname}_argv(void *const argv[{up}_NUM_ARGS]{extra})"
 
 
 def _state_decls(bufs) -> str:
     return ", ".join(f"{b.ctype} *{b.name}" for b in bufs if b.is_state) or "void"
 
 
-def _listing(bufs, decl) -> str:
-    """Parameters one per line, each with its shape, dtype and role."""
-    items = [decl(b) + ("," if k < len(bufs) - 1 else "") for k, b in enumerate(bufs)]
-    return "".join(f"\n    {d}{' ' * max(1, 41 - len(d))}/* {b.doc().split(': ', 1)[1]} */"
-                   for d, b in zip(items, bufs))
+def _listing(bufs, decl, sizes=None) -> str:
+    """Parameters one per line, each with its shape, dtype and role (then
+    the named sizes)."""
+    rows = [(decl(b), b.doc().split(": ", 1)[1]) for b in bufs]
+    rows += [(f"int64_t {n}", "a named size") for n in (sizes.names if sizes else ())]
+    items = [d + ("," if k < len(rows) - 1 else "") for k, (d, _) in enumerate(rows)]
+    return "".join(f"\n    {d}{' ' * max(1, 41 - len(d))}/* {doc} */"
+                   for d, (_, doc) in zip(items, rows))
 
 
-def header(fname, bufs, doc, target_doc) -> str:
+def header(fname, bufs, doc, target_doc, sizes=None) -> str:
     guard = f"TRACEC_{fname.upper()}_H"
     up = fname.upper()
     n_state = sum(b.is_state for b in bufs)
@@ -100,55 +116,83 @@ def header(fname, bufs, doc, target_doc) -> str:
              " *",
              " * Arguments:"]
     lines += [f" *   {b.doc()}" for b in bufs]
+    if sizes:
+        lines += [f" *   {n}: int64_t, a named size (the {n} in the shapes above)"
+                  for n in sizes.names]
+        lines += [" *",
+                  f" * The named sizes follow the buffers ({fname}_argv takes them as an array,",
+                  f" * in this order: {', '.join(sizes.names)}); a buffer whose shape names a",
+                  " * size holds that many elements along it, outputs included.  A call",
+                  f" * whose sizes break one of these conditions returns {ERR_SIZE} before",
+                  f" * anything runs ({fname}_error_message says which, and the sizes):"]
+        lines += [f" *   - {why}" for _, why in sizes.checks]
     lines += [" */", f"#ifndef {guard}", f"#define {guard}", "",
               "#include <stdbool.h>", "#include <stdint.h>", "", _TABLE_TYPE,
               f"#define {up}_NUM_ARGS {len(bufs)}",
-              f"#define {up}_NUM_STATE {n_state}", "",
+              f"#define {up}_NUM_STATE {n_state}",
+              f"#define {up}_NUM_SIZES {len(sizes.names) if sizes else 0}", "",
               "#ifdef __cplusplus", 'extern "C" {', "#endif", ""]
-    lines.append(f"int {fname}({_listing(bufs, lambda b: b.decl())});")
+    lines.append(f"int {fname}({_listing(bufs, lambda b: b.decl(), sizes)});")
     lines.append(f"const char *{fname}_error_message(int code);")
     state = [b for b in bufs if b.is_state]
     lines.append(f"int {fname}_init_state("
                  f"{_listing(state, lambda b: f'{b.ctype} *{b.name}') if state else 'void'});")
-    lines.append(f"int {fname}_argv(void *const argv[{up}_NUM_ARGS]);")
+    lines.append(_argv_decl(fname, up, sizes) + ";")
     lines.append(f"int {fname}_init_state_argv(void *const argv[{up}_NUM_ARGS]);")
     lines.append(f"int {fname}_check_cpu(void);")
     lines.append(f"extern const tracec_arg {fname}_args[{up}_NUM_ARGS];")
     lines.append(f"extern const int32_t {fname}_num_args;")
+    lines.append(f"extern const char *const {fname}_size_names[];   /* NULL-terminated */")
+    lines.append(f"extern const int32_t {fname}_num_sizes;")
     lines.append(f"extern const char {fname}_target[];   /* what it was built for */")
     lines += ["", "#ifdef __cplusplus", "}", "#endif", f"#endif /* {guard} */", ""]
     return "\n".join(lines)
 
 
-def _table(fname, bufs) -> list[str]:
+def _table(fname, bufs, sizes) -> list[str]:
     lines = []
     state_i = 0
     rows = []
     for k, b in enumerate(bufs):
-        shape = "0"
+        shape, dim_names = "0", "0"
         if b.shape:
             lines.append(f"static const int64_t tc_shape_{k}[] = "
-                         f"{{{', '.join(map(str, b.shape))}}};")
+                         f"{{{', '.join('-1' if isinstance(d, Sym) else str(d) for d in b.shape)}}};")
             shape = f"tc_shape_{k}"
-        numel = 1
-        for s in b.shape:
-            numel *= s
+        if any(isinstance(d, Sym) for d in b.shape):
+            lines.append(f"static const char *const tc_dims_{k}[] = {{"
+                         + ", ".join(c_string(_size_name(d, sizes)) if isinstance(d, Sym)
+                                     else "0" for d in b.shape) + "};")
+            dim_names = f"tc_dims_{k}"
+        numel = count(b.shape)
+        if isinstance(numel, Sym):
+            numel = -1
         access = " | ".join(["TRACEC_READ"] * (b.in_index is not None) +
                             ["TRACEC_WRITTEN"] * bool(b.out_indices)) or "0"
         si = -1
         if b.is_state:
             si, state_i = state_i, state_i + 1
         rows.append(f"    {{{c_string(b.name)}, {c_string(b.source)}, {c_string(b.dtype.name)}, "
-                    f"{b.itemsize}, {len(b.shape)}, {shape}, 0, {numel}, "
+                    f"{b.itemsize}, {len(b.shape)}, {shape}, {dim_names}, {numel}, "
                     f"TRACEC_ROLE_{b.kind.upper()}, {access}, {si}}},")
     assert all(b.kind in ROLES for b in bufs)
     lines.append(f"const tracec_arg {fname}_args[{len(bufs)}] = {{")
     lines += rows
     lines += ["};", f"const int32_t {fname}_num_args = {len(bufs)};", ""]
+    names = sizes.names if sizes else []
+    lines += [f"const char *const {fname}_size_names[] = "
+              f"{{{''.join(c_string(n) + ', ' for n in names)}0}};",
+              f"const int32_t {fname}_num_sizes = {len(names)};", ""]
     return lines
 
 
-def _init_state(fname, bufs, where, blob_path) -> list[str]:
+def _size_name(d, sizes) -> str:
+    """The size parameter a symbolic dimension is (an expression of them
+    for an output: ``2*B``)."""
+    return str(d) if sizes is None else c_expr(d, sizes.var).replace("LL", "")         if str(d) not in sizes.var else sizes.var[str(d)]
+
+
+def _init_state(fname, bufs, where, blob_path, sizes=None) -> list[str]:
     state = [b for b in bufs if b.is_state]
     lines = []
     if blob_path:
@@ -174,7 +218,8 @@ def _init_state(fname, bufs, where, blob_path) -> list[str]:
     lines += ["    return 0;", "}", ""]
     casts = [f"({'const ' if b.role == 'input' else ''}{b.ctype} *)argv[{k}]"
              for k, b in enumerate(bufs)]
-    lines += [f"int {fname}_argv(void *const argv[{len(bufs)}]) {{",
+    casts += [f"sizes[{k}]" for k in range(len(sizes.names) if sizes else 0)]
+    lines += [_argv_decl(fname, fname.upper(), sizes) + " {",
               f"    return {fname}({', '.join(casts)});", "}", ""]
     state_args = ", ".join(f"({b.ctype} *)argv[{k}]" for k, b in enumerate(bufs) if b.is_state)
     lines += [f"int {fname}_init_state_argv(void *const argv[{len(bufs)}]) {{",
@@ -183,8 +228,27 @@ def _init_state(fname, bufs, where, blob_path) -> list[str]:
     return lines
 
 
+def _size_checks(fname, sizes) -> list[str]:
+    """``tc_sizes_ok``: 0, or ``ERR_SIZE`` with the message of the first
+    check the call's sizes fail (``sizes.py``)."""
+    params = ", ".join(f"int64_t {n}" for n in sizes.names)
+    fmt = ", ".join(f"{n}=%lld" for n in sizes.names)
+    vals = ", ".join(f"(long long){n}" for n in sizes.names)
+    lines = [C_HELPERS, "static __thread char tc_size_msg[512];", "",
+             f"static int tc_size_fail(const char *what, {params}) {{",
+             f'    snprintf(tc_size_msg, sizeof tc_size_msg, "%s (called with {fmt})", '
+             f"what, {vals});",
+             f"    return {ERR_SIZE};", "}", "",
+             f"static int tc_sizes_ok({params}) {{"]
+    args = ", ".join(sizes.names)
+    for cond, why in sizes.checks:
+        lines.append(f"    if (!({cond})) return tc_size_fail({c_string(why)}, {args});")
+    lines += ["    return 0;", "}", ""]
+    return lines
+
+
 def wrapper(fname, header_name, bufs, signature, *, where, blob_path, target,
-            features) -> str:
+            features, sizes=None) -> str:
     n_in, n_out = len(signature["inputs"]), len(signature["outputs"])
     entry = signature["entry"]
     errors = signature.get("errors", [])
@@ -206,6 +270,10 @@ def wrapper(fname, header_name, bufs, signature, *, where, blob_path, target,
                   "__attribute__((destructor)) static void tc_fini(void) {",
                   f"    if (__atomic_load_n(&{slot}, __ATOMIC_ACQUIRE)) tracec_pool_shutdown();",
                   "}", ""]
+    lines += ["static inline size_t tc_round64(int64_t n) { return ((size_t)n + 63) / 64 * 64; }",
+              "static inline int64_t tc_max1(int64_t n) { return n > 0 ? n : 1; }", ""]
+    if sizes:
+        lines += _size_checks(fname, sizes)
     lines += ["static const char *const errors[] = {"]
     lines += [f"    {c_string(e[-1] if isinstance(e, (list, tuple)) else e)}," for e in errors]
     lines += ["    0", "};", ""]
@@ -227,12 +295,17 @@ def wrapper(fname, header_name, bufs, signature, *, where, blob_path, target,
               f"    if (code == {ERR_OOM}) return \"out of memory\";",
               f"    if (code == {ERR_CPU}) return tc_cpu_msg;",
               f"    if (code == {ERR_NULL}) return \"a state buffer pointer is NULL\";",
+              *([f"    if (code == {ERR_SIZE}) return tc_size_msg;"] if sizes else []),
               f"    if (code > 0 && code <= {len(errors)}) return errors[code - 1];",
               "    return \"unknown error\";", "}", ""]
-    lines += _table(fname, bufs)
-    lines += _init_state(fname, bufs, where, blob_path)
-    lines.append(f"int {fname}({', '.join(b.decl() for b in bufs)}) {{")
+    lines += _table(fname, bufs, sizes)
+    lines += _init_state(fname, bufs, where, blob_path, sizes)
+    var = sizes.var if sizes else {}
+    lines.append(f"int {fname}({', '.join(b.decl() for b in bufs)}{_size_params(sizes)}) {{")
     lines.append(f"    if ({fname}_check_cpu()) return {ERR_CPU};")
+    if sizes:
+        lines.append(f"    int tc_bad = tc_sizes_ok({', '.join(sizes.names)});")
+        lines.append("    if (tc_bad) return tc_bad;")
     lines.append(f"    void *tc_in[{max(n_in, 1)}];")
     lines.append(f"    void *tc_out[{max(n_out, 1)}] = {{0}};")
     for b in bufs:
@@ -244,12 +317,11 @@ def wrapper(fname, header_name, bufs, signature, *, where, blob_path, target,
     # or into a temporary copied out only when the call succeeds.
     donated = {int(k): int(j) for k, j in signature.get("donated", ())}
     target_buf = {k: b for b in bufs for k in b.out_indices}
-    sizes, temps = {}, []
+    nbytes, temps = {}, []
     for k, (shape, d) in enumerate(signature["outputs"]):
-        n = 1
-        for s_ in shape:
-            n *= s_
-        sizes[k] = max(n * _storage(d), 1)
+        n = count(shape) * _storage(d)
+        # bytes: at least 1 (malloc of 0 may return NULL)
+        nbytes[k] = (f"tc_max1({c_expr(n, var)})" if isinstance(n, Sym) else str(max(n, 1)))
         b = target_buf.get(k)
         if b is not None and k in donated and b.in_index == donated[k]:
             lines.append(f"    tc_out[{k}] = tc_in[{donated[k]}];")
@@ -257,13 +329,29 @@ def wrapper(fname, header_name, bufs, signature, *, where, blob_path, target,
             lines.append(f"    tc_out[{k}] = (void *){b.name};")
         else:
             temps.append(k)
-            lines.append(f"    tc_out[{k}] = aligned_alloc(64, {(sizes[k] + 63) // 64 * 64});")
-    ws = max((int(signature.get("workspace", 0)) + 63) // 64 * 64, 64)
-    # One workspace per thread, kept: allocating megabytes per call costs
-    # page faults every call (glibc returns freed large blocks to the OS).
+            lines.append(f"    tc_out[{k}] = aligned_alloc(64, tc_round64({nbytes[k]}));")
+    ws = signature.get("workspace", 0)
+    ws = parse(ws) if isinstance(ws, str) else int(ws)
+    # One workspace per thread, kept (grown when a call's sizes need more):
+    # allocating megabytes per call costs page faults every call (glibc
+    # returns freed large blocks to the OS).
     lines.append("    static __thread void *tc_ws;")
-    lines.append(f"    if (!tc_ws) tc_ws = aligned_alloc(64, {ws});")
+    lines.append("    static __thread size_t tc_ws_size;")
+    lines.append(f"    size_t tc_need = tc_round64({c_expr(ws, var) if isinstance(ws, Sym) else ws});")
+    lines.append("    if (tc_need < 64) tc_need = 64;")
+    lines.append("    if (tc_need > tc_ws_size) {")
+    lines.append("        free(tc_ws);")
+    lines.append("        tc_ws = aligned_alloc(64, tc_need);")
+    lines.append("        tc_ws_size = tc_ws ? tc_need : 0;")
+    lines.append("    }")
     lines.append(f"    int tc_rc = tc_ws ? 0 : {ERR_OOM};")
+    if sizes:
+        # The symbols' values, where the kernels read them (sized.py).
+        lines.append("    if (tc_ws) {")
+        lines.append("        int64_t *tc_sz = (int64_t *)((char *)tc_ws + 64);")
+        for k, v in enumerate(sizes.workspace_order):
+            lines.append(f"        tc_sz[{k}] = {v};")
+        lines.append("    }")
     for k in temps:
         lines.append(f"    if (!tc_out[{k}]) tc_rc = {ERR_OOM};")
     if slot:
@@ -274,7 +362,7 @@ def wrapper(fname, header_name, bufs, signature, *, where, blob_path, target,
     for k in temps:
         b = target_buf.get(k)
         if b is not None:
-            lines.append(f"        memcpy((void *){b.name}, tc_out[{k}], {sizes[k]});")
+            lines.append(f"        memcpy((void *){b.name}, tc_out[{k}], {nbytes[k]});")
     lines.append("    }")
     for k in temps:
         lines.append(f"    free(tc_out[{k}]);")

@@ -14,6 +14,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec.pytree import path_name
+from tracec.symbolic import parse
 from tracec.tensor import Tensor
 
 _CTYPE = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t",
@@ -133,8 +134,12 @@ class Buffer:
         return f"{self.name}: {self.dtype.name}{shape}, {self.role}{what}"
 
 
-def plan_buffers(entry, fn, arg_names) -> list[Buffer]:
-    """Map the trace's inputs and outputs to the C function's parameters."""
+def plan_buffers(entry, fn, arg_names, signature=None) -> list[Buffer]:
+    """Map the trace's inputs and outputs to the C function's parameters
+    (``signature``: the executable's, default ``entry.executable``'s;
+    output sizes that depend on named sizes are ``Sym``)."""
+    if signature is None:
+        signature = entry.executable.signature
     names = describe_state(fn)
     trace = entry.trace
     bufs, by_obj = [], {}
@@ -173,7 +178,8 @@ def plan_buffers(entry, fn, arg_names) -> list[Buffer]:
     for spec in trace.outputs:
         if spec.kind == "grad_none":
             continue
-        shape, dtype = entry.executable.signature["outputs"][out_i]
+        shape, dtype = signature["outputs"][out_i]
+        shape = tuple(parse(d) if isinstance(d, str) else d for d in shape)
         dtype = dt.to_dtype(dtype)
         if spec.kind == "return":
             name = f"out{n_ret}" if n_ret else "out"

@@ -23,4 +23,4 @@ from tracec.ir.types import (  # noqa: F401
     ELEMENT_TYPES, dtype_of, dtype_of_element, element_type, format_type, is_symbolic_type,
     is_tensor_type, shape_of, tensor_type,
 )
-from tracec.ir.specialize import specialize, static_type  # noqa: F401,E402
+from tracec.ir.specialize import specialize, static_type, substitute_symbols  # noqa: F401,E402,E501

@@ -71,7 +71,9 @@ def sum_to(g, shape):
     """Sum ``g`` down to ``shape`` (the adjoint of broadcasting)."""
     gshape = tuple(g.shape)
     shape = tuple(shape)
-    if gshape == shape:
+    # Ranks first: tuples of different lengths still compare their items,
+    # and a symbolic size compared with a number would become a size guard.
+    if len(gshape) == len(shape) and gshape == shape:
         return g
     lead = len(gshape) - len(shape)
     axes = tuple(range(lead)) + tuple(
