@@ -16,3 +16,5 @@ from tracec.nn.utils.fusion import (fuse_conv_bn_eval, fuse_conv_bn_weights,  # 
                                     fuse_linear_bn_eval, fuse_linear_bn_weights)
 from tracec.nn.utils.init import skip_init  # noqa: F401
 from tracec.nn.utils import clip_grad, convert_parameters, fusion  # noqa: F401
+from tracec.nn.utils.weight_norm import remove_weight_norm, weight_norm  # noqa: F401
+from tracec.nn.utils.spectral_norm import remove_spectral_norm, spectral_norm  # noqa: F401
