@@ -18,3 +18,4 @@ from tracec.nn.utils.init import skip_init  # noqa: F401
 from tracec.nn.utils import clip_grad, convert_parameters, fusion  # noqa: F401
 from tracec.nn.utils.weight_norm import remove_weight_norm, weight_norm  # noqa: F401
 from tracec.nn.utils.spectral_norm import remove_spectral_norm, spectral_norm  # noqa: F401
+from tracec.nn.utils import parametrize, parametrizations  # noqa: F401,E402
