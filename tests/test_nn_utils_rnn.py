@@ -173,3 +173,18 @@ def test_packed_rnn_checks():
     p = R.pack_sequence([tracec.zeros(3, 2), tracec.zeros(2, 2)])
     with pytest.raises(RuntimeError, match=r"Expected hidden\[0\] size \(1, 2, 3\), got \[1, 3, 3\]"):
         lstm(p, (tracec.zeros(1, 3, 3), tracec.zeros(1, 2, 3)))
+
+
+def test_packed_lstm_traces_without_reading_tensors():
+    """Lengths given as Python ints stay Python ints through packing, the
+    layer and unpacking, so ``tracec.compile`` records the packed LSTM."""
+    m = tracec.nn.LSTM(3, 4, bidirectional=True)
+
+    def f(x):
+        o, (h, _) = m(R.pack_padded_sequence(x, [2, 4, 1], enforce_sorted=False))
+        return R.pad_packed_sequence(o)[0].sum() + h.sum()
+
+    x = tracec.randn(4, 3, 3)
+    g = tracec.compile(f, backend="interp")
+    close(g(x), f(x), rtol=1e-5)
+    close(g(x + 1), f(x + 1), rtol=1e-5)

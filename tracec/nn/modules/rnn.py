@@ -29,7 +29,7 @@ from tracec.nn import init
 from tracec.nn.modules.linear import _empty
 from tracec.nn.modules.module import Module
 from tracec.nn.parameter import Parameter
-from tracec.nn.utils.rnn import PackedSequence
+from tracec.nn.utils.rnn import PackedSequence, batch_size_list
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -353,7 +353,7 @@ class RNNBase(Module):
         """``forward`` on a ``PackedSequence``: the output is packed like the
         input; ``hx`` and the returned state are in the caller's batch order."""
         data, batch_sizes, sorted_indices, unsorted_indices = packed
-        sizes = [int(b) for b in batch_sizes.numpy()]
+        sizes = batch_size_list(packed)
         lstm = self.mode == "LSTM"
         if hx is None:
             real = self.proj_size if self.proj_size > 0 else self.hidden_size
@@ -362,11 +362,12 @@ class RNNBase(Module):
                 hx = (hx, self._zeros(data, self.hidden_size, sizes[0]))
         else:
             hx = _permute_hidden(tuple(hx) if lstm else hx, sorted_indices)
-        self.check_forward_args(data, hx, batch_sizes)
+        self.check_forward_args(data, hx, sizes)  # Python ints: no tensor read when traced
         output, h_n, c_n = self._run(data, *(hx if lstm else (hx,)), sizes=sizes)
         hidden = (h_n, c_n) if lstm else h_n
-        return (PackedSequence(output, batch_sizes, sorted_indices, unsorted_indices),
-                _permute_hidden(hidden, unsorted_indices))
+        out = PackedSequence(output, batch_sizes, sorted_indices, unsorted_indices)
+        out._sizes = sizes
+        return out, _permute_hidden(hidden, unsorted_indices)
 
     def _forward_one_state(self, input, hx):
         """``forward`` of RNN and GRU (one state tensor)."""

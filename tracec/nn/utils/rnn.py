@@ -28,10 +28,9 @@ import numpy as np
 from tracec import creation
 from tracec import dtypes as dt
 from tracec import shape_ops as S
-from tracec.sorting import sort as _sort
 from tracec.tensor import Tensor
 
-__all__ = ["PackedSequence", "invert_permutation", "pack_padded_sequence",
+__all__ = ["PackedSequence", "batch_size_list", "invert_permutation", "pack_padded_sequence",
            "pad_packed_sequence", "pad_sequence", "unpad_sequence", "pack_sequence",
            "unpack_sequence"]
 
@@ -46,7 +45,8 @@ def _bind(optional, fn):
 class PackedSequence(_PackedSequenceBase):
     """The packed form of a batch of variable-length sequences (see the
     module docstring).  Build it with ``pack_padded_sequence`` or
-    ``pack_sequence``, not by hand."""
+    ``pack_sequence``, not by hand.  Those keep ``batch_sizes`` also as
+    Python ints (``_sizes``), so the layers consuming it read no tensor."""
 
     def __new__(cls, data, batch_sizes=None, sorted_indices=None, unsorted_indices=None):
         if unsorted_indices is None:
@@ -71,8 +71,10 @@ class PackedSequence(_PackedSequenceBase):
 
         def move(t):
             return t.to(data.device)
-        return type(self)(data, self.batch_sizes, _bind(self.sorted_indices, move),
-                          _bind(self.unsorted_indices, move))
+        out = type(self)(data, self.batch_sizes, _bind(self.sorted_indices, move),
+                         _bind(self.unsorted_indices, move))
+        out._sizes = getattr(self, "_sizes", None)
+        return out
 
     def cuda(self, *args, **kwargs) -> "PackedSequence":
         return self.to(*args, device="cuda", **kwargs)
@@ -107,11 +109,8 @@ def invert_permutation(permutation):
     """The inverse permutation (``out[permutation[i]] = i``), or None."""
     if permutation is None:
         return None
-    p = np.asarray(permutation.numpy() if permutation.device.type == "cpu"
-                   else permutation.cpu().numpy(), np.int64)
-    inv = np.empty_like(p)
-    inv[p] = np.arange(p.size, dtype=np.int64)
-    return creation.tensor(inv, dtype=permutation.dtype, device=permutation.device)
+    return _inverse(np.asarray(permutation.detach().cpu().numpy(), np.int64)).to(
+        permutation.dtype).to(permutation.device)
 
 
 def _lengths_list(lengths) -> list:
@@ -129,14 +128,16 @@ def pack_padded_sequence(input: Tensor, lengths, batch_first: bool = False,
                          enforce_sorted: bool = True) -> PackedSequence:
     """Pack a padded batch ``[T, B, *]`` (``[B, T, *]`` if ``batch_first``)
     of sequences of the given ``lengths``."""
-    lengths_t = (lengths.to(dt.int64) if isinstance(lengths, Tensor)
-                 else creation.tensor(_lengths_list(lengths), dtype=dt.int64))
+    # Python-side lengths stay Python values: nothing here reads a tensor
+    # unless the caller gave the lengths as one (so a traced call records
+    # no data-dependent reads for list lengths)
+    lens = _lengths_list(lengths)
     sorted_indices = None
     if not enforce_sorted:
-        lengths_t, sorted_indices = _sort(lengths_t, descending=True, stable=True)
-        sorted_indices = sorted_indices.to(input.device)
+        order = np.argsort(-np.asarray(lens, np.int64), kind="stable")
+        lens = [lens[i] for i in order]
+        sorted_indices = creation.tensor(order, dtype=dt.int64, device=input.device)
         input = input.index_select(0 if batch_first else 1, sorted_indices)
-    lens = _lengths_list(lengths_t)
     if input.ndim < 2:
         raise RuntimeError(f"pack_padded_sequence: expected input of 2 or more dimensions, got "
                            f"{input.ndim}")
@@ -161,14 +162,30 @@ def pack_padded_sequence(input: Tensor, lengths, batch_first: bool = False,
     rows = np.concatenate([t * batch + np.arange(b) for t, b in enumerate(sizes)])
     flat = S.reshape(x, (steps * batch,) + tuple(x.shape[2:]))
     data = flat[creation.tensor(rows, dtype=dt.int64, device=input.device)]
-    return PackedSequence(data, creation.tensor(sizes, dtype=dt.int64), sorted_indices, None)
+    packed = PackedSequence(data, creation.tensor(sizes, dtype=dt.int64), sorted_indices,
+                            _inverse(order) if not enforce_sorted else None)
+    packed._sizes = sizes
+    return packed
+
+
+def batch_size_list(packed: PackedSequence) -> list:
+    """``packed.batch_sizes`` as Python ints: the copy kept at packing time
+    when there is one (no tensor read, so tracing records none), else read."""
+    sizes = getattr(packed, "_sizes", None)
+    return list(sizes) if sizes is not None else _lengths_list(packed.batch_sizes)
+
+
+def _inverse(order) -> Tensor:
+    inv = np.empty_like(order)
+    inv[order] = np.arange(order.size)
+    return creation.tensor(inv, dtype=dt.int64)
 
 
 def pad_packed_sequence(sequence: PackedSequence, batch_first: bool = False,
                         padding_value: float = 0.0, total_length: int | None = None):
     """Inverse of ``pack_padded_sequence``: ``(padded, lengths)`` in the
     original batch order; ``total_length`` pads the time dim further."""
-    sizes = _lengths_list(sequence.batch_sizes)
+    sizes = batch_size_list(sequence)
     max_len = len(sizes)
     if total_length is not None:
         if total_length < max_len:
@@ -196,7 +213,7 @@ def pad_packed_sequence(sequence: PackedSequence, batch_first: bool = False,
                               dtype=dt.int64)
     if sequence.unsorted_indices is not None:
         idx = sequence.unsorted_indices
-        return padded.index_select(0 if batch_first else 1, idx), lengths[idx.cpu()]
+        return padded.index_select(0 if batch_first else 1, idx), lengths.index_select(0, idx)
     return padded, lengths
 
 
