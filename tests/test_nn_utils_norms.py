@@ -271,3 +271,28 @@ def test_init_names_and_sparse():
         tracec.nn.init.orthogonal(tracec.empty(3, 3))
     with pytest.raises(ValueError, match="Only tensors with 2 dimensions"):
         tracec.nn.init.sparse_(tracec.empty(3), 0.1)
+
+
+@pytest.mark.parametrize("shape,orthogonal_map", [((4, 4), None), ((3, 5), None), ((5, 3), None),
+                                                  ((3, 5), "matrix_exp"),
+                                                  ((4, 4), "householder")])
+def test_parametrizations_orthogonal(shape, orthogonal_map):
+    tc, th = _both("Linear", *shape)
+    copy_weights(tc, th)
+    tracec.nn.utils.parametrizations.orthogonal(tc, orthogonal_map=orthogonal_map)
+    torch.nn.utils.parametrizations.orthogonal(th, orthogonal_map=orthogonal_map)
+    assert list(tc.state_dict()) == list(th.state_dict()) == [
+        "bias", "parametrizations.weight.original", "parametrizations.weight.0.base"]
+    close(tc.weight, th.weight, rtol=1e-9, atol=1e-12)  # starts at the orthogonalized weight
+    with torch.no_grad():
+        orig = th.parametrizations.weight.original
+        orig.add_(torch.tensor(rnd(np.random.default_rng(6), *orig.shape, scale=0.3)))
+    copy_weights(tc, th)
+    _step_compare(tc, th, rnd(np.random.default_rng(7), 2, shape[0]), atol=1e-10)
+
+
+def test_orthogonal_refuses_what_it_lacks():
+    with pytest.raises(NotImplementedError, match="cayley"):
+        tracec.nn.utils.parametrizations.orthogonal(tracec.nn.Linear(3, 3), orthogonal_map="cayley")
+    with pytest.raises(ValueError, match='orthogonal_map has to be one of'):
+        tracec.nn.utils.parametrizations.orthogonal(tracec.nn.Linear(3, 3), orthogonal_map="qr")

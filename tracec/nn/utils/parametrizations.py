@@ -1,5 +1,6 @@
 """``tracec.nn.utils.parametrizations``: weight and spectral normalization
-as parametrizations (PyTorch's current API).
+as parametrizations (PyTorch's current API), and ``orthogonal`` (its own
+file, ``_orthogonal``).
 
 Invariants (PyTorch's):
   * ``weight_norm(m)`` stores ``g`` and ``v`` as
@@ -20,10 +21,11 @@ from tracec.nn import functional as F
 from tracec.nn.modules.conv import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from tracec.nn.modules.module import Module
 from tracec.nn.utils import parametrize
+from tracec.nn.utils._orthogonal import orthogonal  # noqa: F401
 from tracec.nn.utils.weight_norm import _matrix_along, _weight_norm, norm_except_dim
 from tracec.tensor import Tensor
 
-__all__ = ["spectral_norm", "weight_norm"]
+__all__ = ["orthogonal", "spectral_norm", "weight_norm"]
 
 
 class _WeightNorm(Module):
