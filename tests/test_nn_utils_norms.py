@@ -296,3 +296,26 @@ def test_orthogonal_refuses_what_it_lacks():
         tracec.nn.utils.parametrizations.orthogonal(tracec.nn.Linear(3, 3), orthogonal_map="cayley")
     with pytest.raises(ValueError, match='orthogonal_map has to be one of'):
         tracec.nn.utils.parametrizations.orthogonal(tracec.nn.Linear(3, 3), orthogonal_map="qr")
+
+
+def test_functional_call_and_memory_format():
+    tc = tracec.nn.Sequential(tracec.nn.Linear(2, 3), tracec.nn.ReLU(), tracec.nn.Linear(3, 1))
+    w = tracec.ones(3, 2, requires_grad=True)
+    keep = tc[0].weight
+    with pytest.warns(FutureWarning, match="torch.func.functional_call"):
+        y = tracec.nn.utils.stateless.functional_call(tc, {"0.weight": w}, tracec.ones(1, 2))
+    y.sum().backward()
+    assert w.grad is not None and tc[0].weight is keep and keep.grad is None
+    msgs = []
+    for lib, m in ((tracec, tc), (torch, torch.nn.Sequential(torch.nn.Linear(2, 3),
+                                                             torch.nn.ReLU(),
+                                                             torch.nn.Linear(3, 1)))):
+        with pytest.raises(RuntimeError) as e:
+            _no_future_warnings(lib.nn.utils.stateless.functional_call, m,
+                                {"0.weight": lib.ones(3, 2)}, lib.ones(1, 2), strict=True)
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]
+    conv = tracec.nn.Sequential(tracec.nn.Conv2d(2, 3, 1))
+    before = npy(conv[0].weight).copy()
+    assert tracec.nn.utils.convert_conv2d_weight_memory_format(conv, tracec.channels_last) is conv
+    close(conv[0].weight, before)
