@@ -35,6 +35,7 @@ from tracec.nn._loss_extra import *  # noqa: F401,F403
 from tracec.nn._resample import *  # noqa: F401,F403
 from tracec.nn._distance import *  # noqa: F401,F403
 from tracec.nn._embedding_bag import embedding_bag  # noqa: F401
+from tracec.nn._ctc import ctc_loss  # noqa: F401
 from tracec.nn._sampling import *  # noqa: F401,F403
 from tracec.tensor import Tensor
 

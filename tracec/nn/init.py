@@ -20,7 +20,7 @@ from tracec.tensor import Tensor
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_",
            "zeros_", "eye_", "dirac_", "xavier_uniform_", "xavier_normal_",
-           "kaiming_uniform_", "kaiming_normal_", "orthogonal_"]
+           "kaiming_uniform_", "kaiming_normal_", "orthogonal_", "sparse_"]
 
 
 def calculate_gain(nonlinearity: str, param=None) -> float:
@@ -211,7 +211,46 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
             tensor.dtype.np), tensor.dtype))
 
 
-# PyTorch's deprecated spellings without the trailing underscore.
-uniform, normal, constant = uniform_, normal_, constant_
-xavier_uniform, xavier_normal = xavier_uniform_, xavier_normal_
-kaiming_uniform, kaiming_normal = kaiming_uniform_, kaiming_normal_
+def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) -> Tensor:
+    """A 2-D tensor with ``ceil(sparsity * rows)`` zeros in each column (rows
+    chosen by ``randperm``), the rest drawn from ``N(0, std)`` (Martens 2010),
+    as PyTorch does."""
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = tensor.shape
+    num_zeros = math.ceil(sparsity * rows)
+    with graph.no_grad():
+        tensor.normal_(0, std, generator=generator)
+        for col in range(cols):
+            zero_rows = creation.randperm(rows)[:num_zeros]
+            tensor[zero_rows, col] = 0
+    return tensor
+
+
+def _make_deprecate(meth):
+    """PyTorch's deprecated spelling without the trailing underscore: warns
+    ``FutureWarning`` and calls ``meth``."""
+    new_name = meth.__name__
+    old_name = new_name[:-1]
+
+    def deprecated_init(*args, **kwargs):
+        warnings.warn(f"`nn.init.{old_name}` is now deprecated in favor of "
+                      f"`nn.init.{new_name}`.", FutureWarning, stacklevel=2)
+        return meth(*args, **kwargs)
+
+    deprecated_init.__name__ = old_name
+    deprecated_init.__doc__ = f"{old_name}(...): deprecated, see ``{new_name}``."
+    return deprecated_init
+
+
+uniform = _make_deprecate(uniform_)
+normal = _make_deprecate(normal_)
+constant = _make_deprecate(constant_)
+eye = _make_deprecate(eye_)
+dirac = _make_deprecate(dirac_)
+xavier_uniform = _make_deprecate(xavier_uniform_)
+xavier_normal = _make_deprecate(xavier_normal_)
+kaiming_uniform = _make_deprecate(kaiming_uniform_)
+kaiming_normal = _make_deprecate(kaiming_normal_)
+orthogonal = _make_deprecate(orthogonal_)
+sparse = _make_deprecate(sparse_)

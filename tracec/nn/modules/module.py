@@ -158,6 +158,32 @@ class Module:
         self._forward_pre_hooks[h.id] = hook
         return h
 
+    def _hook_table(self, name: str) -> OrderedDict:
+        """A hook table created on first use (modules unpickled from older
+        versions lack it)."""
+        return self.__dict__.setdefault(name, OrderedDict())
+
+    def _register_state_dict_hook(self, hook: Callable) -> _RemovableHandle:
+        """``hook(module, state_dict, prefix, local_metadata)`` runs after the
+        module and its children wrote their entries; a non-None result
+        replaces the state dict (PyTorch's private hook, used by spectral_norm)."""
+        h = _RemovableHandle(self._hook_table("_state_dict_hooks"))
+        self._state_dict_hooks[h.id] = hook
+        return h
+
+    def _register_load_state_dict_pre_hook(self, hook: Callable,
+                                           with_module: bool = False) -> _RemovableHandle:
+        """``hook(state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs)`` (``module`` first if ``with_module``)
+        runs before this module loads its entries and may rewrite them."""
+        h = _RemovableHandle(self._hook_table("_load_state_dict_pre_hooks"))
+        self._load_state_dict_pre_hooks[h.id] = (functools.partial(hook, self) if with_module
+                                                 else hook)
+        return h
+
+    def register_load_state_dict_pre_hook(self, hook: Callable) -> _RemovableHandle:
+        return self._register_load_state_dict_pre_hook(hook, with_module=True)
+
     # --- registration ------------------------------------------------------------
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
@@ -426,13 +452,18 @@ class Module:
         if destination is None:
             destination = OrderedDict()
             destination._metadata = OrderedDict()
+        local_metadata = {"version": self._version}
         if hasattr(destination, "_metadata"):
-            destination._metadata[prefix[:-1]] = {"version": self._version}
+            destination._metadata[prefix[:-1]] = local_metadata
         self._save_to_state_dict(destination, prefix, keep_vars)
         for name, m in self._modules.items():
             if m is not None:
                 m.state_dict(destination=destination, prefix=prefix + name + ".",
                              keep_vars=keep_vars)
+        for hook in self.__dict__.get("_state_dict_hooks", {}).values():
+            result = hook(self, destination, prefix, local_metadata)
+            if result is not None:
+                destination = result
         return destination
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
@@ -498,6 +529,8 @@ class Module:
             local_meta = {} if metadata is None else dict(metadata.get(prefix[:-1], {}))
             if assign:
                 local_meta["assign_to_params_buffers"] = True
+            for hook in module.__dict__.get("_load_state_dict_pre_hooks", {}).values():
+                hook(local_sd, prefix, local_meta, True, missing, unexpected, errors)
             module._load_from_state_dict(local_sd, prefix, local_meta, True, missing,
                                          unexpected, errors)
             for name, child in module._modules.items():

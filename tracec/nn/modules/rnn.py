@@ -29,6 +29,7 @@ from tracec.nn import init
 from tracec.nn.modules.linear import _empty
 from tracec.nn.modules.module import Module
 from tracec.nn.parameter import Parameter
+from tracec.nn.utils.rnn import PackedSequence, batch_size_list
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -86,7 +87,62 @@ def _direction(mode, gis, state, w_hh, b_hh, w_hr, reverse):
     return S.stack(outs, 0), state
 
 
+def _rows(state, lo, hi):
+    return tuple(s[lo:hi] for s in state) if isinstance(state, tuple) else state[lo:hi]
+
+
+def _cat_rows(parts):
+    if isinstance(parts[0], tuple):
+        return tuple(S.cat(list(p), 0) for p in zip(*parts))
+    return S.cat(parts, 0)
+
+
+def _direction_packed(mode, gis, state, w_hh, b_hh, w_hr, reverse, sizes):
+    """One direction over a packed batch: ``gis[t]`` holds the projections
+    of the ``sizes[t]`` sequences still running at step ``t`` (sizes are
+    non-increasing).  Returns the per-step outputs and the final state,
+    which for each sequence is its state after its own last step (forward)
+    or after step 0 (reverse), as PyTorch's packed RNNs give."""
+    w_hh_t = S.t(w_hh)
+    w_hr_t = None if w_hr is None else S.t(w_hr)
+    outs = [None] * len(gis)
+    if reverse:
+        h0, cur = state, sizes[-1]
+        state = _rows(h0, 0, cur)
+        for t in range(len(gis) - 1, -1, -1):
+            if sizes[t] > cur:  # sequences whose last step is t start here from h0
+                state = _cat_rows([state, _rows(h0, cur, sizes[t])])
+                cur = sizes[t]
+            state = _step(mode, gis[t], state, w_hh_t, b_hh, w_hr_t)
+            outs[t] = state[0] if mode == "LSTM" else state
+        return outs, state
+    finished = []  # final states of sequences that ended, latest-ending first
+    cur = sizes[0]
+    for t in range(len(gis)):
+        if sizes[t] < cur:
+            finished.append(_rows(state, sizes[t], cur))
+            state, cur = _rows(state, 0, sizes[t]), sizes[t]
+        state = _step(mode, gis[t], state, w_hh_t, b_hh, w_hr_t)
+        outs[t] = state[0] if mode == "LSTM" else state
+    return outs, (_cat_rows([state] + finished[::-1]) if finished else state)
+
+
 # --- multi-layer sequence modules ------------------------------------------------------------
+
+def _mini_batch(rnn, input, batch_sizes) -> int:
+    if batch_sizes is not None:
+        return int(batch_sizes[0])
+    return input.shape[0] if rnn.batch_first else input.shape[1]
+
+
+def _permute_hidden(hx, permutation):
+    """``hx`` (a tensor or an LSTM's ``(h, c)``) with its batch dim reordered."""
+    if permutation is None:
+        return hx
+    if isinstance(hx, tuple):
+        return tuple(h.index_select(1, permutation) for h in hx)
+    return hx.index_select(1, permutation)
+
 
 class RNNBase(Module):
     """What ``RNN``, ``LSTM`` and ``GRU`` share: parameters, checks, the layer
@@ -183,14 +239,15 @@ class RNNBase(Module):
             raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype "
                              f"({w.dtype}). Convert input: input.to({w.dtype}), or convert "
                              f"model: model.to({input.dtype})")
-        if input.ndim != 3:
-            raise RuntimeError(f"input must have 3 dimensions, got {input.ndim}")
+        want = 2 if batch_sizes is not None else 3
+        if input.ndim != want:
+            raise RuntimeError(f"input must have {want} dimensions, got {input.ndim}")
         if self.input_size != input.shape[-1]:
             raise RuntimeError("input.size(-1) must be equal to input_size. Expected "
                                f"{self.input_size}, got {input.shape[-1]}")
 
     def get_expected_hidden_size(self, input, batch_sizes=None) -> tuple:
-        mini_batch = input.shape[0] if self.batch_first else input.shape[1]
+        mini_batch = _mini_batch(self, input, batch_sizes)
         num_directions = 2 if self.bidirectional else 1
         size = self.proj_size if self.proj_size > 0 else self.hidden_size
         return (self.num_layers * num_directions, mini_batch, size)
@@ -246,16 +303,18 @@ class RNNBase(Module):
         self.check_forward_args(input, hx)
         return input, hx, batched
 
-    def _zeros(self, input, size):
-        batch = input.shape[0] if self.batch_first else input.shape[1]
+    def _zeros(self, input, size, batch=None):
+        if batch is None:
+            batch = input.shape[0] if self.batch_first else input.shape[1]
         num_directions = 2 if self.bidirectional else 1
         return creation.zeros(self.num_layers * num_directions, batch, size, dtype=input.dtype,
                               device=input.device)
 
-    def _run(self, input, h0, c0=None):
-        """The layer stack over time-major or batch-first 3-D ``input``;
-        returns the output and the stacked final ``h`` (and ``c``)."""
-        x = S.transpose(input, 0, 1) if self.batch_first else input
+    def _run(self, input, h0, c0=None, sizes=None):
+        """The layer stack over time-major or batch-first 3-D ``input`` (or,
+        with ``sizes``, a packed ``data`` ``[N, F]`` whose steps have those
+        batch sizes); returns the output and the stacked final ``h`` (and ``c``)."""
+        x = S.transpose(input, 0, 1) if self.batch_first and sizes is None else input
         num_directions = 2 if self.bidirectional else 1
         h0s = S.unbind(h0, 0)
         c0s = None if c0 is None else S.unbind(c0, 0)
@@ -271,10 +330,15 @@ class RNNBase(Module):
                 w_ih, w_hh = w[0], w[1]
                 b_ih, b_hh = (w[2], w[3]) if self.bias else (None, None)
                 w_hr = w[-1] if self.proj_size > 0 else None
-                gis = S.unbind(_input_projection(self.mode, x, w_ih, b_ih, b_hh), 0)
+                proj = _input_projection(self.mode, x, w_ih, b_ih, b_hh)
                 state = h0s[k] if c0s is None else (h0s[k], c0s[k])
-                out, state = _direction(self.mode, gis, state, w_hh, b_hh, w_hr,
-                                        reverse=direction == 1)
+                if sizes is None:
+                    out, state = _direction(self.mode, S.unbind(proj, 0), state, w_hh, b_hh,
+                                            w_hr, reverse=direction == 1)
+                else:
+                    steps, state = _direction_packed(self.mode, S.split(proj, sizes, 0), state,
+                                                     w_hh, b_hh, w_hr, direction == 1, sizes)
+                    out = S.cat(steps, 0)
                 outs.append(out)
                 if c0s is None:
                     hs.append(state)
@@ -282,11 +346,33 @@ class RNNBase(Module):
                     hs.append(state[0])
                     cs.append(state[1])
             x = outs[0] if num_directions == 1 else S.cat(outs, -1)
-        out = S.transpose(x, 0, 1) if self.batch_first else x
+        out = S.transpose(x, 0, 1) if self.batch_first and sizes is None else x
         return out, S.stack(hs, 0), (S.stack(cs, 0) if cs else None)
+
+    def _forward_packed(self, packed, hx):
+        """``forward`` on a ``PackedSequence``: the output is packed like the
+        input; ``hx`` and the returned state are in the caller's batch order."""
+        data, batch_sizes, sorted_indices, unsorted_indices = packed
+        sizes = batch_size_list(packed)
+        lstm = self.mode == "LSTM"
+        if hx is None:
+            real = self.proj_size if self.proj_size > 0 else self.hidden_size
+            hx = self._zeros(data, real, sizes[0])
+            if lstm:
+                hx = (hx, self._zeros(data, self.hidden_size, sizes[0]))
+        else:
+            hx = _permute_hidden(tuple(hx) if lstm else hx, sorted_indices)
+        self.check_forward_args(data, hx, sizes)  # Python ints: no tensor read when traced
+        output, h_n, c_n = self._run(data, *(hx if lstm else (hx,)), sizes=sizes)
+        hidden = (h_n, c_n) if lstm else h_n
+        out = PackedSequence(output, batch_sizes, sorted_indices, unsorted_indices)
+        out._sizes = sizes
+        return out, _permute_hidden(hidden, unsorted_indices)
 
     def _forward_one_state(self, input, hx):
         """``forward`` of RNN and GRU (one state tensor)."""
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         input, hx, batched = self._batched_hx(input, hx)
         output, h_n, _ = self._run(input, hx)
         return self._unbatch(output, batched), (h_n if batched else S.squeeze(h_n, 1))
@@ -340,7 +426,7 @@ class LSTM(RNNBase):
         super().__init__("LSTM", *args, **kwargs)
 
     def get_expected_cell_size(self, input, batch_sizes=None) -> tuple:
-        mini_batch = input.shape[0] if self.batch_first else input.shape[1]
+        mini_batch = _mini_batch(self, input, batch_sizes)
         num_directions = 2 if self.bidirectional else 1
         return (self.num_layers * num_directions, mini_batch, self.hidden_size)
 
@@ -352,6 +438,8 @@ class LSTM(RNNBase):
                                "Expected hidden[1] size {}, got {}")
 
     def forward(self, input, hx=None):
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         if input.ndim not in (2, 3):
             raise ValueError(f"LSTM: Expected input to be 2D or 3D, got {input.ndim}D instead")
         batched = input.ndim == 3
