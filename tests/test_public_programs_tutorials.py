@@ -1,5 +1,5 @@
 """More public PyTorch programs, unmodified but for synthetic data (written
-from memory: the PyTorch tutorials "What is torch.nn really?", "Neural
+from memory: harvardnlp's The Annotated Transformer, the PyTorch tutorials "What is torch.nn really?", "Neural
 networks" / autograd / tensors, seq2seq translation, DQN, DCGAN, spatial
 transformer, text classification; pytorch/examples fast_neural_style,
 mnist_hogwild and dcgan; karpathy's minGPT and makemore part 3).
@@ -35,6 +35,7 @@ CASES = [
     ("mnist_hogwild.py", ["--epochs", "1"], False, False),
     ("mingpt.py", [], True, True),
     ("makemore_part3.py", [], True, False),
+    ("annotated_transformer.py", [], True, True),
 ]
 
 
