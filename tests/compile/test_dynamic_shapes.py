@@ -190,7 +190,10 @@ def test_bad_dynamic_argument():
         tracec.compile(lambda x: x, dynamic="yes")
 
 
-_UNARY = ["relu", "tanh", "exp", "neg"]
+# Bounded ops only: exp(exp(x)) minus its mean cancels catastrophically, so
+# eager and compiled (another summation order) could differ by more than
+# any tolerance.
+_UNARY = ["relu", "tanh", "sigmoid", "neg"]
 
 
 @settings(max_examples=12, deadline=None,
@@ -210,6 +213,7 @@ def test_random_programs_over_random_shapes(ops, reduce_dim, sizes, backend):
     # (dynamic=True: every size is a symbol; b's 3 and x's 3 share one, and
     # the batch sizes are >= 4 so that they never meet it.)
     comp = tracec.compile(prog, backend=backend, dynamic=True)
+    tracec.manual_seed(0)
     b = tracec.randn(3)
     for n in sizes + sizes[:1]:
         x = tracec.randn(n, 3)
