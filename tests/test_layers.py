@@ -22,7 +22,7 @@ LAYERS = [
                   "tracec.tensor_meta", "tracec.shape_extra", "tracec.scatter_ops",
                   "tracec.select_ops", "tracec.search_ops", "tracec.strided_views",
                   "tracec.multiprocessing", "tracec.tensor_str",
-                  "tracec.autocast_mode", "tracec.cpu"]),
+                  "tracec.autocast_mode", "tracec.cpu", "tracec.jit"]),
     ("tracing", ["tracec.tracing", "tracec.guards", "tracec.sym_shapes", "tracec.naming"]),
     ("passes", ["tracec.passes"]),
     ("backends", ["tracec.backends"]),

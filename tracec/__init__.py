@@ -59,7 +59,7 @@ from tracec.contraction import addmm, baddbmm, einsum, sparse_coo_tensor, spmm  
 from tracec.methods_extra import (clamp_max, clamp_min, isfinite, isinf,  # noqa: E402,F401
                                   isneginf, isposinf)
 from tracec import sparse  # noqa: E402,F401
-from tracec import amp, cpu  # noqa: E402,F401
+from tracec import amp, cpu, jit  # noqa: E402,F401
 from tracec.reductions_bool import all, any  # noqa: E402,F401,A004
 from tracec import tensor_type as _tensor_type  # noqa: E402,F401  (Tensor.type)
 from tracec.as_torch import install_as_torch, uninstall_as_torch  # noqa: E402,F401

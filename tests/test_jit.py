@@ -1,0 +1,36 @@
+"""``torch.jit`` in passing: scripted and traced callables run as Python and
+give eager's numbers; TorchScript archives are refused with a clear error."""
+import numpy as np
+import pytest
+import torch
+
+import tracec
+
+
+def test_script_and_trace_give_eager_results():
+    @tracec.jit.script
+    def gelu_ish(x):
+        return x * tracec.sigmoid(1.702 * x)
+    m = tracec.nn.Sequential(tracec.nn.Linear(3, 2), tracec.nn.ReLU())
+    x = tracec.randn(4, 3)
+    traced = tracec.jit.trace(m, (x,))
+    np.testing.assert_array_equal(traced(x).detach().numpy(), m(x).detach().numpy())
+    np.testing.assert_array_equal(gelu_ish(x).numpy(), (x * tracec.sigmoid(1.702 * x)).numpy())
+    assert tracec.jit.script(m) is m and not tracec.jit.is_scripting()
+    assert not isinstance(m, tracec.jit.ScriptModule)
+    assert tracec.jit.fork(lambda a: a + 1, 2).wait() == 3
+    assert tracec.jit.annotate(list, [1]) == [1]
+
+
+def test_archives_are_refused():
+    with pytest.raises(NotImplementedError, match="no TorchScript"):
+        tracec.jit.save(tracec.nn.Linear(2, 2), "m.pt")
+    with pytest.raises(NotImplementedError, match="tracec.save"):
+        tracec.jit.load("m.pt")
+
+
+def test_names_match_torch_jit():
+    used = ["script", "trace", "ignore", "unused", "export", "is_scripting", "is_tracing",
+            "annotate", "Final", "fork", "wait", "freeze", "ScriptModule", "save", "load",
+            "optimize_for_inference", "interface", "Attribute", "isinstance"]
+    assert all(hasattr(torch.jit, n) and hasattr(tracec.jit, n) for n in used)

@@ -1,0 +1,150 @@
+"""``torch.jit`` for scripts that use it in passing: ``@torch.jit.script``
+on a helper, ``torch.jit.trace(model, x)`` before inference, the
+``ignore``/``unused``/``export`` decorators, ``is_scripting()`` checks.
+
+tracec has no TorchScript: ``script`` and ``trace`` return what they were
+given, which runs as the Python it is (TorchScript promises the same
+numbers as that Python, so results are unchanged; ``tracec.compile`` is the
+way to compile it).  What cannot be honoured -- ``save``/``load`` of a
+TorchScript archive -- raises ``NotImplementedError`` saying so, never a
+silently different result.
+"""
+from __future__ import annotations
+
+import typing
+
+__all__ = ["Attribute", "Error", "Final", "Future", "ScriptFunction", "ScriptModule", "annotate",
+           "enable_onednn_fusion", "export", "fork", "freeze", "ignore", "interface",
+           "is_scripting", "is_tracing", "isinstance", "load", "optimize_for_inference",
+           "optimized_execution", "save", "script", "script_if_tracing", "script_method",
+           "set_fusion_strategy", "trace", "trace_module", "unused", "wait"]
+
+Final = typing.Final
+Error = RuntimeError
+_builtin_isinstance = isinstance
+
+
+def script(obj=None, optimize=None, _frames_up=0, _rcb=None, example_inputs=None):
+    """The function or module itself (runs as Python)."""
+    return obj
+
+
+def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inputs=None,
+          check_tolerance=1e-5, strict=True, _force_outplace=False,
+          _module_class=None, _compilation_unit=None, example_kwarg_inputs=None,
+          _store_inputs=True):
+    """The function or module itself: it already computes what a trace of it
+    would (and, unlike a trace, follows its control flow for other inputs)."""
+    return func
+
+
+def trace_module(mod, inputs, *args, **kwargs):
+    return mod
+
+
+def _identity_decorator(fn=None, **kwargs):
+    if fn is None:
+        return lambda f: f
+    return fn
+
+
+ignore = unused = export = interface = script_if_tracing = script_method = _identity_decorator
+
+
+def is_scripting() -> bool:
+    return False
+
+
+def is_tracing() -> bool:
+    return False
+
+
+def annotate(the_type, the_value):
+    return the_value
+
+
+def Attribute(value, type=None):  # noqa: N802 - PyTorch's name
+    return value
+
+
+def isinstance(obj, target_type) -> bool:  # noqa: A001 - PyTorch's name
+    return _builtin_isinstance(obj, target_type)
+
+
+class Future:
+    """A finished computation (``fork`` runs its function at once)."""
+
+    def __init__(self, value):
+        self._value = value
+
+    def wait(self):
+        return self._value
+
+    def value(self):
+        return self._value
+
+    def done(self) -> bool:
+        return True
+
+
+def fork(func, *args, **kwargs) -> Future:
+    return Future(func(*args, **kwargs))
+
+
+def wait(future: Future):
+    return future.wait()
+
+
+def freeze(mod, preserved_attrs=None, optimize_numerics: bool = True):
+    return mod
+
+
+def optimize_for_inference(mod, other_methods=None):
+    return mod
+
+
+class optimized_execution:  # noqa: N801 - PyTorch's name
+    def __init__(self, should_optimize):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def set_fusion_strategy(strategy):
+    return []
+
+
+def enable_onednn_fusion(enabled: bool) -> None:
+    """Accepted; tracec fuses in its own compiler."""
+
+
+def _no_archives(what):
+    raise NotImplementedError(
+        f"torch.jit.{what}: tracec has no TorchScript, so it cannot {what} a TorchScript "
+        "archive; save the state_dict (tracec.save) and rebuild the module, or use "
+        "`tracec build` for a native library")
+
+
+def save(m, f, _extra_files=None):
+    _no_archives("save")
+
+
+def load(f, map_location=None, _extra_files=None, _restore_shapes=False):
+    _no_archives("load")
+
+
+class _ScriptModuleMeta(type):
+    def __instancecheck__(cls, obj):
+        return False
+
+
+class ScriptModule(metaclass=_ScriptModuleMeta):
+    """No object is a ScriptModule under tracec (``isinstance`` is False)."""
+
+
+class ScriptFunction(metaclass=_ScriptModuleMeta):
+    """No object is a ScriptFunction under tracec."""
