@@ -71,6 +71,23 @@ def LongTensor(*data):  # noqa: N802 - PyTorch's legacy constructor
 
 
 
+# Elementwise math, reductions, linear algebra and global configuration
+# (math_extra, math_special, math_int, reductions_extra, linalg, config).
+from tracec.math_extra import *  # noqa: E402,F401,F403
+from tracec.math_extra import round  # noqa: E402,F401,A004
+from tracec.math_special import *  # noqa: E402,F401,F403
+from tracec.math_int import *  # noqa: E402,F401,F403
+from tracec import math_methods as _math_methods  # noqa: E402,F401  (Tensor methods)
+from tracec.reductions_extra import *  # noqa: E402,F401,F403
+from tracec import linalg  # noqa: E402,F401
+from tracec.linalg import (addmv, addr, cdist, chain_matmul, det, dist, ger, inner,  # noqa: E402,F401
+                           inverse, kron, logdet, matrix_power, mv, norm, pinverse, slogdet,
+                           tensordot, trace, vdot)
+from tracec.linalg import _torch_cholesky as cholesky, _torch_cross as cross  # noqa: E402,F401
+from tracec.linalg import _torch_svd as svd, qr  # noqa: E402,F401
+from tracec.config import *  # noqa: E402,F401,F403
+from tracec.config import e, inf, nan, pi  # noqa: E402,F401
+
 
 def _add_out_keyword():
     # PyTorch's out= on the functions that take it (tracec/out_arg.py).
@@ -88,6 +105,14 @@ _OUT_FUNCTIONS = (
     "clip maximum minimum where sum mean prod amax amin argmax argmin max min logsumexp std var "
     "cumsum cumprod eq ne lt le gt ge greater greater_equal less less_equal not_equal "
     "logical_and logical_or logical_not logical_xor cat concat concatenate stack gather "
-    "index_select sort topk tril triu isnan isfinite isinf"
+    "index_select sort topk tril triu isnan isfinite isinf "
+    "acos asin atan acosh asinh atanh arccos arcsin arctan arccosh arcsinh arctanh sinh cosh "
+    "atan2 arctan2 hypot fix exp2 logaddexp logaddexp2 fmax fmin floor_divide copysign "
+    "heaviside xlogy logit erfc erfinv lgamma digamma polygamma mvlgamma i0 sinc deg2rad "
+    "rad2deg nan_to_num float_power lerp addcmul addcdiv sgn gcd lcm bitwise_and bitwise_or "
+    "bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift isin ldexp frexp "
+    "nextafter signbit nansum nanmean median nanmedian mode kthvalue quantile nanquantile "
+    "aminmax cummax cummin logcumsumexp diff histc bincount mv addmv addr ger inner kron "
+    "tensordot det logdet slogdet inverse matrix_power cross cdist vdot norm"
 ).split()
 _add_out_keyword()

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numbers
 
+import sys
+
 import numpy as np
 
 from tracec import dtypes as dt
@@ -23,7 +25,8 @@ from tracec.ops import core, elementwise as ew, movement
 from tracec.ops.core import ShapeError
 from tracec.symbolic import Sym
 
-__all__ = ["Size", "Tensor", "RECORDERS", "apply_direct", "as_tensor_operand", "attach_node",
+__all__ = ["Size", "Tensor", "RECORDERS", "PRINT_OPTIONS",
+           "apply_direct", "as_tensor_operand", "attach_node",
            "bind_movement", "eager_direct", "weak_scalar"]
 
 # Callables ``(prim, inputs, params, out)`` notified of every primitive
@@ -78,15 +81,29 @@ _new_object = object.__new__
 _PY_SCALARS = frozenset((int, float, bool))
 
 
+# ``tracec.set_printoptions`` (tracec/config.py) writes these.
+PRINT_OPTIONS = {"precision": 4, "threshold": 1000, "edgeitems": 3, "linewidth": 80,
+                 "sci_mode": None}
+
+
 def _array_repr(t) -> str:
     a = t._data
     if t.dtype is dt.bfloat16 or t.dtype is dt.float16:
         a = a.astype(np.float32)
+    o = PRINT_OPTIONS
+    common = dict(separator=", ", prefix="tensor(", edgeitems=o["edgeitems"],
+                  max_line_width=o["linewidth"],
+                  threshold=sys.maxsize if o["threshold"] == float("inf") else o["threshold"])
     if a.dtype.kind == "f":
-        body = np.array2string(a, separator=", ", prefix="tensor(", precision=4,
-                               floatmode="maxprec_equal")
+        kw = {}
+        if o["sci_mode"] is not None:
+            p = o["precision"]
+            kw["formatter"] = {"float_kind": (lambda v: f"{v:.{p}e}") if o["sci_mode"]
+                               else (lambda v: f"{v:.{p}f}")}
+        body = np.array2string(a, precision=o["precision"], floatmode="maxprec_equal",
+                               **common, **kw)
     else:
-        body = np.array2string(a, separator=", ", prefix="tensor(")
+        body = np.array2string(a, **common)
     return body
 
 

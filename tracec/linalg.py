@@ -1,0 +1,617 @@
+"""``tracec.linalg`` and the top-level linear algebra (``mv addmv addr ger
+inner kron tensordot trace det logdet slogdet inverse pinverse matrix_power
+chain_matmul cross cdist vdot norm dist``).
+
+Invariant: products, norms and contractions are composites of primitives
+(autograd and ``tracec.compile`` for free).  Factorizations and inverses
+(``inv det slogdet solve cholesky qr svd eigh eigvalsh pinv``) run NumPy's
+LAPACK on the operands' values: eager only (a ``TraceError`` inside
+``tracec.compile``), each a custom ``autograd.Function``: ``inv det
+slogdet/logdet solve cholesky eigvalsh`` have their standard VJPs (computed
+in NumPy: first order only); ``qr svd pinv`` and ``eigh``'s eigenvectors
+raise if a gradient is asked through them.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from collections import namedtuple
+
+import numpy as np
+
+from tracec import autograd
+from tracec import dtypes as dt
+from tracec import functions as F
+from tracec import ops
+from tracec import shape_ops as S
+from tracec.functions import _named, _operand, promote
+from tracec.methods import _inplace
+from tracec.ops.core import normalize_axis
+from tracec.tensor import Tensor, concrete
+
+__all__ = ["norm", "vector_norm", "matrix_norm", "inv", "det", "slogdet", "solve", "cholesky",
+           "qr", "svd", "svdvals", "eigh", "eigvalsh", "cross", "vecdot", "matmul", "pinv",
+           "matrix_power", "multi_dot"]
+
+SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
+QRResult = namedtuple("qr", ["Q", "R"])
+SVDResult = namedtuple("svd", ["U", "S", "Vh"])
+EighResult = namedtuple("eigh", ["eigenvalues", "eigenvectors"])
+
+matmul = F.matmul
+
+
+def _t(x, name):
+    x = _operand(x, name)
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}")
+    return x
+
+
+def _float_input(x, name):
+    x = _t(x, name)
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. "
+                           f"Got {_TORCH.get(x.dtype.name, x.dtype.name)}")
+    return x
+
+
+_TORCH = {"int64": "Long", "int32": "Int", "bool": "Bool"}
+
+
+def _square(x, name):
+    x = _float_input(x, name)
+    if x.ndim < 2:
+        raise RuntimeError(f"{name}: The input tensor A must have at least 2 dimensions.")
+    if x.shape[-1] != x.shape[-2]:
+        raise RuntimeError(f"{name}: A must be batches of square matrices, but they are "
+                           f"{x.shape[-2]} by {x.shape[-1]} matrices")
+    return x
+
+
+# --- norms ---------------------------------------------------------------------------------
+
+def _safe_root(s, p):
+    zero = ops.eq(s, 0.0)
+    r = ops.sqrt(ops.where(zero, 1.0, s)) if p == 2 else \
+        ops.pow_(ops.where(zero, 1.0, s), 1.0 / p)
+    return ops.where(zero, 0.0, r)
+
+
+def _axes(x, dim):
+    if dim is None:
+        return tuple(range(x.ndim))
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    return tuple(sorted({normalize_axis(d, x.ndim) for d in dims}))
+
+
+def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    x = _float_input(x, "linalg.vector_norm")
+    if dtype is not None:
+        x = ops.cast(x, dt.to_dtype(dtype))
+    axes = _axes(x, dim)
+    if x.ndim == 0:
+        x, axes = ops.reshape(x, (1,)), (0,)
+    ax = ops.abs_(x)
+    ord = float(ord)
+    if ord == math.inf:
+        y = ops.reduce_max(ax, axes)
+    elif ord == -math.inf:
+        y = ops.reduce_min(ax, axes)
+    elif ord == 0:
+        y = ops.reduce_sum(ops.cast(ops.ne(x.detach(), 0.0), x.dtype), axes)
+        y = ops.add(y, ops.mul(ops.reduce_sum(x, axes), 0.0)) if x.requires_grad else y
+    elif ord == 1:
+        y = ops.reduce_sum(ax, axes)
+    elif ord == 2:
+        y = _safe_root(ops.reduce_sum(ops.mul(x, x), axes), 2)
+    else:
+        y = _safe_root(ops.reduce_sum(ops.pow_(ax, ord), axes), ord)
+    if keepdim:
+        y = ops.reshape(y, tuple(1 if i in axes else s for i, s in enumerate(x.shape)))
+    return _named(y, "LinalgVectorNormBackward0")
+
+
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # noqa: A002
+    A = _float_input(A, "linalg.matrix_norm")
+    if A.ndim < 2:
+        raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 "
+                           "dimensions.")
+    if dtype is not None:
+        A = ops.cast(A, dt.to_dtype(dtype))
+    d0, d1 = (normalize_axis(d, A.ndim) for d in dim)
+    if ord == "fro":
+        return vector_norm(A, 2, (d0, d1), keepdim)
+    if ord in ("nuc", 2, -2):
+        # Singular values: move the two dims last.
+        perm = tuple(i for i in range(A.ndim) if i not in (d0, d1)) + (d0, d1)
+        s = svdvals(ops.transpose(A, perm))
+        y = F.sum(s, -1) if ord == "nuc" else (F.amax(s, -1) if ord == 2 else F.amin(s, -1))
+    elif ord in (1, -1, math.inf, -math.inf):
+        summed, other = (d0, d1) if ord in (1, -1) else (d1, d0)
+        col = F.sum(ops.abs_(A), summed, keepdim=True)
+        y = (F.amax if ord > 0 else F.amin)(col, other, keepdim=True)
+        y = ops.reshape(y, tuple(s for i, s in enumerate(A.shape) if i not in (d0, d1)))
+    else:
+        raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    if keepdim:
+        shape = list(y.shape)
+        for d in sorted((d0, d1)):
+            shape.insert(d, 1)
+        y = ops.reshape(y, tuple(shape))
+    return y
+
+
+def _linalg_norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    A = _float_input(A, "linalg.norm")
+    if dim is not None and not isinstance(dim, int) and len(dim) == 2:
+        return matrix_norm(A, "fro" if ord is None else ord, dim, keepdim, dtype=dtype)
+    if ord is None:
+        return vector_norm(A, 2, dim, keepdim, dtype=dtype)
+    if dim is None:
+        if A.ndim == 2:
+            return matrix_norm(A, ord, (-2, -1), keepdim, dtype=dtype)
+        if A.ndim != 1:
+            raise RuntimeError("linalg.norm: If dim is not specified but ord is, the input "
+                               f"must be 1D or 2D. Got {A.ndim}D.")
+    if isinstance(ord, str):
+        raise RuntimeError(f"linalg.vector_norm: Order {ord} not supported.")
+    return vector_norm(A, ord, dim, keepdim, dtype=dtype)
+
+
+def norm(input, p="fro", dim=None, keepdim=False, dtype=None):  # noqa: A002
+    """``torch.norm``: ``'fro'`` (2-norm over ``dim``), ``'nuc'``, or a vector p-norm."""
+    x = _float_input(input, "norm")
+    if p == "nuc":
+        return matrix_norm(x, "nuc", (-2, -1) if dim is None else dim, keepdim, dtype=dtype)
+    if p == "fro" or p is None:
+        p = 2
+    if isinstance(p, str):
+        raise RuntimeError(f"norm: Order {p} not supported.")
+    return vector_norm(x, p, dim, keepdim, dtype=dtype)
+
+
+def dist(input, other, p=2):  # noqa: A002
+    return vector_norm(F.sub(input, other), p)
+
+
+# --- products --------------------------------------------------------------------------
+
+def _check_dims(name, x, n):
+    if x.ndim != n:
+        raise RuntimeError(f"{name}: Expected {n}-D argument, but got {x.ndim}-D")
+
+
+def mv(input, vec):  # noqa: A002
+    A, v = _t(input, "mv"), _t(vec, "mv")
+    if A.ndim != 2 or v.ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got {A.ndim}, {v.ndim}")
+    if A.shape[1] != v.shape[0]:
+        raise RuntimeError(f"size mismatch, got input ({A.shape[0]}), mat ({A.shape[0]}x"
+                           f"{A.shape[1]}), vec ({v.shape[0]})")
+    return F.matmul(A, v)
+
+
+def _add_scaled(input, prod, beta, alpha):
+    prod = F.mul(prod, alpha) if alpha != 1 else prod
+    if beta == 0:   # PyTorch ignores input then (nan and inf in it included)
+        shape = np.broadcast_shapes(tuple(getattr(input, "shape", ())), tuple(prod.shape))
+        return F.add(ops.broadcast_to(prod, shape), 0)
+    return F.add(F.mul(input, beta) if beta != 1 else input, prod)
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1):  # noqa: A002
+    return _named(_add_scaled(input, mv(mat, vec), beta, alpha), "AddmvBackward0")
+
+
+def ger(input, vec2):  # noqa: A002
+    a, b = _t(input, "ger"), _t(vec2, "ger")
+    _check_dims("outer", a, 1)
+    _check_dims("outer", b, 1)
+    return F.outer(a, b)
+
+
+def addr(input, vec1, vec2, *, beta=1, alpha=1):  # noqa: A002
+    return _named(_add_scaled(input, ger(vec1, vec2), beta, alpha), "AddrBackward0")
+
+
+def tensordot(a, b, dims=2, out=None):
+    a, b = _t(a, "tensordot"), _t(b, "tensordot")
+    if isinstance(dims, int):
+        if dims < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
+        da, db = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    else:
+        da, db = dims
+        da = [da] if isinstance(da, int) else list(da)
+        db = [db] if isinstance(db, int) else list(db)
+    da = [normalize_axis(d, a.ndim) for d in da]
+    db = [normalize_axis(d, b.ndim) for d in db]
+    for i, j in zip(da, db):
+        if a.shape[i] != b.shape[j]:
+            raise RuntimeError(f"contracted dimensions need to match, but first has size "
+                               f"{a.shape[i]} in dim {i} and second has size {b.shape[j]} in "
+                               f"dim {j}")
+    fa = [i for i in range(a.ndim) if i not in da]
+    fb = [j for j in range(b.ndim) if j not in db]
+    k = math.prod(a.shape[i] for i in da)
+    a2 = ops.reshape(ops.transpose(a, tuple(fa + da)), (math.prod(a.shape[i] for i in fa), k))
+    b2 = ops.reshape(ops.transpose(b, tuple(db + fb)), (k, math.prod(b.shape[j] for j in fb)))
+    r = F.matmul(a2, b2)
+    return ops.reshape(r, tuple(a.shape[i] for i in fa) + tuple(b.shape[j] for j in fb))
+
+
+def inner(input, other):  # noqa: A002
+    a, b = _t(input, "inner"), _t(other, "inner")
+    if a.ndim == 0 or b.ndim == 0:
+        return F.mul(a, b)
+    if a.shape[-1] != b.shape[-1]:
+        raise RuntimeError(f"inner() the last dimension must match on both input tensors but "
+                           f"got shapes {list(a.shape)} and {list(b.shape)}")
+    return tensordot(a, b, ([-1], [-1]))
+
+
+def vdot(input, other):  # noqa: A002
+    a, b = _t(input, "vdot"), _t(other, "vdot")
+    if a.ndim != 1 or b.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
+    return F.dot(a, b)
+
+
+def vecdot(x, y, *, dim=-1):
+    return F.sum(F.mul(x, y), dim)
+
+
+def kron(input, other):  # noqa: A002
+    a, b = _t(input, "kron"), _t(other, "kron")
+    n = max(a.ndim, b.ndim)
+    sa = (1,) * (n - a.ndim) + tuple(a.shape)
+    sb = (1,) * (n - b.ndim) + tuple(b.shape)
+    a2 = ops.reshape(a, tuple(v for s in sa for v in (s, 1)))
+    b2 = ops.reshape(b, tuple(v for s in sb for v in (1, s)))
+    return _named(ops.reshape(F.mul(a2, b2), tuple(x * y for x, y in zip(sa, sb))),
+                  "KronBackward0")
+
+
+def trace(input):  # noqa: A002
+    x = _t(input, "trace")
+    if x.ndim != 2:
+        raise RuntimeError("trace: expected a matrix, but got tensor with dim " f"{x.ndim}")
+    n, m = x.shape
+    k = min(n, m)
+    diag = ops.slice_(ops.reshape(x, (n * m,)), (0,), (max((k - 1) * (m + 1) + 1, 0),),
+                      (m + 1,))
+    return _named(F.sum(diag), "TraceBackward0")
+
+
+def chain_matmul(*matrices):
+    if len(matrices) == 1 and isinstance(matrices[0], (list, tuple)):
+        matrices = tuple(matrices[0])
+    if not matrices:
+        raise RuntimeError("chain_matmul(): Expected one or more matrices")
+    return functools.reduce(F.mm, matrices) if len(matrices) > 1 else S.clone(matrices[0])
+
+
+def multi_dot(tensors):
+    tensors = list(tensors)
+    if len(tensors) < 2:
+        raise RuntimeError("multi_dot(): expected at least 2 tensors but got "
+                           f"{len(tensors)}")
+    return functools.reduce(F.matmul, tensors)
+
+
+def _eye_like(A):
+    n = A.shape[-1]
+    eye = ops.cast(ops.eq(ops.iota((n, n), dt.int64, 0, like=A),
+                          ops.iota((n, n), dt.int64, 1, like=A)), A.dtype)
+    return ops.broadcast_to(eye, tuple(A.shape))
+
+
+def matrix_power(input, n):  # noqa: A002
+    A = _t(input, "matrix_power")
+    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+        raise RuntimeError("linalg.matrix_power: A must be batches of square matrices, "
+                           f"but they are {A.shape[-2] if A.ndim > 1 else A.shape} by "
+                           f"{A.shape[-1]} matrices")
+    if n == 0:
+        return ops.cast(_eye_like(A), A.dtype)
+    if n < 0:
+        A, n = inv(A), -n
+    result, base = None, A
+    while n:
+        if n & 1:
+            result = base if result is None else F.matmul(result, base)
+        n >>= 1
+        if n:
+            base = F.matmul(base, base)
+    return result
+
+
+def cross(input, other, dim=-1):  # noqa: A002
+    (a, b), _ = promote("cross", _t(input, "cross"), _t(other, "cross"))
+    shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
+    a, b = ops.broadcast_to(a, shape), ops.broadcast_to(b, shape)
+    d = normalize_axis(dim, len(shape))
+    if shape[d] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
+                           f"{a.shape[d]} and {b.shape[d]}")
+
+    def c(x, i):
+        return ops.slice_(x, tuple(i if j == d else 0 for j in range(len(shape))),
+                          tuple(i + 1 if j == d else s for j, s in enumerate(shape)),
+                          (1,) * len(shape))
+    a0, a1, a2 = (c(a, i) for i in range(3))
+    b0, b1, b2 = (c(b, i) for i in range(3))
+    parts = [ops.sub(ops.mul(a1, b2), ops.mul(a2, b1)), ops.sub(ops.mul(a2, b0), ops.mul(a0, b2)),
+             ops.sub(ops.mul(a0, b1), ops.mul(a1, b0))]
+    return _named(ops.concatenate(parts, axis=d), "LinalgCrossBackward0")
+
+
+def _torch_cross(input, other, dim=None):  # noqa: A002
+    if dim is None:
+        shape = np.broadcast_shapes(tuple(input.shape), tuple(other.shape))
+        dim = next((i for i, s in enumerate(shape) if s == 3), None)
+        if dim is None:
+            raise RuntimeError("no dimension of size 3 in input")
+    return cross(input, other, dim)
+
+
+def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+    a, b = _float_input(x1, "cdist"), _float_input(x2, "cdist")
+    if a.ndim < 2 or b.ndim < 2:
+        raise RuntimeError(f"cdist only supports at least 2D tensors, X1 got: {a.ndim}D")
+    if a.shape[-1] != b.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: "
+                           f"{a.shape[-1]} X2: {b.shape[-1]}")
+    diff = F.sub(ops.reshape(a, tuple(a.shape[:-1]) + (1, a.shape[-1])),
+                 ops.reshape(b, tuple(b.shape[:-2]) + (1,) + tuple(b.shape[-2:])))
+    return _named(vector_norm(diff, p, -1), "CdistBackward0")
+
+
+# --- factorizations (eager, NumPy) ---------------------------------------------------------------
+
+def _np(x, name):
+    a = concrete(x, f"{name}() (eager only: LAPACK through NumPy)")
+    return a.astype(np.float32) if x.dtype in (dt.float16, dt.bfloat16) else a
+
+
+def _wrap(a, like):
+    return Tensor._make(np.ascontiguousarray(a, dtype=like.dtype.np), like.dtype)
+
+
+def _mT(a):
+    return np.swapaxes(a, -1, -2)
+
+
+def _sum_to(g, shape):
+    """A NumPy gradient summed over broadcast batch dimensions."""
+    while g.ndim > len(shape):
+        g = g.sum(0)
+    for i, s in enumerate(shape):
+        if s == 1 and g.shape[i] != 1:
+            g = g.sum(i, keepdims=True)
+    return g
+
+
+def _function(name, forward, backward=None):
+    """A differentiable eager op: ``forward(ctx, *arrays) -> array`` in NumPy,
+    ``backward(ctx, g) -> tuple of arrays (or None)`` its VJP in NumPy."""
+    def fwd(ctx, *xs):
+        ctx.like = xs[0]
+        return _wrap(forward(ctx, *[_np(x, name) if isinstance(x, Tensor) else x for x in xs]),
+                     xs[0])
+
+    def bwd(ctx, g):
+        if backward is None:
+            raise RuntimeError(f"{name}: tracec does not implement the derivative of this "
+                               "output")
+        grads = backward(ctx, _np(g, name))
+        return tuple(None if r is None else _wrap(r, ctx.like) for r in grads)
+    cls = type(name, (autograd.Function,), {"forward": staticmethod(fwd),
+                                            "backward": staticmethod(bwd)})
+    return cls.apply
+
+
+def _lapack(name, msg):
+    def wrap(f):
+        @functools.wraps(f)
+        def g(*a, **k):
+            try:
+                return f(*a, **k)
+            except np.linalg.LinAlgError:
+                raise RuntimeError(msg) from None
+        return g
+    return wrap
+
+
+@_lapack("inv", "linalg.inv: The diagonal element is zero, the inversion could not be "
+         "completed because the input matrix is singular.")
+def _inv_fwd(ctx, a):
+    ctx.inv = np.linalg.inv(a)
+    return ctx.inv
+
+
+_inv = _function("LinalgInvEx", _inv_fwd,
+                 lambda ctx, g: (-_mT(ctx.inv) @ g @ _mT(ctx.inv),))
+
+
+def inv(A):
+    return _inv(_square(A, "linalg.inv"))
+
+
+inverse = inv
+
+
+def _det_fwd(ctx, a):
+    ctx.a = a
+    ctx.det = np.linalg.det(a)
+    return ctx.det
+
+
+def _det_bwd(ctx, g):
+    return ((g * ctx.det)[..., None, None] * _mT(np.linalg.inv(ctx.a)),)
+
+
+_det = _function("LinalgDet", _det_fwd, _det_bwd)
+
+
+def det(A):
+    return _det(_square(A, "linalg.det"))
+
+
+def _logabsdet_fwd(ctx, a):
+    ctx.a = a
+    return np.linalg.slogdet(a)[1]
+
+
+_logabsdet = _function("LinalgSlogdet", _logabsdet_fwd,
+                       lambda ctx, g: (g[..., None, None] * _mT(np.linalg.inv(ctx.a)),))
+
+
+def slogdet(A):
+    A = _square(A, "linalg.slogdet")
+    sign = np.linalg.slogdet(_np(A, "linalg.slogdet"))[0]
+    return SlogdetResult(_wrap(sign, A), _logabsdet(A))
+
+
+def logdet(input):  # noqa: A002
+    sign, lad = slogdet(input)
+    return F.where(F.lt(sign, 0), float("nan"), F.where(F.eq(sign, 0), float("-inf"), lad))
+
+
+@_lapack("solve", "torch.linalg.solve: The solver failed because the input matrix is "
+         "singular.")
+def _solve_fwd(ctx, a, b):
+    ctx.a = a
+    ctx.x = np.linalg.solve(a, b)
+    return ctx.x
+
+
+def _solve_bwd(ctx, g):
+    gb = np.linalg.solve(_mT(ctx.a), g)
+    ga = -gb @ _mT(ctx.x)
+    return (_sum_to(ga, ctx.a.shape), gb)
+
+
+_solve = _function("LinalgSolveEx", _solve_fwd, _solve_bwd)
+
+
+def solve(A, B, *, left=True):
+    A = _square(A, "linalg.solve")
+    (A, B), _ = promote("linalg.solve", A, _float_input(B, "linalg.solve"))
+    if not left:   # X A = B  <=>  A^T X^T = B^T
+        return S.mT(solve(S.mT(A), S.mT(B)))
+    vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+    if vector:
+        return ops.reshape(_solve(A, ops.reshape(B, tuple(B.shape) + (1,))), tuple(B.shape))
+    return _solve(A, B)
+
+
+@_lapack("cholesky", "linalg.cholesky: The factorization could not be completed because the "
+         "input is not positive-definite.")
+def _cholesky_fwd(ctx, a):
+    ctx.L = np.linalg.cholesky(a)
+    return ctx.L
+
+
+def _cholesky_bwd(ctx, g):
+    L = ctx.L
+    phi = np.tril(_mT(L) @ g)
+    phi[..., np.arange(L.shape[-1]), np.arange(L.shape[-1])] *= 0.5
+    Linv = np.linalg.inv(L)
+    s = _mT(Linv) @ phi @ Linv
+    return (0.5 * (s + _mT(s)),)
+
+
+_cholesky = _function("LinalgCholeskyEx", _cholesky_fwd, _cholesky_bwd)
+
+
+def cholesky(A, *, upper=False):
+    L = _cholesky(_square(A, "linalg.cholesky"))
+    return S.mT(L) if upper else L
+
+
+def _torch_cholesky(input, upper=False):  # noqa: A002
+    return cholesky(input, upper=upper)
+
+
+def _no_grad_out(name, f):
+    return _function(name, lambda ctx, *a: f(*a))
+
+
+def qr(A, mode="reduced"):
+    A = _float_input(A, "linalg.qr")
+    if mode not in ("reduced", "complete", "r"):
+        raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of "
+                           "'reduced' (default), 'r', or 'complete'")
+    q = _no_grad_out("LinalgQr", lambda a: np.linalg.qr(a, mode="complete" if mode ==
+                                                         "complete" else "reduced")[0])
+    r = _no_grad_out("LinalgQr", lambda a: np.linalg.qr(a, mode="complete" if mode ==
+                                                         "complete" else "reduced")[1])
+    R = r(A)
+    Q = q(A) if mode != "r" else Tensor._make(np.zeros((0,), A.dtype.np), A.dtype)
+    return QRResult(Q, R)
+
+
+def svd(A, full_matrices=True, *, driver=None):
+    A = _float_input(A, "linalg.svd")
+    parts = [_no_grad_out("LinalgSvd", lambda a, i=i: np.linalg.svd(
+        a, full_matrices=full_matrices)[i])(A) for i in range(3)]
+    return SVDResult(*parts)
+
+
+def svdvals(A, *, driver=None):
+    A = _float_input(A, "linalg.svdvals")
+    return _no_grad_out("LinalgSvd", lambda a: np.linalg.svd(a, compute_uv=False))(A)
+
+
+def _torch_svd(input, some=True, compute_uv=True):  # noqa: A002
+    U, S_, Vh = svd(input, full_matrices=not some)
+    return namedtuple("svd", ["U", "S", "V"])(U, S_, S.mT(Vh))
+
+
+def _eigvalsh_fwd(ctx, a, uplo):
+    w, v = np.linalg.eigh(a, UPLO=uplo)
+    ctx.v = v
+    return w
+
+
+def _eigvalsh_bwd(ctx, g):
+    v = ctx.v
+    return ((v * g[..., None, :]) @ _mT(v), None)
+
+
+_eigvalsh = _function("LinalgEigh", _eigvalsh_fwd, _eigvalsh_bwd)
+
+
+def eigvalsh(A, UPLO="L"):  # noqa: N803 - PyTorch's name
+    return _eigvalsh(_square(A, "linalg.eigvalsh"), UPLO)
+
+
+def eigh(A, UPLO="L"):  # noqa: N803
+    A = _square(A, "linalg.eigh")
+    vecs = _no_grad_out("LinalgEigh", lambda a: np.linalg.eigh(a, UPLO=UPLO)[1])(A)
+    return EighResult(eigvalsh(A, UPLO), vecs)
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian=False):
+    A = _float_input(A, "linalg.pinv")
+    return _no_grad_out("LinalgPinv", lambda a: np.linalg.pinv(a, hermitian=hermitian))(A)
+
+
+def pinverse(input, rcond=1e-15):  # noqa: A002
+    A = _float_input(input, "pinverse")
+    return _no_grad_out("Pinverse", lambda a: np.linalg.pinv(a, rcond=rcond))(A)
+
+
+_TENSOR_METHODS = {
+    "mv": mv, "addmv": addmv, "addr": addr, "ger": ger, "inner": inner, "kron": kron,
+    "trace": trace, "det": det, "logdet": logdet, "slogdet": slogdet, "inverse": inv,
+    "pinverse": pinverse, "matrix_power": matrix_power, "cross": _torch_cross, "vdot": vdot,
+    "norm": norm, "dist": dist, "cholesky": _torch_cholesky, "qr": lambda self, some=True:
+    qr(self, "reduced" if some else "complete"), "svd": _torch_svd,
+}
+for _name, _fn in _TENSOR_METHODS.items():
+    setattr(Tensor, _name, _fn)
+Tensor.addmv_ = _inplace("addmv_", addmv)
+Tensor.addr_ = _inplace("addr_", addr)

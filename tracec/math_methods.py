@@ -1,0 +1,78 @@
+"""Tensor methods and in-place forms (``x.atan()``, ``x.atan_()``) of the
+functions in ``math_extra``, ``math_special`` and ``math_int``, and the
+in-place forms PyTorch has of the older math functions (``abs_ cos_ eq_``...).
+
+Invariant: binds only functions defined elsewhere; every in-place form is
+``methods._inplace`` of its function (leaf, version-counter and dtype rules
+live there: an in-place op whose result cannot be cast to the tensor's dtype
+raises, as PyTorch's does).
+"""
+from __future__ import annotations
+
+from tracec import functions as F
+from tracec import math_extra as M
+from tracec import math_int as I
+from tracec import math_special as S
+from tracec.methods import _inplace
+from tracec.tensor import Tensor
+
+# name -> function, for the names PyTorch has both as ``x.name()`` and ``x.name_()``.
+_WITH_INPLACE = {
+    "acos": M.acos, "arccos": M.acos, "asin": M.asin, "arcsin": M.asin, "atan": M.atan,
+    "arctan": M.atan, "acosh": M.acosh, "arccosh": M.acosh, "asinh": M.asinh,
+    "arcsinh": M.asinh, "atanh": M.atanh, "arctanh": M.atanh, "atan2": M.atan2,
+    "arctan2": M.atan2, "sinh": M.sinh, "cosh": M.cosh, "tan": M.tan, "hypot": M.hypot,
+    "floor": M.floor, "ceil": M.ceil, "round": M.round, "trunc": M.trunc, "fix": M.trunc,
+    "frac": M.frac, "log2": M.log2, "log10": M.log10, "exp2": M.exp2, "log1p": M.log1p,
+    "expm1": M.expm1, "fmod": M.fmod, "remainder": M.remainder,
+    "floor_divide": M.floor_divide, "copysign": M.copysign, "heaviside": M.heaviside,
+    "xlogy": M.xlogy, "logit": M.logit, "sinc": M.sinc, "deg2rad": M.deg2rad,
+    "rad2deg": M.rad2deg, "nan_to_num": M.nan_to_num, "float_power": M.float_power,
+    "lerp": M.lerp, "addcmul": M.addcmul, "addcdiv": M.addcdiv, "sgn": M.sgn,
+    "ldexp": M.ldexp, "nextafter": M.nextafter, "div": M.div, "divide": M.div,
+    "lgamma": S.lgamma, "digamma": S.digamma, "erfc": S.erfc, "erfinv": S.erfinv,
+    "i0": S.i0, "mvlgamma": S.mvlgamma,
+    "bitwise_and": I.bitwise_and, "bitwise_or": I.bitwise_or, "bitwise_xor": I.bitwise_xor,
+    "bitwise_not": I.bitwise_not, "bitwise_left_shift": I.bitwise_left_shift,
+    "bitwise_right_shift": I.bitwise_right_shift, "gcd": I.gcd, "lcm": I.lcm,
+    "logical_xor": I.logical_xor,
+}
+
+_METHOD_ONLY = {
+    "logaddexp": M.logaddexp, "logaddexp2": M.logaddexp2, "fmax": M.fmax, "fmin": M.fmin,
+    "signbit": M.signbit, "positive": M.positive, "isclose": M.isclose, "isreal": M.isreal,
+    "frexp": M.frexp, "greater": F.gt, "greater_equal": F.ge, "less": F.lt,
+    "less_equal": F.le, "not_equal": F.ne,
+}
+
+# The in-place forms PyTorch has of functions defined before this module.
+_OLDER_INPLACE = {
+    "abs_": F.abs, "absolute_": F.abs, "cos_": F.cos, "sin_": F.sin, "log_": F.log,
+    "sign_": F.sign, "rsqrt_": F.rsqrt, "reciprocal_": F.reciprocal, "square_": F.square,
+    "erf_": F.erf, "negative_": F.neg, "true_divide_": F.div, "multiply_": F.mul,
+    "subtract_": F.sub, "eq_": F.eq, "ne_": F.ne, "lt_": F.lt, "le_": F.le, "gt_": F.gt,
+    "ge_": F.ge, "greater_": F.gt, "greater_equal_": F.ge, "less_": F.lt,
+    "less_equal_": F.le, "not_equal_": F.ne, "logical_and_": F.logical_and,
+    "logical_or_": F.logical_or, "logical_not_": F.logical_not,
+}
+
+
+def _polygamma(self, n):
+    return S.polygamma(n, self)
+
+
+for _name, _fn in list(_WITH_INPLACE.items()) + list(_METHOD_ONLY.items()):
+    setattr(Tensor, _name, _fn)
+for _name, _fn in _WITH_INPLACE.items():
+    setattr(Tensor, _name + "_", _inplace(_name + "_", _fn))
+for _name, _fn in _OLDER_INPLACE.items():
+    setattr(Tensor, _name, _inplace(_name, _fn))
+Tensor.polygamma = _polygamma
+Tensor.polygamma_ = _inplace("polygamma_", _polygamma)
+Tensor.__floordiv__ = lambda self, other: M.floor_divide(self, other)
+Tensor.__rfloordiv__ = lambda self, other: M.floor_divide(other, self)
+Tensor.__ifloordiv__ = _inplace("floor_divide_", M.floor_divide)
+Tensor.__mod__ = lambda self, other: M.remainder(self, other)
+Tensor.__rmod__ = lambda self, other: M.remainder(other, self)
+Tensor.__imod__ = _inplace("remainder_", M.remainder)
+Tensor.__pos__ = M.positive

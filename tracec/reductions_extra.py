@@ -1,0 +1,464 @@
+"""More of PyTorch's reductions: ``prod norm dist median nanmedian mode
+kthvalue quantile nanquantile nansum nanmean std_mean var_mean aminmax
+cummax cummin logcumsumexp count_nonzero diff histc bincount trapezoid``.
+
+Invariant: all are composites of primitives (order statistics come from the
+``argsort`` primitive and ``gather``, so their gradient flows to the selected
+elements, as PyTorch's does), except ``bincount``, whose output length is the
+input's largest value: eager only (``concrete``).  ``prod`` multiplies pairs
+in log2(n) rounds, so its gradient is exact also at zeros.  Results with
+several parts are PyTorch's named tuples (``values, indices`` ...).
+"""
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec import functions as F
+from tracec import ops
+from tracec.functions import _keep, _named, _operand
+from tracec.math_extra import _const, _floor, _rint
+from tracec.ops.core import normalize_axis
+from tracec.rearrange import _scan, cumsum
+from tracec.shape_ops import cat
+from tracec.tensor import Tensor, concrete
+
+__all__ = ["prod", "nansum", "nanmean", "std_mean", "var_mean", "aminmax", "median",
+           "nanmedian", "mode", "kthvalue", "quantile", "nanquantile", "cummax", "cummin",
+           "logcumsumexp", "count_nonzero", "diff", "histc", "bincount", "trapezoid", "trapz",
+           "cumulative_trapezoid"]
+
+MedianResult = namedtuple("median", ["values", "indices"])
+NanmedianResult = namedtuple("nanmedian", ["values", "indices"])
+ModeResult = namedtuple("mode", ["values", "indices"])
+KthvalueResult = namedtuple("kthvalue", ["values", "indices"])
+AminmaxResult = namedtuple("aminmax", ["min", "max"])
+CummaxResult = namedtuple("cummax", ["values", "indices"])
+CumminResult = namedtuple("cummin", ["values", "indices"])
+
+
+def _t(x, name):
+    x = _operand(x, name)
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}")
+    return x
+
+
+def _sl(x, d, a, b, step=1):
+    return ops.slice_(x, tuple(a if i == d else 0 for i in range(x.ndim)),
+                      tuple(b if i == d else s for i, s in enumerate(x.shape)),
+                      tuple(step if i == d else 1 for i in range(x.ndim)))
+
+
+# --- prod -----------------------------------------------------------------------------
+
+def _prod_axis(x, d):
+    n = x.shape[d]
+    if n == 0:
+        return ops.full(tuple(s for i, s in enumerate(x.shape) if i != d), 1, x.dtype, like=x)
+    while n > 1:
+        if n % 2:
+            x = ops.pad(x, (0,) * x.ndim, tuple(1 if i == d else 0 for i in range(x.ndim)),
+                        (0,) * x.ndim, 1)
+            n += 1
+        x = ops.mul(_sl(x, d, 0, n, 2), _sl(x, d, 1, n, 2))
+        n //= 2
+    return ops.reshape(x, tuple(s for i, s in enumerate(x.shape) if i != d))
+
+
+def prod(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    x = _t(input, "prod")
+    if dtype is not None:
+        x = ops.cast(x, dt.to_dtype(dtype)) if dt.to_dtype(dtype) is not x.dtype else x
+    elif not x.dtype.is_floating_point and x.dtype is not dt.int64:
+        x = ops.cast(x, dt.int64)
+    if dim is None:
+        y = _prod_axis(ops.reshape(x, (x.numel(),)), 0)
+        return _named(y, "ProdBackward0")
+    d = normalize_axis(dim, x.ndim)
+    if x.ndim == 0:
+        return _named(ops.cast(x, x.dtype), "ProdBackward1")
+    return _named(_keep(x, _prod_axis(x, d), (d,), keepdim), "ProdBackward1")
+
+
+# --- nan-aware, moments, extremes --------------------------------------------------------
+
+def _not_nan(x):
+    return ops.eq(x, x)
+
+
+def nansum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    x = _t(input, "nansum")
+    if x.dtype.is_floating_point:
+        x = ops.where(_not_nan(x), x, 0.0)
+    return _named(F.sum(x, dim, keepdim, dtype=dtype), "NansumBackward0")
+
+
+def nanmean(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    x = _t(input, "nanmean")
+    if not x.dtype.is_floating_point:
+        raise RuntimeError("nanmean(): expected input to have floating point or complex dtype "
+                           f"but got {x.dtype}")
+    n = F.sum(_not_nan(x), dim, keepdim)
+    return ops.div(nansum(x, dim, keepdim, dtype=dtype), ops.cast(n, x.dtype if dtype is None
+                                                                  else dt.to_dtype(dtype)))
+
+
+def _moments(name, x, dim, unbiased, keepdim, correction):
+    x = _t(x, name)
+    if isinstance(dim, bool) and unbiased is None:
+        dim, unbiased = None, dim
+    var = F.var(x, dim, unbiased, keepdim, correction=correction)
+    return var, F.mean(x, dim, keepdim)
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):  # noqa: A002
+    return _moments("var_mean", input, dim, unbiased, keepdim, correction)
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):  # noqa: A002
+    v, m = _moments("std_mean", input, dim, unbiased, keepdim, correction)
+    return F.sqrt(v), m
+
+
+def aminmax(input, *, dim=None, keepdim=False):  # noqa: A002
+    x = _t(input, "aminmax")
+    return AminmaxResult(F.amin(x, dim, keepdim), F.amax(x, dim, keepdim))
+
+
+def count_nonzero(input, dim=None):  # noqa: A002
+    x = _t(input, "count_nonzero")
+    return F.sum(ops.ne(x, 0), dim)
+
+
+# --- order statistics ----------------------------------------------------------------------
+
+def _sorted(x, d):
+    """(sorted values, their indices in x) along d; NaN sorts last."""
+    idx = ops.argsort(x, d, False)
+    return ops.gather(x, idx, d), idx
+
+
+def _pick(x, d, pos, keepdim):
+    """Values and indices of x at sorted position ``pos`` (kept dim d)."""
+    s, idx = _sorted(x, d)
+    i = ops.gather(idx, pos, d)
+    v = ops.gather(x, i, d)
+    if not keepdim:
+        shape = tuple(n for j, n in enumerate(x.shape) if j != d)
+        v, i = ops.reshape(v, shape), ops.reshape(i, shape)
+    return v, i
+
+
+def _count_valid(x, d):
+    return ops.reshape(ops.reduce_sum(ops.cast(_not_nan(x), dt.int64), (d,)),
+                       tuple(1 if j == d else n for j, n in enumerate(x.shape)))
+
+
+def _median(name, result, x, dim, keepdim, ignore_nan):
+    x = _t(x, name)
+    full = dim is None
+    if full:
+        x, d = ops.reshape(x, (x.numel(),)), 0
+    elif x.ndim == 0:
+        return result(ops.cast(x, x.dtype), ops.full((), 0, dt.int64, like=x))
+    else:
+        d = normalize_axis(dim, x.ndim)
+    n = x.shape[d]
+    if n == 0:
+        raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+    keep = tuple(1 if j == d else s for j, s in enumerate(x.shape))
+    if x.dtype.is_floating_point:
+        valid = _count_valid(x, d)
+        mid = ops.div(ops.sub(valid, 1), 2)
+        # A row with NaN: median is NaN at the first NaN; nanmedian skips NaNs.
+        pos = mid if ignore_nan else ops.where(ops.lt(valid, n), valid, mid)
+        pos = ops.where(ops.lt(pos, 0), 0, pos)
+    else:
+        pos = ops.full(keep, (n - 1) // 2, dt.int64, like=x)
+    v, i = _pick(x, d, pos, keepdim and not full)
+    if full:
+        return _named(ops.reshape(v, ()), name.capitalize() + "Backward0")
+    return result(_named(v, name.capitalize() + "Backward1"), i)
+
+
+def median(input, dim=None, keepdim=False):  # noqa: A002
+    return _median("median", MedianResult, input, dim, keepdim, False)
+
+
+def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
+    return _median("nanmedian", NanmedianResult, input, dim, keepdim, True)
+
+
+def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
+    x = _t(input, "kthvalue")
+    d = normalize_axis(dim, x.ndim)
+    n = x.shape[d] if x.ndim else 1
+    if not 1 <= k <= n:
+        raise IndexError(f"kthvalue(): selected number k out of range for dimension {d}")
+    if x.ndim == 0:
+        return KthvalueResult(ops.cast(x, x.dtype), ops.full((), 0, dt.int64, like=x))
+    keep = tuple(1 if j == d else s for j, s in enumerate(x.shape))
+    v, i = _pick(x, d, ops.full(keep, k - 1, dt.int64, like=x), keepdim)
+    return KthvalueResult(_named(v, "KthvalueBackward0"), i)
+
+
+def mode(input, dim=-1, keepdim=False):  # noqa: A002
+    """The most frequent value along ``dim`` (the smallest among equally
+    frequent ones) and the index of its last occurrence, as PyTorch's."""
+    x = _t(input, "mode")
+    if x.ndim == 0:
+        return ModeResult(ops.cast(x, x.dtype), ops.full((), 0, dt.int64, like=x))
+    d = normalize_axis(dim, x.ndim)
+    n = x.shape[d]
+    xm = ops.transpose(x, tuple(j for j in range(x.ndim) if j != d) + (d,))
+    xd = xm.detach()
+    counts = ops.reduce_sum(ops.cast(ops.eq(ops.reshape(xd, tuple(xd.shape) + (1,)),
+                                            ops.reshape(xd, tuple(xd.shape[:-1]) + (1, n))),
+                                     dt.int64), (xd.ndim,))
+    best = ops.reshape(ops.reduce_max(counts, (xd.ndim - 1,)), tuple(xd.shape[:-1]) + (1,))
+    big = float("inf") if x.dtype.is_floating_point else int(np.iinfo(x.dtype.np).max)
+    cand = ops.where(ops.eq(counts, best), xd, _const(xd, big))
+    value = ops.reshape(ops.reduce_min(cand, (xd.ndim - 1,)), tuple(xd.shape[:-1]) + (1,))
+    pos = ops.iota(tuple(xd.shape), dt.int64, xd.ndim - 1, like=xd)
+    last = ops.reduce_max(ops.where(ops.eq(xd, value), pos, -1), (xd.ndim - 1,))
+    last = ops.reshape(last, tuple(xd.shape[:-1]) + (1,))
+    v = ops.gather(xm, last, xd.ndim - 1)
+    back = tuple(range(d)) + (x.ndim - 1,) + tuple(range(d, x.ndim - 1))
+    v, last = ops.transpose(v, back), ops.transpose(last, back)
+    if not keepdim:
+        shape = tuple(s for j, s in enumerate(x.shape) if j != d)
+        v, last = ops.reshape(v, shape), ops.reshape(last, shape)
+    return ModeResult(_named(v, "ModeBackward0"), last)
+
+
+_INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _quantile(name, x, q, dim, keepdim, interpolation, ignore_nan):
+    x = _t(x, name)
+    if not x.dtype.is_floating_point or x.dtype in (dt.float16, dt.bfloat16):
+        raise RuntimeError(f"{name}() input tensor must be either float or double dtype")
+    if interpolation not in _INTERPOLATIONS:
+        raise ValueError(f"{name}() interpolation must be one of linear, lower, higher, "
+                         f"midpoint or nearest. Got {interpolation}")
+    scalar_q = not isinstance(q, Tensor) or q.ndim == 0
+    if isinstance(q, Tensor):
+        if q.dtype is not x.dtype:
+            raise RuntimeError(f"{name}() q tensor must be same dtype as the input tensor")
+        if q.ndim > 1:
+            raise RuntimeError(f"{name}() q must be a scalar or 1D tensor")
+        qt = ops.reshape(q, (q.numel(),))
+    else:
+        qs = [float(v) for v in (q if isinstance(q, (list, tuple)) else [q])]
+        if any(not 0 <= v <= 1 for v in qs):
+            raise RuntimeError(f"{name}() q must be in the range [0, 1] but got {qs[0]}")
+        scalar_q = not isinstance(q, (list, tuple))
+        qt = Tensor._make(np.asarray(qs, dtype=x.dtype.np), x.dtype)
+    full = dim is None
+    xs = ops.reshape(x, (x.numel(),)) if full else x
+    d = 0 if full else normalize_axis(dim, x.ndim)
+    if xs.ndim == 0:
+        xs, d = ops.reshape(xs, (1,)), 0
+    n = xs.shape[d]
+    if n == 0:
+        raise IndexError(f"{name}() input tensor must be non-empty")
+    s, _ = _sorted(xs, d)
+    # Rows last, one q per leading entry: [Q, rows..., n].
+    s = ops.transpose(s, tuple(j for j in range(s.ndim) if j != d) + (d,))
+    nq = qt.shape[0]
+    rows = tuple(s.shape[:-1])
+    s = ops.broadcast_to(ops.reshape(s, (1,) + rows + (n,)), (nq,) + rows + (n,))
+    valid = ops.cast(_count_valid(s, s.ndim - 1), x.dtype)
+    qb = ops.reshape(qt, (nq,) + (1,) * (len(rows) + 1))
+    last = ops.sub(valid, 1.0) if ignore_nan else _const(valid, float(n - 1))
+    rank = ops.mul(qb, ops.where(ops.lt(last, 0.0), 0.0, last))
+    if interpolation == "nearest":
+        rank = _rint(rank)
+    lo = _floor(rank)
+    hi = ops.sub(0.0, _floor(ops.neg(rank)))
+    v_lo = ops.gather(s, ops.cast(lo, dt.int64), s.ndim - 1)
+    v_hi = ops.gather(s, ops.cast(hi, dt.int64), s.ndim - 1)
+    if interpolation in ("lower", "nearest"):
+        v = v_lo
+    elif interpolation == "higher":
+        v = v_hi
+    else:
+        w = ops.sub(rank, lo) if interpolation == "linear" else _const(rank, 0.5)
+        v = ops.add(v_lo, ops.mul(w, ops.sub(v_hi, v_lo)))
+    bad = ops.lt(valid, 0.5) if ignore_nan else ops.lt(valid, float(n))
+    v = ops.where(bad, float("nan"), v)
+    v = ops.reshape(v, (nq,) + rows)
+    if keepdim:
+        if full:
+            v = ops.reshape(v, (nq,) + (1,) * x.ndim)
+        else:
+            v = ops.reshape(v, (nq,) + rows[:d] + (1,) + rows[d:])
+    if scalar_q:
+        v = ops.reshape(v, tuple(v.shape[1:]))
+    return _named(v, "QuantileBackward0")
+
+
+def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  # noqa: A002
+    return _quantile("quantile", input, q, dim, keepdim, interpolation, False)
+
+
+def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  # noqa: A002
+    return _quantile("nanquantile", input, q, dim, keepdim, interpolation, True)
+
+
+# --- scans -----------------------------------------------------------------------------------
+
+def _cum_extreme(name, result, x, dim, better):
+    x = _t(x, name)
+    d = normalize_axis(dim, x.ndim)
+    if x.ndim == 0:
+        return result(ops.cast(x, x.dtype), ops.full((), 0, dt.int64, like=x))
+    n = x.shape[d]
+    xd = x.detach()
+    idx = ops.iota(tuple(x.shape), dt.int64, d, like=x)
+    v, i = xd, idx
+    floating = x.dtype.is_floating_point
+    k = 1
+    while k < n:
+        low = tuple(k if j == d else 0 for j in range(x.ndim))
+        zero = (0,) * x.ndim
+        pv = ops.pad(_sl(v, d, 0, n - k), low, zero, zero, 0)
+        pi = ops.pad(_sl(i, d, 0, n - k), low, zero, zero, -1)
+        # Later wins on ties (and when it is NaN); a NaN already seen stays.
+        take = ops.logical_or(better(v, pv), ops.eq(pi, -1))
+        if floating:
+            take = ops.logical_and(ops.logical_or(take, ops.ne(v, v)), ops.eq(pv, pv))
+        v = ops.where(take, v, pv)
+        i = ops.where(take, i, pi)
+        k *= 2
+    return result(_named(ops.gather(x, i, d), name.capitalize() + "Backward0"), i)
+
+
+def cummax(input, dim):  # noqa: A002
+    return _cum_extreme("cummax", CummaxResult, input, dim, ops.ge)
+
+
+def cummin(input, dim):  # noqa: A002
+    return _cum_extreme("cummin", CumminResult, input, dim, ops.le)
+
+
+def _logaddexp_scan(a, b):
+    # b is the earlier (shifted) value; -inf pads combine to a.
+    m = ops.maximum(a, b)
+    both_inf = ops.logical_and(ops.eq(a, b), ops.eq(ops.abs_(a), float("inf")))
+    dlt = ops.neg(ops.abs_(ops.sub(ops.where(both_inf, 0.0, a), ops.where(both_inf, 0.0, b))))
+    return ops.where(both_inf, a, ops.add(m, ops.log(ops.add(ops.exp(dlt), 1.0))))
+
+
+def logcumsumexp(input, dim):  # noqa: A002
+    x = F._float_unary("logcumsumexp", lambda t: t)(input)
+    return _scan(x, dim, None, _logaddexp_scan, float("-inf"), "LogcumsumexpBackward0")
+
+
+# --- differences, histograms, integrals --------------------------------------------------------
+
+def diff(input, n=1, dim=-1, prepend=None, append=None):  # noqa: A002
+    x = _t(input, "diff")
+    if x.ndim == 0:
+        raise RuntimeError("diff expects input to be at least one-dimensional")
+    if n < 0:
+        raise RuntimeError(f"order must be non-negative but got {n}")
+    d = normalize_axis(dim, x.ndim)
+    parts = [p for p in (prepend, x, append) if p is not None]
+    if len(parts) > 1:
+        parts = [p if isinstance(p, Tensor) and p.ndim else ops.broadcast_to(
+            ops.reshape(_t(p, "diff") if isinstance(p, Tensor) else Tensor._from_data(
+                p, dtype=x.dtype), (1,) * x.ndim),
+            tuple(1 if j == d else s for j, s in enumerate(x.shape))) for p in parts]
+        x = cat(parts, d)
+    for _ in range(n):
+        m = x.shape[d]
+        if m == 0:
+            break
+        a, b = _sl(x, d, 1, m), _sl(x, d, 0, m - 1)
+        x = ops.ne(a, b) if x.dtype is dt.bool_ else ops.sub(a, b)
+    return _named(x, "DiffBackward0") if n else x
+
+
+def histc(input, bins=100, min=0, max=0):  # noqa: A002
+    x = _t(input, "histc")
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"\"histogram_cpu\" not implemented for '{x.dtype}'")
+    if bins <= 0:
+        raise RuntimeError("torch.histc(): bins must be > 0, but got {bins} for bins")
+    if min > max:
+        raise RuntimeError("torch.histc(): max must be larger than min")
+    flat = ops.reshape(x.detach(), (x.numel(),))
+    if min == max and x.numel():
+        lo = ops.reduce_min(flat, (0,))
+        hi = ops.reduce_max(flat, (0,))
+        same = ops.eq(lo, hi)
+        lo, hi = ops.where(same, ops.sub(lo, 1.0), lo), ops.where(same, ops.add(hi, 1.0), hi)
+    else:
+        lo = ops.full((), float(min) - (min == max), x.dtype, like=x)
+        hi = ops.full((), float(max) + (min == max), x.dtype, like=x)
+    inside = ops.logical_and(ops.ge(flat, lo), ops.le(flat, hi))
+    b = ops.cast(ops.mul(ops.div(ops.sub(flat, lo), ops.sub(hi, lo)), float(bins)), dt.int64)
+    b = ops.where(ops.eq(b, bins), bins - 1, b)
+    b = ops.where(inside, b, -1)
+    edges = ops.iota((1, bins), dt.int64, 1, like=x)
+    hits = ops.cast(ops.eq(ops.reshape(b, (flat.shape[0], 1)), edges), x.dtype)
+    return ops.reduce_sum(hits, (0,))
+
+
+def bincount(input, weights=None, minlength=0):  # noqa: A002
+    """Eager only: the output's length is the input's largest value + 1."""
+    x = _t(input, "bincount")
+    if x.ndim != 1 or x.dtype.is_floating_point or x.dtype is dt.bool_:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    a = concrete(x, "bincount() (eager only: its size depends on the values)")
+    if a.size and a.min() < 0:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if weights is None:
+        return Tensor._make(np.bincount(a, minlength=minlength).astype(np.int64), dt.int64)
+    w = concrete(weights, "bincount() (eager only)")
+    d = weights.dtype if weights.dtype.is_floating_point else dt.float64
+    out = np.bincount(a, weights=w, minlength=minlength)
+    return Tensor._make(out.astype(d.np if weights.dtype is not dt.float32 else np.float32),
+                        weights.dtype if weights.dtype.is_floating_point else dt.float64)
+
+
+def _trap_parts(y, x, dx, dim, name):
+    y = _t(y, name)
+    d = normalize_axis(dim, y.ndim)
+    m = y.shape[d]
+    avg = ops.mul(ops.add(_sl(y, d, 1, m), _sl(y, d, 0, m - 1)), 0.5) if m else y
+    if x is not None:
+        x = _t(x, name)
+        if x.ndim == 1:
+            x = ops.reshape(x, tuple(x.shape[0] if j == d else 1 for j in range(y.ndim)))
+        xd = normalize_axis(dim, x.ndim)
+        k = x.shape[xd]
+        return F.mul(avg, ops.sub(_sl(x, xd, 1, k), _sl(x, xd, 0, k - 1))), d
+    return F.mul(avg, 1.0 if dx is None else dx), d
+
+
+def trapezoid(y, x=None, *, dx=None, dim=-1):
+    parts, d = _trap_parts(y, x, dx, dim, "trapezoid")
+    return F.sum(parts, d)
+
+
+def trapz(y, x=None, *, dx=None, dim=-1):
+    return trapezoid(y, x, dx=dx, dim=dim)
+
+
+def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
+    parts, d = _trap_parts(y, x, dx, dim, "cumulative_trapezoid")
+    return cumsum(parts, d)
+
+
+_METHODS = {"prod": prod, "nansum": nansum, "nanmean": nanmean, "aminmax": aminmax,
+            "median": median, "nanmedian": nanmedian, "mode": mode, "kthvalue": kthvalue,
+            "quantile": quantile, "nanquantile": nanquantile, "cummax": cummax,
+            "cummin": cummin, "logcumsumexp": logcumsumexp, "count_nonzero": count_nonzero,
+            "diff": diff, "histc": histc, "bincount": bincount}
+for _name, _fn in _METHODS.items():
+    setattr(Tensor, _name, _fn)
