@@ -33,6 +33,7 @@ __all__ = [
 ]
 
 # The float32/float64 ... value from which every float is an integer.
+_TORCH_INT = {"int64": "Long", "int32": "Int", "bool": "Bool"}
 _INT_FROM = {"float32": 2.0 ** 23, "float64": 2.0 ** 52, "float16": 2.0 ** 10,
              "bfloat16": 2.0 ** 7}
 
@@ -332,6 +333,10 @@ atanh = arctanh = _float_unary("atanh", lambda x: _named(_atanh(x), "AtanhBackwa
 
 
 def hypot(input, other):  # noqa: A002
+    for v in (input, other):
+        if isinstance(v, Tensor) and not v.dtype.is_floating_point:
+            raise NotImplementedError(f"\"hypot_cpu\" not implemented for "
+                                      f"'{_TORCH_INT[v.dtype.name]}'")
     a, b = _binary_float("hypot", input, other)
     # Scaled by the larger magnitude: no overflow of the squares.
     aa, ab = ops.abs_(a), ops.abs_(b)
@@ -343,6 +348,8 @@ def hypot(input, other):  # noqa: A002
     r = ops.div(_safe(ok, n, 0.0), _safe(ok, m, 1.0))
     y = ops.mul(_safe(ok, m, 1.0), ops.sqrt(ops.add(ops.mul(r, r), 1.0)))
     y = ops.where(ok, y, ops.where(inf, float("inf"), ops.add(aa, ab)))
+    y = ops.where(ops.logical_or(ops.eq(aa, float("inf")), ops.eq(ab, float("inf"))),
+                  float("inf"), y)              # inf wins over nan, as C's hypot
     return _named(y, "HypotBackward0")
 
 
@@ -413,33 +420,40 @@ def _fmod(a, b, d):
     if d.is_floating_point:
         bd = b.detach() if isinstance(b, Tensor) else b
         ad = a.detach() if isinstance(a, Tensor) else a
-        q = _trunc(ops.div(ad, bd) if isinstance(ad, Tensor) or isinstance(bd, Tensor)
-                   else ad / bd)
-        return ops.sub(a, ops.mul(q, b))
+        q = _trunc(ops.div(ad, bd))
+        # q == 0 (|a| < |b|, b infinite too): a itself, not a - 0 * inf.
+        return ops.sub(a, ops.where(ops.eq(q, 0.0), 0.0, ops.mul(q, b)))
     _check_int_zero(b, "fmod")
     return ops.sub(a, ops.mul(ops.div(a, b), b))   # int div truncates
 
 
+def _tensors(name, input, other):
+    """Both operands promoted, as tensors (scalars filled to the other's shape)."""
+    (a, b), d = promote(name, input, other)
+    if not isinstance(a, Tensor):
+        a = ops.full(tuple(b.shape), a, d, like=b)
+    if not isinstance(b, Tensor):
+        b = ops.full(tuple(a.shape), b, d, like=a)
+    return a, b, d
+
+
 def fmod(input, other):  # noqa: A002
-    (a, b), d = promote("fmod", input, other)
+    a, b, d = _tensors("fmod", input, other)
     if d is dt.bool_:
         raise RuntimeError("\"fmod_cpu\" not implemented for 'Bool'")
     return _named(_fmod(a, b, d), "FmodBackward0")
 
 
 def remainder(input, other):  # noqa: A002
-    (a, b), d = promote("remainder", input, other)
-    if not isinstance(a, Tensor):
-        a = ops.full(tuple(b.shape), a, d, like=b)
+    a, b, d = _tensors("remainder", input, other)
     m = _fmod(a, b, d)
     fix_ = ops.logical_and(ops.ne(m, 0), ops.ne(ops.lt(b, 0), ops.lt(m, 0)))
     return _named(ops.where(fix_, ops.add(m, b), m), "RemainderBackward0")
 
 
 def floor_divide(input, other):  # noqa: A002
-    (a, b), d = promote("floor_divide", input, other)
-    if not isinstance(a, Tensor):
-        a = ops.full(tuple(b.shape), a, d, like=b)
+    a0, b0, d = _tensors("floor_divide", input, other)
+    a, b = a0, b0
     if d is dt.bool_:
         raise RuntimeError("\"div_floor_cpu\" not implemented for 'Bool'")
     if not d.is_floating_point:
@@ -449,7 +463,7 @@ def floor_divide(input, other):  # noqa: A002
         return ops.where(ops.logical_and(ops.ne(r, 0), ops.ne(ops.lt(r, 0), ops.lt(b, 0))),
                          ops.sub(q, 1), q)
     # PyTorch's div_floor for floats: from fmod, so that (a - mod) / b is exact.
-    a, b = a.detach(), (b.detach() if isinstance(b, Tensor) else b)
+    a, b = a.detach(), b.detach()
     mod = _fmod(a, b, d)
     q = ops.div(ops.sub(a, mod), b)
     q = ops.where(ops.logical_and(ops.ne(mod, 0.0), ops.ne(ops.lt(b, 0.0), ops.lt(mod, 0.0))),
@@ -459,7 +473,7 @@ def floor_divide(input, other):  # noqa: A002
     zero_b = ops.eq(b, 0.0)
     true_q = ops.div(a, b)
     fq = ops.where(ops.eq(fq, 0.0), ops.where(ops.lt(true_q, 0.0), -0.0, _const(fq, 0.0)), fq)
-    return ops.where(zero_b, true_q, fq)
+    return _no_grad_link(_no_grad_link(ops.where(zero_b, true_q, fq), a0), b0)
 
 
 def div(input, other, *, rounding_mode=None):  # noqa: A002
@@ -518,7 +532,7 @@ def lerp(input, end, weight):  # noqa: A002
     (a, b, w), d = promote("lerp", input, end, weight)
     # PyTorch's two-sided form: exact at both ends.
     lo = ops.add(a, ops.mul(w, ops.sub(b, a)))
-    hi = ops.sub(b, ops.mul(ops.sub(b, a), ops.sub(1.0, w)))
+    hi = ops.sub(b, ops.mul(ops.sub(b, a), ops.sub(1.0, w) if isinstance(w, Tensor) else 1.0 - w))
     if isinstance(w, Tensor):
         return _named(ops.where(ops.lt(ops.abs_(w), 0.5), lo, hi), "LerpBackward1")
     return _named(lo if abs(w) < 0.5 else hi, "LerpBackward0")
@@ -552,7 +566,13 @@ def signbit(input):  # noqa: A002
 
 
 def sgn(input):  # noqa: A002
-    return _named(F.sign(input), "SgnBackward0")
+    x = _t(input, "sgn")
+    if x.dtype is dt.bool_:
+        return ops.cast(x, x.dtype)
+    s = F.sign(x)
+    if x.dtype.is_floating_point:   # PyTorch's sgn(nan) is 0 (its sign(nan) is nan)
+        s = ops.where(ops.ne(x, x), 0.0, s)
+    return _named(s, "SgnBackward0")
 
 
 def positive(input):  # noqa: A002

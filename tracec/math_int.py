@@ -71,14 +71,14 @@ def bitwise_not(input):  # noqa: A002
 def bitwise_left_shift(input, other):  # noqa: A002
     a, b, d = _ints("bitwise_left_shift", input, other)
     if d is dt.bool_:
-        a, b, d = ops.cast(a, dt.int64), ops.cast(b, dt.int64), dt.int64
+        raise NotImplementedError("\"lshift_cpu\" not implemented for 'Bool'")
     return ops.mul(a, ops.pow_(ops.full(tuple(b.shape), 2, d, like=b), b))
 
 
 def bitwise_right_shift(input, other):  # noqa: A002
     a, b, d = _ints("bitwise_right_shift", input, other)
     if d is dt.bool_:
-        a, b, d = ops.cast(a, dt.int64), ops.cast(b, dt.int64), dt.int64
+        raise NotImplementedError("\"rshift_cpu\" not implemented for 'Bool'")
     return floor_divide(a, ops.pow_(ops.full(tuple(b.shape), 2, d, like=b), b))
 
 

@@ -69,6 +69,7 @@ def _lgamma(x):
     pole = ops.eq(s, 0.0)
     r = ops.sub(ops.sub(math.log(math.pi), ops.log(ops.where(pole, 1.0, s))), lg)
     out = ops.where(refl, ops.where(pole, _INF, r), lg)
+    out = ops.where(ops.logical_or(ops.eq(x, 1.0), ops.eq(x, 2.0)), 0.0, out)   # exact zeros
     return ops.where(inf, _INF, out)
 
 
