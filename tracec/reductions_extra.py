@@ -169,19 +169,38 @@ def _median(name, result, x, dim, keepdim, ignore_nan):
     n = x.shape[d]
     if n == 0:
         raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+    if x.dtype is dt.bool_:
+        raise NotImplementedError(f"\"{name}_out\" not implemented for 'Bool'")
     keep = tuple(1 if j == d else s for j, s in enumerate(x.shape))
     if x.dtype.is_floating_point:
         valid = _count_valid(x, d)
         mid = ops.div(ops.sub(valid, 1), 2)
-        # A row with NaN: median is NaN at the first NaN; nanmedian skips NaNs.
-        pos = mid if ignore_nan else ops.where(ops.lt(valid, n), valid, mid)
-        pos = ops.where(ops.lt(pos, 0), 0, pos)
+        # A row with NaN: median is NaN at the first NaN; nanmedian skips
+        # NaNs (and takes the middle one of an all-NaN row, as PyTorch).
+        if ignore_nan:
+            pos = ops.where(ops.eq(valid, 0), (n - 1) // 2, mid)
+        else:
+            pos = ops.where(ops.lt(valid, n), valid, mid)
     else:
         pos = ops.full(keep, (n - 1) // 2, dt.int64, like=x)
     v, i = _pick(x, d, pos, keepdim and not full)
     if full:
-        return _named(ops.reshape(v, ()), name.capitalize() + "Backward0")
+        return _named(_even_share(x, ops.reshape(v, ())), name.capitalize() + "Backward0")
     return result(_named(v, name.capitalize() + "Backward1"), i)
+
+
+def _even_share(x, v):
+    """``v`` (an element of ``x``) with its gradient shared evenly by every
+    element equal to it (NaN counting as equal to NaN), as PyTorch's full
+    ``median`` does."""
+    if not x.requires_grad:
+        return v
+    vd = v.detach()
+    mask = ops.logical_or(ops.eq(x.detach(), vd),
+                          ops.logical_and(ops.ne(x.detach(), x.detach()), ops.ne(vd, vd)))
+    s = ops.reduce_sum(ops.where(mask, x, 0.0), (0,))
+    count = ops.reduce_sum(ops.cast(mask, x.dtype), (0,))
+    return ops.add(vd, ops.div(ops.sub(s, s.detach()), count))
 
 
 def median(input, dim=None, keepdim=False):  # noqa: A002
@@ -194,6 +213,8 @@ def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
 
 def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
     x = _t(input, "kthvalue")
+    if x.dtype is dt.bool_:
+        raise NotImplementedError("\"kthvalue_cpu\" not implemented for 'Bool'")
     d = normalize_axis(dim, x.ndim)
     n = x.shape[d] if x.ndim else 1
     if not 1 <= k <= n:
@@ -219,7 +240,8 @@ def mode(input, dim=-1, keepdim=False):  # noqa: A002
                                             ops.reshape(xd, tuple(xd.shape[:-1]) + (1, n))),
                                      dt.int64), (xd.ndim,))
     best = ops.reshape(ops.reduce_max(counts, (xd.ndim - 1,)), tuple(xd.shape[:-1]) + (1,))
-    big = float("inf") if x.dtype.is_floating_point else int(np.iinfo(x.dtype.np).max)
+    big = float("inf") if x.dtype.is_floating_point else (
+        True if x.dtype is dt.bool_ else int(np.iinfo(x.dtype.np).max))
     cand = ops.where(ops.eq(counts, best), xd, _const(xd, big))
     value = ops.reshape(ops.reduce_min(cand, (xd.ndim - 1,)), tuple(xd.shape[:-1]) + (1,))
     pos = ops.iota(tuple(xd.shape), dt.int64, xd.ndim - 1, like=xd)
@@ -273,8 +295,12 @@ def _quantile(name, x, q, dim, keepdim, interpolation, ignore_nan):
     s = ops.broadcast_to(ops.reshape(s, (1,) + rows + (n,)), (nq,) + rows + (n,))
     valid = ops.cast(_count_valid(s, s.ndim - 1), x.dtype)
     qb = ops.reshape(qt, (nq,) + (1,) * (len(rows) + 1))
-    last = ops.sub(valid, 1.0) if ignore_nan else _const(valid, float(n - 1))
-    rank = ops.mul(qb, ops.where(ops.lt(last, 0.0), 0.0, last))
+    if ignore_nan:   # PyTorch clamps negative ranks (all-NaN rows) to 0
+        rank = ops.mul(qb, ops.sub(valid, 1.0))
+        rank = ops.where(ops.lt(rank, 0.0), 0.0, rank)
+    else:
+        rank = ops.mul(qb, float(n - 1))   # a row with NaN: its last sorted element (a NaN), as PyTorch
+        rank = ops.where(ops.lt(valid, float(n)), float(n - 1), rank)
     if interpolation == "nearest":
         rank = _rint(rank)
     lo = _floor(rank)
@@ -288,8 +314,6 @@ def _quantile(name, x, q, dim, keepdim, interpolation, ignore_nan):
     else:
         w = ops.sub(rank, lo) if interpolation == "linear" else _const(rank, 0.5)
         v = ops.add(v_lo, ops.mul(w, ops.sub(v_hi, v_lo)))
-    bad = ops.lt(valid, 0.5) if ignore_nan else ops.lt(valid, float(n))
-    v = ops.where(bad, float("nan"), v)
     v = ops.reshape(v, (nq,) + rows)
     if keepdim:
         if full:
