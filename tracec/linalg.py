@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from collections import namedtuple
 
 import numpy as np
@@ -142,7 +143,8 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # no
     return y
 
 
-def _linalg_norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    """``torch.linalg.norm`` (``tracec.norm`` is ``torch.norm``, ``_torch_norm``)."""
     A = _float_input(A, "linalg.norm")
     if dim is not None and not isinstance(dim, int) and len(dim) == 2:
         return matrix_norm(A, "fro" if ord is None else ord, dim, keepdim, dtype=dtype)
@@ -159,7 +161,7 @@ def _linalg_norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: 
     return vector_norm(A, ord, dim, keepdim, dtype=dtype)
 
 
-def norm(input, p="fro", dim=None, keepdim=False, dtype=None):  # noqa: A002
+def _torch_norm(input, p="fro", dim=None, keepdim=False, dtype=None):  # noqa: A002
     """``torch.norm``: ``'fro'`` (2-norm over ``dim``), ``'nuc'``, or a vector p-norm."""
     x = _float_input(input, "norm")
     if p == "nuc":
@@ -172,6 +174,7 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):  # noqa: A002
 
 
 def dist(input, other, p=2):  # noqa: A002
+    """``torch.dist``: the p-norm of ``input - other``."""
     return vector_norm(F.sub(input, other), p)
 
 
@@ -285,6 +288,9 @@ def trace(input):  # noqa: A002
 
 
 def chain_matmul(*matrices):
+    warnings.warn("torch.chain_matmul is deprecated and will be removed in a future PyTorch "
+                  "release. Use torch.linalg.multi_dot instead, which accepts a list of two or "
+                  "more tensors rather than multiple parameters.", UserWarning, stacklevel=2)
     if len(matrices) == 1 and isinstance(matrices[0], (list, tuple)):
         matrices = tuple(matrices[0])
     if not matrices:
@@ -313,8 +319,8 @@ def matrix_power(input, n):  # noqa: A002
         raise RuntimeError("linalg.matrix_power: A must be batches of square matrices, "
                            f"but they are {A.shape[-2] if A.ndim > 1 else A.shape} by "
                            f"{A.shape[-1]} matrices")
-    if n == 0:
-        return ops.cast(_eye_like(A), A.dtype)
+    if n == 0:   # the identity, linked to A with a zero gradient (as PyTorch's)
+        return ops.where(ops.full(tuple(A.shape), False, dt.bool_, like=A), A, _eye_like(A))
     if n < 0:
         A, n = inv(A), -n
     result, base = None, A
@@ -349,6 +355,11 @@ def cross(input, other, dim=-1):  # noqa: A002
 
 def _torch_cross(input, other, dim=None):  # noqa: A002
     if dim is None:
+        warnings.warn("Using torch.cross without specifying the dim arg is deprecated.\n"
+                      "Please either pass the dim explicitly or simply use "
+                      "torch.linalg.cross.\nThe default value of dim will change to agree "
+                      "with that of linalg.cross in a future release.", UserWarning,
+                      stacklevel=2)
         shape = np.broadcast_shapes(tuple(input.shape), tuple(other.shape))
         dim = next((i for i, s in enumerate(shape) if s == 3), None)
         if dim is None:
@@ -376,7 +387,7 @@ def _np(x, name):
 
 
 def _wrap(a, like):
-    return Tensor._make(np.ascontiguousarray(a, dtype=like.dtype.np), like.dtype)
+    return Tensor._make(np.array(a, dtype=like.dtype.np, order="C"), like.dtype)
 
 
 def _mT(a):
@@ -470,8 +481,11 @@ _logabsdet = _function("LinalgSlogdet", _logabsdet_fwd,
 
 def slogdet(A):
     A = _square(A, "linalg.slogdet")
-    sign = np.linalg.slogdet(_np(A, "linalg.slogdet"))[0]
-    return SlogdetResult(_wrap(sign, A), _logabsdet(A))
+    sign = _wrap(np.linalg.slogdet(_np(A, "linalg.slogdet"))[0], A)
+    lad = _logabsdet(A)
+    if lad.requires_grad:   # PyTorch's sign is an output of the node too (zero gradient)
+        sign = ops.where(ops.full(tuple(sign.shape), False, dt.bool_, like=sign), lad, sign)
+    return SlogdetResult(sign, lad)
 
 
 def logdet(input):  # noqa: A002
@@ -532,6 +546,8 @@ def cholesky(A, *, upper=False):
 
 
 def _torch_cholesky(input, upper=False):  # noqa: A002
+    warnings.warn("torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be "
+                  "removed in a future PyTorch release.", UserWarning, stacklevel=2)
     return cholesky(input, upper=upper)
 
 
@@ -551,6 +567,10 @@ def qr(A, mode="reduced"):
     R = r(A)
     Q = q(A) if mode != "r" else Tensor._make(np.zeros((0,), A.dtype.np), A.dtype)
     return QRResult(Q, R)
+
+
+def _torch_qr(input, some=True):  # noqa: A002
+    return qr(input, "reduced" if some else "complete")
 
 
 def svd(A, full_matrices=True, *, driver=None):
@@ -608,8 +628,7 @@ _TENSOR_METHODS = {
     "mv": mv, "addmv": addmv, "addr": addr, "ger": ger, "inner": inner, "kron": kron,
     "trace": trace, "det": det, "logdet": logdet, "slogdet": slogdet, "inverse": inv,
     "pinverse": pinverse, "matrix_power": matrix_power, "cross": _torch_cross, "vdot": vdot,
-    "norm": norm, "dist": dist, "cholesky": _torch_cholesky, "qr": lambda self, some=True:
-    qr(self, "reduced" if some else "complete"), "svd": _torch_svd,
+    "norm": _torch_norm, "dist": dist, "cholesky": _torch_cholesky, "qr": _torch_qr, "svd": _torch_svd,
 }
 for _name, _fn in _TENSOR_METHODS.items():
     setattr(Tensor, _name, _fn)

@@ -672,4 +672,4 @@ def nextafter(input, other):  # noqa: A002
         raise RuntimeError(f"\"nextafter_cpu\" not implemented for '{d}'")
     r = np.nextafter(concrete(a, "nextafter() (eager only)"),
                      concrete(b, "nextafter() (eager only)"))
-    return Tensor._make(np.ascontiguousarray(r, dtype=d.np), d)
+    return Tensor._make(np.array(r, dtype=d.np, order="C"), d)

@@ -39,7 +39,7 @@ def _ints(name, a, b):
 def _eager(name, f, a, b, d):
     why = f"{name}() of integer tensors (eager only)"
     r = f(concrete(a, why), concrete(b, why))
-    return Tensor._make(np.ascontiguousarray(r, dtype=d.np), d)
+    return Tensor._make(np.array(r, dtype=d.np, order="C"), d)
 
 
 def _bitwise(name, logical, npf):
