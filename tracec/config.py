@@ -73,7 +73,7 @@ class finfo:  # noqa: N801 - PyTorch's name
         else:
             f = np.finfo(d.np)
             self.bits, self.eps, self.max = int(f.bits), float(f.eps), float(f.max)
-            self.tiny, self.resolution = float(f.tiny), float(f.resolution)
+            self.tiny, self.resolution = float(f.tiny), 10.0 ** -int(f.precision)
         self.min = -self.max
         self.smallest_normal = self.tiny
 
