@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tracec
+from _compiled_check import assert_step_matches_eager
 from _torch_ref import assert_same, run_both, torch
 
 FLOATS = ["float32", "float64"]
@@ -181,16 +182,8 @@ def test_compiled_equals_eager(backend):
         loss.backward()
         return loss
 
-    comp = tracec.compile(step, backend=backend)
-    for seed in (1, 2):
-        x = tracec.tensor(_r((5, 4), "float32", seed))
-        w.grad = None
-        want = step(x)
-        g_want = w.grad.numpy().copy()
-        w.grad = None
-        got = comp(x)
-        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-4)
-        np.testing.assert_allclose(w.grad.numpy(), g_want, rtol=1e-4, atol=1e-4)
+    assert_step_matches_eager(step, w, [tracec.tensor(_r((5, 4), "float32", seed)) for seed in (1, 2)],
+                              backend, atol=1e-4)
 
 
 def test_lapack_ops_raise_inside_compile():
