@@ -72,9 +72,10 @@ def LongTensor(*data):  # noqa: N802 - PyTorch's legacy constructor
 
 
 # Elementwise math, reductions, linear algebra and global configuration
-# (math_extra, math_special, math_int, reductions_extra, linalg, config).
+# (math_extra, math_trig, math_special, math_int, reductions_extra, linalg, config).
 from tracec.math_extra import *  # noqa: E402,F401,F403
 from tracec.math_extra import round  # noqa: E402,F401,A004
+from tracec.math_trig import *  # noqa: E402,F401,F403
 from tracec.math_special import *  # noqa: E402,F401,F403
 from tracec.math_int import *  # noqa: E402,F401,F403
 from tracec import math_methods as _math_methods  # noqa: E402,F401  (Tensor methods)

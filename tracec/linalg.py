@@ -1,73 +1,38 @@
 """``tracec.linalg`` and the top-level linear algebra (``mv addmv addr ger
-inner kron tensordot trace det logdet slogdet inverse pinverse matrix_power
-chain_matmul cross cdist vdot norm dist``).
+inner kron tensordot trace matrix_power chain_matmul cross cdist vdot norm
+dist``, and the factorizations of ``linalg_lapack``).
 
 Invariant: products, norms and contractions are composites of primitives
-(autograd and ``tracec.compile`` for free).  Factorizations and inverses
-(``inv det slogdet solve cholesky qr svd eigh eigvalsh pinv``) run NumPy's
-LAPACK on the operands' values: eager only (a ``TraceError`` inside
-``tracec.compile``), each a custom ``autograd.Function``: ``inv det
-slogdet/logdet solve cholesky eigvalsh`` have their standard VJPs (computed
-in NumPy: first order only); ``qr svd pinv`` and ``eigh``'s eigenvectors
-raise if a gradient is asked through them.
+(autograd and ``tracec.compile`` for free); the factorizations and inverses
+(``inv det slogdet solve cholesky qr svd eigh eigvalsh pinv``) live in
+``linalg_lapack`` (eager only) and are re-exported here, so ``tracec.linalg``
+is PyTorch's ``torch.linalg`` namespace.
 """
 from __future__ import annotations
 
 import functools
 import math
 import warnings
-from collections import namedtuple
 
 import numpy as np
 
-from tracec import autograd
 from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import ops
 from tracec import shape_ops as S
-from tracec.functions import _named, _operand, promote
+from tracec.functions import _named, promote
 from tracec.methods import _inplace
 from tracec.ops.core import normalize_axis
-from tracec.tensor import Tensor, concrete
+from tracec.linalg_lapack import (_float_input, _t, cholesky, det, eigh, eigvalsh, inv,  # noqa: F401
+                                  inverse, logdet, pinv, pinverse, qr, slogdet, solve, svd,
+                                  svdvals, _torch_cholesky, _torch_qr, _torch_svd)
+from tracec.tensor import Tensor
 
 __all__ = ["norm", "vector_norm", "matrix_norm", "inv", "det", "slogdet", "solve", "cholesky",
            "qr", "svd", "svdvals", "eigh", "eigvalsh", "cross", "vecdot", "matmul", "pinv",
            "matrix_power", "multi_dot"]
 
-SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
-QRResult = namedtuple("qr", ["Q", "R"])
-SVDResult = namedtuple("svd", ["U", "S", "Vh"])
-EighResult = namedtuple("eigh", ["eigenvalues", "eigenvectors"])
-
 matmul = F.matmul
-
-
-def _t(x, name):
-    x = _operand(x, name)
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}")
-    return x
-
-
-def _float_input(x, name):
-    x = _t(x, name)
-    if not x.dtype.is_floating_point:
-        raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. "
-                           f"Got {_TORCH.get(x.dtype.name, x.dtype.name)}")
-    return x
-
-
-_TORCH = {"int64": "Long", "int32": "Int", "bool": "Bool"}
-
-
-def _square(x, name):
-    x = _float_input(x, name)
-    if x.ndim < 2:
-        raise RuntimeError(f"{name}: The input tensor A must have at least 2 dimensions.")
-    if x.shape[-1] != x.shape[-2]:
-        raise RuntimeError(f"{name}: A must be batches of square matrices, but they are "
-                           f"{x.shape[-2]} by {x.shape[-1]} matrices")
-    return x
 
 
 # --- norms ---------------------------------------------------------------------------------
@@ -377,251 +342,6 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     diff = F.sub(ops.reshape(a, tuple(a.shape[:-1]) + (1, a.shape[-1])),
                  ops.reshape(b, tuple(b.shape[:-2]) + (1,) + tuple(b.shape[-2:])))
     return _named(vector_norm(diff, p, -1), "CdistBackward0")
-
-
-# --- factorizations (eager, NumPy) ---------------------------------------------------------------
-
-def _np(x, name):
-    a = concrete(x, f"{name}() (eager only: LAPACK through NumPy)")
-    return a.astype(np.float32) if x.dtype in (dt.float16, dt.bfloat16) else a
-
-
-def _wrap(a, like):
-    return Tensor._make(np.array(a, dtype=like.dtype.np, order="C"), like.dtype)
-
-
-def _mT(a):
-    return np.swapaxes(a, -1, -2)
-
-
-def _sum_to(g, shape):
-    """A NumPy gradient summed over broadcast batch dimensions."""
-    while g.ndim > len(shape):
-        g = g.sum(0)
-    for i, s in enumerate(shape):
-        if s == 1 and g.shape[i] != 1:
-            g = g.sum(i, keepdims=True)
-    return g
-
-
-def _function(name, forward, backward=None):
-    """A differentiable eager op: ``forward(ctx, *arrays) -> array`` in NumPy,
-    ``backward(ctx, g) -> tuple of arrays (or None)`` its VJP in NumPy."""
-    def fwd(ctx, *xs):
-        ctx.like = xs[0]
-        return _wrap(forward(ctx, *[_np(x, name) if isinstance(x, Tensor) else x for x in xs]),
-                     xs[0])
-
-    def bwd(ctx, g):
-        if backward is None:
-            raise RuntimeError(f"{name}: tracec does not implement the derivative of this "
-                               "output")
-        grads = backward(ctx, _np(g, name))
-        return tuple(None if r is None else _wrap(r, ctx.like) for r in grads)
-    cls = type(name, (autograd.Function,), {"forward": staticmethod(fwd),
-                                            "backward": staticmethod(bwd)})
-    return cls.apply
-
-
-def _lapack(name, msg):
-    def wrap(f):
-        @functools.wraps(f)
-        def g(*a, **k):
-            try:
-                return f(*a, **k)
-            except np.linalg.LinAlgError:
-                raise RuntimeError(msg) from None
-        return g
-    return wrap
-
-
-@_lapack("inv", "linalg.inv: The diagonal element is zero, the inversion could not be "
-         "completed because the input matrix is singular.")
-def _inv_fwd(ctx, a):
-    ctx.inv = np.linalg.inv(a)
-    return ctx.inv
-
-
-_inv = _function("LinalgInvEx", _inv_fwd,
-                 lambda ctx, g: (-_mT(ctx.inv) @ g @ _mT(ctx.inv),))
-
-
-def inv(A):
-    return _inv(_square(A, "linalg.inv"))
-
-
-inverse = inv
-
-
-def _det_fwd(ctx, a):
-    ctx.a = a
-    ctx.det = np.linalg.det(a)
-    return ctx.det
-
-
-def _det_bwd(ctx, g):
-    return ((g * ctx.det)[..., None, None] * _mT(np.linalg.inv(ctx.a)),)
-
-
-_det = _function("LinalgDet", _det_fwd, _det_bwd)
-
-
-def det(A):
-    return _det(_square(A, "linalg.det"))
-
-
-def _logabsdet_fwd(ctx, a):
-    ctx.a = a
-    return np.linalg.slogdet(a)[1]
-
-
-_logabsdet = _function("LinalgSlogdet", _logabsdet_fwd,
-                       lambda ctx, g: (g[..., None, None] * _mT(np.linalg.inv(ctx.a)),))
-
-
-def slogdet(A):
-    A = _square(A, "linalg.slogdet")
-    sign = _wrap(np.linalg.slogdet(_np(A, "linalg.slogdet"))[0], A)
-    lad = _logabsdet(A)
-    if lad.requires_grad:   # PyTorch's sign is an output of the node too (zero gradient)
-        sign = ops.where(ops.full(tuple(sign.shape), False, dt.bool_, like=sign), lad, sign)
-    return SlogdetResult(sign, lad)
-
-
-def logdet(input):  # noqa: A002
-    sign, lad = slogdet(input)
-    return F.where(F.lt(sign, 0), float("nan"), F.where(F.eq(sign, 0), float("-inf"), lad))
-
-
-@_lapack("solve", "torch.linalg.solve: The solver failed because the input matrix is "
-         "singular.")
-def _solve_fwd(ctx, a, b):
-    ctx.a = a
-    ctx.x = np.linalg.solve(a, b)
-    return ctx.x
-
-
-def _solve_bwd(ctx, g):
-    gb = np.linalg.solve(_mT(ctx.a), g)
-    ga = -gb @ _mT(ctx.x)
-    return (_sum_to(ga, ctx.a.shape), gb)
-
-
-_solve = _function("LinalgSolveEx", _solve_fwd, _solve_bwd)
-
-
-def solve(A, B, *, left=True):
-    A = _square(A, "linalg.solve")
-    (A, B), _ = promote("linalg.solve", A, _float_input(B, "linalg.solve"))
-    if not left:   # X A = B  <=>  A^T X^T = B^T
-        return S.mT(solve(S.mT(A), S.mT(B)))
-    vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
-    if vector:
-        return ops.reshape(_solve(A, ops.reshape(B, tuple(B.shape) + (1,))), tuple(B.shape))
-    return _solve(A, B)
-
-
-@_lapack("cholesky", "linalg.cholesky: The factorization could not be completed because the "
-         "input is not positive-definite.")
-def _cholesky_fwd(ctx, a):
-    ctx.L = np.linalg.cholesky(a)
-    return ctx.L
-
-
-def _cholesky_bwd(ctx, g):
-    L = ctx.L
-    phi = np.tril(_mT(L) @ g)
-    phi[..., np.arange(L.shape[-1]), np.arange(L.shape[-1])] *= 0.5
-    Linv = np.linalg.inv(L)
-    s = _mT(Linv) @ phi @ Linv
-    return (0.5 * (s + _mT(s)),)
-
-
-_cholesky = _function("LinalgCholeskyEx", _cholesky_fwd, _cholesky_bwd)
-
-
-def cholesky(A, *, upper=False):
-    L = _cholesky(_square(A, "linalg.cholesky"))
-    return S.mT(L) if upper else L
-
-
-def _torch_cholesky(input, upper=False):  # noqa: A002
-    warnings.warn("torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be "
-                  "removed in a future PyTorch release.", UserWarning, stacklevel=2)
-    return cholesky(input, upper=upper)
-
-
-def _no_grad_out(name, f):
-    return _function(name, lambda ctx, *a: f(*a))
-
-
-def qr(A, mode="reduced"):
-    A = _float_input(A, "linalg.qr")
-    if mode not in ("reduced", "complete", "r"):
-        raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of "
-                           "'reduced' (default), 'r', or 'complete'")
-    q = _no_grad_out("LinalgQr", lambda a: np.linalg.qr(a, mode="complete" if mode ==
-                                                         "complete" else "reduced")[0])
-    r = _no_grad_out("LinalgQr", lambda a: np.linalg.qr(a, mode="complete" if mode ==
-                                                         "complete" else "reduced")[1])
-    R = r(A)
-    Q = q(A) if mode != "r" else Tensor._make(np.zeros((0,), A.dtype.np), A.dtype)
-    return QRResult(Q, R)
-
-
-def _torch_qr(input, some=True):  # noqa: A002
-    return qr(input, "reduced" if some else "complete")
-
-
-def svd(A, full_matrices=True, *, driver=None):
-    A = _float_input(A, "linalg.svd")
-    parts = [_no_grad_out("LinalgSvd", lambda a, i=i: np.linalg.svd(
-        a, full_matrices=full_matrices)[i])(A) for i in range(3)]
-    return SVDResult(*parts)
-
-
-def svdvals(A, *, driver=None):
-    A = _float_input(A, "linalg.svdvals")
-    return _no_grad_out("LinalgSvd", lambda a: np.linalg.svd(a, compute_uv=False))(A)
-
-
-def _torch_svd(input, some=True, compute_uv=True):  # noqa: A002
-    U, S_, Vh = svd(input, full_matrices=not some)
-    return namedtuple("svd", ["U", "S", "V"])(U, S_, S.mT(Vh))
-
-
-def _eigvalsh_fwd(ctx, a, uplo):
-    w, v = np.linalg.eigh(a, UPLO=uplo)
-    ctx.v = v
-    return w
-
-
-def _eigvalsh_bwd(ctx, g):
-    v = ctx.v
-    return ((v * g[..., None, :]) @ _mT(v), None)
-
-
-_eigvalsh = _function("LinalgEigh", _eigvalsh_fwd, _eigvalsh_bwd)
-
-
-def eigvalsh(A, UPLO="L"):  # noqa: N803 - PyTorch's name
-    return _eigvalsh(_square(A, "linalg.eigvalsh"), UPLO)
-
-
-def eigh(A, UPLO="L"):  # noqa: N803
-    A = _square(A, "linalg.eigh")
-    vecs = _no_grad_out("LinalgEigh", lambda a: np.linalg.eigh(a, UPLO=UPLO)[1])(A)
-    return EighResult(eigvalsh(A, UPLO), vecs)
-
-
-def pinv(A, *, atol=None, rtol=None, hermitian=False):
-    A = _float_input(A, "linalg.pinv")
-    return _no_grad_out("LinalgPinv", lambda a: np.linalg.pinv(a, hermitian=hermitian))(A)
-
-
-def pinverse(input, rcond=1e-15):  # noqa: A002
-    A = _float_input(input, "pinverse")
-    return _no_grad_out("Pinverse", lambda a: np.linalg.pinv(a, rcond=rcond))(A)
 
 
 _TENSOR_METHODS = {

@@ -1,5 +1,5 @@
 """Tensor methods and in-place forms (``x.atan()``, ``x.atan_()``) of the
-functions in ``math_extra``, ``math_special`` and ``math_int``, and the
+functions in ``math_extra``, ``math_trig``, ``math_special`` and ``math_int``, and the
 in-place forms PyTorch has of the older math functions (``abs_ cos_ eq_``...).
 
 Invariant: binds only functions defined elsewhere; every in-place form is
@@ -13,21 +13,22 @@ from tracec import functions as F
 from tracec import math_extra as M
 from tracec import math_int as I
 from tracec import math_special as S
+from tracec import math_trig as T
 from tracec.methods import _inplace
 from tracec.tensor import Tensor
 
 # name -> function, for the names PyTorch has both as ``x.name()`` and ``x.name_()``.
 _WITH_INPLACE = {
-    "acos": M.acos, "arccos": M.acos, "asin": M.asin, "arcsin": M.asin, "atan": M.atan,
-    "arctan": M.atan, "acosh": M.acosh, "arccosh": M.acosh, "asinh": M.asinh,
-    "arcsinh": M.asinh, "atanh": M.atanh, "arctanh": M.atanh, "atan2": M.atan2,
-    "arctan2": M.atan2, "sinh": M.sinh, "cosh": M.cosh, "tan": M.tan, "hypot": M.hypot,
+    "acos": T.acos, "arccos": T.acos, "asin": T.asin, "arcsin": T.asin, "atan": T.atan,
+    "arctan": T.atan, "acosh": T.acosh, "arccosh": T.acosh, "asinh": T.asinh,
+    "arcsinh": T.asinh, "atanh": T.atanh, "arctanh": T.atanh, "atan2": T.atan2,
+    "arctan2": T.atan2, "sinh": T.sinh, "cosh": T.cosh, "tan": T.tan, "hypot": T.hypot,
     "floor": M.floor, "ceil": M.ceil, "round": M.round, "trunc": M.trunc, "fix": M.trunc,
     "frac": M.frac, "log2": M.log2, "log10": M.log10, "exp2": M.exp2, "log1p": M.log1p,
     "expm1": M.expm1, "fmod": M.fmod, "remainder": M.remainder,
     "floor_divide": M.floor_divide, "copysign": M.copysign, "heaviside": M.heaviside,
-    "xlogy": M.xlogy, "logit": M.logit, "sinc": M.sinc, "deg2rad": M.deg2rad,
-    "rad2deg": M.rad2deg, "nan_to_num": M.nan_to_num, "float_power": M.float_power,
+    "xlogy": M.xlogy, "logit": M.logit, "sinc": T.sinc, "deg2rad": T.deg2rad,
+    "rad2deg": T.rad2deg, "nan_to_num": M.nan_to_num, "float_power": M.float_power,
     "lerp": M.lerp, "addcmul": M.addcmul, "addcdiv": M.addcdiv, "sgn": M.sgn,
     "ldexp": M.ldexp, "nextafter": M.nextafter, "div": M.div, "divide": M.div,
     "lgamma": S.lgamma, "digamma": S.digamma, "erfc": S.erfc, "erfinv": S.erfinv,

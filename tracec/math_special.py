@@ -151,7 +151,7 @@ def mvlgamma(input, p: int):  # noqa: A002
         raise RuntimeError("p has to be greater than or equal to 1")
     if isinstance(x, Tensor) and not RECORDERS and x.numel() and \
             not bool((x._data > (p - 1) / 2).all()):
-        raise RuntimeError(f"All elements must be greater than (p-1)/2")
+        raise RuntimeError("All elements must be greater than (p-1)/2")
     out = None
     for i in range(p):
         term = lgamma(ops.sub(x, i / 2) if i else x)
