@@ -79,6 +79,7 @@ from tracec.math_trig import *  # noqa: E402,F401,F403
 from tracec.math_special import *  # noqa: E402,F401,F403
 from tracec.math_int import *  # noqa: E402,F401,F403
 from tracec import math_methods as _math_methods  # noqa: E402,F401  (Tensor methods)
+globals().update(_math_methods.TOP_LEVEL_INPLACE)
 from tracec.reductions_extra import *  # noqa: E402,F401,F403
 from tracec import linalg  # noqa: E402,F401
 from tracec.linalg import (addmv, addr, cdist, chain_matmul, det, dist, ger, inner,  # noqa: E402,F401
@@ -86,6 +87,7 @@ from tracec.linalg import (addmv, addr, cdist, chain_matmul, det, dist, ger, inn
                            tensordot, trace, vdot)
 from tracec.linalg import _torch_cholesky as cholesky, _torch_cross as cross  # noqa: E402,F401
 from tracec.linalg import _torch_norm as norm, _torch_qr as qr, _torch_svd as svd  # noqa: E402,F401
+from tracec import special  # noqa: E402,F401
 from tracec.config import *  # noqa: E402,F401,F403
 from tracec.config import e, inf, nan, pi  # noqa: E402,F401
 

@@ -77,3 +77,20 @@ Tensor.__mod__ = lambda self, other: M.remainder(self, other)
 Tensor.__rmod__ = lambda self, other: M.remainder(other, self)
 Tensor.__imod__ = _inplace("remainder_", M.remainder)
 Tensor.__pos__ = M.positive
+
+
+def _top_level_inplace(name):
+    def fn(input, *args, **kwargs):  # noqa: A002
+        return getattr(input, name)(*args, **kwargs)
+    fn.__name__ = name
+    fn.__doc__ = f"``torch.{name}(input, ...)``: ``input.{name}(...)``."
+    return fn
+
+
+#: PyTorch's top-level in-place functions (``torch.abs_(x)``) of the math ops.
+TOP_LEVEL_INPLACE = {n: _top_level_inplace(n) for n in (
+    "abs_ acos_ acosh_ arccos_ arccosh_ arcsin_ arcsinh_ arctan_ arctanh_ asin_ asinh_ atan_ "
+    "atanh_ ceil_ clamp_ clamp_max_ clamp_min_ clip_ cos_ cosh_ deg2rad_ erf_ erfc_ exp2_ exp_ "
+    "expm1_ fix_ floor_ frac_ gcd_ i0_ lcm_ ldexp_ log10_ log1p_ log2_ log_ logit_ "
+    "nan_to_num_ neg_ negative_ rad2deg_ reciprocal_ round_ rsqrt_ sigmoid_ sin_ sinc_ "
+    "sinh_ sqrt_ square_ tan_ tanh_ trunc_ xlogy_").split()}
