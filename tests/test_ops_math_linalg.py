@@ -5,6 +5,7 @@ inside ``tracec.compile`` (the LAPACK ones raise a TraceError there)."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -93,6 +94,28 @@ def _cases(d):
         "cholesky_upper": (lambda L, a: L.linalg.cholesky(a, upper=True), [_spd(3, d)]),
         "torch_cholesky": (lambda L, a: L.cholesky(a), [_spd(4, d)]),
         "eigvalsh": (lambda L, a: L.linalg.eigvalsh(a), [_spd(3, d, batch=(2,))]),
+        "addbmm": (lambda L, i, a, b: L.addbmm(i, a, b, beta=0.5, alpha=2),
+                   [sq, _r((2, 3, 4), d, 14), _r((2, 4, 3), d, 15)]),
+        "matrix_exp": (lambda L, a: L.linalg.matrix_exp(a), [sq_b]),
+        "matrix_exp_method": (lambda L, a: a.matrix_exp(), [_r((3, 3), d, 16) * 0.1]),
+        "vander": (lambda L, a: L.linalg.vander(a, N=4), [A]),
+        "torch_vander": (lambda L, a: L.vander(a, 3), [v]),
+        "cond": (lambda L, a: L.linalg.cond(a, 1), [sq]),
+        "tensorinv": (lambda L, a: L.linalg.tensorinv(a, ind=1),
+                      [(np.eye(6) + 0.1 * _r((6, 6), d, 17)).reshape(6, 2, 3).astype(d)]),
+        "tensorsolve": (lambda L, a, b: L.linalg.tensorsolve(a, b),
+                        [(np.eye(6) + 0.1 * _r((6, 6), d, 17)).reshape(2, 3, 6).astype(d),
+                         _r((2, 3), d, 18)]),
+        "solve_triangular": (lambda L, a, b: L.linalg.solve_triangular(a, b, upper=True),
+                             [sq, _r((3, 2), d, 19)]),
+        "solve_triangular_right_unit": (
+            lambda L, a, b: L.linalg.solve_triangular(a, b, upper=False, left=False,
+                                                      unitriangular=True),
+            [sq_b, _r((2, 4, 3), d, 19)]),
+        "cholesky_solve": (lambda L, b, c: L.cholesky_solve(b, c),
+                           [_r((3, 2), d, 20), np.linalg.cholesky(_spd(3, "float64")).astype(d)]),
+        "cholesky_inverse_upper": (lambda L, c: L.cholesky_inverse(c, upper=True),
+                                   [np.linalg.cholesky(_spd(3, "float64")).T.copy().astype(d)]),
     }
 
 
@@ -105,7 +128,8 @@ _TOL = {"float32": dict(rtol=2e-4, atol=2e-4), "float64": dict(rtol=1e-8, atol=1
 @pytest.mark.filterwarnings("ignore:.*deprecated")
 def test_matches_torch(name, dtype):
     fn, arrays = _cases(dtype)[name]
-    run_both(fn, *arrays, tol=_TOL[dtype], grad=name != "dist_p0")
+    # torch's own backward of cond and vander fails (an in-place op on a saved tensor).
+    run_both(fn, *arrays, tol=_TOL[dtype], grad=name not in ("dist_p0", "cond", "torch_vander"))
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -139,6 +163,29 @@ def test_factorizations_values(dtype):
                 torch.linalg.matrix_norm(torch.tensor(a), -2), tol=_TOL[dtype])
     assert_same(tracec.norm(tracec.tensor(a), p="nuc"), torch.norm(torch.tensor(a), p="nuc"),
                 tol=_TOL[dtype])
+    sol = tracec.linalg.lstsq(tracec.tensor(a), tracec.tensor(a[:, :2].copy()))
+    tsol = torch.linalg.lstsq(torch.tensor(a), torch.tensor(a[:, :2].copy()))
+    for x, y in zip(sol, tsol):
+        assert_same(x, y, tol=_TOL[dtype])
+    assert_same(tracec.linalg.matrix_rank(tracec.tensor(a @ a.T)),
+                torch.linalg.matrix_rank(torch.tensor(a @ a.T)))
+    for name in ("inv_ex", "cholesky_ex"):
+        r, info = getattr(tracec.linalg, name)(tracec.tensor(s))
+        tr, tinfo = getattr(torch.linalg, name)(torch.tensor(s))
+        assert_same(r, tr, tol=_TOL[dtype])
+        assert_same(info, tinfo)
+    x, info = tracec.linalg.solve_ex(tracec.tensor(s), tracec.tensor(a[:3]))
+    assert_same(x, torch.linalg.solve_ex(torch.tensor(s), torch.tensor(a[:3]))[0],
+                tol=_TOL[dtype])
+    assert_same(tracec.linalg.pinv(tracec.tensor(a), atol=0.5),
+                torch.linalg.pinv(torch.tensor(a), atol=0.5), tol=_TOL[dtype])
+    with pytest.warns(UserWarning, match="deprecated"):
+        tsr = tracec.triangular_solve(tracec.tensor(a[:3]), tracec.tensor(s), transpose=True)
+    with warnings.catch_warnings():   # torch warns once per process
+        warnings.simplefilter("ignore")
+        want = torch.triangular_solve(torch.tensor(a[:3]), torch.tensor(s), transpose=True)
+    assert_same(tsr.solution, want.solution, tol=_TOL[dtype])
+    assert_same(tsr.cloned_coefficient, want.cloned_coefficient)
 
 
 def test_unsupported_gradients_raise():

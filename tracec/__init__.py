@@ -87,6 +87,8 @@ from tracec.linalg import (addmv, addr, cdist, chain_matmul, det, dist, ger, inn
                            tensordot, trace, vdot)
 from tracec.linalg import _torch_cholesky as cholesky, _torch_cross as cross  # noqa: E402,F401
 from tracec.linalg import _torch_norm as norm, _torch_qr as qr, _torch_svd as svd  # noqa: E402,F401
+from tracec.linalg import (addbmm, cholesky_inverse, cholesky_solve, lstsq,  # noqa: E402,F401
+                           matrix_exp, triangular_solve, _torch_vander as vander)
 from tracec import special  # noqa: E402,F401
 from tracec.config import *  # noqa: E402,F401,F403
 from tracec.config import e, inf, nan, pi  # noqa: E402,F401
@@ -116,6 +118,7 @@ _OUT_FUNCTIONS = (
     "bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift isin ldexp frexp "
     "nextafter signbit nansum nanmean median nanmedian mode kthvalue quantile nanquantile "
     "aminmax cummax cummin logcumsumexp diff histc bincount mv addmv addr ger inner kron "
-    "tensordot det logdet slogdet inverse matrix_power cross cdist vdot norm"
+    "tensordot det logdet slogdet inverse matrix_power cross cdist vdot norm addbmm "
+    "cholesky_solve cholesky_inverse"
 ).split()
 _add_out_keyword()

@@ -23,14 +23,19 @@ from tracec import shape_ops as S
 from tracec.functions import _named, promote
 from tracec.methods import _inplace
 from tracec.ops.core import normalize_axis
-from tracec.linalg_lapack import (_float_input, _t, cholesky, det, eigh, eigvalsh, inv,  # noqa: F401
-                                  inverse, logdet, pinv, pinverse, qr, slogdet, solve, svd,
-                                  svdvals, _torch_cholesky, _torch_qr, _torch_svd)
-from tracec.tensor import Tensor
+from tracec.rearrange import flip
+from tracec.linalg_lapack import (_float_input, _square, _t, cholesky, cholesky_ex,  # noqa: F401
+                                  cholesky_inverse, cholesky_solve, det, eigh, eigvalsh, inv,
+                                  inv_ex, inverse, logdet, lstsq, matrix_rank, pinv, pinverse,
+                                  qr, slogdet, solve, solve_ex, solve_triangular, svd, svdvals,
+                                  triangular_solve, _torch_cholesky, _torch_qr, _torch_svd)
+from tracec.tensor import Tensor, concrete
 
 __all__ = ["norm", "vector_norm", "matrix_norm", "inv", "det", "slogdet", "solve", "cholesky",
            "qr", "svd", "svdvals", "eigh", "eigvalsh", "cross", "vecdot", "matmul", "pinv",
-           "matrix_power", "multi_dot"]
+           "matrix_power", "multi_dot", "inv_ex", "cholesky_ex", "solve_ex", "matrix_rank",
+           "lstsq", "solve_triangular", "vander", "cond", "tensorinv", "tensorsolve",
+           "matrix_exp"]
 
 matmul = F.matmul
 
@@ -344,13 +349,106 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     return _named(vector_norm(diff, p, -1), "CdistBackward0")
 
 
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
+    b1, b2 = _t(batch1, "addbmm"), _t(batch2, "addbmm")
+    if b1.ndim != 3 or b2.ndim != 3:
+        raise RuntimeError("batch1 must be a 3D tensor")
+    return _named(_add_scaled(input, F.sum(F.matmul(b1, b2), 0), beta, alpha),
+                  "AddbmmBackward0")
+
+
+def vander(x, N=None):  # noqa: N803 - PyTorch's name
+    """``torch.linalg.vander``: columns x^0, x^1, ..., x^(N-1)."""
+    x = _t(x, "linalg.vander")
+    if x.ndim == 0:
+        raise RuntimeError("linalg.vander: x must have at least one dimension")
+    n = x.shape[-1] if N is None else N
+    if n <= 1 and N is not None and N < 1:
+        raise RuntimeError("N must be greater than 1.")
+    if x.dtype is dt.bool_:
+        x = ops.cast(x, dt.int64)
+    cols = [ops.full(tuple(x.shape), 1, x.dtype, like=x)]
+    for _ in range(1, n):
+        cols.append(ops.mul(cols[-1], x))
+    return S.stack(cols, -1) if n else ops.full(tuple(x.shape) + (0,), 0, x.dtype, like=x)
+
+
+def _torch_vander(x, N=None, increasing=False):  # noqa: N803
+    """``torch.vander``: 1-D ``x``, decreasing powers unless ``increasing``."""
+    x = _t(x, "vander")
+    if x.ndim != 1:
+        raise RuntimeError("x must be a one-dimensional tensor.")
+    v = vander(x, N)
+    return v if increasing else flip(v, (-1,))
+
+
+def cond(A, p=None):
+    """Condition number: largest over smallest singular value (p None or 2,
+    -2 the reverse), else ``norm(A, p) * norm(inv(A), p)``."""
+    A = _float_input(A, "linalg.cond")
+    if p is None or p in (2, -2):
+        s = svdvals(A)
+        hi, lo = F.amax(s, -1), F.amin(s, -1)
+        return F.div(lo, hi) if p == -2 else F.div(hi, lo)
+    return F.mul(matrix_norm(A, p), matrix_norm(inv(A), p))
+
+
+def tensorinv(A, ind=2):
+    A = _t(A, "linalg.tensorinv")
+    if ind <= 0:
+        raise RuntimeError(f"Expected a strictly positive integer for 'ind', but got {ind}")
+    out_shape, in_shape = tuple(A.shape[:ind]), tuple(A.shape[ind:])
+    n = math.prod(out_shape)
+    if n != math.prod(in_shape):
+        raise RuntimeError("Expected self to satisfy the requirement prod(self.shape[ind:]) == "
+                           "prod(self.shape[:ind]), but got "
+                           f"{math.prod(in_shape)} != {n}")
+    return ops.reshape(inv(ops.reshape(A, (n, n))), in_shape + out_shape)
+
+
+def tensorsolve(A, B, dims=None):
+    A, B = _t(A, "linalg.tensorsolve"), _t(B, "linalg.tensorsolve")
+    if dims is not None:
+        dims = [normalize_axis(d, A.ndim) for d in dims]
+        A = ops.transpose(A, tuple(i for i in range(A.ndim) if i not in dims) + tuple(dims))
+    rest = tuple(A.shape[B.ndim:])
+    n = B.numel()
+    X = solve(ops.reshape(A, (n, math.prod(rest))), ops.reshape(B, (n,)))
+    return ops.reshape(X, rest)
+
+
+# Taylor terms of exp(A / 2^s) with ||A / 2^s||_1 <= 1/2: the 18th is < 1e-22.
+_EXP_TERMS = 18
+
+
+def matrix_exp(A):
+    """exp(A) by scaling and squaring a Taylor series.  The scaling reads
+    the norm of A (eager only); the rest is matmuls, so it differentiates."""
+    A = _square(A, "linalg.matrix_exp")
+    a = concrete(A, "linalg.matrix_exp() (eager only: its scaling reads the matrix norm)")
+    norm1 = float(np.abs(a).sum(-2).max()) if a.size else 0.0
+    s = max(0, int(math.ceil(math.log2(norm1 / 0.5)))) if norm1 > 0.5 else 0
+    X = F.mul(A, 0.5 ** s) if s else A
+    eye = ops.broadcast_to(ops.cast(_eye_like(A), A.dtype), tuple(A.shape))
+    term, total = eye, eye
+    for k in range(1, _EXP_TERMS + 1):
+        term = F.mul(F.matmul(term, X), 1.0 / k)
+        total = F.add(total, term)
+    for _ in range(s):
+        total = F.matmul(total, total)
+    return _named(total, "LinalgMatrixExpBackward0")
+
+
 _TENSOR_METHODS = {
     "mv": mv, "addmv": addmv, "addr": addr, "ger": ger, "inner": inner, "kron": kron,
     "trace": trace, "det": det, "logdet": logdet, "slogdet": slogdet, "inverse": inv,
     "pinverse": pinverse, "matrix_power": matrix_power, "cross": _torch_cross, "vdot": vdot,
-    "norm": _torch_norm, "dist": dist, "cholesky": _torch_cholesky, "qr": _torch_qr, "svd": _torch_svd,
+    "norm": _torch_norm, "dist": dist, "addbmm": addbmm, "matrix_exp": matrix_exp,
+    "cholesky_solve": cholesky_solve, "cholesky_inverse": cholesky_inverse,
+    "triangular_solve": triangular_solve, "lstsq": lstsq, "cholesky": _torch_cholesky, "qr": _torch_qr, "svd": _torch_svd,
 }
 for _name, _fn in _TENSOR_METHODS.items():
     setattr(Tensor, _name, _fn)
 Tensor.addmv_ = _inplace("addmv_", addmv)
 Tensor.addr_ = _inplace("addr_", addr)
+Tensor.addbmm_ = _inplace("addbmm_", addbmm)

@@ -27,12 +27,19 @@ from tracec.functions import _operand, promote
 from tracec.tensor import Tensor, concrete
 
 __all__ = ["inv", "inverse", "det", "slogdet", "logdet", "solve", "cholesky", "qr", "svd",
-           "svdvals", "eigh", "eigvalsh", "pinv", "pinverse"]
+           "svdvals", "eigh", "eigvalsh", "pinv", "pinverse", "inv_ex", "cholesky_ex",
+           "solve_ex", "matrix_rank", "lstsq", "solve_triangular", "triangular_solve",
+           "cholesky_solve", "cholesky_inverse"]
 
 SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
 QRResult = namedtuple("qr", ["Q", "R"])
 SVDResult = namedtuple("svd", ["U", "S", "Vh"])
 EighResult = namedtuple("eigh", ["eigenvalues", "eigenvectors"])
+InvExResult = namedtuple("inv_ex", ["inverse", "info"])
+CholeskyExResult = namedtuple("cholesky_ex", ["L", "info"])
+SolveExResult = namedtuple("solve_ex", ["result", "info"])
+LstsqResult = namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
+TriangularSolveResult = namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
 
 
 def _t(x, name):
@@ -298,11 +305,127 @@ def eigh(A, UPLO="L"):  # noqa: N803
     return EighResult(eigvalsh(A, UPLO), vecs)
 
 
+def _pinv_np(a, atol, rtol):
+    # PyTorch's cut-off: singular values <= max(atol, rtol * largest) are 0;
+    # rtol defaults to eps * max(m, n) when neither is given, else to 0.
+    if rtol is None:
+        rtol = np.finfo(a.dtype).eps * max(a.shape[-2:]) if atol is None else 0.0
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    cut = np.maximum(atol or 0.0, rtol * s.max(axis=-1, keepdims=True, initial=0.0))
+    inv_s = np.where(s > cut, 1.0 / np.where(s > cut, s, 1.0), 0.0)
+    return _mT(vh) @ (inv_s[..., None] * _mT(u))
+
+
 def pinv(A, *, atol=None, rtol=None, hermitian=False):
     A = _float_input(A, "linalg.pinv")
-    return _no_grad_out("LinalgPinv", lambda a: np.linalg.pinv(a, hermitian=hermitian))(A)
+    return _no_grad_out("LinalgPinv", lambda a: _pinv_np(a, atol, rtol))(A)
 
 
 def pinverse(input, rcond=1e-15):  # noqa: A002
     A = _float_input(input, "pinverse")
-    return _no_grad_out("Pinverse", lambda a: np.linalg.pinv(a, rcond=rcond))(A)
+    return _no_grad_out("Pinverse", lambda a: _pinv_np(a, None, rcond))(A)
+
+
+def _info(A):
+    return ops.full(tuple(A.shape[:-2]), 0, dt.int32, like=A)
+
+
+def inv_ex(A, *, check_errors=False):
+    """``(inverse, info)``: info is 0 (a singular matrix raises, as with
+    check_errors=True)."""
+    inverse_ = inv(A)
+    return InvExResult(inverse_, _info(inverse_))
+
+
+def cholesky_ex(A, *, upper=False, check_errors=False):
+    L = cholesky(A, upper=upper)
+    return CholeskyExResult(L, _info(L))
+
+
+def solve_ex(A, B, *, left=True, check_errors=False):
+    X = solve(A, B, left=left)
+    return SolveExResult(X, _info(_square(A, "linalg.solve_ex")))
+
+
+def matrix_rank(A, *, atol=None, rtol=None, hermitian=False):
+    A = _float_input(A, "linalg.matrix_rank")
+    s = np.linalg.svd(_np(A, "linalg.matrix_rank"), compute_uv=False)
+    if rtol is None:
+        rtol = np.finfo(s.dtype).eps * max(A.shape[-2:]) if atol is None else 0.0
+    cut = np.maximum(atol or 0.0, rtol * s.max(axis=-1, keepdims=True, initial=0.0))
+    return Tensor._make(np.array((s > cut).sum(-1), dtype=np.int64), dt.int64)
+
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    """``(solution, residuals, rank, singular_values)`` as PyTorch's default
+    cpu driver (gelsy) gives them: residuals and singular values empty."""
+    A = _float_input(A, "linalg.lstsq")
+    B = _float_input(B, "linalg.lstsq")
+    vector = B.ndim == A.ndim - 1
+    Bm = ops.reshape(B, tuple(B.shape) + (1,)) if vector else B
+    X = _no_grad_out("LinalgLstsq", lambda a, b: _pinv_np(a, None, rcond) @ b)(A, Bm)
+    if vector:
+        X = ops.reshape(X, tuple(X.shape[:-1]))
+    empty = Tensor._make(np.zeros((0,), A.dtype.np), A.dtype)
+    return LstsqResult(X, empty, matrix_rank(A), empty)
+
+
+def _tri_solve_fwd(ctx, a, b, upper, left, unitriangular):
+    t = np.triu(a) if upper else np.tril(a)
+    if unitriangular:
+        idx = np.arange(t.shape[-1])
+        t[..., idx, idx] = 1.0
+    ctx.t, ctx.upper, ctx.left, ctx.unit = t, upper, left, unitriangular
+    ctx.x = np.linalg.solve(t, b) if left else _mT(np.linalg.solve(_mT(t), _mT(b)))
+    return ctx.x
+
+
+def _tri_solve_bwd(ctx, g):
+    t, x = ctx.t, ctx.x
+    if ctx.left:     # X = T^-1 B
+        gb = np.linalg.solve(_mT(t), g)
+        ga = -gb @ _mT(x)
+    else:            # X = B T^-1
+        gb = _mT(np.linalg.solve(t, _mT(g)))
+        ga = -_mT(x) @ gb
+    ga = np.triu(ga, 1 if ctx.unit else 0) if ctx.upper else np.tril(ga, -1 if ctx.unit else 0)
+    return (_sum_to(ga, t.shape), _sum_to(gb, g.shape), None, None, None)
+
+
+_tri_solve = _lapack("solve_triangular", "linalg.solve_triangular: The solver failed because "
+                     "the input matrix is singular.")(
+    _function("LinalgSolveTriangular", _tri_solve_fwd, _tri_solve_bwd))
+
+
+def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
+    A = _square(A, "linalg.solve_triangular")
+    (A, B), _ = promote("linalg.solve_triangular", A, _float_input(B, "linalg.solve_triangular"))
+    return _tri_solve(A, B, bool(upper), bool(left), bool(unitriangular))
+
+
+def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
+    """The old ``torch.triangular_solve``: ``(solution, cloned_coefficient)``."""
+    warnings.warn("torch.triangular_solve is deprecated in favor of "
+                  "torch.linalg.solve_triangularand will be removed in a future PyTorch "
+                  "release.\ntorch.linalg.solve_triangular has its arguments reversed and "
+                  "does not return a copy of one of the inputs.\nX = "
+                  "torch.triangular_solve(B, A).solution\nshould be replaced with\nX = "
+                  "torch.linalg.solve_triangular(A, B).", UserWarning, stacklevel=2)
+    M = S.mT(A) if transpose else A
+    X = solve_triangular(M, b, upper=upper != transpose, unitriangular=unitriangular)
+    return TriangularSolveResult(X, S.clone(A))
+
+
+def _from_factor(L, upper):
+    # A = L L^T (U^T U): PyTorch differentiates cholesky_solve/inverse through
+    # every entry of the factor, as this product does.
+    return F.matmul(S.mT(L), L) if upper else F.matmul(L, S.mT(L))
+
+
+def cholesky_solve(B, L, upper=False):
+    """(L L^T)^-1 B from a Cholesky factor."""
+    return solve(_from_factor(_float_input(L, "cholesky_solve"), upper), B)
+
+
+def cholesky_inverse(L, upper=False):
+    return inv(_from_factor(_float_input(L, "cholesky_inverse"), upper))
