@@ -21,7 +21,7 @@ LAYERS = [
                   "tracec.reductions_bool", "tracec.out_arg",
                   "tracec.math_extra", "tracec.math_trig", "tracec.math_special", "tracec.math_int",
                   "tracec.math_methods", "tracec.reductions_extra", "tracec.linalg",
-                  "tracec.linalg_lapack", "tracec.special",
+                  "tracec.linalg_lapack", "tracec.special", "tracec.binning",
                   "tracec.config"]),
     ("tracing", ["tracec.tracing", "tracec.guards", "tracec.sym_shapes"]),
     ("passes", ["tracec.passes"]),

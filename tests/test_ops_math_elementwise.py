@@ -63,6 +63,11 @@ def _cases(d):
         "floordiv_operator": (lambda L, a: a // -0.6, [x]),
         "exp2_method": (lambda L, a: a.exp2(), [x]),
         "broadcast_atan2": (lambda L, a, b: L.atan2(a, b[0]), [x, y]),
+        "rsub": (lambda L, a, b: L.rsub(a, b, alpha=2), [x, y]),
+        "angle": (lambda L, a: L.angle(a), [x]),
+        "where_method": (lambda L, a, b: a.where(a > 0, b), [x, y]),
+        "conj_real": (lambda L, a: L.conj(a).real + L.resolve_neg(L.resolve_conj(a)), [x]),
+        "conj_physical": (lambda L, a: a.conj_physical(), [x]),
     })
     return c
 
@@ -188,6 +193,16 @@ def test_inplace_on_leaf_requiring_grad_raises():
     w = tracec.tensor([0.5], requires_grad=True)
     with pytest.raises(RuntimeError):
         w.atan_()
+
+
+def test_real_tensors_as_complex():
+    x = tracec.tensor([1.0, -2.0])
+    assert not x.is_conj() and not x.is_neg() and not tracec.is_conj(x)
+    assert x.real is x and tracec.real(x) is x
+    with pytest.raises(RuntimeError, match="non-complex"):
+        x.imag
+    with pytest.raises(RuntimeError, match="non-complex"):
+        torch.tensor([1.0]).imag
 
 
 def test_bad_input_messages():

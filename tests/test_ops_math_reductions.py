@@ -80,6 +80,27 @@ def _cases(d):
                                 [x, _r((4, 2), d, 3)]),
         "histc": (lambda L, a: L.histc(a, bins=7, min=-2, max=3), [x]),
         "histc_auto": (lambda L, a: a.histc(5), [x]),
+        "histc_equal": (lambda L, a: L.histc(a * 0 + 1, 3), [x]),
+        "histogram": (lambda L, a: L.histogram(a, 4), [x]),
+        "histogram_range_density": (lambda L, a, w: L.histogram(a, 3, range=(-1.0, 2.0),
+                                                                 weight=w, density=True),
+                                    [x, np.abs(_r((4, 5), d, 5, distinct=False))]),
+        "histogram_edges": (lambda L, a, e: a.histogram(e), [x, np.array([-3, -1, 0, 2.5, 4], d)]),
+        "searchsorted": (lambda L, s_, v: L.searchsorted(s_, v), [np.sort(x[0]), x[1:]]),
+        "searchsorted_right_nd": (lambda L, s_, v: L.searchsorted(s_, v, right=True),
+                                  [np.sort(x, 1), x[:, ::-1].copy()]),
+        "searchsorted_side_int32": (lambda L, s_, v: L.searchsorted(s_, v, side="right",
+                                                                    out_int32=True),
+                                    [np.sort(x[0]), x[0]]),
+        "searchsorted_sorter": (lambda L, s_, v: L.searchsorted(s_, v, sorter=L.argsort(s_)),
+                                [x[0], x[2]]),
+        "bucketize": (lambda L, v, b: L.bucketize(v, b), [x, np.sort(x[0])]),
+        "bucketize_right": (lambda L, v, b: L.bucketize(v, b, right=True), [x, np.sort(x[0][[1, 3]])]),
+        "cov": (lambda L, a: L.cov(a), [x]),
+        "cov_1d_correction0": (lambda L, a: L.cov(a[0], correction=0), [x]),
+        "cov_weights": (lambda L, a, f, w: L.cov(a, fweights=f, aweights=w),
+                        [x, np.array([1, 2, 1, 3, 1]), np.abs(_r((5,), d, 6, distinct=False))]),
+        "corrcoef": (lambda L, a: a.corrcoef(), [x3[0]]),
         "trapezoid": (lambda L, a: L.trapezoid(a), [x]),
         "trapezoid_x": (lambda L, a, b: L.trapezoid(a, b, dim=0), [x, np.sort(_r((4,), d, 4))]),
         "trapz_dx": (lambda L, a: L.trapz(a, dx=0.5), [x]),
@@ -94,7 +115,8 @@ _NAMES = sorted(_cases("float32"))
 @pytest.mark.parametrize("name", _NAMES)
 def test_matches_torch(name, dtype):
     fn, arrays = _cases(dtype)[name]
-    run_both(fn, *arrays, grad=name not in ("histc", "histc_auto"))
+    run_both(fn, *arrays, grad=not name.startswith(("histc", "histogram", "searchsorted",
+                                                     "bucketize")))
 
 
 def test_named_tuple_fields():
@@ -135,6 +157,14 @@ def test_bincount():
                 torch.tensor(a).bincount(torch.tensor(w), minlength=8))
     with pytest.raises(RuntimeError, match="non-negative"):
         tracec.bincount(tracec.tensor([-1, 2]))
+
+
+def test_sum_to_size():
+    a = np.arange(24.0).reshape(2, 3, 4)
+    assert_same(tracec.tensor(a).sum_to_size(1, 3, 1), torch.tensor(a).sum_to_size(1, 3, 1))
+    assert_same(tracec.tensor(a).sum_to_size((3, 4)), torch.tensor(a).sum_to_size((3, 4)))
+    with pytest.raises(RuntimeError, match="not expandable"):
+        tracec.tensor(a).sum_to_size(2, 4)
 
 
 def test_bad_input():

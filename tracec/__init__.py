@@ -72,7 +72,8 @@ def LongTensor(*data):  # noqa: N802 - PyTorch's legacy constructor
 
 
 # Elementwise math, reductions, linear algebra and global configuration
-# (math_extra, math_trig, math_special, math_int, reductions_extra, linalg, config).
+# (math_extra, math_trig, math_special, math_int, reductions_extra, binning, linalg,
+# special, config).
 from tracec.math_extra import *  # noqa: E402,F401,F403
 from tracec.math_extra import round  # noqa: E402,F401,A004
 from tracec.math_trig import *  # noqa: E402,F401,F403
@@ -81,6 +82,7 @@ from tracec.math_int import *  # noqa: E402,F401,F403
 from tracec import math_methods as _math_methods  # noqa: E402,F401  (Tensor methods)
 globals().update(_math_methods.TOP_LEVEL_INPLACE)
 from tracec.reductions_extra import *  # noqa: E402,F401,F403
+from tracec.binning import *  # noqa: E402,F401,F403
 from tracec import linalg  # noqa: E402,F401
 from tracec.linalg import (addmv, addr, cdist, chain_matmul, det, dist, ger, inner,  # noqa: E402,F401
                            inverse, kron, logdet, matrix_power, mv, pinverse, slogdet,
@@ -117,7 +119,8 @@ _OUT_FUNCTIONS = (
     "rad2deg nan_to_num float_power lerp addcmul addcdiv sgn gcd lcm bitwise_and bitwise_or "
     "bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift isin ldexp frexp "
     "nextafter signbit nansum nanmean median nanmedian mode kthvalue quantile nanquantile "
-    "aminmax cummax cummin logcumsumexp diff histc bincount mv addmv addr ger inner kron "
+    "aminmax cummax cummin logcumsumexp diff histc histogram bincount searchsorted bucketize "
+    "cov corrcoef rsub mv addmv addr ger inner kron "
     "tensordot det logdet slogdet inverse matrix_power cross cdist vdot norm addbmm "
     "cholesky_solve cholesky_inverse"
 ).split()

@@ -29,7 +29,8 @@ __all__ = [
     "logaddexp2", "fmax", "fmin", "fmod", "remainder", "floor_divide", "div", "copysign",
     "heaviside", "xlogy", "logit", "nan_to_num", "float_power", "lerp", "addcmul", "addcdiv",
     "signbit", "sgn", "positive", "isclose", "isin", "isreal", "ldexp", "frexp", "nextafter",
-    "log1p", "expm1",
+    "log1p", "expm1", "rsub", "angle", "conj", "conj_physical", "resolve_conj", "resolve_neg",
+    "real", "imag", "is_conj", "is_neg",
 ]
 
 # The float32/float64 ... value from which every float is an integer.
@@ -506,3 +507,43 @@ def nextafter(input, other):  # noqa: A002
     r = np.nextafter(concrete(a, "nextafter() (eager only)"),
                      concrete(b, "nextafter() (eager only)"))
     return Tensor._make(np.array(r, dtype=d.np, order="C"), d)
+
+
+# --- real tensors seen as complex ones -------------------------------------------------
+
+def rsub(input, other, *, alpha=1):  # noqa: A002
+    """``other - alpha * input``."""
+    return F.sub(other, input, alpha=alpha)
+
+
+def angle(input):  # noqa: A002
+    """The argument of a real number: pi below 0, else 0 (nan stays nan);
+    no gradient flows (PyTorch's is zero for real inputs)."""
+    x = _float(input, "angle")
+    xd = x.detach()
+    a = ops.where(ops.lt(xd, 0.0), math.pi, ops.mul(xd, 0.0))
+    return _named(_no_grad_link(ops.where(ops.ne(xd, xd), xd, a), x), "AngleBackward0")
+
+
+def conj(input):  # noqa: A002
+    """Real tensors are their own conjugate: the tensor itself (PyTorch's
+    ``conj`` is a view)."""
+    return _t(input, "conj")
+
+
+resolve_conj = resolve_neg = real = conj
+
+
+def conj_physical(input):  # noqa: A002
+    return ops.cast(_t(input, "conj_physical"), input.dtype)
+
+
+def imag(input):  # noqa: A002
+    raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+
+
+def is_conj(input) -> bool:  # noqa: A002
+    return False
+
+
+is_neg = is_conj

@@ -9,7 +9,10 @@ raises, as PyTorch's does).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from tracec import functions as F
+from tracec import ops
 from tracec import math_extra as M
 from tracec import math_int as I
 from tracec import math_special as S
@@ -40,6 +43,9 @@ _WITH_INPLACE = {
 }
 
 _METHOD_ONLY = {
+    "angle": M.angle, "conj": M.conj, "conj_physical": M.conj_physical,
+    "resolve_conj": M.resolve_conj, "resolve_neg": M.resolve_neg, "is_conj": M.is_conj,
+    "is_neg": M.is_neg, "where": lambda self, condition, y: F.where(condition, self, y),
     "logaddexp": M.logaddexp, "logaddexp2": M.logaddexp2, "fmax": M.fmax, "fmin": M.fmin,
     "signbit": M.signbit, "positive": M.positive, "isclose": M.isclose, "isreal": M.isreal,
     "frexp": M.frexp, "greater": F.gt, "greater_equal": F.ge, "less": F.lt,
@@ -77,6 +83,24 @@ Tensor.__mod__ = lambda self, other: M.remainder(self, other)
 Tensor.__rmod__ = lambda self, other: M.remainder(other, self)
 Tensor.__imod__ = _inplace("remainder_", M.remainder)
 Tensor.__pos__ = M.positive
+# PyTorch's real/imag are attributes; a real tensor's real part is itself.
+Tensor.real = property(M.real)
+Tensor.imag = property(M.imag)
+Tensor.conj_physical_ = _inplace("conj_physical_", M.conj_physical)
+
+
+def _sum_to_size(self, *size):
+    size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
+    try:
+        if np.broadcast_shapes(size, tuple(self.shape)) != tuple(self.shape):
+            raise ValueError
+    except ValueError:
+        raise RuntimeError(f"size {{{', '.join(map(str, size))}}} is not expandable to size "
+                           f"{{{', '.join(map(str, self.shape))}}}.") from None
+    return ops.sum_to(self, size)
+
+
+Tensor.sum_to_size = _sum_to_size
 
 
 def _top_level_inplace(name):

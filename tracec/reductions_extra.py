@@ -1,11 +1,11 @@
-"""More of PyTorch's reductions: ``prod norm dist median nanmedian mode
+"""More of PyTorch's reductions: ``prod median nanmedian mode
 kthvalue quantile nanquantile nansum nanmean std_mean var_mean aminmax
-cummax cummin logcumsumexp count_nonzero diff histc bincount trapezoid``.
+cummax cummin logcumsumexp count_nonzero diff trapezoid cov corrcoef``
+(histograms: ``binning``).
 
 Invariant: all are composites of primitives (order statistics come from the
 ``argsort`` primitive and ``gather``, so their gradient flows to the selected
-elements, as PyTorch's does), except ``bincount``, whose output length is the
-input's largest value: eager only (``concrete``).  ``prod`` multiplies pairs
+elements, as PyTorch's does).  ``prod`` multiplies pairs
 in log2(n) rounds, so its gradient is exact also at zeros.  Results with
 several parts are PyTorch's named tuples (``values, indices`` ...).
 """
@@ -22,13 +22,14 @@ from tracec.functions import _keep, _named, _operand
 from tracec.math_extra import _const, _floor, _rint
 from tracec.ops.core import normalize_axis
 from tracec.rearrange import _scan, cumsum
+from tracec import shape_ops as S
 from tracec.shape_ops import cat
-from tracec.tensor import Tensor, concrete
+from tracec.tensor import Tensor
 
 __all__ = ["prod", "nansum", "nanmean", "std_mean", "var_mean", "aminmax", "median",
            "nanmedian", "mode", "kthvalue", "quantile", "nanquantile", "cummax", "cummin",
-           "logcumsumexp", "count_nonzero", "diff", "histc", "bincount", "trapezoid", "trapz",
-           "cumulative_trapezoid"]
+           "logcumsumexp", "count_nonzero", "diff", "trapezoid", "trapz",
+           "cumulative_trapezoid", "cov", "corrcoef"]
 
 MedianResult = namedtuple("median", ["values", "indices"])
 NanmedianResult = namedtuple("nanmedian", ["values", "indices"])
@@ -382,7 +383,7 @@ def logcumsumexp(input, dim):  # noqa: A002
     return _scan(x, dim, None, _logaddexp_scan, float("-inf"), "LogcumsumexpBackward0")
 
 
-# --- differences, histograms, integrals --------------------------------------------------------
+# --- differences, integrals --------------------------------------------------------
 
 def diff(input, n=1, dim=-1, prepend=None, append=None):  # noqa: A002
     x = _t(input, "diff")
@@ -405,49 +406,6 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):  # noqa: A002
         a, b = _sl(x, d, 1, m), _sl(x, d, 0, m - 1)
         x = ops.ne(a, b) if x.dtype is dt.bool_ else ops.sub(a, b)
     return _named(x, "DiffBackward0") if n else x
-
-
-def histc(input, bins=100, min=0, max=0):  # noqa: A002
-    x = _t(input, "histc")
-    if not x.dtype.is_floating_point:
-        raise RuntimeError(f"\"histogram_cpu\" not implemented for '{x.dtype}'")
-    if bins <= 0:
-        raise RuntimeError("torch.histc(): bins must be > 0, but got {bins} for bins")
-    if min > max:
-        raise RuntimeError("torch.histc(): max must be larger than min")
-    flat = ops.reshape(x.detach(), (x.numel(),))
-    if min == max and x.numel():
-        lo = ops.reduce_min(flat, (0,))
-        hi = ops.reduce_max(flat, (0,))
-        same = ops.eq(lo, hi)
-        lo, hi = ops.where(same, ops.sub(lo, 1.0), lo), ops.where(same, ops.add(hi, 1.0), hi)
-    else:
-        lo = ops.full((), float(min) - (min == max), x.dtype, like=x)
-        hi = ops.full((), float(max) + (min == max), x.dtype, like=x)
-    inside = ops.logical_and(ops.ge(flat, lo), ops.le(flat, hi))
-    b = ops.cast(ops.mul(ops.div(ops.sub(flat, lo), ops.sub(hi, lo)), float(bins)), dt.int64)
-    b = ops.where(ops.eq(b, bins), bins - 1, b)
-    b = ops.where(inside, b, -1)
-    edges = ops.iota((1, bins), dt.int64, 1, like=x)
-    hits = ops.cast(ops.eq(ops.reshape(b, (flat.shape[0], 1)), edges), x.dtype)
-    return ops.reduce_sum(hits, (0,))
-
-
-def bincount(input, weights=None, minlength=0):  # noqa: A002
-    """Eager only: the output's length is the input's largest value + 1."""
-    x = _t(input, "bincount")
-    if x.ndim != 1 or x.dtype.is_floating_point or x.dtype is dt.bool_:
-        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
-    a = concrete(x, "bincount() (eager only: its size depends on the values)")
-    if a.size and a.min() < 0:
-        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
-    if weights is None:
-        return Tensor._make(np.bincount(a, minlength=minlength).astype(np.int64), dt.int64)
-    w = concrete(weights, "bincount() (eager only)")
-    d = weights.dtype if weights.dtype.is_floating_point else dt.float64
-    out = np.bincount(a, weights=w, minlength=minlength)
-    return Tensor._make(out.astype(d.np if weights.dtype is not dt.float32 else np.float32),
-                        weights.dtype if weights.dtype.is_floating_point else dt.float64)
 
 
 def _trap_parts(y, x, dx, dim, name):
@@ -479,10 +437,59 @@ def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
     return cumsum(parts, d)
 
 
+def cov(input, *, correction=1, fweights=None, aweights=None):  # noqa: A002
+    """Covariance of the rows (variables) of ``input`` over its columns
+    (observations), with PyTorch's frequency and analytic weights."""
+    x = _t(input, "cov")
+    if x.ndim > 2:
+        raise ValueError(f"cov(): expected input to have two or fewer dimensions but got an "
+                         f"input with {x.ndim} dimensions")
+    if not x.dtype.is_floating_point:
+        x = ops.cast(x, dt.get_default_dtype())
+    x = ops.reshape(x, (1, x.numel())) if x.ndim < 2 else x
+    n = x.shape[1]
+    w = None
+    for name, wt in (("fweights", fweights), ("aweights", aweights)):
+        if wt is not None:
+            wt = ops.cast(wt, x.dtype) if wt.dtype is not x.dtype else wt
+            w = wt if w is None else F.mul(w, wt)
+    if w is None:
+        avg = F.mean(x, 1, keepdim=True)
+        norm = float(max(n - correction, 0))
+        xw = ops.sub(x, avg)
+        c = F.div(F.matmul(xw, S.mT(xw)), norm)
+    else:
+        w_sum = F.sum(w)
+        avg = F.div(F.sum(F.mul(x, w), 1, keepdim=True), w_sum)
+        if aweights is None:
+            norm = F.sub(w_sum, correction)
+        else:
+            a = ops.cast(aweights, x.dtype)
+            norm = F.sub(w_sum, F.div(F.mul(F.sum(F.mul(w, a)), correction), w_sum))
+        norm = F.where(F.lt(norm, 0), 0.0, norm)
+        xw = ops.sub(x, avg)
+        c = F.div(F.matmul(F.mul(xw, w), S.mT(xw)), norm)
+    return ops.reshape(c, ()) if input.ndim < 2 else c
+
+
+def corrcoef(input):  # noqa: A002
+    c = cov(input)
+    if c.ndim == 0:
+        return F.div(c, c)
+    d = F.sqrt(diagonal_of(c))
+    c = F.div(F.div(c, ops.reshape(d, (d.shape[0], 1))), ops.reshape(d, (1, d.shape[0])))
+    return F.clamp(c, -1, 1)
+
+
+def diagonal_of(m):
+    n = m.shape[0]
+    return ops.slice_(ops.reshape(m, (n * n,)), (0,), (n * n,), (n + 1,))
+
+
 _METHODS = {"prod": prod, "nansum": nansum, "nanmean": nanmean, "aminmax": aminmax,
             "median": median, "nanmedian": nanmedian, "mode": mode, "kthvalue": kthvalue,
             "quantile": quantile, "nanquantile": nanquantile, "cummax": cummax,
             "cummin": cummin, "logcumsumexp": logcumsumexp, "count_nonzero": count_nonzero,
-            "diff": diff, "histc": histc, "bincount": bincount}
+            "diff": diff, "cov": cov, "corrcoef": corrcoef}
 for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
