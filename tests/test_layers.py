@@ -22,6 +22,7 @@ LAYERS = [
                   "tracec.math_extra", "tracec.math_trig", "tracec.math_special", "tracec.math_int",
                   "tracec.math_methods", "tracec.reductions_extra", "tracec.linalg",
                   "tracec.linalg_lapack", "tracec.special", "tracec.binning",
+                  "tracec.differences",
                   "tracec.config"]),
     ("tracing", ["tracec.tracing", "tracec.guards", "tracec.sym_shapes"]),
     ("passes", ["tracec.passes"]),

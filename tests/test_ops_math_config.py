@@ -147,6 +147,28 @@ def test_flags_are_recorded():
     assert not tracec.is_anomaly_enabled()
 
 
+def test_deterministic_debug_mode_and_anomaly_nan():
+    for mode, want in (("warn", 1), ("error", 2), (0, 0), ("default", 0)):
+        tracec.set_deterministic_debug_mode(mode)
+        torch.set_deterministic_debug_mode(mode)
+        assert tracec.get_deterministic_debug_mode() == want == \
+            torch.get_deterministic_debug_mode()
+        assert tracec.are_deterministic_algorithms_enabled() == \
+            torch.are_deterministic_algorithms_enabled()
+    with pytest.raises(RuntimeError):
+        tracec.set_deterministic_debug_mode("loud")
+    with tracec.autograd.detect_anomaly(check_nan=False):
+        assert not tracec.is_anomaly_check_nan_enabled()
+    assert tracec.is_anomaly_check_nan_enabled() == torch.is_anomaly_check_nan_enabled()
+
+
+def test_top_level_inplace_linalg():
+    a, m, v = tracec.zeros(2), tracec.ones(2, 3), tracec.ones(3)
+    assert tracec.addmv_(a, m, v) is a and a.tolist() == [3.0, 3.0]
+    r = tracec.matrix_rank(tracec.eye(3))
+    assert r.item() == 3 and r.dtype is tracec.int64
+
+
 def test_default_device():
     assert str(tracec.get_default_device()) == "cpu"
     tracec.set_default_device("cpu")

@@ -94,6 +94,10 @@ def _cases(d):
         "cholesky_upper": (lambda L, a: L.linalg.cholesky(a, upper=True), [_spd(3, d)]),
         "torch_cholesky": (lambda L, a: L.cholesky(a), [_spd(4, d)]),
         "eigvalsh": (lambda L, a: L.linalg.eigvalsh(a), [_spd(3, d, batch=(2,))]),
+        "frobenius_norm": (lambda L, a: L.frobenius_norm(a, dim=(0, 2)), [x3]),
+        "nuclear_norm": (lambda L, a: L.nuclear_norm(a), [A]),
+        "renorm": (lambda L, a: a.renorm(2, 0, 2.5), [x3]),
+        "renorm_p1_dim1": (lambda L, a: L.renorm(a, 1, 1, 1.0), [A]),
         "addbmm": (lambda L, i, a, b: L.addbmm(i, a, b, beta=0.5, alpha=2),
                    [sq, _r((2, 3, 4), d, 14), _r((2, 4, 3), d, 15)]),
         "matrix_exp": (lambda L, a: L.linalg.matrix_exp(a), [sq_b]),
@@ -129,7 +133,8 @@ _TOL = {"float32": dict(rtol=2e-4, atol=2e-4), "float64": dict(rtol=1e-8, atol=1
 def test_matches_torch(name, dtype):
     fn, arrays = _cases(dtype)[name]
     # torch's own backward of cond and vander fails (an in-place op on a saved tensor).
-    run_both(fn, *arrays, tol=_TOL[dtype], grad=name not in ("dist_p0", "cond", "torch_vander"))
+    run_both(fn, *arrays, tol=_TOL[dtype],
+             grad=name not in ("dist_p0", "cond", "torch_vander", "nuclear_norm"))
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

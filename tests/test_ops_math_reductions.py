@@ -101,6 +101,17 @@ def _cases(d):
         "cov_weights": (lambda L, a, f, w: L.cov(a, fweights=f, aweights=w),
                         [x, np.array([1, 2, 1, 3, 1]), np.abs(_r((5,), d, 6, distinct=False))]),
         "corrcoef": (lambda L, a: a.corrcoef(), [x3[0]]),
+        "gradient": (lambda L, a: L.gradient(a), [x3]),
+        "gradient_edge2_spacing": (lambda L, a: L.gradient(a, spacing=0.5, dim=1, edge_order=2),
+                                   [x]),
+        "gradient_coords": (lambda L, a, c: L.gradient(a, spacing=(c,), dim=1), [x, np.cumsum(
+            np.abs(_r((5,), d, 8, distinct=False)) + 0.1).astype(d)]),
+        "gradient_coords_edge2": (lambda L, a, c, e: L.gradient(a, spacing=(c, e), dim=(1, 0),
+                                                                 edge_order=2),
+                                  [x, np.cumsum(np.abs(_r((5,), d, 8, distinct=False)) + 0.1
+                                                ).astype(d), np.array([0.0, 0.5, 2.0, 2.2], d)]),
+        "gradient_int": (lambda L, a: L.gradient(a, spacing=[2.0], dim=[-1]),
+                         [np.arange(12).reshape(3, 4)]),
         "trapezoid": (lambda L, a: L.trapezoid(a), [x]),
         "trapezoid_x": (lambda L, a, b: L.trapezoid(a, b, dim=0), [x, np.sort(_r((4,), d, 4))]),
         "trapz_dx": (lambda L, a: L.trapz(a, dx=0.5), [x]),

@@ -72,8 +72,8 @@ def LongTensor(*data):  # noqa: N802 - PyTorch's legacy constructor
 
 
 # Elementwise math, reductions, linear algebra and global configuration
-# (math_extra, math_trig, math_special, math_int, reductions_extra, binning, linalg,
-# special, config).
+# (math_extra, math_trig, math_special, math_int, reductions_extra, binning,
+# differences, linalg, special, config).
 from tracec.math_extra import *  # noqa: E402,F401,F403
 from tracec.math_extra import round  # noqa: E402,F401,A004
 from tracec.math_trig import *  # noqa: E402,F401,F403
@@ -83,6 +83,7 @@ from tracec import math_methods as _math_methods  # noqa: E402,F401  (Tensor met
 globals().update(_math_methods.TOP_LEVEL_INPLACE)
 from tracec.reductions_extra import *  # noqa: E402,F401,F403
 from tracec.binning import *  # noqa: E402,F401,F403
+from tracec.differences import *  # noqa: E402,F401,F403
 from tracec import linalg  # noqa: E402,F401
 from tracec.linalg import (addmv, addr, cdist, chain_matmul, det, dist, ger, inner,  # noqa: E402,F401
                            inverse, kron, logdet, matrix_power, mv, pinverse, slogdet,
@@ -90,7 +91,9 @@ from tracec.linalg import (addmv, addr, cdist, chain_matmul, det, dist, ger, inn
 from tracec.linalg import _torch_cholesky as cholesky, _torch_cross as cross  # noqa: E402,F401
 from tracec.linalg import _torch_norm as norm, _torch_qr as qr, _torch_svd as svd  # noqa: E402,F401
 from tracec.linalg import (addbmm, cholesky_inverse, cholesky_solve, lstsq,  # noqa: E402,F401
-                           matrix_exp, triangular_solve, _torch_vander as vander)
+                           matrix_exp, triangular_solve, _torch_vander as vander,
+                           frobenius_norm, nuclear_norm, renorm)
+from tracec.linalg_lapack import matrix_rank  # noqa: E402,F401
 from tracec import special  # noqa: E402,F401
 from tracec.config import *  # noqa: E402,F401,F403
 from tracec.config import e, inf, nan, pi  # noqa: E402,F401

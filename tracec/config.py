@@ -36,7 +36,9 @@ __all__ = ["pi", "e", "inf", "nan", "newaxis", "finfo", "iinfo", "promote_types"
            "get_float32_matmul_precision", "set_flush_denormal", "inference_mode",
            "is_inference_mode_enabled", "set_default_device", "get_default_device",
            "set_warn_always", "is_warn_always_enabled", "set_anomaly_enabled",
-           "is_anomaly_enabled", "detect_anomaly", "set_detect_anomaly"]
+           "is_anomaly_enabled", "detect_anomaly", "set_detect_anomaly",
+           "set_deterministic_debug_mode", "get_deterministic_debug_mode",
+           "is_anomaly_check_nan_enabled"]
 
 pi = math.pi
 e = math.e
@@ -223,6 +225,25 @@ def is_deterministic_algorithms_warn_only_enabled() -> bool:
     return _flags["warn_only"]
 
 
+_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_deterministic_debug_mode(debug_mode) -> None:
+    """0/"default", 1/"warn" or 2/"error": ``use_deterministic_algorithms``
+    off, on with warn_only, on (tracec's kernels are deterministic)."""
+    mode = _DEBUG_MODES.get(debug_mode, debug_mode)
+    if mode not in (0, 1, 2):
+        raise RuntimeError("invalid value of debug_mode, expected one of `default`, `warn`, "
+                           f"`error`, but got {debug_mode}")
+    use_deterministic_algorithms(mode > 0, warn_only=mode == 1)
+
+
+def get_deterministic_debug_mode() -> int:
+    if not _flags["deterministic"]:
+        return 0
+    return 1 if _flags["warn_only"] else 2
+
+
 def set_float32_matmul_precision(precision: str) -> None:
     if precision not in ("highest", "high", "medium"):
         raise RuntimeError(f"Invalid precision {precision}: expected 'highest', 'high' or "
@@ -255,6 +276,10 @@ def is_anomaly_enabled() -> bool:
     return _flags["anomaly"]
 
 
+def is_anomaly_check_nan_enabled() -> bool:
+    return _flags["anomaly_check_nan"]
+
+
 class _FlagContext(contextlib.ContextDecorator):
     def __init__(self, key, value):
         self.key, self.value = key, value
@@ -275,6 +300,16 @@ class detect_anomaly(_FlagContext):  # noqa: N801
 
     def __init__(self, check_nan: bool = True):
         super().__init__("anomaly", True)
+        self.check_nan = bool(check_nan)
+
+    def __enter__(self):
+        self.prev_nan = _flags["anomaly_check_nan"]
+        _flags["anomaly_check_nan"] = self.check_nan
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        _flags["anomaly_check_nan"] = self.prev_nan
+        return super().__exit__(*exc)
 
 
 class set_detect_anomaly(_FlagContext):  # noqa: N801

@@ -439,16 +439,40 @@ def matrix_exp(A):
     return _named(total, "LinalgMatrixExpBackward0")
 
 
+def frobenius_norm(input, dim=(-2, -1), keepdim=False):  # noqa: A002
+    return vector_norm(input, 2, dim, keepdim)
+
+
+def nuclear_norm(input, dim=(-2, -1), keepdim=False):  # noqa: A002
+    if isinstance(dim, bool):      # nuclear_norm(input, keepdim)
+        dim, keepdim = (-2, -1), dim
+    return matrix_norm(input, "nuc", dim, keepdim)
+
+
+def renorm(input, p, dim, maxnorm):  # noqa: A002
+    """Each slice along ``dim`` whose p-norm exceeds ``maxnorm`` scaled down to
+    it (PyTorch's factor maxnorm / (norm + 1e-7), differentiated as PyTorch's)."""
+    x = _float_input(input, "renorm")
+    if p <= 0:
+        raise RuntimeError("renorm: non-positive-norm not supported")
+    d = normalize_axis(dim, x.ndim)
+    others = tuple(i for i in range(x.ndim) if i != d)
+    norms = vector_norm(x, p, others, keepdim=True)
+    factor = F.where(F.gt(norms, maxnorm), F.div(maxnorm, F.add(norms, 1e-7)), 1.0)
+    return _named(F.mul(x, factor), "RenormBackward0")
+
+
 _TENSOR_METHODS = {
     "mv": mv, "addmv": addmv, "addr": addr, "ger": ger, "inner": inner, "kron": kron,
     "trace": trace, "det": det, "logdet": logdet, "slogdet": slogdet, "inverse": inv,
     "pinverse": pinverse, "matrix_power": matrix_power, "cross": _torch_cross, "vdot": vdot,
     "norm": _torch_norm, "dist": dist, "addbmm": addbmm, "matrix_exp": matrix_exp,
     "cholesky_solve": cholesky_solve, "cholesky_inverse": cholesky_inverse,
-    "triangular_solve": triangular_solve, "lstsq": lstsq, "cholesky": _torch_cholesky, "qr": _torch_qr, "svd": _torch_svd,
+    "triangular_solve": triangular_solve, "lstsq": lstsq, "renorm": renorm, "cholesky": _torch_cholesky, "qr": _torch_qr, "svd": _torch_svd,
 }
 for _name, _fn in _TENSOR_METHODS.items():
     setattr(Tensor, _name, _fn)
 Tensor.addmv_ = _inplace("addmv_", addmv)
 Tensor.addr_ = _inplace("addr_", addr)
 Tensor.addbmm_ = _inplace("addbmm_", addbmm)
+Tensor.renorm_ = _inplace("renorm_", renorm)

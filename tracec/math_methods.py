@@ -117,4 +117,4 @@ TOP_LEVEL_INPLACE = {n: _top_level_inplace(n) for n in (
     "atanh_ ceil_ clamp_ clamp_max_ clamp_min_ clip_ cos_ cosh_ deg2rad_ erf_ erfc_ exp2_ exp_ "
     "expm1_ fix_ floor_ frac_ gcd_ i0_ lcm_ ldexp_ log10_ log1p_ log2_ log_ logit_ "
     "nan_to_num_ neg_ negative_ rad2deg_ reciprocal_ round_ rsqrt_ sigmoid_ sin_ sinc_ "
-    "sinh_ sqrt_ square_ tan_ tanh_ trunc_ xlogy_").split()}
+    "sinh_ sqrt_ square_ tan_ tanh_ trunc_ xlogy_ addmv_ conj_physical_").split()}

@@ -1,7 +1,7 @@
 """More of PyTorch's reductions: ``prod median nanmedian mode
 kthvalue quantile nanquantile nansum nanmean std_mean var_mean aminmax
-cummax cummin logcumsumexp count_nonzero diff trapezoid cov corrcoef``
-(histograms: ``binning``).
+cummax cummin logcumsumexp count_nonzero cov corrcoef`` (histograms:
+``binning``; differences and integrals: ``differences``).
 
 Invariant: all are composites of primitives (order statistics come from the
 ``argsort`` primitive and ``gather``, so their gradient flows to the selected
@@ -21,15 +21,13 @@ from tracec import ops
 from tracec.functions import _keep, _named, _operand
 from tracec.math_extra import _const, _floor, _rint
 from tracec.ops.core import normalize_axis
-from tracec.rearrange import _scan, cumsum
+from tracec.rearrange import _scan
 from tracec import shape_ops as S
-from tracec.shape_ops import cat
 from tracec.tensor import Tensor
 
 __all__ = ["prod", "nansum", "nanmean", "std_mean", "var_mean", "aminmax", "median",
            "nanmedian", "mode", "kthvalue", "quantile", "nanquantile", "cummax", "cummin",
-           "logcumsumexp", "count_nonzero", "diff", "trapezoid", "trapz",
-           "cumulative_trapezoid", "cov", "corrcoef"]
+           "logcumsumexp", "count_nonzero", "cov", "corrcoef"]
 
 MedianResult = namedtuple("median", ["values", "indices"])
 NanmedianResult = namedtuple("nanmedian", ["values", "indices"])
@@ -383,59 +381,7 @@ def logcumsumexp(input, dim):  # noqa: A002
     return _scan(x, dim, None, _logaddexp_scan, float("-inf"), "LogcumsumexpBackward0")
 
 
-# --- differences, integrals --------------------------------------------------------
-
-def diff(input, n=1, dim=-1, prepend=None, append=None):  # noqa: A002
-    x = _t(input, "diff")
-    if x.ndim == 0:
-        raise RuntimeError("diff expects input to be at least one-dimensional")
-    if n < 0:
-        raise RuntimeError(f"order must be non-negative but got {n}")
-    d = normalize_axis(dim, x.ndim)
-    parts = [p for p in (prepend, x, append) if p is not None]
-    if len(parts) > 1:
-        parts = [p if isinstance(p, Tensor) and p.ndim else ops.broadcast_to(
-            ops.reshape(_t(p, "diff") if isinstance(p, Tensor) else Tensor._from_data(
-                p, dtype=x.dtype), (1,) * x.ndim),
-            tuple(1 if j == d else s for j, s in enumerate(x.shape))) for p in parts]
-        x = cat(parts, d)
-    for _ in range(n):
-        m = x.shape[d]
-        if m == 0:
-            break
-        a, b = _sl(x, d, 1, m), _sl(x, d, 0, m - 1)
-        x = ops.ne(a, b) if x.dtype is dt.bool_ else ops.sub(a, b)
-    return _named(x, "DiffBackward0") if n else x
-
-
-def _trap_parts(y, x, dx, dim, name):
-    y = _t(y, name)
-    d = normalize_axis(dim, y.ndim)
-    m = y.shape[d]
-    avg = ops.mul(ops.add(_sl(y, d, 1, m), _sl(y, d, 0, m - 1)), 0.5) if m else y
-    if x is not None:
-        x = _t(x, name)
-        if x.ndim == 1:
-            x = ops.reshape(x, tuple(x.shape[0] if j == d else 1 for j in range(y.ndim)))
-        xd = normalize_axis(dim, x.ndim)
-        k = x.shape[xd]
-        return F.mul(avg, ops.sub(_sl(x, xd, 1, k), _sl(x, xd, 0, k - 1))), d
-    return F.mul(avg, 1.0 if dx is None else dx), d
-
-
-def trapezoid(y, x=None, *, dx=None, dim=-1):
-    parts, d = _trap_parts(y, x, dx, dim, "trapezoid")
-    return F.sum(parts, d)
-
-
-def trapz(y, x=None, *, dx=None, dim=-1):
-    return trapezoid(y, x, dx=dx, dim=dim)
-
-
-def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
-    parts, d = _trap_parts(y, x, dx, dim, "cumulative_trapezoid")
-    return cumsum(parts, d)
-
+# --- covariance ------------------------------------------------------------------------
 
 def cov(input, *, correction=1, fweights=None, aweights=None):  # noqa: A002
     """Covariance of the rows (variables) of ``input`` over its columns
@@ -490,6 +436,6 @@ _METHODS = {"prod": prod, "nansum": nansum, "nanmean": nanmean, "aminmax": aminm
             "median": median, "nanmedian": nanmedian, "mode": mode, "kthvalue": kthvalue,
             "quantile": quantile, "nanquantile": nanquantile, "cummax": cummax,
             "cummin": cummin, "logcumsumexp": logcumsumexp, "count_nonzero": count_nonzero,
-            "diff": diff, "cov": cov, "corrcoef": corrcoef}
+            "cov": cov, "corrcoef": corrcoef}
 for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
