@@ -16,19 +16,12 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import ops
-from tracec.functions import _operand, promote
+from tracec.functions import promote, tensor_arg
 from tracec.tensor import Tensor, concrete
 
 __all__ = ["histc", "histogram", "bincount", "searchsorted", "bucketize"]
 
 HistogramResult = namedtuple("histogram", ["hist", "bin_edges"])
-
-
-def _t(x, name):
-    x = _operand(x, name)
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}")
-    return x
 
 
 def _range(flat, lo, hi, widen):
@@ -61,7 +54,7 @@ def _count(b, bins, weight, like):
 
 
 def _float_input(x, name):
-    x = _t(x, name)
+    x = tensor_arg(x, name)
     if not x.dtype.is_floating_point:
         names = {"int64": "Long", "int32": "Int", "bool": "Bool"}
         raise RuntimeError(f"\"histogram_cpu\" not implemented for '{names[x.dtype.name]}'")
@@ -84,7 +77,7 @@ def histogram(input, bins, *, range=None, weight=None, density=False):  # noqa: 
     data's min and max), or the given increasing edges."""
     x = _float_input(input, "histogram")
     flat = ops.reshape(x.detach(), (x.numel(),))
-    w = None if weight is None else ops.reshape(_t(weight, "histogram").detach(), (x.numel(),))
+    w = None if weight is None else ops.reshape(tensor_arg(weight, "histogram").detach(), (x.numel(),))
     if isinstance(bins, Tensor):
         edges = bins.detach()
         if edges.ndim != 1 or edges.shape[0] < 2:
@@ -122,7 +115,7 @@ def histogram(input, bins, *, range=None, weight=None, density=False):  # noqa: 
 
 def bincount(input, weights=None, minlength=0):  # noqa: A002
     """Eager only: the output's length is the input's largest value + 1."""
-    x = _t(input, "bincount")
+    x = tensor_arg(input, "bincount")
     if x.ndim != 1 or x.dtype.is_floating_point or x.dtype is dt.bool_:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     a = concrete(x, "bincount() (eager only: its size depends on the values)")
@@ -140,7 +133,7 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     """Insertion points of ``input`` in the last dimension of
     ``sorted_sequence``: how many of its elements are < each value (<= with
     ``right`` or ``side="right"``)."""
-    seq = _t(sorted_sequence, "searchsorted")
+    seq = tensor_arg(sorted_sequence, "searchsorted")
     if side is not None:
         if side not in ("left", "right"):
             raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but "
@@ -172,7 +165,7 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
 
 
 def bucketize(input, boundaries, *, out_int32=False, right=False):  # noqa: A002
-    b = _t(boundaries, "bucketize")
+    b = tensor_arg(boundaries, "bucketize")
     if b.ndim != 1:
         raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({b.ndim})")
     return searchsorted(b, input, out_int32=out_int32, right=right)

@@ -20,11 +20,11 @@ from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import ops
 from tracec import shape_ops as S
-from tracec.functions import _named, promote
+from tracec.functions import _named, promote, tensor_arg
 from tracec.methods import _inplace
 from tracec.ops.core import normalize_axis
 from tracec.rearrange import flip
-from tracec.linalg_lapack import (_float_input, _square, _t, cholesky, cholesky_ex,  # noqa: F401
+from tracec.linalg_lapack import (_float_input, _square, cholesky, cholesky_ex,  # noqa: F401
                                   cholesky_inverse, cholesky_solve, det, eigh, eigvalsh, inv,
                                   inv_ex, inverse, logdet, lstsq, matrix_rank, pinv, pinverse,
                                   qr, slogdet, solve, solve_ex, solve_triangular, svd, svdvals,
@@ -156,7 +156,7 @@ def _check_dims(name, x, n):
 
 
 def mv(input, vec):  # noqa: A002
-    A, v = _t(input, "mv"), _t(vec, "mv")
+    A, v = tensor_arg(input, "mv"), tensor_arg(vec, "mv")
     if A.ndim != 2 or v.ndim != 1:
         raise RuntimeError(f"vector + matrix @ vector expected, got {A.ndim}, {v.ndim}")
     if A.shape[1] != v.shape[0]:
@@ -178,7 +178,7 @@ def addmv(input, mat, vec, *, beta=1, alpha=1):  # noqa: A002
 
 
 def ger(input, vec2):  # noqa: A002
-    a, b = _t(input, "ger"), _t(vec2, "ger")
+    a, b = tensor_arg(input, "ger"), tensor_arg(vec2, "ger")
     _check_dims("outer", a, 1)
     _check_dims("outer", b, 1)
     return F.outer(a, b)
@@ -189,7 +189,7 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1):  # noqa: A002
 
 
 def tensordot(a, b, dims=2, out=None):
-    a, b = _t(a, "tensordot"), _t(b, "tensordot")
+    a, b = tensor_arg(a, "tensordot"), tensor_arg(b, "tensordot")
     if isinstance(dims, int):
         if dims < 0:
             raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
@@ -215,7 +215,7 @@ def tensordot(a, b, dims=2, out=None):
 
 
 def inner(input, other):  # noqa: A002
-    a, b = _t(input, "inner"), _t(other, "inner")
+    a, b = tensor_arg(input, "inner"), tensor_arg(other, "inner")
     if a.ndim == 0 or b.ndim == 0:
         return F.mul(a, b)
     if a.shape[-1] != b.shape[-1]:
@@ -225,7 +225,7 @@ def inner(input, other):  # noqa: A002
 
 
 def vdot(input, other):  # noqa: A002
-    a, b = _t(input, "vdot"), _t(other, "vdot")
+    a, b = tensor_arg(input, "vdot"), tensor_arg(other, "vdot")
     if a.ndim != 1 or b.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
     return F.dot(a, b)
@@ -236,7 +236,7 @@ def vecdot(x, y, *, dim=-1):
 
 
 def kron(input, other):  # noqa: A002
-    a, b = _t(input, "kron"), _t(other, "kron")
+    a, b = tensor_arg(input, "kron"), tensor_arg(other, "kron")
     n = max(a.ndim, b.ndim)
     sa = (1,) * (n - a.ndim) + tuple(a.shape)
     sb = (1,) * (n - b.ndim) + tuple(b.shape)
@@ -247,7 +247,7 @@ def kron(input, other):  # noqa: A002
 
 
 def trace(input):  # noqa: A002
-    x = _t(input, "trace")
+    x = tensor_arg(input, "trace")
     if x.ndim != 2:
         raise RuntimeError("trace: expected a matrix, but got tensor with dim " f"{x.ndim}")
     n, m = x.shape
@@ -284,7 +284,7 @@ def _eye_like(A):
 
 
 def matrix_power(input, n):  # noqa: A002
-    A = _t(input, "matrix_power")
+    A = tensor_arg(input, "matrix_power")
     if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
         raise RuntimeError("linalg.matrix_power: A must be batches of square matrices, "
                            f"but they are {A.shape[-2] if A.ndim > 1 else A.shape} by "
@@ -304,7 +304,7 @@ def matrix_power(input, n):  # noqa: A002
 
 
 def cross(input, other, dim=-1):  # noqa: A002
-    (a, b), _ = promote("cross", _t(input, "cross"), _t(other, "cross"))
+    (a, b), _ = promote("cross", tensor_arg(input, "cross"), tensor_arg(other, "cross"))
     shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
     a, b = ops.broadcast_to(a, shape), ops.broadcast_to(b, shape)
     d = normalize_axis(dim, len(shape))
@@ -350,7 +350,7 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
 
 
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
-    b1, b2 = _t(batch1, "addbmm"), _t(batch2, "addbmm")
+    b1, b2 = tensor_arg(batch1, "addbmm"), tensor_arg(batch2, "addbmm")
     if b1.ndim != 3 or b2.ndim != 3:
         raise RuntimeError("batch1 must be a 3D tensor")
     return _named(_add_scaled(input, F.sum(F.matmul(b1, b2), 0), beta, alpha),
@@ -359,7 +359,7 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
 
 def vander(x, N=None):  # noqa: N803 - PyTorch's name
     """``torch.linalg.vander``: columns x^0, x^1, ..., x^(N-1)."""
-    x = _t(x, "linalg.vander")
+    x = tensor_arg(x, "linalg.vander")
     if x.ndim == 0:
         raise RuntimeError("linalg.vander: x must have at least one dimension")
     n = x.shape[-1] if N is None else N
@@ -375,7 +375,7 @@ def vander(x, N=None):  # noqa: N803 - PyTorch's name
 
 def _torch_vander(x, N=None, increasing=False):  # noqa: N803
     """``torch.vander``: 1-D ``x``, decreasing powers unless ``increasing``."""
-    x = _t(x, "vander")
+    x = tensor_arg(x, "vander")
     if x.ndim != 1:
         raise RuntimeError("x must be a one-dimensional tensor.")
     v = vander(x, N)
@@ -394,7 +394,7 @@ def cond(A, p=None):
 
 
 def tensorinv(A, ind=2):
-    A = _t(A, "linalg.tensorinv")
+    A = tensor_arg(A, "linalg.tensorinv")
     if ind <= 0:
         raise RuntimeError(f"Expected a strictly positive integer for 'ind', but got {ind}")
     out_shape, in_shape = tuple(A.shape[:ind]), tuple(A.shape[ind:])
@@ -407,7 +407,7 @@ def tensorinv(A, ind=2):
 
 
 def tensorsolve(A, B, dims=None):
-    A, B = _t(A, "linalg.tensorsolve"), _t(B, "linalg.tensorsolve")
+    A, B = tensor_arg(A, "linalg.tensorsolve"), tensor_arg(B, "linalg.tensorsolve")
     if dims is not None:
         dims = [normalize_axis(d, A.ndim) for d in dims]
         A = ops.transpose(A, tuple(i for i in range(A.ndim) if i not in dims) + tuple(dims))

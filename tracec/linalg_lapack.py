@@ -23,7 +23,7 @@ from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import ops
 from tracec import shape_ops as S
-from tracec.functions import _operand, promote
+from tracec.functions import promote, tensor_arg
 from tracec.tensor import Tensor, concrete
 
 __all__ = ["inv", "inverse", "det", "slogdet", "logdet", "solve", "cholesky", "qr", "svd",
@@ -42,15 +42,8 @@ LstsqResult = namedtuple("lstsq", ["solution", "residuals", "rank", "singular_va
 TriangularSolveResult = namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
 
 
-def _t(x, name):
-    x = _operand(x, name)
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}")
-    return x
-
-
 def _float_input(x, name):
-    x = _t(x, name)
+    x = tensor_arg(x, name)
     if not x.dtype.is_floating_point:
         raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. "
                            f"Got {_TORCH.get(x.dtype.name, x.dtype.name)}")

@@ -18,10 +18,10 @@ import numpy as np
 from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import ops
-from tracec.functions import _keep, _named, _operand
+from tracec.functions import _keep, _named, tensor_arg
 from tracec.math_extra import _const, _floor, _rint
 from tracec.ops.core import normalize_axis
-from tracec.rearrange import _scan
+from tracec.rearrange import _scan, _slice
 from tracec import shape_ops as S
 from tracec.tensor import Tensor
 
@@ -38,17 +38,11 @@ CummaxResult = namedtuple("cummax", ["values", "indices"])
 CumminResult = namedtuple("cummin", ["values", "indices"])
 
 
-def _t(x, name):
-    x = _operand(x, name)
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}")
-    return x
-
-
-def _sl(x, d, a, b, step=1):
-    return ops.slice_(x, tuple(a if i == d else 0 for i in range(x.ndim)),
-                      tuple(b if i == d else s for i, s in enumerate(x.shape)),
-                      tuple(step if i == d else 1 for i in range(x.ndim)))
+def _every_other(x, d, first, n):
+    """Elements first, first + 2, ... < n along d."""
+    return ops.slice_(x, tuple(first if i == d else 0 for i in range(x.ndim)),
+                      tuple(n if i == d else s for i, s in enumerate(x.shape)),
+                      tuple(2 if i == d else 1 for i in range(x.ndim)))
 
 
 # --- prod -----------------------------------------------------------------------------
@@ -62,13 +56,13 @@ def _prod_axis(x, d):
             x = ops.pad(x, (0,) * x.ndim, tuple(1 if i == d else 0 for i in range(x.ndim)),
                         (0,) * x.ndim, 1)
             n += 1
-        x = ops.mul(_sl(x, d, 0, n, 2), _sl(x, d, 1, n, 2))
+        x = ops.mul(_every_other(x, d, 0, n), _every_other(x, d, 1, n))
         n //= 2
     return ops.reshape(x, tuple(s for i, s in enumerate(x.shape) if i != d))
 
 
 def prod(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
-    x = _t(input, "prod")
+    x = tensor_arg(input, "prod")
     if dtype is not None:
         x = ops.cast(x, dt.to_dtype(dtype)) if dt.to_dtype(dtype) is not x.dtype else x
     elif not x.dtype.is_floating_point and x.dtype is not dt.int64:
@@ -89,14 +83,14 @@ def _not_nan(x):
 
 
 def nansum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
-    x = _t(input, "nansum")
+    x = tensor_arg(input, "nansum")
     if x.dtype.is_floating_point:
         x = ops.where(_not_nan(x), x, 0.0)
     return _named(F.sum(x, dim, keepdim, dtype=dtype), "NansumBackward0")
 
 
 def nanmean(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
-    x = _t(input, "nanmean")
+    x = tensor_arg(input, "nanmean")
     if not x.dtype.is_floating_point:
         raise RuntimeError("nanmean(): expected input to have floating point or complex dtype "
                            f"but got {x.dtype}")
@@ -106,7 +100,7 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
 
 
 def _moments(name, x, dim, unbiased, keepdim, correction):
-    x = _t(x, name)
+    x = tensor_arg(x, name)
     if isinstance(dim, bool) and unbiased is None:
         dim, unbiased = None, dim
     var = F.var(x, dim, unbiased, keepdim, correction=correction)
@@ -123,12 +117,12 @@ def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 
 def aminmax(input, *, dim=None, keepdim=False):  # noqa: A002
-    x = _t(input, "aminmax")
+    x = tensor_arg(input, "aminmax")
     return AminmaxResult(F.amin(x, dim, keepdim), F.amax(x, dim, keepdim))
 
 
 def count_nonzero(input, dim=None):  # noqa: A002
-    x = _t(input, "count_nonzero")
+    x = tensor_arg(input, "count_nonzero")
     return F.sum(ops.ne(x, 0), dim)
 
 
@@ -157,7 +151,7 @@ def _count_valid(x, d):
 
 
 def _median(name, result, x, dim, keepdim, ignore_nan):
-    x = _t(x, name)
+    x = tensor_arg(x, name)
     full = dim is None
     if full:
         x, d = ops.reshape(x, (x.numel(),)), 0
@@ -211,7 +205,7 @@ def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
 
 
 def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
-    x = _t(input, "kthvalue")
+    x = tensor_arg(input, "kthvalue")
     if x.dtype is dt.bool_:
         raise NotImplementedError("\"kthvalue_cpu\" not implemented for 'Bool'")
     d = normalize_axis(dim, x.ndim)
@@ -228,7 +222,7 @@ def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
 def mode(input, dim=-1, keepdim=False):  # noqa: A002
     """The most frequent value along ``dim`` (the smallest among equally
     frequent ones) and the index of its last occurrence, as PyTorch's."""
-    x = _t(input, "mode")
+    x = tensor_arg(input, "mode")
     if x.ndim == 0:
         return ModeResult(ops.cast(x, x.dtype), ops.full((), 0, dt.int64, like=x))
     d = normalize_axis(dim, x.ndim)
@@ -259,7 +253,7 @@ _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
 def _quantile(name, x, q, dim, keepdim, interpolation, ignore_nan):
-    x = _t(x, name)
+    x = tensor_arg(x, name)
     if not x.dtype.is_floating_point or x.dtype in (dt.float16, dt.bfloat16):
         raise RuntimeError(f"{name}() input tensor must be either float or double dtype")
     if interpolation not in _INTERPOLATIONS:
@@ -335,7 +329,7 @@ def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  
 # --- scans -----------------------------------------------------------------------------------
 
 def _cum_extreme(name, result, x, dim, better):
-    x = _t(x, name)
+    x = tensor_arg(x, name)
     d = normalize_axis(dim, x.ndim)
     if x.ndim == 0:
         return result(ops.cast(x, x.dtype), ops.full((), 0, dt.int64, like=x))
@@ -348,8 +342,8 @@ def _cum_extreme(name, result, x, dim, better):
     while k < n:
         low = tuple(k if j == d else 0 for j in range(x.ndim))
         zero = (0,) * x.ndim
-        pv = ops.pad(_sl(v, d, 0, n - k), low, zero, zero, 0)
-        pi = ops.pad(_sl(i, d, 0, n - k), low, zero, zero, -1)
+        pv = ops.pad(_slice(v, d, 0, n - k), low, zero, zero, 0)
+        pi = ops.pad(_slice(i, d, 0, n - k), low, zero, zero, -1)
         # Later wins on ties (and when it is NaN); a NaN already seen stays.
         take = ops.logical_or(better(v, pv), ops.eq(pi, -1))
         if floating:
@@ -386,7 +380,7 @@ def logcumsumexp(input, dim):  # noqa: A002
 def cov(input, *, correction=1, fweights=None, aweights=None):  # noqa: A002
     """Covariance of the rows (variables) of ``input`` over its columns
     (observations), with PyTorch's frequency and analytic weights."""
-    x = _t(input, "cov")
+    x = tensor_arg(input, "cov")
     if x.ndim > 2:
         raise ValueError(f"cov(): expected input to have two or fewer dimensions but got an "
                          f"input with {x.ndim} dimensions")
