@@ -241,7 +241,8 @@ def test_compiled_equals_eager(backend):
         loss.backward()
         return loss
 
-    assert_step_matches_eager(step, w, [tracec.tensor(_r((2, 5), "float32", seed)) for seed in (1, 2)],
+    assert_step_matches_eager(step, w, [tracec.tensor(_r((2, 5), "float32", seed))
+                                        for seed in (1, 2)],
                               backend, atol=1e-5)
 
 

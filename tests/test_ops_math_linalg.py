@@ -28,7 +28,8 @@ def _spd(n, d, seed=0, batch=()):
 
 def _cases(d):
     A, B, v, w = _r((3, 4), d), _r((4, 2), d, 1), _r((4,), d, 2), _r((3,), d, 3)
-    sq, sq_b = _r((3, 3), d, 4) + 3 * np.eye(3, dtype=d), _r((2, 3, 3), d, 5) + 3 * np.eye(3, dtype=d)
+    sq = _r((3, 3), d, 4) + 3 * np.eye(3, dtype=d)
+    sq_b = _r((2, 3, 3), d, 5) + 3 * np.eye(3, dtype=d)
     x3 = _r((2, 3, 4), d, 6)
     return {
         "mv": (lambda L, a, b: L.mv(a, b), [A, v]),
@@ -234,7 +235,8 @@ def test_compiled_equals_eager(backend):
         loss.backward()
         return loss
 
-    assert_step_matches_eager(step, w, [tracec.tensor(_r((5, 4), "float32", seed)) for seed in (1, 2)],
+    assert_step_matches_eager(step, w, [tracec.tensor(_r((5, 4), "float32", seed))
+                                        for seed in (1, 2)],
                               backend, atol=1e-4)
 
 

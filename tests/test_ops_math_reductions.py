@@ -95,7 +95,8 @@ def _cases(d):
         "searchsorted_sorter": (lambda L, s_, v: L.searchsorted(s_, v, sorter=L.argsort(s_)),
                                 [x[0], x[2]]),
         "bucketize": (lambda L, v, b: L.bucketize(v, b), [x, np.sort(x[0])]),
-        "bucketize_right": (lambda L, v, b: L.bucketize(v, b, right=True), [x, np.sort(x[0][[1, 3]])]),
+        "bucketize_right": (lambda L, v, b: L.bucketize(v, b, right=True),
+                            [x, np.sort(x[0][[1, 3]])]),
         "cov": (lambda L, a: L.cov(a), [x]),
         "cov_1d_correction0": (lambda L, a: L.cov(a[0], correction=0), [x]),
         "cov_weights": (lambda L, a, f, w: L.cov(a, fweights=f, aweights=w),
@@ -207,5 +208,6 @@ def test_compiled_equals_eager(backend):
         loss.backward()
         return loss
 
-    assert_step_matches_eager(step, w, [tracec.tensor(_r((3, 6), "float32", seed, distinct=False)) for seed in (1, 2)],
+    assert_step_matches_eager(step, w, [tracec.tensor(_r((3, 6), "float32", seed, distinct=False))
+                                        for seed in (1, 2)],
                               backend, atol=1e-5)

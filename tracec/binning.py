@@ -77,7 +77,8 @@ def histogram(input, bins, *, range=None, weight=None, density=False):  # noqa: 
     data's min and max), or the given increasing edges."""
     x = _float_input(input, "histogram")
     flat = ops.reshape(x.detach(), (x.numel(),))
-    w = None if weight is None else ops.reshape(tensor_arg(weight, "histogram").detach(), (x.numel(),))
+    w = None if weight is None else ops.reshape(tensor_arg(weight, "histogram").detach(),
+                                                (x.numel(),))
     if isinstance(bins, Tensor):
         edges = bins.detach()
         if edges.ndim != 1 or edges.shape[0] < 2:

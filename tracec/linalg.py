@@ -468,7 +468,8 @@ _TENSOR_METHODS = {
     "pinverse": pinverse, "matrix_power": matrix_power, "cross": _torch_cross, "vdot": vdot,
     "norm": _torch_norm, "dist": dist, "addbmm": addbmm, "matrix_exp": matrix_exp,
     "cholesky_solve": cholesky_solve, "cholesky_inverse": cholesky_inverse,
-    "triangular_solve": triangular_solve, "lstsq": lstsq, "renorm": renorm, "cholesky": _torch_cholesky, "qr": _torch_qr, "svd": _torch_svd,
+    "triangular_solve": triangular_solve, "lstsq": lstsq, "renorm": renorm,
+    "cholesky": _torch_cholesky, "qr": _torch_qr, "svd": _torch_svd,
 }
 for _name, _fn in _TENSOR_METHODS.items():
     setattr(Tensor, _name, _fn)

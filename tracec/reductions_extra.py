@@ -292,7 +292,8 @@ def _quantile(name, x, q, dim, keepdim, interpolation, ignore_nan):
         rank = ops.mul(qb, ops.sub(valid, 1.0))
         rank = ops.where(ops.lt(rank, 0.0), 0.0, rank)
     else:
-        rank = ops.mul(qb, float(n - 1))   # a row with NaN: its last sorted element (a NaN), as PyTorch
+        # A row with NaN: its last sorted element (a NaN), as PyTorch.
+        rank = ops.mul(qb, float(n - 1))
         rank = ops.where(ops.lt(valid, float(n)), float(n - 1), rank)
     if interpolation == "nearest":
         rank = _rint(rank)
