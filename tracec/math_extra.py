@@ -14,6 +14,7 @@ rules: integer inputs of float functions become the default float dtype.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -59,6 +60,29 @@ def _no_grad_link(value, x):
     if not x.requires_grad:
         return value
     return ops.where(ops.full(tuple(x.shape), False, dt.bool_, like=x), x, value)
+
+
+_HALF = (dt.float16, dt.bfloat16)
+
+
+def half_in_float32(fn):
+    """``fn`` computed in float32 when its result would be float16 or
+    bfloat16 (cast back at the end), as PyTorch computes half-precision
+    math: one rounding instead of one per step of a composite."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        if not any(t.dtype in _HALF for t in tensors):
+            return fn(*args, **kwargs)
+        d = F.result_type(*[a for a in args if isinstance(a, (Tensor, int, float, bool))])
+        if d not in _HALF:
+            return fn(*args, **kwargs)
+        out = fn(*[ops.cast(a, dt.float32) if isinstance(a, Tensor) and a.dtype in _HALF
+                   else a for a in args], **kwargs)
+        if isinstance(out, Tensor) and out.dtype is dt.float32:
+            return ops.cast(out, d)
+        return out
+    return wrapper
 
 
 def _const(like, value):
@@ -547,3 +571,9 @@ def is_conj(input) -> bool:  # noqa: A002
 
 
 is_neg = is_conj
+
+
+# Half-precision inputs of the multi-step composites are computed in float32.
+for _name in ("log1p expm1 log2 log10 exp2 logaddexp logaddexp2 fmod remainder "
+              "floor_divide xlogy logit lerp addcdiv").split():
+    globals()[_name] = half_in_float32(globals()[_name])

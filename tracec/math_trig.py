@@ -16,7 +16,7 @@ import math
 from tracec import ops
 from tracec.functions import _float_unary, _named
 from tracec.math_extra import (_LN2, _binary_float, _const, _float, _log1p, _polyval,
-                               _safe, _signbit)
+                               _safe, _signbit, half_in_float32)
 from tracec.tensor import Tensor
 
 __all__ = ["acos", "acosh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctan2",
@@ -190,3 +190,8 @@ def sinc(x):
     zero = ops.eq(x, 0.0)
     px = ops.mul(ops.where(zero, 1.0, x), math.pi)
     return _named(ops.where(zero, 1.0, ops.div(ops.sin(px), px)), "SincBackward0")
+
+
+# Half-precision inputs are computed in float32 (one rounding, as PyTorch).
+for _name in __all__:
+    globals()[_name] = half_in_float32(globals()[_name])
