@@ -169,6 +169,26 @@ def test_top_level_inplace_linalg():
     assert r.item() == 3 and r.dtype is tracec.int64
 
 
+def test_backend_flags_as_torch():
+    m, tm = tracec.backends.cuda.matmul, torch.backends.cuda.matmul
+    for name in ("allow_tf32", "allow_fp16_reduced_precision_reduction",
+                 "allow_bf16_reduced_precision_reduction"):
+        assert getattr(m, name) == getattr(tm, name), name
+    m.allow_tf32 = True
+    assert m.allow_tf32
+    m.allow_tf32 = False
+    assert tracec.backends.cuda.is_built() is False
+    assert tracec.backends.cuda.flash_sdp_enabled() == torch.backends.cuda.flash_sdp_enabled()
+    with tracec.backends.cuda.sdp_kernel(enable_flash=False, enable_math=True):
+        assert not tracec.backends.cuda.flash_sdp_enabled()
+        assert tracec.backends.cuda.math_sdp_enabled()
+    assert tracec.backends.cuda.flash_sdp_enabled()
+    tracec.backends.cuda.enable_mem_efficient_sdp(False)
+    assert not tracec.backends.cuda.mem_efficient_sdp_enabled()
+    tracec.backends.cuda.enable_mem_efficient_sdp(True)
+    assert tracec.backends.openmp.is_available() in (True, False)
+
+
 def test_default_device():
     assert str(tracec.get_default_device()) == "cpu"
     tracec.set_default_device("cpu")

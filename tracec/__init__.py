@@ -96,6 +96,7 @@ from tracec.linalg import (addbmm, cholesky_inverse, cholesky_solve, lstsq,  # n
 from tracec.linalg_lapack import matrix_rank  # noqa: E402,F401
 from tracec import special  # noqa: E402,F401
 from tracec.config import *  # noqa: E402,F401,F403
+from tracec.backends import cuda as _backends_cuda, openmp as _openmp  # noqa: E402,F401
 from tracec.config import e, inf, nan, pi  # noqa: E402,F401
 
 
