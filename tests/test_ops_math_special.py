@@ -70,6 +70,36 @@ def test_gradients_match_torch(name, dtype):
         run_both(lambda L, a: getattr(L.special, name)(a), x, tol=tol[dtype])
 
 
+def test_incomplete_gamma():
+    a = np.array([0.5, 1, 2, 5, 10, 50, 100, 1000, 3.3, 0.1, 2.0, 0.0, 1.0, 1.0, -1.0, np.inf,
+                  0.0, 2.0])
+    x = np.array([0.3, 1, 3, 5, 12, 40, 130, 990, 0.0, 20, np.inf, 1.0, 0.0, np.nan, 1.0, 1.0,
+                  0.0, -1.0])
+    for ours, theirs in ((tracec.special.gammainc, torch.special.gammainc),
+                         (tracec.special.gammaincc, torch.special.gammaincc),
+                         (tracec.igamma, torch.igamma), (tracec.igammac, torch.igammac)):
+        np.testing.assert_allclose(ours(tracec.tensor(a), tracec.tensor(x)).numpy(),
+                                   theirs(torch.tensor(a), torch.tensor(x)).numpy(),
+                                   rtol=1e-8, atol=1e-300, equal_nan=True)
+    rng = np.random.default_rng(0)
+    aa = rng.uniform(0.5, 4, size=(2, 3))
+    for name in ("igamma", "igammac"):     # the gradient with respect to x (only)
+        x1 = tracec.tensor(aa[:, ::-1].copy(), requires_grad=True)
+        t1 = torch.tensor(aa[:, ::-1].copy(), requires_grad=True)
+        getattr(tracec.tensor(aa), name)(x1).sum().backward()
+        getattr(torch.tensor(aa), name)(t1).sum().backward()
+        assert_same(x1.grad, t1.grad, tol=dict(rtol=1e-9, atol=1e-12), what=name)
+        assert_same(getattr(tracec.tensor(aa[0], dtype=tracec.float32), name)(
+            tracec.tensor(aa[1], dtype=tracec.float32)),
+            getattr(torch.tensor(aa[0], dtype=torch.float32), name)(
+            torch.tensor(aa[1], dtype=torch.float32)))
+    t = tracec.tensor(aa, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="not implemented"):
+        tracec.igamma(t, tracec.tensor(aa)).sum().backward()
+    with pytest.raises(tracec.TraceError, match="eager only"):
+        tracec.compile(lambda p: tracec.igamma(p, p))(tracec.tensor(aa))
+
+
 def _unwrapped(f):
     return getattr(f, "__wrapped_without_out__", f)   # the out= wrapper's function
 

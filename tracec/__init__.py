@@ -78,6 +78,7 @@ from tracec.math_extra import *  # noqa: E402,F401,F403
 from tracec.math_extra import round  # noqa: E402,F401,A004
 from tracec.math_trig import *  # noqa: E402,F401,F403
 from tracec.math_special import *  # noqa: E402,F401,F403
+from tracec.math_igamma import igamma, igammac  # noqa: E402,F401
 from tracec.math_int import *  # noqa: E402,F401,F403
 from tracec import math_methods as _math_methods  # noqa: E402,F401  (Tensor methods)
 globals().update(_math_methods.TOP_LEVEL_INPLACE)
@@ -125,7 +126,7 @@ _OUT_FUNCTIONS = (
     "nextafter signbit nansum nanmean median nanmedian mode kthvalue quantile nanquantile "
     "aminmax cummax cummin logcumsumexp diff histc histogram bincount searchsorted bucketize "
     "cov corrcoef rsub mv addmv addr ger inner kron "
-    "tensordot det logdet slogdet inverse matrix_power cross cdist vdot norm addbmm "
+    "igamma igammac tensordot det logdet slogdet inverse matrix_power cross cdist vdot norm addbmm "
     "cholesky_solve cholesky_inverse"
 ).split()
 _add_out_keyword()

@@ -14,6 +14,7 @@ import numpy as np
 from tracec import functions as F
 from tracec import ops
 from tracec import math_extra as M
+from tracec import math_igamma as G
 from tracec import math_int as I
 from tracec import math_special as S
 from tracec import math_trig as T
@@ -39,7 +40,7 @@ _WITH_INPLACE = {
     "bitwise_and": I.bitwise_and, "bitwise_or": I.bitwise_or, "bitwise_xor": I.bitwise_xor,
     "bitwise_not": I.bitwise_not, "bitwise_left_shift": I.bitwise_left_shift,
     "bitwise_right_shift": I.bitwise_right_shift, "gcd": I.gcd, "lcm": I.lcm,
-    "logical_xor": I.logical_xor,
+    "logical_xor": I.logical_xor, "igamma": G.igamma, "igammac": G.igammac,
 }
 
 _METHOD_ONLY = {

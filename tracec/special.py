@@ -16,12 +16,14 @@ from tracec import ops
 from tracec.functions import _float_unary, _named, logsumexp, log_softmax, softmax  # noqa: F401
 from tracec.math_extra import (_binary_float, _const, _log1p, _polyval, _safe,  # noqa: F401
                                exp2, expm1, log1p, logit, round, xlogy)
+from tracec.math_igamma import igamma as gammainc, igammac as gammaincc
 from tracec.math_special import (_cf_erfc_tail, _in_f64, digamma, erfc, erfinv, i0,  # noqa: F401
                                  lgamma, mvlgamma, polygamma)
 from tracec.math_trig import sinc  # noqa: F401
 from tracec.out_arg import with_out
 
-__all__ = ["digamma", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2", "expit",
+__all__ = ["digamma", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2", "expit", "gammainc",
+           "gammaincc",
            "expm1", "gammaln", "i0", "i0e", "i1", "i1e", "log1p", "log_ndtr", "log_softmax",
            "logit", "logsumexp", "multigammaln", "ndtr", "ndtri", "polygamma", "psi", "round",
            "sinc", "softmax", "xlog1py", "xlogy", "zeta"]
