@@ -194,6 +194,22 @@ def test_factorizations_values(dtype):
     assert_same(tsr.cloned_coefficient, want.cloned_coefficient)
 
 
+def test_out_keyword():
+    a = np.array([[2.0, 1.0], [1.0, 3.0]], np.float32)
+    out = tracec.zeros(2, 2)
+    assert tracec.linalg.inv(tracec.tensor(a), out=out) is out
+    assert_same(out, torch.linalg.inv(torch.tensor(a)))
+    o1, o2 = tracec.zeros(()), tracec.zeros(())
+    r = tracec.linalg.slogdet(tracec.tensor(a), out=(o1, o2))
+    assert r[0] is o1 and r[1] is o2 and type(r).__name__ == "slogdet"
+    assert_same(o2, torch.linalg.slogdet(torch.tensor(a)).logabsdet)
+    v, i = tracec.zeros(2), tracec.zeros(2, dtype=tracec.int64)
+    tracec.cummax(tracec.tensor(a[0]), 0, out=(v, i))
+    assert v.tolist() == [2.0, 2.0] and i.tolist() == [0, 0]
+    with pytest.raises(RuntimeError, match="automatic differentiation"):
+        tracec.linalg.det(tracec.tensor(a, requires_grad=True), out=tracec.zeros(()))
+
+
 def test_unsupported_gradients_raise():
     a = tracec.tensor(_r((3, 3), "float64"), requires_grad=True)
     for out in (tracec.linalg.qr(a).Q, tracec.linalg.svd(a).S, tracec.linalg.eigh(a + a.mT)[1],

@@ -106,7 +106,7 @@ def _add_out_keyword():
     from tracec.out_arg import with_out
     g = globals()
     for name in _OUT_FUNCTIONS:
-        if name in g:
+        if name in g and not hasattr(g[name], "__wrapped_without_out__"):
             g[name] = with_out(g[name])
 
 
@@ -125,8 +125,8 @@ _OUT_FUNCTIONS = (
     "bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift isin ldexp frexp "
     "nextafter signbit nansum nanmean median nanmedian mode kthvalue quantile nanquantile "
     "aminmax cummax cummin logcumsumexp diff histc histogram bincount searchsorted bucketize "
-    "cov corrcoef rsub mv addmv addr ger inner kron "
-    "igamma igammac tensordot det logdet slogdet inverse matrix_power cross cdist vdot norm addbmm "
-    "cholesky_solve cholesky_inverse"
+    "mv addmv addr ger inner kron igamma igammac tensordot det logdet slogdet inverse "
+    "matrix_power cross cdist vdot norm addbmm cholesky_solve cholesky_inverse angle renorm "
+    "frobenius_norm nuclear_norm triangular_solve matrix_rank"
 ).split()
 _add_out_keyword()

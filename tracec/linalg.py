@@ -22,6 +22,7 @@ from tracec import ops
 from tracec import shape_ops as S
 from tracec.functions import _named, promote, tensor_arg
 from tracec.methods import _inplace
+from tracec.out_arg import with_out
 from tracec.ops.core import normalize_axis
 from tracec.rearrange import flip
 from tracec.linalg_lapack import (_float_input, _square, cholesky, cholesky_ex,  # noqa: F401
@@ -477,3 +478,15 @@ Tensor.addmv_ = _inplace("addmv_", addmv)
 Tensor.addr_ = _inplace("addr_", addr)
 Tensor.addbmm_ = _inplace("addbmm_", addbmm)
 Tensor.renorm_ = _inplace("renorm_", renorm)
+
+
+def _add_out_keyword():
+    # torch.linalg's functions take out= (tracec/out_arg.py).
+    g = globals()
+    for name in ("norm vector_norm matrix_norm inv det slogdet solve cholesky qr svd svdvals "
+                 "eigh eigvalsh cross vecdot matmul pinv matrix_power multi_dot inv_ex "
+                 "cholesky_ex solve_ex matrix_rank solve_triangular matrix_exp").split():
+        g[name] = with_out(g[name])
+
+
+_add_out_keyword()
