@@ -194,6 +194,33 @@ def test_factorizations_values(dtype):
     assert_same(tsr.cloned_coefficient, want.cloned_coefficient)
 
 
+@pytest.mark.parametrize("shape", [(4, 4), (2, 3, 3), (5, 3), (3, 5)])
+def test_lu_family(shape):
+    a = np.random.default_rng(1).normal(size=shape)
+    f, tf = tracec.linalg.lu_factor(tracec.tensor(a)), torch.linalg.lu_factor(torch.tensor(a))
+    assert_same(f.LU, tf.LU, tol=_TOL["float64"])
+    assert_same(f.pivots, tf.pivots)
+    for x, y in zip(tracec.linalg.lu(tracec.tensor(a)), torch.linalg.lu(torch.tensor(a))):
+        assert_same(x, y, tol=_TOL["float64"])
+    for x, y in zip(tracec.lu_unpack(f.LU, f.pivots), torch.lu_unpack(tf.LU, tf.pivots)):
+        assert_same(x, y, tol=_TOL["float64"])
+    if shape[-1] == shape[-2]:
+        b = np.random.default_rng(2).normal(size=shape[:-1] + (2,))
+        for kw in ({}, {"adjoint": True}):
+            assert_same(tracec.linalg.lu_solve(f.LU, f.pivots, tracec.tensor(b), **kw),
+                        torch.linalg.lu_solve(tf.LU, tf.pivots, torch.tensor(b), **kw),
+                        tol=_TOL["float64"])
+        bt = np.swapaxes(b, -1, -2).copy()
+        assert_same(tracec.linalg.lu_solve(f.LU, f.pivots, tracec.tensor(bt), left=False),
+                    torch.linalg.lu_solve(tf.LU, tf.pivots, torch.tensor(bt), left=False),
+                    tol=_TOL["float64"])
+        with pytest.warns(UserWarning, match="deprecated"):
+            got = tracec.lu_solve(tracec.tensor(b), *tracec.lu(tracec.tensor(a)))
+        np.testing.assert_allclose(got.numpy(), np.linalg.solve(a, b), rtol=1e-10)
+    singular = tracec.linalg.lu_factor_ex(tracec.zeros(2, 2))
+    assert singular.info.item() == torch.linalg.lu_factor_ex(torch.zeros(2, 2)).info.item()
+
+
 def test_out_keyword():
     a = np.array([[2.0, 1.0], [1.0, 3.0]], np.float32)
     out = tracec.zeros(2, 2)

@@ -94,7 +94,8 @@ from tracec.linalg import _torch_norm as norm, _torch_qr as qr, _torch_svd as sv
 from tracec.linalg import (addbmm, cholesky_inverse, cholesky_solve, lstsq,  # noqa: E402,F401
                            matrix_exp, triangular_solve, _torch_vander as vander,
                            frobenius_norm, nuclear_norm, renorm)
-from tracec.linalg_lapack import matrix_rank  # noqa: E402,F401
+from tracec.linalg_lapack import matrix_rank, lu_unpack  # noqa: E402,F401
+from tracec.linalg_lapack import _torch_lu as lu, _torch_lu_solve as lu_solve  # noqa: E402,F401
 from tracec import special  # noqa: E402,F401
 from tracec.config import *  # noqa: E402,F401,F403
 from tracec.backends import cuda as _backends_cuda, openmp as _openmp  # noqa: E402,F401

@@ -29,14 +29,16 @@ from tracec.linalg_lapack import (_float_input, _square, cholesky, cholesky_ex, 
                                   cholesky_inverse, cholesky_solve, det, eigh, eigvalsh, inv,
                                   inv_ex, inverse, logdet, lstsq, matrix_rank, pinv, pinverse,
                                   qr, slogdet, solve, solve_ex, solve_triangular, svd, svdvals,
-                                  triangular_solve, _torch_cholesky, _torch_qr, _torch_svd)
+                                  triangular_solve, lu, lu_factor, lu_factor_ex, lu_solve,
+                                  _torch_lu, _torch_lu_solve, _torch_cholesky,
+                                  _torch_qr, _torch_svd)
 from tracec.tensor import Tensor, concrete
 
 __all__ = ["norm", "vector_norm", "matrix_norm", "inv", "det", "slogdet", "solve", "cholesky",
            "qr", "svd", "svdvals", "eigh", "eigvalsh", "cross", "vecdot", "matmul", "pinv",
            "matrix_power", "multi_dot", "inv_ex", "cholesky_ex", "solve_ex", "matrix_rank",
            "lstsq", "solve_triangular", "vander", "cond", "tensorinv", "tensorsolve",
-           "matrix_exp"]
+           "matrix_exp", "lu", "lu_factor", "lu_factor_ex", "lu_solve"]
 
 matmul = F.matmul
 
@@ -470,7 +472,8 @@ _TENSOR_METHODS = {
     "norm": _torch_norm, "dist": dist, "addbmm": addbmm, "matrix_exp": matrix_exp,
     "cholesky_solve": cholesky_solve, "cholesky_inverse": cholesky_inverse,
     "triangular_solve": triangular_solve, "lstsq": lstsq, "renorm": renorm,
-    "cholesky": _torch_cholesky, "qr": _torch_qr, "svd": _torch_svd,
+    "cholesky": _torch_cholesky, "qr": _torch_qr, "svd": _torch_svd, "lu": _torch_lu,
+    "lu_solve": _torch_lu_solve,
 }
 for _name, _fn in _TENSOR_METHODS.items():
     setattr(Tensor, _name, _fn)

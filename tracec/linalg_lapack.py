@@ -29,7 +29,8 @@ from tracec.tensor import Tensor, concrete
 __all__ = ["inv", "inverse", "det", "slogdet", "logdet", "solve", "cholesky", "qr", "svd",
            "svdvals", "eigh", "eigvalsh", "pinv", "pinverse", "inv_ex", "cholesky_ex",
            "solve_ex", "matrix_rank", "lstsq", "solve_triangular", "triangular_solve",
-           "cholesky_solve", "cholesky_inverse"]
+           "cholesky_solve", "cholesky_inverse", "lu_factor", "lu_factor_ex", "lu", "lu_unpack",
+           "lu_solve"]
 
 SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
 QRResult = namedtuple("qr", ["Q", "R"])
@@ -40,6 +41,10 @@ CholeskyExResult = namedtuple("cholesky_ex", ["L", "info"])
 SolveExResult = namedtuple("solve_ex", ["result", "info"])
 LstsqResult = namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
 TriangularSolveResult = namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
+LUFactorResult = namedtuple("lu_factor", ["LU", "pivots"])
+LUFactorExResult = namedtuple("lu_factor_ex", ["LU", "pivots", "info"])
+LUResult = namedtuple("lu", ["P", "L", "U"])
+LUUnpackResult = namedtuple("lu_unpack", ["P", "L", "U"])
 
 
 def _float_input(x, name):
@@ -422,3 +427,121 @@ def cholesky_solve(B, L, upper=False):
 
 def cholesky_inverse(L, upper=False):
     return inv(_from_factor(_float_input(L, "cholesky_inverse"), upper))
+
+
+# --- LU (partial pivoting, LAPACK's getrf conventions) ------------------------------------
+
+def _lu_np(a):
+    """(LU, 1-based int32 pivots, int32 info) of a batch of m x n matrices:
+    getrf's row choice (the first largest magnitude) and layout."""
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    work = np.array(a, dtype=np.float64 if a.dtype == np.float64 else np.float32)
+    batch = work.reshape((-1, m, n))
+    piv = np.zeros((batch.shape[0], k), np.int32)
+    info = np.zeros(batch.shape[0], np.int32)
+    rows = np.arange(batch.shape[0])
+    for j in range(k):
+        p = np.argmax(np.abs(batch[:, j:, j]), axis=1) + j
+        piv[:, j] = p + 1
+        top = batch[rows, j, :].copy()
+        batch[rows, j, :] = batch[rows, p, :]
+        batch[rows, p, :] = top
+        pivot = batch[:, j, j]
+        zero = pivot == 0
+        info = np.where(zero & (info == 0), j + 1, info)
+        scale = np.where(zero, 1.0, pivot)
+        batch[:, j + 1:, j] /= scale[:, None]
+        batch[:, j + 1:, j + 1:] -= batch[:, j + 1:, j, None] * batch[:, j, None, j + 1:]
+    lead = a.shape[:-2]
+    return work, piv.reshape(lead + (k,)), info.reshape(lead)
+
+
+def _permutation_np(piv, m):
+    """P (m x m) with A = P L U, from getrf's sequential row swaps."""
+    lead = piv.shape[:-1]
+    flat = piv.reshape((-1, piv.shape[-1]))
+    perm = np.tile(np.arange(m), (flat.shape[0], 1))
+    rows = np.arange(flat.shape[0])
+    for j in range(flat.shape[1]):
+        p = flat[:, j] - 1
+        pj = perm[rows, j].copy()
+        perm[rows, j] = perm[rows, p]
+        perm[rows, p] = pj
+    P = np.zeros((flat.shape[0], m, m))
+    P[rows[:, None], perm, np.arange(m)[None, :]] = 1.0
+    return P.reshape(lead + (m, m))
+
+
+def _unpack_np(lu_, m, n):
+    k = min(m, n)
+    L = np.tril(lu_, -1)[..., :, :k] + np.eye(m, k, dtype=lu_.dtype)
+    U = np.triu(lu_)[..., :k, :]
+    return L, U
+
+
+def lu_factor_ex(A, *, pivot=True, check_errors=False):
+    A = _float_input(A, "linalg.lu_factor_ex")
+    if A.ndim < 2:
+        raise RuntimeError("torch.linalg.lu_factor: Expected tensor with 2 or more dimensions. "
+                           f"Got size: {list(A.shape)} instead")
+    if not pivot:
+        raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the CPU")
+    lu_, piv, info = _lu_np(_np(A, "linalg.lu_factor"))
+    return LUFactorExResult(_wrap(lu_, A), Tensor._make(piv, dt.int32),
+                            Tensor._make(info, dt.int32))
+
+
+def lu_factor(A, *, pivot=True):
+    """``(LU, pivots)``; eager only, no gradient."""
+    r = lu_factor_ex(A, pivot=pivot)
+    return LUFactorResult(r.LU, r.pivots)
+
+
+def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
+    LU_data = _float_input(LU_data, "lu_unpack")
+    m, n = LU_data.shape[-2:]
+    lu_ = _np(LU_data, "lu_unpack")
+    empty = Tensor._make(np.zeros((0,), LU_data.dtype.np), LU_data.dtype)
+    P = _wrap(_permutation_np(concrete(LU_pivots, "lu_unpack"), m), LU_data) \
+        if unpack_pivots else empty
+    if not unpack_data:
+        return LUUnpackResult(P, empty, empty)
+    L, U = _unpack_np(lu_, m, n)
+    return LUUnpackResult(P, _wrap(L, LU_data), _wrap(U, LU_data))
+
+
+def lu(A, *, pivot=True):
+    """``(P, L, U)`` with ``A = P @ L @ U``; eager only, no gradient."""
+    f = lu_factor(A, pivot=pivot)
+    return LUResult(*lu_unpack(f.LU, f.pivots))
+
+
+def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
+    """X with A X = B (X A = B unless ``left``; A^T in place of A with
+    ``adjoint``), A = P L U given by ``lu_factor``."""
+    LU = _float_input(LU, "linalg.lu_solve")
+    B = _float_input(B, "linalg.lu_solve")
+    m = LU.shape[-1]
+    P, L, U = (_permutation_np(concrete(pivots, "linalg.lu_solve"), m),
+               *_unpack_np(_np(LU, "linalg.lu_solve"), m, m))
+    a = P @ L @ U
+    b = _np(B, "linalg.lu_solve")
+    if adjoint:
+        a = _mT(a)
+    x = np.linalg.solve(a, b) if left else _mT(np.linalg.solve(_mT(a), _mT(b)))
+    return _wrap(x, B)
+
+
+def _torch_lu(A, pivot=True, get_infos=False):  # noqa: N803
+    r = lu_factor_ex(A, pivot=pivot)
+    return (r.LU, r.pivots, r.info) if get_infos else (r.LU, r.pivots)
+
+
+def _torch_lu_solve(b, LU_data, LU_pivots):  # noqa: N803
+    warnings.warn("torch.lu_solve is deprecated in favor of torch.linalg.lu_solveand will be "
+                  "removed in a future PyTorch release.\nNote that torch.linalg.lu_solve has "
+                  "its arguments reversed.\nX = torch.lu_solve(B, LU, pivots)\nshould be "
+                  "replaced with\nX = torch.linalg.lu_solve(LU, pivots, B)", UserWarning,
+                  stacklevel=2)
+    return lu_solve(LU_data, LU_pivots, b)
