@@ -534,6 +534,11 @@ def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
 
 
 def _torch_lu(A, pivot=True, get_infos=False):  # noqa: N803
+    warnings.warn("torch.lu is deprecated in favor of torch.linalg.lu_factor / "
+                  "torch.linalg.lu_factor_ex and will be removed in a future PyTorch release.\n"
+                  "LU, pivots = torch.lu(A, compute_pivots)\nshould be replaced with\n"
+                  "LU, pivots = torch.linalg.lu_factor(A, compute_pivots)", UserWarning,
+                  stacklevel=2)
     r = lu_factor_ex(A, pivot=pivot)
     return (r.LU, r.pivots, r.info) if get_infos else (r.LU, r.pivots)
 
