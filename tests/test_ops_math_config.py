@@ -43,6 +43,8 @@ def test_finfo_iinfo_refuse_the_other_kind():
         tracec.finfo(tracec.int64)
     with pytest.raises(TypeError):
         tracec.iinfo(tracec.float32)
+    with pytest.raises(TypeError, match="not supported by torch.iinfo"):
+        tracec.iinfo(tracec.bool)
 
 
 @pytest.mark.parametrize("a", DTYPES)

@@ -93,12 +93,11 @@ class iinfo:  # noqa: N801
         if d.is_floating_point:
             raise TypeError("torch.iinfo() requires an integer input type. Use torch.finfo "
                             "to handle 'torch.iinfo'")
-        self.dtype = d.name
         if d is dt.bool_:
-            self.bits, self.min, self.max = 8, 0, 1
-        else:
-            i = np.iinfo(d.np)
-            self.bits, self.min, self.max = int(i.bits), int(i.min), int(i.max)
+            raise TypeError(f"{d} is not supported by torch.iinfo")
+        self.dtype = d.name
+        i = np.iinfo(d.np)
+        self.bits, self.min, self.max = int(i.bits), int(i.min), int(i.max)
 
     def __repr__(self):
         return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"

@@ -436,7 +436,7 @@ def sgn(input):  # noqa: A002
 def positive(input):  # noqa: A002
     x = _t(input, "positive")
     if x.dtype is dt.bool_:
-        raise TypeError("The `+` operator, on a bool tensor is not supported.")
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
     return x
 
 
