@@ -19,6 +19,8 @@ from tracec.autograd import GradcheckError, gradcheck
 from tracec.ops import PRIMITIVES, Aval, ShapeError
 from tracec.tensor import RECORDERS
 
+_WORLD = __import__("mpi4py.MPI").MPI.COMM_WORLD.py2f()   # a world of one process
+
 F64 = "float64"
 
 
@@ -99,9 +101,18 @@ SAMPLES = {
     "index_add": [((_r((4, 3)), _idx((5,), 4), _r((5, 3))), {"axis": 0})],
     "gather": [((_r((3, 4)), _idx((3, 2), 4)), {"axis": 1})],
     "scatter_add": [((_r((3, 4)), _idx((2, 4), 3), _r((2, 4))), {"axis": 0})],
+    "scatter_max": [((_r((3, 4), distinct=True, seed=5), _idx((2, 4), 3),
+                      _r((2, 4), distinct=True, seed=6)), {"axis": 0})],
+    "scatter_min": [((_r((3, 4), distinct=True, seed=7), _idx((3, 2), 4),
+                      _r((3, 2), distinct=True, seed=8)), {"axis": 1})],
+    "scatter_mul": [((_r((3, 4)), _idx((2, 4), 3), _r((2, 4))), {"axis": 0})],
     "full": [((), {"value": 1.5, "shape": (2, 3), "dtype": dt.float32})],
     "iota": [((), {"shape": (2, 3), "dtype": dt.int64, "axis": 1})],
     "random_uniform": [((np.array([7, 3], np.int64),), {"shape": (4,), "dtype": dt.float64})],
+    # collectives in a world of one process (tests/distributed runs several)
+    "all_reduce": [((_r((3, 4)),), {"reduce_op": 0, "comm": _WORLD})],
+    "broadcast": [((_r((2, 3)),), {"src": 0, "comm": _WORLD})],
+    "all_gather": [((_r((2, 3)),), {"size": 1, "comm": _WORLD})],
 }
 
 CASES = [(name, i) for name in sorted(SAMPLES) for i in range(len(SAMPLES[name]))]
@@ -140,7 +151,7 @@ def test_primitive_declares_every_rule(name):
     for attr in ("shape_rule", "dtype_rule", "impl"):
         assert callable(getattr(prim, attr, None)), f"{name} lacks {attr}"
     assert prim.kind in ("elementwise", "reduce", "movement", "index", "matmul",
-                         "creation", "random"), prim.kind
+                         "creation", "random", "collective"), prim.kind
     if prim.differentiable:
         assert callable(prim.vjp)
     for args, params in SAMPLES.get(name, []):

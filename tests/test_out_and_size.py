@@ -68,3 +68,45 @@ def test_reprs_say_torch_under_install_as_torch():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "torch.Size([2, 3]) torch.float32 True"
+
+
+def _repr_cases():
+    rs = np.random.RandomState(0)
+    return [np.array(3.5, np.float32), np.array([1., 2., 3.], np.float32), np.arange(10),
+            np.array([0.5, 1.23456, -2.], np.float32), np.array([1e-5, 1., 1000.], np.float32),
+            np.array([np.nan, np.inf, -np.inf, 1.], np.float32), np.array([1e9, 2.], np.float32),
+            rs.rand(50, 784).astype(np.float32), rs.randint(0, 10, 512),
+            rs.randn(3, 4, 5).astype(np.float32), np.zeros((0,), np.float32),
+            np.zeros((2, 0), np.float32), np.zeros((0,), np.int64), np.array([True, False]),
+            np.array([1, 2], np.int32), np.array([1.5, 2.], np.float64),
+            rs.randn(2000).astype(np.float32), np.array([-0.0, 0.0], np.float32),
+            np.array([1, -22, 333]), rs.randn(40, 30), np.array(7), np.array(True),
+            (rs.randn(4, 4) * 1e5).astype(np.float32), np.array([1.0, 2.5], np.float16)]
+
+
+@pytest.mark.parametrize("k", range(24))
+def test_tensor_repr_is_pytorch_text(k):
+    a = _repr_cases()[k]
+    want = repr(torch.from_numpy(a.copy())).replace("torch.", "tracec.")
+    assert repr(tracec.from_numpy(a.copy())) == want
+
+
+def test_repr_suffixes_and_print_options():
+    t, c = torch.ones(2, 3, requires_grad=True), tracec.ones(2, 3, requires_grad=True)
+    assert repr(c) == repr(t)
+    assert repr(c * 2).split("grad_fn")[0] == repr(t * 2).split("grad_fn")[0]
+    assert repr(tracec.nn.Parameter(tracec.zeros(2))) == repr(torch.nn.Parameter(
+        torch.zeros(2)))
+    a = np.linspace(0, 1, 12, dtype=np.float32)
+    with torch._tensor_str.printoptions(precision=2, threshold=5, edgeitems=2), \
+            tracec.printoptions(precision=2, threshold=5, edgeitems=2):
+        assert repr(tracec.tensor(a)) == repr(torch.tensor(a))
+        assert tracec.get_printoptions() == torch._tensor_str.get_printoptions()
+    assert tracec.get_printoptions()["precision"] == 4
+    tracec.set_printoptions(profile="short")
+    try:
+        torch.set_printoptions(profile="short")
+        assert repr(tracec.tensor(a)) == repr(torch.tensor(a))
+    finally:
+        tracec.set_printoptions(profile="default")
+        torch.set_printoptions(profile="default")

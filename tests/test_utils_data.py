@@ -302,8 +302,19 @@ def test_distributed_sampler_epochs_and_errors():
     s.set_epoch(1)
     assert list(s) != e0
     assert list(DistributedSampler(ds, num_replicas=2, rank=1, seed=3)) == e0
-    with pytest.raises(RuntimeError, match="num_replicas and rank must be given explicitly"):
+    with pytest.raises(RuntimeError, match="num_replicas and rank must be given when no "
+                                           "process group is initialized"):
         DistributedSampler(ds)
     with pytest.raises(ValueError, match=r"Invalid rank 2, rank should be in the interval "
                                          r"\[0, 1\]"):
         DistributedSampler(ds, num_replicas=2, rank=2)
+
+
+def test_random_sampler_with_replacement_draws_lazily():
+    # minGPT's trainer: RandomSampler(ds, replacement=True, num_samples=int(1e10)),
+    # consumed until the training loop stops.
+    import itertools
+    s = tracec.utils.data.RandomSampler(range(7), replacement=True, num_samples=int(1e10))
+    first = list(itertools.islice(iter(s), 100))
+    assert len(first) == 100 and set(first) <= set(range(7)) and len(set(first)) == 7
+    assert len(s) == int(1e10)

@@ -71,6 +71,36 @@ def LongTensor(*data):  # noqa: N802 - PyTorch's legacy constructor
 
 
 
+from tracec import tensor_meta as _tensor_meta  # noqa: E402,F401  (Tensor.stride, ...)
+from tracec.tensor_meta import (channels_last, channels_last_3d, contiguous_format,  # noqa: E402,F401
+                                get_device, is_inference, is_signed, layout, memory_format,
+                                preserve_format, sparse_coo, strided)
+from tracec.shape_extra import (atleast_1d, atleast_2d, atleast_3d, block_diag,  # noqa: E402,F401
+                                broadcast_shapes, broadcast_tensors, cartesian_prod,
+                                column_stack, combinations, diag_embed, diagflat, diagonal,
+                                dsplit, dstack, hsplit, hstack, meshgrid, moveaxis, movedim,
+                                narrow_copy, ravel, rot90, row_stack, split_with_sizes,
+                                swapaxes, swapdims, tensor_split, tile, unsafe_chunk,
+                                unsafe_split, vsplit, vstack)
+from tracec.shape_ops import unflatten  # noqa: E402,F401
+from tracec.scatter_ops import (index_add, index_copy, index_fill, index_put,  # noqa: E402,F401
+                                index_put_, index_reduce, scatter, scatter_add,
+                                scatter_reduce)
+from tracec.select_ops import (argwhere, diagonal_scatter, masked_scatter,  # noqa: E402,F401
+                               masked_select, nonzero, put, select, select_scatter,
+                               slice_scatter, take, take_along_dim)
+from tracec.search_ops import (bucketize, histogram, searchsorted, unique,  # noqa: E402,F401
+                               unique_consecutive)
+from tracec.strided_views import as_strided, as_strided_, empty_strided  # noqa: E402,F401
+
+
+def resize_as_(input, the_template, memory_format=None):
+    return input.resize_as_(the_template)
+
+
+from tracec.tensor_str import get_printoptions, printoptions, set_printoptions  # noqa: E402,F401
+
+
 # Elementwise math, reductions, linear algebra and global configuration
 # (math_extra, math_trig, math_special, math_int, reductions_extra, binning,
 # differences, linalg, special, config).
@@ -88,7 +118,8 @@ from tracec.differences import *  # noqa: E402,F401,F403
 from tracec import linalg  # noqa: E402,F401
 from tracec.linalg import (addmv, addr, cdist, chain_matmul, det, dist, ger, inner,  # noqa: E402,F401
                            inverse, kron, logdet, matrix_power, mv, pinverse, slogdet,
-                           tensordot, trace, vdot)
+                           tensordot, vdot)
+from tracec.linalg import trace as _matrix_trace  # noqa: E402
 from tracec.linalg import _torch_cholesky as cholesky, _torch_cross as cross  # noqa: E402,F401
 from tracec.linalg import _torch_norm as norm, _torch_qr as qr, _torch_svd as svd  # noqa: E402,F401
 from tracec.linalg import (addbmm, cholesky_inverse, cholesky_solve, lstsq,  # noqa: E402,F401
@@ -100,6 +131,16 @@ from tracec import special  # noqa: E402,F401
 from tracec.config import *  # noqa: E402,F401,F403
 from tracec.backends import cuda as _backends_cuda, openmp as _openmp  # noqa: E402,F401
 from tracec.config import e, inf, nan, pi  # noqa: E402,F401
+
+_trace_ir = trace   # tracec.compiler.trace
+
+
+def trace(fn, *args, **kwargs):
+    """``tracec.trace(fn, *example_args)``: the traced IR (API.md); given only
+    a Tensor, PyTorch's ``torch.trace(input)``: the sum of its diagonal."""
+    if isinstance(fn, Tensor) and not args and not kwargs:
+        return _matrix_trace(fn)
+    return _trace_ir(fn, *args, **kwargs)
 
 
 def _add_out_keyword():
@@ -119,13 +160,16 @@ _OUT_FUNCTIONS = (
     "cumsum cumprod eq ne lt le gt ge greater greater_equal less less_equal not_equal "
     "logical_and logical_or logical_not logical_xor cat concat concatenate stack gather "
     "index_select sort topk tril triu isnan isfinite isinf "
+    "hstack vstack dstack column_stack row_stack narrow_copy index_add index_copy index_fill "
+    "index_reduce scatter scatter_add scatter_reduce masked_select take take_along_dim "
+    "nonzero argwhere bucketize searchsorted unique_consecutive histogram "
     "acos asin atan acosh asinh atanh arccos arcsin arctan arccosh arcsinh arctanh sinh cosh "
     "atan2 arctan2 hypot fix exp2 logaddexp logaddexp2 fmax fmin floor_divide copysign "
     "heaviside xlogy logit erfc erfinv lgamma digamma polygamma mvlgamma i0 sinc deg2rad "
     "rad2deg nan_to_num float_power lerp addcmul addcdiv sgn gcd lcm bitwise_and bitwise_or "
     "bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift isin ldexp frexp "
     "nextafter signbit nansum nanmean median nanmedian mode kthvalue quantile nanquantile "
-    "aminmax cummax cummin logcumsumexp diff histc histogram bincount searchsorted bucketize "
+    "aminmax cummax cummin logcumsumexp diff histc bincount "
     "mv addmv addr ger inner kron igamma igammac tensordot det logdet slogdet inverse "
     "matrix_power cross cdist vdot norm addbmm cholesky_solve cholesky_inverse angle renorm "
     "frobenius_norm nuclear_norm triangular_solve matrix_rank"

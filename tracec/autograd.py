@@ -82,7 +82,10 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         for x, g in zip(inputs, captured):
             if g is not None:
                 acc(x, g)
-    for after in afters:
+    # Last registered, first run (like nested context managers): the
+    # tracer, which listens only while it records, maps the new gradients to
+    # IR values before an older listener (DDP's reduction) reads them.
+    for after in reversed(afters):
         if after is not None:
             after()
 

@@ -1,5 +1,6 @@
-"""The ``tracec`` command line (click): ``demo``, ``dump``, ``run`` (a
-PyTorch script on tracec), and (with the CPU backend) ``build`` and ``cache``.
+"""The ``tracec`` command line (click): ``demo``, ``dump`` (IR text, or a
+graph: ``--format dot|html``), ``explain``, ``run`` (a PyTorch script on
+tracec), and (with the CPU backend) ``build`` and ``cache``.
 
 Invariant: bad input (no such file or function, a malformed ``--arg``, an
 unsupported op) exits non-zero with a one-line ``Error: ...`` message,
@@ -106,18 +107,57 @@ def main():
 @click.option("--stage", default="optimized", show_default=True,
               type=click.Choice(list(tracec.compiler.STAGES) + ["ptx"]))
 @click.option("--backend", default=None, help="backend (default: the platform's)")
-def dump(target, arg_specs, stage, backend):
+@click.option("--format", "fmt", default="text", show_default=True,
+              type=click.Choice(["text", "dot", "html"]),
+              help="text: the IR; dot: a Graphviz graph of it (kernels as clusters); "
+                   "html: that graph as one self-contained page (needs Graphviz's dot)")
+@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False),
+              help="write to this file instead of standard output")
+def dump(target, arg_specs, stage, backend, fmt, output):
     """Print one IR stage of FILE.py:FUNC traced on example arguments."""
     fn = load_function(target)
     args = example_args(fn, arg_specs)
+    if fmt != "text" and stage not in ("trace", "autodiff", "optimized"):
+        raise click.UsageError(f"--format {fmt} draws the tracec IR stages (trace, autodiff, "
+                               f"optimized), not {stage!r}")
     if stage in ("trace", "autodiff", "optimized"):
         backend = backend or "interp"
     try:
         cf = tracec.compiler.CompiledFunction(fn, backend=backend, values_only=True)
         cf(*args)
-        click.echo(cf.ir(stage), nl=False)
+        if fmt == "text":
+            text = cf.ir(stage)
+        else:
+            from tracec import graphview
+            module = cf._stage(cf._last, stage)
+            title = f"{fn.__name__} ({stage})"
+            text = (graphview.to_dot(module, title) if fmt == "dot"
+                    else graphview.to_html(module, title))
+        if output is None:
+            click.echo(text, nl=False)
+        else:
+            with open(output, "w") as f:
+                f.write(text)
     except click.ClickException:
         raise
+    except tracec.TraceError as e:
+        raise click.ClickException(str(e)) from None
+    except Exception as e:
+        raise click.ClickException(f"{type(e).__name__}: {e}") from None
+
+
+@main.command()
+@click.argument("target")
+@click.option("--arg", "arg_specs", multiple=True, help="NAME=DTYPE[SHAPE], e.g. x=f32[8,784]")
+@click.option("--backend", default="interp", show_default=True,
+              help="backend the calls run on (the kernels are the passes', whichever)")
+def explain(target, arg_specs, backend):
+    """Explain FILE.py:FUNC compiled: traces, guards, kernels, fusion, traffic."""
+    from tracec.explain import explain as run_explain
+    fn = load_function(target)
+    args = example_args(fn, arg_specs)
+    try:
+        run_explain(fn, args, backend=backend, echo=click.echo)
     except tracec.TraceError as e:
         raise click.ClickException(str(e)) from None
     except Exception as e:

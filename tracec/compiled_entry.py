@@ -5,8 +5,10 @@ inputs and outputs onto a call's tensors (``donations``, ``_rebuild``).
 Invariant: ``Entry.run`` has the effect of the traced call on this call's
 arguments: inputs are read from this call's tensors (containers by path,
 state by object, ``.grad`` of arguments by path), results and in-place
-writes go to them, and a symbolic trace runs the static code for the
-call's sizes.  ``tracec.compiler`` decides which entry a call uses.
+writes go to them, and a symbolic trace runs code compiled for every size
+(``tracec.size_generic``) whose size guards the call's sizes pass, else the
+static code for the call's sizes.  ``tracec.compiler`` decides which entry a
+call uses.
 """
 from __future__ import annotations
 
@@ -17,15 +19,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracec import compiled_backward, graph
+from tracec import compiled_backward, graph, size_generic
 from tracec.backends import check
 from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, run_passes
 from tracec.pytree import resolve
 from tracec.tensor import Tensor
 from tracec.tracing import Trace
 
-#: Sizes a symbolic trace compiles static code for at most; later new sizes
-#: run eagerly.  (The cpu kernels are not size-generic yet: issue 10.)
+#: Sizes a symbolic trace compiles static code for at most, where its
+#: size-generic code cannot be made; later new sizes run eagerly.
 MAX_SIZE_COMPILES = int(os.environ.get("TRACEC_MAX_SIZE_COMPILES", "8"))
 
 
@@ -61,6 +63,13 @@ class Entry:
     last_sub: object = None
     seen_once: set = field(default_factory=set)
     eager: object = None
+    #: A symbolic trace's size-generic entries (most recently used first),
+    #: how to make one for sizes ``env`` (``make_generic(env)``, None where
+    #: the backend cannot: then ``generic_failed`` says why).
+    generic: list = field(default_factory=list)
+    make_generic: object = None
+    generic_failed: str = None
+    generic_served: int = 0       # entries of ``subs`` that are generic ones
 
     def optimized(self):
         """The optimized module (running autodiff and the passes on a copy of
@@ -86,19 +95,21 @@ class Entry:
             if spec.kind == "state":
                 t = spec.source
                 if tuple(t._data.shape) != spec.shape or t.dtype is not spec.dtype:
-                    return (f"state tensor changed: {spec.dtype.name}{list(spec.shape)} -> "
-                            f"{t.dtype.name}{list(t.shape)}")
+                    return (f"state tensor {spec.name} changed: {spec.dtype.name}"
+                            f"{list(spec.shape)} -> {t.dtype.name}{list(t.shape)}")
         for t, rg in self.state_guards:
             if t.requires_grad != rg:
-                return f"requires_grad of a {t.dtype.name}{list(t.shape)} tensor changed"
+                return (f"requires_grad of {self._name(t)} ({t.dtype.name}{list(t.shape)}) "
+                        f"changed")
         for leaf, had, path in self.trace.grad_guards:
+            name = self._name(leaf, path)
             if path is not None:   # an argument's .grad: this call's argument
                 leaf = resolve(path, args, kwargs)
             if (leaf._grad is not None) != had:
-                return (f".grad of a {leaf.dtype.name}{list(leaf.shape)} tensor is "
+                return (f"{name}.grad ({leaf.dtype.name}{list(leaf.shape)}) is "
                         f"{'now None' if had else 'no longer None'}")
             if had and tuple(leaf._grad.shape) != tuple(leaf.shape):
-                return ".grad shape changed"
+                return f"{name}.grad shape changed"
         for snap, value in self.trace.guards:
             now = snap()
             if now != value:
@@ -111,6 +122,13 @@ class Entry:
         if graph.is_grad_enabled() != self.trace.grad_mode:
             return "grad mode changed"
         return None
+
+    def _name(self, t, path=None) -> str:
+        """The user's name of a tensor the trace reads (tracec.naming)."""
+        if path is not None:
+            return next((s.name for s in self.trace.inputs if s.kind == "arg"
+                         and s.source == path), str(path))
+        return self.trace.names.get(id(t)) or f"a {t.dtype.name}{list(t.shape)} tensor"
 
     def ensure_compiled(self):
         if self.executable is None:
@@ -142,15 +160,19 @@ class Entry:
 
     def run(self, args, kwargs, env=None):
         if env is not None:
-            # A symbolic trace: the static code for these sizes (made once).
+            # A symbolic trace: its size-generic code, else the static code
+            # for these sizes (made once).
             sizes = tuple(sorted(env.items()))
             sub = self.subs.get(sizes)
+            if sub is None and self.make_generic is not None:
+                sub = size_generic.generic_for(self, env, sizes)
             if sub is None:
                 # The cpu backend compiles one static specialization per
                 # size (its kernels are not yet size-generic): a size seen
                 # for the first time runs eagerly, as a first call does,
                 # and is compiled when it comes back.
-                if sizes not in self.seen_once or len(self.subs) >= MAX_SIZE_COMPILES:
+                if sizes not in self.seen_once or \
+                        len(self.subs) - self.generic_served >= MAX_SIZE_COMPILES:
                     # Past MAX_SIZE_COMPILES sizes, new ones stay eager: a
                     # compile per size costs more than it saves when sizes
                     # keep changing (until kernels take sizes at run time).

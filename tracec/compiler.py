@@ -17,10 +17,11 @@ import types
 import warnings
 from dataclasses import dataclass, field
 
-from tracec import compiled_backward, graph, ir
+from tracec import compiled_backward, graph, ir, profiler, size_generic
 from tracec.backends import cache, cpu, interp
 from tracec.compiled_entry import Entry, _checks_enabled, donations  # noqa: F401
-from tracec.pytree import flatten_args
+from tracec.naming import argument_names
+from tracec.pytree import flatten_args, path_name
 from tracec.sym_shapes import SymbolTable, bind, choose_dynamic, pattern_key
 from tracec.tensor import RECORDERS
 from tracec.version import __version__
@@ -51,15 +52,24 @@ def call_key(args, kwargs) -> tuple:
     return (spec, tuple(tensors), graph.is_grad_enabled())
 
 
-def _describe_change(old, new) -> str:
+def _describe_change(old, new, names=()) -> str:
     if old[0] != new[0]:
         return "the arguments' structure or Python values changed: " + _spec_diff(old[0], new[0])
     for i, (a, b) in enumerate(zip(old[1], new[1])):
         if a != b:
-            return (f"tensor argument {i} changed: {_fmt_tensor(a)} -> {_fmt_tensor(b)}")
+            name = names[i] if i < len(names) else str(i)
+            return (f"tensor argument {name} changed: {_fmt_tensor(a)} -> {_fmt_tensor(b)}")
     if len(old[1]) != len(new[1]):
         return "the number of tensor arguments changed"
     return "grad mode changed" if old[2] != new[2] else "signature changed"
+
+
+def leaf_names(fn, args, kwargs) -> list[str]:
+    """The names of a call's tensor arguments (``x``, ``hidden[0]``), in
+    ``call_key`` order."""
+    names = argument_names(fn)
+    return [path_name(p, names)
+            for p, _ in flatten_args(args, kwargs)[1]]
 
 
 def _spec_diff(a, b) -> str:
@@ -153,7 +163,8 @@ class CompiledFunction:
                     return e.run(args, kwargs)
                 reason = failed
         elif self._cache:
-            reason = _describe_change(next(reversed(self._cache)), key)
+            reason = _describe_change(next(reversed(self._cache)), key,
+                                      leaf_names(self.fn, args, kwargs))
         else:
             reason = "first call"
         if self._sym:
@@ -246,11 +257,19 @@ class CompiledFunction:
         if trace.symbolic is not None:
             entry.make_sub = lambda env: self._specialization(entry, env, backward_out)
             entry.eager = lambda a, k: self.fn(*a, **k)
-            # The traced sizes' code is made now (the short last batch of an
-            # epoch costs nothing in the next epoch).
+            # The traced sizes' code is made now: size-generic code where the
+            # backend makes it (every later size runs it), else static code
+            # for these sizes (the short last batch of an epoch then costs
+            # nothing in the next epoch).
             traced = dict(trace.symbolic.hints)
-            sub = entry.subs[tuple(sorted(traced.items()))] = entry.make_sub(traced)
-            sub.ensure_compiled()
+            sizes = tuple(sorted(traced.items()))
+            entry.make_generic = size_generic.maker(self, entry, BACKENDS[self.backend],
+                                                    backward_out)
+            sub = size_generic.generic_for(entry, traced, sizes) \
+                if entry.make_generic is not None else None
+            if sub is None:
+                sub = entry.subs[sizes] = entry.make_sub(traced)
+                sub.ensure_compiled()
             entry.last_sub = sub
             self._sym.setdefault(pattern_key(key), []).insert(0, entry)
         else:
@@ -296,6 +315,8 @@ class CompiledFunction:
         # never optimized or compiled.
         donate = donations(trace)
         entry.compile_fn = lambda: self._compile_cached(backend, entry, donate)
+        if self.backend == "cpu" and profiler.enabled():   # TRACEC_PROFILE=1
+            entry.compile_fn = profiler.profiling_compile(entry, self.__name__)
         entry.on_compiled = self._write_dump if self.dump else None
         if self.check:
             entry.check_backend = backend
@@ -356,6 +377,12 @@ class CompiledFunction:
 
     # --- introspection ---------------------------------------------------------
 
+    def profile(self, *args, repeat: int = 10, echo: bool = True, **kwargs):
+        """Run the compiled step ``repeat`` times ordinarily and ``repeat``
+        times on a profiling build; print (``echo``) and return its
+        per-kernel profile (``tracec.profiler``)."""
+        return profiler.profile(self, args, kwargs, repeat, echo)
+
     def ir(self, stage: str = "optimized") -> str:
         if stage not in STAGES and stage != "ptx":
             raise ValueError(f"unknown IR stage {stage!r}; stages are {', '.join(STAGES)}")
@@ -384,7 +411,9 @@ class CompiledFunction:
             [e for es in self._sym.values() for e in es]
         entries.sort(key=lambda e: e.number)
         symbolic = [dict(e.trace.symbolic.dims) if e.trace.symbolic else {} for e in entries]
-        notes = [n for e in entries if e.trace.symbolic for n in e.trace.symbolic.notes]
+        notes = [n for e in entries if e.trace.symbolic for n in e.trace.symbolic.notes] + \
+            [f"trace {e.number}: static code per size ({e.generic_failed})" for e in entries
+             if e.trace.symbolic and e.generic_failed]
         guards = [f"{lhs} {op} {rhs}" for e in entries if e.trace.symbolic
                   for kind, lhs, op, rhs, res, where in e.trace.symbolic.guards
                   if kind == "compare" and res] + \

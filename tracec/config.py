@@ -1,13 +1,13 @@
 """PyTorch's constants and global configuration: ``pi e inf nan newaxis``,
-``finfo iinfo promote_types can_cast is_complex is_nonzero is_signed
-is_same_size typename``, thread counts, print options, determinism and
+``finfo iinfo promote_types can_cast is_complex is_nonzero is_same_size
+typename``, thread counts, determinism and
 matmul-precision flags, ``inference_mode``, the default device, anomaly
 detection and ``set_warn_always``.
 
 Invariant: a setting either changes what tracec does or reports honestly
 that it does not: thread counts set ``TRACEC_NUM_THREADS``, which the cpu
 backend reads when it loads a compiled function (functions loaded before keep
-theirs); print options change ``Tensor.__repr__``; ``set_flush_denormal``
+theirs); ``set_flush_denormal``
 returns False (tracec cannot switch the FPU mode, as PyTorch answers on a CPU
 without the feature); the determinism, precision, anomaly and warn flags are
 recorded and reported back (tracec's kernels are deterministic and compute
@@ -25,12 +25,12 @@ import numpy as np
 from tracec import autograd, graph
 from tracec import dtypes as dt
 from tracec.device import device as _device
-from tracec.tensor import PRINT_OPTIONS, Tensor
+from tracec.tensor import Tensor
 
 __all__ = ["pi", "e", "inf", "nan", "newaxis", "finfo", "iinfo", "promote_types", "can_cast",
-           "is_complex", "is_nonzero", "is_signed", "is_same_size", "typename",
+           "is_complex", "is_nonzero", "is_same_size", "typename",
            "set_num_threads", "get_num_threads", "set_num_interop_threads",
-           "get_num_interop_threads", "set_printoptions", "use_deterministic_algorithms",
+           "get_num_interop_threads", "use_deterministic_algorithms",
            "are_deterministic_algorithms_enabled",
            "is_deterministic_algorithms_warn_only_enabled", "set_float32_matmul_precision",
            "get_float32_matmul_precision", "set_flush_denormal", "inference_mode",
@@ -115,10 +115,6 @@ def is_complex(input) -> bool:  # noqa: A002
     return False
 
 
-def is_signed(input) -> bool:  # noqa: A002
-    return input.dtype.is_signed
-
-
 def is_nonzero(input) -> bool:  # noqa: A002
     n = input.numel()
     if n == 0:
@@ -181,27 +177,6 @@ def set_num_interop_threads(n: int) -> None:
 
 def get_num_interop_threads() -> int:
     return _interop[0] or _cores()
-
-
-# --- printing ---------------------------------------------------------------------------
-
-_PROFILES = {"default": dict(precision=4, threshold=1000, edgeitems=3, linewidth=80),
-             "short": dict(precision=2, threshold=1000, edgeitems=2, linewidth=80),
-             "full": dict(precision=4, threshold=math.inf, edgeitems=3, linewidth=80)}
-
-
-def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None,
-                     profile=None, sci_mode=None):
-    """PyTorch's print options; they change ``repr`` / ``str`` of tensors."""
-    if profile is not None:
-        if profile not in _PROFILES:
-            raise ValueError(f"unknown print profile {profile!r}")
-        PRINT_OPTIONS.update(_PROFILES[profile])
-    for k, v in (("precision", precision), ("threshold", threshold),
-                 ("edgeitems", edgeitems), ("linewidth", linewidth)):
-        if v is not None:
-            PRINT_OPTIONS[k] = v
-    PRINT_OPTIONS["sci_mode"] = sci_mode
 
 
 # --- flags ------------------------------------------------------------------------------------
@@ -374,7 +349,6 @@ def _is_complex(self) -> bool:
 
 
 Tensor.is_complex = _is_complex
-Tensor.is_signed = is_signed
 Tensor.is_nonzero = is_nonzero
 Tensor.is_same_size = is_same_size
 autograd.detect_anomaly = detect_anomaly

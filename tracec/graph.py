@@ -99,7 +99,8 @@ BACKWARD_NAMES = {
     "slice": "SliceBackward0", "pad": "ConstantPadNdBackward0",
     "concatenate": "CatBackward0", "take": "IndexBackward0",
     "index_add": "IndexAddBackward0", "gather": "GatherBackward0",
-    "scatter_add": "ScatterAddBackward0",
+    "scatter_add": "ScatterAddBackward0", "scatter_max": "ScatterReduceBackward0",
+    "scatter_min": "ScatterReduceBackward0", "scatter_mul": "ScatterReduceBackward0",
 }
 
 _FREED_MSG = (

@@ -9,10 +9,7 @@ raises, as PyTorch's does).
 """
 from __future__ import annotations
 
-import numpy as np
-
 from tracec import functions as F
-from tracec import ops
 from tracec import math_extra as M
 from tracec import math_igamma as G
 from tracec import math_int as I
@@ -90,18 +87,6 @@ Tensor.imag = property(M.imag)
 Tensor.conj_physical_ = _inplace("conj_physical_", M.conj_physical)
 
 
-def _sum_to_size(self, *size):
-    size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
-    try:
-        if np.broadcast_shapes(size, tuple(self.shape)) != tuple(self.shape):
-            raise ValueError
-    except ValueError:
-        raise RuntimeError(f"size {{{', '.join(map(str, size))}}} is not expandable to size "
-                           f"{{{', '.join(map(str, self.shape))}}}.") from None
-    return ops.sum_to(self, size)
-
-
-Tensor.sum_to_size = _sum_to_size
 
 
 def _top_level_inplace(name):

@@ -26,7 +26,8 @@ import numbers
 import operator
 
 __all__ = ["Sym", "SymbolicError", "symbol", "parse", "evaluate", "is_symbolic",
-           "hint_of", "GUARD_SINKS", "with_hints", "free_symbols"]
+           "hint_of", "GUARD_SINKS", "with_hints", "free_symbols", "hinted", "known",
+           "recorded_guards", "guard_holds"]
 
 
 class SymbolicError(TypeError):
@@ -38,6 +39,44 @@ class SymbolicError(TypeError):
 #: made from hints: kind "compare" (``sym op other`` was ``result``) or
 #: "specialize" (``int(sym)``: it was ``result``).
 GUARD_SINKS: list = []
+
+#: ``[env]``: sizes in effect (``hinted``) for a ``Sym`` without a hint of
+#: its own (one read back from IR types), or ``[None]``.
+_ENV: list = [None]
+
+
+def _hint(x):
+    """``x``'s value in the call being traced or compiled, or None."""
+    if not isinstance(x, Sym):
+        return x
+    if x.hint is not None:
+        return x.hint
+    env = _ENV[0]
+    if env is None:
+        return None
+    try:
+        return _eval_terms(x.terms, env)
+    except (KeyError, ZeroDivisionError):
+        return None
+
+
+class hinted:
+    """``with hinted({"B": 32}):`` sizes without hints take their values
+    from ``env`` (the passes and the backend, compiling a symbolic module
+    for a call's sizes); decisions made from them reach ``GUARD_SINKS``."""
+
+    def __init__(self, env: dict):
+        self.env = dict(env)
+
+    def __enter__(self):
+        self._old = _ENV[0]
+        _ENV[0] = self.env
+        return self
+
+    def __exit__(self, *exc):
+        _ENV[0] = self._old
+        return False
+
 
 _OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
         ">": operator.gt, ">=": operator.ge}
@@ -173,12 +212,12 @@ class Sym:
         known = _decide(diff, op)
         if known is not None:
             return known
-        ho = other.hint if isinstance(other, Sym) else other
-        if self.hint is None or ho is None:
+        hs, ho = _hint(self), _hint(other)
+        if hs is None or ho is None:
             if op in ("==", "!="):
                 return (op == "!=")   # structurally different, undecided: unequal
             raise SymbolicError(f"cannot decide {self} {op} {other} without sizes")
-        result = _OPS[op](self.hint, ho)
+        result = _OPS[op](hs, ho)
         for sink in GUARD_SINKS:
             sink("compare", self, op, other, result)
         return result
@@ -210,11 +249,12 @@ class Sym:
     # --- escaping to numbers ---------------------------------------------------
 
     def __int__(self):
-        if self.hint is None:
+        h = _hint(self)
+        if h is None:
             raise SymbolicError(f"the size {self} has no value here")
         for sink in GUARD_SINKS:
-            sink("specialize", self, "==", self.hint, self.hint)
-        return self.hint
+            sink("specialize", self, "==", h, h)
+        return h
 
     __index__ = __int__
 
@@ -344,6 +384,49 @@ def _decide(x, op: str):
     return None
 
 
+class recorded_guards:
+    """``with recorded_guards() as guards:`` collects, as JSON-able
+    ``[lhs text, op, rhs text, result]`` (each once), the decisions made
+    from hints inside the block: what must hold at a call for code made
+    there to apply (``guard_holds``)."""
+
+    def __enter__(self):
+        self.guards: list = []
+        self._seen: set = set()
+        GUARD_SINKS.append(self._sink)
+        return self.guards
+
+    def _sink(self, kind, lhs, op, rhs, result):
+        g = [str(lhs), op, str(rhs), bool(result)]
+        key = tuple(g)
+        if key not in self._seen:
+            self._seen.add(key)
+            self.guards.append(g)
+
+    def __exit__(self, *exc):
+        GUARD_SINKS.remove(self._sink)
+        return False
+
+
+def guard_holds(guard, env: dict) -> bool:
+    """Whether ``[lhs, op, rhs, result]`` (as ``recorded_guards`` makes
+    them, or with parsed sizes) holds for the sizes ``env``."""
+    lhs, op, rhs, result = guard
+    a = evaluate(parse(lhs) if isinstance(lhs, str) else lhs, env)
+    b = evaluate(parse(rhs) if isinstance(rhs, str) else rhs, env)
+    return _OPS[op](a, b) == result
+
+
+def known(a, op: str, b=0):
+    """``a op b`` where every size >= 2 decides it (ints, or bounds of a
+    polynomial), else None: never a guard (``plan.py`` reuses memory only
+    where this says so)."""
+    diff = _add(a, _scale(b, -1))
+    if isinstance(diff, int):
+        return _OPS[op](diff, 0)
+    return _decide(diff, op)
+
+
 def symbol(name: str, hint: int | None = None) -> Sym:
     """The size symbol ``name`` (with the value ``hint`` in this call)."""
     return Sym((((name,), 1),), hint)
@@ -405,8 +488,9 @@ def is_symbolic(x) -> bool:
 
 
 def hint_of(x):
-    """A size's value in the traced call (an int stays itself)."""
-    return x.hint if isinstance(x, Sym) else x
+    """A size's value in the traced call, or under ``hinted`` sizes (an int
+    stays itself; None if unknown)."""
+    return _hint(x)
 
 
 def with_hints(x, env: dict):

@@ -15,18 +15,15 @@ from __future__ import annotations
 
 import numbers
 
-import sys
-
 import numpy as np
 
 from tracec import dtypes as dt
-from tracec import graph
+from tracec import graph, tensor_str
 from tracec.ops import core, elementwise as ew, movement
 from tracec.ops.core import ShapeError
 from tracec.symbolic import Sym
 
-__all__ = ["Size", "Tensor", "RECORDERS", "PRINT_OPTIONS",
-           "apply_direct", "as_tensor_operand", "attach_node",
+__all__ = ["Size", "Tensor", "RECORDERS", "apply_direct", "as_tensor_operand", "attach_node",
            "bind_movement", "eager_direct", "weak_scalar"]
 
 # Callables ``(prim, inputs, params, out)`` notified of every primitive
@@ -79,32 +76,6 @@ _VIEW_PRIMS = frozenset(("reshape", "transpose", "broadcast_to", "slice"))
 _BFLOAT16 = dt.bfloat16
 _new_object = object.__new__
 _PY_SCALARS = frozenset((int, float, bool))
-
-
-# ``tracec.set_printoptions`` (tracec/config.py) writes these.
-PRINT_OPTIONS = {"precision": 4, "threshold": 1000, "edgeitems": 3, "linewidth": 80,
-                 "sci_mode": None}
-
-
-def _array_repr(t) -> str:
-    a = t._data
-    if t.dtype is dt.bfloat16 or t.dtype is dt.float16:
-        a = a.astype(np.float32)
-    o = PRINT_OPTIONS
-    common = dict(separator=", ", prefix="tensor(", edgeitems=o["edgeitems"],
-                  max_line_width=o["linewidth"],
-                  threshold=sys.maxsize if o["threshold"] == float("inf") else o["threshold"])
-    if a.dtype.kind == "f":
-        kw = {}
-        if o["sci_mode"] is not None:
-            p = o["precision"]
-            kw["formatter"] = {"float_kind": (lambda v: f"{v:.{p}e}") if o["sci_mode"]
-                               else (lambda v: f"{v:.{p}f}")}
-        body = np.array2string(a, precision=o["precision"], floatmode="maxprec_equal",
-                               **common, **kw)
-    else:
-        body = np.array2string(a, **common)
-    return body
 
 
 def _new_tensor(data: np.ndarray, dtype: dt.DType) -> Tensor:
@@ -380,14 +351,17 @@ class Tensor:
 
     def __repr__(self):
         extra = []
-        if self.dtype not in (dt.get_default_dtype(), dt.int64, dt.bool_):
-            extra.append(f"dtype={self.dtype}")
         if self._node is not None:
             extra.append(f"grad_fn=<{self._node.name()}>")
         elif self.requires_grad:
             extra.append("requires_grad=True")
-        body = _array_repr(self)
-        return f"tensor({body}{''.join(', ' + e for e in extra)})"
+        a = self._data
+        if self.dtype is dt.bfloat16 or self.dtype is dt.float16:
+            a = a.astype(np.float32)
+        default = dt.get_default_dtype()
+        return tensor_str.tensor_repr(
+            a, self.dtype.is_floating_point, extra, repr(self.dtype),
+            self.dtype in (default, dt.int64, dt.bool_), self.dtype is default)
 
     __str__ = __repr__
 

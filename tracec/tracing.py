@@ -26,6 +26,7 @@ import numpy as np
 
 from tracec import autograd, graph, ir
 from tracec.guards import EnvGuard, GlobalRNGs
+from tracec.naming import name_trace
 from tracec.ops.core import Aval
 from tracec.pytree import flatten_args, is_dataclass_instance, path_name
 from tracec import symbolic
@@ -76,6 +77,7 @@ class InputSpec:
     shape: tuple
     dtype: object
     arg: object = None    # for "grad" of an argument leaf: the argument's path
+    name: str = ""        # the user's name for it (tracec.naming): x, model.0.weight.grad
 
 
 @dataclass
@@ -87,6 +89,7 @@ class OutputSpec:
     arg: object = None     # for "write" into an argument, or the "grad" of an argument
     #                        leaf: the argument's path (tracec.pytree);
     #                        the call's own argument is written, not the traced one
+    name: str = ""         # the user's name for it (tracec.naming): return[0], opt.state[...]
 
 
 @dataclass
@@ -111,6 +114,8 @@ class Trace:
     mutated_root: str | None = None   # which root (a global's name, ...) changed
     #: A symbolic trace's symbols and size guards (``tracec.sym_shapes``), or None.
     symbolic: object = None
+    #: ``id(tensor) -> name`` of the state the function reaches (tracec.naming).
+    names: dict = field(default_factory=dict)
 
 
 class Recording:
@@ -525,6 +530,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     env_after = env.snapshot()
     try:
         trace = rec.finish(result)
+        name_trace(trace, fn, args, kwargs, others)
         trace.guards.append((env, env_before))
         _check_argument_aliasing(rec, trace, leaves)
     except TraceError as e:

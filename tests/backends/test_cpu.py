@@ -216,6 +216,9 @@ def _cases(name):
         return [([randn(5, 3), np.array([0, 4, 0, -1]), randn(4, 3)], {"axis": 0}),
                 ([randn(2, 4), np.array([[1, 1], [3, 0]]), randn(2, 2, 2)], {"axis": 1}),
                 ([ints(0, 9, 3), np.array([2, 2]), ints(0, 9, 2)], {"axis": 0})]
+    if name in ("scatter_max", "scatter_min", "scatter_mul"):
+        return [([randn(3, 4), ints(-4, 4, 3, 6), randn(3, 6)], {"axis": 1}),
+                ([ints(-9, 9, 3, 4), ints(0, 3, 5, 4), ints(-9, 9, 5, 4)], {"axis": 0})]
     if name == "scatter_add":
         return [([randn(3, 4), ints(-4, 4, 3, 6), randn(3, 6)], {"axis": 1}),
                 ([randn(3, 4), ints(0, 3, 5, 4), randn(5, 4)], {"axis": 0})]
@@ -255,6 +258,17 @@ def _cases(name):
                 ([np.array([-3, 2 ** 40], np.int64)], {"shape": (1000,),
                                                         "dtype": dt.float64}),
                 ([st], {"shape": (), "dtype": dt.float32})]
+    world = __import__("mpi4py.MPI").MPI.COMM_WORLD.py2f()  # one process here
+    if name == "all_reduce":
+        return [([randn(3, 4, dtype=d)], {"reduce_op": op, "comm": world})
+                for d in F for op in (0, 1)] + \
+            [([ints(-9, 9, 7, dtype=np.int32)], {"reduce_op": 0, "comm": world}),
+             ([randn(dtype=np.float32)], {"reduce_op": 1, "comm": world})]
+    if name == "broadcast":
+        return [([ints(-9, 9, 2, 5)], {"src": 0, "comm": world}),
+                ([randn(0, 3)], {"src": 0, "comm": world})]
+    if name == "all_gather":
+        return [([randn(2, 3, dtype=np.float64)], {"size": 1, "comm": world})]
     return []
 
 

@@ -60,7 +60,7 @@ def test_new_batch_size_retraces_and_stays_right():
         assert np.allclose(eager(x, y).item(), comp(x, y).item(), rtol=1e-5)
     info = comp.cache_info()
     assert info.traces == 2
-    assert "argument 0 changed" in info.reasons[1] and "[7, 6]" in info.reasons[1]
+    assert "argument x changed" in info.reasons[1] and "[7, 6]" in info.reasons[1]
 
 
 def test_python_bool_argument_specializes():

@@ -42,10 +42,17 @@ _sample("take", [((5, 3), F32), ((2, 4), I64)], {"axis": 0})
 _sample("gather", [((5, 3), F32), ((5, 2), I64)], {"axis": 1})
 _sample("index_add", [((5, 3), F32), ((4,), I64), ((4, 3), F32)], {"axis": 0})
 _sample("scatter_add", [((5, 3), F32), ((5, 2), I64), ((5, 2), F32)], {"axis": 1})
+for _n in ("scatter_max", "scatter_min", "scatter_mul"):
+    _sample(_n, [((5, 3), F32), ((5, 2), I64), ((5, 2), F32)], {"axis": 1})
 _sample("matmul", [((2, 4, 8), F32), ((8, 3), F32)])
 _sample("full", [], {"value": 2.5, "shape": (4, 3), "dtype": F32})
 _sample("iota", [], {"shape": (4, 3), "dtype": I64, "axis": 1})
 _sample("random_uniform", [((2,), I64)], {"shape": (3, 2), "dtype": F32})
+# Collectives over this process's MPI_COMM_WORLD (a world of one in tests).
+WORLD = __import__("mpi4py.MPI").MPI.COMM_WORLD.py2f()
+_sample("all_reduce", [((4, 3), F32)], {"reduce_op": 0, "comm": WORLD})
+_sample("broadcast", [((5,), I64)], {"src": 0, "comm": WORLD})
+_sample("all_gather", [((2, 3), F64)], {"size": 1, "comm": WORLD})
 
 
 def loc(line: int, col: int = 4):

@@ -39,7 +39,7 @@ def test_bias_relu_scale_is_one_kernel(tmp_path):
     assert count_kernels(module) == 1, text
     filecheck(text, """
 CHECK:      func.func
-CHECK-NEXT:   [[K:%.+]] = tracec.kernel %0, %1 : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+CHECK-NEXT:   [[K:%.+]] = tracec.kernel %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
 CHECK-NEXT:   ^bb0([[X:%.+]]: tensor<4x8xf32>, [[B:%.+]]: tensor<8xf32>):
 CHECK-NEXT:     [[S:%.+]] = tracec.add [[X]], [[B]]
 CHECK-NEXT:     [[Z:%.+]] = tracec.constant dense<0.000000e+00> : tensor<f32>

@@ -129,6 +129,8 @@ def fingerprint(module, *, locations: bool = False) -> str:
         for a in block.args:
             ids[a] = len(ids)
             h.update(f"a{a.type}".encode())
+            if locations:   # argument names (tracec.ir.names): compiled errors cite them
+                h.update(str(a.location).encode())
         for op in block.ops:
             h.update(op.name.encode())
             h.update(str(sorted((k, str(v)) for k, v in op.properties.items())).encode())

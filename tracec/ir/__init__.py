@@ -12,6 +12,9 @@ from tracec.ir.ops import (  # noqa: F401
     OP_BY_PRIMITIVE, SPECS, PrimitiveOp, PrimSpec, get_type_rule, make_op, op_params,
     primitive_name, set_type_rule,
 )
+from tracec.ir.names import (  # noqa: F401
+    arg_name, result_names, set_arg_name, set_result_names, value_name,
+)
 from tracec.ir.printing import context, parse_module, print_module, print_op  # noqa: F401
 from tracec.ir.structural import (  # noqa: F401
     BackwardOp, ConstantOp, KernelOp, YieldOp, constant, constant_array, dense_attr,

@@ -46,6 +46,7 @@ def set_returns(fn: func.FuncOp, values: Sequence[SSAValue | Operation],
     block.add_op(ret)
     fn.function_type = FunctionType.from_lists([a.type for a in block.args],
                                                [v.type for v in vals])
+    fn.res_attrs = None    # names of the old results (tracec.ir.names) no longer apply
     return ret
 
 

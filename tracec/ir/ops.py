@@ -98,12 +98,16 @@ def _specs() -> dict[str, PrimSpec]:
     add("concatenate", "concatenate", ["xs"], [("axis", "int")], variadic=True)
     for n in "take gather".split():
         add(n, "take", ["x", "idx"], [("axis", "int")])
-    for n in "index_add scatter_add".split():
+    for n in "index_add scatter_add scatter_max scatter_min scatter_mul".split():
         add(n, "index_add", ["x", "idx", "src"], [("axis", "int")])
     add("matmul", "matmul", ["lhs", "rhs"])
     add("full", "full", [], [("value", "scalar"), ("shape", "ints"), ("dtype", "dtype")])
     add("iota", "iota", [], [("shape", "ints"), ("dtype", "dtype"), ("axis", "int")])
     add("random_uniform", "random", ["state"], [("shape", "ints"), ("dtype", "dtype")])
+    # Collectives: ``comm`` is the communicator's MPI_Fint (tracec.ops.collective).
+    add("all_reduce", "collective", ["x"], [("reduce_op", "int"), ("comm", "int")])
+    add("broadcast", "collective", ["x"], [("src", "int"), ("comm", "int")])
+    add("all_gather", "all_gather", ["x"], [("size", "int"), ("comm", "int")])
     return out
 
 
@@ -212,6 +216,10 @@ def _check_group(op: "PrimitiveOp", p: dict, sh: list, ds: list, rs: tuple, rd):
             return "operand and result element types must all be equal"
         if len(sh[0]) < 2 or len(sh[1]) < 2 or sh[0][-1] != sh[1][-2]:
             return "operands must have rank >= 2 and matching inner dimensions"
+    elif g in ("collective", "all_gather"):
+        want = (p["size"], *sh[0]) if g == "all_gather" else sh[0]
+        if rd is not ds[0] or rs != want:
+            return f"result type should be {format_type(tensor_type(want, ds[0]))}"
     elif g in ("full", "iota", "random"):
         if rd is not p["dtype"] or rs != p["shape"]:
             return f"result type should be {format_type(tensor_type(p['shape'], p['dtype']))}"

@@ -5,8 +5,10 @@ Everything a layer computes is a composite over the primitives, so eager
 autograd and the tracer see it without rules of their own.
 """
 from tracec import methods as _methods  # noqa: F401  (the Tensor methods layers call)
-from tracec.nn.parameter import Buffer, Parameter  # noqa: F401
+from tracec.nn.parameter import (Buffer, Parameter, UninitializedBuffer,  # noqa: F401
+                                 UninitializedParameter)
 from tracec.nn.modules import *  # noqa: F401,F403
 from tracec.nn.modules import Module  # noqa: F401
 from tracec.nn import functional, init, utils  # noqa: F401
 from tracec.nn import modules  # noqa: F401
+from tracec.nn import parallel  # noqa: F401,E402

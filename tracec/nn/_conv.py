@@ -22,9 +22,10 @@ from tracec import functions as TF
 from tracec import ops
 from tracec.tensor import Tensor
 
-__all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool1d",
-           "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
-           "adaptive_avg_pool2d", "pad"]
+__all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+           "conv_transpose3d", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d",
+           "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
+           "adaptive_avg_pool3d", "pad"]
 
 
 def _ntuple(v, n: int, name: str) -> tuple:
@@ -152,6 +153,10 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _convnd(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
 
 
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _convnd(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d")
+
+
 def _flip(x: Tensor, axes) -> Tensor:
     for a in axes:
         n = x.shape[a]
@@ -208,6 +213,12 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
                      groups=1, dilation=1):
     return _conv_transposend(input, weight, bias, stride, padding, output_padding, groups,
                              dilation, 2, "conv_transpose2d")
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups=1, dilation=1):
+    return _conv_transposend(input, weight, bias, stride, padding, output_padding, groups,
+                             dilation, 3, "conv_transpose3d")
 
 
 # --- pooling -------------------------------------------------------------------------
@@ -340,6 +351,12 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                        return_indices, 2, "max_pool2d")
 
 
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    return _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode,
+                       return_indices, 3, "max_pool3d")
+
+
 def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                 divisor_override, nsp, name):
     x, unbatched = _batched(input, nsp, name)
@@ -348,6 +365,19 @@ def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pa
     kernel, stride, padding, _, out, extra = _pool_geometry(
         x, kernel_size, stride, padding, 1, ceil_mode, nsp, name)
     ones = (1,) * nsp
+    if kernel == stride and not any(padding) and not any(extra):
+        # Non-overlapping windows (ResNet's avg_pool2d(out, 4), global
+        # pools): a reshape to [N, C, o1, k1, o2, k2, ...] and one reduction,
+        # with no window copies; taps stacked one by one would make a chain
+        # of k1*k2 adds in the gradient.
+        crop = tuple(o * k for o, k in zip(out, kernel))
+        n, c = x.shape[:2]
+        if crop != tuple(x.shape[2:]):  # floor mode drops the trailing rows
+            x = ops.slice_(x, (0,) * x.ndim, (n, c) + crop, (1,) * x.ndim)
+        tiled = ops.reshape(x, (n, c) + tuple(v for o, k in zip(out, kernel) for v in (o, k)))
+        total = ops.reduce_sum(tiled, tuple(3 + 2 * i for i in range(nsp)))
+        div = float(divisor_override) if divisor_override else float(math.prod(kernel))
+        return _unbatch(ops.div(total, div), unbatched)
     high = tuple(p + e for p, e in zip(padding, extra))
     cols = _windows(_pad_spatial(x, padding, high, 0.0), kernel, stride, ones, out)
     total = ops.reduce_sum(cols, (2,))
@@ -377,6 +407,12 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     return _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                        divisor_override, 2, "avg_pool2d")
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    return _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                       divisor_override, 3, "avg_pool3d")
 
 
 def _adaptive_avg(x: Tensor, axis: int, out: int) -> Tensor:
@@ -415,6 +451,10 @@ def adaptive_avg_pool1d(input, output_size):
 
 def adaptive_avg_pool2d(input, output_size):
     return _adaptive_avg_poolnd(input, output_size, 2, "adaptive_avg_pool2d")
+
+
+def adaptive_avg_pool3d(input, output_size):
+    return _adaptive_avg_poolnd(input, output_size, 3, "adaptive_avg_pool3d")
 
 
 # --- padding ---------------------------------------------------------------------------

@@ -55,8 +55,8 @@ def _pointwise(name, fn):
         _check_tensor(input, name, "input")
         _check_tensor(target, name, "target")
         if tuple(target.shape) != tuple(input.shape):
-            warnings.warn(f"Using a target size ({list(target.shape)}) that is different to "
-                          f"the input size ({list(input.shape)}). This will likely lead to "
+            warnings.warn(f"Using a target size ({target.shape}) that is different to "
+                          f"the input size ({input.shape}). This will likely lead to "
                           "incorrect results due to broadcasting. Please ensure they have the "
                           "same size.", stacklevel=2)
         reduction = _reduction(reduction, size_average, reduce)
@@ -239,8 +239,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     _check_tensor(target, "binary_cross_entropy", "target")
     reduction = _reduction(reduction, size_average, reduce)
     if tuple(target.shape) != tuple(input.shape):
-        raise ValueError(f"Using a target size ({list(target.shape)}) that is different to the "
-                         f"input size ({list(input.shape)}) is deprecated. Please ensure they "
+        raise ValueError(f"Using a target size ({target.shape}) that is different to the "
+                         f"input size ({input.shape}) is deprecated. Please ensure they "
                          "have the same size.")
     # A check of the arguments only (the loss does not depend on it): PyTorch
     # refuses probabilities outside [0, 1], NaN included.

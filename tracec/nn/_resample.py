@@ -1,4 +1,4 @@
-"""Resampling: ``pixel_shuffle pixel_unshuffle interpolate`` (and the
+"""Resampling: ``pixel_shuffle pixel_unshuffle channel_shuffle interpolate`` (and the
 deprecated ``upsample*`` aliases), re-exported by ``functional``.
 
 Invariant: composites of ``reshape``/``transpose`` (pixel shuffles) and of
@@ -19,7 +19,7 @@ from tracec import ops
 from tracec.tensor import Tensor
 
 __all__ = ["pixel_shuffle", "pixel_unshuffle", "interpolate", "upsample", "upsample_nearest",
-           "upsample_bilinear"]
+           "upsample_bilinear", "channel_shuffle", "native_channel_shuffle"]
 
 
 def _check_shuffle(x, name):
@@ -206,3 +206,23 @@ def upsample_nearest(input, size=None, scale_factor=None):
 
 def upsample_bilinear(input, size=None, scale_factor=None):
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+def channel_shuffle(input, groups: int):
+    """``[N, C, *]``: channels seen as ``[groups, C / groups]``, transposed."""
+    _check_shuffle(input, "channel_shuffle")
+    x = input
+    if groups <= 0:
+        raise ValueError(f"Number of groups to divide channels in must be positive. Value of "
+                         f"groups:{groups}")
+    n, c = x.shape[:2]
+    if c % groups:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels "
+                           f"and {groups} groups.")
+    rest = tuple(x.shape[2:])
+    y = ops.reshape(x, (n, groups, c // groups) + rest)
+    y = ops.transpose(y, (0, 2, 1) + tuple(range(3, 3 + len(rest))))
+    return ops.reshape(y, tuple(x.shape))
+
+
+native_channel_shuffle = channel_shuffle

@@ -22,17 +22,20 @@ from tracec import graph, ops
 from tracec import shape_ops as S
 from tracec.nn._basic import (_apply, _tensor, bilinear, dropout, dropout1d,  # noqa: F401
                               dropout2d, linear)
+from tracec.nn._activation import *  # noqa: F401,F403
 from tracec.nn._attention import (_canonical_mask, _mha_shape_check,  # noqa: F401
                                   _none_or_dtype, multi_head_attention_forward,
                                   scaled_dot_product_attention)
-from tracec.nn._conv import (adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d,  # noqa: F401
-                             avg_pool2d, conv1d, conv2d, conv_transpose1d, conv_transpose2d,
-                             max_pool1d, max_pool2d, pad)
+from tracec.nn._conv import *  # noqa: F401,F403
+from tracec.nn._pool_extra import *  # noqa: F401,F403
 from tracec.nn._loss import (binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: F401
                              cross_entropy, huber_loss, kl_div, l1_loss, mse_loss, nll_loss,
                              smooth_l1_loss)
-from tracec.nn._resample import (interpolate, pixel_shuffle, pixel_unshuffle,  # noqa: F401
-                                 upsample, upsample_bilinear, upsample_nearest)
+from tracec.nn._loss_extra import *  # noqa: F401,F403
+from tracec.nn._resample import *  # noqa: F401,F403
+from tracec.nn._distance import *  # noqa: F401,F403
+from tracec.nn._embedding_bag import embedding_bag  # noqa: F401
+from tracec.nn._sampling import *  # noqa: F401,F403
 from tracec.tensor import Tensor
 
 one_hot = S.one_hot
@@ -193,19 +196,71 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats: bool = True, momentum: float = 0.1, eps: float = 1e-5):
-    if running_mean is not None or not use_input_stats:
-        raise NotImplementedError("instance_norm with running statistics is not supported")
+    """Normalize each (sample, channel) over its spatial axes.  With
+    ``use_input_stats`` and running buffers, these are updated in place
+    with the batch average of the per-instance mean and unbiased variance
+    (PyTorch's batch norm over the (1, N*C, ...) view); without
+    ``use_input_stats`` the running statistics normalize."""
     x = _tensor(input, "instance_norm")
-    axes = tuple(range(2, x.ndim))
-    mean = TF.mean(x, axes, keepdim=True)
-    d = TF.sub(x, mean)
-    y = TF.mul(d, TF.rsqrt(TF.add(TF.mean(TF.mul(d, d), axes, keepdim=True), eps)))
+    if x.ndim < 3:
+        raise ValueError(f"instance_norm: expected at least 3D input (got {x.ndim}D input)")
     shape = _channel_shape(x)
+    if not use_input_stats:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("Expected running_mean and running_var to be defined when "
+                               "use_input_stats is false")
+        y = TF.mul(TF.sub(x, ops.reshape(running_mean, shape)),
+                   ops.reshape(TF.rsqrt(TF.add(running_var, eps)), shape))
+    else:
+        axes = tuple(range(2, x.ndim))
+        n = x.numel() // (x.shape[0] * x.shape[1]) if x.shape[0] * x.shape[1] else 0
+        if n <= 1:
+            raise ValueError(f"Expected more than 1 spatial element when training, got input "
+                             f"size {list(x.shape)}")
+        mean = TF.mean(x, axes, keepdim=True)
+        d = TF.sub(x, mean)
+        var = TF.mean(TF.mul(d, d), axes, keepdim=True)
+        with graph.no_grad():
+            if running_mean is not None:
+                m = TF.mean(ops.reshape(mean.detach(), tuple(x.shape[:2])), 0)
+                running_mean.copy_(TF.add(TF.mul(running_mean, 1.0 - momentum),
+                                          TF.mul(m, momentum)))
+            if running_var is not None:
+                v = TF.mean(ops.reshape(var.detach(), tuple(x.shape[:2])), 0)
+                running_var.copy_(TF.add(TF.mul(running_var, 1.0 - momentum),
+                                         TF.mul(v, momentum * (n / (n - 1)))))
+        y = TF.mul(d, TF.rsqrt(TF.add(var, eps)))
     if weight is not None:
         y = TF.mul(y, ops.reshape(weight, shape))
     if bias is not None:
         y = TF.add(y, ops.reshape(bias, shape))
     return y
+
+
+def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.75,
+                        k: float = 1.0):
+    """``x / (k + alpha * mean of x**2 over ``size`` neighbouring channels)
+    ** beta`` (PyTorch's padding and averaging)."""
+    x = _tensor(input, "local_response_norm")
+    nd = x.ndim
+    if nd < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality                          "
+                         f"input (got {nd} dimensions)")
+    if x.numel() == 0:
+        return x
+    div = TF.mul(x, x)
+    if nd == 3:
+        div = S.unsqueeze(div, 1)
+        div = pad(div, (0, 0, size // 2, (size - 1) // 2))
+        div = S.squeeze(avg_pool2d(div, (size, 1), stride=1), 1)
+    else:
+        sizes = tuple(x.shape)
+        div = ops.reshape(div, (sizes[0], 1, sizes[1], sizes[2], x.numel() // (
+            sizes[0] * sizes[1] * sizes[2]) if sizes[2] else 0))
+        div = pad(div, (0, 0, 0, 0, size // 2, (size - 1) // 2))
+        div = ops.reshape(avg_pool3d(div, (size, 1, 1), stride=1), sizes)
+    div = TF.pow(TF.add(TF.mul(div, alpha), k), beta)
+    return TF.div(x, div)
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):

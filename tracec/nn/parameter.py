@@ -12,7 +12,7 @@ from tracec import dtypes as dt
 from tracec import graph
 from tracec.tensor import Tensor
 
-__all__ = ["Parameter", "Buffer", "is_lazy"]
+__all__ = ["Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer", "is_lazy"]
 
 
 class Parameter(Tensor):
@@ -76,5 +76,73 @@ class Buffer(Tensor):
         pass
 
 
+class UninitializedTensorMixin:
+    """A placeholder whose shape is not known yet (lazy modules).  Reading
+    its data raises; ``materialize(shape)`` gives it storage in place, so
+    whoever holds the object (an optimizer) keeps holding the real tensor,
+    and turns it into ``cls_to_become``."""
+
+    cls_to_become = Tensor
+
+    def materialize(self, shape, device=None, dtype=None) -> None:
+        dtype = dt.get_default_dtype() if dtype is None else dt.to_dtype(dtype)
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        req = self.requires_grad
+        self._init(np.empty(shape, dtype.np), dtype)
+        self.__class__ = self.cls_to_become
+        if req and not self.requires_grad:
+            Tensor.requires_grad_(self, True)
+
+    @property
+    def shape(self):
+        raise RuntimeError("Can't access the shape of an uninitialized parameter or buffer. "
+                           "This error usually happens in `load_state_dict` when trying to "
+                           "load an uninitialized parameter into an initialized one. Call "
+                           "`forward` to initialize the parameters before accessing their "
+                           "attributes.")
+
+    def numel(self):
+        raise RuntimeError("Can't access the shape of an uninitialized parameter or buffer. "
+                           "Call `forward` to initialize the parameters before accessing "
+                           "their attributes.")
+
+    def __repr__(self):
+        return f"<{type(self).__name__}>"
+
+    __str__ = __repr__
+
+
+class UninitializedParameter(UninitializedTensorMixin, Parameter):
+    cls_to_become = Parameter
+
+    def __new__(cls, requires_grad: bool = True, device=None, dtype=None):
+        p = Parameter.__new__(cls, None, requires_grad)
+        return p
+
+    def __init__(self, requires_grad: bool = True, device=None, dtype=None):
+        pass
+
+    def __deepcopy__(self, memo):
+        if id(self) not in memo:
+            memo[id(self)] = type(self)(self.requires_grad)
+        return memo[id(self)]
+
+
+class UninitializedBuffer(UninitializedTensorMixin, Tensor):
+    cls_to_become = Tensor
+
+    def __new__(cls, requires_grad: bool = False, device=None, dtype=None):
+        b = object.__new__(cls)
+        d = dt.get_default_dtype()
+        b._init(np.zeros((0,), d.np), d)
+        if requires_grad:
+            Tensor.requires_grad_(b, True)
+        return b
+
+    def __init__(self, requires_grad: bool = False, device=None, dtype=None):
+        pass
+
+
 def is_lazy(param) -> bool:
-    return False
+    """Whether ``param`` is an uninitialized (lazy) parameter or buffer."""
+    return isinstance(param, UninitializedTensorMixin)

@@ -3,12 +3,13 @@
 Importing this package registers every primitive in ``PRIMITIVES``.
 """
 from tracec.ops.core import PRIMITIVES, Aval, Primitive, ShapeError, broadcast_shapes  # noqa: F401
-from tracec.ops import (creation, elementwise, indexing, linalg, movement,  # noqa: F401
-                        random, reduce, sort)
+from tracec.ops import (collective, creation, elementwise, indexing, linalg,  # noqa: F401
+                        movement, random, reduce, sort)
 from tracec.ops.creation import full, iota, zeros  # noqa: F401
 from tracec.ops.elementwise import *  # noqa: F401,F403
 from tracec.ops.elementwise import sum_to  # noqa: F401
-from tracec.ops.indexing import gather, index_add, scatter_add, take  # noqa: F401
+from tracec.ops.indexing import (gather, index_add, scatter_add, scatter_max,  # noqa: F401
+                                 scatter_min, scatter_mul, take)
 from tracec.ops.linalg import matmul  # noqa: F401
 from tracec.ops.movement import broadcast_to, concatenate, pad, reshape, slice_, transpose  # noqa: F401
 from tracec.ops.random import random_uniform  # noqa: F401

@@ -7,6 +7,11 @@
 * ``gather(x, idx, axis)``: PyTorch's ``gather`` / NumPy's
   ``take_along_axis`` where ``idx`` matches ``x`` off the axis.
 * ``scatter_add(x, idx, src, axis)``: its adjoint.
+* ``scatter_max`` / ``scatter_min`` / ``scatter_mul`` ``(x, idx, src, axis)``:
+  ``scatter_add`` with another combine (PyTorch's ``scatter_reduce``
+  ``amax`` / ``amin`` / ``prod`` with ``include_self=True``).  Their VJPs
+  follow PyTorch's: a max/min gradient is shared evenly by every element
+  equal to the result; a product's gradient is exact when factors are zero.
 
 Invariant: indices are int64 and checked against the indexed size (negative
 indices count from the end); out-of-range indices raise ``IndexError``.
@@ -17,7 +22,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec.ops.core import Primitive, ShapeError
-from tracec.ops import creation  # noqa: F401  (call-time use)
+from tracec.ops import creation, elementwise as ew  # noqa: F401  (call-time use)
 
 
 def _check_index(idx, size, what):
@@ -133,7 +138,60 @@ scatter_add_p = Primitive(
     save=(1,), nondiff_argnums=(1,))
 
 
+_COMBINE = {"scatter_max": np.maximum, "scatter_min": np.minimum, "scatter_mul": np.multiply}
+
+
+def _scatter_combine_impl(name):
+    def impl(x, idx, src, *, axis):
+        _check_index(idx, x.shape[axis], name)
+        out = x.copy()
+        grid = list(np.indices(idx.shape, sparse=True))
+        grid[axis] = idx
+        _COMBINE[name].at(out, tuple(grid), src)
+        return out
+    return impl
+
+
+def _scatter_extremum_vjp(g, x, idx, src, out, *, axis):
+    fd = g.dtype
+    at_self = ew.cast(ew.eq(x, out), fd)
+    at_src = ew.cast(ew.eq(src, gather(out, idx, axis)), fd)
+    count = scatter_add(at_self, idx, at_src, axis)
+    share = ew.div(g, count)
+    return ew.mul(share, at_self), None, ew.mul(gather(share, idx, axis), at_src)
+
+
+def _scatter_mul_vjp(g, x, idx, src, out, *, axis):
+    # d out / d v is the product of the other factors of v's slot: out / v
+    # where v != 0; where v is a slot's only zero, the product of the
+    # nonzero factors; else 0.
+    fd = g.dtype
+    x0, s0 = ew.eq(x, 0), ew.eq(src, 0)
+    zeros = scatter_add(ew.cast(x0, fd), idx, ew.cast(s0, fd), axis)
+    nonzero_prod = scatter_mul(ew.where(x0, 1, x), idx, ew.where(s0, 1, src), axis)
+    g_out, g_nz = ew.mul(g, out), ew.mul(g, nonzero_prod)
+    only = ew.eq(zeros, 1)
+    gx = ew.where(x0, ew.where(only, g_nz, 0), ew.div(g_out, ew.where(x0, 1, x)))
+    gs = ew.where(s0, ew.where(gather(only, idx, axis), gather(g_nz, idx, axis), 0),
+                  ew.div(gather(g_out, idx, axis), ew.where(s0, 1, src)))
+    return gx, None, gs
+
+
+def _scatter_combine(name, vjp):
+    return Primitive(name, kind="index", impl=_scatter_combine_impl(name),
+                     shape_rule=_scatter_shape, dtype_rule=_index_add_dtype, vjp=vjp,
+                     save=(0, 1, 2), save_out=True, nondiff_argnums=(1,))
+
+
+scatter_max_p = _scatter_combine("scatter_max", _scatter_extremum_vjp)
+scatter_min_p = _scatter_combine("scatter_min", _scatter_extremum_vjp)
+scatter_mul_p = _scatter_combine("scatter_mul", _scatter_mul_vjp)
+
+
 def take(x, idx, axis): return take_p.bind(x, idx, axis=axis)
 def index_add(x, idx, src, axis): return index_add_p.bind(x, idx, src, axis=axis)
 def gather(x, idx, axis): return gather_p.bind(x, idx, axis=axis)
 def scatter_add(x, idx, src, axis): return scatter_add_p.bind(x, idx, src, axis=axis)
+def scatter_max(x, idx, src, axis): return scatter_max_p.bind(x, idx, src, axis=axis)
+def scatter_min(x, idx, src, axis): return scatter_min_p.bind(x, idx, src, axis=axis)
+def scatter_mul(x, idx, src, axis): return scatter_mul_p.bind(x, idx, src, axis=axis)

@@ -1,5 +1,6 @@
 """``tracec.optim``: PyTorch's optimizers (``SGD``, ``Adam``, ``AdamW``,
-``RMSprop``, ``Adagrad``, ``Adadelta``, ``LBFGS``) and learning-rate
+``RMSprop``, ``Adagrad``, ``Adadelta``, ``Adamax``, ``NAdam``, ``RAdam``,
+``ASGD``, ``Rprop``, ``SparseAdam``, ``LBFGS``) and learning-rate
 schedulers, written with tracec tensor ops and in-place methods so that
 ``tracec.compile`` can trace ``opt.step()`` (``LBFGS`` runs eagerly: see
 ``tracec.optim.lbfgs``)."""
@@ -7,10 +8,14 @@ from tracec.optim import lr_scheduler  # noqa: F401
 from tracec.optim.adadelta import Adadelta
 from tracec.optim.adagrad import Adagrad
 from tracec.optim.adam import Adam, AdamW
+from tracec.optim.adam_variants import Adamax, NAdam, RAdam
+from tracec.optim.asgd import ASGD
 from tracec.optim.lbfgs import LBFGS
 from tracec.optim.optimizer import Optimizer
 from tracec.optim.rmsprop import RMSprop
+from tracec.optim.rprop import Rprop
 from tracec.optim.sgd import SGD
+from tracec.optim.sparse_adam import SparseAdam
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "LBFGS",
-           "lr_scheduler"]
+           "Adamax", "NAdam", "RAdam", "ASGD", "Rprop", "SparseAdam", "lr_scheduler"]

@@ -45,6 +45,7 @@ from xdsl.pattern_rewriter import (
 from tracec import ir
 from tracec.ops import PRIMITIVES
 from tracec.ops.core import Aval, broadcast_shapes
+from tracec.symbolic import Sym
 
 __all__ = ["CanonicalizePass", "RULES", "FOLD_LIMIT", "splat_value", "install_type_rule"]
 
@@ -244,6 +245,8 @@ def _reduce_nothing(op):
 
 def _full(op):
     p = ir.op_params(op)
+    if isinstance(p["value"], Sym):
+        return None      # a size known at run time (a mean's count): no constant
     c = ir.constant(np.asarray(p["value"]).astype(p["dtype"].np), p["dtype"], loc=op.location)
     if not p["shape"]:
         return [c]
@@ -322,7 +325,11 @@ def _fold(op):
     """All operands constant and a small result: run the primitive's impl."""
     name = ir.primitive_name(op)
     prim = PRIMITIVES[name]
-    if prim.kind == "random" or name == "full" or _numel(op.results[0]) > FOLD_LIMIT:
+    # Random draws and collectives (which every rank must run) never fold;
+    # nor does a symbolic size (a constant has static sizes).
+    n = _numel(op.results[0])
+    if prim.kind in ("random", "collective") or name == "full" or not isinstance(n, int) \
+            or n > FOLD_LIMIT:
         return None
     if name == "broadcast_to" and _numel(op.results[0]) > _numel(op.operands[0]):
         return None  # a broadcast is free in a kernel; materializing it is not

@@ -38,6 +38,10 @@ from xdsl.printer import Printer
 __all__ = ["compile_module", "compile_object", "load_object", "target_id", "CpuExecutable", "CpuRuntimeError",
            "CpuIndexError", "LoweringError", "LowerToLLVM", "entry_symbol"]
 
+#: A module with symbolic sizes compiles to one executable for every size
+#: (``sized.py``; ``tracec.size_generic``).
+SIZE_GENERIC = True
+
 # llvmlite and the lowering load on first use, so ``import tracec`` does not
 # pay for them.
 _LAZY = {"CpuExecutable": "runtime", "CpuRuntimeError": "runtime", "load_object": "runtime",
@@ -61,7 +65,8 @@ def entry_symbol(module: ModuleOp) -> str:
 
 
 def compile_module(module: ModuleOp, *, asm: bool = False, symbol: str | None = None,
-                   donate: dict[int, int] | None = None, **_options):
+                   donate: dict[int, int] | None = None, size_guards: list | None = None,
+                   profile: bool = False, **_options):
     """Compile a module holding one optimized tracec function.
 
     The text stages ("lowered", "llvm", "asm") are made on first access of
@@ -70,39 +75,55 @@ def compile_module(module: ModuleOp, *, asm: bool = False, symbol: str | None = 
     caller allows the output to be computed in place in the input's array
     (the new value of a state tensor); those found safe are listed in
     ``signature["donated"]``, and for them the executable writes into the
-    input array it is given and returns that very array as the output."""
-    from tracec.backends.cpu.runtime import CpuExecutable
-    lowered, compiled, signature = _compile(module, asm, symbol, donate)
+    input array it is given and returns that very array as the output.
+
+    A module with symbolic sizes compiles once for every size (``sized.py``):
+    decisions the lowering makes from the sizes in effect
+    (``tracec.symbolic.hinted``) join ``size_guards`` (those of the passes
+    that made the module) in ``signature["size_guards"]``.
+    ``profile=True``: a profiling build, timing every kernel
+    (``profiling.ProfilingExecutable``)."""
+    from tracec.backends.cpu.profiling import ProfilingExecutable
+    from tracec.backends.cpu.runtime import load_object
+    lowered, compiled, signature = _compile(module, asm, symbol, donate, size_guards, profile)
     # The lowered module is printed on first access only (~0.1-0.2 s for a
     # training step, a tenth of the compile), the assembly made on request.
     stages = LazyStages(lowered=lambda: _print(lowered.module), asm=compiled.assembly)
     stages["llvm"] = compiled.llvm_ir
-    return CpuExecutable(compiled.object_code, signature, stages)
+    if profile:
+        return ProfilingExecutable(compiled.object_code, signature, stages)
+    return load_object(compiled.object_code, signature, stages)
 
 
 def compile_object(module: ModuleOp, *, symbol: str | None = None,
-                   donate: dict[int, int] | None = None) -> tuple[bytes, dict]:
+                   donate: dict[int, int] | None = None,
+                   size_guards: list | None = None) -> tuple[bytes, dict]:
     """``(object_code, signature)`` as ``compile_module`` makes them, for the
     target in effect (``codegen.targeting``), without loading the object
     into this process (``tracec build --target`` for another CPU)."""
-    _, compiled, signature = _compile(module, False, symbol, donate)
+    _, compiled, signature = _compile(module, False, symbol, donate, size_guards)
     return compiled.object_code, signature
 
 
-def _compile(module, asm, symbol, donate):
+def _compile(module, asm, symbol, donate, size_guards=None, profile=False):
     from tracec.backends.cpu import codegen
     from tracec.backends.cpu.lower import lower_module
     from tracec.backends.cpu.runtime import FORMAT
     from tracec.passes.pipeline import paused_gc
     symbol = symbol or entry_symbol(module)
-    with paused_gc():   # IR construction: see paused_gc
-        lowered = lower_module(module, symbol, donate)
+    from tracec.symbolic import recorded_guards
+    with paused_gc(), recorded_guards() as guards:   # IR construction: see paused_gc
+        lowered = lower_module(module, symbol, donate, profile)
         if os.environ.get("TRACEC_CHECKS", "") not in ("", "0"):
             lowered.module.verify()
-        compiled = codegen.compile_llvm(lowered.module, exported={symbol, symbol + "_py"},
+        compiled = codegen.compile_llvm(lowered.module, exported={symbol, symbol + "_py",
+                                                                 *lowered.signature.get("exports", ())},
                                         wide=lowered.wide, helpers=lowered.helpers,
                                         want_asm=asm)
     signature = dict(lowered.signature, format=FORMAT, target=codegen.target_id())
+    if "symbols" in signature:
+        signature["size_guards"] = list(size_guards or []) + \
+            [g for g in guards if g not in (size_guards or [])]
     return lowered, compiled, signature
 
 

@@ -14,6 +14,13 @@ this builder
 Invariant: a function's entry block holds its arguments and constants only
 and ends with a branch to the first body block (added by ``finish``), so a
 constant created anywhere dominates every use.
+
+Symbolic sizes: ``i64(n)`` of a ``tracec.symbolic.Sym`` (a size known at
+run time only, ``B`` or ``4*B*T``) is computed once per function, in the
+entry block, from the symbol values the entry function stores in the
+workspace (``SIZES_INDEX``: i64 words after the error slot; ``sizes`` is
+the function's workspace pointer, set by whoever creates it, and the
+module's ``symbols`` order the words).  A static size stays a constant.
 """
 from __future__ import annotations
 
@@ -48,8 +55,14 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
+from tracec.symbolic import Sym
+
 __all__ = ["PTR", "I1", "I8", "I32", "I64", "F16", "F32", "F64", "ModuleBuilder",
-           "FuncBuilder", "vec", "is_float", "bits_of"]
+           "FuncBuilder", "vec", "is_float", "bits_of", "SIZES_INDEX"]
+
+#: The i64 word of the workspace where the first symbol's value lives (after
+#: the 64-byte error slot, ``plan.ERROR_SLOT_BYTES``).
+SIZES_INDEX = 8
 
 PTR = llvm.LLVMPointerType()
 I1, I8, I32, I64 = i1, i8, i32, i64
@@ -143,6 +156,8 @@ class ModuleBuilder:
         #: Declared functions defined by LLVM IR text (what the ``llvm``
         #: dialect cannot express: indirect calls); ``codegen`` splices them in.
         self.helpers: dict[str, str] = {}
+        #: The size symbols of a symbolic module, in workspace order.
+        self.symbols: list[str] = []
 
     def unique(self, base: str) -> str:
         name, n = f"{self.prefix}{base}", 0
@@ -196,6 +211,9 @@ class FuncBuilder:
         self.blocks: list[Block] = [self.entry]
         self.block = self.new_block()
         self._consts: dict[tuple, SSAValue] = {}
+        #: The workspace pointer symbolic sizes are read from (None: the
+        #: function takes only static sizes).
+        self.sizes: SSAValue | None = None
         ret_t = ret if ret is not None else llvm.LLVMVoidType()
         props = {}
         if any(noalias):
@@ -230,7 +248,10 @@ class FuncBuilder:
     # --- constants ---------------------------------------------------------------
 
     def const(self, value, t: Attribute) -> SSAValue:
-        """A scalar constant of type ``t`` (int or float), cached per function."""
+        """A scalar constant of type ``t`` (int or float), cached per function;
+        a symbolic size is computed at run time (see the module docstring)."""
+        if type(value) is Sym:
+            return self.cast("trunc", self.size(value), t) if t != i64 else self.size(value)
         key = (value if not isinstance(value, float) else ("f", value.hex()), t)
         v = self._consts.get(key)
         if v is None:
@@ -250,7 +271,52 @@ class FuncBuilder:
         return v
 
     def i64(self, v: int) -> SSAValue:
-        return self.const(int(v), i64)
+        return self.size(v) if type(v) is Sym else self.const(int(v), i64)
+
+    def size(self, n: Sym) -> SSAValue:
+        """The run-time value of the symbolic size ``n`` (entry block, once)."""
+        key = ("sym", n.terms)
+        v = self._consts.get(key)
+        if v is None:
+            block, self.block = self.block, self.entry
+            try:
+                v = self._terms(n.terms)
+            finally:
+                self.block = block
+            self._consts[key] = v
+        return v
+
+    def _terms(self, terms) -> SSAValue:
+        total = None
+        for mono, c in terms:
+            t = None
+            for a in mono:
+                x = self._atom(a)
+                t = x if t is None else self.mul(t, x)
+            if t is None:
+                t = self.const(c, i64)
+            elif c != 1:
+                t = self.mul(t, self.const(c, i64))
+            total = t if total is None else self.add(total, t)
+        return total if total is not None else self.const(0, i64)
+
+    def _atom(self, a) -> SSAValue:
+        key = ("atom", a)
+        v = self._consts.get(key)
+        if v is None:
+            if isinstance(a, str):
+                if self.sizes is None or a not in self.mb.symbols:
+                    raise ValueError(f"the size {a} is known at run time only, and "
+                                     f"{self.name} has no way to read it")
+                p = self.gep(self.sizes, self.const(SIZES_INDEX + self.mb.symbols.index(a), i64),
+                             i64)
+                v = self.load(p, i64, 8)
+            else:
+                kind, num, den = a
+                v = self.ibin("sdiv" if kind == "//" else "srem", self._terms(num),
+                              self._terms(den))
+            self._consts[key] = v
+        return v
 
     def i32(self, v: int) -> SSAValue:
         return self.const(int(v), i32)

@@ -44,6 +44,7 @@ from xdsl.dialects.builtin import BytesAttr, DenseArrayBase, DenseIntOrFPElement
 from tracec import dtypes as dt
 from tracec.backends.cpu import codegen
 from tracec.backends.cpu.builder import F32, F64, I1, I32, I64, PTR, FuncBuilder, vec
+from tracec.symbolic import hint_of
 
 __all__ = ["suitable", "emit_gemm", "params_for"]
 
@@ -172,15 +173,20 @@ def _expected_threads() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
+def _cdiv(a, b):
+    """``ceil(a / b)`` for sizes (ints or symbolic, both positive)."""
+    return (a + b - 1) // b
+
+
 def _column_blocks(nb: int, mt: int, npan: int, threads: int) -> int:
     """How many column blocks to cut each product's N into.  Each block is a
     group of work units (one per row block) that packs its slice of B once:
     enough groups that every thread packs its own B, and enough units (two
     per thread) for the dynamic schedule to balance; no more, since every
     column block packs A again."""
-    nsplit = min(npan, max(1, math.ceil(threads / nb)))
+    nsplit = min(npan, max(1, _cdiv(threads, nb)))
     if nb * nsplit * mt < 2 * threads:
-        nsplit = min(npan, math.ceil(2 * threads / (nb * mt)))
+        nsplit = min(npan, _cdiv(2 * threads, nb * mt))
     return max(1, nsplit)
 
 
@@ -193,12 +199,16 @@ def emit_gemm(low, slots, d: dt.DType, nb: int, M: int, N: int, K: int, bshape, 
     es = 4 if elt == F32 else 8
     vl, mr, nr = params_for(d)
     mc = MC_PANELS * mr
-    mt = math.ceil(M / mc)
-    npan = math.ceil(N / nr)
-    nsplit = _column_blocks(nb, mt, npan, _expected_threads())
-    ncb = min(NC, math.ceil(npan / nsplit) * nr)      # columns per work unit
-    nt = math.ceil(N / ncb)
-    kc_max = min(KC, K)
+    # (Sizes may be symbolic: ceil divisions stay expressions, computed at
+    # run time; kc_max of a symbolic K is KC, the most it can be.)
+    mt = _cdiv(M, mc)
+    # The column split is a choice of speed: for symbolic sizes it is made
+    # for the sizes being compiled for (their hints) and is right for any.
+    nsplit = _column_blocks(hint_of(nb), hint_of(mt), hint_of(_cdiv(N, nr)),
+                            _expected_threads())
+    ncb = min(NC, _cdiv(hint_of(_cdiv(N, nr)), nsplit) * nr)   # columns per work unit
+    nt = _cdiv(N, ncb)
+    kc_max = min(KC, K) if isinstance(K, int) else KC
     # One error code for every GEMM of the module (the message is the same):
     # a code per call would make each call site's kernel distinct, and an
     # unrolled loop's repeated matmuls would each be compiled (an LSTM step

@@ -16,7 +16,10 @@ unit dims) is never materialized: those ops read its source through the
 view (``folds_into_movement``, ``movement_reads``), so an im2col or its
 gradient copies each element once instead of twice.
 
-Invariant: the accumulating ops (``index_add``, ``scatter_add``) only split
+``scatter_max`` / ``scatter_min`` / ``scatter_mul`` are ``scatter_add``
+with their own combine.
+
+Invariant: the accumulating ops (``index_add``, ``scatter_*``) only split
 their ``O`` dimension across threads, so repeated indices never race.
 """
 from __future__ import annotations
@@ -35,6 +38,9 @@ __all__ = ["emit_movement", "emit_index", "emit_arg", "emit_argsort", "folds_int
            "movement_reads"]
 
 MOVEMENT = ("pad", "concatenate")
+# The accumulating index ops and the scalar op each combines with.
+ACCUMULATE = {"index_add": "add", "scatter_add": "add", "scatter_max": "maximum",
+              "scatter_min": "minimum", "scatter_mul": "mul"}
 # Not transposes: a blocked transpose then a contiguous copy beats one
 # copy whose reads stride across rows.
 _FOLDABLE_VIEWS = ("slice", "broadcast_to")
@@ -164,12 +170,12 @@ def emit_index(low, op, name: str) -> None:
     d = ir.dtype_of(x.type)
     idd = ir.dtype_of(idx.type)
     O, A, I = _split(xshape, axis)
-    J = ir.shape_of(idx.type)[axis] if name in ("gather", "scatter_add") \
+    J = ir.shape_of(idx.type)[axis] if name != "take" and name != "index_add" \
         else math.prod(ir.shape_of(idx.type))
     code = low.kernels.error(f"{describe(op)}: index {{index}} is out of bounds for "
                              f"dimension {axis} with size {A}", "index")
-    accumulate = name in ("index_add", "scatter_add")
-    per_element = name in ("gather", "scatter_add")
+    accumulate = name in ACCUMULATE
+    per_element = name != "take" and name != "index_add"
     slots = [low.slot_value(res), low.slot_value(x), low.slot_value(idx)]
     if accumulate:
         slots.append(low.slot_value(op.operands[2]))
@@ -204,7 +210,7 @@ def emit_index(low, op, name: str) -> None:
                 if accumulate:
                     v = scalar.load(fb, src, flat, d)
                     old = scalar.load(fb, out, xi, d)
-                    new = scalar.apply(fb, "add", {}, [old, v], [d, d], d)
+                    new = scalar.apply(fb, ACCUMULATE[name], {}, [old, v], [d, d], d)
                     scalar.store(fb, new, out, xi, d)
                 else:
                     scalar.store(fb, scalar.load(fb, xp, xi, d), out, flat, d)

@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 
 from tracec import dtypes as dt
 from tracec.backends.cpu import scalar
-from tracec.backends.cpu.builder import F64, I64, FuncBuilder
+from tracec.backends.cpu.builder import F64, I64, FuncBuilder, bits_of
 from tracec.ops.random import uniform_bits
+from tracec.symbolic import Sym
 
 __all__ = ["Access", "Node", "LoopProgram", "emit_program", "contiguous_strides"]
 
@@ -178,7 +179,8 @@ class _Eval:
                 args = [ev(a) for a in n.args]
                 v = None
                 if n.name == "pow" and nodes[n.args[1]].kind == "const" \
-                        and n.dtype.is_floating_point:
+                        and n.dtype.is_floating_point \
+                        and not isinstance(nodes[n.args[1]].value, Sym):
                     v = scalar.pow_by_constant(fb, args[0], float(nodes[n.args[1]].value))
                 if v is None:
                     v = scalar.apply(fb, n.name, n.params, args, n.in_dtypes, n.dtype,
@@ -256,10 +258,19 @@ def emit_program(fb: FuncBuilder, prog: LoopProgram, ptrs, lo, hi, on_error=None
         if d == rank:
             return point(idx, accs)
         b0, b1 = bounds(d)
-        if d == rank - 1 and shape[d] > 2 * BLOCK and blockable and (d or reduced[0]):
-            return blocked(d, idx, accs)
-        return fb.for_range(b0, b1, lambda i, *a: suffix_nest(d + 1, idx + [i], list(a)),
-                            carried=accs)
+
+        def plain():
+            return fb.for_range(b0, b1, lambda i, *a: suffix_nest(d + 1, idx + [i], list(a)),
+                                carried=accs)
+        if d == rank - 1 and blockable and (d or reduced[0]):
+            if not isinstance(shape[d], int):
+                # A symbolic length: the static code's choice, made at run
+                # time (the same sums, in the same order, for every size).
+                return _choose(fb, fb.icmp("sgt", fb.i64(shape[d]), fb.i64(2 * BLOCK)),
+                               lambda: blocked(d, idx, accs), plain, accs)
+            if shape[d] > 2 * BLOCK:
+                return blocked(d, idx, accs)
+        return plain()
 
     blockable = bool(reds) and all(r.kind == "sum" and r.acc_dtype.is_floating_point
                                    for r in reds)
@@ -312,6 +323,19 @@ def emit_program(fb: FuncBuilder, prog: LoopProgram, ptrs, lo, hi, on_error=None
         fb.for_range(b0, b1, lambda i: nest(d + 1, idx + [i]))
 
     nest(0, [])
+
+
+def _choose(fb: FuncBuilder, cond, then, else_, like) -> list:
+    """``then()`` if ``cond`` else ``else_()``: each returns values of the
+    types of ``like``; the values of the branch taken (through stack slots,
+    which LLVM promotes to registers)."""
+    slots = [fb.alloca(v.type, 1, 8) for v in like]
+
+    def run(branch):
+        for p, v in zip(slots, branch()):
+            fb.store(v, p, bits_of(v.type) // 8)
+    fb.if_else(cond, lambda: run(then), lambda: run(else_))
+    return [fb.load(p, v.type, bits_of(v.type) // 8) for p, v in zip(slots, like)]
 
 
 #: Block sizes of long float sums (see ``blocked`` in ``emit_program``).

@@ -30,16 +30,18 @@ the user's file:line.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from tracec import dtypes as dt
-from tracec import ir
-from tracec.backends.cpu import indexing, matmul, parallel, scalar, transpose
+from tracec import ir, symbolic
+from tracec.backends.cpu import (collectives, indexing, matmul, parallel, profiling, scalar,
+                                 transpose)
 from tracec.backends.cpu.builder import I1, I8, I32, I64, PTR, ModuleBuilder
 from tracec.backends.cpu.codegen import PYOBJECT_DATA_OFFSET
 from tracec.backends.cpu.fuse import REDUCE_KIND, NotFusable, ProgramBuilder, splat_value
@@ -54,10 +56,36 @@ PARALLEL_WORK = 1 << 18
 
 
 def describe(op: Operation) -> str:
-    """``tracec.add (f32[4,8], f32[8]) -> f32[4,8] at file.py:12:4``."""
-    ins = ", ".join(ir.format_type(t) for t in op.operand_types)
+    """``tracec.add (f32[4,8] x, f32[8] model.0.bias) -> f32[4,8] at
+    file.py:12:4``: operands that are the function's arguments by name."""
+    ins = ", ".join(ir.format_type(v.type) + (f" {n}" if (n := _origin_name(v)) else "")
+                    for v in op.operands)
     outs = ", ".join(ir.format_type(t) for t in op.result_types)
     return f"{op.name} ({ins}) -> {outs} at {ir.format_loc(op)}"
+
+
+def _origin_name(v: SSAValue) -> str | None:
+    """The name of the function argument ``v`` is (``y``), or is computed
+    from alone (``from y``: a reshape, cast or transpose of it, or a kernel
+    with it as its only operand), seen through kernel bodies."""
+    through = False
+    for _ in range(32):
+        if isinstance(v, BlockArgument):
+            parent = v.block.parent_op()
+            if isinstance(parent, ir.KernelOp):
+                v = parent.operands[v.index]
+                continue
+            n = ir.value_name(v)
+            return None if n is None else (f"from {n}" if through else n)
+        op = v.owner
+        if not ((isinstance(op, ir.KernelOp) and len(op.operands) == 1)
+                or (ir.primitive_name(op) in _VIEWS and op.operands)):
+            return None
+        v, through = op.operands[0], True
+    return None
+
+
+_VIEWS = frozenset({"reshape", "cast", "transpose", "broadcast_to"})
 
 
 @dataclass
@@ -67,6 +95,10 @@ class Call:
     n: int               # outermost extent
     parallel: bool
     can_fail: bool
+    op: object = None    # the IR op (or copied output index) this call computes
+    #: a symbolic kernel's work: run in parallel only where it is at least
+    #: PARALLEL_WORK at run time (None: ``parallel`` decides)
+    gate: object = None
 
 
 @dataclass
@@ -150,7 +182,16 @@ class Kernels:
         slots = unique
         k = len(slots)
         work = n if work is None else work
-        par = parallel_ok and n > 1 and work >= PARALLEL_WORK
+        gate = None
+        if isinstance(n, int) and isinstance(work, int):
+            par = parallel_ok and n > 1 and work >= PARALLEL_WORK
+        else:
+            # Symbolic sizes: both versions, chosen per call (no guard).
+            par = parallel_ok and symbolic.known(n, "<=", 1) is not True \
+                and symbolic.known(work, "<", PARALLEL_WORK) is not True
+            if par and not (symbolic.known(n, ">", 1) and
+                            symbolic.known(work, ">=", PARALLEL_WORK)):
+                gate = (n, work)
         if key is not None:
             # ``key`` names what ``body`` emits: a kernel made before from the
             # same key is called again without building it (xDSL op
@@ -159,11 +200,12 @@ class Kernels:
             if key in self.by_key:
                 fn, can_fail = self.by_key[key]
                 self.mb._names.discard(name)
-                self._call(fn, slots, n, par, can_fail, k, align)
+                self._call(fn, slots, n, par, can_fail, k, align, gate)
                 return
         fb = self.mb.function(name, [PTR] * k + [PTR, I64, I64], I32,
                               noalias=[True] * k)
         ptrs, err, lo, hi = [fb.args[i] for i in where], fb.args[k], fb.args[k + 1], fb.args[k + 2]
+        fb.sizes = err          # the workspace: symbolic sizes are read from it
         status_slot = []
 
         def status():
@@ -187,15 +229,17 @@ class Kernels:
             name = first
         if key is not None:
             self.by_key[key] = (name, can_fail)
-        self._call(name, slots, n, par, can_fail, k, align)
+        self._call(name, slots, n, par, can_fail, k, align, gate)
 
-    def _call(self, name, slots, n, par, can_fail, k, align) -> None:
+    def _call(self, name, slots, n, par, can_fail, k, align, gate=None) -> None:
         if par:
             pkey = (name, k, align)
             if pkey not in self.parallel_of:
                 self.parallel_of[pkey] = parallel.emit_parallel(self.mb, name, k, align)
+            if gate is not None:    # the serial kernel too, called where the gate is shut
+                gate = (name,) + gate
             name = self.parallel_of[pkey]
-        self.calls.append(Call(name, list(slots), n, par, can_fail))
+        self.calls.append(Call(name, list(slots), n, par, can_fail, gate))
 
     def program(self, base: str, prog: LoopProgram, slots: list, error_msg: str = "",
                 cost: int = 1) -> None:
@@ -222,7 +266,9 @@ _COSTLY = frozenset({"exp", "log", "tanh", "logistic", "erf", "sin", "cos", "pow
 
 
 class Lowering:
-    def __init__(self, module: ModuleOp, symbol: str):
+    def __init__(self, module: ModuleOp, symbol: str, profile: bool = False):
+        #: A profiling build: the entry times every kernel call (profiling.py).
+        self.profile = profile
         fns = [op for op in module.ops if isinstance(op, func.FuncOp)]
         if len(fns) != 1:
             raise LoweringError(f"the cpu backend expects one function, found {len(fns)}")
@@ -453,11 +499,20 @@ class Lowering:
         fn = self.fn
         inputs = list(fn.body.block.args)
         returns = self._linearize(fn.body.block)
+        sources = _size_sources(inputs)
+        if sources:
+            # Each symbol's value at this call sits in the workspace after the
+            # error slot (builder.SIZES_INDEX), stored by the caller.
+            self.mb.symbols = sorted(sources)
+            self.plan.reserved += (8 * len(sources) + 63) // 64 * 64
         donated = self._donations(inputs, returns, donate or {})
         plan_buffers(self.plan, inputs, returns, donated)
         for step in self.plan.steps:
+            n_calls = len(self.kernels.calls)
             try:
                 self._emit_step(step)
+                for c in self.kernels.calls[n_calls:]:
+                    c.op = step.payload
             except NotFusable as e:
                 raise LoweringError(f"{describe(step.payload)}: {e}") from None
             except (TypeError, ValueError, KeyError, NotImplementedError) as e:
@@ -476,15 +531,20 @@ class Lowering:
         sig = {
             "entry": self.symbol,
             "entry_py": self.symbol + "_py",
-            "inputs": [[list(ir.shape_of(a.type)), ir.dtype_of(a.type).name] for a in inputs],
-            "outputs": [[list(ir.shape_of(v.type)), ir.dtype_of(v.type).name] for v in returns],
-            "workspace": self.plan.workspace,
+            "inputs": [[_dims(a.type), ir.dtype_of(a.type).name] for a in inputs],
+            "outputs": [[_dims(v.type), ir.dtype_of(v.type).name] for v in returns],
+            "workspace": _size_text(self.plan.workspace),
             "errors": list(self.errors),
             "donated": sorted([k, j] for k, j in donated.items()),
             "atomic": atomic,
         }
         if "pool_slot" in self.mb.shared:
             sig["pool_slot"] = self.mb.shared["pool_slot"]
+        if self.profile:
+            sig.update(profiling.signature_info(self, calls))
+        if sources:
+            # symbol -> [input, dim] it is read from (the order of the words)
+            sig["symbols"] = [[name, *sources[name]] for name in self.mb.symbols]
         return Lowered(self.mb.module(), sig, set(self.mb.wide), dict(self.mb.helpers))
 
     # --- donated outputs ----------------------------------------------------------------
@@ -571,7 +631,7 @@ class Lowering:
             self.single_op_program(op, name)
         elif name in ("pad", "concatenate"):
             indexing.emit_movement(self, op, name, self.movement_inside.get(op, frozenset()))
-        elif name in ("take", "gather", "index_add", "scatter_add"):
+        elif name in ("take", "gather") or name in indexing.ACCUMULATE:
             indexing.emit_index(self, op, name)
         elif name in ("argmax", "argmin"):
             indexing.emit_arg(self, op, name)
@@ -579,6 +639,8 @@ class Lowering:
             indexing.emit_argsort(self, op)
         elif name == "matmul":
             matmul.emit_matmul(self, op, self.mm_operands.get(op))
+        elif name in collectives.COLLECTIVES:
+            collectives.emit_collective(self, op, name)
         else:
             raise LoweringError(f"{describe(op)}: no cpu lowering for {name}")
 
@@ -607,6 +669,7 @@ class Lowering:
     def _emit_entry(self, inputs, returns) -> None:
         fb = self.mb.function(self.symbol, [PTR, PTR, PTR, I64], I32, exported=True)
         ins, outs, ws, nthreads = fb.args
+        fb.sizes = ws
         cache: dict = {}
 
         def ptr(key):
@@ -628,14 +691,32 @@ class Lowering:
                 cache[k] = p
             return p
 
-        for c in self.kernels.calls:
+        timer = profiling.EntryTimer(self, fb, ws) if self.profile else None
+        for i, c in enumerate(self.kernels.calls):
             args = [ptr(s) for s in c.slots] + [ws]
-            if c.parallel:
+            if timer:
+                timer.start()
+            if c.gate is not None:
+                serial, n, work = c.gate
+                slot = fb.stack_slot(I32, fb.i32(0))
+                big = fb.ibin("and", fb.icmp("sgt", fb.i64(n), fb.i64(1)),
+                              fb.icmp("sge", fb.i64(work), fb.i64(PARALLEL_WORK)))
+                fb.if_else(big,
+                           lambda: fb.store(fb.call(c.fn, args + [fb.i64(n), nthreads], I32),
+                                            slot, 4),
+                           lambda: fb.store(fb.call(serial, args + [fb.i64(0), fb.i64(n)], I32),
+                                            slot, 4))
+                rc = fb.load(slot, I32, 4)
+            elif c.parallel:
                 rc = fb.call(c.fn, args + [fb.i64(c.n), nthreads], I32)
             else:
                 rc = fb.call(c.fn, args + [fb.i64(0), fb.i64(c.n)], I32)
+            if timer:
+                timer.stop(i)
             if c.can_fail:
                 fb.if_return(fb.icmp("ne", rc, fb.i32(0)), rc)
+        if timer:
+            timer.finish()
         fb.ret_(fb.i32(0))
         fb.finish()
         self._emit_py_entry(len(inputs), len(returns))
@@ -662,17 +743,56 @@ class Lowering:
         fb.finish()
 
 
+def _size_text(n):
+    """A size for the JSON signature: an int, or a symbolic size's text."""
+    return n if isinstance(n, int) else str(n)
+
+
+def _dims(t) -> list:
+    return [_size_text(n) for n in ir.shape_of(t)]
+
+
+def _size_sources(inputs) -> dict:
+    """``{symbol: (input index, dim)}``: where the run time reads each size
+    symbol of the function (the first input dimension that is exactly it);
+    every symbol in an input's shape must have one."""
+    out: dict = {}
+    needed: set = set()
+    for i, a in enumerate(inputs):
+        for d, n in enumerate(ir.shape_of(a.type)):
+            if isinstance(n, int):
+                continue
+            needed |= symbolic.free_symbols(n)
+            if len(symbolic.free_symbols(n)) == 1 and n.same(symbolic.symbol(str(n))):
+                out.setdefault(str(n), (i, d))
+    missing = needed - set(out)
+    if missing:
+        raise LoweringError(f"the sizes {sorted(missing)} are not a dimension of any input: "
+                            "the cpu backend cannot read them at run time")
+    return out
+
+
 def lower_module(module: ModuleOp, symbol: str = "tracec_main",
-                 donate: dict[int, int] | None = None) -> Lowered:
+                 donate: dict[int, int] | None = None, profile: bool = False) -> Lowered:
     """Lower a module holding one optimized tracec function; ``donate``:
     outputs that may reuse an input's buffer (output index -> input index;
     the signature's ``donated`` lists those found safe).  Invariant: a call
     that fails leaves its inputs unchanged -- donations that would let a
     kernel fail after one wrote its update in place are all dropped
-    (``signature["atomic"]``)."""
-    low = Lowering(module, symbol).run(donate)
-    if not low.signature["atomic"]:
-        low = Lowering(module, symbol).run({})
+    (``signature["atomic"]``).  ``profile``: a profiling build
+    (``profiling.py``), its own executable."""
+    # Building a kernel walks its expression DAG recursively, once per op of
+    # its longest chain (a 1000-op chain is legal IR: a loop in the user's
+    # code).  Python 3.11's calls between Python functions use no C stack,
+    # so a higher limit for the lowering is safe.
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 100_000))
+    try:
+        low = Lowering(module, symbol, profile).run(donate)
+        if not low.signature["atomic"]:
+            low = Lowering(module, symbol, profile).run({})
+    finally:
+        sys.setrecursionlimit(limit)
     return low
 
 

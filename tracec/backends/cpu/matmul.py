@@ -20,6 +20,7 @@ from xdsl.dialects import llvm
 
 from tracec import dtypes as dt
 from tracec import ir
+from tracec.symbolic import hint_of, known
 from tracec.backends.cpu import codegen, gemm, gemm_small, scalar
 from tracec.backends.cpu.builder import F32, F64, FuncBuilder, vec
 
@@ -80,22 +81,28 @@ def emit_matmul(low, op, operands=None) -> None:
     sa = batch_strides(bshape, ashape, M * K)
     sb = batch_strides(bshape, bshape_, K * N)
     slots = [low.slot_value(res), low.slot_value(a), low.slot_value(b)]
-    if nb * M * N == 0:
+    if known(nb * M * N, "==", 0):
         return
     if nb > 1 and not any(sb) and not ta and math.prod(ashape[:-2]) == nb:
         # One B for every batch, A stored whole ([nb, M, K], rows contiguous)
         # and C likewise: one [nb * M, K] @ [K, N] product (a Linear on a
         # [T, B, F] input), which packs B once instead of once per batch.
         M, nb, bshape, sa, sb = nb * M, 1, (), [], []
-    if d in (dt.float32, dt.float64) and N < gemm.params_for(d)[2] and (
-            not tb or (K * N * d.itemsize <= NARROW_STACK_BYTES and not any(sb))):
+    # Symbolic sizes (known at run time): the narrow kernel needs a static
+    # N (and K with B transposed), the small one static sizes; the GEMM and
+    # the row kernel take any, and which runs is chosen for the sizes being
+    # compiled for (hints: a choice of speed, not of result, so no guard).
+    if d in (dt.float32, dt.float64) and isinstance(N, int) and N < gemm.params_for(d)[2] and (
+            not tb or (isinstance(K, int) and K * N * d.itemsize <= NARROW_STACK_BYTES
+                       and not any(sb))):
         # Narrower than the GEMM's register tile (NR): it would pad.
         _emit_narrow(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb)
         return
-    if gemm_small.suitable(d, M, N, K, tb):
+    static = all(isinstance(x, int) for x in (nb, M, N, K))
+    if static and gemm_small.suitable(d, M, N, K, tb):
         gemm_small.emit(low, slots, d, nb, M, N, K, bshape, sa, sb, ta)
         return
-    if gemm.suitable(d, M, N, K):
+    if gemm.suitable(d, hint_of(M), hint_of(N), hint_of(K)):
         gemm.emit_gemm(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb)
         return
     # Element strides of A[m, k] and B[k, n] within one matrix.

@@ -28,6 +28,7 @@ work to amortize the dispatch.
 from __future__ import annotations
 
 from tracec.backends.cpu.builder import I32, I64, PTR, ModuleBuilder
+from tracec.symbolic import Sym
 
 __all__ = ["emit_parallel", "MAX_THREADS", "RUN_FOR"]
 
@@ -186,10 +187,12 @@ def emit_parallel(mb: ModuleBuilder, kernel: str, k: int, align: int = 1) -> str
     fb = mb.function(f"{kernel}_par", [PTR] * (k + 1) + [I64, I64], I32)
     bufs = fb.args[:k + 1]
     n, nthreads = fb.args[k + 1], fb.args[k + 2]
+    fb.sizes = bufs[k]      # the workspace (a symbolic ``align``)
     ctx = fb.alloca(PTR, k + 1, 16)
     for j, b in enumerate(bufs):
         fb.store(b, fb.gep(ctx, fb.i64(j), PTR), 8)
-    fb.ret_(fb.call(run_for, [fb.addressof(f"{kernel}_chunk"), ctx, n, fb.i64(max(1, align)),
+    fb.ret_(fb.call(run_for, [fb.addressof(f"{kernel}_chunk"), ctx, n, fb.i64(align if isinstance(align, Sym)
+                                                                  else max(1, align)),
                               nthreads], I32))
     fb.finish()
     return f"{kernel}_par"

@@ -17,8 +17,15 @@ placed before its dead operands are freed), except a donated output, which
 only an elementwise step writes at the indices it reads, after every other
 read of that input; workspace offsets are 64-byte aligned and the first 64
 bytes are reserved (the error slot: the offending index of a failed bounds
-check); a value returned twice, or a returned input or constant, gets an
+check), then, in a symbolic module, one i64 per size symbol (its value at
+this call, stored by the entry function's caller: ``builder.SIZES_INDEX``);
+a value returned twice, or a returned input or constant, gets an
 explicit copy step.
+
+Symbolic sizes: a value's size and workspace offset may be expressions in
+the symbols (``tracec.symbolic.Sym``), computed at run time; a free block
+is reused for a value only where its size is known to suffice for every
+size of the symbols (``symbolic.known``), so planning adds no guard.
 """
 from __future__ import annotations
 
@@ -29,6 +36,7 @@ from xdsl.ir import SSAValue
 
 from tracec import ir
 from tracec.backends.cpu import scalar
+from tracec.symbolic import hint_of, known
 
 __all__ = ["Storage", "Step", "Plan", "plan_buffers", "ERROR_SLOT_BYTES"]
 
@@ -61,6 +69,8 @@ class Plan:
         self.alias: dict[SSAValue, SSAValue] = {}
         self.storage: dict[SSAValue, Storage] = {}
         self.workspace = ERROR_SLOT_BYTES
+        #: bytes at the start of the workspace not planned (error slot, sizes)
+        self.reserved = ERROR_SLOT_BYTES
 
     def root(self, v: SSAValue) -> SSAValue:
         while v in self.alias:
@@ -108,7 +118,7 @@ def plan_buffers(plan: Plan, inputs: list[SSAValue], returns: list[SSAValue],
         for r in s.reads:
             last[root(r)] = k
     free: list[tuple[int, int]] = []      # (offset, size)
-    top = ERROR_SLOT_BYTES
+    top = plan.reserved
     ending: dict[int, list] = {}
     for v, k in last.items():
         ending.setdefault(k, []).append(v)
@@ -119,9 +129,9 @@ def plan_buffers(plan: Plan, inputs: list[SSAValue], returns: list[SSAValue],
                 continue
             size = (nbytes(r) + 63) // 64 * 64
             for i, (off, sz) in enumerate(free):
-                if sz >= size:
+                if known(sz, ">=", size):
                     plan.storage[r] = Storage("ws", off, nbytes(r))
-                    if sz == size:
+                    if known(sz, "==", size):
                         free.pop(i)
                     else:
                         free[i] = (off + size, sz - size)
@@ -133,7 +143,7 @@ def plan_buffers(plan: Plan, inputs: list[SSAValue], returns: list[SSAValue],
             st = plan.storage.get(r)
             if st is not None and st.kind == "ws":
                 free.append((st.index, (st.nbytes + 63) // 64 * 64))
-                free.sort()
+                free.sort(key=lambda f: hint_of(f[0]))   # (no guard: order only)
                 free[:] = _merge(free)
     plan.workspace = top
 
@@ -141,7 +151,7 @@ def plan_buffers(plan: Plan, inputs: list[SSAValue], returns: list[SSAValue],
 def _merge(free):
     out = []
     for off, sz in free:
-        if out and out[-1][0] + out[-1][1] == off:
+        if out and known(out[-1][0] + out[-1][1], "==", off):
             out[-1] = (out[-1][0], out[-1][1] + sz)
         else:
             out.append((off, sz))

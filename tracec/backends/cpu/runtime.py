@@ -121,6 +121,9 @@ def _array_layout_ok() -> bool:
 
 
 _layout: list = [None]
+#: Byte offset in the workspace of a symbolic module's size values
+#: (``builder.SIZES_INDEX`` i64 words; the error slot comes first).
+_SIZES_BYTE = 64
 #: Byte offset of a tuple's first item pointer (after ``PyObject_VAR_HEAD``).
 _TUPLE_ITEMS = 24
 
@@ -140,7 +143,7 @@ class CpuExecutable:
         self.object_code = object_code
         self.signature = signature
         self.stages = stages if stages is not None else {}
-        entries = [signature["entry"]]
+        entries = [signature["entry"], *signature.get("exports", ())]
         fast = bool(signature.get("entry_py")) and _array_layout_ok()
         if fast:
             entries.append(signature["entry_py"])
@@ -160,7 +163,8 @@ class CpuExecutable:
         self._in_arr_t = ctypes.c_void_p * max(1, len(self._ins))
         self._out_arr_t = ctypes.c_void_p * max(1, len(self._outs))
         self._errors = list(signature["errors"])
-        self._ws_size = int(signature["workspace"])
+        ws = signature["workspace"]
+        self._ws_size = ws if isinstance(ws, int) else 0   # symbolic: sized.py
         self._ws_pool: list = []
         self._donated = [(int(k), int(j)) for k, j in signature.get("donated", ())]
         self._unshared = None   # weak references to the last inputs found unshared
@@ -177,13 +181,17 @@ class CpuExecutable:
         self.stages["asm"] = codegen.assembly(self.stages["llvm"])
         return self.stages["asm"]
 
-    def _workspace(self):
-        try:
-            return self._ws_pool.pop()
-        except IndexError:
-            raw = np.empty(self._ws_size + 64, np.uint8)
-            off = (-raw.ctypes.data) % 64
-            return raw, raw.ctypes.data + off, off
+    def _workspace(self, size=None):
+        """``(raw array, aligned address, offset)`` of at least ``size``
+        (default: the signature's) bytes, from the pool when one fits."""
+        size = self._ws_size if size is None else size
+        pool = self._ws_pool
+        for i in range(len(pool) - 1, -1, -1):
+            if pool[i][0].size - 64 >= size:
+                return pool.pop(i)
+        raw = np.empty(size + 64, np.uint8)
+        off = (-raw.ctypes.data) % 64
+        return raw, raw.ctypes.data + off, off
 
     #: ``__call__`` takes ``out=``: arrays to reuse as output buffers.
     accepts_out = True
@@ -193,7 +201,12 @@ class CpuExecutable:
         compute it into instead of a fresh one (used only when it has the
         output's shape and dtype, is C-contiguous, writeable and not an
         input; the caller vouches that nothing else uses it), or None."""
-        specs = self._ins
+        return self._run(arrays, out, self._ins, self._outs, None)
+
+    def _run(self, arrays, out, specs, out_specs, sizes):
+        """Run on ``arrays`` of the input shapes ``specs``, making outputs of
+        ``out_specs``; ``sizes``: a symbolic module's symbol values (written
+        to the workspace) and workspace bytes, or None."""
         if len(arrays) != len(specs):
             raise TypeError(f"expected {len(specs)} input arrays, got {len(arrays)}")
         for a, (shape, npd) in zip(arrays, specs):
@@ -202,12 +215,18 @@ class CpuExecutable:
                 arrays = [self._coerce(a, shape, npd) for a, (shape, npd) in zip(arrays, specs)]
                 break
         if self._donated:
-            arrays, outs = self._donated_outputs(arrays)
+            arrays, outs = self._donated_outputs(arrays, out_specs)
         else:
-            outs = [np.empty(shape, npd) for shape, npd in self._outs]
+            outs = [np.empty(shape, npd) for shape, npd in out_specs]
         if out is not None:
-            self._reuse(out, outs, arrays)
-        ws = self._workspace()
+            self._reuse(out, outs, arrays, out_specs)
+        if sizes is None:
+            ws = self._workspace()
+        else:
+            values, nbytes = sizes
+            ws = self._workspace(nbytes)
+            ws[0][ws[2] + _SIZES_BYTE:ws[2] + _SIZES_BYTE + 8 * len(values)].view(np.int64)[:] \
+                = values
         try:
             if self._fn_py is not None:
                 # The entry reads the array pointers from the tuples' item
@@ -226,7 +245,7 @@ class CpuExecutable:
             self._ws_pool.append(ws)
         return outs
 
-    def _donated_outputs(self, arrays):
+    def _donated_outputs(self, arrays, out_specs):
         """``(arrays, outs)`` when some outputs are donated: each such output
         is its input array itself, or a private copy of it (then put in
         ``arrays``, a new list) when its memory is shared with another input
@@ -240,7 +259,7 @@ class CpuExecutable:
                 arrays[j].flags.writeable for _, j in self._donated):
             for k, j in self._donated:
                 outs[k] = arrays[j]
-            for k, (shape, npd) in enumerate(self._outs):
+            for k, (shape, npd) in enumerate(out_specs):
                 if outs[k] is None:
                     outs[k] = np.empty(shape, npd)
             return arrays, outs
@@ -277,17 +296,17 @@ class CpuExecutable:
             outs[k] = a
         if not copied:
             self._unshared = [weakref.ref(x) for x in arrays]
-        for k, (shape, npd) in enumerate(self._outs):
+        for k, (shape, npd) in enumerate(out_specs):
             if outs[k] is None:
                 outs[k] = np.empty(shape, npd)
         return arrays, outs
 
-    def _reuse(self, out, outs, arrays) -> None:
+    def _reuse(self, out, outs, arrays, out_specs) -> None:
         donated = {k for k, _ in self._donated}
         for k, a in enumerate(out[:len(outs)]):
             if a is None or k in donated:
                 continue
-            shape, npd = self._outs[k]
+            shape, npd = out_specs[k]
             if (type(a) is np.ndarray and a.dtype == npd and a.shape == shape
                     and a.flags.c_contiguous and a.flags.writeable
                     and not any(a is x for x in arrays)):
@@ -323,5 +342,9 @@ class CpuExecutable:
 
 def load_object(object_code: bytes, signature: dict, stages: dict | None = None) -> CpuExecutable:
     """Rebuild an executable from object bytes and its JSON-able signature
-    (``executable.object_code`` / ``executable.signature``)."""
+    (``executable.object_code`` / ``executable.signature``); a symbolic
+    module's (``signature["symbols"]``) serves every size (``sized.py``)."""
+    if "symbols" in signature:
+        from tracec.backends.cpu.sized import SizedCpuExecutable
+        return SizedCpuExecutable(bytes(object_code), dict(signature), stages)
     return CpuExecutable(bytes(object_code), dict(signature), stages)

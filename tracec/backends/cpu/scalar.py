@@ -16,6 +16,7 @@ within the tolerances the tests use.
 from __future__ import annotations
 
 from tracec import dtypes as dt
+from tracec.symbolic import Sym
 from tracec.backends.cpu import mathfns
 from tracec.backends.cpu.builder import F16, F32, F64, I1, I8, I32, I64, FuncBuilder, is_float
 
@@ -77,6 +78,12 @@ def constant(fb: FuncBuilder, value, d: dt.DType):
     """A Python scalar as a compute-type constant of dtype ``d`` (rounded to
     ``d`` as NumPy would store it)."""
     import numpy as np
+    if type(value) is Sym:      # a size known at run time (a mean's count)
+        v = fb.size(value)
+        if d is dt.bool_:
+            return fb.icmp("ne", v, fb.i64(0))
+        ct = _COMPUTE[d.name]
+        return fb.cast("sitofp", v, ct) if d.category != 1 else fb.cast("trunc", v, ct)
     if d is dt.bool_:
         return fb.const(bool(value), I1)
     if d.category == 1:

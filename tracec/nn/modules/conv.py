@@ -1,5 +1,4 @@
-"""Convolution layers: ``Conv1d``, ``Conv2d``, ``ConvTranspose1d``,
-``ConvTranspose2d`` (PyTorch's arguments, attributes, initialization and
+"""Convolution layers: ``Conv1d/2d/3d``, ``ConvTranspose1d/2d/3d`` (PyTorch's arguments, attributes, initialization and
 repr); the computation is ``functional``'s im2col over primitives."""
 from __future__ import annotations
 
@@ -12,7 +11,8 @@ from tracec.nn.modules.linear import _empty
 from tracec.nn.modules.module import Module
 from tracec.nn.parameter import Parameter
 
-__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+           "ConvTranspose3d"]
 
 
 class _ConvNd(Module):
@@ -135,6 +135,19 @@ class Conv2d(_ConvNd):
         return self._conv_forward(input, self.weight, self.bias, F.conv2d)
 
 
+class Conv3d(_ConvNd):
+    _nsp = 3
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
+                 device=None, dtype=None):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         False, 0, groups, bias, padding_mode, device, dtype)
+
+    def forward(self, input):
+        return self._conv_forward(input, self.weight, self.bias, F.conv3d)
+
+
 class _ConvTransposeNd(_ConvNd):
     def __init__(self, in_channels, out_channels, kernel_size, stride, padding,
                  output_padding, groups, bias, dilation, padding_mode, device, dtype):
@@ -194,3 +207,16 @@ class ConvTranspose2d(_ConvTransposeNd):
 
     def forward(self, input, output_size=None):
         return self._forward(input, output_size, F.conv_transpose2d)
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    _nsp = 3
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups: int = 1, bias: bool = True, dilation=1,
+                 padding_mode: str = "zeros", device=None, dtype=None):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding,
+                         output_padding, groups, bias, dilation, padding_mode, device, dtype)
+
+    def forward(self, input, output_size=None):
+        return self._forward(input, output_size, F.conv_transpose3d)

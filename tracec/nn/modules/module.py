@@ -541,6 +541,11 @@ class Module:
                     self._buffers[k] = fn(b)
         return self
 
+    def share_memory(self) -> "Module":
+        """Move parameters, gradients and buffers into shared memory
+        (``Tensor.share_memory_``) for processes forked afterwards."""
+        return self._apply(lambda t: t.share_memory_())
+
     def to(self, *args, **kwargs) -> "Module":
         dtype = kwargs.pop("dtype", None)
         dev = kwargs.pop("device", None)

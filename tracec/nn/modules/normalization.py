@@ -1,5 +1,5 @@
-"""Normalization layers: ``BatchNorm1d/2d``, ``LayerNorm``, ``GroupNorm``,
-``RMSNorm``.
+"""Normalization layers: ``BatchNorm1d/2d/3d``, ``InstanceNorm1d/2d/3d``,
+``LayerNorm``, ``GroupNorm``, ``RMSNorm``, ``LocalResponseNorm``.
 
 Invariant (BatchNorm, PyTorch's): in training mode with
 ``track_running_stats`` the buffers ``running_mean`` / ``running_var`` are
@@ -8,6 +8,8 @@ updated in place under ``no_grad`` (unbiased variance) and the int64
 statistics normalize.
 """
 from __future__ import annotations
+
+import warnings
 
 from tracec import creation
 from tracec import dtypes as dt
@@ -19,7 +21,8 @@ from tracec.nn.modules.linear import _empty
 from tracec.nn.modules.module import Module
 from tracec.nn.parameter import Parameter
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "RMSNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d",
+           "InstanceNorm3d", "LayerNorm", "GroupNorm", "RMSNorm", "LocalResponseNorm"]
 
 
 class _NormBase(Module):
@@ -114,6 +117,82 @@ class BatchNorm2d(_NormBase):
             raise ValueError(f"expected 4D input (got {input.ndim}D input)")
 
 
+class BatchNorm3d(_NormBase):
+    def _check_input_dim(self, input) -> None:
+        if input.ndim != 5:
+            raise ValueError(f"expected 5D input (got {input.ndim}D input)")
+
+
+class _InstanceNorm(_NormBase):
+    """Per-sample, per-channel normalization; PyTorch's defaults differ
+    from batch norm (no affine, no running statistics)."""
+
+    _nsp = 1
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+                 affine: bool = False, track_running_stats: bool = False, device=None,
+                 dtype=None, *, bias: bool = True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device,
+                         dtype, bias=bias)
+
+    def _check_input_dim(self, input) -> None:
+        n = self._nsp
+        if input.ndim not in (n + 1, n + 2):
+            raise ValueError(f"expected {n + 1}D or {n + 2}D input (got {input.ndim}D input)")
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs) -> None:
+        # Checkpoints from before PyTorch 0.4 carry running stats the layer no
+        # longer tracks: PyTorch reports and drops them.
+        if local_metadata.get("version", None) is None and not self.track_running_stats:
+            keys = [prefix + k for k in ("running_mean", "running_var")
+                    if prefix + k in state_dict]
+            if keys:
+                klass = type(self).__name__
+                error_msgs.append(
+                    "Unexpected running stats buffer(s) {names} for {klass} with "
+                    "track_running_stats=False. If state_dict is a checkpoint saved before "
+                    "0.4.0, this may be expected because {klass} does not track running stats "
+                    "by default since 0.4.0. Please remove these keys from state_dict. If the "
+                    "running stats are actually needed, instead set track_running_stats=True "
+                    "in {klass} to enable them. See the documentation of {klass} for "
+                    "details.".format(names=" and ".join(f'"{k}"' for k in keys), klass=klass))
+                for k in keys:
+                    state_dict.pop(k)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        feature_dim = input.ndim - (self._nsp + 1)
+        if input.shape[feature_dim] != self.num_features:
+            if self.affine:
+                raise ValueError(f"expected input's size at dim={feature_dim} to match "
+                                 f"num_features ({self.num_features}), but got: "
+                                 f"{input.shape[feature_dim]}.")
+            warnings.warn(f"input's size at dim={feature_dim} does not match num_features. "
+                          "You can silence this warning by not passing in num_features, "
+                          "which is not used because affine=False", stacklevel=2)
+        unbatched = input.ndim == self._nsp + 1
+        x = input.unsqueeze(0) if unbatched else input
+        y = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                            self.training or not self.track_running_stats,
+                            self.momentum if self.momentum is not None else 0.0, self.eps)
+        return y.squeeze(0) if unbatched else y
+
+
+class InstanceNorm1d(_InstanceNorm):
+    _nsp = 1
+
+
+class InstanceNorm2d(_InstanceNorm):
+    _nsp = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    _nsp = 3
+
+
 def _affine_parameters(module, affine: bool, bias: bool, shape, device, dtype) -> None:
     """``weight`` (and ``bias`` unless refused) of ``shape``, or None ones."""
     module.register_parameter("weight", Parameter(_empty(shape, device, dtype))
@@ -202,3 +281,18 @@ class RMSNorm(Module):
     def extra_repr(self) -> str:
         return (f"{self.normalized_shape}, eps={self.eps}, "
                 f"elementwise_affine={self.elementwise_affine}")
+
+
+class LocalResponseNorm(Module):
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
+        super().__init__()
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def forward(self, input):
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

@@ -2,13 +2,18 @@
 shard of a data set (PyTorch's arithmetic: padded by repeating indices, or
 truncated with ``drop_last``; shuffled per epoch from ``seed + epoch``).
 
-tracec has no default process group this module could ask, so
-``num_replicas`` and ``rank`` must be given.
+``num_replicas`` and ``rank`` default to the default process group's
+(``tracec.distributed``).  The index arithmetic is PyTorch's exactly; the
+shuffled order is not PyTorch's numbers: ``randperm`` draws from tracec's
+counter-based generator (SplitMix64, seeded with ``seed + epoch``), not
+PyTorch's Mersenne Twister.  Every rank draws the same permutation, so the
+shards are disjoint and cover the data set.
 """
 from __future__ import annotations
 
 import math
 
+from tracec import distributed as dist
 from tracec.creation import Generator, randperm
 from tracec.utils.data.sampler import Sampler
 
@@ -19,11 +24,14 @@ class DistributedSampler(Sampler):
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle: bool = True,
                  seed: int = 0, drop_last: bool = False) -> None:
         if num_replicas is None or rank is None:
-            missing = " and ".join(n for n, v in (("num_replicas", num_replicas),
-                                                   ("rank", rank)) if v is None)
-            raise RuntimeError(f"DistributedSampler: {missing} must be given explicitly "
-                               "(tracec.utils.data cannot query a default process group); "
-                               "pass num_replicas=<world size> and rank=<this rank>")
+            if not dist.is_initialized():
+                missing = " and ".join(n for n, v in (("num_replicas", num_replicas),
+                                                       ("rank", rank)) if v is None)
+                raise RuntimeError(f"DistributedSampler: {missing} must be given when no "
+                                   "process group is initialized (call tracec.distributed."
+                                   "init_process_group() first, or pass them)")
+            num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
+            rank = dist.get_rank() if rank is None else rank
         if rank >= num_replicas or rank < 0:
             raise ValueError(f"Invalid rank {rank}, rank should be in the interval "
                              f"[0, {num_replicas - 1}]")

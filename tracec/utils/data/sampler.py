@@ -84,8 +84,13 @@ class RandomSampler(Sampler):
         n = len(self.data_source)
         g = seeded_generator(self.generator)
         if self.replacement:
-            u = _uniform64(g, self.num_samples)
-            yield from np.minimum((u * n).astype(np.int64), n - 1).tolist()
+            # Drawn 32 at a time, as PyTorch does: num_samples may be huge
+            # (minGPT asks for 1e10 and stops when it has trained enough).
+            left = self.num_samples
+            while left > 0:
+                u = _uniform64(g, min(32, left))
+                left -= len(u)
+                yield from np.minimum((u * n).astype(np.int64), n - 1).tolist()
             return
         for _ in range(self.num_samples // n):
             yield from randperm(n, generator=g).tolist()

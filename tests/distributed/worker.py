@@ -1,0 +1,179 @@
+"""Run by tests/distributed/test_distributed.py under ``mpiexec -n 2`` (or
+alone, as a world of size 1): ``python worker.py CASE...``.  Each case
+asserts on every rank; a failure raises, which aborts the job (the test
+then sees a non-zero exit code and the rank's message)."""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+import tracec as torch
+import tracec.distributed as dist
+import tracec.nn.functional as F
+from tracec import nn
+from tracec.nn.parallel import DistributedDataParallel as DDP
+from tracec.utils.data import TensorDataset
+from tracec.utils.data.distributed import DistributedSampler
+
+B, D_IN, D_H, D_OUT, STEPS = 4, 12, 16, 5, 5
+
+
+def case_collectives(rank, world):
+    t = torch.tensor([1.0, 2.0, 3.0]) * (rank + 1)
+    dist.all_reduce(t)
+    s = sum(range(1, world + 1))
+    assert np.allclose(t.numpy(), [s, 2 * s, 3 * s]), t
+    t = torch.tensor([1.0, -2.0]) * (rank + 1)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    assert np.allclose(t.numpy(), [world, -2.0]), t
+    t = torch.full((2, 3), float(rank), dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.AVG)
+    assert np.allclose(t.numpy(), (world - 1) / 2) and t.dtype is torch.float64, t
+    t = torch.arange(4) + 10 * rank
+    dist.broadcast(t, src=world - 1)
+    assert t.tolist() == [10 * (world - 1) + i for i in range(4)], t
+    out = [torch.zeros(2, dtype=torch.int64) for _ in range(world)]
+    dist.all_gather(out, torch.tensor([rank, rank * rank]))
+    assert [o.tolist() for o in out] == [[r, r * r] for r in range(world)], out
+    dist.barrier()
+    # compiled collectives equal eager ones
+    @torch.compile
+    def f(x):
+        y = x * 2
+        dist.all_reduce(y)
+        g = [torch.zeros_like(x) for _ in range(world)]
+        dist.all_gather(g, x)
+        return y, torch.stack(g)
+    for k in range(3):
+        x = torch.arange(6, dtype=torch.float32).reshape(2, 3) + rank + k
+        y, g = f(x)
+        want = sum((torch.arange(6, dtype=torch.float32).reshape(2, 3) + r + k) * 2
+                   for r in range(world))
+        assert np.allclose(y.numpy(), want.numpy()), (y, want)
+        assert np.allclose(g.numpy(), np.stack([(torch.arange(6.).reshape(2, 3) + r + k).numpy()
+                                                for r in range(world)]))
+    assert f.cache_info().traces == 1 if hasattr(f.cache_info(), "traces") else True
+
+
+def _model():
+    return nn.Sequential(nn.Linear(D_IN, D_H), nn.ReLU(), nn.Linear(D_H, D_OUT))
+
+
+def _data(world):
+    g = np.random.default_rng(7)
+    x = g.standard_normal((STEPS, world * B, D_IN)).astype(np.float32)
+    y = g.integers(0, D_OUT, (STEPS, world * B))
+    return torch.from_numpy(x), torch.from_numpy(y)
+
+
+def _train(rank, world, opt_name, compiled):
+    torch.manual_seed(0)
+    ref = _model()
+    local = _model()
+    local.load_state_dict(ref.state_dict())
+    if rank:  # DDP must overwrite this with rank 0's parameters
+        with torch.no_grad():
+            for p in local.parameters():
+                p.add_(1.0)
+    model = DDP(local)
+    make = (lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9)) if opt_name == "sgd" \
+        else (lambda ps: torch.optim.Adam(ps, lr=0.01))
+    opt, ref_opt = make(model.parameters()), make(ref.parameters())
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    run = torch.compile(step) if compiled else step
+    xs, ys = _data(world)
+    for s in range(STEPS):
+        run(xs[s, rank * B:(rank + 1) * B], ys[s, rank * B:(rank + 1) * B])
+        ref_opt.zero_grad()
+        F.cross_entropy(ref(xs[s]), ys[s]).backward()
+        ref_opt.step()
+    for (n, p), (_, q) in zip(model.module.named_parameters(), ref.named_parameters()):
+        assert np.allclose(p.detach().numpy(), q.detach().numpy(), atol=1e-5, rtol=1e-4), \
+            f"rank {rank} {opt_name} compiled={compiled}: {n} differs by " \
+            f"{np.abs(p.detach().numpy() - q.detach().numpy()).max()}"
+    assert list(model.state_dict())[0] == "module.0.weight"
+    if compiled:
+        info = run.cache_info()
+        assert getattr(info, "traces", 1) <= 2, info
+
+
+def case_ddp(rank, world):
+    for opt_name in ("sgd", "adam"):
+        for compiled in (False, True):
+            _train(rank, world, opt_name, compiled)
+
+
+def case_no_sync(rank, world):
+    torch.manual_seed(0)
+    model = DDP(nn.Linear(3, 2))
+    x = torch.full((2, 3), float(rank + 1))
+    with model.no_sync():
+        model(x).sum().backward()
+    local = model.module.weight.grad.clone()
+    assert np.allclose(local.numpy(), 2 * (rank + 1)), local   # not reduced
+    model(x).sum().backward()                                  # reduces the accumulated sum
+    mean = np.mean([4 * (r + 1) for r in range(world)])
+    assert np.allclose(model.module.weight.grad.numpy(), mean), model.module.weight.grad
+
+
+def case_sampler(rank, world):
+    ds = TensorDataset(torch.arange(23))
+    for drop_last in (False, True):
+        for epoch in (0, 1):
+            s = DistributedSampler(ds, shuffle=True, seed=3, drop_last=drop_last)
+            s.set_epoch(epoch)
+            mine = list(s)
+            assert len(mine) == len(s)
+            every = [None] * world
+            gathered = [torch.zeros(len(mine), dtype=torch.int64) for _ in range(world)]
+            dist.all_gather(gathered, torch.tensor(mine))
+            every = [g.tolist() for g in gathered]
+            flat = [i for shard in every for i in shard]
+            if drop_last:
+                assert len(set(flat)) == len(flat) == (23 // world) * world
+            else:
+                assert set(flat) == set(range(23)) and len(flat) == -(-23 // world) * world
+    s0, s1 = DistributedSampler(ds, seed=3), DistributedSampler(ds, seed=3)
+    s1.set_epoch(1)
+    assert list(s0) != list(s1)
+
+
+def case_fault_exception(rank, world):
+    if rank == world - 1:
+        raise ValueError(f"boom on rank {rank}")
+    dist.barrier()   # the other ranks wait here: the abort must end them
+
+
+def case_fault_shape(rank, world):
+    t = torch.ones(3 + rank)
+    dist.all_reduce(t)
+
+
+def case_fault_shape_compiled(rank, world):
+    @torch.compile
+    def f(x):
+        dist.all_reduce(x)
+        return x * 1
+    f(torch.ones(4))
+    f(torch.ones(4))
+    f(torch.ones(4 + rank))     # rank 1 retraces; its eager check meets rank 0's native one
+
+
+def main(cases):
+    dist.init_process_group("mpi")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    for name in cases:
+        globals()[f"case_{name}"](rank, world)
+        print(f"rank {rank}/{world}: {name} ok", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

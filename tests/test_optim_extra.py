@@ -1,0 +1,125 @@
+"""Adamax, NAdam, RAdam, ASGD, Rprop and SparseAdam against torch.optim:
+signatures, trajectories (float32 and float64), state (keys, dtypes,
+values), state-dict round trips, and a compiled step equal to eager."""
+import inspect
+
+import numpy as np
+import pytest
+import torch
+
+import tracec
+import tracec.optim as toptim
+from test_optim import (_case_id, assert_traj_close, run_tc, run_th, tc_loss, tc_params,
+                        th_params)
+
+NAMES = ["Adamax", "NAdam", "RAdam", "ASGD", "Rprop", "SparseAdam"]
+
+
+def _signature(fn):
+    return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_constructor_signature_and_defaults_match_torch(name):
+    assert _signature(getattr(toptim, name).__init__) == \
+        _signature(getattr(torch.optim, name).__init__)
+    g = getattr(toptim, name)(tc_params()).param_groups[0]
+    tg = getattr(torch.optim, name)(th_params()).param_groups[0]
+    assert {k: v for k, v in g.items() if k != "params"} == \
+        {k: v for k, v in tg.items() if k != "params"}
+
+
+CASES = [
+    ("Adamax", dict()), ("Adamax", dict(lr=0.01, weight_decay=0.1, maximize=True)),
+    ("Adamax", dict(lr=0.05, betas=(0.3, 0.9), eps=1e-4)),
+    ("NAdam", dict()), ("NAdam", dict(lr=0.01, momentum_decay=0.05, weight_decay=0.1)),
+    ("NAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True, maximize=True)),
+    ("RAdam", dict()), ("RAdam", dict(lr=0.01, weight_decay=0.1)),
+    ("RAdam", dict(lr=0.01, betas=(0.8, 0.9), weight_decay=0.1, decoupled_weight_decay=True)),
+    ("ASGD", dict()), ("ASGD", dict(lr=0.05, lambd=0.1, alpha=0.5, t0=3, weight_decay=0.1)),
+    ("ASGD", dict(lr=0.05, t0=0, maximize=True)),
+    ("Rprop", dict()), ("Rprop", dict(lr=0.05, etas=(0.3, 1.5), step_sizes=(1e-3, 0.02))),
+    ("Rprop", dict(lr=0.01, maximize=True)),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name,kw", CASES, ids=[f"{n}-{_case_id(kw)}" for n, kw in CASES])
+def test_trajectory_and_state_match_torch(name, kw, dtype):
+    a, opt, ps = run_tc(lambda ps: getattr(toptim, name)(ps, **kw), dtype=dtype)
+    b, topt, tps = run_th(lambda ps: getattr(torch.optim, name)(ps, **kw), dtype=dtype)
+    assert_traj_close(a, b, dtype)
+    rtol = 1e-5 if dtype == "float32" else 1e-12
+    for p, tp in zip(ps, tps):
+        st, tst = opt.state[p], topt.state[tp]
+        assert list(st) == list(tst)
+        for k in st:
+            assert str(st[k].dtype).split(".")[-1] == str(tst[k].dtype).split(".")[-1], k
+            np.testing.assert_allclose(st[k].numpy(), tst[k].numpy(), rtol=rtol, atol=rtol / 10)
+
+
+@pytest.mark.parametrize("name", ["NAdam", "ASGD", "Rprop"])
+def test_state_dict_round_trip_continues_like_torch(name):
+    kw = dict(t0=2) if name == "ASGD" else {}
+    ps = tc_params()
+    opt = getattr(toptim, name)(ps, lr=0.01, **kw)
+    for _ in range(3):
+        opt.zero_grad()
+        tc_loss(ps).backward()
+        opt.step()
+    sd = opt.state_dict()
+    tps = [torch.tensor(p.detach().numpy(), requires_grad=True) for p in ps]
+    topt = getattr(torch.optim, name)(tps, lr=0.01, **kw)
+    topt.load_state_dict({"state": {k: {n: torch.tensor(v.numpy()) for n, v in s.items()}
+                                    for k, s in sd["state"].items()},
+                          "param_groups": sd["param_groups"]})
+    ps2 = [tracec.tensor(p.detach().numpy(), requires_grad=True) for p in ps]
+    opt2 = getattr(toptim, name)(ps2, lr=0.01, **kw)
+    opt2.load_state_dict(sd)
+    from test_optim import th_loss
+    for _ in range(3):
+        opt2.zero_grad()
+        tc_loss(ps2).backward()
+        opt2.step()
+        topt.zero_grad()
+        th_loss(tps).backward()
+        topt.step()
+    for p, tp in zip(ps2, tps):
+        np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), rtol=1e-5,
+                                   atol=1e-7)
+
+
+def test_sparse_adam_refuses_dense_gradients_like_torch():
+    for lib, ps in ((toptim, tc_params()), (torch.optim, th_params())):
+        opt = lib.SparseAdam(ps)
+        (ps[0] * 2).sum().backward()
+        with pytest.raises(RuntimeError, match="SparseAdam does not support dense gradients"):
+            opt.step()
+    with pytest.raises(ValueError, match="Invalid learning rate"):
+        toptim.SparseAdam(tc_params(), lr=0.0)
+
+
+@pytest.mark.parametrize("name,kw", [("RAdam", dict(lr=0.01)), ("NAdam", dict(lr=0.01)),
+                                     ("ASGD", dict(lr=0.05, t0=2)), ("Rprop", dict(lr=0.01))])
+def test_compiled_step_equals_eager(name, kw):
+    """One trace serves every step (the step-dependent schedules are tensor
+    ops on the step counter), and the compiled trajectory is eager's."""
+    eager, _, _ = run_tc(lambda ps: getattr(toptim, name)(ps, **kw), steps=8)
+    ps = tc_params()
+    opt = getattr(toptim, name)(ps, **kw)
+
+    @tracec.compile
+    def step():
+        opt.zero_grad()
+        loss = tc_loss(ps)
+        loss.backward()
+        opt.step()
+        return loss
+
+    traj = []
+    for _ in range(8):
+        step()
+        traj.append([p.detach().numpy().copy() for p in ps])
+    for a, b in zip(traj, eager):
+        for x, y in zip(a, b):
+            np.testing.assert_allclose(x, y, rtol=2e-5, atol=1e-6)

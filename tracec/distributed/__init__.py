@@ -1,0 +1,215 @@
+"""``tracec.distributed``: PyTorch's process-group API on MPI (API.md §6).
+
+One default process group over ``MPI_COMM_WORLD`` (mpi4py): rank and world
+size come from the launcher (``mpiexec -n 4 python train.py``); a script
+started without one runs as a world of size 1.  The collectives are the
+primitives of ``tracec.ops.collective``, so the same calls run eagerly
+(through mpi4py) and inside ``tracec.compile`` (IR ops whose native code
+calls the MPI library itself).
+
+Invariants: ``all_reduce`` and ``broadcast`` update their tensor in place
+(as PyTorch's do) outside autograd; every collective first checks that all
+ranks pass the same shape and dtype and raises
+``CollectiveShapeError`` on every rank when they do not.  After
+``init_process_group`` an uncaught exception on any rank prints that rank's
+traceback and aborts the whole job (``tracec.distributed.faults``) instead
+of leaving the other ranks waiting forever.
+"""
+from __future__ import annotations
+
+import enum
+
+from tracec import graph
+from tracec.ops import collective as _c
+from tracec.ops.collective import CollectiveShapeError
+from tracec.tensor import Tensor
+from tracec.distributed import faults
+
+__all__ = ["init_process_group", "destroy_process_group", "is_initialized", "is_available",
+           "get_rank", "get_world_size", "get_backend", "barrier", "all_reduce", "broadcast",
+           "all_gather", "all_gather_into_tensor", "ReduceOp", "ProcessGroup",
+           "CollectiveShapeError", "default_group", "group"]
+
+
+class ReduceOp(enum.Enum):
+    """How ``all_reduce`` combines the ranks' tensors."""
+    SUM = "sum"
+    AVG = "avg"
+    MAX = "max"
+
+
+class ProcessGroup:
+    """Ranks that run collectives together: an MPI communicator.  ``fint``
+    is its Fortran handle, the name the IR and native code use."""
+
+    def __init__(self, comm):
+        self.comm = comm
+        self.fint = int(comm.py2f())
+        self._rank = comm.Get_rank()
+        self._size = comm.Get_size()
+
+    def rank(self) -> int:
+        return self._rank
+
+    def size(self) -> int:
+        return self._size
+
+    def __repr__(self):
+        return f"ProcessGroup(mpi, rank={self._rank}, size={self._size})"
+
+
+class group:  # noqa: N801 - PyTorch's name
+    """``dist.group.WORLD``: the default group (None until initialized)."""
+    WORLD: ProcessGroup | None = None
+
+
+def is_available() -> bool:
+    """Whether mpi4py (and so an MPI library) can be imported."""
+    try:
+        _c.mpi()
+    except ImportError:
+        return False
+    return True
+
+
+def init_process_group(backend: str = "mpi", init_method=None, timeout=None,
+                       world_size: int = -1, rank: int = -1, store=None,
+                       group_name: str = "", pg_options=None, device_id=None) -> None:
+    """Create the default group over ``MPI_COMM_WORLD``.  ``world_size`` and
+    ``rank``, if given, must agree with the launcher's."""
+    if backend is None:
+        backend = "mpi"
+    if str(backend).lower() != "mpi":
+        raise ValueError(f"tracec.distributed supports backend='mpi' only, got {backend!r} "
+                         "(start the script with mpiexec)")
+    if group.WORLD is not None:
+        raise RuntimeError("trying to initialize the default process group twice!")
+    MPI = _c.mpi()
+    pg = ProcessGroup(MPI.COMM_WORLD)
+    for name, want, got in (("world_size", world_size, pg.size()), ("rank", rank, pg.rank())):
+        if want not in (-1, None) and want != got:
+            raise ValueError(f"init_process_group: {name}={want} but the MPI launcher "
+                             f"gave {got}")
+    group.WORLD = pg
+    faults.install(MPI.COMM_WORLD)
+
+
+def destroy_process_group(group_=None) -> None:
+    """Forget the default group (MPI itself finalizes at exit)."""
+    group.WORLD = None
+    faults.uninstall()
+
+
+def is_initialized() -> bool:
+    return group.WORLD is not None
+
+
+def default_group(pg: ProcessGroup | None = None) -> ProcessGroup:
+    """``pg``, or the default group; raises if none was initialized."""
+    if pg is not None:
+        return pg
+    if group.WORLD is None:
+        raise RuntimeError("Default process group has not been initialized, please make "
+                           "sure to call init_process_group.")
+    return group.WORLD
+
+
+def get_rank(group: ProcessGroup | None = None) -> int:
+    return default_group(group).rank()
+
+
+def get_world_size(group: ProcessGroup | None = None) -> int:
+    return default_group(group).size()
+
+
+def get_backend(group: ProcessGroup | None = None) -> str:
+    default_group(group)
+    return "mpi"
+
+
+def barrier(group: ProcessGroup | None = None, async_op: bool = False, device_ids=None):
+    default_group(group).comm.Barrier()
+    return _done(async_op)
+
+
+class _Work:
+    """A collective that has already completed (tracec's collectives are
+    blocking; ``async_op=True`` returns this so PyTorch code still runs)."""
+
+    def wait(self, timeout=None) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+
+def _done(async_op: bool):
+    return _Work() if async_op else None
+
+
+def _check_tensor(t, what: str) -> None:
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{what}: expected a tracec.Tensor, got {type(t).__name__}")
+
+
+def reduce_tensor(t: Tensor, op, pg: ProcessGroup) -> Tensor:
+    """The reduction of ``t`` over ``pg`` as a new tensor (traced like any
+    op); AVG is a sum divided by the world size."""
+    op = ReduceOp(op.value if isinstance(op, ReduceOp) else str(op).lower())
+    if op is ReduceOp.MAX:
+        return _c.all_reduce(t, _c.MAX, pg.fint)
+    out = _c.all_reduce(t, _c.SUM, pg.fint)
+    if op is ReduceOp.AVG:
+        if not t.dtype.is_floating_point:
+            raise TypeError(f"all_reduce(AVG) needs a floating point tensor, got {t.dtype}")
+        out = out / pg.size()
+    return out
+
+
+def all_reduce(tensor: Tensor, op=ReduceOp.SUM, group: ProcessGroup | None = None,
+               async_op: bool = False):
+    """Replace ``tensor`` (in place) by its reduction over all ranks."""
+    _check_tensor(tensor, "all_reduce")
+    pg = default_group(group)
+    with graph.no_grad():
+        tensor.copy_(reduce_tensor(tensor, op, pg))
+    return _done(async_op)
+
+
+def broadcast(tensor: Tensor, src: int = 0, group: ProcessGroup | None = None,
+              async_op: bool = False):
+    """Replace ``tensor`` (in place) on every rank by rank ``src``'s."""
+    _check_tensor(tensor, "broadcast")
+    pg = default_group(group)
+    if not 0 <= src < pg.size():
+        raise ValueError(f"broadcast: src={src} is not a rank of a group of size {pg.size()}")
+    with graph.no_grad():
+        tensor.copy_(_c.broadcast(tensor, src, pg.fint))
+    return _done(async_op)
+
+
+def all_gather(tensor_list: list, tensor: Tensor, group: ProcessGroup | None = None,
+               async_op: bool = False):
+    """Fill ``tensor_list[r]`` with rank r's ``tensor``."""
+    _check_tensor(tensor, "all_gather")
+    pg = default_group(group)
+    if len(tensor_list) != pg.size():
+        raise ValueError(f"all_gather: tensor_list has {len(tensor_list)} tensors for a "
+                         f"group of size {pg.size()}")
+    with graph.no_grad():
+        gathered = _c.all_gather(tensor, pg.size(), pg.fint)
+        for r, out in enumerate(tensor_list):
+            out.copy_(gathered[r])
+    return _done(async_op)
+
+
+def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor,
+                           group: ProcessGroup | None = None, async_op: bool = False):
+    """``output_tensor`` (world size times the input's first dimension) :=
+    the ranks' inputs concatenated along dimension 0."""
+    _check_tensor(input_tensor, "all_gather_into_tensor")
+    pg = default_group(group)
+    with graph.no_grad():
+        gathered = _c.all_gather(input_tensor, pg.size(), pg.fint)
+        output_tensor.copy_(gathered.reshape(output_tensor.shape))
+    return _done(async_op)

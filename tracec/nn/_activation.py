@@ -1,0 +1,232 @@
+"""The rest of PyTorch's functional activations (``threshold``, ``prelu``,
+``selu``, ``celu``, ``glu``, the hard and soft shrinks, ``hardswish``,
+``hardsigmoid``, ``rrelu``, ``gumbel_softmax``), the in-place ``*_`` forms,
+and the self-normalizing dropouts (``alpha_dropout``,
+``feature_alpha_dropout``) plus ``dropout3d``.  ``functional`` re-exports
+them.
+
+Invariants: each is a composite of primitives whose ``where`` branches are
+chosen so the gradient at the kinks is PyTorch's (e.g. ``hardswish`` at
+-3 and 3); random draws come from tracec's generator.
+"""
+from __future__ import annotations
+
+import warnings
+
+from tracec import creation
+from tracec import dtypes as dt
+from tracec import functions as TF
+from tracec import ops
+from tracec import shape_ops as S
+from tracec.nn._basic import _apply, _check_p, _feature_dropout, _tensor
+from tracec.tensor import Tensor
+
+__all__ = ["threshold", "threshold_", "prelu", "selu", "selu_", "celu", "celu_", "glu",
+           "hardshrink", "softshrink", "softsign", "tanhshrink", "hardswish", "hardsigmoid",
+           "rrelu", "rrelu_", "elu_", "leaky_relu_", "hardtanh_", "gumbel_softmax",
+           "alpha_dropout", "feature_alpha_dropout", "dropout3d"]
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def threshold(input, threshold: float, value: float, inplace: bool = False):
+    """``x`` where ``x > threshold``, else ``value``."""
+    return _apply(lambda x: TF.where(ops.gt(x, threshold), x, value),
+                  _tensor(input, "threshold"), inplace)
+
+
+def threshold_(input, threshold_: float, value: float):
+    return threshold(input, threshold_, value, inplace=True)
+
+
+def prelu(input, weight):
+    """``max(0, x) + weight * min(0, x)``, one slope per channel (dim 1;
+    dim 0 of a 1-D input) or one shared slope."""
+    x = _tensor(input, "prelu")
+    n = weight.numel()
+    if n != 1:
+        ch = x.shape[1] if x.ndim >= 2 else (x.shape[0] if x.ndim == 1 else 1)
+        if x.ndim == 0 or n != ch:
+            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found "
+                               f"parameter numbers = {n} and channel size = {ch}.")
+        shape = (n,) + (1,) * (x.ndim - 2) if x.ndim >= 2 else (n,)
+        w = ops.reshape(weight, shape)
+    else:
+        w = ops.reshape(weight, ())
+    return TF.where(ops.gt(x, 0), x, TF.mul(w, x))
+
+
+def selu(input, inplace: bool = False):
+    return _apply(lambda x: TF.where(ops.gt(x, 0), TF.mul(x, _SELU_SCALE),
+                                     TF.mul(TF.expm1(x), _SELU_SCALE * _SELU_ALPHA)),
+                  _tensor(input, "selu"), inplace)
+
+
+def selu_(input):
+    return selu(input, inplace=True)
+
+
+def celu(input, alpha: float = 1.0, inplace: bool = False):
+    if alpha == 0:
+        raise RuntimeError("ZeroDivisionError")
+    return _apply(lambda x: TF.where(ops.gt(x, 0), x, TF.mul(TF.expm1(TF.div(x, alpha)), alpha)),
+                  _tensor(input, "celu"), inplace)
+
+
+def celu_(input, alpha: float = 1.0):
+    return celu(input, alpha, inplace=True)
+
+
+def elu_(input, alpha: float = 1.0):
+    return _apply(lambda x: TF.where(ops.gt(x, 0), x, TF.mul(TF.expm1(x), alpha)),
+                  _tensor(input, "elu_"), True)
+
+
+def leaky_relu_(input, negative_slope: float = 0.01):
+    return _apply(lambda x: TF.where(ops.gt(x, 0), x, TF.mul(x, negative_slope)),
+                  _tensor(input, "leaky_relu_"), True)
+
+
+def hardtanh_(input, min_val: float = -1.0, max_val: float = 1.0):
+    return _apply(lambda x: TF.clamp(x, min_val, max_val), _tensor(input, "hardtanh_"), True)
+
+
+def glu(input, dim: int = -1):
+    """``a * sigmoid(b)`` for the two halves ``a, b`` of ``dim``."""
+    x = _tensor(input, "glu")
+    if x.ndim == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    d = dim % x.ndim
+    if x.shape[d] % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size "
+                           f"{x.shape[d]}")
+    a, b = S.chunk(x, 2, d)
+    return TF.mul(a, TF.sigmoid(b))
+
+
+def hardshrink(input, lambd: float = 0.5):
+    x = _tensor(input, "hardshrink")
+    return TF.where(ops.logical_or(ops.gt(x, lambd), ops.lt(x, -lambd)), x, 0.0)
+
+
+def softshrink(input, lambd: float = 0.5):
+    x = _tensor(input, "softshrink")
+    if lambd < 0:
+        raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
+    return TF.where(ops.gt(x, lambd), TF.sub(x, lambd),
+                    TF.where(ops.lt(x, -lambd), TF.add(x, lambd), 0.0))
+
+
+def softsign(input):
+    return TF.div(input, TF.add(TF.abs(input), 1.0))
+
+
+def tanhshrink(input):
+    return TF.sub(input, TF.tanh(input))
+
+
+def hardswish(input, inplace: bool = False):
+    # Branches as PyTorch's backward: slope x/3 + 1/2 on [-3, 3], 0 below, 1 above.
+    def f(x):
+        mid = TF.div(TF.mul(x, TF.add(x, 3.0)), 6.0)
+        return TF.where(ops.lt(x, -3.0), 0.0, TF.where(ops.gt(x, 3.0), x, mid))
+    return _apply(f, _tensor(input, "hardswish"), inplace)
+
+
+def hardsigmoid(input, inplace: bool = False):
+    # Slope 1/6 strictly inside (-3, 3), 0 elsewhere (PyTorch's backward).
+    def f(x):
+        inside = ops.logical_and(ops.gt(x, -3.0), ops.lt(x, 3.0))
+        return TF.where(inside, TF.add(TF.div(x, 6.0), 0.5),
+                        ops.cast(ops.ge(x, 3.0), x.dtype))
+    return _apply(f, _tensor(input, "hardsigmoid"), inplace)
+
+
+def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
+          inplace: bool = False):
+    """Leaky ReLU whose negative slope is drawn from U(lower, upper) per
+    element in training, and is (lower + upper) / 2 otherwise."""
+    x = _tensor(input, "rrelu")
+    if not training:
+        slope = (lower + upper) / 2
+        return _apply(lambda v: TF.where(ops.ge(v, 0), v, TF.mul(v, slope)), x, inplace)
+    u = creation.rand(tuple(x.shape), dtype=x.dtype)
+    a = TF.add(TF.mul(u, upper - lower), lower)
+    return _apply(lambda v: TF.where(ops.ge(v, 0), v, TF.mul(v, a)), x, inplace)
+
+
+def rrelu_(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False):
+    return rrelu(input, lower, upper, training, inplace=True)
+
+
+def gumbel_softmax(logits, tau: float = 1, hard: bool = False, eps: float = 1e-10,
+                   dim: int = -1):
+    """``softmax((logits + g) / tau)`` with Gumbel(0, 1) noise ``g``; with
+    ``hard`` the one-hot of the argmax, carrying the soft sample's gradient
+    (straight-through)."""
+    if eps != 1e-10:
+        warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
+    x = _tensor(logits, "gumbel_softmax")
+    u = creation.rand(tuple(x.shape), dtype=x.dtype)
+    # -log(Exp(1)) with Exp(1) = -log(U), U in (0, 1]
+    gumbels = TF.neg(TF.log(TF.neg(TF.log(TF.sub(1.0, u)))))
+    y_soft = TF.softmax(TF.div(TF.add(x, gumbels), tau), dim)
+    if not hard:
+        return y_soft
+    d = dim % x.ndim
+    idx = ops.argmax(y_soft, d)
+    pos = ops.iota(tuple(x.shape), dt.int64, d, like=x)
+    y_hard = ops.cast(ops.eq(pos, ops.reshape(idx, tuple(1 if i == d else s for i, s in
+                                                         enumerate(x.shape)))), x.dtype)
+    return TF.add(TF.sub(y_hard, y_soft.detach()), y_soft)
+
+
+# --- self-normalizing dropout -------------------------------------------------------------
+
+_ALPHA_PRIME = 1.7580993408473766  # SELU's -scale * alpha, negated
+
+
+def _alpha_dropout(x: Tensor, p: float, training: bool, inplace: bool, feature: bool):
+    _check_p(p)
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return _apply(lambda v: TF.mul(v, 0.0), x, inplace)
+    shape = tuple(x.shape)
+    if feature:
+        if x.ndim < 2:
+            raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+        shape = shape[:2] + (1,) * (x.ndim - 2)
+    keep = ops.cast(ops.lt(creation.rand(shape, dtype=x.dtype), 1.0 - p), x.dtype)
+    # PyTorch's affine correction (zero mean, unit variance for SELU
+    # activations), in its rounding order: y = x * (a * keep) + b.
+    a = 1.0 / ((_ALPHA_PRIME ** 2 * p + 1) * (1 - p)) ** 0.5
+    b = TF.add(TF.mul(TF.sub(keep, 1.0), _ALPHA_PRIME * a), _ALPHA_PRIME * a * p)
+    noise = TF.mul(keep, a)
+    return _apply(lambda v: TF.add(TF.mul(v, noise), b), x, inplace)
+
+
+def alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool = False):
+    return _alpha_dropout(_tensor(input, "alpha_dropout"), p, training, inplace, False)
+
+
+def feature_alpha_dropout(input, p: float = 0.5, training: bool = False,
+                          inplace: bool = False):
+    return _alpha_dropout(_tensor(input, "feature_alpha_dropout"), p, training, inplace, True)
+
+
+def dropout3d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    """Zero whole channels of a (N, C, D, H, W) or unbatched (C, D, H, W) input."""
+    _check_p(p)
+    nd = _tensor(input, "dropout3d").ndim
+    if nd not in (4, 5):
+        warnings.warn(
+            f"dropout3d: Received a {nd}-D input to dropout3d, which is deprecated and will "
+            "result in an error in a future release. To retain the behavior and silence this "
+            "warning, please use dropout instead. Note that dropout3d exists to provide "
+            "channel-wise dropout on inputs with 3 spatial dimensions, a channel dimension, "
+            "and an optional batch dimension (i.e. 4D or 5D inputs).", stacklevel=2)
+    if nd < 2:
+        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+    return _feature_dropout(input, p, training, inplace, nd != 4)

@@ -1,0 +1,59 @@
+"""Distances between rows: ``pairwise_distance`` and ``pdist`` (PyTorch's
+formulas: ``pairwise_distance`` adds ``eps`` to the difference before the
+norm).
+
+Invariant: composites of primitives only; ``pdist`` picks its row pairs
+with ``take`` and an index table computed from the shape.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec import functions as TF
+from tracec import ops
+from tracec.nn._basic import _tensor
+from tracec.tensor import Tensor
+
+__all__ = ["pairwise_distance", "pdist"]
+
+
+def _pnorm(d: Tensor, p: float, dim: int, keepdim: bool = False) -> Tensor:
+    if p == 2:
+        return TF.sqrt(TF.sum(TF.mul(d, d), dim, keepdim=keepdim))
+    if p == 1:
+        return TF.sum(TF.abs(d), dim, keepdim=keepdim)
+    if p == math.inf:
+        return TF.amax(TF.abs(d), dim, keepdim=keepdim)
+    if p == 0:
+        return TF.sum(ops.cast(ops.ne(d, 0.0), d.dtype), dim, keepdim=keepdim)
+    return TF.pow(TF.sum(TF.pow(TF.abs(d), p), dim, keepdim=keepdim), 1.0 / p)
+
+
+def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False):
+    """``||x1 - x2 + eps||_p`` over the last dimension."""
+    _tensor(x1, "pairwise_distance")
+    nd = max(x1.ndim, x2.ndim)
+    d = TF.add(TF.sub(x1, x2), eps)
+    if nd == 0:
+        return TF.abs(d)
+    return _pnorm(d, p, -1, keepdim)
+
+
+def pdist(input, p: float = 2):
+    """The ``p``-norm distance between every pair of rows ``i < j`` of an
+    ``[N, M]`` input, in row-major order of the pairs: ``[N * (N - 1) / 2]``."""
+    x = _tensor(input, "pdist")
+    if x.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {x.ndim}D")
+    if p < 0:
+        raise RuntimeError("pdist only supports non-negative p values")
+    n = x.shape[0]
+    i, j = np.triu_indices(n, 1)
+    if len(i) == 0:
+        return ops.zeros((0,), x.dtype, like=x)
+    a = ops.take(x, Tensor._make(i.astype(np.int64), dt.int64), 0)
+    b = ops.take(x, Tensor._make(j.astype(np.int64), dt.int64), 0)
+    return _pnorm(TF.sub(a, b), p, 1)

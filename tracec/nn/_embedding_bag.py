@@ -1,0 +1,100 @@
+"""``embedding_bag``: sums, means or maxima of bags of embedding rows
+without materializing the per-index embeddings per bag in Python.
+
+Bags come from ``offsets`` (a tensor, read only through tensor ops, so a
+traced step does not depend on its values): a ``[B, M]`` membership mask
+compares every position with each bag's [start, end); ``sum`` / ``mean``
+are a matmul of the (weighted) mask with the gathered rows, ``max`` a
+masked maximum.  Empty bags give zeros, and ``padding_idx`` positions
+belong to no bag, as in PyTorch.
+"""
+from __future__ import annotations
+
+from tracec import dtypes as dt
+from tracec import functions as TF
+from tracec import ops
+from tracec import shape_ops as S
+from tracec.tensor import Tensor
+
+__all__ = ["embedding_bag"]
+
+
+def _bag_mask(idx: Tensor, offsets: Tensor, include_last_offset: bool) -> Tensor:
+    m = idx.shape[0]
+    off = ops.cast(offsets, dt.int64) if offsets.dtype is not dt.int64 else offsets
+    k = off.shape[0]
+    # The last bag runs to the end of the input even when an explicit last
+    # offset is given (PyTorch's kernels ignore its value).
+    nb = k - 1 if include_last_offset else k
+    starts = ops.slice_(off, (0,), (nb,), (1,))
+    tail = ops.full((1,), m, dt.int64, like=off)
+    ends = ops.concatenate([ops.slice_(off, (1,), (nb,), (1,)), tail], 0) if nb > 1 else tail
+    b = starts.shape[0]
+    pos = ops.iota((b, m), dt.int64, 1, like=off)
+    return ops.logical_and(ops.ge(pos, ops.reshape(starts, (b, 1))),
+                           ops.lt(pos, ops.reshape(ends, (b, 1))))
+
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float = 2,
+                  scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
+                  per_sample_weights=None, include_last_offset: bool = False,
+                  padding_idx=None):
+    if not isinstance(input, Tensor) or input.dtype.category != 1:
+        raise ValueError("embedding_bag: input has to be an integer tensor")
+    if weight.dtype.category == 1:
+        raise ValueError("embedding_bag: weight has to be a floating point tensor (the "
+                         "arguments are (input, weight), as in PyTorch)")
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"mode has to be one of sum, mean or max, got {mode}")
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding_bag: max_norm, scale_grad_by_freq and sparse "
+                                  "are not supported by tracec")
+    if per_sample_weights is not None:
+        if mode != "sum":
+            raise NotImplementedError(
+                f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                f"supported for mode='sum' (got mode='{mode}'). Please open a feature request "
+                "on GitHub.")
+        if tuple(per_sample_weights.shape) != tuple(input.shape):
+            raise ValueError(f"embedding_bag: If per_sample_weights ({list(per_sample_weights.shape)}) "
+                             f"is not None, then it must have the same shape as the input "
+                             f"({list(input.shape)})")
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError("if input is 2D, then offsets has to be None, as input is "
+                             "treated is a mini-batch of fixed length sequences. However, "
+                             f"found offsets of type {type(offsets).__name__}")
+        b, length = input.shape
+        offsets = ops.mul(ops.iota((b,), dt.int64, 0, like=input), length)
+        idx = ops.reshape(input, (b * length,))
+        include_last_offset = False
+        if per_sample_weights is not None:
+            per_sample_weights = ops.reshape(per_sample_weights, (b * length,))
+    elif input.ndim == 1:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        if offsets.ndim != 1:
+            raise ValueError("offsets has to be a 1D Tensor")
+        idx = input
+    else:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension "
+                         f"{input.ndim}")
+    idx = idx if idx.dtype is dt.int64 else ops.cast(idx, dt.int64)
+    mask = _bag_mask(idx, offsets, include_last_offset)               # [B, M]
+    if padding_idx is not None:
+        pi = padding_idx + weight.shape[0] if padding_idx < 0 else padding_idx
+        mask = ops.logical_and(mask, ops.reshape(ops.ne(idx, pi), (1, idx.shape[0])))
+    rows = ops.take(weight, idx, 0)                                     # [M, D]
+    maskf = ops.cast(mask, weight.dtype)
+    if mode == "max":
+        big = ops.where(S.unsqueeze(mask, 2), S.unsqueeze(rows, 0), float("-inf"))
+        out = TF.amax(big, 1)
+        count = TF.sum(maskf, 1, keepdim=True)
+        return TF.where(ops.gt(count, 0.0), out, 0.0)
+    if per_sample_weights is not None:
+        maskf = TF.mul(maskf, ops.reshape(per_sample_weights, (1, idx.shape[0])))
+    out = TF.matmul(maskf, rows)
+    if mode == "mean":
+        count = TF.sum(ops.cast(mask, weight.dtype), 1, keepdim=True)
+        out = TF.div(out, TF.clamp(count, min=1.0))
+    return out

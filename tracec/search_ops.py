@@ -1,0 +1,140 @@
+"""Searching sorted data and finding distinct values: ``searchsorted``,
+``bucketize``, ``unique``, ``unique_consecutive``, ``histogram``.
+
+Invariant: ``searchsorted`` / ``bucketize`` are composites (an insertion
+point is a count of the boundaries below a value: one broadcast compare
+and a sum, so they compile, at O(values x boundaries) work); ``unique``,
+``unique_consecutive`` and ``histogram`` read the values in Python
+(``concrete``: their result sizes depend on them) and have no gradient,
+as in PyTorch.
+"""
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec import ops
+from tracec.functions import promote
+from tracec.tensor import Tensor, concrete
+
+__all__ = ["searchsorted", "bucketize", "unique", "unique_consecutive", "histogram"]
+
+histogram_result = namedtuple("histogram", ["hist", "bin_edges"])
+
+
+def _insertion(seq, values, right, out_int32):
+    """Per value, the number of entries of ``seq`` (last dim) below it
+    (``right``: at or below), with ``seq``'s leading dims matching
+    ``values``'s."""
+    (seq, values), _ = promote("searchsorted", seq, values)
+    cmp = ops.le if right else ops.lt
+    v = ops.reshape(values, tuple(values.shape) + (1,))
+    s = ops.reshape(seq, tuple(seq.shape[:-1]) + (1, seq.shape[-1])) if seq.ndim > 1 else seq
+    hits = ops.cast(cmp(s, v), dt.int64)
+    out = ops.reduce_sum(hits, axes=(hits.ndim - 1,))
+    return ops.cast(out, dt.int32) if out_int32 else out
+
+
+def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None,
+                 sorter=None):
+    if side is not None:
+        if side not in ("left", "right"):
+            raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but "
+                               f"got {side}")
+        if right and side == "left":
+            raise RuntimeError("torch.searchsorted(): side and right can't be set to opposites, "
+                               "got side of left while right was True")
+        right = side == "right"
+    scalar = not isinstance(input, Tensor)
+    if scalar:
+        input = Tensor._from_data(np.array(input), None)
+    if sorted_sequence.ndim > 1 and (input.ndim != sorted_sequence.ndim or tuple(
+            input.shape[:-1]) != tuple(sorted_sequence.shape[:-1])):
+        raise RuntimeError("torch.searchsorted(): boundaries tensor should be 1 dimension or "
+                           "the first N-1 dimensions of boundaries tensor and input value "
+                           "tensor must match, but we got boundaries tensor "
+                           f"{list(sorted_sequence.shape)} and input value tensor "
+                           f"{list(input.shape)}")
+    if sorter is not None:
+        if tuple(sorter.shape) != tuple(sorted_sequence.shape):
+            raise RuntimeError("torch.searchsorted(): boundary and sorter must have the same "
+                               f"size, but got boundary tensor {list(sorted_sequence.shape)}"
+                               f"and got sorter tensor {list(sorter.shape)}")
+        s = sorter if sorter.dtype is dt.int64 else ops.cast(sorter, dt.int64)
+        sorted_sequence = ops.gather(sorted_sequence, s, sorted_sequence.ndim - 1)
+    return _insertion(sorted_sequence, input, right, out_int32)
+
+
+def bucketize(input, boundaries, *, out_int32=False, right=False):
+    if boundaries.ndim != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim("
+                           f"{boundaries.ndim})")
+    return searchsorted(boundaries, input, out_int32=out_int32, right=right)
+
+
+def _result(x, values, inverse, counts, return_inverse, return_counts):
+    out = [Tensor._from_data(np.ascontiguousarray(values), x.dtype)]
+    if return_inverse:
+        out.append(Tensor._from_data(inverse.astype(np.int64)))
+    if return_counts:
+        out.append(Tensor._from_data(counts.astype(np.int64)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """Distinct values (always sorted, as PyTorch's CPU ``unique`` returns
+    them), the inverse map and the counts."""
+    a = concrete(input, "unique (its result's size depends on the values)")
+    if dim is None:
+        vals, inv, cnt = np.unique(a.reshape(-1), return_inverse=True, return_counts=True)
+        return _result(input, vals, inv.reshape(a.shape), cnt, return_inverse, return_counts)
+    from tracec.ops.core import normalize_axis
+    d = normalize_axis(dim, input.ndim)
+    vals, inv, cnt = np.unique(a, return_inverse=True, return_counts=True, axis=d)
+    return _result(input, vals, inv.reshape(-1), cnt, return_inverse, return_counts)
+
+
+def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
+    a = concrete(input, "unique_consecutive (its result's size depends on the values)")
+    if dim is None:
+        flat = a.reshape(-1)
+        starts = np.ones(flat.size, bool)
+        starts[1:] = flat[1:] != flat[:-1]
+        group = np.cumsum(starts) - 1
+        vals = flat[starts]
+        inv = group.reshape(a.shape)
+    else:
+        from tracec.ops.core import normalize_axis
+        d = normalize_axis(dim, input.ndim)
+        moved = np.moveaxis(a, d, 0)
+        n = moved.shape[0]
+        starts = np.ones(n, bool)
+        if n > 1:
+            starts[1:] = (moved[1:] != moved[:-1]).reshape(n - 1, -1).any(axis=1)
+        group = np.cumsum(starts) - 1
+        vals = np.moveaxis(moved[starts], 0, d)
+        inv = group
+    idx = np.flatnonzero(starts)
+    cnt = np.diff(np.append(idx, starts.size))
+    return _result(input, vals, inv, cnt, return_inverse, return_counts)
+
+
+def histogram(input, bins=100, *, range=None, weight=None, density=False):  # noqa: A002
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"torch.histogram: input tensor and bins tensors should have the "
+                           f"same dtype, but got input {input.dtype} and bins "
+                           f"{input.dtype}")
+    a = concrete(input, "histogram")
+    b = concrete(bins, "histogram") if isinstance(bins, Tensor) else int(bins)
+    w = concrete(weight, "histogram") if weight is not None else None
+    hist, edges = np.histogram(a.reshape(-1), bins=b, range=range,
+                               weights=None if w is None else w.reshape(-1), density=density)
+    return histogram_result(Tensor._from_data(hist.astype(input.dtype.np), input.dtype),
+                            Tensor._from_data(edges.astype(input.dtype.np), input.dtype))
+
+
+Tensor.unique = unique
+Tensor.unique_consecutive = unique_consecutive
+Tensor.histogram = histogram

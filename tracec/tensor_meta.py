@@ -1,0 +1,262 @@
+"""Tensor metadata as PyTorch reports it: ``stride``, ``is_contiguous``,
+``storage_offset``, ``data_ptr``, ``untyped_storage``, ``nbytes``,
+``itemsize``, the ``is_*`` flags, ``layout`` and the memory-format
+constants (``tracec.strided``, ``contiguous_format``, ``channels_last``,
+``preserve_format``).
+
+Invariant: strides and offsets are read from the NumPy array that holds
+the tensor (in elements, as PyTorch counts them), so a view reports the
+strides of the memory it really shares with its base; nothing here
+changes a tensor's values or its autograd graph except ``contiguous``,
+which copies (through the ``cast`` primitive) only when the layout asked
+for differs from the one the tensor has.
+"""
+from __future__ import annotations
+
+import mmap
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec import ops
+from tracec.functions import _named
+from tracec.ops.core import normalize_axis
+from tracec.shape_ops import contiguous as _contiguous
+from tracec.tensor import Tensor
+
+__all__ = ["layout", "strided", "sparse_coo", "memory_format", "contiguous_format",
+           "channels_last", "channels_last_3d", "preserve_format", "is_signed",
+           "get_device", "is_inference", "UntypedStorage"]
+
+
+class layout:  # noqa: N801 - PyTorch's class name
+    """A tensor layout; tracec's tensors are all ``tracec.strided``."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __repr__(self):
+        return f"torch.{self._name}"
+
+    def __reduce__(self):
+        return self._name
+
+
+class memory_format:  # noqa: N801
+    """A memory format, accepted wherever PyTorch takes ``memory_format=``."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __repr__(self):
+        return f"torch.{self._name}"
+
+    def __reduce__(self):
+        return self._name
+
+
+strided = layout("strided")
+sparse_coo = layout("sparse_coo")
+contiguous_format = memory_format("contiguous_format")
+channels_last = memory_format("channels_last")
+channels_last_3d = memory_format("channels_last_3d")
+preserve_format = memory_format("preserve_format")
+
+# The dimension order, outermost first, of each format's dense layout.
+_ORDERS = {channels_last: (4, (0, 2, 3, 1)), channels_last_3d: (5, (0, 2, 3, 4, 1))}
+
+
+def _strides(t: Tensor) -> tuple:
+    a = t._data
+    return tuple(s // a.itemsize for s in a.strides)
+
+
+def _stride(self, dim=None):
+    s = _strides(self)
+    if dim is None:
+        return s
+    return s[normalize_axis(dim, self.ndim)]
+
+
+def _dense_in_order(shape, strides, order) -> bool:
+    """PyTorch's contiguity test in ``order`` (outermost first): sizes of 1
+    may have any stride, and an empty tensor is contiguous."""
+    if 0 in shape:
+        return True
+    expected = 1
+    for d in reversed(order):
+        if shape[d] != 1:
+            if strides[d] != expected:
+                return False
+            expected *= shape[d]
+    return True
+
+
+def _check_format(fmt, name):
+    if not isinstance(fmt, memory_format):
+        raise TypeError(f"{name}(): argument 'memory_format' must be torch.memory_format, "
+                        f"not {type(fmt).__name__}")
+
+
+def _is_contiguous(self, memory_format=contiguous_format):
+    _check_format(memory_format, "is_contiguous")
+    shape, strides = self._data.shape, _strides(self)
+    if memory_format in _ORDERS:
+        rank, order = _ORDERS[memory_format]
+        return self.ndim == rank and _dense_in_order(shape, strides, order)
+    return _dense_in_order(shape, strides, tuple(range(self.ndim)))
+
+
+def contiguous(self, memory_format=contiguous_format):
+    """The tensor itself when already dense in ``memory_format``, else a
+    copy laid out so (channels-last: the permuted copy seen through the
+    inverse permutation, as PyTorch's strides are)."""
+    _check_format(memory_format, "contiguous")
+    if memory_format is preserve_format:
+        raise RuntimeError("preserve memory format is unsupported by the contiguous operator")
+    if memory_format in _ORDERS:
+        rank, order = _ORDERS[memory_format]
+        if self.ndim != rank:
+            raise RuntimeError(f"required rank {rank} tensor to use {memory_format._name} "
+                               "format")
+        if _is_contiguous(self, memory_format):
+            return self
+        inverse = tuple(order.index(i) for i in range(rank))
+        copy = ops.cast(ops.transpose(self, order), self.dtype)
+        return _named(ops.transpose(copy, inverse), "CloneBackward0")
+    return _contiguous(self) if not _dense_in_order(
+        self._data.shape, _strides(self), tuple(range(self.ndim))) else self
+
+
+def _root(t: Tensor) -> Tensor:
+    return t._base if t._base is not None else t
+
+
+def _storage_offset(self) -> int:
+    root = _root(self)._data
+    return (self._data.ctypes.data - root.ctypes.data) // self._data.itemsize
+
+
+def _data_ptr(self) -> int:
+    return int(self._data.ctypes.data)
+
+
+class UntypedStorage:
+    """The memory a tensor (and every view of it) lies in: what
+    ``Tensor.untyped_storage()`` returns, for code that compares or sizes
+    storages."""
+
+    def __init__(self, root: np.ndarray):
+        self._root = root
+
+    def data_ptr(self) -> int:
+        return int(self._root.ctypes.data)
+
+    def nbytes(self) -> int:
+        return int(self._root.nbytes)
+
+    def size(self) -> int:
+        return self.nbytes()
+
+    __len__ = size
+
+    @property
+    def device(self):
+        from tracec.device import cpu
+        return cpu
+
+    def __repr__(self):
+        return f"UntypedStorage(nbytes={self.nbytes()}, data_ptr={self.data_ptr()})"
+
+
+def _untyped_storage(self) -> UntypedStorage:
+    return UntypedStorage(_root(self)._data)
+
+
+def is_signed(x) -> bool:
+    return x.dtype is not dt.bool_
+
+
+def get_device(x) -> int:
+    return -1  # a CPU tensor
+
+
+def is_inference(x) -> bool:
+    return False
+
+
+def _is_set_to(self, tensor) -> bool:
+    """Same storage, offset, sizes and strides (PyTorch's rule)."""
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"is_set_to(): argument 'tensor' must be Tensor, not "
+                        f"{type(tensor).__name__}")
+    return (_root(self)._data.ctypes.data == _root(tensor)._data.ctypes.data
+            and self._data.ctypes.data == tensor._data.ctypes.data
+            and self._data.shape == tensor._data.shape and _strides(self) == _strides(tensor)
+            and self.dtype is tensor.dtype)
+
+
+def _self(self, *args, **kwargs):
+    return self
+
+
+def _false(self, *args, **kwargs):
+    return False
+
+
+# Shared memory for ``torch.multiprocessing`` (Hogwild): an anonymous
+# MAP_SHARED mapping, which processes forked afterwards share.
+def _is_shared(t: Tensor) -> bool:
+    root = t._base if t._base is not None else t
+    a = root._data
+    while isinstance(a, np.ndarray) and a.base is not None:
+        a = a.base
+    return isinstance(a, memoryview) and isinstance(a.obj, mmap.mmap)
+
+
+def _share_memory_(self: Tensor) -> Tensor:
+    if _is_shared(self):
+        return self
+    if self._base is not None:
+        raise RuntimeError("share_memory_(): tracec moves only a tensor that owns its storage "
+                           "into shared memory, not a view; call it on the base tensor "
+                           "before taking views")
+    a = self._data
+    buf = mmap.mmap(-1, max(a.nbytes, 1))
+    shared = np.frombuffer(buf, dtype=a.dtype, count=a.size).reshape(a.shape)
+    shared[...] = a
+    self._data = shared
+    return self
+
+
+
+
+Tensor.stride = _stride
+Tensor.is_contiguous = _is_contiguous
+Tensor.contiguous = contiguous
+Tensor.storage_offset = _storage_offset
+Tensor.data_ptr = _data_ptr
+Tensor.untyped_storage = _untyped_storage
+Tensor.is_signed = is_signed
+Tensor.get_device = get_device
+Tensor.is_inference = is_inference
+Tensor.is_set_to = _is_set_to
+Tensor.ndimension = Tensor.dim
+Tensor.pin_memory = _self
+Tensor.share_memory_ = _share_memory_
+Tensor.is_pinned = _false
+Tensor.is_shared = _is_shared
+Tensor.nbytes = property(lambda self: int(self._data.size) * self.dtype.itemsize)
+Tensor.itemsize = property(lambda self: self.dtype.itemsize)
+Tensor.is_cpu = property(lambda self: True)
+Tensor.layout = property(lambda self: strided)
+Tensor.is_sparse = property(lambda self: False)
+Tensor.is_quantized = property(lambda self: False)
+Tensor.is_meta = property(lambda self: False)
+Tensor.is_mkldnn = property(lambda self: False)
+Tensor.is_nested = property(lambda self: False)
+Tensor.retains_grad = property(lambda self: bool(self._retains_grad))
+# Every tracec op has one output, except the tuple-returning composites
+# whose parts are slices (split/unbind): PyTorch numbers those outputs, a
+# detail no training program reads.
+Tensor.output_nr = property(lambda self: 0)
