@@ -102,12 +102,54 @@ from tracec.autocast_mode import autocast, get_autocast_dtype, is_autocast_enabl
 from tracec.tensor_str import get_printoptions, printoptions, set_printoptions  # noqa: E402,F401
 
 
+# Elementwise math, reductions, linear algebra and global configuration
+# (math_extra, math_trig, math_special, math_int, reductions_extra, binning,
+# differences, linalg, special, config).
+from tracec.math_extra import *  # noqa: E402,F401,F403
+from tracec.math_extra import round  # noqa: E402,F401,A004
+from tracec.math_trig import *  # noqa: E402,F401,F403
+from tracec.math_special import *  # noqa: E402,F401,F403
+from tracec.math_igamma import igamma, igammac  # noqa: E402,F401
+from tracec.math_int import *  # noqa: E402,F401,F403
+from tracec import math_methods as _math_methods  # noqa: E402,F401  (Tensor methods)
+globals().update(_math_methods.TOP_LEVEL_INPLACE)
+from tracec.reductions_extra import *  # noqa: E402,F401,F403
+from tracec.binning import *  # noqa: E402,F401,F403
+from tracec.differences import *  # noqa: E402,F401,F403
+from tracec import linalg  # noqa: E402,F401
+from tracec.linalg import (addmv, addr, cdist, chain_matmul, det, dist, ger, inner,  # noqa: E402,F401
+                           inverse, kron, logdet, matrix_power, mv, pinverse, slogdet,
+                           tensordot, vdot)
+from tracec.linalg import trace as _matrix_trace  # noqa: E402
+from tracec.linalg import _torch_cholesky as cholesky, _torch_cross as cross  # noqa: E402,F401
+from tracec.linalg import _torch_norm as norm, _torch_qr as qr, _torch_svd as svd  # noqa: E402,F401
+from tracec.linalg import (addbmm, cholesky_inverse, cholesky_solve, lstsq,  # noqa: E402,F401
+                           matrix_exp, triangular_solve, _torch_vander as vander,
+                           frobenius_norm, nuclear_norm, renorm)
+from tracec.linalg_lapack import matrix_rank, lu_unpack  # noqa: E402,F401
+from tracec.linalg_lapack import _torch_lu as lu, _torch_lu_solve as lu_solve  # noqa: E402,F401
+from tracec import special  # noqa: E402,F401
+from tracec.config import *  # noqa: E402,F401,F403
+from tracec.backends import cuda as _backends_cuda, openmp as _openmp  # noqa: E402,F401
+from tracec.config import e, inf, nan, pi  # noqa: E402,F401
+
+_trace_ir = trace   # tracec.compiler.trace
+
+
+def trace(fn, *args, **kwargs):
+    """``tracec.trace(fn, *example_args)``: the traced IR (API.md); given only
+    a Tensor, PyTorch's ``torch.trace(input)``: the sum of its diagonal."""
+    if isinstance(fn, Tensor) and not args and not kwargs:
+        return _matrix_trace(fn)
+    return _trace_ir(fn, *args, **kwargs)
+
+
 def _add_out_keyword():
     # PyTorch's out= on the functions that take it (tracec/out_arg.py).
     from tracec.out_arg import with_out
     g = globals()
     for name in _OUT_FUNCTIONS:
-        if name in g:
+        if name in g and not hasattr(g[name], "__wrapped_without_out__"):
             g[name] = with_out(g[name])
 
 
@@ -121,6 +163,16 @@ _OUT_FUNCTIONS = (
     "index_select sort topk tril triu isnan isfinite isinf "
     "hstack vstack dstack column_stack row_stack narrow_copy index_add index_copy index_fill "
     "index_reduce scatter scatter_add scatter_reduce masked_select take take_along_dim "
-    "nonzero argwhere bucketize searchsorted unique_consecutive histogram"
+    "nonzero argwhere bucketize searchsorted unique_consecutive histogram "
+    "acos asin atan acosh asinh atanh arccos arcsin arctan arccosh arcsinh arctanh sinh cosh "
+    "atan2 arctan2 hypot fix exp2 logaddexp logaddexp2 fmax fmin floor_divide copysign "
+    "heaviside xlogy logit erfc erfinv lgamma digamma polygamma mvlgamma i0 sinc deg2rad "
+    "rad2deg nan_to_num float_power lerp addcmul addcdiv sgn gcd lcm bitwise_and bitwise_or "
+    "bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift isin ldexp frexp "
+    "nextafter signbit nansum nanmean median nanmedian mode kthvalue quantile nanquantile "
+    "aminmax cummax cummin logcumsumexp diff histc bincount "
+    "mv addmv addr ger inner kron igamma igammac tensordot det logdet slogdet inverse "
+    "matrix_power cross cdist vdot norm addbmm cholesky_solve cholesky_inverse angle renorm "
+    "frobenius_norm nuclear_norm triangular_solve matrix_rank"
 ).split()
 _add_out_keyword()

@@ -46,6 +46,15 @@ def _operand(x, name):
                     "(expected a Tensor or a number)")
 
 
+def tensor_arg(x, name: str) -> Tensor:
+    """``x`` as a Tensor operand of ``name`` (NumPy arrays converted); anything
+    else raises PyTorch's TypeError."""
+    x = _operand(x, name)
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}")
+    return x
+
+
 def _scalar_cat(x) -> int:
     if isinstance(x, (bool, np.bool_)):
         return 0

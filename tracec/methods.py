@@ -95,34 +95,10 @@ Tensor.__gt__ = _binop(F.gt)
 Tensor.__ge__ = _binop(F.ge)
 
 
-def _bool_only(name, fn):
-    # PyTorch's & | ^ ~ are bitwise on integers; tracec has them for bool only
-    # (masks), and refuses other dtypes rather than answer logically.
-    def op(*xs):
-        for x in xs:
-            d = x.dtype if isinstance(x, Tensor) else (
-                dt.bool_ if isinstance(x, (bool, np.bool_)) else None)
-            if d is not dt.bool_:
-                raise TypeError(f"{name} is supported for bool tensors only (got "
-                                f"{d if d is not None else type(x).__name__}); use "
-                                "logical_and/logical_or/logical_not for other dtypes")
-        return fn(*xs)
-    return op
-
-
-_and = _bool_only("&", F.logical_and)
-_or = _bool_only("|", F.logical_or)
-_xor = _bool_only("^", F.ne)
-Tensor.__and__ = _binop(_and)
-Tensor.__rand__ = _binop(_and, True)
-Tensor.__or__ = _binop(_or)
-Tensor.__ror__ = _binop(_or, True)
-Tensor.__xor__ = _binop(_xor)
-Tensor.__rxor__ = _binop(_xor, True)
+# & | ^ ~ << >> (bitwise on integers and bool, as PyTorch's): tracec/math_int.py.
 Tensor.__neg__ = F.neg
 Tensor.__pos__ = lambda self: self
 Tensor.__abs__ = F.abs
-Tensor.__invert__ = _bool_only("~", F.logical_not)
 Tensor.__hash__ = lambda self: id(self)
 
 

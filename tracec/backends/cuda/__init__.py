@@ -24,6 +24,12 @@ from __future__ import annotations
 
 import types
 
+# ``torch.backends.cuda``'s flags (matmul.allow_tf32, the attention switches).
+from tracec.backends.cuda.flags import (  # noqa: F401
+    cudnn_sdp_enabled, enable_cudnn_sdp, enable_flash_sdp, enable_math_sdp,
+    enable_mem_efficient_sdp, flash_sdp_enabled, is_built, math_sdp_enabled, matmul,
+    mem_efficient_sdp_enabled, preferred_linalg_library, sdp_kernel)
+
 __all__ = ["compile_module", "load_object", "target_id", "arch", "EMULATED",
            "CudaUnavailableError", "SIZE_GENERIC"]
 

@@ -1,0 +1,495 @@
+"""``tracec.linalg`` and the top-level linear algebra (``mv addmv addr ger
+inner kron tensordot trace matrix_power chain_matmul cross cdist vdot norm
+dist``, and the factorizations of ``linalg_lapack``).
+
+Invariant: products, norms and contractions are composites of primitives
+(autograd and ``tracec.compile`` for free); the factorizations and inverses
+(``inv det slogdet solve cholesky qr svd eigh eigvalsh pinv``) live in
+``linalg_lapack`` (eager only) and are re-exported here, so ``tracec.linalg``
+is PyTorch's ``torch.linalg`` namespace.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec import functions as F
+from tracec import ops
+from tracec import shape_ops as S
+from tracec.functions import _named, promote, tensor_arg
+from tracec.methods import _inplace
+from tracec.out_arg import with_out
+from tracec.ops.core import normalize_axis
+from tracec.rearrange import flip
+from tracec.linalg_lapack import (_float_input, _square, cholesky, cholesky_ex,  # noqa: F401
+                                  cholesky_inverse, cholesky_solve, det, eigh, eigvalsh, inv,
+                                  inv_ex, inverse, logdet, lstsq, matrix_rank, pinv, pinverse,
+                                  qr, slogdet, solve, solve_ex, solve_triangular, svd, svdvals,
+                                  triangular_solve, lu, lu_factor, lu_factor_ex, lu_solve,
+                                  _torch_lu, _torch_lu_solve, _torch_cholesky,
+                                  _torch_qr, _torch_svd)
+from tracec.tensor import Tensor, concrete
+
+__all__ = ["norm", "vector_norm", "matrix_norm", "inv", "det", "slogdet", "solve", "cholesky",
+           "qr", "svd", "svdvals", "eigh", "eigvalsh", "cross", "vecdot", "matmul", "pinv",
+           "matrix_power", "multi_dot", "inv_ex", "cholesky_ex", "solve_ex", "matrix_rank",
+           "lstsq", "solve_triangular", "vander", "cond", "tensorinv", "tensorsolve",
+           "matrix_exp", "lu", "lu_factor", "lu_factor_ex", "lu_solve"]
+
+matmul = F.matmul
+
+
+# --- norms ---------------------------------------------------------------------------------
+
+def _safe_root(s, p):
+    zero = ops.eq(s, 0.0)
+    r = ops.sqrt(ops.where(zero, 1.0, s)) if p == 2 else \
+        ops.pow_(ops.where(zero, 1.0, s), 1.0 / p)
+    return ops.where(zero, 0.0, r)
+
+
+def _axes(x, dim):
+    if dim is None:
+        return tuple(range(x.ndim))
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    return tuple(sorted({normalize_axis(d, x.ndim) for d in dims}))
+
+
+def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    x = _float_input(x, "linalg.vector_norm")
+    if dtype is not None:
+        x = ops.cast(x, dt.to_dtype(dtype))
+    axes = _axes(x, dim)
+    if x.ndim == 0:
+        x, axes = ops.reshape(x, (1,)), (0,)
+    ax = ops.abs_(x)
+    ord = float(ord)
+    if ord == math.inf:
+        y = ops.reduce_max(ax, axes)
+    elif ord == -math.inf:
+        y = ops.reduce_min(ax, axes)
+    elif ord == 0:
+        y = ops.reduce_sum(ops.cast(ops.ne(x.detach(), 0.0), x.dtype), axes)
+        y = ops.add(y, ops.mul(ops.reduce_sum(x, axes), 0.0)) if x.requires_grad else y
+    elif ord == 1:
+        y = ops.reduce_sum(ax, axes)
+    elif ord == 2:
+        y = _safe_root(ops.reduce_sum(ops.mul(x, x), axes), 2)
+    else:
+        y = _safe_root(ops.reduce_sum(ops.pow_(ax, ord), axes), ord)
+    if keepdim:
+        y = ops.reshape(y, tuple(1 if i in axes else s for i, s in enumerate(x.shape)))
+    return _named(y, "LinalgVectorNormBackward0")
+
+
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # noqa: A002
+    A = _float_input(A, "linalg.matrix_norm")
+    if A.ndim < 2:
+        raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 "
+                           "dimensions.")
+    if dtype is not None:
+        A = ops.cast(A, dt.to_dtype(dtype))
+    d0, d1 = (normalize_axis(d, A.ndim) for d in dim)
+    if ord == "fro":
+        return vector_norm(A, 2, (d0, d1), keepdim)
+    if ord in ("nuc", 2, -2):
+        # Singular values: move the two dims last.
+        perm = tuple(i for i in range(A.ndim) if i not in (d0, d1)) + (d0, d1)
+        s = svdvals(ops.transpose(A, perm))
+        y = F.sum(s, -1) if ord == "nuc" else (F.amax(s, -1) if ord == 2 else F.amin(s, -1))
+    elif ord in (1, -1, math.inf, -math.inf):
+        summed, other = (d0, d1) if ord in (1, -1) else (d1, d0)
+        col = F.sum(ops.abs_(A), summed, keepdim=True)
+        y = (F.amax if ord > 0 else F.amin)(col, other, keepdim=True)
+        y = ops.reshape(y, tuple(s for i, s in enumerate(A.shape) if i not in (d0, d1)))
+    else:
+        raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    if keepdim:
+        shape = list(y.shape)
+        for d in sorted((d0, d1)):
+            shape.insert(d, 1)
+        y = ops.reshape(y, tuple(shape))
+    return y
+
+
+def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    """``torch.linalg.norm`` (``tracec.norm`` is ``torch.norm``, ``_torch_norm``)."""
+    A = _float_input(A, "linalg.norm")
+    if dim is not None and not isinstance(dim, int) and len(dim) == 2:
+        return matrix_norm(A, "fro" if ord is None else ord, dim, keepdim, dtype=dtype)
+    if ord is None:
+        return vector_norm(A, 2, dim, keepdim, dtype=dtype)
+    if dim is None:
+        if A.ndim == 2:
+            return matrix_norm(A, ord, (-2, -1), keepdim, dtype=dtype)
+        if A.ndim != 1:
+            raise RuntimeError("linalg.norm: If dim is not specified but ord is, the input "
+                               f"must be 1D or 2D. Got {A.ndim}D.")
+    if isinstance(ord, str):
+        raise RuntimeError(f"linalg.vector_norm: Order {ord} not supported.")
+    return vector_norm(A, ord, dim, keepdim, dtype=dtype)
+
+
+def _torch_norm(input, p="fro", dim=None, keepdim=False, dtype=None):  # noqa: A002
+    """``torch.norm``: ``'fro'`` (2-norm over ``dim``), ``'nuc'``, or a vector p-norm."""
+    x = _float_input(input, "norm")
+    if p == "nuc":
+        return matrix_norm(x, "nuc", (-2, -1) if dim is None else dim, keepdim, dtype=dtype)
+    if p == "fro" or p is None:
+        p = 2
+    if isinstance(p, str):
+        raise RuntimeError(f"norm: Order {p} not supported.")
+    return vector_norm(x, p, dim, keepdim, dtype=dtype)
+
+
+def dist(input, other, p=2):  # noqa: A002
+    """``torch.dist``: the p-norm of ``input - other``."""
+    return vector_norm(F.sub(input, other), p)
+
+
+# --- products --------------------------------------------------------------------------
+
+def _check_dims(name, x, n):
+    if x.ndim != n:
+        raise RuntimeError(f"{name}: Expected {n}-D argument, but got {x.ndim}-D")
+
+
+def mv(input, vec):  # noqa: A002
+    A, v = tensor_arg(input, "mv"), tensor_arg(vec, "mv")
+    if A.ndim != 2 or v.ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got {A.ndim}, {v.ndim}")
+    if A.shape[1] != v.shape[0]:
+        raise RuntimeError(f"size mismatch, got input ({A.shape[0]}), mat ({A.shape[0]}x"
+                           f"{A.shape[1]}), vec ({v.shape[0]})")
+    return F.matmul(A, v)
+
+
+def _add_scaled(input, prod, beta, alpha):
+    prod = F.mul(prod, alpha) if alpha != 1 else prod
+    if beta == 0:   # PyTorch ignores input then (nan and inf in it included)
+        shape = np.broadcast_shapes(tuple(getattr(input, "shape", ())), tuple(prod.shape))
+        return F.add(ops.broadcast_to(prod, shape), 0)
+    return F.add(F.mul(input, beta) if beta != 1 else input, prod)
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1):  # noqa: A002
+    return _named(_add_scaled(input, mv(mat, vec), beta, alpha), "AddmvBackward0")
+
+
+def ger(input, vec2):  # noqa: A002
+    a, b = tensor_arg(input, "ger"), tensor_arg(vec2, "ger")
+    _check_dims("outer", a, 1)
+    _check_dims("outer", b, 1)
+    return F.outer(a, b)
+
+
+def addr(input, vec1, vec2, *, beta=1, alpha=1):  # noqa: A002
+    return _named(_add_scaled(input, ger(vec1, vec2), beta, alpha), "AddrBackward0")
+
+
+def tensordot(a, b, dims=2, out=None):
+    a, b = tensor_arg(a, "tensordot"), tensor_arg(b, "tensordot")
+    if isinstance(dims, int):
+        if dims < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
+        da, db = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    else:
+        da, db = dims
+        da = [da] if isinstance(da, int) else list(da)
+        db = [db] if isinstance(db, int) else list(db)
+    da = [normalize_axis(d, a.ndim) for d in da]
+    db = [normalize_axis(d, b.ndim) for d in db]
+    for i, j in zip(da, db):
+        if a.shape[i] != b.shape[j]:
+            raise RuntimeError(f"contracted dimensions need to match, but first has size "
+                               f"{a.shape[i]} in dim {i} and second has size {b.shape[j]} in "
+                               f"dim {j}")
+    fa = [i for i in range(a.ndim) if i not in da]
+    fb = [j for j in range(b.ndim) if j not in db]
+    k = math.prod(a.shape[i] for i in da)
+    a2 = ops.reshape(ops.transpose(a, tuple(fa + da)), (math.prod(a.shape[i] for i in fa), k))
+    b2 = ops.reshape(ops.transpose(b, tuple(db + fb)), (k, math.prod(b.shape[j] for j in fb)))
+    r = F.matmul(a2, b2)
+    return ops.reshape(r, tuple(a.shape[i] for i in fa) + tuple(b.shape[j] for j in fb))
+
+
+def inner(input, other):  # noqa: A002
+    a, b = tensor_arg(input, "inner"), tensor_arg(other, "inner")
+    if a.ndim == 0 or b.ndim == 0:
+        return F.mul(a, b)
+    if a.shape[-1] != b.shape[-1]:
+        raise RuntimeError(f"inner() the last dimension must match on both input tensors but "
+                           f"got shapes {list(a.shape)} and {list(b.shape)}")
+    return tensordot(a, b, ([-1], [-1]))
+
+
+def vdot(input, other):  # noqa: A002
+    a, b = tensor_arg(input, "vdot"), tensor_arg(other, "vdot")
+    if a.ndim != 1 or b.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
+    return F.dot(a, b)
+
+
+def vecdot(x, y, *, dim=-1):
+    return F.sum(F.mul(x, y), dim)
+
+
+def kron(input, other):  # noqa: A002
+    a, b = tensor_arg(input, "kron"), tensor_arg(other, "kron")
+    n = max(a.ndim, b.ndim)
+    sa = (1,) * (n - a.ndim) + tuple(a.shape)
+    sb = (1,) * (n - b.ndim) + tuple(b.shape)
+    a2 = ops.reshape(a, tuple(v for s in sa for v in (s, 1)))
+    b2 = ops.reshape(b, tuple(v for s in sb for v in (1, s)))
+    return _named(ops.reshape(F.mul(a2, b2), tuple(x * y for x, y in zip(sa, sb))),
+                  "KronBackward0")
+
+
+def trace(input):  # noqa: A002
+    x = tensor_arg(input, "trace")
+    if x.ndim != 2:
+        raise RuntimeError("trace: expected a matrix, but got tensor with dim " f"{x.ndim}")
+    n, m = x.shape
+    k = min(n, m)
+    diag = ops.slice_(ops.reshape(x, (n * m,)), (0,), (max((k - 1) * (m + 1) + 1, 0),),
+                      (m + 1,))
+    return _named(F.sum(diag), "TraceBackward0")
+
+
+def chain_matmul(*matrices):
+    warnings.warn("torch.chain_matmul is deprecated and will be removed in a future PyTorch "
+                  "release. Use torch.linalg.multi_dot instead, which accepts a list of two or "
+                  "more tensors rather than multiple parameters.", UserWarning, stacklevel=2)
+    if len(matrices) == 1 and isinstance(matrices[0], (list, tuple)):
+        matrices = tuple(matrices[0])
+    if not matrices:
+        raise RuntimeError("chain_matmul(): Expected one or more matrices")
+    return functools.reduce(F.mm, matrices) if len(matrices) > 1 else S.clone(matrices[0])
+
+
+def multi_dot(tensors):
+    tensors = list(tensors)
+    if len(tensors) < 2:
+        raise RuntimeError("multi_dot(): expected at least 2 tensors but got "
+                           f"{len(tensors)}")
+    return functools.reduce(F.matmul, tensors)
+
+
+def _eye_like(A):
+    n = A.shape[-1]
+    eye = ops.cast(ops.eq(ops.iota((n, n), dt.int64, 0, like=A),
+                          ops.iota((n, n), dt.int64, 1, like=A)), A.dtype)
+    return ops.broadcast_to(eye, tuple(A.shape))
+
+
+def matrix_power(input, n):  # noqa: A002
+    A = tensor_arg(input, "matrix_power")
+    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+        raise RuntimeError("linalg.matrix_power: A must be batches of square matrices, "
+                           f"but they are {A.shape[-2] if A.ndim > 1 else A.shape} by "
+                           f"{A.shape[-1]} matrices")
+    if n == 0:   # the identity, linked to A with a zero gradient (as PyTorch's)
+        return ops.where(ops.full(tuple(A.shape), False, dt.bool_, like=A), A, _eye_like(A))
+    if n < 0:
+        A, n = inv(A), -n
+    result, base = None, A
+    while n:
+        if n & 1:
+            result = base if result is None else F.matmul(result, base)
+        n >>= 1
+        if n:
+            base = F.matmul(base, base)
+    return result
+
+
+def cross(input, other, dim=-1):  # noqa: A002
+    (a, b), _ = promote("cross", tensor_arg(input, "cross"), tensor_arg(other, "cross"))
+    shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
+    a, b = ops.broadcast_to(a, shape), ops.broadcast_to(b, shape)
+    d = normalize_axis(dim, len(shape))
+    if shape[d] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
+                           f"{a.shape[d]} and {b.shape[d]}")
+
+    def c(x, i):
+        return ops.slice_(x, tuple(i if j == d else 0 for j in range(len(shape))),
+                          tuple(i + 1 if j == d else s for j, s in enumerate(shape)),
+                          (1,) * len(shape))
+    a0, a1, a2 = (c(a, i) for i in range(3))
+    b0, b1, b2 = (c(b, i) for i in range(3))
+    parts = [ops.sub(ops.mul(a1, b2), ops.mul(a2, b1)), ops.sub(ops.mul(a2, b0), ops.mul(a0, b2)),
+             ops.sub(ops.mul(a0, b1), ops.mul(a1, b0))]
+    return _named(ops.concatenate(parts, axis=d), "LinalgCrossBackward0")
+
+
+def _torch_cross(input, other, dim=None):  # noqa: A002
+    if dim is None:
+        warnings.warn("Using torch.cross without specifying the dim arg is deprecated.\n"
+                      "Please either pass the dim explicitly or simply use "
+                      "torch.linalg.cross.\nThe default value of dim will change to agree "
+                      "with that of linalg.cross in a future release.", UserWarning,
+                      stacklevel=2)
+        shape = np.broadcast_shapes(tuple(input.shape), tuple(other.shape))
+        dim = next((i for i, s in enumerate(shape) if s == 3), None)
+        if dim is None:
+            raise RuntimeError("no dimension of size 3 in input")
+    return cross(input, other, dim)
+
+
+def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+    a, b = _float_input(x1, "cdist"), _float_input(x2, "cdist")
+    if a.ndim < 2 or b.ndim < 2:
+        raise RuntimeError(f"cdist only supports at least 2D tensors, X1 got: {a.ndim}D")
+    if a.shape[-1] != b.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: "
+                           f"{a.shape[-1]} X2: {b.shape[-1]}")
+    diff = F.sub(ops.reshape(a, tuple(a.shape[:-1]) + (1, a.shape[-1])),
+                 ops.reshape(b, tuple(b.shape[:-2]) + (1,) + tuple(b.shape[-2:])))
+    return _named(vector_norm(diff, p, -1), "CdistBackward0")
+
+
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
+    b1, b2 = tensor_arg(batch1, "addbmm"), tensor_arg(batch2, "addbmm")
+    if b1.ndim != 3 or b2.ndim != 3:
+        raise RuntimeError("batch1 must be a 3D tensor")
+    return _named(_add_scaled(input, F.sum(F.matmul(b1, b2), 0), beta, alpha),
+                  "AddbmmBackward0")
+
+
+def vander(x, N=None):  # noqa: N803 - PyTorch's name
+    """``torch.linalg.vander``: columns x^0, x^1, ..., x^(N-1)."""
+    x = tensor_arg(x, "linalg.vander")
+    if x.ndim == 0:
+        raise RuntimeError("linalg.vander: x must have at least one dimension")
+    n = x.shape[-1] if N is None else N
+    if n <= 1 and N is not None and N < 1:
+        raise RuntimeError("N must be greater than 1.")
+    if x.dtype is dt.bool_:
+        x = ops.cast(x, dt.int64)
+    cols = [ops.full(tuple(x.shape), 1, x.dtype, like=x)]
+    for _ in range(1, n):
+        cols.append(ops.mul(cols[-1], x))
+    return S.stack(cols, -1) if n else ops.full(tuple(x.shape) + (0,), 0, x.dtype, like=x)
+
+
+def _torch_vander(x, N=None, increasing=False):  # noqa: N803
+    """``torch.vander``: 1-D ``x``, decreasing powers unless ``increasing``."""
+    x = tensor_arg(x, "vander")
+    if x.ndim != 1:
+        raise RuntimeError("x must be a one-dimensional tensor.")
+    v = vander(x, N)
+    return v if increasing else flip(v, (-1,))
+
+
+def cond(A, p=None):
+    """Condition number: largest over smallest singular value (p None or 2,
+    -2 the reverse), else ``norm(A, p) * norm(inv(A), p)``."""
+    A = _float_input(A, "linalg.cond")
+    if p is None or p in (2, -2):
+        s = svdvals(A)
+        hi, lo = F.amax(s, -1), F.amin(s, -1)
+        return F.div(lo, hi) if p == -2 else F.div(hi, lo)
+    return F.mul(matrix_norm(A, p), matrix_norm(inv(A), p))
+
+
+def tensorinv(A, ind=2):
+    A = tensor_arg(A, "linalg.tensorinv")
+    if ind <= 0:
+        raise RuntimeError(f"Expected a strictly positive integer for 'ind', but got {ind}")
+    out_shape, in_shape = tuple(A.shape[:ind]), tuple(A.shape[ind:])
+    n = math.prod(out_shape)
+    if n != math.prod(in_shape):
+        raise RuntimeError("Expected self to satisfy the requirement prod(self.shape[ind:]) == "
+                           "prod(self.shape[:ind]), but got "
+                           f"{math.prod(in_shape)} != {n}")
+    return ops.reshape(inv(ops.reshape(A, (n, n))), in_shape + out_shape)
+
+
+def tensorsolve(A, B, dims=None):
+    A, B = tensor_arg(A, "linalg.tensorsolve"), tensor_arg(B, "linalg.tensorsolve")
+    if dims is not None:
+        dims = [normalize_axis(d, A.ndim) for d in dims]
+        A = ops.transpose(A, tuple(i for i in range(A.ndim) if i not in dims) + tuple(dims))
+    rest = tuple(A.shape[B.ndim:])
+    n = B.numel()
+    X = solve(ops.reshape(A, (n, math.prod(rest))), ops.reshape(B, (n,)))
+    return ops.reshape(X, rest)
+
+
+# Taylor terms of exp(A / 2^s) with ||A / 2^s||_1 <= 1/2: the 18th is < 1e-22.
+_EXP_TERMS = 18
+
+
+def matrix_exp(A):
+    """exp(A) by scaling and squaring a Taylor series.  The scaling reads
+    the norm of A (eager only); the rest is matmuls, so it differentiates."""
+    A = _square(A, "linalg.matrix_exp")
+    a = concrete(A, "linalg.matrix_exp() (eager only: its scaling reads the matrix norm)")
+    norm1 = float(np.abs(a).sum(-2).max()) if a.size else 0.0
+    s = max(0, int(math.ceil(math.log2(norm1 / 0.5)))) if norm1 > 0.5 else 0
+    X = F.mul(A, 0.5 ** s) if s else A
+    eye = ops.broadcast_to(ops.cast(_eye_like(A), A.dtype), tuple(A.shape))
+    term, total = eye, eye
+    for k in range(1, _EXP_TERMS + 1):
+        term = F.mul(F.matmul(term, X), 1.0 / k)
+        total = F.add(total, term)
+    for _ in range(s):
+        total = F.matmul(total, total)
+    return _named(total, "LinalgMatrixExpBackward0")
+
+
+def frobenius_norm(input, dim=(-2, -1), keepdim=False):  # noqa: A002
+    return vector_norm(input, 2, dim, keepdim)
+
+
+def nuclear_norm(input, dim=(-2, -1), keepdim=False):  # noqa: A002
+    if isinstance(dim, bool):      # nuclear_norm(input, keepdim)
+        dim, keepdim = (-2, -1), dim
+    return matrix_norm(input, "nuc", dim, keepdim)
+
+
+def renorm(input, p, dim, maxnorm):  # noqa: A002
+    """Each slice along ``dim`` whose p-norm exceeds ``maxnorm`` scaled down to
+    it (PyTorch's factor maxnorm / (norm + 1e-7), differentiated as PyTorch's)."""
+    x = _float_input(input, "renorm")
+    if p <= 0:
+        raise RuntimeError("renorm: non-positive-norm not supported")
+    d = normalize_axis(dim, x.ndim)
+    others = tuple(i for i in range(x.ndim) if i != d)
+    norms = vector_norm(x, p, others, keepdim=True)
+    factor = F.where(F.gt(norms, maxnorm), F.div(maxnorm, F.add(norms, 1e-7)), 1.0)
+    return _named(F.mul(x, factor), "RenormBackward0")
+
+
+_TENSOR_METHODS = {
+    "mv": mv, "addmv": addmv, "addr": addr, "ger": ger, "inner": inner, "kron": kron,
+    "trace": trace, "det": det, "logdet": logdet, "slogdet": slogdet, "inverse": inv,
+    "pinverse": pinverse, "matrix_power": matrix_power, "cross": _torch_cross, "vdot": vdot,
+    "norm": _torch_norm, "dist": dist, "addbmm": addbmm, "matrix_exp": matrix_exp,
+    "cholesky_solve": cholesky_solve, "cholesky_inverse": cholesky_inverse,
+    "triangular_solve": triangular_solve, "lstsq": lstsq, "renorm": renorm,
+    "cholesky": _torch_cholesky, "qr": _torch_qr, "svd": _torch_svd, "lu": _torch_lu,
+    "lu_solve": _torch_lu_solve,
+}
+for _name, _fn in _TENSOR_METHODS.items():
+    setattr(Tensor, _name, _fn)
+Tensor.addmv_ = _inplace("addmv_", addmv)
+Tensor.addr_ = _inplace("addr_", addr)
+Tensor.addbmm_ = _inplace("addbmm_", addbmm)
+Tensor.renorm_ = _inplace("renorm_", renorm)
+
+
+def _add_out_keyword():
+    # torch.linalg's functions take out= (tracec/out_arg.py).
+    g = globals()
+    for name in ("norm vector_norm matrix_norm inv det slogdet solve cholesky qr svd svdvals "
+                 "eigh eigvalsh cross vecdot matmul pinv matrix_power multi_dot inv_ex "
+                 "cholesky_ex solve_ex matrix_rank solve_triangular matrix_exp").split():
+        g[name] = with_out(g[name])
+
+
+_add_out_keyword()

@@ -1,0 +1,552 @@
+"""The factorizations and inverses of ``tracec.linalg``: ``inv det slogdet
+logdet solve cholesky qr svd svdvals eigh eigvalsh pinv pinverse``.
+
+Invariant: each runs NumPy's LAPACK on its operands' values (``concrete``):
+eager only, a ``TraceError`` naming the op inside ``tracec.compile``.  Each
+is a custom ``autograd.Function``: ``inv det slogdet/logdet solve cholesky
+eigvalsh`` have their standard VJPs, computed in NumPy (first order: a
+``create_graph`` backward through them gives a gradient without a graph);
+``qr svd svdvals pinv pinverse`` and ``eigh``'s eigenvectors raise if a
+gradient is asked through them.  LAPACK's failures become PyTorch's
+messages (singular matrix, not positive-definite).
+"""
+from __future__ import annotations
+
+import functools
+import warnings
+from collections import namedtuple
+
+import numpy as np
+
+from tracec import autograd
+from tracec import dtypes as dt
+from tracec import functions as F
+from tracec import ops
+from tracec import shape_ops as S
+from tracec.functions import promote, tensor_arg
+from tracec.tensor import Tensor, concrete
+
+__all__ = ["inv", "inverse", "det", "slogdet", "logdet", "solve", "cholesky", "qr", "svd",
+           "svdvals", "eigh", "eigvalsh", "pinv", "pinverse", "inv_ex", "cholesky_ex",
+           "solve_ex", "matrix_rank", "lstsq", "solve_triangular", "triangular_solve",
+           "cholesky_solve", "cholesky_inverse", "lu_factor", "lu_factor_ex", "lu", "lu_unpack",
+           "lu_solve"]
+
+SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
+QRResult = namedtuple("qr", ["Q", "R"])
+SVDResult = namedtuple("svd", ["U", "S", "Vh"])
+EighResult = namedtuple("eigh", ["eigenvalues", "eigenvectors"])
+InvExResult = namedtuple("inv_ex", ["inverse", "info"])
+CholeskyExResult = namedtuple("cholesky_ex", ["L", "info"])
+SolveExResult = namedtuple("solve_ex", ["result", "info"])
+LstsqResult = namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
+TriangularSolveResult = namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
+LUFactorResult = namedtuple("lu_factor", ["LU", "pivots"])
+LUFactorExResult = namedtuple("lu_factor_ex", ["LU", "pivots", "info"])
+LUResult = namedtuple("lu", ["P", "L", "U"])
+LUUnpackResult = namedtuple("lu_unpack", ["P", "L", "U"])
+
+
+def _float_input(x, name):
+    x = tensor_arg(x, name)
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. "
+                           f"Got {_TORCH.get(x.dtype.name, x.dtype.name)}")
+    return x
+
+
+_TORCH = {"int64": "Long", "int32": "Int", "bool": "Bool"}
+
+
+def _square(x, name):
+    x = _float_input(x, name)
+    if x.ndim < 2:
+        raise RuntimeError(f"{name}: The input tensor A must have at least 2 dimensions.")
+    if x.shape[-1] != x.shape[-2]:
+        raise RuntimeError(f"{name}: A must be batches of square matrices, but they are "
+                           f"{x.shape[-2]} by {x.shape[-1]} matrices")
+    return x
+
+
+# --- factorizations (eager, NumPy) ---------------------------------------------------------------
+
+def _np(x, name):
+    a = concrete(x, f"{name}() (eager only: LAPACK through NumPy)")
+    return a.astype(np.float32) if x.dtype in (dt.float16, dt.bfloat16) else a
+
+
+def _wrap(a, like):
+    return Tensor._make(np.array(a, dtype=like.dtype.np, order="C"), like.dtype)
+
+
+def _mT(a):
+    return np.swapaxes(a, -1, -2)
+
+
+def _sum_to(g, shape):
+    """A NumPy gradient summed over broadcast batch dimensions."""
+    while g.ndim > len(shape):
+        g = g.sum(0)
+    for i, s in enumerate(shape):
+        if s == 1 and g.shape[i] != 1:
+            g = g.sum(i, keepdims=True)
+    return g
+
+
+def _function(name, forward, backward=None):
+    """A differentiable eager op: ``forward(ctx, *arrays) -> array`` in NumPy,
+    ``backward(ctx, g) -> tuple of arrays (or None)`` its VJP in NumPy."""
+    def fwd(ctx, *xs):
+        ctx.like = xs[0]
+        return _wrap(forward(ctx, *[_np(x, name) if isinstance(x, Tensor) else x for x in xs]),
+                     xs[0])
+
+    def bwd(ctx, g):
+        if backward is None:
+            raise RuntimeError(f"{name}: tracec does not implement the derivative of this "
+                               "output")
+        grads = backward(ctx, _np(g, name))
+        return tuple(None if r is None else _wrap(r, ctx.like) for r in grads)
+    cls = type(name, (autograd.Function,), {"forward": staticmethod(fwd),
+                                            "backward": staticmethod(bwd)})
+    return cls.apply
+
+
+def _lapack(name, msg):
+    def wrap(f):
+        @functools.wraps(f)
+        def g(*a, **k):
+            try:
+                return f(*a, **k)
+            except np.linalg.LinAlgError:
+                raise RuntimeError(msg) from None
+        return g
+    return wrap
+
+
+@_lapack("inv", "linalg.inv: The diagonal element is zero, the inversion could not be "
+         "completed because the input matrix is singular.")
+def _inv_fwd(ctx, a):
+    ctx.inv = np.linalg.inv(a)
+    return ctx.inv
+
+
+_inv = _function("LinalgInvEx", _inv_fwd,
+                 lambda ctx, g: (-_mT(ctx.inv) @ g @ _mT(ctx.inv),))
+
+
+def inv(A):
+    return _inv(_square(A, "linalg.inv"))
+
+
+inverse = inv
+
+
+def _det_fwd(ctx, a):
+    ctx.a = a
+    ctx.det = np.linalg.det(a)
+    return ctx.det
+
+
+def _det_bwd(ctx, g):
+    return ((g * ctx.det)[..., None, None] * _mT(np.linalg.inv(ctx.a)),)
+
+
+_det = _function("LinalgDet", _det_fwd, _det_bwd)
+
+
+def det(A):
+    return _det(_square(A, "linalg.det"))
+
+
+def _logabsdet_fwd(ctx, a):
+    ctx.a = a
+    return np.linalg.slogdet(a)[1]
+
+
+_logabsdet = _function("LinalgSlogdet", _logabsdet_fwd,
+                       lambda ctx, g: (g[..., None, None] * _mT(np.linalg.inv(ctx.a)),))
+
+
+def slogdet(A):
+    A = _square(A, "linalg.slogdet")
+    sign = _wrap(np.linalg.slogdet(_np(A, "linalg.slogdet"))[0], A)
+    lad = _logabsdet(A)
+    if lad.requires_grad:   # PyTorch's sign is an output of the node too (zero gradient)
+        sign = ops.where(ops.full(tuple(sign.shape), False, dt.bool_, like=sign), lad, sign)
+    return SlogdetResult(sign, lad)
+
+
+def logdet(input):  # noqa: A002
+    sign, lad = slogdet(input)
+    return F.where(F.lt(sign, 0), float("nan"), F.where(F.eq(sign, 0), float("-inf"), lad))
+
+
+@_lapack("solve", "torch.linalg.solve: The solver failed because the input matrix is "
+         "singular.")
+def _solve_fwd(ctx, a, b):
+    ctx.a = a
+    ctx.x = np.linalg.solve(a, b)
+    return ctx.x
+
+
+def _solve_bwd(ctx, g):
+    gb = np.linalg.solve(_mT(ctx.a), g)
+    ga = -gb @ _mT(ctx.x)
+    return (_sum_to(ga, ctx.a.shape), gb)
+
+
+_solve = _function("LinalgSolveEx", _solve_fwd, _solve_bwd)
+
+
+def solve(A, B, *, left=True):
+    A = _square(A, "linalg.solve")
+    (A, B), _ = promote("linalg.solve", A, _float_input(B, "linalg.solve"))
+    if not left:   # X A = B  <=>  A^T X^T = B^T
+        return S.mT(solve(S.mT(A), S.mT(B)))
+    vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+    if vector:
+        return ops.reshape(_solve(A, ops.reshape(B, tuple(B.shape) + (1,))), tuple(B.shape))
+    return _solve(A, B)
+
+
+@_lapack("cholesky", "linalg.cholesky: The factorization could not be completed because the "
+         "input is not positive-definite.")
+def _cholesky_fwd(ctx, a):
+    ctx.L = np.linalg.cholesky(a)
+    return ctx.L
+
+
+def _cholesky_bwd(ctx, g):
+    L = ctx.L
+    phi = np.tril(_mT(L) @ g)
+    phi[..., np.arange(L.shape[-1]), np.arange(L.shape[-1])] *= 0.5
+    Linv = np.linalg.inv(L)
+    s = _mT(Linv) @ phi @ Linv
+    return (0.5 * (s + _mT(s)),)
+
+
+_cholesky = _function("LinalgCholeskyEx", _cholesky_fwd, _cholesky_bwd)
+
+
+def cholesky(A, *, upper=False):
+    L = _cholesky(_square(A, "linalg.cholesky"))
+    return S.mT(L) if upper else L
+
+
+def _torch_cholesky(input, upper=False):  # noqa: A002
+    warnings.warn("torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be "
+                  "removed in a future PyTorch release.", UserWarning, stacklevel=2)
+    return cholesky(input, upper=upper)
+
+
+def _no_grad_out(name, f):
+    return _function(name, lambda ctx, *a: f(*a))
+
+
+def qr(A, mode="reduced"):
+    A = _float_input(A, "linalg.qr")
+    if mode not in ("reduced", "complete", "r"):
+        raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of "
+                           "'reduced' (default), 'r', or 'complete'")
+    q = _no_grad_out("LinalgQr", lambda a: np.linalg.qr(a, mode="complete" if mode ==
+                                                         "complete" else "reduced")[0])
+    r = _no_grad_out("LinalgQr", lambda a: np.linalg.qr(a, mode="complete" if mode ==
+                                                         "complete" else "reduced")[1])
+    R = r(A)
+    Q = q(A) if mode != "r" else Tensor._make(np.zeros((0,), A.dtype.np), A.dtype)
+    return QRResult(Q, R)
+
+
+def _torch_qr(input, some=True):  # noqa: A002
+    return qr(input, "reduced" if some else "complete")
+
+
+def svd(A, full_matrices=True, *, driver=None):
+    A = _float_input(A, "linalg.svd")
+    parts = [_no_grad_out("LinalgSvd", lambda a, i=i: np.linalg.svd(
+        a, full_matrices=full_matrices)[i])(A) for i in range(3)]
+    return SVDResult(*parts)
+
+
+def svdvals(A, *, driver=None):
+    A = _float_input(A, "linalg.svdvals")
+    return _no_grad_out("LinalgSvd", lambda a: np.linalg.svd(a, compute_uv=False))(A)
+
+
+def _torch_svd(input, some=True, compute_uv=True):  # noqa: A002
+    U, S_, Vh = svd(input, full_matrices=not some)
+    return namedtuple("svd", ["U", "S", "V"])(U, S_, S.mT(Vh))
+
+
+def _eigvalsh_fwd(ctx, a, uplo):
+    w, v = np.linalg.eigh(a, UPLO=uplo)
+    ctx.v = v
+    return w
+
+
+def _eigvalsh_bwd(ctx, g):
+    v = ctx.v
+    return ((v * g[..., None, :]) @ _mT(v), None)
+
+
+_eigvalsh = _function("LinalgEigh", _eigvalsh_fwd, _eigvalsh_bwd)
+
+
+def eigvalsh(A, UPLO="L"):  # noqa: N803 - PyTorch's name
+    return _eigvalsh(_square(A, "linalg.eigvalsh"), UPLO)
+
+
+def eigh(A, UPLO="L"):  # noqa: N803
+    A = _square(A, "linalg.eigh")
+    vecs = _no_grad_out("LinalgEigh", lambda a: np.linalg.eigh(a, UPLO=UPLO)[1])(A)
+    return EighResult(eigvalsh(A, UPLO), vecs)
+
+
+def _pinv_np(a, atol, rtol):
+    # PyTorch's cut-off: singular values <= max(atol, rtol * largest) are 0;
+    # rtol defaults to eps * max(m, n) when neither is given, else to 0.
+    if rtol is None:
+        rtol = np.finfo(a.dtype).eps * max(a.shape[-2:]) if atol is None else 0.0
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    cut = np.maximum(atol or 0.0, rtol * s.max(axis=-1, keepdims=True, initial=0.0))
+    inv_s = np.where(s > cut, 1.0 / np.where(s > cut, s, 1.0), 0.0)
+    return _mT(vh) @ (inv_s[..., None] * _mT(u))
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian=False):
+    A = _float_input(A, "linalg.pinv")
+    return _no_grad_out("LinalgPinv", lambda a: _pinv_np(a, atol, rtol))(A)
+
+
+def pinverse(input, rcond=1e-15):  # noqa: A002
+    A = _float_input(input, "pinverse")
+    return _no_grad_out("Pinverse", lambda a: _pinv_np(a, None, rcond))(A)
+
+
+def _info(A):
+    return ops.full(tuple(A.shape[:-2]), 0, dt.int32, like=A)
+
+
+def inv_ex(A, *, check_errors=False):
+    """``(inverse, info)``: info is 0 (a singular matrix raises, as with
+    check_errors=True)."""
+    inverse_ = inv(A)
+    return InvExResult(inverse_, _info(inverse_))
+
+
+def cholesky_ex(A, *, upper=False, check_errors=False):
+    L = cholesky(A, upper=upper)
+    return CholeskyExResult(L, _info(L))
+
+
+def solve_ex(A, B, *, left=True, check_errors=False):
+    X = solve(A, B, left=left)
+    return SolveExResult(X, _info(_square(A, "linalg.solve_ex")))
+
+
+def matrix_rank(A, *, atol=None, rtol=None, hermitian=False):
+    A = _float_input(A, "linalg.matrix_rank")
+    s = np.linalg.svd(_np(A, "linalg.matrix_rank"), compute_uv=False)
+    if rtol is None:
+        rtol = np.finfo(s.dtype).eps * max(A.shape[-2:]) if atol is None else 0.0
+    cut = np.maximum(atol or 0.0, rtol * s.max(axis=-1, keepdims=True, initial=0.0))
+    return Tensor._make(np.array((s > cut).sum(-1), dtype=np.int64), dt.int64)
+
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    """``(solution, residuals, rank, singular_values)`` as PyTorch's default
+    cpu driver (gelsy) gives them: residuals and singular values empty."""
+    A = _float_input(A, "linalg.lstsq")
+    B = _float_input(B, "linalg.lstsq")
+    vector = B.ndim == A.ndim - 1
+    Bm = ops.reshape(B, tuple(B.shape) + (1,)) if vector else B
+    X = _no_grad_out("LinalgLstsq", lambda a, b: _pinv_np(a, None, rcond) @ b)(A, Bm)
+    if vector:
+        X = ops.reshape(X, tuple(X.shape[:-1]))
+    empty = Tensor._make(np.zeros((0,), A.dtype.np), A.dtype)
+    return LstsqResult(X, empty, matrix_rank(A), empty)
+
+
+def _tri_solve_fwd(ctx, a, b, upper, left, unitriangular):
+    t = np.triu(a) if upper else np.tril(a)
+    if unitriangular:
+        idx = np.arange(t.shape[-1])
+        t[..., idx, idx] = 1.0
+    ctx.t, ctx.upper, ctx.left, ctx.unit = t, upper, left, unitriangular
+    ctx.x = np.linalg.solve(t, b) if left else _mT(np.linalg.solve(_mT(t), _mT(b)))
+    return ctx.x
+
+
+def _tri_solve_bwd(ctx, g):
+    t, x = ctx.t, ctx.x
+    if ctx.left:     # X = T^-1 B
+        gb = np.linalg.solve(_mT(t), g)
+        ga = -gb @ _mT(x)
+    else:            # X = B T^-1
+        gb = _mT(np.linalg.solve(t, _mT(g)))
+        ga = -_mT(x) @ gb
+    ga = np.triu(ga, 1 if ctx.unit else 0) if ctx.upper else np.tril(ga, -1 if ctx.unit else 0)
+    return (_sum_to(ga, t.shape), _sum_to(gb, g.shape), None, None, None)
+
+
+_tri_solve = _lapack("solve_triangular", "linalg.solve_triangular: The solver failed because "
+                     "the input matrix is singular.")(
+    _function("LinalgSolveTriangular", _tri_solve_fwd, _tri_solve_bwd))
+
+
+def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
+    A = _square(A, "linalg.solve_triangular")
+    (A, B), _ = promote("linalg.solve_triangular", A, _float_input(B, "linalg.solve_triangular"))
+    return _tri_solve(A, B, bool(upper), bool(left), bool(unitriangular))
+
+
+def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
+    """The old ``torch.triangular_solve``: ``(solution, cloned_coefficient)``."""
+    warnings.warn("torch.triangular_solve is deprecated in favor of "
+                  "torch.linalg.solve_triangularand will be removed in a future PyTorch "
+                  "release.\ntorch.linalg.solve_triangular has its arguments reversed and "
+                  "does not return a copy of one of the inputs.\nX = "
+                  "torch.triangular_solve(B, A).solution\nshould be replaced with\nX = "
+                  "torch.linalg.solve_triangular(A, B).", UserWarning, stacklevel=2)
+    M = S.mT(A) if transpose else A
+    X = solve_triangular(M, b, upper=upper != transpose, unitriangular=unitriangular)
+    return TriangularSolveResult(X, S.clone(A))
+
+
+def _from_factor(L, upper):
+    # A = L L^T (U^T U): PyTorch differentiates cholesky_solve/inverse through
+    # every entry of the factor, as this product does.
+    return F.matmul(S.mT(L), L) if upper else F.matmul(L, S.mT(L))
+
+
+def cholesky_solve(B, L, upper=False):
+    """(L L^T)^-1 B from a Cholesky factor."""
+    return solve(_from_factor(_float_input(L, "cholesky_solve"), upper), B)
+
+
+def cholesky_inverse(L, upper=False):
+    return inv(_from_factor(_float_input(L, "cholesky_inverse"), upper))
+
+
+# --- LU (partial pivoting, LAPACK's getrf conventions) ------------------------------------
+
+def _lu_np(a):
+    """(LU, 1-based int32 pivots, int32 info) of a batch of m x n matrices:
+    getrf's row choice (the first largest magnitude) and layout."""
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    work = np.array(a, dtype=np.float64 if a.dtype == np.float64 else np.float32)
+    batch = work.reshape((-1, m, n))
+    piv = np.zeros((batch.shape[0], k), np.int32)
+    info = np.zeros(batch.shape[0], np.int32)
+    rows = np.arange(batch.shape[0])
+    for j in range(k):
+        p = np.argmax(np.abs(batch[:, j:, j]), axis=1) + j
+        piv[:, j] = p + 1
+        top = batch[rows, j, :].copy()
+        batch[rows, j, :] = batch[rows, p, :]
+        batch[rows, p, :] = top
+        pivot = batch[:, j, j]
+        zero = pivot == 0
+        info = np.where(zero & (info == 0), j + 1, info)
+        scale = np.where(zero, 1.0, pivot)
+        batch[:, j + 1:, j] /= scale[:, None]
+        batch[:, j + 1:, j + 1:] -= batch[:, j + 1:, j, None] * batch[:, j, None, j + 1:]
+    lead = a.shape[:-2]
+    return work, piv.reshape(lead + (k,)), info.reshape(lead)
+
+
+def _permutation_np(piv, m):
+    """P (m x m) with A = P L U, from getrf's sequential row swaps."""
+    lead = piv.shape[:-1]
+    flat = piv.reshape((-1, piv.shape[-1]))
+    perm = np.tile(np.arange(m), (flat.shape[0], 1))
+    rows = np.arange(flat.shape[0])
+    for j in range(flat.shape[1]):
+        p = flat[:, j] - 1
+        pj = perm[rows, j].copy()
+        perm[rows, j] = perm[rows, p]
+        perm[rows, p] = pj
+    P = np.zeros((flat.shape[0], m, m))
+    P[rows[:, None], perm, np.arange(m)[None, :]] = 1.0
+    return P.reshape(lead + (m, m))
+
+
+def _unpack_np(lu_, m, n):
+    k = min(m, n)
+    L = np.tril(lu_, -1)[..., :, :k] + np.eye(m, k, dtype=lu_.dtype)
+    U = np.triu(lu_)[..., :k, :]
+    return L, U
+
+
+def lu_factor_ex(A, *, pivot=True, check_errors=False):
+    A = _float_input(A, "linalg.lu_factor_ex")
+    if A.ndim < 2:
+        raise RuntimeError("torch.linalg.lu_factor: Expected tensor with 2 or more dimensions. "
+                           f"Got size: {list(A.shape)} instead")
+    if not pivot:
+        raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the CPU")
+    lu_, piv, info = _lu_np(_np(A, "linalg.lu_factor"))
+    return LUFactorExResult(_wrap(lu_, A), Tensor._make(piv, dt.int32),
+                            Tensor._make(info, dt.int32))
+
+
+def lu_factor(A, *, pivot=True):
+    """``(LU, pivots)``; eager only, no gradient."""
+    r = lu_factor_ex(A, pivot=pivot)
+    return LUFactorResult(r.LU, r.pivots)
+
+
+def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
+    LU_data = _float_input(LU_data, "lu_unpack")
+    m, n = LU_data.shape[-2:]
+    lu_ = _np(LU_data, "lu_unpack")
+    empty = Tensor._make(np.zeros((0,), LU_data.dtype.np), LU_data.dtype)
+    P = _wrap(_permutation_np(concrete(LU_pivots, "lu_unpack"), m), LU_data) \
+        if unpack_pivots else empty
+    if not unpack_data:
+        return LUUnpackResult(P, empty, empty)
+    L, U = _unpack_np(lu_, m, n)
+    return LUUnpackResult(P, _wrap(L, LU_data), _wrap(U, LU_data))
+
+
+def lu(A, *, pivot=True):
+    """``(P, L, U)`` with ``A = P @ L @ U``; eager only, no gradient."""
+    f = lu_factor(A, pivot=pivot)
+    return LUResult(*lu_unpack(f.LU, f.pivots))
+
+
+def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
+    """X with A X = B (X A = B unless ``left``; A^T in place of A with
+    ``adjoint``), A = P L U given by ``lu_factor``."""
+    LU = _float_input(LU, "linalg.lu_solve")
+    B = _float_input(B, "linalg.lu_solve")
+    m = LU.shape[-1]
+    P, L, U = (_permutation_np(concrete(pivots, "linalg.lu_solve"), m),
+               *_unpack_np(_np(LU, "linalg.lu_solve"), m, m))
+    a = P @ L @ U
+    b = _np(B, "linalg.lu_solve")
+    if adjoint:
+        a = _mT(a)
+    x = np.linalg.solve(a, b) if left else _mT(np.linalg.solve(_mT(a), _mT(b)))
+    return _wrap(x, B)
+
+
+def _torch_lu(A, pivot=True, get_infos=False):  # noqa: N803
+    warnings.warn("torch.lu is deprecated in favor of torch.linalg.lu_factor / "
+                  "torch.linalg.lu_factor_ex and will be removed in a future PyTorch release.\n"
+                  "LU, pivots = torch.lu(A, compute_pivots)\nshould be replaced with\n"
+                  "LU, pivots = torch.linalg.lu_factor(A, compute_pivots)", UserWarning,
+                  stacklevel=2)
+    r = lu_factor_ex(A, pivot=pivot)
+    return (r.LU, r.pivots, r.info) if get_infos else (r.LU, r.pivots)
+
+
+def _torch_lu_solve(b, LU_data, LU_pivots):  # noqa: N803
+    warnings.warn("torch.lu_solve is deprecated in favor of torch.linalg.lu_solveand will be "
+                  "removed in a future PyTorch release.\nNote that torch.linalg.lu_solve has "
+                  "its arguments reversed.\nX = torch.lu_solve(B, LU, pivots)\nshould be "
+                  "replaced with\nX = torch.linalg.lu_solve(LU, pivots, B)", UserWarning,
+                  stacklevel=2)
+    return lu_solve(LU_data, LU_pivots, b)

@@ -1,0 +1,197 @@
+"""PyTorch's trigonometric and hyperbolic functions beyond ``sin cos
+tanh``: ``tan atan asin acos atan2 sinh cosh asinh acosh atanh`` (and their
+``arc*`` names), ``hypot sinc deg2rad rad2deg``.
+
+Invariant: composites of primitives, accurate to a few ulps over the whole
+range: ``atan`` is Cephes' (range reduction to |x| <= 0.66, then a rational
+approximation), ``asin``/``acos`` go through ``atan2`` of sqrt((1-x)(1+x)),
+small arguments of ``sinh asinh acosh atanh`` use forms without
+cancellation, large ones forms without overflow; the branches of every
+``where`` see safe operands on the side not taken (finite gradients).
+"""
+from __future__ import annotations
+
+import math
+
+from tracec import ops
+from tracec.functions import _float_unary, _named
+from tracec.math_extra import (_LN2, _binary_float, _const, _float, _log1p, _polyval,
+                               _safe, _signbit, half_in_float32)
+from tracec.tensor import Tensor
+
+__all__ = ["acos", "acosh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctan2",
+           "arctanh", "asin", "asinh", "atan", "atan2", "atanh", "cosh", "sinh", "tan", "hypot",
+           "sinc", "deg2rad", "rad2deg"]
+
+_TORCH_INT = {"int64": "Long", "int32": "Int", "bool": "Bool"}
+
+
+# --- trigonometry ------------------------------------------------------------------
+
+# Cephes atan: range reduction to |x| <= 0.66, then x + x^3 P(x^2) / Q(x^2).
+_ATAN_P = [-8.750608600031904122785e-1, -1.615753718733365076637e1,
+           -7.500855792314704667340e1, -1.228866684490136173410e2, -6.485021904942025371773e1]
+_ATAN_Q = [1.0, 2.485846490142306297962e1, 1.650270098316988542046e2,
+           4.328810604912902668951e2, 4.853903996359136964868e2, 1.945506571482613964425e2]
+_T3P8 = 2.41421356237309504880   # tan(3 pi / 8)
+_MOREBITS = 6.123233995736765886130e-17
+
+
+def _atan(x):
+    ax = ops.abs_(x)
+    big = ops.gt(ax, _T3P8)
+    mid = ops.logical_and(ops.gt(ax, 0.66), ops.logical_not(big))
+    r_big = ops.neg(ops.div(1.0, _safe(big, ax, 1.0)))
+    r_mid = ops.div(ops.sub(ax, 1.0), ops.add(_safe(mid, ax, 0.0), 1.0))
+    r = ops.where(big, r_big, ops.where(mid, r_mid, ax))
+    base = ops.where(big, math.pi / 2 + _MOREBITS,
+                     ops.where(mid, math.pi / 4 + 0.5 * _MOREBITS, _const(x, 0.0)))
+    z = ops.mul(r, r)
+    p = ops.div(ops.mul(z, _polyval(z, _ATAN_P)), _polyval(z, _ATAN_Q))
+    y = ops.add(base, ops.add(ops.mul(r, p), r))
+    # sign(x) * y, keeping atan(-0.0) == -0.0 and atan(nan) == nan.
+    return ops.where(ops.lt(x, 0.0), ops.neg(y), ops.where(ops.eq(x, 0.0), x, y))
+
+
+def _atan2(y, x):
+    ax, ay = ops.abs_(x), ops.abs_(y)
+    swap = ops.gt(ay, ax)
+    num = ops.where(swap, ax, ay)
+    den = ops.where(swap, ay, ax)
+    both0 = ops.eq(den, 0.0)
+    both_inf = ops.logical_and(ops.eq(num, float("inf")), ops.eq(den, float("inf")))
+    q = ops.div(ops.where(both0, 0.0, num), ops.where(both0, 1.0, den))
+    q = ops.where(both_inf, 1.0, q)
+    a = _atan(q)                                   # in [0, pi/4]
+    a = ops.where(swap, ops.sub(math.pi / 2, a), a)
+    neg_x = ops.logical_or(ops.lt(x, 0.0), ops.logical_and(ops.eq(x, 0.0),
+                                                           _signbit(x)))
+    a = ops.where(neg_x, ops.sub(math.pi, a), a)
+    a = ops.where(ops.logical_or(ops.lt(y, 0.0), _signbit(y)), ops.neg(a), a)
+    nan = ops.logical_or(ops.ne(x, x), ops.ne(y, y))
+    return ops.where(nan, ops.add(x, y), a)
+
+
+def _sqrt_1m_x2(x):
+    return ops.sqrt(ops.mul(ops.sub(1.0, x), ops.add(1.0, x)))
+
+
+def _asin(x):
+    s = _sqrt_1m_x2(x)
+    inside = ops.le(ops.abs_(x), 1.0)
+    return ops.where(inside, _atan2(x, _safe(inside, s, 1.0)), ops.add(s, x))
+
+
+def _acos(x):
+    s = _sqrt_1m_x2(x)
+    inside = ops.le(ops.abs_(x), 1.0)
+    return ops.where(inside, _atan2(_safe(inside, s, 1.0), x), ops.add(s, x))
+
+
+atan = arctan = _float_unary("atan", lambda x: _named(_atan(x), "AtanBackward0"))
+asin = arcsin = _float_unary("asin", lambda x: _named(_asin(x), "AsinBackward0"))
+acos = arccos = _float_unary("acos", lambda x: _named(_acos(x), "AcosBackward0"))
+tan = _float_unary("tan", lambda x: _named(ops.div(ops.sin(x), ops.cos(x)), "TanBackward0"))
+
+
+def atan2(input, other):  # noqa: A002
+    y, x = _binary_float("atan2", input, other)
+    return _named(_atan2(y, x), "Atan2Backward0")
+
+
+arctan2 = atan2
+
+def _sinh(x):
+    # Small |x|: 2t / (1 - t^2) with t = tanh(x/2) keeps full relative
+    # precision; large: the exponentials, halved before they can overflow.
+    ax = ops.abs_(x)
+    small = ops.lt(ax, 1.0)
+    t = ops.tanh(ops.mul(_safe(small, x, 0.0), 0.5))
+    s_small = ops.div(ops.mul(t, 2.0), ops.sub(1.0, ops.mul(t, t)))
+    big = _safe(small, 1.0, ax)
+    s_big = ops.sub(ops.exp(ops.sub(big, _LN2)), ops.exp(ops.sub(ops.neg(big), _LN2)))
+    return ops.where(small, s_small, ops.where(ops.lt(x, 0.0), ops.neg(s_big), s_big))
+
+
+def _cosh(x):
+    ax = ops.abs_(x)
+    return ops.add(ops.exp(ops.sub(ax, _LN2)), ops.exp(ops.sub(ops.neg(ax), _LN2)))
+
+
+sinh = _float_unary("sinh", lambda x: _named(_sinh(x), "SinhBackward0"))
+cosh = _float_unary("cosh", lambda x: _named(_cosh(x), "CoshBackward0"))
+
+
+def _asinh(x):
+    ax = ops.abs_(x)
+    big = ops.gt(ax, 2.0 ** 28)
+    a = _safe(big, 1.0, ax)
+    # log1p(a + a^2 / (1 + sqrt(1 + a^2))): exact for small a.
+    r = _log1p(ops.add(a, ops.div(ops.mul(a, a), ops.add(ops.sqrt(ops.add(ops.mul(a, a), 1.0)),
+                                                          1.0))))
+    r = ops.where(big, ops.add(ops.log(_safe(big, ax, 1.0)), _LN2), r)
+    return ops.where(ops.lt(x, 0.0), ops.neg(r), ops.where(ops.eq(x, 0.0), x, r))
+
+
+def _acosh(x):
+    big = ops.gt(x, 2.0 ** 28)
+    ok = ops.logical_and(ops.ge(x, 1.0), ops.logical_not(big))
+    a = ops.sub(_safe(ok, x, 2.0), 1.0)
+    r = _log1p(ops.add(a, ops.sqrt(ops.mul(a, ops.add(a, 2.0)))))
+    r = ops.where(big, ops.add(ops.log(_safe(big, x, 1.0)), _LN2), r)
+    return ops.where(ops.logical_or(ok, big), r, ops.sqrt(ops.sub(x, 1.0)))  # nan below 1
+
+
+def _atanh(x):
+    inside = ops.lt(ops.abs_(x), 1.0)
+    a = _safe(inside, x, 0.0)
+    r = ops.mul(_log1p(ops.div(ops.mul(a, 2.0), ops.sub(1.0, a))), 0.5)
+    edge = ops.div(x, ops.mul(ops.sub(1.0, ops.abs_(x)), 1.0))   # +-inf at +-1, nan beyond
+    edge = ops.where(ops.eq(ops.abs_(x), 1.0), edge, ops.sqrt(ops.sub(1.0, ops.abs_(x))))
+    return ops.where(inside, r, edge)
+
+
+asinh = arcsinh = _float_unary("asinh", lambda x: _named(_asinh(x), "AsinhBackward0"))
+acosh = arccosh = _float_unary("acosh", lambda x: _named(_acosh(x), "AcoshBackward0"))
+atanh = arctanh = _float_unary("atanh", lambda x: _named(_atanh(x), "AtanhBackward0"))
+
+
+def hypot(input, other):  # noqa: A002
+    for v in (input, other):
+        if isinstance(v, Tensor) and not v.dtype.is_floating_point:
+            raise NotImplementedError(f"\"hypot_cpu\" not implemented for "
+                                      f"'{_TORCH_INT[v.dtype.name]}'")
+    a, b = _binary_float("hypot", input, other)
+    # Scaled by the larger magnitude: no overflow of the squares.
+    aa, ab = ops.abs_(a), ops.abs_(b)
+    m = ops.maximum(aa, ab)
+    n = ops.minimum(aa, ab)
+    zero = ops.eq(m, 0.0)
+    inf = ops.eq(m, float("inf"))
+    ok = ops.logical_not(ops.logical_or(zero, inf))
+    r = ops.div(_safe(ok, n, 0.0), _safe(ok, m, 1.0))
+    y = ops.mul(_safe(ok, m, 1.0), ops.sqrt(ops.add(ops.mul(r, r), 1.0)))
+    y = ops.where(ok, y, ops.where(inf, float("inf"), ops.add(aa, ab)))
+    y = ops.where(ops.logical_or(ops.eq(aa, float("inf")), ops.eq(ab, float("inf"))),
+                  float("inf"), y)              # inf wins over nan, as C's hypot
+    return _named(y, "HypotBackward0")
+
+
+def deg2rad(x):
+    return _named(ops.mul(_float(x, "deg2rad"), math.pi / 180), "Deg2RadBackward0")
+
+
+def rad2deg(x):
+    return _named(ops.mul(_float(x, "rad2deg"), 180 / math.pi), "Rad2DegBackward0")
+
+
+def sinc(x):
+    x = _float(x, "sinc")
+    zero = ops.eq(x, 0.0)
+    px = ops.mul(ops.where(zero, 1.0, x), math.pi)
+    return _named(ops.where(zero, 1.0, ops.div(ops.sin(px), px)), "SincBackward0")
+
+
+# Half-precision inputs are computed in float32 (one rounding, as PyTorch).
+for _name in __all__:
+    globals()[_name] = half_in_float32(globals()[_name])

@@ -1,0 +1,436 @@
+"""More of PyTorch's reductions: ``prod median nanmedian mode
+kthvalue quantile nanquantile nansum nanmean std_mean var_mean aminmax
+cummax cummin logcumsumexp count_nonzero cov corrcoef`` (histograms:
+``binning``; differences and integrals: ``differences``).
+
+Invariant: all are composites of primitives (order statistics come from the
+``argsort`` primitive and ``gather``, so their gradient flows to the selected
+elements, as PyTorch's does).  ``prod`` multiplies pairs
+in log2(n) rounds, so its gradient is exact also at zeros.  Results with
+several parts are PyTorch's named tuples (``values, indices`` ...).
+"""
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec import functions as F
+from tracec import ops
+from tracec.functions import _keep, _named, tensor_arg
+from tracec.math_extra import _const, _floor, _rint
+from tracec.ops.core import normalize_axis
+from tracec.rearrange import _scan, _slice
+from tracec import shape_ops as S
+from tracec.tensor import Tensor
+
+__all__ = ["prod", "nansum", "nanmean", "std_mean", "var_mean", "aminmax", "median",
+           "nanmedian", "mode", "kthvalue", "quantile", "nanquantile", "cummax", "cummin",
+           "logcumsumexp", "count_nonzero", "cov", "corrcoef"]
+
+MedianResult = namedtuple("median", ["values", "indices"])
+NanmedianResult = namedtuple("nanmedian", ["values", "indices"])
+ModeResult = namedtuple("mode", ["values", "indices"])
+KthvalueResult = namedtuple("kthvalue", ["values", "indices"])
+AminmaxResult = namedtuple("aminmax", ["min", "max"])
+CummaxResult = namedtuple("cummax", ["values", "indices"])
+CumminResult = namedtuple("cummin", ["values", "indices"])
+
+
+def _every_other(x, d, first, n):
+    """Elements first, first + 2, ... < n along d."""
+    return ops.slice_(x, tuple(first if i == d else 0 for i in range(x.ndim)),
+                      tuple(n if i == d else s for i, s in enumerate(x.shape)),
+                      tuple(2 if i == d else 1 for i in range(x.ndim)))
+
+
+# --- prod -----------------------------------------------------------------------------
+
+def _prod_axis(x, d):
+    n = x.shape[d]
+    if n == 0:
+        return ops.full(tuple(s for i, s in enumerate(x.shape) if i != d), 1, x.dtype, like=x)
+    while n > 1:
+        if n % 2:
+            x = ops.pad(x, (0,) * x.ndim, tuple(1 if i == d else 0 for i in range(x.ndim)),
+                        (0,) * x.ndim, 1)
+            n += 1
+        x = ops.mul(_every_other(x, d, 0, n), _every_other(x, d, 1, n))
+        n //= 2
+    return ops.reshape(x, tuple(s for i, s in enumerate(x.shape) if i != d))
+
+
+def prod(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    x = tensor_arg(input, "prod")
+    if dtype is not None:
+        x = ops.cast(x, dt.to_dtype(dtype)) if dt.to_dtype(dtype) is not x.dtype else x
+    elif not x.dtype.is_floating_point and x.dtype is not dt.int64:
+        x = ops.cast(x, dt.int64)
+    if dim is None:
+        y = _prod_axis(ops.reshape(x, (x.numel(),)), 0)
+        return _named(y, "ProdBackward0")
+    d = normalize_axis(dim, x.ndim)
+    if x.ndim == 0:
+        return _named(ops.cast(x, x.dtype), "ProdBackward1")
+    return _named(_keep(x, _prod_axis(x, d), (d,), keepdim), "ProdBackward1")
+
+
+# --- nan-aware, moments, extremes --------------------------------------------------------
+
+def _not_nan(x):
+    return ops.eq(x, x)
+
+
+def nansum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    x = tensor_arg(input, "nansum")
+    if x.dtype.is_floating_point:
+        x = ops.where(_not_nan(x), x, 0.0)
+    return _named(F.sum(x, dim, keepdim, dtype=dtype), "NansumBackward0")
+
+
+def nanmean(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    x = tensor_arg(input, "nanmean")
+    if not x.dtype.is_floating_point:
+        raise RuntimeError("nanmean(): expected input to have floating point or complex dtype "
+                           f"but got {x.dtype}")
+    n = F.sum(_not_nan(x), dim, keepdim)
+    return ops.div(nansum(x, dim, keepdim, dtype=dtype), ops.cast(n, x.dtype if dtype is None
+                                                                  else dt.to_dtype(dtype)))
+
+
+def _moments(name, x, dim, unbiased, keepdim, correction):
+    x = tensor_arg(x, name)
+    if isinstance(dim, bool) and unbiased is None:
+        dim, unbiased = None, dim
+    var = F.var(x, dim, unbiased, keepdim, correction=correction)
+    return var, F.mean(x, dim, keepdim)
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):  # noqa: A002
+    return _moments("var_mean", input, dim, unbiased, keepdim, correction)
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):  # noqa: A002
+    v, m = _moments("std_mean", input, dim, unbiased, keepdim, correction)
+    return F.sqrt(v), m
+
+
+def aminmax(input, *, dim=None, keepdim=False):  # noqa: A002
+    x = tensor_arg(input, "aminmax")
+    return AminmaxResult(F.amin(x, dim, keepdim), F.amax(x, dim, keepdim))
+
+
+def count_nonzero(input, dim=None):  # noqa: A002
+    x = tensor_arg(input, "count_nonzero")
+    return F.sum(ops.ne(x, 0), dim)
+
+
+# --- order statistics ----------------------------------------------------------------------
+
+def _sorted(x, d):
+    """(sorted values, their indices in x) along d; NaN sorts last."""
+    idx = ops.argsort(x, d, False)
+    return ops.gather(x, idx, d), idx
+
+
+def _pick(x, d, pos, keepdim):
+    """Values and indices of x at sorted position ``pos`` (kept dim d)."""
+    s, idx = _sorted(x, d)
+    i = ops.gather(idx, pos, d)
+    v = ops.gather(x, i, d)
+    if not keepdim:
+        shape = tuple(n for j, n in enumerate(x.shape) if j != d)
+        v, i = ops.reshape(v, shape), ops.reshape(i, shape)
+    return v, i
+
+
+def _count_valid(x, d):
+    return ops.reshape(ops.reduce_sum(ops.cast(_not_nan(x), dt.int64), (d,)),
+                       tuple(1 if j == d else n for j, n in enumerate(x.shape)))
+
+
+def _median(name, result, x, dim, keepdim, ignore_nan):
+    x = tensor_arg(x, name)
+    full = dim is None
+    if full:
+        x, d = ops.reshape(x, (x.numel(),)), 0
+    elif x.ndim == 0:
+        return result(ops.cast(x, x.dtype), ops.full((), 0, dt.int64, like=x))
+    else:
+        d = normalize_axis(dim, x.ndim)
+    n = x.shape[d]
+    if n == 0:
+        raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+    if x.dtype is dt.bool_:
+        raise NotImplementedError(f"\"{name}_out\" not implemented for 'Bool'")
+    keep = tuple(1 if j == d else s for j, s in enumerate(x.shape))
+    if x.dtype.is_floating_point:
+        valid = _count_valid(x, d)
+        mid = ops.div(ops.sub(valid, 1), 2)
+        # A row with NaN: median is NaN at the first NaN; nanmedian skips
+        # NaNs (and takes the middle one of an all-NaN row, as PyTorch).
+        if ignore_nan:
+            pos = ops.where(ops.eq(valid, 0), (n - 1) // 2, mid)
+        else:
+            pos = ops.where(ops.lt(valid, n), valid, mid)
+    else:
+        pos = ops.full(keep, (n - 1) // 2, dt.int64, like=x)
+    v, i = _pick(x, d, pos, keepdim and not full)
+    if full:
+        return _named(_even_share(x, ops.reshape(v, ())), name.capitalize() + "Backward0")
+    return result(_named(v, name.capitalize() + "Backward1"), i)
+
+
+def _even_share(x, v):
+    """``v`` (an element of ``x``) with its gradient shared evenly by every
+    element equal to it (NaN counting as equal to NaN), as PyTorch's full
+    ``median`` does."""
+    if not x.requires_grad:
+        return v
+    vd = v.detach()
+    mask = ops.logical_or(ops.eq(x.detach(), vd),
+                          ops.logical_and(ops.ne(x.detach(), x.detach()), ops.ne(vd, vd)))
+    s = ops.reduce_sum(ops.where(mask, x, 0.0), (0,))
+    count = ops.reduce_sum(ops.cast(mask, x.dtype), (0,))
+    return ops.add(vd, ops.div(ops.sub(s, s.detach()), count))
+
+
+def median(input, dim=None, keepdim=False):  # noqa: A002
+    return _median("median", MedianResult, input, dim, keepdim, False)
+
+
+def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
+    return _median("nanmedian", NanmedianResult, input, dim, keepdim, True)
+
+
+def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
+    x = tensor_arg(input, "kthvalue")
+    if x.dtype is dt.bool_:
+        raise NotImplementedError("\"kthvalue_cpu\" not implemented for 'Bool'")
+    d = normalize_axis(dim, x.ndim)
+    n = x.shape[d] if x.ndim else 1
+    if not 1 <= k <= n:
+        raise IndexError(f"kthvalue(): selected number k out of range for dimension {d}")
+    if x.ndim == 0:
+        return KthvalueResult(ops.cast(x, x.dtype), ops.full((), 0, dt.int64, like=x))
+    keep = tuple(1 if j == d else s for j, s in enumerate(x.shape))
+    v, i = _pick(x, d, ops.full(keep, k - 1, dt.int64, like=x), keepdim)
+    return KthvalueResult(_named(v, "KthvalueBackward0"), i)
+
+
+def mode(input, dim=-1, keepdim=False):  # noqa: A002
+    """The most frequent value along ``dim`` (the smallest among equally
+    frequent ones) and the index of its last occurrence, as PyTorch's."""
+    x = tensor_arg(input, "mode")
+    if x.ndim == 0:
+        return ModeResult(ops.cast(x, x.dtype), ops.full((), 0, dt.int64, like=x))
+    d = normalize_axis(dim, x.ndim)
+    n = x.shape[d]
+    xm = ops.transpose(x, tuple(j for j in range(x.ndim) if j != d) + (d,))
+    xd = xm.detach()
+    counts = ops.reduce_sum(ops.cast(ops.eq(ops.reshape(xd, tuple(xd.shape) + (1,)),
+                                            ops.reshape(xd, tuple(xd.shape[:-1]) + (1, n))),
+                                     dt.int64), (xd.ndim,))
+    best = ops.reshape(ops.reduce_max(counts, (xd.ndim - 1,)), tuple(xd.shape[:-1]) + (1,))
+    big = float("inf") if x.dtype.is_floating_point else (
+        True if x.dtype is dt.bool_ else int(np.iinfo(x.dtype.np).max))
+    cand = ops.where(ops.eq(counts, best), xd, _const(xd, big))
+    value = ops.reshape(ops.reduce_min(cand, (xd.ndim - 1,)), tuple(xd.shape[:-1]) + (1,))
+    pos = ops.iota(tuple(xd.shape), dt.int64, xd.ndim - 1, like=xd)
+    last = ops.reduce_max(ops.where(ops.eq(xd, value), pos, -1), (xd.ndim - 1,))
+    last = ops.reshape(last, tuple(xd.shape[:-1]) + (1,))
+    v = ops.gather(xm, last, xd.ndim - 1)
+    back = tuple(range(d)) + (x.ndim - 1,) + tuple(range(d, x.ndim - 1))
+    v, last = ops.transpose(v, back), ops.transpose(last, back)
+    if not keepdim:
+        shape = tuple(s for j, s in enumerate(x.shape) if j != d)
+        v, last = ops.reshape(v, shape), ops.reshape(last, shape)
+    return ModeResult(_named(v, "ModeBackward0"), last)
+
+
+_INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _quantile(name, x, q, dim, keepdim, interpolation, ignore_nan):
+    x = tensor_arg(x, name)
+    if not x.dtype.is_floating_point or x.dtype in (dt.float16, dt.bfloat16):
+        raise RuntimeError(f"{name}() input tensor must be either float or double dtype")
+    if interpolation not in _INTERPOLATIONS:
+        raise ValueError(f"{name}() interpolation must be one of linear, lower, higher, "
+                         f"midpoint or nearest. Got {interpolation}")
+    scalar_q = not isinstance(q, Tensor) or q.ndim == 0
+    if isinstance(q, Tensor):
+        if q.dtype is not x.dtype:
+            raise RuntimeError(f"{name}() q tensor must be same dtype as the input tensor")
+        if q.ndim > 1:
+            raise RuntimeError(f"{name}() q must be a scalar or 1D tensor")
+        qt = ops.reshape(q, (q.numel(),))
+    else:
+        qs = [float(v) for v in (q if isinstance(q, (list, tuple)) else [q])]
+        if any(not 0 <= v <= 1 for v in qs):
+            raise RuntimeError(f"{name}() q must be in the range [0, 1] but got {qs[0]}")
+        scalar_q = not isinstance(q, (list, tuple))
+        qt = Tensor._make(np.asarray(qs, dtype=x.dtype.np), x.dtype)
+    full = dim is None
+    xs = ops.reshape(x, (x.numel(),)) if full else x
+    d = 0 if full else normalize_axis(dim, x.ndim)
+    if xs.ndim == 0:
+        xs, d = ops.reshape(xs, (1,)), 0
+    n = xs.shape[d]
+    if n == 0:
+        raise IndexError(f"{name}() input tensor must be non-empty")
+    s, _ = _sorted(xs, d)
+    # Rows last, one q per leading entry: [Q, rows..., n].
+    s = ops.transpose(s, tuple(j for j in range(s.ndim) if j != d) + (d,))
+    nq = qt.shape[0]
+    rows = tuple(s.shape[:-1])
+    s = ops.broadcast_to(ops.reshape(s, (1,) + rows + (n,)), (nq,) + rows + (n,))
+    valid = ops.cast(_count_valid(s, s.ndim - 1), x.dtype)
+    qb = ops.reshape(qt, (nq,) + (1,) * (len(rows) + 1))
+    if ignore_nan:   # PyTorch clamps negative ranks (all-NaN rows) to 0
+        rank = ops.mul(qb, ops.sub(valid, 1.0))
+        rank = ops.where(ops.lt(rank, 0.0), 0.0, rank)
+    else:
+        # A row with NaN: its last sorted element (a NaN), as PyTorch.
+        rank = ops.mul(qb, float(n - 1))
+        rank = ops.where(ops.lt(valid, float(n)), float(n - 1), rank)
+    if interpolation == "nearest":
+        rank = _rint(rank)
+    lo = _floor(rank)
+    hi = ops.sub(0.0, _floor(ops.neg(rank)))
+    v_lo = ops.gather(s, ops.cast(lo, dt.int64), s.ndim - 1)
+    v_hi = ops.gather(s, ops.cast(hi, dt.int64), s.ndim - 1)
+    if interpolation in ("lower", "nearest"):
+        v = v_lo
+    elif interpolation == "higher":
+        v = v_hi
+    else:
+        w = ops.sub(rank, lo) if interpolation == "linear" else _const(rank, 0.5)
+        v = ops.add(v_lo, ops.mul(w, ops.sub(v_hi, v_lo)))
+    v = ops.reshape(v, (nq,) + rows)
+    if keepdim:
+        if full:
+            v = ops.reshape(v, (nq,) + (1,) * x.ndim)
+        else:
+            v = ops.reshape(v, (nq,) + rows[:d] + (1,) + rows[d:])
+    if scalar_q:
+        v = ops.reshape(v, tuple(v.shape[1:]))
+    return _named(v, "QuantileBackward0")
+
+
+def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  # noqa: A002
+    return _quantile("quantile", input, q, dim, keepdim, interpolation, False)
+
+
+def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  # noqa: A002
+    return _quantile("nanquantile", input, q, dim, keepdim, interpolation, True)
+
+
+# --- scans -----------------------------------------------------------------------------------
+
+def _cum_extreme(name, result, x, dim, better):
+    x = tensor_arg(x, name)
+    d = normalize_axis(dim, x.ndim)
+    if x.ndim == 0:
+        return result(ops.cast(x, x.dtype), ops.full((), 0, dt.int64, like=x))
+    n = x.shape[d]
+    xd = x.detach()
+    idx = ops.iota(tuple(x.shape), dt.int64, d, like=x)
+    v, i = xd, idx
+    floating = x.dtype.is_floating_point
+    k = 1
+    while k < n:
+        low = tuple(k if j == d else 0 for j in range(x.ndim))
+        zero = (0,) * x.ndim
+        pv = ops.pad(_slice(v, d, 0, n - k), low, zero, zero, 0)
+        pi = ops.pad(_slice(i, d, 0, n - k), low, zero, zero, -1)
+        # Later wins on ties (and when it is NaN); a NaN already seen stays.
+        take = ops.logical_or(better(v, pv), ops.eq(pi, -1))
+        if floating:
+            take = ops.logical_and(ops.logical_or(take, ops.ne(v, v)), ops.eq(pv, pv))
+        v = ops.where(take, v, pv)
+        i = ops.where(take, i, pi)
+        k *= 2
+    return result(_named(ops.gather(x, i, d), name.capitalize() + "Backward0"), i)
+
+
+def cummax(input, dim):  # noqa: A002
+    return _cum_extreme("cummax", CummaxResult, input, dim, ops.ge)
+
+
+def cummin(input, dim):  # noqa: A002
+    return _cum_extreme("cummin", CumminResult, input, dim, ops.le)
+
+
+def _logaddexp_scan(a, b):
+    # b is the earlier (shifted) value; -inf pads combine to a.
+    m = ops.maximum(a, b)
+    both_inf = ops.logical_and(ops.eq(a, b), ops.eq(ops.abs_(a), float("inf")))
+    dlt = ops.neg(ops.abs_(ops.sub(ops.where(both_inf, 0.0, a), ops.where(both_inf, 0.0, b))))
+    return ops.where(both_inf, a, ops.add(m, ops.log(ops.add(ops.exp(dlt), 1.0))))
+
+
+def logcumsumexp(input, dim):  # noqa: A002
+    x = F._float_unary("logcumsumexp", lambda t: t)(input)
+    return _scan(x, dim, None, _logaddexp_scan, float("-inf"), "LogcumsumexpBackward0")
+
+
+# --- covariance ------------------------------------------------------------------------
+
+def cov(input, *, correction=1, fweights=None, aweights=None):  # noqa: A002
+    """Covariance of the rows (variables) of ``input`` over its columns
+    (observations), with PyTorch's frequency and analytic weights."""
+    x = tensor_arg(input, "cov")
+    if x.ndim > 2:
+        raise ValueError(f"cov(): expected input to have two or fewer dimensions but got an "
+                         f"input with {x.ndim} dimensions")
+    if not x.dtype.is_floating_point:
+        x = ops.cast(x, dt.get_default_dtype())
+    x = ops.reshape(x, (1, x.numel())) if x.ndim < 2 else x
+    n = x.shape[1]
+    w = None
+    for name, wt in (("fweights", fweights), ("aweights", aweights)):
+        if wt is not None:
+            wt = ops.cast(wt, x.dtype) if wt.dtype is not x.dtype else wt
+            w = wt if w is None else F.mul(w, wt)
+    if w is None:
+        avg = F.mean(x, 1, keepdim=True)
+        norm = float(max(n - correction, 0))
+        xw = ops.sub(x, avg)
+        c = F.div(F.matmul(xw, S.mT(xw)), norm)
+    else:
+        w_sum = F.sum(w)
+        avg = F.div(F.sum(F.mul(x, w), 1, keepdim=True), w_sum)
+        if aweights is None:
+            norm = F.sub(w_sum, correction)
+        else:
+            a = ops.cast(aweights, x.dtype)
+            norm = F.sub(w_sum, F.div(F.mul(F.sum(F.mul(w, a)), correction), w_sum))
+        norm = F.where(F.lt(norm, 0), 0.0, norm)
+        xw = ops.sub(x, avg)
+        c = F.div(F.matmul(F.mul(xw, w), S.mT(xw)), norm)
+    return ops.reshape(c, ()) if input.ndim < 2 else c
+
+
+def corrcoef(input):  # noqa: A002
+    c = cov(input)
+    if c.ndim == 0:
+        return F.div(c, c)
+    d = F.sqrt(diagonal_of(c))
+    c = F.div(F.div(c, ops.reshape(d, (d.shape[0], 1))), ops.reshape(d, (1, d.shape[0])))
+    return F.clamp(c, -1, 1)
+
+
+def diagonal_of(m):
+    n = m.shape[0]
+    return ops.slice_(ops.reshape(m, (n * n,)), (0,), (n * n,), (n + 1,))
+
+
+_METHODS = {"prod": prod, "nansum": nansum, "nanmean": nanmean, "aminmax": aminmax,
+            "median": median, "nanmedian": nanmedian, "mode": mode, "kthvalue": kthvalue,
+            "quantile": quantile, "nanquantile": nanquantile, "cummax": cummax,
+            "cummin": cummin, "logcumsumexp": logcumsumexp, "count_nonzero": count_nonzero,
+            "cov": cov, "corrcoef": corrcoef}
+for _name, _fn in _METHODS.items():
+    setattr(Tensor, _name, _fn)
