@@ -41,10 +41,6 @@ def numel(x) -> "builtins.int":
 def is_floating_point(x) -> "builtins.bool":
     return x.dtype.is_floating_point
 
-from tracec.tracing import TraceError  # noqa: E402,F401
-from tracec.compiler import compile, trace  # noqa: E402,F401,A004
-from tracec.sym_shapes import mark_dynamic  # noqa: E402,F401
-from tracec import ir  # noqa: E402,F401
 from tracec import nn, optim  # noqa: E402,F401
 from tracec.serialization import load, save  # noqa: E402,F401
 from tracec import utils  # noqa: E402,F401
@@ -81,3 +77,33 @@ class Size(tuple):
         for s in self:
             n *= s
         return n
+
+
+# The compiler's names load on first use, so that ``import tracec`` (the eager
+# library) does not import xDSL and LLVM: they cost more than everything else
+# together (issue 12).  ``tests/test_layers.py`` checks that a plain import
+# leaves them out of ``sys.modules``.
+_LAZY = {
+    "TraceError": ("tracec.tracing", "TraceError"),
+    "compile": ("tracec.compiler", "compile"),
+    "trace": ("tracec.compiler", "trace"),
+    "mark_dynamic": ("tracec.sym_shapes", "mark_dynamic"),
+    "ir": ("tracec.ir", None),
+    "compiler": ("tracec.compiler", None),
+}
+
+
+def __getattr__(name: str):
+    """PEP 562: import a compiler-side name the first time it is asked for."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'tracec' has no attribute {name!r}")
+    import importlib
+    module_name, attr = _LAZY[name]
+    module = importlib.import_module(module_name)
+    value = module if attr is None else getattr(module, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
