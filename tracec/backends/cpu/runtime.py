@@ -284,13 +284,14 @@ class CpuExecutable:
 
     def _reuse(self, out, outs, arrays) -> None:
         donated = {k for k, _ in self._donated}
+        inputs = {id(x) for x in arrays}   # O(inputs + outputs), not their product
         for k, a in enumerate(out[:len(outs)]):
             if a is None or k in donated:
                 continue
             shape, npd = self._outs[k]
             if (type(a) is np.ndarray and a.dtype == npd and a.shape == shape
                     and a.flags.c_contiguous and a.flags.writeable
-                    and not any(a is x for x in arrays)):
+                    and id(a) not in inputs):
                 outs[k] = a
 
     def _raise(self, rc: int, ws) -> None:
