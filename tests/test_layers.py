@@ -7,7 +7,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "tracec"
 
 # Lowest first.  A module belongs to the first prefix that matches.
 LAYERS = [
-    ("base", ["tracec.dtypes", "tracec.version", "tracec.data", "tracec.symbolic"]),
+    ("base", ["tracec.dtypes", "tracec.version", "tracec.data", "tracec.symbolic",
+              "tracec.mutation"]),
     ("ir", ["tracec.ir"]),
     ("ops", ["tracec.ops"]),
     ("frontend", ["tracec.device", "tracec.graph", "tracec.tensor", "tracec.functions",

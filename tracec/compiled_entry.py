@@ -20,6 +20,7 @@ import numpy as np
 from tracec import compiled_backward, graph
 from tracec.backends import check
 from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, run_passes
+from tracec.mutation import EPOCH, guard_watched
 from tracec.pytree import resolve
 from tracec.tensor import Tensor
 from tracec.tracing import Trace
@@ -61,6 +62,9 @@ class Entry:
     last_sub: object = None
     seen_once: set = field(default_factory=set)
     eager: object = None
+    #: The mutation epoch at which every guard last held (tracec.mutation).
+    _valid_epoch: object = None
+    _unwatched: list = None
 
     def optimized(self):
         """The optimized module (running autodiff and the passes on a copy of
@@ -77,7 +81,11 @@ class Entry:
         return self.stages["optimized"]
 
     def failed_guard(self, args=(), kwargs=None):
-        """None if every guard holds, else a description of the first failure."""
+        """None if every guard holds, else a description of the first failure.
+        Guards the mutation epoch covers are skipped while it stands where
+        it stood when they last held (``tracec.mutation``)."""
+        epoch = EPOCH[0]
+        skip = self._valid_epoch == epoch
         for path, t in self.trace.arg_identity:
             if resolve(path, args, kwargs) is not t:
                 return ("an argument that was also read as state (a parameter, a buffer, "
@@ -99,7 +107,7 @@ class Entry:
                         f"{'now None' if had else 'no longer None'}")
             if had and tuple(leaf._grad.shape) != tuple(leaf.shape):
                 return ".grad shape changed"
-        for snap, value in self.trace.guards:
+        for snap, value in (self._unwatched_guards() if skip else self.trace.guards):
             now = snap()
             if now != value:
                 if hasattr(snap, "describe_change"):
@@ -110,7 +118,17 @@ class Entry:
                 return f"guarded Python state changed ({what})"
         if graph.is_grad_enabled() != self.trace.grad_mode:
             return "grad mode changed"
+        if not skip:
+            self._valid_epoch = epoch if all(
+                guard_watched(snap) is not False for snap, _ in self.trace.guards) else None
         return None
+
+    def _unwatched_guards(self) -> list:
+        """The trace's guards that the mutation epoch does not cover."""
+        if self._unwatched is None:
+            self._unwatched = [(snap, value) for snap, value in self.trace.guards
+                               if guard_watched(snap) is None]
+        return self._unwatched
 
     def ensure_compiled(self):
         if self.executable is None:
