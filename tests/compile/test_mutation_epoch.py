@@ -152,7 +152,8 @@ def test_load_state_dict_retraces_and_state_stays_watched():
     assert all(type(v) is WatchedDict for v in o.state.values())
     assert all(type(g["params"]) is WatchedList for g in o.param_groups)
     assert _entry(comp)._valid_epoch == EPOCH[0]
-    assert comp.cache_info().traces >= 3, comp.cache_info().reasons
+    # the first call (Adam's zero state made before it), then the loaded state
+    assert comp.cache_info().traces == 2, comp.cache_info().reasons
 
 
 def test_copies_of_modules_and_optimizers_stay_watched():

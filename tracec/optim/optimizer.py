@@ -34,7 +34,7 @@ from tracec import creation
 from tracec import dtypes as dt
 from tracec import graph
 from tracec.mutation import EPOCH, Ident, WatchedDict, WatchedList, WatchedState, epoch_covered
-from tracec.tensor import RECORDERS, Tensor, note_guard
+from tracec.tensor import RECORDERS, Tensor, made_before_call, note_guard
 
 __all__ = ["Optimizer", "required"]
 
@@ -448,6 +448,8 @@ class Optimizer:
                 for gi, g in enumerate(self.param_groups[:len(holders)]):
                     if _is_number(_group_value(g, key)):
                         lifted.add((gi, key))
+        if RECORDERS and closure is None and hasattr(self, "_init_state"):
+            self._state_before_traced_step()
         # A compiled caller guards on these (tracec.compile retraces when they change).
         note_guard(self.optimizer_state_and_hyperparameters)
         note_guard(self.parameters_and_state)
@@ -455,6 +457,19 @@ class Optimizer:
             return None
         with graph.enable_grad():
             return closure()
+
+    def _state_before_traced_step(self) -> None:
+        """A traced first step of an optimizer whose state starts as zeros
+        (``_init_state``: Adam, AdamW, RMSprop): make that state now, as
+        tensors the trace reads as state, so the traced step is the steady
+        one (from zeros the update gives the first step's values) and the
+        second call reuses it instead of retracing.  Same values as eager."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None and not self.state.get(p):
+                    for v in self._init_state(group, p).values():
+                        if isinstance(v, Tensor):
+                            made_before_call(v)
 
     # --- hooks ------------------------------------------------------------------
 
