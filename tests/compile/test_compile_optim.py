@@ -106,7 +106,7 @@ def test_changing_another_hyperparameter_retraces():
                 o.param_groups[0]["momentum"] = 0.5
                 o.param_groups[0]["lr"] = 0.01
         np.testing.assert_allclose(sc(x, y).item(), se(x, y).item(), rtol=1e-5)
-    assert any("guarded Python state" in r for r in sc.cache_info().reasons[2:])
+    assert any("guarded Python state" in r for r in sc.cache_info().reasons[1:])
 
 
 def test_lr_given_as_a_tensor_is_traced_as_state():
@@ -201,9 +201,10 @@ def test_a_compiled_optimizer_step_alone_matches_eager(opt_name):
     assert ostep.cache_info().traces <= 2 and ostep.cache_info().hits >= 3
 
 
-@pytest.mark.parametrize("opt_name", ["adam", "adamw_amsgrad"])
+@pytest.mark.parametrize("opt_name", ["adam", "adamw_amsgrad", "sgd_momentum",
+                                      "sgd_nesterov_wd", "groups"])
 def test_zero_initialized_state_is_made_before_the_first_traced_step(opt_name):
-    """Adam's state starts as zeros: the first traced step makes it as state
+    """Adam's state starts as zeros (SGD's momentum buffer, without dampening, may): the first traced step makes it as state
     the trace reads, so that trace is the steady step and the second call
     runs it compiled (no retrace), equal to eager, state included."""
     pe, oe, se = _setup(opt_name)
