@@ -23,7 +23,8 @@ LAYERS = [
     ("tracing", ["tracec.tracing", "tracec.guards", "tracec.sym_shapes"]),
     ("passes", ["tracec.passes"]),
     ("backends", ["tracec.backends"]),
-    ("compiler", ["tracec.compiler", "tracec.compiled_backward", "tracec.compiled_entry"]),
+    ("compiler", ["tracec.compiler", "tracec.compiled_backward", "tracec.compiled_entry",
+                  "tracec.fast_call"]),
     ("tools", ["tracec.aot", "tracec.demo", "tracec.cli", "tracec.__init__",
                "tracec.as_torch"]),
 ]
