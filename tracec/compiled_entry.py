@@ -19,6 +19,7 @@ import numpy as np
 
 from tracec import compiled_backward, graph
 from tracec.backends import check
+from tracec.backends.cpu.output_pool import fresh
 from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, run_passes
 from tracec.mutation import EPOCH, guard_watched
 from tracec.pytree import resolve
@@ -221,7 +222,7 @@ class Entry:
                 continue
             arr = next(it)
             if spec.kind == "return":
-                if id(arr) in seen or not arr.flags.owndata:
+                if id(arr) in seen or not (arr.flags.owndata or fresh(arr)):
                     arr = arr.copy()
                 seen.add(id(arr))
                 returned.append(arr)
@@ -239,7 +240,7 @@ class Entry:
                         np.copyto(leaf._grad._data, arr)
                     leaf._grad._version[0] += 1
                 else:
-                    if id(arr) in seen or not arr.flags.owndata:
+                    if id(arr) in seen or not (arr.flags.owndata or fresh(arr)):
                         arr = arr.copy()
                     seen.add(id(arr))
                     leaf._grad = Tensor._make(arr, leaf.dtype)

@@ -48,7 +48,7 @@ import numpy as np
 import llvmlite.binding as lb
 
 from tracec import dtypes as dt
-from tracec.backends.cpu import codegen
+from tracec.backends.cpu import codegen, output_pool
 
 __all__ = ["CpuExecutable", "CpuRuntimeError", "CpuIndexError", "load_object", "FORMAT",
            "default_threads"]
@@ -157,6 +157,9 @@ class CpuExecutable:
         self._fn_py = _ENTRY_T(self._tracker[signature["entry_py"]]) if fast else None
         self._ins = [(tuple(s), dt.to_dtype(d).np) for s, d in signature["inputs"]]
         self._outs = [(tuple(s), dt.to_dtype(d).np) for s, d in signature["outputs"]]
+        # Large fresh outputs come from recycled memory (output_pool).
+        self._alloc = [output_pool.empty if np.dtype(npd).itemsize * _prod(shape)
+                       >= output_pool.MIN_BYTES else np.empty for shape, npd in self._outs]
         self._in_arr_t = ctypes.c_void_p * max(1, len(self._ins))
         self._out_arr_t = ctypes.c_void_p * max(1, len(self._outs))
         self._errors = list(signature["errors"])
@@ -204,7 +207,7 @@ class CpuExecutable:
         if self._donated:
             arrays, outs = self._donated_outputs(arrays)
         else:
-            outs = [np.empty(shape, npd) for shape, npd in self._outs]
+            outs = [alloc(shape, npd) for alloc, (shape, npd) in zip(self._alloc, self._outs)]
         if out is not None:
             self._reuse(out, outs, arrays)
         ws = self._workspace()
@@ -242,7 +245,7 @@ class CpuExecutable:
                 outs[k] = arrays[j]
             for k, (shape, npd) in enumerate(self._outs):
                 if outs[k] is None:
-                    outs[k] = np.empty(shape, npd)
+                    outs[k] = self._alloc[k](shape, npd)
             return arrays, outs
         # Arrays can share memory only if they share a root (the ndarray at
         # the end of their .base chain); a root that wraps foreign memory
@@ -279,7 +282,7 @@ class CpuExecutable:
             self._unshared = [weakref.ref(x) for x in arrays]
         for k, (shape, npd) in enumerate(self._outs):
             if outs[k] is None:
-                outs[k] = np.empty(shape, npd)
+                outs[k] = self._alloc[k](shape, npd)
         return arrays, outs
 
     def _reuse(self, out, outs, arrays) -> None:
@@ -320,6 +323,13 @@ class CpuExecutable:
         if a.dtype is not npd:
             a = a.view(npd)   # an equal dtype object that is not the canonical one
         return a
+
+
+def _prod(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
 
 
 def load_object(object_code: bytes, signature: dict, stages: dict | None = None) -> CpuExecutable:
