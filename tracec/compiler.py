@@ -148,6 +148,7 @@ class CompiledFunction:
             e = fast[1]
             if e.failed_guard(args, kwargs) is None:
                 self.hits += 1
+                self._last = e
                 return e.run(args, kwargs)
         key = call_key(args, kwargs)
         if key in self._eager_keys:
