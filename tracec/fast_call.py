@@ -40,17 +40,18 @@ def matcher(key, n: int):
     _, tensors, grad_mode = key
     names = [f"a{i}" for i in range(n)]
     env = {"Tensor": Tensor, "_state": graph._state}
-    lines = [f"def match(args):",
+    lines = ["def match(args):",
              f"    if len(args) != {n} or _state.grad is not {bool(grad_mode)}:",
-             f"        return False"]
+             "        return False"]
     if n:
         lines.append(f"    {', '.join(names)}{',' if n == 1 else ''} = args")
     for i, (shape, dtype, rg, _, _) in enumerate(tensors):
         env[f"d{i}"] = dtype
         a = names[i]
-        lines += [f"    if (type({a}) is not Tensor or {a}._base is not None or {a}.dtype is not d{i}"
-                  f" or {a}.requires_grad is not {bool(rg)} or {a}._data.shape != {tuple(shape)!r}):",
-                  f"        return False"]
+        lines += [f"    if (type({a}) is not Tensor or {a}._base is not None"
+                  f" or {a}.dtype is not d{i} or {a}.requires_grad is not {bool(rg)}"
+                  f" or {a}._data.shape != {tuple(shape)!r}):",
+                  "        return False"]
     if n > 1:
         # distinct objects (distinct roots follow: none is a view)
         distinct = (" and ".join(f"{names[i]} is not {names[j]}" for i in range(n)
