@@ -111,3 +111,18 @@ def test_tensor_saved_for_backward_is_not_overwritten(comp):
         gc.collect()
     loss.backward()
     np.testing.assert_allclose(w.grad.numpy(), want, rtol=1e-6)
+
+
+def test_an_owner_freed_while_the_pool_is_locked_does_not_deadlock():
+    """A garbage collection inside the pool's locked section can free an
+    output (its owner's ``__del__`` takes the lock again)."""
+    import threading
+
+    def scenario():
+        a = output_pool.empty((N,), np.float32)
+        with output_pool._lock:
+            del a          # the owner dies here, on the thread holding the lock
+    t = threading.Thread(target=scenario, daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), "the pool deadlocked"

@@ -39,7 +39,9 @@ IDLE_BYTES = 1 << 30
 _HUGE = 2 << 20
 _MADV_HUGEPAGE = 14
 
-_lock = threading.Lock()
+# Reentrant: a garbage collection run inside a locked section may free an
+# owner, whose ``__del__`` takes the lock again on the same thread.
+_lock = threading.RLock()
 _free: dict = {}        # bucket bytes -> [(address, raw array)]
 _idle = [0]             # bytes on the free lists
 _counts = {"allocated": 0, "reused": 0, "released": 0}
@@ -81,7 +83,9 @@ class _Owner:
 
 def _release(bucket: int, addr: int, raw) -> None:
     with _lock:
-        lst = _free.setdefault(bucket, [])
+        lst = _free.get(bucket)
+        if lst is None:
+            lst = _free[bucket] = []
         if len(lst) < IDLE_PER_BUCKET and _idle[0] + bucket <= IDLE_BYTES:
             lst.append((addr, raw))
             _idle[0] += bucket
