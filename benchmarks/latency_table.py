@@ -22,12 +22,14 @@ PyTorch from this interpreter.  ``--quick``: one round, and no cold
 torch.compile (about 11 s a run).
 
     python benchmarks/latency_table.py [--rounds 3] [--quick] [--jax-python PATH]
+                                       [--cores 1|all|both] [--core N]
 
 The figures are noisy on a shared machine: run it on a quiet one.
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -47,9 +49,9 @@ LIBS = ("tracec", "jax", "torch")
 
 CHILD = r'''
 import json, os, sys, time
-row, lib, one_core = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
-if one_core:
-    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+row, lib, core = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if core >= 0:
+    os.sched_setaffinity(0, {core})
 if row == "import":                 # a plain process: nothing imported before
     t = time.perf_counter()
     __import__(lib)
@@ -255,7 +257,7 @@ print("RESULT " + json.dumps(out))
 '''
 
 
-def run_child(row, lib, one_core, python, cache):
+def run_child(row, lib, one_core, python, cache, core=0):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
                TRACEC_CACHE_DIR=os.path.join(cache, "tracec"),
                TORCHINDUCTOR_CACHE_DIR=os.path.join(cache, "inductor"),
@@ -266,7 +268,7 @@ def run_child(row, lib, one_core, python, cache):
     env.pop("TRACEC_NO_CACHE", None)
     if one_core:
         env.update(ONE_CORE_ENV)
-    r = subprocess.run([python, "-c", CHILD, row, lib, "1" if one_core else "0"],
+    r = subprocess.run([python, "-c", CHILD, row, lib, str(core if one_core else -1)],
                        capture_output=True, text=True, env=env, timeout=600)
     for line in r.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -278,8 +280,9 @@ def available(lib, python) -> bool:
     return subprocess.run([python, "-c", f"import {lib}"], capture_output=True).returncode == 0
 
 
-def measure(libs, pythons, one_core, rounds, quick):
+def measure(libs, pythons, one_core, rounds, quick, core=0):
     rows: dict = {}
+    run = functools.partial(run_child, core=core)
 
     def add(name, lib, value):
         rows.setdefault(name, {}).setdefault(lib, []).append(value)
@@ -290,16 +293,16 @@ def measure(libs, pythons, one_core, rounds, quick):
             try:
                 if not (quick and lib == "torch"):
                     add("cold: MLP SGD step, calls 1-3 (s)", lib,
-                        run_child("cold", lib, one_core, py, cache)["s"])
+                        run("cold", lib, one_core, py, cache)["s"])
                     add("warm: the same, filled cache (s)", lib,
-                        run_child("warm", lib, one_core, py, cache)["s"])
+                        run("warm", lib, one_core, py, cache)["s"])
                 add("one call of a one-add function (us)", lib,
-                    run_child("one_add", lib, one_core, py, cache)["s"] * 1e6)
+                    run("one_add", lib, one_core, py, cache)["s"] * 1e6)
                 add("relu(x*w+b)*sigmoid(x) 16M f32, share of copy bw", lib,
-                    run_child("chain", lib, one_core, py, cache)["share"])
-                add("import (s)", lib, run_child("import", lib, one_core, py, cache)["s"])
+                    run("chain", lib, one_core, py, cache)["share"])
+                add("import (s)", lib, run("import", lib, one_core, py, cache)["s"])
                 if lib == "tracec":
-                    d = run_child("dispatch", lib, one_core, py, cache)
+                    d = run("dispatch", lib, one_core, py, cache)
                     add("dispatch: MLP step (us)", lib, d["mlp_s"] * 1e6)
                     add("dispatch: 4-layer transformer AdamW step (us)", lib,
                         d["transformer_s"] * 1e6)
@@ -334,6 +337,8 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--jax-python", default=os.environ.get("JAX_PYTHON", sys.executable))
     ap.add_argument("--cores", choices=("1", "all", "both"), default="both")
+    ap.add_argument("--core", type=int, default=0,
+                    help="the core of the one-core runs (taskset -c CORE; default 0)")
     args = ap.parse_args()
     rounds = 1 if args.quick else args.rounds
     pythons = {"tracec": sys.executable, "torch": sys.executable, "jax": args.jax_python}
@@ -345,8 +350,9 @@ def main():
           f"faster, or a higher share of copy bandwidth). Medians of {rounds} fresh "
           "processes; noisy on a shared machine.")
     for one_core in ((True, False) if args.cores == "both" else (args.cores == "1",)):
-        table = measure(libs, pythons, one_core, rounds, args.quick)
-        print_table("one core (taskset, one thread everywhere)" if one_core else "all cores",
+        table = measure(libs, pythons, one_core, rounds, args.quick, args.core)
+        print_table(f"one core (taskset -c {args.core}, one thread everywhere)" if one_core
+                    else "all cores",
                     table, libs)
 
 
