@@ -13,6 +13,8 @@ better tracec is (> 1: faster, or a higher share of copy bandwidth):
 * ``relu(x*w+b)*sigmoid(x)`` on 16M float32, a fresh output every call,
   as a share of this machine's copy bandwidth (``np.copyto``);
 * ``import`` of the library in a plain process;
+* per-call rows are the best of several runs, in CPU time on one core
+  (steadier on a shared machine) and in wall time on all cores;
 * tracec only: the dispatch of the MLP step (a compiled call minus its
   executable alone) and of a 4-layer transformer AdamW step.
 
@@ -62,14 +64,19 @@ SIZES = (784, 512, 512, 10)
 out = {}
 
 
+# One core, one thread: CPU time (steadier than wall time on a shared
+# machine); all cores: wall time (CPU time would count idle workers' spinning).
+clock = time.process_time if core >= 0 else time.perf_counter
+
+
 def best(fn, n, reps=7):
     fn()
     b = float("inf")
     for _ in range(reps):
-        t = time.perf_counter()
+        t = clock()
         for _ in range(n):
             fn()
-        b = min(b, (time.perf_counter() - t) / n)
+        b = min(b, (clock() - t) / n)
     return b
 
 
