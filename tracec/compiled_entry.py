@@ -206,7 +206,7 @@ class Entry:
             old = leaf._grad
             if old is not None and sys.getrefcount(old) == 3:
                 a = old._data
-                if a.base is None and sys.getrefcount(a) == 3:
+                if (a.base is None or fresh(a)) and sys.getrefcount(a) == 3:
                     if out is None:
                         out = [None] * len(self.trace.outputs)
                     out[k] = a

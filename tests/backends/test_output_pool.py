@@ -126,3 +126,24 @@ def test_an_owner_freed_while_the_pool_is_locked_does_not_deadlock():
     t.start()
     t.join(10)
     assert not t.is_alive(), "the pool deadlocked"
+
+
+def test_a_held_grad_keeps_its_values_and_a_dropped_one_is_reused_in_place():
+    w = tracec.zeros(N, requires_grad=True)
+
+    def step(x):
+        w.grad = None
+        (w * x).sum().backward()
+    comp = tracec.compile(step, backend="cpu")
+    for k in range(3):
+        comp(tracec.full((N,), float(k)))
+    held = w.grad
+    comp(tracec.full((N,), 5.0))        # the old .grad is held: a new one, from the pool
+    assert held.numpy()[0] == 2.0 and w.grad.numpy()[0] == 5.0
+    assert not np.shares_memory(held._data, w.grad._data)
+    assert output_pool.fresh(w.grad._data)
+    del held
+    gc.collect()
+    addr = w.grad._data.ctypes.data
+    comp(tracec.full((N,), 6.0))        # nothing else holds the old .grad: computed into it
+    assert w.grad._data.ctypes.data == addr and w.grad.numpy()[-1] == 6.0
