@@ -9,7 +9,14 @@ op count.  Goal (issue 3): trace + passes under 200 ms for the
 784-512-512-10 step, flat as the number of parameters grows; (issue 4) cold
 backend compile of that step <= 1.5 s.
 
-    python benchmarks/compile_latency.py [--backend interp]
+Then (issue 12, goals 1-3) calls 1-3 of two steps in a fresh process, from
+an empty cache (cold) and from the cache that run filled (warm), after
+import and setup: the 784-512-512-10 MLP with SGD momentum, and a 2-block
+transformer (d_model 64, 4 heads, feed-forward 128, batch 8 x 32 tokens)
+with AdamW.  Goals: cold <= 0.4 s (MLP) and <= 1.0 s (transformer); warm
+<= 60 ms.  Noisy on a shared machine.
+
+    python benchmarks/compile_latency.py [--backend interp] [--no-fresh]
 """
 from __future__ import annotations
 
@@ -45,11 +52,70 @@ def make_step(depth: int, opt_name: str):
     return step, sum(p.numel() for p in params)
 
 
+FRESH = r"""
+import sys, time
+import tracec
+import tracec.nn as nn
+import tracec.nn.functional as F
+tracec.manual_seed(0)
+if sys.argv[1] == "mlp":
+    model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                          nn.Linear(512, 10))
+    opt = tracec.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x, y = tracec.randn(32, 784), tracec.randint(0, 10, (32,))
+    head = lambda h: h
+else:
+    model = nn.Sequential(nn.TransformerEncoder(nn.TransformerEncoderLayer(
+        64, 4, 128, dropout=0.0, batch_first=True), 2), nn.Linear(64, 10))
+    opt = tracec.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = tracec.randn(8, 32, 64), tracec.randint(0, 10, (8,))
+    head = lambda h: h.mean(1)
+
+
+@tracec.compile
+def step(x, y):
+    opt.zero_grad()
+    loss = F.cross_entropy(head(model(x)), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+t0 = time.perf_counter()
+for _ in range(3):
+    step(x, y).item()
+print(time.perf_counter() - t0, step.cache_info().traces)
+"""
+
+
+def fresh_process_rows() -> None:
+    """Calls 1-3 in a fresh process: an empty cache, then the filled one."""
+    import subprocess
+    import sys
+    import tempfile
+    print(f"\n{'fresh process, calls 1-3':<28}{'cold ms':>10}{'warm ms':>10}{'traces':>8}")
+    for name, label in (("mlp", "784-512-512-10 sgd"), ("transformer", "2-block transformer adamw")):
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, TRACEC_CACHE_DIR=cache)
+            env.pop("TRACEC_NO_CACHE", None)
+            out = []
+            for _ in range(2):
+                r = subprocess.run([sys.executable, "-c", FRESH, name], env=env, text=True,
+                                   capture_output=True, check=True)
+                out.append(r.stdout.split())
+        print(f"{label:<28}{float(out[0][0]) * 1e3:>10.0f}{float(out[1][0]) * 1e3:>10.0f}"
+              f"{out[0][1]:>8}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--backend", default=None)
     ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--no-fresh", action="store_true",
+                    help="skip the fresh-process rows (calls 1-3, cold and warm)")
     args = ap.parse_args()
+    if not args.no_fresh:
+        fresh_process_rows()
     x = tracec.randn(args.batch, 784)
     y = tracec.randint(0, 10, (args.batch,))
     os.environ["TRACEC_NO_CACHE"] = "1"

@@ -104,3 +104,17 @@ def test_same_code_at_another_line_gets_its_own_entry(tmp_path, monkeypatch):
         assert c(x).item() == 6.0
         results.append((c.cache_info().timings["cache"], "passes_s" in c.cache_info().timings))
     assert results == [("miss", True), ("miss", True), ("hit", False)]
+
+
+def test_worker_pool_object_code_is_cached_on_disk(tmp_path, monkeypatch):
+    """The worker pool's object code is made once per machine, not per
+    process: the second request reads it from the cache's runtime/ folder."""
+    from tracec.backends.cpu import pool
+    monkeypatch.setenv("TRACEC_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TRACEC_NO_CACHE", raising=False)
+    first = pool.object_code()
+    runtime = DiskCache(str(tmp_path / "runtime"))
+    assert len(runtime.entries()) == 1 and DiskCache(str(tmp_path)).entries() == []
+    with open(runtime.entries()[0], "rb") as f:
+        assert first in f.read()
+    assert pool.object_code() == first

@@ -7,7 +7,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "tracec"
 
 # Lowest first.  A module belongs to the first prefix that matches.
 LAYERS = [
-    ("base", ["tracec.dtypes", "tracec.version", "tracec.data", "tracec.symbolic"]),
+    ("base", ["tracec.dtypes", "tracec.version", "tracec.data", "tracec.symbolic",
+              "tracec.mutation"]),
     ("ir", ["tracec.ir"]),
     ("ops", ["tracec.ops"]),
     ("frontend", ["tracec.device", "tracec.graph", "tracec.tensor", "tracec.functions",
@@ -33,7 +34,7 @@ LAYERS = [
     ("passes", ["tracec.passes"]),
     ("backends", ["tracec.backends"]),
     ("compiler", ["tracec.compiler", "tracec.compiled_backward", "tracec.compiled_entry",
-                  "tracec.profiler", "tracec.size_generic"]),
+                  "tracec.profiler", "tracec.size_generic", "tracec.fast_call"]),
     ("tools", ["tracec.aot", "tracec.demo", "tracec.cli", "tracec.__init__", "tracec.graphview",
                "tracec.explain",
                "tracec.as_torch"]),
@@ -99,3 +100,29 @@ def test_imports_flow_one_way():
             if there not in ALLOWED[here]:
                 bad.append(f"{module}:{line} ({here}) imports {target} ({there})")
     assert not bad, "\n".join(bad)
+
+
+def test_plain_import_leaves_the_compiler_out():
+    """``import tracec`` is the eager library: xDSL and llvmlite (and tracec's
+    own compiler modules) load only when something compiles (issue 12, goal
+    6).  Eager ops still run, and ``tracec.compile`` loads them on first use."""
+    import subprocess
+    import sys
+    code = (
+        "import sys, tracec\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('xdsl', 'llvmlite')\n"
+        "               or m.startswith(('tracec.ir', 'tracec.tracing', 'tracec.compiler',\n"
+        "                                'tracec.passes', 'tracec.backends.cpu')))\n"
+        "assert not heavy, heavy\n"
+        "x = tracec.ones(3, requires_grad=True)\n"
+        "y = (x * 2 + tracec.nn.functional.relu(x)).sum()\n"
+        "y.backward()\n"
+        "assert x.grad.tolist() == [3.0, 3.0, 3.0], x.grad\n"
+        "assert 'xdsl' not in sys.modules\n"
+        "f = tracec.compile(lambda a: a + 1, backend='interp')\n"
+        "assert f(tracec.ones(2)).tolist() == [2.0, 2.0]\n"
+        "assert 'xdsl' in sys.modules and tracec.TraceError.__name__ == 'TraceError'\n"
+        "assert 'compile' in dir(tracec) and tracec.ir.__name__ == 'tracec.ir'\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

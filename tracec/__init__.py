@@ -41,10 +41,6 @@ def numel(x) -> "builtins.int":
 def is_floating_point(x) -> "builtins.bool":
     return x.dtype.is_floating_point
 
-from tracec.tracing import TraceError  # noqa: E402,F401
-from tracec.compiler import compile, trace  # noqa: E402,F401,A004
-from tracec.sym_shapes import mark_dynamic  # noqa: E402,F401
-from tracec import ir  # noqa: E402,F401
 from tracec import nn, optim  # noqa: E402,F401
 from tracec.serialization import load, save  # noqa: E402,F401
 from tracec import utils  # noqa: E402,F401
@@ -133,15 +129,13 @@ from tracec.config import *  # noqa: E402,F401,F403
 from tracec.backends import cuda as _backends_cuda, openmp as _openmp  # noqa: E402,F401
 from tracec.config import e, inf, nan, pi  # noqa: E402,F401
 
-_trace_ir = trace   # tracec.compiler.trace
-
-
 def trace(fn, *args, **kwargs):
     """``tracec.trace(fn, *example_args)``: the traced IR (API.md); given only
     a Tensor, PyTorch's ``torch.trace(input)``: the sum of its diagonal."""
     if isinstance(fn, Tensor) and not args and not kwargs:
         return _matrix_trace(fn)
-    return _trace_ir(fn, *args, **kwargs)
+    from tracec.compiler import trace as trace_ir  # the compiler loads on first use
+    return trace_ir(fn, *args, **kwargs)
 
 
 def _add_out_keyword():
@@ -176,3 +170,32 @@ _OUT_FUNCTIONS = (
     "frobenius_norm nuclear_norm triangular_solve matrix_rank"
 ).split()
 _add_out_keyword()
+
+
+# The compiler's names load on first use, so that ``import tracec`` (the eager
+# library) does not import xDSL and LLVM: they cost more than everything else
+# together (issue 12).  ``tests/test_layers.py`` checks that a plain import
+# leaves them out of ``sys.modules``.
+_LAZY = {
+    "TraceError": ("tracec.tracing", "TraceError"),
+    "compile": ("tracec.compiler", "compile"),
+    "mark_dynamic": ("tracec.sym_shapes", "mark_dynamic"),
+    "ir": ("tracec.ir", None),
+    "compiler": ("tracec.compiler", None),
+}
+
+
+def __getattr__(name: str):
+    """PEP 562: import a compiler-side name the first time it is asked for."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'tracec' has no attribute {name!r}")
+    import importlib
+    module_name, attr = _LAZY[name]
+    module = importlib.import_module(module_name)
+    value = module if attr is None else getattr(module, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

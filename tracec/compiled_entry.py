@@ -21,7 +21,9 @@ import numpy as np
 
 from tracec import compiled_backward, graph, size_generic
 from tracec.backends import check
+from tracec.backends.cpu.output_pool import fresh
 from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, run_passes
+from tracec.mutation import EPOCH, guard_watched
 from tracec.pytree import resolve
 from tracec.tensor import Tensor
 from tracec.tracing import Trace
@@ -70,6 +72,9 @@ class Entry:
     make_generic: object = None
     generic_failed: str = None
     generic_served: int = 0       # entries of ``subs`` that are generic ones
+    #: The mutation epoch at which every guard last held (tracec.mutation).
+    _valid_epoch: object = None
+    _unwatched: list = None
 
     def optimized(self):
         """The optimized module (running autodiff and the passes on a copy of
@@ -86,7 +91,11 @@ class Entry:
         return self.stages["optimized"]
 
     def failed_guard(self, args=(), kwargs=None):
-        """None if every guard holds, else a description of the first failure."""
+        """None if every guard holds, else a description of the first failure.
+        Guards the mutation epoch covers are skipped while it stands where
+        it stood when they last held (``tracec.mutation``)."""
+        epoch = EPOCH[0]
+        skip = self._valid_epoch == epoch
         for path, t in self.trace.arg_identity:
             if resolve(path, args, kwargs) is not t:
                 return ("an argument that was also read as state (a parameter, a buffer, "
@@ -110,7 +119,7 @@ class Entry:
                         f"{'now None' if had else 'no longer None'}")
             if had and tuple(leaf._grad.shape) != tuple(leaf.shape):
                 return f"{name}.grad shape changed"
-        for snap, value in self.trace.guards:
+        for snap, value in (self._unwatched_guards() if skip else self.trace.guards):
             now = snap()
             if now != value:
                 if hasattr(snap, "describe_change"):
@@ -121,6 +130,9 @@ class Entry:
                 return f"guarded Python state changed ({what})"
         if graph.is_grad_enabled() != self.trace.grad_mode:
             return "grad mode changed"
+        if not skip:
+            self._valid_epoch = epoch if all(
+                guard_watched(snap) is not False for snap, _ in self.trace.guards) else None
         return None
 
     def _name(self, t, path=None) -> str:
@@ -129,6 +141,13 @@ class Entry:
             return next((s.name for s in self.trace.inputs if s.kind == "arg"
                          and s.source == path), str(path))
         return self.trace.names.get(id(t)) or f"a {t.dtype.name}{list(t.shape)} tensor"
+
+    def _unwatched_guards(self) -> list:
+        """The trace's guards that the mutation epoch does not cover."""
+        if self._unwatched is None:
+            self._unwatched = [(snap, value) for snap, value in self.trace.guards
+                               if guard_watched(snap) is None]
+        return self._unwatched
 
     def ensure_compiled(self):
         if self.executable is None:
@@ -209,7 +228,7 @@ class Entry:
             old = leaf._grad
             if old is not None and sys.getrefcount(old) == 3:
                 a = old._data
-                if a.base is None and sys.getrefcount(a) == 3:
+                if (a.base is None or fresh(a)) and sys.getrefcount(a) == 3:
                     if out is None:
                         out = [None] * len(self.trace.outputs)
                     out[k] = a
@@ -225,7 +244,7 @@ class Entry:
                 continue
             arr = next(it)
             if spec.kind == "return":
-                if id(arr) in seen or not arr.flags.owndata:
+                if id(arr) in seen or not (arr.flags.owndata or fresh(arr)):
                     arr = arr.copy()
                 seen.add(id(arr))
                 returned.append(arr)
@@ -243,7 +262,7 @@ class Entry:
                         np.copyto(leaf._grad._data, arr)
                     leaf._grad._version[0] += 1
                 else:
-                    if id(arr) in seen or not arr.flags.owndata:
+                    if id(arr) in seen or not (arr.flags.owndata or fresh(arr)):
                         arr = arr.copy()
                     seen.add(id(arr))
                     leaf._grad = Tensor._make(arr, leaf.dtype)

@@ -17,7 +17,7 @@ import types
 import warnings
 from dataclasses import dataclass, field
 
-from tracec import autocast_mode, compiled_backward, graph, ir, profiler, size_generic
+from tracec import autocast_mode, compiled_backward, fast_call, graph, ir, profiler, size_generic
 from tracec.backends import cache, cpu, cuda, interp
 from tracec.compiled_entry import Entry, _checks_enabled, donations  # noqa: F401
 from tracec.naming import argument_names
@@ -134,6 +134,11 @@ class CompiledFunction:
         self._warned = False
         self._last_mutated = None
         self._last: Entry | None = None
+        #: ``(match, entry)``: the last static entry hit and a matcher for its
+        #: key (``tracec.fast_call``), tried before the general lookup.
+        self._fast = None
+        self._fast_key = None
+        self._fast_match = None
         self.traces = 0
         self.reasons: list = []
         self.hits = 0
@@ -151,6 +156,14 @@ class CompiledFunction:
             # Called while another compiled function is being traced: its ops
             # simply become part of that trace (as torch.compile inlines).
             return self.fn(*args, **kwargs)
+        fast = self._fast
+        if fast is not None and not kwargs and fast[0](args):
+            # The last entry's key, matched without building it (fast_call).
+            e = fast[1]
+            if e.failed_guard(args, kwargs) is None:
+                self.hits += 1
+                self._last = e
+                return e.run(args, kwargs)
         key = call_key(args, kwargs)
         if key in self._eager_keys:
             return self.fn(*args, **kwargs)
@@ -164,6 +177,7 @@ class CompiledFunction:
                         entries.insert(0, entries.pop(i))  # step checks one entry's guards
                     self.hits += 1
                     self._last = e
+                    self._remember(key, args, kwargs, e)
                     return e.run(args, kwargs)
                 reason = failed
         elif self._cache:
@@ -196,7 +210,20 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)
         return self._trace_and_compile(key, args, kwargs, reason)
 
+    def _remember(self, key, args, kwargs, entry) -> None:
+        """Make ``entry`` the fast path's for calls with ``key`` (tensor
+        arguments only: ``fast_call.matcher``)."""
+        if kwargs:
+            return
+        if self._fast_key != key:
+            self._fast_key = key
+            self._fast_match = fast_call.matcher(key, len(args))
+        self._fast = None if self._fast_match is None else (self._fast_match, entry)
+
     def _trace_and_compile(self, key, args, kwargs, reason):
+        # A new trace (or an eager signature) may now serve calls the fast
+        # path's entry served: it goes until the next hit sets it again.
+        self._fast = None
         t0 = time.perf_counter()
         dims = choose_dynamic(self.dynamic, key, args, kwargs, self._cache,
                               self._sym.get(pattern_key(key), ()))

@@ -23,7 +23,8 @@ from tracec.ops import core, elementwise as ew, movement
 from tracec.ops.core import ShapeError
 from tracec.symbolic import Sym
 
-__all__ = ["Size", "Tensor", "RECORDERS", "apply_direct", "as_tensor_operand", "attach_node",
+__all__ = ["Size", "Tensor", "RECORDERS", "made_before_call", "apply_direct", "as_tensor_operand",
+           "attach_node",
            "bind_movement", "eager_direct", "weak_scalar"]
 
 # Callables ``(prim, inputs, params, out)`` notified of every primitive
@@ -48,6 +49,15 @@ SYM_SHAPES: list = []
 # Tensors record the epoch they were born in; the tracer starts a new epoch,
 # so it can tell tensors made during a trace from those that existed before.
 EPOCH = [0]
+
+
+def made_before_call(t: "Tensor") -> "Tensor":
+    """Mark ``t`` (made while a call is traced, by no recorded op) as if it
+    existed before the call: the trace reads it as state, an input of every
+    compiled call, instead of baking it in as a constant.  For state a call
+    creates that later calls reuse (an optimizer's zero-initialized moments)."""
+    t._birth = -1
+    return t
 
 
 def note_guard(snapshot) -> None:

@@ -63,8 +63,9 @@ def test_compiled_lstm_lm_step_carrying_hidden_equals_eager(backend):
                                    atol=1e-6, err_msg=n)
         np.testing.assert_allclose(b.grad.numpy(), a.grad.numpy(), rtol=1e-4, atol=1e-6,
                                    err_msg=n)
-    # momentum buffers appear after step 1 (one retrace); then the trace is reused
-    assert sc.cache_info().hits == 2, sc.cache_info().reasons
+    # the momentum buffers are made before the first traced step: its trace
+    # is reused from the second call on
+    assert sc.cache_info().hits == 3, sc.cache_info().reasons
 
 
 @pytest.mark.parametrize("backend", ["interp", "cpu"])

@@ -124,24 +124,36 @@ def fingerprint(module, *, locations: bool = False) -> str:
     source location too."""
     h = hashlib.sha256()
     ids: dict = {}
+    texts: dict = {}
+
+    def text(v) -> str:
+        # Attributes are immutable and repeat (types above all): print each
+        # distinct one once (xDSL's printer costs ~40 us an attribute).
+        try:
+            t = texts.get(v)
+        except TypeError:      # an unhashable attribute
+            return str(v)
+        if t is None:
+            t = texts[v] = str(v)
+        return t
 
     def walk(block):
         for a in block.args:
             ids[a] = len(ids)
-            h.update(f"a{a.type}".encode())
+            h.update(f"a{text(a.type)}".encode())
             if locations:   # argument names (tracec.ir.names): compiled errors cite them
                 h.update(str(a.location).encode())
         for op in block.ops:
             h.update(op.name.encode())
-            h.update(str(sorted((k, str(v)) for k, v in op.properties.items())).encode())
+            h.update(str(sorted((k, text(v)) for k, v in op.properties.items())).encode())
             if op.attributes:
-                h.update(str(sorted((k, str(v)) for k, v in op.attributes.items())).encode())
+                h.update(str(sorted((k, text(v)) for k, v in op.attributes.items())).encode())
             if locations:
-                h.update(str(op.location).encode())
+                h.update(text(op.location).encode())
             h.update(str([ids.get(o, -1) for o in op.operands]).encode())
             for r in op.results:
                 ids[r] = len(ids)
-                h.update(str(r.type).encode())
+                h.update(text(r.type).encode())
             for region in op.regions:
                 for b in region.blocks:
                     h.update(b"{")
@@ -163,11 +175,40 @@ def source_digest() -> str:
     the passes, the primitives' rules and the backends decide what a trace
     compiles to, so a cache entry made by other code is never reused."""
     if not _digest:
-        import pathlib
-        root = pathlib.Path(__file__).resolve().parents[1]
-        h = hashlib.sha256()
-        for path in sorted(root.rglob("*.py")):
-            h.update(str(path.relative_to(root)).encode())
-            h.update(path.read_bytes())
-        _digest.append(h.hexdigest())
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        found = []          # (path relative to the package's parent, stat)
+        for d, dirs, files in os.walk(root):
+            dirs[:] = [x for x in dirs if x != "__pycache__"]
+            with os.scandir(d) as it:
+                found += [(os.path.relpath(e.path, os.path.dirname(root)), e.stat())
+                          for e in it if e.name.endswith(".py") and e.is_file()]
+        found.sort()
+        # Reading and hashing every file costs ~10 ms per process: the digest
+        # is kept on disk under the files' names, sizes and modification
+        # times (what Python itself checks before reusing a .pyc).
+        stats = hashlib.sha256(root.encode())
+        for rel, st in found:
+            stats.update(f"{rel}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+        memo = os.path.join(cache_root(), "runtime", "source-" + stats.hexdigest()[:32])
+        try:
+            with open(memo) as f:
+                digest = f.read().strip()
+        except OSError:
+            digest = ""
+        if len(digest) != 64:
+            h = hashlib.sha256()
+            for rel, _ in found:
+                h.update(rel.split(os.sep, 1)[1].encode())
+                with open(os.path.join(os.path.dirname(root), rel), "rb") as f:
+                    h.update(f.read())
+            digest = h.hexdigest()
+            try:
+                os.makedirs(os.path.dirname(memo), exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=os.path.dirname(memo), prefix=".tmp-")
+                with os.fdopen(fd, "w") as f:
+                    f.write(digest)
+                os.replace(tmp, memo)
+            except OSError:
+                pass        # no cache folder: hashed again next time
+        _digest.append(digest)
     return _digest[0]

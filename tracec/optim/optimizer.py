@@ -33,7 +33,8 @@ from itertools import chain
 from tracec import creation
 from tracec import dtypes as dt
 from tracec import graph
-from tracec.tensor import RECORDERS, Tensor, note_guard
+from tracec.mutation import EPOCH, Ident, WatchedDict, WatchedList, WatchedState, epoch_covered
+from tracec.tensor import RECORDERS, Tensor, made_before_call, note_guard
 
 __all__ = ["Optimizer", "required"]
 
@@ -185,7 +186,9 @@ class Optimizer:
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable "
                             "of Tensors or dicts, but got " + _typename(params))
-        self.state: defaultdict = defaultdict(dict)
+        # Watched (tracec.mutation): a compiled step re-checks its
+        # per-parameter guard only after something changed them.
+        self.state: defaultdict = WatchedState()
         self.param_groups: list[dict] = []
         param_groups = list(params)
         if len(param_groups) == 0:
@@ -201,8 +204,20 @@ class Optimizer:
         return {"defaults": self.defaults, "state": self.state,
                 "param_groups": self.param_groups}
 
+    def __setattr__(self, name: str, value) -> None:
+        EPOCH[0] += 1     # compiled steps re-check their guards (tracec.mutation)
+        object.__setattr__(self, name, value)
+
     def __setstate__(self, state: dict) -> None:
+        EPOCH[0] += 1
         self.__dict__.update(state)
+        # Loaded or copied containers become watched ones (fresh objects
+        # that nothing else refers to yet).
+        if type(self.__dict__.get("state")) is not WatchedState:
+            self.__dict__["state"] = WatchedState(self.__dict__.get("state", {}))
+        for group in self.__dict__.get("param_groups", ()):
+            if type(group.get("params")) is list:
+                group["params"] = WatchedList(group["params"])
         self.__dict__.setdefault("_optimizer_step_pre_hooks", OrderedDict())
         self.__dict__.setdefault("_optimizer_step_post_hooks", OrderedDict())
         self.defaults.setdefault("differentiable", False)
@@ -239,7 +254,7 @@ class Optimizer:
                 tensors.append(p[1])
             else:
                 tensors.append(p)
-        param_group["params"] = tensors
+        param_group["params"] = WatchedList(tensors)
         if names:
             if len(names) != len(tensors):
                 raise ValueError("all optimizer params should be with/without names. "
@@ -370,19 +385,36 @@ class Optimizer:
             if k == "betas" and (gi, "beta1") in lifted:
                 return ("lifted",) + tuple(v[1:])
             return "lifted" if (gi, k) in lifted else v
+        # The groups' "params" lists by identity: which tensors they hold is
+        # the per-parameter guard's (parameters_and_state).
         groups = tuple(tuple(sorted((k, shown(gi, k, v))
                                     for k, v in g.items() if k != "params"
                                     and isinstance(v, (int, float, bool, str, tuple,
                                                        type(None)))))
-                       + (tuple(id(p) for p in g["params"]),)
+                       + (Ident(g["params"]), Ident(self.state))
                        for gi, g in enumerate(self.param_groups))
-        # Which state each parameter has, and which tensor objects hold it: a
-        # trace reads and updates those very tensors, so after load_state_dict
-        # (new tensors) it must not be reused.
+        return groups
+
+    @epoch_covered
+    def parameters_and_state(self):
+        """The per-parameter part of the guard: which tensors each group
+        optimizes, which state each has, and which tensor objects hold it (a
+        trace reads and updates those very tensors, so after
+        load_state_dict, new tensors, it must not be reused).  O(parameters):
+        compiled calls skip it while the mutation epoch stands still."""
+        params = tuple(tuple(map(id, g["params"])) for g in self.param_groups)
         state = tuple(tuple(sorted((k, id(v) if isinstance(v, Tensor) else None)
                                    for k, v in self.state[p].items())) if p in self.state else ()
                       for g in self.param_groups for p in g["params"])
-        return groups, state
+        return params, state
+
+    def _guard_watched(self) -> bool:
+        """Whether every change of what ``parameters_and_state`` reads
+        advances the mutation epoch (``tracec.mutation``)."""
+        state = self.__dict__.get("state")
+        return (type(state) is WatchedState
+                and all(type(v) is WatchedDict for v in state.values())
+                and all(type(g.get("params")) is WatchedList for g in self.param_groups))
 
     def _step_groups(self, closure):
         """The body of a per-group optimizer's ``step``: run ``closure``
@@ -416,12 +448,28 @@ class Optimizer:
                 for gi, g in enumerate(self.param_groups[:len(holders)]):
                     if _is_number(_group_value(g, key)):
                         lifted.add((gi, key))
-        # A compiled caller guards on this (tracec.compile retraces when it changes).
+        if RECORDERS and closure is None and hasattr(self, "_init_state"):
+            self._state_before_traced_step()
+        # A compiled caller guards on these (tracec.compile retraces when they change).
         note_guard(self.optimizer_state_and_hyperparameters)
+        note_guard(self.parameters_and_state)
         if closure is None:
             return None
         with graph.enable_grad():
             return closure()
+
+    def _state_before_traced_step(self) -> None:
+        """A traced first step of an optimizer whose state starts as zeros
+        (``_init_state``: Adam, AdamW, RMSprop): make that state now, as
+        tensors the trace reads as state, so the traced step is the steady
+        one (from zeros the update gives the first step's values) and the
+        second call reuses it instead of retracing.  Same values as eager."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None and not self.state.get(p):
+                    for v in self._init_state(group, p).values():
+                        if isinstance(v, Tensor):
+                            made_before_call(v)
 
     # --- hooks ------------------------------------------------------------------
 

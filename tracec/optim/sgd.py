@@ -2,6 +2,7 @@
 (weight decay, momentum with dampening, Nesterov, maximize)."""
 from __future__ import annotations
 
+from tracec import creation
 from tracec.optim import _functional as _f
 from tracec.optim.optimizer import Optimizer, reads_lifted
 
@@ -55,6 +56,16 @@ class SGD(Optimizer):
             group.setdefault("foreach", None)
             group.setdefault("differentiable", False)
             group.setdefault("fused", False)
+
+    def _init_state(self, group, p) -> dict:
+        """Called only before a traced first step (``Optimizer``): a zero
+        momentum buffer, which the steady update turns into the first
+        step's ``buf = grad`` (``0 * m + 1 * grad``), so the trace is the
+        steady step.  With dampening the first step differs: no state then."""
+        state = self.state[p]
+        if group["momentum"] != 0 and group["dampening"] == 0 and "momentum_buffer" not in state:
+            state["momentum_buffer"] = creation.zeros_like(p)
+        return state
 
     @reads_lifted("momentum")
     def _update_group(self, group) -> None:

@@ -48,7 +48,7 @@ import numpy as np
 import llvmlite.binding as lb
 
 from tracec import dtypes as dt
-from tracec.backends.cpu import codegen
+from tracec.backends.cpu import codegen, output_pool
 
 __all__ = ["CpuExecutable", "CpuRuntimeError", "CpuIndexError", "load_object", "FORMAT",
            "default_threads"]
@@ -160,6 +160,12 @@ class CpuExecutable:
         self._fn_py = _ENTRY_T(self._tracker[signature["entry_py"]]) if fast else None
         self._ins = [(tuple(s), dt.to_dtype(d).np) for s, d in signature["inputs"]]
         self._outs = [(tuple(s), dt.to_dtype(d).np) for s, d in signature["outputs"]]
+        # Large fresh outputs come from recycled memory (output_pool).
+        # (A symbolic output's size is known per call: output_pool.empty
+        # checks it then.)
+        self._alloc = [output_pool.empty if not all(isinstance(n, int) for n in shape)
+                       or np.dtype(npd).itemsize * _prod(shape) >= output_pool.MIN_BYTES
+                       else np.empty for shape, npd in self._outs]
         self._in_arr_t = ctypes.c_void_p * max(1, len(self._ins))
         self._out_arr_t = ctypes.c_void_p * max(1, len(self._outs))
         self._errors = list(signature["errors"])
@@ -217,7 +223,7 @@ class CpuExecutable:
         if self._donated:
             arrays, outs = self._donated_outputs(arrays, out_specs)
         else:
-            outs = [np.empty(shape, npd) for shape, npd in out_specs]
+            outs = [alloc(shape, npd) for alloc, (shape, npd) in zip(self._alloc, out_specs)]
         if out is not None:
             self._reuse(out, outs, arrays, out_specs)
         if sizes is None:
@@ -261,7 +267,7 @@ class CpuExecutable:
                 outs[k] = arrays[j]
             for k, (shape, npd) in enumerate(out_specs):
                 if outs[k] is None:
-                    outs[k] = np.empty(shape, npd)
+                    outs[k] = self._alloc[k](shape, npd)
             return arrays, outs
         # Arrays can share memory only if they share a root (the ndarray at
         # the end of their .base chain); a root that wraps foreign memory
@@ -298,18 +304,19 @@ class CpuExecutable:
             self._unshared = [weakref.ref(x) for x in arrays]
         for k, (shape, npd) in enumerate(out_specs):
             if outs[k] is None:
-                outs[k] = np.empty(shape, npd)
+                outs[k] = self._alloc[k](shape, npd)
         return arrays, outs
 
     def _reuse(self, out, outs, arrays, out_specs) -> None:
         donated = {k for k, _ in self._donated}
+        inputs = {id(x) for x in arrays}   # O(inputs + outputs), not their product
         for k, a in enumerate(out[:len(outs)]):
             if a is None or k in donated:
                 continue
             shape, npd = out_specs[k]
             if (type(a) is np.ndarray and a.dtype == npd and a.shape == shape
                     and a.flags.c_contiguous and a.flags.writeable
-                    and not any(a is x for x in arrays)):
+                    and id(a) not in inputs):
                 outs[k] = a
 
     def _raise(self, rc: int, ws) -> None:
@@ -338,6 +345,13 @@ class CpuExecutable:
         if a.dtype is not npd:
             a = a.view(npd)   # an equal dtype object that is not the canonical one
         return a
+
+
+def _prod(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
 
 
 def load_object(object_code: bytes, signature: dict, stages: dict | None = None) -> CpuExecutable:

@@ -23,6 +23,8 @@ from tracec import dtypes as dt
 from tracec import graph
 from tracec.device import device as _device, to_device
 from tracec.nn.parameter import Buffer, Parameter
+from tracec.mutation import (EPOCH, WatchedOrderedDict, deep_immutable, epoch_covered,
+                             frozen)
 from tracec.tensor import RECORDERS, Tensor, note_guard
 
 #: Attribute types a module's guard compares by value.
@@ -104,8 +106,10 @@ class Module:
                             f"(got {len(args)} positional, {sorted(kwargs)} keyword)")
         d = self.__dict__
         d["training"] = True
-        d["_parameters"] = OrderedDict()
-        d["_buffers"] = OrderedDict()
+        # Watched (tracec.mutation): compiled calls skip this module's guard
+        # while nothing it reads has changed.
+        d["_parameters"] = WatchedOrderedDict()
+        d["_buffers"] = WatchedOrderedDict()
         d["_non_persistent_buffers_set"] = set()
         d["_modules"] = OrderedDict()
         d["_forward_hooks"] = OrderedDict()
@@ -136,17 +140,31 @@ class Module:
                 out = res
         return out
 
+    @epoch_covered
     def mode_and_tensors(self) -> tuple:
         """``self.training``, the identities of the module's own parameters,
         buffers and other tensor attributes, and the values of its plain
         Python attributes (a Dropout's ``p``, a user's ``self.scale``): the
         guard a traced call of this module reports (a trace bakes them in)."""
         d = self.__dict__
-        attrs = [(k, v) if type(v) in _PLAIN else (k, "id", id(v)) for k, v in d.items()
+        # A tuple holding a list is compared by its contents now (the tuple
+        # itself would compare equal to itself after the list changed).
+        attrs = [((k, v) if type(v) is not tuple or deep_immutable(v) else (k, frozen(v)))
+                 if type(v) in _PLAIN else (k, "id", id(v)) for k, v in d.items()
                  if k[0] != "_" and (type(v) in _PLAIN or isinstance(v, Tensor)
                                      or type(v) in _FUNCTIONS)]
         return (tuple(map(id, d["_parameters"].values())), tuple(map(id, d["_buffers"].values())),
                 attrs)
+
+    def _guard_watched(self) -> bool:
+        """Whether every change of what ``mode_and_tensors`` reads advances
+        the mutation epoch (``tracec.mutation``): the tables are watched and
+        the attributes it compares by value are immutable."""
+        d = self.__dict__
+        return (type(d.get("_parameters")) is WatchedOrderedDict
+                and type(d.get("_buffers")) is WatchedOrderedDict
+                and all(deep_immutable(v) for k, v in d.items()
+                        if k[0] != "_" and type(v) is tuple))
 
     def register_forward_hook(self, hook: Callable) -> _RemovableHandle:
         h = _RemovableHandle(self._forward_hooks)
@@ -241,6 +259,7 @@ class Module:
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __setattr__(self, name: str, value: Any) -> None:
+        EPOCH[0] += 1     # compiled calls re-check module guards (tracec.mutation)
         d = self.__dict__
 
         def remove_from(*tables):
@@ -292,6 +311,7 @@ class Module:
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
+        EPOCH[0] += 1
         d = self.__dict__
         if name in d["_parameters"]:
             del d["_parameters"][name]
@@ -309,6 +329,7 @@ class Module:
         return sorted(k for k in set(keys) if not k[0].isdigit())
 
     def __setstate__(self, state):
+        EPOCH[0] += 1
         self.__dict__.update(state)
 
     def get_submodule(self, target: str) -> "Module":
