@@ -172,6 +172,13 @@ class CompiledFunction:
         if entries:
             for i, e in enumerate(entries):
                 failed = e.failed_guard(args, kwargs)
+                if failed is None and e.executable is None and self._sym:
+                    # A static trace not compiled yet, superseded by a
+                    # symbolic one for these sizes: that one's (size-generic)
+                    # code serves instead of a second native compile.
+                    served = self._run_symbolic(key, args, kwargs)
+                    if served is not None:
+                        return served[0]
                 if failed is None:
                     if i:  # most recently used first: a training loop's steady-state
                         entries.insert(0, entries.pop(i))  # step checks one entry's guards
@@ -186,18 +193,10 @@ class CompiledFunction:
         else:
             reason = "first call"
         if self._sym:
-            sym = self._sym.get(pattern_key(key))
-            for i, e in enumerate(sym or ()):
-                env, failed = bind(e.trace.symbolic, e.trace.inputs, args, kwargs)
-                if failed is None:
-                    failed = e.failed_guard(args, kwargs)
-                if failed is None:
-                    if i:
-                        sym.insert(0, sym.pop(i))
-                    self.hits += 1
-                    self._last = e
-                    return e.run(args, kwargs, env)
-                reason = failed
+            served = self._run_symbolic(key, args, kwargs)
+            if served is not None:
+                return served[0]
+            reason = self._sym_reason or reason
         if self.traces >= self.max_traces:
             if not self._warned_limit:
                 self._warned_limit = True
@@ -209,6 +208,25 @@ class CompiledFunction:
                     stacklevel=2)
             return self.fn(*args, **kwargs)
         return self._trace_and_compile(key, args, kwargs, reason)
+
+    def _run_symbolic(self, key, args, kwargs):
+        """``(result,)`` from the first symbolic trace whose sizes and guards
+        this call meets, or None (``self._sym_reason``: why the last one
+        did not)."""
+        sym = self._sym.get(pattern_key(key))
+        self._sym_reason = None
+        for i, e in enumerate(sym or ()):
+            env, failed = bind(e.trace.symbolic, e.trace.inputs, args, kwargs)
+            if failed is None:
+                failed = e.failed_guard(args, kwargs)
+            if failed is None:
+                if i:
+                    sym.insert(0, sym.pop(i))
+                self.hits += 1
+                self._last = e
+                return (e.run(args, kwargs, env),)
+            self._sym_reason = failed
+        return None
 
     def _remember(self, key, args, kwargs, entry) -> None:
         """Make ``entry`` the fast path's for calls with ``key`` (tensor
