@@ -540,6 +540,10 @@ class Lowering:
         }
         if "pool_slot" in self.mb.shared:
             sig["pool_slot"] = self.mb.shared["pool_slot"]
+        if "comms" in self.mb.shared:
+            # communicator handles, written to the workspace by the caller
+            # (collectives.COMMS_INDEX)
+            sig["comms"] = list(self.mb.shared["comms"])
         if self.profile:
             sig.update(profiling.signature_info(self, calls))
         if sources:
