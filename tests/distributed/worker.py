@@ -70,16 +70,20 @@ def case_comm_runtime(rank, world):
     def over(group):
         def f(x):
             dist.all_reduce(x, group=group)
-            return x * 1
+            return x + 1
         return torch.compile(f)
     fw, fs = over(None), over(alone)
     for _ in range(2):
-        assert fw(torch.ones(3)).tolist() == [world] * 3
-        assert fs(torch.ones(3)).tolist() == [1.0] * 3
+        x = torch.ones(3)
+        assert fw(x).tolist() == [world + 1] * 3 and x.tolist() == [world] * 3
+        assert fs(torch.ones(3)).tolist() == [2.0] * 3
     sig_w = fw._last.ensure_compiled().signature
     sig_s = fs._last.ensure_compiled().signature
     assert sig_w["comms"] == [MPI.COMM_WORLD.py2f()], sig_w.get("comms")
     assert sig_s["comms"] == [MPI.COMM_SELF.py2f()], sig_s.get("comms")
+    # the argument reduced in place is donated: MPI_IN_PLACE into its own
+    # storage, no output buffer and no copy back
+    assert [j for _, j in sig_w["donated"]] == [0] and sig_w["atomic"], sig_w
 
 
 def _model():

@@ -145,6 +145,10 @@ def emit_collective(low, op, name: str) -> None:
 
     low.kernels.kernel(name, [low.slot_value(res), low.slot_value(x)], 1, body,
                        parallel_ok=False, can_fail=True)
+    # Its failures come before it writes (the type check; an MPI error past
+    # it leaves the job unusable anyway): a donated result keeps the call
+    # all-or-nothing (lower.py's "atomic").
+    low.kernels.calls[-1].fails_before_writing = True
 
 
 def _divide(fb, buf, count: int, by, itemsize: int) -> None:
