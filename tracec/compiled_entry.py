@@ -289,8 +289,8 @@ def _fresh_grad_outputs(trace: Trace, executable) -> list:
 
 def donations(trace: Trace) -> dict[int, int]:
     """``{output index: input index}``: the executable's outputs that are the
-    new value of one of its inputs (a state tensor it writes back, or a
-    ``.grad`` it updates in place), which the backend may compute in that
+    new value of one of its inputs (a state tensor it writes back, an
+    argument written in place, or a ``.grad`` it updates in place), which the backend may compute in that
     input's own array (``compile_module(donate=...)``): then ``Entry.run``
     finds the array already updated and copies nothing.  Returned tensors
     and fresh ``.grad`` tensors are never donated."""
@@ -298,13 +298,16 @@ def donations(trace: Trace) -> dict[int, int]:
     for j, spec in enumerate(trace.inputs):
         if spec.kind in ("state", "grad"):
             where.setdefault((spec.kind, id(spec.source)), j)
+        elif spec.kind == "arg":      # an argument written in place (dist.all_reduce(x))
+            where.setdefault(("arg", repr(spec.source)), j)
     out = {}
     k = 0
     for spec in trace.outputs:
         if spec.kind == "grad_none":
             continue
         if spec.kind == "write":
-            j = where.get(("state", id(spec.target)))
+            j = where.get(("state", id(spec.target))) if spec.arg is None else \
+                where.get(("arg", repr(spec.arg)))
         elif spec.kind == "grad" and spec.inplace:
             j = where.get(("grad", id(spec.target)))
         else:

@@ -44,16 +44,46 @@ def case_collectives(rank, world):
         dist.all_reduce(y)
         g = [torch.zeros_like(x) for _ in range(world)]
         dist.all_gather(g, x)
-        return y, torch.stack(g)
+        m = x + 0.5
+        dist.all_reduce(m, op=dist.ReduceOp.AVG)   # divides by the size when it runs
+        return y, torch.stack(g), m
     for k in range(3):
         x = torch.arange(6, dtype=torch.float32).reshape(2, 3) + rank + k
-        y, g = f(x)
+        y, g, m = f(x)
+        assert np.allclose(m.numpy(), torch.arange(6.).reshape(2, 3).numpy() + k + 0.5
+                           + (world - 1) / 2), m
         want = sum((torch.arange(6, dtype=torch.float32).reshape(2, 3) + r + k) * 2
                    for r in range(world))
         assert np.allclose(y.numpy(), want.numpy()), (y, want)
         assert np.allclose(g.numpy(), np.stack([(torch.arange(6.).reshape(2, 3) + r + k).numpy()
                                                 for r in range(world)]))
     assert f.cache_info().traces == 1 if hasattr(f.cache_info(), "traces") else True
+
+
+def case_comm_runtime(rank, world):
+    """The communicator's handle is data the native code reads when it runs
+    (signature["comms"]), recorded with the IR it is part of: two groups
+    give two compiled codes, each reducing over its own communicator."""
+    from mpi4py import MPI
+    alone = dist.ProcessGroup(MPI.COMM_SELF)
+
+    def over(group):
+        def f(x):
+            dist.all_reduce(x, group=group)
+            return x + 1
+        return torch.compile(f)
+    fw, fs = over(None), over(alone)
+    for _ in range(2):
+        x = torch.ones(3)
+        assert fw(x).tolist() == [world + 1] * 3 and x.tolist() == [world] * 3
+        assert fs(torch.ones(3)).tolist() == [2.0] * 3
+    sig_w = fw._last.ensure_compiled().signature
+    sig_s = fs._last.ensure_compiled().signature
+    assert sig_w["comms"] == [MPI.COMM_WORLD.py2f()], sig_w.get("comms")
+    assert sig_s["comms"] == [MPI.COMM_SELF.py2f()], sig_s.get("comms")
+    # the argument reduced in place is donated: MPI_IN_PLACE into its own
+    # storage, no output buffer and no copy back
+    assert [j for _, j in sig_w["donated"]] == [0] and sig_w["atomic"], sig_w
 
 
 def _model():

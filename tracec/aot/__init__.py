@@ -8,7 +8,9 @@ per tensor: inputs (``const``), state updated in place (parameters,
 buffers, optimizer state, the RNG state), and outputs, then one
 ``int64_t`` per named size (``--arg x=f32[B,784]``: the step is traced
 symbolic in ``B`` and compiled once as size-generic code, ``sizes.py``);
-``init_state``,
+then, for a step with collectives (a ``DistributedDataParallel`` step),
+``MPI_Fint comm``, the communicator (the library then links the MPI
+library through ``mpicc``, ``mpi_compiler``); ``init_state``,
 which writes the initial state embedded in the library (``state.py``); a
 table describing every argument (``plan.py``); a CPU check
 (``cpu_check.py``).  No Python is needed at run time.
@@ -100,6 +102,10 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
     clash = {b.name for b in bufs} & set(sizes.names if sizes else ())
     if clash:
         raise BuildError(f"the size name {sorted(clash)[0]} is also a buffer's name")
+    if signature.get("comms") and cgen.COMM_PARAM in {b.name for b in bufs} | set(
+            sizes.names if sizes else ()):
+        raise BuildError(f"the communicator parameter {cgen.COMM_PARAM} is also the name of "
+                         "an argument: rename it")
     blob, where = initial_blob(bufs, snap)
     features = cpu_check.checked_features(feats)
     target_doc = f"{target}: {cpu} ({','.join(features) or 'no feature checked'})"
@@ -112,12 +118,19 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
     header_path = os.path.join(out_dir, ("lib" if os.path.basename(out_path).startswith("lib")
                                          else "") + header_name)
     header_name = os.path.basename(header_path)
+    comms = signature.get("comms", [])
+    if len(comms) > 1:
+        raise BuildError(f"{fn.__name__} runs collectives on {len(comms)} communicators; a "
+                         "library takes one (MPI_Fint comm)")
     header = cgen.header(fname, bufs, f"{fn.__name__} from "
                          f"{getattr(fn, '__code__', None) and fn.__code__.co_filename}",
-                         target_doc, sizes)
+                         target_doc, sizes, comm=bool(comms))
     cc = cc or os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         raise BuildError("no C compiler found (set CC)")
+    env = None
+    if comms:
+        cc, env = mpi_compiler(cc)
     with tempfile.TemporaryDirectory() as tmp:
         obj = os.path.join(tmp, "kernels.o")
         with open(obj, "wb") as f:
@@ -148,7 +161,7 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
         tmp_so = os.path.join(tmp, "lib.so")
         r = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp_so, src, *objs, "-lm",
                             "-lpthread", f"-Wl,--version-script={exports}"],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, env=env)
         if r.returncode != 0:
             raise BuildError(f"linking failed: {r.stderr.strip().splitlines()[-1:]}")
         umask = _umask()
@@ -159,6 +172,20 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
             "sizes": list(sizes.names) if sizes else [],
             "size_checks": [why for _, why in sizes.checks] if sizes else [],
             "init_state_bytes": len(blob)}
+
+
+def mpi_compiler(cc: str) -> tuple[str, dict]:
+    """``(mpicc, environment)``: the MPI compiler wrapper of the MPI library
+    the collectives were compiled against (the one beside this Python,
+    from the ``mpich`` wheel, else the first on PATH), running ``cc``; it
+    adds MPI's include directory and links ``libmpi`` (with its rpath)."""
+    import sys
+    mpicc = shutil.which("mpicc", path=os.path.dirname(sys.executable)) or shutil.which("mpicc")
+    if mpicc is None:
+        raise BuildError("the step runs collectives, so its library links the MPI library: "
+                         "no mpicc found (pip install 'tracec[distributed]')")
+    # MPICH's and Open MPI's wrappers take the underlying compiler from these.
+    return mpicc, dict(os.environ, MPICH_CC=cc, OMPI_CC=cc)
 
 
 def _install(src: str, dst: str, mode: int) -> None:

@@ -66,12 +66,18 @@ def exported(fname: str) -> list[str]:
             f"{fname}_num_sizes"]
 
 
-def _size_params(sizes) -> str:
-    return "".join(f", int64_t {n}" for n in sizes.names) if sizes else ""
+#: The parameter of a step with collectives: the communicator they run on.
+COMM_PARAM = "comm"
 
 
-def _argv_decl(fname, up, sizes) -> str:
+def _size_params(sizes, comm=False) -> str:
+    return ("".join(f", int64_t {n}" for n in sizes.names) if sizes else "") + \
+        (f", MPI_Fint {COMM_PARAM}" if comm else "")
+
+
+def _argv_decl(fname, up, sizes, comm=False) -> str:
     extra = f", const int64_t sizes[{up}_NUM_SIZES]" if sizes else ""
+    extra += f", MPI_Fint {COMM_PARAM}" if comm else ""
     return f"int {fname}_argv(void *const argv[{up}_NUM_ARGS]{extra})"
 
 
@@ -79,17 +85,19 @@ def _state_decls(bufs) -> str:
     return ", ".join(f"{b.ctype} *{b.name}" for b in bufs if b.is_state) or "void"
 
 
-def _listing(bufs, decl, sizes=None) -> str:
+def _listing(bufs, decl, sizes=None, comm=False) -> str:
     """Parameters one per line, each with its shape, dtype and role (then
-    the named sizes)."""
+    the named sizes, then the communicator)."""
     rows = [(decl(b), b.doc().split(": ", 1)[1]) for b in bufs]
     rows += [(f"int64_t {n}", "a named size") for n in (sizes.names if sizes else ())]
+    rows += [(f"MPI_Fint {COMM_PARAM}", "the communicator: MPI_Comm_c2f(MPI_COMM_WORLD)")] \
+        if comm else []
     items = [d + ("," if k < len(rows) - 1 else "") for k, (d, _) in enumerate(rows)]
     return "".join(f"\n    {d}{' ' * max(1, 41 - len(d))}/* {doc} */"
                    for d, (_, doc) in zip(items, rows))
 
 
-def header(fname, bufs, doc, target_doc, sizes=None) -> str:
+def header(fname, bufs, doc, target_doc, sizes=None, comm=False) -> str:
     guard = f"TRACEC_{fname.upper()}_H"
     up = fname.upper()
     n_state = sum(b.is_state for b in bufs)
@@ -126,18 +134,30 @@ def header(fname, bufs, doc, target_doc, sizes=None) -> str:
                   f" * whose sizes break one of these conditions returns {ERR_SIZE} before",
                   f" * anything runs ({fname}_error_message says which, and the sizes):"]
         lines += [f" *   - {why}" for _, why in sizes.checks]
+    if comm:
+        lines += [f" *   {COMM_PARAM}: MPI_Fint, the communicator of the step's collectives",
+                  " *",
+                  f" * The step communicates: its last parameter, {COMM_PARAM}, is the Fortran",
+                  " * handle of the communicator every rank calls it with (from C:",
+                  " * MPI_Comm_c2f(MPI_COMM_WORLD)), after MPI_Init.  Every rank of it must",
+                  " * call the step the same number of times with buffers of the same shapes;",
+                  " * a rank whose shapes differ gets an error code on every rank, and so do",
+                  " * the others; calls on one communicator must not overlap (MPI orders its",
+                  " * collectives by call).  Gradients are averaged over the communicator's",
+                  " * ranks, however many there are.  Compile and link the caller with mpicc."]
     lines += [" */", f"#ifndef {guard}", f"#define {guard}", "",
-              "#include <stdbool.h>", "#include <stdint.h>", "", _TABLE_TYPE,
+              "#include <stdbool.h>", "#include <stdint.h>",
+              *(["#include <mpi.h>"] if comm else []), "", _TABLE_TYPE,
               f"#define {up}_NUM_ARGS {len(bufs)}",
               f"#define {up}_NUM_STATE {n_state}",
               f"#define {up}_NUM_SIZES {len(sizes.names) if sizes else 0}", "",
               "#ifdef __cplusplus", 'extern "C" {', "#endif", ""]
-    lines.append(f"int {fname}({_listing(bufs, lambda b: b.decl(), sizes)});")
+    lines.append(f"int {fname}({_listing(bufs, lambda b: b.decl(), sizes, comm)});")
     lines.append(f"const char *{fname}_error_message(int code);")
     state = [b for b in bufs if b.is_state]
     lines.append(f"int {fname}_init_state("
                  f"{_listing(state, lambda b: f'{b.ctype} *{b.name}') if state else 'void'});")
-    lines.append(_argv_decl(fname, up, sizes) + ";")
+    lines.append(_argv_decl(fname, up, sizes, comm) + ";")
     lines.append(f"int {fname}_init_state_argv(void *const argv[{up}_NUM_ARGS]);")
     lines.append(f"int {fname}_check_cpu(void);")
     lines.append(f"extern const tracec_arg {fname}_args[{up}_NUM_ARGS];")
@@ -192,7 +212,7 @@ def _size_name(d, sizes) -> str:
     return str(d) if sizes is None else c_expr(d, sizes.var).replace("LL", "")         if str(d) not in sizes.var else sizes.var[str(d)]
 
 
-def _init_state(fname, bufs, where, blob_path, sizes=None) -> list[str]:
+def _init_state(fname, bufs, where, blob_path, sizes=None, comm=False) -> list[str]:
     state = [b for b in bufs if b.is_state]
     lines = []
     if blob_path:
@@ -219,7 +239,8 @@ def _init_state(fname, bufs, where, blob_path, sizes=None) -> list[str]:
     casts = [f"({'const ' if b.role == 'input' else ''}{b.ctype} *)argv[{k}]"
              for k, b in enumerate(bufs)]
     casts += [f"sizes[{k}]" for k in range(len(sizes.names) if sizes else 0)]
-    lines += [_argv_decl(fname, fname.upper(), sizes) + " {",
+    casts += [COMM_PARAM] if comm else []
+    lines += [_argv_decl(fname, fname.upper(), sizes, comm) + " {",
               f"    return {fname}({', '.join(casts)});", "}", ""]
     state_args = ", ".join(f"({b.ctype} *)argv[{k}]" for k, b in enumerate(bufs) if b.is_state)
     lines += [f"int {fname}_init_state_argv(void *const argv[{len(bufs)}]) {{",
@@ -249,6 +270,7 @@ def _size_checks(fname, sizes) -> list[str]:
 
 def wrapper(fname, header_name, bufs, signature, *, where, blob_path, target,
             features, sizes=None) -> str:
+    comm = bool(signature.get("comms"))
     n_in, n_out = len(signature["inputs"]), len(signature["outputs"])
     entry = signature["entry"]
     errors = signature.get("errors", [])
@@ -299,9 +321,10 @@ def wrapper(fname, header_name, bufs, signature, *, where, blob_path, target,
               f"    if (code > 0 && code <= {len(errors)}) return errors[code - 1];",
               "    return \"unknown error\";", "}", ""]
     lines += _table(fname, bufs, sizes)
-    lines += _init_state(fname, bufs, where, blob_path, sizes)
+    lines += _init_state(fname, bufs, where, blob_path, sizes, comm)
     var = sizes.var if sizes else {}
-    lines.append(f"int {fname}({', '.join(b.decl() for b in bufs)}{_size_params(sizes)}) {{")
+    lines.append(f"int {fname}({', '.join(b.decl() for b in bufs)}"
+                 f"{_size_params(sizes, comm)}) {{")
     lines.append(f"    if ({fname}_check_cpu()) return {ERR_CPU};")
     if sizes:
         lines.append(f"    int tc_bad = tc_sizes_ok({', '.join(sizes.names)});")
@@ -352,6 +375,11 @@ def wrapper(fname, header_name, bufs, signature, *, where, blob_path, target,
         for k, v in enumerate(sizes.workspace_order):
             lines.append(f"        tc_sz[{k}] = {v};")
         lines.append("    }")
+    if comm:
+        # The handle the collectives convert (the library's step uses one
+        # communicator; imported here: `tracec --help` need not load the backend).
+        from tracec.backends.cpu.collectives import COMMS_INDEX
+        lines.append(f"    if (tc_ws) ((int64_t *)tc_ws)[{COMMS_INDEX}] = (int64_t){COMM_PARAM};")
     for k in temps:
         lines.append(f"    if (!tc_out[{k}]) tc_rc = {ERR_OOM};")
     if slot:

@@ -154,16 +154,13 @@ def _check_tensor(t, what: str) -> None:
 
 def reduce_tensor(t: Tensor, op, pg: ProcessGroup) -> Tensor:
     """The reduction of ``t`` over ``pg`` as a new tensor (traced like any
-    op); AVG is a sum divided by the world size."""
+    op); AVG divides the sum by the world size when it runs (the size is
+    not traced)."""
     op = ReduceOp(op.value if isinstance(op, ReduceOp) else str(op).lower())
-    if op is ReduceOp.MAX:
-        return _c.all_reduce(t, _c.MAX, pg.fint)
-    out = _c.all_reduce(t, _c.SUM, pg.fint)
-    if op is ReduceOp.AVG:
-        if not t.dtype.is_floating_point:
-            raise TypeError(f"all_reduce(AVG) needs a floating point tensor, got {t.dtype}")
-        out = out / pg.size()
-    return out
+    if op is ReduceOp.AVG and not t.dtype.is_floating_point:
+        raise TypeError(f"all_reduce(AVG) needs a floating point tensor, got {t.dtype}")
+    code = {ReduceOp.SUM: _c.SUM, ReduceOp.MAX: _c.MAX, ReduceOp.AVG: _c.AVG}[op]
+    return _c.all_reduce(t, code, pg.fint)
 
 
 def all_reduce(tensor: Tensor, op=ReduceOp.SUM, group: ProcessGroup | None = None,

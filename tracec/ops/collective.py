@@ -17,8 +17,10 @@ Invariants:
   * operand shapes and dtypes agree across ranks, checked before the data
     moves: a mismatch raises ``CollectiveShapeError`` on every rank, naming
     each rank's type (never a sum of garbage, never a hang);
-  * ``all_reduce``'s ``reduce_op`` is ``SUM`` (0) or ``MAX`` (1); averages
-    are composites (sum, then divide by the world size).
+  * ``all_reduce``'s ``reduce_op`` is ``SUM`` (0), ``MAX`` (1) or ``AVG``
+    (2, floating point only: the sum divided by the communicator's size,
+    which is read when the collective runs, never traced: one trace serves
+    every world size, as a ``tracec build`` library must).
 """
 from __future__ import annotations
 
@@ -32,13 +34,14 @@ import numpy as np
 from tracec import dtypes as dt
 from tracec.ops.core import Primitive, ShapeError
 
-__all__ = ["SUM", "MAX", "REDUCE_OPS", "all_reduce", "broadcast", "all_gather",
+__all__ = ["SUM", "MAX", "AVG", "REDUCE_OPS", "all_reduce", "broadcast", "all_gather",
            "CollectiveShapeError", "mpi", "comm_of", "check_same_type", "type_record",
            "RECORD_LEN", "RECORD_DTYPES"]
 
-SUM, MAX = 0, 1
-#: reduce_op code -> its name (and mpi4py's ``MPI.<NAME>``)
-REDUCE_OPS = {SUM: "SUM", MAX: "MAX"}
+SUM, MAX, AVG = 0, 1, 2
+#: reduce_op code -> the name of the MPI operation it runs (``MPI.<NAME>``;
+#: AVG then divides by the communicator's size)
+REDUCE_OPS = {SUM: "SUM", MAX: "MAX", AVG: "SUM"}
 
 
 class CollectiveShapeError(RuntimeError):
@@ -143,10 +146,12 @@ def _same_type_rule(s, **_):
     return tuple(s)
 
 
-def _keep_dtype(d, **_):
+def _keep_dtype(d, reduce_op=None, **_):
     if d is dt.bool_ or d in (dt.float16, dt.bfloat16):
         raise ShapeError(f"collectives move float32, float64, int32 and int64 tensors, "
                          f"not {d.name}")
+    if reduce_op == AVG and not d.is_floating_point:
+        raise ShapeError(f"all_reduce(AVG) needs a floating point tensor, got {d.name}")
     return d
 
 
@@ -157,15 +162,17 @@ def _all_reduce_impl(x, *, reduce_op, comm):
     x = np.array(x, copy=None, order="C")   # (ascontiguousarray makes 0-d 1-d)
     out = np.empty_like(x)
     c.Allreduce(x, out, op=getattr(MPI, REDUCE_OPS[reduce_op]))
+    if reduce_op == AVG:
+        np.divide(out, out.dtype.type(c.Get_size()), out=out)
     return out
 
 
 def _all_reduce_vjp(g, x, out=None, *, reduce_op, comm):
     # d(sum_r x_r)/dx_k = 1 on every rank, so rank k's cotangent is the sum of
-    # the cotangents of every rank's result.
-    if reduce_op != SUM:
+    # the cotangents of every rank's result (their mean for AVG).
+    if reduce_op == MAX:
         raise RuntimeError("all_reduce(MAX) has no gradient")
-    return (all_reduce(g, SUM, comm),)
+    return (all_reduce(g, reduce_op, comm),)
 
 
 all_reduce_p = Primitive("all_reduce", kind="collective", impl=_all_reduce_impl,

@@ -99,6 +99,8 @@ class Call:
     #: a symbolic kernel's work: run in parallel only where it is at least
     #: PARALLEL_WORK at run time (None: ``parallel`` decides)
     gate: object = None
+    #: it fails only before writing anything (a collective's type check)
+    fails_before_writing: bool = False
 
 
 @dataclass
@@ -527,7 +529,8 @@ class Lowering:
         first_write = next((i for i, c in enumerate(calls)
                             if any(not isinstance(s, tuple) and s in written for s in c.slots)),
                            len(calls))
-        atomic = not any(c.can_fail for c in calls[first_write:])
+        atomic = not any(c.can_fail and not (i == first_write and c.fails_before_writing)
+                         for i, c in enumerate(calls[first_write:], first_write))
         sig = {
             "entry": self.symbol,
             "entry_py": self.symbol + "_py",
@@ -540,6 +543,10 @@ class Lowering:
         }
         if "pool_slot" in self.mb.shared:
             sig["pool_slot"] = self.mb.shared["pool_slot"]
+        if "comms" in self.mb.shared:
+            # communicator handles, written to the workspace by the caller
+            # (collectives.COMMS_INDEX)
+            sig["comms"] = list(self.mb.shared["comms"])
         if self.profile:
             sig.update(profiling.signature_info(self, calls))
         if sources:
@@ -586,6 +593,8 @@ class Lowering:
         if step.kind == "op":
             op = step.payload
             name = ir.primitive_name(op)
+            if name in ("all_reduce", "broadcast"):
+                return True      # MPI_IN_PLACE (collectives.py)
             if name not in scalar.ELEMENTWISE:
                 return False
             return all(ir.shape_of(u.type) == ir.shape_of(r.type)

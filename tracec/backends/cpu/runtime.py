@@ -14,6 +14,10 @@ bytes, 64-byte aligned; ``nthreads`` caps the threads a kernel may start
 ``signature["errors"][k - 1]`` is ``[kind, message]`` for the op that
 failed ("index": an index out of range; the first 8 bytes of the
 workspace then hold it, substituted for ``{index}`` in the message).
+A module with collectives reads its communicators' Fortran handles
+(``signature["comms"]``, the handles its trace used) from the i64 words
+after the first (``collectives.COMMS_INDEX``); they are written when a
+workspace is made.
 
 The object also exports ``<entry>_py`` with the same arguments except that
 ``inputs`` / ``outputs`` point to NumPy array *objects*; it reads each
@@ -124,6 +128,8 @@ _layout: list = [None]
 #: Byte offset in the workspace of a symbolic module's size values
 #: (``builder.SIZES_INDEX`` i64 words; the error slot comes first).
 _SIZES_BYTE = 64
+#: Byte offset of the communicator handles (``collectives.COMMS_INDEX``).
+_COMMS_BYTE = 8
 #: Byte offset of a tuple's first item pointer (after ``PyObject_VAR_HEAD``).
 _TUPLE_ITEMS = 24
 
@@ -172,6 +178,7 @@ class CpuExecutable:
         ws = signature["workspace"]
         self._ws_size = ws if isinstance(ws, int) else 0   # symbolic: sized.py
         self._ws_pool: list = []
+        self._comms = np.array(signature.get("comms", ()), np.int64)
         self._donated = [(int(k), int(j)) for k, j in signature.get("donated", ())]
         self._unshared = None   # weak references to the last inputs found unshared
         self.nthreads = default_threads()
@@ -197,6 +204,9 @@ class CpuExecutable:
                 return pool.pop(i)
         raw = np.empty(size + 64, np.uint8)
         off = (-raw.ctypes.data) % 64
+        if self._comms.size:   # the error slot's word 0 alone is ever written
+            raw[off + _COMMS_BYTE:off + _COMMS_BYTE + 8 * self._comms.size].view(np.int64)[:] \
+                = self._comms
         return raw, raw.ctypes.data + off, off
 
     #: ``__call__`` takes ``out=``: arrays to reuse as output buffers.

@@ -9,15 +9,19 @@ b1..bN take the step one process takes on their concatenation.
 How (PyTorch's reducer, simplified): parameters are grouped into buckets
 (reverse registration order, by dtype, ``bucket_cap_mb`` each); when
 ``backward()`` has accumulated the gradients, each bucket's gradients are
-flattened into one buffer, all-reduced in one collective, divided by the
-world size and copied back into the ``.grad`` tensors in place.  The
+flattened into one buffer, averaged over the ranks in one collective
+(``all_reduce`` AVG: the world size is read when it runs) and copied back
+into the ``.grad`` tensors in place.  The
 reduction runs inside ``backward()`` (an autograd backward listener), after
 the gradient computation rather than overlapped with it: tracec's
 collectives are blocking.  Every op of it is an ordinary tracec op, so
 under ``tracec.compile`` the reduction is part of the traced step and its
 all-reduces run in native code.
 
-Invariants: at construction every rank's parameters and buffers are
+Invariants: the reduction (and the buffers' broadcast) runs in every world
+size, one included, so a step traced in one process is the step any number
+of ranks runs (``tracec build`` of a DDP step); at construction every rank's
+parameters and buffers are
 overwritten with rank 0's; inside ``no_sync()`` gradients accumulate
 locally, and the first backward after it reduces the accumulated
 gradients (as PyTorch does); ``state_dict`` keys carry the ``module.``
@@ -97,13 +101,12 @@ class DistributedDataParallel(Module):
 
     def forward(self, *args, **kwargs):
         pg = self.process_group
-        if pg.size() > 1:
-            if graph.is_grad_enabled() and self.require_backward_grad_sync:
-                _PENDING.add(self)
-            if self.broadcast_buffers:
-                with graph.no_grad():
-                    for b in self.module.buffers():
-                        dist.broadcast(b, 0, pg)
+        if graph.is_grad_enabled() and self.require_backward_grad_sync:
+            _PENDING.add(self)
+        if self.broadcast_buffers:
+            with graph.no_grad():
+                for b in self.module.buffers():
+                    dist.broadcast(b, 0, pg)
         return self.module(*args, **kwargs)
 
     @contextlib.contextmanager
@@ -118,7 +121,6 @@ class DistributedDataParallel(Module):
 
     def _reduce_gradients(self) -> None:
         pg = self.process_group
-        n = pg.size()
         with graph.no_grad():
             for bucket in self._buckets:
                 params = [p for p in bucket if p.grad is not None]
@@ -128,7 +130,7 @@ class DistributedDataParallel(Module):
                 flat = cat([g.reshape(-1) for g in grads]) if len(grads) > 1 \
                     else grads[0].reshape(-1)
                 try:
-                    total = _c.all_reduce(flat, _c.SUM, pg.fint)
+                    mean = _c.all_reduce(flat, _c.AVG, pg.fint)
                 except _c.CollectiveShapeError as e:
                     names = ", ".join(self._names[id(p)] for p in bucket)
                     missing = [self._names[id(p)] for p in bucket if p.grad is None]
@@ -136,7 +138,6 @@ class DistributedDataParallel(Module):
                         f"DistributedDataParallel: the gradient bucket of [{names}] differs "
                         f"across ranks; parameters without a gradient on rank {pg.rank()}: "
                         f"{missing or 'none'} ({e})") from None
-                mean = total / n
                 off = 0
                 for g in grads:
                     k = g.numel()
