@@ -281,6 +281,10 @@ def setitem(x: Tensor, key, value):
         value = dt.wrap_int(int(value), x.dtype)
     items = key if isinstance(key, tuple) else (key,)
     if any(isinstance(k, Tensor) and k.dtype is dt.uint8 for k in items):
+        if not isinstance(value, Tensor) or value.ndim == 0:
+            # PyTorch sends a 0-d value to masked_fill_, which refuses uint8 masks.
+            raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with "
+                               "dtype uint8")
         items = tuple(_uint8_mask(k) if isinstance(k, Tensor) and k.dtype is dt.uint8 else k
                       for k in items)
         key = items
