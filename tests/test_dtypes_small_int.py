@@ -115,6 +115,17 @@ def test_reductions_like_torch(name):
                            x.amax(0), x.cumsum(1)), x, grad=False)
 
 
+@pytest.mark.parametrize("fn", [
+    lambda L, x: x.clamp(10, 200), lambda L, x: x.masked_fill(x > 0, 300),
+    lambda L, x: L.full((2,), 300, dtype=L.uint8)])
+def test_fill_values_do_not_wrap(fn):
+    # Unlike arithmetic operands, bounds and fill values are range-checked.
+    for lib in (tracec, torch):
+        with pytest.raises(RuntimeError, match="value cannot be converted to type u?int8_t "
+                                               "without overflow"):
+            fn(lib, lib.tensor([1, 100, -5], dtype=lib.int8))
+
+
 def test_uint8_masks_like_torch():
     x = np.arange(6, dtype=np.float32)
     m = np.array([1, 0, 1, 0, 0, 1], np.uint8)

@@ -26,7 +26,7 @@ __all__ = [
     "int16", "int8", "uint8", "uint16", "uint32", "uint64",
     "bool_", "float", "double", "half", "long", "int", "short", "all_dtypes",
     "from_numpy_dtype", "promote_types", "can_cast", "result_type", "to_dtype",
-    "get_default_dtype", "set_default_dtype", "iinfo", "wrap_int", "scalar_type_name",
+    "get_default_dtype", "set_default_dtype", "iinfo", "wrap_int", "check_fits", "scalar_type_name",
 ]
 
 
@@ -206,6 +206,17 @@ def wrap_int(v, d: DType):
     bits = 8 * d.itemsize
     v &= (1 << bits) - 1
     return v - (1 << bits) if d.is_signed and v >> (bits - 1) else v
+
+
+def check_fits(v, d: DType) -> None:
+    """PyTorch's check on a fill value or a bound (``full``, ``masked_fill``,
+    ``clamp``), which unlike an arithmetic operand is not wrapped: an int
+    outside integer dtype ``d``'s range is a RuntimeError."""
+    if d.category == 1 and isinstance(v, (builtins_int, np.integer)) and \
+            not isinstance(v, (builtins_bool, np.bool_)):
+        info = np.iinfo(d.np)
+        if not info.min <= v <= info.max:
+            raise RuntimeError(f"value cannot be converted to type {d.name}_t without overflow")
 
 
 class iinfo:

@@ -288,6 +288,9 @@ def clamp(x, min=None, max=None):  # noqa: A002
     if min is None and max is None:
         raise RuntimeError("clamp: At least one of 'min' or 'max' must not be None")
     x = _operand(x, "clamp")
+    if isinstance(x, Tensor):
+        for bound in (min, max):
+            dt.check_fits(bound, x.dtype)
     y = x
     # where-based so the gradient passes on the boundary, as in PyTorch.
     if min is not None:

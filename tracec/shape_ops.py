@@ -271,6 +271,7 @@ def masked_fill(x, mask, value):
     if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
         got = f", but got mask with dtype {mask.dtype.name}" if isinstance(mask, Tensor) else ""
         raise RuntimeError(f"masked_fill only supports boolean masks{got}")
+    dt.check_fits(value, x.dtype)
     if isinstance(value, Tensor):
         if value.ndim:
             raise RuntimeError("masked_fill only supports a 0-dimensional value tensor")
