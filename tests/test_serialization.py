@@ -18,7 +18,8 @@ import tracec.optim  # noqa: F401
 from tracec.serialization import CheckpointError, CheckpointNotFoundError, load, save
 
 ALL_DTYPES = [tracec.float32, tracec.float64, tracec.float16, tracec.bfloat16, tracec.int32,
-              tracec.int64, tracec.bool]
+              tracec.int64, tracec.int16, tracec.int8, tracec.uint8, tracec.uint16,
+              tracec.uint32, tracec.uint64, tracec.bool]
 
 
 def _sample(dtype, shape=(3, 4)):

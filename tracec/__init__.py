@@ -5,8 +5,9 @@ subset API.md describes.  This module only gathers the public names.
 """
 from tracec import dtypes as _dt
 from tracec.dtypes import (DType as dtype, bfloat16, bool_, double, float, float16,  # noqa: F401,A004
-                           float32, float64, get_default_dtype, half, int, int32, int64, long,
-                           set_default_dtype)
+                           float32, float64, get_default_dtype, half, iinfo, int, int8, int16,
+                           int32, int64, long, set_default_dtype, short, uint8, uint16, uint32,
+                           uint64)
 from tracec.device import device  # noqa: F401
 from tracec.graph import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
 from tracec.tensor import Size, Tensor  # noqa: F401

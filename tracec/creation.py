@@ -85,6 +85,7 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> T
         dtype = dt.bool_ if isinstance(fill_value, bool) else (
             dt.int64 if isinstance(fill_value, int) else dt.get_default_dtype())
     d = dt.to_dtype(dtype)
+    dt.check_fits(fill_value, d)
     if _symbolic(size) or isinstance(fill_value, Sym):
         return _finish(ops.full(size, fill_value, d, like=_LIKE), requires_grad, device)
     return _finish(Tensor._make(np.full(size, fill_value, dtype=d.np), d), requires_grad, device)

@@ -2,9 +2,15 @@
 
 This module sits below every other layer (the IR, the primitives and the
 front end all import it, it imports only NumPy).  Invariant: every tracec
-dtype maps to exactly one NumPy storage dtype; ``bfloat16`` is stored as
-float32 rounded to bfloat16 precision after each op ("compute may upcast",
-API.md §1), because NumPy has no bfloat16.
+dtype maps to exactly one NumPy storage dtype, and every NumPy dtype tracec
+accepts maps back to the tracec dtype of the same name (never a wider one);
+``bfloat16`` is stored as float32 rounded to bfloat16 precision after each op
+("compute may upcast", API.md §1), because NumPy has no bfloat16.
+
+Integers are signed (int8..int64) or unsigned (uint8; and uint16/32/64,
+which PyTorch supports only in part: they promote with floats and with
+themselves, and ``promote_types`` refuses them with other integers or bool,
+as PyTorch does).
 """
 from __future__ import annotations
 
@@ -17,19 +23,21 @@ PUBLIC_NAME = ["tracec"]
 
 __all__ = [
     "DType", "float32", "float64", "float16", "bfloat16", "int32", "int64",
-    "bool_", "float", "double", "half", "long", "int", "all_dtypes",
+    "int16", "int8", "uint8", "uint16", "uint32", "uint64",
+    "bool_", "float", "double", "half", "long", "int", "short", "all_dtypes",
     "from_numpy_dtype", "promote_types", "can_cast", "result_type", "to_dtype",
-    "get_default_dtype", "set_default_dtype",
+    "get_default_dtype", "set_default_dtype", "iinfo", "wrap_int", "check_fits", "scalar_type_name",
 ]
 
 
 class DType:
     """A tensor element type: a name, a NumPy storage dtype and a category.
 
-    Categories order the promotion lattice: bool < int < float.
+    Categories order the promotion lattice: bool < int < float.  ``short``
+    is the IR element type's name (``ui8`` for uint8: MLIR's unsigned type).
     """
 
-    __slots__ = ("name", "np", "category", "itemsize", "short")
+    __slots__ = ("name", "np", "category", "itemsize", "short", "is_signed")
 
     def __init__(self, name: str, np_dtype, category: int, short: str):
         self.name = name
@@ -37,14 +45,16 @@ class DType:
         self.category = category
         self.itemsize = 2 if name in ("float16", "bfloat16") else self.np.itemsize
         self.short = short
+        self.is_signed = category != 0 and not name.startswith("uint")
 
     @property
     def is_floating_point(self) -> bool:
         return self.category == 2
 
     @property
-    def is_signed(self) -> bool:
-        return self.category != 0
+    def is_unsigned_int(self) -> bool:
+        """uint8/16/32/64 (``bool`` is not an integer here)."""
+        return self.category == 1 and not self.is_signed
 
     def __repr__(self) -> str:
         return f"{PUBLIC_NAME[0]}.{self.name}"
@@ -59,6 +69,12 @@ float16 = DType("float16", np.float16, 2, "f16")
 bfloat16 = DType("bfloat16", np.float32, 2, "bf16")
 int32 = DType("int32", np.int32, 1, "i32")
 int64 = DType("int64", np.int64, 1, "i64")
+int16 = DType("int16", np.int16, 1, "i16")
+int8 = DType("int8", np.int8, 1, "i8")
+uint8 = DType("uint8", np.uint8, 1, "ui8")
+uint16 = DType("uint16", np.uint16, 1, "ui16")
+uint32 = DType("uint32", np.uint32, 1, "ui32")
+uint64 = DType("uint64", np.uint64, 1, "ui64")
 bool_ = DType("bool", np.bool_, 0, "i1")
 
 # PyTorch's aliases.
@@ -67,18 +83,17 @@ double = float64
 half = float16
 long = int64
 int = int32  # noqa: A001 - PyTorch's public name
+short = int16
 
-all_dtypes = (float32, float64, float16, bfloat16, int32, int64, bool_)
+all_dtypes = (float32, float64, float16, bfloat16, int32, int64, int16, int8, uint8,
+              uint16, uint32, uint64, bool_)
+#: The unsigned types PyTorch supports only in part (see the module docstring).
+_LIMITED = (uint16, uint32, uint64)
 _BY_NAME = {d.name: d for d in all_dtypes}
 _BY_NAME.update({d.short: d for d in all_dtypes})
 _BY_NAME.update({"float": float32, "double": float64, "half": float16,
-                 "long": int64, "int": int32, "bool_": bool_})
-_BY_NP = {np.dtype(np.float32): float32, np.dtype(np.float64): float64,
-          np.dtype(np.float16): float16, np.dtype(np.int32): int32,
-          np.dtype(np.int64): int64, np.dtype(np.bool_): bool_,
-          np.dtype(np.int8): int32, np.dtype(np.int16): int32,
-          np.dtype(np.uint8): int64, np.dtype(np.uint16): int32,
-          np.dtype(np.uint32): int64}
+                 "long": int64, "int": int32, "short": int16, "bool_": bool_})
+_BY_NP = {d.np: d for d in all_dtypes if d is not bfloat16}
 
 _default_float = [float32]
 
@@ -131,12 +146,19 @@ def promote_types(a: DType, b: DType) -> DType:
     """PyTorch's promote_types for two dtypes."""
     if a is b:
         return a
+    if (a in _LIMITED or b in _LIMITED) and a.category < 2 and b.category < 2:
+        raise RuntimeError(f"Promotion for uint16, uint32, uint64 types is not supported, "
+                           f"attempted to promote {a.name} and {b.name}")
     if a.category != b.category:
         return a if a.category > b.category else b
     if a.category == 2:
         if {a, b} == {float16, bfloat16}:
             return float32
         return a if a.itemsize >= b.itemsize else b
+    if a.is_signed != b.is_signed:
+        # uint8 with a signed type: the signed type wide enough for both.
+        s = a if a.is_signed else b
+        return int16 if s.itemsize == 1 else s
     return a if a.itemsize >= b.itemsize else b
 
 
@@ -165,6 +187,51 @@ def result_type(dims: list, zero_dims: list, scalars: list) -> DType:
     if cat_zero == top:
         return fold(zero_dims)
     return (bool_, int64, get_default_dtype())[top]
+
+
+_SCALAR_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half",
+                 "bfloat16": "BFloat16", "int64": "Long", "int32": "Int", "int16": "Short",
+                 "int8": "Char", "uint8": "Byte", "uint16": "UInt16", "uint32": "UInt32",
+                 "uint64": "UInt64", "bool": "Bool"}
+
+
+def scalar_type_name(d: DType) -> str:
+    """PyTorch's C++ ScalarType name (``Byte`` for uint8), as its messages say."""
+    return _SCALAR_NAMES[d.name]
+
+
+def wrap_int(v, d: DType):
+    """The Python int ``v`` wrapped into integer dtype ``d``'s range (two's
+    complement), as PyTorch converts a scalar operand: ``uint8 + -1`` adds 255."""
+    bits = 8 * d.itemsize
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if d.is_signed and v >> (bits - 1) else v
+
+
+def check_fits(v, d: DType) -> None:
+    """PyTorch's check on a fill value or a bound (``full``, ``masked_fill``,
+    ``clamp``), which unlike an arithmetic operand is not wrapped: an int
+    outside integer dtype ``d``'s range is a RuntimeError."""
+    if d.category == 1 and isinstance(v, (builtins_int, np.integer)) and \
+            not isinstance(v, (builtins_bool, np.bool_)):
+        info = np.iinfo(d.np)
+        if not info.min <= v <= info.max:
+            raise RuntimeError(f"value cannot be converted to type {d.name}_t without overflow")
+
+
+class iinfo:
+    """``torch.iinfo``: the range of an integer dtype."""
+
+    def __init__(self, d):
+        d = to_dtype(d)
+        if d.category != 1:
+            raise TypeError(f"iinfo: {d} is not an integer type")
+        info = np.iinfo(d.np)
+        self.bits, self.dtype = info.bits, d.name
+        self.min, self.max = builtins_int(info.min), builtins_int(info.max)
+
+    def __repr__(self) -> str:
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
 
 
 def round_bfloat16(a: np.ndarray) -> np.ndarray:

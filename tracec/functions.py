@@ -278,6 +278,12 @@ def where(cond, a=None, b=None):
     if a is None and b is None:
         raise NotImplementedError("where(cond) with one argument (nonzero) is not supported")
     cond = _operand(cond, "where")
+    if isinstance(cond, Tensor) and cond.dtype is dt.uint8:
+        import warnings
+        warnings.warn("where received a uint8 condition tensor. This behavior is deprecated "
+                      "and will be removed in a future version of PyTorch. Use a boolean "
+                      "condition instead.", UserWarning, stacklevel=2)
+        cond = ops.ne(cond, 0)
     if not isinstance(cond, Tensor) or cond.dtype is not dt.bool_:
         raise TypeError("where(): the condition must be a bool tensor")
     (a, b), d = promote("where", a, b)
@@ -291,6 +297,9 @@ def clamp(x, min=None, max=None):  # noqa: A002
     if min is None and max is None:
         raise RuntimeError("clamp: At least one of 'min' or 'max' must not be None")
     x = _operand(x, "clamp")
+    if isinstance(x, Tensor):
+        for bound in (min, max):
+            dt.check_fits(bound, x.dtype)
     y = x
     # where-based so the gradient passes on the boundary, as in PyTorch.
     if min is not None:

@@ -33,6 +33,14 @@ def _to_index_tensor(k):
     return Tensor._from_data(arr)
 
 
+def _uint8_mask(k: Tensor) -> Tensor:
+    """PyTorch still reads a uint8 index tensor as a mask (deprecated)."""
+    import warnings
+    warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype "
+                  "torch.bool instead.", UserWarning, stacklevel=4)
+    return ops.ne(k, 0)
+
+
 def _expand_key(x, key):
     if not isinstance(key, tuple):
         key = (key,)
@@ -48,6 +56,8 @@ def _expand_key(x, key):
             raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and "
                              "long or byte Variables are valid indices (got "
                              f"{type(k).__name__})")
+        if isinstance(k, Tensor) and k.dtype is dt.uint8:
+            k = _uint8_mask(k)
         if isinstance(k, Tensor) and k.dtype is dt.bool_:
             if k.ndim == 0:
                 raise IndexError("0-d boolean indices are not supported by tracec")
@@ -266,7 +276,18 @@ def setitem(x: Tensor, key, value):
         value = Tensor._from_data(np.asarray(value), dtype=x.dtype)
     if not isinstance(value, (Tensor, numbers.Number, np.number, np.bool_)):
         raise TypeError(f"can't assign a {type(value).__name__} to a tensor")
+    if x.dtype.category == 1 and isinstance(value, numbers.Integral) and \
+            not isinstance(value, (bool, np.bool_)):
+        value = dt.wrap_int(int(value), x.dtype)
     items = key if isinstance(key, tuple) else (key,)
+    if any(isinstance(k, Tensor) and k.dtype is dt.uint8 for k in items):
+        if not isinstance(value, Tensor) or value.ndim == 0:
+            # PyTorch sends a 0-d value to masked_fill_, which refuses uint8 masks.
+            raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with "
+                               "dtype uint8")
+        items = tuple(_uint8_mask(k) if isinstance(k, Tensor) and k.dtype is dt.uint8 else k
+                      for k in items)
+        key = items
     if any(_is_adv(k) or isinstance(k, (bool, np.bool_)) for k in items):
         return _setitem_advanced(x, key, value)
     view = getitem(x, key)

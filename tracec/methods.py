@@ -41,7 +41,7 @@ _METHODS = {
     "masked_fill": S.masked_fill, "gather": S.gather, "scatter_add": S.scatter_add,
     "clone": S.clone, "contiguous": S.contiguous, "to": S.to, "type_as": S.type_as,
     "float": S.float_, "double": S.double, "half": S.half, "long": S.long, "int": S.int_,
-    "bool": S.bool_, "bfloat16": S.bfloat16,
+    "bool": S.bool_, "bfloat16": S.bfloat16, "byte": S.byte, "char": S.char, "short": S.short,
 }
 
 for _name, _fn in _METHODS.items():

@@ -16,15 +16,10 @@ import warnings
 
 import numpy as np
 
-from tracec import graph
+from tracec import dtypes as dt, graph
 from tracec.tensor import RECORDERS, Tensor
 
 __all__ = ["with_out", "write_out"]
-
-
-_TORCH_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
-                "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
-                "bool": "Bool"}
 
 
 def _category(d) -> int:
@@ -35,9 +30,9 @@ def _write_one(name: str, result: Tensor, out) -> Tensor:
     if not isinstance(out, Tensor):
         raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
     if _category(result.dtype) > _category(out.dtype):
-        raise RuntimeError(f"result type {_TORCH_NAMES.get(result.dtype.name, result.dtype.name)} "
+        raise RuntimeError(f"result type {dt.scalar_type_name(result.dtype)} "
                            "can't be cast to the desired output type "
-                           f"{_TORCH_NAMES.get(out.dtype.name, out.dtype.name)}")
+                           f"{dt.scalar_type_name(out.dtype)}")
     if tuple(out.shape) != tuple(result.shape):
         if RECORDERS or out._base is not None:
             raise RuntimeError(

@@ -26,8 +26,6 @@ from tracec.tensor import Tensor
 __all__ = ["scatter", "scatter_reduce", "index_add", "index_copy", "index_fill",
            "index_put", "index_put_", "index_reduce"]
 
-_DT_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
-             "int32": "Int", "int64": "Long", "bool": "Bool"}
 
 
 def _index_dtype(index, name):
@@ -227,8 +225,8 @@ def _along(name, input, dim, index, source=None):
     n = input.shape[d] if input.ndim else 1
     if source is not None:
         if source.dtype is not input.dtype:
-            raise RuntimeError(f"{name}(): self ({_DT_NAMES[input.dtype.name]}) and source "
-                               f"({_DT_NAMES[source.dtype.name]}) must have the same scalar "
+            raise RuntimeError(f"{name}(): self ({dt.scalar_type_name(input.dtype)}) and source "
+                               f"({dt.scalar_type_name(source.dtype)}) must have the same scalar "
                                f"type")
         want = tuple(index.shape[0] if k == d else s for k, s in enumerate(input.shape))
         if tuple(source.shape) != want and not (input.ndim == 0 and source.numel() == 1):

@@ -75,7 +75,8 @@ _ST_NP = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2", "I64": "<i8",
           "I32": "<i4", "I16": "<i2", "I8": "i1", "U64": "<u8", "U32": "<u4", "U16": "<u2",
           "U8": "u1", "BOOL": "u1"}
 _TC_ST = {"float32": "F32", "float64": "F64", "float16": "F16", "bfloat16": "BF16",
-          "int32": "I32", "int64": "I64", "bool": "BOOL"}
+          "int32": "I32", "int64": "I64", "int16": "I16", "int8": "I8", "uint8": "U8",
+          "uint16": "U16", "uint32": "U32", "uint64": "U64", "bool": "BOOL"}
 _ST_TC = {v: k for k, v in _TC_ST.items()}
 _NP_ST = {np.dtype(np.float64): "F64", np.dtype(np.float32): "F32",
           np.dtype(np.float16): "F16", np.dtype(np.int64): "I64", np.dtype(np.int32): "I32",
@@ -636,16 +637,9 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
 
 
 def _plain_np(a: np.ndarray) -> np.ndarray:
-    """A plain safetensors array in a dtype tracec has."""
-    if a.dtype in (np.int8, np.int16, np.uint16):
-        return a.astype(np.int32)
-    if a.dtype in (np.uint8, np.uint32):
-        return a.astype(np.int64)
-    if a.dtype == np.uint64:
-        if a.size and a.max() > np.iinfo(np.int64).max:
-            raise CheckpointError("tracec.load: a U64 tensor has values beyond int64")
-        return a.astype(np.int64)
-    return a
+    """A plain safetensors array in its native byte order (every integer
+    width safetensors has is a tracec dtype of the same name)."""
+    return a.astype(a.dtype.newbyteorder("="), copy=False)
 
 
 def _target_device(map_location, saved: str):

@@ -269,7 +269,9 @@ def unbind(x, dim=0):
 
 def masked_fill(x, mask, value):
     if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
-        raise RuntimeError("masked_fill only supports boolean masks")
+        got = f", but got mask with dtype {mask.dtype.name}" if isinstance(mask, Tensor) else ""
+        raise RuntimeError(f"masked_fill only supports boolean masks{got}")
+    dt.check_fits(value, x.dtype)
     if isinstance(value, Tensor):
         if value.ndim:
             raise RuntimeError("masked_fill only supports a 0-dimensional value tensor")
@@ -360,3 +362,5 @@ def _conv(d):
 float_, double, half, long, int_, bool_, bfloat16 = (
     _conv(dt.float32), _conv(dt.float64), _conv(dt.float16), _conv(dt.int64),
     _conv(dt.int32), _conv(dt.bool_), _conv(dt.bfloat16))
+# PyTorch's names: byte() is uint8, char() is int8, short() is int16.
+byte, char, short = _conv(dt.uint8), _conv(dt.int8), _conv(dt.int16)

@@ -73,9 +73,6 @@ def topk(x, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  
     return TopkResult(_named(_gather(x, idx, d), "TopkBackward0"), idx)
 
 
-# PyTorch names a dtype by its C++ scalar type in this message.
-_SCALAR_TYPE = {"int64": "Long", "int32": "Int", "bool": "Bool"}
-
 
 def multinomial(input, num_samples: int, replacement: bool = False, *,  # noqa: A002
                 generator=None):
@@ -87,7 +84,7 @@ def multinomial(input, num_samples: int, replacement: bool = False, *,  # noqa: 
         raise RuntimeError("prob_dist must be 1 or 2 dim")
     if not input.dtype.is_floating_point:
         raise RuntimeError("multinomial only supports floating-point dtypes for input, got: "
-                           f"{_SCALAR_TYPE.get(input.dtype.name, input.dtype.name)}")
+                           f"{dt.scalar_type_name(input.dtype)}")
     if num_samples <= 0:
         raise RuntimeError("cannot sample n_sample <= 0 samples")
     n = input.shape[-1]

@@ -603,6 +603,9 @@ def weak_scalar(value, dtype: dt.DType) -> np.ndarray:
     key = (type(value), value, dtype.name)
     arr = _SCALAR_ARRAYS.get(key)
     if arr is None:
+        if dtype.category == 1 and not isinstance(value, (bool, np.bool_)) and \
+                isinstance(value, numbers.Integral):
+            value = dt.wrap_int(int(value), dtype)   # uint8 - 1 is 255, as in PyTorch
         arr = np.asarray(value, dtype=dtype.np)
         arr.flags.writeable = False
         if len(_SCALAR_ARRAYS) < 4096:

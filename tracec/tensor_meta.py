@@ -174,7 +174,7 @@ def _untyped_storage(self) -> UntypedStorage:
 
 
 def is_signed(x) -> bool:
-    return x.dtype is not dt.bool_
+    return x.dtype.is_signed
 
 
 def get_device(x) -> int:

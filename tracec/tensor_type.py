@@ -13,7 +13,8 @@ from tracec.tensor import Tensor
 
 _NAMES = {dt.float32: "FloatTensor", dt.float64: "DoubleTensor", dt.float16: "HalfTensor",
           dt.bfloat16: "BFloat16Tensor", dt.int32: "IntTensor", dt.int64: "LongTensor",
-          dt.bool_: "BoolTensor"}
+          dt.bool_: "BoolTensor", dt.uint8: "ByteTensor", dt.int8: "CharTensor",
+          dt.int16: "ShortTensor"}
 _BY_NAME = {name: d for d, name in _NAMES.items()}
 
 

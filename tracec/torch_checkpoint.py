@@ -18,9 +18,9 @@ Formats: the zip archive (``ARCHIVE/data.pkl``, ``ARCHIVE/data/<key>``,
 keys, then each storage as an int64 element count and its bytes), and a
 plain pickle of allowed objects.
 
-dtypes tracec lacks are widened without loss (int8, int16, uint16 ->
-int32; uint8, uint32 -> int64; uint64 -> int64 when the values fit);
-complex and float8 tensors are refused.
+Every integer dtype keeps its own (ByteStorage is uint8, CharStorage int8,
+ShortStorage int16; uint16/32/64 as themselves); complex and float8 tensors
+are refused.
 """
 from __future__ import annotations
 
@@ -168,11 +168,6 @@ def _to_tensor(arr: np.ndarray, name: str, error) -> Tensor:
         return Tensor._make(f32, dt.bfloat16)
     if name == "bool":
         arr = arr != 0
-    elif name == "uint64":
-        if arr.size and arr.max() > np.iinfo(np.int64).max:
-            raise error("a uint64 tensor has values beyond int64, the widest integer "
-                        "tracec has")
-        arr = arr.astype(np.int64)
     d = dt.from_numpy_dtype(arr.dtype.newbyteorder("="))
     # astype, not ascontiguousarray: the latter turns a 0-d array into 1-d.
     return Tensor._make(arr.astype(d.np, order="C"), d)
@@ -186,9 +181,10 @@ def _encode(text, encoding="latin1"):
 
 
 def _torch_dtype(name):
-    return dt.to_dtype(name) if name in ("float32", "float64", "float16", "bfloat16", "int32",
-                                         "int64", "bool", "float", "double", "half", "long",
-                                         "int") else ForeignDType(name)
+    try:
+        return dt.to_dtype(name)
+    except TypeError:
+        return ForeignDType(name)
 
 
 def _allowed(builder: _Builder) -> dict:

@@ -34,7 +34,7 @@ from tracec.symbolic import Sym
 from tracec.sym_shapes import SymbolTable
 from tracec.tensor import (CONCRETE_CHECKS, EPOCH, GRAD_HOOKS, GUARD_HOOKS,  # noqa: F401
                            RECORDERS, SYM_SHAPES)
-from tracec.tensor import Tensor
+from tracec.tensor import Tensor, weak_scalar
 
 __all__ = ["TraceError", "Trace", "Recording", "user_location", "record"]
 
@@ -215,7 +215,8 @@ class Recording:
         key = (type(v), v, dtype.name)
         ssa = self.scalars.get(key)
         if ssa is None:
-            op = ir.constant(np.asarray(v, dtype=dtype.np), dtype, loc=user_location())
+            # The array the eager op used (an integer wrapped to the dtype's range).
+            op = ir.constant(weak_scalar(v, dtype), dtype, loc=user_location())
             self.block.add_op(op)
             ssa = self.scalars[key] = op.results[0]
         return ssa

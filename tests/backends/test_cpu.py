@@ -35,6 +35,17 @@ def bools(*shape):
     return RNG.random(shape) < 0.5
 
 
+SMALL_INTS = (np.int8, np.int16, np.uint8)
+
+
+def edges(d, n=24):
+    """``n`` values of integer dtype ``d`` crowding both ends of its range."""
+    info = np.iinfo(d)
+    lo, hi = int(info.min), int(info.max)
+    v = [lo, lo + 1, hi, hi - 1, 0, 1, 2, 127 if hi > 127 else hi - 2, 128 if hi > 128 else 3]
+    return np.array((v * n)[:n], dtype=np.int64).astype(d)[RNG.permutation(n)]
+
+
 SPECIAL = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, 30.0,
                     -30.0, 88.0, -88.0, 100.0, -104.0, 0.5, 3.9, -4.1, 1e-3])
 
@@ -71,6 +82,13 @@ def _binary_cases(name):
         out.append(([ints(-50, 50, 3, 4, dtype=d), b], {}))
     if name in ("add", "mul", "maximum", "minimum"):
         out.append(([bools(3, 4), bools(4)], {}))
+    for d in SMALL_INTS:   # wraparound and unsigned order at the range's edges
+        a, b = edges(d), edges(d)[::-1].copy()
+        if name == "pow":
+            b = ints(0, 9, 24, dtype=d)
+        if name == "div":
+            b[b == 0] = 3
+        out.append(([a, b], {}))
     return out
 
 
@@ -85,6 +103,7 @@ def _cmp_cases():
     out += [([ints(-3, 3, 4, 5), ints(-3, 3, 5)], {}),
             ([ints(-3, 3, 6, dtype=np.int32), ints(-3, 3, 6, dtype=np.int32)], {}),
             ([bools(4, 5), bools(4, 5)], {})]
+    out += [([edges(d), edges(d)[::-1].copy()], {}) for d in SMALL_INTS]
     return out
 
 
@@ -98,6 +117,7 @@ def _reduce_cases(name):
             ([randn(5, 1, 7)], {"axes": (1,)}), ([randn()], {"axes": ()}),
             ([ints(-9, 9, 3, 4, dtype=np.int32)], {"axes": (1,)}),
             ([ints(-9, 9, 3, 4)], {"axes": (0, 1)})]
+    out += [([edges(d).reshape(4, 6)], {"axes": (1,)}) for d in SMALL_INTS]
     if name != "reduce_sum":
         # reduce_sum's NumPy impl sums bools with dtype=bool (a logical or)
         # although its result dtype is int64; the cpu backend counts.
@@ -117,7 +137,8 @@ def _arg_cases():
     z = ints(0, 3, 5, 7)
     return [([x], {"axis": 0}), ([x], {"axis": 1}), ([x], {"axis": 2}), ([y], {"axis": 1}),
             ([y], {"axis": 0}), ([z], {"axis": 1}), ([randn(17)], {"axis": 0}),
-            ([randn()], {"axis": 0}), ([bools(3, 4)], {"axis": 1})]
+            ([randn()], {"axis": 0}), ([bools(3, 4)], {"axis": 1})] + [
+        ([edges(d).reshape(4, 6)], {"axis": 1}) for d in SMALL_INTS]
 
 
 def _argsort_cases():
@@ -130,7 +151,8 @@ def _argsort_cases():
                 ([y], {"axis": 1, "descending": desc}),
                 ([ints(0, 3, 5, 7)], {"axis": 1, "descending": desc}),
                 ([bools(3, 4)], {"axis": 0, "descending": desc}),
-                ([randn(17, dtype=np.float64)], {"axis": 0, "descending": desc})]
+                ([randn(17, dtype=np.float64)], {"axis": 0, "descending": desc}),
+                ([edges(np.uint8).reshape(4, 6)], {"axis": 1, "descending": desc})]
     return out + [([randn()], {"axis": 0, "descending": False})]
 
 
@@ -138,11 +160,16 @@ def _cast_cases():
     out = []
     src = {np.float32: randn(3, 4) * 5, np.float64: randn(3, 4, dtype=np.float64) * 5,
            np.int32: ints(-9, 9, 3, 4, dtype=np.int32), np.int64: ints(-9, 9, 3, 4),
-           np.bool_: bools(3, 4)}
+           np.bool_: bools(3, 4), np.int8: edges(np.int8), np.int16: edges(np.int16),
+           np.uint8: edges(np.uint8), np.uint64: np.array([0, 2**63 + 2**11 + 1, 2**64 - 1, 5],
+                                                           np.uint64)}
     for s, x in src.items():
         for t in (dt.float32, dt.float64, dt.int32, dt.int64, dt.bool_, dt.float16,
-                  dt.bfloat16):
+                  dt.bfloat16, dt.int8, dt.int16, dt.uint8):
             out.append(([x], {"dtype": t}))
+    # floats to narrow ints wrap through int64, as PyTorch's casts do
+    wide = np.array([300.7, -1.5, 255.9, -128.0, 40000.5, -0.5, 127.9], np.float32)
+    out += [([wide], {"dtype": t}) for t in (dt.int8, dt.int16, dt.uint8)]
     out.append(([np.array([2.5, -2.5, 0.5, 1e10, -0.0], np.float32)], {"dtype": dt.int64}))
     return out
 
@@ -154,7 +181,8 @@ def _cases(name):
         return _unary_cases(positive=True)
     if name in ("neg", "abs", "sign"):
         out = _unary_cases() + [([ints(-5, 5, 3, 4)], {}),
-                                ([ints(-5, 5, 7, dtype=np.int32)], {})]
+                                ([ints(-5, 5, 7, dtype=np.int32)], {})] + [
+            ([edges(d)], {}) for d in SMALL_INTS]
         return out + ([([bools(5)], {})] if name == "abs" else [])
     if name == "logical_not":
         return [([bools(3, 4)], {}), ([randn(5)], {}), ([ints(-1, 2, 6)], {})]

@@ -37,7 +37,8 @@ enum tracec_access { TRACEC_READ = 1, TRACEC_WRITTEN = 2 };
 typedef struct tracec_arg {
     const char *name;     /* the C parameter's name */
     const char *source;   /* its Python name: "x", "model.0.weight", "opt.exp_avg.model.0.weight" */
-    const char *dtype;    /* "float32", "float64", "int32", "int64", "bool", "float16",
+    const char *dtype;    /* "float32", "float64", "int64", "int32", "int16", "int8", "uint8",
+                             "uint16", "uint32", "uint64", "bool", "float16",
                              "bfloat16" (held as float32) */
     int32_t itemsize;     /* bytes per element in the buffer */
     int32_t rank;

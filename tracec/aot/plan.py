@@ -18,6 +18,8 @@ from tracec.symbolic import parse
 from tracec.tensor import Tensor
 
 _CTYPE = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t",
+          "int16": "int16_t", "int8": "int8_t", "uint8": "uint8_t", "uint16": "uint16_t",
+          "uint32": "uint32_t", "uint64": "uint64_t",
           "bool": "bool", "float16": "uint16_t", "bfloat16": "float"}  # bfloat16 is stored as float32
 
 #: Kinds of buffers, as the header's ``TRACEC_ROLE_*`` constants number them.

@@ -1,9 +1,10 @@
 """Tensor types of the tracec dialect: xDSL's builtin ``tensor<..>`` with a
-shape and one of tracec's seven element types.
+shape and one of tracec's element types.
 
 Invariant: every value in tracec IR has a ``TensorType`` whose element type
-is one of ``f32 f64 f16 bf16 i32 i64 i1`` (one per ``tracec.dtypes`` dtype;
-integers are signless, ``i1`` is ``bool``) and whose shape is either fully
+is one of ``f32 f64 f16 bf16 i64 i32 i16 i8 ui8 ui16 ui32 ui64 i1`` (one per
+``tracec.dtypes`` dtype: signless integers are the signed dtypes, MLIR's
+unsigned ``uiN`` the unsigned ones, ``i1`` is ``bool``) and whose shape is either fully
 static with no encoding, or has *symbolic* dimensions: those are MLIR's
 ``?`` and the encoding is an array with every dimension's size as text
 (``tensor<?x784xf32, ["B", "784"]>``; see ``tracec.symbolic``), so dumps
@@ -18,7 +19,9 @@ from typing import Iterable
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     ArrayAttr,
+    IntegerType,
     NoneAttr,
+    Signedness,
     StringAttr,
     TensorType,
     bf16,
@@ -26,6 +29,8 @@ from xdsl.dialects.builtin import (
     f32,
     f64,
     i1,
+    i8,
+    i16,
     i32,
     i64,
 )
@@ -41,7 +46,8 @@ __all__ = [
 
 _BY_DTYPE: dict[str, Attribute] = {
     "float32": f32, "float64": f64, "float16": f16, "bfloat16": bf16,
-    "int32": i32, "int64": i64, "bool": i1,
+    "int32": i32, "int64": i64, "int16": i16, "int8": i8, "bool": i1,
+    **{f"uint{n}": IntegerType(n, Signedness.UNSIGNED) for n in (8, 16, 32, 64)},
 }
 _BY_ELEMENT: dict[Attribute, dt.DType] = {
     _BY_DTYPE[d.name]: d for d in dt.all_dtypes
@@ -65,7 +71,8 @@ def dtype_of_element(elt: Attribute) -> dt.DType:
         return _BY_ELEMENT[elt]
     except (KeyError, TypeError):
         raise TypeError(f"{elt} is not a tracec element type "
-                        f"(expected one of f32 f64 f16 bf16 i32 i64 i1)") from None
+                        f"(expected one of {' '.join(d.short for d in dt.all_dtypes)})"
+                        ) from None
 
 
 def tensor_type(shape: Iterable, dtype) -> TensorType:

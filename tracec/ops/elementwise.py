@@ -318,7 +318,12 @@ def where(c, x, y): return where_p.bind(c, x, y)
 
 def _cast_impl(x, *, dtype):
     # Always a C-contiguous copy: clone() and contiguous() are casts to the same dtype.
-    out = x.astype(dtype.np, order="C")
+    with np.errstate(over="ignore", invalid="ignore"):   # PyTorch casts silently
+        if dtype.category == 1 and dtype.itemsize < 4 and x.dtype.kind == "f":
+            # PyTorch converts a float to a narrow integer through int64 and
+            # keeps the low bits (300.7 -> uint8 44, -1.5 -> 255).
+            x = x.astype(np.int64)
+        out = x.astype(dtype.np, order="C")
     if dtype is dt.bfloat16:
         out = dt.round_bfloat16(out)
     return out

@@ -28,7 +28,6 @@ import math
 
 from xdsl.ir import Operation
 
-from tracec import dtypes as dt
 from tracec import ir
 from tracec.backends.cpu import scalar
 from tracec.backends.cpu.builder import I1, I64, PTR, FuncBuilder
@@ -242,8 +241,7 @@ def emit_arg(low, op, name: str) -> None:
     if d.is_floating_point:
         pred = "ogt" if name == "argmax" else "olt"
     else:
-        pred = ("ugt" if name == "argmax" else "ult") if d is dt.bool_ \
-            else ("sgt" if name == "argmax" else "slt")
+        pred = scalar.int_pred(d, "gt" if name == "argmax" else "lt")
 
     def body(fb, ptrs, err, lo, hi, status):
         out, xp = ptrs
@@ -298,7 +296,7 @@ def emit_argsort(low, op) -> None:
                     return fb.ibin("or", fb.fcmp("ogt", vb, va), bigger_nan)
                 smaller = fb.ibin("and", nan_a, fb.fcmp("ord", vb, vb))
                 return fb.ibin("or", fb.fcmp("olt", vb, va), smaller)
-            pred = ("u" if d is dt.bool_ else "s") + ("gt" if desc else "lt")
+            pred = scalar.int_pred(d, "gt" if desc else "lt")
             return fb.icmp(pred, vb, va)
 
         def equal(vb, va):

@@ -1,7 +1,9 @@
 """Per-element semantics of the elementwise primitives, as llvm-dialect ops.
 
 Each tracec dtype has a *storage* type (in memory) and a *compute* type (in
-registers): f32/f64/i32/i64 are themselves; ``bool`` is stored as ``i8``
+registers): f32/f64 and the integers are themselves (LLVM's integers are
+signless: the dtype says whether a comparison, a widening, a conversion to
+or from float or a max/min is signed or unsigned); ``bool`` is stored as ``i8``
 (NumPy's layout) and computed as ``i1``; ``float16`` is stored as ``half``
 and computed in ``f32``; ``bfloat16`` is stored and computed as ``f32``.
 Invariant: a value in registers is always exactly representable in its
@@ -19,6 +21,7 @@ from tracec import dtypes as dt
 from tracec.symbolic import Sym
 from tracec.backends.cpu import mathfns
 from tracec.backends.cpu.builder import F16, F32, F64, I1, I8, I32, I64, FuncBuilder, is_float
+from xdsl.dialects.builtin import i16 as I16
 
 __all__ = ["storage_type", "compute_type", "itemsize", "load", "store", "constant",
            "apply", "cast", "LoweringError", "ELEMENTWISE"]
@@ -28,12 +31,18 @@ class LoweringError(RuntimeError):
     """The cpu backend cannot lower an op; the message names it and where."""
 
 
-_STORAGE = {"float32": F32, "float64": F64, "float16": F16, "bfloat16": F32,
-            "int32": I32, "int64": I64, "bool": I8}
-_COMPUTE = {"float32": F32, "float64": F64, "float16": F32, "bfloat16": F32,
-            "int32": I32, "int64": I64, "bool": I1}
-_SIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 4, "int32": 4, "int64": 8,
-         "bool": 1}
+_INTS = {"int32": I32, "int64": I64, "int16": I16, "int8": I8, "uint8": I8, "uint16": I16,
+         "uint32": I32, "uint64": I64}
+_STORAGE = {"float32": F32, "float64": F64, "float16": F16, "bfloat16": F32, "bool": I8, **_INTS}
+_COMPUTE = {"float32": F32, "float64": F64, "float16": F32, "bfloat16": F32, "bool": I1, **_INTS}
+_SIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 4, "bool": 1,
+         **{n: dt.to_dtype(n).itemsize for n in _INTS}}
+
+
+def int_pred(d: dt.DType, pred: str) -> str:
+    """The icmp predicate ``slt``/``ult``... for an ordering of dtype ``d``
+    (unsigned for uint dtypes and bool)."""
+    return ("s" if d.is_signed else "u") + pred
 
 ELEMENTWISE = frozenset(
     "neg exp log sqrt rsqrt sin cos tanh logistic abs sign erf logical_not add sub mul div "
@@ -83,10 +92,12 @@ def constant(fb: FuncBuilder, value, d: dt.DType):
         if d is dt.bool_:
             return fb.icmp("ne", v, fb.i64(0))
         ct = _COMPUTE[d.name]
-        return fb.cast("sitofp", v, ct) if d.category != 1 else fb.cast("trunc", v, ct)
+        if d.category != 1:
+            return fb.cast("sitofp", v, ct)
+        return v if ct == I64 else fb.cast("trunc", v, ct)
     if d is dt.bool_:
         return fb.const(bool(value), I1)
-    if d.category == 1:
+    if d.category == 1:   # fb.const wraps to the width, as the eager weak scalar does
         return fb.const(int(value), _COMPUTE[d.name])
     if d is dt.bfloat16:
         v = float(dt.round_bfloat16(np.array([value], np.float32))[0])
@@ -127,6 +138,20 @@ def _f64_to_f16(fb: FuncBuilder, x):
     return fb.cast("fpext", fb.cast("fptrunc", odd, F16), F32)
 
 
+def _unsigned_to_float(fb: FuncBuilder, v, ft):
+    """``uitofp`` (xDSL's llvm dialect lacks it): narrower than 64 bits,
+    zero-extended values are exact as signed i64; a uint64 with its top bit
+    set is halved (keeping the lost bit sticky, so it rounds once) and doubled."""
+    from tracec.backends.cpu.builder import bits_of
+    if bits_of(v.type) < 64:
+        return fb.cast("sitofp", fb.cast("zext", v, I64), ft)
+    one = fb.i64(1)
+    half = fb.ibin("or", fb.ibin("lshr", v, one), fb.ibin("and", v, one))
+    hf = fb.cast("sitofp", half, ft)
+    return fb.select(fb.icmp("slt", v, fb.i64(0)), fb.fbin("fadd", hf, hf),
+                     fb.cast("sitofp", v, ft))
+
+
 def to_bool(fb: FuncBuilder, v, d: dt.DType):
     if d is dt.bool_:
         return v
@@ -146,6 +171,9 @@ def cast(fb: FuncBuilder, v, src: dt.DType, dst: dt.DType):
         if dst.is_floating_point:
             return fb.select(v, fb.const(1.0, ct), fb.const(0.0, ct))
         return fb.cast("zext", v, ct)
+    if dst.is_floating_point and not src.is_floating_point and not src.is_signed:
+        return cast(fb, _unsigned_to_float(fb, v, F64 if dst is dt.float64 else F32),
+                    dt.float64 if dst is dt.float64 else dt.float32, dst)
     if dst.is_floating_point:
         if src.is_floating_point:
             if src is dt.float64 and dst is dt.float16:
@@ -162,11 +190,18 @@ def cast(fb: FuncBuilder, v, src: dt.DType, dst: dt.DType):
     # to an integer
     if src.is_floating_point:
         # NumPy truncates toward zero; out-of-range and nan saturate here
-        # (NumPy's result there is unspecified).
-        return fb.intr("llvm.fptosi.sat", [v], ct, overload=[ct, v.type])
+        # (NumPy's result there is unspecified).  Narrow types go through
+        # int64 and keep the low bits, as PyTorch (and the eager cast) do.
+        if dst.itemsize < 4:
+            return fb.cast("trunc", fb.intr("llvm.fptosi.sat", [v], I64, overload=[I64, v.type]),
+                           ct)
+        sat = "llvm.fptosi.sat" if dst.is_signed else "llvm.fptoui.sat"
+        return fb.intr(sat, [v], ct, overload=[ct, v.type])
     from tracec.backends.cpu.builder import bits_of
     if bits_of(ct) > bits_of(v.type):
-        return fb.cast("sext", v, ct)
+        return fb.cast("sext" if src.is_signed else "zext", v, ct)
+    if bits_of(ct) == bits_of(v.type):   # int8 <-> uint8: the same bits
+        return v
     return fb.cast("trunc", v, ct)
 
 
@@ -192,6 +227,10 @@ def _unary(fb: FuncBuilder, name: str, x, d: dt.DType):
         zero = fb.const(0, t)
         if name == "neg":
             return fb.ibin("sub", zero, x)
+        if not d.is_signed and name == "abs":
+            return x
+        if not d.is_signed and name == "sign":
+            return fb.cast("zext", fb.icmp("ne", x, zero), t)
         if name == "abs":
             return fb.select(fb.icmp("slt", x, zero), fb.ibin("sub", zero, x), x)
         if name == "sign":
@@ -241,18 +280,19 @@ _ICMP = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "s
 _UCMP = {"eq": "eq", "ne": "ne", "lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge"}
 
 
-def _int_pow(fb: FuncBuilder, x, y, on_error):
+def _int_pow(fb: FuncBuilder, x, y, on_error, signed: bool = True):
     t = x.type
     zero, one = fb.const(0, t), fb.const(1, t)
-    if on_error is not None:
+    if signed and on_error is not None:
         on_error(fb.icmp("slt", y, zero))
-    e0 = fb.select(fb.icmp("slt", y, zero), zero, y)
+    e0 = fb.select(fb.icmp("slt", y, zero), zero, y) if signed else y
 
     def body(r, b, e):
         bit = fb.icmp("ne", fb.ibin("and", e, one), zero)
         return [fb.select(bit, fb.ibin("mul", r, b), r), fb.ibin("mul", b, b),
                 fb.ibin("lshr", e, one)]
-    r, _, _ = fb.while_loop(lambda r, b, e: fb.icmp("sgt", e, zero), body, [one, x, e0])
+    # e >= 0 and shifts right logically: "ne 0" ends it for unsigned e too.
+    r, _, _ = fb.while_loop(lambda r, b, e: fb.icmp("ne", e, zero), body, [one, x, e0])
     return r
 
 
@@ -263,7 +303,7 @@ def _binary(fb: FuncBuilder, name: str, x, y, d: dt.DType, on_error):
             return fb.icmp(_UCMP[name], x, y)
         if d.is_floating_point:
             return fb.fcmp(_FCMP[name], x, y)
-        return fb.icmp(_ICMP[name], x, y)
+        return fb.icmp((_ICMP if d.is_signed else _UCMP)[name], x, y)
     if name == "logical_and":
         return fb.ibin("and", to_bool(fb, x, d), to_bool(fb, y, d))
     if name == "logical_or":
@@ -284,11 +324,11 @@ def _binary(fb: FuncBuilder, name: str, x, y, d: dt.DType, on_error):
             q = fb.fbin("fdiv", cast(fb, x, d, dt.float64), cast(fb, y, d, dt.float64))
             return cast(fb, q, dt.float64, d)
         if name == "maximum":
-            return fb.select(fb.icmp("sgt", x, y), x, y)
+            return fb.select(fb.icmp(int_pred(d, "gt"), x, y), x, y)
         if name == "minimum":
-            return fb.select(fb.icmp("slt", x, y), x, y)
+            return fb.select(fb.icmp(int_pred(d, "lt"), x, y), x, y)
         if name == "pow":
-            return _int_pow(fb, x, y, on_error)
+            return _int_pow(fb, x, y, on_error, d.is_signed)
         raise TypeError(f"no scalar lowering for {name}")
     if name in ("add", "sub", "mul", "div"):
         return fb.fbin("f" + name, x, y)
@@ -347,7 +387,7 @@ def accumulate(fb: FuncBuilder, kind: str, acc, x, d: dt.DType):
     if is_float(acc.type):
         return fb.intr("llvm.maximum" if kind == "max" else "llvm.minimum", [acc, x],
                        acc.type, overload=[acc.type])
-    pred = "sgt" if kind == "max" else "slt"
+    pred = int_pred(d, "gt" if kind == "max" else "lt")
     return fb.select(fb.icmp(pred, acc, x), acc, x)
 
 
@@ -360,5 +400,5 @@ def identity(fb: FuncBuilder, kind: str, d: dt.DType):
         return fb.const(kind == "min", I1)
     if d.is_floating_point:
         return fb.const(float("-inf") if kind == "max" else float("inf"), t)
-    bits = 32 if t == I32 else 64
-    return fb.const(-(1 << (bits - 1)) if kind == "max" else (1 << (bits - 1)) - 1, t)
+    info = dt.iinfo(d)
+    return fb.const(info.min if kind == "max" else info.max, t)
