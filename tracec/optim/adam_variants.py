@@ -45,7 +45,7 @@ class _AdamFamily(Optimizer):
                 group.setdefault(k, v)
         self._steps_as_tensors()
 
-    def _init_state(self, p) -> dict:
+    def _init_state(self, group, p) -> dict:
         state = self.state[p]
         if len(state) == 0:
             state["step"] = creation.zeros((), dtype=_scalar_dtype())
@@ -62,7 +62,7 @@ class _AdamFamily(Optimizer):
         for p in group["params"]:
             if p.grad is None:
                 continue
-            state = self._init_state(p)
+            state = self._init_state(group, p)
             state["step"].add_(1)
             yield p, (p.grad if not group["maximize"] else -p.grad), state, \
                 state["step"].to(dt.float64)
