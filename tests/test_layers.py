@@ -36,7 +36,7 @@ LAYERS = [
     ("compiler", ["tracec.compiler", "tracec.compiled_backward", "tracec.compiled_entry",
                   "tracec.profiler", "tracec.size_generic", "tracec.fast_call"]),
     ("tools", ["tracec.aot", "tracec.demo", "tracec.cli", "tracec.__init__", "tracec.graphview",
-               "tracec.explain",
+               "tracec.explain", "tracec._dynamo",
                "tracec.as_torch"]),
 ]
 # What each layer may import besides itself (DESIGN.md's arrows).

@@ -56,15 +56,13 @@ from tracec.contraction import addmm, baddbmm, einsum, sparse_coo_tensor, spmm  
 from tracec.methods_extra import (clamp_max, clamp_min, isfinite, isinf,  # noqa: E402,F401
                                   isneginf, isposinf)
 from tracec import sparse  # noqa: E402,F401
-from tracec import amp, cpu, jit  # noqa: E402,F401
+from tracec import amp, cpu, jit, _dynamo  # noqa: E402,F401
+from tracec import version  # noqa: E402,F401  (torch.version.cuda)
 from tracec.reductions_bool import all, any  # noqa: E402,F401,A004
 from tracec import tensor_type as _tensor_type  # noqa: E402,F401  (Tensor.type)
 from tracec.as_torch import install_as_torch, uninstall_as_torch  # noqa: E402,F401
 
-
-def LongTensor(*data):  # noqa: N802 - PyTorch's legacy constructor
-    """``torch.LongTensor(data)`` / ``(sizes)``: an int64 tensor."""
-    return Tensor(*data, dtype=int64)
+globals().update(_tensor_type.LEGACY)   # LongTensor, DoubleTensor, ... (legacy constructors)
 
 
 

@@ -555,13 +555,42 @@ def default_backend() -> str:
     return os.environ.get("TRACEC_BACKEND", "cpu")
 
 
+# torch.compile's backend names: Inductor's and the debugging ones compile
+# with tracec's default backend; "eager" (Dynamo with no compiler) runs the
+# function as it is.
+_TORCH_BACKENDS = {"inductor": None, "aot_eager": None, "cudagraphs": None, "openxla": None,
+                   "tvm": None, "onnxrt": None, "ipex": None}
+_TORCH_MODES = (None, "default", "reduce-overhead", "max-autotune",
+                "max-autotune-no-cudagraphs")
+
+
 def compile(fn=None, *, backend=None, dump=None, fallback=None, check=False,  # noqa: A001
-            max_traces=None, dynamic=None):
+            max_traces=None, dynamic=None, fullgraph=False, mode=None, options=None,
+            disable=False):
     """Compile ``fn`` (usable as ``@compile`` or ``@compile(...)``).
 
     ``dynamic``: None (sizes that change between calls become symbolic at
     the retrace), True (every argument size symbolic from the first trace)
-    or False (always specialize); see API.md §4."""
+    or False (always specialize); see API.md §4.  ``torch.compile``'s own
+    arguments are accepted so scripts run unchanged: ``mode`` and
+    ``options`` (tracec has one way to compile), ``fullgraph`` (tracec
+    always compiles the whole call or raises ``TraceError``), its backend
+    names (``"inductor"`` and friends compile with tracec's default;
+    ``"eager"`` and ``disable=True`` return ``fn`` uncompiled)."""
+    if mode not in _TORCH_MODES:
+        raise RuntimeError(f"Unrecognized mode={mode}, should be one of: "
+                           + ", ".join(m for m in _TORCH_MODES if m))
+    if mode is not None and options is not None:
+        raise RuntimeError("Either mode or options can be specified, but both can't be "
+                           "specified at the same time.")
+    if disable or backend == "eager":
+        return (lambda f: f) if fn is None else fn
+    if isinstance(backend, str) and backend in _TORCH_BACKENDS:
+        backend = _TORCH_BACKENDS[backend]
+    elif callable(backend):
+        raise TypeError("tracec.compile(backend=...): a custom backend function is a "
+                        "torch.compile (Dynamo) feature; tracec takes one of "
+                        "'cpu', 'interp', 'cuda', 'cuda-emulated'")
     if fn is None:
         return lambda f: CompiledFunction(f, backend=backend, dump=dump, fallback=fallback,
                                           check=check, max_traces=max_traces, dynamic=dynamic)
@@ -588,3 +617,41 @@ def trace(fn, *args, **kwargs) -> TracedIR:
     passes, no compilation)."""
     result, tr = record(fn, args, kwargs, getattr(fn, "__name__", "fn"))
     return TracedIR(tr, result)
+
+
+# ``torch.compiler``'s functions (``tracec.compiler`` is this module).
+def reset() -> None:
+    """Accepted: compiled code lives in each compiled function and on disk."""
+
+
+def disable(fn=None, recursive: bool = True, *, reason=None):
+    """``fn`` itself (tracec traces through every Python call)."""
+    return (lambda f: f) if fn is None else fn
+
+
+def is_compiling() -> bool:
+    """True while a trace is being recorded."""
+    return bool(RECORDERS)
+
+
+is_dynamo_compiling = is_compiling
+
+
+def is_exporting() -> bool:
+    return False
+
+
+def list_backends(exclude_tags=None) -> list:
+    return sorted(BACKENDS)
+
+
+def allow_in_graph(fn):
+    return fn
+
+
+def assume_constant_result(fn):
+    return fn
+
+
+def cudagraph_mark_step_begin() -> None:
+    """Accepted (no CUDA graphs in tracec)."""

@@ -41,3 +41,41 @@ def manual_seed(seed: int) -> None:
 
 def manual_seed_all(seed: int) -> None:
     """See ``manual_seed``."""
+
+
+# The memory and device queries scripts make, answered as PyTorch answers
+# them without a GPU: memory figures are 0, cache calls do nothing, and
+# device queries fail the way a build without CUDA does.
+def _no_cuda(*args, **kwargs):
+    raise AssertionError("Torch not compiled with CUDA enabled")
+
+
+def empty_cache() -> None:
+    """Nothing cached on a GPU here."""
+
+
+def memory_allocated(device=None) -> int:
+    return 0
+
+
+max_memory_allocated = memory_reserved = max_memory_reserved = memory_allocated
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    """Nothing to reset."""
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    return False
+
+
+def is_initialized() -> bool:
+    return False
+
+
+synchronize = get_device_name = current_device = set_device = ipc_collect = _no_cuda
+get_device_capability = get_device_properties = _no_cuda
+__all__ += ["empty_cache", "memory_allocated", "max_memory_allocated", "memory_reserved",
+            "max_memory_reserved", "reset_peak_memory_stats", "is_bf16_supported",
+            "is_initialized", "synchronize", "get_device_name", "current_device", "set_device",
+            "get_device_capability", "get_device_properties"]

@@ -275,8 +275,11 @@ def minimum(a, b):
 
 
 def where(cond, a=None, b=None):
-    if a is None and b is None:
-        raise NotImplementedError("where(cond) with one argument (nonzero) is not supported")
+    if a is None and b is None:   # torch.where(cond): nonzero(cond, as_tuple=True)
+        from tracec.select_ops import nonzero
+        return nonzero(_operand(cond, "where"), as_tuple=True)
+    if (a is None) != (b is None):
+        raise TypeError("where() takes the condition alone or with both input and other")
     cond = _operand(cond, "where")
     if isinstance(cond, Tensor) and cond.dtype is dt.uint8:
         import warnings

@@ -32,9 +32,25 @@ def _parse(name: str):
     raise ValueError(f"invalid type: '{name}'")
 
 
+def _legacy(d):
+    """``torch.LongTensor`` and friends: constructors (``(data)`` or
+    ``(sizes)``) that ``Tensor.type`` also accepts as the type."""
+    def make(*data):
+        return Tensor(*data, dtype=d)
+    make.__name__ = make.__qualname__ = _NAMES[d]
+    make.legacy_dtype = d
+    return make
+
+
+LEGACY = {name: _legacy(d) for d, name in _NAMES.items() if name != "FloatTensor"}
+
+
 def tensor_type(self: Tensor, dtype=None, non_blocking: bool = False, **kwargs):
     if dtype is None:
         return type_name(self)
+    if dtype is Tensor:          # torch.FloatTensor (tracec's FloatTensor is Tensor)
+        dtype = dt.float32
+    dtype = getattr(dtype, "legacy_dtype", dtype)
     if isinstance(dtype, str):
         d, device = _parse(dtype)
         return to(self, device=device, dtype=d)

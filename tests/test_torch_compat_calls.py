@@ -1,0 +1,82 @@
+"""Calls public scripts make in passing, answered as PyTorch (CPU build)
+answers them: ``torch.compile``'s own arguments, ``torch._dynamo`` and
+``torch.compiler``, activation checkpointing, ``torch.cuda`` queries,
+``torch.version``, ``torch.where(cond)``, the legacy tensor types."""
+import numpy as np
+import pytest
+import torch
+
+import tracec
+import tracec.utils.checkpoint as tcp
+
+
+def test_torch_compile_arguments_are_accepted():
+    lin = tracec.nn.Linear(5, 2)
+    x = tracec.randn(4, 5)
+    want = lin(x).detach().numpy()
+    for kw in ({"mode": "max-autotune", "fullgraph": True, "dynamic": False},
+               {"backend": "inductor"}, {"mode": "reduce-overhead"}, {"options": {}}):
+        np.testing.assert_allclose(tracec.compile(lin, **kw)(x).detach().numpy(), want,
+                                   rtol=1e-6)
+    f = lambda a: a + 1  # noqa: E731
+    assert tracec.compile(f, backend="eager") is f and tracec.compile(f, disable=True) is f
+    with pytest.raises(RuntimeError, match="Unrecognized mode=fast"):
+        tracec.compile(f, mode="fast")
+    with pytest.raises(TypeError, match="custom backend"):
+        tracec.compile(f, backend=lambda gm, ex: gm)
+
+
+def test_dynamo_and_compiler_namespaces():
+    tracec._dynamo.config.suppress_errors = True
+    assert tracec._dynamo.config.suppress_errors is True
+    tracec._dynamo.reset()
+    assert not tracec._dynamo.is_compiling()
+    seen = []
+
+    @tracec.compile
+    def f(x):
+        seen.append(tracec.compiler.is_compiling())
+        return x * 2
+    f(tracec.ones(2))
+    assert seen == [True]
+    assert "cpu" in tracec.compiler.list_backends()
+    g = lambda a: a  # noqa: E731
+    assert tracec.compiler.disable(g) is g and tracec._dynamo.disable()(g) is g
+
+
+def test_checkpoint_gives_the_same_values_and_gradients():
+    torch.manual_seed(0)
+    lt = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+    lc = tracec.nn.Sequential(tracec.nn.Linear(3, 4), tracec.nn.Tanh(), tracec.nn.Linear(4, 2))
+    lc.load_state_dict({k: tracec.tensor(v.numpy()) for k, v in lt.state_dict().items()})
+    a = np.random.RandomState(0).randn(5, 3).astype(np.float32)
+    xt, xc = torch.tensor(a, requires_grad=True), tracec.tensor(a, requires_grad=True)
+    import torch.utils.checkpoint as cp
+    cp.checkpoint(lt, xt, use_reentrant=False).sum().backward()
+    tcp.checkpoint(lc, xc, use_reentrant=False).sum().backward()
+    np.testing.assert_allclose(xc.grad.numpy(), xt.grad.numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.warns(UserWarning, match="use_reentrant parameter should be passed"):
+        tcp.checkpoint(lc, xc)
+    y = tcp.checkpoint_sequential(lc, 2, xc, use_reentrant=False)
+    np.testing.assert_allclose(y.detach().numpy(), lc(xc).detach().numpy())
+
+
+def test_cuda_queries_and_version_like_a_cpu_build():
+    assert tracec.cuda.memory_allocated() == 0 and tracec.cuda.empty_cache() is None
+    assert tracec.cuda.is_bf16_supported() is False
+    with pytest.raises(AssertionError, match="not compiled with CUDA"):
+        tracec.cuda.synchronize()
+    assert tracec.version.cuda is None and torch.version.cuda is None
+
+
+def test_where_with_the_condition_alone_and_legacy_types():
+    a = np.array([[0.0, 1.5], [-2.0, 0.0]], np.float32)
+    got = tracec.where(tracec.tensor(a) != 0)
+    want = torch.where(torch.tensor(a) != 0)
+    assert [g.tolist() for g in got] == [w.tolist() for w in want]
+    x = tracec.tensor([1.5, 2.5])
+    assert x.type(tracec.FloatTensor).dtype is tracec.float32
+    assert x.type(tracec.LongTensor).dtype is tracec.int64
+    assert x.type(tracec.DoubleTensor).dtype is tracec.float64
+    assert tracec.LongTensor([1, 2]).dtype is tracec.int64
+    assert tracec.ByteTensor(3).shape == (3,) and tracec.ByteTensor(3).dtype is tracec.uint8
