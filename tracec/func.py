@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from tracec import autograd, graph
 from tracec.autograd_functional import _zeros, eager_only
-from tracec.nn.utils.stateless import functional_call  # noqa: F401  (PyTorch's re-export)
+from tracec.nn.utils.stateless import call_with
 from tracec.shape_ops import stack
 from tracec.tensor import Tensor
 
@@ -192,6 +192,14 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
 
 def hessian(func, argnums=0):
     return jacfwd(jacrev(func, argnums), argnums)
+
+
+def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *,
+                    tie_weights=True, strict=False):
+    """``module(*args, **kwargs)`` with the given parameters and buffers in
+    place of its own, for the call only (``tracec.nn.utils.stateless``)."""
+    return call_with(module, parameter_and_buffer_dicts, args, kwargs,
+                     tie_weights=tie_weights, strict=strict)
 
 
 # --- vmap ------------------------------------------------------------------------
