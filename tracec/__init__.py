@@ -136,6 +136,9 @@ def trace(fn, *args, **kwargs):
     from tracec.compiler import trace as trace_ir  # the compiler loads on first use
     return trace_ir(fn, *args, **kwargs)
 
+from tracec import autograd_functional as _autograd_functional, func, random_inplace as _random_inplace  # noqa: E402,F401
+from tracec.func import vmap  # noqa: E402,F401
+
 
 def _add_out_keyword():
     # PyTorch's out= on the functions that take it (tracec/out_arg.py).

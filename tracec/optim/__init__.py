@@ -4,7 +4,7 @@
 schedulers, written with tracec tensor ops and in-place methods so that
 ``tracec.compile`` can trace ``opt.step()`` (``LBFGS`` runs eagerly: see
 ``tracec.optim.lbfgs``)."""
-from tracec.optim import lr_scheduler  # noqa: F401
+from tracec.optim import lr_scheduler, swa_utils  # noqa: F401
 from tracec.optim.adadelta import Adadelta
 from tracec.optim.adagrad import Adagrad
 from tracec.optim.adam import Adam, AdamW
@@ -18,4 +18,4 @@ from tracec.optim.sgd import SGD
 from tracec.optim.sparse_adam import SparseAdam
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "LBFGS",
-           "Adamax", "NAdam", "RAdam", "ASGD", "Rprop", "SparseAdam", "lr_scheduler"]
+           "Adamax", "NAdam", "RAdam", "ASGD", "Rprop", "SparseAdam", "lr_scheduler", "swa_utils"]

@@ -26,6 +26,7 @@ from tracec.nn.parameter import Buffer, Parameter
 from tracec.mutation import (EPOCH, WatchedOrderedDict, deep_immutable, epoch_covered,
                              frozen)
 from tracec.tensor import RECORDERS, Tensor, note_guard
+from tracec.nn.modules.backward_hooks import has_backward_hooks, wrap_inputs, wrap_outputs
 
 #: Attribute types a module's guard compares by value.
 _PLAIN = frozenset((bool, int, float, str, type(None), tuple))
@@ -133,11 +134,16 @@ class Module:
             res = hook(self, args)
             if res is not None:
                 args = res if isinstance(res, tuple) else (res,)
+        bw_state = None
+        if has_backward_hooks(self):
+            args, bw_state = wrap_inputs(self, args)
         out = self.forward(*args, **kwargs)
         for hook in list(self._forward_hooks.values()):
             res = hook(self, args, out)
             if res is not None:
                 out = res
+        if bw_state is not None:
+            out = wrap_outputs(bw_state, out)
         return out
 
     @epoch_covered
@@ -174,6 +180,29 @@ class Module:
     def register_forward_pre_hook(self, hook: Callable) -> _RemovableHandle:
         h = _RemovableHandle(self._forward_pre_hooks)
         self._forward_pre_hooks[h.id] = hook
+        return h
+
+    def register_full_backward_hook(self, hook: Callable, prepend: bool = False
+                                    ) -> _RemovableHandle:
+        """``hook(module, grad_input, grad_output)`` (tracec.nn.modules.backward_hooks)."""
+        return self._add_hook("_backward_hooks", hook, prepend)
+
+    def register_full_backward_pre_hook(self, hook: Callable, prepend: bool = False
+                                        ) -> _RemovableHandle:
+        """``hook(module, grad_output)``; a returned tuple replaces grad_output."""
+        return self._add_hook("_backward_pre_hooks", hook, prepend)
+
+    def register_backward_hook(self, hook: Callable) -> _RemovableHandle:
+        """PyTorch's deprecated form: run as a full backward hook (the same
+        for modules made of one op, where PyTorch's old hook is exact)."""
+        return self._add_hook("_backward_hooks", hook, False)
+
+    def _add_hook(self, table: str, hook: Callable, prepend: bool) -> _RemovableHandle:
+        hooks = self._hook_table(table)
+        h = _RemovableHandle(hooks)
+        hooks[h.id] = hook
+        if prepend:
+            hooks.move_to_end(h.id, last=False)
         return h
 
     def _hook_table(self, name: str) -> OrderedDict:

@@ -92,6 +92,14 @@ def functional_call(module: Module, parameters_and_buffers, args=None, kwargs=No
                   "and will be removed in a future version of PyTorch. Please use "
                   "`torch.func.functional_call` instead which is a drop-in replacement.",
                   FutureWarning, stacklevel=2)
+    return call_with(module, parameters_and_buffers, args, kwargs, tie_weights=tie_weights,
+                     strict=strict)
+
+
+def call_with(module: Module, parameters_and_buffers, args=None, kwargs=None, *,
+              tie_weights: bool = True, strict: bool = False):
+    """``functional_call`` without its deprecation warning (the body of
+    ``tracec.func.functional_call``)."""
     if isinstance(parameters_and_buffers, (list, tuple)):
         merged: dict = {}
         for d in parameters_and_buffers:

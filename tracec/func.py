@@ -1,0 +1,293 @@
+"""``tracec.func``: PyTorch's function transforms (``grad``,
+``grad_and_value``, ``vjp``, ``jacrev``, ``jacfwd``, ``hessian``, ``vmap``,
+``functional_call``), eager only.
+
+Invariants: a transformed function gives PyTorch's values and structure
+(``argnums`` tuple -> tuple of results; ``has_aux`` -> aux returned
+alongside, untouched).  Differentiating transforms compose (``grad`` of
+``grad``): each runs its inner derivative with a graph, and returns a
+detached result unless a caller's input already required grad.  ``vmap``
+slices each mapped input along its ``in_dims``, calls the function once per
+example and stacks the results along ``out_dims``: exact for pure
+functions; ``randomness`` is accepted, and every example draws its own
+random numbers (PyTorch's ``"different"``).  ``jacfwd`` uses reverse mode
+(same values).
+"""
+from __future__ import annotations
+
+from tracec import autograd, graph
+from tracec.autograd_functional import _zeros, eager_only
+from tracec.nn.utils.stateless import call_with
+from tracec.shape_ops import stack
+from tracec.tensor import Tensor
+
+__all__ = ["grad", "grad_and_value", "vjp", "jacrev", "jacfwd", "hessian", "vmap",
+           "functional_call"]
+
+
+def _leaves(tree):
+    if isinstance(tree, Tensor):
+        return [tree]
+    if isinstance(tree, (tuple, list)):
+        return [x for t in tree for x in _leaves(t)]
+    if isinstance(tree, dict):
+        return [x for t in tree.values() for x in _leaves(t)]
+    return []
+
+
+def _map(fn, tree):
+    if isinstance(tree, Tensor):
+        return fn(tree)
+    if isinstance(tree, (tuple, list)):
+        return type(tree)(_map(fn, t) for t in tree)
+    if isinstance(tree, dict):
+        return {k: _map(fn, v) for k, v in tree.items()}
+    return tree
+
+
+def _argnums(argnums, n, fn):
+    nums = argnums if isinstance(argnums, tuple) else (argnums,)
+    for a in nums:
+        if not isinstance(a, int) or not -n <= a < n:
+            raise RuntimeError(f"{fn}: Got argnums={argnums} but only {n} positional "
+                               "inputs")
+    return tuple(a % n for a in nums)
+
+
+def _track(args, nums):
+    """Args with those at ``nums`` made fresh graph inputs (connected to the
+    caller's graph where they already require grad); their leaves too."""
+    args = list(args)
+    for a in nums:
+        args[a] = _map(lambda x: x.view_as(x) if x.requires_grad
+                       else x.detach().requires_grad_(True), args[a])
+    return args
+
+
+def _keep_graph(args, nums) -> bool:
+    return graph.is_grad_enabled() and any(x.requires_grad for a in nums
+                                           for x in _leaves(args[a]))
+
+
+def _grad_and_value(func, argnums, has_aux, args, kwargs, name):
+    eager_only(f"tracec.func.{name}")
+    nums = _argnums(argnums, len(args), name)
+    keep = _keep_graph(args, nums)
+    with graph.enable_grad():
+        targs = _track(args, nums)
+        out = func(*targs, **kwargs)
+        aux = None
+        if has_aux:
+            if not (isinstance(out, tuple) and len(out) == 2):
+                raise RuntimeError(f"{name}(f)(*args): output of function f should be a tuple: "
+                                   "(output, aux) if has_aux is True")
+            out, aux = out
+        if not isinstance(out, Tensor) or out.numel() != 1 or out.dim() != 0:
+            raise RuntimeError(f"{name}(f)(*args): Expected f(*args) to return a scalar "
+                               f"Tensor, got {getattr(out, 'shape', type(out).__name__)}")
+        leaves = [x for a in nums for x in _leaves(targs[a])]
+        gs = (autograd.grad(out, leaves, create_graph=True, allow_unused=True)
+              if out.requires_grad else [None] * len(leaves))
+    gs = iter([(_zeros(x) if g is None else g) if keep else
+               (_zeros(x) if g is None else g.detach()) for x, g in zip(leaves, gs)])
+    per_arg = tuple(_map(lambda _: next(gs), targs[a]) for a in nums)
+    result = per_arg if isinstance(argnums, tuple) else per_arg[0]
+    value = out if keep else out.detach()
+    if has_aux:
+        aux = aux if keep else _map(Tensor.detach, aux)
+        return result, (value, aux)
+    return result, value
+
+
+def grad_and_value(func, argnums=0, has_aux=False):
+    def wrapper(*args, **kwargs):
+        return _grad_and_value(func, argnums, has_aux, args, kwargs, "grad_and_value")
+    return wrapper
+
+
+def grad(func, argnums=0, has_aux=False):
+    def wrapper(*args, **kwargs):
+        g, value = _grad_and_value(func, argnums, has_aux, args, kwargs, "grad")
+        return (g, value[1]) if has_aux else g
+    return wrapper
+
+
+def vjp(func, *primals, has_aux=False):
+    """``(output, vjp_fn[, aux])``; ``vjp_fn(cotangents)`` returns a tuple
+    with one gradient per primal."""
+    eager_only("tracec.func.vjp")
+    nums = tuple(range(len(primals)))
+    keep = _keep_graph(primals, nums)
+    with graph.enable_grad():
+        targs = _track(primals, nums)
+        out = func(*targs)
+        aux = None
+        if has_aux:
+            out, aux = out
+    leaves = [x for a in targs for x in _leaves(a)]
+    outs = _leaves(out)
+
+    def vjp_fn(cotangents, retain_graph=True, create_graph=None):
+        cots = _leaves(cotangents)
+        if len(cots) != len(outs):
+            raise RuntimeError(f"Expected pytree structure of cotangents to be the same as "
+                               f"pytree structure of outputs to the function ({len(outs)} "
+                               f"tensors, got {len(cots)})")
+        pairs = [(o, c) for o, c in zip(outs, cots) if o.requires_grad]
+        with graph.enable_grad():
+            gs = (autograd.grad([o for o, _ in pairs], leaves, [c for _, c in pairs],
+                                retain_graph=True, create_graph=True, allow_unused=True)
+                  if pairs else [None] * len(leaves))
+        it = iter([_zeros(x) if g is None else (g if keep else g.detach())
+                   for x, g in zip(leaves, gs)])
+        return tuple(_map(lambda _: next(it), a) for a in targs)
+
+    value = out if keep else _map(Tensor.detach, out)
+    if has_aux:
+        return value, vjp_fn, (aux if keep else _map(Tensor.detach, aux))
+    return value, vjp_fn
+
+
+def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False):
+    """Jacobian of each output with respect to each ``argnums`` input:
+    shape ``out.shape + in.shape``; nesting follows the outputs, then the
+    argnums tuple."""
+    def wrapper(*args, **kwargs):
+        eager_only("tracec.func.jacrev")
+        nums = _argnums(argnums, len(args), "jacrev")
+        keep = _keep_graph(args, nums)
+        with graph.enable_grad():
+            targs = _track(args, nums)
+            out = func(*targs, **kwargs)
+            aux = None
+            if has_aux:
+                out, aux = out
+            ins = [targs[a] for a in nums]
+
+            def jac_of(o):
+                rows = [[] for _ in ins]
+                for k in range(o.numel()):
+                    seed = _zeros(o).reshape(-1)
+                    seed._data[k] = 1
+                    gs = (autograd.grad(o, ins, seed.reshape(*o.shape), retain_graph=True,
+                                        create_graph=True, allow_unused=True)
+                          if o.requires_grad else [None] * len(ins))
+                    for r, x, g in zip(rows, ins, gs):
+                        g = _zeros(x) if g is None else g
+                        r.append(g if keep else g.detach())
+                per = tuple(stack(r).reshape(*o.shape, *x.shape) if r
+                            else _zeros(x).reshape(*o.shape, *x.shape).detach()
+                            for r, x in zip(rows, ins))
+                return per if isinstance(argnums, tuple) else per[0]
+            result = _map(jac_of, out)
+        if has_aux:
+            return result, (aux if keep else _map(Tensor.detach, aux))
+        return result
+    return wrapper
+
+
+def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
+    return jacrev(func, argnums, has_aux=has_aux)
+
+
+def hessian(func, argnums=0):
+    return jacfwd(jacrev(func, argnums), argnums)
+
+
+def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *,
+                    tie_weights=True, strict=False):
+    """``module(*args, **kwargs)`` with the given parameters and buffers in
+    place of its own, for the call only (``tracec.nn.utils.stateless``)."""
+    return call_with(module, parameter_and_buffer_dicts, args, kwargs,
+                     tie_weights=tie_weights, strict=strict)
+
+
+# --- vmap ------------------------------------------------------------------------
+
+def _broadcast_dims(dims, tree, where):
+    """``dims`` spread over ``tree``'s structure (an int/None applies to
+    every leaf of the subtree)."""
+    if dims is None or isinstance(dims, int):
+        return _map(lambda _: dims, tree) if not isinstance(tree, Tensor) else dims
+    if isinstance(tree, (tuple, list)) and isinstance(dims, (tuple, list)) \
+            and len(dims) == len(tree):
+        return type(tree)(_broadcast_dims(d, t, where) for d, t in zip(dims, tree))
+    if isinstance(tree, dict) and isinstance(dims, dict):
+        return {k: _broadcast_dims(dims[k], v, where) for k, v in tree.items()}
+    raise ValueError(f"vmap({where}): in_dims is not compatible with the structure of "
+                     f"inputs: {dims!r} for {type(tree).__name__}")
+
+
+def _pairs(tree, dims):
+    if isinstance(tree, Tensor):
+        return [(tree, dims)]
+    if isinstance(tree, (tuple, list)):
+        return [p for t, d in zip(tree, dims) for p in _pairs(t, d)]
+    if isinstance(tree, dict):
+        return [p for k in tree for p in _pairs(tree[k], dims[k])]
+    return []
+
+
+def _select(tree, dims, i):
+    if isinstance(tree, Tensor):
+        return tree if dims is None else tree.select(dims, i)
+    if isinstance(tree, (tuple, list)):
+        return type(tree)(_select(t, d, i) for t, d in zip(tree, dims))
+    if isinstance(tree, dict):
+        return {k: _select(tree[k], dims[k], i) for k in tree}
+    return tree
+
+
+def _stack_out(outs, dims, where):
+    first = outs[0]
+    if isinstance(first, Tensor):
+        if dims is None:
+            return first
+        return stack(outs, dim=dims if dims >= 0 else dims + first.dim() + 1)
+    if isinstance(first, (tuple, list)):
+        ds = dims if isinstance(dims, (tuple, list)) else [dims] * len(first)
+        return type(first)(_stack_out([o[k] for o in outs], ds[k], where)
+                           for k in range(len(first)))
+    if isinstance(first, dict):
+        return {k: _stack_out([o[k] for o in outs], dims[k] if isinstance(dims, dict) else dims,
+                              where) for k in first}
+    raise ValueError(f"vmap({where}, ...): `{where}` must only return Tensors, got type "
+                     f"{type(first).__name__}. Did you mean to set out_dims= to None for "
+                     "output?")
+
+
+def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
+    if randomness not in ("error", "different", "same"):
+        raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or "
+                           f"'same'. Got {randomness}")
+    where = getattr(func, "__name__", repr(func))
+
+    def wrapper(*args, **kwargs):
+        eager_only("tracec.func.vmap")
+        if isinstance(in_dims, tuple) and len(in_dims) != len(args):
+            raise ValueError(f"vmap({where}, in_dims={in_dims}, ...)(<inputs>): in_dims is not "
+                             f"compatible with the structure of `inputs`. in_dims has "
+                             f"{len(in_dims)} elements, but inputs has {len(args)}.")
+        dims = _broadcast_dims(in_dims if isinstance(in_dims, tuple) else
+                               (in_dims,) * len(args), tuple(args), where)
+        sizes = set()
+        norm = []
+        for t, d in _pairs(tuple(args), dims):
+            if d is not None:
+                if not -t.dim() <= d < max(t.dim(), 1) or t.dim() == 0:
+                    raise ValueError(f"vmap({where}, in_dims={in_dims}, ...)(<inputs>): Got "
+                                     f"in_dim={d} for an input but the input is of type "
+                                     f"Tensor with {t.dim()} dims")
+                sizes.add(t.shape[d])
+            norm.append(d)
+        if not sizes:
+            raise ValueError(f"vmap({where}, in_dims={in_dims}, ...)(<inputs>): at least one "
+                             "input must be a Tensor mapped over (in_dim not None)")
+        if len(sizes) > 1:
+            raise ValueError(f"vmap({where}, in_dims={in_dims}, ...)(<inputs>): Expected all "
+                             f"tensors to have the same size in the mapped dimension, got "
+                             f"sizes {sorted(sizes)} for the mapped dimension")
+        n = sizes.pop()
+        outs = [func(*_select(tuple(args), dims, i), **kwargs) for i in range(n)]
+        return _stack_out(outs, out_dims, where)
+    return wrapper

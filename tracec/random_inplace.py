@@ -1,0 +1,114 @@
+"""PyTorch's in-place random Tensor methods: ``bernoulli_``,
+``exponential_``, ``geometric_``, ``cauchy_``, ``log_normal_``, ``random_``.
+
+Invariants: each fills ``self`` (keeping its shape and dtype) with draws
+from tracec's RNG (``tracec.creation``'s generators, ``generator=`` or the
+default one) transformed by the distribution's inverse CDF from float64
+uniforms in [0, 1); the streams are not PyTorch's, the distributions are.
+The parameter checks are PyTorch's (same messages' substance).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tracec import creation, graph
+from tracec import dtypes as dt
+from tracec.tensor import Tensor
+
+
+def _uniform(self, generator):
+    return creation.rand(tuple(self.shape), dtype=dt.float64, generator=generator)._data
+
+
+def _fill(self, values: np.ndarray, op: str):
+    with graph.no_grad():
+        return self._assign(Tensor._make(np.asarray(values).astype(self.dtype.np),
+                                         self.dtype), op)
+
+
+def _floating(self, op):
+    if not self.dtype.is_floating_point:
+        raise RuntimeError(f"{op} expects a floating point tensor, got {self.dtype}")
+
+
+def bernoulli_(self, p=0.5, *, generator=None):
+    """Each element 1 with probability ``p`` (a number, or a tensor
+    broadcastable to ``self``), else 0."""
+    pv = p._data.astype(np.float64) if isinstance(p, Tensor) else float(p)
+    if np.any((np.asarray(pv) < 0) | (np.asarray(pv) > 1)):
+        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
+    return _fill(self, _uniform(self, generator) < pv, "bernoulli_")
+
+
+def exponential_(self, lambd=1.0, *, generator=None):
+    _floating(self, "exponential_")
+    if not lambd > 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
+    return _fill(self, -np.log1p(-_uniform(self, generator)) / lambd, "exponential_")
+
+
+def geometric_(self, p, *, generator=None):
+    """Trials until the first success (support 1, 2, ...)."""
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+    u = _uniform(self, generator)
+    k = np.ceil(np.log1p(-u) / math.log1p(-p))
+    return _fill(self, np.maximum(k, 1.0), "geometric_")
+
+
+def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
+    _floating(self, "cauchy_")
+    if not sigma > 0:
+        raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
+    u = _uniform(self, generator)
+    return _fill(self, median + sigma * np.tan(np.pi * (u - 0.5)), "cauchy_")
+
+
+def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
+    _floating(self, "log_normal_")
+    if not std > 0:
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
+    z = creation.randn(tuple(self.shape), dtype=dt.float64, generator=generator)._data
+    return _fill(self, np.exp(mean + std * z), "log_normal_")
+
+
+def _default_to(dtype) -> int:
+    """PyTorch's upper end of ``random_()``: 2**mantissa digits (exactly
+    representable integers) for floats, the largest value for integers."""
+    if dtype is dt.bool_:
+        return 2
+    if dtype.is_floating_point:
+        digits = {"float16": 11, "bfloat16": 8, "float32": 24}.get(str(dtype).split(".")[-1], 53)
+        return 2 ** digits + 1
+    return int(np.iinfo(dtype.np).max) + 1
+
+
+_UNSET = object()
+
+
+def random_(self, from_=None, to=_UNSET, *, generator=None, **kw):
+    """``random_()`` -> [0, 2**mantissa] (floats) or [0, max] (integers);
+    ``random_(to)`` -> [0, to); ``random_(from, to)`` -> [from, to)."""
+    if "from" in kw:
+        from_ = kw.pop("from")
+    if kw:
+        raise TypeError(f"random_() got unexpected keyword arguments {sorted(kw)}")
+    if to is _UNSET:
+        lo, hi = (0, _default_to(self.dtype)) if from_ is None else (0, int(from_))
+    elif to is None:
+        lo, hi = int(from_ or 0), _default_to(self.dtype)
+    else:
+        lo, hi = int(from_ or 0), int(to)
+    if hi <= lo:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={lo} "
+                           f">= to={hi}")
+    u = _uniform(self, generator)
+    vals = lo + np.floor(u * float(hi - lo))
+    vals = np.minimum(vals, hi - 1)
+    return _fill(self, vals, "random_")
+
+
+for _f in (bernoulli_, exponential_, geometric_, cauchy_, log_normal_, random_):
+    setattr(Tensor, _f.__name__, _f)
