@@ -218,10 +218,10 @@ def stack(tensors, dim=0):
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")
     shape = tensors[0].shape
-    for t_ in tensors:
+    for k, t_ in enumerate(tensors):
         if t_.shape != shape:
-            raise RuntimeError(f"stack expects each tensor to be equal size, but got {shape} "
-                               f"at entry 0 and {t_.shape} at another entry")
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got "
+                               f"{list(shape)} at entry 0 and {list(t_.shape)} at entry {k}")
     d = normalize_axis(dim, len(shape) + 1)
     return _named(cat([unsqueeze(t_, d) for t_ in tensors], d), "StackBackward0")
 

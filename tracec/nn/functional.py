@@ -169,7 +169,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         n = x.numel() // x.shape[1] if x.shape[1] else 0
         if n <= 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input "
-                             f"size {list(x.shape)}")
+                             f"size {x.shape}")
         mean = TF.mean(x, axes)
         d = TF.sub(x, ops.reshape(mean, shape))
         var = TF.mean(TF.mul(d, d), axes)

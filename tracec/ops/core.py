@@ -156,10 +156,14 @@ def broadcast_shapes(*shapes: tuple) -> tuple:
             d = s[j]
             if d != 1:
                 if size != 1 and size != d:
-                    raise ShapeError(
-                        "shapes " + " and ".join(str(tuple(s)) for s in shapes)
-                        + f" cannot be broadcast together (size {size} vs {d}"
-                        f" at dimension {i - ndim})")
+                    both = " and ".join(str(tuple(s)) for s in shapes)
+                    if len(shapes) == 2:   # PyTorch's sentence, then the shapes
+                        raise ShapeError(
+                            f"The size of tensor a ({size}) must match the size of tensor b "
+                            f"({d}) at non-singleton dimension {i} (broadcasting shapes "
+                            f"{both})")
+                    raise ShapeError(f"shapes {both} cannot be broadcast together (size "
+                                     f"{size} vs {d} at dimension {i - ndim})")
                 size = d
         out.append(size)
     return tuple(out)

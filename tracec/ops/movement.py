@@ -133,11 +133,15 @@ def _concat_shape(*shapes, axis):
     first = shapes[0]
     if not 0 <= axis < len(first):
         raise ShapeError(f"concatenate: axis {axis} out of range for shape {tuple(first)}")
-    for s in shapes[1:]:
-        if len(s) != len(first) or any(a != b for i, (a, b) in enumerate(zip(s, first))
-                                        if i != axis):
-            raise ShapeError(f"Sizes of tensors must match except in dimension {axis}: "
-                             f"got shapes {', '.join(str(tuple(x)) for x in shapes)}")
+    for k, s in enumerate(shapes[1:], 1):
+        if len(s) != len(first):
+            raise ShapeError(f"Tensors must have same number of dimensions: got {len(first)} "
+                             f"and {len(s)}")
+        for i, (a, b) in enumerate(zip(first, s)):
+            if i != axis and a != b:   # PyTorch's sentence
+                raise ShapeError(f"Sizes of tensors must match except in dimension {axis}. "
+                                 f"Expected size {a} but got size {b} for tensor number {k} "
+                                 "in the list.")
     return tuple(sum(s[axis] for s in shapes) if i == axis else d
                  for i, d in enumerate(first))
 
