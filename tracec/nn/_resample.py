@@ -108,8 +108,37 @@ def _const(arr, like):
     return Tensor._from_data(arr, dtype=like.dtype if arr.dtype.kind == "f" else None)
 
 
+def _cubic_taps(in_size, out_size, scale, align_corners, np_dtype):
+    """PyTorch's bicubic (cubic convolution, A = -0.75): per output, the four
+    source indices (clamped to the edge) and their weights."""
+    a = -0.75
+    s = np_dtype.type(_source_scale(in_size, out_size, scale, align_corners))
+    dst = np.arange(out_size, dtype=np_dtype)
+    # (no clamp at 0 for cubic: area_pixel_compute_source_index(cubic=True))
+    src = dst * s if align_corners else s * (dst + np_dtype.type(0.5)) - np_dtype.type(0.5)
+    base = np.floor(src)
+    t = (src - base).astype(np.float64)
+
+    def near(x):   # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):    # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    weights = [far(t + 1), near(t), near(1 - t), far(2 - t)]
+    idx = [np.clip(base.astype(np.int64) + k, 0, in_size - 1) for k in (-1, 0, 1, 2)]
+    return idx, [w.astype(np_dtype) for w in weights]
+
+
 def _resize_axis(x, axis, out_size, scale, mode, align_corners):
     in_size = x.shape[axis]
+    if mode == "bicubic":
+        idx, weights = _cubic_taps(in_size, out_size, scale, align_corners, x.dtype.np)
+        shape = tuple(out_size if i == axis else 1 for i in range(x.ndim))
+        y = None
+        for i, w in zip(idx, weights):
+            term = TF.mul(ops.take(x, _const(i, x), axis), ops.reshape(_const(w, x), shape))
+            y = term if y is None else TF.add(y, term)
+        return y
     if in_size == out_size and mode not in ("nearest", "nearest-exact"):
         return x  # PyTorch copies the input when a linear axis keeps its size
     if mode in ("nearest", "nearest-exact"):
@@ -128,7 +157,7 @@ def _resize_axis(x, axis, out_size, scale, mode, align_corners):
 def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
                 align_corners=None, recompute_scale_factor=None, antialias: bool = False):
     """``torch.nn.functional.interpolate`` for modes nearest, nearest-exact,
-    linear (3-D), bilinear (4-D) and trilinear (5-D)."""
+    linear (3-D), bilinear and bicubic (4-D), trilinear (5-D) and area."""
     if not isinstance(input, Tensor):
         raise TypeError(f"interpolate(): argument 'input' must be Tensor, not "
                         f"{type(input).__name__}")
@@ -168,12 +197,20 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
         raise ValueError("either size or scale_factor should be defined")
     if antialias:
         raise NotImplementedError("interpolate: antialias=True is not supported by tracec")
-    supported = ("nearest", "nearest-exact") + tuple(_LINEAR_RANK)
+    if mode == "area":   # PyTorch: adaptive average pooling to the output size
+        from tracec.nn import functional as F
+        pool = {3: F.adaptive_avg_pool1d, 4: F.adaptive_avg_pool2d,
+                5: F.adaptive_avg_pool3d}.get(input.ndim)
+        if pool is not None:
+            return pool(input, tuple(sizes))
+    supported = ("nearest", "nearest-exact", "bicubic") + tuple(_LINEAR_RANK)
+    if mode == "bicubic" and input.ndim != 4:
+        raise NotImplementedError(f"Got {input.ndim}D input, but bicubic mode needs 4D input")
     if input.ndim not in (3, 4, 5) or mode not in supported:
         if input.ndim in (3, 4, 5) and mode in _MODES:
             raise NotImplementedError(f"interpolate: mode '{mode}' is not supported by tracec "
-                                      "(nearest, nearest-exact, linear, bilinear, trilinear "
-                                      "are)")
+                                      "(nearest, nearest-exact, linear, bilinear, bicubic, "
+                                      "trilinear, area are)")
         raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported "
                                   f"(got {input.ndim}D) for the modes: nearest | linear | "
                                   "bilinear | bicubic | trilinear | lanczos | area | "
