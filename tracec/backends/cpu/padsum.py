@@ -33,7 +33,7 @@ from tracec import dtypes as dt
 from tracec import ir
 from tracec.backends.cpu import indexing
 from tracec.backends.cpu.fuse import _raw_strides
-from tracec.backends.cpu.loops import Access, Node
+from tracec.backends.cpu.loops import Access, Node, emit_program
 
 __all__ = ["PadSum", "match", "emit"]
 
@@ -137,6 +137,12 @@ def _disjoint_cover(windows, oshape) -> tuple[bool, bool]:
     return True, cover
 
 
+def _spans_dim0(windows, oshape) -> bool:
+    """Whether every window spans dim 0 whole (a batch dim), static sizes."""
+    return len(oshape) > 1 and all(isinstance(n, int) for n in oshape) and oshape[0] > 1 and all(
+        lo[0] == 0 and s[0] == oshape[0] for lo, s in windows)
+
+
 def emit(low, ps: PadSum, target: SSAValue) -> None:
     """Kernels computing the chain's sum into ``target``'s buffer."""
     oshape = ir.shape_of(target.type)
@@ -144,6 +150,9 @@ def emit(low, ps: PadSum, target: SSAValue) -> None:
     ostr = _raw_strides(oshape)
     windows = _windows(ps)
     disjoint, cover = _disjoint_cover(windows, oshape)
+    if not disjoint and _spans_dim0(windows, oshape):
+        _emit_blocked(low, ps, target, windows)
+        return
     if not cover:
         slots: list = []
         pb = low._builder(oshape, [False] * len(oshape), set(), slots)
@@ -169,6 +178,53 @@ def emit(low, ps: PadSum, target: SSAValue) -> None:
                              in_dtypes=[d, d]))
         pb.prog.stores.append((k, Access(out, d, off, list(strides))))
         low.kernels.program("padsum", pb.finish(), slots)
+
+
+def _emit_blocked(low, ps: PadSum, target: SSAValue, windows) -> None:
+    """Overlapping windows (col2im) that all span dim 0 (the batch): one
+    kernel over dim 0, split across threads; per index, the output's block
+    (one image's) is filled, then each window added into it in the chain's
+    order while the block is in cache: one pass over the output instead of
+    one per window."""
+    oshape = ir.shape_of(target.type)
+    d = ir.dtype_of(target.type)
+    ostr = _raw_strides(oshape)
+    slots: list = []
+    out = len(slots)
+    slots.append(low.slot_value(target))
+    progs = []
+
+    def pinned(pb):
+        # An index node on dim 0 keeps it from being merged with the inner
+        # dims: each program's dim 0 is the kernel's unit (never stored).
+        pb._add(Node("index", dt.int64, dim=0))
+        return pb.finish()
+    pb = low._builder(oshape, [False] * len(oshape), set(), slots)
+    pb.store_const(0, d, out)
+    progs.append(pinned(pb))
+    for pad, (lo, xshape) in zip(ps.pads, windows):
+        if math.prod(xshape) == 0:
+            continue
+        _reads, inside = indexing.movement_reads(pad, low.folded_views)
+        pb = low._builder(xshape, [False] * len(xshape), set(inside), slots)
+        src = pb.value(pad.operands[0], tuple(range(len(xshape))))
+        off = sum(a * s for a, s in zip(lo, ostr))
+        strides = [0 if m == 1 else s for s, m in zip(ostr, xshape)]
+        old = pb._add(Node("load", d, access=Access(out, d, off, list(strides))))
+        val = pb._add(Node("prim", d, name="add", params={}, args=[old, src], in_dtypes=[d, d]))
+        pb.prog.stores.append((val, Access(out, d, off, list(strides))))
+        progs.append(pinned(pb))
+
+    def body(fb, ptrs, err, lo, hi, status):
+        def unit(u):
+            nxt = fb.add(u, fb.i64(1))
+            for prog in progs:
+                emit_program(fb, prog, ptrs, u, nxt)
+            return ()
+        fb.for_range(lo, hi, unit)
+    low.kernels.kernel("padsum_blocked", slots, oshape[0], body,
+                       work=sum(p.size for p in progs),
+                       key=("padsum_blocked", tuple(repr(p) for p in progs)))
 
 
 def reads(low, ps: PadSum) -> list[SSAValue]:
