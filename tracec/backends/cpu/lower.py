@@ -329,6 +329,8 @@ class Lowering:
             if name == "reshape":
                 plan.alias[op.results[0]] = op.operands[0]
                 continue
+            if name == "broadcast_to" and indexing.accumulate_fill(op.results[0]) is not None:
+                continue       # filled by the index ops that read it
             if name == "transpose" and self._folds_into_matmuls(op) and \
                     not self._kept_for_short_matmuls(op):
                 continue
