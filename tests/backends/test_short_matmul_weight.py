@@ -78,3 +78,22 @@ def test_lstm_step_with_grads_equals_eager():
         np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-5,
                                    atol=1e-6)
     assert _defined(comp, "matmul_small")
+
+
+@pytest.mark.parametrize("M", [1, 9, 13, 20, 25, 32])
+@pytest.mark.parametrize("dtype,N", [(np.float32, 70), (np.float64, 37)])
+def test_small_m_row_tiles(M, dtype, N):
+    """Short products (gemm_small): balanced row tiles for every M up to
+    its limit, a ragged last column panel, A read transposed too."""
+    rng = np.random.default_rng(M)
+    K = 129
+    a = tracec.tensor(rng.standard_normal((M, K)).astype(dtype))
+    at = tracec.tensor(rng.standard_normal((K, M)).astype(dtype))
+    b = tracec.tensor(rng.standard_normal((K, N)).astype(dtype))
+    f = lambda a, at, b: (a @ b, at.T @ b)  # noqa: E731
+    comp = tracec.compile(f, backend="cpu")
+    tol = 1e-4 if dtype is np.float32 else 1e-11
+    for got, want in zip(comp(a, at, b), f(a, at, b)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=tol, atol=tol)
+    if M * N * K >= 16 ** 3:
+        assert _defined(comp, "matmul_small")
