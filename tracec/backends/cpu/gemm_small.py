@@ -17,7 +17,7 @@ from __future__ import annotations
 from xdsl.dialects import llvm
 
 from tracec import dtypes as dt
-from tracec.backends.cpu import gemm
+from tracec.backends.cpu import codegen, gemm
 from tracec.backends.cpu.builder import F32, F64, vec
 
 __all__ = ["suitable", "emit"]
@@ -28,6 +28,11 @@ MAX_M = 32
 #: Vector accumulators a row tile may hold (32 registers with AVX-512, a
 #: few left for B's pieces and the broadcast).
 ACC_BUDGET = 24
+
+
+def _acc_budget() -> int:
+    """ACC_BUDGET with AVX-512; 12 with 16 vector registers (AVX2)."""
+    return ACC_BUDGET if codegen.vector_bits() >= 512 else 12
 
 
 def suitable(d: dt.DType, M: int, N: int, K: int, tb: bool) -> bool:
@@ -81,7 +86,12 @@ def emit(low, slots, d: dt.DType, nb: int, M: int, N: int, K: int, bshape, sa, s
                     fb.store(accs[r * len(vts) + j], fb.gep(crow, fb.i64(off), elt), es)
 
         def panel(a0, b0, c0, j0, pieces):
-            group = max(1, min(mr, ACC_BUDGET // len(pieces)))
+            # As few row tiles as the accumulator budget allows (each tile
+            # reads the panel of B again), their heights balanced: M = 20
+            # with 2 vectors per row is 10 + 10, not 8 + 8 + 4.
+            most = max(1, _acc_budget() // len(pieces))
+            tiles = -(-M // most)
+            group = -(-M // tiles)
             for i0 in range(0, M, group):
                 tile(a0, b0, c0, i0, min(group, M - i0), j0, pieces)
 

@@ -31,10 +31,10 @@ from xdsl.ir import Operation
 from tracec import ir
 from tracec.backends.cpu import scalar
 from tracec.backends.cpu.builder import I1, I64, PTR, FuncBuilder
-from tracec.backends.cpu.fuse import _raw_strides
+from tracec.backends.cpu.fuse import _raw_strides, splat_value
 
 __all__ = ["emit_movement", "emit_index", "emit_arg", "emit_argsort", "folds_into_movement",
-           "movement_reads"]
+           "movement_reads", "accumulate_fill"]
 
 MOVEMENT = ("pad", "concatenate")
 # The accumulating index ops and the scalar op each combines with.
@@ -92,6 +92,25 @@ def movement_reads(op, folded: set):
             break
         reads.append(v)
     return reads, inside
+
+
+def accumulate_fill(v):
+    """The scalar ``v`` holds everywhere if it is a ``broadcast_to`` of a
+    splat constant read only as the base of accumulating index ops (a
+    gather's gradient: ``scatter_add`` into zeros): those ops fill their
+    output with it instead of copying it, and it is never materialized.
+    None otherwise."""
+    o = v.owner
+    if not isinstance(o, Operation) or ir.primitive_name(o) != "broadcast_to":
+        return None
+    c = o.operands[0].owner
+    if not isinstance(c, ir.ConstantOp):
+        return None
+    uses = list(v.uses)
+    if not uses or any(ir.primitive_name(u.operation) not in ACCUMULATE or u.index != 0
+                       for u in uses):
+        return None
+    return splat_value(c)
 
 
 def _reshape_chain(op):
@@ -175,18 +194,29 @@ def emit_index(low, op, name: str) -> None:
                              f"dimension {axis} with size {A}", "index")
     accumulate = name in ACCUMULATE
     per_element = name != "take" and name != "index_add"
-    slots = [low.slot_value(res), low.slot_value(x), low.slot_value(idx)]
+    fill = accumulate_fill(x) if accumulate else None
+    slots = [low.slot_value(res)] + ([low.slot_value(x)] if fill is None else []) + [
+        low.slot_value(idx)]
     if accumulate:
         slots.append(low.slot_value(op.operands[2]))
     st, sz = scalar.storage_type(d), scalar.itemsize(d)
     outer_j = O == 1 and not accumulate
 
     def body(fb, ptrs, err, lo, hi, status):
+        if fill is not None:       # the base is a broadcast scalar: no buffer
+            ptrs = [ptrs[0], None] + list(ptrs[1:])
         out, xp, ip = ptrs[0], ptrs[1], ptrs[2]
         if accumulate:
             src = ptrs[3]
             row = A * I * sz
-            if row:
+            if row and fill is not None:
+                value = scalar.constant(fb, fill, d)
+
+                def put(e):
+                    scalar.store(fb, value, out, e, d)
+                    return ()
+                fb.for_range(fb.mul(lo, fb.i64(A * I)), fb.mul(hi, fb.i64(A * I)), put)
+            elif row:
                 fb.intr("llvm.memcpy", [fb.gep(out, fb.mul(lo, fb.i64(A * I)), st),
                                         fb.gep(xp, fb.mul(lo, fb.i64(A * I)), st),
                                         fb.mul(fb.ibin("sub", hi, lo), fb.i64(row)),

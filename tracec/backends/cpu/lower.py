@@ -40,8 +40,8 @@ from xdsl.passes import ModulePass
 
 from tracec import dtypes as dt
 from tracec import ir, symbolic
-from tracec.backends.cpu import (collectives, indexing, matmul, parallel, profiling, scalar,
-                                 transpose)
+from tracec.backends.cpu import (collectives, gemm_small, indexing, matmul, padsum, parallel,
+                                 profiling, scalar, transpose)
 from tracec.backends.cpu.builder import I1, I8, I32, I64, PTR, ModuleBuilder
 from tracec.backends.cpu.codegen import PYOBJECT_DATA_OFFSET
 from tracec.backends.cpu.fuse import REDUCE_KIND, NotFusable, ProgramBuilder, splat_value
@@ -285,12 +285,24 @@ class Lowering:
         self.mm_operands: dict[Operation, list] = {}
         self.folded_views: set = set()            # read only through pad / concatenate
         self.movement_inside: dict[Operation, frozenset] = {}
+        #: fused kernels starting with a sum of zero pads (padsum.py), and
+        #: those pads (they get no step of their own)
+        self.padsums: dict[Operation, padsum.PadSum] = {}
+        self.padsum_pads: set = set()
+        #: matrix transposes materialized for short matmuls to read
+        self.kept_transposes: set = set()
 
     # --- linearization --------------------------------------------------------------
 
     def _linearize(self, block) -> list[SSAValue] | None:
         """Append steps for the ops of ``block``; returns the returned values."""
         plan = self.plan
+        for op in block.ops:
+            if isinstance(op, ir.KernelOp):
+                ps = padsum.match(op)
+                if ps is not None:
+                    self.padsums[op] = ps
+                    self.padsum_pads.update(ps.pads)
         for op in block.ops:
             if isinstance(op, (func.ReturnOp, ir.YieldOp)):
                 return list(op.operands)
@@ -300,6 +312,8 @@ class Lowering:
                 raise LoweringError(f"{describe(op)}: tracec.backward must be expanded by "
                                     "the autodiff pass before lowering")
             if isinstance(op, ir.KernelOp):
+                if op in self.padsums and self._padsum_steps(op):
+                    continue
                 if self._fusable(op):
                     plan.steps.append(Step("program", op, list(op.operands), list(op.results)))
                 else:
@@ -317,10 +331,15 @@ class Lowering:
             if name == "reshape":
                 plan.alias[op.results[0]] = op.operands[0]
                 continue
-            if name == "transpose" and self._folds_into_matmuls(op):
+            if name == "broadcast_to" and indexing.accumulate_fill(op.results[0]) is not None:
+                continue       # filled by the index ops that read it
+            if name == "transpose" and self._folds_into_matmuls(op) and \
+                    not self._kept_for_short_matmuls(op):
                 continue
             if indexing.folds_into_movement(op):
                 self.folded_views.add(op)
+                continue
+            if op in self.padsum_pads:
                 continue
             if name in indexing.MOVEMENT:
                 reads, inside = indexing.movement_reads(op, self.folded_views)
@@ -349,6 +368,32 @@ class Lowering:
             ir.primitive_name(u.operation) == "matmul" or self._folds_into_matmuls(u.operation)
             for u in op.results[0].uses)
 
+    def _kept_for_short_matmuls(self, op) -> bool:
+        """A weight's transpose (``[N, K]`` -> ``[K, N]``) that several short
+        matmuls read as B (an RNN's ``h @ W_hh.T``, once per time step): it is
+        materialized once, so that each product runs the unpacked small-M
+        kernel (``gemm_small``: B stored ``[K, N]``) instead of packing
+        (transposing) the whole weight for a few rows of A every time."""
+        if op in self.kept_transposes:
+            return True
+        src, res = op.operands[0], op.results[0]
+        shape = ir.shape_of(src.type)
+        uses = list(res.uses)
+        if len(shape) != 2 or not all(isinstance(n, int) for n in shape) or len(uses) < 2:
+            return False
+        d = ir.dtype_of(res.type)
+        K, N = shape[1], shape[0]
+        for u in uses:
+            mm = u.operation
+            if ir.primitive_name(mm) != "matmul" or u.index != 1 or mm.operands[0] is res:
+                return False
+            ashape = ir.shape_of(mm.operands[0].type)
+            M = math.prod(ashape[:-1]) if all(isinstance(n, int) for n in ashape) else None
+            if M is None or not gemm_small.suitable(d, M, N, K, False):
+                return False
+        self.kept_transposes.add(op)
+        return True
+
     def _matmul_operand(self, v: SSAValue) -> tuple[SSAValue, bool]:
         """The value a matmul reads for operand ``v`` and whether it reads it
         transposed: through chains of last-two-axes transposes (and aliases
@@ -359,15 +404,40 @@ class Lowering:
             while v in self.plan.alias and \
                     ir.shape_of(self.plan.alias[v].type) == ir.shape_of(v.type):
                 v = self.plan.alias[v]
-            if not self._matrix_transpose(v.owner):
+            if not self._matrix_transpose(v.owner) or v.owner in self.kept_transposes:
                 return v, trans
             v = v.owner.operands[0]
             trans = not trans
 
-    def _fusable(self, op: ir.KernelOp) -> bool:
-        """Whether ``op`` is one loop program (kept for ``_program_step``)."""
+    def _padsum_steps(self, op: ir.KernelOp) -> bool:
+        """Steps for a kernel starting with a sum of zero pads: the sum
+        (into the kernel's result, or its own buffer that the rest of the
+        kernel, one loop program, reads); False (after steps for its pads)
+        where the rest is not one program."""
+        ps = self.padsums[op]
+        plan = self.plan
+        reads = padsum.reads(self, ps)
+        if ps.whole:
+            plan.steps.append(Step("padsum", op, reads, [op.results[0]]))
+            return True
+        if self._fusable(op, exclude=frozenset(ps.adds)):
+            plan.steps.append(Step("padsum", op, reads, [ps.total]))
+            rest = [v for v in op.operands if v.owner not in ps.pads] + [ps.total]
+            plan.steps.append(Step("program", op, rest, list(op.results)))
+            return True
+        for p in ps.pads:
+            self.padsum_pads.discard(p)
+            preads, inside = indexing.movement_reads(p, self.folded_views)
+            self.movement_inside[p] = frozenset(inside)
+            plan.steps.append(Step("op", p, preads, list(p.results)))
+        del self.padsums[op]
+        return False
+
+    def _fusable(self, op: ir.KernelOp, exclude: frozenset = frozenset()) -> bool:
+        """Whether ``op`` is one loop program (kept for ``_program_step``),
+        its ``exclude`` ops read from memory rather than computed."""
         try:
-            self.programs[op] = self._kernel_program(op)
+            self.programs[op] = self._kernel_program(op, exclude)
             return True
         except NotFusable:
             return False
@@ -417,9 +487,9 @@ class Lowering:
             return slot_of(op.results[0])
         return ProgramBuilder(shape, reduced, inside, slot_of, const_slot)
 
-    def _kernel_program(self, op: ir.KernelOp):
+    def _kernel_program(self, op: ir.KernelOp, exclude: frozenset = frozenset()):
         body = op.body.block
-        inside = {o for o in body.ops if not isinstance(o, ir.YieldOp)}
+        inside = {o for o in body.ops if not isinstance(o, ir.YieldOp) and o not in exclude}
         yields = list(body.last_op.operands)
         env = dict(zip(body.args, op.operands))
         reds = [y.owner for y in yields if isinstance(y.owner, Operation)
@@ -620,6 +690,9 @@ class Lowering:
         return True
 
     def _emit_step(self, step: Step) -> None:
+        if step.kind == "padsum":
+            padsum.emit(self, self.padsums[step.payload], step.writes[0])
+            return
         if step.kind == "program":
             self._program_step(step.payload)
             return

@@ -1,0 +1,119 @@
+"""Sums of zero pads (the gradients of slices) computed window by window on
+the cpu backend (tracec/backends/cpu/padsum.py): disjoint windows that tile
+the output (an LSTM's per-step gates), disjoint ones that do not, overlapping
+ones (col2im) with the rest of the kernel reading the sum, odd and symbolic
+sizes, float64 and integers; always equal to eager."""
+import numpy as np
+import pytest
+
+import tracec
+
+
+def _grad_step(loss_fn, shape, dtype=tracec.float32, seed=0, **kw):
+    """(eager, compiled) steps returning the gradient of ``loss_fn(p, x)``
+    with respect to a parameter ``p`` of ``shape``."""
+    tracec.manual_seed(seed)
+    p = tracec.randn(*shape, dtype=dtype, requires_grad=True)
+
+    def step(x):
+        p.grad = None
+        loss_fn(p, x).backward()
+        return p.grad
+    return step, tracec.compile(step, backend="cpu", **kw)
+
+
+def _check(eager, comp, x, rtol=1e-6):
+    want = eager(x).numpy()
+    got = comp(x).numpy()
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol)
+    return comp.ir("llvm")
+
+
+def _time_slices(p, x):
+    # p: [T, B, F]; every step reads its slab, its four gate chunks differently.
+    total = 0
+    for t in range(p.shape[0]):
+        a, b, c, d = p[t].chunk(4, dim=1)
+        total = total + ((a * x).tanh() + b.sigmoid() * c - d * d).sum()
+    return total
+
+
+@pytest.mark.parametrize("shape", [(5, 3, 8), (7, 2, 12)])
+def test_disjoint_tiling_windows(shape):
+    eager, comp = _grad_step(_time_slices, shape)
+    x = tracec.randn(shape[1], shape[2] // 4)
+    assert "padsum" in _check(eager, comp, x)
+
+
+def test_disjoint_windows_not_covering():
+    def loss(p, x):         # rows 1 and 3 of 5 are never read: zero gradient
+        return (p[0] * x).sum() + (p[2] * x).exp().sum() + (p[4] * x).sin().sum()
+    eager, comp = _grad_step(loss, (5, 9))
+    llvm = _check(eager, comp, tracec.randn(9))
+    assert "padsum_fill" in llvm and "padsum" in llvm
+
+
+def _conv_windows(p, x):
+    # Nine shifted windows of relu(2 p): an im2col; the gradient is col2im
+    # (overlapping windows) under the relu's mask, in one kernel.
+    h = (p * 2.0).relu()
+    n, c, hh, ww = h.shape
+    total = 0
+    k = 0
+    for i in range(3):
+        for j in range(3):
+            total = total + (h[:, :, i:hh - 2 + i, j:ww - 2 + j] * x[k]).sum()
+            k += 1
+    return total
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 7, 9), (1, 2, 5, 5)])
+def test_overlapping_windows_under_a_mask(shape):
+    eager, comp = _grad_step(_conv_windows, shape)
+    x = tracec.randn(9, shape[2] - 2, shape[3] - 2)
+    # The windows span N whole: one pass, image by image (N > 1).
+    llvm = _check(eager, comp, x, rtol=1e-5)
+    assert ("padsum_blocked" in llvm) == (shape[0] > 1) and "padsum" in llvm
+
+
+def test_float64_and_repeated_calls():
+    eager, comp = _grad_step(_time_slices, (4, 3, 8), dtype=tracec.float64)
+    x = tracec.randn(3, 2, dtype=tracec.float64)
+    for _ in range(3):
+        _check(eager, comp, x, rtol=1e-12)
+
+
+def test_symbolic_sizes(tmp_path, monkeypatch):
+    """Symbolic sizes (one trace for every size): the windows' sizes are
+    run-time values, so the sum is filled then accumulated; equal to eager.
+    (A fresh cache: ``ir("llvm")`` of a symbolic trace loaded from the disk
+    cache cannot be rebuilt, its size hints are not kept.)"""
+    monkeypatch.setenv("TRACEC_CACHE_DIR", str(tmp_path / "cache"))
+    def step(x, p):
+        p.grad = None
+        sum(((p[:, t] * x).tanh()).sum() for t in range(p.shape[1])).backward()
+        return p.grad
+    comp = tracec.compile(step, backend="cpu", dynamic=True)
+    tracec.manual_seed(0)
+    for b, f in ((3, 6), (5, 7), (2, 3)):
+        p = tracec.randn(b, 4, f, requires_grad=True)
+        x = tracec.randn(b, f)
+        pe = p.detach().clone().requires_grad_(True)
+        step(x, pe)
+        np.testing.assert_allclose(comp(x, p).numpy(), pe.grad.numpy(), rtol=1e-6, atol=1e-6)
+    assert comp.cache_info().traces == 1
+    llvm = comp.ir("llvm")
+    assert "padsum_fill" in llvm and "padsum" in llvm
+
+
+def test_integer_pads_sum():
+    """Integer sums of pads (no autodiff: pads written out) match eager."""
+    import tracec.nn.functional as F
+
+    def f(x):
+        return (F.pad(x[0], (0, 3)) + F.pad(x[1], (1, 2)) + F.pad(x[2], (3, 0)))
+    x = tracec.randint(-50, 50, (3, 2, 4))
+    want = f(x).numpy()
+    comp = tracec.compile(f, backend="cpu")
+    np.testing.assert_array_equal(comp(x).numpy(), want)
+    assert "padsum" in comp.ir("llvm")

@@ -1,0 +1,236 @@
+"""A sum of zero-``pad`` results, written window by window (``padsum``).
+
+The gradient of a ``slice`` is a ``pad`` with zeros, so a value sliced many
+times gets, as its gradient, a sum of pads: an LSTM's gate projection
+(``[T, B, 4H]``, sliced once per time step, and each step's ``[B, 4H]``
+cut into four gates), a convolution's im2col (the input gradient, col2im:
+nine shifted windows).  Fused as written, each pad fills a whole output
+sized buffer (mostly zeros) and the sum reads them all back: ``T`` full
+buffers for an LSTM layer, which costs ``O(T^2)`` memory traffic.
+
+Here a left-folded chain of ``add`` ops inside a ``tracec.kernel``
+(``((p0 + p1) + p2) + ...``) whose operands are zero pads used nowhere
+else is computed into one buffer: fill it with zeros (unless the windows
+are disjoint and tile it), then for each pad, in the chain's order, store
+(first, or where the windows are disjoint) or add its source into its
+window.  Adding the same terms in the same order as the chain (a zero term
+is exact), the result equals the chain's elementwise; only the sign of a
+zero may differ (``-0.0`` where the chain adds ``+0.0``).  When other ops
+of the kernel read the chain's sum (a ReLU's mask, a bias gradient), the
+sum gets a buffer of its own and the rest of the kernel stays one loop
+program reading it.  The pads get no step: their sources are read through
+the pads' folded views (``indexing.movement_reads``), so an im2col's
+gradient reads its ``[N, C, 9, H, W]`` once.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from xdsl.ir import Operation, SSAValue
+
+from tracec import dtypes as dt
+from tracec import ir
+from tracec.backends.cpu import indexing
+from tracec.backends.cpu.fuse import _raw_strides
+from tracec.backends.cpu.loops import Access, Node, emit_program
+
+__all__ = ["PadSum", "match", "emit"]
+
+
+@dataclass(eq=False)
+class PadSum:
+    """``adds``: the chain's add ops, in order; ``pads``: the pad op of each
+    term, in the order the chain adds them; ``whole``: the chain's sum is
+    the kernel's only result (the kernel needs no program of its own)."""
+    kernel: ir.KernelOp
+    adds: list
+    pads: list
+    whole: bool
+
+    @property
+    def total(self) -> SSAValue:
+        return self.adds[-1].results[0]
+
+
+def _zero_pad(v: SSAValue, kop: Operation):
+    """The pad op producing ``v`` if it pads with zeros, without interior
+    padding or cropping, and only ``kop`` reads it; else None."""
+    o = v.owner
+    if not isinstance(o, Operation) or ir.primitive_name(o) != "pad":
+        return None
+    p = ir.op_params(o)
+    if p["value"] != 0 or any(p["interior"]) or min(p["low"]) < 0 or min(p["high"]) < 0:
+        return None
+    if any(u.operation is not kop for u in v.uses):
+        return None
+    return o
+
+
+def match(kop: ir.KernelOp) -> PadSum | None:
+    """The first pad-sum chain of fused kernel ``kop``, if any."""
+    body = kop.body.block
+    env = dict(zip(body.args, kop.operands))
+
+    def term(x: SSAValue, add: Operation):
+        # A body argument read only by this add, standing for a zero pad.
+        uses = list(x.uses)
+        if x not in env or len(uses) != 1 or uses[0].operation is not add:
+            return None
+        return _zero_pad(env[x], kop)
+
+    def plain_add(o) -> bool:
+        # Same type in and out (no broadcast, no promotion); bool add is or.
+        if ir.primitive_name(o) != "add":
+            return False
+        t = o.results[0].type
+        return ir.dtype_of(t) is not dt.bool_ and all(
+            x.type == t for x in o.operands)
+
+    # The chain starts at an add of two pads, then follows the sole user of
+    # each partial sum while that is an add of it and another pad.
+    adds, pads = [], []
+    for o in body.ops:
+        if plain_add(o):
+            ts = [term(x, o) for x in o.operands]
+            if all(t is not None for t in ts):
+                adds, pads = [o], ts
+                break
+    if not adds:
+        return None
+    while True:
+        uses = list(adds[-1].results[0].uses)
+        if len(uses) != 1 or not plain_add(uses[0].operation):
+            break
+        o = uses[0].operation
+        a, b = o.operands
+        t = term(b if a is adds[-1].results[0] else a, o)
+        if t is None or a is b:
+            break
+        adds.append(o)
+        pads.append(t)
+    if len(pads) < 2:
+        return None
+    total = adds[-1].results[0]
+    yields = list(body.last_op.operands)
+    whole = yields == [total] and len(list(total.uses)) == 1
+    return PadSum(kop, adds, pads, whole)
+
+
+def _windows(ps: PadSum):
+    """Per term: (low corner, shape) of its window in the output."""
+    return [(ir.op_params(p)["low"], ir.shape_of(p.operands[0].type)) for p in ps.pads]
+
+
+def _disjoint_cover(windows, oshape) -> tuple[bool, bool]:
+    """(pairwise disjoint, disjoint and covering the output); both False
+    unless every size is static."""
+    if not all(isinstance(n, int) for _, s in windows for n in s) or not all(
+            isinstance(n, int) for n in oshape):
+        return False, False
+    for i, (la, sa) in enumerate(windows):
+        for lb, sb in windows[i + 1:]:
+            if all(max(a0, b0) < min(a0 + an, b0 + bn)
+                   for a0, an, b0, bn in zip(la, sa, lb, sb)):
+                return False, False
+    cover = sum(math.prod(s) for _, s in windows) == math.prod(oshape)
+    return True, cover
+
+
+def _spans_dim0(windows, oshape) -> bool:
+    """Whether every window spans dim 0 whole (a batch dim), static sizes."""
+    return len(oshape) > 1 and all(isinstance(n, int) for n in oshape) and oshape[0] > 1 and all(
+        lo[0] == 0 and s[0] == oshape[0] for lo, s in windows)
+
+
+def emit(low, ps: PadSum, target: SSAValue) -> None:
+    """Kernels computing the chain's sum into ``target``'s buffer."""
+    oshape = ir.shape_of(target.type)
+    d = ir.dtype_of(target.type)
+    ostr = _raw_strides(oshape)
+    windows = _windows(ps)
+    disjoint, cover = _disjoint_cover(windows, oshape)
+    if not disjoint and _spans_dim0(windows, oshape):
+        _emit_blocked(low, ps, target, windows)
+        return
+    if not cover:
+        slots: list = []
+        pb = low._builder(oshape, [False] * len(oshape), set(), slots)
+        slots.append(low.slot_value(target))
+        pb.store_const(0, d, 0)
+        low.kernels.program("padsum_fill", pb.finish(), slots)
+    for n, (pad, (lo, xshape)) in enumerate(zip(ps.pads, windows)):
+        if math.prod(xshape) == 0:
+            continue
+        x = pad.operands[0]
+        _reads, inside = indexing.movement_reads(pad, low.folded_views)
+        slots = []
+        pb = low._builder(xshape, [False] * len(xshape), set(inside), slots)
+        out = len(slots)
+        slots.append(low.slot_value(target))
+        off = sum(a * s for a, s in zip(lo, ostr))
+        strides = [0 if k == 1 else s for s, k in zip(ostr, xshape)]
+        k = pb.value(x, tuple(range(len(xshape))))
+        if n and not disjoint:
+            acc = Access(out, d, off, list(strides))
+            old = pb._add(Node("load", d, access=acc))
+            k = pb._add(Node("prim", d, name="add", params={}, args=[old, k],
+                             in_dtypes=[d, d]))
+        pb.prog.stores.append((k, Access(out, d, off, list(strides))))
+        low.kernels.program("padsum", pb.finish(), slots)
+
+
+def _emit_blocked(low, ps: PadSum, target: SSAValue, windows) -> None:
+    """Overlapping windows (col2im) that all span dim 0 (the batch): one
+    kernel over dim 0, split across threads; per index, the output's block
+    (one image's) is filled, then each window added into it in the chain's
+    order while the block is in cache: one pass over the output instead of
+    one per window."""
+    oshape = ir.shape_of(target.type)
+    d = ir.dtype_of(target.type)
+    ostr = _raw_strides(oshape)
+    slots: list = []
+    out = len(slots)
+    slots.append(low.slot_value(target))
+    progs = []
+
+    def pinned(pb):
+        # An index node on dim 0 keeps it from being merged with the inner
+        # dims: each program's dim 0 is the kernel's unit (never stored).
+        pb._add(Node("index", dt.int64, dim=0))
+        return pb.finish()
+    pb = low._builder(oshape, [False] * len(oshape), set(), slots)
+    pb.store_const(0, d, out)
+    progs.append(pinned(pb))
+    for pad, (lo, xshape) in zip(ps.pads, windows):
+        if math.prod(xshape) == 0:
+            continue
+        _reads, inside = indexing.movement_reads(pad, low.folded_views)
+        pb = low._builder(xshape, [False] * len(xshape), set(inside), slots)
+        src = pb.value(pad.operands[0], tuple(range(len(xshape))))
+        off = sum(a * s for a, s in zip(lo, ostr))
+        strides = [0 if m == 1 else s for s, m in zip(ostr, xshape)]
+        old = pb._add(Node("load", d, access=Access(out, d, off, list(strides))))
+        val = pb._add(Node("prim", d, name="add", params={}, args=[old, src], in_dtypes=[d, d]))
+        pb.prog.stores.append((val, Access(out, d, off, list(strides))))
+        progs.append(pinned(pb))
+
+    def body(fb, ptrs, err, lo, hi, status):
+        def unit(u):
+            nxt = fb.add(u, fb.i64(1))
+            for prog in progs:
+                emit_program(fb, prog, ptrs, u, nxt)
+            return ()
+        fb.for_range(lo, hi, unit)
+    low.kernels.kernel("padsum_blocked", slots, oshape[0], body,
+                       work=sum(p.size for p in progs),
+                       key=("padsum_blocked", tuple(repr(p) for p in progs)))
+
+
+def reads(low, ps: PadSum) -> list[SSAValue]:
+    """The materialized values the pads' sources are read from."""
+    out = []
+    for p in ps.pads:
+        r, _inside = indexing.movement_reads(p, low.folded_views)
+        out.extend(r)
+    return out
