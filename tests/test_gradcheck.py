@@ -47,6 +47,7 @@ def _mask(shape, seed=0):
 # that require grad, other arrays tensors that do not, other values stay.
 SAMPLES = {
     "neg": [((_r((3, 4)),), {})],
+    "stop_gradient": [((_r((3, 4)),), {})],
     "exp": [((_r((3, 4)),), {})],
     "log": [((_r((3, 4), positive=True),), {})],
     "sqrt": [((_r((3, 4), positive=True),), {})],

@@ -173,6 +173,12 @@ class Recording:
         if t._birth == self.epoch and t._base is not None and t._view_chain is not None:
             # An alias made during the call (detach(), .data): a view of its base.
             v = self.value_of(t._base)
+            if not t._view_chain:
+                # detach() / .data: the same value with no gradient through it
+                # (autodiff follows data flow, so the IR must say so).
+                op = ir.make_op("stop_gradient", [v], {}, v.type, loc=user_location())
+                self.block.add_op(op)
+                v = op.results[0]
             for prim, params, aval in t._view_chain:
                 shape = ir.shape_of(v.type) if self.symbols is None else \
                     self.symbols.shape_of_value(v)

@@ -179,7 +179,7 @@ def _cases(name):
         return _unary_cases()
     if name in ("log", "sqrt", "rsqrt"):
         return _unary_cases(positive=True)
-    if name in ("neg", "abs", "sign"):
+    if name in ("neg", "abs", "sign", "stop_gradient"):
         out = _unary_cases() + [([ints(-5, 5, 3, 4)], {}),
                                 ([ints(-5, 5, 7, dtype=np.int32)], {})] + [
             ([edges(d)], {}) for d in SMALL_INTS]

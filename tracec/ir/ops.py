@@ -75,7 +75,7 @@ def _specs() -> dict[str, PrimSpec]:
 
     for n in "exp log sqrt rsqrt sin cos tanh logistic erf".split():
         add(n, "float_unary", ["x"])
-    for n in "neg abs sign".split():
+    for n in "neg abs sign stop_gradient".split():
         add(n, "unary", ["x"])
     add("logical_not", "not", ["x"])
     for n in "add sub mul div pow maximum minimum".split():

@@ -104,6 +104,9 @@ def _erf_impl(x):
 
 
 neg_p = _unary("neg", np.negative, lambda g, x, out: (neg(g),), float_only=False, save=())
+# ``detach()`` inside a trace: the value itself, through which autodiff does
+# not differentiate (no VJP); canonicalization removes it once autodiff ran.
+stop_gradient_p = _unary("stop_gradient", np.copy, None, float_only=False, save=())
 exp_p = _unary("exp", np.exp, lambda g, x, out: (mul(g, out),), save=(), save_out=True)
 log_p = _unary("log", np.log, lambda g, x, out: (div(g, x),))
 sqrt_p = _unary("sqrt", np.sqrt, lambda g, x, out: (div(g, mul(out, 2.0)),), save=(), save_out=True)
@@ -124,6 +127,7 @@ logical_not_p = Primitive("logical_not", kind="elementwise", impl=np.logical_not
 
 
 def neg(x): return neg_p.bind(x)
+def stop_gradient(x): return stop_gradient_p.bind(x)
 def exp(x): return exp_p.bind(x)
 def log(x): return log_p.bind(x)
 def sqrt(x): return sqrt_p.bind(x)

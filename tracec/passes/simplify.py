@@ -349,6 +349,7 @@ _REDUCE = ("reduce_sum", "reduce_max", "reduce_min")
 #: of any shape that broadcasts with x; where x is narrower than the result,
 #: the identity rules give ``broadcast_to(x)`` instead of x.
 RULES: tuple[tuple[str, Callable], ...] = (
+    ("stop_gradient", lambda op: op.operands[0]),  # autodiff is done: detach(x) -> x
     ("constant", _splat_constant),                 # constant of n > 1 equal elements -> splat
     ("mul", _drop_identity(1, (0, 1))),            # x * 1 -> x, 1 * x -> x
     ("add", _drop_identity(0, (0, 1))),            # x + 0 -> x, 0 + x -> x (keeps -0.0)

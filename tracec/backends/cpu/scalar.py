@@ -45,7 +45,8 @@ def int_pred(d: dt.DType, pred: str) -> str:
     return ("s" if d.is_signed else "u") + pred
 
 ELEMENTWISE = frozenset(
-    "neg exp log sqrt rsqrt sin cos tanh logistic abs sign erf logical_not add sub mul div "
+    "neg exp log sqrt rsqrt sin cos tanh logistic abs sign erf logical_not stop_gradient add "
+    "sub mul div "
     "pow maximum minimum eq ne lt le gt ge logical_and logical_or where cast".split())
 
 
@@ -217,6 +218,8 @@ def _exp(fb, x):
 
 def _unary(fb: FuncBuilder, name: str, x, d: dt.DType):
     t = x.type
+    if name == "stop_gradient":   # (canonicalization removes it; a forward identity)
+        return x
     if name == "logical_not":
         return fb.ibin("xor", to_bool(fb, x, d), fb.const(True, I1))
     if d is dt.bool_:
