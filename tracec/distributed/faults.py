@@ -13,6 +13,7 @@ is printed as Python prints it and the process exits as usual.
 from __future__ import annotations
 
 import sys
+import time
 import traceback
 
 __all__ = ["install", "uninstall", "ABORT_CODE"]
@@ -35,6 +36,10 @@ def _hook(exc_type, exc, tb):
                      f"ranks because rank {rank} raised {exc_type.__name__}\n")
     sys.stderr.flush()
     sys.stdout.flush()
+    # The launcher forwards each rank's output asynchronously; aborting at
+    # once can kill the job before the message above reaches the user (seen
+    # on a loaded machine), so give the forwarder a moment.
+    time.sleep(0.5)
     comm.Abort(ABORT_CODE)
 
 
