@@ -94,6 +94,7 @@ def resize_as_(input, the_template, memory_format=None):
 
 
 from tracec.autocast_mode import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402,F401
+from tracec.autocast_mode import get_autocast_cpu_dtype, is_autocast_cpu_enabled  # noqa: E402,F401
 from tracec.tensor_str import get_printoptions, printoptions, set_printoptions  # noqa: E402,F401
 
 
@@ -125,6 +126,15 @@ from tracec.linalg_lapack import matrix_rank, lu_unpack  # noqa: E402,F401
 from tracec.linalg_lapack import _torch_lu as lu, _torch_lu_solve as lu_solve  # noqa: E402,F401
 from tracec import special  # noqa: E402,F401
 from tracec.config import *  # noqa: E402,F401,F403
+# torch.* forms of nn.functional ops, sampling, seeding and windows.
+from tracec.aten_functional import *  # noqa: E402,F401,F403
+from tracec.windows import *  # noqa: E402,F401,F403
+from tracec.aten_extra import *  # noqa: E402,F401,F403
+from tracec import hub, mps, testing, xpu  # noqa: E402,F401
+from tracec.tensor_type import set_default_tensor_type  # noqa: E402,F401
+from tracec.amp import GradScaler  # noqa: E402,F401
+from tracec import random  # noqa: E402,F401
+from tracec.random import binomial, default_generator, normal, poisson  # noqa: E402,F401
 from tracec.backends import cuda as _backends_cuda, openmp as _openmp  # noqa: E402,F401
 from tracec.config import e, inf, nan, pi  # noqa: E402,F401
 

@@ -113,3 +113,12 @@ def fp32_inputs(fn):
             kwargs = {k: up(v) for k, v in kwargs.items()}
         return fn(*args, **kwargs)
     return wrapper
+
+
+def is_autocast_cpu_enabled() -> bool:
+    """PyTorch's older spelling of ``is_autocast_enabled("cpu")``."""
+    return is_autocast_enabled("cpu")
+
+
+def get_autocast_cpu_dtype():
+    return get_autocast_dtype("cpu")

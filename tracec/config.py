@@ -353,3 +353,34 @@ Tensor.is_nonzero = is_nonzero
 Tensor.is_same_size = is_same_size
 autograd.detect_anomaly = detect_anomaly
 autograd.set_detect_anomaly = set_detect_anomaly
+autograd.inference_mode = inference_mode
+
+
+# --- build facts and error types ----------------------------------------------------------
+# What a CPU build of PyTorch reports, for scripts that branch on them.
+has_lapack = True        # tracec.linalg's factorizations (NumPy's LAPACK)
+has_mkl = False
+has_openmp = True        # tracec's CPU kernels run on a thread pool
+has_spectral = False     # no torch.fft
+
+
+def compiled_with_cxx11_abi() -> bool:
+    return True
+
+
+def is_storage(obj) -> bool:
+    """tracec tensors own NumPy storage, not PyTorch Storage objects."""
+    return False
+
+
+class OutOfMemoryError(RuntimeError):
+    """``torch.OutOfMemoryError`` (``torch.cuda.OutOfMemoryError``): what
+    scripts catch around large allocations."""
+
+
+class AcceleratorError(RuntimeError):
+    """``torch.AcceleratorError``."""
+
+
+__all__ += ["has_lapack", "has_mkl", "has_openmp", "has_spectral", "compiled_with_cxx11_abi",
+            "is_storage", "OutOfMemoryError", "AcceleratorError"]

@@ -59,3 +59,29 @@ def tensor_type(self: Tensor, dtype=None, non_blocking: bool = False, **kwargs):
 
 
 Tensor.type = tensor_type
+
+
+def set_default_tensor_type(t) -> None:
+    """``torch.set_default_tensor_type('torch.DoubleTensor')`` (or the type
+    itself): PyTorch's deprecated spelling of ``set_default_dtype`` (and of
+    the default device, for the ``torch.cuda.*`` names)."""
+    import warnings
+    warnings.warn("torch.set_default_tensor_type() is deprecated as of PyTorch 2.1, please use "
+                  "torch.set_default_dtype() and torch.set_default_device() as alternatives.",
+                  UserWarning, stacklevel=2)
+    if t is Tensor:
+        d, device = dt.float32, "cpu"
+    elif hasattr(t, "legacy_dtype"):
+        d, device = t.legacy_dtype, "cpu"
+    elif isinstance(t, str):
+        d, device = _parse(t)
+    else:
+        raise TypeError(f"invalid type object: only floating-point types are supported as the "
+                        f"default type, got {t!r}")
+    if not d.is_floating_point:
+        raise TypeError(f"only floating-point types are supported as the default type "
+                        f"(got torch.{_NAMES[d]})")
+    if device == "cuda":
+        from tracec.device import to_device
+        to_device("cuda")          # the clear "no CUDA here" error, before changing anything
+    dt.set_default_dtype(d)

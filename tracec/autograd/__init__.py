@@ -1,4 +1,6 @@
-"""``tracec.autograd``: backward, grad, gradcheck and custom Functions.
+"""``tracec.autograd``: backward, grad, gradcheck and custom Functions
+(submodules: ``variable``, ``function``, ``grad_mode``, ``anomaly_mode``,
+and ``functional``, which ``tracec.autograd_functional`` provides).
 
 Invariant: ``backward`` accumulates into ``.grad`` of the leaves it reaches
 (in place after the first time, so references held by optimizers see it);
@@ -12,6 +14,7 @@ from tracec import dtypes as dt
 from tracec import graph
 from tracec.graph import enable_grad, no_grad, set_grad_enabled, is_grad_enabled  # noqa: F401
 from tracec.tensor import Tensor
+from tracec.methods_compat import POST_ACCUMULATE_HOOKS, run_post_accumulate_hooks
 
 __all__ = ["backward", "grad", "gradcheck", "gradgradcheck", "Function", "no_grad",
            "enable_grad", "set_grad_enabled", "is_grad_enabled"]
@@ -50,6 +53,8 @@ def _accumulate(create_graph):
             with graph.no_grad():
                 leaf.grad._data += g._data
                 leaf.grad._version[0] += 1
+        if POST_ACCUMULATE_HOOKS:
+            run_post_accumulate_hooks(leaf)
     return acc
 
 
@@ -270,3 +275,7 @@ def gradgradcheck(fn, inputs, **kw) -> bool:
 
 class GradcheckError(RuntimeError):
     pass
+
+
+from tracec.autograd.variable import Variable  # noqa: E402,F401  (after Function: no cycle)
+from tracec.autograd import function  # noqa: E402,F401

@@ -1,0 +1,176 @@
+"""Tensor methods PyTorch keeps for compatibility that public programs still
+call: ``new``, ``fill_diagonal_``, ``bernoulli``, ``resize_as_``, ``H``,
+``mH``, ``adjoint``, ``prelu``, ``hardshrink``, ``apply_``/``map_``/``map2_``,
+``register_post_accumulate_grad_hook``, the ``is_xpu``-style device flags
+(all False: tracec tensors live on the CPU) and ``volatile``.
+
+Invariants: each is composed from recorded tensor operations, except
+``apply_``/``map_``/``map2_`` (they run a Python callable per element,
+which a compiled function cannot record: inside one they raise the
+data-dependence error) and the post-accumulate hooks (eager backward only).
+"""
+from __future__ import annotations
+
+import warnings
+import weakref
+
+import numpy as np
+
+from tracec import creation, graph
+from tracec import dtypes as dt
+from tracec.tensor import RECORDERS, Size, Tensor, _HookHandle, concrete
+
+# id(leaf) -> (weak reference to the leaf, hooks run after its .grad is
+# accumulated): keyed by identity (a tensor's == is elementwise), and weak,
+# so a hook never keeps a parameter alive; the entry goes with the leaf.
+POST_ACCUMULATE_HOOKS: dict = {}
+
+
+def new(self, *args, **kwargs):
+    """``x.new(2, 3)`` / ``x.new(torch.Size)`` (uninitialized), ``x.new(data)``
+    (``x``'s dtype), ``x.new(tensor)`` (the tensor's storage), ``x.new()``."""
+    d = kwargs.pop("dtype", None) or self.dtype
+    kwargs.pop("device", None)
+    if kwargs:
+        raise TypeError(f"new() got unexpected keyword arguments {sorted(kwargs)}")
+    if not args:
+        return creation.empty(0, dtype=d)
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        return args[0].detach()
+    if len(args) == 1 and isinstance(args[0], Size) or all(
+            isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args):
+        sizes = tuple(args[0]) if isinstance(args[0], Size) else args
+        return creation.empty(*sizes, dtype=d)
+    if len(args) == 1:
+        return creation.tensor(args[0], dtype=d)
+    raise TypeError(f"new() received an invalid combination of arguments: {args!r}")
+
+
+def fill_diagonal_(self, fill_value, wrap=False):
+    """``self[i, i, ..., i] = fill_value``; for a tall matrix with ``wrap``,
+    the diagonal restarts every ``cols + 1`` rows, as NumPy's and PyTorch's."""
+    if self.dim() < 2:
+        raise RuntimeError("dimensions must larger than 1")
+    shape = tuple(self.shape)
+    if self.dim() > 2 and len(set(shape)) != 1:
+        raise RuntimeError("all dimensions of input must be of equal length")
+    mask = np.zeros(shape, bool)
+    if self.dim() == 2:
+        rows, cols = shape
+        step = cols + 1
+        flat = mask.reshape(-1)
+        stop = rows * cols if wrap or rows <= cols else cols * cols
+        flat[0:stop:step] = True
+    else:
+        idx = np.arange(shape[0])
+        mask[(idx,) * self.dim()] = True
+    return self.masked_fill_(Tensor._make(mask, dt.bool_), fill_value)
+
+
+def bernoulli(self, p=None, *, generator=None):
+    """Draws with probabilities ``self`` (or ``p``, a number)."""
+    probs = self if p is None else creation.full_like(self, float(p))
+    return creation.bernoulli(probs, generator=generator)
+
+
+def resize_as_(self, the_template, memory_format=None):
+    return self.resize_(*the_template.shape)
+
+
+def _H(self):
+    if self.dim() > 2:
+        raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got "
+                           f"{self.dim()}-D tensor.")
+    return self.t() if self.dim() == 2 else self
+
+
+def _mH(self):
+    if self.dim() < 2:
+        raise RuntimeError(f"tensor.mH is only supported on matrices or batches of matrices. "
+                           f"Got {self.dim()}-D tensor.")
+    return self.transpose(-2, -1)
+
+
+def adjoint(self):
+    return _mH(self)
+
+
+def prelu(self, weight):
+    from tracec.nn import functional as F
+    return F.prelu(self, weight)
+
+
+def hardshrink(self, lambd=0.5):
+    from tracec.nn import functional as F
+    return F.hardshrink(self, lambd)
+
+
+def _elementwise_python(self, fn, operands, name):
+    data = [concrete(t, f"Tensor.{name} (a Python callable per element)") for t in
+            (self, *operands)]
+    with np.errstate(all="ignore"):
+        values = np.vectorize(fn, otypes=[self.dtype.np])(*data) if self.numel() else data[0]
+    with graph.no_grad():
+        self._assign(Tensor._make(np.asarray(values, self.dtype.np).reshape(self.shape),
+                                  self.dtype), name)
+    return self
+
+
+def apply_(self, callable):  # noqa: A002
+    return _elementwise_python(self, callable, (), "apply_")
+
+
+def map_(self, tensor, callable):  # noqa: A002
+    return _elementwise_python(self, callable, (tensor.expand_as(self),), "map_")
+
+
+def map2_(self, x, y, callable):  # noqa: A002
+    return _elementwise_python(self, callable, (x.expand_as(self), y.expand_as(self)), "map2_")
+
+
+def register_post_accumulate_grad_hook(self, hook):
+    """``hook(self)`` after each backward has accumulated into ``self.grad``
+    (optimizer-in-backward recipes).  Eager backward only."""
+    if not self.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    if self._node is not None:
+        raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+    key = id(self)
+    entry = POST_ACCUMULATE_HOOKS.get(key)
+    if entry is None or entry[0]() is not self:
+        entry = POST_ACCUMULATE_HOOKS[key] = (
+            weakref.ref(self, lambda _ref, key=key: POST_ACCUMULATE_HOOKS.pop(key, None)), [])
+    hooks = entry[1]
+    hooks.append(hook)
+    return _HookHandle(hooks, hook)
+
+
+def run_post_accumulate_hooks(leaf: Tensor) -> None:
+    """Called by ``autograd`` after it accumulated into ``leaf.grad``."""
+    entry = POST_ACCUMULATE_HOOKS.get(id(leaf))
+    if entry is None or entry[0]() is not leaf or not entry[1]:
+        return
+    hooks = entry[1]
+    if RECORDERS:
+        raise RuntimeError("register_post_accumulate_grad_hook: a hook on a parameter runs "
+                           "during eager backward only; tracec.compile cannot record it "
+                           "(remove the hook or run the step eagerly)")
+    for h in list(hooks):
+        h(leaf)
+
+
+def _volatile(self):
+    warnings.warn("volatile was removed (Variable.volatile is always False)", UserWarning,
+                  stacklevel=2)
+    return False
+
+
+for _f in (new, fill_diagonal_, bernoulli, resize_as_, adjoint, prelu, hardshrink, apply_,
+           map_, map2_, register_post_accumulate_grad_hook):
+    setattr(Tensor, _f.__name__, _f)
+Tensor.H = property(_H)
+Tensor.mH = property(_mH)
+Tensor.volatile = property(_volatile)
+for _flag in ("is_xpu", "is_mps", "is_mtia", "is_ipu", "is_xla", "is_vulkan", "is_maia",
+              "is_sparse_csr"):
+    setattr(Tensor, _flag, property(lambda self: False))

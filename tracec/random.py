@@ -1,0 +1,122 @@
+"""``torch.random`` (seeding, ``fork_rng``) and the sampling functions
+``torch.normal``, ``torch.poisson`` and ``torch.binomial``.
+
+Invariants: every draw comes from tracec's generators (``creation``: the
+``generator=`` given or the default one), so ``manual_seed`` makes a run
+repeat.  ``normal`` is built from recorded ops (a compiled function draws
+afresh at every call).  ``poisson`` and ``binomial`` have no recorded form
+(their samplers loop a data-dependent number of times): they draw with
+NumPy from a seed taken from the generator's stream, eagerly; inside a
+compiled function they raise tracec's data-dependence error at the user's
+line instead of replaying the first call's numbers.  As in PyTorch, the
+samples carry no gradient to their parameters (``normal``'s gradient is
+zero, not absent).
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from tracec import creation, graph
+from tracec import dtypes as dt
+from tracec.creation import (default_generator, get_rng_state, initial_seed,  # noqa: F401
+                             manual_seed, seed, set_rng_state)
+from tracec.tensor import Tensor, concrete
+
+__all__ = ["normal", "poisson", "binomial", "manual_seed", "seed", "initial_seed",
+           "get_rng_state", "set_rng_state", "fork_rng", "default_generator"]
+
+
+def _check_std(std):
+    bad = (std < 0) if not isinstance(std, Tensor) else bool((std < 0).any())
+    if bad:
+        shown = std if not isinstance(std, Tensor) else "tensor"
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {shown}")
+
+
+def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
+           requires_grad=False, out=None):
+    """PyTorch's four overloads: ``normal(mean_t, std_t)``, ``normal(mean_t,
+    std=1.)``, ``normal(mean, std_t)`` (the tensors' broadcast shape and
+    dtype) and ``normal(mean, std, size)``."""
+    tensors = [a for a in (mean, std) if isinstance(a, Tensor)]
+    if not tensors:
+        if size is None:
+            raise TypeError("normal() received an invalid combination of arguments: with "
+                            "numbers for mean and std, a size is required")
+        if not std >= 0:
+            raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+        z = creation.randn(size, generator=generator, dtype=dtype, device=device)
+        result = z * std + mean
+        result = result.requires_grad_(True) if requires_grad else result
+    else:
+        if size is not None:
+            raise TypeError("normal() with a tensor mean or std takes no size")
+        if not isinstance(std, Tensor):
+            _check_std(std)
+        shape = np.broadcast_shapes(*(tuple(t.shape) for t in tensors))
+        kind = tensors[0].dtype if len(tensors) == 1 else dt.promote_types(
+            mean.dtype, std.dtype)
+        z = creation.randn(tuple(shape), generator=generator, dtype=kind)
+        with graph.no_grad():
+            drawn = z * std + mean
+        if graph.is_grad_enabled() and any(t.requires_grad for t in tensors):
+            # PyTorch's NormalBackward: a zero gradient to mean and std.
+            for t in tensors:
+                drawn = drawn + t * 0
+        result = drawn
+    if out is not None:
+        return out.copy_(result)
+    return result
+
+
+def _numpy_rng(generator, n: int) -> np.random.Generator:
+    """A NumPy generator seeded from the next ``n`` positions of tracec's
+    stream (which it consumes), so manual_seed makes its draws repeat."""
+    g = generator or default_generator
+    state = g.get_state()._data
+    bits = np.random.SeedSequence([int(state[0]), int(state[1]), 0x7C3A])
+    g.set_state(Tensor._make(np.array([state[0], state[1] + max(n, 1)], np.int64),
+                             dt.int64))
+    return np.random.default_rng(bits)
+
+
+def poisson(input, generator=None):  # noqa: A002
+    """Counts drawn with rates ``input`` (float tensor, rates >= 0)."""
+    rates = concrete(input, "torch.poisson (its sampler loops a data-dependent number of "
+                            "times)")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"\"poisson_cpu\" not implemented for '{str(input.dtype)[6:]}'")
+    if np.any(rates < 0) or np.any(np.isnan(rates)):
+        raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
+    draws = _numpy_rng(generator, rates.size).poisson(rates.astype(np.float64))
+    return Tensor._make(np.asarray(draws).astype(input.dtype.np), input.dtype)
+
+
+def binomial(count, prob, generator=None):
+    """Successes in ``count`` trials of probability ``prob`` (float tensors)."""
+    n = concrete(count, "torch.binomial")
+    p = concrete(prob, "torch.binomial")
+    if not count.dtype.is_floating_point:
+        raise RuntimeError(f"\"binomial_cpu\" not implemented for '{str(count.dtype)[6:]}'")
+    if np.any((p < 0) | (p > 1)):
+        raise RuntimeError("binomial: probabilities must be in [0, 1]")
+    n_b, p_b = np.broadcast_arrays(n.astype(np.float64), p.astype(np.float64))
+    draws = _numpy_rng(generator, n_b.size).binomial(n_b.astype(np.int64), p_b)
+    return Tensor._make(np.asarray(draws).astype(count.dtype.np), count.dtype)
+
+
+@contextlib.contextmanager
+def fork_rng(devices=None, enabled=True, _caller="fork_rng", _devices_kw="devices",
+             device_type="cuda"):
+    """Run the block with the RNG state restored afterwards (the default
+    generator's; tracec has no device generators to fork)."""
+    if not enabled:
+        yield
+        return
+    saved = get_rng_state()
+    try:
+        yield
+    finally:
+        set_rng_state(saved)
