@@ -17,7 +17,8 @@ import types
 import warnings
 from dataclasses import dataclass, field
 
-from tracec import autocast_mode, compiled_backward, fast_call, graph, ir, profiler, size_generic
+from tracec import autocast_mode, compiled_backward, fast_call, graph, ir, size_generic
+from tracec import kernel_profiler as profiler
 from tracec.backends import cache, cpu, cuda, interp
 from tracec.compiled_entry import Entry, _checks_enabled, donations  # noqa: F401
 from tracec.naming import argument_names
@@ -430,7 +431,7 @@ class CompiledFunction:
     def profile(self, *args, repeat: int = 10, echo: bool = True, **kwargs):
         """Run the compiled step ``repeat`` times ordinarily and ``repeat``
         times on a profiling build; print (``echo``) and return its
-        per-kernel profile (``tracec.profiler``)."""
+        per-kernel profile (``tracec.kernel_profiler``)."""
         return profiler.profile(self, args, kwargs, repeat, echo)
 
     def ir(self, stage: str = "optimized") -> str:

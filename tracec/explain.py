@@ -28,7 +28,7 @@ from tracec import ir
 from tracec.compiler import CompiledFunction
 from tracec.guards import EnvGuard
 from tracec.ir.summary import op_label, op_lines
-from tracec.profiler import steady_entry
+from tracec.kernel_profiler import steady_entry
 
 __all__ = ["explain"]
 

@@ -30,6 +30,10 @@ __all__ = ["Size", "Tensor", "RECORDERS", "made_before_call", "apply_direct", "a
 # Callables ``(prim, inputs, params, out)`` notified of every primitive
 # application while registered (the tracer registers one while recording).
 RECORDERS: list = []
+# Callables ``(name, start_ns, arrays)`` told of each eager primitive after it
+# ran (``tracec.profiler``); while any is registered, composites take the
+# ``_bind_primitive`` path (``eager_direct`` is False) so every op is seen.
+OP_OBSERVERS: list = []
 
 # Callables ``(tensor, "get" | "set", value)`` told of every read and write
 # of a tensor's ``.grad`` attribute (the tracer tracks gradient state).
@@ -207,6 +211,8 @@ class Tensor:
         # The eager hot path: a tiny op costs little more than this, so one
         # pass over the operands and no work for features not in use (weak
         # scalars, views, grad, recorders each have their own helper).
+        if OP_OBSERVERS:
+            return _observed_bind(cls, prim, args, params)
         needs_grad = scalars = False
         arrays, dtypes_ = [], []
         rec_args, rec_params = args, params
@@ -672,7 +678,7 @@ def apply_direct(prim, params, args, res: np.ndarray, dtype: dt.DType) -> "Tenso
 def bind_movement(prim, x: "Tensor", params: dict) -> "Tensor":
     """``prim.bind(x, **params)`` for a movement primitive (views, reshapes:
     the hottest front-end ops), applied directly when ``eager_direct``."""
-    if RECORDERS or (x._view_chain and x._view_version != x._version[0]):
+    if RECORDERS or OP_OBSERVERS or (x._view_chain and x._view_version != x._version[0]):
         return prim.bind(x, **params)
     return apply_direct(prim, params, (x,), prim.impl(x._data, **params), x.dtype)
 
@@ -680,8 +686,24 @@ def bind_movement(prim, x: "Tensor", params: dict) -> "Tensor":
 def eager_direct(x: "Tensor") -> bool:
     """May a composite apply its primitives to ``x`` directly with NumPy
     (building the same tensors and nodes ``_bind_primitive`` would)?  Only
-    while no recorder must see them and ``x`` is no stale view."""
-    return not RECORDERS and not (x._view_chain and x._view_version != x._version[0])
+    while no recorder or observer must see them and ``x`` is no stale view."""
+    return not RECORDERS and not OP_OBSERVERS and not (
+        x._view_chain and x._view_version != x._version[0])
+
+
+def _observed_bind(cls, prim, args, params):
+    """``_bind_primitive`` timed for the observers (off the hot path)."""
+    import time
+    observers = OP_OBSERVERS[:]
+    OP_OBSERVERS.clear()         # the bind below runs unobserved, once
+    start = time.perf_counter_ns()
+    try:
+        out = cls._bind_primitive(prim, args, params)
+    finally:
+        OP_OBSERVERS.extend(observers)
+    for h in observers:
+        h(prim.name, start, args)
+    return out
 
 
 def _link_view(out: Tensor, prim, params, src: Tensor, src_data: np.ndarray) -> None:
