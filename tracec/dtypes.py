@@ -235,8 +235,11 @@ class iinfo:
 
 
 def round_bfloat16(a: np.ndarray) -> np.ndarray:
-    """Round float32 storage to bfloat16 precision (round to nearest even)."""
-    a = np.ascontiguousarray(a, dtype=np.float32)
+    """Round float32 storage to bfloat16 precision (round to nearest even);
+    the shape is kept (0-d stays 0-d: ``ascontiguousarray`` alone would
+    make it 1-d)."""
+    shape = np.shape(a)
+    a = np.ascontiguousarray(a, dtype=np.float32).reshape(shape)
     bits = a.view(np.uint32)
     rounding = ((bits >> 16) & 1) + np.uint32(0x7FFF)
     out = ((bits + rounding) & np.uint32(0xFFFF0000)).view(np.float32)

@@ -30,6 +30,10 @@ def _sum_impl(x, *, axes):
     acc = np.int64 if x.dtype == np.bool_ else x.dtype
     if x.ndim == 0:
         return x.astype(acc)
+    if x.dtype == np.float16:
+        # In float32, rounded once, as PyTorch (and the compiled kernels) do:
+        # NumPy's float16 sum along an outer axis rounds at every step.
+        return np.add.reduce(x, axis=axes, dtype=np.float32).astype(np.float16)
     return np.add.reduce(x, axis=axes, dtype=acc)
 
 

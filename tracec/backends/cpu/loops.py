@@ -114,9 +114,17 @@ class LoopProgram:
                     if n.kind == "index" and n.dim > d:
                         n.dim -= 1
             d -= 1
+        if any(r.out.dtype in (dt.float16, dt.bfloat16) for r in self.reductions):
+            # A float16/bfloat16 sum must accumulate in float32 and round
+            # once, as eager does: reduced dims innermost, so the sum stays
+            # in a register instead of being stored (rounded) at every step.
+            order = ([d for d, r in enumerate(self.reduced) if not r]
+                     + [d for d, r in enumerate(self.reduced) if r])
+            self._select(order)
 
     def _select(self, dims: list[int]) -> None:
-        if len(dims) == len(self.shape):
+        """Keep ``dims`` (a subset, or a permutation), in that order."""
+        if dims == list(range(len(self.shape))):
             return
         where = {d: i for i, d in enumerate(dims)}
         self.shape = [self.shape[d] for d in dims]

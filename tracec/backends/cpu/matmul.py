@@ -112,6 +112,11 @@ def emit_matmul(low, op, operands=None) -> None:
     # B read transposed with K contiguous: dot products along K (vectorized
     # with a reassociated sum) instead of rows of C along a strided N.
     dot = tb and not ta and d in (dt.float32, dt.float64)
+    # float16/bfloat16: each element a float32 dot product rounded once, as
+    # eager (and PyTorch's CPU kernels) compute them; C rows accumulated in
+    # storage would round at every k (float16) or never (bfloat16).
+    half = d in (dt.float16, dt.bfloat16)
+    dot = dot or half
 
     def idx(fb, base, i, si, j, sj):
         t = base
@@ -137,6 +142,8 @@ def emit_matmul(low, op, operands=None) -> None:
                         bv = scalar.load(fb, bp, idx(fb, boff, k, sbk, n, sbn), d)
                         return [fb.fbin("fadd", acc, fb.fbin("fmul", av, bv), reassoc=True)]
                     (acc,) = fb.for_range(fb.i64(0), fb.i64(K), kstep, carried=[zero])
+                    if half:
+                        acc = scalar.round_to(fb, acc, d)
                     scalar.store(fb, acc, cp, fb.add(crow, n), d)
                     return ()
                 fb.for_range(fb.i64(0), fb.i64(N), col)
