@@ -196,6 +196,43 @@ def case_fault_shape_compiled(rank, world):
     f(torch.ones(4 + rank))     # rank 1 retraces; its eager check meets rank 0's native one
 
 
+def case_syncbn(rank, world):
+    """Each rank normalizes its slice of one batch with SyncBatchNorm: the
+    outputs, the input gradients and the running statistics equal a single
+    BatchNorm over the whole batch; the affine gradients summed over ranks
+    equal its gradients (eager and compiled)."""
+    rng = np.random.default_rng(7)
+    full = rng.standard_normal((2 * world, 3, 4, 4)).astype(np.float32)
+    cot = rng.standard_normal(full.shape).astype(np.float32)
+    lo, hi = 2 * rank, 2 * rank + 2
+    ref = nn.BatchNorm2d(3)
+    xr = torch.tensor(full, requires_grad=True)
+    (ref(xr) * torch.tensor(cot)).sum().backward()
+    want = ref(torch.tensor(full)).detach()    # second call: running stats of two steps
+    for compiled in (False, True):
+        bn = nn.SyncBatchNorm.convert_sync_batchnorm(nn.Sequential(nn.BatchNorm2d(3)))[0]
+        assert isinstance(bn, nn.SyncBatchNorm)
+
+        def fwd_bwd(x, c):
+            y = bn(x)
+            (y * c).sum().backward()
+            return y
+        run = torch.compile(fwd_bwd) if compiled else fwd_bwd
+        x = torch.tensor(full[lo:hi], requires_grad=True)
+        y = run(x, torch.tensor(cot[lo:hi]))
+        assert np.allclose(x.grad.numpy(), xr.grad.numpy()[lo:hi], atol=1e-5), compiled
+        g = bn.weight.grad.clone()
+        dist.all_reduce(g)
+        assert np.allclose(g.numpy(), ref.weight.grad.numpy(), atol=1e-4), (compiled, g)
+        bn.weight.grad = None
+        bn.bias.grad = None
+        x2 = torch.tensor(full[lo:hi], requires_grad=True)
+        y = run(x2, torch.tensor(cot[lo:hi]))
+        assert np.allclose(y.detach().numpy(), want.numpy()[lo:hi], atol=1e-5), compiled
+        assert np.allclose(bn.running_var.numpy(), ref.running_var.numpy(), atol=1e-6), compiled
+        assert np.allclose(bn.running_mean.numpy(), ref.running_mean.numpy(), atol=1e-6)
+
+
 def main(cases):
     dist.init_process_group("mpi")
     rank, world = dist.get_rank(), dist.get_world_size()

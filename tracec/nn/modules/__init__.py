@@ -1,6 +1,6 @@
 """tracec.nn's layers, one family per file (as PyTorch lays them out)."""
 from tracec.nn.modules.module import Module  # noqa: F401
-from tracec.nn.modules.container import (ModuleDict, ModuleList, ParameterDict,  # noqa: F401
+from tracec.nn.modules.container import (Container, ModuleDict, ModuleList, ParameterDict,  # noqa: F401
                                          ParameterList, Sequential)
 from tracec.nn.modules.linear import Bilinear, Identity, Linear  # noqa: F401
 from tracec.nn.modules.conv import *  # noqa: F401,F403

@@ -17,7 +17,8 @@ from tracec.nn.modules.module import Module, _addindent
 from tracec.nn.parameter import Parameter
 from tracec.tensor import Tensor
 
-__all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
+__all__ = ["Container", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
+           "ParameterDict"]
 
 
 def _index(n: int, idx) -> int:
@@ -25,6 +26,19 @@ def _index(n: int, idx) -> int:
     if not -n <= idx < n:
         raise IndexError(f"index {idx} is out of range")
     return idx % n
+
+
+class Container(Module):
+    """PyTorch's deprecated ``nn.Container``: a Module holding the modules
+    given as keyword arguments."""
+
+    def __init__(self, **kwargs):
+        super().__init__()
+        import warnings
+        warnings.warn("nn.Container is deprecated. All of it's functionality is now "
+                      "implemented in nn.Module. Subclass that instead.", stacklevel=2)
+        for key, value in kwargs.items():
+            self.add_module(key, value)
 
 
 class Sequential(Module):

@@ -15,6 +15,7 @@ from tracec import creation
 from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import graph
+from tracec.shape_ops import cat
 from tracec.nn import functional as F
 from tracec.nn import init
 from tracec.nn.modules.linear import _empty
@@ -22,7 +23,8 @@ from tracec.nn.modules.module import Module
 from tracec.nn.parameter import Parameter
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d",
-           "InstanceNorm3d", "LayerNorm", "GroupNorm", "RMSNorm", "LocalResponseNorm"]
+           "InstanceNorm3d", "LayerNorm", "GroupNorm", "RMSNorm", "LocalResponseNorm",
+           "SyncBatchNorm", "CrossMapLRN2d"]
 
 
 class _NormBase(Module):
@@ -293,6 +295,136 @@ class LocalResponseNorm(Module):
 
     def forward(self, input):
         return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+class SyncBatchNorm(_NormBase):
+    """``nn.SyncBatchNorm``: batch norm whose training statistics are those
+    of the whole batch across the ranks of ``process_group`` (the default
+    group).  Without an initialized process group, or in a world of one, it
+    is ``BatchNorm`` (as PyTorch's on the CPU).
+
+    Invariant: the global mean and (biased) variance come from two
+    differentiable all-reduces (sums and counts, then squared deviations),
+    so the backward pass sums the statistics' gradients across ranks as
+    PyTorch's does; running statistics use the global count's unbiased
+    variance."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True, process_group=None,
+                 device=None, dtype=None):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+        self.process_group = process_group
+
+    def _check_input_dim(self, input) -> None:
+        if input.dim() < 2:
+            raise ValueError(f"expected at least 2D input (got {input.dim()}D input)")
+
+    def _group(self):
+        from tracec import distributed as dist
+        if not (dist.is_available() and dist.is_initialized()):
+            return None
+        pg = dist.default_group(self.process_group)
+        return pg if pg.size() > 1 else None
+
+    def forward(self, input):
+        pg = self._group() if self.training else None
+        if pg is None:
+            return super().forward(input)
+        from tracec import distributed as dist
+        self._check_input_dim(input)
+        if input.shape[1] != self.num_features:
+            raise ValueError(f"expected input with {self.num_features} channels, got "
+                             f"{input.shape[1]}")
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.track_running_stats and self.num_batches_tracked is not None:
+            with graph.no_grad():
+                self.num_batches_tracked.add_(1)
+            if self.momentum is None:
+                factor = TF.div(1.0, self.num_batches_tracked)
+        axes = (0,) + tuple(range(2, input.ndim))
+        shape = (1, -1) + (1,) * (input.ndim - 2)
+        local_n = input.numel() // input.shape[1]
+        count = creation.full((1,), float(local_n), dtype=input.dtype)
+        totals = dist.reduce_tensor(cat([input.sum(axes), count]), dist.ReduceOp.SUM, pg)
+        n = totals[-1]
+        mean = totals[:-1] / n
+        centered = input - mean.reshape(shape)
+        var = dist.reduce_tensor((centered * centered).sum(axes), dist.ReduceOp.SUM, pg) / n
+        if self.track_running_stats and self.running_mean is not None:
+            with graph.no_grad():
+                unbiased = var.detach() * (n / (n - 1))
+                self.running_mean.copy_(self.running_mean * (1.0 - factor)
+                                        + mean.detach() * factor)
+                self.running_var.copy_(self.running_var * (1.0 - factor) + unbiased * factor)
+        y = centered * (var + self.eps).rsqrt().reshape(shape)
+        if self.weight is not None:
+            y = y * self.weight.reshape(shape)
+        if self.bias is not None:
+            y = y + self.bias.reshape(shape)
+        return y
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module, process_group=None):
+        """``module`` with every ``BatchNorm*d`` replaced by a SyncBatchNorm
+        sharing its parameters and buffers (recursively)."""
+        out = module
+        if isinstance(module, _NormBase) and type(module).__name__.startswith("BatchNorm"):
+            out = cls(module.num_features, module.eps, module.momentum, module.affine,
+                      module.track_running_stats, process_group)
+            if module.affine:
+                with graph.no_grad():
+                    out.weight = module.weight
+                    out.bias = module.bias
+            out.running_mean = module.running_mean
+            out.running_var = module.running_var
+            out.num_batches_tracked = module.num_batches_tracked
+            out.training = module.training
+        for name, child in module.named_children():
+            out.add_module(name, cls.convert_sync_batchnorm(child, process_group))
+        del module
+        return out
+
+
+def _cross_map_windows(channels: int, size: int):
+    """The 0/1 matrix ``W[c, j]``: channel ``j``'s square is in channel
+    ``c``'s sum.  PyTorch's legacy CrossMapLRN2d builds the sums with a
+    running window whose removal starts one channel late, so channel 0
+    stays in every sum: reproduced here by running the same recurrence."""
+    pre_pad = int((size - 1) / 2 + 1)
+    rows = [[0] * channels for _ in range(channels)]
+    for c in range(min(pre_pad, channels)):
+        rows[0][c] = 1
+    for c in range(1, channels):
+        rows[c] = list(rows[c - 1])
+        if c < channels - pre_pad + 1:
+            rows[c][c + pre_pad - 1] += 1
+        if c > pre_pad:
+            rows[c][c - pre_pad] -= 1
+    return rows
+
+
+class CrossMapLRN2d(Module):
+    """``nn.CrossMapLRN2d``: PyTorch's legacy (Lua-torch) cross-channel
+    local response normalization of a 4-D input, windows included (see
+    ``_cross_map_windows``): ``x * (k + alpha / size * sum x²) ** -beta``.
+    Its gradient is this forward's true one; PyTorch's hand-written backward
+    assumes symmetric windows (and fails for ``size=1``)."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input):
+        if input.dim() != 4:
+            raise ValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.dim()}D instead.")
+        windows = creation.tensor(_cross_map_windows(input.shape[1], self.size),
+                                  dtype=input.dtype)
+        sums = TF.matmul(windows, (input * input).flatten(2))      # [C, C] @ [N, C, H*W]
+        scale = sums.reshape(input.shape) * (self.alpha / self.size) + self.k
+        return input * scale.pow(-self.beta)
 
     def extra_repr(self) -> str:
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
