@@ -275,3 +275,19 @@ def test_aten_losses_default_to_no_reduction_as_torch():
                   tuple(lib.cosine_embedding_loss(A, A, T).shape),
                   tuple(lib.triplet_margin_loss(A, A, A).shape)]
         assert shapes == [(3, 4), (3,), (3,), (3,)], lib.__name__
+
+
+def test_storage_stack_dataset_and_distributed_sampler_export():
+    import warnings
+    from tracec.utils.data import DistributedSampler, StackDataset, TensorDataset  # noqa: F401
+    x = tracec.arange(6.0).view(2, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        s = x[1].storage()
+        assert len(s) == 6 and s.data_ptr() == x.storage().data_ptr() and s.element_size() == 4
+    a = TensorDataset(tracec.arange(3))
+    st = StackDataset(a, a)
+    assert len(st) == 3 and st[1][0][0].item() == 1 and len(st[1]) == 2
+    assert set(StackDataset(x=a, y=a)[2]) == {"x", "y"}
+    with pytest.raises(ValueError, match="Size mismatch"):
+        StackDataset(a, TensorDataset(tracec.arange(4)))

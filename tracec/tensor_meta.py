@@ -173,6 +173,39 @@ def _untyped_storage(self) -> UntypedStorage:
     return UntypedStorage(_root(self)._data)
 
 
+class TypedStorage(UntypedStorage):
+    """``Tensor.storage()`` (deprecated in PyTorch): the storage counted in
+    elements of the tensor's dtype."""
+
+    def __init__(self, root: np.ndarray, dtype):
+        super().__init__(root)
+        self.dtype = dtype
+
+    def size(self) -> int:
+        return int(self._root.size)
+
+    __len__ = size
+
+    def element_size(self) -> int:
+        return int(self._root.itemsize)
+
+    def tolist(self) -> list:
+        return self._root.reshape(-1).tolist()
+
+    def __repr__(self):
+        return f"TypedStorage(dtype={self.dtype}, size={self.size()})"
+
+
+def _storage(self) -> TypedStorage:
+    import warnings
+    warnings.warn("TypedStorage is deprecated. It will be removed in the future and "
+                  "UntypedStorage will be the only storage class. This should only matter to "
+                  "you if you are using storages directly.  To access UntypedStorage directly, "
+                  "use tensor.untyped_storage() instead of tensor.storage()", UserWarning,
+                  stacklevel=2)
+    return TypedStorage(_root(self)._data, self.dtype)
+
+
 def is_signed(x) -> bool:
     return x.dtype.is_signed
 
@@ -237,6 +270,7 @@ Tensor.contiguous = contiguous
 Tensor.storage_offset = _storage_offset
 Tensor.data_ptr = _data_ptr
 Tensor.untyped_storage = _untyped_storage
+Tensor.storage = _storage
 Tensor.is_signed = is_signed
 Tensor.get_device = get_device
 Tensor.is_inference = is_inference

@@ -28,6 +28,7 @@ from tracec.nn._attention import (_canonical_mask, _mha_shape_check,  # noqa: F4
                                   scaled_dot_product_attention)
 from tracec.nn._conv import *  # noqa: F401,F403
 from tracec.nn._pool_extra import *  # noqa: F401,F403
+from tracec.nn._fractional import *  # noqa: F401,F403
 from tracec.nn._loss import (binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: F401
                              cross_entropy, huber_loss, kl_div, l1_loss, mse_loss, nll_loss,
                              smooth_l1_loss)
