@@ -335,3 +335,33 @@ def test_a_product_equal_to_a_number_specializes_its_symbols(monkeypatch):
     info = f.cache_info()
     assert info.traces == 1 and info.symbolic[0] == {"arg0[0]": "B: dynamic=True"}
     assert any(n.startswith("T specialized to 3") for n in info.notes)
+
+
+def test_batchnorm_training_step_keeps_the_batch_symbolic():
+    """BatchNorm's unbiased running variance (n / (n - 1)) used to be a
+    Python float of the batch size: a CNN step specialized its batch (and
+    ``tracec build --arg x=f32[B,...]`` refused B)."""
+    def make():
+        tracec.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
+                              nn.Linear(4 * 4 * 4, 3))
+        opt = tracec.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return model, step
+    m1, eager = make()
+    m2, step = make()
+    comp = tracec.compile(step)
+    for b in (5, 7, 3, 6):
+        x, y = tracec.randn(b, 1, 6, 6), tracec.randint(0, 3, (b,))
+        tracec.mark_dynamic(x, 0)
+        tracec.mark_dynamic(y, 0)
+        _close(comp(x, y).item(), eager(x, y).item())
+    info = comp.cache_info()
+    assert info.traces == 1 and not info.size_notes, info
+    _close(m2[1].running_var.numpy(), m1[1].running_var.numpy(), 1e-5)

@@ -180,8 +180,12 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                 running_mean.copy_(TF.add(TF.mul(running_mean, 1.0 - momentum),
                                           TF.mul(mean.detach(), momentum)))
             if running_var is not None:
+                # n / (n - 1) as two operations, not a Python float: n may be
+                # a symbolic size (a batch dimension), which must not
+                # specialize the trace.
+                unbiased = TF.div(TF.mul(var.detach(), n), n - 1)
                 running_var.copy_(TF.add(TF.mul(running_var, 1.0 - momentum),
-                                         TF.mul(var.detach(), momentum * (n / (n - 1)))))
+                                         TF.mul(unbiased, momentum)))
         y = TF.mul(d, ops.reshape(TF.rsqrt(TF.add(var, eps)), shape))
     else:
         if running_mean is None or running_var is None:
