@@ -197,8 +197,13 @@ class Generator:
         with graph.no_grad():
             u = ops.random_uniform(self.state, shape, dtype)
             n = math.prod(shape)
-            self.state._assign(ops.add(self.state, Tensor._make(np.array([0, n], np.int64),
-                                                                  dt.int64)), "rng")
+            if isinstance(n, Sym):
+                # A symbolic count (a batch size): the offset advances by it
+                # at run time instead of specializing the trace to one size.
+                step = ops.mul(Tensor._make(np.array([0, 1], np.int64), dt.int64), n)
+            else:
+                step = Tensor._make(np.array([0, n], np.int64), dt.int64)
+            self.state._assign(ops.add(self.state, step), "rng")
         return u
 
 

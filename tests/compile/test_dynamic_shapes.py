@@ -365,3 +365,26 @@ def test_batchnorm_training_step_keeps_the_batch_symbolic():
     info = comp.cache_info()
     assert info.traces == 1 and not info.size_notes, info
     _close(m2[1].running_var.numpy(), m1[1].running_var.numpy(), 1e-5)
+
+
+def test_random_draws_and_batchmean_keep_the_batch_symbolic():
+    """Dropout (any draw whose count is a symbolic size) advances the RNG
+    offset by the symbol at run time, and kl_div's batchmean divides by it:
+    one trace serves every batch, with eager's numbers and RNG state."""
+    def step(x):
+        y = F.dropout(x, 0.5) + tracec.rand(x.shape[0], 2).sum(1, keepdim=True)
+        return y, F.kl_div(y.log_softmax(1), y.softmax(1), reduction="batchmean")
+    comp = tracec.compile(step)
+    for b in (5, 7, 3):
+        x = tracec.ones(b, 4)
+        tracec.mark_dynamic(x, 0)
+        tracec.manual_seed(b)
+        got, got_kl = comp(x)
+        got_state = tracec.get_rng_state().tolist()
+        tracec.manual_seed(b)
+        want, want_kl = step(x)
+        assert np.array_equal(got.numpy(), want.numpy())
+        assert got_state == tracec.get_rng_state().tolist()
+        _close(got_kl.item(), want_kl.item(), 1e-6)
+    info = comp.cache_info()
+    assert info.traces == 1 and not info.size_notes, info

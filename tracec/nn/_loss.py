@@ -296,7 +296,8 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
         logt = ops.log(ops.where(pos, target, 1.0))
         loss = TF.sub(ops.where(pos, TF.mul(target, logt), 0.0), TF.mul(target, input))
     if reduction == "batchmean":
-        return TF.div(TF.sum(loss), float(input.shape[0]) if input.ndim else 1.0)
+        # The batch size as it is (a symbolic size stays symbolic).
+        return TF.div(TF.sum(loss), input.shape[0]) if input.ndim else TF.sum(loss)
     return _reduce(loss, reduction)
 
 
