@@ -291,3 +291,14 @@ def test_storage_stack_dataset_and_distributed_sampler_export():
     assert set(StackDataset(x=a, y=a)[2]) == {"x", "y"}
     with pytest.raises(ValueError, match="Size mismatch"):
         StackDataset(a, TensorDataset(tracec.arange(4)))
+
+
+def test_return_types_repr_and_tuple_behaviour():
+    x = tracec.tensor([[3.0, 1.0, 4.0], [1.0, 5.0, 9.0]])
+    r = tracec.topk(x, 2)
+    assert repr(r).startswith("tracec.return_types.topk(\nvalues=tensor(")
+    assert repr(x.max(1)).startswith("tracec.return_types.max(") and \
+        repr(x.min(1)).startswith("tracec.return_types.min(")
+    values, indices = x.max(1)
+    assert values.tolist() == [4.0, 9.0] and x.max(1)._fields == ("values", "indices")
+    assert isinstance(r, tuple) and tracec.return_types.topk is type(r)

@@ -130,7 +130,7 @@ from tracec.config import *  # noqa: E402,F401,F403
 from tracec.aten_functional import *  # noqa: E402,F401,F403
 from tracec.windows import *  # noqa: E402,F401,F403
 from tracec.aten_extra import *  # noqa: E402,F401,F403
-from tracec import hub, mps, testing, xpu  # noqa: E402,F401
+from tracec import hub, mps, return_types, testing, xpu  # noqa: E402,F401
 from tracec.tensor_type import set_default_tensor_type  # noqa: E402,F401
 from tracec.amp import GradScaler  # noqa: E402,F401
 from tracec import random  # noqa: E402,F401

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections import namedtuple
 
 import numpy as np
 
@@ -18,6 +17,7 @@ from tracec import autocast_mode, ops
 from tracec.symbolic import Sym
 from tracec.ops.core import normalize_axis
 from tracec.tensor import Tensor, apply_direct, eager_direct, weak_scalar
+from tracec.return_types import structseq
 
 __all__ = [
     "MinMax", "abs", "absolute", "add", "allclose", "amax", "amin", "argmax", "argmin", "bmm",
@@ -423,7 +423,8 @@ def amin(x, dim=None, keepdim=False):
     return _keep(x, ops.reduce_min(x, axes), axes, keepdim)
 
 
-MinMax = namedtuple("MinMax", ["values", "indices"])
+MinMax = structseq("max", ["values", "indices"])
+MinResult = structseq("min", ["values", "indices"])
 
 
 def _extreme(x, dim, keepdim, other, arg, full, name):
@@ -436,7 +437,7 @@ def _extreme(x, dim, keepdim, other, arg, full, name):
                       else "MinBackward1")
     d = normalize_axis(dim, x.ndim)
     if x.ndim == 0:
-        return MinMax(x, Tensor._from_data(np.zeros((), np.int64)))
+        return (MinMax if name == "max" else MinResult)(x, Tensor._from_data(np.zeros((), np.int64)))
     idx = arg(x, d)
     kidx = ops.reshape(idx, tuple(1 if i == d else s for i, s in enumerate(x.shape)))
     vals = ops.gather(x, kidx, d)
@@ -444,7 +445,8 @@ def _extreme(x, dim, keepdim, other, arg, full, name):
         vals = ops.reshape(vals, idx.shape)
     else:
         idx = kidx
-    return MinMax(_named(vals, "MaxBackward0" if name == "max" else "MinBackward0"), idx)
+    result = MinMax if name == "max" else MinResult
+    return result(_named(vals, "MaxBackward0" if name == "max" else "MinBackward0"), idx)
 
 
 def max(x, dim=None, keepdim=False, *, other=None):  # noqa: A001

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections import namedtuple
 
 import numpy as np
 
@@ -25,6 +24,7 @@ from tracec import ops
 from tracec import shape_ops as S
 from tracec.functions import promote, tensor_arg
 from tracec.tensor import Tensor, concrete
+from tracec.return_types import structseq
 
 __all__ = ["inv", "inverse", "det", "slogdet", "logdet", "solve", "cholesky", "qr", "svd",
            "svdvals", "eigh", "eigvalsh", "pinv", "pinverse", "inv_ex", "cholesky_ex",
@@ -32,19 +32,19 @@ __all__ = ["inv", "inverse", "det", "slogdet", "logdet", "solve", "cholesky", "q
            "cholesky_solve", "cholesky_inverse", "lu_factor", "lu_factor_ex", "lu", "lu_unpack",
            "lu_solve"]
 
-SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
-QRResult = namedtuple("qr", ["Q", "R"])
-SVDResult = namedtuple("svd", ["U", "S", "Vh"])
-EighResult = namedtuple("eigh", ["eigenvalues", "eigenvectors"])
-InvExResult = namedtuple("inv_ex", ["inverse", "info"])
-CholeskyExResult = namedtuple("cholesky_ex", ["L", "info"])
-SolveExResult = namedtuple("solve_ex", ["result", "info"])
-LstsqResult = namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
-TriangularSolveResult = namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
-LUFactorResult = namedtuple("lu_factor", ["LU", "pivots"])
-LUFactorExResult = namedtuple("lu_factor_ex", ["LU", "pivots", "info"])
-LUResult = namedtuple("lu", ["P", "L", "U"])
-LUUnpackResult = namedtuple("lu_unpack", ["P", "L", "U"])
+SlogdetResult = structseq("slogdet", ["sign", "logabsdet"])
+QRResult = structseq("qr", ["Q", "R"])
+SVDResult = structseq("svd", ["U", "S", "Vh"])
+EighResult = structseq("eigh", ["eigenvalues", "eigenvectors"])
+InvExResult = structseq("inv_ex", ["inverse", "info"])
+CholeskyExResult = structseq("cholesky_ex", ["L", "info"])
+SolveExResult = structseq("solve_ex", ["result", "info"])
+LstsqResult = structseq("lstsq", ["solution", "residuals", "rank", "singular_values"])
+TriangularSolveResult = structseq("triangular_solve", ["solution", "cloned_coefficient"])
+LUFactorResult = structseq("lu_factor", ["LU", "pivots"])
+LUFactorExResult = structseq("lu_factor_ex", ["LU", "pivots", "info"])
+LUResult = structseq("lu", ["P", "L", "U"])
+LUUnpackResult = structseq("lu_unpack", ["P", "L", "U"])
 
 
 def _float_input(x, name):
@@ -276,7 +276,7 @@ def svdvals(A, *, driver=None):
 
 def _torch_svd(input, some=True, compute_uv=True):  # noqa: A002
     U, S_, Vh = svd(input, full_matrices=not some)
-    return namedtuple("svd", ["U", "S", "V"])(U, S_, S.mT(Vh))
+    return structseq("svd_torch", ["U", "S", "V"])(U, S_, S.mT(Vh))
 
 
 def _eigvalsh_fwd(ctx, a, uplo):

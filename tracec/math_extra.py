@@ -24,6 +24,7 @@ from tracec import functions as F
 from tracec import ops
 from tracec.functions import _float_unary, _named, _operand, promote
 from tracec.tensor import RECORDERS, Tensor, concrete
+from tracec.return_types import structseq
 
 __all__ = [
     "floor", "ceil", "round", "trunc", "fix", "frac", "log2", "log10", "exp2", "logaddexp",
@@ -495,7 +496,7 @@ def ldexp(input, other):  # noqa: A002
     return _named(ops.mul(x, p), "MulBackward0")
 
 
-FrexpResult = __import__("collections").namedtuple("frexp", ["mantissa", "exponent"])
+FrexpResult = structseq("frexp", ["mantissa", "exponent"])
 
 
 def frexp(input):  # noqa: A002

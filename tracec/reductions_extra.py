@@ -11,7 +11,6 @@ several parts are PyTorch's named tuples (``values, indices`` ...).
 """
 from __future__ import annotations
 
-from collections import namedtuple
 
 import numpy as np
 
@@ -24,18 +23,19 @@ from tracec.ops.core import normalize_axis
 from tracec.rearrange import _scan, _slice
 from tracec import shape_ops as S
 from tracec.tensor import Tensor
+from tracec.return_types import structseq
 
 __all__ = ["prod", "nansum", "nanmean", "std_mean", "var_mean", "aminmax", "median",
            "nanmedian", "mode", "kthvalue", "quantile", "nanquantile", "cummax", "cummin",
            "logcumsumexp", "count_nonzero", "cov", "corrcoef"]
 
-MedianResult = namedtuple("median", ["values", "indices"])
-NanmedianResult = namedtuple("nanmedian", ["values", "indices"])
-ModeResult = namedtuple("mode", ["values", "indices"])
-KthvalueResult = namedtuple("kthvalue", ["values", "indices"])
-AminmaxResult = namedtuple("aminmax", ["min", "max"])
-CummaxResult = namedtuple("cummax", ["values", "indices"])
-CumminResult = namedtuple("cummin", ["values", "indices"])
+MedianResult = structseq("median", ["values", "indices"])
+NanmedianResult = structseq("nanmedian", ["values", "indices"])
+ModeResult = structseq("mode", ["values", "indices"])
+KthvalueResult = structseq("kthvalue", ["values", "indices"])
+AminmaxResult = structseq("aminmax", ["min", "max"])
+CummaxResult = structseq("cummax", ["values", "indices"])
+CumminResult = structseq("cummin", ["values", "indices"])
 
 
 def _every_other(x, d, first, n):

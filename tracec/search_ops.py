@@ -10,7 +10,6 @@ as in PyTorch.
 """
 from __future__ import annotations
 
-from collections import namedtuple
 
 import numpy as np
 
@@ -18,10 +17,11 @@ from tracec import dtypes as dt
 from tracec import ops
 from tracec.functions import promote
 from tracec.tensor import Tensor, concrete
+from tracec.return_types import structseq
 
 __all__ = ["searchsorted", "bucketize", "unique", "unique_consecutive", "histogram"]
 
-histogram_result = namedtuple("histogram", ["hist", "bin_edges"])
+histogram_result = structseq("histogram", ["hist", "bin_edges"])
 
 
 def _insertion(seq, values, right, out_int32):

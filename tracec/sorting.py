@@ -11,7 +11,6 @@ samples sequentially without replacement in proportion to ``p``.
 """
 from __future__ import annotations
 
-from collections import namedtuple
 
 import numpy as np
 
@@ -22,12 +21,13 @@ from tracec.functions import _named
 from tracec.ops.core import normalize_axis
 from tracec.rearrange import cumsum
 from tracec.tensor import Tensor
+from tracec.return_types import structseq
 
 __all__ = ["sort", "argsort", "topk", "msort", "multinomial"]
 
 # torch.return_types.sort / topk: namedtuples of (values, indices).
-SortResult = namedtuple("sort", ["values", "indices"])
-TopkResult = namedtuple("topk", ["values", "indices"])
+SortResult = structseq("sort", ["values", "indices"])
+TopkResult = structseq("topk", ["values", "indices"])
 
 
 def _order(x, dim, descending, name):
