@@ -71,8 +71,17 @@ class ELU(Module):
 
 
 class Hardtanh(Module):
-    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False,
+                 min_value: float | None = None, max_value: float | None = None):
         super().__init__()
+        if min_value is not None or max_value is not None:
+            import warnings
+            warnings.warn("keyword argument `min_value` is deprecated and rename to `min_val`"
+                          if min_value is not None else
+                          "keyword argument `max_value` is deprecated and rename to `max_val`",
+                          FutureWarning, stacklevel=2)
+            min_val = min_value if min_value is not None else min_val
+            max_val = max_value if max_value is not None else max_val
         self.min_val = min_val
         self.max_val = max_val
         self.inplace = inplace

@@ -314,8 +314,9 @@ class SyncBatchNorm(_NormBase):
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True, process_group=None,
-                 device=None, dtype=None):
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+                 device=None, dtype=None, *, bias: bool = True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype,
+                         bias=bias)
         self.process_group = process_group
 
     def _check_input_dim(self, input) -> None:
@@ -373,7 +374,8 @@ class SyncBatchNorm(_NormBase):
         out = module
         if isinstance(module, _NormBase) and type(module).__name__.startswith("BatchNorm"):
             out = cls(module.num_features, module.eps, module.momentum, module.affine,
-                      module.track_running_stats, process_group)
+                      module.track_running_stats, process_group,
+                      bias=not module.affine or module.bias is not None)
             if module.affine:
                 with graph.no_grad():
                     out.weight = module.weight
