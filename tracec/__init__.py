@@ -31,8 +31,8 @@ FloatTensor = Tensor
 from tracec.version import __version__  # noqa: E402,F401
 
 
-def is_tensor(x) -> "builtins.bool":
-    return isinstance(x, Tensor)
+def is_tensor(obj) -> "builtins.bool":
+    return isinstance(obj, Tensor)
 
 
 def numel(x) -> "builtins.int":

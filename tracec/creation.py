@@ -229,8 +229,8 @@ def get_rng_state() -> Tensor:
     return default_generator.get_state()
 
 
-def set_rng_state(state: Tensor) -> None:
-    default_generator.set_state(state)
+def set_rng_state(new_state: Tensor) -> None:
+    default_generator.set_state(new_state)
 
 
 def _float_dtype(dtype):

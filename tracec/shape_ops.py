@@ -232,7 +232,8 @@ def _slice_dim(x, d, start, stop):
     return _named(ops.slice_(x, starts, stops, (1,) * x.ndim), "SplitBackward0")
 
 
-def split(x, split_size_or_sections, dim=0):
+def split(tensor, split_size_or_sections, dim=0):
+    x = tensor
     d = normalize_axis(dim, x.ndim)
     n = x.shape[d]
     if isinstance(split_size_or_sections, int):

@@ -58,7 +58,10 @@ def _accumulate(create_graph):
     return acc
 
 
-def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
+             grad_variables=None, inputs=None):
+    if grad_variables is not None:     # PyTorch's deprecated name of grad_tensors
+        grad_tensors = grad_variables if grad_tensors is None else grad_tensors
     if isinstance(tensors, Tensor):
         tensors = [tensors]
     tensors = list(tensors)
@@ -96,7 +99,11 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
-         allow_unused=None, materialize_grads=False):
+         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    if is_grads_batched:
+        raise NotImplementedError("autograd.grad(is_grads_batched=True) is not supported by "
+                                  "tracec: call grad once per cotangent (or use tracec.func.vmap "
+                                  "over a function that calls it)")
     single = isinstance(inputs, Tensor)
     outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     inputs = [inputs] if single else list(inputs)
@@ -205,11 +212,25 @@ def _as_tuple(x):
     return x if isinstance(x, tuple) else (x,)
 
 
-def gradcheck(fn, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
-              nondet_tol=0.0) -> bool:
+def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
+              nondet_tol=0.0, check_undefined_grad=True, check_grad_dtypes=False,
+              check_batched_grad=False, check_batched_forward_grad=False,
+              check_forward_ad=False, check_backward_ad=True, fast_mode=False,
+              masked=None) -> bool:
     """Compare analytic gradients with central finite differences (in the
     inputs' dtype: use float64).  Raises ``GradcheckError`` on a mismatch
-    naming the input and the largest difference."""
+    naming the input and the largest difference.  ``fast_mode`` runs the
+    full check (stronger than PyTorch's fast one); the forward-mode and
+    batched checks are not available and say so."""
+    for flag, name in ((check_forward_ad, "check_forward_ad"),
+                       (check_batched_grad, "check_batched_grad"),
+                       (check_batched_forward_grad, "check_batched_forward_grad")):
+        if flag:
+            raise NotImplementedError(f"gradcheck({name}=True): tracec checks reverse-mode "
+                                      f"gradients only")
+    if not check_backward_ad:
+        return True
+    fn = func
     inputs = _as_tuple(inputs)
     diff = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     for i in diff:
