@@ -55,7 +55,7 @@ def _cpu(self):
     return self
 
 
-def _cuda(self, device=None):
+def _cuda(self, device=None, non_blocking=False, memory_format=None):
     from tracec.device import to_device
     to_device("cuda")
 

@@ -383,8 +383,10 @@ class Tensor:
 
     # --- conversion ----------------------------------------------------------
 
-    def numpy(self) -> np.ndarray:
-        if self.requires_grad:
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """The NumPy array (shared memory); ``force=True``: of a tensor that
+        requires grad too (``detach()`` first, as PyTorch's ``force``)."""
+        if self.requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
         concrete(self, "numpy()")
