@@ -302,3 +302,13 @@ def test_return_types_repr_and_tuple_behaviour():
     values, indices = x.max(1)
     assert values.tolist() == [4.0, 9.0] and x.max(1)._fields == ("values", "indices")
     assert isinstance(r, tuple) and tracec.return_types.topk is type(r)
+
+
+def test_generator_methods():
+    g = tracec.Generator(device="cpu")
+    assert g.initial_seed() == 67280421310721 and str(g.device) == "cpu"
+    s = g.seed()
+    assert g.initial_seed() == s
+    g.manual_seed(1)
+    h = g.clone_state()
+    assert tracec.equal(tracec.rand(3, generator=g), tracec.rand(3, generator=h))

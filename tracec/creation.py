@@ -176,6 +176,20 @@ class Generator:
 
     def __init__(self, device="cpu"):
         self.state = Tensor._make(np.array([0, 0], np.int64), dt.int64)
+        self.device = to_device(device)
+        # PyTorch seeds a new generator with its default seed, 67280421310721.
+        self.state._data[0] = 67280421310721
+
+    def seed(self) -> int:
+        """Seed from the operating system's entropy; returns the seed."""
+        s = int.from_bytes(np.random.bytes(7), "little")
+        self.manual_seed(s)
+        return s
+
+    def clone_state(self) -> "Generator":
+        g = Generator()
+        g.set_state(self.get_state())
+        return g
 
     def manual_seed(self, seed: int) -> "Generator":
         self.state._data[...] = (int(seed) & 0x7FFFFFFFFFFFFFFF, 0)
