@@ -8,7 +8,8 @@ import math
 from tracec import functions as TF
 from tracec.distributions.bernoulli import Bernoulli
 from tracec.distributions.categorical import Categorical, OneHotCategorical
-from tracec.distributions.normal import Normal, Uniform
+from tracec.distributions.normal import Normal
+from tracec.distributions.uniform import Uniform
 from tracec.nn.functional import softplus
 
 __all__ = ["kl_divergence", "register_kl"]

@@ -1,0 +1,264 @@
+"""The transforms that act on whole vectors or matrices (to the simplex,
+to Cholesky factors and positive-definite matrices) and the ones that
+apply several transforms to slices (``CatTransform``, ``StackTransform``),
+with PyTorch's formulas. Re-exported by ``transforms``."""
+from __future__ import annotations
+
+from tracec import functions as TF
+from tracec import linalg
+from tracec.creation import ones
+from tracec.distributions import constraints
+from tracec.distributions.transforms import Transform, _clipped_sigmoid
+from tracec.distributions.utils import finfo_tiny, sum_rightmost
+from tracec.nn.functional import logsigmoid, pad
+from tracec.shape_ops import cat, stack
+
+__all__ = ["CatTransform", "CumulativeDistributionTransform", "LowerCholeskyTransform",
+           "PositiveDefiniteTransform", "SoftmaxTransform", "StackTransform",
+           "StickBreakingTransform"]
+
+
+class SoftmaxTransform(Transform):
+    """``exp`` then normalize: onto the simplex, not bijective."""
+    domain = constraints.real_vector
+    codomain = constraints.simplex
+
+    def __eq__(self, other):
+        return isinstance(other, SoftmaxTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        probs = (x - x.max(-1, True)[0]).exp()
+        return probs / probs.sum(-1, True)
+
+    def _inverse(self, y):
+        return y.log()
+
+    def forward_shape(self, shape):
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        return shape
+
+    inverse_shape = forward_shape
+
+
+def _offset(x, n):
+    return n - ones(x.shape[-1], dtype=x.dtype).cumsum(-1)
+
+
+class StickBreakingTransform(Transform):
+    """Unconstrained ``K - 1`` vectors onto the ``K`` simplex (iterated
+    sigmoids); bijective."""
+    domain = constraints.real_vector
+    codomain = constraints.simplex
+    bijective = True
+
+    def __eq__(self, other):
+        return isinstance(other, StickBreakingTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        offset = _offset(x, x.shape[-1] + 1)
+        z = _clipped_sigmoid(x - offset.log())
+        z_cumprod = (1 - z).cumprod(-1)
+        return pad(z, [0, 1], value=1) * pad(z_cumprod, [1, 0], value=1)
+
+    def _inverse(self, y):
+        y_crop = y[..., :-1]
+        offset = _offset(y_crop, y.shape[-1])
+        sf = TF.clamp(1 - y_crop.cumsum(-1), min=finfo_tiny(y.dtype))
+        return y_crop.log() - sf.log() + offset.log()
+
+    def log_abs_det_jacobian(self, x, y):
+        offset = _offset(x, x.shape[-1] + 1)
+        x = x - offset.log()
+        # 1 - sigmoid(x) = exp(-x) * sigmoid(x)
+        return (-x + logsigmoid(x) + y[..., :-1].log()).sum(-1)
+
+    def forward_shape(self, shape):
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        return tuple(shape[:-1]) + (shape[-1] + 1,)
+
+    def inverse_shape(self, shape):
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        return tuple(shape[:-1]) + (shape[-1] - 1,)
+
+
+class LowerCholeskyTransform(Transform):
+    """Strictly lower part kept, diagonal exponentiated."""
+    domain = constraints.independent(constraints.real, 2)
+    codomain = constraints.lower_cholesky
+
+    def __eq__(self, other):
+        return isinstance(other, LowerCholeskyTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        return x.tril(-1) + TF.diag_embed(x.diagonal(dim1=-2, dim2=-1).exp())
+
+    def _inverse(self, y):
+        return y.tril(-1) + TF.diag_embed(y.diagonal(dim1=-2, dim2=-1).log())
+
+
+class PositiveDefiniteTransform(Transform):
+    """``L L^T`` of the ``LowerCholeskyTransform`` of ``x``."""
+    domain = constraints.independent(constraints.real, 2)
+    codomain = constraints.positive_definite
+
+    def __eq__(self, other):
+        return isinstance(other, PositiveDefiniteTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        x = LowerCholeskyTransform()(x)
+        return x @ x.transpose(-2, -1)
+
+    def _inverse(self, y):
+        return LowerCholeskyTransform().inv(linalg.cholesky(y))
+
+
+class CatTransform(Transform):
+    """``tseq[i]`` on the ``lengths[i]`` slice of dimension ``dim``."""
+
+    def __init__(self, tseq, dim=0, lengths=None, cache_size=0):
+        if cache_size:
+            tseq = [t.with_cache(cache_size) for t in tseq]
+        super().__init__(cache_size=cache_size)
+        self.transforms = list(tseq)
+        self.lengths = list(lengths) if lengths is not None else [1] * len(self.transforms)
+        if len(self.lengths) != len(self.transforms):
+            raise ValueError("lengths must match the number of transforms")
+        self.dim = dim
+
+    @property
+    def event_dim(self):
+        return max(t.event_dim for t in self.transforms)
+
+    @property
+    def length(self):
+        return sum(self.lengths)
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return CatTransform(self.transforms, self.dim, self.lengths, cache_size)
+
+    def _slices(self, x):
+        start = 0
+        for trans, length in zip(self.transforms, self.lengths):
+            yield trans, x.narrow(self.dim, start, length)
+            start += length
+
+    def _call(self, x):
+        return cat([t(xs) for t, xs in self._slices(x)], self.dim)
+
+    def _inverse(self, y):
+        return cat([t.inv(ys) for t, ys in self._slices(y)], self.dim)
+
+    def log_abs_det_jacobian(self, x, y):
+        parts, start = [], 0
+        for trans, length in zip(self.transforms, self.lengths):
+            xs, ys = x.narrow(self.dim, start, length), y.narrow(self.dim, start, length)
+            jac = trans.log_abs_det_jacobian(xs, ys)
+            if trans.event_dim < self.event_dim:
+                jac = sum_rightmost(jac, self.event_dim - trans.event_dim)
+            parts.append(jac)
+            start += length
+        dim = self.dim
+        if dim >= 0:
+            dim = dim - x.dim()
+        dim = dim + self.event_dim
+        if dim < 0:
+            return cat(parts, dim)
+        result = parts[0]
+        for p in parts[1:]:
+            result = result + p
+        return result
+
+    @property
+    def bijective(self):
+        return all(t.bijective for t in self.transforms)
+
+    @constraints.dependent_property
+    def domain(self):
+        return constraints.cat([t.domain for t in self.transforms], self.dim, self.lengths)
+
+    @constraints.dependent_property
+    def codomain(self):
+        return constraints.cat([t.codomain for t in self.transforms], self.dim, self.lengths)
+
+
+class StackTransform(Transform):
+    """``tseq[i]`` on index ``i`` of dimension ``dim``."""
+
+    def __init__(self, tseq, dim=0, cache_size=0):
+        if cache_size:
+            tseq = [t.with_cache(cache_size) for t in tseq]
+        super().__init__(cache_size=cache_size)
+        self.transforms, self.dim = list(tseq), dim
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return StackTransform(self.transforms, self.dim, cache_size)
+
+    def _map(self, fn, z):
+        return stack([fn(t, zi) for t, zi in zip(self.transforms, z.unbind(self.dim))],
+                     self.dim)
+
+    def _call(self, x):
+        return self._map(lambda t, v: t(v), x)
+
+    def _inverse(self, y):
+        return self._map(lambda t, v: t.inv(v), y)
+
+    def log_abs_det_jacobian(self, x, y):
+        return stack([t.log_abs_det_jacobian(xi, yi) for t, xi, yi in
+                      zip(self.transforms, x.unbind(self.dim), y.unbind(self.dim))], self.dim)
+
+    @property
+    def bijective(self):
+        return all(t.bijective for t in self.transforms)
+
+    @constraints.dependent_property
+    def domain(self):
+        return constraints.stack([t.domain for t in self.transforms], self.dim)
+
+    @constraints.dependent_property
+    def codomain(self):
+        return constraints.stack([t.codomain for t in self.transforms], self.dim)
+
+
+class CumulativeDistributionTransform(Transform):
+    """``y = distribution.cdf(x)``; the Jacobian is the density."""
+    bijective = True
+    codomain = constraints.unit_interval
+    sign = +1
+
+    def __init__(self, distribution, cache_size=0):
+        super().__init__(cache_size=cache_size)
+        self.distribution = distribution
+
+    @property
+    def domain(self):
+        return self.distribution.support
+
+    def _call(self, x):
+        return self.distribution.cdf(x)
+
+    def _inverse(self, y):
+        return self.distribution.icdf(y)
+
+    def log_abs_det_jacobian(self, x, y):
+        return self.distribution.log_prob(x)
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return CumulativeDistributionTransform(self.distribution, cache_size=cache_size)
