@@ -312,7 +312,8 @@ class _PositiveDefinite(_Symmetric):
         sym = _Symmetric.check(self, value)
         if not bool(sym.all()):
             return sym
-        return TF.eq(linalg.cholesky_ex(value).info, 0)
+        # PyTorch asks cholesky_ex; the smallest eigenvalue decides the same.
+        return TF.gt(linalg.eigvalsh(value), 0).all(-1)
 
 
 class _Cat(Constraint):

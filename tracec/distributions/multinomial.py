@@ -77,7 +77,9 @@ class Multinomial(Distribution):
         return counts.to(self.probs.dtype)
 
     def entropy(self):
-        n = tensor(float(self.total_count), dtype=self.probs.dtype)
+        # An integer tensor, as PyTorch makes it: lgamma(n + 1) is in the
+        # default float dtype.
+        n = tensor(self.total_count)
         term1 = n * self._categorical.entropy() - lgamma(n + 1)
         support = self._binomial.enumerate_support(expand=False)[1:]
         binomial_probs = self._binomial.log_prob(support).exp()
