@@ -31,9 +31,9 @@ from tracec.distributions.normal import Normal
 from tracec.distributions.one_hot_categorical import OneHotCategorical
 from tracec.distributions.poisson import Poisson
 from tracec.distributions.transformed_distribution import TransformedDistribution
+from tracec.distributions.triangular import solve_lower
 from tracec.distributions.uniform import Uniform
 from tracec.distributions.utils import broadcast_shape, sum_rightmost
-from tracec import linalg
 from tracec.math_special import digamma, lgamma
 from tracec.nn.functional import softplus
 
@@ -239,8 +239,7 @@ def _kl_multivariatenormal_multivariatenormal(p, q):
                   - Lp.diagonal(dim1=-2, dim2=-1).log().sum(-1))
     batch = broadcast_shape(tuple(Lq.shape[:-2]), tuple(Lp.shape[:-2]))
     n = p.event_shape[0]
-    X = linalg.solve_triangular(Lq.expand(batch + (n, n)), Lp.expand(batch + (n, n)),
-                                upper=False)
+    X = solve_lower(Lq.expand(batch + (n, n)), Lp.expand(batch + (n, n)))
     term2 = X.pow(2).reshape(batch + (-1,)).sum(-1)
     term3 = batch_mahalanobis(Lq, q.loc - p.loc)
     return half_term1 + 0.5 * (term2 + term3 - n)

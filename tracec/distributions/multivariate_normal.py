@@ -2,7 +2,9 @@
 scale_tril=)``: the Gaussian over vectors, held as the Cholesky factor
 ``L`` of its covariance (PyTorch's ``_unbroadcasted_scale_tril``);
 ``rsample`` is ``loc + L @ eps`` and ``log_prob`` solves with ``L``, so
-both are differentiable in every parameter."""
+both are differentiable in every parameter. Factorizations and solves go
+through ``triangular`` (tensor ops for event sizes up to 16, so
+``log_prob``/``rsample`` also run under ``tracec.compile``)."""
 from __future__ import annotations
 
 import math
@@ -12,6 +14,7 @@ from tracec import linalg
 from tracec.creation import eye, randn
 from tracec.distributions import constraints
 from tracec.distributions.distribution import Distribution
+from tracec.distributions.triangular import cholesky, solve_lower
 from tracec.distributions.utils import broadcast_shape, lazy_property
 from tracec.tensor import Size
 
@@ -30,16 +33,16 @@ def batch_mahalanobis(bL, bx):
     batch = broadcast_shape(tuple(bL.shape[:-2]), tuple(bx.shape[:-1]))
     L = bL.expand(batch + (n, n))
     x = bx.expand(batch + (n,)).unsqueeze(-1)
-    return linalg.solve_triangular(L, x, upper=False).squeeze(-1).pow(2).sum(-1)
+    return solve_lower(L, x).squeeze(-1).pow(2).sum(-1)
 
 
 def precision_to_scale_tril(P):
     """The lower Cholesky factor of ``P^-1`` without inverting ``P``
     (the factor of ``P`` with rows and columns reversed)."""
-    Lf = linalg.cholesky(P.flip((-2, -1)))
+    Lf = cholesky(P.flip((-2, -1)))
     L_inv = Lf.flip((-2, -1)).transpose(-2, -1)
     Id = eye(P.shape[-1], dtype=P.dtype).to(P.device)
-    return linalg.solve_triangular(L_inv, Id, upper=False)
+    return solve_lower(L_inv, Id)
 
 
 class MultivariateNormal(Distribution):
@@ -84,7 +87,7 @@ class MultivariateNormal(Distribution):
         if scale_tril is not None:
             self._unbroadcasted_scale_tril = scale_tril
         elif covariance_matrix is not None:
-            self._unbroadcasted_scale_tril = linalg.cholesky(covariance_matrix)
+            self._unbroadcasted_scale_tril = cholesky(covariance_matrix)
         else:
             self._unbroadcasted_scale_tril = precision_to_scale_tril(precision_matrix)
 
