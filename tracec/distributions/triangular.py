@@ -22,6 +22,9 @@ def cholesky(A: Tensor) -> Tensor:
     n = A.shape[-1]
     if n > SMALL:
         return linalg.cholesky(A)
+    # Read through the symmetric part, so the gradient is symmetric as
+    # PyTorch's cholesky backward makes it (the value is unchanged).
+    A = (A + A.transpose(-2, -1)) * 0.5
     cols = []                       # cols[j]: column j of L, shape (..., n)
     for j in range(n):
         # A[:, j] - sum_{k<j} L[:, k] L[j, k]
