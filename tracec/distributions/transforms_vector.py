@@ -11,6 +11,7 @@ from tracec.distributions import constraints
 from tracec.distributions.transforms import Transform, _clipped_sigmoid
 from tracec.distributions.utils import finfo_tiny, sum_rightmost
 from tracec.nn.functional import logsigmoid, pad
+from tracec.shape_extra import diag_embed
 from tracec.shape_ops import cat, stack
 
 __all__ = ["CatTransform", "CumulativeDistributionTransform", "LowerCholeskyTransform",
@@ -99,10 +100,10 @@ class LowerCholeskyTransform(Transform):
     __hash__ = object.__hash__
 
     def _call(self, x):
-        return x.tril(-1) + TF.diag_embed(x.diagonal(dim1=-2, dim2=-1).exp())
+        return x.tril(-1) + diag_embed(x.diagonal(dim1=-2, dim2=-1).exp())
 
     def _inverse(self, y):
-        return y.tril(-1) + TF.diag_embed(y.diagonal(dim1=-2, dim2=-1).log())
+        return y.tril(-1) + diag_embed(y.diagonal(dim1=-2, dim2=-1).log())
 
 
 class PositiveDefiniteTransform(Transform):
