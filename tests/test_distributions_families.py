@@ -77,6 +77,20 @@ SPECS = [
      real(4, 2, 3), False),
     ("MultivariateNormal", dict(loc=real(3), precision_matrix=spd(3)), real(2, 3), False),
     ("RelaxedBernoulli", dict(temperature=np.array(0.7), probs=unit(3)), unit(2, 3), False),
+    ("Pareto", dict(scale=pos(3), alpha=pos(3, lo=2.5, hi=4)), pos(2, 3, lo=2.6, hi=4), True),
+    ("Weibull", dict(scale=pos(3), concentration=pos(3, lo=1.2)), pos(2, 3), True),
+    ("Kumaraswamy", dict(concentration1=pos(3, lo=1.1), concentration0=pos(3, lo=1.1)),
+     unit(2, 3), True),
+    ("LogisticNormal", dict(loc=real(2, 3), scale=pos(2, 3)), simplex(5, 2, 4), False),
+    ("InverseGamma", dict(concentration=pos(3, lo=2.5, hi=4), rate=pos(3)), pos(2, 3), False),
+    ("FisherSnedecor", dict(df1=pos(3, lo=3, hi=6), df2=pos(3, lo=5, hi=9)), pos(2, 3), False),
+    ("GeneralizedPareto", dict(loc=real(3), scale=pos(3), concentration=unit(3) - 0.6),
+     np.abs(real(2, 3)) * 0.3 + 0.0, True),
+    ("ContinuousBernoulli", dict(probs=unit(3)), unit(2, 3), True),
+    ("ContinuousBernoulli", dict(logits=real(3)), unit(2, 3), True),
+    ("VonMises", dict(loc=real(3), concentration=pos(3, lo=0.5, hi=6)), real(2, 3), False),
+    ("LowRankMultivariateNormal", dict(loc=real(2, 3), cov_factor=real(3, 2),
+                                       cov_diag=pos(3)), real(4, 2, 3), False),
     ("RelaxedOneHotCategorical", dict(temperature=np.array(0.7), logits=real(2, 3)),
      simplex(4, 2, 3), False),
 ]
@@ -124,6 +138,9 @@ def _np(t):
 @pytest.mark.parametrize("spec", SPECS, ids=[f"{s[0]}-{i}" for i, s in enumerate(SPECS)])
 def test_family_matches_torch(spec, dtype):
     name, kwargs, value, has_icdf = spec
+    if name == "GeneralizedPareto" and dtype == np.float64:
+        pytest.skip("torch 2.13's GeneralizedPareto.log_prob raises in float64 (isclose "
+                    "against a float32 zero); float32 is compared")
     ours, theirs, leaves = _build(name, kwargs, dtype)
     assert tuple(ours.batch_shape) == tuple(theirs.batch_shape)
     assert tuple(ours.event_shape) == tuple(theirs.event_shape)
@@ -166,7 +183,8 @@ def test_family_matches_torch(spec, dtype):
 @pytest.mark.parametrize("spec", SPECS, ids=[f"{s[0]}-{i}" for i, s in enumerate(SPECS)])
 def test_expand_and_sample_shapes(spec):
     name, kwargs, value, _ = spec
-    ours, theirs, _ = _build(name, kwargs, np.float64)
+    dtype = np.float32 if name == "GeneralizedPareto" else np.float64   # see above
+    ours, theirs, _ = _build(name, kwargs, dtype)
     big = (5,) + tuple(theirs.batch_shape)
     a, b = ours.expand(big), theirs.expand(big)
     assert type(a) is type(ours) and tuple(a.batch_shape) == tuple(b.batch_shape)
@@ -174,8 +192,10 @@ def test_expand_and_sample_shapes(spec):
     tracec.manual_seed(0)
     s = a.sample((2,))
     assert tuple(s.shape) == tuple(b.sample((2,)).shape)
-    np.testing.assert_allclose(_np(a.log_prob(s)), b.log_prob(torch.tensor(_np(s))).detach().numpy(),
-                               rtol=1e-9, atol=1e-9)
+    tol = 1e-9 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(_np(a.log_prob(s)),
+                               b.log_prob(torch.tensor(_np(s).astype(dtype)))
+                               .detach().numpy(), rtol=tol, atol=tol)
     if ours.has_rsample:
         r = ours.rsample((3,))
         assert r.requires_grad and tuple(r.shape) == (3,) + tuple(theirs.batch_shape) + \
