@@ -286,3 +286,7 @@ def _kl_independent_independent(p, q):
         raise NotImplementedError
     result = kl_divergence(p.base_dist, q.base_dist)
     return sum_rightmost(result, p.reinterpreted_batch_ndims)
+
+
+# The cross-family pairs register themselves on import.
+from tracec.distributions import kl_cross  # noqa: E402, F401
