@@ -35,6 +35,7 @@ TRANSFORMS = [
     ("PowerTransform", (2.5,), lambda: RNG.uniform(0.5, 2, (2, 3))),
     ("StickBreakingTransform", (), lambda: RNG.standard_normal((2, 3))),
     ("LowerCholeskyTransform", (), lambda: RNG.standard_normal((2, 3, 3))),
+    ("CorrCholeskyTransform", (), lambda: RNG.standard_normal((2, 6))),
 ]
 
 
@@ -118,7 +119,7 @@ def test_transformed_distribution_cdf_icdf_and_event_dims():
 
 
 CONSTRAINTS = ["real", "positive", "nonnegative", "unit_interval", "simplex", "real_vector",
-               "lower_cholesky", "positive_definite"]
+               "lower_cholesky", "positive_definite", "corr_cholesky"]
 
 
 @pytest.mark.parametrize("name", CONSTRAINTS)
@@ -134,7 +135,8 @@ def test_biject_to_and_transform_to_match_torch(name):
             continue
         t = ours(c)
         assert repr(t) == repr(tt)
-        x = RNG.standard_normal((2, 3, 3) if "cholesky" in name or "definite" in name else (2, 3))
+        x = RNG.standard_normal((2, 3, 3) if name in ("lower_cholesky", "positive_definite")
+                                else (2, 3))
         _close(t(tracec.tensor(x)), tt(torch.tensor(x)), 1e-9)
     for lo, hi in ((0.0, 1.0), (-1.0, 2.0)):
         assert repr(D.biject_to(D.constraints.interval(lo, hi))) == \
@@ -287,3 +289,24 @@ def test_every_registered_kl_pair_matches_torch(pq):
         for x, y in zip(l1 + m1, l2 + m2):
             if y.grad is not None:
                 _close(x.grad, y.grad, 1e-7)
+
+
+def test_lkj_cholesky_matches_torch():
+    conc = np.array([0.5, 2.0])
+    ours = D.LKJCholesky(4, tracec.tensor(conc, requires_grad=True))
+    theirs = TD.LKJCholesky(4, torch.tensor(conc, requires_grad=True))
+    v = theirs.sample((3,))
+    a, b = ours.log_prob(tracec.tensor(v.numpy())), theirs.log_prob(v)
+    _close(a, b)
+    a.sum().backward()
+    b.sum().backward()
+    _close(ours.concentration.grad, theirs.concentration.grad)
+    tracec.manual_seed(0)
+    s = ours.sample((4000,))
+    assert tuple(s.shape) == (4000, 2, 4, 4)
+    assert bool(theirs.support.check(torch.tensor(_np(s))).all())
+    # Off-diagonal correlations: variance 1 / (2 eta + d - 1) for LKJ(eta) in d dims.
+    corr = _np(s @ s.transpose(-1, -2))[..., 0, 1]
+    np.testing.assert_allclose(corr.var(0), [1 / 4.0, 1 / 7.0], rtol=0.1)
+    with pytest.raises(ValueError, match="Expected dim to be an integer greater than"):
+        D.LKJCholesky(1)

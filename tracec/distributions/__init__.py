@@ -27,6 +27,7 @@ from tracec.distributions.inverse_gamma import InverseGamma
 from tracec.distributions.kl import kl_divergence, register_kl
 from tracec.distributions.kumaraswamy import Kumaraswamy
 from tracec.distributions.laplace import Laplace
+from tracec.distributions.lkj_cholesky import LKJCholesky
 from tracec.distributions.log_normal import LogNormal
 from tracec.distributions.logistic_normal import LogisticNormal
 from tracec.distributions.lowrank_multivariate_normal import LowRankMultivariateNormal
@@ -53,7 +54,7 @@ __all__ = ["Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2",
            "ContinuousBernoulli", "Dirichlet", "Distribution", "ExpRelaxedCategorical",
            "Exponential", "ExponentialFamily", "FisherSnedecor", "Gamma", "GeneralizedPareto",
            "Geometric", "Gumbel", "HalfCauchy", "HalfNormal", "Independent", "InverseGamma",
-           "Kumaraswamy", "Laplace", "LogNormal", "LogisticNormal", "LogitRelaxedBernoulli",
+           "Kumaraswamy", "LKJCholesky", "Laplace", "LogNormal", "LogisticNormal", "LogitRelaxedBernoulli",
            "LowRankMultivariateNormal", "MixtureSameFamily", "Multinomial", "MultivariateNormal",
            "NegativeBinomial", "Normal", "OneHotCategorical", "OneHotCategoricalStraightThrough",
            "Pareto", "Poisson", "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT",

@@ -93,6 +93,12 @@ def _transform_to_interval(constraint):
                                         transforms.AffineTransform(loc, scale)])
 
 
+@biject_to.register(constraints.corr_cholesky)
+@transform_to.register(constraints.corr_cholesky)
+def _transform_to_corr_cholesky(constraint):
+    return transforms.CorrCholeskyTransform()
+
+
 @biject_to.register(constraints.simplex)
 def _biject_to_simplex(constraint):
     return transforms.StickBreakingTransform()

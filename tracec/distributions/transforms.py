@@ -611,10 +611,10 @@ class AffineTransform(Transform):
 
 # The vector, matrix and concatenation transforms.
 from tracec.distributions.transforms_vector import (  # noqa: E402, F401
-    CatTransform, CumulativeDistributionTransform,
+    CatTransform, CorrCholeskyTransform, CumulativeDistributionTransform,
     LowerCholeskyTransform, PositiveDefiniteTransform, SoftmaxTransform, StackTransform,
     StickBreakingTransform)
 
-__all__ += ["CatTransform", "CumulativeDistributionTransform",
+__all__ += ["CatTransform", "CorrCholeskyTransform", "CumulativeDistributionTransform",
             "LowerCholeskyTransform", "PositiveDefiniteTransform", "SoftmaxTransform",
             "StackTransform", "StickBreakingTransform"]

@@ -4,17 +4,20 @@ apply several transforms to slices (``CatTransform``, ``StackTransform``),
 with PyTorch's formulas. Re-exported by ``transforms``."""
 from __future__ import annotations
 
+import math
+
 from tracec import functions as TF
 from tracec import linalg
-from tracec.creation import ones
+from tracec.creation import eye, ones
 from tracec.distributions import constraints
 from tracec.distributions.transforms import Transform, _clipped_sigmoid
-from tracec.distributions.utils import finfo_tiny, sum_rightmost
-from tracec.nn.functional import logsigmoid, pad
+from tracec.distributions.utils import finfo_eps, finfo_tiny, sum_rightmost, \
+    tril_matrix_to_vec, vec_to_tril_matrix
+from tracec.nn.functional import logsigmoid, pad, softplus
 from tracec.shape_extra import diag_embed
 from tracec.shape_ops import cat, stack
 
-__all__ = ["CatTransform", "CumulativeDistributionTransform", "LowerCholeskyTransform",
+__all__ = ["CatTransform", "CorrCholeskyTransform", "CumulativeDistributionTransform", "LowerCholeskyTransform",
            "PositiveDefiniteTransform", "SoftmaxTransform", "StackTransform",
            "StickBreakingTransform"]
 
@@ -263,3 +266,58 @@ class CumulativeDistributionTransform(Transform):
         if self._cache_size == cache_size:
             return self
         return CumulativeDistributionTransform(self.distribution, cache_size=cache_size)
+
+
+class CorrCholeskyTransform(Transform):
+    """Unconstrained ``D (D - 1) / 2`` vectors to Cholesky factors of
+    correlation matrices: ``tanh`` into (-1, 1), then a signed stick-breaking
+    along each row (Stan's construction, as in PyTorch)."""
+    domain = constraints.real_vector
+    codomain = constraints.corr_cholesky
+    bijective = True
+
+    def __eq__(self, other):
+        return isinstance(other, CorrCholeskyTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        eps = finfo_eps(x.dtype)
+        x = x.tanh().clamp(min=-1 + eps, max=1 - eps)
+        r = vec_to_tril_matrix(x, diag=-1)
+        # y = sign(r) sqrt(z * prod(1 - z)) = r * sqrt(prod(1 - r^2)) along rows.
+        z1m_cumprod_sqrt = (1 - r.pow(2)).sqrt().cumprod(-1)
+        r = r + eye(r.shape[-1], dtype=r.dtype).to(r.device)
+        return r * pad(z1m_cumprod_sqrt[..., :-1], [1, 0], value=1)
+
+    def _inverse(self, y):
+        y_cumsum = 1 - (y * y).cumsum(-1)
+        y_cumsum_shifted = pad(y_cumsum[..., :-1], [1, 0], value=1)
+        y_vec = tril_matrix_to_vec(y, diag=-1)
+        y_cumsum_vec = tril_matrix_to_vec(y_cumsum_shifted, diag=-1)
+        t = y_vec / y_cumsum_vec.sqrt()
+        return (t.log1p() - (-t).log1p()) / 2
+
+    def log_abs_det_jacobian(self, x, y, intermediates=None):
+        # Of x and the flattened strictly lower triangle of y.
+        y1m_cumsum = 1 - (y * y).cumsum(-1)
+        stick_breaking_logdet = 0.5 * tril_matrix_to_vec(y1m_cumsum, diag=-2).log().sum(-1)
+        tanh_logdet = -2 * (x + softplus(-2 * x) - math.log(2.0)).sum(-1)
+        return stick_breaking_logdet + tanh_logdet
+
+    def forward_shape(self, shape):
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        N = shape[-1]
+        D = round((0.25 + 2 * N) ** 0.5 + 0.5)
+        if D * (D - 1) // 2 != N:
+            raise ValueError("Input is not a flattened lower-diagonal number")
+        return tuple(shape[:-1]) + (D, D)
+
+    def inverse_shape(self, shape):
+        if len(shape) < 2:
+            raise ValueError("Too few dimensions on input")
+        if shape[-2] != shape[-1]:
+            raise ValueError("Input is not square")
+        D = shape[-1]
+        return tuple(shape[:-2]) + (D * (D - 1) // 2,)
