@@ -300,11 +300,41 @@ def test_constructor_errors_match_torch():
 
 
 def test_module_names_match_torch():
-    from tracec.distributions.beta import Beta  # noqa: F401
-    from tracec.distributions.constraint_registry import biject_to  # noqa: F401
-    from tracec.distributions.multivariate_normal import MultivariateNormal  # noqa: F401
-    from tracec.distributions.normal import Normal  # noqa: F401
-    from tracec.distributions.one_hot_categorical import OneHotCategorical  # noqa: F401
-    from tracec.distributions.transforms import TanhTransform  # noqa: F401
-    from tracec.distributions.utils import broadcast_all  # noqa: F401
+    """Each class lives in the module PyTorch puts it in (``from
+    torch.distributions.normal import Normal`` under install_as_torch)."""
+    import importlib
+    for name in TD.__all__:
+        theirs = getattr(TD, name)
+        if not isinstance(theirs, type):
+            continue
+        module = theirs.__module__.replace("torch.", "tracec.", 1)
+        assert getattr(importlib.import_module(module), name) is getattr(D, name), name
+    for module in ("constraint_registry", "constraints", "kl", "transforms", "utils"):
+        importlib.import_module(f"tracec.distributions.{module}")
     assert math.isfinite(float(D.Normal(0.0, 1.0).log_prob(tracec.tensor(0.0))))
+
+
+@pytest.mark.parametrize("kw", ["covariance_matrix", "precision_matrix", "scale_tril"])
+def test_wishart_matches_torch(kw):
+    a = RNG.standard_normal((2, 3, 3))
+    cov = a @ np.swapaxes(a, -1, -2) + 3 * np.eye(3)
+    arg = np.linalg.cholesky(cov) if kw == "scale_tril" else cov
+    df = np.array([4.0, 6.5])
+    ours, theirs, leaves = _build("Wishart", {"df": df, kw: arg}, np.float64)
+    assert repr(ours).replace("tracec.", "torch.") == repr(theirs)
+    v = theirs.sample((3,))
+    outs = [(ours.log_prob(tracec.tensor(v.numpy())), theirs.log_prob(v)),
+            (ours.entropy(), theirs.entropy()), (ours.mean, theirs.mean),
+            (ours.variance, theirs.variance), (ours.mode, theirs.mode)]
+    for x, y in outs:
+        np.testing.assert_allclose(_np(x), _np(y), rtol=1e-9, atol=1e-9)
+    sum(x.sum() for x, _ in outs[:4]).backward()
+    sum(y.sum() for _, y in outs[:4]).backward()
+    for k, x, y in leaves:
+        np.testing.assert_allclose(_np(x.grad), y.grad.numpy(), rtol=1e-7, atol=1e-8)
+    tracec.manual_seed(0)
+    s = ours.rsample((3000,))
+    assert s.requires_grad and tuple(s.shape) == (3000, 2, 3, 3)
+    np.testing.assert_allclose(_np(s).mean(0), _np(ours.mean), rtol=0.1, atol=0.5)
+    with pytest.raises(ValueError, match="expected to be greater than ndim - 1 = 2"):
+        D.Wishart(1.5, tracec.eye(3))

@@ -16,7 +16,8 @@ from tracec.distributions.distribution import Distribution
 from tracec.distributions.exp_family import ExponentialFamily
 from tracec.distributions.exponential import Exponential
 from tracec.distributions.fishersnedecor import FisherSnedecor
-from tracec.distributions.gamma import Chi2, Gamma
+from tracec.distributions.chi2 import Chi2
+from tracec.distributions.gamma import Gamma
 from tracec.distributions.generalized_pareto import GeneralizedPareto
 from tracec.distributions.geometric import Geometric
 from tracec.distributions.gumbel import Gumbel
@@ -49,15 +50,17 @@ from tracec.distributions.transforms import *  # noqa: F401,F403
 from tracec.distributions.uniform import Uniform
 from tracec.distributions.von_mises import VonMises
 from tracec.distributions.weibull import Weibull
+from tracec.distributions.wishart import Wishart
 
 __all__ = ["Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2",
            "ContinuousBernoulli", "Dirichlet", "Distribution", "ExpRelaxedCategorical",
            "Exponential", "ExponentialFamily", "FisherSnedecor", "Gamma", "GeneralizedPareto",
            "Geometric", "Gumbel", "HalfCauchy", "HalfNormal", "Independent", "InverseGamma",
-           "Kumaraswamy", "LKJCholesky", "Laplace", "LogNormal", "LogisticNormal", "LogitRelaxedBernoulli",
-           "LowRankMultivariateNormal", "MixtureSameFamily", "Multinomial", "MultivariateNormal",
-           "NegativeBinomial", "Normal", "OneHotCategorical", "OneHotCategoricalStraightThrough",
-           "Pareto", "Poisson", "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT",
-           "TransformedDistribution", "Uniform", "VonMises", "Weibull", "biject_to",
-           "constraints", "kl_divergence", "register_kl", "transform_to", "transforms"]
+           "Kumaraswamy", "LKJCholesky", "Laplace", "LogNormal", "LogisticNormal",
+           "LogitRelaxedBernoulli", "LowRankMultivariateNormal", "MixtureSameFamily",
+           "Multinomial", "MultivariateNormal", "NegativeBinomial", "Normal", "OneHotCategorical",
+           "OneHotCategoricalStraightThrough", "Pareto", "Poisson", "RelaxedBernoulli",
+           "RelaxedOneHotCategorical", "StudentT", "TransformedDistribution", "Uniform",
+           "VonMises", "Weibull", "Wishart", "biject_to", "constraints", "kl_divergence",
+           "register_kl", "transform_to", "transforms"]
 __all__ += transforms.__all__

@@ -1,11 +1,9 @@
-"""``Gamma(concentration, rate)`` and ``Chi2(df)``: ``rsample`` draws on
-the host and differentiates implicitly in ``concentration`` (see
+"""``Gamma(concentration, rate)``: ``rsample`` draws on the host and differentiates implicitly in ``concentration`` (see
 ``gamma_sampling``) and exactly in ``rate``."""
 from __future__ import annotations
 
 import numbers
 
-from tracec import functions as TF
 from tracec.distributions import constraints
 from tracec.distributions.exp_family import ExponentialFamily
 from tracec.distributions.gamma_sampling import standard_gamma
@@ -14,7 +12,7 @@ from tracec.math_igamma import igamma
 from tracec.math_extra import xlogy
 from tracec.math_special import digamma, lgamma
 
-__all__ = ["Chi2", "Gamma"]
+__all__ = ["Gamma"]
 
 
 class Gamma(ExponentialFamily):
@@ -71,18 +69,3 @@ class Gamma(ExponentialFamily):
             self._validate_sample(value)
         return igamma(self.concentration, self.rate * value)
 
-
-class Chi2(Gamma):
-    arg_constraints = {"df": constraints.positive}
-
-    def __init__(self, df, validate_args=None):
-        (df,) = broadcast_all(df) if not isinstance(df, numbers.Number) else (df,)
-        super().__init__(0.5 * df, 0.5, validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Chi2, _instance)
-        return super().expand(batch_shape, new)
-
-    @property
-    def df(self):
-        return self.concentration * 2

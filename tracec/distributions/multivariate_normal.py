@@ -61,7 +61,9 @@ class MultivariateNormal(Distribution):
                 (precision_matrix is not None) != 1:
             raise ValueError("Exactly one of covariance_matrix or precision_matrix or "
                              "scale_tril may be specified.")
-        batch_of = lambda m: broadcast_shape(tuple(m.shape[:-2]), tuple(loc.shape[:-1]))  # noqa: E731
+
+        def batch_of(m):
+            return broadcast_shape(tuple(m.shape[:-2]), tuple(loc.shape[:-1]))
         if scale_tril is not None:
             if scale_tril.dim() < 2:
                 raise ValueError("scale_tril matrix must be at least two-dimensional, "

@@ -9,7 +9,7 @@ from tracec import functions as TF
 from tracec.creation import randn
 from tracec.distributions import constraints
 from tracec.distributions.distribution import Distribution
-from tracec.distributions.gamma import Chi2
+from tracec.distributions.chi2 import Chi2
 from tracec.distributions.utils import broadcast_all
 from tracec.math_special import digamma, lgamma
 

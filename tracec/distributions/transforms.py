@@ -19,7 +19,7 @@ from tracec.distributions import constraints
 from tracec.distributions.utils import broadcast_all, broadcast_shape, finfo_eps, finfo_tiny, \
     lazy_property, sum_rightmost
 from tracec.nn.functional import softplus
-from tracec.tensor import Size, Tensor
+from tracec.tensor import Size
 
 __all__ = ["AbsTransform", "AffineTransform", "ComposeTransform", "ExpTransform",
            "IndependentTransform", "PowerTransform", "ReshapeTransform", "SigmoidTransform",
@@ -615,6 +615,7 @@ from tracec.distributions.transforms_vector import (  # noqa: E402, F401
     LowerCholeskyTransform, PositiveDefiniteTransform, SoftmaxTransform, StackTransform,
     StickBreakingTransform)
 
-__all__ += ["CatTransform", "CorrCholeskyTransform", "CumulativeDistributionTransform",
+__all__ += ["CatTransform", "CorrCholeskyTransform",
+            "CumulativeDistributionTransform",
             "LowerCholeskyTransform", "PositiveDefiniteTransform", "SoftmaxTransform",
             "StackTransform", "StickBreakingTransform"]
