@@ -1,5 +1,6 @@
-"""``Gamma(concentration, rate)``: ``rsample`` draws on the host and differentiates implicitly in ``concentration`` (see
-``gamma_sampling``) and exactly in ``rate``."""
+"""``Gamma(concentration, rate)``: ``rsample`` draws on the host and
+differentiates implicitly in ``concentration`` (see ``gamma_sampling``) and
+exactly in ``rate``."""
 from __future__ import annotations
 
 import numbers

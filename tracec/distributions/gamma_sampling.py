@@ -14,8 +14,9 @@ quantity, approximated). Here it is evaluated to float64 accuracy:
   ``S = sum t_n``, ``S_H = sum t_n H_n``, ``t_n = x^n / ((alpha+1)...(alpha+n))``
   and ``H_n = sum_{k<=n} 1/(alpha+k)``;
 * otherwise (the upper tail, where that difference cancels):
-  ``dQ/dalpha / f = int_0^inf e^-s (1 + s/x)^(alpha-1) (log(x + s) - psi(alpha)) ds``, a positive integrand, by Gauss-Laguerre
-  quadrature after rescaling ``s`` to the integrand's decay rate.
+  ``dQ/dalpha / f = int_0^inf e^-s (1 + s/x)^(alpha-1) (log(x + s) - psi(alpha)) ds``,
+  a positive integrand, by Gauss-Laguerre quadrature after rescaling ``s``
+  to the integrand's decay rate.
 
 Eager only (draws and gradients read values).
 """

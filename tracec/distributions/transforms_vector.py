@@ -17,8 +17,8 @@ from tracec.nn.functional import logsigmoid, pad, softplus
 from tracec.shape_extra import diag_embed
 from tracec.shape_ops import cat, stack
 
-__all__ = ["CatTransform", "CorrCholeskyTransform", "CumulativeDistributionTransform", "LowerCholeskyTransform",
-           "PositiveDefiniteTransform", "SoftmaxTransform", "StackTransform",
+__all__ = ["CatTransform", "CorrCholeskyTransform", "CumulativeDistributionTransform",
+           "LowerCholeskyTransform", "PositiveDefiniteTransform", "SoftmaxTransform", "StackTransform",
            "StickBreakingTransform"]
 
 
