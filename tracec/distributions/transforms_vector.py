@@ -18,8 +18,8 @@ from tracec.shape_extra import diag_embed
 from tracec.shape_ops import cat, stack
 
 __all__ = ["CatTransform", "CorrCholeskyTransform", "CumulativeDistributionTransform",
-           "LowerCholeskyTransform", "PositiveDefiniteTransform", "SoftmaxTransform", "StackTransform",
-           "StickBreakingTransform"]
+           "LowerCholeskyTransform", "PositiveDefiniteTransform", "SoftmaxTransform",
+           "StackTransform", "StickBreakingTransform"]
 
 
 class SoftmaxTransform(Transform):
