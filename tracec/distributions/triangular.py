@@ -1,8 +1,8 @@
-"""Cholesky factorization and lower-triangular solves written with tensor
-ops (one column or row per step), for the small event sizes of
-``MultivariateNormal`` (``n <= SMALL``): they record under
-``tracec.compile`` (LAPACK does not) and differentiate by autodiff. Larger
-matrices use ``tracec.linalg`` (eager only).
+"""Cholesky factorization and lower-triangular solves for
+``MultivariateNormal`` and friends: LAPACK (``tracec.linalg``) in eager
+mode; while ``tracec.compile`` records (LAPACK cannot be recorded), tensor
+ops, one column or row per step, for event sizes up to ``SMALL``, which
+autodiff differentiates.
 
 Invariant: the same arithmetic as textbook Cholesky-Banachiewicz and
 forward substitution, so results agree with LAPACK to rounding."""
@@ -10,17 +10,23 @@ from __future__ import annotations
 
 from tracec import linalg
 from tracec.shape_ops import stack
-from tracec.tensor import Tensor
+from tracec.tensor import CONCRETE_CHECKS, Tensor
 
 __all__ = ["SMALL", "cholesky", "solve_lower"]
 
 SMALL = 16
 
 
+def _use_ops(n: int) -> bool:
+    # A trace being recorded is the only thing that registers a concrete
+    # check (it refuses LAPACK's reading of values).
+    return bool(CONCRETE_CHECKS) and n <= SMALL
+
+
 def cholesky(A: Tensor) -> Tensor:
     """The lower Cholesky factor of ``A`` (batched)."""
     n = A.shape[-1]
-    if n > SMALL:
+    if not _use_ops(n):
         return linalg.cholesky(A)
     # Read through the symmetric part, so the gradient is symmetric as
     # PyTorch's cholesky backward makes it (the value is unchanged).
@@ -43,7 +49,7 @@ def solve_lower(L: Tensor, B: Tensor) -> Tensor:
     """``X`` with ``L @ X = B`` for lower-triangular ``L``; ``B`` is
     ``(..., n, k)`` and broadcasts with ``L``."""
     n = L.shape[-1]
-    if n > SMALL:
+    if not _use_ops(n):
         return linalg.solve_triangular(L, B, upper=False)
     rows = []                       # rows[i]: row i of X, shape (..., k)
     for i in range(n):
