@@ -85,6 +85,10 @@ def logits_to_probs(logits: Tensor, is_binary: bool = False) -> Tensor:
     return TF.softmax(logits, -1)
 
 
+_HOST_SAMPLING = ("drawing samples on the host (Gamma, Beta, Dirichlet, Poisson, Binomial and "
+                  "the distributions built on them sample eagerly only)")
+
+
 def sum_rightmost(value: Tensor, dim: int) -> Tensor:
     """Sum over the ``dim`` rightmost dimensions (PyTorch's ``_sum_rightmost``)."""
     if dim == 0:
@@ -99,7 +103,7 @@ def host_generator() -> np.random.Generator:
     Eager only (it reads the draw's value)."""
     from tracec.creation import default_generator
     from tracec.tensor import concrete
-    u = concrete(default_generator.uniform((2,), dt.float64), "sampling")
+    u = concrete(default_generator.uniform((2,), dt.float64), _HOST_SAMPLING)
     seed = int(np.asarray(u)[0] * 2.0 ** 53) ^ (int(np.asarray(u)[1] * 2.0 ** 53) << 11)
     return np.random.default_rng(seed)
 
@@ -107,7 +111,7 @@ def host_generator() -> np.random.Generator:
 def host_array(t: Tensor) -> np.ndarray:
     """The values of ``t`` as a float64 NumPy array (sampling parameters)."""
     from tracec.tensor import concrete
-    a = concrete(t.detach(), "sampling")
+    a = concrete(t.detach(), _HOST_SAMPLING)
     a = a.get() if hasattr(a, "get") else np.asarray(a)
     return a.astype(np.float64)
 
@@ -139,3 +143,7 @@ def vec_to_tril_matrix(vec: Tensor, diag: int = 0) -> Tensor:
     src[rows * n + cols] = np.arange(length)
     padded = cat([vec, zeros_like(vec[..., :1])], -1)
     return padded[..., tensor(src)].reshape(tuple(vec.shape[:-1]) + (n, n))
+
+
+# PyTorch's private names, which some programs import.
+_sum_rightmost = sum_rightmost
