@@ -310,3 +310,23 @@ def test_lkj_cholesky_matches_torch():
     np.testing.assert_allclose(corr.var(0), [1 / 4.0, 1 / 7.0], rtol=0.1)
     with pytest.raises(ValueError, match="Expected dim to be an integer greater than"):
         D.LKJCholesky(1)
+
+
+def test_cat_and_stack_transforms_match_torch():
+    x = RNG.standard_normal((2, 5))
+
+    def mk_cat(MT):
+        return MT.CatTransform([MT.ExpTransform(), MT.AffineTransform(1.0, 3.0)], dim=1,
+                               lengths=[2, 3])
+
+    def mk_stack(MT):
+        return MT.StackTransform([MT.ExpTransform(), MT.TanhTransform()], dim=0)
+    for mk in (mk_cat, mk_stack):
+        ours, theirs = mk(T), mk(TT)
+        a, b = tracec.tensor(x), torch.tensor(x)
+        ya, yb = ours(a), theirs(b)
+        _close(ya, yb)
+        _close(ours.inv(ya), b, 1e-9)
+        _close(ours.log_abs_det_jacobian(a, ya), theirs.log_abs_det_jacobian(b, yb))
+        assert ours.bijective == theirs.bijective
+        assert bool(ours.codomain.check(ya).all()) and bool(theirs.codomain.check(yb).all())
