@@ -2,8 +2,8 @@
 ``K`` classes, parameterized by ``probs`` (normalized along the last
 dimension) or ``logits`` (normalized by ``logsumexp``), as in PyTorch.
 
-Sampling is written with tensor ops (inverse CDF: the CDF is ``probs``
-times an upper-triangular ones matrix), so it also runs under
+Sampling is written with tensor ops (inverse CDF: the CDF is the
+cumulative sum of ``probs``, O(K) memory per row), so it also runs under
 ``tracec.compile``.
 """
 from __future__ import annotations
@@ -93,8 +93,7 @@ class Categorical(Distribution):
             p = self.probs.detach()
             work = dt.float64 if p.dtype is dt.float64 else dt.float32
             p = p.to(work)
-            upper = TF.le(arange(k).unsqueeze(1), arange(k).unsqueeze(0)).to(work)
-            cdf = TF.matmul(p, upper)                       # batch + (k,)
+            cdf = p.cumsum(-1)                              # batch + (k,)
             u = rand(shape + (1,), dtype=work) * cdf[..., k - 1:]
             # The class is the number of CDF steps at or below u.
             idx = TF.le(cdf, u).long().sum(-1)
