@@ -10,6 +10,7 @@ from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import linalg
 from tracec.creation import full
+from tracec.distributions.utils import finfo_eps
 from tracec.math_extra import isclose
 from tracec.shape_ops import cat as _cat
 from tracec.shape_ops import stack as _stack
@@ -276,7 +277,7 @@ class _CorrCholesky(Constraint):
     event_dim = 2
 
     def check(self, value):
-        tol = float(2.0 ** -23 if value.dtype.itemsize <= 4 else 2.0 ** -52) * value.shape[-1] * 10
+        tol = finfo_eps(value.dtype) * value.shape[-1] * 10
         row_norm = value.pow(2).sum(-1).sqrt()
         unit = TF.le(TF.abs(row_norm - 1), tol).all(-1)
         return TF.logical_and(_LowerCholesky().check(value), unit)
