@@ -155,12 +155,13 @@ def test_distributions_inside_compile_equal_eager(tmp_path, monkeypatch):
 
     def step(x, a, L):
         mu = W(x)
-        n = D.Normal(mu, mu.exp(), validate_args=False)
-        c = D.Categorical(logits=mu, validate_args=False)
+        # Validation (on by default) is skipped while the trace records.
+        n = D.Normal(mu, mu.exp())
+        c = D.Categorical(logits=mu)
         m = D.MultivariateNormal(mu, scale_tril=L, validate_args=False)
         m2 = D.MultivariateNormal(mu, covariance_matrix=L @ L.T + tracec.diag_embed(mu.exp()),
                                   validate_args=False)
-        i = D.Independent(D.Normal(mu, 1.0, validate_args=False), 1)
+        i = D.Independent(D.Normal(mu, 1.0), 1)
         loss = -(n.log_prob(a).sum() + c.log_prob(a[:, 0].long().clamp(0, 2)).sum()
                  + m.log_prob(a).sum() + m2.log_prob(a).sum() + i.log_prob(a).sum())
         loss = loss + n.entropy().sum() + c.entropy().sum() + m2.entropy().sum()

@@ -11,7 +11,7 @@ from tracec import functions as TF
 from tracec import graph
 from tracec.creation import ones_like, rand, zeros_like
 from tracec.distributions import constraints
-from tracec.distributions.distribution import _all
+from tracec.distributions.distribution import _all, _recording
 from tracec.distributions.exp_family import ExponentialFamily
 from tracec.distributions.utils import broadcast_all, clamp_probs, lazy_property, \
     logits_to_probs, probs_to_logits
@@ -33,7 +33,7 @@ class ContinuousBernoulli(ExponentialFamily):
             is_scalar = isinstance(probs, numbers.Number)
             (self.probs,) = broadcast_all(probs)
             # Checked before the clamp below would hide invalid values.
-            if validate_args is not None and \
+            if validate_args is not None and not _recording() and \
                     not _all(self.arg_constraints["probs"].check(self.probs)):
                 raise ValueError("The parameter probs has invalid values")
             self.probs = clamp_probs(self.probs)

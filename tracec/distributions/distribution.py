@@ -2,8 +2,10 @@
 validation with PyTorch's messages, ``sample`` as ``rsample`` without
 gradients).
 
-Validation is on by default, as in PyTorch; it reads tensor values, so a
-distribution built inside ``tracec.compile`` needs ``validate_args=False``.
+Validation is on by default, as in PyTorch. It reads tensor values, which
+a trace cannot record, so while ``tracec.compile`` records a function the
+checks are skipped (the compiled function does not validate; eager calls
+do).
 ``batch_shape`` and ``event_shape`` are ``Size`` tuples.
 """
 from __future__ import annotations
@@ -13,9 +15,14 @@ import warnings
 from tracec import graph
 from tracec.distributions import constraints
 from tracec.distributions.utils import lazy_property
-from tracec.tensor import Size, Tensor, concrete
+from tracec.tensor import CONCRETE_CHECKS, Size, Tensor, concrete
 
 __all__ = ["Distribution"]
+
+
+def _recording() -> bool:
+    # Only a trace being recorded registers a concrete-value check.
+    return bool(CONCRETE_CHECKS)
 
 
 def _all(valid: Tensor) -> bool:
@@ -44,7 +51,7 @@ class Distribution:
         self._event_shape = Size(tuple(event_shape))
         if validate_args is not None:
             self._validate_args = validate_args
-        if self._validate_args:
+        if self._validate_args and not _recording():
             for param, constraint in self.arg_constraints.items():
                 if constraints.is_dependent(constraint):
                     continue
@@ -158,7 +165,7 @@ class Distribution:
                 raise ValueError(f"Value is not broadcastable with batch_shape+event_shape: "
                                  f"{value.shape} vs {Size(expected)}.")
         support = self.support
-        if support is None or constraints.is_dependent(support):
+        if support is None or constraints.is_dependent(support) or _recording():
             return
         if not _all(support.check(value)):
             raise ValueError(f"Expected value argument ({type(value).__name__} of shape "

@@ -8,7 +8,7 @@ from tracec import functions as TF
 from tracec import graph
 from tracec.creation import rand
 from tracec.distributions import constraints
-from tracec.distributions.distribution import Distribution, _all
+from tracec.distributions.distribution import Distribution, _all, _recording
 from tracec.distributions.utils import broadcast_all, finfo_tiny, lazy_property, \
     logits_to_probs, probs_to_logits
 from tracec.nn.functional import binary_cross_entropy_with_logits
@@ -30,7 +30,7 @@ class Geometric(Distribution):
         given = probs if probs is not None else logits
         batch = () if isinstance(given, numbers.Number) else tuple(given.shape)
         super().__init__(batch, validate_args=validate_args)
-        if self._validate_args and probs is not None:
+        if self._validate_args and probs is not None and not _recording():
             value = self.probs
             valid = TF.gt(value, 0)
             if not _all(valid):
