@@ -1,7 +1,7 @@
 """Transforms: invertible maps with ``log_abs_det_jacobian``, as in
 ``torch.distributions.transforms`` (the elementwise ones and the
-composition machinery here; the simplex, matrix and concatenation ones in
-``transforms_vector``).
+composition machinery here; the reshaping, simplex, matrix and
+concatenation ones in ``transforms_vector``).
 
 A transform with ``cache_size=1`` remembers its last ``(x, y)`` pair, so
 ``log_prob`` of a value it just produced inverts exactly (SAC's tanh
@@ -19,11 +19,10 @@ from tracec.distributions import constraints
 from tracec.distributions.utils import broadcast_all, broadcast_shape, finfo_eps, finfo_tiny, \
     lazy_property, sum_rightmost
 from tracec.nn.functional import softplus
-from tracec.tensor import Size
 
 __all__ = ["AbsTransform", "AffineTransform", "ComposeTransform", "ExpTransform",
-           "IndependentTransform", "PowerTransform", "ReshapeTransform", "SigmoidTransform",
-           "SoftplusTransform", "TanhTransform", "Transform", "identity_transform"]
+           "PowerTransform", "SigmoidTransform", "SoftplusTransform", "TanhTransform",
+           "Transform", "identity_transform"]
 
 
 class Transform:
@@ -278,116 +277,6 @@ class ComposeTransform(Transform):
 identity_transform = ComposeTransform([])
 
 
-class IndependentTransform(Transform):
-    """``base_transform`` with ``reinterpreted_batch_ndims`` more event
-    dimensions (its Jacobian term is summed over them)."""
-
-    def __init__(self, base_transform, reinterpreted_batch_ndims, cache_size=0):
-        super().__init__(cache_size=cache_size)
-        self.base_transform = base_transform.with_cache(cache_size)
-        self.reinterpreted_batch_ndims = reinterpreted_batch_ndims
-
-    def with_cache(self, cache_size=1):
-        if self._cache_size == cache_size:
-            return self
-        return IndependentTransform(self.base_transform, self.reinterpreted_batch_ndims,
-                                    cache_size=cache_size)
-
-    @constraints.dependent_property(is_discrete=False)
-    def domain(self):
-        return constraints.independent(self.base_transform.domain,
-                                       self.reinterpreted_batch_ndims)
-
-    @constraints.dependent_property(is_discrete=False)
-    def codomain(self):
-        return constraints.independent(self.base_transform.codomain,
-                                       self.reinterpreted_batch_ndims)
-
-    @property
-    def bijective(self):
-        return self.base_transform.bijective
-
-    @property
-    def sign(self):
-        return self.base_transform.sign
-
-    def _call(self, x):
-        if x.dim() < self.domain.event_dim:
-            raise ValueError("Too few dimensions on input")
-        return self.base_transform(x)
-
-    def _inverse(self, y):
-        if y.dim() < self.codomain.event_dim:
-            raise ValueError("Too few dimensions on input")
-        return self.base_transform.inv(y)
-
-    def log_abs_det_jacobian(self, x, y):
-        result = self.base_transform.log_abs_det_jacobian(x, y)
-        return sum_rightmost(result, self.reinterpreted_batch_ndims)
-
-    def __repr__(self):
-        return (f"{self.__class__.__name__}({self.base_transform!r}, "
-                f"{self.reinterpreted_batch_ndims})")
-
-    def forward_shape(self, shape):
-        return self.base_transform.forward_shape(shape)
-
-    def inverse_shape(self, shape):
-        return self.base_transform.inverse_shape(shape)
-
-
-class ReshapeTransform(Transform):
-    """Reshapes the rightmost ``in_shape`` to ``out_shape`` (same numel)."""
-    bijective = True
-
-    def __init__(self, in_shape, out_shape, cache_size=0):
-        self.in_shape, self.out_shape = Size(tuple(in_shape)), Size(tuple(out_shape))
-        if self.in_shape.numel() != self.out_shape.numel():
-            raise ValueError("in_shape, out_shape have different numbers of elements")
-        super().__init__(cache_size=cache_size)
-
-    @constraints.dependent_property
-    def domain(self):
-        return constraints.independent(constraints.real, len(self.in_shape))
-
-    @constraints.dependent_property
-    def codomain(self):
-        return constraints.independent(constraints.real, len(self.out_shape))
-
-    def with_cache(self, cache_size=1):
-        if self._cache_size == cache_size:
-            return self
-        return ReshapeTransform(self.in_shape, self.out_shape, cache_size=cache_size)
-
-    def _call(self, x):
-        batch = tuple(x.shape[:x.dim() - len(self.in_shape)])
-        return x.reshape(batch + tuple(self.out_shape))
-
-    def _inverse(self, y):
-        batch = tuple(y.shape[:y.dim() - len(self.out_shape)])
-        return y.reshape(batch + tuple(self.in_shape))
-
-    def log_abs_det_jacobian(self, x, y):
-        batch = tuple(x.shape[:x.dim() - len(self.in_shape)])
-        return x.new_zeros(batch)
-
-    def forward_shape(self, shape):
-        if len(shape) < len(self.in_shape):
-            raise ValueError("Too few dimensions on input")
-        cut = len(shape) - len(self.in_shape)
-        if tuple(shape[cut:]) != tuple(self.in_shape):
-            raise ValueError(f"Shape mismatch: expected {shape[cut:]} but got {self.in_shape}")
-        return tuple(shape[:cut]) + tuple(self.out_shape)
-
-    def inverse_shape(self, shape):
-        if len(shape) < len(self.out_shape):
-            raise ValueError("Too few dimensions on input")
-        cut = len(shape) - len(self.out_shape)
-        if tuple(shape[cut:]) != tuple(self.out_shape):
-            raise ValueError(f"Shape mismatch: expected {shape[cut:]} but got {self.out_shape}")
-        return tuple(shape[:cut]) + tuple(self.in_shape)
-
-
 class ExpTransform(Transform):
     domain = constraints.real
     codomain = constraints.positive
@@ -611,11 +500,11 @@ class AffineTransform(Transform):
 
 # The vector, matrix and concatenation transforms.
 from tracec.distributions.transforms_vector import (  # noqa: E402, F401
-    CatTransform, CorrCholeskyTransform, CumulativeDistributionTransform,
-    LowerCholeskyTransform, PositiveDefiniteTransform, SoftmaxTransform, StackTransform,
-    StickBreakingTransform)
+    CatTransform, CorrCholeskyTransform, CumulativeDistributionTransform, IndependentTransform,
+    LowerCholeskyTransform, PositiveDefiniteTransform, ReshapeTransform, SoftmaxTransform,
+    StackTransform, StickBreakingTransform)
 
 __all__ += ["CatTransform", "CorrCholeskyTransform",
-            "CumulativeDistributionTransform",
+            "CumulativeDistributionTransform", "IndependentTransform", "ReshapeTransform",
             "LowerCholeskyTransform", "PositiveDefiniteTransform", "SoftmaxTransform",
             "StackTransform", "StickBreakingTransform"]

@@ -1,6 +1,7 @@
-"""The transforms that act on whole vectors or matrices (to the simplex,
-to Cholesky factors and positive-definite matrices) and the ones that
-apply several transforms to slices (``CatTransform``, ``StackTransform``),
+"""The transforms that act on whole vectors or matrices (reshaping,
+reinterpreting batch dimensions as event dimensions, to the simplex, to
+Cholesky factors and positive-definite matrices) and the ones that apply
+several transforms to slices (``CatTransform``, ``StackTransform``),
 with PyTorch's formulas. Re-exported by ``transforms``."""
 from __future__ import annotations
 
@@ -16,10 +17,121 @@ from tracec.distributions.utils import finfo_eps, finfo_tiny, sum_rightmost, \
 from tracec.nn.functional import logsigmoid, pad, softplus
 from tracec.shape_extra import diag_embed
 from tracec.shape_ops import cat, stack
+from tracec.tensor import Size
 
 __all__ = ["CatTransform", "CorrCholeskyTransform", "CumulativeDistributionTransform",
-           "LowerCholeskyTransform", "PositiveDefiniteTransform", "SoftmaxTransform",
-           "StackTransform", "StickBreakingTransform"]
+           "IndependentTransform", "LowerCholeskyTransform", "PositiveDefiniteTransform",
+           "ReshapeTransform", "SoftmaxTransform", "StackTransform", "StickBreakingTransform"]
+
+
+class IndependentTransform(Transform):
+    """``base_transform`` with ``reinterpreted_batch_ndims`` more event
+    dimensions (its Jacobian term is summed over them)."""
+
+    def __init__(self, base_transform, reinterpreted_batch_ndims, cache_size=0):
+        super().__init__(cache_size=cache_size)
+        self.base_transform = base_transform.with_cache(cache_size)
+        self.reinterpreted_batch_ndims = reinterpreted_batch_ndims
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return IndependentTransform(self.base_transform, self.reinterpreted_batch_ndims,
+                                    cache_size=cache_size)
+
+    @constraints.dependent_property(is_discrete=False)
+    def domain(self):
+        return constraints.independent(self.base_transform.domain,
+                                       self.reinterpreted_batch_ndims)
+
+    @constraints.dependent_property(is_discrete=False)
+    def codomain(self):
+        return constraints.independent(self.base_transform.codomain,
+                                       self.reinterpreted_batch_ndims)
+
+    @property
+    def bijective(self):
+        return self.base_transform.bijective
+
+    @property
+    def sign(self):
+        return self.base_transform.sign
+
+    def _call(self, x):
+        if x.dim() < self.domain.event_dim:
+            raise ValueError("Too few dimensions on input")
+        return self.base_transform(x)
+
+    def _inverse(self, y):
+        if y.dim() < self.codomain.event_dim:
+            raise ValueError("Too few dimensions on input")
+        return self.base_transform.inv(y)
+
+    def log_abs_det_jacobian(self, x, y):
+        result = self.base_transform.log_abs_det_jacobian(x, y)
+        return sum_rightmost(result, self.reinterpreted_batch_ndims)
+
+    def __repr__(self):
+        return (f"{self.__class__.__name__}({self.base_transform!r}, "
+                f"{self.reinterpreted_batch_ndims})")
+
+    def forward_shape(self, shape):
+        return self.base_transform.forward_shape(shape)
+
+    def inverse_shape(self, shape):
+        return self.base_transform.inverse_shape(shape)
+
+
+class ReshapeTransform(Transform):
+    """Reshapes the rightmost ``in_shape`` to ``out_shape`` (same numel)."""
+    bijective = True
+
+    def __init__(self, in_shape, out_shape, cache_size=0):
+        self.in_shape, self.out_shape = Size(tuple(in_shape)), Size(tuple(out_shape))
+        if self.in_shape.numel() != self.out_shape.numel():
+            raise ValueError("in_shape, out_shape have different numbers of elements")
+        super().__init__(cache_size=cache_size)
+
+    @constraints.dependent_property
+    def domain(self):
+        return constraints.independent(constraints.real, len(self.in_shape))
+
+    @constraints.dependent_property
+    def codomain(self):
+        return constraints.independent(constraints.real, len(self.out_shape))
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return ReshapeTransform(self.in_shape, self.out_shape, cache_size=cache_size)
+
+    def _call(self, x):
+        batch = tuple(x.shape[:x.dim() - len(self.in_shape)])
+        return x.reshape(batch + tuple(self.out_shape))
+
+    def _inverse(self, y):
+        batch = tuple(y.shape[:y.dim() - len(self.out_shape)])
+        return y.reshape(batch + tuple(self.in_shape))
+
+    def log_abs_det_jacobian(self, x, y):
+        batch = tuple(x.shape[:x.dim() - len(self.in_shape)])
+        return x.new_zeros(batch)
+
+    def forward_shape(self, shape):
+        if len(shape) < len(self.in_shape):
+            raise ValueError("Too few dimensions on input")
+        cut = len(shape) - len(self.in_shape)
+        if tuple(shape[cut:]) != tuple(self.in_shape):
+            raise ValueError(f"Shape mismatch: expected {shape[cut:]} but got {self.in_shape}")
+        return tuple(shape[:cut]) + tuple(self.out_shape)
+
+    def inverse_shape(self, shape):
+        if len(shape) < len(self.out_shape):
+            raise ValueError("Too few dimensions on input")
+        cut = len(shape) - len(self.out_shape)
+        if tuple(shape[cut:]) != tuple(self.out_shape):
+            raise ValueError(f"Shape mismatch: expected {shape[cut:]} but got {self.out_shape}")
+        return tuple(shape[:cut]) + tuple(self.in_shape)
 
 
 class SoftmaxTransform(Transform):
