@@ -69,7 +69,10 @@ def _lgamma(x):
     pole = ops.eq(s, 0.0)
     r = ops.sub(ops.sub(math.log(math.pi), ops.log(ops.where(pole, 1.0, s))), lg)
     out = ops.where(refl, ops.where(pole, _INF, r), lg)
-    out = ops.where(ops.logical_or(ops.eq(x, 1.0), ops.eq(x, 2.0)), 0.0, out)   # exact zeros
+    # Exact zeros at 1 and 2, keeping the gradient (digamma there): subtract
+    # the value's own constant rounding error instead of replacing it.
+    ones = ops.logical_or(ops.eq(x, 1.0), ops.eq(x, 2.0))
+    out = ops.sub(out, ops.where(ones, ops.stop_gradient(out), 0.0))
     return ops.where(inf, _INF, out)
 
 

@@ -10,7 +10,7 @@ from tracec import functions as TF
 from tracec import graph
 from tracec.creation import arange, rand
 from tracec.distributions import constraints
-from tracec.distributions.distribution import Distribution
+from tracec.distributions.exp_family import ExponentialFamily
 from tracec.distributions.utils import broadcast_all, lazy_property, logits_to_probs, \
     probs_to_logits
 from tracec.nn.functional import binary_cross_entropy_with_logits
@@ -19,7 +19,7 @@ from tracec.shape_ops import broadcast_to
 __all__ = ["Bernoulli"]
 
 
-class Bernoulli(Distribution):
+class Bernoulli(ExponentialFamily):
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.boolean
     has_enumerate_support = True
@@ -36,6 +36,11 @@ class Bernoulli(Distribution):
         self._param = self.probs if probs is not None else self.logits
         super().__init__(() if is_scalar else tuple(self._param.shape),
                          validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._expand_params(Bernoulli, batch_shape, ("probs", "logits"), _instance)
+        new._param = new.probs if "probs" in self.__dict__ else new.logits
+        return new
 
     @lazy_property
     def logits(self):
@@ -83,3 +88,10 @@ class Bernoulli(Distribution):
         if expand:
             values = broadcast_to(values, (2,) + self._batch_shape)
         return values
+
+    @property
+    def _natural_params(self):
+        return (self.logits,)
+
+    def _log_normalizer(self, x):
+        return x.exp().log1p()

@@ -1,9 +1,9 @@
-"""``Categorical`` and ``OneHotCategorical``: discrete distributions over
+"""``Categorical``: the discrete distribution over
 ``K`` classes, parameterized by ``probs`` (normalized along the last
 dimension) or ``logits`` (normalized by ``logsumexp``), as in PyTorch.
 
-Sampling is written with tensor ops (inverse CDF: the CDF is ``probs``
-times an upper-triangular ones matrix), so it also runs under
+Sampling is written with tensor ops (inverse CDF: the CDF is the
+cumulative sum of ``probs``, O(K) memory per row), so it also runs under
 ``tracec.compile``.
 """
 from __future__ import annotations
@@ -20,10 +20,9 @@ from tracec.distributions import constraints
 from tracec.distributions.distribution import Distribution
 from tracec.distributions.utils import broadcast_shape, lazy_property, logits_to_probs, \
     probs_to_logits
-from tracec.nn.functional import one_hot
 from tracec.shape_ops import broadcast_to
 
-__all__ = ["Categorical", "OneHotCategorical"]
+__all__ = ["Categorical"]
 
 
 class Categorical(Distribution):
@@ -46,7 +45,20 @@ class Categorical(Distribution):
         batch = tuple(self._param.shape[:-1])
         super().__init__(batch, validate_args=validate_args)
 
-    @constraints.dependent_property
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Categorical, _instance)
+        batch_shape = tuple(batch_shape)
+        param_shape = batch_shape + (self._num_events,)
+        for name in ("probs", "logits"):
+            if name in self.__dict__:
+                new.__dict__[name] = self.__dict__[name].expand(param_shape)
+                new._param = new.__dict__[name]
+        new._num_events = self._num_events
+        Distribution.__init__(new, batch_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @constraints.dependent_property(is_discrete=True, event_dim=0)
     def support(self):
         return constraints.integer_interval(0, self._num_events - 1)
 
@@ -81,8 +93,7 @@ class Categorical(Distribution):
             p = self.probs.detach()
             work = dt.float64 if p.dtype is dt.float64 else dt.float32
             p = p.to(work)
-            upper = TF.le(arange(k).unsqueeze(1), arange(k).unsqueeze(0)).to(work)
-            cdf = TF.matmul(p, upper)                       # batch + (k,)
+            cdf = p.cumsum(-1)                              # batch + (k,)
             u = rand(shape + (1,), dtype=work) * cdf[..., k - 1:]
             # The class is the number of CDF steps at or below u.
             idx = TF.le(cdf, u).long().sum(-1)
@@ -108,66 +119,4 @@ class Categorical(Distribution):
         values = arange(self._num_events).reshape((-1,) + (1,) * n)
         if expand:
             values = broadcast_to(values, (self._num_events,) + self._batch_shape)
-        return values
-
-
-class OneHotCategorical(Distribution):
-    arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
-    support = constraints.one_hot
-    has_enumerate_support = True
-
-    def __init__(self, probs=None, logits=None, validate_args=None):
-        self._categorical = Categorical(probs, logits)
-        super().__init__(self._categorical.batch_shape, self._categorical.param_shape[-1:],
-                         validate_args=validate_args)
-
-    @property
-    def _param(self):
-        return self._categorical._param
-
-    @property
-    def probs(self):
-        return self._categorical.probs
-
-    @property
-    def logits(self):
-        return self._categorical.logits
-
-    @property
-    def param_shape(self) -> tuple:
-        return self._categorical.param_shape
-
-    @property
-    def mean(self):
-        return self._categorical.probs
-
-    @property
-    def mode(self):
-        probs = self._categorical.probs
-        return one_hot(probs.argmax(-1), probs.shape[-1]).to(probs.dtype)
-
-    @property
-    def variance(self):
-        p = self._categorical.probs
-        return p * (1 - p)
-
-    def sample(self, sample_shape=()):
-        probs = self._categorical.probs
-        indices = self._categorical.sample(sample_shape)
-        return one_hot(indices, self._categorical._num_events).to(probs.dtype)
-
-    def log_prob(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
-        return self._categorical.log_prob(value.argmax(-1))
-
-    def entropy(self):
-        return self._categorical.entropy()
-
-    def enumerate_support(self, expand=True):
-        n = self.event_shape[0]
-        values = one_hot(arange(n), n).to(self._param.dtype)
-        values = values.reshape((n,) + (1,) * len(self.batch_shape) + (n,))
-        if expand:
-            values = broadcast_to(values, (n,) + self.batch_shape + (n,))
         return values

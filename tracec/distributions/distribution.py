@@ -1,18 +1,28 @@
-"""``Distribution``: the base class (shapes, argument and value
+"""``Distribution``: the base class (shapes, ``expand``, argument and value
 validation with PyTorch's messages, ``sample`` as ``rsample`` without
 gradients).
 
-Validation is on by default, as in PyTorch; it reads tensor values, so a
-distribution built inside ``tracec.compile`` needs ``validate_args=False``.
+Validation is on by default, as in PyTorch. It reads tensor values, which
+a trace cannot record, so while ``tracec.compile`` records a function the
+checks are skipped (the compiled function does not validate; eager calls
+do).
+``batch_shape`` and ``event_shape`` are ``Size`` tuples.
 """
 from __future__ import annotations
+
+import warnings
 
 from tracec import graph
 from tracec.distributions import constraints
 from tracec.distributions.utils import lazy_property
-from tracec.tensor import Tensor, concrete
+from tracec.tensor import CONCRETE_CHECKS, Size, Tensor, concrete
 
 __all__ = ["Distribution"]
+
+
+def _recording() -> bool:
+    # Only a trace being recorded registers a concrete-value check.
+    return bool(CONCRETE_CHECKS)
 
 
 def _all(valid: Tensor) -> bool:
@@ -37,15 +47,15 @@ class Distribution:
         Distribution._validate_args = value
 
     def __init__(self, batch_shape=(), event_shape=(), validate_args=None):
-        self._batch_shape = tuple(batch_shape)
-        self._event_shape = tuple(event_shape)
+        self._batch_shape = Size(tuple(batch_shape))
+        self._event_shape = Size(tuple(event_shape))
         if validate_args is not None:
             self._validate_args = validate_args
-        if self._validate_args:
+        if self._validate_args and not _recording():
             for param, constraint in self.arg_constraints.items():
-                if isinstance(constraint, constraints._Dependent):
+                if constraints.is_dependent(constraint):
                     continue
-                if param not in self.__dict__ and isinstance(getattr(type(self), param),
+                if param not in self.__dict__ and isinstance(getattr(type(self), param, None),
                                                              lazy_property):
                     continue  # the parameter that was not given
                 value = getattr(self, param)
@@ -53,15 +63,40 @@ class Distribution:
                     raise ValueError(
                         f"Expected parameter {param} ({type(value).__name__} of shape "
                         f"{tuple(value.shape)}) of distribution {self!r} to satisfy the "
-                        f"constraint {constraint!r}, but found invalid values:\n"
-                        f"{_show(value)}")
+                        f"constraint {constraint!r}, but found invalid values:\n{value}")
+
+    def expand(self, batch_shape, _instance=None):
+        """A view of this distribution with a larger batch shape (parameters
+        are broadcast, not copied)."""
+        raise NotImplementedError
+
+    def _get_checked_instance(self, cls, _instance=None):
+        if _instance is None and type(self).__init__ != cls.__init__:
+            raise NotImplementedError(
+                f"Subclass {self.__class__.__name__} of {cls.__name__} that defines a custom "
+                "__init__ method must also define a custom .expand() method.")
+        return self.__new__(type(self)) if _instance is None else _instance
+
+    def _expand_params(self, cls, batch_shape, names, _instance=None):
+        """``expand`` for a distribution whose parameters all have the batch
+        shape: each of ``names`` present on ``self`` is broadcast."""
+        new = self._get_checked_instance(cls, _instance)
+        batch_shape = Size(tuple(batch_shape))
+        for name in names:
+            if name in self.__dict__:
+                value = self.__dict__[name]
+                shape = tuple(batch_shape) + tuple(value.shape[len(self._batch_shape):])
+                new.__dict__[name] = value.expand(shape)
+        Distribution.__init__(new, batch_shape, self._event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
 
     @property
-    def batch_shape(self) -> tuple:
+    def batch_shape(self) -> Size:
         return self._batch_shape
 
     @property
-    def event_shape(self) -> tuple:
+    def event_shape(self) -> Size:
         return self._event_shape
 
     @property
@@ -70,7 +105,7 @@ class Distribution:
 
     @property
     def mode(self):
-        raise NotImplementedError(f"{type(self)} does not implement mode")
+        raise NotImplementedError(f"{self.__class__} does not implement mode")
 
     @property
     def variance(self):
@@ -88,6 +123,8 @@ class Distribution:
         raise NotImplementedError
 
     def sample_n(self, n: int):
+        warnings.warn("sample_n will be deprecated. Use .sample((n,)) instead", UserWarning,
+                      stacklevel=2)
         return self.sample((n,))
 
     def log_prob(self, value):
@@ -96,35 +133,44 @@ class Distribution:
     def cdf(self, value):
         raise NotImplementedError
 
+    def icdf(self, value):
+        raise NotImplementedError
+
+    def enumerate_support(self, expand=True):
+        raise NotImplementedError
+
     def entropy(self):
         raise NotImplementedError
 
     def perplexity(self):
         return self.entropy().exp()
 
-    def _extended_shape(self, sample_shape=()) -> tuple:
-        return tuple(sample_shape) + self._batch_shape + self._event_shape
+    def _extended_shape(self, sample_shape=()) -> Size:
+        if not isinstance(sample_shape, (tuple, list)):
+            sample_shape = tuple(sample_shape)
+        return Size(tuple(sample_shape) + tuple(self._batch_shape) + tuple(self._event_shape))
 
     def _validate_sample(self, value) -> None:
         if not isinstance(value, Tensor):
             raise ValueError("The value argument to log_prob must be a Tensor")
         shape = tuple(value.shape)
-        start = len(shape) - len(self._event_shape)
-        if shape[start:] != self._event_shape:
+        event = tuple(self._event_shape)
+        start = len(shape) - len(event)
+        if shape[start:] != event:
             raise ValueError(f"The right-most size of value must match event_shape: "
-                             f"{shape} vs {self._event_shape}.")
-        expected = self._batch_shape + self._event_shape
+                             f"{value.shape} vs {self._event_shape}.")
+        expected = tuple(self._batch_shape) + event
         for i, j in zip(reversed(shape), reversed(expected)):
             if i != 1 and j != 1 and i != j:
                 raise ValueError(f"Value is not broadcastable with batch_shape+event_shape: "
-                                 f"{shape} vs {expected}.")
+                                 f"{value.shape} vs {Size(expected)}.")
         support = self.support
-        if support is None or isinstance(support, constraints._Dependent):
+        if support is None or constraints.is_dependent(support) or _recording():
             return
         if not _all(support.check(value)):
             raise ValueError(f"Expected value argument ({type(value).__name__} of shape "
-                             f"{shape}) to be within the support ({support!r}) of the "
-                             f"distribution {self!r}, but found invalid values:\n{_show(value)}")
+                             f"{tuple(value.shape)}) to be within the support ({support!r}) of "
+                             f"the distribution {self!r}, but found invalid values:\n{value}")
 
     def __repr__(self):
         params = [(k, self.__dict__[k]) for k in self.arg_constraints if k in self.__dict__]

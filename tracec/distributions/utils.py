@@ -9,12 +9,14 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import functions as TF
-from tracec.creation import tensor
-from tracec.shape_ops import broadcast_to
+from tracec.creation import tensor, zeros_like
+from tracec.shape_ops import broadcast_to, cat
 from tracec.tensor import Tensor
 
 __all__ = ["broadcast_all", "broadcast_shape", "lazy_property", "clamp_probs",
-           "probs_to_logits", "logits_to_probs", "finfo_eps", "finfo_tiny"]
+           "probs_to_logits", "logits_to_probs", "finfo_eps", "finfo_tiny", "sum_rightmost",
+           "host_generator", "host_array", "from_host", "tril_matrix_to_vec",
+           "vec_to_tril_matrix"]
 
 
 def broadcast_shape(*shapes) -> tuple:
@@ -81,3 +83,67 @@ def logits_to_probs(logits: Tensor, is_binary: bool = False) -> Tensor:
     if is_binary:
         return TF.sigmoid(logits)
     return TF.softmax(logits, -1)
+
+
+_HOST_SAMPLING = ("drawing samples on the host (Gamma, Beta, Dirichlet, Poisson, Binomial and "
+                  "the distributions built on them sample eagerly only)")
+
+
+def sum_rightmost(value: Tensor, dim: int) -> Tensor:
+    """Sum over the ``dim`` rightmost dimensions (PyTorch's ``_sum_rightmost``)."""
+    if dim == 0:
+        return value
+    return value.reshape(tuple(value.shape[:value.dim() - dim]) + (-1,)).sum(-1)
+
+
+def host_generator() -> np.random.Generator:
+    """A NumPy generator seeded by one draw from tracec's default generator:
+    samplers that need rejection loops (gamma, Poisson, binomial, von Mises)
+    run on the host with it, so ``tracec.manual_seed`` still fixes them.
+    Eager only (it reads the draw's value)."""
+    from tracec.creation import default_generator
+    from tracec.tensor import concrete
+    u = concrete(default_generator.uniform((2,), dt.float64), _HOST_SAMPLING)
+    seed = int(np.asarray(u)[0] * 2.0 ** 53) ^ (int(np.asarray(u)[1] * 2.0 ** 53) << 11)
+    return np.random.default_rng(seed)
+
+
+def host_array(t: Tensor) -> np.ndarray:
+    """The values of ``t`` as a float64 NumPy array (sampling parameters)."""
+    from tracec.tensor import concrete
+    a = concrete(t.detach(), _HOST_SAMPLING)
+    a = a.get() if hasattr(a, "get") else np.asarray(a)
+    return a.astype(np.float64)
+
+
+def from_host(a: np.ndarray, like: Tensor) -> Tensor:
+    """``a`` as a tensor with ``like``'s dtype and device."""
+    return tensor(np.asarray(a).astype(like.dtype.np if like.dtype is not dt.bfloat16
+                                       else np.float32), dtype=like.dtype).to(like.device)
+
+
+def tril_matrix_to_vec(mat: Tensor, diag: int = 0) -> Tensor:
+    n = mat.shape[-1]
+    rows, cols = np.tril_indices(n, k=diag)
+    idx = tensor(rows * n + cols)
+    flat = mat.reshape(tuple(mat.shape[:-2]) + (n * n,))
+    return flat[..., idx]
+
+
+def vec_to_tril_matrix(vec: Tensor, diag: int = 0) -> Tensor:
+    length = vec.shape[-1]
+    n = next((k for k in range(length + abs(diag) + 2)
+              if len(np.tril_indices(k, k=diag)[0]) == length), None)
+    if n is None:
+        raise ValueError("Incorrect size")
+    rows, cols = np.tril_indices(n, k=diag)
+    # Gather from the vector with a zero appended: positions off the
+    # triangle read the zero.
+    src = np.full(n * n, length, np.int64)
+    src[rows * n + cols] = np.arange(length)
+    padded = cat([vec, zeros_like(vec[..., :1])], -1)
+    return padded[..., tensor(src)].reshape(tuple(vec.shape[:-1]) + (n, n))
+
+
+# PyTorch's private names, which some programs import.
+_sum_rightmost = sum_rightmost
