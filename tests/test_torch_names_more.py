@@ -312,3 +312,14 @@ def test_generator_methods():
     g.manual_seed(1)
     h = g.clone_state()
     assert tracec.equal(tracec.rand(3, generator=g), tracec.rand(3, generator=h))
+
+
+def test_cholesky_ex_reports_info_instead_of_raising():
+    for a in ([[[1.0, 2.0], [2.0, 1.0]], [[2.0, 0.0], [0.0, 3.0]]],
+              [[4.0, 2.0, 1.0], [2.0, -3.0, 0.5], [1.0, 0.5, 2.0]], [[2.0, 1.0], [1.0, 2.0]]):
+        ours, theirs = tracec.linalg.cholesky_ex(tracec.tensor(a)), \
+            torch.linalg.cholesky_ex(torch.tensor(a))
+        np.testing.assert_allclose(ours.L.numpy(), theirs.L.numpy(), rtol=1e-6)
+        assert ours.info.tolist() == theirs.info.tolist() and ours.info.dtype is tracec.int32
+    with pytest.raises(RuntimeError, match=r"Batch element 0.*order 2"):
+        tracec.linalg.cholesky_ex(tracec.tensor([[[1.0, 2.0], [2.0, 1.0]]]), check_errors=True)

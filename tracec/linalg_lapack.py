@@ -335,9 +335,53 @@ def inv_ex(A, *, check_errors=False):
     return InvExResult(inverse_, _info(inverse_))
 
 
+def _partial_cholesky(a: np.ndarray):
+    """LAPACK's unblocked lower Cholesky (potf2) of one matrix: ``(L, info)``;
+    at the first non-positive pivot ``j`` it stores the pivot unrooted and
+    stops (info ``j + 1``), leaving what PyTorch's ``cholesky_ex`` returns."""
+    w = np.tril(a).astype(np.result_type(a, np.float32), copy=True)
+    n = w.shape[-1]
+    for j in range(n):
+        ajj = w[j, j] - w[j, :j] @ w[j, :j]
+        if not ajj > 0:
+            w[j, j] = ajj
+            return w, j + 1
+        w[j, j] = np.sqrt(ajj)
+        w[j + 1:, j] = (w[j + 1:, j] - w[j + 1:, :j] @ w[j, :j]) / w[j, j]
+    return w, 0
+
+
+def _pd_message(name: str, batch_index, order: int) -> str:
+    where = f"(Batch element {batch_index}): " if batch_index is not None else ""
+    return (f"{name}: {where}The factorization could not be completed because the input is "
+            f"not positive-definite (the leading minor of order {order} is not "
+            f"positive-definite).")
+
+
 def cholesky_ex(A, *, upper=False, check_errors=False):
-    L = cholesky(A, upper=upper)
-    return CholeskyExResult(L, _info(L))
+    """``(L, info)``: ``info`` 0 where the factorization succeeded, else the
+    order of the first leading minor that is not positive-definite (with
+    LAPACK's partial ``L`` there, as PyTorch), raising only with
+    ``check_errors=True``."""
+    A = _square(A, "linalg.cholesky_ex")
+    try:
+        L = cholesky(A, upper=upper)
+        return CholeskyExResult(L, _info(L))
+    except RuntimeError:
+        pass
+    a = _np(A, "linalg.cholesky_ex")
+    batch = a.shape[:-2]
+    flat = a.reshape((-1,) + a.shape[-2:])
+    parts = [_partial_cholesky(m) for m in flat]
+    info = np.array([i for _, i in parts], np.int32).reshape(batch)
+    if check_errors:
+        first = int(np.flatnonzero(info.reshape(-1))[0])
+        raise RuntimeError(_pd_message("linalg.cholesky_ex", first if batch else None,
+                                       int(info.reshape(-1)[first])))
+    L = np.stack([p for p, _ in parts]).reshape(a.shape).astype(a.dtype)
+    if upper:
+        L = np.swapaxes(L, -1, -2).copy()
+    return CholeskyExResult(Tensor._make(L, A.dtype), Tensor._make(info, dt.int32))
 
 
 def solve_ex(A, B, *, left=True, check_errors=False):
