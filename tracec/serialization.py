@@ -151,9 +151,15 @@ class _Encoder:
                 return out if isinstance(obj, list) else {"tuple": out}
             finally:
                 self.active.discard(id(obj))
+        hint = ""
+        if hasattr(obj, "state_dict") and callable(obj.state_dict):
+            # A whole Module or Optimizer: PyTorch pickles its class, which a
+            # load must then run; tracec files never hold code.
+            hint = (f"; save its state_dict() instead ({path}.state_dict()), and load it into "
+                    f"a new {type(obj).__qualname__} with load_state_dict")
         raise TypeError(f"tracec.save: cannot save an object of type "
                         f"{type(obj).__module__}.{type(obj).__qualname__} (at {path}); "
-                        f"tracec.save supports {_SUPPORTED}")
+                        f"tracec.save supports {_SUPPORTED}{hint}")
 
     def key(self, k, path):
         if k is None or isinstance(k, (bool, int, str, float, np.integer, np.floating,
