@@ -323,3 +323,20 @@ def test_cholesky_ex_reports_info_instead_of_raising():
         assert ours.info.tolist() == theirs.info.tolist() and ours.info.dtype is tracec.int32
     with pytest.raises(RuntimeError, match=r"Batch element 0.*order 2"):
         tracec.linalg.cholesky_ex(tracec.tensor([[[1.0, 2.0], [2.0, 1.0]]]), check_errors=True)
+
+
+def test_forward_ad_tangents_match_torch():
+    import tracec.autograd.forward_ad as cfw
+    import torch.autograd.forward_ad as tfw
+    rng = np.random.default_rng(0)
+    x, t, w = rng.standard_normal((3, 4)), rng.standard_normal((3, 4)), rng.standard_normal((4, 2))
+    got = {}
+    for lib, fw in ((torch, tfw), (tracec, cfw)):
+        with fw.dual_level():
+            d = fw.make_dual(lib.tensor(x), lib.tensor(t))
+            y = (d.tanh() @ lib.tensor(w)).softmax(-1) * 3 + d.sum() + (2 * d)[:, :2]
+            got[lib.__name__] = fw.unpack_dual(y).tangent.numpy()
+            assert fw.unpack_dual(lib.tensor(w)).tangent is None
+    np.testing.assert_allclose(got["tracec"], got["torch"], rtol=1e-10)
+    with pytest.raises(RuntimeError, match="dual level"):
+        cfw.make_dual(tracec.ones(2), tracec.ones(2))

@@ -301,3 +301,4 @@ class GradcheckError(RuntimeError):
 from tracec.autograd.variable import Variable  # noqa: E402,F401  (after Function: no cycle)
 from tracec.autograd import function  # noqa: E402,F401
 from tracec.autograd import profiler  # noqa: E402,F401
+from tracec.autograd import forward_ad  # noqa: E402,F401

@@ -1,0 +1,96 @@
+"""``torch.autograd.forward_ad``: dual tensors (``make_dual``,
+``unpack_dual``, ``dual_level``).
+
+tracec has no forward-mode engine; a tangent is computed when it is asked
+for, by reverse mode twice (the "double-vjp" identity: with ``g(u) = Jᵀu``,
+linear in ``u``, ``J t = ∂⟨g(u), t⟩/∂u``).  So every op between a dual and
+the unpacked result must be twice differentiable, and each ``unpack_dual``
+costs two backward passes (PyTorch's forward mode costs one forward).
+
+Invariants: ``make_dual(p, t)`` is a new leaf with ``p``'s values (gradient
+recording on) whose tangent is ``t``; ``unpack_dual(y).tangent`` is
+``Σ_duals J_{y,dual} · tangent``, or None when ``y`` depends on no dual of
+the current level; duals are forgotten when their ``dual_level`` exits.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections import namedtuple
+
+from tracec import graph
+from tracec.tensor import Tensor
+
+__all__ = ["dual_level", "make_dual", "unpack_dual", "enter_dual_level", "exit_dual_level",
+           "UnpackedDualTensor"]
+
+UnpackedDualTensor = namedtuple("UnpackedDualTensor", ["primal", "tangent"])
+
+# One list of (dual tensor, tangent) per open level (PyTorch allows one).
+_LEVELS: list = []
+
+
+def enter_dual_level() -> int:
+    if _LEVELS:
+        raise RuntimeError("Entering a new forward AD level but the current level is not "
+                           "valid. Make sure you did not forget to exit the previous level.")
+    _LEVELS.append([])
+    return len(_LEVELS) - 1
+
+
+def exit_dual_level(*, level=None) -> None:
+    if not _LEVELS:
+        raise RuntimeError("Trying to exit a forward AD level that was not entered")
+    _LEVELS.pop()
+
+
+@contextlib.contextmanager
+def dual_level():
+    """``with dual_level():`` — the scope in which duals exist."""
+    level = enter_dual_level()
+    try:
+        yield level
+    finally:
+        exit_dual_level(level=level)
+
+
+def make_dual(tensor: Tensor, tangent: Tensor, *, level=None) -> Tensor:
+    if not _LEVELS:
+        raise RuntimeError("To create a dual Tensor, you must first enter a dual level with "
+                           "`with fwAD.dual_level():`")
+    if tuple(tangent.shape) != tuple(tensor.shape):
+        raise RuntimeError(f"Trying to set a forward gradient that has a different size than "
+                           f"that of the original Tensor, this is not supported. Tensor is of "
+                           f"size {list(tensor.shape)} while the given forward gradient is of "
+                           f"size {list(tangent.shape)}.")
+    if not tensor.dtype.is_floating_point:
+        raise ValueError(f"Expected primal to be floating point or complex, but got: "
+                         f"{tensor.dtype}")
+    dual = tensor.detach().requires_grad_(True)
+    _LEVELS[-1].append((dual, tangent.detach()))
+    return dual
+
+
+def unpack_dual(tensor: Tensor, *, level=None) -> UnpackedDualTensor:
+    """``(primal, tangent)`` of ``tensor``: the tangent by reverse mode twice."""
+    duals = _LEVELS[-1] if _LEVELS else []
+    primal = tensor.detach()
+    for d, t in duals:
+        if d is tensor:
+            return UnpackedDualTensor(primal, t)
+    if not duals or not tensor.requires_grad or not tensor.dtype.is_floating_point:
+        return UnpackedDualTensor(primal, None)
+    from tracec.autograd import grad
+    with graph.enable_grad():
+        u = primal.new_zeros(tuple(primal.shape)).requires_grad_(True)
+        vjps = grad([tensor], [d for d, _ in duals], [u], retain_graph=True,
+                    create_graph=True, allow_unused=True)
+        pairs = [(g, t) for g, (_, t) in zip(vjps, duals) if g is not None and g.requires_grad]
+        if not pairs:
+            used = any(g is not None for g in vjps)
+            return UnpackedDualTensor(primal, primal.new_zeros(tuple(primal.shape)) if used
+                                      else None)
+        tangent, = grad([g for g, _ in pairs], [u], [t.to(g.dtype) for g, t in pairs],
+                        retain_graph=True, allow_unused=True)
+    if tangent is None:
+        tangent = primal.new_zeros(tuple(primal.shape))
+    return UnpackedDualTensor(primal, tangent.detach())
