@@ -176,3 +176,19 @@ def test_a_part_llvm_refuses_falls_back_to_the_whole_module(monkeypatch):
     tracker = runtime._link(compiled.object_code, ["t_entry"])   # kept: the code lives in it
     fn = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(tracker["t_entry"])
     assert fn(5) == (5 + 7) * 3 + ((5 + 7) << 2) + 1
+
+
+def test_compile_jobs_follow_idle_cores_and_the_environment(monkeypatch):
+    monkeypatch.delenv("TRACEC_COMPILE_JOBS", raising=False)
+    monkeypatch.setattr(codegen.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5})
+    monkeypatch.setattr(codegen.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    assert codegen.compile_jobs() == 4          # at most 4
+    monkeypatch.setattr(codegen.os, "getloadavg", lambda: (4.2, 1.0, 1.0))
+    assert codegen.compile_jobs() == 3          # 6 cores, 4.2 busy, one of them ours
+    monkeypatch.setattr(codegen.os, "getloadavg", lambda: (9.0, 1.0, 1.0))
+    assert codegen.compile_jobs() == 1          # a busy machine: compiled whole
+    monkeypatch.setattr(codegen.os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.setattr(codegen.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert codegen.compile_jobs() == 1
+    monkeypatch.setenv("TRACEC_COMPILE_JOBS", "3")
+    assert codegen.compile_jobs() == 3
