@@ -18,12 +18,15 @@ Invariants of ``split_module(text, n)``'s parts:
   several functions reference, e.g. the thread-pool runner every parallel
   kernel calls), which are copied, still internal, into each part that
   references them;
-- functions that reference each other stay in one part (their internal
-  linkage, hence LLVM's interprocedural optimizations, are kept), except
-  calls from the exported functions: a kernel defined in another part than
-  a function referencing it loses ``internal`` (its name carries the
-  module's unique prefix, ``entry_symbol``) and is declared where it is
-  referenced;
+- a function only one function references (besides the exported ones)
+  stays in that function's part, internal (LLVM's interprocedural
+  optimizations keep seeing every call); the kernels the exported entry
+  calls and larger functions several reference (the GEMM micro-kernel and
+  packs, shared by the module's GEMMs) may land in another part than a
+  function referencing them: they lose ``internal`` (their names carry the
+  module's unique prefix, ``entry_symbol``) and are declared where they
+  are referenced;
+- parts are balanced by an estimate of LLVM's time (``_cost``);
 - a global variable is defined in part 0 only (made non-internal if it is
   referenced elsewhere) and declared ``external`` in the others.
 
@@ -118,13 +121,13 @@ def split_module(text: str, n: int) -> list[str]:
         return [text]
     top, funcs = parsed
     by_name = {f.name: f for f in funcs}
-    globals_: dict[str, tuple[int, re.Match]] = {}
-    for k, line in enumerate(top):
+    globals_: dict[str, re.Match] = {}
+    for line in top:
         if line.startswith("@"):
             m = _GLOBAL.match(line)
             if m is None or "@" in line[m.end():]:   # an initializer naming a symbol
                 return [text]
-            globals_[_unquote(m.group(1))] = (k, m)
+            globals_[_unquote(m.group(1))] = m
     referrers: dict[str, set[str]] = {f.name: set() for f in funcs}
     for f in funcs:
         for line in f.lines[1:]:
@@ -197,22 +200,22 @@ def split_module(text: str, n: int) -> list[str]:
     parts = []
     for i, names in enumerate(defined):
         out = []
-        for k, line in enumerate(top):
+        for line in top:
             if line.startswith("@"):
-                g = _unquote(_GLOBAL.match(line).group(1))
-                k_, m = globals_[g]
+                m = _GLOBAL.match(line)
+                g = _unquote(m.group(1))
                 if i == 0:
                     out.append(_LINKAGE.sub("", line, count=1)
                                if g in exported_globals else line)
                 elif g in used_globals[i]:
-                    out.append(f"@{m.group(1).lstrip('@')} = external {m.group(3)} {m.group(4)}")
+                    out.append(f"@{m.group(1)} = external {m.group(3)} {m.group(4)}")
                 continue
             out.append(line)
         for f in funcs:
             if f.name in names:
                 body = "\n".join(f.lines)
-                if f.name in exported and f.name not in shared:
-                    body = _LINKAGE.sub("", body, count=1)
+                if f.name in exported and f.internal and f.name not in shared:
+                    body = _LINKAGE.sub("", body, count=1)   # in its define line
                 out.append(body)
             elif any(f.name in by_name[x].refs for x in names):
                 out.append(_declaration(f))
