@@ -14,7 +14,9 @@ an empty cache (cold) and from the cache that run filled (warm), after
 import and setup: the 784-512-512-10 MLP with SGD momentum, and a 2-block
 transformer (d_model 64, 4 heads, feed-forward 128, batch 8 x 32 tokens)
 with AdamW.  Goals: cold <= 0.4 s (MLP) and <= 1.0 s (transformer); warm
-<= 60 ms.  Noisy on a shared machine.
+<= 60 ms.  Noisy on a shared machine: "cold cpu ms" is the CPU time of
+all the process's threads over calls 1-3 (the cold compile runs LLVM on
+several threads where cores are idle: ``TRACEC_COMPILE_JOBS``).
 
     python benchmarks/compile_latency.py [--backend interp] [--no-fresh]
 """
@@ -81,10 +83,10 @@ def step(x, y):
     return loss
 
 
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 for _ in range(3):
     step(x, y).item()
-print(time.perf_counter() - t0, step.cache_info().traces)
+print(time.perf_counter() - t0, step.cache_info().traces, time.process_time() - c0)
 """
 
 
@@ -93,7 +95,8 @@ def fresh_process_rows() -> None:
     import subprocess
     import sys
     import tempfile
-    print(f"\n{'fresh process, calls 1-3':<28}{'cold ms':>10}{'warm ms':>10}{'traces':>8}")
+    print(f"\n{'fresh process, calls 1-3':<28}{'cold ms':>10}{'warm ms':>10}{'traces':>8}"
+          f"{'cold cpu ms':>13}")
     for name, label in (("mlp", "784-512-512-10 sgd"), ("transformer", "2-block transformer adamw")):
         with tempfile.TemporaryDirectory() as cache:
             env = dict(os.environ, TRACEC_CACHE_DIR=cache)
@@ -104,7 +107,7 @@ def fresh_process_rows() -> None:
                                    capture_output=True, check=True)
                 out.append(r.stdout.split())
         print(f"{label:<28}{float(out[0][0]) * 1e3:>10.0f}{float(out[1][0]) * 1e3:>10.0f}"
-              f"{out[0][1]:>8}")
+              f"{out[0][1]:>8}{float(out[0][2]) * 1e3:>13.0f}")
 
 
 def main():

@@ -118,3 +118,15 @@ def test_worker_pool_object_code_is_cached_on_disk(tmp_path, monkeypatch):
     with open(runtime.entries()[0], "rb") as f:
         assert first in f.read()
     assert pool.object_code() == first
+
+
+def test_an_empty_entry_is_discarded(tmp_path):
+    """What a crash can leave of an entry written without fsync (an empty
+    or short file under its name): discarded with a warning, never loaded."""
+    c = DiskCache(str(tmp_path))
+    c.put("cd" * 32, {"x": 1}, b"payload")
+    path = c.entries()[0]
+    open(path, "wb").close()
+    with pytest.warns(UserWarning, match="corrupt"):
+        assert c.get("cd" * 32) is None
+    assert not os.path.exists(path)

@@ -474,9 +474,14 @@ def test_object_runs_without_the_pool(tmp_path):
     (a weak symbol) and starts its own threads."""
     m, n = _big_module()
     exe = cpu.compile_module(m, asm=False)
-    obj, so = tmp_path / "k.o", tmp_path / "k.so"
-    obj.write_bytes(exe.object_code)
-    subprocess.run(["cc", "-shared", "-o", str(so), str(obj), "-lm", "-lpthread"], check=True)
+    from tracec.backends.cpu.codegen import unpack_objects
+    so = tmp_path / "k.so"
+    objs = []          # one object, or one per part of a module compiled in parts
+    for i, part in enumerate(unpack_objects(exe.object_code)):
+        objs.append(tmp_path / f"k{i}.o")
+        objs[-1].write_bytes(part)
+    subprocess.run(["cc", "-shared", "-o", str(so), *map(str, objs), "-lm", "-lpthread"],
+                   check=True)
     lib = ctypes.CDLL(str(so))
     fn = getattr(lib, exe.signature["entry"])
     fn.restype = ctypes.c_int32

@@ -132,9 +132,11 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
     if comms:
         cc, env = mpi_compiler(cc)
     with tempfile.TemporaryDirectory() as tmp:
-        obj = os.path.join(tmp, "kernels.o")
-        with open(obj, "wb") as f:
-            f.write(exe.object_code)
+        objs = []       # one object, or one per part of a module compiled in parts
+        for i, part in enumerate(codegen.unpack_objects(exe.object_code)):
+            objs.append(os.path.join(tmp, f"kernels{i}.o"))
+            with open(objs[-1], "wb") as f:
+                f.write(part)
         with open(os.path.join(tmp, header_name), "w") as f:
             f.write(header)
         blob_path = None
@@ -147,7 +149,6 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
             f.write(cgen.wrapper(fname, header_name, bufs, signature, where=where,
                                  blob_path=blob_path, target=target_doc, features=features,
                                  sizes=sizes))
-        objs = [obj]
         if signature.get("pool_slot"):
             from tracec.backends.cpu import pool
             objs.append(os.path.join(tmp, "pool.o"))

@@ -85,7 +85,9 @@ def compile_module(module: ModuleOp, *, asm: bool = False, symbol: str | None = 
     (``profiling.ProfilingExecutable``)."""
     from tracec.backends.cpu.profiling import ProfilingExecutable
     from tracec.backends.cpu.runtime import load_object
-    lowered, compiled, signature = _compile(module, asm, symbol, donate, size_guards, profile)
+    from tracec.backends.cpu.codegen import compile_jobs
+    lowered, compiled, signature = _compile(module, asm, symbol, donate, size_guards, profile,
+                                            jobs=compile_jobs())
     # The lowered module is printed on first access only (~0.1-0.2 s for a
     # training step, a tenth of the compile), the assembly made on request.
     stages = LazyStages(lowered=lambda: _print(lowered.module), asm=compiled.assembly)
@@ -105,7 +107,7 @@ def compile_object(module: ModuleOp, *, symbol: str | None = None,
     return compiled.object_code, signature
 
 
-def _compile(module, asm, symbol, donate, size_guards=None, profile=False):
+def _compile(module, asm, symbol, donate, size_guards=None, profile=False, jobs=1):
     from tracec.backends.cpu import codegen
     from tracec.backends.cpu.lower import lower_module
     from tracec.backends.cpu.runtime import FORMAT
@@ -119,7 +121,7 @@ def _compile(module, asm, symbol, donate, size_guards=None, profile=False):
         compiled = codegen.compile_llvm(lowered.module, exported={symbol, symbol + "_py",
                                                                  *lowered.signature.get("exports", ())},
                                         wide=lowered.wide, helpers=lowered.helpers,
-                                        want_asm=asm)
+                                        want_asm=asm, jobs=jobs)
     signature = dict(lowered.signature, format=FORMAT, target=codegen.target_id())
     if "symbols" in signature:
         signature["size_guards"] = list(size_guards or []) + \

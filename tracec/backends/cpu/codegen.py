@@ -5,12 +5,17 @@ object code is compiled at O3 for the host CPU name and features (loop and
 SLP vectorization on, the new pass manager), or, inside ``targeting(name)``
 (this thread only; ``tracec build --target``), for a portable x86-64 level;
 ``target_id()`` names the target in effect so an object cached for one CPU
-is never loaded for another.
+is never loaded for another.  A module compiled with ``jobs`` > 1 may be
+split (``split.py``) and its parts compiled on as many threads: its object
+code is then several objects, packed (``pack_objects``), which together
+define what the whole module's object would.
 """
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
+import os
 import re
 import threading
 
@@ -20,7 +25,8 @@ import llvmlite.binding as lb
 #: where the ``_py`` entry reads it (the runtime checks it once per process).
 PYOBJECT_DATA_OFFSET = 16
 
-__all__ = ["target_machine", "target_id", "compile_llvm", "Compiled", "targeting", "TARGETS"]
+__all__ = ["target_machine", "target_id", "compile_llvm", "Compiled", "targeting", "TARGETS",
+           "compile_jobs", "pack_objects", "unpack_objects"]
 
 _lock = threading.Lock()
 _local = threading.local()   # .target: the (triple, cpu, features) set by targeting()
@@ -116,21 +122,75 @@ def _target_machine(t):
 
 
 class Compiled:
-    """Results of compiling one llvm-dialect module."""
+    """Results of compiling one llvm-dialect module.  ``object_code`` is one
+    object, or several packed by ``pack_objects`` (the module was compiled
+    in parts: ``split.py``); ``parts`` holds each part's optimized text."""
 
-    def __init__(self, llvm_ir: str, object_code: bytes, asm: str | None):
+    def __init__(self, llvm_ir: str, object_code: bytes, asm: str | None,
+                 parts: list[str] | None = None):
         # The text, not the llvmlite module: a module kept past its compile
         # can outlive its LLVMContext's wrapper and crash when collected.
         # (Printing it costs ~4 ms for a training step.)
         self.llvm_ir = llvm_ir
         self.object_code = object_code
         self.asm = asm
+        self.parts = parts or [llvm_ir]
 
     def assembly(self) -> str:
         """Assembly of the optimized module (a second code generation)."""
         if self.asm is None:
-            self.asm = assembly(self.llvm_ir)
+            self.asm = "\n".join(assembly(p) for p in self.parts)
         return self.asm
+
+
+#: Starts a blob of several objects (an ELF or Mach-O object starts otherwise).
+OBJECTS_MAGIC = b"TRACEC-OBJECTS\x00\x01"
+
+
+def pack_objects(objects: list[bytes]) -> bytes:
+    """One bytes value for several objects (one object: itself, unchanged)."""
+    if len(objects) == 1:
+        return bytes(objects[0])
+    sizes = b"".join(len(o).to_bytes(8, "little") for o in objects)
+    return OBJECTS_MAGIC + len(objects).to_bytes(4, "little") + sizes + b"".join(objects)
+
+
+def unpack_objects(blob: bytes) -> list[bytes]:
+    """The objects ``pack_objects`` packed (a single object as it is)."""
+    if not blob.startswith(OBJECTS_MAGIC):
+        return [blob]
+    at = len(OBJECTS_MAGIC)
+    n = int.from_bytes(blob[at:at + 4], "little")
+    at += 4
+    sizes = [int.from_bytes(blob[at + 8 * i:at + 8 * i + 8], "little") for i in range(n)]
+    at += 8 * n
+    if at + sum(sizes) != len(blob):
+        raise ValueError(f"packed objects: {len(blob)} bytes, expected {at + sum(sizes)}")
+    out = []
+    for size in sizes:
+        out.append(blob[at:at + size])
+        at += size
+    return out
+
+
+def compile_jobs() -> int:
+    """Threads a compile may use: ``$TRACEC_COMPILE_JOBS``, else the cores
+    this process may run on (at most 4) that the system's load average
+    leaves idle, counting this process's own thread as one of them.  The
+    parts of a split module cost 10-20% more CPU than the whole: on a busy
+    machine splitting only slows the compile down."""
+    env = os.environ.get("TRACEC_COMPILE_JOBS")
+    if env:
+        return max(1, int(env))
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    try:
+        idle = int(cores - os.getloadavg()[0] + 1.5)
+    except (AttributeError, OSError):  # no load average here
+        idle = cores
+    return max(1, min(4, cores, idle))
 
 
 def _tune(llmod, internal: set[str], wide: set[str] = frozenset()) -> None:
@@ -157,10 +217,13 @@ def _tune(llmod, internal: set[str], wide: set[str] = frozenset()) -> None:
 
 
 def compile_llvm(module, *, exported: set[str], want_asm: bool = True,
-                 wide: set[str] = frozenset(), helpers: dict[str, str] | None = None) -> Compiled:
+                 wide: set[str] = frozenset(), helpers: dict[str, str] | None = None,
+                 jobs: int = 1) -> Compiled:
     """Convert, optimize (O3 for the host) and emit object code (and asm).
     ``helpers``: declared functions to define from LLVM IR text (spliced in
-    place of their declarations before parsing)."""
+    place of their declarations before parsing).  ``jobs`` > 1: the module
+    may be split (``split.py``) and its parts compiled on as many threads,
+    giving several objects (``pack_objects``)."""
     # Imported here: loading cached object code needs none of xDSL's llvm
     # dialect (~0.1 s of imports in a new process).
     from xdsl.backend.llvm.convert import convert_module
@@ -169,22 +232,116 @@ def compile_llvm(module, *, exported: set[str], want_asm: bool = True,
                            data_layout=str(tm.target_data))
     internal = {f.name for f in llmod.functions if not f.is_declaration} - exported
     _tune(llmod, internal, wide)
+    text = _splice(str(llmod), helpers or {})
+    if jobs > 1:
+        from tracec.backends.cpu.split import split_module
+        parts = split_module(text, jobs)
+        if len(parts) > 1:
+            try:
+                return _compile_parts(parts, want_asm)
+            except RuntimeError as e:   # LLVM refused a part: compile the module whole
+                _warn_once(f"tracec: compiling a module in {len(parts)} parts failed ({e}); "
+                           f"compiling it whole")
     with _lock:  # one compile at a time per target machine
-        mod = lb.parse_assembly(_splice(str(llmod), helpers or {}), context=lb.create_context())
-        pto = lb.create_pipeline_tuning_options(speed_level=3)
-        pto.loop_vectorization = True
-        pto.slp_vectorization = True
-        pto.loop_interleaving = True
-        # Full unrolling of the many small constant-trip loops multiplies
-        # compile time and code size for no measurable gain; the vectorizer
-        # still interleaves, and the GEMM micro-kernel is unrolled by hand.
-        pto.loop_unrolling = False
-        pb = lb.create_pass_builder(tm, pto)
+        mod = lb.parse_assembly(text, context=lb.create_context())
+        pb = _pass_builder(tm)
         pb.getModulePassManager().run(mod, pb)
         optimized = str(mod)
         obj = tm.emit_object(mod)
         asm = tm.emit_assembly(mod) if want_asm else None
     return Compiled(optimized, bytes(obj), asm)
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    import warnings
+    warnings.warn(message, stacklevel=3)
+
+
+def _pass_builder(tm):
+    pto = lb.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pto.loop_interleaving = True
+    # Full unrolling of the many small constant-trip loops multiplies
+    # compile time and code size for no measurable gain; the vectorizer
+    # still interleaves, and the GEMM micro-kernel is unrolled by hand.
+    pto.loop_unrolling = False
+    return lb.create_pass_builder(tm, pto)
+
+
+def _unlocked(name: str):
+    """The C function ``name`` of llvmlite's library, called without
+    llvmlite's process-wide lock (which serializes every call).  Only for
+    calls on objects this thread alone uses (its own context, module, pass
+    builder and target machine), which LLVM allows to run concurrently;
+    the locked function where llvmlite's wrapper changes."""
+    from llvmlite.binding import ffi
+    fn = getattr(ffi.lib, name)
+    return getattr(fn, "_cfn", fn)
+
+
+def _compile_part(text: str, t, want_asm: bool) -> tuple[str, bytes, str | None]:
+    """Optimize and emit one part on the calling thread, with a target
+    machine of its own (a target machine is not shared between threads)."""
+    from llvmlite.binding import ffi
+    triple, cpu, feats = t
+    tm = lb.Target.from_triple(triple).create_target_machine(
+        cpu=cpu, features=feats, opt=3, reloc="pic", codemodel="default")
+    mod = lb.parse_assembly(text, context=lb.create_context())
+    try:
+        pb = _pass_builder(tm)
+        _unlocked("LLVMPY_RunNewModulePassManager")(pb.getModulePassManager(), mod, pb)
+        with ffi.OutputString() as err:
+            buf = _unlocked("LLVMPY_TargetMachineEmitToMemory")(tm, mod, 1, err)
+            if not buf:
+                raise RuntimeError(str(err))
+        try:
+            obj = ctypes.string_at(ffi.lib.LLVMPY_GetBufferStart(buf),
+                                   ffi.lib.LLVMPY_GetBufferSize(buf))
+        finally:
+            ffi.lib.LLVMPY_DisposeMemoryBuffer(buf)
+        return str(mod), obj, (tm.emit_assembly(mod) if want_asm else None)
+    finally:
+        # Now, before its context: left to the garbage collector (an
+        # exception's frames), the context may go first, and disposing
+        # the module then crashes.
+        mod.close()
+
+
+def _compile_parts(parts: list[str], want_asm: bool) -> Compiled:
+    """Each part on a thread of its own (the first on this one)."""
+    _init()
+    t = target()
+    results: list = [None] * len(parts)
+
+    def work(i):
+        try:
+            results[i] = _compile_part(parts[i], t, want_asm)
+        except BaseException as e:  # re-raised on the calling thread, without
+            results[i] = e.with_traceback(None)   # this thread's frames (LLVM objects)
+
+    threads = [threading.Thread(target=work, args=(i,), daemon=True,
+                                name=f"tracec-compile-{i}") for i in range(1, len(parts))]
+    for th in threads:
+        th.start()
+    work(0)
+    for th in threads:
+        th.join()
+    error = next((r for r in results if isinstance(r, BaseException)), None)
+    if error is not None:
+        try:
+            raise error
+        finally:
+            # No cycle (exception -> this frame -> exception) that would
+            # leave the caller's frame, with its LLVM module and context,
+            # to the garbage collector: it may dispose the context first.
+            error = results = None
+    texts = [r[0] for r in results]
+    llvm_ir = "".join(f"; ---- part {i + 1} of {len(texts)} ----\n{x}"
+                      for i, x in enumerate(texts))
+    asm = "\n".join(r[2] for r in results) if want_asm else None
+    return Compiled(llvm_ir, pack_objects([r[1] for r in results]), asm, parts=texts)
 
 
 def _splice(text: str, helpers: dict[str, str]) -> str:

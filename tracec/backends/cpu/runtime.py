@@ -100,7 +100,10 @@ def _lljit():
 def _link(object_code: bytes, entries: list[str]):
     with _jit_lock:
         jit = _lljit()
-        builder = lb.JITLibraryBuilder().add_object_img(object_code).add_current_process()
+        builder = lb.JITLibraryBuilder()
+        for obj in codegen.unpack_objects(object_code):  # a module compiled in parts
+            builder.add_object_img(obj)
+        builder.add_current_process()
 
         for e in entries:
             builder.export_symbol(e)
