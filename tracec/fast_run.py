@@ -29,6 +29,7 @@ import sys
 import numpy as np
 
 from tracec import graph
+from tracec.backends.cpu import checked_call
 from tracec.backends.cpu.output_pool import fresh
 from tracec.backends.cpu.runtime import _TUPLE_ITEMS, CpuExecutable
 from tracec.mutation import EPOCH, guard_watched
@@ -68,6 +69,9 @@ def runner(entry, n: int):
     if not _supported(entry, n):
         return None
     trace, exe = entry.trace, entry.executable
+    donated = dict(exe._donated)
+    native = checked_call.available() and all(
+        len(shape) <= checked_call.MAX_DIMS for shape, _ in exe._ins + exe._outs)
     env = {"EPOCH": EPOCH, "entry": entry, "MISS": MISS, "_state": graph._state,
            "ndarray": np.ndarray, "getrefcount": sys.getrefcount, "fresh": fresh,
            "copyto": np.copyto, "make": Tensor._make, "exe": exe, "FN": exe._fn_py,
@@ -126,15 +130,15 @@ def runner(entry, n: int):
         else:
             src = f"{tensor(spec.source, None)}._grad._data"
         lines.append(f"    {a[j]} = {src}")
-        shape_ok = "" if spec.kind == "arg" else f" or {a[j]}.shape != {shape!r}"
-        lines.append(f"    if (type({a[j]}) is not ndarray or {a[j]}.dtype is not "
-                     f"{const(f'N{j}', npd)}{shape_ok} or not {a[j]}.flags.c_contiguous):"
-                     " return miss(entry)")
+        if not native:
+            shape_ok = "" if spec.kind == "arg" else f" or {a[j]}.shape != {shape!r}"
+            lines.append(f"    if (type({a[j]}) is not ndarray or {a[j]}.dtype is not "
+                         f"{const(f'N{j}', npd)}{shape_ok} or not {a[j]}.flags.c_contiguous):"
+                         " return miss(entry)")
     tin = f"({', '.join(a)}{',' if len(a) == 1 else ''})"
     lines.append(f"    tin = {tin}")
     # --- outputs: donated (an input updated in place), reused .grad memory, fresh ---
     outs = [f"o{k}" for k in range(len(exe._outs))]
-    donated = dict(exe._donated)
     if donated:
         # As CpuExecutable._donated_outputs: the same array objects as when
         # they were last found not to share memory still do not (LAST holds
@@ -147,9 +151,10 @@ def runner(entry, n: int):
                   "        lst = list(tin)",
                   "        if exe._donated_outputs(lst, exe._outs)[0] is not lst: "
                   "return miss(entry)",
-                  "        LAST[0] = tin",
-                  "    if not (" + " and ".join(f"{a[j]}.flags.writeable" for j in js) + "):"
-                  " return miss(entry)"]
+                  "        LAST[0] = tin"]
+        if not native:
+            lines.append("    if not (" + " and ".join(f"{a[j]}.flags.writeable" for j in js)
+                         + "): return miss(entry)")
     from tracec.compiled_entry import _fresh_grad_outputs, _rebuild
     reuse = dict(_fresh_grad_outputs(trace, exe))
     for k, (shape, npd) in enumerate(exe._outs):
@@ -166,9 +171,10 @@ def runner(entry, n: int):
                       f"    old = {leaf}._grad",
                       "    if old is not None and getrefcount(old) == 3:",
                       "        b = old._data",
-                      "        if ((b.base is None or fresh(b)) and getrefcount(b) == 3 and "
-                      f"type(b) is ndarray and b.dtype is {n_k} and b.shape == {shape!r} and "
-                      "b.flags.c_contiguous and b.flags.writeable):",
+                      "        if ((b.base is None or fresh(b)) and getrefcount(b) == 3" + (
+                          "):" if native else
+                          f" and type(b) is ndarray and b.dtype is {n_k} and b.shape == "
+                          f"{shape!r} and b.flags.c_contiguous and b.flags.writeable):"),
                       f"            {outs[k]} = b",
                       "        b = None",
                       "    old = None",
@@ -178,8 +184,11 @@ def runner(entry, n: int):
     lines += [f"    tout = ({', '.join(outs)}{',' if len(outs) == 1 else ''})",
               "    ws = WS.pop() if WS else exe._workspace()",
               "    try:",
-              "        rc = FN(id(tin) + ITEMS, id(tout) + ITEMS, ws[1], exe.nthreads)",
-              "        if rc: exe._raise(rc, ws)",
+              ("        rc = CALL(id(tin) + ITEMS, id(tout) + ITEMS, ws[1], exe.nthreads, CTX)"
+               if native else
+               "        rc = FN(id(tin) + ITEMS, id(tout) + ITEMS, ws[1], exe.nthreads)"),
+              "        if rc: exe._raise(rc, ws)" if not native else
+              "        if rc: return miss(entry) if rc == -1 else exe._raise(rc, ws)",
               "    finally:",
               "        WS.append(ws)"]
     # --- write-backs, in the order of the trace's outputs ---
@@ -204,6 +213,21 @@ def runner(entry, n: int):
         else:
             lf = tensor(spec.target, spec.arg)
             lines.append(f"    {lf}._grad = make({o}, {lf}.dtype)")
+    if native:
+        # The arrays' headers are checked by the native wrapper instead
+        # (checked_call): type, dtype, shape, C-contiguous, and writeable
+        # where the code writes in place (donated inputs, reused .grad memory).
+        W, C = checked_call.WRITEABLE, checked_call.C_CONTIGUOUS
+        don_in = set(donated.values())
+        rows_in = [checked_call.row(shape, npd, C | (W if j in don_in else 0))
+                   for j, (shape, npd) in enumerate(exe._ins)]
+        rows_out = [checked_call.row(shape, npd, C | W) if k in reuse else None
+                    for k, (shape, npd) in enumerate(exe._outs)]
+        env["CTX"] = ctx = checked_call.context(exe._tracker[exe.signature["entry_py"]],
+                                                rows_in, rows_out)
+        env["CTX"] = ctx.ctypes.data
+        env["CTX_KEEP"] = ctx
+        env["CALL"] = checked_call.call()
     tpl = trace.template
     if tpl[0] == "tensor" and tpl[3] is None:
         lines.append(f"    return make({returned[tpl[1]]}, {const('RD', tpl[2])})")

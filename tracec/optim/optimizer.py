@@ -140,6 +140,12 @@ def _group_value(group: dict, key: str):
     return group["betas"][0] if key == "beta1" else group[key]
 
 
+#: Attributes every eager ``step`` sets (``_with_hooks``) that no guard
+#: reads: setting them leaves the mutation epoch alone, so an eager step
+#: between compiled calls does not make them re-check everything.
+_BOOKKEEPING = frozenset(("_in_step", "_opt_called"))
+
+
 class _Lifted:
     """The guard a traced step reports for a hyperparameter it reads from a
     holder tensor (the lr; a momentum or beta1 a scheduler cycles): it holds
@@ -229,7 +235,8 @@ class Optimizer:
                 "param_groups": self.param_groups}
 
     def __setattr__(self, name: str, value) -> None:
-        EPOCH[0] += 1     # compiled steps re-check their guards (tracec.mutation)
+        if name not in _BOOKKEEPING:
+            EPOCH[0] += 1     # compiled steps re-check their guards (tracec.mutation)
         object.__setattr__(self, name, value)
 
     def __setstate__(self, state: dict) -> None:
