@@ -203,8 +203,13 @@ def runner(entry, n: int):
             returned.append(o)     # a fresh array: never an input, never copied
         elif spec.kind == "write":
             t = tensor(spec.target, spec.arg)
-            lines += [f"    if {o} is not {t}._data: copyto({t}._data, {o})",
-                      f"    {t}._version[0] += 1"]
+            j = donated.get(k - 1)
+            src = None if j is None else trace.inputs[j]
+            if not (src is not None and src.kind == "state" and spec.arg is None
+                    and src.source is spec.target):
+                lines.append(f"    if {o} is not {t}._data: copyto({t}._data, {o})")
+            # else: the output is the array read from that very tensor above
+            lines.append(f"    {t}._version[0] += 1")
         elif spec.inplace:
             lf = tensor(spec.target, spec.arg)
             lines += [f"    g = {lf}._grad",
@@ -229,8 +234,14 @@ def runner(entry, n: int):
         env["CTX_KEEP"] = ctx
         env["CALL"] = checked_call.call()
     tpl = trace.template
-    if tpl[0] == "tensor" and tpl[3] is None:
-        lines.append(f"    return make({returned[tpl[1]]}, {const('RD', tpl[2])})")
+    if tpl[0] == "tensor":     # as _rebuild does
+        lines.append(f"    r = make({returned[tpl[1]]}, {const('RD', tpl[2])})")
+        if tpl[3] is not None:
+            env["FreedNode"] = graph.FreedNode
+            lines += ["    if _state.grad:",
+                      "        r.requires_grad = True",
+                      f"        r._node = FreedNode({const('RN', tpl[3])})"]
+        lines.append("    return r")
     else:
         env["rebuild"], env["TPL"], env["NOKW"] = _rebuild, tpl, {}
         lines.append(f"    return rebuild(TPL, [{', '.join(returned)}], args, NOKW)")

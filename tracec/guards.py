@@ -19,6 +19,7 @@ table (docs/guards.md) as a documented limit.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import random as _pyrandom
 import types
@@ -133,7 +134,7 @@ def _roots(fn, objects, out: list, seen: set, depth: int = 3) -> list:
             if isinstance(v, (types.ModuleType, type)):
                 continue  # imported modules and classes: code, not data
             out.append((f"global '{name}' of {fn.__module__}",
-                        (lambda g=g, n=name: g.get(n, _MISSING))))
+                        functools.partial(g.get, name, _MISSING)))
             if isinstance(v, types.FunctionType):
                 _roots(v, [], out, seen, depth - 1)
     if fn.__defaults__ or fn.__kwdefaults__:
@@ -164,9 +165,9 @@ class EnvGuard:
         self.roots = _roots(fn, list(objects), [], set())
         self.tensors: list = []
         self.kept: list | None = None   # the first snapshot's tensors, kept alive
-        #: ``(value, epoch or None, [(object or _NO, its type)])``: the root
-        #: objects seen when ``holds(value)`` last found it held (the epoch
-        #: then, where a module's root depends on it).
+        #: ``(value, epoch or None, ((getter, object or _NO, its type, its
+        #: value), ...))``: the root objects seen when ``holds(value)`` last
+        #: found it held (the epoch then, where a module's root depends on it).
         self._memo = None
 
     def __call__(self):
@@ -181,7 +182,7 @@ class EnvGuard:
         memo = self._memo
         if memo is not None and memo[0] is value and (memo[1] is None or memo[1] == EPOCH[0]):
             s = None
-            for (_, get), (obj, tp), v in zip(self.roots, memo[2], value):
+            for get, obj, tp, v in memo[2]:
                 x = get()
                 if x is obj and type(x) is tp:
                     continue
@@ -197,7 +198,7 @@ class EnvGuard:
             return False
         marks = [_by_identity(o, v) for o, v in zip(objs, value)]
         self._memo = (value, epoch if any(m[2] for m in marks) else None,
-                      [m[:2] for m in marks])
+                      tuple((get, *m[:2], v) for (_, get), m, v in zip(self.roots, marks, value)))
         return True
 
     def snapshot(self) -> tuple:
