@@ -138,8 +138,17 @@ class Entry:
         if graph.is_grad_enabled() != self.trace.grad_mode:
             return "grad mode changed"
         if not skip:
-            self._valid_epoch = epoch if all(
-                guard_watched(snap) is not False for snap, _ in self.trace.guards) else None
+            # Covered guards whose containers are not all watched now (a
+            # group dict the user passed in) are checked at every call
+            # with the others; the specialized call is made again when
+            # that set changed.
+            unwatched = [(snap, value) for snap, value in self.trace.guards
+                         if guard_watched(snap) is not True]
+            if self._fast_run and self._unwatched is not None and \
+                    [id(s) for s, _ in unwatched] != [id(s) for s, _ in self._unwatched]:
+                self._fast_run = None
+            self._unwatched = unwatched
+            self._valid_epoch = epoch
         return None
 
     def _name(self, t, path=None) -> str:
@@ -150,10 +159,11 @@ class Entry:
         return self.trace.names.get(id(t)) or f"a {t.dtype.name}{list(t.shape)} tensor"
 
     def _unwatched_guards(self) -> list:
-        """The trace's guards that the mutation epoch does not cover."""
+        """The trace's guards that the mutation epoch does not cover (as of
+        the last time they all held)."""
         if self._unwatched is None:
             self._unwatched = [(snap, value) for snap, value in self.trace.guards
-                               if guard_watched(snap) is None]
+                               if guard_watched(snap) is not True]
         return self._unwatched
 
     def fast_runner(self, n: int):

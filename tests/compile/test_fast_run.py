@@ -156,7 +156,7 @@ def test_learning_rate_changes_without_retracing():
     assert comp.traces == 1, comp.reasons
 
 
-def test_a_group_dict_the_user_passed_is_checked_every_call():
+def test_a_group_dict_the_user_passed_is_checked_every_call(counted):
     held = []
 
     def groups(model):
@@ -166,6 +166,9 @@ def test_a_group_dict_the_user_passed_is_checked_every_call():
     pair = _twins(groups=groups)
     comp = _run(pair, {}, calls=4)
     assert pair[1][1].param_groups[0] is held[1]      # the user's own dict, not a copy
+    before = counted[0]
+    _run_more(pair, comp, 3)
+    assert counted[0] == before                        # its guards checked on the fast path
     for g in held:
         g["momentum"] = 0.3                            # plain dict: no epoch change
     _run_more(pair, comp, 3)
