@@ -29,9 +29,7 @@ import sys
 import numpy as np
 
 from tracec import graph
-from tracec.backends.cpu import checked_call
 from tracec.backends.cpu.output_pool import fresh
-from tracec.backends.cpu.runtime import _TUPLE_ITEMS, CpuExecutable
 from tracec.mutation import EPOCH, guard_watched
 from tracec.tensor import Tensor
 
@@ -45,6 +43,12 @@ MAX_MISSES = 8
 
 
 def _supported(entry, n: int) -> bool:
+    # Not imported here: an executable of another backend leaves the cpu
+    # runtime (and llvmlite) unloaded; a cpu executable has loaded it.
+    runtime = sys.modules.get("tracec.backends.cpu.runtime")
+    if runtime is None:
+        return False
+    CpuExecutable = runtime.CpuExecutable
     trace, exe = entry.trace, entry.executable
     if (trace.symbolic is not None or entry.check_backend is not None
             or entry.backward_plan is not None or type(exe) is not CpuExecutable
@@ -68,6 +72,8 @@ def runner(entry, n: int):
     """``run(args)`` for ``entry`` (see the module docstring), or None."""
     if not _supported(entry, n):
         return None
+    from tracec.backends.cpu import checked_call
+    from tracec.backends.cpu.runtime import _TUPLE_ITEMS
     trace, exe = entry.trace, entry.executable
     donated = dict(exe._donated)
     native = checked_call.available() and all(
