@@ -99,12 +99,24 @@ def runner(entry, n: int):
     # --- guards (Entry.failed_guard with the epoch unchanged) ---
     for i, (p, t) in enumerate(trace.arg_identity):
         lines.append(f"    if {x[p]} is not {const(f'I{i}', t)}: return MISS")
+    # A state tensor's dtype and requires_grad: fields the native wrapper
+    # reads where it can (slots), else tested here.
+    slots = []
+
+    def field(t, name, value, test):
+        offset = checked_call.slot_offset(type(t), name) if native else None
+        if offset is not None:
+            slots.append((t, offset, value))
+        else:
+            lines.append(test)
     for j, spec in enumerate(trace.inputs):
         if spec.kind == "state":
-            lines.append(f"    if {tensor(spec.source, None)}.dtype is not "
-                         f"{const(f'D{j}', spec.dtype)}: return MISS")
+            field(spec.source, "dtype", spec.dtype,
+                  f"    if {tensor(spec.source, None)}.dtype is not "
+                  f"{const(f'D{j}', spec.dtype)}: return MISS")
     for i, (t, rg) in enumerate(entry.state_guards):
-        lines.append(f"    if {tensor(t, None)}.requires_grad is not {bool(rg)}: return MISS")
+        field(t, "requires_grad", bool(rg),
+              f"    if {tensor(t, None)}.requires_grad is not {bool(rg)}: return MISS")
     for i, (leaf, had, path) in enumerate(trace.grad_guards):
         lf = tensor(leaf, path)
         lines.append(f"    if ({lf}._grad is not None) is not {bool(had)}: return MISS")
@@ -234,10 +246,10 @@ def runner(entry, n: int):
                    for j, (shape, npd) in enumerate(exe._ins)]
         rows_out = [checked_call.row(shape, npd, C | W) if k in reuse else None
                     for k, (shape, npd) in enumerate(exe._outs)]
-        env["CTX"] = ctx = checked_call.context(exe._tracker[exe.signature["entry_py"]],
-                                                rows_in, rows_out)
+        ctx = checked_call.context(exe._tracker[exe.signature["entry_py"]], rows_in, rows_out,
+                                   slots)
         env["CTX"] = ctx.ctypes.data
-        env["CTX_KEEP"] = ctx
+        env["CTX_KEEP"] = ctx, slots      # (the objects the words point to, alive)
         env["CALL"] = checked_call.call()
     tpl = trace.template
     if tpl[0] == "tensor":     # as _rebuild does

@@ -4,15 +4,17 @@ the header of every NumPy array it is handed, so that a specialized call
 
 ``call(tin, tout, ws, nthreads, ctx) -> int32``: ``tin`` / ``tout`` point
 to the items of tuples of NumPy arrays (``runtime._TUPLE_ITEMS``) and
-``ctx`` to ``int64`` words made by ``context(kernel, in_rows, out_rows)``:
-the ``_py`` entry's address, the counts, then one row per array, ``[type,
+``ctx`` to ``int64`` words made by ``context(kernel, in_rows, out_rows,
+slots)``: the ``_py`` entry's address, the counts, one row per array, ``[type,
 descr, ndim, flags mask, dim 0 .. dim MAX_DIMS-1]``: the array's type is
 the object ``type`` (``np.ndarray``), its dtype the object ``descr`` (the
 same check as ``a.dtype is npd``), its ``ndim`` and shape these, and its
 flags include the mask (C-contiguous; writeable for memory written in
-place).  A row whose ``type`` is 0 is not checked.  If every array passes,
-the wrapper returns what the entry returns; else -1, and the entry has not
-run.
+place).  A row whose ``type`` is 0 is not checked.  Then ``[object, byte
+offset, expected]`` triples: a field of a fixed object that must hold the
+object ``expected`` (a state tensor's ``dtype``, its ``requires_grad``),
+checked first.  If everything passes, the wrapper returns what the entry
+returns; else -1, and the entry has not run.
 
 ``available()`` is False where NumPy's array object does not have the
 layout read here (checked once per process against real arrays): callers
@@ -28,7 +30,8 @@ import ctypes
 
 import numpy as np
 
-__all__ = ["available", "call", "context", "row", "MAX_DIMS", "C_CONTIGUOUS", "WRITEABLE"]
+__all__ = ["available", "call", "context", "row", "slot_offset", "MAX_DIMS", "C_CONTIGUOUS",
+           "WRITEABLE"]
 
 MAX_DIMS = 8
 ROW = 4 + MAX_DIMS
@@ -46,11 +49,34 @@ entry:
   %nin = load i64, ptr %p1
   %p2 = getelementptr i64, ptr %ctx, i64 2
   %nout = load i64, ptr %p2
-  %rows = getelementptr i64, ptr %ctx, i64 3
+  %p3 = getelementptr i64, ptr %ctx, i64 3
+  %nslots = load i64, ptr %p3
+  %rows = getelementptr i64, ptr %ctx, i64 4
   %total = add i64 %nin, %nout
-  br label %head
+  %rwords = mul i64 %total, {ROW}
+  %slots = getelementptr i64, ptr %rows, i64 %rwords
+  br label %shead
+shead:
+  %s = phi i64 [0, %entry], [%snext, %sok]
+  %sdone = icmp eq i64 %s, %nslots
+  br i1 %sdone, label %head, label %sbody
+sbody:
+  %soff = mul i64 %s, 3
+  %srow = getelementptr i64, ptr %slots, i64 %soff
+  %sobj = load ptr, ptr %srow
+  %sop = getelementptr i64, ptr %srow, i64 1
+  %sbyte = load i64, ptr %sop
+  %swp = getelementptr i64, ptr %srow, i64 2
+  %swant = load i64, ptr %swp
+  %sat = getelementptr i8, ptr %sobj, i64 %sbyte
+  %sgot = load i64, ptr %sat
+  %sbad = icmp ne i64 %sgot, %swant
+  br i1 %sbad, label %bad, label %sok
+sok:
+  %snext = add i64 %s, 1
+  br label %shead
 head:
-  %i = phi i64 [0, %entry], [%inext, %next]
+  %i = phi i64 [0, %shead], [%inext, %next]
   %done = icmp eq i64 %i, %total
   br i1 %done, label %run, label %body
 body:
@@ -213,10 +239,29 @@ def row(shape, npd, mask: int) -> list:
     return [id(np.ndarray), id(npd), len(shape), mask, *shape, *[0] * (MAX_DIMS - len(shape))]
 
 
-def context(kernel: int, in_rows: list, out_rows: list) -> np.ndarray:
+def context(kernel: int, in_rows: list, out_rows: list, slots=()) -> np.ndarray:
     """The ``ctx`` words (keep the array alive while calls use it); an
-    unchecked output's row is ``None``."""
-    words = [kernel, len(in_rows), len(out_rows)]
+    unchecked output's row is ``None``.  ``slots``: ``(object, byte offset,
+    expected)`` triples, each a pointer-sized field of an object (kept
+    alive by the caller) that must hold the object ``expected``
+    (``slot_offset`` finds a ``__slots__`` field)."""
+    words = [kernel, len(in_rows), len(out_rows), len(slots)]
     for r in [*in_rows, *out_rows]:
         words += r if r is not None else [0] * ROW
+    for obj, offset, expected in slots:
+        words += [id(obj), offset, id(expected)]
     return np.array(words, np.int64)
+
+
+def slot_offset(cls: type, name: str) -> int | None:
+    """The byte offset of ``__slots__`` field ``name`` in instances of
+    ``cls`` (found by storing a marker there), or None."""
+    try:
+        obj = object.__new__(cls)
+        marker = object()
+        setattr(obj, name, marker)
+    except (TypeError, AttributeError):
+        return None
+    found = [off for off in range(16, cls.__basicsize__, 8)
+             if ctypes.c_void_p.from_address(id(obj) + off).value == id(marker)]
+    return found[0] if len(found) == 1 else None
