@@ -259,3 +259,33 @@ def test_checked_call_rejects_wrong_headers():
         assert rc == -1 and out.tolist() == [0, 0, 0, 0], bad
     rc, out = run(read_only, ones)          # the first row does not ask for writeable
     assert rc == 0 and out.tolist() == [2, 2, 2, 2]
+
+
+def test_checked_call_checks_object_fields():
+    if not checked_call.available():
+        pytest.skip("NumPy's array layout is not the one checked_call reads")
+    f = tracec.compile(lambda a, b: a + b)
+    a, b = tracec.ones(4), tracec.ones(4)
+    for _ in range(3):
+        f(a, b)
+    exe = f._last.executable
+    w = nn.Parameter(tracec.ones(2))
+    off_rg = checked_call.slot_offset(type(w), "requires_grad")
+    off_dt = checked_call.slot_offset(type(w), "dtype")
+    assert off_rg is not None and off_dt is not None and off_rg != off_dt
+    f32 = np.dtype(np.float32)
+    row = checked_call.row((4,), f32, checked_call.C_CONTIGUOUS)
+    ctx = checked_call.context(exe._tracker[exe.signature["entry_py"]], [row, row], [None],
+                               [(w, off_rg, True), (w, off_dt, tracec.float32)])
+    ws = exe._workspace()
+    x = np.ones(4, np.float32)
+
+    def run():
+        out = np.zeros(4, np.float32)
+        tin, tout = (x, x), (out,)
+        return checked_call.call()(id(tin) + 24, id(tout) + 24, ws[1], 1, ctx.ctypes.data)
+    assert run() == 0
+    w.requires_grad_(False)
+    assert run() == -1
+    w.requires_grad_(True)
+    assert run() == 0
