@@ -52,7 +52,8 @@ def _supported(entry, n: int) -> bool:
     trace, exe = entry.trace, entry.executable
     if (trace.symbolic is not None or entry.check_backend is not None
             or entry.backward_plan is not None or type(exe) is not CpuExecutable
-            or exe._fn_py is None or len(exe._ins) != len(trace.inputs)):
+            or exe._fn_py is None or len(exe._ins) != len(trace.inputs)
+            or len(exe._outs) != sum(s.kind != "grad_none" for s in trace.outputs)):
         return False
     for spec, (shape, _) in zip(trace.inputs, exe._ins):
         if spec.kind == "arg" and not (type(spec.source) is int and spec.source < n):
@@ -161,13 +162,16 @@ def runner(entry, n: int):
         # As CpuExecutable._donated_outputs: the same array objects as when
         # they were last found not to share memory still do not (LAST holds
         # them, so they stay those objects); else that check runs again.
-        env["LAST"] = [None]
+        env["LAST"] = [None, None]
         js = sorted(set(donated.values()))
+        env["unshared"] = _unshared
+        env["DJ"] = tuple(js)
         lines += ["    last = LAST[0]",
                   "    if last is None or not (" + " and ".join(
                       f"{a[j]} is last[{j}]" for j in range(len(a))) + "):",
-                  "        lst = list(tin)",
-                  "        if exe._donated_outputs(lst, exe._outs)[0] is not lst: "
+                  "        if not unshared(tin, LAST, DJ):",
+                  "            lst = list(tin)",
+                  "            if exe._donated_outputs(lst, exe._outs)[0] is not lst: "
                   "return miss(entry)",
                   "        LAST[0] = tin"]
         if not native:
@@ -265,6 +269,31 @@ def runner(entry, n: int):
         lines.append(f"    return rebuild(TPL, [{', '.join(returned)}], args, NOKW)")
     exec("\n".join(lines), env)   # noqa: S102 - code made above from the entry's own specs
     return env["run"]
+
+
+def _unshared(arrays, last, donated) -> bool:
+    """True if no input listed in ``donated`` can share memory with another
+    input: its root array (the end of its ``.base`` chain) owns its memory
+    and is no other input's root (then ``CpuExecutable._donated_outputs``
+    finds it unshared too; otherwise that exact test decides).
+    ``last[1]``: ``(arrays, roots)`` of the previous time, whose roots are
+    reused for the same array objects (in a training loop only the batch
+    changes); updated here."""
+    prev, prev_roots = last[1] or (None, None)
+    roots = []
+    for i, x in enumerate(arrays):
+        if prev is not None and prev[i] is x:
+            roots.append(prev_roots[i])
+            continue
+        r = x
+        while type(r.base) is np.ndarray:
+            r = r.base
+        roots.append(r)
+    last[1] = (arrays, roots)
+    ids = [id(r) for r in roots]
+    if len(set(ids)) == len(ids):
+        return all(roots[j].base is None for j in donated)
+    return all(roots[j].base is None and ids.count(ids[j]) == 1 for j in donated)
 
 
 def _miss(entry):

@@ -289,3 +289,37 @@ def test_checked_call_checks_object_fields():
     assert run() == -1
     w.requires_grad_(True)
     assert run() == 0
+
+
+def test_a_new_batch_every_step_stays_on_the_fast_path(counted):
+    pair = _twins()
+    (m_e, o_e, eager), (m_c, o_c, step) = pair
+    comp = tracec.compile(step)
+    rng = np.random.default_rng(1)
+    batches = [(tracec.from_numpy(rng.standard_normal((4, 6), dtype=np.float32)),
+                tracec.tensor([0, 2, 1, 2])) for _ in range(8)]
+    for k, (x, y) in enumerate(batches):
+        if k == 4:
+            before = counted[0]
+        np.testing.assert_allclose(comp(x, y).item(), eager(x, y).item(), rtol=1e-5)
+        _same_state(pair)
+    assert counted[0] == before and comp._last._fast_misses == 0
+
+
+def test_unshared_never_accepts_what_the_exact_test_refuses():
+    from tracec.fast_run import _unshared
+    buf = np.zeros(12, np.float32)
+    foreign = np.frombuffer(bytearray(48), np.float32)
+    cases = [(np.zeros(4), np.zeros(4)), (buf[:6], buf[6:]), (buf, buf[2:5]),
+             (foreign, np.zeros(12, np.float32)), (np.zeros(3), foreign[:3])]
+    for arrays in cases:
+        for j in range(2):
+            exact = not np.may_share_memory(arrays[j], arrays[1 - j]) and \
+                arrays[j].flags.writeable
+            fast = _unshared(arrays, [None, None], (j,))
+            assert exact or not fast, (arrays, j)
+    # roots of unchanged arrays are reused, a new array's root is found
+    last = [None, None]
+    a, b = np.zeros(3), buf[:4]
+    assert _unshared((a, b), last, (0,)) and last[1][1][1] is buf
+    assert not _unshared((buf[4:], b), last, (0,))
