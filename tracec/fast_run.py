@@ -37,8 +37,8 @@ __all__ = ["runner", "MISS"]
 
 #: What ``run`` returns when the general path must serve the call.
 MISS = object()
-#: Misses with the epoch unchanged (a non-contiguous argument, donated
-#: memory shared) after which an entry stops trying its fast runner.
+#: Misses in a row with the epoch unchanged (a non-contiguous argument,
+#: donated memory shared) after which an entry stops trying its fast runner.
 MAX_MISSES = 8
 
 
@@ -214,6 +214,7 @@ def runner(entry, n: int):
               "    finally:",
               "        WS.append(ws)"]
     # --- write-backs, in the order of the trace's outputs ---
+    lines.append("    if entry._fast_misses: entry._fast_misses = 0   # misses in a row only")
     returned, k = [], 0
     for spec in trace.outputs:
         if spec.kind == "grad_none":
@@ -297,8 +298,8 @@ def _unshared(arrays, last, donated) -> bool:
 
 
 def _miss(entry):
-    """A miss the epoch did not cause; past ``MAX_MISSES`` the entry keeps
-    to the general path."""
+    """A miss the epoch did not cause; ``MAX_MISSES`` in a row and the
+    entry keeps to the general path."""
     entry._fast_misses += 1
     if entry._fast_misses >= MAX_MISSES:
         entry._fast_run = False

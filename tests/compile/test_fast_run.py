@@ -11,6 +11,7 @@ import pytest
 import tracec
 import tracec.nn as nn
 import tracec.nn.functional as F
+from tracec import fast_run
 from tracec.backends.cpu import checked_call
 from tracec.compiled_entry import Entry
 
@@ -184,6 +185,13 @@ def test_non_contiguous_argument_falls_back():
     assert callable(f._last._fast_run)
     t = tracec.from_numpy(base.T)           # same shape and dtype, not C-contiguous
     np.testing.assert_array_equal(f(t, b).numpy(), base.T * 2 + 1)
+    assert f._last._fast_misses == 1
+    np.testing.assert_array_equal(f(a, b).numpy(), base.T * 2 + 1)
+    assert f._last._fast_misses == 0          # misses in a row only
+    for _ in range(fast_run.MAX_MISSES):
+        np.testing.assert_array_equal(f(t, b).numpy(), base.T * 2 + 1)
+    assert f._last._fast_run is False         # that entry keeps to the general path
+    np.testing.assert_array_equal(f(a, b).numpy(), base.T * 2 + 1)
 
 
 def test_argument_sharing_memory_with_updated_state_falls_back():
