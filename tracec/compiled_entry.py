@@ -75,6 +75,10 @@ class Entry:
     #: The mutation epoch at which every guard last held (tracec.mutation).
     _valid_epoch: object = None
     _unwatched: list = None
+    #: ``tracec.fast_run``'s specialized call (None: not made yet; False:
+    #: this entry keeps to the general path) and its misses so far.
+    _fast_run: object = None
+    _fast_misses: int = 0
 
     def optimized(self):
         """The optimized module (running autodiff and the passes on a copy of
@@ -120,6 +124,9 @@ class Entry:
             if had and tuple(leaf._grad.shape) != tuple(leaf.shape):
                 return f"{name}.grad shape changed"
         for snap, value in (self._unwatched_guards() if skip else self.trace.guards):
+            holds = getattr(snap, "holds", None)   # EnvGuard: cheaper than a snapshot
+            if holds is not None and holds(value):
+                continue
             now = snap()
             if now != value:
                 if hasattr(snap, "describe_change"):
@@ -131,8 +138,17 @@ class Entry:
         if graph.is_grad_enabled() != self.trace.grad_mode:
             return "grad mode changed"
         if not skip:
-            self._valid_epoch = epoch if all(
-                guard_watched(snap) is not False for snap, _ in self.trace.guards) else None
+            # Covered guards whose containers are not all watched now (a
+            # group dict the user passed in) are checked at every call
+            # with the others; the specialized call is made again when
+            # that set changed.
+            unwatched = [(snap, value) for snap, value in self.trace.guards
+                         if guard_watched(snap) is not True]
+            if self._fast_run and self._unwatched is not None and \
+                    [id(s) for s, _ in unwatched] != [id(s) for s, _ in self._unwatched]:
+                self._fast_run = None
+            self._unwatched = unwatched
+            self._valid_epoch = epoch
         return None
 
     def _name(self, t, path=None) -> str:
@@ -143,11 +159,23 @@ class Entry:
         return self.trace.names.get(id(t)) or f"a {t.dtype.name}{list(t.shape)} tensor"
 
     def _unwatched_guards(self) -> list:
-        """The trace's guards that the mutation epoch does not cover."""
+        """The trace's guards that the mutation epoch does not cover (as of
+        the last time they all held)."""
         if self._unwatched is None:
             self._unwatched = [(snap, value) for snap, value in self.trace.guards
-                               if guard_watched(snap) is None]
+                               if guard_watched(snap) is not True]
         return self._unwatched
+
+    def fast_runner(self, n: int):
+        """``tracec.fast_run.runner(self, n)``, made once (None where this
+        entry keeps to the general path)."""
+        run = self._fast_run
+        if run is None:
+            if self.executable is None:
+                return None
+            from tracec.fast_run import runner
+            run = self._fast_run = runner(self, n) or False
+        return run or None
 
     def ensure_compiled(self):
         if self.executable is None:

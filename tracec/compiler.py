@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from tracec import autocast_mode, compiled_backward, fast_call, graph, ir, size_generic
 from tracec import kernel_profiler as profiler
+from tracec.fast_run import MISS
 from tracec.backends import cache, cpu, cuda, interp
 from tracec.compiled_entry import Entry, _checks_enabled, donations  # noqa: F401
 from tracec.naming import argument_names
@@ -161,6 +162,17 @@ class CompiledFunction:
         if fast is not None and not kwargs and fast[0](args):
             # The last entry's key, matched without building it (fast_call).
             e = fast[1]
+            run = e._fast_run
+            if run is None:
+                run = e.fast_runner(len(args))
+            if run:
+                # Its guards, marshalling and write-backs specialized
+                # (fast_run); MISS: the general path below decides.
+                result = run(args)
+                if result is not MISS:
+                    self.hits += 1
+                    self._last = e
+                    return result
             if e.failed_guard(args, kwargs) is None:
                 self.hits += 1
                 self._last = e

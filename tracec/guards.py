@@ -19,12 +19,14 @@ table (docs/guards.md) as a documented limit.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import random as _pyrandom
 import types
 
 import numpy as np
 
+from tracec.mutation import EPOCH
 from tracec.nn.modules.module import Module
 from tracec.optim.optimizer import Optimizer
 from tracec.tensor import Tensor
@@ -132,7 +134,7 @@ def _roots(fn, objects, out: list, seen: set, depth: int = 3) -> list:
             if isinstance(v, (types.ModuleType, type)):
                 continue  # imported modules and classes: code, not data
             out.append((f"global '{name}' of {fn.__module__}",
-                        (lambda g=g, n=name: g.get(n, _MISSING))))
+                        functools.partial(g.get, name, _MISSING)))
             if isinstance(v, types.FunctionType):
                 _roots(v, [], out, seen, depth - 1)
     if fn.__defaults__ or fn.__kwdefaults__:
@@ -163,16 +165,51 @@ class EnvGuard:
         self.roots = _roots(fn, list(objects), [], set())
         self.tensors: list = []
         self.kept: list | None = None   # the first snapshot's tensors, kept alive
+        #: ``(value, epoch or None, ((getter, object or _NO, its type, its
+        #: value), ...))``: the root objects seen when ``holds(value)`` last
+        #: found it held (the epoch then, where a module's root depends on it).
+        self._memo = None
 
     def __call__(self):
         return self.snapshot()
 
+    def holds(self, value) -> bool:
+        """``self() == value``, cheaper: a root whose snapshot the object's
+        identity decides (a scalar, a tensor, an optimizer, an opaque object,
+        a function; a module whose guard the mutation epoch covers, while
+        the epoch stands where it stood) is the object seen when this last
+        held, by identity and type; other roots are snapshotted again."""
+        memo = self._memo
+        if memo is not None and memo[0] is value and (memo[1] is None or memo[1] == EPOCH[0]):
+            s = None
+            for get, obj, tp, v in memo[2]:
+                x = get()
+                if x is obj and type(x) is tp:
+                    continue
+                if s is None:
+                    s = _Snapshot()
+                s.budget = BUDGET
+                if s.value(x, DEPTH) != v:
+                    return False
+            return True
+        epoch = EPOCH[0]
+        objs = [get() for _, get in self.roots]
+        if self._values(objs) != value:
+            return False
+        marks = [_by_identity(o, v) for o, v in zip(objs, value)]
+        self._memo = (value, epoch if any(m[2] for m in marks) else None,
+                      tuple((get, *m[:2], v) for (_, get), m, v in zip(self.roots, marks, value)))
+        return True
+
     def snapshot(self) -> tuple:
+        return self._values([get() for _, get in self.roots])
+
+    def _values(self, objs) -> tuple:
         s = _Snapshot()
         out = []
-        for _, get in self.roots:
+        for x in objs:
             s.budget = BUDGET
-            out.append(s.value(get(), DEPTH))
+            out.append(s.value(x, DEPTH))
         self.tensors = s.tensors
         if self.kept is None:        # the identities guards compare must stay unique
             self.kept = s.tensors
@@ -189,6 +226,21 @@ class EnvGuard:
             if a != b:
                 return f"{label} changed" + _what(a, b)
         return "Python state the function reads changed"
+
+
+_NO = object()   # a root that identity does not decide (never ``is`` a root object)
+
+
+def _by_identity(obj, v) -> tuple:
+    """``(obj, type(obj), by_epoch)`` if ``obj``'s snapshot ``v`` holds as
+    long as the root is ``obj`` itself (for a module: while the mutation
+    epoch stands still and watches its guard), else ``(_NO, None, False)``."""
+    tag = v[0] if type(v) is tuple and v else None
+    if (tag in _SCALARS or tag in ("T", "O", "F")) or (tag == "P" and len(v) == 2):
+        return obj, type(obj), False
+    if tag == "M" and obj._guard_watched():
+        return obj, type(obj), True
+    return _NO, None, False
 
 
 def _what(a, b) -> str:

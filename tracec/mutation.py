@@ -138,18 +138,27 @@ def frozen(v, depth: int = 4):
     return ("id", id(v))
 
 
-def epoch_covered(method):
+def epoch_covered(method=None, *, watched: str = "_guard_watched"):
     """Mark a guard method (``Module.mode_and_tensors``): its owner's
-    ``_guard_watched()`` says whether the epoch covers it right now."""
-    method._tracec_epoch_covered = True
-    return method
+    method named ``watched`` (``_guard_watched()`` unless given) says
+    whether the epoch covers it right now.  ``@epoch_covered`` or
+    ``@epoch_covered(watched="_other_predicate")``."""
+    def mark(m):
+        m._tracec_epoch_covered = watched
+        return m
+    return mark if method is None else mark(method)
 
 
 def guard_watched(snap) -> bool | None:
     """None if guard ``snap`` is not epoch-covered; else whether every
     container it reads is watched now (then an unchanged epoch means it
-    still holds)."""
+    still holds).  A guard object (not a method) is covered when its class
+    sets ``_tracec_epoch_covered`` to the name of its own predicate."""
     func = getattr(snap, "__func__", None)
-    if func is None or not getattr(func, "_tracec_epoch_covered", False):
+    if func is None:
+        name = getattr(type(snap), "_tracec_epoch_covered", None)
+        return None if not name else bool(getattr(snap, name)())
+    name = getattr(func, "_tracec_epoch_covered", None)
+    if not name:
         return None
-    return bool(snap.__self__._guard_watched())
+    return bool(getattr(snap.__self__, name)())

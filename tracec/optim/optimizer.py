@@ -33,7 +33,8 @@ from itertools import chain
 from tracec import creation
 from tracec import dtypes as dt
 from tracec import graph
-from tracec.mutation import EPOCH, Ident, WatchedDict, WatchedList, WatchedState, epoch_covered
+from tracec.mutation import (EPOCH, Ident, WatchedDict, WatchedList, WatchedState,
+                             deep_immutable, epoch_covered)
 from tracec.tensor import RECORDERS, Tensor, made_before_call, note_guard
 
 __all__ = ["Optimizer", "required"]
@@ -139,6 +140,12 @@ def _group_value(group: dict, key: str):
     return group["betas"][0] if key == "beta1" else group[key]
 
 
+#: Attributes every eager ``step`` sets (``_with_hooks``) that no guard
+#: reads: setting them leaves the mutation epoch alone, so an eager step
+#: between compiled calls does not make them re-check everything.
+_BOOKKEEPING = frozenset(("_in_step", "_opt_called"))
+
+
 class _Lifted:
     """The guard a traced step reports for a hyperparameter it reads from a
     holder tensor (the lr; a momentum or beta1 a scheduler cycles): it holds
@@ -150,6 +157,27 @@ class _Lifted:
         self.opt, self.gi, self.key, self.branch = opt, gi, key, branch
         # the compiler runs one refresh per (optimizer, index)
         self.index = gi if key == "lr" else (gi, key)
+
+    #: The mutation epoch covers this guard while ``_watched()`` holds.
+    _tracec_epoch_covered = "_watched"
+
+    def _watched(self) -> bool:
+        """Whether every change of what this guard reads advances the
+        mutation epoch: the groups list and this group are watched
+        containers and the value is a plain (immutable) number."""
+        groups = self.opt.__dict__.get("param_groups")
+        if type(groups) is not WatchedList:
+            return False
+        if self.gi >= len(groups):
+            return True
+        g = groups[self.gi]
+        if type(g) is not WatchedDict:
+            return False
+        try:
+            v = _group_value(g, self.key)
+        except (KeyError, IndexError, TypeError):
+            return False
+        return type(v) in (int, float)
 
     def __call__(self):
         groups = self.opt.param_groups
@@ -189,12 +217,14 @@ class Optimizer:
         # Watched (tracec.mutation): a compiled step re-checks its
         # per-parameter guard only after something changed them.
         self.state: defaultdict = WatchedState()
-        self.param_groups: list[dict] = []
+        # Watched too (the hyperparameter guard): the list, and the group
+        # made here (a group the user passed stays the user's own dict).
+        self.param_groups: list[dict] = WatchedList()
         param_groups = list(params)
         if len(param_groups) == 0:
             raise ValueError("optimizer got an empty parameter list")
         if not isinstance(param_groups[0], dict):
-            param_groups = [{"params": param_groups}]
+            param_groups = [WatchedDict(params=param_groups)]
         for param_group in param_groups:
             self.add_param_group(param_group)
 
@@ -205,7 +235,8 @@ class Optimizer:
                 "param_groups": self.param_groups}
 
     def __setattr__(self, name: str, value) -> None:
-        EPOCH[0] += 1     # compiled steps re-check their guards (tracec.mutation)
+        if name not in _BOOKKEEPING:
+            EPOCH[0] += 1     # compiled steps re-check their guards (tracec.mutation)
         object.__setattr__(self, name, value)
 
     def __setstate__(self, state: dict) -> None:
@@ -215,7 +246,11 @@ class Optimizer:
         # that nothing else refers to yet).
         if type(self.__dict__.get("state")) is not WatchedState:
             self.__dict__["state"] = WatchedState(self.__dict__.get("state", {}))
-        for group in self.__dict__.get("param_groups", ()):
+        groups = self.__dict__.get("param_groups")
+        if type(groups) is list:
+            groups = self.__dict__["param_groups"] = WatchedList(
+                WatchedDict(g) if type(g) is dict else g for g in groups)
+        for group in groups or ():
             if type(group.get("params")) is list:
                 group["params"] = WatchedList(group["params"])
         self.__dict__.setdefault("_optimizer_step_pre_hooks", OrderedDict())
@@ -371,9 +406,11 @@ class Optimizer:
         holder = holders[gi]
         holder._data[()] = v       # its value for the eager run of the traced call
         self.__dict__.setdefault("_lifted", set()).add((gi, key))
+        EPOCH[0] += 1    # the hyperparameter guard reads _lifted
         note_guard(_Lifted(self, gi, key, branch))
         return holder
 
+    @epoch_covered(watched="_hyper_watched")
     def optimizer_state_and_hyperparameters(self):
         """What a compiled step specializes on: each group's hyperparameters
         (but a learning rate the compiled step reads as state: ``_lr``) and
@@ -407,6 +444,19 @@ class Optimizer:
                                    for k, v in self.state[p].items())) if p in self.state else ()
                       for g in self.param_groups for p in g["params"])
         return params, state
+
+    def _hyper_watched(self) -> bool:
+        """Whether every change of what ``optimizer_state_and_hyperparameters``
+        reads advances the mutation epoch: the groups list and each group
+        are watched containers (a group dict the user passed in is not) and
+        every value it compares is immutable (``_lifted`` and ``state`` are
+        set with a bump)."""
+        groups = self.__dict__.get("param_groups")
+        return (type(groups) is WatchedList
+                and all(type(g) is WatchedDict and all(
+                    deep_immutable(v) for k, v in g.items() if k != "params"
+                    and isinstance(v, (int, float, bool, str, tuple, type(None))))
+                    for g in groups))
 
     def _guard_watched(self) -> bool:
         """Whether every change of what ``parameters_and_state`` reads
@@ -443,6 +493,7 @@ class Optimizer:
             # momentum through _hyper): leave them out of the guard from this
             # first trace on (else the next call retraces).
             lifted = self.__dict__.setdefault("_lifted", set())
+            EPOCH[0] += 1    # the hyperparameter guard reads _lifted
             for key in keys:
                 holders = self._holders(key)
                 for gi, g in enumerate(self.param_groups[:len(holders)]):

@@ -369,29 +369,9 @@ def object_code() -> bytes:
     into the JIT here, and into the shared libraries ``tracec build`` makes.
     Kept in the disk cache (under ``runtime/``, keyed by the IR text and the
     target): code generation would cost each new process ~20 ms."""
-    import hashlib
-    import llvmlite.binding as lb
-    from tracec.backends import cache
     from tracec.backends.cpu import codegen
-    triple = codegen.host()[0]
-    tm = codegen.target_machine()
-    src = f'target triple = "{triple}"\ntarget datalayout = "{tm.target_data}"\n' + _source(triple)
-    key = hashlib.sha256(f"tracec-pool|{codegen.target_id()}|{src}".encode()).hexdigest()
-    disk = None if os.environ.get("TRACEC_NO_CACHE") else \
-        cache.DiskCache(os.path.join(cache.cache_root(), "runtime"))
-    hit = disk.get(key) if disk is not None else None
-    if hit is not None:
-        return bytes(hit[1])
-    with codegen._lock:
-        mod = lb.parse_assembly(src, context=lb.create_context())
-        mod.verify()
-        obj = bytes(tm.emit_object(mod))
-    if disk is not None:
-        try:
-            disk.put(key, {"kind": "worker pool"}, obj)
-        except OSError:
-            pass   # no cache: built again next time
-    return obj
+    from tracec.backends.cpu.checked_call import runtime_object
+    return runtime_object("worker pool", _source(codegen.host()[0]))
 
 
 def _build() -> str:
