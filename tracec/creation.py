@@ -296,6 +296,36 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -
     return _finish(z, requires_grad, device)
 
 
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
+           requires_grad=False) -> Tensor:
+    """``torch.normal``: draws with the (broadcast) ``mean`` and ``std``
+    tensors or numbers (then ``size`` is needed), from recorded ``randn``.
+    PyTorch's gradient through it is zero: here the result has none."""
+    ts = [t for t in (mean, std) if isinstance(t, Tensor)]
+    if ts:
+        if size is not None:
+            raise TypeError("normal(): size is given only with a float mean and std")
+        if not all(t.dtype.is_floating_point for t in ts):
+            raise RuntimeError("normal expects floating point tensors for mean and std")
+        d = ts[0].dtype if len(ts) == 1 or ts[0].dtype.itemsize >= ts[1].dtype.itemsize \
+            else ts[1].dtype
+        shape = tuple(np.broadcast_shapes(*(tuple(t.shape) for t in ts)))
+    else:
+        if size is None:
+            raise TypeError("normal(): a float mean and std need a size")
+        d, shape = _float_dtype(dtype), _size((size,) if isinstance(size, int) else size)
+    if not isinstance(std, Tensor) and std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    z = randn(shape, dtype=d, generator=generator)
+    with graph.no_grad():
+        mean = mean.detach() if isinstance(mean, Tensor) else float(mean)
+        std = std.detach() if isinstance(std, Tensor) else float(std)
+        out = ops.add(ops.mul(z, std), mean)
+        if out.dtype is not d:
+            out = ops.cast(out, d)
+    return _finish(out, requires_grad, device)
+
+
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
             requires_grad=False) -> Tensor:
     if size is None and isinstance(high, (tuple, list)):
