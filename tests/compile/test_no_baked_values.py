@@ -198,6 +198,9 @@ def test_old_style_sgd_through_data_assignment():
 
 # --- reads that cannot be recorded: a TraceError at the user's line, or eager ------
 
+LOG_PROBS = tracec.randn(5, 2, 4).log_softmax(-1)
+ADAPTIVE = nn.AdaptiveLogSoftmaxWithLoss(4, 6, [2])
+
 REFUSED = {
     "np.asarray": lambda x: tracec.from_numpy(np.asarray(x)) + 0,
     "numpy ufunc": lambda x: tracec.as_tensor(np.exp(x)),
@@ -220,6 +223,12 @@ REFUSED = {
     "repeat_interleave(tensor)": lambda x: tracec.repeat_interleave(x, (x > 0).long()).sum(),
     "index list of 0-d tensors": lambda x: x[[(x > 0).long()[0], 1]],
     "init.orthogonal_": lambda x: nn.init.orthogonal_(tracec.empty(2, 2)).view(4) + x,
+    "view(dtype)": lambda x: (x.view(tracec.int32) + 1).float(),
+    # These read their targets with detach().numpy(), which the tracer let
+    # through as a constant before (compiled calls used the first targets).
+    "ctc_loss(tensor targets)": lambda x: F.ctc_loss(
+        LOG_PROBS, (x > 0).long().view(2, 2) + 1, [5, 5], [2, 2]),
+    "AdaptiveLogSoftmaxWithLoss": lambda x: ADAPTIVE(x.view(1, 4), (x[:1] > 0).long() * 4).loss,
 }
 
 
@@ -231,8 +240,10 @@ def _refused_inputs(k):
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_unrecordable_reads_raise_at_the_user_line(name):
     """Before the fix np.asarray, a NumPy ufunc, detach().numpy(), equal,
-    allclose, one_hot(num_classes=-1) and initial_seed compiled, and gave
-    the first call's values at every compiled call."""
+    allclose, one_hot(num_classes=-1), initial_seed, ctc_loss and
+    AdaptiveLogSoftmaxWithLoss compiled, and gave the first call's values at
+    every compiled call (view(dtype) failed to compile with a bare
+    ValueError)."""
     fn = REFUSED[name]
     with pytest.raises(tracec.TraceError) as e:
         tracec.compile(fn)(_refused_inputs(0))
