@@ -335,7 +335,7 @@ def _last_writes(pos, new, dtype):
     order = ops.argsort(pos, 0, False)
     pos, new = ops.take(pos, order, 0), ops.take(new, order, 0)
     shadowed = ops.eq(ops.slice_(pos, (0,), (k - 1,), (1,)), ops.slice_(pos, (1,), (k,), (1,)))
-    shadowed = ops.concatenate([shadowed, Tensor._make(np.zeros(1, np.bool_), dt.bool_)], 0)
+    shadowed = ops.concatenate([shadowed, ops.full((1,), False, dt.bool_, like=pos)], 0)
     return pos, ops.where(shadowed, ops.zeros((k,), dtype, like=new), new)
 
 

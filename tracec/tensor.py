@@ -19,7 +19,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import graph, tensor_str
-from tracec.ops import core, elementwise as ew, movement
+from tracec.ops import core, creation as creation_ops, elementwise as ew, movement
 from tracec.ops.core import ShapeError
 from tracec.symbolic import Sym
 
@@ -775,6 +775,8 @@ def _nested_recorded(xs, d: dt.DType, shape: tuple) -> "Tensor":
     traced: each tensor cast to ``d`` and the rows stacked with primitives,
     so the result follows the traced values (NumPy's copy would be a
     constant of the trace)."""
+    like = next(x for x in _flat(xs) if isinstance(x, Tensor))   # the array module
+
     def build(x):
         if isinstance(x, Tensor):
             return ew.cast(x.detach(), d)
@@ -782,7 +784,7 @@ def _nested_recorded(xs, d: dt.DType, shape: tuple) -> "Tensor":
             rows = [build(r) for r in x]
             return movement.concatenate([movement.reshape(r, (1,) + tuple(r.shape))
                                          for r in rows], 0)
-        return Tensor._make(np.array(x, dtype=d.np), d)   # a number: a constant
+        return creation_ops.full((), x, d, like=like)   # a number: a constant
     out = build(xs)
     if tuple(out.shape) != tuple(shape):
         raise TypeError(f"tensor(): could not convert a nested list of shape {tuple(shape)}")

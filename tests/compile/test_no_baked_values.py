@@ -58,7 +58,7 @@ RANDOM = {
     "log_normal_": lambda x: tracec.empty(N).log_normal_(0.5, 0.4) + x,
     "exponential_(generator)": lambda x: tracec.empty(N).exponential_(generator=G) + x,
     "dropout": lambda x: F.dropout(x + 1, 0.5),
-    "dropout1d": lambda x: F.dropout1d((x + 1).view(1, 8, 8), 0.5).view(N),
+    "dropout1d": lambda x: F.dropout1d((x + 1).view(1, N, 1), 0.5).view(N),
     "dropout2d": lambda x: F.dropout2d((x + 1).view(1, N, 1, 1), 0.5).view(N),
     "dropout3d": lambda x: F.dropout3d((x + 1).view(1, N, 1, 1, 1), 0.5).view(N),
     "alpha_dropout": lambda x: F.alpha_dropout(x + 1, 0.5, True),
