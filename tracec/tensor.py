@@ -13,6 +13,7 @@ Invariants:
 """
 from __future__ import annotations
 
+import copy
 import numbers
 
 import numpy as np
@@ -373,6 +374,14 @@ class Tensor:
 
     def __hash__(self):
         return id(self)
+
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        out = copy._reconstruct(self, memo, *self.__reduce_ex__(4))
+        if RECORDERS:   # a traced call: the copy holds this call's value, not a constant
+            _tell_recorders(out, self.detach(), "deepcopy")
+        return out
 
     def __repr__(self):
         extra = []

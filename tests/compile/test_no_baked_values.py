@@ -8,6 +8,7 @@ compiled call and equal eager for the same seed; deterministic ones equal
 eager for new inputs) or refuses with a TraceError naming this file's line
 (and runs eagerly under ``fallback="eager"``).
 """
+import copy
 import os
 
 import numpy as np
@@ -148,6 +149,7 @@ RECORDED = {
     "new_full(0-d tensor)": lambda x, i: x.new_full((3,), x[1]),
     "Parameter(t)": lambda x, i: nn.Parameter(x * 2) * 1,
     "Buffer(t)": lambda x, i: nn.Buffer(x * 2) * 1,
+    "deepcopy(t)": lambda x, i: copy.deepcopy(x) * 2,
     ".data =": _data_assign,
     "setitem repeated positions": _setitem_repeated,
     "manual_seed inside": _seeded_draw,
@@ -194,6 +196,17 @@ def test_old_style_sgd_through_data_assignment():
     want, got = run(False), run(True)
     for g, w in zip(got, want):
         assert _close(g, w), (got, want)
+
+
+def test_deepcopy_of_a_parameter_follows_the_parameter():
+    """``copy.deepcopy(p)`` inside a compiled function copies this call's
+    value (it copied the first call's)."""
+    p = nn.Parameter(tracec.ones(3))
+    f = tracec.compile(lambda x: copy.deepcopy(p) * x)
+    for _ in range(3):
+        with tracec.no_grad():
+            p.mul_(2)
+        assert f(tracec.ones(3)).tolist() == p.tolist()
 
 
 # --- reads that cannot be recorded: a TraceError at the user's line, or eager ------

@@ -52,7 +52,7 @@ class Parameter(Tensor):
         if id(self) in memo:
             return memo[id(self)]
         with graph.no_grad():
-            data = Tensor._make(self._data.copy(), self.dtype)
+            data = Tensor._from_data(self)   # a copy, recorded inside tracec.compile
         out = type(self)(data, self.requires_grad)
         if self.grad is not None:
             out.grad = Tensor._make(self.grad._data.copy(), self.grad.dtype)
