@@ -20,8 +20,9 @@ from tracec.shape_ops import (broadcast_to, cat, chunk, clone, concat, concatena
                               unflatten, unsqueeze, view_as)
 from tracec.creation import (Generator, arange, as_tensor, bernoulli, empty, empty_like,  # noqa: F401
                              eye, from_numpy, full, full_like, get_rng_state, initial_seed,
-                             linspace, manual_seed, ones, ones_like, rand, rand_like, randint,
-                             randint_like, randn, randn_like, randperm, seed, set_rng_state,
+                             linspace, manual_seed, ones, ones_like, rand, rand_like,
+                             randint, randint_like, randn, randn_like, randperm, seed,
+                             set_rng_state,
                              tensor, zeros, zeros_like)
 from tracec import autograd  # noqa: F401
 

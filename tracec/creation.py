@@ -15,7 +15,7 @@ from tracec import dtypes as dt
 from tracec import graph, ops
 from tracec.device import to_device
 from tracec.symbolic import Sym
-from tracec.tensor import RECORDERS, Tensor
+from tracec.tensor import RECORDERS, Tensor, concrete
 
 
 def _finish(t: Tensor, requires_grad: bool, device) -> Tensor:
@@ -81,6 +81,8 @@ def from_numpy(a: np.ndarray) -> Tensor:
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     size = _size((size,) if isinstance(size, int) else size)
+    if isinstance(fill_value, Tensor):
+        return _full_of_tensor(size, fill_value, dtype, requires_grad, device)
     if dtype is None:
         dtype = dt.bool_ if isinstance(fill_value, bool) else (
             dt.int64 if isinstance(fill_value, int) else dt.get_default_dtype())
@@ -89,6 +91,22 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> T
     if _symbolic(size) or isinstance(fill_value, Sym):
         return _finish(ops.full(size, fill_value, d, like=_LIKE), requires_grad, device)
     return _finish(Tensor._make(np.full(size, fill_value, dtype=d.np), d), requires_grad, device)
+
+
+def _full_of_tensor(size, fill: Tensor, dtype, requires_grad, device) -> Tensor:
+    # A 0-d tensor as the fill value: broadcast by a primitive, so a traced
+    # call fills with the value of each call (np.full would freeze it).
+    if fill.ndim != 0:
+        raise RuntimeError(f"fill_value must be a 0-dimensional tensor, but got a tensor "
+                           f"with {fill.ndim} dimensions")
+    if dtype is None:   # as for the Python number it holds
+        dtype = dt.bool_ if fill.dtype is dt.bool_ else (
+            dt.get_default_dtype() if fill.dtype.is_floating_point else dt.int64)
+    d = dt.to_dtype(dtype)
+    with graph.no_grad():
+        out = ops.broadcast_to(ops.cast(fill.detach(), d), size)
+        out = ops.cast(out, d)   # its own storage, not a broadcast view
+    return _finish(out, requires_grad, device)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
@@ -191,20 +209,32 @@ class Generator:
         g.set_state(self.get_state())
         return g
 
+    # Inside tracec.compile the state is a traced tensor: writes to it are
+    # recorded in-place writes and reads are recorded copies or concrete()
+    # (a Python value from it would be the first call's at every call).
+
     def manual_seed(self, seed: int) -> "Generator":
-        self.state._data[...] = (int(seed) & 0x7FFFFFFFFFFFFFFF, 0)
+        new = np.array([int(seed) & 0x7FFFFFFFFFFFFFFF, 0], np.int64)
+        if RECORDERS:
+            with graph.no_grad():
+                self.state._assign(Tensor._make(new, dt.int64), "manual_seed")
+            return self
+        self.state._data[...] = new
         self.state._version[0] += 1
         return self
 
     def initial_seed(self) -> int:
-        return int(self.state._data[0])
+        return int(concrete(self.state, "initial_seed()")[0])
 
     def get_state(self) -> Tensor:
-        return Tensor._make(self.state._data.copy(), dt.int64)
+        return ops.cast(self.state, dt.int64)   # a copy (recorded when traced)
 
     def set_state(self, state: Tensor) -> None:
-        self.state._data[...] = np.asarray(state._data, np.int64)
-        self.state._version[0] += 1
+        if tuple(state.shape) != (2,):
+            raise RuntimeError(f"set_rng_state: expected a state of shape (2,) (seed, offset), "
+                               f"got {tuple(state.shape)}")
+        with graph.no_grad():
+            self.state._assign(ops.cast(state.detach(), dt.int64), "set_rng_state")
 
     def uniform(self, shape, dtype: dt.DType) -> Tensor:
         """``shape`` draws in [0, 1); advances the offset by their count."""
@@ -230,6 +260,9 @@ def manual_seed(seed: int) -> Generator:
 
 
 def seed() -> int:
+    # A seed from the OS cannot be recorded: inside tracec.compile every call
+    # would reseed with the first call's (concrete() refuses it there).
+    concrete(default_generator.state, "seed() (a fresh nondeterministic seed)")
     s = int.from_bytes(np.random.bytes(7), "little")
     manual_seed(s)
     return s

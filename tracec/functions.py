@@ -16,7 +16,7 @@ from tracec import dtypes as dt
 from tracec import autocast_mode, ops
 from tracec.symbolic import Sym
 from tracec.ops.core import normalize_axis
-from tracec.tensor import Tensor, apply_direct, eager_direct, weak_scalar
+from tracec.tensor import Tensor, apply_direct, concrete, eager_direct, weak_scalar
 from tracec.return_types import structseq
 
 __all__ = [
@@ -360,11 +360,15 @@ def isnan(x):
 
 
 def equal(a, b) -> bool:
-    return tuple(a.shape) == tuple(b.shape) and bool(np.array_equal(a._data, b._data))
+    # A Python bool from the values: concrete() (a TraceError inside
+    # tracec.compile, where the first call's answer would be frozen).
+    return tuple(a.shape) == tuple(b.shape) and bool(np.array_equal(
+        concrete(a, "equal()"), concrete(b, "equal()")))
 
 
 def allclose(a, b, rtol=1e-5, atol=1e-8, equal_nan=False) -> bool:
-    return bool(np.allclose(a._data, np.asarray(b._data if isinstance(b, Tensor) else b),
+    bv = concrete(b, "allclose()") if isinstance(b, Tensor) else np.asarray(b)
+    return bool(np.allclose(concrete(a, "allclose()"), bv,
                             rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 

@@ -326,6 +326,19 @@ def _setitem_advanced(x, key, value):
     x._version[0] += 1
 
 
+def _last_writes(pos, new, dtype):
+    """``(pos, new)`` with every write but the last to each position zeroed,
+    as primitives: a traced call's positions may repeat differently at each
+    call.  A stable sort groups equal positions in write order; an entry
+    equal to its successor is overwritten."""
+    k = pos.shape[0]
+    order = ops.argsort(pos, 0, False)
+    pos, new = ops.take(pos, order, 0), ops.take(new, order, 0)
+    shadowed = ops.eq(ops.slice_(pos, (0,), (k - 1,), (1,)), ops.slice_(pos, (1,), (k,), (1,)))
+    shadowed = ops.concatenate([shadowed, ops.full((1,), False, dt.bool_, like=pos)], 0)
+    return pos, ops.where(shadowed, ops.zeros((k,), dtype, like=new), new)
+
+
 def _setitem_functional(x, key, value):
     """``x[key] = value`` with array/mask indices, as primitives (autograd
     and the tracer see it): the flat positions ``key`` selects are found by
@@ -351,12 +364,15 @@ def _setitem_functional(x, key, value):
     k = pos.numel()
     pos = ops.reshape(pos, (k,))
     new = ops.reshape(new, (k,))
-    flat = pos._data
-    if k and np.unique(flat).size != k:  # keep the last write to each position
-        _, first_rev = np.unique(flat[::-1], return_index=True)
-        keep = Tensor._from_data(np.sort(k - 1 - first_rev).astype(np.int64))
-        pos, new = ops.take(pos, keep, 0), ops.take(new, keep, 0)
-        k = keep.numel()
+    if RECORDERS and k > 1:
+        pos, new = _last_writes(pos, new, x.dtype)
+    elif k:
+        flat = pos._data   # eager: the positions are this call's
+        if np.unique(flat).size != k:  # keep the last write to each position
+            _, first_rev = np.unique(flat[::-1], return_index=True)
+            keep = Tensor._from_data(np.sort(k - 1 - first_rev).astype(np.int64))
+            pos, new = ops.take(pos, keep, 0), ops.take(new, keep, 0)
+            k = keep.numel()
     written = ops.index_add(ops.zeros((n,), x.dtype, like=x), pos, new, 0)
     hit = ops.ne(ops.index_add(ops.zeros((n,), dt.int64, like=x), pos,
                                ops.full((k,), 1, dt.int64, like=x), 0), 0)

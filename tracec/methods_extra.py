@@ -85,7 +85,7 @@ def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=
 def _new_tensor(self, data, dtype=None, device=None, requires_grad=False):
     # A copy with no autograd history, of this tensor's dtype unless told.
     if isinstance(data, Tensor):
-        data = data.detach()._data
+        data = data.detach()   # copied by a (recorded) cast in tensor()
     return _new(self, dtype, device, requires_grad, lambda d, dev, rg: creation.tensor(
         data, dtype=d, device=dev, requires_grad=rg))
 

@@ -5,6 +5,10 @@ Invariants: each fills ``self`` (keeping its shape and dtype) with draws
 from tracec's RNG (``tracec.creation``'s generators, ``generator=`` or the
 default one) transformed by the distribution's inverse CDF from float64
 uniforms in [0, 1); the streams are not PyTorch's, the distributions are.
+The transforms are primitives on the drawn tensors, written back with
+``_assign``, so a compiled function records them and draws fresh values at
+every call (a NumPy transform of the draws would be a constant of the
+trace: every compiled call would replay the first call's numbers).
 The parameter checks are PyTorch's (same messages' substance).
 """
 from __future__ import annotations
@@ -13,19 +17,21 @@ import math
 
 import numpy as np
 
-from tracec import creation, graph
+from tracec import creation, graph, ops
 from tracec import dtypes as dt
+from tracec.math_extra import ceil, floor
 from tracec.tensor import Tensor
 
-
-def _uniform(self, generator):
-    return creation.rand(tuple(self.shape), dtype=dt.float64, generator=generator)._data
+_WORK = dt.float64
 
 
-def _fill(self, values: np.ndarray, op: str):
+def _uniform(self, generator) -> Tensor:
+    return creation.rand(tuple(self.shape), dtype=_WORK, generator=generator)
+
+
+def _fill(self, values: Tensor, op: str):
     with graph.no_grad():
-        return self._assign(Tensor._make(np.asarray(values).astype(self.dtype.np),
-                                         self.dtype), op)
+        return self._assign(values, op)
 
 
 def _floating(self, op):
@@ -36,42 +42,66 @@ def _floating(self, op):
 def bernoulli_(self, p=0.5, *, generator=None):
     """Each element 1 with probability ``p`` (a number, or a tensor
     broadcastable to ``self``), else 0."""
-    pv = p._data.astype(np.float64) if isinstance(p, Tensor) else float(p)
-    if np.any((np.asarray(pv) < 0) | (np.asarray(pv) > 1)):
+    if isinstance(p, Tensor):
+        # An argument check only: the draw below is recorded, a compiled call
+        # checks the values it was traced with.
+        pv = p._data.astype(np.float64)
+        bad = bool(np.any((pv < 0) | (pv > 1)))
+    else:
+        pv = float(p)
+        bad = not 0 <= pv <= 1
+    if bad:
         raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
-    return _fill(self, _uniform(self, generator) < pv, "bernoulli_")
+    with graph.no_grad():
+        pt = ops.cast(p.detach(), _WORK) if isinstance(p, Tensor) else pv
+        hit = ops.lt(_uniform(self, generator), pt)
+    if tuple(hit.shape) != tuple(self.shape):
+        raise RuntimeError(f"bernoulli_: p of shape {tuple(p.shape)} cannot be broadcast to "
+                           f"self of shape {tuple(self.shape)}")
+    return _fill(self, hit, "bernoulli_")
 
 
 def exponential_(self, lambd=1.0, *, generator=None):
     _floating(self, "exponential_")
     if not lambd > 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
-    return _fill(self, -np.log1p(-_uniform(self, generator)) / lambd, "exponential_")
+    with graph.no_grad():
+        # 1 - u lies in (0, 1]: the log is finite.
+        x = ops.div(ops.log(ops.sub(1.0, _uniform(self, generator))), -float(lambd))
+    return _fill(self, x, "exponential_")
 
 
 def geometric_(self, p, *, generator=None):
     """Trials until the first success (support 1, 2, ...)."""
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
-    u = _uniform(self, generator)
-    k = np.ceil(np.log1p(-u) / math.log1p(-p))
-    return _fill(self, np.maximum(k, 1.0), "geometric_")
+    with graph.no_grad():
+        u = _uniform(self, generator)
+        k = ceil(ops.div(ops.log(ops.sub(1.0, u)), math.log1p(-p)))
+        k = ops.maximum(k, 1.0)
+    return _fill(self, k, "geometric_")
 
 
 def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
     _floating(self, "cauchy_")
     if not sigma > 0:
         raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
-    u = _uniform(self, generator)
-    return _fill(self, median + sigma * np.tan(np.pi * (u - 0.5)), "cauchy_")
+    with graph.no_grad():
+        a = ops.mul(ops.sub(_uniform(self, generator), 0.5), math.pi)
+        # tan as sin / cos (no tan primitive); at u = 0, cos(-pi/2) is ~6e-17,
+        # not 0, so the quotient stays finite, as NumPy's tan(-pi/2).
+        x = ops.add(ops.mul(ops.div(ops.sin(a), ops.cos(a)), float(sigma)), float(median))
+    return _fill(self, x, "cauchy_")
 
 
 def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
     _floating(self, "log_normal_")
     if not std > 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
-    z = creation.randn(tuple(self.shape), dtype=dt.float64, generator=generator)._data
-    return _fill(self, np.exp(mean + std * z), "log_normal_")
+    with graph.no_grad():
+        z = creation.randn(tuple(self.shape), dtype=_WORK, generator=generator)
+        x = ops.exp(ops.add(ops.mul(z, float(std)), float(mean)))
+    return _fill(self, x, "log_normal_")
 
 
 def _default_to(dtype) -> int:
@@ -104,9 +134,12 @@ def random_(self, from_=None, to=_UNSET, *, generator=None, **kw):
     if hi <= lo:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={lo} "
                            f">= to={hi}")
-    u = _uniform(self, generator)
-    vals = lo + np.floor(u * float(hi - lo))
-    vals = np.minimum(vals, hi - 1)
+    with graph.no_grad():
+        u = _uniform(self, generator)
+        # In float64, as PyTorch's bound checks: u * span < span, and the
+        # minimum guards the rounding of a span that float64 cannot hold.
+        vals = ops.add(floor(ops.mul(u, float(hi - lo))), float(lo))
+        vals = ops.minimum(vals, float(hi - 1))
     return _fill(self, vals, "random_")
 
 

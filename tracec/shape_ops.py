@@ -16,7 +16,7 @@ from tracec import ops
 from tracec.functions import _named, _operand, promote
 from tracec.ops.core import normalize_axis
 from tracec.symbolic import Sym
-from tracec.tensor import SYM_SHAPES, Tensor, bind_movement
+from tracec.tensor import SYM_SHAPES, Tensor, bind_movement, concrete
 
 
 def _shape_arg(shape):
@@ -309,9 +309,13 @@ def one_hot(x, num_classes=-1):
     if not isinstance(x, Tensor) or x.dtype is not dt.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     if num_classes == -1:
-        num_classes = int(x._data.max()) + 1 if x.numel() else 0
-    if x.numel() and (x._data.min() < 0 or x._data.max() >= num_classes):
-        raise RuntimeError("Class values must be smaller than num_classes." if x._data.min() >= 0
+        # The result's size depends on the values: a Python read (TraceError
+        # inside tracec.compile, where it would freeze the first call's size).
+        v = concrete(x, "one_hot(num_classes=-1) (its size depends on the values)")
+        num_classes = int(v.max()) + 1 if x.numel() else 0
+    v = x._data   # a check of the argument only: the result does not depend on it
+    if x.numel() and (v.min() < 0 or v.max() >= num_classes):
+        raise RuntimeError("Class values must be smaller than num_classes." if v.min() >= 0
                            else "Class values must be non-negative.")
     classes = ops.iota((num_classes,), dt.int64, 0, like=x)
     return ops.cast(ops.eq(ops.reshape(x, x.shape + (1,)), classes), dt.int64)

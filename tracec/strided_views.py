@@ -23,7 +23,7 @@ from tracec import dtypes as dt
 from tracec import graph, ops
 from tracec import shape_ops as S
 from tracec.functions import _named
-from tracec.tensor import RECORDERS, Tensor
+from tracec.tensor import RECORDERS, Tensor, concrete
 
 __all__ = ["as_strided", "as_strided_", "empty_strided"]
 
@@ -197,6 +197,11 @@ def _view(self, *shape):
             ratio = d.itemsize // self.dtype.itemsize
             raise RuntimeError(f"self.size(-1) must be divisible by {ratio} to view "
                                f"{self.dtype} as {d} (different element sizes)")
+        if RECORDERS and d is not self.dtype:
+            # No primitive reinterprets bytes: a traced tensor's value cannot
+            # be recorded (TraceError); a constant's view is a constant.
+            concrete(self, f"view({d}) (a reinterpretation of the bytes)")
+            return Tensor._make(a.view(d.np).copy(), d)
         return _alias(_root(self), a.view(d.np), d)
     return S.view(self, *shape)
 

@@ -13,13 +13,14 @@ Invariants:
 """
 from __future__ import annotations
 
+import copy
 import numbers
 
 import numpy as np
 
 from tracec import dtypes as dt
 from tracec import graph, tensor_str
-from tracec.ops import core, elementwise as ew, movement
+from tracec.ops import core, creation as creation_ops, elementwise as ew, movement
 from tracec.ops.core import ShapeError
 from tracec.symbolic import Sym
 
@@ -156,6 +157,8 @@ class Tensor:
         # torch.Tensor(data) is the legacy FloatTensor constructor: float by default.
         from_data = Tensor._from_data(data[0] if data else [], dtype or dt.get_default_dtype())
         self._init(from_data._data, from_data.dtype)
+        if RECORDERS:   # a traced call: this new object holds the recorded copy's value
+            _tell_recorders(self, from_data, "Tensor")
         self.requires_grad = bool(requires_grad)
 
     def _init(self, data, dtype):
@@ -173,32 +176,35 @@ class Tensor:
     def _from_data(data, dtype=None) -> "Tensor":
         """A new tensor (a copy) from Python or NumPy data."""
         if isinstance(data, Tensor):
-            arr = data._data.copy()
-            d = data.dtype if dtype is None else dt.to_dtype(dtype)
+            # A copy made by a primitive (cast copies): inside tracec.compile it
+            # is recorded, so it holds the traced tensor's value at every call.
+            return ew.cast(data.detach(), data.dtype if dtype is None else dt.to_dtype(dtype))
+        nested = None
+        if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat(data)):
+            nested, data = data, _nested_to_numpy(data)
+        try:
+            arr = np.array(data)
+        except (ValueError, TypeError) as e:
+            raise TypeError(f"tensor(): could not convert {type(data).__name__} "
+                            f"to a tensor: {e}") from None
+        if arr.dtype.kind in "OUSV":
+            raise TypeError(f"tensor(): unsupported data of type {arr.dtype} "
+                            f"(expected numbers, got {type(data).__name__})")
+        if dtype is not None:
+            d = dt.to_dtype(dtype)
+        elif arr.dtype.kind == "f":
+            d = dt.get_default_dtype() if not isinstance(data, np.ndarray) \
+                else dt.from_numpy_dtype(arr.dtype)
+        elif arr.dtype.kind == "b":
+            d = dt.bool_
+        elif arr.dtype.kind in "iu":
+            d = dt.int64 if not isinstance(data, np.ndarray) else dt.from_numpy_dtype(arr.dtype)
+        elif arr.dtype.kind == "c":
+            raise TypeError("tracec does not support complex tensors")
         else:
-            if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat(data)):
-                data = _nested_to_numpy(data)
-            try:
-                arr = np.array(data)
-            except (ValueError, TypeError) as e:
-                raise TypeError(f"tensor(): could not convert {type(data).__name__} "
-                                f"to a tensor: {e}") from None
-            if arr.dtype.kind in "OUSV":
-                raise TypeError(f"tensor(): unsupported data of type {arr.dtype} "
-                                f"(expected numbers, got {type(data).__name__})")
-            if dtype is not None:
-                d = dt.to_dtype(dtype)
-            elif arr.dtype.kind == "f":
-                d = dt.get_default_dtype() if not isinstance(data, np.ndarray) \
-                    else dt.from_numpy_dtype(arr.dtype)
-            elif arr.dtype.kind == "b":
-                d = dt.bool_
-            elif arr.dtype.kind in "iu":
-                d = dt.int64 if not isinstance(data, np.ndarray) else dt.from_numpy_dtype(arr.dtype)
-            elif arr.dtype.kind == "c":
-                raise TypeError("tracec does not support complex tensors")
-            else:
-                d = dt.get_default_dtype()
+            d = dt.get_default_dtype()
+        if nested is not None and RECORDERS:
+            return _nested_recorded(nested, d, arr.shape)
         arr = np.array(arr, dtype=d.np, copy=True)
         if d is dt.bfloat16:
             arr = dt.round_bfloat16(arr)
@@ -342,8 +348,18 @@ class Tensor:
     def data(self, value: "Tensor"):
         if not isinstance(value, Tensor):
             raise TypeError("data must be a Tensor")
+        same = value._data.shape == self._data.shape and value.dtype is self.dtype
+        if RECORDERS and not same:
+            # A traced tensor given another shape or dtype: not recordable.
+            why = ".data = a tensor of another shape or dtype"
+            concrete(self, why)
+            concrete(value, why)
         self._data = value._data
         self.dtype = value.dtype
+        if RECORDERS and same:
+            # A traced call: this tensor now holds ``value``'s value (no grad
+            # through it), written back at the end if it existed before.
+            _tell_recorders(self, value.detach(), ".data =")
 
     @property
     def is_floating_point_(self):
@@ -364,6 +380,14 @@ class Tensor:
 
     def __hash__(self):
         return id(self)
+
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        out = copy._reconstruct(self, memo, *self.__reduce_ex__(4))
+        if RECORDERS:   # a traced call: the copy holds this call's value, not a constant
+            _tell_recorders(out, self.detach(), "deepcopy")
+        return out
 
     def __repr__(self):
         extra = []
@@ -395,7 +419,7 @@ class Tensor:
         return self._data
 
     def __array__(self, dtype=None, copy=None):
-        a = self._data
+        a = concrete(self, "conversion to a NumPy array (np.asarray, __array__)")
         return a if dtype is None else a.astype(dtype)
 
     def item(self):
@@ -777,6 +801,27 @@ def _flat(xs):
             yield from _flat(x)
         else:
             yield x
+
+
+def _nested_recorded(xs, d: dt.DType, shape: tuple) -> "Tensor":
+    """``tensor(xs)`` for a nested list holding tensors, while a call is
+    traced: each tensor cast to ``d`` and the rows stacked with primitives,
+    so the result follows the traced values (NumPy's copy would be a
+    constant of the trace)."""
+    like = next(x for x in _flat(xs) if isinstance(x, Tensor))   # the array module
+
+    def build(x):
+        if isinstance(x, Tensor):
+            return ew.cast(x.detach(), d)
+        if isinstance(x, (list, tuple)):
+            rows = [build(r) for r in x]
+            return movement.concatenate([movement.reshape(r, (1,) + tuple(r.shape))
+                                         for r in rows], 0)
+        return creation_ops.full((), x, d, like=like)   # a number: a constant
+    out = build(xs)
+    if tuple(out.shape) != tuple(shape):
+        raise TypeError(f"tensor(): could not convert a nested list of shape {tuple(shape)}")
+    return out
 
 
 def _nested_to_numpy(xs):

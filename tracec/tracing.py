@@ -259,6 +259,10 @@ class Recording:
         if self.suspended:
             return
         e = self.env.get(id(t))
+        if (e is None or e[0] is not t) and t._birth == self.epoch and t._base is not None:
+            # An alias made in the call (detach(), .data) and not used by an
+            # op yet: its value is its base's.
+            return self.on_concrete(t._base, why)
         # A tensor recorded in the call, or one that existed before it (an
         # argument, a parameter, state not read yet): its value may differ
         # at the next call, so a Python value taken from it would be frozen.

@@ -10,9 +10,17 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import graph
-from tracec.tensor import Tensor
+from tracec.tensor import RECORDERS, Tensor, _tell_recorders
 
 __all__ = ["Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer", "is_lazy"]
+
+
+def _share_value(t: Tensor, data: Tensor) -> None:
+    # Inside tracec.compile the new object holds ``data``'s recorded value
+    # (detached: a parameter is a leaf); unknown to the tracer it would be a
+    # constant, the first call's data at every call.
+    if RECORDERS:
+        _tell_recorders(t, data.detach(), "Parameter")
 
 
 class Parameter(Tensor):
@@ -27,6 +35,7 @@ class Parameter(Tensor):
         p = object.__new__(cls)
         p._init(data._data, data.dtype)
         p._version = data._version
+        _share_value(p, data)
         if requires_grad:
             Tensor.requires_grad_(p, True)
         return p
@@ -43,7 +52,7 @@ class Parameter(Tensor):
         if id(self) in memo:
             return memo[id(self)]
         with graph.no_grad():
-            data = Tensor._make(self._data.copy(), self.dtype)
+            data = Tensor._from_data(self)   # a copy, recorded inside tracec.compile
         out = type(self)(data, self.requires_grad)
         if self.grad is not None:
             out.grad = Tensor._make(self.grad._data.copy(), self.grad.dtype)
@@ -69,6 +78,7 @@ class Buffer(Tensor):
         b = object.__new__(cls)
         b._init(data._data, data.dtype)
         b._version = data._version
+        _share_value(b, data)
         b.persistent = persistent
         return b
 

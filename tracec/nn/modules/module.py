@@ -25,7 +25,7 @@ from tracec.device import device as _device, to_device
 from tracec.nn.parameter import Buffer, Parameter
 from tracec.mutation import (EPOCH, WatchedOrderedDict, deep_immutable, epoch_covered,
                              frozen)
-from tracec.tensor import RECORDERS, Tensor, note_guard
+from tracec.tensor import RECORDERS, Tensor, _tell_recorders, note_guard
 from tracec.nn.modules.backward_hooks import has_backward_hooks, wrap_inputs, wrap_outputs
 
 #: Attribute types a module's guard compares by value.
@@ -709,4 +709,6 @@ def _size(shape) -> str:
 def _plain(t: Tensor) -> Tensor:
     out = Tensor._make(t._data, t.dtype)
     out._version = t._version
+    if RECORDERS:   # a traced call: the alias holds t's recorded value
+        _tell_recorders(out, t, "register_buffer")
     return out

@@ -11,7 +11,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec.creation import Generator, default_generator, randperm
-from tracec.tensor import Tensor
+from tracec.tensor import Tensor, concrete
 
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
            "WeightedRandomSampler", "BatchSampler"]
@@ -19,12 +19,12 @@ __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler
 
 def _uniform64(generator, n: int) -> np.ndarray:
     """``n`` float64 draws in [0, 1), 53 random bits each."""
-    return generator.uniform((n,), dt.float64)._data
+    return concrete(generator.uniform((n,), dt.float64), "a sampler's draw")
 
 
 def draw_seed(generator=None) -> int:
     """A 63-bit seed drawn from ``generator`` (default: the global one)."""
-    u = (generator or default_generator).uniform((3,), dt.float64)._data
+    u = concrete((generator or default_generator).uniform((3,), dt.float64), "drawing a seed")
     bits = [int(x * (1 << 24)) for x in u]     # the top 24 of each draw's 53 bits
     return ((bits[0] << 48) | (bits[1] << 24) | bits[2]) & 0x7FFFFFFFFFFFFFFF
 
@@ -127,7 +127,8 @@ class WeightedRandomSampler(Sampler):
         if not isinstance(replacement, bool):
             raise ValueError(f"replacement should be a boolean value, but got "
                              f"replacement={replacement}")
-        w = np.asarray(weights._data if isinstance(weights, Tensor) else weights, np.float64)
+        w = np.asarray(concrete(weights, "WeightedRandomSampler(weights)")
+                       if isinstance(weights, Tensor) else weights, np.float64)
         if w.ndim != 1:
             raise ValueError(f"weights should be a 1d sequence but given weights have shape "
                              f"{tuple(w.shape)}")
