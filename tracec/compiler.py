@@ -448,9 +448,11 @@ class CompiledFunction:
         if s is None and stage in ("lowered", "llvm", "asm") and \
                 hasattr(BACKENDS[self.backend], "load_object"):
             # Loaded from the disk cache, which keeps object code only: the
-            # text stages come from compiling the optimized module again.
-            exe = BACKENDS[self.backend].compile_module(entry.optimized(),
-                                                        donate=donations(entry.trace))
+            # text stages come from compiling the optimized module again (a
+            # symbolic trace's: its last code's, under that code's sizes).
+            if entry.trace.symbolic is not None and entry.last_sub is not None:
+                entry = entry.last_sub
+            exe = entry.compile_again(BACKENDS[self.backend].compile_module)
             for name in ("lowered", "llvm"):
                 entry.stages[name] = exe.stage(name)
             s = exe.stage(stage)

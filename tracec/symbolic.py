@@ -101,7 +101,12 @@ def _terms_text(terms) -> str:
         return "0"
     parts = []
     for mono, c in terms:
-        body = "*".join(_atom_text(a) for a in mono)
+        # A // or % factor among others, or negated, is parenthesized: the
+        # text parses back to the same size (``64*(X//64)``, not the
+        # ``(64*X)//64`` that ``64*X//64`` would be).
+        alone = len(mono) == 1 and c == 1
+        body = "*".join(_atom_text(a) if alone or isinstance(a, str) else f"({_atom_text(a)})"
+                        for a in mono)
         if not mono:
             t = str(abs(c))
         elif abs(c) == 1:
