@@ -95,9 +95,10 @@ def compile_generic(cf, backend, sub, env: dict, donate):
         with symbolic.hinted(env), symbolic.recorded_guards() as guards:
             module = sub.optimized()
             exe = backend.compile_module(module, donate=donate, size_guards=guards)
-        exe.signature["size_hints"] = sub.size_env     # (recompiling: Entry.compile_again)
+        if hasattr(exe, "signature"):
+            exe.signature["size_hints"] = sub.size_env   # (recompiling: Entry.compile_again)
         return exe
-    if os.environ.get("TRACEC_NO_CACHE"):
+    if os.environ.get("TRACEC_NO_CACHE") or not hasattr(backend, "load_object"):
         cf.compiles += 1
         return build(), {}
     target = backend.target_id() if hasattr(backend, "target_id") else ""

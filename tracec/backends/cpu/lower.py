@@ -879,18 +879,9 @@ def _dims(t) -> list:
 
 def _size_sources(inputs) -> dict:
     """``{symbol: (input index, dim)}``: where the run time reads each size
-    symbol of the function (the first input dimension that is exactly it);
-    every symbol in an input's shape must have one."""
-    out: dict = {}
-    needed: set = set()
-    for i, a in enumerate(inputs):
-        for d, n in enumerate(ir.shape_of(a.type)):
-            if isinstance(n, int):
-                continue
-            needed |= symbolic.free_symbols(n)
-            if len(symbolic.free_symbols(n)) == 1 and n.same(symbolic.symbol(str(n))):
-                out.setdefault(str(n), (i, d))
-    missing = needed - set(out)
+    symbol of the function (``symbolic.size_sources``); every symbol in an
+    input's shape must have one."""
+    out, missing = symbolic.size_sources([ir.shape_of(a.type) for a in inputs])
     if missing:
         raise LoweringError(f"the sizes {sorted(missing)} are not a dimension of any input: "
                             "the cpu backend cannot read them at run time")
