@@ -72,6 +72,8 @@ class Entry:
     make_generic: object = None
     generic_failed: str = None
     generic_served: int = 0       # entries of ``subs`` that are generic ones
+    #: A symbolic trace's entry that ran the last call (None: it ran eagerly)
+    served: object = None
     #: A size-generic entry's sizes its code was compiled for (the hints
     #: its backend choices were made from); None for other entries.
     size_env: dict = None
@@ -193,6 +195,7 @@ class Entry:
             # A symbolic trace: its size-generic code, else the static code
             # for these sizes (made once).
             sizes = tuple(sorted(env.items()))
+            self.served = None
             sub = self.subs.get(sizes)
             if sub is None and self.make_generic is not None:
                 sub = size_generic.generic_for(self, env, sizes)
@@ -209,7 +212,7 @@ class Entry:
                     self.seen_once.add(sizes)
                     return self.eager(args, kwargs)
                 sub = self.subs[sizes] = self.make_sub(env)
-            self.last_sub = sub
+            self.last_sub = self.served = sub
             return sub.run(args, kwargs)
         if self.executable is None:
             self.ensure_compiled()
