@@ -179,3 +179,27 @@ def test_profile_of_a_symbolic_function(fresh_cache):
     assert mm and all(r["shape"] == [21, 40] for r in mm), prof
     assert mm[0]["flops"] == 2 * 21 * 40 * 96
     assert sum(r["calls"] for r in prof) >= 2 and prof.kernels_s > 0
+
+
+def test_symbolic_work_gates_the_parallel_call(fresh_cache):
+    """Regression: a kernel whose work is symbolic (``[B, 512]`` elementwise)
+    runs on the threads only where a call's work is large enough (its
+    gate); the gate had landed in the call's ``op`` field and was lost, so
+    every such kernel ran on all threads, even for a few rows."""
+    from tracec import symbolic
+    from tracec.backends.cpu.lower import PARALLEL_WORK, Lowering
+
+    def f(x):
+        return (x * 2 + 1).relu()
+    comp = tracec.compile(f)
+    big = PARALLEL_WORK // 512 + 9
+    for n in (5, 3, big):
+        x = rng.standard_normal((n, 512)).astype(np.float32)
+        np.testing.assert_allclose(comp(_dyn(x)).numpy(), np.maximum(x * 2 + 1, 0), rtol=1e-6)
+    g = _generic(comp)
+    with symbolic.hinted(g.size_env):
+        low = Lowering(g.optimized(), "t")
+        low.run({})
+    (call,) = low.kernels.calls
+    # the parallel wrapper, and the serial kernel where the gate is shut
+    assert call.parallel and call.gate is not None and call.fn == call.gate[0] + "_par"

@@ -264,7 +264,7 @@ class Kernels:
             if gate is not None:    # the serial kernel too, called where the gate is shut
                 gate = (name,) + gate
             name = self.parallel_of[pkey]
-        self.calls.append(Call(name, list(slots), n, par, can_fail, gate, when=self.when))
+        self.calls.append(Call(name, list(slots), n, par, can_fail, gate=gate, when=self.when))
 
     def program(self, base: str, prog: LoopProgram, slots: list, error_msg: str = "",
                 cost: int = 1) -> None:
