@@ -7,11 +7,14 @@
 (b) steady-state steps/s of the 784-512-512-10 MLP SGD step with a symbolic
     batch (mark_dynamic: one trace and one size-generic native compile
     serving every batch size) against dynamic=False (one trace and one
-    static compile per size), at batch 32 and 256.
+    static compile per size), at batch 32 and 256: both in one process,
+    timed in alternating short windows (a shared machine's load changes
+    from second to second), the best window of each and the median ratio
+    of adjacent windows.
 
 Every measurement runs in a fresh child process with a fresh compile cache.
 
-    python benchmarks/dynamic_shapes.py [--steps 200] [--quick]
+    python benchmarks/dynamic_shapes.py [--steps 200] [--quick] [--part a|b]
 """
 from __future__ import annotations
 
@@ -82,50 +85,63 @@ print(json.dumps(out))
 """
 
 MLP_CHILD = r"""
-import json, sys, time
+import json, statistics, sys, time
 import numpy as np
 cfg = json.loads(sys.argv[1])
 import tracec
 nn, F = tracec.nn, tracec.nn.functional
-tracec.manual_seed(0)
-model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
-                      nn.Linear(512, 10))
-opt = tracec.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
-@tracec.compile(dynamic=None if cfg["dynamic"] else False)
-def step(x, y):
-    opt.zero_grad()
-    loss = F.cross_entropy(model(x), y)
-    loss.backward()
-    opt.step()
-    return loss
+def make(dynamic):
+    tracec.manual_seed(0)
+    model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                          nn.Linear(512, 10))
+    opt = tracec.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    @tracec.compile(dynamic=None if dynamic else False)
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
 
 rng = np.random.default_rng(0)
-def batch(n):
+def batch(n, dynamic):
     x = tracec.tensor(rng.standard_normal((n, 784)).astype(np.float32))
     y = tracec.tensor(rng.integers(0, 10, n))
-    if cfg["dynamic"]:      # the batch dimension symbolic from the first trace
+    if dynamic:      # the batch dimension symbolic from the first trace
         tracec.mark_dynamic(x, 0, "B")
         tracec.mark_dynamic(y, 0, "B")
     return x, y
-warm = [batch(n) for n in (48, 32, 256, 48, 32, 256, 32, 256, 32, 256)]
-for x, y in warm:       # traces, and compiles for every size measured
-    step(x, y)
+steps = {"symbolic": make(True), "specialized": make(False)}
+for name, step in steps.items():
+    for n in (48, 32, 256, 48, 32, 256, 32, 256, 32, 256):   # traces, and compiles
+        step(*batch(n, name == "symbolic"))
+
+def rate(step, args, seconds):
+    k, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        step(*args)
+        k += 1
+    return k / (time.perf_counter() - t0)
+
 out = {}
 for n in (32, 256):
-    x, y = batch(n)
-    step(x, y)
-    best = []
-    for _ in range(3):
-        k, t0 = 0, time.perf_counter()
-        while time.perf_counter() - t0 < cfg["time"]:
-            step(x, y)
-            k += 1
-        best.append(k / (time.perf_counter() - t0))
-    out[str(n)] = max(best)
-info = step.cache_info()
-out["traces"] = info.traces
-out["compiles"] = info.compiles
+    args = {name: batch(n, name == "symbolic") for name in steps}
+    # Short windows of the two alternate (ABBA), so that both see the same
+    # machine: a shared one's load changes from second to second.
+    rates = {name: [] for name in steps}
+    order = list(steps)
+    for w in range(cfg["windows"]):
+        for name in (order if w % 2 == 0 else order[::-1]):
+            rates[name].append(rate(steps[name], args[name], cfg["time"]))
+    pairs = [a / b for a, b in zip(rates["symbolic"], rates["specialized"])]
+    out[str(n)] = {"symbolic": max(rates["symbolic"]), "specialized": max(rates["specialized"]),
+                   "paired": statistics.median(pairs)}
+for name, step in steps.items():
+    info = step.cache_info()
+    out[name] = {"traces": info.traces, "compiles": info.compiles}
 print(json.dumps(out))
 """
 
@@ -143,8 +159,17 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--time", type=float, default=1.0)
     ap.add_argument("--quick", action="store_true", help="40 LM steps, 0.3 s per timing")
+    ap.add_argument("--part", choices=("a", "b", "all"), default="all",
+                    help="run only (a) or (b)")
     a = ap.parse_args()
     steps, t = (40, 0.3) if a.quick else (a.steps, a.time)
+    if a.part in ("a", "all"):
+        part_a(steps)
+    if a.part in ("b", "all"):
+        part_b(t)
+
+
+def part_a(steps: int) -> None:
     print(f"(a) {steps} LM steps, random sequence length 5..40 (batch 8), wall time "
           "including traces and compiles")
     for name, cfg in (("tracec dynamic=None", {"lib": "tracec", "dynamic": None}),
@@ -154,12 +179,17 @@ def main() -> None:
         extra = (f"  traces {r['traces']}, backend compiles {r['compiles']}, "
                  f"eager signatures {r['eager']}") if "traces" in r else ""
         print(f"  {name:22s} {r['wall_s']:7.2f} s{extra}")
-    print("(b) 784-512-512-10 MLP SGD step, steady state, steps/s")
-    sym = child(MLP_CHILD, {"dynamic": True, "time": t})
-    spec = child(MLP_CHILD, {"dynamic": False, "time": t})
+
+
+def part_b(t: float) -> None:
+    print("(b) 784-512-512-10 MLP SGD step, steady state, steps/s (best window of each; "
+          "paired: median ratio of adjacent windows)")
+    r = child(MLP_CHILD, {"time": t / 4, "windows": 12})
     for n in ("32", "256"):
-        print(f"  batch {n:>3}: symbolic {sym[n]:8.1f}  specialized {spec[n]:8.1f}  "
-              f"ratio {sym[n] / spec[n]:.3f}")
+        sym, spec = r[n]["symbolic"], r[n]["specialized"]
+        print(f"  batch {n:>3}: symbolic {sym:8.1f}  specialized {spec:8.1f}  "
+              f"ratio {sym / spec:.3f}  paired {r[n]['paired']:.3f}")
+    sym, spec = r["symbolic"], r["specialized"]
     print(f"  traces: symbolic {sym['traces']}, specialized {spec['traces']}; backend "
           f"compiles: symbolic {sym['compiles']}, specialized {spec['compiles']}")
 

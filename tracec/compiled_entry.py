@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracec import compiled_backward, graph, size_generic
+from tracec import compiled_backward, graph, size_generic, symbolic
 from tracec.backends import check
 from tracec.backends.cpu.output_pool import fresh
 from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, run_passes
@@ -72,6 +72,11 @@ class Entry:
     make_generic: object = None
     generic_failed: str = None
     generic_served: int = 0       # entries of ``subs`` that are generic ones
+    #: A symbolic trace's entry that ran the last call (None: it ran eagerly)
+    served: object = None
+    #: A size-generic entry's sizes its code was compiled for (the hints
+    #: its backend choices were made from); None for other entries.
+    size_env: dict = None
     #: The mutation epoch at which every guard last held (tracec.mutation).
     _valid_epoch: object = None
     _unwatched: list = None
@@ -93,6 +98,14 @@ class Entry:
             self.stages["optimized"] = module
             self.timings["passes_s"] = time.perf_counter() - t0
         return self.stages["optimized"]
+
+    def compile_again(self, compile_module, **kw):
+        """The optimized module compiled again by ``compile_module`` (the
+        text stages after a disk cache hit, which keeps object code only; a
+        profiling build): a size-generic entry's under the sizes its code
+        was made for, so the result is that code."""
+        with symbolic.hinted(self.size_env or {}):
+            return compile_module(self.optimized(), donate=donations(self.trace), **kw)
 
     def failed_guard(self, args=(), kwargs=None):
         """None if every guard holds, else a description of the first failure.
@@ -210,6 +223,7 @@ class Entry:
             # A symbolic trace: its size-generic code, else the static code
             # for these sizes (made once).
             sizes = tuple(sorted(env.items()))
+            self.served = None
             sub = self.subs.get(sizes)
             if sub is None and self.make_generic is not None:
                 sub = size_generic.generic_for(self, env, sizes)
@@ -226,7 +240,7 @@ class Entry:
                     self.seen_once.add(sizes)
                     return self.eager(args, kwargs)
                 sub = self.subs[sizes] = self.make_sub(env)
-            self.last_sub = sub
+            self.last_sub = self.served = sub
             return sub.run(args, kwargs)
         if self.executable is None:
             self.ensure_compiled()

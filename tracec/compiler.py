@@ -175,7 +175,7 @@ class CompiledFunction:
                     return result
             if e.failed_guard(args, kwargs) is None:
                 self.hits += 1
-                self._last = e
+                self._last = fast[2]
                 return e.run(args, kwargs)
         key = call_key(args, kwargs)
         if key in self._eager_keys:
@@ -237,19 +237,26 @@ class CompiledFunction:
                     sym.insert(0, sym.pop(i))
                 self.hits += 1
                 self._last = e
-                return (e.run(args, kwargs, env),)
+                out = e.run(args, kwargs, env)
+                if e.served is not None:
+                    # Calls with this very key (these sizes) are this
+                    # code's until a new trace: the fast path runs it.
+                    self._remember(key, args, kwargs, e.served, e)
+                return (out,)
             self._sym_reason = failed
         return None
 
-    def _remember(self, key, args, kwargs, entry) -> None:
+    def _remember(self, key, args, kwargs, entry, last=None) -> None:
         """Make ``entry`` the fast path's for calls with ``key`` (tensor
-        arguments only: ``fast_call.matcher``)."""
+        arguments only: ``fast_call.matcher``); ``last``: the entry it
+        serves for (a symbolic trace whose code ``entry`` is), else itself."""
         if kwargs:
             return
         if self._fast_key != key:
             self._fast_key = key
             self._fast_match = fast_call.matcher(key, len(args))
-        self._fast = None if self._fast_match is None else (self._fast_match, entry)
+        self._fast = None if self._fast_match is None else \
+            (self._fast_match, entry, entry if last is None else last)
 
     def _trace_and_compile(self, key, args, kwargs, reason):
         # A new trace (or an eager signature) may now serve calls the fast
@@ -461,9 +468,11 @@ class CompiledFunction:
         if s is None and stage in ("lowered", "llvm", "asm") and \
                 hasattr(BACKENDS[self.backend], "load_object"):
             # Loaded from the disk cache, which keeps object code only: the
-            # text stages come from compiling the optimized module again.
-            exe = BACKENDS[self.backend].compile_module(entry.optimized(),
-                                                        donate=donations(entry.trace))
+            # text stages come from compiling the optimized module again (a
+            # symbolic trace's: its last code's, under that code's sizes).
+            if entry.trace.symbolic is not None and entry.last_sub is not None:
+                entry = entry.last_sub
+            exe = entry.compile_again(BACKENDS[self.backend].compile_module)
             for name in ("lowered", "llvm"):
                 entry.stages[name] = exe.stage(name)
             s = exe.stage(stage)

@@ -25,7 +25,6 @@ import statistics
 import time
 
 from tracec.backends import cpu
-from tracec.compiled_entry import donations
 
 __all__ = ["Profile", "profile", "enabled", "profiling_compile", "steady_entry"]
 
@@ -114,8 +113,7 @@ def steady_entry(cf, args, kwargs, max_calls: int = 4):
 def _profiling_executable(entry):
     exe = getattr(entry, "profile_executable", None)
     if exe is None:
-        exe = entry.profile_executable = cpu.compile_module(
-            entry.optimized(), donate=donations(entry.trace), profile=True)
+        exe = entry.profile_executable = entry.compile_again(cpu.compile_module, profile=True)
     return exe
 
 

@@ -91,10 +91,14 @@ def compile_generic(cf, backend, sub, env: dict, donate):
     a cached version whose guards ``env`` passes, or the passes and the
     backend run under ``env``'s sizes (and the result cached)."""
     def build():
+        sub.size_env = dict(env)
         with symbolic.hinted(env), symbolic.recorded_guards() as guards:
             module = sub.optimized()
-            return backend.compile_module(module, donate=donate, size_guards=guards)
-    if os.environ.get("TRACEC_NO_CACHE"):
+            exe = backend.compile_module(module, donate=donate, size_guards=guards)
+        if hasattr(exe, "signature"):
+            exe.signature["size_hints"] = sub.size_env   # (recompiling: Entry.compile_again)
+        return exe
+    if os.environ.get("TRACEC_NO_CACHE") or not hasattr(backend, "load_object"):
         cf.compiles += 1
         return build(), {}
     target = backend.target_id() if hasattr(backend, "target_id") else ""
@@ -114,6 +118,7 @@ def compile_generic(cf, backend, sub, env: dict, donate):
             warnings.warn(f"tracec cache: skipping unusable entry {key[:12]}: {e}")
             continue
         if exe.failed_guard(env) is None:
+            sub.size_env = dict(hit[0]["signature"].get("size_hints") or env)
             cf.loads += 1
             return exe, {"cache": "hit"}
     exe = build()

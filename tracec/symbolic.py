@@ -27,7 +27,7 @@ import operator
 
 __all__ = ["Sym", "SymbolicError", "symbol", "parse", "evaluate", "is_symbolic",
            "hint_of", "GUARD_SINKS", "with_hints", "free_symbols", "hinted", "known",
-           "recorded_guards", "guard_holds", "substitute"]
+           "recorded_guards", "guard_holds", "substitute", "size_sources", "failed_size_guard"]
 
 
 class SymbolicError(TypeError):
@@ -101,7 +101,12 @@ def _terms_text(terms) -> str:
         return "0"
     parts = []
     for mono, c in terms:
-        body = "*".join(_atom_text(a) for a in mono)
+        # A // or % factor among others, or negated, is parenthesized: the
+        # text parses back to the same size (``64*(X//64)``, not the
+        # ``(64*X)//64`` that ``64*X//64`` would be).
+        alone = len(mono) == 1 and c == 1
+        body = "*".join(_atom_text(a) if alone or isinstance(a, str) else f"({_atom_text(a)})"
+                        for a in mono)
         if not mono:
             t = str(abs(c))
         elif abs(c) == 1:
@@ -415,6 +420,38 @@ def guard_holds(guard, env: dict) -> bool:
     a = evaluate(parse(lhs) if isinstance(lhs, str) else lhs, env)
     b = evaluate(parse(rhs) if isinstance(rhs, str) else rhs, env)
     return _OPS[op](a, b) == result
+
+
+def size_sources(shapes) -> tuple[dict, set]:
+    """``({symbol: (argument index, dim)}, missing)`` for a function's
+    argument ``shapes``: where a run time reads each size symbol (the first
+    dimension that is exactly it), and the symbols of those shapes that are
+    no argument's dimension (that cannot be read)."""
+    out: dict = {}
+    needed: set = set()
+    for i, shape in enumerate(shapes):
+        for d, n in enumerate(shape):
+            if isinstance(n, int):
+                continue
+            needed |= free_symbols(n)
+            if len(free_symbols(n)) == 1 and n.same(symbol(str(n))):
+                out.setdefault(str(n), (i, d))
+    return out, needed - set(out)
+
+
+def failed_size_guard(names, guards, env: dict) -> str | None:
+    """None if the sizes ``env`` are ones that code compiled for the
+    symbols ``names`` with the size ``guards`` (``[lhs, op, rhs, result]``)
+    serves, else why not (each symbol stands for 2 or more)."""
+    for name in names:
+        if env.get(name, 0) < 2:
+            return f"the size {name} is {env.get(name)} (a symbol stands for 2 or more)"
+    for g in guards:
+        if not guard_holds(g, env):
+            lhs, op, rhs, res = g
+            return (f"compiled for sizes with {'' if res else 'not '}{lhs} {op} {rhs}, "
+                    f"called with {', '.join(f'{k}={v}' for k, v in sorted(env.items()))}")
+    return None
 
 
 def known(a, op: str, b=0):

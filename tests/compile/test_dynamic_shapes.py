@@ -81,6 +81,32 @@ def test_epoch_with_short_last_batch(backend):
         _close(a.detach().numpy(), b.detach().numpy())
 
 
+def test_interp_serves_every_size_from_one_trace_and_one_compile():
+    """backend="interp": one symbolic trace and one executable run every
+    batch size (parameters that are size expressions, a view to
+    ``[B, 12]``, evaluated per call): no size runs eagerly, none is
+    specialized, and the training steps equal eager."""
+    me, eager = _mlp_step()
+    mc, step = _mlp_step()
+    comp = tracec.compile(step, backend="interp")
+    rng = np.random.default_rng(2)
+    for n in (6, 6, 2, 7, 33, 257, 7, 2):
+        x = rng.standard_normal((n, 3, 4)).astype(np.float32)
+        y = rng.integers(0, 5, n)
+        got = comp(tracec.mark_dynamic(tracec.tensor(x), 0),
+                   tracec.mark_dynamic(tracec.tensor(y), 0))
+        _close(eager(tracec.tensor(x), tracec.tensor(y)).item(), got.item(), 1e-5)
+    info = comp.cache_info()
+    assert info.traces == 1 and info.compiles == 1, info
+    assert not info.notes and info.eager_signatures == 0
+    (e,) = [e for es in comp._sym.values() for e in es]
+    # every size ran the one size-generic executable; none ran eagerly
+    assert len(e.generic) == 1 and {id(s) for s in e.subs.values()} == {id(e.generic[0])}
+    assert len(e.subs) == 5 and not e.seen_once
+    for a, b in zip(me.parameters(), mc.parameters()):
+        _close(a.detach().numpy(), b.detach().numpy())
+
+
 @pytest.mark.parametrize("backend", ["interp", "cpu"])
 def test_symbolic_and_specialized_traces_agree(backend):
     def f(x, w):

@@ -58,3 +58,26 @@ def test_compiled_calls_switching_signatures_and_guards_equal_eager():
             np.testing.assert_allclose(comp(*args).numpy(), f(*args).numpy())
         with tracec.no_grad():
             np.testing.assert_allclose(comp(a, b).numpy(), f(a, b).numpy())
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_symbolic_code_on_the_fast_path(backend):
+    """A call repeating the last sizes a symbolic trace's code served runs
+    that code from the fast path (the trace stays the function's last
+    entry); new sizes, and a guard that changes, take the general path."""
+    scale = [2.0]
+
+    def f(x, w):
+        return (x @ w).sum(0) * scale[0]
+
+    comp = tracec.compile(f, backend=backend)
+    w = tracec.randn(4, 3)
+    for k, n in enumerate((5, 5, 7, 7, 5, 9, 9, 9, 5)):
+        if k == 7:
+            scale[0] = 3.0
+        x = tracec.mark_dynamic(tracec.randn(n, 4), 0)
+        np.testing.assert_allclose(comp(x, w).numpy(), f(x, w).numpy(), rtol=1e-5, atol=1e-5)
+        assert comp._last.trace.symbolic is not None
+    e = comp._last
+    assert comp._fast is not None and comp._fast[1] is e.last_sub and comp._fast[2] is e
+    assert comp.cache_info().traces == 2           # (the guard change: a second trace)

@@ -20,6 +20,21 @@ def test_sym_algebra_normalizes():
     assert evaluate(parse("(B+1)//2*T"), {"B": 6, "T": 3}) == 9
 
 
+def test_text_of_a_floor_division_factor_parses_back():
+    """A ``//`` or ``%`` factor multiplied or negated is parenthesized: the
+    signature's workspace offsets (``64*((4*B*T+63)//64)``) parse back to
+    the same size (``64*(X)//64`` would read as ``(64*X)//64``)."""
+    cases = (64 * ((4 * B * T + 63) // 64) + 128, -((B + 3) // 2), B * ((T + 1) // 2),
+             ((B % 3) * T) - 2 * ((B * T) // 5), 64 * ((64 * ((B + 63) // 64) + 191) // 64))
+    for e in cases:
+        back = parse(str(e))
+        for b in range(2, 40, 3):
+            for t in range(2, 9):
+                env = {"B": b, "T": t}
+                assert evaluate(back, env) == evaluate(e, env), (str(e), env)
+    assert str(64 * ((B + 63) // 64)) == "64*((B+63)//64)"
+
+
 def test_sizes_are_at_least_two():
     assert B != 1 and B > 0 and B >= 2 and not (B == 0) and bool(B)
     assert B * T >= 4 and B + 1 != B and 2 * B - 3 > 0

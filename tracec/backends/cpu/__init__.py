@@ -83,7 +83,7 @@ def compile_module(module: ModuleOp, *, asm: bool = False, symbol: str | None = 
     that made the module) in ``signature["size_guards"]``.
     ``profile=True``: a profiling build, timing every kernel
     (``profiling.ProfilingExecutable``)."""
-    from tracec.backends.cpu.profiling import ProfilingExecutable
+    from tracec.backends.cpu.profiling import ProfilingExecutable, SizedProfilingExecutable
     from tracec.backends.cpu.runtime import load_object
     from tracec.backends.cpu.codegen import compile_jobs
     lowered, compiled, signature = _compile(module, asm, symbol, donate, size_guards, profile,
@@ -93,7 +93,8 @@ def compile_module(module: ModuleOp, *, asm: bool = False, symbol: str | None = 
     stages = LazyStages(lowered=lambda: _print(lowered.module), asm=compiled.assembly)
     stages["llvm"] = compiled.llvm_ir
     if profile:
-        return ProfilingExecutable(compiled.object_code, signature, stages)
+        cls = SizedProfilingExecutable if "symbols" in signature else ProfilingExecutable
+        return cls(compiled.object_code, signature, stages)
     return load_object(compiled.object_code, signature, stages)
 
 

@@ -44,7 +44,7 @@ from xdsl.dialects.builtin import BytesAttr, DenseArrayBase, DenseIntOrFPElement
 from tracec import dtypes as dt
 from tracec.backends.cpu import codegen
 from tracec.backends.cpu.builder import F32, F64, I1, I32, I64, PTR, FuncBuilder, vec
-from tracec.symbolic import hint_of
+from tracec.symbolic import hint_of, known
 
 __all__ = ["suitable", "emit_gemm", "params_for"]
 
@@ -193,19 +193,61 @@ def _column_blocks(nb: int, mt: int, npan: int, threads: int) -> int:
 def emit_gemm(low, slots, d: dt.DType, nb: int, M: int, N: int, K: int, bshape, sa, sb,
               ta: bool = False, tb: bool = False) -> None:
     """``ta`` / ``tb``: the operand buffer holds the matrix transposed
-    (``[..., K, M]`` / ``[..., N, K]``); only the packing differs."""
+    (``[..., K, M]`` / ``[..., N, K]``); only the packing differs.
+    (Sizes may be symbolic: ceil divisions stay expressions, computed at
+    run time; kc_max of a symbolic K is KC, the most it can be.)"""
+    vl, mr, nr = params_for(d)
+    mc = MC_PANELS * mr
+    mt = _cdiv(M, mc)
+    threads = _expected_threads()
+    if isinstance(N, int) and isinstance(nb, int) and not isinstance(M, int):
+        # A symbolic M (a batch): the column split the static code would
+        # make for each run of row-block counts, chosen per call.
+        ranges = _split_ranges(nb, _cdiv(N, nr), threads)
+        live = []
+        for lo, hi, nsplit in ranges:
+            conds = [] if lo == 1 else [(M, ">", (lo - 1) * mc)]
+            conds += [] if hi is None else [(M, "<=", hi * mc)]
+            if any(known(*c) is False for c in conds):
+                continue
+            live.append(([c for c in conds if known(*c) is not True], nsplit))
+        if len(live) > 1:
+            for conds, nsplit in live:
+                with low.kernels.only_where(*conds):
+                    _emit_split(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb, nsplit)
+            return
+    # The column split is a choice of speed: for other symbolic sizes it is
+    # made for the sizes being compiled for (their hints) and is right for any.
+    nsplit = _column_blocks(hint_of(nb), hint_of(mt), hint_of(_cdiv(N, nr)), threads)
+    _emit_split(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb, nsplit)
+
+
+def _split_ranges(nb: int, npan: int, threads: int) -> list:
+    """``[(lo, hi, nsplit)]``: ``_column_blocks`` for row-block counts
+    ``lo..hi`` (``hi`` None: and above), in order."""
+    out: list = []
+    mt = 1
+    while True:
+        nsplit = _column_blocks(nb, mt, npan, threads)
+        if out and out[-1][2] == nsplit:
+            out[-1][1] = mt
+        else:
+            out.append([mt, mt, nsplit])
+        # Past 2 * threads row blocks the split no longer depends on them.
+        if mt >= 2 * threads:
+            out[-1][1] = None
+            return [tuple(r) for r in out]
+        mt += 1
+
+
+def _emit_split(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb, nsplit: int) -> None:
+    """The GEMM kernel with N cut into ``nsplit`` column blocks."""
     from tracec.backends.cpu.matmul import batch_offset
     elt = F32 if d is dt.float32 else F64
     es = 4 if elt == F32 else 8
     vl, mr, nr = params_for(d)
     mc = MC_PANELS * mr
-    # (Sizes may be symbolic: ceil divisions stay expressions, computed at
-    # run time; kc_max of a symbolic K is KC, the most it can be.)
     mt = _cdiv(M, mc)
-    # The column split is a choice of speed: for symbolic sizes it is made
-    # for the sizes being compiled for (their hints) and is right for any.
-    nsplit = _column_blocks(hint_of(nb), hint_of(mt), hint_of(_cdiv(N, nr)),
-                            _expected_threads())
     ncb = min(NC, _cdiv(hint_of(_cdiv(N, nr)), nsplit) * nr)   # columns per work unit
     nt = _cdiv(N, ncb)
     kc_max = min(KC, K) if isinstance(K, int) else KC
@@ -219,7 +261,7 @@ def emit_gemm(low, slots, d: dt.DType, nb: int, M: int, N: int, K: int, bshape, 
             "matmul: out of memory for packing buffers")
     # What the body emits is fixed by these (the shared functions by d and
     # the layouts), so a GEMM made before from the same key is called again.
-    key = ("gemm", d.name, nb, M, N, K, tuple(bshape), tuple(sa), tuple(sb), ta, tb)
+    key = ("gemm", d.name, nb, M, N, K, tuple(bshape), tuple(sa), tuple(sb), ta, tb, ncb)
     if nb == 1:
         run = _run_fn(low.mb, elt, vl, mr, nr, ta, tb)
 

@@ -9,8 +9,12 @@ panel of one batch's C; a tile of its rows is held in registers over the
 whole K loop (per k: vector loads of B's row segment, one broadcast of
 A[i, k] per row, one FMA per accumulator) and stored once.  The last,
 narrower panel uses power-of-two vector pieces (no masked loads: nothing
-is read past a row of B).  Shapes are compile-time constants here, so row
-tiles and edges are unrolled statically.
+is read past a row of B).  N (and the batch) are compile-time constants
+here; with a static M the row tiles are unrolled statically.  M and K may
+be symbolic (a batch size, known at run time): K is a loop bound; a
+symbolic M is covered by a loop of full-height row tiles and then, for
+the rest, one tile of each power-of-two height that the rest's bits name
+(``20 = 12 + 8`` with 12-row tiles): a few tile shapes serve every M.
 """
 from __future__ import annotations
 
@@ -19,8 +23,9 @@ from xdsl.dialects import llvm
 from tracec import dtypes as dt
 from tracec.backends.cpu import codegen, gemm
 from tracec.backends.cpu.builder import F32, F64, vec
+from tracec.symbolic import known
 
-__all__ = ["suitable", "emit"]
+__all__ = ["suitable", "conditions", "emit"]
 
 #: At most this many rows of C take this path (above it the packing is
 #: shared by enough rows to pay for itself).
@@ -36,10 +41,25 @@ def _acc_budget() -> int:
 
 
 def suitable(d: dt.DType, M: int, N: int, K: int, tb: bool) -> bool:
-    if d not in (dt.float32, dt.float64) or tb:
-        return False
-    vl, mr, nr = gemm.params_for(d)
-    return M <= MAX_M and N >= nr and K >= 8 and M * N * K >= 16 ** 3
+    """Whether this kernel suits the product (static sizes)."""
+    return conditions(d, M, N, K, tb) == []
+
+
+def conditions(d: dt.DType, M, N, K, tb: bool) -> list | None:
+    """When this kernel suits the product: None never (or it cannot: a
+    symbolic N), else the ``(lhs, op, rhs)`` size conditions left to check
+    at run time (``[]``: always), those the sizes decide already dropped."""
+    if d not in (dt.float32, dt.float64) or tb or not isinstance(N, int) or \
+            N < gemm.params_for(d)[2]:
+        return None
+    out = []
+    for c in ((M, "<=", MAX_M), (K, ">=", 8), (M * N * K, ">=", 16 ** 3)):
+        k = known(*c)
+        if k is False:
+            return None
+        if k is not True:
+            out.append(c)
+    return out
 
 
 def emit(low, slots, d: dt.DType, nb: int, M: int, N: int, K: int, bshape, sa, sb,
@@ -57,9 +77,16 @@ def emit(low, slots, d: dt.DType, nb: int, M: int, N: int, K: int, bshape, sa, s
     def body(fb, ptrs, err, lo, hi, status):
         cp, ap, bp = ptrs
 
-        def tile(a0, b0, c0, i0: int, rows: int, j0, pieces):
+        def tile(a0, b0, c0, i0, rows: int, j0, pieces):
+            """Rows ``i0 .. i0 + rows`` (``i0``: an int or a run-time i64)
+            of the panel at column ``j0``."""
             vts = [vec(elt, w) for _, w in pieces]
-            a_rows = [fb.gep(a0, fb.i64((i0 + r) * sam), elt) for r in range(rows)]
+            if isinstance(i0, int):
+                a0, c0 = fb.gep(a0, fb.i64(i0 * sam), elt), fb.gep(c0, fb.i64(i0 * N), elt)
+            else:
+                a0 = fb.gep(a0, i0 if sam == 1 else fb.mul(i0, fb.i64(sam)), elt)
+                c0 = fb.gep(c0, fb.mul(i0, fb.i64(N)), elt)
+            a_rows = [fb.gep(a0, fb.i64(r * sam), elt) if r else a0 for r in range(rows)]
             b_col = fb.gep(b0, j0, elt)
 
             def kstep(k, *accs):
@@ -81,7 +108,7 @@ def emit(low, slots, d: dt.DType, nb: int, M: int, N: int, K: int, bshape, sa, s
             zeros = [gemm.splat_zero(fb, vt, elt) for vt in vts]
             accs = fb.for_range(fb.i64(0), fb.i64(K), kstep, carried=zeros * rows)
             for r in range(rows):
-                crow = fb.gep(c0, fb.add(fb.i64((i0 + r) * N), j0), elt)
+                crow = fb.gep(c0, fb.add(fb.i64(r * N), j0), elt)
                 for j, (off, _) in enumerate(pieces):
                     fb.store(accs[r * len(vts) + j], fb.gep(crow, fb.i64(off), elt), es)
 
@@ -90,10 +117,28 @@ def emit(low, slots, d: dt.DType, nb: int, M: int, N: int, K: int, bshape, sa, s
             # reads the panel of B again), their heights balanced: M = 20
             # with 2 vectors per row is 10 + 10, not 8 + 8 + 4.
             most = max(1, _acc_budget() // len(pieces))
+            if not isinstance(M, int):
+                run_time_rows(a0, b0, c0, j0, pieces, most)
+                return
             tiles = -(-M // most)
             group = -(-M // tiles)
             for i0 in range(0, M, group):
                 tile(a0, b0, c0, i0, min(group, M - i0), j0, pieces)
+
+        def run_time_rows(a0, b0, c0, j0, pieces, most: int):
+            # Full tiles of ``most`` rows, then the rest (< most) as tiles
+            # of its set bits, highest first (see the module docstring).
+            m = fb.i64(M)
+            full = fb.mul(fb.ibin("sdiv", m, fb.i64(most)), fb.i64(most))
+            fb.for_range(fb.i64(0), full,
+                         lambda i0: tile(a0, b0, c0, i0, most, j0, pieces) or (), step=most)
+            rest = fb.sub(m, full)
+            h = 1 << (most - 1).bit_length()
+            while h > 1:
+                h //= 2
+                i0 = fb.add(full, fb.ibin("and", rest, fb.i64(-2 * h)))
+                fb.if_then(fb.icmp("ne", fb.ibin("and", rest, fb.i64(h)), fb.i64(0)),
+                           lambda i0=i0, h=h: tile(a0, b0, c0, i0, h, j0, pieces))
 
         def unit(u):
             b = fb.ibin("sdiv", u, fb.i64(npan)) if nb > 1 else fb.i64(0)

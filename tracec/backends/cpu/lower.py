@@ -101,6 +101,10 @@ class Call:
     gate: object = None
     #: it fails only before writing anything (a collective's type check)
     fails_before_writing: bool = False
+    #: ``((lhs, op, rhs), ...)`` sizes: the call runs only where these hold
+    #: at run time (one of several kernels for an op of symbolic size,
+    #: chosen per call: ``Kernels.only_where``); empty: always
+    when: tuple = ()
 
 
 @dataclass
@@ -154,6 +158,25 @@ class Kernels:
         #: a caller's description of a kernel -> (function name, can fail)
         self.by_key: dict[tuple, tuple] = {}
         self.parallel_of: dict[tuple, str] = {}
+        #: the conditions of the calls being made (``only_where``)
+        self.when = ()
+
+    def only_where(self, *conds):
+        """``with kernels.only_where((M, "<=", 32), ...):`` the calls made
+        inside run only where the sizes satisfy every ``(lhs, op, rhs)`` at
+        run time (and the conditions of enclosing ``only_where`` blocks); the
+        caller makes other calls for the other sizes: no size guard."""
+        kernels = self
+
+        class _Where:
+            def __enter__(self):
+                self.old = kernels.when
+                kernels.when = self.old + tuple(conds)
+
+            def __exit__(self, *exc):
+                kernels.when = self.old
+                return False
+        return _Where()
 
     def error(self, message: str, kind: str = "value") -> int:
         """Register a run-time failure; its return code."""
@@ -241,7 +264,7 @@ class Kernels:
             if gate is not None:    # the serial kernel too, called where the gate is shut
                 gate = (name,) + gate
             name = self.parallel_of[pkey]
-        self.calls.append(Call(name, list(slots), n, par, can_fail, gate))
+        self.calls.append(Call(name, list(slots), n, par, can_fail, gate=gate, when=self.when))
 
     def program(self, base: str, prog: LoopProgram, slots: list, error_msg: str = "",
                 cost: int = 1) -> None:
@@ -778,21 +801,20 @@ class Lowering:
             args = [ptr(s) for s in c.slots] + [ws]
             if timer:
                 timer.start()
-            if c.gate is not None:
-                serial, n, work = c.gate
-                slot = fb.stack_slot(I32, fb.i32(0))
-                big = fb.ibin("and", fb.icmp("sgt", fb.i64(n), fb.i64(1)),
-                              fb.icmp("sge", fb.i64(work), fb.i64(PARALLEL_WORK)))
-                fb.if_else(big,
-                           lambda: fb.store(fb.call(c.fn, args + [fb.i64(n), nthreads], I32),
-                                            slot, 4),
-                           lambda: fb.store(fb.call(serial, args + [fb.i64(0), fb.i64(n)], I32),
-                                            slot, 4))
-                rc = fb.load(slot, I32, 4)
-            elif c.parallel:
-                rc = fb.call(c.fn, args + [fb.i64(c.n), nthreads], I32)
+            if not c.when:
+                rc = _emit_call(fb, c, args, nthreads)
             else:
-                rc = fb.call(c.fn, args + [fb.i64(0), fb.i64(c.n)], I32)
+                # (args and sizes are computed before the branch: later
+                # calls reuse them)
+                cond = None
+                for lhs, op, rhs in c.when:
+                    x = fb.icmp(_SIGNED[op], fb.i64(lhs), fb.i64(rhs))
+                    cond = x if cond is None else fb.ibin("and", cond, x)
+                for x in (c.n, *(c.gate or ())[1:]):
+                    fb.i64(x)
+                slot = fb.stack_slot(I32, fb.i32(0))
+                fb.if_then(cond, lambda: fb.store(_emit_call(fb, c, args, nthreads), slot, 4))
+                rc = fb.load(slot, I32, 4)
             if timer:
                 timer.stop(i)
             if c.can_fail:
@@ -825,6 +847,27 @@ class Lowering:
         fb.finish()
 
 
+_SIGNED = {"<": "slt", "<=": "sle", ">": "sgt", ">=": "sge", "==": "eq", "!=": "ne"}
+
+
+def _emit_call(fb, c: Call, args, nthreads):
+    """The call of kernel ``c`` (its return code): serial, parallel, or
+    gated (parallel where its symbolic work is large enough)."""
+    if c.gate is not None:
+        serial, n, work = c.gate
+        slot = fb.stack_slot(I32, fb.i32(0))
+        big = fb.ibin("and", fb.icmp("sgt", fb.i64(n), fb.i64(1)),
+                      fb.icmp("sge", fb.i64(work), fb.i64(PARALLEL_WORK)))
+        fb.if_else(big,
+                   lambda: fb.store(fb.call(c.fn, args + [fb.i64(n), nthreads], I32), slot, 4),
+                   lambda: fb.store(fb.call(serial, args + [fb.i64(0), fb.i64(n)], I32),
+                                    slot, 4))
+        return fb.load(slot, I32, 4)
+    if c.parallel:
+        return fb.call(c.fn, args + [fb.i64(c.n), nthreads], I32)
+    return fb.call(c.fn, args + [fb.i64(0), fb.i64(c.n)], I32)
+
+
 def _size_text(n):
     """A size for the JSON signature: an int, or a symbolic size's text."""
     return n if isinstance(n, int) else str(n)
@@ -836,18 +879,9 @@ def _dims(t) -> list:
 
 def _size_sources(inputs) -> dict:
     """``{symbol: (input index, dim)}``: where the run time reads each size
-    symbol of the function (the first input dimension that is exactly it);
-    every symbol in an input's shape must have one."""
-    out: dict = {}
-    needed: set = set()
-    for i, a in enumerate(inputs):
-        for d, n in enumerate(ir.shape_of(a.type)):
-            if isinstance(n, int):
-                continue
-            needed |= symbolic.free_symbols(n)
-            if len(symbolic.free_symbols(n)) == 1 and n.same(symbolic.symbol(str(n))):
-                out.setdefault(str(n), (i, d))
-    missing = needed - set(out)
+    symbol of the function (``symbolic.size_sources``); every symbol in an
+    input's shape must have one."""
+    out, missing = symbolic.size_sources([ir.shape_of(a.type) for a in inputs])
     if missing:
         raise LoweringError(f"the sizes {sorted(missing)} are not a dimension of any input: "
                             "the cpu backend cannot read them at run time")

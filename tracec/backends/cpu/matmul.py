@@ -89,20 +89,39 @@ def emit_matmul(low, op, operands=None) -> None:
         # [T, B, F] input), which packs B once instead of once per batch.
         M, nb, bshape, sa, sb = nb * M, 1, (), [], []
     # Symbolic sizes (known at run time): the narrow kernel needs a static
-    # N (and K with B transposed), the small one static sizes; the GEMM and
-    # the row kernel take any, and which runs is chosen for the sizes being
-    # compiled for (hints: a choice of speed, not of result, so no guard).
+    # N (and K with B transposed), the small one a static N and batch; the
+    # GEMM and the row kernel take any.  Between the small kernel and the
+    # others the sizes of each call choose (``gemm_small.conditions``, no
+    # size guard); between the GEMM and the row kernel the sizes being
+    # compiled for do (hints: a choice of speed, not of result).
     if d in (dt.float32, dt.float64) and isinstance(N, int) and N < gemm.params_for(d)[2] and (
             not tb or (isinstance(K, int) and K * N * d.itemsize <= NARROW_STACK_BYTES
                        and not any(sb))):
         # Narrower than the GEMM's register tile (NR): it would pad.
         _emit_narrow(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb)
         return
-    static = all(isinstance(x, int) for x in (nb, M, N, K))
-    if static and gemm_small.suitable(d, M, N, K, tb):
-        gemm_small.emit(low, slots, d, nb, M, N, K, bshape, sa, sb, ta)
+    conds = gemm_small.conditions(d, M, N, K, tb) if isinstance(nb, int) else None
+    if conds is not None:
+        # The small kernel where ``conds`` hold; the others where the first
+        # that fails is the i-th (disjoint cases, one of which runs).
+        with low.kernels.only_where(*conds):
+            gemm_small.emit(low, slots, d, nb, M, N, K, bshape, sa, sb, ta)
+        for i, (lhs, op, rhs) in enumerate(conds):
+            with low.kernels.only_where(*conds[:i], (lhs, _NOT[op], rhs)):
+                big_m = lhs is M and op == "<="      # (this case: M > MAX_M)
+                _emit_large(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb,
+                            max(hint_of(M), gemm_small.MAX_M + 1) if big_m else hint_of(M))
         return
-    if gemm.suitable(d, hint_of(M), hint_of(N), hint_of(K)):
+    _emit_large(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb, hint_of(M))
+
+
+_NOT = {"<=": ">", ">=": "<", "<": ">=", ">": "<="}
+
+
+def _emit_large(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb, m_hint) -> None:
+    """The GEMM, or the row kernel for products too small for it (``m_hint``:
+    M, or the value of a symbolic M to choose for)."""
+    if gemm.suitable(d, m_hint, hint_of(N), hint_of(K)):
         gemm.emit_gemm(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb)
         return
     # Element strides of A[m, k] and B[k, n] within one matrix.

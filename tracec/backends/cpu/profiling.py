@@ -35,8 +35,11 @@ from tracec.ir.summary import op_label, op_lines
 from tracec.backends.cpu import scalar
 from tracec.backends.cpu.builder import I8, I64
 from tracec.backends.cpu.runtime import CpuExecutable
+from tracec.backends.cpu.sized import SizedCpuExecutable
+from tracec.symbolic import evaluate, parse
 
-__all__ = ["EntryTimer", "signature_info", "ProfilingExecutable", "op_flops"]
+__all__ = ["EntryTimer", "signature_info", "ProfilingExecutable", "SizedProfilingExecutable",
+           "op_flops"]
 
 
 class EntryTimer:
@@ -98,17 +101,23 @@ def signature_info(low, calls) -> dict:
             op = c.op
             shape = (list(ir.shape_of(outputs[op])) if isinstance(op, int) else
                      list(ir.shape_of(op.results[0].type)) if op.results else [])
-            kernels.append({"label": op_label(op), "shape": shape,
+            kernels.append({"label": op_label(op), "shape": [_text(n) for n in shape],
                             "lines": [] if isinstance(op, int) else op_lines(op),
-                            "flops": op_flops(op), "slots": set()})
+                            "flops": _text(op_flops(op)), "slots": set()})
         for s in c.slots:
             kernels[k]["slots"].add(_slot_bytes(low, s, outputs))
         call_kernel.append(k)
     for kd in kernels:
-        kd["bytes"] = sum(b for _, b in kd.pop("slots"))
-    return {"profile": {"offset": low.profile_offset, "calls": call_kernel,
+        kd["bytes"] = _text(sum(b for _, b in kd.pop("slots")))
+    return {"profile": {"offset": _text(low.profile_offset), "calls": call_kernel,
                         "kernels": kernels},
             "exports": [low.symbol + "_ticks"]}
+
+
+def _text(n):
+    """A size for the JSON signature: an int, or a symbolic size's text
+    (evaluated at each call's sizes: ``SizedProfilingExecutable``)."""
+    return n if isinstance(n, int) else str(n)
 
 
 def _slot_bytes(low, s, outputs) -> tuple:
@@ -136,7 +145,7 @@ class ProfilingExecutable(CpuExecutable):
     def __init__(self, object_code: bytes, signature: dict, stages: dict | None = None):
         super().__init__(object_code, signature, stages)
         info = signature["profile"]
-        self._offset = int(info["offset"])
+        self._offset = info["offset"]
         self._calls = list(info["calls"])
         self.kernels = info["kernels"]
         self._ticks_fn = ctypes.CFUNCTYPE(ctypes.c_int64)(
@@ -153,16 +162,21 @@ class ProfilingExecutable(CpuExecutable):
         self.run_wall: list = []
         self.run_kernel_ticks: list = []
 
-    def _workspace(self):
-        ws = self._last_ws = super()._workspace()
+    def _workspace(self, size=None):
+        ws = self._last_ws = super()._workspace(size)
         return ws
+
+    def _env(self) -> dict:
+        """The sizes of the last call (none: static code)."""
+        return {}
 
     def __call__(self, arrays, out=None):
         t0 = time.perf_counter()
         outs = super().__call__(arrays, out)
         wall = time.perf_counter() - t0
         raw, _, off = self._last_ws
-        start = off + self._offset
+        start = off + evaluate(parse(self._offset) if isinstance(self._offset, str)
+                               else self._offset, self._env())
         ticks = raw[start:start + 8 * len(self.ticks)].view(np.int64)
         self.ticks += ticks
         self.runs += 1
@@ -194,8 +208,25 @@ class ProfilingExecutable(CpuExecutable):
         function's own total seconds."""
         rate = self.tick_rate()
         # Each kernel runs once per step (its LLVM calls together).
+        env = self._env()
+
+        def size(x):
+            return evaluate(parse(x), env) if isinstance(x, str) else x
         rows = [dict(k, seconds=0.0, calls=self.runs, locations=list(k["lines"]),
-                     lines=[_short(x) for x in k["lines"]]) for k in self.kernels]
+                     lines=[_short(x) for x in k["lines"]], shape=[size(n) for n in k["shape"]],
+                     flops=size(k["flops"]), bytes=size(k["bytes"])) for k in self.kernels]
         for i, k in enumerate(self._calls):
             rows[k]["seconds"] += self.ticks[i] / rate
         return rows, float(self.ticks[-1] / rate)
+
+
+class SizedProfilingExecutable(ProfilingExecutable, SizedCpuExecutable):
+    """The profiling build of a symbolic module: sizes (shapes, bytes,
+    FLOPs, the counters' offset) are evaluated at the last call's sizes."""
+
+    def __call__(self, arrays, out=None):
+        self._last_sizes = self.sizes(arrays)
+        return super().__call__(arrays, out)
+
+    def _env(self) -> dict:
+        return getattr(self, "_last_sizes", {})

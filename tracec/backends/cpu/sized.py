@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracec.backends.cpu.runtime import CpuExecutable
-from tracec.symbolic import evaluate, guard_holds, parse
+from tracec.symbolic import evaluate, failed_size_guard, parse
 
 __all__ = ["SizedCpuExecutable", "SizeGuardError"]
 
@@ -61,15 +61,7 @@ class SizedCpuExecutable(CpuExecutable):
 
     def failed_guard(self, env: dict) -> str | None:
         """None if this executable serves the sizes ``env``, else why not."""
-        for name, _, _ in self.symbols:
-            if env.get(name, 0) < 2:
-                return f"the size {name} is {env.get(name)} (a symbol stands for 2 or more)"
-        for g in self.size_guards:
-            if not guard_holds(g, env):
-                lhs, op, rhs, res = g
-                return (f"compiled for sizes with {'' if res else 'not '}{lhs} {op} {rhs}, "
-                        f"called with {', '.join(f'{k}={v}' for k, v in sorted(env.items()))}")
-        return None
+        return failed_size_guard([name for name, _, _ in self.symbols], self.size_guards, env)
 
     def __call__(self, arrays, out=None):
         if len(arrays) != len(self._ins):
