@@ -154,7 +154,7 @@ def convert_image_dtype(image: Tensor, dtype=dt.float32) -> Tensor:
 
 def _max_value(dtype) -> int:
     return {dt.uint8: 255, dt.int8: 127, dt.int16: 32767, dt.int32: 2 ** 31 - 1,
-            dt.int64: 2 ** 63 - 1, dt.bool: 1}.get(dtype, 1)
+            dt.int64: 2 ** 63 - 1, dt.bool_: 1}.get(dtype, 1)
 
 
 # ---- geometry ----------------------------------------------------------
