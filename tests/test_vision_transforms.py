@@ -216,3 +216,25 @@ def test_tensor_transforms_are_differentiable():
     xt = torch.from_numpy(IMG_F.copy()).requires_grad_()
     TF.resize(TF.normalize(xt, (0.5,) * 3, (0.2,) * 3), [8, 8]).sum().backward()
     same(x.grad, xt.grad, atol=1e-5)
+
+
+def test_v2_single_image_pipeline():
+    from torchvision.transforms import v2 as tv2
+    from tracec.vision.transforms import v2
+    ours = v2.Compose([v2.ToImage(), v2.Resize(10), v2.CenterCrop(8),
+                       v2.ToDtype(tracec.float32, scale=True), v2.Normalize([0.5] * 3, [0.2] * 3)])
+    theirs = tv2.Compose([tv2.ToImage(), tv2.Resize(10), tv2.CenterCrop(8),
+                          tv2.ToDtype(torch.float32, scale=True), tv2.Normalize([0.5] * 3,
+                                                                                [0.2] * 3)])
+    for img in (pil(), IMG_U8):
+        same(ours(img), theirs(img).as_subclass(torch.Tensor), atol=1e-5)
+    same(v2.functional.to_image(IMG_U8[:, :, 0]), tv2.functional.to_image(IMG_U8[:, :, 0]))
+    u8 = IMG_U8.transpose(2, 0, 1).copy()
+    for size, interp, aa in (([7, 30], "BILINEAR", True), (9, "BILINEAR", False),
+                             ([40, 11], "BICUBIC", True), (6, "BICUBIC", False),
+                             (5, "NEAREST", True)):
+        mode, tvmode = getattr(F.InterpolationMode, interp), getattr(TF.InterpolationMode, interp)
+        same(v2.Resize(size, mode, antialias=aa)(tracec.from_numpy(u8)),   # uint8: bit for bit
+             tv2.Resize(size, tvmode, antialias=aa)(torch.from_numpy(u8)))
+    same(v2.ToDtype(tracec.float64)(tracec.from_numpy(IMG_F)),
+         tv2.ToDtype(torch.float64)(torch.from_numpy(IMG_F)))

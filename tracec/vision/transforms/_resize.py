@@ -28,12 +28,14 @@ def _bicubic(x, a=-0.5):
     return np.where(x < 1.0, near, np.where(x < 2.0, far, 0.0))
 
 
-def aa_weights(n_in: int, n_out: int, mode: str) -> np.ndarray:
-    """(n_out, n_in) float64 taps of ATen's antialiased resampling."""
+def aa_weights(n_in: int, n_out: int, mode: str, antialias: bool = True) -> np.ndarray:
+    """(n_out, n_in) float64 taps of ATen's separable resampling (with
+    ``antialias=False`` the filter is not widened: plain bilinear/bicubic)."""
     filt, size = (_bilinear, 2) if mode == "bilinear" else (_bicubic, 4)
     scale = n_in / n_out
-    support = size / 2 * scale if scale >= 1.0 else size / 2
-    invscale = 1.0 / scale if scale >= 1.0 else 1.0
+    wide = antialias and scale >= 1.0
+    support = size / 2 * scale if wide else size / 2
+    invscale = 1.0 / scale if wide else 1.0
     w = np.zeros((n_out, n_in))
     for i in range(n_out):
         center = scale * (i + 0.5)
@@ -58,3 +60,48 @@ def resize_float(img, size, mode: str, antialias: bool):
     kw = {"align_corners": False} if mode in ("bilinear", "bicubic") else {}
     out = _nn.functional.interpolate(x, size=(h, w), mode=mode, **kw)
     return out.reshape(*lead, h, w)
+
+
+def _plain_bicubic_weights(n_in: int, n_out: int) -> np.ndarray:
+    """(n_out, n_in) taps of ``interpolate(mode="bicubic", antialias=False)``:
+    four taps of the a=-0.75 cubic, indices clamped to the edges."""
+    scale = n_in / n_out
+    centers = scale * (np.arange(n_out) + 0.5) - 0.5
+    first = np.floor(centers)
+    w = np.zeros((n_out, n_in))
+    for d in (-1, 0, 1, 2):
+        taps = _bicubic(d - (centers - first), a=-0.75)
+        np.add.at(w, (np.arange(n_out), np.clip(first + d, 0, n_in - 1).astype(np.int64)), taps)
+    return w
+
+
+def _int16_taps(n_in: int, n_out: int, mode: str, antialias: bool):
+    """ATen's fixed-point taps for uint8 images: the float taps scaled by
+    2**p (p as large as keeps the biggest tap below 2**15) and rounded half
+    away from zero, and p."""
+    w = _plain_bicubic_weights(n_in, n_out) if mode == "bicubic" and not antialias \
+        else aa_weights(n_in, n_out, mode, antialias)
+    w_max = w.max()
+    p = 0
+    while p < 22 and int(0.5 + w_max * (1 << (p + 1))) < (1 << 15):
+        p += 1
+    taps = np.trunc(np.where(w < 0, -0.5, 0.5) + w * (1 << p)).astype(np.int64)
+    return taps, p
+
+
+def _fixed_point_pass(x: np.ndarray, n_out: int, mode: str, antialias: bool) -> np.ndarray:
+    taps, p = _int16_taps(x.shape[-1], n_out, mode, antialias)
+    acc = x.astype(np.int64) @ taps.T + (1 << (p - 1))
+    return np.clip(acc >> p, 0, 255).astype(np.uint8)
+
+
+def resize_uint8(img: np.ndarray, size, mode: str, antialias: bool) -> np.ndarray:
+    """``img`` (uint8, [..., H, W]) resized as ATen's native uint8 CPU
+    kernel does (torchvision's v2 ``resize`` on uint8 tensors): a horizontal
+    then a vertical pass, each in fixed point and rounded to uint8."""
+    h, w = size
+    if w != img.shape[-1]:
+        img = _fixed_point_pass(img, w, mode, antialias)
+    if h != img.shape[-2]:
+        img = np.swapaxes(_fixed_point_pass(np.swapaxes(img, -1, -2), h, mode, antialias), -1, -2)
+    return np.ascontiguousarray(img)
