@@ -15,7 +15,7 @@ import numpy as np
 
 from test_public_programs import PROGS, ROOT, numbers, skeleton
 from test_vision_datasets import idx_bytes
-from vision_oracle import oracle_env_code, torchvision
+from vision_oracle import torch_command, torchvision
 
 torchvision()
 
@@ -49,9 +49,7 @@ def run(backend, args, cwd):
     if backend == "tracec":
         cmd = [sys.executable, "-m", "tracec.cli", "run", prog, *args]
     else:
-        code = (oracle_env_code() + "import runpy, sys\nsys.argv = sys.argv[1:]\n"
-                "runpy.run_path(sys.argv[0], run_name='__main__')\n")
-        cmd = [sys.executable, "-c", code, prog, *args]
+        cmd = torch_command(prog, args)
     r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, f"{backend} failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
     return r.stdout.splitlines()
