@@ -130,6 +130,13 @@ def test_rotate_and_affine(angle):
     a = F.rotate(tracec.from_numpy(IMG_F), angle, F.InterpolationMode.BILINEAR, center=[4, 6])
     b = TF.rotate(torch.from_numpy(IMG_F), angle, TF.InterpolationMode.BILINEAR, center=[4, 6])
     same(a, b, atol=1e-4)
+    for fill in ([0.0] * 3, [0.2, 0.5, 1.0], 0.3):
+        for interp in ("NEAREST", "BILINEAR"):
+            a = F.rotate(tracec.from_numpy(IMG_F), angle, getattr(F.InterpolationMode, interp),
+                         fill=fill)
+            b = TF.rotate(torch.from_numpy(IMG_F), angle, getattr(TF.InterpolationMode, interp),
+                          fill=fill)
+            same(a, b, atol=1e-4)
     a = F.affine(tracec.from_numpy(IMG_F), angle, [2, -1], 0.9, [5.0, 3.0],
                  interpolation=F.InterpolationMode.BILINEAR)
     b = TF.affine(torch.from_numpy(IMG_F), angle, [2, -1], 0.9, [5.0, 3.0],
@@ -182,6 +189,8 @@ def test_random_resized_crop_and_rotation():
     angle = _params(T.RandomRotation.get_params, [-40.0, 40.0])
     assert -40 <= angle <= 40
     same(np.asarray(_seeded(T.RandomRotation(40), pil())), np.asarray(TF.rotate(pil(), angle)))
+    same(_seeded(T.RandomRotation(40, fill=0.5), img),
+         TF.rotate(torch.from_numpy(IMG_F), angle, fill=[0.5] * 3), atol=1e-4)
 
 
 def test_color_jitter_draws_and_applies_like_torchvision():

@@ -9,6 +9,7 @@ import math
 from tracec import dtypes as dt
 from tracec import nn as _nn
 from tracec.creation import linspace, ones, tensor as _tensor
+from tracec.shape_ops import cat, stack
 from tracec.vision.transforms import _functional_pil as F_pil
 from tracec.vision.transforms import functional as F
 
@@ -31,28 +32,33 @@ def _inverse_affine_matrix(center, angle, translate, scale, shear):
 
 
 def _warp(img, matrix, mode, fill):
-    fills = fill if isinstance(fill, (list, tuple)) else [fill]
-    if fill is not None and any(v != 0 for v in fills):
-        raise ValueError("tracec.vision: tensor rotate/affine support fill=None or 0 "
-                         f"(got fill={fill!r}); PIL images take any fill")
+    """``img`` resampled at ``matrix`` (output pixel -> input pixel).  With a
+    ``fill``, a ones channel is resampled along and marks where the input
+    was: nearest fills where it is below 0.5, bilinear blends by it, as
+    torchvision's ``_apply_grid_transform``."""
     if mode.value not in ("nearest", "bilinear"):
         raise ValueError(f"tensor rotate/affine support nearest and bilinear, not {mode.value}")
     h, w = img.shape[-2], img.shape[-1]
     x = img if img.is_floating_point() else img.to(dt.float32)
     lead = x.shape[:-3]
     x = x.reshape(-1, *x.shape[-3:]) if x.ndim > 3 else x.unsqueeze(0)
+    if fill is not None:
+        x = cat((x, ones(x.shape[0], 1, h, w, dtype=x.dtype)), dim=1)
     theta = _tensor(matrix, dtype=x.dtype).reshape(1, 2, 3)
-    base = ones(1, h, w, 3, dtype=x.dtype)
     xs = linspace(-w * 0.5 + 0.5, w * 0.5 + 0.5 - 1, steps=w, dtype=x.dtype)
     ys = linspace(-h * 0.5 + 0.5, h * 0.5 + 0.5 - 1, steps=h, dtype=x.dtype)
-    base = base.clone()
-    base[..., 0] = xs.expand(h, w)
-    base[..., 1] = ys.unsqueeze(-1).expand(h, w)
+    base = stack((xs.expand(h, w), ys.unsqueeze(-1).expand(h, w), ones(h, w, dtype=x.dtype)),
+                 dim=-1)
     scale = _tensor([0.5 * w, 0.5 * h], dtype=x.dtype)
     grid = base.view(1, h * w, 3).bmm(theta.transpose(1, 2) / scale).view(1, h, w, 2)
-    grid = grid.expand(x.shape[0], h, w, 2)
-    y = _nn.functional.grid_sample(x, grid, mode=mode.value, padding_mode="zeros",
-                                   align_corners=False)
+    y = _nn.functional.grid_sample(x, grid.expand(x.shape[0], h, w, 2), mode=mode.value,
+                                   padding_mode="zeros", align_corners=False)
+    if fill is not None:
+        y, mask = y[:, :-1], y[:, -1:].expand(y.shape[0], y.shape[1] - 1, h, w)
+        fills = [float(v) for v in fill] if isinstance(fill, (list, tuple)) else [float(fill)]
+        fill_img = _tensor(fills, dtype=y.dtype).view(1, len(fills), 1, 1).expand(*y.shape)
+        y = fill_img.where(mask < 0.5, y) if mode.value == "nearest" \
+            else y * mask + (1.0 - mask) * fill_img
     y = y.reshape(*lead, *y.shape[-3:]) if img.ndim > 3 else y[0]
     return y if img.is_floating_point() else y.round().to(img.dtype)
 
