@@ -112,6 +112,10 @@ def test_import_torchvision_under_tracec_run(tmp_path):
             import torchvision.io
         except ModuleNotFoundError as e:
             print(e.name, '|', e)
+        try:
+            import torch.vision
+        except ModuleNotFoundError as e:
+            print(e.name)
         """))
     env = {**os.environ, "PYTHONPATH": ROOT}
     r = subprocess.run([sys.executable, "-m", "tracec.cli", "run", str(script)],
@@ -120,4 +124,5 @@ def test_import_torchvision_under_tracec_run(tmp_path):
     assert r.stdout.splitlines() == [
         "(3, 5, 6) type",
         "torchvision.io | No module named 'torchvision.io': tracec (installed as torchvision "
-        "by tracec.install_as_torch) has no 'tracec.vision.io'"]
+        "by tracec.install_as_torch) has no 'tracec.vision.io'",
+        "torch.vision"]

@@ -49,6 +49,9 @@ class _TorchAliasFinder(importlib.abc.MetaPathFinder):
             return None
         real = _ALIASES[top] + fullname[len(top):]
         try:
+            if top == "torch" and (real + ".").startswith("tracec.vision."):
+                # torchvision's stand-in is not a torch submodule
+                raise ModuleNotFoundError(name=real)
             module = importlib.import_module(real)
         except ModuleNotFoundError as e:
             if e.name is not None and (e.name == real or real.startswith(e.name + ".")):
