@@ -10,10 +10,9 @@ import pytest
 
 import tracec
 from tracec.vision import datasets, transforms
-from vision_oracle import torchvision
+from vision_oracle import needs_torchvision, optional
 
-tv = torchvision()
-torch = pytest.importorskip("torch")
+tv, torch = optional()
 Image = pytest.importorskip("PIL.Image")
 
 FILES = {True: ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
@@ -53,6 +52,7 @@ def assert_same_item(a, b):
         np.testing.assert_allclose(ia.numpy(), ib.numpy(), rtol=0, atol=1e-6)
 
 
+@needs_torchvision
 @pytest.mark.parametrize("name", ["MNIST", "FashionMNIST", "KMNIST"])
 def test_mnist_family_items_match_torchvision(tmp_path, name):
     write_mnist(tmp_path, name)
@@ -133,6 +133,7 @@ def write_cifar(root, hundred=False, seed=0):
     return folder
 
 
+@needs_torchvision
 @pytest.mark.parametrize("hundred", [False, True])
 def test_cifar_items_match_torchvision(tmp_path, monkeypatch, hundred):
     write_cifar(tmp_path, hundred)
@@ -165,6 +166,7 @@ def test_cifar_unpickler_refuses_code(tmp_path):
         datasets.CIFAR10(str(tmp_path / "none"))
 
 
+@needs_torchvision
 def test_image_folder_matches_torchvision(tmp_path):
     rng = np.random.default_rng(1)
     for cls, n in (("dog", 2), ("cat", 3)):

@@ -13,10 +13,9 @@ import pytest
 
 import tracec
 from tracec.vision import ops, utils
-from vision_oracle import torchvision
+from vision_oracle import needs_torchvision, optional
 
-tv = torchvision()
-torch = pytest.importorskip("torch")
+tv, torch = optional()
 Image = pytest.importorskip("PIL.Image")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BATCH = np.random.default_rng(0).random((5, 3, 6, 7), dtype=np.float32) * 1.4 - 0.2
@@ -25,6 +24,7 @@ BATCH = np.random.default_rng(0).random((5, 3, 6, 7), dtype=np.float32) * 1.4 - 
 @pytest.mark.parametrize("kw", [{}, {"nrow": 2, "padding": 1, "pad_value": 0.5},
                                 {"normalize": True}, {"normalize": True, "scale_each": True},
                                 {"normalize": True, "value_range": (0.0, 0.5)}])
+@needs_torchvision
 def test_make_grid(kw):
     got = utils.make_grid(tracec.from_numpy(BATCH), **kw)
     want = tv.utils.make_grid(torch.from_numpy(BATCH), **kw)
@@ -34,6 +34,7 @@ def test_make_grid(kw):
         [torch.from_numpy(BATCH[0, :1])]).numpy())
 
 
+@needs_torchvision
 def test_save_image(tmp_path):
     utils.save_image(tracec.from_numpy(BATCH), tmp_path / "a.png", nrow=3)
     tv.utils.save_image(torch.from_numpy(BATCH), tmp_path / "b.png", nrow=3)
@@ -47,6 +48,7 @@ def boxes(n, seed):
     return np.concatenate([xy, xy + 1 + rng.random((n, 2), dtype=np.float32) * 10], 1)
 
 
+@needs_torchvision
 def test_box_functions_match_torchvision():
     a, b = boxes(6, 1), boxes(4, 2)
     for fn in ("box_iou", "generalized_box_iou"):

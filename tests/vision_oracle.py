@@ -28,6 +28,22 @@ def torchvision():
     return pytest.importorskip("torchvision")
 
 
+def optional():
+    """(torchvision, torch), or (None, None) when either is not installed;
+    with ``needs_torchvision`` on the tests that compare with them."""
+    try:
+        import torch
+        stub()
+        import torchvision as tv
+    except ImportError:
+        return None, None
+    return tv, torch
+
+
+needs_torchvision = pytest.mark.skipif(optional()[0] is None,
+                                       reason="torchvision (the test oracle) is not installed")
+
+
 def _site():
     """The folder torchvision is imported from here (None when absent)."""
     spec = importlib.util.find_spec("torchvision")
