@@ -247,3 +247,22 @@ def test_v2_single_image_pipeline():
              tv2.Resize(size, tvmode, antialias=aa)(torch.from_numpy(u8)))
     same(v2.ToDtype(tracec.float64)(tracec.from_numpy(IMG_F)),
          tv2.ToDtype(torch.float64)(torch.from_numpy(IMG_F)))
+
+
+def test_random_affine_and_erasing():
+    img = tracec.from_numpy(IMG_F)
+    t = T.RandomAffine(25, translate=(0.2, 0.1), scale=(0.8, 1.2), shear=(-5, 5, -3, 3))
+    params = _params(T.RandomAffine.get_params, t.degrees, t.translate, t.scale, t.shear,
+                     [23, 17])
+    same(np.asarray(_seeded(t, pil())), np.asarray(TF.affine(pil(), *params, fill=0)))
+    same(_seeded(t, img), TF.affine(torch.from_numpy(IMG_F), *params, fill=[0.0] * 3),
+         atol=1e-4)
+    for value in (0, (0.1, 0.2, 0.3), "random"):
+        e = T.RandomErasing(p=1.0, value=value)
+        tracec.manual_seed(3)
+        assert tracec.rand(1) < 1.0      # the p draw
+        v = None if value == "random" else ([float(value)] if value == 0 else list(value))
+        i, j, h, w, fill = e.get_params(img, e.scale, e.ratio, v)
+        want = TF.erase(torch.from_numpy(IMG_F), i, j, h, w, torch.from_numpy(fill.numpy()))
+        same(_seeded(e, img), want)
+        assert not _seeded(e, img).equal(img)

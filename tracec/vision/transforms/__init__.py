@@ -4,11 +4,12 @@ from tracec.vision.transforms import functional
 from tracec.vision.transforms.functional import InterpolationMode
 from tracec.vision.transforms.transforms import (
     CenterCrop, ColorJitter, Compose, ConvertImageDtype, Grayscale, Lambda, Normalize, Pad,
-    PILToTensor, RandomApply, RandomCrop, RandomGrayscale, RandomHorizontalFlip,
-    RandomResizedCrop, RandomRotation, RandomVerticalFlip, Resize, ToPILImage, ToTensor)
+    PILToTensor, RandomAffine, RandomApply, RandomCrop, RandomErasing, RandomGrayscale,
+    RandomHorizontalFlip, RandomResizedCrop, RandomRotation, RandomVerticalFlip, Resize,
+    ToPILImage, ToTensor)
 
 __all__ = ["functional", "InterpolationMode", "CenterCrop", "ColorJitter", "Compose",
            "ConvertImageDtype", "Grayscale", "Lambda", "Normalize", "Pad", "PILToTensor",
-           "RandomApply", "RandomCrop", "RandomGrayscale", "RandomHorizontalFlip",
-           "RandomResizedCrop", "RandomRotation", "RandomVerticalFlip", "Resize",
-           "ToPILImage", "ToTensor"]
+           "RandomAffine", "RandomApply", "RandomCrop", "RandomErasing", "RandomGrayscale",
+           "RandomHorizontalFlip", "RandomResizedCrop", "RandomRotation", "RandomVerticalFlip",
+           "Resize", "ToPILImage", "ToTensor"]

@@ -292,3 +292,4 @@ class RandomApply(_nn.Module):
 
 
 from tracec.vision.transforms._color_jitter import ColorJitter  # noqa: E402,F401
+from tracec.vision.transforms._affine_erasing import RandomAffine, RandomErasing  # noqa: E402,F401

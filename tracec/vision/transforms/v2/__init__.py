@@ -6,8 +6,8 @@ videos carried through the same call) and multi-input calls such as
 ``transform(image, target)``."""
 from tracec.vision.transforms.transforms import (
     CenterCrop, ColorJitter, Compose, ConvertImageDtype, Grayscale, Lambda, Normalize, Pad,
-    PILToTensor, RandomApply, RandomCrop, RandomGrayscale, RandomHorizontalFlip,
-    RandomRotation, RandomVerticalFlip, ToPILImage, ToTensor)
+    PILToTensor, RandomAffine, RandomApply, RandomCrop, RandomErasing, RandomGrayscale,
+    RandomHorizontalFlip, RandomRotation, RandomVerticalFlip, ToPILImage, ToTensor)
 from tracec.vision.transforms.v2 import functional
 from tracec.vision.transforms.v2._geometry import RandomResizedCrop, Resize
 from tracec.vision.transforms.v2._convert import ToDtype, ToImage
@@ -15,6 +15,6 @@ from tracec.vision.transforms.functional import InterpolationMode
 
 __all__ = ["functional", "InterpolationMode", "CenterCrop", "ColorJitter", "Compose",
            "ConvertImageDtype", "Grayscale", "Lambda", "Normalize", "Pad", "PILToTensor",
-           "RandomApply", "RandomCrop", "RandomGrayscale", "RandomHorizontalFlip",
-           "RandomResizedCrop", "RandomRotation", "RandomVerticalFlip", "Resize",
-           "ToPILImage", "ToTensor", "ToDtype", "ToImage"]
+           "RandomAffine", "RandomApply", "RandomCrop", "RandomErasing", "RandomGrayscale",
+           "RandomHorizontalFlip", "RandomResizedCrop", "RandomRotation", "RandomVerticalFlip",
+           "Resize", "ToPILImage", "ToTensor", "ToDtype", "ToImage"]
