@@ -266,3 +266,26 @@ def test_random_affine_and_erasing():
         want = TF.erase(torch.from_numpy(IMG_F), i, j, h, w, torch.from_numpy(fill.numpy()))
         same(_seeded(e, img), want)
         assert not _seeded(e, img).equal(img)
+
+
+def test_gaussian_blur_crops_and_python_random_choices():
+    for ks, sigma in ((3, None), ([5, 3], [1.5, 0.7]), (7, 2.0)):
+        same(*both("gaussian_blur", IMG_F, ks, sigma), atol=1e-5)
+        same(*both("gaussian_blur", IMG_U8.transpose(2, 0, 1).copy(), ks, sigma))
+        same(np.asarray(F.gaussian_blur(pil(), ks, sigma)),
+             np.asarray(TF.gaussian_blur(pil(), ks, sigma)))
+    s = _params(T.GaussianBlur.get_params, 0.1, 2.0)
+    same(_seeded(T.GaussianBlur(5), tracec.from_numpy(IMG_F)),
+         TF.gaussian_blur(torch.from_numpy(IMG_F), [5, 5], [s, s]), atol=1e-5)
+    for ours, theirs in zip(T.TenCrop(8, vertical_flip=True)(pil()),
+                            tv.transforms.TenCrop(8, vertical_flip=True)(pil())):
+        same(np.asarray(ours), np.asarray(theirs))
+    import random
+    pick = [T.Lambda(lambda x: x + 1), T.Lambda(lambda x: x * 10)]
+    random.seed(4)
+    got = [T.RandomChoice(pick, p=[0.3, 0.7])(1) for _ in range(6)] + [T.RandomOrder(pick)(1)]
+    random.seed(4)
+    tpick = [tv.transforms.Lambda(lambda x: x + 1), tv.transforms.Lambda(lambda x: x * 10)]
+    want = [tv.transforms.RandomChoice(tpick, p=[0.3, 0.7])(1) for _ in range(6)] + [
+        tv.transforms.RandomOrder(tpick)(1)]
+    assert got == want

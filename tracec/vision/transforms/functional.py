@@ -327,3 +327,4 @@ from tracec.vision.transforms._functional_color import (  # noqa: E402,F401
     adjust_brightness, adjust_contrast, adjust_hue, adjust_saturation, normalize,
     rgb_to_grayscale, to_grayscale)
 from tracec.vision.transforms._affine_erasing import erase  # noqa: E402,F401
+from tracec.vision.transforms._blur_crops import gaussian_blur  # noqa: E402,F401

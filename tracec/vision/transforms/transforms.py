@@ -293,3 +293,5 @@ class RandomApply(_nn.Module):
 
 from tracec.vision.transforms._color_jitter import ColorJitter  # noqa: E402,F401
 from tracec.vision.transforms._affine_erasing import RandomAffine, RandomErasing  # noqa: E402,F401
+from tracec.vision.transforms._blur_crops import (  # noqa: E402,F401
+    FiveCrop, GaussianBlur, RandomChoice, RandomOrder, TenCrop)

@@ -5,9 +5,10 @@ behaviour on one PIL image or plain tensor is v2's), ``Resize`` and
 videos carried through the same call) and multi-input calls such as
 ``transform(image, target)``."""
 from tracec.vision.transforms.transforms import (
-    CenterCrop, ColorJitter, Compose, ConvertImageDtype, Grayscale, Lambda, Normalize, Pad,
-    PILToTensor, RandomAffine, RandomApply, RandomCrop, RandomErasing, RandomGrayscale,
-    RandomHorizontalFlip, RandomRotation, RandomVerticalFlip, ToPILImage, ToTensor)
+    CenterCrop, ColorJitter, Compose, ConvertImageDtype, FiveCrop, GaussianBlur, Grayscale,
+    Lambda, Normalize, PILToTensor, Pad, RandomAffine, RandomApply, RandomChoice, RandomCrop,
+    RandomErasing, RandomGrayscale, RandomHorizontalFlip, RandomOrder, RandomRotation,
+    RandomVerticalFlip, TenCrop, ToPILImage, ToTensor)
 from tracec.vision.transforms.v2 import functional
 from tracec.vision.transforms.v2._geometry import RandomResizedCrop, Resize
 from tracec.vision.transforms.v2._convert import ToDtype, ToImage
@@ -17,4 +18,5 @@ __all__ = ["functional", "InterpolationMode", "CenterCrop", "ColorJitter", "Comp
            "ConvertImageDtype", "Grayscale", "Lambda", "Normalize", "Pad", "PILToTensor",
            "RandomAffine", "RandomApply", "RandomCrop", "RandomErasing", "RandomGrayscale",
            "RandomHorizontalFlip", "RandomResizedCrop", "RandomRotation", "RandomVerticalFlip",
-           "Resize", "ToPILImage", "ToTensor", "ToDtype", "ToImage"]
+           "Resize", "ToPILImage", "ToTensor", "ToDtype", "ToImage", "FiveCrop", "GaussianBlur",
+           "RandomChoice", "RandomOrder", "TenCrop"]
