@@ -120,7 +120,7 @@ def to_pil_image(pic, mode=None):
         expected = _MODE_BY_DTYPE.get(npimg.dtype.type)
         if expected is None:
             raise TypeError(f"Input type {npimg.dtype} is not supported")
-        if mode is not None and mode != expected and not (mode == "L" and expected == "L"):
+        if mode is not None and mode != expected:
             raise ValueError(f"Incorrect mode ({mode}) supplied for input type "
                              f"{np.dtype(npimg.dtype)}. Should be {expected}")
         mode = expected
