@@ -5,3 +5,8 @@ import tempfile
 
 os.environ["TRACEC_CHECKS"] = "1"
 os.environ.setdefault("TRACEC_CACHE_DIR", tempfile.mkdtemp(prefix="tracec-test-cache-"))
+
+# ``import torchvision`` (the test oracle, when installed) works in-process
+import vision_oracle  # noqa: E402
+
+vision_oracle.stub()

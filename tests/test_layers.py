@@ -34,7 +34,7 @@ LAYERS = [
                   "tracec.aten_functional", "tracec.random", "tracec.windows",
                   "tracec.aten_extra", "tracec.hub", "tracec.mps", "tracec.xpu",
                   "tracec.testing", "tracec.methods_compat", "tracec.profiler",
-                  "tracec.config"]),
+                  "tracec.config", "tracec.vision"]),
     ("tracing", ["tracec.tracing", "tracec.guards", "tracec.sym_shapes", "tracec.naming"]),
     ("passes", ["tracec.passes"]),
     ("backends", ["tracec.backends"]),

@@ -22,17 +22,21 @@ import sys
 import numpy as np
 import pytest
 
+from vision_oracle import torch_command
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs"
 NUM = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|nan|inf")
 
 
 def run(backend, script, args, cwd):
-    cmd = [sys.executable] + (["-m", "tracec.cli", "run"] if backend == "tracec" else [])
+    if backend == "tracec":
+        cmd = [sys.executable, "-m", "tracec.cli", "run", str(PROGS / script), *map(str, args)]
+    else:   # python script args, where an installed torchvision imports
+        cmd = torch_command(PROGS / script, args)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
            "PYTHONWARNINGS": "ignore"}
-    return subprocess.run(cmd + [str(PROGS / script), *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
 def both(script, args, tmp_path, setup=None, tracec_ok=True):
@@ -85,8 +89,15 @@ def test_mnist_rnn(tmp_path):
 
 
 def test_vae(tmp_path):
+    # the program saves images to results/ with torchvision's save_image
     (t, _), (c, _) = both("vae/main.py", ["--synthetic", 64, "--batch-size", 16, "--epochs", 2,
-                                          "--log-interval", 1], tmp_path)
+                                          "--log-interval", 1], tmp_path,
+                          setup=lambda backend, cwd: (cwd / "results").mkdir())
+    # tracec always has torchvision (tracec.vision): 8 inputs over 8 reconstructions
+    from PIL import Image
+    grid = Image.open(tmp_path / "tracec" / "results" / "reconstruction_2.png")
+    assert grid.size == (8 * 30 + 2, 2 * 30 + 2)
+    assert Image.open(tmp_path / "tracec" / "results" / "sample_1.png").size == (8 * 30 + 2,) * 2
     assert skeleton(c) == skeleton(t)
     for lines in (t, c):
         assert falls(numbers(lines, r"Loss: ([\d.]+)"))

@@ -36,7 +36,8 @@ def _one_torch_thread():
 
 @contextlib.contextmanager
 def _torch_is_tracec():
-    saved = {n: m for n, m in sys.modules.items() if n == "torch" or n.startswith("torch.")}
+    saved = {n: m for n, m in sys.modules.items()
+             if n.partition(".")[0] in ("torch", "torchvision")}
     for n in saved:
         del sys.modules[n]
     tracec.install_as_torch()

@@ -1,5 +1,6 @@
 """``tracec.install_as_torch()``: make ``import torch`` (and every
-``import torch.X.Y`` / ``from torch.X import Y``) resolve to tracec, so that
+``import torch.X.Y`` / ``from torch.X import Y``) resolve to tracec, and
+``import torchvision`` (``torchvision.*``) to ``tracec.vision``, so that
 an unmodified PyTorch script runs on tracec (``tracec run SCRIPT.py`` calls
 it before running the script).
 
@@ -34,19 +35,28 @@ class _AliasLoader(importlib.abc.Loader):
         module.__spec__ = self.original_spec
 
 
+# aliased top-level name -> the tracec package standing in for it
+_ALIASES = {"torch": "tracec", "torchvision": "tracec.vision"}
+
+
 class _TorchAliasFinder(importlib.abc.MetaPathFinder):
-    """Resolves ``torch`` and ``torch.*`` to ``tracec`` and ``tracec.*``."""
+    """Resolves ``torch``/``torch.*`` to ``tracec``/``tracec.*`` and
+    ``torchvision``/``torchvision.*`` to ``tracec.vision``/``tracec.vision.*``."""
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != "torch" and not fullname.startswith("torch."):
+        top = fullname.partition(".")[0]
+        if top not in _ALIASES:
             return None
-        real = "tracec" + fullname[len("torch"):]
+        real = _ALIASES[top] + fullname[len(top):]
         try:
+            if top == "torch" and (real + ".").startswith("tracec.vision."):
+                # torchvision's stand-in is not a torch submodule
+                raise ModuleNotFoundError(name=real)
             module = importlib.import_module(real)
         except ModuleNotFoundError as e:
             if e.name is not None and (e.name == real or real.startswith(e.name + ".")):
                 raise ModuleNotFoundError(
-                    f"No module named {fullname!r}: tracec (installed as torch by "
+                    f"No module named {fullname!r}: tracec (installed as {top} by "
                     f"tracec.install_as_torch) has no {real!r}", name=fullname) from None
             raise
         loader = _AliasLoader(module)
@@ -64,10 +74,12 @@ def install_as_torch() -> None:
     Idempotent.  Raises ``RuntimeError`` when the real torch is already
     imported in this process (its modules are in use and cannot be swapped).
     """
-    mod = sys.modules.get("torch")
-    if mod is not None and not getattr(mod, "__name__", "").startswith("tracec"):
-        raise RuntimeError("tracec.install_as_torch(): the real torch is already imported in "
-                           "this process; call install_as_torch() before any `import torch`")
+    for top in _ALIASES:
+        mod = sys.modules.get(top)
+        if mod is not None and not getattr(mod, "__name__", "").startswith("tracec"):
+            raise RuntimeError(f"tracec.install_as_torch(): the real {top} is already imported "
+                               "in this process; call install_as_torch() before any "
+                               f"`import {top}`")
     if _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)
     dt.PUBLIC_NAME[0] = "torch"
@@ -78,6 +90,6 @@ def uninstall_as_torch() -> None:
     if _FINDER in sys.meta_path:
         sys.meta_path.remove(_FINDER)
     dt.PUBLIC_NAME[0] = "tracec"
-    for name in [n for n in sys.modules if n == "torch" or n.startswith("torch.")]:
+    for name in [n for n in sys.modules if n.partition(".")[0] in _ALIASES]:
         if getattr(sys.modules[name], "__name__", "").startswith("tracec"):
             del sys.modules[name]

@@ -1,0 +1,67 @@
+"""The real torchvision 0.28 as a test oracle (the ``test`` extra pins it).
+
+Its wheel is the CUDA build: the compiled ops (``torchvision._C``) cannot
+load against the CPU torch, and its import-time registrations of those ops
+then raise RuntimeError (not ImportError).  The transforms, datasets, models
+and Python box ops the tests compare with need none of it, so the two
+registration modules are left empty: in this process by ``stub()`` (which
+``conftest.py`` calls), in a child process by ``torch_command``.  Tests that
+compare with torchvision skip when it is not installed."""
+import importlib.util
+import os
+import sys
+import types
+
+import pytest
+
+_STUBS = ("torchvision._meta_registrations", "torchvision._autograd_registrations")
+
+
+def stub():
+    for name in _STUBS:
+        sys.modules.setdefault(name, types.ModuleType(name))
+
+
+def torchvision():
+    pytest.importorskip("torch")
+    stub()
+    return pytest.importorskip("torchvision")
+
+
+def optional():
+    """(torchvision, torch), or (None, None) when either is not installed;
+    with ``needs_torchvision`` on the tests that compare with them."""
+    try:
+        import torch
+        stub()
+        import torchvision as tv
+    except ImportError:
+        return None, None
+    return tv, torch
+
+
+needs_torchvision = pytest.mark.skipif(optional()[0] is None,
+                                       reason="torchvision (the test oracle) is not installed")
+
+
+def _site():
+    """The folder torchvision is imported from here (None when absent)."""
+    spec = importlib.util.find_spec("torchvision")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.dirname(list(spec.submodule_search_locations)[0])
+
+
+def torch_command(script, args):
+    """argv running ``script`` as ``python script args`` with the real torch,
+    where ``import torchvision`` works when torchvision is installed (and
+    fails with ImportError, as programs expect, when it is not)."""
+    site = _site()
+    code = ("import runpy, sys, types\n"
+            f"for _n in {_STUBS!r}:\n"
+            "    sys.modules.setdefault(_n, types.ModuleType(_n))\n"
+            + (f"sys.path.append({site!r})\n" if site else "")
+            + "sys.argv = sys.argv[1:]\n"
+            "sys.path.insert(0, __import__('os').path.dirname(sys.argv[0]))\n"
+            "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+    return [sys.executable, "-c", code, str(script), *map(str, args)]
