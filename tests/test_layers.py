@@ -19,7 +19,7 @@ LAYERS = [
                   "tracec.rearrange", "tracec.sorting", "tracec.contraction",
                   "tracec.methods_extra", "tracec.sparse",
                   "tracec.tensor_type", "tracec.amp",
-                  "tracec.reductions_bool", "tracec.out_arg", "tracec.distributed",
+                  "tracec.reductions_bool", "tracec.out_arg", "tracec.numpy_names", "tracec.distributed",
                   "tracec.tensor_meta", "tracec.shape_extra", "tracec.scatter_ops",
                   "tracec.select_ops", "tracec.search_ops", "tracec.strided_views",
                   "tracec.multiprocessing", "tracec.tensor_str",
