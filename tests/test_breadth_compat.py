@@ -41,3 +41,86 @@ def test_numpy_keyword_names_on_tuple_results_and_lists():
     assert tuple(tracec.stack([t, t], axis=2).shape) == tuple(torch.stack([r, r], axis=2).shape)
     with pytest.raises(TypeError):
         t.sum(dim=0, axis=0)
+
+
+def _mvn_args(lib, rng):
+    A = rng.standard_normal((3, 3))
+    cov = (A @ A.T + 3 * np.eye(3)).astype(np.float64)
+    loc = rng.standard_normal((2, 3))
+    return (lib.tensor(loc, requires_grad=True), lib.tensor(cov, requires_grad=True))
+
+
+@pytest.mark.parametrize("param", ["covariance_matrix", "precision_matrix", "scale_tril"])
+def test_multivariate_normal_matches_torch(param):
+    rng = np.random.default_rng(0)
+    value = rng.standard_normal((4, 2, 3))
+    outs = []
+    for lib in (tracec, torch):
+        loc, cov = _mvn_args(lib, np.random.default_rng(1))
+        given = lib.linalg.cholesky(cov) if param == "scale_tril" else \
+            lib.linalg.inv(cov) if param == "precision_matrix" else cov
+        d = lib.distributions.MultivariateNormal(loc, **{param: given})
+        lp = d.log_prob(lib.tensor(value))
+        ent = d.entropy()
+        (lp.sum() + ent.sum()).backward()
+        outs.append([lp, ent, d.variance, d.covariance_matrix, d.precision_matrix,
+                     d.scale_tril, loc.grad, cov.grad])
+        assert str(d.batch_shape) == "torch.Size([2])".replace("torch", lib.__name__)
+        assert tuple(d.event_shape) == (3,)
+    for got, want in zip(*outs):
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(),
+                                   rtol=1e-7, atol=1e-9)
+
+
+def test_multivariate_normal_rsample_and_errors():
+    loc, cov = _mvn_args(tracec, np.random.default_rng(2))
+    d = tracec.distributions.MultivariateNormal(loc, cov)
+    s = d.rsample((5,))
+    assert tuple(s.shape) == (5, 2, 3) and s.requires_grad
+    with pytest.raises(ValueError, match="Exactly one of covariance_matrix"):
+        tracec.distributions.MultivariateNormal(loc, cov, scale_tril=cov)
+    with pytest.raises(ValueError, match="positive_definite|PositiveDefinite"):
+        tracec.distributions.MultivariateNormal(loc.detach(), -cov.detach())
+    with pytest.raises(ValueError, match="loc must be at least one-dimensional"):
+        tracec.distributions.MultivariateNormal(tracec.tensor(0.0), cov)
+
+
+def test_independent_matches_torch():
+    rng = np.random.default_rng(3)
+    loc, scale, value = rng.standard_normal((4, 3)), rng.random((4, 3)) + 0.5, \
+        rng.standard_normal((2, 4, 3))
+    outs = []
+    for lib in (tracec, torch):
+        D = lib.distributions
+        d = D.Independent(D.Normal(lib.tensor(loc), lib.tensor(scale)), 1)
+        outs.append((d.log_prob(lib.tensor(value)), d.entropy(), tuple(d.batch_shape),
+                     tuple(d.event_shape), repr(d.support)))
+    (lp, ent, b, e, sup), (lp2, ent2, b2, e2, sup2) = outs
+    np.testing.assert_allclose(lp.numpy(), lp2.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(ent.numpy(), ent2.numpy(), rtol=1e-6)
+    assert (b, e, sup) == (b2, e2, sup2)
+    with pytest.raises(ValueError, match="reinterpreted_batch_ndims"):
+        tracec.distributions.Independent(tracec.distributions.Normal(0.0, 1.0), 1)
+
+
+def test_float_of_a_tensor_that_requires_grad_warns_once(recwarn):
+    import sys
+    sys.modules["tracec.tensor"]._WARNED["float_requires_grad"] = False
+    x = tracec.ones((), requires_grad=True) * 2
+    x.item()
+    assert not recwarn.list
+    float(x), float(x)
+    assert [str(w.message).split(".")[0] for w in recwarn.list] == [
+        "Converting a tensor with requires_grad=True to a scalar may lead to unexpected "
+        "behavior"]
+
+
+def test_cholesky_ex_reports_the_failing_minor_like_torch():
+    a = np.array([[[4., 2, 1], [2, 1, 3], [1, 3, 5]], [[2, 0, 0], [0, 3, 0], [0, 0, 1.]]])
+    for upper in (False, True):
+        got = tracec.linalg.cholesky_ex(tracec.tensor(a), upper=upper)
+        want = torch.linalg.cholesky_ex(torch.tensor(a), upper=upper)
+        np.testing.assert_allclose(got.L.numpy(), want.L.numpy())
+        np.testing.assert_array_equal(got.info.numpy(), want.info.numpy())
+    with pytest.raises(RuntimeError, match="not positive-definite"):
+        tracec.linalg.cholesky_ex(tracec.tensor(a), check_errors=True)

@@ -335,9 +335,38 @@ def inv_ex(A, *, check_errors=False):
     return InvExResult(inverse_, _info(inverse_))
 
 
+def _potf2(a):
+    """LAPACK's unblocked lower Cholesky of one matrix: ``(L, info)``, where a
+    failure at column ``j`` leaves ``info = j + 1`` and the partial factor
+    (the columns after ``j`` untouched), as ``torch.linalg.cholesky_ex``."""
+    a = np.tril(a.copy())
+    for j in range(a.shape[-1]):
+        ajj = a[j, j] - a[j, :j] @ a[j, :j]
+        if not ajj > 0:
+            a[j, j] = ajj
+            return a, j + 1
+        a[j, j] = np.sqrt(ajj)
+        a[j + 1:, j] = (a[j + 1:, j] - a[j + 1:, :j] @ a[j, :j]) / a[j, j]
+    return a, 0
+
+
 def cholesky_ex(A, *, upper=False, check_errors=False):
-    L = cholesky(A, upper=upper)
-    return CholeskyExResult(L, _info(L))
+    """``(L, info)``: info is 0 where ``A`` is positive-definite, else the
+    order of its first leading minor that is not (``L`` then holds LAPACK's
+    partial factor, without gradient); ``check_errors`` raises instead."""
+    try:
+        L = cholesky(A, upper=upper)
+        return CholeskyExResult(L, _info(L))
+    except RuntimeError:
+        if check_errors:
+            raise
+    a = _np(_square(A, "linalg.cholesky_ex"), "linalg.cholesky_ex")
+    flat = a.reshape((-1,) + a.shape[-2:])
+    parts = [_potf2(m) for m in flat]
+    L = np.stack([p[0] for p in parts]).reshape(a.shape)
+    info = np.array([p[1] for p in parts], np.int32).reshape(a.shape[:-2])
+    L = Tensor._make(np.ascontiguousarray(_mT(L) if upper else L), A.dtype)
+    return CholeskyExResult(L, Tensor._make(info, dt.int32))
 
 
 def solve_ex(A, B, *, left=True, check_errors=False):

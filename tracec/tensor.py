@@ -23,6 +23,8 @@ from tracec.ops import core, elementwise as ew, movement
 from tracec.ops.core import ShapeError
 from tracec.symbolic import Sym
 
+_WARNED = {"float_requires_grad": False}
+
 __all__ = ["Size", "Tensor", "RECORDERS", "made_before_call", "apply_direct", "as_tensor_operand",
            "attach_node",
            "bind_movement", "eager_direct", "weak_scalar"]
@@ -400,6 +402,13 @@ class Tensor:
         return concrete(self, "tolist()").tolist()
 
     def __float__(self):
+        if self.requires_grad and not _WARNED["float_requires_grad"]:
+            # PyTorch's TORCH_WARN_ONCE: the first such conversion in the process
+            _WARNED["float_requires_grad"] = True
+            import warnings
+            warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead "
+                          "to unexpected behavior.\nConsider using tensor.detach() first.",
+                          UserWarning, stacklevel=2)
         return float(self.item())
 
     def __int__(self):

@@ -7,6 +7,7 @@ from tracec.distributions.categorical import Categorical, OneHotCategorical  # n
 from tracec.distributions.distribution import Distribution  # noqa: F401
 from tracec.distributions.kl import kl_divergence, register_kl  # noqa: F401
 from tracec.distributions.normal import Normal, Uniform  # noqa: F401
+from tracec.distributions.multivariate_normal import Independent, MultivariateNormal  # noqa: F401
 
-__all__ = ["Bernoulli", "Categorical", "Distribution", "Normal", "OneHotCategorical",
+__all__ = ["Bernoulli", "Categorical", "Distribution", "Independent", "MultivariateNormal", "Normal", "OneHotCategorical",
            "Uniform", "constraints", "kl_divergence", "register_kl"]

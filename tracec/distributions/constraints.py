@@ -11,7 +11,8 @@ from tracec.tensor import Tensor
 
 __all__ = ["Constraint", "boolean", "greater_than", "half_open_interval", "integer_interval",
            "interval", "less_than", "nonnegative_integer", "positive", "real", "real_vector",
-           "simplex", "unit_interval", "dependent", "dependent_property", "one_hot"]
+           "simplex", "unit_interval", "dependent", "dependent_property", "one_hot",
+           "positive_definite", "lower_cholesky", "independent"]
 
 
 class Constraint:
@@ -169,3 +170,53 @@ class _OneHot(Constraint):
 
 
 one_hot = _OneHot()
+
+
+class _PositiveDefinite(Constraint):
+    """Symmetric (to 1e-6) with a Cholesky factor, per matrix (PyTorch's test)."""
+    event_dim = 2
+
+    def check(self, value):
+        from tracec.linalg import cholesky_ex
+        if value.shape[-2] != value.shape[-1]:
+            return TF.full(tuple(value.shape[:-2]), False)
+        from tracec.math_extra import isclose
+        sym = isclose(value, value.mT, atol=1e-6).all(-2).all(-1)
+        if not bool(sym.all()):
+            return sym
+        return TF.eq(cholesky_ex(value).info, 0)
+
+
+class _LowerCholesky(Constraint):
+    event_dim = 2
+
+    def check(self, value):
+        lower = TF.eq(value.tril(), value).reshape(tuple(value.shape[:-2]) + (-1,)).all(-1)
+        positive_diagonal = TF.gt(value.diagonal(dim1=-2, dim2=-1), 0).all(-1)
+        return TF.logical_and(lower, positive_diagonal)
+
+
+class _IndependentConstraint(Constraint):
+    """``base_constraint`` over the rightmost ``reinterpreted_batch_ndims`` dims too."""
+
+    def __init__(self, base_constraint, reinterpreted_batch_ndims):
+        self.base_constraint = base_constraint
+        self.reinterpreted_batch_ndims = reinterpreted_batch_ndims
+        self.is_discrete = base_constraint.is_discrete
+        self.event_dim = base_constraint.event_dim + reinterpreted_batch_ndims
+
+    def check(self, value):
+        result = self.base_constraint.check(value)
+        n = self.reinterpreted_batch_ndims
+        if result.ndim < n:
+            expected = self.base_constraint.event_dim + n
+            raise ValueError(f"Expected value.dim() >= {expected} but got {value.ndim}")
+        return result.reshape(tuple(result.shape[:result.ndim - n]) + (-1,)).all(-1)
+
+    def __repr__(self):
+        return f"IndependentConstraint({self.base_constraint!r}, {self.reinterpreted_batch_ndims})"
+
+
+positive_definite = _PositiveDefinite()
+lower_cholesky = _LowerCholesky()
+independent = _IndependentConstraint

@@ -10,7 +10,7 @@ from __future__ import annotations
 from tracec import graph
 from tracec.distributions import constraints
 from tracec.distributions.utils import lazy_property
-from tracec.tensor import Tensor, concrete
+from tracec.tensor import Size, Tensor, concrete
 
 __all__ = ["Distribution"]
 
@@ -57,12 +57,12 @@ class Distribution:
                         f"{_show(value)}")
 
     @property
-    def batch_shape(self) -> tuple:
-        return self._batch_shape
+    def batch_shape(self) -> Size:
+        return Size(self._batch_shape)
 
     @property
-    def event_shape(self) -> tuple:
-        return self._event_shape
+    def event_shape(self) -> Size:
+        return Size(self._event_shape)
 
     @property
     def mean(self):
