@@ -124,3 +124,17 @@ def test_cholesky_ex_reports_the_failing_minor_like_torch():
         np.testing.assert_array_equal(got.info.numpy(), want.info.numpy())
     with pytest.raises(RuntimeError, match="not positive-definite"):
         tracec.linalg.cholesky_ex(tracec.tensor(a), check_errors=True)
+
+
+def test_tensor_of_a_tensor_warns_like_torch():
+    src = tracec.ones(2)
+    with pytest.warns(UserWarning, match=r"To copy construct from a tensor, it is recommended "
+                                         r"to use sourceTensor\.detach\(\)\.clone\(\)"):
+        tracec.tensor(src)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tracec.as_tensor(src, dtype=tracec.float64)   # torch.as_tensor does not warn
+        x = tracec.ones((), requires_grad=True) * 2
+        with tracec.no_grad():
+            float(x)                                   # nor float() without grad mode

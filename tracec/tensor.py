@@ -402,7 +402,7 @@ class Tensor:
         return concrete(self, "tolist()").tolist()
 
     def __float__(self):
-        if self.requires_grad and not _WARNED["float_requires_grad"]:
+        if self.requires_grad and not _WARNED["float_requires_grad"] and graph.is_grad_enabled():
             # PyTorch's TORCH_WARN_ONCE: the first such conversion in the process
             _WARNED["float_requires_grad"] = True
             import warnings
