@@ -138,3 +138,41 @@ def test_tensor_of_a_tensor_warns_like_torch():
         x = tracec.ones((), requires_grad=True) * 2
         with tracec.no_grad():
             float(x)                                   # nor float() without grad mode
+
+
+_GRAD_FN_EXPRS = [
+    "F.mse_loss(x, p)", "F.mse_loss(x, p, reduction='none')", "F.cross_entropy(x, t)",
+    "F.cross_entropy(img, ti)", "F.cross_entropy(img, ti, reduction='none')",
+    "F.nll_loss(x.log_softmax(1), t, reduction='sum')", "F.cross_entropy(x, t, weight=w)",
+    "F.cross_entropy(x, t, label_smoothing=0.1)", "F.cross_entropy(x, p.softmax(1), reduction='sum')",
+    "F.binary_cross_entropy(x.sigmoid(), p)", "F.binary_cross_entropy_with_logits(x, p)",
+    "F.smooth_l1_loss(x, p)", "F.huber_loss(x, p)", "F.l1_loss(x, p)", "F.soft_margin_loss(x, p)",
+    "F.conv2d(img, img[:, :, :3, :3])",     "F.max_pool2d(img, 2)", "F.avg_pool2d(img, 2)", "F.layer_norm(x, (3,))",
+    "F.group_norm(img, 3)", "F.batch_norm(img, None, None, training=True)", "F.embedding(t, x)",
+    "F.elu(x)", "F.leaky_relu(x, 0.2)", "F.softplus(x)", "F.hardtanh(x)", "F.logsigmoid(x)",
+    "2 - x", "lib.rsub(x, p)", "2 / x", "2 ** x", "x ** 2", "x ** p", "lib.pow(2, x)",
+    "lib.nn.MSELoss()(x, p)", "lib.nn.CrossEntropyLoss()(x, t)", "lib.nn.LeakyReLU(0.1)(x)",
+]
+
+
+@pytest.mark.parametrize("expr", _GRAD_FN_EXPRS)
+def test_grad_fn_names_match_torch(expr):
+    names = []
+    for lib in (tracec, torch):
+        F = lib.nn.functional  # noqa: F841 (used by eval)
+        g = np.random.default_rng(0)
+        x = lib.tensor(g.random((4, 3), dtype=np.float32), requires_grad=True)  # noqa: F841
+        p = lib.tensor(g.random((4, 3), dtype=np.float32))  # noqa: F841
+        t = lib.tensor([0, 1, 2, 0])  # noqa: F841
+        w = lib.ones(3)  # noqa: F841
+        img = lib.tensor(g.random((2, 3, 4, 4), dtype=np.float32), requires_grad=True)  # noqa: F841
+        ti = lib.zeros(2, 4, 4, dtype=lib.long)  # noqa: F841
+        names.append(str(eval(expr).grad_fn).split(" ")[0])
+    assert names[0] == names[1]
+
+
+def test_inplace_activation_does_not_rename_its_input():
+    x = tracec.rand(3, requires_grad=True) * 1
+    before = x.grad_fn
+    y = tracec.nn.functional.leaky_relu(x, 0.2, True)
+    assert y is x and "LeakyReluBackward0" not in str(y.grad_fn) and before.name() == "MulBackward0"

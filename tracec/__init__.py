@@ -138,6 +138,7 @@ def trace(fn, *args, **kwargs):
 
 from tracec import autograd_functional as _autograd_functional, func, random_inplace as _random_inplace  # noqa: E402,F401
 from tracec.func import vmap  # noqa: E402,F401
+from tracec.random_inplace import normal  # noqa: E402,F401
 
 
 def _add_out_keyword():

@@ -1,5 +1,7 @@
 """PyTorch's in-place random Tensor methods: ``bernoulli_``,
-``exponential_``, ``geometric_``, ``cauchy_``, ``log_normal_``, ``random_``.
+``exponential_``, ``geometric_``, ``cauchy_``, ``log_normal_``, ``random_``;
+and ``torch.normal`` (its four overloads, drawn with ``creation.randn`` so
+that it records inside ``tracec.compile``).
 
 Invariants: each fills ``self`` (keeping its shape and dtype) with draws
 from tracec's RNG (``tracec.creation``'s generators, ``generator=`` or the
@@ -108,6 +110,45 @@ def random_(self, from_=None, to=_UNSET, *, generator=None, **kw):
     vals = lo + np.floor(u * float(hi - lo))
     vals = np.minimum(vals, hi - 1)
     return _fill(self, vals, "random_")
+
+
+def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
+           requires_grad=False, layout=None, pin_memory=False):
+    """``torch.normal``: ``mean + std * N(0, 1)`` over ``size`` (two numbers)
+    or over the broadcast shape of the tensor arguments.  As in PyTorch the
+    draw is not reparameterized: tensors that require grad get zero
+    gradients (``NormalBackward``)."""
+    from tracec import functions as F
+    tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
+    if not tensors:
+        if size is None:
+            raise TypeError("normal() received an invalid combination of arguments: two "
+                            "numbers need a size, as in normal(mean, std, size)")
+        if not std >= 0:
+            raise RuntimeError(f"normal expects std >= 0.0, but found std {float(std):g}")
+        z = creation.randn(*((size,) if isinstance(size, int) else tuple(size)),
+                           generator=generator, dtype=dtype)
+        with graph.no_grad():
+            out = F.add(F.mul(z, float(std)), float(mean))
+        return out.to(device).requires_grad_(requires_grad) if device is not None \
+            else out.requires_grad_(requires_grad)
+    if size is not None:
+        raise TypeError("normal(): size= is only taken with a number mean and std")
+    if isinstance(std, Tensor):
+        if bool((std < 0).any()):
+            raise RuntimeError("normal expects all elements of std >= 0.0")
+    elif not std >= 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {float(std):g}")
+    ref = mean if isinstance(mean, Tensor) else std
+    shape = np.broadcast_shapes(*(tuple(t.shape) for t in tensors))
+    z = creation.randn(*shape, generator=generator, dtype=ref.dtype)
+    with graph.no_grad():
+        out = F.add(F.mul(z, std), mean)
+    if graph.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        # PyTorch's derivative of normal is zero in mean and std
+        zero = sum(F.mul(t.sum(), 0.0) for t in tensors)
+        out = F.add(out, zero)
+    return out
 
 
 for _f in (bernoulli_, exponential_, geometric_, cauchy_, log_normal_, random_):
