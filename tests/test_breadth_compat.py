@@ -176,3 +176,47 @@ def test_inplace_activation_does_not_rename_its_input():
     before = x.grad_fn
     y = tracec.nn.functional.leaky_relu(x, 0.2, True)
     assert y is x and "LeakyReluBackward0" not in str(y.grad_fn) and before.name() == "MulBackward0"
+
+
+def test_boolean_mask_fill_inside_compile_equals_eager():
+    def norm(deg, w):
+        d = deg.pow(-0.5)
+        d[d == float("inf")] = 0
+        out = d[:, None] * w
+        out[out < 0.1] = torch_like_value
+        return out
+    torch_like_value = tracec.tensor(-1.0)
+    deg = tracec.tensor([0.0, 1.0, 4.0, 0.0, 9.0])
+    w = tracec.rand(5, 3)
+    want = norm(deg.clone(), w)
+    got = tracec.compile(norm)(deg.clone(), w)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    r = torch.tensor(deg.numpy()).pow(-0.5)
+    r[r == float("inf")] = 0
+    r = r[:, None] * torch.tensor(w.numpy())
+    r[r < 0.1] = -1.0
+    np.testing.assert_array_equal(got.numpy(), r.numpy())
+
+
+def test_compile_called_as_torch_falls_back_to_eager_on_a_graph_break():
+    import sys
+    names = sys.modules["tracec.dtypes"].PUBLIC_NAME   # "torch" once installed as torch
+    old = names[0]
+    names[0] = "torch"
+    try:
+        _graph_break_checks()
+    finally:
+        names[0] = old
+
+
+def _graph_break_checks():
+
+    def f(x):
+        return tracec.bincount(x, minlength=4).float() * 2
+
+    x = tracec.tensor([0, 1, 1, 3])
+    with pytest.warns(UserWarning, match="running eagerly"):
+        got = tracec.compile(f)(x)
+    np.testing.assert_array_equal(got.numpy(), [2.0, 4.0, 0.0, 2.0])
+    with pytest.raises(tracec.TraceError, match="bincount"):
+        tracec.compile(f, fullgraph=True)(x)

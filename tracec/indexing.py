@@ -288,6 +288,16 @@ def setitem(x: Tensor, key, value):
         items = tuple(_uint8_mask(k) if isinstance(k, Tensor) and k.dtype is dt.uint8 else k
                       for k in items)
         key = items
+    if RECORDERS and _mask_fill_key(x, key, value):
+        # ``x[mask] = scalar``: PyTorch's masked_fill_; no data-dependent shape
+        # to trace (``deg_inv_sqrt[deg_inv_sqrt == inf] = 0`` in a compiled GCN)
+        m = ops.reshape(key, tuple(key.shape) + (1,) * (x.ndim - key.ndim))
+        v = value if isinstance(value, Tensor) else Tensor._from_data(np.array(value),
+                                                                       dtype=x.dtype)
+        if v.dtype is not x.dtype:
+            v = ops.cast(v, x.dtype)
+        x._assign(ops.where(m, ops.reshape(v, ()), x), "setitem")
+        return
     if any(_is_adv(k) or isinstance(k, (bool, np.bool_)) for k in items):
         return _setitem_advanced(x, key, value)
     view = getitem(x, key)
@@ -303,6 +313,13 @@ def setitem(x: Tensor, key, value):
                                f"be broadcast to indexing result of shape "
                                f"{list(view.shape)}") from None
     view._assign(new, "setitem")
+
+
+def _mask_fill_key(x, key, value) -> bool:
+    """``key`` a bool mask over ``x``'s leading dims and ``value`` one element."""
+    return (isinstance(key, Tensor) and key.dtype is dt.bool_ and 0 < key.ndim <= x.ndim
+            and tuple(key.shape) == tuple(x.shape[:key.ndim])
+            and (not isinstance(value, Tensor) or value.ndim == 0))
 
 
 def _drop_leading_ones(t, ndim):
