@@ -220,3 +220,25 @@ def _graph_break_checks():
     np.testing.assert_array_equal(got.numpy(), [2.0, 4.0, 0.0, 2.0])
     with pytest.raises(tracec.TraceError, match="bincount"):
         tracec.compile(f, fullgraph=True)(x)
+
+
+def test_set_grad_enabled_is_a_context_manager_and_decorator_like_torch():
+    for lib in (tracec, torch):
+        x = lib.ones(2, requires_grad=True)
+        seen = []
+        with lib.set_grad_enabled(False):
+            seen.append((x * 2).requires_grad)
+        seen.append(lib.is_grad_enabled())
+        lib.set_grad_enabled(False)
+        seen.append(lib.is_grad_enabled())
+        lib.set_grad_enabled(True)
+
+        @lib.set_grad_enabled(False)
+        def f():
+            return lib.is_grad_enabled()
+        seen += [lib.is_grad_enabled(), f(), lib.is_grad_enabled()]
+        with lib.no_grad():
+            with lib.set_grad_enabled(True):
+                seen.append((x * 2).requires_grad)
+            seen.append(lib.is_grad_enabled())
+        assert seen == [False, True, False, True, False, True, True, False], lib.__name__
