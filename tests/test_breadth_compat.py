@@ -242,3 +242,31 @@ def test_set_grad_enabled_is_a_context_manager_and_decorator_like_torch():
                 seen.append((x * 2).requires_grad)
             seen.append(lib.is_grad_enabled())
         assert seen == [False, True, False, True, False, True, True, False], lib.__name__
+
+
+def test_variable_is_the_legacy_wrapper_of_torch():
+    from tracec.autograd import Variable
+    x = tracec.ones(2, requires_grad=True) * 2
+    v = Variable(x)
+    assert not v.requires_grad and v.grad_fn is None and isinstance(x, Variable)
+    v.add_(1)                                  # shares memory, as torch's detach()
+    assert x.detach().tolist() == [3.0, 3.0]
+    w = Variable(tracec.ones(2), requires_grad=True)
+    assert w.requires_grad and w.is_leaf
+    assert tuple(Variable().shape) == (0,)
+    with pytest.raises(TypeError, match="Variable data has to be a tensor, but got list"):
+        Variable([1.0])
+    with pytest.warns(UserWarning, match="volatile was removed"):
+        Variable(tracec.ones(1), volatile=True)
+
+
+def test_autograd_grad_takes_only_inputs_like_torch():
+    outs = []
+    for lib in (tracec, torch):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        y = (x ** 3).sum()
+        g, = lib.autograd.grad(y, x, None, True, True, True)   # ..., only_inputs=True
+        gg, = lib.autograd.grad(g.sum(), x, only_inputs=True)
+        outs.append((g.detach().numpy(), gg.numpy()))
+    np.testing.assert_allclose(outs[0][0], outs[1][0])
+    np.testing.assert_allclose(outs[0][1], outs[1][1])

@@ -13,7 +13,7 @@ LAYERS = [
     ("ops", ["tracec.ops"]),
     ("frontend", ["tracec.device", "tracec.graph", "tracec.tensor", "tracec.functions",
                   "tracec.shape_ops", "tracec.indexing", "tracec.creation", "tracec.methods",
-                  "tracec.autograd", "tracec.nn", "tracec.optim", "tracec.serialization",
+                  "tracec.autograd", "tracec.autograd_variable", "tracec.nn", "tracec.optim", "tracec.serialization",
                   "tracec.pytree", "tracec.utils", "tracec.distributions",
                   "tracec.torch_checkpoint", "tracec.accelerator", "tracec.cuda",
                   "tracec.rearrange", "tracec.sorting", "tracec.contraction",

@@ -6,8 +6,10 @@ flow, Mixture-of-Experts with LoRA (compiled), the tutorials "Neural
 Transfer" (LBFGS on the image), "Adversarial Example Generation" (FGSM) and
 the character-level RNN classification and generation ones, PPO-PyTorch,
 pytorch/examples forward-forward and siamese network, d2l's linear and
-softmax regression from scratch, and a message-passing GNN with scatter ops
-(compiled).
+softmax regression from scratch, a message-passing GNN with scatter ops
+(compiled), the "Learn the Basics" tutorials (optimizing, save and load,
+transfer learning), pytorch/examples actor-critic, yunjey's image captioning,
+karpathy's micrograd tests against torch, and PyTorch-GAN's WGAN-GP.
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13.  The
 random streams differ, so the outputs are compared once every number is
@@ -46,6 +48,10 @@ CASES = [
     ("char_rnn.py", [], True),
     ("gnn_scatter.py", [], False),
     ("tutorial_basics.py", [], False),
+    ("actor_critic.py", [], False),
+    ("image_captioning.py", [], False),
+    ("micrograd_vs_torch.py", [], False),
+    ("wgan_gp.py", [], False),
 ]
 
 
