@@ -270,3 +270,24 @@ def test_autograd_grad_takes_only_inputs_like_torch():
         outs.append((g.detach().numpy(), gg.numpy()))
     np.testing.assert_allclose(outs[0][0], outs[1][0])
     np.testing.assert_allclose(outs[0][1], outs[1][1])
+
+
+def test_func_jvp_and_stack_module_state_match_torch():
+    rng = np.random.default_rng(5)
+    x, v = rng.standard_normal(6), rng.standard_normal(6)
+    outs = []
+    for lib in (tracec, torch):
+        f = lambda t: (t.sin() * t).sum()  # noqa: E731
+        val, jv = lib.func.jvp(lambda t: t.tanh() * t, (lib.tensor(x),), (lib.tensor(v),))
+        hvp = lib.func.jvp(lib.func.grad(f), (lib.tensor(x),), (lib.tensor(v),))[1]
+        lib.manual_seed(0)
+        models = [lib.nn.Linear(3, 2) for _ in range(3)]
+        params, buffers = lib.func.stack_module_state(models)
+        outs.append((val.numpy(), jv.numpy(), hvp.numpy(),
+                     {k: (tuple(p.shape), p.requires_grad, p.is_leaf) for k, p in params.items()},
+                     buffers))
+        with pytest.raises(RuntimeError, match="Expected at least one model"):
+            lib.func.stack_module_state([])
+    for a, b in zip(outs[0][:3], outs[1][:3]):
+        np.testing.assert_allclose(a, b, rtol=1e-10)
+    assert outs[0][3] == outs[1][3] and outs[0][4] == outs[1][4] == {}

@@ -9,7 +9,9 @@ pytorch/examples forward-forward and siamese network, d2l's linear and
 softmax regression from scratch, a message-passing GNN with scatter ops
 (compiled), the "Learn the Basics" tutorials (optimizing, save and load,
 transfer learning), pytorch/examples actor-critic, yunjey's image captioning,
-karpathy's micrograd tests against torch, and PyTorch-GAN's WGAN-GP.
+karpathy's micrograd tests against torch, PyTorch-GAN's WGAN-GP, bentrevett's packed-LSTM sentiment analysis, and
+the torch.func tutorials (per-sample gradients, model ensembling,
+jacobians and hessians; without the 'meta' device, which tracec lacks).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13.  The
 random streams differ, so the outputs are compared once every number is
@@ -52,6 +54,8 @@ CASES = [
     ("image_captioning.py", [], False),
     ("micrograd_vs_torch.py", [], False),
     ("wgan_gp.py", [], False),
+    ("sentiment_lstm.py", [], True),
+    ("per_sample_grads.py", [], True),
 ]
 
 
