@@ -11,7 +11,9 @@ softmax regression from scratch, a message-passing GNN with scatter ops
 transfer learning), pytorch/examples actor-critic, yunjey's image captioning,
 karpathy's micrograd tests against torch, PyTorch-GAN's WGAN-GP, bentrevett's packed-LSTM sentiment analysis, and
 the torch.func tutorials (per-sample gradients, model ensembling,
-jacobians and hessians; without the 'meta' device, which tracec lacks).
+jacobians and hessians; without the 'meta' device, which tracec lacks),
+PyTorch-GAN's CycleGAN, and a timm-style loop (channels_last, bf16
+autocast, GradScaler, checkpointing, mixup, SequentialLR, EMA, compile).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13.  The
 random streams differ, so the outputs are compared once every number is
@@ -56,6 +58,8 @@ CASES = [
     ("wgan_gp.py", [], False),
     ("sentiment_lstm.py", [], True),
     ("per_sample_grads.py", [], True),
+    ("cyclegan.py", [], True),
+    ("modern_loop.py", [], False),
 ]
 
 
