@@ -152,6 +152,9 @@ _GRAD_FN_EXPRS = [
     "F.elu(x)", "F.leaky_relu(x, 0.2)", "F.softplus(x)", "F.hardtanh(x)", "F.logsigmoid(x)",
     "2 - x", "lib.rsub(x, p)", "2 / x", "2 ** x", "x ** 2", "x ** p", "lib.pow(2, x)",
     "lib.nn.MSELoss()(x, p)", "lib.nn.CrossEntropyLoss()(x, t)", "lib.nn.LeakyReLU(0.1)(x)",
+    "x[0]", "x[:, 0]", "x[0, 1:]", "x[1:, 0]", "x[1:]", "x[None]", "x[..., None]", "x[None, 0]",
+    "x[0, None]", "x[:]", "x[...]", "x[:, None, :]", "x[1:2, None]", "x[-1]", "img[0, :, 1]",
+    "list(x)[1]", "x.unbind(1)[0]", "x.split([1, 2], 1)[0]", "x.split(2)[1]", "x.chunk(2)[0]",
 ]
 
 

@@ -356,6 +356,8 @@ class Tensor:
     def __iter__(self):
         if self.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
+        if self.requires_grad and graph.is_grad_enabled():  # PyTorch iterates over unbind(0)
+            return iter(self.unbind(0))
         return (self[i] for i in range(self._data.shape[0]))
 
     def __hash__(self):
