@@ -13,7 +13,9 @@ karpathy's micrograd tests against torch, PyTorch-GAN's WGAN-GP, bentrevett's pa
 the torch.func tutorials (per-sample gradients, model ensembling,
 jacobians and hessians; without the 'meta' device, which tracec lacks),
 PyTorch-GAN's CycleGAN, and a timm-style loop (channels_last, bf16
-autocast, GradScaler, checkpointing, mixup, SequentialLR, EMA, compile).
+autocast, GradScaler, checkpointing, mixup, SequentialLR, EMA, compile);
+``compiled_variants.py`` checks torch.compile'd training steps of seven of
+these models against the same steps run eagerly.
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13.  The
 random streams differ, so the outputs are compared once every number is
@@ -60,6 +62,7 @@ CASES = [
     ("per_sample_grads.py", [], True),
     ("cyclegan.py", [], True),
     ("modern_loop.py", [], False),
+    ("compiled_variants.py", [], True),
 ]
 
 
