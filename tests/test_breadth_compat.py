@@ -294,3 +294,15 @@ def test_func_jvp_and_stack_module_state_match_torch():
     for a, b in zip(outs[0][:3], outs[1][:3]):
         np.testing.assert_allclose(a, b, rtol=1e-10)
     assert outs[0][3] == outs[1][3] and outs[0][4] == outs[1][4] == {}
+
+
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_legacy_amp_spellings_warn_deprecation_like_torch(device):
+    amp = getattr(tracec, device).amp
+    with pytest.warns(FutureWarning, match=rf"`torch.{device}.amp.GradScaler\(args...\)` is "
+                                           rf"deprecated. Please use `torch.amp.GradScaler\('{device}'"):
+        amp.GradScaler(enabled=False)
+    with pytest.warns(FutureWarning, match=rf"`torch.{device}.amp.autocast\(args...\)` is "
+                                           rf"deprecated. Please use `torch.amp.autocast\('{device}'"):
+        with amp.autocast(enabled=False):
+            pass
