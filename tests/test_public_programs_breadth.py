@@ -15,7 +15,7 @@ jacobians and hessians; without the 'meta' device, which tracec lacks),
 PyTorch-GAN's CycleGAN, and a timm-style loop (channels_last, bf16
 autocast, GradScaler, checkpointing, mixup, SequentialLR, EMA, compile);
 ``compiled_variants.py`` checks torch.compile'd training steps of seven of
-these models against the same steps run eagerly; milesial's Pytorch-UNet.
+these models against the same steps run eagerly; milesial's Pytorch-UNet; makemore parts 1 and 2.
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13.  The
 random streams differ, so the outputs are compared once every number is
@@ -64,6 +64,7 @@ CASES = [
     ("modern_loop.py", [], False),
     ("compiled_variants.py", [], True),
     ("unet_seg.py", [], False),
+    ("makemore_bigram_mlp.py", [], False),
 ]
 
 
