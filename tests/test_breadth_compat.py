@@ -306,3 +306,24 @@ def test_legacy_amp_spellings_warn_deprecation_like_torch(device):
                                            rf"deprecated. Please use `torch.amp.autocast\('{device}'"):
         with amp.autocast(enabled=False):
             pass
+
+
+def test_sync_batchnorm_without_a_process_group_is_batchnorm_like_torch():
+    x = np.random.default_rng(7).standard_normal((3, 4, 2, 2)).astype(np.float32)
+    outs = []
+    for lib in (tracec, torch):
+        net = lib.nn.Sequential(lib.nn.Conv2d(4, 4, 1, bias=False), lib.nn.BatchNorm2d(4))
+        with lib.no_grad():
+            net[0].weight.copy_(lib.eye(4).view(4, 4, 1, 1))
+        bn = net[1]
+        net = lib.nn.SyncBatchNorm.convert_sync_batchnorm(net)
+        assert type(net[1]).__name__ == "SyncBatchNorm" and net[1].weight is bn.weight
+        y = net(lib.tensor(x))
+        net.eval()
+        outs.append((y.detach().numpy(), net(lib.tensor(x)).detach().numpy(),
+                     net[1].running_var.numpy(), repr(net[1]), list(net.state_dict())))
+        with pytest.raises(ValueError, match="expected at least 2D input"):
+            lib.nn.SyncBatchNorm(4)(lib.ones(4))
+    for a, b in zip(outs[0][:3], outs[1][:3]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert outs[0][3:] == outs[1][3:]

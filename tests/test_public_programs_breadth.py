@@ -65,6 +65,7 @@ CASES = [
     ("compiled_variants.py", [], True),
     ("unet_seg.py", [], False),
     ("makemore_bigram_mlp.py", [], False),
+    ("lstm_timeseries.py", [], False),
 ]
 
 

@@ -7,6 +7,7 @@ from tracec.nn.modules.conv import *  # noqa: F401,F403
 from tracec.nn.modules.pooling import *  # noqa: F401,F403
 from tracec.nn.modules.padding import *  # noqa: F401,F403
 from tracec.nn.modules.normalization import *  # noqa: F401,F403
+from tracec.nn.modules.sync_batchnorm import SyncBatchNorm  # noqa: F401
 from tracec.nn.modules.activation import *  # noqa: F401,F403
 from tracec.nn.modules.dropout import *  # noqa: F401,F403
 from tracec.nn.modules.sparse import Embedding, EmbeddingBag  # noqa: F401
