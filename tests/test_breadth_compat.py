@@ -327,3 +327,33 @@ def test_sync_batchnorm_without_a_process_group_is_batchnorm_like_torch():
     for a, b in zip(outs[0][:3], outs[1][:3]):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     assert outs[0][3:] == outs[1][3:]
+
+
+@pytest.mark.parametrize("name", ["hann_window", "hamming_window", "blackman_window",
+                                  "bartlett_window"])
+@pytest.mark.parametrize("length,periodic,dtype", [(7, True, "float32"), (8, False, "float32"),
+                                                   (5, True, "float64"), (1, True, "float32"),
+                                                   (0, False, "float32")])
+def test_windows_match_torch(name, length, periodic, dtype):
+    got = getattr(tracec, name)(length, periodic, dtype=getattr(tracec, dtype))
+    want = getattr(torch, name)(length, periodic, dtype=getattr(torch, dtype))
+    assert got.dtype.name == str(want.dtype).split(".")[1]
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_logspace_indices_pair_and_bernoulli_method_match_torch():
+    for args, kw in (((-3, 0, 5), {}), ((0, 2, 3), {"base": 2}), ((1, 1, 1), {})):
+        np.testing.assert_allclose(tracec.logspace(*args, **kw).numpy(),
+                                   torch.logspace(*args, **kw).numpy(), rtol=1e-6)
+    for fn in ("tril_indices", "triu_indices"):
+        for r, c, o in ((3, 4, 0), (4, 3, -1), (5, 5, 2)):
+            np.testing.assert_array_equal(getattr(tracec, fn)(r, c, o).numpy(),
+                                          getattr(torch, fn)(r, c, o).numpy())
+    from tracec.nn.modules.utils import _pair, _quadruple, _reverse_repeat_tuple
+    assert (_pair(3), _pair((1, 2)), _quadruple(0), _reverse_repeat_tuple((1, 2), 2)) == \
+        ((3, 3), (1, 2), (0, 0, 0, 0), (2, 2, 1, 1))
+    b = tracec.full((2000,), 0.25).bernoulli()
+    assert b.dtype is tracec.float32 and abs(b.mean().item() - 0.25) < 0.05
+    assert tracec.zeros(3).bernoulli(1.0).tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(RuntimeError, match="p_in >= 0"):
+        tracec.full((2,), 2.0).bernoulli()

@@ -29,7 +29,7 @@ LAYERS = [
                   "tracec.math_methods", "tracec.reductions_extra", "tracec.linalg",
                   "tracec.linalg_lapack", "tracec.special", "tracec.binning",
                   "tracec.differences", "tracec.autograd_functional", "tracec.func",
-                  "tracec.random_inplace",
+                  "tracec.random_inplace", "tracec.creation_extra",
                   "tracec.config"]),
     ("tracing", ["tracec.tracing", "tracec.guards", "tracec.sym_shapes", "tracec.naming"]),
     ("passes", ["tracec.passes"]),

@@ -139,6 +139,8 @@ def trace(fn, *args, **kwargs):
 from tracec import autograd_functional as _autograd_functional, func, random_inplace as _random_inplace  # noqa: E402,F401
 from tracec.func import vmap  # noqa: E402,F401
 from tracec.random_inplace import normal  # noqa: E402,F401
+from tracec.creation_extra import (bartlett_window, blackman_window, hamming_window,  # noqa: E402,F401
+                                   hann_window, logspace, tril_indices, triu_indices)
 
 
 def _add_out_keyword():

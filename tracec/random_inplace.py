@@ -151,5 +151,17 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
     return out
 
 
+def _bernoulli(self, p=None, *, generator=None):
+    """``x.bernoulli()``: 0/1 draws with probabilities ``x`` (or the number
+    ``p`` for every element), in ``x``'s dtype."""
+    probs = self if p is None else creation.full_like(self, float(p))
+    pv = probs._data
+    if pv.size and not ((pv >= 0) & (pv <= 1)).all():
+        raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
+    return creation.bernoulli(probs, generator=generator)
+
+
+Tensor.bernoulli = _bernoulli
+
 for _f in (bernoulli_, exponential_, geometric_, cauchy_, log_normal_, random_):
     setattr(Tensor, _f.__name__, _f)
