@@ -8,6 +8,10 @@ from tracec.distributions.distribution import Distribution  # noqa: F401
 from tracec.distributions.kl import kl_divergence, register_kl  # noqa: F401
 from tracec.distributions.normal import Normal, Uniform  # noqa: F401
 from tracec.distributions.multivariate_normal import Independent, MultivariateNormal  # noqa: F401
+from tracec.distributions import transforms  # noqa: F401
+from tracec.distributions.transformed import (Exponential, Laplace, LogNormal,  # noqa: F401
+                                              TransformedDistribution)
 
-__all__ = ["Bernoulli", "Categorical", "Distribution", "Independent", "MultivariateNormal", "Normal", "OneHotCategorical",
-           "Uniform", "constraints", "kl_divergence", "register_kl"]
+__all__ = ["Bernoulli", "Categorical", "Distribution", "Exponential", "Independent", "Laplace",
+           "LogNormal", "MultivariateNormal", "Normal", "TransformedDistribution", "transforms",
+           "OneHotCategorical", "Uniform", "constraints", "kl_divergence", "register_kl"]

@@ -12,7 +12,8 @@ from tracec.tensor import Tensor
 __all__ = ["Constraint", "boolean", "greater_than", "half_open_interval", "integer_interval",
            "interval", "less_than", "nonnegative_integer", "positive", "real", "real_vector",
            "simplex", "unit_interval", "dependent", "dependent_property", "one_hot",
-           "positive_definite", "lower_cholesky", "independent"]
+           "positive_definite", "lower_cholesky", "independent", "greater_than_eq",
+           "nonnegative"]
 
 
 class Constraint:
@@ -220,3 +221,18 @@ class _IndependentConstraint(Constraint):
 positive_definite = _PositiveDefinite()
 lower_cholesky = _LowerCholesky()
 independent = _IndependentConstraint
+
+
+class _GreaterThanEq(Constraint):
+    def __init__(self, lower_bound):
+        self.lower_bound = lower_bound
+
+    def check(self, value):
+        return TF.ge(value, self.lower_bound)
+
+    def __repr__(self):
+        return f"GreaterThanEq(lower_bound={self.lower_bound})"
+
+
+greater_than_eq = _GreaterThanEq
+nonnegative = _GreaterThanEq(0.0)
