@@ -40,25 +40,21 @@ class Transform:
     def inv(self):
         return _InverseTransform(self)
 
-    def __call__(self, x):
+    def _through_cache(self, value, compute, forward: bool):
         if self._cache_size == 0:
-            return self._call(x)
-        x_old, y_old = self._cached_x_y
-        if x is x_old:
-            return y_old
-        y = self._call(x)
-        self._cached_x_y = x, y
-        return y
+            return compute(value)
+        pair = self._cached_x_y
+        if value is pair[0 if forward else 1]:
+            return pair[1 if forward else 0]
+        out = compute(value)
+        self._cached_x_y = (value, out) if forward else (out, value)
+        return out
+
+    def __call__(self, x):
+        return self._through_cache(x, self._call, True)
 
     def _inv_call(self, y):
-        if self._cache_size == 0:
-            return self._inverse(y)
-        x_old, y_old = self._cached_x_y
-        if y is y_old:
-            return x_old
-        x = self._inverse(y)
-        self._cached_x_y = x, y
-        return x
+        return self._through_cache(y, self._inverse, False)
 
     def forward_shape(self, shape):
         return shape
