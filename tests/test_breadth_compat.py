@@ -41,6 +41,9 @@ def test_numpy_keyword_names_on_tuple_results_and_lists():
     assert tuple(tracec.stack([t, t], axis=2).shape) == tuple(torch.stack([r, r], axis=2).shape)
     with pytest.raises(TypeError):
         t.sum(dim=0, axis=0)
+    for name in ("softmax", "log_softmax", "logsumexp"):   # torch.special's too
+        np.testing.assert_allclose(getattr(tracec.special, name)(t, axis=1).numpy(),
+                                   getattr(torch.special, name)(r, axis=1).numpy(), rtol=1e-6)
 
 
 def _mvn_args(lib, rng):

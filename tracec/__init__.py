@@ -177,7 +177,7 @@ _OUT_FUNCTIONS = (
 _add_out_keyword()
 
 from tracec import numpy_names as _numpy_names  # noqa: E402
-_numpy_names.install(globals(), Tensor)  # axis= / keepdims=, after out= and the methods
+_numpy_names.install(globals(), Tensor, special)  # axis= / keepdims=, after out= and methods
 
 
 # The compiler's names load on first use, so that ``import tracec`` (the eager

@@ -45,11 +45,24 @@ def accept_numpy_names(fn):
     return wrapper
 
 
-def install(namespace: dict, tensor_cls) -> None:
-    """Wrap ``NUMPY_NAMED`` in ``namespace`` (a module's globals) and on ``tensor_cls``."""
+def _base(fn):
+    return getattr(fn, "__wrapped_without_out__", fn)
+
+
+def install(namespace: dict, tensor_cls, *aliases) -> None:
+    """Wrap ``NUMPY_NAMED`` in ``namespace`` (a module's globals) and on
+    ``tensor_cls``; a module in ``aliases`` (``tracec.special``) holding the
+    same function under the name (maybe behind its own ``out=``) gets it too."""
     for name in NUMPY_NAMED:
         if name in namespace:
-            namespace[name] = accept_numpy_names(namespace[name])
+            before = namespace[name]
+            namespace[name] = accept_numpy_names(before)
+            for mod in aliases:
+                theirs = getattr(mod, name, None)
+                if theirs is before:
+                    setattr(mod, name, namespace[name])
+                elif theirs is not None and _base(theirs) is _base(before):
+                    setattr(mod, name, accept_numpy_names(theirs))   # keeps its own out=
         method = tensor_cls.__dict__.get(name)
         if method is not None and callable(method):
             setattr(tensor_cls, name, accept_numpy_names(method))
