@@ -184,6 +184,9 @@ _OUT_FUNCTIONS = (
 ).split()
 _add_out_keyword()
 
+from tracec import numpy_names as _numpy_names  # noqa: E402
+_numpy_names.install(globals(), Tensor, special)  # axis= / keepdims=, after out= and methods
+
 
 # The compiler's names load on first use, so that ``import tracec`` (the eager
 # library) does not import xDSL and LLVM: they cost more than everything else

@@ -257,12 +257,18 @@ def _legacy_amp(name: str, device: str, default_dtype):
 
     class _Autocast(autocast):
         def __init__(self, enabled: bool = True, dtype=default_dtype, cache_enabled: bool = True):
+            warnings.warn(f"`torch.{device}.amp.autocast(args...)` is deprecated. Please use "
+                          f"`torch.amp.autocast('{device}', args...)` instead.", FutureWarning,
+                          stacklevel=2)
             super().__init__(device, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
     class _GradScaler(GradScaler):
         def __init__(self, init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
                      backoff_factor: float = 0.5, growth_interval: int = 2000,
                      enabled: bool = True) -> None:
+            warnings.warn(f"`torch.{device}.amp.GradScaler(args...)` is deprecated. Please use "
+                          f"`torch.amp.GradScaler('{device}', args...)` instead.", FutureWarning,
+                          stacklevel=2)
             super().__init__(device, init_scale, growth_factor, backoff_factor,
                              growth_interval, enabled)
 

@@ -17,6 +17,7 @@ import types
 import warnings
 from dataclasses import dataclass, field
 
+from tracec import dtypes as dt
 from tracec import autocast_mode, compiled_backward, fast_call, graph, ir, size_generic
 from tracec import kernel_profiler as profiler
 from tracec.fast_run import MISS
@@ -596,7 +597,9 @@ def compile(fn=None, *, backend=None, dump=None, fallback=None, check=False,  # 
     or False (always specialize); see API.md §4.  ``torch.compile``'s own
     arguments are accepted so scripts run unchanged: ``mode`` and
     ``options`` (tracec has one way to compile), ``fullgraph`` (tracec
-    always compiles the whole call or raises ``TraceError``), its backend
+    compiles the whole call or raises ``TraceError``; installed as torch,
+    ``fullgraph=False``, PyTorch's default, means ``fallback="eager"``, as
+    a graph break runs eagerly there), its backend
     names (``"inductor"`` and friends compile with tracec's default;
     ``"eager"`` and ``disable=True`` return ``fn`` uncompiled)."""
     if mode not in _TORCH_MODES:
@@ -613,6 +616,12 @@ def compile(fn=None, *, backend=None, dump=None, fallback=None, check=False,  # 
         raise TypeError("tracec.compile(backend=...): a custom backend function is a "
                         "torch.compile (Dynamo) feature; tracec takes one of "
                         "'cpu', 'interp', 'cuda', 'cuda-emulated'")
+    if fallback is None and not fullgraph and dt.PUBLIC_NAME[0] == "torch":
+        # Called as torch.compile (install_as_torch): PyTorch's default
+        # fullgraph=False runs what it cannot capture eagerly (a graph
+        # break), so an unmodified program never fails for it; tracec runs
+        # that signature eagerly and says so once.  fullgraph=True raises.
+        fallback = "eager"
     if fn is None:
         return lambda f: CompiledFunction(f, backend=backend, dump=dump, fallback=fallback,
                                           check=check, max_traces=max_traces, dynamic=dynamic)

@@ -307,12 +307,12 @@ class inference_mode:  # noqa: N801
     def __enter__(self):
         self.prev = (graph.is_grad_enabled(), _flags["inference"])
         if self.mode:
-            graph.set_grad_enabled(False)
+            graph._set_grad(False)
         _flags["inference"] = self.mode
         return self
 
     def __exit__(self, *exc):
-        graph.set_grad_enabled(self.prev[0])
+        graph._set_grad(self.prev[0])
         _flags["inference"] = self.prev[1]
         return False
 

@@ -59,6 +59,12 @@ def _symbolic(size) -> bool:
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if isinstance(data, Tensor):
+        import warnings
+        warnings.warn("To copy construct from a tensor, it is recommended to use "
+                      "sourceTensor.detach().clone() or "
+                      "sourceTensor.detach().clone().requires_grad_(True), rather than "
+                      "torch.tensor(sourceTensor).", UserWarning, stacklevel=2)
     return _finish(Tensor._from_data(data, dtype), requires_grad, device)
 
 
@@ -67,7 +73,7 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
         return data
     if isinstance(data, np.ndarray) and dtype is None:
         return from_numpy(data)
-    return tensor(data, dtype=dtype, device=device)
+    return _finish(Tensor._from_data(data, dtype), False, device)
 
 
 def from_numpy(a: np.ndarray) -> Tensor:

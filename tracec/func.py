@@ -21,8 +21,8 @@ from tracec.nn.utils.stateless import call_with
 from tracec.shape_ops import stack
 from tracec.tensor import Tensor
 
-__all__ = ["grad", "grad_and_value", "vjp", "jacrev", "jacfwd", "hessian", "vmap",
-           "functional_call"]
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap",
+           "functional_call", "stack_module_state"]
 
 
 def _leaves(tree):
@@ -184,6 +184,70 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
             return result, (aux if keep else _map(Tensor.detach, aux))
         return result
     return wrapper
+
+
+def jvp(func, primals, tangents, *, strict=False, has_aux=False):
+    """``(output, J @ tangents[, aux])`` by reverse mode twice: ``J^T u`` for a
+    dummy cotangent ``u``, then the gradient of ``<J^T u, v>`` in ``u``."""
+    eager_only("tracec.func.jvp")
+    primals, tangents = tuple(primals), tuple(tangents)
+    if len(primals) != len(tangents):
+        raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to have "
+                           f"the same python structure, got {len(primals)} and "
+                           f"{len(tangents)} elements")
+    nums = tuple(range(len(primals)))
+    keep = _keep_graph(primals, nums)
+    with graph.enable_grad():
+        targs = _track(primals, nums)
+        out = func(*targs)
+        aux = None
+        if has_aux:
+            out, aux = out
+        leaves = [x for a in targs for x in _leaves(a)]
+        tans = [t for a in tangents for t in _leaves(a)]
+        outs = _leaves(out)
+        us = [_zeros(o).requires_grad_() for o in outs]
+        pairs = [(o, u) for o, u in zip(outs, us) if o.requires_grad]
+        gs = (autograd.grad([o for o, _ in pairs], leaves, [u for _, u in pairs],
+                            create_graph=True, allow_unused=True)
+              if pairs else [None] * len(leaves))
+        terms = [(g * t).sum() for g, t in zip(gs, tans) if g is not None]
+        total = sum(terms[1:], terms[0]) if terms else None
+        jv = (autograd.grad(total, us, create_graph=keep, allow_unused=True)
+              if total is not None and total.requires_grad else [None] * len(us))
+    it = iter([_zeros(o) if j is None else (j if keep else j.detach())
+               for o, j in zip(outs, jv)])
+    tangent_out = _map(lambda _: next(it), out)
+    value = out if keep else _map(Tensor.detach, out)
+    if has_aux:
+        return value, tangent_out, (aux if keep else _map(Tensor.detach, aux))
+    return value, tangent_out
+
+
+def stack_module_state(models):
+    """``(params, buffers)``: each name's tensors from ``models`` stacked on a
+    new leading dim (leaves; those of parameters require grad), for
+    ``vmap(functional_call(...))`` ensembles."""
+    if len(models) == 0:
+        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
+    if not (all(m.training for m in models) or all(not m.training for m in models)):
+        raise RuntimeError("stack_module_state: Expected all models to have the same "
+                           "training/eval mode.")
+    if not all(type(m) is type(models[0]) for m in models):
+        raise RuntimeError("stack_module_state: Expected all models to be of the same class.")
+
+    def stacked(tensors, name):
+        grads = {t.requires_grad for t in tensors}
+        if len(grads) > 1:
+            raise RuntimeError(f"Expected {name} from each model to have the same "
+                               ".requires_grad")
+        out = stack([t.detach() for t in tensors])
+        return out.requires_grad_() if grads == {True} else out
+
+    all_params = [dict(m.named_parameters()) for m in models]
+    all_buffers = [dict(m.named_buffers()) for m in models]
+    return ({k: stacked([p[k] for p in all_params], k) for k in all_params[0]},
+            {k: stacked([b[k] for b in all_buffers], k) for k in all_buffers[0]})
 
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):

@@ -161,6 +161,8 @@ def pow(a, b):  # noqa: A001 - PyTorch's name
         if b == 1:
             return _named(ops.mul(a, 1), "PowBackward0")
         return _named(ops.pow_(a, b), "PowBackward0")
+    if isinstance(a, _NUM) and not isinstance(b, _NUM):
+        return _named(ops.pow_(a, b), "PowBackward2")
     return ops.pow_(a, b)
 
 

@@ -38,8 +38,36 @@ def is_grad_enabled() -> bool:
     return _state.grad
 
 
-def set_grad_enabled(mode: bool) -> None:
+def _set_grad(mode: bool) -> None:
     _state.grad = bool(mode)
+
+
+class set_grad_enabled(contextlib.ContextDecorator):
+    """PyTorch's ``set_grad_enabled(mode)``: sets grad mode at once when
+    called; as a context manager it restores the previous mode on exit; as a
+    decorator the function runs under ``mode``."""
+
+    def __init__(self, mode: bool) -> None:
+        self.prev = _state.grad
+        self.mode = bool(mode)
+        _state.grad = self.mode
+
+    def __call__(self, fn):
+        _state.grad = self.prev      # decorating does not change the mode
+        return super().__call__(fn)
+
+    def _recreate_cm(self):
+        return set_grad_enabled(self.mode)   # each decorated call sets and restores
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, *exc) -> bool:
+        _state.grad = self.prev
+        return False
+
+    def clone(self):
+        return set_grad_enabled(self.mode)
 
 
 class _GradMode(contextlib.ContextDecorator):
@@ -52,11 +80,11 @@ class _GradMode(contextlib.ContextDecorator):
 
     def __enter__(self):
         self.prev = is_grad_enabled()
-        set_grad_enabled(self.mode)
+        _set_grad(self.mode)
         return self
 
     def __exit__(self, *exc):
-        set_grad_enabled(self.prev)
+        _set_grad(self.prev)
         return False
 
     def __call__(self, fn=None):
@@ -68,11 +96,11 @@ class _GradMode(contextlib.ContextDecorator):
         @functools.wraps(fn)
         def wrapper(*a, **k):
             prev = is_grad_enabled()
-            set_grad_enabled(mode)
+            _set_grad(mode)
             try:
                 return fn(*a, **k)
             finally:
-                set_grad_enabled(prev)
+                _set_grad(prev)
         return wrapper
 
 
@@ -339,7 +367,7 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
     ready = [e for e, _ in start if deps.get(id(e), 0) == 0]
     done = set()
     prev_mode = is_grad_enabled()
-    set_grad_enabled(create_graph)
+    _set_grad(create_graph)
     try:
         while ready:
             node = ready.pop()
@@ -380,7 +408,7 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
                     else:
                         _skip(child, deps, pending, ready, done)
     finally:
-        set_grad_enabled(prev_mode)
+        _set_grad(prev_mode)
     return captured
 
 

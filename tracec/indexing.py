@@ -136,6 +136,7 @@ def _basic(x: Tensor, key: tuple):
     shape = x.shape if SYM_SHAPES else x._data.shape
     starts, stops, steps, out_shape = [], [], [], []
     sliced = dropped = False
+    name = "SliceBackward0"  # PyTorch's node: that of the last index that does something
     dim = 0
     for k in key:
         size = shape[dim]
@@ -146,12 +147,15 @@ def _basic(x: Tensor, key: tuple):
             if b < a:
                 b = a
             out_shape.append((b - a + c - 1) // c)
+            if a or b != size or c != 1:
+                name = "SliceBackward0"
         else:
             if not -size <= k < size:
                 raise IndexError(f"index {k} is out of bounds for dimension {dim} with size {size}")
             a = k % size
             b, c = a + 1, 1
             dropped = True
+            name = "SelectBackward0"
         if a or b != size or c != 1:
             sliced = True
         starts.append(a)
@@ -171,6 +175,8 @@ def _basic(x: Tensor, key: tuple):
         y = bind_movement(_RESHAPE, y, {"shape": tuple(out_shape) + rest})
     elif y is x:
         y = bind_movement(_RESHAPE, x, {"shape": shape})  # a fresh view, as x[:] in PyTorch
+    if y._node is not None:
+        y._node._name = name
     return y
 
 
@@ -192,9 +198,11 @@ def _getitem(x: Tensor, key):
     starts, stops, steps = [], [], []
     out_shape, adv = [], []  # adv: (position in out_shape, index tensor)
     dim = 0
+    name = "AliasBackward0" if key is Ellipsis else "SliceBackward0"  # as in _basic
     for k in items:
         if k is None:
             out_shape.append(1)
+            name = "UnsqueezeBackward0"
             continue
         size = x.shape[dim]
         if isinstance(k, slice):
@@ -204,6 +212,8 @@ def _getitem(x: Tensor, key):
             b = max(b, a)
             starts.append(a), stops.append(b), steps.append(c)
             out_shape.append(len(range(a, b, c)))
+            if a or b != size or c != 1:
+                name = "SliceBackward0"
         elif isinstance(k, Tensor):
             if k.dtype.category != 1:
                 raise IndexError("tensors used as indices must be long, int or bool tensors")
@@ -216,6 +226,7 @@ def _getitem(x: Tensor, key):
                 raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {size}")
             i %= size
             starts.append(i), stops.append(i + 1), steps.append(1)
+            name = "SelectBackward0"
         dim += 1
     y = x
     if any(a != 0 or b != s or c != 1 for a, b, c, s in zip(starts, stops, steps, x.shape)):
@@ -225,6 +236,8 @@ def _getitem(x: Tensor, key):
     if not adv:
         if y is x:
             y = ops.reshape(x, x.shape)  # a fresh view, as x[...] in PyTorch
+        if y._node is not None:
+            y._node._name = name
         return y
     return _advanced(y, adv)
 
@@ -288,6 +301,16 @@ def setitem(x: Tensor, key, value):
         items = tuple(_uint8_mask(k) if isinstance(k, Tensor) and k.dtype is dt.uint8 else k
                       for k in items)
         key = items
+    if RECORDERS and _mask_fill_key(x, key, value):
+        # ``x[mask] = scalar``: PyTorch's masked_fill_; no data-dependent shape
+        # to trace (``deg_inv_sqrt[deg_inv_sqrt == inf] = 0`` in a compiled GCN)
+        m = ops.reshape(key, tuple(key.shape) + (1,) * (x.ndim - key.ndim))
+        v = value if isinstance(value, Tensor) else Tensor._from_data(np.array(value),
+                                                                       dtype=x.dtype)
+        if v.dtype is not x.dtype:
+            v = ops.cast(v, x.dtype)
+        x._assign(ops.where(m, ops.reshape(v, ()), x), "setitem")
+        return
     if any(_is_adv(k) or isinstance(k, (bool, np.bool_)) for k in items):
         return _setitem_advanced(x, key, value)
     view = getitem(x, key)
@@ -303,6 +326,13 @@ def setitem(x: Tensor, key, value):
                                f"be broadcast to indexing result of shape "
                                f"{list(view.shape)}") from None
     view._assign(new, "setitem")
+
+
+def _mask_fill_key(x, key, value) -> bool:
+    """``key`` a bool mask over ``x``'s leading dims and ``value`` one element."""
+    return (isinstance(key, Tensor) and key.dtype is dt.bool_ and 0 < key.ndim <= x.ndim
+            and tuple(key.shape) == tuple(x.shape[:key.ndim])
+            and (not isinstance(value, Tensor) or value.ndim == 0))
 
 
 def _drop_leading_ones(t, ndim):

@@ -538,7 +538,8 @@ def nextafter(input, other):  # noqa: A002
 
 def rsub(input, other, *, alpha=1):  # noqa: A002
     """``other - alpha * input``."""
-    return F.sub(other, input, alpha=alpha)
+    return F._named(F.sub(other, input, alpha=alpha),
+                    "RsubBackward0" if isinstance(other, Tensor) else "RsubBackward1")
 
 
 def angle(input):  # noqa: A002

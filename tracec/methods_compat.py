@@ -1,5 +1,5 @@
 """Tensor methods PyTorch keeps for compatibility that public programs still
-call: ``new``, ``fill_diagonal_``, ``bernoulli``, ``resize_as_``, ``H``,
+call: ``new``, ``fill_diagonal_``, ``resize_as_``, ``H``,
 ``mH``, ``adjoint``, ``prelu``, ``hardshrink``, ``apply_``/``map_``/``map2_``,
 ``register_post_accumulate_grad_hook``, the ``is_xpu``-style device flags
 (all False: tracec tensors live on the CPU) and ``volatile``.
@@ -65,12 +65,6 @@ def fill_diagonal_(self, fill_value, wrap=False):
         idx = np.arange(shape[0])
         mask[(idx,) * self.dim()] = True
     return self.masked_fill_(Tensor._make(mask, dt.bool_), fill_value)
-
-
-def bernoulli(self, p=None, *, generator=None):
-    """Draws with probabilities ``self`` (or ``p``, a number)."""
-    probs = self if p is None else creation.full_like(self, float(p))
-    return creation.bernoulli(probs, generator=generator)
 
 
 def resize_as_(self, the_template, memory_format=None):
@@ -165,7 +159,7 @@ def _volatile(self):
     return False
 
 
-for _f in (new, fill_diagonal_, bernoulli, resize_as_, adjoint, prelu, hardshrink, apply_,
+for _f in (new, fill_diagonal_, resize_as_, adjoint, prelu, hardshrink, apply_,
            map_, map2_, register_post_accumulate_grad_hook):
     setattr(Tensor, _f.__name__, _f)
 Tensor.H = property(_H)

@@ -1,5 +1,7 @@
 """PyTorch's in-place random Tensor methods: ``bernoulli_``,
-``exponential_``, ``geometric_``, ``cauchy_``, ``log_normal_``, ``random_``.
+``exponential_``, ``geometric_``, ``cauchy_``, ``log_normal_``, ``random_``;
+and ``torch.normal`` (its four overloads, drawn with ``creation.randn`` so
+that it records inside ``tracec.compile``).
 
 Invariants: each fills ``self`` (keeping its shape and dtype) with draws
 from tracec's RNG (``tracec.creation``'s generators, ``generator=`` or the
@@ -142,6 +144,18 @@ def random_(self, from_=None, to=_UNSET, *, generator=None, **kw):
         vals = ops.minimum(vals, float(hi - 1))
     return _fill(self, vals, "random_")
 
+
+def _bernoulli(self, p=None, *, generator=None):
+    """``x.bernoulli()``: 0/1 draws with probabilities ``x`` (or the number
+    ``p`` for every element), in ``x``'s dtype."""
+    probs = self if p is None else creation.full_like(self, float(p))
+    pv = probs._data
+    if pv.size and not ((pv >= 0) & (pv <= 1)).all():
+        raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
+    return creation.bernoulli(probs, generator=generator)
+
+
+Tensor.bernoulli = _bernoulli
 
 for _f in (bernoulli_, exponential_, geometric_, cauchy_, log_normal_, random_):
     setattr(Tensor, _f.__name__, _f)

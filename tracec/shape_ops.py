@@ -252,7 +252,11 @@ def split(tensor, split_size_or_sections, dim=0):
         bounds = [0]
         for s in sections:
             bounds.append(bounds[-1] + s)
-    return tuple(_slice_dim(x, d, a, b) for a, b in zip(bounds[:-1], bounds[1:]))
+    pieces = tuple(_slice_dim(x, d, a, b) for a, b in zip(bounds[:-1], bounds[1:]))
+    if not isinstance(split_size_or_sections, int):
+        for p in pieces:
+            _named(p, "SplitWithSizesBackward0")
+    return pieces
 
 
 def chunk(x, chunks, dim=0):
@@ -265,7 +269,7 @@ def chunk(x, chunks, dim=0):
 
 def unbind(x, dim=0):
     d = normalize_axis(dim, x.ndim)
-    return tuple(squeeze(s, d) for s in split(x, 1, d))
+    return tuple(_named(squeeze(s, d), "UnbindBackward0") for s in split(x, 1, d))
 
 
 def masked_fill(x, mask, value):

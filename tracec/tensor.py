@@ -24,6 +24,8 @@ from tracec.ops import core, creation as creation_ops, elementwise as ew, moveme
 from tracec.ops.core import ShapeError
 from tracec.symbolic import Sym
 
+_WARNED = {"float_requires_grad": False}
+
 __all__ = ["Size", "Tensor", "RECORDERS", "made_before_call", "apply_direct", "as_tensor_operand",
            "attach_node",
            "bind_movement", "eager_direct", "weak_scalar"]
@@ -376,6 +378,8 @@ class Tensor:
     def __iter__(self):
         if self.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
+        if self.requires_grad and graph.is_grad_enabled():  # PyTorch iterates over unbind(0)
+            return iter(self.unbind(0))
         return (self[i] for i in range(self._data.shape[0]))
 
     def __hash__(self):
@@ -432,6 +436,13 @@ class Tensor:
         return concrete(self, "tolist()").tolist()
 
     def __float__(self):
+        if self.requires_grad and not _WARNED["float_requires_grad"] and graph.is_grad_enabled():
+            # PyTorch's TORCH_WARN_ONCE: the first such conversion in the process
+            _WARNED["float_requires_grad"] = True
+            import warnings
+            warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead "
+                          "to unexpected behavior.\nConsider using tensor.detach() first.",
+                          UserWarning, stacklevel=2)
         return float(self.item())
 
     def __int__(self):

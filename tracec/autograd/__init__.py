@@ -17,7 +17,7 @@ from tracec.tensor import Tensor
 from tracec.methods_compat import POST_ACCUMULATE_HOOKS, run_post_accumulate_hooks
 
 __all__ = ["backward", "grad", "gradcheck", "gradgradcheck", "Function", "no_grad",
-           "enable_grad", "set_grad_enabled", "is_grad_enabled"]
+           "enable_grad", "set_grad_enabled", "is_grad_enabled", "Variable"]
 
 # Callables ``(tensors, grads, inputs, create_graph)`` told of each eager
 # backward before it runs; each may return a callable run after it (the
@@ -99,11 +99,16 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
-         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
+         only_inputs=True, allow_unused=None, is_grads_batched=False,
+         materialize_grads=False):
+    if not only_inputs:
+        import warnings
+        warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to "
+                      "True). To accumulate gradient for other parts of the graph, please use "
+                      "torch.autograd.backward.", FutureWarning, stacklevel=2)
     if is_grads_batched:
-        raise NotImplementedError("autograd.grad(is_grads_batched=True) is not supported by "
-                                  "tracec: call grad once per cotangent (or use tracec.func.vmap "
-                                  "over a function that calls it)")
+        raise NotImplementedError("autograd.grad(is_grads_batched=True) (vmap over "
+                                  "grad_outputs) is not supported by tracec")
     single = isinstance(inputs, Tensor)
     outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     inputs = [inputs] if single else list(inputs)

@@ -341,3 +341,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
         keep = ops.reshape(ops.ne(idx, pi), tuple(idx.shape) + (1,))
         out = ops.where(keep, out, out.detach())
     return out
+
+
+from tracec.nn import _grad_fn_names  # noqa: E402
+_grad_fn_names.install(globals())  # PyTorch's grad_fn names for composed functionals

@@ -1,0 +1,143 @@
+# eriklindernoren/PyTorch-GAN implementations/wgan_gp/wgan_gp.py (argparse
+# defaults shrunk, synthetic images instead of MNIST): gradient penalty via
+# autograd.grad(create_graph=True), RMSprop-free Adam, n_critic steps, and
+# the legacy Variable / Tensor-type idioms.
+import argparse
+import os
+import numpy as np
+import math
+import sys
+
+from torch.utils.data import DataLoader
+from torch.autograd import Variable
+
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.autograd as autograd
+import torch
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--n_epochs", type=int, default=2, help="number of epochs of training")
+parser.add_argument("--batch_size", type=int, default=16, help="size of the batches")
+parser.add_argument("--lr", type=float, default=0.0002, help="adam: learning rate")
+parser.add_argument("--b1", type=float, default=0.5, help="adam: decay of first order momentum of gradient")
+parser.add_argument("--b2", type=float, default=0.999, help="adam: decay of first order momentum of gradient")
+parser.add_argument("--n_cpu", type=int, default=0, help="number of cpu threads to use during batch generation")
+parser.add_argument("--latent_dim", type=int, default=16, help="dimensionality of the latent space")
+parser.add_argument("--img_size", type=int, default=8, help="size of each image dimension")
+parser.add_argument("--channels", type=int, default=1, help="number of image channels")
+parser.add_argument("--n_critic", type=int, default=2, help="number of training steps for discriminator per iter")
+parser.add_argument("--clip_value", type=float, default=0.01, help="lower and upper clip value for disc. weights")
+parser.add_argument("--sample_interval", type=int, default=400, help="interval betwen image samples")
+opt = parser.parse_args()
+print(opt)
+
+img_shape = (opt.channels, opt.img_size, opt.img_size)
+cuda = True if torch.cuda.is_available() else False
+torch.manual_seed(0)
+np.random.seed(0)
+
+class Generator(nn.Module):
+    def __init__(self):
+        super(Generator, self).__init__()
+
+        def block(in_feat, out_feat, normalize=True):
+            layers = [nn.Linear(in_feat, out_feat)]
+            if normalize:
+                layers.append(nn.BatchNorm1d(out_feat, 0.8))
+            layers.append(nn.LeakyReLU(0.2, inplace=True))
+            return layers
+
+        self.model = nn.Sequential(
+            *block(opt.latent_dim, 32, normalize=False),
+            *block(32, 64),
+            nn.Linear(64, int(np.prod(img_shape))),
+            nn.Tanh()
+        )
+
+    def forward(self, z):
+        img = self.model(z)
+        img = img.view(img.shape[0], *img_shape)
+        return img
+
+
+class Discriminator(nn.Module):
+    def __init__(self):
+        super(Discriminator, self).__init__()
+        self.model = nn.Sequential(
+            nn.Linear(int(np.prod(img_shape)), 64),
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Linear(64, 32),
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Linear(32, 1),
+        )
+
+    def forward(self, img):
+        img_flat = img.view(img.shape[0], -1)
+        validity = self.model(img_flat)
+        return validity
+
+
+# Loss weight for gradient penalty
+lambda_gp = 10
+
+generator = Generator()
+discriminator = Discriminator()
+if cuda:
+    generator.cuda()
+    discriminator.cuda()
+
+dataset = torch.utils.data.TensorDataset(torch.rand(64, *img_shape) * 2 - 1, torch.zeros(64))
+dataloader = torch.utils.data.DataLoader(dataset, batch_size=opt.batch_size, shuffle=True)
+
+optimizer_G = torch.optim.Adam(generator.parameters(), lr=opt.lr, betas=(opt.b1, opt.b2))
+optimizer_D = torch.optim.Adam(discriminator.parameters(), lr=opt.lr, betas=(opt.b1, opt.b2))
+
+Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor
+
+
+def compute_gradient_penalty(D, real_samples, fake_samples):
+    """Calculates the gradient penalty loss for WGAN GP"""
+    alpha = Tensor(np.random.random((real_samples.size(0), 1, 1, 1)))
+    interpolates = (alpha * real_samples + ((1 - alpha) * fake_samples)).requires_grad_(True)
+    d_interpolates = D(interpolates)
+    fake = Variable(Tensor(real_samples.shape[0], 1).fill_(1.0), requires_grad=False)
+    gradients = autograd.grad(
+        outputs=d_interpolates,
+        inputs=interpolates,
+        grad_outputs=fake,
+        create_graph=True,
+        retain_graph=True,
+        only_inputs=True,
+    )[0]
+    gradients = gradients.view(gradients.size(0), -1)
+    gradient_penalty = ((gradients.norm(2, dim=1) - 1) ** 2).mean()
+    return gradient_penalty
+
+
+batches_done = 0
+for epoch in range(opt.n_epochs):
+    for i, (imgs, _) in enumerate(dataloader):
+        real_imgs = Variable(imgs.type(Tensor))
+        optimizer_D.zero_grad()
+        z = Variable(Tensor(np.random.normal(0, 1, (imgs.shape[0], opt.latent_dim))))
+        fake_imgs = generator(z)
+        real_validity = discriminator(real_imgs)
+        fake_validity = discriminator(fake_imgs)
+        gradient_penalty = compute_gradient_penalty(discriminator, real_imgs.data, fake_imgs.data)
+        d_loss = -torch.mean(real_validity) + torch.mean(fake_validity) + lambda_gp * gradient_penalty
+        d_loss.backward()
+        optimizer_D.step()
+        optimizer_G.zero_grad()
+        if i % opt.n_critic == 0:
+            fake_imgs = generator(z)
+            fake_validity = discriminator(fake_imgs)
+            g_loss = -torch.mean(fake_validity)
+            g_loss.backward()
+            optimizer_G.step()
+            print(
+                "[Epoch %d/%d] [Batch %d/%d] [D loss: %f] [G loss: %f]"
+                % (epoch, opt.n_epochs, i, len(dataloader), d_loss.item(), g_loss.item())
+            )
+            batches_done += opt.n_critic
+print(gradient_penalty.requires_grad, gradient_penalty.grad_fn is not None)
