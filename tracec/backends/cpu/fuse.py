@@ -65,13 +65,17 @@ class ProgramBuilder:
 
     ``inside``: the ops whose results are computed in the program;
     ``slot_of(value)``: the kernel slot of a value held in memory;
-    ``const_slot(op)``: the slot of a non-splat constant's global."""
+    ``const_slot(op)``: the slot of a non-splat constant's global;
+    ``subst``: values (a kernel's block arguments) to evaluate as other
+    values (the kernel operands that are views evaluated in the program,
+    their ops in ``inside``)."""
 
-    def __init__(self, shape, reduced, inside: set, slot_of, const_slot):
+    def __init__(self, shape, reduced, inside: set, slot_of, const_slot, subst=None):
         self.prog = LoopProgram(list(shape), list(reduced))
         self.inside = inside
         self.slot_of = slot_of
         self.const_slot = const_slot
+        self.subst = subst or {}
         self._memo: dict = {}
 
     # --- nodes -------------------------------------------------------------------
@@ -135,6 +139,7 @@ class ProgramBuilder:
         return k
 
     def _value(self, v: SSAValue, m: tuple) -> int:
+        v = self.subst.get(v, v)
         d = ir.dtype_of(v.type)
         if isinstance(v.owner, ir.ConstantOp):
             s = splat_value(v.owner)

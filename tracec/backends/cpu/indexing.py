@@ -34,7 +34,7 @@ from tracec.backends.cpu.builder import I1, I64, PTR, FuncBuilder
 from tracec.backends.cpu.fuse import _raw_strides, splat_value
 
 __all__ = ["emit_movement", "emit_index", "emit_arg", "emit_argsort", "folds_into_movement",
-           "movement_reads", "accumulate_fill"]
+           "folds_into_kernels", "movement_reads", "accumulate_fill"]
 
 MOVEMENT = ("pad", "concatenate")
 # The accumulating index ops and the scalar op each combines with.
@@ -71,6 +71,24 @@ def folds_into_movement(op) -> bool:
     """Whether the view op ``op`` is left to the pad / concatenate ops that
     read it (then it gets no step of its own)."""
     return ir.primitive_name(op) in _FOLDABLE_VIEWS and _read_by_movement_only(op.results[0])
+
+
+def folds_into_kernels(op, pending: set) -> bool:
+    """Whether the ``slice`` ``op`` is read only by fused kernels, which can
+    then read its source through the strided view (a max pool's window
+    taps, an RNN's gate chunks) instead of a copy; ``pending``: the slices
+    already left to kernels (a slice of one of those is not: one view
+    level keeps the fallback, a copy step, simple)."""
+    if ir.primitive_name(op) != "slice":
+        return False
+    uses = list(op.results[0].uses)
+    # A strided innermost read would keep the kernel's loop from vectorizing
+    # (a max pool's taps ran 3x slower read in place than copied first).
+    shape = ir.shape_of(op.results[0].type)
+    inner = [s for s, n in zip(ir.op_params(op)["steps"], shape) if n != 1][-1:]
+    return (inner in ([], [1]) and bool(uses)
+            and all(isinstance(u.operation, ir.KernelOp) for u in uses)
+            and op.operands[0].owner not in pending)
 
 
 def movement_reads(op, folded: set):
