@@ -28,6 +28,10 @@ __all__ = ["NotFusable", "ProgramBuilder", "splat_value", "REDUCE_KIND", "VIEW_O
 
 REDUCE_KIND = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min"}
 VIEW_OPS = frozenset({"reshape", "slice", "transpose", "broadcast_to"})
+#: Domains with a reduced dim 0 at least this large are split into blocks
+#: that threads can share (``LoopProgram.split_for_threads``): the
+#: lowering's ``PARALLEL_WORK``, below which a kernel runs on one thread.
+SPLIT_MIN_SIZE = 1 << 18
 
 
 class NotFusable(Exception):
@@ -245,6 +249,7 @@ class ProgramBuilder:
 
     def finish(self) -> LoopProgram:
         self.prog.coalesce()
+        self.prog.split_for_threads(SPLIT_MIN_SIZE)
         return self.prog
 
 
