@@ -49,13 +49,34 @@ def test_lstm_like_step_with_gradients_matches_eager():
             np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-5)
 
 
-def test_strided_innermost_slices_are_copied():
+def test_strided_innermost_slices_are_copied_together():
     def taps(x):
-        return (x[..., ::2] > x[..., 1::2]).float() * x[..., 1::2]
+        return (x[..., ::2] > x[..., 1::2]).float() * x[..., 1::2], x[..., 2::2].tanh()
     comp = tracec.compile(taps, backend="cpu")
-    x = tracec.randn(4, 3, 10)
-    np.testing.assert_array_equal(comp(x).numpy(), taps(x).numpy())
-    assert [k for k in _kernels(comp) if k.startswith("slice")], _kernels(comp)
+    x = tracec.randn(4, 3, 12)
+    for g, w in zip(comp(x), taps(x)):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+    # x[..., ::2] and x[..., 1::2] (6 columns) share a copy program,
+    # x[..., 2::2] (5 columns) gets its own
+    kernels = _kernels(comp)
+    assert "slices" in kernels and "slice" in kernels, kernels
+
+
+def test_max_pool_taps_share_one_copy_with_gradients():
+    import tracec.nn.functional as F
+
+    def step(x):
+        x.requires_grad_(True)
+        y = F.max_pool2d(x, 2)
+        (y * y.detach().tanh()).sum().backward()
+        return y.detach(), x.grad
+    comp = tracec.compile(step, backend="cpu")
+    x = tracec.randn(3, 5, 10, 14)
+    x = tracec.tensor(np.round(x.numpy() * 2) / 2)       # ties
+    for g, w in zip(comp(x), step(x)):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+    kernels = _kernels(comp)
+    assert "slices" in kernels and not [k for k in kernels if re.fullmatch(r"slice(_\d+)?", k)]
 
 
 def test_slice_read_by_a_sum_of_pads_kernel_is_copied():

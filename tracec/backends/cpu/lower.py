@@ -288,6 +288,9 @@ class Lowering:
         #: kernel program reads their source strided (``_materialize_views``
         #: gives one a step where a reader is not one program)
         self.kernel_views: set = set()
+        #: strided slices of one source copied by one step: first -> all
+        self.slice_groups: dict[Operation, list] = {}
+        self.grouped_slices: set = set()
         self.movement_inside: dict[Operation, frozenset] = {}
         #: fused kernels starting with a sum of zero pads (padsum.py), and
         #: those pads (they get no step of their own)
@@ -337,6 +340,8 @@ class Lowering:
             if name == "reshape":
                 plan.alias[op.results[0]] = op.operands[0]
                 continue
+            if op in self.grouped_slices:
+                continue        # copied with the first of its group
             if name == "broadcast_to" and indexing.accumulate_fill(op.results[0]) is not None:
                 continue       # filled by the index ops that read it
             if name == "transpose" and self._folds_into_matmuls(op) and \
@@ -355,6 +360,14 @@ class Lowering:
                 self.movement_inside[op] = frozenset(inside)
                 plan.steps.append(Step("op", op, reads, list(op.results)))
                 continue
+            if name == "slice":
+                group = indexing.sibling_slices(op, self.kernel_views)
+                if len(group) > 1:
+                    self.slice_groups[op] = group
+                    self.grouped_slices.update(group)
+                    plan.steps.append(Step("slices", op, [op.operands[0]],
+                                           [o.results[0] for o in group]))
+                    continue
             if name == "matmul":
                 srcs = self.mm_operands[op] = [self._matmul_operand(v) for v in op.operands]
                 plan.steps.append(Step("op", op, [v for v, _ in srcs], list(op.results)))
@@ -722,6 +735,9 @@ class Lowering:
             return
         if step.kind == "copy":
             self._emit_copy(step.payload, step.reads[0])
+            return
+        if step.kind == "slices":
+            indexing.emit_slices(self, self.slice_groups[step.payload])
             return
         op = step.payload
         name = ir.primitive_name(op)
