@@ -188,6 +188,44 @@ CHECK-NEXT: func.return [[A]], [[N]]
   %a = tracec.reduce_sum %x axes [] : tensor<4xf32> -> tensor<4xf32>
   %b = tracec.reduce_max %s axes [0] : tensor<f32> -> tensor<f32>""", "%a, %b"),
      "CHECK: func.return %x, %s\n"),
+    ("reshape_of_a_bias_add_moves_onto_the_product",
+     _fn("%x: tensor<5x3x10xf32>, %b: tensor<10xf32>, %c: tensor<1x1x10xf32>",
+         "tensor<15x10xf32>, tensor<15x10xf32>", """
+  %y = tracec.add %x, %b : (tensor<5x3x10xf32>, tensor<10xf32>) -> tensor<5x3x10xf32>
+  %r = tracec.reshape %y shape [15, 10] : tensor<5x3x10xf32> -> tensor<15x10xf32>
+  %z = tracec.mul %x, %c : (tensor<5x3x10xf32>, tensor<1x1x10xf32>) -> tensor<5x3x10xf32>
+  %s = tracec.reshape %z shape [15, 10] : tensor<5x3x10xf32> -> tensor<15x10xf32>""",
+         "%r, %s"),
+     """
+CHECK:      %[[X:.*]] = tracec.reshape %x shape [15, 10]
+CHECK-NEXT: %[[R:.*]] = tracec.add %[[X]], %b : (tensor<15x10xf32>, tensor<10xf32>)
+CHECK:      %[[C:.*]] = tracec.reshape %c shape [10]
+CHECK:      tracec.mul %{{.*}}, %[[C]] : (tensor<15x10xf32>, tensor<10xf32>)
+"""),
+    ("reshape_kept_where_an_operand_varies_along_regrouped_dims",
+     _fn("%x: tensor<5x3x10xf32>, %b: tensor<3x1xf32>, %d: tensor<5x3x10xf32>",
+         "tensor<15x10xf32>, tensor<15x10xf32>", """
+  %y = tracec.add %x, %b : (tensor<5x3x10xf32>, tensor<3x1xf32>) -> tensor<5x3x10xf32>
+  %r = tracec.reshape %y shape [15, 10] : tensor<5x3x10xf32> -> tensor<15x10xf32>
+  %z = tracec.mul %x, %d : (tensor<5x3x10xf32>, tensor<5x3x10xf32>) -> tensor<5x3x10xf32>
+  %s = tracec.reshape %z shape [15, 10] : tensor<5x3x10xf32> -> tensor<15x10xf32>""",
+         "%r, %s"),
+     """
+CHECK:      tracec.add %x, %b : (tensor<5x3x10xf32>, tensor<3x1xf32>)
+CHECK:      tracec.mul %x, %d : tensor<5x3x10xf32>
+"""),
+    ("reduce_over_regrouped_leading_dims_reads_the_source",
+     _fn("%y: tensor<15x10xf32>", "tensor<10xf32>, tensor<10xf32>, tensor<3xf32>", """
+  %r = tracec.reshape %y shape [5, 3, 10] : tensor<15x10xf32> -> tensor<5x3x10xf32>
+  %s = tracec.reduce_sum %r axes [0, 1] : tensor<5x3x10xf32> -> tensor<10xf32>
+  %m = tracec.reduce_max %r axes [0, 1] : tensor<5x3x10xf32> -> tensor<10xf32>
+  %n = tracec.reduce_sum %r axes [0, 2] : tensor<5x3x10xf32> -> tensor<3xf32>""",
+         "%s, %m, %n"),
+     """
+CHECK-DAG:  tracec.reduce_sum %y axes [0] : tensor<15x10xf32> -> tensor<10xf32>
+CHECK-DAG:  tracec.reduce_max %y axes [0] : tensor<15x10xf32> -> tensor<10xf32>
+CHECK-DAG:  tracec.reduce_sum %{{.*}} axes [0, 2] : tensor<5x3x10xf32> -> tensor<3xf32>
+"""),
     ("kernel_bodies_are_left_alone",
      _fn(f"%x: {F4}", F4, """
   %k = tracec.kernel %x : (tensor<4xf32>) -> tensor<4xf32> {

@@ -16,6 +16,7 @@ from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 from tracec import ir
 from tracec.passes.autodiff import AutodiffPass
 from tracec.passes.fusion import FusePass
+from tracec.passes.gather_sink import GatherSinkPass
 from tracec.passes.simplify import CanonicalizePass
 
 AUTODIFF = [AutodiffPass()]
@@ -23,6 +24,8 @@ OPTIMIZE = [
     CanonicalizePass(),                 # algebraic identities, constant folding
     CommonSubexpressionElimination(),   # xDSL's cse: one op per distinct computation
     DeadCodeElimination(),              # xDSL's dce: drop what the rewrites orphaned
+    GatherSinkPass(),                   # gathers of elementwise results, one-hot scatters
+    DeadCodeElimination(),              # the values only those gathers read
     FusePass(),                         # elementwise chains (+ a reduction) -> tracec.kernel
     DeadCodeElimination(),              # scalar constants / broadcasts copied into kernels
 ]

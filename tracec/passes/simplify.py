@@ -222,6 +222,73 @@ def _reshape_reshape(op):
     return [_new("reshape", [inner.owner.operands[0]], ir.op_params(op), op)]
 
 
+def _common_suffix(a, b) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[len(a) - 1 - n] == b[len(b) - 1 - n]:
+        n += 1
+    return n
+
+
+def _reshape_elementwise(op):
+    """``reshape(f(x, b))`` -> ``f(reshape(x), b)`` for an elementwise ``f``
+    read only by the reshape, with an operand ``b`` broadcast over the dims
+    the reshape regroups (a bias added before ``view(-1, n)``): the op then
+    runs on the reshaped shape, where it fuses with that shape's readers."""
+    x = op.operands[0]
+    f = x.owner
+    if not isinstance(f, Operation) or _prim(x) is None or \
+            PRIMITIVES[_prim(x)].kind != "elementwise" or len(list(x.uses)) != 1:
+        return None
+    src, dst = ir.shape_of(x.type), ir.shape_of(op.results[0].type)
+    if not all(isinstance(n, int) for n in (*src, *dst)):
+        return None
+    keep = _common_suffix(src, dst)
+    shapes = []              # each operand's new shape (None: as it is)
+    for u in f.operands:
+        us = tuple(ir.shape_of(u.type))
+        lead = len(us) - keep
+        if us == tuple(src):
+            shapes.append(tuple(dst))
+        elif any(n != 1 for n in us[:max(lead, 0)]):
+            return None          # varies along a regrouped dim
+        else:
+            shapes.append(us[lead:] if lead > 0 else None)
+    if all(sh == tuple(dst) for sh in shapes):
+        return None              # no broadcast operand: leave the reshape
+    # (ops are made only once the rule matches: a made op holds uses)
+    new, args = [], []
+    for u, sh in zip(f.operands, shapes):
+        if sh is None:
+            args.append(u)
+            continue
+        new.append(_new("reshape", [u], {"shape": sh}, op,
+                        ir.tensor_type(sh, ir.dtype_of(u.type))))
+        args.append(new[-1].results[0])
+    return new + [_new(_prim(x), args, ir.op_params(f), op)]
+
+
+def _reduce_reshape(op):
+    """``reduce(reshape(y), leading axes)`` -> ``reduce(y, leading axes)``
+    when the reshape only regroups the reduced leading dims (the bias
+    gradient of a ``[T, B, n]`` product read as ``[T * B, n]``): the sum
+    then runs over ``y``'s own domain, fused with ``y``'s kernel."""
+    y = op.operands[0]
+    if _prim(y) != "reshape":
+        return None
+    src = ir.shape_of(y.owner.operands[0].type)
+    mid = ir.shape_of(y.type)
+    axes = tuple(ir.op_params(op)["axes"])
+    if not axes or axes != tuple(range(len(axes))) or \
+            not all(isinstance(n, int) for n in (*src, *mid)):
+        return None
+    rest = tuple(mid[len(axes):])
+    k = len(src) - len(rest)
+    if k < 1 or tuple(src[k:]) != rest or math.prod(src[:k]) != math.prod(mid[:len(axes)]):
+        return None
+    p = dict(ir.op_params(op), axes=tuple(range(k)))
+    return [_new(ir.primitive_name(op), [y.owner.operands[0]], p, op)]
+
+
 def _broadcast_broadcast(op):
     inner = op.operands[0]
     if _prim(inner) != "broadcast_to":
@@ -361,11 +428,13 @@ RULES: tuple[tuple[str, Callable], ...] = (
     ("transpose", _transpose_matmul),              # (a @ b)^T -> b^T @ a^T (single use)
     ("reshape", _same_type),                       # reshape(x) to x's shape -> x
     ("reshape", _reshape_reshape),                 # reshape(reshape(x)) -> reshape(x)
+    ("reshape", _reshape_elementwise),             # reshape(x + bias) -> reshape(x) + bias
     ("broadcast_to", _same_type),                  # broadcast_to(x) to x's shape -> x
     ("broadcast_to", _broadcast_broadcast),        # broadcast_to(broadcast_to(x)) -> broadcast_to(x)
     ("cast", _same_type),                          # cast(x) to x's dtype -> x (a clone; SSA is immutable)
     ("where", _where_known_condition),             # where(true, a, b) -> a; where(false, a, b) -> b
     *((r, _reduce_nothing) for r in _REDUCE),      # reduce over no axes / of a 0-d value -> x
+    *((r, _reduce_reshape) for r in _REDUCE),      # reduce(reshape(y), leading) -> reduce(y, leading)
     ("full", _full),                               # full -> 0-d constant (broadcast if shaped)
     ("*", _absorb_broadcast),                      # f(broadcast_to(y), z) -> f(y, z) if shapes allow
     ("*", _fold_splats),                           # f(splat a, splat b) -> splat f(a, b)

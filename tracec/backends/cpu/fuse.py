@@ -28,6 +28,10 @@ __all__ = ["NotFusable", "ProgramBuilder", "splat_value", "REDUCE_KIND", "VIEW_O
 
 REDUCE_KIND = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min"}
 VIEW_OPS = frozenset({"reshape", "slice", "transpose", "broadcast_to"})
+#: Domains with a reduced dim 0 at least this large are split into blocks
+#: that threads can share (``LoopProgram.split_for_threads``): the
+#: lowering's ``PARALLEL_WORK``, below which a kernel runs on one thread.
+SPLIT_MIN_SIZE = 1 << 18
 
 
 class NotFusable(Exception):
@@ -65,13 +69,17 @@ class ProgramBuilder:
 
     ``inside``: the ops whose results are computed in the program;
     ``slot_of(value)``: the kernel slot of a value held in memory;
-    ``const_slot(op)``: the slot of a non-splat constant's global."""
+    ``const_slot(op)``: the slot of a non-splat constant's global;
+    ``subst``: values (a kernel's block arguments) to evaluate as other
+    values (the kernel operands that are views evaluated in the program,
+    their ops in ``inside``)."""
 
-    def __init__(self, shape, reduced, inside: set, slot_of, const_slot):
+    def __init__(self, shape, reduced, inside: set, slot_of, const_slot, subst=None):
         self.prog = LoopProgram(list(shape), list(reduced))
         self.inside = inside
         self.slot_of = slot_of
         self.const_slot = const_slot
+        self.subst = subst or {}
         self._memo: dict = {}
 
     # --- nodes -------------------------------------------------------------------
@@ -135,6 +143,7 @@ class ProgramBuilder:
         return k
 
     def _value(self, v: SSAValue, m: tuple) -> int:
+        v = self.subst.get(v, v)
         d = ir.dtype_of(v.type)
         if isinstance(v.owner, ir.ConstantOp):
             s = splat_value(v.owner)
@@ -240,6 +249,7 @@ class ProgramBuilder:
 
     def finish(self) -> LoopProgram:
         self.prog.coalesce()
+        self.prog.split_for_threads(SPLIT_MIN_SIZE)
         return self.prog
 
 

@@ -34,7 +34,8 @@ from tracec.backends.cpu.builder import I1, I64, PTR, FuncBuilder
 from tracec.backends.cpu.fuse import _raw_strides, splat_value
 
 __all__ = ["emit_movement", "emit_index", "emit_arg", "emit_argsort", "folds_into_movement",
-           "movement_reads", "accumulate_fill"]
+           "folds_into_kernels", "sibling_slices", "emit_slices", "movement_reads",
+           "accumulate_fill"]
 
 MOVEMENT = ("pad", "concatenate")
 # The accumulating index ops and the scalar op each combines with.
@@ -71,6 +72,57 @@ def folds_into_movement(op) -> bool:
     """Whether the view op ``op`` is left to the pad / concatenate ops that
     read it (then it gets no step of its own)."""
     return ir.primitive_name(op) in _FOLDABLE_VIEWS and _read_by_movement_only(op.results[0])
+
+
+def folds_into_kernels(op, pending: set) -> bool:
+    """Whether the ``slice`` ``op`` is read only by fused kernels, which can
+    then read its source through the strided view (a max pool's window
+    taps, an RNN's gate chunks) instead of a copy; ``pending``: the slices
+    already left to kernels (a slice of one of those is not: one view
+    level keeps the fallback, a copy step, simple)."""
+    if ir.primitive_name(op) != "slice":
+        return False
+    uses = list(op.results[0].uses)
+    # A strided innermost read would keep the kernel's loop from vectorizing
+    # (a max pool's taps ran 3x slower read in place than copied first).
+    shape = ir.shape_of(op.results[0].type)
+    inner = [s for s, n in zip(ir.op_params(op)["steps"], shape) if n != 1][-1:]
+    return (inner in ([], [1]) and bool(uses)
+            and all(isinstance(u.operation, ir.KernelOp) for u in uses)
+            and op.operands[0].owner not in pending)
+
+
+def sibling_slices(op, pending: set) -> list:
+    """The slices of ``op``'s source in its block with ``op``'s steps and
+    result type (``op`` first) that get copy steps: a max pool's window
+    taps, copied by one program that reads each line of the source once
+    (``emit_slices``) rather than once per tap."""
+    src = op.operands[0]
+    p = ir.op_params(op)
+    out = [op]
+    for u in src.uses:
+        o = u.operation
+        if o is op or o.parent is not op.parent or ir.primitive_name(o) != "slice" or \
+                o.results[0].type != op.results[0].type or \
+                ir.op_params(o)["steps"] != p["steps"] or folds_into_movement(o) or \
+                folds_into_kernels(o, pending) or o in out:
+            continue
+        out.append(o)
+    return out
+
+
+def emit_slices(low, ops) -> None:
+    """One loop program storing every slice of ``ops`` (one source, one
+    result type)."""
+    res = [o.results[0] for o in ops]
+    shape = ir.shape_of(res[0].type)
+    slots: list = []
+    pb = low._builder(shape, [False] * len(shape), set(ops), slots)
+    for r in res:
+        out = len(slots)
+        slots.append(low.slot_value(r))
+        pb.store(r, out)
+    low.kernels.program("slices", pb.finish(), slots)
 
 
 def movement_reads(op, folded: set):

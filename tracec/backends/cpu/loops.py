@@ -33,6 +33,11 @@ from tracec.symbolic import Sym
 
 __all__ = ["Access", "Node", "LoopProgram", "emit_program", "contiguous_strides"]
 
+#: Blocks (about) of ``LoopProgram.split_for_threads``, and the least width
+#: of a block along a contiguous innermost dim (it stays vectorized).
+SPLIT_BLOCKS = 16
+SPLIT_MIN_INNER = 64
+
 
 def contiguous_strides(shape) -> list[int]:
     out, s = [], 1
@@ -121,6 +126,41 @@ class LoopProgram:
             order = ([d for d, r in enumerate(self.reduced) if not r]
                      + [d for d, r in enumerate(self.reduced) if r])
             self._select(order)
+
+    def split_for_threads(self, min_size: int, blocks: int = SPLIT_BLOCKS) -> None:
+        """A domain whose dim 0 is reduced (a bias gradient summed over the
+        batch) cannot be split across threads by dim 0's range: split its
+        outermost kept dim ``d`` of size ``n`` into ``n / bs`` blocks of
+        ``bs`` instead, the block dim first (kept, so it splits), ``bs`` in
+        ``d``'s place.  Every access reads and writes what it did at each
+        point, each output element sums its terms in the same order, and
+        blocks write disjoint outputs; done only for domains of at least
+        ``min_size`` points, static sizes and strides, no index node on
+        ``d``, and a block count near ``blocks`` (each block at least
+        ``SPLIT_MIN_INNER`` wide where ``d`` is the contiguous innermost)."""
+        shape, reduced = self.shape, self.reduced
+        if not shape or not reduced[0] or all(reduced) or \
+                not all(isinstance(n, int) for n in shape) or self.size < min_size:
+            return
+        d = reduced.index(False)
+        if any(n.kind == "index" and n.dim == d for n in self.nodes) or \
+                not all(isinstance(x, int) for a in self.accesses() for x in a.strides):
+            return
+        n = shape[d]
+        least = SPLIT_MIN_INNER if d == len(shape) - 1 else 1
+        cands = [nb for nb in range(2, min(n, 64 * blocks) + 1)
+                 if n % nb == 0 and n // nb >= least]
+        if not cands:
+            return
+        nb = min(cands, key=lambda c: (abs(c - blocks), -c))
+        bs = n // nb
+        self.shape = [nb] + shape[:d] + [bs] + shape[d + 1:]
+        self.reduced = [False] + reduced
+        for a in self.accesses():
+            a.strides[:] = [a.strides[d] * bs] + a.strides
+        for node in self.nodes:
+            if node.kind == "index":
+                node.dim += 1
 
     def _select(self, dims: list[int]) -> None:
         """Keep ``dims`` (a subset, or a permutation), in that order."""

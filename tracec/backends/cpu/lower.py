@@ -307,6 +307,13 @@ class Lowering:
         self.programs: dict[Operation, tuple] = {}
         self.mm_operands: dict[Operation, list] = {}
         self.folded_views: set = set()            # read only through pad / concatenate
+        #: slices read only by fused kernels, not (yet) materialized: each
+        #: kernel program reads their source strided (``_materialize_views``
+        #: gives one a step where a reader is not one program)
+        self.kernel_views: set = set()
+        #: strided slices of one source copied by one step: first -> all
+        self.slice_groups: dict[Operation, list] = {}
+        self.grouped_slices: set = set()
         self.movement_inside: dict[Operation, frozenset] = {}
         #: fused kernels starting with a sum of zero pads (padsum.py), and
         #: those pads (they get no step of their own)
@@ -338,8 +345,10 @@ class Lowering:
                 if op in self.padsums and self._padsum_steps(op):
                     continue
                 if self._fusable(op):
-                    plan.steps.append(Step("program", op, list(op.operands), list(op.results)))
+                    plan.steps.append(Step("program", op, self._kernel_reads(op.operands),
+                                           list(op.results)))
                 else:
+                    self._materialize_views(op)
                     body = op.body.block
                     for a, v in zip(body.args, op.operands):
                         plan.alias[a] = v
@@ -354,10 +363,15 @@ class Lowering:
             if name == "reshape":
                 plan.alias[op.results[0]] = op.operands[0]
                 continue
+            if op in self.grouped_slices:
+                continue        # copied with the first of its group
             if name == "broadcast_to" and indexing.accumulate_fill(op.results[0]) is not None:
                 continue       # filled by the index ops that read it
             if name == "transpose" and self._folds_into_matmuls(op) and \
                     not self._kept_for_short_matmuls(op):
+                continue
+            if indexing.folds_into_kernels(op, self.kernel_views):
+                self.kernel_views.add(op)
                 continue
             if indexing.folds_into_movement(op):
                 self.folded_views.add(op)
@@ -369,6 +383,14 @@ class Lowering:
                 self.movement_inside[op] = frozenset(inside)
                 plan.steps.append(Step("op", op, reads, list(op.results)))
                 continue
+            if name == "slice":
+                group = indexing.sibling_slices(op, self.kernel_views)
+                if len(group) > 1:
+                    self.slice_groups[op] = group
+                    self.grouped_slices.update(group)
+                    plan.steps.append(Step("slices", op, [op.operands[0]],
+                                           [o.results[0] for o in group]))
+                    continue
             if name == "matmul":
                 srcs = self.mm_operands[op] = [self._matmul_operand(v) for v in op.operands]
                 plan.steps.append(Step("op", op, [v for v, _ in srcs], list(op.results)))
@@ -439,6 +461,7 @@ class Lowering:
         where the rest is not one program."""
         ps = self.padsums[op]
         plan = self.plan
+        self._materialize_views(op)
         reads = padsum.reads(self, ps)
         if ps.whole:
             plan.steps.append(Step("padsum", op, reads, [op.results[0]]))
@@ -455,6 +478,18 @@ class Lowering:
             plan.steps.append(Step("op", p, preads, list(p.results)))
         del self.padsums[op]
         return False
+
+    def _kernel_reads(self, values) -> list:
+        """The values a program step reads: a kernel view's source for it."""
+        return [v.owner.operands[0] if v.owner in self.kernel_views else v for v in values]
+
+    def _materialize_views(self, op: ir.KernelOp) -> None:
+        """A step for each pending kernel view ``op`` reads (``op`` is not
+        one program): later readers read the copy."""
+        for v in op.operands:
+            if v.owner in self.kernel_views:
+                self.kernel_views.discard(v.owner)
+                self.plan.steps.append(Step("op", v.owner, [v.owner.operands[0]], [v]))
 
     def _fusable(self, op: ir.KernelOp, exclude: frozenset = frozenset()) -> bool:
         """Whether ``op`` is one loop program (kept for ``_program_step``),
@@ -497,7 +532,7 @@ class Lowering:
 
     # --- programs ----------------------------------------------------------------------
 
-    def _builder(self, shape, reduced, inside, slots):
+    def _builder(self, shape, reduced, inside, slots, subst=None):
         def slot_of(v):
             key = self.slot_value(v)
             for i, s in enumerate(slots):
@@ -508,13 +543,15 @@ class Lowering:
 
         def const_slot(op):
             return slot_of(op.results[0])
-        return ProgramBuilder(shape, reduced, inside, slot_of, const_slot)
+        return ProgramBuilder(shape, reduced, inside, slot_of, const_slot, subst)
 
     def _kernel_program(self, op: ir.KernelOp, exclude: frozenset = frozenset()):
         body = op.body.block
         inside = {o for o in body.ops if not isinstance(o, ir.YieldOp) and o not in exclude}
         yields = list(body.last_op.operands)
         env = dict(zip(body.args, op.operands))
+        subst = {a: v for a, v in env.items() if v.owner in self.kernel_views}
+        inside.update(v.owner for v in subst.values())
         reds = [y.owner for y in yields if isinstance(y.owner, Operation)
                 and y.owner in inside and ir.primitive_name(y.owner) in REDUCE_KIND]
         for o in inside:
@@ -541,7 +578,7 @@ class Lowering:
         slots: list = []
         for a, v in env.items():
             self.plan.alias[a] = v
-        pb = self._builder(shape, reduced, inside, slots)
+        pb = self._builder(shape, reduced, inside, slots, subst)
         out_slots = []
         for r in op.results:
             out_slots.append(len(slots))
@@ -721,6 +758,9 @@ class Lowering:
             return
         if step.kind == "copy":
             self._emit_copy(step.payload, step.reads[0])
+            return
+        if step.kind == "slices":
+            indexing.emit_slices(self, self.slice_groups[step.payload])
             return
         op = step.payload
         name = ir.primitive_name(op)
