@@ -64,12 +64,12 @@ def describe(op: Operation) -> str:
     return f"{op.name} ({ins}) -> {outs} at {ir.format_loc(op)}"
 
 
-def _origin_name(v: SSAValue) -> str | None:
+def _origin_name(v: SSAValue, depth: int = 32) -> str | None:
     """The name of the function argument ``v`` is (``y``), or is computed
     from alone (``from y``: a reshape, cast or transpose of it, or a kernel
-    with it as its only operand), seen through kernel bodies."""
+    whose operands all come from it alone), seen through kernel bodies."""
     through = False
-    for _ in range(32):
+    for _ in range(depth):
         if isinstance(v, BlockArgument):
             parent = v.block.parent_op()
             if isinstance(parent, ir.KernelOp):
@@ -78,6 +78,11 @@ def _origin_name(v: SSAValue) -> str | None:
             n = ir.value_name(v)
             return None if n is None else (f"from {n}" if through else n)
         op = v.owner
+        if isinstance(op, ir.KernelOp) and len(op.operands) > 1 and depth > 1:
+            # where(y == -100, 0, y): several operands, one source
+            names = {_origin_name(o, depth - 1) for o in op.operands}
+            names = {n[5:] if n and n.startswith("from ") else n for n in names}
+            return f"from {names.pop()}" if len(names) == 1 and None not in names else None
         if not ((isinstance(op, ir.KernelOp) and len(op.operands) == 1)
                 or (ir.primitive_name(op) in _VIEWS and op.operands)):
             return None
