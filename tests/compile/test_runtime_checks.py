@@ -62,6 +62,10 @@ def _cross_entropy(x, t):
     return F.cross_entropy(x * 2.0, t, ignore_index=-100)
 
 
+def _mvlgamma(x):
+    return tracec.mvlgamma(x * 1.0, 3)
+
+
 def _masked_scatter(x, m, s):
     return x.masked_scatter(m, s * 2.0)
 
@@ -107,6 +111,8 @@ CASES = {
     "cross_entropy_negative_target": (
         _cross_entropy, (_t([[0.5, 1.0, 2.0], [1.0, 0.0, 0.0]]), _t([2, -100], I)),
         (_t([[0.5, 1.0, 2.0], [1.0, 0.0, 0.0]]), _t([2, -3], I)), "out of bounds"),
+    "mvlgamma": (_mvlgamma, (_t([1.5, 2.0]),), (_t([1.5, 1.0]),),
+                 "All elements must be greater than (p-1)/2"),
     "masked_scatter": (_masked_scatter, (_t([1.0, 2.0, 3.0]), _t([True, False, True], tracec.bool),
                                          _t([7.0, 8.0])),
                        (_t([1.0, 2.0, 3.0]), _t([True, True, True], tracec.bool), _t([7.0, 8.0])),
@@ -284,3 +290,17 @@ def test_aot_library_returns_the_checks_error_code(tmp_path):
     assert rc > 0
     msg = lib.step_error_message(rc)
     assert b"ZeroDivisionError" in msg and b"step.py:3:" in msg, msg
+
+
+def test_failure_anywhere_in_a_threaded_kernel_is_reported():
+    def f(x):
+        return ops.check(x, ops.ge(x, 0.0), "must not be negative") * 2.0 + 1.0
+    cf = tracec.compile(f)
+    x = np.random.default_rng(0).random(1 << 19, dtype=np.float32)   # split across threads
+    cf(tracec.tensor(x))
+    np.testing.assert_allclose(cf(tracec.tensor(x)).numpy(), x * 2 + 1, rtol=1e-6)
+    for k in (0, len(x) // 2 + 3, len(x) - 1):
+        bad = x.copy()
+        bad[k] = -1.0
+        with pytest.raises(RuntimeError, match="must not be negative"):
+            cf(tracec.tensor(bad))

@@ -263,17 +263,32 @@ class Kernels:
         codes = {m: check_code(self, m) for m in check_messages(prog)}
 
         def body(fb, ptrs, err, lo, hi, status):
-            def on_error(cond, message=None):
-                c = fb.i32(code if message is None else codes[message])
+            flags: dict = {}        # a check's message -> i32 slot: OR of its failures
 
-                def keep_earliest():
-                    # The smallest code wins: checks chained on one value
-                    # (one_hot's sign, then range) report as eager does.
-                    old = fb.load(status(), I32, 4)
-                    first = fb.ibin("or", fb.icmp("eq", old, fb.i32(0)), fb.icmp("ugt", old, c))
-                    fb.store(fb.select(first, c, old), status(), 4)
-                fb.if_then(cond, keep_earliest)
+            def fail(k: int) -> None:
+                # The smallest code wins: checks chained on one value
+                # (one_hot's sign, then range) report as eager does.
+                c = fb.i32(k)
+                old = fb.load(status(), I32, 4)
+                first = fb.ibin("or", fb.icmp("eq", old, fb.i32(0)), fb.icmp("ugt", old, c))
+                fb.store(fb.select(first, c, old), status(), 4)
+
+            def on_error(cond, message=None):
+                if message is None:
+                    fb.if_then(cond, lambda: fail(code))
+                    return
+                # A check ORs its failures into a flag, tested after the loop:
+                # a reduction the loop vectorizes (a branch per element would
+                # not, making the check cost 4x the ops it guards).
+                if message not in flags:
+                    flags[message] = fb.stack_slot(I32, fb.i32(0))
+                slot = flags[message]
+                fb.store(fb.ibin("or", fb.load(slot, I32, 4), fb.cast("zext", cond, I32)),
+                         slot, 4)
             emit_program(fb, prog, ptrs, lo, hi, on_error if code or codes else None)
+            for message, slot in flags.items():
+                fb.if_then(fb.icmp("ne", fb.load(slot, I32, 4), fb.i32(0)),
+                           lambda k=codes[message]: fail(k))
         # The program's dataclass repr describes it completely (shape,
         # nodes, accesses): the key of what emit_program builds.
         self.kernel(base, slots, n, body, work=prog.size * cost,
