@@ -1,12 +1,14 @@
 """Value checks eager mode makes on tensor data also run in compiled calls.
 
-Each case is a function whose eager run raises PyTorch's RuntimeError for
-bad values (integer division by zero, multinomial probabilities, bernoulli
-p, one_hot classes, binary_cross_entropy's range, masked_scatter's source
-size).  Compiled (``cpu``, ``interp``) after a call with good values, a call
-with bad ones raises the same error, naming this file's line on the cpu
-backend, and a failing training step leaves parameters and optimizer state
-as they were.  The recorded ``check`` op fuses with its neighbours.
+Each case is a function whose eager run raises PyTorch's error for bad
+values (integer division by zero, multinomial probabilities, bernoulli p,
+one_hot classes, binary_cross_entropy's range, masked_scatter's source size,
+negative class targets, mvlgamma's domain, a distribution's parameters).
+Compiled (``cpu``, ``interp``) after a call with good values, a call with
+bad ones raises a RuntimeError with the same words, naming this file's line
+on the cpu backend, and a failing training step leaves parameters and
+optimizer state as they were.  The recorded ``check`` op fuses with its
+neighbours, and a ``tracec build`` library returns its error code.
 """
 from __future__ import annotations
 
@@ -66,6 +68,10 @@ def _mvlgamma(x):
     return tracec.mvlgamma(x * 1.0, 3)
 
 
+def _normal(x, s):
+    return tracec.distributions.Normal(x, s * 1.0).log_prob(x).sum()
+
+
 def _masked_scatter(x, m, s):
     return x.masked_scatter(m, s * 2.0)
 
@@ -113,6 +119,9 @@ CASES = {
         (_t([[0.5, 1.0, 2.0], [1.0, 0.0, 0.0]]), _t([2, -3], I)), "out of bounds"),
     "mvlgamma": (_mvlgamma, (_t([1.5, 2.0]),), (_t([1.5, 1.0]),),
                  "All elements must be greater than (p-1)/2"),
+    "distribution_validate_args": (
+        _normal, (_t([0.5, 1.0]), _t([1.0, 2.0])), (_t([0.5, 1.0]), _t([1.0, -2.0])),
+        "Expected parameter scale (Tensor of shape (2,)) of distribution Normal"),
     "masked_scatter": (_masked_scatter, (_t([1.0, 2.0, 3.0]), _t([True, False, True], tracec.bool),
                                          _t([7.0, 8.0])),
                        (_t([1.0, 2.0, 3.0]), _t([True, True, True], tracec.bool), _t([7.0, 8.0])),
@@ -122,7 +131,8 @@ CASES = {
 
 #: PyTorch's exception where it is not a RuntimeError (compiled calls raise
 #: a RuntimeError naming the line for every failed check).
-EAGER_ERROR = {"cross_entropy_negative_target": IndexError}
+EAGER_ERROR = {"cross_entropy_negative_target": IndexError,
+               "distribution_validate_args": ValueError}
 
 
 def _line_of(fn) -> int:
