@@ -214,13 +214,14 @@ def test_failing_step_changes_no_state(backend):
     net, opt, step = _setup()
     cstep = tracec.compile(step, backend=backend)
     ref_net, ref_opt, ref_step = _setup()
-    for _ in range(3):
+    for _ in range(6):                  # past the first calls' slower paths
         np.testing.assert_allclose(cstep(x, k, d, t).item(), ref_step(x, k, d, t).item(),
                                    rtol=1e-5)
     before = _state(net, opt)
     assert len(before) == 4            # weight, bias and their momentum buffers
-    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
-        cstep(x, k, _t([[2, 0]], I), t)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            cstep(x, k, _t([[2, 0]], I), t)
     for a, b in zip(before, _state(net, opt)):
         np.testing.assert_array_equal(a, b)
     # ... and the next good step is the eager one's.
