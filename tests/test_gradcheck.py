@@ -77,6 +77,9 @@ SAMPLES = {
     "logical_and": [((_mask((3, 4)), _mask((4,), 1)), {})],
     "logical_or": [((_mask((3, 4)), _mask((3, 1), 1)), {})],
     "where": [((_mask((3, 4)), _r((3, 4)), _r((4,))), {}), ((_mask((3,)), _r((3,)), 0.0), {})],
+    # check: x (broadcast with an all-true condition); its gradient is g's.
+    "check": [((_r((3, 4)), np.ones((4,), bool)), {"message": "m"}),
+              ((_r((3,)), np.ones((2, 1), bool)), {"message": "m"})],
     "cast": [((_r((3, 4)),), {"dtype": dt.float64}), ((_idx((3,), 4),), {"dtype": dt.float64}),
              ((_r((2, 3)),), {"dtype": dt.float32})],
     "reduce_sum": [((_r((2, 3, 4)),), {"axes": (0, 2)}), ((_r((3,)),), {"axes": (0,)}),

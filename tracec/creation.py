@@ -362,7 +362,23 @@ def randperm(n, *, generator=None, dtype=None, device=None) -> Tensor:
     return _finish(perm if d is dt.int64 else ops.cast(perm, d), False, device)
 
 
+#: PyTorch's message for a tensor of probabilities outside [0, 1].
+BAD_P = "Expected p_in >= 0 && p_in <= 1 to be true, but got false."
+
+
+def checked_probabilities(p: Tensor) -> Tensor:
+    """``p``, checked to lie in [0, 1] (NaN passes, as in PyTorch): in Python
+    in eager mode, by a recorded ``check`` while tracing (so that a compiled
+    call checks its own ``p``)."""
+    if RECORDERS:
+        return ops.check(p, ops.logical_not(ops.logical_or(ops.lt(p, 0), ops.gt(p, 1))), BAD_P)
+    if np.any((p._data < 0) | (p._data > 1)):
+        raise RuntimeError(BAD_P)
+    return p
+
+
 def bernoulli(p, *, generator=None) -> Tensor:
+    p = checked_probabilities(p)
     u = (generator or default_generator).uniform(p.shape, p.dtype)
     with graph.no_grad():
         return ops.cast(ops.lt(u, p), p.dtype)

@@ -267,12 +267,20 @@ fmax = _fminmax("fmax", ops.maximum)
 fmin = _fminmax("fmin", ops.minimum)
 
 
-def _check_int_zero(b, name):
-    if isinstance(b, Tensor) and not b.dtype.is_floating_point and not RECORDERS:
+def _check_int_zero(b):
+    """The divisor ``b`` of an integer division, checked to hold no zero:
+    at once in eager mode, by a recorded ``check`` while tracing (so every
+    compiled call checks its own divisor)."""
+    if isinstance(b, Tensor):
+        if b.dtype.is_floating_point:
+            return b
+        if RECORDERS:
+            return ops.check(b, ops.ne(b, 0), "ZeroDivisionError")
         if np.any(b._data == 0):
             raise RuntimeError("ZeroDivisionError")
-    elif not isinstance(b, Tensor) and b == 0:
+    elif b == 0:
         raise RuntimeError("ZeroDivisionError")
+    return b
 
 
 def _fmod(a, b, d):
@@ -282,7 +290,7 @@ def _fmod(a, b, d):
         q = _trunc(ops.div(ad, bd))
         # q == 0 (|a| < |b|, b infinite too): a itself, not a - 0 * inf.
         return ops.sub(a, ops.where(ops.eq(q, 0.0), 0.0, ops.mul(q, b)))
-    _check_int_zero(b, "fmod")
+    b = _check_int_zero(b)
     return ops.sub(a, ops.mul(ops.div(a, b), b))   # int div truncates
 
 
@@ -316,7 +324,7 @@ def floor_divide(input, other):  # noqa: A002
     if d is dt.bool_:
         raise RuntimeError("\"div_floor_cpu\" not implemented for 'Bool'")
     if not d.is_floating_point:
-        _check_int_zero(b, "floor_divide")
+        b = _check_int_zero(b)
         q = ops.div(a, b)
         r = ops.sub(a, ops.mul(q, b))
         return ops.where(ops.logical_and(ops.ne(r, 0), ops.ne(ops.lt(r, 0), ops.lt(b, 0))),
@@ -346,7 +354,7 @@ def div(input, other, *, rounding_mode=None):  # noqa: A002
                          f"but found '{rounding_mode}'")
     (a, b), d = promote("div", input, other)
     if not d.is_floating_point:
-        _check_int_zero(b, "div")
+        b = _check_int_zero(b)
         return ops.div(a, b)
     return trunc(ops.div(a, b))
 

@@ -45,17 +45,15 @@ def bernoulli_(self, p=0.5, *, generator=None):
     """Each element 1 with probability ``p`` (a number, or a tensor
     broadcastable to ``self``), else 0."""
     if isinstance(p, Tensor):
-        # An argument check only: the draw below is recorded, a compiled call
-        # checks the values it was traced with.
-        pv = p._data.astype(np.float64)
-        bad = bool(np.any((pv < 0) | (pv > 1)))
+        # PyTorch's check of a tensor p; while tracing a recorded check, so
+        # that a compiled call checks its own p.
+        pv = creation.checked_probabilities(p)
     else:
         pv = float(p)
-        bad = not 0 <= pv <= 1
-    if bad:
-        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
+        if not 0 <= pv <= 1:
+            raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
     with graph.no_grad():
-        pt = ops.cast(p.detach(), _WORK) if isinstance(p, Tensor) else pv
+        pt = ops.cast(pv.detach(), _WORK) if isinstance(pv, Tensor) else pv
         hit = ops.lt(_uniform(self, generator), pt)
     if tuple(hit.shape) != tuple(self.shape):
         raise RuntimeError(f"bernoulli_: p of shape {tuple(p.shape)} cannot be broadcast to "

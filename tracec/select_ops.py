@@ -22,7 +22,7 @@ from tracec.ops.core import normalize_axis
 from tracec.rearrange import cumsum
 from tracec.scatter_ops import _put_flat
 from tracec.shape_extra import broadcast_shapes, movedim
-from tracec.tensor import Tensor, concrete
+from tracec.tensor import RECORDERS, Tensor, concrete
 
 __all__ = ["take", "take_along_dim", "put", "masked_select", "masked_scatter", "nonzero",
            "argwhere", "select", "select_scatter", "slice_scatter", "diagonal_scatter"]
@@ -105,6 +105,9 @@ def masked_select(input, mask):
     return _named(ops.take(flat, Tensor._from_data(pos), 0), "MaskedSelectBackward0")
 
 
+_SHORT_SOURCE = "Number of elements of source < number of ones in mask"
+
+
 def masked_scatter(input, mask, source):
     """Where ``mask`` is true, the next element of ``source`` (row-major):
     the k-th true position reads ``source.flat[k]``, k from a cumsum of the
@@ -116,15 +119,25 @@ def masked_scatter(input, mask, source):
     shape = tuple(input.shape)
     m = ops.broadcast_to(mask, shape) if tuple(mask.shape) != shape else mask
     n = input.numel()
-    if int(mask._data.sum() if mask.shape == shape else np.broadcast_to(
-            mask._data, shape).sum()) > source.numel():  # a check only
-        raise RuntimeError("Number of elements of source < number of ones in mask")
+    if not RECORDERS and int(mask._data.sum() if mask.shape == shape else np.broadcast_to(
+            mask._data, shape).sum()) > source.numel():
+        raise RuntimeError(_SHORT_SOURCE)
     mflat = ops.reshape(m, (n,))
-    k = ops.sub(cumsum(ops.cast(mflat, dt.int64), 0), 1)
-    k = ops.where(mflat, k, 0)
+    ones = cumsum(ops.cast(mflat, dt.int64), 0)
+    k = ops.where(mflat, ops.sub(ones, 1), 0)
+    enough = None
+    if RECORDERS and n:
+        # A recorded check (a compiled call checks its own mask), on what
+        # is read next: it fails before ``take`` would.
+        enough = ops.le(ops.reshape(ops.slice_(ones, (n - 1,), (n,), (1,)), ()),
+                        source.numel())
+        k = ops.check(k, enough, _SHORT_SOURCE)
     src = ops.reshape(source, (source.numel(),))
     if source.numel() == 0:
-        return _named(ops.cast(input, input.dtype), "MaskedScatterBackward0")
+        out = ops.cast(input, input.dtype)
+        if enough is not None:
+            out = ops.check(out, enough, _SHORT_SOURCE)
+        return _named(out, "MaskedScatterBackward0")
     vals = ops.reshape(ops.take(src, k, 0), shape)
     return _named(ops.where(m, vals, input), "MaskedScatterBackward0")
 

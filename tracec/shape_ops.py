@@ -16,7 +16,7 @@ from tracec import ops
 from tracec.functions import _named, _operand, promote
 from tracec.ops.core import normalize_axis
 from tracec.symbolic import Sym
-from tracec.tensor import SYM_SHAPES, Tensor, bind_movement, concrete
+from tracec.tensor import RECORDERS, SYM_SHAPES, Tensor, bind_movement, concrete
 
 
 def _shape_arg(shape):
@@ -317,8 +317,12 @@ def one_hot(x, num_classes=-1):
         # inside tracec.compile, where it would freeze the first call's size).
         v = concrete(x, "one_hot(num_classes=-1) (its size depends on the values)")
         num_classes = int(v.max()) + 1 if x.numel() else 0
-    v = x._data   # a check of the argument only: the result does not depend on it
-    if x.numel() and (v.min() < 0 or v.max() >= num_classes):
+    if RECORDERS:
+        # Recorded checks (a compiled call checks its own classes), chained
+        # so that the sign is reported first, as below.
+        x = ops.check(x, ops.ge(x, 0), "Class values must be non-negative.")
+        x = ops.check(x, ops.lt(x, num_classes), "Class values must be smaller than num_classes.")
+    elif x.numel() and ((v := x._data).min() < 0 or v.max() >= num_classes):
         raise RuntimeError("Class values must be smaller than num_classes." if v.min() >= 0
                            else "Class values must be non-negative.")
     classes = ops.iota((num_classes,), dt.int64, 0, like=x)

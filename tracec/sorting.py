@@ -20,7 +20,7 @@ from tracec import graph, ops
 from tracec.functions import _named
 from tracec.ops.core import normalize_axis
 from tracec.rearrange import cumsum
-from tracec.tensor import Tensor
+from tracec.tensor import RECORDERS, Tensor
 from tracec.return_types import structseq
 
 __all__ = ["sort", "argsort", "topk", "msort", "multinomial"]
@@ -91,12 +91,15 @@ def multinomial(input, num_samples: int, replacement: bool = False, *,  # noqa: 
     if not replacement and num_samples > n:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
                            "replacement")
-    _check_distribution(input)
+    if not RECORDERS:
+        _check_distribution(input)
     with graph.no_grad():
         p = input.detach() if input.ndim == 2 else ops.reshape(input.detach(), (1, n))
         rows = p.shape[0]
         work = dt.float64
         p = ops.cast(p, work)
+        if RECORDERS:
+            p = _checked_distribution(p)
         if replacement:
             cdf = cumsum(p, 1)
             total = ops.slice_(cdf, (0, n - 1), (rows, n), (1, 1))
@@ -117,12 +120,24 @@ def multinomial(input, num_samples: int, replacement: bool = False, *,  # noqa: 
     return idx if input.ndim == 2 else ops.reshape(idx, (num_samples,))
 
 
+_BAD_PROBS = "probability tensor contains either `inf`, `nan` or element < 0"
+_ZERO_SUM = "invalid multinomial distribution (sum of probabilities <= 0)"
+
+
 def _check_distribution(p: Tensor) -> None:
-    # A check of the argument only: the draw does not depend on this Python
-    # reading (a compiled call checks the values it was traced with).
+    # Eager mode: a Python check of the argument's values.
     a = p._data.astype(np.float64)
     if not np.all(np.isfinite(a)) or (a < 0).any():
-        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+        raise RuntimeError(_BAD_PROBS)
     rows = a.reshape(-1, a.shape[-1])
     if (rows.sum(axis=1) <= 0).any():
-        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+        raise RuntimeError(_ZERO_SUM)
+
+
+def _checked_distribution(p: Tensor) -> Tensor:
+    """The same checks as ``_check_distribution`` on float64 rows ``p``, as
+    recorded ``check`` ops (while tracing: a compiled call checks its own
+    probabilities)."""
+    p = ops.check(p, ops.logical_and(ops.ge(p, 0.0), ops.ne(p, float("inf"))), _BAD_PROBS)
+    total = ops.reshape(ops.reduce_sum(p, (1,)), (p.shape[0], 1))
+    return ops.check(p, ops.gt(total, 0.0), _ZERO_SUM)

@@ -194,6 +194,10 @@ def _cases(name):
         return [([bools(3, 4), randn(3, 4), randn(4)], {}),
                 ([bools(4), randn(3, 1, dtype=np.float64), randn(dtype=np.float64)], {}),
                 ([bools(2, 3), ints(0, 9, 2, 3), ints(0, 9, 3)], {})]
+    if name == "check":     # conditions that hold (test_runtime_checks.py fails them)
+        return [([randn(3, 4), np.ones(4, bool)], {"message": "m"}),
+                ([ints(0, 9, 5), np.ones((2, 1), bool)], {"message": "m"}),
+                ([bools(3), np.ones((), bool)], {"message": "m"})]
     if name == "cast":
         return _cast_cases()
     if name in ("reduce_sum", "reduce_max", "reduce_min"):

@@ -12,7 +12,7 @@ from ir_samples import PRIMITIVE_SAMPLES, all_primitives_module
 
 
 def test_every_primitive_has_an_op_class():
-    assert len(tops.PRIMITIVES) == 57
+    assert len(tops.PRIMITIVES) == 58
     assert set(ir.OP_BY_PRIMITIVE) == set(tops.PRIMITIVES)
     assert set(ir.SPECS) == set(tops.PRIMITIVES)
     assert set(PRIMITIVE_SAMPLES) == set(tops.PRIMITIVES)
@@ -65,7 +65,10 @@ def test_make_op_op_params_round_trip(name, modules):
     # The primitive's NumPy implementation takes the decoded params as is
     # and produces the op's result type.
     rng = np.random.default_rng(0)
-    out = tops.PRIMITIVES[name].impl(*[_random(a, rng) for a in avals], **ir.op_params(op2))
+    arrays = [_random(a, rng) for a in avals]
+    if name == "check":
+        arrays[1][...] = True       # a check that passes (one that fails raises)
+    out = tops.PRIMITIVES[name].impl(*arrays, **ir.op_params(op2))
     assert tuple(out.shape) == ir.shape_of(op2.result)
 
 

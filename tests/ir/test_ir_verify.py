@@ -37,6 +37,8 @@ def test_binary_operands_must_share_element_type():
     ("eq", [((4,), F32), ((4,), F32)], {}, ((4,), F32), "result dtype should be bool"),
     ("exp", [((4,), dt.int64)], {}, ((4,), dt.int64), "floating point"),
     ("where", [((4,), F32), ((4,), F32), ((4,), F32)], {}, ((4,), F32), "condition must be bool"),
+    ("check", [((4,), F32), ((4,), F32)], {"message": "m"}, ((4,), F32), "condition must be bool"),
+    ("check", [((4,), F32), ((3, 1), dt.bool_)], {"message": "m"}, ((4,), F32), "broadcast"),
     ("cast", [((4,), F32)], {"dtype": dt.float16}, ((4,), F32), "result dtype should be float16"),
     ("reduce_sum", [((2, 3), F32)], {"axes": (2,)}, ((2,), F32), "axes"),
     ("reduce_sum", [((2, 3), dt.bool_)], {"axes": (1,)}, ((2,), dt.bool_), "int64"),

@@ -2,17 +2,20 @@
 validation with PyTorch's messages, ``sample`` as ``rsample`` without
 gradients).
 
-Validation is on by default, as in PyTorch. It reads tensor values, which
-a trace cannot record, so while ``tracec.compile`` records a function the
-checks are skipped (the compiled function does not validate; eager calls
-do).
+Validation is on by default, as in PyTorch. It reads tensor values in
+eager mode; while ``tracec.compile`` records a function, a parameter whose
+constraint is a test of primitives (bounds, intervals, integers, simplex) is
+replaced by a recorded ``check`` of it, so that every compiled call
+validates its own parameters (raising a RuntimeError naming the line, where
+eager raises PyTorch's ValueError); other constraints and ``log_prob``'s
+value are not checked in compiled calls.
 ``batch_shape`` and ``event_shape`` are ``Size`` tuples.
 """
 from __future__ import annotations
 
 import warnings
 
-from tracec import graph
+from tracec import graph, ops
 from tracec.distributions import constraints
 from tracec.distributions.utils import lazy_property
 from tracec.tensor import CONCRETE_CHECKS, Size, Tensor, concrete
@@ -27,6 +30,31 @@ def _recording() -> bool:
 
 def _all(valid: Tensor) -> bool:
     return bool(concrete(valid, "distribution argument validation").all())
+
+
+#: Constraints whose ``check`` is primitives only (no Python read of values).
+_TRACEABLE = (constraints._Real, constraints._Boolean, constraints._IntegerInterval,
+              constraints._IntegerLessThan, constraints._IntegerGreaterThan,
+              constraints._GreaterThan, constraints._GreaterThanEq, constraints._LessThan,
+              constraints._Interval, constraints._Simplex)
+
+
+def _recorded_check(dist, param: str, value, constraint) -> None:
+    """While tracing: ``dist.<param>`` becomes ``value`` checked to satisfy
+    ``constraint`` (where its check is primitives only), so that what is
+    computed from it depends on the check."""
+    base = constraint
+    while isinstance(base, constraints._IndependentConstraint):
+        base = base.base_constraint
+    if not isinstance(base, _TRACEABLE) or not isinstance(value, Tensor) \
+            or param not in dist.__dict__:
+        return
+    ok = constraint.check(value)
+    ok = ok.reshape(tuple(ok.shape) + (1,) * (value.ndim - ok.ndim))   # event dims
+    dist.__dict__[param] = ops.check(value, ok, (
+        f"Expected parameter {param} ({type(value).__name__} of shape {tuple(value.shape)}) "
+        f"of distribution {type(dist).__name__} to satisfy the constraint {constraint!r}, "
+        "but found invalid values"))
 
 
 def _show(t: Tensor):
@@ -51,7 +79,8 @@ class Distribution:
         self._event_shape = Size(tuple(event_shape))
         if validate_args is not None:
             self._validate_args = validate_args
-        if self._validate_args and not _recording():
+        if self._validate_args:
+            recording = _recording()
             for param, constraint in self.arg_constraints.items():
                 if constraints.is_dependent(constraint):
                     continue
@@ -59,7 +88,9 @@ class Distribution:
                                                              lazy_property):
                     continue  # the parameter that was not given
                 value = getattr(self, param)
-                if not _all(constraint.check(value)):
+                if recording:
+                    _recorded_check(self, param, value, constraint)
+                elif not _all(constraint.check(value)):
                     raise ValueError(
                         f"Expected parameter {param} ({type(value).__name__} of shape "
                         f"{tuple(value.shape)}) of distribution {self!r} to satisfy the "

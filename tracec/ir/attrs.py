@@ -10,6 +10,7 @@ int       int (axis)                         ``IntegerAttr`` of ``i64``
 dtype     ``tracec.dtypes.DType``            the element type (``f32``, ``i1``)
 scalar    float, int or bool (fill value)    ``FloatAttr`` f64 / ``IntegerAttr``
                                              i64 / ``IntegerAttr`` i1
+str       str (a run-time check's message)   ``StringAttr``
 ========  =================================  ==================================
 
 Invariant: ``decode(kind, encode(kind, v)) == v`` with the same Python type
@@ -97,6 +98,10 @@ def encode_param(kind: str, v, what: str = "param") -> Attribute:
         return element_type(v)
     if kind == "scalar":
         return encode_scalar(v)
+    if kind == "str":
+        if not isinstance(v, str):
+            raise TypeError(f"{what}: expected a str, got {v!r}")
+        return StringAttr(v)
     raise ValueError(f"unknown parameter kind {kind!r}")
 
 
@@ -110,6 +115,8 @@ def decode_param(kind: str, a: Attribute):
         return dtype_of_element(a)
     if kind == "scalar":
         return decode_scalar(a)
+    if kind == "str":
+        return a.data
     raise ValueError(f"unknown parameter kind {kind!r}")
 
 

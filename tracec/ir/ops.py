@@ -83,6 +83,8 @@ def _specs() -> dict[str, PrimSpec]:
     for n in "eq ne lt le gt ge logical_and logical_or".split():
         add(n, "compare", ["lhs", "rhs"])
     add("where", "where", ["cond", "x", "y"])
+    # x, failing at run time with ``message`` where cond is false.
+    add("check", "check", ["x", "cond"], [("message", "str")])
     add("cast", "cast", ["x"], [("dtype", "dtype")])
     for n in "reduce_sum reduce_max reduce_min".split():
         add(n, "reduce", ["x"], [("axes", "ints")])
@@ -171,6 +173,13 @@ def _check_group(op: "PrimitiveOp", p: dict, sh: list, ds: list, rs: tuple, rd):
         want = dt.bool_ if g == "compare" else vals[0]
         if rd is not want:
             return f"result dtype should be {want.name}"
+        if rs != _broadcast(*sh):
+            return "result shape should be the broadcast of the operand shapes"
+    elif g == "check":
+        if ds[1] is not dt.bool_:
+            return f"condition must be bool, got {ds[1].name}"
+        if rd is not ds[0]:
+            return f"result dtype should be {ds[0].name}"
         if rs != _broadcast(*sh):
             return "result shape should be the broadcast of the operand shapes"
     elif g == "reduce":
@@ -282,6 +291,7 @@ _PROP_CONSTRAINT = {
     "int": lambda: prop_def(IntegerAttr[I64]),
     "dtype": lambda: prop_def(TypeAttribute),
     "scalar": lambda: prop_def(Attribute),
+    "str": lambda: prop_def(StringAttr),
 }
 
 

@@ -13,7 +13,7 @@ import warnings
 from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import ops
-from tracec.tensor import Tensor
+from tracec.tensor import RECORDERS, Tensor
 
 __all__ = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss",
            "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits",
@@ -133,6 +133,13 @@ def _nll(input: Tensor, target: Tensor, weight, ignore_index: int):
     """Per-element losses and weights (0 where ignored), shaped like target."""
     ignored = ops.eq(target, ignore_index)
     safe = ops.where(ignored, 0, target)
+    # A negative class would wrap around in gather (classes past the end
+    # fail there): PyTorch's IndexError in eager mode, a recorded check
+    # while tracing (so that a compiled call checks its own targets).
+    if RECORDERS:
+        safe = ops.check(safe, ops.ge(safe, 0), "Target is out of bounds (negative).")
+    elif (v := target._data).size and (bad := v[(v < 0) & (v != ignore_index)]).size:
+        raise IndexError(f"Target {bad.flat[0]} is out of bounds.")
     idx = ops.reshape(safe, (target.shape[0], 1) + tuple(target.shape[1:]))
     picked = ops.reshape(ops.gather(input, idx, 1), tuple(target.shape))
     if weight is not None:
@@ -233,6 +240,19 @@ def _clamped_log(x: Tensor) -> Tensor:
     return ops.where(pos, TF.clamp(ops.log(safe), min=-100.0), -100.0)
 
 
+def _probabilities(v: Tensor, what: str) -> Tensor:
+    """``v``, checked to lie in [0, 1] (NaN refused, as PyTorch does): in
+    Python in eager mode, by a recorded check while tracing (so that a
+    compiled call checks its own arguments)."""
+    message = f"all elements of {what} should be between 0 and 1"
+    if RECORDERS:
+        return ops.check(v, ops.logical_and(ops.ge(v, 0), ops.le(v, 1)), message)
+    a = v._data
+    if a.size and not ((a >= 0) & (a <= 1)).all():
+        raise RuntimeError(message)
+    return v
+
+
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction: str = "mean"):
     _check_tensor(input, "binary_cross_entropy", "input")
@@ -242,12 +262,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         raise ValueError(f"Using a target size ({target.shape}) that is different to the "
                          f"input size ({input.shape}) is deprecated. Please ensure they "
                          "have the same size.")
-    # A check of the arguments only (the loss does not depend on it): PyTorch
-    # refuses probabilities outside [0, 1], NaN included.
-    for what, v in (("input", input), ("target", target)):
-        a = v._data
-        if a.size and not ((a >= 0) & (a <= 1)).all():
-            raise RuntimeError(f"all elements of {what} should be between 0 and 1")
+    input, target = [_probabilities(v, what) for what, v in (("input", input),
+                                                              ("target", target))]
     t = _as(target, input.dtype)
     loss = TF.neg(TF.add(TF.mul(t, _clamped_log(input)),
                          TF.mul(TF.sub(1.0, t), _clamped_log(TF.sub(1.0, input)))))

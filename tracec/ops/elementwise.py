@@ -320,6 +320,40 @@ where_p = Primitive("where", kind="elementwise", impl=np.where,
 def where(c, x, y): return where_p.bind(c, x, y)
 
 
+# --- check: a value test that runs wherever the program runs ----------------------
+
+def _check_dtype(x, c, **_):
+    if c is not dt.bool_:
+        raise ShapeError(f"check: condition must be bool, got {c}")
+    return x
+
+
+def _check_impl(x, cond, *, message):
+    if not np.all(cond):
+        raise RuntimeError(message)
+    shape = np.broadcast_shapes(np.shape(x), np.shape(cond))
+    # A copy (never the operand itself: eager results own their memory).
+    return np.array(np.broadcast_to(x, shape)) if np.shape(x) != shape else x.copy()
+
+
+# ``check(x, cond, message)`` is ``x`` (broadcast with ``cond``), and fails
+# with ``RuntimeError(message)`` where any element of ``cond`` is false.  It
+# has a result so that the value it guards depends on it: passes keep it
+# exactly as long as that value is used, fusion treats it as any elementwise
+# op, and its gradient is the identity for ``x``.  Front ends record it
+# while tracing in place of the Python checks eager mode makes on values, so
+# a compiled call checks the values of *its* arguments.
+check_p = Primitive("check", kind="elementwise", impl=_check_impl,
+                    shape_rule=lambda x, c, **_: broadcast_shapes(x, c),
+                    dtype_rule=_check_dtype,
+                    vjp=lambda g, x, c, out, *, message: (_red(g, x), None), save=(),
+                    nondiff_argnums=(1,))
+
+
+def check(x, cond, message: str):
+    return check_p.bind(x, cond, message=message)
+
+
 def _cast_impl(x, *, dtype):
     # Always a C-contiguous copy: clone() and contiguous() are casts to the same dtype.
     with np.errstate(over="ignore", invalid="ignore"):   # PyTorch casts silently

@@ -162,6 +162,8 @@ class ProgramBuilder:
             raise NotFusable(f"{v} is not available")
         name = ir.primitive_name(op)
         p = ir.op_params(op) if name else {}
+        if name == "check":     # the message a failure raises names the user's line
+            p = {"message": f"{ir.format_loc(op)}: {p['message']}"}
         shape = ir.shape_of(v.type)
         if name in scalar.ELEMENTWISE or name == "broadcast_to":
             args = [self.value(u, self._bmap(m, shape, ir.shape_of(u.type)))

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 
 from tracec import dtypes as dt
 from tracec.backends.cpu import scalar
-from tracec.backends.cpu.builder import F64, I64, FuncBuilder, bits_of
+from tracec.backends.cpu.builder import F64, I1, I64, FuncBuilder, bits_of
 from tracec.ops.random import uniform_bits
 from tracec.symbolic import Sym
 
-__all__ = ["Access", "Node", "LoopProgram", "emit_program", "contiguous_strides"]
+__all__ = ["Access", "Node", "LoopProgram", "emit_program", "check_messages", "contiguous_strides"]
 
 #: Blocks (about) of ``LoopProgram.split_for_threads``, and the least width
 #: of a block along a contiguous innermost dim (it stays vectorized).
@@ -223,6 +223,13 @@ class _Eval:
                 v = self.offset(n.access, idx)
             elif n.kind == "random":
                 v = _uniform(fb, self.ptrs[n.access.slot], ev(n.args[0]), n.dtype)
+            elif n.name == "check":
+                x, cond = [ev(a) for a in n.args]
+                if self.on_error is None:
+                    raise scalar.LoweringError(f"a run-time check ({n.params['message']}) in "
+                                               "a loop that cannot report errors")
+                self.on_error(fb.ibin("xor", cond, fb.const(True, I1)), n.params["message"])
+                v = x
             else:
                 args = [ev(a) for a in n.args]
                 v = None
@@ -265,9 +272,17 @@ def _uniform(fb: FuncBuilder, state_ptr, linear, d: dt.DType):
     return scalar.cast(fb, u, dt.float64, d)
 
 
+def check_messages(prog: LoopProgram) -> list[str]:
+    """The messages of ``prog``'s run-time checks, in node order, each once."""
+    return list(dict.fromkeys(n.params["message"] for n in prog.nodes
+                              if n.kind == "prim" and n.name == "check"))
+
+
 def emit_program(fb: FuncBuilder, prog: LoopProgram, ptrs, lo, hi, on_error=None) -> None:
     """Emit ``prog``'s loop nest into ``fb`` at the current block; dim 0
-    runs over ``[lo, hi)``."""
+    runs over ``[lo, hi)``.  ``on_error(cond, message=None)`` records a
+    failure where the i1 ``cond`` holds: an op's own (integer ``pow``), or a
+    ``check`` node's with its message (``check_messages``)."""
     ev = _Eval(fb, prog, ptrs, on_error)
     shape, reduced = prog.shape, prog.reduced
     rank = len(shape)

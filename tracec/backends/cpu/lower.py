@@ -45,7 +45,7 @@ from tracec.backends.cpu import (collectives, gemm_small, indexing, matmul, pads
 from tracec.backends.cpu.builder import I1, I8, I32, I64, PTR, ModuleBuilder
 from tracec.backends.cpu.codegen import PYOBJECT_DATA_OFFSET
 from tracec.backends.cpu.fuse import REDUCE_KIND, NotFusable, ProgramBuilder, splat_value
-from tracec.backends.cpu.loops import LoopProgram, emit_program
+from tracec.backends.cpu.loops import LoopProgram, check_messages, emit_program
 from tracec.backends.cpu.plan import Plan, Step, Storage, plan_buffers
 from tracec.backends.cpu.scalar import LoweringError
 
@@ -147,6 +147,16 @@ def function_key(fn: Operation) -> tuple:
                 for r in op.results:
                     ids[r] = len(ids)
     return tuple(out)
+
+
+def check_code(kernels, message: str) -> int:
+    """The error code of a failed run-time check with this message, made
+    once per message by ``kernels.error`` (so kernels reused by their key
+    report the same one)."""
+    for k, e in enumerate(kernels.errors):
+        if e == ["value", message]:
+            return k + 1
+    return kernels.error(message)
 
 
 class Kernels:
@@ -277,15 +287,41 @@ class Kernels:
         n = prog.shape[0] if prog.shape else 1
 
         code = self.error(error_msg) if error_msg else 0
+        # Each run-time check's message (it names the user's line) its own code.
+        codes = {m: check_code(self, m) for m in check_messages(prog)}
 
         def body(fb, ptrs, err, lo, hi, status):
-            def on_error(cond):
-                fb.if_then(cond, lambda: fb.store(fb.i32(code), status(), 4))
-            emit_program(fb, prog, ptrs, lo, hi, on_error if code else None)
+            flags: dict = {}        # a check's message -> i32 slot: OR of its failures
+
+            def fail(k: int) -> None:
+                # The smallest code wins: checks chained on one value
+                # (one_hot's sign, then range) report as eager does.
+                c = fb.i32(k)
+                old = fb.load(status(), I32, 4)
+                first = fb.ibin("or", fb.icmp("eq", old, fb.i32(0)), fb.icmp("ugt", old, c))
+                fb.store(fb.select(first, c, old), status(), 4)
+
+            def on_error(cond, message=None):
+                if message is None:
+                    fb.if_then(cond, lambda: fail(code))
+                    return
+                # A check ORs its failures into a flag, tested after the loop:
+                # a reduction the loop vectorizes (a branch per element would
+                # not, making the check cost 4x the ops it guards).
+                if message not in flags:
+                    flags[message] = fb.stack_slot(I32, fb.i32(0))
+                slot = flags[message]
+                fb.store(fb.ibin("or", fb.load(slot, I32, 4), fb.cast("zext", cond, I32)),
+                         slot, 4)
+            emit_program(fb, prog, ptrs, lo, hi, on_error if code or codes else None)
+            for message, slot in flags.items():
+                fb.if_then(fb.icmp("ne", fb.load(slot, I32, 4), fb.i32(0)),
+                           lambda k=codes[message]: fail(k))
         # The program's dataclass repr describes it completely (shape,
         # nodes, accesses): the key of what emit_program builds.
         self.kernel(base, slots, n, body, work=prog.size * cost,
                     parallel_ok=prog.parallel_ok, key=("program", repr(prog), code))
+
         if cost > 1:
             # Compute-bound (transcendental math): worth the widest vectors.
             self.mb.wide.add(self.calls[-1].fn.removesuffix("_par"))

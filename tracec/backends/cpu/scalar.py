@@ -47,7 +47,7 @@ def int_pred(d: dt.DType, pred: str) -> str:
 ELEMENTWISE = frozenset(
     "neg exp log sqrt rsqrt sin cos tanh logistic abs sign erf logical_not stop_gradient add "
     "sub mul div "
-    "pow maximum minimum eq ne lt le gt ge logical_and logical_or where cast".split())
+    "pow maximum minimum eq ne lt le gt ge logical_and logical_or where cast check".split())
 
 
 def storage_type(d: dt.DType):

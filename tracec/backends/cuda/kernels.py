@@ -60,6 +60,8 @@ class KernelSpec:
     prog: LoopProgram | None = None
     mm: dict = field(default_factory=dict)
     error: int = 0
+    #: a run-time check's message -> its error code (``loops.check_messages``)
+    checks: dict = field(default_factory=dict)
     block: int = BLOCK
     units: object = 1
     per_block: int = BLOCK
@@ -83,8 +85,10 @@ def build_kernel(mb, spec: KernelSpec, host: bool, symbols: list[str]) -> str:
         fb._consts[("atom", s)] = a          # symbolic sizes: the kernel's arguments
     launch = (HostLaunch if host else DeviceLaunch)(fb, spec.block)
 
-    def on_error(cond):
-        fb.if_then(cond, lambda: fb.store(fb.i32(spec.error), error_word(fb, err), 4))
+    def on_error(cond, message=None):
+        code = spec.error if message is None else spec.checks[message]
+        fb.if_then(cond, lambda: fb.store(fb.i32(code), error_word(fb, err), 4))
+    fails = spec.error or spec.checks
 
     def body():
         if spec.kind == "serial":
@@ -92,9 +96,9 @@ def build_kernel(mb, spec: KernelSpec, host: bool, symbols: list[str]) -> str:
         elif spec.kind == "matmul":
             _matmul(fb, launch, ptrs, **spec.mm)
         elif spec.prog.reductions:
-            _reduction(fb, launch, spec.prog, ptrs, on_error if spec.error else None)
+            _reduction(fb, launch, spec.prog, ptrs, on_error if fails else None)
         else:
-            _elementwise(fb, launch, spec.prog, ptrs, on_error if spec.error else None)
+            _elementwise(fb, launch, spec.prog, ptrs, on_error if fails else None)
     if host:
         launch.nblocks = fb.args[-1]
 

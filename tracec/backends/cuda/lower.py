@@ -31,7 +31,8 @@ from tracec import dtypes as dt
 from tracec import ir, symbolic
 from tracec.backends.cpu import collectives, scalar
 from tracec.backends.cpu.fuse import REDUCE_KIND, splat_value
-from tracec.backends.cpu.lower import Call, Lowering, describe
+from tracec.backends.cpu.loops import check_messages
+from tracec.backends.cpu.lower import Call, Lowering, check_code, describe
 from tracec.backends.cpu.matmul import batch_strides
 from tracec.backends.cpu.scalar import LoweringError
 from tracec.backends.cuda.kernels import BLOCK, TILE, KernelSpec
@@ -63,6 +64,7 @@ class _GpuKernels:
 
     def program(self, base, prog, slots, error_msg="", cost=1) -> None:
         code = self.error(error_msg) if error_msg else 0
+        checks = {m: check_code(self, m) for m in check_messages(prog)}
         if prog.reductions:
             n_red = math.prod(n for n, r in zip(prog.shape, prog.reduced) if r)
             units = math.prod(n for n, r in zip(prog.shape, prog.reduced) if not r)
@@ -73,8 +75,9 @@ class _GpuKernels:
         else:
             units, block, per_block = prog.size, BLOCK, BLOCK
         key = ("program", repr(prog), code, block)
-        self._add(base, key, slots, dict(kind="program", prog=prog, error=code, block=block,
-                                         units=units, per_block=per_block), bool(code))
+        self._add(base, key, slots, dict(kind="program", prog=prog, error=code, checks=checks,
+                                         block=block, units=units, per_block=per_block),
+                  bool(code or checks))
 
     def kernel(self, base, slots, n, body, *, work=None, parallel_ok=True, can_fail=False,
                align=1, key=None) -> None:
