@@ -46,7 +46,6 @@ def is_floating_point(x) -> "builtins.bool":
 from tracec import nn, optim  # noqa: E402,F401
 from tracec.serialization import load, save  # noqa: E402,F401
 from tracec import utils  # noqa: E402,F401
-from tracec import distributions  # noqa: E402,F401
 from tracec import accelerator, cuda  # noqa: E402,F401
 from tracec.backends import cudnn as _cudnn, mps as _mps  # noqa: E402,F401  (tracec.backends.*)
 
@@ -193,6 +192,9 @@ _numpy_names.install(globals(), Tensor, special)  # axis= / keepdims=, after out
 # together (issue 12).  ``tests/test_layers.py`` checks that a plain import
 # leaves them out of ``sys.modules``.
 _LAZY = {
+    # Loaded on first use (``tracec.distributions`` / ``import torch.distributions``):
+    # ~20 ms of every import otherwise.
+    "distributions": ("tracec.distributions", None),
     "TraceError": ("tracec.tracing", "TraceError"),
     "compile": ("tracec.compiler", "compile"),
     "mark_dynamic": ("tracec.sym_shapes", "mark_dynamic"),

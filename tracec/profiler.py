@@ -21,10 +21,7 @@ from __future__ import annotations
 
 import enum
 import functools
-import gzip
-import json
 import os
-import socket
 import threading
 import time
 
@@ -216,6 +213,7 @@ class EventList(list):
         return self.table()
 
     def export_chrome_trace(self, path) -> None:
+        import json
         events = [{"ph": "X", "cat": "user_annotation" if e.is_user_annotation else "cpu_op",
                    "name": e.name, "pid": os.getpid(), "tid": e.thread, "ts": e.start_us,
                    "dur": e.cpu_time_total, "args": {"Input Dims": e.input_shapes}}
@@ -226,6 +224,7 @@ class EventList(list):
 def _write_atomic(path, text: str) -> None:
     """Write to a temporary name beside ``path``, then rename: a crash never
     leaves a half-written trace under the final name."""
+    import gzip
     path = os.fspath(path)
     tmp = f"{path}.partial-{os.getpid()}"
     opener = gzip.open if path.endswith(".gz") else open
@@ -396,6 +395,7 @@ def tensorboard_trace_handler(dir_name, worker_name=None, use_gzip: bool = False
     """An ``on_trace_ready`` writing ``<worker>.<time>.pt.trace.json[.gz]``
     into ``dir_name`` (the files TensorBoard's profiler plugin reads)."""
     def handler(prof) -> None:
+        import socket
         os.makedirs(dir_name, exist_ok=True)
         worker = worker_name or f"{socket.gethostname()}_{os.getpid()}"
         name = f"{worker}.{time.time_ns() // 1_000_000}.pt.trace.json" + (".gz" if use_gzip
