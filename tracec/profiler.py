@@ -82,6 +82,9 @@ class FunctionEvent:
     def __init__(self, name, start_ns, end_ns, input_shapes, thread, depth, is_range):
         self.name, self.key = name, name
         self.start_us, self.end_us = start_ns / 1e3, end_ns / 1e3
+        # The duration from the integer clock: start_us and end_us are large
+        # (float64 keeps ~1e-6 µs of them), their difference would not be exact.
+        self._duration_us = (end_ns - start_ns) / 1e3
         self.input_shapes, self.thread, self.depth = input_shapes, thread, depth
         self.is_user_annotation = is_range
         self.children_us = 0.0
@@ -89,7 +92,7 @@ class FunctionEvent:
 
     @property
     def cpu_time_total(self) -> float:
-        return self.end_us - self.start_us
+        return self._duration_us
 
     cpu_time = cpu_time_total
 
