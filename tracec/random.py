@@ -24,7 +24,7 @@ from tracec.creation import (default_generator, get_rng_state, initial_seed,  # 
                              manual_seed, seed, set_rng_state)
 from tracec.tensor import Tensor, concrete
 
-__all__ = ["normal", "poisson", "binomial", "manual_seed", "seed", "initial_seed",
+__all__ = ["normal", "poisson", "binomial", "host_generator", "manual_seed", "seed", "initial_seed",
            "get_rng_state", "set_rng_state", "fork_rng", "default_generator"]
 
 
@@ -71,15 +71,16 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
     return result
 
 
-def _numpy_rng(generator, n: int) -> np.random.Generator:
-    """A NumPy generator seeded from the next ``n`` positions of tracec's
-    stream (which it consumes), so manual_seed makes its draws repeat."""
+def host_generator(generator=None, why: str = "sampling on the host") -> np.random.Generator:
+    """A NumPy generator seeded by one draw from tracec's ``generator`` (the
+    default one): samplers that need rejection loops (Poisson, binomial,
+    gamma, von Mises) run on the host with it, so ``tracec.manual_seed``
+    still fixes them.  Eager only: it reads the draw's value (``why`` says
+    what needed it, in the error a compiled function gets)."""
     g = generator or default_generator
-    state = g.get_state()._data
-    bits = np.random.SeedSequence([int(state[0]), int(state[1]), 0x7C3A])
-    g.set_state(Tensor._make(np.array([state[0], state[1] + max(n, 1)], np.int64),
-                             dt.int64))
-    return np.random.default_rng(bits)
+    u = np.asarray(concrete(g.uniform((2,), dt.float64), why))
+    seed = int(u[0] * 2.0 ** 53) ^ (int(u[1] * 2.0 ** 53) << 11)
+    return np.random.default_rng(seed)
 
 
 def poisson(input, generator=None):  # noqa: A002
@@ -90,7 +91,7 @@ def poisson(input, generator=None):  # noqa: A002
         raise RuntimeError(f"\"poisson_cpu\" not implemented for '{str(input.dtype)[6:]}'")
     if np.any(rates < 0) or np.any(np.isnan(rates)):
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
-    draws = _numpy_rng(generator, rates.size).poisson(rates.astype(np.float64))
+    draws = host_generator(generator, "torch.poisson").poisson(rates.astype(np.float64))
     return Tensor._make(np.asarray(draws).astype(input.dtype.np), input.dtype)
 
 
@@ -103,7 +104,7 @@ def binomial(count, prob, generator=None):
     if np.any((p < 0) | (p > 1)):
         raise RuntimeError("binomial: probabilities must be in [0, 1]")
     n_b, p_b = np.broadcast_arrays(n.astype(np.float64), p.astype(np.float64))
-    draws = _numpy_rng(generator, n_b.size).binomial(n_b.astype(np.int64), p_b)
+    draws = host_generator(generator, "torch.binomial").binomial(n_b.astype(np.int64), p_b)
     return Tensor._make(np.asarray(draws).astype(count.dtype.np), count.dtype)
 
 

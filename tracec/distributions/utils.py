@@ -97,15 +97,10 @@ def sum_rightmost(value: Tensor, dim: int) -> Tensor:
 
 
 def host_generator() -> np.random.Generator:
-    """A NumPy generator seeded by one draw from tracec's default generator:
-    samplers that need rejection loops (gamma, Poisson, binomial, von Mises)
-    run on the host with it, so ``tracec.manual_seed`` still fixes them.
-    Eager only (it reads the draw's value)."""
-    from tracec.creation import default_generator
-    from tracec.tensor import concrete
-    u = concrete(default_generator.uniform((2,), dt.float64), _HOST_SAMPLING)
-    seed = int(np.asarray(u)[0] * 2.0 ** 53) ^ (int(np.asarray(u)[1] * 2.0 ** 53) << 11)
-    return np.random.default_rng(seed)
+    """``tracec.random.host_generator`` (the one definition) for the
+    distributions' samplers, with their error message."""
+    from tracec.random import host_generator as from_default
+    return from_default(None, _HOST_SAMPLING)
 
 
 def host_array(t: Tensor) -> np.ndarray:
