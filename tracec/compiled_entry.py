@@ -84,6 +84,10 @@ class Entry:
     #: this entry keeps to the general path) and its misses so far.
     _fast_run: object = None
     _fast_misses: int = 0
+    #: A size-generic entry's specialized calls per call key (each fixes
+    #: the sizes), ``_fast_run`` being the one of ``_fast_key``'s.
+    _fast_by_key: dict = None
+    _fast_key: object = None
 
     def optimized(self):
         """The optimized module (running autodiff and the passes on a copy of
@@ -160,6 +164,8 @@ class Entry:
             if self._fast_run and self._unwatched is not None and \
                     [id(s) for s, _ in unwatched] != [id(s) for s, _ in self._unwatched]:
                 self._fast_run = None
+                if self._fast_by_key:
+                    self._fast_by_key.clear()
             self._unwatched = unwatched
             self._valid_epoch = epoch
         return None
@@ -179,16 +185,29 @@ class Entry:
                                if guard_watched(snap) is not True]
         return self._unwatched
 
-    def fast_runner(self, n: int):
-        """``tracec.fast_run.runner(self, n)``, made once (None where this
-        entry keeps to the general path)."""
+    def fast_runner(self, args):
+        """``tracec.fast_run.runner(self, args)``, made once per call key
+        (None where this entry keeps to the general path)."""
         run = self._fast_run
         if run is None:
             if self.executable is None:
                 return None
             from tracec.fast_run import runner
-            run = self._fast_run = runner(self, n) or False
+            run = self._fast_run = runner(self, args) or False
+            if self._fast_by_key is not None and len(self._fast_by_key) < 64:
+                self._fast_by_key[self._fast_key] = run
         return run or None
+
+    def use_fast_key(self, key) -> None:
+        """The fast path serves calls with ``key`` from now on: a
+        size-generic entry's specialized call is per key (it binds the
+        sizes), another entry's serves every key."""
+        if self.size_env is None or key == self._fast_key:
+            return
+        if self._fast_by_key is None:
+            self._fast_by_key = {}
+        self._fast_key = key
+        self._fast_run = self._fast_by_key.get(key)
 
     def ensure_compiled(self):
         if self.executable is None:

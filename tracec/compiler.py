@@ -33,6 +33,8 @@ from tracec.tracing import Trace, TraceError, function_label, record  # noqa: F4
 STAGES = ("trace", "autodiff", "optimized", "lowered", "llvm", "asm")
 #: Traces a compiled function keeps at most (torch.compile's limit is 8).
 DEFAULT_MAX_TRACES = 16
+#: Call keys whose fast path is remembered (``CompiledFunction._recent``).
+_RECENT_KEYS = 64
 BACKENDS = {"interp": interp, "cpu": cpu, "cuda": cuda, "cuda-emulated": cuda.EMULATED}
 
 
@@ -137,11 +139,13 @@ class CompiledFunction:
         self._warned = False
         self._last_mutated = None
         self._last: Entry | None = None
-        #: ``(match, entry)``: the last static entry hit and a matcher for its
-        #: key (``tracec.fast_call``), tried before the general lookup.
+        #: ``(match, entry, last)``: the last entry hit and a matcher for its
+        #: key (``tracec.fast_call``), tried before the general lookup;
+        #: ``last``: the symbolic entry whose code ``entry`` is, else ``entry``.
         self._fast = None
-        self._fast_key = None
-        self._fast_match = None
+        #: The same per call key, for the latest keys hit (sizes that
+        #: alternate, a random sequence length): tried once the key is made.
+        self._recent: dict = {}
         self.traces = 0
         self.reasons: list = []
         self.hits = 0
@@ -165,20 +169,29 @@ class CompiledFunction:
             e = fast[1]
             run = e._fast_run
             if run is None:
-                run = e.fast_runner(len(args))
+                run = e.fast_runner(args)
             if run:
                 # Its guards, marshalling and write-backs specialized
                 # (fast_run); MISS: the general path below decides.
                 result = run(args)
                 if result is not MISS:
                     self.hits += 1
-                    self._last = e
+                    self._last = fast[2]
                     return result
             if e.failed_guard(args, kwargs) is None:
                 self.hits += 1
                 self._last = fast[2]
                 return e.run(args, kwargs)
         key = call_key(args, kwargs)
+        if not kwargs and self._recent:
+            fast = self._recent.get(key)
+            if fast is not None and fast is not self._fast:
+                # A key hit before (another size of a symbolic trace):
+                # the fast path's again, without a new matcher.
+                self._fast = fast
+                e = fast[1]
+                e.use_fast_key(key)
+                return self(*args)
         if key in self._eager_keys:
             return self.fn(*args, **kwargs)
         entries = self._cache.get(key)
@@ -253,16 +266,24 @@ class CompiledFunction:
         serves for (a symbolic trace whose code ``entry`` is), else itself."""
         if kwargs:
             return
-        if self._fast_key != key:
-            self._fast_key = key
-            self._fast_match = fast_call.matcher(key, len(args))
-        self._fast = None if self._fast_match is None else \
-            (self._fast_match, entry, entry if last is None else last)
+        fast = self._recent.get(key)
+        if fast is None or fast[1] is not entry:
+            match = fast[0] if fast is not None else fast_call.matcher(key, len(args))
+            if match is None:
+                self._fast = None
+                return
+            fast = (match, entry, entry if last is None else last)
+            if len(self._recent) >= _RECENT_KEYS:
+                self._recent.pop(next(iter(self._recent)))
+            self._recent[key] = fast
+        self._fast = fast
+        entry.use_fast_key(key)
 
     def _trace_and_compile(self, key, args, kwargs, reason):
         # A new trace (or an eager signature) may now serve calls the fast
         # path's entry served: it goes until the next hit sets it again.
         self._fast = None
+        self._recent.clear()
         t0 = time.perf_counter()
         dims = choose_dynamic(self.dynamic, key, args, kwargs, self._cache,
                               self._sym.get(pattern_key(key), ()))

@@ -42,20 +42,46 @@ MISS = object()
 MAX_MISSES = 8
 
 
-def _supported(entry, n: int) -> bool:
+def _specs(entry, args):
+    """``(inputs, outputs, sized)`` of ``entry``'s cpu executable for calls
+    like ``args``: its input and output ``(shape, dtype)`` and, for a
+    size-generic executable (``backends/cpu/sized.py``), ``(symbol values,
+    workspace bytes)`` for ``args``' sizes (the fast path's key fixes
+    them); None where the executable is not a cpu one."""
     # Not imported here: an executable of another backend leaves the cpu
     # runtime (and llvmlite) unloaded; a cpu executable has loaded it.
     runtime = sys.modules.get("tracec.backends.cpu.runtime")
     if runtime is None:
-        return False
-    CpuExecutable = runtime.CpuExecutable
+        return None
+    exe = entry.executable
+    if type(exe) is runtime.CpuExecutable:
+        return exe._ins, exe._outs, None
+    sized = sys.modules.get("tracec.backends.cpu.sized")
+    if sized is None or type(exe) is not sized.SizedCpuExecutable:
+        return None
+    values = []
+    for _, i, d in exe.symbols:
+        spec = entry.trace.inputs[i]
+        if spec.kind == "arg" and type(spec.source) is int and spec.source < len(args):
+            values.append(args[spec.source]._data.shape[d])
+        elif spec.kind == "state":
+            values.append(spec.source._data.shape[d])
+        else:
+            return None
+    try:
+        return exe.spec_for(tuple(values))
+    except ValueError:         # SizeGuardError: the general path reports it
+        return None
+
+
+def _supported(entry, n: int, ins, outs) -> bool:
     trace, exe = entry.trace, entry.executable
     if (trace.symbolic is not None or entry.check_backend is not None
-            or entry.backward_plan is not None or type(exe) is not CpuExecutable
-            or exe._fn_py is None or len(exe._ins) != len(trace.inputs)
-            or len(exe._outs) != sum(s.kind != "grad_none" for s in trace.outputs)):
+            or entry.backward_plan is not None
+            or exe._fn_py is None or len(ins) != len(trace.inputs)
+            or len(outs) != sum(s.kind != "grad_none" for s in trace.outputs)):
         return False
-    for spec, (shape, _) in zip(trace.inputs, exe._ins):
+    for spec, (shape, _) in zip(trace.inputs, ins):
         if spec.kind == "arg" and not (type(spec.source) is int and spec.source < n):
             return False
         if spec.kind == "state" and tuple(spec.shape) != shape:
@@ -69,20 +95,26 @@ def _supported(entry, n: int) -> bool:
             and all(p is None or (type(p) is int and p < n) for _, _, p in trace.grad_guards))
 
 
-def runner(entry, n: int):
-    """``run(args)`` for ``entry`` (see the module docstring), or None."""
-    if not _supported(entry, n):
+def runner(entry, args):
+    """``run(args)`` for ``entry`` and calls with ``args``' key (see the
+    module docstring), or None."""
+    n = len(args)
+    specs = _specs(entry, args)
+    if specs is None:
+        return None
+    ins, outs_spec, sized = specs
+    if not _supported(entry, n, ins, outs_spec):
         return None
     from tracec.backends.cpu import checked_call
     from tracec.backends.cpu.runtime import _TUPLE_ITEMS
     trace, exe = entry.trace, entry.executable
     donated = dict(exe._donated)
     native = checked_call.available() and all(
-        len(shape) <= checked_call.MAX_DIMS for shape, _ in exe._ins + exe._outs)
+        len(shape) <= checked_call.MAX_DIMS for shape, _ in list(ins) + list(outs_spec))
     env = {"EPOCH": EPOCH, "entry": entry, "MISS": MISS, "_state": graph._state,
            "ndarray": np.ndarray, "getrefcount": sys.getrefcount, "fresh": fresh,
            "copyto": np.copyto, "make": Tensor._make, "exe": exe, "FN": exe._fn_py,
-           "WS": exe._ws_pool, "ITEMS": _TUPLE_ITEMS, "miss": _miss,
+           "WS": exe._ws_pool if sized is None else [], "OUTSPEC": outs_spec, "ITEMS": _TUPLE_ITEMS, "miss": _miss,
            "REFRESHED": [None]}
     x = [f"x{i}" for i in range(n)]
     lines = ["def run(args):",
@@ -141,7 +173,7 @@ def runner(entry, n: int):
                   "        REFRESHED[0] = EPOCH[0] if watched() else None"]
     # --- input arrays, checked as CpuExecutable._run checks them ---
     a = [f"a{j}" for j in range(len(trace.inputs))]
-    for j, (spec, (shape, npd)) in enumerate(zip(trace.inputs, exe._ins)):
+    for j, (spec, (shape, npd)) in enumerate(zip(trace.inputs, ins)):
         if spec.kind == "arg":
             src = f"{x[spec.source]}._data"
         elif spec.kind == "state":
@@ -157,7 +189,7 @@ def runner(entry, n: int):
     tin = f"({', '.join(a)}{',' if len(a) == 1 else ''})"
     lines.append(f"    tin = {tin}")
     # --- outputs: donated (an input updated in place), reused .grad memory, fresh ---
-    outs = [f"o{k}" for k in range(len(exe._outs))]
+    outs = [f"o{k}" for k in range(len(outs_spec))]
     if donated:
         # As CpuExecutable._donated_outputs: the same array objects as when
         # they were last found not to share memory still do not (LAST holds
@@ -171,7 +203,7 @@ def runner(entry, n: int):
                       f"{a[j]} is last[{j}]" for j in range(len(a))) + "):",
                   "        if not unshared(tin, LAST, DJ):",
                   "            lst = list(tin)",
-                  "            if exe._donated_outputs(lst, exe._outs)[0] is not lst: "
+                  "            if exe._donated_outputs(lst, OUTSPEC)[0] is not lst: "
                   "return miss(entry)",
                   "        LAST[0] = tin"]
         if not native:
@@ -179,7 +211,7 @@ def runner(entry, n: int):
                          + "): return miss(entry)")
     from tracec.compiled_entry import _fresh_grad_outputs, _rebuild
     reuse = dict(_fresh_grad_outputs(trace, exe))
-    for k, (shape, npd) in enumerate(exe._outs):
+    for k, (shape, npd) in enumerate(outs_spec):
         if k in donated:
             lines.append(f"    {outs[k]} = {a[donated[k]]}")
             continue
@@ -204,7 +236,10 @@ def runner(entry, n: int):
         else:
             lines.append(f"    {outs[k]} = {alloc}({shape!r}, {n_k})")
     lines += [f"    tout = ({', '.join(outs)}{',' if len(outs) == 1 else ''})",
-              "    ws = WS.pop() if WS else exe._workspace()",
+              # A size-generic executable's workspaces carry this key's
+              # symbol values (written once, when made): a pool of their own.
+              "    ws = WS.pop() if WS else " + ("exe._workspace()" if sized is None else
+                                                  "exe.sized_workspace(*SIZES)"),
               "    try:",
               ("        rc = CALL(id(tin) + ITEMS, id(tout) + ITEMS, ws[1], exe.nthreads, CTX)"
                if native else
@@ -248,9 +283,9 @@ def runner(entry, n: int):
         W, C = checked_call.WRITEABLE, checked_call.C_CONTIGUOUS
         don_in = set(donated.values())
         rows_in = [checked_call.row(shape, npd, C | (W if j in don_in else 0))
-                   for j, (shape, npd) in enumerate(exe._ins)]
+                   for j, (shape, npd) in enumerate(ins)]
         rows_out = [checked_call.row(shape, npd, C | W) if k in reuse else None
-                    for k, (shape, npd) in enumerate(exe._outs)]
+                    for k, (shape, npd) in enumerate(outs_spec)]
         ctx = checked_call.context(exe._tracker[exe.signature["entry_py"]], rows_in, rows_out,
                                    slots)
         env["CTX"] = ctx.ctypes.data
@@ -268,6 +303,7 @@ def runner(entry, n: int):
     else:
         env["rebuild"], env["TPL"], env["NOKW"] = _rebuild, tpl, {}
         lines.append(f"    return rebuild(TPL, [{', '.join(returned)}], args, NOKW)")
+    env["SIZES"] = sized
     exec("\n".join(lines), env)   # noqa: S102 - code made above from the entry's own specs
     return env["run"]
 

@@ -292,6 +292,16 @@ class Sym:
 numbers.Integral.register(Sym)
 
 
+def same(a, b) -> bool:
+    """Structural equality of two sizes (ints or ``Sym``), making no guard:
+    a symbol and a number, or two different expressions, are not the same
+    even where the sizes at hand happen to be equal.  For decisions where
+    "not the same" is always safe (whether to fuse)."""
+    if isinstance(a, Sym) or isinstance(b, Sym):
+        return isinstance(a, Sym) and a.same(b)
+    return a == b
+
+
 def _scale(a, k: int):
     if isinstance(a, int):
         return a * k

@@ -331,3 +331,30 @@ def test_unshared_never_accepts_what_the_exact_test_refuses():
     a, b = np.zeros(3), buf[:4]
     assert _unshared((a, b), last, (0,)) and last[1][1][1] is buf
     assert not _unshared((buf[4:], b), last, (0,))
+
+
+def test_size_generic_code_takes_the_fast_path_per_size(counted):
+    """A symbolic batch (one size-generic compile) alternating between two
+    sizes: each size's calls take their own specialized call, with the
+    sizes bound in its workspace, and every step equals eager."""
+    pair = _twins()
+    (m_e, o_e, eager), (m_c, o_c, step) = pair
+    comp = tracec.compile(step, dynamic=True)
+    rng = np.random.default_rng(1)
+    batches = {n: (tracec.from_numpy(rng.standard_normal((n, 6), dtype=np.float32)),
+                   tracec.from_numpy(rng.integers(0, 3, n)))
+               for n in (4, 7)}
+    before = None
+    for k in range(12):
+        n = (4, 7)[k % 2]
+        want, got = eager(*batches[n]), comp(*batches[n])
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+        _same_state(pair)
+        if k == 7:
+            before = counted[0]
+    info = comp.cache_info()
+    assert info.traces == 1 and info.compiles == 1, info
+    generic = comp._fast[1]
+    assert generic.size_env is not None
+    assert len(generic._fast_by_key) == 2 and all(map(callable, generic._fast_by_key.values()))
+    assert counted[0] == before, "the steady state checked guards on the general path"

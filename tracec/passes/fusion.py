@@ -57,7 +57,7 @@ from xdsl.passes import ModulePass
 
 from tracec import ir
 from tracec.ops import PRIMITIVES
-from tracec.ops.core import broadcast_shapes
+from tracec.symbolic import same
 
 __all__ = ["FusePass", "REDUCTIONS", "fuse_block", "check_kernel", "count_kernels"]
 
@@ -86,10 +86,18 @@ def _scalar_constant(v: SSAValue) -> bool:
 
 
 def _broadcasts_into(shape: tuple, iteration: tuple) -> bool:
-    try:
-        return broadcast_shapes(shape, iteration) == iteration
-    except Exception:  # noqa: BLE001 - ShapeError
+    """``shape`` broadcasts to ``iteration``: each of its (right-aligned)
+    sizes is 1 or the same size.  Structural on symbolic sizes (no guard:
+    a symbol is never taken for a number it equals at the sizes traced;
+    not fusing is always correct)."""
+    if len(shape) > len(iteration):
         return False
+    tail = iteration[len(iteration) - len(shape):]
+    return all((type(d) is int and d == 1) or same(d, n) for d, n in zip(shape, tail))
+
+
+def _same_shape(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
 
 
 class _Grouping:
@@ -144,7 +152,8 @@ class _Grouping:
         outside = [u.operation for u in p.results[0].uses if u.operation not in members]
         if not outside:
             return True
-        return shape == iteration and all(self.effective_pos(u) > root_pos for u in outside)
+        return _same_shape(shape, iteration) and all(self.effective_pos(u) > root_pos
+                                                      for u in outside)
 
 
 def _outline(block: Block, members: list[Operation]) -> ir.KernelOp:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracec.backends.cpu.runtime import CpuExecutable
+from tracec.backends.cpu.runtime import _SIZES_BYTE, CpuExecutable
 from tracec.symbolic import evaluate, failed_size_guard, parse
 
 __all__ = ["SizedCpuExecutable", "SizeGuardError"]
@@ -63,10 +63,11 @@ class SizedCpuExecutable(CpuExecutable):
         """None if this executable serves the sizes ``env``, else why not."""
         return failed_size_guard([name for name, _, _ in self.symbols], self.size_guards, env)
 
-    def __call__(self, arrays, out=None):
-        if len(arrays) != len(self._ins):
-            raise TypeError(f"expected {len(self._ins)} input arrays, got {len(arrays)}")
-        values = tuple(np.shape(arrays[i])[d] for _, i, d in self.symbols)
+    def spec_for(self, values: tuple):
+        """``(inputs, outputs, (symbol values, workspace bytes))`` for the
+        symbol values ``values`` (in ``symbols``' order): the concrete
+        shapes ``CpuExecutable._run`` takes; ``SizeGuardError`` if the
+        values break a size guard."""
         spec = self._specs.get(values)
         if spec is None:
             env = {name: v for (name, _, _), v in zip(self.symbols, values)}
@@ -80,4 +81,18 @@ class SizedCpuExecutable(CpuExecutable):
             spec = (ins, outs, (np.array(values, np.int64), evaluate(self._ws_expr, env)))
             if len(self._specs) < _MEMO:
                 self._specs[values] = spec
+        return spec
+
+    def sized_workspace(self, values: np.ndarray, nbytes: int):
+        """A workspace of ``nbytes`` with the symbol values ``values``
+        written where the code reads them (as ``_run`` writes them)."""
+        ws = self._workspace(nbytes)
+        ws[0][ws[2] + _SIZES_BYTE:ws[2] + _SIZES_BYTE + 8 * len(values)].view(np.int64)[:] \
+            = values
+        return ws
+
+    def __call__(self, arrays, out=None):
+        if len(arrays) != len(self._ins):
+            raise TypeError(f"expected {len(self._ins)} input arrays, got {len(arrays)}")
+        spec = self.spec_for(tuple(np.shape(arrays[i])[d] for _, i, d in self.symbols))
         return self._run(arrays, out, *spec)
