@@ -15,6 +15,7 @@ LAYERS = [
     ("frontend", ["tracec.device", "tracec.graph", "tracec.tensor", "tracec.functions",
                   "tracec.shape_ops", "tracec.indexing", "tracec.creation", "tracec.methods",
                   "tracec.autograd", "tracec.nn", "tracec.optim", "tracec.serialization",
+                  "tracec.serialization_pickle",
                   "tracec.pytree", "tracec.utils", "tracec.distributions",
                   "tracec.torch_checkpoint", "tracec.accelerator", "tracec.cuda",
                   "tracec.rearrange", "tracec.sorting", "tracec.contraction",

@@ -328,9 +328,10 @@ def test_failed_save_leaves_previous_file_intact(tmp_path, monkeypatch):
     before = path.read_bytes()
     listing = _dir_listing(tmp_path)
 
-    # an object that cannot be serialized
+    # an object that cannot be serialized (nor pickled)
+    import threading
     with pytest.raises(TypeError, match="cannot save an object of type") as e:
-        save({"w": tracec.ones(3), "bad": object()}, path)
+        save({"w": tracec.ones(3), "bad": threading.Lock()}, path)
     assert "['bad']" in str(e.value)
     with pytest.raises(TypeError):
         save({"f": lambda: 0}, path)

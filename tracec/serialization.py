@@ -20,7 +20,10 @@ A node is JSON null/bool/int/str/float/list for None, bools, ints, strings,
 finite floats and lists, or a one-key object: {"float": "nan"|"inf"|"-inf"},
 {"tuple": [..]}, {"dict": [[key, value], ..]} (keys are nodes: str, int, ...),
 {"odict": [..]} (an OrderedDict), {"tensor": i} / {"ndarray": i} (the i-th
-ref), {"dtype": "float32"}, {"device": "cpu"}.  A ref names its entry
+ref), {"dtype": "float32"}, {"device": "cpu"}, and (format version 2)
+{"pickle": [i, "module.Class"]}: an object pickled, its bytes the i-th ref
+(uint8), its tensors refs too (``tracec.serialization_pickle``; loaded only
+with ``weights_only=False``).  A ref names its entry
 ("key"), its tracec dtype, "requires_grad", "device", and optionally "kind"
 ("parameter"/"buffer") and a view ("offset", "shape", "strides" in elements).
 
@@ -57,7 +60,8 @@ from tracec.torch_checkpoint import load_torch
 
 __all__ = ["save", "load", "CheckpointError", "CheckpointNotFoundError"]
 
-FORMAT_VERSION = 1
+#: Version 2 adds pickled objects ({"pickle": ...} nodes).
+FORMAT_VERSION = 2
 _MAX_HEADER = 100 * 1024 * 1024
 
 
@@ -107,6 +111,7 @@ class _Encoder:
         self.by_id: dict[int, int] = {}
         self.keep: list = []          # keeps encoded objects alive (stable ids)
         self.active: set[int] = set()  # containers being encoded (cycles)
+        self.pickles = 0               # objects pickled (serialization_pickle)
 
     # --- structure -------------------------------------------------------------
 
@@ -151,15 +156,29 @@ class _Encoder:
                 return out if isinstance(obj, list) else {"tuple": out}
             finally:
                 self.active.discard(id(obj))
-        hint = ""
-        if hasattr(obj, "state_dict") and callable(obj.state_dict):
-            # A whole Module or Optimizer: PyTorch pickles its class, which a
-            # load must then run; tracec files never hold code.
-            hint = (f"; save its state_dict() instead ({path}.state_dict()), and load it into "
-                    f"a new {type(obj).__qualname__} with load_state_dict")
-        raise TypeError(f"tracec.save: cannot save an object of type "
-                        f"{type(obj).__module__}.{type(obj).__qualname__} (at {path}); "
-                        f"tracec.save supports {_SUPPORTED}{hint}")
+        return self.pickled(obj, path)
+
+    def pickled(self, obj, path: str):
+        """``{"pickle": [entry, type name]}``: ``obj`` pickled, its tensors
+        and arrays stored as entries (``tracec.serialization_pickle``)."""
+        from tracec import serialization_pickle
+        what = f"{type(obj).__module__}.{type(obj).__qualname__}"
+        n = [0]
+
+        def to_node(x):
+            n[0] += 1
+            return self.node(x, f"{path}[{n[0] - 1}]")
+        try:
+            data = serialization_pickle.dumps(obj, to_node)
+        except Exception as e:  # noqa: BLE001 - pickle raises many kinds
+            if str(e).startswith("tracec.save"):   # a tensor inside it: said already
+                raise
+            raise TypeError(f"tracec.save: cannot save an object of type {what} (at {path}): "
+                            f"pickling it failed ({type(e).__name__}: {e}); tracec.save "
+                            f"stores {_SUPPORTED} as data, other objects by pickling") from None
+        self.pickles += 1
+        arr = np.frombuffer(data, np.uint8).copy()
+        return {"pickle": [self.ndarray(arr, f"{path}.pickle"), what]}
 
     def key(self, k, path):
         if k is None or isinstance(k, (bool, int, str, float, np.integer, np.floating,
@@ -344,7 +363,9 @@ def _encode(obj):
         if nbytes:
             crc = zlib.crc32(memoryview(raw).cast("B"), crc)
             raws.append(raw)
-    meta = {"format": "tracec", "tracec.format_version": str(FORMAT_VERSION),
+    # Files without pickled objects keep version 1: every tracec reads them.
+    meta = {"format": "tracec",
+            "tracec.format_version": str(FORMAT_VERSION if enc.pickles else 1),
             "tracec.structure": structure, "tracec.crc32": f"{crc:08x}"}
     text = json.dumps({"__metadata__": meta, **header}, separators=(",", ":"),
                       ensure_ascii=False).encode("utf-8")
@@ -366,12 +387,15 @@ def save(obj, f, pickle_module=None, pickle_protocol=None,
          _use_new_zipfile_serialization=True) -> None:
     """Save ``obj`` (tensors in nested dicts, lists and tuples with numbers,
     strings, bools and None) to ``f``, a path or a binary file object.
+    Other objects (a whole Module, as ``torch.save(model, f)``) are pickled
+    with their tensors stored as data (``tracec.serialization_pickle``);
+    loading them needs ``tracec.load(f, weights_only=False)``.
 
     Writing to a path is atomic: a temporary file in the same folder is
     written, fsynced and renamed over ``f``; on any failure the previous
     file is left as it was and the temporary file is removed.  The
     ``pickle_*`` arguments are accepted for PyTorch compatibility and
-    ignored (tracec never pickles).
+    ignored.
     """
     head, raws = _encode(obj)
     if not _is_pathlike(f):
@@ -593,7 +617,9 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
 
     Also reads ``torch.save`` files (zip and legacy) and plain pickles of
     what ``torch.load(weights_only=True)`` accepts; no code from the file
-    runs, whatever ``weights_only`` says.  A plain safetensors file (without
+    runs, except for objects ``tracec.save`` pickled (a whole Module), which
+    load only with ``weights_only=False`` (else a ``CheckpointError`` says
+    so, as ``torch.load`` does).  A plain safetensors file (without
     tracec's metadata) loads as a dict of entry name to tensor.  ``map_location``
     (a device, a device string, a dict mapping saved to new device strings,
     or a callable ``(tensor, saved_device) -> tensor``) moves loaded tensors.
@@ -634,7 +660,8 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
                            "structure was damaged)")
     try:
         structure = json.loads(structure_text)
-        return _Decoder(structure, arrays, reader, map_location).node(structure["root"])
+        return _Decoder(structure, arrays, reader, map_location,
+                        weights_only).node(structure["root"])
     except CheckpointError:
         raise
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError) as e:
@@ -670,7 +697,8 @@ def _finish(t: Tensor, saved_device: str, map_location):
 
 
 class _Decoder:
-    def __init__(self, structure, arrays, reader, map_location):
+    def __init__(self, structure, arrays, reader, map_location, weights_only=True):
+        self.weights_only = weights_only is not False   # None: PyTorch's default, True
         self.refs = structure["tensors"]
         if not isinstance(self.refs, list):
             raise TypeError("tensors must be a list")
@@ -708,7 +736,30 @@ class _Decoder:
         if tag == "device":
             from tracec.device import device as _device
             return _device(v)
+        if tag == "pickle":
+            return self.pickled(*v)
         raise ValueError(f"unknown node tag {tag!r}")
+
+    def pickled(self, index, what: str):
+        """A whole object ``tracec.save`` pickled: unpickled only when the
+        caller opted in (``weights_only=False``), as PyTorch asks."""
+        if self.weights_only:
+            raise self.reader.error(
+                f"it holds a pickled {what} (an object tracec.save could not store as data, "
+                f"such as a whole Module); loading it imports and runs code the file names. "
+                f"If you trust the file, load it with weights_only=False; or save and load "
+                f"its state_dict()")
+        from tracec import serialization_pickle
+        data = self.node({"ndarray": index})
+        if data.dtype != np.uint8 or data.ndim != 1:
+            raise ValueError("a pickle entry must be 1-D uint8")
+        try:
+            return serialization_pickle.loads(data.tobytes(), self.node)
+        except CheckpointError:
+            raise
+        except Exception as e:  # noqa: BLE001 - unpickling raises anything
+            raise self.reader.error(f"the pickled {what} could not be loaded ({type(e).__name__}: "
+                                    f"{e})") from e
 
     def key(self, k):
         k = self.node(k)

@@ -1,0 +1,71 @@
+"""Whole objects in a ``tracec.save`` file: what PyTorch users save with
+``torch.save(model, f)`` and load with ``torch.load(f, weights_only=False)``.
+
+``tracec.save`` stores tensors, containers and plain values as structure
+(``tracec.serialization``); another object (a whole ``nn.Module``, an
+optimizer, a user's class) is pickled, with every tensor and NumPy array
+it reaches taken out of the pickle (``persistent_id``) and stored as the
+file's other tensors are: as safetensors entries under the CRC, shared
+tensors once (tied weights stay tied).  The pickle itself is one uint8
+entry.
+
+Loading such an object imports and runs code named in the file (its
+classes' constructors and ``__setstate__``), so ``tracec.load`` does it
+only with ``weights_only=False``, the opt-in PyTorch asks for too; with
+the default it raises, naming the object and that option, before any of
+the pickle is read.  Nothing else in a file ever runs code.
+"""
+from __future__ import annotations
+
+import io
+import json
+import pickle
+
+import numpy as np
+
+from tracec.tensor import Tensor
+
+__all__ = ["dumps", "loads"]
+
+
+class _Pickler(pickle.Pickler):
+    def __init__(self, fh, to_node):
+        super().__init__(fh, protocol=pickle.HIGHEST_PROTOCOL)
+        self._to_node = to_node
+        self._ids: dict = {}
+        self._keep: list = []      # stable ids while pickling
+
+    def persistent_id(self, obj):
+        if isinstance(obj, (Tensor, np.ndarray)):
+            pid = self._ids.get(id(obj))
+            if pid is None:
+                self._keep.append(obj)
+                # JSON text: the node the structure decoder reads back.
+                pid = self._ids[id(obj)] = json.dumps(self._to_node(obj))
+            return pid
+        return None
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, fh, from_node):
+        super().__init__(fh)
+        self._from_node = from_node
+
+    def persistent_load(self, pid):
+        return self._from_node(json.loads(pid))
+
+
+def dumps(obj, to_node) -> bytes:
+    """The pickle of ``obj``, its tensors and arrays replaced by the
+    structure nodes ``to_node(x)`` returns for them (registered in the
+    file's tensor table)."""
+    fh = io.BytesIO()
+    _Pickler(fh, to_node).dump(obj)
+    return fh.getvalue()
+
+
+def loads(data: bytes, from_node):
+    """The object pickled by ``dumps``, its tensors made by ``from_node``
+    (one object per node: shared tensors stay shared).  Runs the code the
+    pickle names: only for ``weights_only=False``."""
+    return _Unpickler(io.BytesIO(data), from_node).load()
