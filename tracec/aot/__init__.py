@@ -154,8 +154,19 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
             objs.append(os.path.join(tmp, "pool.o"))
             with open(objs[-1], "wb") as f, codegen.targeting(target):
                 f.write(pool.object_code())
-        # Only the documented names are exported: the kernels and the pool
-        # stay private, so several tracec libraries load side by side.
+        for k, variant in enumerate(signature.get("libraries", ())):
+            # The GEMM routines the kernels call (compiled once per machine
+            # and target: backends/cpu/gemm_lib.py), linked in privately.
+            from tracec.backends.cpu import gemm_lib
+            with codegen.targeting(target):
+                code = gemm_lib.object_code(variant)
+            for j, part in enumerate(codegen.unpack_objects(code)):
+                objs.append(os.path.join(tmp, f"gemm{k}_{j}.o"))
+                with open(objs[-1], "wb") as f:
+                    f.write(part)
+        # Only the documented names are exported: the kernels, the pool and
+        # the GEMM routines stay private, so several tracec libraries load
+        # side by side.
         exports = os.path.join(tmp, "exports.map")
         with open(exports, "w") as f:
             f.write(f"{{ global: {'; '.join(cgen.exported(fname))}; local: *; }};\n")

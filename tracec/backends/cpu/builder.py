@@ -158,6 +158,10 @@ class ModuleBuilder:
         self.helpers: dict[str, str] = {}
         #: The size symbols of a symbolic module, in workspace order.
         self.symbols: list[str] = []
+        #: Whether routines of a library compiled once (``gemm_lib``) are
+        #: declared instead of emitted, and the library variants declared.
+        self.use_libraries = False
+        self.libraries: set = set()
 
     def unique(self, base: str) -> str:
         name, n = f"{self.prefix}{base}", 0

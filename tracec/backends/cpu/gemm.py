@@ -31,8 +31,10 @@ thread has its own and a short product (a small batch: one row block)
 still splits across threads.  Packing buffers come from ``aligned_alloc``
 (64-byte aligned) per call of the kernel, so threads never share them.
 The loops over one column block (``gemm_block``), the whole unbatched
-driver (``gemm_run``), the micro-kernel and the packs are emitted once per
-module and element type / layout and shared by its GEMMs (compile time).
+driver (``gemm_run``), the micro-kernel and the packs depend only on the
+element type and layouts: they are compiled once per machine into a
+library (``gemm_lib.py``) that modules call (or, where a module builder
+does not use libraries, emitted once per module and shared by its GEMMs).
 """
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ from xdsl.dialects import llvm
 from xdsl.dialects.builtin import BytesAttr, DenseArrayBase, DenseIntOrFPElementsAttr, i32
 
 from tracec import dtypes as dt
-from tracec.backends.cpu import codegen
+from tracec.backends.cpu import codegen, gemm_lib
 from tracec.backends.cpu.builder import F32, F64, I1, I32, I64, PTR, FuncBuilder, vec
 from tracec.symbolic import hint_of, known
 
@@ -263,7 +265,8 @@ def _emit_split(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb, nsplit: int)
     # the layouts), so a GEMM made before from the same key is called again.
     key = ("gemm", d.name, nb, M, N, K, tuple(bshape), tuple(sa), tuple(sb), ta, tb, ncb)
     if nb == 1:
-        run = _run_fn(low.mb, elt, vl, mr, nr, ta, tb)
+        run = gemm_lib.declare(low.mb, "run", d, ta, tb) if low.mb.use_libraries else \
+            _run_fn(low.mb, elt, vl, mr, nr, ta, tb)
 
         def body1(fb, ptrs, err, lo, hi, status):
             cp, ap, bp = ptrs
@@ -272,7 +275,8 @@ def _emit_split(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb, nsplit: int)
             fb.if_then(fb.icmp("ne", rc, fb.i32(0)), lambda: fb.store(fb.i32(oom), status(), 4))
         low.kernels.kernel("gemm", slots, nt * mt, body1, work=M * N * K, align=mt, key=key)
         return
-    block = _block_fn(low.mb, elt, vl, mr, nr, ta, tb)
+    block = gemm_lib.declare(low.mb, "block", d, ta, tb) if low.mb.use_libraries else \
+        _block_fn(low.mb, elt, vl, mr, nr, ta, tb)
     low.mb.declare("aligned_alloc", [I64, I64], PTR)
     low.mb.declare("free", [PTR], None)
 

@@ -30,6 +30,7 @@ the user's file:line.
 from __future__ import annotations
 
 import math
+import os
 import sys
 from dataclasses import dataclass
 
@@ -341,6 +342,8 @@ class Lowering:
         self.fn = fns[0]
         self.symbol = symbol
         self.mb = ModuleBuilder(symbol + "_")
+        # The GEMM routines come from a library compiled once (gemm_lib).
+        self.mb.use_libraries = os.environ.get("TRACEC_GEMM_LIBRARY", "1") != "0"
         self.errors: list[list[str]] = []
         self.kernels = Kernels(self.mb, self.errors, self._buffer_of)
         self.plan = Plan()
@@ -714,6 +717,10 @@ class Lowering:
         }
         if "pool_slot" in self.mb.shared:
             sig["pool_slot"] = self.mb.shared["pool_slot"]
+        if self.mb.libraries:
+            # GEMM library variants the code calls ([dtype, ta, tb]): the
+            # loader resolves them (gemm_lib.addresses), tracec build links them.
+            sig["libraries"] = sorted([list(v) for v in self.mb.libraries])
         if "comms" in self.mb.shared:
             # communicator handles, written to the workspace by the caller
             # (collectives.COMMS_INDEX)

@@ -97,13 +97,17 @@ def _lljit():
     return _jit[0]
 
 
-def _link(object_code: bytes, entries: list[str]):
+def _link(object_code: bytes, entries: list[str], imports: dict | None = None):
+    """Link ``object_code`` into the JIT, exporting ``entries``; ``imports``:
+    ``{symbol: address}`` its declarations resolve to (library routines)."""
     with _jit_lock:
         jit = _lljit()
         builder = lb.JITLibraryBuilder()
         for obj in codegen.unpack_objects(object_code):  # a module compiled in parts
             builder.add_object_img(obj)
         builder.add_current_process()
+        for name, address in (imports or {}).items():
+            builder.import_symbol(name, address)
 
         for e in entries:
             builder.export_symbol(e)
@@ -159,7 +163,11 @@ class CpuExecutable:
         slot = signature.get("pool_slot")
         if slot:
             entries.append(slot)
-        self._tracker = _link(object_code, entries)
+        imports = None
+        if signature.get("libraries"):
+            from tracec.backends.cpu import gemm_lib
+            imports = gemm_lib.addresses(signature["libraries"])
+        self._tracker = _link(object_code, entries, imports)
         if slot:
             from tracec.backends.cpu import pool
             address = pool.address()
