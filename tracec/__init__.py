@@ -36,12 +36,12 @@ def is_tensor(obj) -> "builtins.bool":
     return isinstance(obj, Tensor)
 
 
-def numel(x) -> "builtins.int":
-    return x.numel()
+def numel(input) -> "builtins.int":
+    return input.numel()
 
 
-def is_floating_point(x) -> "builtins.bool":
-    return x.dtype.is_floating_point
+def is_floating_point(input) -> "builtins.bool":
+    return input.dtype.is_floating_point
 
 from tracec import nn, optim  # noqa: E402,F401
 from tracec.serialization import load, save  # noqa: E402,F401
@@ -177,6 +177,8 @@ _OUT_FUNCTIONS = (
     "bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift isin ldexp frexp "
     "nextafter signbit nansum nanmean median nanmedian mode kthvalue quantile nanquantile "
     "aminmax cummax cummin logcumsumexp diff histc bincount "
+    "any bernoulli chain_matmul cholesky clamp_max clamp_min conj_physical diag isneginf "
+    "isposinf msort multinomial lu lu_solve "
     "mv addmv addr ger inner kron igamma igammac tensordot det logdet slogdet inverse "
     "matrix_power cross cdist vdot norm addbmm cholesky_solve cholesky_inverse angle renorm "
     "frobenius_norm nuclear_norm triangular_solve matrix_rank"
@@ -217,3 +219,30 @@ def __getattr__(name: str):
 
 def __dir__():
     return sorted(set(globals()) | set(_LAZY))
+
+
+def _forwarding_signatures():
+    # torch.X_copy and torch.X_ forward ``(input, *args, **kwargs)`` to
+    # tracec.X / Tensor.X_: give them those keywords' signature (what
+    # inspect.signature reports; tests/test_kwarg_names.py checks the names).
+    import inspect
+    g = globals()
+    pairs = [(g[n + "_copy"], g.get(n) if n not in ("view", "unfold", "expand", "split")
+              else Tensor.__dict__.get(n))
+             for n in ("permute", "transpose", "t", "squeeze", "unsqueeze", "expand",
+                       "diagonal", "select", "narrow", "split", "split_with_sizes", "unbind",
+                       "unfold", "as_strided", "view")]
+    pairs += [(fn, Tensor.__dict__.get(n)) for n, fn in _math_methods.TOP_LEVEL_INPLACE.items()]
+    for fn, target in pairs:
+        if target is None or not callable(target):
+            continue
+        try:
+            ps = list(inspect.signature(target).parameters.values())
+        except (TypeError, ValueError):
+            continue
+        if ps and ps[0].kind in (ps[0].POSITIONAL_ONLY, ps[0].POSITIONAL_OR_KEYWORD):
+            ps[0] = ps[0].replace(name="input")
+            fn.__signature__ = inspect.Signature(ps)
+
+
+_forwarding_signatures()

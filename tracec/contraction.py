@@ -259,8 +259,8 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None,
     return _finish(out, requires_grad, device)
 
 
-def spmm(mat1, mat2):
+def spmm(input, mat2):
     """``torch.spmm``: a matrix product (``mat1`` is a dense stand-in)."""
-    if mat1.ndim != 2 or mat2.ndim != 2:
-        raise RuntimeError(f"spmm: expected 2-D tensors, got {mat1.ndim}-D and {mat2.ndim}-D")
-    return matmul(mat1, mat2)
+    if input.ndim != 2 or mat2.ndim != 2:
+        raise RuntimeError(f"spmm: expected 2-D tensors, got {input.ndim}-D and {mat2.ndim}-D")
+    return matmul(input, mat2)

@@ -139,20 +139,38 @@ def _like(x, dtype):
     return dt.to_dtype(dtype) if dtype is not None else x.dtype
 
 
-def zeros_like(x, *, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return zeros(x.shape, dtype=_like(x, dtype), device=device, requires_grad=requires_grad)
+def _check_layout(layout) -> None:
+    from tracec.tensor_meta import strided
+    if layout is not None and layout is not strided:
+        raise NotImplementedError(f"tracec: layout={layout} (tracec's tensors are all strided)")
 
 
-def ones_like(x, *, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return ones(x.shape, dtype=_like(x, dtype), device=device, requires_grad=requires_grad)
+def zeros_like(input, *, dtype=None, layout=None, device=None,
+               requires_grad=False) -> Tensor:
+    if layout is not None:
+        _check_layout(layout)
+    return zeros(input.shape, dtype=_like(input, dtype), device=device,
+                 requires_grad=requires_grad)
 
 
-def empty_like(x, *, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return zeros_like(x, dtype=dtype, device=device, requires_grad=requires_grad)
+def ones_like(input, *, dtype=None, layout=None, device=None,
+              requires_grad=False) -> Tensor:
+    if layout is not None:
+        _check_layout(layout)
+    return ones(input.shape, dtype=_like(input, dtype), device=device, requires_grad=requires_grad)
 
 
-def full_like(x, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return full(x.shape, fill_value, dtype=_like(x, dtype), device=device,
+def empty_like(input, *, dtype=None, layout=None, device=None,
+               requires_grad=False) -> Tensor:
+    return zeros_like(input, dtype=dtype, layout=layout, device=device,
+                      requires_grad=requires_grad)
+
+
+def full_like(input, fill_value, *, dtype=None, layout=None, device=None,
+              requires_grad=False) -> Tensor:
+    if layout is not None:
+        _check_layout(layout)
+    return full(input.shape, fill_value, dtype=_like(input, dtype), device=device,
                 requires_grad=requires_grad)
 
 
@@ -377,9 +395,9 @@ def checked_probabilities(p: Tensor) -> Tensor:
     return p
 
 
-def bernoulli(p, *, generator=None) -> Tensor:
-    p = checked_probabilities(p)
-    u = (generator or default_generator).uniform(p.shape, p.dtype)
+def bernoulli(input, *, generator=None) -> Tensor:
+    input = checked_probabilities(input)
+    u = (generator or default_generator).uniform(input.shape, input.dtype)
     with graph.no_grad():
-        return ops.cast(ops.lt(u, p), p.dtype)
+        return ops.cast(ops.lt(u, input), input.dtype)
 

@@ -117,35 +117,35 @@ def _named(t: Tensor, name: str) -> Tensor:
 
 # --- arithmetic -----------------------------------------------------------------
 
-def add(a, b, *, alpha=1):
-    (a, b), _ = promote("add", a, b)
+def add(input, other, *, alpha=1):
+    (input, other), _ = promote("add", input, other)
     if alpha != 1:
-        b = ops.mul(b, alpha)
-    return ops.add(a, b)
+        other = ops.mul(other, alpha)
+    return ops.add(input, other)
 
 
-def sub(a, b, *, alpha=1):
-    (a, b), d = promote("sub", a, b)
+def sub(input, other, *, alpha=1):
+    (input, other), d = promote("sub", input, other)
     if d is dt.bool_:
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
                            "supported. Use the `^` or `logical_xor()` operator instead.")
     if alpha != 1:
-        b = ops.mul(b, alpha)
-    return ops.sub(a, b)
+        other = ops.mul(other, alpha)
+    return ops.sub(input, other)
 
 
-def mul(a, b):
-    (a, b), d = promote("mul", a, b)
+def mul(input, other):
+    (input, other), d = promote("mul", input, other)
     if d is dt.bool_:
-        return ops.logical_and(a, b)
-    return ops.mul(a, b)
+        return ops.logical_and(input, other)
+    return ops.mul(input, other)
 
 
-def div(a, b, *, rounding_mode=None):
-    (a, b), d = promote("div", a, b, min_dtype=dt.get_default_dtype())
+def div(input, other, *, rounding_mode=None):
+    (input, other), d = promote("div", input, other, min_dtype=dt.get_default_dtype())
     if rounding_mode is not None:
         raise NotImplementedError("div(rounding_mode=...) is not supported by tracec yet")
-    return ops.div(a, b)
+    return ops.div(input, other)
 
 
 true_divide = divide = div
@@ -153,39 +153,39 @@ multiply = mul
 subtract = sub
 
 
-def pow(a, b):  # noqa: A001 - PyTorch's name
-    (a, b), d = promote("pow", a, b)
-    if isinstance(b, _NUM) and not isinstance(a, _NUM):
-        if b == 2:
-            return _named(ops.mul(a, a), "PowBackward0")
-        if b == 1:
-            return _named(ops.mul(a, 1), "PowBackward0")
-        return _named(ops.pow_(a, b), "PowBackward0")
-    if isinstance(a, _NUM) and not isinstance(b, _NUM):
-        return _named(ops.pow_(a, b), "PowBackward2")
-    return ops.pow_(a, b)
+def pow(input, exponent):  # noqa: A001 - PyTorch's name
+    (input, exponent), d = promote("pow", input, exponent)
+    if isinstance(exponent, _NUM) and not isinstance(input, _NUM):
+        if exponent == 2:
+            return _named(ops.mul(input, input), "PowBackward0")
+        if exponent == 1:
+            return _named(ops.mul(input, 1), "PowBackward0")
+        return _named(ops.pow_(input, exponent), "PowBackward0")
+    if isinstance(input, _NUM) and not isinstance(exponent, _NUM):
+        return _named(ops.pow_(input, exponent), "PowBackward2")
+    return ops.pow_(input, exponent)
 
 
-def neg(x):
-    x = _operand(x, "neg")
-    if isinstance(x, Tensor) and x.dtype is dt.bool_:
+def neg(input):
+    input = _operand(input, "neg")
+    if isinstance(input, Tensor) and input.dtype is dt.bool_:
         raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If "
                            "you are trying to invert a mask, use the `~` or `logical_not()` "
                            "operator instead.")
-    return ops.neg(x)
+    return ops.neg(input)
 
 
 negative = neg
 
 
 def _float_unary(name, f):
-    def fn(x):
-        x = _operand(x, name)
-        if not isinstance(x, Tensor):
-            x = Tensor._from_data(x)
-        if not x.dtype.is_floating_point:
-            x = ops.cast(x, dt.get_default_dtype())
-        return f(x)
+    def fn(input):
+        input = _operand(input, name)
+        if not isinstance(input, Tensor):
+            input = Tensor._from_data(input)
+        if not input.dtype.is_floating_point:
+            input = ops.cast(input, dt.get_default_dtype())
+        return f(input)
     fn.__name__ = name
     fn.__doc__ = f"Elementwise {name} (integer inputs become the default float dtype)."
     return fn
@@ -202,23 +202,23 @@ sigmoid = _float_unary("sigmoid", ops.logistic)
 erf = _float_unary("erf", ops.erf)
 
 
-def abs(x):  # noqa: A001
-    return ops.abs_(_operand(x, "abs"))
+def abs(input):  # noqa: A001
+    return ops.abs_(_operand(input, "abs"))
 
 
 absolute = abs
 
 
-def sign(x):
-    return ops.sign(_operand(x, "sign"))
+def sign(input):
+    return ops.sign(_operand(input, "sign"))
 
 
-def square(x):
-    return _named(mul(x, x), "PowBackward0")
+def square(input):
+    return _named(mul(input, input), "PowBackward0")
 
 
-def reciprocal(x):
-    return _named(div(1.0, x), "ReciprocalBackward0")
+def reciprocal(input):
+    return _named(div(1.0, input), "ReciprocalBackward0")
 
 
 def log1p(x):
@@ -232,20 +232,20 @@ def expm1(x):
 _GT, _WHERE = ops.elementwise.gt_p, ops.elementwise.where_p
 
 
-def relu(x):
+def relu(input):
     # where(x > 0, x, 0): the gradient at 0 is 0, as PyTorch's.
-    x = _operand(x, "relu")
-    if isinstance(x, Tensor):
-        d = x.dtype
-        if d.is_floating_point and d is not dt.bfloat16 and eager_direct(x):
+    input = _operand(input, "relu")
+    if isinstance(input, Tensor):
+        d = input.dtype
+        if d.is_floating_point and d is not dt.bfloat16 and eager_direct(input):
             # The hot activation: its two primitives applied directly (each
             # bind costs more than its NumPy work), same tensors and node.
-            xd = x._data
+            xd = input._data
             zero = weak_scalar(0, d)
-            mask = apply_direct(_GT, {}, (x, 0), _GT.impl(xd, zero), dt.bool_)
-            out = apply_direct(_WHERE, {}, (mask, x, 0), _WHERE.impl(mask._data, xd, zero), d)
+            mask = apply_direct(_GT, {}, (input, 0), _GT.impl(xd, zero), dt.bool_)
+            out = apply_direct(_WHERE, {}, (mask, input, 0), _WHERE.impl(mask._data, xd, zero), d)
             return _named(out, "ReluBackward0")
-    return _named(ops.where(ops.gt(x, 0), x, 0), "ReluBackward0")
+    return _named(ops.where(ops.gt(input, 0), input, 0), "ReluBackward0")
 
 
 def gelu(x, approximate: str = "none"):
@@ -266,46 +266,46 @@ def silu(x):
     return _named(ops.mul(x, ops.logistic(x)), "SiluBackward0")
 
 
-def maximum(a, b):
-    (a, b), _ = promote("maximum", a, b)
-    return ops.maximum(a, b)
+def maximum(input, other):
+    (input, other), _ = promote("maximum", input, other)
+    return ops.maximum(input, other)
 
 
-def minimum(a, b):
-    (a, b), _ = promote("minimum", a, b)
-    return ops.minimum(a, b)
+def minimum(input, other):
+    (input, other), _ = promote("minimum", input, other)
+    return ops.minimum(input, other)
 
 
-def where(cond, a=None, b=None):
-    if a is None and b is None:   # torch.where(cond): nonzero(cond, as_tuple=True)
+def where(condition, input=None, other=None):
+    if input is None and other is None:   # torch.where(cond): nonzero(cond, as_tuple=True)
         from tracec.select_ops import nonzero
-        return nonzero(_operand(cond, "where"), as_tuple=True)
-    if (a is None) != (b is None):
+        return nonzero(_operand(condition, "where"), as_tuple=True)
+    if (input is None) != (other is None):
         raise TypeError("where() takes the condition alone or with both input and other")
-    cond = _operand(cond, "where")
-    if isinstance(cond, Tensor) and cond.dtype is dt.uint8:
+    condition = _operand(condition, "where")
+    if isinstance(condition, Tensor) and condition.dtype is dt.uint8:
         import warnings
         warnings.warn("where received a uint8 condition tensor. This behavior is deprecated "
                       "and will be removed in a future version of PyTorch. Use a boolean "
                       "condition instead.", UserWarning, stacklevel=2)
-        cond = ops.ne(cond, 0)
-    if not isinstance(cond, Tensor) or cond.dtype is not dt.bool_:
+        condition = ops.ne(condition, 0)
+    if not isinstance(condition, Tensor) or condition.dtype is not dt.bool_:
         raise TypeError("where(): the condition must be a bool tensor")
-    (a, b), d = promote("where", a, b)
-    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+    (input, other), d = promote("where", input, other)
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         # Two scalars: the result has their promoted dtype, not the condition's.
-        a = Tensor._make(np.asarray(a, dtype=d.np), d)
-    return ops.where(cond, a, b)
+        input = Tensor._make(np.asarray(input, dtype=d.np), d)
+    return ops.where(condition, input, other)
 
 
-def clamp(x, min=None, max=None):  # noqa: A002
+def clamp(input, min=None, max=None):  # noqa: A002
     if min is None and max is None:
         raise RuntimeError("clamp: At least one of 'min' or 'max' must not be None")
-    x = _operand(x, "clamp")
-    if isinstance(x, Tensor):
+    input = _operand(input, "clamp")
+    if isinstance(input, Tensor):
         for bound in (min, max):
-            dt.check_fits(bound, x.dtype)
-    y = x
+            dt.check_fits(bound, input.dtype)
+    y = input
     # where-based so the gradient passes on the boundary, as in PyTorch.
     if min is not None:
         (y, lo), _ = promote("clamp", y, min)
@@ -320,11 +320,11 @@ clip = clamp
 
 
 def _cmp(name, prim):
-    def fn(a, b):
-        (a, b), _ = promote(name, a, b)
-        if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+    def fn(input, other):
+        (input, other), _ = promote(name, input, other)
+        if not isinstance(input, Tensor) and not isinstance(other, Tensor):
             raise TypeError(f"{name}(): at least one operand must be a Tensor")
-        return prim(a, b)
+        return prim(input, other)
     fn.__name__ = name
     return fn
 
@@ -345,32 +345,32 @@ def _as_bool(x, name):
     return x
 
 
-def logical_and(a, b):
-    return ops.logical_and(_as_bool(a, "logical_and"), _as_bool(b, "logical_and"))
+def logical_and(input, other):
+    return ops.logical_and(_as_bool(input, "logical_and"), _as_bool(other, "logical_and"))
 
 
-def logical_or(a, b):
-    return ops.logical_or(_as_bool(a, "logical_or"), _as_bool(b, "logical_or"))
+def logical_or(input, other):
+    return ops.logical_or(_as_bool(input, "logical_or"), _as_bool(other, "logical_or"))
 
 
-def logical_not(a):
-    return ops.logical_not(_as_bool(a, "logical_not"))
+def logical_not(input):
+    return ops.logical_not(_as_bool(input, "logical_not"))
 
 
-def isnan(x):
-    return ops.ne(x, x)
+def isnan(input):
+    return ops.ne(input, input)
 
 
-def equal(a, b) -> bool:
+def equal(input, other) -> bool:
     # A Python bool from the values: concrete() (a TraceError inside
     # tracec.compile, where the first call's answer would be frozen).
-    return tuple(a.shape) == tuple(b.shape) and bool(np.array_equal(
-        concrete(a, "equal()"), concrete(b, "equal()")))
+    return tuple(input.shape) == tuple(other.shape) and bool(np.array_equal(
+        concrete(input, "equal()"), concrete(other, "equal()")))
 
 
-def allclose(a, b, rtol=1e-5, atol=1e-8, equal_nan=False) -> bool:
-    bv = concrete(b, "allclose()") if isinstance(b, Tensor) else np.asarray(b)
-    return bool(np.allclose(concrete(a, "allclose()"), bv,
+def allclose(input, other, rtol=1e-5, atol=1e-8, equal_nan=False) -> bool:
+    bv = concrete(other, "allclose()") if isinstance(other, Tensor) else np.asarray(other)
+    return bool(np.allclose(concrete(input, "allclose()"), bv,
                             rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
@@ -393,40 +393,41 @@ def _keep(x, y, axes, keepdim):
     return y
 
 
-def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
-    x = _operand(x, "sum")
+def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
+    input = _operand(input, "sum")
     if dtype is not None:
-        x = _to(x, dt.to_dtype(dtype))
-    elif x.dtype.category < 2 and x.dtype is not dt.int64:
-        x = ops.cast(x, dt.int64)
-    axes = _dims(x, dim)
-    y = _keep(x, ops.reduce_sum(x, axes), axes, keepdim)
+        input = _to(input, dt.to_dtype(dtype))
+    elif input.dtype.category < 2 and input.dtype is not dt.int64:
+        input = ops.cast(input, dt.int64)
+    axes = _dims(input, dim)
+    y = _keep(input, ops.reduce_sum(input, axes), axes, keepdim)
     return _named(y, "SumBackward0" if dim is None else "SumBackward1")
 
 
-def mean(x, dim=None, keepdim=False, *, dtype=None):
-    x = _operand(x, "mean")
+def mean(input, dim=None, keepdim=False, *, dtype=None):
+    input = _operand(input, "mean")
     if dtype is not None:
-        x = _to(x, dt.to_dtype(dtype))
-    if not x.dtype.is_floating_point:
+        input = _to(input, dt.to_dtype(dtype))
+    if not input.dtype.is_floating_point:
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either "
-                           f"a floating point or complex dtype. Got: {x.dtype}")
-    axes = _dims(x, dim)
-    n = math.prod(x.shape[a] for a in axes) if x.ndim else 1
+                           f"a floating point or complex dtype. Got: {input.dtype}")
+    axes = _dims(input, dim)
+    n = math.prod(input.shape[a] for a in axes) if input.ndim else 1
     # A symbolic size (a symbolic trace) stays one: the count is a run-time value.
-    y = ops.div(ops.reduce_sum(x, axes), n if isinstance(n, Sym) else
+    y = ops.div(ops.reduce_sum(input, axes), n if isinstance(n, Sym) else
                 float(n) if n else float("nan"))
-    return _named(_keep(x, y, axes, keepdim), "MeanBackward0" if dim is None else "MeanBackward1")
+    return _named(_keep(input, y, axes, keepdim),
+                  "MeanBackward0" if dim is None else "MeanBackward1")
 
 
-def amax(x, dim=None, keepdim=False):
-    axes = _dims(x, dim)
-    return _keep(x, ops.reduce_max(x, axes), axes, keepdim)
+def amax(input, dim=None, keepdim=False):
+    axes = _dims(input, dim)
+    return _keep(input, ops.reduce_max(input, axes), axes, keepdim)
 
 
-def amin(x, dim=None, keepdim=False):
-    axes = _dims(x, dim)
-    return _keep(x, ops.reduce_min(x, axes), axes, keepdim)
+def amin(input, dim=None, keepdim=False):
+    axes = _dims(input, dim)
+    return _keep(input, ops.reduce_min(input, axes), axes, keepdim)
 
 
 MinMax = structseq("max", ["values", "indices"])
@@ -455,23 +456,23 @@ def _extreme(x, dim, keepdim, other, arg, full, name):
     return result(_named(vals, "MaxBackward0" if name == "max" else "MinBackward0"), idx)
 
 
-def max(x, dim=None, keepdim=False, *, other=None):  # noqa: A001
-    return _extreme(x, dim, keepdim, other, ops.argmax, ops.reduce_max, "max")
+def max(input, dim=None, keepdim=False, *, other=None):  # noqa: A001
+    return _extreme(input, dim, keepdim, other, ops.argmax, ops.reduce_max, "max")
 
 
-def min(x, dim=None, keepdim=False, *, other=None):  # noqa: A001
-    return _extreme(x, dim, keepdim, other, ops.argmin, ops.reduce_min, "min")
+def min(input, dim=None, keepdim=False, *, other=None):  # noqa: A001
+    return _extreme(input, dim, keepdim, other, ops.argmin, ops.reduce_min, "min")
 
 
 def _arg(name, prim):
-    def fn(x, dim=None, keepdim=False):
+    def fn(input, dim=None, keepdim=False):
         if dim is None:
-            r = prim(ops.reshape(x, (x.numel(),)), 0)
-            return ops.reshape(r, (1,) * x.ndim) if keepdim else r
-        d = normalize_axis(dim, x.ndim)
-        r = prim(x, d)
-        if keepdim and x.ndim:
-            r = ops.reshape(r, tuple(1 if i == d else s for i, s in enumerate(x.shape)))
+            r = prim(ops.reshape(input, (input.numel(),)), 0)
+            return ops.reshape(r, (1,) * input.ndim) if keepdim else r
+        d = normalize_axis(dim, input.ndim)
+        r = prim(input, d)
+        if keepdim and input.ndim:
+            r = ops.reshape(r, tuple(1 if i == d else s for i, s in enumerate(input.shape)))
         return r
     fn.__name__ = name
     return fn
@@ -481,24 +482,24 @@ argmax = _arg("argmax", ops.argmax)
 argmin = _arg("argmin", ops.argmin)
 
 
-def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool) and unbiased is None:  # var(x, False)
         dim, unbiased = None, dim
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
-    axes = _dims(x, dim)
-    n = math.prod(x.shape[a] for a in axes) if x.ndim else 1
-    m = mean(x, axes, keepdim=True)
-    d = sub(x, m)
+    axes = _dims(input, dim)
+    n = math.prod(input.shape[a] for a in axes) if input.ndim else 1
+    m = mean(input, axes, keepdim=True)
+    d = sub(input, m)
     y = ops.div(ops.reduce_sum(ops.mul(d, d), axes), float(builtin_max(n - correction, 0)))
-    return _named(_keep(x, y, axes, keepdim), "VarBackward0")
+    return _named(_keep(input, y, axes, keepdim), "VarBackward0")
 
 
 builtin_max = __builtins__["max"] if isinstance(__builtins__, dict) else __builtins__.max
 
 
-def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return _named(sqrt(var(x, dim, unbiased, keepdim, correction=correction)), "StdBackward0")
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return _named(sqrt(var(input, dim, unbiased, keepdim, correction=correction)), "StdBackward0")
 
 
 def _stop_max(x, axes):
@@ -511,77 +512,78 @@ def _stop_max(x, axes):
     return ops.where(ops.eq(ops.abs_(m), float("inf")), 0.0, m)
 
 
-def logsumexp(x, dim, keepdim=False):
-    x = _float_unary("logsumexp", lambda t: t)(x)
-    axes = _dims(x, dim)
-    m = _stop_max(x, axes)
-    s = ops.log(ops.reduce_sum(ops.exp(ops.sub(x, m)), axes))
+def logsumexp(input, dim, keepdim=False):
+    input = _float_unary("logsumexp", lambda t: t)(input)
+    axes = _dims(input, dim)
+    m = _stop_max(input, axes)
+    s = ops.log(ops.reduce_sum(ops.exp(ops.sub(input, m)), axes))
     y = ops.add(s, ops.reshape(m, s.shape))
-    return _named(_keep(x, y, axes, keepdim), "LogsumexpBackward0")
+    return _named(_keep(input, y, axes, keepdim), "LogsumexpBackward0")
 
 
-def softmax(x, dim, dtype=None):
-    x = _float_unary("softmax", lambda t: t)(x)
+def softmax(input, dim, dtype=None):
+    input = _float_unary("softmax", lambda t: t)(input)
     if dtype is not None:
-        x = _to(x, dt.to_dtype(dtype))
-    axes = _dims(x, dim)
-    e = ops.exp(ops.sub(x, _stop_max(x, axes)))
+        input = _to(input, dt.to_dtype(dtype))
+    axes = _dims(input, dim)
+    e = ops.exp(ops.sub(input, _stop_max(input, axes)))
     s = ops.reshape(ops.reduce_sum(e, axes), tuple(1 if i in axes else n
-                                                    for i, n in enumerate(x.shape)))
+                                                    for i, n in enumerate(input.shape)))
     return _named(ops.div(e, s), "SoftmaxBackward0")
 
 
-def log_softmax(x, dim, dtype=None):
-    x = _float_unary("log_softmax", lambda t: t)(x)
+def log_softmax(input, dim, dtype=None):
+    input = _float_unary("log_softmax", lambda t: t)(input)
     if dtype is not None:
-        x = _to(x, dt.to_dtype(dtype))
-    axes = _dims(x, dim)
-    z = ops.sub(x, _stop_max(x, axes))
+        input = _to(input, dt.to_dtype(dtype))
+    axes = _dims(input, dim)
+    z = ops.sub(input, _stop_max(input, axes))
     lse = ops.log(ops.reduce_sum(ops.exp(z), axes))
-    y = ops.sub(z, ops.reshape(lse, tuple(1 if i in axes else n for i, n in enumerate(x.shape))))
+    y = ops.sub(z, ops.reshape(lse, tuple(1 if i in axes else n
+                                          for i, n in enumerate(input.shape))))
     return _named(y, "LogSoftmaxBackward0")
 
 
 # --- linear algebra ---------------------------------------------------------------
 
-def matmul(a, b):
-    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+def matmul(input, other):
+    if not isinstance(input, Tensor) or not isinstance(other, Tensor):
         raise TypeError("matmul(): both operands must be Tensors, got "
-                        f"{type(a).__name__} and {type(b).__name__}")
-    if a.ndim == 0 or b.ndim == 0:
+                        f"{type(input).__name__} and {type(other).__name__}")
+    if input.ndim == 0 or other.ndim == 0:
         raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
-                           f"{a.ndim}D and {b.ndim}D")
+                           f"{input.ndim}D and {other.ndim}D")
     if autocast_mode.ACTIVE:
-        a, b = autocast_mode.lower_precision(a, b)
-    (a, b), _ = promote("matmul", a, b)
-    va, vb = a.ndim == 1, b.ndim == 1
+        input, other = autocast_mode.lower_precision(input, other)
+    (input, other), _ = promote("matmul", input, other)
+    va, vb = input.ndim == 1, other.ndim == 1
     if va:
-        a = ops.reshape(a, (1,) + a.shape)
+        input = ops.reshape(input, (1,) + input.shape)
     if vb:
-        b = ops.reshape(b, b.shape + (1,))
-    out = ops.matmul(a, b)
+        other = ops.reshape(other, other.shape + (1,))
+    out = ops.matmul(input, other)
     if va or vb:
         shape = out.shape[:-2] + (() if va else (out.shape[-2],)) + (() if vb else (out.shape[-1],))
         out = ops.reshape(out, shape)
         return _named(out, "DotBackward0" if va and vb else "MvBackward0")
-    return _named(out, "MmBackward0" if a.ndim == 2 and b.ndim == 2 else "BmmBackward0")
+    return _named(out, "MmBackward0" if input.ndim == 2 and other.ndim == 2 else "BmmBackward0")
 
 
-def mm(a, b):
-    if a.ndim != 2 or b.ndim != 2:
-        raise RuntimeError(f"mm: expected 2D tensors, got {a.ndim}D and {b.ndim}D")
-    return matmul(a, b)
+def mm(input, mat2):
+    if input.ndim != 2 or mat2.ndim != 2:
+        raise RuntimeError(f"mm: expected 2D tensors, got {input.ndim}D and {mat2.ndim}D")
+    return matmul(input, mat2)
 
 
-def bmm(a, b):
-    if a.ndim != 3 or b.ndim != 3:
-        raise RuntimeError(f"bmm: expected 3D tensors, got {a.ndim}D and {b.ndim}D")
-    return matmul(a, b)
+def bmm(input, mat2):
+    if input.ndim != 3 or mat2.ndim != 3:
+        raise RuntimeError(f"bmm: expected 3D tensors, got {input.ndim}D and {mat2.ndim}D")
+    return matmul(input, mat2)
 
 
-def dot(a, b):
-    return matmul(a, b)
+def dot(input, tensor):
+    return matmul(input, tensor)
 
 
-def outer(a, b):
-    return mul(ops.reshape(a, (a.shape[0], 1)), b)
+def outer(input, vec2):
+    return mul(ops.reshape(input, (input.shape[0], 1)), vec2)

@@ -424,15 +424,15 @@ def tensorsolve(A, B, dims=None):
 _EXP_TERMS = 18
 
 
-def matrix_exp(A):
+def matrix_exp(input):
     """exp(A) by scaling and squaring a Taylor series.  The scaling reads
     the norm of A (eager only); the rest is matmuls, so it differentiates."""
-    A = _square(A, "linalg.matrix_exp")
-    a = concrete(A, "linalg.matrix_exp() (eager only: its scaling reads the matrix norm)")
+    input = _square(input, "linalg.matrix_exp")
+    a = concrete(input, "linalg.matrix_exp() (eager only: its scaling reads the matrix norm)")
     norm1 = float(np.abs(a).sum(-2).max()) if a.size else 0.0
     s = max(0, int(math.ceil(math.log2(norm1 / 0.5)))) if norm1 > 0.5 else 0
-    X = F.mul(A, 0.5 ** s) if s else A
-    eye = ops.broadcast_to(ops.cast(_eye_like(A), A.dtype), tuple(A.shape))
+    X = F.mul(input, 0.5 ** s) if s else input
+    eye = ops.broadcast_to(ops.cast(_eye_like(input), input.dtype), tuple(input.shape))
     term, total = eye, eye
     for k in range(1, _EXP_TERMS + 1):
         term = F.mul(F.matmul(term, X), 1.0 / k)

@@ -135,8 +135,8 @@ _inv = _function("LinalgInvEx", _inv_fwd,
                  lambda ctx, g: (-_mT(ctx.inv) @ g @ _mT(ctx.inv),))
 
 
-def inv(A):
-    return _inv(_square(A, "linalg.inv"))
+def inv(input):
+    return _inv(_square(input, "linalg.inv"))
 
 
 inverse = inv
@@ -155,8 +155,8 @@ def _det_bwd(ctx, g):
 _det = _function("LinalgDet", _det_fwd, _det_bwd)
 
 
-def det(A):
-    return _det(_square(A, "linalg.det"))
+def det(input):
+    return _det(_square(input, "linalg.det"))
 
 
 def _logabsdet_fwd(ctx, a):
@@ -168,10 +168,10 @@ _logabsdet = _function("LinalgSlogdet", _logabsdet_fwd,
                        lambda ctx, g: (g[..., None, None] * _mT(np.linalg.inv(ctx.a)),))
 
 
-def slogdet(A):
-    A = _square(A, "linalg.slogdet")
-    sign = _wrap(np.linalg.slogdet(_np(A, "linalg.slogdet"))[0], A)
-    lad = _logabsdet(A)
+def slogdet(input):
+    input = _square(input, "linalg.slogdet")
+    sign = _wrap(np.linalg.slogdet(_np(input, "linalg.slogdet"))[0], input)
+    lad = _logabsdet(input)
     if lad.requires_grad:   # PyTorch's sign is an output of the node too (zero gradient)
         sign = ops.where(ops.full(tuple(sign.shape), False, dt.bool_, like=sign), lad, sign)
     return SlogdetResult(sign, lad)
@@ -445,7 +445,7 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
     return _tri_solve(A, B, bool(upper), bool(left), bool(unitriangular))
 
 
-def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
+def triangular_solve(input, A, upper=True, transpose=False, unitriangular=False):
     """The old ``torch.triangular_solve``: ``(solution, cloned_coefficient)``."""
     warnings.warn("torch.triangular_solve is deprecated in favor of "
                   "torch.linalg.solve_triangularand will be removed in a future PyTorch "
@@ -454,7 +454,7 @@ def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
                   "torch.triangular_solve(B, A).solution\nshould be replaced with\nX = "
                   "torch.linalg.solve_triangular(A, B).", UserWarning, stacklevel=2)
     M = S.mT(A) if transpose else A
-    X = solve_triangular(M, b, upper=upper != transpose, unitriangular=unitriangular)
+    X = solve_triangular(M, input, upper=upper != transpose, unitriangular=unitriangular)
     return TriangularSolveResult(X, S.clone(A))
 
 
@@ -464,13 +464,13 @@ def _from_factor(L, upper):
     return F.matmul(S.mT(L), L) if upper else F.matmul(L, S.mT(L))
 
 
-def cholesky_solve(B, L, upper=False):
+def cholesky_solve(input, input2, upper=False):
     """(L L^T)^-1 B from a Cholesky factor."""
-    return solve(_from_factor(_float_input(L, "cholesky_solve"), upper), B)
+    return solve(_from_factor(_float_input(input2, "cholesky_solve"), upper), input)
 
 
-def cholesky_inverse(L, upper=False):
-    return inv(_from_factor(_float_input(L, "cholesky_inverse"), upper))
+def cholesky_inverse(input, upper=False):
+    return inv(_from_factor(_float_input(input, "cholesky_inverse"), upper))
 
 
 # --- LU (partial pivoting, LAPACK's getrf conventions) ------------------------------------
@@ -587,10 +587,10 @@ def _torch_lu(A, pivot=True, get_infos=False):  # noqa: N803
     return (r.LU, r.pivots, r.info) if get_infos else (r.LU, r.pivots)
 
 
-def _torch_lu_solve(b, LU_data, LU_pivots):  # noqa: N803
+def _torch_lu_solve(input, LU_data, LU_pivots):  # noqa: N803
     warnings.warn("torch.lu_solve is deprecated in favor of torch.linalg.lu_solveand will be "
                   "removed in a future PyTorch release.\nNote that torch.linalg.lu_solve has "
                   "its arguments reversed.\nX = torch.lu_solve(B, LU, pivots)\nshould be "
                   "replaced with\nX = torch.linalg.lu_solve(LU, pivots, B)", UserWarning,
                   stacklevel=2)
-    return lu_solve(LU_data, LU_pivots, b)
+    return lu_solve(LU_data, LU_pivots, input)

@@ -123,13 +123,13 @@ _LN2 = math.log(2.0)
 # --- rounding --------------------------------------------------------------------
 
 def _rounder(name, body):
-    def fn(x):
-        x = _t(x, name)
-        if not x.dtype.is_floating_point:
-            if x.dtype is dt.bool_:
+    def fn(input):
+        input = _t(input, name)
+        if not input.dtype.is_floating_point:
+            if input.dtype is dt.bool_:
                 raise RuntimeError(f'"{name}" not implemented for \'Bool\'')
-            return ops.cast(x, x.dtype)
-        return _named(_no_grad_link(body(x.detach()), x), name.capitalize() + "Backward0")
+            return ops.cast(input, input.dtype)
+        return _named(_no_grad_link(body(input.detach()), input), name.capitalize() + "Backward0")
     fn.__name__ = name
     return fn
 
@@ -169,28 +169,28 @@ fix = trunc
 _round0 = _rounder("round", _rint)
 
 
-def round(x, *, decimals: int = 0):  # noqa: A001 - PyTorch's name
+def round(input, *, decimals: int = 0):  # noqa: A001 - PyTorch's name
     if decimals == 0:
-        return _round0(x)
-    x = _t(x, "round")
-    if not x.dtype.is_floating_point:
+        return _round0(input)
+    input = _t(input, "round")
+    if not input.dtype.is_floating_point:
         raise RuntimeError("round_decimals: integer inputs are not supported with decimals "
                            "(not implemented for 'Long')")
-    xd = x.detach()
+    xd = input.detach()
     if decimals > 0:
         p = 10.0 ** decimals
         y = ops.div(_rint(ops.mul(xd, p)), p)
     else:
         p = 10.0 ** -decimals
         y = ops.mul(_rint(ops.div(xd, p)), p)
-    return _named(_no_grad_link(y, x), "RoundBackward1")
+    return _named(_no_grad_link(y, input), "RoundBackward1")
 
 
-def frac(x):
-    x = _t(x, "frac")
-    if not x.dtype.is_floating_point:
-        raise RuntimeError(f"\"frac_cpu\" not implemented for '{x.dtype}'")
-    return _named(ops.sub(x, _trunc(x.detach())), "FracBackward0")
+def frac(input):
+    input = _t(input, "frac")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"\"frac_cpu\" not implemented for '{input.dtype}'")
+    return _named(ops.sub(input, _trunc(input.detach())), "FracBackward0")
 
 
 # --- logs, exps -------------------------------------------------------------------

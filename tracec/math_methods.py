@@ -43,7 +43,7 @@ _WITH_INPLACE = {
 _METHOD_ONLY = {
     "angle": M.angle, "conj": M.conj, "conj_physical": M.conj_physical,
     "resolve_conj": M.resolve_conj, "resolve_neg": M.resolve_neg, "is_conj": M.is_conj,
-    "is_neg": M.is_neg, "where": lambda self, condition, y: F.where(condition, self, y),
+    "is_neg": M.is_neg, "where": lambda self, condition, other: F.where(condition, self, other),
     "logaddexp": M.logaddexp, "logaddexp2": M.logaddexp2, "fmax": M.fmax, "fmin": M.fmin,
     "signbit": M.signbit, "positive": M.positive, "isclose": M.isclose, "isreal": M.isreal,
     "frexp": M.frexp, "greater": F.gt, "greater_equal": F.ge, "less": F.lt,

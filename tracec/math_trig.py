@@ -177,18 +177,18 @@ def hypot(input, other):  # noqa: A002
     return _named(y, "HypotBackward0")
 
 
-def deg2rad(x):
-    return _named(ops.mul(_float(x, "deg2rad"), math.pi / 180), "Deg2RadBackward0")
+def deg2rad(input):
+    return _named(ops.mul(_float(input, "deg2rad"), math.pi / 180), "Deg2RadBackward0")
 
 
-def rad2deg(x):
-    return _named(ops.mul(_float(x, "rad2deg"), 180 / math.pi), "Rad2DegBackward0")
+def rad2deg(input):
+    return _named(ops.mul(_float(input, "rad2deg"), 180 / math.pi), "Rad2DegBackward0")
 
 
-def sinc(x):
-    x = _float(x, "sinc")
-    zero = ops.eq(x, 0.0)
-    px = ops.mul(ops.where(zero, 1.0, x), math.pi)
+def sinc(input):
+    input = _float(input, "sinc")
+    zero = ops.eq(input, 0.0)
+    px = ops.mul(ops.where(zero, 1.0, input), math.pi)
     return _named(ops.where(zero, 1.0, ops.div(ops.sin(px), px)), "SincBackward0")
 
 

@@ -34,10 +34,10 @@ _METHODS = {
     "matmul": F.matmul, "mm": F.mm, "bmm": F.bmm, "dot": F.dot, "outer": F.outer,
     # structure
     "reshape": S.reshape, "view": S.view, "view_as": S.view_as, "reshape_as": S.reshape_as,
-    "permute": S.permute, "transpose": S.transpose, "swapaxes": S.transpose, "t": S.t,
+    "permute": S.permute, "transpose": S.transpose, "swapaxes": S.swapaxes, "t": S.t,
     "squeeze": S.squeeze, "unsqueeze": S.unsqueeze, "expand": S.expand,
     "expand_as": S.expand_as, "broadcast_to": S.broadcast_to, "flatten": S.flatten,
-    "unflatten": S.unflatten, "split": S.split, "chunk": S.chunk, "unbind": S.unbind,
+    "unflatten": S.unflatten, "split": S.split_method, "chunk": S.chunk, "unbind": S.unbind,
     "masked_fill": S.masked_fill, "gather": S.gather, "scatter_add": S.scatter_add,
     "clone": S.clone, "contiguous": S.contiguous, "to": S.to, "type_as": S.type_as,
     "float": S.float_, "double": S.double, "half": S.half, "long": S.long, "int": S.int_,
@@ -116,6 +116,7 @@ def _inplace(name, fn):
             graph.protect_saved(new._node, self._version, stops)
         return self._assign(new, name)
     method.__name__ = name
+    method.__wrapped__ = fn   # its keywords are fn's (inspect.signature shows them)
     return method
 
 
@@ -162,10 +163,16 @@ def _copy(self, src, non_blocking=False):
     return self._assign(src, "copy_")
 
 
-def _uniform(self, a=0.0, b=1.0, generator=None):
+def _uniform(self, from_=0.0, to=1.0, *, generator=None, **kwargs):
+    # PyTorch's first keyword is ``from`` (a Python keyword: uniform_(**{"from": 0}))
+    if kwargs:
+        if set(kwargs) != {"from"}:
+            raise TypeError(f"uniform_() got an unexpected keyword argument "
+                            f"'{next(k for k in kwargs if k != 'from')}'")
+        from_ = kwargs["from"]
     with graph.no_grad():
         u = creation.rand(self.shape, dtype=self.dtype, generator=generator)
-        return self._assign(F.add(F.mul(u, b - a), a), "uniform_")
+        return self._assign(F.add(F.mul(u, to - from_), from_), "uniform_")
 
 
 def _normal(self, mean=0.0, std=1.0, generator=None):

@@ -22,12 +22,12 @@ from tracec.tensor import Tensor
 __all__ = ["clamp_min", "clamp_max", "isinf", "isfinite", "isposinf", "isneginf"]
 
 
-def clamp_min(x, min):  # noqa: A002 - PyTorch's name
-    return F.clamp(x, min=min)
+def clamp_min(input, min):  # noqa: A002 - PyTorch's name
+    return F.clamp(input, min=min)
 
 
-def clamp_max(x, max):  # noqa: A002
-    return F.clamp(x, max=max)
+def clamp_max(input, max):  # noqa: A002
+    return F.clamp(input, max=max)
 
 
 def _float_test(x, name, on_float, on_other: bool):
@@ -47,12 +47,12 @@ def isfinite(x):
     return _float_test(x, "isfinite", lambda t: ops.lt(ops.abs_(t), float("inf")), True)
 
 
-def isposinf(x):
-    return _float_test(x, "isposinf", lambda t: ops.eq(t, float("inf")), False)
+def isposinf(input):
+    return _float_test(input, "isposinf", lambda t: ops.eq(t, float("inf")), False)
 
 
-def isneginf(x):
-    return _float_test(x, "isneginf", lambda t: ops.eq(t, float("-inf")), False)
+def isneginf(input):
+    return _float_test(input, "isneginf", lambda t: ops.eq(t, float("-inf")), False)
 
 
 # --- new_* ---------------------------------------------------------------------------
@@ -107,7 +107,11 @@ Tensor.new_full = _new_full
 Tensor.new_tensor = _new_tensor
 Tensor.__format__ = _format
 # The dense stand-in of a sparse COO tensor is already dense and coalesced.
-Tensor.to_dense = _identity
+def _to_dense(self, dtype=None, *, masked_grad=None):
+    return self if dtype is None else self.to(dtype)
+
+
+Tensor.to_dense = _to_dense
 Tensor.coalesce = _identity
 
 _METHODS = {

@@ -29,11 +29,11 @@ def _slice(x, d, start, stop):
     return ops.slice_(x, starts, stops, (1,) * x.ndim)
 
 
-def narrow(x, dim, start, length):
-    if x.ndim == 0:
+def narrow(input, dim, start, length):
+    if input.ndim == 0:
         raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
-    d = normalize_axis(dim, x.ndim)
-    n = x.shape[d]
+    d = normalize_axis(dim, input.ndim)
+    n = input.shape[d]
     start = int(start)
     if not -n <= start <= n:
         raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], "
@@ -41,23 +41,23 @@ def narrow(x, dim, start, length):
     start %= n if n else 1
     if length < 0 or start + length > n:
         raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
-    return _named(_slice(x, d, start, start + length), "SliceBackward0")
+    return _named(_slice(input, d, start, start + length), "SliceBackward0")
 
 
-def index_select(x, dim, index):
+def index_select(input, dim, index):
     if not isinstance(index, Tensor) or index.dtype not in (dt.int64, dt.int32):
         raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
     if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
-    d = normalize_axis(dim, x.ndim)
-    n = x.shape[d] if x.ndim else 1
+    d = normalize_axis(dim, input.ndim)
+    n = input.shape[d] if input.ndim else 1
     data = index._data  # a range check only: the result does not depend on it
     if data.size and (data.min() < 0 or data.max() >= n):
         raise IndexError("index out of range in self")
-    if x.ndim == 0:
-        return _named(ops.reshape(x, ()), "IndexSelectBackward0")
+    if input.ndim == 0:
+        return _named(ops.reshape(input, ()), "IndexSelectBackward0")
     idx = ops.reshape(index, (index.numel(),)) if index.ndim == 0 else index
-    return _named(ops.take(x, idx, d), "IndexSelectBackward0")
+    return _named(ops.take(input, idx, d), "IndexSelectBackward0")
 
 
 def repeat(x, *sizes):
@@ -75,16 +75,16 @@ def repeat(x, *sizes):
     return _named(ops.reshape(y, tuple(r * s for r, s in zip(sizes, shape))), "RepeatBackward0")
 
 
-def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     if repeats is None:  # repeat_interleave(repeats): the indices, each repeated
-        reps = concrete(x, "repeat_interleave(repeats)")
+        reps = concrete(input, "repeat_interleave(repeats)")
         return Tensor._make(np.repeat(np.arange(reps.size), reps).astype(np.int64), dt.int64)
     if dim is None:
-        x = ops.reshape(x, (x.numel(),))
+        input = ops.reshape(input, (input.numel(),))
         d = 0
     else:
-        d = normalize_axis(dim, x.ndim)
-    n = x.shape[d] if x.ndim else 1
+        d = normalize_axis(dim, input.ndim)
+    n = input.shape[d] if input.ndim else 1
     if isinstance(repeats, Tensor) and repeats.numel() != 1:
         if repeats.ndim != 1 or repeats.shape[0] != n:
             raise RuntimeError(f"repeats must have the same size as input along dim, but got "
@@ -94,14 +94,14 @@ def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
         if reps.size and reps.min() < 0:
             raise RuntimeError("repeats can not be negative")
         idx = Tensor._make(np.repeat(np.arange(n), reps).astype(np.int64), dt.int64)
-        return _named(ops.take(x, idx, d), "IndexSelectBackward0")
+        return _named(ops.take(input, idx, d), "IndexSelectBackward0")
     r = int(repeats)
     if r < 0:
         raise RuntimeError("repeats can not be negative")
-    if x.ndim == 0:
-        x = ops.reshape(x, (1,))
-    shape = tuple(x.shape)
-    y = ops.broadcast_to(ops.reshape(x, shape[:d + 1] + (1,) + shape[d + 1:]),
+    if input.ndim == 0:
+        input = ops.reshape(input, (1,))
+    shape = tuple(input.shape)
+    y = ops.broadcast_to(ops.reshape(input, shape[:d + 1] + (1,) + shape[d + 1:]),
                          shape[:d + 1] + (r,) + shape[d + 1:])
     return _named(ops.reshape(y, shape[:d] + (shape[d] * r,) + shape[d + 1:]),
                   "IndexSelectBackward0")
@@ -115,50 +115,50 @@ def _dims_list(x, dims, name):
     return out
 
 
-def flip(x, dims):
-    y = x
-    for d in _dims_list(x, dims, "flip"):
-        n = x.shape[d]
+def flip(input, dims):
+    y = input
+    for d in _dims_list(input, dims, "flip"):
+        n = input.shape[d]
         if n > 1:
-            idx = ops.sub(n - 1, ops.iota((n,), dt.int64, 0, like=x))
+            idx = ops.sub(n - 1, ops.iota((n,), dt.int64, 0, like=input))
             y = ops.take(y, idx, d)
-    if y is x:
-        y = ops.cast(x, x.dtype)  # a new tensor, as PyTorch's flip always makes
+    if y is input:
+        y = ops.cast(input, input.dtype)  # a new tensor, as PyTorch's flip always makes
     return _named(y, "FlipBackward0")
 
 
-def fliplr(x):
-    if x.ndim < 2:
+def fliplr(input):
+    if input.ndim < 2:
         raise RuntimeError("Input must be >= 2-d.")
-    return flip(x, (1,))
+    return flip(input, (1,))
 
 
-def flipud(x):
-    if x.ndim < 1:
+def flipud(input):
+    if input.ndim < 1:
         raise RuntimeError("Input must be >= 1-d.")
-    return flip(x, (0,))
+    return flip(input, (0,))
 
 
-def roll(x, shifts, dims=None):
+def roll(input, shifts, dims=None):
     shifts = tuple(shifts) if isinstance(shifts, (tuple, list)) else (shifts,)
     if dims is None:
         if len(shifts) != 1:
             raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, "
                                "dims:0")
-        return reshape(roll(ops.reshape(x, (x.numel(),)), shifts, 0), *x.shape)
+        return reshape(roll(ops.reshape(input, (input.numel(),)), shifts, 0), *input.shape)
     dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
     if len(shifts) != len(dims):
         raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, "
                            f"dims:{len(dims)}")
-    y = x
+    y = input
     for s, dim in zip(shifts, dims):
-        d = normalize_axis(dim, x.ndim)
-        n = x.shape[d]
+        d = normalize_axis(dim, input.ndim)
+        n = input.shape[d]
         s = int(s) % n if n else 0
         if s:
             y = ops.concatenate([_slice(y, d, n - s, n), _slice(y, d, 0, n - s)], d)
-    if y is x:
-        y = ops.cast(x, x.dtype)
+    if y is input:
+        y = ops.cast(input, input.dtype)
     return _named(y, "RollBackward0")
 
 
@@ -172,35 +172,35 @@ def _offsets(x, name):
     return ops.sub(cols, rows)
 
 
-def tril(x, diagonal: int = 0):
-    keep = ops.le(_offsets(x, "tril"), int(diagonal))
-    return _named(ops.where(keep, x, 0), "TrilBackward0")
+def tril(input, diagonal: int = 0):
+    keep = ops.le(_offsets(input, "tril"), int(diagonal))
+    return _named(ops.where(keep, input, 0), "TrilBackward0")
 
 
-def triu(x, diagonal: int = 0):
-    keep = ops.ge(_offsets(x, "triu"), int(diagonal))
-    return _named(ops.where(keep, x, 0), "TriuBackward0")
+def triu(input, diagonal: int = 0):
+    keep = ops.ge(_offsets(input, "triu"), int(diagonal))
+    return _named(ops.where(keep, input, 0), "TriuBackward0")
 
 
-def diag(x, diagonal: int = 0):
+def diag(input, diagonal: int = 0):
     k = int(diagonal)
-    if x.ndim == 1:
-        n = x.shape[0] + abs(k)
+    if input.ndim == 1:
+        n = input.shape[0] + abs(k)
         # (r, c) holds x[r] (k >= 0) or x[c] (k < 0) where c - r == k.
-        padded = ops.pad(x, (0,), (abs(k),), (0,), 0)
+        padded = ops.pad(input, (0,), (abs(k),), (0,), 0)
         vals = ops.reshape(padded, (n, 1) if k >= 0 else (1, n))
-        on = ops.eq(ops.sub(ops.iota((n, n), dt.int64, 1, like=x),
-                            ops.iota((n, n), dt.int64, 0, like=x)), k)
+        on = ops.eq(ops.sub(ops.iota((n, n), dt.int64, 1, like=input),
+                            ops.iota((n, n), dt.int64, 0, like=input)), k)
         return _named(ops.where(on, vals, 0), "DiagEmbedBackward0")
-    if x.ndim != 2:
-        raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {x.ndim}D")
-    n, m = x.shape
+    if input.ndim != 2:
+        raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.ndim}D")
+    n, m = input.shape
     count = max(min(n, m - k) if k >= 0 else min(n + k, m), 0)
     if count == 0:
-        return _named(ops.slice_(ops.reshape(x, (n * m,)), (0,), (0,), (1,)),
+        return _named(ops.slice_(ops.reshape(input, (n * m,)), (0,), (0,), (1,)),
                       "DiagonalBackward0")
     start = k if k >= 0 else -k * m
-    flat = ops.reshape(x, (n * m,))
+    flat = ops.reshape(input, (n * m,))
     y = ops.slice_(flat, (start,), (start + (count - 1) * (m + 1) + 1,), (m + 1,))
     return _named(y, "DiagonalBackward0")
 
@@ -229,10 +229,10 @@ def _scan(x, dim, dtype, combine, fill, name):
     return _named(y, name)
 
 
-def cumsum(x, dim, *, dtype=None):
-    return _scan(x, dim, dtype, ops.add, 0, "CumsumBackward0")
+def cumsum(input, dim, *, dtype=None):
+    return _scan(input, dim, dtype, ops.add, 0, "CumsumBackward0")
 
 
-def cumprod(x, dim, *, dtype=None):
-    return _scan(x, dim, dtype, ops.mul, 1, "CumprodBackward0")
+def cumprod(input, dim, *, dtype=None):
+    return _scan(input, dim, dtype, ops.mul, 1, "CumprodBackward0")
 

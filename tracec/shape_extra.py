@@ -21,9 +21,10 @@ from tracec import dtypes as dt
 from tracec import ops
 from tracec.functions import _named, promote
 from tracec.ops.core import normalize_axis
+from tracec.shape_ops import swapaxes as _swapaxes
 from tracec.rearrange import flip, narrow, repeat
-from tracec.shape_ops import (_shape_arg, cat, expand, reshape, split, stack, transpose,
-                              unsqueeze)
+from tracec.shape_ops import (_one_keyword, _shape_arg, cat, expand, reshape, split, stack,
+                              transpose, unsqueeze)
 from tracec.tensor import Size, Tensor
 
 __all__ = ["movedim", "moveaxis", "swapdims", "swapaxes", "atleast_1d", "atleast_2d",
@@ -62,7 +63,8 @@ def movedim(input, source, destination):
 
 
 moveaxis = movedim
-swapdims = swapaxes = transpose
+swapdims = transpose
+swapaxes = _swapaxes
 
 
 def _atleast(tensors, rank, fix):
@@ -408,8 +410,8 @@ def narrow_copy(input, dim, start, length):
                   "NarrowCopyBackward0")
 
 
-def sum_to_size(self, *size):
-    size = _shape_arg(size)
+def sum_to_size(self, *size_, size=None):
+    size = _shape_arg(_one_keyword(size_, size, "size", "sum_to_size"))
     lead = len(size) - self.ndim
     ok = lead <= 0 and all(s == 1 or s == x for s, x in
                            zip(size, tuple(self.shape)[-len(size):] if size else ()))

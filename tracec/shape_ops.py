@@ -70,8 +70,19 @@ def _reshape(x, shape: tuple):
     return _named(bind_movement(_RESHAPE, x, {"shape": shape}), "ViewBackward0")
 
 
-def reshape(x, *shape):
-    return _reshape(x, _infer(x, _shape_arg(shape)))
+def _one_keyword(args, value, name, fn):
+    # ``f(x, *sizes)`` also takes PyTorch's keyword (``reshape(x, shape=(2, 3))``).
+    if value is None:
+        return args
+    if args:
+        raise TypeError(f"{fn}() got multiple values for argument '{name}'")
+    return (value,)
+
+
+def reshape(input, *shape_, shape=None):
+    if shape is not None:
+        shape_ = _one_keyword(shape_, shape, "shape", "reshape")
+    return _reshape(input, _infer(input, _shape_arg(shape_)))
 
 
 def view(x, *shape):
@@ -94,34 +105,40 @@ def reshape_as(x, other):
     return reshape(x, *other.shape)
 
 
-def permute(x, *dims):
-    dims = _shape_arg(dims)
-    if len(dims) != x.ndim:
+def permute(input, *dims_, dims=None):
+    dims = _shape_arg(_one_keyword(dims_, dims, "dims", "permute") if dims is not None
+                      else dims_)
+    if len(dims) != input.ndim:
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
                            f"not match the length of the desired ordering of dimensions i.e. "
-                           f"input.dim() = {x.ndim} is not equal to len(dims) = {len(dims)}")
-    perm = tuple(normalize_axis(d, x.ndim) for d in dims)
+                           f"input.dim() = {input.ndim} is not equal to len(dims) = {len(dims)}")
+    perm = tuple(normalize_axis(d, input.ndim) for d in dims)
     if len(set(perm)) != len(perm):
         raise RuntimeError(f"permute(): duplicate dims are not allowed: {dims}")
-    return _named(ops.transpose(x, perm), "PermuteBackward0")
+    return _named(ops.transpose(input, perm), "PermuteBackward0")
 
 
-def transpose(x, dim0, dim1):
-    if x.ndim == 0:
-        return x
-    a, b = normalize_axis(dim0, x.ndim), normalize_axis(dim1, x.ndim)
-    perm = list(range(x.ndim))
+def transpose(input, dim0, dim1):
+    if input.ndim == 0:
+        return input
+    a, b = normalize_axis(dim0, input.ndim), normalize_axis(dim1, input.ndim)
+    perm = list(range(input.ndim))
     perm[a], perm[b] = perm[b], perm[a]
-    return _named(ops.transpose(x, perm), "TransposeBackward0")
+    return _named(ops.transpose(input, perm), "TransposeBackward0")
 
 
-swapaxes = swapdims = transpose
+swapdims = transpose
 
 
-def t(x):
-    if x.ndim > 2:
-        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
-    return _named(transpose(x, 0, -1) if x.ndim == 2 else x, "TBackward0")
+def swapaxes(input, axis0, axis1):
+    """``torch.swapaxes``: ``transpose`` under NumPy's argument names."""
+    return transpose(input, axis0, axis1)
+
+
+def t(input):
+    if input.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
+    return _named(transpose(input, 0, -1) if input.ndim == 2 else input, "TBackward0")
 
 
 def T(x):
@@ -132,23 +149,25 @@ def mT(x):
     return transpose(x, -2, -1)
 
 
-def squeeze(x, dim=None):
+def squeeze(input, dim=None):
     if dim is None:
-        shape = tuple(s for s in x.shape if s != 1)
+        shape = tuple(s for s in input.shape if s != 1)
     else:
         dims = dim if isinstance(dim, (tuple, list)) else (dim,)
-        axes = {normalize_axis(d, x.ndim) for d in dims}
-        shape = tuple(s for i, s in enumerate(x.shape) if not (i in axes and s == 1))
-    return _named(ops.reshape(x, shape), "SqueezeBackward0")
+        axes = {normalize_axis(d, input.ndim) for d in dims}
+        shape = tuple(s for i, s in enumerate(input.shape) if not (i in axes and s == 1))
+    return _named(ops.reshape(input, shape), "SqueezeBackward0")
 
 
-def unsqueeze(x, dim):
-    d = normalize_axis(dim, x.ndim + 1)
-    shape = tuple(x.shape[:d]) + (1,) + tuple(x.shape[d:])
-    return _named(ops.reshape(x, shape), "UnsqueezeBackward0")
+def unsqueeze(input, dim):
+    d = normalize_axis(dim, input.ndim + 1)
+    shape = tuple(input.shape[:d]) + (1,) + tuple(input.shape[d:])
+    return _named(ops.reshape(input, shape), "UnsqueezeBackward0")
 
 
-def expand(x, *sizes):
+def expand(x, *sizes, size=None, implicit=False):
+    if size is not None:
+        sizes = _one_keyword(sizes, size, "size", "expand")
     sizes = _shape_arg(sizes)
     if len(sizes) < x.ndim:
         raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be "
@@ -163,26 +182,27 @@ def expand_as(x, other):
     return expand(x, *other.shape)
 
 
-def broadcast_to(x, shape):
-    return expand(x, *shape)
+def broadcast_to(input, size):
+    return expand(input, *size)
 
 
-def flatten(x, start_dim=0, end_dim=-1):
-    if x.ndim == 0:
-        return reshape(x, 1)
-    a, b = normalize_axis(start_dim, x.ndim), normalize_axis(end_dim, x.ndim)
+def flatten(input, start_dim=0, end_dim=-1):
+    if input.ndim == 0:
+        return reshape(input, 1)
+    a, b = normalize_axis(start_dim, input.ndim), normalize_axis(end_dim, input.ndim)
     if a > b:
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
-    shape = tuple(x.shape[:a]) + (math.prod(x.shape[a:b + 1]),) + tuple(x.shape[b + 1:])
-    return reshape(x, shape)
+    shape = (tuple(input.shape[:a]) + (math.prod(input.shape[a:b + 1]),)
+             + tuple(input.shape[b + 1:]))
+    return reshape(input, shape)
 
 
-def unflatten(x, dim, sizes):
-    d = normalize_axis(dim, x.ndim)
+def unflatten(input, dim, sizes):
+    d = normalize_axis(dim, input.ndim)
     sizes = tuple(sizes)
     if not sizes:
         raise RuntimeError("unflatten: sizes must be non-empty")
-    n = x.shape[d]
+    n = input.shape[d]
     known = math.prod(s for s in sizes if s != -1)
     if sizes.count(-1) > 1:
         raise RuntimeError("only one dimension can be inferred")
@@ -191,7 +211,7 @@ def unflatten(x, dim, sizes):
                            f"size of dim {dim} ({n}) in the input tensor")
     if -1 in sizes:
         sizes = tuple(n // known if s == -1 else s for s in sizes)
-    return reshape(x, tuple(x.shape[:d]) + sizes + tuple(x.shape[d + 1:]))
+    return reshape(input, tuple(input.shape[:d]) + sizes + tuple(input.shape[d + 1:]))
 
 
 def cat(tensors, dim=0):
@@ -232,6 +252,11 @@ def _slice_dim(x, d, start, stop):
     return _named(ops.slice_(x, starts, stops, (1,) * x.ndim), "SplitBackward0")
 
 
+def split_method(self, split_size, dim=0):
+    """``Tensor.split``: PyTorch names its size argument ``split_size`` there."""
+    return split(self, split_size, dim)
+
+
 def split(tensor, split_size_or_sections, dim=0):
     x = tensor
     d = normalize_axis(dim, x.ndim)
@@ -259,49 +284,52 @@ def split(tensor, split_size_or_sections, dim=0):
     return pieces
 
 
-def chunk(x, chunks, dim=0):
+def chunk(input, chunks, dim=0):
     if chunks <= 0:
         raise RuntimeError("chunk expects `chunks` to be greater than 0")
-    d = normalize_axis(dim, x.ndim)
-    size = -(-x.shape[d] // chunks) if x.shape[d] else 1
-    return split(x, size, d)
+    d = normalize_axis(dim, input.ndim)
+    size = -(-input.shape[d] // chunks) if input.shape[d] else 1
+    return split(input, size, d)
 
 
-def unbind(x, dim=0):
-    d = normalize_axis(dim, x.ndim)
-    return tuple(_named(squeeze(s, d), "UnbindBackward0") for s in split(x, 1, d))
+def unbind(input, dim=0):
+    d = normalize_axis(dim, input.ndim)
+    return tuple(_named(squeeze(s, d), "UnbindBackward0") for s in split(input, 1, d))
 
 
-def masked_fill(x, mask, value):
+def masked_fill(input, mask, value):
     if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
         got = f", but got mask with dtype {mask.dtype.name}" if isinstance(mask, Tensor) else ""
         raise RuntimeError(f"masked_fill only supports boolean masks{got}")
-    dt.check_fits(value, x.dtype)
+    dt.check_fits(value, input.dtype)
     if isinstance(value, Tensor):
         if value.ndim:
             raise RuntimeError("masked_fill only supports a 0-dimensional value tensor")
-        value = ops.cast(value, x.dtype) if value.dtype is not x.dtype else value
-    return _named(ops.where(mask, value, x), "MaskedFillBackward0")
+        value = ops.cast(value, input.dtype) if value.dtype is not input.dtype else value
+    return _named(ops.where(mask, value, input), "MaskedFillBackward0")
 
 
-def gather(x, dim, index):
+def gather(input, dim, index, *, sparse_grad=False):
+    if sparse_grad:
+        raise NotImplementedError("tracec: gather(sparse_grad=True) (tracec's gradients are "
+                                  "dense)")
     if not isinstance(index, Tensor) or index.dtype.category != 1:
         raise RuntimeError("gather(): Expected dtype int64 for index")
-    d = normalize_axis(dim, x.ndim)
-    if index.ndim != x.ndim:
+    d = normalize_axis(dim, input.ndim)
+    if index.ndim != input.ndim:
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
-    for i, (a, b) in enumerate(zip(index.shape, x.shape)):
+    for i, (a, b) in enumerate(zip(index.shape, input.shape)):
         if i != d and a > b:
             raise RuntimeError(f"Size does not match at dimension {i} expected index "
-                               f"{list(index.shape)} to be smaller than self {list(x.shape)} "
+                               f"{list(index.shape)} to be smaller than self {list(input.shape)} "
                                f"apart from dimension {d}")
-    if any(a != b for i, (a, b) in enumerate(zip(index.shape, x.shape)) if i != d):
-        x = ops.slice_(x, (0,) * x.ndim,
-                       tuple(s if i == d else index.shape[i] for i, s in enumerate(x.shape)),
-                       (1,) * x.ndim)
+    if any(a != b for i, (a, b) in enumerate(zip(index.shape, input.shape)) if i != d):
+        input = ops.slice_(input, (0,) * input.ndim,
+                       tuple(s if i == d else index.shape[i] for i, s in enumerate(input.shape)),
+                       (1,) * input.ndim)
     if index.dtype is not dt.int64:
         index = ops.cast(index, dt.int64)
-    return ops.gather(x, index, d)
+    return ops.gather(input, index, d)
 
 
 def scatter_add(x, dim, index, src):
@@ -309,28 +337,29 @@ def scatter_add(x, dim, index, src):
     return ops.scatter_add(x, index, src, d)
 
 
-def one_hot(x, num_classes=-1):
-    if not isinstance(x, Tensor) or x.dtype is not dt.int64:
+def one_hot(tensor, num_classes=-1):
+    if not isinstance(tensor, Tensor) or tensor.dtype is not dt.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     if num_classes == -1:
         # The result's size depends on the values: a Python read (TraceError
         # inside tracec.compile, where it would freeze the first call's size).
-        v = concrete(x, "one_hot(num_classes=-1) (its size depends on the values)")
-        num_classes = int(v.max()) + 1 if x.numel() else 0
+        v = concrete(tensor, "one_hot(num_classes=-1) (its size depends on the values)")
+        num_classes = int(v.max()) + 1 if tensor.numel() else 0
     if RECORDERS:
         # Recorded checks (a compiled call checks its own classes), chained
         # so that the sign is reported first, as below.
-        x = ops.check(x, ops.ge(x, 0), "Class values must be non-negative.")
-        x = ops.check(x, ops.lt(x, num_classes), "Class values must be smaller than num_classes.")
-    elif x.numel() and ((v := x._data).min() < 0 or v.max() >= num_classes):
+        tensor = ops.check(tensor, ops.ge(tensor, 0), "Class values must be non-negative.")
+        tensor = ops.check(tensor, ops.lt(tensor, num_classes),
+                           "Class values must be smaller than num_classes.")
+    elif tensor.numel() and ((v := tensor._data).min() < 0 or v.max() >= num_classes):
         raise RuntimeError("Class values must be smaller than num_classes." if v.min() >= 0
                            else "Class values must be non-negative.")
-    classes = ops.iota((num_classes,), dt.int64, 0, like=x)
-    return ops.cast(ops.eq(ops.reshape(x, x.shape + (1,)), classes), dt.int64)
+    classes = ops.iota((num_classes,), dt.int64, 0, like=tensor)
+    return ops.cast(ops.eq(ops.reshape(tensor, tensor.shape + (1,)), classes), dt.int64)
 
 
-def clone(x, *, memory_format=None):
-    return _named(ops.cast(x, x.dtype), "CloneBackward0")
+def clone(input, *, memory_format=None):
+    return _named(ops.cast(input, input.dtype), "CloneBackward0")
 
 
 def contiguous(x, memory_format=None):
@@ -367,7 +396,7 @@ def type_as(x, other):
 
 
 def _conv(d):
-    def fn(x):
+    def fn(x, memory_format=None):
         return to(x, d)
     return fn
 

@@ -43,34 +43,34 @@ def _gather(x, idx, d):
     return ops.gather(x, idx, d)
 
 
-def sort(x, dim: int = -1, descending: bool = False, stable: bool = False):
+def sort(input, dim: int = -1, descending: bool = False, stable: bool = False):
     """``(values, indices)``; always stable (PyTorch leaves the order of
     equal values unspecified unless ``stable=True``)."""
-    d, idx = _order(x, dim, descending, "sort")
-    return SortResult(_named(_gather(x, idx, d), "SortBackward0"), idx)
+    d, idx = _order(input, dim, descending, "sort")
+    return SortResult(_named(_gather(input, idx, d), "SortBackward0"), idx)
 
 
-def argsort(x, dim: int = -1, descending: bool = False, stable: bool = False):
-    return _order(x, dim, descending, "argsort")[1]
+def argsort(input, dim: int = -1, descending: bool = False, stable: bool = False):
+    return _order(input, dim, descending, "argsort")[1]
 
 
-def msort(x):
-    return sort(x, 0).values
+def msort(input):
+    return sort(input, 0).values
 
 
-def topk(x, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  # noqa: A002
+def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  # noqa: A002
     """The ``k`` largest (smallest) values along ``dim`` and their indices,
     in sorted order (also for ``sorted=False``, where PyTorch's order is
     unspecified)."""
-    d, idx = _order(x, dim, largest, "topk")
-    n = x.shape[d] if x.ndim else 1
+    d, idx = _order(input, dim, largest, "topk")
+    n = input.shape[d] if input.ndim else 1
     if not 0 <= k <= n:
         raise RuntimeError("selected index k out of range")
-    if x.ndim:
-        idx = ops.slice_(idx, (0,) * x.ndim, tuple(k if i == d else s
-                                                    for i, s in enumerate(x.shape)),
-                         (1,) * x.ndim)
-    return TopkResult(_named(_gather(x, idx, d), "TopkBackward0"), idx)
+    if input.ndim:
+        idx = ops.slice_(idx, (0,) * input.ndim, tuple(k if i == d else s
+                                                    for i, s in enumerate(input.shape)),
+                         (1,) * input.ndim)
+    return TopkResult(_named(_gather(input, idx, d), "TopkBackward0"), idx)
 
 
 

@@ -125,11 +125,12 @@ def _meta_inplace(name, fn):
     def method(self, *args, **kwargs):
         return _rebind(self, fn(self, *args, **kwargs), name)
     method.__name__ = name
+    method.__wrapped__ = fn   # its keywords are fn's (inspect.signature shows them)
     return method
 
 
-def _resize(self, *sizes, memory_format=None):
-    size = S._shape_arg(sizes)
+def _resize(self, *sizes, size=None, memory_format=None):
+    size = S._shape_arg(S._one_keyword(sizes, size, "size", "resize_"))
     if self.requires_grad:
         raise RuntimeError("cannot resize variables that require grad")
     if any(s < 0 for s in size):
@@ -177,10 +178,13 @@ def _new_empty_strided(self, size, stride, *, dtype=None, layout=None, device=No
                          requires_grad=requires_grad)
 
 
-def _view(self, *shape):
+def _view(self, *shape, size=None, dtype=None):
     """``view(*shape)``, or ``view(dtype)``: the same bytes read as a dtype
     (sharing memory; the last dimension scales by the size ratio; no
-    gradient, as PyTorch's)."""
+    gradient, as PyTorch's).  PyTorch's keywords: ``size=``, ``dtype=``."""
+    if size is not None or dtype is not None:
+        shape = S._one_keyword(shape, size if dtype is None else dtype,
+                               "size" if dtype is None else "dtype", "view")
     if len(shape) == 1 and isinstance(shape[0], dt.DType):
         d = shape[0]
         if dt.bfloat16 in (d, self.dtype):
@@ -214,7 +218,7 @@ Tensor.new_empty_strided = _new_empty_strided
 Tensor.view = _view
 Tensor.t_ = _meta_inplace("t_", S.t)
 Tensor.transpose_ = _meta_inplace("transpose_", S.transpose)
-Tensor.swapaxes_ = _meta_inplace("swapaxes_", S.transpose)
+Tensor.swapaxes_ = _meta_inplace("swapaxes_", S.swapaxes)
 Tensor.swapdims_ = _meta_inplace("swapdims_", S.transpose)
 Tensor.squeeze_ = _meta_inplace("squeeze_", S.squeeze)
 Tensor.unsqueeze_ = _meta_inplace("unsqueeze_", S.unsqueeze)

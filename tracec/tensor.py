@@ -496,7 +496,7 @@ class Tensor:
                 self.grad = self.grad + g
         self._add_node_hook(keep)
 
-    def register_hook(self, fn):
+    def register_hook(self, hook):
         """Call ``fn(grad)`` when this tensor's gradient is computed; a
         returned tensor replaces the gradient."""
         if not self.requires_grad:
@@ -504,11 +504,11 @@ class Tensor:
         if self._node is None:
             if self._hooks is None:
                 self._hooks = []
-            self._hooks.append(fn)
+            self._hooks.append(hook)
             hooks = self._hooks
         else:
-            hooks = self._add_node_hook(fn)
-        return _HookHandle(hooks, fn)
+            hooks = self._add_node_hook(hook)
+        return _HookHandle(hooks, hook)
 
     def _add_node_hook(self, fn):
         if self._node.pre_hooks is None:

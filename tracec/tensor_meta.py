@@ -206,15 +206,15 @@ def _storage(self) -> TypedStorage:
     return TypedStorage(_root(self)._data, self.dtype)
 
 
-def is_signed(x) -> bool:
-    return x.dtype.is_signed
+def is_signed(input) -> bool:
+    return input.dtype.is_signed
 
 
-def get_device(x) -> int:
+def get_device(input) -> int:
     return -1  # a CPU tensor
 
 
-def is_inference(x) -> bool:
+def is_inference(input) -> bool:
     return False
 
 
