@@ -63,7 +63,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float =
         if offsets is not None:
             raise ValueError("if input is 2D, then offsets has to be None, as input is "
                              "treated is a mini-batch of fixed length sequences. However, "
-                             f"found offsets of type {type(offsets).__name__}")
+                             f"found offsets of type {type(offsets)}")
         b, length = input.shape
         offsets = ops.mul(ops.iota((b,), dt.int64, 0, like=input), length)
         idx = ops.reshape(input, (b * length,))
