@@ -194,10 +194,6 @@ def grid_sample(input, grid, mode: str = "bilinear", padding_mode: str = "zeros"
         raise ValueError(f"nn.functional.grid_sample(): expected padding_mode to be 'zeros', "
                          f"'border', or 'reflection', but got: '{padding_mode}'")
     align = _align_default(align_corners, "grid_sample")
-    if input.ndim not in (4, 5) or grid.ndim != input.ndim:
-        raise RuntimeError(f"grid_sampler(): expected 4D or 5D input and grid with same number "
-                           f"of dimensions, but got input with sizes {list(input.shape)} and "
-                           f"grid with sizes {list(grid.shape)}")
     if grid.shape[0] != input.shape[0]:
         raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, "
                            f"but got input with sizes {list(input.shape)} and grid with sizes "
@@ -206,6 +202,11 @@ def grid_sample(input, grid, mode: str = "bilinear", padding_mode: str = "zeros"
     if grid.shape[-1] != nd:
         raise RuntimeError(f"grid_sampler(): expected grid to have size {nd} in last "
                            f"dimension, but got grid with sizes {list(grid.shape)}")
+    kind = 4 if input.ndim == 4 else 5
+    if input.ndim != kind or grid.ndim != kind:
+        raise RuntimeError(f"grid_sampler(): expected {kind}D input and grid with same number "
+                           f"of dimensions, but got input with sizes {list(input.shape)} and "
+                           f"grid with sizes {list(grid.shape)}")
     if nd == 3 and mode == "bicubic":
         raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
     n, c = input.shape[:2]

@@ -20,7 +20,6 @@ from tracec.nn.utils.weight_norm import remove_weight_norm, weight_norm  # noqa:
 from tracec.nn.utils.spectral_norm import remove_spectral_norm, spectral_norm  # noqa: F401
 from tracec.nn.utils import parametrize, parametrizations  # noqa: F401,E402
 from tracec.nn.utils import stateless  # noqa: F401,E402
-from tracec.nn.utils import prune  # noqa: F401,E402
 from tracec.nn.utils.memory_format import (convert_conv2d_weight_memory_format,  # noqa: F401,E402
                                            convert_conv3d_weight_memory_format)
 from tracec.nn.utils import memory_format  # noqa: F401,E402
