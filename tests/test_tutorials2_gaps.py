@@ -296,3 +296,56 @@ def test_stn_compiled_step_matches_eager():
 def test_dist_grad_fn_name():
     a = tracec.ones(3, requires_grad=True)
     assert tracec.dist(a, tracec.zeros(3)).grad_fn.name() == "DistBackward0"
+
+
+# --- embedding max_norm, orthogonal cayley, func.linearize ---------------------------------
+
+@pytest.mark.parametrize("bag", [False, True])
+def test_embedding_max_norm_like_torch(bag):
+    w = rng.standard_normal((8, 3)).astype(np.float32) * 2
+    idx = np.array([1, 2, 2, 5, 7, 1])
+    res = []
+    for ns in (tracec, torch):
+        if bag:
+            m = ns.nn.EmbeddingBag.from_pretrained(ns.from_numpy(w.copy()), freeze=False,
+                                                   max_norm=1.5, norm_type=1.0, mode="sum")
+            out = m(ns.from_numpy(idx), ns.tensor([0, 2]))
+        else:
+            m = ns.nn.Embedding.from_pretrained(ns.from_numpy(w.copy()), freeze=False,
+                                                max_norm=1.0)
+            out = m(ns.from_numpy(idx.reshape(2, 3)))
+        out.pow(2).sum().backward()
+        res.append((out, m.weight, m.weight.grad))
+    for t, r in zip(*res):
+        close(t, r, atol=1e-5, rtol=1e-5)
+
+
+def test_orthogonal_cayley_like_torch():
+    # square: a wide or tall weight's base is completed with random columns
+    w = rng.standard_normal((4, 4)).astype(np.float32)
+    delta = rng.standard_normal((4, 4)).astype(np.float32) * 0.3
+    res = []
+    for ns in (tracec, torch):
+        lin = ns.nn.Linear(4, 4)
+        with ns.no_grad():
+            lin.weight.copy_(ns.from_numpy(w.copy()))
+        lin = ns.nn.utils.parametrizations.orthogonal(lin, orthogonal_map="cayley")
+        with ns.no_grad():
+            lin.parametrizations.weight.original.add_(ns.from_numpy(delta.copy()))
+        W = lin.weight
+        W.sum().backward()
+        res.append((W, lin.parametrizations.weight.original.grad))
+        assert ns.dist(W @ W.T, ns.eye(4)).item() < 1e-5
+    for t, r in zip(*res):
+        close(t, r, atol=1e-5, rtol=1e-4)
+
+
+def test_func_linearize_like_torch():
+    a = rng.standard_normal(4)
+    res = []
+    for ns in (tracec, torch):
+        out, jvp_fn = ns.func.linearize(lambda x: x.sin() * x.sum(), ns.from_numpy(a.copy()))
+        res.append((out, jvp_fn(ns.ones(4, dtype=ns.float64)),
+                    jvp_fn(ns.arange(4, dtype=ns.float64))))
+    for t, r in zip(*res):
+        close(t, r, atol=1e-12, rtol=1e-12)
