@@ -239,6 +239,12 @@ for i in (0, 2, 4):
     P.remove_parametrizations(model[i], "weight")
 print(model)
 print('after remove %.5f' % nn.functional.mse_loss(model(x), y).item())
+for orthogonal_map in ("matrix_exp", "cayley", "householder"):
+    layer = parametrizations.orthogonal(numpy_init(nn.Linear(4, 4)), orthogonal_map=orthogonal_map)
+    with torch.no_grad():
+        layer.parametrizations.weight.original.add_(0.3 * npt(4, 4))
+    W = layer.weight
+    print(orthogonal_map, torch.dist(W.T @ W, torch.eye(4)).item() < 1e-5, '%.5f' % W.sum().item())
 try:
     P.remove_parametrizations(model[0], "weight")
 except ValueError as e:

@@ -208,6 +208,9 @@ for mode in ("sum", "mean", "max"):
     bag2 = nn.EmbeddingBag.from_pretrained(W, mode=mode, freeze=False, max_norm=None)
     y2 = bag2(inp.view(2, 5))
     print('2d', mode, tuple(y2.shape), '%.5f' % y2.sum().item())
+bag = nn.EmbeddingBag.from_pretrained(W.clone(), freeze=False, max_norm=1.0, mode="mean")
+y = bag(inp, offs)
+print('max_norm', '%.5f' % y.sum().item(), '%.5f' % bag.weight.norm(dim=1).max().item())
 bag = nn.EmbeddingBag(10, 3, mode="sum")
 with torch.no_grad():
     bag.weight.copy_(W)
