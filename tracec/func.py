@@ -21,7 +21,7 @@ from tracec.nn.utils.stateless import call_with
 from tracec.shape_ops import stack
 from tracec.tensor import Tensor
 
-__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap",
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "linearize", "jacrev", "jacfwd", "hessian", "vmap",
            "functional_call", "stack_module_state"]
 
 
@@ -222,6 +222,26 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     if has_aux:
         return value, tangent_out, (aux if keep else _map(Tensor.detach, aux))
     return value, tangent_out
+
+
+def linearize(func, *primals):
+    """``(func(*primals), jvp_fn)``: ``jvp_fn(*tangents)`` is the
+    Jacobian-vector product at ``primals`` (PyTorch's ``torch.func.linearize``;
+    each call differentiates ``func`` at the saved primals again)."""
+    saved = tuple(_map(Tensor.detach, p) if isinstance(p, Tensor) else p for p in primals)
+    output = _map(Tensor.detach, func(*saved))
+
+    def jvp_fn(*tangents):
+        if len(tangents) != len(saved):
+            raise RuntimeError(f"linearize: Expected {len(saved)} tangents, got "
+                               f"{len(tangents)}")
+        for p, t in zip(_leaves(saved), _leaves(tangents)):
+            if tuple(p.shape) != tuple(t.shape) or p.dtype != t.dtype:
+                raise RuntimeError("jvp_fn: Expected tangents to have the same shape and "
+                                   f"dtype as primals, got {t.dtype}{list(t.shape)} for "
+                                   f"{p.dtype}{list(p.shape)}")
+        return jvp(func, saved, tangents)[1]
+    return output, jvp_fn
 
 
 def stack_module_state(models):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
+import numpy as np
 
 from tracec.ops.core import _VALUE_TYPES, Aval, is_value
 
@@ -213,6 +214,19 @@ class Node:
         self.freed = True
 
 
+def hold_constant(t, index: int) -> None:
+    """Operand ``index`` of ``t``'s node is a constant the library built
+    (affine_grid's base grid): the node holds it as it holds a Python
+    scalar, not as a saved tensor, so ``release`` keeps it and a second
+    backward through the node works, as through PyTorch's native op, which
+    saves no tensor and rebuilds the constant."""
+    node = t._node
+    if isinstance(node, Node) and node.saved and index in node.saved:
+        avals = list(node.avals)
+        avals[index] = node.saved.pop(index)[0]
+        node.avals = tuple(avals)
+
+
 class FreedNode:
     """The ``grad_fn`` of a compiled call's result that eager code returns
     with a graph already consumed by a ``backward()`` inside the call (an
@@ -263,7 +277,7 @@ class AccumulateGrad:
 class FunctionNode:
     """The backward of a user ``autograd.Function`` application."""
 
-    __slots__ = ("fn_cls", "ctx", "edges", "pre_hooks", "freed", "n_inputs",
+    __slots__ = ("fn_cls", "ctx", "edges", "pre_hooks", "freed", "n_inputs", "outputs",
                  "__weakref__")
 
     def __init__(self, fn_cls, ctx, next_functions, n_inputs):
@@ -273,6 +287,7 @@ class FunctionNode:
         self.pre_hooks = None
         self.freed = False
         self.n_inputs = n_inputs
+        self.outputs = None   # a multi-output Function's outputs (slot gradients)
 
     @property
     def next_functions(self):
@@ -287,7 +302,16 @@ class FunctionNode:
     def apply(self, g):
         if self.freed:
             raise RuntimeError(_FREED_MSG)
-        res = self.fn_cls.backward(self.ctx, g)
+        if self.outputs is not None:     # one gradient per output, in its slot
+            grads = []
+            for i, o in enumerate(self.outputs):
+                gi = g.slots.get(i)
+                if gi is None and o is not None and self.ctx.materialize_grads:
+                    gi = type(o)._make(np.zeros(o._data.shape, o.dtype.np), o.dtype)
+                grads.append(gi)
+            res = self.fn_cls.backward(self.ctx, *grads)
+        else:
+            res = self.fn_cls.backward(self.ctx, g)
         if not isinstance(res, tuple):
             res = (res,)
         if len(res) < self.n_inputs:

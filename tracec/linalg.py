@@ -147,8 +147,12 @@ def _torch_norm(input, p="fro", dim=None, keepdim=False, dtype=None):  # noqa: A
 
 
 def dist(input, other, p=2):  # noqa: A002
-    """``torch.dist``: the p-norm of ``input - other``."""
-    return vector_norm(F.sub(input, other), p)
+    """``torch.dist``: the p-norm of ``input - other`` (``grad_fn``
+    ``DistBackward0``, as PyTorch names it)."""
+    out = vector_norm(F.sub(input, other), p)
+    if out._node is not None:
+        out._node._name = "DistBackward0"
+    return out
 
 
 # --- products --------------------------------------------------------------------------

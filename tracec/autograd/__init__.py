@@ -183,31 +183,109 @@ class FunctionCtx:
         return self._saved
 
 
+class _OutputGrads:
+    """The gradients a multi-output custom Function's node receives: one
+    slot per output (those that received none stay absent); the engine
+    adds two of these where PyTorch adds per-output buffers."""
+
+    __slots__ = ("slots",)
+
+    def __init__(self, slots):
+        self.slots = slots
+
+    def __add__(self, other):
+        slots = dict(self.slots)
+        for i, g in other.slots.items():
+            slots[i] = g if i not in slots else slots[i] + g
+        return _OutputGrads(slots)
+
+
+class _FunctionOutput:
+    """The ``grad_fn`` edge of output ``index`` of a multi-output custom
+    Function: hands its gradient to the Function's node in its own slot
+    (PyTorch's ``output_nr``); it prints and hooks as that node."""
+
+    __slots__ = ("node", "index", "edges", "__weakref__")
+
+    def __init__(self, node, index):
+        self.node = node
+        self.index = index
+        self.edges = (node,)
+
+    @property
+    def pre_hooks(self):
+        return self.node.pre_hooks
+
+    @pre_hooks.setter
+    def pre_hooks(self, value):
+        self.node.pre_hooks = value
+
+    @property
+    def next_functions(self):
+        return self.node.next_functions
+
+    def name(self) -> str:
+        return self.node.name()
+
+    def __repr__(self):
+        return repr(self.node)
+
+    def apply(self, g):
+        return (_OutputGrads({self.index: g}),)
+
+    def release(self):
+        pass
+
+
 class Function:
-    """A custom differentiable function (PyTorch's ``autograd.Function``)."""
+    """A custom differentiable function (PyTorch's ``autograd.Function``):
+    ``forward(ctx, *args)``, or ``forward(*args)`` with ``setup_context(ctx,
+    inputs, output)``; ``backward(ctx, *grad_outputs)`` gets one gradient per
+    output (zeros for outputs that received none, or None after
+    ``ctx.set_materialize_grads(False)``); outputs marked with
+    ``ctx.mark_non_differentiable`` (and integer outputs) do not require
+    grad."""
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
-        raise NotImplementedError("a Function subclass must define forward(ctx, ...)")
+        raise NotImplementedError("You must implement the forward function for custom "
+                                  "autograd.Function.")
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        raise NotImplementedError("setup_context is not implemented.")
 
     @staticmethod
     def backward(ctx, *grad_outputs):
-        raise NotImplementedError("a Function subclass must define backward(ctx, grad)")
+        raise NotImplementedError("You must implement either the backward or vjp method for "
+                                  "your custom autograd.Function to use it with backward "
+                                  "mode AD.")
 
     @classmethod
     def apply(cls, *args, **kwargs):
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        separate = cls.setup_context is not Function.setup_context
         with graph.no_grad():
-            out = cls.forward(ctx, *args, **kwargs)
+            out = cls.forward(*args, **kwargs) if separate else cls.forward(ctx, *args, **kwargs)
+        if separate:
+            cls.setup_context(ctx, args, out)
         if graph.is_grad_enabled() and any(ctx.needs_input_grad):
             nexts = tuple(graph.edge_of(a) if isinstance(a, Tensor) else None for a in args)
             node = graph.FunctionNode(cls, ctx, nexts, len(args))
             outs = out if isinstance(out, tuple) else (out,)
-            for o in outs:
-                if isinstance(o, Tensor) and o.dtype.is_floating_point:
-                    o.requires_grad = True
-                    o._node = node
+            non_diff = {id(t) for t in getattr(ctx, "_non_diff", ())}
+            if isinstance(out, tuple):
+                node.outputs = tuple(o if isinstance(o, Tensor) else None for o in outs)
+            for i, o in enumerate(outs):
+                if not isinstance(o, Tensor):
+                    continue
+                if id(o) in non_diff or not o.dtype.is_floating_point:
+                    o.requires_grad = False
+                    o._node = None
+                    continue
+                o.requires_grad = True
+                o._node = _FunctionOutput(node, i) if isinstance(out, tuple) else node
         return out
 
 
@@ -241,7 +319,9 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     for i in diff:
         if inputs[i].dtype is not dt.float64:
             import warnings
-            warnings.warn("gradcheck: input is not float64; the check may be imprecise")
+            warnings.warn(f"Input #{i} requires gradient and is not a double precision floating "
+                          "point or complex. This check will likely fail if all the inputs are "
+                          "not of double precision floating point or complex. ", stacklevel=2)
     outs = _as_tuple(fn(*inputs))
     for oi, out in enumerate(outs):
         if not isinstance(out, Tensor) or not out.requires_grad:
@@ -275,9 +355,9 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
                 err = np.abs(analytic - numeric).max()
                 if raise_exception:
                     raise GradcheckError(
-                        f"Jacobian mismatch for output {oi} with respect to input {i}: "
-                        f"max abs difference {err:.3g}\nnumerical:{numeric}\nanalytical:"
-                        f"{analytic}")
+                        f"Jacobian mismatch for output {oi} with respect to input {i},\n"
+                        f"numerical:{numeric}\nanalytical:{analytic}\n"
+                        f"(max abs difference {err:.3g})")
                 return False
     return True
 

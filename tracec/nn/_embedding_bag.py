@@ -10,6 +10,7 @@ belong to no bag, as in PyTorch.
 """
 from __future__ import annotations
 
+from tracec import creation
 from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import ops
@@ -35,6 +36,23 @@ def _bag_mask(idx: Tensor, offsets: Tensor, include_last_offset: bool) -> Tensor
                            ops.lt(pos, ops.reshape(ends, (b, 1))))
 
 
+def embedding_renorm_(weight, input, max_norm: float, norm_type: float = 2.0):
+    """PyTorch's ``embedding_renorm_``, without recording gradients: each row
+    of ``weight`` that ``input`` picks and whose ``norm_type``-norm exceeds
+    ``max_norm`` is scaled in place by ``max_norm / (norm + 1e-7)``."""
+    from tracec import graph
+    with graph.no_grad():
+        idx = ops.reshape(input if input.dtype is dt.int64 else ops.cast(input, dt.int64), (-1,))
+        n = weight.shape[0]
+        picked = ops.gt(creation.zeros(n, dtype=weight.dtype).index_add(
+            0, idx, creation.ones(*idx.shape, dtype=weight.dtype)), 0.0)
+        norms = weight.norm(p=norm_type, dim=1)
+        over = ops.logical_and(picked, ops.gt(norms, float(max_norm)))
+        scale = TF.where(over, TF.div(float(max_norm), TF.add(norms, 1e-7)), 1.0)
+        weight.mul_(ops.reshape(scale, (n, 1)))
+    return weight
+
+
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float = 2,
                   scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
                   per_sample_weights=None, include_last_offset: bool = False,
@@ -46,9 +64,9 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float =
                          "arguments are (input, weight), as in PyTorch)")
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"mode has to be one of sum, mean or max, got {mode}")
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding_bag: max_norm, scale_grad_by_freq and sparse "
-                                  "are not supported by tracec")
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding_bag: scale_grad_by_freq and sparse are not "
+                                  "supported by tracec")
     if per_sample_weights is not None:
         if mode != "sum":
             raise NotImplementedError(
@@ -63,7 +81,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float =
         if offsets is not None:
             raise ValueError("if input is 2D, then offsets has to be None, as input is "
                              "treated is a mini-batch of fixed length sequences. However, "
-                             f"found offsets of type {type(offsets).__name__}")
+                             f"found offsets of type {type(offsets)}")
         b, length = input.shape
         offsets = ops.mul(ops.iota((b,), dt.int64, 0, like=input), length)
         idx = ops.reshape(input, (b * length,))
@@ -80,6 +98,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float =
         raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension "
                          f"{input.ndim}")
     idx = idx if idx.dtype is dt.int64 else ops.cast(idx, dt.int64)
+    if max_norm is not None:
+        embedding_renorm_(weight, idx, max_norm, norm_type)
     mask = _bag_mask(idx, offsets, include_last_offset)               # [B, M]
     if padding_idx is not None:
         pi = padding_idx + weight.shape[0] if padding_idx < 0 else padding_idx

@@ -303,7 +303,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
         warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the "
                       "support size.'batchmean' divides only by the batch size, and aligns with "
                       "the KL div math definition.'mean' will be changed to behave the same as "
-                      "'batchmean' in the next major release.", stacklevel=2)
+                      "'batchmean' in the next major release.", stacklevel=3)
     if log_target:
         loss = TF.mul(TF.exp(target), TF.sub(target, input))
     else:

@@ -330,11 +330,12 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the "
                            f"following scalar types: Long, Int; but got {got} instead "
                            "(while checking arguments for embedding)")
-    if max_norm is not None:
-        raise NotImplementedError("embedding(max_norm=...) is not supported by tracec")
     if scale_grad_by_freq or sparse:
         raise NotImplementedError("embedding: scale_grad_by_freq and sparse are not supported")
     idx = input if input.dtype is dt.int64 else ops.cast(input, dt.int64)
+    if max_norm is not None:    # rows renormalized in place first, as in PyTorch
+        from tracec.nn._embedding_bag import embedding_renorm_
+        embedding_renorm_(weight, idx, max_norm, norm_type)
     out = ops.take(weight, idx, 0)
     if padding_idx is not None:
         pi = padding_idx + weight.shape[0] if padding_idx < 0 else padding_idx

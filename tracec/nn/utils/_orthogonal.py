@@ -14,8 +14,8 @@ Invariants (PyTorch's):
 
 Both maps are composites over matmuls, so gradients come from autograd.
 ``matrix_exp`` is a degree-18 Taylor series with scaling and squaring (the
-scale read from the matrix norm, so it runs eagerly).  The ``cayley`` map
-needs a linear solve, which tracec does not have yet; it is refused by name.
+scale read from the matrix norm, so it runs eagerly); ``cayley`` solves
+``(I - A/2) Q = I + A/2`` with ``linalg.solve``.
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ import numpy as np
 from tracec import creation
 from tracec import functions as TF
 from tracec import graph
+from tracec import linalg_lapack
 from tracec import shape_ops as S
 from tracec.nn.modules.module import Module
 from tracec.nn.utils import parametrize
@@ -105,13 +106,19 @@ class _Orthogonal(Module):
         if transposed:
             X = _mT(X)
             n, k = k, n
-        if self.orthogonal_map == "matrix_exp":
+        if self.orthogonal_map in ("matrix_exp", "cayley"):
             X = X.tril()
             if n != k:
                 pad = creation.zeros(*(tuple(X.shape[:-2]) + (n, n - k)), dtype=X.dtype,
                                      device=X.device)
                 X = S.cat([X, pad], -1)
-            Q = _matrix_exp(TF.sub(X, _mT(X)))
+            A = TF.sub(X, _mT(X))
+            if self.orthogonal_map == "matrix_exp":
+                Q = _matrix_exp(A)
+            else:   # the Cayley retraction (I + A/2)(I - A/2)^{-1}
+                eye = _eye(n, A)
+                half = TF.mul(A, 0.5)
+                Q = linalg_lapack.solve(TF.sub(eye, half), TF.add(eye, half))
             if n != k:
                 Q = Q[..., :k]
         else:
@@ -167,9 +174,6 @@ def orthogonal(module: Module, name: str = "weight", orthogonal_map: str | None 
     if orthogonal_map not in _MAPS:
         raise ValueError('orthogonal_map has to be one of "matrix_exp", "cayley", '
                          f'"householder". Got: {orthogonal_map}')
-    if orthogonal_map == "cayley":
-        raise NotImplementedError('orthogonal_map="cayley" needs torch.linalg.solve, which '
-                                  'tracec does not have yet; use "matrix_exp" or "householder"')
     orth = _Orthogonal(weight, orthogonal_map, use_trivialization=use_trivialization)
     parametrize.register_parametrization(module, name, orth, unsafe=True)
     return module
