@@ -482,8 +482,8 @@ def test_object_runs_without_the_pool(tmp_path):
         objs[-1].write_bytes(part)
     from tracec.backends.cpu import gemm_lib
     assert exe.signature["libraries"]       # its GEMMs call the library's routines
-    for k, variant in enumerate(exe.signature["libraries"]):
-        for i, part in enumerate(unpack_objects(gemm_lib.object_code(variant))):
+    for k, lib in enumerate(exe.signature["libraries"]):
+        for i, part in enumerate(unpack_objects(gemm_lib.object_code(lib))):
             objs.append(tmp_path / f"gemm{k}_{i}.o")
             objs[-1].write_bytes(part)
     subprocess.run(["cc", "-shared", "-o", str(so), *map(str, objs), "-lm", "-lpthread"],

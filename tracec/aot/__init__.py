@@ -154,12 +154,12 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
             objs.append(os.path.join(tmp, "pool.o"))
             with open(objs[-1], "wb") as f, codegen.targeting(target):
                 f.write(pool.object_code())
-        for k, variant in enumerate(signature.get("libraries", ())):
+        for k, lib in enumerate(signature.get("libraries", ())):
             # The GEMM routines the kernels call (compiled once per machine
             # and target: backends/cpu/gemm_lib.py), linked in privately.
             from tracec.backends.cpu import gemm_lib
             with codegen.targeting(target):
-                code = gemm_lib.object_code(variant)
+                code = gemm_lib.object_code(lib)
             for j, part in enumerate(codegen.unpack_objects(code)):
                 objs.append(os.path.join(tmp, f"gemm{k}_{j}.o"))
                 with open(objs[-1], "wb") as f:

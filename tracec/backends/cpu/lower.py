@@ -718,9 +718,9 @@ class Lowering:
         if "pool_slot" in self.mb.shared:
             sig["pool_slot"] = self.mb.shared["pool_slot"]
         if self.mb.libraries:
-            # GEMM library variants the code calls ([dtype, ta, tb]): the
-            # loader resolves them (gemm_lib.addresses), tracec build links them.
-            sig["libraries"] = sorted([list(v) for v in self.mb.libraries])
+            # The GEMM libraries (by dtype) the code calls: the loader
+            # resolves them (gemm_lib.addresses), tracec build links them.
+            sig["libraries"] = sorted(self.mb.libraries)
         if "comms" in self.mb.shared:
             # communicator handles, written to the workspace by the caller
             # (collectives.COMMS_INDEX)
