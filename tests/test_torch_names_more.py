@@ -264,6 +264,10 @@ def test_hub_state_dict_from_a_file_url(tmp_path):
     with pytest.raises(RuntimeError, match="invalid hash value"):
         tracec.hub.download_url_to_file(src.as_uri(), tmp_path / "x.pt", hash_prefix="ffff")
     assert not (tmp_path / "x.pt").exists()
+    # the old name, torch.utils.model_zoo.load_url, reads the cached file
+    from tracec.utils import model_zoo
+    again = model_zoo.load_url(src.as_uri(), model_dir=str(tmp_path / "cache"))
+    assert again["w"].tolist() == [0.0, 1.0, 2.0]
 
 
 def test_aten_losses_default_to_no_reduction_as_torch():

@@ -20,6 +20,7 @@ import math
 import warnings
 
 from tracec import dtypes as dt
+from tracec import sdp_flags
 from tracec import functions as TF
 from tracec import ops
 from tracec import shape_ops as S
@@ -85,6 +86,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     ``attn_mask`` says where to attend (True); a float one is added; the
     causal mask is lower-triangular aligned to the top-left corner."""
     _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal)
+    if not sdp_flags.runnable():     # sdpa_kernel / enable_math_sdp left no kernel
+        raise RuntimeError(sdp_flags.NO_KERNEL)
     if enable_gqa and query.ndim >= 3:
         key = _repeat_heads(key, query.shape[-3], "key")
         value = _repeat_heads(value, query.shape[-3], "value")
