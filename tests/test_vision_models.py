@@ -45,18 +45,31 @@ def test_outputs_match_torchvision(name, size, kw):
 
 
 def test_resnet18_training_step_gradients_match():
+    """Train-mode batch norm over a batch of 4 makes these gradients ill
+    conditioned: PyTorch's own float32 ones are ~1% off its float64 ones
+    (and which float32 rounding a CPU's kernels pick moves them by as
+    much).  So each gradient is compared with the float64 truth, and must
+    be as close to it as PyTorch's float32 gradient is (within 2x + 1e-4)."""
     ours, theirs, x = copied("resnet18", (4, 3, 64, 64), num_classes=3)
-    ours.train()
-    theirs.train()
+    truth = getattr(tv.models, "resnet18")(num_classes=3).double()
+    truth.load_state_dict({k: v.double() if v.is_floating_point() else v
+                           for k, v in theirs.state_dict().items()})
+    for m in (ours, theirs, truth):
+        m.train()
     y = np.array([0, 2, 1, 1])
     loss_t = torch.nn.functional.cross_entropy(theirs(torch.from_numpy(x)), torch.from_numpy(y))
     loss_t.backward()
+    torch.nn.functional.cross_entropy(truth(torch.from_numpy(x).double()),
+                                      torch.from_numpy(y)).backward()
     loss_o = tracec.nn.functional.cross_entropy(ours(tracec.from_numpy(x)), tracec.from_numpy(y))
     loss_o.backward()
     np.testing.assert_allclose(loss_o.item(), loss_t.item(), rtol=1e-4)
-    for (k, p), (_, q) in zip(ours.named_parameters(), theirs.named_parameters()):
-        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-3, atol=1e-4,
-                                   err_msg=k)
+    for (k, p), (_, q), (_, r) in zip(ours.named_parameters(), theirs.named_parameters(),
+                                      truth.named_parameters()):
+        exact = r.grad.numpy()
+        ours_err = np.abs(p.grad.numpy() - exact).max()
+        torch_err = np.abs(q.grad.numpy() - exact).max()
+        assert ours_err <= 2 * torch_err + 1e-4, (k, ours_err, torch_err)
 
 
 @pytest.mark.slow
