@@ -36,7 +36,7 @@ LAYERS = [
                   "tracec.aten_extra", "tracec.hub", "tracec.mps", "tracec.xpu",
                   "tracec.testing", "tracec.methods_compat", "tracec.profiler",
                   "tracec.numpy_names",
-                  "tracec.config", "tracec.vision"]),
+                  "tracec.config", "tracec.vision", "tracec.complex_ops", "tracec.fft"]),
     ("tracing", ["tracec.tracing", "tracec.guards", "tracec.sym_shapes", "tracec.naming"]),
     ("passes", ["tracec.passes"]),
     ("backends", ["tracec.backends"]),

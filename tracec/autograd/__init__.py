@@ -205,7 +205,8 @@ class Function:
             node = graph.FunctionNode(cls, ctx, nexts, len(args))
             outs = out if isinstance(out, tuple) else (out,)
             for o in outs:
-                if isinstance(o, Tensor) and o.dtype.is_floating_point:
+                if isinstance(o, Tensor) and (o.dtype.is_floating_point
+                                              or o.dtype.category == 3):
                     o.requires_grad = True
                     o._node = node
         return out
