@@ -1,6 +1,8 @@
 """tracec.fft against PyTorch: values, dtypes, errors and gradients (real
 losses of every transform, with n/s, dim and norm), and a Fourier Neural
 Operator layer trained three steps under identical weights."""
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -146,3 +148,82 @@ def test_fft_inside_compile_fails_naming_the_line():
         got = g(x)
     np.testing.assert_allclose(got.item(), np.abs(np.fft.rfft(x.numpy())).sum(), rtol=1e-5)
 
+
+
+# --- stft / istft ----------------------------------------------------------------------------
+
+STFT_CASES = [
+    dict(n_fft=16), dict(n_fft=16, hop_length=5, win_length=12, window="hann"),
+    dict(n_fft=15, hop_length=3, center=False, window="hamming"),
+    dict(n_fft=16, normalized=True, window="hann", onesided=False),
+    dict(n_fft=16, pad_mode="constant", window="hamming", hop_length=8),
+    dict(n_fft=16, hop_length=4, win_length=8, center=False, align_to_window=True,
+         window="hamming"),
+]
+
+
+def _stft_kwargs(L, kw):
+    kw = dict(kw)
+    if kw.get("window") == "hann":
+        kw["window"] = L.hann_window(kw.get("win_length", kw["n_fft"]), dtype=L.float64)
+    elif kw.get("window") == "hamming":
+        kw["window"] = L.hamming_window(kw.get("win_length", kw["n_fft"]), dtype=L.float64)
+    return kw
+
+
+@pytest.mark.filterwarnings("ignore:A window was not provided")
+@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize("case", range(len(STFT_CASES)))
+def test_stft_istft_values_and_gradients(case, batched):
+    rng = np.random.default_rng(case)
+    a = rng.standard_normal((2, 100) if batched else (100,))
+    out = {}
+    for L in (torch, tracec):
+        kw = _stft_kwargs(L, STFT_CASES[case])
+        x = L.tensor(a, requires_grad=True)
+        spec = L.stft(x, return_complex=True, **kw)
+        w = L.tensor(np.random.default_rng(9).standard_normal(tuple(spec.shape) + (2,)))
+        (L.view_as_real(spec) * w).sum().backward()
+        ikw = {k: v for k, v in kw.items() if k not in ("pad_mode", "align_to_window")}
+        if kw.get("onesided") is False:
+            ikw["return_complex"] = True
+        z = L.tensor(spec.detach().numpy(), requires_grad=True)
+        if "align_to_window" in kw:   # istft has no such alignment
+            out[L] = (spec.detach().numpy(), x.grad.numpy())
+            continue
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            back = L.istft(z, length=100, **ikw)
+        short = [str(c.message) for c in caught if "shorter than the length" in str(c.message)]
+        if L is tracec:   # torch warns once per process: tracec's own warning is checked
+            assert bool(short) == (not kw.get("center", True))
+        back = back.real if back.is_complex() else back
+        (back * L.tensor(np.linspace(-1, 1, 100))).sum().backward()
+        out[L] = (spec.detach().numpy(), x.grad.numpy(), back.detach().numpy(), z.grad.numpy())
+    for got, want in zip(out[tracec], out[torch]):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-10)
+    if STFT_CASES[case].get("center", True) and STFT_CASES[case]["n_fft"] % 2 == 0:
+        np.testing.assert_allclose(out[tracec][2], a, atol=1e-10)   # istft inverts stft
+
+
+def test_stft_errors_as_torch():
+    for L in (torch, tracec):
+        x = L.randn(100)
+        with pytest.raises(RuntimeError, match="stft requires the return_complex parameter"):
+            L.stft(x, 16)
+        with pytest.raises(RuntimeError, match="expected 0 < win_length <= n_fft, but got "
+                                               "win_length=20"):
+            L.stft(x, 16, win_length=20, return_complex=True)
+        with pytest.raises(RuntimeError, match="expected a 1D window tensor of size equal to "
+                                               r"win_length=16, but got window with size \[5\]"):
+            L.stft(x, 16, window=L.ones(5), return_complex=True)
+        with pytest.raises(RuntimeError, match="align_to_window should only be set when "
+                                               "center = false"):
+            L.stft(x, 16, center=True, align_to_window=True, return_complex=True)
+        with pytest.raises(RuntimeError, match="istft requires a complex-valued input tensor"):
+            L.istft(L.randn(9, 7), 16)
+        w = L.hann_window(16)   # zero at its ends: no overlap covers the first sample
+        spec = L.stft(x, 16, window=w, center=False, return_complex=True)
+        with pytest.raises(RuntimeError, match="window overlap add min"):
+            L.istft(spec, 16, window=w, center=False)

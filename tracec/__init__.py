@@ -132,6 +132,7 @@ from tracec.complex_ops import (angle, complex, conj, conj_physical,  # noqa: E4
                                 view_as_real)
 from tracec.dtypes import (cdouble, cfloat, complex64, complex128)  # noqa: E402,F401
 from tracec import fft  # noqa: E402,F401
+from tracec.stft import istft, stft  # noqa: E402,F401
 from tracec.aten_functional import *  # noqa: E402,F401,F403
 from tracec.windows import *  # noqa: E402,F401,F403
 from tracec.aten_extra import *  # noqa: E402,F401,F403
