@@ -113,6 +113,15 @@ def test_views_share_memory_and_write_through():
     assert z.real.tolist() == [5.0, 6.0]
 
 
+def test_write_through_a_view_of_a_tensor_in_the_graph_is_refused():
+    z = tracec.tensor([1 + 2j], requires_grad=True)
+    with pytest.raises(RuntimeError, match="in-place write through a real/complex view"):
+        z.real.mul_(2)
+    with tracec.no_grad():
+        z.real.mul_(2)
+    assert z.tolist() == [2 + 2j]
+
+
 def test_conj_bit_and_errors_as_torch():
     for L in (torch, tracec):
         z = L.tensor([1 + 2j])
@@ -308,3 +317,24 @@ def test_fno_spectral_conv_trains_as_torch():
     for tp, cp in zip(tnet.parameters(), cnet.parameters()):
         np.testing.assert_allclose(cp.detach().numpy(), tp.detach().numpy(), rtol=1e-4,
                                    atol=1e-5)
+
+
+@pytest.mark.parametrize("opt,kw", [
+    ("SGD", dict(lr=0.1, momentum=0.9)), ("Adam", dict(lr=0.05)),
+    ("Adam", dict(lr=0.05, amsgrad=True, weight_decay=0.1)), ("AdamW", dict(lr=0.05)),
+    ("RMSprop", dict(lr=0.01, centered=True, momentum=0.5)), ("Adagrad", dict(lr=0.1)),
+])
+def test_optimizers_update_complex_parameters_as_torch(opt, kw):
+    rng = np.random.default_rng(5)
+    w0, a = _c(rng, 3, 4), _c(rng, 5, 3)
+    got = {}
+    for L in (torch, tracec):
+        w = L.nn.Parameter(L.tensor(w0))
+        o = getattr(L.optim, opt)([w], **kw)
+        x = L.tensor(a)
+        for _ in range(3):
+            o.zero_grad()
+            ((x @ w).abs() ** 2).mean().backward()
+            o.step()
+        got[L] = w.detach().numpy()
+    np.testing.assert_allclose(got[tracec], got[torch], rtol=1e-9, atol=1e-12)

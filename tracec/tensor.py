@@ -534,6 +534,13 @@ class Tensor:
     def _check_inplace(self, op: str) -> None:
         if not graph.is_grad_enabled():
             return
+        if self.requires_grad and self.__dict__.get("_component_view"):
+            # .real/.imag/view_as_real/view_as_complex share memory with a
+            # tensor in the graph, but autograd does not see writes through them.
+            raise RuntimeError(f"{op}: an in-place write through a real/complex view "
+                               "(.real, .imag, view_as_real, view_as_complex) of a tensor that "
+                               "requires grad is not supported by tracec; write under "
+                               "torch.no_grad() or into a clone.")
         if not self._view_chain:  # a root or a detach() alias
             if self.requires_grad and self._node is None:
                 raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used "

@@ -12,7 +12,6 @@ from __future__ import annotations
 from tracec import creation
 from tracec import dtypes as dt
 from tracec import functions as F
-from tracec.complex_ops import view_as_real
 from tracec.optim import _functional as _f
 from tracec.optim.optimizer import Optimizer, reads_lifted, _scalar_dtype
 from tracec.optim.sgd import _check_flags
@@ -97,14 +96,8 @@ class Adam(Optimizer):
                 continue
             state = self._init_state(group, p)
             grad = p.grad if not maximize else -p.grad
+            p, grad, state = _f.as_real(p, grad, state)
             exp_avg, exp_avg_sq, step_t = state["exp_avg"], state["exp_avg_sq"], state["step"]
-            if p.dtype.category == 3:
-                # PyTorch updates a complex parameter as pairs of reals (its
-                # second moment is per component, not |g|^2).
-                p, grad, exp_avg, exp_avg_sq = (view_as_real(t) for t in
-                                                (p, grad, exp_avg, exp_avg_sq))
-                if amsgrad:
-                    state = dict(state, max_exp_avg_sq=view_as_real(state["max_exp_avg_sq"]))
 
             step_t.add_(1)
             if weight_decay != 0:
