@@ -71,14 +71,14 @@ def test_1d_transforms_and_gradients(name, n, norm):
 @pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("s", [None, (4, 6), (7, 5)])
 @pytest.mark.parametrize("name", ["fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn", "rfftn",
-                                  "irfftn"])
+                                  "irfftn", "hfft2", "ihfft2", "hfftn", "ihfftn"])
 def test_nd_transforms_and_gradients(name, s, norm):
     rng = np.random.default_rng(1)
-    real_in = name.startswith("rfft")
+    real_in = name.startswith(("rfft", "ihfft"))
     a = _real(rng, 2, 5, 6) if real_in else _cplx(rng, 2, 5, 6)
     kw = {"s": s, "norm": norm}
     if name.endswith("n") and s is not None:
-        kw["dim"] = (0, 2) if name in ("fftn", "irfftn") else None
+        kw["dim"] = (0, 2) if name in ("fftn", "irfftn", "hfftn") else None
     _check(name, a, kw, rng)
     if not real_in:
         _check(name, _real(rng, 2, 5, 6), kw, rng)   # a real input is promoted

@@ -25,7 +25,8 @@ from tracec.rearrange import roll
 from tracec.tensor import Tensor
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2",
-           "fftn", "ifftn", "rfftn", "irfftn", "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
+           "fftn", "ifftn", "rfftn", "irfftn", "hfft2", "ihfft2", "hfftn", "ihfftn", "fftfreq",
+           "rfftfreq", "fftshift", "ifftshift"]
 
 _SWAP = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 
@@ -252,6 +253,29 @@ def rfftn(input, s=None, dim=None, norm=None):  # noqa: A002
 def irfftn(input, s=None, dim=None, norm=None):  # noqa: A002
     x = _input(input, "irfftn")
     return _c2r_any(x, *_dims(x, s, dim, True), _norm(norm))
+
+
+def hfftn(input, s=None, dim=None, norm=None):  # noqa: A002
+    """The n-D FFT of a Hermitian-symmetric signal given by its last-dim half."""
+    x = _input(input, "hfftn")
+    if x.dtype.category != 3:
+        x = F._to(x, dt.complex_of(x.dtype))
+    return _c2r_any(conj(x), *_dims(x, s, dim, True), _SWAP[_norm(norm)])
+
+
+def ihfftn(input, s=None, dim=None, norm=None):  # noqa: A002
+    """The inverse of ``hfftn``: the conjugate of ``rfftn`` with the opposite
+    scaling."""
+    x = _input(input, "ihfftn", real=True)
+    return conj(_r2c_any(x, *_dims(x, s, dim, True), _SWAP[_norm(norm)]))
+
+
+def hfft2(input, s=None, dim=(-2, -1), norm=None):  # noqa: A002
+    return hfftn(input, s, dim, norm)
+
+
+def ihfft2(input, s=None, dim=(-2, -1), norm=None):  # noqa: A002
+    return ihfftn(input, s, dim, norm)
 
 
 def fft2(input, s=None, dim=(-2, -1), norm=None):  # noqa: A002
