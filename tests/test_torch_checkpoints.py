@@ -247,9 +247,13 @@ def test_other_refusals_and_corrupt_files(tmp_path):
     torch.save({"f": os.system}, tmp_path / "sys.pt")
     with pytest.raises(CheckpointError, match=r"refusing to unpickle (posix|os|nt)\.system"):
         tracec.load(tmp_path / "sys.pt")
-    torch.save(torch.tensor([1 + 2j]), tmp_path / "c.pt")
-    with pytest.raises(CheckpointError, match="torch.complex64, which tracec does not support"):
-        tracec.load(tmp_path / "c.pt")
+    torch.save(torch.zeros(2, dtype=torch.float8_e4m3fn), tmp_path / "f8.pt")
+    with pytest.raises(CheckpointError, match="torch.float8_e4m3fn, which tracec does not "
+                                              "support"):
+        tracec.load(tmp_path / "f8.pt")
+    torch.save(torch.tensor([1 + 2j, -3j]), tmp_path / "c.pt")   # complex tensors load
+    c = tracec.load(tmp_path / "c.pt")
+    assert c.dtype is tracec.complex64 and c.tolist() == [1 + 2j, -3j]
 
     torch.save({"w": torch.ones(1000)}, tmp_path / "ok.pt")
     data = (tmp_path / "ok.pt").read_bytes()

@@ -127,6 +127,12 @@ from tracec.linalg_lapack import _torch_lu as lu, _torch_lu_solve as lu_solve  #
 from tracec import special  # noqa: E402,F401
 from tracec.config import *  # noqa: E402,F401,F403
 # torch.* forms of nn.functional ops, sampling, seeding and windows.
+from tracec.complex_ops import (angle, complex, conj, conj_physical,  # noqa: E402,F401,A004
+                                imag, is_conj, polar, real, resolve_conj, sgn, view_as_complex,
+                                view_as_real)
+from tracec.dtypes import (cdouble, cfloat, complex64, complex128)  # noqa: E402,F401
+from tracec import fft  # noqa: E402,F401
+from tracec.stft import istft, stft  # noqa: E402,F401
 from tracec.aten_functional import *  # noqa: E402,F401,F403
 from tracec.windows import *  # noqa: E402,F401,F403
 from tracec.aten_extra import *  # noqa: E402,F401,F403

@@ -64,7 +64,7 @@ class finfo:  # noqa: N801 - PyTorch's name
     resolution dtype``."""
 
     def __init__(self, type=None):  # noqa: A002
-        d = _dtype_arg(type, "finfo")
+        d = dt.real_of(_dtype_arg(type, "finfo"))   # a complex type's: its components'
         if not d.is_floating_point:
             raise TypeError("torch.finfo() requires a floating point input type. Use "
                             "torch.iinfo to handle 'torch.finfo'")
@@ -112,7 +112,7 @@ def can_cast(from_, to):
 
 
 def is_complex(input) -> bool:  # noqa: A002
-    return False
+    return input.dtype.category == 3
 
 
 def is_nonzero(input) -> bool:  # noqa: A002
@@ -344,11 +344,7 @@ def get_default_device():
     return _device(_flags["default_device"])
 
 
-def _is_complex(self) -> bool:
-    return False
-
-
-Tensor.is_complex = _is_complex
+Tensor.is_complex = is_complex
 Tensor.is_nonzero = is_nonzero
 Tensor.is_same_size = is_same_size
 autograd.detect_anomaly = detect_anomaly

@@ -91,7 +91,9 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> T
         return _full_of_tensor(size, fill_value, dtype, requires_grad, device)
     if dtype is None:
         dtype = dt.bool_ if isinstance(fill_value, bool) else (
-            dt.int64 if isinstance(fill_value, int) else dt.get_default_dtype())
+            dt.int64 if isinstance(fill_value, int) else
+            dt.get_default_complex() if isinstance(fill_value, complex) else
+            dt.get_default_dtype())
     d = dt.to_dtype(dtype)
     dt.check_fits(fill_value, d)
     if _symbolic(size) or isinstance(fill_value, Sym):
@@ -311,14 +313,30 @@ def _float_dtype(dtype):
     return d
 
 
+def _complex_draw(draw, size, d, generator, scale):
+    """A complex tensor whose real and imaginary parts are two real draws
+    (each scaled by ``scale``), as PyTorch's complex rand/randn (eager only)."""
+    parts = draw(*_size(size), 2, generator=generator, dtype=dt.real_of(d))
+    a = concrete(parts, f"{draw.__name__}(dtype={d}) (complex values are eager only)")
+    a = np.ascontiguousarray(a * scale if scale != 1 else a)
+    return Tensor._make(a.view(d.np)[..., 0], d)
+
+
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     g = generator or default_generator
+    if dtype is not None and dt.to_dtype(dtype).category == 3:
+        return _finish(_complex_draw(rand, size, dt.to_dtype(dtype), generator, 1),
+                       requires_grad, device)
     u = g.uniform(_size(size), _float_dtype(dtype))
     return _finish(u, requires_grad, device)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     g = generator or default_generator
+    if dtype is not None and dt.to_dtype(dtype).category == 3:
+        # Each part is N(0, 1/2), so that E|z|^2 = 1.
+        return _finish(_complex_draw(randn, size, dt.to_dtype(dtype), generator,
+                                     math.sqrt(0.5)), requires_grad, device)
     d = _float_dtype(dtype)
     shape = _size(size)
     n = math.prod(shape)

@@ -25,6 +25,7 @@ __all__ = [
     "DType", "float32", "float64", "float16", "bfloat16", "int32", "int64",
     "int16", "int8", "uint8", "uint16", "uint32", "uint64",
     "bool_", "float", "double", "half", "long", "int", "short", "all_dtypes",
+    "complex64", "complex128", "complex_dtypes", "cfloat", "cdouble", "complex_of", "real_of", "get_default_complex",
     "from_numpy_dtype", "promote_types", "can_cast", "result_type", "to_dtype",
     "get_default_dtype", "set_default_dtype", "iinfo", "wrap_int", "check_fits", "scalar_type_name",
 ]
@@ -33,7 +34,7 @@ __all__ = [
 class DType:
     """A tensor element type: a name, a NumPy storage dtype and a category.
 
-    Categories order the promotion lattice: bool < int < float.  ``short``
+    Categories order the promotion lattice: bool < int < float < complex.  ``short``
     is the IR element type's name (``ui8`` for uint8: MLIR's unsigned type).
     """
 
@@ -50,6 +51,18 @@ class DType:
     @property
     def is_floating_point(self) -> bool:
         return self.category == 2
+
+    @property
+    def is_complex(self) -> bool:
+        return self.category == 3
+
+    @property
+    def to_real(self) -> "DType":
+        """PyTorch's ``dtype.to_real()``: a complex type's component type."""
+        return real_of(self)
+
+    def to_complex(self) -> "DType":
+        return complex_of(self)
 
     @property
     def is_unsigned_int(self) -> bool:
@@ -76,6 +89,10 @@ uint16 = DType("uint16", np.uint16, 1, "ui16")
 uint32 = DType("uint32", np.uint32, 1, "ui32")
 uint64 = DType("uint64", np.uint64, 1, "ui64")
 bool_ = DType("bool", np.bool_, 0, "i1")
+# Complex types are eager only (the IR has no complex element type: a trace
+# that meets one fails naming the op, see ``tracec.tracing``).
+complex64 = DType("complex64", np.complex64, 3, "c64")
+complex128 = DType("complex128", np.complex128, 3, "c128")
 
 # PyTorch's aliases.
 float = float32  # noqa: A001 - PyTorch's public name
@@ -84,16 +101,21 @@ half = float16
 long = int64
 int = int32  # noqa: A001 - PyTorch's public name
 short = int16
+cfloat = complex64
+cdouble = complex128
 
 all_dtypes = (float32, float64, float16, bfloat16, int32, int64, int16, int8, uint8,
               uint16, uint32, uint64, bool_)
+#: Eager-only types, outside ``all_dtypes`` (the IR's element types).
+complex_dtypes = (complex64, complex128)
 #: The unsigned types PyTorch supports only in part (see the module docstring).
 _LIMITED = (uint16, uint32, uint64)
-_BY_NAME = {d.name: d for d in all_dtypes}
-_BY_NAME.update({d.short: d for d in all_dtypes})
+_BY_NAME = {d.name: d for d in all_dtypes + complex_dtypes}
+_BY_NAME.update({d.short: d for d in all_dtypes + complex_dtypes})
 _BY_NAME.update({"float": float32, "double": float64, "half": float16,
-                 "long": int64, "int": int32, "short": int16, "bool_": bool_})
-_BY_NP = {d.np: d for d in all_dtypes if d is not bfloat16}
+                 "long": int64, "int": int32, "short": int16, "bool_": bool_,
+                 "cfloat": complex64, "cdouble": complex128})
+_BY_NP = {d.np: d for d in all_dtypes + complex_dtypes if d is not bfloat16}
 
 _default_float = [float32]
 
@@ -107,6 +129,29 @@ def set_default_dtype(d) -> None:
     if not d.is_floating_point:
         raise TypeError(f"set_default_dtype: only floating point types are allowed, got {d}")
     _default_float[0] = d
+
+
+def get_default_complex() -> DType:
+    """The complex type of Python complex numbers: complex128 when the
+    default float type is float64, else complex64 (as PyTorch)."""
+    return complex128 if _default_float[0] is float64 else complex64
+
+
+def complex_of(d: DType) -> DType:
+    """The complex type whose components are ``d`` (float64 -> complex128;
+    narrower floats -> complex64, tracec having no complex32)."""
+    if d.category == 3:
+        return d
+    return complex128 if d is float64 else complex64
+
+
+def real_of(d: DType) -> DType:
+    """A complex type's component type; other types are themselves."""
+    if d is complex64:
+        return float32
+    if d is complex128:
+        return float64
+    return d
 
 
 def from_numpy_dtype(npd) -> DType:
@@ -131,6 +176,8 @@ def to_dtype(d) -> DType:
         return int64
     if d is builtins_bool:
         return bool_
+    if d is builtins_complex:
+        return get_default_complex()
     try:
         return from_numpy_dtype(d)
     except TypeError:
@@ -140,15 +187,25 @@ def to_dtype(d) -> DType:
 import builtins as _b  # noqa: E402  (after the aliases that shadow float/int)
 
 builtins_float, builtins_int, builtins_bool = _b.float, _b.int, _b.bool
+builtins_complex = _b.complex
 
 
 def promote_types(a: DType, b: DType) -> DType:
     """PyTorch's promote_types for two dtypes."""
     if a is b:
         return a
-    if (a in _LIMITED or b in _LIMITED) and a.category < 2 and b.category < 2:
+    if (a in _LIMITED or b in _LIMITED) and (a.category < 2 and b.category < 2
+                                             or a.category == 3 or b.category == 3):
         raise RuntimeError(f"Promotion for uint16, uint32, uint64 types is not supported, "
                            f"attempted to promote {a.name} and {b.name}")
+    if a.category == 3 or b.category == 3:
+        # A complex type with a float keeps the wider component precision.
+        c, o = (a, b) if a.category == 3 else (b, a)
+        if o.category == 3:
+            return a if a.itemsize >= b.itemsize else b
+        if o.category == 2:
+            return complex_of(promote_types(real_of(c), o))
+        return c
     if a.category != b.category:
         return a if a.category > b.category else b
     if a.category == 2:
@@ -171,7 +228,9 @@ def can_cast(src: DType, dst: DType) -> bool:
 def result_type(dims: list, zero_dims: list, scalars: list) -> DType:
     """PyTorch's result type: dimensioned tensors dominate 0-dim tensors,
     which dominate Python scalars, except when a lower tier is of a higher
-    category (bool < int < float), as in ``int_tensor * 2.5 -> float32``."""
+    category (bool < int < float < complex), as in ``int_tensor * 2.5 ->
+    float32``; a complex lower tier keeps a float upper tier's precision
+    (``float64_tensor * 1j -> complex128``, PyTorch's combine_categories)."""
     def fold(ds):
         out = None
         for d in ds:
@@ -182,6 +241,13 @@ def result_type(dims: list, zero_dims: list, scalars: list) -> DType:
     cat_zero = max((d.category for d in zero_dims), default=-1)
     cat_scal = max(scalars, default=-1)
     top = max(cat_dims, cat_zero, cat_scal)
+    if top == 3 and cat_dims < 3:
+        zero = fold(zero_dims)
+        if cat_zero == 3:
+            low = zero
+        else:
+            low = complex_of(zero) if cat_zero == 2 else get_default_complex()
+        return complex_of(fold(dims)) if cat_dims == 2 else low
     if cat_dims == top:
         return fold(dims)
     if cat_zero == top:
@@ -192,7 +258,8 @@ def result_type(dims: list, zero_dims: list, scalars: list) -> DType:
 _SCALAR_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half",
                  "bfloat16": "BFloat16", "int64": "Long", "int32": "Int", "int16": "Short",
                  "int8": "Char", "uint8": "Byte", "uint16": "UInt16", "uint32": "UInt32",
-                 "uint64": "UInt64", "bool": "Bool"}
+                 "uint64": "UInt64", "bool": "Bool",
+                 "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
 
 
 def scalar_type_name(d: DType) -> str:

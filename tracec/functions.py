@@ -37,8 +37,6 @@ def _operand(x, name):
     if isinstance(x, Tensor):
         return x
     if isinstance(x, _NUM):
-        if isinstance(x, complex):
-            raise TypeError(f"{name}(): complex numbers are not supported")
         return x
     if isinstance(x, np.ndarray):
         return Tensor._from_data(x)
@@ -60,6 +58,8 @@ def _scalar_cat(x) -> int:
         return 0
     if isinstance(x, numbers.Integral):
         return 1
+    if isinstance(x, (complex, np.complexfloating)):
+        return 3
     return 2
 
 
@@ -183,7 +183,7 @@ def _float_unary(name, f):
         input = _operand(input, name)
         if not isinstance(input, Tensor):
             input = Tensor._from_data(input)
-        if not input.dtype.is_floating_point:
+        if input.dtype.category < 2:
             input = ops.cast(input, dt.get_default_dtype())
         return f(input)
     fn.__name__ = name
@@ -408,7 +408,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
     input = _operand(input, "mean")
     if dtype is not None:
         input = _to(input, dt.to_dtype(dtype))
-    if not input.dtype.is_floating_point:
+    if not (input.dtype.is_floating_point or input.dtype.category == 3):
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either "
                            f"a floating point or complex dtype. Got: {input.dtype}")
     axes = _dims(input, dim)

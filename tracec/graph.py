@@ -294,7 +294,8 @@ class FunctionNode:
         return tuple((e, 0) for e in self.edges)
 
     def name(self) -> str:
-        return f"{self.fn_cls.__name__}Backward"
+        # Built-in ops made as Functions carry PyTorch's node name (FftR2CBackward0).
+        return self.fn_cls.__dict__.get("node_name") or f"{self.fn_cls.__name__}Backward"
 
     def __repr__(self):
         return f"<{self.name()} object at {id(self):#x}>"

@@ -68,7 +68,7 @@ Tensor.__setitem__ = indexing.setitem
 
 def _binop(fn, reflected=False):
     def op(self, other):
-        if not isinstance(other, (Tensor, int, float, bool, np.number, np.bool_, np.ndarray,
+        if not isinstance(other, (Tensor, int, float, bool, complex, np.number, np.bool_, np.ndarray,
                                   Sym)):
             return NotImplemented
         return fn(other, self) if reflected else fn(self, other)

@@ -77,19 +77,22 @@ class CheckpointNotFoundError(FileNotFoundError, ValueError):
 # safetensors dtype <-> (NumPy little-endian dtype of the raw bytes)
 _ST_NP = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2", "I64": "<i8",
           "I32": "<i4", "I16": "<i2", "I8": "i1", "U64": "<u8", "U32": "<u4", "U16": "<u2",
-          "U8": "u1", "BOOL": "u1"}
+          "U8": "u1", "BOOL": "u1", "C64": "<c8", "C128": "<c16"}
 _TC_ST = {"float32": "F32", "float64": "F64", "float16": "F16", "bfloat16": "BF16",
           "int32": "I32", "int64": "I64", "int16": "I16", "int8": "I8", "uint8": "U8",
-          "uint16": "U16", "uint32": "U32", "uint64": "U64", "bool": "BOOL"}
+          "uint16": "U16", "uint32": "U32", "uint64": "U64", "bool": "BOOL",
+          "complex64": "C64", "complex128": "C128"}
 _ST_TC = {v: k for k, v in _TC_ST.items()}
 _NP_ST = {np.dtype(np.float64): "F64", np.dtype(np.float32): "F32",
           np.dtype(np.float16): "F16", np.dtype(np.int64): "I64", np.dtype(np.int32): "I32",
           np.dtype(np.int16): "I16", np.dtype(np.int8): "I8", np.dtype(np.uint64): "U64",
           np.dtype(np.uint32): "U32", np.dtype(np.uint16): "U16", np.dtype(np.uint8): "U8",
-          np.dtype(np.bool_): "BOOL"}
+          np.dtype(np.bool_): "BOOL", np.dtype(np.complex64): "C64",
+          np.dtype(np.complex128): "C128"}
 _ST_NATIVE = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64,
               "I32": np.int32, "I16": np.int16, "I8": np.int8, "U64": np.uint64,
-              "U32": np.uint32, "U16": np.uint16, "U8": np.uint8, "BOOL": np.bool_}
+              "U32": np.uint32, "U16": np.uint16, "U8": np.uint8, "BOOL": np.bool_,
+              "C64": np.complex64, "C128": np.complex128}
 
 _SUPPORTED = ("tensors, numpy arrays, dicts (str/int keys), lists, tuples, ints, floats, "
               "strings, bools, None, dtypes and devices")

@@ -202,7 +202,8 @@ class Tensor:
         elif arr.dtype.kind in "iu":
             d = dt.int64 if not isinstance(data, np.ndarray) else dt.from_numpy_dtype(arr.dtype)
         elif arr.dtype.kind == "c":
-            raise TypeError("tracec does not support complex tensors")
+            d = dt.get_default_complex() if not isinstance(data, np.ndarray) \
+                else dt.from_numpy_dtype(arr.dtype)
         else:
             d = dt.get_default_dtype()
         if nested is not None and RECORDERS:
@@ -404,8 +405,9 @@ class Tensor:
             a = a.astype(np.float32)
         default = dt.get_default_dtype()
         return tensor_str.tensor_repr(
-            a, self.dtype.is_floating_point, extra, repr(self.dtype),
-            self.dtype in (default, dt.int64, dt.bool_), self.dtype is default)
+            a, self.dtype.is_floating_point or self.dtype.category == 3, extra, repr(self.dtype),
+            self.dtype in (default, dt.int64, dt.bool_, dt.get_default_complex()),
+            self.dtype is default)
 
     __str__ = __repr__
 
@@ -418,6 +420,9 @@ class Tensor:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
         concrete(self, "numpy()")
+        if self.__dict__.get("_conj_bit"):
+            raise RuntimeError("Can't call numpy() on Tensor that has conjugate bit set. Use "
+                               "tensor.resolve_conj().numpy() instead.")
         if self.dtype is dt.bfloat16:
             return self._data.copy()
         return self._data
@@ -434,6 +439,9 @@ class Tensor:
 
     def tolist(self):
         return concrete(self, "tolist()").tolist()
+
+    def __complex__(self):
+        return complex(self.item())
 
     def __float__(self):
         if self.requires_grad and not _WARNED["float_requires_grad"] and graph.is_grad_enabled():
@@ -477,7 +485,7 @@ class Tensor:
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         if not self.is_leaf and not requires_grad:
             raise RuntimeError("you can only change requires_grad flags of leaf variables.")
-        if requires_grad and not (self.dtype.is_floating_point):
+        if requires_grad and not (self.dtype.is_floating_point or self.dtype.category == 3):
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self.requires_grad = bool(requires_grad)
         return self
@@ -526,6 +534,13 @@ class Tensor:
     def _check_inplace(self, op: str) -> None:
         if not graph.is_grad_enabled():
             return
+        if self.requires_grad and self.__dict__.get("_component_view"):
+            # .real/.imag/view_as_real/view_as_complex share memory with a
+            # tensor in the graph, but autograd does not see writes through them.
+            raise RuntimeError(f"{op}: an in-place write through a real/complex view "
+                               "(.real, .imag, view_as_real, view_as_complex) of a tensor that "
+                               "requires grad is not supported by tracec; write under "
+                               "torch.no_grad() or into a clone.")
         if not self._view_chain:  # a root or a detach() alias
             if self.requires_grad and self._node is None:
                 raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used "
@@ -803,6 +818,8 @@ def _scalar_dtype(a) -> dt.DType:
         return dt.bool_
     if isinstance(a, numbers.Integral):
         return dt.int64
+    if isinstance(a, (complex, np.complexfloating)):
+        return dt.get_default_complex()
     return dt.get_default_dtype()
 
 

@@ -113,6 +113,21 @@ class _Formatter:
         return (self.max_width - len(s)) * " " + s
 
 
+class _ComplexFormatter:
+    """PyTorch's complex printing: one formatter for the real parts, one for
+    the imaginary parts; an element is ``real`` then the signed ``imag`` and
+    ``j`` (its width counts both, plus the ``j``)."""
+
+    def __init__(self, a: np.ndarray):
+        self.re, self.im = _Formatter(a.real, True), _Formatter(a.imag, True)
+        self.max_width = self.re.max_width + self.im.max_width + 1
+
+    def format(self, v) -> str:
+        re = self.re.format(v.real)
+        im = (self.im.format(v.imag) + "j").lstrip()
+        return re + im if im[0] in "+-" else re + "+" + im
+
+
 def _vector_str(a, indent, summarize, fmt) -> str:
     per_line = max(1, math.floor((PRINT_OPTS.linewidth - indent) / (fmt.max_width + 2)))
     e = PRINT_OPTS.edgeitems
@@ -129,7 +144,7 @@ def _vector_str(a, indent, summarize, fmt) -> str:
 
 def _tensor_str(a, indent, summarize, fmt) -> str:
     if a.ndim == 0:
-        return fmt.format(a.item())
+        return fmt.format(a[()] if np.iscomplexobj(a) else a.item())
     if a.ndim == 1:
         return _vector_str(a, indent, summarize, fmt)
     e = PRINT_OPTS.edgeitems
@@ -190,6 +205,7 @@ def tensor_repr(a: np.ndarray, floating: bool, suffixes: list, dtype_text: str,
         if not has_default_dtype:
             pre.append("dtype=" + dtype_text)
         summarize = a.size > PRINT_OPTS.threshold
-        fmt = _Formatter(_summarized(a) if summarize else a, floating)
+        shown = _summarized(a) if summarize else a
+        fmt = _ComplexFormatter(shown) if np.iscomplexobj(a) else _Formatter(shown, floating)
         body = _tensor_str(a, indent, summarize, fmt)
     return _add_suffixes(prefix + body, pre + list(suffixes), indent)

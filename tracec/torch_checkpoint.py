@@ -121,7 +121,7 @@ class _Builder:
         name = _dtype_name(dtype) if dtype is not None else storage.dtype
         name = {"float": "float32", "double": "float64", "half": "float16",
                 "long": "int64", "int": "int32", "short": "int16"}.get(name, name)
-        if name not in _RAW or name.startswith("complex"):
+        if name not in _RAW:
             raise self.error(f"a tensor has dtype torch.{name}, which tracec does not support")
         flat = storage.elements(name, self.error)
         size, stride = tuple(size), tuple(stride)

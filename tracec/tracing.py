@@ -69,6 +69,13 @@ def format_location(loc) -> str:
     return f"{loc[0]}:{loc[1]}" if loc else "<unknown location>"
 
 
+def _complex_message(op: str, loc) -> str:
+    return (f"{format_location(loc)}: {op} cannot be compiled: complex tensors and the ops "
+            "that make them (tracec.fft, view_as_complex, ...) are eager only (the IR has no "
+            "complex type). Move that part out of the compiled function, or use "
+            "tracec.compile(fn, fallback=\"eager\").")
+
+
 @dataclass
 class InputSpec:
     """Where a function argument comes from at call time."""
@@ -158,6 +165,11 @@ class Recording:
     # --- values ------------------------------------------------------------
 
     def add_arg(self, t: Tensor, position):
+        if t.dtype.category == 3:
+            return self.fail(f"tracec.compile: argument {path_name(position)} is a {t.dtype} "
+                             "tensor; complex values are eager only (the IR has no complex "
+                             "type). Call the function eagerly, or use "
+                             "tracec.compile(fn, fallback=\"eager\").")
         shape = tuple(t._data.shape) if self.symbols is None else \
             self.symbols.input_shape(position, t, len(self.inputs))
         arg = self.block.insert_arg(ir.tensor_type(shape, t.dtype), len(self.block.args))
@@ -242,6 +254,8 @@ class Recording:
         for a in args:
             if isinstance(a, Tensor) and (ref is None or a.dtype.category > ref.category):
                 ref = a.dtype
+        if out.dtype.category == 3 or (ref is not None and ref.category == 3):
+            return self.fail(_complex_message(prim.name, user_location()))
         operands = [self.value_of(a) if isinstance(a, Tensor) else self.scalar(a, ref)
                     for a in args]
         loc = user_location()
@@ -269,6 +283,8 @@ class Recording:
         recorded = e is not None and e[0] is t and id(t) not in self.consts
         if recorded or (e is None and t._birth != self.epoch):
             loc = user_location()
+            if t.dtype.category == 3 or "complex values are eager only" in why:
+                return self.fail(_complex_message(why.split(" (")[0], loc))
             self.fail(
                 f"{format_location(loc)}: {why} on a traced tensor makes Python control flow "
                 "depend on tensor data, which tracec.compile cannot record. Keep the decision "

@@ -280,7 +280,7 @@ class Function:
             for i, o in enumerate(outs):
                 if not isinstance(o, Tensor):
                     continue
-                if id(o) in non_diff or not o.dtype.is_floating_point:
+                if id(o) in non_diff or not (o.dtype.is_floating_point or o.dtype.category == 3):
                     o.requires_grad = False
                     o._node = None
                     continue

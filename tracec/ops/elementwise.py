@@ -29,7 +29,7 @@ def _same_dtype(name):
 
 def _float_only(name):
     def rule(d, **_):
-        if not d.is_floating_point:
+        if not (d.is_floating_point or d.category == 3):
             raise ShapeError(f"{name}: expected a floating point operand, got {d}")
         return d
     return rule
@@ -66,6 +66,26 @@ def _quiet_impl(f):
 
 
 # --- helpers used by the VJP rules (primitives only) -------------------------
+
+def conj(v):
+    """``v``'s complex conjugate for a complex value, else ``v`` itself.
+
+    PyTorch's gradients of complex values are conjugate Wirtinger
+    derivatives: a holomorphic op's VJP multiplies the cotangent by the
+    *conjugate* of its derivative.  Complex values exist only eagerly (the IR
+    has no complex type), so the conjugate is the eager value's own
+    ``conj()``; on real values and on IR values this is the identity."""
+    if isinstance(v, (complex, np.complexfloating)):   # a weak scalar operand
+        return v.conjugate()
+    d = getattr(v, "dtype", None)
+    return v.conj() if getattr(d, "category", None) == 3 else v
+
+
+def _abs_vjp(g, x, out):
+    if x.dtype.category == 3:
+        # d|z| = Re(conj(sgn z) dz): the cotangent is g * sgn(z) (0 at 0).
+        return (mul(cast(g, x.dtype), sign(x)),)
+    return (mul(g, sign(x)),)
 
 def sum_to(g, shape):
     """Sum ``g`` down to ``shape`` (the adjoint of broadcasting)."""
@@ -107,18 +127,22 @@ neg_p = _unary("neg", np.negative, lambda g, x, out: (neg(g),), float_only=False
 # ``detach()`` inside a trace: the value itself, through which autodiff does
 # not differentiate (no VJP); canonicalization removes it once autodiff ran.
 stop_gradient_p = _unary("stop_gradient", np.copy, None, float_only=False, save=())
-exp_p = _unary("exp", np.exp, lambda g, x, out: (mul(g, out),), save=(), save_out=True)
-log_p = _unary("log", np.log, lambda g, x, out: (div(g, x),))
-sqrt_p = _unary("sqrt", np.sqrt, lambda g, x, out: (div(g, mul(out, 2.0)),), save=(), save_out=True)
+exp_p = _unary("exp", np.exp, lambda g, x, out: (mul(g, conj(out)),), save=(), save_out=True)
+log_p = _unary("log", np.log, lambda g, x, out: (div(g, conj(x)),))
+sqrt_p = _unary("sqrt", np.sqrt, lambda g, x, out: (div(g, conj(mul(out, 2.0))),), save=(),
+                 save_out=True)
 rsqrt_p = _unary("rsqrt", lambda x: 1 / np.sqrt(x),
-                 lambda g, x, out: (mul(g, mul(pow_(out, 3.0), -0.5)),), save=(), save_out=True)
-sin_p = _unary("sin", np.sin, lambda g, x, out: (mul(g, cos(x)),))
-cos_p = _unary("cos", np.cos, lambda g, x, out: (neg(mul(g, sin(x))),))
-tanh_p = _unary("tanh", np.tanh, lambda g, x, out: (mul(g, sub(1.0, mul(out, out))),),
+                 lambda g, x, out: (mul(g, conj(mul(pow_(out, 3.0), -0.5))),), save=(),
+                 save_out=True)
+sin_p = _unary("sin", np.sin, lambda g, x, out: (mul(g, conj(cos(x))),))
+cos_p = _unary("cos", np.cos, lambda g, x, out: (neg(mul(g, conj(sin(x)))),))
+tanh_p = _unary("tanh", np.tanh, lambda g, x, out: (mul(g, conj(sub(1.0, mul(out, out)))),),
                 save=(), save_out=True)
 logistic_p = _unary("logistic", _sigmoid,
-                    lambda g, x, out: (mul(g, mul(out, sub(1.0, out))),), save=(), save_out=True)
-abs_p = _unary("abs", np.abs, lambda g, x, out: (mul(g, sign(x)),), float_only=False)
+                    lambda g, x, out: (mul(g, conj(mul(out, sub(1.0, out)))),), save=(),
+                    save_out=True)
+abs_p = Primitive("abs", kind="elementwise", impl=_quiet_impl(np.abs), shape_rule=_unary_shape,
+                  dtype_rule=lambda d, **_: dt.real_of(d), vjp=_abs_vjp, save=(0,))
 sign_p = _unary("sign", np.sign, lambda g, x, out: (mul(g, 0.0),), float_only=False, save=())
 erf_p = _unary("erf", _erf_impl,
                lambda g, x, out: (mul(g, mul(exp(neg(mul(x, x))), 2.0 / math.sqrt(math.pi))),))
@@ -185,25 +209,25 @@ def _sub_vjp(g, x, y, out):
 
 
 def _mul_vjp(g, x, y, out):
-    return (_red(mul(g, y), x) if _is_value(x) and _readable(y) else None,
-            _red(mul(g, x), y) if _is_value(y) and _readable(x) else None)
+    return (_red(mul(g, conj(y)), x) if _is_value(x) and _readable(y) else None,
+            _red(mul(g, conj(x)), y) if _is_value(y) and _readable(x) else None)
 
 
 def _div_vjp(g, x, y, out):
-    gx = div(g, y)
+    gx = div(g, conj(y))
     return (_red(gx, x) if _is_value(x) else None,
-            _red(neg(mul(gx, div(x, y))), y) if _is_value(y) and _readable(x) else None)
+            _red(neg(mul(gx, conj(div(x, y)))), y) if _is_value(y) and _readable(x) else None)
 
 
 def _pow_vjp(g, x, y, out):
     gx = gy = None
     if _is_value(x):
         ym1 = sub(y, 1.0) if _is_value(y) else y - 1.0
-        gx = sum_to(mul(g, mul(y, pow_(x, ym1))), _shape(x))
+        gx = sum_to(mul(g, conj(mul(y, pow_(x, ym1)))), _shape(x))
     if _is_value(y):
         # d/dy x**y = x**y log x; PyTorch defines it as 0 where x == 0 and y >= 0.
         if _is_value(x):
-            gy = mul(g, where(eq(x, 0.0), 0.0, mul(out, log(x))))
+            gy = mul(g, conj(where(eq(x, 0.0), 0.0, mul(out, log(x)))))
         else:
             logx = math.log(x) if x > 0 else (0.0 if x == 0 else math.nan)
             gy = mul(g, mul(out, logx))
@@ -361,6 +385,8 @@ def _cast_impl(x, *, dtype):
             # PyTorch converts a float to a narrow integer through int64 and
             # keeps the low bits (300.7 -> uint8 44, -1.5 -> 255).
             x = x.astype(np.int64)
+        if x.dtype.kind == "c" and dtype.category != 3:
+            x = x.real   # PyTorch discards the imaginary part (NumPy would warn)
         out = x.astype(dtype.np, order="C")
     if dtype is dt.bfloat16:
         out = dt.round_bfloat16(out)
@@ -368,7 +394,7 @@ def _cast_impl(x, *, dtype):
 
 
 def _cast_vjp(g, x, out, *, dtype):
-    if not x.dtype.is_floating_point:
+    if not (x.dtype.is_floating_point or x.dtype.category == 3):
         return (None,)
     return (cast(g, dtype=x.dtype),)
 

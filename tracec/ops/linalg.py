@@ -39,9 +39,12 @@ def _swap(x):
 def _matmul_vjp(g, a, b, out):
     # An unsaved partner (an Aval) means that cotangent is not wanted: the
     # tape keeps ``b`` only if ``a`` needs a gradient, and ``a`` likewise.
-    ga = ew.sum_to(matmul(g, _swap(b)), tuple(a.shape)) if not isinstance(b, Aval) else None
+    # Complex operands (eager only): the cotangents read the conjugates.
+    ga = ew.sum_to(matmul(g, _swap(ew.conj(b))), tuple(a.shape)) \
+        if not isinstance(b, Aval) else None
     gb = None
     if not isinstance(a, Aval):
+        a = ew.conj(a)
         if len(a.shape) > 2 and math.prod(b.shape[:-2]) == 1:
             # One B for the whole batch of A (a Linear on a [T, B, F] input):
             # its gradient is one product over every row of the batch, not a

@@ -12,9 +12,10 @@ PyTorch rounds a Python scalar.
 from __future__ import annotations
 
 from tracec import functions as F
+from tracec.complex_ops import view_as_real
 from tracec.tensor import Tensor
 
-__all__ = ["neg", "one_minus", "scaled", "add_", "addcmul_", "addcdiv_", "lerp_"]
+__all__ = ["neg", "one_minus", "scaled", "add_", "addcmul_", "addcdiv_", "lerp_", "as_real"]
 
 
 def neg(x):
@@ -60,3 +61,14 @@ def lerp_(t: Tensor, end: Tensor, weight, small: bool | None = None) -> Tensor:
     if small:
         return t.add_(end.sub(t).mul(weight))
     return t.copy_(end.sub(end.sub(t).mul(one_minus(weight))))
+
+
+def as_real(p: Tensor, grad: Tensor, state: dict):
+    """``(p, grad, state)``, a complex parameter's seen as pairs of reals
+    (``view_as_real``, same memory), as PyTorch's Adam, RMSprop and Adagrad
+    update them: their second moments are per component, not ``|g|^2``."""
+    if p.dtype.category != 3:
+        return p, grad, state
+    state = {k: view_as_real(v) if isinstance(v, Tensor) and v.dtype.category == 3 else v
+             for k, v in state.items()}
+    return view_as_real(p), view_as_real(grad), state

@@ -86,10 +86,10 @@ class Adagrad(Optimizer):
                 continue
             if len(self.state[p]) == 0:  # a parameter added by add_param_group
                 self._new_state(p)
-            state = self.state[p]
+            grad = p.grad if not maximize else -p.grad
+            p, grad, state = _f.as_real(p, grad, self.state[p])
             step_t, state_sum = state["step"], state["sum"]
             step_t.add_(1)
-            grad = p.grad if not maximize else -p.grad
             if weight_decay != 0:
                 grad = grad.add(p, alpha=weight_decay)
             if lr_decay != 0:

@@ -96,6 +96,7 @@ class Adam(Optimizer):
                 continue
             state = self._init_state(group, p)
             grad = p.grad if not maximize else -p.grad
+            p, grad, state = _f.as_real(p, grad, state)
             exp_avg, exp_avg_sq, step_t = state["exp_avg"], state["exp_avg_sq"], state["step"]
 
             step_t.add_(1)

@@ -86,6 +86,7 @@ class RMSprop(Optimizer):
                 continue
             state = self._init_state(group, p)
             grad = p.grad if not maximize else -p.grad
+            p, grad, state = _f.as_real(p, grad, state)
             square_avg = state["square_avg"]
             state["step"].add_(1)
             if weight_decay != 0:
