@@ -154,11 +154,11 @@ def test_non_numeric_operand_raises_type_error(op, other):
     lambda: tracec.matmul(tracec.ones(2), [1.0, 2.0]), lambda: tracec.where(
         tracec.ones(2) > 0, "a", 1.0), lambda: tracec.tensor("abc"),
     lambda: tracec.tensor([[1, 2], [3]]), lambda: tracec.zeros(2.5),
-    lambda: tracec.ones(2).reshape("a"), lambda: tracec.tensor([1j]),
+    lambda: tracec.ones(2).reshape("a"),
     lambda: tracec.ones(2)["a"], lambda: tracec.ones(2).clamp("a"),
-    lambda: tracec.ones(2) + 1j, lambda: tracec.ones(2).copy_([1.0, 2.0]),
+    lambda: tracec.ones(2).copy_([1.0, 2.0]),
     lambda: tracec.ones(2).sum(1.5), lambda: tracec.cat([tracec.ones(2), [1.0]]),
-], ids=range(15))
+], ids=range(13))
 def test_wrong_types_raise_type_error(fn):
     with pytest.raises(TypeError):
         fn()
