@@ -29,6 +29,7 @@ import math
 from xdsl.ir import Operation
 
 from tracec import ir
+from tracec.symbolic import same
 from tracec.backends.cpu import scalar
 from tracec.backends.cpu.builder import I1, I64, PTR, FuncBuilder
 from tracec.backends.cpu.fuse import _raw_strides, splat_value
@@ -206,10 +207,26 @@ def emit_movement(low, op, name: str, inside: frozenset = frozenset()) -> None:
             parts.append((x, [at * ostr[axis] if k == axis else 0 for k in range(len(oshape))],
                           list(ostr)))
             at += ir.shape_of(x.type)[axis]
+    parts = [p for p in parts if math.prod(ir.shape_of(p[0].type)) != 0]
+    first = ir.shape_of(parts[0][0].type) if parts else ()
+    if name == "concatenate" and len(parts) > 1 and all(
+            len(ir.shape_of(x.type)) == len(first) and all(
+                same(a, b) for a, b in zip(ir.shape_of(x.type), first)) for x, _, _ in parts):
+        # Parts of one shape (an im2col's shifted windows): one kernel
+        # storing every part per point, so the windows of one input row are
+        # read while it is in cache, instead of one pass over the input per
+        # part.
+        xshape = ir.shape_of(parts[0][0].type)
+        slots = []
+        pb = low._builder(xshape, [False] * len(xshape), set(inside), slots)
+        out = len(slots)
+        slots.append(low.slot_value(res))
+        for x, offs, strides in parts:
+            pb.store(x, out, sum(offs), [0 if n == 1 else s for s, n in zip(strides, xshape)])
+        low.kernels.program(name, pb.finish(), slots)
+        return
     for x, offs, strides in parts:
         xshape = ir.shape_of(x.type)
-        if math.prod(xshape) == 0:
-            continue
         slots = []
         pb = low._builder(xshape, [False] * len(xshape), set(inside), slots)
         out = len(slots)
