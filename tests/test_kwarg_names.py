@@ -323,3 +323,26 @@ def test_out_keyword_on_added_functions():
         o = T.empty(2)
         T.diag(T.tensor(x), out=o)
         np.testing.assert_allclose(o.numpy(), np.diag(x))
+
+
+def test_like_functions_take_pytorchs_keywords_and_memory_formats():
+    """``*_like``: PyTorch's full keyword set; ``memory_format`` lays the
+    new tensor out as PyTorch does (``preserve_format`` keeps a
+    channels-last input's layout), with its rank error."""
+    import torch
+    for lib in (torch, tracec):
+        x = lib.ones(2, 3, 4, 5)
+        cl = x.contiguous(memory_format=lib.channels_last)
+        got = [lib.zeros_like(x, memory_format=lib.channels_last).stride(),
+               lib.empty_like(cl).stride(),
+               lib.ones_like(cl, memory_format=lib.contiguous_format).stride(),
+               lib.full_like(cl, 3.0).stride(),
+               lib.randn_like(x, requires_grad=True).is_leaf,
+               lib.rand_like(input=x, dtype=lib.float64, layout=lib.strided).dtype.is_floating_point,
+               str(lib.randint_like(x, 3, 5, requires_grad=False).dtype)]
+        with pytest.raises(RuntimeError, match="required rank 4 tensor to use channels_last"):
+            lib.zeros_like(lib.ones(2, 3), memory_format=lib.channels_last)
+        if lib is torch:
+            want = got
+        else:
+            assert got[:6] == want[:6] and got[6].split(".")[-1] == want[6].split(".")[-1]

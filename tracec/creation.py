@@ -147,33 +147,59 @@ def _check_layout(layout) -> None:
         raise NotImplementedError(f"tracec: layout={layout} (tracec's tensors are all strided)")
 
 
+def _formatted(t: Tensor, input, memory_format, requires_grad) -> Tensor:
+    """``t`` (a new tensor like ``input``) in ``memory_format``'s layout, as
+    PyTorch's ``*_like`` lay it out: ``preserve_format`` keeps ``input``'s
+    channels-last layout where it has one; then ``requires_grad``."""
+    if memory_format is None and input._data.flags.c_contiguous:    # the common case
+        return t.requires_grad_(True) if requires_grad else t
+    from tracec import tensor_meta as tm
+    if memory_format is None:
+        memory_format = tm.preserve_format
+    if not isinstance(memory_format, tm.memory_format):
+        raise TypeError(f"memory_format must be a torch.memory_format, got "
+                        f"{type(memory_format).__name__}")
+    if memory_format is tm.preserve_format:
+        for fmt in (tm.channels_last, tm.channels_last_3d):
+            if input.ndim == tm._ORDERS[fmt][0] and not input.is_contiguous() and \
+                    input.is_contiguous(memory_format=fmt):
+                memory_format = fmt
+                break
+        else:
+            memory_format = tm.contiguous_format
+    if memory_format is not tm.contiguous_format:
+        t = t.contiguous(memory_format=memory_format)     # checks the rank
+    return t.requires_grad_(True) if requires_grad else t
+
+
 def zeros_like(input, *, dtype=None, layout=None, device=None,
-               requires_grad=False) -> Tensor:
+               requires_grad=False, memory_format=None) -> Tensor:
     if layout is not None:
         _check_layout(layout)
-    return zeros(input.shape, dtype=_like(input, dtype), device=device,
-                 requires_grad=requires_grad)
+    return _formatted(zeros(input.shape, dtype=_like(input, dtype), device=device), input,
+                      memory_format, requires_grad)
 
 
 def ones_like(input, *, dtype=None, layout=None, device=None,
-              requires_grad=False) -> Tensor:
+              requires_grad=False, memory_format=None) -> Tensor:
     if layout is not None:
         _check_layout(layout)
-    return ones(input.shape, dtype=_like(input, dtype), device=device, requires_grad=requires_grad)
+    return _formatted(ones(input.shape, dtype=_like(input, dtype), device=device), input,
+                      memory_format, requires_grad)
 
 
 def empty_like(input, *, dtype=None, layout=None, device=None,
-               requires_grad=False) -> Tensor:
+               requires_grad=False, memory_format=None) -> Tensor:
     return zeros_like(input, dtype=dtype, layout=layout, device=device,
-                      requires_grad=requires_grad)
+                      requires_grad=requires_grad, memory_format=memory_format)
 
 
 def full_like(input, fill_value, *, dtype=None, layout=None, device=None,
-              requires_grad=False) -> Tensor:
+              requires_grad=False, memory_format=None) -> Tensor:
     if layout is not None:
         _check_layout(layout)
-    return full(input.shape, fill_value, dtype=_like(input, dtype), device=device,
-                requires_grad=requires_grad)
+    return _formatted(full(input.shape, fill_value, dtype=_like(input, dtype), device=device),
+                      input, memory_format, requires_grad)
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False) -> Tensor:
@@ -377,16 +403,29 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
     return _finish(r, requires_grad, device)
 
 
-def rand_like(x, *, dtype=None, generator=None) -> Tensor:
-    return rand(x.shape, dtype=_like(x, dtype), generator=generator)
+def rand_like(input, *, generator=None, dtype=None, layout=None, device=None,
+              requires_grad=False, memory_format=None) -> Tensor:
+    if layout is not None:
+        _check_layout(layout)
+    return _formatted(rand(input.shape, dtype=_like(input, dtype), generator=generator,
+                           device=device), input, memory_format, requires_grad)
 
 
-def randn_like(x, *, dtype=None, generator=None) -> Tensor:
-    return randn(x.shape, dtype=_like(x, dtype), generator=generator)
+def randn_like(input, *, generator=None, dtype=None, layout=None, device=None,
+               requires_grad=False, memory_format=None) -> Tensor:
+    if layout is not None:
+        _check_layout(layout)
+    return _formatted(randn(input.shape, dtype=_like(input, dtype), generator=generator,
+                            device=device), input, memory_format, requires_grad)
 
 
-def randint_like(x, low, high=None, *, dtype=None) -> Tensor:
-    return randint(low, high, x.shape, dtype=_like(x, dtype))
+def randint_like(input, low, high=None, *, generator=None, dtype=None, layout=None,
+                 device=None, requires_grad=False, memory_format=None) -> Tensor:
+    if layout is not None:
+        _check_layout(layout)
+    return _formatted(randint(low, high, input.shape, dtype=_like(input, dtype),
+                              generator=generator, device=device),
+                      input, memory_format, requires_grad)
 
 
 def randperm(n, *, generator=None, dtype=None, device=None) -> Tensor:
