@@ -107,6 +107,13 @@ def getitem(x: Tensor, key):
                     break
             else:
                 return _basic(x, key)
+        if 0 < key.count(Ellipsis) == 1 and len(key) - 1 <= ndim and all(
+                type(k) is int or type(k) is slice or k is Ellipsis for k in key):
+            # x[..., a:b]: the ellipsis as full slices (the general path
+            # would need every size as a number: a symbolic trace
+            # specialized on them)
+            i = key.index(Ellipsis)
+            return _basic(x, key[:i] + (slice(None),) * (ndim - len(key) + 1) + key[i + 1:])
     elif tk is Tensor and key.dtype is dt.int64 and ndim and not RECORDERS:
         return _take_rows(x, key)
     return _getitem(x, key)

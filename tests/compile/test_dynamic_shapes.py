@@ -414,3 +414,23 @@ def test_random_draws_and_batchmean_keep_the_batch_symbolic():
         _close(got_kl.item(), want_kl.item(), 1e-6)
     info = comp.cache_info()
     assert info.traces == 1 and not info.size_notes, info
+
+
+def test_ellipsis_slices_with_symbolic_bounds_stay_symbolic():
+    """``x[..., 1:1 + h]`` (an im2col window, a crop) with ``h`` from a
+    symbolic size: one trace and one compile for every size (the general
+    indexing path needed numbers and specialized), equal to eager."""
+    def f(x):
+        h = x.shape[-1] - 2
+        return tracec.stack([x[..., i:i + h] for i in range(3)], 1) * 2
+
+    comp = tracec.compile(f, dynamic=True)
+    for n in (5, 7, 6, 9):
+        x = tracec.randn(2, n)
+        np.testing.assert_array_equal(comp(x).numpy(), f(x).numpy())
+    info = comp.cache_info()
+    assert info.traces == 1 and info.compiles == 1 and not info.size_notes, info
+    x = tracec.arange(24.0).reshape(2, 3, 4)
+    for k in [(Ellipsis, 1), (1, Ellipsis), (Ellipsis, slice(1, 3)), (0, Ellipsis, 2),
+              (Ellipsis,), (0, 1, 2, Ellipsis), (Ellipsis, slice(None, None, 2))]:
+        np.testing.assert_array_equal(x[k].numpy(), x.numpy()[k])
