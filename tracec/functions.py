@@ -14,7 +14,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import autocast_mode, ops
-from tracec.symbolic import Sym
+from tracec.symbolic import Sym, known
 from tracec.ops.core import normalize_axis
 from tracec.tensor import Tensor, apply_direct, concrete, eager_direct, weak_scalar
 from tracec.return_types import structseq
@@ -491,7 +491,11 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     n = math.prod(input.shape[a] for a in axes) if input.ndim else 1
     m = mean(input, axes, keepdim=True)
     d = sub(input, m)
-    y = ops.div(ops.reduce_sum(ops.mul(d, d), axes), float(builtin_max(n - correction, 0)))
+    count = n - correction
+    if not (isinstance(count, Sym) and known(count, ">", 0) is True):
+        count = float(builtin_max(count, 0))
+    # (a symbolic count, as mean's, stays a run-time value: no specialization)
+    y = ops.div(ops.reduce_sum(ops.mul(d, d), axes), count)
     return _named(_keep(input, y, axes, keepdim), "VarBackward0")
 
 

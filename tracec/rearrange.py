@@ -17,6 +17,7 @@ from tracec import ops
 from tracec.functions import _named
 from tracec.ops.core import normalize_axis
 from tracec.shape_ops import _shape_arg, reshape
+from tracec.symbolic import Sym, hint_of
 from tracec.tensor import Tensor, concrete
 
 __all__ = ["narrow", "index_select", "repeat", "repeat_interleave", "flip", "fliplr", "flipud",
@@ -219,7 +220,21 @@ def _scan(x, dim, dtype, combine, fill, name):
     n = x.shape[d]
     y = x
     k = 1
-    while k < n:
+    if isinstance(n, Sym):
+        # A symbolic length: the shifts of every length up to twice the
+        # power of two above the one traced (one step more, for headroom),
+        # with one guard (n <= that limit); a shift past the end pads first
+        # and slices after, so it adds the fill there: one trace serves
+        # every length up to the limit.
+        limit = 2 << max(1, (hint_of(n) - 1).bit_length())
+        if n > limit:       # a guard; false at the sizes traced
+            raise AssertionError("unreachable: the hint is within the limit")
+        while k < limit:
+            low = tuple(k if i == d else 0 for i in range(x.ndim))
+            padded = ops.pad(y, low, (0,) * x.ndim, (0,) * x.ndim, fill)
+            y = combine(y, _slice(padded, d, 0, n))
+            k *= 2
+    while not isinstance(n, Sym) and k < n:
         low = tuple(k if i == d else 0 for i in range(x.ndim))
         shifted = ops.pad(_slice(y, d, 0, n - k), low, (0,) * x.ndim, (0,) * x.ndim, fill)
         y = combine(y, shifted)

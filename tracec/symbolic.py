@@ -158,6 +158,11 @@ class Sym:
         if not isinstance(other, (Sym, int)) or isinstance(other, bool):
             if isinstance(other, numbers.Integral):
                 other = int(other)
+            elif isinstance(other, numbers.Real):
+                # A float (``size * 0.5``, a scale factor): the size is
+                # needed as a number, so it is specialized (``int``: a
+                # guard and a note), never a TypeError.
+                return hint_fn(int(self), other)
             else:
                 return NotImplemented
         r = fn(self, other)

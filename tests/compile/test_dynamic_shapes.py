@@ -434,3 +434,37 @@ def test_ellipsis_slices_with_symbolic_bounds_stay_symbolic():
     for k in [(Ellipsis, 1), (1, Ellipsis), (Ellipsis, slice(1, 3)), (0, Ellipsis, 2),
               (Ellipsis,), (0, 1, 2, Ellipsis), (Ellipsis, slice(None, None, 2))]:
         np.testing.assert_array_equal(x[k].numpy(), x.numpy()[k])
+
+
+def test_float_arithmetic_on_a_size_specializes_instead_of_failing():
+    """``size * 2.0`` (interpolate's scale factor) in a symbolic trace: the
+    size is needed as a number, so it is specialized with a note, never a
+    TypeError; the batch of the same call stays symbolic."""
+    F = tracec.nn.functional
+
+    def up(x):
+        return F.interpolate(x, scale_factor=2, mode="bilinear")
+
+    comp = tracec.compile(up)
+    for n in (4, 6, 6, 4):
+        x = tracec.randn(2, 3, n, n)
+        np.testing.assert_allclose(comp(x).numpy(), up(x).numpy(), rtol=1e-6, atol=1e-6)
+    assert any("specialized" in note for note in comp.cache_info().size_notes)
+    comp = tracec.compile(up)
+    for b in (2, 5, 7):
+        x = tracec.randn(b, 3, 4, 4)
+        np.testing.assert_allclose(comp(x).numpy(), up(x).numpy(), rtol=1e-6, atol=1e-6)
+    assert comp.cache_info().compiles == 1
+    from tracec.symbolic import symbol
+    assert symbol("S", 6) * 0.5 == 3.0 and 1.5 + symbol("S", 6) == 7.5
+
+
+def test_variance_over_a_symbolic_dimension_stays_symbolic():
+    for f in (lambda x: x.var(0), lambda x: x.std(0, correction=0),
+              lambda x: tracec.var_mean(x, 0)[0]):
+        comp = tracec.compile(f, dynamic=True)
+        for n in (5, 7, 9):
+            x = tracec.randn(n, 6)
+            np.testing.assert_allclose(comp(x).numpy(), f(x).numpy(), rtol=1e-5, atol=1e-6)
+        info = comp.cache_info()
+        assert info.traces == 1 and info.compiles == 1 and not info.size_notes, info

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from tracec.symbolic import Sym
 from tracec import functions as TF
 from tracec import ops
 from tracec.tensor import Tensor
@@ -131,6 +132,10 @@ def _cubic_taps(in_size, out_size, scale, align_corners, np_dtype):
 
 def _resize_axis(x, axis, out_size, scale, mode, align_corners):
     in_size = x.shape[axis]
+    if isinstance(in_size, Sym) or isinstance(out_size, Sym):
+        # The taps are constants computed from the sizes (NumPy): a
+        # symbolic size is specialized (int(): a guard and a note).
+        in_size, out_size = int(in_size), int(out_size)
     if mode == "bicubic":
         idx, weights = _cubic_taps(in_size, out_size, scale, align_corners, x.dtype.np)
         shape = tuple(out_size if i == axis else 1 for i in range(x.ndim))
