@@ -17,7 +17,7 @@ fi
 python -m pip install -q -e ".[test]"
 
 set +e
-python -m pytest -q -n auto "$@"
+python -m pytest -q -n auto --dist worksteal "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
