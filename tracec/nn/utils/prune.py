@@ -446,6 +446,24 @@ class Identity(BasePruningMethod):
         return super().apply(module, name)
 
 
+def _unstructured_mask(amount, t, default_mask, scores, largest: bool):
+    """``default_mask`` with the ``amount`` units of ``t`` whose ``scores()``
+    are the ``largest`` (else the smallest) set to 0; ``scores`` is called
+    only when something is pruned (a random draw as torch makes it) (torch's
+    RandomUnstructured / L1Unstructured ``compute_mask``)."""
+    tensor_size = t.nelement()
+    # Compute number of units to prune: amount if int, else amount * tensor_size
+    nparams_toprune = _compute_nparams_toprune(amount, tensor_size)
+    # This should raise an error if the number of units to prune is larger
+    # than the number of units in the tensor
+    _validate_pruning_amount(nparams_toprune, tensor_size)
+    mask = default_mask.clone(memory_format=contiguous_format)
+    if nparams_toprune != 0:  # k=0 not supported by torch.kthvalue
+        topk = scores().view(-1).topk(k=nparams_toprune, largest=largest)
+        mask.view(-1)[topk.indices] = 0
+    return mask
+
+
 class RandomUnstructured(BasePruningMethod):
     r"""Prune (currently unpruned) units in a tensor at random.
 
@@ -466,24 +484,9 @@ class RandomUnstructured(BasePruningMethod):
         self.amount = amount
 
     def compute_mask(self, t, default_mask):
-        # Check that the amount of units to prune is not > than the number of
-        # parameters in t
-        tensor_size = t.nelement()
-        # Compute number of units to prune: amount if int,
-        # else amount * tensor_size
-        nparams_toprune = _compute_nparams_toprune(self.amount, tensor_size)
-        # This should raise an error if the number of units to prune is larger
-        # than the number of units in the tensor
-        _validate_pruning_amount(nparams_toprune, tensor_size)
-
-        mask = default_mask.clone(memory_format=contiguous_format)
-
-        if nparams_toprune != 0:  # k=0 not supported by torch.kthvalue
-            prob = rand_like(t)
-            topk = prob.view(-1).topk(k=nparams_toprune)
-            mask.view(-1)[topk.indices] = 0
-
-        return mask
+        # the units whose random scores are the largest
+        return _unstructured_mask(self.amount, t, default_mask, lambda: rand_like(t),
+                                  largest=True)
 
     @classmethod
     def apply(cls, module, name, amount):  # type: ignore[override]
@@ -523,26 +526,8 @@ class L1Unstructured(BasePruningMethod):
         self.amount = amount
 
     def compute_mask(self, t, default_mask):
-        # Check that the amount of units to prune is not > than the number of
-        # parameters in t
-        tensor_size = t.nelement()
-        # Compute number of units to prune: amount if int,
-        # else amount * tensor_size
-        nparams_toprune = _compute_nparams_toprune(self.amount, tensor_size)
-        # This should raise an error if the number of units to prune is larger
-        # than the number of units in the tensor
-        _validate_pruning_amount(nparams_toprune, tensor_size)
-
-        mask = default_mask.clone(memory_format=contiguous_format)
-
-        if nparams_toprune != 0:  # k=0 not supported by torch.kthvalue
-            # largest=True --> top k; largest=False --> bottom k
-            # Prune the smallest k
-            topk = t.abs().view(-1).topk(k=nparams_toprune, largest=False)
-            # topk will have .indices and .values
-            mask.view(-1)[topk.indices] = 0
-
-        return mask
+        # the units of smallest magnitude
+        return _unstructured_mask(self.amount, t, default_mask, t.abs, largest=False)
 
     @classmethod
     def apply(cls, module, name, amount, importance_scores=None):  # type: ignore[override]
