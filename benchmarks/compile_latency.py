@@ -26,6 +26,10 @@ import argparse
 import os
 import time
 
+# Child processes write and reuse bytecode, as on a user's machine: with
+# PYTHONDONTWRITEBYTECODE set, each one compiled tracec from source (~0.5 s).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 import tracec
 import tracec.nn.functional as F
 

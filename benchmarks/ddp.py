@@ -21,6 +21,10 @@ import subprocess
 import sys
 import time
 
+# Child processes write and reuse bytecode, as on a user's machine: with
+# PYTHONDONTWRITEBYTECODE set, each one compiled tracec from source (~0.5 s).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 BATCH = 256
 
 

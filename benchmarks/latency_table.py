@@ -42,6 +42,10 @@ import subprocess
 import sys
 import tempfile
 
+# Child processes write and reuse bytecode, as on a user's machine: with
+# PYTHONDONTWRITEBYTECODE set, each one compiled tracec from source (~0.5 s).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 ONE_CORE_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
@@ -310,8 +314,7 @@ def run_child(row, lib, one_core, python, cache, core=0):
                TORCHINDUCTOR_CACHE_DIR=os.path.join(cache, "inductor"),
                JAX_COMPILATION_CACHE_DIR=os.path.join(cache, "jax"),
                JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
-               JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0",
-               PYTHONDONTWRITEBYTECODE="")
+               JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
     env.pop("TRACEC_NO_CACHE", None)
     if one_core:
         env.update(ONE_CORE_ENV)

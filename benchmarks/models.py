@@ -42,6 +42,10 @@ import sys
 import tempfile
 import time
 
+# Child processes write and reuse bytecode, as on a user's machine: with
+# PYTHONDONTWRITEBYTECODE set, each one compiled tracec from source (~0.5 s).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 MODELS = ("lstm", "gpt", "mnist")
