@@ -15,6 +15,7 @@ import ctypes
 import os
 import shutil
 import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -530,3 +531,35 @@ def test_a_failing_call_leaves_state_unchanged(gather_first):
     np.testing.assert_array_equal(w.numpy(), before * 2)
     # Donation is kept where it is safe (the index check comes first).
     assert bool(f._last.executable.signature["donated"]) == gather_first
+
+
+def test_the_gemm_library_is_built_on_a_background_thread_once(tmp_path):
+    """With an empty cache the first GEMM lowered starts the library's build
+    on a thread of its own (gemm_lib._prefetch); linking the module waits
+    for that build instead of making a second, and the result is right."""
+    script = r'''
+import threading
+import numpy as np
+import tracec
+from tracec.backends.cpu import gemm_lib
+builds = []
+real = gemm_lib._object_code
+def counted(d, jobs, concurrent=False):
+    builds.append((d, threading.current_thread().name, concurrent))
+    return real(d, jobs, concurrent)
+gemm_lib._object_code = counted
+f = tracec.compile(lambda a, b: a @ b, backend="cpu")
+a, b = tracec.randn(96, 80), tracec.randn(80, 112)
+for _ in range(3):
+    out = f(a, b)
+np.testing.assert_allclose(out.numpy(), a.numpy() @ b.numpy(), rtol=1e-4, atol=1e-4)
+assert f.cache_info().traces == 1
+print(builds)
+assert builds == [("float32", "tracec-gemm-library", True)], builds
+'''
+    env = dict(os.environ, TRACEC_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("TRACEC_NO_CACHE", None)
+    env.pop("TRACEC_GEMM_LIBRARY", None)
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]

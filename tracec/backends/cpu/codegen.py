@@ -218,12 +218,14 @@ def _tune(llmod, internal: set[str], wide: set[str] = frozenset()) -> None:
 
 def compile_llvm(module, *, exported: set[str], want_asm: bool = True,
                  wide: set[str] = frozenset(), helpers: dict[str, str] | None = None,
-                 jobs: int = 1) -> Compiled:
+                 jobs: int = 1, concurrent: bool = False) -> Compiled:
     """Convert, optimize (O3 for the host) and emit object code (and asm).
     ``helpers``: declared functions to define from LLVM IR text (spliced in
     place of their declarations before parsing).  ``jobs`` > 1: the module
     may be split (``split.py``) and its parts compiled on as many threads,
-    giving several objects (``pack_objects``)."""
+    giving several objects (``pack_objects``).  ``concurrent``: compile
+    outside llvmlite's lock, with a target machine of this call's own (a
+    background build must not hold up other threads' compiles)."""
     # Imported here: loading cached object code needs none of xDSL's llvm
     # dialect (~0.1 s of imports in a new process).
     from xdsl.backend.llvm.convert import convert_module
@@ -242,6 +244,8 @@ def compile_llvm(module, *, exported: set[str], want_asm: bool = True,
             except RuntimeError as e:   # LLVM refused a part: compile the module whole
                 _warn_once(f"tracec: compiling a module in {len(parts)} parts failed ({e}); "
                            f"compiling it whole")
+    if concurrent:
+        return _compile_parts([text], want_asm)
     with _lock:  # one compile at a time per target machine
         mod = lb.parse_assembly(text, context=lb.create_context())
         pb = _pass_builder(tm)

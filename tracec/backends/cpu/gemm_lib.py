@@ -22,6 +22,12 @@ the JIT once per process, and modules only declare the routines:
   effect, which ``tracec build`` links into a shared library beside the
   module's (its names stay local there, as the pool's do).
 
+The first ``declare`` of a dtype starts ``object_code`` on a background
+thread (``_prefetch``): on a machine whose cache lacks the library (the
+very first compile), LLVM's ~0.25 s on it then runs while this thread goes
+on lowering the module (llvmlite's long calls release the GIL), and
+``object_code`` waits for that build instead of making its own.
+
 Invariant: the library's routines are exactly what ``gemm._run_fn`` /
 ``gemm._block_fn`` emit into a module (the same emitters make them), for
 the same target.
@@ -43,6 +49,9 @@ _PREFIX = "tracec_gemmlib_"
 _lock = threading.Lock()
 #: dtype name -> (JIT library, {name: address}); the libraries live for the process.
 _loaded: dict = {}
+#: (dtype name, target) -> [thread, object code or None] of a background build.
+_building: dict = {}
+_building_lock = threading.Lock()     # not _lock: addresses() holds that in object_code
 
 
 def symbol(kind: str, d: str, ta: bool, tb: bool) -> str:
@@ -61,8 +70,31 @@ def declare(mb, kind: str, d: dt.DType, ta: bool, tb: bool) -> str:
     # The routines' signatures (gemm._run_fn / gemm._block_fn).
     args, ret = {"run": ([PTR] * 3 + [I64] * 8, I32),
                  "block": ([PTR] * 5 + [I64] * 7, None)}[kind]
-    mb.libraries.add(d.name)
+    if d.name not in mb.libraries:
+        mb.libraries.add(d.name)
+        _prefetch(d.name)
     return mb.declare(symbol(kind, d.name, ta, tb), args, ret)
+
+
+def _prefetch(d: str) -> None:
+    """Start ``object_code(d)`` for the target in effect on a daemon thread,
+    unless this process has the library linked or a build under way."""
+    from tracec.backends.cpu import codegen
+    target = codegen.target()
+    with _building_lock:
+        if d in _loaded or (d, target) in _building:
+            return
+        slot = _building[(d, target)] = [None, None]
+
+    def build():
+        codegen._local.target = target      # targeting() is per thread
+        try:
+            slot[1] = _object_code(d, jobs=1, concurrent=True)
+        except Exception:   # noqa: BLE001 - object_code builds it again and reports
+            pass
+
+    slot[0] = threading.Thread(target=build, name="tracec-gemm-library", daemon=True)
+    slot[0].start()
 
 
 _LAYOUTS = ((False, False), (False, True), (True, False), (True, True))
@@ -91,10 +123,22 @@ def _module(d: str):
 def object_code(d: str) -> bytes:
     """The library of dtype ``d`` (``"float32"`` or ``"float64"``) as object
     code (possibly several packed objects: ``codegen.unpack_objects``) for
-    ``codegen.target()``, from the disk cache or compiled now."""
-    from tracec.backends import cache
+    ``codegen.target()``, from a background build, the disk cache or
+    compiled now."""
     from tracec.backends.cpu import codegen
     d = str(d)
+    with _building_lock:
+        slot = _building.pop((d, codegen.target()), None)
+    if slot is not None:
+        slot[0].join()
+        if slot[1] is not None:
+            return slot[1]
+    return _object_code(d, jobs=codegen.compile_jobs())
+
+
+def _object_code(d: str, jobs: int, concurrent: bool = False) -> bytes:
+    from tracec.backends import cache
+    from tracec.backends.cpu import codegen
     if d not in ("float32", "float64"):
         raise ValueError(f"no GEMM library for {d!r}")
     key = hashlib.sha256(f"tracec-gemm-library|{codegen.target_id()}|{cache.source_digest()}|"
@@ -109,7 +153,7 @@ def object_code(d: str) -> bytes:
         mb, exported = _module(d)
         obj = codegen.compile_llvm(mb.module(), exported=exported, wide=mb.wide,
                                    helpers=mb.helpers, want_asm=False,
-                                   jobs=codegen.compile_jobs()).object_code
+                                   jobs=jobs, concurrent=concurrent).object_code
     if disk is not None:
         try:
             disk.put(key, {"kind": "gemm library", "dtype": d}, obj)
