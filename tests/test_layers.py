@@ -13,7 +13,7 @@ LAYERS = [
               "tracec.mutation"]),
     ("ir", ["tracec.ir"]),
     ("ops", ["tracec.ops"]),
-    ("frontend", ["tracec.device", "tracec.graph", "tracec.tensor", "tracec.functions",
+    ("frontend", ["tracec.device", "tracec.meta_array", "tracec.graph", "tracec.tensor", "tracec.functions",
                   "tracec.shape_ops", "tracec.indexing", "tracec.creation", "tracec.methods",
                   "tracec.autograd", "tracec.nn", "tracec.optim", "tracec.serialization",
                   "tracec.serialization_pickle",

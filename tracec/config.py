@@ -332,16 +332,19 @@ def is_inference_mode_enabled() -> bool:
 
 
 def set_default_device(device) -> None:
+    from tracec.device import DEFAULT
     d = "cpu" if device is None else str(_device(device) if not isinstance(device, _device)
                                          else device)
-    if d.split(":")[0] != "cpu":
+    if d.split(":")[0] not in ("cpu", "meta"):
         raise RuntimeError(f"set_default_device({d!r}): tracec's factory functions create "
-                           "cpu tensors only; move tensors with .to(device) instead")
+                           "cpu (or meta) tensors only; move tensors with .to(device) instead")
     _flags["default_device"] = d
+    DEFAULT[0] = d.split(":")[0]
 
 
 def get_default_device():
-    return _device(_flags["default_device"])
+    from tracec.device import DEFAULT
+    return _device(_flags["default_device"] if len(DEFAULT) == 1 else DEFAULT[-1])
 
 
 Tensor.is_complex = is_complex

@@ -13,7 +13,8 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import graph, ops
-from tracec.device import to_device
+from tracec.device import is_meta, to_device
+from tracec.meta_array import MetaArray
 from tracec.symbolic import Sym
 from tracec.tensor import RECORDERS, Tensor, concrete
 
@@ -24,9 +25,22 @@ def _finish(t: Tensor, requires_grad: bool, device) -> Tensor:
         t._base, t._view_chain, t._version = None, None, [0]
     if device is not None:
         to_device(device)
+    if is_meta(device):     # the device given, or the default (``with device("meta")``)
+        t._data, t._base, t._view_chain = MetaArray.of(t._data.shape, t._data.dtype), None, None
     if requires_grad:
         t.requires_grad_(True)
     return t
+
+
+def _on_meta(size, d, requires_grad) -> Tensor:
+    """A new tensor on the meta device: nothing allocated, and for random
+    factories nothing drawn (the generator does not advance, as in PyTorch)."""
+    return _finish(Tensor._make(MetaArray.of(_size(size), d.np), d), requires_grad, "meta")
+
+
+def _like_device(input, device):
+    """``*_like``'s device: the one given, else ``input``'s (PyTorch's default)."""
+    return device if device is not None or not input.is_meta else "meta"
 
 
 def _size(size):
@@ -96,6 +110,8 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> T
             dt.get_default_dtype())
     d = dt.to_dtype(dtype)
     dt.check_fits(fill_value, d)
+    if is_meta(device):
+        return _on_meta(size, d, requires_grad)
     if _symbolic(size) or isinstance(fill_value, Sym):
         return _finish(ops.full(size, fill_value, d, like=_LIKE), requires_grad, device)
     return _finish(Tensor._make(np.full(size, fill_value, dtype=d.np), d), requires_grad, device)
@@ -120,6 +136,8 @@ def _full_of_tensor(size, fill: Tensor, dtype, requires_grad, device) -> Tensor:
 def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     d = dt.to_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     size = _size(size)
+    if is_meta(device):
+        return _on_meta(size, d, requires_grad)
     if _symbolic(size):
         return _finish(ops.full(size, 0, d, like=_LIKE), requires_grad, device)
     return _finish(Tensor._make(np.zeros(size, d.np), d), requires_grad, device)
@@ -128,6 +146,8 @@ def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
 def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     d = dt.to_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     size = _size(size)
+    if is_meta(device):
+        return _on_meta(size, d, requires_grad)
     if _symbolic(size):
         return _finish(ops.full(size, 1, d, like=_LIKE), requires_grad, device)
     return _finish(Tensor._make(np.ones(size, d.np), d), requires_grad, device)
@@ -176,7 +196,7 @@ def zeros_like(input, *, dtype=None, layout=None, device=None,
                requires_grad=False, memory_format=None) -> Tensor:
     if layout is not None:
         _check_layout(layout)
-    return _formatted(zeros(input.shape, dtype=_like(input, dtype), device=device), input,
+    return _formatted(zeros(input.shape, dtype=_like(input, dtype), device=_like_device(input, device)), input,
                       memory_format, requires_grad)
 
 
@@ -184,7 +204,7 @@ def ones_like(input, *, dtype=None, layout=None, device=None,
               requires_grad=False, memory_format=None) -> Tensor:
     if layout is not None:
         _check_layout(layout)
-    return _formatted(ones(input.shape, dtype=_like(input, dtype), device=device), input,
+    return _formatted(ones(input.shape, dtype=_like(input, dtype), device=_like_device(input, device)), input,
                       memory_format, requires_grad)
 
 
@@ -198,7 +218,8 @@ def full_like(input, fill_value, *, dtype=None, layout=None, device=None,
               requires_grad=False, memory_format=None) -> Tensor:
     if layout is not None:
         _check_layout(layout)
-    return _formatted(full(input.shape, fill_value, dtype=_like(input, dtype), device=device),
+    return _formatted(full(input.shape, fill_value, dtype=_like(input, dtype),
+                           device=_like_device(input, device)),
                       input, memory_format, requires_grad)
 
 
@@ -349,6 +370,8 @@ def _complex_draw(draw, size, d, generator, scale):
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if is_meta(device):
+        return _on_meta(size, _float_dtype(dtype), requires_grad)
     g = generator or default_generator
     if dtype is not None and dt.to_dtype(dtype).category == 3:
         return _finish(_complex_draw(rand, size, dt.to_dtype(dtype), generator, 1),
@@ -358,6 +381,8 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) ->
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if is_meta(device):
+        return _on_meta(size, _float_dtype(dtype), requires_grad)
     g = generator or default_generator
     if dtype is not None and dt.to_dtype(dtype).category == 3:
         # Each part is N(0, 1/2), so that E|z|^2 = 1.
@@ -393,6 +418,9 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
         raise TypeError("randint() missing required argument 'size'")
     if high <= low:
         raise RuntimeError(f"random_ from {low} to {high} is empty")
+    if is_meta(device):
+        return _on_meta(size if isinstance(size, (tuple, list)) else (size,),
+                          dt.to_dtype(dtype) if dtype is not None else dt.int64, requires_grad)
     g = generator or default_generator
     with graph.no_grad():
         u = g.uniform(_size(size if isinstance(size, (tuple, list)) else (size,)), dt.float64)
@@ -408,7 +436,7 @@ def rand_like(input, *, generator=None, dtype=None, layout=None, device=None,
     if layout is not None:
         _check_layout(layout)
     return _formatted(rand(input.shape, dtype=_like(input, dtype), generator=generator,
-                           device=device), input, memory_format, requires_grad)
+                           device=_like_device(input, device)), input, memory_format, requires_grad)
 
 
 def randn_like(input, *, generator=None, dtype=None, layout=None, device=None,
@@ -416,7 +444,7 @@ def randn_like(input, *, generator=None, dtype=None, layout=None, device=None,
     if layout is not None:
         _check_layout(layout)
     return _formatted(randn(input.shape, dtype=_like(input, dtype), generator=generator,
-                            device=device), input, memory_format, requires_grad)
+                            device=_like_device(input, device)), input, memory_format, requires_grad)
 
 
 def randint_like(input, low, high=None, *, generator=None, dtype=None, layout=None,
@@ -424,13 +452,15 @@ def randint_like(input, low, high=None, *, generator=None, dtype=None, layout=No
     if layout is not None:
         _check_layout(layout)
     return _formatted(randint(low, high, input.shape, dtype=_like(input, dtype),
-                              generator=generator, device=device),
+                              generator=generator, device=_like_device(input, device)),
                       input, memory_format, requires_grad)
 
 
 def randperm(n, *, generator=None, dtype=None, device=None) -> Tensor:
     # The order of n uniforms: recorded (argsort is a primitive), so a
     # compiled function draws a new permutation at every call.
+    if is_meta(device):
+        return _on_meta((n,), dt.to_dtype(dtype or dt.int64), False)
     u = (generator or default_generator).uniform((n,), dt.float64)
     perm = ops.argsort(u, 0)
     d = dt.to_dtype(dtype or dt.int64)

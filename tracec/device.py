@@ -1,7 +1,17 @@
 """``tracec.device``: where a tensor lives.  Eager tensors live on the CPU
-(NumPy); "cuda" is accepted by name and refused with a clear error where
-CuPy finds no GPU."""
+(NumPy) or on "meta" (shape and dtype only: ``meta_array.py``); "cuda" is
+accepted by name and refused with a clear error where CuPy finds no GPU.
+
+A device is also a context manager, as in PyTorch: inside ``with
+tracec.device("meta"):`` factory functions (and so layers' parameters) are
+made on that device unless given one.  ``DEFAULT[-1]`` is the default
+device's type ("cpu" or "meta"); ``set_default_device`` sets the bottom.
+"""
 from __future__ import annotations
+
+#: Stack of default device types: the bottom one set_default_device's, one
+#: more per ``with device(...)`` block.
+DEFAULT = ["cpu"]
 
 
 class device:
@@ -16,9 +26,9 @@ class device:
         if not isinstance(spec, str):
             raise TypeError(f"device(): expected a string like 'cpu' or 'cuda', got {spec!r}")
         kind, _, idx = spec.partition(":")
-        if kind not in ("cpu", "cuda"):
-            raise RuntimeError(f"Expected one of cpu, cuda device type at start of device "
-                               f"string: {spec}")
+        if kind not in ("cpu", "cuda", "meta"):
+            raise RuntimeError(f"Expected one of cpu, cuda, meta device type at start of "
+                               f"device string: {spec}")
         self.type = kind
         self.index = int(idx) if idx else index
 
@@ -37,8 +47,18 @@ class device:
     def __str__(self):
         return self.type + (f":{self.index}" if self.index is not None else "")
 
+    def __enter__(self):
+        to_device(self)
+        DEFAULT.append(self.type)
+        return self
+
+    def __exit__(self, *exc):
+        DEFAULT.pop()
+        return False
+
 
 cpu = device("cpu")
+meta = device("meta")
 #: Whether eager tensors can live on "cuda" in this build.  Not yet: so
 #: ``tracec.cuda.is_available()`` says False even where CuPy sees a GPU, and
 #: scripts choosing ``"cuda" if is_available() else "cpu"`` run on the CPU.
@@ -46,9 +66,18 @@ EAGER_CUDA = False
 
 
 def to_device(spec) -> device:
+    """``spec`` as a device this build can hold tensors on (cpu, meta), or
+    the clear error for "cuda"."""
     d = device(spec) if not isinstance(spec, device) else spec
     if d.type == "cuda":
         raise RuntimeError("eager CUDA tensors are not supported by this build of tracec: "
                            "no CUDA device is available (use backend='cuda' of "
                            "tracec.compile on a machine with a GPU)")
     return d
+
+
+def is_meta(spec) -> bool:
+    """Does ``spec`` (a device, a string, or None for the default) name "meta"?"""
+    if spec is None:
+        return DEFAULT[-1] == "meta"
+    return (spec.type if isinstance(spec, device) else str(spec).partition(":")[0]) == "meta"

@@ -51,7 +51,9 @@ Tensor.T = property(S.T)
 Tensor.mT = property(S.mT)
 
 
-def _cpu(self):
+def _cpu(self, memory_format=None):
+    if self.is_meta:
+        S._copy_out_of_meta()
     return self
 
 
@@ -170,12 +172,16 @@ def _uniform(self, from_=0.0, to=1.0, *, generator=None, **kwargs):
             raise TypeError(f"uniform_() got an unexpected keyword argument "
                             f"'{next(k for k in kwargs if k != 'from')}'")
         from_ = kwargs["from"]
+    if self.is_meta:        # nothing to write, nothing drawn (as PyTorch)
+        return self
     with graph.no_grad():
         u = creation.rand(self.shape, dtype=self.dtype, generator=generator)
         return self._assign(F.add(F.mul(u, to - from_), from_), "uniform_")
 
 
 def _normal(self, mean=0.0, std=1.0, generator=None):
+    if self.is_meta:
+        return self
     with graph.no_grad():
         z = creation.randn(self.shape, dtype=self.dtype, generator=generator)
         return self._assign(F.add(F.mul(z, std), mean), "normal_")

@@ -28,7 +28,9 @@ _WORK = dt.float64
 
 
 def _uniform(self, generator) -> Tensor:
-    return creation.rand(tuple(self.shape), dtype=_WORK, generator=generator)
+    # A meta tensor's draw is meta too: nothing drawn, the write dropped.
+    return creation.rand(tuple(self.shape), dtype=_WORK, generator=generator,
+                         device="meta" if self.is_meta else None)
 
 
 def _fill(self, values: Tensor, op: str):

@@ -382,13 +382,28 @@ def to(x, *args, **kwargs):
             dev = a
         elif isinstance(a, Tensor):
             dtype = a.dtype
+            dev = a.device
         else:
             raise TypeError(f"to(): unexpected argument {a!r}")
     if dev is not None:
-        to_device(dev)
+        kind = to_device(dev).type
+        if kind == "meta" and not x.is_meta:
+            from tracec.meta_array import MetaArray
+            d = x.dtype if dtype is None else dt.to_dtype(dtype)
+            out = Tensor._make(MetaArray.of(x.shape, d.np), d)
+            out.requires_grad = x.requires_grad
+            return out
+        if kind != "meta" and x.is_meta:
+            _copy_out_of_meta()
     if dtype is not None and dt.to_dtype(dtype) is not x.dtype:
         return ops.cast(x, dt.to_dtype(dtype))
     return x
+
+
+def _copy_out_of_meta():
+    raise NotImplementedError("Cannot copy out of meta tensor; no data! Please use "
+                              "torch.nn.Module.to_empty() instead of torch.nn.Module.to() when "
+                              "moving module from meta to a different device.")
 
 
 def type_as(x, other):

@@ -20,6 +20,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import graph, tensor_str
+from tracec.meta_array import USED as _META_USED, MetaArray
 from tracec.ops import core, creation as creation_ops, elementwise as ew, movement
 from tracec.ops.core import ShapeError
 from tracec.symbolic import Sym
@@ -82,6 +83,13 @@ def concrete(t: "Tensor", why: str) -> np.ndarray:
     """``t``'s data, for a use that makes Python depend on its value."""
     for check in CONCRETE_CHECKS:
         check(t, why)
+    if _META_USED[0] and type(t._data) is MetaArray:
+        if why == "numpy()":
+            raise TypeError("can't convert meta device type tensor to numpy. Use "
+                            "Tensor.cpu() to copy the tensor to host memory first.")
+        if why.startswith(("item()", "bool(", "int(", "float(")):
+            raise RuntimeError("Tensor.item() cannot be called on meta tensors")
+        raise NotImplementedError("Cannot copy out of meta tensor; no data!")
     return t._data
 
 
@@ -112,6 +120,26 @@ def _new_tensor(data: np.ndarray, dtype: dt.DType) -> Tensor:
     t._hooks = None
     t._retains_grad = False
     return t
+
+
+def _meta_bind(prim, args, params, arrays, out_dtype, needs_grad, rec_args, rec_params):
+    """A primitive with a meta operand: a meta result of the shape its rule
+    gives (nothing runs), with autograd's node as for any result."""
+    if RECORDERS:
+        raise RuntimeError(f"{prim.name}: a tensor on the meta device inside a traced "
+                           "(compiled) function; meta tensors have no data to compile with")
+    try:
+        shape = prim.shape_rule(*[np.shape(a) for a in arrays], **params)
+    except (ValueError, TypeError) as e:
+        raise RuntimeError(f"{prim.name}: {e} (operand shapes "
+                           f"{', '.join(str(np.shape(a)) for a in arrays)})") from None
+    for a in arrays:
+        if type(a) is not MetaArray and np.ndim(a) > 0:
+            raise RuntimeError("Tensor on device cpu is not on the expected device meta!")
+    out = _new_tensor(MetaArray.of(shape, out_dtype.np), out_dtype)
+    if needs_grad and prim.vjp is not None and graph.is_grad_enabled():
+        attach_node(prim, params, args, out)
+    return out
 
 
 class Size(tuple):
@@ -244,6 +272,9 @@ class Tensor:
         if scalars:
             _weak_scalars(prim, args, arrays, dtypes_)
         out_dtype = prim.dtype_rule(*dtypes_, **params)
+        if _META_USED[0] and any(type(a) is MetaArray for a in arrays):
+            return _meta_bind(prim, args, params, arrays, out_dtype, needs_grad,
+                              rec_args, rec_params)
         try:
             res = prim.impl(*arrays, **params)
         except (ValueError, TypeError) as e:
@@ -326,8 +357,12 @@ class Tensor:
 
     @property
     def device(self):
-        from tracec.device import cpu
-        return cpu
+        from tracec.device import cpu, meta
+        return meta if type(self._data) is MetaArray else cpu
+
+    @property
+    def is_meta(self) -> bool:
+        return type(self._data) is MetaArray
 
     @property
     def is_cuda(self) -> bool:
@@ -396,11 +431,17 @@ class Tensor:
 
     def __repr__(self):
         extra = []
+        if type(self._data) is MetaArray:     # PyTorch's form: no values to show
+            extra = [f"device='meta'", f"size={tuple(self._data.shape)}"]
+            if self.dtype is not dt.get_default_dtype():
+                extra.append(f"dtype={self.dtype!r}")
         if self._node is not None:
             extra.append(f"grad_fn=<{self._node.name()}>")
         elif self.requires_grad:
             extra.append("requires_grad=True")
         a = self._data
+        if type(a) is MetaArray:
+            return f"tensor(..., {', '.join(extra)})"
         if self.dtype is dt.bfloat16 or self.dtype is dt.float16:
             a = a.astype(np.float32)
         default = dt.get_default_dtype()
@@ -550,6 +591,9 @@ class Tensor:
                                "being used in an in-place operation.")
 
     def _write_data(self, new: "Tensor", op: str) -> None:
+        if type(self._data) is MetaArray:   # in-place ops on meta tensors do nothing
+            self._version[0] += 1
+            return
         try:
             np.copyto(self._data, new._data if new.shape == self.shape
                       else np.broadcast_to(new._data, self.shape))
@@ -740,7 +784,8 @@ def eager_direct(x: "Tensor") -> bool:
     (building the same tensors and nodes ``_bind_primitive`` would)?  Only
     while no recorder or observer must see them and ``x`` is no stale view."""
     return not RECORDERS and not OP_OBSERVERS and not (
-        x._view_chain and x._view_version != x._version[0])
+        x._view_chain and x._view_version != x._version[0]) and not (
+        _META_USED[0] and type(x._data) is MetaArray)
 
 
 def _observed_bind(cls, prim, args, params):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracec.meta_array import meta_like
+
 from tracec import dtypes as dt
 from tracec import graph
 from tracec.graph import enable_grad, no_grad, set_grad_enabled, is_grad_enabled  # noqa: F401
@@ -30,7 +32,8 @@ def _seed(t: Tensor, g, create_graph):
     if g is None:
         if t.numel() != 1:
             raise RuntimeError("grad can be implicitly created only for scalar outputs")
-        return Tensor._make(np.ones(t.shape, t.dtype.np), t.dtype)
+        ones = np.ones(t.shape, t.dtype.np)
+        return Tensor._make(ones if not t.is_meta else meta_like(ones), t.dtype)
     if not isinstance(g, Tensor):
         g = Tensor._from_data(g, dtype=t.dtype)
     if tuple(g.shape) != tuple(t.shape):
@@ -46,7 +49,8 @@ def _accumulate(create_graph):
         if tuple(g.shape) != tuple(leaf.shape):
             g = g.expand(*leaf.shape)
         if leaf.grad is None:
-            leaf.grad = g if create_graph else Tensor._make(np.array(g._data, copy=True), g.dtype)
+            leaf.grad = g if create_graph or g.is_meta else \
+                Tensor._make(np.array(g._data, copy=True), g.dtype)
         elif create_graph:
             leaf.grad = leaf.grad + g
         else:

@@ -1,2 +1,5 @@
-"""``tracec.utils``: PyTorch's ``torch.utils`` namespace (data loading)."""
-from tracec.utils import data  # noqa: F401
+"""``tracec.utils``: PyTorch's ``torch.utils`` namespace (data loading,
+checkpointing).  As after ``import torch``, ``tracec.utils.checkpoint`` is
+there without importing it; ``model_zoo`` and ``tensorboard`` need their
+own import, as in PyTorch."""
+from tracec.utils import checkpoint, data  # noqa: F401

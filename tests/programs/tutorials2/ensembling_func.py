@@ -56,8 +56,7 @@ predictions2 = [model(minibatch) for model in models]
 params, buffers = stack_module_state(models)
 
 base_model = copy.deepcopy(models[0])
-# the tutorial moves base_model to the 'meta' device, which tracec lacks:
-# functional_call replaces its tensors either way
+base_model = base_model.to('meta')
 print(base_model.fc1.weight.is_meta, tuple(base_model.fc1.weight.shape))
 
 

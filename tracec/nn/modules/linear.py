@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 from tracec import creation
-from tracec.device import to_device
 from tracec.nn import functional as F
 from tracec.nn import init
 from tracec.nn.modules.module import Module
@@ -16,9 +15,7 @@ __all__ = ["Identity", "Linear", "Bilinear"]
 
 
 def _empty(shape, device, dtype):
-    if device is not None:
-        to_device(device)
-    return creation.empty(*shape, dtype=dtype)
+    return creation.empty(*shape, dtype=dtype, device=device)
 
 
 class Identity(Module):

@@ -624,6 +624,27 @@ class Module:
                     self._buffers[k] = fn(b)
         return self
 
+    def _tensors(self):
+        """Every parameter and buffer of this module and its children."""
+        for m in self.modules():
+            yield from (p for p in m._parameters.values() if p is not None)
+            yield from (b for b in m._buffers.values() if b is not None)
+
+    def to_empty(self, *, device, recurse: bool = True) -> "Module":
+        """Parameters and buffers moved to ``device`` without copying their
+        values (uninitialized: zeros here), as after building on "meta"."""
+        from tracec import creation
+        if recurse:
+            return self._apply(lambda t: creation.empty_like(t, device=device))
+        with graph.no_grad():
+            for p in self._parameters.values():
+                if p is not None:
+                    p.data = creation.empty_like(p, device=device)
+            for k, b in self._buffers.items():
+                if b is not None:
+                    self._buffers[k] = creation.empty_like(b, device=device)
+        return self
+
     def share_memory(self) -> "Module":
         """Move parameters, gradients and buffers into shared memory
         (``Tensor.share_memory_``) for processes forked afterwards."""
@@ -648,7 +669,9 @@ class Module:
             else:
                 raise TypeError(f"to() received an invalid combination of arguments: {a!r}")
         if dev is not None:
-            to_device(dev)
+            kind = to_device(dev).type
+            if kind == "meta" or any(t.is_meta for t in self._tensors()):
+                self._apply(lambda t: t.to(kind))    # to meta, or the error out of it
         if dtype is None:
             return self
         dtype = dt.to_dtype(dtype)

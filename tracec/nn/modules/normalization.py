@@ -49,9 +49,12 @@ class _NormBase(Module):
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
         if track_running_stats:
-            self.register_buffer("running_mean", creation.zeros(num_features, dtype=dtype))
-            self.register_buffer("running_var", creation.ones(num_features, dtype=dtype))
-            self.register_buffer("num_batches_tracked", creation.tensor(0, dtype=dt.int64))
+            self.register_buffer("running_mean", creation.zeros(num_features, dtype=dtype,
+                                                                device=device))
+            self.register_buffer("running_var", creation.ones(num_features, dtype=dtype,
+                                                              device=device))
+            self.register_buffer("num_batches_tracked", creation.tensor(0, dtype=dt.int64,
+                                                                        device=device))
         else:
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
