@@ -38,7 +38,7 @@ LAYERS = [
                   "tracec.testing", "tracec.methods_compat", "tracec.profiler",
                   "tracec.numpy_names",
                   "tracec.config", "tracec.vision", "tracec.complex_ops", "tracec.fft",
-                  "tracec.stft"]),
+                  "tracec.stft", "tracec.signal"]),
     ("tracing", ["tracec.tracing", "tracec.guards", "tracec.sym_shapes", "tracec.naming"]),
     ("passes", ["tracec.passes"]),
     ("backends", ["tracec.backends"]),

@@ -56,6 +56,7 @@ from tracec.contraction import addmm, baddbmm, einsum, sparse_coo_tensor, spmm  
 from tracec.methods_extra import (clamp_max, clamp_min, isfinite, isinf,  # noqa: E402,F401
                                   isneginf, isposinf)
 from tracec import sparse  # noqa: E402,F401
+from tracec import signal  # noqa: E402,F401  (torch.signal.windows)
 from tracec import amp, cpu, jit, _dynamo  # noqa: E402,F401
 from tracec import version  # noqa: E402,F401  (torch.version.cuda)
 from tracec.reductions_bool import all, any  # noqa: E402,F401,A004
