@@ -64,9 +64,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float =
                          "arguments are (input, weight), as in PyTorch)")
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"mode has to be one of sum, mean or max, got {mode}")
-    if scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding_bag: scale_grad_by_freq and sparse are not "
-                                  "supported by tracec")
+    # sparse=True: a dense gradient of the same values (as for embedding).
     if per_sample_weights is not None:
         if mode != "sum":
             raise NotImplementedError(
@@ -105,6 +103,12 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float =
         pi = padding_idx + weight.shape[0] if padding_idx < 0 else padding_idx
         mask = ops.logical_and(mask, ops.reshape(ops.ne(idx, pi), (1, idx.shape[0])))
     rows = ops.take(weight, idx, 0)                                     # [M, D]
+    if scale_grad_by_freq:
+        if sparse and weight.requires_grad:    # PyTorch refuses it (in its backward)
+            raise RuntimeError("embedding_backward: scale_grad_by_freq not supported with "
+                               "sparse gradients")
+        from tracec.nn.functional import grad_scaled_by_freq
+        rows = grad_scaled_by_freq(rows, idx, weight.shape[0])
     maskf = ops.cast(mask, weight.dtype)
     if mode == "max":
         big = ops.where(S.unsqueeze(mask, 2), S.unsqueeze(rows, 0), float("-inf"))

@@ -321,6 +321,19 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
 
 # --- embedding --------------------------------------------------------------------------------
 
+def grad_scaled_by_freq(rows, idx, num_embeddings):
+    """``rows`` (``weight`` rows picked by ``idx``, ``[*idx.shape, D]``)
+    unchanged, with the gradient each row sends back divided by how often
+    its index occurs in ``idx`` (``scale_grad_by_freq``): ``r + (r - r') * s``
+    with ``r'`` detached is exactly ``r`` forward and has gradient ``s``."""
+    flat = S.reshape(idx, (-1,))
+    ones = ops.full(tuple(flat.shape), 1.0, rows.dtype, like=rows)
+    counts = ops.index_add(ops.full((num_embeddings,), 0.0, rows.dtype, like=rows), flat, ones, 0)
+    scale = ops.reshape(ops.div(1.0, ops.take(counts, idx, 0)), tuple(idx.shape) + (1,))
+    fixed = rows.detach()
+    return ops.add(fixed, ops.mul(ops.sub(rows, fixed), scale))
+
+
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float = 2.0,
               scale_grad_by_freq: bool = False, sparse: bool = False):
     """Rows of ``weight`` picked by ``input`` (``take`` on axis 0); the
@@ -330,13 +343,18 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the "
                            f"following scalar types: Long, Int; but got {got} instead "
                            "(while checking arguments for embedding)")
-    if scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: scale_grad_by_freq and sparse are not supported")
+    # sparse=True: the gradient is dense (API.md: a sparse tensor may be dense),
+    # with the same values as PyTorch's sparse one.
     idx = input if input.dtype is dt.int64 else ops.cast(input, dt.int64)
     if max_norm is not None:    # rows renormalized in place first, as in PyTorch
         from tracec.nn._embedding_bag import embedding_renorm_
         embedding_renorm_(weight, idx, max_norm, norm_type)
     out = ops.take(weight, idx, 0)
+    if scale_grad_by_freq:
+        if sparse and weight.requires_grad:    # PyTorch refuses it (in its backward)
+            raise RuntimeError("embedding_backward: scale_grad_by_freq not supported with "
+                               "sparse gradients")
+        out = grad_scaled_by_freq(out, idx, weight.shape[0])
     if padding_idx is not None:
         pi = padding_idx + weight.shape[0] if padding_idx < 0 else padding_idx
         keep = ops.reshape(ops.ne(idx, pi), tuple(idx.shape) + (1,))
