@@ -45,3 +45,38 @@ def test_bicubic_compiles_like_eager():
 def test_bicubic_needs_4d():
     with pytest.raises(NotImplementedError, match="bicubic mode needs 4D"):
         tracec.nn.functional.interpolate(tracec.randn(1, 2, 5), scale_factor=2, mode="bicubic")
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("kw", [{"size": (6, 5)}, {"size": (30, 7)}, {"scale_factor": 0.5},
+                                {"scale_factor": (0.3, 2.0)},
+                                {"scale_factor": 0.37, "recompute_scale_factor": True}])
+def test_antialias_matches_pytorch_with_gradient(mode, kw):
+    import torch
+    x = np.random.default_rng(0).standard_normal((2, 3, 17, 13)).astype(np.float32)
+    g = None
+    tx = torch.tensor(x, requires_grad=True)
+    t = torch.nn.functional.interpolate(tx, mode=mode, antialias=True, **kw)
+    g = np.random.default_rng(1).standard_normal(tuple(t.shape)).astype(np.float32)
+    (t * torch.tensor(g)).sum().backward()
+    cx = tracec.tensor(x, requires_grad=True)
+    c = tracec.nn.functional.interpolate(cx, mode=mode, antialias=True, **kw)
+    (c * tracec.tensor(g)).sum().backward()
+    np.testing.assert_allclose(c.detach().numpy(), t.detach().numpy(), rtol=1e-5, atol=2e-6)
+    np.testing.assert_allclose(cx.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=2e-6)
+    f = tracec.compile(lambda v: tracec.nn.functional.interpolate(v, mode=mode, antialias=True,
+                                                                   **kw))
+    np.testing.assert_allclose(f(tracec.tensor(x)).numpy(), t.detach().numpy(), rtol=1e-5,
+                               atol=2e-6)
+
+
+def test_antialias_needs_a_4d_input_and_a_linear_mode():
+    import torch
+    for call in (lambda lib: lib.nn.functional.interpolate(lib.ones(1, 1, 4), size=2,
+                                                           mode="linear", antialias=True),
+                 lambda lib: lib.nn.functional.interpolate(lib.ones(1, 1, 4, 4), size=2,
+                                                           mode="nearest", antialias=True)):
+        with pytest.raises(Exception) as theirs:
+            call(torch)
+        with pytest.raises(type(theirs.value), match="Anti-alias option is restricted"):
+            call(tracec)

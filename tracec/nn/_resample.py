@@ -17,6 +17,7 @@ import numpy as np
 from tracec.symbolic import Sym
 from tracec import functions as TF
 from tracec import ops
+from tracec import shape_ops as S
 from tracec.tensor import Tensor
 
 __all__ = ["pixel_shuffle", "pixel_unshuffle", "interpolate", "upsample", "upsample_nearest",
@@ -130,6 +131,41 @@ def _cubic_taps(in_size, out_size, scale, align_corners, np_dtype):
     return idx, [w.astype(np_dtype) for w in weights]
 
 
+def _bilinear(x):
+    x = np.abs(x)
+    return np.where(x < 1.0, 1.0 - x, 0.0)
+
+
+def _bicubic(x, a=-0.5):
+    x = np.abs(x)
+    near = ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
+    far = (((x - 5.0) * x + 8.0) * x - 4.0) * a
+    return np.where(x < 1.0, near, np.where(x < 2.0, far, 0.0))
+
+
+def aa_weights(n_in: int, n_out: int, mode: str, antialias: bool = True,
+               scale_factor=None) -> np.ndarray:
+    """(n_out, n_in) float64 taps of ATen's separable anti-aliased resampling
+    (``_upsample_{bilinear,bicubic}2d_aa``, Pillow's filters: downscaling
+    widens the filter by the scale); with ``antialias=False`` the filter is
+    not widened.  Shared with ``tracec.vision``'s tensor resize.  A given
+    ``scale_factor`` sets the scale (``1 / scale_factor``), as in ATen."""
+    filt, size = (_bilinear, 2) if mode == "bilinear" else (_bicubic, 4)
+    scale = 1.0 / scale_factor if scale_factor is not None and scale_factor > 0 else n_in / n_out
+    wide = antialias and scale >= 1.0
+    support = size / 2 * scale if wide else size / 2
+    invscale = 1.0 / scale if wide else 1.0
+    w = np.zeros((n_out, n_in))
+    for i in range(n_out):
+        center = scale * (i + 0.5)
+        lo = max(int(center - support + 0.5), 0)
+        hi = min(int(center + support + 0.5), n_in)
+        taps = filt((np.arange(lo, hi) - center + 0.5) * invscale)
+        total = taps.sum()
+        w[i, lo:hi] = taps / total if total != 0 else taps
+    return w
+
+
 def _resize_axis(x, axis, out_size, scale, mode, align_corners):
     in_size = x.shape[axis]
     if isinstance(in_size, Sym) or isinstance(out_size, Sym):
@@ -200,8 +236,12 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
             scales = [None] * nsp
     else:
         raise ValueError("either size or scale_factor should be defined")
-    if antialias:
-        raise NotImplementedError("interpolate: antialias=True is not supported by tracec")
+    if antialias and (mode not in ("bilinear", "bicubic") or input.ndim != 4):
+        raise ValueError("Anti-alias option is restricted to bilinear and bicubic modes and "
+                         "requires a 4-D tensor as input")
+    if antialias and align_corners:
+        raise NotImplementedError("interpolate: antialias=True with align_corners=True is not "
+                                  "supported by tracec")
     if mode == "area":   # PyTorch: adaptive average pooling to the output size
         from tracec.nn import functional as F
         pool = {3: F.adaptive_avg_pool1d, 4: F.adaptive_avg_pool2d,
@@ -230,7 +270,12 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
                                f"({', '.join(map(str, sizes))})")
     y = input
     for i, (n, s) in enumerate(zip(sizes, scales)):
-        y = _resize_axis(y, 2 + i, n, s, mode, align_corners)
+        if antialias:       # each axis: a product with its (out, in) tap matrix
+            m = int(y.shape[2 + i])
+            w = _const(aa_weights(m, n, mode, True, s).astype(y.dtype.np), y)
+            y = S.transpose(TF.matmul(S.transpose(y, 2 + i, -1), S.t(w)), 2 + i, -1)
+        else:
+            y = _resize_axis(y, 2 + i, n, s, mode, align_corners)
     if y is input:
         y = ops.cast(input, input.dtype)
     name = {"nearest": "UpsampleNearest", "nearest-exact": "UpsampleNearestExact"}.get(
