@@ -147,3 +147,31 @@ def test_one_hot_scatter_and_index_add_compile():
     y2 = tracec.tensor([2, 3])  # new index values, same trace
     got = f(y2, idx, src)[1].numpy()
     np.testing.assert_array_equal(got[:2].argmax(1), [2, 3])
+
+
+def test_to_memory_format_lays_out_tensors_and_modules_as_pytorch():
+    """``Tensor.to(memory_format=)`` and ``Module.to(memory_format=)`` (4-D
+    parameters only) give PyTorch's strides; training results are unchanged."""
+    import torch
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    for lib in (tracec, torch):
+        y = lib.tensor(x).to(memory_format=lib.channels_last)
+        assert y.stride() == (60, 1, 15, 3) and y.is_contiguous(memory_format=lib.channels_last)
+        z = lib.tensor(x).to(lib.float64, memory_format=lib.preserve_format)
+        assert z.stride() == (60, 20, 5, 1) and z.dtype == lib.float64
+    torch.manual_seed(0)
+    ref = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
+    ours = tracec.nn.Sequential(tracec.nn.Conv2d(3, 4, 3), tracec.nn.BatchNorm2d(4))
+    ours.load_state_dict({k: tracec.tensor(v.numpy()) for k, v in ref.state_dict().items()})
+    ref.to(memory_format=torch.channels_last)
+    ours.to(memory_format=tracec.channels_last)
+    assert ours[0].weight.stride() == ref[0].weight.stride() == (27, 1, 9, 3)
+    assert ours[1].weight.stride() == ref[1].weight.stride()
+    assert isinstance(ours[0].weight, tracec.nn.Parameter)
+    a = ref(torch.tensor(x).to(memory_format=torch.channels_last)).square().mean()
+    b = ours(tracec.tensor(x).to(memory_format=tracec.channels_last)).square().mean()
+    a.backward()
+    b.backward()
+    np.testing.assert_allclose(b.item(), a.item(), rtol=1e-5)
+    np.testing.assert_allclose(ours[0].weight.grad.numpy(), ref[0].weight.grad.numpy(),
+                               rtol=1e-4, atol=1e-5)

@@ -375,6 +375,7 @@ def to(x, *args, **kwargs):
     dev = kwargs.pop("device", None)
     kwargs.pop("non_blocking", None)
     kwargs.pop("copy", None)
+    memory_format = kwargs.pop("memory_format", None)
     for a in args:
         if isinstance(a, dt.DType):
             dtype = a
@@ -385,6 +386,10 @@ def to(x, *args, **kwargs):
             dev = a.device
         else:
             raise TypeError(f"to(): unexpected argument {a!r}")
+    from tracec.tensor_meta import preserve_format
+    if memory_format is not None and memory_format is not preserve_format:
+        # Laid out as asked (channels_last: PyTorch's strides), then converted.
+        x = x.contiguous(memory_format=memory_format)
     if dev is not None:
         kind = to_device(dev).type
         if kind == "meta" and not x.is_meta:

@@ -654,7 +654,7 @@ class Module:
         dtype = kwargs.pop("dtype", None)
         dev = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
-        kwargs.pop("memory_format", None)
+        memory_format = kwargs.pop("memory_format", None)
         if kwargs:
             raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
         for a in args:
@@ -672,6 +672,12 @@ class Module:
             kind = to_device(dev).type
             if kind == "meta" or any(t.is_meta for t in self._tensors()):
                 self._apply(lambda t: t.to(kind))    # to meta, or the error out of it
+        if memory_format is not None:    # PyTorch: it applies to 4-D (5-D) tensors only
+            from tracec.tensor_meta import channels_last, channels_last_3d
+            rank = {id(channels_last): 4, id(channels_last_3d): 5}.get(id(memory_format))
+            if rank is not None:
+                self._apply(lambda t: t.contiguous(memory_format=memory_format)
+                            if t.ndim == rank else t)
         if dtype is None:
             return self
         dtype = dt.to_dtype(dtype)
