@@ -43,6 +43,7 @@ LAYERS = [
     ("passes", ["tracec.passes"]),
     ("backends", ["tracec.backends"]),
     ("compiler", ["tracec.compiler", "tracec.compiled_backward", "tracec.compiled_entry",
+                  "tracec.compiled_module",
                   "tracec.kernel_profiler", "tracec.size_generic", "tracec.fast_call",
                   "tracec.fast_run"]),
     ("tools", ["tracec.aot", "tracec.demo", "tracec.cli", "tracec.__init__", "tracec.graphview",

@@ -145,6 +145,17 @@ from tracec.random import binomial, default_generator, normal, poisson  # noqa: 
 from tracec.backends import cuda as _backends_cuda, openmp as _openmp  # noqa: E402,F401
 from tracec.config import e, inf, nan, pi  # noqa: E402,F401
 
+def _module_compile(self, *args, **kwargs) -> None:
+    """``nn.Module.compile(**compile_options)``: from now on this module's
+    calls run ``tracec.compile(self._call_impl, ...)``, in place (PyTorch's
+    method); the module stays what it was (state dict keys unchanged)."""
+    from tracec.compiler import compile as _compile
+    self.__dict__["_compiled_call_impl"] = _compile(self._call_impl, *args, **kwargs)
+
+
+nn.Module.compile = _module_compile
+
+
 def trace(fn, *args, **kwargs):
     """``tracec.trace(fn, *example_args)``: the traced IR (API.md); given only
     a Tensor, PyTorch's ``torch.trace(input)``: the sum of its diagonal."""

@@ -115,6 +115,9 @@ def load_function(target: str):
         raise click.ClickException(f"{path} has no function {name!r}")
     if isinstance(fn, tracec.compiler.CompiledFunction):
         fn = fn.fn
+    from tracec.compiled_module import OptimizedModule
+    if isinstance(fn, OptimizedModule):     # model = tracec.compile(model)
+        fn = fn._orig_mod
     if not callable(fn):
         raise click.ClickException(f"{path}:{name} is not a function")
     return fn

@@ -1,12 +1,17 @@
 """A backward for a compiled forward: ``tracec.compile(model)`` and then
 ``loss.backward()`` outside it.
 
-The compiled call returns values without a tape.  When its one result that
-requires grad is used in a backward, the gradient comes from a second
+The compiled call returns values without a tape.  When its results that
+require grad are used in a backward, the gradient comes from a second
 compiled function, built from the same trace: the recorded forward, then a
-``tracec.backward`` of that result seeded with the incoming cotangent,
-returning the gradients of the call's differentiable inputs (tensor
-arguments and parameters that require grad).  The autodiff pass expands it
+``tracec.backward`` of that result seeded with the incoming cotangent (of
+several results, ``(logits, loss)`` of a nanoGPT model: of the scalar
+``sum_i sum(result_i * cotangent_i)``, whose gradient with respect to each
+result is its cotangent), returning the gradients of the call's
+differentiable inputs (tensor arguments and parameters that require grad).
+One node of the eager graph stands for the call; with several results each
+hands its gradient to that node's slot (as a multi-output
+``autograd.Function``), results without one get zeros.  The autodiff pass expands it
 like a training step's backward; the forward is recomputed there (nothing
 is saved between the two calls but references to the inputs).
 
@@ -26,9 +31,12 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 from xdsl.dialects import func
 
-from tracec import graph, ir
+from tracec import graph, ir, ops
+from tracec.autograd import _FunctionOutput
+from tracec.passes.autodiff import IRValue, building
 from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, run_passes
 from tracec.pytree import resolve
 from tracec.tensor import Tensor
@@ -39,13 +47,14 @@ __all__ = ["BackwardPlan", "attach", "save_inputs"]
 class BackwardPlan:
     """How one compiled forward (an ``Entry``) gets its backward."""
 
-    def __init__(self, entry, out_index: int, compile_fn, verify: bool = False):
-        """``compile_fn(module, optimize)``: the executable for ``module``
-        after ``optimize()`` has run the passes on it (the compiler's disk
-        cache, keyed by the module before them)."""
+    def __init__(self, entry, out_indices: tuple, compile_fn, verify: bool = False):
+        """``out_indices``: the results that require grad.  ``compile_fn(module,
+        optimize)``: the executable for ``module`` after ``optimize()`` has
+        run the passes on it (the compiler's disk cache, keyed by the module
+        before them)."""
         trace = entry.trace
         self.entry = entry
-        self.out_index = out_index
+        self.out_indices = tuple(out_indices)
         self.compile_fn = compile_fn
         self.verify = verify
         # Differentiable inputs: float tensors that require grad (arguments are
@@ -63,7 +72,16 @@ class BackwardPlan:
                        if spec.kind == "state" and id(spec.source) in written]
         self._exe: dict = {}
         fn = next(op for op in entry.stages["trace"].walk() if isinstance(op, func.FuncOp))
-        self.out_dtype = ir.dtype_of(fn.body.block.last_op.operands[out_index].type)
+        ret = fn.body.block.last_op
+        self.out_dtypes = [ir.dtype_of(ret.operands[k].type) for k in self.out_indices]
+        # Which inputs each result depends on: an input that no result given a
+        # gradient depends on gets None, as in eager autograd (not zeros).
+        deps = {a: frozenset((j,)) for j, a in enumerate(fn.body.block.args)}
+        for op in fn.body.block.ops:
+            seen = frozenset().union(*(deps.get(o, frozenset()) for o in op.operands))
+            for r in op.results:
+                deps[r] = seen
+        self.reach = [deps.get(ret.operands[k], frozenset()) for k in self.out_indices]
 
     def differentiable(self, args, kwargs) -> list[int]:
         """Input indices to differentiate for this call (arguments count when
@@ -86,9 +104,20 @@ class BackwardPlan:
             fn = next(op for op in module.walk() if isinstance(op, func.FuncOp))
             block = fn.body.block
             ret = block.last_op
-            out = ret.operands[self.out_index]
-            cot = block.insert_arg(out.type, len(block.args))
-            bop = ir.BackwardOp(out, [block.args[j] for j in wrt], cot, loc=ret.location)
+            outs = [ret.operands[k] for k in self.out_indices]
+            cots = [block.insert_arg(o.type, len(block.args)) for o in outs]
+            if len(outs) == 1:
+                loss, seed = outs[0], cots[0]
+            else:       # one scalar whose gradient wrt each result is its cotangent
+                with building(ret) as b:
+                    b.loc = ret.location
+                    total = None
+                    for o, c in zip(outs, cots):
+                        prod = ops.mul(IRValue(o), IRValue(c))
+                        term = ops.reduce_sum(prod, range(len(ir.shape_of(o.type))))
+                        total = term if total is None else ops.add(total, term)
+                loss, seed = total.ssa, None
+            bop = ir.BackwardOp(loss, [block.args[j] for j in wrt], seed, loc=ret.location)
             block.insert_op_before(bop, ret)
             block.erase_op(ret)
             ir.set_returns(fn, list(bop.grads))
@@ -108,7 +137,7 @@ class _Saved:
     their versions at the forward.  Doubles as the node's ``ctx``."""
 
     __slots__ = ("plan", "arrays", "wrt", "tensors", "watched", "versions",
-                 "saved_tensors_freed")
+                 "saved_tensors_freed", "materialize_grads", "out_shapes")
 
     def __init__(self, plan, arrays, wrt, tensors, watched):
         self.plan = plan
@@ -118,6 +147,9 @@ class _Saved:
         self.watched = watched          # every input read by reference
         self.versions = [t._version[0] for t in watched]
         self.saved_tensors_freed = False
+        # Results given no gradient arrive as None (the backward makes zeros
+        # for them and knows which inputs got no gradient at all).
+        self.materialize_grads = False
 
 
 class CompiledCall:
@@ -125,7 +157,7 @@ class CompiledCall:
     shows as ``CompiledCallBackward``)."""
 
     @staticmethod
-    def backward(saved: _Saved, g):
+    def backward(saved: _Saved, *gs):
         if saved.saved_tensors_freed:
             raise RuntimeError(graph._FREED_MSG)
         for t, v in zip(saved.watched, saved.versions):
@@ -135,9 +167,14 @@ class CompiledCall:
                     f"by an inplace operation: [{t.dtype} {list(t.shape)}], an input of a "
                     f"compiled call, is at version {t._version[0]}; expected version {v} "
                     "instead.")
-        exe = saved.plan.executable(saved.wrt)
-        grads = exe(saved.arrays + [g._data])
-        return tuple(Tensor._make(a, t.dtype) for a, t in zip(grads, saved.tensors))
+        plan = saved.plan
+        exe = plan.executable(saved.wrt)
+        cots = [g._data if g is not None else np.zeros(shape, d.np)
+                for g, shape, d in zip(gs, saved.out_shapes, plan.out_dtypes)]
+        reached = frozenset().union(*(r for g, r in zip(gs, plan.reach) if g is not None))
+        grads = exe(saved.arrays + cots)
+        return tuple(Tensor._make(a, t.dtype) if j in reached else None
+                     for a, t, j in zip(grads, saved.tensors, saved.wrt))
 
 
 def save_inputs(plan: BackwardPlan, arrays: list) -> list:
@@ -149,9 +186,9 @@ def save_inputs(plan: BackwardPlan, arrays: list) -> list:
     return saved
 
 
-def attach(plan: BackwardPlan, result: Tensor, saved_arrays: list, args, kwargs) -> None:
-    """Make ``result`` (the compiled call's output ``plan.out_index``) carry a
-    node whose backward runs the compiled backward."""
+def attach(plan: BackwardPlan, results: list, saved_arrays: list, args, kwargs) -> None:
+    """Make ``results`` (the compiled call's outputs ``plan.out_indices``)
+    carry a node whose backward runs the compiled backward."""
     wrt = tuple(plan.differentiable(args, kwargs))
     if not wrt:
         return
@@ -169,7 +206,11 @@ def attach(plan: BackwardPlan, result: Tensor, saved_arrays: list, args, kwargs)
     copied = set(plan.copied)
     watched = [t for j, t in enumerate(by_input) if j not in copied and t is not None]
     saved = _Saved(plan, saved_arrays, wrt, tensors, watched)
+    saved.out_shapes = [r._data.shape for r in results]
     node = graph.FunctionNode(CompiledCall, saved, tuple(graph.edge_of(t) for t in tensors),
                               len(tensors))
-    result.requires_grad = True
-    result._node = node
+    if len(results) > 1:
+        node.outputs = tuple(results)
+    for i, result in enumerate(results):
+        result.requires_grad = True
+        result._node = node if len(results) == 1 else _FunctionOutput(node, i)

@@ -55,7 +55,7 @@ class Entry:
     number: int = 0
     on_compiled: object = None
     refreshers: list = field(default_factory=list)
-    backward_plan: object = None     # a compiled backward for one result
+    backward_plan: object = None     # a compiled backward for the results needing one
     _fresh_grads: list = None
     #: A symbolic trace's static specializations: sizes -> Entry, and how
     #: to make one (``make_sub(env)``); the last one used; sizes seen once
@@ -328,8 +328,11 @@ class Entry:
                     seen.add(id(arr))
                     leaf._grad = Tensor._make(arr, leaf.dtype)
         if plan is not None:
-            t = returned[plan.out_index] = Tensor._make(returned[plan.out_index], plan.out_dtype)
-            compiled_backward.attach(plan, t, saved, args, kwargs)
+            results = []
+            for k, d in zip(plan.out_indices, plan.out_dtypes):
+                results.append(Tensor._make(returned[k], d))
+                returned[k] = results[-1]
+            compiled_backward.attach(plan, results, saved, args, kwargs)
         return _rebuild(self.trace.template, returned, args, kwargs)
 
 

@@ -26,6 +26,7 @@ from tracec.compiled_entry import Entry, _checks_enabled, donations  # noqa: F40
 from tracec.naming import argument_names
 from tracec.pytree import flatten_args, path_name
 from tracec.sym_shapes import SymbolTable, bind, choose_dynamic, pattern_key
+from tracec.nn.modules.module import Module
 from tracec.tensor import RECORDERS
 from tracec.version import __version__
 from tracec.tracing import Trace, TraceError, function_label, record  # noqa: F401
@@ -318,24 +319,10 @@ class CompiledFunction:
         else:
             self._last_mutated = None
         backward_out = None
-        if len(trace.returns_grad) == 1 and not self.values_only:
-            # One result needs a backward outside (compile(model), then
-            # loss.backward()): the entry gets a compiled backward for it.
-            backward_out = trace.returns_grad[0]
-        elif trace.returns_grad and not self.values_only:
-            # The result needs a backward through this call (a compiled model
-            # whose loss.backward() runs outside): compiled code returns
-            # values without a graph, so this signature runs eagerly.
-            why = ("it returns tensors that require grad (a backward outside the compiled "
-                   "function would need them); compile the whole training step (forward, "
-                   "backward and optimizer step), or call it under tracec.no_grad() for "
-                   "inference")
-            self._eager_keys[key] = why
-            if not self._warned:
-                warnings.warn(f"tracec.compile({self.__name__}): running eagerly for this "
-                              f"signature: {why}", stacklevel=3)
-                self._warned = True
-            return result
+        if trace.returns_grad and not self.values_only:
+            # Results need a backward outside (compile(model), then
+            # loss.backward()): the entry gets a compiled backward for them.
+            backward_out = tuple(trace.returns_grad)
         t1 = time.perf_counter()
         if trace.symbolic is not None and not trace.symbolic.sources:
             trace.size_notes = trace.symbolic.notes
@@ -643,11 +630,14 @@ def compile(fn=None, *, backend=None, dump=None, fallback=None, check=False,  # 
         # break), so an unmodified program never fails for it; tracec runs
         # that signature eagerly and says so once.  fullgraph=True raises.
         fallback = "eager"
-    if fn is None:
-        return lambda f: CompiledFunction(f, backend=backend, dump=dump, fallback=fallback,
-                                          check=check, max_traces=max_traces, dynamic=dynamic)
-    return CompiledFunction(fn, backend=backend, dump=dump, fallback=fallback, check=check,
-                            max_traces=max_traces, dynamic=dynamic)
+    def make(f):
+        cf = CompiledFunction(f, backend=backend, dump=dump, fallback=fallback, check=check,
+                              max_traces=max_traces, dynamic=dynamic)
+        if isinstance(f, Module):       # a module stays a module (torch's OptimizedModule)
+            from tracec.compiled_module import OptimizedModule
+            return OptimizedModule(f, cf)
+        return cf
+    return make if fn is None else make(fn)
 
 
 class TracedIR:

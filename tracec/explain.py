@@ -129,6 +129,9 @@ def _guards(entry) -> list[tuple[str, str]]:
 def explain(fn, args, kwargs=None, *, backend: str = "interp", echo=print) -> dict:
     """See the module docstring; ``echo`` prints one line (None: silent)."""
     kwargs = kwargs or {}
+    from tracec.compiled_module import OptimizedModule
+    if isinstance(fn, OptimizedModule):
+        fn = fn.__dict__["_compiled"]
     cf = fn if isinstance(fn, CompiledFunction) else \
         CompiledFunction(fn, backend=backend, values_only=True)
     entry = steady_entry(cf, args, kwargs)

@@ -123,6 +123,12 @@ class Module:
                                   '"forward" function')
 
     def __call__(self, *args, **kwargs):
+        compiled = self.__dict__.get("_compiled_call_impl")
+        if compiled is not None:            # Module.compile() was called
+            return compiled(*args, **kwargs)
+        return self._call_impl(*args, **kwargs)
+
+    def _call_impl(self, *args, **kwargs):
         if RECORDERS:
             # While tracec.compile traces: what this module computes depends on
             # its train/eval flag (dropout, batch norm, user code reading

@@ -1,0 +1,107 @@
+"""``tracec.compile(module)`` returns a module (PyTorch's OptimizedModule):
+modes, parameters, state dict keys (``_orig_mod.`` prefixed), attributes,
+``Module.compile()`` in place; a model returning ``(logits, loss)`` trains
+compiled with ``loss.backward()`` outside, equal to eager (nanoGPT's loop)."""
+import numpy as np
+import pytest
+
+import tracec
+from tracec import nn
+
+F = tracec.nn.functional
+
+
+class TinyLM(nn.Module):
+    """nanoGPT's interface: ``forward(idx, targets)`` gives (logits, loss)."""
+
+    def __init__(self, vocab=11, dim=8):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.block = nn.Sequential(nn.Linear(dim, 16), nn.GELU(), nn.Dropout(0.1),
+                                   nn.Linear(16, dim))
+        self.ln = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+        self.head.weight = self.emb.weight          # tied, as nanoGPT
+        self.vocab = vocab
+
+    def forward(self, idx, targets=None):
+        x = self.emb(idx)
+        x = x + self.block(x)
+        logits = self.head(self.ln(x))
+        loss = None if targets is None else F.cross_entropy(
+            logits.view(-1, self.vocab), targets.view(-1))
+        return logits, loss
+
+
+def _train(model, opt, steps=5, seed=0):
+    rng = np.random.default_rng(seed)
+    losses = []
+    for i in range(steps):
+        x = tracec.tensor(rng.integers(0, 11, (4, 6)))
+        y = tracec.tensor(rng.integers(0, 11, (4, 6)))
+        tracec.manual_seed(100 + i)          # the same dropout masks on both sides
+        _, loss = model(x, y)
+        loss.backward()
+        tracec.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+        if i % 2 == 0:
+            model.eval()
+            with tracec.no_grad():
+                losses.append(model(x, y)[1].item())
+            model.train()
+    return losses
+
+
+@pytest.mark.parametrize("how", ["wrapper", "method"])
+def test_a_compiled_lm_trains_like_eager(how):
+    def build():
+        tracec.manual_seed(0)
+        m = TinyLM()
+        return m, tracec.optim.AdamW(m.parameters(), lr=1e-2, weight_decay=0.1)
+    (me, oe), (mc, oc) = build(), build()
+    if how == "wrapper":
+        cm = tracec.compile(mc)
+    else:
+        mc.compile()
+        cm = mc
+    eager = _train(me, oe)
+    compiled = _train(cm, oc)
+    np.testing.assert_allclose(compiled, eager, rtol=1e-5, atol=1e-6)
+    for (k, a), b in zip(me.state_dict().items(), mc.state_dict().values()):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
+    info = (cm if how == "wrapper" else mc.__dict__["_compiled_call_impl"]).cache_info()
+    assert info.eager_signatures == 0 and info.traces >= 1 and info.hits >= 3
+
+
+def test_the_wrapper_is_the_module_as_pytorch_shows_it():
+    torch = pytest.importorskip("torch")
+    tracec.manual_seed(0)
+    m = TinyLM()
+    cm = tracec.compile(m)
+    ref = torch.compile(torch.nn.Linear(2, 3))
+    assert isinstance(cm, nn.Module) and type(cm).__name__ == type(ref).__name__
+    assert cm._orig_mod is m
+    assert list(cm.state_dict()) == ["_orig_mod." + k for k in m.state_dict()]
+    assert list(ref.state_dict()) == ["_orig_mod.weight", "_orig_mod.bias"]
+    assert [p is q for p, q in zip(cm.parameters(), m.parameters())] == [True] * 7
+    assert repr(cm).startswith("OptimizedModule(\n  (_orig_mod): TinyLM(")
+    cm.eval()
+    assert not m.training and not cm.training
+    cm.train()
+    assert m.training
+    assert cm.vocab == 11 and cm.head is m.head          # attributes: the module's
+    cm.vocab = 12                                        # set on the module, as PyTorch
+    assert m.vocab == 12 and "vocab" not in cm.__dict__
+    m.vocab = 11
+    # state dicts round-trip with the prefix (nanoGPT strips it to load the raw model)
+    sd = {k: v.clone() for k, v in cm.state_dict().items()}
+    cm.load_state_dict(sd)
+    m2 = TinyLM()
+    m2.load_state_dict({k[len("_orig_mod."):]: v for k, v in sd.items()})
+    with tracec.no_grad():
+        x = tracec.tensor([[1, 2, 3]])
+        m.eval(), m2.eval()
+        np.testing.assert_allclose(cm(x)[0].numpy(), m2(x)[0].numpy(), rtol=1e-6)
+    assert cm.cache_info().traces >= 1                   # the compiled function's own
