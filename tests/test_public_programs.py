@@ -162,6 +162,26 @@ def test_nanogpt_char(tmp_path):
         assert all(math.isfinite(v) for v in numbers(lines, r"loss ([\d.]+)"))
 
 
+def test_nanogpt_compiled_model_trains_like_eager(tmp_path):
+    """nanoGPT's ``model = torch.compile(model)`` (its default; ``--compile``
+    here) under tracec: the compiled model's losses, evaluations and sampled
+    text equal the eager run's, digit for digit."""
+    args = ["--batch_size", 4, "--block_size", 16, "--n_layer", 2, "--n_head", 2, "--n_embd", 16,
+            "--dropout", 0.1, "--max_iters", 12, "--lr_decay_iters", 12, "--warmup_iters", 3,
+            "--eval_interval", 6, "--eval_iters", 2, "--log_interval", 3, "--text_length", 2000,
+            "--max_new_tokens", 20]
+    outs = []
+    for extra in ([], ["--compile"]):
+        cwd = tmp_path / ("compiled" if extra else "eager")
+        cwd.mkdir()
+        r = run("tracec", "nanogpt/train.py", args + extra, cwd)
+        assert r.returncode == 0, r.stderr[-4000:]
+        outs.append([re.sub(r", time [\d.]+ms", "", line) for line in r.stdout.splitlines()
+                     if not line.startswith("compiling the model")])
+    assert outs[1] == outs[0]
+    assert "running eagerly" not in r.stderr
+
+
 def _corpus(backend, cwd):
     rng = np.random.default_rng(0)
     words = [f"w{i}" for i in range(40)]

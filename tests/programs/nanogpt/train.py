@@ -42,6 +42,7 @@ parser.add_argument('--top_k', type=int, default=200)
 parser.add_argument('--seed', type=int, default=1337)
 parser.add_argument('--device', type=str, default='cpu')
 parser.add_argument('--dtype', type=str, default='float32')
+parser.add_argument('--compile', action='store_true') # nanoGPT's default is True; off here (torch.compile takes a minute)
 args = parser.parse_args()
 
 torch.manual_seed(args.seed)
@@ -84,6 +85,12 @@ scaler = torch.amp.GradScaler(device_type, enabled=(args.dtype == 'float16'))
 
 # optimizer
 optimizer = model.configure_optimizers(args.weight_decay, args.learning_rate, (args.beta1, args.beta2), device_type)
+
+# compile the model
+if args.compile:
+    print("compiling the model... (takes a ~minute)")
+    unoptimized_model = model
+    model = torch.compile(model) # requires PyTorch 2.0
 
 # helps estimate an arbitrarily accurate loss over either split using many batches
 @torch.no_grad()
