@@ -1,0 +1,78 @@
+# Re-typed from meta-llama/llama (llama/generation.py): the token loop of
+# Llama.generate and sample_top_p, without the tokenizer, logprobs and
+# the checkpoint loading (the model is passed in).
+from typing import List, Optional
+
+import torch
+
+
+@torch.inference_mode()
+def generate(
+    model,
+    prompt_tokens: List[List[int]],
+    max_gen_len: int,
+    pad_id: int,
+    eos_id: int,
+    temperature: float = 0.6,
+    top_p: float = 0.9,
+    echo: bool = False,
+) -> List[List[int]]:
+    params = model.params
+    bsz = len(prompt_tokens)
+    assert bsz <= params.max_batch_size, (bsz, params.max_batch_size)
+
+    min_prompt_len = min(len(t) for t in prompt_tokens)
+    max_prompt_len = max(len(t) for t in prompt_tokens)
+    assert max_prompt_len <= params.max_seq_len
+    total_len = min(params.max_seq_len, max_gen_len + max_prompt_len)
+
+    tokens = torch.full((bsz, total_len), pad_id, dtype=torch.long)
+    for k, t in enumerate(prompt_tokens):
+        tokens[k, : len(t)] = torch.tensor(t, dtype=torch.long)
+
+    prev_pos = 0
+    eos_reached = torch.tensor([False] * bsz)
+    input_text_mask = tokens != pad_id
+    for cur_pos in range(min_prompt_len, total_len):
+        logits = model.forward(tokens[:, prev_pos:cur_pos], prev_pos)
+        if temperature > 0:
+            probs = torch.softmax(logits[:, -1] / temperature, dim=-1)
+            next_token = sample_top_p(probs, top_p)
+        else:
+            next_token = torch.argmax(logits[:, -1], dim=-1)
+
+        next_token = next_token.reshape(-1)
+        # only replace token if prompt has already been generated
+        next_token = torch.where(
+            input_text_mask[:, cur_pos], tokens[:, cur_pos], next_token
+        )
+        tokens[:, cur_pos] = next_token
+        eos_reached |= (~input_text_mask[:, cur_pos]) & (
+            next_token == eos_id
+        )
+        prev_pos = cur_pos
+        if all(eos_reached):
+            break
+
+    out_tokens = []
+    for i, toks in enumerate(tokens.tolist()):
+        # cut to max gen len
+        start = 0 if echo else len(prompt_tokens[i])
+        toks = toks[start : len(prompt_tokens[i]) + max_gen_len]
+        # cut to eos tok if any
+        if eos_id in toks:
+            eos_idx = toks.index(eos_id)
+            toks = toks[:eos_idx]
+        out_tokens.append(toks)
+    return out_tokens
+
+
+def sample_top_p(probs, p):
+    probs_sort, probs_idx = torch.sort(probs, dim=-1, descending=True)
+    probs_sum = torch.cumsum(probs_sort, dim=-1)
+    mask = probs_sum - probs_sort > p
+    probs_sort[mask] = 0.0
+    probs_sort.div_(probs_sort.sum(dim=-1, keepdim=True))
+    next_token = torch.multinomial(probs_sort, num_samples=1)
+    next_token = torch.gather(probs_idx, -1, next_token)
+    return next_token
