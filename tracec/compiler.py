@@ -412,7 +412,9 @@ class CompiledFunction:
         entry.on_compiled = self._write_dump if self.dump else None
         if self.check:
             entry.check_backend = backend
-        entry.state_guards = [(s.source, s.source.requires_grad) for s in trace.inputs
+        # requires_grad as the call found it (the call itself may change it:
+        # a buffer written with values that require grad)
+        entry.state_guards = [(s.source, s.requires_grad) for s in trace.inputs
                               if s.kind == "state"]
         # A guard may carry ``refresh``: Python state the trace reads from a
         # tensor (optim's lifted learning rate), brought up to date per call.

@@ -14,6 +14,8 @@ Invariants of a finished ``Trace``:
   * guards: what the recorded behaviour depended on (shapes, dtypes,
     requires_grad, ``.grad`` being None, Python state code reported).
 Data-dependent Python control flow on a recorded tensor raises TraceError.
+A complex tensor is recorded as its real ``[..., 2]`` representation
+(``tracec.complex_trace``); complex arguments and results are refused.
 """
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracec import autograd, graph, ir
+from tracec import autograd, complex_trace, graph, ir
+from tracec.complex_ops import TRACED_OPS
 from tracec.guards import EnvGuard, GlobalRNGs
 from tracec.naming import name_trace
 from tracec.ops.core import Aval
@@ -70,10 +73,12 @@ def format_location(loc) -> str:
 
 
 def _complex_message(op: str, loc) -> str:
-    return (f"{format_location(loc)}: {op} cannot be compiled: complex tensors and the ops "
-            "that make them (tracec.fft, view_as_complex, ...) are eager only (the IR has no "
-            "complex type). Move that part out of the compiled function, or use "
-            "tracec.compile(fn, fallback=\"eager\").")
+    return (f"{format_location(loc)}: {op} cannot be compiled: complex tensors are compiled "
+            "only through view_as_complex, view_as_real, polar, complex, real, imag, conj, "
+            "arithmetic (+ - * /, exp, abs, ==, !=, where, matmul, sum) and movement (reshape, "
+            f"view, slicing, indexing, transpose, expand, cat); {op} on complex values (as "
+            "tracec.fft, angle, ...) is eager only (the IR has no complex type). Move that part "
+            "out of the compiled function, or use tracec.compile(fn, fallback=\"eager\").")
 
 
 @dataclass
@@ -85,6 +90,7 @@ class InputSpec:
     dtype: object
     arg: object = None    # for "grad" of an argument leaf: the argument's path
     name: str = ""        # the user's name for it (tracec.naming): x, model.0.weight.grad
+    requires_grad: bool = False  # for "state": its requires_grad when the call first read it
 
 
 @dataclass
@@ -133,6 +139,7 @@ class Recording:
 
     def __init__(self, name: str, fallback: bool = False, symbols: SymbolTable | None = None):
         self.fallback = fallback
+        self.name = name
         self.symbols = symbols
         self.poisoned = None
         self.func = ir.new_function(name, [])
@@ -150,6 +157,9 @@ class Recording:
         self._guard_seen: set = set()
         self.suspended = 0
         self.scalars: dict = {}
+        # id -> tensor sharing memory with a complex view (view_as_real, .real, ...):
+        # an in-place write to one would change the other unseen by the trace.
+        self.component_shared: dict = {}
         EPOCH[0] += 1
         self.epoch = EPOCH[0]
 
@@ -191,6 +201,8 @@ class Recording:
                 op = ir.make_op("stop_gradient", [v], {}, v.type, loc=user_location())
                 self.block.add_op(op)
                 v = op.results[0]
+            if t.dtype.category == 3:
+                return self._complex_view_chain(t, v)
             for prim, params, aval in t._view_chain:
                 shape = ir.shape_of(v.type) if self.symbols is None else \
                     self.symbols.shape_of_value(v)
@@ -201,6 +213,8 @@ class Recording:
                 v = op.results[0]
             self.env[id(t)] = (t, v)
             return v
+        if t.dtype.category == 3:
+            return self._complex_input(t)
         if t._birth == self.epoch:
             # Made during the call by no recorded op: a constant.
             op = ir.constant(t._data, t.dtype, loc=user_location())
@@ -214,11 +228,37 @@ class Recording:
             shape = self.tensor_shape(leaf) or shape   # an argument's .grad: its sizes
         spec = InputSpec("grad", leaf, shape, t.dtype,
                          self.arg_position.get(id(leaf))) if leaf is not None \
-            else InputSpec("state", t, shape, t.dtype)
+            else InputSpec("state", t, shape, t.dtype, requires_grad=t.requires_grad)
         arg = self.block.insert_arg(ir.tensor_type(shape, t.dtype), len(self.block.args))
         self.inputs.append(spec)
         self.env[id(t)] = (t, arg)
         return arg
+
+    def _complex_input(self, t):
+        """A complex tensor's representation when no recorded op made it: a
+        constant, or state read (and written back) through ``real_view``."""
+        if t._birth == self.epoch:
+            real = complex_trace.real_view(t)
+            op = ir.constant(np.ascontiguousarray(real._data), real.dtype, loc=user_location())
+            self.block.add_op(op)
+            self.consts.add(id(t))
+            self.env[id(t)] = (t, op.results[0])
+            return op.results[0]
+        view = complex_trace.real_view(t)
+        arr = t._data
+        self.guards.append((lambda: t._data is arr, True))
+        ssa = self.value_of(view)
+        self.env[id(t)] = (t, ssa)
+        return ssa
+
+    def _complex_view_chain(self, t, v):
+        loc = user_location()
+        for prim, params, aval in t._view_chain:
+            with complex_trace.emitting(self, loc):
+                v = complex_trace.apply_primitive(
+                    prim, [complex_trace.Value(v, True)], params, t.dtype).ssa
+        self.env[id(t)] = (t, v)
+        return v
 
     def scalar(self, v, dtype):
         if isinstance(v, Sym):   # a symbolic size as an operand: its value at run time
@@ -245,7 +285,17 @@ class Recording:
         if self.suspended:
             return
         if prim is None:  # ``out`` now holds the value of args[0] (an in-place write)
+            if id(out) in self.component_shared and params.get("inplace") != "view":
+                return self.fail(
+                    f"{format_location(user_location())}: an in-place write to a tensor that "
+                    "shares memory with a complex view of it (view_as_real, view_as_complex, "
+                    ".real, .imag) cannot be compiled: the trace would not see the write "
+                    "through the other view. clone() the view before writing to it.")
             ssa = self.value_of(args[0])
+            if out.dtype.category == 3 and out._birth != self.epoch:
+                # complex state: written back through its real view
+                self.env[id(out)] = (out, ssa)
+                out = complex_trace.real_view(out)
             if out._birth != self.epoch:
                 self.written[id(out)] = out
             self.env[id(out)] = (out, ssa)
@@ -255,7 +305,7 @@ class Recording:
             if isinstance(a, Tensor) and (ref is None or a.dtype.category > ref.category):
                 ref = a.dtype
         if out.dtype.category == 3 or (ref is not None and ref.category == 3):
-            return self.fail(_complex_message(prim.name, user_location()))
+            return self._complex_primitive(prim, args, params, out)
         operands = [self.value_of(a) if isinstance(a, Tensor) else self.scalar(a, ref)
                     for a in args]
         loc = user_location()
@@ -268,6 +318,41 @@ class Recording:
             return self.fail(f"{format_location(loc)}: cannot record {prim.name}: {e}")
         self.block.add_op(op)
         self.env[id(out)] = (out, op.results[0])
+
+    def _complex_primitive(self, prim, args, params, out):
+        """Record a primitive with complex operands or result by its rule in
+        real primitives (``tracec.complex_trace``)."""
+        loc = user_location()
+        if prim.name not in complex_trace.PRIMITIVE_RULES:
+            return self.fail(_complex_message(prim.name, loc))
+        values = [complex_trace.Value(self.value_of(a), a.dtype.category == 3)
+                  if isinstance(a, Tensor) else a for a in args]
+        if self.suspended:
+            return None
+        try:
+            with complex_trace.emitting(self, loc):
+                res = complex_trace.apply_primitive(prim, values, params, out.dtype)
+        except Exception as e:  # an operand combination the rule does not cover
+            return self.fail(f"{_complex_message(prim.name, loc)} ({type(e).__name__}: {e})")
+        self.env[id(out)] = (out, res.ssa)
+
+    def on_traced_op(self, name, args, out):
+        """A complex op outside the primitive set (``tracec.complex_ops``)."""
+        if self.suspended:
+            return
+        loc = user_location()
+        rule = complex_trace.OP_RULES.get(name)
+        if rule is None:
+            return self.fail(_complex_message(f"{name}()", loc))
+        values = [complex_trace.Value(self.value_of(a), a.dtype.category == 3) for a in args]
+        if self.suspended:
+            return
+        with complex_trace.emitting(self, loc):
+            res = complex_trace.apply_op(name, values, out.dtype)
+        self.env[id(out)] = (out, res.ssa)
+        if name in ("view_as_real", "view_as_complex", "real", "imag"):
+            for t in (args[0], out):   # they share memory
+                self.component_shared[id(t)] = t
 
     def on_concrete(self, t, why):
         if self.suspended:
@@ -319,7 +404,8 @@ class Recording:
             v = e[1]
         if not ir.is_symbolic_type(v.type):
             return None
-        return self.symbols.shape_of_value(v)
+        shape = self.symbols.shape_of_value(v)
+        return shape[:-1] if t.dtype.category == 3 else shape   # a complex representation
 
     def on_size_decision(self, kind, lhs, op, rhs, result):
         if not self.suspended:
@@ -397,10 +483,18 @@ class Recording:
                 continue
             seen.add(id(n))
             if isinstance(n, graph.AccumulateGrad):
+                if n.variable.dtype.category == 3:
+                    raise TraceError(f"{format_location(loc)}: gradients of complex tensors "
+                                     f"(a {n.variable.dtype} leaf) cannot be compiled yet")
                 if n.variable._hooks:
                     raise TraceError(f"{format_location(loc)}: tensor hooks on leaves are not "
                                      "supported inside a compiled function")
                 out.append(n.variable)
+                continue
+            if isinstance(n, graph.FunctionNode) and getattr(n.fn_cls, "traced", None):
+                # a complex op the trace recorded in real primitives: autodiff
+                # differentiates those
+                stack.extend(reversed([e for e in n.edges if e is not None]))
                 continue
             if isinstance(n, graph.FunctionNode):
                 raise TraceError(f"{format_location(loc)}: a custom autograd.Function "
@@ -427,6 +521,12 @@ class Recording:
                 if id(x) in self.arg_position:
                     return ("arg", self.arg_position[id(x)])
                 return ("object", x)
+            if isinstance(x, Tensor) and x.dtype.category == 3:
+                raise TraceError(f"tracec.compile({self.name}): the function returns a {x.dtype} tensor: the "
+                                 "results of a compiled function cannot be complex (the IR has "
+                                 "no complex type). Return torch.view_as_real(z) and call "
+                                 "torch.view_as_complex on it outside, or call the function "
+                                 "eagerly.")
             if isinstance(x, Tensor):
                 if x.requires_grad:
                     returns_grad.append(len(values))
@@ -535,7 +635,8 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
              (CONCRETE_CHECKS, rec.on_concrete),
              (GRAD_HOOKS, rec.on_grad),
              (GUARD_HOOKS, rec.on_guard),
-             (autograd.BACKWARD_LISTENERS, rec.on_backward))
+             (autograd.BACKWARD_LISTENERS, rec.on_backward),
+             (TRACED_OPS, rec.on_traced_op))
     if symbols is not None:
         hooks += ((SYM_SHAPES, rec.tensor_shape),
                   (symbolic.GUARD_SINKS, rec.on_size_decision))
