@@ -42,20 +42,46 @@ X = torch.tensor(rng.integers(0, args.vocab_size, (3, 10)))
 Y = torch.tensor(rng.integers(0, args.vocab_size, (3, 10)))
 Y[0, :3] = -1   # ignore_index
 
+
+def with_loss(model):
+    """``model(X, Y)`` and its ``last_loss``; the attribute is reset after, so
+    a compiled call leaves no Python state changed (tracec cannot replay an
+    attribute set to a tensor the call computed)."""
+    def run(X, Y):
+        logits = model(X, Y)
+        loss = model.last_loss
+        model.last_loss = None
+        return logits, loss
+    return run
+
+
 for name, model in (("flash", flash), ("manual", manual)):
     model.eval()
     fwd = model.forward
+    loss_fn = with_loss(model)
+    if mode != "eager":
+        loss_fn = torch.compile(loss_fn, backend=mode, fullgraph=True)
+    # (each twice: compiled, the first call of a signature traces and runs eagerly)
+    for again in ("", ".again"):
+        with torch.no_grad():
+            logits, loss = loss_fn(X, Y)
+        R[name + ".logits" + again] = logits.detach().numpy()
+        R[name + ".loss" + again] = loss.detach().numpy()
     if mode != "eager":
         model.forward = torch.compile(model.forward, backend=mode, fullgraph=True)
-    R[name + ".last_logits"] = model(X).detach().numpy()
-    R[name + ".logits"] = model(X, Y).detach().numpy()
-    R[name + ".loss"] = model.last_loss.detach().numpy()
-    # greedy (temperature 0), and top_k=1 sampling (only the argmax survives the crop)
-    R[name + ".greedy"] = model.generate(X[:, :4], 5, temperature=0.0).numpy()
-    R[name + ".top1"] = model.generate(X[:, :4], 5, temperature=0.8, top_k=1).numpy()
+    for again in ("", ".again"):
+        with torch.no_grad():
+            R[name + ".last_logits" + again] = model(X).numpy()
+        # greedy (temperature 0), and top_k=1 sampling (only the argmax survives the crop)
+        R[name + ".greedy" + again] = model.generate(X[:, :4], 5, temperature=0.0).numpy()
+        R[name + ".top1" + again] = model.generate(X[:, :4], 5, temperature=0.8, top_k=1).numpy()
     sampled = model.generate(X[:, :4], 5, temperature=1.0, top_k=5)
     R[name + ".sampled_ok"] = np.array([sampled.shape == (3, 9),
                                         bool((sampled[:, :4] == X[:, :4]).all())])
+    if mode != "eager":
+        for f, label in ((loss_fn, "loss"), (model.forward, "forward")):
+            info = f.cache_info()
+            print(f"{name} {label}: traces {info.traces} hits {info.hits}")
     model.forward = fwd
     model.train()
 
@@ -70,18 +96,22 @@ for name, model in (("flash", flash), ("manual", manual)):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
+        model.last_loss = None   # (see with_loss)
         return loss
 
     if mode != "eager":
         train_step = torch.compile(train_step, backend=mode, fullgraph=True)
     losses = []
-    for it in range(3):
+    for it in range(4):
         losses.append(train_step(X, Y).item())
         if it == 0:
             for n, p in model.named_parameters():
                 R[f"{name}.grad.{n}"] = p.grad.numpy()
         optimizer.zero_grad(set_to_none=True)
     R[name + ".losses"] = np.array(losses)
+    if mode != "eager":
+        info = train_step.cache_info()
+        print(f"{name} train_step: traces {info.traces} hits {info.hits}")
     for n, p in model.named_parameters():
         R[f"{name}.param.{n}"] = p.detach().numpy()
 np.savez(out_path, **R)
