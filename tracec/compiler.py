@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from tracec import dtypes as dt
 from tracec import autocast_mode, compiled_backward, fast_call, graph, ir, size_generic
 from tracec import kernel_profiler as profiler
+from tracec.nn.modules.module import Module
 from tracec.fast_run import MISS
 from tracec.backends import cache, cpu, cuda, interp
 from tracec.compiled_entry import Entry, _checks_enabled, donations  # noqa: F401
@@ -149,9 +150,32 @@ class CompiledFunction:
         self.traces = 0
         self.reasons: list = []
         self.hits = 0
-        functools.update_wrapper(self, fn)
+        if isinstance(fn, Module):
+            # torch.compile(model): the module's attributes are read from it
+            # (``__getattr__``), never copied (``model.last_loss`` set by a
+            # call, ``model.eval()``, ``model.parameters()``), as from
+            # PyTorch's OptimizedModule, whose ``_orig_mod`` it is.
+            functools.update_wrapper(self, fn, updated=())
+        else:
+            functools.update_wrapper(self, fn)
         if not hasattr(self, "__name__"):   # a Module or another callable object
             self.__name__ = type(fn).__name__
+
+    @property
+    def _orig_mod(self):
+        """The compiled module itself (PyTorch's ``OptimizedModule._orig_mod``)."""
+        fn = self.__dict__.get("fn")
+        if not isinstance(fn, Module):
+            raise AttributeError("'CompiledFunction' object has no attribute '_orig_mod' (only "
+                                 "a compiled module has one)")
+        return fn
+
+    def __getattr__(self, name):
+        # Only reached for names this object lacks: a compiled module's own.
+        fn = self.__dict__.get("fn")
+        if isinstance(fn, Module):
+            return getattr(fn, name)
+        raise AttributeError(f"'CompiledFunction' object has no attribute '{name}'")
 
     def __get__(self, obj, objtype=None):
         """``@tracec.compile`` on a method: bound to the instance, which is an
