@@ -28,6 +28,7 @@ import numpy as np
 
 from tracec import autograd, complex_trace, graph, ir
 from tracec.complex_ops import TRACED_OPS
+from tracec.nn.modules.module import ATTR_WRITES, Module, replayed_token
 from tracec.guards import EnvGuard, GlobalRNGs
 from tracec.naming import name_trace
 from tracec.ops.core import Aval
@@ -96,8 +97,12 @@ class InputSpec:
 @dataclass
 class OutputSpec:
     """Where a function result goes at call time."""
-    kind: str             # "return", "write" (in place into a tensor), "grad"
-    target: object = None  # the Tensor written, or the leaf whose .grad is set
+    kind: str             # "return", "write" (in place into a tensor), "grad",
+    #                       "attr" (a module attribute set to the value), "attr_const"
+    #                       (set to a Python object, no value: None, a tensor that
+    #                       existed before the call)
+    target: object = None  # the Tensor written, or the leaf whose .grad is set;
+    #                        (module, name, dtype or the object) for "attr*"
     inplace: bool = False  # for "grad": write into the existing .grad tensor
     arg: object = None     # for "write" into an argument, or the "grad" of an argument
     #                        leaf: the argument's path (tracec.pytree);
@@ -132,6 +137,9 @@ class Trace:
     #: Notes of a trace whose symbolic sizes were all specialized (its
     #: ``symbolic`` then None): for ``cache_info().notes``.
     size_notes: list = field(default_factory=list)
+    #: The module attribute the call set to a tensor that requires grad with
+    #: no backward inside (a backward outside would need its graph), or None.
+    attr_needs_grad: str | None = None
 
 
 class Recording:
@@ -160,6 +168,9 @@ class Recording:
         # id -> tensor sharing memory with a complex view (view_as_real, .real, ...):
         # an in-place write to one would change the other unseen by the trace.
         self.component_shared: dict = {}
+        # (id(module), name) -> (module, name, value): plain module attributes the
+        # call set to a tensor or None; compiled calls set them likewise.
+        self.attr_writes: dict = {}
         EPOCH[0] += 1
         self.epoch = EPOCH[0]
 
@@ -353,6 +364,39 @@ class Recording:
         if name in ("view_as_real", "view_as_complex", "real", "imag"):
             for t in (args[0], out):   # they share memory
                 self.component_shared[id(t)] = t
+
+    def on_attr_write(self, module, name, value):
+        if self.suspended:
+            return
+        if isinstance(value, Tensor) and value.dtype.category == 3:
+            return self.fail(f"{format_location(user_location())}: setting {name} to a complex "
+                             "tensor inside a compiled function is not supported")
+        self.attr_writes[(id(module), name)] = (module, name, value)
+        # its guard token: whether it is None (tracec.nn.modules.module.ReplayedAttr)
+        module.__dict__.setdefault("_tracec_replayed", set()).add(name)
+
+    def _coarsen_guards(self):
+        """The module guards taken before the call set replayed attributes
+        (``Module.mode_and_tensors``) hold their ``ReplayedAttr`` tokens."""
+        mods = self.replayed_modules()
+        if not mods:
+            return
+        read = {id(spec.source) for spec in self.inputs if spec.kind == "state"}
+        for i, (snap, value) in enumerate(self.guards):
+            owner = getattr(snap, "__self__", None)
+            if isinstance(owner, Module) and id(owner) in mods and \
+                    getattr(snap, "__name__", "") == "mode_and_tensors":
+                names = mods[id(owner)]
+                p, b, attrs = value
+                self.guards[i] = (snap, (p, b, [replayed_token(a, read) if a[0] in names
+                                                else a for a in attrs]))
+
+    def replayed_modules(self) -> dict:
+        """``{id(module): names}`` of the attributes the call set (on_attr_write)."""
+        mods: dict = {}
+        for module, name, _ in self.attr_writes.values():
+            mods.setdefault(id(module), set()).add(name)
+        return mods
 
     def on_concrete(self, t, why):
         if self.suspended:
@@ -575,6 +619,17 @@ class Recording:
             outputs.append(OutputSpec("grad", leaf, arg=self.arg_position.get(id(leaf)),
                                       inplace=final is entry
                                       and not isinstance(entry, str)))
+        for mod, name, value in self.attr_writes.values():
+            if isinstance(value, Tensor) and (value._birth == self.epoch or
+                                              (id(value) in self.env and id(value) not in
+                                               self.consts)):
+                values.append(self.value_of(value))
+                outputs.append(OutputSpec("attr", (mod, name, value.dtype)))
+            else:   # None, or a tensor that existed before the call: that object
+                outputs.append(OutputSpec("attr_const", (mod, name, value)))
+        attr_grad = next((name for _, name, v in self.attr_writes.values()
+                          if isinstance(v, Tensor) and v.requires_grad), None)
+        self._coarsen_guards()
         ir.set_returns(self.func, values)
         module = ir.new_module([self.func])
         sym_info = None
@@ -589,7 +644,22 @@ class Recording:
             sym_info = self.symbols.finish()
         return Trace(module, self.inputs, outputs, template, self.guards, grad_guards,
                      graph.is_grad_enabled(),
-                     () if self.had_backward else tuple(returns_grad), symbolic=sym_info)
+                     () if self.had_backward else tuple(returns_grad), symbolic=sym_info,
+                     attr_needs_grad=None if self.had_backward else attr_grad)
+
+
+def _coarsen(v, mods: dict, token):
+    """A guard snapshot value (``EnvGuard``'s, nested) with each replayed
+    attribute entry of the modules ``mods`` (``{id: names}``) made
+    ``token(entry)`` (dropped where that is None)."""
+    if type(v) is not tuple:
+        return v
+    if len(v) == 3 and type(v[0]) is str and v[0] == "M" and v[1] in mods:
+        names = mods[v[1]]
+        p, b, attrs = v[2]
+        attrs = [a if a[0] not in names else token(a) for a in attrs]
+        return ("M", v[1], (p, b, [a for a in attrs if a is not None]))
+    return tuple(_coarsen(x, mods, token) for x in v)
 
 
 def _failing_user_line(tb):
@@ -636,7 +706,8 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
              (GRAD_HOOKS, rec.on_grad),
              (GUARD_HOOKS, rec.on_guard),
              (autograd.BACKWARD_LISTENERS, rec.on_backward),
-             (TRACED_OPS, rec.on_traced_op))
+             (TRACED_OPS, rec.on_traced_op),
+             (ATTR_WRITES, rec.on_attr_write))
     if symbols is not None:
         hooks += ((SYM_SHAPES, rec.tensor_shape),
                   (symbolic.GUARD_SINKS, rec.on_size_decision))
@@ -668,6 +739,16 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     if rec.poisoned is not None:
         return result, rec.poisoned
     env_after = env.snapshot()
+    mods = rec.replayed_modules()
+    if mods:
+        # The attributes compiled calls set are no side effect to refuse; the
+        # guard keeps whether each held None (ReplayedAttr).
+        read = {id(spec.source) for spec in rec.inputs if spec.kind == "state"}
+        env_after = _coarsen(env_after, mods, lambda a: None)
+        env_compare = _coarsen(env_before, mods, lambda a: None)
+        env_before = _coarsen(env_before, mods, lambda a: replayed_token(a, read))
+    else:
+        env_compare = env_before
     try:
         trace = rec.finish(result)
         name_trace(trace, fn, args, kwargs, others)
@@ -677,9 +758,9 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         if fallback:
             return result, str(e)
         raise
-    if env_after != env_before:
-        trace.mutated = env.describe_change(env_before, env_after)
-        trace.mutated_root = env.changed_root(env_before, env_after)
+    if env_after != env_compare:
+        trace.mutated = env.describe_change(env_compare, env_after)
+        trace.mutated_root = env.changed_root(env_compare, env_after)
     return result, trace
 
 
