@@ -342,20 +342,14 @@ class CompiledFunction:
         else:
             self._last_mutated = None
         backward_out = None
+        why = None
         if trace.attr_needs_grad is not None and not self.values_only:
             # e.g. llama2.c: model(X, Y) sets self.last_loss, then
             # last_loss.backward() runs outside: compiled calls set values only.
             why = (f"it sets the module attribute {trace.attr_needs_grad} to a tensor that "
                    "requires grad (a backward outside the compiled function would need its "
-                   "graph); compile the whole training step (forward, backward and optimizer "
-                   "step), or call it under tracec.no_grad() for inference")
-            self._eager_keys[key] = why
-            if not self._warned:
-                warnings.warn(f"tracec.compile({self.__name__}): running eagerly for this "
-                              f"signature: {why}", stacklevel=3)
-                self._warned = True
-            return result
-        if len(trace.returns_grad) == 1 and not self.values_only:
+                   "graph)")
+        elif len(trace.returns_grad) == 1 and not self.values_only:
             # One result needs a backward outside (compile(model), then
             # loss.backward()): the entry gets a compiled backward for it.
             backward_out = trace.returns_grad[0]
@@ -364,9 +358,10 @@ class CompiledFunction:
             # whose loss.backward() runs outside): compiled code returns
             # values without a graph, so this signature runs eagerly.
             why = ("it returns tensors that require grad (a backward outside the compiled "
-                   "function would need them); compile the whole training step (forward, "
-                   "backward and optimizer step), or call it under tracec.no_grad() for "
-                   "inference")
+                   "function would need them)")
+        if why is not None:
+            why += ("; compile the whole training step (forward, backward and optimizer "
+                    "step), or call it under tracec.no_grad() for inference")
             self._eager_keys[key] = why
             if not self._warned:
                 warnings.warn(f"tracec.compile({self.__name__}): running eagerly for this "
