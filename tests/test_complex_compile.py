@@ -156,14 +156,23 @@ def test_complex_in_a_symbolic_trace():
     assert info.traces == 2 and info.symbolic[1] and not info.notes   # one static, one symbolic
 
 
-def test_complex_argument_and_result_are_refused():
-    f = tracec.compile(lambda z: z * 2, backend="interp")
-    with pytest.raises(tracec.TraceError, match="is a tracec.complex64 tensor; complex values "
-                                               "are eager only"):
+def test_complex_argument_and_result_are_refused_naming_the_function():
+    def double(z):
+        return z * 2
+
+    def make(x):
+        return tracec.view_as_complex(x) * 2
+
+    f = tracec.compile(double, backend="interp")
+    with pytest.raises(tracec.TraceError, match=r"double \(.*test_complex_compile.py:\d+\): "
+                                               "argument .* is a tracec.complex64 tensor; "
+                                               "complex values are eager only"):
         f(tracec.ones(2, dtype=tracec.cfloat))
-    g = tracec.compile(lambda x: tracec.view_as_complex(x) * 2, backend="interp")
-    with pytest.raises(tracec.TraceError, match="returns a tracec.complex64 tensor: the results "
-                                               "of a compiled function cannot be complex"):
+    g = tracec.compile(make, backend="interp")
+    with pytest.raises(tracec.TraceError, match=r"make \(.*test_complex_compile.py:\d+\): the "
+                                               "function returns a tracec.complex64 tensor: the "
+                                               "results of a compiled function cannot be "
+                                               "complex"):
         g(tracec.ones(2, 2))
 
 

@@ -148,6 +148,7 @@ class Recording:
     def __init__(self, name: str, fallback: bool = False, symbols: SymbolTable | None = None):
         self.fallback = fallback
         self.name = name
+        self.label = name     # ``name (file:line)`` when recording a function (record)
         self.symbols = symbols
         self.poisoned = None
         self.func = ir.new_function(name, [])
@@ -187,9 +188,9 @@ class Recording:
 
     def add_arg(self, t: Tensor, position):
         if t.dtype.category == 3:
-            return self.fail(f"tracec.compile: argument {path_name(position)} is a {t.dtype} "
-                             "tensor; complex values are eager only (the IR has no complex "
-                             "type). Call the function eagerly, or use "
+            return self.fail(f"tracec.compile({self.label}): argument {path_name(position)} is a "
+                             f"{t.dtype} tensor; complex values are eager only (the IR has no "
+                             "complex type). Call the function eagerly, or use "
                              "tracec.compile(fn, fallback=\"eager\").")
         shape = tuple(t._data.shape) if self.symbols is None else \
             self.symbols.input_shape(position, t, len(self.inputs))
@@ -566,10 +567,10 @@ class Recording:
                     return ("arg", self.arg_position[id(x)])
                 return ("object", x)
             if isinstance(x, Tensor) and x.dtype.category == 3:
-                raise TraceError(f"tracec.compile({self.name}): the function returns a {x.dtype} tensor: the "
-                                 "results of a compiled function cannot be complex (the IR has "
-                                 "no complex type). Return torch.view_as_real(z) and call "
-                                 "torch.view_as_complex on it outside, or call the function "
+                raise TraceError(f"tracec.compile({self.label}): the function returns a {x.dtype} "
+                                 "tensor: the results of a compiled function cannot be complex "
+                                 "(the IR has no complex type). Return torch.view_as_real(z) and "
+                                 "call torch.view_as_complex on it outside, or call the function "
                                  "eagerly.")
             if isinstance(x, Tensor):
                 if x.requires_grad:
@@ -693,6 +694,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     symbolic in the argument sizes it names: Python reading those sizes
     gets ``Sym`` objects, and what it decides on them becomes guards."""
     rec = Recording(name, fallback, symbols)
+    rec.label = function_label(fn)
     others: list = []
     spec, leaves = flatten_args(args, kwargs, others)
     for path, t in leaves:
