@@ -164,12 +164,12 @@ def test_complex_argument_and_result_are_refused_naming_the_function():
         return tracec.view_as_complex(x) * 2
 
     f = tracec.compile(double, backend="interp")
-    with pytest.raises(tracec.TraceError, match=r"double \(.*test_complex_compile.py:\d+\): "
+    with pytest.raises(tracec.TraceError, match=r"double \(.*test_complex_compile.py:\d+\)\): "
                                                "argument .* is a tracec.complex64 tensor; "
                                                "complex values are eager only"):
         f(tracec.ones(2, dtype=tracec.cfloat))
     g = tracec.compile(make, backend="interp")
-    with pytest.raises(tracec.TraceError, match=r"make \(.*test_complex_compile.py:\d+\): the "
+    with pytest.raises(tracec.TraceError, match=r"make \(.*test_complex_compile.py:\d+\)\): the "
                                                "function returns a tracec.complex64 tensor: the "
                                                "results of a compiled function cannot be "
                                                "complex"):
