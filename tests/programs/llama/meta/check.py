@@ -73,8 +73,12 @@ for again in ("", ".again"):
 # greedy generation (temperature 0) with prompts of different lengths
 prompts = [[3, 1, 4, 1, 5], [9, 2, 6], [5, 3, 5, 8, 9, 7, 9]]
 for again in ("", ".again"):
-    out = generate(model, prompts, max_gen_len=6, pad_id=-1, eos_id=39, temperature=0.0)
-    R["generated" + again] = np.array([t + [-2] * (6 - len(t)) for t in out])
+    out, lp = generate(model, prompts, max_gen_len=6, pad_id=-1, eos_id=39, temperature=0.0,
+                       logprobs=True, echo=True)
+    width = max(map(len, out))
+    R["generated" + again] = np.array([t + [-2] * (width - len(t)) for t in out])
+    R["logprobs" + again] = np.array([p + [9.0] * (width - len(p)) for p in lp],
+                                     dtype=np.float32)
 if mode != "eager":
     info = model.forward.cache_info()
     print("forward: traces", info.traces, "hits", info.hits)

@@ -1,9 +1,10 @@
 # Re-typed from meta-llama/llama (llama/generation.py): the token loop of
-# Llama.generate and sample_top_p, without the tokenizer, logprobs and
-# the checkpoint loading (the model is passed in).
-from typing import List, Optional
+# Llama.generate and sample_top_p, without the tokenizer and the checkpoint
+# loading (the model, pad and eos ids are passed in).
+from typing import List, Optional, Tuple
 
 import torch
+import torch.nn.functional as F
 
 
 @torch.inference_mode()
@@ -15,8 +16,9 @@ def generate(
     eos_id: int,
     temperature: float = 0.6,
     top_p: float = 0.9,
+    logprobs: bool = False,
     echo: bool = False,
-) -> List[List[int]]:
+) -> Tuple[List[List[int]], Optional[List[List[float]]]]:
     params = model.params
     bsz = len(prompt_tokens)
     assert bsz <= params.max_batch_size, (bsz, params.max_batch_size)
@@ -30,9 +32,21 @@ def generate(
     for k, t in enumerate(prompt_tokens):
         tokens[k, : len(t)] = torch.tensor(t, dtype=torch.long)
 
+    if logprobs:
+        token_logprobs = torch.zeros_like(tokens, dtype=torch.float)
+
     prev_pos = 0
     eos_reached = torch.tensor([False] * bsz)
     input_text_mask = tokens != pad_id
+    if min_prompt_len == total_len:
+        logits = model.forward(tokens, prev_pos)
+        token_logprobs = -F.cross_entropy(
+            input=logits.transpose(1, 2),
+            target=tokens,
+            reduction="none",
+            ignore_index=pad_id,
+        )
+
     for cur_pos in range(min_prompt_len, total_len):
         logits = model.forward(tokens[:, prev_pos:cur_pos], prev_pos)
         if temperature > 0:
@@ -47,6 +61,13 @@ def generate(
             input_text_mask[:, cur_pos], tokens[:, cur_pos], next_token
         )
         tokens[:, cur_pos] = next_token
+        if logprobs:
+            token_logprobs[:, prev_pos + 1 : cur_pos + 1] = -F.cross_entropy(
+                input=logits.transpose(1, 2),
+                target=tokens[:, prev_pos + 1 : cur_pos + 1],
+                reduction="none",
+                ignore_index=pad_id,
+            )
         eos_reached |= (~input_text_mask[:, cur_pos]) & (
             next_token == eos_id
         )
@@ -54,17 +75,24 @@ def generate(
         if all(eos_reached):
             break
 
-    out_tokens = []
+    if logprobs:
+        token_logprobs = token_logprobs.tolist()
+    out_tokens, out_logprobs = [], []
     for i, toks in enumerate(tokens.tolist()):
         # cut to max gen len
         start = 0 if echo else len(prompt_tokens[i])
         toks = toks[start : len(prompt_tokens[i]) + max_gen_len]
+        probs = None
+        if logprobs:
+            probs = token_logprobs[i][start : len(prompt_tokens[i]) + max_gen_len]
         # cut to eos tok if any
         if eos_id in toks:
             eos_idx = toks.index(eos_id)
             toks = toks[:eos_idx]
+            probs = probs[:eos_idx] if logprobs else None
         out_tokens.append(toks)
-    return out_tokens
+        out_logprobs.append(probs)
+    return (out_tokens, out_logprobs if logprobs else None)
 
 
 def sample_top_p(probs, p):
