@@ -141,6 +141,25 @@ def test_complex_state_written_in_place_is_written_back():
     assert f.cache_info().hits == 2
 
 
+def test_complex_state_written_by_slice_assignment():
+    """A complex cache written through a slice (Meta llama's KV-cache pattern
+    on a complex buffer)."""
+    buf = tracec.zeros(2, 5, dtype=tracec.complex64)
+    ref = tracec.zeros(2, 5, dtype=tracec.complex64)
+
+    def step(x, b):
+        b[:, 1:3] = tracec.view_as_complex(x)
+        return tracec.view_as_real(b).sum(-1)
+
+    f = tracec.compile(lambda x: step(x, buf), backend="interp", fullgraph=True)
+    for k in range(3):
+        x = tracec.randn(2, 2, 2) * (k + 1)
+        np.testing.assert_allclose(f(x).numpy(), step(x, ref).numpy(), rtol=1e-6)
+        np.testing.assert_allclose(tracec.view_as_real(buf).numpy(),
+                                   tracec.view_as_real(ref).numpy())
+    assert f.cache_info().hits == 2
+
+
 def test_complex_in_a_symbolic_trace():
     fc = tracec.polar(tracec.ones(16, 4), tracec.rand(16, 4))
 
