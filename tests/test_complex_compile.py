@@ -124,6 +124,11 @@ def test_complex_state_is_read_through_a_real_view():
     state["f"].mul_(2j)
     np.testing.assert_allclose(f(x).numpy(), step(x).numpy(), rtol=1e-5, atol=1e-6)
     assert f.cache_info().traces == 1
+    # new storage (``.data =``): the view the trace read is stale, so it retraces
+    state["f"].data = tracec.polar(tracec.ones(4), tracec.arange(4.0) * 3)
+    np.testing.assert_allclose(f(x).numpy(), step(x).numpy(), rtol=1e-5, atol=1e-6)
+    assert f.cache_info().reasons[-1] == ("guarded Python state changed: a complex tensor the "
+                                          "trace reads (complex64[4]) has new storage")
 
 
 def test_complex_state_written_in_place_is_written_back():

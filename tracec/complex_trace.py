@@ -29,7 +29,7 @@ from tracec.ops.core import Aval, broadcast_shapes
 from tracec.tensor import Tensor
 
 __all__ = ["Value", "Out", "emitting", "PRIMITIVE_RULES", "OP_RULES", "real_view",
-           "apply_primitive", "apply_op"]
+           "apply_primitive", "apply_op", "SameStorage"]
 
 
 class _Emitter:
@@ -451,6 +451,21 @@ OP_RULES = {
 
 
 # --- complex state ------------------------------------------------------------------------------
+
+class SameStorage:
+    """A guard: the complex state tensor ``t`` still has the storage array its
+    real view (the trace's input) was made from."""
+
+    def __init__(self, t: Tensor):
+        self.t, self.arr = t, t._data
+
+    def __call__(self) -> bool:
+        return self.t._data is self.arr
+
+    def describe_change(self, old, new) -> str:
+        return (f"a complex tensor the trace reads ({self.t.dtype.name}"
+                f"{list(self.t.shape)}) has new storage")
+
 
 def real_view(t: Tensor) -> Tensor:
     """The real ``[..., 2]`` tensor sharing ``t``'s memory that a trace reads

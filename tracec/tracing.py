@@ -257,8 +257,7 @@ class Recording:
             self.env[id(t)] = (t, op.results[0])
             return op.results[0]
         view = complex_trace.real_view(t)
-        arr = t._data
-        self.guards.append((lambda: t._data is arr, True))
+        self.guards.append((complex_trace.SameStorage(t), True))
         ssa = self.value_of(view)
         self.env[id(t)] = (t, ssa)
         return ssa
