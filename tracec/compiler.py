@@ -170,6 +170,15 @@ class CompiledFunction:
                                  "a compiled module has one)")
         return fn
 
+    @property
+    def forward(self):
+        """A compiled module's ``forward`` is the compiled call itself (as
+        PyTorch's ``OptimizedModule.forward``): Meta llama's generate calls
+        ``model.forward(tokens, pos)``."""
+        if not isinstance(self.__dict__.get("fn"), Module):
+            raise AttributeError("'CompiledFunction' object has no attribute 'forward'")
+        return self
+
     def __getattr__(self, name):
         # Only reached for names this object lacks: a compiled module's own.
         fn = self.__dict__.get("fn")

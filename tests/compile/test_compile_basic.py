@@ -409,6 +409,11 @@ def test_compiled_module_reads_the_module_attributes():
     assert [p is q for p, q in zip(c.parameters(), m.parameters())] == [True, True]
     c.eval()
     assert not m.training and not c.training
+    # its forward is the compiled call (Meta llama's generate calls model.forward)
+    hits = c.cache_info().hits
+    for _ in range(3):
+        c.forward(tracec.ones(1, 2))
+    assert c.cache_info().hits >= hits + 2
     with pytest.raises(AttributeError, match="has no attribute 'nope'"):
         c.nope
     f = tracec.compile(lambda x: x + 1, backend="interp")
