@@ -2,10 +2,11 @@
 tracec against torch 2.13: Meta's llama ``model.py`` (complex RoPE with
 ``polar`` / ``view_as_complex``, the KV cache written by slice assignment,
 the causal mask from ``full(-inf)`` / ``triu`` / ``hstack``) with
-``generation.py``'s greedy loop, and karpathy's llama2.c ``model.py``
+``generation.py``'s greedy loop (logprobs by ``cross_entropy`` with
+``ignore_index``, echo), and karpathy's llama2.c ``model.py``
 (real RoPE, ``scaled_dot_product_attention(is_causal=True)`` and the manual
 mask path, weight tying, ``configure_optimizers``' AdamW groups,
-``generate`` with top-k).
+``generate`` with top-k, ``self.last_loss`` set by ``forward``).
 
 Each program's ``check.py`` runs under real torch first, which writes its
 freshly initialized weights; the tracec runs (``tracec run``) load them, so
