@@ -620,9 +620,7 @@ class Recording:
                                       inplace=final is entry
                                       and not isinstance(entry, str)))
         for mod, name, value in self.attr_writes.values():
-            if isinstance(value, Tensor) and (value._birth == self.epoch or
-                                              (id(value) in self.env and id(value) not in
-                                               self.consts)):
+            if isinstance(value, Tensor) and value._birth == self.epoch:
                 values.append(self.value_of(value))
                 outputs.append(OutputSpec("attr", (mod, name, value.dtype)))
             else:   # None, or a tensor that existed before the call: that object

@@ -109,3 +109,22 @@ def test_attribute_that_needs_a_backward_outside_runs_eagerly():
         m.zero_grad()
         m.last_loss.backward()
         assert m.lin.weight.grad is not None
+
+
+def test_attribute_set_to_a_tensor_that_existed_before_is_that_tensor():
+    class Pick(tracec.nn.Module):
+        def __init__(self, a, b):
+            super().__init__()
+            self.a, self.b, self.chosen = a, b, None
+
+        def forward(self, x, first: bool):
+            self.chosen = self.a if first else self.b
+            return x * 2
+
+    a, b = tracec.ones(2), tracec.zeros(2)
+    m = Pick(a, b)
+    f = tracec.compile(m, backend="interp", fullgraph=True)
+    for first in (True, False, True, False, True):
+        f(tracec.ones(2), first)
+        assert m.chosen is (a if first else b)
+    assert f.cache_info().hits >= 1
