@@ -30,7 +30,7 @@ from tracec import autograd, complex_trace, graph, ir
 from tracec.complex_ops import TRACED_OPS
 from tracec.nn.modules.module import ATTR_WRITES, Module, replayed_token
 from tracec.guards import EnvGuard, GlobalRNGs
-from tracec.naming import name_trace
+from tracec.naming import argument_names, name_trace
 from tracec.ops.core import Aval
 from tracec.pytree import flatten_args, is_dataclass_instance, path_name
 from tracec import symbolic
@@ -149,6 +149,7 @@ class Recording:
         self.fallback = fallback
         self.name = name
         self.label = name     # ``name (file:line)`` when recording a function (record)
+        self.arg_names = None  # its parameters' names, for messages
         self.symbols = symbols
         self.poisoned = None
         self.func = ir.new_function(name, [])
@@ -188,7 +189,8 @@ class Recording:
 
     def add_arg(self, t: Tensor, position):
         if t.dtype.category == 3:
-            return self.fail(f"tracec.compile({self.label}): argument {path_name(position)} is a "
+            where = path_name(position, self.arg_names)
+            return self.fail(f"tracec.compile({self.label}): argument {where} is a "
                              f"{t.dtype} tensor; complex values are eager only (the IR has no "
                              "complex type). Call the function eagerly, or use "
                              "tracec.compile(fn, fallback=\"eager\").")
@@ -691,7 +693,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     symbolic in the argument sizes it names: Python reading those sizes
     gets ``Sym`` objects, and what it decides on them becomes guards."""
     rec = Recording(name, fallback, symbols)
-    rec.label = function_label(fn)
+    rec.label, rec.arg_names = function_label(fn), argument_names(fn)
     others: list = []
     spec, leaves = flatten_args(args, kwargs, others)
     for path, t in leaves:
