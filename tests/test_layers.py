@@ -40,7 +40,7 @@ LAYERS = [
                   "tracec.config", "tracec.vision", "tracec.complex_ops", "tracec.fft",
                   "tracec.stft"]),
     ("tracing", ["tracec.tracing", "tracec.guards", "tracec.sym_shapes", "tracec.naming",
-                 "tracec.complex_trace"]),
+                 "tracec.complex_trace", "tracec.attr_replay"]),
     ("passes", ["tracec.passes"]),
     ("backends", ["tracec.backends"]),
     ("compiler", ["tracec.compiler", "tracec.compiled_backward", "tracec.compiled_entry",

@@ -19,6 +19,8 @@ complex, ``S`` for real); an operation with no rule is refused by the tracer.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from tracec import dtypes as dt
 from tracec import ir
 from tracec.complex_ops import _as_real_view
@@ -29,7 +31,8 @@ from tracec.ops.core import Aval, broadcast_shapes
 from tracec.tensor import Tensor
 
 __all__ = ["Value", "Out", "emitting", "PRIMITIVE_RULES", "OP_RULES", "real_view",
-           "apply_primitive", "apply_op", "SameStorage"]
+           "apply_primitive", "apply_op", "SameStorage", "message", "input_value", "view_chain",
+           "record_primitive", "record_op"]
 
 
 class _Emitter:
@@ -479,3 +482,77 @@ def real_view(t: Tensor) -> Tensor:
     t.__dict__["_traced_real_view"] = (t._data, v)
     return v
 
+
+
+# --- recording (the tracer's hooks call these with its Recording) --------------------------------
+
+def message(op: str, where: str) -> str:
+    """Why ``op`` on complex values cannot be compiled (``where``: file:line)."""
+    return (f"{where}: {op} cannot be compiled: complex tensors are compiled only through "
+            "view_as_complex, view_as_real, polar, complex, real, imag, conj, arithmetic "
+            "(+ - * /, exp, abs, ==, !=, where, matmul, sum) and movement (reshape, view, "
+            f"slicing, indexing, transpose, expand, cat); {op} on complex values (as tracec.fft, "
+            "angle, ...) is eager only (the IR has no complex type). Move that part out of the "
+            "compiled function, or use tracec.compile(fn, fallback=\"eager\").")
+
+
+def input_value(rec, t: Tensor, loc):
+    """A complex tensor's representation when no recorded op made it: a
+    constant, or state read (and written back) through ``real_view``."""
+    if t._birth == rec.epoch:
+        real = real_view(t)
+        op = ir.constant(np.ascontiguousarray(real._data), real.dtype, loc=loc)
+        rec.block.add_op(op)
+        rec.consts.add(id(t))
+        rec.env[id(t)] = (t, op.results[0])
+        return op.results[0]
+    rec.guards.append((SameStorage(t), True))
+    ssa = rec.value_of(real_view(t))
+    rec.env[id(t)] = (t, ssa)
+    return ssa
+
+
+def view_chain(rec, t: Tensor, v, loc):
+    """The representation of ``t``, an alias made in the call, from its base's ``v``."""
+    for prim, params, _ in t._view_chain:
+        with emitting(rec, loc):
+            v = apply_primitive(prim, [Value(v, True)], params, t.dtype).ssa
+    rec.env[id(t)] = (t, v)
+    return v
+
+
+def record_primitive(rec, prim, args, params, out: Tensor, where: str, loc):
+    """Record a primitive with complex operands or result by its rule."""
+    if prim.name not in PRIMITIVE_RULES:
+        return rec.fail(message(prim.name, where))
+    values = [Value(rec.value_of(a), a.dtype.category == 3) if isinstance(a, Tensor) else a
+              for a in args]
+    if rec.suspended:
+        return None
+    try:
+        with emitting(rec, loc):
+            res = apply_primitive(prim, values, params, out.dtype)
+    except Exception as e:  # an operand combination the rule does not cover
+        return rec.fail(f"{message(prim.name, where)} ({type(e).__name__}: {e})")
+    rec.env[id(out)] = (out, res.ssa)
+    return None
+
+
+#: Ops whose result shares memory with their operand.
+_VIEWS = ("view_as_real", "view_as_complex", "real", "imag")
+
+
+def record_op(rec, name: str, args, out: Tensor, where: str, loc):
+    """Record a complex op outside the primitive set (``OP_RULES``)."""
+    if name not in OP_RULES:
+        return rec.fail(message(f"{name}()", where))
+    values = [Value(rec.value_of(a), a.dtype.category == 3) for a in args]
+    if rec.suspended:
+        return None
+    with emitting(rec, loc):
+        res = apply_op(name, values, out.dtype)
+    rec.env[id(out)] = (out, res.ssa)
+    if name in _VIEWS:
+        for t in (args[0], out):   # they share memory
+            rec.component_shared[id(t)] = t
+    return None

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracec import autograd, complex_trace, graph, ir
+from tracec import attr_replay, autograd, complex_trace, graph, ir
 from tracec.complex_ops import TRACED_OPS
-from tracec.nn.modules.module import ATTR_WRITES, Module, replayed_token
+from tracec.nn.modules.module import ATTR_WRITES, replayed_token
 from tracec.guards import EnvGuard, GlobalRNGs
 from tracec.naming import argument_names, name_trace
 from tracec.ops.core import Aval
@@ -71,15 +71,6 @@ def user_location():
 
 def format_location(loc) -> str:
     return f"{loc[0]}:{loc[1]}" if loc else "<unknown location>"
-
-
-def _complex_message(op: str, loc) -> str:
-    return (f"{format_location(loc)}: {op} cannot be compiled: complex tensors are compiled "
-            "only through view_as_complex, view_as_real, polar, complex, real, imag, conj, "
-            "arithmetic (+ - * /, exp, abs, ==, !=, where, matmul, sum) and movement (reshape, "
-            f"view, slicing, indexing, transpose, expand, cat); {op} on complex values (as "
-            "tracec.fft, angle, ...) is eager only (the IR has no complex type). Move that part "
-            "out of the compiled function, or use tracec.compile(fn, fallback=\"eager\").")
 
 
 @dataclass
@@ -249,29 +240,10 @@ class Recording:
         return arg
 
     def _complex_input(self, t):
-        """A complex tensor's representation when no recorded op made it: a
-        constant, or state read (and written back) through ``real_view``."""
-        if t._birth == self.epoch:
-            real = complex_trace.real_view(t)
-            op = ir.constant(np.ascontiguousarray(real._data), real.dtype, loc=user_location())
-            self.block.add_op(op)
-            self.consts.add(id(t))
-            self.env[id(t)] = (t, op.results[0])
-            return op.results[0]
-        view = complex_trace.real_view(t)
-        self.guards.append((complex_trace.SameStorage(t), True))
-        ssa = self.value_of(view)
-        self.env[id(t)] = (t, ssa)
-        return ssa
+        return complex_trace.input_value(self, t, user_location())
 
     def _complex_view_chain(self, t, v):
-        loc = user_location()
-        for prim, params, aval in t._view_chain:
-            with complex_trace.emitting(self, loc):
-                v = complex_trace.apply_primitive(
-                    prim, [complex_trace.Value(v, True)], params, t.dtype).ssa
-        self.env[id(t)] = (t, v)
-        return v
+        return complex_trace.view_chain(self, t, v, user_location())
 
     def scalar(self, v, dtype):
         if isinstance(v, Sym):   # a symbolic size as an operand: its value at run time
@@ -333,39 +305,15 @@ class Recording:
         self.env[id(out)] = (out, op.results[0])
 
     def _complex_primitive(self, prim, args, params, out):
-        """Record a primitive with complex operands or result by its rule in
-        real primitives (``tracec.complex_trace``)."""
         loc = user_location()
-        if prim.name not in complex_trace.PRIMITIVE_RULES:
-            return self.fail(_complex_message(prim.name, loc))
-        values = [complex_trace.Value(self.value_of(a), a.dtype.category == 3)
-                  if isinstance(a, Tensor) else a for a in args]
-        if self.suspended:
-            return None
-        try:
-            with complex_trace.emitting(self, loc):
-                res = complex_trace.apply_primitive(prim, values, params, out.dtype)
-        except Exception as e:  # an operand combination the rule does not cover
-            return self.fail(f"{_complex_message(prim.name, loc)} ({type(e).__name__}: {e})")
-        self.env[id(out)] = (out, res.ssa)
+        return complex_trace.record_primitive(self, prim, args, params, out,
+                                              format_location(loc), loc)
 
     def on_traced_op(self, name, args, out):
         """A complex op outside the primitive set (``tracec.complex_ops``)."""
-        if self.suspended:
-            return
-        loc = user_location()
-        rule = complex_trace.OP_RULES.get(name)
-        if rule is None:
-            return self.fail(_complex_message(f"{name}()", loc))
-        values = [complex_trace.Value(self.value_of(a), a.dtype.category == 3) for a in args]
-        if self.suspended:
-            return
-        with complex_trace.emitting(self, loc):
-            res = complex_trace.apply_op(name, values, out.dtype)
-        self.env[id(out)] = (out, res.ssa)
-        if name in ("view_as_real", "view_as_complex", "real", "imag"):
-            for t in (args[0], out):   # they share memory
-                self.component_shared[id(t)] = t
+        if not self.suspended:
+            loc = user_location()
+            complex_trace.record_op(self, name, args, out, format_location(loc), loc)
 
     def on_attr_write(self, module, name, value):
         if self.suspended:
@@ -378,27 +326,10 @@ class Recording:
         module.__dict__.setdefault("_tracec_replayed", set()).add(name)
 
     def _coarsen_guards(self):
-        """The module guards taken before the call set replayed attributes
-        (``Module.mode_and_tensors``) hold their ``ReplayedAttr`` tokens."""
-        mods = self.replayed_modules()
-        if not mods:
-            return
-        read = {id(spec.source) for spec in self.inputs if spec.kind == "state"}
-        for i, (snap, value) in enumerate(self.guards):
-            owner = getattr(snap, "__self__", None)
-            if isinstance(owner, Module) and id(owner) in mods and \
-                    getattr(snap, "__name__", "") == "mode_and_tensors":
-                names = mods[id(owner)]
-                p, b, attrs = value
-                self.guards[i] = (snap, (p, b, [replayed_token(a, read) if a[0] in names
-                                                else a for a in attrs]))
-
-    def replayed_modules(self) -> dict:
-        """``{id(module): names}`` of the attributes the call set (on_attr_write)."""
-        mods: dict = {}
-        for module, name, _ in self.attr_writes.values():
-            mods.setdefault(id(module), set()).add(name)
-        return mods
+        mods = attr_replay.modules(self.attr_writes)
+        if mods:
+            read = {id(spec.source) for spec in self.inputs if spec.kind == "state"}
+            self.guards = attr_replay.coarsen_module_guards(self.guards, mods, read)
 
     def on_concrete(self, t, why):
         if self.suspended:
@@ -415,7 +346,8 @@ class Recording:
         if recorded or (e is None and t._birth != self.epoch):
             loc = user_location()
             if t.dtype.category == 3 or "complex values are eager only" in why:
-                return self.fail(_complex_message(why.split(" (")[0], loc))
+                op = why.split(" (")[0]
+                return self.fail(complex_trace.message(op, format_location(loc)))
             self.fail(
                 f"{format_location(loc)}: {why} on a traced tensor makes Python control flow "
                 "depend on tensor data, which tracec.compile cannot record. Keep the decision "
@@ -648,20 +580,6 @@ class Recording:
                      attr_needs_grad=None if self.had_backward else attr_grad)
 
 
-def _coarsen(v, mods: dict, token):
-    """A guard snapshot value (``EnvGuard``'s, nested) with each replayed
-    attribute entry of the modules ``mods`` (``{id: names}``) made
-    ``token(entry)`` (dropped where that is None)."""
-    if type(v) is not tuple:
-        return v
-    if len(v) == 3 and type(v[0]) is str and v[0] == "M" and v[1] in mods:
-        names = mods[v[1]]
-        p, b, attrs = v[2]
-        attrs = [a if a[0] not in names else token(a) for a in attrs]
-        return ("M", v[1], (p, b, [a for a in attrs if a is not None]))
-    return tuple(_coarsen(x, mods, token) for x in v)
-
-
 def _failing_user_line(tb):
     """The user's line that called into tracec where ``tb`` failed, or None
     when the error was raised by the user's own code."""
@@ -740,14 +658,14 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     if rec.poisoned is not None:
         return result, rec.poisoned
     env_after = env.snapshot()
-    mods = rec.replayed_modules()
+    mods = attr_replay.modules(rec.attr_writes)
     if mods:
         # The attributes compiled calls set are no side effect to refuse; the
         # guard keeps whether each held None (ReplayedAttr).
         read = {id(spec.source) for spec in rec.inputs if spec.kind == "state"}
-        env_after = _coarsen(env_after, mods, lambda a: None)
-        env_compare = _coarsen(env_before, mods, lambda a: None)
-        env_before = _coarsen(env_before, mods, lambda a: replayed_token(a, read))
+        env_after = attr_replay.coarsen(env_after, mods, lambda a: None)
+        env_compare = attr_replay.coarsen(env_before, mods, lambda a: None)
+        env_before = attr_replay.coarsen(env_before, mods, lambda a: replayed_token(a, read))
     else:
         env_compare = env_before
     try:
