@@ -303,7 +303,17 @@ class Entry:
             if spec.kind == "grad_none":
                 (spec.target if spec.arg is None else resolve(spec.arg, args, kwargs))._grad = None
                 continue
+            if spec.kind == "attr_const":
+                setattr(spec.target[0], spec.target[1], spec.target[2])
+                continue
             arr = next(it)
+            if spec.kind == "attr":
+                if id(arr) in seen or not (arr.flags.owndata or fresh(arr)):
+                    arr = arr.copy()
+                seen.add(id(arr))
+                mod, name, dtype = spec.target
+                setattr(mod, name, Tensor._make(arr, dtype))
+                continue
             if spec.kind == "return":
                 if id(arr) in seen or not (arr.flags.owndata or fresh(arr)):
                     arr = arr.copy()
@@ -336,6 +346,10 @@ class Entry:
         return _rebuild(self.trace.template, returned, args, kwargs)
 
 
+#: Output kinds with no value among the executable's results.
+NO_VALUE = frozenset(("grad_none", "attr_const"))
+
+
 def _fresh_grad_outputs(trace: Trace, executable) -> list:
     """``[(output index, leaf)]`` for the outputs that become a new ``.grad``
     tensor, where the executable can compute into a given array."""
@@ -343,7 +357,7 @@ def _fresh_grad_outputs(trace: Trace, executable) -> list:
         return []
     out, k = [], 0
     for spec in trace.outputs:
-        if spec.kind == "grad_none":
+        if spec.kind in NO_VALUE:
             continue
         if spec.kind == "grad" and not spec.inplace and spec.arg is None:
             out.append((k, spec.target))
@@ -367,7 +381,7 @@ def donations(trace: Trace) -> dict[int, int]:
     out = {}
     k = 0
     for spec in trace.outputs:
-        if spec.kind == "grad_none":
+        if spec.kind in NO_VALUE:
             continue
         if spec.kind == "write":
             j = where.get(("state", id(spec.target))) if spec.arg is None else \

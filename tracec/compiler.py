@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from tracec import dtypes as dt
 from tracec import autocast_mode, compiled_backward, fast_call, graph, ir, size_generic
 from tracec import kernel_profiler as profiler
+from tracec.nn.modules.module import Module
 from tracec.fast_run import MISS
 from tracec.backends import cache, cpu, cuda, interp
 from tracec.compiled_entry import Entry, _checks_enabled, donations  # noqa: F401
@@ -150,7 +151,13 @@ class CompiledFunction:
         self.traces = 0
         self.reasons: list = []
         self.hits = 0
-        functools.update_wrapper(self, fn)
+        if isinstance(fn, Module):
+            # torch.compile(model): the module's attributes are read from it
+            # by the OptimizedModule around this (compiled_module.py), never
+            # copied here (``model.last_loss`` set by a call would go stale).
+            functools.update_wrapper(self, fn, updated=())
+        else:
+            functools.update_wrapper(self, fn)
         if not hasattr(self, "__name__"):   # a Module or another callable object
             self.__name__ = type(fn).__name__
 
@@ -319,6 +326,20 @@ class CompiledFunction:
         else:
             self._last_mutated = None
         backward_out = None
+        why = None
+        if trace.attr_needs_grad is not None and not self.values_only:
+            # e.g. llama2.c: model(X, Y) sets self.last_loss, then
+            # last_loss.backward() runs outside: compiled calls set values only.
+            why = (f"it sets the module attribute {trace.attr_needs_grad} to a tensor that "
+                   "requires grad (a backward outside the compiled function would need its "
+                   "graph); compile the whole training step (forward, backward and optimizer "
+                   "step), or call it under tracec.no_grad() for inference")
+            self._eager_keys[key] = why
+            if not self._warned:
+                warnings.warn(f"tracec.compile({self.__name__}): running eagerly for this "
+                              f"signature: {why}", stacklevel=3)
+                self._warned = True
+            return result
         if trace.returns_grad and not self.values_only:
             # Results need a backward outside (compile(model), then
             # loss.backward()): the entry gets a compiled backward for them.
@@ -399,7 +420,9 @@ class CompiledFunction:
         entry.on_compiled = self._write_dump if self.dump else None
         if self.check:
             entry.check_backend = backend
-        entry.state_guards = [(s.source, s.source.requires_grad) for s in trace.inputs
+        # requires_grad as the call found it (the call itself may change it:
+        # a buffer written with values that require grad)
+        entry.state_guards = [(s.source, s.requires_grad) for s in trace.inputs
                               if s.kind == "state"]
         # A guard may carry ``refresh``: Python state the trace reads from a
         # tensor (optim's lifted learning rate), brought up to date per call.

@@ -2,18 +2,22 @@
 real imag conj conj_physical resolve_conj is_conj angle sgn`` (and the
 ``Tensor`` attributes and methods of the same names).
 
-Invariant: complex tensors are eager only.  Arithmetic, matmul, reductions
-and movement on them run through the ordinary primitives (whose VJPs
-conjugate where PyTorch's conjugate Wirtinger convention says so, see
-``tracec.ops.elementwise.conj``); the ops here move between complex values
-and their real components, in NumPy, as custom ``autograd.Function``s whose
-backward follows the same convention: for a real loss L of ``z = a + ib``,
-``z.grad = dL/da + i dL/db``.  Inside ``tracec.compile`` each of them fails
-naming the op and the user's line (``concrete``), never computing a wrong
-number.  ``view_as_real``, ``view_as_complex``, ``.real`` and ``.imag``
-share memory with their operand, as PyTorch's views do.
+Invariant: arithmetic, matmul, reductions and movement on complex tensors
+run through the ordinary primitives (whose VJPs conjugate where PyTorch's
+conjugate Wirtinger convention says so, see ``tracec.ops.elementwise.conj``);
+the ops here move between complex values and their real components, in
+NumPy, as custom ``autograd.Function``s whose backward follows the same
+convention: for a real loss L of ``z = a + ib``, ``z.grad = dL/da + i dL/db``.
+Inside ``tracec.compile`` the ones made with ``np_function(traced=...)`` are
+told, by name, to the tracer (``TRACED_OPS``), which records them in real
+primitives (``tracec.complex_trace``); the others (``angle``, ``sgn``,
+``tracec.fft``) fail naming the op and the user's line (``concrete``), never
+computing a wrong number.  ``view_as_real``, ``view_as_complex``, ``.real``
+and ``.imag`` share memory with their operand, as PyTorch's views do.
 """
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -28,7 +32,11 @@ from tracec.tensor import Tensor, concrete
 
 __all__ = ["complex", "polar", "view_as_real", "view_as_complex", "real", "imag", "conj",
            "conj_physical", "resolve_conj", "is_conj", "angle", "sgn", "np_function",
-           "eager_only"]
+           "eager_only", "TRACED_OPS"]
+
+# Callables ``(name, inputs, out)`` told of each application of an op made
+# with ``np_function(traced=name)`` (a tracer registers one while recording).
+TRACED_OPS: list = []
 
 
 def _arr(x: Tensor, name: str) -> np.ndarray:
@@ -49,14 +57,21 @@ def _grad_for(g: np.ndarray, like: Tensor) -> Tensor:
     return Tensor._make(np.ascontiguousarray(g, dtype=like.dtype.np), like.dtype)
 
 
-def np_function(name: str, forward, backward=None):
+def np_function(name: str, forward, backward=None, traced: str | None = None):
     """A differentiable eager op over NumPy: ``forward(ctx, *arrays)`` returns
     an array (its tracec dtype is the array's, or ``ctx.out_dtype``);
     ``backward(ctx, g)`` returns one NumPy cotangent (or None) per operand.
-    Tensor operands reach ``forward`` as arrays, other arguments as they are."""
+    Tensor operands reach ``forward`` as arrays, other arguments as they are.
+    ``traced``: the name under which each application is told to ``TRACED_OPS``
+    (a tracer records it by a rule of that name); without it a traced operand
+    is refused (``concrete``)."""
+    # the user's op in messages: AngleBackward0 -> angle, FftC2CBackward0 -> fft_c2c
+    op = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name.removesuffix("Backward0")).lower()
+
     def fwd(ctx, *xs):
         ctx.inputs = xs
-        arrays = [_arr(x, name) if isinstance(x, Tensor) else x for x in xs]
+        arrays = [(x._data if traced else _arr(x, op)) if isinstance(x, Tensor) else x
+                  for x in xs]
         ctx.out_dtype = None
         out = forward(ctx, *arrays)
         return _wrap(out, ctx.out_dtype)
@@ -68,8 +83,17 @@ def np_function(name: str, forward, backward=None):
         return tuple(None if r is None or not isinstance(x, Tensor) else _grad_for(r, x)
                      for r, x in zip(grads, ctx.inputs))
     cls = type(name.removesuffix("Backward0"), (autograd.Function,),
-               {"forward": staticmethod(fwd), "backward": staticmethod(bwd), "node_name": name})
-    return cls.apply
+               {"forward": staticmethod(fwd), "backward": staticmethod(bwd), "node_name": name,
+                "traced": traced})
+    if traced is None:
+        return cls.apply
+
+    def apply(*xs):
+        out = cls.apply(*xs)
+        for hook in TRACED_OPS:
+            hook(traced, xs, out)
+        return out
+    return apply
 
 
 def eager_only(x: Tensor, op: str) -> Tensor:
@@ -91,11 +115,11 @@ def _complex_fwd(ctx, re, im):
 
 _complex = np_function("ComplexBackward0", _complex_fwd,
                        lambda ctx, g: (_sum_to(g.real, ctx.shapes[0]),
-                                       _sum_to(g.imag, ctx.shapes[1])))
+                                       _sum_to(g.imag, ctx.shapes[1])), traced="complex")
 
 
 def _real_pair(a, b, name):
-    a, b = eager_only(tensor_arg(a, name), name), eager_only(tensor_arg(b, name), name)
+    a, b = tensor_arg(a, name), tensor_arg(b, name)
     if a.dtype is not b.dtype:
         raise RuntimeError(f"Expected object of scalar type {dt.scalar_type_name(a.dtype)} but "
                            f"got scalar type {dt.scalar_type_name(b.dtype)} for second argument")
@@ -124,7 +148,7 @@ def _polar_bwd(ctx, g):
     return (_sum_to(gr, ctx.r.shape), _sum_to(gt, ctx.theta.shape))
 
 
-_polar = np_function("PolarBackward0", _polar_fwd, _polar_bwd)
+_polar = np_function("PolarBackward0", _polar_fwd, _polar_bwd, traced="polar")
 
 
 def polar(abs, angle):  # noqa: A002 - PyTorch's names
@@ -136,7 +160,7 @@ def polar(abs, angle):  # noqa: A002 - PyTorch's names
 # --- views between complex values and their components ----------------------------------------
 
 def _complex_input(x, name):
-    x = eager_only(tensor_arg(x, name), name)
+    x = tensor_arg(x, name)
     if x.dtype.category != 3:
         raise RuntimeError(f"{name} is only supported for complex tensors, got "
                            f"{x.dtype}" if name != "view_as_real" else
@@ -161,7 +185,7 @@ def _as_complex_array(g):
 
 
 _view_as_real = np_function("ViewAsRealBackward0", _view_as_real_fwd,
-                            lambda ctx, g: (_as_complex_array(g),))
+                            lambda ctx, g: (_as_complex_array(g),), traced="view_as_real")
 
 
 def view_as_real(input):  # noqa: A002
@@ -188,12 +212,13 @@ def _view_as_complex_fwd(ctx, a):
 
 
 _view_as_complex = np_function("ViewAsComplexBackward0", _view_as_complex_fwd,
-                               lambda ctx, g: (_as_real_view(np.asarray(g)),))
+                               lambda ctx, g: (_as_real_view(np.asarray(g)),),
+                               traced="view_as_complex")
 
 
 def view_as_complex(input):  # noqa: A002
     """A complex view of a ``[..., 2]`` float tensor (same memory)."""
-    x = eager_only(tensor_arg(input, "view_as_complex"), "view_as_complex")
+    x = tensor_arg(input, "view_as_complex")
     if x.dtype not in (dt.float32, dt.float64):
         raise RuntimeError(f"view_as_complex is only supported for float and double tensors, "
                            f"but got a tensor of scalar type: {dt.scalar_type_name(x.dtype)}")
@@ -214,7 +239,8 @@ def _component(which):
 
     def bwd(ctx, g):
         return ((g + 0j) if which == "real" else (1j * g),)
-    return np_function("RealBackward0" if which == "real" else "ImagBackward0", fwd, bwd)
+    return np_function("RealBackward0" if which == "real" else "ImagBackward0", fwd, bwd,
+                       traced=which)
 
 
 _real, _imag = _component("real"), _component("imag")
@@ -239,10 +265,12 @@ def imag(input):  # noqa: A002
 
 # --- conjugation ---------------------------------------------------------------------------------
 
-_conj = np_function("ConjBackward0", lambda ctx, a: np.conj(a), lambda ctx, g: (np.conj(g),))
+_conj = np_function("ConjBackward0", lambda ctx, a: np.conj(a), lambda ctx, g: (np.conj(g),),
+                    traced="conj")
 _conj_physical = np_function("ConjPhysicalBackward0", lambda ctx, a: np.conj(a),
-                             lambda ctx, g: (np.conj(g),))
-_resolve = np_function("ResolveConjBackward0", lambda ctx, a: a.copy(), lambda ctx, g: (g,))
+                             lambda ctx, g: (np.conj(g),), traced="conj_physical")
+_resolve = np_function("ResolveConjBackward0", lambda ctx, a: a.copy(), lambda ctx, g: (g,),
+                       traced="resolve_conj")
 
 
 def conj(input):  # noqa: A002

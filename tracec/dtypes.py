@@ -56,7 +56,6 @@ class DType:
     def is_complex(self) -> bool:
         return self.category == 3
 
-    @property
     def to_real(self) -> "DType":
         """PyTorch's ``dtype.to_real()``: a complex type's component type."""
         return real_of(self)

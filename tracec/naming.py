@@ -210,10 +210,14 @@ def name_trace(trace, fn, args, kwargs, arg_objects=()) -> None:
             k += 1
         elif spec.kind == "write":
             spec.name = leaf_name(spec.target, spec.arg) or fallback("state")
+        elif spec.kind in ("attr", "attr_const"):
+            owner = names.get(id(spec.target[0]))
+            spec.name = f"{owner}.{spec.target[1]}" if owner else spec.target[1]
         else:
             base = leaf_name(spec.target, spec.arg)
             spec.name = f"{base}.grad" if base else fallback("grad")
     fn_op = next(op for op in trace.module.ops)
     for a, spec in zip(fn_op.body.block.args, trace.inputs):
         ir.set_arg_name(a, spec.name)
-    ir.set_result_names(fn_op, [s.name for s in trace.outputs if s.kind != "grad_none"])
+    ir.set_result_names(fn_op, [s.name for s in trace.outputs
+                                if s.kind not in ("grad_none", "attr_const")])

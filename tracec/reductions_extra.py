@@ -65,7 +65,7 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     x = tensor_arg(input, "prod")
     if dtype is not None:
         x = ops.cast(x, dt.to_dtype(dtype)) if dt.to_dtype(dtype) is not x.dtype else x
-    elif not x.dtype.is_floating_point and x.dtype is not dt.int64:
+    elif not (x.dtype.is_floating_point or x.dtype.is_complex) and x.dtype is not dt.int64:
         x = ops.cast(x, dt.int64)
     if dim is None:
         y = _prod_axis(ops.reshape(x, (x.numel(),)), 0)

@@ -14,6 +14,8 @@ Invariants of a finished ``Trace``:
   * guards: what the recorded behaviour depended on (shapes, dtypes,
     requires_grad, ``.grad`` being None, Python state code reported).
 Data-dependent Python control flow on a recorded tensor raises TraceError.
+A complex tensor is recorded as its real ``[..., 2]`` representation
+(``tracec.complex_trace``); complex arguments and results are refused.
 """
 from __future__ import annotations
 
@@ -24,9 +26,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracec import autograd, graph, ir
+from tracec import attr_replay, autograd, complex_trace, graph, ir
+from tracec.complex_ops import TRACED_OPS
+from tracec.nn.modules.module import ATTR_WRITES, replayed_token
 from tracec.guards import EnvGuard, GlobalRNGs
-from tracec.naming import name_trace
+from tracec.naming import argument_names, name_trace
 from tracec.ops.core import Aval
 from tracec.pytree import flatten_args, is_dataclass_instance, path_name
 from tracec import symbolic
@@ -69,13 +73,6 @@ def format_location(loc) -> str:
     return f"{loc[0]}:{loc[1]}" if loc else "<unknown location>"
 
 
-def _complex_message(op: str, loc) -> str:
-    return (f"{format_location(loc)}: {op} cannot be compiled: complex tensors and the ops "
-            "that make them (tracec.fft, view_as_complex, ...) are eager only (the IR has no "
-            "complex type). Move that part out of the compiled function, or use "
-            "tracec.compile(fn, fallback=\"eager\").")
-
-
 @dataclass
 class InputSpec:
     """Where a function argument comes from at call time."""
@@ -85,13 +82,18 @@ class InputSpec:
     dtype: object
     arg: object = None    # for "grad" of an argument leaf: the argument's path
     name: str = ""        # the user's name for it (tracec.naming): x, model.0.weight.grad
+    requires_grad: bool = False  # for "state": its requires_grad when the call first read it
 
 
 @dataclass
 class OutputSpec:
     """Where a function result goes at call time."""
-    kind: str             # "return", "write" (in place into a tensor), "grad"
-    target: object = None  # the Tensor written, or the leaf whose .grad is set
+    kind: str             # "return", "write" (in place into a tensor), "grad",
+    #                       "attr" (a module attribute set to the value), "attr_const"
+    #                       (set to a Python object, no value: None, a tensor that
+    #                       existed before the call)
+    target: object = None  # the Tensor written, or the leaf whose .grad is set;
+    #                        (module, name, dtype or the object) for "attr*"
     inplace: bool = False  # for "grad": write into the existing .grad tensor
     arg: object = None     # for "write" into an argument, or the "grad" of an argument
     #                        leaf: the argument's path (tracec.pytree);
@@ -126,6 +128,9 @@ class Trace:
     #: Notes of a trace whose symbolic sizes were all specialized (its
     #: ``symbolic`` then None): for ``cache_info().notes``.
     size_notes: list = field(default_factory=list)
+    #: The module attribute the call set to a tensor that requires grad with
+    #: no backward inside (a backward outside would need its graph), or None.
+    attr_needs_grad: str | None = None
 
 
 class Recording:
@@ -133,6 +138,9 @@ class Recording:
 
     def __init__(self, name: str, fallback: bool = False, symbols: SymbolTable | None = None):
         self.fallback = fallback
+        self.name = name
+        self.label = name     # ``name (file:line)`` when recording a function (record)
+        self.arg_names = None  # its parameters' names, for messages
         self.symbols = symbols
         self.poisoned = None
         self.func = ir.new_function(name, [])
@@ -150,6 +158,12 @@ class Recording:
         self._guard_seen: set = set()
         self.suspended = 0
         self.scalars: dict = {}
+        # id -> tensor sharing memory with a complex view (view_as_real, .real, ...):
+        # an in-place write to one would change the other unseen by the trace.
+        self.component_shared: dict = {}
+        # (id(module), name) -> (module, name, value): plain module attributes the
+        # call set to a tensor or None; compiled calls set them likewise.
+        self.attr_writes: dict = {}
         EPOCH[0] += 1
         self.epoch = EPOCH[0]
 
@@ -166,9 +180,10 @@ class Recording:
 
     def add_arg(self, t: Tensor, position):
         if t.dtype.category == 3:
-            return self.fail(f"tracec.compile: argument {path_name(position)} is a {t.dtype} "
-                             "tensor; complex values are eager only (the IR has no complex "
-                             "type). Call the function eagerly, or use "
+            where = path_name(position, self.arg_names)
+            return self.fail(f"tracec.compile({self.label}): argument {where} is a "
+                             f"{t.dtype} tensor; complex values are eager only (the IR has no "
+                             "complex type). Call the function eagerly, or use "
                              "tracec.compile(fn, fallback=\"eager\").")
         shape = tuple(t._data.shape) if self.symbols is None else \
             self.symbols.input_shape(position, t, len(self.inputs))
@@ -191,6 +206,8 @@ class Recording:
                 op = ir.make_op("stop_gradient", [v], {}, v.type, loc=user_location())
                 self.block.add_op(op)
                 v = op.results[0]
+            if t.dtype.category == 3:
+                return self._complex_view_chain(t, v)
             for prim, params, aval in t._view_chain:
                 shape = ir.shape_of(v.type) if self.symbols is None else \
                     self.symbols.shape_of_value(v)
@@ -201,6 +218,8 @@ class Recording:
                 v = op.results[0]
             self.env[id(t)] = (t, v)
             return v
+        if t.dtype.category == 3:
+            return self._complex_input(t)
         if t._birth == self.epoch:
             # Made during the call by no recorded op: a constant.
             op = ir.constant(t._data, t.dtype, loc=user_location())
@@ -214,11 +233,17 @@ class Recording:
             shape = self.tensor_shape(leaf) or shape   # an argument's .grad: its sizes
         spec = InputSpec("grad", leaf, shape, t.dtype,
                          self.arg_position.get(id(leaf))) if leaf is not None \
-            else InputSpec("state", t, shape, t.dtype)
+            else InputSpec("state", t, shape, t.dtype, requires_grad=t.requires_grad)
         arg = self.block.insert_arg(ir.tensor_type(shape, t.dtype), len(self.block.args))
         self.inputs.append(spec)
         self.env[id(t)] = (t, arg)
         return arg
+
+    def _complex_input(self, t):
+        return complex_trace.input_value(self, t, user_location())
+
+    def _complex_view_chain(self, t, v):
+        return complex_trace.view_chain(self, t, v, user_location())
 
     def scalar(self, v, dtype):
         if isinstance(v, Sym):   # a symbolic size as an operand: its value at run time
@@ -245,7 +270,17 @@ class Recording:
         if self.suspended:
             return
         if prim is None:  # ``out`` now holds the value of args[0] (an in-place write)
+            if id(out) in self.component_shared and params.get("inplace") != "view":
+                return self.fail(
+                    f"{format_location(user_location())}: an in-place write to a tensor that "
+                    "shares memory with a complex view of it (view_as_real, view_as_complex, "
+                    ".real, .imag) cannot be compiled: the trace would not see the write "
+                    "through the other view. clone() the view before writing to it.")
             ssa = self.value_of(args[0])
+            if out.dtype.category == 3 and out._birth != self.epoch:
+                # complex state: written back through its real view
+                self.env[id(out)] = (out, ssa)
+                out = complex_trace.real_view(out)
             if out._birth != self.epoch:
                 self.written[id(out)] = out
             self.env[id(out)] = (out, ssa)
@@ -255,7 +290,7 @@ class Recording:
             if isinstance(a, Tensor) and (ref is None or a.dtype.category > ref.category):
                 ref = a.dtype
         if out.dtype.category == 3 or (ref is not None and ref.category == 3):
-            return self.fail(_complex_message(prim.name, user_location()))
+            return self._complex_primitive(prim, args, params, out)
         operands = [self.value_of(a) if isinstance(a, Tensor) else self.scalar(a, ref)
                     for a in args]
         loc = user_location()
@@ -268,6 +303,33 @@ class Recording:
             return self.fail(f"{format_location(loc)}: cannot record {prim.name}: {e}")
         self.block.add_op(op)
         self.env[id(out)] = (out, op.results[0])
+
+    def _complex_primitive(self, prim, args, params, out):
+        loc = user_location()
+        return complex_trace.record_primitive(self, prim, args, params, out,
+                                              format_location(loc), loc)
+
+    def on_traced_op(self, name, args, out):
+        """A complex op outside the primitive set (``tracec.complex_ops``)."""
+        if not self.suspended:
+            loc = user_location()
+            complex_trace.record_op(self, name, args, out, format_location(loc), loc)
+
+    def on_attr_write(self, module, name, value):
+        if self.suspended:
+            return
+        if isinstance(value, Tensor) and value.dtype.category == 3:
+            return self.fail(f"{format_location(user_location())}: setting {name} to a complex "
+                             "tensor inside a compiled function is not supported")
+        self.attr_writes[(id(module), name)] = (module, name, value)
+        # its guard token: whether it is None (tracec.nn.modules.module.ReplayedAttr)
+        module.__dict__.setdefault("_tracec_replayed", set()).add(name)
+
+    def _coarsen_guards(self):
+        mods = attr_replay.modules(self.attr_writes)
+        if mods:
+            read = {id(spec.source) for spec in self.inputs if spec.kind == "state"}
+            self.guards = attr_replay.coarsen_module_guards(self.guards, mods, read)
 
     def on_concrete(self, t, why):
         if self.suspended:
@@ -284,7 +346,8 @@ class Recording:
         if recorded or (e is None and t._birth != self.epoch):
             loc = user_location()
             if t.dtype.category == 3 or "complex values are eager only" in why:
-                return self.fail(_complex_message(why.split(" (")[0], loc))
+                op = why.split(" (")[0]
+                return self.fail(complex_trace.message(op, format_location(loc)))
             self.fail(
                 f"{format_location(loc)}: {why} on a traced tensor makes Python control flow "
                 "depend on tensor data, which tracec.compile cannot record. Keep the decision "
@@ -319,7 +382,8 @@ class Recording:
             v = e[1]
         if not ir.is_symbolic_type(v.type):
             return None
-        return self.symbols.shape_of_value(v)
+        shape = self.symbols.shape_of_value(v)
+        return shape[:-1] if t.dtype.category == 3 else shape   # a complex representation
 
     def on_size_decision(self, kind, lhs, op, rhs, result):
         if not self.suspended:
@@ -397,10 +461,18 @@ class Recording:
                 continue
             seen.add(id(n))
             if isinstance(n, graph.AccumulateGrad):
+                if n.variable.dtype.category == 3:
+                    raise TraceError(f"{format_location(loc)}: gradients of complex tensors "
+                                     f"(a {n.variable.dtype} leaf) cannot be compiled yet")
                 if n.variable._hooks:
                     raise TraceError(f"{format_location(loc)}: tensor hooks on leaves are not "
                                      "supported inside a compiled function")
                 out.append(n.variable)
+                continue
+            if isinstance(n, graph.FunctionNode) and getattr(n.fn_cls, "traced", None):
+                # a complex op the trace recorded in real primitives: autodiff
+                # differentiates those
+                stack.extend(reversed([e for e in n.edges if e is not None]))
                 continue
             if isinstance(n, graph.FunctionNode):
                 raise TraceError(f"{format_location(loc)}: a custom autograd.Function "
@@ -427,6 +499,12 @@ class Recording:
                 if id(x) in self.arg_position:
                     return ("arg", self.arg_position[id(x)])
                 return ("object", x)
+            if isinstance(x, Tensor) and x.dtype.category == 3:
+                raise TraceError(f"tracec.compile({self.label}): the function returns a {x.dtype} "
+                                 "tensor: the results of a compiled function cannot be complex "
+                                 "(the IR has no complex type). Return torch.view_as_real(z) and "
+                                 "call torch.view_as_complex on it outside, or call the function "
+                                 "eagerly.")
             if isinstance(x, Tensor):
                 if x.requires_grad:
                     returns_grad.append(len(values))
@@ -475,6 +553,15 @@ class Recording:
             outputs.append(OutputSpec("grad", leaf, arg=self.arg_position.get(id(leaf)),
                                       inplace=final is entry
                                       and not isinstance(entry, str)))
+        for mod, name, value in self.attr_writes.values():
+            if isinstance(value, Tensor) and value._birth == self.epoch:
+                values.append(self.value_of(value))
+                outputs.append(OutputSpec("attr", (mod, name, value.dtype)))
+            else:   # None, or a tensor that existed before the call: that object
+                outputs.append(OutputSpec("attr_const", (mod, name, value)))
+        attr_grad = next((name for _, name, v in self.attr_writes.values()
+                          if isinstance(v, Tensor) and v.requires_grad), None)
+        self._coarsen_guards()
         ir.set_returns(self.func, values)
         module = ir.new_module([self.func])
         sym_info = None
@@ -489,7 +576,8 @@ class Recording:
             sym_info = self.symbols.finish()
         return Trace(module, self.inputs, outputs, template, self.guards, grad_guards,
                      graph.is_grad_enabled(),
-                     () if self.had_backward else tuple(returns_grad), symbolic=sym_info)
+                     () if self.had_backward else tuple(returns_grad), symbolic=sym_info,
+                     attr_needs_grad=None if self.had_backward else attr_grad)
 
 
 def _failing_user_line(tb):
@@ -523,6 +611,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     symbolic in the argument sizes it names: Python reading those sizes
     gets ``Sym`` objects, and what it decides on them becomes guards."""
     rec = Recording(name, fallback, symbols)
+    rec.label, rec.arg_names = function_label(fn), argument_names(fn)
     others: list = []
     spec, leaves = flatten_args(args, kwargs, others)
     for path, t in leaves:
@@ -535,7 +624,9 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
              (CONCRETE_CHECKS, rec.on_concrete),
              (GRAD_HOOKS, rec.on_grad),
              (GUARD_HOOKS, rec.on_guard),
-             (autograd.BACKWARD_LISTENERS, rec.on_backward))
+             (autograd.BACKWARD_LISTENERS, rec.on_backward),
+             (TRACED_OPS, rec.on_traced_op),
+             (ATTR_WRITES, rec.on_attr_write))
     if symbols is not None:
         hooks += ((SYM_SHAPES, rec.tensor_shape),
                   (symbolic.GUARD_SINKS, rec.on_size_decision))
@@ -567,6 +658,16 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     if rec.poisoned is not None:
         return result, rec.poisoned
     env_after = env.snapshot()
+    mods = attr_replay.modules(rec.attr_writes)
+    if mods:
+        # The attributes compiled calls set are no side effect to refuse; the
+        # guard keeps whether each held None (ReplayedAttr).
+        read = {id(spec.source) for spec in rec.inputs if spec.kind == "state"}
+        env_after = attr_replay.coarsen(env_after, mods, lambda a: None)
+        env_compare = attr_replay.coarsen(env_before, mods, lambda a: None)
+        env_before = attr_replay.coarsen(env_before, mods, lambda a: replayed_token(a, read))
+    else:
+        env_compare = env_before
     try:
         trace = rec.finish(result)
         name_trace(trace, fn, args, kwargs, others)
@@ -576,9 +677,9 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         if fallback:
             return result, str(e)
         raise
-    if env_after != env_before:
-        trace.mutated = env.describe_change(env_before, env_after)
-        trace.mutated_root = env.changed_root(env_before, env_after)
+    if env_after != env_compare:
+        trace.mutated = env.describe_change(env_compare, env_after)
+        trace.mutated_root = env.changed_root(env_compare, env_after)
     return result, trace
 
 

@@ -401,3 +401,39 @@ def test_a_long_unrolled_loop_is_named_in_cache_info():
     short = tracec.compile(lambda x: x + 1, backend="interp")
     short(tracec.ones(1))
     assert short.cache_info().notes == []
+
+
+def test_compiled_module_reads_the_module_attributes():
+    """torch.compile(model) gives PyTorch's OptimizedModule: attribute reads
+    go to the module (``_orig_mod``), never to a copy made at compile time:
+    llama2.c's train.py reads ``raw_model.last_loss`` the forward just set,
+    and calls ``model.eval()`` / ``model.parameters()`` on the compiled one."""
+    class M(tracec.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = tracec.nn.Linear(2, 2)
+            self.last = None
+
+        def forward(self, x):
+            y = self.lin(x)
+            self.last = 5
+            return y
+
+    m = M()
+    c = tracec.compile(m, backend="interp")
+    assert c._orig_mod is m and c.last is None
+    c(tracec.ones(1, 2))
+    assert c.last == 5 and m.last == 5
+    assert [p is q for p, q in zip(c.parameters(), m.parameters())] == [True, True]
+    c.eval()
+    assert not m.training and not c.training
+    # its forward is the compiled call (Meta llama's generate calls model.forward)
+    hits = c.cache_info().hits
+    for _ in range(3):
+        c.forward(tracec.ones(1, 2))
+    assert c.cache_info().hits >= hits + 2
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+        c.nope
+    f = tracec.compile(lambda x: x + 1, backend="interp")
+    with pytest.raises(AttributeError, match="has no attribute '_orig_mod'"):
+        f._orig_mod

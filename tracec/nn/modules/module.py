@@ -29,13 +29,53 @@ from tracec.tensor import RECORDERS, Tensor, _tell_recorders, note_guard
 from tracec.nn.modules.backward_hooks import has_backward_hooks, wrap_inputs, wrap_outputs
 
 #: Attribute types a module's guard compares by value.
+_NO_ATTR = object()
 _PLAIN = frozenset((bool, int, float, str, type(None), tuple))
 #: Attribute types a module's guard compares by identity besides tensors
 #: (``self.act = F.gelu``: the trace called that very function).
 _FUNCTIONS = frozenset((types.FunctionType, types.BuiltinFunctionType, types.MethodType,
                         functools.partial))
 
-__all__ = ["Module"]
+__all__ = ["Module", "ATTR_WRITES", "ReplayedAttr", "replayed_token"]
+
+# Callables ``(module, name, value)`` told when a plain attribute is set to a
+# tensor or None (a tracer registers one: a compiled call replays the write).
+ATTR_WRITES: list = []
+
+
+class ReplayedAttr:
+    """The guard token of a module attribute that compiled calls set (llama2.c's
+    ``self.last_loss``): only whether it holds None counts, since each call
+    sets a new tensor there.  ``ident``: the id of the tensor it held;
+    ``read``: the trace read that tensor (its value is baked in as that very
+    tensor), so the token never matches and the trace is not reused once
+    the attribute changed."""
+
+    __slots__ = ("is_none", "ident", "read")
+
+    def __init__(self, is_none: bool, ident: int = 0, read: bool = False):
+        self.is_none, self.ident, self.read = is_none, ident, read
+
+    def __eq__(self, other):
+        return (isinstance(other, ReplayedAttr) and not self.read and not other.read
+                and self.is_none == other.is_none)
+
+    def __hash__(self):
+        return hash(self.is_none)
+
+    def __repr__(self):
+        return f"ReplayedAttr(is_none={self.is_none}, read={self.read})"
+
+
+def replayed_token(entry, read_ids: set) -> tuple:
+    """A ``mode_and_tensors`` attribute entry of a replayed attribute as its
+    ``ReplayedAttr`` token (``read_ids``: ids of the tensors the trace read)."""
+    k, v = entry[0], entry[1]
+    if isinstance(v, ReplayedAttr):
+        return (k, ReplayedAttr(v.is_none, v.ident, v.ident in read_ids))
+    if len(entry) == 3 and v == "id":
+        return (k, ReplayedAttr(False, entry[2], entry[2] in read_ids))
+    return (k, ReplayedAttr(v is None))
 
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -159,9 +199,11 @@ class Module:
         Python attributes (a Dropout's ``p``, a user's ``self.scale``): the
         guard a traced call of this module reports (a trace bakes them in)."""
         d = self.__dict__
+        replayed = d.get("_tracec_replayed", ())
         # A tuple holding a list is compared by its contents now (the tuple
         # itself would compare equal to itself after the list changed).
-        attrs = [((k, v) if type(v) is not tuple or deep_immutable(v) else (k, frozen(v)))
+        attrs = [(k, ReplayedAttr(v is None, id(v))) if k in replayed else
+                 ((k, v) if type(v) is not tuple or deep_immutable(v) else (k, frozen(v)))
                  if type(v) in _PLAIN else (k, "id", id(v)) for k, v in d.items()
                  if k[0] != "_" and (type(v) in _PLAIN or isinstance(v, Tensor)
                                      or type(v) in _FUNCTIONS)]
@@ -343,6 +385,10 @@ class Module:
             remove_from(d, self._parameters, self._modules, self._non_persistent_buffers_set)
             self.register_buffer(name, value, persistent)
             return
+        if ATTR_WRITES and (value is None or isinstance(value, Tensor)) and \
+                d.get(name, _NO_ATTR) is not value:
+            for hook in ATTR_WRITES:
+                hook(self, name, value)
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:

@@ -1,0 +1,130 @@
+"""A compiled call that sets a module attribute to a tensor it computed or
+to None (llama2.c's ``self.last_loss``) sets it likewise at every compiled
+call; the guard keeps only whether the attribute held None (a new tensor
+object each call would otherwise retrace every call)."""
+import numpy as np
+import pytest
+
+import tracec
+
+
+class Net(tracec.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = tracec.nn.Linear(3, 2)
+        self.last_loss = None
+
+    def forward(self, x, y=None):
+        out = self.lin(x)
+        if y is not None:
+            self.last_loss = ((out - y) ** 2).mean()
+        else:
+            self.last_loss = None
+        return out
+
+
+def test_attribute_set_by_the_call_is_set_by_compiled_calls():
+    tracec.manual_seed(0)
+    m = Net()
+    f = tracec.compile(m, backend="interp", fullgraph=True)
+    x, y = tracec.randn(4, 3), tracec.randn(4, 2)
+    pattern = [(x, y), (x, y), (x,), (x, y), (x,), (x,), (x, y), (x * 2, y), (x,)]
+    with tracec.no_grad():
+        for args in pattern:
+            got = f(*args)
+            got_loss = m.last_loss
+            want = m(*args)
+            if len(args) == 1:
+                assert got_loss is None and m.last_loss is None
+            else:
+                assert isinstance(got_loss, tracec.Tensor) and got_loss is not m.last_loss
+                np.testing.assert_allclose(got_loss.numpy(), m.last_loss.numpy(), rtol=1e-6)
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    info = f.cache_info()
+    # no side effect refused; a trace per (targets given, last_loss None at entry)
+    assert info.traces <= 4 and info.hits >= len(pattern) - 4
+
+
+def test_training_step_reading_the_attribute_it_set():
+    """llama2.c's step: ``model(X, Y)``, ``loss = model.last_loss``, backward, step."""
+    def make():
+        tracec.manual_seed(0)
+        m = Net()
+        return m, tracec.optim.AdamW(m.parameters(), lr=0.1)
+
+    def step_of(m, opt):
+        def step(x, y):
+            m(x, y)
+            loss = m.last_loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+    me, oe = make()
+    mc, oc = make()
+    eager, compiled = step_of(me, oe), tracec.compile(step_of(mc, oc), backend="interp",
+                                                       fullgraph=True)
+    x, y = tracec.randn(4, 3), tracec.randn(4, 2)
+    for _ in range(4):
+        a, b = eager(x, y), compiled(x, y)
+        assert a.item() == pytest.approx(b.item(), rel=1e-5)
+        assert mc.last_loss.item() == pytest.approx(me.last_loss.item(), rel=1e-5)
+    assert compiled.cache_info().hits >= 2
+
+
+def test_attribute_read_then_set_is_never_stale():
+    """A tensor attribute the call reads (an EMA) is baked into the trace as
+    that object: once the call replaced it, the trace is not reused."""
+    class Ema(tracec.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.avg = tracec.zeros(2)
+
+        def forward(self, x):
+            self.avg = self.avg * 0.5 + x
+            return self.avg * 1.0
+
+    e, c = Ema(), Ema()
+    f = tracec.compile(c, backend="interp", max_traces=3)
+    x = tracec.ones(2)
+    with pytest.warns(UserWarning):
+        for _ in range(6):
+            np.testing.assert_allclose(f(x).numpy(), e(x).numpy())
+    np.testing.assert_allclose(c.avg.numpy(), e.avg.numpy())
+
+
+def test_attribute_that_needs_a_backward_outside_runs_eagerly():
+    """compile(model), then model.last_loss.backward() outside (llama2.c's
+    train.py with compile=True): the signature runs eagerly, and says why."""
+    tracec.manual_seed(0)
+    m = Net()
+    f = tracec.compile(m, backend="interp")
+    x, y = tracec.randn(4, 3), tracec.randn(4, 2)
+    with pytest.warns(UserWarning, match="sets the module attribute last_loss to a tensor "
+                                         "that requires grad"):
+        f(x, y)
+    for _ in range(2):
+        f(x, y)
+        m.zero_grad()
+        m.last_loss.backward()
+        assert m.lin.weight.grad is not None
+
+
+def test_attribute_set_to_a_tensor_that_existed_before_is_that_tensor():
+    class Pick(tracec.nn.Module):
+        def __init__(self, a, b):
+            super().__init__()
+            self.a, self.b, self.chosen = a, b, None
+
+        def forward(self, x, first: bool):
+            self.chosen = self.a if first else self.b
+            return x * 2
+
+    a, b = tracec.ones(2), tracec.zeros(2)
+    m = Pick(a, b)
+    f = tracec.compile(m, backend="interp", fullgraph=True)
+    for first in (True, False, True, False, True):
+        f(tracec.ones(2), first)
+        assert m.chosen is (a if first else b)
+    assert f.cache_info().hits >= 1
