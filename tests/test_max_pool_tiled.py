@@ -113,3 +113,52 @@ def test_tiled_max_pool1d_matches_torch(kernel):
     np.testing.assert_array_equal(y.detach().numpy(), yt.detach().numpy())
     np.testing.assert_array_equal(np.signbit(y.detach().numpy()), np.signbit(yt.detach().numpy()))
     np.testing.assert_array_equal(xc.grad.numpy(), xt.grad.numpy())
+
+
+@pytest.mark.parametrize("fn,shape,k", [("max_pool2d", (4, 3, 9, 8), 2), ("max_pool1d", (2, 3, 7), 3),
+                                        ("max_pool3d", (2, 2, 4, 6, 5), 2),
+                                        ("max_pool2d", (2, 4, 9, 9), 3)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_eager_numpy_path_equals_pytorch_bit_for_bit(fn, shape, k, dtype):
+    """Eager non-overlapping pooling runs in NumPy (_MaxPoolTiledEager):
+    values (signed zeros too), the chosen element under ties, gradients,
+    PyTorch's grad_fn names, double backward."""
+    import torch
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(dtype)
+    x[..., 0] = x[..., 1]
+    x.flat[4], x.flat[5] = 0.0, -0.0
+    x[..., 2] = np.round(x[..., 2])
+    tx, cx = torch.tensor(x, requires_grad=True), tracec.tensor(x, requires_grad=True)
+    ty = getattr(torch.nn.functional, fn)(tx, k)
+    cy = getattr(tracec.nn.functional, fn)(cx, k)
+    assert cy.grad_fn.name() == ty.grad_fn.name()
+    assert np.array_equal(cy.detach().numpy().view(np.uint8), ty.detach().numpy().view(np.uint8))
+    g = rng.standard_normal(tuple(ty.shape)).astype(dtype)
+    gt, = torch.autograd.grad((ty ** 2 * torch.tensor(g)).sum(), tx, create_graph=True)
+    gc, = tracec.autograd.grad((cy ** 2 * tracec.tensor(g)).sum(), cx, create_graph=True)
+    np.testing.assert_array_equal(gc.detach().numpy(), gt.detach().numpy())
+    (gt ** 2).sum().backward()
+    (gc ** 2).sum().backward()
+    np.testing.assert_array_equal(cx.grad.numpy(), tx.grad.numpy())
+
+
+def test_where_bit_select_equals_numpy_where():
+    """The where primitive's branch-free form on large arrays is np.where
+    bit for bit: every dtype width, a 0 / -0.0 / other scalar, broadcast
+    operands, NaN and infinities."""
+    from tracec.ops.elementwise import _where_impl
+    rng = np.random.default_rng(0)
+    m = rng.standard_normal((8, 16, 24, 24)) > 0
+    for dt_ in (np.float32, np.float64, np.float16, np.int64, np.int8, np.bool_):
+        a = (rng.standard_normal(m.shape) * 3).astype(dt_)
+        for b in (np.zeros((), dt_), np.array(-0.0).astype(dt_), np.ones((), dt_),
+                  (rng.standard_normal((8, 1, 24, 24)) * 3).astype(dt_)):
+            for c in (m, m[:, :1]):
+                want, got = np.where(c, a, b), _where_impl(c, a, b)
+                assert got.dtype == want.dtype and got.shape == want.shape
+                assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+    a = np.tile(np.array([np.nan, np.inf, -np.inf, -0.0], np.float32), 20000)
+    c = np.tile(np.array([True, False]), 40000)
+    assert np.array_equal(_where_impl(c, a, np.float32(0)).view(np.uint32),
+                          np.where(c, a, np.float32(0)).view(np.uint32))

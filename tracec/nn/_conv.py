@@ -20,7 +20,8 @@ import numpy as np
 from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import autocast_mode, ops
-from tracec.tensor import Tensor
+from tracec.autograd import Function
+from tracec.tensor import Tensor, eager_direct
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
            "conv_transpose3d", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d",
@@ -273,6 +274,10 @@ def _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode, return
         x, kernel_size, stride, padding, dilation, ceil_mode, nsp, name)
     if (not return_indices and x.dtype.is_floating_point and kernel == stride
             and not any(padding) and not any(extra) and all(d == 1 for d in dilation)):
+        if eager_direct(x) and x.dtype is not dt.bfloat16:
+            y = _MAX_POOL_EAGER[len(kernel)].apply(x, tuple(kernel), tuple(out))
+            if y is not None:
+                return _unbatch(y, unbatched)
         return _unbatch(_max_pool_tiled(x, kernel, out), unbatched)
     high = tuple(p + e for p, e in zip(padding, extra))
     cols = _windows(_pad_spatial(x, padding, high, _lowest(x.dtype)), kernel, stride,
@@ -292,6 +297,70 @@ def _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode, return
     pos = ops.broadcast_to(pos, tuple(cols.shape))
     idx = ops.reshape(ops.gather(pos, arg, 2), (n, c) + out)
     return y, _unbatch(idx, unbatched)
+
+
+class _MaxPoolTiledEager(Function):
+    """``_max_pool_tiled`` run eagerly in NumPy: one copy of the input with
+    each window's elements last, ``argmax``, a take: the same value and the
+    same chosen element (the first maximum in row-major order), for a
+    fraction of the primitive path's passes over 6-D strided views (the
+    MNIST CNN's pool: ~100 of 500 ms a step).  The gradient is a ``where``
+    on the constant one-hot of the choice, so double backward works.
+    ``forward`` gives None (the caller takes the primitive path) where a
+    window holds a NaN: PyTorch picks its last NaN, ``argmax`` the first."""
+
+    node_name = "MaxPool2DWithIndicesBackward0"
+
+    @staticmethod
+    def forward(ctx, x, kernel, out):
+        from tracec.ops.elementwise import _where_impl
+        a = x._data
+        if np.isnan(a).any():
+            return None
+        n, c = a.shape[:2]
+        nsp = len(kernel)
+        crop = tuple(o * k for o, k in zip(out, kernel))
+        a = a[(slice(None), slice(None)) + tuple(slice(0, v) for v in crop)]
+        tiled = (n, c) + tuple(v for o, k in zip(out, kernel) for v in (o, k))
+        # window positions first: [k1, k2, .., N, C, o1, o2, ..], one copy
+        perm = tuple(3 + 2 * i for i in range(nsp)) + (0, 1) + tuple(2 + 2 * i
+                                                                     for i in range(nsp))
+        k = math.prod(kernel)
+        win = a.reshape(tiled).transpose(perm).reshape((k, n, c) + tuple(out))
+        # The scan of PyTorch's kernel: a later element wins only if greater
+        # (the first maximum stays), elementwise over whole planes
+        # (np.argmax over a last axis of 4 costs more than the copy).
+        best = win[0]
+        arg = np.zeros(best.shape, np.int32)
+        for j in range(1, k):
+            take = win[j] > best
+            best = _where_impl(take, win[j], best)
+            arg += take * (np.int32(j) - arg)      # where(take, j, arg), branch-free
+        ctx.geometry = (tuple(x.shape), crop, tiled, perm, k, tuple(kernel))
+        ctx.arg = arg
+        return Tensor._make(np.ascontiguousarray(best), x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        shape, crop, tiled, perm, k, kernel = ctx.geometry
+        onehot = Tensor._make(np.arange(k, dtype=np.int32).reshape((k,) + (1,) * ctx.arg.ndim)
+                              == ctx.arg, dt.bool_)
+        gw = TF.where(onehot, ops.reshape(g, (1,) + tuple(g.shape)), 0.0)
+        gw = ops.reshape(gw, kernel + tuple(g.shape))
+        inverse = tuple(perm.index(i) for i in range(len(perm)))
+        gx = ops.reshape(ops.transpose(gw, inverse), tuple(shape[:2]) + crop)
+        if crop != tuple(shape[2:]):    # floor mode dropped trailing rows: they get zeros
+            full = tuple(shape[:2]) + crop
+            gx = ops.pad(gx, (0,) * len(shape), tuple(s - v for s, v in zip(shape, full)),
+                         (0,) * len(shape), 0.0)
+        return gx, None, None
+
+
+# PyTorch's node names (1-D pooling runs as 2-D and a squeeze there).
+_MAX_POOL_EAGER = {nsp: type(f"_MaxPoolTiledEager{nsp}d", (_MaxPoolTiledEager,),
+                             {"node_name": name})
+                   for nsp, name in ((1, "SqueezeBackward1"), (2, "MaxPool2DWithIndicesBackward0"),
+                                     (3, "MaxPool3DWithIndicesBackward0"))}
 
 
 def _max_pool_tiled(x: Tensor, kernel, out) -> Tensor:

@@ -91,8 +91,8 @@ def _rename(fn, namer):
         first = out[0] if isinstance(out, tuple) else out
         if isinstance(first, Tensor) and first._node is not None:
             name = namer(*args, **kwargs)
-            if name is not None:
-                first._node._name = name
+            if name is not None and hasattr(type(first._node), "_name"):
+                first._node._name = name     # (a Function's node names itself)
         return out
     wrapper.__grad_fn_named__ = True
     return wrapper
