@@ -18,6 +18,7 @@ float64 uses libm through LLVM intrinsics (see ``scalar.py``).
 from __future__ import annotations
 
 from tracec.backends.cpu.builder import F32, I32, FuncBuilder
+from tracec.ops.elementwise import ERF32_A, ERF32_B
 
 __all__ = ["expf", "logf", "tanhf", "erff"]
 
@@ -32,12 +33,8 @@ _LOG_P = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1,
           3.3333331174e-1)
 _TANH_P = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1,
            -3.33332819422e-1)
-_ERF_A = (7.898210124667817e-05, -0.0008024354100643322, 0.005190053574128705,
-          -0.026854808534834983, 0.11283612428168437, -0.37612628843314244,
-          1.1283791665100473)
-_ERF_B = (-0.01207988461891482, 0.0414729336892149, -0.003256680623878436,
-          -0.21059322767552455, 0.47496514543771395, -0.4620603850820075,
-          0.03947317201853328, 0.5594154848029826, 0.0002469873514900127)
+# erf's fits are shared with the eager float32 erf (one definition).
+_ERF_A, _ERF_B = ERF32_A, ERF32_B
 
 
 def _c(fb: FuncBuilder, v: float):
