@@ -187,7 +187,8 @@ _OUT_FUNCTIONS = (
     "isposinf msort multinomial lu lu_solve "
     "mv addmv addr ger inner kron igamma igammac tensordot det logdet slogdet inverse "
     "matrix_power cross cdist vdot norm addbmm cholesky_solve cholesky_inverse angle renorm "
-    "frobenius_norm nuclear_norm triangular_solve matrix_rank"
+    "frobenius_norm nuclear_norm triangular_solve matrix_rank "
+    "zeros ones empty full rand randn randint arange linspace eye"
 ).split()
 _add_out_keyword()
 

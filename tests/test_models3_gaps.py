@@ -1,0 +1,98 @@
+"""Gaps the public programs of ``tests/programs/models3`` found, each
+against torch: ``Tensor.to_sparse`` (GAT's feature scaling), the factory
+keywords ``size=``, ``out=``, ``layout=``, ``pin_memory=`` and ``empty``'s
+``memory_format=`` (GAT's ``torch.empty(size=...)``)."""
+import numpy as np
+import pytest
+import torch
+
+import tracec
+
+
+def _err(fn):
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - the type and message are compared
+        return type(e), str(e)
+    return None
+
+
+def test_to_sparse_dense_stand_in_matches_torch():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4) * (np.arange(12).reshape(3, 4) % 3 == 0)
+    x, t = tracec.tensor(a), torch.tensor(a)
+    got = x.to_sparse()
+    assert got is not x
+    np.testing.assert_array_equal(got.to_dense().numpy(), t.to_sparse().to_dense().numpy())
+    np.testing.assert_array_equal(x.to_sparse(1).numpy(), t.to_sparse(1).to_dense().numpy())
+    np.testing.assert_array_equal(x.to_sparse_coo().numpy(), t.to_sparse_coo().to_dense().numpy())
+    np.testing.assert_array_equal(x.to_sparse(layout=tracec.sparse_coo).numpy(), a)
+    # GAT's feature scaling: diag(1 / row sums).to_sparse() @ features
+    f = np.random.default_rng(0).integers(0, 2, (5, 6)).astype(np.float32)
+    s = 1 / torch.tensor(f).sum(1)
+    s[s == float("inf")] = 0
+    s2 = 1 / tracec.tensor(f).sum(1)
+    s2[s2 == float("inf")] = 0
+    np.testing.assert_allclose((tracec.diag(s2).to_sparse() @ tracec.tensor(f)).numpy(),
+                               (torch.diag(s).to_sparse() @ torch.tensor(f)).numpy(), rtol=1e-6)
+    for d in (3, -1):
+        assert _err(lambda: x.to_sparse(d)) == _err(lambda: t.to_sparse(d))
+
+
+def test_to_sparse_keeps_the_gradient():
+    x = tracec.tensor([[1.0, 0.0], [0.0, 2.0]], requires_grad=True)
+    (x.to_sparse() * 3).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((2, 2), 3.0, np.float32))
+
+
+@pytest.mark.parametrize("name", ["zeros", "ones", "empty", "rand", "randn"])
+def test_size_keyword(name):
+    for lib in (tracec, torch):
+        f = getattr(lib, name)
+        assert tuple(f(size=(2, 3)).shape) == (2, 3)
+        assert tuple(f(size=[4]).shape) == (4,)
+        assert f(size=(1, 2), dtype=lib.float64).dtype == lib.float64
+    assert _err(lambda: getattr(tracec, name)(2, size=(2,)))[0] is TypeError
+    assert _err(lambda: getattr(torch, name)(2, size=(2,)))[0] is TypeError
+
+
+def test_full_and_randint_size_keyword():
+    assert tracec.full(size=(2,), fill_value=1.5).tolist() == \
+        torch.full(size=(2,), fill_value=1.5).tolist()
+    assert tuple(tracec.randint(0, 5, size=(3,)).shape) == (3,)
+    assert _err(lambda: tracec.arange(3, size=(2,)))[0] is TypeError
+
+
+@pytest.mark.parametrize("call", [
+    lambda L, o: L.zeros(2, 3, out=o), lambda L, o: L.ones((3,), out=o),
+    lambda L, o: L.full((2, 2), 7.0, out=o), lambda L, o: L.arange(1, 7, 2, out=o),
+    lambda L, o: L.eye(3, out=o), lambda L, o: L.linspace(0, 1, 5, out=o),
+])
+def test_factory_out_keyword(call):
+    import warnings
+    for lib in (tracec, torch):
+        o = lib.empty(0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = call(lib, o)
+        assert r is o
+    np.testing.assert_array_equal(call(tracec, tracec.empty(0)).numpy(),
+                                  call(torch, torch.empty(0)).numpy())
+
+
+def test_factory_layout_pin_memory_memory_format():
+    for lib in (tracec, torch):
+        assert lib.zeros(2, layout=lib.strided, pin_memory=False).tolist() == [0.0, 0.0]
+        assert lib.full((2,), 1.5, layout=lib.strided).tolist() == [1.5, 1.5]
+        assert lib.arange(3, layout=lib.strided, pin_memory=False).tolist() == [0, 1, 2]
+        e = lib.empty(2, 3, 4, 5, memory_format=lib.channels_last)
+        assert e.stride() == (60, 1, 15, 3)
+        assert e.is_contiguous(memory_format=lib.channels_last)
+        assert lib.empty(2, 3, memory_format=lib.contiguous_format).is_contiguous()
+    for name in ("zeros", "ones", "rand"):
+        assert _err(lambda: getattr(tracec, name)(2, memory_format=tracec.contiguous_format))[0] \
+            is _err(lambda: getattr(torch, name)(2, memory_format=torch.contiguous_format))[0] \
+            is TypeError
+    with pytest.raises(NotImplementedError):
+        tracec.zeros(2, layout=tracec.sparse_coo)
+    r = tracec.empty(1, 2, 2, 2, memory_format=tracec.channels_last, requires_grad=True)
+    assert r.requires_grad and r.is_leaf
