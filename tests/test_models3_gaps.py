@@ -96,3 +96,23 @@ def test_factory_layout_pin_memory_memory_format():
         tracec.zeros(2, layout=tracec.sparse_coo)
     r = tracec.empty(1, 2, 2, 2, memory_format=tracec.channels_last, requires_grad=True)
     assert r.requires_grad and r.is_leaf
+
+
+def test_deepcopy_refuses_a_non_leaf_like_torch():
+    import copy
+    for lib in (tracec, torch):
+        x = lib.ones(2, requires_grad=True)
+        assert copy.deepcopy(x).requires_grad
+        assert not copy.deepcopy((x * 2).detach()).requires_grad
+        with lib.no_grad():
+            assert not copy.deepcopy(x * 2).requires_grad
+    got = _err(lambda: copy.deepcopy(tracec.ones(2, requires_grad=True) * 2))
+    assert got == _err(lambda: copy.deepcopy(torch.ones(2, requires_grad=True) * 2))
+    # the old-style weight_norm's module holds such a tensor (locuslab TCN's blocks)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = tracec.nn.utils.weight_norm(tracec.nn.Conv1d(2, 3, 2))
+    assert _err(lambda: copy.deepcopy(m)) == got
+    tracec.nn.utils.remove_weight_norm(m)
+    assert copy.deepcopy(m).weight.shape == (3, 2, 2)
