@@ -27,7 +27,7 @@ from test_public_programs_tutorials2 import DRIVER, ENV, NUM, _close, _lines, _n
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models3"
 
-CASES = ["mamba_minimal.py", "gat.py", "tcn.py", "convnext.py", "mlp_mixer.py"]
+CASES = ["mamba_minimal.py", "gat.py", "tcn.py", "convnext.py", "mlp_mixer.py", "beta_vae.py"]
 
 
 @pytest.fixture(scope="module")
