@@ -116,3 +116,43 @@ def test_deepcopy_refuses_a_non_leaf_like_torch():
     assert _err(lambda: copy.deepcopy(m)) == got
     tracec.nn.utils.remove_weight_norm(m)
     assert copy.deepcopy(m).weight.shape == (3, 2, 2)
+
+
+@pytest.mark.parametrize("mode", ["data", "no_grad"])
+def test_compiled_backward_to_a_leaf_given_a_new_value(mode):
+    """PixelCNN's MaskedConv2d masks its weight in forward (``weight.data *=
+    mask``) and backward follows: compiled, the gradient belongs to the
+    weight's new value and stops there.  It used to crash (the value came from
+    a stop_gradient, which has no VJP) or, with ``no_grad(): w.mul_(mask)``,
+    give zeros from the second call on."""
+    def run(lib, compiled):
+        w = lib.nn.Parameter(lib.tensor([1.0, 2.0, 3.0]))
+        mask = lib.tensor([1.0, 0.0, 1.0])
+        opt = lib.optim.SGD([w], lr=0.1)
+
+        def step(x):
+            if mode == "data":
+                w.data *= mask
+            else:
+                with lib.no_grad():
+                    w.mul_(mask)
+            loss = (w * w * x).sum()
+            opt.zero_grad()
+            loss.backward()
+            grad = w.grad.clone()
+            opt.step()
+            return loss, grad
+
+        fn = lib.compile(step) if compiled else step
+        x = lib.tensor([1.0, 2.0, 3.0])
+        out = []
+        for _ in range(3):
+            loss, grad = fn(x)
+            out.append((loss.item(), grad.tolist(), w.tolist()))
+        return out
+
+    want = run(torch, False)
+    for got in (run(tracec, False), run(tracec, True)):
+        for g, w in zip(got, want):
+            for a, b in zip(g, w):
+                np.testing.assert_allclose(a, b, rtol=1e-6)

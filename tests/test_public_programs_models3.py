@@ -9,8 +9,10 @@ torchdiffeq's ODE demo with its fixed-grid RK4 solver written out, and
 microsoft's Swin Transformer (shifted windows, relative position bias,
 checkpointing, GradScaler) with its training loop, and rosinality's Glow
 (ActNorm, LU-parametrized invertible 1x1 convolutions, affine couplings,
-nn.DataParallel, reverse sampling), and gram-ai's capsule network (dynamic
-routing, masked reconstruction decoder, margin loss).
+nn.DataParallel, reverse sampling), gram-ai's capsule network (dynamic
+routing, masked reconstruction decoder, margin loss), and jzbontar's
+PixelCNN (masked convolutions that mask their weight through ``.data`` in
+forward, 256-way per-pixel cross-entropy, pixel-by-pixel sampling).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (inductor would take minutes on the CI's two
@@ -33,7 +35,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models3"
 
 CASES = ["mamba_minimal.py", "gat.py", "tcn.py", "convnext.py", "mlp_mixer.py", "beta_vae.py",
-         "neural_ode.py", "swin.py", "glow.py", "capsnet.py"]
+         "neural_ode.py", "swin.py", "glow.py", "capsnet.py", "pixelcnn.py"]
 # Programs whose compiled step branches on tensor values (the ODE solver's
 # checks and its interpolation onto the output times; Glow's ActNorm reading
 # its `initialized` buffer with .item()): tracec.compile runs them eagerly
