@@ -156,3 +156,60 @@ def test_compiled_backward_to_a_leaf_given_a_new_value(mode):
         for g, w in zip(got, want):
             for a, b in zip(g, w):
                 np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_compiled_boolean_mask_from_constants_is_a_fixed_gather():
+    """SimCLR's info_nce_loss indexes the similarity matrix by masks built from
+    constants only (``~torch.eye(n, dtype=torch.bool)``, labels from
+    ``torch.arange``): the trace reads them like constants, so the step
+    compiles (it used to run eagerly: 'boolean-mask indexing')."""
+    import warnings
+
+    def nce(lib, f):
+        n = f.shape[0] // 2
+        labels = lib.cat([lib.arange(n) for _ in range(2)], dim=0)
+        labels = (labels.unsqueeze(0) == labels.unsqueeze(1)).float()
+        f = lib.nn.functional.normalize(f, dim=1)
+        sim = f @ f.T
+        mask = lib.eye(labels.shape[0], dtype=lib.bool)
+        labels = labels[~mask].view(labels.shape[0], -1)
+        sim = sim[~mask].view(sim.shape[0], -1)
+        pos = sim[labels.bool()].view(labels.shape[0], -1)
+        neg = sim[~labels.bool()].view(sim.shape[0], -1)
+        logits = lib.cat([pos, neg], dim=1) / 0.5
+        return lib.nn.functional.cross_entropy(logits, lib.zeros(logits.shape[0], dtype=lib.long))
+
+    rng = np.random.default_rng(0)
+    comp = tracec.compile(lambda f: nce(tracec, f))
+    for _ in range(3):
+        a = rng.standard_normal((6, 4)).astype(np.float32)
+        x = tracec.tensor(a, requires_grad=True)
+        t = torch.tensor(a, requires_grad=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")   # no fallback to eager
+            got = comp(x)
+        want = nce(torch, t)
+        got.backward()
+        want.backward()
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-6)
+    assert comp.cache_info().traces == 1
+
+
+def test_compiled_boolean_mask_from_data_still_refused():
+    def by_input(x):
+        return x[x > 0].sum()
+
+    def by_overwritten_constant(x):
+        m = tracec.zeros(4, dtype=tracec.bool)
+        m[0] = x[0] > 0           # a constant, then a traced value written into it
+        return x[m].sum()
+
+    def by_added_constant(x):
+        m = tracec.zeros(4)
+        m.add_(x)                  # in place by a traced value
+        return x[m > 0].sum()
+
+    for fn in (by_input, by_overwritten_constant, by_added_constant):
+        with pytest.raises(tracec.TraceError, match="boolean-mask indexing"):
+            tracec.compile(fn, fallback="error")(tracec.tensor([1.0, -2.0, 3.0, -4.0]))

@@ -12,7 +12,9 @@ checkpointing, GradScaler) with its training loop, and rosinality's Glow
 nn.DataParallel, reverse sampling), gram-ai's capsule network (dynamic
 routing, masked reconstruction decoder, margin loss), and jzbontar's
 PixelCNN (masked convolutions that mask their weight through ``.data`` in
-forward, 256-way per-pixel cross-entropy, pixel-by-pixel sampling).
+forward, 256-way per-pixel cross-entropy, pixel-by-pixel sampling), and
+sthalles' SimCLR (info_nce_loss's boolean masks, GradScaler / autocast,
+SummaryWriter, checkpoints).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (inductor would take minutes on the CI's two
@@ -35,7 +37,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models3"
 
 CASES = ["mamba_minimal.py", "gat.py", "tcn.py", "convnext.py", "mlp_mixer.py", "beta_vae.py",
-         "neural_ode.py", "swin.py", "glow.py", "capsnet.py", "pixelcnn.py"]
+         "neural_ode.py", "swin.py", "glow.py", "capsnet.py", "pixelcnn.py", "simclr.py"]
 # Programs whose compiled step branches on tensor values (the ODE solver's
 # checks and its interpolation onto the output times; Glow's ActNorm reading
 # its `initialized` buffer with .item()): tracec.compile runs them eagerly

@@ -248,6 +248,8 @@ class Recording:
             ssa = self.value_of(args[0])
             if out._birth != self.epoch:
                 self.written[id(out)] = out
+            if id(args[0]) not in self.consts:
+                self.consts.discard(id(out))   # a constant overwritten by a traced value
             self.env[id(out)] = (out, ssa)
             return
         ref = None
@@ -268,6 +270,18 @@ class Recording:
             return self.fail(f"{format_location(loc)}: cannot record {prim.name}: {e}")
         self.block.add_op(op)
         self.env[id(out)] = (out, op.results[0])
+        if self.symbols is None and prim.kind != "random" and self._all_consts(args):
+            # Computed from constants only (SimCLR's ``~torch.eye(n, dtype=bool)``
+            # mask): the same value at every call this trace serves, so Python
+            # may read it (boolean-mask indexing by it is a fixed gather).
+            self.consts.add(id(out))
+        else:
+            self.consts.discard(id(out))   # e.g. a constant updated in place by a traced value
+
+    def _all_consts(self, args) -> bool:
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        return bool(tensors) and all(id(a) in self.consts and self.env.get(id(a), (None,))[0] is a
+                                     for a in tensors)
 
     def on_concrete(self, t, why):
         if self.suspended:
