@@ -213,3 +213,68 @@ def test_compiled_boolean_mask_from_data_still_refused():
     for fn in (by_input, by_overwritten_constant, by_added_constant):
         with pytest.raises(tracec.TraceError, match="boolean-mask indexing"):
             tracec.compile(fn, fallback="error")(tracec.tensor([1.0, -2.0, 3.0, -4.0]))
+
+
+def _actnorm_step(lib):
+    class ActNorm(lib.nn.Module):   # rosinality/glow-pytorch's, data-dependent init
+        def __init__(self, c):
+            super().__init__()
+            self.loc = lib.nn.Parameter(lib.zeros(1, c))
+            self.scale = lib.nn.Parameter(lib.ones(1, c))
+            self.register_buffer("initialized", lib.tensor(0, dtype=lib.uint8))
+
+        def forward(self, x):
+            if self.initialized.item() == 0:
+                with lib.no_grad():
+                    self.loc.data.copy_(-x.mean(0, keepdim=True))
+                    self.scale.data.copy_(1 / (x.std(0, keepdim=True) + 1e-6))
+                self.initialized.fill_(1)
+            return self.scale * (x + self.loc)
+
+    m = ActNorm(3)
+    opt = lib.optim.SGD(m.parameters(), lr=0.1)
+
+    def step(x):
+        loss = m(x).pow(3).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    return m, step
+
+
+def test_compiled_read_of_a_state_flag_is_guarded():
+    """Glow's ActNorm reads its ``initialized`` buffer with ``.item()``: the
+    trace specializes on the value and guards it (it used to run eagerly);
+    the call that flips the flag is followed by one retrace."""
+    import warnings
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((5, 3)).astype(np.float32) for _ in range(4)]
+    m_t, step_t = _actnorm_step(torch)
+    want = [step_t(torch.tensor(x)).item() for x in xs]
+    m, step = _actnorm_step(tracec)
+    comp = tracec.compile(step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # no fallback to eager
+        got = [comp(tracec.tensor(x)).item() for x in xs]
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    np.testing.assert_allclose(m.loc.detach().numpy(), m_t.loc.detach().numpy(), rtol=1e-5)
+    info = comp.cache_info()
+    assert info.traces == 2 and any("changed: 0 -> 1" in r for r in info.reasons), info.reasons
+    assert int(m.initialized) == 1
+
+
+def test_compiled_read_of_an_argument_or_float_state_still_refused():
+    count = tracec.tensor(0.5)
+
+    def by_float_state(x):
+        return x * 2 if count.item() > 0 else x
+
+    def by_argument(x, flag):
+        return x * 2 if flag.item() else x
+
+    x = tracec.ones(2)
+    with pytest.raises(tracec.TraceError, match="item"):
+        tracec.compile(by_float_state, fallback="error")(x)
+    with pytest.raises(tracec.TraceError, match="item"):
+        tracec.compile(by_argument, fallback="error")(x, tracec.tensor(1))

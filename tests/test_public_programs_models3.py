@@ -38,12 +38,11 @@ PROGS = ROOT / "tests" / "programs" / "models3"
 
 CASES = ["mamba_minimal.py", "gat.py", "tcn.py", "convnext.py", "mlp_mixer.py", "beta_vae.py",
          "neural_ode.py", "swin.py", "glow.py", "capsnet.py", "pixelcnn.py", "simclr.py"]
-# Programs whose compiled step branches on tensor values (the ODE solver's
-# checks and its interpolation onto the output times; Glow's ActNorm reading
-# its `initialized` buffer with .item()): tracec.compile runs them eagerly
-# and says so (torch.compile would break the graph there).  Every other
-# program's compiled step must compile.
-EAGER_FALLBACK = {"neural_ode.py", "glow.py"}
+# Programs whose compiled step branches on the values of its arguments (the
+# ODE solver's checks of the time grid and its interpolation onto the output
+# times): tracec.compile runs them eagerly and says so (torch.compile would
+# break the graph there).  Every other program's compiled step must compile.
+EAGER_FALLBACK = {"neural_ode.py"}
 
 
 @pytest.fixture(scope="module")

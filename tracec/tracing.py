@@ -128,6 +128,29 @@ class Trace:
     size_notes: list = field(default_factory=list)
 
 
+class TensorValue:
+    """Guard snapshot: the value of a one-element integer or bool state tensor
+    that Python read while the call was traced."""
+
+    __slots__ = ("t",)
+
+    def __init__(self, t):
+        self.t = t
+
+    def __call__(self):
+        return self.t._data.item()
+
+    def __eq__(self, other):
+        return isinstance(other, TensorValue) and other.t is self.t
+
+    def __hash__(self):
+        return id(self.t)
+
+    def describe_change(self, old, new) -> str:
+        return (f"the value of a {self.t.dtype.name}{list(self.t.shape)} tensor read by Python "
+                f"changed: {old} -> {new}")
+
+
 class Recording:
     """One trace in progress (see the module docstring)."""
 
@@ -296,6 +319,8 @@ class Recording:
         # at the next call, so a Python value taken from it would be frozen.
         recorded = e is not None and e[0] is t and id(t) not in self.consts
         if recorded or (e is None and t._birth != self.epoch):
+            if not recorded and self._guard_value(t):
+                return
             loc = user_location()
             if t.dtype.category == 3 or "complex values are eager only" in why:
                 return self.fail(_complex_message(why.split(" (")[0], loc))
@@ -304,6 +329,17 @@ class Recording:
                 "depend on tensor data, which tracec.compile cannot record. Keep the decision "
                 "in tensor ops (e.g. tracec.where), move it out of the compiled function, or "
                 "use tracec.compile(fn, fallback=\"eager\").")
+
+    def _guard_value(self, t) -> bool:
+        """A one-element integer or bool tensor that existed before the call
+        (not an argument) and is read at its entry value (ActNorm's
+        ``initialized`` buffer, a step counter): the trace specializes on that
+        value, guarded at every call, instead of refusing the read."""
+        if t.numel() != 1 or t.dtype.is_floating_point or t.dtype.category == 3 or \
+                id(t) in self.arg_position:
+            return False
+        self.on_guard(TensorValue(t))
+        return True
 
     def on_grad(self, t, kind, value):
         if self.suspended:

@@ -8,7 +8,7 @@
 # torch.linalg.qr / lu (no scipy here); the dequantization noise and the
 # sampling temperatures' draws come from numpy, and the images are random,
 # so tracec and torch compute the same numbers.  ActNorm branches on its
-# buffer's value (`initialized.item()`), so a compiled step runs eagerly.
+# buffer's value (`initialized.item()`): a compiled step specializes on it.
 from math import log, pi, exp
 import argparse
 import copy
@@ -554,7 +554,7 @@ ic = InvConv2d(4)
 y, ld = ic(x[:, :1].repeat(1, 4, 1, 1))
 print(f"InvConv2d logdet {ld.item():.5f}", torch.allclose(ic.reverse(y), x[:, :1].repeat(1, 4, 1, 1), atol=1e-5))
 
-# a compiled training step: ActNorm reads its buffer's value, so it runs eagerly
+# a compiled training step (ActNorm reads its buffer's value: a guarded specialization)
 
 
 def train_step(x):
