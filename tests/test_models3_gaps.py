@@ -278,3 +278,42 @@ def test_compiled_read_of_an_argument_or_float_state_still_refused():
         tracec.compile(by_float_state, fallback="error")(x)
     with pytest.raises(tracec.TraceError, match="item"):
         tracec.compile(by_argument, fallback="error")(x, tracec.tensor(1))
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_interpolate_antialias_matches_torch(mode, align_corners):
+    """``F.interpolate(..., antialias=True)`` (torchvision's Resize default on
+    tensors): ATen's separable antialiased filters, values and gradients."""
+    rng = np.random.default_rng(1)
+    cases = [((8, 8), dict(size=(3, 5))), ((9, 7), dict(size=(4, 13))),
+             ((10, 10), dict(scale_factor=0.37)), ((6, 6), dict(scale_factor=(0.5, 2.0))),
+             ((5, 5), dict(size=(1, 1))), ((7, 9), dict(scale_factor=0.3, recompute_scale_factor=True))]
+    for (h, w), kw in cases:
+        a = rng.standard_normal((2, 3, h, w)).astype(np.float32)
+        t = torch.tensor(a, requires_grad=True)
+        x = tracec.tensor(a, requires_grad=True)
+        yt = torch.nn.functional.interpolate(t, mode=mode, align_corners=align_corners,
+                                             antialias=True, **kw)
+        yx = tracec.nn.functional.interpolate(x, mode=mode, align_corners=align_corners,
+                                              antialias=True, **kw)
+        np.testing.assert_allclose(yx.detach().numpy(), yt.detach().numpy(), atol=1e-5)
+        g = rng.standard_normal(tuple(yt.shape)).astype(np.float32)
+        (yt * torch.tensor(g)).sum().backward()
+        (yx * tracec.tensor(g)).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), atol=1e-5)
+    assert yx.grad_fn.name() == yt.grad_fn.name()
+
+
+def test_interpolate_antialias_compiled_and_errors():
+    a = np.random.default_rng(2).standard_normal((1, 2, 9, 9)).astype(np.float32)
+    f = tracec.compile(lambda x: tracec.nn.functional.interpolate(
+        x, size=(4, 4), mode="bicubic", antialias=True))
+    np.testing.assert_allclose(f(tracec.tensor(a)).numpy(), torch.nn.functional.interpolate(
+        torch.tensor(a), size=(4, 4), mode="bicubic", antialias=True).numpy(), atol=1e-5)
+    for mode, shape in (("nearest", (1, 1, 4, 4)), ("bilinear", (1, 1, 4)), ("area", (1, 1, 4, 4))):
+        got = _err(lambda: tracec.nn.functional.interpolate(tracec.ones(*shape), size=2 if len(
+            shape) == 3 else (2, 2), mode=mode, antialias=True))
+        want = _err(lambda: torch.nn.functional.interpolate(torch.ones(*shape), size=2 if len(
+            shape) == 3 else (2, 2), mode=mode, antialias=True))
+        assert got == want

@@ -13,38 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from tracec import nn as _nn
+from tracec.nn._resample import _aa_bicubic as _bicubic, aa_weights  # noqa: F401 - shared taps
 from tracec.creation import from_numpy
-
-
-def _bilinear(x):
-    x = np.abs(x)
-    return np.where(x < 1.0, 1.0 - x, 0.0)
-
-
-def _bicubic(x, a=-0.5):
-    x = np.abs(x)
-    near = ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
-    far = (((x - 5.0) * x + 8.0) * x - 4.0) * a
-    return np.where(x < 1.0, near, np.where(x < 2.0, far, 0.0))
-
-
-def aa_weights(n_in: int, n_out: int, mode: str, antialias: bool = True) -> np.ndarray:
-    """(n_out, n_in) float64 taps of ATen's separable resampling (with
-    ``antialias=False`` the filter is not widened: plain bilinear/bicubic)."""
-    filt, size = (_bilinear, 2) if mode == "bilinear" else (_bicubic, 4)
-    scale = n_in / n_out
-    wide = antialias and scale >= 1.0
-    support = size / 2 * scale if wide else size / 2
-    invscale = 1.0 / scale if wide else 1.0
-    w = np.zeros((n_out, n_in))
-    for i in range(n_out):
-        center = scale * (i + 0.5)
-        lo = max(int(center - support + 0.5), 0)
-        hi = min(int(center + support + 0.5), n_in)
-        taps = filt((np.arange(lo, hi) - center + 0.5) * invscale)
-        total = taps.sum()
-        w[i, lo:hi] = taps / total if total != 0 else taps
-    return w
 
 
 def resize_float(img, size, mode: str, antialias: bool):
