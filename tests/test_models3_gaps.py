@@ -317,3 +317,37 @@ def test_interpolate_antialias_compiled_and_errors():
         want = _err(lambda: torch.nn.functional.interpolate(torch.ones(*shape), size=2 if len(
             shape) == 3 else (2, 2), mode=mode, antialias=True))
         assert got == want
+
+
+def test_clip_grad_norm_error_if_nonfinite_is_a_recorded_check():
+    """``clip_grad_norm_(..., error_if_nonfinite=True)`` in a compiled step
+    (Swin's and timm's loops pass it): the norm is checked by the compiled
+    code at every call instead of stopping the trace."""
+    def make(lib):
+        m = lib.nn.Linear(3, 1)
+        with lib.no_grad():
+            m.weight.fill_(0.5)
+            m.bias.fill_(0.0)
+        opt = lib.optim.SGD(m.parameters(), lr=0.1)
+
+        def step(x):
+            opt.zero_grad()
+            loss = m(x).pow(2).mean()
+            loss.backward()
+            norm = lib.nn.utils.clip_grad_norm_(m.parameters(), 1.0, error_if_nonfinite=True)
+            opt.step()
+            return norm
+        return step
+
+    comp = tracec.compile(make(tracec), fallback="error")
+    ref = make(torch)
+    x = np.ones((2, 3), np.float32)
+    for _ in range(2):
+        np.testing.assert_allclose(comp(tracec.tensor(x)).item(), ref(torch.tensor(x)).item(),
+                                   rtol=1e-6)
+    bad = np.full((2, 3), np.inf, np.float32)
+    got = _err(lambda: comp(tracec.tensor(bad)))
+    want = _err(lambda: ref(torch.tensor(bad)))
+    assert issubclass(got[0], RuntimeError) and want[0] is RuntimeError
+    assert got[1].endswith(": " + want[1])   # compiled: prefixed with the user's line
+    assert comp.cache_info().traces == 1
