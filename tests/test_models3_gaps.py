@@ -351,3 +351,74 @@ def test_clip_grad_norm_error_if_nonfinite_is_a_recorded_check():
     assert issubclass(got[0], RuntimeError) and want[0] is RuntimeError
     assert got[1].endswith(": " + want[1])   # compiled: prefixed with the user's line
     assert comp.cache_info().traces == 1
+
+
+def _mlp(lib):
+    m = lib.nn.Sequential(lib.nn.Linear(4, 8), lib.nn.ReLU(), lib.nn.Dropout(0.0),
+                          lib.nn.Linear(8, 2))
+    with lib.no_grad():
+        for i, p in enumerate(m.parameters()):
+            p.copy_(lib.linspace(-0.5, 0.5, p.numel()).reshape(p.shape) * (i + 1))
+    return m
+
+
+def test_compiled_module_is_an_optimized_module_like_torch():
+    """``model = torch.compile(model)`` then ``model.parameters()``,
+    ``model.train()``, ``model.state_dict()`` (keys under ``_orig_mod.``),
+    attribute reads and writes on the wrapped model: PyTorch's
+    OptimizedModule (it was a bare compiled function)."""
+    ref = torch.compile(_mlp(torch), backend="eager")   # Dynamo's wrapper, no Inductor
+    m = _mlp(tracec)
+    cm = tracec.compile(m)
+    assert isinstance(cm, tracec.nn.Module) and type(cm).__name__ == type(ref).__name__
+    assert cm._orig_mod is m
+    assert list(cm.state_dict()) == list(ref.state_dict())
+    assert [n for n, _ in cm.named_parameters()] == [n for n, _ in ref.named_parameters()]
+    assert len(list(cm.parameters())) == 4
+    cm.eval()
+    assert not m.training and not cm.training
+    cm.train()
+    assert m.training and cm.training
+    cm.note = "kept"          # attribute writes go to the wrapped module, as in torch
+    ref.note = "kept"
+    assert m.note == ref._orig_mod.note == "kept"
+    opt = tracec.optim.SGD(cm.parameters(), lr=0.1)
+    topt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    for i in range(3):
+        for mod, o, lib in ((cm, opt, tracec), (ref, topt, torch)):
+            o.zero_grad()
+            loss = lib.nn.functional.mse_loss(mod(lib.tensor(x) * (i + 1)), lib.zeros(3, 2))
+            loss.backward()
+            o.step()
+    for (k, a), (_, b) in zip(cm.state_dict().items(), ref.state_dict().items()):
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert cm.cache_info().traces == 1          # the compiled function's own methods
+    fresh = tracec.compile(_mlp(tracec))
+    fresh.load_state_dict(cm.state_dict())
+    np.testing.assert_allclose(fresh(tracec.tensor(x)).detach().numpy(),
+                               cm(tracec.tensor(x)).detach().numpy())
+
+
+def test_module_compile_method_compiles_in_place():
+    m, ref = _mlp(tracec), _mlp(torch)
+    keys = list(m.state_dict())
+    assert m.compile() is None and ref.compile(backend="eager") is None
+    assert list(m.state_dict()) == keys == list(ref.state_dict())
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
+    for _ in range(2):
+        np.testing.assert_allclose(m(tracec.tensor(x)).detach().numpy(),
+                                   ref(torch.tensor(x)).detach().numpy(), rtol=1e-6)
+    assert m.__dict__["_compiled_call_impl"].cache_info().hits >= 1
+
+
+def test_dynamo_and_inductor_config_flags_are_accepted():
+    tracec._inductor.config.coordinate_descent_tuning = True
+    tracec._inductor.config.triton.unique_kernel_names = True
+    tracec._inductor.config.fx_graph_cache = True
+    assert tracec._inductor.config.coordinate_descent_tuning is True
+    for lib in (tracec, torch):
+        with pytest.raises(AttributeError):
+            lib._inductor.config.no_such_flag_at_all
+    f = lambda x: x + 1  # noqa: E731
+    assert tracec._dynamo.allow_in_graph(f) is f

@@ -56,7 +56,7 @@ from tracec.contraction import addmm, baddbmm, einsum, sparse_coo_tensor, spmm  
 from tracec.methods_extra import (clamp_max, clamp_min, isfinite, isinf,  # noqa: E402,F401
                                   isneginf, isposinf)
 from tracec import sparse  # noqa: E402,F401
-from tracec import amp, cpu, jit, _dynamo  # noqa: E402,F401
+from tracec import amp, cpu, jit, _dynamo, _inductor  # noqa: E402,F401
 from tracec import version  # noqa: E402,F401  (torch.version.cuda)
 from tracec.reductions_bool import all, any  # noqa: E402,F401,A004
 from tracec import tensor_type as _tensor_type  # noqa: E402,F401  (Tensor.type)
@@ -191,6 +191,15 @@ _OUT_FUNCTIONS = (
     "zeros ones empty full rand randn randint arange linspace eye"
 ).split()
 _add_out_keyword()
+
+
+def _compile_module_call(fn, *args, **kwargs):
+    # ``nn.Module.compile()``: the compiler loads on first use.
+    from tracec.compiler import compile as _compile
+    return _compile(fn, *args, **kwargs)
+
+
+nn.Module._compile_fn = staticmethod(_compile_module_call)
 
 from tracec import numpy_names as _numpy_names  # noqa: E402
 _numpy_names.install(globals(), Tensor, special)  # axis= / keepdims=, after out= and methods

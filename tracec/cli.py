@@ -113,6 +113,8 @@ def load_function(target: str):
     fn = getattr(module, name, None)
     if fn is None:
         raise click.ClickException(f"{path} has no function {name!r}")
+    if isinstance(fn, tracec.compiler.OptimizedModule):   # torch.compile(model)
+        fn = fn._orig_mod
     if isinstance(fn, tracec.compiler.CompiledFunction):
         fn = fn.fn
     if not callable(fn):

@@ -27,6 +27,7 @@ from tracec.naming import argument_names
 from tracec.pytree import flatten_args, path_name
 from tracec.sym_shapes import SymbolTable, bind, choose_dynamic, pattern_key
 from tracec.tensor import RECORDERS
+from tracec.nn.modules.module import Module
 from tracec.version import __version__
 from tracec.tracing import Trace, TraceError, function_label, record  # noqa: F401
 
@@ -643,11 +644,59 @@ def compile(fn=None, *, backend=None, dump=None, fallback=None, check=False,  # 
         # break), so an unmodified program never fails for it; tracec runs
         # that signature eagerly and says so once.  fullgraph=True raises.
         fallback = "eager"
-    if fn is None:
-        return lambda f: CompiledFunction(f, backend=backend, dump=dump, fallback=fallback,
-                                          check=check, max_traces=max_traces, dynamic=dynamic)
-    return CompiledFunction(fn, backend=backend, dump=dump, fallback=fallback, check=check,
-                            max_traces=max_traces, dynamic=dynamic)
+    def make(f):
+        compiled = CompiledFunction(f, backend=backend, dump=dump, fallback=fallback,
+                                    check=check, max_traces=max_traces, dynamic=dynamic)
+        return OptimizedModule(f, compiled) if isinstance(f, Module) else compiled
+    return make if fn is None else make(fn)
+
+
+class OptimizedModule(Module):
+    """What ``torch.compile(module)`` returns: a Module whose forward is the
+    compiled call of ``_orig_mod`` (so ``parameters()``, ``train()``,
+    ``state_dict()`` with its ``_orig_mod.`` prefix and attribute access work
+    as on PyTorch's ``OptimizedModule``); the compiled function's own
+    methods (``cache_info()``, ``ir()``...) are reachable on it too."""
+
+    _opt_mod_attributes = {"_orig_mod", "_compiled", "forward", "__dict__"}
+
+    def __init__(self, mod, compiled):
+        super().__init__()
+        self._orig_mod = mod
+        object.__setattr__(self, "_compiled", compiled)
+
+    def forward(self, *args, **kwargs):
+        return self.__dict__["_compiled"](*args, **kwargs)
+
+    @property
+    def training(self):
+        return self._orig_mod.training
+
+    @training.setter
+    def training(self, value):
+        mod = self.__dict__.get("_modules", {}).get("_orig_mod")
+        if mod is not None:
+            mod.training = value
+
+    def __getattr__(self, name):
+        if name == "_orig_mod":
+            return self.__dict__["_modules"]["_orig_mod"]
+        try:
+            return getattr(self.__dict__["_modules"]["_orig_mod"], name)
+        except AttributeError:
+            compiled = self.__dict__.get("_compiled")
+            if compiled is not None and hasattr(compiled, name):
+                return getattr(compiled, name)
+            raise
+
+    def __setattr__(self, name, value):
+        if hasattr(type(self), name) or name in OptimizedModule._opt_mod_attributes or \
+                "_modules" not in self.__dict__ or "_orig_mod" not in self.__dict__["_modules"]:
+            return super().__setattr__(name, value)
+        return setattr(self._orig_mod, name, value)
+
+    def __reduce__(self):
+        return (self.__class__, (self._orig_mod, self.__dict__["_compiled"]))
 
 
 class TracedIR:
