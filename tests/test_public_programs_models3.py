@@ -5,14 +5,14 @@ locuslab's TCN (weight_norm, dilated causal convolutions, Chomp1d),
 facebookresearch's ConvNeXt (channels_first LayerNorm, DropPath, layer
 scale, trunc_normal_, AdamW with a warmup-cosine LambdaLR), an MLP-Mixer,
 1Konny's Beta-VAE and a conditional VAE over ``torch.distributions``,
-torchdiffeq's ODE demo with its fixed-grid RK4 solver written out, and
+torchdiffeq's ODE demo with its fixed-grid RK4 solver written out,
 microsoft's Swin Transformer (shifted windows, relative position bias,
-checkpointing, GradScaler) with its training loop, and rosinality's Glow
+checkpointing, GradScaler) with its training loop, rosinality's Glow
 (ActNorm, LU-parametrized invertible 1x1 convolutions, affine couplings,
 nn.DataParallel, reverse sampling), gram-ai's capsule network (dynamic
 routing, masked reconstruction decoder, margin loss), and jzbontar's
 PixelCNN (masked convolutions that mask their weight through ``.data`` in
-forward, 256-way per-pixel cross-entropy, pixel-by-pixel sampling), and
+forward, 256-way per-pixel cross-entropy, pixel-by-pixel sampling) and
 sthalles' SimCLR (info_nce_loss's boolean masks, GradScaler / autocast,
 SummaryWriter, checkpoints).
 
