@@ -48,7 +48,7 @@ LAYERS = [
                   "tracec.kernel_profiler", "tracec.size_generic", "tracec.fast_call",
                   "tracec.fast_run"]),
     ("tools", ["tracec.aot", "tracec.demo", "tracec.cli", "tracec.__init__", "tracec.graphview",
-               "tracec.explain", "tracec._dynamo",
+               "tracec.explain", "tracec._dynamo", "tracec._inductor",
                "tracec.as_torch"]),
 ]
 # What each layer may import besides itself (DESIGN.md's arrows).

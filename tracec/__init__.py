@@ -57,7 +57,7 @@ from tracec.methods_extra import (clamp_max, clamp_min, isfinite, isinf,  # noqa
                                   isneginf, isposinf)
 from tracec import sparse  # noqa: E402,F401
 from tracec import signal  # noqa: E402,F401  (torch.signal.windows)
-from tracec import amp, cpu, jit, _dynamo  # noqa: E402,F401
+from tracec import amp, cpu, jit, _dynamo, _inductor  # noqa: E402,F401
 from tracec import version  # noqa: E402,F401  (torch.version.cuda)
 from tracec.reductions_bool import all, any  # noqa: E402,F401,A004
 from tracec import tensor_type as _tensor_type  # noqa: E402,F401  (Tensor.type)
@@ -145,17 +145,6 @@ from tracec.random import binomial, default_generator, normal, poisson  # noqa: 
 from tracec.backends import cuda as _backends_cuda, openmp as _openmp  # noqa: E402,F401
 from tracec.config import e, inf, nan, pi  # noqa: E402,F401
 
-def _module_compile(self, *args, **kwargs) -> None:
-    """``nn.Module.compile(**compile_options)``: from now on this module's
-    calls run ``tracec.compile(self._call_impl, ...)``, in place (PyTorch's
-    method); the module stays what it was (state dict keys unchanged)."""
-    from tracec.compiler import compile as _compile
-    self.__dict__["_compiled_call_impl"] = _compile(self._call_impl, *args, **kwargs)
-
-
-nn.Module.compile = _module_compile
-
-
 def trace(fn, *args, **kwargs):
     """``tracec.trace(fn, *example_args)``: the traced IR (API.md); given only
     a Tensor, PyTorch's ``torch.trace(input)``: the sum of its diagonal."""
@@ -199,9 +188,19 @@ _OUT_FUNCTIONS = (
     "isposinf msort multinomial lu lu_solve "
     "mv addmv addr ger inner kron igamma igammac tensordot det logdet slogdet inverse "
     "matrix_power cross cdist vdot norm addbmm cholesky_solve cholesky_inverse angle renorm "
-    "frobenius_norm nuclear_norm triangular_solve matrix_rank"
+    "frobenius_norm nuclear_norm triangular_solve matrix_rank "
+    "zeros ones empty full rand randn randint arange linspace eye"
 ).split()
 _add_out_keyword()
+
+
+def _compile_module_call(fn, *args, **kwargs):
+    # ``nn.Module.compile()``: the compiler loads on first use.
+    from tracec.compiler import compile as _compile
+    return _compile(fn, *args, **kwargs)
+
+
+nn.Module._compile_fn = staticmethod(_compile_module_call)
 
 from tracec import numpy_names as _numpy_names  # noqa: E402
 _numpy_names.install(globals(), Tensor, special)  # axis= / keepdims=, after out= and methods

@@ -8,7 +8,8 @@ change nothing, except ``cache_size_limit``, which is what tracec calls
 """
 from __future__ import annotations
 
-__all__ = ["config", "disable", "is_compiling", "mark_dynamic", "mark_static", "reset"]
+__all__ = ["allow_in_graph", "config", "disable", "is_compiling", "mark_dynamic", "mark_static",
+           "reset"]
 
 
 class _Config:
@@ -56,3 +57,8 @@ def mark_dynamic(t, index, *, min=None, max=None) -> None:  # noqa: A002 - PyTor
 
 def mark_static(t, index=None) -> None:
     """Accepted: sizes are static unless made dynamic."""
+
+
+def allow_in_graph(fn):
+    """``fn`` itself: tracec records what any Python function computes."""
+    return fn

@@ -113,11 +113,10 @@ def load_function(target: str):
     fn = getattr(module, name, None)
     if fn is None:
         raise click.ClickException(f"{path} has no function {name!r}")
+    if isinstance(fn, tracec.compiler.OptimizedModule):   # torch.compile(model)
+        fn = fn._orig_mod
     if isinstance(fn, tracec.compiler.CompiledFunction):
         fn = fn.fn
-    from tracec.compiled_module import OptimizedModule
-    if isinstance(fn, OptimizedModule):     # model = tracec.compile(model)
-        fn = fn._orig_mod
     if not callable(fn):
         raise click.ClickException(f"{path}:{name} is not a function")
     return fn

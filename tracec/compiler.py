@@ -21,13 +21,13 @@ from tracec import dtypes as dt
 from tracec import autocast_mode, compiled_backward, fast_call, graph, ir, size_generic
 from tracec import kernel_profiler as profiler
 from tracec.nn.modules.module import Module
+from tracec.compiled_module import OptimizedModule  # noqa: F401  (tracec.compiler.OptimizedModule)
 from tracec.fast_run import MISS
 from tracec.backends import cache, cpu, cuda, interp
 from tracec.compiled_entry import Entry, _checks_enabled, donations  # noqa: F401
 from tracec.naming import argument_names
 from tracec.pytree import flatten_args, path_name
 from tracec.sym_shapes import SymbolTable, bind, choose_dynamic, pattern_key
-from tracec.nn.modules.module import Module
 from tracec.tensor import RECORDERS
 from tracec.version import __version__
 from tracec.tracing import Trace, TraceError, function_label, record  # noqa: F401
@@ -657,7 +657,6 @@ def compile(fn=None, *, backend=None, dump=None, fallback=None, check=False,  # 
         cf = CompiledFunction(f, backend=backend, dump=dump, fallback=fallback, check=check,
                               max_traces=max_traces, dynamic=dynamic)
         if isinstance(f, Module):       # a module stays a module (torch's OptimizedModule)
-            from tracec.compiled_module import OptimizedModule
             return OptimizedModule(f, cf)
         return cf
     return make if fn is None else make(fn)

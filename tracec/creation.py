@@ -99,6 +99,50 @@ def from_numpy(a: np.ndarray) -> Tensor:
         else Tensor._from_data(a)
 
 
+def _factory(varsize: bool = False, memory_format: bool = False):
+    """PyTorch's factory keywords that do not change a tracec tensor's values:
+    ``layout`` (only ``torch.strided``), ``pin_memory`` (no pinned host memory
+    to ask for: accepted and ignored), ``memory_format`` (``empty``: the
+    layout of the new tensor) and, for the ``*size`` factories, the size as a
+    keyword (``torch.empty(size=(2, 3))``)."""
+    import functools
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def factory(*args, size=None, layout=None, pin_memory=False,
+                    memory_format=None, **kwargs):
+            from tracec.tensor_meta import strided
+            if layout is not None and layout is not strided:
+                raise NotImplementedError(f"tracec: {fn.__name__}(layout={layout}) "
+                                          "(tracec's tensors are all strided)")
+            if size is not None:
+                if not varsize:
+                    kwargs["size"] = size   # its own parameter (full, randint)
+                elif args:
+                    raise TypeError(f"{fn.__name__}() got multiple values for argument 'size'")
+                else:
+                    args = (size,)
+            if memory_format is not None and not memory_format_ok:
+                raise TypeError(f"{fn.__name__}() got an unexpected keyword argument "
+                                "'memory_format'")
+            t = fn(*args, **kwargs)
+            if memory_format is not None:
+                from tracec.tensor_meta import contiguous_format, preserve_format
+                if memory_format is preserve_format:
+                    raise RuntimeError("preserve_format not supported for new tensors "
+                                       f"({fn.__name__})")
+                if memory_format is not contiguous_format:
+                    rg = t.requires_grad
+                    with graph.no_grad():
+                        t = t.detach().contiguous(memory_format=memory_format)
+                    t.requires_grad_(rg)
+            return t
+        memory_format_ok = memory_format
+        return factory
+    return wrap
+
+
+@_factory()
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     size = _size((size,) if isinstance(size, int) else size)
     if isinstance(fill_value, Tensor):
@@ -133,6 +177,7 @@ def _full_of_tensor(size, fill: Tensor, dtype, requires_grad, device) -> Tensor:
     return _finish(out, requires_grad, device)
 
 
+@_factory(varsize=True)
 def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     d = dt.to_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     size = _size(size)
@@ -143,6 +188,7 @@ def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     return _finish(Tensor._make(np.zeros(size, d.np), d), requires_grad, device)
 
 
+@_factory(varsize=True)
 def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     d = dt.to_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     size = _size(size)
@@ -153,8 +199,9 @@ def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     return _finish(Tensor._make(np.ones(size, d.np), d), requires_grad, device)
 
 
+@_factory(varsize=True, memory_format=True)
 def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+    return zeros.__wrapped__(*size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def _like(x, dtype):
@@ -223,6 +270,7 @@ def full_like(input, fill_value, *, dtype=None, layout=None, device=None,
                       input, memory_format, requires_grad)
 
 
+@_factory()
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     if end is None:
         start, end = 0, start
@@ -249,12 +297,14 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     return _finish(Tensor._make(data, d), requires_grad, device)
 
 
+@_factory()
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     d = dt.to_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     return _finish(Tensor._make(np.linspace(start, end, steps).astype(d.np), d),
                    requires_grad, device)
 
 
+@_factory()
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     d = dt.to_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     return _finish(Tensor._make(np.eye(n, m, dtype=d.np), d), requires_grad, device)
@@ -369,6 +419,7 @@ def _complex_draw(draw, size, d, generator, scale):
     return Tensor._make(a.view(d.np)[..., 0], d)
 
 
+@_factory(varsize=True)
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     if is_meta(device):
         return _on_meta(size, _float_dtype(dtype), requires_grad)
@@ -380,6 +431,7 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) ->
     return _finish(u, requires_grad, device)
 
 
+@_factory(varsize=True)
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     if is_meta(device):
         return _on_meta(size, _float_dtype(dtype), requires_grad)
@@ -408,6 +460,7 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -
     return _finish(z, requires_grad, device)
 
 
+@_factory()
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
             requires_grad=False) -> Tensor:
     if size is None and isinstance(high, (tuple, list)):

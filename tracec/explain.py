@@ -25,7 +25,7 @@ import math
 from xdsl.dialects import func
 
 from tracec import ir
-from tracec.compiler import CompiledFunction
+from tracec.compiler import CompiledFunction, OptimizedModule
 from tracec.guards import EnvGuard
 from tracec.ir.summary import op_label, op_lines
 from tracec.kernel_profiler import steady_entry
@@ -129,8 +129,7 @@ def _guards(entry) -> list[tuple[str, str]]:
 def explain(fn, args, kwargs=None, *, backend: str = "interp", echo=print) -> dict:
     """See the module docstring; ``echo`` prints one line (None: silent)."""
     kwargs = kwargs or {}
-    from tracec.compiled_module import OptimizedModule
-    if isinstance(fn, OptimizedModule):
+    if isinstance(fn, OptimizedModule):   # torch.compile(model): its compiled function
         fn = fn.__dict__["_compiled"]
     cf = fn if isinstance(fn, CompiledFunction) else \
         CompiledFunction(fn, backend=backend, values_only=True)

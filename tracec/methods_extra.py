@@ -111,8 +111,30 @@ def _to_dense(self, dtype=None, *, masked_grad=None):
     return self if dtype is None else self.to(dtype)
 
 
+def _to_sparse(self, sparseDim=None, *, layout=None, blocksize=None, dense_dim=None):  # noqa: N803
+    """``x.to_sparse()``: the COO tensor of ``x``, whose dense stand-in is a copy
+    of ``x`` (API.md: a sparse tensor may be dense); only the COO layout."""
+    from tracec.tensor_meta import sparse_coo
+    if sparseDim is not None:
+        if layout is not None or blocksize is not None or dense_dim is not None:
+            raise RuntimeError("to_sparse(): sparse_dim cannot be given together with "
+                               "layout, blocksize or dense_dim")
+        if not 0 <= int(sparseDim) <= self.ndim:
+            raise RuntimeError(f"dense_to_sparse: sparse_dim argument must be in [0,{self.ndim}] "
+                               f"range, but {int(sparseDim)} is given")
+    elif layout is not None and layout is not sparse_coo:
+        raise NotImplementedError(f"tracec: to_sparse(layout={layout}) (only torch.sparse_coo)")
+    return self.clone()
+
+
+def _to_sparse_coo(self):
+    return _to_sparse(self)
+
+
 Tensor.to_dense = _to_dense
 Tensor.coalesce = _identity
+Tensor.to_sparse = _to_sparse
+Tensor.to_sparse_coo = _to_sparse_coo
 
 _METHODS = {
     "clamp_min": clamp_min, "clamp_max": clamp_max, "isinf": isinf, "isfinite": isfinite,

@@ -422,9 +422,24 @@ class Tensor:
         return id(self)
 
     def __deepcopy__(self, memo):
+        # PyTorch's refusal of a non-leaf (an old-style weight_norm module hits
+        # it); not for the tensors a copied tensor refers to inside (a detached
+        # tensor's base).
+        if not self.is_leaf and not memo.get(_IN_TENSOR_COPY):
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user "
+                "(graph leaves) support the deepcopy protocol at the moment.  "
+                "If you were attempting to deepcopy a module, this may be because "
+                "of a torch.nn.utils.weight_norm usage, "
+                "see https://github.com/pytorch/pytorch/pull/103001")
         if id(self) in memo:
             return memo[id(self)]
-        out = copy._reconstruct(self, memo, *self.__reduce_ex__(4))
+        outer = memo.get(_IN_TENSOR_COPY)
+        memo[_IN_TENSOR_COPY] = True
+        try:
+            out = copy._reconstruct(self, memo, *self.__reduce_ex__(4))
+        finally:
+            memo[_IN_TENSOR_COPY] = outer
         if RECORDERS:   # a traced call: the copy holds this call's value, not a constant
             _tell_recorders(out, self.detach(), "deepcopy")
         return out
@@ -697,6 +712,7 @@ class Tensor:
 
 
 # The per-tensor fields (every slot but __weakref__ and __dict__).
+_IN_TENSOR_COPY = "tracec.tensor: copying inside a tensor"   # a deepcopy memo key
 _FIELDS = tuple(n for n in Tensor.__slots__ if not n.startswith("__"))
 
 

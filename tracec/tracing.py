@@ -133,6 +133,29 @@ class Trace:
     attr_needs_grad: str | None = None
 
 
+class TensorValue:
+    """Guard snapshot: the value of a one-element integer or bool state tensor
+    that Python read while the call was traced."""
+
+    __slots__ = ("t",)
+
+    def __init__(self, t):
+        self.t = t
+
+    def __call__(self):
+        return self.t._data.item()
+
+    def __eq__(self, other):
+        return isinstance(other, TensorValue) and other.t is self.t
+
+    def __hash__(self):
+        return id(self.t)
+
+    def describe_change(self, old, new) -> str:
+        return (f"the value of a {self.t.dtype.name}{list(self.t.shape)} tensor read by Python "
+                f"changed: {old} -> {new}")
+
+
 class Recording:
     """One trace in progress (see the module docstring)."""
 
@@ -283,6 +306,8 @@ class Recording:
                 out = complex_trace.real_view(out)
             if out._birth != self.epoch:
                 self.written[id(out)] = out
+            if id(args[0]) not in self.consts:
+                self.consts.discard(id(out))   # a constant overwritten by a traced value
             self.env[id(out)] = (out, ssa)
             return
         ref = None
@@ -303,6 +328,18 @@ class Recording:
             return self.fail(f"{format_location(loc)}: cannot record {prim.name}: {e}")
         self.block.add_op(op)
         self.env[id(out)] = (out, op.results[0])
+        if self.symbols is None and prim.kind != "random" and self._all_consts(args):
+            # Computed from constants only (SimCLR's ``~torch.eye(n, dtype=bool)``
+            # mask): the same value at every call this trace serves, so Python
+            # may read it (boolean-mask indexing by it is a fixed gather).
+            self.consts.add(id(out))
+        else:
+            self.consts.discard(id(out))   # e.g. a constant updated in place by a traced value
+
+    def _all_consts(self, args) -> bool:
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        return bool(tensors) and all(id(a) in self.consts and self.env.get(id(a), (None,))[0] is a
+                                     for a in tensors)
 
     def _complex_primitive(self, prim, args, params, out):
         loc = user_location()
@@ -344,6 +381,8 @@ class Recording:
         # at the next call, so a Python value taken from it would be frozen.
         recorded = e is not None and e[0] is t and id(t) not in self.consts
         if recorded or (e is None and t._birth != self.epoch):
+            if not recorded and self._guard_value(t):
+                return
             loc = user_location()
             if t.dtype.category == 3 or "complex values are eager only" in why:
                 op = why.split(" (")[0]
@@ -353,6 +392,17 @@ class Recording:
                 "depend on tensor data, which tracec.compile cannot record. Keep the decision "
                 "in tensor ops (e.g. tracec.where), move it out of the compiled function, or "
                 "use tracec.compile(fn, fallback=\"eager\").")
+
+    def _guard_value(self, t) -> bool:
+        """A one-element integer or bool tensor that existed before the call
+        (not an argument) and is read at its entry value (ActNorm's
+        ``initialized`` buffer, a step counter): the trace specializes on that
+        value, guarded at every call, instead of refusing the read."""
+        if t.numel() != 1 or t.dtype.is_floating_point or t.dtype.category == 3 or \
+                id(t) in self.arg_position:
+            return False
+        self.on_guard(TensorValue(t))
+        return True
 
     def on_grad(self, t, kind, value):
         if self.suspended:

@@ -131,12 +131,12 @@ def _cubic_taps(in_size, out_size, scale, align_corners, np_dtype):
     return idx, [w.astype(np_dtype) for w in weights]
 
 
-def _bilinear(x):
+def _aa_bilinear(x):
     x = np.abs(x)
     return np.where(x < 1.0, 1.0 - x, 0.0)
 
 
-def _bicubic(x, a=-0.5):
+def _aa_bicubic(x, a=-0.5):   # Pillow's (and ATen's antialiased) a = -0.5
     x = np.abs(x)
     near = ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
     far = (((x - 5.0) * x + 8.0) * x - 4.0) * a
@@ -144,26 +144,40 @@ def _bicubic(x, a=-0.5):
 
 
 def aa_weights(n_in: int, n_out: int, mode: str, antialias: bool = True,
-               scale_factor=None) -> np.ndarray:
-    """(n_out, n_in) float64 taps of ATen's separable anti-aliased resampling
-    (``_upsample_{bilinear,bicubic}2d_aa``, Pillow's filters: downscaling
-    widens the filter by the scale); with ``antialias=False`` the filter is
-    not widened.  Shared with ``tracec.vision``'s tensor resize.  A given
-    ``scale_factor`` sets the scale (``1 / scale_factor``), as in ATen."""
-    filt, size = (_bilinear, 2) if mode == "bilinear" else (_bicubic, 4)
-    scale = 1.0 / scale_factor if scale_factor is not None and scale_factor > 0 else n_in / n_out
-    wide = antialias and scale >= 1.0
-    support = size / 2 * scale if wide else size / 2
-    invscale = 1.0 / scale if wide else 1.0
+               scale=None, align_corners: bool = False) -> np.ndarray:
+    """(n_out, n_in) float64 taps of ATen's separable antialiased resampling
+    (``_upsample_{bilinear,bicubic}2d_aa``, Pillow's filters): row ``i`` holds
+    output ``i``'s normalized taps.  ``scale`` is the user's scale factor (None:
+    from the sizes); with ``antialias=False`` the filter is not widened."""
+    filt, size = (_aa_bilinear, 2) if mode == "bilinear" else (_aa_bicubic, 4)
+    s = _source_scale(n_in, n_out, scale, align_corners)
+    wide = antialias and s >= 1.0
+    support = size / 2 * s if wide else size / 2
+    invscale = 1.0 / s if wide else 1.0
     w = np.zeros((n_out, n_in))
     for i in range(n_out):
-        center = scale * (i + 0.5)
+        center = s * (i + 0.5)
         lo = max(int(center - support + 0.5), 0)
         hi = min(int(center + support + 0.5), n_in)
         taps = filt((np.arange(lo, hi) - center + 0.5) * invscale)
         total = taps.sum()
         w[i, lo:hi] = taps / total if total != 0 else taps
     return w
+
+
+def _resize_axis_aa(x, axis, out_size, scale, mode, align_corners):
+    """One spatial axis of an antialiased resize: a product with the taps."""
+    in_size = x.shape[axis]
+    if isinstance(in_size, Sym) or isinstance(out_size, Sym):
+        in_size, out_size = int(in_size), int(out_size)
+    w = _const(aa_weights(in_size, out_size, mode, True, scale, align_corners)
+               .astype(x.dtype.np), x)
+    perm = [i for i in range(x.ndim) if i != axis] + [axis]
+    y = TF.matmul(ops.transpose(x, tuple(perm)), ops.transpose(w, (1, 0)))
+    back = [0] * x.ndim
+    for i, p in enumerate(perm):
+        back[p] = i
+    return ops.transpose(y, tuple(back))
 
 
 def _resize_axis(x, axis, out_size, scale, mode, align_corners):
@@ -236,12 +250,9 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
             scales = [None] * nsp
     else:
         raise ValueError("either size or scale_factor should be defined")
-    if antialias and (mode not in ("bilinear", "bicubic") or input.ndim != 4):
-        raise ValueError("Anti-alias option is restricted to bilinear and bicubic modes and "
-                         "requires a 4-D tensor as input")
-    if antialias and align_corners:
-        raise NotImplementedError("interpolate: antialias=True with align_corners=True is not "
-                                  "supported by tracec")
+    if antialias and not (mode in ("bilinear", "bicubic", "lanczos") and input.ndim == 4):
+        raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos "
+                         "modes and requires a 4-D tensor as input")
     if mode == "area":   # PyTorch: adaptive average pooling to the output size
         from tracec.nn import functional as F
         pool = {3: F.adaptive_avg_pool1d, 4: F.adaptive_avg_pool2d,
@@ -269,13 +280,12 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
                                f"({', '.join(map(str, input.shape[2:]))}) and output "
                                f"({', '.join(map(str, sizes))})")
     y = input
+    resize = _resize_axis_aa if antialias else _resize_axis
     for i, (n, s) in enumerate(zip(sizes, scales)):
-        if antialias:       # each axis: a product with its (out, in) tap matrix
-            m = int(y.shape[2 + i])
-            w = _const(aa_weights(m, n, mode, True, s).astype(y.dtype.np), y)
-            y = S.transpose(TF.matmul(S.transpose(y, 2 + i, -1), S.t(w)), 2 + i, -1)
-        else:
-            y = _resize_axis(y, 2 + i, n, s, mode, align_corners)
+        y = resize(y, 2 + i, n, s, mode, align_corners)
+    if antialias:
+        name = "Upsample" + mode.title() + "2DAaBackward0"
+        return TF._named(ops.cast(y, input.dtype), name)
     if y is input:
         y = ops.cast(input, input.dtype)
     name = {"nearest": "UpsampleNearest", "nearest-exact": "UpsampleNearestExact"}.get(

@@ -113,6 +113,7 @@ def expand_backward(bop) -> None:
             break
         before.append(op)
     wrt = list(bop.wrt)
+    wrt_values = set(wrt)
     # Values that depend on a wrt value through differentiable primitives.
     depends = set(wrt)
     for op in before:
@@ -134,6 +135,12 @@ def expand_backward(bop) -> None:
         ct = {bop.loss: seed}
         for op in reversed(before):
             if not op.results or op.results[0] not in ct or op.results[0] not in depends:
+                continue
+            if op.results[0] in wrt_values:
+                # A leaf given a new value earlier in the call (``p.data *= m``,
+                # ``with no_grad(): p.mul_(m)``): its gradient is the cotangent
+                # of that value, which goes no further back (PyTorch's leaves
+                # have no history; the op that made the value may have no VJP).
                 continue
             prim = PRIMITIVES[ir.primitive_name(op)]
             b.loc = op.location

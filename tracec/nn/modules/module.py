@@ -162,9 +162,20 @@ class Module:
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
                                   '"forward" function')
 
+    #: ``compile(fn, *args, **kwargs)`` for ``Module.compile()``: set by
+    #: ``tracec/__init__`` (the compiler loads on first use).
+    _compile_fn = None
+
+    def compile(self, *args, **kwargs):
+        """``torch.nn.Module.compile``: this module's calls (hooks included) go
+        through ``torch.compile`` from now on, the module itself unchanged
+        (its ``state_dict`` keeps its keys)."""
+        self.__dict__["_compiled_call_impl"] = Module._compile_fn(self._call_impl, *args,
+                                                                  **kwargs)
+
     def __call__(self, *args, **kwargs):
         compiled = self.__dict__.get("_compiled_call_impl")
-        if compiled is not None:            # Module.compile() was called
+        if compiled is not None and not RECORDERS:
             return compiled(*args, **kwargs)
         return self._call_impl(*args, **kwargs)
 

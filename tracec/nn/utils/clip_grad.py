@@ -15,7 +15,7 @@ import types
 import warnings
 
 from tracec import functions as TF
-from tracec import graph
+from tracec import graph, ops
 from tracec import shape_ops as S
 from tracec.creation import tensor as _tensor
 from tracec.tensor import Tensor
@@ -55,11 +55,14 @@ def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = F
             return _tensor(0.0)
         norms = [_vector_norm(t, norm_type) for t in tensors]
         total = _vector_norm(S.stack([n.to(norms[0].dtype) for n in norms]), norm_type)
-        if error_if_nonfinite and not math.isfinite(float(total)):
-            raise RuntimeError(f"The total norm of order {norm_type} for gradients from "
-                               "`parameters` is non-finite, so it cannot be clipped. To disable "
-                               "this error and scale the gradients by the non-finite norm "
-                               "anyway, set `error_if_nonfinite=False`")
+        if error_if_nonfinite:
+            # A recorded check (tracec.ops.check): a compiled step checks each
+            # call's norm, where reading it in Python would stop the trace.
+            total = ops.check(total, ops.lt(ops.abs_(total), math.inf),
+                              f"The total norm of order {norm_type} for gradients from "
+                              "`parameters` is non-finite, so it cannot be clipped. To disable "
+                              "this error and scale the gradients by the non-finite norm "
+                              "anyway, set `error_if_nonfinite=False`")
     return total
 
 

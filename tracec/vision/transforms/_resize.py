@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from tracec import nn as _nn
+from tracec.nn._resample import _aa_bicubic as _bicubic, aa_weights  # noqa: F401 - shared taps
 from tracec.creation import from_numpy
-from tracec.nn._resample import _bicubic, aa_weights  # noqa: F401  (the filters live there)
 
 
 def resize_float(img, size, mode: str, antialias: bool):

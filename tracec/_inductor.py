@@ -1,0 +1,33 @@
+"""``torch._inductor`` as scripts touch it: ``config`` flags they set for
+Inductor's code generation (gpt-fast's ``coordinate_descent_tuning``,
+``triton.unique_kernel_names``, ``fx_graph_cache``...).
+
+tracec does not use Inductor: the flags are recorded and read back and change
+nothing.  A flag Inductor does not have is an AttributeError when read, as
+there; setting one is accepted (scripts written for other releases set flags
+that come and go).
+"""
+from __future__ import annotations
+
+__all__ = ["config"]
+
+
+class _Config:
+    def __init__(self, name: str, **defaults):
+        self.__dict__["_name"] = name
+        self.__dict__.update(defaults)
+
+    def __getattr__(self, name):
+        raise AttributeError(f"{self.__dict__['_name']} has no attribute {name!r}")
+
+
+config = _Config(
+    "torch._inductor.config", coordinate_descent_tuning=False, fx_graph_cache=True,
+    freezing=False, max_autotune=False, max_autotune_gemm=False, epilogue_fusion=True,
+    force_fuse_int_mm_with_mul=False, use_mixed_mm=True, debug=False, benchmark_kernel=False,
+    aggressive_fusion=False, cpp_wrapper=False, fallback_random=False, conv_1x1_as_mm=False,
+    split_reductions=True, compile_threads=1, autotune_local_cache=True, cpp=_Config(
+        "torch._inductor.config.cpp", threads=-1, simdlen=None, enable_kernel_profile=False),
+    triton=_Config("torch._inductor.config.triton", unique_kernel_names=False,
+                   cudagraphs=False, cudagraph_trees=True, autotune_pointwise=True,
+                   descriptive_names="original_aten"))
