@@ -30,6 +30,7 @@ from tracec.nn.modules.linear import _empty
 from tracec.nn.modules.module import Module
 from tracec.nn.parameter import Parameter
 from tracec.nn.utils.rnn import PackedSequence, batch_size_list
+from tracec.ops import movement, recurrent
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -75,9 +76,29 @@ def _step(mode, gi, state, w_hh_t, b_hh, w_hr_t):
     return TF.tanh(pre) if mode == "RNN_TANH" else TF.relu(pre)
 
 
-def _direction(mode, gis, state, w_hh, b_hh, w_hr, reverse):
-    """Run one direction of one layer over the per-step projections ``gis``;
-    returns the outputs ``[T, N, H_out]`` (in time order) and the last state."""
+def _scan(mode, proj, state, w_hh, b_hh, reverse):
+    """One direction of one layer as one ``rnn_scan`` primitive (any number
+    of steps, symbolic included, in one op); returns the outputs ``[T, N, H]``
+    and the last state."""
+    h0, c0 = state if mode == "LSTM" else (state, None)
+    rest = (c0,) if mode == "LSTM" else (b_hh,) if mode == "GRU" and b_hh is not None else ()
+    out = recurrent.rnn_scan(proj, S.t(w_hh), h0, *rest, mode=mode, reverse=reverse)
+    T, N, H = proj.shape[0], proj.shape[1], h0.shape[1]
+    outs = movement.slice_(out, (1, 0, 0), (T + 1, N, H), (1, 1, 1))
+    h = S.reshape(movement.slice_(out, (0, 0, 0), (1, N, H), (1, 1, 1)), (N, H))
+    if mode != "LSTM":
+        return outs, h
+    c = S.reshape(movement.slice_(out, (0, 0, H), (1, N, 2 * H), (1, 1, 1)), (N, H))
+    return outs, (h, c)
+
+
+def _direction(mode, proj, state, w_hh, b_hh, w_hr, reverse):
+    """Run one direction of one layer over the projections ``proj``
+    ``[T, N, G]``; returns the outputs ``[T, N, H_out]`` (in time order) and
+    the last state."""
+    if w_hr is None:
+        return _scan(mode, proj, state, w_hh, b_hh, reverse)
+    gis = S.unbind(proj, 0)
     w_hh_t = S.t(w_hh)
     w_hr_t = None if w_hr is None else S.t(w_hr)
     outs = [None] * len(gis)
@@ -333,8 +354,8 @@ class RNNBase(Module):
                 proj = _input_projection(self.mode, x, w_ih, b_ih, b_hh)
                 state = h0s[k] if c0s is None else (h0s[k], c0s[k])
                 if sizes is None:
-                    out, state = _direction(self.mode, S.unbind(proj, 0), state, w_hh, b_hh,
-                                            w_hr, reverse=direction == 1)
+                    out, state = _direction(self.mode, proj, state, w_hh, b_hh, w_hr,
+                                            reverse=direction == 1)
                 else:
                     steps, state = _direction_packed(self.mode, S.split(proj, sizes, 0), state,
                                                      w_hh, b_hh, w_hr, direction == 1, sizes)
