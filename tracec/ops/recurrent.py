@@ -218,7 +218,8 @@ def _scan_vjp(g, gi, w, h0, *rest, out, mode, reverse):
 
 
 rnn_scan_p = Primitive("rnn_scan", kind="recurrent", impl=_scan_impl, shape_rule=_scan_shape,
-                       dtype_rule=_same_dtype, vjp=_scan_vjp, save=(1, 2, 3, 4),
+                       dtype_rule=_same_dtype, vjp=_scan_vjp,
+                       save=lambda xs, needs=None: tuple(range(1, len(xs))),
                        save_out=True, variadic=True)
 
 rnn_scan_grad_p = Primitive("rnn_scan_grad", kind="recurrent", impl=_grad_impl,
