@@ -30,7 +30,7 @@ from tracec.nn.modules.linear import _empty
 from tracec.nn.modules.module import Module
 from tracec.nn.parameter import Parameter
 from tracec.nn.utils.rnn import PackedSequence, batch_size_list
-from tracec.ops import movement, recurrent
+from tracec.ops import elementwise as ew, movement, recurrent
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -85,10 +85,15 @@ def _scan(mode, proj, state, w_hh, b_hh, reverse):
     out = recurrent.rnn_scan(proj, S.t(w_hh), h0, *rest, mode=mode, reverse=reverse)
     T, N, H = proj.shape[0], proj.shape[1], h0.shape[1]
     outs = movement.slice_(out, (1, 0, 0), (T + 1, N, H), (1, 1, 1))
-    h = S.reshape(movement.slice_(out, (0, 0, 0), (1, N, H), (1, 1, 1)), (N, H))
+    # The final state: row 0 of the packed result, copied (a cast to its own
+    # dtype, which the compiled graph drops) so that eagerly h_n and c_n do
+    # not share storage with each other and the scan's buffer, as torch's.
+    h = ew.cast(S.reshape(movement.slice_(out, (0, 0, 0), (1, N, H), (1, 1, 1)), (N, H)),
+                out.dtype)
     if mode != "LSTM":
         return outs, h
-    c = S.reshape(movement.slice_(out, (0, 0, H), (1, N, 2 * H), (1, 1, 1)), (N, H))
+    c = ew.cast(S.reshape(movement.slice_(out, (0, 0, H), (1, N, 2 * H), (1, 1, 1)), (N, H)),
+                out.dtype)
     return outs, (h, c)
 
 
