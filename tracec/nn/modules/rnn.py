@@ -4,11 +4,15 @@ parameter names, shapes, registration order (so ``state_dict()`` keys and
 ``parameters()`` order match torch's and a torch state dict loads), init,
 shape checks and error messages.
 
-Everything is a composite over existing tensor ops, so eager autograd and
-``tracec.compile`` need no rule of their own.  For speed a layer computes the
-input projection ``x @ W_ih^T + b`` of all time steps with one matmul per
-layer and direction, then loops over time only for the recurrent part, and
-assembles the outputs with one ``stack``.
+A layer computes the input projection ``x @ W_ih^T + b`` of all time steps
+with one matmul per layer and direction; the recurrence over time is then
+one ``rnn_scan`` primitive (``tracec.ops.recurrent``: its NumPy definition
+runs eagerly, its VJP ``rnn_scan_grad`` is the backward, eager and compiled,
+and the cpu backend lowers it to a native loop), so a compiled step has one
+op per layer and direction whatever the sequence length, and a symbolic
+length needs no retrace.  Packed sequences, ``proj_size > 0`` and operands
+of mixed or half precision keep a Python loop over the steps (composites of
+tensor ops, results assembled with one ``stack``); so do the cells.
 
 Gate layouts are torch's: LSTM rows ``i, f, g, o``; GRU rows ``r, z, n``
 with ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``.  Where the math allows
@@ -22,6 +26,7 @@ import numbers
 import warnings
 
 from tracec import creation
+from tracec import dtypes
 from tracec import functions as TF
 from tracec import shape_ops as S
 from tracec.nn import functional as F
@@ -97,11 +102,22 @@ def _scan(mode, proj, state, w_hh, b_hh, reverse):
     return outs, (h, c)
 
 
+def _scan_applies(proj, state, w_hh, b_hh) -> bool:
+    """Whether ``rnn_scan`` runs this direction: every operand of one dtype,
+    float32 or float64 (the cpu backend's scan; mixed or half precision, as
+    under autocast, keeps the step loop and its per-op promotion)."""
+    values = [proj, w_hh, *(state if isinstance(state, tuple) else (state,))]
+    if b_hh is not None:
+        values.append(b_hh)
+    d = proj.dtype
+    return d in (dtypes.float32, dtypes.float64) and all(v.dtype is d for v in values)
+
+
 def _direction(mode, proj, state, w_hh, b_hh, w_hr, reverse):
     """Run one direction of one layer over the projections ``proj``
     ``[T, N, G]``; returns the outputs ``[T, N, H_out]`` (in time order) and
     the last state."""
-    if w_hr is None:
+    if w_hr is None and _scan_applies(proj, state, w_hh, b_hh):
         return _scan(mode, proj, state, w_hh, b_hh, reverse)
     gis = S.unbind(proj, 0)
     w_hh_t = S.t(w_hh)
