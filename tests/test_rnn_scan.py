@@ -181,6 +181,33 @@ def test_lm_step_every_length_one_trace_one_compile(backend, tmp_path, monkeypat
     assert "rnn_scan" in comp.ir("optimized")
 
 
+@pytest.mark.parametrize("cls", ["LSTM", "GRU"])
+def test_symbolic_length_and_batch_one_compile(cls, tmp_path, monkeypatch):
+    """T and N both symbolic (mark_dynamic: run-time values of the scan's
+    loops and GEMMs); every (T, N) equals eager, one trace, one compile."""
+    monkeypatch.setenv("TRACEC_CACHE_DIR", str(tmp_path / "cache"))
+    tracec.manual_seed(0)
+    m = getattr(nn, cls)(E, H, num_layers=2, bidirectional=True)
+
+    def step(x):
+        for p in m.parameters():
+            p.grad = None
+        out, _ = m(x)
+        (out * out).sum().backward()
+        return out, m.weight_hh_l1_reverse.grad
+    comp = tracec.compile(step)
+    rng = np.random.default_rng(4)
+    for t, n in ((5, 4), (7, 6), (2, 2), (9, 4)):
+        x = rng.standard_normal((t, n, E)).astype(np.float32)
+        xs = tracec.mark_dynamic(tracec.mark_dynamic(tracec.tensor(x), 0, name="T"), 1, name="N")
+        got = [g.detach().numpy().copy() for g in comp(xs)]
+        want = [w.detach().numpy() for w in step(tracec.tensor(x))]
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    info = comp.cache_info()
+    assert info.traces == 1 and info.compiles == 1, info
+
+
 AOT_USER = '''
 import tracec
 tracec.manual_seed(0)

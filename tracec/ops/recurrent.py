@@ -200,12 +200,14 @@ def _scan_vjp(g, gi, w, h0, *rest, out, mode, reverse):
     dgh = dgi if mode != "GRU" else movement.concatenate(
         [_rows(d, 1, T + 1, 0, 2 * H), _rows(d, 1, T + 1, 3 * H, 4 * H)], 2)
     # h_{t-1} of every step, in time order: h0 then h_0..h_{T-2} (forward),
-    # h_1..h_{T-1} then h0 (reverse).
+    # h_1..h_{T-1} then h0 (reverse); cut from [T + 1] rows, so that no value
+    # has T - 1 rows (a symbolic trace would take a guard on T - 1 == 1).
     first = movement.reshape(h0, (1, N, H))
+    hs = _rows(out, 1, T + 1, 0, H)
     if reverse:
-        hprev = movement.concatenate([_rows(out, 2, T + 1, 0, H), first], 0)
+        hprev = _rows(movement.concatenate([hs, first], 0), 1, T + 1, 0, H)
     else:
-        hprev = movement.concatenate([first, _rows(out, 1, T, 0, H)], 0)
+        hprev = _rows(movement.concatenate([first, hs], 0), 0, T, 0, H)
     hp = movement.reshape(hprev, (T * N, H))
     dw = linalg.matmul(movement.transpose(hp, (1, 0)), movement.reshape(dgh, (T * N, G)))
     dh0 = movement.reshape(_rows(d, 0, 1, 0, H), (N, H))
