@@ -129,6 +129,13 @@ def test_projection_and_packed_keep_the_step_loop():
         np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-10)
 
 
+@pytest.mark.parametrize("cls", ["LSTM", "GRU", "RNN"])
+def test_empty_sequence_is_refused_as_torch(cls):
+    for lib in (torch, tracec):
+        with pytest.raises(RuntimeError, match="Expected sequence length to be larger than 0"):
+            getattr(lib.nn, cls)(E, H)(lib.zeros(0, N, E))
+
+
 class _LM(nn.Module):
     def __init__(self, vocab=17, width=8, layers=2):
         super().__init__()

@@ -357,6 +357,8 @@ class RNNBase(Module):
         with ``sizes``, a packed ``data`` ``[N, F]`` whose steps have those
         batch sizes); returns the output and the stacked final ``h`` (and ``c``)."""
         x = S.transpose(input, 0, 1) if self.batch_first and sizes is None else input
+        if sizes is None and x.shape[0] == 0:
+            raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
         num_directions = 2 if self.bidirectional else 1
         h0s = S.unbind(h0, 0)
         c0s = None if c0 is None else S.unbind(c0, 0)
