@@ -255,7 +255,8 @@ int main(int argc, char **argv) {
             int64_t n = numel(a, T);
             buf[i] = realloc(buf[i], n * a->itemsize + 1);
             if (a->role == TRACEC_ROLE_INPUT)
-                for (int64_t j = 0; j < n; j++) ((float *)buf[i])[j] = (float)((j * 37) % 101) / 50.0f - 1.0f;
+                for (int64_t j = 0; j < n; j++)
+                    ((float *)buf[i])[j] = (float)((j * 37) % 101) / 50.0f - 1.0f;
         }
         int rc = run_argv(buf, &T);
         if (rc) { printf("error %d\n", rc); continue; }
@@ -296,7 +297,8 @@ def test_tracec_build_library_serves_every_length(tmp_path):
     user = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(user)
     for k, t in enumerate(lengths):
-        x = ((np.arange(t * 2 * 3) * 37 % 101) / np.float32(50) - 1).astype(np.float32).reshape(t, 2, 3)
+        x = ((np.arange(t * 2 * 3) * 37 % 101) / np.float32(50) - 1).astype(np.float32)
+        x = x.reshape(t, 2, 3)
         want = [w.detach().numpy().ravel() for w in user.run(tracec.tensor(x))]
         for line, w in zip(lines[2 * k:2 * k + 2], want):
             vals = line.split()

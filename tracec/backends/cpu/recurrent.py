@@ -16,7 +16,9 @@ Backward: row 0 of the result carries ``dh`` (and ``dc``) from step to step;
 per step the gate gradients are computed fused over ``n, j`` (into the
 step's row and, as the GEMM's A, a contiguous scratch ``[N, G]``), then
 ``dh_{t-1} = dgates @ W^T`` is one GEMM call (on a copy of ``W^T`` made
-once per call, not transposed by every step's packing).  Scratch buffers come from ``aligned_alloc`` once per call.
+once per call, not transposed by every step's packing).  Scratch buffers
+come from ``aligned_alloc`` once per call.  The kernels run on one thread
+(the steps are sequential; the GEMM of a step is short).
 
 Invariant: the results equal the primitives' NumPy definitions up to float
 rounding (and, for float32, the fast ``tanh``/``exp`` of ``mathfns``).
