@@ -215,6 +215,40 @@ def test_symbolic_length_and_batch_one_compile(cls, tmp_path, monkeypatch):
     assert info.traces == 1 and info.compiles == 1, info
 
 
+@pytest.mark.parametrize("cls", ["LSTM", "GRU", "RNN"])
+def test_wide_layer_symbolic_batch_equals_torch(cls, tmp_path, monkeypatch):
+    """Hidden size 40: the steps' products take the unpacked short-GEMM
+    kernel for a batch of at most 32 rows and the packed GEMM above, chosen
+    per call for a symbolic batch; every batch equals torch (float64)."""
+    monkeypatch.setenv("TRACEC_CACHE_DIR", str(tmp_path / "cache"))
+    torch.manual_seed(0)
+    ref = getattr(torch.nn, cls)(6, 40, bidirectional=True).double()
+    mine = getattr(nn, cls)(6, 40, bidirectional=True, dtype=tracec.float64)
+    mine.load_state_dict({k: tracec.tensor(v.detach().numpy())
+                          for k, v in ref.state_dict().items()})
+
+    def step(lib, model):
+        def f(x):
+            for p in model.parameters():
+                p.grad = None
+            out, _ = model(x)
+            (out * out).sum().backward()
+            return out, model.weight_hh_l0.grad, model.weight_hh_l0_reverse.grad
+        return f
+    comp = tracec.compile(step(tracec, mine))
+    rng = np.random.default_rng(6)
+    for t, n in ((4, 3), (5, 40), (3, 32), (4, 33)):
+        x = rng.standard_normal((t, n, 6))
+        want = step(torch, ref)(torch.tensor(x))
+        xs = tracec.mark_dynamic(tracec.mark_dynamic(tracec.tensor(x), 0, name="T"), 1, name="N")
+        got = comp(xs)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(), rtol=1e-9,
+                                       atol=1e-11)
+    info = comp.cache_info()
+    assert info.traces == 1 and info.compiles == 1, info
+
+
 AOT_USER = '''
 import tracec
 tracec.manual_seed(0)

@@ -314,7 +314,10 @@ def _rnn_cases(name):
         for mode, gates, rev, (T, N, H) in (("LSTM", 4, 0, (4, 3, 5)), ("LSTM", 4, 1, (3, 1, 9)),
                                              ("GRU", 3, 1, (4, 2, 5)), ("GRU", 3, 0, (2, 3, 4)),
                                              ("RNN_TANH", 1, 0, (5, 2, 3)),
-                                             ("RNN_RELU", 1, 1, (3, 2, 6))):
+                                             ("RNN_RELU", 1, 1, (3, 2, 6)),
+                                             # sizes for the unpacked short GEMM
+                                             ("LSTM", 4, 1, (3, 4, 32)),
+                                             ("GRU", 3, 0, (2, 5, 40))):
             G = gates * H
             w = randn(H, G, dtype=d) * np.asarray(0.5, d)
             if name == "rnn_scan":

@@ -4,8 +4,9 @@ may be symbolic: read at run time), so one compiled function serves every
 sequence length.
 
 Forward, per step: the recurrent product ``h_{t-1} @ W`` ``[N, G]`` is one
-call of the shared packed GEMM (``gemm_run``) from a contiguous copy of
-``h_{t-1}`` into a scratch buffer; the gate math (input projection plus
+short GEMM (``gemm_small``'s unpacked kernel, inlined, for a batch of at most
+32 rows; else a call of the shared packed ``gemm_run``) from a contiguous
+copy of ``h_{t-1}`` in a scratch buffer; the gate math (input projection plus
 product, activations, the cell update) then runs fused over ``n, j`` and
 writes the step's row of the packed result and the next ``h``.  Row 0 holds
 ``c0`` while the steps run, so step 0 reads its previous cell where every
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 from tracec import dtypes as dt
 from tracec import ir
-from tracec.backends.cpu import gemm, gemm_lib, scalar
+from tracec.backends.cpu import gemm, gemm_lib, gemm_small, scalar
 from tracec.backends.cpu.builder import F32, F64, I32, I64, PTR
 from tracec.backends.cpu.scalar import LoweringError
 from tracec.ops.recurrent import grad_width, out_width
@@ -88,25 +89,43 @@ def _ix(fb, *terms):
 
 
 class _Gemm:
-    """Per-step products ``C [M, Nc] = A [M, K] @ B`` through the shared GEMM
-    driver (``gemm_run``: packed, register-tiled), on one thread; ``tb``: the
-    buffer holds B transposed (``[Nc, K]``).  A and C are contiguous."""
+    """Per-step products ``C [M, Nc] = A [M, K] @ B [K, Nc]`` (all contiguous)
+    on one thread: the unpacked small-product kernel (``gemm_small``: B read
+    in place, no packing per step) where it suits the sizes (a symbolic batch
+    M: checked at run time), else the shared packed GEMM (``gemm_run``)."""
 
-    def __init__(self, low, d, M, Nc, K, tb: bool):
+    def __init__(self, low, d, M, Nc, K):
         elt = F32 if d is dt.float32 else F64
         vl, mr, nr = gemm.params_for(d)
-        self.fn = gemm_lib.declare(low.mb, "run", d, False, tb) if low.mb.use_libraries else \
-            gemm._run_fn(low.mb, elt, vl, mr, nr, False, tb)
+        self.fn = gemm_lib.declare(low.mb, "run", d, False, False) if low.mb.use_libraries \
+            else gemm._run_fn(low.mb, elt, vl, mr, nr, False, False)
         self.mt = gemm._cdiv(M, gemm.MC_PANELS * mr)
         self.ncb = min(gemm.NC, gemm._cdiv(Nc, nr) * nr)
         self.nt = gemm._cdiv(Nc, self.ncb)
         self.sizes = (M, Nc, K)
+        self.conds = gemm_small.conditions(d, M, Nc, K, False)
+        if self.conds is not None:
+            self.small, self.npan = gemm_small.body_for(d, 1, M, Nc, K, (), [], [], False)
 
     def __call__(self, fb, c, a, b, fail):
-        mt, nt = fb.i64(self.mt), fb.i64(self.nt)
-        rc = fb.call(self.fn, [c, a, b, fb.i64(0), fb.mul(mt, nt)] +
-                     [fb.i64(v) for v in self.sizes] + [mt, nt, fb.i64(self.ncb)], I32)
-        fb.if_then(fb.icmp("ne", rc, fb.i32(0)), fail)
+        def packed():
+            mt, nt = fb.i64(self.mt), fb.i64(self.nt)
+            rc = fb.call(self.fn, [c, a, b, fb.i64(0), fb.mul(mt, nt)] +
+                         [fb.i64(v) for v in self.sizes] + [mt, nt, fb.i64(self.ncb)], I32)
+            fb.if_then(fb.icmp("ne", rc, fb.i32(0)), fail)
+
+        def small():
+            self.small(fb, [c, a, b], None, fb.i64(0), fb.i64(self.npan), None)
+        if self.conds is None:
+            packed()
+        elif not self.conds:
+            small()
+        else:
+            ok = None
+            for lhs, op, rhs in self.conds:
+                v = fb.icmp({"<=": "sle", ">=": "sge"}[op], fb.i64(lhs), fb.i64(rhs))
+                ok = v if ok is None else fb.ibin("and", ok, v)
+            fb.if_else(ok, small, packed)
 
 
 def _scratch(fb, d, sizes, oom, status, run):
@@ -149,7 +168,7 @@ def emit_rnn_scan(low, op) -> None:
     lstm, gru = mode == "LSTM", mode == "GRU"
     has_b = gru and len(xs) == 4
     slots = [low.slot_value(res)] + [low.slot_value(v) for v in xs]
-    product = _Gemm(low, d, N, G, H, tb=False)
+    product = _Gemm(low, d, N, G, H)
     oom = _oom(low, "rnn_scan")
 
     def body(fb, ptrs, err, lo, hi, status):
@@ -265,7 +284,7 @@ def emit_rnn_scan_grad(low, op) -> None:
     _check(op, d)
     lstm, gru = mode == "LSTM", mode == "GRU"
     slots = [low.slot_value(res)] + [low.slot_value(v) for v in xs]
-    product = _Gemm(low, d, N, H, G, tb=False)
+    product = _Gemm(low, d, N, H, G)
     oom = _oom(low, "rnn_scan_grad")
     st_t = scalar.storage_type(d)
 
