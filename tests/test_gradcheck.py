@@ -113,6 +113,19 @@ SAMPLES = {
     "full": [((), {"value": 1.5, "shape": (2, 3), "dtype": dt.float32})],
     "iota": [((), {"shape": (2, 3), "dtype": dt.int64, "axis": 1})],
     "random_uniform": [((np.array([7, 3], np.int64),), {"shape": (4,), "dtype": dt.float64})],
+    # one direction of a recurrent layer (T=3, N=2, H=2), each mode and direction
+    "rnn_scan": [((_r((3, 2, 8), seed=11), _r((2, 8), seed=12), _r((2, 2), seed=13),
+                   _r((2, 2), seed=14)), {"mode": "LSTM", "reverse": 0}),
+                 ((_r((3, 2, 6), seed=15), _r((2, 6), seed=16), _r((2, 2), seed=17),
+                   _r((6,), seed=18)), {"mode": "GRU", "reverse": 1}),
+                 ((_r((3, 2, 6), seed=19), _r((2, 6), seed=20), _r((2, 2), seed=21)),
+                  {"mode": "GRU", "reverse": 0}),
+                 ((_r((3, 2, 2), seed=22), _r((2, 2), seed=23), _r((2, 2), seed=24)),
+                  {"mode": "RNN_TANH", "reverse": 1}),
+                 ((_r((3, 2, 2), seed=25, distinct=True), _r((2, 2), seed=26),
+                   _r((2, 2), seed=27)), {"mode": "RNN_RELU", "reverse": 0})],
+    "rnn_scan_grad": [((_r((4, 2, 12)), _r((4, 2, 12)), _r((2, 8)), _r((2, 2)), _r((2, 2))),
+                       {"mode": "LSTM", "reverse": 1})],
     # collectives in a world of one process (tests/distributed runs several)
     "all_reduce": [((_r((3, 4)),), {"reduce_op": 0, "comm": _WORLD})],
     "broadcast": [((_r((2, 3)),), {"src": 0, "comm": _WORLD})],
@@ -155,7 +168,7 @@ def test_primitive_declares_every_rule(name):
     for attr in ("shape_rule", "dtype_rule", "impl"):
         assert callable(getattr(prim, attr, None)), f"{name} lacks {attr}"
     assert prim.kind in ("elementwise", "reduce", "movement", "index", "matmul",
-                         "creation", "random", "collective"), prim.kind
+                         "creation", "random", "collective", "recurrent"), prim.kind
     if prim.differentiable:
         assert callable(prim.vjp)
     for args, params in SAMPLES.get(name, []):

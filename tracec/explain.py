@@ -50,6 +50,8 @@ _WHY = {
     "argsort": "a sort: its own kernel",
     "random_uniform": "a random draw: its own kernel", "iota": "a generator: its own kernel",
     "full": "a generator: its own kernel",
+    "rnn_scan": "a recurrent layer's time loop: one kernel over every step",
+    "rnn_scan_grad": "a recurrent layer's backward time loop: one kernel over every step",
 }
 
 

@@ -290,6 +290,8 @@ def _cases(name):
                 ([np.array([-3, 2 ** 40], np.int64)], {"shape": (1000,),
                                                         "dtype": dt.float64}),
                 ([st], {"shape": (), "dtype": dt.float32})]
+    if name in ("rnn_scan", "rnn_scan_grad"):
+        return _rnn_cases(name)
     world = __import__("mpi4py.MPI").MPI.COMM_WORLD.py2f()  # one process here
     if name == "all_reduce":
         return [([randn(3, 4, dtype=d)], {"reduce_op": op, "comm": world})
@@ -302,6 +304,34 @@ def _cases(name):
     if name == "all_gather":
         return [([randn(2, 3, dtype=np.float64)], {"size": 1, "comm": world})]
     return []
+
+
+def _rnn_cases(name):
+    """Every mode, both directions and dtypes, GRU with and without b_hh,
+    one batch row, a hidden size that is not a multiple of the vectors."""
+    out = []
+    for d in F:
+        for mode, gates, rev, (T, N, H) in (("LSTM", 4, 0, (4, 3, 5)), ("LSTM", 4, 1, (3, 1, 9)),
+                                             ("GRU", 3, 1, (4, 2, 5)), ("GRU", 3, 0, (2, 3, 4)),
+                                             ("RNN_TANH", 1, 0, (5, 2, 3)),
+                                             ("RNN_RELU", 1, 1, (3, 2, 6)),
+                                             # sizes for the unpacked short GEMM
+                                             ("LSTM", 4, 1, (3, 4, 32)),
+                                             ("GRU", 3, 0, (2, 5, 40))):
+            G = gates * H
+            w = randn(H, G, dtype=d) * np.asarray(0.5, d)
+            if name == "rnn_scan":
+                xs = [randn(T, N, G, dtype=d), w, randn(N, H, dtype=d)]
+                if mode == "LSTM":
+                    xs.append(randn(N, H, dtype=d))
+                if mode == "GRU" and not rev:
+                    xs.append(randn(G, dtype=d))
+            else:
+                W = {"LSTM": 6, "GRU": 5}.get(mode, 1) * H
+                xs = [randn(T + 1, N, W, dtype=d), uniform(0.05, 0.95, T + 1, N, W, dtype=d), w,
+                      randn(N, H, dtype=d)] + ([randn(N, H, dtype=d)] if mode == "LSTM" else [])
+            out.append((xs, {"mode": mode, "reverse": rev}))
+    return out
 
 
 def _module(name, cases):
@@ -335,7 +365,7 @@ def assert_close(ref, got, name, what=""):
     assert got.shape == ref.shape, (name, what, got.shape, ref.shape)
     if ref.dtype.kind == "f":
         d = ref.dtype
-        reduce = name in ("reduce_sum", "matmul")
+        reduce = name in ("reduce_sum", "matmul", "rnn_scan", "rnn_scan_grad")
         rtol = (1e-5 if d == np.float32 else 1e-12) * (20 if reduce else 1)
         atol = (1e-6 if d == np.float32 else 1e-14) * (100 if reduce else 1)
         if d == np.float16 or what == "bf16":

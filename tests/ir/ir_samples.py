@@ -49,6 +49,11 @@ _sample("matmul", [((2, 4, 8), F32), ((8, 3), F32)])
 _sample("full", [], {"value": 2.5, "shape": (4, 3), "dtype": F32})
 _sample("iota", [], {"shape": (4, 3), "dtype": I64, "axis": 1})
 _sample("random_uniform", [((2,), I64)], {"shape": (3, 2), "dtype": F32})
+# One LSTM direction (T=3, N=2, H=4) and its backward.
+_sample("rnn_scan", [((3, 2, 16), F32), ((4, 16), F32), ((2, 4), F32), ((2, 4), F32)],
+        {"mode": "LSTM", "reverse": 1})
+_sample("rnn_scan_grad", [((4, 2, 24), F64), ((4, 2, 24), F64), ((4, 16), F64), ((2, 4), F64),
+                          ((2, 4), F64)], {"mode": "LSTM", "reverse": 0})
 # Collectives over this process's MPI_COMM_WORLD (a world of one in tests).
 WORLD = __import__("mpi4py.MPI").MPI.COMM_WORLD.py2f()
 _sample("all_reduce", [((4, 3), F32)], {"reduce_op": 0, "comm": WORLD})

@@ -110,6 +110,10 @@ def _specs() -> dict[str, PrimSpec]:
     add("all_reduce", "collective", ["x"], [("reduce_op", "int"), ("comm", "int")])
     add("broadcast", "collective", ["x"], [("src", "int"), ("comm", "int")])
     add("all_gather", "all_gather", ["x"], [("size", "int"), ("comm", "int")])
+    # One direction of a recurrent layer over all steps, and its backward
+    # (tracec.ops.recurrent): operands ``gi, w, h0[, c0][, b]`` / ``g, out, w, h0[, c0]``.
+    for n in ("rnn_scan", "rnn_scan_grad"):
+        add(n, "recurrent", ["xs"], [("mode", "str"), ("reverse", "int")], variadic=True)
     return out
 
 
@@ -225,6 +229,11 @@ def _check_group(op: "PrimitiveOp", p: dict, sh: list, ds: list, rs: tuple, rd):
             return "operand and result element types must all be equal"
         if len(sh[0]) < 2 or len(sh[1]) < 2 or sh[0][-1] != sh[1][-2]:
             return "operands must have rank >= 2 and matching inner dimensions"
+    elif g == "recurrent":
+        if any(d is not ds[0] for d in ds) or rd is not ds[0] or not rd.is_floating_point:
+            return "operand and result element types must be one floating type"
+        if len(rs) != 3 or any(len(x) not in (1, 2, 3) for x in sh):
+            return "expects 3-D gi / out, 2-D weights and states"
     elif g in ("collective", "all_gather"):
         want = (p["size"], *sh[0]) if g == "all_gather" else sh[0]
         if rd is not ds[0] or rs != want:

@@ -4,7 +4,7 @@ Importing this package registers every primitive in ``PRIMITIVES``.
 """
 from tracec.ops.core import PRIMITIVES, Aval, Primitive, ShapeError, broadcast_shapes  # noqa: F401
 from tracec.ops import (collective, creation, elementwise, indexing, linalg,  # noqa: F401
-                        movement, random, reduce, sort)
+                        movement, random, recurrent, reduce, sort)
 from tracec.ops.creation import full, iota, zeros  # noqa: F401
 from tracec.ops.elementwise import *  # noqa: F401,F403
 from tracec.ops.elementwise import sum_to  # noqa: F401
@@ -15,3 +15,4 @@ from tracec.ops.movement import broadcast_to, concatenate, pad, reshape, slice_,
 from tracec.ops.random import random_uniform  # noqa: F401
 from tracec.ops.reduce import argmax, argmin, reduce_max, reduce_min, reduce_sum  # noqa: F401
 from tracec.ops.sort import argsort  # noqa: F401
+from tracec.ops.recurrent import rnn_scan, rnn_scan_grad  # noqa: F401

@@ -25,7 +25,7 @@ from tracec.backends.cpu import codegen, gemm
 from tracec.backends.cpu.builder import F32, F64, vec
 from tracec.symbolic import known
 
-__all__ = ["suitable", "conditions", "emit"]
+__all__ = ["suitable", "conditions", "emit", "body_for"]
 
 #: At most this many rows of C take this path (above it the packing is
 #: shared by enough rows to pay for itself).
@@ -64,6 +64,16 @@ def conditions(d: dt.DType, M, N, K, tb: bool) -> list | None:
 
 def emit(low, slots, d: dt.DType, nb: int, M: int, N: int, K: int, bshape, sa, sb,
          ta: bool) -> None:
+    body, npan = body_for(d, nb, M, N, K, bshape, sa, sb, ta)
+    low.kernels.kernel("matmul_small", slots, nb * npan, body, work=nb * M * N * K,
+                       key=("matmul_small", d.name, nb, M, N, K, tuple(bshape), tuple(sa),
+                            tuple(sb), ta))
+
+
+def body_for(d: dt.DType, nb: int, M: int, N: int, K: int, bshape, sa, sb, ta: bool):
+    """``(body, npan)``: the kernel body ``body(fb, [c, a, b], err, lo, hi,
+    status)`` computing work units (batch, column panel) ``[lo, hi)`` of
+    ``nb * npan``; a kernel's own loop may call it too (``rnn_scan``'s steps)."""
     from tracec.backends.cpu.matmul import _chunks, batch_offset
     elt = F32 if d is dt.float32 else F64
     es = d.itemsize
@@ -155,6 +165,4 @@ def emit(low, slots, d: dt.DType, nb: int, M: int, N: int, K: int, bshape, sa, s
                 panel(a0, b0, c0, j0, full_pieces)
             return ()
         fb.for_range(lo, hi, unit)
-    low.kernels.kernel("matmul_small", slots, nb * npan, body, work=nb * M * N * K,
-                       key=("matmul_small", d.name, nb, M, N, K, tuple(bshape), tuple(sa),
-                            tuple(sb), ta))
+    return body, npan

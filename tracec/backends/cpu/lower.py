@@ -42,7 +42,7 @@ from xdsl.passes import ModulePass
 from tracec import dtypes as dt
 from tracec import ir, symbolic
 from tracec.backends.cpu import (collectives, gemm_small, indexing, matmul, padsum, parallel,
-                                 profiling, scalar, transpose)
+                                 profiling, recurrent, scalar, transpose)
 from tracec.backends.cpu.builder import I1, I8, I32, I64, PTR, ModuleBuilder
 from tracec.backends.cpu.codegen import PYOBJECT_DATA_OFFSET
 from tracec.backends.cpu.fuse import REDUCE_KIND, NotFusable, ProgramBuilder, splat_value
@@ -834,6 +834,10 @@ class Lowering:
             matmul.emit_matmul(self, op, self.mm_operands.get(op))
         elif name in collectives.COLLECTIVES:
             collectives.emit_collective(self, op, name)
+        elif name == "rnn_scan":
+            recurrent.emit_rnn_scan(self, op)
+        elif name == "rnn_scan_grad":
+            recurrent.emit_rnn_scan_grad(self, op)
         else:
             raise LoweringError(f"{describe(op)}: no cpu lowering for {name}")
 

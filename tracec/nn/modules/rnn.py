@@ -4,11 +4,15 @@ parameter names, shapes, registration order (so ``state_dict()`` keys and
 ``parameters()`` order match torch's and a torch state dict loads), init,
 shape checks and error messages.
 
-Everything is a composite over existing tensor ops, so eager autograd and
-``tracec.compile`` need no rule of their own.  For speed a layer computes the
-input projection ``x @ W_ih^T + b`` of all time steps with one matmul per
-layer and direction, then loops over time only for the recurrent part, and
-assembles the outputs with one ``stack``.
+A layer computes the input projection ``x @ W_ih^T + b`` of all time steps
+with one matmul per layer and direction; the recurrence over time is then
+one ``rnn_scan`` primitive (``tracec.ops.recurrent``: its NumPy definition
+runs eagerly, its VJP ``rnn_scan_grad`` is the backward, eager and compiled,
+and the cpu backend lowers it to a native loop), so a compiled step has one
+op per layer and direction whatever the sequence length, and a symbolic
+length needs no retrace.  Packed sequences, ``proj_size > 0`` and operands
+of mixed or half precision keep a Python loop over the steps (composites of
+tensor ops, results assembled with one ``stack``); so do the cells.
 
 Gate layouts are torch's: LSTM rows ``i, f, g, o``; GRU rows ``r, z, n``
 with ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``.  Where the math allows
@@ -22,6 +26,7 @@ import numbers
 import warnings
 
 from tracec import creation
+from tracec import dtypes
 from tracec import functions as TF
 from tracec import shape_ops as S
 from tracec.nn import functional as F
@@ -30,6 +35,7 @@ from tracec.nn.modules.linear import _empty
 from tracec.nn.modules.module import Module
 from tracec.nn.parameter import Parameter
 from tracec.nn.utils.rnn import PackedSequence, batch_size_list
+from tracec.ops import elementwise as ew, movement, recurrent
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -75,9 +81,45 @@ def _step(mode, gi, state, w_hh_t, b_hh, w_hr_t):
     return TF.tanh(pre) if mode == "RNN_TANH" else TF.relu(pre)
 
 
-def _direction(mode, gis, state, w_hh, b_hh, w_hr, reverse):
-    """Run one direction of one layer over the per-step projections ``gis``;
-    returns the outputs ``[T, N, H_out]`` (in time order) and the last state."""
+def _scan(mode, proj, state, w_hh, b_hh, reverse):
+    """One direction of one layer as one ``rnn_scan`` primitive (any number
+    of steps, symbolic included, in one op); returns the outputs ``[T, N, H]``
+    and the last state."""
+    h0, c0 = state if mode == "LSTM" else (state, None)
+    rest = (c0,) if mode == "LSTM" else (b_hh,) if mode == "GRU" and b_hh is not None else ()
+    out = recurrent.rnn_scan(proj, S.t(w_hh), h0, *rest, mode=mode, reverse=reverse)
+    T, N, H = proj.shape[0], proj.shape[1], h0.shape[1]
+    outs = movement.slice_(out, (1, 0, 0), (T + 1, N, H), (1, 1, 1))
+    # The final state: row 0 of the packed result, copied (a cast to its own
+    # dtype, which the compiled graph drops) so that eagerly h_n and c_n do
+    # not share storage with each other and the scan's buffer, as torch's.
+    h = ew.cast(S.reshape(movement.slice_(out, (0, 0, 0), (1, N, H), (1, 1, 1)), (N, H)),
+                out.dtype)
+    if mode != "LSTM":
+        return outs, h
+    c = ew.cast(S.reshape(movement.slice_(out, (0, 0, H), (1, N, 2 * H), (1, 1, 1)), (N, H)),
+                out.dtype)
+    return outs, (h, c)
+
+
+def _scan_applies(proj, state, w_hh, b_hh) -> bool:
+    """Whether ``rnn_scan`` runs this direction: every operand of one dtype,
+    float32 or float64 (the cpu backend's scan; mixed or half precision, as
+    under autocast, keeps the step loop and its per-op promotion)."""
+    values = [proj, w_hh, *(state if isinstance(state, tuple) else (state,))]
+    if b_hh is not None:
+        values.append(b_hh)
+    d = proj.dtype
+    return d in (dtypes.float32, dtypes.float64) and all(v.dtype is d for v in values)
+
+
+def _direction(mode, proj, state, w_hh, b_hh, w_hr, reverse):
+    """Run one direction of one layer over the projections ``proj``
+    ``[T, N, G]``; returns the outputs ``[T, N, H_out]`` (in time order) and
+    the last state."""
+    if w_hr is None and _scan_applies(proj, state, w_hh, b_hh):
+        return _scan(mode, proj, state, w_hh, b_hh, reverse)
+    gis = S.unbind(proj, 0)
     w_hh_t = S.t(w_hh)
     w_hr_t = None if w_hr is None else S.t(w_hr)
     outs = [None] * len(gis)
@@ -315,6 +357,8 @@ class RNNBase(Module):
         with ``sizes``, a packed ``data`` ``[N, F]`` whose steps have those
         batch sizes); returns the output and the stacked final ``h`` (and ``c``)."""
         x = S.transpose(input, 0, 1) if self.batch_first and sizes is None else input
+        if sizes is None and x.shape[0] == 0:
+            raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
         num_directions = 2 if self.bidirectional else 1
         h0s = S.unbind(h0, 0)
         c0s = None if c0 is None else S.unbind(c0, 0)
@@ -333,8 +377,8 @@ class RNNBase(Module):
                 proj = _input_projection(self.mode, x, w_ih, b_ih, b_hh)
                 state = h0s[k] if c0s is None else (h0s[k], c0s[k])
                 if sizes is None:
-                    out, state = _direction(self.mode, S.unbind(proj, 0), state, w_hh, b_hh,
-                                            w_hr, reverse=direction == 1)
+                    out, state = _direction(self.mode, proj, state, w_hh, b_hh, w_hr,
+                                            reverse=direction == 1)
                 else:
                     steps, state = _direction_packed(self.mode, S.split(proj, sizes, 0), state,
                                                      w_hh, b_hh, w_hr, direction == 1, sizes)
