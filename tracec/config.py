@@ -337,7 +337,8 @@ def set_default_device(device) -> None:
                                          else device)
     if d.split(":")[0] not in ("cpu", "meta"):
         raise RuntimeError(f"set_default_device({d!r}): tracec's factory functions create "
-                           "cpu (or meta) tensors only; move tensors with .to(device) instead")
+                           "cpu tensors only (and meta ones); move tensors with .to(device) "
+                           "instead")
     _flags["default_device"] = d
     DEFAULT[0] = d.split(":")[0]
 
