@@ -6,6 +6,8 @@ import os
 import sys
 import tempfile
 
+import pytest
+
 os.environ["TRACEC_CHECKS"] = "1"
 os.environ.setdefault("TRACEC_CACHE_DIR", tempfile.mkdtemp(prefix="tracec-test-cache-"))
 
@@ -24,3 +26,19 @@ if sys.dont_write_bytecode:
 import vision_oracle  # noqa: E402
 
 vision_oracle.stub()
+
+
+@pytest.fixture(autouse=True)
+def _torch_distribution_validation_stays_on():
+    """``torch.compile`` (even building an OptimizedModule) turns off
+    ``torch.distributions``' argument validation for the whole process in
+    PyTorch 2.13; tests that compare validation errors with torch would then
+    fail in whichever xdist worker ran such a test first.  Restored after
+    every test (real torch only, where it is loaded)."""
+    yield
+    torch = sys.modules.get("torch")
+    dist = getattr(torch, "distributions", None) if torch is not None else None
+    if dist is not None and getattr(torch, "__name__", "") == "torch" and \
+            "site-packages" in (getattr(torch, "__file__", "") or ""):
+        if dist.Distribution._validate_args is False:
+            dist.Distribution.set_default_validate_args(True)

@@ -17,16 +17,6 @@ def _err(fn):
     return None
 
 
-@pytest.fixture(autouse=True)
-def _keep_torch_distribution_validation():
-    """Running Dynamo (``torch.compile(..., backend="eager")`` below) turns
-    off ``torch.distributions``' argument validation for the whole process
-    (PyTorch 2.13 does that); later tests in this worker compare against it."""
-    old = torch.distributions.Distribution._validate_args
-    yield
-    torch.distributions.Distribution.set_default_validate_args(old)
-
-
 def test_to_sparse_dense_stand_in_matches_torch():
     a = np.arange(12, dtype=np.float32).reshape(3, 4) * (np.arange(12).reshape(3, 4) % 3 == 0)
     x, t = tracec.tensor(a), torch.tensor(a)
