@@ -229,23 +229,29 @@ def expm1(x):
     return sub(exp(x), 1.0)
 
 
-_GT, _WHERE = ops.elementwise.gt_p, ops.elementwise.where_p
+_LE, _WHERE = ops.elementwise.le_p, ops.elementwise.where_p
 
 
 def relu(input):
-    # where(x > 0, x, 0): the gradient at 0 is 0, as PyTorch's.
+    """PyTorch's relu: ``x <= 0 ? (x < 0 ? 0 : x) : x``, so NaN and the
+    sign of a zero go through (``clamp_min``), and the gradient is its
+    ``threshold_backward``: the incoming one where ``x <= 0`` is false (NaN
+    included), 0 elsewhere (at 0 too)."""
     input = _operand(input, "relu")
     if isinstance(input, Tensor):
         d = input.dtype
         if d.is_floating_point and d is not dt.bfloat16 and eager_direct(input):
-            # The hot activation: its two primitives applied directly (each
-            # bind costs more than its NumPy work), same tensors and node.
+            # The hot activation applied directly (each bind costs more than
+            # its NumPy work): the node is the gradient's where on x <= 0, its
+            # value computed at once (one comparison, one bit select).
             xd = input._data
             zero = weak_scalar(0, d)
-            mask = apply_direct(_GT, {}, (input, 0), _GT.impl(xd, zero), dt.bool_)
-            out = apply_direct(_WHERE, {}, (mask, input, 0), _WHERE.impl(mask._data, xd, zero), d)
+            mask = apply_direct(_LE, {}, (input, 0), _LE.impl(xd, zero), dt.bool_)
+            value = _WHERE.impl(xd < zero, zero, xd)
+            out = apply_direct(_WHERE, {}, (mask, 0, input), value, d)
             return _named(out, "ReluBackward0")
-    return _named(ops.where(ops.gt(input, 0), input, 0), "ReluBackward0")
+    below = ops.where(ops.lt(input, 0), 0, ops.stop_gradient(input))   # 0, or x's own zero
+    return _named(ops.where(ops.le(input, 0), below, input), "ReluBackward0")
 
 
 def gelu(x, approximate: str = "none"):

@@ -31,8 +31,8 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def threshold(input, threshold: float, value: float, inplace: bool = False):
-    """``x`` where ``x > threshold``, else ``value``."""
-    return _apply(lambda x: TF.where(ops.gt(x, threshold), x, value),
+    """``x <= threshold ? value : x``, as PyTorch: NaN goes through, with its gradient."""
+    return _apply(lambda x: TF.where(ops.le(x, threshold), value, x),
                   _tensor(input, "threshold"), inplace)
 
 
@@ -107,15 +107,19 @@ def glu(input, dim: int = -1):
 
 def hardshrink(input, lambd: float = 0.5):
     x = _tensor(input, "hardshrink")
-    return TF.where(ops.logical_or(ops.gt(x, lambd), ops.lt(x, -lambd)), x, 0.0)
+    # PyTorch: (-lambd <= x <= lambd) ? 0 : x, so NaN goes through
+    return TF.where(ops.logical_and(ops.ge(x, -lambd), ops.le(x, lambd)), 0.0, x)
 
 
 def softshrink(input, lambd: float = 0.5):
     x = _tensor(input, "softshrink")
     if lambd < 0:
         raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
-    return TF.where(ops.gt(x, lambd), TF.sub(x, lambd),
-                    TF.where(ops.lt(x, -lambd), TF.add(x, lambd), 0.0))
+    # PyTorch: x * 0 inside [-lambd, lambd] (a zero with x's sign, no
+    # gradient); outside, NaN included, x -+ lambd with the gradient
+    inside = ops.logical_and(ops.ge(x, -lambd), ops.le(x, lambd))
+    return TF.where(inside, TF.mul(ops.stop_gradient(x), 0.0),
+                    TF.where(ops.gt(x, lambd), TF.sub(x, lambd), TF.add(x, lambd)))
 
 
 def softsign(input):
@@ -138,8 +142,9 @@ def hardsigmoid(input, inplace: bool = False):
     # Slope 1/6 strictly inside (-3, 3), 0 elsewhere (PyTorch's backward).
     def f(x):
         inside = ops.logical_and(ops.gt(x, -3.0), ops.lt(x, 3.0))
-        return TF.where(inside, TF.add(TF.div(x, 6.0), 0.5),
-                        ops.cast(ops.ge(x, 3.0), x.dtype))
+        # outside: 0 or 1, and NaN as itself (PyTorch's value; no gradient there)
+        edge = TF.where(ops.ne(x, x), ops.stop_gradient(x), ops.cast(ops.ge(x, 3.0), x.dtype))
+        return TF.where(inside, TF.add(TF.div(x, 6.0), 0.5), edge)
     return _apply(f, _tensor(input, "hardsigmoid"), inplace)
 
 
