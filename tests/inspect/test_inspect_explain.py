@@ -22,7 +22,7 @@ def test_explain_a_fused_chain_lists_its_one_kernel():
     out = _cli(PROGRAM + ":chain_mm", "--arg", "x=f32[4,8]", "--arg", "w=f32[8,16]",
                "--arg", "b=f32[16]")
     assert "== kernels: 1 fused kernels ==" in out
-    assert "kernel 1: fused add+gt+where+mul -> f32[4,16]" in out
+    assert "kernel 1: fused add+lt+where+le+mul -> f32[4,16]" in out
     assert "== not fused: 1 ops outside kernels ==" in out
     assert "matmul -> f32[4,16]" in out and "why: a GEMM" in out
     assert "argument x is float32[4, 8]" in out

@@ -15,7 +15,7 @@ def test_profile_of_matmul_then_fused_chain_has_two_kernels(capsys):
     x, w, b = tracec.randn(16, 32), tracec.randn(32, 64), tracec.randn(64)
     f = tracec.compile(chain_mm, backend="cpu")
     prof = f.profile(x, w, b, repeat=3)
-    assert sorted(r["kernel"] for r in prof) == ["fused add+gt+where+mul", "matmul"]
+    assert sorted(r["kernel"] for r in prof) == ["fused add+lt+where+le+mul", "matmul"]
     mm = next(r for r in prof if r["kernel"] == "matmul")
     assert mm["flops"] == 2 * 16 * 32 * 64 and mm["calls"] == 3
     assert mm["bytes"] == 4 * (16 * 32 + 32 * 64 + 16 * 64)
@@ -60,4 +60,4 @@ def test_tracec_profile_env_prints_the_table_at_exit(tmp_path):
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                        env=env, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert "chain: 1 kernels" in r.stdout and "fused add+gt+where+mul" in r.stdout
+    assert "chain: 1 kernels" in r.stdout and "fused add+lt+where+le+mul" in r.stdout

@@ -43,8 +43,10 @@ CHECK-NEXT:   [[K:%.+]] = tracec.kernel %x, %b : (tensor<4x8xf32>, tensor<8xf32>
 CHECK-NEXT:   ^bb0([[X:%.+]]: tensor<4x8xf32>, [[B:%.+]]: tensor<8xf32>):
 CHECK-NEXT:     [[S:%.+]] = tracec.add [[X]], [[B]]
 CHECK-NEXT:     [[Z:%.+]] = tracec.constant dense<0.000000e+00> : tensor<f32>
-CHECK-NEXT:     [[C:%.+]] = tracec.gt [[S]], [[Z]]
-CHECK-NEXT:     [[R:%.+]] = tracec.where [[C]], [[S]], [[Z]]
+CHECK-NEXT:     [[L:%.+]] = tracec.lt [[S]], [[Z]]
+CHECK-NEXT:     [[N:%.+]] = tracec.where [[L]], [[Z]], [[S]]
+CHECK-NEXT:     [[C:%.+]] = tracec.le [[S]], [[Z]]
+CHECK-NEXT:     [[R:%.+]] = tracec.where [[C]], [[N]], [[S]]
 CHECK-NEXT:     [[TWO:%.+]] = tracec.constant dense<2.000000e+00> : tensor<f32>
 CHECK-NEXT:     [[M:%.+]] = tracec.mul [[R]], [[TWO]]
 CHECK-NEXT:     tracec.yield [[M]] : tensor<4x8xf32>
