@@ -26,12 +26,11 @@ outputs must have the same lines (numbers masked, spaces dropped) and every
 number must agree to a float32 tolerance, except on lines marked ``[rng]``.
 """
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
-from test_public_programs_tutorials2 import DRIVER, ENV, NUM, _close, _lines, _numbers
+from test_public_programs_tutorials2 import (ENV, NUM, _close, _lines, _numbers, run_tracec,
+                                             torch_refs_fixture)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models3"
@@ -45,34 +44,11 @@ CASES = ["mamba_minimal.py", "gat.py", "tcn.py", "convnext.py", "mlp_mixer.py", 
 EAGER_FALLBACK = {"neural_ode.py"}
 
 
-@pytest.fixture(scope="module")
-def torch_refs(tmp_path_factory):
-    out = tmp_path_factory.mktemp("torch_refs")
-    proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(out)] +
-                            [str(PROGS / c) for c in CASES],
-                            env={**ENV, "TORCH_COMPILE_DISABLE": "1"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    done = {}
-
-    def get(script):
-        if not done:
-            _, err = proc.communicate(timeout=600)
-            done["rc"] = (proc.returncode, err)
-        if (out / (script + ".err")).exists():
-            pytest.fail("torch failed:\n" + (out / (script + ".err")).read_text()[-4000:])
-        assert (out / (script + ".out")).exists(), f"torch driver failed: {done['rc']}"
-        return (out / (script + ".out")).read_text()
-    yield get
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
+torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
 
 
 def _run_tracec(script, cwd):
-    r = subprocess.run([sys.executable, "-m", "tracec.cli", "run", str(PROGS / script)],
-                       cwd=cwd, env=ENV, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, f"tracec failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
-    return r.stdout, r.stderr
+    return run_tracec(PROGS / script, cwd)
 
 
 SLOW = {"mamba_minimal.py", "convnext.py", "swin.py", "capsnet.py"}   # 20-30 s each with a cold compile cache

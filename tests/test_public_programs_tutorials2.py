@@ -56,33 +56,46 @@ for path in sys.argv[2:]:
 """
 
 
-@pytest.fixture(scope="module")
-def torch_refs(tmp_path_factory):
-    out = tmp_path_factory.mktemp("torch_refs")
-    proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(out)] +
-                            [str(PROGS / c) for c in CASES], env=ENV,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    done = {}
+def torch_refs_fixture(progs, cases, env):
+    """A module-scoped fixture: the torch references of ``cases`` (scripts
+    in ``progs``), run by DRIVER in one process started once; the fixture's
+    value gives a script's stdout."""
+    @pytest.fixture(scope="module")
+    def torch_refs(tmp_path_factory):
+        out = tmp_path_factory.mktemp("torch_refs")
+        proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(out)] +
+                                [str(progs / c) for c in cases], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        done = {}
 
-    def get(script):
-        if not done:
-            _, err = proc.communicate(timeout=600)
-            done["rc"] = (proc.returncode, err)
-        if (out / (script + ".err")).exists():
-            pytest.fail("torch failed:\n" + (out / (script + ".err")).read_text()[-4000:])
-        assert (out / (script + ".out")).exists(), f"torch driver failed: {done['rc']}"
-        return (out / (script + ".out")).read_text()
-    yield get
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
+        def get(script):
+            if not done:
+                _, err = proc.communicate(timeout=600)
+                done["rc"] = (proc.returncode, err)
+            if (out / (script + ".err")).exists():
+                pytest.fail("torch failed:\n" + (out / (script + ".err")).read_text()[-4000:])
+            assert (out / (script + ".out")).exists(), f"torch driver failed: {done['rc']}"
+            return (out / (script + ".out")).read_text()
+        yield get
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return torch_refs
+
+
+def run_tracec(path, cwd):
+    """``tracec run path`` in ``cwd``: (stdout, stderr); fails the test if it fails."""
+    r = subprocess.run([sys.executable, "-m", "tracec.cli", "run", str(path)],
+                       cwd=cwd, env=ENV, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"tracec failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
+    return r.stdout, r.stderr
+
+
+torch_refs = torch_refs_fixture(PROGS, CASES, ENV)
 
 
 def _run_tracec(script, cwd):
-    r = subprocess.run([sys.executable, "-m", "tracec.cli", "run", str(PROGS / script)],
-                       cwd=cwd, env=ENV, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, f"tracec failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
-    return r.stdout
+    return run_tracec(PROGS / script, cwd)[0]
 
 
 def _lines(text):
