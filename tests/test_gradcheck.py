@@ -50,6 +50,8 @@ SAMPLES = {
     "stop_gradient": [((_r((3, 4)),), {})],
     "exp": [((_r((3, 4)),), {})],
     "log": [((_r((3, 4), positive=True),), {})],
+    "expm1": [((_r((3, 4)),), {})],
+    "log1p": [((_r((3, 4), positive=True),), {})],
     "sqrt": [((_r((3, 4), positive=True),), {})],
     "rsqrt": [((_r((3, 4), positive=True),), {})],
     "sin": [((_r((3, 4)),), {})],

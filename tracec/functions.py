@@ -222,11 +222,15 @@ def reciprocal(input):
 
 
 def log1p(x):
-    return log(add(x, 1.0))
+    if getattr(x, "dtype", None) is not None and x.dtype.is_complex:
+        return log(add(x, 1.0))
+    return _float_unary("log1p", ops.log1p)(x)
 
 
 def expm1(x):
-    return sub(exp(x), 1.0)
+    if getattr(x, "dtype", None) is not None and x.dtype.is_complex:
+        return sub(exp(x), 1.0)
+    return _float_unary("expm1", ops.expm1)(x)
 
 
 _LE, _WHERE = ops.elementwise.le_p, ops.elementwise.where_p

@@ -117,7 +117,8 @@ class enable_grad(_GradMode):
 BACKWARD_NAMES = {
     "add": "AddBackward0", "sub": "SubBackward0", "mul": "MulBackward0",
     "div": "DivBackward0", "pow": "PowBackward1", "neg": "NegBackward0",
-    "exp": "ExpBackward0", "log": "LogBackward0", "sqrt": "SqrtBackward0",
+    "exp": "ExpBackward0", "log": "LogBackward0", "expm1": "Expm1Backward0",
+    "log1p": "Log1PBackward0", "sqrt": "SqrtBackward0",
     "rsqrt": "RsqrtBackward0", "sin": "SinBackward0", "cos": "CosBackward0",
     "tanh": "TanhBackward0", "logistic": "SigmoidBackward0", "abs": "AbsBackward0",
     "erf": "ErfBackward0", "sign": "SignBackward0", "maximum": "MaximumBackward0",

@@ -196,8 +196,11 @@ def frac(input):
 # --- logs, exps -------------------------------------------------------------------
 
 def _log1p(x):
-    # Kahan: log(u) * x / (u - 1) with u = 1 + x is exact to a few ulps for
-    # small x (the rounding of u cancels); u == 1 means log1p(x) == x.
+    """log(1 + x) exact near 0: the primitive for real ``x``; for complex
+    ``x``, Kahan's ``log(u) * x / (u - 1)`` with ``u = 1 + x`` (the rounding
+    of ``u`` cancels; ``u == 1`` means log1p(x) == x)."""
+    if not x.dtype.is_complex:
+        return ops.log1p(x)
     u = ops.add(x, 1.0)
     um1 = ops.sub(u, 1.0)
     one = ops.eq(um1, 0.0)
@@ -208,7 +211,10 @@ def _log1p(x):
 
 
 def _expm1(x):
-    # Kahan: (u - 1) * x / log(u) with u = exp(x).
+    """exp(x) - 1 exact near 0: the primitive for real ``x``; for complex
+    ``x``, Kahan's ``(u - 1) * x / log(u)`` with ``u = exp(x)``."""
+    if not x.dtype.is_complex:
+        return ops.expm1(x)
     u = ops.exp(x)
     um1 = ops.sub(u, 1.0)
     one = ops.eq(u, 1.0)

@@ -175,8 +175,12 @@ def _cast_cases():
 
 
 def _cases(name):
-    if name in ("exp", "sin", "cos", "tanh", "logistic", "erf"):
+    if name in ("exp", "sin", "cos", "tanh", "logistic", "erf", "expm1"):
         return _unary_cases()
+    if name == "log1p":   # Kahan's formula near 0 and at -1, beyond it (NaN) and at infinity
+        special = np.array([1e-8, -1e-8, -0.0, 0.0, -1.0, -2.0, np.inf, np.nan, 3e-4, 1e30],
+                           np.float32)
+        return _unary_cases(positive=True) + [([special], {}), ([special.astype(np.float64)], {})]
     if name in ("log", "sqrt", "rsqrt"):
         return _unary_cases(positive=True)
     if name in ("neg", "abs", "sign", "stop_gradient"):

@@ -21,7 +21,7 @@ def _sample(names: str, avals, params=None):
         PRIMITIVE_SAMPLES[n] = (list(avals), dict(params or {}))
 
 
-_sample("exp log sqrt rsqrt sin cos tanh logistic erf neg abs sign stop_gradient", [((4, 8), F32)])
+_sample("exp expm1 log log1p sqrt rsqrt sin cos tanh logistic erf neg abs sign stop_gradient", [((4, 8), F32)])
 _sample("logical_not", [((3,), BOOL)])
 _sample("add sub mul div pow maximum minimum", [((4, 8), F32), ((8,), F32)])
 _sample("eq ne lt le gt ge", [((4, 1), F64), ((1, 5), F64)])

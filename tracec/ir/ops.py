@@ -73,7 +73,7 @@ def _specs() -> dict[str, PrimSpec]:
     def add(name, group, operands, params=(), variadic=False):
         out[name] = PrimSpec(name, group, tuple(operands), tuple(params), variadic)
 
-    for n in "exp log sqrt rsqrt sin cos tanh logistic erf".split():
+    for n in "exp expm1 log log1p sqrt rsqrt sin cos tanh logistic erf".split():
         add(n, "float_unary", ["x"])
     for n in "neg abs sign stop_gradient".split():
         add(n, "unary", ["x"])

@@ -18,7 +18,7 @@ from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import ops
 from tracec import shape_ops as S
-from tracec.nn._basic import _apply, _check_p, _feature_dropout, _tensor
+from tracec.nn._basic import _apply, _check_p, _elu, _feature_dropout, _tensor
 from tracec.tensor import Tensor
 
 __all__ = ["threshold", "threshold_", "prelu", "selu", "selu_", "celu", "celu_", "glu",
@@ -58,8 +58,7 @@ def prelu(input, weight):
 
 
 def selu(input, inplace: bool = False):
-    return _apply(lambda x: TF.where(ops.gt(x, 0), TF.mul(x, _SELU_SCALE),
-                                     TF.mul(TF.expm1(x), _SELU_SCALE * _SELU_ALPHA)),
+    return _apply(lambda x: _elu(x, _SELU_SCALE * _SELU_ALPHA, _SELU_SCALE),
                   _tensor(input, "selu"), inplace)
 
 
@@ -70,8 +69,7 @@ def selu_(input):
 def celu(input, alpha: float = 1.0, inplace: bool = False):
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError")
-    return _apply(lambda x: TF.where(ops.gt(x, 0), x, TF.mul(TF.expm1(TF.div(x, alpha)), alpha)),
-                  _tensor(input, "celu"), inplace)
+    return _apply(lambda x: _elu(x, alpha, 1.0, 1 / alpha), _tensor(input, "celu"), inplace)
 
 
 def celu_(input, alpha: float = 1.0):
@@ -79,8 +77,7 @@ def celu_(input, alpha: float = 1.0):
 
 
 def elu_(input, alpha: float = 1.0):
-    return _apply(lambda x: TF.where(ops.gt(x, 0), x, TF.mul(TF.expm1(x), alpha)),
-                  _tensor(input, "elu_"), True)
+    return _apply(lambda x: _elu(x, alpha), _tensor(input, "elu_"), True)
 
 
 def leaky_relu_(input, negative_slope: float = 0.01):

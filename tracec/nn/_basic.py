@@ -134,3 +134,17 @@ def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = Fals
     if nd < 2:
         raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
     return _feature_dropout(input, p, training, inplace, True)
+
+
+def _elu(x, alpha: float, scale: float = 1.0, input_scale: float = 1.0):
+    """PyTorch's elu family: ``x <= 0 ? alpha * expm1(x * input_scale) :
+    x * scale`` (NaN takes the second branch, and its gradient there is
+    ``scale``); expm1 sees only the non-positive part, so its gradient stays
+    finite where the other branch is taken (expm1(inf) * 0 would be NaN),
+    and -0.0 stays -0.0."""
+    neg = ops.le(x, 0)
+    xn = ops.where(neg, x, 0.0)
+    if input_scale != 1:
+        xn = TF.mul(xn, input_scale)
+    pos = TF.mul(x, scale) if scale != 1 else x
+    return ops.where(neg, TF.mul(TF.expm1(xn), alpha), pos)

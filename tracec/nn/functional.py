@@ -20,7 +20,7 @@ from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import graph, ops
 from tracec import shape_ops as S
-from tracec.nn._basic import (_apply, _tensor, bilinear, dropout, dropout1d,  # noqa: F401
+from tracec.nn._basic import (_apply, _elu, _tensor, bilinear, dropout, dropout1d,  # noqa: F401
                               dropout2d, linear)
 from tracec.nn._activation import *  # noqa: F401,F403
 from tracec.nn._attention import (_canonical_mask, _mha_shape_check,  # noqa: F401
@@ -69,8 +69,7 @@ def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
 
 
 def elu(input, alpha: float = 1.0, inplace: bool = False):
-    return _apply(lambda x: ops.where(ops.gt(x, 0), x, TF.mul(TF.expm1(x), alpha)), input,
-                  inplace)
+    return _apply(lambda x: _elu(x, alpha), input, inplace)
 
 
 def gelu(input, approximate: str = "none"):
@@ -94,16 +93,24 @@ def tanh(input):
 
 
 def softplus(input, beta: float = 1.0, threshold: float = 20.0):
+    """PyTorch's formula: ``x`` where ``beta * x > threshold``, else
+    ``log1p(exp(beta * x)) / beta`` (its gradient is sigmoid(beta * x): 0.5
+    at 0); exp sees only arguments up to the threshold."""
     z = TF.mul(input, beta) if beta != 1 else input
-    # relu(z) + log1p(exp(-|z|)): finite for every z.
-    soft = TF.add(TF.relu(z), TF.log1p(TF.exp(TF.neg(TF.abs(z)))))
+    above = ops.gt(z, threshold)
+    soft = TF.log1p(TF.exp(ops.where(above, 0.0, z)))
     if beta != 1:
         soft = TF.div(soft, beta)
-    return ops.where(ops.gt(z, threshold), input, soft)
+    return ops.where(above, input, soft)
 
 
 def logsigmoid(input):
-    return TF.neg(softplus(TF.neg(input)))
+    """PyTorch's ``min(x, 0) - log1p(exp(-|x|))``, with its gradient at 0
+    (0.5: |x| differentiated as x there)."""
+    x = _tensor(input, "log_sigmoid")
+    neg = ops.lt(x, 0)
+    a = ops.where(neg, TF.neg(x), x)
+    return TF.sub(ops.where(neg, x, 0.0), TF.log1p(TF.exp(TF.neg(a))))
 
 
 def _softmax_dim(ndim: int, name: str) -> int:

@@ -190,6 +190,12 @@ neg_p = _unary("neg", np.negative, lambda g, x, out: (neg(g),), float_only=False
 stop_gradient_p = _unary("stop_gradient", np.copy, None, float_only=False, save=())
 exp_p = _unary("exp", np.exp, lambda g, x, out: (mul(g, conj(out)),), save=(), save_out=True)
 log_p = _unary("log", np.log, lambda g, x, out: (div(g, conj(x)),))
+# exp(x) - 1 and log(1 + x) without the cancellation near 0 (elu's, selu's
+# and softplus' -0.0 and small values as PyTorch's).  expm1's gradient is
+# exp(x), as PyTorch's elu_backward computes it (PyTorch's expm1 uses
+# result + 1, which rounds to 0 below x = -17 in float32).
+expm1_p = _unary("expm1", np.expm1, lambda g, x, out: (mul(g, conj(exp(x))),))
+log1p_p = _unary("log1p", np.log1p, lambda g, x, out: (div(g, conj(add(x, 1.0))),))
 sqrt_p = _unary("sqrt", np.sqrt, lambda g, x, out: (div(g, conj(mul(out, 2.0))),), save=(),
                  save_out=True)
 rsqrt_p = _unary("rsqrt", lambda x: 1 / np.sqrt(x),
@@ -215,6 +221,8 @@ def neg(x): return neg_p.bind(x)
 def stop_gradient(x): return stop_gradient_p.bind(x)
 def exp(x): return exp_p.bind(x)
 def log(x): return log_p.bind(x)
+def expm1(x): return expm1_p.bind(x)
+def log1p(x): return log1p_p.bind(x)
 def sqrt(x): return sqrt_p.bind(x)
 def rsqrt(x): return rsqrt_p.bind(x)
 def sin(x): return sin_p.bind(x)

@@ -328,7 +328,7 @@ class Kernels:
             self.mb.wide.add(self.calls[-1].fn.removesuffix("_par"))
 
 
-_COSTLY = frozenset({"exp", "log", "tanh", "logistic", "erf", "sin", "cos", "pow", "sqrt",
+_COSTLY = frozenset({"exp", "expm1", "log", "log1p", "tanh", "logistic", "erf", "sin", "cos", "pow", "sqrt",
                      "rsqrt", "div"})
 
 

@@ -45,7 +45,7 @@ def int_pred(d: dt.DType, pred: str) -> str:
     return ("s" if d.is_signed else "u") + pred
 
 ELEMENTWISE = frozenset(
-    "neg exp log sqrt rsqrt sin cos tanh logistic abs sign erf logical_not stop_gradient add "
+    "neg exp expm1 log log1p sqrt rsqrt sin cos tanh logistic abs sign erf logical_not stop_gradient add "
     "sub mul div "
     "pow maximum minimum eq ne lt le gt ge logical_and logical_or where cast check".split())
 
@@ -216,6 +216,43 @@ def _exp(fb, x):
     return mathfns.expf(fb, x) if x.type == F32 else _fintr(fb, "llvm.exp", x)
 
 
+def _log(fb, x):
+    return mathfns.logf(fb, x) if x.type == F32 else _fintr(fb, "llvm.log", x)
+
+
+def _expm1(fb, x):
+    """Kahan's ``expm1``: ``(u - 1) * x / log(u)`` with ``u = exp(x)``; the
+    rounding of ``u`` cancels, so small ``x`` keep full relative precision
+    (``exp(x) - 1`` gives 0 for ``|x|`` under half an ulp of 1).  ``u == 1``
+    gives ``x`` itself (``-0.0`` stays ``-0.0``), ``u - 1 == -1`` gives -1
+    and ``u == inf`` gives inf; NaN goes through the formula."""
+    t = x.type
+    one = fb.const(1.0, t)
+    u = _exp(fb, x)
+    um1 = fb.fbin("fsub", u, one)
+    # (u - 1) * (x / log(u)): the quotient is near 1, so the product cannot
+    # overflow before the division does (x = 88.7 in float32).
+    r = fb.fbin("fmul", um1, fb.fbin("fdiv", x, _log(fb, u)))
+    r = fb.select(fb.fcmp("oeq", u, fb.const(float("inf"), t)), u, r)
+    r = fb.select(fb.fcmp("oeq", um1, fb.const(-1.0, t)), um1, r)
+    return fb.select(fb.fcmp("oeq", u, one), x, r)
+
+
+def _log1p(fb, x):
+    """Kahan's ``log1p``: ``log(u) * x / (u - 1)`` with ``u = 1 + x``;
+    ``u == 1`` gives ``x`` itself and ``u == inf`` gives inf; ``x < -1``
+    gives NaN and ``x == -1`` gives -inf through ``log``."""
+    t = x.type
+    one = fb.const(1.0, t)
+    u = fb.fbin("fadd", x, one)
+    um1 = fb.fbin("fsub", u, one)
+    lu = _log(fb, u)
+    r = fb.fbin("fmul", lu, fb.fbin("fdiv", x, um1))   # x / (u - 1) is near 1
+    r = fb.select(fb.fcmp("oeq", u, fb.const(float("inf"), t)), u, r)
+    r = fb.select(fb.fcmp("oeq", u, fb.const(0.0, t)), lu, r)
+    return fb.select(fb.fcmp("oeq", um1, fb.const(0.0, t)), x, r)
+
+
 def _unary(fb: FuncBuilder, name: str, x, d: dt.DType):
     t = x.type
     if name == "stop_gradient":   # (canonicalization removes it; a forward identity)
@@ -253,7 +290,11 @@ def _unary(fb: FuncBuilder, name: str, x, d: dt.DType):
     if name == "exp":
         return _exp(fb, x)
     if name == "log":
-        return mathfns.logf(fb, x) if t == F32 else _fintr(fb, "llvm.log", x)
+        return _log(fb, x)
+    if name == "expm1":
+        return _expm1(fb, x)
+    if name == "log1p":
+        return _log1p(fb, x)
     if name == "sqrt":
         return _fintr(fb, "llvm.sqrt", x)
     if name == "rsqrt":
