@@ -18,7 +18,7 @@ from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import ops
 from tracec import shape_ops as S
-from tracec.nn._basic import _apply, _check_p, _elu, _feature_dropout, _tensor
+from tracec.nn._basic import _apply, _check_p, _elu, _feature_dropout, _hardtanh, _tensor
 from tracec.tensor import Tensor
 
 __all__ = ["threshold", "threshold_", "prelu", "selu", "selu_", "celu", "celu_", "glu",
@@ -86,7 +86,7 @@ def leaky_relu_(input, negative_slope: float = 0.01):
 
 
 def hardtanh_(input, min_val: float = -1.0, max_val: float = 1.0):
-    return _apply(lambda x: TF.clamp(x, min_val, max_val), _tensor(input, "hardtanh_"), True)
+    return _apply(lambda x: _hardtanh(x, min_val, max_val), _tensor(input, "hardtanh_"), True)
 
 
 def glu(input, dim: int = -1):
@@ -128,10 +128,17 @@ def tanhshrink(input):
 
 
 def hardswish(input, inplace: bool = False):
-    # Branches as PyTorch's backward: slope x/3 + 1/2 on [-3, 3], 0 below, 1 above.
+    """PyTorch's ``x * min(max(x + 3, 0), 6) / 6`` (-0.0 below -3, NaN at
+    -inf), with its backward's branches: 0 for x <= -3, x/3 + 1/2 strictly
+    inside (-3, 3), 1 from 3 on and at NaN."""
     def f(x):
-        mid = TF.div(TF.mul(x, TF.add(x, 3.0)), 6.0)
-        return TF.where(ops.lt(x, -3.0), 0.0, TF.where(ops.gt(x, 3.0), x, mid))
+        low = ops.le(x, -3.0)
+        mid = ops.logical_and(ops.gt(x, -3.0), ops.lt(x, 3.0))
+        below = TF.div(ops.stop_gradient(TF.mul(x, 0.0)), 6.0)
+        xm = TF.where(mid, x, 0.0)   # the inner branch's gradient stays finite elsewhere
+        inner = TF.div(TF.mul(xm, TF.add(xm, 3.0)), 6.0)
+        above = TF.div(TF.mul(x, 6.0), 6.0)
+        return TF.where(low, below, TF.where(mid, inner, above))
     return _apply(f, _tensor(input, "hardswish"), inplace)
 
 
@@ -152,10 +159,11 @@ def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool 
     x = _tensor(input, "rrelu")
     if not training:
         slope = (lower + upper) / 2
-        return _apply(lambda v: TF.where(ops.ge(v, 0), v, TF.mul(v, slope)), x, inplace)
+        # x <= 0 takes the slope (0 included), as PyTorch's leaky_relu / rrelu
+        return _apply(lambda v: TF.where(ops.gt(v, 0), v, TF.mul(v, slope)), x, inplace)
     u = creation.rand(tuple(x.shape), dtype=x.dtype)
     a = TF.add(TF.mul(u, upper - lower), lower)
-    return _apply(lambda v: TF.where(ops.ge(v, 0), v, TF.mul(v, a)), x, inplace)
+    return _apply(lambda v: TF.where(ops.gt(v, 0), v, TF.mul(v, a)), x, inplace)
 
 
 def rrelu_(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False):

@@ -148,3 +148,11 @@ def _elu(x, alpha: float, scale: float = 1.0, input_scale: float = 1.0):
         xn = TF.mul(xn, input_scale)
     pos = TF.mul(x, scale) if scale != 1 else x
     return ops.where(neg, TF.mul(TF.expm1(xn), alpha), pos)
+
+
+def _hardtanh(x, lo: float, hi: float):
+    """PyTorch's hardtanh: clamp's value, gradient 1 strictly inside
+    ``(lo, hi)`` and at NaN, 0 at and beyond the bounds (clamp's own
+    gradient is 1 at the bounds; relu6 at 0 must give 0)."""
+    outside = ops.logical_or(ops.le(x, lo), ops.ge(x, hi))
+    return ops.where(outside, ops.stop_gradient(TF.clamp(x, lo, hi)), x)

@@ -20,7 +20,7 @@ from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import graph, ops
 from tracec import shape_ops as S
-from tracec.nn._basic import (_apply, _elu, _tensor, bilinear, dropout, dropout1d,  # noqa: F401
+from tracec.nn._basic import (_apply, _elu, _hardtanh, _tensor, bilinear, dropout, dropout1d,  # noqa: F401
                               dropout2d, linear)
 from tracec.nn._activation import *  # noqa: F401,F403
 from tracec.nn._attention import (_canonical_mask, _mha_shape_check,  # noqa: F401
@@ -60,7 +60,7 @@ def relu6(input, inplace: bool = False):
 
 
 def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
-    return _apply(lambda x: TF.clamp(x, min_val, max_val), input, inplace)
+    return _apply(lambda x: _hardtanh(x, min_val, max_val), input, inplace)
 
 
 def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
@@ -138,22 +138,25 @@ def log_softmax(input, dim=None, _stacklevel: int = 3, dtype=None):
 
 
 def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None):
-    if p == 2:
-        norm = TF.sqrt(TF.sum(TF.mul(input, input), dim, keepdim=True))
-    elif p == 1:
-        norm = TF.sum(TF.abs(input), dim, keepdim=True)
-    elif p == math.inf:
-        norm = TF.amax(TF.abs(input), dim, keepdim=True)
-    else:
-        norm = TF.pow(TF.sum(TF.pow(TF.abs(input), p), dim, keepdim=True), 1.0 / p)
+    """PyTorch's ``input / input.norm(p, dim, keepdim=True).clamp_min(eps)``:
+    a zero row gets a zero gradient (the norm's gradient at 0 is 0), not NaN."""
+    from tracec import linalg
+    norm = linalg.vector_norm(_tensor(input, "normalize"), p, dim, keepdim=True)
     return TF.div(input, TF.clamp(norm, min=eps))
 
 
 def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
-    w12 = TF.sum(TF.mul(x1, x2), dim)
-    n1 = TF.sum(TF.mul(x1, x1), dim)
-    n2 = TF.sum(TF.mul(x2, x2), dim)
-    return TF.div(w12, TF.sqrt(TF.clamp(TF.mul(n1, n2), min=eps * eps)))
+    """PyTorch's ``sum(x1 / max(|x1|, eps) * x2 / max(|x2|, eps), dim)``, the
+    clamp applied without a gradient of its own (in place under no_grad in
+    PyTorch): the gradient flows through each norm as if unclamped."""
+    from tracec import linalg
+
+    def unit(x):
+        n = linalg.vector_norm(x, 2, dim, keepdim=True)
+        clamped = TF.add(n, ops.stop_gradient(TF.sub(TF.clamp(n, min=eps), n)))
+        return TF.div(x, clamped)
+    x1, x2 = _tensor(x1, "cosine_similarity"), _tensor(x2, "cosine_similarity")
+    return TF.sum(TF.mul(unit(x1), unit(x2)), dim)
 
 
 # --- normalization ---------------------------------------------------------------------------

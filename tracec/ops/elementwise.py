@@ -210,7 +210,15 @@ logistic_p = _unary("logistic", _sigmoid,
                     save_out=True)
 abs_p = Primitive("abs", kind="elementwise", impl=_quiet_impl(np.abs), shape_rule=_unary_shape,
                   dtype_rule=lambda d, **_: dt.real_of(d), vjp=_abs_vjp, save=(0,))
-sign_p = _unary("sign", np.sign, lambda g, x, out: (mul(g, 0.0),), float_only=False, save=())
+def _sign_impl(x):
+    # PyTorch's sign: 0 at NaN (NumPy's is NaN) and +0.0 at -0.0.
+    s = np.sign(x)
+    if s.dtype.kind == "f":
+        s = np.where(np.isnan(s), 0, s + 0).astype(s.dtype)
+    return s
+
+
+sign_p = _unary("sign", _sign_impl, lambda g, x, out: (mul(g, 0.0),), float_only=False, save=())
 erf_p = _unary("erf", _erf_impl,
                lambda g, x, out: (mul(g, mul(exp(neg(mul(x, x))), 2.0 / math.sqrt(math.pi))),))
 logical_not_p = Primitive("logical_not", kind="elementwise", impl=np.logical_not,

@@ -284,9 +284,9 @@ def _unary(fb: FuncBuilder, name: str, x, d: dt.DType):
         return _fintr(fb, "llvm.fabs", x)
     if name == "sign":
         zero = fb.const(0.0, t)
+        # PyTorch's: 0 at NaN and +0.0 at -0.0
         return fb.select(fb.fcmp("ogt", x, zero), one,
-                         fb.select(fb.fcmp("olt", x, zero), fb.const(-1.0, t),
-                                   fb.select(fb.fcmp("oeq", x, zero), zero, x)))
+                         fb.select(fb.fcmp("olt", x, zero), fb.const(-1.0, t), zero))
     if name == "exp":
         return _exp(fb, x)
     if name == "log":
