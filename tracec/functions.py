@@ -512,8 +512,20 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 builtin_max = __builtins__["max"] if isinstance(__builtins__, dict) else __builtins__.max
 
 
+def _safe_root(s, p):
+    """``s ** (1 / p)`` for ``s >= 0`` whose gradient at ``s == 0`` is 0, as
+    PyTorch's norm and std backwards mask it (the root's own is infinite,
+    and 0 * inf would make a zero vector's gradient NaN)."""
+    zero = ops.eq(s, 0.0)
+    r = ops.sqrt(ops.where(zero, 1.0, s)) if p == 2 else \
+        ops.pow_(ops.where(zero, 1.0, s), 1.0 / p)
+    return ops.where(zero, 0.0, r)
+
+
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return _named(sqrt(var(input, dim, unbiased, keepdim, correction=correction)), "StdBackward0")
+    # A constant slice has std 0 and, as in PyTorch, gradient 0 (not NaN).
+    return _named(_safe_root(var(input, dim, unbiased, keepdim, correction=correction), 2),
+                  "StdBackward0")
 
 
 def _stop_max(x, axes):

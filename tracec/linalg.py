@@ -20,7 +20,7 @@ from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import ops
 from tracec import shape_ops as S
-from tracec.functions import _named, promote, tensor_arg
+from tracec.functions import _named, _safe_root, promote, tensor_arg
 from tracec.methods import _inplace
 from tracec.out_arg import with_out
 from tracec.ops.core import normalize_axis
@@ -44,13 +44,6 @@ matmul = F.matmul
 
 
 # --- norms ---------------------------------------------------------------------------------
-
-def _safe_root(s, p):
-    zero = ops.eq(s, 0.0)
-    r = ops.sqrt(ops.where(zero, 1.0, s)) if p == 2 else \
-        ops.pow_(ops.where(zero, 1.0, s), 1.0 / p)
-    return ops.where(zero, 0.0, r)
-
 
 def _axes(x, dim):
     if dim is None:

@@ -256,21 +256,21 @@ def logaddexp2(input, other):  # noqa: A002
     return _named(_logaddexp(a, b, 2), "Logaddexp2Backward0")
 
 
-def _fminmax(name, prim):
+def _fminmax(name, prim, keep_first):
     def fn(input, other):  # noqa: A002
         (a, b), d = promote(name, input, other)
         if not d.is_floating_point:
             return prim(a, b)
-        # NaN loses: the other operand wins where one is NaN.
-        r = prim(a, b)
-        r = ops.where(ops.ne(a, a), b, r)
-        return ops.where(ops.ne(b, b), a, r)
+        # NaN loses: the other operand wins where one is NaN.  A tie goes to
+        # ``input``, with all of the gradient (PyTorch's fmax/fmin backward;
+        # maximum/minimum split it).
+        return ops.where(ops.logical_or(keep_first(a, b), ops.ne(b, b)), a, b)
     fn.__name__ = name
     return fn
 
 
-fmax = _fminmax("fmax", ops.maximum)
-fmin = _fminmax("fmin", ops.minimum)
+fmax = _fminmax("fmax", ops.maximum, ops.ge)
+fmin = _fminmax("fmin", ops.minimum, ops.le)
 
 
 def _check_int_zero(b):

@@ -113,7 +113,7 @@ def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):  # noqa: A002
     v, m = _moments("std_mean", input, dim, unbiased, keepdim, correction)
-    return F.sqrt(v), m
+    return _named(F._safe_root(v, 2), "StdBackward0"), m   # gradient 0 where std is 0
 
 
 def aminmax(input, *, dim=None, keepdim=False):  # noqa: A002
@@ -191,7 +191,10 @@ def _even_share(x, v):
     vd = v.detach()
     mask = ops.logical_or(ops.eq(x.detach(), vd),
                           ops.logical_and(ops.ne(x.detach(), x.detach()), ops.ne(vd, vd)))
-    s = ops.reduce_sum(ops.where(mask, x, 0.0), (0,))
+    # Infinite elements are left out of the sum that carries the gradient:
+    # s - s.detach() must be 0, and inf - inf is NaN (median of -inf values).
+    finite = ops.ne(ops.abs_(x.detach()), float("inf"))   # (NaN stays: the median is NaN)
+    s = ops.reduce_sum(ops.where(ops.logical_and(mask, finite), x, 0.0), (0,))
     count = ops.reduce_sum(ops.cast(mask, x.dtype), (0,))
     return ops.add(vd, ops.div(ops.sub(s, s.detach()), count))
 

@@ -21,15 +21,16 @@ __all__ = ["pairwise_distance", "pdist"]
 
 
 def _pnorm(d: Tensor, p: float, dim: int, keepdim: bool = False) -> Tensor:
+    # roots through _safe_root: equal rows get gradient 0 (PyTorch's), not NaN
     if p == 2:
-        return TF.sqrt(TF.sum(TF.mul(d, d), dim, keepdim=keepdim))
+        return TF._safe_root(TF.sum(TF.mul(d, d), dim, keepdim=keepdim), 2)
     if p == 1:
         return TF.sum(TF.abs(d), dim, keepdim=keepdim)
     if p == math.inf:
         return TF.amax(TF.abs(d), dim, keepdim=keepdim)
     if p == 0:
         return TF.sum(ops.cast(ops.ne(d, 0.0), d.dtype), dim, keepdim=keepdim)
-    return TF.pow(TF.sum(TF.pow(TF.abs(d), p), dim, keepdim=keepdim), 1.0 / p)
+    return TF._safe_root(TF.sum(TF.pow(TF.abs(d), p), dim, keepdim=keepdim), p)
 
 
 def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False):

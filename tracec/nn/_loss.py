@@ -158,6 +158,14 @@ def _as(t: Tensor, d: dt.DType) -> Tensor:
     return t if t.dtype is d else ops.cast(t, d)
 
 
+def _weighted_mean(total: Tensor, wsum: Tensor) -> Tensor:
+    """``total / wsum``.  Where every target is ignored (``wsum == 0``) the
+    value is NaN, as PyTorch's, and the gradient 0, as PyTorch's backward
+    gives (0 / 0 would send NaN into every parameter: a batch of padding)."""
+    empty = ops.eq(wsum, 0.0)
+    return ops.where(empty, float("nan"), ops.div(total, ops.where(empty, 1.0, wsum)))
+
+
 def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = -100,
              reduce=None, reduction: str = "mean"):
     _check_tensor(input, "nll_loss", "input")
@@ -169,7 +177,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = 
         return ops.reshape(loss, ()) if unbatched else loss
     if reduction == "sum":
         return TF.sum(loss)
-    return ops.div(TF.sum(loss), TF.sum(w))
+    return _weighted_mean(TF.sum(loss), TF.sum(w))
 
 
 def _class_weight_shape(input: Tensor, weight: Tensor) -> Tensor:
@@ -222,13 +230,13 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
             return TF.add(TF.mul(TF.sum(loss), 1 - eps),
                           TF.mul(TF.sum(smooth), eps / n_classes))
         wsum = TF.sum(w)
-        return TF.add(TF.mul(TF.div(TF.sum(loss), wsum), 1 - eps),
-                      TF.mul(TF.div(TF.sum(smooth), wsum), eps / n_classes))
+        return TF.add(TF.mul(_weighted_mean(TF.sum(loss), wsum), 1 - eps),
+                      TF.mul(_weighted_mean(TF.sum(smooth), wsum), eps / n_classes))
     if reduction == "none":
         return ops.reshape(loss, ()) if unbatched else loss
     if reduction == "sum":
         return TF.sum(loss)
-    return ops.div(TF.sum(loss), TF.sum(w))
+    return _weighted_mean(TF.sum(loss), TF.sum(w))
 
 
 # --- binary ---------------------------------------------------------------------------------

@@ -299,8 +299,12 @@ def _div_vjp(g, x, y, out):
 def _pow_vjp(g, x, y, out):
     gx = gy = None
     if _is_value(x):
-        ym1 = sub(y, 1.0) if _is_value(y) else y - 1.0
-        gx = sum_to(mul(g, conj(mul(y, pow_(x, ym1)))), _shape(x))
+        # PyTorch's pow_backward: 0 where the exponent is 0 (0 * 0**-1 is NaN)
+        if _is_value(y):
+            d = where(eq(y, 0.0), 0.0, mul(y, pow_(x, sub(y, 1.0))))
+        else:
+            d = mul(y, pow_(x, y - 1.0)) if y != 0 else mul(x, 0.0)
+        gx = sum_to(mul(g, conj(d)), _shape(x))
     if _is_value(y):
         # d/dy x**y = x**y log x; PyTorch defines it as 0 where x == 0 and y >= 0.
         if _is_value(x):
