@@ -156,3 +156,11 @@ def _hardtanh(x, lo: float, hi: float):
     gradient is 1 at the bounds; relu6 at 0 must give 0)."""
     outside = ops.logical_or(ops.le(x, lo), ops.ge(x, hi))
     return ops.where(outside, ops.stop_gradient(TF.clamp(x, lo, hi)), x)
+
+
+def _logsigmoid(x):
+    """PyTorch's ``min(x, 0) - log1p(exp(-|x|))``, with its gradient at 0
+    (0.5: |x| differentiated as x there)."""
+    neg = ops.lt(x, 0)
+    a = ops.where(neg, TF.neg(x), x)
+    return TF.sub(ops.where(neg, x, 0.0), TF.log1p(TF.exp(TF.neg(a))))

@@ -273,10 +273,24 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     input, target = [_probabilities(v, what) for what, v in (("input", input),
                                                               ("target", target))]
     t = _as(target, input.dtype)
-    loss = TF.neg(TF.add(TF.mul(t, _clamped_log(input)),
-                         TF.mul(TF.sub(1.0, t), _clamped_log(TF.sub(1.0, input)))))
-    if weight is not None:  # the result keeps the input's dtype, as PyTorch's
-        loss = TF.mul(loss, _as(weight, input.dtype))
+    w = None if weight is None else _as(weight, input.dtype)  # the result keeps input's dtype
+
+    def value(x):
+        v = TF.neg(TF.add(TF.mul(t, _clamped_log(x)),
+                          TF.mul(TF.sub(1.0, t), _clamped_log(TF.sub(1.0, x)))))
+        return v if w is None else TF.mul(v, w)
+    if not input.requires_grad:
+        return _reduce(value(input), reduction)
+    # PyTorch's gradient for input: (x - t) / max(x (1 - x), 1e-12) (times the
+    # weight), smaller than the exact log's near a saturated 0 or 1 (a GAN's
+    # discriminator early on).  The value (and the target's and the weight's
+    # gradients) from the formula on a detached input; the input's gradient
+    # rides on x - x.detach(), which is exactly 0.
+    x0 = input.detach()
+    slope = TF.div(TF.sub(x0, t), TF.clamp(TF.mul(TF.sub(1.0, x0), x0), min=1e-12))
+    if w is not None:
+        slope = TF.mul(slope, w)
+    loss = TF.add(value(x0), TF.mul(TF.sub(input, x0), slope.detach()))
     return _reduce(loss, reduction)
 
 

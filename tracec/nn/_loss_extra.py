@@ -18,6 +18,7 @@ import numpy as np
 from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import ops
+from tracec.nn._basic import _logsigmoid
 from tracec.nn._distance import pairwise_distance
 from tracec.nn._loss import _check_tensor, _reduce, _reduction
 from tracec.tensor import Tensor
@@ -119,11 +120,6 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
     return _triplet(d_pos, d_neg, d_swap, margin, reduction)
 
 
-def _logsigmoid(x: Tensor) -> Tensor:
-    # -softplus(-x), finite everywhere
-    return TF.neg(TF.add(TF.relu(TF.neg(x)), TF.log1p(TF.exp(TF.neg(TF.abs(x))))))
-
-
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
                                 reduction: str = "mean"):
     reduction = _reduction(reduction, size_average, reduce)
@@ -169,7 +165,8 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None,
     # z[n, j, i] = 1 - x[n, j] + x[n, i]
     z = TF.add(TF.sub(1.0, ops.reshape(x, (n, c, 1))), ops.reshape(x, (n, 1, c)))
     pair = TF.mul(ops.reshape(count, (n, c, 1)), ops.reshape(other, (n, 1, c)))
-    loss = TF.div(TF.sum(TF.mul(TF.clamp(z, min=0.0), pair), (1, 2)), float(c))
+    # relu: gradient 0 where z == 0 (PyTorch's kernel counts z > 0 only)
+    loss = TF.div(TF.sum(TF.mul(TF.relu(z), pair), (1, 2)), float(c))
     if unbatched:
         loss = ops.reshape(loss, ())
     return _reduce(loss, reduction)
@@ -189,7 +186,7 @@ def multi_margin_loss(input, target, p: int = 1, margin: float = 1.0, weight=Non
     t = t if t.dtype is dt.int64 else ops.cast(t, dt.int64)
     xt = ops.gather(x, ops.reshape(t, (n, 1)), 1)                  # [N, 1]
     z = TF.add(TF.sub(margin, xt), x)
-    h = TF.clamp(z, min=0.0)
+    h = TF.relu(z)      # gradient 0 where z == 0 (PyTorch's kernel counts z > 0 only)
     if p == 2:
         h = TF.mul(h, h)
     if weight is not None:

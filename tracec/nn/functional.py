@@ -20,7 +20,7 @@ from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import graph, ops
 from tracec import shape_ops as S
-from tracec.nn._basic import (_apply, _elu, _hardtanh, _tensor, bilinear, dropout, dropout1d,  # noqa: F401
+from tracec.nn._basic import (_apply, _elu, _hardtanh, _logsigmoid, _tensor, bilinear, dropout, dropout1d,  # noqa: F401
                               dropout2d, linear)
 from tracec.nn._activation import *  # noqa: F401,F403
 from tracec.nn._attention import (_canonical_mask, _mha_shape_check,  # noqa: F401
@@ -105,12 +105,7 @@ def softplus(input, beta: float = 1.0, threshold: float = 20.0):
 
 
 def logsigmoid(input):
-    """PyTorch's ``min(x, 0) - log1p(exp(-|x|))``, with its gradient at 0
-    (0.5: |x| differentiated as x there)."""
-    x = _tensor(input, "log_sigmoid")
-    neg = ops.lt(x, 0)
-    a = ops.where(neg, TF.neg(x), x)
-    return TF.sub(ops.where(neg, x, 0.0), TF.log1p(TF.exp(TF.neg(a))))
+    return _logsigmoid(_tensor(input, "log_sigmoid"))
 
 
 def _softmax_dim(ndim: int, name: str) -> int:
