@@ -47,6 +47,26 @@ def _compare(got, want, rtol=1e-5):
     np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-6, equal_nan=True)
 
 
+def _tracec_run(f, data, mode):
+    """f(tracec, x) and x's gradient, eagerly or from the compiled step's
+    second call (the first traces)."""
+    cv = tracec.tensor(data, requires_grad=True)
+    if mode == "eager":
+        cl = f(tracec, cv)
+        cl.backward()
+        return cl, cv.grad
+
+    def step(v):
+        r = f(tracec, v)
+        r.backward()
+        return r.detach()
+    cf = tracec.compile(step, backend=mode)
+    for _ in range(2):
+        cv.grad = None
+        cl = cf(cv)
+    return cl, cv.grad
+
+
 @pytest.mark.parametrize("mode", ["eager", "interp", "cpu"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_degenerate_gradients_match_pytorch(case, mode):
@@ -55,21 +75,9 @@ def test_degenerate_gradients_match_pytorch(case, mode):
         tv = torch.tensor(data, requires_grad=True)
         tl = f(torch, tv)
         tl.backward()
-        cv = tracec.tensor(data, requires_grad=True)
-        if mode == "eager":
-            cl = f(tracec, cv)
-            cl.backward()
-        else:
-            def step(v):
-                r = f(tracec, v)
-                r.backward()
-                return r.detach()
-            cf = tracec.compile(step, backend=mode)
-            for _ in range(2):      # the second call runs the compiled code
-                cv.grad = None
-                cl = cf(cv)
+        cl, g = _tracec_run(f, data, mode)
         _compare(cl.detach().numpy(), tl.detach().numpy())
-        g, tg = cv.grad, tv.grad
+        tg = tv.grad
         assert g is not None, (case, name)
         if not np.isnan(tg.numpy()).any():
             assert np.isfinite(g.numpy()).all(), (case, name, g)
@@ -108,21 +116,9 @@ def test_loss_gradients_match_pytorch(case, mode):
     tv = torch.tensor(LOSS_DATA, requires_grad=True)
     tl = f(torch, tv)
     tl.backward()
-    cv = tracec.tensor(LOSS_DATA, requires_grad=True)
-    if mode == "eager":
-        cl = f(tracec, cv)
-        cl.backward()
-    else:
-        def step(v):
-            r = f(tracec, v)
-            r.backward()
-            return r.detach()
-        cf = tracec.compile(step, backend=mode)
-        for _ in range(2):
-            cv.grad = None
-            cl = cf(cv)
+    cl, g = _tracec_run(f, LOSS_DATA, mode)
     _compare(cl.detach().numpy(), tl.detach().numpy())
-    _compare(cv.grad.numpy(), tv.grad.numpy(), rtol=1e-4)
+    _compare(g.numpy(), tv.grad.numpy(), rtol=1e-4)
 
 
 def test_bce_target_gradient():
