@@ -263,3 +263,22 @@ def test_nothing_segfaults_or_hangs():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "survived" in r.stdout
+
+
+@pytest.mark.parametrize("expr", [
+    lambda L: L.tensor([True, False]) - L.tensor([1, 2]),
+    lambda L: 1 - L.tensor([True, False]),
+    lambda L: L.tensor([1.0, 2.0]) - True,
+    lambda L: L.rsub(L.tensor([True]), 1),
+    lambda L: L.tensor([True]) - L.tensor([True]),
+    lambda L: -L.tensor([True]),
+])
+def test_bool_subtraction_refused_as_pytorch(expr):
+    """``1 - mask`` is refused with PyTorch's message (use ``~``), instead of
+    computing an integer mask silently."""
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError) as want:
+        expr(torch)
+    with pytest.raises(RuntimeError) as got:
+        expr(tracec)
+    assert str(got.value) == str(want.value)

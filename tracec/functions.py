@@ -124,11 +124,20 @@ def add(input, other, *, alpha=1):
     return ops.add(input, other)
 
 
+def _is_bool(v) -> bool:
+    return isinstance(v, bool) or getattr(v, "dtype", None) is dt.bool_
+
+
 def sub(input, other, *, alpha=1):
+    bools = _is_bool(input) or _is_bool(other)
     (input, other), d = promote("sub", input, other)
     if d is dt.bool_:
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
                            "supported. Use the `^` or `logical_xor()` operator instead.")
+    if bools:
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. "
+                           "If you are trying to invert a mask, use the `~` or `logical_not()` "
+                           "operator instead.")
     if alpha != 1:
         other = ops.mul(other, alpha)
     return ops.sub(input, other)
