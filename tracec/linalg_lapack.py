@@ -4,10 +4,9 @@ logdet solve cholesky qr svd svdvals eigh eigvalsh pinv pinverse``.
 Invariant: each runs NumPy's LAPACK on its operands' values (``concrete``):
 eager only, a ``TraceError`` naming the op inside ``tracec.compile``.  Each
 is a custom ``autograd.Function``: ``inv det slogdet/logdet solve cholesky
-eigvalsh`` have their standard VJPs, computed in NumPy (first order: a
-``create_graph`` backward through them gives a gradient without a graph);
-``qr svd svdvals pinv pinverse`` and ``eigh``'s eigenvectors raise if a
-gradient is asked through them.  LAPACK's failures become PyTorch's
+eigvalsh`` have their standard VJPs, ``eigh svd svdvals qr pinv pinverse
+lstsq`` PyTorch's (``linalg_grads``), all computed in NumPy (first order: a
+``create_graph`` backward through them gives a gradient without a graph).  LAPACK's failures become PyTorch's
 messages (singular matrix, not positive-definite).
 """
 from __future__ import annotations
@@ -23,6 +22,7 @@ from tracec import functions as F
 from tracec import ops
 from tracec import shape_ops as S
 from tracec.functions import promote, tensor_arg
+from tracec.linalg_grads import eigh_vjp, pinv_vjp, qr_vjp, svd_vjp
 from tracec.tensor import Tensor, concrete
 from tracec.return_types import structseq
 
@@ -240,8 +240,52 @@ def _torch_cholesky(input, upper=False):  # noqa: A002
     return cholesky(input, upper=upper)
 
 
-def _no_grad_out(name, f):
-    return _function(name, lambda ctx, *a: f(*a))
+def _grad_np(g):
+    return None if g is None else g._data.astype(np.float64 if g.dtype is dt.float64
+                                                 else np.float32, copy=False)
+
+
+def _factorization(name, forward, backward):
+    """A multi-output differentiable eager op: ``forward(ctx, a, *params)``
+    returns NumPy arrays, ``backward(ctx, *grads)`` (None for an output no
+    gradient reached) the input's NumPy gradient."""
+    def fwd(ctx, A, *params):
+        ctx.like = A
+        ctx.set_materialize_grads(False)
+        return tuple(_wrap(o, A) for o in forward(ctx, _np(A, name), *params))
+
+    def bwd(ctx, *grads):
+        if all(g is None for g in grads):
+            return (None,) * (1 + ctx.nparams)
+        return (_wrap(backward(ctx, *[_grad_np(g) for g in grads]), ctx.like),) + \
+            (None,) * ctx.nparams
+    cls = type(name, (autograd.Function,), {"forward": staticmethod(fwd),
+                                            "backward": staticmethod(bwd)})
+
+    def apply(A, *params):
+        return cls.apply(A, *params)
+    return apply
+
+
+def _qr_fwd(ctx, a, mode):
+    ctx.nparams, ctx.mode = 1, mode
+    ctx.q, ctx.r = np.linalg.qr(a, mode="complete" if mode == "complete" else "reduced")
+    return ctx.q, ctx.r
+
+
+def _qr_bwd(ctx, gq, gr):
+    m, n = ctx.like.shape[-2], ctx.like.shape[-1]
+    if ctx.mode == "r":
+        raise RuntimeError("The derivative of linalg.qr depends on Q, which is not computed "
+                           "when mode='r'. Please use linalg.qr(A, mode='reduced') if you are "
+                           "going to differentiate through linalg.qr.")
+    if ctx.mode == "complete" and m > n:
+        raise RuntimeError("The QR decomposition is not differentiable when mode='complete' "
+                           "and nrows > ncols.")
+    return qr_vjp(ctx.q, ctx.r, gq, gr)
+
+
+_qr = _factorization("LinalgQrBackward0", _qr_fwd, _qr_bwd)
 
 
 def qr(A, mode="reduced"):
@@ -249,12 +293,9 @@ def qr(A, mode="reduced"):
     if mode not in ("reduced", "complete", "r"):
         raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of "
                            "'reduced' (default), 'r', or 'complete'")
-    q = _no_grad_out("LinalgQr", lambda a: np.linalg.qr(a, mode="complete" if mode ==
-                                                         "complete" else "reduced")[0])
-    r = _no_grad_out("LinalgQr", lambda a: np.linalg.qr(a, mode="complete" if mode ==
-                                                         "complete" else "reduced")[1])
-    R = r(A)
-    Q = q(A) if mode != "r" else Tensor._make(np.zeros((0,), A.dtype.np), A.dtype)
+    Q, R = _qr(A, mode)
+    if mode == "r":
+        Q = Tensor._make(np.zeros((0,), A.dtype.np), A.dtype)
     return QRResult(Q, R)
 
 
@@ -262,16 +303,33 @@ def _torch_qr(input, some=True):  # noqa: A002
     return qr(input, "reduced" if some else "complete")
 
 
+def _svd_fwd(ctx, a, full_matrices):
+    ctx.nparams = 1
+    u, s_, vh = np.linalg.svd(a, full_matrices=full_matrices)
+    k = s_.shape[-1]
+    ctx.u, ctx.s, ctx.vh = u[..., :, :k], s_, vh[..., :k, :]
+    return u, s_, vh
+
+
+def _svd_bwd(ctx, gu, gs, gvh):
+    # full_matrices: only the first k singular vectors carry gradient (PyTorch's narrowing)
+    k = ctx.s.shape[-1]
+    gu = None if gu is None else gu[..., :, :k]
+    gvh = None if gvh is None else gvh[..., :k, :]
+    return svd_vjp(ctx.u, ctx.s, ctx.vh, gu, gs, gvh)
+
+
+_svd = _factorization("LinalgSvdBackward0", _svd_fwd, _svd_bwd)
+
+
 def svd(A, full_matrices=True, *, driver=None):
     A = _float_input(A, "linalg.svd")
-    parts = [_no_grad_out("LinalgSvd", lambda a, i=i: np.linalg.svd(
-        a, full_matrices=full_matrices)[i])(A) for i in range(3)]
-    return SVDResult(*parts)
+    return SVDResult(*_svd(A, full_matrices))
 
 
 def svdvals(A, *, driver=None):
     A = _float_input(A, "linalg.svdvals")
-    return _no_grad_out("LinalgSvd", lambda a: np.linalg.svd(a, compute_uv=False))(A)
+    return _svd(A, False)[1]
 
 
 def _torch_svd(input, some=True, compute_uv=True):  # noqa: A002
@@ -297,10 +355,18 @@ def eigvalsh(A, UPLO="L"):  # noqa: N803 - PyTorch's name
     return _eigvalsh(_square(A, "linalg.eigvalsh"), UPLO)
 
 
+def _eigh_fwd(ctx, a, uplo):
+    ctx.nparams = 1
+    ctx.w, ctx.v = np.linalg.eigh(a, UPLO=uplo)
+    return ctx.w, ctx.v
+
+
+_eigh = _factorization("LinalgEighBackward0",
+                       _eigh_fwd, lambda ctx, gw, gv: eigh_vjp(ctx.w, ctx.v, gw, gv))
+
+
 def eigh(A, UPLO="L"):  # noqa: N803
-    A = _square(A, "linalg.eigh")
-    vecs = _no_grad_out("LinalgEigh", lambda a: np.linalg.eigh(a, UPLO=UPLO)[1])(A)
-    return EighResult(eigvalsh(A, UPLO), vecs)
+    return EighResult(*_eigh(_square(A, "linalg.eigh"), UPLO))
 
 
 def _pinv_np(a, atol, rtol):
@@ -314,14 +380,24 @@ def _pinv_np(a, atol, rtol):
     return _mT(vh) @ (inv_s[..., None] * _mT(u))
 
 
+def _pinv_fwd(ctx, a, atol, rtol):
+    ctx.nparams, ctx.a = 2, a
+    ctx.p = _pinv_np(a, atol, rtol)
+    return (ctx.p,)
+
+
+_pinv = _factorization("LinalgPinvBackward0", _pinv_fwd,
+                       lambda ctx, g: pinv_vjp(g, ctx.p, ctx.a))
+
+
 def pinv(A, *, atol=None, rtol=None, hermitian=False):
     A = _float_input(A, "linalg.pinv")
-    return _no_grad_out("LinalgPinv", lambda a: _pinv_np(a, atol, rtol))(A)
+    return _pinv(A, atol, rtol)[0]
 
 
 def pinverse(input, rcond=1e-15):  # noqa: A002
     A = _float_input(input, "pinverse")
-    return _no_grad_out("Pinverse", lambda a: _pinv_np(a, None, rcond))(A)
+    return _pinv(A, None, rcond)[0]
 
 
 def _info(A):
@@ -398,6 +474,21 @@ def matrix_rank(A, *, atol=None, rtol=None, hermitian=False):
     return Tensor._make(np.array((s > cut).sum(-1), dtype=np.int64), dt.int64)
 
 
+def _lstsq_fwd(ctx, a, b, rcond):
+    ctx.a, ctx.b = a, b
+    ctx.p = _pinv_np(a, None, rcond)
+    return ctx.p @ b
+
+
+def _lstsq_bwd(ctx, g):
+    # PyTorch's linalg_lstsq_backward: through X = pinv(A) B
+    ga = pinv_vjp(g @ _mT(ctx.b), ctx.p, ctx.a)
+    return (_sum_to(ga, ctx.a.shape), _sum_to(_mT(ctx.p) @ g, ctx.b.shape), None)
+
+
+_lstsq = _function("LinalgLstsqBackward0", _lstsq_fwd, _lstsq_bwd)
+
+
 def lstsq(A, B, rcond=None, *, driver=None):
     """``(solution, residuals, rank, singular_values)`` as PyTorch's default
     cpu driver (gelsy) gives them: residuals and singular values empty."""
@@ -405,7 +496,7 @@ def lstsq(A, B, rcond=None, *, driver=None):
     B = _float_input(B, "linalg.lstsq")
     vector = B.ndim == A.ndim - 1
     Bm = ops.reshape(B, tuple(B.shape) + (1,)) if vector else B
-    X = _no_grad_out("LinalgLstsq", lambda a, b: _pinv_np(a, None, rcond) @ b)(A, Bm)
+    X = _lstsq(A, Bm, rcond)
     if vector:
         X = ops.reshape(X, tuple(X.shape[:-1]))
     empty = Tensor._make(np.zeros((0,), A.dtype.np), A.dtype)
