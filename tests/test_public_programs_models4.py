@@ -2,7 +2,10 @@
 fxia22's pointnet.pytorch (STN3d / STNkd spatial transformers through
 torch.bmm, PointNetfeat's max over points, PointNetCls / PointNetDenseCls,
 feature_transform_regularizer, the classification and segmentation training
-loops with the mIOU benchmark).
+loops with the mIOU benchmark), Blealtan's efficient-kan (KANLinear's
+B-spline bases, curve2coeff through torch.linalg.lstsq, update_grid's
+sorted-quantile grids, regularization_loss; LBFGS on the published toy
+regression and the AdamW / ExponentialLR MNIST-style loop).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (inductor would take minutes on the CI's two
@@ -23,7 +26,7 @@ from test_public_programs_tutorials2 import (ENV, NUM, _close, _lines, _numbers,
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models4"
 
-CASES = ["pointnet.py"]
+CASES = ["pointnet.py", "efficient_kan.py"]
 # Programs whose compiled step branches on the values of its arguments:
 # tracec.compile runs them eagerly and says so.  Every other program's
 # compiled step must compile.
