@@ -9,7 +9,10 @@ regression and the AdamW / ExponentialLR MNIST-style loop), lukemelas'
 EfficientNet-PyTorch (the memory-efficient Swish autograd.Function,
 TensorFlow-style same-padding convolutions through F.pad / ZeroPad2d,
 MBConvBlock with squeeze-and-excitation, drop_connect, round_filters and
-BlockDecoder, the ImageNet example's accuracy(topk) / AverageMeter loop).
+BlockDecoder, the ImageNet example's accuracy(topk) / AverageMeter loop),
+tonylins' pytorch-mobilenet-v2 (InvertedResidual's depthwise convolutions
+with groups=hidden_dim, in-place ReLU6, _initialize_weights, a checkpoint
+through torch.save / torch.load).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (inductor would take minutes on the CI's two
@@ -30,7 +33,7 @@ from test_public_programs_tutorials2 import (ENV, NUM, _close, _lines, _numbers,
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models4"
 
-CASES = ["pointnet.py", "efficient_kan.py", "efficientnet.py"]
+CASES = ["pointnet.py", "efficient_kan.py", "efficientnet.py", "mobilenet_v2.py"]
 # Programs with a compiled step tracec.compile runs eagerly, and says so:
 # EfficientNet's default MemoryEfficientSwish is a custom autograd.Function,
 # whose backward inside a compiled backward is not supported yet (its step
