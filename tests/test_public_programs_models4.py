@@ -12,7 +12,10 @@ MBConvBlock with squeeze-and-excitation, drop_connect, round_filters and
 BlockDecoder, the ImageNet example's accuracy(topk) / AverageMeter loop),
 tonylins' pytorch-mobilenet-v2 (InvertedResidual's depthwise convolutions
 with groups=hidden_dim, in-place ReLU6, _initialize_weights, a checkpoint
-through torch.save / torch.load).
+through torch.save / torch.load), and kuangliu's pytorch-cifar (DenseNet-BC's
+Bottleneck / Transition with torch.cat, PreActResNet's pre-activation
+blocks with `out += shortcut`, main.py's train / test with SGD, nesterov,
+CosineAnnealingLR, correct / total counting, checkpoints and --resume).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (inductor would take minutes on the CI's two
@@ -33,7 +36,8 @@ from test_public_programs_tutorials2 import (ENV, NUM, _close, _lines, _numbers,
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models4"
 
-CASES = ["pointnet.py", "efficient_kan.py", "efficientnet.py", "mobilenet_v2.py"]
+CASES = ["pointnet.py", "efficient_kan.py", "efficientnet.py", "mobilenet_v2.py",
+         "pytorch_cifar.py"]
 # Programs with a compiled step tracec.compile runs eagerly, and says so:
 # EfficientNet's default MemoryEfficientSwish is a custom autograd.Function,
 # whose backward inside a compiled backward is not supported yet (its step
