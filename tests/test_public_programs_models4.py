@@ -15,7 +15,11 @@ with groups=hidden_dim, in-place ReLU6, _initialize_weights, a checkpoint
 through torch.save / torch.load), and kuangliu's pytorch-cifar (DenseNet-BC's
 Bottleneck / Transition with torch.cat, PreActResNet's pre-activation
 blocks with `out += shortcut`, main.py's train / test with SGD, nesterov,
-CosineAnnealingLR, correct / total counting, checkpoints and --resume).
+CosineAnnealingLR, correct / total counting, checkpoints and --resume), and
+aladdinpersson's YOLOv1 (Yolov1 from architecture_config, YoloLoss with its
+index-slice assignments and int64 best-box masks, intersection_over_union
+in both formats, non_max_suppression, mean_average_precision with
+torch.trapz, cellboxes_to_boxes, the VOCDataset label matrix, train_fn).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (inductor would take minutes on the CI's two
@@ -37,7 +41,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models4"
 
 CASES = ["pointnet.py", "efficient_kan.py", "efficientnet.py", "mobilenet_v2.py",
-         "pytorch_cifar.py"]
+         "pytorch_cifar.py", "yolov1.py"]
 # Programs with a compiled step tracec.compile runs eagerly, and says so:
 # EfficientNet's default MemoryEfficientSwish is a custom autograd.Function,
 # whose backward inside a compiled backward is not supported yet (its step
@@ -52,7 +56,7 @@ def _run_tracec(script, cwd):
     return run_tracec(PROGS / script, cwd)
 
 
-SLOW = set()
+SLOW = {"mobilenet_v2.py", "yolov1.py"}   # 10-40 s each (64x64 and 112x112 images through deep conv stacks)
 
 
 @pytest.mark.parametrize("script", [
