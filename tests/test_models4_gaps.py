@@ -39,6 +39,8 @@ def test_custom_function_grad_fn_class_is_named_like_torch():
         z.sum().backward()
         outs.append((type(y.grad_fn).__name__, y.grad_fn.name(), x.grad.numpy()))
     assert outs[0][:2] == outs[1][:2] == ("SwishImplementationBackward",) * 2
+    assert repr(_swish(tracec)._backward_cls) == \
+        repr(_swish(torch)._backward_cls).replace("torch", "tracec")
     np.testing.assert_allclose(outs[0][2], outs[1][2], rtol=1e-6)
     # each Function class has its own
     g1, g2 = _swish(tracec), _swish(tracec)

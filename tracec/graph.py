@@ -332,7 +332,7 @@ def function_node_type(fn_cls):
     t = fn_cls.__dict__.get("_backward_cls")
     if t is None:
         name = fn_cls.__dict__.get("node_name") or f"{fn_cls.__name__}Backward"
-        t = type(name, (FunctionNode,), {"__slots__": ()})
+        t = type(name, (FunctionNode,), {"__slots__": (), "__module__": "tracec.autograd.function"})
         fn_cls._backward_cls = t
     return t
 

@@ -250,6 +250,10 @@ class Function:
     ``ctx.mark_non_differentiable`` (and integer outputs) do not require
     grad."""
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        graph.function_node_type(cls)   # its grad_fn class, cls._backward_cls, as PyTorch makes it
+
     @staticmethod
     def forward(ctx, *args, **kwargs):
         raise NotImplementedError("You must implement the forward function for custom "
