@@ -3,7 +3,8 @@ against torch: a custom ``autograd.Function``'s ``grad_fn`` class named
 ``<Function>Backward`` (EfficientNet-PyTorch's SwishImplementation), and the
 convolution layers keeping ``stride`` / ``padding`` / ``dilation`` as given
 (EfficientNet's same-padding convolutions read ``self.stride`` back and
-widen a one-element list themselves)."""
+widen a one-element list themselves), and the gradients of
+``torch.linalg.lstsq`` and ``pinv`` (efficient-kan's curve2coeff)."""
 import numpy as np
 import pytest
 import torch
@@ -98,3 +99,37 @@ def test_same_padding_conv_subclass_reads_stride_back():
     x = np.random.default_rng(1).standard_normal((1, 6, 9, 8)).astype(np.float32)
     np.testing.assert_allclose(tc(tracec.tensor(x)).detach().numpy(),
                                tt(torch.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+def _linalg_grads(lib, a, b, fn):
+    A = lib.tensor(a, requires_grad=True)
+    B = lib.tensor(b, requires_grad=True) if b is not None else None
+    X = fn(lib, A, B)
+    w = np.linspace(0.5, 1.5, X.numel()).reshape(tuple(X.shape)).astype(np.float32)
+    (X ** 2 * lib.tensor(w)).sum().backward()
+    return [X.detach().numpy(), A.grad.numpy()] + ([B.grad.numpy()] if b is not None else [])
+
+
+@pytest.mark.parametrize("sa, sb", [((2, 6, 3), (2, 6, 2)), ((2, 3, 6), (2, 3, 2)), ((5, 3), (5,)),
+                                    ((1, 5, 3), (3, 5, 2)), ((3, 5, 3), (1, 5, 2))])
+def test_lstsq_gradients_match_torch(sa, sb):
+    """efficient-kan's curve2coeff solves with torch.linalg.lstsq; its
+    solution is differentiable in A and B (through pinv, as PyTorch's
+    linalg_lstsq_backward), over- and under-determined, batched, broadcast."""
+    r = np.random.RandomState(sum(sa) + sum(sb))
+    a, b = r.randn(*sa).astype(np.float32), r.randn(*sb).astype(np.float32)
+    solve = lambda lib, A, B: lib.linalg.lstsq(A, B).solution  # noqa: E731
+    for got, want in zip(_linalg_grads(tracec, a, b, solve), _linalg_grads(torch, a, b, solve)):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (3, 5), (2, 4, 4)])
+@pytest.mark.parametrize("name", ["linalg.pinv", "pinverse"])
+def test_pinv_gradients_match_torch(shape, name):
+    a = np.random.RandomState(len(shape) + shape[-1]).randn(*shape).astype(np.float32)
+
+    def fn(lib, A, B):
+        return lib.linalg.pinv(A) if name == "linalg.pinv" else lib.pinverse(A)
+    for got, want in zip(_linalg_grads(tracec, a, None, fn), _linalg_grads(torch, a, None, fn)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * np.abs(want).max())

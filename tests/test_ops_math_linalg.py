@@ -241,8 +241,7 @@ def test_out_keyword():
 
 def test_unsupported_gradients_raise():
     a = tracec.tensor(_r((3, 3), "float64"), requires_grad=True)
-    for out in (tracec.linalg.qr(a).Q, tracec.linalg.svd(a).S, tracec.linalg.eigh(a + a.mT)[1],
-                tracec.linalg.pinv(a)):
+    for out in (tracec.linalg.qr(a).Q, tracec.linalg.svd(a).S, tracec.linalg.eigh(a + a.mT)[1]):
         with pytest.raises(RuntimeError, match="does not implement the derivative"):
             out.sum().backward()
 

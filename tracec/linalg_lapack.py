@@ -314,14 +314,33 @@ def _pinv_np(a, atol, rtol):
     return _mT(vh) @ (inv_s[..., None] * _mT(u))
 
 
+def _pinv_grad(g, p, a):
+    """PyTorch's ``pinv_backward``: dL/dA of ``p = pinv(a)`` given ``g = dL/dp``."""
+    ph, gh = _mT(p), _mT(g)
+    if a.shape[-2] <= a.shape[-1]:
+        k = gh @ p
+        kph = k @ ph
+        return -_mT(p @ k) + kph - (a @ p) @ kph + (ph @ p) @ (gh - k @ a)
+    k = p @ gh
+    phk = ph @ k
+    return -_mT(k @ p) + (gh - a @ k) @ p @ ph + phk - phk @ p @ a
+
+
+def _pinv_function(name, atol, rtol):
+    def fwd(ctx, a):
+        ctx.a, ctx.p = a, _pinv_np(a, atol, rtol)
+        return ctx.p
+    return _function(name, fwd, lambda ctx, g: (_pinv_grad(g, ctx.p, ctx.a),))
+
+
 def pinv(A, *, atol=None, rtol=None, hermitian=False):
     A = _float_input(A, "linalg.pinv")
-    return _no_grad_out("LinalgPinv", lambda a: _pinv_np(a, atol, rtol))(A)
+    return _pinv_function("LinalgPinv", atol, rtol)(A)
 
 
 def pinverse(input, rcond=1e-15):  # noqa: A002
     A = _float_input(input, "pinverse")
-    return _no_grad_out("Pinverse", lambda a: _pinv_np(a, None, rcond))(A)
+    return _pinv_function("Pinverse", None, rcond)(A)
 
 
 def _info(A):
@@ -398,6 +417,21 @@ def matrix_rank(A, *, atol=None, rtol=None, hermitian=False):
     return Tensor._make(np.array((s > cut).sum(-1), dtype=np.int64), dt.int64)
 
 
+def _lstsq_function(rcond):
+    def fwd(ctx, a, b):
+        ctx.a, ctx.b = a, b
+        return _pinv_np(a, None, rcond) @ b
+
+    def bwd(ctx, g):
+        # PyTorch's linalg_lstsq_backward: through pinv(A) at its default tolerance
+        a, b = ctx.a, ctx.b
+        p = _pinv_np(a, None, None)
+        ga = _pinv_grad(g @ _mT(b), p, a)
+        gb = _mT(p) @ g
+        return _sum_to(ga, a.shape), _sum_to(gb, b.shape)
+    return _function("LinalgLstsq", fwd, bwd)
+
+
 def lstsq(A, B, rcond=None, *, driver=None):
     """``(solution, residuals, rank, singular_values)`` as PyTorch's default
     cpu driver (gelsy) gives them: residuals and singular values empty."""
@@ -405,7 +439,7 @@ def lstsq(A, B, rcond=None, *, driver=None):
     B = _float_input(B, "linalg.lstsq")
     vector = B.ndim == A.ndim - 1
     Bm = ops.reshape(B, tuple(B.shape) + (1,)) if vector else B
-    X = _no_grad_out("LinalgLstsq", lambda a, b: _pinv_np(a, None, rcond) @ b)(A, Bm)
+    X = _lstsq_function(rcond)(A, Bm)
     if vector:
         X = ops.reshape(X, tuple(X.shape[:-1]))
     empty = Tensor._make(np.zeros((0,), A.dtype.np), A.dtype)

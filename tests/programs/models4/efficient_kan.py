@@ -351,6 +351,10 @@ for name, p in layer.named_parameters():
     print(f"grad {name} {p.grad.norm().item():.5e}")
 fit = layer.curve2coeff(x, torch.from_numpy(rng.randn(16, 3, 2).astype(np.float32)))
 print("curve2coeff", tuple(fit.shape), [f"{v:.4f}" for v in fit[0, 0].tolist()])
+xs = torch.from_numpy(rng.uniform(-0.9, 0.9, (64, 3)).astype(np.float32)).requires_grad_()
+ys = torch.from_numpy(rng.randn(64, 3, 2).astype(np.float32)).requires_grad_()
+layer.curve2coeff(xs, ys).square().sum().backward()   # through b_splines and lstsq
+print("curve2coeff grads", f"{xs.grad.norm().item():.5f}", f"{ys.grad.norm().item():.5f}")
 layer.update_grid(x)
 print("updated grid", [f"{v:.4f}" for v in layer.grid[1].tolist()])
 print("refitted", [f"{v:.4f}" for v in layer.spline_weight[0, 0].tolist()])
@@ -365,7 +369,7 @@ for i in range(4):
     def closure():
         optimizer.zero_grad()
         x = torch.from_numpy(data.rand(1024, 2).astype(np.float32))
-        y = kan(x, update_grid=(i % 2 == 0))
+        y = kan(x, update_grid=(i % 20 == 0))
 
         assert y.shape == (1024, 1)
         global loss, reg_loss   # nonlocal in the published test function
