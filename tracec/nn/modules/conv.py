@@ -2,6 +2,7 @@
 repr); the computation is ``functional``'s im2col over primitives."""
 from __future__ import annotations
 
+import collections.abc
 import math
 
 from tracec.nn import functional as F
@@ -18,7 +19,7 @@ __all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
 def _as_given(v, n: int) -> tuple:
     """``torch.nn.modules.utils._ntuple``: an iterable as a tuple, as given;
     a number repeated ``n`` times."""
-    return tuple(v) if isinstance(v, (list, tuple)) else (v,) * n
+    return tuple(v) if isinstance(v, collections.abc.Iterable) else (v,) * n
 
 
 class _ConvNd(Module):
