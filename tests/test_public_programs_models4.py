@@ -12,14 +12,14 @@ MBConvBlock with squeeze-and-excitation, drop_connect, round_filters and
 BlockDecoder, the ImageNet example's accuracy(topk) / AverageMeter loop),
 tonylins' pytorch-mobilenet-v2 (InvertedResidual's depthwise convolutions
 with groups=hidden_dim, in-place ReLU6, _initialize_weights, a checkpoint
-through torch.save / torch.load), and kuangliu's pytorch-cifar (DenseNet-BC's
+through torch.save / torch.load), kuangliu's pytorch-cifar (DenseNet-BC's
 Bottleneck / Transition with torch.cat, PreActResNet's pre-activation
 blocks with `out += shortcut`, main.py's train / test with SGD, nesterov,
-CosineAnnealingLR, correct / total counting, checkpoints and --resume), and
+CosineAnnealingLR, correct / total counting, checkpoints and --resume),
 aladdinpersson's YOLOv1 (Yolov1 from architecture_config, YoloLoss with its
 index-slice assignments and int64 best-box masks, intersection_over_union
 in both formats, non_max_suppression, mean_average_precision with
-torch.trapz, cellboxes_to_boxes, the VOCDataset label matrix, train_fn),
+torch.trapz, cellboxes_to_boxes, the VOCDataset label matrix, train_fn)
 and yenchenlin's nerf-pytorch (the positional Embedder, NeRF with skips and
 view directions, get_rays / ndc_rays, sample_pdf's searchsorted + gather
 inverse-CDF sampling, raw2outputs' exclusive cumprod, hierarchical
