@@ -325,6 +325,18 @@ class FunctionNode:
         self.ctx.saved_tensors_freed = True
 
 
+
+def function_node_type(fn_cls):
+    """The ``grad_fn`` class of ``fn_cls``'s applications: a ``FunctionNode``
+    named as PyTorch names it (``<Function>Backward``), made once per
+    Function class and kept, as PyTorch keeps it, in ``_backward_cls``."""
+    t = fn_cls.__dict__.get("_backward_cls")
+    if t is None:
+        name = fn_cls.__dict__.get("node_name") or f"{fn_cls.__name__}Backward"
+        t = type(name, (FunctionNode,), {"__slots__": (), "__module__": "tracec.autograd.function"})
+        fn_cls._backward_cls = t
+    return t
+
 def edge_of(t):
     """The node a tensor's gradient flows into, or None."""
     if not t.requires_grad:

@@ -477,13 +477,16 @@ def matrix_rank(A, *, atol=None, rtol=None, hermitian=False):
 def _lstsq_fwd(ctx, a, b, rcond):
     ctx.a, ctx.b = a, b
     ctx.p = _pinv_np(a, None, rcond)
+    # PyTorch's backward differentiates pinv(A) at its default tolerance, whatever rcond
+    ctx.p_default = ctx.p if rcond is None else _pinv_np(a, None, None)
     return ctx.p @ b
 
 
 def _lstsq_bwd(ctx, g):
     # PyTorch's linalg_lstsq_backward: through X = pinv(A) B
-    ga = pinv_vjp(g @ _mT(ctx.b), ctx.p, ctx.a)
-    return (_sum_to(ga, ctx.a.shape), _sum_to(_mT(ctx.p) @ g, ctx.b.shape), None)
+    p = ctx.p_default
+    ga = pinv_vjp(g @ _mT(ctx.b), p, ctx.a)
+    return (_sum_to(ga, ctx.a.shape), _sum_to(_mT(p) @ g, ctx.b.shape), None)
 
 
 _lstsq = _function("LinalgLstsqBackward0", _lstsq_fwd, _lstsq_bwd)

@@ -250,6 +250,10 @@ class Function:
     ``ctx.mark_non_differentiable`` (and integer outputs) do not require
     grad."""
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        graph.function_node_type(cls)   # its grad_fn class, cls._backward_cls, as PyTorch makes it
+
     @staticmethod
     def forward(ctx, *args, **kwargs):
         raise NotImplementedError("You must implement the forward function for custom "
@@ -276,7 +280,7 @@ class Function:
             cls.setup_context(ctx, args, out)
         if graph.is_grad_enabled() and any(ctx.needs_input_grad):
             nexts = tuple(graph.edge_of(a) if isinstance(a, Tensor) else None for a in args)
-            node = graph.FunctionNode(cls, ctx, nexts, len(args))
+            node = graph.function_node_type(cls)(cls, ctx, nexts, len(args))
             outs = out if isinstance(out, tuple) else (out,)
             non_diff = {id(t) for t in getattr(ctx, "_non_diff", ())}
             if isinstance(out, tuple):

@@ -2,6 +2,7 @@
 repr); the computation is ``functional``'s im2col over primitives."""
 from __future__ import annotations
 
+import collections.abc
 import math
 
 from tracec.nn import functional as F
@@ -13,6 +14,12 @@ from tracec.nn.parameter import Parameter
 
 __all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
            "ConvTranspose3d"]
+
+
+def _as_given(v, n: int) -> tuple:
+    """``torch.nn.modules.utils._ntuple``: an iterable as a tuple, as given;
+    a number repeated ``n`` times."""
+    return tuple(v) if isinstance(v, collections.abc.Iterable) else (v,) * n
 
 
 class _ConvNd(Module):
@@ -33,6 +40,7 @@ class _ConvNd(Module):
         if padding_mode not in valid_modes:
             raise ValueError(f"padding_mode must be one of {valid_modes}, but got "
                              f"padding_mode='{padding_mode}'")
+        stride_arg, padding_arg, dilation_arg = stride, padding, dilation
         kernel_size = _ntuple(kernel_size, n, "kernel_size")
         stride = _ntuple(stride, n, "stride")
         dilation = _ntuple(dilation, n, "dilation")
@@ -47,9 +55,11 @@ class _ConvNd(Module):
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.kernel_size = kernel_size
-        self.stride = stride
-        self.padding = padding
-        self.dilation = dilation
+        # PyTorch's _pair keeps a list or tuple as given: stride=[2] is (2,) (F.conv2d
+        # repeats it), which layers that read self.stride back rely on.
+        self.stride = _as_given(stride_arg, n)
+        self.padding = padding if isinstance(padding, str) else _as_given(padding_arg, n)
+        self.dilation = _as_given(dilation_arg, n)
         self.transposed = transposed
         self.output_padding = _ntuple(output_padding, n, "output_padding")
         self.groups = groups
