@@ -1,0 +1,61 @@
+"""Public model programs, small configurations (``tests/programs/models5``),
+as published, einops included: lucidrains' vit-pytorch ViT (einops
+rearrange / repeat and ``einops.layers.torch.Rearrange``), codertimo's
+BERT-pytorch (BERTEmbedding, the hand-written masked multi-head attention,
+BERTLM's two heads, ScheduledOptim, NLLLoss(ignore_index=0), BERTDataset's
+masking and BERTTrainer's pretraining loop with tqdm and torch.save).
+
+Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
+``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
+the same steps run eagerly, and print the verdict, so under torch that line
+is eager against eager and under tracec it is ``tracec.compile`` against
+eager).  Weights and data come from numpy (or Python's seeded ``random``),
+so the two runs compute the same numbers: the outputs must have the same
+lines (numbers masked, spaces dropped) and every number must agree to a
+float32 tolerance, except on lines marked ``[rng]``.
+"""
+import pathlib
+
+import pytest
+
+from test_public_programs_tutorials2 import (ENV, NUM, _close, _lines, _numbers, run_tracec,
+                                             torch_refs_fixture)
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROGS = ROOT / "tests" / "programs" / "models5"
+
+CASES = ["vit.py", "bert.py"]
+# Programs whose compiled step branches on the values of its arguments:
+# tracec.compile runs them eagerly and says so.  None here.
+EAGER_FALLBACK = set()
+
+
+torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
+
+
+def _run_tracec(script, cwd):
+    return run_tracec(PROGS / script, cwd)
+
+
+SLOW = set()   # programs taking 20 s or more with a cold compile cache
+
+
+@pytest.mark.parametrize("script", [
+    pytest.param(c, id=c[:-3], marks=[pytest.mark.slow] if c in SLOW else []) for c in CASES])
+def test_models5_program_matches_torch(script, torch_refs, tmp_path):
+    out, err = _run_tracec(script, tmp_path)
+    assert ("running eagerly from now on" in err) == (script in EAGER_FALLBACK), err[-3000:]
+    ref = torch_refs(script)
+    got, want = _lines(out), _lines(ref)
+    assert ["".join(NUM.sub("#", ln).split()) for ln in got] == \
+        ["".join(NUM.sub("#", ln).split()) for ln in want]
+    for g, w in zip(got, want):
+        if "[rng]" in w:
+            continue
+        assert len(_numbers(g)) == len(_numbers(w))
+        for a, b in zip(_numbers(g), _numbers(w)):
+            assert _close(a, b), f"tracec: {g}\ntorch:  {w}"
+    # the compiled steps agree with the eager ones (under tracec: tracec.compile)
+    for ln in got:
+        if "compiled == eager" in ln:
+            assert "False" not in ln, ln
