@@ -24,7 +24,7 @@ from test_public_programs_tutorials2 import (ENV, NUM, _close, _lines, _numbers,
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models5"
 
-CASES = ["vit.py", "bert.py", "cnn_text.py", "word2vec.py"]
+CASES = ["vit.py", "bert.py", "cnn_text.py", "word2vec.py", "ncf.py"]
 # Programs whose compiled step branches on the values of its arguments:
 # tracec.compile runs them eagerly and says so.  None here.
 EAGER_FALLBACK = set()
