@@ -3,7 +3,12 @@ as published, einops included: lucidrains' vit-pytorch ViT (einops
 rearrange / repeat and ``einops.layers.torch.Rearrange``), codertimo's
 BERT-pytorch (BERTEmbedding, the hand-written masked multi-head attention,
 BERTLM's two heads, ScheduledOptim, NLLLoss(ignore_index=0), BERTDataset's
-masking and BERTTrainer's pretraining loop with tqdm and torch.save).
+masking and BERTTrainer's pretraining loop with tqdm and torch.save),
+Shawn1993's CNN_Text with its train / eval / predict / save, Andras7's
+word2vec skip-gram with negative sampling (sparse embeddings, SparseAdam,
+CosineAnnealingLR), guoyang9's NCF (GMF, MLP, NeuMF-end and NeuMF-pre,
+HR / NDCG through topk and take) and bentrevett's seq2seq "Attention is All
+You Need" (masks with tril, clip_grad_norm_, greedy translate_sentence).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -24,7 +29,8 @@ from test_public_programs_tutorials2 import (ENV, NUM, _close, _lines, _numbers,
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models5"
 
-CASES = ["vit.py", "bert.py", "cnn_text.py", "word2vec.py", "ncf.py"]
+CASES = ["vit.py", "bert.py", "cnn_text.py", "word2vec.py", "ncf.py",
+         "seq2seq_transformer.py"]
 # Programs whose compiled step branches on the values of its arguments:
 # tracec.compile runs them eagerly and says so.  None here.
 EAGER_FALLBACK = set()
