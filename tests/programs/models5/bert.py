@@ -11,7 +11,9 @@
 # dataset's masking from Python's random (seeded), and the compared runs have
 # dropout 0 (MultiHeadedAttention's own dropout is always 0.1, so it is set
 # to 0 on the modules); a dropout run is marked [rng].  Then the pretraining
-# step under torch.compile against the same step run eagerly.
+# step under torch.compile against the same step run eagerly (tracec.compile
+# runs it eagerly and says so: the step advances ScheduledOptim's Python
+# counter, a side effect compiled code would not repeat).
 import copy
 import math
 import os
