@@ -9,10 +9,8 @@ word2vec skip-gram with negative sampling (sparse embeddings, SparseAdam,
 CosineAnnealingLR), guoyang9's NCF (GMF, MLP, NeuMF-end and NeuMF-pre,
 HR / NDCG through topk and take) and bentrevett's seq2seq "Attention is All
 You Need" (masks with tril, clip_grad_norm_, greedy translate_sentence),
-lucidrains' denoising-diffusion-pytorch (einops Unet with linear and full
-attention, GaussianDiffusion's schedules, losses, DDPM / DDIM sampling) and
-harvardnlp's Annotated Transformer (LabelSmoothing, LambdaLR with rate,
-run_epoch, DummyOptimizer, greedy_decode on the copy task).
+and lucidrains' denoising-diffusion-pytorch (einops Unet with linear and
+full attention, GaussianDiffusion's schedules, losses, DDPM / DDIM sampling).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -34,13 +32,12 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models5"
 
 CASES = ["vit.py", "bert.py", "cnn_text.py", "word2vec.py", "ncf.py",
-         "seq2seq_transformer.py", "ddpm_unet.py", "annotated_transformer.py"]
+         "seq2seq_transformer.py", "ddpm_unet.py"]
 # Programs whose compiled step tracec.compile runs eagerly, and says so: BERT's
 # step advances ScheduledOptim's Python step counter (and sets the lr from
-# it) on every call, a side effect compiled code would not repeat; the
-# Annotated Transformer's LabelSmoothing branches on torch.nonzero's size.
-# Every other program's compiled step must compile.
-EAGER_FALLBACK = {"bert.py", "annotated_transformer.py"}
+# it) on every call, a side effect compiled code would not repeat.  Every
+# other program's compiled step must compile.
+EAGER_FALLBACK = {"bert.py"}
 FALLBACK_WARNINGS = ("running eagerly", "a Python side effect that compiled calls would not repeat")
 
 
