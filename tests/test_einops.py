@@ -124,7 +124,7 @@ import json
 import numpy as np
 import torch
 from torch import nn
-from einops import rearrange, repeat
+from einops import einsum, pack, rearrange, reduce, repeat, unpack
 from einops.layers.torch import EinMix, Rearrange, Reduce
 
 model = nn.Sequential(
@@ -146,10 +146,14 @@ cls = torch.from_numpy(g.standard_normal((1, 1, 8)).astype(np.float32))
 def step(x):
     y = model(x)
     tokens = torch.cat((repeat(cls, "() n d -> b n d", b=2), rearrange(y, "b d -> b () d")), dim=1)
-    return (tokens ** 2).mean()
+    packed, ps = pack([tokens, y], "b *")
+    first, _ = unpack(packed * 0.5, ps, "b *")
+    sim = einsum(first, tokens, "b n d, b m d -> b n m")
+    return (tokens ** 2).mean() + reduce(sim, "b n m -> b", "max").sum() * 0.1
 
 
-out = {"repr": repr(model[0]) + repr(model[4])}
+out = {"repr": repr(model[0]) + repr(model[4]),
+       "backend": type(__import__("einops")._backends.get_backend(x)).__name__}
 for mode, f in (("eager", step), ("compiled", torch.compile(step))):
     model.zero_grad()
     loss = f(x)
@@ -166,6 +170,7 @@ def test_layers_under_tracec_run_match_torch(tmp_path):
          .replace("torch.compile(step)", "step"), ns)     # the reference: einops on torch
     want = ns["out"]
     assert got["repr"] == want["repr"]
+    assert got["backend"] == want["backend"] == "TorchBackend"   # torch is tracec there
     for mode in ("eager", "compiled"):
         np.testing.assert_allclose(got[mode][0], want["eager"][0], rtol=1e-5)
         for g, w in zip(got[mode][1:], want["eager"][1:]):
