@@ -9,8 +9,10 @@ word2vec skip-gram with negative sampling (sparse embeddings, SparseAdam,
 CosineAnnealingLR), guoyang9's NCF (GMF, MLP, NeuMF-end and NeuMF-pre,
 HR / NDCG through topk and take) and bentrevett's seq2seq "Attention is All
 You Need" (masks with tril, clip_grad_norm_, greedy translate_sentence),
-and lucidrains' denoising-diffusion-pytorch (einops Unet with linear and
-full attention, GaussianDiffusion's schedules, losses, DDPM / DDIM sampling).
+lucidrains' denoising-diffusion-pytorch (einops Unet with linear and full
+attention, GaussianDiffusion's schedules, losses, DDPM / DDIM sampling) and
+lucidrains' perceiver-pytorch (fourier features over a meshgrid, masked
+cross attention, cache_fn weight tying, einops Reduce head).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -32,7 +34,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models5"
 
 CASES = ["vit.py", "bert.py", "cnn_text.py", "word2vec.py", "ncf.py",
-         "seq2seq_transformer.py", "ddpm_unet.py"]
+         "seq2seq_transformer.py", "ddpm_unet.py", "perceiver.py"]
 # Programs whose compiled step tracec.compile runs eagerly, and says so: BERT's
 # step advances ScheduledOptim's Python step counter (and sets the lr from
 # it) on every call, a side effect compiled code would not repeat.  Every
