@@ -1,6 +1,8 @@
 """Public model programs, small configurations (``tests/programs/models5``),
 as published, einops included: lucidrains' vit-pytorch ViT (einops
-rearrange / repeat and ``einops.layers.torch.Rearrange``), codertimo's
+rearrange / repeat and ``einops.layers.torch.Rearrange``) and its ViT for
+small datasets (shifted patch tokens through negative F.pad, locality self
+attention), codertimo's
 BERT-pytorch (BERTEmbedding, the hand-written masked multi-head attention,
 BERTLM's two heads, ScheduledOptim, NLLLoss(ignore_index=0), BERTDataset's
 masking and BERTTrainer's pretraining loop with tqdm and torch.save),
@@ -34,7 +36,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models5"
 
 CASES = ["vit.py", "bert.py", "cnn_text.py", "word2vec.py", "ncf.py",
-         "seq2seq_transformer.py", "ddpm_unet.py", "perceiver.py"]
+         "seq2seq_transformer.py", "ddpm_unet.py", "perceiver.py", "vit_small_dataset.py"]
 # Programs whose compiled step tracec.compile runs eagerly, and says so: BERT's
 # step advances ScheduledOptim's Python step counter (and sets the lr from
 # it) on every call, a side effect compiled code would not repeat.  Every
