@@ -2,19 +2,19 @@
 as published, einops included: lucidrains' vit-pytorch ViT (einops
 rearrange / repeat and ``einops.layers.torch.Rearrange``) and its ViT for
 small datasets (shifted patch tokens through negative F.pad, locality self
-attention), codertimo's
-BERT-pytorch (BERTEmbedding, the hand-written masked multi-head attention,
-BERTLM's two heads, ScheduledOptim, NLLLoss(ignore_index=0), BERTDataset's
-masking and BERTTrainer's pretraining loop with tqdm and torch.save),
-Shawn1993's CNN_Text with its train / eval / predict / save, Andras7's
-word2vec skip-gram with negative sampling (sparse embeddings, SparseAdam,
-CosineAnnealingLR), guoyang9's NCF (GMF, MLP, NeuMF-end and NeuMF-pre,
-HR / NDCG through topk and take) and bentrevett's seq2seq "Attention is All
-You Need" (masks with tril, clip_grad_norm_, greedy translate_sentence),
-lucidrains' denoising-diffusion-pytorch (einops Unet with linear and full
-attention, GaussianDiffusion's schedules, losses, DDPM / DDIM sampling) and
-lucidrains' perceiver-pytorch (fourier features over a meshgrid, masked
-cross attention, cache_fn weight tying, einops Reduce head).
+attention), codertimo's BERT-pytorch (BERTEmbedding, the hand-written masked
+multi-head attention, BERTLM's two heads, ScheduledOptim,
+NLLLoss(ignore_index=0), BERTDataset's masking and BERTTrainer's
+pretraining loop with tqdm and torch.save), Shawn1993's CNN_Text with its
+train / eval / predict / save, Andras7's word2vec skip-gram with negative
+sampling (sparse embeddings, SparseAdam, CosineAnnealingLR), guoyang9's NCF
+(GMF, MLP, NeuMF-end and NeuMF-pre, HR / NDCG through topk and take),
+bentrevett's seq2seq "Attention is All You Need" (masks with tril,
+clip_grad_norm_, greedy translate_sentence), lucidrains'
+denoising-diffusion-pytorch (einops Unet with linear and full attention,
+GaussianDiffusion's schedules, losses, DDPM / DDIM sampling) and lucidrains'
+perceiver-pytorch (fourier features over a meshgrid, masked cross
+attention, cache_fn weight tying, einops Reduce head).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
