@@ -14,9 +14,11 @@ clip_grad_norm_, greedy translate_sentence), lucidrains'
 denoising-diffusion-pytorch (einops Unet with linear and full attention,
 GaussianDiffusion's schedules, losses, DDPM / DDIM sampling), lucidrains'
 perceiver-pytorch (fourier features over a meshgrid, masked cross
-attention, cache_fn weight tying, einops Reduce head) and deep-spin's entmax
+attention, cache_fn weight tying, einops Reduce head), deep-spin's entmax
 (sparsemax / 1.5-entmax autograd.Functions with sort, topk and their
-recursion on unsolved rows, SparsemaxLoss).
+recursion on unsolved rows, SparsemaxLoss) and jacobgil's pytorch-grad-cam
+(forward hooks registering tensor hooks, retain_graph backward, GradCAM and
+GradCAM++ weights in numpy, the context manager removing the hooks).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -39,7 +41,7 @@ PROGS = ROOT / "tests" / "programs" / "models5"
 
 CASES = ["vit.py", "bert.py", "cnn_text.py", "word2vec.py", "ncf.py",
          "seq2seq_transformer.py", "ddpm_unet.py", "perceiver.py", "vit_small_dataset.py",
-         "entmax.py"]
+         "entmax.py", "grad_cam.py"]
 # Programs whose compiled step tracec.compile runs eagerly, and says so: BERT's
 # step advances ScheduledOptim's Python step counter (and sets the lr from
 # it) on every call, a side effect compiled code would not repeat; entmax's
