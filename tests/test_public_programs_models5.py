@@ -58,7 +58,7 @@ def _run_tracec(script, cwd):
     return run_tracec(PROGS / script, cwd)
 
 
-SLOW = {"ddpm_unet.py"}   # 20-40 s with a cold compile cache
+SLOW = {"ddpm_unet.py", "seq2seq_transformer.py"}   # 20-40 s with a cold compile cache
 
 
 @pytest.mark.parametrize("script", [
