@@ -83,7 +83,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         if fullname != _BACKENDS:
             return None
         _unhook()
-        for finder in list(sys.meta_path):   # the finders after this one
+        for finder in list(sys.meta_path):   # the other finders (this one is off now)
             find = getattr(finder, "find_spec", None)
             spec = find(fullname, path, target) if find is not None else None
             if spec is not None:
