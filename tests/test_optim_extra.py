@@ -99,6 +99,75 @@ def test_sparse_adam_refuses_dense_gradients_like_torch():
         toptim.SparseAdam(tc_params(), lr=0.0)
 
 
+def _sparse_model(lib, kind, **kw):
+    rng = np.random.default_rng(3)
+    if kind == "Embedding":
+        m = lib.nn.Embedding(7, 3, sparse=True, **kw)
+    else:
+        m = lib.nn.EmbeddingBag(7, 3, mode="sum", sparse=True, **kw)
+    with lib.no_grad():
+        m.weight.copy_(lib.tensor(rng.standard_normal((7, 3)).astype(np.float32)))
+    return m
+
+
+# batches of looked-up rows: rows 5 and 6 are never looked up, row 0 only at first
+SPARSE_BATCHES = [[[0, 2, 2], [1, 4, 0]], [[1, 2, 3], [3, 4, 1]], [[4, 4, 4], [2, 1, 3]]]
+
+
+def _sparse_run(lib, kind, step, opt_kw, emb_kw, batches):
+    m = _sparse_model(lib, kind, **emb_kw)
+    opt = lib.optim.SparseAdam(m.parameters(), **opt_kw)
+    w = lib.tensor(np.linspace(-1, 1, 6 if kind == "Embedding" else 6).astype(np.float32))
+
+    def train_step(idx):
+        opt.zero_grad()
+        out = m(idx)
+        loss = (out.flatten()[:6] * w).sum() + (out ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    f = step(train_step) if step is not None else train_step
+    losses = [f(lib.tensor(b)).item() for b in batches]
+    return losses, m.weight.detach().numpy().copy(), opt
+
+
+@pytest.mark.parametrize("kind", ["Embedding", "EmbeddingBag"])
+@pytest.mark.parametrize("opt_kw,emb_kw", [
+    (dict(), dict()), (dict(lr=0.05, betas=(0.5, 0.9), maximize=True), dict()),
+    (dict(lr=0.1, eps=1e-3), dict(padding_idx=2))], ids=["defaults", "maximize", "padding_idx"])
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_sparse_adam_on_sparse_embeddings_matches_torch(kind, opt_kw, emb_kw, compiled):
+    """SparseAdam updates only the rows the sparse gradient holds (rows never
+    looked up keep their moments and values), with PyTorch's bias
+    corrections; compiled (one trace: the step counter is a tensor) as eager."""
+    batches = SPARSE_BATCHES * 2
+    want, w_want, topt = _sparse_run(torch, kind, None, opt_kw, emb_kw, batches)
+    got, w_got, opt = _sparse_run(tracec, kind, tracec.compile if compiled else None, opt_kw,
+                                  emb_kw, batches)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(w_got, w_want, rtol=1e-5, atol=1e-6)
+    st, tst = opt.state_dict()["state"][0], topt.state_dict()["state"][0]
+    assert float(st["step"]) == tst["step"] == len(batches)
+    for k in ("exp_avg", "exp_avg_sq"):
+        np.testing.assert_allclose(st[k].numpy(), tst[k].numpy(), rtol=1e-5, atol=1e-7)
+    # the rows never looked up: untouched
+    np.testing.assert_array_equal(w_got[5:], _sparse_model(tracec, kind, **emb_kw).weight.detach().numpy()[5:])
+
+
+def test_sparse_adam_functional_embedding_and_dense_refusal():
+    w = tracec.nn.Parameter(tracec.ones(4, 2))
+    lin = tracec.nn.Parameter(tracec.ones(2))
+    opt = toptim.SparseAdam([w], lr=0.1)
+    (tracec.nn.functional.embedding(tracec.tensor([1, 3]), w, sparse=True) ** 2).sum().backward()
+    opt.step()
+    np.testing.assert_allclose(w.detach().numpy()[:, 0], [1, 0.9, 1, 0.9], rtol=1e-6)
+    dense = toptim.SparseAdam([lin])
+    (tracec.nn.functional.embedding(tracec.tensor([1]), tracec.ones(4, 2)) * lin).sum().backward()
+    with pytest.raises(RuntimeError, match="SparseAdam does not support dense gradients"):
+        dense.step()
+
+
 @pytest.mark.parametrize("name,kw", [("RAdam", dict(lr=0.01)), ("NAdam", dict(lr=0.01)),
                                      ("ASGD", dict(lr=0.05, t0=2)), ("Rprop", dict(lr=0.01))])
 def test_compiled_step_equals_eager(name, kw):

@@ -263,3 +263,7 @@ def _forwarding_signatures():
 
 
 _forwarding_signatures()
+
+
+from tracec.einops_backend import register as _register_einops  # noqa: E402
+_register_einops()   # einops serves tracec tensors (tracec/einops_backend.py); imports no einops

@@ -403,3 +403,34 @@ def test_short_matmuls_read_b_in_place(dtype):
     tol = 1e-4 if dtype == np.float32 else 1e-10
     for g, want in zip(got, (a @ b, at.T @ b, ab @ bb)):
         np.testing.assert_allclose(g.numpy(), want, rtol=tol, atol=tol)
+
+
+# --- describe(op): the operand names of error messages ------------------------------
+
+def test_describe_names_operands_in_linear_time_on_deep_kernel_chains(monkeypatch):
+    """``describe`` names a kernel's operands by the argument they come from
+    (``from x``), looking through the kernels before it.  Kernels share
+    operands (here each takes ``y`` and a reduction of ``y``), so the walk
+    keeps each value's answer: it once took 2**depth steps (minutes on a
+    transformer's training step)."""
+    from tracec.backends.cpu import lower
+    from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, run_passes
+
+    def chain(x):
+        for _ in range(18):
+            x = x * x.sum(1, keepdim=True).tanh()
+        return x
+
+    module = tracec.trace(chain, tracec.ones(4, 8)).module
+    run_passes(AUTODIFF + OPTIMIZE, module)
+    kernels = [op for op in module.walk() if isinstance(op, ir.KernelOp)]
+    assert len(kernels) >= 18
+    walk, steps = lower._origin_name_walk, []
+
+    def counted(*args):
+        steps.append(1)
+        return walk(*args)
+    monkeypatch.setattr(lower, "_origin_name_walk", counted)
+    assert lower.describe(kernels[-1]).startswith(
+        "tracec.kernel (f32[4,1] from x, f32[4,8] from x) -> f32[4,8] at ")
+    assert len(steps) <= 8 * len(kernels)

@@ -65,6 +65,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float =
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"mode has to be one of sum, mean or max, got {mode}")
     # sparse=True: a dense gradient of the same values (as for embedding).
+    from tracec.nn.functional import _mark_sparse_grad
+    _mark_sparse_grad(weight, sparse)
     if per_sample_weights is not None:
         if mode != "sum":
             raise NotImplementedError(

@@ -339,6 +339,13 @@ def grad_scaled_by_freq(rows, idx, num_embeddings):
     return ops.add(fixed, ops.mul(ops.sub(rows, fixed), scale))
 
 
+def _mark_sparse_grad(weight, sparse) -> None:
+    """Marks a weight whose gradient PyTorch makes sparse (``sparse=True``):
+    tracec's is dense, and ``optim.SparseAdam`` accepts it by this mark."""
+    if sparse and not getattr(weight, "_tracec_sparse_grad", False):
+        weight._tracec_sparse_grad = True
+
+
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float = 2.0,
               scale_grad_by_freq: bool = False, sparse: bool = False):
     """Rows of ``weight`` picked by ``input`` (``take`` on axis 0); the
@@ -349,7 +356,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
                            f"following scalar types: Long, Int; but got {got} instead "
                            "(while checking arguments for embedding)")
     # sparse=True: the gradient is dense (API.md: a sparse tensor may be dense),
-    # with the same values as PyTorch's sparse one.
+    # with the same values as PyTorch's sparse one; optim.SparseAdam takes it.
+    _mark_sparse_grad(weight, sparse)
     idx = input if input.dtype is dt.int64 else ops.cast(input, dt.int64)
     if max_norm is not None:    # rows renormalized in place first, as in PyTorch
         from tracec.nn._embedding_bag import embedding_renorm_

@@ -1,11 +1,37 @@
-"""``SparseAdam``: PyTorch's constructor and checks.  Its step takes only
-sparse gradients, which tracec's autograd never produces (``Embedding``
-and ``EmbeddingBag`` with ``sparse=True`` are refused), so every step with
-a gradient raises PyTorch's error, which names ``Adam`` as the
-replacement."""
+"""``SparseAdam``: PyTorch's constructor, checks and masked Adam update.
+
+PyTorch's SparseAdam takes only sparse gradients: those of an ``Embedding``
+/ ``EmbeddingBag`` made with ``sparse=True`` (or of ``F.embedding(...,
+sparse=True)``'s weight).  tracec's autograd makes those gradients dense
+with the same values (API.md: a sparse tensor may be dense), and marks such
+a weight (``_tracec_sparse_grad``, set by the module's constructor and by
+the functional): a step over any other gradient raises PyTorch's error,
+which names ``Adam`` as the replacement.
+
+The update is PyTorch's ``F.sparse_adam`` restricted to the rows the sparse
+gradient holds, here the rows whose gradient is not all zero (a row
+PyTorch's gradient holds with an exactly zero value, e.g. one looked up
+only where a clamp cut the gradient, has its moments decayed there and
+is left as it is here)::
+
+    step += 1
+    on those rows:
+        exp_avg    += (g - exp_avg) * (1 - beta1)
+        exp_avg_sq += (g * g - exp_avg_sq) * (1 - beta2)
+        p += -(lr * sqrt(1 - beta2 ** step) / (1 - beta1 ** step))
+             * exp_avg / (sqrt(exp_avg_sq) + eps)
+
+``state['step']`` is a 0-d tensor (PyTorch's is a Python int), as for the
+other optimizers: a compiled step reads it as state, so one trace serves
+every step; the bias corrections are computed from it in float64, as
+PyTorch's Python floats.
+"""
 from __future__ import annotations
 
-from tracec.optim.optimizer import Optimizer
+from tracec import creation
+from tracec import dtypes as dt
+from tracec import functions as F
+from tracec.optim.optimizer import Optimizer, _scalar_dtype, reads_lr_by_lr
 from tracec.tensor import Tensor
 
 __all__ = ["SparseAdam"]
@@ -26,8 +52,43 @@ class SparseAdam(Optimizer):
         defaults = {"lr": lr, "betas": betas, "eps": eps, "maximize": maximize}
         super().__init__(params, defaults)
 
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("maximize", False)
+        self._steps_as_tensors()
+
+    @reads_lr_by_lr
     def _update_group(self, group) -> None:
+        lr = self._lr(group)
+        beta1, beta2 = group["betas"]
+        eps, maximize = group["eps"], group.get("maximize", False)
         for p in group["params"]:
-            if p.grad is not None:
+            if p.grad is None:
+                continue
+            if not getattr(p, "_tracec_sparse_grad", False):
                 raise RuntimeError("SparseAdam does not support dense gradients, please "
                                    "consider Adam instead")
+            state = self.state[p]
+            if len(state) == 0:
+                state["step"] = creation.tensor(0.0, dtype=_scalar_dtype())
+                state["exp_avg"] = creation.zeros_like(p)
+                state["exp_avg_sq"] = creation.zeros_like(p)
+            state["step"].add_(1)
+            step = state["step"].to(dt.float64)
+            grad = p.grad if not maximize else -p.grad
+            rows = grad.ne(0)
+            if grad.dim() > 1:
+                rows = rows.flatten(1).any(1).reshape((-1,) + (1,) * (grad.dim() - 1))
+            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+            avg_update = grad.sub(exp_avg).mul(1 - beta1)
+            sq_update = grad.pow(2).sub(exp_avg_sq).mul(1 - beta2)
+            numer = avg_update.add(exp_avg)
+            new_sq = sq_update.add(exp_avg_sq)
+            exp_avg.copy_(F.where(rows, numer, exp_avg))
+            exp_avg_sq.copy_(F.where(rows, new_sq, exp_avg_sq))
+            denom = new_sq.sqrt().add(eps)
+            bias_correction1 = F.sub(1, F.pow(beta1, step))
+            bias_correction2 = F.sub(1, F.pow(beta2, step))
+            step_size = F.div(F.mul(lr, F.sqrt(bias_correction2)), bias_correction1)
+            p.add_(F.where(rows, F.mul(F.neg(step_size), numer.div(denom)), 0.0))

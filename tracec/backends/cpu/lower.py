@@ -65,10 +65,21 @@ def describe(op: Operation) -> str:
     return f"{op.name} ({ins}) -> {outs} at {ir.format_loc(op)}"
 
 
-def _origin_name(v: SSAValue, depth: int = 32) -> str | None:
+def _origin_name(v: SSAValue, depth: int = 32, memo: dict | None = None) -> str | None:
     """The name of the function argument ``v`` is (``y``), or is computed
     from alone (``from y``: a reshape, cast or transpose of it, or a kernel
-    whose operands all come from it alone), seen through kernel bodies."""
+    whose operands all come from it alone), seen through kernel bodies.
+    ``memo`` keeps each (value, depth)'s answer for one call: kernels share
+    operands, and without it a deep graph is walked once per path
+    (exponentially many)."""
+    memo = {} if memo is None else memo
+    key = (id(v), depth)
+    if key not in memo:
+        memo[key] = _origin_name_walk(v, depth, memo)
+    return memo[key]
+
+
+def _origin_name_walk(v: SSAValue, depth: int, memo: dict) -> str | None:
     through = False
     for _ in range(depth):
         if isinstance(v, BlockArgument):
@@ -81,7 +92,7 @@ def _origin_name(v: SSAValue, depth: int = 32) -> str | None:
         op = v.owner
         if isinstance(op, ir.KernelOp) and len(op.operands) > 1 and depth > 1:
             # where(y == -100, 0, y): several operands, one source
-            names = {_origin_name(o, depth - 1) for o in op.operands}
+            names = {_origin_name(o, depth - 1, memo) for o in op.operands}
             names = {n[5:] if n and n.startswith("from ") else n for n in names}
             return f"from {names.pop()}" if len(names) == 1 and None not in names else None
         if not ((isinstance(op, ir.KernelOp) and len(op.operands) == 1)

@@ -43,6 +43,7 @@ class Embedding(Module):
                 raise AssertionError("Shape of weight does not match num_embeddings and "
                                      "embedding_dim")
             self.weight = Parameter(_weight, requires_grad=not _freeze)
+        F._mark_sparse_grad(self.weight, sparse)   # optim.SparseAdam takes its gradient
 
     def reset_parameters(self) -> None:
         init.normal_(self.weight)
@@ -110,6 +111,7 @@ class EmbeddingBag(Module):
                 raise AssertionError("Shape of weight does not match num_embeddings and "
                                      "embedding_dim")
             self.weight = Parameter(_weight)
+        F._mark_sparse_grad(self.weight, sparse)   # optim.SparseAdam takes its gradient
         self.mode = mode
         self.sparse = sparse
         self.include_last_offset = include_last_offset
