@@ -3,6 +3,7 @@
 in ``tracec.data``."""
 from tracec.utils.data.collate import default_collate, default_convert  # noqa: F401
 from tracec.utils.data.dataloader import DataLoader, get_worker_info  # noqa: F401
+from tracec.utils.data.workers import WorkerInfo  # noqa: F401
 from tracec.utils.data.dataset import (ChainDataset, ConcatDataset, Dataset,  # noqa: F401
                                        IterableDataset, StackDataset, Subset, TensorDataset,
                                        random_split)

@@ -1,11 +1,11 @@
 """``DataLoader``: batches of samples from a data set, with PyTorch's
 arguments, defaults and argument checks.
 
-Loading always happens in the calling process: ``num_workers > 0`` is
-accepted (and validated as PyTorch does) but the samples are read in the
-main process, in the same order a single PyTorch worker would read them,
-so no worker can hang or die; ``worker_init_fn`` is therefore never called
-and ``get_worker_info()`` returns ``None``.  ``pin_memory`` is a no-op
+Loading always happens in the calling process.  ``num_workers > 0`` is
+emulated there with PyTorch's observable semantics (``workers.py``: a data
+set copy, ``worker_init_fn``, ``get_worker_info()`` and random state per
+worker, PyTorch's batch order, an iterable data set read by every worker),
+so no worker can hang or die.  ``pin_memory`` is a no-op
 (tensors live in host memory).  ``timeout`` and ``prefetch_factor`` are
 checked and otherwise unused.
 """
@@ -17,13 +17,15 @@ from tracec.utils.data.collate import default_collate, default_convert
 from tracec.utils.data.dataset import IterableDataset
 from tracec.utils.data.sampler import (BatchSampler, RandomSampler, Sampler,
                                        SequentialSampler)
+from tracec.utils.data.workers import Workers, current
 
 __all__ = ["DataLoader", "get_worker_info"]
 
 
 def get_worker_info():
-    """``None``: tracec loads data in the main process (there are no workers)."""
-    return None
+    """The current (emulated) worker's ``WorkerInfo``; ``None`` in the main
+    process, as in PyTorch."""
+    return current()
 
 
 class _InfiniteConstantSampler(Sampler):
@@ -128,32 +130,43 @@ class DataLoader:
             return self._iter_iterable()
         return self._iter_map()
 
-    def _iter_map(self):
-        fetch = getattr(self.dataset, "__getitems__", None)
-        for index in self._index_sampler:
-            if self._auto_collation:
-                samples = fetch(index) if fetch else [self.dataset[i] for i in index]
-            else:
-                samples = self.dataset[index]
-            yield self.collate_fn(samples)
+    def _fetch(self, dataset, index):
+        if self._auto_collation:
+            fetch = getattr(dataset, "__getitems__", None)
+            samples = fetch(index) if fetch else [dataset[i] for i in index]
+        else:
+            samples = dataset[index]
+        return self.collate_fn(samples)
 
-    def _iter_iterable(self):
-        it = iter(self.dataset)
+    def _iter_map(self):
+        if self.num_workers > 0:
+            yield from Workers(self).map_batches(self, self._fetch)
+            return
+        for index in self._index_sampler:
+            yield self._fetch(self.dataset, index)
+
+    def _next_batch(self, it):
+        """The next batch from a data set iterator, or None at its end."""
         if not self._auto_collation:
             for sample in it:
-                yield self.collate_fn(sample)
+                return self.collate_fn(sample)
+            return None
+        batch = []
+        for sample in it:
+            batch.append(sample)
+            if len(batch) == self.batch_size:
+                return self.collate_fn(batch)
+        if batch and not self.drop_last:
+            return self.collate_fn(batch)
+        return None
+
+    def _iter_iterable(self):
+        if self.num_workers > 0:
+            yield from Workers(self).iterable_batches(self._next_batch)
             return
-        done = False
-        while not done:
-            batch = []
-            for _ in range(self.batch_size):
-                try:
-                    batch.append(next(it))
-                except StopIteration:
-                    done = True
-                    break
-            if batch and (len(batch) == self.batch_size or not self.drop_last):
-                yield self.collate_fn(batch)
+        it = iter(self.dataset)
+        while (batch := self._next_batch(it)) is not None:
+            yield batch
 
     def __len__(self) -> int:
         if self._iterable:

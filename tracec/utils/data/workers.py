@@ -1,0 +1,124 @@
+"""``num_workers > 0`` emulated in the calling process, with PyTorch's
+observable semantics: each worker has its own (shallow) copy of the data set, its
+``worker_init_fn(id)`` call, its own ``get_worker_info()`` (``id``,
+``num_workers``, ``seed``, ``dataset``) and its own random state (tracec's,
+NumPy's global and Python's ``random``, seeded from ``base_seed + id`` as
+PyTorch's workers are); batch ``i`` comes from worker ``i % num_workers``
+(``in_order``), and an iterable data set is read by every worker, each
+filling its own batches, round-robin until all are exhausted.  A worker that
+shards its data with ``get_worker_info()`` (PyTorch's documented pattern)
+therefore gives PyTorch's batches in PyTorch's order.
+
+Written by hand: no process runs, so no worker can hang, die or need
+pickling; the cost is that loading does not overlap training.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import random
+
+import numpy as np
+
+from tracec import creation
+from tracec import dtypes as dt
+
+__all__ = ["WorkerInfo", "current", "Workers"]
+
+_current: list = [None]
+
+
+class WorkerInfo:
+    """What ``get_worker_info()`` returns inside a worker."""
+
+    def __init__(self, **kwargs):
+        for k, v in kwargs.items():
+            setattr(self, k, v)
+
+    def __repr__(self):
+        return (f"WorkerInfo(id={self.id}, num_workers={self.num_workers}, seed={self.seed}, "
+                f"dataset={self.dataset!r})")
+
+
+def current():
+    return _current[0]
+
+
+class _Worker:
+    def __init__(self, wid, n, seed, dataset):
+        # A forked worker's copy of the data set: attributes it (or its
+        # worker_init_fn) sets stay its own.  Shallow: a large array the
+        # data set holds is shared, as fork's copy-on-write shares it.
+        try:
+            dataset = copy.copy(dataset)
+        except Exception:
+            pass
+        self.info = WorkerInfo(id=wid, num_workers=n, seed=seed, dataset=dataset)
+        saved = self._save()
+        creation.manual_seed(seed)
+        random.seed(seed)
+        np.random.seed(seed % 2 ** 32)
+        self.state = self._save()
+        self._restore(saved)
+        self.it = None
+
+    @staticmethod
+    def _save():
+        return creation.get_rng_state(), np.random.get_state(), random.getstate()
+
+    @staticmethod
+    def _restore(state):
+        creation.set_rng_state(state[0])
+        np.random.set_state(state[1])
+        random.setstate(state[2])
+
+    @contextlib.contextmanager
+    def active(self):
+        """Run the body as this worker: its info and random state."""
+        outer, prev = self._save(), _current[0]
+        self._restore(self.state)
+        _current[0] = self.info
+        try:
+            yield
+        finally:
+            self.state = self._save()
+            _current[0] = prev
+            self._restore(outer)
+
+
+class Workers:
+    """The emulated workers of one ``DataLoader`` iteration."""
+
+    def __init__(self, loader):
+        n = loader.num_workers
+        # PyTorch draws the base seed from the loader's generator (or the
+        # global one) once per iteration.
+        base = int(creation.empty((), dtype=dt.int64).random_(generator=loader.generator).item())
+        self.workers = [_Worker(i, n, base + i, loader.dataset) for i in range(n)]
+        for w in self.workers:
+            if loader.worker_init_fn is not None:
+                with w.active():
+                    loader.worker_init_fn(w.info.id)
+
+    def map_batches(self, loader, fetch):
+        """Batch ``i`` (``fetch(dataset, index)``) read by worker ``i % n``."""
+        for i, index in enumerate(loader._index_sampler):
+            w = self.workers[i % len(self.workers)]
+            with w.active():
+                yield fetch(w.info.dataset, index)
+
+    def iterable_batches(self, produce):
+        """Round-robin over the workers' own batch streams
+        (``produce(dataset_iterator) -> batch or None when exhausted``)."""
+        live = list(self.workers)
+        for w in live:
+            with w.active():
+                w.it = iter(w.info.dataset)
+        while live:
+            for w in list(live):
+                with w.active():
+                    batch = produce(w.it)
+                if batch is None:
+                    live.remove(w)
+                else:
+                    yield batch
