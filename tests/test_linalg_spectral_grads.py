@@ -101,3 +101,13 @@ def test_qr_modes_refused_as_pytorch():
                 R.sum().backward()
             msgs.append(str(e.value))
         assert msgs[1] in msgs[0]
+
+
+@pytest.mark.parametrize("name", ["svd", "svdvals", "pinv"])
+def test_non_finite_input_raises_pytorchs_linalg_error(name):
+    a = np.array([[1.0, np.nan], [3.0, 4.0], [5.0, 6.0]], np.float32)
+    with pytest.raises(torch.linalg.LinAlgError) as want:
+        getattr(torch.linalg, name)(torch.tensor(a))
+    with pytest.raises(tracec.linalg.LinAlgError) as got:
+        getattr(tracec.linalg, name)(tracec.tensor(a))
+    assert str(got.value) == str(want.value) and isinstance(got.value, RuntimeError)

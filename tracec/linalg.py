@@ -25,7 +25,8 @@ from tracec.methods import _inplace
 from tracec.out_arg import with_out
 from tracec.ops.core import normalize_axis
 from tracec.rearrange import flip
-from tracec.linalg_lapack import (_float_input, _square, cholesky, cholesky_ex,  # noqa: F401
+from tracec.linalg_lapack import (LinAlgError, _float_input, _square, cholesky,  # noqa: F401
+                                  cholesky_ex,
                                   cholesky_inverse, cholesky_solve, det, eigh, eigvalsh, inv,
                                   inv_ex, inverse, logdet, lstsq, matrix_rank, pinv, pinverse,
                                   qr, slogdet, solve, solve_ex, solve_triangular, svd, svdvals,

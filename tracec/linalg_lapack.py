@@ -26,7 +26,7 @@ from tracec.linalg_grads import eigh_vjp, pinv_vjp, qr_vjp, svd_vjp
 from tracec.tensor import Tensor, concrete
 from tracec.return_types import structseq
 
-__all__ = ["inv", "inverse", "det", "slogdet", "logdet", "solve", "cholesky", "qr", "svd",
+__all__ = ["LinAlgError", "inv", "inverse", "det", "slogdet", "logdet", "solve", "cholesky", "qr", "svd",
            "svdvals", "eigh", "eigvalsh", "pinv", "pinverse", "inv_ex", "cholesky_ex",
            "solve_ex", "matrix_rank", "lstsq", "solve_triangular", "triangular_solve",
            "cholesky_solve", "cholesky_inverse", "lu_factor", "lu_factor_ex", "lu", "lu_unpack",
@@ -45,6 +45,10 @@ LUFactorResult = structseq("lu_factor", ["LU", "pivots"])
 LUFactorExResult = structseq("lu_factor_ex", ["LU", "pivots", "info"])
 LUResult = structseq("lu", ["P", "L", "U"])
 LUUnpackResult = structseq("lu_unpack", ["P", "L", "U"])
+
+
+class LinAlgError(RuntimeError):
+    """PyTorch's ``torch.linalg.LinAlgError`` (a ``RuntimeError``)."""
 
 
 def _float_input(x, name):
@@ -119,7 +123,7 @@ def _lapack(name, msg):
             try:
                 return f(*a, **k)
             except np.linalg.LinAlgError:
-                raise RuntimeError(msg) from None
+                raise LinAlgError(msg) from None
         return g
     return wrap
 
@@ -305,7 +309,7 @@ def _torch_qr(input, some=True):  # noqa: A002
 
 def _svd_fwd(ctx, a, full_matrices):
     ctx.nparams = 1
-    u, s_, vh = np.linalg.svd(a, full_matrices=full_matrices)
+    u, s_, vh = _svd_np(a, full_matrices=full_matrices)
     k = s_.shape[-1]
     ctx.u, ctx.s, ctx.vh = u[..., :, :k], s_, vh[..., :k, :]
     return u, s_, vh
@@ -369,12 +373,23 @@ def eigh(A, UPLO="L"):  # noqa: N803
     return EighResult(*_eigh(_square(A, "linalg.eigh"), UPLO))
 
 
+_NONFINITE_SVD = ("linalg.svd: The algorithm failed to converge because the input matrix "
+                  "contained non-finite values.")
+
+
+def _svd_np(a, **kwargs):
+    try:
+        return np.linalg.svd(a, **kwargs)
+    except np.linalg.LinAlgError:
+        raise LinAlgError(_NONFINITE_SVD) from None
+
+
 def _pinv_np(a, atol, rtol):
     # PyTorch's cut-off: singular values <= max(atol, rtol * largest) are 0;
     # rtol defaults to eps * max(m, n) when neither is given, else to 0.
     if rtol is None:
         rtol = np.finfo(a.dtype).eps * max(a.shape[-2:]) if atol is None else 0.0
-    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    u, s, vh = _svd_np(a, full_matrices=False)
     cut = np.maximum(atol or 0.0, rtol * s.max(axis=-1, keepdims=True, initial=0.0))
     inv_s = np.where(s > cut, 1.0 / np.where(s > cut, s, 1.0), 0.0)
     return _mT(vh) @ (inv_s[..., None] * _mT(u))
@@ -467,7 +482,7 @@ def solve_ex(A, B, *, left=True, check_errors=False):
 
 def matrix_rank(A, *, atol=None, rtol=None, hermitian=False):
     A = _float_input(A, "linalg.matrix_rank")
-    s = np.linalg.svd(_np(A, "linalg.matrix_rank"), compute_uv=False)
+    s = _svd_np(_np(A, "linalg.matrix_rank"), compute_uv=False)
     if rtol is None:
         rtol = np.finfo(s.dtype).eps * max(A.shape[-2:]) if atol is None else 0.0
     cut = np.maximum(atol or 0.0, rtol * s.max(axis=-1, keepdims=True, initial=0.0))
