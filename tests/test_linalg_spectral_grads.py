@@ -111,3 +111,20 @@ def test_non_finite_input_raises_pytorchs_linalg_error(name):
     with pytest.raises(tracec.linalg.LinAlgError) as got:
         getattr(tracec.linalg, name)(tracec.tensor(a))
     assert str(got.value) == str(want.value) and isinstance(got.value, RuntimeError)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_general_eig_matches_pytorch(dtype):
+    a = RNG.standard_normal((2, 5, 5)).astype(dtype)
+    w, v = tracec.linalg.eig(tracec.tensor(a))
+    tw, tv = torch.linalg.eig(torch.tensor(a))
+    assert str(w.dtype).split(".")[-1] == str(tw.dtype).split(".")[-1]
+    order = lambda x: np.sort_complex(np.round(x, 4))  # noqa: E731
+    np.testing.assert_allclose(order(w.numpy()), order(tw.numpy()), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(tracec.linalg.eigvals(tracec.tensor(a)).numpy(), w.numpy())
+    # unit eigenvectors, A v = w v (the phase of each is LAPACK's choice)
+    vn, wn = v.numpy(), w.numpy()
+    np.testing.assert_allclose(np.linalg.norm(vn, axis=-2), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(a @ vn, vn * wn[..., None, :], atol=1e-4)
+    with pytest.raises(RuntimeError, match="does not implement the derivative"):
+        tracec.linalg.eig(tracec.tensor(a, requires_grad=True))

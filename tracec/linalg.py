@@ -26,7 +26,7 @@ from tracec.out_arg import with_out
 from tracec.ops.core import normalize_axis
 from tracec.rearrange import flip
 from tracec.linalg_lapack import (LinAlgError, _float_input, _square, cholesky,  # noqa: F401
-                                  cholesky_ex,
+                                  cholesky_ex, eig, eigvals,
                                   cholesky_inverse, cholesky_solve, det, eigh, eigvalsh, inv,
                                   inv_ex, inverse, logdet, lstsq, matrix_rank, pinv, pinverse,
                                   qr, slogdet, solve, solve_ex, solve_triangular, svd, svdvals,
@@ -39,7 +39,8 @@ __all__ = ["norm", "vector_norm", "matrix_norm", "inv", "det", "slogdet", "solve
            "qr", "svd", "svdvals", "eigh", "eigvalsh", "cross", "vecdot", "matmul", "pinv",
            "matrix_power", "multi_dot", "inv_ex", "cholesky_ex", "solve_ex", "matrix_rank",
            "lstsq", "solve_triangular", "vander", "cond", "tensorinv", "tensorsolve",
-           "matrix_exp", "lu", "lu_factor", "lu_factor_ex", "lu_solve"]
+           "matrix_exp", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "eig", "eigvals",
+           "LinAlgError"]
 
 matmul = F.matmul
 

@@ -26,7 +26,7 @@ from tracec.linalg_grads import eigh_vjp, pinv_vjp, qr_vjp, svd_vjp
 from tracec.tensor import Tensor, concrete
 from tracec.return_types import structseq
 
-__all__ = ["LinAlgError", "inv", "inverse", "det", "slogdet", "logdet", "solve", "cholesky", "qr", "svd",
+__all__ = ["LinAlgError", "eig", "eigvals", "inv", "inverse", "det", "slogdet", "logdet", "solve", "cholesky", "qr", "svd",
            "svdvals", "eigh", "eigvalsh", "pinv", "pinverse", "inv_ex", "cholesky_ex",
            "solve_ex", "matrix_rank", "lstsq", "solve_triangular", "triangular_solve",
            "cholesky_solve", "cholesky_inverse", "lu_factor", "lu_factor_ex", "lu", "lu_unpack",
@@ -36,6 +36,7 @@ SlogdetResult = structseq("slogdet", ["sign", "logabsdet"])
 QRResult = structseq("qr", ["Q", "R"])
 SVDResult = structseq("svd", ["U", "S", "Vh"])
 EighResult = structseq("eigh", ["eigenvalues", "eigenvectors"])
+EigResult = structseq("eig", ["eigenvalues", "eigenvectors"])
 InvExResult = structseq("inv_ex", ["inverse", "info"])
 CholeskyExResult = structseq("cholesky_ex", ["L", "info"])
 SolveExResult = structseq("solve_ex", ["result", "info"])
@@ -382,6 +383,32 @@ def _svd_np(a, **kwargs):
         return np.linalg.svd(a, **kwargs)
     except np.linalg.LinAlgError:
         raise LinAlgError(_NONFINITE_SVD) from None
+
+
+def _eig_parts(A, name):
+    A = _square(A, name)
+    if A.requires_grad:
+        raise RuntimeError(f"{name}: tracec does not implement the derivative of the general "
+                           "eigendecomposition (use linalg.eigh for symmetric matrices, or "
+                           "detach the input)")
+    a = _np(A, name)
+    if not np.isfinite(a).all():
+        raise LinAlgError(f"{name}: The algorithm failed to converge because the input matrix "
+                          "contained non-finite values.")
+    w, v = np.linalg.eig(a)
+    c = dt.complex128 if a.dtype == np.float64 or a.dtype == np.complex128 else dt.complex64
+    return (Tensor._make(np.ascontiguousarray(w.astype(c.np)), c),
+            Tensor._make(np.ascontiguousarray(v.astype(c.np)), c))
+
+
+def eig(A):
+    """``(eigenvalues, eigenvectors)`` of a general square matrix, complex
+    (LAPACK's geev through NumPy, as PyTorch's: unit-norm eigenvectors)."""
+    return EigResult(*_eig_parts(A, "linalg.eig"))
+
+
+def eigvals(A):
+    return _eig_parts(A, "linalg.eigvals")[0]
 
 
 def _pinv_np(a, atol, rtol):
