@@ -47,13 +47,11 @@ PROGS = ROOT / "tests" / "programs" / "models4"
 CASES = ["pointnet.py", "efficient_kan.py", "efficientnet.py", "mobilenet_v2.py",
          "pytorch_cifar.py", "yolov1.py", "nerf.py"]
 # Programs with a compiled step tracec.compile runs eagerly, and says so:
-# EfficientNet's default MemoryEfficientSwish is a custom autograd.Function,
-# whose backward inside a compiled backward is not supported yet (its step
-# with nn.SiLU compiles); NeRF's render_rays tests its outputs for NaN in
+# NeRF's render_rays tests its outputs for NaN in
 # Python (`if (torch.isnan(x).any() or ...) and DEBUG`), a data-dependent
 # branch (torch.compile breaks the graph there).  Every other program's
 # compiled steps must compile.
-EAGER_FALLBACK = {"efficientnet.py", "nerf.py"}
+EAGER_FALLBACK = {"nerf.py"}
 
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})

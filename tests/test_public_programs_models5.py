@@ -44,10 +44,10 @@ CASES = ["vit.py", "bert.py", "cnn_text.py", "word2vec.py", "ncf.py",
          "entmax.py", "grad_cam.py"]
 # Programs whose compiled step tracec.compile runs eagerly, and says so: BERT's
 # step advances ScheduledOptim's Python step counter (and sets the lr from
-# it) on every call, a side effect compiled code would not repeat; entmax's
-# step differentiates custom autograd.Functions, whose backward tracec does
-# not compile yet.  Every other program's compiled step must compile.
-EAGER_FALLBACK = {"bert.py", "entmax.py"}
+# it) on every call, a side effect compiled code would not repeat.  Every
+# other program's compiled step must compile (entmax's differentiates custom
+# autograd.Functions: their recorded eager backward).
+EAGER_FALLBACK = {"bert.py"}
 FALLBACK_WARNINGS = ("running eagerly", "a Python side effect that compiled calls would not repeat")
 
 

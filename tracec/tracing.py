@@ -466,10 +466,13 @@ class Recording:
             return self.fail(f"{format_location(loc)}: backward of several tensors at once "
                              "inside a compiled function is not supported yet; sum them first")
         loss, seed = tensors[0], grads[0]
+        custom = []
         try:
-            leaves = self._leaves(loss, loc)
+            leaves = self._leaves(loss, loc, custom)
         except TraceError as e:
             return self.fail(str(e))
+        if custom:
+            return self._record_eager_backward()
         if inputs is not None:
             keep = {id(x) for x in inputs}
             leaves = [x for x in leaves if id(x) in keep]
@@ -501,8 +504,24 @@ class Recording:
                 self.grad_written[id(x)] = x
         return after
 
-    def _leaves(self, loss, loc):
-        """The leaves requiring grad that ``loss`` reaches, in DFS order."""
+    def _record_eager_backward(self):
+        """A backward through a user ``autograd.Function``: its ``backward``
+        is the user's Python, which the autodiff pass cannot see.  The eager
+        engine's run is recorded instead, op by op, as the forward is: each
+        node's VJP (the primitives' rules, the user's backward) and the
+        accumulation into ``.grad`` (``autograd._accumulate`` builds new
+        tensors while ``autograd.RECORDING_BACKWARD``) become ops of the trace, and
+        the leaves' new gradients are written back as for a BackwardOp."""
+        autograd.RECORDING_BACKWARD[0] += 1
+
+        def after():
+            autograd.RECORDING_BACKWARD[0] -= 1
+        return after
+
+    def _leaves(self, loss, loc, custom=None):
+        """The leaves requiring grad that ``loss`` reaches, in DFS order.
+        ``custom``: a list that collects the user ``autograd.Function``
+        nodes met (without it, meeting one fails the trace)."""
         out, seen = [], set()
         stack = [graph.edge_of(loss)]
         while stack:
@@ -525,9 +544,12 @@ class Recording:
                 stack.extend(reversed([e for e in n.edges if e is not None]))
                 continue
             if isinstance(n, graph.FunctionNode):
-                raise TraceError(f"{format_location(loc)}: a custom autograd.Function "
-                                 f"({n.fn_cls.__name__}) inside a compiled backward is not "
-                                 "supported yet")
+                if custom is None or n.fn_cls.__module__.split(".")[0] == "tracec":
+                    # (tracec's own eager-only Functions compute in NumPy)
+                    raise TraceError(f"{format_location(loc)}: a custom autograd.Function "
+                                     f"({n.fn_cls.__name__}) inside a compiled backward is "
+                                     "not supported yet")
+                custom.append(n)
             if n.pre_hooks:
                 raise TraceError(f"{format_location(loc)}: tensor hooks are not supported "
                                  "inside a compiled function")
@@ -701,6 +723,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     finally:
         for lst, h in hooks:
             lst.remove(h)
+        autograd.RECORDING_BACKWARD[0] = 0   # (a backward that raised left it set)
     if rec.poisoned is None:
         why = _side_effects(fn, args, kwargs, spec, leaves, rng_before)
         if why is not None:

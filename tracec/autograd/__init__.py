@@ -25,6 +25,8 @@ __all__ = ["backward", "grad", "gradcheck", "gradgradcheck", "Function", "no_gra
 # backward before it runs; each may return a callable run after it (the
 # tracer records the call as one IR op, and still lets it run).
 BACKWARD_LISTENERS: list = []
+#: > 0 while a tracer records an eager backward op by op (tracing.py)
+RECORDING_BACKWARD = [0]
 GRAD_CALL = "autograd.grad"  # the ``inputs`` a listener sees for autograd.grad()
 
 
@@ -43,12 +45,19 @@ def _seed(t: Tensor, g, create_graph):
 
 
 def _accumulate(create_graph):
+    # A tracer recording this backward op by op (a custom Function in a
+    # compiled step): new tensors through recorded ops, not NumPy in place.
+    functional = create_graph or RECORDING_BACKWARD[0] > 0
+
     def acc(leaf: Tensor, g: Tensor):
         if g.dtype is not leaf.dtype:
             g = g.to(leaf.dtype)
         if tuple(g.shape) != tuple(leaf.shape):
             g = g.expand(*leaf.shape)
-        if leaf.grad is None:
+        if functional and not create_graph:
+            with graph.no_grad():
+                leaf.grad = g + 0 if leaf.grad is None else leaf.grad + g
+        elif leaf.grad is None:
             leaf.grad = g if create_graph or g.is_meta else \
                 Tensor._make(np.array(g._data, copy=True), g.dtype)
         elif create_graph:

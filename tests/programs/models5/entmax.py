@@ -7,8 +7,7 @@
 # small classifier trained with Adam.  Weights and data come from numpy so
 # tracec and torch compute the same numbers.  Then the training step (full
 # sort) under torch.compile against the same step run eagerly (tracec.compile
-# runs it eagerly and says so: it does not compile a custom
-# autograd.Function's backward yet).
+# records the custom autograd.Functions' backward into the compiled step).
 import copy
 
 import numpy as np
@@ -337,5 +336,9 @@ opt.load_state_dict(opt_state)
 cstep = torch.compile(train_step)
 compiled = [cstep(tokens, labels).item() for _ in range(3)]
 print("compiled losses", [f"{v:.6f}" for v in compiled])
+# score.bias shifts every score equally: entmax ignores it, so its true
+# gradient is 0 and only rounding noise reaches it, which Adam turns into
+# full-size steps (in torch's own compiled run as well): not compared.
 print("compiled == eager:", all(abs(a - b) <= 1e-4 * max(1.0, abs(b)) for a, b in zip(compiled, eager)),
-      all(torch.allclose(model.state_dict()[k], after[k], rtol=1e-4, atol=1e-5) for k in after))
+      all(torch.allclose(model.state_dict()[k], after[k], rtol=1e-4, atol=1e-5) for k in after
+          if k != "score.bias"))
