@@ -162,10 +162,21 @@ def _erf32(x):
     return _where_impl(ax < f(1.0), small, big)
 
 
+_ERF32_BLOCK = 32768   # elements: 128 KiB a temporary
+
+
 def _erf_impl(x):
     if isinstance(x, np.ndarray) and x.dtype == np.float32:
         with np.errstate(all="ignore"):
-            return _erf32(x)
+            if x.size <= 2 * _ERF32_BLOCK:
+                return _erf32(x)
+            # In blocks that stay in cache across the ~30 passes (1.5x
+            # faster on GELU's activations); elementwise, so the same bits.
+            flat = x.reshape(-1)
+            out = np.empty(flat.shape, np.float32)
+            for i in range(0, flat.size, _ERF32_BLOCK):
+                out[i:i + _ERF32_BLOCK] = _erf32(flat[i:i + _ERF32_BLOCK])
+            return out.reshape(x.shape)
     a = np.asarray(x, np.float64)
     out = np.empty_like(a)
     ax = np.abs(a)
@@ -412,11 +423,18 @@ def _where_impl(c, a, b):
         return np.where(c, a, b)
     shape = np.broadcast_shapes(np.shape(c), a.shape, b.shape)
     u = _BITS[a.dtype.itemsize]
+    c = np.broadcast_to(c, shape)
+    if a.ndim == 0 and not a.view(u):
+        # A (+)0 taken where c: b's bits under the mask c - 1 (True - 1 =
+        # no bits); two passes (ReLU's value and its gradient).
+        m = np.subtract(c, 1, dtype=u)
+        return np.bitwise_and(np.broadcast_to(b, shape).view(u), m, out=m).view(a.dtype)
     # 0 - True = all ones: the mask of the elements taken from a
-    m = np.subtract(0, np.broadcast_to(c, shape), dtype=u)
+    m = np.subtract(0, c, dtype=u)
+    if b.ndim == 0 and not b.view(u):
+        return np.bitwise_and(np.broadcast_to(a, shape).view(u), m, out=m).view(a.dtype)
     out = np.bitwise_and(np.broadcast_to(a, shape).view(u), m)
-    if b.ndim != 0 or b.item() != 0 or np.signbit(b):
-        out |= np.bitwise_and(np.broadcast_to(b, shape).view(u), np.invert(m, out=m))
+    out |= np.bitwise_and(np.broadcast_to(b, shape).view(u), np.invert(m, out=m), out=m)
     return out.view(a.dtype)
 
 

@@ -1,0 +1,317 @@
+"""The eager fast paths of the primitives' NumPy implementations and of the
+eager convolution, against PyTorch and against the paths they replace:
+``where``'s bit select with a (+)0 operand (ReLU's value and gradient),
+``matmul`` of a batch against one matrix (one GEMM), the in-place
+``random_uniform`` (the same draws), the float32 ``erf`` in blocks (the
+same bits), the eager im2col convolution (values and gradients as
+PyTorch's, double backward through the primitive path), and the weight
+gradient's layout (C-contiguous as the parameter, as PyTorch's
+AccumulateGrad)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import tracec
+import tracec.nn.functional as F
+from tracec import dtypes as dt
+from tracec.nn import _conv
+from tracec.ops import elementwise as ew, linalg, random as rnd
+
+torch = pytest.importorskip("torch")
+
+_U = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _bits(a):
+    a = np.asarray(a)
+    return a.view(_U[a.dtype.itemsize]) if a.dtype.kind == "f" else a
+
+
+def _special(shape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(dtype)
+    flat = x.reshape(-1)
+    flat[::7] = -0.0
+    flat[3::11] = 0.0
+    flat[5::13] = np.nan
+    flat[6::17] = -np.nan
+    flat[8::19] = np.inf
+    flat[9::23] = -np.inf
+    return x
+
+
+# --- where's bit select ------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.int64,
+                                   np.uint8, np.bool_])
+@pytest.mark.parametrize("shape", [(70001,), (3, 40000), (4, 129, 130)])
+def test_where_bit_select_matches_np_where(dtype, shape):
+    rng = np.random.default_rng(1)
+    if np.dtype(dtype).kind == "f":
+        a, b = _special(shape, dtype, 1), _special(shape, dtype, 2)
+    else:
+        a = rng.integers(0, 2 if dtype is np.bool_ else 100, shape).astype(dtype)
+        b = rng.integers(0, 2 if dtype is np.bool_ else 100, shape).astype(dtype)
+    c = rng.random(shape) < 0.5
+    zero = np.zeros((), dtype)
+    scalars = [zero, np.ones((), dtype)]
+    if np.dtype(dtype).kind == "f":
+        scalars += [np.asarray(-0.0, dtype), np.asarray(np.nan, dtype)]
+    for s in scalars:
+        for args in ((c, s, b), (c, a, s), (c, s, s), (c, a, b)):
+            got, want = ew._where_impl(*args), np.where(*args)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(_bits(got), _bits(want))
+    # a broadcast condition and operands
+    cb = c[..., :1]
+    for args in ((cb, zero, b), (cb, a, zero), (c, zero, b[..., :1]), (c, a[..., :1], zero)):
+        np.testing.assert_array_equal(_bits(ew._where_impl(*args)), _bits(np.where(*args)))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_relu_large_special_values_match_pytorch(dtype):
+    """ReLU on arrays past the bit-select threshold: NaN (with its sign)
+    and -0.0 go through, negatives become +0.0; the gradient is the
+    incoming one where x <= 0 is false, +0.0 elsewhere."""
+    x = _special((64, 33, 37), getattr(np, dtype))
+    g = np.random.default_rng(5).standard_normal(x.shape).astype(x.dtype)
+    g.reshape(-1)[::29] = np.nan
+    tx = torch.tensor(x, requires_grad=True)
+    ty = torch.relu(tx)
+    ty.backward(torch.tensor(g))
+    cx = tracec.tensor(x, requires_grad=True)
+    cy = F.relu(cx)
+    cy.backward(tracec.tensor(g))
+    np.testing.assert_array_equal(_bits(cy.detach().numpy()), _bits(ty.detach().numpy()))
+    np.testing.assert_array_equal(_bits(cx.grad.numpy()), _bits(tx.grad.numpy()))
+
+
+# --- matmul: a batch against one matrix -----------------------------------------------
+
+@pytest.mark.parametrize("a_shape,b_shape", [
+    ((35, 20, 200), (200, 300)), ((2, 3, 4, 65), (65, 33)), ((3, 5, 7), (1, 7, 9)),
+    ((3, 5, 7), (1, 1, 7, 9)), ((4, 0, 6), (6, 5)), ((0, 3, 6), (6, 5)), ((2, 3, 0), (0, 4))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.complex64])
+def test_matmul_batch_against_one_matrix_is_one_product(a_shape, b_shape, dtype):
+    """Each row of the batch as in the 2-D product of all rows (x @ w.T on a
+    [T, B, F] input gives the bits of the same Linear on [T * B, F]), and
+    np.matmul's values; also for a transposed B (which NumPy's batched loop
+    multiplied without BLAS) and a non-contiguous A."""
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal(a_shape) * 4).astype(dtype)
+    b = (rng.standard_normal(b_shape) * 4).astype(dtype)
+    want = np.matmul(a, b)
+    k, n = b_shape[-2:]
+    bt = np.swapaxes(np.ascontiguousarray(np.swapaxes(b, -1, -2)), -1, -2)
+    at = np.swapaxes(np.ascontiguousarray(np.swapaxes(a, 0, -2)), 0, -2)
+    assert not bt.flags.c_contiguous or bt.size == 0
+    for aa in (a, at):
+        for bb in (b, bt):
+            got = linalg.matmul_p.impl(aa, bb)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            rows = np.matmul(aa.reshape(math.prod(a_shape[:-1]), k), bb.reshape(k, n))
+            np.testing.assert_array_equal(got, rows.reshape(want.shape))
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-3)
+
+
+def test_linear_on_3d_input_matches_pytorch():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((7, 5, 40)).astype(np.float32)
+    w = rng.standard_normal((30, 40)).astype(np.float32)
+    g = rng.standard_normal((7, 5, 30)).astype(np.float32)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    ty = torch.nn.functional.linear(tx, tw)
+    ty.backward(torch.tensor(g))
+    cx, cw = tracec.tensor(x, requires_grad=True), tracec.tensor(w, requires_grad=True)
+    cy = F.linear(cx, cw)
+    cy.backward(tracec.tensor(g))
+    np.testing.assert_allclose(cy.detach().numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(cx.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(cw.grad.numpy(), tw.grad.numpy(), rtol=1e-5, atol=1e-4)
+
+
+# --- gradient layout -------------------------------------------------------------------
+
+def test_weight_gradient_is_laid_out_as_the_parameter():
+    """``x @ w.T``'s weight gradient comes out of the VJP transposed; .grad
+    has the parameter's strides, as PyTorch's (an optimizer's passes over
+    it are contiguous), with the same values."""
+    tracec.manual_seed(0)
+    torch.manual_seed(0)
+    for lib in (tracec, torch):
+        lin = lib.nn.Linear(50, 20)
+        x = lib.randn(8, 50)
+        lin(x).sum().backward()
+        assert lin.weight.grad.stride() == lin.weight.stride() == (50, 1)
+        assert lin.weight.grad.is_contiguous()
+    lin = tracec.nn.Linear(50, 20)
+    x = tracec.randn(8, 50)
+    lin(x).sum().backward()
+    np.testing.assert_allclose(lin.weight.grad.numpy(), np.ones((20, 8), np.float32)
+                               @ x.numpy(), rtol=1e-5, atol=1e-5)
+    # a leaf that is itself a transposed view: the gradient as before
+    w = tracec.randn(20, 50).t().detach().requires_grad_()
+    (tracec.randn(8, 50) @ w).sum().backward()
+    assert w.grad.shape == w.shape
+
+
+# --- random_uniform ---------------------------------------------------------------------
+
+def _uniform_reference(state, shape, dtype):
+    """The draws as the float64 formula of the module docstring."""
+    n = math.prod(shape)
+    seed, offset = (int(v) for v in state)
+    with np.errstate(over="ignore"):
+        key = rnd.splitmix64(np.uint64(seed & 0xFFFFFFFFFFFFFFFF) + rnd._GOLDEN)
+        ctr = np.arange(n, dtype=np.uint64) + np.uint64(offset & 0xFFFFFFFFFFFFFFFF)
+        bits = rnd.splitmix64(ctr * rnd._GOLDEN + key)
+    b = rnd.uniform_bits(dtype)
+    u = (bits >> np.uint64(64 - b)).astype(np.float64) * (1.0 / (1 << b))
+    return u.astype(dtype.np).reshape(shape)
+
+
+@pytest.mark.parametrize("dtype", [dt.float32, dt.float64, dt.float16, dt.bfloat16])
+@pytest.mark.parametrize("state", [(0, 0), (12345, 2 ** 40 + 7), (-1, 2 ** 63 - 5)])
+def test_random_uniform_draws_unchanged(dtype, state):
+    s = np.array(state, np.int64)
+    for shape in ((1000, 37), (3,), ()):
+        got = rnd._uniform_impl(s, shape=shape, dtype=dtype)
+        want = _uniform_reference(s, shape, dtype)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(_bits(got), _bits(want))
+        assert ((got >= 0) & (got < 1)).all()
+
+
+# --- erf in blocks ------------------------------------------------------------------------
+
+def test_erf_float32_blocks_are_the_whole_arrays_bits():
+    x = _special((3, 50001), np.float32) * np.float32(3)
+    x[0, :2000] = np.linspace(-5, 5, 2000, dtype=np.float32)
+    with np.errstate(all="ignore"):
+        whole = ew._erf32(x)
+    got = ew.erf_p.impl(x)
+    np.testing.assert_array_equal(_bits(got), _bits(whole))
+    got_t = ew.erf_p.impl(np.asfortranarray(x))        # a non-contiguous operand
+    np.testing.assert_array_equal(_bits(got_t), _bits(whole))
+    want = torch.erf(torch.tensor(x)).numpy()
+    np.testing.assert_allclose(got, want, rtol=3e-7, atol=3e-7)
+
+
+# --- eager convolution ----------------------------------------------------------------------
+
+CONV_CASES = [
+    # x shape, w shape, kwargs
+    ((4, 3, 13, 11), (5, 3, 3, 3), {}),
+    ((4, 3, 13, 11), (5, 3, 3, 2), {"stride": 2, "padding": 1}),
+    ((2, 4, 12, 12), (6, 2, 3, 3), {"groups": 2, "dilation": 2, "padding": (2, 1)}),
+    ((2, 4, 9, 10), (4, 4, 2, 3), {"padding": "same"}),
+    ((2, 6, 8, 8), (6, 1, 3, 3), {"groups": 6, "stride": (1, 2)}),
+    ((3, 2, 17), (4, 2, 5), {"stride": 3, "padding": 2}),
+    ((2, 2, 5, 6, 7), (3, 2, 2, 3, 2), {"padding": 1, "dilation": (1, 2, 1)}),
+    ((3, 9, 9), (2, 3, 3, 3), {}),                  # unbatched
+]
+
+
+def _conv_fn(lib, nsp):
+    return {1: lib.nn.functional.conv1d, 2: lib.nn.functional.conv2d,
+            3: lib.nn.functional.conv3d}[nsp]
+
+
+@pytest.mark.parametrize("case", range(len(CONV_CASES)))
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_eager_conv_matches_pytorch(case, dtype, bias):
+    xs, ws, kw = CONV_CASES[case]
+    nsp = len(ws) - 2
+    rng = np.random.default_rng(case)
+    x = rng.standard_normal(xs).astype(dtype)
+    w = rng.standard_normal(ws).astype(dtype)
+    b = rng.standard_normal(ws[0]).astype(dtype) if bias else None
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == "float32" else dict(rtol=1e-10, atol=1e-10)
+    targs = [torch.tensor(v, requires_grad=True) for v in (x, w, b) if v is not None]
+    ty = _conv_fn(torch, nsp)(targs[0], targs[1], targs[2] if bias else None, **kw)
+    g = rng.standard_normal(tuple(ty.shape)).astype(dtype)
+    ty.backward(torch.tensor(g))
+    cargs = [tracec.tensor(v, requires_grad=True) for v in (x, w, b) if v is not None]
+    cy = _conv_fn(tracec, nsp)(cargs[0], cargs[1], cargs[2] if bias else None, **kw)
+    assert cy.grad_fn.name() == "ConvolutionBackward0" or x.ndim == nsp + 1
+    cy.backward(tracec.tensor(g))
+    np.testing.assert_allclose(cy.detach().numpy(), ty.detach().numpy(), **tol)
+    for c, t in zip(cargs, targs):
+        assert c.grad.dtype is c.dtype
+        np.testing.assert_allclose(c.grad.numpy(), t.grad.numpy(), **tol)
+
+
+def test_eager_conv_is_the_primitive_paths_value():
+    """The eager im2col makes the same matmul as the primitives: the same
+    bits forward; gradients equal up to the order of the col2im sums."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((3, 4, 10, 9)).astype(np.float32)
+    w = rng.standard_normal((6, 2, 3, 2)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    geometry = ((2, 1), (1, 0), (1, 0), (1, 2), 2, (5, 7))
+    outs = []
+    for eager in (True, False):
+        cx, cw, cb = (tracec.tensor(v, requires_grad=True) for v in (x, w, b))
+        y = (_conv._ConvEager.apply(cx, cw, cb, geometry) if eager
+             else _conv._conv_prims(cx, cw, cb, *geometry))
+        y.backward(tracec.ones_like(y))
+        outs.append((y.detach().numpy(), cx.grad.numpy(), cw.grad.numpy(), cb.grad.numpy()))
+    np.testing.assert_array_equal(outs[0][0], outs[1][0])
+    for a, bb in zip(outs[0][1:], outs[1][1:]):
+        np.testing.assert_allclose(a, bb, rtol=1e-6, atol=1e-5)
+
+
+def test_eager_conv_noncontiguous_input_and_partial_grads():
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((9, 9, 3, 2)).astype(np.float32)     # permuted to [2, 3, 9, 9]
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    tx = torch.tensor(x).permute(3, 2, 0, 1)
+    tw = torch.tensor(w, requires_grad=True)
+    ty = torch.nn.functional.conv2d(tx, tw, padding=1)
+    ty.square().sum().backward()
+    cx = tracec.tensor(x).permute(3, 2, 0, 1)
+    assert not cx.is_contiguous()
+    cw = tracec.tensor(w, requires_grad=True)
+    cy = F.conv2d(cx, cw, padding=1)
+    cy.square().sum().backward()
+    np.testing.assert_allclose(cy.detach().numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(cw.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-4)
+    # only the input needs a gradient
+    cx2 = tracec.tensor(x).permute(3, 2, 0, 1).detach().requires_grad_()
+    tx2 = torch.tensor(x).permute(3, 2, 0, 1).detach().requires_grad_()
+    F.conv2d(cx2, tracec.tensor(w), stride=2).sum().backward()
+    torch.nn.functional.conv2d(tx2, torch.tensor(w), stride=2).sum().backward()
+    np.testing.assert_allclose(cx2.grad.numpy(), tx2.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_eager_conv_double_backward_matches_pytorch():
+    """create_graph=True: a gradient penalty through the convolution."""
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 3, 7, 6))
+    w = rng.standard_normal((4, 3, 3, 3))
+    b = rng.standard_normal(4)
+    res = []
+    for lib in (torch, tracec):
+        lx, lw, lb = (lib.tensor(v, requires_grad=True) for v in (x, w, b))
+        y = lib.nn.functional.conv2d(lx, lw, lb, padding=1, stride=(2, 1))
+        gx, gw = lib.autograd.grad((y * y).sum(), (lx, lw), create_graph=True)
+        (gx.square().sum() + (gw * lw).sum()).backward()
+        res.append([t.detach().numpy() for t in (gx, gw, lx.grad, lw.grad, lb.grad)])
+    for got, want in zip(res[1], res[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+
+
+def test_eager_conv_retain_graph_and_freed_graph():
+    x = tracec.randn(2, 3, 8, 8, requires_grad=True)
+    conv = tracec.nn.Conv2d(3, 4, 3)
+    y = conv(x).sum()
+    y.backward(retain_graph=True)
+    g1 = conv.weight.grad.numpy().copy()
+    y.backward()
+    np.testing.assert_allclose(conv.weight.grad.numpy(), 2 * g1, rtol=1e-6)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward()
