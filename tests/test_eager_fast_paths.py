@@ -315,3 +315,42 @@ def test_eager_conv_retain_graph_and_freed_graph():
     np.testing.assert_allclose(conv.weight.grad.numpy(), 2 * g1, rtol=1e-6)
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         y.backward()
+
+
+# --- max pooling's eager gradient -----------------------------------------------------------
+
+@pytest.mark.parametrize("fn,shape,k", [("max_pool2d", (8, 16, 25, 24), 2),
+                                        ("max_pool2d", (2, 3, 9, 10), (3, 2)),
+                                        ("max_pool3d", (2, 3, 6, 7, 4), 2),
+                                        ("max_pool1d", (4, 5, 33), 4)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pool_eager_gradient_matches_pytorch(fn, shape, k, dtype):
+    """The gradient written in place by window position: to the first
+    maximum (ties, -0.0 against +0.0), floor mode's dropped rows zero."""
+    rng = np.random.default_rng(11)
+    x = rng.integers(-2, 3, shape).astype(dtype)
+    x.reshape(-1)[::5] = -0.0
+    g = None
+    res = []
+    for lib in (torch, tracec):
+        lx = lib.tensor(x, requires_grad=True)
+        y = getattr(lib.nn.functional, fn)(lx, k)
+        if g is None:
+            g = rng.standard_normal(tuple(y.shape)).astype(dtype)
+        y.backward(lib.tensor(g))
+        res.append((y.detach().numpy(), lx.grad.numpy()))
+    np.testing.assert_array_equal(_bits(res[1][0]), _bits(res[0][0]))
+    np.testing.assert_array_equal(_bits(res[1][1]), _bits(res[0][1]))
+
+
+def test_max_pool_eager_double_backward_matches_pytorch():
+    x = np.random.default_rng(12).standard_normal((2, 3, 8, 8))
+    res = []
+    for lib in (torch, tracec):
+        lx = lib.tensor(x, requires_grad=True)
+        y = lib.nn.functional.max_pool2d(lx, 2)
+        (gx,) = lib.autograd.grad((y * y).sum(), (lx,), create_graph=True)
+        gx.sum().backward()
+        res.append((gx.detach().numpy(), lx.grad.numpy()))
+    for got, want in zip(res[1], res[0]):
+        np.testing.assert_array_equal(got, want)

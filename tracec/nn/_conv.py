@@ -248,18 +248,25 @@ class _ConvEager(Function):
             a = x._data
             wm = w.reshape(o, cg * kk) if groups == 1 else \
                 w.reshape(groups, o // groups, cg * kk)
-            gcols = np.matmul(np.swapaxes(wm, -1, -2), g3)
-            gcols = gcols.reshape(a.shape[:2] + tuple(kernel) + tuple(out))
+            wt = np.swapaxes(wm, -1, -2)
             sp = a.shape[2:]
             padded = tuple(s + lo + hi for s, lo, hi in zip(sp, low, high))
             gxp = np.zeros(a.shape[:2] + padded, a.dtype)
-            # col2im: each kernel offset's columns added into its window
-            # positions (a strided view of the padded gradient)
-            for offs in itertools.product(*[range(k) for k in kernel]):
-                dst = gxp[(slice(None), slice(None)) + tuple(
-                    slice(q * d, q * d + (m - 1) * t + 1, t)
-                    for q, d, m, t in zip(offs, dilation, out, stride))]
-                dst += gcols[(slice(None), slice(None)) + offs]
+            windows = [(offs, tuple(slice(q * d, q * d + (m - 1) * t + 1, t)
+                                    for q, d, m, t in zip(offs, dilation, out, stride)))
+                       for offs in itertools.product(*[range(k) for k in kernel])]
+            # The columns' gradient, then col2im: each kernel offset's columns
+            # added into its window positions (a strided view of the padded
+            # gradient); a few images at a time, so that the columns are
+            # still in cache when added (and never all in memory).
+            step = max(1, (8 << 20) // max(1, a.shape[1] * kk * length * a.itemsize))
+            for n0 in range(0, n, step):
+                gcols = np.matmul(wt, g3[n0:n0 + step])
+                gcols = gcols.reshape((-1,) + a.shape[1:2] + tuple(kernel) + tuple(out))
+                part = gxp[n0:n0 + step]
+                for offs, win in windows:
+                    dst = part[(slice(None), slice(None)) + win]
+                    dst += gcols[(slice(None), slice(None)) + offs]
             if any(low) or any(high):
                 gxp = np.ascontiguousarray(gxp[(slice(None), slice(None)) + tuple(
                     slice(lo, lo + s) for s, lo in zip(sp, low))])
@@ -462,6 +469,8 @@ class _MaxPoolTiledEager(Function):
     @staticmethod
     def backward(ctx, g):
         shape, crop, tiled, perm, k, kernel = ctx.geometry
+        if not graph.is_grad_enabled():
+            return _max_pool_tiled_grad(ctx.arg, g, shape, crop, tiled, kernel), None, None
         onehot = Tensor._make(np.arange(k, dtype=np.int32).reshape((k,) + (1,) * ctx.arg.ndim)
                               == ctx.arg, dt.bool_)
         gw = TF.where(onehot, ops.reshape(g, (1,) + tuple(g.shape)), 0.0)
@@ -473,6 +482,35 @@ class _MaxPoolTiledEager(Function):
             gx = ops.pad(gx, (0,) * len(shape), tuple(s - v for s, v in zip(shape, full)),
                          (0,) * len(shape), 0.0)
         return gx, None, None
+
+
+_UINT = {4: np.uint32, 8: np.uint64, 2: np.uint16}
+
+
+def _max_pool_tiled_grad(arg, g: Tensor, shape, crop, tiled, kernel) -> Tensor:
+    """``_MaxPoolTiledEager``'s gradient in NumPy (no create_graph): each
+    window position's ``where(arg == j, g, 0)`` written as a bit select
+    straight into its strided place in the input-shaped result, where the
+    differentiable form's window-first gradient was transposed by a copy of
+    6-D strided views (inner loops of k2 elements): the same values."""
+    gd = g._data
+    u = _UINT[gd.dtype.itemsize]
+    gu = np.ascontiguousarray(gd).view(u)
+    out = np.empty(tiled, gd.dtype)
+    outu = out.view(u)
+    m = np.empty(gd.shape, u)
+    nsp = len(kernel)
+    for j, offs in enumerate(itertools.product(*[range(kk) for kk in kernel])):
+        dst = outu[(slice(None), slice(None)) + tuple(
+            v for i in range(nsp) for v in (slice(None), offs[i]))]
+        np.subtract(0, np.equal(arg, j), out=m, dtype=u)    # all ones where chosen
+        np.bitwise_and(gu, m, out=dst)
+    gx = out.reshape(tuple(shape[:2]) + tuple(crop))
+    if tuple(crop) != tuple(shape[2:]):    # floor mode dropped trailing rows: zeros
+        full = np.zeros(shape, gd.dtype)
+        full[(slice(None), slice(None)) + tuple(slice(0, v) for v in crop)] = gx
+        gx = full
+    return Tensor._make(gx, g.dtype)
 
 
 # PyTorch's node names (1-D pooling runs as 2-D and a squeeze there).
