@@ -384,3 +384,29 @@ def test_max_pool_eager_double_backward_matches_pytorch():
         res.append((gx.detach().numpy(), lx.grad.numpy()))
     for got, want in zip(res[1], res[0]):
         np.testing.assert_array_equal(got, want)
+
+
+# --- linear's bias added in place -------------------------------------------------------------
+
+@pytest.mark.parametrize("x_shape", [(7, 40), (3, 5, 40), (40,)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_linear_bias_in_place_matches_pytorch(x_shape, dtype):
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = rng.standard_normal((30, 40)).astype(dtype)
+    b = rng.standard_normal(30).astype(dtype)
+    res = []
+    for lib in (torch, tracec):
+        lx, lw, lb = (lib.tensor(v, requires_grad=True) for v in (x, w, b))
+        y = lib.nn.functional.linear(lx, lw, lb)
+        if lib is tracec:
+            assert y.grad_fn.name() == "AddBackward0"     # as the primitives' add
+        (y * y).sum().backward()
+        res.append([t.detach().numpy() for t in (y, lx.grad, lw.grad, lb.grad)])
+    tol = 1e-4 if dtype == "float32" else 1e-10
+    for got, want in zip(res[1], res[0]):
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    # the value is the product's plus the bias, as the primitives add them
+    y = F.linear(tracec.tensor(x), tracec.tensor(w), tracec.tensor(b))
+    prod = tracec.matmul(tracec.tensor(x), tracec.tensor(w).t())
+    np.testing.assert_array_equal(y.numpy(), ew.add_p.impl(prod.numpy(), b))
