@@ -410,3 +410,141 @@ def test_linear_bias_in_place_matches_pytorch(x_shape, dtype):
     y = F.linear(tracec.tensor(x), tracec.tensor(w), tracec.tensor(b))
     prod = tracec.matmul(tracec.tensor(x), tracec.tensor(w).t())
     np.testing.assert_array_equal(y.numpy(), ew.add_p.impl(prod.numpy(), b))
+
+
+# --- log_softmax as one eager Function -----------------------------------------------------
+
+def _log_softmax_case(shape, dim, dtype, seed=14):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * 5).astype(dtype)
+    g = rng.standard_normal(shape).astype(dtype)
+    return x, g
+
+
+@pytest.mark.parametrize("shape,dim", [((700, 1000), 1), ((4, 5, 6), 0), ((4, 5, 6), -2),
+                                       ((7,), 0), ((3, 1, 4), 1)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_log_softmax_eager_is_the_primitives_bits(shape, dim, dtype):
+    from tracec import functions as TFn
+    x, g = _log_softmax_case(shape, dim, dtype)
+    x.reshape(-1)[:4] = (-np.inf, 1e30, -1e30, np.inf)
+    res = []
+    for fast in (True, False):
+        cx = tracec.tensor(x, requires_grad=True)
+        y = (F.log_softmax(cx, dim) if fast
+             else TFn._log_softmax_prims(cx, TFn._dims(cx, dim)))
+        assert y.grad_fn.name() == "LogSoftmaxBackward0"
+        y.backward(tracec.tensor(g))
+        res.append((y.detach().numpy(), cx.grad.numpy()))
+    np.testing.assert_array_equal(_bits(res[0][0]), _bits(res[1][0]))
+    np.testing.assert_array_equal(_bits(res[0][1]), _bits(res[1][1]))
+    # against PyTorch without the +inf (where the primitives give NaN only at
+    # the +inf itself, PyTorch in the whole slice)
+    x, g = _log_softmax_case(shape, dim, dtype)
+    got = []
+    for lib in (torch, tracec):
+        lx = lib.tensor(x, requires_grad=True)
+        y = lib.log_softmax(lx, dim)
+        y.backward(lib.tensor(g))
+        got.append((y.detach().numpy(), lx.grad.numpy()))
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(got[1][0], got[0][0], rtol=tol, atol=tol)
+    np.testing.assert_allclose(got[1][1], got[0][1], rtol=tol, atol=tol * 10)
+
+
+def test_log_softmax_eager_special_rows_and_losses_match_pytorch():
+    x = np.array([[0.0, 1.0, 2.0], [-np.inf, 0.0, 1.0],
+                  [np.nan, 0.0, 1.0], [-np.inf, -np.inf, -np.inf]], np.float32)
+    res = []
+    for lib in (torch, tracec):
+        lx = lib.tensor(x, requires_grad=True)
+        y = lib.nn.functional.log_softmax(lx, 1)
+        y.backward(lib.ones_like(y))
+        res.append((y.detach().numpy(), lx.grad.numpy()))
+    np.testing.assert_allclose(res[1][0], res[0][0], rtol=1e-6, equal_nan=True)
+    np.testing.assert_allclose(res[1][1], res[0][1], rtol=1e-6, equal_nan=True)
+    # cross_entropy / nll_loss over log_softmax, with ignore_index
+    xs, _ = _log_softmax_case((64, 10), 1, "float32")
+    t = np.random.default_rng(3).integers(0, 10, 64)
+    t[::7] = -100
+    res = []
+    for lib in (torch, tracec):
+        lx = lib.tensor(xs, requires_grad=True)
+        loss = lib.nn.functional.cross_entropy(lx, lib.tensor(t))
+        loss.backward()
+        res.append((loss.item(), lx.grad.numpy()))
+    assert abs(res[1][0] - res[0][0]) < 1e-5
+    np.testing.assert_allclose(res[1][1], res[0][1], rtol=1e-5, atol=1e-7)
+
+
+def test_log_softmax_eager_double_backward_and_in_place_input():
+    x, g = _log_softmax_case((5, 7), 1, "float64")
+    res = []
+    for lib in (torch, tracec):
+        lx = lib.tensor(x, requires_grad=True)
+        y = lib.log_softmax(lx, 1)
+        (gx,) = lib.autograd.grad((y * lib.tensor(g)).sum(), (lx,), create_graph=True)
+        (gx * gx).sum().backward()
+        res.append((gx.detach().numpy(), lx.grad.numpy()))
+    for got, want in zip(res[1], res[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    # the input changed in place after the call: the gradient is still the
+    # result's (PyTorch's node keeps no input)
+    for lib in (torch, tracec):
+        a = lib.tensor(x, requires_grad=True)
+        h = a * 2
+        y = lib.log_softmax(h, 1)
+        h.add_(1.0)
+        y.backward(lib.tensor(g))
+        res.append(a.grad.numpy())
+    np.testing.assert_allclose(res[-1], res[-2], rtol=1e-10, atol=1e-12)
+
+
+# --- exact GELU as one eager Function -----------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(16, 64, 512), (7,), (3, 5)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gelu_eager_is_the_primitives_bits(shape, dtype):
+    from tracec import functions as TFn
+    x = _special(shape, getattr(np, dtype), 15) * 3
+    g = np.random.default_rng(16).standard_normal(shape).astype(dtype)
+    res = []
+    for fast in (True, False):
+        cx = tracec.tensor(x, requires_grad=True)
+        y = F.gelu(cx) if fast else TFn._gelu_prims(cx, "none")
+        assert y.grad_fn.name() == "GeluBackward0"
+        y.backward(tracec.tensor(g))
+        res.append((y.detach().numpy(), cx.grad.numpy()))
+    np.testing.assert_array_equal(_bits(res[0][0]), _bits(res[1][0]))
+    np.testing.assert_array_equal(_bits(res[0][1]), _bits(res[1][1]))
+    # PyTorch, on finite values
+    x = np.random.default_rng(17).standard_normal(shape).astype(dtype) * 3
+    got = []
+    for lib in (torch, tracec):
+        lx = lib.tensor(x, requires_grad=True)
+        y = lib.nn.functional.gelu(lx)
+        y.backward(lib.tensor(g))
+        got.append((y.detach().numpy(), lx.grad.numpy()))
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    for a, b in zip(got[1], got[0]):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+def test_gelu_eager_double_backward_and_version_check():
+    x = np.random.default_rng(18).standard_normal((4, 6))
+    res = []
+    for lib in (torch, tracec):
+        lx = lib.tensor(x, requires_grad=True)
+        y = lib.nn.functional.gelu(lx)
+        (gx,) = lib.autograd.grad(y.sum(), (lx,), create_graph=True)
+        (gx * gx).sum().backward()
+        res.append((gx.detach().numpy(), lx.grad.numpy()))
+    for got, want in zip(res[1], res[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    for lib in (torch, tracec):           # x modified in place: both refuse
+        lx = lib.tensor(x, requires_grad=True)
+        h = lx * 1.0
+        y = lib.nn.functional.gelu(h)
+        h.add_(1.0)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()
