@@ -548,3 +548,16 @@ def test_gelu_eager_double_backward_and_version_check():
         h.add_(1.0)
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             y.sum().backward()
+
+
+def test_full_of_zero_is_np_full():
+    """``full`` with +0 allocates zeroed memory; -0.0 and others fill."""
+    from tracec.ops import creation
+    for v in (0, 0.0, -0.0, False, True, 1, 2.5, float("nan")):
+        for d in (dt.float32, dt.float64, dt.int64, dt.bool_, dt.int8):
+            got = creation.full_p.impl(value=v, shape=(3, 4), dtype=d)
+            want = np.full((3, 4), v, dtype=d.np)
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), (v, d)
+            got[0, 0] = 1                                   # writable, owns its memory
+    assert np.signbit(tracec.full((2,), -0.0).numpy()).all()
+    assert not np.signbit(tracec.zeros(2).numpy()).any()
