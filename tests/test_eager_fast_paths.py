@@ -561,3 +561,44 @@ def test_full_of_zero_is_np_full():
             got[0, 0] = 1                                   # writable, owns its memory
     assert np.signbit(tracec.full((2,), -0.0).numpy()).all()
     assert not np.signbit(tracec.zeros(2).numpy()).any()
+
+
+# --- the LSTM scan's gates written in place -------------------------------------------------------
+
+def test_lstm_scan_is_the_per_gate_formulas_bits():
+    from tracec.ops import recurrent as rec
+    rng = np.random.default_rng(19)
+    T, N, H = 5, 3, 4
+    gi = (rng.standard_normal((T, N, 4 * H)) * 3).astype(np.float32)
+    w = rng.standard_normal((H, 4 * H)).astype(np.float32)
+    h0, c0 = (rng.standard_normal((N, H)).astype(np.float32) for _ in range(2))
+    for reverse in (0, 1):
+        out = rec._scan_impl(gi, w, h0, c0, mode="LSTM", reverse=reverse)
+        h, c = h0, c0
+        for t in (range(T - 1, -1, -1) if reverse else range(T)):
+            a = gi[t] + h @ w
+            i, f, o = (ew._sigmoid(a[:, k * H:(k + 1) * H]) for k in (0, 1, 3))
+            g = np.tanh(a[:, 2 * H:3 * H])
+            c = f * c + i * g
+            h = o * np.tanh(c)
+            want = np.concatenate([h, c, i, f, g, o], 1)
+            np.testing.assert_array_equal(_bits(out[t + 1]), _bits(want))
+        # the backward's gate gradients, row by row
+        gr = rng.standard_normal(out.shape).astype(np.float32)
+        res = rec._grad_impl(gr, out, w, h0, c0, mode="LSTM", reverse=reverse)
+        steps = list(range(T - 1, -1, -1) if reverse else range(T))
+        dh, dc = gr[0, :, :H].copy(), gr[0, :, H:2 * H].copy()
+        for k in range(T - 1, -1, -1):
+            t = steps[k]
+            row, g_ = out[t + 1], gr[t + 1]
+            cprev = c0 if k == 0 else out[steps[k - 1] + 1, :, H:2 * H]
+            dh = dh + g_[:, :H]
+            i, f, gg, o = (row[:, j * H:(j + 1) * H] for j in range(2, 6))
+            gi_, gf, gg_, go = (g_[:, j * H:(j + 1) * H] for j in range(2, 6))
+            tc = np.tanh(row[:, H:2 * H])
+            dc = dc + g_[:, H:2 * H] + dh * o * (1 - tc * tc)
+            da = np.concatenate([(dc * gg + gi_) * i * (1 - i), (dc * cprev + gf) * f * (1 - f),
+                                 (dc * i + gg_) * (1 - gg * gg), (dh * tc + go) * o * (1 - o)], 1)
+            np.testing.assert_array_equal(_bits(res[t + 1]), _bits(da))
+            dc = dc * f
+            dh = da @ w.T
