@@ -269,6 +269,13 @@ def relu(input):
 
 def gelu(x, approximate: str = "none"):
     x = _operand(x, "gelu")
+    if (approximate == "none" and isinstance(x, Tensor) and x.dtype in (dt.float32, dt.float64)
+            and x.ndim and eager_direct(x)):
+        return _gelu_eager().apply(x)
+    return _gelu_prims(x, approximate)
+
+
+def _gelu_prims(x, approximate):
     if approximate == "none":
         y = ops.mul(ops.mul(x, 0.5), ops.add(ops.erf(ops.mul(x, 1 / math.sqrt(2.0))), 1.0))
     elif approximate == "tanh":
@@ -278,6 +285,73 @@ def gelu(x, approximate: str = "none"):
     else:
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     return _named(y, "GeluBackward0")
+
+
+_GELU_EAGER = []
+
+
+def _gelu_eager():
+    """``_gelu_prims`` (exact GELU) run eagerly in NumPy as an autograd
+    Function: the primitives' impls in the same order, so the same value,
+    and a backward that makes the primitives' VJPs' products (``g * b * 0.5
+    + g * h * exp(-u * u) * 2 / sqrt(pi) / sqrt(2)``, each product as they
+    make it) in four fresh arrays instead of twelve.  ``x`` is saved with
+    its version, as PyTorch's GeluBackward0 saves it; double backward
+    (create_graph) differentiates the primitives' graph."""
+    if _GELU_EAGER:
+        return _GELU_EAGER[0]
+    from tracec import graph
+    from tracec.autograd import Function, grad as _grad
+    from tracec.ops import elementwise as ew
+
+    def consts(d):
+        return (weak_scalar(1 / math.sqrt(2.0), d), weak_scalar(0.5, d),
+                weak_scalar(1.0, d), weak_scalar(2.0 / math.sqrt(math.pi), d))
+
+    class _GeluEager(Function):
+        node_name = "GeluBackward0"
+
+        @staticmethod
+        def forward(ctx, x):
+            xd = x._data
+            c, half, one, _ = consts(x.dtype)
+            u = ew.mul_p.impl(xd, c)
+            b = ew.erf_p.impl(u)
+            with np.errstate(all="ignore"):
+                np.add(b, one, out=b)
+                y = np.multiply(xd, half)
+                y *= b
+            ctx.save_for_backward(x)
+            ctx.u, ctx.b = u, b
+            return Tensor._make(y, x.dtype)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            if graph.is_grad_enabled():
+                with graph.enable_grad():
+                    y = _gelu_prims(x, "none")
+                return _grad(y, (x,), g, create_graph=True)[0]
+            gd, u = g._data, ctx.u
+            c, half, _, c2 = consts(x.dtype)
+            with np.errstate(all="ignore"):
+                t = np.multiply(u, u)
+                np.negative(t, out=t)
+                t = np.exp(t)                       # exp(-u * u)
+                t *= c2
+                # each product with its operands in the VJPs' order (a NaN
+                # times a NaN is the first one)
+                h = np.multiply(x._data, half)      # the forward's x * 0.5
+                np.multiply(gd, h, out=h)           # b's cotangent g * h
+                np.multiply(h, t, out=t)            # u's: that times erf'(u)
+                t *= c                              # x's through u
+                s = np.multiply(gd, ctx.b)          # h's cotangent g * b
+                s *= half                           # x's through h
+                t += s
+            return Tensor._make(t, x.dtype)
+
+    _GELU_EAGER.append(_GeluEager)
+    return _GeluEager
 
 
 def silu(x):
@@ -572,11 +646,76 @@ def log_softmax(input, dim, dtype=None):
     if dtype is not None:
         input = _to(input, dt.to_dtype(dtype))
     axes = _dims(input, dim)
+    if (isinstance(input, Tensor) and input.dtype in (dt.float32, dt.float64) and input.ndim
+            and all(input.shape[a] for a in axes) and eager_direct(input)):
+        return _log_softmax_eager().apply(input, axes)
+    return _log_softmax_prims(input, axes)
+
+
+def _log_softmax_prims(input, axes):
     z = ops.sub(input, _stop_max(input, axes))
     lse = ops.log(ops.reduce_sum(ops.exp(z), axes))
     y = ops.sub(z, ops.reshape(lse, tuple(1 if i in axes else n
                                           for i, n in enumerate(input.shape))))
     return _named(y, "LogSoftmaxBackward0")
+
+
+_LOG_SOFTMAX_EAGER = []
+
+
+def _log_softmax_eager():
+    """``_log_softmax_prims`` run eagerly in NumPy as an autograd Function:
+    the primitives' impls in the same order (the same values), in two fresh
+    arrays instead of three; the gradient ``g + exp(z) * (-sum(g) / S)`` as
+    the primitives' VJPs make it, in three passes over ``g`` instead of four
+    (``-sum(g)`` for ``sum(-g)``: equal but for the sign of a zero sum of
+    mixed signed zeros).  Double backward (create_graph) differentiates the
+    primitives' graph."""
+    if _LOG_SOFTMAX_EAGER:
+        return _LOG_SOFTMAX_EAGER[0]
+    from tracec import graph
+    from tracec.autograd import Function, grad as _grad
+    from tracec.ops import elementwise as ew, reduce as red
+
+    class _LogSoftmaxEager(Function):
+        node_name = "LogSoftmaxBackward0"
+
+        @staticmethod
+        def forward(ctx, x, axes):
+            xd = x._data
+            keep = tuple(1 if i in axes else d for i, d in enumerate(xd.shape))
+            m = red.reduce_max_p.impl(xd, axes=axes).reshape(keep)
+            m = ew._where_impl(np.abs(m) == np.inf, np.zeros((), m.dtype), m)
+            z = ew.sub_p.impl(xd, m)
+            e = ew.exp_p.impl(z)
+            total = red.reduce_sum_p.impl(e, axes=axes)
+            lse = ew.log_p.impl(total).reshape(keep)
+            with np.errstate(all="ignore"):
+                np.subtract(z, lse, out=z)
+            # x itself only for double backward, without a version check
+            # (PyTorch's node keeps the result, which in-place ops on x
+            # leave alone; so do the primitives')
+            ctx.x, ctx.axes, ctx.e, ctx.total = x, axes, e, total.reshape(keep)
+            return Tensor._make(z, x.dtype)
+
+        @staticmethod
+        def backward(ctx, g):
+            x = ctx.x
+            if graph.is_grad_enabled():
+                with graph.enable_grad():
+                    y = _log_softmax_prims(x, ctx.axes)
+                return _grad(y, (x,), g, create_graph=True)[0], None
+            gd = g._data
+            with np.errstate(all="ignore"):
+                q = red.reduce_sum_p.impl(gd, axes=ctx.axes).reshape(ctx.total.shape)
+                np.negative(q, out=q)
+                q = np.divide(q, ctx.total, out=q)
+                out = np.multiply(ctx.e, q)
+                out += gd
+            return Tensor._make(out, x.dtype), None
+
+    _LOG_SOFTMAX_EAGER.append(_LogSoftmaxEager)
+    return _LogSoftmaxEager
 
 
 # --- linear algebra ---------------------------------------------------------------

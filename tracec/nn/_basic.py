@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+
 from tracec import creation
 from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import autocast_mode, graph, ops
 from tracec import shape_ops as S
-from tracec.tensor import Tensor
+from tracec.tensor import Tensor, apply_direct, eager_direct
+
+_ADD = ops.elementwise.add_p
 
 
 def _tensor(x, name: str) -> Tensor:
@@ -33,6 +37,18 @@ def linear(input, weight, bias=None):
         input, weight, bias = autocast_mode.lower_precision(input, weight, bias)
     y = TF.matmul(input, S.t(weight) if weight.ndim == 2 else weight)
     if bias is not None:
+        if (isinstance(bias, Tensor) and bias.dtype is y.dtype and bias.ndim <= y.ndim
+                and y.ndim >= 2 and eager_direct(y) and eager_direct(bias)
+                and y.dtype.is_floating_point and bias.shape[-1:] == y.shape[-1:]
+                and all(d == 1 for d in bias.shape[:-1])):
+            # The bias added into the product's fresh buffer (the add's
+            # value, as addmm): no other tensor reads it, the matmul keeps
+            # its operands only, and add keeps nothing; a fresh result
+            # would cost a page-faulted [.., out_features] array per call.
+            yd = y._data
+            with np.errstate(all="ignore"):
+                np.add(yd, bias._data.reshape(bias.shape[-1:]), out=yd)
+            return apply_direct(_ADD, {}, (y, bias), yd, y.dtype)
         y = TF.add(y, bias)
     return y
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import functions as TF
-from tracec import autocast_mode, ops
+from tracec import autocast_mode, graph, ops
 from tracec.autograd import Function
 from tracec.tensor import Tensor, eager_direct
 
@@ -131,6 +131,20 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, nsp, name):
                            f"({' x '.join(map(str, padded))}). Kernel size: "
                            f"({' x '.join(map(str, kernel))}). Kernel size can't be greater "
                            "than actual input size")
+    if (x.dtype in (dt.float32, dt.float64) and eager_direct(x) and eager_direct(weight)
+            and (bias is None or eager_direct(bias))):
+        y = _ConvEager.apply(x, weight, bias, (stride, low, high, dilation, groups, out))
+        return _unbatch(y, unbatched)
+    return _unbatch(_conv_prims(x, weight, bias, stride, low, high, dilation, groups, out),
+                    unbatched)
+
+
+def _conv_prims(x, weight, bias, stride, low, high, dilation, groups, out):
+    """The convolution as primitives (traced, and the eager fallback)."""
+    n, c = x.shape[:2]
+    o, cg = weight.shape[:2]
+    kernel = tuple(weight.shape[2:])
+    nsp = len(kernel)
     cols = _windows(_pad_spatial(x, low, high, 0.0), kernel, stride, dilation, out)
     kk = math.prod(kernel)
     length = math.prod(out)
@@ -145,7 +159,119 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, nsp, name):
     y = ops.reshape(y, (n, o) + out)
     if bias is not None:
         y = ops.add(y, ops.reshape(bias, (1, o) + (1,) * nsp))
-    return _unbatch(y, unbatched)
+    return y
+
+
+def _window_view(xp: np.ndarray, kernel, stride, dilation, out) -> np.ndarray:
+    """``[N, C, *sp]`` -> the view ``[N, C, *kernel, *out]`` of its windows
+    (what ``_windows`` concatenates, without a copy)."""
+    st = xp.strides
+    return np.lib.stride_tricks.as_strided(
+        xp, xp.shape[:2] + tuple(kernel) + tuple(out),
+        st[:2] + tuple(s * d for s, d in zip(st[2:], dilation))
+        + tuple(s * t for s, t in zip(st[2:], stride)), writeable=False)
+
+
+class _ConvEager(Function):
+    """``_conv_prims`` run eagerly in NumPy: the padded input's windows
+    copied once into the im2col matrix (the primitive path's pad, one
+    strided slice per kernel offset and a concatenate cost 4x that), the
+    same batched ``matmul`` (so the same values), and a backward that
+    accumulates the columns' gradient into one padded buffer (col2im) in
+    place of a padded copy per kernel offset and their sum.  Double
+    backward (``create_graph``) takes the primitive path's gradient."""
+
+    node_name = "ConvolutionBackward0"
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, geometry):
+        stride, low, high, dilation, groups, out = geometry
+        a, w = x._data, weight._data
+        n, c = a.shape[:2]
+        o, cg = w.shape[:2]
+        kernel = w.shape[2:]
+        kk, length = math.prod(kernel), math.prod(out)
+        if any(low) or any(high):
+            xp = np.zeros((n, c) + tuple(s + lo + hi for s, lo, hi in
+                                          zip(a.shape[2:], low, high)), a.dtype)
+            xp[(slice(None), slice(None)) + tuple(slice(lo, lo + s) for s, lo in
+                                                  zip(a.shape[2:], low))] = a
+        else:
+            xp = a
+        cols = np.ascontiguousarray(_window_view(xp, kernel, stride, dilation, out))
+        if groups == 1:
+            cols = cols.reshape(n, c * kk, length)
+            y = np.matmul(w.reshape(o, cg * kk), cols)                 # [N, O, L]
+        else:
+            cols = cols.reshape(n, groups, cg * kk, length)
+            y = np.matmul(w.reshape(groups, o // groups, cg * kk), cols)  # [N, G, O/G, L]
+        y = y.reshape((n, o) + tuple(out))
+        if bias is not None:
+            y += bias._data.reshape((1, o) + (1,) * len(kernel))
+        ctx.save_for_backward(x, weight, bias)
+        ctx.geometry = geometry
+        # the columns are what the weight's gradient reads (as the
+        # primitive path's matmul keeps them)
+        ctx.cols = cols if ctx.needs_input_grad[1] else None
+        return Tensor._make(y, x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, weight, bias = ctx.saved_tensors
+        geometry = ctx.geometry
+        stride, low, high, dilation, groups, out = geometry
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        if graph.is_grad_enabled():
+            # create_graph: the primitives' gradient, itself differentiable
+            from tracec.autograd import grad as _grad
+            wrt = [t for t, nd in ((x, need_x), (weight, need_w), (bias, need_b)) if nd]
+            with graph.enable_grad():
+                y = _conv_prims(x, weight, bias, *geometry)
+            it = iter(_grad(y, wrt, g, create_graph=True, allow_unused=True))
+            return tuple(next(it) if nd else None for nd in (need_x, need_w, need_b)) + (None,)
+        gd, w = g._data, weight._data
+        n, o = gd.shape[:2]
+        cg = w.shape[1]
+        kernel = w.shape[2:]
+        kk, length = math.prod(kernel), math.prod(out)
+        shape = (n, o // groups, length) if groups == 1 else (n, groups, o // groups, length)
+        g3 = gd.reshape(shape)
+        gx = gw = gb = None
+        if need_w:
+            cols = ctx.cols
+            gw = np.add.reduce(np.matmul(g3, np.swapaxes(cols, -1, -2)), axis=(0,))
+            gw = Tensor._make(gw.reshape(w.shape), weight.dtype)
+        if need_b:
+            gb = Tensor._make(np.add.reduce(gd, axis=(0,) + tuple(range(2, gd.ndim))),
+                              bias.dtype)
+        if need_x:
+            a = x._data
+            wm = w.reshape(o, cg * kk) if groups == 1 else \
+                w.reshape(groups, o // groups, cg * kk)
+            wt = np.swapaxes(wm, -1, -2)
+            sp = a.shape[2:]
+            padded = tuple(s + lo + hi for s, lo, hi in zip(sp, low, high))
+            gxp = np.zeros(a.shape[:2] + padded, a.dtype)
+            windows = [(offs, tuple(slice(q * d, q * d + (m - 1) * t + 1, t)
+                                    for q, d, m, t in zip(offs, dilation, out, stride)))
+                       for offs in itertools.product(*[range(k) for k in kernel])]
+            # The columns' gradient, then col2im: each kernel offset's columns
+            # added into its window positions (a strided view of the padded
+            # gradient); a few images at a time, so that the columns are
+            # still in cache when added (and never all in memory).
+            step = max(1, (8 << 20) // max(1, a.shape[1] * kk * length * a.itemsize))
+            for n0 in range(0, n, step):
+                gcols = np.matmul(wt, g3[n0:n0 + step])
+                gcols = gcols.reshape((-1,) + a.shape[1:2] + tuple(kernel) + tuple(out))
+                part = gxp[n0:n0 + step]
+                for offs, win in windows:
+                    dst = part[(slice(None), slice(None)) + win]
+                    dst += gcols[(slice(None), slice(None)) + offs]
+            if any(low) or any(high):
+                gxp = np.ascontiguousarray(gxp[(slice(None), slice(None)) + tuple(
+                    slice(lo, lo + s) for s, lo in zip(sp, low))])
+            gx = Tensor._make(gxp, x.dtype)
+        return gx, gw, gb, None
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -343,6 +469,8 @@ class _MaxPoolTiledEager(Function):
     @staticmethod
     def backward(ctx, g):
         shape, crop, tiled, perm, k, kernel = ctx.geometry
+        if not graph.is_grad_enabled():
+            return _max_pool_tiled_grad(ctx.arg, g, shape, crop, tiled, kernel), None, None
         onehot = Tensor._make(np.arange(k, dtype=np.int32).reshape((k,) + (1,) * ctx.arg.ndim)
                               == ctx.arg, dt.bool_)
         gw = TF.where(onehot, ops.reshape(g, (1,) + tuple(g.shape)), 0.0)
@@ -354,6 +482,35 @@ class _MaxPoolTiledEager(Function):
             gx = ops.pad(gx, (0,) * len(shape), tuple(s - v for s, v in zip(shape, full)),
                          (0,) * len(shape), 0.0)
         return gx, None, None
+
+
+_UINT = {4: np.uint32, 8: np.uint64, 2: np.uint16}
+
+
+def _max_pool_tiled_grad(arg, g: Tensor, shape, crop, tiled, kernel) -> Tensor:
+    """``_MaxPoolTiledEager``'s gradient in NumPy (no create_graph): each
+    window position's ``where(arg == j, g, 0)`` written as a bit select
+    straight into its strided place in the input-shaped result, where the
+    differentiable form's window-first gradient was transposed by a copy of
+    6-D strided views (inner loops of k2 elements): the same values."""
+    gd = g._data
+    u = _UINT[gd.dtype.itemsize]
+    gu = np.ascontiguousarray(gd).view(u)
+    out = np.empty(tiled, gd.dtype)
+    outu = out.view(u)
+    m = np.empty(gd.shape, u)
+    nsp = len(kernel)
+    for j, offs in enumerate(itertools.product(*[range(kk) for kk in kernel])):
+        dst = outu[(slice(None), slice(None)) + tuple(
+            v for i in range(nsp) for v in (slice(None), offs[i]))]
+        np.subtract(0, np.equal(arg, j), out=m, dtype=u)    # all ones where chosen
+        np.bitwise_and(gu, m, out=dst)
+    gx = out.reshape(tuple(shape[:2]) + tuple(crop))
+    if tuple(crop) != tuple(shape[2:]):    # floor mode dropped trailing rows: zeros
+        full = np.zeros(shape, gd.dtype)
+        full[(slice(None), slice(None)) + tuple(slice(0, v) for v in crop)] = gx
+        gx = full
+    return Tensor._make(gx, g.dtype)
 
 
 # PyTorch's node names (1-D pooling runs as 2-D and a squeeze there).

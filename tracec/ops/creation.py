@@ -3,6 +3,8 @@
 bound with ``like=`` naming a value of the context they belong to."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tracec import dtypes as dt
@@ -10,6 +12,11 @@ from tracec.ops.core import Primitive
 
 
 def _full_impl(*, value, shape, dtype):
+    if type(value) in (int, bool, float) and value == 0 and math.copysign(1.0, value) > 0:
+        # calloc'd: no pass writing zeros, pages mapped when first written
+        # (a gather's gradient is a scatter into a large zero tensor whose
+        # copy then reads no memory); the same +0 values.
+        return np.zeros(shape, dtype=dtype.np)
     return np.full(shape, value, dtype=dtype.np)
 
 

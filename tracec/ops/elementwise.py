@@ -151,21 +151,56 @@ ERF32_B = (-0.01207988461891482, 0.0414729336892149, -0.003256680623878436,
            0.03947317201853328, 0.5594154848029826, 0.0002469873514900127)
 
 
+_ERF32_A = tuple(np.float32(c) for c in ERF32_A)
+_ERF32_B = tuple(np.float32(c) for c in ERF32_B)
+
+
+def _polevl32(x, coefs):
+    """Horner's rule in place, from ``x * c0`` (the bits of a start at c0)."""
+    y = x * coefs[0]
+    for c in coefs[1:-1]:
+        y += c
+        y *= x
+    y += coefs[-1]
+    return y
+
+
 def _erf32(x):
+    # In place where the value is a temporary (the same operations, so the
+    # same bits, in fewer fresh arrays).
+    if x.ndim == 0:     # NumPy gives scalars for 0-d operands: no out=
+        return _erf32(x.reshape(1)).reshape(())
     f = np.float32
     ax = np.abs(x)
-    small = x * _polevl(x * x, [f(c) for c in ERF32_A])
+    small = _polevl32(x * x, _ERF32_A)
+    small *= x
     t = np.clip(ax, f(1.0), f(4.0))
-    e = np.exp(-t * t)
-    e *= _polevl(f(1.0) / t, [f(c) for c in ERF32_B])
-    big = np.copysign(np.minimum(f(1.0) - e, f(1.0)), x)
-    return _where_impl(ax < f(1.0), small, big)
+    e = np.negative(t)
+    e *= t
+    e = np.exp(e)     # not in place: NumPy's in-place exp can differ in a NaN's payload
+    np.divide(f(1.0), t, out=t)
+    e *= _polevl32(t, _ERF32_B)
+    np.subtract(f(1.0), e, out=e)
+    np.minimum(e, f(1.0), out=e)
+    np.copysign(e, x, out=e)
+    return _where_impl(ax < f(1.0), small, e)
+
+
+_ERF32_BLOCK = 32768   # elements: 128 KiB a temporary
 
 
 def _erf_impl(x):
     if isinstance(x, np.ndarray) and x.dtype == np.float32:
         with np.errstate(all="ignore"):
-            return _erf32(x)
+            if x.size <= 2 * _ERF32_BLOCK:
+                return _erf32(x)
+            # In blocks that stay in cache across the ~30 passes (1.5x
+            # faster on GELU's activations); elementwise, so the same bits.
+            flat = x.reshape(-1)
+            out = np.empty(flat.shape, np.float32)
+            for i in range(0, flat.size, _ERF32_BLOCK):
+                out[i:i + _ERF32_BLOCK] = _erf32(flat[i:i + _ERF32_BLOCK])
+            return out.reshape(x.shape)
     a = np.asarray(x, np.float64)
     out = np.empty_like(a)
     ax = np.abs(a)
@@ -432,11 +467,18 @@ def _where_impl(c, a, b):
         return np.where(c, a, b)
     shape = np.broadcast_shapes(np.shape(c), a.shape, b.shape)
     u = _BITS[a.dtype.itemsize]
+    c = np.broadcast_to(c, shape)
+    if a.ndim == 0 and not a.view(u):
+        # A (+)0 taken where c: b's bits under the mask c - 1 (True - 1 =
+        # no bits); two passes (ReLU's value and its gradient).
+        m = np.subtract(c, 1, dtype=u)
+        return np.bitwise_and(np.broadcast_to(b, shape).view(u), m, out=m).view(a.dtype)
     # 0 - True = all ones: the mask of the elements taken from a
-    m = np.subtract(0, np.broadcast_to(c, shape), dtype=u)
+    m = np.subtract(0, c, dtype=u)
+    if b.ndim == 0 and not b.view(u):
+        return np.bitwise_and(np.broadcast_to(a, shape).view(u), m, out=m).view(a.dtype)
     out = np.bitwise_and(np.broadcast_to(a, shape).view(u), m)
-    if b.ndim != 0 or b.item() != 0 or np.signbit(b):
-        out |= np.bitwise_and(np.broadcast_to(b, shape).view(u), np.invert(m, out=m))
+    out |= np.bitwise_and(np.broadcast_to(b, shape).view(u), np.invert(m, out=m), out=m)
     return out.view(a.dtype)
 
 

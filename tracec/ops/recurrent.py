@@ -105,12 +105,16 @@ def _scan_impl(gi, w, h0, *rest, mode, reverse):
         row = out[t + 1]
         if mode == "LSTM":
             a = gi[t] + h @ w
-            i, f, g, o = _sig(a[:, :H]), _sig(a[:, H:2 * H]), np.tanh(a[:, 2 * H:3 * H]), \
-                _sig(a[:, 3 * H:])
+            # the gates straight into the packed row: one sigmoid call over
+            # all four (g's columns then overwritten by its tanh), the same
+            # elementwise values as one call per gate
+            gates = row[:, 2 * H:]
+            gates[...] = _sig(a)
+            gates[:, 2 * H:3 * H] = np.tanh(a[:, 2 * H:3 * H])
+            i, f, g, o = (gates[:, k * H:(k + 1) * H] for k in range(4))
             c = f * c + i * g
             h = o * np.tanh(c)
             row[:, H:2 * H] = c
-            row[:, 2 * H:] = np.concatenate([i, f, g, o], 1)
         elif mode == "GRU":
             gh = h @ w
             if b is not None:
@@ -161,9 +165,11 @@ def _grad_impl(g, out, w, h0, *rest, mode, reverse):
             gi_, gf, gg_, go = (gr[:, k * H:(k + 1) * H] for k in range(2, 6))
             tc = np.tanh(c)
             dc = dc + gr[:, H:2 * H] + dh * o * (1 - tc * tc)
-            da = np.concatenate([(dc * gg + gi_) * i * (1 - i), (dc * cprev + gf) * f * (1 - f),
-                                 (dc * i + gg_) * (1 - gg * gg), (dh * tc + go) * o * (1 - o)], 1)
-            res[t + 1] = da
+            da = res[t + 1]          # written in place (no concatenate and copy)
+            da[:, :H] = (dc * gg + gi_) * i * (1 - i)
+            da[:, H:2 * H] = (dc * cprev + gf) * f * (1 - f)
+            da[:, 2 * H:3 * H] = (dc * i + gg_) * (1 - gg * gg)
+            da[:, 3 * H:] = (dh * tc + go) * o * (1 - o)
             dc = dc * f
             dh = da @ wt
         elif mode == "GRU":
