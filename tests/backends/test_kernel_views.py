@@ -139,4 +139,5 @@ def test_same_shape_parts_with_a_symbolic_batch():
         x = tracec.randn(b, 3, 6, 7)
         tracec.mark_dynamic(x, 0)
         np.testing.assert_array_equal(comp(x).numpy(), _im2col(x).numpy())
-    assert comp.cache_info().compiles == 1
+    info = comp.cache_info()
+    assert info.compiles + info.loads == 1, info   # (a load when the disk cache holds it)
