@@ -73,7 +73,7 @@ def test_resnet18_training_step_gradients_match():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["vgg11", "vgg16_bn"])
+@pytest.mark.parametrize("name", ["vgg11"])   # (vgg16_bn's layers: test_vgg_features_and_init)
 def test_vgg_matches_torchvision(name):
     ours, theirs, x = copied(name, (1, 3, 32, 32), num_classes=5)
     with torch.no_grad():

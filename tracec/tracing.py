@@ -522,7 +522,7 @@ class Recording:
         """The leaves requiring grad that ``loss`` reaches, in DFS order.
         ``custom``: a list that collects the user ``autograd.Function``
         nodes met (without it, meeting one fails the trace)."""
-        out, seen = [], set()
+        out, seen, traced = [], set(), []
         stack = [graph.edge_of(loss)]
         while stack:
             n = stack.pop()
@@ -540,7 +540,9 @@ class Recording:
                 continue
             if isinstance(n, graph.FunctionNode) and getattr(n.fn_cls, "traced", None):
                 # a complex op the trace recorded in real primitives: autodiff
-                # differentiates those
+                # differentiates those (an eager backward of it is not recorded)
+                if custom is not None:
+                    traced.append(n)
                 stack.extend(reversed([e for e in n.edges if e is not None]))
                 continue
             if isinstance(n, graph.FunctionNode):
@@ -554,6 +556,10 @@ class Recording:
                 raise TraceError(f"{format_location(loc)}: tensor hooks are not supported "
                                  "inside a compiled function")
             stack.extend(reversed([e for e in n.edges if e is not None]))
+        if custom and traced:
+            raise TraceError(f"{format_location(loc)}: a custom autograd.Function "
+                             f"({custom[0].fn_cls.__name__}) and complex numbers in one compiled "
+                             "backward are not supported yet")
         return out
 
     # --- finishing -----------------------------------------------------------

@@ -120,3 +120,25 @@ def test_the_users_backward_is_what_runs():
     for scale in (1.0, 2.0, -0.5):
         x = tracec.ones(3) * scale
         np.testing.assert_allclose(compiled(x).numpy(), np.full(3, 3.0 * scale))
+
+
+def test_with_complex_numbers_in_the_same_backward_it_is_refused():
+    """Complex ops' backward is the autodiff pass's (not recordable eagerly):
+    with a custom Function in the same backward the trace is refused, naming
+    the user's line, and ``fallback="eager"`` computes eager's numbers."""
+    w = tracec.tensor([0.3, -1.2, 2.6, 0.5], requires_grad=True)
+
+    def step(x):
+        w.grad = None
+        z = tracec.view_as_complex(StraightThrough.apply(x * w).reshape(2, 2))
+        (z * z).abs().sum().backward()
+        return w.grad * 1
+
+    with pytest.raises(tracec.TraceError, match=r"test_custom_function_backward.py:\d+: a custom "
+                       r"autograd.Function \(StraightThrough\) and complex numbers"):
+        tracec.compile(step, backend="cpu")(tracec.ones(4))
+    want = [step(tracec.ones(4) * s).numpy() for s in (1.0, 2.0)]
+    compiled = tracec.compile(step, backend="cpu", fallback="eager")
+    with pytest.warns(UserWarning):
+        got = [compiled(tracec.ones(4) * s).numpy() for s in (1.0, 2.0)]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
