@@ -239,3 +239,21 @@ def test_errors_match_torch(i):
             with pytest.raises(RuntimeError) as e:
                 fn(L)
         assert msg in str(e.value), f"{L.__name__}: {e.value}"
+
+
+@pytest.mark.parametrize("key", [True, False, (True,), (Ellipsis, True), (0, True),
+                                 (True, 1, slice(1, 3)), (slice(None), False, 0),
+                                 (None, True, Ellipsis), (Ellipsis, 1, False)])
+def test_zero_dim_bool_index_adds_an_axis_as_pytorch(key):
+    """x[True] is x[None]; x[False] is that with the new axis empty."""
+    torch = pytest.importorskip("torch")
+    a = np.arange(24.0).reshape(2, 3, 4)
+    want = torch.tensor(a)[key]
+    x = tracec.tensor(a, requires_grad=True)
+    got = x[key]
+    assert tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_array_equal(got.detach().numpy(), want.numpy())
+    got.sum().backward()
+    tw = torch.tensor(a, requires_grad=True)
+    tw[key].sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tw.grad.numpy())

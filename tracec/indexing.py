@@ -200,7 +200,41 @@ def _take_rows(x: Tensor, idx: Tensor):
         raise
 
 
+def _is_bool0(k) -> bool:
+    return isinstance(k, (bool, np.bool_)) or (isinstance(k, Tensor) and k.dtype is dt.bool_
+                                               and k.ndim == 0)
+
+
+def _bool_scalars(x: Tensor, key):
+    """``x[True]`` / ``x[..., False]``: PyTorch reads a 0-d boolean index as
+    a new axis of size 1 (True) or 0 (False).  One of them and no other
+    advanced index: ``x`` indexed with None in its place, the axis emptied
+    for False; otherwise None (the general path decides)."""
+    keys = key if isinstance(key, tuple) else (key,)
+    if sum(1 for k in keys if _is_bool0(k)) != 1:
+        return None    # (several: PyTorch broadcasts them as advanced indices; refused below)
+    if any(_is_adv(k) and not _is_bool0(k) for k in keys):
+        return None
+    flags = [bool(_concrete(k) if isinstance(k, Tensor) else k) if _is_bool0(k) else None
+             for k in keys]
+    r = _getitem(x, tuple(None if f is not None else k for k, f in zip(keys, flags)))
+    consumed = sum(1 for k, f in zip(keys, flags) if f is None and k is not None
+                   and k is not Ellipsis)
+    pos = 0
+    for k, f in zip(keys, flags):
+        if f is False:
+            r = _getitem(r, (slice(None),) * pos + (slice(0, 0),))
+        if f is not None or k is None or isinstance(k, slice):
+            pos += 1
+        elif k is Ellipsis:
+            pos += x.ndim - consumed
+    return r
+
+
 def _getitem(x: Tensor, key):
+    special = _bool_scalars(x, key)
+    if special is not None:
+        return special
     items = _expand_key(x, key)
     starts, stops, steps = [], [], []
     out_shape, adv = [], []  # adv: (position in out_shape, index tensor)
