@@ -38,7 +38,7 @@ import pathlib
 
 import pytest
 
-from test_public_programs_tutorials2 import (ENV, NUM, _close, _lines, _numbers, run_tracec,
+from test_public_programs_tutorials2 import (ENV, assert_output_matches, run_tracec,
                                              torch_refs_fixture)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -69,17 +69,4 @@ SLOW = {"mobilenet_v2.py", "yolov1.py", "pytorch_cifar.py"}   # 20-40 s each wit
 def test_models4_program_matches_torch(script, torch_refs, tmp_path):
     out, err = _run_tracec(script, tmp_path)
     assert ("running eagerly from now on" in err) == (script in EAGER_FALLBACK), err[-3000:]
-    ref = torch_refs(script)
-    got, want = _lines(out), _lines(ref)
-    assert ["".join(NUM.sub("#", ln).split()) for ln in got] == \
-        ["".join(NUM.sub("#", ln).split()) for ln in want]
-    for g, w in zip(got, want):
-        if "[rng]" in w:
-            continue
-        assert len(_numbers(g)) == len(_numbers(w))
-        for a, b in zip(_numbers(g), _numbers(w)):
-            assert _close(a, b), f"tracec: {g}\ntorch:  {w}"
-    # the compiled steps agree with the eager ones (under tracec: tracec.compile)
-    for ln in got:
-        if "compiled == eager" in ln:
-            assert "False" not in ln, ln
+    assert_output_matches(out, torch_refs(script), strict=True)
