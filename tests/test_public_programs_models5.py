@@ -42,12 +42,12 @@ PROGS = ROOT / "tests" / "programs" / "models5"
 CASES = ["vit.py", "bert.py", "cnn_text.py", "word2vec.py", "ncf.py",
          "seq2seq_transformer.py", "ddpm_unet.py", "perceiver.py", "vit_small_dataset.py",
          "entmax.py", "grad_cam.py"]
-# Programs whose compiled step tracec.compile runs eagerly, and says so: BERT's
-# step advances ScheduledOptim's Python step counter (and sets the lr from
-# it) on every call, a side effect compiled code would not repeat.  Every
-# other program's compiled step must compile (entmax's differentiates custom
-# autograd.Functions: their recorded eager backward).
-EAGER_FALLBACK = {"bert.py"}
+# Programs whose compiled step tracec.compile runs eagerly, and says so: none.
+# Every program's compiled step must compile (BERT's advances ScheduledOptim's
+# Python step counter and sets the lr from it: lifted, tracec.lifted_state;
+# entmax's differentiates custom autograd.Functions: their recorded eager
+# backward).
+EAGER_FALLBACK: set = set()
 FALLBACK_WARNINGS = ("running eagerly", "a Python side effect that compiled calls would not repeat")
 
 

@@ -55,6 +55,8 @@ class Entry:
     number: int = 0
     on_compiled: object = None
     refreshers: list = field(default_factory=list)
+    #: Run after the executable (lifted Python numbers written back).
+    committers: list = field(default_factory=list)
     backward_plan: object = None     # a compiled backward for the results needing one
     _fresh_grads: list = None
     #: A symbolic trace's static specializations: sizes -> Entry, and how
@@ -343,6 +345,8 @@ class Entry:
                 results.append(Tensor._make(returned[k], d))
                 returned[k] = results[-1]
             compiled_backward.attach(plan, results, saved, args, kwargs)
+        for commit in self.committers:
+            commit()
         return _rebuild(self.trace.template, returned, args, kwargs)
 
 

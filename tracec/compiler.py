@@ -140,6 +140,10 @@ class CompiledFunction:
         self._eager_keys: dict = {}
         self._warned = False
         self._last_mutated = None
+        #: Numbers earlier calls changed, lifted by later traces
+        #: (``[(snapshot path, Location)]``, tracec.lifted_state).
+        self._lift: list = []
+        self._lift_reason = None
         self._last: Entry | None = None
         #: ``(match, entry, last)``: the last entry hit and a matcher for its
         #: key (``tracec.fast_call``), tried before the general lookup;
@@ -287,23 +291,44 @@ class CompiledFunction:
         self._fast = fast
         entry.use_fast_key(key)
 
+    def _add_lifted(self, changes) -> bool:
+        """Add the numbers ``changes`` names to those later traces lift;
+        False if all of them were lifted already."""
+        new = [(p, loc) for p, loc in changes
+               if not any(loc.same(old) for _, old in self._lift)]
+        self._lift = self._lift + new
+        return bool(new)
+
     def _trace_and_compile(self, key, args, kwargs, reason):
         # A new trace (or an eager signature) may now serve calls the fast
         # path's entry served: it goes until the next hit sets it again.
         self._fast = None
         self._recent.clear()
+        if self._lift_reason is not None:
+            reason, self._lift_reason = self._lift_reason, None
         t0 = time.perf_counter()
         dims = choose_dynamic(self.dynamic, key, args, kwargs, self._cache,
                               self._sym.get(pattern_key(key), ()))
         result, trace = record(self.fn, args, kwargs, self.__name__,
                                fallback=self.fallback == "eager",
-                               symbols=SymbolTable(*dims) if dims else None)
+                               symbols=SymbolTable(*dims) if dims else None,
+                               lift=self._lift)
         if isinstance(trace, str):  # fallback="eager": the call ran eagerly to its end
             self._eager_keys[key] = trace
             if not self._warned:
                 warnings.warn(f"tracec.compile({self.__name__}): running eagerly from now on "
                               f"for this signature: {trace}", stacklevel=3)
                 self._warned = True
+            return result
+        if trace.mutated is not None and trace.scalar_changes and \
+                self._add_lifted(trace.scalar_changes):
+            # It changed only Python numbers (a step counter, a learning rate
+            # set from it), new ones: the next trace lifts them
+            # (tracec.lifted_state), so that it compiles.
+            self._last_mutated = None
+            self._lift_reason = (f"{trace.mutated} during the call: the next trace reads "
+                                 f"{', '.join(loc.label for _, loc in self._lift)} as "
+                                 "inputs and writes them back")
             return result
         if trace.mutated is not None:
             # The call changed Python state it reads (a global list it appends
@@ -433,6 +458,9 @@ class CompiledFunction:
             if refresh is not None and key not in seen:
                 seen.add(key)
                 entry.refreshers.append(refresh)
+            commit = getattr(snap, "commit", None)
+            if commit is not None:        # lifted numbers written back (lifted_state)
+                entry.committers.append(commit)
         return entry
 
     def _compile_cached(self, backend, entry: Entry, donate=None):

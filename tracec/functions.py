@@ -7,6 +7,7 @@ with PyTorch's rules (``dtypes.result_type``) before any primitive sees them.
 """
 from __future__ import annotations
 
+import builtins
 import math
 import numbers
 
@@ -18,6 +19,7 @@ from tracec.symbolic import Sym, known
 from tracec.ops.core import normalize_axis
 from tracec.tensor import Tensor, apply_direct, concrete, eager_direct, weak_scalar
 from tracec.return_types import structseq
+from tracec.sym_scalar import SymScalar, concrete_operand
 
 __all__ = [
     "MinMax", "abs", "absolute", "add", "allclose", "amax", "amin", "argmax", "argmin", "bmm",
@@ -38,6 +40,8 @@ def _operand(x, name):
         return x
     if isinstance(x, _NUM):
         return x
+    if type(x) is SymScalar:
+        return concrete_operand(x)
     if isinstance(x, np.ndarray):
         return Tensor._from_data(x)
     raise TypeError(f"{name}(): unsupported operand type {type(x).__name__} "
@@ -102,11 +106,33 @@ def promote(name, *xs, min_dtype=None):
                         return [a, b], d
                 elif _PY_CATEGORY.get(type(o), 3) <= d.category:
                     return [a, b], d
+    if any(type(x) is SymScalar for x in xs):
+        xs = _lift_operands(xs, name)
     xs = [_operand(x, name) for x in xs]
     d = result_type(*xs)
     if min_dtype is not None and d.category < min_dtype.category:
         d = min_dtype
     return [_to(x, d) for x in xs], d
+
+
+def _lift_operands(xs, name):
+    """A traced Python number (``tracec.sym_scalar``) with tensors: its
+    holder tensor, cast to the dtype the number would compute in, so that
+    the operation promotes as with the number itself (a number no tensor
+    operand's category covers is used as that number, a specialization)."""
+    plain = [x.value if type(x) is SymScalar else _operand(x, name) for x in xs]
+    tensors = [x for x in plain if isinstance(x, Tensor)]
+    d = result_type(*plain)
+    out = []
+    for x in xs:
+        if type(x) is SymScalar:
+            if tensors and builtins.max(t.dtype.category for t in tensors) >= \
+                    _scalar_cat(x.value):
+                x = _to(x.lift.holder(x), d)
+            else:
+                x = concrete_operand(x)
+        out.append(x)
+    return out
 
 
 def _named(t: Tensor, name: str) -> Tensor:

@@ -14,6 +14,7 @@ from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import indexing, shape_ops as S
 from tracec.symbolic import Sym
+from tracec.sym_scalar import SymScalar
 from tracec.tensor import Tensor
 
 _METHODS = {
@@ -71,7 +72,7 @@ Tensor.__setitem__ = indexing.setitem
 def _binop(fn, reflected=False):
     def op(self, other):
         if not isinstance(other, (Tensor, int, float, bool, complex, np.number, np.bool_, np.ndarray,
-                                  Sym)):
+                                  Sym, SymScalar)):
             return NotImplemented
         return fn(other, self) if reflected else fn(self, other)
     return op

@@ -927,6 +927,9 @@ def as_tensor_operand(x):
         return x
     if isinstance(x, np.ndarray):
         return Tensor._from_data(x)
+    if type(x).__name__ == "SymScalar":    # a traced Python number (tracec.sym_scalar)
+        from tracec.sym_scalar import concrete_operand
+        return concrete_operand(x)
     raise TypeError(f"expected a Tensor or a number, got {type(x).__name__}")
 
 

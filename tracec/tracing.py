@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracec import attr_replay, autograd, complex_trace, graph, ir
+from tracec import attr_replay, autograd, complex_trace, graph, ir, lifted_state
 from tracec.complex_ops import TRACED_OPS
 from tracec.nn.modules.module import ATTR_WRITES, replayed_token
 from tracec.guards import EnvGuard, GlobalRNGs
@@ -131,6 +131,11 @@ class Trace:
     #: The module attribute the call set to a tensor that requires grad with
     #: no backward inside (a backward outside would need its graph), or None.
     attr_needs_grad: str | None = None
+    #: ``[(snapshot path, Location)]`` when the numbers there are all the
+    #: Python state the call changed (a retrace may lift them), else None.
+    scalar_changes: list | None = None
+    #: The Locations of the numbers this trace lifted (None: none).
+    lifted: list | None = None
 
 
 class TensorValue:
@@ -675,7 +680,7 @@ def _failing_user_line(tb):
 
 
 def record(fn, args, kwargs, name: str, fallback: bool = False,
-           symbols: SymbolTable | None = None):
+           symbols: SymbolTable | None = None, lift=None):
     """Run ``fn(*args, **kwargs)`` eagerly while recording; returns
     ``(result, Trace)``, or with ``fallback`` and something uncompilable,
     ``(result, reason)`` after finishing the call eagerly.
@@ -687,7 +692,12 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
 
     With ``symbols`` (a ``tracec.sym_shapes.SymbolTable``) the trace is
     symbolic in the argument sizes it names: Python reading those sizes
-    gets ``Sym`` objects, and what it decides on them becomes guards."""
+    gets ``Sym`` objects, and what it decides on them becomes guards.
+
+    With ``lift`` (``[(snapshot path, Location)]``: numbers an earlier
+    call changed, ``tracec.lifted_state``) those numbers are traced as
+    inputs and what the call stores from them is written back by every
+    compiled call (the trace's ``LiftedGuard``)."""
     rec = Recording(name, fallback, symbols)
     rec.label, rec.arg_names = function_label(fn), argument_names(fn)
     others: list = []
@@ -713,6 +723,12 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
                          "tracing; nested compiled functions are not supported yet")
     for lst, h in hooks:
         lst.append(h)
+    opt_before = lifted_state.optimizer_numbers([get() for _, get in env.roots])
+    lifted = None
+    if lift:
+        lifted = lifted_state.Lifted(lift, user_location)
+        lifted.install()
+    result = None
     try:
         result = fn(*args, **kwargs)
     except TraceError:
@@ -730,6 +746,10 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         for lst, h in hooks:
             lst.remove(h)
         autograd.RECORDING_BACKWARD[0] = 0   # (a backward that raised left it set)
+        if lifted is not None:
+            lifted.finish([get() for _, get in env.roots], result, f"tracec.compile({rec.label})")
+    if lifted is not None and lifted.refusal is not None and rec.poisoned is None:
+        rec.fail(lifted.refusal)
     if rec.poisoned is None:
         why = _side_effects(fn, args, kwargs, spec, leaves, rng_before)
         if why is not None:
@@ -747,18 +767,39 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         env_before = attr_replay.coarsen(env_before, mods, lambda a: replayed_token(a, read))
     else:
         env_compare = env_before
+    if lifted is not None:
+        # The lifted numbers' values are the LiftedGuard's to check.
+        env_before = lifted_state.coarsen(env_before, lifted.paths)
+        env_compare = lifted_state.coarsen(env_compare, lifted.paths)
+        env_after = lifted_state.coarsen(env_after, lifted.paths)
     try:
         trace = rec.finish(result)
         name_trace(trace, fn, args, kwargs, others)
         trace.guards.append((env, env_before))
+        if lifted is not None:
+            g = lifted.guard()
+            trace.guards.append((g, g.value()))
+            trace.lifted = lifted.locations
         _check_argument_aliasing(rec, trace, leaves)
     except TraceError as e:
         if fallback:
             return result, str(e)
         raise
-    if env_after != env_compare:
-        trace.mutated = env.describe_change(env_compare, env_after)
-        trace.mutated_root = env.changed_root(env_compare, env_after)
+    env_changed = env_after != env_compare
+    # Optimizers guard themselves, but not the learning rate compiled calls
+    # refresh: a call that changed one (scheduler.step() inside) is found here.
+    opt_change, opt_locs = lifted_state.optimizer_changes(opt_before, lifted)
+    if env_changed or opt_change:
+        changes: list | None = []
+        if env_changed:
+            trace.mutated = env.describe_change(env_compare, env_after)
+            trace.mutated_root = env.changed_root(env_compare, env_after)
+            changes = lifted_state.scalar_changes(env, env_compare, env_after)
+        else:
+            trace.mutated = opt_change
+            trace.mutated_root = opt_change.split(" ")[0]
+        if changes is not None and opt_locs is not None:
+            trace.scalar_changes = (changes + opt_locs) or None
     return result, trace
 
 

@@ -124,10 +124,13 @@ class MultiStepLR(LRScheduler):
 
     def get_lr(self) -> list:
         _warn_get_lr_called_within_step(self)
-        if self.last_epoch not in self.milestones:
+        # The milestone's count by comparisons, not a dict lookup: inside a
+        # compiled step last_epoch may be a traced number (tracec.sym_scalar),
+        # which decides comparisons but is not hashed.
+        hits = next((n for m, n in self.milestones.items() if self.last_epoch == m), 0)
+        if not hits:
             return _current(self)
-        return [group["lr"] * self.gamma ** self.milestones[self.last_epoch]
-                for group in self.optimizer.param_groups]
+        return [group["lr"] * self.gamma ** hits for group in self.optimizer.param_groups]
 
     def _get_closed_form_lr(self) -> list:
         milestones = sorted(self.milestones.elements())

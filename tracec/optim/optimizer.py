@@ -35,6 +35,7 @@ from tracec import dtypes as dt
 from tracec import graph
 from tracec.mutation import (EPOCH, Ident, WatchedDict, WatchedList, WatchedState,
                              deep_immutable, epoch_covered)
+from tracec.sym_scalar import SymScalar
 from tracec.tensor import RECORDERS, Tensor, made_before_call, note_guard
 
 __all__ = ["Optimizer", "required"]
@@ -184,6 +185,8 @@ class _Lifted:
         if self.gi >= len(groups):
             return None
         v = _group_value(groups[self.gi], self.key)
+        if type(v) is SymScalar:     # while a traced call set it from a lifted number
+            v = v.value
         if not _is_number(v):
             return False
         return True if self.branch is None else (True, self.branch(v))
@@ -397,13 +400,19 @@ class Optimizer:
 
     def _lifted_value(self, group: dict, key: str, branch):
         v = _group_value(group, key)
-        if not RECORDERS or not _is_number(v):
+        sym = type(v) is SymScalar   # set in the traced call from a lifted number
+        if not RECORDERS or not (sym or _is_number(v)):
             return v
         holders = self._holders(key)
         gi = next((i for i, g in enumerate(self.param_groups) if g is group), None)
         if gi is None or gi >= len(holders):
             return v
         holder = holders[gi]
+        if sym:
+            # Compiled calls compute it from that call's numbers, after
+            # _Lifted.refresh copied the group's (previous) value in.
+            v.lift.holders.append((holder, v.fn))
+            v = v.value
         holder._data[()] = v       # its value for the eager run of the traced call
         self.__dict__.setdefault("_lifted", set()).add((gi, key))
         EPOCH[0] += 1    # the hyperparameter guard reads _lifted
@@ -420,14 +429,20 @@ class Optimizer:
 
         def shown(gi, k, v):
             if k == "betas" and (gi, "beta1") in lifted:
-                return ("lifted",) + tuple(v[1:])
-            return "lifted" if (gi, k) in lifted else v
+                return ("lifted",) + tuple(e.value if type(e) is SymScalar else e
+                                           for e in v[1:])
+            if (gi, k) in lifted:
+                return "lifted"
+            if type(v) is tuple:
+                return tuple(e.value if type(e) is SymScalar else e for e in v)
+            return v.value if type(v) is SymScalar else v
         # The groups' "params" lists by identity: which tensors they hold is
-        # the per-parameter guard's (parameters_and_state).
+        # the per-parameter guard's (parameters_and_state).  (A SymScalar:
+        # a number a traced call set from a lifted one, tracec.sym_scalar.)
         groups = tuple(tuple(sorted((k, shown(gi, k, v))
                                     for k, v in g.items() if k != "params"
                                     and isinstance(v, (int, float, bool, str, tuple,
-                                                       type(None)))))
+                                                       type(None), SymScalar))))
                        + (Ident(g["params"]), Ident(self.state))
                        for gi, g in enumerate(self.param_groups))
         return groups

@@ -11,9 +11,9 @@
 # dataset's masking from Python's random (seeded), and the compared runs have
 # dropout 0 (MultiHeadedAttention's own dropout is always 0.1, so it is set
 # to 0 on the modules); a dropout run is marked [rng].  Then the pretraining
-# step under torch.compile against the same step run eagerly (tracec.compile
-# runs it eagerly and says so: the step advances ScheduledOptim's Python
-# counter, a side effect compiled code would not repeat).
+# step under torch.compile against the same step run eagerly (the step
+# advances ScheduledOptim's Python counter and sets the lr from it: tracec
+# traces the counter as an input and writes it and the lr back).
 import copy
 import math
 import os
@@ -692,6 +692,8 @@ optim_schedule.n_current_steps = steps
 cstep = torch.compile(train_step)
 compiled = [cstep(*args).item() for _ in range(4)]
 print("compiled losses", [f"{v:.6f}" for v in compiled])
+print("after compiled steps", optim_schedule.n_current_steps,
+      f"{trainer.optim.param_groups[0]['lr']:.6e}")
 print("compiled == eager:", all(abs(a - b) <= 1e-4 * max(1.0, abs(b)) for a, b in zip(compiled, eager)),
       all(torch.allclose(model.state_dict()[k], after[k], rtol=1e-4, atol=1e-5) for k in after))
 

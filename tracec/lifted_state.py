@@ -1,0 +1,484 @@
+"""Python numbers a compiled function advances at every call, carried by the
+compiled code instead of refused (``tracec.sym_scalar`` says how they are
+traced).
+
+A traced call that changed int or float values it can see (BERT's
+``ScheduledOptim.n_current_steps += 1``, YOLOv5's ``ModelEMA.updates``, a
+``global step``) would retrace at every call.  ``scalar_changes`` finds
+those values in the guard's snapshots taken before and after the call; the
+retrace then *lifts* them (``Lifted``): it reads them as ``SymScalar``
+inputs, and what the call stored from them (the counter's new value, a
+learning rate in an optimizer's ``param_groups``) becomes a write-back that
+each compiled call recomputes from that call's numbers.
+
+Invariants:
+  * a lifted trace's guard (``LiftedGuard``) holds while each lifted
+    location holds a number of the type it held when traced and every
+    decision the trace took on them (comparisons, ``bool()``) comes out the
+    same; the snapshot guard ignores the lifted locations' values
+    (``coarsen``);
+  * ``LiftedGuard.refresh`` (before the compiled code runs) is idempotent:
+    it reads the lifted numbers and sets the holder tensors the trace reads;
+    ``commit`` (after it ran) writes the new values back, once per call;
+  * a trace whose lifted numbers were made plain numbers (``float(n)``, an
+    f-string, an index) is refused (``Lifted.refusal``): compiled calls
+    would repeat that call's number.
+"""
+from __future__ import annotations
+
+import functools
+import sys
+
+import numpy as np
+
+from tracec.nn.modules.module import Module
+from tracec.optim.optimizer import Optimizer
+from tracec.sym_scalar import ACTIVE, Lifting, SymScalar, patched_math
+from tracec.tensor import Tensor
+
+__all__ = ["scalar_changes", "Lifted", "LiftedGuard", "coarsen", "Location"]
+
+
+
+def _is_num(v) -> bool:
+    """A Python or NumPy real number (not a bool)."""
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+
+
+class Location:
+    """Where a Python value lives: ``kind`` "attr" (an object's
+    ``__dict__``), "item" (a dict or list) or "cell" (a closure cell)."""
+
+    __slots__ = ("kind", "container", "key", "label")
+
+    def __init__(self, kind, container, key, label):
+        self.kind, self.container, self.key, self.label = kind, container, key, label
+
+    def get(self):
+        if self.kind == "attr":
+            return self.container.__dict__[self.key]
+        if self.kind == "cell":
+            return self.container.cell_contents
+        if self.kind == "titem":        # an element of a tuple in a dict (betas)
+            k, i = self.key
+            return self.container[k][i]
+        return self.container[self.key]
+
+    def set(self, v) -> None:
+        if self.kind == "attr":
+            self.container.__dict__[self.key] = v
+        elif self.kind == "cell":
+            self.container.cell_contents = v
+        elif self.kind == "titem":
+            k, i = self.key
+            t = self.container[k]
+            self.container[k] = t[:i] + (v,) + t[i + 1:]
+        else:
+            self.container[self.key] = v
+
+    def same(self, other) -> bool:
+        return (self.kind == other.kind and self.container is other.container
+                and self.key == other.key)
+
+
+def _is_number_leaf(v) -> bool:
+    return (type(v) is tuple and len(v) == 2 and type(v[0]) is type
+            and issubclass(v[0], (int, float, np.integer, np.floating))
+            and not issubclass(v[0], (bool, np.bool_)))
+
+
+def _diff(a, b, path, out) -> bool:
+    """Append to ``out`` the paths where snapshots ``a`` and ``b`` differ
+    by a number only; False if they differ otherwise."""
+    if a == b:
+        return True
+    if _is_number_leaf(a) and _is_number_leaf(b):
+        out.append(path)
+        return True
+    if type(a) is not tuple or type(b) is not tuple or len(a) != len(b) or not a:
+        return False
+    if a[0] == "P" and len(a) == 3 and a[1] == b[1]:
+        items_a, items_b = a[2], b[2]
+        if [k for k, _ in items_a] != [k for k, _ in items_b]:
+            return False
+        return all(_diff(va, vb, path + (("attr", k),), out)
+                   for (k, va), (_, vb) in zip(items_a, items_b))
+    if a[0] is dict and b[0] is dict:
+        keys = [k for k, _ in a[1]]
+        if keys != [k for k, _ in b[1]] or any(type(k) is tuple for k in keys):
+            return False
+        return all(_diff(va, vb, path + (("item", k),), out)
+                   for (k, va), (_, vb) in zip(a[1], b[1]))
+    if a[0] is list and b[0] is list and len(a[1]) == len(b[1]):
+        return all(_diff(va, vb, path + (("item", j),), out)
+                   for j, (va, vb) in enumerate(zip(a[1], b[1])))
+    return False
+
+
+def _root_location(label, getter):
+    """The Location of a root that is itself a number (a global, a
+    closure variable), or None."""
+    if isinstance(getter, functools.partial) and getattr(getter.func, "__self__", None) \
+            is not None and isinstance(getter.func.__self__, dict):
+        name = getter.args[0]
+        return Location("item", getter.func.__self__, name, name)
+    defaults = getattr(getter, "__defaults__", None)
+    if defaults and type(defaults[0]).__name__ == "cell":
+        return Location("cell", defaults[0], None, label.split("'")[1] if "'" in label
+                        else label)
+    return None
+
+
+def _root_name(label: str) -> str:
+    return label.split("'")[1] if "'" in label else label
+
+
+def resolve(env, path):
+    """The live ``Location`` a snapshot path names, or None."""
+    label, getter = env.roots[path[0]]
+    steps = path[1:]
+    if not steps:
+        return _root_location(label, getter)
+    obj = getter()
+    name = _root_name(label)
+    for kind, key in steps[:-1]:
+        try:
+            obj = obj.__dict__[key] if kind == "attr" else obj[key]
+        except (KeyError, IndexError, TypeError, AttributeError):
+            return None
+        name += f".{key}" if kind == "attr" else f"[{key!r}]"
+    kind, key = steps[-1]
+    name += f".{key}" if kind == "attr" else f"[{key!r}]"
+    if kind == "attr" and not hasattr(obj, "__dict__"):
+        return None
+    return Location(kind, obj, key, name)
+
+
+def scalar_changes(env, before, after):
+    """``[(path, Location)]`` of the numbers the call changed, where
+    numbers are all it changed; else None."""
+    out: list = []
+    for i, (a, b) in enumerate(zip(before, after)):
+        if not _diff(a, b, (i,), out):
+            return None
+    locs = []
+    for p in out:
+        loc = resolve(env, p)
+        if loc is None or not _is_num(loc.get()):
+            return None
+        locs.append((p, loc))
+    return locs or None
+
+
+def _optimizers(x, depth, out, seen) -> None:
+    """``out``: the optimizers reachable from ``x`` (a scheduler's
+    ``optimizer``, one in a global or an object's attribute)."""
+    if depth <= 0 or id(x) in seen or isinstance(x, (Tensor, str, bytes, int, float, type)):
+        return
+    seen.add(id(x))
+    if isinstance(x, Optimizer):
+        out.append(x)
+        return
+    if isinstance(x, dict):
+        vals = list(x.values())
+    elif isinstance(x, (list, tuple)):
+        vals = list(x)
+    elif isinstance(x, Module):
+        return
+    else:
+        d = getattr(x, "__dict__", None)
+        if type(d) is not dict or callable(x):
+            return
+        vals = list(d.values())
+    if len(vals) > 256:
+        return
+    for v in vals:
+        _optimizers(v, depth - 1, out, seen)
+
+
+def optimizer_numbers(roots) -> list:
+    """``[(Location, value)]``: the hyperparameters (numbers and tuples of
+    numbers) of every optimizer reachable from ``roots``.  The guard's
+    snapshot leaves optimizers to their own guard, which does not compare
+    a learning rate (compiled calls refresh it): a call that changes one
+    (``scheduler.step()`` inside the step) is found by comparing these."""
+    opts: list = []
+    seen: set = set()
+    for r in roots:
+        _optimizers(r, 4, opts, seen)
+    out = []
+    for o in opts:
+        label = type(o).__name__.lower()
+        for gi, g in enumerate(o.param_groups):
+            for k, v in g.items():
+                where = f"{label}.param_groups[{gi}][{k!r}]"
+                if k == "params":
+                    continue
+                if _is_num(v):
+                    out.append((Location("item", g, k, where), v))
+                elif type(v) is tuple and all(_is_num(e) for e in v):
+                    out += [(Location("titem", g, (k, i), f"{where}[{i}]"), e)
+                            for i, e in enumerate(v)]
+    return out
+
+
+def optimizer_changes(before, lifted=None) -> tuple:
+    """``(description, locations)`` of the hyperparameters ``before``
+    (``optimizer_numbers``) lists that the call changed: ``locations``
+    None when one of them is not a number now or then (a ``betas``
+    tuple); ``(None, [])`` when none changed."""
+    changed, locs = None, []
+    done = [] if lifted is None else lifted.locations + [w for w, _ in lifted.writes]
+    for loc, v in before:
+        if any(loc.same(x) for x in done):
+            continue
+        now = loc.get()
+        if now == v and type(now) is type(v):
+            continue
+        if changed is None:
+            changed = f"{loc.label} changed ({v!r} -> {now!r})"
+        if _is_num(v) and _is_num(now) and locs is not None:
+            locs.append((None, loc))
+        else:
+            locs = None
+    return changed, locs
+
+
+class _Any:
+    """Stands for a lifted number in a guard snapshot: equal to any number's
+    snapshot entry."""
+
+    def __eq__(self, other):
+        return other is self or _is_number_leaf(other)
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __hash__ = object.__hash__
+
+    def __repr__(self):
+        return "<lifted number>"
+
+
+ANY = _Any()
+
+
+def coarsen(snapshot: tuple, paths) -> tuple:
+    """``snapshot`` with the entries at ``paths`` replaced by ``ANY``."""
+    for p in paths:
+        snapshot = _replace(snapshot, p, 0)
+    return snapshot
+
+
+def _replace(node, path, depth):
+    if depth == len(path):
+        return ANY
+    if depth == 0:
+        i = path[0]
+        return node[:i] + (_replace(node[i], path, 1),) + node[i + 1:]
+    kind, key = path[depth]
+    if type(node) is not tuple:
+        return node
+    if node[0] == "P":
+        items = tuple((k, _replace(v, path, depth + 1) if k == key else v) for k, v in node[2])
+        return (node[0], node[1], items)
+    if node[0] is dict:
+        return (dict, tuple((k, _replace(v, path, depth + 1) if k == key else v)
+                            for k, v in node[1]))
+    if node[0] is list:
+        return (list, tuple(_replace(v, path, depth + 1) if j == key else v
+                            for j, v in enumerate(node[1])))
+    return node
+
+
+def _walk(x, depth, budget, out, seen) -> None:
+    """``out``: Locations holding a SymScalar, reachable from ``x``."""
+    if depth <= 0 or budget[0] <= 0 or id(x) in seen:
+        return
+    seen.add(id(x))
+    budget[0] -= 1
+    if isinstance(x, Tensor):
+        return
+    if isinstance(x, dict):
+        items = list(x.items())
+        kind, cont = "item", x
+    elif isinstance(x, list):
+        items = list(enumerate(x))
+        kind, cont = "item", x
+    elif isinstance(x, Optimizer):
+        _walk(x.param_groups, depth, budget, out, seen)
+        d = getattr(x, "__dict__", None)
+        items = [] if d is None else [(k, v) for k, v in d.items() if k != "state"]
+        kind, cont = "attr", x
+    elif isinstance(x, Module) or (hasattr(x, "__dict__") and not isinstance(x, type)
+                                   and not callable(x)):
+        d = getattr(x, "__dict__", None)
+        if type(d) is not dict:
+            return
+        items = [(k, v) for k, v in d.items()
+                 if not (isinstance(x, Module) and k in ("_parameters", "_buffers"))]
+        kind, cont = "attr", x
+    else:
+        return
+    for k, v in items:
+        if type(v) is SymScalar:
+            out.append(Location(kind, cont, k, str(k)))
+        elif type(v) is tuple and kind == "item" and isinstance(cont, dict):
+            out += [Location("titem", cont, (k, i), f"{k}[{i}]")
+                    for i, e in enumerate(v) if type(e) is SymScalar]
+        elif not isinstance(v, (str, bytes, int, float, Tensor)):
+            _walk(v, depth - 1, budget, out, seen)
+
+
+class Lifted:
+    """Lifting for one traced call: ``install`` before it, ``finish``
+    after (see the module docstring)."""
+
+    def __init__(self, locations, where):
+        self.locations = [loc for _, loc in locations]
+        self.paths = [p for p, _ in locations if p is not None]
+        self.lifting = Lifting([loc.label for loc in self.locations], where)
+        self.types: tuple = ()
+        self.writes: list = []
+        self.refusal: str | None = None
+        self._math = patched_math()
+
+    def install(self) -> None:
+        vals = [loc.get() for loc in self.locations]
+        self.types = _kinds(vals)
+        for i, (loc, v) in enumerate(zip(self.locations, vals)):
+            loc.set(self.lifting.input(i, v))
+        ACTIVE[0] = self.lifting
+        self._math.__enter__()
+
+    def finish(self, roots, result, label: str) -> None:
+        """After the call (also after one that raised): every SymScalar it
+        left where the tracer looks becomes its number and a write-back."""
+        self._math.__exit__(None, None, None)
+        ACTIVE[0] = None
+        found: list = []
+        seen: set = set()
+        budget = [4096]
+        for loc in self.locations:
+            v = loc.get()
+            if type(v) is SymScalar:
+                found.append(loc)
+            else:
+                self.writes.append((loc, lambda vals, c=v: c))
+        v = None
+        for obj in roots:
+            _walk(obj, 5, budget, found, seen)
+        roots.clear()      # (references the leak check below would count)
+        obj = None
+        done = []
+        for loc in found:
+            if any(loc.same(d) for d in done):
+                continue
+            v = loc.get()
+            if type(v) is not SymScalar:
+                continue
+            done.append(loc)
+            self.writes.append((loc, v.fn))
+            loc.set(v.value)
+        v = None           # (a reference the leak check below would count)
+        lift = self.lifting
+        if _has_sym(result):
+            self.refusal = (f"{label} returns a Python number computed from "
+                            f"{', '.join(lift.labels)}, which it changes at every call; "
+                            "compiled calls would return this call's number. Return a tensor")
+        elif lift.concrete:
+            text, why, where = lift.concrete[0]
+            at = f" at {where[0]}:{where[1]}" if where else ""
+            self.refusal = (f"{label} changes {', '.join(lift.labels)} at every call and uses "
+                            f"{text} as a plain number ({why}){at}; compiled calls would repeat "
+                            "this call's number. Keep that use outside the compiled function, "
+                            "or pass the number as a tensor")
+        else:
+            for s in lift.made:
+                # Held elsewhere than ``made`` and this loop: stored where the
+                # write-backs above do not reach.
+                if sys.getrefcount(s) > 3:
+                    self.refusal = (f"{label} stores a Python number computed from "
+                                    f"{', '.join(lift.labels)} (which it changes at every "
+                                    "call) where compiled calls cannot update it")
+                    break
+        lift.made.clear()
+
+    def guard(self) -> "LiftedGuard":
+        g = LiftedGuard(self.locations, self.types,
+                        [(fn, d, where) for fn, d, where in self.lifting.guards],
+                        self.lifting.holders, self.writes)
+        return g
+
+
+def _kinds(vals) -> tuple:
+    """int, float or the type itself, per value: what a lifted trace's
+    guard requires of its numbers (a learning rate that was a Python float
+    and is now a NumPy float64 computes the same)."""
+    return tuple(int if isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                 else float if isinstance(v, (float, np.floating)) else type(v)
+                 for v in vals)
+
+
+def _has_sym(x, depth=4) -> bool:
+    if type(x) is SymScalar:
+        return True
+    if depth and isinstance(x, (tuple, list)):
+        return any(_has_sym(v, depth - 1) for v in x)
+    if depth and isinstance(x, dict):
+        return any(_has_sym(v, depth - 1) for v in x.values())
+    return False
+
+
+class LiftedGuard:
+    """The guard, refresh and commit of a lifted trace (module docstring)."""
+
+    def __init__(self, locations, types, decisions, holders, writes):
+        self.locations, self.types = locations, types
+        self.decisions, self.holders, self.writes = decisions, holders, writes
+        self._vals = None
+
+    def _read(self):
+        return [loc.get() for loc in self.locations]
+
+    def __call__(self):
+        try:
+            vals = self._read()
+        except (KeyError, IndexError, AttributeError, ValueError):
+            return ("missing",)
+        types = _kinds(vals)
+        if types != self.types:
+            return ("types", types)
+        out = []
+        for fn, _, _ in self.decisions:
+            try:
+                out.append(fn(vals))
+            except (ArithmeticError, ValueError, TypeError):
+                out.append(None)
+        return (types, tuple(out))
+
+    def value(self) -> tuple:
+        """What ``__call__`` returned while tracing."""
+        return (self.types, tuple(d for _, d, _ in self.decisions))
+
+    def describe_change(self, old, now) -> str:
+        names = ", ".join(loc.label for loc in self.locations)
+        if now[0] in ("missing", "types"):
+            return f"the lifted Python numbers {names} are gone or no longer numbers"
+        for (fn, d, where), new in zip(self.decisions, now[1]):
+            if new != d:
+                at = f" at {where[0]}:{where[1]}" if where else ""
+                return f"a decision on {names}{at} came out {new} (traced: {d})"
+        return f"the lifted Python numbers {names} changed"
+
+    def refresh(self) -> None:
+        vals = self._vals = self._read()
+        for h, fn in self.holders:
+            h._data[()] = fn(vals)
+
+    def commit(self) -> None:
+        vals = self._vals if self._vals is not None else self._read()
+        self._vals = None
+        new = [(loc, fn(vals)) for loc, fn in self.writes]
+        for loc, v in new:
+            loc.set(v)
