@@ -33,7 +33,7 @@ import numpy as np
 
 from tracec.nn.modules.module import Module
 from tracec.optim.optimizer import Optimizer
-from tracec.sym_scalar import ACTIVE, Lifting, SymScalar, patched_math
+from tracec.sym_scalar import ACTIVE, LIFTED, Lifting, SymScalar, patched_math
 from tracec.tensor import Tensor
 
 __all__ = ["scalar_changes", "Lifted", "LiftedGuard", "coarsen", "Location"]
@@ -66,7 +66,12 @@ class Location:
 
     def set(self, v) -> None:
         if self.kind == "attr":
-            self.container.__dict__[self.key] = v
+            if isinstance(self.container, Module):
+                # through __setattr__: the mutation epoch advances, so other
+                # traces' guards on this module look again.
+                setattr(self.container, self.key, v)
+            else:
+                self.container.__dict__[self.key] = v
         elif self.kind == "cell":
             self.container.cell_contents = v
         elif self.kind == "titem":
@@ -103,6 +108,19 @@ def _diff(a, b, path, out) -> bool:
             return False
         return all(_diff(va, vb, path + (("attr", k),), out)
                    for (k, va), (_, vb) in zip(items_a, items_b))
+    if a[0] == "M" and len(a) == 3 and a[1] == b[1] and a[2][:2] == b[2][:2]:
+        # A module's own attributes (Module.mode_and_tensors): bare values.
+        attrs_a, attrs_b = a[2][2], b[2][2]
+        if [e[0] for e in attrs_a] != [e[0] for e in attrs_b]:
+            return False
+        for ea, eb in zip(attrs_a, attrs_b):
+            if ea == eb:
+                continue
+            if len(ea) == len(eb) == 2 and _is_num(ea[1]) and _is_num(eb[1]):
+                out.append(path + (("attr", ea[0]),))
+            else:
+                return False
+        return True
     if a[0] is dict and b[0] is dict:
         keys = [k for k, _ in a[1]]
         if keys != [k for k, _ in b[1]] or any(type(k) is tuple for k in keys):
@@ -244,23 +262,8 @@ def optimizer_changes(before, lifted=None) -> tuple:
     return changed, locs
 
 
-class _Any:
-    """Stands for a lifted number in a guard snapshot: equal to any number's
-    snapshot entry."""
-
-    def __eq__(self, other):
-        return other is self or _is_number_leaf(other)
-
-    def __ne__(self, other):
-        return not self.__eq__(other)
-
-    __hash__ = object.__hash__
-
-    def __repr__(self):
-        return "<lifted number>"
-
-
-ANY = _Any()
+#: Stands for a lifted number in a snapshot (equal to any number's entry).
+ANY = LIFTED
 
 
 def coarsen(snapshot: tuple, paths) -> tuple:
@@ -282,6 +285,10 @@ def _replace(node, path, depth):
     if node[0] == "P":
         items = tuple((k, _replace(v, path, depth + 1) if k == key else v) for k, v in node[2])
         return (node[0], node[1], items)
+    if node[0] == "M" and depth == len(path) - 1:
+        p, b, attrs = node[2]
+        return ("M", node[1], (p, b, [(e[0], ANY) if e[0] == key and len(e) == 2 else e
+                                      for e in attrs]))
     if node[0] is dict:
         return (dict, tuple((k, _replace(v, path, depth + 1) if k == key else v)
                             for k, v in node[1]))

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import operator
 
-__all__ = ["SymScalar", "Lifting", "ACTIVE", "concrete_operand", "patched_math"]
+__all__ = ["SymScalar", "Lifting", "ACTIVE", "LIFTED", "concrete_operand", "patched_math"]
 
 #: The lifting of the trace being recorded (at most one), or None.
 ACTIVE: list = [None]
@@ -194,6 +194,33 @@ class SymScalar:
         if name in SymScalar.__slots__ or name.startswith("__"):
             raise AttributeError(name)
         return getattr(self.lift.make_concrete(self, f".{name}"), name)
+
+
+class _Lifted:
+    """Stands for a lifted number in a guard's snapshot (a module's
+    attributes, the snapshot of what a function reads): equal to any
+    number, bare or as a snapshot's ``(type, value)`` entry; its
+    ``LiftedGuard`` checks the value."""
+
+    def __eq__(self, other):
+        if other is self:
+            return True
+        if type(other) is tuple and len(other) == 2 and type(other[0]) is type:
+            other = other[1]
+        return isinstance(other, (int, float, SymScalar)) and not isinstance(other, bool) \
+            or type(other).__module__ == "numpy" and hasattr(other, "dtype") and \
+            other.dtype.kind in "iuf" and getattr(other, "ndim", 1) == 0
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __hash__ = object.__hash__
+
+    def __repr__(self):
+        return "<lifted number>"
+
+
+LIFTED = _Lifted()
 
 
 def concrete_operand(x):

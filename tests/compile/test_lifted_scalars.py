@@ -341,3 +341,51 @@ def test_reduce_lr_on_plateau_inside_is_refused_not_wrong():
         return loss
     with pytest.raises(TraceError, match=r"test_lifted_scalars\.py:\d+: item\(\)"):
         step(tracec.ones(1, 2))
+
+
+class CountingNet(nn.Module):
+    """A module that counts its calls and scales by them (an annealed
+    temperature, a warm-up inside forward)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(2, 1)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.lin(x) * (1.0 / self.calls)
+
+
+@pytest.mark.parametrize("how", ["step", "model"])
+def test_module_attribute_counter(how):
+    """``self.calls += 1`` in a module's forward: in a compiled training
+    step, and under ``tracec.compile(model)`` with the backward outside."""
+    def run(compiled):
+        tracec.manual_seed(0)
+        m = CountingNet()
+        opt = tracec.optim.SGD(m.parameters(), lr=0.1)
+
+        def step(x):
+            opt.zero_grad()
+            loss = m(x).sum()
+            loss.backward()
+            opt.step()
+            return loss
+        if how == "step":
+            f = tracec.compile(step) if compiled else step
+            losses = [f(tracec.ones(1, 2)).item() for _ in range(6)]
+        else:
+            fm = tracec.compile(m) if compiled else m
+            losses = []
+            for _ in range(6):
+                opt.zero_grad()
+                loss = fm(tracec.ones(1, 2)).sum()
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+        return losses, m.calls, [p.tolist() for p in m.parameters()]
+    a, b = run(False), run(True)
+    np.testing.assert_allclose(b[0], a[0], rtol=1e-6)
+    assert b[1] == a[1] == 6 and type(b[1]) is int
+    np.testing.assert_allclose(np.array(b[2][0]), np.array(a[2][0]), rtol=1e-6)

@@ -25,6 +25,7 @@ from tracec.device import device as _device, to_device
 from tracec.nn.parameter import Buffer, Parameter
 from tracec.mutation import (EPOCH, WatchedOrderedDict, deep_immutable, epoch_covered,
                              frozen)
+from tracec.sym_scalar import LIFTED, SymScalar
 from tracec.tensor import RECORDERS, Tensor, _tell_recorders, note_guard
 from tracec.nn.modules.backward_hooks import has_backward_hooks, wrap_inputs, wrap_outputs
 
@@ -213,11 +214,14 @@ class Module:
         replayed = d.get("_tracec_replayed", ())
         # A tuple holding a list is compared by its contents now (the tuple
         # itself would compare equal to itself after the list changed).
+        # A SymScalar: a number a lifted trace reads (tracec.lifted_state),
+        # whose own guard checks it.
         attrs = [(k, ReplayedAttr(v is None, id(v))) if k in replayed else
+                 (k, LIFTED) if type(v) is SymScalar else
                  ((k, v) if type(v) is not tuple or deep_immutable(v) else (k, frozen(v)))
                  if type(v) in _PLAIN else (k, "id", id(v)) for k, v in d.items()
                  if k[0] != "_" and (type(v) in _PLAIN or isinstance(v, Tensor)
-                                     or type(v) in _FUNCTIONS)]
+                                     or type(v) in _FUNCTIONS or type(v) is SymScalar)]
         return (tuple(map(id, d["_parameters"].values())), tuple(map(id, d["_buffers"].values())),
                 attrs)
 
