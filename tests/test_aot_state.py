@@ -211,3 +211,19 @@ def test_files_get_the_modes_cc_gives_under_the_umask(built, tmp_path):
     subprocess.run(["sh", "-c", f"umask 027 && {CC} -shared -fPIC -o {tmp_path}/libt.so "
                     f"{tmp_path}/t.c"], check=True)
     assert stat.S_IMODE(os.stat(tmp_path / "libt.so").st_mode) == 0o750
+
+
+def test_a_scheduler_stepped_inside_the_step_is_refused(tmp_path):
+    """tracec.compile lifts the scheduler's numbers and writes them back in
+    Python (tracec.lifted_state); a C library cannot, so the build says
+    so instead of dropping the schedule."""
+    (tmp_path / "step.py").write_text(USER.replace(
+        "opt.step()", "opt.step()\n    sched.step()").replace(
+        "def train_step", "sched = tracec.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5)\n\n"
+        "def train_step"))
+    r = tracec_build(tmp_path / "step.py", "train_step", tmp_path / "libstep.so",
+                     "--arg", "x=f32[8,12]", "--arg", "y=i64[8]")
+    assert r.returncode != 0
+    assert "changes Python numbers at every call (sched.last_epoch" in r.stderr, r.stderr
+    assert "adam.param_groups[0]['lr']" in r.stderr
+    assert not (tmp_path / "libstep.so").exists()

@@ -88,6 +88,12 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
     if attrs:
         raise BuildError(f"{fn.__name__} sets the module attribute {attrs[0]} (a Python side "
                          "effect a C library cannot make): return the value instead")
+    if entry.trace.lifted:
+        names = ", ".join(loc.label for loc in entry.trace.lifted)
+        raise BuildError(f"{fn.__name__} changes Python numbers at every call ({names}: a "
+                         "scheduler or a step counter), a Python side effect a C library cannot "
+                         "make: step schedules outside the function (the library reads each "
+                         "learning rate as an argument the caller sets)")
     if dim_names and entry.trace.symbolic is not None:
         exe = _generic_for(cf, entry, target)
     elif target == "native":
