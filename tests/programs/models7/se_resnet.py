@@ -142,7 +142,7 @@ def numpy_init(model, seed):
 
 se = SELayer(8, reduction=4)
 numpy_init(se, 3)
-z = torch.from_numpy(np.random.default_rng(7).standard_normal((2, 8, 3, 3)).astype(np.float32) + 1.0)
+z = torch.from_numpy(np.random.default_rng(7).standard_normal((2, 8, 3, 3)).astype(np.float32) - 1.0)
 gate = se.fc(se.avg_pool(z).view(2, 8))
 print("gate", [f"{v:.5f}" for v in gate[0].tolist()], tuple(se(z).shape))
 
