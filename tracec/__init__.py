@@ -43,6 +43,11 @@ def numel(input) -> "builtins.int":
 def is_floating_point(input) -> "builtins.bool":
     return input.dtype.is_floating_point
 
+
+def _assert(condition, message):
+    """``torch._assert``: a scriptable ``assert condition, message``."""
+    assert condition, message
+
 from tracec import nn, optim  # noqa: E402,F401
 from tracec.serialization import load, save  # noqa: E402,F401
 from tracec import utils  # noqa: E402,F401

@@ -14,6 +14,8 @@ does.  Runs eagerly (``step`` branches on the inf check).
 """
 from __future__ import annotations
 
+import collections.abc
+import functools
 import sys
 import types
 import warnings
@@ -21,7 +23,7 @@ from collections import defaultdict
 from enum import Enum
 
 from tracec import creation
-from tracec.autocast_mode import autocast
+from tracec.autocast_mode import autocast, get_autocast_dtype, is_autocast_enabled
 from tracec import dtypes as dt
 from tracec import functions as F
 from tracec.cuda import is_available as _cuda_available
@@ -29,7 +31,7 @@ from tracec.graph import no_grad
 from tracec.methods_extra import isfinite
 from tracec.tensor import Tensor
 
-__all__ = ["GradScaler", "autocast"]
+__all__ = ["GradScaler", "autocast", "custom_bwd", "custom_fwd"]
 
 
 class OptState(Enum):
@@ -246,6 +248,67 @@ class GradScaler:
         self._init_growth_tracker = state_dict["_growth_tracker"]
         if self._growth_tracker is not None:
             self._growth_tracker.fill_(state_dict["_growth_tracker"])
+
+
+def _cast(value, device_type: str, dtype):
+    """``value`` with its floating tensors on ``device_type`` (float64 ones
+    excepted) cast to ``dtype``, through lists, tuples and mappings
+    (``torch.amp.autocast_mode._cast``)."""
+    if isinstance(value, Tensor):
+        eligible = (value.dtype.is_floating_point and value.device.type == device_type
+                    and value.dtype is not dt.float64)
+        return value.to(dtype) if eligible else value
+    if isinstance(value, (str, bytes)) or type(value).__module__ == "numpy":
+        return value
+    if isinstance(value, collections.abc.Mapping):
+        return {_cast(k, device_type, dtype): _cast(v, device_type, dtype)
+                for k, v in value.items()}
+    if isinstance(value, collections.abc.Iterable):
+        iterable = (_cast(v, device_type, dtype) for v in value)
+        return type(value)(iterable) if isinstance(value, (list, tuple)) else iterable
+    return value
+
+
+def custom_fwd(fwd=None, *, device_type: str, cast_inputs=None):
+    """``torch.amp.custom_fwd``: decorates a custom ``autograd.Function``'s
+    forward.  Inside an autocast region, with ``cast_inputs`` the forward
+    runs with autocast off on its inputs cast to ``cast_inputs``; without,
+    it runs under the region and records that it did (for custom_bwd)."""
+    if not isinstance(device_type, str):
+        raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+    if fwd is None:
+        return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
+
+    @functools.wraps(fwd)
+    def decorate_fwd(*args, **kwargs):
+        args[0]._dtype = get_autocast_dtype(device_type)
+        if cast_inputs is None:
+            args[0]._fwd_used_autocast = is_autocast_enabled(device_type)
+            return fwd(*args, **kwargs)
+        autocast_context = is_autocast_enabled(device_type)
+        args[0]._fwd_used_autocast = False
+        if autocast_context:
+            with autocast(device_type=device_type, enabled=False):
+                return fwd(*_cast(args, device_type, cast_inputs),
+                           **_cast(kwargs, device_type, cast_inputs))
+        return fwd(*args, **kwargs)
+    return decorate_fwd
+
+
+def custom_bwd(bwd=None, *, device_type: str):
+    """``torch.amp.custom_bwd``: the backward runs under the autocast state
+    its forward ran under."""
+    if not isinstance(device_type, str):
+        raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+    if bwd is None:
+        return functools.partial(custom_bwd, device_type=device_type)
+
+    @functools.wraps(bwd)
+    def decorate_bwd(*args, **kwargs):
+        with autocast(device_type=device_type, enabled=args[0]._fwd_used_autocast,
+                      dtype=args[0]._dtype):
+            return bwd(*args, **kwargs)
+    return decorate_bwd
 
 
 # ``torch.cuda.amp`` and ``torch.cpu.amp``: the older spellings, with the

@@ -62,14 +62,23 @@ class autocast:  # noqa: N801 - PyTorch's name
                                f"'{device_type}'")
 
     def __enter__(self):
+        # A disabled CPU region turns an enclosing one off until it exits
+        # (PyTorch's autocast(enabled=False) inside autocast): ACTIVE is
+        # emptied and given back on exit.
         self._pushed = self._enabled and self.device == "cpu"
+        self._saved = None
         if self._pushed:
             ACTIVE.append(self.fast_dtype)
+        elif self.device == "cpu" and ACTIVE:
+            self._saved = ACTIVE[:]
+            ACTIVE.clear()
         return self
 
     def __exit__(self, *exc):
         if self._pushed:
             ACTIVE.pop()
+        elif self._saved is not None:
+            ACTIVE[:] = self._saved
         return False
 
     def __call__(self, fn):

@@ -11,7 +11,11 @@ silently different result.
 """
 from __future__ import annotations
 
+import ast
+import inspect
+import textwrap
 import typing
+import warnings
 
 __all__ = ["Attribute", "Error", "Final", "Future", "ScriptFunction", "ScriptModule", "annotate",
            "enable_onednn_fusion", "export", "fork", "freeze", "ignore", "interface",
@@ -49,6 +53,35 @@ def _identity_decorator(fn=None, **kwargs):
 
 
 ignore = unused = export = interface = script_if_tracing = script_method = _identity_decorator
+
+
+def _check_overload_body(func):
+    """TorchScript's check on an overload declaration: its body is ``pass``
+    or ``...`` (the implementation is the undecorated definition after it)."""
+    try:
+        source = textwrap.dedent(inspect.getsource(func))
+    except (OSError, TypeError):
+        warnings.warn(f"Unable to retrieve source for @torch.jit._overload function: {func}.",
+                      stacklevel=3)
+        return
+    body = ast.parse(source).body[0].body
+    ok = len(body) == 1 and (isinstance(body[0], ast.Pass) or (
+        isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+        and body[0].value.value is Ellipsis))
+    if not ok:
+        raise RuntimeError(
+            "Only `pass` statement or `...` can be the body of overload declaration:\n"
+            + "\n".join(source.split("\n")[:3]) + " <- Expecting `pass` or `...` here!\n")
+
+
+def _overload(func):
+    """An overload declaration (``@torch.jit._overload``) for TorchScript: checked
+    and returned; Python calls the implementation defined after it."""
+    _check_overload_body(func)
+    return func
+
+
+_overload_method = _overload
 
 
 def is_scripting() -> bool:

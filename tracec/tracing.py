@@ -551,8 +551,10 @@ class Recording:
                 stack.extend(reversed([e for e in n.edges if e is not None]))
                 continue
             if isinstance(n, graph.FunctionNode):
-                if custom is None or n.fn_cls.__module__.split(".")[0] == "tracec":
-                    # (tracec's own eager-only Functions compute in NumPy)
+                if custom is None or (n.fn_cls.__module__.split(".")[0] == "tracec"
+                                      and not getattr(n.fn_cls, "recordable", False)):
+                    # (tracec's own eager-only Functions compute in NumPy;
+                    # ``recordable`` ones are tracec ops, like a user's)
                     raise TraceError(f"{format_location(loc)}: a custom autograd.Function "
                                      f"({n.fn_cls.__name__}) inside a compiled backward is "
                                      "not supported yet")

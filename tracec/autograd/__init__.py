@@ -293,12 +293,16 @@ class Function:
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         separate = cls.setup_context is not Function.setup_context
+        # The inputs' edges as they are before the forward runs (as PyTorch
+        # collects them): a forward that shifts its input in place
+        # (tabnet's sparsemax: ``input -= max_val``) must not change where
+        # the gradient flows.
+        nexts = tuple(graph.edge_of(a) if isinstance(a, Tensor) else None for a in args)
         with graph.no_grad():
             out = cls.forward(*args, **kwargs) if separate else cls.forward(ctx, *args, **kwargs)
         if separate:
             cls.setup_context(ctx, args, out)
         if graph.is_grad_enabled() and any(ctx.needs_input_grad):
-            nexts = tuple(graph.edge_of(a) if isinstance(a, Tensor) else None for a in args)
             node = graph.function_node_type(cls)(cls, ctx, nexts, len(args))
             outs = out if isinstance(out, tuple) else (out,)
             non_diff = {id(t) for t in getattr(ctx, "_non_diff", ())}

@@ -20,6 +20,7 @@ from tracec import shape_ops as S
 from tracec.tensor import Tensor, apply_direct, eager_direct
 
 _ADD = ops.elementwise.add_p
+_HALF = (dt.bfloat16, dt.float16)
 
 
 def _tensor(x, name: str) -> Tensor:
@@ -35,6 +36,18 @@ def linear(input, weight, bias=None):
     _tensor(input, "linear")
     if autocast_mode.ACTIVE:
         input, weight, bias = autocast_mode.lower_precision(input, weight, bias)
+    if (bias is not None and isinstance(bias, Tensor) and input.dtype in _HALF
+            and weight.dtype is input.dtype and bias.dtype is input.dtype):
+        # PyTorch's half-precision addmm accumulates the product and the bias
+        # in float32 and rounds once; rounding the product, then the sum,
+        # can land one ulp away.
+        with autocast_mode.autocast("cpu", enabled=False):
+            y = TF.matmul(ops.cast(input, dt.float32),
+                          ops.cast(S.t(weight) if weight.ndim == 2 else weight, dt.float32))
+            out = ops.cast(TF.add(y, ops.cast(bias, dt.float32)), input.dtype)
+        if out._node is not None and input.ndim >= 2:
+            out._node._name = "AddmmBackward0" if input.ndim == 2 else "ViewBackward0"
+        return out
     y = TF.matmul(input, S.t(weight) if weight.ndim == 2 else weight)
     if bias is not None:
         if (isinstance(bias, Tensor) and bias.dtype is y.dtype and bias.ndim <= y.ndim

@@ -135,6 +135,14 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, nsp, name):
             and (bias is None or eager_direct(bias))):
         y = _ConvEager.apply(x, weight, bias, (stride, low, high, dilation, groups, out))
         return _unbatch(y, unbatched)
+    if bias is not None and x.dtype in (dt.bfloat16, dt.float16):
+        # PyTorch's half-precision convolution adds the bias to the float32
+        # accumulator and rounds once (rounding the product, then the sum,
+        # lands one ulp away)
+        f32 = dt.float32
+        y = _conv_prims(ops.cast(x, f32), ops.cast(weight, f32), ops.cast(bias, f32), stride,
+                        low, high, dilation, groups, out)
+        return _unbatch(ops.cast(y, x.dtype), unbatched)
     return _unbatch(_conv_prims(x, weight, bias, stride, low, high, dilation, groups, out),
                     unbatched)
 

@@ -3,12 +3,24 @@
 PyTorch's ``checkpoint(fn, *args)`` frees ``fn``'s activations after the
 forward and recomputes them in backward: a memory saving with the same
 values and gradients.  tracec runs ``fn`` normally and keeps them (the
-same numbers; only the memory saving is absent).  The arguments PyTorch
-checks are checked the same way.
+same numbers; only the memory saving is absent).  What the recomputation
+does besides computing -- a BatchNorm's running statistics updated, and
+``num_batches_tracked`` counted, a second time -- is done as PyTorch does
+it: when backward reaches the checkpointed outputs, ``fn`` runs again (with
+gradient recording off, the RNG state of the forward restored and the
+caller's restored afterwards) for its side effects.  With
+``use_reentrant=True`` and no input requiring grad, ``fn`` runs without
+gradient recording, as PyTorch's reentrant variant does (its parameters get
+no gradients).  The arguments PyTorch checks are checked the same way.
 """
 from __future__ import annotations
 
 import warnings
+
+from tracec import graph
+from tracec.autograd import Function
+from tracec.creation import get_rng_state, set_rng_state
+from tracec.tensor import Tensor
 
 __all__ = ["checkpoint", "checkpoint_sequential"]
 
@@ -26,7 +38,57 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism
         use_reentrant = True
     if use_reentrant and kwargs:
         raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
-    return function(*args, **kwargs)
+    if not graph.is_grad_enabled():
+        return function(*args, **kwargs)
+    if use_reentrant and not any(isinstance(a, Tensor) and a.requires_grad for a in args):
+        warnings.warn("None of the inputs have requires_grad=True. Gradients will be None",
+                      stacklevel=2)
+        with graph.no_grad():
+            return function(*args, **kwargs)
+    rng = get_rng_state() if preserve_rng_state else None
+    out = function(*args, **kwargs)
+    single = isinstance(out, Tensor)
+    outs = (out,) if single else tuple(out) if isinstance(out, (tuple, list)) else None
+    if outs is None:
+        return out
+    tracked = [i for i, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
+    if not tracked:
+        return out
+    detached = tuple(a.detach() if isinstance(a, Tensor) else a for a in args)
+    replayed = _Recompute.apply(function, detached, kwargs, rng, *[outs[i] for i in tracked])
+    replayed = replayed if isinstance(replayed, tuple) else (replayed,)
+    res = list(outs)
+    for i, r in zip(tracked, replayed):
+        res[i] = r
+    return res[0] if single else type(out)(res) if isinstance(out, list) else tuple(res)
+
+
+class _Recompute(Function):
+    """The checkpointed outputs, passed through; its backward runs the
+    function again for its side effects, where PyTorch's recomputation runs
+    it, and passes the gradients on unchanged.  Its backward is tracec ops,
+    so a compiled backward records it as it records a user's Function."""
+
+    recordable = True
+
+    @staticmethod
+    def forward(ctx, function, args, kwargs, rng, *outs):
+        ctx.replay = (function, args, kwargs, rng)
+        return tuple(o.view_as(o) for o in outs) if len(outs) > 1 else outs[0].view_as(outs[0])
+
+    @staticmethod
+    def backward(ctx, *grads):
+        function, args, kwargs, rng = ctx.replay
+        saved = get_rng_state() if rng is not None else None
+        try:
+            if rng is not None:
+                set_rng_state(rng)
+            with graph.no_grad():
+                function(*args, **kwargs)
+        finally:
+            if saved is not None:
+                set_rng_state(saved)
+        return (None, None, None, None) + grads
 
 
 def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs):
