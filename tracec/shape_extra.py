@@ -18,11 +18,12 @@ import warnings
 import numpy as np
 
 from tracec import dtypes as dt
-from tracec import ops
+from tracec import graph, ops
 from tracec.functions import _named, promote
 from tracec.ops.core import normalize_axis
 from tracec.shape_ops import swapaxes as _swapaxes
 from tracec.rearrange import flip, narrow, repeat
+from tracec.tensor import RECORDERS
 from tracec.shape_ops import (_one_keyword, _shape_arg, cat, expand, reshape, split, stack,
                               transpose, unsqueeze)
 from tracec.tensor import Size, Tensor
@@ -274,8 +275,9 @@ def rot90(input, k=1, dims=(0, 1)):
 
 def unfold(self, dimension, size, step):
     """``Tensor.unfold``: windows of ``size`` every ``step`` along
-    ``dimension``, as a new last dimension (a copy made by one ``take``;
-    PyTorch's is a view)."""
+    ``dimension``, as a new last dimension: eagerly without grad a view (as
+    PyTorch's), else a copy made by one ``take`` (a differentiable or traced
+    view of overlapping windows is not modelled: writes to it stay in it)."""
     d = normalize_axis(dimension, self.ndim) if self.ndim else 0
     n = self.shape[d] if self.ndim else 1
     if size > n:
@@ -287,6 +289,18 @@ def unfold(self, dimension, size, step):
         raise RuntimeError(f"size is {size} but must be >= 0")
     x = reshape(self, 1) if self.ndim == 0 else self
     windows = (n - size) // step + 1
+    if not RECORDERS and not (graph.is_grad_enabled() and self.requires_grad) and \
+            type(self._data) is np.ndarray:
+        # Eager and with no gradient: a view sharing memory and version
+        # counter, as PyTorch's (writes through it reach ``self``).
+        from tracec.strided_views import _alias
+        a = x._data
+        shape = a.shape[:d] + (windows,) + a.shape[d + 1:] + (size,)
+        strides = a.strides[:d] + (a.strides[d] * step,) + a.strides[d + 1:] + (a.strides[d],)
+        arr = np.lib.stride_tricks.as_strided(a, shape=shape, strides=strides)
+        if self.ndim == 0:
+            arr = arr.reshape(size)
+        return _alias(self._base if self._base is not None else self, arr, self.dtype)
     idx = ops.add(ops.mul(ops.iota((windows, size), dt.int64, 0, like=x), step),
                   ops.iota((windows, size), dt.int64, 1, like=x))
     y = ops.take(x, idx, d)  # [..., windows, size, ...]
