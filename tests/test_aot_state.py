@@ -227,3 +227,15 @@ def test_a_scheduler_stepped_inside_the_step_is_refused(tmp_path):
     assert "changes Python numbers at every call (sched.last_epoch" in r.stderr, r.stderr
     assert "adam.param_groups[0]['lr']" in r.stderr
     assert not (tmp_path / "libstep.so").exists()
+
+
+def test_a_decision_on_tensor_data_is_refused(tmp_path):
+    """tracec.compile speculates on it (and runs a mispredicted call
+    eagerly); a C library cannot, so the build names the line."""
+    (tmp_path / "step.py").write_text(USER.replace(
+        "    opt.step()\n", "    if bool(tracec.isfinite(loss)):\n        opt.step()\n"))
+    r = tracec_build(tmp_path / "step.py", "train_step", tmp_path / "libstep.so",
+                     "--arg", "x=f32[8,12]", "--arg", "y=i64[8]")
+    assert r.returncode != 0
+    assert "decides in Python on tensor data (bool() at" in r.stderr and "step.py:" in r.stderr
+    assert not (tmp_path / "libstep.so").exists()

@@ -19,7 +19,7 @@ USER = textwrap.dedent("""
         return loss
 
     def bad(x):
-        if x.sum() > 0:
+        if x.sum().item() > 0:
             return x
         return -x
 """)
@@ -46,7 +46,7 @@ def test_dump_prints_the_stage_with_user_locations(user_file):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["dump", "{f}:bad", "--arg", "x=f32[3]"], "model.py:14: bool()"),
+    (["dump", "{f}:bad", "--arg", "x=f32[3]"], "model.py:14: item()"),
     (["dump", "/nonexistent/x.py:step"], "no such file"),
     (["dump", "{f}:nope", "--arg", "x=f32[3]"], "has no function 'nope'"),
     (["dump", "{f}:step", "--arg", "x=f32[8,"], "malformed --arg"),
@@ -54,7 +54,7 @@ def test_dump_prints_the_stage_with_user_locations(user_file):
     (["dump", "{f}:step", "--arg", "x=f32[8,4]"], "missing --arg y"),
     (["dump", "{f}:step", "--arg", "x=f32[8,4]", "--arg", "y=f32[9,3]"], "Error:"),
     (["build", "/nonexistent/x.py:step", "-o", "/tmp/never/libx.so"], "no such file"),
-    (["build", "{f}:bad", "--arg", "x=f32[3]", "-o", "/tmp/never/libx.so"], "bool()"),
+    (["build", "{f}:bad", "--arg", "x=f32[3]", "-o", "/tmp/never/libx.so"], "item()"),
 ])
 def test_bad_input_is_one_line_and_nonzero(user_file, args, needle):
     r = tracec_cli(*[a.format(f=user_file) for a in args])

@@ -37,11 +37,10 @@ PROGS = ROOT / "tests" / "programs" / "models3"
 
 CASES = ["mamba_minimal.py", "gat.py", "tcn.py", "convnext.py", "mlp_mixer.py", "beta_vae.py",
          "neural_ode.py", "swin.py", "glow.py", "capsnet.py", "pixelcnn.py", "simclr.py"]
-# Programs whose compiled step branches on the values of its arguments (the
-# ODE solver's checks of the time grid and its interpolation onto the output
-# times): tracec.compile runs them eagerly and says so (torch.compile would
-# break the graph there).  Every other program's compiled step must compile.
-EAGER_FALLBACK = {"neural_ode.py"}
+# Programs whose compiled step tracec.compile runs eagerly: none.  The ODE
+# solver's checks of the time grid branch on argument values (bool() of a
+# tensor): speculated decisions, so its step compiles too.
+EAGER_FALLBACK: set = set()
 
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})

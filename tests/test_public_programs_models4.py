@@ -46,12 +46,10 @@ PROGS = ROOT / "tests" / "programs" / "models4"
 
 CASES = ["pointnet.py", "efficient_kan.py", "efficientnet.py", "mobilenet_v2.py",
          "pytorch_cifar.py", "yolov1.py", "nerf.py"]
-# Programs with a compiled step tracec.compile runs eagerly, and says so:
-# NeRF's render_rays tests its outputs for NaN in
-# Python (`if (torch.isnan(x).any() or ...) and DEBUG`), a data-dependent
-# branch (torch.compile breaks the graph there).  Every other program's
-# compiled steps must compile.
-EAGER_FALLBACK = {"nerf.py"}
+# Programs with a compiled step tracec.compile runs eagerly: none.  NeRF's
+# render_rays tests its outputs for NaN in Python (`if (torch.isnan(x).any()
+# or ...) and DEBUG`): a speculated decision, so its step compiles too.
+EAGER_FALLBACK: set = set()
 
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})

@@ -8,7 +8,9 @@ PyTorch does) and records whether any gradient is inf/NaN; ``step`` skips
 ``optimizer.step()`` when one was; ``update`` backs the scale off after a
 skipped step and grows it after ``growth_interval`` clean ones.  A scaler
 for ``"cuda"`` when no GPU is usable warns and disables itself, as PyTorch's
-does.  Runs eagerly (``step`` branches on the inf check).
+does.  Inside ``tracec.compile`` the inf check and the scale update are
+tensor ops, and ``step``'s branch on the check is a speculated decision
+(a call that finds an inf runs eagerly).
 
 ``autocast`` is ``tracec/autocast_mode.py``'s (CPU bfloat16/float16).
 """
@@ -112,8 +114,10 @@ class GradScaler:
                     if not allow_fp16 and param.grad.dtype == dt.float16:
                         raise ValueError("Attempting to unscale FP16 gradients.")
                     g = param.grad
-                    if not bool(isfinite(g).all()):
-                        found_inf.fill_(1.0)
+                    # In tensor ops (no Python branch): a compiled step
+                    # records it (torch._amp_foreach_non_finite_check_and_unscale_).
+                    bad = F.logical_not(isfinite(g).all()).to(dt.float32)
+                    found_inf.copy_(F.maximum(found_inf, bad))
                     g.mul_(inv_scale.to(g.dtype))
         return {str(self._scale.device): found_inf}
 
@@ -147,7 +151,10 @@ class GradScaler:
         if optimizer_state["stage"] is OptState.READY:
             self.unscale_(optimizer)
         retval = None
-        if not sum(v.item() for v in optimizer_state["found_inf_per_device"].values()):
+        # bool() of a tensor: inside tracec.compile a speculated decision
+        # (the step compiles; a call that finds an inf runs eagerly).
+        found = sum(optimizer_state["found_inf_per_device"].values())
+        if not bool(found):
             retval = optimizer.step(*args, **kwargs)
         optimizer_state["stage"] = OptState.STEPPED
         return retval
@@ -173,20 +180,18 @@ class GradScaler:
                           for found_inf in state["found_inf_per_device"].values()]
             if len(found_infs) == 0:
                 raise AssertionError("No inf checks were recorded prior to update.")
-            found = sum(f.item() for f in found_infs)
-            # torch._amp_update_scale_
-            if found:
-                _scale.mul_(self._backoff_factor)
-                _growth_tracker.fill_(0)
-            else:
-                successful = int(_growth_tracker.item()) + 1
-                if successful == self._growth_interval:
-                    grown = _scale * self._growth_factor
-                    if bool(isfinite(grown)):
-                        _scale.copy_(grown)
-                    _growth_tracker.fill_(0)
-                else:
-                    _growth_tracker.fill_(successful)
+            # torch._amp_update_scale_, in tensor ops (a compiled step
+            # records it): back off after an inf, grow after
+            # growth_interval clean steps (unless the grown scale is inf).
+            found = sum(found_infs) > 0
+            successful = _growth_tracker + 1
+            grow = F.logical_and(F.logical_not(found), successful == self._growth_interval)
+            grown = _scale * self._growth_factor
+            new_scale = F.where(found, _scale * self._backoff_factor,
+                                F.where(F.logical_and(grow, isfinite(grown)), grown, _scale))
+            _scale.copy_(new_scale)
+            _growth_tracker.copy_(F.where(F.logical_or(found, grow),
+                                          creation.zeros_like(successful), successful))
         self._per_optimizer_states = defaultdict(_refresh_per_optimizer_state)
 
     def _get_scale_async(self):

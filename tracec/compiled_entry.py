@@ -28,6 +28,9 @@ from tracec.pytree import resolve
 from tracec.tensor import Tensor
 from tracec.tracing import Trace
 
+#: Calls in a row whose speculated decisions on tensor data fail, after
+#: which an entry is retired (Entry.mispredicted).
+MISPREDICTIONS = 3
 #: Sizes a symbolic trace compiles static code for at most, where its
 #: size-generic code cannot be made; later new sizes run eagerly.
 MAX_SIZE_COMPILES = int(os.environ.get("TRACEC_MAX_SIZE_COMPILES", "8"))
@@ -57,6 +60,10 @@ class Entry:
     refreshers: list = field(default_factory=list)
     #: Run after the executable (lifted Python numbers written back).
     committers: list = field(default_factory=list)
+    #: Calls in a row whose speculated decisions on tensor data came out
+    #: otherwise (those calls ran eagerly); at MISPREDICTIONS the entry is
+    #: retired and the next call retraces.
+    mispredicted: int = 0
     backward_plan: object = None     # a compiled backward for the results needing one
     _fresh_grads: list = None
     #: A symbolic trace's static specializations: sizes -> Entry, and how
@@ -117,6 +124,10 @@ class Entry:
         """None if every guard holds, else a description of the first failure.
         Guards the mutation epoch covers are skipped while it stands where
         it stood when they last held (``tracec.mutation``)."""
+        if self.mispredicted >= MISPREDICTIONS:
+            loc = self._speculated()[0][2]
+            return (f"its decision on tensor data at {loc[0]}:{loc[1]} came out otherwise "
+                    f"{MISPREDICTIONS} calls in a row")
         epoch = EPOCH[0]
         skip = self._valid_epoch == epoch
         for path, t in self.trace.arg_identity:
@@ -171,6 +182,21 @@ class Entry:
             self._unwatched = unwatched
             self._valid_epoch = epoch
         return None
+
+    def _speculated(self) -> list:
+        """``[(index among the executable's outputs, decision, location)]``
+        of the trace's speculated decisions on tensor data."""
+        spec = self.__dict__.get("_spec_cache")
+        if spec is None:
+            spec, k = [], 0
+            for o in self.trace.outputs:
+                if o.kind in NO_VALUE:
+                    continue
+                if o.kind == "data_guard":
+                    spec.append((k, o.target[0], o.target[1]))
+                k += 1
+            self.__dict__["_spec_cache"] = spec
+        return spec
 
     def _name(self, t, path=None) -> str:
         """The user's name of a tensor the trace reads (tracec.naming)."""
@@ -282,7 +308,8 @@ class Entry:
         plan = self.backward_plan if graph.is_grad_enabled() else None
         saved = compiled_backward.save_inputs(plan, arrays) if plan is not None else None
         if self._fresh_grads is None:
-            self._fresh_grads = _fresh_grad_outputs(self.trace, self.executable)
+            self._fresh_grads = [] if self._speculated() else \
+                _fresh_grad_outputs(self.trace, self.executable)
         out = None
         for k, leaf in self._fresh_grads:
             # The .grad this call replaces, if nothing but the leaf holds it
@@ -298,6 +325,15 @@ class Entry:
                 del a
             del old
         outs = self.executable(arrays) if out is None else self.executable(arrays, out=out)
+        if self._speculated():
+            # Decisions the trace took on tensor data, checked before any
+            # result is applied (nothing was donated): a call that decides
+            # otherwise runs eagerly instead.
+            for k, decision, _ in self._speculated():
+                if bool(outs[k].reshape(-1)[0]) != decision:
+                    self.mispredicted += 1
+                    return self.eager(args, kwargs)
+            self.mispredicted = 0
         seen = {id(a) for a in arrays}
         returned = []
         it = iter(outs)
@@ -309,6 +345,8 @@ class Entry:
                 setattr(spec.target[0], spec.target[1], spec.target[2])
                 continue
             arr = next(it)
+            if spec.kind == "data_guard":
+                continue
             if spec.kind == "attr":
                 if id(arr) in seen or not (arr.flags.owndata or fresh(arr)):
                     arr = arr.copy()
@@ -376,6 +414,8 @@ def donations(trace: Trace) -> dict[int, int]:
     input's own array (``compile_module(donate=...)``): then ``Entry.run``
     finds the array already updated and copies nothing.  Returned tensors
     and fresh ``.grad`` tensors are never donated."""
+    if any(spec.kind == "data_guard" for spec in trace.outputs):
+        return {}     # results are applied only after the speculated decisions hold
     where = {}
     for j, spec in enumerate(trace.inputs):
         if spec.kind in ("state", "grad"):

@@ -406,6 +406,8 @@ class CompiledFunction:
 
     def _make_entry(self, trace: Trace, backward_out) -> Entry:
         entry = self._build(trace)
+        if entry.eager is None:   # a call whose speculated decisions fail runs it
+            entry.eager = lambda a, k: self.fn(*a, **k)
         if backward_out is not None:
             backend = BACKENDS[self.backend]
             entry.backward_plan = compiled_backward.BackwardPlan(

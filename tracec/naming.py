@@ -25,6 +25,7 @@ position (``state#3``), never left unnamed.
 """
 from __future__ import annotations
 
+import os
 import inspect
 import types
 
@@ -213,6 +214,9 @@ def name_trace(trace, fn, args, kwargs, arg_objects=()) -> None:
         elif spec.kind in ("attr", "attr_const"):
             owner = names.get(id(spec.target[0]))
             spec.name = f"{owner}.{spec.target[1]}" if owner else spec.target[1]
+        elif spec.kind == "data_guard":
+            loc = spec.target[1]
+            spec.name = f"decision@{os.path.basename(loc[0])}:{loc[1]}" if loc else "decision"
         else:
             base = leaf_name(spec.target, spec.arg)
             spec.name = f"{base}.grad" if base else fallback("grad")

@@ -171,6 +171,9 @@ class Recording:
         self.arg_names = None  # its parameters' names, for messages
         self.symbols = symbols
         self.poisoned = None
+        #: ``(value, decision, location)`` of each ``bool()`` the call took
+        #: on a traced one-element tensor: speculated (see on_concrete).
+        self.data_guards: list = []
         self.func = ir.new_function(name, [])
         self.block = self.func.body.block
         self.env: dict = {}          # id(tensor) -> (tensor, SSAValue)
@@ -389,6 +392,16 @@ class Recording:
             if not recorded and self._guard_value(t):
                 return
             loc = user_location()
+            if why == "bool()" and t.numel() == 1 and t.dtype.category != 3 and \
+                    type(t._data) is np.ndarray:
+                # A decision on tensor data (a NaN check, GradScaler's inf
+                # check): speculated.  The trace takes this call's branch and
+                # outputs the value; a compiled call whose value decides
+                # otherwise discards its results and runs eagerly
+                # (compiled_entry.Entry.run).
+                self.data_guards.append((self.value_of(t), bool(t._data.reshape(-1)[0]), loc))
+                return
+
             if t.dtype.category == 3 or "complex values are eager only" in why:
                 op = why.split(" (")[0]
                 return self.fail(complex_trace.message(op, format_location(loc)))
@@ -644,6 +657,9 @@ class Recording:
                 outputs.append(OutputSpec("attr", (mod, name, value.dtype)))
             else:   # None, or a tensor that existed before the call: that object
                 outputs.append(OutputSpec("attr_const", (mod, name, value)))
+        for v, decision, loc in self.data_guards:
+            values.append(v)
+            outputs.append(OutputSpec("data_guard", (decision, loc)))
         attr_grad = next((name for _, name, v in self.attr_writes.values()
                           if isinstance(v, Tensor) and v.requires_grad), None)
         self._coarsen_guards()

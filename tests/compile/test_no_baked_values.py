@@ -220,7 +220,6 @@ REFUSED = {
     "detach().numpy()": lambda x: tracec.as_tensor(x.detach().numpy() * 2),
     "item": lambda x: x * x.max().item(),
     "tolist": lambda x: tracec.tensor(x.tolist()),
-    "bool": lambda x: x * (2 if (x > 0).any() else 3),
     "equal": lambda x: x * (2 if tracec.equal(x, x.abs()) else 3),
     "allclose": lambda x: x * (2 if tracec.allclose(x, tracec.zeros(4), atol=1.0) else 3),
     "one_hot(num_classes=-1)": lambda x: F.one_hot((x > 0).long()).float().sum(0),
@@ -243,6 +242,20 @@ REFUSED = {
         LOG_PROBS, (x > 0).long().view(2, 2) + 1, [5, 5], [2, 2]),
     "AdaptiveLogSoftmaxWithLoss": lambda x: ADAPTIVE(x.view(1, 4), (x[:1] > 0).long() * 4).loss,
 }
+
+
+def test_bool_decisions_are_speculated_not_baked():
+    """``bool()`` of a traced tensor is a speculated decision
+    (tests/compile/test_speculated_decisions.py): calls that decide
+    otherwise than the traced one run eagerly, so no value is baked in."""
+    def fn(x):
+        return x * (2 if (x > 0).any() else 3)
+    cf = tracec.compile(fn)
+    for k in range(8):
+        x = _refused_inputs(k)
+        if k % 3 == 1:
+            x = -x.abs()
+        np.testing.assert_array_equal(cf(x).numpy(), fn(x).numpy())
 
 
 def _refused_inputs(k):

@@ -88,6 +88,13 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
     if attrs:
         raise BuildError(f"{fn.__name__} sets the module attribute {attrs[0]} (a Python side "
                          "effect a C library cannot make): return the value instead")
+    guard = next((o for o in entry.trace.outputs if o.kind == "data_guard"), None)
+    if guard is not None:
+        loc = guard.target[1]
+        raise BuildError(f"{fn.__name__} decides in Python on tensor data (bool() at "
+                         f"{loc[0]}:{loc[1]}); tracec.compile speculates on such a decision and "
+                         "runs the call eagerly when it comes out otherwise, which a C library "
+                         "cannot: keep the decision in tensor ops (tracec.where)")
     if entry.trace.lifted:
         names = ", ".join(loc.label for loc in entry.trace.lifted)
         raise BuildError(f"{fn.__name__} changes Python numbers at every call ({names}: a "

@@ -1,0 +1,142 @@
+"""Decisions a compiled step takes in Python on tensor data (``bool()`` of a
+one-element tensor: a NaN check, an inf check that skips the optimizer step,
+GradScaler's) are speculated: the trace takes the traced call's branch and
+outputs the value; a compiled call whose value decides otherwise applies
+nothing and runs the function eagerly (``compiled_entry.Entry.run``), and
+an entry that mispredicts three calls in a row is retired (the next call
+retraces).  Every call must equal eager: losses, parameters, optimizer and
+scaler state."""
+import warnings
+
+import numpy as np
+import pytest
+
+import tracec
+import tracec.nn as nn
+from tracec.tracing import TraceError
+
+
+def _batches(n, bad=()):
+    gen = np.random.default_rng(0)
+    xs = [tracec.tensor(gen.standard_normal((4, 3)).astype(np.float32)) for _ in range(n)]
+    for i in bad:
+        xs[i][0, 0] = float("inf")
+    return xs
+
+
+def _skip_on_inf(compiled, xs, backend="cpu"):
+    tracec.manual_seed(0)
+    m = nn.Linear(3, 1)
+    opt = tracec.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+    def step(x):
+        opt.zero_grad()
+        loss = m(x).pow(2).mean()
+        loss.backward()
+        if not bool(tracec.isfinite(m.weight.grad).all()):   # skip a bad step
+            return loss
+        opt.step()
+        return loss
+    f = tracec.compile(step, backend=backend) if compiled else step
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        losses = [f(x).item() for x in xs]
+    state = [opt.state[p]["momentum_buffer"].tolist() for p in m.parameters()]
+    return losses, [p.tolist() for p in m.parameters()], state, f
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_a_mispredicted_call_runs_eagerly_and_changes_nothing_first(backend):
+    xs = _batches(8, bad=(5,))
+    la, pa, sa, _ = _skip_on_inf(False, xs)
+    lb, pb, sb, f = _skip_on_inf(True, xs, backend)
+    np.testing.assert_allclose(lb, la, rtol=1e-6)
+    np.testing.assert_allclose(np.array(pb[0]), np.array(pa[0]), rtol=1e-6)
+    np.testing.assert_allclose(np.array(sb[0]), np.array(sa[0]), rtol=1e-6)
+    info = f.cache_info()
+    assert info.traces == 1 and info.hits == 7 and info.eager_signatures == 0, info
+
+
+def test_an_entry_that_keeps_mispredicting_is_retired_and_retraced():
+    xs = _batches(9, bad=(3, 4, 5, 6, 7, 8))
+    la, pa, _, _ = _skip_on_inf(False, xs)
+    lb, pb, _, f = _skip_on_inf(True, xs)
+    np.testing.assert_allclose(lb, la, rtol=1e-6)
+    np.testing.assert_allclose(np.array(pb[0]), np.array(pa[0]), rtol=1e-6)
+    info = f.cache_info()
+    # calls 4-6 mispredict (run eagerly), call 7 retraces the skipping
+    # branch, calls 8-9 run it compiled
+    assert info.traces == 2, info
+    assert "came out otherwise 3 calls in a row" in info.reasons[1]
+
+
+DEBUG = False
+
+
+def test_nerf_style_nan_check_compiles():
+    """yenchenlin/nerf-pytorch's render_rays: ``if (torch.isnan(x).any() or
+    torch.isinf(x).any()) and DEBUG: print(...)``."""
+    def run(compiled):
+        tracec.manual_seed(0)
+        m = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1))
+
+        def f(x):
+            y = m(x)
+            if (tracec.isnan(y).any() or tracec.isinf(y).any()) and DEBUG:
+                print("! [Numerical Error] y contains nan or inf.")
+            return y.sum()
+        g = tracec.compile(f) if compiled else f
+        return [g(x).item() for x in _batches(4)], g
+    a, _ = run(False)
+    b, g = run(True)
+    np.testing.assert_allclose(b, a, rtol=1e-6)
+    assert g.cache_info().traces == 1 and g.cache_info().hits == 3
+
+
+def _amp(compiled, xs):
+    tracec.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
+    opt = tracec.optim.Adam(m.parameters(), lr=1e-2)
+    scaler = tracec.amp.GradScaler("cpu", init_scale=2.0 ** 10, growth_interval=2)
+
+    def step(x):
+        opt.zero_grad()
+        with tracec.autocast("cpu", dtype=tracec.bfloat16):
+            loss = m(x).float().pow(2).mean()
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        tracec.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+        scaler.step(opt)
+        scaler.update()
+        return loss
+    f = tracec.compile(step) if compiled else step
+    out = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for x in xs:
+            out.append((f(x).item(), scaler.get_scale(), scaler._get_growth_tracker()))
+    return out, [p.tolist() for p in m.parameters()], f
+
+
+def test_grad_scaler_step_compiles_and_skips_an_inf_step_as_eager():
+    xs = _batches(9, bad=(4,))
+    a, pa, _ = _amp(False, xs)
+    b, pb, f = _amp(True, xs)
+    assert [s for _, s, _ in b] == [s for _, s, _ in a]          # scale: grown, backed off
+    assert [t for _, _, t in b] == [t for _, _, t in a]          # growth tracker
+    np.testing.assert_allclose([v for v, _, _ in b], [v for v, _, _ in a], rtol=1e-5)
+    for p, q in zip(pb, pa):
+        np.testing.assert_allclose(np.array(p), np.array(q), rtol=1e-5, atol=1e-6)
+    assert len({s for _, s, _ in a}) > 2      # the scale did change both ways
+    info = f.cache_info()
+    assert info.eager_signatures == 0 and info.traces <= 2, info
+
+
+def test_item_of_a_float_is_still_refused_with_the_line():
+    """Only ``bool()`` is speculated: a number read with item() would be
+    baked into the trace."""
+    @tracec.compile
+    def f(x):
+        return x * x.sum().item()
+    with pytest.raises(TraceError, match=r"test_speculated_decisions\.py:\d+: item\(\)"):
+        f(tracec.ones(3))
