@@ -64,6 +64,7 @@ class Entry:
     #: otherwise (those calls ran eagerly); at MISPREDICTIONS the entry is
     #: retired and the next call retraces.
     mispredicted: int = 0
+    mispredicted_total: int = 0
     backward_plan: object = None     # a compiled backward for the results needing one
     _fresh_grads: list = None
     #: A symbolic trace's static specializations: sizes -> Entry, and how
@@ -332,6 +333,7 @@ class Entry:
             for k, decision, _ in self._speculated():
                 if bool(outs[k].reshape(-1)[0]) != decision:
                     self.mispredicted += 1
+                    self.mispredicted_total += 1
                     return self.eager(args, kwargs)
             self.mispredicted = 0
         seen = {id(a) for a in arrays}

@@ -555,9 +555,13 @@ class CompiledFunction:
                  [f"not {lhs} {op} {rhs}" for e in entries if e.trace.symbolic
                   for kind, lhs, op, rhs, res, where in e.trace.symbolic.guards
                   if kind == "compare" and not res]
+        lifted = [[loc.label for loc in e.trace.lifted] if e.trace.lifted else []
+                  for e in entries]
+        speculated = [[f"{loc[0]}:{loc[1]}" for _, _, loc in e._speculated()] for e in entries]
         return CacheInfo(self.traces, self.hits, list(self.reasons), len(self._eager_keys),
                          dict(self._last.timings) if self._last else {},
-                         symbolic, notes, guards, self.compiles, self.loads)
+                         symbolic, notes, guards, self.compiles, self.loads, lifted,
+                         speculated, sum(e.mispredicted_total for e in entries))
 
     def _write_dump(self, entry: Entry) -> None:
         os.makedirs(self.dump, exist_ok=True)
@@ -626,6 +630,13 @@ class CacheInfo:
     compiles: int = 0
     #: executables loaded from the disk cache instead
     loads: int = 0
+    #: per trace, the Python numbers it reads as inputs and writes back
+    #: (a step counter, a scheduler's: tracec.lifted_state)
+    lifted: list = field(default_factory=list)
+    #: per trace, where it decided on tensor data (bool()): speculated
+    speculated: list = field(default_factory=list)
+    #: calls whose speculated decisions came out otherwise (run eagerly)
+    mispredicted: int = 0
 
     @property
     def notes(self) -> list:

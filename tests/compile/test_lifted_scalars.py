@@ -112,6 +112,8 @@ def test_scheduled_optim_and_ema_counters_compile_and_equal_eager():
     assert info.traces == 2 and info.eager_signatures == 0, info
     assert info.hits == 9 - 1 - 2, info
     assert "ema.updates" in info.reasons[0] and "so.n_current_steps" in info.reasons[0]
+    assert set(info.lifted[0]) == {"ema.updates", "so.n_current_steps",
+                                   "adam.param_groups[0]['lr']"}, info.lifted
 
 
 STEP = 0

@@ -55,6 +55,8 @@ def test_a_mispredicted_call_runs_eagerly_and_changes_nothing_first(backend):
     np.testing.assert_allclose(np.array(sb[0]), np.array(sa[0]), rtol=1e-6)
     info = f.cache_info()
     assert info.traces == 1 and info.hits == 7 and info.eager_signatures == 0, info
+    assert info.mispredicted == 1
+    assert len(info.speculated[0]) == 1 and "test_speculated_decisions.py:" in info.speculated[0][0]
 
 
 def test_an_entry_that_keeps_mispredicting_is_retired_and_retraced():
