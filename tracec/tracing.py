@@ -327,7 +327,17 @@ class Recording:
         except Exception as e:  # an op the dialect cannot express
             return self.fail(f"{format_location(loc)}: cannot record {prim.name}: {e}")
         self.block.add_op(op)
-        self.env[id(out)] = (out, op.results[0])
+        value = op.results[0]
+        if not out.requires_grad and prim.vjp is not None and out.dtype.is_floating_point \
+                and any(isinstance(a, Tensor) and a.requires_grad for a in args):
+            # Computed from a tensor that requires grad with grad mode off
+            # (spectral_norm's power iteration ``with no_grad(): u.copy_(W @ v)``):
+            # eagerly a constant, so no gradient may flow back through it
+            # (autodiff follows data flow, so the IR must say so).
+            cut = ir.make_op("stop_gradient", [value], {}, value.type, loc=loc)
+            self.block.add_op(cut)
+            value = cut.results[0]
+        self.env[id(out)] = (out, value)
         if self.symbols is None and prim.kind != "random" and self._all_consts(args):
             # Computed from constants only (SimCLR's ``~torch.eye(n, dtype=bool)``
             # mask): the same value at every call this trace serves, so Python
