@@ -2,7 +2,12 @@
 against torch: a value computed under ``no_grad`` from a tensor that
 requires grad is a constant for the compiled backward too (the
 spectral-norm GAN's power iteration ``with no_grad(): u.copy_(W @ v)``,
-whose compiled gradient flowed back through ``u``)."""
+whose compiled gradient flowed back through ``u``); ``nn.CTCLoss`` inside a
+compiled step (CRNN's ``trainBatch``): the lengths made by the legacy
+``torch.IntTensor([T] * n)`` constructor are constants Python may read,
+small integer state tensors (CRNN's global ``text`` / ``length``) are read
+at their value, guarded, and CTC's own autograd.Function is recorded in the
+compiled backward."""
 import copy
 
 import numpy as np
@@ -88,3 +93,59 @@ def test_spectral_norm_compiled_gradients_match_torch():
                     np.testing.assert_allclose(grads[n], want[1][n], rtol=1e-4, atol=1e-5)
                 for n in want[2]:
                     np.testing.assert_allclose(bufs[n], want[2][n], rtol=1e-5, atol=1e-6)
+
+
+def _ctc_case(lib):
+    r = np.random.default_rng(2)
+    logits = lib.tensor(r.standard_normal((4, 2, 4)).astype(np.float32), requires_grad=True)
+    text = lib.IntTensor([1, 2, 3])
+    length = lib.IntTensor([2, 1])
+    crit = lib.nn.CTCLoss()
+
+    def step(logits):
+        logits.grad = None
+        preds = lib.nn.functional.log_softmax(logits, dim=2)
+        preds_size = lib.IntTensor([preds.size(0)] * preds.size(1))
+        cost = crit(preds, text, preds_size, length) / preds.size(1)
+        cost.backward()
+        return cost
+    return logits, text, length, step
+
+
+def test_ctc_loss_compiles_with_global_length_tensors():
+    tl, ttext, tlength, tstep = _ctc_case(torch)
+    want = tstep(tl).item(), tl.grad.numpy().copy()
+    x, text, length, step = _ctc_case(tracec)
+    # the interpreter runs the same optimized IR the native build would (a
+    # CTC's unrolled recursions take seconds to build natively)
+    cstep = tracec.compile(step, backend="interp")
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # no eager fallback
+        for _ in range(3):
+            got = cstep(x).item()
+            assert abs(got - want[0]) <= 1e-5 * abs(want[0])
+            np.testing.assert_allclose(x.grad.numpy(), want[1], rtol=1e-4, atol=1e-6)
+        # new target lengths: the guard on their values sends the call to a new trace
+        text.resize_(2).copy_(tracec.IntTensor([3, 1]))
+        length.copy_(tracec.IntTensor([1, 1]))
+        ttext.resize_(2).copy_(torch.IntTensor([3, 1]))
+        tlength.copy_(torch.IntTensor([1, 1]))
+        want = tstep(tl).item(), tl.grad.numpy().copy()
+        for _ in range(2):
+            got = cstep(x).item()
+            assert abs(got - want[0]) <= 1e-5 * abs(want[0])
+            np.testing.assert_allclose(x.grad.numpy(), want[1], rtol=1e-4, atol=1e-6)
+
+
+def test_legacy_constructor_in_compiled_call_is_a_constant():
+    def f(x):
+        n = tracec.IntTensor([x.shape[0]] * 3)
+        return x * int(n.sum())     # Python reads the constant
+    cf = tracec.compile(f)
+    x = tracec.ones(4)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(2):
+            assert cf(x).tolist() == [12.0] * 4

@@ -133,9 +133,15 @@ class Trace:
     attr_needs_grad: str | None = None
 
 
+#: The most elements of an integer state tensor whose value a trace may
+#: specialize on (``Recording._guard_value``).
+GUARDED_VALUE_MAX = 64
+
+
 class TensorValue:
-    """Guard snapshot: the value of a one-element integer or bool state tensor
-    that Python read while the call was traced."""
+    """Guard snapshot: the value of a small integer or bool state tensor that
+    Python read while the call was traced (its number; or its shape and
+    values, for more than one element)."""
 
     __slots__ = ("t",)
 
@@ -143,7 +149,10 @@ class TensorValue:
         self.t = t
 
     def __call__(self):
-        return self.t._data.item()
+        d = self.t._data
+        if d.size == 1:
+            return d.item()
+        return (d.shape, tuple(d.reshape(-1).tolist()))
 
     def __eq__(self, other):
         return isinstance(other, TensorValue) and other.t is self.t
@@ -306,7 +315,11 @@ class Recording:
                 out = complex_trace.real_view(out)
             if out._birth != self.epoch:
                 self.written[id(out)] = out
-            if id(args[0]) not in self.consts:
+            if id(args[0]) in self.consts:
+                # now holding a constant (``torch.IntTensor([T] * n)``, the
+                # legacy constructor's copy): Python may read it
+                self.consts.add(id(out))
+            else:
                 self.consts.discard(id(out))   # a constant overwritten by a traced value
             self.env[id(out)] = (out, ssa)
             return
@@ -404,12 +417,13 @@ class Recording:
                 "use tracec.compile(fn, fallback=\"eager\").")
 
     def _guard_value(self, t) -> bool:
-        """A one-element integer or bool tensor that existed before the call
-        (not an argument) and is read at its entry value (ActNorm's
-        ``initialized`` buffer, a step counter): the trace specializes on that
-        value, guarded at every call, instead of refusing the read."""
-        if t.numel() != 1 or t.dtype.is_floating_point or t.dtype.category == 3 or \
-                id(t) in self.arg_position:
+        """A small integer or bool tensor that existed before the call (not an
+        argument) and is read at its entry value (ActNorm's ``initialized``
+        buffer, a step counter, CRNN's global CTC ``text`` / ``length``
+        tensors): the trace specializes on that value, guarded at every call,
+        instead of refusing the read."""
+        if t.numel() > GUARDED_VALUE_MAX or t.dtype.is_floating_point or \
+                t.dtype.category == 3 or id(t) in self.arg_position:
             return False
         self.on_guard(TensorValue(t))
         return True
@@ -556,8 +570,11 @@ class Recording:
                 stack.extend(reversed([e for e in n.edges if e is not None]))
                 continue
             if isinstance(n, graph.FunctionNode):
-                if custom is None or n.fn_cls.__module__.split(".")[0] == "tracec":
-                    # (tracec's own eager-only Functions compute in NumPy)
+                if custom is None or (n.fn_cls.__module__.split(".")[0] == "tracec"
+                                      and not getattr(n.fn_cls, "tensor_ops_only", False)):
+                    # (tracec's own eager-only Functions compute in NumPy;
+                    # ``tensor_ops_only`` ones, such as CTC's, in tensor ops
+                    # that a compiled backward records like a user Function's)
                     raise TraceError(f"{format_location(loc)}: a custom autograd.Function "
                                      f"({n.fn_cls.__name__}) inside a compiled backward is "
                                      "not supported yet")
