@@ -7,8 +7,11 @@ compiled step (CRNN's ``trainBatch``): the lengths made by the legacy
 ``torch.IntTensor([T] * n)`` constructor are constants Python may read,
 small integer state tensors (CRNN's global ``text`` / ``length``) are read
 at their value, guarded, and CTC's own autograd.Function is recorded in the
-compiled backward."""
+compiled backward; ``torch.autograd.grad`` (first and second order,
+MAML's inner loop with ``create_graph=True``) and ``backward(create_graph=
+True)`` inside a compiled step."""
 import copy
+import warnings
 
 import numpy as np
 import torch
@@ -119,7 +122,6 @@ def test_ctc_loss_compiles_with_global_length_tensors():
     # the interpreter runs the same optimized IR the native build would (a
     # CTC's unrolled recursions take seconds to build natively)
     cstep = tracec.compile(step, backend="interp")
-    import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")          # no eager fallback
         for _ in range(3):
@@ -144,8 +146,99 @@ def test_legacy_constructor_in_compiled_call_is_a_constant():
         return x * int(n.sum())     # Python reads the constant
     cf = tracec.compile(f)
     x = tracec.ones(4)
-    import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for _ in range(2):
             assert cf(x).tolist() == [12.0] * 4
+
+
+def _maml_case(lib, create_graph):
+    r = np.random.default_rng(3)
+    ws = [lib.tensor((0.5 * r.standard_normal(s)).astype(np.float32), requires_grad=True)
+          for s in [(8, 1), (8,), (1, 8), (1,)]]
+    xs = [lib.tensor(r.uniform(-3, 3, (5, 1)).astype(np.float32)) for _ in range(2)]
+    ys = [lib.sin(x) for x in xs]
+    opt = lib.optim.Adam(ws, lr=0.01)
+    F = lib.nn.functional
+
+    def fwd(x, w):
+        return F.linear(F.relu(F.linear(x, w[0], w[1])), w[2], w[3])
+
+    def meta_step(x1, y1, x2, y2):
+        temp = [w.clone() for w in ws]
+        loss = F.mse_loss(fwd(x1, temp), y1)
+        grad = lib.autograd.grad(loss, temp, create_graph=create_graph)
+        temp = [w - 0.1 * g for w, g in zip(temp, grad)]
+        meta_loss = F.mse_loss(fwd(x2, temp), y2)
+        for w, g in zip(ws, lib.autograd.grad(meta_loss, ws)):
+            w.grad = g
+        opt.step()
+        return meta_loss
+    return ws, (xs[0], ys[0], xs[1], ys[1]), meta_step
+
+
+def test_autograd_grad_in_compiled_step_matches_torch():
+    for create_graph in (True, False):
+        tws, targs, tstep = _maml_case(torch, create_graph)
+        want = [tstep(*targs).item() for _ in range(3)]
+        ws, args, step = _maml_case(tracec, create_graph)
+        cstep = tracec.compile(step)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = [cstep(*args).item() for _ in range(3)]
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+        for w, tw in zip(ws, tws):
+            np.testing.assert_allclose(w.detach().numpy(), tw.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _penalty_case(lib):
+    r = np.random.default_rng(4)
+    net = lib.nn.Sequential(lib.nn.Linear(3, 6), lib.nn.Tanh(), lib.nn.Linear(6, 1))
+    with lib.no_grad():
+        for p in net.parameters():
+            p.copy_(lib.tensor((0.5 * r.standard_normal(tuple(p.shape))).astype(np.float32)))
+    x = lib.tensor(r.standard_normal((4, 3)).astype(np.float32))
+
+    def step(x):
+        # WGAN-GP's gradient penalty: grads of the critic w.r.t. its input
+        x = x.clone().requires_grad_(True)
+        out = net(x)
+        g, = lib.autograd.grad(out, x, grad_outputs=lib.ones_like(out), create_graph=True)
+        penalty = ((g.norm(2, dim=1) - 1) ** 2).mean()
+        net.zero_grad()
+        (out.mean() + 10 * penalty).backward()
+        return penalty
+    return net, x, step
+
+
+def test_gradient_penalty_in_compiled_step_matches_torch():
+    tnet, tx, tstep = _penalty_case(torch)
+    want = tstep(tx).item(), [p.grad.numpy().copy() for p in tnet.parameters()]
+    net, x, step = _penalty_case(tracec)
+    cstep = tracec.compile(step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(2):
+            assert abs(cstep(x).item() - want[0]) <= 1e-5 * abs(want[0])
+            for p, g in zip(net.parameters(), want[1]):
+                np.testing.assert_allclose(p.grad.numpy(), g, rtol=1e-4, atol=1e-6)
+
+
+def test_backward_create_graph_in_compiled_step_matches_torch():
+    def case(lib):
+        w = lib.tensor([0.5, -1.5, 2.0], requires_grad=True)
+
+        def step():
+            w.grad = None
+            (w ** 3).sum().backward(create_graph=True)
+            g = w.grad                      # 3 w^2, differentiable
+            w.grad = None
+            (g * g).sum().backward()        # d/dw sum(9 w^4) = 36 w^3
+            return w.grad
+        return step
+    want = case(torch)().detach().numpy()
+    cstep = tracec.compile(case(tracec))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(2):
+            np.testing.assert_allclose(cstep().detach().numpy(), want, rtol=1e-6)

@@ -479,13 +479,18 @@ class Recording:
         if self.suspended:
             return None
         loc = user_location()
-        if inputs == autograd.GRAD_CALL:
-            return self.fail(f"{format_location(loc)}: tracec.autograd.grad() inside a compiled "
-                             "function is not supported yet; call .backward() instead")
-        if create_graph:
-            return self.fail(f"{format_location(loc)}: backward(create_graph=True) inside a "
-                             "compiled function is not supported yet")
         self.had_backward = True
+        if inputs == autograd.GRAD_CALL or create_graph:
+            # autograd.grad (MAML's inner and meta gradients), create_graph:
+            # the eager engine's run is recorded op by op (its VJPs are
+            # tensor ops; with create_graph they are differentiable in turn,
+            # else made under no_grad, so constants to a later backward)
+            try:
+                for t in tensors:
+                    self._leaves(t, loc, [])
+            except TraceError as e:
+                return self.fail(str(e))
+            return self._record_eager_backward()
         if len(tensors) != 1:
             return self.fail(f"{format_location(loc)}: backward of several tensors at once "
                              "inside a compiled function is not supported yet; sum them first")

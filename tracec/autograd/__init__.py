@@ -149,12 +149,17 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             raise RuntimeError("element 0 of tensors does not require grad and does not have "
                                "a grad_fn")
     grads = [_seed(o, g, create_graph) for o, g in zip(outputs, grad_outputs)]
-    for listener in list(BACKWARD_LISTENERS):
-        listener(outputs, grads, GRAD_CALL, create_graph)
+    afters = [listener(outputs, grads, GRAD_CALL, create_graph)
+              for listener in list(BACKWARD_LISTENERS)]
     capture = {id(graph.edge_of(x)): i for i, x in enumerate(inputs)}
-    captured = graph.run_backward(outputs, grads, retain_graph=retain_graph,
-                                  create_graph=create_graph, accumulate=lambda leaf, g: None,
-                                  capture=capture)
+    try:
+        captured = graph.run_backward(outputs, grads, retain_graph=retain_graph,
+                                      create_graph=create_graph,
+                                      accumulate=lambda leaf, g: None, capture=capture)
+    finally:
+        for after in reversed(afters):
+            if after is not None:
+                after()
     out = []
     for x, g in zip(inputs, captured):
         if g is None:
