@@ -28,6 +28,7 @@ import numpy as np
 
 from tracec import attr_replay, autograd, complex_trace, graph, ir
 from tracec.complex_ops import TRACED_OPS
+from tracec.creation import GENERATOR_STATES
 from tracec.nn.modules.module import ATTR_WRITES, replayed_token
 from tracec.guards import EnvGuard, GlobalRNGs
 from tracec.naming import argument_names, name_trace
@@ -423,7 +424,8 @@ class Recording:
         tensors): the trace specializes on that value, guarded at every call,
         instead of refusing the read."""
         if t.numel() > GUARDED_VALUE_MAX or t.dtype.is_floating_point or \
-                t.dtype.category == 3 or id(t) in self.arg_position:
+                t.dtype.category == 3 or id(t) in self.arg_position or \
+                GENERATOR_STATES.get(id(t)) is t:
             return False
         self.on_guard(TensorValue(t))
         return True
