@@ -9,7 +9,9 @@ small integer state tensors (CRNN's global ``text`` / ``length``) are read
 at their value, guarded, and CTC's own autograd.Function is recorded in the
 compiled backward; ``torch.autograd.grad`` (first and second order,
 MAML's inner loop with ``create_graph=True``) and ``backward(create_graph=
-True)`` inside a compiled step."""
+True)`` inside a compiled step; PyTorch's messages for an unused input of
+``autograd.grad`` (its index) and for an InstanceNorm over one spatial
+element (the input's Size)."""
 import copy
 import warnings
 
@@ -242,3 +244,30 @@ def test_backward_create_graph_in_compiled_step_matches_torch():
         warnings.simplefilter("error")
         for _ in range(2):
             np.testing.assert_allclose(cstep().detach().numpy(), want, rtol=1e-6)
+
+
+def _message(fn):
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - the type and message are compared
+        return type(e).__name__, str(e).replace("tracec.Size", "torch.Size")
+    return None
+
+
+def test_grad_unused_input_message_names_its_index():
+    for lib_pair in [(torch, tracec)]:
+        got = []
+        for lib in lib_pair:
+            x = lib.ones(3, requires_grad=True)
+            y = lib.ones(3, requires_grad=True)
+            got.append(_message(lambda: lib.autograd.grad((x * 2).sum(), [x, y])))
+            got.append(_message(lambda: lib.autograd.grad((y * 2).sum(), [x, y])))
+        assert got[:2] == got[2:]
+        assert "index 1" in got[0][1] and "index 0" in got[1][1]
+
+
+def test_instance_norm_one_spatial_element_message():
+    want = _message(lambda: torch.nn.InstanceNorm2d(2)(torch.ones(1, 2, 1, 1)))
+    assert _message(lambda: tracec.nn.InstanceNorm2d(2)(tracec.ones(1, 2, 1, 1))) == want
+    want = _message(lambda: torch.nn.functional.instance_norm(torch.ones(2, 3, 1)))
+    assert _message(lambda: tracec.nn.functional.instance_norm(tracec.ones(2, 3, 1))) == want

@@ -161,14 +161,14 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             if after is not None:
                 after()
     out = []
-    for x, g in zip(inputs, captured):
+    for i, (x, g) in enumerate(zip(inputs, captured)):
         if g is None:
             if materialize_grads:
                 g = Tensor._make(np.zeros(x.shape, x.dtype.np), x.dtype)
             elif not allow_unused:
-                raise RuntimeError("One of the differentiated Tensors appears to not have been "
-                                   "used in the graph. Set allow_unused=True if this is the "
-                                   "desired behavior.")
+                raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have "
+                                   "been used in the graph. Set allow_unused=True if this is "
+                                   "the desired behavior.")
         elif tuple(g.shape) != tuple(x.shape):
             g = g.expand(*x.shape)
         out.append(g)
