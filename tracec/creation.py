@@ -8,6 +8,7 @@ that draws random numbers carries that state like any other.
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 
@@ -312,11 +313,17 @@ def eye(n, m=None, *, dtype=None, device=None, requires_grad=False) -> Tensor:
 
 # --- random ---------------------------------------------------------------------
 
+#: The generators' state tensors: a trace never specializes on their values
+#: (they advance at every draw; ``tracing.Recording._guard_value``).
+GENERATOR_STATES: "weakref.WeakValueDictionary[int, Tensor]" = weakref.WeakValueDictionary()
+
+
 class Generator:
     """A counter-based generator: state ``int64[2] = (seed, offset)``."""
 
     def __init__(self, device="cpu"):
         self.state = Tensor._make(np.array([0, 0], np.int64), dt.int64)
+        GENERATOR_STATES[id(self.state)] = self.state
         self.device = to_device(device)
         # PyTorch seeds a new generator with its default seed, 67280421310721.
         self.state._data[0] = 67280421310721

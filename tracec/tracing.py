@@ -28,6 +28,7 @@ import numpy as np
 
 from tracec import attr_replay, autograd, complex_trace, graph, ir, lifted_state
 from tracec.complex_ops import TRACED_OPS
+from tracec.creation import GENERATOR_STATES
 from tracec.nn.modules.module import ATTR_WRITES, replayed_token
 from tracec.guards import EnvGuard, GlobalRNGs
 from tracec.naming import argument_names, name_trace
@@ -138,9 +139,15 @@ class Trace:
     lifted: list | None = None
 
 
+#: The most elements of an integer state tensor whose value a trace may
+#: specialize on (``Recording._guard_value``).
+GUARDED_VALUE_MAX = 64
+
+
 class TensorValue:
-    """Guard snapshot: the value of a one-element integer or bool state tensor
-    that Python read while the call was traced."""
+    """Guard snapshot: the value of a small integer or bool state tensor that
+    Python read while the call was traced (its number; or its shape and
+    values, for more than one element)."""
 
     __slots__ = ("t",)
 
@@ -148,7 +155,10 @@ class TensorValue:
         self.t = t
 
     def __call__(self):
-        return self.t._data.item()
+        d = self.t._data
+        if d.size == 1:
+            return d.item()
+        return (d.shape, tuple(d.reshape(-1).tolist()))
 
     def __eq__(self, other):
         return isinstance(other, TensorValue) and other.t is self.t
@@ -314,7 +324,11 @@ class Recording:
                 out = complex_trace.real_view(out)
             if out._birth != self.epoch:
                 self.written[id(out)] = out
-            if id(args[0]) not in self.consts:
+            if id(args[0]) in self.consts:
+                # now holding a constant (``torch.IntTensor([T] * n)``, the
+                # legacy constructor's copy): Python may read it
+                self.consts.add(id(out))
+            else:
                 self.consts.discard(id(out))   # a constant overwritten by a traced value
             self.env[id(out)] = (out, ssa)
             return
@@ -335,7 +349,17 @@ class Recording:
         except Exception as e:  # an op the dialect cannot express
             return self.fail(f"{format_location(loc)}: cannot record {prim.name}: {e}")
         self.block.add_op(op)
-        self.env[id(out)] = (out, op.results[0])
+        value = op.results[0]
+        if not out.requires_grad and prim.vjp is not None and out.dtype.is_floating_point \
+                and any(isinstance(a, Tensor) and a.requires_grad for a in args):
+            # Computed from a tensor that requires grad with grad mode off
+            # (spectral_norm's power iteration ``with no_grad(): u.copy_(W @ v)``):
+            # eagerly a constant, so no gradient may flow back through it
+            # (autodiff follows data flow, so the IR must say so).
+            cut = ir.make_op("stop_gradient", [value], {}, value.type, loc=loc)
+            self.block.add_op(cut)
+            value = cut.results[0]
+        self.env[id(out)] = (out, value)
         if self.symbols is None and prim.kind != "random" and self._all_consts(args):
             # Computed from constants only (SimCLR's ``~torch.eye(n, dtype=bool)``
             # mask): the same value at every call this trace serves, so Python
@@ -412,12 +436,14 @@ class Recording:
                 "use tracec.compile(fn, fallback=\"eager\").")
 
     def _guard_value(self, t) -> bool:
-        """A one-element integer or bool tensor that existed before the call
-        (not an argument) and is read at its entry value (ActNorm's
-        ``initialized`` buffer, a step counter): the trace specializes on that
-        value, guarded at every call, instead of refusing the read."""
-        if t.numel() != 1 or t.dtype.is_floating_point or t.dtype.category == 3 or \
-                id(t) in self.arg_position:
+        """A small integer or bool tensor that existed before the call (not an
+        argument) and is read at its entry value (ActNorm's ``initialized``
+        buffer, a step counter, CRNN's global CTC ``text`` / ``length``
+        tensors): the trace specializes on that value, guarded at every call,
+        instead of refusing the read."""
+        if t.numel() > GUARDED_VALUE_MAX or t.dtype.is_floating_point or \
+                t.dtype.category == 3 or id(t) in self.arg_position or \
+                GENERATOR_STATES.get(id(t)) is t:
             return False
         self.on_guard(TensorValue(t))
         return True
@@ -473,13 +499,18 @@ class Recording:
         if self.suspended:
             return None
         loc = user_location()
-        if inputs == autograd.GRAD_CALL:
-            return self.fail(f"{format_location(loc)}: tracec.autograd.grad() inside a compiled "
-                             "function is not supported yet; call .backward() instead")
-        if create_graph:
-            return self.fail(f"{format_location(loc)}: backward(create_graph=True) inside a "
-                             "compiled function is not supported yet")
         self.had_backward = True
+        if inputs == autograd.GRAD_CALL or create_graph:
+            # autograd.grad (MAML's inner and meta gradients), create_graph:
+            # the eager engine's run is recorded op by op (its VJPs are
+            # tensor ops; with create_graph they are differentiable in turn,
+            # else made under no_grad, so constants to a later backward)
+            try:
+                for t in tensors:
+                    self._leaves(t, loc, [])
+            except TraceError as e:
+                return self.fail(str(e))
+            return self._record_eager_backward()
         if len(tensors) != 1:
             return self.fail(f"{format_location(loc)}: backward of several tensors at once "
                              "inside a compiled function is not supported yet; sum them first")
@@ -567,7 +598,9 @@ class Recording:
                 if custom is None or (n.fn_cls.__module__.split(".")[0] == "tracec"
                                       and not getattr(n.fn_cls, "recordable", False)):
                     # (tracec's own eager-only Functions compute in NumPy;
-                    # ``recordable`` ones are tracec ops, like a user's)
+                    # ``recordable`` ones -- utils.checkpoint's, CTC's -- in
+                    # tensor ops that a compiled backward records like a
+                    # user Function's)
                     raise TraceError(f"{format_location(loc)}: a custom autograd.Function "
                                      f"({n.fn_cls.__name__}) inside a compiled backward is "
                                      "not supported yet")

@@ -149,21 +149,26 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             raise RuntimeError("element 0 of tensors does not require grad and does not have "
                                "a grad_fn")
     grads = [_seed(o, g, create_graph) for o, g in zip(outputs, grad_outputs)]
-    for listener in list(BACKWARD_LISTENERS):
-        listener(outputs, grads, GRAD_CALL, create_graph)
+    afters = [listener(outputs, grads, GRAD_CALL, create_graph)
+              for listener in list(BACKWARD_LISTENERS)]
     capture = {id(graph.edge_of(x)): i for i, x in enumerate(inputs)}
-    captured = graph.run_backward(outputs, grads, retain_graph=retain_graph,
-                                  create_graph=create_graph, accumulate=lambda leaf, g: None,
-                                  capture=capture)
+    try:
+        captured = graph.run_backward(outputs, grads, retain_graph=retain_graph,
+                                      create_graph=create_graph,
+                                      accumulate=lambda leaf, g: None, capture=capture)
+    finally:
+        for after in reversed(afters):
+            if after is not None:
+                after()
     out = []
-    for x, g in zip(inputs, captured):
+    for i, (x, g) in enumerate(zip(inputs, captured)):
         if g is None:
             if materialize_grads:
                 g = Tensor._make(np.zeros(x.shape, x.dtype.np), x.dtype)
             elif not allow_unused:
-                raise RuntimeError("One of the differentiated Tensors appears to not have been "
-                                   "used in the graph. Set allow_unused=True if this is the "
-                                   "desired behavior.")
+                raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have "
+                                   "been used in the graph. Set allow_unused=True if this is "
+                                   "the desired behavior.")
         elif tuple(g.shape) != tuple(x.shape):
             g = g.expand(*x.shape)
         out.append(g)

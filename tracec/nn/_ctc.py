@@ -71,6 +71,10 @@ class _CTC(Function):
     """Per-sample CTC negative log-likelihood ``[N]`` of ``log_probs``
     ``[T, N, C]``; ``plan`` carries the extended labels and masks."""
 
+    # forward and backward are tensor ops (no NumPy on tensor data), so a
+    # compiled backward may record them (tracec.tracing's custom Functions)
+    recordable = True
+
     @staticmethod
     def forward(ctx, log_probs, plan):
         ext, skip, in_lens, ext_lens, zero_infinity = plan

@@ -227,7 +227,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         n = x.numel() // (x.shape[0] * x.shape[1]) if x.shape[0] * x.shape[1] else 0
         if n <= 1:
             raise ValueError(f"Expected more than 1 spatial element when training, got input "
-                             f"size {list(x.shape)}")
+                             f"size {x.shape}")
         mean = TF.mean(x, axes, keepdim=True)
         d = TF.sub(x, mean)
         var = TF.mean(TF.mul(d, d), axes, keepdim=True)
