@@ -722,3 +722,27 @@ def test_manual_sgd_in_no_grad():
             got = w.detach().numpy().copy()
         else:
             assert np.allclose(got, w.detach().numpy())
+
+
+@pytest.mark.parametrize("a", [(3,), (2, 3), (5, 2, 3), (4, 5, 2, 3)])
+@pytest.mark.parametrize("b", [(3,), (3, 4), (5, 3, 4), (1, 3, 4)])
+def test_matmul_grad_fn_names_match_pytorch(a, b):
+    """What a program printing ``y.grad_fn`` sees (the ATen op PyTorch's
+    matmul dispatches to: Dot, Mv, Mm, SqueezeBackward4, Clone, UnsafeView)."""
+    try:
+        want = torch.matmul(torch.randn(*a, requires_grad=True), torch.randn(*b)).grad_fn.name()
+    except RuntimeError:
+        pytest.skip("torch refuses these shapes")
+    got = tracec.matmul(tracec.randn(*a, requires_grad=True), tracec.randn(*b)).grad_fn.name()
+    assert got == want
+
+
+@pytest.mark.parametrize("shape", [(3,), (2, 3), (5, 2, 3)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_grad_fn_names_match_pytorch(shape, bias):
+    names = []
+    for lib in (torch, tracec):
+        lib.manual_seed(0)
+        m = lib.nn.Linear(3, 4, bias=bias)
+        names.append(m(lib.randn(*shape)).grad_fn.name())
+    assert names[1] == names[0]

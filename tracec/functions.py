@@ -765,8 +765,17 @@ def matmul(input, other):
     if va or vb:
         shape = out.shape[:-2] + (() if va else (out.shape[-2],)) + (() if vb else (out.shape[-1],))
         out = ops.reshape(out, shape)
-        return _named(out, "DotBackward0" if va and vb else "MvBackward0")
-    return _named(out, "MmBackward0" if input.ndim == 2 and other.ndim == 2 else "BmmBackward0")
+    return _named(out, _matmul_name(1 if va else input.ndim, 1 if vb else other.ndim))
+
+
+def _matmul_name(na: int, nb: int) -> str:
+    """The ``grad_fn`` name PyTorch's ``matmul`` gives its result for
+    operands of ``na`` and ``nb`` dims (the ATen op its dispatch ends in)."""
+    if na == 1:
+        return {1: "DotBackward0", 2: "SqueezeBackward4"}.get(nb, "UnsafeViewBackward0")
+    if na == 2:
+        return {1: "MvBackward0", 2: "MmBackward0"}.get(nb, "CloneBackward0")
+    return "UnsafeViewBackward0"
 
 
 def mm(input, mat2):

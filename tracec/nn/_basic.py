@@ -61,8 +61,22 @@ def linear(input, weight, bias=None):
             yd = y._data
             with np.errstate(all="ignore"):
                 np.add(yd, bias._data.reshape(bias.shape[-1:]), out=yd)
-            return apply_direct(_ADD, {}, (y, bias), yd, y.dtype)
+            return _linear_named(apply_direct(_ADD, {}, (y, bias), yd, y.dtype), input.ndim,
+                                 True, weight.ndim)
         y = TF.add(y, bias)
+    return _linear_named(y, input.ndim, bias is not None, weight.ndim)
+
+
+def _linear_named(y, ndim: int, bias: bool, wdim: int):
+    """PyTorch's ``grad_fn`` name for ``F.linear``: addmm / mm on a 2-D
+    input, a view of them otherwise."""
+    if y._node is not None and wdim == 2:
+        if ndim == 2:
+            y._node._name = "AddmmBackward0" if bias else "MmBackward0"
+        elif ndim == 1:
+            y._node._name = "ViewBackward0" if bias else "SqueezeBackward4"
+        else:
+            y._node._name = "ViewBackward0" if bias else "UnsafeViewBackward0"
     return y
 
 
