@@ -746,3 +746,15 @@ def test_linear_grad_fn_names_match_pytorch(shape, bias):
         m = lib.nn.Linear(3, 4, bias=bias)
         names.append(m(lib.randn(*shape)).grad_fn.name())
     assert names[1] == names[0]
+
+
+@pytest.mark.parametrize("name, fn", [
+    ("squeeze()", lambda L, v: v.squeeze()),
+    ("squeeze(dim)", lambda L, v: v.squeeze(0)),
+    ("squeeze(dims)", lambda L, v: v.squeeze((0, 2))),
+    ("bmm", lambda L, v: L.bmm(v.expand(2, 4, 1), v.view(1, 1, 4).expand(2, 1, 4))),
+    ("mm", lambda L, v: L.mm(v.view(4, 1), v.view(1, 4))),
+])
+def test_view_and_product_grad_fn_names_match_pytorch(name, fn):
+    names = [fn(L, L.ones(1, 4, 1, requires_grad=True)).grad_fn.name() for L in (torch, tracec)]
+    assert names[1] == names[0]

@@ -787,7 +787,7 @@ def mm(input, mat2):
 def bmm(input, mat2):
     if input.ndim != 3 or mat2.ndim != 3:
         raise RuntimeError(f"bmm: expected 3D tensors, got {input.ndim}D and {mat2.ndim}D")
-    return matmul(input, mat2)
+    return _named(matmul(input, mat2), "BmmBackward0")
 
 
 def dot(input, tensor):

@@ -156,7 +156,10 @@ def squeeze(input, dim=None):
         dims = dim if isinstance(dim, (tuple, list)) else (dim,)
         axes = {normalize_axis(d, input.ndim) for d in dims}
         shape = tuple(s for i, s in enumerate(input.shape) if not (i in axes and s == 1))
-    return _named(ops.reshape(input, shape), "SqueezeBackward0")
+    # PyTorch's overloads: squeeze(), squeeze(dim), squeeze(dims)
+    name = "SqueezeBackward0" if dim is None else \
+        "SqueezeBackward2" if isinstance(dim, (tuple, list)) else "SqueezeBackward1"
+    return _named(ops.reshape(input, shape), name)
 
 
 def unsqueeze(input, dim):
