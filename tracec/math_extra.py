@@ -325,6 +325,7 @@ def remainder(input, other):  # noqa: A002
 
 
 def floor_divide(input, other):  # noqa: A002
+    input = F._wrapped_number(input, other)
     a0, b0, d = _tensors("floor_divide", input, other)
     a, b = a0, b0
     if d is dt.bool_:
@@ -353,6 +354,7 @@ def div(input, other, *, rounding_mode=None):  # noqa: A002
     """``torch.div`` with ``rounding_mode`` None, ``"trunc"`` or ``"floor"``."""
     if rounding_mode is None:
         return F.div(input, other)
+    input = F._wrapped_number(input, other)
     if rounding_mode == "floor":
         return floor_divide(input, other)
     if rounding_mode != "trunc":
