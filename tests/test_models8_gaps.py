@@ -197,3 +197,46 @@ def test_new_factories_size_keyword(name):
     for args, kw in (((2,), dict(size=(3,))), ((), dict(size=2)), ((), {})):
         assert _err(lambda: getattr(x, name)(*args, **kw)) == \
             _err(lambda: getattr(t, name)(*args, **kw))
+
+
+def test_cat_of_permuted_tensors_is_contiguous():
+    # Transformer-XL's _rel_shift: cat of a zero column and an einsum result, then view
+    a = np.random.default_rng(0).standard_normal((6, 2, 2, 8)).astype(np.float32)
+    b = np.random.default_rng(1).standard_normal((6, 2, 8)).astype(np.float32)
+    res = {}
+    for lib in (tracec, torch):
+        bd = lib.einsum('ibnd,jnd->ijbn', (lib.tensor(a), lib.tensor(b)))
+        zp = lib.zeros((bd.size(0), 1, *bd.size()[2:]))
+        xp = lib.cat([zp, bd], dim=1)
+        res[lib.__name__] = (xp.is_contiguous(), xp.stride(),
+                             xp.view(bd.size(1) + 1, bd.size(0), *bd.size()[2:])[1:].reshape(-1))
+    assert res["tracec"][:2] == res["torch"][:2]
+    np.testing.assert_allclose(res["tracec"][2].numpy(), res["torch"][2].numpy(), rtol=1e-6)
+    for lib in (tracec, torch):     # channels-last inputs keep their layout, mixed ones do not
+        c = lib.arange(120.).view(2, 3, 4, 5).to(memory_format=lib.channels_last)
+        res[lib.__name__] = (lib.cat([c, c], 1).stride(), lib.cat([c, c.contiguous()], 1).stride(),
+                             lib.cat([c.transpose(2, 3)] * 2, 0).stride())
+    assert res["tracec"] == res["torch"]
+
+
+def test_item_of_mask_from_factories_compiles(recwarn):
+    # Transformer-XL: `if attn_mask is not None and attn_mask.any().item():` on a mask made
+    # by triu(new_ones(...)) in the compiled function: a constant, so Python may read it
+    def f(x, mlen):
+        mask = tracec.triu(x.new_ones(x.size(0), x.size(0) + mlen), diagonal=1 + mlen).bool()
+        if mask.any().item():
+            x = x.masked_fill(mask[:, :x.size(0)], -1.0)
+        return x * 2
+
+    cf = tracec.compile(f)
+    a = np.arange(9, dtype=np.float32).reshape(3, 3)
+    for _ in range(2):
+        got = cf(tracec.tensor(a), 0)
+    assert not [w for w in recwarn if "running eagerly" in str(w.message)]
+    t = torch.tensor(a)
+    want = t.masked_fill(torch.triu(t.new_ones(3, 3), diagonal=1).bool(), -1.0) * 2
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    # a random factory is not a constant: reading it still refuses to compile
+    cg = tracec.compile(lambda x: x * (2 if tracec.rand(()).item() > 2 else 3))
+    with pytest.raises(Exception, match=r"item\(\) on a traced tensor"):
+        cg(tracec.tensor(a))
