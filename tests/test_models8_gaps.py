@@ -5,7 +5,10 @@ Python numbers (``torch.div(seq_len, w, rounding_mode="trunc")``, Longformer),
 ``divide``'s ``rounding_mode`` and ``add`` / ``sub``'s ``alpha`` with a
 number; a differentiable ``as_strided`` of a non-contiguous view and 0-d
 integer tensors in its sizes (Longformer's ``_chunk`` and
-``_sliding_chunks_matmul_attn_probs_value``); ``new_ones(size=...)``."""
+``_sliding_chunks_matmul_attn_probs_value``); ``new_ones(size=...)``; ``cat``'s
+contiguous result from permuted inputs and ``.item()`` of a mask made from
+factories inside a compiled function (Transformer-XL's ``_rel_shift`` and
+``attn_mask.any().item()``)."""
 import numpy as np
 import pytest
 import torch
