@@ -98,7 +98,8 @@ def test_stft_compiled_step_does_not_fall_back(recwarn):
 
 @pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "true_divide", "divide", "multiply",
                                   "subtract", "floor_divide"])
-@pytest.mark.parametrize("args", [(8, 2), (7.5, 2), (True, 2), (3, 2.5), (-7, 2)])
+@pytest.mark.parametrize("args", [(8, 2), (7.5, 2), (True, 2), (3, 2.5), (-7, 2), (np.int64(8), 2),
+                                  (np.float32(2.5), 2), (1j, 2), (2, 1j)])
 def test_two_python_numbers_match_torch(name, args):
     r, g = _err(lambda: getattr(torch, name)(*args)), _err(lambda: getattr(tracec, name)(*args))
     assert (r is None) == (g is None), (r, g)
@@ -121,6 +122,9 @@ def test_div_rounding_mode_numbers_and_divide(mode):
         np.testing.assert_array_equal(lib_fn(tracec, tracec.tensor(x)).numpy(),
                                       lib_fn(torch, torch.tensor(x)).numpy())
     assert _err(lambda: tracec.true_divide(tracec.tensor(x), 2, rounding_mode=mode))[0] is TypeError
+    for a in (1j, np.array([1j, 2 + 1j], np.complex64)):
+        assert _err(lambda: tracec.div(tracec.tensor(a), 2, rounding_mode=mode)) == \
+            _err(lambda: torch.div(torch.tensor(a), 2, rounding_mode=mode))
 
 
 def test_add_sub_alpha_with_number():

@@ -146,13 +146,21 @@ def _named(t: Tensor, name: str) -> Tensor:
 def _wrapped_number(input, other):
     """``input`` as PyTorch's Python arg parser gives it to ``add`` / ``sub``
     / ``mul`` / ``div`` and their aliases when both operands are Python
-    numbers (``torch.div(seq_len, w, rounding_mode="trunc")``): a 0-d tensor
-    (bool, int64 or the default float dtype; complex is refused as there)."""
+    (or NumPy) numbers (``torch.div(seq_len, w, rounding_mode="trunc")``): a
+    0-d tensor of bool, int64, the default float dtype or its complex type."""
     if isinstance(input, Tensor) or isinstance(other, Tensor) or \
-            not isinstance(input, (bool, int, float)) or not isinstance(other, _NUM):
+            not isinstance(other, _NUM) or isinstance(input, np.bool_):
         return input
-    d = dt.bool_ if isinstance(input, bool) else dt.int64 if isinstance(input, int) else \
-        dt.get_default_dtype()
+    if isinstance(input, bool):
+        d = dt.bool_
+    elif isinstance(input, numbers.Integral):
+        d = dt.int64
+    elif isinstance(input, numbers.Real):
+        d = dt.get_default_dtype()
+    elif isinstance(input, numbers.Complex):
+        d = dt.complex_of(dt.get_default_dtype())
+    else:
+        return input
     return Tensor._from_data(np.asarray(input, dtype=d.np))
 
 

@@ -5,7 +5,8 @@
 # Adam + StepLR, get_likely_index / number_of_correct / predict) plus a spectrogram
 # front end as torchaudio writes it (functional.melscale_fbanks with _hz_to_mel /
 # _mel_to_hz / _create_triangular_filterbank, Spectrogram's torch.stft with
-# return_complex=True, .abs() ** 2, the mel matmul, log(... + eps)) and an
+# return_complex=True, .abs() ** 2, the mel matmul, log(... + eps), amplitude_to_DB
+# with top_db, create_dct and the MFCC matmul, the "window" normalization) and an
 # istft round trip.  Changes for a CPU test: SPEECHCOMMANDS is a synthetic dataset of
 # 8 kHz waveforms (the tutorial resamples to 8 kHz, so the Resample transform is
 # the identity), 4 labels, n_channel=8, 2 epochs of 3 batches, no tqdm; weights
@@ -351,6 +352,52 @@ data, target = next(iter(test_loader))
 mel = mel_t(data)
 logmel = torch.log(mel + 1e-6)
 print("logmel", tuple(logmel.shape), f"{logmel.mean().item():.4f}", f"{logmel.std().item():.4f}")
+
+# ---- torchaudio.functional: amplitude_to_DB, create_dct; transforms.MFCC ----
+def amplitude_to_DB(x, multiplier, amin, db_multiplier, top_db=None):
+    x_db = multiplier * torch.log10(torch.clamp(x, min=amin))
+    x_db -= multiplier * db_multiplier
+
+    if top_db is not None:
+        # Expand batch
+        shape = x_db.size()
+        packed_channels = shape[-3] if x_db.dim() > 2 else 1
+        x_db = x_db.reshape(-1, packed_channels, shape[-2], shape[-1])
+
+        x_db = torch.max(x_db, (x_db.amax(dim=(-3, -2, -1)) - top_db).view(-1, 1, 1, 1))
+
+        # Repack batch
+        x_db = x_db.reshape(shape)
+
+    return x_db
+
+
+def create_dct(n_mfcc, n_mels, norm):
+    # http://en.wikipedia.org/wiki/Discrete_cosine_transform#DCT-II
+    n = torch.arange(float(n_mels))
+    k = torch.arange(float(n_mfcc)).unsqueeze(1)
+    dct = torch.cos(math.pi / float(n_mels) * (n + 0.5) * k)  # size (n_mfcc, n_mels)
+
+    if norm is None:
+        dct *= 2.0
+    else:
+        assert norm == "ortho"
+        dct[0] *= 1.0 / math.sqrt(2.0)
+        dct *= math.sqrt(2.0 / float(n_mels))
+    return dct.t()
+
+
+amin, ref_value, top_db = 1e-10, 1.0, 80.0
+db_multiplier = math.log10(max(amin, ref_value))
+mel_db = amplitude_to_DB(mel, 10.0, amin, db_multiplier, top_db)
+dct_mat = create_dct(8, 16, "ortho")
+mfcc = torch.matmul(mel_db.transpose(-1, -2), dct_mat).transpose(-1, -2)
+print("mfcc", tuple(mfcc.shape), f"{mel_db.max().item():.4f}", f"{mel_db.min().item():.4f}",
+      [f"{v:.4f}" for v in mfcc[1, 0, :3, 4].tolist()], f"{create_dct(4, 16, None).sum().item():.5f}")
+# Spectrogram(normalized=True): the "window" normalization
+spec_n = torch.stft(data[:, 0], 128, 64, window=mel_t.window, return_complex=True)
+spec_n /= mel_t.window.pow(2.).sum().sqrt()
+print("normalized spectrogram", f"{spec_n.abs().pow(2.).mean().item():.6f}")
 
 # Tensor.stft with a short window, its gradient, and the istft round trip
 x = data[0, 0, :2048].clone().requires_grad_()
