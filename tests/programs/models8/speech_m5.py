@@ -10,8 +10,8 @@
 # istft round trip.  Changes for a CPU test: SPEECHCOMMANDS is a synthetic dataset of
 # 8 kHz waveforms (the tutorial resamples to 8 kHz, so the Resample transform is
 # the identity), 4 labels, n_channel=8, 2 epochs of 3 batches, StepLR step_size 1
-# (20), no tqdm; weights come from numpy.  Then a log-mel classifier's training step (torch.stft inside it)
-# under torch.compile against the same step run eagerly.
+# (20), no tqdm; weights come from numpy.  Then a log-mel classifier's training
+# step (torch.stft inside it) under torch.compile against the same step run eagerly.
 import copy
 import math
 
