@@ -247,3 +247,24 @@ def test_item_of_mask_from_factories_compiles(recwarn):
     cg = tracec.compile(lambda x: x * (2 if tracec.rand(()).item() > 2 else 3))
     with pytest.raises(Exception, match=r"item\(\) on a traced tensor"):
         cg(tracec.tensor(a))
+
+
+def test_arange_of_0d_tensors_keeps_their_kind():
+    # the TFT's torch.arange(decoder_lengths.max()): an int64 range
+    for args in ((lambda L: (L.tensor(3),)), (lambda L: (L.tensor(3.0),)),
+                 (lambda L: (1, L.tensor(6), L.tensor(2))), (lambda L: (L.tensor([4, 5]).max(),))):
+        got, want = tracec.arange(*args(tracec)), torch.arange(*args(torch))
+        assert got.dtype.name == str(want.dtype).split(".")[1]
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert _err(lambda: tracec.arange(tracec.tensor([1, 2])))[0] is \
+        _err(lambda: torch.arange(torch.tensor([1, 2])))[0]
+
+
+def test_unfold_and_masked_fill_argument_errors():
+    x, t = tracec.arange(6.0), torch.arange(6.0)
+    for args in ((0, 2.0, 1), (0, 2, 1.0), (0.0, 2, 1)):
+        assert _err(lambda: x.unfold(*args)) == _err(lambda: t.unfold(*args))
+    for d in ("uint8", "int64", "float32", "int32"):
+        m = np.array([1, 0, 1, 0, 1, 0], dtype=d)
+        assert _err(lambda: x.masked_fill(tracec.tensor(m), 0.0)) == \
+            _err(lambda: t.masked_fill(torch.tensor(m), 0.0))

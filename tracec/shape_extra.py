@@ -276,6 +276,10 @@ def unfold(self, dimension, size, step):
     """``Tensor.unfold``: windows of ``size`` every ``step`` along
     ``dimension``, as a new last dimension (a copy made by one ``take``;
     PyTorch's is a view)."""
+    for pos, (name, v) in enumerate((("dimension", dimension), ("size", size), ("step", step)), 1):
+        if not isinstance(v, (int, np.integer)):
+            raise TypeError(f"unfold(): argument '{name}' (position {pos}) must be int, not "
+                            f"{type(v).__name__}")
     d = normalize_axis(dimension, self.ndim) if self.ndim else 0
     n = self.shape[d] if self.ndim else 1
     if size > n:
