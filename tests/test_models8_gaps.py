@@ -268,3 +268,26 @@ def test_unfold_and_masked_fill_argument_errors():
         m = np.array([1, 0, 1, 0, 1, 0], dtype=d)
         assert _err(lambda: x.masked_fill(tracec.tensor(m), 0.0)) == \
             _err(lambda: t.masked_fill(torch.tensor(m), 0.0))
+
+
+def test_as_strided_of_view_written_in_place_grad():
+    # the view's in-place history reaches the gather from its base
+    a = np.arange(16, dtype=np.float32).reshape(4, 4)
+    res = {}
+    for lib in (tracec, torch):
+        leaf = lib.tensor(a, requires_grad=True)
+        x = leaf * 1.0
+        v = x.t()
+        v.mul_(lib.arange(4.0))
+        c1 = v.as_strided((3, 2), (1, 4))
+        (c1 * lib.arange(6.).view(3, 2)).sum().backward()
+        g1 = leaf.grad.clone()
+        leaf.grad = None
+        x = leaf * 1.0
+        v = x[1:3]
+        v.add_(leaf[0:2] * 2)
+        c2 = v.as_strided((2, 3), (4, 1), 5)
+        (c2 * lib.arange(6.).view(2, 3)).sum().backward()
+        res[lib.__name__] = [t.detach().numpy() for t in (c1, g1, c2, leaf.grad)]
+    for got, want in zip(res["tracec"], res["torch"]):
+        np.testing.assert_array_equal(got, want)
