@@ -660,7 +660,7 @@ print("static weights", [f"{v:.4f}" for v in out["static_variables"][0].flatten(
 print("attention row", [f"{v:.4f}" for v in out["attention"][3, 1, 0].tolist()])
 
 optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-for step in range(3):
+for step in range(2):
     optimizer.zero_grad()
     loss = loss_fn.loss(model(batch)["prediction"], target).mean()
     loss.backward()
@@ -708,12 +708,15 @@ def train_step(step, batch, target):
 
 
 state, opt_state = copy.deepcopy(model.state_dict()), copy.deepcopy(optimizer.state_dict())
-eager = [train_step(loss_and_grads, batch, target).item() for _ in range(3)]
+eager = [train_step(loss_and_grads, batch, target).item() for _ in range(2)]
 after = copy.deepcopy(model.state_dict())
 model.load_state_dict(state)
 optimizer.load_state_dict(opt_state)
 cstep = torch.compile(loss_and_grads)
-compiled = [train_step(cstep, batch, target).item() for _ in range(3)]
+compiled = [train_step(cstep, batch, target).item() for _ in range(2)]
 print("compiled losses", [f"{v:.6f}" for v in compiled])
+# (the key projections' biases shift every score of a query alike, which softmax
+# ignores: their gradients are rounding noise that Adam scales up to lr, not compared)
 print("compiled == eager:", all(abs(a - b) <= 1e-4 * max(1.0, abs(b)) for a, b in zip(compiled, eager)),
-      all(torch.allclose(model.state_dict()[k], after[k], rtol=1e-4, atol=1e-5) for k in after))
+      all(torch.allclose(model.state_dict()[k], after[k], rtol=1e-4, atol=1e-5) for k in after
+          if not ("k_layers" in k and k.endswith("bias"))))
