@@ -9,10 +9,7 @@ integer tensors in its sizes (Longformer's ``_chunk`` and
 contiguous result from permuted inputs and ``.item()`` of a mask made from
 factories inside a compiled function (Transformer-XL's ``_rel_shift`` and
 ``attn_mask.any().item()``); ``arange`` of 0-d tensors, ``unfold`` /
-``masked_fill`` argument errors; Python reading a value computed from a small
-integer argument in a compiled function (the TFT's
-``int(encoder_lengths.max())``): the trace specializes on the argument's
-values, guarded at every call."""
+``masked_fill`` argument errors."""
 import numpy as np
 import pytest
 import torch
@@ -296,61 +293,3 @@ def test_as_strided_of_view_written_in_place_grad():
     for got, want in zip(res["tracec"], res["torch"]):
         np.testing.assert_array_equal(got, want)
 
-
-def _lengths_fn(lib):
-    # the TFT's pattern: Python reads a length from an integer argument
-    def f(x, lengths):
-        n = int(lengths.max())
-        steps = lib.arange(lengths.max())
-        return x[:, :n].sum(1) * 2 + lengths.float() + steps.float().sum()
-    return f
-
-
-def test_item_of_small_int_argument_specializes_with_guard(recwarn):
-    cf = tracec.compile(_lengths_fn(tracec))
-    ft = _lengths_fn(torch)
-    a = np.arange(12, dtype=np.float32).reshape(2, 6)
-    for lens in ([3, 2], [3, 2], [5, 1], [3, 2], [6, 6]):
-        got = cf(tracec.tensor(a), tracec.tensor(lens))
-        want = ft(torch.tensor(a), torch.tensor(lens))
-        np.testing.assert_allclose(got.numpy(), want.numpy())
-    assert not [w for w in recwarn if "running eagerly" in str(w.message)]
-    info = cf.cache_info()
-    assert info.traces == 3 and info.hits == 2
-    assert "the values of the argument lengths" in info.reasons[1]
-
-
-def test_item_of_float_or_large_argument_still_refused():
-    def f(x, s):
-        return x * int(s.sum())
-    a = np.ones(3, np.float32)
-    for s in (np.array([1.5, 2.0], np.float32), np.arange(100)):
-        with pytest.raises(Exception, match="makes Python control flow depend on tensor data"):
-            tracec.compile(f)(tracec.tensor(a), tracec.tensor(s))
-    # a value mixed with a float argument is data, not a specialization
-    def g(x, lengths):
-        return x * int((lengths + x[0].long()).max())
-    with pytest.raises(Exception, match="makes Python control flow depend on tensor data"):
-        tracec.compile(g)(tracec.tensor(a), tracec.tensor([1, 2]))
-
-
-def test_int_argument_specialization_in_a_training_step():
-    # a masked-mean loss whose time extent comes from the lengths, with a backward
-    w0 = np.linspace(-1, 1, 4).astype(np.float32)
-
-    def step(lib, w, x, lengths):
-        n = int(lengths.max())
-        mask = lib.arange(n)[None, :] < lengths[:, None]
-        loss = ((x[:, :n] @ w) * mask).sum() / mask.sum()
-        loss.backward()
-        return loss
-
-    x = np.random.default_rng(0).standard_normal((3, 5, 4)).astype(np.float32)
-    cf = tracec.compile(lambda w, x, l: step(tracec, w, x, l))
-    for lens in ([4, 2, 3], [5, 5, 1], [4, 2, 3]):
-        w = tracec.tensor(w0, requires_grad=True)
-        got = cf(w, tracec.tensor(x), tracec.tensor(lens))
-        wt = torch.tensor(w0, requires_grad=True)
-        want = step(torch, wt, torch.tensor(x), torch.tensor(lens))
-        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
-        np.testing.assert_allclose(w.grad.numpy(), wt.grad.numpy(), rtol=1e-5)

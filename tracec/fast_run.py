@@ -93,8 +93,6 @@ def _supported(entry, n: int, ins, outs) -> bool:
             return False
         if spec.kind in ("attr", "attr_const"):   # module attributes set: the general path
             return False
-    if trace.arg_values:      # argument values guarded: the general path checks them
-        return False
     return (all(type(p) is int and p < n for p, _ in trace.arg_identity)
             and all(p is None or (type(p) is int and p < n) for _, _, p in trace.grad_guards))
 

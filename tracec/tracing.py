@@ -44,14 +44,6 @@ __all__ = ["TraceError", "Trace", "Recording", "user_location", "record"]
 
 # The package's own folder: frames in it are tracec's, not the user's.
 _TRACEC_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-#: Integer arguments of at most this many elements whose values Python may
-#: read in a trace (lengths, counts): the trace then specializes on them.
-SMALL_INT_ARG = 64
-#: The reads that specialize so (Python's own: ``int(t)``, ``t.item()``,
-#: ``if t:``, ``t.tolist()``); an op whose result's size depends on the values
-#: (``bincount``, ``nonzero``) still runs the call eagerly, as a graph break.
-_PYTHON_READS = ("item()", "bool()", "tolist()")
 _POSITIONS: dict = {}
 
 
@@ -144,10 +136,6 @@ class Trace:
     scalar_changes: list | None = None
     #: The Locations of the numbers this trace lifted (None: none).
     lifted: list | None = None
-    #: ``(path, values)``: small integer arguments whose values Python read
-    #: (``int(lengths.max())``, the TFT's encoder length): the trace serves
-    #: only calls whose arguments there hold these values.
-    arg_values: list = field(default_factory=list)
 
 
 class TensorValue:
@@ -188,12 +176,6 @@ class Recording:
         self.env: dict = {}          # id(tensor) -> (tensor, SSAValue)
         self.inputs: list = []
         self.consts: set = set()
-        #: id of a small integer argument -> (path, tensor, its values at entry)
-        self.int_args: dict = {}
-        #: id of a tensor computed from those arguments and constants only
-        #: -> the ids of the arguments it reads
-        self.arg_derived: dict = {}
-        self.arg_values: list = []
         self.written: dict = {}      # id -> pre-existing tensor written in place
         self.arg_position: dict = {}  # id of an argument tensor -> its position
         self.had_backward = False     # a backward ran inside the call
@@ -237,9 +219,6 @@ class Recording:
         self.inputs.append(InputSpec("arg", position, shape, t.dtype))
         self.env[id(t)] = (t, arg)
         self.arg_position.setdefault(id(t), position)
-        if t.dtype.category < 2 and not t.requires_grad and t.numel() <= SMALL_INT_ARG and \
-                self.symbols is None:
-            self.int_args[id(t)] = (position, t, np.array(t._data, copy=True))
         return arg
 
     def value_of(self, t: Tensor):
@@ -334,11 +313,6 @@ class Recording:
                 self.written[id(out)] = out
             if id(args[0]) not in self.consts:
                 self.consts.discard(id(out))   # a constant overwritten by a traced value
-            deps = self._arg_deps([args[0]])
-            if deps:
-                self.arg_derived[id(out)] = deps
-            else:
-                self.arg_derived.pop(id(out), None)
             self.env[id(out)] = (out, ssa)
             return
         ref = None
@@ -364,48 +338,8 @@ class Recording:
             # mask): the same value at every call this trace serves, so Python
             # may read it (boolean-mask indexing by it is a fixed gather).
             self.consts.add(id(out))
-            self.arg_derived.pop(id(out), None)
         else:
             self.consts.discard(id(out))   # e.g. a constant updated in place by a traced value
-            deps = self._arg_deps(args) if self.int_args and prim.kind != "random" else None
-            if deps:
-                self.arg_derived[id(out)] = deps
-            else:
-                self.arg_derived.pop(id(out), None)
-
-    def _arg_deps(self, args):
-        """The small integer arguments the tensors among ``args`` are
-        computed from, when they are computed from those and constants only;
-        else None."""
-        deps: frozenset = frozenset()
-        for a in args:
-            if not isinstance(a, Tensor):
-                continue
-            key = id(a)
-            if self.env.get(key, (None,))[0] is not a:
-                return None
-            if key in self.consts:
-                continue
-            if key in self.int_args and self.int_args[key][1] is a:
-                deps = deps | {key}
-            elif key in self.arg_derived:
-                deps = deps | self.arg_derived[key]
-            else:
-                return None
-        return deps
-
-    def _guard_arg_values(self, t) -> bool:
-        """``t`` computed from small integer arguments (and constants) only:
-        the trace specializes on those arguments' values, guarded at every
-        call (as torch.compile's graph break and recompile on the read value)."""
-        deps = self._arg_deps([t])
-        if not deps:
-            return False
-        for key in deps:
-            path, arg, values = self.int_args[key]
-            if not any(p == path for p, _ in self.arg_values):
-                self.arg_values.append((path, values))
-        return True
 
     def _all_consts(self, args) -> bool:
         # (no tensor operand: a factory such as iota or full, Transformer-XL's
@@ -455,8 +389,6 @@ class Recording:
         recorded = e is not None and e[0] is t and id(t) not in self.consts
         if recorded or (e is None and t._birth != self.epoch):
             if not recorded and self._guard_value(t):
-                return
-            if recorded and self.int_args and why in _PYTHON_READS and self._guard_arg_values(t):
                 return
             loc = user_location()
             if t.dtype.category == 3 or "complex values are eager only" in why:
@@ -732,8 +664,7 @@ class Recording:
         return Trace(module, self.inputs, outputs, template, self.guards, grad_guards,
                      graph.is_grad_enabled(),
                      () if self.had_backward else tuple(returns_grad), symbolic=sym_info,
-                     attr_needs_grad=None if self.had_backward else attr_grad,
-                     arg_values=list(self.arg_values))
+                     attr_needs_grad=None if self.had_backward else attr_grad)
 
 
 def _failing_user_line(tb):
