@@ -275,6 +275,11 @@ def full_like(input, fill_value, *, dtype=None, layout=None, device=None,
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     if end is None:
         start, end = 0, start
+    # 0-d tensors are numbers of their kind (TFT's arange(decoder_lengths.max()) is int64)
+    for name, v in (("start", start), ("end", end), ("step", step)):
+        if isinstance(v, Tensor) and v.numel() != 1:
+            raise TypeError(f"arange(): argument '{name}' must be Number, not Tensor")
+    start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
     if step == 0:
         raise RuntimeError("step must be nonzero")
     vals = [start, end, step]

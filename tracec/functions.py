@@ -143,10 +143,39 @@ def _named(t: Tensor, name: str) -> Tensor:
 
 # --- arithmetic -----------------------------------------------------------------
 
+def _wrapped_number(input, other):
+    """``input`` as PyTorch's Python arg parser gives it to ``add`` / ``sub``
+    / ``mul`` / ``div`` and their aliases when both operands are Python
+    (or NumPy) numbers (``torch.div(seq_len, w, rounding_mode="trunc")``): a
+    0-d tensor of bool, int64, the default float dtype or its complex type."""
+    if isinstance(input, Tensor) or isinstance(other, Tensor) or \
+            not isinstance(other, _NUM) or isinstance(input, np.bool_):
+        return input
+    if isinstance(input, bool):
+        d = dt.bool_
+    elif isinstance(input, numbers.Integral):
+        d = dt.int64
+    elif isinstance(input, numbers.Real):
+        d = dt.get_default_dtype()
+    elif isinstance(input, numbers.Complex):
+        d = dt.complex_of(dt.get_default_dtype())
+    else:
+        return input
+    return Tensor._from_data(np.asarray(input, dtype=d.np))
+
+
+def _check_alpha(alpha, d):
+    if d.category < 2 and isinstance(alpha, (float, np.floating)):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating "
+                           "point number.")
+
+
 def add(input, other, *, alpha=1):
-    (input, other), _ = promote("add", input, other)
+    input = _wrapped_number(input, other)
+    (input, other), d = promote("add", input, other)
     if alpha != 1:
-        other = ops.mul(other, alpha)
+        _check_alpha(alpha, d)
+        other = ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
     return ops.add(input, other)
 
 
@@ -155,6 +184,7 @@ def _is_bool(v) -> bool:
 
 
 def sub(input, other, *, alpha=1):
+    input = _wrapped_number(input, other)
     bools = _is_bool(input) or _is_bool(other)
     (input, other), d = promote("sub", input, other)
     if d is dt.bool_:
@@ -165,11 +195,13 @@ def sub(input, other, *, alpha=1):
                            "If you are trying to invert a mask, use the `~` or `logical_not()` "
                            "operator instead.")
     if alpha != 1:
-        other = ops.mul(other, alpha)
+        _check_alpha(alpha, d)
+        other = ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
     return ops.sub(input, other)
 
 
 def mul(input, other):
+    input = _wrapped_number(input, other)
     (input, other), d = promote("mul", input, other)
     if d is dt.bool_:
         return ops.logical_and(input, other)
@@ -177,13 +209,19 @@ def mul(input, other):
 
 
 def div(input, other, *, rounding_mode=None):
-    (input, other), d = promote("div", input, other, min_dtype=dt.get_default_dtype())
     if rounding_mode is not None:
-        raise NotImplementedError("div(rounding_mode=...) is not supported by tracec yet")
+        from tracec.math_extra import div as rounding_div
+        return rounding_div(input, other, rounding_mode=rounding_mode)
+    input = _wrapped_number(input, other)
+    (input, other), d = promote("div", input, other, min_dtype=dt.get_default_dtype())
     return ops.div(input, other)
 
 
-true_divide = divide = div
+def true_divide(input, other):  # noqa: A002
+    return div(input, other)
+
+
+divide = div
 multiply = mul
 subtract = sub
 

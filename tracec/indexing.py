@@ -338,7 +338,7 @@ def setitem(x: Tensor, key, value):
         if not isinstance(value, Tensor) or value.ndim == 0:
             # PyTorch sends a 0-d value to masked_fill_, which refuses uint8 masks.
             raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with "
-                               "dtype uint8")
+                               "dtype unsigned char")
         items = tuple(_uint8_mask(k) if isinstance(k, Tensor) and k.dtype is dt.uint8 else k
                       for k in items)
         key = items

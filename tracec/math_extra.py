@@ -325,10 +325,14 @@ def remainder(input, other):  # noqa: A002
 
 
 def floor_divide(input, other):  # noqa: A002
+    input = F._wrapped_number(input, other)
     a0, b0, d = _tensors("floor_divide", input, other)
     a, b = a0, b0
     if d is dt.bool_:
         raise RuntimeError("\"div_floor_cpu\" not implemented for 'Bool'")
+    if d.category == 3:
+        raise NotImplementedError(f"\"div_floor_cpu\" not implemented for "
+                                  f"'{dt.scalar_type_name(d)}'")
     if not d.is_floating_point:
         b = _check_int_zero(b)
         q = ops.div(a, b)
@@ -353,12 +357,16 @@ def div(input, other, *, rounding_mode=None):  # noqa: A002
     """``torch.div`` with ``rounding_mode`` None, ``"trunc"`` or ``"floor"``."""
     if rounding_mode is None:
         return F.div(input, other)
+    input = F._wrapped_number(input, other)
     if rounding_mode == "floor":
         return floor_divide(input, other)
     if rounding_mode != "trunc":
         raise ValueError("div expected rounding_mode to be one of None, 'trunc', or 'floor' "
                          f"but found '{rounding_mode}'")
     (a, b), d = promote("div", input, other)
+    if d.category == 3:
+        raise NotImplementedError(f"\"div_trunc_cpu\" not implemented for "
+                                  f"'{dt.scalar_type_name(d)}'")
     if not d.is_floating_point:
         b = _check_int_zero(b)
         return ops.div(a, b)

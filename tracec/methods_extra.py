@@ -62,17 +62,41 @@ def _new(self, dtype, device, requires_grad, make):
     return make(d, device, requires_grad)
 
 
-def _new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+def _new_size(size, kw, fn):
+    # PyTorch's ``size`` argument, positional (``*size`` or one sequence) or
+    # keyword (``new_ones(size=mask.size())``, as Longformer calls it).
+    if kw:
+        extra = set(kw) - {"size"}
+        if extra:
+            raise TypeError(f"{fn}() got an unexpected keyword argument '{extra.pop()}'")
+        if size:
+            raise TypeError(f"{fn}() got multiple values for argument 'size'")
+        if not isinstance(kw["size"], (tuple, list)):
+            raise TypeError(f"{fn}(): argument 'size' must be tuple of ints, not "
+                            f"{type(kw['size']).__name__}")
+        return (tuple(kw["size"]),)
+    if not size:
+        raise TypeError(f'{fn}() missing 1 required positional arguments: "size"')
+    return size
+
+
+def _new_zeros(self, *size, dtype=None, device=None, requires_grad=False,
+               **kw):
+    size = _new_size(size, kw, "new_zeros")
     return _new(self, dtype, device, requires_grad, lambda d, dev, rg: creation.zeros(
         *size, dtype=d, device=dev, requires_grad=rg))
 
 
-def _new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+def _new_ones(self, *size, dtype=None, device=None, requires_grad=False,
+               **kw):
+    size = _new_size(size, kw, "new_ones")
     return _new(self, dtype, device, requires_grad, lambda d, dev, rg: creation.ones(
         *size, dtype=d, device=dev, requires_grad=rg))
 
 
-def _new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+def _new_empty(self, *size, dtype=None, device=None, requires_grad=False,
+               **kw):
+    size = _new_size(size, kw, "new_empty")
     return _new(self, dtype, device, requires_grad, lambda d, dev, rg: creation.empty(
         *size, dtype=d, device=dev, requires_grad=rg))
 

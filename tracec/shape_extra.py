@@ -23,6 +23,7 @@ from tracec.functions import _named, promote
 from tracec.ops.core import normalize_axis
 from tracec.shape_ops import swapaxes as _swapaxes
 from tracec.rearrange import flip, narrow, repeat
+from tracec.symbolic import Sym
 from tracec.tensor import RECORDERS
 from tracec.shape_ops import (_one_keyword, _shape_arg, cat, expand, reshape, split, stack,
                               transpose, unsqueeze)
@@ -278,6 +279,10 @@ def unfold(self, dimension, size, step):
     ``dimension``, as a new last dimension: eagerly without grad a view (as
     PyTorch's), else a copy made by one ``take`` (a differentiable or traced
     view of overlapping windows is not modelled: writes to it stay in it)."""
+    for pos, (name, v) in enumerate((("dimension", dimension), ("size", size), ("step", step)), 1):
+        if not isinstance(v, (int, np.integer, Sym)):   # (Sym: a traced size)
+            raise TypeError(f"unfold(): argument '{name}' (position {pos}) must be int, not "
+                            f"{type(v).__name__}")
     d = normalize_axis(dimension, self.ndim) if self.ndim else 0
     n = self.shape[d] if self.ndim else 1
     if size > n:

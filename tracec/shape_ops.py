@@ -300,10 +300,17 @@ def unbind(input, dim=0):
     return tuple(_named(squeeze(s, d), "UnbindBackward0") for s in split(input, 1, d))
 
 
+# The C type names PyTorch's dtype messages use.
+_C_TYPE_NAMES = {"uint8": "unsigned char", "int8": "signed char", "int16": "short int",
+                 "int32": "int", "int64": "long int", "float32": "float", "float64": "double",
+                 "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
+
+
 def masked_fill(input, mask, value):
     if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
-        got = f", but got mask with dtype {mask.dtype.name}" if isinstance(mask, Tensor) else ""
-        raise RuntimeError(f"masked_fill only supports boolean masks{got}")
+        got = f", but got mask with dtype {_C_TYPE_NAMES.get(mask.dtype.name, mask.dtype.name)}" \
+            if isinstance(mask, Tensor) else ""
+        raise RuntimeError(f"masked_fill_ only supports boolean masks{got}")
     dt.check_fits(value, input.dtype)
     if isinstance(value, Tensor):
         if value.ndim:

@@ -43,7 +43,8 @@ def _alias(root: Tensor, arr: np.ndarray, dtype) -> Tensor:
 
 
 def _ints(xs, what):
-    xs = tuple(xs)
+    xs = tuple(int(x) if isinstance(x, Tensor) and x.ndim == 0 and x.dtype.category == 1
+               and x.dtype is not dt.bool_ else x for x in xs)   # 0-d integer tensors, as in PyTorch
     for x in xs:
         if not isinstance(x, (int, np.integer)) or isinstance(x, bool):
             raise TypeError(f"as_strided(): argument '{what}' must be tuple of ints, but found "
@@ -85,17 +86,32 @@ def as_strided(input, size, stride, storage_offset=None):
 
 
 def _as_strided_take(input, size, stride, offset):
-    """``as_strided`` as a gather from ``input``'s storage, flattened."""
-    if not (input._data.flags.c_contiguous and input._base is None):
-        raise NotImplementedError("tracec: as_strided of a view (or a non-contiguous tensor) "
-                                  "that requires grad or is traced is not supported; call "
-                                  ".contiguous() first")
+    """``as_strided`` as a gather from the flattened storage: from ``input``
+    itself when its elements are one contiguous block of the storage holding
+    every position read, else from the contiguous tensor ``input`` views
+    (Longformer's ``as_strided`` of a ``view`` of a ``reshape``d transpose),
+    whose gradient is the view's."""
     n = input.numel()
+    root = _root(input)
+    start = 0
+    if input._base is not None and n:
+        start = (input._data.ctypes.data - root._data.ctypes.data) // input._data.itemsize
+    last = sum((k - 1) * s for k, s in zip(size, stride))
+    if input._data.flags.c_contiguous and (0 in size or (offset >= start and
+                                                         offset - start + last < n)):
+        src, offset = input, offset - start
+    elif root is not input and root._data.flags.c_contiguous and \
+            (root.requires_grad or not input.requires_grad):
+        src, n = root, root.numel()
+    else:
+        raise NotImplementedError("tracec: as_strided of a non-contiguous tensor that requires "
+                                  "grad or is traced is not supported; call .contiguous() "
+                                  "first")
     idx = ops.full(size, offset, dt.int64, like=input)
     for axis, s in enumerate(stride):
         if size[axis] > 1 and s:
             idx = ops.add(idx, ops.mul(ops.iota(size, dt.int64, axis, like=input), s))
-    return _named(ops.take(ops.reshape(input, (n,)), idx, 0), "AsStridedBackward0")
+    return _named(ops.take(ops.reshape(src, (n,)), idx, 0), "AsStridedBackward0")
 
 
 def _rebind(self: Tensor, new: Tensor, op: str) -> Tensor:

@@ -369,8 +369,10 @@ class Recording:
             self.consts.discard(id(out))   # e.g. a constant updated in place by a traced value
 
     def _all_consts(self, args) -> bool:
+        # (no tensor operand: a factory such as iota or full, Transformer-XL's
+        # triu(new_ones(...)) mask)
         tensors = [a for a in args if isinstance(a, Tensor)]
-        return bool(tensors) and all(id(a) in self.consts and self.env.get(id(a), (None,))[0] is a
+        return all(id(a) in self.consts and self.env.get(id(a), (None,))[0] is a
                                      for a in tensors)
 
     def _complex_primitive(self, prim, args, params, out):

@@ -163,8 +163,23 @@ def _concat_vjp(g, *xs, out, axis):
     return tuple(outs)
 
 
+def _channels_last(a) -> bool:
+    return a.ndim in (4, 5) and not a.flags.c_contiguous and \
+        np.moveaxis(a, 1, -1).flags.c_contiguous
+
+
+def _concat_impl(*xs, axis):
+    # PyTorch's cat is contiguous unless every input is channels-last (NumPy
+    # follows the inputs' layout: permuted inputs gave a permuted result,
+    # which Transformer-XL's _rel_shift then cannot .view()).
+    out = np.concatenate(xs, axis=axis)
+    if out.flags.c_contiguous or (_channels_last(out) and all(_channels_last(x) for x in xs)):
+        return out
+    return np.ascontiguousarray(out)
+
+
 concatenate_p = Primitive("concatenate", kind="movement",
-                          impl=lambda *xs, axis: np.concatenate(xs, axis=axis),
+                          impl=_concat_impl,
                           shape_rule=_concat_shape, dtype_rule=_concat_dtype,
                           vjp=_concat_vjp, variadic=True)
 
