@@ -331,7 +331,9 @@ class Entry:
             # result is applied (nothing was donated): a call that decides
             # otherwise runs eagerly instead.
             for k, decision, _ in self._speculated():
-                if bool(outs[k].reshape(-1)[0]) != decision:
+                v = outs[k].reshape(-1)[0]
+                if (v.item() != decision[1]) if type(decision) is tuple else \
+                        (bool(v) != decision):
                     self.mispredicted += 1
                     self.mispredicted_total += 1
                     return self.eager(args, kwargs)

@@ -418,14 +418,19 @@ class Recording:
             if not recorded and self._guard_value(t):
                 return
             loc = user_location()
-            if why == "bool()" and t.numel() == 1 and t.dtype.category != 3 and \
-                    type(t._data) is np.ndarray:
+            if t.numel() == 1 and type(t._data) is np.ndarray and (
+                    (why == "bool()" and t.dtype.category != 3)
+                    or (why == "item()" and t.dtype.category in (0, 1))):
                 # A decision on tensor data (a NaN check, GradScaler's inf
-                # check): speculated.  The trace takes this call's branch and
-                # outputs the value; a compiled call whose value decides
-                # otherwise discards its results and runs eagerly
-                # (compiled_entry.Entry.run).
-                self.data_guards.append((self.value_of(t), bool(t._data.reshape(-1)[0]), loc))
+                # check), or an integer read (a length's max used as a
+                # size): speculated.  The trace takes this call's branch or
+                # number and outputs the value; a compiled call whose value
+                # decides otherwise discards its results and runs eagerly
+                # (compiled_entry.Entry.run).  (A float's item() stays
+                # refused: it would differ at nearly every call.)
+                v = t._data.reshape(-1)[0]
+                expect = bool(v) if why == "bool()" else ("value", v.item())
+                self.data_guards.append((self.value_of(t), expect, loc))
                 return
 
             if t.dtype.category == 3 or "complex values are eager only" in why:

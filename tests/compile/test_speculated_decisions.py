@@ -134,6 +134,25 @@ def test_grad_scaler_step_compiles_and_skips_an_inf_step_as_eager():
     assert info.eager_signatures == 0 and info.traces <= 2, info
 
 
+def test_integer_item_used_as_a_size_is_speculated():
+    """pytorch-forecasting's TFT: ``max_len = int(lengths.max())`` sizes a
+    mask.  The trace specializes on the number, checked at every call; a
+    batch with another maximum runs eagerly (and three in a row retrace)."""
+    def masks(x, lengths):
+        max_len = int(lengths.max())
+        mask = tracec.arange(max_len)[None, :] < lengths[:, None]
+        return (x[:, :max_len] * mask).sum()
+    f = tracec.compile(masks)
+    x = tracec.arange(24.).view(3, 8)
+    # the max: 5 5 5 (traced) 7 5 (a hit) 6 6 6 (three in a row) 6 (retraced)
+    for lens in ([3, 5, 2], [5, 1, 4], [2, 5, 5], [7, 2, 1], [5, 5, 5], [6, 6, 6], [6, 1, 1],
+                 [4, 6, 2], [6, 2, 3]):
+        lengths = tracec.tensor(lens)
+        assert f(x, lengths).item() == masks(x, lengths).item()
+    info = f.cache_info()
+    assert info.traces == 2 and info.mispredicted == 4, info
+
+
 def test_item_of_a_float_is_still_refused_with_the_line():
     """Only ``bool()`` is speculated: a number read with item() would be
     baked into the trace."""

@@ -91,7 +91,8 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
     guard = next((o for o in entry.trace.outputs if o.kind == "data_guard"), None)
     if guard is not None:
         loc = guard.target[1]
-        raise BuildError(f"{fn.__name__} decides in Python on tensor data (bool() at "
+        raise BuildError(f"{fn.__name__} decides in Python on tensor data (bool() or an "
+                         f"integer's item() at "
                          f"{loc[0]}:{loc[1]}); tracec.compile speculates on such a decision and "
                          "runs the call eagerly when it comes out otherwise, which a C library "
                          "cannot: keep the decision in tensor ops (tracec.where)")
