@@ -144,6 +144,7 @@ class CompiledFunction:
         #: (``[(snapshot path, Location)]``, tracec.lifted_state).
         self._lift: list = []
         self._lift_reason = None
+        self._retired = 0         # entries retired for mispredicted decisions
         self._last: Entry | None = None
         #: ``(match, entry, last)``: the last entry hit and a matcher for its
         #: key (``tracec.fast_call``), tried before the general lookup;
@@ -306,6 +307,17 @@ class CompiledFunction:
         self._recent.clear()
         if self._lift_reason is not None:
             reason, self._lift_reason = self._lift_reason, None
+        if reason and "came out otherwise" in reason:
+            # A speculated decision on tensor data keeps changing (an
+            # adaptive solver's loop): after a second retirement these calls
+            # run eagerly rather than retrace and recompile every few calls.
+            self._retired += 1
+            if self._retired >= 2:
+                msg = (f"tracec.compile({self.__name__}): running eagerly from now on for this "
+                       f"signature: {reason}, for the second time")
+                self._eager_keys[key] = msg
+                warnings.warn(msg, stacklevel=3)
+                return self.fn(*args, **kwargs)
         t0 = time.perf_counter()
         dims = choose_dynamic(self.dynamic, key, args, kwargs, self._cache,
                               self._sym.get(pattern_key(key), ()))

@@ -153,6 +153,27 @@ def test_integer_item_used_as_a_size_is_speculated():
     assert info.traces == 2 and info.mispredicted == 4, info
 
 
+def test_decisions_that_keep_changing_end_in_eager_calls():
+    """An adaptive loop (``while bool(err > tol)``) whose trip count changes
+    from call to call: after a second retired entry the calls run eagerly
+    (with one warning) instead of retracing every few calls."""
+    def solve(x):
+        n = 0
+        while bool(x.abs().max() > 1.0):
+            x = x * 0.5
+            n += 1
+        return x
+    f = tracec.compile(solve)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for k in range(12):
+            x = tracec.full((3,), float(2 ** (k % 4)) + 0.5)
+            np.testing.assert_array_equal(f(x).numpy(), solve(x).numpy())
+    assert f.cache_info().traces == 2
+    assert f.cache_info().eager_signatures == 1
+    assert any("for the second time" in str(m.message) for m in w)
+
+
 def test_item_of_a_float_is_still_refused_with_the_line():
     """Only ``bool()`` is speculated: a number read with item() would be
     baked into the trace."""
