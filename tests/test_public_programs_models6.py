@@ -44,12 +44,11 @@ PROGS = ROOT / "tests" / "programs" / "models6"
 
 CASES = ["vqvae.py", "byol.py", "moco.py", "sngan.py", "pix2pix.py", "wavenet.py",
          "sketch_rnn.py", "crnn.py", "maml.py", "gpt2_sampling.py"]
-# Programs whose compiled step tracec.compile runs eagerly, and says so:
+# Programs whose compiled step tracec.compile runs eagerly: none.
 # pix2pix's optimize_parameters and sketch-RNN's step keep their tensors as
 # attributes of a plain Python object (Pix2PixModel, Model: not
-# nn.Modules), a side effect that compiled calls would not repeat.  Every
-# other program's compiled step must compile.
-EAGER_FALLBACK = {"pix2pix.py", "sketch_rnn.py"}
+# nn.Modules): compiled calls set them again, as a module's.
+EAGER_FALLBACK: set = set()
 FALLBACK_WARNINGS = ("running eagerly", "a Python side effect that compiled calls would not repeat")
 
 

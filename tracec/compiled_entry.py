@@ -345,6 +345,9 @@ class Entry:
             if spec.kind == "grad_none":
                 (spec.target if spec.arg is None else resolve(spec.arg, args, kwargs))._grad = None
                 continue
+            if spec.kind == "attr_arg":
+                setattr(spec.target[0], spec.target[1], resolve(spec.arg, args, kwargs))
+                continue
             if spec.kind == "attr_const":
                 setattr(spec.target[0], spec.target[1], spec.target[2])
                 continue
@@ -393,7 +396,7 @@ class Entry:
 
 
 #: Output kinds with no value among the executable's results.
-NO_VALUE = frozenset(("grad_none", "attr_const"))
+NO_VALUE = frozenset(("grad_none", "attr_const", "attr_arg"))
 
 
 def _fresh_grad_outputs(trace: Trace, executable) -> list:

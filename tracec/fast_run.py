@@ -91,7 +91,7 @@ def _supported(entry, n: int, ins, outs) -> bool:
     for spec in trace.outputs:
         if spec.arg is not None and not (type(spec.arg) is int and spec.arg < n):
             return False
-        if spec.kind in ("attr", "attr_const"):   # module attributes set: the general path
+        if spec.kind in ("attr", "attr_const", "attr_arg"):   # module attributes set: the general path
             return False
     return (all(type(p) is int and p < n for p, _ in trace.arg_identity)
             and all(p is None or (type(p) is int and p < n) for _, _, p in trace.grad_guards))

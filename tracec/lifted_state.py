@@ -36,7 +36,8 @@ from tracec.optim.optimizer import Optimizer
 from tracec.sym_scalar import ACTIVE, LIFTED, Lifting, SymScalar, patched_math
 from tracec.tensor import Tensor
 
-__all__ = ["scalar_changes", "Lifted", "LiftedGuard", "coarsen", "Location"]
+__all__ = ["scalar_changes", "tensor_attr_changes", "Lifted", "LiftedGuard", "coarsen",
+           "Location", "ANY_TENSOR"]
 
 
 
@@ -131,6 +132,56 @@ def _diff(a, b, path, out) -> bool:
         return all(_diff(va, vb, path + (("item", j),), out)
                    for j, (va, vb) in enumerate(zip(a[1], b[1])))
     return False
+
+
+def _is_tensor_or_none(v) -> bool:
+    return type(v) is tuple and v and (v[0] == "T" or (v[0] is type(None)))
+
+
+def tensor_attr_changes(before, after) -> list:
+    """Snapshot paths of plain objects' attributes that changed from a
+    tensor or None to a tensor (pix2pix's ``self.fake_B = self.netG(...)``
+    on its BaseModel), where snapshots ``before`` and ``after`` differ."""
+    out: list = []
+
+    def walk(a, b, path):
+        if a == b or type(a) is not tuple or type(b) is not tuple or not a or not b:
+            return
+        if a[0] == "P" and b[0] == "P" and len(a) == 3 and len(b) == 3 and a[1] == b[1]:
+            kb = dict(b[2])
+            for k, va in a[2]:
+                vb = kb.get(k)
+                if vb is None:
+                    continue
+                if va != vb and _is_tensor_or_none(va) and type(vb) is tuple and vb[0] == "T":
+                    out.append(path + (("attr", k),))
+                else:
+                    walk(va, vb, path + (("attr", k),))
+        elif a[0] is dict and b[0] is dict and [k for k, _ in a[1]] == [k for k, _ in b[1]]:
+            for (k, va), (_, vb) in zip(a[1], b[1]):
+                if type(k) is not tuple:
+                    walk(va, vb, path + (("item", k),))
+    for i, (a, b) in enumerate(zip(before, after)):
+        walk(a, b, (i,))
+    return out
+
+
+def entry_at(snapshot, path):
+    """The snapshot entry at ``path`` (as ``tensor_attr_changes`` and
+    ``scalar_changes`` name them), or None."""
+    node = snapshot[path[0]]
+    for kind, key in path[1:]:
+        if type(node) is not tuple or not node:
+            return None
+        if node[0] == "P" and len(node) == 3:
+            node = dict(node[2]).get(key)
+        elif node[0] is dict:
+            node = dict(node[1]).get(key)
+        elif node[0] is list:
+            node = node[1][key] if key < len(node[1]) else None
+        else:
+            return None
+    return node
 
 
 def _root_location(label, getter):
@@ -266,34 +317,56 @@ def optimizer_changes(before, lifted=None) -> tuple:
 ANY = LIFTED
 
 
-def coarsen(snapshot: tuple, paths) -> tuple:
-    """``snapshot`` with the entries at ``paths`` replaced by ``ANY``."""
+class _AnyTensor:
+    """Stands for a replayed attribute in a guard snapshot: equal to the
+    snapshot entry of any tensor (a new one each compiled call), not None
+    (the call may decide on that)."""
+
+    def __eq__(self, other):
+        return other is self or (type(other) is tuple and bool(other) and other[0] == "T")
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __hash__ = object.__hash__
+
+    def __repr__(self):
+        return "<replayed tensor attribute>"
+
+
+ANY_TENSOR = _AnyTensor()
+
+
+def coarsen(snapshot: tuple, paths, token=None) -> tuple:
+    """``snapshot`` with the entries at ``paths`` replaced by ``token``
+    (``ANY``: a lifted number)."""
     for p in paths:
-        snapshot = _replace(snapshot, p, 0)
+        snapshot = _replace(snapshot, p, 0, ANY if token is None else token)
     return snapshot
 
 
-def _replace(node, path, depth):
+def _replace(node, path, depth, token=None):
     if depth == len(path):
-        return ANY
+        return ANY if token is None else token
     if depth == 0:
         i = path[0]
-        return node[:i] + (_replace(node[i], path, 1),) + node[i + 1:]
+        return node[:i] + (_replace(node[i], path, 1, token),) + node[i + 1:]
     kind, key = path[depth]
     if type(node) is not tuple:
         return node
     if node[0] == "P":
-        items = tuple((k, _replace(v, path, depth + 1) if k == key else v) for k, v in node[2])
+        items = tuple((k, _replace(v, path, depth + 1, token) if k == key else v)
+                      for k, v in node[2])
         return (node[0], node[1], items)
     if node[0] == "M" and depth == len(path) - 1:
         p, b, attrs = node[2]
-        return ("M", node[1], (p, b, [(e[0], ANY) if e[0] == key and len(e) == 2 else e
-                                      for e in attrs]))
+        return ("M", node[1], (p, b, [(e[0], ANY if token is None else token)
+                                      if e[0] == key and len(e) == 2 else e for e in attrs]))
     if node[0] is dict:
-        return (dict, tuple((k, _replace(v, path, depth + 1) if k == key else v)
+        return (dict, tuple((k, _replace(v, path, depth + 1, token) if k == key else v)
                             for k, v in node[1]))
     if node[0] is list:
-        return (list, tuple(_replace(v, path, depth + 1) if j == key else v
+        return (list, tuple(_replace(v, path, depth + 1, token) if j == key else v
                             for j, v in enumerate(node[1])))
     return node
 

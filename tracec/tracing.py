@@ -29,7 +29,7 @@ import numpy as np
 from tracec import attr_replay, autograd, complex_trace, graph, ir, lifted_state
 from tracec.complex_ops import TRACED_OPS
 from tracec.creation import GENERATOR_STATES
-from tracec.nn.modules.module import ATTR_WRITES, replayed_token
+from tracec.nn.modules.module import ATTR_WRITES, Module, replayed_token
 from tracec.guards import EnvGuard, GlobalRNGs
 from tracec.naming import argument_names, name_trace
 from tracec.ops.core import Aval
@@ -692,7 +692,13 @@ class Recording:
                                       inplace=final is entry
                                       and not isinstance(entry, str)))
         for mod, name, value in self.attr_writes.values():
-            if isinstance(value, Tensor) and value._birth == self.epoch:
+            if isinstance(value, Tensor) and id(value) in self.arg_position \
+                    and not isinstance(mod, Module):
+                # an argument stored on a plain object (a BaseModel's
+                # set_input): each compiled call stores that call's argument
+                outputs.append(OutputSpec("attr_arg", (mod, name),
+                                          arg=self.arg_position[id(value)]))
+            elif isinstance(value, Tensor) and value._birth == self.epoch:
                 values.append(self.value_of(value))
                 outputs.append(OutputSpec("attr", (mod, name, value.dtype)))
             else:   # None, or a tensor that existed before the call: that object
@@ -814,7 +820,21 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
             rec.fail(why)
     if rec.poisoned is not None:
         return result, rec.poisoned
+    before_tensors = env.tensors
     env_after = env.snapshot()
+    # The tensors the call could read as state are those there before it
+    # (an argument it stored on an object is not state: _state_identities).
+    env.tensors = before_tensors
+    replayed = _plain_object_attrs(env, rec, env_before, env_after)
+    # Only where a tensor was there before: an attribute that held None
+    # keeps that in the guard (the call may have decided on it: a lazily
+    # made scale), so the next call retraces once, as a module's does.
+    replayed = [p for p in replayed if (lifted_state.entry_at(env_before, p) or ("",))[0] == "T"]
+    if replayed:
+        # Tensors the call stored on plain objects (a pix2pix BaseModel's
+        # self.fake_B): set again by each compiled call, as a module's are.
+        env_before = lifted_state.coarsen(env_before, replayed, lifted_state.ANY_TENSOR)
+        env_after = lifted_state.coarsen(env_after, replayed, lifted_state.ANY_TENSOR)
     mods = attr_replay.modules(rec.attr_writes)
     if mods:
         # The attributes compiled calls set are no side effect to refuse; the
@@ -859,6 +879,28 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         if changes is not None and opt_locs is not None:
             trace.scalar_changes = (changes + opt_locs) or None
     return result, trace
+
+
+def _plain_object_attrs(env, rec, before, after) -> list:
+    """Snapshot paths of plain (non-Module) objects' attributes the call set
+    to a tensor, added to ``rec.attr_writes`` (replayed by compiled calls);
+    not one whose previous tensor the trace read (it would read a stale
+    object at the next call)."""
+    read = {id(spec.source) for spec in rec.inputs if spec.kind == "state"}
+    out = []
+    for p in lifted_state.tensor_attr_changes(before, after):
+        loc = lifted_state.resolve(env, p)
+        if loc is None or loc.kind != "attr" or isinstance(loc.container, Module):
+            continue
+        old = lifted_state.entry_at(before, p)
+        if old is not None and old[0] == "T" and old[1] in read:
+            continue
+        value = loc.get()
+        if not isinstance(value, Tensor) or value.dtype.category == 3:
+            continue
+        rec.attr_writes[(id(loc.container), loc.key)] = (loc.container, loc.key, value)
+        out.append(p)
+    return out
 
 
 def _side_effects(fn, args, kwargs, spec, leaves, rng_before) -> str | None:

@@ -128,3 +128,77 @@ def test_attribute_set_to_a_tensor_that_existed_before_is_that_tensor():
         f(tracec.ones(2), first)
         assert m.chosen is (a if first else b)
     assert f.cache_info().hits >= 1
+
+
+class BaseModel:
+    """junyanz/pytorch-CycleGAN-and-pix2pix's BaseModel pattern: a plain
+    object (not a Module) holding the networks, the inputs set_input stored
+    and the tensors forward computed."""
+
+    def __init__(self):
+        tracec.manual_seed(0)
+        self.netG = tracec.nn.Linear(3, 3)
+        self.optimizer_G = tracec.optim.SGD(self.netG.parameters(), lr=0.1)
+        self.fake_B = None
+
+    def set_input(self, real_A):
+        self.real_A = real_A
+
+    def forward(self):
+        self.fake_B = self.netG(self.real_A)
+
+    def optimize_parameters(self):
+        self.forward()
+        self.optimizer_G.zero_grad()
+        self.loss_G = (self.fake_B - self.real_A).pow(2).mean()
+        self.loss_G.backward()
+        self.optimizer_G.step()
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_tensors_set_on_a_plain_object_are_set_by_compiled_calls(backend):
+    def run(compiled):
+        model = BaseModel()
+
+        def step(x):
+            model.set_input(x)
+            model.optimize_parameters()
+            return model.loss_G
+        f = tracec.compile(step, backend=backend) if compiled else step
+        out = []
+        for k in range(5):
+            x = tracec.full((2, 3), float(k))
+            loss = f(x)
+            assert model.real_A is x                  # this call's argument itself
+            out.append((loss.item(), model.fake_B.detach().numpy().copy(),
+                        model.loss_G.item()))
+        return out, f
+    a, _ = run(False)
+    b, f = run(True)
+    for (la, fa, ga), (lb, fb, gb) in zip(a, b):
+        assert la == pytest.approx(lb, rel=1e-6) and ga == pytest.approx(gb, rel=1e-6)
+        np.testing.assert_allclose(fb, fa, rtol=1e-6)
+    info = f.cache_info()
+    # the first call creates the attributes; then one trace serves
+    assert info.traces == 2 and info.hits == 3 and info.eager_signatures == 0, info
+
+
+def test_a_plain_object_tensor_the_trace_reads_is_not_replayed():
+    """``self.prev = self.cur`` reads the tensor the previous call left
+    there: compiled code would read a stale object, so the step runs
+    eagerly (fallback) with eager's results."""
+    class Holder:
+        def __init__(self):
+            self.cur = tracec.zeros(2)
+            self.prev = None
+
+    h = Holder()
+
+    def step(x):
+        h.prev = h.cur
+        h.cur = h.prev + x
+        return h.cur.sum()
+    f = tracec.compile(step, fallback="eager")
+    with pytest.warns(UserWarning):
+        outs = [f(tracec.ones(2)).item() for _ in range(4)]
+    assert outs == [2.0, 4.0, 6.0, 8.0]
