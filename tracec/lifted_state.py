@@ -50,10 +50,12 @@ class Location:
     """Where a Python value lives: ``kind`` "attr" (an object's
     ``__dict__``), "item" (a dict or list) or "cell" (a closure cell)."""
 
-    __slots__ = ("kind", "container", "key", "label")
+    __slots__ = ("kind", "container", "key", "label", "after")
 
     def __init__(self, kind, container, key, label):
         self.kind, self.container, self.key, self.label = kind, container, key, label
+        #: the value the call that found it changed left there
+        self.after = None
 
     def get(self):
         if self.kind == "attr":
@@ -235,6 +237,7 @@ def scalar_changes(env, before, after):
         loc = resolve(env, p)
         if loc is None or not _is_num(loc.get()):
             return None
+        loc.after = loc.get()
         locs.append((p, loc))
     return locs or None
 
@@ -307,6 +310,7 @@ def optimizer_changes(before, lifted=None) -> tuple:
         if changed is None:
             changed = f"{loc.label} changed ({v!r} -> {now!r})"
         if _is_num(v) and _is_num(now) and locs is not None:
+            loc.after = now
             locs.append((None, loc))
         else:
             locs = None
@@ -421,6 +425,8 @@ class Lifted:
         self.types: tuple = ()
         self.writes: list = []
         self.refusal: str | None = None
+        #: the call has Python number arguments (guarded: part of its key)
+        self.number_args = False
         self._math = patched_math()
 
     def install(self) -> None:
@@ -439,12 +445,24 @@ class Lifted:
         found: list = []
         seen: set = set()
         budget = [4096]
+        varying = None
         for loc in self.locations:
             v = loc.get()
             if type(v) is SymScalar:
                 found.append(loc)
-            else:
+            elif (v == loc.after and type(v) is type(loc.after)) or self.lifting.guards \
+                    or self.number_args:
+                # A plain number: the same the call that found it changed
+                # left there (a reset, ``self.n = 0``), one a guarded
+                # decision on lifted numbers chose (SequentialLR's switch to
+                # its next schedule), or possibly one computed from a number
+                # argument (part of the trace's key: N-BEATS' lr from the
+                # step index): a constant write-back.  (A number from
+                # untraced state, the clock, in such a call would be stored
+                # as this call's: not detected.)
                 self.writes.append((loc, lambda vals, c=v: c))
+            elif varying is None:
+                varying = loc     # computed from nothing traced (time.time())
         v = None
         for obj in roots:
             _walk(obj, 5, budget, found, seen)
@@ -462,7 +480,11 @@ class Lifted:
             loc.set(v.value)
         v = None           # (a reference the leak check below would count)
         lift = self.lifting
-        if _has_sym(result):
+        if varying is not None:
+            self.refusal = (f"{label} sets {varying.label} at every call to a number computed "
+                            "from nothing it traces (the clock, a Python object's state): "
+                            "compiled calls would store this call's number")
+        elif _has_sym(result):
             self.refusal = (f"{label} returns a Python number computed from "
                             f"{', '.join(lift.labels)}, which it changes at every call; "
                             "compiled calls would return this call's number. Return a tensor")

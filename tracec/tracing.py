@@ -791,6 +791,10 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     lifted = None
     if lift:
         lifted = lifted_state.Lifted(lift, user_location)
+        lifted.number_args = any(
+            isinstance(a, (int, float, np.number)) and not isinstance(a, bool)
+            for v in list(args) + list(kwargs.values())
+            for a in (v if isinstance(v, (tuple, list)) else (v,)))
         lifted.install()
     result = None
     try:

@@ -391,3 +391,38 @@ def test_module_attribute_counter(how):
     np.testing.assert_allclose(b[0], a[0], rtol=1e-6)
     assert b[1] == a[1] == 6 and type(b[1]) is int
     np.testing.assert_allclose(np.array(b[2][0]), np.array(a[2][0]), rtol=1e-6)
+
+
+def test_a_number_set_from_untraced_state_is_refused_a_reset_is_written_back():
+    """``self.t = time.time()`` changes at every call from nothing the trace
+    records: compiled calls would store the traced call's number, so the
+    step is refused; ``self.n = 0`` after counting is a constant reset."""
+    import itertools
+    ticks = itertools.count(100)
+
+    class Timer:
+        def __init__(self):
+            self.t = 0
+            self.n = 0
+            self.k = 5
+
+    tm = Timer()
+
+    def stamped(x):
+        tm.t = next(ticks)
+        return x * 2
+    f = tracec.compile(stamped)
+    f(tracec.ones(2))
+    with pytest.raises(TraceError, match=r"sets tm\.t at every call to a number computed from "
+                                         r"nothing it traces"):
+        f(tracec.ones(2))
+
+    def resets(x):
+        tm.n += tm.k
+        out = x * tm.n
+        tm.n = 0
+        tm.k += 1
+        return out
+    g = tracec.compile(resets)
+    outs = [g(tracec.ones(1)).item() for _ in range(5)]
+    assert outs == [5.0, 6.0, 7.0, 8.0, 9.0] and tm.n == 0 and tm.k == 10
