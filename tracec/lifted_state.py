@@ -33,7 +33,7 @@ import numpy as np
 
 from tracec.nn.modules.module import Module
 from tracec.optim.optimizer import Optimizer
-from tracec.sym_scalar import ACTIVE, LIFTED, Lifting, SymScalar, patched_math
+from tracec.sym_scalar import ACTIVE, LIFTED, Lifting, SnapshotToken, SymScalar, patched_math
 from tracec.tensor import Tensor
 
 __all__ = ["scalar_changes", "tensor_attr_changes", "Lifted", "LiftedGuard", "coarsen",
@@ -321,24 +321,10 @@ def optimizer_changes(before, lifted=None) -> tuple:
 ANY = LIFTED
 
 
-class _AnyTensor:
-    """Stands for a replayed attribute in a guard snapshot: equal to the
-    snapshot entry of any tensor (a new one each compiled call), not None
-    (the call may decide on that)."""
-
-    def __eq__(self, other):
-        return other is self or (type(other) is tuple and bool(other) and other[0] == "T")
-
-    def __ne__(self, other):
-        return not self.__eq__(other)
-
-    __hash__ = object.__hash__
-
-    def __repr__(self):
-        return "<replayed tensor attribute>"
-
-
-ANY_TENSOR = _AnyTensor()
+#: A replayed attribute in a guard's snapshot: any tensor's entry (a new one
+#: each compiled call), not None (the call may decide on that).
+ANY_TENSOR = SnapshotToken(lambda o: type(o) is tuple and bool(o) and o[0] == "T",
+                           "<replayed tensor attribute>")
 
 
 def coarsen(snapshot: tuple, paths, token=None) -> tuple:

@@ -31,7 +31,8 @@ from __future__ import annotations
 import math
 import operator
 
-__all__ = ["SymScalar", "Lifting", "ACTIVE", "LIFTED", "concrete_operand", "patched_math"]
+__all__ = ["SymScalar", "Lifting", "ACTIVE", "LIFTED", "SnapshotToken", "concrete_operand",
+           "patched_math"]
 
 #: The lifting of the trace being recorded (at most one), or None.
 ACTIVE: list = [None]
@@ -196,20 +197,16 @@ class SymScalar:
         return getattr(self.lift.make_concrete(self, f".{name}"), name)
 
 
-class _Lifted:
-    """Stands for a lifted number in a guard's snapshot (a module's
-    attributes, the snapshot of what a function reads): equal to any
-    number, bare or as a snapshot's ``(type, value)`` entry; its
-    ``LiftedGuard`` checks the value."""
+class SnapshotToken:
+    """Stands for a value a guard's snapshot must not compare exactly (a
+    lifted number, a replayed tensor attribute): equal to what ``matches``
+    accepts."""
+
+    def __init__(self, matches, text: str):
+        self.matches, self.text = matches, text
 
     def __eq__(self, other):
-        if other is self:
-            return True
-        if type(other) is tuple and len(other) == 2 and type(other[0]) is type:
-            other = other[1]
-        return isinstance(other, (int, float, SymScalar)) and not isinstance(other, bool) \
-            or type(other).__module__ == "numpy" and hasattr(other, "dtype") and \
-            other.dtype.kind in "iuf" and getattr(other, "ndim", 1) == 0
+        return other is self or self.matches(other)
 
     def __ne__(self, other):
         return not self.__eq__(other)
@@ -217,10 +214,21 @@ class _Lifted:
     __hash__ = object.__hash__
 
     def __repr__(self):
-        return "<lifted number>"
+        return self.text
 
 
-LIFTED = _Lifted()
+def _is_number(other) -> bool:
+    """A number, bare or as a snapshot's ``(type, value)`` entry."""
+    if type(other) is tuple and len(other) == 2 and type(other[0]) is type:
+        other = other[1]
+    return isinstance(other, (int, float, SymScalar)) and not isinstance(other, bool) \
+        or type(other).__module__ == "numpy" and hasattr(other, "dtype") and \
+        other.dtype.kind in "iuf" and getattr(other, "ndim", 1) == 0
+
+
+#: A lifted number in a guard's snapshot (a module's attributes, the
+#: snapshot of what a function reads); its ``LiftedGuard`` checks the value.
+LIFTED = SnapshotToken(_is_number, "<lifted number>")
 
 
 def concrete_operand(x):
