@@ -193,10 +193,19 @@ def compile_jobs() -> int:
     return max(1, min(4, cores, idle))
 
 
-def _tune(llmod, internal: set[str], wide: set[str] = frozenset()) -> None:
+def _tune(llmod, internal: set[str], wide: set[str] = frozenset(),
+          straight: set[str] = frozenset()) -> None:
     """Function attributes xDSL's converter does not set: kernels are
     internal and never inlined (each is optimized on its own, which keeps
     O3's cost linear in the number of kernels), nothing unwinds.
+
+    ``straight`` functions (a module's entries: one long basic block of
+    pointer arithmetic and kernel calls, no loops) are marked ``optnone``:
+    LLVM then selects their instructions with FastISel and skips the
+    machine scheduler, whose cost grows faster than linearly with a basic
+    block's length.  A 2,600-call training-step entry took a third of
+    LLVM's whole time for its module (machine scheduler 1.1 s of 8.4 s);
+    the unoptimized entry runs a few instructions more per kernel call.
 
     LLVM's tuning for AVX-512 Intel cores vectorizes with 256-bit registers
     by default; ``wide`` kernels (compute-bound: exp, tanh, erf...) are
@@ -210,6 +219,8 @@ def _tune(llmod, internal: set[str], wide: set[str] = frozenset()) -> None:
             fn.linkage = "internal"
         fn.attributes.add("noinline")
         fn.attributes.add("nounwind")
+        if fn.name in straight:
+            fn.attributes.add("optnone")
         if fn.name in wide and vector_bits() > 256:
             # A string attribute llvmlite does not know; set.add skips its
             # name check and it prints verbatim in the function header.
@@ -218,8 +229,10 @@ def _tune(llmod, internal: set[str], wide: set[str] = frozenset()) -> None:
 
 def compile_llvm(module, *, exported: set[str], want_asm: bool = True,
                  wide: set[str] = frozenset(), helpers: dict[str, str] | None = None,
-                 jobs: int = 1, concurrent: bool = False) -> Compiled:
+                 jobs: int = 1, concurrent: bool = False,
+                 straight: set[str] = frozenset()) -> Compiled:
     """Convert, optimize (O3 for the host) and emit object code (and asm).
+    ``straight``: functions compiled without optimization (``_tune``).
     ``helpers``: declared functions to define from LLVM IR text (spliced in
     place of their declarations before parsing).  ``jobs`` > 1: the module
     may be split (``split.py``) and its parts compiled on as many threads,
@@ -233,7 +246,7 @@ def compile_llvm(module, *, exported: set[str], want_asm: bool = True,
     llmod = convert_module(module, fallback_target_triple=target()[0],
                            data_layout=str(tm.target_data))
     internal = {f.name for f in llmod.functions if not f.is_declaration} - exported
-    _tune(llmod, internal, wide)
+    _tune(llmod, internal, wide, straight)
     text = _splice(str(llmod), helpers or {})
     if jobs > 1:
         from tracec.backends.cpu.split import split_module

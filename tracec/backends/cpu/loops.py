@@ -175,6 +175,20 @@ class LoopProgram:
             if n.kind == "index":
                 n.dim = where[n.dim]
 
+    def body_key(self) -> str:
+        """What ``emit_program`` builds from this program, as text: its
+        repr, except dim 0's extent where the body never reads it (dim 0
+        kept and of static nonzero size: the body runs over the ``[lo, hi)``
+        its caller passes, and only a reduced dim 0, a long sum's blocking
+        and an empty domain read the extent).  Programs with equal keys
+        emit equal kernels: an elementwise update of parameters of
+        different lengths is one kernel."""
+        if self.shape and not self.reduced[0] and isinstance(self.shape[0], int) \
+                and self.shape[0] > 0:
+            return repr(LoopProgram([None] + self.shape[1:], self.reduced, self.nodes,
+                                    self.stores, self.reductions))
+        return repr(self)
+
     @property
     def parallel_ok(self) -> bool:
         return bool(self.shape) and not self.reduced[0]

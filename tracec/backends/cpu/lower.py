@@ -332,7 +332,7 @@ class Kernels:
         # The program's dataclass repr describes it completely (shape,
         # nodes, accesses): the key of what emit_program builds.
         self.kernel(base, slots, n, body, work=prog.size * cost,
-                    parallel_ok=prog.parallel_ok, key=("program", repr(prog), code))
+                    parallel_ok=prog.parallel_ok, key=("program", prog.body_key(), code))
 
         if cost > 1:
             # Compute-bound (transcendental math): worth the widest vectors.
