@@ -263,11 +263,13 @@ class Recording:
             return self._complex_input(t)
         if t._birth == self.epoch:
             # Made during the call by no recorded op: a constant.
-            op = ir.constant(t._data, t.dtype, loc=user_location())
-            self.block.add_op(op)
+            loc = user_location()
+            ops = _uniform_constant(t, loc) or [ir.constant(t._data, t.dtype, loc=loc)]
+            for op in ops:
+                self.block.add_op(op)
             self.consts.add(id(t))
-            self.env[id(t)] = (t, op.results[0])
-            return op.results[0]
+            self.env[id(t)] = (t, ops[-1].results[0])
+            return ops[-1].results[0]
         leaf = self.entry_grad_ids.get(id(t))
         shape = tuple(t._data.shape)
         if leaf is not None and self.symbols is not None and id(leaf) in self.env:
@@ -725,6 +727,32 @@ class Recording:
                      graph.is_grad_enabled(),
                      () if self.had_backward else tuple(returns_grad), symbolic=sym_info,
                      attr_needs_grad=None if self.had_backward else attr_grad)
+
+
+#: Constants of more elements than this whose elements are all equal are
+#: recorded as a broadcast 0-d constant.  (Smaller ones are found equal by
+#: the simplifier, ``simplify.splat_value``, which bounds its scan; a dense
+#: 0.7M-element zero tensor, CapsNet's routing logits made by
+#: ``Variable(torch.zeros(...))``, was 19 MB of LLVM IR and 3 MB of object.)
+UNIFORM_CONSTANT = 1 << 16
+
+
+def _uniform_constant(t: Tensor, loc):
+    """``[constant x, broadcast_to]`` for a large constant tensor all of
+    whose elements have the bits of its first (so 0.0 and -0.0, or NaNs of
+    other payloads, are never merged); None otherwise."""
+    a = t._data
+    if type(a) is not np.ndarray or a.size <= UNIFORM_CONSTANT or a.dtype.kind not in "biuf" \
+            or a.dtype.itemsize not in (1, 2, 4, 8):
+        return None
+    flat = a.reshape(-1)
+    bits = flat.view(np.dtype(f"u{a.dtype.itemsize}"))
+    if not (bits == bits[0]).all():
+        return None
+    c = ir.constant(flat[:1].reshape(()), t.dtype, loc=loc)
+    out = ir.make_op("broadcast_to", [c.results[0]], {"shape": tuple(a.shape)},
+                     ir.tensor_type(a.shape, t.dtype), loc=loc)
+    return [c, out]
 
 
 def _failing_user_line(tb):

@@ -437,3 +437,32 @@ def test_compiled_module_reads_the_module_attributes():
     f = tracec.compile(lambda x: x + 1, backend="interp")
     with pytest.raises(AttributeError, match="has no attribute '_orig_mod'"):
         f._orig_mod
+
+
+def test_large_uniform_constant_is_a_broadcast_scalar_and_keeps_signed_zeros():
+    """A constant tensor made in the call from data (CapsNet's
+    ``Variable(torch.zeros(...))`` routing logits) whose elements are all
+    equal is traced as one scalar broadcast, not megabytes of dense data;
+    equal means equal bits: a tensor of -0.0 stays -0.0 (1/x is -inf), and
+    one differing element keeps it dense."""
+    from tracec import tracing
+    n = tracing.UNIFORM_CONSTANT + 7
+
+    def f(x):
+        zeros = tracec.tensor(np.zeros(n, np.float32))
+        negz = tracec.tensor(np.full(n, -0.0, np.float32))
+        mixed = np.zeros(n, np.float32)
+        mixed[-1] = 2.0
+        return x + zeros, 1.0 / negz + x * 0, x * tracec.tensor(mixed)
+
+    comp = tracec.compile(f, backend="cpu")
+    for _ in range(2):
+        x = tracec.randn(n)
+        got, want = comp(x), f(x)
+        for g, w in zip(got, want):
+            assert np.array_equal(g.numpy(), w.numpy())
+    assert np.all(got[1].numpy() == -np.inf)
+    text = comp.ir("trace")
+    assert text.count(f"tracec.broadcast_to") == 2
+    assert f"dense<\"0x" in text           # the mixed one stays dense
+    assert len(text) < 8 * n + 10_000      # and only it is written out (8 hex digits each)
