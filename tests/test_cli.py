@@ -46,7 +46,7 @@ def test_dump_prints_the_stage_with_user_locations(user_file):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["dump", "{f}:bad", "--arg", "x=f32[3]"], "model.py:14: item()"),
+    (["dump", "{f}:bad", "--arg", "x=f32[3]"], "model.py:14: the number item() gave"),
     (["dump", "/nonexistent/x.py:step"], "no such file"),
     (["dump", "{f}:nope", "--arg", "x=f32[3]"], "has no function 'nope'"),
     (["dump", "{f}:step", "--arg", "x=f32[8,"], "malformed --arg"),

@@ -39,7 +39,7 @@ LAYERS = [
                   "tracec.testing", "tracec.methods_compat", "tracec.profiler",
                   "tracec.numpy_names",
                   "tracec.config", "tracec.vision", "tracec.complex_ops", "tracec.fft",
-                  "tracec.stft", "tracec.signal", "tracec.sym_scalar"]),
+                  "tracec.stft", "tracec.signal", "tracec.sym_scalar", "tracec.item_value"]),
     ("tracing", ["tracec.tracing", "tracec.guards", "tracec.sym_shapes", "tracec.naming",
                  "tracec.complex_trace", "tracec.attr_replay", "tracec.lifted_state"]),
     ("passes", ["tracec.passes"]),

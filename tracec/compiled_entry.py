@@ -458,6 +458,9 @@ def _rebuild(tpl, returned, args, kwargs):
             t.requires_grad = True
             t._node = graph.FreedNode(tpl[3])
         return t
+    if kind == "number":    # a returned loss.item() (tracec.item_value)
+        r = returned[tpl[1]]
+        return (r._data if isinstance(r, Tensor) else r).reshape(-1)[0].item()
     if kind == "const":
         return tpl[1]
     if kind == "arg":

@@ -20,6 +20,7 @@ from tracec.ops.core import normalize_axis
 from tracec.tensor import Tensor, apply_direct, concrete, eager_direct, weak_scalar
 from tracec.return_types import structseq
 from tracec.sym_scalar import SymScalar, concrete_operand
+from tracec.item_value import ItemValue
 
 __all__ = [
     "MinMax", "abs", "absolute", "add", "allclose", "amax", "amin", "argmax", "argmin", "bmm",
@@ -42,6 +43,8 @@ def _operand(x, name):
         return x
     if type(x) is SymScalar:
         return concrete_operand(x)
+    if type(x) is ItemValue:    # refused while tracing (it would be a constant)
+        return x.use(f"an operand of {name}()")
     if isinstance(x, np.ndarray):
         return Tensor._from_data(x)
     raise TypeError(f"{name}(): unsupported operand type {type(x).__name__} "

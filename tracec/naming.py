@@ -155,7 +155,7 @@ def reachable_names(roots) -> dict:
 def _return_paths(tpl, prefix: str, out: dict) -> None:
     """Index among returned tensors -> its path in the returned structure."""
     kind = tpl[0]
-    if kind == "tensor":
+    if kind in ("tensor", "number"):
         out[tpl[1]] = prefix
     elif kind == "namedtuple":
         for f, t in zip(tpl[1]._fields, tpl[2]):

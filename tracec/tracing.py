@@ -39,18 +39,33 @@ from tracec.symbolic import Sym
 from tracec.sym_shapes import SymbolTable
 from tracec.tensor import (CONCRETE_CHECKS, EPOCH, GRAD_HOOKS, GUARD_HOOKS,  # noqa: F401
                            RECORDERS, SYM_SHAPES)
-from tracec.tensor import Tensor, weak_scalar
+from tracec.tensor import ITEM_HOOKS, Tensor, weak_scalar
+from tracec.item_value import ItemValue, plain
 
 __all__ = ["TraceError", "Trace", "Recording", "user_location", "record"]
 
 # The package's own folder: frames in it are tracec's, not the user's.
 _TRACEC_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_LIBRARY_DIRS = tuple({os.path.dirname(os.__file__) + os.sep})
 _POSITIONS: dict = {}
 
 
 class TraceError(RuntimeError):
     """Something in a traced function cannot be compiled; the message names
     the user's file and line."""
+
+
+def _program_location():
+    """``user_location()``, skipping library frames too (NumPy's, the
+    standard library's): the line of the program that made the call."""
+    f = sys._getframe(1)
+    while f is not None:
+        fname = f.f_code.co_filename
+        if not (fname.startswith(_TRACEC_DIR) or fname.startswith(_LIBRARY_DIRS)
+                or "-packages" + os.sep in fname) or "/tests/" in fname:
+            return (fname, f.f_lineno, 0)
+        f = f.f_back
+    return user_location()
 
 
 def user_location():
@@ -205,6 +220,8 @@ class Recording:
         # (id(module), name) -> (module, name, value): plain module attributes the
         # call set to a tensor or None; compiled calls set them likewise.
         self.attr_writes: dict = {}
+        #: ``ItemValue``s handed out by item() (numbers the call may return)
+        self.items: list = []
         EPOCH[0] += 1
         self.epoch = EPOCH[0]
 
@@ -403,6 +420,36 @@ class Recording:
         if mods:
             read = {id(spec.source) for spec in self.inputs if spec.kind == "state"}
             self.guards = attr_replay.coarsen_module_guards(self.guards, mods, read)
+
+    def on_item(self, t, caller):
+        """``t.item()`` called by the user's code on a recorded one-element
+        floating tensor, fallback off: an ``ItemValue`` the call may return
+        (``tracec.item_value``); None leaves item() to ``on_concrete``."""
+        if self.suspended or self.fallback or t.dtype.category != 2 or \
+                type(t._data) is not np.ndarray:
+            return None
+        fname = caller.f_code.co_filename
+        if fname.startswith(_TRACEC_DIR) and "/tests/" not in fname:
+            return None         # tracec's own code (float(t), format): refused as before
+        while True:
+            e = self.env.get(id(t))
+            if (e is None or e[0] is not t) and t._birth == self.epoch and t._base is not None:
+                t = t._base      # loss.detach().item(), loss.data.item()
+                continue
+            break
+        if e is None or e[0] is not t or id(t) in self.consts:
+            return None          # a constant, or state: on_concrete decides
+        item = ItemValue(t._data.reshape(-1)[0].item(), t, user_location(), self._item_used)
+        self.items.append(item)
+        return item
+
+    def _item_used(self, item, what: str) -> None:
+        self.fail(
+            f"{format_location(_program_location())}: the number item() gave at "
+            f"{format_location(item.where)} is used here ({what}). Inside tracec.compile such "
+            "a number may only be returned (each compiled call then returns its own value): "
+            "compute with the tensor instead, use the returned number outside the compiled "
+            "function, or use tracec.compile(fn, fallback=\"eager\").")
 
     def on_concrete(self, t, why):
         if self.suspended:
@@ -656,6 +703,12 @@ class Recording:
                 freed = (x._node.name() if self.had_backward and x.requires_grad
                          and x._node is not None else None)
                 return ("tensor", len(values) - 1, x.dtype, freed)
+            if type(x) is ItemValue and x.source is not None:
+                # a returned loss.item(): the tensor is an output, its float
+                # the result of each compiled call (compiled_entry._rebuild)
+                values.append(self.value_of(x.source))
+                outputs.append(OutputSpec("return"))
+                return ("number", len(values) - 1)
             if isinstance(x, tuple) and hasattr(x, "_fields"):
                 return ("namedtuple", type(x), tuple(flatten(v) for v in x))
             if isinstance(x, (tuple, list)):
@@ -802,6 +855,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     rng_before = GlobalRNGs.state()
     hooks = ((RECORDERS, rec.on_primitive),
              (CONCRETE_CHECKS, rec.on_concrete),
+             (ITEM_HOOKS, rec.on_item),
              (GRAD_HOOKS, rec.on_grad),
              (GUARD_HOOKS, rec.on_guard),
              (autograd.BACKWARD_LISTENERS, rec.on_backward),
@@ -841,6 +895,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     finally:
         for lst, h in hooks:
             lst.remove(h)
+        _inert(rec.items)         # the call has returned: plain numbers from now on
         autograd.RECORDING_BACKWARD[0] = 0   # (a backward that raised left it set)
         if lifted is not None:
             lifted.finish([get() for _, get in env.roots], result, f"tracec.compile({rec.label})")
@@ -851,7 +906,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         if why is not None:
             rec.fail(why)
     if rec.poisoned is not None:
-        return result, rec.poisoned
+        return plain(result), rec.poisoned
     before_tensors = env.tensors
     env_after = env.snapshot()
     # The tensors the call could read as state are those there before it
@@ -893,8 +948,21 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         _check_argument_aliasing(rec, trace, leaves)
     except TraceError as e:
         if fallback:
-            return result, str(e)
+            return plain(result), str(e)
         raise
+    result = plain(result)
+    kept = _kept_item(rec.items)
+    if kept is not None:
+        # (an attribute, a global, a list the function appended to: compiled
+        # calls would leave the first call's number there)
+        msg = (f"{format_location(kept.where)}: the number item() gave here is kept after "
+               f"the call (stored in an attribute, a global or a container of the program's "
+               f"state); compiled calls would leave this call's number there. Inside "
+               f"tracec.compile such a number may only be returned, or use "
+               f"tracec.compile(fn, fallback=\"eager\").")
+        rec.items = []
+        raise TraceError(msg)
+    rec.items = []
     env_changed = env_after != env_compare
     # Optimizers guard themselves, but not the learning rate compiled calls
     # refresh: a call that changed one (scheduler.step() inside) is found here.
@@ -911,6 +979,24 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         if changes is not None and opt_locs is not None:
             trace.scalar_changes = (changes + opt_locs) or None
     return result, trace
+
+
+def _inert(items: list) -> None:
+    # (no loop variable left in the caller's frame: _kept_item counts references)
+    for i in range(len(items)):
+        items[i].refuse = None
+
+
+def _kept_item(items: list):
+    """The first of ``items`` (``ItemValue``s; the function has returned and
+    its result holds none any more) that something besides ``items`` still
+    refers to: stored in Python state by the call; else None."""
+    for i in range(len(items)):
+        items[i].source = None    # (the trace holds its value; the tensor may go)
+        # the list's reference and getrefcount's argument
+        if sys.getrefcount(items[i]) > 2:
+            return items[i]
+    return None
 
 
 def _plain_object_attrs(env, rec, before, after) -> list:

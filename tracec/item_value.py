@@ -1,0 +1,125 @@
+"""``loss.item()`` inside ``tracec.compile``: a number the call returns.
+
+A training step commonly ends ``return loss.item()`` (or returns a dict of
+such numbers).  While tracing with ``fallback`` off, ``item()`` called by
+the user's code on a recorded one-element floating tensor gives an
+``ItemValue`` instead of a float: the tracer makes that tensor an output,
+and where the function returns the ``ItemValue`` (in any container it
+returns), the first call returns its float and every compiled call the
+float of that call's output (``("number", k)`` in the trace's template).
+
+Any other use while recording (arithmetic, a comparison, ``float()``,
+formatting, an operand of a tensor op, ``math.exp``) would freeze the first
+call's value into the trace or into Python state: it is refused with a
+``TraceError`` naming the line of the use and of the ``item()``.  The
+class is deliberately not a ``float`` subclass: NumPy and ``math`` read a
+float subclass's value without calling any of its methods, so such uses
+could not be seen.
+
+Invariant: once the traced call has returned (``Recording.items`` are made
+inert), an ``ItemValue`` that escaped elsewhere (an attribute, which the
+state guard then refuses as a change every call) computes as its float.
+"""
+from __future__ import annotations
+
+import operator
+
+__all__ = ["ItemValue", "plain"]
+
+
+class ItemValue:
+    """``value``: the float of this (first, eager) call; ``source``: the
+    tensor whose item() it is; ``where``: the user's (file, line, col) of
+    the item() call; ``refuse(item_value, what)``: raises while recording,
+    None once the call has returned."""
+
+    __slots__ = ("value", "source", "where", "refuse")
+
+    def __init__(self, value: float, source, where, refuse):
+        self.value, self.source, self.where, self.refuse = value, source, where, refuse
+
+    def use(self, what: str) -> float:
+        """The float, for a use other than returning it (refused while
+        recording)."""
+        if self.refuse is not None:
+            self.refuse(self, what)
+        return self.value
+
+    def __repr__(self):
+        return repr(self.use("repr()"))
+
+    def __getattr__(self, name):
+        # float methods and attributes (is_integer, real, hex)
+        if name in ItemValue.__slots__ or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.use(f".{name}"), name)
+
+
+def _operand(x, what):
+    return x.use(what) if type(x) is ItemValue else x
+
+
+def _binary(op, what, reflected=False):
+    def f(self, other):
+        a = self.use(what)
+        b = _operand(other, what)
+        return op(b, a) if reflected else op(a, b)
+    return f
+
+
+def _unary(op, what):
+    def f(self, *args):
+        return op(self.use(what), *args)
+    return f
+
+
+for _name, _op in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
+                   ("truediv", operator.truediv), ("floordiv", operator.floordiv),
+                   ("mod", operator.mod), ("pow", operator.pow), ("divmod", divmod),
+                   ("matmul", operator.matmul)):
+    setattr(ItemValue, f"__{_name}__", _binary(_op, "arithmetic"))
+    setattr(ItemValue, f"__r{_name}__", _binary(_op, "arithmetic", reflected=True))
+for _name, _op in (("lt", operator.lt), ("le", operator.le), ("gt", operator.gt),
+                   ("ge", operator.ge), ("eq", operator.eq), ("ne", operator.ne)):
+    setattr(ItemValue, f"__{_name}__", _binary(_op, "a comparison"))
+for _name, _op, _what in (("neg", operator.neg, "arithmetic"), ("pos", operator.pos, "arithmetic"),
+                          ("abs", abs, "abs()"), ("bool", bool, "a truth test"),
+                          ("float", float, "float()"), ("int", int, "int()"),
+                          ("index", operator.index, "an index"),
+                          ("complex", complex, "complex()"), ("round", round, "round()"),
+                          ("trunc", int, "math.trunc()"), ("floor", __import__("math").floor,
+                                                           "math.floor()"),
+                          ("ceil", __import__("math").ceil, "math.ceil()"),
+                          ("str", str, "str()"), ("format", format, "a format string"),
+                          ("hash", hash, "hashing")):
+    setattr(ItemValue, f"__{_name}__", _unary(_op, _what))
+del _name, _op
+
+
+def plain(x):
+    """``x`` with every ``ItemValue`` in it (and in the tuples, lists,
+    dicts, namedtuples and dataclasses it holds) replaced by its float;
+    containers holding none are returned as they are."""
+    if type(x) is ItemValue:
+        return x.value
+    if isinstance(x, tuple):
+        items = [plain(v) for v in x]
+        if all(a is b for a, b in zip(items, x)):
+            return x
+        return type(x)(*items) if hasattr(x, "_fields") else type(x)(items)
+    if isinstance(x, list):
+        for i, v in enumerate(x):
+            x[i] = plain(v)
+        return x
+    if isinstance(x, dict):
+        for k, v in x.items():
+            x[k] = plain(v)
+        return x
+    import dataclasses
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        for f in dataclasses.fields(x):
+            v = getattr(x, f.name)
+            p = plain(v)
+            if p is not v:
+                object.__setattr__(x, f.name, p)
+    return x
