@@ -22,6 +22,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import graph, tensor_str
+from tracec.item_value import ItemValue
 from tracec.meta_array import USED as _META_USED, MetaArray
 from tracec.ops import core, creation as creation_ops, elementwise as ew, movement
 from tracec.ops.core import ShapeError
@@ -223,6 +224,10 @@ class Tensor:
         except (ValueError, TypeError) as e:
             raise TypeError(f"tensor(): could not convert {type(data).__name__} "
                             f"to a tensor: {e}") from None
+        if arr.dtype.kind == "O" and any(type(x) is ItemValue for x in arr.flat):
+            # a traced item() (refused while tracing: it would be a constant)
+            arr = np.array([x.use("tensor() data") if type(x) is ItemValue else x
+                            for x in arr.flat]).reshape(arr.shape)
         if arr.dtype.kind in "OUSV":
             raise TypeError(f"tensor(): unsupported data of type {arr.dtype} "
                             f"(expected numbers, got {type(data).__name__})")
