@@ -202,4 +202,4 @@ def test_symbolic_work_gates_the_parallel_call(fresh_cache):
         low.run({})
     (call,) = low.kernels.calls
     # the parallel wrapper, and the serial kernel where the gate is shut
-    assert call.parallel and call.gate is not None and call.fn == call.gate[0] + "_par"
+    assert call.parallel and call.gate is not None and call.fn == call.gate[0]

@@ -14,7 +14,8 @@ from tracec.backends.cpu.loops import LoopProgram
 
 
 def _parallel(comp) -> bool:
-    return bool(re.search(r"define[^@]*@\w+_par\(", comp.ir("llvm")))
+    # a kernel run across threads: the entry calls the module's run_for
+    return bool(re.search(r"call [^\n]*@\w+_run_for\(", comp.ir("llvm")))
 
 
 def _bias_grad(g, x):

@@ -7,7 +7,8 @@ and one internal *kernel* function per loop nest::
 
 A kernel runs its outermost loop over ``[lo, hi)``, so the entry either
 calls it once over the whole range or, for large kernels, through
-``@k_par`` (see ``parallel.py``), which splits the range across pthreads.
+the module's ``run_for`` (see ``parallel.py``), which splits the range across
+threads.
 Kernels return 0 or an error code (1 + an index into the signature's
 ``errors``).  Buffers are planned by ``plan.py``; each kernel sees only
 its buffers' base pointers, one argument per distinct buffer (marked
@@ -122,6 +123,8 @@ class Call:
     #: at run time (one of several kernels for an op of symbolic size,
     #: chosen per call: ``Kernels.only_where``); empty: always
     when: tuple = ()
+    #: a parallel call's chunks are multiples of this many iterations
+    align: object = 1
 
 
 @dataclass
@@ -184,7 +187,6 @@ class Kernels:
         self.by_body: dict[tuple, str] = {}
         #: a caller's description of a kernel -> (function name, can fail)
         self.by_key: dict[tuple, tuple] = {}
-        self.parallel_of: dict[tuple, str] = {}
         #: the conditions of the calls being made (``only_where``)
         self.when = ()
 
@@ -284,14 +286,10 @@ class Kernels:
         self._call(name, slots, n, par, can_fail, k, align, gate)
 
     def _call(self, name, slots, n, par, can_fail, k, align, gate=None) -> None:
-        if par:
-            pkey = (name, k, align)
-            if pkey not in self.parallel_of:
-                self.parallel_of[pkey] = parallel.emit_parallel(self.mb, name, k, align)
-            if gate is not None:    # the serial kernel too, called where the gate is shut
-                gate = (name,) + gate
-            name = self.parallel_of[pkey]
-        self.calls.append(Call(name, list(slots), n, par, can_fail, gate=gate, when=self.when))
+        if par and gate is not None:    # the serial call too, made where the gate is shut
+            gate = (name,) + gate
+        self.calls.append(Call(name, list(slots), n, par, can_fail, gate=gate, when=self.when,
+                               align=align))
 
     def program(self, base: str, prog: LoopProgram, slots: list, error_msg: str = "",
                 cost: int = 1) -> None:
@@ -336,7 +334,7 @@ class Kernels:
 
         if cost > 1:
             # Compute-bound (transcendental math): worth the widest vectors.
-            self.mb.wide.add(self.calls[-1].fn.removesuffix("_par"))
+            self.mb.wide.add(self.calls[-1].fn)
 
 
 _COSTLY = frozenset({"exp", "expm1", "log", "log1p", "tanh", "logistic", "erf", "sin", "cos", "pow", "sqrt",
@@ -962,12 +960,13 @@ def _emit_call(fb, c: Call, args, nthreads):
         big = fb.ibin("and", fb.icmp("sgt", fb.i64(n), fb.i64(1)),
                       fb.icmp("sge", fb.i64(work), fb.i64(PARALLEL_WORK)))
         fb.if_else(big,
-                   lambda: fb.store(fb.call(c.fn, args + [fb.i64(n), nthreads], I32), slot, 4),
+                   lambda: fb.store(parallel.parallel_call(fb, c.fn, args, fb.i64(n), nthreads,
+                                                           c.align), slot, 4),
                    lambda: fb.store(fb.call(serial, args + [fb.i64(0), fb.i64(n)], I32),
                                     slot, 4))
         return fb.load(slot, I32, 4)
     if c.parallel:
-        return fb.call(c.fn, args + [fb.i64(c.n), nthreads], I32)
+        return parallel.parallel_call(fb, c.fn, args, fb.i64(c.n), nthreads, c.align)
     return fb.call(c.fn, args + [fb.i64(0), fb.i64(c.n)], I32)
 
 

@@ -1,12 +1,16 @@
 """Splitting a kernel's outer loop across threads, in the object code.
 
-For a kernel ``i32 @k(ptr b0, ..., ptr err, i64 lo, i64 hi)`` this emits
-
-* ``i32 @k_chunk(ptr ctx, i64 lo, i64 hi)``: ``ctx`` is an array of the
-  kernel's pointer arguments; runs ``k`` over ``[lo, hi)``;
-* ``i32 @k_par(ptr b0, ..., ptr err, i64 n, i64 nthreads)``: runs ``[0, n)``
-  through the module's ``run_for`` helper and returns the first nonzero
-  result; all chunks always run and finish before it returns.
+A parallel call of a kernel ``i32 @k(ptr b0, ..., ptr err, i64 lo, i64 hi)``
+with ``m`` pointer arguments (``parallel_call``) fills a context array
+``[@k, b0, ..., err]`` on the caller's stack and runs ``[0, n)`` through
+the module's ``run_for`` helper with ``@<prefix>chunk_m``, which loads the
+kernel and its arguments from the context and calls it over one chunk; the
+first nonzero result is returned, and all chunks always run and finish
+before it returns.  One ``chunk_m`` serves every kernel of ``m`` pointer
+arguments (emitted once per module as LLVM IR text, ``CHUNK``, since it
+calls through a pointer): per-kernel wrappers were a tenth of a large
+module's functions, and LLVM's code generation costs ~3 ms per function
+however small.
 
 ``i32 @<prefix>run_for(ptr chunk, ptr ctx, i64 n, i64 align, i64 nthreads)``
 is emitted once per module, as LLVM IR text (``RUN_FOR``; it calls through
@@ -30,7 +34,7 @@ from __future__ import annotations
 from tracec.backends.cpu.builder import I32, I64, PTR, ModuleBuilder
 from tracec.symbolic import Sym
 
-__all__ = ["emit_parallel", "MAX_THREADS", "RUN_FOR"]
+__all__ = ["parallel_call", "MAX_THREADS", "RUN_FOR", "CHUNK"]
 
 MAX_THREADS = 64
 #: Chunks per thread of a pooled kernel (dynamic load balance).
@@ -172,27 +176,50 @@ def _run_for(mb: ModuleBuilder) -> str:
     return mb.shared[key]
 
 
-def emit_parallel(mb: ModuleBuilder, kernel: str, k: int, align: int = 1) -> str:
-    """Emit ``kernel``'s chunk and parallel wrappers; the wrapper's name.
-    Chunks are rounded up to a multiple of ``align`` iterations while that
-    leaves at least one chunk per thread (a GEMM's row blocks that share a
-    packed block of B)."""
-    run_for = _run_for(mb)
-    chunk = mb.function(f"{kernel}_chunk", [PTR, I64, I64], I32)
-    c = chunk.args[0]
-    cvals = [chunk.load(chunk.gep(c, chunk.i64(i), PTR), PTR, 8) for i in range(k + 1)]
-    chunk.ret_(chunk.call(kernel, cvals + list(chunk.args[1:]), I32))
-    chunk.finish()
+#: ``@NAME(ptr ctx, i64 lo, i64 hi)``: ``ctx[0]`` the kernel, ``ctx[1..M]`` its
+#: pointer arguments (lines ARGS), called over ``[lo, hi)``.
+CHUNK = r"""
+define internal i32 @NAME(ptr %ctx, i64 %lo, i64 %hi) nounwind {
+  %fn = load ptr, ptr %ctx, align 8
+ARGS
+  %r = call i32 %fn(CALLARGS i64 %lo, i64 %hi)
+  ret i32 %r
+}
+"""
 
-    fb = mb.function(f"{kernel}_par", [PTR] * (k + 1) + [I64, I64], I32)
-    bufs = fb.args[:k + 1]
-    n, nthreads = fb.args[k + 1], fb.args[k + 2]
-    fb.sizes = bufs[k]      # the workspace (a symbolic ``align``)
-    ctx = fb.alloca(PTR, k + 1, 16)
-    for j, b in enumerate(bufs):
-        fb.store(b, fb.gep(ctx, fb.i64(j), PTR), 8)
-    fb.ret_(fb.call(run_for, [fb.addressof(f"{kernel}_chunk"), ctx, n, fb.i64(align if isinstance(align, Sym)
-                                                                  else max(1, align)),
-                              nthreads], I32))
-    fb.finish()
-    return f"{kernel}_par"
+
+def _chunk(mb: ModuleBuilder, m: int) -> str:
+    key = ("chunk", m)
+    if key not in mb.shared:
+        name = mb.unique(f"chunk_{m}")
+        mb.declare(name, [PTR, I64, I64], I32)
+        loads = "\n".join(f"  %p{j} = getelementptr ptr, ptr %ctx, i64 {j}\n"
+                          f"  %a{j} = load ptr, ptr %p{j}, align 8" for j in range(1, m + 1))
+        mb.helpers[name] = (CHUNK.replace("NAME", name)
+                            .replace("CALLARGS", "".join(f"ptr %a{j}, " for j in range(1, m + 1)))
+                            .replace("ARGS", loads))
+        mb.shared[key] = name
+    return mb.shared[key]
+
+
+def parallel_call(fb, kernel: str, args: list, n, nthreads, align=1):
+    """Emit a call of ``kernel`` over ``[0, n)`` split across threads; its
+    i32 result.  ``args``: the kernel's pointer arguments (buffers, then
+    the workspace).  Chunks are rounded up to a multiple of ``align``
+    iterations while that leaves at least one chunk per thread (a GEMM's
+    row blocks that share a packed block of B)."""
+    mb = fb.mb
+    run_for = _run_for(mb)
+    chunk = _chunk(mb, len(args))
+    # One context array per argument count and function: calls run one at
+    # a time, and run_for returns only when every chunk has finished.
+    arrays = fb.__dict__.setdefault("_parallel_ctx", {})
+    ctx = arrays.get(len(args))
+    if ctx is None:
+        ctx = arrays[len(args)] = fb.alloca(PTR, len(args) + 1, 16)
+    fb.store(fb.addressof(kernel), ctx, 8)
+    for j, a in enumerate(args, 1):
+        fb.store(a, fb.gep(ctx, fb.i64(j), PTR), 8)
+    return fb.call(run_for, [fb.addressof(chunk), ctx, n,
+                             fb.i64(align if isinstance(align, Sym) else max(1, align)),
+                             nthreads], I32)
