@@ -42,3 +42,17 @@ def _torch_distribution_validation_stays_on():
             "site-packages" in (getattr(torch, "__file__", "") or ""):
         if dist.Distribution._validate_args is False:
             dist.Distribution.set_default_validate_args(True)
+
+
+#: Test modules of long tests (public programs compiled cold, torchvision-
+#: sized models), run first: xdist's workers then end on short tests instead
+#: of one worker finishing a 30 s program while the other idles (a 1-2
+#: minute tail on two cores).  Whole modules move, in their own order, so
+#: module-scoped fixtures (a module's torch reference runs) are set up once.
+_LONG_MODULES = ("test_public_programs", "test_vision_models")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    def first(item):
+        return 0 if os.path.basename(item.nodeid.split("::")[0]).startswith(_LONG_MODULES) else 1
+    items.sort(key=first)     # stable: every module keeps its tests' order
