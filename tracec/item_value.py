@@ -22,6 +22,7 @@ state guard then refuses as a change every call) computes as its float.
 """
 from __future__ import annotations
 
+import math
 import operator
 
 __all__ = ["ItemValue", "plain"]
@@ -87,9 +88,8 @@ for _name, _op, _what in (("neg", operator.neg, "arithmetic"), ("pos", operator.
                           ("float", float, "float()"), ("int", int, "int()"),
                           ("index", operator.index, "an index"),
                           ("complex", complex, "complex()"), ("round", round, "round()"),
-                          ("trunc", int, "math.trunc()"), ("floor", __import__("math").floor,
-                                                           "math.floor()"),
-                          ("ceil", __import__("math").ceil, "math.ceil()"),
+                          ("trunc", int, "math.trunc()"), ("floor", math.floor, "math.floor()"),
+                          ("ceil", math.ceil, "math.ceil()"),
                           ("str", str, "str()"), ("format", format, "a format string"),
                           ("hash", hash, "hashing")):
     setattr(ItemValue, f"__{_name}__", _unary(_op, _what))

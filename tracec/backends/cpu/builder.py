@@ -215,6 +215,9 @@ class FuncBuilder:
         self.blocks: list[Block] = [self.entry]
         self.block = self.new_block()
         self._consts: dict[tuple, SSAValue] = {}
+        #: pointer-argument count -> the context array of its parallel calls
+        #: (``parallel.parallel_call``)
+        self.parallel_ctx: dict[int, SSAValue] = {}
         #: The workspace pointer symbolic sizes are read from (None: the
         #: function takes only static sizes).
         self.sizes: SSAValue | None = None

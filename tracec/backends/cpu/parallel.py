@@ -213,10 +213,9 @@ def parallel_call(fb, kernel: str, args: list, n, nthreads, align=1):
     chunk = _chunk(mb, len(args))
     # One context array per argument count and function: calls run one at
     # a time, and run_for returns only when every chunk has finished.
-    arrays = fb.__dict__.setdefault("_parallel_ctx", {})
-    ctx = arrays.get(len(args))
+    ctx = fb.parallel_ctx.get(len(args))
     if ctx is None:
-        ctx = arrays[len(args)] = fb.alloca(PTR, len(args) + 1, 16)
+        ctx = fb.parallel_ctx[len(args)] = fb.alloca(PTR, len(args) + 1, 16)
     fb.store(fb.addressof(kernel), ctx, 8)
     for j, a in enumerate(args, 1):
         fb.store(a, fb.gep(ctx, fb.i64(j), PTR), 8)
