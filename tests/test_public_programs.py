@@ -12,6 +12,7 @@ exact comparisons are in ``test_public_programs_exact.py``: the programs'
 own models and training steps, run in-process with weights copied from
 torch.
 """
+import inspect
 import math
 import os
 import pathlib
@@ -21,6 +22,8 @@ import sys
 
 import numpy as np
 import pytest
+
+import torch_recordings
 
 from vision_oracle import torch_command
 
@@ -39,18 +42,33 @@ def run(backend, script, args, cwd):
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
-def both(script, args, tmp_path, setup=None, tracec_ok=True):
-    """(torch stdout lines, tracec stdout lines), each run in its own folder."""
-    outs = []
-    for backend in ("torch", "tracec"):
-        cwd = tmp_path / backend
+def both(script, args, tmp_path, setup=None, tracec_ok=True, setup_files=()):
+    """(torch stdout lines, tracec stdout lines), each run in its own folder;
+    torch's replayed from its recording (``torch_recordings``) when current:
+    the key covers the program's files, ``setup``'s source and
+    ``setup_files`` (the programs ``setup`` runs)."""
+    def torch_live():
+        cwd = tmp_path / "torch"
         cwd.mkdir()
         if setup:
-            setup(backend, cwd)
-        r = run(backend, script, args, cwd)
-        if backend == "torch" or tracec_ok:
-            assert r.returncode == 0, f"{backend} failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
-        outs.append((r.stdout.splitlines(), r))
+            setup("torch", cwd)
+        r = run("torch", script, args, cwd)
+        assert r.returncode == 0, f"torch failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
+        return r.stdout
+
+    files = torch_recordings.program_files(PROGS / script, [PROGS / f for f in setup_files])
+    extra = "OMP_NUM_THREADS=1 PYTHONWARNINGS=ignore vision_oracle\n" + (
+        inspect.getsource(setup) if setup else "")
+    ref = torch_recordings.torch_output(f"programs/{script[:-3]}", files, args, extra, torch_live)
+    outs = [(ref.splitlines(), None)]
+    cwd = tmp_path / "tracec"
+    cwd.mkdir()
+    if setup:
+        setup("tracec", cwd)
+    r = run("tracec", script, args, cwd)
+    if tracec_ok:
+        assert r.returncode == 0, f"tracec failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
+    outs.append((r.stdout.splitlines(), r))
     return outs
 
 
@@ -128,7 +146,8 @@ def test_time_sequence_prediction(tmp_path):
         assert r.returncode == 0, r.stderr
 
     (t, _), (c, _) = both("time_sequence_prediction/train.py", ["--steps", 2, "--future", 4],
-                          tmp_path, setup=make_data)
+                          tmp_path, setup=make_data,
+                          setup_files=["time_sequence_prediction/generate_sine_wave.py"])
     # LBFGS may stop after a different number of evaluations: compare the rest
     drop = re.compile(r"^loss: ")
     assert skeleton([x for x in c if not drop.match(x)]) == \

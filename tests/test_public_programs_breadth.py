@@ -30,6 +30,8 @@ import sys
 
 import pytest
 
+import torch_recordings
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "breadth"
 NUM = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|nan|inf")
@@ -88,5 +90,7 @@ def test_breadth_program_runs_like_torch(script, args, slow, tmp_path):
     (tmp_path / "tracec").mkdir()
     (tmp_path / "torch").mkdir()
     out = _run("tracec", script, args, tmp_path / "tracec")
-    ref = _run("torch", script, args, tmp_path / "torch")
+    ref = torch_recordings.torch_output(
+        f"breadth/{script[:-3]}", torch_recordings.program_files(PROGS / script), args,
+        "OMP_NUM_THREADS=1", lambda: _run("torch", script, args, tmp_path / "torch"))
     assert _skeleton(out) == _skeleton(ref)

@@ -17,6 +17,8 @@ import sys
 
 import pytest
 
+import torch_recordings
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "tutorials"
 NUM = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|nan|inf")
@@ -70,7 +72,9 @@ def test_tutorial_program_runs_like_torch(script, args, compare, slow, tmp_path)
     assert "Traceback" not in out
     if compare:
         (tmp_path / "torch").mkdir()
-        ref = _run("torch", script, args, tmp_path / "torch")
+        ref = torch_recordings.torch_output(
+            f"tutorials/{script[:-3]}", torch_recordings.program_files(PROGS / script), args,
+            "OMP_NUM_THREADS=1", lambda: _run("torch", script, args, tmp_path / "torch"))
         mask = MASKS.get(script)
         if mask is not None:
             out, ref = mask.sub("#", out), mask.sub("#", ref)

@@ -22,6 +22,8 @@ import sys
 
 import pytest
 
+import torch_recordings
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "tutorials2"
 NUM = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|nan|inf")
@@ -58,17 +60,26 @@ for path in sys.argv[2:]:
 
 def torch_refs_fixture(progs, cases, env):
     """A module-scoped fixture: the torch references of ``cases`` (scripts
-    in ``progs``), run by DRIVER in one process started once; the fixture's
-    value gives a script's stdout."""
+    in ``progs``): their current recordings (``torch_recordings``), and the
+    rest run by DRIVER in one process started once; the fixture's value
+    gives a script's stdout."""
+    extra = f"TORCH_COMPILE_DISABLE={env.get('TORCH_COMPILE_DISABLE', '')} OMP_NUM_THREADS=1 driver"
+
+    def key(c):
+        return f"{progs.name}/{c[:-3]}", torch_recordings.program_files(progs / c), [], extra
+
     @pytest.fixture(scope="module")
     def torch_refs(tmp_path_factory):
         out = tmp_path_factory.mktemp("torch_refs")
+        replay = {c: torch_recordings.stored(*key(c)) for c in cases}
+        live = [c for c in cases if replay[c] is None]
         proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(out)] +
-                                [str(progs / c) for c in cases], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                [str(progs / c) for c in live], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True) if live else None
         done = {}
 
-        def get(script):
+        def run(script):
             if not done:
                 _, err = proc.communicate(timeout=600)
                 done["rc"] = (proc.returncode, err)
@@ -76,8 +87,13 @@ def torch_refs_fixture(progs, cases, env):
                 pytest.fail("torch failed:\n" + (out / (script + ".err")).read_text()[-4000:])
             assert (out / (script + ".out")).exists(), f"torch driver failed: {done['rc']}"
             return (out / (script + ".out")).read_text()
+
+        def get(script):
+            if replay[script] is not None:
+                return replay[script]
+            return torch_recordings.torch_output(*key(script), lambda: run(script))
         yield get
-        if proc.poll() is None:
+        if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()
     return torch_refs
