@@ -242,6 +242,11 @@ CONV_CASES = [
     ((3, 2, 17), (4, 2, 5), {"stride": 3, "padding": 2}),
     ((2, 2, 5, 6, 7), (3, 2, 2, 3, 2), {"padding": 1, "dilation": (1, 2, 1)}),
     ((3, 9, 9), (2, 3, 3, 3), {}),                  # unbatched
+    # depthwise (one input and output channel per group): the channels-last
+    # col2im of the input's gradient
+    ((3, 5, 11), (5, 1, 4), {"groups": 5, "stride": 2, "dilation": 2, "padding": 3}),
+    ((2, 8, 7, 7), (8, 1, 5, 5), {"groups": 8, "padding": "same"}),
+    ((2, 4, 5, 6, 7), (4, 1, 2, 3, 2), {"groups": 4, "padding": (1, 0, 1)}),
 ]
 
 
@@ -275,14 +280,17 @@ def test_eager_conv_matches_pytorch(case, dtype, bias):
         np.testing.assert_allclose(c.grad.numpy(), t.grad.numpy(), **tol)
 
 
-def test_eager_conv_is_the_primitive_paths_value():
+@pytest.mark.parametrize("xs,ws,geometry", [
+    ((3, 4, 10, 9), (6, 2, 3, 2), ((2, 1), (1, 0), (1, 0), (1, 2), 2, (5, 7))),
+    ((3, 4, 10, 9), (4, 1, 3, 3), ((1, 2), (1, 1), (1, 1), (1, 1), 4, (10, 5))),  # depthwise
+])
+def test_eager_conv_is_the_primitive_paths_value(xs, ws, geometry):
     """The eager im2col makes the same matmul as the primitives: the same
     bits forward; gradients equal up to the order of the col2im sums."""
     rng = np.random.default_rng(7)
-    x = rng.standard_normal((3, 4, 10, 9)).astype(np.float32)
-    w = rng.standard_normal((6, 2, 3, 2)).astype(np.float32)
-    b = rng.standard_normal(6).astype(np.float32)
-    geometry = ((2, 1), (1, 0), (1, 0), (1, 2), 2, (5, 7))
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    b = rng.standard_normal(ws[0]).astype(np.float32)
     outs = []
     for eager in (True, False):
         cx, cw, cb = (tracec.tensor(v, requires_grad=True) for v in (x, w, b))
