@@ -17,7 +17,7 @@ LAYERS = [
                   "tracec.shape_ops", "tracec.indexing", "tracec.creation", "tracec.methods",
                   "tracec.autograd", "tracec.nn", "tracec.optim", "tracec.serialization",
                   "tracec.serialization_pickle",
-                  "tracec.pytree", "tracec.utils", "tracec.distributions",
+                  "tracec.pytree", "tracec.utils", "tracec.types", "tracec.distributions",
                   "tracec.torch_checkpoint", "tracec.accelerator", "tracec.cuda",
                   "tracec.rearrange", "tracec.sorting", "tracec.contraction",
                   "tracec.methods_extra", "tracec.sparse",

@@ -37,6 +37,7 @@ from tracec.mutation import (EPOCH, Ident, WatchedDict, WatchedList, WatchedStat
                              deep_immutable, epoch_covered)
 from tracec.sym_scalar import SymScalar
 from tracec.tensor import RECORDERS, Tensor, made_before_call, note_guard
+from tracec.utils.hooks import RemovableHandle as _RemovableHandle
 
 __all__ = ["Optimizer", "required"]
 
@@ -62,24 +63,6 @@ def _typename(obj) -> str:
 def _scalar_dtype() -> dt.DType:
     """PyTorch's ``_get_scalar_dtype``: the dtype of ``state['step']``."""
     return dt.float64 if dt.get_default_dtype() is dt.float64 else dt.float32
-
-
-class _RemovableHandle:
-    _next_id = 0
-
-    def __init__(self, hooks: dict):
-        self._hooks = hooks
-        self.id = _RemovableHandle._next_id
-        _RemovableHandle._next_id += 1
-
-    def remove(self) -> None:
-        self._hooks.pop(self.id, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.remove()
 
 
 def _with_hooks(step):

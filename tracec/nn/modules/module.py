@@ -28,6 +28,7 @@ from tracec.mutation import (EPOCH, WatchedOrderedDict, deep_immutable, epoch_co
 from tracec.sym_scalar import LIFTED, SymScalar
 from tracec.tensor import RECORDERS, Tensor, _tell_recorders, note_guard
 from tracec.nn.modules.backward_hooks import has_backward_hooks, wrap_inputs, wrap_outputs
+from tracec.utils.hooks import RemovableHandle as _RemovableHandle
 
 #: Attribute types a module's guard compares by value.
 _NO_ATTR = object()
@@ -88,25 +89,6 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
         return super().__repr__()
 
     __str__ = __repr__
-
-
-class _RemovableHandle:
-    """Returned by the ``register_*_hook`` methods; ``remove()`` unregisters."""
-
-    _next_id = itertools.count()
-
-    def __init__(self, hooks: dict):
-        self.hooks = hooks
-        self.id = next(self._next_id)
-
-    def remove(self) -> None:
-        self.hooks.pop(self.id, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.remove()
 
 
 def _addindent(s: str, n: int) -> str:
