@@ -130,3 +130,14 @@ def test_type_alias_modules_import_under_tracec_run(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "(3, 3) 2 torch.Size([1])", r.stdout
+
+
+def test_autograd_gradcheck_module_and_function():
+    """``from torch.autograd.gradcheck import gradcheck, GradcheckError``
+    works and ``torch.autograd.gradcheck`` stays the function, as in PyTorch."""
+    import importlib
+    mod = importlib.import_module("tracec.autograd.gradcheck")
+    assert mod.GradcheckError is tracec.autograd.GradcheckError
+    assert callable(tracec.autograd.gradcheck) and tracec.autograd.gradcheck is mod.gradcheck
+    x = tracec.randn(3, dtype=tracec.float64, requires_grad=True)
+    assert tracec.autograd.gradcheck(lambda t: (t * t).sum(), (x,))

@@ -423,3 +423,8 @@ from tracec.autograd.variable import Variable  # noqa: E402,F401  (after Functio
 from tracec.autograd import function  # noqa: E402,F401
 from tracec.autograd import profiler  # noqa: E402,F401
 from tracec.autograd import forward_ad  # noqa: E402,F401
+import importlib as _importlib  # noqa: E402
+
+# The module torch.autograd.gradcheck; importing it binds its name on this
+# package, which must stay the function, as in PyTorch.
+gradcheck = _importlib.import_module("tracec.autograd.gradcheck").gradcheck
