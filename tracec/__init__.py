@@ -18,7 +18,7 @@ from tracec.shape_ops import (broadcast_to, cat, chunk, clone, concat, concatena
                               expand, flatten, gather, masked_fill, permute, reshape,
                               scatter_add, split, squeeze, stack, t, transpose, unbind,
                               unflatten, unsqueeze, view_as)
-from tracec.creation import (Generator, arange, as_tensor, bernoulli, empty, empty_like,  # noqa: F401
+from tracec.creation import (Generator, arange, as_tensor, asarray, bernoulli, empty, empty_like,  # noqa: F401
                              eye, from_numpy, full, full_like, get_rng_state, initial_seed,
                              linspace, manual_seed, ones, ones_like, rand, rand_like,
                              randint, randint_like, randn, randn_like, randperm, seed,

@@ -91,6 +91,36 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     return _finish(Tensor._from_data(data, dtype), False, device)
 
 
+def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False) -> Tensor:
+    """PyTorch's ``torch.asarray``: ``obj`` itself (a tensor) or a tensor
+    sharing its memory (a NumPy array) where ``dtype`` allows and ``copy``
+    is not True; a copy where ``copy`` is True or the dtype differs (with
+    ``copy=False`` that is a ``ValueError``, as in PyTorch); anything else
+    (numbers, nested sequences) as ``tensor()`` would make it.
+    ``requires_grad=True`` sets it on the result, an alias included."""
+    want = None if dtype is None else dt.to_dtype(dtype)
+    if isinstance(obj, (np.ndarray, np.generic)) and not isinstance(obj, np.ndarray):
+        obj = np.asarray(obj)
+    if isinstance(obj, (Tensor, np.ndarray)):
+        have = obj.dtype if isinstance(obj, Tensor) else dt.from_numpy_dtype(obj.dtype)
+        if copy is False and want is not None and want is not have:
+            raise ValueError(f"can't alias tensor with dtype '{dt.scalar_type_name(have)}' "
+                             f"into dtype '{dt.scalar_type_name(want)}'.")
+        if isinstance(obj, np.ndarray):
+            out = from_numpy(obj)
+        else:
+            out = obj
+        if want is not None and want is not have:
+            out = out.to(want)
+        elif copy:
+            out = out.clone()
+        return _finish(out, requires_grad, device) if out is not obj else \
+            (obj.requires_grad_(True) if requires_grad else obj)
+    if copy is False:
+        raise ValueError("can't alias arbitrary sequence into a tensor.")
+    return _finish(Tensor._from_data(obj, want), requires_grad, device)
+
+
 def from_numpy(a: np.ndarray) -> Tensor:
     """A tensor sharing memory with ``a``."""
     if not isinstance(a, np.ndarray):

@@ -54,6 +54,11 @@ class LinAlgError(RuntimeError):
 
 def _float_input(x, name):
     x = tensor_arg(x, name)
+    if x.dtype.is_complex:
+        # PyTorch accepts these; tracec's decompositions and their gradients
+        # are real only: say so instead of PyTorch's message for integers
+        raise NotImplementedError(f"{name}: complex inputs ({x.dtype.name}) are not supported "
+                                  "by tracec's linear algebra yet; real float32/float64 are")
     if not x.dtype.is_floating_point:
         raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. "
                            f"Got {_TORCH.get(x.dtype.name, x.dtype.name)}")
