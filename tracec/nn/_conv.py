@@ -22,6 +22,7 @@ from tracec import functions as TF
 from tracec import autocast_mode, graph, ops
 from tracec.autograd import Function
 from tracec.tensor import Tensor, eager_direct
+from tracec.nn import _conv_transpose_eager as _ct
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
            "conv_transpose3d", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d",
@@ -170,14 +171,7 @@ def _conv_prims(x, weight, bias, stride, low, high, dilation, groups, out):
     return y
 
 
-def _window_view(xp: np.ndarray, kernel, stride, dilation, out) -> np.ndarray:
-    """``[N, C, *sp]`` -> the view ``[N, C, *kernel, *out]`` of its windows
-    (what ``_windows`` concatenates, without a copy)."""
-    st = xp.strides
-    return np.lib.stride_tricks.as_strided(
-        xp, xp.shape[:2] + tuple(kernel) + tuple(out),
-        st[:2] + tuple(s * d for s, d in zip(st[2:], dilation))
-        + tuple(s * t for s, t in zip(st[2:], stride)), writeable=False)
+_window_view = _ct.window_view
 
 
 def _depthwise_col2im(gd: np.ndarray, wk: np.ndarray, padded, windows) -> np.ndarray:
@@ -350,6 +344,28 @@ def _conv_transposend(input, weight, bias, stride, padding, output_padding, grou
     for op_, st, d in zip(output_padding, stride, dilation):
         if op_ >= st and op_ >= d:
             raise RuntimeError("output padding must be smaller than either stride or dilation")
+    if (x.dtype in (dt.float32, dt.float64) and x.dtype is weight.dtype and groups >= 1
+            and cin % groups == 0 and eager_direct(x) and eager_direct(weight)
+            and (bias is None or (eager_direct(bias) and bias.dtype is x.dtype
+                                  and tuple(bias.shape) == (og * groups,)))
+            and all(o > 0 for o in _ct.output_shape(x.shape[2:], kernel, stride, padding,
+                                                    output_padding, dilation))):
+        def prims(x_, w_, b_):
+            return _conv_transpose_prims(x_, w_, b_, stride, padding, output_padding,
+                                         groups, dilation, nsp, name)
+        y = _ct.ConvTransposeEager.apply(x, weight, bias, (stride, padding, output_padding,
+                                                           dilation, groups), prims)
+        return _unbatch(y, unbatched)
+    return _unbatch(_conv_transpose_prims(x, weight, bias, stride, padding, output_padding,
+                                          groups, dilation, nsp, name), unbatched)
+
+
+def _conv_transpose_prims(x, weight, bias, stride, padding, output_padding, groups,
+                          dilation, nsp, name):
+    """The transposed convolution as primitives (traced, and the eager
+    fallback); ``x`` batched, arguments normalized."""
+    cin, og = weight.shape[:2]
+    kernel = tuple(weight.shape[2:])
     low = [d * (k - 1) - p for k, d, p in zip(kernel, dilation, padding)]
     high = [lo + op_ for lo, op_ in zip(low, output_padding)]
     z = (0, 0)
@@ -364,8 +380,7 @@ def _conv_transposend(input, weight, bias, stride, padding, output_padding, grou
     w = ops.transpose(w, (0, 2, 1) + tuple(range(3, 3 + nsp)))
     w = ops.reshape(w, (groups * og, cin // groups) + kernel)
     w = _flip(w, range(2, 2 + nsp))
-    y = _convnd(xs, w, bias, 1, 0, dilation, groups, nsp, name)
-    return _unbatch(y, unbatched)
+    return _convnd(xs, w, bias, 1, 0, dilation, groups, nsp, name)
 
 
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
