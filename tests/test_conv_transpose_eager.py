@@ -108,3 +108,18 @@ def test_compiled_equals_eager():
     f = tracec.compile(lambda v: m(v).tanh().sum())
     eager = m(x).tanh().sum().item()
     assert abs(f(x).item() - eager) < 1e-4 and abs(f(x).item() - eager) < 1e-4
+
+
+def test_columns_made_a_few_images_at_a_time(monkeypatch):
+    """Large batches are processed in chunks (the columns are kk times the
+    output): the same values as one chunk, and as PyTorch."""
+    from tracec.nn import _conv_transpose_eager as ct
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((5, 4, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    whole = tracec.nn.functional.conv_transpose2d(tracec.tensor(x), tracec.tensor(w), stride=2)
+    monkeypatch.setattr(ct, "COLUMNS_BYTES", 1 << 12)       # one image per chunk
+    parts = tracec.nn.functional.conv_transpose2d(tracec.tensor(x), tracec.tensor(w), stride=2)
+    np.testing.assert_array_equal(parts.numpy(), whole.numpy())
+    ref = torch.nn.functional.conv_transpose2d(torch.tensor(x), torch.tensor(w), stride=2)
+    np.testing.assert_allclose(parts.numpy(), ref.numpy(), rtol=1e-4, atol=1e-4)

@@ -33,6 +33,9 @@ def window_view(xp: np.ndarray, kernel, stride, dilation, out) -> np.ndarray:
         + tuple(s * t for s, t in zip(st[2:], stride)), writeable=False)
 
 
+COLUMNS_BYTES = 64 << 20
+
+
 def output_shape(in_sp, kernel, stride, padding, output_padding, dilation):
     return tuple((i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, k, s, p, op, d in
                  zip(in_sp, kernel, stride, padding, output_padding, dilation))
@@ -58,16 +61,23 @@ class ConvTransposeEager(Function):
         nsp, kk, sp = len(kernel), math.prod(kernel), tuple(a.shape[2:])
         out = output_shape(sp, kernel, stride, padding, output_padding, dilation)
         full = tuple(o + 2 * p for o, p in zip(out, padding))
-        # columns [G, O/G*kk, N*L] = wᵀ [G, O/G*kk, Cin/G] @ x [G, Cin/G, N*L]
+        # columns [G, O/G*kk, N*L] = wᵀ [G, O/G*kk, Cin/G] @ x [G, Cin/G, N*L],
+        # added into their windows of [O, N, *full] (channels first: each add
+        # runs over N*L); a few images at a time, so that the columns (kk
+        # times the output's size) stay within COLUMNS_BYTES
         wt = np.swapaxes(w.reshape(groups, cin // groups, og * kk), -1, -2)
-        cols = np.matmul(wt, _fold(a, groups)).reshape((groups * og,) + kernel + (n,) + sp)
-        # col2im into [O, N, *full] (channels first: each add runs over N*L)
         yp = np.zeros((groups * og, n) + full, a.dtype)
-        for offs in np.ndindex(*kernel):
-            win = tuple(slice(q * d, q * d + (i - 1) * s + 1, s)
-                        for q, d, i, s in zip(offs, dilation, sp, stride))
-            dst = yp[(slice(None), slice(None)) + win]
-            dst += cols[(slice(None),) + offs]
+        wins = [(offs, tuple(slice(q * d, q * d + (i - 1) * s + 1, s)
+                             for q, d, i, s in zip(offs, dilation, sp, stride)))
+                for offs in np.ndindex(*kernel)]
+        step = max(1, COLUMNS_BYTES // max(1, groups * og * kk * math.prod(sp) * a.itemsize))
+        for n0 in range(0, n, step):
+            part = a[n0:n0 + step]
+            cols = np.matmul(wt, _fold(part, groups)).reshape(
+                (groups * og,) + kernel + (part.shape[0],) + sp)
+            for offs, win in wins:
+                dst = yp[(slice(None), slice(n0, n0 + step)) + win]
+                dst += cols[(slice(None),) + offs]
         y = yp[(slice(None), slice(None)) + tuple(slice(p, p + o) for p, o in zip(padding, out))]
         y = np.ascontiguousarray(np.swapaxes(y, 0, 1))
         if bias is not None:
