@@ -171,9 +171,37 @@ def _contract(a, la, b, lb, keep, sizes):
     return ops.reshape(y, bs + tuple(sizes[c] for c in only_a + only_b)), batch + only_a + only_b
 
 
+def _sublist_equation(args):
+    """``einsum(op1, sublist1, op2, sublist2, ..., [sublist_out])`` (the
+    sublist format: subscripts as ints in [0, 52), ``...`` as ``Ellipsis``)
+    -> (equation, operands)."""
+    def letters(sub):
+        out = ""
+        for v in sub:
+            if v is Ellipsis:
+                out += "..."
+            elif isinstance(v, int) and 0 <= v < 52:
+                out += chr(ord("a") + v) if v < 26 else chr(ord("A") + v - 26)
+            else:
+                raise ValueError("einsum(): expected subscript to be within the range [0, 52), "
+                                 f"but got {v}")
+        return out
+    ops_, subs = list(args[0::2]), list(args[1::2])
+    out = None
+    if len(subs) < len(ops_):      # an odd count: the last is the output's sublist
+        out = ops_.pop()
+    eq = ",".join(letters(s) for s in subs)
+    if out is not None:
+        eq += "->" + letters(out)
+    return eq, tuple(ops_)
+
+
 def einsum(equation, *operands):
     """``torch.einsum``: letters, ``...``, implicit or explicit output,
-    repeated letters within an operand (diagonals) and size-1 broadcasting."""
+    repeated letters within an operand (diagonals) and size-1 broadcasting;
+    also the sublist format ``einsum(op1, [0, 1], op2, [1, 2], [0, 2])``."""
+    if isinstance(equation, Tensor):
+        equation, operands = _sublist_equation((equation,) + operands)
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     if not operands:
