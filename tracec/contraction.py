@@ -181,7 +181,8 @@ def _sublist_equation(args):
             if v is Ellipsis:
                 out += "..."
             elif isinstance(v, int) and 0 <= v < 52:
-                out += chr(ord("a") + v) if v < 26 else chr(ord("A") + v - 26)
+                # PyTorch's order of labels: 0-25 are A-Z, 26-51 a-z
+                out += chr(ord("A") + v) if v < 26 else chr(ord("a") + v - 26)
             else:
                 raise ValueError("einsum(): expected subscript to be within the range [0, 52), "
                                  f"but got {v}")
