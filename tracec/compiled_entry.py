@@ -331,15 +331,20 @@ class Entry:
             # result is applied (nothing was donated): a call that decides
             # otherwise runs eagerly instead.
             for k, decision, _ in self._speculated():
-                v = outs[k].reshape(-1)[0]
-                if (v.item() != decision[1]) if type(decision) is tuple else \
-                        (bool(v) != decision):
+                if type(decision) is tuple and decision[0] == "array":
+                    held = tuple(outs[k].reshape(-1).tolist()) == decision[1]
+                else:
+                    v = outs[k].reshape(-1)[0]
+                    held = (v.item() == decision[1]) if type(decision) is tuple else \
+                        (bool(v) == decision)
+                if not held:
                     self.mispredicted += 1
                     self.mispredicted_total += 1
                     return self.eager(args, kwargs)
             self.mispredicted = 0
         seen = {id(a) for a in arrays}
         returned = []
+        parts: list = []     # the tensors of the tuple an "attr_seq" sets
         it = iter(outs)
         for spec in self.trace.outputs:
             if spec.kind == "grad_none":
@@ -351,15 +356,26 @@ class Entry:
             if spec.kind == "attr_const":
                 setattr(spec.target[0], spec.target[1], spec.target[2])
                 continue
+            if spec.kind == "attr_seq":
+                made = iter(parts)
+                setattr(spec.target[0], spec.target[1],
+                        tuple(next(made) if kind == "value" else
+                              resolve(v, args, kwargs) if kind == "arg" else v
+                              for kind, v in spec.target[2]))
+                parts = []
+                continue
             arr = next(it)
             if spec.kind == "data_guard":
                 continue
-            if spec.kind == "attr":
+            if spec.kind in ("attr", "attr_part"):
                 if id(arr) in seen or not (arr.flags.owndata or fresh(arr)):
                     arr = arr.copy()
                 seen.add(id(arr))
                 mod, name, dtype = spec.target
-                setattr(mod, name, Tensor._make(arr, dtype))
+                if spec.kind == "attr_part":
+                    parts.append(Tensor._make(arr, dtype))
+                else:
+                    setattr(mod, name, Tensor._make(arr, dtype))
                 continue
             if spec.kind == "return":
                 if id(arr) in seen or not (arr.flags.owndata or fresh(arr)):
@@ -396,7 +412,7 @@ class Entry:
 
 
 #: Output kinds with no value among the executable's results.
-NO_VALUE = frozenset(("grad_none", "attr_const", "attr_arg"))
+NO_VALUE = frozenset(("grad_none", "attr_const", "attr_arg", "attr_seq"))
 
 
 def _fresh_grad_outputs(trace: Trace, executable) -> list:

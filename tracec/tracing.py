@@ -19,6 +19,7 @@ A complex tensor is recorded as its real ``[..., 2]`` representation
 """
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import dataclasses
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracec import attr_replay, autograd, complex_trace, graph, ir, lifted_state
+from tracec import dtypes as dt
 from tracec.complex_ops import TRACED_OPS
 from tracec.creation import GENERATOR_STATES
 from tracec.nn.modules.module import ATTR_WRITES, Module, replayed_token
@@ -107,7 +109,11 @@ class OutputSpec:
     kind: str             # "return", "write" (in place into a tensor), "grad",
     #                       "attr" (a module attribute set to the value), "attr_const"
     #                       (set to a Python object, no value: None, a tensor that
-    #                       existed before the call)
+    #                       existed before the call), "attr_part" (a tensor of a
+    #                       tuple set to an attribute) and "attr_seq" (no value:
+    #                       sets the tuple of the "attr_part"s just before it,
+    #                       target (module, name, parts): ("value", None),
+    #                       ("arg", path) or ("const", object) each)
     target: object = None  # the Tensor written, or the leaf whose .grad is set;
     #                        (module, name, dtype or the object) for "attr*"
     inplace: bool = False  # for "grad": write into the existing .grad tensor
@@ -157,6 +163,10 @@ class Trace:
 #: The most elements of an integer state tensor whose value a trace may
 #: specialize on (``Recording._guard_value``).
 GUARDED_VALUE_MAX = 64
+
+#: The reads of a whole integer or bool tensor a trace speculates on
+#: (``Recording.on_concrete``) when it has at most ``GUARDED_VALUE_MAX`` elements.
+_WHOLE_READS = ("numpy()", "tolist()", "masked_select", "boolean-mask indexing")
 
 
 class TensorValue:
@@ -408,7 +418,8 @@ class Recording:
     def on_attr_write(self, module, name, value):
         if self.suspended:
             return
-        if isinstance(value, Tensor) and value.dtype.category == 3:
+        if any(isinstance(v, Tensor) and v.dtype.category == 3
+               for v in (value if type(value) is tuple else (value,))):
             return self.fail(f"{format_location(user_location())}: setting {name} to a complex "
                              "tensor inside a compiled function is not supported")
         self.attr_writes[(id(module), name)] = (module, name, value)
@@ -425,8 +436,7 @@ class Recording:
         """``t.item()`` called by the user's code on a recorded one-element
         floating tensor, fallback off: an ``ItemValue`` the call may return
         (``tracec.item_value``); None leaves item() to ``on_concrete``."""
-        if self.suspended or self.fallback or t.dtype.category != 2 or \
-                type(t._data) is not np.ndarray:
+        if self.suspended or t.dtype.category != 2 or type(t._data) is not np.ndarray:
             return None
         fname = caller.f_code.co_filename
         if fname.startswith(_TRACEC_DIR) and "/tests/" not in fname:
@@ -439,7 +449,34 @@ class Recording:
             break
         if e is None or e[0] is not t or id(t) in self.consts:
             return None          # a constant, or state: on_concrete decides
-        item = ItemValue(t._data.reshape(-1)[0].item(), t, user_location(), self._item_used)
+        item = ItemValue(t._data.reshape(-1)[0].item(), t, user_location(), self._item_used,
+                         self._item_derive)
+        self.items.append(item)
+        return item
+
+    def _item_derive(self, a, b, op, reflected):
+        """``op(a, b)`` (``op(b, a)`` if ``reflected``; ``op(a)`` for ``b``
+        None) of the ``ItemValue`` ``a`` and a Python int or float or a live
+        ``ItemValue``: a new ``ItemValue`` whose tensor is computed in
+        float64 by recorded ops, the same double arithmetic as Python's;
+        None if ``b`` is something else."""
+        if self.suspended or a.source is None:
+            return None
+        if type(b) is ItemValue:
+            if b.refuse is None or b.source is None:
+                return None
+            vb, y = b.value, b.source.reshape(()).to(dt.float64)
+        elif b is None or type(b) in (int, float, bool):
+            vb = y = None if b is None else float(b)
+        else:
+            return None
+        va, x = a.value, a.source.reshape(()).to(dt.float64)
+        # eager's number first (a ZeroDivisionError is raised as eagerly)
+        if b is None:
+            v, t = op(va), op(x)
+        else:
+            v, t = (op(vb, va), op(y, x)) if reflected else (op(va, vb), op(x, y))
+        item = ItemValue(float(v), t, user_location(), self._item_used, self._item_derive)
         self.items.append(item)
         return item
 
@@ -479,6 +516,14 @@ class Recording:
                 # refused: it would differ at nearly every call.)
                 v = t._data.reshape(-1)[0]
                 expect = bool(v) if why == "bool()" else ("value", v.item())
+                self.data_guards.append((self.value_of(t), expect, loc))
+                return
+            if why.startswith(_WHOLE_READS) and t.dtype.category in (0, 1) and \
+                    type(t._data) is np.ndarray and t.numel() <= GUARDED_VALUE_MAX:
+                # A small integer or bool tensor read whole (pack_padded_sequence's
+                # lengths, a padding mask's masked_select, arguments of the
+                # step): speculated likewise, on all of its values.
+                expect = ("array", tuple(t._data.reshape(-1).tolist()))
                 self.data_guards.append((self.value_of(t), expect, loc))
                 return
 
@@ -747,6 +792,22 @@ class Recording:
                                       inplace=final is entry
                                       and not isinstance(entry, str)))
         for mod, name, value in self.attr_writes.values():
+            if type(value) is tuple and any(isinstance(v, Tensor) and v._birth == self.epoch
+                                            for v in value):
+                # a tuple holding tensors the call made (self.hidden = (h, c)):
+                # one "attr_part" per new tensor, then the tuple ("attr_seq")
+                parts = []
+                for v in value:
+                    if isinstance(v, Tensor) and id(v) in self.arg_position:
+                        parts.append(("arg", self.arg_position[id(v)]))
+                    elif isinstance(v, Tensor) and v._birth == self.epoch:
+                        values.append(self.value_of(v))
+                        outputs.append(OutputSpec("attr_part", (mod, name, v.dtype)))
+                        parts.append(("value", None))
+                    else:
+                        parts.append(("const", v))
+                outputs.append(OutputSpec("attr_seq", (mod, name, tuple(parts))))
+                continue
             if isinstance(value, Tensor) and id(value) in self.arg_position \
                     and not isinstance(mod, Module):
                 # an argument stored on a plain object (a BaseModel's
@@ -762,7 +823,8 @@ class Recording:
             values.append(v)
             outputs.append(OutputSpec("data_guard", (decision, loc)))
         attr_grad = next((name for _, name, v in self.attr_writes.values()
-                          if isinstance(v, Tensor) and v.requires_grad), None)
+                          if any(isinstance(x, Tensor) and x.requires_grad
+                                 for x in (v if type(v) is tuple else (v,)))), None)
         self._coarsen_guards()
         ir.set_returns(self.func, values)
         module = ir.new_module([self.func])
@@ -906,7 +968,9 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         if why is not None:
             rec.fail(why)
     if rec.poisoned is not None:
-        return plain(result), rec.poisoned
+        out, result = plain(result), None
+        _settle_items(rec)
+        return out, rec.poisoned
     before_tensors = env.tensors
     env_after = env.snapshot()
     # The tensors the call could read as state are those there before it
@@ -948,7 +1012,9 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         _check_argument_aliasing(rec, trace, leaves)
     except TraceError as e:
         if fallback:
-            return plain(result), str(e)
+            out, result = plain(result), None
+            _settle_items(rec)
+            return out, str(e)
         raise
     result = plain(result)
     kept = _kept_item(rec.items)
@@ -960,6 +1026,10 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
                f"state); compiled calls would leave this call's number there. Inside "
                f"tracec.compile such a number may only be returned, or use "
                f"tracec.compile(fn, fallback=\"eager\").")
+        if fallback:
+            kept = None
+            _settle_items(rec)
+            return result, msg
         rec.items = []
         raise TraceError(msg)
     rec.items = []
@@ -985,6 +1055,29 @@ def _inert(items: list) -> None:
     # (no loop variable left in the caller's frame: _kept_item counts references)
     for i in range(len(items)):
         items[i].refuse = None
+
+
+def _settle_items(rec) -> None:
+    """After a call that runs eagerly (``fallback``): the ``ItemValue``s it
+    left in lists and dicts (an appended history, an attribute: an object's
+    ``__dict__``) replaced by their floats, so the program's state holds the
+    floats eager code would have put there."""
+    items, rec.items = rec.items, []
+    for i in range(len(items)):
+        items[i].source = None
+        if sys.getrefcount(items[i]) <= 2:
+            continue
+        it = items[i]
+        for ref in gc.get_referrers(it):
+            if type(ref) is list and ref is not items:
+                for k, v in enumerate(ref):
+                    if v is it:
+                        ref[k] = it.value
+            elif type(ref) is dict:
+                for k, v in list(ref.items()):
+                    if v is it:
+                        ref[k] = it.value
+        del it
 
 
 def _kept_item(items: list):

@@ -184,3 +184,49 @@ def test_item_of_a_float_is_still_refused_with_the_line():
     with pytest.raises(TraceError, match=r"test_speculated_decisions\.py:\d+: the number "
                                          r"item\(\) gave at .* is used here \(arithmetic\)"):
         f(tracec.ones(3))
+
+
+def _packed_step(lib, compiled):
+    """The chatbot tutorial's encoder and maskNLLLoss: ``pack_padded_sequence``
+    reads the lengths argument and ``masked_select`` the padding mask (whole
+    small integer / bool tensors: speculated on all their values)."""
+    gen = np.random.default_rng(0)
+    gru = lib.nn.GRU(3, 4, bidirectional=True)
+    with lib.no_grad():
+        for p in gru.parameters():
+            p.copy_(lib.from_numpy(gen.standard_normal(tuple(p.shape)).astype(np.float32) * 0.5))
+    opt = lib.optim.SGD(gru.parameters(), lr=0.1)
+
+    def step(x, lengths, mask):
+        opt.zero_grad()
+        packed = lib.nn.utils.rnn.pack_padded_sequence(x, lengths)
+        out, _ = gru(packed)
+        out, _ = lib.nn.utils.rnn.pad_packed_sequence(out)
+        loss = out.sum(2).masked_select(mask).pow(2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+    f = (tracec.compile(step, fullgraph=True) if lib is tracec else lib.compile(step)) \
+        if compiled else step
+    x = gen.standard_normal((5, 3, 3)).astype(np.float32)
+    out = []
+    for lens in ([5, 3, 2], [5, 3, 2], [5, 3, 2], [5, 4, 1], [5, 3, 2], [5, 5, 1], [5, 3, 2]):
+        mask = np.arange(5)[:, None] < np.array(lens)[None, :]
+        out.append(f(lib.from_numpy(x[:max(lens)]), lib.tensor(lens),
+                     lib.from_numpy(mask[:max(lens)])).item())
+    return out, [p.detach().numpy().copy() for p in gru.parameters()], f
+
+
+def test_lengths_and_masks_read_whole_are_speculated():
+    torch = pytest.importorskip("torch")
+    got, params, f = _packed_step(tracec, True)
+    eager, eager_params, _ = _packed_step(tracec, False)
+    want, want_params, _ = _packed_step(torch, False)
+    np.testing.assert_allclose(got, eager, rtol=1e-6)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    for a, b, c in zip(params, eager_params, want_params):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(a, c, rtol=1e-4, atol=1e-6)
+    info = f.cache_info()
+    # traced once; the calls with other lengths ran eagerly
+    assert info.traces == 1 and info.mispredicted == 2, info
