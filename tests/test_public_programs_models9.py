@@ -32,10 +32,14 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models9"
 
 CASES = ["bilstm_crf.py", "chatbot.py", "soft_actor_critic.py", "clip.py"]
-# Programs whose compiled step tracec.compile runs eagerly: the chatbot's
-# train() decides teacher forcing with Python's random.random() inside the
-# step (a draw compiled calls would not repeat).
-EAGER_FALLBACK = {"chatbot.py"}
+# Programs whose compiled step tracec.compile runs eagerly: none.  The
+# chatbot's train() decides teacher forcing with random.random() inside the
+# step (speculated: each compiled call draws and checks the decision), packs
+# by a lengths argument and masked_selects by a mask argument (speculated on
+# their values), and returns sum(print_losses) / n_totals of item() numbers
+# (recorded float64 arithmetic); the Bi-LSTM CRF sets self.hidden, a tuple of
+# tensors (replayed by compiled calls).
+EAGER_FALLBACK: set = set()
 FALLBACK_WARNINGS = ("running eagerly", "a Python side effect that compiled calls would not repeat")
 
 

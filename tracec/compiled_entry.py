@@ -13,6 +13,7 @@ call uses.
 from __future__ import annotations
 
 import os
+import random
 import sys
 import time
 from dataclasses import dataclass, field
@@ -126,8 +127,10 @@ class Entry:
         Guards the mutation epoch covers are skipped while it stands where
         it stood when they last held (``tracec.mutation``)."""
         if self.mispredicted >= MISPREDICTIONS:
-            loc = self._speculated()[0][2]
-            return (f"its decision on tensor data at {loc[0]}:{loc[1]} came out otherwise "
+            spec = self._speculated()
+            loc = spec[0][2] if spec else self.trace.py_draw_guards[0][4]
+            what = "tensor data" if spec else "a random.random() number"
+            return (f"its decision on {what} at {loc[0]}:{loc[1]} came out otherwise "
                     f"{MISPREDICTIONS} calls in a row")
         epoch = EPOCH[0]
         skip = self._valid_epoch == epoch
@@ -292,6 +295,22 @@ class Entry:
             return sub.run(args, kwargs)
         if self.executable is None:
             self.ensure_compiled()
+        py_state = None
+        if self.trace.py_draws:
+            # The call's random.random() draws: drawn again, and the
+            # decisions the trace took on them checked, before anything
+            # runs; otherwise the generator is put back and the call runs
+            # eagerly (drawing as eager code does).
+            py_state = random.getstate()
+            drawn = [random.random() for _ in range(self.trace.py_draws)]
+            if not all(op(drawn[i], other) == r
+                       for i, op, other, r, _ in self.trace.py_draw_guards):
+                random.setstate(py_state)
+                self.mispredicted += 1
+                self.mispredicted_total += 1
+                return self.eager(args, kwargs)
+            if not self._speculated():
+                self.mispredicted = 0
         for refresh in self.refreshers:   # lifted Python state (a learning rate)
             refresh()
         arrays = []
@@ -340,6 +359,8 @@ class Entry:
                 if not held:
                     self.mispredicted += 1
                     self.mispredicted_total += 1
+                    if py_state is not None:
+                        random.setstate(py_state)
                     return self.eager(args, kwargs)
             self.mispredicted = 0
         seen = {id(a) for a in arrays}

@@ -78,6 +78,7 @@ def _supported(entry, n: int, ins, outs) -> bool:
     trace, exe = entry.trace, entry.executable
     if (trace.symbolic is not None or entry.check_backend is not None
             or entry.backward_plan is not None or entry.committers or entry._speculated()
+            or trace.py_draws
             or exe._fn_py is None or len(ins) != len(trace.inputs)
             or len(outs) != sum(s.kind not in ("grad_none", "attr_seq") for s in trace.outputs)):
         return False

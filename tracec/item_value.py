@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import operator
 
-__all__ = ["ItemValue", "plain", "DERIVABLE"]
+__all__ = ["ItemValue", "DrawValue", "plain", "DERIVABLE"]
 
 
 class ItemValue:
@@ -127,11 +127,42 @@ for _name, _op, _what in (("neg", operator.neg, "arithmetic"), ("pos", operator.
 del _name, _op
 
 
+class DrawValue(ItemValue):
+    """``random.random()``'s number inside a traced call: a comparison with
+    a Python int or float gives the plain bool and tells ``decide(draw, op,
+    other, result)`` (the trace records the decision; each compiled call
+    draws its own numbers and checks it, ``compiled_entry.Entry.run``);
+    every other use is refused (``refuse``), as an ``ItemValue``'s.
+    ``index``: which of the call's draws it is."""
+
+    __slots__ = ("index", "decide")
+
+    def __init__(self, value: float, where, refuse, index: int, decide):
+        super().__init__(value, None, where, refuse)
+        self.index, self.decide = index, decide
+
+
+def _decision(op):
+    def f(self, other):
+        if self.refuse is not None and type(other) in (int, float):
+            r = op(self.value, other)
+            self.decide(self, op, other, r)
+            return r
+        return op(self.use("a comparison"), _operand(other, "a comparison"))
+    return f
+
+
+for _name, _op in (("lt", operator.lt), ("le", operator.le), ("gt", operator.gt),
+                   ("ge", operator.ge)):
+    setattr(DrawValue, f"__{_name}__", _decision(_op))
+del _name, _op
+
+
 def plain(x):
     """``x`` with every ``ItemValue`` in it (and in the tuples, lists,
     dicts, namedtuples and dataclasses it holds) replaced by its float;
     containers holding none are returned as they are."""
-    if type(x) is ItemValue:
+    if type(x) is ItemValue or type(x) is DrawValue:
         return x.value
     if isinstance(x, tuple):
         items = [plain(v) for v in x]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gc
 import os
+import random
 import sys
 import dataclasses
 from dataclasses import dataclass, field
@@ -42,9 +43,13 @@ from tracec.sym_shapes import SymbolTable
 from tracec.tensor import (CONCRETE_CHECKS, EPOCH, GRAD_HOOKS, GUARD_HOOKS,  # noqa: F401
                            RECORDERS, SYM_SHAPES)
 from tracec.tensor import ITEM_HOOKS, Tensor, weak_scalar
-from tracec.item_value import ItemValue, plain
+from tracec.item_value import DrawValue, ItemValue, plain
 
 __all__ = ["TraceError", "Trace", "Recording", "user_location", "record"]
+
+#: Python's own ``random.random`` (the tracer puts ``Recording.py_random`` in
+#: its place while recording).
+_PY_RANDOM = random.random
 
 # The package's own folder: frames in it are tracec's, not the user's.
 _TRACEC_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -158,6 +163,11 @@ class Trace:
     scalar_changes: list | None = None
     #: The Locations of the numbers this trace lifted (None: none).
     lifted: list | None = None
+    #: How many ``random.random()`` numbers the call drew, and the decisions
+    #: it took on them: ``(index, op, other, result, where)`` each.  Compiled
+    #: calls draw as many and check the decisions (``Entry.run``).
+    py_draws: int = 0
+    py_draw_guards: tuple = ()
 
 
 #: The most elements of an integer state tensor whose value a trace may
@@ -165,7 +175,8 @@ class Trace:
 GUARDED_VALUE_MAX = 64
 
 #: The reads of a whole integer or bool tensor a trace speculates on
-#: (``Recording.on_concrete``) when it has at most ``GUARDED_VALUE_MAX`` elements.
+#: (``Recording.on_concrete``) when it is an argument (or a view of one) of at most
+#: ``GUARDED_VALUE_MAX`` elements.
 _WHOLE_READS = ("numpy()", "tolist()", "masked_select", "boolean-mask indexing")
 
 
@@ -232,6 +243,8 @@ class Recording:
         self.attr_writes: dict = {}
         #: ``ItemValue``s handed out by item() (numbers the call may return)
         self.items: list = []
+        self.py_draws = 0             # random.random() calls recorded
+        self.py_draw_guards: list = []
         EPOCH[0] += 1
         self.epoch = EPOCH[0]
 
@@ -454,6 +467,29 @@ class Recording:
         self.items.append(item)
         return item
 
+    def py_random(self):
+        """``random.random`` while recording: a ``DrawValue`` whose
+        comparisons with Python numbers are decisions the trace records."""
+        v = _PY_RANDOM()
+        if self.suspended:
+            return v
+        d = DrawValue(v, user_location(), self._draw_used, self.py_draws, self._draw_decided)
+        self.py_draws += 1
+        self.items.append(d)
+        return d
+
+    def _draw_decided(self, d, op, other, result) -> None:
+        if not self.suspended:
+            self.py_draw_guards.append((d.index, op, other, result, d.where))
+
+    def _draw_used(self, d, what: str) -> None:
+        self.fail(
+            f"{format_location(_program_location())}: the number random.random() gave at "
+            f"{format_location(d.where)} is used here ({what}). Inside tracec.compile such a "
+            "number may only be compared with a Python number (`random.random() < ratio`: "
+            "each compiled call draws its own and checks the decision); draw with "
+            "tracec.rand instead, or use tracec.compile(fn, fallback=\"eager\").")
+
     def _item_derive(self, a, b, op, reflected):
         """``op(a, b)`` (``op(b, a)`` if ``reflected``; ``op(a)`` for ``b``
         None) of the ``ItemValue`` ``a`` and a Python int or float or a live
@@ -519,10 +555,13 @@ class Recording:
                 self.data_guards.append((self.value_of(t), expect, loc))
                 return
             if why.startswith(_WHOLE_READS) and t.dtype.category in (0, 1) and \
-                    type(t._data) is np.ndarray and t.numel() <= GUARDED_VALUE_MAX:
-                # A small integer or bool tensor read whole (pack_padded_sequence's
-                # lengths, a padding mask's masked_select, arguments of the
-                # step): speculated likewise, on all of its values.
+                    type(t._data) is np.ndarray and t.numel() <= GUARDED_VALUE_MAX and \
+                    self._of_argument(t):
+                # A small integer or bool argument (or a view of one) read
+                # whole: pack_padded_sequence's lengths, a padding mask's
+                # masked_select; speculated likewise, on all of its values.
+                # (One computed in the call, as x > 0, would change nearly
+                # every call: refused below.)
                 expect = ("array", tuple(t._data.reshape(-1).tolist()))
                 self.data_guards.append((self.value_of(t), expect, loc))
                 return
@@ -535,6 +574,14 @@ class Recording:
                 "depend on tensor data, which tracec.compile cannot record. Keep the decision "
                 "in tensor ops (e.g. tracec.where), move it out of the compiled function, or "
                 "use tracec.compile(fn, fallback=\"eager\").")
+
+    def _of_argument(self, t) -> bool:
+        """Whether ``t`` is an argument of the call or a view of one."""
+        while t is not None:
+            if id(t) in self.arg_position:
+                return True
+            t = t._base
+        return False
 
     def _guard_value(self, t) -> bool:
         """A small integer or bool tensor that existed before the call (not an
@@ -841,7 +888,8 @@ class Recording:
         return Trace(module, self.inputs, outputs, template, self.guards, grad_guards,
                      graph.is_grad_enabled(),
                      () if self.had_backward else tuple(returns_grad), symbolic=sym_info,
-                     attr_needs_grad=None if self.had_backward else attr_grad)
+                     attr_needs_grad=None if self.had_backward else attr_grad,
+                     py_draws=self.py_draws, py_draw_guards=tuple(self.py_draw_guards))
 
 
 #: Constants of more elements than this whose elements are all equal are
@@ -931,6 +979,8 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
                          "tracing; nested compiled functions are not supported yet")
     for lst, h in hooks:
         lst.append(h)
+    py_random_before = random.random
+    random.random = rec.py_random
     opt_before = lifted_state.optimizer_numbers([get() for _, get in env.roots])
     lifted = None
     if lift:
@@ -957,6 +1007,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     finally:
         for lst, h in hooks:
             lst.remove(h)
+        random.random = py_random_before
         _inert(rec.items)         # the call has returned: plain numbers from now on
         autograd.RECORDING_BACKWARD[0] = 0   # (a backward that raised left it set)
         if lifted is not None:
@@ -964,7 +1015,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     if lifted is not None and lifted.refusal is not None and rec.poisoned is None:
         rec.fail(lifted.refusal)
     if rec.poisoned is None:
-        why = _side_effects(fn, args, kwargs, spec, leaves, rng_before)
+        why = _side_effects(fn, args, kwargs, spec, leaves, rng_before, rec.py_draws)
         if why is not None:
             rec.fail(why)
     if rec.poisoned is not None:
@@ -1021,7 +1072,8 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     if kept is not None:
         # (an attribute, a global, a list the function appended to: compiled
         # calls would leave the first call's number there)
-        msg = (f"{format_location(kept.where)}: the number item() gave here is kept after "
+        what = "random.random()" if type(kept) is DrawValue else "item()"
+        msg = (f"{format_location(kept.where)}: the number {what} gave here is kept after "
                f"the call (stored in an attribute, a global or a container of the program's "
                f"state); compiled calls would leave this call's number there. Inside "
                f"tracec.compile such a number may only be returned, or use "
@@ -1114,10 +1166,11 @@ def _plain_object_attrs(env, rec, before, after) -> list:
     return out
 
 
-def _side_effects(fn, args, kwargs, spec, leaves, rng_before) -> str | None:
+def _side_effects(fn, args, kwargs, spec, leaves, rng_before, py_draws=0) -> str | None:
     """Why the call just recorded cannot be replayed by compiled code, or
     None: it changed its argument containers in place, or drew from Python's
-    or NumPy's global random generator."""
+    or NumPy's global random generator (other than the ``py_draws``
+    ``random.random()`` calls it recorded)."""
     name = function_label(fn)
     spec2, leaves2 = flatten_args(args, kwargs)
     if spec2 != spec or [id(t) for _, t in leaves2] != [id(t) for _, t in leaves]:
@@ -1125,6 +1178,14 @@ def _side_effects(fn, args, kwargs, spec, leaves, rng_before) -> str | None:
         return (f"{name} changed {where} in place (a list, dict or dataclass argument); "
                 "compiled calls would not repeat that Python side effect. Return the new "
                 "values instead (e.g. `return loss, (h, c)`)")
+    if py_draws:
+        replay = random.Random()
+        replay.setstate(rng_before[0])
+        for _ in range(py_draws):
+            replay.random()
+        if replay.getstate() == random.getstate():
+            # every draw from Python's generator is one the trace recorded
+            rng_before = (random.getstate(),) + tuple(rng_before[1:])
     drew = GlobalRNGs.changed(rng_before)
     if drew is not None:
         return (f"{name} drew random numbers from {drew}; compiled calls would repeat the "

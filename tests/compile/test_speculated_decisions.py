@@ -230,3 +230,60 @@ def test_lengths_and_masks_read_whole_are_speculated():
     info = f.cache_info()
     # traced once; the calls with other lengths ran eagerly
     assert info.traces == 1 and info.mispredicted == 2, info
+
+
+def _teacher_forced(compiled, ratio):
+    """The chatbot / seq2seq tutorials' ``use_teacher_forcing = True if
+    random.random() < teacher_forcing_ratio else False`` inside the step."""
+    import random
+    tracec.manual_seed(0)
+    lin = nn.Linear(3, 3)
+    opt = tracec.optim.SGD(lin.parameters(), lr=0.1)
+
+    def step(x, target):
+        opt.zero_grad()
+        use_teacher_forcing = True if random.random() < ratio else False
+        inp, loss = x, 0
+        for t in range(target.shape[0]):
+            out = lin(inp)
+            loss = loss + (out - target[t]).pow(2).mean()
+            inp = target[t] if use_teacher_forcing else out
+        loss.backward()
+        opt.step()
+        return loss
+    f = tracec.compile(step, fullgraph=True) if compiled else step
+    gen = np.random.default_rng(0)
+    x = tracec.tensor(gen.standard_normal((2, 3)).astype(np.float32))
+    target = tracec.tensor(gen.standard_normal((3, 2, 3)).astype(np.float32))
+    random.seed(5)
+    losses = [f(x, target).item() for _ in range(10)]
+    return losses, [p.tolist() for p in lin.parameters()], random.getstate(), f
+
+
+@pytest.mark.parametrize("ratio", [1.0, 0.5])
+def test_python_random_draws_compared_with_a_number_are_speculated(ratio):
+    got, params, state, f = _teacher_forced(True, ratio)
+    want, want_params, want_state, _ = _teacher_forced(False, ratio)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    np.testing.assert_allclose(np.concatenate([np.ravel(p) for p in params]),
+                               np.concatenate([np.ravel(p) for p in want_params]), rtol=1e-5)
+    assert state == want_state          # as many draws as eager calls made
+    info = f.cache_info()
+    # one trace; at ratio 0.5 the calls whose draw decides otherwise ran eagerly
+    assert info.traces == 1 and info.hits == 9, info
+    assert (info.mispredicted == 0) == (ratio == 1.0), info
+
+
+def test_other_uses_of_a_python_random_draw_are_refused():
+    import random
+
+    def scaled(x):
+        return x * (random.random() * 2)
+
+    def uniform(x):
+        return x * 2 if random.uniform(0, 1) < 0.5 else x
+    with pytest.raises(TraceError, match=r"test_speculated_decisions\.py:\d+: the number "
+                                         r"random\.random\(\) gave at .* \(arithmetic\)"):
+        tracec.compile(scaled)(tracec.ones(3))
+    with pytest.raises(TraceError, match="drew random numbers from Python's random module"):
+        tracec.compile(uniform)(tracec.ones(3))

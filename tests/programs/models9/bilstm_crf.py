@@ -3,7 +3,7 @@
 # log_sum_exp, BiLSTM_CRF with _forward_alg, _get_lstm_features, _score_sentence,
 # _viterbi_decode, neg_log_likelihood and forward, the toy training data and the
 # training loop with SGD(lr=0.01, weight_decay=1e-4).  Changes for a CPU test: the
-# weights (and init_hidden's random states) come from numpy, 20 epochs instead of
+# weights (and init_hidden's random states) come from numpy, 12 epochs instead of
 # 300.  Then one training step under torch.compile against the same step run eagerly.
 import copy
 
@@ -221,7 +221,7 @@ with torch.no_grad():
 
 # Make sure prepare_sequence from earlier in the LSTM section is loaded
 for epoch in range(
-        20):  # again, normally you would NOT do 300 epochs, it is toy data
+        12):  # again, normally you would NOT do 300 epochs, it is toy data
     for sentence, tags in training_data:
         # Step 1. Remember that Pytorch accumulates gradients.
         # We need to clear them out before each instance
