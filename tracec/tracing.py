@@ -1112,24 +1112,38 @@ def _inert(items: list) -> None:
 def _settle_items(rec) -> None:
     """After a call that runs eagerly (``fallback``): the ``ItemValue``s it
     left in lists and dicts (an appended history, an attribute: an object's
-    ``__dict__``) replaced by their floats, so the program's state holds the
-    floats eager code would have put there."""
+    ``__dict__``), also in tuples there (``history.append((step, v))``),
+    replaced by their floats, so the program's state holds the floats eager
+    code would have put there."""
     items, rec.items = rec.items, []
     for i in range(len(items)):
         items[i].source = None
         if sys.getrefcount(items[i]) <= 2:
             continue
         it = items[i]
-        for ref in gc.get_referrers(it):
-            if type(ref) is list and ref is not items:
-                for k, v in enumerate(ref):
-                    if v is it:
-                        ref[k] = it.value
-            elif type(ref) is dict:
-                for k, v in list(ref.items()):
-                    if v is it:
-                        ref[k] = it.value
+        _replace_in_referrers(it, it.value, items, 2)
         del it
+
+
+def _replace_in_referrers(old, new, skip, depth: int) -> None:
+    """``old`` replaced by ``new`` in the lists and dicts that hold it (and,
+    ``depth`` levels up, in the lists and dicts holding the tuples that hold
+    it, by a new tuple); ``skip``: a list left alone."""
+    for ref in gc.get_referrers(old):
+        if ref is skip:
+            continue
+        if type(ref) is list:
+            for k, v in enumerate(ref):
+                if v is old:
+                    ref[k] = new
+        elif type(ref) is dict:
+            for k, v in list(ref.items()):
+                if v is old:
+                    ref[k] = new
+        elif isinstance(ref, tuple) and depth > 1:
+            vals = [new if v is old else v for v in ref]
+            made = type(ref)(*vals) if hasattr(ref, "_fields") else type(ref)(vals)
+            _replace_in_referrers(ref, made, skip, depth - 1)
 
 
 def _kept_item(items: list):

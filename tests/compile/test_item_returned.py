@@ -209,11 +209,13 @@ def test_fallback_eager_leaves_floats_in_the_programs_state():
     there once the call has run eagerly."""
     model, _ = _setup()
     x = tracec.randn(4, 6)
-    kept, stats = [], {}
+    kept, stats, history = [], {}, []
 
     def f(x):
         v = model(x).pow(2).mean().item()
         kept.append(v * 3)
+        history.append((1, v))
+        history.append(Stats(v, 2))
         stats["last"] = v
         HOLDER.value = v
         return v + 1
@@ -224,3 +226,5 @@ def test_fallback_eager_leaves_floats_in_the_programs_state():
     assert type(r) is float and r == v + 1
     assert type(kept[0]) is float and kept[0] == v * 3
     assert type(stats["last"]) is float and type(HOLDER.value) is float and HOLDER.value == v
+    assert history == [(1, v), Stats(v, 2)] and type(history[0][1]) is float
+    assert type(history[1]) is Stats and type(history[1].loss) is float
