@@ -13,6 +13,7 @@ call uses.
 from __future__ import annotations
 
 import os
+import random
 import sys
 import time
 from dataclasses import dataclass, field
@@ -126,8 +127,10 @@ class Entry:
         Guards the mutation epoch covers are skipped while it stands where
         it stood when they last held (``tracec.mutation``)."""
         if self.mispredicted >= MISPREDICTIONS:
-            loc = self._speculated()[0][2]
-            return (f"its decision on tensor data at {loc[0]}:{loc[1]} came out otherwise "
+            spec = self._speculated()
+            loc = spec[0][2] if spec else self.trace.py_draw_guards[0][4]
+            what = "tensor data" if spec else "a random.random() number"
+            return (f"its decision on {what} at {loc[0]}:{loc[1]} came out otherwise "
                     f"{MISPREDICTIONS} calls in a row")
         epoch = EPOCH[0]
         skip = self._valid_epoch == epoch
@@ -292,6 +295,22 @@ class Entry:
             return sub.run(args, kwargs)
         if self.executable is None:
             self.ensure_compiled()
+        py_state = None
+        if self.trace.py_draws:
+            # The call's random.random() draws: drawn again, and the
+            # decisions the trace took on them checked, before anything
+            # runs; otherwise the generator is put back and the call runs
+            # eagerly (drawing as eager code does).
+            py_state = random.getstate()
+            drawn = [random.random() for _ in range(self.trace.py_draws)]
+            if not all(op(drawn[i], other) == r
+                       for i, op, other, r, _ in self.trace.py_draw_guards):
+                random.setstate(py_state)
+                self.mispredicted += 1
+                self.mispredicted_total += 1
+                return self.eager(args, kwargs)
+            if not self._speculated():
+                self.mispredicted = 0
         for refresh in self.refreshers:   # lifted Python state (a learning rate)
             refresh()
         arrays = []
@@ -331,15 +350,22 @@ class Entry:
             # result is applied (nothing was donated): a call that decides
             # otherwise runs eagerly instead.
             for k, decision, _ in self._speculated():
-                v = outs[k].reshape(-1)[0]
-                if (v.item() != decision[1]) if type(decision) is tuple else \
-                        (bool(v) != decision):
+                if type(decision) is tuple and decision[0] == "array":
+                    held = tuple(outs[k].reshape(-1).tolist()) == decision[1]
+                else:
+                    v = outs[k].reshape(-1)[0]
+                    held = (v.item() == decision[1]) if type(decision) is tuple else \
+                        (bool(v) == decision)
+                if not held:
                     self.mispredicted += 1
                     self.mispredicted_total += 1
+                    if py_state is not None:
+                        random.setstate(py_state)
                     return self.eager(args, kwargs)
             self.mispredicted = 0
         seen = {id(a) for a in arrays}
         returned = []
+        parts: list = []     # the tensors of the tuple an "attr_seq" sets
         it = iter(outs)
         for spec in self.trace.outputs:
             if spec.kind == "grad_none":
@@ -351,15 +377,26 @@ class Entry:
             if spec.kind == "attr_const":
                 setattr(spec.target[0], spec.target[1], spec.target[2])
                 continue
+            if spec.kind == "attr_seq":
+                made = iter(parts)
+                setattr(spec.target[0], spec.target[1],
+                        tuple(next(made) if kind == "value" else
+                              resolve(v, args, kwargs) if kind == "arg" else v
+                              for kind, v in spec.target[2]))
+                parts = []
+                continue
             arr = next(it)
             if spec.kind == "data_guard":
                 continue
-            if spec.kind == "attr":
+            if spec.kind in ("attr", "attr_part"):
                 if id(arr) in seen or not (arr.flags.owndata or fresh(arr)):
                     arr = arr.copy()
                 seen.add(id(arr))
                 mod, name, dtype = spec.target
-                setattr(mod, name, Tensor._make(arr, dtype))
+                if spec.kind == "attr_part":
+                    parts.append(Tensor._make(arr, dtype))
+                else:
+                    setattr(mod, name, Tensor._make(arr, dtype))
                 continue
             if spec.kind == "return":
                 if id(arr) in seen or not (arr.flags.owndata or fresh(arr)):
@@ -396,7 +433,7 @@ class Entry:
 
 
 #: Output kinds with no value among the executable's results.
-NO_VALUE = frozenset(("grad_none", "attr_const", "attr_arg"))
+NO_VALUE = frozenset(("grad_none", "attr_const", "attr_arg", "attr_seq"))
 
 
 def _fresh_grad_outputs(trace: Trace, executable) -> list:

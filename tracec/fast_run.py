@@ -78,8 +78,9 @@ def _supported(entry, n: int, ins, outs) -> bool:
     trace, exe = entry.trace, entry.executable
     if (trace.symbolic is not None or entry.check_backend is not None
             or entry.backward_plan is not None or entry.committers or entry._speculated()
+            or trace.py_draws
             or exe._fn_py is None or len(ins) != len(trace.inputs)
-            or len(outs) != sum(s.kind != "grad_none" for s in trace.outputs)):
+            or len(outs) != sum(s.kind not in ("grad_none", "attr_seq") for s in trace.outputs)):
         return False
     for spec, (shape, _) in zip(trace.inputs, ins):
         if spec.kind == "arg" and not (type(spec.source) is int and spec.source < n):
@@ -91,7 +92,7 @@ def _supported(entry, n: int, ins, outs) -> bool:
     for spec in trace.outputs:
         if spec.arg is not None and not (type(spec.arg) is int and spec.arg < n):
             return False
-        if spec.kind in ("attr", "attr_const", "attr_arg"):   # module attributes set: the general path
+        if spec.kind.startswith("attr"):   # module attributes set: the general path
             return False
     return (all(type(p) is int and p < n for p, _ in trace.arg_identity)
             and all(p is None or (type(p) is int and p < n) for _, _, p in trace.grad_guards))

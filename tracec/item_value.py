@@ -1,17 +1,25 @@
 """``loss.item()`` inside ``tracec.compile``: a number the call returns.
 
 A training step commonly ends ``return loss.item()`` (or returns a dict of
-such numbers).  While tracing with ``fallback`` off, ``item()`` called by
-the user's code on a recorded one-element floating tensor gives an
-``ItemValue`` instead of a float: the tracer makes that tensor an output,
-and where the function returns the ``ItemValue`` (in any container it
-returns), the first call returns its float and every compiled call the
-float of that call's output (``("number", k)`` in the trace's template).
+such numbers).  While tracing, ``item()`` called by the user's code on a
+recorded one-element floating tensor gives an ``ItemValue`` instead of a
+float: the tracer makes that tensor an output, and where the function
+returns the ``ItemValue`` (in any container it returns), the first call
+returns its float and every compiled call the float of that call's output
+(``("number", k)`` in the trace's template).
 
-Any other use while recording (arithmetic, a comparison, ``float()``,
-formatting, an operand of a tensor op, ``math.exp``) would freeze the first
+``+``, ``-``, ``*``, ``/`` and unary ``-`` / ``+`` between such numbers and
+Python ints and floats (the chatbot tutorial's ``print_losses.append(
+mask_loss.item() * nTotal)`` ... ``return sum(print_losses) / n_totals``)
+give a new ``ItemValue`` whose tensor the tracer computes in float64 from
+the others (``derive``): the same IEEE double operations Python does, so
+compiled calls return the very float eager calls do.
+
+Any other use while recording (a comparison, ``float()``, formatting, an
+operand of a tensor op, ``math.exp``, ``//``, ``**``) would freeze the first
 call's value into the trace or into Python state: it is refused with a
-``TraceError`` naming the line of the use and of the ``item()``.  The
+``TraceError`` naming the line of the use and of the ``item()`` (with
+``fallback="eager"``: the call finishes eagerly, with plain floats).  The
 class is deliberately not a ``float`` subclass: NumPy and ``math`` read a
 float subclass's value without calling any of its methods, so such uses
 could not be seen.
@@ -25,19 +33,23 @@ from __future__ import annotations
 import math
 import operator
 
-__all__ = ["ItemValue", "plain"]
+__all__ = ["ItemValue", "DrawValue", "plain", "DERIVABLE"]
 
 
 class ItemValue:
     """``value``: the float of this (first, eager) call; ``source``: the
     tensor whose item() it is; ``where``: the user's (file, line, col) of
     the item() call; ``refuse(item_value, what)``: raises while recording,
-    None once the call has returned."""
+    None once the call has returned; ``derive(item_value, other, op,
+    reflected)``: the ``ItemValue`` of ``op`` applied to it and ``other``
+    (a number, another ``ItemValue`` or None for a unary op), computed by
+    recorded tensor ops, or None where it cannot be."""
 
-    __slots__ = ("value", "source", "where", "refuse")
+    __slots__ = ("value", "source", "where", "refuse", "derive")
 
-    def __init__(self, value: float, source, where, refuse):
+    def __init__(self, value: float, source, where, refuse, derive=None):
         self.value, self.source, self.where, self.refuse = value, source, where, refuse
+        self.derive = derive
 
     def use(self, what: str) -> float:
         """The float, for a use other than returning it (refused while
@@ -60,26 +72,45 @@ def _operand(x, what):
     return x.use(what) if type(x) is ItemValue else x
 
 
-def _binary(op, what, reflected=False):
+def _derived(self, other, op, reflected):
+    """The derived ``ItemValue`` of ``op``, or None (then refused as a use)."""
+    if self.refuse is None or self.derive is None:
+        return None
+    return self.derive(self, other, op, reflected)
+
+
+def _binary(op, what, reflected=False, derivable=False):
     def f(self, other):
+        if derivable:
+            r = _derived(self, other, op, reflected)
+            if r is not None:
+                return r
         a = self.use(what)
         b = _operand(other, what)
         return op(b, a) if reflected else op(a, b)
     return f
 
 
-def _unary(op, what):
+def _unary(op, what, derivable=False):
     def f(self, *args):
+        if derivable:
+            r = _derived(self, None, op, False)
+            if r is not None:
+                return r
         return op(self.use(what), *args)
     return f
 
+
+#: The operations an ``ItemValue`` derives another from (``derive``).
+DERIVABLE = frozenset(("add", "sub", "mul", "truediv", "neg", "pos"))
 
 for _name, _op in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
                    ("truediv", operator.truediv), ("floordiv", operator.floordiv),
                    ("mod", operator.mod), ("pow", operator.pow), ("divmod", divmod),
                    ("matmul", operator.matmul)):
-    setattr(ItemValue, f"__{_name}__", _binary(_op, "arithmetic"))
-    setattr(ItemValue, f"__r{_name}__", _binary(_op, "arithmetic", reflected=True))
+    setattr(ItemValue, f"__{_name}__", _binary(_op, "arithmetic", derivable=_name in DERIVABLE))
+    setattr(ItemValue, f"__r{_name}__", _binary(_op, "arithmetic", reflected=True,
+                                                derivable=_name in DERIVABLE))
 for _name, _op in (("lt", operator.lt), ("le", operator.le), ("gt", operator.gt),
                    ("ge", operator.ge), ("eq", operator.eq), ("ne", operator.ne)):
     setattr(ItemValue, f"__{_name}__", _binary(_op, "a comparison"))
@@ -92,7 +123,38 @@ for _name, _op, _what in (("neg", operator.neg, "arithmetic"), ("pos", operator.
                           ("ceil", math.ceil, "math.ceil()"),
                           ("str", str, "str()"), ("format", format, "a format string"),
                           ("hash", hash, "hashing")):
-    setattr(ItemValue, f"__{_name}__", _unary(_op, _what))
+    setattr(ItemValue, f"__{_name}__", _unary(_op, _what, derivable=_name in DERIVABLE))
+del _name, _op
+
+
+class DrawValue(ItemValue):
+    """``random.random()``'s number inside a traced call: a comparison with
+    a Python int or float gives the plain bool and tells ``decide(draw, op,
+    other, result)`` (the trace records the decision; each compiled call
+    draws its own numbers and checks it, ``compiled_entry.Entry.run``);
+    every other use is refused (``refuse``), as an ``ItemValue``'s.
+    ``index``: which of the call's draws it is."""
+
+    __slots__ = ("index", "decide")
+
+    def __init__(self, value: float, where, refuse, index: int, decide):
+        super().__init__(value, None, where, refuse)
+        self.index, self.decide = index, decide
+
+
+def _decision(op):
+    def f(self, other):
+        if self.refuse is not None and type(other) in (int, float):
+            r = op(self.value, other)
+            self.decide(self, op, other, r)
+            return r
+        return op(self.use("a comparison"), _operand(other, "a comparison"))
+    return f
+
+
+for _name, _op in (("lt", operator.lt), ("le", operator.le), ("gt", operator.gt),
+                   ("ge", operator.ge)):
+    setattr(DrawValue, f"__{_name}__", _decision(_op))
 del _name, _op
 
 
@@ -100,7 +162,7 @@ def plain(x):
     """``x`` with every ``ItemValue`` in it (and in the tuples, lists,
     dicts, namedtuples and dataclasses it holds) replaced by its float;
     containers holding none are returned as they are."""
-    if type(x) is ItemValue:
+    if type(x) is ItemValue or type(x) is DrawValue:
         return x.value
     if isinstance(x, tuple):
         items = [plain(v) for v in x]

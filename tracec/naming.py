@@ -211,7 +211,7 @@ def name_trace(trace, fn, args, kwargs, arg_objects=()) -> None:
             k += 1
         elif spec.kind == "write":
             spec.name = leaf_name(spec.target, spec.arg) or fallback("state")
-        elif spec.kind in ("attr", "attr_const", "attr_arg"):
+        elif spec.kind in ("attr", "attr_const", "attr_arg", "attr_part", "attr_seq"):
             owner = names.get(id(spec.target[0]))
             spec.name = f"{owner}.{spec.target[1]}" if owner else spec.target[1]
         elif spec.kind == "data_guard":
@@ -224,4 +224,5 @@ def name_trace(trace, fn, args, kwargs, arg_objects=()) -> None:
     for a, spec in zip(fn_op.body.block.args, trace.inputs):
         ir.set_arg_name(a, spec.name)
     ir.set_result_names(fn_op, [s.name for s in trace.outputs
-                                if s.kind not in ("grad_none", "attr_const", "attr_arg")])
+                                if s.kind not in ("grad_none", "attr_const", "attr_arg",
+                                                  "attr_seq")])

@@ -19,7 +19,9 @@ A complex tensor is recorded as its real ``[..., 2]`` representation
 """
 from __future__ import annotations
 
+import gc
 import os
+import random
 import sys
 import dataclasses
 from dataclasses import dataclass, field
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracec import attr_replay, autograd, complex_trace, graph, ir, lifted_state
+from tracec import dtypes as dt
 from tracec.complex_ops import TRACED_OPS
 from tracec.creation import GENERATOR_STATES
 from tracec.nn.modules.module import ATTR_WRITES, Module, replayed_token
@@ -40,9 +43,13 @@ from tracec.sym_shapes import SymbolTable
 from tracec.tensor import (CONCRETE_CHECKS, EPOCH, GRAD_HOOKS, GUARD_HOOKS,  # noqa: F401
                            RECORDERS, SYM_SHAPES)
 from tracec.tensor import ITEM_HOOKS, Tensor, weak_scalar
-from tracec.item_value import ItemValue, plain
+from tracec.item_value import DrawValue, ItemValue, plain
 
 __all__ = ["TraceError", "Trace", "Recording", "user_location", "record"]
+
+#: Python's own ``random.random`` (the tracer puts ``Recording.py_random`` in
+#: its place while recording).
+_PY_RANDOM = random.random
 
 # The package's own folder: frames in it are tracec's, not the user's.
 _TRACEC_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -107,7 +114,11 @@ class OutputSpec:
     kind: str             # "return", "write" (in place into a tensor), "grad",
     #                       "attr" (a module attribute set to the value), "attr_const"
     #                       (set to a Python object, no value: None, a tensor that
-    #                       existed before the call)
+    #                       existed before the call), "attr_part" (a tensor of a
+    #                       tuple set to an attribute) and "attr_seq" (no value:
+    #                       sets the tuple of the "attr_part"s just before it,
+    #                       target (module, name, parts): ("value", None),
+    #                       ("arg", path) or ("const", object) each)
     target: object = None  # the Tensor written, or the leaf whose .grad is set;
     #                        (module, name, dtype or the object) for "attr*"
     inplace: bool = False  # for "grad": write into the existing .grad tensor
@@ -152,11 +163,21 @@ class Trace:
     scalar_changes: list | None = None
     #: The Locations of the numbers this trace lifted (None: none).
     lifted: list | None = None
+    #: How many ``random.random()`` numbers the call drew, and the decisions
+    #: it took on them: ``(index, op, other, result, where)`` each.  Compiled
+    #: calls draw as many and check the decisions (``Entry.run``).
+    py_draws: int = 0
+    py_draw_guards: tuple = ()
 
 
 #: The most elements of an integer state tensor whose value a trace may
 #: specialize on (``Recording._guard_value``).
 GUARDED_VALUE_MAX = 64
+
+#: The reads of a whole integer or bool tensor a trace speculates on
+#: (``Recording.on_concrete``) when it is an argument (or a view of one) of at most
+#: ``GUARDED_VALUE_MAX`` elements.
+_WHOLE_READS = ("numpy()", "tolist()", "masked_select", "boolean-mask indexing")
 
 
 class TensorValue:
@@ -222,6 +243,8 @@ class Recording:
         self.attr_writes: dict = {}
         #: ``ItemValue``s handed out by item() (numbers the call may return)
         self.items: list = []
+        self.py_draws = 0             # random.random() calls recorded
+        self.py_draw_guards: list = []
         EPOCH[0] += 1
         self.epoch = EPOCH[0]
 
@@ -408,7 +431,8 @@ class Recording:
     def on_attr_write(self, module, name, value):
         if self.suspended:
             return
-        if isinstance(value, Tensor) and value.dtype.category == 3:
+        if any(isinstance(v, Tensor) and v.dtype.category == 3
+               for v in (value if type(value) is tuple else (value,))):
             return self.fail(f"{format_location(user_location())}: setting {name} to a complex "
                              "tensor inside a compiled function is not supported")
         self.attr_writes[(id(module), name)] = (module, name, value)
@@ -425,8 +449,7 @@ class Recording:
         """``t.item()`` called by the user's code on a recorded one-element
         floating tensor, fallback off: an ``ItemValue`` the call may return
         (``tracec.item_value``); None leaves item() to ``on_concrete``."""
-        if self.suspended or self.fallback or t.dtype.category != 2 or \
-                type(t._data) is not np.ndarray:
+        if self.suspended or t.dtype.category != 2 or type(t._data) is not np.ndarray:
             return None
         fname = caller.f_code.co_filename
         if fname.startswith(_TRACEC_DIR) and "/tests/" not in fname:
@@ -439,7 +462,57 @@ class Recording:
             break
         if e is None or e[0] is not t or id(t) in self.consts:
             return None          # a constant, or state: on_concrete decides
-        item = ItemValue(t._data.reshape(-1)[0].item(), t, user_location(), self._item_used)
+        item = ItemValue(t._data.reshape(-1)[0].item(), t, user_location(), self._item_used,
+                         self._item_derive)
+        self.items.append(item)
+        return item
+
+    def py_random(self):
+        """``random.random`` while recording: a ``DrawValue`` whose
+        comparisons with Python numbers are decisions the trace records."""
+        v = _PY_RANDOM()
+        if self.suspended:
+            return v
+        d = DrawValue(v, user_location(), self._draw_used, self.py_draws, self._draw_decided)
+        self.py_draws += 1
+        self.items.append(d)
+        return d
+
+    def _draw_decided(self, d, op, other, result) -> None:
+        if not self.suspended:
+            self.py_draw_guards.append((d.index, op, other, result, d.where))
+
+    def _draw_used(self, d, what: str) -> None:
+        self.fail(
+            f"{format_location(_program_location())}: the number random.random() gave at "
+            f"{format_location(d.where)} is used here ({what}). Inside tracec.compile such a "
+            "number may only be compared with a Python number (`random.random() < ratio`: "
+            "each compiled call draws its own and checks the decision); draw with "
+            "tracec.rand instead, or use tracec.compile(fn, fallback=\"eager\").")
+
+    def _item_derive(self, a, b, op, reflected):
+        """``op(a, b)`` (``op(b, a)`` if ``reflected``; ``op(a)`` for ``b``
+        None) of the ``ItemValue`` ``a`` and a Python int or float or a live
+        ``ItemValue``: a new ``ItemValue`` whose tensor is computed in
+        float64 by recorded ops, the same double arithmetic as Python's;
+        None if ``b`` is something else."""
+        if self.suspended or a.source is None:
+            return None
+        if type(b) is ItemValue:
+            if b.refuse is None or b.source is None:
+                return None
+            vb, y = b.value, b.source.reshape(()).to(dt.float64)
+        elif b is None or type(b) in (int, float, bool):
+            vb = y = None if b is None else float(b)
+        else:
+            return None
+        va, x = a.value, a.source.reshape(()).to(dt.float64)
+        # eager's number first (a ZeroDivisionError is raised as eagerly)
+        if b is None:
+            v, t = op(va), op(x)
+        else:
+            v, t = (op(vb, va), op(y, x)) if reflected else (op(va, vb), op(x, y))
+        item = ItemValue(float(v), t, user_location(), self._item_used, self._item_derive)
         self.items.append(item)
         return item
 
@@ -481,6 +554,17 @@ class Recording:
                 expect = bool(v) if why == "bool()" else ("value", v.item())
                 self.data_guards.append((self.value_of(t), expect, loc))
                 return
+            if why.startswith(_WHOLE_READS) and t.dtype.category in (0, 1) and \
+                    type(t._data) is np.ndarray and t.numel() <= GUARDED_VALUE_MAX and \
+                    self._of_argument(t):
+                # A small integer or bool argument (or a view of one) read
+                # whole: pack_padded_sequence's lengths, a padding mask's
+                # masked_select; speculated likewise, on all of its values.
+                # (One computed in the call, as x > 0, would change nearly
+                # every call: refused below.)
+                expect = ("array", tuple(t._data.reshape(-1).tolist()))
+                self.data_guards.append((self.value_of(t), expect, loc))
+                return
 
             if t.dtype.category == 3 or "complex values are eager only" in why:
                 op = why.split(" (")[0]
@@ -490,6 +574,14 @@ class Recording:
                 "depend on tensor data, which tracec.compile cannot record. Keep the decision "
                 "in tensor ops (e.g. tracec.where), move it out of the compiled function, or "
                 "use tracec.compile(fn, fallback=\"eager\").")
+
+    def _of_argument(self, t) -> bool:
+        """Whether ``t`` is an argument of the call or a view of one."""
+        while t is not None:
+            if id(t) in self.arg_position:
+                return True
+            t = t._base
+        return False
 
     def _guard_value(self, t) -> bool:
         """A small integer or bool tensor that existed before the call (not an
@@ -747,6 +839,22 @@ class Recording:
                                       inplace=final is entry
                                       and not isinstance(entry, str)))
         for mod, name, value in self.attr_writes.values():
+            if type(value) is tuple and any(isinstance(v, Tensor) and v._birth == self.epoch
+                                            for v in value):
+                # a tuple holding tensors the call made (self.hidden = (h, c)):
+                # one "attr_part" per new tensor, then the tuple ("attr_seq")
+                parts = []
+                for v in value:
+                    if isinstance(v, Tensor) and id(v) in self.arg_position:
+                        parts.append(("arg", self.arg_position[id(v)]))
+                    elif isinstance(v, Tensor) and v._birth == self.epoch:
+                        values.append(self.value_of(v))
+                        outputs.append(OutputSpec("attr_part", (mod, name, v.dtype)))
+                        parts.append(("value", None))
+                    else:
+                        parts.append(("const", v))
+                outputs.append(OutputSpec("attr_seq", (mod, name, tuple(parts))))
+                continue
             if isinstance(value, Tensor) and id(value) in self.arg_position \
                     and not isinstance(mod, Module):
                 # an argument stored on a plain object (a BaseModel's
@@ -762,7 +870,8 @@ class Recording:
             values.append(v)
             outputs.append(OutputSpec("data_guard", (decision, loc)))
         attr_grad = next((name for _, name, v in self.attr_writes.values()
-                          if isinstance(v, Tensor) and v.requires_grad), None)
+                          if any(isinstance(x, Tensor) and x.requires_grad
+                                 for x in (v if type(v) is tuple else (v,)))), None)
         self._coarsen_guards()
         ir.set_returns(self.func, values)
         module = ir.new_module([self.func])
@@ -779,7 +888,8 @@ class Recording:
         return Trace(module, self.inputs, outputs, template, self.guards, grad_guards,
                      graph.is_grad_enabled(),
                      () if self.had_backward else tuple(returns_grad), symbolic=sym_info,
-                     attr_needs_grad=None if self.had_backward else attr_grad)
+                     attr_needs_grad=None if self.had_backward else attr_grad,
+                     py_draws=self.py_draws, py_draw_guards=tuple(self.py_draw_guards))
 
 
 #: Constants of more elements than this whose elements are all equal are
@@ -869,6 +979,8 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
                          "tracing; nested compiled functions are not supported yet")
     for lst, h in hooks:
         lst.append(h)
+    py_random_before = random.random
+    random.random = rec.py_random
     opt_before = lifted_state.optimizer_numbers([get() for _, get in env.roots])
     lifted = None
     if lift:
@@ -895,6 +1007,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     finally:
         for lst, h in hooks:
             lst.remove(h)
+        random.random = py_random_before
         _inert(rec.items)         # the call has returned: plain numbers from now on
         autograd.RECORDING_BACKWARD[0] = 0   # (a backward that raised left it set)
         if lifted is not None:
@@ -902,11 +1015,13 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     if lifted is not None and lifted.refusal is not None and rec.poisoned is None:
         rec.fail(lifted.refusal)
     if rec.poisoned is None:
-        why = _side_effects(fn, args, kwargs, spec, leaves, rng_before)
+        why = _side_effects(fn, args, kwargs, spec, leaves, rng_before, rec.py_draws)
         if why is not None:
             rec.fail(why)
     if rec.poisoned is not None:
-        return plain(result), rec.poisoned
+        out, result = plain(result), None
+        _settle_items(rec)
+        return out, rec.poisoned
     before_tensors = env.tensors
     env_after = env.snapshot()
     # The tensors the call could read as state are those there before it
@@ -948,18 +1063,25 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         _check_argument_aliasing(rec, trace, leaves)
     except TraceError as e:
         if fallback:
-            return plain(result), str(e)
+            out, result = plain(result), None
+            _settle_items(rec)
+            return out, str(e)
         raise
     result = plain(result)
     kept = _kept_item(rec.items)
     if kept is not None:
         # (an attribute, a global, a list the function appended to: compiled
         # calls would leave the first call's number there)
-        msg = (f"{format_location(kept.where)}: the number item() gave here is kept after "
+        what = "random.random()" if type(kept) is DrawValue else "item()"
+        msg = (f"{format_location(kept.where)}: the number {what} gave here is kept after "
                f"the call (stored in an attribute, a global or a container of the program's "
                f"state); compiled calls would leave this call's number there. Inside "
                f"tracec.compile such a number may only be returned, or use "
                f"tracec.compile(fn, fallback=\"eager\").")
+        if fallback:
+            kept = None
+            _settle_items(rec)
+            return result, msg
         rec.items = []
         raise TraceError(msg)
     rec.items = []
@@ -985,6 +1107,43 @@ def _inert(items: list) -> None:
     # (no loop variable left in the caller's frame: _kept_item counts references)
     for i in range(len(items)):
         items[i].refuse = None
+
+
+def _settle_items(rec) -> None:
+    """After a call that runs eagerly (``fallback``): the ``ItemValue``s it
+    left in lists and dicts (an appended history, an attribute: an object's
+    ``__dict__``), also in tuples there (``history.append((step, v))``),
+    replaced by their floats, so the program's state holds the floats eager
+    code would have put there."""
+    items, rec.items = rec.items, []
+    for i in range(len(items)):
+        items[i].source = None
+        if sys.getrefcount(items[i]) <= 2:
+            continue
+        it = items[i]
+        _replace_in_referrers(it, it.value, items, 2)
+        del it
+
+
+def _replace_in_referrers(old, new, skip, depth: int) -> None:
+    """``old`` replaced by ``new`` in the lists and dicts that hold it (and,
+    ``depth`` levels up, in the lists and dicts holding the tuples that hold
+    it, by a new tuple); ``skip``: a list left alone."""
+    for ref in gc.get_referrers(old):
+        if ref is skip:
+            continue
+        if type(ref) is list:
+            for k, v in enumerate(ref):
+                if v is old:
+                    ref[k] = new
+        elif type(ref) is dict:
+            for k, v in list(ref.items()):
+                if v is old:
+                    ref[k] = new
+        elif isinstance(ref, tuple) and depth > 1:
+            vals = [new if v is old else v for v in ref]
+            made = type(ref)(*vals) if hasattr(ref, "_fields") else type(ref)(vals)
+            _replace_in_referrers(ref, made, skip, depth - 1)
 
 
 def _kept_item(items: list):
@@ -1021,10 +1180,11 @@ def _plain_object_attrs(env, rec, before, after) -> list:
     return out
 
 
-def _side_effects(fn, args, kwargs, spec, leaves, rng_before) -> str | None:
+def _side_effects(fn, args, kwargs, spec, leaves, rng_before, py_draws=0) -> str | None:
     """Why the call just recorded cannot be replayed by compiled code, or
     None: it changed its argument containers in place, or drew from Python's
-    or NumPy's global random generator."""
+    or NumPy's global random generator (other than the ``py_draws``
+    ``random.random()`` calls it recorded)."""
     name = function_label(fn)
     spec2, leaves2 = flatten_args(args, kwargs)
     if spec2 != spec or [id(t) for _, t in leaves2] != [id(t) for _, t in leaves]:
@@ -1032,6 +1192,14 @@ def _side_effects(fn, args, kwargs, spec, leaves, rng_before) -> str | None:
         return (f"{name} changed {where} in place (a list, dict or dataclass argument); "
                 "compiled calls would not repeat that Python side effect. Return the new "
                 "values instead (e.g. `return loss, (h, c)`)")
+    if py_draws:
+        replay = random.Random()
+        replay.setstate(rng_before[0])
+        for _ in range(py_draws):
+            replay.random()
+        if replay.getstate() == random.getstate():
+            # every draw from Python's generator is one the trace recorded
+            rng_before = (random.getstate(),) + tuple(rng_before[1:])
     drew = GlobalRNGs.changed(rng_before)
     if drew is not None:
         return (f"{name} drew random numbers from {drew}; compiled calls would repeat the "

@@ -202,3 +202,67 @@ def test_a_plain_object_tensor_the_trace_reads_is_not_replayed():
     with pytest.warns(UserWarning):
         outs = [f(tracec.ones(2)).item() for _ in range(4)]
     assert outs == [2.0, 4.0, 6.0, 8.0]
+
+
+class _Tagger:
+    """The Bi-LSTM CRF tutorial's ``self.hidden = self.init_hidden()`` then
+    ``lstm_out, self.hidden = self.lstm(embeds, self.hidden)``: a module
+    attribute set to a tuple of tensors inside the compiled step."""
+
+    @staticmethod
+    def make(lib):
+        class Tagger(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lstm = lib.nn.LSTM(3, 2, bidirectional=True)
+                self.out = lib.nn.Linear(4, 5)
+                self.hidden = self.init_hidden()
+
+            def init_hidden(self):
+                return (lib.zeros(2, 1, 2), lib.ones(2, 1, 2) * 0.5)
+
+            def forward(self, x):
+                self.hidden = self.init_hidden()
+                y, self.hidden = self.lstm(x, self.hidden)
+                return self.out(y).logsumexp(-1).sum()
+        gen = np.random.default_rng(1)
+        m = Tagger()
+        with lib.no_grad():
+            for p in m.parameters():
+                p.copy_(lib.from_numpy(gen.standard_normal(tuple(p.shape)).astype(np.float32) * 0.5))
+        return m, lib.optim.SGD(m.parameters(), lr=0.01, weight_decay=1e-4)
+
+
+def _tagger_run(lib, compiled):
+    m, opt = _Tagger.make(lib)
+
+    def step(x):
+        m.zero_grad()
+        loss = m(x)
+        loss.backward()
+        opt.step()
+        return loss
+    if compiled:
+        step = tracec.compile(step, fullgraph=True) if lib is tracec else step
+    x = lib.from_numpy(np.random.default_rng(2).standard_normal((4, 1, 3)).astype(np.float32))
+    losses, hiddens = [], []
+    for _ in range(4):
+        losses.append(step(x).item())
+        assert type(m.hidden) is tuple and len(m.hidden) == 2
+        hiddens.append([h.detach().numpy().copy() for h in m.hidden])
+    return losses, hiddens, step
+
+
+def test_a_tuple_of_tensors_set_by_the_call_is_set_by_compiled_calls():
+    torch = pytest.importorskip("torch")
+    got, got_h, f = _tagger_run(tracec, True)
+    eager, eager_h, _ = _tagger_run(tracec, False)
+    want, want_h, _ = _tagger_run(torch, False)
+    np.testing.assert_allclose(got, eager, rtol=1e-6)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    for a, b, c in zip(got_h, eager_h, want_h):
+        for x, y, z in zip(a, b, c):
+            np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-7)
+            np.testing.assert_allclose(x, z, rtol=1e-4, atol=1e-6)
+    info = f.cache_info()
+    assert info.traces <= 2 and info.hits >= 2, info

@@ -371,7 +371,10 @@ def test_mutating_a_container_argument_is_an_error():
         f([tracec.ones(2)])
 
 
-@pytest.mark.parametrize("draw", [lambda: random.random(), lambda: np.random.rand()])
+# (random.random() only compared with a number is speculated instead:
+# test_speculated_decisions.py)
+@pytest.mark.parametrize("draw", [lambda: random.uniform(0, 1), lambda: random.random() + 0,
+                                  lambda: np.random.rand()])
 def test_python_and_numpy_randomness_is_an_error(draw):
     f = tracec.compile(lambda x: x * 2 if draw() < 2 else x, backend="interp")
     with pytest.raises(TraceError, match="random"):

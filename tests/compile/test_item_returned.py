@@ -152,3 +152,79 @@ def test_fallback_eager_still_gives_plain_floats():
     with pytest.warns(UserWarning, match="running eagerly"):
         r = c(x)
     assert type(r) is float and type(total[0]) is float and r == pytest.approx(2 * total[0])
+
+
+def _masked_losses(lib, compiled, fallback=None):
+    """The chatbot tutorial's train(): per-step ``mask_loss.item() * nTotal``
+    appended to a list, ``sum(print_losses) / n_totals`` returned."""
+    gen = np.random.default_rng(0)
+    lin = lib.nn.Linear(4, 3)
+    with lib.no_grad():
+        for p in lin.parameters():
+            p.copy_(lib.from_numpy(gen.standard_normal(tuple(p.shape)).astype(np.float32)))
+    opt = lib.optim.SGD(lin.parameters(), lr=0.1)
+
+    def step(x, target, mask):
+        opt.zero_grad()
+        loss = 0
+        print_losses, n_totals = [], 0
+        for t in range(x.shape[0]):
+            out = lin(x[t]).log_softmax(1)
+            n_total = mask[t].sum().item()
+            mask_loss = -out.gather(1, target[t].view(-1, 1)).squeeze(1).masked_select(mask[t]).mean()
+            loss += mask_loss
+            print_losses.append(mask_loss.item() * n_total)
+            n_totals += n_total
+        loss.backward()
+        opt.step()
+        return sum(print_losses) / n_totals, -(loss.item() / 2) + 1
+    if compiled:
+        step = tracec.compile(step, fallback=fallback) if lib is tracec else lib.compile(step)
+    x = lib.from_numpy(gen.standard_normal((3, 5, 4)).astype(np.float32))
+    target = lib.from_numpy(gen.integers(0, 3, (3, 5)))
+    mask = lib.from_numpy(np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 1, 0, 0]], bool))
+    return [step(x, target, mask) for _ in range(4)], step
+
+
+@pytest.mark.parametrize("fallback", [None, "eager"])
+def test_arithmetic_of_returned_items_is_traced(fallback):
+    torch = pytest.importorskip("torch")
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # no "running eagerly"
+        got, f = _masked_losses(tracec, True, fallback)
+    eager, _ = _masked_losses(tracec, False)
+    want, _ = _masked_losses(torch, False)
+    for g, e, w in zip(got, eager, want):
+        assert all(type(v) is float for v in g)
+        np.testing.assert_allclose(g, e, rtol=1e-6)   # (float32 kernels: ulps apart)
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+    info = f.cache_info()
+    assert info.traces == 1 and info.hits == 3, info
+
+
+def test_fallback_eager_leaves_floats_in_the_programs_state():
+    """With fallback="eager", item() inside the call gives a number the call
+    may return; one the call kept (a list, a dict, an attribute) is a float
+    there once the call has run eagerly."""
+    model, _ = _setup()
+    x = tracec.randn(4, 6)
+    kept, stats, history = [], {}, []
+
+    def f(x):
+        v = model(x).pow(2).mean().item()
+        kept.append(v * 3)
+        history.append((1, v))
+        history.append(Stats(v, 2))
+        stats["last"] = v
+        HOLDER.value = v
+        return v + 1
+    c = tracec.compile(f, fallback="eager")
+    with pytest.warns(UserWarning, match="running eagerly"):
+        r = c(x)
+    v = model(x).pow(2).mean().item()
+    assert type(r) is float and r == v + 1
+    assert type(kept[0]) is float and kept[0] == v * 3
+    assert type(stats["last"]) is float and type(HOLDER.value) is float and HOLDER.value == v
+    assert history == [(1, v), Stats(v, 2)] and type(history[0][1]) is float
+    assert type(history[1]) is Stats and type(history[1].loss) is float

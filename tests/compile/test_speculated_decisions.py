@@ -184,3 +184,106 @@ def test_item_of_a_float_is_still_refused_with_the_line():
     with pytest.raises(TraceError, match=r"test_speculated_decisions\.py:\d+: the number "
                                          r"item\(\) gave at .* is used here \(arithmetic\)"):
         f(tracec.ones(3))
+
+
+def _packed_step(lib, compiled):
+    """The chatbot tutorial's encoder and maskNLLLoss: ``pack_padded_sequence``
+    reads the lengths argument and ``masked_select`` the padding mask (whole
+    small integer / bool tensors: speculated on all their values)."""
+    gen = np.random.default_rng(0)
+    gru = lib.nn.GRU(3, 4, bidirectional=True)
+    with lib.no_grad():
+        for p in gru.parameters():
+            p.copy_(lib.from_numpy(gen.standard_normal(tuple(p.shape)).astype(np.float32) * 0.5))
+    opt = lib.optim.SGD(gru.parameters(), lr=0.1)
+
+    def step(x, lengths, mask):
+        opt.zero_grad()
+        packed = lib.nn.utils.rnn.pack_padded_sequence(x, lengths)
+        out, _ = gru(packed)
+        out, _ = lib.nn.utils.rnn.pad_packed_sequence(out)
+        loss = out.sum(2).masked_select(mask).pow(2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+    f = (tracec.compile(step, fullgraph=True) if lib is tracec else lib.compile(step)) \
+        if compiled else step
+    x = gen.standard_normal((5, 3, 3)).astype(np.float32)
+    out = []
+    for lens in ([5, 3, 2], [5, 3, 2], [5, 3, 2], [5, 4, 1], [5, 3, 2], [5, 5, 1], [5, 3, 2]):
+        mask = np.arange(5)[:, None] < np.array(lens)[None, :]
+        out.append(f(lib.from_numpy(x[:max(lens)]), lib.tensor(lens),
+                     lib.from_numpy(mask[:max(lens)])).item())
+    return out, [p.detach().numpy().copy() for p in gru.parameters()], f
+
+
+def test_lengths_and_masks_read_whole_are_speculated():
+    torch = pytest.importorskip("torch")
+    got, params, f = _packed_step(tracec, True)
+    eager, eager_params, _ = _packed_step(tracec, False)
+    want, want_params, _ = _packed_step(torch, False)
+    np.testing.assert_allclose(got, eager, rtol=1e-6)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    for a, b, c in zip(params, eager_params, want_params):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(a, c, rtol=1e-4, atol=1e-6)
+    info = f.cache_info()
+    # traced once; the calls with other lengths ran eagerly
+    assert info.traces == 1 and info.mispredicted == 2, info
+
+
+def _teacher_forced(compiled, ratio):
+    """The chatbot / seq2seq tutorials' ``use_teacher_forcing = True if
+    random.random() < teacher_forcing_ratio else False`` inside the step."""
+    import random
+    tracec.manual_seed(0)
+    lin = nn.Linear(3, 3)
+    opt = tracec.optim.SGD(lin.parameters(), lr=0.1)
+
+    def step(x, target):
+        opt.zero_grad()
+        use_teacher_forcing = True if random.random() < ratio else False
+        inp, loss = x, 0
+        for t in range(target.shape[0]):
+            out = lin(inp)
+            loss = loss + (out - target[t]).pow(2).mean()
+            inp = target[t] if use_teacher_forcing else out
+        loss.backward()
+        opt.step()
+        return loss
+    f = tracec.compile(step, fullgraph=True) if compiled else step
+    gen = np.random.default_rng(0)
+    x = tracec.tensor(gen.standard_normal((2, 3)).astype(np.float32))
+    target = tracec.tensor(gen.standard_normal((3, 2, 3)).astype(np.float32))
+    random.seed(5)
+    losses = [f(x, target).item() for _ in range(10)]
+    return losses, [p.tolist() for p in lin.parameters()], random.getstate(), f
+
+
+@pytest.mark.parametrize("ratio", [1.0, 0.5])
+def test_python_random_draws_compared_with_a_number_are_speculated(ratio):
+    got, params, state, f = _teacher_forced(True, ratio)
+    want, want_params, want_state, _ = _teacher_forced(False, ratio)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    np.testing.assert_allclose(np.concatenate([np.ravel(p) for p in params]),
+                               np.concatenate([np.ravel(p) for p in want_params]), rtol=1e-5)
+    assert state == want_state          # as many draws as eager calls made
+    info = f.cache_info()
+    # one trace; at ratio 0.5 the calls whose draw decides otherwise ran eagerly
+    assert info.traces == 1 and info.hits == 9, info
+    assert (info.mispredicted == 0) == (ratio == 1.0), info
+
+
+def test_other_uses_of_a_python_random_draw_are_refused():
+    import random
+
+    def scaled(x):
+        return x * (random.random() * 2)
+
+    def uniform(x):
+        return x * 2 if random.uniform(0, 1) < 0.5 else x
+    with pytest.raises(TraceError, match=r"test_speculated_decisions\.py:\d+: the number "
+                                         r"random\.random\(\) gave at .* \(arithmetic\)"):
+        tracec.compile(scaled)(tracec.ones(3))
+    with pytest.raises(TraceError, match="drew random numbers from Python's random module"):
+        tracec.compile(uniform)(tracec.ones(3))

@@ -84,7 +84,7 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
     snap = snapshot(fn)        # before the step runs: the state it starts from
     cf = CompiledFunction(fn, backend="cpu", values_only=True)
     entry = steady_entry(cf, args)
-    attrs = [s.name for s in entry.trace.outputs if s.kind in ("attr", "attr_const", "attr_arg")]
+    attrs = [s.name for s in entry.trace.outputs if s.kind.startswith("attr")]
     if attrs:
         raise BuildError(f"{fn.__name__} sets the module attribute {attrs[0]} (a Python side "
                          "effect a C library cannot make): return the value instead")
@@ -96,6 +96,11 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
                          f"{loc[0]}:{loc[1]}); tracec.compile speculates on such a decision and "
                          "runs the call eagerly when it comes out otherwise, which a C library "
                          "cannot: keep the decision in tensor ops (tracec.where)")
+    if entry.trace.py_draws:
+        raise BuildError(f"{fn.__name__} draws from Python's random module (random.random()); "
+                         "tracec.compile draws again at each call and checks the decisions "
+                         "taken on the numbers, which a C library cannot: draw with "
+                         "tracec.rand instead")
     if entry.trace.lifted:
         names = ", ".join(loc.label for loc in entry.trace.lifted)
         raise BuildError(f"{fn.__name__} changes Python numbers at every call ({names}: a "

@@ -41,8 +41,15 @@ _FUNCTIONS = frozenset((types.FunctionType, types.BuiltinFunctionType, types.Met
 __all__ = ["Module", "ATTR_WRITES", "ReplayedAttr", "replayed_token"]
 
 # Callables ``(module, name, value)`` told when a plain attribute is set to a
-# tensor or None (a tracer registers one: a compiled call replays the write).
+# tensor, a tuple of tensors (an LSTM's ``self.hidden = (h, c)``) or None (a
+# tracer registers one: a compiled call replays the write).
 ATTR_WRITES: list = []
+
+
+def _tensor_tuple(value) -> bool:
+    """Whether ``value`` is a plain tuple of tensors (and Nones), one at least."""
+    return (type(value) is tuple and any(isinstance(v, Tensor) for v in value)
+            and all(v is None or isinstance(v, Tensor) for v in value))
 
 
 class ReplayedAttr:
@@ -382,7 +389,8 @@ class Module:
             remove_from(d, self._parameters, self._modules, self._non_persistent_buffers_set)
             self.register_buffer(name, value, persistent)
             return
-        if ATTR_WRITES and (value is None or isinstance(value, Tensor)) and \
+        if ATTR_WRITES and (value is None or isinstance(value, Tensor)
+                            or _tensor_tuple(value)) and \
                 d.get(name, _NO_ATTR) is not value:
             for hook in ATTR_WRITES:
                 hook(self, name, value)
