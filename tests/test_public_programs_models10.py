@@ -10,7 +10,10 @@ classifier-free guidance, adaLN-Zero blocks and their zero init, unpatchify,
 forward_with_cfg, EMA) with a linear-beta q_sample and the epsilon MSE;
 facebookresearch/detr's SetCriterion and HungarianMatcher (torch.cdist,
 generalized_box_iou, linear_sum_assignment on the .cpu() cost blocks,
-_get_src_permutation_idx, aux losses, PostProcess); torchvision's
+_get_src_permutation_idx, aux losses, PostProcess) and its model (NestedTensor
+padding masks, PositionEmbeddingSine, FrozenBatchNorm2d loading a BatchNorm2d
+state dict, IntermediateLayerGetter, the post- and pre-norm transformer on
+nn.MultiheadAttention with key_padding_mask); torchvision's
 MobileNetV3-small as published (InvertedResidualConfig, _make_divisible,
 SqueezeExcitation with Hardsigmoid, Hardswish, torch._C._log_api_usage_once)
 trained with the reference recipe's RMSprop / StepLR and SGD nesterov.
@@ -34,16 +37,17 @@ from test_public_programs_tutorials2 import (ENV, assert_output_matches, run_tra
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models10"
 
-CASES = ["mae.py", "dit.py", "detr_criterion.py", "mobilenetv3.py"]
+CASES = ["mae.py", "dit.py", "detr_criterion.py", "detr_model.py", "mobilenetv3.py"]
 # Programs whose compiled step tracec.compile runs eagerly, and says so:
 # DETR's HungarianMatcher hands the cost matrix to numpy (.cpu() then
 # linear_sum_assignment) inside the step, and the matching it returns decides
 # which predictions the losses index (torch.compile breaks its graph there).
 EAGER_FALLBACK = {"detr_criterion.py"}
 FALLBACK_WARNINGS = ("running eagerly", "a Python side effect that compiled calls would not repeat")
-# MobileNetV3's compiled training step (even on the three-block network it
-# compiles) takes ~10 s to compile from a cold cache on one CPU; 2.6 s warm.
-SLOW = {"mobilenetv3.py"}
+# Their compiled training steps take ~9-10 s to compile from a cold cache on
+# one CPU (MobileNetV3's even on the three-block network it compiles; DETR's
+# backbone, transformer and heads with the AdamW step); 2-3 s warm.
+SLOW = {"mobilenetv3.py", "detr_model.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
 
