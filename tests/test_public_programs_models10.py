@@ -5,7 +5,9 @@ and mobile classifiers.  facebookresearch/mae's MaskedAutoencoderViT
 embedding from numpy, patchify / unpatchify einsums, norm_pix_loss) with its
 train_one_epoch (per-iteration half-cycle cosine lr, gradient accumulation,
 NativeScalerWithGradNormCount over a CUDA GradScaler that disables itself on
-CPU); facebookresearch/DiT (sinusoidal timestep embedding, label dropout for
+CPU) and its linear probing (a BatchNorm1d head, frozen features, the LARS
+optimizer subclass with its own step, compiled with the lr changed before each
+call); facebookresearch/DiT (sinusoidal timestep embedding, label dropout for
 classifier-free guidance, adaLN-Zero blocks and their zero init, unpatchify,
 forward_with_cfg, EMA) with a linear-beta q_sample and the epsilon MSE;
 facebookresearch/detr's SetCriterion and HungarianMatcher (torch.cdist,
@@ -37,7 +39,7 @@ from test_public_programs_tutorials2 import (ENV, assert_output_matches, run_tra
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models10"
 
-CASES = ["mae.py", "dit.py", "detr_criterion.py", "detr_model.py", "mobilenetv3.py"]
+CASES = ["mae.py", "mae_linprobe.py", "dit.py", "detr_criterion.py", "detr_model.py", "mobilenetv3.py"]
 # Programs whose compiled step tracec.compile runs eagerly, and says so:
 # DETR's HungarianMatcher hands the cost matrix to numpy (.cpu() then
 # linear_sum_assignment) inside the step, and the matching it returns decides
