@@ -265,3 +265,43 @@ def test_layers_compiled_equal_eager():
     assert abs(got - eager) < 1e-5
     for p, g in zip(model.parameters(), grads):
         np.testing.assert_allclose(p.grad.numpy(), g, rtol=1e-4, atol=1e-5)
+
+
+def test_public_nn_classes_subclass_each_other_as_torch():
+    # isinstance checks in public code (torchvision counts nn.Hardswish modules,
+    # model surgery replaces every nn.AdaptiveAvgPool1d) see torch's hierarchy:
+    # Hardsigmoid is no Hardswish, AdaptiveAvgPool2d no AdaptiveAvgPool1d,
+    # AvgPool3d no AvgPool2d, Softshrink no Hardshrink, a lazy norm no norm until
+    # its first call; ReLU6 is a Hardtanh and ZeroPad2d a ConstantPad2d.
+    import inspect
+    names = [n for n in dir(torch.nn) if not n.startswith("_") and inspect.isclass(getattr(torch.nn, n))
+             and inspect.isclass(getattr(tn, n, None))]
+    assert len(names) > 150
+    diff = [(a, b, issubclass(getattr(torch.nn, a), getattr(torch.nn, b)))
+            for a in names for b in names
+            if issubclass(getattr(torch.nn, a), getattr(torch.nn, b))
+            != issubclass(getattr(tn, a), getattr(tn, b))]
+    assert diff == []
+
+
+def test_relu6_zeropad_and_lazy_norm_after_the_hierarchy_change():
+    assert repr(tn.ReLU6()) == repr(torch.nn.ReLU6()) and repr(tn.ReLU6(True)) == repr(torch.nn.ReLU6(True))
+    assert (tn.ReLU6().min_val, tn.ReLU6().max_val) == (torch.nn.ReLU6().min_val, torch.nn.ReLU6().max_val)
+    x = np.array([-1.0, 3.0, 7.0], np.float32)
+    assert tn.ReLU6()(tracec.tensor(x)).tolist() == torch.nn.ReLU6()(torch.tensor(x)).tolist()
+    assert repr(tn.ZeroPad2d((1, 2, 0, 1))) == repr(torch.nn.ZeroPad2d((1, 2, 0, 1)))
+    assert tn.ZeroPad2d(1).value == torch.nn.ZeroPad2d(1).value == 0.0
+    assert repr(tn.Softshrink(0.3)) == repr(torch.nn.Softshrink(0.3))
+    assert repr(tn.Hardsigmoid(True).inplace) == repr(torch.nn.Hardsigmoid(True).inplace)
+    assert repr(tn.AvgPool3d(2, 1, 1)) == repr(torch.nn.AvgPool3d(2, 1, 1))
+    for name, shape in (("LazyBatchNorm2d", (2, 3, 4, 4)), ("LazyInstanceNorm1d", (2, 3, 5))):
+        a, b = getattr(tn, name)(), getattr(torch.nn, name)()
+        base = name[len("Lazy"):]
+        assert isinstance(a, getattr(tn, base)) == isinstance(b, getattr(torch.nn, base)) == False  # noqa: E712
+        xa = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(a(tracec.tensor(xa)).detach().numpy(),
+                                   b(torch.tensor(xa)).detach().numpy(), rtol=1e-5, atol=1e-5)
+        assert type(a).__name__ == type(b).__name__ == base
+        assert isinstance(a, getattr(tn, base))
+    with pytest.raises(ValueError, match="expected 4D input"):
+        tn.LazyBatchNorm2d()(tracec.ones(2, 3))

@@ -192,3 +192,76 @@ def test_compiled_step_equals_eager(name, kw):
     for a, b in zip(traj, eager):
         for x, y in zip(a, b):
             np.testing.assert_allclose(x, y, rtol=2e-5, atol=1e-6)
+
+
+def _lars(lib):
+    # facebookresearch/mae's util/lars.py: a subclass with its own step that
+    # makes its state on the first step and reads lr from the group
+    class LARS(lib.optim.Optimizer):
+        def __init__(self, params, lr=0, weight_decay=0, momentum=0.9, trust_coefficient=0.001):
+            defaults = dict(lr=lr, weight_decay=weight_decay, momentum=momentum,
+                            trust_coefficient=trust_coefficient)
+            super().__init__(params, defaults)
+
+        @lib.no_grad()
+        def step(self):
+            for g in self.param_groups:
+                for p in g['params']:
+                    dp = p.grad
+                    if dp is None:
+                        continue
+                    if p.ndim > 1:
+                        dp = dp.add(p, alpha=g['weight_decay'])
+                        param_norm = lib.norm(p)
+                        update_norm = lib.norm(dp)
+                        one = lib.ones_like(param_norm)
+                        q = lib.where(param_norm > 0.,
+                                      lib.where(update_norm > 0,
+                                                (g['trust_coefficient'] * param_norm / update_norm), one),
+                                      one)
+                        dp = dp.mul(q)
+                    param_state = self.state[p]
+                    if 'mu' not in param_state:
+                        param_state['mu'] = lib.zeros_like(p)
+                    mu = param_state['mu']
+                    mu.mul_(g['momentum']).add_(dp)
+                    p.add_(mu, alpha=-g['lr'])
+    return LARS
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_custom_optimizer_step_state_and_lr_under_compile(compiled):
+    """A subclass's own step (no built-in guard): its first step's state
+    creation and a learning rate changed between calls must not be replayed
+    from the first trace (compiled calls used to keep re-creating zero
+    momentum and the traced lr)."""
+    r = np.random.default_rng(0)
+    w0 = r.standard_normal((4, 3)).astype(np.float32)
+    b0 = r.standard_normal(4).astype(np.float32)
+    xs = [r.standard_normal((5, 3)).astype(np.float32) for _ in range(6)]
+
+    def run(lib, wrap):
+        w = lib.nn.Parameter(lib.tensor(w0))
+        b = lib.nn.Parameter(lib.tensor(b0))
+        opt = _lars(lib)([w, b], lr=0.5, trust_coefficient=0.1)
+
+        def step(x):
+            loss = ((x @ w.t() + b) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+
+        fn = wrap(step) if wrap else step
+        losses = []
+        for i, x in enumerate(xs):
+            if i == 4:
+                opt.param_groups[0]["lr"] = 0.05
+            losses.append(float(fn(lib.tensor(x))))
+        return losses, w.detach().numpy().copy(), opt.state[b]["mu"].numpy().copy()
+
+    want = run(torch, None)
+    got = run(tracec, tracec.compile if compiled else None)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-5, atol=1e-6)

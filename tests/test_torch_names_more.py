@@ -344,3 +344,21 @@ def test_forward_ad_tangents_match_torch():
     np.testing.assert_allclose(got["tracec"], got["torch"], rtol=1e-10)
     with pytest.raises(RuntimeError, match="dual level"):
         cfw.make_dual(tracec.ones(2), tracec.ones(2))
+
+
+def test_torch_C_log_api_usage_once_and_tracing_state(capfd, monkeypatch):
+    # torchvision calls torch._C._log_api_usage_once in every model's constructor
+    import torch
+    assert tracec._C._log_api_usage_once("tracec.test.event") is torch._C._log_api_usage_once("t.e") is None
+    assert tracec._C._get_tracing_state() is torch._C._get_tracing_state() is None
+    for bad in ((3,), ()):
+        with pytest.raises(TypeError) as a:
+            tracec._C._log_api_usage_once(*bad)
+        with pytest.raises(TypeError) as b:
+            torch._C._log_api_usage_once(*bad)
+        assert str(a.value) == str(b.value)
+    monkeypatch.setenv("PYTORCH_API_USAGE_STDERR", "1")
+    capfd.readouterr()
+    tracec._C._log_api_usage_once("tracec.test.other")
+    tracec._C._log_api_usage_once("tracec.test.other")
+    assert capfd.readouterr().err == "PYTORCH_API_USAGE tracec.test.other\n"

@@ -65,8 +65,10 @@ def _scalar_dtype() -> dt.DType:
     return dt.float64 if dt.get_default_dtype() is dt.float64 else dt.float32
 
 
-def _with_hooks(step):
-    """Wrap a subclass's ``step`` so that registered pre/post hooks run."""
+def _with_hooks(step, guard: bool = False):
+    """Wrap a subclass's ``step`` so that registered pre/post hooks run;
+    ``guard``: a program's own ``step``, which the built-in steps' guards
+    (``_closure_loss``) do not cover, guards here."""
     @functools.wraps(step)
     def wrapper(self, *args, **kwargs):
         if self.__dict__.get("_in_step"):  # a subclass's step calling super().step()
@@ -78,6 +80,15 @@ def _with_hooks(step):
             self._in_step = False
 
     def _run(self, args, kwargs):
+        if guard and RECORDERS:
+            # A traced step depends on the optimizer's state and
+            # hyperparameters as they are now: a subclass's own ``step``
+            # (MAE's LARS: ``if 'mu' not in state: state['mu'] = zeros_like(p)``,
+            # ``p.add_(mu, alpha=-g['lr'])``) reads them without the built-in
+            # steps' guards (``_closure_loss``), and compiled calls would
+            # replay the first call's branch and numbers.
+            note_guard(self.optimizer_state_and_hyperparameters)
+            note_guard(self.parameters_and_state)
         for hook in list(getattr(self, "_optimizer_step_pre_hooks", {}).values()):
             result = hook(self, args, kwargs)
             if result is not None:
@@ -191,7 +202,7 @@ class Optimizer:
         super().__init_subclass__(**kwargs)
         step = cls.__dict__.get("step")
         if step is not None and not getattr(step, "_tracec_hooked", False):
-            cls.step = _with_hooks(step)
+            cls.step = _with_hooks(step, guard=not cls.__module__.startswith("tracec."))
 
     def __init__(self, params, defaults: dict):
         self.defaults = defaults

@@ -28,11 +28,6 @@ class ReLU(_Inplace):
         return F.relu(input, inplace=self.inplace)
 
 
-class ReLU6(_Inplace):
-    def forward(self, input):
-        return F.relu6(input, inplace=self.inplace)
-
-
 class SiLU(_Inplace):
     def forward(self, input):
         return F.silu(input, inplace=self.inplace)
@@ -92,6 +87,17 @@ class Hardtanh(Module):
     def extra_repr(self) -> str:
         return f"min_val={self.min_val}, max_val={self.max_val}" + (
             ", inplace=True" if self.inplace else "")
+
+
+class ReLU6(Hardtanh):
+    def __init__(self, inplace: bool = False):
+        super().__init__(0.0, 6.0, inplace)
+
+    def forward(self, input):
+        return F.relu6(input, inplace=self.inplace)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
 
 
 class GELU(Module):
@@ -235,7 +241,11 @@ class Hardswish(Module):
         return F.hardswish(input, self.inplace)
 
 
-class Hardsigmoid(Hardswish):
+class Hardsigmoid(Module):
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
     def forward(self, input):
         return F.hardsigmoid(input, self.inplace)
 
@@ -252,9 +262,16 @@ class Hardshrink(Module):
         return f"{self.lambd}"
 
 
-class Softshrink(Hardshrink):
+class Softshrink(Module):
+    def __init__(self, lambd: float = 0.5):
+        super().__init__()
+        self.lambd = lambd
+
     def forward(self, input):
         return F.softshrink(input, self.lambd)
+
+    def extra_repr(self) -> str:
+        return str(self.lambd)
 
 
 class Softsign(Module):

@@ -143,8 +143,11 @@ LazyConvTranspose3d = _lazy_conv(ConvTranspose3d, True)
 
 def _lazy_norm(base):
     # PyTorch's lazy norms default to affine and tracked statistics, the
-    # instance norms too (unlike InstanceNorm itself).
-    class LazyNorm(LazyModuleMixin, base):
+    # instance norms too (unlike InstanceNorm itself).  Like torch's, a lazy
+    # norm derives from the norm's base (``_NormBase`` / ``_InstanceNorm``), not
+    # from the norm: ``isinstance(nn.LazyBatchNorm2d(), nn.BatchNorm2d)`` is
+    # False until the first call turns it into its ``cls_to_become``.
+    class LazyNorm(LazyModuleMixin, base.__bases__[0]):
         cls_to_become = base
 
         def __init__(self, eps=1e-5, momentum=0.1, affine=True,
@@ -175,6 +178,9 @@ def _lazy_norm(base):
                     t.materialize((self.num_features,), dtype=input.dtype)
             self.reset_parameters()
 
+    for name, value in vars(base).items():   # the norm's own: _check_input_dim, _nsp
+        if not name.startswith("__") and name not in vars(LazyNorm):
+            setattr(LazyNorm, name, value)
     LazyNorm.__name__ = LazyNorm.__qualname__ = "Lazy" + base.__name__
     return LazyNorm
 

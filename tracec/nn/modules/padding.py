@@ -62,6 +62,8 @@ class ConstantPad3d(_ConstantPadNd):
 
 
 class _ZeroPadNd(_ConstantPadNd):
+    """``ZeroPad{1,2,3}d``: a ``ConstantPad{1,2,3}d`` with value 0 (each is one, as in torch)."""
+
     def __init__(self, padding):
         super().__init__(padding, 0.0)
 
@@ -69,15 +71,15 @@ class _ZeroPadNd(_ConstantPadNd):
         return f"{self.padding}"
 
 
-class ZeroPad1d(_ZeroPadNd):
+class ZeroPad1d(_ZeroPadNd, ConstantPad1d):
     _nsp = 1
 
 
-class ZeroPad2d(_ZeroPadNd):
+class ZeroPad2d(_ZeroPadNd, ConstantPad2d):
     _nsp = 2
 
 
-class ZeroPad3d(_ZeroPadNd):
+class ZeroPad3d(_ZeroPadNd, ConstantPad3d):
     _nsp = 3
 
 

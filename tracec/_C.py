@@ -1,0 +1,31 @@
+"""``torch._C``: the few names of torch's extension module that public
+Python code calls directly (torchvision's ``_log_api_usage_once`` in every
+model's constructor, ``_get_tracing_state`` in TorchScript-aware code)."""
+from __future__ import annotations
+
+import os
+import sys
+
+_LOGGED: set = set()
+
+
+def _log_api_usage_once(*args) -> None:
+    """Record an API-usage event, once per event name.  Like c10's default
+    logger: silent unless ``PYTORCH_API_USAGE_STDERR`` is set, then one line
+    ``PYTORCH_API_USAGE <event>`` on stderr."""
+    if len(args) != 1:
+        raise TypeError(f"torch._C._log_api_usage_once() takes exactly one argument ({len(args)} given)")
+    event = args[0]
+    if not isinstance(event, str):
+        raise TypeError("bad argument type for built-in operation")
+    if event in _LOGGED:
+        return None
+    _LOGGED.add(event)
+    if os.environ.get("PYTORCH_API_USAGE_STDERR"):
+        sys.stderr.write(f"PYTORCH_API_USAGE {event}\n")
+    return None
+
+
+def _get_tracing_state():
+    """The TorchScript tracer's state: tracec never runs under ``torch.jit.trace``'s tracer."""
+    return None
