@@ -102,3 +102,20 @@ def test_ctc_errors_match_torch(args, kw):
                                        **kw)
         msgs.append(str(e.value))
     assert msgs[0] == msgs[1]
+
+
+@pytest.mark.parametrize("reduction,zero_infinity", [("none", False), ("none", True),
+                                                     ("mean", True), ("sum", False)])
+def test_ctc_grad_fn_names_match_torch(reduction, zero_infinity):
+    # PyTorch's CTC node is CtcLossBackward0; zero_infinity is a where() after it
+    rng, x = _case(3)
+    targets = np.array([[1, 1, 1, 1, 1, 1], [1, 3, 0, 0, 0, 0]])
+    names = []
+    for lib in (tracec, torch):
+        lp = lib.tensor(x[:, :2]).log_softmax(-1).detach().requires_grad_()
+        loss = lib.nn.functional.ctc_loss(lp, lib.tensor(targets), lib.tensor([6, 6]),
+                                          lib.tensor([6, 2]), reduction=reduction,
+                                          zero_infinity=zero_infinity)
+        loss.sum().backward()
+        names.append((loss.grad_fn.name(), bool(lib.isfinite(lp.grad).all())))
+    assert names[0] == names[1]

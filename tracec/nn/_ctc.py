@@ -74,6 +74,7 @@ class _CTC(Function):
     # forward and backward are tensor ops (no NumPy on tensor data), so a
     # compiled backward may record them (tracec.tracing's custom Functions)
     recordable = True
+    node_name = "CtcLossBackward0"
 
     @staticmethod
     def forward(ctx, log_probs, plan):
@@ -101,8 +102,6 @@ class _CTC(Function):
         end2 = TF.where(last > 0, end2, creation.full_like(end2, _NEG_INF))
         nll = TF.neg(S.reshape(_lse(end1, end2), (batch,)))
         ctx.raw_nll = nll
-        if zero_infinity:
-            nll = TF.where(isinf(nll), creation.zeros_like(nll), nll)
         ctx.plan = plan
         ctx.alphas = alphas
         ctx.save_for_backward(log_probs, lpe, nll)
@@ -208,6 +207,8 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths,
                            "checking arguments for ctc_loss_allocate_outputs)")
     plan = _plan(targets, in_lens, tgt_lens, blank, batch, log_probs.device, zero_infinity)
     nll = _CTC.apply(log_probs, plan)
+    if zero_infinity:  # outside the CTC node, as in PyTorch (its grad_fn: WhereBackward0)
+        nll = TF.where(isinf(nll), creation.zeros_like(nll), nll)
     if reduction == "mean":
         denom = creation.tensor([max(n, 1) for n in tgt_lens], dtype=nll.dtype,
                                 device=nll.device)
