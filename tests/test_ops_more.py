@@ -348,12 +348,36 @@ def test_randperm_compiled_is_recorded(backend):
         assert sorted(b) == list(range(6))
 
 
+def test_sparse_coo_tensor_reports_and_prints_its_coo_form():
+    # a GCN's normalized adjacency: sparse_coo_tensor(...).coalesce(), printed, _nnz()
+    outs = []
+    for L in (tracec, torch):
+        v = L.tensor([1.0, 2, 3, 4, 5], requires_grad=True)
+        s = L.sparse_coo_tensor(L.tensor(SP_I), v, (3, 4))
+        c = s.coalesce()
+        h = L.sparse_coo_tensor(L.tensor([[0, 1, 0]]), L.ones(3, 2, dtype=L.float64), (3, 2))
+        L.sparse.mm(c, L.ones(4, 2)).sum().backward()
+        errs = []
+        for f in (lambda: s.indices(), lambda: s.values(), lambda: L.ones(2).coalesce(),
+                  lambda: L.ones(2).indices(), lambda: L.ones(2).values()):
+            with pytest.raises(RuntimeError) as e:
+                f()
+            errs.append(str(e.value))
+        outs.append((repr(s), repr(c), repr(h), repr(h.coalesce()), repr(s.to_dense()),
+                     repr(L.tensor([[0, 1.0], [2, 0]]).to_sparse()), str(s.layout), s.is_sparse,
+                     L.ones(2).is_sparse, str(s.to_dense().layout), s.is_coalesced(),
+                     c.is_coalesced(), c.coalesce() is c, s._nnz(), c._nnz(), s.sparse_dim(),
+                     h.dense_dim(), c.indices().tolist(), c.values().tolist(),
+                     s._values().tolist(), v.grad.tolist(), errs))
+    assert eval(repr(outs[0]).replace("tracec.", "torch.")) == outs[1]
+
+
 def test_sparse_coo_tensor_dense_stand_in():
     i = tracec.tensor(SP_I)
     v = tracec.tensor([1.0, 2.0, 3.0, 4.0, 5.0])
     a = tracec.sparse_coo_tensor(i, v, (3, 4))
     b = torch.sparse_coo_tensor(torch.tensor(SP_I), torch.tensor([1.0, 2, 3, 4, 5]), (3, 4))
-    np.testing.assert_array_equal(a.to_dense().coalesce().numpy(), b.to_dense().numpy())
+    np.testing.assert_array_equal(a.coalesce().to_dense().numpy(), b.to_dense().numpy())
     np.testing.assert_array_equal(tracec.sparse_coo_tensor(i, v).numpy(),
                                   torch.sparse_coo_tensor(torch.tensor(SP_I),
                                                           torch.tensor([1.0, 2, 3, 4, 5])

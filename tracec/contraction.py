@@ -6,11 +6,15 @@ Invariant: composites of ``matmul``, ``transpose``, ``reshape``,
 compiler see only primitives.  ``einsum`` contracts its operands pairwise,
 left to right, each pair as one batched ``matmul``.  A "sparse" tensor here
 is dense (API.md allows it): ``sparse_coo_tensor`` sums the values at their
-indices into a dense tensor, and ``to_dense()`` / ``coalesce()`` return it.
+indices into a dense tensor; ``SPARSE`` remembers, per such tensor, its COO
+indices (and, while uncoalesced, its values), so it reports PyTorch's
+``is_sparse``, ``layout``, ``_nnz()``, ``indices()``, ``values()`` and prints
+as a COO tensor.  A coalesced one's values are read from the dense data.
 """
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 
@@ -19,7 +23,8 @@ from tracec import autocast_mode, ops
 from tracec.functions import _named, add, matmul, mul, promote
 from tracec.tensor import Tensor, concrete
 
-__all__ = ["addmm", "baddbmm", "einsum", "sparse_coo_tensor", "spmm"]
+__all__ = ["addmm", "baddbmm", "einsum", "sparse_coo_tensor", "spmm", "sparse_info",
+           "mark_sparse", "coalesced_indices"]
 
 
 def _scaled_sum(input, prod, beta, alpha, name):
@@ -243,6 +248,36 @@ def einsum(equation, *operands):
 
 # --- sparse (dense stand-ins) ------------------------------------------------------------
 
+# id(tensor) -> (weakref to it, [indices int64 [sparse_dim, nnz], values or None, coalesced])
+SPARSE: dict = {}
+
+
+def sparse_info(t):
+    """``[indices, values, coalesced]`` of the COO tensor ``t`` stands for, or None."""
+    e = SPARSE.get(id(t))
+    return e[1] if e is not None and e[0]() is t else None
+
+
+def mark_sparse(t, indices, values, coalesced: bool):
+    """``t`` (dense data) is from now on a COO tensor with these ``indices``
+    and, uncoalesced, these ``values``; returns ``t``."""
+    key = id(t)
+    SPARSE[key] = (weakref.ref(t, lambda r, k=key: SPARSE.pop(k, None)),
+                   [indices, None if coalesced else values, coalesced])
+    return t
+
+
+def coalesced_indices(indices, size) -> np.ndarray:
+    """The sorted, duplicate-free COO ``indices`` (NumPy) over ``size``."""
+    idx = np.asarray(indices, dtype=np.int64)
+    sd = idx.shape[0]
+    if idx.shape[1] == 0:
+        return idx.reshape(sd, 0)
+    flat = np.ravel_multi_index(tuple(idx), tuple(size[:sd])) if sd else np.zeros(idx.shape[1],
+                                                                                    np.int64)
+    return np.stack(np.unravel_index(np.unique(flat), tuple(size[:sd]))).astype(np.int64) \
+        if sd else idx[:, :1]
+
 def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None,
                       requires_grad=False, check_invariants=None, is_coalesced=None):
     """A dense tensor holding the sum of ``values`` at ``indices`` (the COO
@@ -285,7 +320,8 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None,
     total = math.prod(size[:sd])
     out = ops.index_add(ops.zeros((total,) + dense, values.dtype, like=values), flat, values, 0)
     out = ops.reshape(out, size)
-    return _finish(out, requires_grad, device)
+    out = _named(_finish(out, requires_grad, device), "SparseCooTensorWithDimsAndTensorsBackward0")
+    return mark_sparse(out, indices, values, bool(is_coalesced) or nnz <= 1)
 
 
 def spmm(input, mat2):

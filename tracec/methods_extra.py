@@ -10,6 +10,8 @@ for an empty spec and raises ``TypeError`` for any other spec).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from tracec import contraction as C
 from tracec import creation, ops
 from tracec import dtypes as dt
@@ -130,14 +132,96 @@ Tensor.new_empty = _new_empty
 Tensor.new_full = _new_full
 Tensor.new_tensor = _new_tensor
 Tensor.__format__ = _format
-# The dense stand-in of a sparse COO tensor is already dense and coalesced.
+# --- sparse COO tensors: dense data plus their COO indices (tracec.contraction.SPARSE) ---
+
+def _sparse_or_raise(self, name: str):
+    info = C.sparse_info(self)
+    if info is None:
+        raise RuntimeError(f"{name} expected sparse coordinate tensor layout but got Strided")
+    return info
+
+
+def _sparse_values(self, indices):
+    """The dense data at each COO index (``[nnz, *dense_dims]``)."""
+    sd = indices.shape[0]
+    if sd == 0:
+        return F.unsqueeze(self, 0) if indices.shape[1] else self[None][:0]
+    return self[tuple(indices[d] for d in range(sd))]
+
+
 def _to_dense(self, dtype=None, *, masked_grad=None):
-    return self if dtype is None else self.to(dtype)
+    if C.sparse_info(self) is None:
+        return self if dtype is None else self.to(dtype)
+    out = F._named(ops.cast(self, self.dtype), "ToDenseBackward0")
+    return out if dtype is None else out.to(dtype)
+
+
+def _coalesce(self):
+    info = _sparse_or_raise(self, "coalesce")
+    if info[2]:
+        return self
+    idx = C.coalesced_indices(info[0].numpy(), tuple(self.shape))
+    out = F._named(ops.cast(self, self.dtype), "CoalesceBackward0")
+    return C.mark_sparse(out, creation.tensor(idx, dtype=dt.int64), None, True)
+
+
+def _is_coalesced(self) -> bool:
+    return _sparse_or_raise(self, "is_coalesced")[2]
+
+
+def _raw_info(self, op: str):
+    """The COO record of ``self`` for ``aten::{op}`` (PyTorch has no strided kernel)."""
+    info = C.sparse_info(self)
+    if info is None:
+        raise NotImplementedError(f"Could not run 'aten::{op}' with arguments from the 'CPU' "
+                                  "backend.")
+    return info
+
+
+def _nnz(self) -> int:
+    return int(_raw_info(self, "_nnz")[0].shape[1])
+
+
+def _indices_raw(self):
+    return _raw_info(self, "_indices")[0]
+
+
+def _values_raw(self):
+    info = _raw_info(self, "_values")
+    return info[1] if not info[2] else _sparse_values(self, info[0])
+
+
+def _coalesced_info(self, what: str, layout: str):
+    """The COO record of a coalesced ``self`` (``indices()`` / ``values()``)."""
+    info = C.sparse_info(self)
+    if info is None:
+        raise RuntimeError(f"{what} expected {layout} layout but got Strided")
+    if not info[2]:
+        raise RuntimeError(f"Cannot get {what} on an uncoalesced tensor, please call "
+                           ".coalesce() first")
+    return info
+
+
+def _indices(self):
+    return _coalesced_info(self, "indices", "sparse coordinate tensor")[0]
+
+
+def _values(self):
+    return _sparse_values(self, _coalesced_info(self, "values", "sparse tensor")[0])
+
+
+def _sparse_dim(self) -> int:
+    info = C.sparse_info(self)
+    return 0 if info is None else int(info[0].shape[0])
+
+
+def _dense_dim(self) -> int:
+    return self.ndim - _sparse_dim(self)
 
 
 def _to_sparse(self, sparseDim=None, *, layout=None, blocksize=None, dense_dim=None):  # noqa: N803
-    """``x.to_sparse()``: the COO tensor of ``x``, whose dense stand-in is a copy
-    of ``x`` (API.md: a sparse tensor may be dense); only the COO layout."""
+    """``x.to_sparse()``: the coalesced COO tensor of ``x``'s non-zero entries
+    (over its first ``sparseDim`` dims); only the COO layout."""
     from tracec.tensor_meta import sparse_coo
     if sparseDim is not None:
         if layout is not None or blocksize is not None or dense_dim is not None:
@@ -148,7 +232,14 @@ def _to_sparse(self, sparseDim=None, *, layout=None, blocksize=None, dense_dim=N
                                f"range, but {int(sparseDim)} is given")
     elif layout is not None and layout is not sparse_coo:
         raise NotImplementedError(f"tracec: to_sparse(layout={layout}) (only torch.sparse_coo)")
-    return self.clone()
+    if C.sparse_info(self) is not None:
+        return self
+    sd = self.ndim if sparseDim is None else int(sparseDim)
+    a = self.detach().numpy()
+    nz = a.reshape(a.shape[:sd] + (-1,)).any(-1) if sd < a.ndim else a != 0
+    idx = np.stack(np.nonzero(nz)).astype(np.int64).reshape(sd, -1)
+    out = F._named(ops.cast(self, self.dtype), "ToSparseBackward0")
+    return C.mark_sparse(out, creation.tensor(idx, dtype=dt.int64), None, True)
 
 
 def _to_sparse_coo(self):
@@ -156,7 +247,15 @@ def _to_sparse_coo(self):
 
 
 Tensor.to_dense = _to_dense
-Tensor.coalesce = _identity
+Tensor.coalesce = _coalesce
+Tensor.is_coalesced = _is_coalesced
+Tensor._nnz = _nnz
+Tensor._indices = _indices_raw
+Tensor._values = _values_raw
+Tensor.indices = _indices
+Tensor.values = _values
+Tensor.sparse_dim = _sparse_dim
+Tensor.dense_dim = _dense_dim
 Tensor.to_sparse = _to_sparse
 Tensor.to_sparse_coo = _to_sparse_coo
 

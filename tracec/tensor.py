@@ -468,6 +468,9 @@ class Tensor:
         a = self._data
         if type(a) is MetaArray:
             return f"tensor(..., {', '.join(extra)})"
+        from tracec.contraction import sparse_info
+        if sparse_info(self) is not None:
+            return self._sparse_repr(extra)
         if self.dtype is dt.bfloat16 or self.dtype is dt.float16:
             a = a.astype(np.float32)
         default = dt.get_default_dtype()
@@ -475,6 +478,28 @@ class Tensor:
             a, self.dtype.is_floating_point or self.dtype.category == 3, extra, repr(self.dtype),
             self.dtype in (default, dt.int64, dt.bool_, dt.get_default_complex()),
             self.dtype is default)
+
+    def _sparse_repr(self, extra) -> str:
+        """PyTorch's text of a COO tensor: its indices and values, then its
+        size, nnz, dtype and layout (the first of them on a new line)."""
+        indices, values = self._indices().detach(), self._values().detach()
+        ind = tensor_str.body_text(indices._data, False, 7 + len("indices=tensor("))
+        if indices._data.size == 0:
+            ind += ", size=" + str(tuple(indices.shape))
+        va = values._data
+        if values.dtype is dt.bfloat16 or values.dtype is dt.float16:
+            va = va.astype(np.float32)
+        val = tensor_str.body_text(va, values.dtype.is_floating_point
+                                   or values.dtype.category == 3, 7 + len("values=tensor("))
+        if va.size == 0:
+            val += ", size=" + str(tuple(values.shape))
+        suffixes = [f"size={tuple(self.shape)}", f"nnz={self._nnz()}"]
+        default = dt.get_default_dtype()
+        if self.dtype not in (default, dt.int64, dt.bool_, dt.get_default_complex()):
+            suffixes.append(f"dtype={self.dtype!r}")
+        suffixes.append(f"layout={self.layout!r}")
+        text = "tensor(indices=tensor(" + ind + "),\n" + " " * 7 + "values=tensor(" + val + ")"
+        return tensor_str._add_suffixes(text, suffixes + extra, 7, force_newline=True)
 
     __str__ = __repr__
 

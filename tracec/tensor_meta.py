@@ -277,14 +277,20 @@ Tensor.is_inference = is_inference
 Tensor.is_set_to = _is_set_to
 Tensor.ndimension = Tensor.dim
 Tensor.pin_memory = _self
+def _sparse_info(t):
+    """A COO tensor's record (tracec.contraction.SPARSE), or None."""
+    from tracec.contraction import sparse_info
+    return sparse_info(t)
+
+
 Tensor.share_memory_ = _share_memory_
 Tensor.is_pinned = _false
 Tensor.is_shared = _is_shared
 Tensor.nbytes = property(lambda self: int(self._data.size) * self.dtype.itemsize)
 Tensor.itemsize = property(lambda self: self.dtype.itemsize)
 Tensor.is_cpu = property(lambda self: not self.is_meta)
-Tensor.layout = property(lambda self: strided)
-Tensor.is_sparse = property(lambda self: False)
+Tensor.layout = property(lambda self: sparse_coo if _sparse_info(self) is not None else strided)
+Tensor.is_sparse = property(lambda self: _sparse_info(self) is not None)
 Tensor.is_quantized = property(lambda self: False)
 Tensor.is_mkldnn = property(lambda self: False)
 Tensor.is_nested = property(lambda self: False)

@@ -171,18 +171,30 @@ def _summarized(a):
     return np.stack([_summarized(a[i]) for i in idx])
 
 
-def _add_suffixes(text, suffixes, indent) -> str:
+def _add_suffixes(text, suffixes, indent, force_newline=False) -> str:
     out = [text]
     last = len(text) - text.rfind("\n") + 1
     for s in suffixes:
-        if last + len(s) + 2 > PRINT_OPTS.linewidth:
+        if force_newline or last + len(s) + 2 > PRINT_OPTS.linewidth:
             out.append(",\n" + " " * indent + s)
             last = indent + len(s)
+            force_newline = False
         else:
             out.append(", " + s)
             last += len(s) + 2
     out.append(")")
     return "".join(out)
+
+
+def body_text(a: np.ndarray, floating: bool, indent: int) -> str:
+    """PyTorch's ``_tensor_str``: the bracketed elements of ``a`` (``[]`` when
+    empty), continued lines indented by ``indent``."""
+    if a.size == 0:
+        return "[]"
+    summarize = a.size > PRINT_OPTS.threshold
+    shown = _summarized(a) if summarize else a
+    fmt = _ComplexFormatter(shown) if np.iscomplexobj(a) else _Formatter(shown, floating)
+    return _tensor_str(a, indent, summarize, fmt)
 
 
 def tensor_repr(a: np.ndarray, floating: bool, suffixes: list, dtype_text: str,
