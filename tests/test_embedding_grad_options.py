@@ -1,7 +1,7 @@
 """Embedding / EmbeddingBag ``scale_grad_by_freq`` and ``sparse`` against
 PyTorch: the same forward, gradients equal (tracec's gradient of a
 ``sparse=True`` embedding is dense, API.md; its values equal PyTorch's
-sparse gradient), eagerly and compiled."""
+sparse gradient, and it reports itself as a COO tensor), eagerly and compiled."""
 import numpy as np
 import pytest
 
@@ -97,3 +97,19 @@ def test_compiled_step_equals_eager():
         results.append((losses, emb.weight.detach().numpy().copy()))
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-5)
     np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("cls,args", [("Embedding", ()), ("EmbeddingBag", (("mode", "sum"),))])
+def test_sparse_grad_is_a_coo_tensor(cls, args):
+    # a recommender's check of nn.Embedding(sparse=True)'s gradient before SparseAdam
+    out = []
+    for lib in (torch, tracec):
+        mod = getattr(lib.nn, cls)(7, 3, sparse=True, **dict(args))
+        idx = lib.tensor([[4, 1, 4], [0, 1, 2]])
+        mod(idx).sum().backward()
+        g = mod.weight.grad
+        c = g.coalesce()
+        out.append((g.is_sparse, str(g.layout).replace("tracec.", "torch."), type(g).__name__,
+                    g.is_coalesced(), g.sparse_dim(), c.indices().tolist(),
+                    c.values().tolist(), g.to_dense().tolist(), g.to_dense().is_sparse))
+    assert out[0] == out[1]

@@ -54,6 +54,17 @@ def _grad_copy(g: np.ndarray, param) -> np.ndarray:
     return np.array(g, copy=True)
 
 
+def _mark_sparse_grad(grad: Tensor) -> None:
+    """An embedding's ``sparse=True`` gradient: a COO tensor (uncoalesced,
+    as PyTorch's) over the rows that received a gradient (PyTorch lists one
+    index per lookup; here each row once)."""
+    from tracec.contraction import mark_sparse
+    a = grad._data
+    rows = np.nonzero(a.reshape(a.shape[0], -1).any(1))[0].astype(np.int64)
+    mark_sparse(grad, Tensor._make(rows.reshape(1, -1), dt.int64),
+                Tensor._make(np.ascontiguousarray(a[rows]), grad.dtype), len(rows) <= 1)
+
+
 def _accumulate(create_graph):
     # A tracer recording this backward op by op (a custom Function in a
     # compiled step): new tensors through recorded ops, not NumPy in place.
@@ -76,6 +87,9 @@ def _accumulate(create_graph):
             with graph.no_grad():
                 leaf.grad._data += g._data
                 leaf.grad._version[0] += 1
+        if getattr(leaf, "_tracec_sparse_grad", False) and not functional \
+                and not create_graph and not leaf.grad.is_meta:
+            _mark_sparse_grad(leaf.grad)
         if POST_ACCUMULATE_HOOKS:
             run_post_accumulate_hooks(leaf)
     return acc
