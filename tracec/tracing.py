@@ -32,7 +32,7 @@ from tracec import attr_replay, autograd, complex_trace, graph, ir, lifted_state
 from tracec import dtypes as dt
 from tracec.complex_ops import TRACED_OPS
 from tracec.creation import GENERATOR_STATES
-from tracec.nn.modules.module import ATTR_WRITES, Module, replayed_token
+from tracec.nn.modules.module import ATTR_WRITES, MODE_WRITES, Module, replayed_token
 from tracec.guards import EnvGuard, GlobalRNGs
 from tracec.naming import argument_names, name_trace
 from tracec.ops.core import Aval
@@ -241,6 +241,9 @@ class Recording:
         # (id(module), name) -> (module, name, value): plain module attributes the
         # call set to a tensor or None; compiled calls set them likewise.
         self.attr_writes: dict = {}
+        # id(module) -> [module, its training flag when the call began, the last
+        # one train() set]: compiled calls set the flag (no side effect to refuse)
+        self.mode_writes: dict = {}
         #: ``ItemValue``s handed out by item() (numbers the call may return)
         self.items: list = []
         self.py_draws = 0             # random.random() calls recorded
@@ -438,6 +441,30 @@ class Recording:
         self.attr_writes[(id(module), name)] = (module, name, value)
         # its guard token: whether it is None (tracec.nn.modules.module.ReplayedAttr)
         module.__dict__.setdefault("_tracec_replayed", set()).add(name)
+
+    def on_mode_write(self, module, mode):
+        if not self.suspended:
+            self.mode_writes.setdefault(id(module), [module, module.training, mode])[2] = mode
+
+    def entry_modes(self, which: int) -> None:
+        """Set the modules train()/eval() changed to their flag when the call
+        began (``which`` 1) or the one the call left (2), bypassing hooks."""
+        for entry in self.mode_writes.values():
+            entry[0].__dict__["training"] = entry[which]
+
+    def _mode_guards(self):
+        """The module guards, a module's flag in them the one the call began
+        with (the call itself set the one its code saw)."""
+        out = []
+        for snap, value in self.guards:
+            owner = getattr(snap, "__self__", None)
+            entry = self.mode_writes.get(id(owner))
+            if entry is not None and getattr(snap, "__name__", "") == "mode_and_tensors":
+                p, b, attrs = value
+                value = (p, b, [("training", entry[1]) if a[0] == "training" else a
+                                for a in attrs])
+            out.append((snap, value))
+        self.guards = out
 
     def _coarsen_guards(self):
         mods = attr_replay.modules(self.attr_writes)
@@ -866,6 +893,10 @@ class Recording:
                 outputs.append(OutputSpec("attr", (mod, name, value.dtype)))
             else:   # None, or a tensor that existed before the call: that object
                 outputs.append(OutputSpec("attr_const", (mod, name, value)))
+        for mod, _, mode in self.mode_writes.values():
+            outputs.append(OutputSpec("attr_const", (mod, "training", mode)))
+        if self.mode_writes:
+            self._mode_guards()
         for v, decision, loc in self.data_guards:
             values.append(v)
             outputs.append(OutputSpec("data_guard", (decision, loc)))
@@ -970,7 +1001,8 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
              (GUARD_HOOKS, rec.on_guard),
              (autograd.BACKWARD_LISTENERS, rec.on_backward),
              (TRACED_OPS, rec.on_traced_op),
-             (ATTR_WRITES, rec.on_attr_write))
+             (ATTR_WRITES, rec.on_attr_write),
+             (MODE_WRITES, rec.on_mode_write))
     if symbols is not None:
         hooks += ((SYM_SHAPES, rec.tensor_shape),
                   (symbolic.GUARD_SINKS, rec.on_size_decision))
@@ -1023,7 +1055,11 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         _settle_items(rec)
         return out, rec.poisoned
     before_tensors = env.tensors
-    env_after = env.snapshot()
+    rec.entry_modes(1)      # flags train()/eval() set: compiled calls set them too
+    try:
+        env_after = env.snapshot()
+    finally:
+        rec.entry_modes(2)
     # The tensors the call could read as state are those there before it
     # (an argument it stored on an object is not state: _state_identities).
     env.tensors = before_tensors

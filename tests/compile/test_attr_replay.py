@@ -266,3 +266,39 @@ def test_a_tuple_of_tensors_set_by_the_call_is_set_by_compiled_calls():
             np.testing.assert_allclose(x, z, rtol=1e-4, atol=1e-6)
     info = f.cache_info()
     assert info.traces <= 2 and info.hits >= 2, info
+
+
+def test_train_called_inside_the_compiled_step_is_replayed():
+    # A GNN tutorial's @torch.compile train_step(): model.train() inside,
+    # model.eval() outside for validation: no side effect to refuse, the
+    # flag set by every compiled call, batch norm per the mode.
+    import copy
+    import warnings
+    tracec.manual_seed(0)
+    m = tracec.nn.Sequential(tracec.nn.Linear(3, 4), tracec.nn.BatchNorm1d(4))
+    twin = copy.deepcopy(m)
+    x = tracec.randn(8, 3)
+
+    def step(model):
+        return lambda x: (model.train(), model(x).sum())[1]
+
+    f = tracec.compile(step(m), backend="interp", fullgraph=True)
+    eager = step(twin)
+    with warnings.catch_warnings(), tracec.no_grad():
+        warnings.simplefilter("error")
+        for i in range(4):
+            for model in (m, twin):
+                model.eval()
+            assert m(x).sum().item() == pytest.approx(twin(x).sum().item(), rel=1e-5)
+            assert f(x).item() == pytest.approx(eager(x).item(), rel=1e-5, abs=1e-5)
+            assert m.training and m[1].training
+            np.testing.assert_allclose(m[1].running_mean.numpy(), twin[1].running_mean.numpy(),
+                                       rtol=1e-5)
+    assert f.cache_info().traces <= 2
+    m.eval()      # a compiled eval-mode call is its own trace (the flag is still guarded)
+    g = tracec.compile(lambda x: m(x).sum(), backend="interp", fullgraph=True)
+    with tracec.no_grad():
+        assert g(x).item() == pytest.approx(m(x).sum().item(), rel=1e-6)
+        m.train()
+        want = copy.deepcopy(m)(x).sum().item()
+        assert g(x).item() == pytest.approx(want, rel=1e-5, abs=1e-5)

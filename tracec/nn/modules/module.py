@@ -38,12 +38,15 @@ _PLAIN = frozenset((bool, int, float, str, type(None), tuple))
 _FUNCTIONS = frozenset((types.FunctionType, types.BuiltinFunctionType, types.MethodType,
                         functools.partial))
 
-__all__ = ["Module", "ATTR_WRITES", "ReplayedAttr", "replayed_token"]
+__all__ = ["Module", "ATTR_WRITES", "MODE_WRITES", "ReplayedAttr", "replayed_token"]
 
 # Callables ``(module, name, value)`` told when a plain attribute is set to a
 # tensor, a tuple of tensors (an LSTM's ``self.hidden = (h, c)``) or None (a
 # tracer registers one: a compiled call replays the write).
 ATTR_WRITES: list = []
+# Callables ``(module, mode)`` told by ``train(mode)`` / ``eval()`` before the
+# flag is set (a tracer registers one: compiled calls set the flag likewise).
+MODE_WRITES: list = []
 
 
 def _tensor_tuple(value) -> bool:
@@ -517,6 +520,8 @@ class Module:
     def train(self, mode: bool = True) -> "Module":
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
+        for hook in MODE_WRITES:
+            hook(self, mode)
         self.training = mode
         for m in self.children():
             m.train(mode)
