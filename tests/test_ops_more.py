@@ -372,6 +372,19 @@ def test_sparse_coo_tensor_reports_and_prints_its_coo_form():
     assert eval(repr(outs[0]).replace("tracec.", "torch.")) == outs[1]
 
 
+def test_sparse_sum_matches_torch():
+    outs = []
+    for L in (tracec, torch):
+        s = L.sparse_coo_tensor(L.tensor([[0, 1, 0], [1, 0, 2]]), L.tensor([1.0, 2, 3]), (2, 3))
+        h = L.sparse_coo_tensor(L.tensor([[0, 2]]), L.ones(2, 3), (4, 3))
+        got = [L.sparse.sum(s), L.sparse.sum(s, dim=0), L.sparse.sum(s, dim=(0, 1)),
+               L.sparse.sum(s, 1, dtype=L.float64), L.sparse.sum(h, 0), L.sparse.sum(h, 1)]
+        with pytest.raises(RuntimeError) as e:
+            L.sparse.sum(L.ones(2))
+        outs.append([repr(t) for t in got] + [str(e.value)])
+    assert eval(repr(outs[0]).replace("tracec.", "torch.")) == outs[1]
+
+
 def test_sparse_coo_tensor_dense_stand_in():
     i = tracec.tensor(SP_I)
     v = tracec.tensor([1.0, 2.0, 3.0, 4.0, 5.0])
