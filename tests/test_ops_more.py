@@ -372,6 +372,21 @@ def test_sparse_coo_tensor_reports_and_prints_its_coo_form():
     assert eval(repr(outs[0]).replace("tracec.", "torch.")) == outs[1]
 
 
+def test_sparse_coo_tensor_warns_once_about_invariant_checks(monkeypatch):
+    # PyTorch's TORCH_WARN_ONCE when check_invariants is left None
+    import warnings
+    from tracec import contraction
+    monkeypatch.setattr(contraction, "_INVARIANTS_WARNED", [])
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        for c in (None, None, False):
+            tracec.sparse_coo_tensor(tracec.tensor([[0]]), tracec.tensor([1.0]), (2,),
+                                     check_invariants=c)
+    assert [(w.category, str(w.message)[:48]) for w in got] == \
+        [(UserWarning, "Sparse invariant checks are implicitly disabled.")]
+    assert got[0].filename == __file__
+
+
 def test_sparse_sum_matches_torch():
     outs = []
     for L in (tracec, torch):

@@ -14,6 +14,7 @@ as a COO tensor.  A coalesced one's values are read from the dense data.
 from __future__ import annotations
 
 import math
+import warnings
 import weakref
 
 import numpy as np
@@ -248,6 +249,14 @@ def einsum(equation, *operands):
 
 # --- sparse (dense stand-ins) ------------------------------------------------------------
 
+_INVARIANTS_WARNED: list = []
+_INVARIANTS_MSG = (
+    "Sparse invariant checks are implicitly disabled. Memory errors (e.g. SEGFAULT) will occur "
+    "when operating on a sparse tensor which violates the invariants, but checks incur "
+    "performance overhead. To silence this warning, explicitly opt in or out. See "
+    "`torch.sparse.check_sparse_tensor_invariants.__doc__` for guidance.  (Triggered internally "
+    "at /__w/pytorch/pytorch/aten/src/ATen/Context.cpp:816.)")
+
 # id(tensor) -> (weakref to it, [indices int64 [sparse_dim, nnz], values or None, coalesced])
 SPARSE: dict = {}
 
@@ -284,6 +293,9 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None,
     layout's meaning once coalesced); ``indices`` is ``[sparse_dims, nnz]``,
     ``values`` is ``[nnz, *dense_dims]``."""
     from tracec.creation import _finish, tensor as _tensor
+    if check_invariants is None and not _INVARIANTS_WARNED:
+        _INVARIANTS_WARNED.append(True)     # PyTorch warns once per process
+        warnings.warn(_INVARIANTS_MSG, UserWarning, stacklevel=2)
     if not isinstance(indices, Tensor):
         indices = _tensor(np.asarray(indices), dtype=dt.int64)
     if not isinstance(values, Tensor):
