@@ -218,3 +218,18 @@ def test_errors_match_torch(i):
         with pytest.raises((RuntimeError, IndexError)) as e:
             fn(L)
         assert msg in str(e.value), f"{L.__name__}: {e.value}"
+
+
+def test_index_reduce_warns_once_that_it_is_beta(monkeypatch):
+    # PyTorch's TORCH_WARN_ONCE, at the caller's line (method and function alike)
+    import warnings
+    from tracec import scatter_ops
+    monkeypatch.setattr(scatter_ops, "_BETA_WARNED", [])
+    x = tracec.zeros(3)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        x.index_reduce_(0, tracec.tensor([0]), tracec.tensor([1.0]), "amax")
+        tracec.index_reduce(x, 0, tracec.tensor([0]), tracec.tensor([1.0]), "amax")
+    assert [str(w.message)[:57] for w in got] == \
+        ["index_reduce() is in beta and the API may change at any t"]
+    assert got[0].filename == __file__ and got[0].category is UserWarning

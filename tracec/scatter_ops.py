@@ -280,7 +280,27 @@ def index_fill(input, dim, index, value):
     return _named(ops.where(hit, value, input), "IndexFillBackward0")
 
 
+_BETA_WARNED: list = []
+
+
+def _warn_beta_once() -> None:
+    """PyTorch's once-per-process note that ``index_reduce`` is in beta,
+    attributed to the first caller's line outside tracec."""
+    if _BETA_WARNED:
+        return
+    _BETA_WARNED.append(True)
+    import sys
+    import warnings
+    level, f = 2, sys._getframe(1)
+    while f is not None and f.f_globals.get("__name__", "").startswith("tracec."):
+        level, f = level + 1, f.f_back
+    warnings.warn("index_reduce() is in beta and the API may change at any time. (Triggered "
+                  "internally at /__w/pytorch/pytorch/aten/src/ATen/native/"
+                  "TensorAdvancedIndexing.cpp:1523.)", UserWarning, stacklevel=level)
+
+
 def index_reduce(input, dim, index, source, reduce, *, include_self=True):
+    _warn_beta_once()
     if reduce not in ("prod", "mean", "amax", "amin"):
         raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or "
                            f"amin but got {reduce}.")
