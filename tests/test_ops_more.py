@@ -387,6 +387,19 @@ def test_sparse_coo_tensor_warns_once_about_invariant_checks(monkeypatch):
     assert got[0].filename == __file__
 
 
+def test_sparse_transpose_matches_torch():
+    outs = []
+    for L in (tracec, torch):
+        s = L.sparse_coo_tensor(L.tensor([[0, 1, 0], [1, 0, 2]]), L.tensor([1.0, 2, 3]),
+                                (2, 3)).coalesce()
+        h = L.sparse_coo_tensor(L.tensor([[0, 2]]), L.ones(2, 3), (4, 3))
+        with pytest.raises(RuntimeError) as e:
+            h.t()
+        outs.append((repr(s.t()), s.t().is_coalesced(), repr(s.transpose(0, 1).coalesce()),
+                     repr(L.t(s).to_dense()), str(e.value)))
+    assert outs[0] == outs[1]
+
+
 def test_sparse_sum_matches_torch():
     outs = []
     for L in (tracec, torch):

@@ -22,7 +22,7 @@ import numpy as np
 from tracec import dtypes as dt
 from tracec import autocast_mode, ops
 from tracec.functions import _named, add, matmul, mul, promote
-from tracec.tensor import Tensor, concrete
+from tracec.tensor import SPARSE, Tensor, concrete
 
 __all__ = ["addmm", "baddbmm", "einsum", "sparse_coo_tensor", "spmm", "sparse_info",
            "mark_sparse", "coalesced_indices"]
@@ -257,8 +257,6 @@ _INVARIANTS_MSG = (
     "`torch.sparse.check_sparse_tensor_invariants.__doc__` for guidance.  (Triggered internally "
     "at /__w/pytorch/pytorch/aten/src/ATen/Context.cpp:816.)")
 
-# id(tensor) -> (weakref to it, [indices int64 [sparse_dim, nnz], values or None, coalesced])
-SPARSE: dict = {}
 
 
 def sparse_info(t):

@@ -16,7 +16,7 @@ from tracec import ops
 from tracec.functions import _named, _operand, promote
 from tracec.ops.core import normalize_axis
 from tracec.symbolic import Sym
-from tracec.tensor import RECORDERS, SYM_SHAPES, Tensor, bind_movement, concrete
+from tracec.tensor import RECORDERS, SPARSE, SYM_SHAPES, Tensor, bind_movement, concrete
 
 
 def _shape_arg(shape):
@@ -124,7 +124,26 @@ def transpose(input, dim0, dim1):
     a, b = normalize_axis(dim0, input.ndim), normalize_axis(dim1, input.ndim)
     perm = list(range(input.ndim))
     perm[a], perm[b] = perm[b], perm[a]
-    return _named(ops.transpose(input, perm), "TransposeBackward0")
+    out = _named(ops.transpose(input, perm), "TransposeBackward0")
+    return _sparse_transposed(out, input, a, b) if SPARSE else out
+
+
+def _sparse_transposed(out, input, a, b):
+    """The transpose of a COO tensor over two of its sparse dims: a COO
+    tensor, its index rows swapped (uncoalesced, as PyTorch's)."""
+    from tracec.contraction import mark_sparse, sparse_info
+    info = sparse_info(input)
+    if info is None:
+        return out
+    indices = info[0]
+    if max(a, b) >= indices.shape[0]:
+        raise RuntimeError("transpose(): can only transpose sparse dims of a sparse COO tensor "
+                           "(tracec: the dense dims too are not supported)")
+    rows = list(range(indices.shape[0]))
+    rows[a], rows[b] = rows[b], rows[a]
+    values = info[1] if not info[2] else input._values()
+    swapped = Tensor._make(np.ascontiguousarray(indices._data[rows]), indices.dtype)
+    return mark_sparse(out, swapped, values, info[2] and (a == b or indices.shape[1] <= 1))
 
 
 swapdims = transpose
@@ -136,6 +155,10 @@ def swapaxes(input, axis0, axis1):
 
 
 def t(input):
+    if SPARSE and input.is_sparse and input.dense_dim():
+        raise RuntimeError(f"t() expects a tensor with <= 2 sparse and 0 dense dimensions, but "
+                           f"got {input.sparse_dim()} sparse and {input.dense_dim()} dense "
+                           "dimensions")
     if input.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
     return _named(transpose(input, 0, -1) if input.ndim == 2 else input, "TBackward0")

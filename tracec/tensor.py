@@ -50,6 +50,9 @@ GRAD_HOOKS: list = []
 # (an optimizer's hyperparameters, the shape of its state) reports a function
 # returning that state, so a compiled caller can guard on it.
 GUARD_HOOKS: list = []
+# The COO records of sparse tensors' dense stand-ins (tracec.contraction):
+# id(tensor) -> (weakref to it, [indices, values or None, coalesced]).
+SPARSE: dict = {}
 
 # While a symbolic trace is recorded: one callable ``(tensor) -> shape or
 # None`` giving a tensor's shape with its symbolic sizes (``Sym``, see
