@@ -113,3 +113,17 @@ def test_sparse_grad_is_a_coo_tensor(cls, args):
                     g.is_coalesced(), g.sparse_dim(), c.indices().tolist(),
                     c.values().tolist(), g.to_dense().tolist(), g.to_dense().is_sparse))
     assert out[0] == out[1]
+
+
+@pytest.mark.parametrize("opt", ["Adam", "AdamW", "RMSprop", "Adadelta", "ASGD", "Rprop",
+                                 "Adamax", "NAdam", "RAdam"])
+def test_dense_optimizers_refuse_a_sparse_gradient(opt):
+    msgs = []
+    for lib in (torch, tracec):
+        emb = lib.nn.Embedding(5, 2, sparse=True)
+        o = getattr(lib.optim, opt)(emb.parameters())
+        emb(lib.tensor([1, 3])).sum().backward()
+        with pytest.raises(RuntimeError) as e:
+            o.step()
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]

@@ -62,6 +62,8 @@ class Adadelta(Optimizer):
         for p in group["params"]:
             if p.grad is None:
                 continue
+            if p.grad.is_sparse:    # an Embedding(sparse=True)'s gradient
+                raise RuntimeError("Adadelta does not support sparse gradients")
             state = self.state[p]
             if len(state) == 0:
                 state["step"] = creation.zeros((), dtype=_scalar_dtype())

@@ -94,6 +94,8 @@ class Adam(Optimizer):
         for p in group["params"]:
             if p.grad is None:
                 continue
+            if p.grad.is_sparse:    # an Embedding(sparse=True)'s gradient
+                raise RuntimeError("Adam does not support sparse gradients, please consider SparseAdam instead")
             state = self._init_state(group, p)
             grad = p.grad if not maximize else -p.grad
             p, grad, state = _f.as_real(p, grad, state)

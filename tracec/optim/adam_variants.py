@@ -62,6 +62,8 @@ class _AdamFamily(Optimizer):
         for p in group["params"]:
             if p.grad is None:
                 continue
+            if p.grad.is_sparse:    # an Embedding(sparse=True)'s gradient
+                raise RuntimeError(f"{type(self).__name__} does not support sparse gradients")
             state = self._init_state(group, p)
             state["step"].add_(1)
             yield p, (p.grad if not group["maximize"] else -p.grad), state, \

@@ -65,6 +65,8 @@ class ASGD(Optimizer):
         for p in group["params"]:
             if p.grad is None:
                 continue
+            if p.grad.is_sparse:    # an Embedding(sparse=True)'s gradient
+                raise RuntimeError("ASGD does not support sparse gradients")
             grad = p.grad if not group["maximize"] else -p.grad
             state = self._init_state(group, p)
             step_t, eta, mu, ax = state["step"], state["eta"], state["mu"], state["ax"]

@@ -84,6 +84,8 @@ class RMSprop(Optimizer):
         for p in group["params"]:
             if p.grad is None:
                 continue
+            if p.grad.is_sparse:    # an Embedding(sparse=True)'s gradient
+                raise RuntimeError("RMSprop does not support sparse gradients")
             state = self._init_state(group, p)
             grad = p.grad if not maximize else -p.grad
             p, grad, state = _f.as_real(p, grad, state)

@@ -50,6 +50,8 @@ class Rprop(Optimizer):
         for p in group["params"]:
             if p.grad is None:
                 continue
+            if p.grad.is_sparse:    # an Embedding(sparse=True)'s gradient
+                raise RuntimeError("Rprop does not support sparse gradients")
             grad = p.grad if not group["maximize"] else -p.grad
             state = self.state[p]
             if len(state) == 0:
