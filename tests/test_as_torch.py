@@ -91,6 +91,45 @@ def test_install_after_the_real_torch_raises_and_uninstall_restores():
     assert r.stdout.strip() == "ok", r.stderr
 
 
+def test_public_classes_carry_pytorchs_names_while_installed(tmp_path):
+    # print(type(x)) in a script shows <class 'torch.Tensor'> as in PyTorch;
+    # files saved meanwhile load in plain tracec; uninstall restores the names.
+    expect = ("<class 'torch.Tensor'> <class 'torch.Size'> <class 'torch.dtype'> "
+              "<class 'torch.device'> <class 'torch.nn.parameter.Parameter'> "
+              "<class 'torch.nn.parameter.Buffer'> dtype")
+    got = " ".join(map(str, (type(torch.ones(1)), type(torch.ones(1).shape), type(torch.float32),
+                             type(torch.device("cpu")), type(torch.nn.Parameter(torch.ones(1))),
+                             torch.nn.Buffer, torch.dtype.__name__)))
+    assert got == expect
+    r = python(f"""
+        import pickle, tracec
+        tracec.install_as_torch()
+        import torch
+        print(type(torch.ones(1)), type(torch.ones(1).shape), type(torch.float32),
+              type(torch.device("cpu")), type(torch.nn.Parameter(torch.ones(1))),
+              torch.nn.Buffer, torch.dtype.__name__)
+        class Box:
+            pass
+        box = Box()
+        box.s, box.d, box.p = torch.Size([2, 3]), torch.float16, torch.nn.Parameter(torch.ones(2))
+        torch.save(box, {str(tmp_path / "box.pt")!r})
+        back = pickle.loads(pickle.dumps(box))
+        assert back.s == (2, 3) and type(back.s) is torch.Size and back.d is torch.float16
+        tracec.uninstall_as_torch()
+        print(type(tracec.ones(1)), tracec.Size, tracec.dtype, tracec.device,
+              tracec.nn.Parameter, tracec.nn.Buffer)
+        back = tracec.load({str(tmp_path / "box.pt")!r}, weights_only=False)
+        assert type(back.s) is tracec.Size and back.s == (2, 3) and back.d is tracec.float16
+        assert type(back.p) is tracec.nn.Parameter and back.p.tolist() == [1.0, 1.0]
+        """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        expect,
+        "<class 'tracec.tensor.Tensor'> <class 'tracec.tensor.Size'> <class 'tracec.dtypes.DType'> "
+        "<class 'tracec.device.device'> <class 'tracec.nn.parameter.Parameter'> "
+        "<class 'tracec.nn.parameter.Buffer'>"]
+
+
 def test_cli_run_is_like_python_script(tmp_path):
     (tmp_path / "helper.py").write_text("VALUE = 7\n")
     script = tmp_path / "prog.py"

@@ -70,6 +70,32 @@ def test_compiled_function_keys_on_autocast_state():
     assert info.traces == 2 and "autocast changed" in info.reasons[1]
 
 
+def test_compiled_backward_through_bf16_logits_and_f32_loss():
+    # nanoGPT's `logits, loss = model(X, Y)` compiled under autocast: the
+    # results differ in dtype (bf16 and f32); only the loss gets a gradient.
+    torch.manual_seed(0)
+    lt, lc = _pair(torch.nn.Linear(4, 3), tracec.nn.Linear(4, 3))
+    x = np.random.RandomState(0).randn(5, 4).astype(np.float32)
+    y = np.array([0, 1, 2, 0, 1])
+    grads = []
+    for lib, lin, compiled in ((torch, lt, False), (tracec, lc, False), (tracec, lc, True)):
+        def f(a, b):
+            with lib.autocast("cpu", dtype=lib.bfloat16):
+                logits = lin(a)
+                return logits, lib.nn.functional.cross_entropy(logits, b)
+        lin.zero_grad()
+        fn = tracec.compile(f) if compiled else f
+        for _ in range(2):      # the second call runs the compiled backward
+            logits, loss = fn(lib.tensor(x), lib.tensor(y))
+            assert str(logits.dtype).endswith("bfloat16") and str(loss.dtype).endswith("float32")
+            (loss * 2).backward()
+        assert str(lin.weight.grad.dtype).endswith("float32")
+        grads.append([lin.weight.grad.numpy().copy(), lin.bias.grad.numpy().copy()])
+    for ours in grads[1:]:
+        for a, b in zip(ours, grads[0]):
+            np.testing.assert_allclose(a, b, rtol=2e-2, atol=2e-2)
+
+
 def test_legacy_amp_modules_under_install_as_torch():
     code = ("import tracec; tracec.install_as_torch()\n"
             "import torch, torch.cuda.amp, torch.cpu.amp\n"

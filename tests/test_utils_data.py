@@ -184,6 +184,33 @@ def test_num_workers_loads_in_process():
     assert data.get_worker_info() is None
 
 
+def test_pin_memory_warns_as_each_iterator_starts_from_one_place():
+    # PyTorch warns when iter() starts (not at construction), from inside
+    # the library: the default filter then shows it once for all loaders.
+    import warnings
+    for lib in (tud, data):
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            loaders = [lib.DataLoader(list(range(4)), batch_size=2, pin_memory=True)
+                       for _ in range(2)]
+            assert got == []
+            for loader in loaders:
+                list(loader)
+                iter(loader)
+        msgs = {str(w.message) for w in got}
+        assert msgs == {"'pin_memory' argument is set as true but no accelerator is found, "
+                        "then device pinned memory won't be used."}, lib
+        assert len(got) == 4
+        assert len({(w.filename, w.lineno) for w in got}) == 1
+        assert "test_utils_data" not in got[0].filename
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            iter(lib.DataLoader([1], pin_memory=True, pin_memory_device="cuda"))
+        assert str(got[0].message) == ("pin_memory_device is deprecated, the current accelerator "
+                                       "will be used as the device,ignore "
+                                       "pin_memory_device='cuda'."), lib
+
+
 def test_batch_sampler_and_custom_sampler():
     ds = list(range(10))
     bs = [[0, 1], [5], [9, 8, 7]]

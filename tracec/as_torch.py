@@ -68,6 +68,30 @@ class _TorchAliasFinder(importlib.abc.MetaPathFinder):
 _FINDER = _TorchAliasFinder()
 
 
+def _public_classes():
+    """(class, PyTorch's module, PyTorch's name) of the classes PyTorch
+    shows as ``torch.X``: ``print(type(x))`` is ``<class 'torch.Tensor'>``."""
+    from tracec.device import device
+    from tracec.nn.parameter import Buffer, Parameter
+    from tracec.tensor import Size, Tensor
+    return ((Tensor, "torch", "Tensor"), (Size, "torch", "Size"), (dt.DType, "torch", "dtype"),
+            (device, "torch", "device"), (Parameter, "torch.nn.parameter", "Parameter"),
+            (Buffer, "torch.nn.parameter", "Buffer"))
+
+
+# class -> its own (__module__, __name__, __qualname__), while renamed
+_RENAMED: dict = {}
+
+
+def _rename_classes(install: bool) -> None:
+    for cls, module, name in _public_classes():
+        if install and cls not in _RENAMED:
+            _RENAMED[cls] = (cls.__module__, cls.__name__, cls.__qualname__)
+            cls.__module__, cls.__name__, cls.__qualname__ = module, name, name
+        elif not install and cls in _RENAMED:
+            cls.__module__, cls.__name__, cls.__qualname__ = _RENAMED.pop(cls)
+
+
 def install_as_torch() -> None:
     """Make ``import torch`` and ``import torch.<sub>`` give tracec's modules.
 
@@ -83,6 +107,7 @@ def install_as_torch() -> None:
     if _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)
     dt.PUBLIC_NAME[0] = "torch"
+    _rename_classes(True)
 
 
 def uninstall_as_torch() -> None:
@@ -90,6 +115,7 @@ def uninstall_as_torch() -> None:
     if _FINDER in sys.meta_path:
         sys.meta_path.remove(_FINDER)
     dt.PUBLIC_NAME[0] = "tracec"
+    _rename_classes(False)
     for name in [n for n in sys.modules if n.partition(".")[0] in _ALIASES]:
         if getattr(sys.modules[name], "__name__", "").startswith("tracec"):
             del sys.modules[name]

@@ -34,6 +34,7 @@ import time
 import numpy as np
 from xdsl.dialects import func
 
+from tracec import dtypes as dt
 from tracec import graph, ir, ops
 from tracec.autograd import _FunctionOutput
 from tracec.passes.autodiff import IRValue, building
@@ -112,9 +113,16 @@ class BackwardPlan:
                 with building(ret) as b:
                     b.loc = ret.location
                     total = None
+                    # results of mixed float dtypes (autocast's bf16 logits and
+                    # its f32 loss): the terms are summed in their widest
+                    widest = self.out_dtypes[0]
+                    for d in self.out_dtypes[1:]:
+                        widest = dt.promote_types(widest, d)
                     for o, c in zip(outs, cots):
                         prod = ops.mul(IRValue(o), IRValue(c))
                         term = ops.reduce_sum(prod, range(len(ir.shape_of(o.type))))
+                        if ir.dtype_of(o.type) != widest:
+                            term = ops.cast(term, widest)
                         total = term if total is None else ops.add(total, term)
                 loss, seed = total.ssa, None
             bop = ir.BackwardOp(loss, [block.args[j] for j in wrt], seed, loc=ret.location)

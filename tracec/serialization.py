@@ -213,7 +213,7 @@ class _Encoder:
         ref = {"dtype": t.dtype.name, "requires_grad": bool(t.requires_grad),
                "device": str(t.device)}
         cls = type(t)
-        if cls is not Tensor and cls.__module__.startswith("tracec.nn"):
+        if cls is not Tensor and cls.__module__.startswith(("tracec.nn", "torch.nn")):
             if cls.__name__ == "Parameter":
                 ref["kind"] = "parameter"
             elif cls.__name__ == "Buffer":

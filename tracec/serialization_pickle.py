@@ -46,6 +46,10 @@ class _Pickler(pickle.Pickler):
         return None
 
 
+_TORCH_NAMED = {("torch", "Tensor"), ("torch", "Size"), ("torch", "dtype"), ("torch", "device"),
+                ("torch.nn.parameter", "Parameter"), ("torch.nn.parameter", "Buffer")}
+
+
 class _Unpickler(pickle.Unpickler):
     def __init__(self, fh, from_node):
         super().__init__(fh)
@@ -53,6 +57,13 @@ class _Unpickler(pickle.Unpickler):
 
     def persistent_load(self, pid):
         return self._from_node(json.loads(pid))
+
+    def find_class(self, module, name):
+        # Under ``tracec run`` these classes carry PyTorch's names
+        # (``tracec.as_torch``); they are tracec's own wherever it loads.
+        if (module, name) in _TORCH_NAMED:
+            module = "tracec" + module[len("torch"):]
+        return super().find_class(module, name)
 
 
 def dumps(obj, to_node) -> bytes:
