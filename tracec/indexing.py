@@ -250,9 +250,11 @@ def _getitem(x: Tensor, key):
             if k.step is not None and int(k.step) <= 0:
                 raise ValueError("step must be greater than zero")
             a, b, c = _indices(k, size)
-            b = max(b, a)
+            if b < a:
+                b = a
             starts.append(a), stops.append(b), steps.append(c)
-            out_shape.append(len(range(a, b, c)))
+            # (not len(range()): a symbolic size is no int)
+            out_shape.append((b - a + c - 1) // c)
             if a or b != size or c != 1:
                 name = "SliceBackward0"
         elif isinstance(k, Tensor):

@@ -468,3 +468,23 @@ def test_variance_over_a_symbolic_dimension_stays_symbolic():
             np.testing.assert_allclose(comp(x).numpy(), f(x).numpy(), rtol=1e-5, atol=1e-6)
         info = comp.cache_info()
         assert info.traces == 1 and info.compiles == 1 and not info.size_notes, info
+
+
+def test_indexing_with_none_keeps_sizes_symbolic():
+    """``x[:, None]`` and LLaMA's ``repeat_kv`` (``x[:, :, :, None, :]
+    .expand(bs, slen, ...)``) on a symbolic length: one trace for every
+    length (the new axis's key once needed len(range()) of the size, which
+    specialized it and retraced per token during generation)."""
+    def repeat_kv(x, n_rep):
+        bs, slen, n_kv_heads, head_dim = x.shape
+        return (x[:, :, :, None, :].expand(bs, slen, n_kv_heads, n_rep, head_dim)
+                .reshape(bs, slen, n_kv_heads * n_rep, head_dim))
+
+    f = tracec.compile(lambda x: repeat_kv(x, 2) * 2 + x[:, None, 1:].sum(), backend="interp")
+    rng = np.random.default_rng(0)
+    for t in (4, 5, 7, 9):
+        x = tracec.tensor(rng.standard_normal((3, t, 2, 4)).astype(np.float32))
+        want = repeat_kv(x, 2) * 2 + x[:, None, 1:].sum()
+        np.testing.assert_allclose(f(x).numpy(), want.numpy(), rtol=1e-6, atol=1e-6)
+    info = f.cache_info()
+    assert info.traces == 2 and not info.size_notes, info     # the first size, then symbolic
