@@ -33,8 +33,7 @@ import pathlib
 
 import pytest
 
-from test_public_programs_tutorials2 import (ENV, assert_output_matches, run_tracec,
-                                             torch_refs_fixture)
+from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixture
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models10"
@@ -45,7 +44,6 @@ CASES = ["mae.py", "mae_linprobe.py", "dit.py", "detr_criterion.py", "detr_model
 # linear_sum_assignment) inside the step, and the matching it returns decides
 # which predictions the losses index (torch.compile breaks its graph there).
 EAGER_FALLBACK = {"detr_criterion.py"}
-FALLBACK_WARNINGS = ("running eagerly", "a Python side effect that compiled calls would not repeat")
 # Their compiled training steps take ~9-10 s to compile from a cold cache on
 # one CPU (MobileNetV3's even on the three-block network it compiles; DETR's
 # backbone, transformer and heads with the AdamW step); 2-3 s warm.
@@ -57,6 +55,4 @@ torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "
 @pytest.mark.parametrize("script", [
     pytest.param(c, id=c[:-3], marks=[pytest.mark.slow] if c in SLOW else []) for c in CASES])
 def test_models10_program_matches_torch(script, torch_refs, tmp_path):
-    out, err = run_tracec(PROGS / script, tmp_path)
-    assert any(w in err for w in FALLBACK_WARNINGS) == (script in EAGER_FALLBACK), err[-3000:]
-    assert_output_matches(out, torch_refs(script), strict=True)
+    check_program(PROGS / script, torch_refs(script), tmp_path, script in EAGER_FALLBACK)

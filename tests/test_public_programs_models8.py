@@ -27,8 +27,7 @@ import pathlib
 
 import pytest
 
-from test_public_programs_tutorials2 import (ENV, assert_output_matches, run_tracec,
-                                             torch_refs_fixture)
+from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixture
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models8"
@@ -39,7 +38,6 @@ CASES = ["speech_m5.py", "lstnet.py", "nbeats.py", "tft.py", "fasttext.py", "cha
 # forward takes int(encoder_lengths.max()) of an argument (a shape from the
 # data): a speculated integer read, checked at every call.
 EAGER_FALLBACK: set = set()
-FALLBACK_WARNINGS = ("running eagerly", "a Python side effect that compiled calls would not repeat")
 
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
@@ -47,6 +45,4 @@ torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "
 
 @pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
 def test_models8_program_matches_torch(script, torch_refs, tmp_path):
-    out, err = run_tracec(PROGS / script, tmp_path)
-    assert any(w in err for w in FALLBACK_WARNINGS) == (script in EAGER_FALLBACK), err[-3000:]
-    assert_output_matches(out, torch_refs(script), strict=True)
+    check_program(PROGS / script, torch_refs(script), tmp_path, script in EAGER_FALLBACK)

@@ -25,8 +25,7 @@ import pathlib
 
 import pytest
 
-from test_public_programs_tutorials2 import (ENV, assert_output_matches, run_tracec,
-                                             torch_refs_fixture)
+from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixture
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models9"
@@ -40,7 +39,6 @@ CASES = ["bilstm_crf.py", "chatbot.py", "soft_actor_critic.py", "clip.py"]
 # (recorded float64 arithmetic); the Bi-LSTM CRF sets self.hidden, a tuple of
 # tensors (replayed by compiled calls).
 EAGER_FALLBACK: set = set()
-FALLBACK_WARNINGS = ("running eagerly", "a Python side effect that compiled calls would not repeat")
 
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
@@ -48,6 +46,4 @@ torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "
 
 @pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
 def test_models9_program_matches_torch(script, torch_refs, tmp_path):
-    out, err = run_tracec(PROGS / script, tmp_path)
-    assert any(w in err for w in FALLBACK_WARNINGS) == (script in EAGER_FALLBACK), err[-3000:]
-    assert_output_matches(out, torch_refs(script), strict=True)
+    check_program(PROGS / script, torch_refs(script), tmp_path, script in EAGER_FALLBACK)

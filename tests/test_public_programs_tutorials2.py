@@ -107,6 +107,19 @@ def run_tracec(path, cwd):
     return r.stdout, r.stderr
 
 
+#: stderr lines saying that a compiled step ran eagerly
+FALLBACK_WARNINGS = ("running eagerly", "a Python side effect that compiled calls would not repeat")
+
+
+def check_program(path, ref, cwd, eager_fallback: bool):
+    """``tracec run path`` prints torch's ``ref`` (``assert_output_matches``,
+    strict), and says its compiled step ran eagerly exactly when
+    ``eager_fallback``."""
+    out, err = run_tracec(path, cwd)
+    assert any(w in err for w in FALLBACK_WARNINGS) == eager_fallback, err[-3000:]
+    assert_output_matches(out, ref, strict=True)
+
+
 torch_refs = torch_refs_fixture(PROGS, CASES, ENV)
 
 
