@@ -11,10 +11,10 @@ import gc
 
 from xdsl.context import Context
 from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
-from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
 from tracec import ir
 from tracec.passes.autodiff import AutodiffPass
+from tracec.passes.dce import DeadCode
 from tracec.passes.fusion import FusePass
 from tracec.passes.gather_sink import GatherSinkPass
 from tracec.passes.simplify import CanonicalizePass
@@ -23,11 +23,11 @@ AUTODIFF = [AutodiffPass()]
 OPTIMIZE = [
     CanonicalizePass(),                 # algebraic identities, constant folding
     CommonSubexpressionElimination(),   # xDSL's cse: one op per distinct computation
-    DeadCodeElimination(),              # xDSL's dce: drop what the rewrites orphaned
+    DeadCode(),                         # dce in one sweep: drop what the rewrites orphaned
     GatherSinkPass(),                   # gathers of elementwise results, one-hot scatters
-    DeadCodeElimination(),              # the values only those gathers read
+    DeadCode(),                         # the values only those gathers read
     FusePass(),                         # elementwise chains (+ a reduction) -> tracec.kernel
-    DeadCodeElimination(),              # scalar constants / broadcasts copied into kernels
+    DeadCode(),                         # scalar constants / broadcasts copied into kernels
 ]
 
 

@@ -149,6 +149,8 @@ class ModuleBuilder:
         self.ops: list[Operation] = []
         self._decls: dict[str, llvm.LLVMFunctionType] = {}
         self._names: set[str] = set()
+        self._next: dict[str, int] = {}
+        self._issued: dict[str, tuple[str, int]] = {}
         #: Helper functions emitted once per module (e.g. the GEMM micro-kernel).
         self.shared: dict = {}
         #: Functions worth the widest vector registers (compute-bound loops).
@@ -164,12 +166,26 @@ class ModuleBuilder:
         self.libraries: set = set()
 
     def unique(self, base: str) -> str:
-        name, n = f"{self.prefix}{base}", 0
+        # The first number not taken is looked for from the last one handed
+        # out for ``base`` (``_next``): a scan from 0 made a module with
+        # thousands of kernels of one base quadratic in their count.
+        n = self._next.get(base, 0)
+        name = f"{self.prefix}{base}" if n == 0 else f"{self.prefix}{base}_{n}"
         while name in self._names:
             n += 1
             name = f"{self.prefix}{base}_{n}"
+        self._next[base] = n
+        self._issued[name] = (base, n)
         self._names.add(name)
         return name
+
+    def release(self, name: str) -> None:
+        """Give back a name ``unique`` handed out and left unused; the next
+        ``unique`` of its base may hand it out again."""
+        self._names.discard(name)
+        base, n = self._issued.pop(name, (None, 0))
+        if base is not None and self._next.get(base, 0) > n:
+            self._next[base] = n
 
     def declare(self, name: str, args: Sequence[Attribute], ret: Attribute) -> str:
         """Declare an external function (libm, libpthread) once; its name.

@@ -253,7 +253,7 @@ class Kernels:
             key = (key, tuple(where))
             if key in self.by_key:
                 fn, can_fail = self.by_key[key]
-                self.mb._names.discard(name)
+                self.mb.release(name)
                 self._call(fn, slots, n, par, can_fail, k, align, gate)
                 return
         fb = self.mb.function(name, [PTR] * k + [PTR, I64, I64], I32,
