@@ -195,6 +195,7 @@ class SymbolTable:
         ``cache_info()`` texts and notes to match."""
         parent = {n: n for n in self.hints}
         const: dict = {}      # root -> (value, why)
+        solve: list = []      # (symbol, expression, why, lhs, rhs): see below
 
         def find(a):
             while parent[a] != a:
@@ -211,12 +212,17 @@ class SymbolTable:
             a, b = _plain(parse(lhs)), _plain(parse(rhs))
             if isinstance(a, int):
                 a, b = b, a
+            if a is None and isinstance(b, str):
+                a, b = b, a
+            if isinstance(a, str) and a in parent and b is None:
+                # A lone symbol equal to an expression of others (the flat
+                # targets of a language model, ``B2 == B*T``): solved for
+                # after the union below, if it can be.
+                expr = parse(rhs) if _plain(parse(lhs)) == a else parse(lhs)
+                solve.append((a, expr, how, lhs, rhs))
+                continue
             if a is None or b is None:
-                # An equality of products or sums (``B*T == 12``): no single
-                # symbol to solve for; its symbols take their traced sizes.
-                for n in free_symbols(parse(lhs)) | free_symbols(parse(rhs)):
-                    if n in parent:
-                        const.setdefault(find(n), (self.hints[n], how))
+                self._specialize_all(lhs, rhs, how, parent, const, find)
                 continue
             if not isinstance(a, str) or a not in parent:
                 continue
@@ -232,8 +238,9 @@ class SymbolTable:
                     parent[gone] = keep
                     if gone in const:
                         const.setdefault(keep, const.pop(gone))
+        solved = self._solve(solve, parent, const, find)
         env: dict = {}
-        real_in = {find(n) for n in self.hints if n not in self.tentative}
+        real_in = {find(n) for n in self.hints if n not in self.tentative} | set(solved)
         for n in self.hints:
             r = find(n)
             if r in const:
@@ -242,6 +249,14 @@ class SymbolTable:
                 env[n] = self.hints[n]           # tentative, never combined with a symbol
             elif r != n:
                 env[n] = symbol(r)
+        for r, (expr, how) in solved.items():
+            # The class of ``r`` is the expression, in the classes' names.
+            value = substitute(expr, env)
+            for n in self.hints:
+                if find(n) == r:
+                    env[n] = value
+            self.notes.append(f"{r} = {value}: the trace needs it equal to that ({how}); "
+                              f"a call passes only sizes where it is")
         if not env:
             return env
         for n, v in env.items():
@@ -271,6 +286,47 @@ class SymbolTable:
             guards.append((kind, str(a), op, str(b), res, where))
         self.guards = guards
         return env
+
+    def _specialize_all(self, lhs, rhs, how, parent, const, find) -> None:
+        """An equality of products or sums (``B*T == 12``) with no single
+        symbol to solve for: its symbols take their traced sizes."""
+        for n in free_symbols(parse(lhs)) | free_symbols(parse(rhs)):
+            if n in parent:
+                const.setdefault(find(n), (self.hints[n], how))
+
+    def _solve(self, solve, parent, const, find) -> dict:
+        """``{class root: (expression, why)}`` for the equalities ``symbol ==
+        expression`` of ``solve``, triangular: each expression in the
+        classes' roots, none mentioning a solved class.  An equality that
+        cannot be solved so (the symbol is a number already, or appears in
+        its own expression) specializes its symbols instead."""
+        solved: dict = {}
+        for a, expr, how, lhs, rhs in solve:
+            ra = find(a)
+            roots = {n: symbol(find(n)) for n in free_symbols(expr) if n in parent}
+            if len(roots) != len(free_symbols(expr)) or ra in const:
+                self._specialize_all(lhs, rhs, how, parent, const, find)
+                continue
+            e = substitute(expr, roots)
+            for _ in range(len(solved) + 1):     # earlier solutions into this one
+                e2 = substitute(e, {r: v for r, (v, _) in solved.items()})
+                if str(e2) == str(e):
+                    break
+                e = e2
+            if isinstance(e, int) or ra in free_symbols(e) or \
+                    any(find(n) in const for n in free_symbols(e)):
+                self._specialize_all(lhs, rhs, how, parent, const, find)
+                continue
+            if ra in solved:
+                # Already solved: the two expressions must agree; where
+                # they do not, the sizes are specialized (no guard between
+                # two expressions is kept).
+                if str(solved[ra][0]) != str(e):
+                    self._specialize_all(lhs, rhs, how, parent, const, find)
+                continue
+            solved = {r: (substitute(v, {ra: e}), w) for r, (v, w) in solved.items()}
+            solved[ra] = (e, how)
+        return solved
 
     def finish(self) -> SymbolicInfo:
         return SymbolicInfo(self.sources, dict(self.hints), list(self.guards),
@@ -309,14 +365,23 @@ def bind(info: SymbolicInfo, inputs: list, args, kwargs):
             if not isinstance(s, Sym) and a[d] != s:
                 return None, (f"argument {path_name(spec.source)}: size {a[d]} at dimension "
                               f"{d}, traced with {s} (not symbolic)")
+    derived = []
     for index, d, name in info.sources:
         n = arrays[index][d]
         if n < 2:
             return None, f"size {name} is {n} (sizes 0 and 1 are specialized)"
+        if _plain(parse(name)) != name:
+            derived.append((index, d, name, n))    # an expression: checked below
+            continue
         old = env.setdefault(name, n)
         if old != n:
             return None, (f"dimensions traced with one size {name} now differ "
                           f"({old} and {n})")
+    for index, d, name, n in derived:
+        want = evaluate(parse(name), env)
+        if want != n:
+            return None, (f"argument {path_name(inputs[index].source)}: size {n} at dimension "
+                          f"{d}, where the trace needs {name} = {want}")
     for kind, lhs, op, rhs, res in info._compiled:
         now = symbolic._OPS[op](evaluate(lhs, env), evaluate(rhs, env))
         if now != res:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import gc
 import os
 import random
+import re
 import sys
 import dataclasses
 from dataclasses import dataclass, field
@@ -73,6 +74,18 @@ def _program_location():
             return (fname, f.f_lineno, 0)
         f = f.f_back
     return user_location()
+
+
+def _size_values(e, symbols) -> str:
+    """`` (sizes at this call: B=3, T=4)`` for the size symbols that the
+    message of ``e``, raised while recording a symbolic trace, names (a
+    shape check formats the symbolic sizes it compared: ``B*T``)."""
+    if symbols is None:
+        return ""
+    msg = str(e)
+    named = [f"{n}={v}" for n, v in symbols.hints.items()
+             if re.search(rf"(?<![\w.]){re.escape(n)}(?![\w.])", msg)]
+    return f" (sizes at this call: {', '.join(named)})" if named else ""
 
 
 def user_location():
@@ -1032,7 +1045,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         if loc is None:
             raise
         try:
-            err = type(e)(f"{format_location(loc)}: {e}")
+            err = type(e)(f"{format_location(loc)}: {e}{_size_values(e, symbols)}")
         except Exception:
             raise e from None
         raise err.with_traceback(e.__traceback__) from None

@@ -488,3 +488,104 @@ def test_indexing_with_none_keeps_sizes_symbolic():
         np.testing.assert_allclose(f(x).numpy(), want.numpy(), rtol=1e-6, atol=1e-6)
     info = f.cache_info()
     assert info.traces == 2 and not info.size_notes, info     # the first size, then symbolic
+
+
+def _flat_target_lm():
+    """word_language_model's step: ``get_batch`` hands the targets over
+    already flattened (``target = source[i+1:i+1+seq_len].view(-1)``), so
+    their length is an argument size of its own that the loss needs equal
+    to ``B*T``."""
+    tracec.manual_seed(0)
+    emb, rnn, head = nn.Embedding(20, 8), nn.LSTM(8, 12, batch_first=True), nn.Linear(12, 20)
+    params = [*emb.parameters(), *rnn.parameters(), *head.parameters()]
+    opt = tracec.optim.Adam(params, lr=1e-2)
+
+    def step(x, target):
+        opt.zero_grad()
+        out, _ = rnn(emb(x))
+        loss = F.cross_entropy(head(out).reshape(-1, 20), target)
+        loss.backward()
+        opt.step()
+        return loss
+    return params, step
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_flat_targets_sized_batch_times_length_stay_symbolic(backend):
+    """``B2 == B*T`` (targets flattened outside the step) is solved for the
+    lone symbol B2 instead of specializing B, T and B2: one symbolic trace
+    and one size-generic compile for every (B, T); a call whose targets
+    are not B*T long is not served by it and fails as eagerly."""
+    pe, eager = _flat_target_lm()
+    pc, step = _flat_target_lm()
+    comp = tracec.compile(step, backend=backend)
+    rng = np.random.default_rng(0)
+    for b, t in ((4, 6), (5, 8), (3, 5), (4, 6), (2, 9), (6, 3)):
+        x = tracec.tensor(rng.integers(0, 20, (b, t)))
+        y = tracec.tensor(rng.integers(0, 20, (b * t,)))
+        _close(eager(x, y).item(), comp(x, y).item())
+    for p, q in zip(pe, pc):
+        _close(p.detach().numpy(), q.detach().numpy())
+    info = comp.cache_info()
+    assert info.traces == 2 and info.eager_signatures == 0, info
+    assert info.symbolic[1]["arg1[0]"].startswith("B*T: "), info.symbolic
+    assert any(n.startswith("B2 = B*T: the trace needs it") for n in info.notes), info.notes
+    assert not any("specialized" in n for n in info.notes), info.notes
+    if backend == "cpu":
+        assert info.compiles + info.loads <= 2, info
+    x, y = tracec.tensor(rng.integers(0, 20, (3, 4))), tracec.tensor(rng.integers(0, 20, (11,)))
+    # (traced symbolically, the check compares B*T with B2: the message
+    # says their values)
+    with pytest.raises(ValueError, match=r"Expected input batch_size \(B\*T\) to match target "
+                                         r"batch_size \(B2\)\. \(sizes at this call: B=3, T=4, "
+                                         r"B2=11\)"):
+        comp(x, y)
+
+
+def test_a_symbol_found_equal_to_an_expression_is_checked_at_every_call():
+    """Solving ``B2 = B*T`` keeps the equality as a check of the call's
+    sizes: a call where it fails is traced anew (here it takes the other
+    branch), never run by the trace."""
+    def g(x, y):
+        if y.shape[0] == x.numel():
+            return x.reshape(-1) * 2 + y
+        return y * x.sum()
+
+    f = tracec.compile(g, backend="interp", dynamic=True)
+    for b, t, n in ((3, 4, 12), (5, 2, 10), (2, 3, 6)):
+        x, y = tracec.randn(b, t), tracec.randn(n)
+        _close(f(x, y).numpy(), g(x, y).numpy(), 1e-6)
+    assert f.cache_info().traces == 1
+    for b, t, n in ((3, 4, 13), (2, 5, 7)):
+        x, y = tracec.randn(b, t), tracec.randn(n)
+        _close(f(x, y).numpy(), g(x, y).numpy(), 1e-5)
+    info = f.cache_info()
+    assert info.traces == 2, info.reasons
+    assert "where the trace needs B*T = 12" in info.reasons[1], info.reasons
+    with pytest.raises(RuntimeError, match="must match the size of tensor b"):
+        tracec.compile(lambda x, y: x.reshape(-1) + y, backend="interp", dynamic=True)(
+            tracec.randn(3, 4), tracec.randn(13))
+
+
+def test_blocked_transpose_over_a_symbolic_length_is_one_generic_compile():
+    """Attention's ``transpose(1, 2).contiguous()`` on a symbolic length is a
+    cache-blocked transpose kernel; its tile counts are read at run time
+    (they once specialized T, so each length compiled another version)."""
+    tracec.manual_seed(0)
+    qkv, proj = nn.Linear(32, 96).requires_grad_(False), nn.Linear(32, 32).requires_grad_(False)
+
+    def attn(x):
+        B, T, C = x.shape
+        q, k, v = qkv(x).split(32, dim=2)
+        q, k, v = [t.view(B, T, 4, 8).transpose(1, 2) for t in (q, k, v)]
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+    comp = tracec.compile(attn)
+    rng = np.random.default_rng(1)
+    for b, t in ((2, 5), (3, 9), (2, 12), (4, 7), (2, 17)):
+        x = tracec.tensor(rng.standard_normal((b, t, 32)).astype(np.float32))
+        _close(comp(x).detach().numpy(), attn(x).detach().numpy(), 1e-5)
+    info = comp.cache_info()
+    assert info.traces == 2 and not info.size_notes, info
+    assert info.compiles + info.loads <= 2, info

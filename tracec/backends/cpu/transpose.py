@@ -66,8 +66,11 @@ def emit_transpose(low, op, shape, st) -> None:
     vl = codegen.vector_bits() // (8 * es)
     fast = es in (4, 8)
     T = vl if fast else SCALAR_TILE
-    nqt = math.ceil(shape[q] / T)
-    npt = math.ceil(shape[p] / T)
+    # Tile counts by ceiling division on sizes, so that a symbolic size
+    # (``Sym``) stays symbolic: the kernel reads it at run time.
+    nqt = (shape[q] + T - 1) // T
+    npt = (shape[p] + T - 1) // T
+    many_q = nqt > 1 if isinstance(nqt, int) else True
     others = [k for k in range(n) if k not in (p, q)]
     nouter = math.prod(shape[k] for k in others)
     slots = [low.slot_value(res), low.slot_value(x)]
@@ -79,8 +82,8 @@ def emit_transpose(low, op, shape, st) -> None:
         vt = vec(elt, T)
 
         def unit(u):
-            qt = fb.ibin("srem", u, fb.i64(nqt)) if nqt > 1 else fb.i64(0)
-            rest = fb.ibin("sdiv", u, fb.i64(nqt)) if nqt > 1 else u
+            qt = fb.ibin("srem", u, fb.i64(nqt)) if many_q else fb.i64(0)
+            rest = fb.ibin("sdiv", u, fb.i64(nqt)) if many_q else u
             in_off, out_off = fb.i64(0), fb.i64(0)
             for k in reversed(others):
                 idx = fb.ibin("srem", rest, fb.i64(shape[k])) if k != others[0] else rest
