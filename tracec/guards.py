@@ -19,6 +19,7 @@ table (docs/guards.md) as a documented limit.
 from __future__ import annotations
 
 import dataclasses
+import dis
 import functools
 import inspect
 import random as _pyrandom
@@ -97,12 +98,29 @@ class _Snapshot:
         return ("O", id(x))
 
 
+#: The instructions that read or write a module global by name.
+_GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL",
+                         "STORE_NAME", "DELETE_NAME"})
+
+
 def _code_names(code, out: set) -> set:
-    out.update(code.co_names)
+    """The global names ``code`` (and the functions, lambdas and
+    comprehensions inside it) reads or writes.  Not ``co_names``: that also
+    holds every attribute name, so ``p.data.add_(...)`` made a global
+    ``data`` (a script's loop variable, passed as this very argument) a
+    root, and each new batch then retraced as "an argument that was also
+    read as state"."""
+    out.update(_global_names(code))
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _global_names(code) -> frozenset:
+    names = {ins.argval for ins in dis.get_instructions(code) if ins.opname in _GLOBAL_OPS}
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
-            _code_names(c, out)
-    return out
+            names |= _global_names(c)
+    return frozenset(names)
 
 
 def _roots(fn, objects, out: list, seen: set, depth: int = 3) -> list:

@@ -138,6 +138,39 @@ def test_globals_of_called_helper_functions_are_guarded():
     assert "G_SCALE" in comp.cache_info().reasons[1]
 
 
+#: A script's loop variable at module level, named like the attribute the
+#: step reads (``p.data``): not a global the step reads.
+data = None
+
+
+def _sgd_on_data(x, w):
+    loss = (x @ w).pow(2).sum()
+    loss.backward()
+    with tracec.no_grad():
+        w.data.add_(w.grad, alpha=-0.01)
+        w.grad = None
+    return loss
+
+
+def test_attribute_names_are_not_globals_the_function_reads():
+    """``w.data`` names the attribute ``data``, not the global ``data``: a
+    module-level ``for data in batches: step(data, w)`` is one trace (the
+    global, bound to the argument, once made it an argument "also read as
+    state", so every batch retraced until the trace limit)."""
+    global data
+    w = tracec.randn(3, 2, requires_grad=True)
+    comp = tracec.compile(_sgd_on_data, backend="interp")
+    try:
+        for k in range(4):
+            data = tracec.randn(5, 3)
+            want = (data @ w).pow(2).sum().item()
+            np.testing.assert_allclose(comp(data, w).item(), want, rtol=1e-6)
+    finally:
+        data = None
+    info = comp.cache_info()
+    assert info.traces == 1 and info.hits == 3, info.reasons
+
+
 def test_small_numpy_global_changed_in_place_retraces():
     table = np.array([1.0, 2.0])
 
