@@ -206,6 +206,11 @@ class SymbolTable:
         for kind, lhs, op, rhs, res, where in self.guards:
             if not ((op == "==" and res) or (op == "!=" and not res)):
                 continue
+            if "%" in lhs or "%" in rhs:
+                # A divisibility test (``view(B, -1)`` checks that the known
+                # sizes divide the element count): kept as a guard, not an
+                # equation between sizes to solve.
+                continue
             # (int() already left a note: "B specialized to 32 at ...")
             how = None if kind == "specialize" else \
                 f"{lhs} {op} {rhs}{'' if res else ' was false'} at {where or 'tracec'}"
@@ -301,13 +306,21 @@ class SymbolTable:
         cannot be solved so (the symbol is a number already, or appears in
         its own expression) specializes its symbols instead."""
         solved: dict = {}
+        # Tentative symbols that joined no real one take their sizes back
+        # (``resolve``): in an equation they are those numbers already.
+        real_in = {find(n) for n in self.hints if n not in self.tentative}
+        fixed = {n: self.hints[n] for n in self.hints
+                 if n in self.tentative and find(n) not in real_in}
         for a, expr, how, lhs, rhs in solve:
             ra = find(a)
-            roots = {n: symbol(find(n)) for n in free_symbols(expr) if n in parent}
+            roots = {n: (fixed[n] if n in fixed else symbol(find(n)))
+                     for n in free_symbols(expr) if n in parent}
             if len(roots) != len(free_symbols(expr)) or ra in const:
                 self._specialize_all(lhs, rhs, how, parent, const, find)
                 continue
             e = substitute(expr, roots)
+            if isinstance(e, Sym) and _plain(e) == ra:
+                continue                         # a == a: no constraint left
             for _ in range(len(solved) + 1):     # earlier solutions into this one
                 e2 = substitute(e, {r: v for r, (v, _) in solved.items()})
                 if str(e2) == str(e):

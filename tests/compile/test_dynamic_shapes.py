@@ -589,3 +589,28 @@ def test_blocked_transpose_over_a_symbolic_length_is_one_generic_compile():
     info = comp.cache_info()
     assert info.traces == 2 and not info.size_notes, info
     assert info.compiles + info.loads <= 2, info
+
+
+def test_view_with_inferred_length_keeps_it_symbolic_when_the_batch_equals_it():
+    """The seq2seq tutorial's attention: ``K.view(batch_size, -1, heads,
+    head_dim)`` with ``batch_size`` taken from the query.  At the call where
+    the length became 8, the batch size, the batch dims got tentative
+    symbols of their own; the -1 (``(32*B*T)//(32*B2)``) once made the
+    reshape check an equation of products and the matmul one of T with it,
+    and both specialized T: every later length retraced."""
+    def attn(q_in, k_in):
+        b = q_in.shape[0]
+        q = q_in.view(b, -1, 4, 8).permute(0, 2, 1, 3)
+        k = k_in.view(b, -1, 4, 8).permute(0, 2, 1, 3)
+        return tracec.matmul(q, k.permute(0, 1, 3, 2)).softmax(-1)
+
+    comp = tracec.compile(attn, backend="interp")
+    rng = np.random.default_rng(0)
+    for t in (9, 8, 7, 10, 8, 12):
+        q = tracec.tensor(rng.standard_normal((8, t, 32)).astype(np.float32))
+        k = tracec.tensor(rng.standard_normal((8, t, 32)).astype(np.float32))
+        _close(comp(q, k).numpy(), attn(q, k).numpy(), 1e-5)
+    info = comp.cache_info()
+    assert info.traces == 2 and not info.size_notes, (info.reasons, info.size_notes)
+    assert info.symbolic[1] == {"arg0[1]": "T: its size changed between calls (9 -> 8)",
+                                "arg1[1]": "T: its size changed between calls (9 -> 8)"}, info.symbolic

@@ -18,10 +18,32 @@ from tracec.ops import elementwise as ew  # noqa: F401  (call-time use)
 
 
 def _reshape_shape(s, *, shape):
-    if math.prod(s) != math.prod(shape):
-        raise ShapeError(f"shape '{list(shape)}' is invalid for input of size {math.prod(s)}"
-                         f" (input shape {tuple(s)})")
-    return tuple(shape)
+    n = math.prod(s)
+    if _inferred_exactly(n, shape) or math.prod(shape) == n:
+        return tuple(shape)
+    raise ShapeError(f"shape '{list(shape)}' is invalid for input of size {n}"
+                     f" (input shape {tuple(s)})")
+
+
+def _inferred_exactly(n, shape) -> bool:
+    """Whether a symbolic ``shape`` has one size ``n // rest`` (``view(B,
+    -1)`` filled in, ``rest`` the product of the others) where ``rest``
+    divides ``n``.  Asked so, the check is the divisibility test the -1
+    was filled in under (one guard, the same), not an equality of ``n``
+    and ``rest * (n // rest)``, which would specialize every size in it."""
+    from tracec.symbolic import Sym
+    if not isinstance(n, Sym):
+        return False
+    for i, d in enumerate(shape):
+        if isinstance(d, Sym) and len(d.terms) == 1 and d.terms[0][1] == 1 \
+                and len(d.terms[0][0]) == 1 and isinstance(d.terms[0][0][0], tuple) \
+                and d.terms[0][0][0][0] == "//":
+            _, num, den = d.terms[0][0][0]
+            rest = math.prod(shape[:i] + shape[i + 1:])
+            rest_terms = rest.terms if isinstance(rest, Sym) else ((((), rest),) if rest else ())
+            if num == n.terms and den == rest_terms:
+                return not (n % rest != 0)
+    return False
 
 
 reshape_p = Primitive("reshape", kind="movement", impl=lambda x, *, shape: x.reshape(shape),
