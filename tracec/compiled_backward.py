@@ -35,7 +35,7 @@ import numpy as np
 from xdsl.dialects import func
 
 from tracec import dtypes as dt
-from tracec import graph, ir, ops
+from tracec import graph, ir, ops, size_generic
 from tracec.autograd import _FunctionOutput
 from tracec.passes.autodiff import IRValue, building
 from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, run_passes
@@ -47,6 +47,9 @@ __all__ = ["BackwardPlan", "attach", "save_inputs"]
 
 class BackwardPlan:
     """How one compiled forward (an ``Entry``) gets its backward."""
+
+    #: Size-generic versions of one backward at most (``run``).
+    max_versions = size_generic.MAX_GENERIC
 
     def __init__(self, entry, out_indices: tuple, compile_fn, verify: bool = False):
         """``out_indices``: the results that require grad.  ``compile_fn(module,
@@ -72,6 +75,13 @@ class BackwardPlan:
         self.copied = [j for j, spec in enumerate(trace.inputs)
                        if spec.kind == "state" and id(spec.source) in written]
         self._exe: dict = {}
+        #: ``generic(module, optimize, env)``: the size-generic executable of
+        #: a symbolic backward module for the sizes ``env`` (set by
+        #: ``size_generic.maker`` when the forward is size-generic); None:
+        #: the trace is static.
+        self.generic = None
+        self._static: dict = {}
+        self._sources = {}
         fn = next(op for op in entry.stages["trace"].walk() if isinstance(op, func.FuncOp))
         ret = fn.body.block.last_op
         self.out_dtypes = [ir.dtype_of(ret.operands[k].type) for k in self.out_indices]
@@ -83,6 +93,8 @@ class BackwardPlan:
             for r in op.results:
                 deps[r] = seen
         self.reach = [deps.get(ret.operands[k], frozenset()) for k in self.out_indices]
+        from tracec.symbolic import size_sources
+        self._sources, _ = size_sources([ir.shape_of(a.type) for a in fn.body.block.args])
 
     def differentiable(self, args, kwargs) -> list[int]:
         """Input indices to differentiate for this call (arguments count when
@@ -101,42 +113,87 @@ class BackwardPlan:
         exe = self._exe.get(wrt)
         if exe is None:
             t0 = time.perf_counter()
-            module = self.entry.stages["trace"].clone()
-            fn = next(op for op in module.walk() if isinstance(op, func.FuncOp))
-            block = fn.body.block
-            ret = block.last_op
-            outs = [ret.operands[k] for k in self.out_indices]
-            cots = [block.insert_arg(o.type, len(block.args)) for o in outs]
-            if len(outs) == 1:
-                loss, seed = outs[0], cots[0]
-            else:       # one scalar whose gradient wrt each result is its cotangent
-                with building(ret) as b:
-                    b.loc = ret.location
-                    total = None
-                    # results of mixed float dtypes (autocast's bf16 logits and
-                    # its f32 loss): the terms are summed in their widest
-                    widest = self.out_dtypes[0]
-                    for d in self.out_dtypes[1:]:
-                        widest = dt.promote_types(widest, d)
-                    for o, c in zip(outs, cots):
-                        prod = ops.mul(IRValue(o), IRValue(c))
-                        term = ops.reduce_sum(prod, range(len(ir.shape_of(o.type))))
-                        if ir.dtype_of(o.type) != widest:
-                            term = ops.cast(term, widest)
-                        total = term if total is None else ops.add(total, term)
-                loss, seed = total.ssa, None
-            bop = ir.BackwardOp(loss, [block.args[j] for j in wrt], seed, loc=ret.location)
-            block.insert_op_before(bop, ret)
-            block.erase_op(ret)
-            ir.set_returns(fn, list(bop.grads))
+            module, optimize = self._module(wrt)
+            exe = self._exe[wrt] = self.compile_fn(module, optimize)
+            self.entry.timings["backward_compile_s"] = time.perf_counter() - t0
+        return exe
+
+    def run(self, wrt: tuple, arrays: list) -> list:
+        """The gradients for the inputs ``wrt`` from the saved ``arrays`` and
+        the cotangents.  A symbolic forward (``make_generic``) gets a
+        size-generic backward: a version compiled under the sizes of the
+        call that needs it, serving every later call whose sizes pass its
+        guards (``max_versions`` at most), then static
+        code for each further size."""
+        if self.generic is None:
+            return self.executable(wrt)(arrays)
+        versions = self._exe.setdefault(wrt, [])
+        env = self._sizes(arrays)
+        for exe in versions:
+            if exe.failed_guard(env) is None:
+                return exe(arrays)
+        if len(versions) < self.max_versions:
+            t0 = time.perf_counter()
+            module, optimize = self._module(wrt)
+            exe = self.generic(module, optimize, env)
+            self.entry.timings["backward_compile_s"] = time.perf_counter() - t0
+            if exe.failed_guard(env) is None:
+                versions.append(exe)
+                return exe(arrays)
+        key = (wrt, tuple(sorted(env.items())))
+        exe = self._static.get(key)
+        if exe is None:
+            module, _ = self._module(wrt)
+            module = ir.specialize(module, env)
 
             def optimize():
                 run_passes(AUTODIFF, module, verify=self.verify)
                 run_passes(OPTIMIZE, module, verify=self.verify)
                 return module
-            exe = self._exe[wrt] = self.compile_fn(module, optimize)
-            self.entry.timings["backward_compile_s"] = time.perf_counter() - t0
-        return exe
+            exe = self._static[key] = self.compile_fn(module, optimize)
+        return exe(arrays)
+
+    def _sizes(self, arrays) -> dict:
+        """``{symbol: value}`` of a call, read from its saved input arrays."""
+        return {name: np.shape(arrays[i])[d] for name, (i, d) in self._sources.items()}
+
+    def _module(self, wrt: tuple):
+        """``(module, optimize)``: the backward for the inputs ``wrt`` built
+        from the traced forward, and the passes that finish it."""
+        module = self.entry.stages["trace"].clone()
+        fn = next(op for op in module.walk() if isinstance(op, func.FuncOp))
+        block = fn.body.block
+        ret = block.last_op
+        outs = [ret.operands[k] for k in self.out_indices]
+        cots = [block.insert_arg(o.type, len(block.args)) for o in outs]
+        if len(outs) == 1:
+            loss, seed = outs[0], cots[0]
+        else:       # one scalar whose gradient wrt each result is its cotangent
+            with building(ret) as b:
+                b.loc = ret.location
+                total = None
+                # results of mixed float dtypes (autocast's bf16 logits and
+                # its f32 loss): the terms are summed in their widest
+                widest = self.out_dtypes[0]
+                for d in self.out_dtypes[1:]:
+                    widest = dt.promote_types(widest, d)
+                for o, c in zip(outs, cots):
+                    prod = ops.mul(IRValue(o), IRValue(c))
+                    term = ops.reduce_sum(prod, range(len(ir.shape_of(o.type))))
+                    if ir.dtype_of(o.type) != widest:
+                        term = ops.cast(term, widest)
+                    total = term if total is None else ops.add(total, term)
+            loss, seed = total.ssa, None
+        bop = ir.BackwardOp(loss, [block.args[j] for j in wrt], seed, loc=ret.location)
+        block.insert_op_before(bop, ret)
+        block.erase_op(ret)
+        ir.set_returns(fn, list(bop.grads))
+
+        def optimize():
+            run_passes(AUTODIFF, module, verify=self.verify)
+            run_passes(OPTIMIZE, module, verify=self.verify)
+            return module
+        return module, optimize
 
 
 class _Saved:
@@ -176,11 +233,10 @@ class CompiledCall:
                     f"compiled call, is at version {t._version[0]}; expected version {v} "
                     "instead.")
         plan = saved.plan
-        exe = plan.executable(saved.wrt)
         cots = [g._data if g is not None else np.zeros(shape, d.np)
                 for g, shape, d in zip(gs, saved.out_shapes, plan.out_dtypes)]
         reached = frozenset().union(*(r for g, r in zip(gs, plan.reach) if g is not None))
-        grads = exe(saved.arrays + cots)
+        grads = plan.run(saved.wrt, saved.arrays + cots)
         return tuple(Tensor._make(a, t.dtype) if j in reached else None
                      for a, t, j in zip(grads, saved.tensors, saved.wrt))
 

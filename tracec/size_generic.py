@@ -7,7 +7,7 @@ reads every size at run time (``backends/cpu/sized.py``).  Decisions the
 passes and the backend made from those sizes are the executable's size
 guards; a call whose sizes break one gets another version (``MAX_GENERIC``
 at most).  Past that, and where no size-generic code can be made (a backend
-without it, a trace with a compiled backward, ``check=True``, a lowering
+without it, ``check=True``, a lowering
 that needs a static size), the trace falls back to static code per size
 (``compiled_entry.Entry.run``) and ``cache_info().notes`` says why.
 
@@ -29,7 +29,7 @@ import warnings
 from tracec import symbolic
 from tracec.backends import cache
 
-__all__ = ["MAX_GENERIC", "generic_for", "maker", "compile_generic"]
+__all__ = ["MAX_GENERIC", "generic_for", "maker", "compile_generic", "compile_generic_backward"]
 
 #: Versions of size-generic code a symbolic trace makes at most.
 MAX_GENERIC = 4
@@ -67,8 +67,6 @@ def maker(cf, entry, backend, backward_out):
     why = None
     if not getattr(backend, "SIZE_GENERIC", False):
         why = f"the {cf.backend} backend compiles static sizes only"
-    elif backward_out is not None:
-        why = "a compiled backward outside the function is made per size"
     elif cf.check:
         why = "check=True compares static code"
     if why is not None:
@@ -79,11 +77,25 @@ def maker(cf, entry, backend, backward_out):
     donate = donations(trace)
 
     def make(env):
-        sub = cf._make_entry(trace, None)
+        sub = cf._make_entry(trace, backward_out)
         sub.number = f"{entry.number}.g{len(entry.generic)}"
         sub.compile_fn = lambda: compile_generic(cf, backend, sub, env, donate)
+        if sub.backward_plan is not None:
+            sub.backward_plan.generic = lambda module, optimize, env: \
+                compile_generic_backward(cf, backend, module, optimize, env)
         return sub
     return make
+
+
+def compile_generic_backward(cf, backend, module, optimize, env: dict):
+    """The size-generic executable of a compiled forward's backward
+    (``compiled_backward.BackwardPlan.run``): the passes and the backend
+    run on the symbolic backward module under the sizes ``env`` of the
+    call that needs it; their decisions are its guards.  Not kept in the
+    disk cache (a fresh process compiles it at its first backward)."""
+    cf.compiles += 1
+    with symbolic.hinted(env), symbolic.recorded_guards() as guards:
+        return backend.compile_module(optimize(), size_guards=guards)
 
 
 def compile_generic(cf, backend, sub, env: dict, donate):

@@ -614,3 +614,64 @@ def test_view_with_inferred_length_keeps_it_symbolic_when_the_batch_equals_it():
     assert info.traces == 2 and not info.size_notes, (info.reasons, info.size_notes)
     assert info.symbolic[1] == {"arg0[1]": "T: its size changed between calls (9 -> 8)",
                                 "arg1[1]": "T: its size changed between calls (9 -> 8)"}, info.symbolic
+
+
+class _LM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb, self.rnn, self.head = nn.Embedding(30, 12), nn.LSTM(12, 16, batch_first=True), \
+            nn.Linear(16, 30)
+
+    def forward(self, x):
+        return self.head(self.rnn(self.emb(x))[0])
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_compiled_model_with_backward_outside_is_size_generic(backend):
+    """``torch.compile(model)`` and ``loss.backward()`` outside, over random
+    lengths: the backward of the symbolic trace is size-generic too (it was
+    static code per size: 15 compiles in 40 calls of a random-length LM,
+    slower than eager); every loss and gradient equals eager's."""
+    tracec.manual_seed(0)
+    m, ref = _LM(), _LM()
+    ref.load_state_dict(m.state_dict())
+    cm = tracec.compile(m, backend=backend)
+    rng = np.random.default_rng(0)
+    for b, t in ((4, 9), (5, 12), (3, 7), (5, 16), (4, 9), (2, 5), (6, 11)):
+        x = tracec.tensor(rng.integers(0, 30, (b, t)))
+        y = tracec.tensor(rng.integers(0, 30, (b * t,)))
+        for p, q in zip(m.parameters(), ref.parameters()):
+            p.grad = q.grad = None
+        a = F.cross_entropy(cm(x).reshape(-1, 30), y)
+        a.backward()
+        e = F.cross_entropy(ref(x).reshape(-1, 30), y)
+        e.backward()
+        _close(a.item(), e.item(), 1e-5)
+        for p, q in zip(m.parameters(), ref.parameters()):
+            _close(p.grad.numpy(), q.grad.numpy(), 1e-4)
+    info = cm.cache_info()
+    assert info.traces == 2 and not info.size_notes, (info.reasons, info.size_notes)
+    if backend == "cpu":
+        # the first trace's static forward and backward are never reused;
+        # one size-generic forward and one size-generic backward serve the rest
+        assert info.compiles <= 3, info
+
+
+def test_backward_past_its_size_generic_versions_is_static_code_per_size(monkeypatch):
+    """Where no further size-generic version of a backward may be made, each
+    new size gets static code for its backward: the same gradients."""
+    from tracec.compiled_backward import BackwardPlan
+    monkeypatch.setattr(BackwardPlan, "max_versions", 0)
+    tracec.manual_seed(0)
+    m, ref = _LM(), _LM()
+    ref.load_state_dict(m.state_dict())
+    cm = tracec.compile(m, backend="interp")
+    rng = np.random.default_rng(1)
+    for b, t in ((4, 9), (5, 12), (3, 7), (5, 12)):
+        x = tracec.tensor(rng.integers(0, 30, (b, t)))
+        cm(x).pow(2).mean().backward()
+        ref(x).pow(2).mean().backward()
+        for p, q in zip(m.parameters(), ref.parameters()):
+            _close(p.grad.numpy(), q.grad.numpy(), 1e-4)
+    plans = [e.backward_plan for es in cm._sym.values() for e in es for e in e.generic]
+    assert plans and all(len(p._static) == 2 for p in plans), [p._static for p in plans]
