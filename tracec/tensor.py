@@ -178,6 +178,34 @@ class Size(tuple):
         return (Size, (tuple(self),))
 
 
+def _size_int(d):
+    """``d`` as one size of a legacy size constructor, or None: a Python or
+    NumPy int, or (as PyTorch's ``__index__``) a one-element integer tensor."""
+    if isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)):
+        return int(d)
+    if isinstance(d, Tensor) and d.dtype.category == 1 and d.numel() == 1:
+        return int(d.item())
+    return None
+
+
+def legacy_sizes(args) -> tuple | None:
+    """The sizes of ``Tensor(3, 4)`` / ``LongTensor(n, t.max())`` /
+    ``Tensor(torch.Size([2, 3]))`` / ``x.new(2, 3)``, or None when ``args``
+    are data (one argument that is not an int nor a Size: ``Tensor(t)`` copies
+    a 0-dim tensor as PyTorch does)."""
+    if not args:
+        return None
+    if len(args) == 1:
+        if isinstance(args[0], Size):
+            return tuple(args[0])
+        if not isinstance(args[0], Tensor):
+            s = _size_int(args[0])
+            return None if s is None else (s,)
+        return None
+    sizes = tuple(_size_int(a) for a in args)
+    return None if None in sizes else sizes
+
+
 class Tensor:
     """A multi-dimensional array with define-by-run autograd (API.md §1-2)."""
 
@@ -188,10 +216,11 @@ class Tensor:
     __array_priority__ = 1000  # make ndarray <op> Tensor defer to Tensor
 
     def __init__(self, *data, dtype=None, requires_grad=False):
-        if data and all(isinstance(d, int) and not isinstance(d, bool) for d in data):
+        sizes = legacy_sizes(data)
+        if sizes is not None:
             # The legacy size constructor ``Tensor(3, 4)``: zeros (PyTorch leaves
             # them uninitialised).
-            data = (np.zeros(data, dtype=(dtype and dt.to_dtype(dtype).np) or np.float32),)
+            data = (np.zeros(sizes, dtype=(dtype and dt.to_dtype(dtype).np) or np.float32),)
         if len(data) > 1:
             raise TypeError("Tensor(): expected sizes (ints) or one data argument")
         # torch.Tensor(data) is the legacy FloatTensor constructor: float by default.
@@ -394,7 +423,13 @@ class Tensor:
 
     @property
     def data(self) -> "Tensor":
-        return self.detach()
+        # detach() with its own version counter, as PyTorch's ``.data``: an
+        # in-place write through it (``out.data.masked_fill_(mask, 0)``, an
+        # optimizer's ``p.data.add_``) is hidden from autograd, so the saved
+        # tensors of the ops that read ``self`` stay valid.
+        t = self.detach()
+        t._version = [0]
+        return t
 
     @data.setter
     def data(self, value: "Tensor"):
@@ -673,11 +708,12 @@ class Tensor:
         root = self._base
         if root is not None and not self._view_chain:
             # A detach() alias: the same storage, no autograd link to its root.
+            kept = _grad_path_kept(root, new, op) if RECORDERS else new
             self._write_data(new, op)
             if RECORDERS:
                 for r in RECORDERS:
                     r(None, (new,), {"inplace": op}, self)
-                _tell_recorders(root, new, op)
+                _tell_recorders(root, kept, op)
             return self
         functional = bool(RECORDERS) or (graph.is_grad_enabled() and (
             new.requires_grad or self.requires_grad
@@ -903,6 +939,29 @@ def attach_node(prim, params, args, out: Tensor) -> None:
     if live:
         out.requires_grad = True
         out._node = graph.Node(prim, params, args, out, tuple(nexts))
+
+
+def _grad_path_kept(root: Tensor, new: Tensor, op: str) -> Tensor:
+    """For the tracer: ``new``'s value, written into ``root`` through a
+    ``.data`` / ``detach()`` alias, with ``root``'s place in the graph.
+    Eagerly such a write changes the values and keeps ``root``'s grad_fn
+    (Tacotron2's ``alignment.data.masked_fill_(mask, -inf)`` before the
+    softmax: the gradient still reaches the energies' layers), so the
+    traced value must be ``new`` with the gradient flowing into ``root``'s
+    old value: ``new - (sg(root) - root)``, whose subtrahend is an exact +0
+    (so ``new`` is exact, -0.0 included) where ``root`` is finite, and 0,
+    with no gradient, where it is not.  A leaf (a parameter updated through
+    ``p.data``) keeps the plain write: its gradient is taken at its current
+    value."""
+    if not (root.requires_grad and root._node is not None and new.dtype is root.dtype
+            and root.dtype.is_floating_point and new.shape == root.shape):
+        return new
+    for r in RECORDERS:   # (may refuse: an op already read the old value, see tracing)
+        r(None, (root,), {"alias_write": op}, root)
+    with graph.enable_grad():
+        z = ew.sub(ew.stop_gradient(root), root)
+        z = ew.where(ew.eq(z, 0.0), z, 0.0)
+        return ew.sub(new.detach(), z)
 
 
 def _tell_recorders(t: Tensor, new: Tensor, op: str) -> None:

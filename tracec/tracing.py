@@ -355,6 +355,8 @@ class Recording:
     def on_primitive(self, prim, args, params, out):
         if self.suspended:
             return
+        if prim is None and "alias_write" in params:
+            return self._check_alias_write(out, params["alias_write"])
         if prim is None:  # ``out`` now holds the value of args[0] (an in-place write)
             if id(out) in self.component_shared and params.get("inplace") != "view":
                 return self.fail(
@@ -412,6 +414,25 @@ class Recording:
             self.consts.add(id(out))
         else:
             self.consts.discard(id(out))   # e.g. a constant updated in place by a traced value
+
+    def _check_alias_write(self, t: Tensor, op: str) -> None:
+        """``t`` (requires grad, not a leaf) is about to be written through a
+        ``.data`` / ``detach()`` alias.  Eagerly the ops that already read
+        ``t`` saved it by reference, so their gradients read the written
+        values (Tacotron2's parse_output masks the mel frames the postnet's
+        first convolution read); the IR's gradient would read the old ones.
+        So a write to a value that some recorded op (other than the alias'
+        own stop_gradient) already read cannot be compiled."""
+        e = self.env.get(id(t))
+        if e is None or e[0] is not t:
+            return
+        readers = [u.operation for u in e[1].uses
+                   if not u.operation.name.endswith("stop_gradient")]
+        if readers:
+            self.fail(f"{format_location(user_location())}: {op} through .data or detach() "
+                      "writes a tensor that requires grad after an op read it "
+                      f"({readers[0].name}): that op's gradient reads the written values "
+                      "eagerly but would read the old ones compiled")
 
     def _all_consts(self, args) -> bool:
         # (no tensor operand: a factory such as iota or full, Transformer-XL's
