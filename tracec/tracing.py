@@ -244,6 +244,8 @@ class Recording:
         # id(module) -> [module, its training flag when the call began, the last
         # one train() set]: compiled calls set the flag (no side effect to refuse)
         self.mode_writes: dict = {}
+        # parameters whose requires_grad the call set: id -> (tensor, the flag it found)
+        self.rg_writes: dict = {}
         #: ``ItemValue``s handed out by item() (numbers the call may return)
         self.items: list = []
         self.py_draws = 0             # random.random() calls recorded
@@ -319,7 +321,8 @@ class Recording:
             shape = self.tensor_shape(leaf) or shape   # an argument's .grad: its sizes
         spec = InputSpec("grad", leaf, shape, t.dtype,
                          self.arg_position.get(id(leaf))) if leaf is not None \
-            else InputSpec("state", t, shape, t.dtype, requires_grad=t.requires_grad)
+            else InputSpec("state", t, shape, t.dtype,
+                           requires_grad=self.rg_writes.get(id(t), (None, t.requires_grad))[1])
         arg = self.block.insert_arg(ir.tensor_type(shape, t.dtype), len(self.block.args))
         self.inputs.append(spec)
         self.env[id(t)] = (t, arg)
@@ -354,6 +357,10 @@ class Recording:
 
     def on_primitive(self, prim, args, params, out):
         if self.suspended:
+            return
+        if prim is None and "requires_grad_set" in params:
+            if out._birth != self.epoch:   # (a parameter made by the call starts there)
+                self.rg_writes.setdefault(id(out), (out, params["requires_grad_set"]))
             return
         if prim is None and "alias_write" in params:
             return self._check_alias_write(out, params["alias_write"])
@@ -916,6 +923,8 @@ class Recording:
                 outputs.append(OutputSpec("attr_const", (mod, name, value)))
         for mod, _, mode in self.mode_writes.values():
             outputs.append(OutputSpec("attr_const", (mod, "training", mode)))
+        for p, _ in self.rg_writes.values():
+            outputs.append(OutputSpec("attr_const", (p, "requires_grad", p.requires_grad)))
         if self.mode_writes:
             self._mode_guards()
         for v, decision, loc in self.data_guards:
