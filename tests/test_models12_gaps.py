@@ -94,3 +94,17 @@ def test_requires_grad_found_otherwise_retraces():
     step(x)
     info = step.cache_info()
     assert info.traces == 2 and "requires_grad of lin.weight" in info.reasons[1]
+
+
+def test_negative_zero_scalar_is_not_positive_zero():
+    # weak scalars are cached by value, and -0.0 == 0.0: once 0.0 was used,
+    # x * -0.0 gave x * 0.0 (eagerly and as a compiled constant)
+    def run(m, compile_=lambda f: f):
+        def f(x):
+            a = x * 0.0
+            return a, x * -0.0, x.clone().mul_(-0.0), m.full_like(x, -0.0) + 0.0 * x
+        x = m.tensor([-2.0, 3.0, 0.0])
+        return [np.signbit(t.numpy()).tolist() for t in compile_(f)(x)]
+    want = run(torch)
+    assert run(tracec) == want
+    assert run(tracec, tracec.compile) == want

@@ -795,9 +795,17 @@ _IN_TENSOR_COPY = "tracec.tensor: copying inside a tensor"   # a deepcopy memo k
 _FIELDS = tuple(n for n in Tensor.__slots__ if not n.startswith("__"))
 
 
+def scalar_key(value, dtype: dt.DType) -> tuple:
+    """A cache key for a scalar operand: -0.0 equals (and hashes as) 0.0,
+    but ``x.mul_(-0.0)`` flips the signs of the zeros it makes."""
+    if value == 0 and not isinstance(value, (int, np.integer, np.bool_)) and np.signbit(value):
+        return (type(value), value, dtype.name, "-0")
+    return (type(value), value, dtype.name)
+
+
 def weak_scalar(value, dtype: dt.DType) -> np.ndarray:
     """The read-only 0-d array a weakly typed scalar operand becomes."""
-    key = (type(value), value, dtype.name)
+    key = scalar_key(value, dtype)
     arr = _SCALAR_ARRAYS.get(key)
     if arr is None:
         if dtype.category == 1 and not isinstance(value, (bool, np.bool_)) and \
@@ -952,12 +960,15 @@ def _grad_path_kept(root: Tensor, new: Tensor, op: str) -> Tensor:
     (so ``new`` is exact, -0.0 included) where ``root`` is finite, and 0,
     with no gradient, where it is not.  A leaf (a parameter updated through
     ``p.data``) keeps the plain write: its gradient is taken at its current
-    value."""
-    if not (root.requires_grad and root._node is not None and new.dtype is root.dtype
-            and root.dtype.is_floating_point and new.shape == root.shape):
+    value.  Any other root is first shown to the tracer, which refuses a
+    later backward when an op already read the old value."""
+    if root.requires_grad and root._node is None:
         return new
-    for r in RECORDERS:   # (may refuse: an op already read the old value, see tracing)
+    for r in RECORDERS:   # (an op already read the old value: see tracing)
         r(None, (root,), {"alias_write": op}, root)
+    if not (root.requires_grad and new.dtype is root.dtype and root.dtype.is_floating_point
+            and new.shape == root.shape):
+        return new
     with graph.enable_grad():
         z = ew.sub(ew.stop_gradient(root), root)
         z = ew.where(ew.eq(z, 0.0), z, 0.0)

@@ -42,7 +42,7 @@ from tracec.symbolic import Sym
 from tracec.sym_shapes import SymbolTable
 from tracec.tensor import (CONCRETE_CHECKS, EPOCH, GRAD_HOOKS, GUARD_HOOKS,  # noqa: F401
                            RECORDERS, SYM_SHAPES)
-from tracec.tensor import ITEM_HOOKS, Tensor, weak_scalar
+from tracec.tensor import ITEM_HOOKS, Tensor, scalar_key, weak_scalar
 from tracec.item_value import DrawValue, ItemValue, plain
 
 __all__ = ["TraceError", "Trace", "Recording", "user_location", "record"]
@@ -246,6 +246,8 @@ class Recording:
         self.mode_writes: dict = {}
         # parameters whose requires_grad the call set: id -> (tensor, the flag it found)
         self.rg_writes: dict = {}
+        # why a backward from now on cannot be compiled (_check_alias_write), or None
+        self.dirty_alias_write = None
         #: ``ItemValue``s handed out by item() (numbers the call may return)
         self.items: list = []
         self.py_draws = 0             # random.random() calls recorded
@@ -344,7 +346,7 @@ class Recording:
                 self.block.add_op(op)
                 ssa = self.scalars[key] = op.results[0]
             return ssa
-        key = (type(v), v, dtype.name)
+        key = scalar_key(v, dtype)
         ssa = self.scalars.get(key)
         if ssa is None:
             # The array the eager op used (an integer wrapped to the dtype's range).
@@ -429,17 +431,20 @@ class Recording:
         values (Tacotron2's parse_output masks the mel frames the postnet's
         first convolution read); the IR's gradient would read the old ones.
         So a write to a value that some recorded op (other than the alias'
-        own stop_gradient) already read cannot be compiled."""
+        own stop_gradient) already read, followed by a backward, cannot be
+        compiled (``on_backward`` refuses it)."""
         e = self.env.get(id(t))
         if e is None or e[0] is not t:
             return
         readers = [u.operation for u in e[1].uses
                    if not u.operation.name.endswith("stop_gradient")]
-        if readers:
-            self.fail(f"{format_location(user_location())}: {op} through .data or detach() "
-                      "writes a tensor that requires grad after an op read it "
-                      f"({readers[0].name}): that op's gradient reads the written values "
-                      "eagerly but would read the old ones compiled")
+        if readers and not self.dirty_alias_write:
+            # (refused at the next backward: before it, no gradient reads it)
+            self.dirty_alias_write = (
+                f"{format_location(user_location())}: {op} through .data or detach() writes "
+                f"a tensor after an op read it ({readers[0].name}), then a backward runs: "
+                "that op's gradient reads the written values eagerly but would read the old "
+                "ones compiled")
 
     def _all_consts(self, args) -> bool:
         # (no tensor operand: a factory such as iota or full, Transformer-XL's
@@ -701,6 +706,8 @@ class Recording:
     def on_backward(self, tensors, grads, inputs, create_graph):
         if self.suspended:
             return None
+        if self.dirty_alias_write:
+            return self.fail(self.dirty_alias_write)
         loc = user_location()
         self.had_backward = True
         if inputs == autograd.GRAD_CALL or create_graph:
