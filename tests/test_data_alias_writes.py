@@ -125,45 +125,109 @@ def test_compiled_write_through_data_after_a_read_runs_eagerly():
         np.testing.assert_allclose(gx, wx, rtol=1e-5, atol=1e-5)
 
 
-def test_compiled_write_through_data_into_an_input_a_conv_read_runs_eagerly():
-    # the input does not require grad, the weight's gradient still reads it
-    def run(m, compile_=None):
-        w = m.tensor(np.arange(12, dtype=np.float32).reshape(2, 2, 3) / 10, requires_grad=True)
+def test_compiled_write_through_data_with_no_later_backward_compiles():
+    # a write through .data after the backward: no gradient is left to read it
+    def run(m, compile_):
+        lin = m.nn.Linear(3, 2)
+        with m.no_grad():
+            lin.weight.copy_(m.tensor([[0.5, -1.0, 0.25], [1.5, 0.5, -0.75]]))
+            lin.bias.copy_(m.tensor([0.1, -0.2]))
 
-        def step(x0):
+        def step(x):
+            lin.zero_grad()
+            h = lin(x)
+            y = (h * h).sum()
+            y.backward()
+            h.data.clamp_(min=0)
+            return y, h
+        f = compile_(step)
+        out = []
+        for k in range(3):
+            y, h = f(m.tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3) * (k + 1)))
+            out.append((y.item(), h.detach().numpy().copy(), lin.weight.grad.numpy().copy()))
+        return out, f
+    want, _ = run(torch, lambda f: f)
+    got, f = run(tracec, tracec.compile)
+    for (wy, wh, wg), (gy, gh, gg) in zip(want, got):
+        assert abs(gy - wy) <= 1e-5 * abs(wy)
+        np.testing.assert_allclose(gh, wh, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(gg, wg, rtol=1e-5, atol=1e-6)
+    assert f.cache_info().traces == 1 and f.cache_info().compiles + f.cache_info().loads == 1
+
+
+def test_inplace_into_a_detached_alias_joins_the_graph():
+    # Tacotron2's attention_weights_cum = Variable(memory.data.new(B, T).zero_())
+    # then ``attention_weights_cum += attention_weights`` each decoder step
+    def run(m, compile_=lambda f: f):
+        w = m.tensor([1., 2., 3.], requires_grad=True)
+
+        def step(x):
             w.grad = None
-            x = (x0 * 2).transpose(1, 2)
-            y = m.nn.functional.conv1d(x, w, padding=1)
-            x.data.masked_fill_(m.tensor([False, False, True, True, True]), 0.0)
-            loss = y.sum()
+            root = x.new(3).zero_()
+            acc = m.autograd.Variable(root)
+            for i in range(2):
+                acc += w * x * (i + 1)
+            loss = (acc * acc).sum() + root.sum()
+            loss.backward()
+            return loss, acc.requires_grad, root.requires_grad
+        f = compile_(step)
+        return [(lambda r: (r[0].item(), r[1], r[2], w.grad.tolist()))(f(m.tensor([1., -1., .5]) * k))
+                for k in (1, 2, 3)]
+    want = run(torch)
+    assert run(tracec) == want
+    got = run(tracec, tracec.compile)
+    for (wl, *wr), (gl, *gr) in zip(want, got):
+        assert abs(gl - wl) <= 1e-6 * abs(wl) and gr[:2] == wr[:2]
+        np.testing.assert_allclose(gr[2], wr[2], rtol=1e-6)
+
+
+def test_compiled_masking_a_view_through_data_keeps_the_gradient():
+    # Attention.get_alignment_energies returns energies.squeeze(-1): a view
+    def run(m, compile_):
+        v = m.tensor(np.linspace(-1, 1, 6, dtype=np.float32).reshape(1, 6), requires_grad=True)
+        mask = m.tensor([[False, False, True], [False, True, False]])
+
+        def step(h):
+            v.grad = None
+            alignment = (h * v.sum() + 0.5).unsqueeze(-1).squeeze(-1)
+            alignment.data.masked_fill_(mask, -float("inf"))
+            a = m.nn.functional.softmax(alignment, dim=1)
+            loss = (a * m.arange(3.)).sum()
             loss.backward()
             return loss
-        f = compile_(step) if compile_ else step
-        res = []
+        f = compile_(step)
+        out = []
         for k in range(3):
-            x0 = m.tensor(np.linspace(-1, 1, 20, dtype=np.float32).reshape(2, 5, 2) * (k + 1))
-            res.append((f(x0).item(), w.grad.numpy().copy()))
-        return res
-    want = run(torch)
-    with pytest.warns(UserWarning, match="writes a tensor after an op read it"):
+            h = m.tensor(np.linspace(-1, 2, 6, dtype=np.float32).reshape(2, 3) * (k + 1))
+            out.append((f(h).item(), v.grad.numpy().copy()))
+        return out
+    want = run(torch, lambda f: f)
+    got = run(tracec, tracec.compile)
+    for (wl, wg), (gl, gg) in zip(want, got):
+        assert abs(gl - wl) <= 1e-5 * abs(wl)
+        assert np.abs(gg).max() > 1e-3
+        np.testing.assert_allclose(gg, wg, rtol=1e-4, atol=1e-6)
+
+
+def test_compiled_masking_a_saved_output_through_data_runs_eagerly():
+    # tanh's gradient reads its output, which the write changed (PyTorch: NaN)
+    def run(m, compile_):
+        v = m.tensor(np.linspace(-1, 1, 6, dtype=np.float32).reshape(1, 6), requires_grad=True)
+        mask = m.tensor([[False, False, True], [False, True, False]])
+
+        def step(h):
+            v.grad = None
+            alignment = m.tanh(h * v.sum()).unsqueeze(-1).squeeze(-1)
+            alignment.data.masked_fill_(mask, -float("inf"))
+            loss = (m.nn.functional.softmax(alignment, dim=1) * m.arange(3.)).sum()
+            loss.backward()
+            return loss
+        f = compile_(step)
+        return [(f(m.tensor(np.linspace(-1, 2, 6, dtype=np.float32).reshape(2, 3) * k)).item(),
+                 v.grad.numpy().copy()) for k in (1, 2, 3)]
+    want = run(torch, lambda f: f)
+    with pytest.warns(UserWarning, match=r"writes a tensor after an op read it \(tracec.tanh\)"):
         got = run(tracec, lambda f: tracec.compile(f, fallback="eager"))
     for (wl, wg), (gl, gg) in zip(want[1:], got[1:]):
         assert abs(gl - wl) <= 1e-5 * abs(wl)
-        np.testing.assert_allclose(gg, wg, rtol=1e-5, atol=1e-5)
-
-
-def test_compiled_write_through_data_with_no_later_backward_compiles():
-    # an EMA-style update through .data after the backward: nothing left to read it
-    lin = tracec.nn.Linear(3, 2)
-    shadow = (lin.weight * 1.0).detach()
-
-    @tracec.compile
-    def step(x):
-        lin.weight.grad = None
-        y = (lin(x) * shadow.sum()).sum()
-        y.backward()
-        shadow.data.mul_(0.5).add_(lin.weight.data, alpha=0.5)
-        return y
-    for k in range(3):
-        step(tracec.ones(4, 3) * k)
-    assert step.cache_info().compiles == 1
+        np.testing.assert_array_equal(np.isnan(gg), np.isnan(wg))

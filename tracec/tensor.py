@@ -710,10 +710,19 @@ class Tensor:
             # A detach() alias: the same storage, no autograd link to its root.
             kept = _grad_path_kept(root, new, op) if RECORDERS else new
             self._write_data(new, op)
+            if new.requires_grad and graph.is_grad_enabled():
+                # The alias itself joins the graph, as in PyTorch (Tacotron2's
+                # ``attention_weights_cum += attention_weights`` into a
+                # ``Variable(memory.data.new(B, T).zero_())``); its root does not.
+                self._node = new._node
+                self.requires_grad = True
             if RECORDERS:
                 for r in RECORDERS:
                     r(None, (new,), {"inplace": op}, self)
-                _tell_recorders(root, kept, op)
+                keep_grad = kept is not new
+                if not keep_grad and new.requires_grad:
+                    kept = ew.stop_gradient(new)
+                _tell_recorders(root, kept, op, keep_grad=keep_grad)
             return self
         functional = bool(RECORDERS) or (graph.is_grad_enabled() and (
             new.requires_grad or self.requires_grad
@@ -960,25 +969,31 @@ def _grad_path_kept(root: Tensor, new: Tensor, op: str) -> Tensor:
     (so ``new`` is exact, -0.0 included) where ``root`` is finite, and 0,
     with no gradient, where it is not.  A leaf (a parameter updated through
     ``p.data``) keeps the plain write: its gradient is taken at its current
-    value.  Any other root is first shown to the tracer, which refuses a
-    later backward when an op already read the old value."""
-    if root.requires_grad and root._node is None:
+    value.  The root is first shown to the tracer, which refuses a later
+    backward when an op already read the old value.  (A root that requires
+    no grad is not: Tacotron2's ``Variable(memory.data.new(B, T).zero_())``
+    accumulators are updated with ``+=`` after ``torch.cat`` copied them.
+    So a write through ``.data`` into such a tensor that a convolution read
+    before, with a backward after, still differs from eager: the weight
+    gradient reads the old input.)"""
+    if not (root.requires_grad and root._node is not None and new.dtype is root.dtype
+            and root.dtype.is_floating_point and new.shape == root.shape):
         return new
     for r in RECORDERS:   # (an op already read the old value: see tracing)
         r(None, (root,), {"alias_write": op}, root)
-    if not (root.requires_grad and new.dtype is root.dtype and root.dtype.is_floating_point
-            and new.shape == root.shape):
-        return new
     with graph.enable_grad():
         z = ew.sub(ew.stop_gradient(root), root)
         z = ew.where(ew.eq(z, 0.0), z, 0.0)
         return ew.sub(new.detach(), z)
 
 
-def _tell_recorders(t: Tensor, new: Tensor, op: str) -> None:
-    """Tell the recorders (only) that ``t``'s storage now holds ``new``."""
+def _tell_recorders(t: Tensor, new: Tensor, op: str, keep_grad: bool = False) -> None:
+    """Tell the recorders (only) that ``t``'s storage now holds ``new``
+    (``keep_grad``: ``new`` is ``_grad_path_kept``'s value, whose gradient
+    reaches ``t``'s old one, so a view's root is rebased with grad on:
+    its new node passes the same gradient to the old one)."""
     if t._view_chain:
-        with graph.no_grad():
+        with graph.enable_grad() if keep_grad else graph.no_grad():
             t._rebase_view(t._base, new)
         return
     for r in RECORDERS:

@@ -35,7 +35,7 @@ from tracec.creation import GENERATOR_STATES
 from tracec.nn.modules.module import ATTR_WRITES, MODE_WRITES, Module, replayed_token
 from tracec.guards import EnvGuard, GlobalRNGs
 from tracec.naming import argument_names, name_trace
-from tracec.ops.core import Aval
+from tracec.ops.core import PRIMITIVES, Aval
 from tracec.pytree import flatten_args, is_dataclass_instance, path_name
 from tracec import symbolic
 from tracec.symbolic import Sym
@@ -205,6 +205,29 @@ class TensorValue:
     def describe_change(self, old, new) -> str:
         return (f"the value of a {self.t.dtype.name}{list(self.t.shape)} tensor read by Python "
                 f"changed: {old} -> {new}")
+
+
+_VIEW_OPS = frozenset(("reshape", "transpose", "slice", "broadcast_to"))
+
+
+def _reader_of_storage(v) -> str | None:
+    """The name of a recorded op that read the storage SSA value ``v`` lives
+    in (eagerly a view shares it: walking up through view ops, any other
+    reader of the values they came from), or of the op that made that
+    storage if its gradient reads its own output (tanh, exp, sigmoid);
+    None if neither (stop_gradient reads, an alias' own, do not count)."""
+    via = None
+    while True:
+        for u in v.uses:
+            if u.operation is not via and not u.operation.name.endswith("stop_gradient"):
+                return u.operation.name
+        owner = getattr(v, "owner", None)
+        name = getattr(owner, "name", "").rpartition(".")[2]
+        if name in _VIEW_OPS:
+            via, v = owner, owner.operands[0]
+            continue
+        prim = PRIMITIVES.get(name)
+        return owner.name if prim is not None and prim.save_out else None
 
 
 class Recording:
@@ -434,15 +457,14 @@ class Recording:
         own stop_gradient) already read, followed by a backward, cannot be
         compiled (``on_backward`` refuses it)."""
         e = self.env.get(id(t))
-        if e is None or e[0] is not t:
+        if e is None or e[0] is not t or self.dirty_alias_write:
             return
-        readers = [u.operation for u in e[1].uses
-                   if not u.operation.name.endswith("stop_gradient")]
-        if readers and not self.dirty_alias_write:
+        reader = _reader_of_storage(e[1])
+        if reader:
             # (refused at the next backward: before it, no gradient reads it)
             self.dirty_alias_write = (
                 f"{format_location(user_location())}: {op} through .data or detach() writes "
-                f"a tensor after an op read it ({readers[0].name}), then a backward runs: "
+                f"a tensor after an op read it ({reader}), then a backward runs: "
                 "that op's gradient reads the written values eagerly but would read the old "
                 "ones compiled")
 
