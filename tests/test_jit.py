@@ -34,3 +34,26 @@ def test_names_match_torch_jit():
             "annotate", "Final", "fork", "wait", "freeze", "ScriptModule", "save", "load",
             "optimize_for_inference", "interface", "Attribute", "isinstance"]
     assert all(hasattr(torch.jit, n) and hasattr(tracec.jit, n) for n in used)
+
+
+def test_script_module_subclass_is_a_module_with_script_methods():
+    # RWKV's ``class RWKV_RNN(torch.jit.ScriptModule)`` with @script_method
+    def build(m):
+        class Mix(m.jit.ScriptModule):
+            def __init__(self):
+                super().__init__()
+                self.eval()
+                self.lin = m.nn.Linear(3, 2)
+
+            @m.jit.script_method
+            def forward(self, x, i: int):
+                return self.lin(x) * i
+        mod = Mix()
+        return mod, (isinstance(mod, m.nn.Module), isinstance(mod, m.jit.ScriptModule),
+                     mod.training, len(list(mod.parameters())))
+    (tm, want), (gm, got) = build(torch), build(tracec)
+    assert got == want == (True, True, False, 2)
+    gm.load_state_dict({k: tracec.from_numpy(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_allclose(gm(tracec.from_numpy(x), 3).detach().numpy(),
+                               tm(torch.from_numpy(x), 3).detach().numpy(), rtol=1e-6)

@@ -17,6 +17,8 @@ import textwrap
 import typing
 import warnings
 
+from tracec.nn.modules.module import Module
+
 __all__ = ["Attribute", "Error", "Final", "Future", "ScriptFunction", "ScriptModule", "annotate",
            "enable_onednn_fusion", "export", "fork", "freeze", "ignore", "interface",
            "is_scripting", "is_tracing", "isinstance", "load", "optimize_for_inference",
@@ -175,8 +177,12 @@ class _ScriptModuleMeta(type):
         return False
 
 
-class ScriptModule(metaclass=_ScriptModuleMeta):
-    """No object is a ScriptModule under tracec (``isinstance`` is False)."""
+class ScriptModule(Module):
+    """The legacy TorchScript base class (``class RWKV_RNN(torch.jit.ScriptModule)``
+    with ``@torch.jit.script_method`` methods, as RWKV's code writes it): an
+    ``nn.Module`` whose script methods run as the Python they are.  Only
+    instances of such subclasses are ScriptModules: ``script(m)`` returns
+    ``m`` itself, which is not one."""
 
 
 class ScriptFunction(metaclass=_ScriptModuleMeta):

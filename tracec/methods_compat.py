@@ -18,7 +18,7 @@ import numpy as np
 
 from tracec import creation, graph
 from tracec import dtypes as dt
-from tracec.tensor import RECORDERS, Size, Tensor, _HookHandle, concrete
+from tracec.tensor import RECORDERS, Size, Tensor, _HookHandle, concrete, legacy_sizes
 
 # id(leaf) -> (weak reference to the leaf, hooks run after its .grad is
 # accumulated): keyed by identity (a tensor's == is elementwise), and weak,
@@ -37,9 +37,8 @@ def new(self, *args, **kwargs):
         return creation.empty(0, dtype=d)
     if len(args) == 1 and isinstance(args[0], Tensor):
         return args[0].detach()
-    if len(args) == 1 and isinstance(args[0], Size) or all(
-            isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args):
-        sizes = tuple(args[0]) if isinstance(args[0], Size) else args
+    sizes = legacy_sizes(args)
+    if sizes is not None:
         return creation.empty(*sizes, dtype=d)
     if len(args) == 1:
         return creation.tensor(args[0], dtype=d)

@@ -73,7 +73,19 @@ def repeat(x, *sizes):
     inter = tuple(v for s in shape for v in (1, s))
     big = tuple(v for r, s in zip(sizes, shape) for v in (r, s))
     y = ops.broadcast_to(ops.reshape(x, inter), big)
-    return _named(ops.reshape(y, tuple(r * s for r, s in zip(sizes, shape))), "RepeatBackward0")
+    return _named(_fresh(ops.reshape(y, tuple(r * s for r, s in zip(sizes, shape))), x),
+                  "RepeatBackward0")
+
+
+def _fresh(y: Tensor, x: Tensor) -> Tensor:
+    """``y`` as a new contiguous tensor: repeat / repeat_interleave copy, as
+    PyTorch's do.  Repeating along size-1 dimensions reshapes the broadcast
+    into a stride-0 view of ``x`` (StyleGAN2's ``ConstantInput`` repeats its
+    ``[1, C, 4, 4]`` parameter over the batch and then ``view``s it), which
+    must neither refuse ``view`` nor alias ``x``'s storage."""
+    if y._data.flags.c_contiguous and not np.may_share_memory(y._data, x._data):
+        return y
+    return ops.cast(y, y.dtype)
 
 
 def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
@@ -104,7 +116,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     shape = tuple(input.shape)
     y = ops.broadcast_to(ops.reshape(input, shape[:d + 1] + (1,) + shape[d + 1:]),
                          shape[:d + 1] + (r,) + shape[d + 1:])
-    return _named(ops.reshape(y, shape[:d] + (shape[d] * r,) + shape[d + 1:]),
+    return _named(_fresh(ops.reshape(y, shape[:d] + (shape[d] * r,) + shape[d + 1:]), input),
                   "IndexSelectBackward0")
 
 

@@ -178,6 +178,34 @@ class Size(tuple):
         return (Size, (tuple(self),))
 
 
+def _size_int(d):
+    """``d`` as one size of a legacy size constructor, or None: a Python or
+    NumPy int, or (as PyTorch's ``__index__``) a one-element integer tensor."""
+    if isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)):
+        return int(d)
+    if isinstance(d, Tensor) and d.dtype.category == 1 and d.numel() == 1:
+        return int(d.item())
+    return None
+
+
+def legacy_sizes(args) -> tuple | None:
+    """The sizes of ``Tensor(3, 4)`` / ``LongTensor(n, t.max())`` /
+    ``Tensor(torch.Size([2, 3]))`` / ``x.new(2, 3)``, or None when ``args``
+    are data (one argument that is not an int nor a Size: ``Tensor(t)`` copies
+    a 0-dim tensor as PyTorch does)."""
+    if not args:
+        return None
+    if len(args) == 1:
+        if isinstance(args[0], Size):
+            return tuple(args[0])
+        if not isinstance(args[0], Tensor):
+            s = _size_int(args[0])
+            return None if s is None else (s,)
+        return None
+    sizes = tuple(_size_int(a) for a in args)
+    return None if None in sizes else sizes
+
+
 class Tensor:
     """A multi-dimensional array with define-by-run autograd (API.md §1-2)."""
 
@@ -188,10 +216,11 @@ class Tensor:
     __array_priority__ = 1000  # make ndarray <op> Tensor defer to Tensor
 
     def __init__(self, *data, dtype=None, requires_grad=False):
-        if data and all(isinstance(d, int) and not isinstance(d, bool) for d in data):
+        sizes = legacy_sizes(data)
+        if sizes is not None:
             # The legacy size constructor ``Tensor(3, 4)``: zeros (PyTorch leaves
             # them uninitialised).
-            data = (np.zeros(data, dtype=(dtype and dt.to_dtype(dtype).np) or np.float32),)
+            data = (np.zeros(sizes, dtype=(dtype and dt.to_dtype(dtype).np) or np.float32),)
         if len(data) > 1:
             raise TypeError("Tensor(): expected sizes (ints) or one data argument")
         # torch.Tensor(data) is the legacy FloatTensor constructor: float by default.
@@ -394,7 +423,13 @@ class Tensor:
 
     @property
     def data(self) -> "Tensor":
-        return self.detach()
+        # detach() with its own version counter, as PyTorch's ``.data``: an
+        # in-place write through it (``out.data.masked_fill_(mask, 0)``, an
+        # optimizer's ``p.data.add_``) is hidden from autograd, so the saved
+        # tensors of the ops that read ``self`` stay valid.
+        t = self.detach()
+        t._version = [0]
+        return t
 
     @data.setter
     def data(self, value: "Tensor"):
@@ -673,11 +708,21 @@ class Tensor:
         root = self._base
         if root is not None and not self._view_chain:
             # A detach() alias: the same storage, no autograd link to its root.
+            kept = _grad_path_kept(root, new, op) if RECORDERS else new
             self._write_data(new, op)
+            if new.requires_grad and graph.is_grad_enabled():
+                # The alias itself joins the graph, as in PyTorch (Tacotron2's
+                # ``attention_weights_cum += attention_weights`` into a
+                # ``Variable(memory.data.new(B, T).zero_())``); its root does not.
+                self._node = new._node
+                self.requires_grad = True
             if RECORDERS:
                 for r in RECORDERS:
                     r(None, (new,), {"inplace": op}, self)
-                _tell_recorders(root, new, op)
+                keep_grad = kept is not new
+                if not keep_grad and new.requires_grad:
+                    kept = ew.stop_gradient(new)
+                _tell_recorders(root, kept, op, keep_grad=keep_grad)
             return self
         functional = bool(RECORDERS) or (graph.is_grad_enabled() and (
             new.requires_grad or self.requires_grad
@@ -759,9 +804,17 @@ _IN_TENSOR_COPY = "tracec.tensor: copying inside a tensor"   # a deepcopy memo k
 _FIELDS = tuple(n for n in Tensor.__slots__ if not n.startswith("__"))
 
 
+def scalar_key(value, dtype: dt.DType) -> tuple:
+    """A cache key for a scalar operand: -0.0 equals (and hashes as) 0.0,
+    but ``x.mul_(-0.0)`` flips the signs of the zeros it makes."""
+    if value == 0 and not isinstance(value, (int, np.integer, np.bool_)) and np.signbit(value):
+        return (type(value), value, dtype.name, "-0")
+    return (type(value), value, dtype.name)
+
+
 def weak_scalar(value, dtype: dt.DType) -> np.ndarray:
     """The read-only 0-d array a weakly typed scalar operand becomes."""
-    key = (type(value), value, dtype.name)
+    key = scalar_key(value, dtype)
     arr = _SCALAR_ARRAYS.get(key)
     if arr is None:
         if dtype.category == 1 and not isinstance(value, (bool, np.bool_)) and \
@@ -905,10 +958,42 @@ def attach_node(prim, params, args, out: Tensor) -> None:
         out._node = graph.Node(prim, params, args, out, tuple(nexts))
 
 
-def _tell_recorders(t: Tensor, new: Tensor, op: str) -> None:
-    """Tell the recorders (only) that ``t``'s storage now holds ``new``."""
+def _grad_path_kept(root: Tensor, new: Tensor, op: str) -> Tensor:
+    """For the tracer: ``new``'s value, written into ``root`` through a
+    ``.data`` / ``detach()`` alias, with ``root``'s place in the graph.
+    Eagerly such a write changes the values and keeps ``root``'s grad_fn
+    (Tacotron2's ``alignment.data.masked_fill_(mask, -inf)`` before the
+    softmax: the gradient still reaches the energies' layers), so the
+    traced value must be ``new`` with the gradient flowing into ``root``'s
+    old value: ``new - (sg(root) - root)``, whose subtrahend is an exact +0
+    (so ``new`` is exact, -0.0 included) where ``root`` is finite, and 0,
+    with no gradient, where it is not.  A leaf (a parameter updated through
+    ``p.data``) keeps the plain write: its gradient is taken at its current
+    value.  The root is first shown to the tracer, which refuses a later
+    backward when an op already read the old value.  (A root that requires
+    no grad is not: Tacotron2's ``Variable(memory.data.new(B, T).zero_())``
+    accumulators are updated with ``+=`` after ``torch.cat`` copied them.
+    So a write through ``.data`` into such a tensor that a convolution read
+    before, with a backward after, still differs from eager: the weight
+    gradient reads the old input.)"""
+    if not (root.requires_grad and root._node is not None and new.dtype is root.dtype
+            and root.dtype.is_floating_point and new.shape == root.shape):
+        return new
+    for r in RECORDERS:   # (an op already read the old value: see tracing)
+        r(None, (root,), {"alias_write": op}, root)
+    with graph.enable_grad():
+        z = ew.sub(ew.stop_gradient(root), root)
+        z = ew.where(ew.eq(z, 0.0), z, 0.0)
+        return ew.sub(new.detach(), z)
+
+
+def _tell_recorders(t: Tensor, new: Tensor, op: str, keep_grad: bool = False) -> None:
+    """Tell the recorders (only) that ``t``'s storage now holds ``new``
+    (``keep_grad``: ``new`` is ``_grad_path_kept``'s value, whose gradient
+    reaches ``t``'s old one, so a view's root is rebased with grad on:
+    its new node passes the same gradient to the old one)."""
     if t._view_chain:
-        with graph.no_grad():
+        with graph.enable_grad() if keep_grad else graph.no_grad():
             t._rebase_view(t._base, new)
         return
     for r in RECORDERS:

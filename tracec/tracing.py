@@ -36,14 +36,14 @@ from tracec.creation import GENERATOR_STATES
 from tracec.nn.modules.module import ATTR_WRITES, MODE_WRITES, Module, replayed_token
 from tracec.guards import EnvGuard, GlobalRNGs
 from tracec.naming import argument_names, name_trace
-from tracec.ops.core import Aval
+from tracec.ops.core import PRIMITIVES, Aval
 from tracec.pytree import flatten_args, is_dataclass_instance, path_name
 from tracec import symbolic
 from tracec.symbolic import Sym
 from tracec.sym_shapes import SymbolTable
 from tracec.tensor import (CONCRETE_CHECKS, EPOCH, GRAD_HOOKS, GUARD_HOOKS,  # noqa: F401
                            RECORDERS, SYM_SHAPES)
-from tracec.tensor import ITEM_HOOKS, Tensor, weak_scalar
+from tracec.tensor import ITEM_HOOKS, Tensor, scalar_key, weak_scalar
 from tracec.item_value import DrawValue, ItemValue, plain
 
 __all__ = ["TraceError", "Trace", "Recording", "user_location", "record"]
@@ -220,6 +220,29 @@ class TensorValue:
                 f"changed: {old} -> {new}")
 
 
+_VIEW_OPS = frozenset(("reshape", "transpose", "slice", "broadcast_to"))
+
+
+def _reader_of_storage(v) -> str | None:
+    """The name of a recorded op that read the storage SSA value ``v`` lives
+    in (eagerly a view shares it: walking up through view ops, any other
+    reader of the values they came from), or of the op that made that
+    storage if its gradient reads its own output (tanh, exp, sigmoid);
+    None if neither (stop_gradient reads, an alias' own, do not count)."""
+    via = None
+    while True:
+        for u in v.uses:
+            if u.operation is not via and not u.operation.name.endswith("stop_gradient"):
+                return u.operation.name
+        owner = getattr(v, "owner", None)
+        name = getattr(owner, "name", "").rpartition(".")[2]
+        if name in _VIEW_OPS:
+            via, v = owner, owner.operands[0]
+            continue
+        prim = PRIMITIVES.get(name)
+        return owner.name if prim is not None and prim.save_out else None
+
+
 class Recording:
     """One trace in progress (see the module docstring)."""
 
@@ -257,6 +280,10 @@ class Recording:
         # id(module) -> [module, its training flag when the call began, the last
         # one train() set]: compiled calls set the flag (no side effect to refuse)
         self.mode_writes: dict = {}
+        # parameters whose requires_grad the call set: id -> (tensor, the flag it found)
+        self.rg_writes: dict = {}
+        # why a backward from now on cannot be compiled (_check_alias_write), or None
+        self.dirty_alias_write = None
         #: ``ItemValue``s handed out by item() (numbers the call may return)
         self.items: list = []
         self.py_draws = 0             # random.random() calls recorded
@@ -332,7 +359,8 @@ class Recording:
             shape = self.tensor_shape(leaf) or shape   # an argument's .grad: its sizes
         spec = InputSpec("grad", leaf, shape, t.dtype,
                          self.arg_position.get(id(leaf))) if leaf is not None \
-            else InputSpec("state", t, shape, t.dtype, requires_grad=t.requires_grad)
+            else InputSpec("state", t, shape, t.dtype,
+                           requires_grad=self.rg_writes.get(id(t), (None, t.requires_grad))[1])
         arg = self.block.insert_arg(ir.tensor_type(shape, t.dtype), len(self.block.args))
         self.inputs.append(spec)
         self.env[id(t)] = (t, arg)
@@ -354,7 +382,7 @@ class Recording:
                 self.block.add_op(op)
                 ssa = self.scalars[key] = op.results[0]
             return ssa
-        key = (type(v), v, dtype.name)
+        key = scalar_key(v, dtype)
         ssa = self.scalars.get(key)
         if ssa is None:
             # The array the eager op used (an integer wrapped to the dtype's range).
@@ -368,6 +396,12 @@ class Recording:
     def on_primitive(self, prim, args, params, out):
         if self.suspended:
             return
+        if prim is None and "requires_grad_set" in params:
+            if out._birth != self.epoch:   # (a parameter made by the call starts there)
+                self.rg_writes.setdefault(id(out), (out, params["requires_grad_set"]))
+            return
+        if prim is None and "alias_write" in params:
+            return self._check_alias_write(out, params["alias_write"])
         if prim is None:  # ``out`` now holds the value of args[0] (an in-place write)
             if id(out) in self.component_shared and params.get("inplace") != "view":
                 return self.fail(
@@ -425,6 +459,27 @@ class Recording:
             self.consts.add(id(out))
         else:
             self.consts.discard(id(out))   # e.g. a constant updated in place by a traced value
+
+    def _check_alias_write(self, t: Tensor, op: str) -> None:
+        """``t`` (requires grad, not a leaf) is about to be written through a
+        ``.data`` / ``detach()`` alias.  Eagerly the ops that already read
+        ``t`` saved it by reference, so their gradients read the written
+        values (Tacotron2's parse_output masks the mel frames the postnet's
+        first convolution read); the IR's gradient would read the old ones.
+        So a write to a value that some recorded op (other than the alias'
+        own stop_gradient) already read, followed by a backward, cannot be
+        compiled (``on_backward`` refuses it)."""
+        e = self.env.get(id(t))
+        if e is None or e[0] is not t or self.dirty_alias_write:
+            return
+        reader = _reader_of_storage(e[1])
+        if reader:
+            # (refused at the next backward: before it, no gradient reads it)
+            self.dirty_alias_write = (
+                f"{format_location(user_location())}: {op} through .data or detach() writes "
+                f"a tensor after an op read it ({reader}), then a backward runs: "
+                "that op's gradient reads the written values eagerly but would read the old "
+                "ones compiled")
 
     def _all_consts(self, args) -> bool:
         # (no tensor operand: a factory such as iota or full, Transformer-XL's
@@ -686,6 +741,8 @@ class Recording:
     def on_backward(self, tensors, grads, inputs, create_graph):
         if self.suspended:
             return None
+        if self.dirty_alias_write:
+            return self.fail(self.dirty_alias_write)
         loc = user_location()
         self.had_backward = True
         if inputs == autograd.GRAD_CALL or create_graph:
@@ -908,6 +965,8 @@ class Recording:
                 outputs.append(OutputSpec("attr_const", (mod, name, value)))
         for mod, _, mode in self.mode_writes.values():
             outputs.append(OutputSpec("attr_const", (mod, "training", mode)))
+        for p, _ in self.rg_writes.values():
+            outputs.append(OutputSpec("attr_const", (p, "requires_grad", p.requires_grad)))
         if self.mode_writes:
             self._mode_guards()
         for v, decision, loc in self.data_guards:

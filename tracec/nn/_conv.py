@@ -196,6 +196,25 @@ def _depthwise_col2im(gd: np.ndarray, wk: np.ndarray, padded, windows) -> np.nda
     return np.moveaxis(gxp, (nsp, nsp + 1), (0, 1))
 
 
+def _im2col(a: np.ndarray, kernel, geometry) -> np.ndarray:
+    """The padded input's windows as columns: ``[N, C*kk, L]``, or
+    ``[N, G, C/G*kk, L]`` for grouped convolutions (contiguous)."""
+    stride, low, high, dilation, groups, out = geometry
+    n, c = a.shape[:2]
+    if any(low) or any(high):
+        xp = np.zeros((n, c) + tuple(s + lo + hi for s, lo, hi in
+                                      zip(a.shape[2:], low, high)), a.dtype)
+        xp[(slice(None), slice(None)) + tuple(slice(lo, lo + s) for s, lo in
+                                              zip(a.shape[2:], low))] = a
+    else:
+        xp = a
+    cols = np.ascontiguousarray(_window_view(xp, kernel, stride, dilation, out))
+    kk, length = math.prod(kernel), math.prod(out)
+    if groups == 1:
+        return cols.reshape(n, c * kk, length)
+    return cols.reshape(n, groups, c // groups * kk, length)
+
+
 class _ConvEager(Function):
     """``_conv_prims`` run eagerly in NumPy: the padded input's windows
     copied once into the im2col matrix (the primitive path's pad, one
@@ -211,32 +230,28 @@ class _ConvEager(Function):
     def forward(ctx, x, weight, bias, geometry):
         stride, low, high, dilation, groups, out = geometry
         a, w = x._data, weight._data
-        n, c = a.shape[:2]
+        n = a.shape[0]
         o, cg = w.shape[:2]
         kernel = w.shape[2:]
-        kk, length = math.prod(kernel), math.prod(out)
-        if any(low) or any(high):
-            xp = np.zeros((n, c) + tuple(s + lo + hi for s, lo, hi in
-                                          zip(a.shape[2:], low, high)), a.dtype)
-            xp[(slice(None), slice(None)) + tuple(slice(lo, lo + s) for s, lo in
-                                                  zip(a.shape[2:], low))] = a
-        else:
-            xp = a
-        cols = np.ascontiguousarray(_window_view(xp, kernel, stride, dilation, out))
+        cols = _im2col(a, kernel, geometry)
         if groups == 1:
-            cols = cols.reshape(n, c * kk, length)
-            y = np.matmul(w.reshape(o, cg * kk), cols)                 # [N, O, L]
+            y = np.matmul(w.reshape(o, cg * math.prod(kernel)), cols)   # [N, O, L]
         else:
-            cols = cols.reshape(n, groups, cg * kk, length)
-            y = np.matmul(w.reshape(groups, o // groups, cg * kk), cols)  # [N, G, O/G, L]
+            y = np.matmul(w.reshape(groups, o // groups, cg * math.prod(kernel)),
+                          cols)                                            # [N, G, O/G, L]
         y = y.reshape((n, o) + tuple(out))
         if bias is not None:
             y += bias._data.reshape((1, o) + (1,) * len(kernel))
         ctx.save_for_backward(x, weight, bias)
         ctx.geometry = geometry
         # the columns are what the weight's gradient reads (as the
-        # primitive path's matmul keeps them)
+        # primitive path's matmul keeps them), with a copy of the input they
+        # came from: PyTorch's weight gradient reads the saved input as it is
+        # at backward time, and a write through ``x.data`` (Tacotron2's
+        # parse_output masking the mel frames the postnet read) changes it
+        # without a version bump
         ctx.cols = cols if ctx.needs_input_grad[1] else None
+        ctx.x_seen = a.copy() if ctx.needs_input_grad[1] else None
         return Tensor._make(y, x.dtype)
 
     @staticmethod
@@ -263,6 +278,8 @@ class _ConvEager(Function):
         gx = gw = gb = None
         if need_w:
             cols = ctx.cols
+            if not np.array_equal(x._data, ctx.x_seen, equal_nan=True):
+                cols = _im2col(x._data, kernel, geometry)
             gw = np.add.reduce(np.matmul(g3, np.swapaxes(cols, -1, -2)), axis=(0,))
             gw = Tensor._make(gw.reshape(w.shape), weight.dtype)
         if need_b:

@@ -23,8 +23,27 @@ def _share_value(t: Tensor, data: Tensor) -> None:
         _tell_recorders(t, data.detach(), "Parameter")
 
 
+_REQUIRES_GRAD = Tensor.requires_grad   # the slot Tensor keeps the flag in
+
+
 class Parameter(Tensor):
     """A Tensor that is a module parameter (``isinstance(p, nn.Parameter)``)."""
+
+    @property
+    def requires_grad(self) -> bool:
+        return _REQUIRES_GRAD.__get__(self)
+
+    @requires_grad.setter
+    def requires_grad(self, flag) -> None:
+        # A GAN's step flips its networks' flags (StyleGAN2's
+        # ``requires_grad(generator, True)`` in the G step): inside
+        # tracec.compile the trace is told the flag the call found, which
+        # its guard keeps, and the one it leaves, which compiled calls set.
+        if RECORDERS and hasattr(self, "_birth"):
+            old = _REQUIRES_GRAD.__get__(self)
+            for r in RECORDERS:
+                r(None, (), {"requires_grad_set": old}, self)
+        _REQUIRES_GRAD.__set__(self, flag)
 
     def __new__(cls, data=None, requires_grad: bool = True):
         if data is None:
