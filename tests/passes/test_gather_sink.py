@@ -127,3 +127,35 @@ def test_broadcast_operands_sink_as_themselves():
     # gatherable as it is, so the sinking stops above the add.
     text = _checked(fn, _data(6, 9), _data(9), _data(6, 1), RNG.integers(0, 9, (6, 1)))
     assert text.count("tracec.gather") == 1, text
+
+
+
+def _recursion(x, a, idx, n):
+    # a gather at the end of a long elementwise chain (CTC's alpha recursion
+    # read at the sequence ends) in a block with other ops: it sinks back
+    # through every step
+    y = x
+    for _ in range(n):
+        x = tracec.where(a > 0, x * a + 0.5, x - a)
+        y = y * 0.5 + a
+    return tracec.gather(x, 1, idx), y
+
+
+def test_a_gather_sinks_through_a_long_chain_in_linear_time():
+    import time
+
+    from tracec.passes import gather_sink
+    arrays = [_data(3, 40), _data(3, 40), np.array([[5], [0], [39]])]
+    took = {}
+    for n in (100, 400):
+        module = traced(lambda x, a, i: _recursion(x, a, i, n), *[tracec.tensor(a) for a in arrays])
+        before = module.clone()
+        t0 = time.perf_counter()
+        gather_sink.GatherSinkPass().apply(None, module)
+        took[n] = time.perf_counter() - t0
+        text = ir.print_module(module, debuginfo=False)
+        assert text.count("tracec.gather") == 2, text[-2000:]   # sunk to x and a
+        assert_same(run(module, arrays), run(before, arrays), "")
+    # 4x the chain, ~4x the time; a sweep of the whole block per level sunk
+    # (quadratic) took ~16x
+    assert took[400] < 9 * took[100] + 0.3, took

@@ -66,11 +66,27 @@ def _elementwise(op) -> bool:
     return name is not None and PRIMITIVES[name].kind == "elementwise"
 
 
+def _before(a: Operation, b: Operation) -> bool:
+    """Whether ``a`` comes before ``b`` (another op of its block): a walk
+    both ways from ``a``, as long as the distance between them (xDSL's
+    ``is_before_in_block`` walks to the block's end when it does not)."""
+    fwd, back = a.next_op, a.prev_op
+    while fwd is not None or back is not None:
+        if fwd is b:
+            return True
+        if back is b:
+            return False
+        fwd = fwd.next_op if fwd is not None else None
+        back = back.prev_op if back is not None else None
+    return False
+
+
 class _Sinker:
     def __init__(self, block: Block):
         self.block = block
         self.memo: dict = {}
         self.padded: set = set()       # gathers made of a reshape made here
+        self.made: list = []           # gathers made by the last sink()
 
     def _insert(self, op: Operation, before: Operation) -> SSAValue:
         self.block.insert_op_before(op, before)
@@ -82,7 +98,7 @@ class _Sinker:
         key = (u, idx, axis)
         g = self.memo.get(key)
         if g is not None and g.owner.parent is self.block:
-            if not g.owner.is_before_in_block(at):
+            if not _before(g.owner, at):
                 # made for a later reader: move it (and its reshape) up
                 # here; its operands are defined before any gather sunk
                 # from the same original one
@@ -103,6 +119,7 @@ class _Sinker:
                        (ishape, ir.dtype_of(u.type)), loc=at.location), at)
         if src is not u:
             self.padded.add(g.owner)
+        self.made.append(g.owner)
         return g
 
     def sink(self, op: Operation) -> bool:
@@ -212,12 +229,21 @@ class GatherSinkPass(ModulePass):
 
 def run_block(block: Block) -> None:
     sinker = _Sinker(block)
-    changed = True
-    while changed:
-        changed = False
-        for op in list(block.ops):
-            if ir.primitive_name(op) == "gather" and op.parent is block and sinker.sink(op):
-                changed = True
+    # Level by level, as sweeps of the whole block would go (a gather sinks
+    # one level per rewrite, and the gathers of one level are all made
+    # before any of them sinks, so readers of one operand share its gather),
+    # but visiting only the gathers the last level made: sweeping the block
+    # once per level is quadratic when a gather sinks back through a long
+    # chain (CTC's end-of-sequence gathers through every time step of the
+    # alpha recursion).
+    level = [op for op in block.ops if ir.primitive_name(op) == "gather"]
+    while level:
+        made = []
+        for op in level:
+            if op.parent is block and sinker.sink(op):
+                made.extend(sinker.made)
+            sinker.made.clear()
+        level = made
     checked = _checked_indices(block)
     for op in list(block.ops):
         if ir.primitive_name(op) == "scatter_add":

@@ -111,7 +111,9 @@ class _ConvNd(Module):
             s += f", padding_mode={self.padding_mode}"
         return s
 
-    def _conv_forward(self, input, weight, bias, fn):
+    def _conv_nd(self, input, weight, bias, fn):
+        # the body of Conv1d/2d/3d._conv_forward(input, weight, bias), which
+        # subclasses override (whisper's Conv1d casts weight to input's dtype)
         if self.padding_mode != "zeros":
             return fn(F.pad(input, self._reversed_padding_repeated_twice,
                             mode=self.padding_mode), weight, bias, self.stride,
@@ -128,8 +130,11 @@ class Conv1d(_ConvNd):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
                          False, 0, groups, bias, padding_mode, device, dtype)
 
+    def _conv_forward(self, input, weight, bias):
+        return self._conv_nd(input, weight, bias, F.conv1d)
+
     def forward(self, input):
-        return self._conv_forward(input, self.weight, self.bias, F.conv1d)
+        return self._conv_forward(input, self.weight, self.bias)
 
 
 class Conv2d(_ConvNd):
@@ -141,8 +146,11 @@ class Conv2d(_ConvNd):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
                          False, 0, groups, bias, padding_mode, device, dtype)
 
+    def _conv_forward(self, input, weight, bias):
+        return self._conv_nd(input, weight, bias, F.conv2d)
+
     def forward(self, input):
-        return self._conv_forward(input, self.weight, self.bias, F.conv2d)
+        return self._conv_forward(input, self.weight, self.bias)
 
 
 class Conv3d(_ConvNd):
@@ -154,8 +162,11 @@ class Conv3d(_ConvNd):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
                          False, 0, groups, bias, padding_mode, device, dtype)
 
+    def _conv_forward(self, input, weight, bias):
+        return self._conv_nd(input, weight, bias, F.conv3d)
+
     def forward(self, input):
-        return self._conv_forward(input, self.weight, self.bias, F.conv3d)
+        return self._conv_forward(input, self.weight, self.bias)
 
 
 class _ConvTransposeNd(_ConvNd):

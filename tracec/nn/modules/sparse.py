@@ -125,7 +125,8 @@ class EmbeddingBag(Module):
                                per_sample_weights, self.include_last_offset, self.padding_idx)
 
     def extra_repr(self) -> str:
-        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        # as torch's: every value as its repr (np.int64(10) as given by dlrm)
+        s = f"{self.num_embeddings!r}, {self.embedding_dim!r}"
         if self.max_norm is not None:
             s += f", max_norm={self.max_norm!r}"
         if self.norm_type != 2:
