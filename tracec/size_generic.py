@@ -89,13 +89,14 @@ def maker(cf, entry, backend, backward_out):
 
 def compile_generic_backward(cf, backend, module, optimize, env: dict):
     """The size-generic executable of a compiled forward's backward
-    (``compiled_backward.BackwardPlan.run``): the passes and the backend
-    run on the symbolic backward module under the sizes ``env`` of the
-    call that needs it; their decisions are its guards.  Not kept in the
-    disk cache (a fresh process compiles it at its first backward)."""
-    cf.compiles += 1
-    with symbolic.hinted(env), symbolic.recorded_guards() as guards:
-        return backend.compile_module(optimize(), size_guards=guards)
+    (``compiled_backward.BackwardPlan.run``): a version in the disk cache
+    whose guards ``env`` passes, else the passes and the backend run on
+    the symbolic backward ``module`` under the sizes ``env`` of the call
+    that needs it (their decisions are its guards)."""
+    def build():
+        with symbolic.hinted(env), symbolic.recorded_guards() as guards:
+            return backend.compile_module(optimize(), size_guards=guards)
+    return _versions(cf, backend, module, "generic-backward", env, build)[0]
 
 
 def compile_generic(cf, backend, sub, env: dict, donate):
@@ -110,12 +111,23 @@ def compile_generic(cf, backend, sub, env: dict, donate):
         if hasattr(exe, "signature"):
             exe.signature["size_hints"] = sub.size_env   # (recompiling: Entry.compile_again)
         return exe
+
+    def loaded(signature):
+        sub.size_env = dict(signature.get("size_hints") or env)
+    return _versions(cf, backend, sub.stages["trace"], f"generic|{sorted(donate.items())}",
+                     env, build, loaded)
+
+
+def _versions(cf, backend, module, tag: str, env: dict, build, loaded=None):
+    """``(executable, timings)``: the first version of size-generic code for
+    ``module`` (before its passes) in the disk cache whose guards ``env``
+    passes, else ``build()``'s (stored as the next version)."""
     if os.environ.get("TRACEC_NO_CACHE") or not hasattr(backend, "load_object"):
         cf.compiles += 1
         return build(), {}
     target = backend.target_id() if hasattr(backend, "target_id") else ""
-    base = "|".join((cache.fingerprint(sub.stages["trace"], locations=True), cf.backend,
-                     target, cache.source_digest(), "generic", str(sorted(donate.items()))))
+    base = "|".join((cache.fingerprint(module, locations=True), cf.backend,
+                     target, cache.source_digest(), tag))
     disk = cache.DiskCache()
     free = None
     for n in range(MAX_GENERIC * 4):
@@ -130,7 +142,8 @@ def compile_generic(cf, backend, sub, env: dict, donate):
             warnings.warn(f"tracec cache: skipping unusable entry {key[:12]}: {e}")
             continue
         if exe.failed_guard(env) is None:
-            sub.size_env = dict(hit[0]["signature"].get("size_hints") or env)
+            if loaded is not None:
+                loaded(hit[0]["signature"])
             cf.loads += 1
             return exe, {"cache": "hit"}
     exe = build()

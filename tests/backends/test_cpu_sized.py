@@ -206,3 +206,43 @@ def test_fresh_process_with_a_filled_cache_compiles_nothing(fresh_cache):
     assert compiles >= 1
     traces, compiles, loads = run(5, 11, 13)
     assert compiles == 0 and loads >= 1
+
+
+def test_fresh_process_loads_the_size_generic_backward_of_a_compiled_model(fresh_cache):
+    """``compile(model)`` with ``loss.backward()`` outside: a second process
+    loads both the size-generic forward and its size-generic backward from
+    the disk cache, for batch sizes never seen before, and computes the
+    same gradients as eager."""
+    script = textwrap.dedent("""
+        import sys, json, numpy as np, tracec
+        import tracec.nn as nn, tracec.nn.functional as F
+        tracec.manual_seed(0)
+        model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
+        ref = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
+        ref.load_state_dict(model.state_dict())
+        cm = tracec.compile(model)
+        rng = np.random.default_rng(0)
+        worst = 0.0
+        for n in map(int, sys.argv[1:]):
+            x = tracec.tensor(rng.standard_normal((n, 6)).astype(np.float32))
+            y = tracec.tensor(rng.integers(0, 3, n))
+            for m in (model, ref):
+                m.zero_grad()
+            F.cross_entropy(cm(tracec.mark_dynamic(x, 0)), y).backward()
+            F.cross_entropy(ref(x), y).backward()
+            worst = max(worst, max(float((p.grad - q.grad).abs().max())
+                                   for p, q in zip(model.parameters(), ref.parameters())))
+        i = cm.cache_info()
+        print(json.dumps([i.traces, i.compiles, i.loads, worst]))
+    """)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+
+    def run(*sizes):
+        out = subprocess.run([sys.executable, "-c", script, *map(str, sizes)], env=env,
+                             capture_output=True, text=True, cwd=ROOT)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return eval(out.stdout.strip().splitlines()[-1])
+    traces, compiles, loads, worst = run(5, 7, 9)
+    assert compiles >= 2 and worst < 1e-5
+    traces, compiles, loads, worst = run(5, 11, 13)
+    assert compiles == 0 and loads >= 2 and worst < 1e-5, (traces, compiles, loads)
