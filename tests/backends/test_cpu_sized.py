@@ -171,6 +171,16 @@ def test_generic_code_over_random_shapes(B, T):
         assert info.compiles + info.loads == n0
 
 
+def _run_script(script: str, *sizes):
+    """The last line ``script`` prints, evaluated: the script run in a new
+    process with the sizes as arguments."""
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", script, *map(str, sizes)], env=env,
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return eval(out.stdout.strip().splitlines()[-1])
+
+
 def test_fresh_process_with_a_filled_cache_compiles_nothing(fresh_cache):
     """A second process loads the trace's size-generic code from the disk
     cache and runs a batch size never seen before without compiling."""
@@ -195,13 +205,9 @@ def test_fresh_process_with_a_filled_cache_compiles_nothing(fresh_cache):
         i = step.cache_info()
         print(json.dumps([i.traces, i.compiles, i.loads]))
     """)
-    env = dict(os.environ, PYTHONPATH=ROOT)
 
     def run(*sizes):
-        out = subprocess.run([sys.executable, "-c", script, *map(str, sizes)], env=env,
-                             capture_output=True, text=True, cwd=ROOT)
-        assert out.returncode == 0, out.stderr[-3000:]
-        return eval(out.stdout.strip().splitlines()[-1])
+        return _run_script(script, *sizes)
     traces, compiles, loads = run(5, 7)
     assert compiles >= 1
     traces, compiles, loads = run(5, 11, 13)
@@ -235,13 +241,9 @@ def test_fresh_process_loads_the_size_generic_backward_of_a_compiled_model(fresh
         i = cm.cache_info()
         print(json.dumps([i.traces, i.compiles, i.loads, worst]))
     """)
-    env = dict(os.environ, PYTHONPATH=ROOT)
 
     def run(*sizes):
-        out = subprocess.run([sys.executable, "-c", script, *map(str, sizes)], env=env,
-                             capture_output=True, text=True, cwd=ROOT)
-        assert out.returncode == 0, out.stderr[-3000:]
-        return eval(out.stdout.strip().splitlines()[-1])
+        return _run_script(script, *sizes)
     traces, compiles, loads, worst = run(5, 7, 9)
     assert compiles >= 2 and worst < 1e-5
     traces, compiles, loads, worst = run(5, 11, 13)
