@@ -675,3 +675,40 @@ def test_backward_past_its_size_generic_versions_is_static_code_per_size(monkeyp
             _close(p.grad.numpy(), q.grad.numpy(), 1e-4)
     plans = [e.backward_plan for es in cm._sym.values() for e in es for e in e.generic]
     assert plans and all(len(p._static) == 2 for p in plans), [p._static for p in plans]
+
+
+def test_gemm_column_blocks_over_a_symbolic_image_size_are_one_generic_compile():
+    """A conv net's training step over image sizes: the packed GEMM's
+    column-block count (ceil(H*W / block), in the weight gradients) of a
+    symbolic size once made a size guard (``nt > 1``), so sizes on either
+    side of a block compiled versions of their own (3 for 4 sizes here).
+    The general code (a division by the count) serves both sides."""
+    tracec.manual_seed(0)
+
+    def net():
+        return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                             nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
+                             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 5))
+    m, ref = net(), net()
+    ref.load_state_dict(m.state_dict())
+    opt, ropt = tracec.optim.SGD(m.parameters(), lr=0.1), tracec.optim.SGD(ref.parameters(), lr=0.1)
+
+    def make(model, o):
+        def step(x, y):
+            o.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            o.step()
+            return loss
+        return step
+    comp, eager = tracec.compile(make(m, opt)), make(ref, ropt)
+    rng = np.random.default_rng(0)
+    for b, h in ((2, 16), (3, 20), (2, 24), (4, 18), (2, 30)):
+        x = tracec.tensor(rng.standard_normal((b, 3, h, h)).astype(np.float32))
+        y = tracec.tensor(rng.integers(0, 5, b))
+        _close(comp(x, y).item(), eager(x, y).item(), 1e-4)
+    for p, q in zip(m.parameters(), ref.parameters()):
+        _close(p.detach().numpy(), q.detach().numpy(), 1e-4)
+    info = comp.cache_info()
+    assert info.traces == 2 and not info.size_notes, info
+    assert info.compiles + info.loads <= 1, info     # (the first trace is never reused)

@@ -141,6 +141,14 @@ def _intr_suffix(t: Attribute) -> str:
     return {Float16Type: "f16", Float32Type: "f32", Float64Type: "f64"}[type(t)]
 
 
+
+def several(n) -> bool:
+    """Whether code must handle more than one of the count ``n`` (tiles,
+    batches): ``n > 1`` for a number; always for a symbolic count, which
+    may be 1 at run time, where the general code (a division by 1) is
+    right too, and asking ``n > 1`` would make a size guard."""
+    return True if type(n) is Sym else n > 1
+
 class ModuleBuilder:
     """Collects the functions, declarations and globals of one llvm module."""
 

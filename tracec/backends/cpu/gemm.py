@@ -45,7 +45,7 @@ from xdsl.dialects.builtin import BytesAttr, DenseArrayBase, DenseIntOrFPElement
 
 from tracec import dtypes as dt
 from tracec.backends.cpu import codegen, gemm_lib
-from tracec.backends.cpu.builder import F32, F64, I1, I32, I64, PTR, FuncBuilder, vec
+from tracec.backends.cpu.builder import F32, F64, I1, I32, I64, PTR, FuncBuilder, several, vec
 from tracec.symbolic import hint_of, known
 
 __all__ = ["suitable", "emit_gemm", "params_for"]
@@ -304,8 +304,9 @@ def _emit_split(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb, nsplit: int)
             t_lo = fb.ibin("sub", _smax(fb, lo, fb.mul(g, fb.i64(mt))), fb.mul(g, fb.i64(mt)))
             t_hi = fb.ibin("sub", _smin(fb, hi, fb.mul(fb.add(g, fb.i64(1)), fb.i64(mt))),
                            fb.mul(g, fb.i64(mt)))
-            b = fb.ibin("sdiv", g, fb.i64(nt)) if nt > 1 else g
-            jc = fb.mul(fb.ibin("srem", g, fb.i64(nt)), fb.i64(ncb)) if nt > 1 else fb.i64(0)
+            b = fb.ibin("sdiv", g, fb.i64(nt)) if several(nt) else g
+            jc = fb.mul(fb.ibin("srem", g, fb.i64(nt)), fb.i64(ncb)) if several(nt) \
+                else fb.i64(0)
             ncur = _smin(fb, fb.i64(ncb), fb.ibin("sub", fb.i64(N), jc))
             a0 = fb.gep(ap, batch_offset(fb, b, bshape, sa), elt)
             b0 = fb.gep(bp, batch_offset(fb, b, bshape, sb), elt)

@@ -22,7 +22,7 @@ from xdsl.dialects import llvm
 
 from tracec import dtypes as dt
 from tracec.backends.cpu import codegen, gemm
-from tracec.backends.cpu.builder import F32, F64, vec
+from tracec.backends.cpu.builder import F32, F64, several, vec
 from tracec.symbolic import known
 
 __all__ = ["suitable", "conditions", "emit", "body_for"]
@@ -151,8 +151,8 @@ def body_for(d: dt.DType, nb: int, M: int, N: int, K: int, bshape, sa, sb, ta: b
                            lambda i0=i0, h=h: tile(a0, b0, c0, i0, h, j0, pieces))
 
         def unit(u):
-            b = fb.ibin("sdiv", u, fb.i64(npan)) if nb > 1 else fb.i64(0)
-            p = fb.ibin("srem", u, fb.i64(npan)) if nb > 1 else u
+            b = fb.ibin("sdiv", u, fb.i64(npan)) if several(nb) else fb.i64(0)
+            p = fb.ibin("srem", u, fb.i64(npan)) if several(nb) else u
             a0 = fb.gep(ap, batch_offset(fb, b, bshape, sa), elt)
             b0 = fb.gep(bp, batch_offset(fb, b, bshape, sb), elt)
             c0 = fb.gep(cp, fb.mul(b, fb.i64(M * N)), elt)

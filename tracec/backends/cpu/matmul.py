@@ -22,7 +22,7 @@ from tracec import dtypes as dt
 from tracec import ir
 from tracec.symbolic import hint_of, known
 from tracec.backends.cpu import codegen, gemm, gemm_small, scalar
-from tracec.backends.cpu.builder import F32, F64, FuncBuilder, vec
+from tracec.backends.cpu.builder import F32, F64, FuncBuilder, several, vec
 
 __all__ = ["emit_matmul", "batch_strides", "swaps_last_two"]
 
@@ -147,8 +147,8 @@ def _emit_large(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb, m_hint) -> N
         cp, ap, bp = ptrs
 
         def row(r):
-            bi = fb.ibin("sdiv", r, fb.i64(M)) if nb > 1 else fb.i64(0)
-            m = fb.ibin("srem", r, fb.i64(M)) if nb > 1 else r
+            bi = fb.ibin("sdiv", r, fb.i64(M)) if several(nb) else fb.i64(0)
+            m = fb.ibin("srem", r, fb.i64(M)) if several(nb) else r
             aoff = batch_offset(fb, bi, bshape, sa)
             boff = batch_offset(fb, bi, bshape, sb)
             crow = fb.mul(r, fb.i64(N))
@@ -259,7 +259,7 @@ def _emit_narrow(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb) -> None:
             a_base, b_base = [], None
             for i in range(n):
                 r = fb.add(r0, fb.i64(i)) if i else r0
-                if nb > 1:
+                if several(nb):
                     bi = fb.ibin("sdiv", r, fb.i64(M))
                     m = fb.ibin("srem", r, fb.i64(M))
                     b_base = batch_offset(fb, bi, bshape, sb)

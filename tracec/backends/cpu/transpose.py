@@ -22,6 +22,7 @@ import math
 
 from tracec import ir
 from tracec.backends.cpu import codegen, scalar
+from tracec.backends.cpu.builder import several
 
 __all__ = ["plan_transpose", "emit_transpose"]
 
@@ -70,7 +71,7 @@ def emit_transpose(low, op, shape, st) -> None:
     # (``Sym``) stays symbolic: the kernel reads it at run time.
     nqt = (shape[q] + T - 1) // T
     npt = (shape[p] + T - 1) // T
-    many_q = nqt > 1 if isinstance(nqt, int) else True
+    many_q = several(nqt)
     others = [k for k in range(n) if k not in (p, q)]
     nouter = math.prod(shape[k] for k in others)
     slots = [low.slot_value(res), low.slot_value(x)]
