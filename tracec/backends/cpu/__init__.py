@@ -123,7 +123,7 @@ def _compile(module, asm, symbol, donate, size_guards=None, profile=False, jobs=
                                                                  *lowered.signature.get("exports", ())},
                                         wide=lowered.wide, helpers=lowered.helpers,
                                         want_asm=asm, jobs=jobs,
-                                        straight={symbol, symbol + "_py"})
+                                        straight={symbol, symbol + "_py", *lowered.small})
     signature = dict(lowered.signature, format=FORMAT, target=codegen.target_id())
     if "symbols" in signature:
         signature["size_guards"] = list(size_guards or []) + \

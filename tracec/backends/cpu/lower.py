@@ -133,6 +133,9 @@ class Lowered:
     signature: dict
     wide: set             # kernels to vectorize with the widest registers
     helpers: dict = None      # declared name -> its definition as LLVM IR text
+    #: kernels whose every call does at most ``SMALL_WORK`` work: compiled
+    #: without optimization (``codegen._tune``)
+    small: set = frozenset()
 
 
 def function_key(fn: Operation) -> tuple:
@@ -174,6 +177,15 @@ def check_code(kernels, message: str) -> int:
     return kernels.error(message)
 
 
+#: A kernel no call of which does more work than this (elements, or
+#: multiply-adds) runs in well under a microsecond however it is compiled:
+#: it is compiled without optimization (``optnone``: FastISel, no
+#: vectorizer, no scheduler), which costs a fraction of O3's compile time.
+#: Small models' training steps are mostly such kernels (a test program's
+#: 4x8 activations); a model of real sizes has few.
+SMALL_WORK = 512
+
+
 class Kernels:
     """Creates kernel functions and records how the entry calls them."""
 
@@ -189,6 +201,9 @@ class Kernels:
         self.by_key: dict[tuple, tuple] = {}
         #: the conditions of the calls being made (``only_where``)
         self.when = ()
+        #: function name -> the most work one of its calls does (a symbolic
+        #: amount counts as unbounded): what decides ``Lowered.small``
+        self.work: dict[str, float] = {}
 
     def only_where(self, *conds):
         """``with kernels.only_where((M, "<=", 32), ...):`` the calls made
@@ -235,6 +250,9 @@ class Kernels:
                 unique.append(s)
         slots = unique
         k = len(slots)
+        # (only a kernel whose caller says its work can be ``small``: the
+        # outer extent alone may hide a long inner loop, a whole copy)
+        declared = work if work is not None else float("inf")
         work = n if work is None else work
         gate = None
         if isinstance(n, int) and isinstance(work, int):
@@ -254,6 +272,7 @@ class Kernels:
             if key in self.by_key:
                 fn, can_fail = self.by_key[key]
                 self.mb.release(name)
+                self._note_work(fn, declared)
                 self._call(fn, slots, n, par, can_fail, k, align, gate)
                 return
         fb = self.mb.function(name, [PTR] * k + [PTR, I64, I64], I32,
@@ -283,7 +302,13 @@ class Kernels:
             name = first
         if key is not None:
             self.by_key[key] = (name, can_fail)
+        self._note_work(name, declared)
         self._call(name, slots, n, par, can_fail, k, align, gate)
+
+    def _note_work(self, name: str, work) -> None:
+        w = work if isinstance(work, int) else float("inf")
+        if w > self.work.get(name, -1):
+            self.work[name] = w
 
     def _call(self, name, slots, n, par, can_fail, k, align, gate=None) -> None:
         if par and gate is not None:    # the serial call too, made where the gate is shut
@@ -739,7 +764,8 @@ class Lowering:
         if sources:
             # symbol -> [input, dim] it is read from (the order of the words)
             sig["symbols"] = [[name, *sources[name]] for name in self.mb.symbols]
-        return Lowered(self.mb.module(), sig, set(self.mb.wide), dict(self.mb.helpers))
+        small = {fn for fn, w in getattr(self.kernels, "work", {}).items() if w <= SMALL_WORK}
+        return Lowered(self.mb.module(), sig, set(self.mb.wide), dict(self.mb.helpers), small)
 
     # --- donated outputs ----------------------------------------------------------------
 
