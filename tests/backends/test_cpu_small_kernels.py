@@ -39,9 +39,12 @@ def test_a_kernel_shared_by_a_large_call_stays_optimized():
 
     def body(fb, ptrs, err, lo, hi, status):
         pass
-    kernels.kernel("k", [], 4, body, work=4, key=("same body",))
-    kernels.kernel("k", [], 10_000, body, work=10_000, key=("same body",))
+    kernels.kernel("k", [], 4, body, work=4, key=("same body",), small_ok=True)
+    kernels.kernel("k", [], 10_000, body, work=10_000, key=("same body",), small_ok=True)
     # (a body identical to one emitted before is that function too)
-    kernels.kernel("j", [], 4, body, work=4, key=("another key",))
+    kernels.kernel("j", [], 4, body, work=4, key=("another key",), small_ok=True)
     assert [c.fn for c in kernels.calls] == ["t_k", "t_k", "t_k"]
     assert kernels.work == {"t_k": 10_000}
+    # a kernel whose caller does not allow it is never small (a reduction)
+    kernels.kernel("r", [], 4, lambda fb, *a: fb.i64(1) and None, work=4, key=("r",))
+    assert kernels.work[kernels.calls[-1].fn] == float("inf")

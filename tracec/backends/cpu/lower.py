@@ -177,8 +177,8 @@ def check_code(kernels, message: str) -> int:
     return kernels.error(message)
 
 
-#: A kernel no call of which does more work than this (elements, or
-#: multiply-adds) runs in well under a microsecond however it is compiled:
+#: An elementwise kernel no call of which does more work than this
+#: (elements) runs in well under a microsecond however it is compiled:
 #: it is compiled without optimization (``optnone``: FastISel, no
 #: vectorizer, no scheduler), which costs a fraction of O3's compile time.
 #: Small models' training steps are mostly such kernels (a test program's
@@ -229,7 +229,7 @@ class Kernels:
 
     def kernel(self, base: str, slots: list, n: int, body, *, work: int | None = None,
                parallel_ok: bool = True, can_fail: bool = False, align: int = 1,
-               key=None) -> None:
+               key=None, small_ok: bool = False) -> None:
         """Define a kernel over ``slots`` whose outer loop has extent ``n``;
         ``body(fb, ptrs, err, lo, hi, status)`` emits it (``status()``
         returns an i32 stack slot for errors found mid-loop; the kernel
@@ -250,9 +250,9 @@ class Kernels:
                 unique.append(s)
         slots = unique
         k = len(slots)
-        # (only a kernel whose caller says its work can be ``small``: the
-        # outer extent alone may hide a long inner loop, a whole copy)
-        declared = work if work is not None else float("inf")
+        # (only a kernel whose caller says it may be ``small`` and declares
+        # its work: the outer extent alone may hide a long inner loop)
+        declared = work if work is not None and small_ok else float("inf")
         work = n if work is None else work
         gate = None
         if isinstance(n, int) and isinstance(work, int):
@@ -354,8 +354,12 @@ class Kernels:
                            lambda k=codes[message]: fail(k))
         # The program's dataclass repr describes it completely (shape,
         # nodes, accesses): the key of what emit_program builds.
+        # Only an elementwise program may be ``small``: a reduction compiled
+        # without optimization sums in another order than O3's vectorized
+        # tree (PointNet's compiled step then left eager's tolerance).
         self.kernel(base, slots, n, body, work=prog.size * cost,
-                    parallel_ok=prog.parallel_ok, key=("program", prog.body_key(), code))
+                    parallel_ok=prog.parallel_ok, key=("program", prog.body_key(), code),
+                    small_ok=not prog.reductions)
 
         if cost > 1:
             # Compute-bound (transcendental math): worth the widest vectors.
