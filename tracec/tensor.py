@@ -973,11 +973,13 @@ def _grad_path_kept(root: Tensor, new: Tensor, op: str) -> Tensor:
     backward when an op already read the old value.  (A root that requires
     no grad is not: Tacotron2's ``Variable(memory.data.new(B, T).zero_())``
     accumulators are updated with ``+=`` after ``torch.cat`` copied them.
-    So a write through ``.data`` into such a tensor that a convolution read
-    before, with a backward after, still differs from eager: the weight
-    gradient reads the old input.)"""
+    Such a root is shown as ``alias_write_input``: the tracer refuses a
+    later backward only when a recorded convolution's weight gradient read
+    it, as PyTorch's reads the input as it is at backward time.)"""
     if not (root.requires_grad and root._node is not None and new.dtype is root.dtype
             and root.dtype.is_floating_point and new.shape == root.shape):
+        for r in RECORDERS:
+            r(None, (root,), {"alias_write_input": op}, root)
         return new
     for r in RECORDERS:   # (an op already read the old value: see tracing)
         r(None, (root,), {"alias_write": op}, root)

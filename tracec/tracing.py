@@ -284,6 +284,9 @@ class Recording:
         self.rg_writes: dict = {}
         # why a backward from now on cannot be compiled (_check_alias_write), or None
         self.dirty_alias_write = None
+        # [(the columns tensor a recorded convolution's matmul read, a function
+        # computing them from its input as it is now)]: see refresh_conv_columns
+        self.conv_columns: list = []
         #: ``ItemValue``s handed out by item() (numbers the call may return)
         self.items: list = []
         self.py_draws = 0             # random.random() calls recorded
@@ -402,6 +405,11 @@ class Recording:
             return
         if prim is None and "alias_write" in params:
             return self._check_alias_write(out, params["alias_write"])
+        if prim is None and "conv_columns" in params:
+            self.conv_columns.append((args[0], out, params["conv_columns"]))
+            return
+        if prim is None and "alias_write_input" in params:
+            return self._check_conv_input_write(out, params["alias_write_input"])
         if prim is None:  # ``out`` now holds the value of args[0] (an in-place write)
             if id(out) in self.component_shared and params.get("inplace") != "view":
                 return self.fail(
@@ -480,6 +488,33 @@ class Recording:
                 f"a tensor after an op read it ({reader}), then a backward runs: "
                 "that op's gradient reads the written values eagerly but would read the old "
                 "ones compiled")
+
+    def _check_conv_input_write(self, t: Tensor, op: str) -> None:
+        """``t`` (requiring no grad) is about to be written through a
+        ``.data`` / ``detach()`` alias: if a recorded convolution read it
+        for its weight gradient, a later backward cannot be compiled (the
+        compiled gradient would read the old columns)."""
+        if self.dirty_alias_write:
+            return
+        for x, _, _ in self.conv_columns:
+            if np.shares_memory(x._data, t._data):
+                self.dirty_alias_write = (
+                    f"{format_location(user_location())}: {op} through .data or detach() "
+                    "writes the input of a convolution whose weight gradient reads it, then "
+                    "a backward runs: eagerly that gradient reads the written values, "
+                    "compiled it would read the old ones")
+                return
+
+    def refresh_conv_columns(self) -> None:
+        """The trace is refused over a write through ``.data`` after a read,
+        and this call finishes eagerly: make the recorded convolutions'
+        columns (a copy of their padded input, which the eager weight
+        gradient reads) what they are from the input now, as PyTorch's
+        convolution, which saves its input by reference, would read them."""
+        for _, cols, compute in self.conv_columns:
+            now = compute()
+            if not np.array_equal(now, cols._data, equal_nan=True):
+                np.copyto(cols._data, now)
 
     def _all_consts(self, args) -> bool:
         # (no tensor operand: a factory such as iota or full, Transformer-XL's
@@ -742,6 +777,8 @@ class Recording:
         if self.suspended:
             return None
         if self.dirty_alias_write:
+            if self.fallback:
+                self.refresh_conv_columns()
             return self.fail(self.dirty_alias_write)
         loc = user_location()
         self.had_backward = True

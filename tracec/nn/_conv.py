@@ -21,7 +21,7 @@ from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import autocast_mode, graph, ops
 from tracec.autograd import Function
-from tracec.tensor import Tensor, eager_direct
+from tracec.tensor import RECORDERS, Tensor, eager_direct
 from tracec.nn import _conv_transpose_eager as _ct
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -144,12 +144,26 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, nsp, name):
         y = _conv_prims(ops.cast(x, f32), ops.cast(weight, f32), ops.cast(bias, f32), stride,
                         low, high, dilation, groups, out)
         return _unbatch(ops.cast(y, x.dtype), unbatched)
-    return _unbatch(_conv_prims(x, weight, bias, stride, low, high, dilation, groups, out),
-                    unbatched)
+    keep = [] if RECORDERS and weight.requires_grad else None
+    y = _conv_prims(x, weight, bias, stride, low, high, dilation, groups, out, keep)
+    if keep:
+        # Recording: eagerly, PyTorch's weight gradient reads the input as it
+        # is at backward time (a write through ``x.data`` after the conv, as
+        # Tacotron2's parse_output does, changes it); the primitives' columns
+        # are a copy.  The recorder refreshes them from the input when it
+        # refuses the trace over such a write and the call finishes eagerly.
+        geometry = (stride, low, high, dilation, groups, out)
+        kernel = tuple(weight.shape[2:])
+        cols = keep[0]
+        for r in list(RECORDERS):
+            r(None, (x,), {"conv_columns": lambda: _im2col(x._data, kernel, geometry)
+                           .reshape(cols._data.shape)}, cols)
+    return _unbatch(y, unbatched)
 
 
-def _conv_prims(x, weight, bias, stride, low, high, dilation, groups, out):
-    """The convolution as primitives (traced, and the eager fallback)."""
+def _conv_prims(x, weight, bias, stride, low, high, dilation, groups, out, keep=None):
+    """The convolution as primitives (traced, and the eager fallback);
+    ``keep`` (a list) receives the columns the matmul reads."""
     n, c = x.shape[:2]
     o, cg = weight.shape[:2]
     kernel = tuple(weight.shape[2:])
@@ -165,6 +179,8 @@ def _conv_prims(x, weight, bias, stride, low, high, dilation, groups, out):
         cols = ops.reshape(cols, (n, groups, cg * kk, length))
         w = ops.reshape(weight, (groups, o // groups, cg * kk))
         y = ops.matmul(w, cols)                                   # [N, G, O/G, L]
+    if keep is not None:
+        keep.append(cols)
     y = ops.reshape(y, (n, o) + out)
     if bias is not None:
         y = ops.add(y, ops.reshape(bias, (1, o) + (1,) * nsp))
