@@ -26,6 +26,7 @@ import pytest
 import torch_recordings
 
 from vision_oracle import torch_command
+from program_runner import run_cli
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs"
@@ -33,13 +34,13 @@ NUM = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|nan|inf")
 
 
 def run(backend, script, args, cwd):
-    if backend == "tracec":
-        cmd = [sys.executable, "-m", "tracec.cli", "run", str(PROGS / script), *map(str, args)]
-    else:   # python script args, where an installed torchvision imports
-        cmd = torch_command(PROGS / script, args)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
            "PYTHONWARNINGS": "ignore"}
-    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    if backend == "tracec":
+        return run_cli(["run", PROGS / script, *args], cwd, env, timeout=300)
+    # python script args, where an installed torchvision imports
+    return subprocess.run(torch_command(PROGS / script, args), cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
 
 
 def both(script, args, tmp_path, setup=None, tracec_ok=True, setup_files=()):

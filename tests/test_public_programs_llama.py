@@ -25,6 +25,7 @@ import sys
 
 import numpy as np
 import pytest
+from program_runner import run_cli
 
 pytest.importorskip("torch")
 
@@ -61,10 +62,8 @@ def torch_refs(tmp_path_factory):
 
 def _run_tracec(prog, weights, mode, tmp_path):
     out = tmp_path / "got.npz"
-    r = subprocess.run([sys.executable, "-m", "tracec.cli", "run", "check.py", str(out),
-                        str(weights), mode], cwd=PROGS / prog,
-                       env={**ENV, "TRACEC_CACHE_DIR": str(tmp_path / "cache")},
-                       capture_output=True, text=True, timeout=900)
+    r = run_cli(["run", "check.py", out, weights, mode], PROGS / prog,
+                {**ENV, "TRACEC_CACHE_DIR": str(tmp_path / "cache")}, timeout=900)
     assert r.returncode == 0, f"tracec failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
     return np.load(out), r.stdout
 

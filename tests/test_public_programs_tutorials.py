@@ -18,6 +18,7 @@ import sys
 import pytest
 
 import torch_recordings
+from program_runner import run_cli
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "tutorials"
@@ -46,10 +47,12 @@ MASKS = {"text_classification.py": re.compile(r"This is a \S+ news"),
 
 
 def _run(backend, script, args, cwd):
-    cmd = [sys.executable] + (["-m", "tracec.cli", "run"] if backend == "tracec" else [])
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    r = subprocess.run(cmd + [str(PROGS / script), *args], cwd=cwd, env=env,
-                       capture_output=True, text=True, timeout=600)
+    if backend == "tracec":
+        r = run_cli(["run", PROGS / script, *args], cwd, env, timeout=600)
+    else:
+        r = subprocess.run([sys.executable, str(PROGS / script), *args], cwd=cwd, env=env,
+                           capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, f"{backend} failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
     return r.stdout
 

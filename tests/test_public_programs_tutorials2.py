@@ -23,6 +23,7 @@ import sys
 import pytest
 
 import torch_recordings
+from program_runner import run_cli
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "tutorials2"
@@ -101,8 +102,7 @@ def torch_refs_fixture(progs, cases, env):
 
 def run_tracec(path, cwd):
     """``tracec run path`` in ``cwd``: (stdout, stderr); fails the test if it fails."""
-    r = subprocess.run([sys.executable, "-m", "tracec.cli", "run", str(path)],
-                       cwd=cwd, env=ENV, capture_output=True, text=True, timeout=600)
+    r = run_cli(["run", path], cwd, ENV, timeout=600)
     assert r.returncode == 0, f"tracec failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
     return r.stdout, r.stderr
 

@@ -16,6 +16,7 @@ import numpy as np
 from test_public_programs import PROGS, ROOT, numbers, skeleton
 from test_vision_datasets import idx_bytes
 from vision_oracle import torch_command, torchvision
+from program_runner import run_cli
 
 torchvision()
 
@@ -47,10 +48,10 @@ def run(backend, args, cwd):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
            "PYTHONWARNINGS": "ignore"}
     if backend == "tracec":
-        cmd = [sys.executable, "-m", "tracec.cli", "run", prog, *args]
+        r = run_cli(["run", prog, *args], cwd, env, timeout=300)
     else:
-        cmd = torch_command(prog, args)
-    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+        r = subprocess.run(torch_command(prog, args), cwd=cwd, env=env, capture_output=True,
+                           text=True, timeout=300)
     assert r.returncode == 0, f"{backend} failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
     return r.stdout.splitlines()
 

@@ -1,0 +1,156 @@
+"""``python -m tracec.cli ARGS`` for the public-program tests, forked from a
+process that has already imported tracec and its compile stack.
+
+Each program test used to start a fresh interpreter: about 1 s of imports
+(tracec 0.4 s, xDSL, llvmlite and the CPU backend 0.6 s) before the
+program's first line, some 150 times a run.  Here a *zygote* (one per
+pytest worker and environment) imports them once and forks a child per
+command; the child runs ``tracec.cli``'s ``main`` exactly as ``python -m``
+would (``sys.argv``, ``sys.path[0]``, the working folder, the environment,
+stdout and stderr to files, stdin from /dev/null) and exits with its status.  The child is a
+fresh copy of a process that has run nothing but imports, so programs stay
+isolated from each other as separate processes are.  Where fork is not
+available, or the zygote dies, the command runs as a plain subprocess.
+
+Invariant: ``run_cli(args, cwd, env, timeout)`` returns what
+``subprocess.run([sys.executable, "-m", "tracec.cli", *args], cwd=cwd,
+env=env, capture_output=True, text=True, timeout=timeout)`` returns
+(``returncode``, ``stdout``, ``stderr``; ``TimeoutExpired`` past
+``timeout``).
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+
+_ZYGOTE = r'''
+import json, os, sys, traceback
+# what every program run needs before its first line (the compile stack)
+import numpy, tracec, tracec.cli, tracec.as_torch, tracec.backends.cpu
+import tracec.backends.cpu.lower, tracec.passes.pipeline
+import xdsl.backend.llvm.convert, llvmlite.binding
+reply = os.fdopen(int(sys.argv[1]), "w")
+for line in sys.stdin:
+    req = json.loads(line)
+    sys.stdout.flush(); sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setpgid(0, 0)
+            os.environ.clear(); os.environ.update(req["env"])
+            os.chdir(req["cwd"])
+            for fd, path in ((1, req["stdout"]), (2, req["stderr"])):
+                f = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.dup2(f, fd); os.close(f)
+            null = os.open(os.devnull, os.O_RDONLY); os.dup2(null, 0); os.close(null)
+            sys.stdin = open(0, closefd=False)
+            sys.argv = [tracec.cli.__file__, *req["args"]]
+            sys.path[0] = os.getcwd()      # (python -m puts the working folder first)
+            try:
+                tracec.cli.main()
+                code = 0
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+                if not isinstance(e.code, (int, type(None))):
+                    print(e.code, file=sys.stderr)
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+        finally:
+            try:
+                sys.stdout.flush(); sys.stderr.flush()
+            finally:
+                os._exit(code)
+    reply.write(json.dumps({"pid": pid}) + "\n"); reply.flush()
+    _, status = os.waitpid(pid, 0)
+    reply.write(json.dumps({"rc": os.waitstatus_to_exitcode(status)}) + "\n"); reply.flush()
+'''
+
+_zygotes: dict = {}
+#: environment variables tracec reads only after import (the child sets them)
+_LATE = {"TRACEC_CACHE_DIR"}
+
+
+class _Zygote:
+    def __init__(self, env):
+        r, w = os.pipe()
+        self.proc = subprocess.Popen([sys.executable, "-c", _ZYGOTE, str(w)], env=env,
+                                     stdin=subprocess.PIPE, text=True, pass_fds=(w,),
+                                     start_new_session=True)
+        os.close(w)
+        self.reply = os.fdopen(r, "r")
+
+    def _line(self, deadline):
+        import time
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        ready, _, _ = select.select([self.reply], [], [], left)
+        if not ready:
+            return None
+        line = self.reply.readline()
+        if not line:
+            raise EOFError("the zygote exited")
+        return json.loads(line)
+
+    def run(self, args, cwd, env, timeout):
+        import time
+        with tempfile.TemporaryDirectory() as d:
+            out, err = os.path.join(d, "out"), os.path.join(d, "err")
+            self.proc.stdin.write(json.dumps({"args": list(args), "cwd": str(cwd), "env": env,
+                                              "stdout": out, "stderr": err}) + "\n")
+            self.proc.stdin.flush()
+            deadline = None if timeout is None else time.monotonic() + timeout
+            pid = self._line(deadline)["pid"]
+            done = self._line(deadline)
+            if done is None:
+                os.killpg(pid, signal.SIGKILL)
+                self._line(None)
+                raise subprocess.TimeoutExpired([sys.executable, "-m", "tracec.cli", *args],
+                                                timeout, _read(out), _read(err))
+            return subprocess.CompletedProcess([sys.executable, "-m", "tracec.cli", *args],
+                                               done["rc"], _read(out), _read(err))
+
+    def close(self):
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(10)
+        except Exception:
+            self.proc.kill()
+
+
+def _read(path):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def run_cli(args, cwd, env, timeout=600):
+    """``python -m tracec.cli *args`` in ``cwd`` with ``env`` (see the
+    module docstring)."""
+    if not hasattr(os, "fork"):
+        return subprocess.run([sys.executable, "-m", "tracec.cli", *map(str, args)], cwd=cwd,
+                              env=env, capture_output=True, text=True, timeout=timeout)
+    # (the cache folder is read when compiling, so the child may set it:
+    # tests with a cache of their own share the zygote)
+    key = tuple(sorted((k, v) for k, v in env.items() if k not in _LATE))
+    z = _zygotes.get(key)
+    if z is None or z.proc.poll() is not None:
+        z = _zygotes[key] = _Zygote(env)
+    try:
+        return z.run([str(a) for a in args], cwd, dict(env), timeout)
+    except (EOFError, BrokenPipeError, OSError, TypeError):
+        _zygotes.pop(key, None)
+        z.close()
+        return subprocess.run([sys.executable, "-m", "tracec.cli", *map(str, args)], cwd=cwd,
+                              env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@atexit.register
+def _close_all():
+    for z in _zygotes.values():
+        z.close()

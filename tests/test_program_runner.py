@@ -1,0 +1,53 @@
+"""The program tests' forked runner (``program_runner.run_cli``) gives what
+a fresh ``python -m tracec.cli`` gives."""
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from program_runner import run_cli
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+
+PROG = """
+import os, sys, torch
+print(sys.argv[1:], os.getcwd() == os.path.realpath(sys.argv[1]), os.environ.get("TRACEC_CACHE_DIR"))
+print(torch.__name__, torch.ones(2).sum().item(), __name__, sys.path[0] == os.path.dirname(__file__))
+print("to stderr", file=sys.stderr)
+print(sys.stdin.read() == "")
+raise SystemExit(int(sys.argv[2]))
+"""
+
+
+@pytest.mark.parametrize("code", ["0", "3"])
+def test_forked_run_equals_a_fresh_interpreter(tmp_path, code):
+    prog = tmp_path / "prog.py"
+    prog.write_text(PROG)
+    env = {**ENV, "TRACEC_CACHE_DIR": str(tmp_path / "cache")}
+    args = ["run", str(prog), str(tmp_path), code]
+    want = subprocess.run([sys.executable, "-m", "tracec.cli", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    got = run_cli(args, tmp_path, env, timeout=120)
+    assert (got.returncode, got.stdout, got.stderr) == (want.returncode, want.stdout,
+                                                        want.stderr)
+    assert got.returncode == int(code) and "to stderr" in got.stderr
+    assert str(tmp_path / "cache") in got.stdout and "True" in got.stdout
+
+
+def test_a_script_that_raises_prints_its_traceback(tmp_path):
+    prog = tmp_path / "bad.py"
+    prog.write_text("x = 1\nraise ValueError('boom')\n")
+    got = run_cli(["run", str(prog)], tmp_path, ENV, timeout=120)
+    assert got.returncode == 1 and "ValueError: boom" in got.stderr and "bad.py" in got.stderr
+
+
+def test_timeout_kills_the_program(tmp_path):
+    prog = tmp_path / "slow.py"
+    prog.write_text("import time\ntime.sleep(60)\n")
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_cli(["run", str(prog)], tmp_path, ENV, timeout=2)
+    prog.write_text("print('next')\n")     # the runner still works after a timeout
+    assert run_cli(["run", str(prog)], tmp_path, ENV, timeout=60).stdout == "next\n"
