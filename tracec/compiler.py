@@ -18,7 +18,8 @@ import warnings
 from dataclasses import dataclass, field
 
 from tracec import dtypes as dt
-from tracec import autocast_mode, compiled_backward, fast_call, graph, ir, size_generic
+from tracec import autocast_mode, compiled_backward, fast_call, graph, ir, lifted_state
+from tracec import size_generic
 from tracec import kernel_profiler as profiler
 from tracec.nn.modules.module import Module
 from tracec.compiled_module import OptimizedModule  # noqa: F401  (tracec.compiler.OptimizedModule)
@@ -30,7 +31,7 @@ from tracec.pytree import flatten_args, path_name
 from tracec.sym_shapes import SymbolTable, bind, choose_dynamic, pattern_key
 from tracec.tensor import RECORDERS
 from tracec.version import __version__
-from tracec.tracing import Trace, TraceError, function_label, record  # noqa: F401
+from tracec.tracing import LiftRefused, Trace, TraceError, function_label, record  # noqa: F401
 
 STAGES = ("trace", "autodiff", "optimized", "lowered", "llvm", "asm")
 #: Traces a compiled function keeps at most (torch.compile's limit is 8).
@@ -73,6 +74,32 @@ def _describe_change(old, new, names=()) -> str:
     if old[3:] != new[3:]:
         return "autocast changed"
     return "signature changed"
+
+
+#: Python number types a number argument is lifted as (``"V"`` specs' names)
+_LIFTABLE = {"int", "float", "float64", "float32", "int64", "int32"}
+#: a lifted argument's value in a call key
+_LIFTED = "<lifted>"
+
+
+def number_changes(old, new) -> list:
+    """The top-level argument positions and keywords where call keys ``old``
+    and ``new`` differ only in the value of a Python int or float (the same
+    type), or [] if they differ otherwise."""
+    if old[1:] != new[1:] or len(old[0][0]) != len(new[0][0]) or \
+            [k for k, _ in old[0][1]] != [k for k, _ in new[0][1]]:
+        return []
+    out = []
+    pairs = [(i, a, b) for i, (a, b) in enumerate(zip(old[0][0], new[0][0]))] + \
+        [(k, a, b) for (k, a), (_, b) in zip(old[0][1], new[0][1])]
+    for where, a, b in pairs:
+        if a == b:
+            continue
+        if not (type(a) is tuple and type(b) is tuple and len(a) == 3 == len(b)
+                and a[0] == "V" == b[0] and a[1] == b[1] and a[1] in _LIFTABLE):
+            return []
+        out.append(where)
+    return out
 
 
 def leaf_names(fn, args, kwargs) -> list[str]:
@@ -144,6 +171,13 @@ class CompiledFunction:
         #: (``[(snapshot path, Location)]``, tracec.lifted_state).
         self._lift: list = []
         self._lift_reason = None
+        #: Number arguments whose value changed between calls: position or
+        #: keyword -> label.  Later traces lift them (read as inputs, as
+        #: ``_lift``'s numbers are); their values leave the call key.
+        self._arg_lift: dict = {}
+        #: ... and those a trace used as plain numbers: specialized.
+        self._arg_static: set = set()
+        self._arg_box = lifted_state.ArgBox()
         self._retired = 0         # entries retired for mispredicted decisions
         self._last: Entry | None = None
         #: ``(match, entry, last)``: the last entry hit and a matcher for its
@@ -196,6 +230,8 @@ class CompiledFunction:
                 self._last = fast[2]
                 return e.run(args, kwargs)
         key = call_key(args, kwargs)
+        if self._arg_lift:
+            key = self._lifted_key(key, args, kwargs)
         if not kwargs and self._recent:
             fast = self._recent.get(key)
             if fast is not None and fast is not self._fast:
@@ -228,8 +264,22 @@ class CompiledFunction:
                     return e.run(args, kwargs)
                 reason = failed
         elif self._cache:
-            reason = _describe_change(next(reversed(self._cache)), key,
-                                      leaf_names(self.fn, args, kwargs))
+            last = next(reversed(self._cache))
+            reason = _describe_change(last, key, leaf_names(self.fn, args, kwargs))
+            # (against the latest trace of the same structure: calls that
+            # alternate a keyword argument keep one per structure)
+            changed = next((c for k in reversed(self._cache) for c in (number_changes(k, key),)
+                            if c), []) if self.dynamic is not False else []
+            if changed and not self._arg_static.intersection(changed):
+                # A number argument changed (a learning rate, a step index):
+                # the retrace reads it as an input, and its code serves
+                # every value (as a size that changed becomes symbolic).
+                names = argument_names(self.fn)
+                for w in changed:
+                    self._arg_lift[w] = "argument " + path_name(w, names)
+                key = self._lifted_key(call_key(args, kwargs), args, kwargs)
+                reason += (f" ({', '.join(self._arg_lift[w] for w in changed)}: "
+                           "lifted, read as an input from now on)")
         else:
             reason = "first call"
         if self._sym:
@@ -292,6 +342,34 @@ class CompiledFunction:
         self._fast = fast
         entry.use_fast_key(key)
 
+    def _lifted_key(self, key, args, kwargs) -> tuple:
+        """``key`` with the lifted number arguments' values erased (their
+        types kept); sets ``_arg_box`` to this call's values."""
+        pos, kw = key[0]
+        pos, kw = list(pos), list(kw)
+        cur = {}
+        for w in self._arg_lift:
+            if isinstance(w, int):
+                spec = pos[w] if w < len(pos) else None
+            else:
+                i = next((i for i, (k, _) in enumerate(kw) if k == w), None)
+                spec = kw[i][1] if i is not None else None
+            if type(spec) is tuple and len(spec) == 3 and spec[0] == "V" and \
+                    spec[1] in _LIFTABLE:
+                cur[w] = args[w] if isinstance(w, int) else kwargs[w]
+                if isinstance(w, int):
+                    pos[w] = ("V", spec[1], _LIFTED)
+                else:
+                    kw[i] = (w, ("V", spec[1], _LIFTED))
+        self._arg_box.current = cur
+        return ((tuple(pos), tuple(kw)),) + key[1:]
+
+    def _arg_locations(self) -> list:
+        """``[(None, Location)]`` of the lifted number arguments this call
+        has (``_lifted_key`` found them)."""
+        return [(None, lifted_state.Location("arg", self._arg_box, w, self._arg_lift[w]))
+                for w in self._arg_box.current]
+
     def _add_lifted(self, changes) -> bool:
         """Add the numbers ``changes`` names to those later traces lift;
         False if all of them were lifted already."""
@@ -324,7 +402,16 @@ class CompiledFunction:
         result, trace = record(self.fn, args, kwargs, self.__name__,
                                fallback=self.fallback == "eager",
                                symbols=SymbolTable(*dims) if dims else None,
-                               lift=self._lift)
+                               lift=self._lift + self._arg_locations())
+        if isinstance(trace, LiftRefused):
+            # It used a lifted number argument as a plain number (a loop
+            # count, an index): the call ran eagerly; calls specialize on
+            # those arguments from now on (each value its own trace).
+            self._arg_static.update(self._arg_box.current)
+            for w in self._arg_box.current:
+                self._arg_lift.pop(w, None)
+            self._arg_box.current = {}
+            return result
         if isinstance(trace, str):  # fallback="eager": the call ran eagerly to its end
             self._eager_keys[key] = trace
             if not self._warned:

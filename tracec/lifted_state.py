@@ -37,7 +37,7 @@ from tracec.sym_scalar import ACTIVE, LIFTED, Lifting, SnapshotToken, SymScalar,
 from tracec.tensor import Tensor
 
 __all__ = ["scalar_changes", "tensor_attr_changes", "Lifted", "LiftedGuard", "coarsen",
-           "Location", "ANY_TENSOR"]
+           "Location", "ANY_TENSOR", "ArgBox"]
 
 
 
@@ -46,9 +46,21 @@ def _is_num(v) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
 
 
+class ArgBox:
+    """A compiled function's lifted number arguments for the call at hand
+    (``current``: argument position or keyword -> its value), set before
+    the call's guards run; the ``"arg"`` Locations read it."""
+
+    __slots__ = ("current",)
+
+    def __init__(self):
+        self.current: dict = {}
+
+
 class Location:
     """Where a Python value lives: ``kind`` "attr" (an object's
-    ``__dict__``), "item" (a dict or list) or "cell" (a closure cell)."""
+    ``__dict__``), "item" (a dict or list), "cell" (a closure cell) or
+    "arg" (a number argument of the call: ``container`` is an ``ArgBox``)."""
 
     __slots__ = ("kind", "container", "key", "label", "after")
 
@@ -60,6 +72,8 @@ class Location:
     def get(self):
         if self.kind == "attr":
             return self.container.__dict__[self.key]
+        if self.kind == "arg":
+            return self.container.current[self.key]
         if self.kind == "cell":
             return self.container.cell_contents
         if self.kind == "titem":        # an element of a tuple in a dict (betas)
@@ -77,6 +91,8 @@ class Location:
                 self.container.__dict__[self.key] = v
         elif self.kind == "cell":
             self.container.cell_contents = v
+        elif self.kind == "arg":
+            self.container.current[self.key] = v
         elif self.kind == "titem":
             k, i = self.key
             t = self.container[k]
@@ -433,6 +449,13 @@ class Lifted:
         budget = [4096]
         varying = None
         for loc in self.locations:
+            if loc.kind == "arg":
+                # (an argument: nothing to write back; the box lets go of
+                # its SymScalar, which the leak check below counts)
+                v = loc.get()
+                if type(v) is SymScalar:
+                    loc.set(v.value)
+                continue
             v = loc.get()
             if type(v) is SymScalar:
                 found.append(loc)
@@ -506,6 +529,18 @@ def _kinds(vals) -> tuple:
     return tuple(int if isinstance(v, (int, np.integer)) and not isinstance(v, bool)
                  else float if isinstance(v, (float, np.floating)) else type(v)
                  for v in vals)
+
+
+def unsym(x, depth=4):
+    """``x`` with the ``SymScalar``s in it (and in its tuples, lists and
+    dicts) made their numbers."""
+    if type(x) is SymScalar:
+        return x.value
+    if depth and type(x) in (tuple, list):
+        return type(x)(unsym(v, depth - 1) for v in x)
+    if depth and type(x) is dict:
+        return {k: unsym(v, depth - 1) for k, v in x.items()}
+    return x
 
 
 def _has_sym(x, depth=4) -> bool:

@@ -194,6 +194,10 @@ class SymScalar:
         # those of the number itself, which the trace then specializes on.
         if name in SymScalar.__slots__ or name.startswith("__"):
             raise AttributeError(name)
+        if not hasattr(self.value, name):
+            # (as the number would: ``getattr(lr, "dtype", None)`` is None)
+            raise AttributeError(f"'{type(self.value).__name__}' object has no attribute "
+                                 f"'{name}'")
         return getattr(self.lift.make_concrete(self, f".{name}"), name)
 
 

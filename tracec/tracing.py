@@ -1074,6 +1074,11 @@ def _failing_user_line(tb):
     return None
 
 
+class LiftRefused(str):
+    """``record``'s reason when lifted number arguments were used as plain
+    numbers: the call ran eagerly; the caller specializes on them."""
+
+
 def record(fn, args, kwargs, name: str, fallback: bool = False,
            symbols: SymbolTable | None = None, lift=None):
     """Run ``fn(*args, **kwargs)`` eagerly while recording; returns
@@ -1131,9 +1136,20 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
             for v in list(args) + list(kwargs.values())
             for a in (v if isinstance(v, (tuple, list)) else (v,)))
         lifted.install()
+    call_args, call_kwargs = args, kwargs
+    if lifted is not None and any(loc.kind == "arg" for loc in lifted.locations):
+        # lifted number arguments: the call gets their SymScalars
+        call_args, call_kwargs = list(args), dict(kwargs)
+        for loc in lifted.locations:
+            if loc.kind == "arg":
+                if isinstance(loc.key, int):
+                    call_args[loc.key] = loc.get()
+                else:
+                    call_kwargs[loc.key] = loc.get()
+        call_args = tuple(call_args)
     result = None
     try:
-        result = fn(*args, **kwargs)
+        result = fn(*call_args, **call_kwargs)
     except TraceError:
         raise
     except (RuntimeError, TypeError, IndexError, ValueError) as e:
@@ -1152,8 +1168,15 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         _inert(rec.items)         # the call has returned: plain numbers from now on
         autograd.RECORDING_BACKWARD[0] = 0   # (a backward that raised left it set)
         if lifted is not None:
+            call_args = call_kwargs = None   # (references finish's leak check would count)
             lifted.finish([get() for _, get in env.roots], result, f"tracec.compile({rec.label})")
     if lifted is not None and lifted.refusal is not None and rec.poisoned is None:
+        if any(loc.kind == "arg" for loc in lifted.locations):
+            # A lifted number argument used as a plain number (a loop count,
+            # an index): this call ran eagerly to its end; the compiled
+            # function specializes on those arguments from now on.
+            _settle_items(rec)
+            return lifted_state.unsym(plain(result)), LiftRefused(lifted.refusal)
         rec.fail(lifted.refusal)
     if rec.poisoned is None:
         why = _side_effects(fn, args, kwargs, spec, leaves, rng_before, rec.py_draws)
