@@ -712,3 +712,54 @@ def test_gemm_column_blocks_over_a_symbolic_image_size_are_one_generic_compile()
     info = comp.cache_info()
     assert info.traces == 2 and not info.size_notes, info
     assert info.compiles + info.loads <= 1, info     # (the first trace is never reused)
+
+
+def test_stride_two_shortcuts_over_odd_and_even_image_sizes_are_one_generic_compile():
+    """ResNet's downsampling block (a 1x1 stride-2 shortcut beside a 3x3
+    stride-2 conv) over image sizes: the loop nests' dim merging compared
+    symbolic strides, and a stride-2 view's ``2*(X//2+1) == X+1`` (true at
+    odd X only) became a size guard, so ResNet-18 compiled a version per
+    parity (3 for 4 sizes).  Strides that are not structurally equal are not
+    merged: one version, equal to eager at every size."""
+    tracec.manual_seed(0)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(4, 8, 3, stride=2, padding=1, bias=False)
+            self.bn1 = nn.BatchNorm2d(8)
+            self.conv2 = nn.Conv2d(8, 8, 3, padding=1, bias=False)
+            self.down = nn.Sequential(nn.Conv2d(4, 8, 1, stride=2, bias=False),
+                                      nn.BatchNorm2d(8))
+
+        def forward(self, x):
+            return F.relu(self.conv2(F.relu(self.bn1(self.conv1(x)))) + self.down(x))
+
+    def net():
+        return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), Block(),
+                             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 5))
+
+    m, ref = net(), net()
+    ref.load_state_dict(m.state_dict())
+    opt, ropt = tracec.optim.SGD(m.parameters(), lr=0.05), tracec.optim.SGD(ref.parameters(),
+                                                                          lr=0.05)
+
+    def make(model, o):
+        def step(x, y):
+            o.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            o.step()
+            return loss
+        return step
+    comp, eager = tracec.compile(make(m, opt)), make(ref, ropt)
+    rng = np.random.default_rng(0)
+    for h in (16, 20, 14, 13):
+        x = tracec.tensor(rng.standard_normal((2, 3, h, h)).astype(np.float32))
+        y = tracec.tensor(rng.integers(0, 5, 2))
+        _close(comp(x, y).item(), eager(x, y).item(), 1e-4)
+    for p, q in zip(m.parameters(), ref.parameters()):
+        _close(p.detach().numpy(), q.detach().numpy(), 1e-4)
+    info = comp.cache_info()
+    assert info.traces == 2 and not info.size_notes, info
+    assert info.compiles + info.loads <= 1, info
