@@ -15,6 +15,17 @@ hands its gradient to that node's slot (as a multi-output
 like a training step's backward; the forward is recomputed there (nothing
 is saved between the two calls but references to the inputs).
 
+**Joint calls.**  Recomputing the forward costs about a third of a
+training step.  When one result is a float scalar (a loss) and a backward
+seeded only at that loss followed an earlier call (``loss.backward()`` after
+``model(x, y)``, nanoGPT's compiled model), later calls run a *joint*
+function instead of the forward: the traced forward, its state writes
+included, and the gradients of the loss with a seed of 1, computed once.
+The backward then scales them by the loss's cotangent (gradients are linear
+in it: ``(loss / 4).backward()``).  A backward seeded otherwise (another
+result's cotangent) runs the recomputing backward as before, and joint
+calls stop; so do they after two calls whose results no backward read.
+
 Invariants (what makes the gradients equal eager ones):
   * the backward reads the inputs as they were at the forward call: tensors
     the forward wrote in place (the RNG state behind dropout, batch-norm
@@ -43,6 +54,12 @@ from tracec.pytree import resolve
 from tracec.tensor import Tensor
 
 __all__ = ["BackwardPlan", "attach", "save_inputs"]
+
+
+def ret_type(entry, k: int):
+    """The type of the traced function's ``k``-th returned value."""
+    fn = next(op for op in entry.stages["trace"].walk() if isinstance(op, func.FuncOp))
+    return fn.body.block.last_op.operands[k].type
 
 
 class BackwardPlan:
@@ -75,6 +92,19 @@ class BackwardPlan:
         self.copied = [j for j, spec in enumerate(trace.inputs)
                        if spec.kind == "state" and id(spec.source) in written]
         self._exe: dict = {}
+        #: Joint calls (module docstring): the index in ``out_indices`` of
+        #: the one float scalar result, or None (never joint); whether a
+        #: backward seeded at it alone was seen; whether joint calls are off;
+        #: calls in a row whose joint gradients no backward read.
+        scalars = [i for i, k in enumerate(self.out_indices)
+                   if not ir.shape_of(ret_type(entry, k)) and
+                   ir.dtype_of(ret_type(entry, k)).is_floating_point]
+        self.joint_at = scalars[0] if len(scalars) == 1 else None
+        self.joint_seen = False
+        self.joint_off = False
+        self.joint_unread = 0
+        self.last_joint = None      # the _Saved of the last joint call
+        self._joint: dict = {}
         #: ``generic(module, optimize, env)``: the size-generic executable of
         #: a symbolic backward module for the sizes ``env`` (set by
         #: ``size_generic.maker`` when the forward is size-generic); None:
@@ -153,6 +183,50 @@ class BackwardPlan:
             exe = self._static[key] = self.compile_fn(module, optimize)
         return exe(arrays)
 
+    def joint(self, args, kwargs):
+        """``(executable, wrt)`` of a joint call for this call, or None
+        (module docstring; static traces only)."""
+        if self.joint_at is None or not self.joint_seen or self.joint_off or \
+                self.generic is not None:
+            return None
+        last, self.last_joint = self.last_joint, None
+        if last is not None:
+            # (the last joint call's gradients: read by a backward by now?)
+            self.joint_unread = 0 if last.joint_read else self.joint_unread + 1
+            if self.joint_unread >= 2:      # joint calls no backward reads: off
+                self.joint_off = True
+                return None
+        wrt = tuple(self.differentiable(args, kwargs))
+        if not wrt:
+            return None
+        exe = self._joint.get(wrt)
+        if exe is None:
+            t0 = time.perf_counter()
+            exe = self._joint[wrt] = self.compile_fn(*self._joint_module(wrt))
+            self.entry.timings["joint_compile_s"] = time.perf_counter() - t0
+        return exe, wrt
+
+    def _joint_module(self, wrt: tuple):
+        """The traced forward (its returns, writes included, unchanged) with
+        the gradients of its scalar result (seed 1) for ``wrt`` appended to
+        its returns."""
+        module = self.entry.stages["trace"].clone()
+        fn = next(op for op in module.walk() if isinstance(op, func.FuncOp))
+        block = fn.body.block
+        ret = block.last_op
+        vals = list(ret.operands)
+        loss = vals[self.out_indices[self.joint_at]]
+        bop = ir.BackwardOp(loss, [block.args[j] for j in wrt], None, loc=ret.location)
+        block.insert_op_before(bop, ret)
+        block.erase_op(ret)
+        ir.set_returns(fn, vals + list(bop.grads))
+
+        def optimize():
+            run_passes(AUTODIFF, module, verify=self.verify)
+            run_passes(OPTIMIZE, module, verify=self.verify)
+            return module
+        return module, optimize
+
     def _sizes(self, arrays) -> dict:
         """``{symbol: value}`` of a call, read from its saved input arrays."""
         return {name: np.shape(arrays[i])[d] for name, (i, d) in self._sources.items()}
@@ -202,7 +276,8 @@ class _Saved:
     their versions at the forward.  Doubles as the node's ``ctx``."""
 
     __slots__ = ("plan", "arrays", "wrt", "tensors", "watched", "versions",
-                 "saved_tensors_freed", "materialize_grads", "out_shapes")
+                 "saved_tensors_freed", "materialize_grads", "out_shapes", "joint",
+                 "joint_read")
 
     def __init__(self, plan, arrays, wrt, tensors, watched):
         self.plan = plan
@@ -215,6 +290,8 @@ class _Saved:
         # Results given no gradient arrive as None (the backward makes zeros
         # for them and knows which inputs got no gradient at all).
         self.materialize_grads = False
+        self.joint = None          # a joint call's gradients (seed 1), if one
+        self.joint_read = 0
 
 
 class CompiledCall:
@@ -233,9 +310,28 @@ class CompiledCall:
                     f"compiled call, is at version {t._version[0]}; expected version {v} "
                     "instead.")
         plan = saved.plan
+        reached = frozenset().union(*(r for g, r in zip(gs, plan.reach) if g is not None))
+        at = plan.joint_at
+        alone = at is not None and gs[at] is not None and \
+            all(g is None for i, g in enumerate(gs) if i != at)
+        if alone:
+            plan.joint_seen = True
+        if saved.joint is not None and alone:
+            # Gradients are linear in the loss's cotangent: scaled, once
+            # handed out as they are for a seed of exactly 1.
+            c = gs[at]._data
+            first = not saved.joint_read
+            saved.joint_read += 1
+            if first and c == 1:
+                grads = saved.joint
+            else:
+                grads = [np.multiply(a, c.astype(a.dtype)) for a in saved.joint]
+            return tuple(Tensor._make(a, t.dtype) if j in reached else None
+                         for a, t, j in zip(grads, saved.tensors, saved.wrt))
+        if saved.joint is not None:
+            plan.joint_off = True     # seeded otherwise: the recomputing backward
         cots = [g._data if g is not None else np.zeros(shape, d.np)
                 for g, shape, d in zip(gs, saved.out_shapes, plan.out_dtypes)]
-        reached = frozenset().union(*(r for g, r in zip(gs, plan.reach) if g is not None))
         grads = plan.run(saved.wrt, saved.arrays + cots)
         return tuple(Tensor._make(a, t.dtype) if j in reached else None
                      for a, t, j in zip(grads, saved.tensors, saved.wrt))
@@ -250,10 +346,12 @@ def save_inputs(plan: BackwardPlan, arrays: list) -> list:
     return saved
 
 
-def attach(plan: BackwardPlan, results: list, saved_arrays: list, args, kwargs) -> None:
+def attach(plan: BackwardPlan, results: list, saved_arrays: list, args, kwargs,
+           joint=None) -> None:
     """Make ``results`` (the compiled call's outputs ``plan.out_indices``)
-    carry a node whose backward runs the compiled backward."""
-    wrt = tuple(plan.differentiable(args, kwargs))
+    carry a node whose backward runs the compiled backward; ``joint``:
+    ``(wrt, gradient arrays)`` of a joint call."""
+    wrt = tuple(plan.differentiable(args, kwargs)) if joint is None else joint[0]
     if not wrt:
         return
     trace = plan.entry.trace
@@ -271,6 +369,9 @@ def attach(plan: BackwardPlan, results: list, saved_arrays: list, args, kwargs) 
     watched = [t for j, t in enumerate(by_input) if j not in copied and t is not None]
     saved = _Saved(plan, saved_arrays, wrt, tensors, watched)
     saved.out_shapes = [r._data.shape for r in results]
+    if joint is not None:
+        saved.joint = joint[1]
+        plan.last_joint = saved
     node = graph.FunctionNode(CompiledCall, saved, tuple(graph.edge_of(t) for t in tensors),
                               len(tensors))
     if len(results) > 1:

@@ -327,6 +327,7 @@ class Entry:
             check.check_module(self.optimized(), self.check_backend, arrays)
         plan = self.backward_plan if graph.is_grad_enabled() else None
         saved = compiled_backward.save_inputs(plan, arrays) if plan is not None else None
+        joint = plan.joint(args, kwargs) if plan is not None else None
         if self._fresh_grads is None:
             self._fresh_grads = [] if self._speculated() else \
                 _fresh_grad_outputs(self.trace, self.executable)
@@ -344,7 +345,14 @@ class Entry:
                     out[k] = a
                 del a
             del old
-        outs = self.executable(arrays) if out is None else self.executable(arrays, out=out)
+        if joint is not None:
+            # the forward and the loss's gradients in one (compiled_backward)
+            outs = joint[0](arrays)
+            joint = (joint[1], list(outs[len(outs) - len(joint[1]):]))
+            outs = outs[:len(outs) - len(joint[0])]
+        else:
+            outs = self.executable(arrays) if out is None else \
+                self.executable(arrays, out=out)
         if self._speculated():
             # Decisions the trace took on tensor data, checked before any
             # result is applied (nothing was donated): a call that decides
@@ -426,7 +434,7 @@ class Entry:
             for k, d in zip(plan.out_indices, plan.out_dtypes):
                 results.append(Tensor._make(returned[k], d))
                 returned[k] = results[-1]
-            compiled_backward.attach(plan, results, saved, args, kwargs)
+            compiled_backward.attach(plan, results, saved, args, kwargs, joint)
         for commit in self.committers:
             commit()
         return _rebuild(self.trace.template, returned, args, kwargs)

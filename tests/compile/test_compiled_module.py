@@ -105,3 +105,80 @@ def test_the_wrapper_is_the_module_as_pytorch_shows_it():
         m.eval(), m2.eval()
         np.testing.assert_allclose(cm(x)[0].numpy(), m2(x)[0].numpy(), rtol=1e-6)
     assert cm.cache_info().traces >= 1                   # the compiled function's own
+
+
+class TinyCNN(nn.Module):
+    """A loss-returning model with dropout and batch norm (state the forward
+    writes) for the joint calls of compiled_backward."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.drop = nn.Dropout(0.2)
+        self.fc = nn.Linear(4 * 5 * 5, 3)
+
+    def forward(self, x, y):
+        h = self.drop(F.relu(self.bn(self.conv(x))))
+        logits = self.fc(h.flatten(1))
+        return logits, F.cross_entropy(logits, y)
+
+
+def _train_scaled(model, opt, seed_on):
+    """Steps whose backward is seeded at the loss (scaled, as gradient
+    accumulation does) or, from step ``seed_on`` on, at the logits too."""
+    rng = np.random.default_rng(1)
+    out = []
+    for i in range(7):
+        x = tracec.tensor(rng.standard_normal((3, 2, 5, 5)).astype(np.float32))
+        y = tracec.tensor(rng.integers(0, 3, 3))
+        tracec.manual_seed(10 + i)
+        logits, loss = model(x, y)
+        if i >= seed_on:
+            (loss * 0.5 + logits.pow(2).mean() * 0.1).backward()
+        else:
+            (loss / 4).backward()
+        opt.step()
+        opt.zero_grad()
+        out.append(loss.item())
+    return out
+
+
+@pytest.mark.parametrize("seed_on", [99, 4])
+def test_a_compiled_model_computes_the_losss_gradients_with_its_forward(seed_on):
+    """After a backward seeded at the scalar loss alone, calls run the
+    forward and the loss's gradients as one compiled function (no forward
+    recomputed in the backward); the backward scales them by the cotangent.
+    A backward seeded otherwise (``seed_on``) gets the recomputing backward
+    and joint calls stop.  Every step equals eager."""
+    def build():
+        tracec.manual_seed(0)
+        m = TinyCNN()
+        return m, tracec.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    (me, oe), (mc, oc) = build(), build()
+    cm = tracec.compile(mc)
+    want, got = _train_scaled(me, oe, seed_on), _train_scaled(cm, oc, seed_on)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    for (k, a), b in zip(me.state_dict().items(), mc.state_dict().values()):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
+    plan = cm._last.backward_plan
+    assert "joint_compile_s" in cm._last.timings
+    assert plan.joint_off == (seed_on < 7)
+
+
+def test_joint_calls_stop_when_no_backward_reads_them():
+    tracec.manual_seed(0)
+    m = TinyCNN()
+    cm = tracec.compile(m)
+    x = tracec.tensor(np.ones((3, 2, 5, 5), np.float32))
+    y = tracec.tensor(np.array([0, 1, 2]))
+    for _ in range(3):
+        cm(x, y)[1].backward()
+    plan = cm._last.backward_plan
+    assert "joint_compile_s" in cm._last.timings and not plan.joint_off
+    for _ in range(3):          # evaluation with grad mode on: nothing reads them
+        cm(x, y)
+    assert plan.joint_off
+    m.zero_grad()
+    cm(x, y)[1].backward()      # the recomputing backward again
+    assert all(p.grad is not None for p in m.parameters())
