@@ -183,11 +183,11 @@ class BackwardPlan:
             exe = self._static[key] = self.compile_fn(module, optimize)
         return exe(arrays)
 
-    def joint(self, args, kwargs):
-        """``(executable, wrt)`` of a joint call for this call, or None
-        (module docstring; static traces only)."""
-        if self.joint_at is None or not self.joint_seen or self.joint_off or \
-                self.generic is not None:
+    def joint(self, args, kwargs, arrays):
+        """``(executable, wrt)`` of a joint call for this call (its input
+        ``arrays``), or None (module docstring).  A size-generic forward's
+        is size-generic too, ``max_versions`` versions at most."""
+        if self.joint_at is None or not self.joint_seen or self.joint_off:
             return None
         last, self.last_joint = self.last_joint, None
         if last is not None:
@@ -199,6 +199,21 @@ class BackwardPlan:
         wrt = tuple(self.differentiable(args, kwargs))
         if not wrt:
             return None
+        if self.generic is not None:
+            env = self._sizes(arrays)
+            versions = self._joint.setdefault(wrt, [])
+            for exe in versions:
+                if exe.failed_guard(env) is None:
+                    return exe, wrt
+            if len(versions) >= self.max_versions:
+                return None
+            t0 = time.perf_counter()
+            exe = self.generic(*self._joint_module(wrt), env)
+            self.entry.timings["joint_compile_s"] = time.perf_counter() - t0
+            if exe.failed_guard(env) is not None:
+                return None
+            versions.append(exe)
+            return exe, wrt
         exe = self._joint.get(wrt)
         if exe is None:
             t0 = time.perf_counter()

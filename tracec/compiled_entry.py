@@ -327,7 +327,7 @@ class Entry:
             check.check_module(self.optimized(), self.check_backend, arrays)
         plan = self.backward_plan if graph.is_grad_enabled() else None
         saved = compiled_backward.save_inputs(plan, arrays) if plan is not None else None
-        joint = plan.joint(args, kwargs) if plan is not None else None
+        joint = plan.joint(args, kwargs, arrays) if plan is not None else None
         if self._fresh_grads is None:
             self._fresh_grads = [] if self._speculated() else \
                 _fresh_grad_outputs(self.trace, self.executable)

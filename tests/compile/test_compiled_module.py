@@ -182,3 +182,29 @@ def test_joint_calls_stop_when_no_backward_reads_them():
     m.zero_grad()
     cm(x, y)[1].backward()      # the recomputing backward again
     assert all(p.grad is not None for p in m.parameters())
+
+
+def test_joint_calls_of_a_size_generic_forward_over_batch_sizes():
+    def build():
+        tracec.manual_seed(0)
+        m = TinyCNN()
+        return m, tracec.optim.SGD(m.parameters(), lr=0.05)
+    (me, oe), (mc, oc) = build(), build()
+    cm = tracec.compile(mc)
+    rng = np.random.default_rng(2)
+    for i, b in enumerate((3, 4, 5, 4, 6, 5, 4, 3)):
+        x = tracec.tensor(rng.standard_normal((b, 2, 5, 5)).astype(np.float32))
+        y = tracec.tensor(rng.integers(0, 3, b))
+        losses = []
+        for m, o in ((me, oe), (cm, oc)):
+            tracec.manual_seed(7 + i)
+            loss = m(x, y)[1]
+            loss.backward()
+            o.step()
+            o.zero_grad()
+            losses.append(loss.item())
+        np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
+    for (k, a), b in zip(me.state_dict().items(), mc.state_dict().values()):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
+    subs = [s for es in cm._sym.values() for e in es for s in e.generic]
+    assert subs and any(s.backward_plan._joint for s in subs), subs
