@@ -665,6 +665,8 @@ def record_primitive(rec, prim, args, params, out: Tensor, where: str, loc):
 
 #: Ops whose result shares memory with their operand.
 _VIEWS = ("view_as_real", "view_as_complex", "real", "imag")
+#: Those of them whose result has the representation of their operand.
+_SAME_REPR = ("view_as_real", "view_as_complex")
 
 
 def record_op(rec, name: str, args, out: Tensor, where: str, loc):
@@ -685,7 +687,13 @@ def record_op(rec, name: str, args, out: Tensor, where: str, loc):
                         "(tracec.compile(fn, dynamic=False)), or use "
                         "tracec.compile(fn, fallback=\"eager\").")
     rec.env[id(out)] = (out, res.ssa)
-    if name in _VIEWS:
+    if name in _SAME_REPR:
+        # one representation for both (the real view's layout): an in-place
+        # write to either is a write to both (an optimizer's update of a
+        # complex parameter through view_as_real)
+        rec.same_repr[id(out)] = args[0]
+        rec.same_repr[id(args[0])] = out
+    elif name in _VIEWS:
         for t in (args[0], out):   # they share memory
             rec.component_shared[id(t)] = t
     return None
