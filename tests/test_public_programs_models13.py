@@ -33,10 +33,7 @@ PROGS = ROOT / "tests" / "programs" / "models13"
 
 CASES = ["fno.py", "pinn.py", "td3.py", "convlstm.py", "simclr.py", "srgan.py",
          "set_transformer.py"]
-# Programs whose compiled step tracec.compile runs eagerly, and says so: the
-# FNO's spectral weights are complex Parameters, and gradients of complex
-# leaves are not compiled yet (its FFTs and complex einsums are).
-EAGER_FALLBACK = {"fno.py"}
+EAGER_FALLBACK: set = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
 
