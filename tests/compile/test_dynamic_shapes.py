@@ -158,6 +158,29 @@ def test_int_of_a_size_specializes_and_says_so():
     assert any("B specialized to 3" in s and "test_dynamic_shapes.py" in s for s in info.notes)
 
 
+def test_split_by_a_symbolic_size():
+    """Set Transformer's MAB puts its heads back with
+    ``x.split(Q.size(0), 0)``: a symbolic split size, one trace for every
+    batch size (the number of pieces, 3B // B, is 3 for all of them)."""
+    @tracec.compile(backend="interp", dynamic=True)
+    def f(x):
+        heads = tracec.cat(x.split(2, 2), 0)               # [3B, T, 2]
+        return tracec.cat((heads * 2).split(x.size(0), 0), 2)
+
+    for B in (2, 5, 3):
+        x = tracec.randn(B, 4, 6)
+        _close(f(x).numpy(), x.numpy() * 2, 1e-6)
+    assert f.cache_info().traces == 1
+
+    # a number of pieces that depends on the size is specialized on (guarded)
+    g = tracec.compile(lambda x: x.split(x.size(0) // 2 + 1, 0)[-1] * 1, backend="interp",
+                       dynamic=True)
+    for B in (5, 3, 2, 7):
+        x = tracec.randn(B, 3)
+        s = B // 2 + 1
+        _close(g(x).numpy(), x.numpy()[(-(-B // s) - 1) * s:], 1e-6)
+
+
 def test_mark_dynamic_and_creation_ops():
     @tracec.compile(backend="interp")
     def f(x):
