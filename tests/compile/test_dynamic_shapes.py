@@ -181,6 +181,21 @@ def test_split_by_a_symbolic_size():
         _close(g(x).numpy(), x.numpy()[(-(-B // s) - 1) * s:], 1e-6)
 
 
+def test_tensor_split_and_a_size_to_a_float_power():
+    """``x.tensor_split(2)`` (divmod of a size) and attention's
+    ``/ k.size(-1) ** 0.5`` in a dynamic trace: eager's values."""
+    @tracec.compile(backend="interp", dynamic=True)
+    def f(x):
+        a, b = x.tensor_split(2, dim=0)
+        return (a.sum(0) - b.sum(0)) / x.size(1) ** 0.5, x @ x.T / (x.size(-1) ** 0.5)
+
+    for B in (4, 6, 5):
+        x = tracec.randn(B, 6)
+        for got, want in zip(f(x), ((x[:(B + 1) // 2].sum(0) - x[(B + 1) // 2:].sum(0)) / 6 ** 0.5,
+                                    x @ x.T / 6 ** 0.5)):
+            _close(got.numpy(), want.numpy(), 1e-5)
+
+
 def test_mark_dynamic_and_creation_ops():
     @tracec.compile(backend="interp")
     def f(x):
