@@ -25,6 +25,8 @@ import ast
 import numbers
 import operator
 
+import numpy as np
+
 __all__ = ["Sym", "SymbolicError", "symbol", "parse", "evaluate", "is_symbolic",
            "hint_of", "GUARD_SINKS", "with_hints", "free_symbols", "hinted", "known",
            "recorded_guards", "guard_holds", "substitute", "size_sources", "failed_size_guard"]
@@ -293,6 +295,11 @@ class Sym:
         return h
 
     __index__ = __int__
+
+    def __array__(self, dtype=None, copy=None):
+        # NumPy meets a size (``np.sqrt(d_k)``, ``torch.tensor(x.size(0))``):
+        # it needs the number, specialized under a guard as by int()
+        return np.asarray(int(self), dtype=dtype)
 
     def __float__(self):
         return float(int(self))

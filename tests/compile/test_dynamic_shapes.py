@@ -158,6 +158,19 @@ def test_int_of_a_size_specializes_and_says_so():
     assert any("B specialized to 3" in s and "test_dynamic_shapes.py" in s for s in info.notes)
 
 
+def test_len_and_nelement_of_a_symbolic_size_are_not_baked():
+    """``loss / len(y)`` and ``/ x.nelement()`` in a step whose batch size
+    went symbolic (the epoch's short last batch): len() specializes under a
+    guard, nelement() is numel(); never the traced call's number."""
+    @tracec.compile(backend="interp")
+    def f(x):
+        return x.sum() / len(x), x.sum() / x.nelement(), x.sum() / tracec.numel(x)
+
+    for n in (8, 8, 5, 3, 5, 7):
+        got = [v.item() for v in f(tracec.ones(n, 2))]
+        assert got == [2.0, 1.0, 1.0], (n, got)
+
+
 def test_split_by_a_symbolic_size():
     """Set Transformer's MAB puts its heads back with
     ``x.split(Q.size(0), 0)``: a symbolic split size, one trace for every
@@ -194,6 +207,15 @@ def test_tensor_split_and_a_size_to_a_float_power():
         for got, want in zip(f(x), ((x[:(B + 1) // 2].sum(0) - x[(B + 1) // 2:].sum(0)) / 6 ** 0.5,
                                     x @ x.T / 6 ** 0.5)):
             _close(got.numpy(), want.numpy(), 1e-5)
+
+    # NumPy and tensor() given a size: its number (specialized, guarded)
+    g = tracec.compile(lambda x: (x @ x.T / np.sqrt(x.size(0)), x.sum() / tracec.tensor(x.size(0))),
+                       backend="interp", dynamic=True)
+    for B in (4, 9, 4):
+        x = tracec.randn(B, 3)
+        got = g(x)
+        _close(got[0].numpy(), (x @ x.T).numpy() / np.sqrt(B), 1e-5)
+        _close(got[1].numpy(), x.sum().numpy() / B, 1e-5)
 
 
 def test_mark_dynamic_and_creation_ops():

@@ -40,6 +40,20 @@ def test_divmod_and_powers_of_sizes():
         B ** 0.5
 
 
+def test_numpy_reads_a_size_as_its_number_under_a_guard():
+    """``np.sqrt(d_k)`` and ``torch.tensor(x.size(0))`` on a size: NumPy gets
+    the number (``__array__``), specialized as int() is."""
+    import numpy as np
+    seen = []
+    GUARD_SINKS.append(lambda *a: seen.append(a))
+    try:
+        d = symbol("D", 16)
+        assert np.sqrt(d) == 4.0 and np.array([d, 2]).tolist() == [16, 2]
+    finally:
+        GUARD_SINKS.pop()
+    assert seen and all(s[:2] == ("specialize", d) for s in seen)
+
+
 def test_text_of_a_floor_division_factor_parses_back():
     """A ``//`` or ``%`` factor multiplied or negated is parenthesized: the
     signature's workspace offsets (``64*((4*B*T+63)//64)``) parse back to
