@@ -15,6 +15,6 @@ TRACEC_RECORD_TORCH=1 python -m pytest -q -n auto --dist worksteal \
     tests/test_public_programs_models3.py tests/test_public_programs_models4.py \
     tests/test_public_programs_models5.py tests/test_public_programs_models6.py \
     tests/test_public_programs_models7.py tests/test_public_programs_models8.py \
-    tests/test_public_programs_models12.py \
+    tests/test_public_programs_models12.py tests/test_public_programs_models13.py \
     tests/test_public_programs_models9.py tests/test_public_programs_models10.py \
     tests/test_public_programs_models11.py "$@"

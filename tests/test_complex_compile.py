@@ -200,11 +200,32 @@ def test_complex_argument_and_result_are_refused_naming_the_function():
         g(tracec.ones(2, 2))
 
 
-def test_in_place_write_through_a_complex_view_is_refused():
+def test_in_place_write_through_view_as_real_is_seen_by_the_complex_tensor():
+    """view_as_real / view_as_complex share the representation of their
+    operand in the trace: a write through one (a slice of it included) is a
+    write to the other, as eagerly."""
     def step(x):
         z = tracec.view_as_complex(x.clone())
         r = tracec.view_as_real(z)
-        r[:, 0] = 0.0          # changes z too: the trace would not see it
+        r[:, 0] = 0.5
+        r.mul_(3.0)
+        r[1:].add_(1.0)
+        zz = z * (2 + 1j)
+        return zz.real, zz.imag, r * 1
+
+    f = tracec.compile(step, backend="interp")
+    for k in range(2):
+        x = tracec.tensor(np.arange(6, dtype=np.float32).reshape(3, 2) + k)
+        for e, c in zip(step(x), f(x)):
+            np.testing.assert_allclose(c.numpy(), e.numpy())
+    assert f.cache_info().traces == 1
+
+
+def test_in_place_write_through_real_or_imag_is_refused():
+    def step(x):
+        z = tracec.view_as_complex(x.clone())
+        zr = z.real
+        zr.mul_(2.0)           # changes z too: the trace would not see it
         return (z * 2).real
 
     line = step.__code__.co_firstlineno + 3
@@ -212,6 +233,44 @@ def test_in_place_write_through_a_complex_view_is_refused():
     with pytest.raises(tracec.TraceError, match=rf"test_complex_compile.py:{line}: an in-place "
                                                "write to a tensor that shares memory"):
         f(tracec.ones(3, 2))
+
+
+@pytest.mark.parametrize("opt", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad"])
+def test_complex_parameter_trained_compiled(opt):
+    """A complex Parameter's gradient (view_as_real of dL/da + i dL/db) and
+    the optimizer's update through view_as_real (its moments per component),
+    compiled: the parameters, their .grad and the optimizer state eager
+    gives, from one trace; without zero_grad the gradient accumulates."""
+    def make():
+        rng = np.random.default_rng(0)
+        w = tracec.nn.Parameter(tracec.tensor(
+            (rng.random((3, 4)) + 1j * rng.random((3, 4))).astype(np.complex64)))
+        b = tracec.nn.Parameter(tracec.tensor(rng.random(4).astype(np.float32)))
+        o = getattr(tracec.optim, opt)([w, b], lr=0.05)
+
+        def step(x, zero):
+            if zero:
+                o.zero_grad()
+            z = tracec.complex(x, x * 0.5) @ w
+            loss = (z.abs() + b).pow(2).mean() + (z * z.conj()).real.mean()
+            loss.backward()
+            o.step()
+            return loss
+        return step, w, b, o
+    se, we, be, oe = make()
+    sc, wc, bc, oc = make()
+    c = tracec.compile(sc, backend="interp")
+    for k in range(4):
+        x = tracec.tensor(np.random.default_rng(k).standard_normal((2, 3)).astype(np.float32))
+        zero = k < 2
+        np.testing.assert_allclose(c(x, zero).item(), se(x, zero).item(), rtol=1e-5)
+    assert wc.grad.dtype == tracec.complex64 and tuple(wc.grad.shape) == (3, 4)
+    for e, g in ((we, wc), (be, bc), (we.grad, wc.grad)):
+        np.testing.assert_allclose(g.detach().numpy(), e.detach().numpy(), rtol=1e-5, atol=1e-6)
+    for key, v in oe.state[we].items():
+        if isinstance(v, tracec.Tensor):
+            np.testing.assert_allclose(oc.state[wc][key].numpy(), v.numpy(), rtol=1e-5, atol=1e-7)
+    assert c.cache_info().traces == 2     # zero_grad or not: one trace each
 
 
 def test_dtype_to_real_and_to_complex_are_methods():

@@ -23,6 +23,7 @@ import numpy as np
 from tracec import compiled_backward, graph, size_generic, symbolic
 from tracec.backends import check
 from tracec.backends.cpu.output_pool import fresh
+from tracec.complex_ops import _as_real_view
 from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, run_passes
 from tracec.mutation import EPOCH, guard_watched
 from tracec.pytree import resolve
@@ -420,14 +421,19 @@ class Entry:
                 t._version[0] += 1
             else:
                 leaf = spec.target if spec.arg is None else resolve(spec.arg, args, kwargs)
+                cplx = leaf.dtype.category == 3   # computed as its real view [..., 2]
                 if spec.inplace:
-                    if arr is not leaf._grad._data:
-                        np.copyto(leaf._grad._data, arr)
+                    g = _as_real_view(leaf._grad._data) if cplx else leaf._grad._data
+                    if arr is not g:
+                        np.copyto(g, arr)
                     leaf._grad._version[0] += 1
                 else:
-                    if id(arr) in seen or not (arr.flags.owndata or fresh(arr)):
+                    if id(arr) in seen or not (arr.flags.owndata or fresh(arr)) or \
+                            (cplx and not arr.flags.c_contiguous):
                         arr = arr.copy()
                     seen.add(id(arr))
+                    if cplx:
+                        arr = arr.view(leaf.dtype.np)[..., 0]
                     leaf._grad = Tensor._make(arr, leaf.dtype)
         if plan is not None:
             results = []
@@ -453,7 +459,8 @@ def _fresh_grad_outputs(trace: Trace, executable) -> list:
     for spec in trace.outputs:
         if spec.kind in NO_VALUE:
             continue
-        if spec.kind == "grad" and not spec.inplace and spec.arg is None:
+        if spec.kind == "grad" and not spec.inplace and spec.arg is None and \
+                spec.target.dtype.category != 3:
             out.append((k, spec.target))
         k += 1
     return out

@@ -111,6 +111,13 @@ def leaf_names(fn, args, kwargs) -> list[str]:
 
 
 def _spec_diff(a, b) -> str:
+    if isinstance(a, tuple) and len(a) == 3 and a[0] == "O" and \
+            isinstance(b, tuple) and len(b) == 3 and b[0] == "O" and a[1] == b[1]:
+        # (tracec.pytree: objects other than containers and dataclasses are
+        # keyed by identity; their ids say nothing to the user)
+        return (f"another {a[1]} object (an argument that is not a tuple, list, dict, "
+                "namedtuple or dataclass is keyed by identity: pass the tensors it holds, "
+                "or make its class a dataclass, to reuse the trace)")
     if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
         for x, y in zip(a, b):
             if x != y:

@@ -10,9 +10,9 @@ NumPy, as custom ``autograd.Function``s whose backward follows the same
 convention: for a real loss L of ``z = a + ib``, ``z.grad = dL/da + i dL/db``.
 Inside ``tracec.compile`` the ones made with ``np_function(traced=...)`` are
 told, by name, to the tracer (``TRACED_OPS``), which records them in real
-primitives (``tracec.complex_trace``); the others (``angle``, ``sgn``,
-``tracec.fft``) fail naming the op and the user's line (``concrete``), never
-computing a wrong number.  ``view_as_real``, ``view_as_complex``, ``.real``
+primitives (``tracec.complex_trace``), as are ``tracec.fft``'s transforms;
+the others (``angle``, ``sgn``) fail naming the op and the user's line
+(``concrete``), never computing a wrong number.  ``view_as_real``, ``view_as_complex``, ``.real``
 and ``.imag`` share memory with their operand, as PyTorch's views do.
 """
 from __future__ import annotations

@@ -440,7 +440,132 @@ def _as_real(xs, out):
     return Value(xs[0].ssa, False)
 
 
+# --- the discrete Fourier transforms (tracec.fft) as products with DFT matrices ------------------
+# Each transformed axis is a real-linear map: the operand (its real and
+# imaginary parts) times a constant matrix of that axis's length, so the
+# autodiff pass differentiates it like any matmul, and the gradients are
+# the adjoint transforms PyTorch's FFT backward computes.  The cropping or
+# zero padding of ``n`` / ``s`` is folded into the matrix (rows past the
+# transform's length are zero; an input shorter than it uses the first
+# rows).  O(n^2) per axis instead of O(n log n): exact, and fine at the
+# lengths traced programs transform (an FNO's grid).
+
+def _const(arr: np.ndarray, rd: dt.DType) -> Value:
+    e = _EMIT[-1]
+    op = ir.constant(np.ascontiguousarray(arr, dtype=rd.np), rd, loc=e.loc)
+    e.rec.block.add_op(op)
+    return Value(op.results[0])
+
+
+def _fft_scale(n: int, norm: str, inverse: bool) -> float:
+    if norm == "ortho":
+        return 1.0 / np.sqrt(n)
+    return 1.0 / n if (norm == "forward") != inverse else 1.0
+
+
+def _static_length(v: Value, axis: int) -> int:
+    m = v.shape[axis]
+    if not isinstance(m, (int, np.integer)):
+        raise NotImplementedError("a transformed dimension of symbolic size")
+    return int(m)
+
+
+def _along(x: Value, axis: int, mat: Value) -> Value:
+    """``x`` (real, no parts axis) times ``mat`` ``[m, k]`` along ``axis``."""
+    n = x.ndim
+    perm = [d for d in range(n) if d != axis] + [axis]
+    moved = x if axis == n - 1 else M.transpose(x, tuple(perm))
+    if n == 1:
+        moved = M.reshape(moved, (1,) + tuple(moved.shape))
+    y = L.matmul(moved, mat)
+    if n == 1:
+        return M.reshape(y, tuple(y.shape[1:]))
+    if axis == n - 1:
+        return y
+    return M.transpose(y, tuple(int(i) for i in np.argsort(perm)))
+
+
+def _dft_axis(re, im, axis, mats, rd):
+    """``(re + i im)`` times the complex matrix ``mats = (real, imag)`` along
+    ``axis``; ``im`` or a part of ``mats`` None for 0."""
+    mr, mi = [None if m is None else _const(m, rd) for m in mats]
+    prods = [[None if (a is None or b is None) else _along(a, axis, b) for b in (mr, mi)]
+             for a in (re, im)]
+    return _sub(prods[0][0], prods[1][1]), _add(prods[0][1], prods[1][0])
+
+
+def _dft_matrix(m: int, n: int, k: int, sign: float, scale: float):
+    """``[m, k]``: row j < min(m, n) is ``scale * exp(sign 2 pi i j kk / n)``,
+    the rest zero (the input cropped to n)."""
+    j = np.arange(min(m, n), dtype=np.float64)[:, None]
+    theta = sign * 2 * np.pi * ((j * np.arange(k)[None, :]) % n) / n
+    re, im = np.zeros((m, k)), np.zeros((m, k))
+    re[:len(j)], im[:len(j)] = scale * np.cos(theta), scale * np.sin(theta)
+    return re, im
+
+
+def _c2c_axes(re, im, axes, sizes, norm, inverse, rd):
+    for ax, n in zip(axes, sizes):
+        m = _static_length(re, ax)
+        mats = _dft_matrix(m, n, n, 1.0 if inverse else -1.0, _fft_scale(n, norm, inverse))
+        re, im = _dft_axis(re, im, ax, mats, rd)
+    return re, im
+
+
+def _split(v: Value, rd):
+    if v.cplx:
+        return _drop(_part(v, 0)), _drop(_part(v, 1))
+    return (v if v.dtype is rd else E.cast(v, rd)), None
+
+
+def _joined(re, im, rd) -> Value:
+    out = _pack(_lift(re), None if im is None else _lift(im), tuple(re.shape), rd)
+    return out
+
+
+def _fft_r2c(xs, out):
+    x, axes, sizes, norm, onesided = xs
+    rd = out.dtype.to_real()
+    re, im = _split(x, rd)
+    last, n = axes[-1], sizes[-1]
+    k = n // 2 + 1 if onesided else n
+    re, im = _dft_axis(re, im, last, _dft_matrix(_static_length(re, last), n, k, -1.0,
+                                                 _fft_scale(n, norm, False)), rd)
+    re, im = _c2c_axes(re, im, axes[:-1], sizes[:-1], norm, False, rd)
+    return _joined(re, im, rd)
+
+
+def _fft_c2c(xs, out):
+    x, axes, sizes, norm, forward = xs
+    rd = out.dtype.to_real()
+    re, im = _c2c_axes(*_split(x, rd), axes, sizes, norm, not forward, rd)
+    return _joined(re, im, rd)
+
+
+def _fft_c2r(xs, out):
+    x, axes, sizes, norm = xs
+    rd = out.dtype
+    re, im = _c2c_axes(*_split(x, rd), axes[:-1], sizes[:-1], norm, True, rd)
+    last, n = axes[-1], sizes[-1]
+    m, half = _static_length(re, last), n // 2 + 1
+    # x_j = scale sum_k w_k (Re X_k cos t - Im X_k sin t), t = 2 pi j k / n, over
+    # the first ``half`` bins; w_k = 2 for the bins that also stand for their
+    # mirror images (the imaginary parts of bin 0 and bin n/2 meet sin t = 0)
+    kk = np.arange(min(m, half), dtype=np.float64)[:, None]
+    w = np.where((kk == 0) | (2 * kk == n), 1.0, 2.0) * _fft_scale(n, norm, True)
+    theta = 2 * np.pi * ((kk * np.arange(n)[None, :]) % n) / n
+    mr, mi = np.zeros((m, n)), np.zeros((m, n))
+    mr[:len(kk)], mi[:len(kk)] = w * np.cos(theta), -w * np.sin(theta)
+    y = _along(re, last, _const(mr, rd))
+    if im is not None:
+        y = E.add(y, _along(im, last, _const(mi, rd)))
+    return y
+
+
 OP_RULES = {
+    "fft_r2c": _fft_r2c,
+    "fft_c2c": _fft_c2c,
+    "fft_c2r": _fft_c2r,
     "view_as_complex": _as_complex,
     "view_as_real": _as_real,
     "polar": _polar,
@@ -490,9 +615,9 @@ def message(op: str, where: str) -> str:
     """Why ``op`` on complex values cannot be compiled (``where``: file:line)."""
     return (f"{where}: {op} cannot be compiled: complex tensors are compiled only through "
             "view_as_complex, view_as_real, polar, complex, real, imag, conj, arithmetic "
-            "(+ - * /, exp, abs, ==, !=, where, matmul, sum) and movement (reshape, view, "
-            f"slicing, indexing, transpose, expand, cat); {op} on complex values (as tracec.fft, "
-            "angle, ...) is eager only (the IR has no complex type). Move that part out of the "
+            "(+ - * /, exp, abs, ==, !=, where, matmul, sum), movement (reshape, view, "
+            f"slicing, indexing, transpose, expand, cat) and torch.fft's transforms; {op} on "
+            "complex values (as angle, sgn, ...) is eager only (the IR has no complex type). Move that part out of the "
             "compiled function, or use tracec.compile(fn, fallback=\"eager\").")
 
 
@@ -540,19 +665,35 @@ def record_primitive(rec, prim, args, params, out: Tensor, where: str, loc):
 
 #: Ops whose result shares memory with their operand.
 _VIEWS = ("view_as_real", "view_as_complex", "real", "imag")
+#: Those of them whose result has the representation of their operand.
+_SAME_REPR = ("view_as_real", "view_as_complex")
 
 
 def record_op(rec, name: str, args, out: Tensor, where: str, loc):
     """Record a complex op outside the primitive set (``OP_RULES``)."""
     if name not in OP_RULES:
         return rec.fail(message(f"{name}()", where))
-    values = [Value(rec.value_of(a), a.dtype.category == 3) for a in args]
+    # tensors become Values; other arguments (an FFT's dims, sizes, norm) pass as they are
+    values = [Value(rec.value_of(a), a.dtype.category == 3) if isinstance(a, Tensor) else a
+              for a in args]
     if rec.suspended:
         return None
-    with emitting(rec, loc):
-        res = apply_op(name, values, out.dtype)
+    try:
+        with emitting(rec, loc):
+            res = apply_op(name, values, out.dtype)
+    except NotImplementedError as e:
+        return rec.fail(f"{where}: a torch.fft transform over {e} cannot be compiled (its "
+                        "DFT matrix needs the length): keep that dimension static "
+                        "(tracec.compile(fn, dynamic=False)), or use "
+                        "tracec.compile(fn, fallback=\"eager\").")
     rec.env[id(out)] = (out, res.ssa)
-    if name in _VIEWS:
+    if name in _SAME_REPR:
+        # one representation for both (the real view's layout): an in-place
+        # write to either is a write to both (an optimizer's update of a
+        # complex parameter through view_as_real)
+        rec.same_repr[id(out)] = args[0]
+        rec.same_repr[id(args[0])] = out
+    elif name in _VIEWS:
         for t in (args[0], out):   # they share memory
             rec.component_shared[id(t)] = t
     return None

@@ -2,9 +2,11 @@
 irfft hfft ihfft``, their 2-D and n-D forms, ``fftfreq rfftfreq fftshift
 ifftshift``), with ``n``/``s``, ``dim`` and ``norm`` as in PyTorch.
 
-Invariant: the transforms are eager only (NumPy's pocketfft on the values;
-inside ``tracec.compile`` they fail naming the op and the user's line, as
-complex values do).  Each is one of three custom ``autograd.Function``s,
+Invariant: eagerly the transforms run NumPy's pocketfft on the values;
+inside ``tracec.compile`` they are recorded as products with DFT matrices
+(``tracec.complex_trace``: exact, O(n^2) per transformed axis; an axis of
+symbolic size is refused naming the op and the user's line).  Each is one
+of three custom ``autograd.Function``s,
 c2c, r2c and c2r, whose backward is PyTorch's: the adjoint transform with
 the opposite normalization (``backward`` <-> ``forward``, ``ortho`` stays),
 the zero padding or cropping of ``n``/``s`` undone, r2c's gradient padded
@@ -17,7 +19,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import functions as F
-from tracec.complex_ops import conj, eager_only, np_function
+from tracec.complex_ops import conj, np_function
 from tracec.creation import arange
 from tracec.functions import tensor_arg
 from tracec.ops.core import normalize_axis
@@ -107,15 +109,15 @@ def _c2r_bwd(ctx, g):
     return (_resize(gx, axes, orig), None, None, None)
 
 
-_c2c = np_function("FftC2CBackward0", _c2c_fwd, _c2c_bwd)
-_r2c = np_function("FftR2CBackward0", _r2c_fwd, _r2c_bwd)
-_c2r = np_function("FftC2RBackward0", _c2r_fwd, _c2r_bwd)
+_c2c = np_function("FftC2CBackward0", _c2c_fwd, _c2c_bwd, traced="fft_c2c")
+_r2c = np_function("FftR2CBackward0", _r2c_fwd, _r2c_bwd, traced="fft_r2c")
+_c2r = np_function("FftC2RBackward0", _c2r_fwd, _c2r_bwd, traced="fft_c2r")
 
 
 # --- arguments -----------------------------------------------------------------------------------
 
 def _input(x, name, *, real=False):
-    x = eager_only(tensor_arg(x, name), f"fft.{name}")
+    x = tensor_arg(x, name)
     if real and x.dtype.category == 3:
         raise RuntimeError(f"{name} expects a real input tensor, but got "
                            f"{dt.scalar_type_name(x.dtype)}")

@@ -287,13 +287,18 @@ def split(tensor, split_size_or_sections, dim=0):
     x = tensor
     d = normalize_axis(dim, x.ndim)
     n = x.shape[d]
-    if isinstance(split_size_or_sections, int):
+    # a symbolic size (``x.split(q.size(0), 0)`` in a dynamic trace) is a size too
+    by_size = isinstance(split_size_or_sections, (int, Sym))
+    if by_size:
         size = split_size_or_sections
         if size <= 0:
             raise RuntimeError(f"split_size can only be 0 if dimension size is 0, got {size}")
-        bounds = list(range(0, n, size)) + [n]
         if n == 0:
             bounds = [0, 0]
+        else:
+            # the number of pieces, ceil(n / size): a Python number (a
+            # symbolic one is specialized on, under a guard)
+            bounds = [k * size for k in range(int(-(-n // size)))] + [n]
     else:
         sections = list(split_size_or_sections)
         if sum(sections) != n:
@@ -304,7 +309,7 @@ def split(tensor, split_size_or_sections, dim=0):
         for s in sections:
             bounds.append(bounds[-1] + s)
     pieces = tuple(_slice_dim(x, d, a, b) for a, b in zip(bounds[:-1], bounds[1:]))
-    if not isinstance(split_size_or_sections, int):
+    if not by_size:
         for p in pieces:
             _named(p, "SplitWithSizesBackward0")
     return pieces

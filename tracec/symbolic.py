@@ -25,6 +25,8 @@ import ast
 import numbers
 import operator
 
+import numpy as np
+
 __all__ = ["Sym", "SymbolicError", "symbol", "parse", "evaluate", "is_symbolic",
            "hint_of", "GUARD_SINKS", "with_hints", "free_symbols", "hinted", "known",
            "recorded_guards", "guard_holds", "substitute", "size_sources", "failed_size_guard"]
@@ -200,6 +202,32 @@ class Sym:
     def __rmod__(self, o):
         return self._bin(o, lambda a, b: _div(b, a, "%"), lambda a, b: b % a)
 
+    def __divmod__(self, o):
+        q = self // o
+        return NotImplemented if q is NotImplemented else (q, self % o)
+
+    def __rdivmod__(self, o):
+        q = o // self
+        return NotImplemented if q is NotImplemented else (q, o % self)
+
+    def __pow__(self, o):
+        # a natural power stays a size (``T ** 2``); any other exponent needs
+        # the number (``d ** 0.5``, attention's scale): specialized, as a float
+        # factor is in ``_bin``
+        if isinstance(o, numbers.Integral) and not isinstance(o, (bool, Sym)) and o >= 0:
+            r = 1
+            for _ in range(int(o)):
+                r = self * r
+            return r
+        if isinstance(o, (numbers.Real, Sym)) and not isinstance(o, bool):
+            return int(self) ** (int(o) if isinstance(o, Sym) else o)
+        return NotImplemented
+
+    def __rpow__(self, o):
+        if isinstance(o, numbers.Real):
+            return o ** int(self)
+        return NotImplemented
+
     def __neg__(self):
         r = _scale(self, -1)
         r.hint = None if self.hint is None else -self.hint
@@ -267,6 +295,11 @@ class Sym:
         return h
 
     __index__ = __int__
+
+    def __array__(self, dtype=None, copy=None):
+        # NumPy meets a size (``np.sqrt(d_k)``, ``torch.tensor(x.size(0))``):
+        # it needs the number, specialized under a guard as by int()
+        return np.asarray(int(self), dtype=dtype)
 
     def __float__(self):
         return float(int(self))

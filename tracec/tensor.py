@@ -393,7 +393,7 @@ class Tensor:
         return int(self._data.size)
 
     def nelement(self) -> int:
-        return int(self._data.size)
+        return self.numel()    # (a symbolic size's product while tracing, as numel)
 
     def element_size(self) -> int:
         return self.dtype.itemsize
@@ -458,14 +458,16 @@ class Tensor:
     def __len__(self):
         if self.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
-        return self._data.shape[0]
+        # len() must be a Python int: a symbolic size is specialized (under a
+        # guard), never the traced call's number baked in
+        return int(self.shape[0]) if SYM_SHAPES else self._data.shape[0]
 
     def __iter__(self):
         if self.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
         if self.requires_grad and graph.is_grad_enabled():  # PyTorch iterates over unbind(0)
             return iter(self.unbind(0))
-        return (self[i] for i in range(self._data.shape[0]))
+        return (self[i] for i in range(len(self)))
 
     def __hash__(self):
         return id(self)

@@ -274,6 +274,9 @@ class Recording:
         # id -> tensor sharing memory with a complex view (view_as_real, .real, ...):
         # an in-place write to one would change the other unseen by the trace.
         self.component_shared: dict = {}
+        #: ``id(t) -> u``: ``u`` is ``view_as_real(t)`` or ``view_as_complex(t)`` (or
+        #: ``t`` of ``u``), made in the call: one representation for both
+        self.same_repr: dict = {}
         # (id(module), name) -> (module, name, value): plain module attributes the
         # call set to a tensor or None; compiled calls set them likewise.
         self.attr_writes: dict = {}
@@ -411,26 +414,17 @@ class Recording:
         if prim is None and "alias_write_input" in params:
             return self._check_conv_input_write(out, params["alias_write_input"])
         if prim is None:  # ``out`` now holds the value of args[0] (an in-place write)
-            if id(out) in self.component_shared and params.get("inplace") != "view":
+            other = self.same_repr.get(id(out))
+            if other is not None and params.get("inplace") != "view":
+                # a complex tensor and its view_as_real: one representation, both written
+                self._write(other, args[0])
+            elif id(out) in self.component_shared and params.get("inplace") != "view":
                 return self.fail(
                     f"{format_location(user_location())}: an in-place write to a tensor that "
                     "shares memory with a complex view of it (view_as_real, view_as_complex, "
                     ".real, .imag) cannot be compiled: the trace would not see the write "
                     "through the other view. clone() the view before writing to it.")
-            ssa = self.value_of(args[0])
-            if out.dtype.category == 3 and out._birth != self.epoch:
-                # complex state: written back through its real view
-                self.env[id(out)] = (out, ssa)
-                out = complex_trace.real_view(out)
-            if out._birth != self.epoch:
-                self.written[id(out)] = out
-            if id(args[0]) in self.consts:
-                # now holding a constant (``torch.IntTensor([T] * n)``, the
-                # legacy constructor's copy): Python may read it
-                self.consts.add(id(out))
-            else:
-                self.consts.discard(id(out))   # a constant overwritten by a traced value
-            self.env[id(out)] = (out, ssa)
+            self._write(out, args[0])
             return
         ref = None
         for a in args:
@@ -515,6 +509,23 @@ class Recording:
             now = compute()
             if not np.array_equal(now, cols._data, equal_nan=True):
                 np.copyto(cols._data, now)
+
+    def _write(self, out, src):
+        """``out`` now holds ``src``'s value (an in-place write)."""
+        ssa = self.value_of(src)
+        if out.dtype.category == 3 and out._birth != self.epoch:
+            # complex state: written back through its real view
+            self.env[id(out)] = (out, ssa)
+            out = complex_trace.real_view(out)
+        if out._birth != self.epoch:
+            self.written[id(out)] = out
+        if id(src) in self.consts:
+            # now holding a constant (``torch.IntTensor([T] * n)``, the
+            # legacy constructor's copy): Python may read it
+            self.consts.add(id(out))
+        else:
+            self.consts.discard(id(out))   # a constant overwritten by a traced value
+        self.env[id(out)] = (out, ssa)
 
     def _all_consts(self, args) -> bool:
         # (no tensor operand: a factory such as iota or full, Transformer-XL's
@@ -830,7 +841,10 @@ class Recording:
                     self.block.add_op(add)
                     ssa = add.results[0]
                     if new is g_old and g_old._birth != self.epoch:
-                        self.written[id(g_old)] = g_old
+                        w = complex_trace.real_view(g_old) if g_old.dtype.category == 3 \
+                            else g_old    # (a complex .grad: written through its real view)
+                        self.written[id(w)] = w
+                        self.env[id(w)] = (w, ssa)
                 self.env[id(new)] = (new, ssa)
                 self.grad_written[id(x)] = x
         return after
@@ -861,9 +875,8 @@ class Recording:
                 continue
             seen.add(id(n))
             if isinstance(n, graph.AccumulateGrad):
-                if n.variable.dtype.category == 3:
-                    raise TraceError(f"{format_location(loc)}: gradients of complex tensors "
-                                     f"(a {n.variable.dtype} leaf) cannot be compiled yet")
+                # (a complex leaf: its value in the trace is its real view, so
+                # the gradient is view_as_real of PyTorch's dL/da + i dL/db)
                 if n.variable._hooks:
                     raise TraceError(f"{format_location(loc)}: tensor hooks on leaves are not "
                                      "supported inside a compiled function")

@@ -158,6 +158,66 @@ def test_int_of_a_size_specializes_and_says_so():
     assert any("B specialized to 3" in s and "test_dynamic_shapes.py" in s for s in info.notes)
 
 
+def test_len_and_nelement_of_a_symbolic_size_are_not_baked():
+    """``loss / len(y)`` and ``/ x.nelement()`` in a step whose batch size
+    went symbolic (the epoch's short last batch): len() specializes under a
+    guard, nelement() is numel(); never the traced call's number."""
+    @tracec.compile(backend="interp")
+    def f(x):
+        return x.sum() / len(x), x.sum() / x.nelement(), x.sum() / tracec.numel(x)
+
+    for n in (8, 8, 5, 3, 5, 7):
+        got = [v.item() for v in f(tracec.ones(n, 2))]
+        assert got == [2.0, 1.0, 1.0], (n, got)
+
+
+def test_split_by_a_symbolic_size():
+    """Set Transformer's MAB puts its heads back with
+    ``x.split(Q.size(0), 0)``: a symbolic split size, one trace for every
+    batch size (the number of pieces, 3B // B, is 3 for all of them)."""
+    @tracec.compile(backend="interp", dynamic=True)
+    def f(x):
+        heads = tracec.cat(x.split(2, 2), 0)               # [3B, T, 2]
+        return tracec.cat((heads * 2).split(x.size(0), 0), 2)
+
+    for B in (2, 5, 3):
+        x = tracec.randn(B, 4, 6)
+        _close(f(x).numpy(), x.numpy() * 2, 1e-6)
+    assert f.cache_info().traces == 1
+
+    # a number of pieces that depends on the size is specialized on (guarded)
+    g = tracec.compile(lambda x: x.split(x.size(0) // 2 + 1, 0)[-1] * 1, backend="interp",
+                       dynamic=True)
+    for B in (5, 3, 2, 7):
+        x = tracec.randn(B, 3)
+        s = B // 2 + 1
+        _close(g(x).numpy(), x.numpy()[(-(-B // s) - 1) * s:], 1e-6)
+
+
+def test_tensor_split_and_a_size_to_a_float_power():
+    """``x.tensor_split(2)`` (divmod of a size) and attention's
+    ``/ k.size(-1) ** 0.5`` in a dynamic trace: eager's values."""
+    @tracec.compile(backend="interp", dynamic=True)
+    def f(x):
+        a, b = x.tensor_split(2, dim=0)
+        return (a.sum(0) - b.sum(0)) / x.size(1) ** 0.5, x @ x.T / (x.size(-1) ** 0.5)
+
+    for B in (4, 6, 5):
+        x = tracec.randn(B, 6)
+        for got, want in zip(f(x), ((x[:(B + 1) // 2].sum(0) - x[(B + 1) // 2:].sum(0)) / 6 ** 0.5,
+                                    x @ x.T / 6 ** 0.5)):
+            _close(got.numpy(), want.numpy(), 1e-5)
+
+    # NumPy and tensor() given a size: its number (specialized, guarded)
+    g = tracec.compile(lambda x: (x @ x.T / np.sqrt(x.size(0)), x.sum() / tracec.tensor(x.size(0))),
+                       backend="interp", dynamic=True)
+    for B in (4, 9, 4):
+        x = tracec.randn(B, 3)
+        got = g(x)
+        _close(got[0].numpy(), (x @ x.T).numpy() / np.sqrt(B), 1e-5)
+        _close(got[1].numpy(), x.sum().numpy() / B, 1e-5)
+
+
 def test_mark_dynamic_and_creation_ops():
     @tracec.compile(backend="interp")
     def f(x):

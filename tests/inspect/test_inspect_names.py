@@ -85,6 +85,19 @@ def test_guard_failures_name_the_tensor():
     assert "tensor argument x changed" in c.cache_info().reasons[-1]
 
 
+def test_plain_object_argument_retrace_says_so_not_its_id():
+    class Batch:          # the Annotated Transformer's kind of batch object
+        def __init__(self, src):
+            self.src = src
+
+    c = tracec.compile(lambda b: b.src * 2, backend="interp")
+    c(Batch(tracec.ones(3)))
+    c(Batch(tracec.ones(3)))
+    reason = c.cache_info().reasons[-1]
+    assert "another Batch object" in reason and "make its class a dataclass" in reason
+    assert not any(ch.isdigit() for ch in reason), reason
+
+
 def test_grad_guard_names_the_parameter():
     step, model, opt = mlp_step("sgd")
 

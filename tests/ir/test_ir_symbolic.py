@@ -20,6 +20,40 @@ def test_sym_algebra_normalizes():
     assert evaluate(parse("(B+1)//2*T"), {"B": 6, "T": 3}) == 9
 
 
+def test_divmod_and_powers_of_sizes():
+    """divmod (tensor_split's sections) and ``**`` (attention's
+    ``d ** 0.5``) on sizes, as on SymInts: a natural power stays a size,
+    another exponent specializes the size to its value under a guard."""
+    assert divmod(B * 6 + 4, 2) == (B * 3 + 2, 0) and divmod(12, symbol("X", 5))[1] == 2
+    q, r = divmod(T + 1, 2)
+    assert q.same((T + 1) // 2) and r.same((T + 1) % 2)
+    assert (T ** 2).same(T * T) and T ** 0 == 1
+    seen = []
+    GUARD_SINKS.append(lambda *a: seen.append(a))
+    try:
+        d = symbol("D", 16)
+        assert d ** 0.5 == 4.0 and 2 ** d == 65536 and d ** symbol("E", 2) == 256
+    finally:
+        GUARD_SINKS.pop()
+    assert [s[0] for s in seen] == ["specialize"] * 4
+    with pytest.raises(SymbolicError, match="no value"):
+        B ** 0.5
+
+
+def test_numpy_reads_a_size_as_its_number_under_a_guard():
+    """``np.sqrt(d_k)`` and ``torch.tensor(x.size(0))`` on a size: NumPy gets
+    the number (``__array__``), specialized as int() is."""
+    import numpy as np
+    seen = []
+    GUARD_SINKS.append(lambda *a: seen.append(a))
+    try:
+        d = symbol("D", 16)
+        assert np.sqrt(d) == 4.0 and np.array([d, 2]).tolist() == [16, 2]
+    finally:
+        GUARD_SINKS.pop()
+    assert seen and all(s[:2] == ("specialize", d) for s in seen)
+
+
 def test_text_of_a_floor_division_factor_parses_back():
     """A ``//`` or ``%`` factor multiplied or negated is parenthesized: the
     signature's workspace offsets (``64*((4*B*T+63)//64)``) parse back to
