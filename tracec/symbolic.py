@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import numbers
 import operator
+import sys
 
 import numpy as np
 
@@ -138,6 +139,10 @@ def _terms_of(x) -> dict:
     if isinstance(x, Sym):
         return dict(x.terms)
     return {(): int(x)} if x else {}
+
+
+#: Modules whose hashing of a size stays structural (``Sym.__hash__``).
+_OWN_MODULES = ("tracec", "xdsl")
 
 
 class Sym:
@@ -282,6 +287,20 @@ class Sym:
         return self._cmp(0, "!=")
 
     def __hash__(self):
+        # Structural for tracec's own tables of shapes; user code (a dict
+        # keyed by sizes: ``{3: a, 5: b}.get(x.shape[0])``) hashes the number
+        # under a guard, as ``int()``, so that lookups find the number's key
+        # (a structural hash missed it silently, with no guard).
+        f = sys._getframe(1)
+        for _ in range(4):       # (through the standard library's Python code)
+            if f is None:
+                break
+            name = f.f_globals.get("__name__", "")
+            if name.startswith(_OWN_MODULES):
+                break
+            if name.partition(".")[0] not in sys.stdlib_module_names:
+                return hash(int(self))
+            f = f.f_back
         return hash(self.terms)
 
     # --- escaping to numbers ---------------------------------------------------

@@ -823,3 +823,17 @@ def test_stride_two_shortcuts_over_odd_and_even_image_sizes_are_one_generic_comp
     info = comp.cache_info()
     assert info.traces == 2 and not info.size_notes, info
     assert info.compiles + info.loads <= 1, info
+
+
+def test_a_dict_keyed_by_a_symbolic_size_finds_the_numbers_key():
+    """User code looking a size up in a dict (``{3: a, 5: b}.get(T, c)``)
+    gets the number's entry, under a guard; a structural hash once missed
+    the key with no guard, so every size served the default."""
+    table = {3: 1.0, 5: 2.0}
+
+    def f(x):
+        return x.sum() * table.get(x.shape[0], 4.0) + (x.shape[0] in table)
+    c = tracec.compile(f)
+    for n in (8, 8, 5, 3, 7, 5, 3, 9):
+        x = tracec.ones(n, 2)
+        assert c(x).item() == f(x).item(), n
