@@ -26,6 +26,15 @@ in it: ``(loss / 4).backward()``).  A backward seeded otherwise (another
 result's cotangent) runs the recomputing backward as before, and joint
 calls stop; so do they after two calls whose results no backward read.
 
+**Saved residuals.**  Other calls (results with any cotangent: logits whose
+loss is computed outside, an RNN's outputs) run a *partitioned* pair: the forward and the backward built together
+(``_partition``), split where values start to depend on the cotangents.
+The forward part returns, besides the results, the values the backward part
+reads (the residuals eager autograd would save: activations, dropout
+masks); the backward part takes them with the cotangents, so nothing is
+recomputed.  Static traces only; after two calls in a row whose residuals
+no backward read, calls run the plain forward again.
+
 Invariants (what makes the gradients equal eager ones):
   * the backward reads the inputs as they were at the forward call: tensors
     the forward wrote in place (the RNG state behind dropout, batch-norm
@@ -44,12 +53,14 @@ import time
 
 import numpy as np
 from xdsl.dialects import func
+from xdsl.ir import BlockArgument
 
 from tracec import dtypes as dt
 from tracec import graph, ir, ops, size_generic
 from tracec.autograd import _FunctionOutput
 from tracec.passes.autodiff import IRValue, building
 from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, run_passes
+from tracec.ops import PRIMITIVES
 from tracec.pytree import resolve
 from tracec.tensor import Tensor
 
@@ -105,6 +116,13 @@ class BackwardPlan:
         self.joint_unread = 0
         self.last_joint = None      # the _Saved of the last joint call
         self._joint: dict = {}
+        #: Partitioned calls (module docstring): whether a backward was
+        #: seen, whether they are off, {wrt: (forward, backward, residuals)}.
+        self.seen = False
+        self.split_off = False
+        self.split_unread = 0
+        self.last_split = None
+        self._split: dict = {}
         #: ``generic(module, optimize, env)``: the size-generic executable of
         #: a symbolic backward module for the sizes ``env`` (set by
         #: ``size_generic.maker`` when the forward is size-generic); None:
@@ -221,6 +239,128 @@ class BackwardPlan:
             self.entry.timings["joint_compile_s"] = time.perf_counter() - t0
         return exe, wrt
 
+    def split(self, args, kwargs):
+        """``(forward executable, wrt, backward maker)`` of a partitioned call
+        for this call, or None (module docstring)."""
+        if self.split_off or self.generic is not None:
+            return None
+        last, self.last_split = self.last_split, None
+        if last is not None:
+            self.split_unread = 0 if last.joint_read else self.split_unread + 1
+            if self.split_unread >= 2:       # residuals no backward reads: off
+                self.split_off = True
+                return None
+        wrt = tuple(self.differentiable(args, kwargs))
+        if not wrt:
+            return None
+        got = self._split.get(wrt)
+        if got is None:
+            t0 = time.perf_counter()
+            try:
+                fwd, bwd, n_res = self._partition(wrt)
+            except _NoSplit as e:
+                self.split_off = True
+                self.entry.timings["split"] = f"not split: {e}"
+                return None
+            holder = {}
+
+            def backward_exe():
+                if "exe" not in holder:
+                    holder["exe"] = self.compile_fn(*bwd)
+                return holder["exe"]
+            got = self._split[wrt] = (self.compile_fn(*fwd), backward_exe, n_res)
+            self.entry.timings["split_compile_s"] = time.perf_counter() - t0
+        return got[0], wrt, got[1], got[2]
+
+    def _partition(self, wrt: tuple):
+        """``((forward module, optimize), (backward module, optimize),
+        residual count)``: the forward and its backward (seeded with
+        cotangent arguments, as ``_module``) built as one function and
+        expanded, then split: ops that depend on no cotangent stay in the
+        forward, which returns the traced results and then the residuals
+        (its values that the other ops read); the backward takes the
+        traced inputs, the cotangents and the residuals, and returns the
+        gradients."""
+        module, _ = self._module(wrt, keep_returns=True)
+        run_passes(AUTODIFF, module, verify=self.verify)
+        fn = next(op for op in module.walk() if isinstance(op, func.FuncOp))
+        block = fn.body.block
+        n_in = len(self.entry.trace.inputs)
+        n_cot = len(self.out_indices)
+        cots = set(block.args[n_in:n_in + n_cot])
+        ops = list(block.ops)
+        ret = ops[-1]
+        n_main = len(ret.operands) - len(wrt)
+        late: set = set()
+        for op in ops[:-1]:
+            if op.regions:
+                raise _NoSplit(f"{op.name} holds regions")
+            if any(v in cots or v in late for v in op.operands):
+                late.update(op.results)
+        if any(v in late for v in ret.operands[:n_main]):
+            raise _NoSplit("a result depends on the cotangents")
+        index = {op: i for i, op in enumerate(ops)}
+        residuals = []      # (op index, result index)
+        seen: set = set()
+        work = [v for op in ops if op is not ret and any(r in late for r in op.results)
+                for v in op.operands] + list(ret.operands[n_main:])
+        while work:
+            v = work.pop()
+            if v in late or v in seen or isinstance(v, BlockArgument):
+                continue
+            seen.add(v)
+            o = v.owner
+            if not o.operands:
+                continue          # a constant: the backward keeps its own
+            if _recomputed(o):
+                # cheap (elementwise, a broadcast, a reshape): made again in
+                # the backward from what it reads, rather than stored (a
+                # log-softmax's intermediates, a scalar broadcast to a
+                # [tokens, vocab] shape, would cost a full-size write each)
+                work.extend(o.operands)
+                continue
+            residuals.append((index[o], v.index))
+        residuals.sort()
+
+        def parts(m):
+            f = next(op for op in m.walk() if isinstance(op, func.FuncOp))
+            return f, f.body.block, list(f.body.block.ops)
+
+        # the forward: the traced results, then the residuals
+        fmod = module.clone()
+        f, b, fops = parts(fmod)
+        vals = list(fops[-1].operands[:n_main]) + [fops[i].results[r] for i, r in residuals]
+        b.erase_op(fops[-1])
+        for i in range(len(fops) - 2, -1, -1):
+            if any(r in late for r in ops[i].results):
+                b.erase_op(fops[i])
+        for a in list(b.args[n_in:n_in + n_cot])[::-1]:
+            b.erase_arg(a)
+        ir.set_returns(f, vals)
+        # the backward: the residuals as arguments, the forward's other ops gone
+        bmod = module.clone()
+        f, b, bops = parts(bmod)
+        grads = list(bops[-1].operands[n_main:])
+        for i, r in residuals:
+            v = bops[i].results[r]
+            arg = b.insert_arg(v.type, len(b.args))
+            v.replace_all_uses_with(arg)
+            if v in grads:
+                grads[grads.index(v)] = arg
+        b.erase_op(bops[-1])
+        ir.set_returns(f, grads)
+        for i in range(len(bops) - 2, -1, -1):
+            if not any(r in late for r in ops[i].results) and \
+                    not any(r.uses for r in bops[i].results):
+                b.erase_op(bops[i])
+
+        def optimizer(m):
+            def optimize():
+                run_passes(OPTIMIZE, m, verify=self.verify)
+                return m
+            return optimize
+        return (fmod, optimizer(fmod)), (bmod, optimizer(bmod)), len(residuals)
+
     def _joint_module(self, wrt: tuple):
         """The traced forward (its returns, writes included, unchanged) with
         the gradients of its scalar result (seed 1) for ``wrt`` appended to
@@ -246,9 +386,10 @@ class BackwardPlan:
         """``{symbol: value}`` of a call, read from its saved input arrays."""
         return {name: np.shape(arrays[i])[d] for name, (i, d) in self._sources.items()}
 
-    def _module(self, wrt: tuple):
+    def _module(self, wrt: tuple, keep_returns: bool = False):
         """``(module, optimize)``: the backward for the inputs ``wrt`` built
-        from the traced forward, and the passes that finish it."""
+        from the traced forward, and the passes that finish it
+        (``keep_returns``: the traced returns first, then the gradients)."""
         module = self.entry.stages["trace"].clone()
         fn = next(op for op in module.walk() if isinstance(op, func.FuncOp))
         block = fn.body.block
@@ -275,14 +416,33 @@ class BackwardPlan:
             loss, seed = total.ssa, None
         bop = ir.BackwardOp(loss, [block.args[j] for j in wrt], seed, loc=ret.location)
         block.insert_op_before(bop, ret)
+        kept = list(ret.operands) if keep_returns else []
         block.erase_op(ret)
-        ir.set_returns(fn, list(bop.grads))
+        ir.set_returns(fn, kept + list(bop.grads))
 
         def optimize():
             run_passes(AUTODIFF, module, verify=self.verify)
             run_passes(OPTIMIZE, module, verify=self.verify)
             return module
         return module, optimize
+
+
+#: Ops the backward of a partitioned call makes again instead of reading
+#: their result as a residual (besides elementwise primitives).
+_CHEAP = frozenset(("broadcast_to", "reshape", "transpose", "slice", "squeeze",
+                    "expand_dims", "cast", "iota", "full"))
+
+
+def _recomputed(op) -> bool:
+    name = ir.primitive_name(op)
+    if name is None or op.regions:
+        return False
+    prim = PRIMITIVES.get(name)
+    return name in _CHEAP or (prim is not None and prim.kind == "elementwise")
+
+
+class _NoSplit(Exception):
+    """A trace ``BackwardPlan._partition`` does not split (it says why)."""
 
 
 class _Saved:
@@ -292,7 +452,7 @@ class _Saved:
 
     __slots__ = ("plan", "arrays", "wrt", "tensors", "watched", "versions",
                  "saved_tensors_freed", "materialize_grads", "out_shapes", "joint",
-                 "joint_read")
+                 "joint_read", "split")
 
     def __init__(self, plan, arrays, wrt, tensors, watched):
         self.plan = plan
@@ -306,7 +466,8 @@ class _Saved:
         # for them and knows which inputs got no gradient at all).
         self.materialize_grads = False
         self.joint = None          # a joint call's gradients (seed 1), if one
-        self.joint_read = 0
+        self.joint_read = 0        # (also: a partitioned call's residuals read)
+        self.split = None          # a partitioned call's (backward maker, residuals)
 
 
 class CompiledCall:
@@ -329,6 +490,7 @@ class CompiledCall:
         at = plan.joint_at
         alone = at is not None and gs[at] is not None and \
             all(g is None for i, g in enumerate(gs) if i != at)
+        plan.seen = True
         if alone:
             plan.joint_seen = True
         if saved.joint is not None and alone:
@@ -347,7 +509,12 @@ class CompiledCall:
             plan.joint_off = True     # seeded otherwise: the recomputing backward
         cots = [g._data if g is not None else np.zeros(shape, d.np)
                 for g, shape, d in zip(gs, saved.out_shapes, plan.out_dtypes)]
-        grads = plan.run(saved.wrt, saved.arrays + cots)
+        if saved.split is not None:
+            saved.joint_read += 1
+            maker, residuals = saved.split
+            grads = maker()(saved.arrays + cots + residuals)
+        else:
+            grads = plan.run(saved.wrt, saved.arrays + cots)
         return tuple(Tensor._make(a, t.dtype) if j in reached else None
                      for a, t, j in zip(grads, saved.tensors, saved.wrt))
 
@@ -362,11 +529,14 @@ def save_inputs(plan: BackwardPlan, arrays: list) -> list:
 
 
 def attach(plan: BackwardPlan, results: list, saved_arrays: list, args, kwargs,
-           joint=None) -> None:
+           joint=None, split=None) -> None:
     """Make ``results`` (the compiled call's outputs ``plan.out_indices``)
     carry a node whose backward runs the compiled backward; ``joint``:
-    ``(wrt, gradient arrays)`` of a joint call."""
+    ``(wrt, gradient arrays)`` of a joint call; ``split``: ``(wrt, backward
+    maker, residual arrays)`` of a partitioned call."""
     wrt = tuple(plan.differentiable(args, kwargs)) if joint is None else joint[0]
+    if split is not None:
+        wrt = split[0]
     if not wrt:
         return
     trace = plan.entry.trace
@@ -382,11 +552,19 @@ def attach(plan: BackwardPlan, results: list, saved_arrays: list, args, kwargs,
     tensors = [by_input[j] for j in wrt]
     copied = set(plan.copied)
     watched = [t for j, t in enumerate(by_input) if j not in copied and t is not None]
+    if split is not None:
+        # results the backward reads as residuals (a softmax's output):
+        # saved by reference, so an in-place change to one raises there
+        held = {id(a) for a in split[2]}
+        watched += [r for r in results if id(r._data) in held]
     saved = _Saved(plan, saved_arrays, wrt, tensors, watched)
     saved.out_shapes = [r._data.shape for r in results]
     if joint is not None:
         saved.joint = joint[1]
         plan.last_joint = saved
+    if split is not None:
+        saved.split = (split[1], split[2])
+        plan.last_split = saved
     node = graph.FunctionNode(CompiledCall, saved, tuple(graph.edge_of(t) for t in tensors),
                               len(tensors))
     if len(results) > 1:

@@ -294,8 +294,6 @@ class Entry:
                 sub = self.subs[sizes] = self.make_sub(env)
             self.last_sub = self.served = sub
             return sub.run(args, kwargs)
-        if self.executable is None:
-            self.ensure_compiled()
         py_state = None
         if self.trace.py_draws:
             # The call's random.random() draws: drawn again, and the
@@ -329,11 +327,17 @@ class Entry:
         plan = self.backward_plan if graph.is_grad_enabled() else None
         saved = compiled_backward.save_inputs(plan, arrays) if plan is not None else None
         joint = plan.joint(args, kwargs, arrays) if plan is not None else None
-        if self._fresh_grads is None:
+        # (a partitioned call: the forward that also returns what the
+        # backward reads; compiled_backward)
+        split = plan.split(args, kwargs) if plan is not None and joint is None and \
+            not self._speculated() else None
+        if joint is None and split is None and self.executable is None:
+            self.ensure_compiled()
+        if self._fresh_grads is None and self.executable is not None:
             self._fresh_grads = [] if self._speculated() else \
                 _fresh_grad_outputs(self.trace, self.executable)
         out = None
-        for k, leaf in self._fresh_grads:
+        for k, leaf in (self._fresh_grads or ()) if split is None and joint is None else ():
             # The .grad this call replaces, if nothing but the leaf holds it
             # (tensor and array): its memory is reused for the new .grad (the
             # old tensor is dropped either way, so no one can tell).
@@ -351,6 +355,16 @@ class Entry:
             outs = joint[0](arrays)
             joint = (joint[1], list(outs[len(outs) - len(joint[1]):]))
             outs = outs[:len(outs) - len(joint[0])]
+        elif split is not None:
+            outs = split[0](arrays)
+            n = len(outs) - split[3]
+            # (copies of residuals that are views of something else: an
+            # input the optimizer will update, another result)
+            inputs = {id(a) for a in arrays}
+            res = [a if (a.flags.owndata or fresh(a)) and id(a) not in inputs else a.copy()
+                   for a in outs[n:]]
+            split = (split[1], split[2], res)
+            outs = outs[:n]
         else:
             outs = self.executable(arrays) if out is None else \
                 self.executable(arrays, out=out)
@@ -440,7 +454,7 @@ class Entry:
             for k, d in zip(plan.out_indices, plan.out_dtypes):
                 results.append(Tensor._make(returned[k], d))
                 returned[k] = results[-1]
-            compiled_backward.attach(plan, results, saved, args, kwargs, joint)
+            compiled_backward.attach(plan, results, saved, args, kwargs, joint, split)
         for commit in self.committers:
             commit()
         return _rebuild(self.trace.template, returned, args, kwargs)
