@@ -27,13 +27,15 @@ result's cotangent) runs the recomputing backward as before, and joint
 calls stop; so do they after two calls whose results no backward read.
 
 **Saved residuals.**  Other calls (results with any cotangent: logits whose
-loss is computed outside, an RNN's outputs) run a *partitioned* pair: the forward and the backward built together
-(``_partition``), split where values start to depend on the cotangents.
+loss is computed outside, an RNN's outputs) run a *partitioned* pair: the
+forward and the backward built together (``_partition``), split where
+values start to depend on the cotangents.
 The forward part returns, besides the results, the values the backward part
 reads (the residuals eager autograd would save: activations, dropout
 masks); the backward part takes them with the cotangents, so nothing is
-recomputed.  Static traces only; after two calls in a row whose residuals
-no backward read, calls run the plain forward again.
+recomputed.  A size-generic forward's pair is size-generic (past its
+versions, the recomputing backward).  After two calls in a row whose
+residuals no backward read, calls run the plain forward again.
 
 Invariants (what makes the gradients equal eager ones):
   * the backward reads the inputs as they were at the forward call: tensors
@@ -239,10 +241,14 @@ class BackwardPlan:
             self.entry.timings["joint_compile_s"] = time.perf_counter() - t0
         return exe, wrt
 
-    def split(self, args, kwargs):
-        """``(forward executable, wrt, backward maker)`` of a partitioned call
-        for this call, or None (module docstring)."""
-        if self.split_off or self.generic is not None:
+    def split(self, args, kwargs, arrays):
+        """``(forward executable, wrt, backward maker, residual count)`` of a
+        partitioned call for this call (its input ``arrays``), or None
+        (module docstring).  ``backward maker(arrays)``: the backward's
+        executable, or None (then the recomputing backward serves).  A
+        size-generic forward's pair is size-generic, ``max_versions``
+        versions of each at most."""
+        if self.split_off:
             return None
         last, self.last_split = self.last_split, None
         if last is not None:
@@ -262,15 +268,51 @@ class BackwardPlan:
                 self.split_off = True
                 self.entry.timings["split"] = f"not split: {e}"
                 return None
-            holder = {}
+            if self.generic is None:
+                holder = {}
 
-            def backward_exe():
-                if "exe" not in holder:
-                    holder["exe"] = self.compile_fn(*bwd)
-                return holder["exe"]
-            got = self._split[wrt] = (self.compile_fn(*fwd), backward_exe, n_res)
+                def backward_exe(arrays):
+                    if "exe" not in holder:
+                        holder["exe"] = self.compile_fn(*bwd)
+                    return holder["exe"]
+                got = (self.compile_fn(*fwd), backward_exe, n_res)
+            else:
+                got = ([], self._generic_backward(wrt), n_res, fwd)
+            self._split[wrt] = got
             self.entry.timings["split_compile_s"] = time.perf_counter() - t0
-        return got[0], wrt, got[1], got[2]
+        if self.generic is None:
+            return got[0], wrt, got[1], got[2]
+        env = self._sizes(arrays)
+        versions = got[0]
+        for exe in versions:
+            if exe.failed_guard(env) is None:
+                return exe, wrt, got[1], got[2]
+        if len(versions) >= self.max_versions:
+            return None
+        fwd = got[3] if not versions else self._partition(wrt)[0]
+        exe = self.generic(*fwd, env)
+        if exe.failed_guard(env) is not None:
+            return None
+        versions.append(exe)
+        return exe, wrt, got[1], got[2]
+
+    def _generic_backward(self, wrt):
+        """The backward maker of a size-generic partitioned pair."""
+        versions = []
+
+        def backward_exe(arrays):
+            env = self._sizes(arrays)
+            for exe in versions:
+                if exe.failed_guard(env) is None:
+                    return exe
+            if len(versions) >= self.max_versions:
+                return None
+            exe = self.generic(*self._partition(wrt)[1], env)
+            if exe.failed_guard(env) is not None:
+                return None
+            versions.append(exe)
+            return exe
+        return backward_exe
 
     def _partition(self, wrt: tuple):
         """``((forward module, optimize), (backward module, optimize),
@@ -509,10 +551,13 @@ class CompiledCall:
             plan.joint_off = True     # seeded otherwise: the recomputing backward
         cots = [g._data if g is not None else np.zeros(shape, d.np)
                 for g, shape, d in zip(gs, saved.out_shapes, plan.out_dtypes)]
+        exe = None
         if saved.split is not None:
             saved.joint_read += 1
             maker, residuals = saved.split
-            grads = maker()(saved.arrays + cots + residuals)
+            exe = maker(saved.arrays)
+        if exe is not None:
+            grads = exe(saved.arrays + cots + residuals)
         else:
             grads = plan.run(saved.wrt, saved.arrays + cots)
         return tuple(Tensor._make(a, t.dtype) if j in reached else None

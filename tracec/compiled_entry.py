@@ -329,7 +329,7 @@ class Entry:
         joint = plan.joint(args, kwargs, arrays) if plan is not None else None
         # (a partitioned call: the forward that also returns what the
         # backward reads; compiled_backward)
-        split = plan.split(args, kwargs) if plan is not None and joint is None and \
+        split = plan.split(args, kwargs, arrays) if plan is not None and joint is None and \
             not self._speculated() else None
         if joint is None and split is None and self.executable is None:
             self.ensure_compiled()

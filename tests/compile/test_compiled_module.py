@@ -249,3 +249,31 @@ def test_a_compiled_model_saves_residuals_for_its_backward(backend):
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
     e = cm._last
     assert "split_compile_s" in e.timings and not e.backward_plan._exe, e.timings
+
+
+def test_residuals_of_a_size_generic_forward_over_batch_sizes():
+    def build():
+        tracec.manual_seed(0)
+        m = LogitsCNN()
+        return m, tracec.optim.SGD(m.parameters(), lr=0.05)
+    (me, oe), (mc, oc) = build(), build()
+    cm = tracec.compile(mc)
+    rng = np.random.default_rng(4)
+    for i, b in enumerate((3, 4, 5, 4, 6, 5, 4, 3)):
+        x = tracec.tensor(rng.standard_normal((b, 2, 5, 5)).astype(np.float32))
+        y = tracec.tensor(rng.integers(0, 3, b))
+        losses = []
+        for m, o in ((me, oe), (cm, oc)):
+            tracec.manual_seed(9 + i)
+            loss = F.cross_entropy(m(x), y)
+            loss.backward()
+            o.step()
+            o.zero_grad()
+            losses.append(loss.item())
+        np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
+    for (k, a), b in zip(me.state_dict().items(), mc.state_dict().values()):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
+    subs = [s for es in cm._sym.values() for e in es for s in e.generic]
+    assert subs and any(s.backward_plan._split and s.backward_plan._split[
+        next(iter(s.backward_plan._split))][0] for s in subs), subs
+    assert all(not s.backward_plan._exe for s in subs)   # no recomputing backward
