@@ -184,21 +184,26 @@ def test_joint_calls_stop_when_no_backward_reads_them():
     assert all(p.grad is not None for p in m.parameters())
 
 
-def test_joint_calls_of_a_size_generic_forward_over_batch_sizes():
+def _against_eager(cls, loss_of, batches, seed, backend="cpu", momentum=0.0):
+    """Train ``cls`` eagerly and under ``tracec.compile(model)`` side by side
+    over ``batches`` (sizes), SGD, ``loss_of(model, x, y)``; every loss and
+    the final state equal; returns the compiled model."""
     def build():
         tracec.manual_seed(0)
-        m = TinyCNN()
-        return m, tracec.optim.SGD(m.parameters(), lr=0.05)
+        m = cls()
+        # (SGD: the conv bias before the batch norm gets a gradient that is
+        # rounding noise, which Adam would turn into full-size steps)
+        return m, tracec.optim.SGD(m.parameters(), lr=0.05, momentum=momentum)
     (me, oe), (mc, oc) = build(), build()
-    cm = tracec.compile(mc)
-    rng = np.random.default_rng(2)
-    for i, b in enumerate((3, 4, 5, 4, 6, 5, 4, 3)):
+    cm = tracec.compile(mc, backend=backend)
+    rng = np.random.default_rng(seed)
+    for i, b in enumerate(batches):
         x = tracec.tensor(rng.standard_normal((b, 2, 5, 5)).astype(np.float32))
         y = tracec.tensor(rng.integers(0, 3, b))
         losses = []
         for m, o in ((me, oe), (cm, oc)):
-            tracec.manual_seed(7 + i)
-            loss = m(x, y)[1]
+            tracec.manual_seed(seed + i)
+            loss = loss_of(m, x, y)
             loss.backward()
             o.step()
             o.zero_grad()
@@ -206,7 +211,19 @@ def test_joint_calls_of_a_size_generic_forward_over_batch_sizes():
         np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
     for (k, a), b in zip(me.state_dict().items(), mc.state_dict().values()):
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
-    subs = [s for es in cm._sym.values() for e in es for s in e.generic]
+    return cm
+
+
+def _generic_subs(cm):
+    return [s for es in cm._sym.values() for e in es for s in e.generic]
+
+
+SIZES = (3, 4, 5, 4, 6, 5, 4, 3)
+
+
+def test_joint_calls_of_a_size_generic_forward_over_batch_sizes():
+    cm = _against_eager(TinyCNN, lambda m, x, y: m(x, y)[1], SIZES, 7)
+    subs = _generic_subs(cm)
     assert subs and any(s.backward_plan._joint for s in subs), subs
 
 
@@ -217,63 +234,25 @@ class LogitsCNN(TinyCNN):
         return self.fc(self.drop(F.relu(self.bn(self.conv(x)))).flatten(1))
 
 
+def _logits_loss(m, x, y):
+    logits = m(x)
+    return F.cross_entropy(logits, y) + logits.pow(2).mean() * 0.01
+
+
 @pytest.mark.parametrize("backend", ["interp", "cpu"])
 def test_a_compiled_model_saves_residuals_for_its_backward(backend):
     """compile(model) with the loss outside: each call runs the forward and
     returns what the backward reads (activations, dropout masks), and the
     backward reads them instead of recomputing the forward.  Every step
     equals eager; no recomputing backward is built."""
-    def build():
-        tracec.manual_seed(0)
-        m = LogitsCNN()
-        # (SGD: the conv bias before the batch norm gets a gradient that is
-        # rounding noise, which Adam would turn into full-size steps)
-        return m, tracec.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
-    (me, oe), (mc, oc) = build(), build()
-    cm = tracec.compile(mc, backend=backend)
-    rng = np.random.default_rng(3)
-    for i in range(6):
-        x = tracec.tensor(rng.standard_normal((4, 2, 5, 5)).astype(np.float32))
-        y = tracec.tensor(rng.integers(0, 3, 4))
-        losses = []
-        for m, o in ((me, oe), (cm, oc)):
-            tracec.manual_seed(20 + i)
-            logits = m(x)
-            loss = F.cross_entropy(logits, y) + logits.pow(2).mean() * 0.01
-            loss.backward()
-            o.step()
-            o.zero_grad()
-            losses.append(loss.item())
-        np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
-    for (k, a), b in zip(me.state_dict().items(), mc.state_dict().values()):
-        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
+    cm = _against_eager(LogitsCNN, _logits_loss, (4,) * 6, 20, backend, momentum=0.9)
     e = cm._last
     assert "split_compile_s" in e.timings and not e.backward_plan._exe, e.timings
 
 
 def test_residuals_of_a_size_generic_forward_over_batch_sizes():
-    def build():
-        tracec.manual_seed(0)
-        m = LogitsCNN()
-        return m, tracec.optim.SGD(m.parameters(), lr=0.05)
-    (me, oe), (mc, oc) = build(), build()
-    cm = tracec.compile(mc)
-    rng = np.random.default_rng(4)
-    for i, b in enumerate((3, 4, 5, 4, 6, 5, 4, 3)):
-        x = tracec.tensor(rng.standard_normal((b, 2, 5, 5)).astype(np.float32))
-        y = tracec.tensor(rng.integers(0, 3, b))
-        losses = []
-        for m, o in ((me, oe), (cm, oc)):
-            tracec.manual_seed(9 + i)
-            loss = F.cross_entropy(m(x), y)
-            loss.backward()
-            o.step()
-            o.zero_grad()
-            losses.append(loss.item())
-        np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
-    for (k, a), b in zip(me.state_dict().items(), mc.state_dict().values()):
-        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
-    subs = [s for es in cm._sym.values() for e in es for s in e.generic]
+    cm = _against_eager(LogitsCNN, _logits_loss, SIZES, 9)
+    subs = _generic_subs(cm)
     assert subs and any(s.backward_plan._split and s.backward_plan._split[
         next(iter(s.backward_plan._split))][0] for s in subs), subs
     assert all(not s.backward_plan._exe for s in subs)   # no recomputing backward
