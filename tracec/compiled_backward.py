@@ -34,8 +34,9 @@ The forward part returns, besides the results, the values the backward part
 reads (the residuals eager autograd would save: activations, dropout
 masks); the backward part takes them with the cotangents, so nothing is
 recomputed.  A size-generic forward's pair is size-generic (past its
-versions, the recomputing backward).  After two calls in a row whose
-residuals no backward read, calls run the plain forward again.
+versions, the recomputing backward).  Calls run the plain forward again
+after two calls whose residuals a later backward did not read, or nine
+calls with no backward.
 
 Invariants (what makes the gradients equal eager ones):
   * the backward reads the inputs as they were at the forward call: tensors
@@ -123,6 +124,8 @@ class BackwardPlan:
         self.seen = False
         self.split_off = False
         self.split_unread = 0
+        self.split_calls = 0        # partitioned calls since the last backward
+        self.backwards = 0          # backwards run (CompiledCall.backward)
         self.last_split = None
         self._split: dict = {}
         #: ``generic(module, optimize, env)``: the size-generic executable of
@@ -251,11 +254,15 @@ class BackwardPlan:
         if self.split_off:
             return None
         last, self.last_split = self.last_split, None
-        if last is not None:
+        if last is not None and self.backwards != last.backwards:
+            # a backward ran since the last call: did it read its residuals?
+            # (a triplet loss calls the model three times, then one backward)
             self.split_unread = 0 if last.joint_read else self.split_unread + 1
-            if self.split_unread >= 2:       # residuals no backward reads: off
-                self.split_off = True
-                return None
+        self.split_calls += 1
+        if self.split_unread >= 2 or self.split_calls > 8:
+            # residuals no backward reads (evaluation with grad mode on): off
+            self.split_off = True
+            return None
         wrt = tuple(self.differentiable(args, kwargs))
         if not wrt:
             return None
@@ -494,7 +501,7 @@ class _Saved:
 
     __slots__ = ("plan", "arrays", "wrt", "tensors", "watched", "versions",
                  "saved_tensors_freed", "materialize_grads", "out_shapes", "joint",
-                 "joint_read", "split")
+                 "joint_read", "split", "backwards")
 
     def __init__(self, plan, arrays, wrt, tensors, watched):
         self.plan = plan
@@ -510,6 +517,7 @@ class _Saved:
         self.joint = None          # a joint call's gradients (seed 1), if one
         self.joint_read = 0        # (also: a partitioned call's residuals read)
         self.split = None          # a partitioned call's (backward maker, residuals)
+        self.backwards = plan.backwards   # the plan's backwards before this call
 
 
 class CompiledCall:
@@ -533,6 +541,8 @@ class CompiledCall:
         alone = at is not None and gs[at] is not None and \
             all(g is None for i, g in enumerate(gs) if i != at)
         plan.seen = True
+        plan.backwards += 1
+        plan.split_calls = 0
         if alone:
             plan.joint_seen = True
         if saved.joint is not None and alone:

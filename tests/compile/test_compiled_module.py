@@ -256,3 +256,17 @@ def test_residuals_of_a_size_generic_forward_over_batch_sizes():
     assert subs and any(s.backward_plan._split and s.backward_plan._split[
         next(iter(s.backward_plan._split))][0] for s in subs), subs
     assert all(not s.backward_plan._exe for s in subs)   # no recomputing backward
+
+
+def test_residual_calls_survive_several_calls_per_backward_and_stop_without_one():
+    tracec.manual_seed(0)
+    m = LogitsCNN()
+    cm = tracec.compile(m)
+    x = tracec.tensor(np.ones((3, 2, 5, 5), np.float32))
+    for _ in range(4):          # a triplet loss: three calls, one backward
+        sum(cm(x * k).pow(2).mean() for k in (1.0, 2.0, 3.0)).backward()
+    plan = cm._last.backward_plan
+    assert plan._split and not plan.split_off and not plan._exe
+    for _ in range(10):         # evaluation with grad mode on: no backward reads them
+        cm(x)
+    assert plan.split_off
