@@ -409,6 +409,18 @@ def _div(a, b, kind: str):
             return Sym.make(q) if kind == "//" else 0
     if isinstance(a, Sym) and isinstance(b, Sym) and a.same(b):
         return 1 if kind == "//" else 0
+    if isinstance(b, int) and b > 0 and isinstance(a, Sym):
+        # (k*E + c) // k == E + c // k for integer E (floor semantics), and
+        # (k*E + c) % k == c % k: a strided slice's size ((2*X + 3) // 2)
+        # is then X + 1, the size it equals at every X
+        ta = _terms_of(a)
+        c = ta.get((), 0)
+        if all(v % b == 0 for m, v in ta.items() if m):
+            if kind == "%":
+                return c % b
+            q = {m: v // b for m, v in ta.items() if m}
+            q[()] = c // b
+            return Sym.make(q)
     num = a.terms if isinstance(a, Sym) else ((((), a),) if a else ())
     den = b.terms if isinstance(b, Sym) else ((((), b),) if b else ())
     return Sym((((((kind, num, den)),), 1),))

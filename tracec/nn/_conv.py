@@ -21,6 +21,7 @@ from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import autocast_mode, graph, ops
 from tracec.autograd import Function
+from tracec.symbolic import same
 from tracec.tensor import RECORDERS, Tensor, eager_direct
 from tracec.nn import _conv_transpose_eager as _ct
 
@@ -602,6 +603,14 @@ _MAX_POOL_EAGER = {nsp: type(f"_MaxPoolTiledEager{nsp}d", (_MaxPoolTiledEager,),
                                      (3, "MaxPool3DWithIndicesBackward0"))}
 
 
+def _same_sizes(a, b) -> bool:
+    """Sizes equal structurally (symbolic ones by expression, making no
+    guard): a crop to a symbolic window multiple is taken as a slice, a
+    no-op wherever the sizes happen to agree, rather than a size guard on
+    the parity of the image (a version per parity, per size)."""
+    return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+
+
 def _max_pool_tiled(x: Tensor, kernel, out) -> Tensor:
     """Max pooling over non-overlapping windows (kernel == stride, no padding,
     no dilation): the windows are a reshape of ``x`` to ``[N, C, o1, k1,
@@ -611,7 +620,7 @@ def _max_pool_tiled(x: Tensor, kernel, out) -> Tensor:
     n, c = x.shape[:2]
     nsp = len(kernel)
     crop = tuple(o * k for o, k in zip(out, kernel))
-    if crop != tuple(x.shape[2:]):  # floor mode drops the trailing rows
+    if not _same_sizes(crop, x.shape[2:]):  # floor mode drops the trailing rows
         x = ops.slice_(x, (0,) * x.ndim, (n, c) + crop, (1,) * x.ndim)
     tiled = (n, c) + tuple(v for o, k in zip(out, kernel) for v in (o, k))
     win_axes = tuple(3 + 2 * i for i in range(nsp))
@@ -684,7 +693,7 @@ def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pa
         # of k1*k2 adds in the gradient.
         crop = tuple(o * k for o, k in zip(out, kernel))
         n, c = x.shape[:2]
-        if crop != tuple(x.shape[2:]):  # floor mode drops the trailing rows
+        if not _same_sizes(crop, x.shape[2:]):  # floor mode drops the trailing rows
             x = ops.slice_(x, (0,) * x.ndim, (n, c) + crop, (1,) * x.ndim)
         tiled = ops.reshape(x, (n, c) + tuple(v for o, k in zip(out, kernel) for v in (o, k)))
         total = ops.reduce_sum(tiled, tuple(3 + 2 * i for i in range(nsp)))
@@ -735,6 +744,12 @@ def _adaptive_avg(x: Tensor, axis: int, out: int) -> Tensor:
         return x
     if n % out == 0:
         k = n // out
+        if not _same_sizes((out * k,), (n,)):
+            # a symbolic n (divisible, by the guard above): the slice to
+            # out*k takes all of it and makes the reshape's sizes agree
+            # structurally (no size equation to specialize on)
+            stops = tuple(out * k if j == axis else s for j, s in enumerate(x.shape))
+            x = ops.slice_(x, (0,) * x.ndim, stops, (1,) * x.ndim)
         shape = tuple(x.shape[:axis]) + (out, k) + tuple(x.shape[axis + 1:])
         return TF.mean(ops.reshape(x, shape), axis + 1)
     pieces = []

@@ -58,6 +58,17 @@ def _adaptive_max_poolnd(input, output_size, return_indices, nsp, name):
         raise RuntimeError(f"{name}(): Expected input to have non-zero size for non-batch "
                            f"dimensions, but input has sizes {list(input.shape)} with output "
                            f"size {list(size)}")
+    n, c = x.shape[:2]
+    if all(type(o) is int and o == 1 for o in size):
+        # The global pool (adaptive_max_pool2d(x, 1)): one window, the whole
+        # plane, whose flat argmax is the index; no position tables, so a
+        # symbolic image size stays symbolic.
+        flat_x = ops.reshape(x, (n, c, math.prod(sp)))
+        arg = ops.reshape(ops.argmax(flat_x, 2), (n, c, 1))
+        y = _unbatch(ops.reshape(ops.gather(flat_x, arg, 2), (n, c) + size), unbatched)
+        if not return_indices:
+            return y
+        return y, _unbatch(ops.reshape(arg, (n, c) + size), unbatched)
     tables = [_bins(n, o) for n, o in zip(sp, size)]
     ks = tuple(t.shape[1] for t in tables)
     # Flat input position of every (out..., k...) window element.
