@@ -500,7 +500,7 @@ class _Saved:
     their versions at the forward.  Doubles as the node's ``ctx``."""
 
     __slots__ = ("plan", "arrays", "wrt", "tensors", "watched", "versions",
-                 "saved_tensors_freed", "materialize_grads", "out_shapes", "joint",
+                 "_freed", "materialize_grads", "out_shapes", "joint",
                  "joint_read", "split", "backwards")
 
     def __init__(self, plan, arrays, wrt, tensors, watched):
@@ -510,7 +510,7 @@ class _Saved:
         self.tensors = tensors
         self.watched = watched          # every input read by reference
         self.versions = [t._version[0] for t in watched]
-        self.saved_tensors_freed = False
+        self._freed = False
         # Results given no gradient arrive as None (the backward makes zeros
         # for them and knows which inputs got no gradient at all).
         self.materialize_grads = False
@@ -518,6 +518,23 @@ class _Saved:
         self.joint_read = 0        # (also: a partitioned call's residuals read)
         self.split = None          # a partitioned call's (backward maker, residuals)
         self.backwards = plan.backwards   # the plan's backwards before this call
+
+
+    @property
+    def saved_tensors_freed(self) -> bool:
+        return self._freed
+
+    @saved_tensors_freed.setter
+    def saved_tensors_freed(self, freed: bool) -> None:
+        # Set by the engine after a backward that keeps no graph: what the
+        # backward read goes (residuals are a step's activations: kept, they
+        # would live on through the next step's forward), as eager autograd
+        # frees its saved tensors.
+        self._freed = freed
+        if freed:
+            self.arrays = self.joint = None
+            if self.split is not None:
+                self.split = (self.split[0], None)
 
 
 class CompiledCall:

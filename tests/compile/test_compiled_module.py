@@ -270,3 +270,18 @@ def test_residual_calls_survive_several_calls_per_backward_and_stop_without_one(
     for _ in range(10):         # evaluation with grad mode on: no backward reads them
         cm(x)
     assert plan.split_off
+
+
+def test_residuals_are_freed_by_a_backward_that_keeps_no_graph():
+    tracec.manual_seed(0)
+    cm = tracec.compile(LogitsCNN())
+    x = tracec.tensor(np.ones((3, 2, 5, 5), np.float32))
+    cm(x).sum().backward()        # (the first call traces, eagerly)
+    for retain in (True, False):
+        out = cm(x)
+        saved = out.grad_fn.ctx
+        assert saved.split is not None and saved.split[1]
+        out.pow(2).mean().backward(retain_graph=retain)
+        assert (saved.split[1] is None) == (not retain)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        out.pow(2).mean().backward()
