@@ -271,20 +271,23 @@ class BackwardPlan:
             t0 = time.perf_counter()
             try:
                 fwd, bwd, n_res = self._partition(wrt)
-            except _NoSplit as e:
-                self.split_off = True
-                self.entry.timings["split"] = f"not split: {e}"
-                return None
-            if self.generic is None:
-                holder = {}
+                if self.generic is None:
+                    holder = {}
 
-                def backward_exe(arrays):
-                    if "exe" not in holder:
-                        holder["exe"] = self.compile_fn(*bwd)
-                    return holder["exe"]
-                got = (self.compile_fn(*fwd), backward_exe, n_res)
-            else:
-                got = ([], self._generic_backward(wrt), n_res, fwd)
+                    def backward_exe(arrays):
+                        if "exe" not in holder:
+                            holder["exe"] = self._guarded(lambda: self.compile_fn(*bwd))
+                        return holder["exe"]
+                    got = (self.compile_fn(*fwd), backward_exe, n_res)
+                else:
+                    got = ([], self._generic_backward(wrt), n_res, fwd)
+            except Exception as e:  # noqa: BLE001  (the plain forward serves; said in timings)
+                # A trace the split does not handle (_NoSplit says why), or a
+                # partitioned module the backend refuses: the plain forward
+                # and the recomputing backward, as before.
+                self.split_off = True
+                self.entry.timings["split"] = f"not split: {type(e).__name__}: {e}"
+                return None
             self._split[wrt] = got
             self.entry.timings["split_compile_s"] = time.perf_counter() - t0
         if self.generic is None:
@@ -296,9 +299,9 @@ class BackwardPlan:
                 return exe, wrt, got[1], got[2]
         if len(versions) >= self.max_versions:
             return None
-        fwd = got[3] if not versions else self._partition(wrt)[0]
-        exe = self.generic(*fwd, env)
-        if exe.failed_guard(env) is not None:
+        exe = self._guarded(lambda: self.generic(
+            *(got[3] if not versions else self._partition(wrt)[0]), env))
+        if exe is None or exe.failed_guard(env) is not None:
             return None
         versions.append(exe)
         return exe, wrt, got[1], got[2]
@@ -314,12 +317,22 @@ class BackwardPlan:
                     return exe
             if len(versions) >= self.max_versions:
                 return None
-            exe = self.generic(*self._partition(wrt)[1], env)
-            if exe.failed_guard(env) is not None:
+            exe = self._guarded(lambda: self.generic(*self._partition(wrt)[1], env))
+            if exe is None or exe.failed_guard(env) is not None:
                 return None
             versions.append(exe)
             return exe
         return backward_exe
+
+    def _guarded(self, build):
+        """``build()``, or None (then the plain forward, or the recomputing
+        backward, serves; said in timings) if the backend refuses it."""
+        try:
+            return build()
+        except Exception as e:  # noqa: BLE001  (reported in timings, never wrong)
+            self.split_off = True
+            self.entry.timings["split"] = f"not split: {type(e).__name__}: {e}"
+            return None
 
     def _partition(self, wrt: tuple):
         """``((forward module, optimize), (backward module, optimize),

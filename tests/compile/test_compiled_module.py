@@ -285,3 +285,14 @@ def test_residuals_are_freed_by_a_backward_that_keeps_no_graph():
         assert (saved.split[1] is None) == (not retain)
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         out.pow(2).mean().backward()
+
+
+def test_a_model_the_split_cannot_handle_trains_with_the_recomputing_backward(monkeypatch):
+    from tracec import compiled_backward
+
+    def refuse(self, wrt):
+        raise compiled_backward._NoSplit("refused for the test")
+    monkeypatch.setattr(compiled_backward.BackwardPlan, "_partition", refuse)
+    cm = _against_eager(LogitsCNN, _logits_loss, (4,) * 4, 30)
+    e = cm._last
+    assert "refused for the test" in e.timings["split"] and e.backward_plan._exe
