@@ -18,11 +18,13 @@ def copied(name, size, **kw):
     weights, in eval mode, after checking the keys and shapes agree."""
     torch.manual_seed(0)
     theirs = getattr(tv.models, name)(**kw).eval()
-    ours = getattr(models, name)(**kw).eval()
+    with tracec.device("meta"):      # (no initialization: the weights are copied)
+        ours = getattr(models, name)(**kw).eval()
     sd_t, sd_o = theirs.state_dict(), ours.state_dict()
     assert list(sd_o) == list(sd_t)
     assert [tuple(v.shape) for v in sd_o.values()] == [tuple(v.shape) for v in sd_t.values()]
-    ours.load_state_dict({k: tracec.from_numpy(v.numpy().copy()) for k, v in sd_t.items()})
+    ours.load_state_dict({k: tracec.from_numpy(v.numpy().copy()) for k, v in sd_t.items()},
+                         assign=True)
     x = np.random.default_rng(0).standard_normal(size).astype(np.float32)
     return ours, theirs, x
 
