@@ -119,9 +119,8 @@ class BackwardPlan:
         self.joint_unread = 0
         self.last_joint = None      # the _Saved of the last joint call
         self._joint: dict = {}
-        #: Partitioned calls (module docstring): whether a backward was
-        #: seen, whether they are off, {wrt: (forward, backward, residuals)}.
-        self.seen = False
+        #: Partitioned calls (module docstring): whether they are off, and
+        #: {wrt: (forward, backward maker, residual count[, module])}.
         self.split_off = False
         self.split_unread = 0
         self.split_calls = 0        # partitioned calls since the last backward
@@ -570,7 +569,6 @@ class CompiledCall:
         at = plan.joint_at
         alone = at is not None and gs[at] is not None and \
             all(g is None for i, g in enumerate(gs) if i != at)
-        plan.seen = True
         plan.backwards += 1
         plan.split_calls = 0
         if alone:
