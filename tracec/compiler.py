@@ -31,7 +31,7 @@ from tracec.pytree import flatten_args, path_name
 from tracec.sym_shapes import SymbolTable, bind, choose_dynamic, pattern_key
 from tracec.tensor import RECORDERS
 from tracec.version import __version__
-from tracec.tracing import LiftRefused, Trace, TraceError, function_label, record  # noqa: F401
+from tracec.tracing import ChangedPlainObject, LiftRefused, Trace, TraceError, function_label, record  # noqa: F401
 
 STAGES = ("trace", "autodiff", "optimized", "lowered", "llvm", "asm")
 #: Traces a compiled function keeps at most (torch.compile's limit is 8).
@@ -410,6 +410,10 @@ class CompiledFunction:
                                fallback=self.fallback == "eager",
                                symbols=SymbolTable(*dims) if dims else None,
                                lift=self._lift + self._arg_locations())
+        if isinstance(trace, ChangedPlainObject):
+            # The call changed a plain object it was given and ran eagerly;
+            # that class is keyed by identity now, so the next call retraces.
+            return result
         if isinstance(trace, LiftRefused):
             # It used a lifted number argument as a plain number (a loop
             # count, an index): the call ran eagerly; calls specialize on

@@ -11,6 +11,18 @@ module flattens such an argument list into
     and lengths, dict keys, dataclass fields, Python numbers and strings,
     the identity of other objects), which the compiler keys traces on.
 
+Plain objects of the user's classes (the Annotated Transformer's
+``Batch(src, tgt)``, an ``argparse.Namespace``) are flattened like
+dataclasses, through their ``__dict__``, when small (``PLAIN_BUDGET``
+nodes) and holding no tracec object but tensors (an agent holding its
+network and optimizer stays keyed by identity: the numbers that change in
+it are lifted by ``tracec.lifted_state``): a new such object at every call
+with tensors of the same shapes reuses the trace.  A class whose instance a traced call changed
+(``self.n += 1``, ``batch.h = h``) is keyed by identity from then on
+(``KEYED_BY_IDENTITY``), where ``tracec.guards`` and ``tracec.lifted_state``
+follow the changes; so are tracec's, NumPy's and the standard library's
+classes, and objects past the budget (a replay buffer's list).
+
 Invariant: two argument lists with equal specs and tensors of equal
 shape/dtype/requires_grad at the same paths are traced identically, and
 ``resolve(path, args, kwargs)`` finds, in a later call, the tensor that
@@ -21,14 +33,33 @@ scalar values and object identities, which theirs leave to the caller.
 from __future__ import annotations
 
 import dataclasses
+import sys
+import types
 
 import numpy as np
 
 from tracec.tensor import Tensor
 
-__all__ = ["flatten_args", "flatten", "resolve", "path_name", "is_dataclass_instance"]
+__all__ = ["flatten_args", "flatten", "resolve", "path_name", "is_dataclass_instance",
+           "plain_classes", "KEYED_BY_IDENTITY"]
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None))
+#: Nodes (objects, containers, tensors, numbers) a plain object may hold,
+#: nested objects included, to be flattened rather than keyed by identity.
+PLAIN_BUDGET = 64
+#: Classes whose instances are keyed by identity although plain: a traced
+#: call changed one (``tracing.record``).
+KEYED_BY_IDENTITY: set = set()
+#: Standard-library data holders that are flattened all the same.
+_PLAIN_STDLIB = {types.SimpleNamespace}
+try:
+    import argparse
+    _PLAIN_STDLIB.add(argparse.Namespace)
+except ImportError:  # pragma: no cover
+    pass
+_NOT_PLAIN_TOP = frozenset(sys.stdlib_module_names) | {"tracec", "numpy", "builtins"}
+_plain_class_cache: dict = {}
+_tracec_cache: dict = {}
 
 
 def is_dataclass_instance(x) -> bool:
@@ -71,12 +102,93 @@ def flatten(x, path: tuple, leaves: list, others: list | None = None):
                                       for n in names))
     if isinstance(x, (np.number, np.bool_)):
         return ("V", tx.__name__, x.item())
+    if _plain_class(tx) and _fits(x, [PLAIN_BUDGET], 3):
+        d = x.__dict__
+        names = tuple(d)
+        return ("P", tx, names, tuple(flatten(d[n], path + (("a", n),), leaves, others)
+                                      for n in names))
     # Anything else (a module, an optimizer, a generator, a plain object) is
     # keyed by identity; what the function reads from it is guarded
     # separately (tracec.guards).
     if others is not None:
         others.append((path, x))
     return ("O", tx.__name__, id(x))
+
+
+def _plain_class(tx) -> bool:
+    """Instances of ``tx`` may be flattened: a user's class (not tracec's,
+    NumPy's or the standard library's, nor derived from them; modules,
+    optimizers and data sets keep their identity) with a ``__dict__``."""
+    if tx in KEYED_BY_IDENTITY:
+        return False
+    ok = _plain_class_cache.get(tx)
+    if ok is None:
+        mro = [c for c in tx.__mro__ if c is not object]
+        ok = tx in _PLAIN_STDLIB or (bool(mro) and all(
+            (getattr(c, "__module__", None) or "builtins").split(".")[0] not in _NOT_PLAIN_TOP
+            for c in mro))
+        _plain_class_cache[tx] = ok
+    return ok
+
+
+def _fits(x, budget: list, depth: int) -> bool:
+    """``x`` (a plain object) holds at most ``budget[0]`` nodes, nested at
+    most ``depth`` plain objects deep (no cycles)."""
+    budget[0] -= 1
+    if budget[0] < 0 or depth <= 0:
+        return False
+    d = getattr(x, "__dict__", None)
+    if type(d) is not dict:
+        return False
+    for v in d.values():
+        if not _fits_value(v, budget, depth):
+            return False
+    return True
+
+
+def _fits_value(v, budget: list, depth: int) -> bool:
+    budget[0] -= 1
+    if budget[0] < 0:
+        return False
+    tv = type(v)
+    if isinstance(v, (list, tuple)):
+        if len(v) > budget[0]:
+            return False
+        return all(_fits_value(e, budget, depth) for e in v)
+    if isinstance(v, dict):
+        if len(v) > budget[0]:
+            return False
+        return all(_fits_value(e, budget, depth) for e in v.values())
+    if _plain_class(tv):
+        return _fits(v, budget, depth - 1)
+    # An object holding a module, an optimizer, a data set... owns state
+    # the calls share (``self`` of an agent or a trainer): its identity
+    # keys it, and guards lift the numbers that change in it (an epsilon,
+    # a step count), which flattening would key by value.
+    return isinstance(v, Tensor) or not _tracec_class(tv)
+
+
+def _tracec_class(tx) -> bool:
+    ok = _tracec_cache.get(tx)
+    if ok is None:
+        ok = _tracec_cache[tx] = any((getattr(c, "__module__", None) or "").startswith("tracec.")
+                                     for c in tx.__mro__)
+    return ok
+
+
+def plain_classes(spec) -> set:
+    """The classes of the plain objects flattened into ``spec``."""
+    out: set = set()
+
+    def walk(s):
+        if type(s) is tuple:
+            if len(s) == 4 and s[0] == "P":
+                out.add(s[1])
+            for e in s:
+                if type(e) is tuple:
+                    walk(e)
+    walk(spec)
+    return out
 
 
 def flatten_args(args: tuple, kwargs: dict, others: list | None = None):

@@ -37,7 +37,8 @@ from tracec.nn.modules.module import ATTR_WRITES, MODE_WRITES, Module, replayed_
 from tracec.guards import EnvGuard, GlobalRNGs
 from tracec.naming import argument_names, name_trace
 from tracec.ops.core import PRIMITIVES, Aval
-from tracec.pytree import flatten_args, is_dataclass_instance, path_name
+from tracec.pytree import (KEYED_BY_IDENTITY, flatten_args, is_dataclass_instance, path_name,
+                           plain_classes)
 from tracec import symbolic
 from tracec.symbolic import Sym
 from tracec.sym_shapes import SymbolTable
@@ -1092,6 +1093,13 @@ class LiftRefused(str):
     numbers: the call ran eagerly; the caller specializes on them."""
 
 
+class ChangedPlainObject(str):
+    """``record``'s reason when the call changed a plain object it was
+    given (flattened by ``tracec.pytree``): the call ran eagerly, and that
+    object's class is keyed by identity from now on, where guards and
+    lifted state follow such changes."""
+
+
 def record(fn, args, kwargs, name: str, fallback: bool = False,
            symbols: SymbolTable | None = None, lift=None):
     """Run ``fn(*args, **kwargs)`` eagerly while recording; returns
@@ -1192,7 +1200,15 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
             return lifted_state.unsym(plain(result)), LiftRefused(lifted.refusal)
         rec.fail(lifted.refusal)
     if rec.poisoned is None:
-        why = _side_effects(fn, args, kwargs, spec, leaves, rng_before, rec.py_draws)
+        why = _changed_arguments(fn, args, kwargs, spec, leaves)
+        if why is not None and plain_classes(spec):
+            # A plain object was changed (``self.n += 1``), or beside it a
+            # container: key their classes by identity, as before
+            # flattening, and let the next call retrace.
+            KEYED_BY_IDENTITY.update(plain_classes(spec))
+            _settle_items(rec)
+            return lifted_state.unsym(plain(result)), ChangedPlainObject(why)
+        why = why or _side_effects(fn, rng_before, rec.py_draws)
         if why is not None:
             rec.fail(why)
     if rec.poisoned is not None:
@@ -1361,18 +1377,23 @@ def _plain_object_attrs(env, rec, before, after) -> list:
     return out
 
 
-def _side_effects(fn, args, kwargs, spec, leaves, rng_before, py_draws=0) -> str | None:
+def _changed_arguments(fn, args, kwargs, spec, leaves) -> str | None:
     """Why the call just recorded cannot be replayed by compiled code, or
-    None: it changed its argument containers in place, or drew from Python's
-    or NumPy's global random generator (other than the ``py_draws``
-    ``random.random()`` calls it recorded)."""
-    name = function_label(fn)
+    None: it changed its argument containers in place."""
     spec2, leaves2 = flatten_args(args, kwargs)
     if spec2 != spec or [id(t) for _, t in leaves2] != [id(t) for _, t in leaves]:
         where = _first_difference(leaves, leaves2) or "a container argument"
-        return (f"{name} changed {where} in place (a list, dict or dataclass argument); "
-                "compiled calls would not repeat that Python side effect. Return the new "
-                "values instead (e.g. `return loss, (h, c)`)")
+        return (f"{function_label(fn)} changed {where} in place (a list, dict or dataclass "
+                "argument); compiled calls would not repeat that Python side effect. Return "
+                "the new values instead (e.g. `return loss, (h, c)`)")
+    return None
+
+
+def _side_effects(fn, rng_before, py_draws=0) -> str | None:
+    """Why the call just recorded cannot be replayed by compiled code, or
+    None: it drew from Python's or NumPy's global random generator (other
+    than the ``py_draws`` ``random.random()`` calls it recorded)."""
+    name = function_label(fn)
     if py_draws:
         replay = random.Random()
         replay.setstate(rng_before[0])
