@@ -344,8 +344,7 @@ class FuncBuilder:
                 v = self.load(p, i64, 8)
             else:
                 kind, num, den = a
-                v = self.ibin("sdiv" if kind == "//" else "srem", self._terms(num),
-                              self._terms(den))
+                v = self.floor_div_mod(kind, self._terms(num), self._terms(den))
             self._consts[key] = v
         return v
 
@@ -370,6 +369,23 @@ class FuncBuilder:
             return self.emit(cls.create(operands=[a, b], result_types=[a.type],
                                         properties={"overflowFlags": _NSW if nsw else _NOFLAGS}))
         return self.emit(_INT_BIN_PLAIN[kind].create(operands=[a, b], result_types=[a.type]))
+
+    def floor_div_mod(self, kind: str, a: SSAValue, b: SSAValue) -> SSAValue:
+        """Python's ``a // b`` (kind "//") or ``a % b`` (kind "%") on i64:
+        rounded toward minus infinity, the remainder taking ``b``'s sign
+        (LLVM's sdiv / srem round toward zero: a symbolic ``-1 % B``, the
+        start of ``x[-1]``, was -1, not ``B - 1``)."""
+        q, r = self.ibin("sdiv", a, b), self.ibin("srem", a, b)
+        zero = self.const(0, a.type)
+        # r != 0 and sign(r) != sign(b): step toward minus infinity
+        off = self.emit(llvm.AndOp.create(
+            operands=[self.icmp("ne", r, zero),
+                      self.icmp("slt", self.emit(llvm.XOrOp.create(operands=[r, b],
+                                                                    result_types=[a.type])),
+                                zero)], result_types=[i1]))
+        if kind == "//":
+            return self.select(off, self.ibin("sub", q, self.const(1, a.type)), q)
+        return self.select(off, self.ibin("add", r, b), r)
 
     def add(self, a, b):
         """i64 index addition (nsw: indices never wrap)."""

@@ -1,0 +1,35 @@
+"""Symbolic sizes follow Python's floor division and modulo in native code.
+
+``x[-1]`` on a symbolic dimension B starts at ``-1 % B``.  The cpu backend
+emitted LLVM's ``srem`` (rounding toward zero: -1), so ``x[-1]`` read the
+element before the buffer: garbage, silently, at every size but the traced
+one.  Each case runs over several sizes in one symbolic trace and equals
+eager."""
+import numpy as np
+import pytest
+
+import tracec
+
+CASES = {
+    "last row": lambda x: x[-1],
+    "last column": lambda x: x[:, -1],
+    "tail slice": lambda x: x[-2:],
+    "negative step window": lambda x: x[-3:-1, -2],
+    "half from the end": lambda x: x[-(x.shape[0] // 2):],
+    "last of a cumsum": lambda x: x.cumsum(0)[-1],
+    "sorted last": lambda x: x.sort(0).values[-1],
+    "modulo of a size": lambda x: x[(x.shape[0] - 7) % x.shape[0]],
+    "floor of a negative size expression": lambda x: x[:, (3 - x.shape[1]) // 2 + x.shape[1] - 1:],
+}
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_negative_indices_on_symbolic_sizes_equal_eager(backend, name):
+    fn = CASES[name]
+    f = tracec.compile(fn, dynamic=True, backend=backend)
+    for n in (4, 5, 7, 10):
+        x = tracec.tensor(np.arange(n * (n + 3), dtype=np.float32).reshape(n, n + 3))
+        np.testing.assert_array_equal(f(x).numpy(), fn(x).numpy(), err_msg=f"n={n}")
+    # (a sort's algorithm and an integer index are size guards: a few traces)
+    assert f.cache_info().traces <= 3
