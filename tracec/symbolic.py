@@ -30,7 +30,8 @@ import numpy as np
 
 __all__ = ["Sym", "SymbolicError", "symbol", "parse", "evaluate", "is_symbolic",
            "hint_of", "GUARD_SINKS", "with_hints", "free_symbols", "hinted", "known",
-           "recorded_guards", "guard_holds", "substitute", "size_sources", "failed_size_guard"]
+           "recorded_guards", "guard_holds", "substitute", "size_sources", "failed_size_guard",
+           "equal_if_exact", "HINT_ENVS"]
 
 
 class SymbolicError(TypeError):
@@ -42,6 +43,11 @@ class SymbolicError(TypeError):
 #: made from hints: kind "compare" (``sym op other`` was ``result``) or
 #: "specialize" (``int(sym)``: it was ``result``).
 GUARD_SINKS: list = []
+
+#: ``{name: size}`` dicts of the symbols' values in the call being traced
+#: (the tracer's ``SymbolTable.hints``), for decisions on expressions
+#: whose parts carry no hint of their own (``_exact_divisions``).
+HINT_ENVS: list = []
 
 #: ``[env]``: sizes in effect (``hinted``) for a ``Sym`` without a hint of
 #: its own (one read back from IR types), or ``[None]``.
@@ -255,6 +261,15 @@ class Sym:
         known = _decide(diff, op)
         if known is not None:
             return known
+        if op in ("==", "!="):
+            exact = _equal_if_exact(diff)
+            if exact:
+                # Equal wherever the divisions in it are exact (``x.view(B,
+                # G, -1)`` viewed back as ``[B, C, L]``): the divisibility
+                # tests are the guards, not an equation that would
+                # specialize every size in it.
+                if _exact_divisions(exact):
+                    return op == "=="
         hs, ho = _hint(self), _hint(other)
         if hs is None or ho is None:
             if op in ("==", "!="):
@@ -424,6 +439,78 @@ def _div(a, b, kind: str):
     num = a.terms if isinstance(a, Sym) else ((((), a),) if a else ())
     den = b.terms if isinstance(b, Sym) else ((((), b),) if b else ())
     return Sym((((((kind, num, den)),), 1),))
+
+
+def _exact_divisions(divisions) -> bool:
+    """Whether each ``(num, den)`` divides exactly at the sizes in effect
+    (``HINT_ENVS``, else ``hinted``); each answer is reported to
+    ``GUARD_SINKS`` as ``num % den == 0`` (a divisibility guard).  False
+    where the sizes are not known."""
+    env = {}
+    for e in HINT_ENVS:
+        env.update(e)
+    if not env and _ENV[0] is not None:
+        env = _ENV[0]
+    if not env:
+        return False       # (``reshape``'s rule asks first: ``equal_if_exact``)
+    for num, den in divisions:
+        try:
+            ok = _eval_terms(num, env) % _eval_terms(den, env) == 0
+        except (KeyError, ZeroDivisionError):
+            return False
+        rem = _div(Sym(num), Sym(den), "%")
+        if isinstance(rem, Sym):
+            for sink in GUARD_SINKS:
+                sink("compare", rem, "==", 0, ok)
+        if not ok:
+            return False
+    return True
+
+
+def equal_if_exact(a, b) -> bool:
+    """Whether ``a`` and ``b`` are equal wherever the divisions in them are
+    exact, with no sizes known to test that (an IR type read back: its
+    trace guarded the divisions).  The shape rules of views ask this and
+    raise ``SymbolicError`` (undecided) rather than a shape error."""
+    diff = _add(a, _scale(b, -1))
+    return isinstance(diff, Sym) and bool(_equal_if_exact(diff)) and not HINT_ENVS \
+        and _ENV[0] is None and _hint(a) is None
+
+
+def _equal_if_exact(diff: "Sym") -> list | None:
+    """The ``(num, den)`` divisions whose exactness makes ``diff`` zero
+    (each ``num // den`` with a one-term ``den`` replaced by the quotient
+    it then is), or None if it does not become zero so."""
+    d = dict(diff.terms)
+    used: list = []
+    for _ in range(8):
+        out: dict = {}
+        changed = False
+        for m, c in d.items():
+            for i, a in enumerate(m):
+                if isinstance(a, tuple) and a[0] == "//" and len(a[2]) == 1 and a[2][0][1] > 0:
+                    (mden, cden), = a[2]
+                    rest = list(m[:i] + m[i + 1:])
+                    try:
+                        for x in mden:
+                            rest.remove(x)
+                    except ValueError:
+                        continue
+                    if c % cden:
+                        continue
+                    for mn, cn in a[1]:
+                        key = tuple(sorted(rest + list(mn), key=str))
+                        out[key] = out.get(key, 0) + c // cden * cn
+                    if (a[1], a[2]) not in used:
+                        used.append((a[1], a[2]))
+                    changed = True
+                    break
+            else:
+                out[m] = out.get(m, 0) + c
+        d = {m: c for m, c in out.items() if c}
+        if not changed:
+            break
+    return used if used and not d else None
 
 
 def _bounds(x):

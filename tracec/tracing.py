@@ -1140,7 +1140,8 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
              (MODE_WRITES, rec.on_mode_write))
     if symbols is not None:
         hooks += ((SYM_SHAPES, rec.tensor_shape),
-                  (symbolic.GUARD_SINKS, rec.on_size_decision))
+                  (symbolic.GUARD_SINKS, rec.on_size_decision),
+                  (symbolic.HINT_ENVS, symbols.hints))
     if RECORDERS:
         raise TraceError("tracec.compile: a compiled function called another one while "
                          "tracing; nested compiled functions are not supported yet")

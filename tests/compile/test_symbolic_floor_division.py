@@ -33,3 +33,26 @@ def test_negative_indices_on_symbolic_sizes_equal_eager(backend, name):
         np.testing.assert_array_equal(f(x).numpy(), fn(x).numpy(), err_msg=f"n={n}")
     # (a sort's algorithm and an integer index are size guards: a few traces)
     assert f.cache_info().traces <= 3
+
+
+def _groups(x):
+    b = x.shape[0]
+    g = x.reshape(b, 2, -1)
+    g = (g - g.mean(-1, keepdim=True)) * 2.0
+    return g.reshape(x.shape)          # [B, 2, (B*C*L)//(2*B)] viewed back as [B, C, L]
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_a_view_back_from_an_inferred_size_is_a_divisibility_guard_not_a_specialization(backend):
+    f = tracec.compile(_groups, dynamic=True, backend=backend)
+    for shape in [(2, 4, 5), (3, 6, 7), (2, 8, 9), (4, 2, 3)]:
+        x = tracec.tensor(np.arange(np.prod(shape), dtype=np.float32).reshape(shape) % 7)
+        np.testing.assert_allclose(f(x).numpy(), _groups(x).numpy(), rtol=1e-6, atol=1e-5)
+    assert f.cache_info().traces == 1, f.cache_info().reasons
+    # Sizes the division is not exact for fail the guard: the call does
+    # what eager does (here: refuses the view).
+    x = tracec.ones(3, 5, 3)
+    with pytest.raises(RuntimeError, match="invalid for input of size"):
+        _groups(x)
+    with pytest.raises(RuntimeError, match="invalid for input of size"):
+        f(x)

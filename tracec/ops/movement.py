@@ -21,6 +21,10 @@ def _reshape_shape(s, *, shape):
     n = math.prod(s)
     if _inferred_exactly(n, shape) or math.prod(shape) == n:
         return tuple(shape)
+    from tracec.symbolic import SymbolicError, equal_if_exact
+    if equal_if_exact(n, math.prod(shape)):
+        raise SymbolicError(f"reshape of {tuple(s)} to {tuple(shape)}: equal sizes where the "
+                            "divisions in them are exact, which the trace guarded")
     raise ShapeError(f"shape '{list(shape)}' is invalid for input of size {n}"
                      f" (input shape {tuple(s)})")
 
