@@ -34,3 +34,33 @@ def test_tuple_key_with_numpy_array_like_torch(key):
     t2[key()] = 1.0
     r2[key()] = 1.0
     close(t2, r2)
+
+
+# --- torch.__version__ compares as a version (Autoformer's TokenEmbedding) ---------
+
+def test_version_is_a_torch_version_comparing_like_torch():
+    from tracec.torch_version import TorchVersion
+    t = torch.__version__
+    v = tracec.__version__
+    assert isinstance(v, str) and isinstance(v, TorchVersion)
+    assert type(tracec.torch_version.__version__) is TorchVersion
+    # the PyTorch API version tracec follows: the oracle's release
+    assert v.split("+")[0] == t.split("+")[0]
+    for other in ["1.5.0", "1.10", "2.2", "2.13", "2.13.0", "2.13.1", "2.14.0a0", "2.13.0a0",
+                  "2.13.0.dev20250101", "2.13.0.post1", "3", (2, 0), (2, 13), (2, 13, 1), [1, 9]]:
+        for op in ("__lt__", "__le__", "__gt__", "__ge__"):
+            assert getattr(v, op)(other) == getattr(t, op)(other), (op, other)
+    # 'parrot' is no version: compared as strings
+    assert (v > "parrot") == (t > "parrot")
+    assert TorchVersion("1.10.0a") > (1, 2, 1) and TorchVersion("1.10.0a") > "1.2"
+    assert TorchVersion("1.10.0") == "1.10" and TorchVersion("1.10.0") == (1, 10)
+    assert v == str(v) and hash(v) == hash(str(v))
+    # plain string methods, as scripts use them
+    assert int(v.split(".")[0]) >= 2 and v.startswith("2.")
+
+
+def test_cli_version_is_tracecs_own():
+    from click.testing import CliRunner
+    from tracec import cli
+    out = CliRunner().invoke(cli.main, ["--version"]).output
+    assert tracec.version.__version__ in out and "2.13" not in out
