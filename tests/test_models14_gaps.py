@@ -64,3 +64,48 @@ def test_cli_version_is_tracecs_own():
     from tracec import cli
     out = CliRunner().invoke(cli.main, ["--version"]).output
     assert tracec.version.__version__ in out and "2.13" not in out
+
+
+# --- a float item() compared with a number inside tracec.compile (Sinkhorn) --------
+
+def _sinkhorn_like(lib, x, thresh=1e-2, max_iter=40):
+    u = lib.zeros_like(x[:, 0])
+    n = 0
+    for _ in range(max_iter):
+        u1 = u
+        u = 0.5 * (u + lib.logsumexp(x + u.unsqueeze(-1), dim=-1).neg())
+        err = (u - u1).abs().sum()
+        n += 1
+        if err.item() < thresh:
+            break
+    return u.sum() * 1.0, n
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_compiled_float_item_comparison_is_a_speculated_decision(backend):
+    xs = [rng.standard_normal((3, 4)).astype(np.float32) for _ in range(2)]
+    xs = [xs[0], xs[0] * 1.0001, xs[1], xs[1]]      # same iteration counts, then others
+    f = tracec.compile(lambda x: _sinkhorn_like(tracec, x), backend=backend)
+    for a in xs:
+        got, n = f(tracec.from_numpy(a.copy()))
+        want, m = _sinkhorn_like(torch, torch.from_numpy(a.copy()))
+        assert n == m
+        close(got, want)
+    info = f.cache_info()
+    assert info.eager_signatures == 0 and info.traces == 1 and info.hits == 3, info
+    assert info.speculated and "test_models14_gaps.py:" in info.speculated[0][0]
+
+
+def test_compiled_float_item_comparisons_all_forms():
+    def g(x):
+        v = (x * 2).sum().item()
+        w = x.max().item()
+        return [v < 1.5, 1.5 > v, v >= 0, v == w, w != v, v <= True, v > w]
+    f = tracec.compile(g)
+    for a in ([0.25, 0.5], [0.25, 0.5], [1.0, 2.0], [0.0, 0.0]):
+        want = g(torch.tensor(a))
+        assert f(tracec.tensor(a)) == want
+    # other uses stay refused
+    h = tracec.compile(lambda x: float(x.sum().item()) + 1.0, fallback=None)
+    with pytest.raises(Exception, match="float"):
+        h(tracec.ones(2))
