@@ -19,7 +19,7 @@ USER = textwrap.dedent("""
         return loss
 
     def bad(x):
-        if x.sum().item() > 0:
+        if round(x.sum().item()) > 0:  # (a comparison alone is speculated)
             return x
         return -x
 """)

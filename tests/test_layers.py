@@ -7,7 +7,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "tracec"
 
 # Lowest first.  A module belongs to the first prefix that matches.
 LAYERS = [
-    ("base", ["tracec.dtypes", "tracec._C", "tracec.version", "tracec.data", "tracec.symbolic",
+    ("base", ["tracec.dtypes", "tracec._C", "tracec.version", "tracec.torch_version", "tracec.data", "tracec.symbolic",
               "tracec.sdp_flags",
               "tracec.return_types",
               "tracec.mutation"]),

@@ -244,10 +244,17 @@ def test_item_of_mask_from_factories_compiles(recwarn):
     t = torch.tensor(a)
     want = t.masked_fill(torch.triu(t.new_ones(3, 3), diagonal=1).bool(), -1.0) * 2
     np.testing.assert_array_equal(got.numpy(), want.numpy())
-    # a random factory is not a constant: reading it still refuses to compile
-    cg = tracec.compile(lambda x: x * (2 if tracec.rand(()).item() > 2 else 3))
-    with pytest.raises(Exception, match=r"item\(\) gave at .* is used here \(a comparison\)"):
-        cg(tracec.tensor(a))
+    # a random factory is not a constant: a comparison of its item() is a
+    # decision each compiled call makes on its own draw (speculated)
+    def g(x):
+        return x * (2 if tracec.rand(()).item() > 0.5 else 3)
+    cg = tracec.compile(g)
+    tracec.manual_seed(0)
+    want = [g(tracec.tensor(a)).sum().item() for _ in range(8)]
+    tracec.manual_seed(0)
+    got = [cg(tracec.tensor(a)).sum().item() for _ in range(8)]
+    assert got == want and len(set(want)) == 2
+    assert cg.cache_info().speculated
 
 
 def test_arange_of_0d_tensors_keeps_their_kind():

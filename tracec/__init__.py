@@ -29,7 +29,8 @@ from tracec import autograd  # noqa: F401
 bool = bool_  # noqa: A001 - PyTorch's name for the dtype
 FloatTensor = Tensor
 
-from tracec.version import __version__  # noqa: E402,F401
+from tracec.torch_version import __version__  # noqa: E402,F401
+from tracec import torch_version  # noqa: E402,F401
 
 
 def is_tensor(obj) -> "builtins.bool":

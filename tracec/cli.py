@@ -166,7 +166,7 @@ def _example_args(fn, arg_specs, size_specs=()):
 
 
 @click.group()
-@click.version_option(tracec.__version__, prog_name="tracec")
+@click.version_option(tracec.version.__version__, prog_name="tracec")
 def main():
     """tracec: PyTorch-style eager tensors, compiled."""
 

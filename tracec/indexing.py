@@ -107,8 +107,10 @@ def getitem(x: Tensor, key):
                     break
             else:
                 return _basic(x, key)
-        if 0 < key.count(Ellipsis) == 1 and len(key) - 1 <= ndim and all(
-                type(k) is int or type(k) is slice or k is Ellipsis for k in key):
+        # (by identity: a numpy array in the key compares elementwise)
+        if len(key) - 1 <= ndim and all(
+                type(k) is int or type(k) is slice or k is Ellipsis for k in key) and \
+                sum(k is Ellipsis for k in key) == 1:
             # x[..., a:b]: the ellipsis as full slices (the general path
             # would need every size as a number: a symbolic trace
             # specialized on them)

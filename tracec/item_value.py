@@ -8,6 +8,12 @@ returns the ``ItemValue`` (in any container it returns), the first call
 returns its float and every compiled call the float of that call's output
 (``("number", k)`` in the trace's template).
 
+A comparison with a Python int or float or another such number
+(Sinkhorn's ``if err.item() < thresh: break``) is a decision on tensor data,
+as ``bool(err < thresh)`` is: the tracer compares the tensor in float64 (as
+Python compares the doubles) and speculates on the result (guards.md row
+24e), and the comparison gives the plain bool.
+
 ``+``, ``-``, ``*``, ``/`` and unary ``-`` / ``+`` between such numbers and
 Python ints and floats (the chatbot tutorial's ``print_losses.append(
 mask_loss.item() * nTotal)`` ... ``return sum(print_losses) / n_totals``)
@@ -15,7 +21,7 @@ give a new ``ItemValue`` whose tensor the tracer computes in float64 from
 the others (``derive``): the same IEEE double operations Python does, so
 compiled calls return the very float eager calls do.
 
-Any other use while recording (a comparison, ``float()``, formatting, an
+Any other use while recording (``float()``, formatting, an
 operand of a tensor op, ``math.exp``, ``//``, ``**``) would freeze the first
 call's value into the trace or into Python state: it is refused with a
 ``TraceError`` naming the line of the use and of the ``item()`` (with
@@ -33,7 +39,7 @@ from __future__ import annotations
 import math
 import operator
 
-__all__ = ["ItemValue", "DrawValue", "plain", "DERIVABLE"]
+__all__ = ["ItemValue", "DrawValue", "plain", "DERIVABLE", "COMPARISONS"]
 
 
 class ItemValue:
@@ -103,6 +109,9 @@ def _unary(op, what, derivable=False):
 
 #: The operations an ``ItemValue`` derives another from (``derive``).
 DERIVABLE = frozenset(("add", "sub", "mul", "truediv", "neg", "pos"))
+#: The comparisons ``derive`` decides (a bool, not an ``ItemValue``).
+COMPARISONS = frozenset((operator.lt, operator.le, operator.gt, operator.ge, operator.eq,
+                         operator.ne))
 
 for _name, _op in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
                    ("truediv", operator.truediv), ("floordiv", operator.floordiv),
@@ -113,7 +122,8 @@ for _name, _op in (("add", operator.add), ("sub", operator.sub), ("mul", operato
                                                 derivable=_name in DERIVABLE))
 for _name, _op in (("lt", operator.lt), ("le", operator.le), ("gt", operator.gt),
                    ("ge", operator.ge), ("eq", operator.eq), ("ne", operator.ne)):
-    setattr(ItemValue, f"__{_name}__", _binary(_op, "a comparison"))
+    # derived: the plain bool, a decision the trace speculates on
+    setattr(ItemValue, f"__{_name}__", _binary(_op, "a comparison", derivable=True))
 for _name, _op, _what in (("neg", operator.neg, "arithmetic"), ("pos", operator.pos, "arithmetic"),
                           ("abs", abs, "abs()"), ("bool", bool, "a truth test"),
                           ("float", float, "float()"), ("int", int, "int()"),

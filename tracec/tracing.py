@@ -45,7 +45,7 @@ from tracec.sym_shapes import SymbolTable
 from tracec.tensor import (CONCRETE_CHECKS, EPOCH, GRAD_HOOKS, GUARD_HOOKS,  # noqa: F401
                            RECORDERS, SYM_SHAPES)
 from tracec.tensor import ITEM_HOOKS, Tensor, scalar_key, weak_scalar
-from tracec.item_value import DrawValue, ItemValue, plain
+from tracec.item_value import COMPARISONS, DrawValue, ItemValue, plain
 
 __all__ = ["TraceError", "Trace", "Recording", "user_location", "record"]
 
@@ -649,6 +649,12 @@ class Recording:
         else:
             return None
         va, x = a.value, a.source.reshape(()).to(dt.float64)
+        if op in COMPARISONS:
+            # a decision: bool() of the recorded comparison is speculated
+            # (on_concrete), and is the very bool Python's doubles give
+            if b is None:
+                return None
+            return bool(op(y, x) if reflected else op(x, y))
         # eager's number first (a ZeroDivisionError is raised as eagerly)
         if b is None:
             v, t = op(va), op(x)

@@ -98,9 +98,6 @@ def _uses():
         print(f"{loss.item():.3f}")
         return loss
 
-    def compare(loss):
-        return loss * 2 if loss.item() > 100 else loss
-
     def operand(loss):
         return loss * loss.item()
 
@@ -123,7 +120,7 @@ def _uses():
     def kept_in_list(loss):
         KEPT.append(loss.item())
         return loss
-    return [accumulate, fmt, compare, operand, math_exp, numpy_mean, clamp, tensor_data,
+    return [accumulate, fmt, operand, math_exp, numpy_mean, clamp, tensor_data,
             kept_in_attribute, kept_in_list]
 
 
