@@ -611,3 +611,113 @@ def test_lstm_scan_is_the_per_gate_formulas_bits():
             np.testing.assert_array_equal(_bits(res[t + 1]), _bits(da))
             dc = dc * f
             dh = da @ w.T
+
+
+# --- the optimizers' in-place NumPy steps ----------------------------------------------
+
+from tracec.optim import _functional as optim_f  # noqa: E402
+from tracec.tensor import OP_OBSERVERS  # noqa: E402
+
+OPTIM_CASES = [
+    ("Adam", {}), ("Adam", dict(lr=0.1, weight_decay=0.1)),
+    ("Adam", dict(lr=0.01, betas=(0.3, 0.5), amsgrad=True)),   # lerp's other branch
+    ("Adam", dict(lr=1, maximize=True, eps=0)),
+    ("AdamW", {}), ("AdamW", dict(lr=0.01, amsgrad=True, weight_decay=0.5)),
+    ("AdamW", dict(lr=0.01, betas=(0.0, 0.0))),
+    ("Adadelta", {}), ("Adadelta", dict(lr=0.5, rho=0.0, weight_decay=0.1)),
+    ("Adadelta", dict(lr=2, rho=1.0, eps=1e-3, maximize=True)),
+    ("Adadelta", dict(lr=1.0, rho=0.5, eps=0)),
+]
+
+
+def _optim_run(lib, name, kw, dtype, primitives=False, steps=4):
+    """Parameters (one a transposed gradient's) and state after ``steps``
+    steps with fixed gradients; ``primitives``: the tensor-op path (an op
+    observer turns the NumPy path off)."""
+    rng = np.random.default_rng(3)
+    shapes = [(5, 7), (3,), (4, 2, 3), ()]
+    ps = [lib.nn.Parameter(lib.tensor(rng.standard_normal(s).astype(dtype))) for s in shapes]
+    opt = getattr(lib.optim, name)(ps, **kw)
+    obs = lambda *a: None  # noqa: E731
+    for _ in range(steps):
+        for i, p in enumerate(ps):
+            g = rng.standard_normal(p.shape[::-1]).astype(dtype)
+            if g.ndim:
+                g[..., :1] = 0.0
+            p.grad = lib.tensor(g).T if i == 0 else lib.tensor(g.reshape(p.shape))
+        if primitives:
+            OP_OBSERVERS.append(obs)
+        try:
+            opt.step()
+        finally:
+            if primitives:
+                OP_OBSERVERS.remove(obs)
+    state = [{k: v.detach().numpy().copy() for k, v in opt.state[p].items()} for p in ps]
+    return [p.detach().numpy().copy() for p in ps], state, [p._version for p in ps]
+
+
+@pytest.mark.parametrize("name,kw", OPTIM_CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_optimizer_numpy_step_is_the_tensor_ops_bits(name, kw, dtype):
+    calls = []
+    orig = optim_f.direct_arrays
+
+    def spy(*a):
+        out = orig(*a)
+        calls.append(out is not None)
+        return out
+    optim_f.direct_arrays = spy
+    try:
+        fast = _optim_run(tracec, name, kw, dtype)
+        ran = list(calls)
+        slow = _optim_run(tracec, name, kw, dtype, primitives=True)
+    finally:
+        optim_f.direct_arrays = orig
+    assert ran == [True, True, True, False] * 4         # the NumPy path ran (not 0-d)
+    assert len(calls) == 32 and not any(calls[16:])     # then the tensor ops
+    for a, b in zip(fast[0], slow[0]):
+        np.testing.assert_array_equal(_bits(a), _bits(b))
+    for sa, sb in zip(fast[1], slow[1]):
+        assert sa.keys() == sb.keys()
+        for k in sa:
+            np.testing.assert_array_equal(_bits(sa[k]), _bits(sb[k]))
+    assert [v[0] for v in fast[2]] == [v[0] for v in slow[2]]
+    ref = _optim_run(torch, name, kw, dtype)
+    rtol, atol = (1e-5, 1e-6) if dtype is np.float32 else (1e-12, 1e-13)
+    for a, b in zip(fast[0], ref[0]):
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+    for sa, sb in zip(fast[1], ref[1]):
+        for k in sa:
+            np.testing.assert_allclose(sa[k], sb[k], rtol=rtol, atol=atol)
+    assert [v[0] for v in fast[2]] == [v for v in ref[2]]   # PyTorch's version counts
+
+
+def test_optimizer_numpy_step_falls_back():
+    """A tensor learning rate, a view parameter, a float16 parameter and a
+    traced step take the tensor ops (the NumPy path declines them)."""
+    base = tracec.zeros(4, 3)
+    view = base[1:3]
+    p = tracec.nn.Parameter(tracec.ones(3))
+    p.grad = tracec.ones(3)
+    s = tracec.zeros(())
+    assert optim_f.direct_arrays(p, p.grad, (tracec.zeros(3), s), 0.1) is None  # grad mode
+    with tracec.no_grad():
+        assert optim_f.direct_arrays(p, p.grad, (tracec.zeros(3), s), 0.1) is not None
+        assert optim_f.direct_arrays(p, p.grad, (tracec.zeros(3), s),
+                                     tracec.tensor(0.1)) is None
+        assert optim_f.direct_arrays(p, p.grad, (view[0], s), 0.1) is None
+        assert optim_f.direct_arrays(p, p.grad, (tracec.zeros(4), s), 0.1) is None
+        h = tracec.nn.Parameter(tracec.ones(3, dtype=tracec.float16))
+        assert optim_f.direct_arrays(h, h.clone(), (tracec.zeros(3), s), 0.1) is None
+        z = tracec.nn.Parameter(tracec.ones(()))
+        assert optim_f.direct_arrays(z, z.clone(), (tracec.zeros(()), s), 0.1) is None
+    # a tensor lr still steps as PyTorch does
+    for lib in (tracec, torch):
+        q = lib.nn.Parameter(lib.ones(3))
+        opt = lib.optim.Adam([q], lr=lib.tensor(0.1))
+        q.grad = lib.tensor([1.0, -2.0, 0.5])
+        opt.step()
+        opt.step()
+        if lib is tracec:
+            got = q.detach().numpy()
+    np.testing.assert_allclose(got, q.detach().numpy(), rtol=1e-6)
