@@ -158,6 +158,29 @@ def test_weight_gradient_is_laid_out_as_the_parameter():
     assert w.grad.shape == w.shape
 
 
+@pytest.mark.parametrize("shape", [(9, 2000), (64, 4096), (130, 1100), (3, 65536)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_wide_weight_gradient_tiled_copy(shape, dtype):
+    """A wide layer's transposed weight gradient is copied in tiles (ragged
+    edges too): the same values, C-contiguous, as PyTorch's."""
+    from tracec import autograd as A
+    g = np.random.default_rng(0).standard_normal(shape[::-1]).astype(dtype).T
+    out = A._transposed_copy(g)
+    assert out.flags.c_contiguous and out.dtype == g.dtype
+    np.testing.assert_array_equal(out, g)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((5, shape[1])).astype(dtype)
+    w = rng.standard_normal(shape).astype(dtype) / 50
+    grads = []
+    for lib in (tracec, torch):
+        wt = lib.tensor(w).requires_grad_()
+        (lib.tensor(x) @ wt.t()).pow(2).sum().backward()
+        assert wt.grad.is_contiguous() and wt.grad.stride() == (shape[1], 1)
+        grads.append(wt.grad.numpy())
+    tol = 1e-4 if dtype is np.float32 else 1e-10
+    np.testing.assert_allclose(grads[0], grads[1], rtol=tol, atol=tol)
+
+
 # --- random_uniform ---------------------------------------------------------------------
 
 def _uniform_reference(state, shape, dtype):
