@@ -744,3 +744,100 @@ def test_optimizer_numpy_step_falls_back():
         if lib is tracec:
             got = q.detach().numpy()
     np.testing.assert_allclose(got, q.detach().numpy(), rtol=1e-6)
+
+
+# --- in-place arithmetic written into the tensor --------------------------------------
+
+from tracec import methods as tc_methods  # noqa: E402
+
+
+def _inplace_cases(lib, dtype):
+    """(name, tensor written, args, kwargs) with fresh operands."""
+    rng = np.random.default_rng(7)
+    x = _special((6, 5), dtype, 11)
+    o = _special((6, 5), dtype, 12)
+    row = rng.standard_normal((5,)).astype(dtype)
+    T = lib.tensor
+    cases = []
+    for name in ("add_", "sub_", "mul_", "div_"):
+        cases += [(name, T(x), (T(o),), {}), (name, T(x), (T(row),), {}),
+                  (name, T(x), (2.5,), {}), (name, T(x), (3,), {}),
+                  (name, T(x).t(), (T(o).t(),), {}),                  # non-contiguous
+                  (name, T(x)[1:4], (T(o)[::2],), {}),                # strided
+                  (name, T(x), (T(o)[0, 0],), {})]                    # a 0-d tensor
+    for name in ("add_", "sub_"):
+        cases += [(name, T(x), (T(o),), {"alpha": -0.3}), (name, T(x), (T(row),), {"alpha": 2}),
+                  (name, T(x), (1.5,), {"alpha": -4.0})]
+    return cases
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_inplace_arithmetic_direct_is_the_tensor_ops_bits(dtype):
+    calls = []
+    orig = tc_methods._inplace_direct
+
+    def spy(*a):
+        calls.append(orig(*a))
+        return calls[-1]
+    tc_methods._inplace_direct = spy
+    try:
+        fast = [(getattr(t, n)(*a, **k), t) for n, t, a, k in _inplace_cases(tracec, dtype)]
+    finally:
+        tc_methods._inplace_direct = orig
+    assert calls and all(calls)
+    obs = lambda *a: None  # noqa: E731
+    OP_OBSERVERS.append(obs)
+    try:
+        slow = [(getattr(t, n)(*a, **k), t) for n, t, a, k in _inplace_cases(tracec, dtype)]
+    finally:
+        OP_OBSERVERS.remove(obs)
+    ref = [(getattr(t, n)(*a, **k), t) for n, t, a, k in _inplace_cases(torch, dtype)]
+    for (fr, ft), (sr, st), (rr, rt) in zip(fast, slow, ref):
+        assert fr is ft
+        np.testing.assert_array_equal(_bits(ft.numpy()), _bits(st.numpy()))
+        np.testing.assert_allclose(ft.numpy(), rt.numpy(), rtol=1e-6 if dtype is np.float32
+                                   else 1e-15)
+        assert ft._version[0] == st._version[0] == rt._version
+
+
+def test_inplace_arithmetic_direct_views_aliases_and_autograd():
+    # a write through a view reaches the base, as the tensor op's
+    base = tracec.zeros(4, 3)
+    v = base[1]
+    v.add_(tracec.ones(3), alpha=2)
+    assert base.numpy()[1].tolist() == [2.0, 2.0, 2.0] and base._version[0] == 1
+    v.mul_(3.0)                       # not stale: its version follows
+    assert base.numpy()[1].tolist() == [6.0, 6.0, 6.0]
+    base.add_(1.0)                    # the view is stale now: the tensor op refreshes it
+    v.add_(1.0)
+    assert base.numpy()[1].tolist() == [8.0, 8.0, 8.0] and base.numpy()[0, 0] == 1.0
+    # p.data.add_(p.grad, alpha=-lr) with grad enabled: the leaf keeps its graph role
+    lin = tracec.nn.Linear(3, 2)
+    lin(tracec.ones(1, 3)).sum().backward()
+    w0 = lin.weight.detach().numpy().copy()
+    lin.weight.data.add_(lin.weight.grad, alpha=-0.5)
+    np.testing.assert_array_equal(lin.weight.detach().numpy(),
+                                  w0 - np.float32(0.5) * lin.weight.grad.numpy())
+    assert lin.weight.is_leaf and lin.weight.requires_grad
+    # a leaf requiring grad with grad enabled: PyTorch's error
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        lin.weight.add_(1.0)
+    # an operand requiring grad: recorded by autograd as before
+    a = tracec.ones(3)
+    b = tracec.full((3,), 2.0, requires_grad=True)
+    a.mul_(b)
+    a.sum().backward()
+    assert b.grad.tolist() == [1.0, 1.0, 1.0]
+    # broadcasting into self is an error; integer tensors and mixed dtypes take the tensor op
+    with pytest.raises(RuntimeError):
+        tracec.ones(3).add_(tracec.ones(2, 3))
+    i = tracec.ones(3, dtype=tracec.int64)
+    i.add_(2)
+    assert i.tolist() == [3, 3, 3]
+    h = tracec.ones(3, dtype=tracec.float64)
+    h.add_(tracec.ones(3, dtype=tracec.float32), alpha=0.25)
+    assert h.tolist() == [1.25, 1.25, 1.25]
+    z = tracec.ones(2)
+    z += z
+    z /= 4
+    assert z.tolist() == [0.5, 0.5]
