@@ -158,6 +158,29 @@ def test_weight_gradient_is_laid_out_as_the_parameter():
     assert w.grad.shape == w.shape
 
 
+@pytest.mark.parametrize("shape", [(9, 2000), (64, 4096), (130, 1100), (3, 65536)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_wide_weight_gradient_tiled_copy(shape, dtype):
+    """A wide layer's transposed weight gradient is copied in tiles (ragged
+    edges too): the same values, C-contiguous, as PyTorch's."""
+    from tracec import autograd as A
+    g = np.random.default_rng(0).standard_normal(shape[::-1]).astype(dtype).T
+    out = A._transposed_copy(g)
+    assert out.flags.c_contiguous and out.dtype == g.dtype
+    np.testing.assert_array_equal(out, g)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((5, shape[1])).astype(dtype)
+    w = rng.standard_normal(shape).astype(dtype) / 50
+    grads = []
+    for lib in (tracec, torch):
+        wt = lib.tensor(w).requires_grad_()
+        (lib.tensor(x) @ wt.t()).pow(2).sum().backward()
+        assert wt.grad.is_contiguous() and wt.grad.stride() == (shape[1], 1)
+        grads.append(wt.grad.numpy())
+    tol = 1e-4 if dtype is np.float32 else 1e-10
+    np.testing.assert_allclose(grads[0], grads[1], rtol=tol, atol=tol)
+
+
 # --- random_uniform ---------------------------------------------------------------------
 
 def _uniform_reference(state, shape, dtype):
@@ -611,3 +634,210 @@ def test_lstm_scan_is_the_per_gate_formulas_bits():
             np.testing.assert_array_equal(_bits(res[t + 1]), _bits(da))
             dc = dc * f
             dh = da @ w.T
+
+
+# --- the optimizers' in-place NumPy steps ----------------------------------------------
+
+from tracec.optim import _functional as optim_f  # noqa: E402
+from tracec.tensor import OP_OBSERVERS  # noqa: E402
+
+OPTIM_CASES = [
+    ("Adam", {}), ("Adam", dict(lr=0.1, weight_decay=0.1)),
+    ("Adam", dict(lr=0.01, betas=(0.3, 0.5), amsgrad=True)),   # lerp's other branch
+    ("Adam", dict(lr=1, maximize=True, eps=0)),
+    ("AdamW", {}), ("AdamW", dict(lr=0.01, amsgrad=True, weight_decay=0.5)),
+    ("AdamW", dict(lr=0.01, betas=(0.0, 0.0))),
+    ("Adadelta", {}), ("Adadelta", dict(lr=0.5, rho=0.0, weight_decay=0.1)),
+    ("Adadelta", dict(lr=2, rho=1.0, eps=1e-3, maximize=True)),
+    ("Adadelta", dict(lr=1.0, rho=0.5, eps=0)),
+]
+
+
+def _optim_run(lib, name, kw, dtype, primitives=False, steps=4):
+    """Parameters (one a transposed gradient's) and state after ``steps``
+    steps with fixed gradients; ``primitives``: the tensor-op path (an op
+    observer turns the NumPy path off)."""
+    rng = np.random.default_rng(3)
+    shapes = [(5, 7), (3,), (4, 2, 3), ()]
+    ps = [lib.nn.Parameter(lib.tensor(rng.standard_normal(s).astype(dtype))) for s in shapes]
+    opt = getattr(lib.optim, name)(ps, **kw)
+    obs = lambda *a: None  # noqa: E731
+    for _ in range(steps):
+        for i, p in enumerate(ps):
+            g = rng.standard_normal(p.shape[::-1]).astype(dtype)
+            if g.ndim:
+                g[..., :1] = 0.0
+            p.grad = lib.tensor(g).T if i == 0 else lib.tensor(g.reshape(p.shape))
+        if primitives:
+            OP_OBSERVERS.append(obs)
+        try:
+            opt.step()
+        finally:
+            if primitives:
+                OP_OBSERVERS.remove(obs)
+    state = [{k: v.detach().numpy().copy() for k, v in opt.state[p].items()} for p in ps]
+    return [p.detach().numpy().copy() for p in ps], state, [p._version for p in ps]
+
+
+@pytest.mark.parametrize("name,kw", OPTIM_CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_optimizer_numpy_step_is_the_tensor_ops_bits(name, kw, dtype):
+    calls = []
+    orig = optim_f.direct_arrays
+
+    def spy(*a):
+        out = orig(*a)
+        calls.append(out is not None)
+        return out
+    optim_f.direct_arrays = spy
+    try:
+        fast = _optim_run(tracec, name, kw, dtype)
+        ran = list(calls)
+        slow = _optim_run(tracec, name, kw, dtype, primitives=True)
+    finally:
+        optim_f.direct_arrays = orig
+    assert ran == [True, True, True, False] * 4         # the NumPy path ran (not 0-d)
+    assert len(calls) == 32 and not any(calls[16:])     # then the tensor ops
+    for a, b in zip(fast[0], slow[0]):
+        np.testing.assert_array_equal(_bits(a), _bits(b))
+    for sa, sb in zip(fast[1], slow[1]):
+        assert sa.keys() == sb.keys()
+        for k in sa:
+            np.testing.assert_array_equal(_bits(sa[k]), _bits(sb[k]))
+    assert [v[0] for v in fast[2]] == [v[0] for v in slow[2]]
+    ref = _optim_run(torch, name, kw, dtype)
+    rtol, atol = (1e-5, 1e-6) if dtype is np.float32 else (1e-12, 1e-13)
+    for a, b in zip(fast[0], ref[0]):
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+    for sa, sb in zip(fast[1], ref[1]):
+        for k in sa:
+            np.testing.assert_allclose(sa[k], sb[k], rtol=rtol, atol=atol)
+    assert [v[0] for v in fast[2]] == [v for v in ref[2]]   # PyTorch's version counts
+
+
+def test_optimizer_numpy_step_falls_back():
+    """A tensor learning rate, a view parameter, a float16 parameter and a
+    traced step take the tensor ops (the NumPy path declines them)."""
+    base = tracec.zeros(4, 3)
+    view = base[1:3]
+    p = tracec.nn.Parameter(tracec.ones(3))
+    p.grad = tracec.ones(3)
+    s = tracec.zeros(())
+    assert optim_f.direct_arrays(p, p.grad, (tracec.zeros(3), s), 0.1) is None  # grad mode
+    with tracec.no_grad():
+        assert optim_f.direct_arrays(p, p.grad, (tracec.zeros(3), s), 0.1) is not None
+        assert optim_f.direct_arrays(p, p.grad, (tracec.zeros(3), s),
+                                     tracec.tensor(0.1)) is None
+        assert optim_f.direct_arrays(p, p.grad, (view[0], s), 0.1) is None
+        assert optim_f.direct_arrays(p, p.grad, (tracec.zeros(4), s), 0.1) is None
+        h = tracec.nn.Parameter(tracec.ones(3, dtype=tracec.float16))
+        assert optim_f.direct_arrays(h, h.clone(), (tracec.zeros(3), s), 0.1) is None
+        z = tracec.nn.Parameter(tracec.ones(()))
+        assert optim_f.direct_arrays(z, z.clone(), (tracec.zeros(()), s), 0.1) is None
+    # a tensor lr still steps as PyTorch does
+    for lib in (tracec, torch):
+        q = lib.nn.Parameter(lib.ones(3))
+        opt = lib.optim.Adam([q], lr=lib.tensor(0.1))
+        q.grad = lib.tensor([1.0, -2.0, 0.5])
+        opt.step()
+        opt.step()
+        if lib is tracec:
+            got = q.detach().numpy()
+    np.testing.assert_allclose(got, q.detach().numpy(), rtol=1e-6)
+
+
+# --- in-place arithmetic written into the tensor --------------------------------------
+
+from tracec import methods as tc_methods  # noqa: E402
+
+
+def _inplace_cases(lib, dtype):
+    """(name, tensor written, args, kwargs) with fresh operands."""
+    rng = np.random.default_rng(7)
+    x = _special((6, 5), dtype, 11)
+    o = _special((6, 5), dtype, 12)
+    row = rng.standard_normal((5,)).astype(dtype)
+    T = lib.tensor
+    cases = []
+    for name in ("add_", "sub_", "mul_", "div_"):
+        cases += [(name, T(x), (T(o),), {}), (name, T(x), (T(row),), {}),
+                  (name, T(x), (2.5,), {}), (name, T(x), (3,), {}),
+                  (name, T(x).t(), (T(o).t(),), {}),                  # non-contiguous
+                  (name, T(x)[1:4], (T(o)[::2],), {}),                # strided
+                  (name, T(x), (T(o)[0, 0],), {})]                    # a 0-d tensor
+    for name in ("add_", "sub_"):
+        cases += [(name, T(x), (T(o),), {"alpha": -0.3}), (name, T(x), (T(row),), {"alpha": 2}),
+                  (name, T(x), (1.5,), {"alpha": -4.0})]
+    return cases
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_inplace_arithmetic_direct_is_the_tensor_ops_bits(dtype):
+    calls = []
+    orig = tc_methods._inplace_direct
+
+    def spy(*a):
+        calls.append(orig(*a))
+        return calls[-1]
+    tc_methods._inplace_direct = spy
+    try:
+        fast = [(getattr(t, n)(*a, **k), t) for n, t, a, k in _inplace_cases(tracec, dtype)]
+    finally:
+        tc_methods._inplace_direct = orig
+    assert calls and all(calls)
+    obs = lambda *a: None  # noqa: E731
+    OP_OBSERVERS.append(obs)
+    try:
+        slow = [(getattr(t, n)(*a, **k), t) for n, t, a, k in _inplace_cases(tracec, dtype)]
+    finally:
+        OP_OBSERVERS.remove(obs)
+    ref = [(getattr(t, n)(*a, **k), t) for n, t, a, k in _inplace_cases(torch, dtype)]
+    for (fr, ft), (sr, st), (rr, rt) in zip(fast, slow, ref):
+        assert fr is ft
+        np.testing.assert_array_equal(_bits(ft.numpy()), _bits(st.numpy()))
+        np.testing.assert_allclose(ft.numpy(), rt.numpy(), rtol=1e-6 if dtype is np.float32
+                                   else 1e-15)
+        assert ft._version[0] == st._version[0] == rt._version
+
+
+def test_inplace_arithmetic_direct_views_aliases_and_autograd():
+    # a write through a view reaches the base, as the tensor op's
+    base = tracec.zeros(4, 3)
+    v = base[1]
+    v.add_(tracec.ones(3), alpha=2)
+    assert base.numpy()[1].tolist() == [2.0, 2.0, 2.0] and base._version[0] == 1
+    v.mul_(3.0)                       # not stale: its version follows
+    assert base.numpy()[1].tolist() == [6.0, 6.0, 6.0]
+    base.add_(1.0)                    # the view is stale now: the tensor op refreshes it
+    v.add_(1.0)
+    assert base.numpy()[1].tolist() == [8.0, 8.0, 8.0] and base.numpy()[0, 0] == 1.0
+    # p.data.add_(p.grad, alpha=-lr) with grad enabled: the leaf keeps its graph role
+    lin = tracec.nn.Linear(3, 2)
+    lin(tracec.ones(1, 3)).sum().backward()
+    w0 = lin.weight.detach().numpy().copy()
+    lin.weight.data.add_(lin.weight.grad, alpha=-0.5)
+    np.testing.assert_array_equal(lin.weight.detach().numpy(),
+                                  w0 - np.float32(0.5) * lin.weight.grad.numpy())
+    assert lin.weight.is_leaf and lin.weight.requires_grad
+    # a leaf requiring grad with grad enabled: PyTorch's error
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        lin.weight.add_(1.0)
+    # an operand requiring grad: recorded by autograd as before
+    a = tracec.ones(3)
+    b = tracec.full((3,), 2.0, requires_grad=True)
+    a.mul_(b)
+    a.sum().backward()
+    assert b.grad.tolist() == [1.0, 1.0, 1.0]
+    # broadcasting into self is an error; integer tensors and mixed dtypes take the tensor op
+    with pytest.raises(RuntimeError):
+        tracec.ones(3).add_(tracec.ones(2, 3))
+    i = tracec.ones(3, dtype=tracec.int64)
+    i.add_(2)
+    assert i.tolist() == [3, 3, 3]
+    h = tracec.ones(3, dtype=tracec.float64)
+    h.add_(tracec.ones(3, dtype=tracec.float32), alpha=0.25)
+    assert h.tolist() == [1.25, 1.25, 1.25]
+    z = tracec.ones(2)
+    z += z
+    z /= 4
+    assert z.tolist() == [0.5, 0.5]

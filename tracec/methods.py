@@ -15,7 +15,7 @@ from tracec import functions as F
 from tracec import indexing, shape_ops as S
 from tracec.symbolic import Sym
 from tracec.sym_scalar import SymScalar
-from tracec.tensor import Tensor
+from tracec.tensor import OP_OBSERVERS, RECORDERS, Tensor, weak_scalar
 
 _METHODS = {
     # math
@@ -107,8 +107,73 @@ Tensor.__hash__ = lambda self: id(self)
 
 # --- in-place ---------------------------------------------------------------------
 
+_DIRECT_UFUNC = {"add_": np.add, "sub_": np.subtract, "mul_": np.multiply,
+                 "div_": np.true_divide}
+_DIRECT_DTYPES = (dt.float32, dt.float64)
+_PY_NUMBERS = (int, float)
+
+
+def _inplace_direct(name, self, args, kwargs):
+    """``self.add_(other, alpha=a)`` (``sub_``, ``mul_``, ``div_``) on a
+    float32 / float64 tensor written straight into its memory (``out=``)
+    when nothing traces or observes and autograd records nothing: the same
+    ufunc on the same operands as the tensor op (``other * alpha`` first,
+    a Python number as a weak scalar of ``self``'s dtype), so the same
+    bits, without a fresh result and its copy into ``self`` (the word
+    language model's ``p.data.add_(p.grad, alpha=-lr)`` over a 2M-element
+    embedding).  True when done."""
+    if len(args) != 1 or RECORDERS or OP_OBSERVERS:
+        return False
+    alpha = 1
+    if kwargs:
+        if name not in ("add_", "sub_") or set(kwargs) != {"alpha"}:
+            return False
+        alpha = kwargs["alpha"]
+        if type(alpha) not in _PY_NUMBERS:
+            return False
+    d = self.dtype
+    if d not in _DIRECT_DTYPES:
+        return False
+    a = self._data
+    if type(a) is not np.ndarray or not a.flags.writeable or (
+            self._view_chain and self._view_version != self._version[0]):
+        return False
+    other = args[0]
+    if isinstance(other, Tensor):
+        if other.dtype is not d or type(other._data) is not np.ndarray or (
+                other._view_chain and other._view_version != other._version[0]):
+            return False
+        b = other._data
+        if b.shape != a.shape and (b.ndim > a.ndim or any(
+                m != 1 and m != n for m, n in zip(b.shape[::-1], a.shape[::-1]))):
+            return False      # (a broadcast self: the tensor op's error)
+        grad_read = other.requires_grad
+    elif type(other) in _PY_NUMBERS:
+        if alpha != 1:
+            other, alpha = other * alpha, 1
+        b = weak_scalar(other, d)
+        grad_read = False
+    else:
+        return False
+    if graph.is_grad_enabled() and (self.requires_grad or grad_read or (
+            self._view_chain and self._base.requires_grad)):
+        return False
+    with np.errstate(all="ignore"):
+        if alpha != 1:
+            b = np.multiply(b, weak_scalar(alpha, d))
+        _DIRECT_UFUNC[name](a, b, out=a)
+    self._version[0] += 1
+    if self._view_chain:
+        self._view_version = self._version[0]
+    return True
+
+
 def _inplace(name, fn):
+    direct = name in _DIRECT_UFUNC
+
     def method(self, *args, **kwargs):
+        if direct and _inplace_direct(name, self, args, kwargs):
+            return self
         new = fn(self, *args, **kwargs)
         if not dt.can_cast(new.dtype, self.dtype):
             raise RuntimeError(f"{name}: result type {new.dtype} can't be cast to the "

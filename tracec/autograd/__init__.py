@@ -50,8 +50,25 @@ def _grad_copy(g: np.ndarray, param) -> np.ndarray:
     gradient comes transposed, and an optimizer's passes over a transposed
     operand cost ~6x a contiguous one's (the MNIST CNN's fc1)."""
     if isinstance(param, np.ndarray) and param.flags.c_contiguous:
+        if (g.ndim == 2 and g.flags.f_contiguous and not g.flags.c_contiguous
+                and g.shape[1] >= 8 * g.shape[0] and g.size >= 1 << 16):
+            return _transposed_copy(g)
         return np.array(g, copy=True, order="C")
     return np.array(g, copy=True)
+
+
+def _transposed_copy(g: np.ndarray, block: int = 64) -> np.ndarray:
+    """``g`` (2-D, column-major, with rows much longer than its columns: the
+    [out, in] weight gradient of ``x @ w.T`` for a wide input) as a C copy,
+    in 64 x 64 tiles: NumPy's one pass reads each long row at a stride of
+    one column, so each cache line is fetched once per row (MNIST's fc1
+    [128, 9216]: 8 ms; tiled 1.2 ms)."""
+    out = np.empty(g.shape, g.dtype)
+    rows, cols = g.shape
+    for i in range(0, rows, block):
+        for j in range(0, cols, block):
+            out[i:i + block, j:j + block] = g[i:i + block, j:j + block]
+    return out
 
 
 def _mark_sparse_grad(grad: Tensor) -> None:

@@ -11,11 +11,16 @@ PyTorch rounds a Python scalar.
 """
 from __future__ import annotations
 
-from tracec import functions as F
-from tracec.complex_ops import view_as_real
-from tracec.tensor import Tensor
+import numpy as np
 
-__all__ = ["neg", "one_minus", "scaled", "add_", "addcmul_", "addcdiv_", "lerp_", "as_real"]
+from tracec import dtypes as dt
+from tracec import functions as F
+from tracec import graph
+from tracec.complex_ops import view_as_real
+from tracec.tensor import OP_OBSERVERS, RECORDERS, Tensor
+
+__all__ = ["neg", "one_minus", "scaled", "add_", "addcmul_", "addcdiv_", "lerp_", "as_real",
+           "direct_arrays", "bump"]
 
 
 def neg(x):
@@ -72,3 +77,63 @@ def as_real(p: Tensor, grad: Tensor, state: dict):
     state = {k: view_as_real(v) if isinstance(v, Tensor) and v.dtype.category == 3 else v
              for k, v in state.items()}
     return view_as_real(p), view_as_real(grad), state
+
+
+# --- the eager NumPy path ------------------------------------------------------------
+
+_NUMBERS = (int, float)
+_DIRECT_DTYPES = (dt.float32, dt.float64)
+
+
+def direct_arrays(p: Tensor, grad: Tensor, state: tuple, *numbers):
+    """The NumPy arrays of ``p``, ``grad`` and the ``state`` tensors when an
+    optimizer may update them in place with NumPy (``out=``) instead of
+    tensor ops, else None: eagerly only (nothing traces or observes the
+    primitives, no gradient is recorded), each hyperparameter in
+    ``numbers`` a Python number, ``p`` and ``state[:-1]`` (the moments) of
+    one float32 / float64 dtype and shape as root tensors (no views, so a
+    write reaches nothing but them), ``state[-1]`` the 0-d ``step``.
+
+    Each formula then runs the same NumPy operations in the same order and
+    dtypes as its tensor ops (each tensor op is one NumPy ufunc call of
+    the same operands; a Python scalar rounded to the tensor's dtype as a
+    weak scalar is), so the values are the same bits, without a tensor, a
+    dispatch and a copy per operation."""
+    if RECORDERS or OP_OBSERVERS or graph.is_grad_enabled():
+        return None
+    for v in numbers:
+        if type(v) not in _NUMBERS:
+            return None
+    d = p.dtype
+    if d not in _DIRECT_DTYPES or grad.dtype is not d:
+        return None
+    shape = p._data.shape
+    if not shape:
+        # a 0-d parameter meets Adam's 0-d float64 bias corrections as an
+        # equal: the formula then computes in float64
+        return None
+    out = []
+    for t in (p, grad) + tuple(state):
+        a = t._data
+        if type(a) is not np.ndarray:
+            return None
+        if t is not grad:
+            if t._base is not None or t._view_chain or not a.flags.writeable:
+                return None
+        elif t._view_chain and t._view_version != t._version[0]:
+            return None
+        out.append(a)
+    for t, a in zip(state[:-1], out[2:-1]):
+        if t.dtype is not d or a.shape != shape:
+            return None
+    step = state[-1]
+    if out[1].shape != shape or step.dtype not in _DIRECT_DTYPES or out[-1].shape != ():
+        return None
+    return out
+
+
+def bump(*counts) -> None:
+    """Advance the version counters as the tensor ops' in-place writes
+    would: ``counts`` alternates tensors and their number of writes."""
+    for i in range(0, len(counts), 2):
+        counts[i]._version[0] += counts[i + 1]

@@ -5,6 +5,8 @@ and ``acc_delta``, updated in place.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from tracec import creation
 from tracec.optim import _functional as _f
 from tracec.optim.optimizer import Optimizer, _scalar_dtype, reads_lr_by_lr
@@ -70,8 +72,14 @@ class Adadelta(Optimizer):
                 state["square_avg"] = creation.zeros_like(p)
                 state["acc_delta"] = creation.zeros_like(p)
             square_avg, acc_delta = state["square_avg"], state["acc_delta"]
-            state["step"].add_(1)
             grad = p.grad if not maximize else -p.grad
+            arrays = _f.direct_arrays(p, grad, (square_avg, acc_delta, state["step"]), lr, rho,
+                                      eps, weight_decay)
+            if arrays is not None:
+                _adadelta_numpy(arrays, lr, rho, eps, weight_decay)
+                _f.bump(state["step"], 1, square_avg, 2, acc_delta, 2, p, 1)
+                continue
+            state["step"].add_(1)
             if weight_decay != 0:
                 grad = grad.add(p, alpha=weight_decay)
             _f.addcmul_(square_avg.mul_(rho), grad, grad, value=1 - rho)
@@ -79,3 +87,39 @@ class Adadelta(Optimizer):
             delta = acc_delta.add(eps).sqrt().div(std).mul(grad)
             _f.addcmul_(acc_delta.mul_(rho), delta, delta, value=1 - rho)
             _f.add_(p, delta, alpha=_f.neg(lr))
+
+
+def _adadelta_numpy(arrays, lr, rho, eps, weight_decay):
+    """``Adadelta._update_group``'s tensor ops for one parameter as NumPy
+    ufuncs in place: the same operations in the same order and dtypes (see
+    ``_functional.direct_arrays``), so the same bits."""
+    with np.errstate(all="ignore"):   # PyTorch computes inf / nan silently
+        p, g, v, u, step = arrays
+        d = p.dtype
+        np.add(step, np.asarray(1, step.dtype), out=step)
+        if weight_decay != 0:
+            g = np.add(g, np.multiply(p, np.asarray(weight_decay, d)))
+        np.multiply(v, np.asarray(rho, d), out=v)            # v * rho + (g * (1 - rho)) * g
+        tmp = np.empty_like(v)
+        if 1 - rho != 1:
+            np.multiply(g, np.asarray(1 - rho, d), out=tmp)
+        else:
+            np.copyto(tmp, g)
+        np.multiply(tmp, g, out=tmp)
+        np.add(v, tmp, out=v)
+        std = np.add(v, np.asarray(eps, d), out=np.empty_like(v))  # sqrt(v + eps)
+        np.sqrt(std, out=std)
+        delta = np.add(u, np.asarray(eps, d), out=np.empty_like(u))  # sqrt(u + eps) / std * g
+        np.sqrt(delta, out=delta)
+        np.true_divide(delta, std, out=delta)
+        np.multiply(delta, g, out=delta)
+        np.multiply(u, np.asarray(rho, d), out=u)   # u * rho + (delta * (1 - rho)) * delta
+        if 1 - rho != 1:
+            np.multiply(delta, np.asarray(1 - rho, d), out=tmp)
+            np.multiply(tmp, delta, out=tmp)
+        else:
+            np.multiply(delta, delta, out=tmp)
+        np.add(u, tmp, out=u)
+        if -lr != 1:                                          # p + delta * -lr
+            np.multiply(delta, np.asarray(-lr, d), out=delta)
+        np.add(p, delta, out=p)

@@ -9,6 +9,8 @@ counter as state instead of baking its value into the trace.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from tracec import creation
 from tracec import dtypes as dt
 from tracec import functions as F
@@ -100,6 +102,15 @@ class Adam(Optimizer):
             grad = p.grad if not maximize else -p.grad
             p, grad, state = _f.as_real(p, grad, state)
             exp_avg, exp_avg_sq, step_t = state["exp_avg"], state["exp_avg_sq"], state["step"]
+            moments = (exp_avg, exp_avg_sq) + ((state["max_exp_avg_sq"],) if amsgrad else ())
+            arrays = _f.direct_arrays(p, grad, moments + (step_t,), lr, beta1, beta2, eps,
+                                      weight_decay)
+            if arrays is not None:
+                _adam_numpy(arrays, lr, beta1, beta2, eps, weight_decay, decoupled,
+                            lerp_small)
+                _f.bump(step_t, 1, p, 1 + (weight_decay != 0 and decoupled),
+                        exp_avg, 1, exp_avg_sq, 2, *((moments[2], 1) if amsgrad else ()))
+                continue
 
             step_t.add_(1)
             if weight_decay != 0:
@@ -127,6 +138,54 @@ class Adam(Optimizer):
             else:
                 denom = exp_avg_sq.sqrt().div(bias_correction2_sqrt).add(eps)
             _f.addcdiv_(p, exp_avg, denom, value=F.neg(step_size))
+
+
+def _adam_numpy(arrays, lr, beta1, beta2, eps, weight_decay, decoupled, lerp_small):
+    """``Adam._update_group``'s tensor ops for one parameter as NumPy
+    ufuncs in place: the same operations in the same order and dtypes (see
+    ``_functional.direct_arrays``), so the same bits."""
+    with np.errstate(all="ignore"):   # PyTorch computes inf / nan silently
+        p, g, m, v = arrays[:4]
+        vmax = arrays[4] if len(arrays) == 6 else None
+        step = arrays[-1]
+        d = p.dtype
+        np.add(step, np.asarray(1, step.dtype), out=step)
+        if weight_decay != 0:
+            if decoupled:
+                np.multiply(p, np.asarray(1 - lr * weight_decay, d), out=p)
+            else:
+                g = np.add(g, np.multiply(p, np.asarray(weight_decay, d)))
+        w = 1 - beta1
+        tmp = np.subtract(g, m, out=np.empty_like(m))
+        if lerp_small:                       # m + (g - m) * w
+            np.multiply(tmp, np.asarray(w, d), out=tmp)
+            np.add(m, tmp, out=m)
+        else:                                # g - (g - m) * (1 - w)
+            np.multiply(tmp, np.asarray(1 - w, d), out=tmp)
+            np.subtract(g, tmp, out=m)
+        np.multiply(v, np.asarray(beta2, d), out=v)
+        if 1 - beta2 != 1:                   # v + (g * (1 - beta2)) * g
+            np.multiply(g, np.asarray(1 - beta2, d), out=tmp)
+            np.multiply(tmp, g, out=tmp)
+        else:
+            np.multiply(g, g, out=tmp)
+        np.add(v, tmp, out=v)
+        f64 = np.float64
+        step64 = step.astype(f64)
+        bc1 = np.subtract(np.asarray(1, f64), np.power(np.asarray(beta1, f64), step64))
+        bc2 = np.subtract(np.asarray(1, f64), np.power(np.asarray(beta2, f64), step64))
+        step_size = np.true_divide(np.asarray(lr, f64), bc1)
+        bc2_sqrt = np.sqrt(bc2)
+        if vmax is not None:
+            np.maximum(vmax, v, out=vmax)
+            v = vmax
+        denom = np.sqrt(v, out=np.empty_like(v))  # sqrt(v) / bc2_sqrt + eps
+        np.true_divide(denom, bc2_sqrt.astype(d), out=denom)
+        np.add(denom, np.asarray(eps, d), out=denom)
+        np.multiply(m, np.negative(step_size).astype(d), out=tmp)   # m * -step_size / denom
+        np.true_divide(tmp, denom, out=tmp)
+        np.add(p, tmp, out=p)
+
 
 
 class AdamW(Adam):
