@@ -97,13 +97,15 @@ def getitem(x: Tensor, key):
     # more than the op itself); they build exactly what it would.
     tk = type(key)
     ndim = x._data.ndim
-    if tk is int or tk is slice:
+    if tk is int or tk is slice or tk is Sym:
+        # (a symbolic size as an index, ``x[T // 2 - 1]``: a slice from
+        # ``k % size``, as ``x[-1]`` is, not a number that specializes T)
         if ndim:
             return _basic(x, (key,))
     elif tk is tuple:
         if len(key) <= ndim:
             for k in key:
-                if type(k) is not int and type(k) is not slice:
+                if type(k) is not int and type(k) is not slice and type(k) is not Sym:
                     break
             else:
                 return _basic(x, key)

@@ -35,7 +35,9 @@ def narrow(input, dim, start, length):
         raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     d = normalize_axis(dim, input.ndim)
     n = input.shape[d]
-    start = int(start)
+    # (a symbolic start, ``x.narrow(0, T - 2, 2)``, stays one: a slice from
+    # ``start % n`` serves every size)
+    start = start if isinstance(start, Sym) else int(start)
     if not -n <= start <= n:
         raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], "
                          f"but got {start})")

@@ -56,3 +56,24 @@ def test_a_view_back_from_an_inferred_size_is_a_divisibility_guard_not_a_special
         _groups(x)
     with pytest.raises(RuntimeError, match="invalid for input of size"):
         f(x)
+
+
+SIZE_INDICES = {
+    "x[B // 2 - 1]": lambda x: x[x.shape[0] // 2 - 1],
+    "x[:, T - 2]": lambda x: x[:, x.shape[1] - 2],
+    "x[B - 1, T // 3]": lambda x: x[x.shape[0] - 1, x.shape[1] // 3],
+    "narrow(0, B - 2, 2)": lambda x: x.narrow(0, x.shape[0] - 2, 2),
+    "narrow(1, 1, T - 2)": lambda x: x.narrow(1, 1, x.shape[1] - 2),
+}
+
+
+@pytest.mark.parametrize("name", list(SIZE_INDICES))
+def test_an_index_computed_from_sizes_stays_symbolic(name):
+    """An int index or a narrow start made from symbolic sizes is a slice
+    from ``k % size`` (as ``x[-1]``), not a number that specializes them."""
+    fn = SIZE_INDICES[name]
+    f = tracec.compile(fn, dynamic=True)
+    for n in (4, 5, 7, 10):
+        x = tracec.tensor(np.arange(n * (n + 3), dtype=np.float32).reshape(n, n + 3))
+        np.testing.assert_array_equal(f(x).numpy(), fn(x).numpy(), err_msg=f"n={n}")
+    assert f.cache_info().traces == 1, f.cache_info().reasons
