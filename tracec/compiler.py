@@ -115,9 +115,10 @@ def _spec_diff(a, b) -> str:
             isinstance(b, tuple) and len(b) == 3 and b[0] == "O" and a[1] == b[1]:
         # (tracec.pytree: objects other than containers and dataclasses are
         # keyed by identity; their ids say nothing to the user)
-        return (f"another {a[1]} object (an argument that is not a tuple, list, dict, "
-                "namedtuple or dataclass is keyed by identity: pass the tensors it holds, "
-                "or make its class a dataclass, to reuse the trace)")
+        return (f"another {a[1]} object (an argument object that holds a module, an "
+                "optimizer or other tracec state, holds too many values, was changed by a "
+                "call, or is not of a class of yours is keyed by identity: pass the tensors "
+                "it holds, or make its class a dataclass, to reuse the trace)")
     if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
         for x, y in zip(a, b):
             if x != y:

@@ -86,15 +86,17 @@ def test_guard_failures_name_the_tensor():
 
 
 def test_plain_object_argument_retrace_says_so_not_its_id():
-    class Batch:          # the Annotated Transformer's kind of batch object
+    class Batch:          # a batch object holding a module: keyed by identity
         def __init__(self, src):
             self.src = src
+            self.norm = tracec.nn.LayerNorm(3)
 
-    c = tracec.compile(lambda b: b.src * 2, backend="interp")
+    c = tracec.compile(lambda b: b.norm(b.src) * 2, backend="interp")
     c(Batch(tracec.ones(3)))
     c(Batch(tracec.ones(3)))
     reason = c.cache_info().reasons[-1]
     assert "another Batch object" in reason and "make its class a dataclass" in reason
+    assert "holds a module" in reason
     assert not any(ch.isdigit() for ch in reason), reason
 
 
