@@ -336,6 +336,17 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
 @_factory()
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     d = dt.to_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    if isinstance(steps, Sym) and d.is_floating_point and all(
+            type(v) in (int, float) for v in (start, end)):
+        # A symbolic count: NumPy's float64 steps (start + i * ((end - start)
+        # / (steps - 1)), the last one ``end``) from an iota, recorded with
+        # the symbol.
+        i = ops.iota((steps,), dt.float64, 0, like=_LIKE)
+        step = ops.div(ops.full((), float(end) - float(start), dt.float64, like=_LIKE),
+                       steps - 1)
+        y = ops.add(ops.mul(i, step), float(start))
+        y = ops.where(ops.eq(i, steps - 1), float(end), y)
+        return _finish(ops.cast(y, d), requires_grad, device)
     return _finish(Tensor._make(np.linspace(start, end, steps).astype(d.np), d),
                    requires_grad, device)
 
@@ -343,6 +354,12 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
 @_factory()
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     d = dt.to_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    if isinstance(n, Sym) or isinstance(m, Sym):
+        # A symbolic size: row == column over two iotas, recorded with it.
+        shape = (n, n if m is None else m)
+        on = ops.eq(ops.iota(shape, dt.int64, 0, like=_LIKE), ops.iota(shape, dt.int64, 1,
+                                                                       like=_LIKE))
+        return _finish(ops.cast(on, d), requires_grad, device)
     return _finish(Tensor._make(np.eye(n, m, dtype=d.np), d), requires_grad, device)
 
 

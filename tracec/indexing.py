@@ -324,7 +324,9 @@ def _check_range(i, size, dim) -> bool:
     data = i._data
     if not data.size:
         return False
-    lo, hi = data.min(), data.max()
+    # (Python ints: against a symbolic size the check is a guard, where
+    # NumPy's comparison would need the size as a number)
+    lo, hi = int(data.min()), int(data.max())
     if lo < -size or hi >= size:
         bad = data[(data < -size) | (data >= size)].flat[0]
         raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")

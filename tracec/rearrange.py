@@ -55,7 +55,9 @@ def index_select(input, dim, index):
     d = normalize_axis(dim, input.ndim)
     n = input.shape[d] if input.ndim else 1
     data = index._data  # a range check only: the result does not depend on it
-    if data.size and (data.min() < 0 or data.max() >= n):
+    # (Python ints: against a symbolic size the check is a guard, where
+    # NumPy's would need the size as a number)
+    if data.size and (int(data.min()) < 0 or int(data.max()) >= n):
         raise IndexError("index out of range in self")
     if input.ndim == 0:
         return _named(ops.reshape(input, ()), "IndexSelectBackward0")
@@ -169,7 +171,9 @@ def roll(input, shifts, dims=None):
     for s, dim in zip(shifts, dims):
         d = normalize_axis(dim, input.ndim)
         n = input.shape[d]
-        s = int(s) % n if n else 0
+        # (a symbolic shift, ``roll(x, T // 2, 1)``, stays one: the slices
+        # start at ``s % n`` for every size)
+        s = (s if isinstance(s, Sym) else int(s)) % n if n else 0
         if s:
             y = ops.concatenate([_slice(y, d, n - s, n), _slice(y, d, 0, n - s)], d)
     if y is input:
@@ -187,13 +191,19 @@ def _offsets(x, name):
     return ops.sub(cols, rows)
 
 
+def _diagonal(k):
+    """tril/triu's offset: an int, or a symbolic size (``diagonal=T // 2``)
+    that the mask compares with at run time."""
+    return k if isinstance(k, Sym) else int(k)
+
+
 def tril(input, diagonal: int = 0):
-    keep = ops.le(_offsets(input, "tril"), int(diagonal))
+    keep = ops.le(_offsets(input, "tril"), _diagonal(diagonal))
     return _named(ops.where(keep, input, 0), "TrilBackward0")
 
 
 def triu(input, diagonal: int = 0):
-    keep = ops.ge(_offsets(input, "triu"), int(diagonal))
+    keep = ops.ge(_offsets(input, "triu"), _diagonal(diagonal))
     return _named(ops.where(keep, input, 0), "TriuBackward0")
 
 
@@ -220,6 +230,16 @@ def diag(input, diagonal: int = 0):
     return _named(y, "DiagonalBackward0")
 
 
+def _scan_limit(n: Sym) -> int:
+    """The longest symbolic length ``n`` a trace's log-step scan serves:
+    twice the power of two above the traced length (one step more, for
+    headroom), under a guard ``n <= limit``."""
+    limit = 2 << max(1, (hint_of(n) - 1).bit_length())
+    if n > limit:       # a guard; false at the sizes traced
+        raise AssertionError("unreachable: the hint is within the limit")
+    return limit
+
+
 def _scan(x, dim, dtype, combine, fill, name):
     """Inclusive scan along ``dim`` in log2(n) shifted combines (Hillis and
     Steele): every step is a pad and one elementwise op, so it vectorizes
@@ -240,9 +260,7 @@ def _scan(x, dim, dtype, combine, fill, name):
         # with one guard (n <= that limit); a shift past the end pads first
         # and slices after, so it adds the fill there: one trace serves
         # every length up to the limit.
-        limit = 2 << max(1, (hint_of(n) - 1).bit_length())
-        if n > limit:       # a guard; false at the sizes traced
-            raise AssertionError("unreachable: the hint is within the limit")
+        limit = _scan_limit(n)
         while k < limit:
             low = tuple(k if i == d else 0 for i in range(x.ndim))
             padded = ops.pad(y, low, (0,) * x.ndim, (0,) * x.ndim, fill)

@@ -20,7 +20,8 @@ from tracec import ops
 from tracec.functions import _keep, _named, tensor_arg
 from tracec.math_extra import _const, _floor, _rint
 from tracec.ops.core import normalize_axis
-from tracec.rearrange import _scan, _slice
+from tracec.rearrange import _scan, _scan_limit, _slice
+from tracec.symbolic import Sym
 from tracec import shape_ops as S
 from tracec.tensor import Tensor
 from tracec.return_types import structseq
@@ -343,11 +344,19 @@ def _cum_extreme(name, result, x, dim, better):
     v, i = xd, idx
     floating = x.dtype.is_floating_point
     k = 1
-    while k < n:
+    # A symbolic length: every shift up to a limit above the traced one,
+    # each padded first and sliced after (a shift past the end is all
+    # padding), with one guard (n <= limit), as ``_scan`` does.
+    limit = _scan_limit(n) if isinstance(n, Sym) else n
+    zero = (0,) * x.ndim
+    while k < limit:
         low = tuple(k if j == d else 0 for j in range(x.ndim))
-        zero = (0,) * x.ndim
-        pv = ops.pad(_slice(v, d, 0, n - k), low, zero, zero, 0)
-        pi = ops.pad(_slice(i, d, 0, n - k), low, zero, zero, -1)
+        if isinstance(n, Sym):
+            pv = _slice(ops.pad(v, low, zero, zero, 0), d, 0, n)
+            pi = _slice(ops.pad(i, low, zero, zero, -1), d, 0, n)
+        else:
+            pv = ops.pad(_slice(v, d, 0, n - k), low, zero, zero, 0)
+            pi = ops.pad(_slice(i, d, 0, n - k), low, zero, zero, -1)
         # Later wins on ties (and when it is NaN); a NaN already seen stays.
         take = ops.logical_or(better(v, pv), ops.eq(pi, -1))
         if floating:

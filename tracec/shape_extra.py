@@ -22,7 +22,7 @@ from tracec import graph, ops
 from tracec.functions import _named, promote
 from tracec.ops.core import normalize_axis
 from tracec.shape_ops import swapaxes as _swapaxes
-from tracec.rearrange import flip, narrow, repeat
+from tracec.rearrange import _slice, flip, narrow, repeat
 from tracec.symbolic import Sym
 from tracec.tensor import RECORDERS
 from tracec.shape_ops import (_one_keyword, _shape_arg, cat, expand, reshape, split, stack,
@@ -147,6 +147,16 @@ def tensor_split(input, indices_or_sections, dim=0):
         if ios <= 0:
             raise RuntimeError(f"number of sections must be larger than 0, got {ios}")
         q, r = divmod(n, ios)
+        if isinstance(n, Sym) and n >= 2 * ios:
+            # (a guard: every part has 2 or more, as a symbolic size does;
+            # a part of one is a size 1, which the trace must specialize)
+            # A symbolic size: part i starts at i*q + min(i, r), written
+            # with floor divisions (``(r + s - i - 1) // s`` is 1 where
+            # r > i), so one trace serves every size, odd or even.
+            bounds = [0] + [i * q + r - (r - i) * ((r + ios - i - 1) // ios)
+                            for i in range(1, ios)] + [n]
+            return tuple(_named(_slice(input, d, a, b), "SliceBackward0")
+                         for a, b in zip(bounds[:-1], bounds[1:]))
         bounds = [0]
         for i in range(ios):
             bounds.append(bounds[-1] + q + (1 if i < r else 0))

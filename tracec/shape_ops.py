@@ -15,7 +15,7 @@ from tracec import dtypes as dt
 from tracec import ops
 from tracec.functions import _named, _operand, promote
 from tracec.ops.core import normalize_axis
-from tracec.symbolic import Sym
+from tracec.symbolic import Sym, count_of
 from tracec.tensor import RECORDERS, SPARSE, SYM_SHAPES, Tensor, bind_movement, concrete
 
 
@@ -297,8 +297,9 @@ def split(tensor, split_size_or_sections, dim=0):
             bounds = [0, 0]
         else:
             # the number of pieces, ceil(n / size): a Python number (a
-            # symbolic one is specialized on, under a guard)
-            bounds = [k * size for k in range(int(-(-n // size)))] + [n]
+            # symbolic one is guarded on, not the sizes in it: one trace
+            # serves every size with that many pieces)
+            bounds = [k * size for k in range(count_of(-(-n // size)))] + [n]
     else:
         sections = list(split_size_or_sections)
         if sum(sections) != n:

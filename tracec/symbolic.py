@@ -31,7 +31,7 @@ import numpy as np
 __all__ = ["Sym", "SymbolicError", "symbol", "parse", "evaluate", "is_symbolic",
            "hint_of", "GUARD_SINKS", "with_hints", "free_symbols", "hinted", "known",
            "recorded_guards", "guard_holds", "substitute", "size_sources", "failed_size_guard",
-           "equal_if_exact", "HINT_ENVS"]
+           "equal_if_exact", "HINT_ENVS", "count_of"]
 
 
 class SymbolicError(TypeError):
@@ -628,6 +628,21 @@ def known(a, op: str, b=0):
     if isinstance(diff, int):
         return _OPS[op](diff, 0)
     return _decide(diff, op)
+
+
+def count_of(x) -> int:
+    """``x`` (a count made of sizes: ``ceil(B / 3)`` pieces of a split) as
+    the number it is in the call being traced, under the guards ``x >= n``
+    and ``x <= n``: the trace serves every size where the count is the
+    same, where ``int(x)`` would specialize each size in it."""
+    if not isinstance(x, Sym):
+        return int(x)
+    n = _hint(x)
+    if n is None:
+        raise SymbolicError(f"the count {x} has no value here")
+    if not (x >= n and x <= n):
+        raise AssertionError("unreachable: the hint is the count")
+    return n
 
 
 def symbol(name: str, hint: int | None = None) -> Sym:

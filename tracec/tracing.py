@@ -765,6 +765,11 @@ class Recording:
             return None
         e = self.env.get(id(t))
         if e is None or e[0] is not t:
+            if t._birth == self.epoch and t._base is not None and t._view_chain == () \
+                    and t.dtype is t._base.dtype:
+                # detach() / .data of a traced tensor: its base's sizes (a
+                # concrete shape here specialized every size it was used with)
+                return self.tensor_shape(t._base)
             if not (t._birth == self.epoch and t._base is not None and t._view_chain):
                 return None
             v = self.value_of(t)

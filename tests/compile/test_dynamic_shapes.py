@@ -497,13 +497,15 @@ def test_ellipsis_slices_with_symbolic_bounds_stay_symbolic():
 
 
 def test_float_arithmetic_on_a_size_specializes_instead_of_failing():
-    """``size * 2.0`` (interpolate's scale factor) in a symbolic trace: the
+    """``size * 1.3`` (interpolate's scale factor) in a symbolic trace: the
     size is needed as a number, so it is specialized with a note, never a
-    TypeError; the batch of the same call stays symbolic."""
+    TypeError; the batch of the same call stays symbolic.  (A scale that is
+    a short binary fraction, 2 or 1.5, is a floor division of the size:
+    test_symbolic_ops_more.py.)"""
     F = tracec.nn.functional
 
     def up(x):
-        return F.interpolate(x, scale_factor=2, mode="bilinear")
+        return F.interpolate(x, scale_factor=1.3, mode="bilinear")
 
     comp = tracec.compile(up)
     for n in (4, 6, 6, 4):

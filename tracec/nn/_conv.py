@@ -21,7 +21,7 @@ from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import autocast_mode, graph, ops
 from tracec.autograd import Function
-from tracec.symbolic import same
+from tracec.symbolic import Sym, same
 from tracec.tensor import RECORDERS, Tensor, eager_direct
 from tracec.nn import _conv_transpose_eager as _ct
 
@@ -810,6 +810,19 @@ def _index_table(n: int, lo: int, hi: int, mode: str) -> np.ndarray:
     return np.where(i >= n, period - i, i)
 
 
+def _symbolic_index_table(x, n, lo: int, hi: int, mode: str):
+    """``_index_table`` for a symbolic length ``n`` (``lo``, ``hi`` within
+    the range ``pad`` checked: below ``n`` for reflect, at most ``n`` for
+    circular), made of an iota: one trace serves every length."""
+    i = ops.sub(ops.iota((n + lo + hi,), dt.int64, 0, like=x), lo)
+    if mode == "replicate":
+        return ops.maximum(ops.minimum(i, n - 1), 0)
+    if mode == "circular":
+        return ops.where(ops.lt(i, 0), ops.add(i, n), ops.where(ops.ge(i, n), ops.sub(i, n), i))
+    return ops.where(ops.lt(i, 0), ops.neg(i),
+                     ops.where(ops.ge(i, n), ops.sub(2 * n - 2, i), i))
+
+
 def pad(input, pad, mode: str = "constant", value=None):
     """``torch.nn.functional.pad``: ``pad`` lists (low, high) pairs from
     the last dimension backwards; negative amounts crop."""
@@ -852,6 +865,10 @@ def pad(input, pad, mode: str = "constant", value=None):
                                f"{high[d]}) at dimension {d} of input {list(input.shape)}")
         if mode == "circular" and (low[d] > n or high[d] > n):
             raise RuntimeError("Padding value causes wrapping around more than once.")
-        idx = Tensor._make(_index_table(n, low[d], high[d], mode).astype(np.int64), dt.int64)
+        if isinstance(n, Sym):
+            idx = _symbolic_index_table(x, n, low[d], high[d], mode)
+        else:
+            idx = Tensor._make(_index_table(n, low[d], high[d], mode).astype(np.int64),
+                               dt.int64)
         x = ops.take(x, idx, d)
     return x

@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from tracec.symbolic import Sym
+from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import ops
 from tracec import shape_ops as S
@@ -180,9 +181,71 @@ def _resize_axis_aa(x, axis, out_size, scale, mode, align_corners):
     return ops.transpose(y, tuple(back))
 
 
+def _size_ratio(x, a, b, dtype):
+    """``a / b`` for sizes (symbolic ones: computed at run time) in float64,
+    then rounded to ``dtype``: the value Python's division of the numbers
+    gives, as PyTorch's kernels take it."""
+    r = ops.div(ops.full((), a, dt.float64, like=x), b)
+    return ops.cast(r, dtype)
+
+
+def _symbolic_taps(x, in_size, out_size, scale, mode, align_corners):
+    """``_nearest_index`` or ``_linear_weights`` for symbolic sizes, as
+    primitives over an iota (one trace serves every size): the same float
+    operations in the same order, so the same indices and weights."""
+    if mode in ("nearest", "nearest-exact"):
+        fd = dt.float32
+        s = float(np.float32(1.0 / scale)) if scale is not None and scale > 0 else \
+            _size_ratio(x, in_size, out_size, fd)
+        dst = ops.iota((out_size,), fd, 0, like=x)
+        src = ops.mul(ops.add(dst, 0.5), s) if mode == "nearest-exact" else ops.mul(dst, s)
+        return ops.minimum(ops.cast(src, dt.int64), in_size - 1)   # (src >= 0: floor)
+    fd = x.dtype
+    if align_corners:
+        s = _size_ratio(x, in_size - 1, out_size - 1, fd) if out_size > 1 else 0.0
+    elif scale is not None and scale > 0:
+        s = float(fd.np.type(1.0 / scale))
+    else:
+        s = _size_ratio(x, in_size, out_size, fd)
+    dst = ops.iota((out_size,), fd, 0, like=x)
+    if align_corners:
+        src = ops.mul(dst, s)
+    else:
+        src = ops.maximum(ops.sub(ops.mul(ops.add(dst, 0.5), s), 0.5), 0.0)
+    lo = ops.minimum(ops.cast(src, dt.int64), in_size - 1)
+    hi = ops.minimum(ops.add(lo, 1), in_size - 1)
+    lam = ops.minimum(ops.maximum(ops.sub(src, ops.cast(lo, fd)), 0.0), 1.0)
+    return lo, hi, lam
+
+
+def _scaled_size(n, s: float):
+    """``floor(n * s)``, the output size PyTorch computes in double: for a
+    symbolic ``n`` and a scale that is a short binary fraction p / 2**k
+    (2, 0.5, 1.5), ``(n * p) // 2**k``, equal to it while ``n * p`` is
+    below 2**53; any other scale needs the number (specialized)."""
+    if isinstance(n, Sym) and s > 0 and math.isfinite(s):
+        p, q = float(s).as_integer_ratio()
+        if p < 2 ** 20:
+            return (n * p) // q
+    return int(math.floor(n * s))
+
+
 def _resize_axis(x, axis, out_size, scale, mode, align_corners):
     in_size = x.shape[axis]
-    if isinstance(in_size, Sym) or isinstance(out_size, Sym):
+    symbolic = isinstance(in_size, Sym) or isinstance(out_size, Sym)
+    if symbolic and mode in ("nearest", "nearest-exact") and in_size != out_size:
+        idx = _symbolic_taps(x, in_size, out_size, scale, mode, align_corners)
+        return ops.take(x, idx, axis)
+    if symbolic and mode in _LINEAR_RANK and x.dtype in (dt.float32, dt.float64):
+        if in_size == out_size:
+            return x  # PyTorch copies the input when a linear axis keeps its size
+        lo, hi, lam = _symbolic_taps(x, in_size, out_size, scale, mode, align_corners)
+        shape = tuple(out_size if i == axis else 1 for i in range(x.ndim))
+        w1 = ops.reshape(lam, shape)
+        a = ops.take(x, lo, axis)
+        b = ops.take(x, hi, axis)
+        return TF.add(TF.mul(a, TF.sub(1.0, w1)), TF.mul(b, w1))
+    if symbolic:
         # The taps are constants computed from the sizes (NumPy): a
         # symbolic size is specialized (int(): a guard and a note).
         in_size, out_size = int(in_size), int(out_size)
@@ -233,7 +296,7 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
                              f"{list(input.shape[2:])} and output size of {size}. Please "
                              "provide input tensor in (N, C, d1, d2, ...,dK) format and output "
                              "size in (o1, o2, ...,oK) format.")
-        sizes = [int(s) for s in sizes]
+        sizes = [s if isinstance(s, Sym) else int(s) for s in sizes]
         scales = [None] * nsp
     elif scale_factor is not None:
         scales = list(scale_factor) if isinstance(scale_factor, (list, tuple)) \
@@ -245,7 +308,7 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
                              f"{scale_factor}. Please provide input tensor in (N, C, d1, d2, "
                              "...,dK) format and scale_factor in (s1, s2, ...,sK) format.")
         scales = [float(s) for s in scales]
-        sizes = [int(math.floor(n * s)) for n, s in zip(input.shape[2:], scales)]
+        sizes = [_scaled_size(n, s) for n, s in zip(input.shape[2:], scales)]
         if recompute_scale_factor:
             scales = [None] * nsp
     else:
