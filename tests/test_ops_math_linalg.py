@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import tracec
+from tracec import linalg_lapack
 from _compiled_check import assert_step_matches_eager
 from _torch_ref import assert_same, run_both, torch
 
@@ -185,6 +186,7 @@ def test_factorizations_values(dtype):
                 tol=_TOL[dtype])
     assert_same(tracec.linalg.pinv(tracec.tensor(a), atol=0.5),
                 torch.linalg.pinv(torch.tensor(a), atol=0.5), tol=_TOL[dtype])
+    linalg_lapack._WARNED_ONCE.clear()      # (PyTorch warns once per process, as tracec)
     with pytest.warns(UserWarning, match="deprecated"):
         tsr = tracec.triangular_solve(tracec.tensor(a[:3]), tracec.tensor(s), transpose=True)
     with warnings.catch_warnings():   # torch warns once per process
@@ -216,6 +218,7 @@ def test_lu_family(shape):
                     tol=_TOL["float64"])
         with pytest.warns(UserWarning, match="torch.lu is deprecated"):
             factors = tracec.lu(tracec.tensor(a))
+        linalg_lapack._WARNED_ONCE.clear()      # (PyTorch warns once per process)
         with pytest.warns(UserWarning, match="torch.lu_solve is deprecated"):
             got = tracec.lu_solve(tracec.tensor(b), *factors)
         np.testing.assert_allclose(got.numpy(), np.linalg.solve(a, b), rtol=1e-10)

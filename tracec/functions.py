@@ -51,6 +51,18 @@ def _operand(x, name):
                     "(expected a Tensor or a number)")
 
 
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes ``warnings.warn``, called by the
+    caller of this function, name the first line outside tracec (as
+    PyTorch's C++ warnings name the Python line that called the op, however
+    many tracec wrappers lie between)."""
+    import sys
+    level, f = 2, sys._getframe(2)
+    while f is not None and f.f_globals.get("__name__", "").startswith("tracec."):
+        level, f = level + 1, f.f_back
+    return level
+
+
 def tensor_arg(x, name: str) -> Tensor:
     """``x`` as a Tensor operand of ``name`` (NumPy arrays converted); anything
     else raises PyTorch's TypeError."""

@@ -244,9 +244,19 @@ def cholesky(A, *, upper=False):
     return S.mT(L) if upper else L
 
 
+_WARNED_ONCE: set = set()
+
+
+def _warn_once(message):
+    """PyTorch's TORCH_WARN_ONCE: once per process, naming the caller's line."""
+    if message not in _WARNED_ONCE:
+        _WARNED_ONCE.add(message)
+        warnings.warn(message, UserWarning, stacklevel=F.user_stacklevel())
+
+
 def _torch_cholesky(input, upper=False):  # noqa: A002
-    warnings.warn("torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be "
-                  "removed in a future PyTorch release.", UserWarning, stacklevel=2)
+    _warn_once("torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be "
+               "removed in a future PyTorch release.")
     return cholesky(input, upper=upper)
 
 
@@ -588,12 +598,12 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
 
 def triangular_solve(input, A, upper=True, transpose=False, unitriangular=False):
     """The old ``torch.triangular_solve``: ``(solution, cloned_coefficient)``."""
-    warnings.warn("torch.triangular_solve is deprecated in favor of "
-                  "torch.linalg.solve_triangularand will be removed in a future PyTorch "
-                  "release.\ntorch.linalg.solve_triangular has its arguments reversed and "
-                  "does not return a copy of one of the inputs.\nX = "
-                  "torch.triangular_solve(B, A).solution\nshould be replaced with\nX = "
-                  "torch.linalg.solve_triangular(A, B).", UserWarning, stacklevel=2)
+    _warn_once("torch.triangular_solve is deprecated in favor of "
+               "torch.linalg.solve_triangularand will be removed in a future PyTorch "
+               "release.\ntorch.linalg.solve_triangular has its arguments reversed and "
+               "does not return a copy of one of the inputs.\nX = "
+               "torch.triangular_solve(B, A).solution\nshould be replaced with\nX = "
+               "torch.linalg.solve_triangular(A, B).")
     M = S.mT(A) if transpose else A
     X = solve_triangular(M, input, upper=upper != transpose, unitriangular=unitriangular)
     return TriangularSolveResult(X, S.clone(A))
@@ -723,15 +733,14 @@ def _torch_lu(A, pivot=True, get_infos=False):  # noqa: N803
                   "torch.linalg.lu_factor_ex and will be removed in a future PyTorch release.\n"
                   "LU, pivots = torch.lu(A, compute_pivots)\nshould be replaced with\n"
                   "LU, pivots = torch.linalg.lu_factor(A, compute_pivots)", UserWarning,
-                  stacklevel=2)
+                  stacklevel=F.user_stacklevel())
     r = lu_factor_ex(A, pivot=pivot)
     return (r.LU, r.pivots, r.info) if get_infos else (r.LU, r.pivots)
 
 
 def _torch_lu_solve(input, LU_data, LU_pivots):  # noqa: N803
-    warnings.warn("torch.lu_solve is deprecated in favor of torch.linalg.lu_solveand will be "
-                  "removed in a future PyTorch release.\nNote that torch.linalg.lu_solve has "
-                  "its arguments reversed.\nX = torch.lu_solve(B, LU, pivots)\nshould be "
-                  "replaced with\nX = torch.linalg.lu_solve(LU, pivots, B)", UserWarning,
-                  stacklevel=2)
+    _warn_once("torch.lu_solve is deprecated in favor of torch.linalg.lu_solveand will be "
+               "removed in a future PyTorch release.\nNote that torch.linalg.lu_solve has "
+               "its arguments reversed.\nX = torch.lu_solve(B, LU, pivots)\nshould be "
+               "replaced with\nX = torch.linalg.lu_solve(LU, pivots, B)")
     return lu_solve(LU_data, LU_pivots, input)

@@ -17,7 +17,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import graph, ops
-from tracec.functions import _named
+from tracec.functions import _named, user_stacklevel
 from tracec.indexing import getitem
 from tracec.methods import _inplace
 from tracec.ops.core import normalize_axis
@@ -289,14 +289,10 @@ def _warn_beta_once() -> None:
     if _BETA_WARNED:
         return
     _BETA_WARNED.append(True)
-    import sys
     import warnings
-    level, f = 2, sys._getframe(1)
-    while f is not None and f.f_globals.get("__name__", "").startswith("tracec."):
-        level, f = level + 1, f.f_back
     warnings.warn("index_reduce() is in beta and the API may change at any time. (Triggered "
                   "internally at /__w/pytorch/pytorch/aten/src/ATen/native/"
-                  "TensorAdvancedIndexing.cpp:1523.)", UserWarning, stacklevel=level)
+                  "TensorAdvancedIndexing.cpp:1523.)", UserWarning, stacklevel=user_stacklevel())
 
 
 def index_reduce(input, dim, index, source, reduce, *, include_self=True):

@@ -1,26 +1,87 @@
 """``tracec.sparse``: PyTorch's sparse entry points over dense stand-ins
 (API.md: a sparse tensor may be dense): ``mm`` is a matrix product and the
-legacy ``FloatTensor(indices, values, size)`` constructor is
-``sparse_coo_tensor``; ``sum`` sums the dense data, a COO tensor again while
+legacy ``FloatTensor(indices, values, size)`` constructors (``DoubleTensor``,
+``LongTensor``, ...: the values keep their dtype, a size alone makes an empty
+tensor of the class's dtype) are ``sparse_coo_tensor`` without its invariants
+warning, each form warning PyTorch's deprecation once; ``sum`` sums the dense data, a COO tensor again while
 sparse dimensions remain.
 """
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
 from tracec import dtypes as dt
 from tracec.contraction import coalesced_indices, mark_sparse, sparse_coo_tensor, sparse_info, spmm
 from tracec.creation import tensor as _tensor
+from tracec.functions import user_stacklevel
 
-__all__ = ["mm", "FloatTensor", "sum"]
+__all__ = ["mm", "sum", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor",
+           "IntTensor", "ShortTensor", "CharTensor", "ByteTensor"]
 
 
 def mm(mat1, mat2):
     return spmm(mat1, mat2)
 
 
-def FloatTensor(indices, values, size=None):  # noqa: N802 - PyTorch's name
-    return sparse_coo_tensor(indices, values, size, dtype=dt.float32)
+_LEGACY_WARNED: set = set()
+_LEGACY_FORMS = {
+    "ivs": ("torch.sparse.SparseTensor(indices, values, shape, *, device=) is deprecated.  Please use "
+            "torch.sparse_coo_tensor(indices, values, shape, dtype=, device=). (Triggered internally at "
+            "/__w/pytorch/pytorch/torch/csrc/utils/tensor_new.cpp:653.)"),
+    "iv": ("torch.sparse.SparseTensor(indices, values, *, device=) is deprecated.  Please use "
+           "torch.sparse_coo_tensor(indices, values, dtype=, device=). (Triggered internally at "
+           "/__w/pytorch/pytorch/torch/csrc/utils/tensor_new.cpp:642.)"),
+    "s": ("torch.sparse.SparseTensor(shape, *, device=) is deprecated.  Please use "
+          "torch.sparse_coo_tensor(shape, dtype=, device=). (Triggered internally at "
+          "/__w/pytorch/pytorch/torch/csrc/utils/tensor_new.cpp:684.)"),
+}
+
+
+def _legacy_warn(form):
+    if form not in _LEGACY_WARNED:         # TORCH_WARN_ONCE: once per process and form
+        _LEGACY_WARNED.add(form)
+        warnings.warn(_LEGACY_FORMS[form], UserWarning, stacklevel=user_stacklevel())
+
+
+def _legacy(name, dtype):
+    from tracec.tensor import Tensor
+
+    def ctor(*args, device=None):
+        if len(args) in (2, 3) and isinstance(args[0], Tensor) and isinstance(args[1], Tensor):
+            _legacy_warn("ivs" if len(args) == 3 else "iv")
+            size = tuple(args[2]) if len(args) == 3 else None
+            return sparse_coo_tensor(args[0], args[1], size, device=device, check_invariants=False)
+        if all(isinstance(a, int) and not isinstance(a, bool) for a in args) or (
+                len(args) == 1 and isinstance(args[0], (tuple, list))):
+            size = tuple(args[0]) if len(args) == 1 and not isinstance(args[0], int) else tuple(args)
+            size = size or (0,)
+            _legacy_warn("s")
+            idx = _tensor(np.zeros((len(size), 0), np.int64), dtype=dt.int64)
+            return sparse_coo_tensor(idx, _tensor(np.zeros((0,)), dtype=dtype), size, device=device,
+                                     check_invariants=False)
+        got = ", ".join(type(a).__name__ if not isinstance(a, Tensor) else "Tensor" for a in args)
+        raise TypeError(
+            f"new() received an invalid combination of arguments - got ({got}), but expected one of:\n"
+            " * (*, torch.device device = None)\n"
+            " * (Tensor indices, Tensor values, *, torch.device device = None)\n"
+            " * (Tensor indices, Tensor values, tuple of ints size, *, torch.device device = None)\n"
+            " * (tuple of ints size, *, torch.device device = None)\n")
+    ctor.__name__ = ctor.__qualname__ = name
+    ctor.__doc__ = f"The legacy ``torch.sparse.{name}`` constructor (a COO tensor)."
+    return ctor
+
+
+FloatTensor = _legacy("FloatTensor", dt.float32)
+DoubleTensor = _legacy("DoubleTensor", dt.float64)
+HalfTensor = _legacy("HalfTensor", dt.float16)
+BFloat16Tensor = _legacy("BFloat16Tensor", dt.bfloat16)
+LongTensor = _legacy("LongTensor", dt.int64)
+IntTensor = _legacy("IntTensor", dt.int32)
+ShortTensor = _legacy("ShortTensor", dt.int16)
+CharTensor = _legacy("CharTensor", dt.int8)
+ByteTensor = _legacy("ByteTensor", dt.uint8)
 
 
 def sum(input, dim=None, dtype=None):  # noqa: A001 - PyTorch's name
