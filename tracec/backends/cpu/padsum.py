@@ -10,7 +10,8 @@ buffers for an LSTM layer, which costs ``O(T^2)`` memory traffic.
 
 Here a left-folded chain of ``add`` ops inside a ``tracec.kernel``
 (``((p0 + p1) + p2) + ...``) whose operands are zero pads used nowhere
-else is computed into one buffer: fill it with zeros (unless the windows
+else (with interior zeros too: a strided convolution's col2im, each
+window a strided one) is computed into one buffer: fill it with zeros (unless the windows
 are disjoint and tile it), then for each pad, in the chain's order, store
 (first, or where the windows are disjoint) or add its source into its
 window.  Adding the same terms in the same order as the chain (a zero term
@@ -60,7 +61,8 @@ def _zero_pad(v: SSAValue, kop: Operation):
     if not isinstance(o, Operation) or ir.primitive_name(o) != "pad":
         return None
     p = ir.op_params(o)
-    if p["value"] != 0 or any(p["interior"]) or min(p["low"]) < 0 or min(p["high"]) < 0:
+    if p["value"] != 0 or min(p["interior"], default=0) < 0 or min(p["low"]) < 0 \
+            or min(p["high"]) < 0:
         return None
     if any(u.operation is not kop for u in v.uses):
         return None
@@ -118,29 +120,48 @@ def match(kop: ir.KernelOp) -> PadSum | None:
 
 
 def _windows(ps: PadSum):
-    """Per term: (low corner, shape) of its window in the output."""
-    return [(ir.op_params(p)["low"], ir.shape_of(p.operands[0].type)) for p in ps.pads]
+    """Per term: (low corner, shape, steps) of its window in the output:
+    its source's element ``i`` lands at ``low + i * step`` (a strided
+    slice's gradient, a strided convolution's col2im, pads with interior
+    zeros: ``step = interior + 1``)."""
+    out = []
+    for p in ps.pads:
+        q = ir.op_params(p)
+        out.append((q["low"], ir.shape_of(p.operands[0].type),
+                    tuple(i + 1 for i in q["interior"])))
+    return out
+
+
+def _extent(n, step):
+    return (n - 1) * step + 1 if n else 0
 
 
 def _disjoint_cover(windows, oshape) -> tuple[bool, bool]:
     """(pairwise disjoint, disjoint and covering the output); both False
-    unless every size is static."""
-    if not all(isinstance(n, int) for _, s in windows for n in s) or not all(
+    unless every size is static.  Strided windows count as their bounding
+    boxes (disjoint boxes: disjoint windows), and cover only when dense."""
+    if not all(isinstance(n, int) for _, s, _ in windows for n in s) or not all(
             isinstance(n, int) for n in oshape):
         return False, False
-    for i, (la, sa) in enumerate(windows):
-        for lb, sb in windows[i + 1:]:
-            if all(max(a0, b0) < min(a0 + an, b0 + bn)
-                   for a0, an, b0, bn in zip(la, sa, lb, sb)):
+    for i, (la, sa, ta) in enumerate(windows):
+        for lb, sb, tb in windows[i + 1:]:
+            if all(max(a0, b0) < min(a0 + _extent(an, at), b0 + _extent(bn, bt))
+                   for a0, an, at, b0, bn, bt in zip(la, sa, ta, lb, sb, tb)):
                 return False, False
-    cover = sum(math.prod(s) for _, s in windows) == math.prod(oshape)
+    dense = all(t == 1 or n == 1 for _, s, st in windows for n, t in zip(s, st))
+    cover = dense and sum(math.prod(s) for _, s, _ in windows) == math.prod(oshape)
     return True, cover
 
 
 def _spans_dim0(windows, oshape) -> bool:
     """Whether every window spans dim 0 whole (a batch dim), static sizes."""
     return len(oshape) > 1 and all(isinstance(n, int) for n in oshape) and oshape[0] > 1 and all(
-        lo[0] == 0 and s[0] == oshape[0] for lo, s in windows)
+        lo[0] == 0 and s[0] == oshape[0] and st[0] == 1 for lo, s, st in windows)
+
+
+def _window_strides(ostr, xshape, steps) -> list:
+    """The output's strides for a window's source dims (0 on size-1 dims)."""
+    return [0 if k == 1 else s * t for s, k, t in zip(ostr, xshape, steps)]
 
 
 def emit(low, ps: PadSum, target: SSAValue) -> None:
@@ -159,7 +180,7 @@ def emit(low, ps: PadSum, target: SSAValue) -> None:
         slots.append(low.slot_value(target))
         pb.store_const(0, d, 0)
         low.kernels.program("padsum_fill", pb.finish(), slots)
-    for n, (pad, (lo, xshape)) in enumerate(zip(ps.pads, windows)):
+    for n, (pad, (lo, xshape, steps)) in enumerate(zip(ps.pads, windows)):
         if math.prod(xshape) == 0:
             continue
         x = pad.operands[0]
@@ -169,7 +190,7 @@ def emit(low, ps: PadSum, target: SSAValue) -> None:
         out = len(slots)
         slots.append(low.slot_value(target))
         off = sum(a * s for a, s in zip(lo, ostr))
-        strides = [0 if k == 1 else s for s, k in zip(ostr, xshape)]
+        strides = _window_strides(ostr, xshape, steps)
         k = pb.value(x, tuple(range(len(xshape))))
         if n and not disjoint:
             acc = Access(out, d, off, list(strides))
@@ -178,6 +199,10 @@ def emit(low, ps: PadSum, target: SSAValue) -> None:
                              in_dtypes=[d, d]))
         pb.prog.stores.append((k, Access(out, d, off, list(strides))))
         low.kernels.program("padsum", pb.finish(), slots)
+
+
+#: Window programs in one ``padsum_blocked`` kernel at most.
+BLOCKED_PROGRAMS = 32
 
 
 def _emit_blocked(low, ps: PadSum, target: SSAValue, windows) -> None:
@@ -202,29 +227,36 @@ def _emit_blocked(low, ps: PadSum, target: SSAValue, windows) -> None:
     pb = low._builder(oshape, [False] * len(oshape), set(), slots)
     pb.store_const(0, d, out)
     progs.append(pinned(pb))
-    for pad, (lo, xshape) in zip(ps.pads, windows):
+    for pad, (lo, xshape, steps) in zip(ps.pads, windows):
         if math.prod(xshape) == 0:
             continue
         _reads, inside = indexing.movement_reads(pad, low.folded_views)
         pb = low._builder(xshape, [False] * len(xshape), set(inside), slots)
         src = pb.value(pad.operands[0], tuple(range(len(xshape))))
         off = sum(a * s for a, s in zip(lo, ostr))
-        strides = [0 if m == 1 else s for s, m in zip(ostr, xshape)]
+        strides = _window_strides(ostr, xshape, steps)
         old = pb._add(Node("load", d, access=Access(out, d, off, list(strides))))
         val = pb._add(Node("prim", d, name="add", params={}, args=[old, src], in_dtypes=[d, d]))
         pb.prog.stores.append((val, Access(out, d, off, list(strides))))
         progs.append(pinned(pb))
 
-    def body(fb, ptrs, err, lo, hi, status):
-        def unit(u):
-            nxt = fb.add(u, fb.i64(1))
-            for prog in progs:
-                emit_program(fb, prog, ptrs, u, nxt)
-            return ()
-        fb.for_range(lo, hi, unit)
-    low.kernels.kernel("padsum_blocked", slots, oshape[0], body,
-                       work=sum(p.size for p in progs),
-                       key=("padsum_blocked", tuple(repr(p) for p in progs)))
+    # At most BLOCKED_PROGRAMS windows per kernel, run one after another
+    # (the same additions in the same order): LLVM's time on one function
+    # grows faster than its length, and a strided convolution read by 8
+    # others (CapsNet's primary capsules) has 648 windows: 50 s as one.
+    for first in range(0, len(progs), BLOCKED_PROGRAMS):
+        part = progs[first:first + BLOCKED_PROGRAMS]
+
+        def body(fb, ptrs, err, lo, hi, status, part=part):
+            def unit(u):
+                nxt = fb.add(u, fb.i64(1))
+                for prog in part:
+                    emit_program(fb, prog, ptrs, u, nxt)
+                return ()
+            fb.for_range(lo, hi, unit)
+        low.kernels.kernel("padsum_blocked", slots, oshape[0], body,
+                           work=sum(p.size for p in part),
+                           key=("padsum_blocked", tuple(repr(p) for p in part)))
 
 
 def reads(low, ps: PadSum) -> list[SSAValue]:
