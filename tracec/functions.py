@@ -190,7 +190,10 @@ def add(input, other, *, alpha=1):
     (input, other), d = promote("add", input, other)
     if alpha != 1:
         _check_alpha(alpha, d)
-        other = ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
+        if type(alpha).__name__ == "SymScalar":   # a lifted number (a traced lr): an operand
+            other = mul(other, alpha)
+        else:
+            other = ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
     return ops.add(input, other)
 
 
@@ -211,7 +214,10 @@ def sub(input, other, *, alpha=1):
                            "operator instead.")
     if alpha != 1:
         _check_alpha(alpha, d)
-        other = ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
+        if type(alpha).__name__ == "SymScalar":   # a lifted number (a traced lr): an operand
+            other = mul(other, alpha)
+        else:
+            other = ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
     return ops.sub(input, other)
 
 

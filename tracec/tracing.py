@@ -177,6 +177,9 @@ class Trace:
     scalar_changes: list | None = None
     #: The Locations of the numbers this trace lifted (None: none).
     lifted: list | None = None
+    #: ``lifted_state.optimizer_numbers`` before the call: a later call
+    #: finding them changed (an lr set between calls) lifts them.
+    optimizer_numbers: list = field(default_factory=list)
     #: How many ``random.random()`` numbers the call drew, and the decisions
     #: it took on them: ``(index, op, other, result, where)`` each.  Compiled
     #: calls draw as many and check the decisions (``Entry.run``).
@@ -1298,6 +1301,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     # Optimizers guard themselves, but not the learning rate compiled calls
     # refresh: a call that changed one (scheduler.step() inside) is found here.
     opt_change, opt_locs = lifted_state.optimizer_changes(opt_before, lifted)
+    trace.optimizer_numbers = opt_before
     if env_changed or opt_change:
         changes: list | None = []
         if env_changed:

@@ -422,6 +422,16 @@ class Optimizer:
         lifted = self.__dict__.get("_lifted", ())
 
         def shown(gi, k, v):
+            if type(v) is SymScalar and k != "betas":
+                # A lifted number read while tracing (a subclass's own step
+                # reading ``g['lr']`` that tracec.lifted_state lifted, or one
+                # a scheduler stepped inside set): compiled calls read it as
+                # an input, so this guard leaves it out from now on (a trace
+                # made before it was lifted recorded the number, and fails).
+                if (gi, k) not in lifted:
+                    self.__dict__.setdefault("_lifted", set()).add((gi, k))
+                    EPOCH[0] += 1
+                return "lifted"
             if k == "betas" and (gi, "beta1") in lifted:
                 return ("lifted",) + tuple(e.value if type(e) is SymScalar else e
                                            for e in v[1:])
