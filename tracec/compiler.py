@@ -271,14 +271,14 @@ class CompiledFunction:
                     self._remember(key, args, kwargs, e)
                     return e.run(args, kwargs)
                 reason = failed
-        if entries and reason is not None and self.dynamic is not False:
-            # A number in an optimizer's param_groups set between calls (a
-            # subclass's own step reading g['lr'], a schedule written by
-            # hand): lifted like a number argument, so one trace serves.
-            _, locs = lifted_state.optimizer_changes(entries[0].trace.optimizer_numbers)
-            if locs and self._add_lifted(locs):
-                reason += (f" ({', '.join(loc.label for _, loc in locs)}: lifted, read as an "
-                           "input from now on)")
+            if reason is not None and self.dynamic is not False:
+                # A number in an optimizer's param_groups set between calls
+                # (a subclass's own step reading g['lr'], a schedule written
+                # by hand): lifted like a number argument, so one trace serves.
+                _, locs = lifted_state.optimizer_changes(entries[0].trace.optimizer_numbers)
+                if locs and self._add_lifted(locs):
+                    reason += (f" ({', '.join(loc.label for _, loc in locs)}: lifted, read as "
+                               "an input from now on)")
         elif self._cache:
             last = next(reversed(self._cache))
             reason = _describe_change(last, key, leaf_names(self.fn, args, kwargs))
