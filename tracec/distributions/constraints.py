@@ -19,6 +19,7 @@ from tracec.tensor import Tensor
 __all__ = ["Constraint", "boolean", "cat", "corr_cholesky", "dependent", "dependent_property",
            "greater_than", "greater_than_eq", "independent", "integer_interval", "interval",
            "half_open_interval", "is_dependent", "less_than", "lower_cholesky",
+           "MixtureSameFamilyConstraint",
            "lower_triangular", "multinomial", "nonnegative", "nonnegative_integer", "one_hot",
            "positive", "positive_semidefinite", "positive_definite", "positive_integer", "real",
            "real_vector", "simplex", "square", "stack", "symmetric", "unit_interval"]
@@ -113,6 +114,35 @@ class _IndependentConstraint(Constraint):
     def __repr__(self):
         return (f"IndependentConstraint({self.base_constraint!r}, "
                 f"{self.reinterpreted_batch_ndims})")
+
+
+class MixtureSameFamilyConstraint(Constraint):
+    """``MixtureSameFamily``'s support: the component's ``base_constraint``
+    checked with the mixture dimension added back to the value."""
+
+    def __init__(self, base_constraint):
+        if not isinstance(base_constraint, Constraint):
+            raise AssertionError(
+                f"base_constraint must be a Constraint, got {type(base_constraint).__name__}")
+        self.base_constraint = base_constraint
+
+    @property
+    def is_discrete(self):
+        return self.base_constraint.is_discrete
+
+    @property
+    def event_dim(self):
+        return self.base_constraint.event_dim
+
+    def check(self, value):
+        result = self.base_constraint.check(value.unsqueeze(-1 - self.event_dim))
+        if value.dim() < self.event_dim:
+            raise ValueError(f"Expected value.dim() >= {self.event_dim} but got {value.dim()}")
+        num_dim_to_keep = value.dim() - self.event_dim
+        return result.reshape(tuple(result.shape[:num_dim_to_keep]) + (-1,)).all(-1)
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.base_constraint!r})"
 
 
 class _Real(Constraint):

@@ -11,32 +11,6 @@ from tracec.distributions.distribution import Distribution
 __all__ = ["MixtureSameFamily"]
 
 
-class _MixtureSameFamilyConstraint(constraints.Constraint):
-    """The component's support, checked on values without the component
-    dimension."""
-
-    def __init__(self, base_constraint):
-        self.base_constraint = base_constraint
-
-    @property
-    def is_discrete(self):
-        return self.base_constraint.is_discrete
-
-    @property
-    def event_dim(self):
-        return self.base_constraint.event_dim
-
-    def check(self, value):
-        unsqueezed = value.unsqueeze(-1 - self.event_dim)
-        result = self.base_constraint.check(unsqueezed)
-        num_dim_to_keep = value.dim() - self.event_dim
-        result = result.reshape(tuple(result.shape[:num_dim_to_keep]) + (-1,)).all(-1)
-        return result
-
-    def __repr__(self):
-        return f"MixtureSameFamilyConstraint({self.base_constraint!r})"
-
-
 class MixtureSameFamily(Distribution):
     arg_constraints: dict = {}
     has_rsample = False
@@ -82,7 +56,7 @@ class MixtureSameFamily(Distribution):
 
     @constraints.dependent_property
     def support(self):
-        return _MixtureSameFamilyConstraint(self._component_distribution.support)
+        return constraints.MixtureSameFamilyConstraint(self._component_distribution.support)
 
     @property
     def mixture_distribution(self):
