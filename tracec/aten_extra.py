@@ -60,9 +60,10 @@ def unravel_index(indices, shape):
     return tuple(reversed(out))
 
 
-def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=False):
+def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=False,
+                  requires_grad=False):
     d = dt.to_dtype(dtype) if dtype is not None else dt.get_default_dtype()
-    return _finish(Tensor._make(np.array(s, dtype=d.np), d), False, device)
+    return _finish(Tensor._make(np.array(s, dtype=d.np), d), requires_grad, device)
 
 
 def zero_(input):  # noqa: A002

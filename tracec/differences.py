@@ -119,6 +119,7 @@ def _gradient_dim(f, d, h, coords, edge_order):
 def gradient(input, *, spacing=1, dim=None, edge_order=1):  # noqa: A002
     """Estimated derivatives of ``input`` along each of ``dim`` (a tuple)."""
     f = tensor_arg(input, "gradient")
+    spacing = 1 if spacing is None else spacing
     if edge_order not in (1, 2):
         raise RuntimeError("torch.gradient only supports edge_order=1 and edge_order=2.")
     if not f.dtype.is_floating_point:

@@ -555,14 +555,18 @@ def allclose(input, other, rtol=1e-5, atol=1e-8, equal_nan=False) -> bool:
 # --- reductions -------------------------------------------------------------------
 
 def _dims(x, dim):
+    """The sorted axes ``dim`` names; a 0-d tensor has none (``dim`` 0 or
+    -1 still checked), so reducing it over its "dim 0" is the identity, as
+    in PyTorch."""
     if dim is None or dim == () or dim == []:
         return tuple(range(x.ndim))
     if isinstance(dim, (list, tuple)):
         out = sorted({normalize_axis(d, x.ndim) for d in dim})
         if len(out) != len(dim):
             raise RuntimeError(f"dim {tuple(dim)} appears multiple times in the list of dims")
-        return tuple(out)
-    return (normalize_axis(dim, x.ndim),)
+        return tuple(out) if x.ndim else ()
+    axis = normalize_axis(dim, x.ndim)
+    return (axis,) if x.ndim else ()
 
 
 def _keep(x, y, axes, keepdim):

@@ -59,8 +59,8 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     if dtype is not None:
         x = ops.cast(x, dt.to_dtype(dtype))
     axes = _axes(x, dim)
-    if x.ndim == 0:
-        x, axes = ops.reshape(x, (1,)), (0,)
+    if x.ndim == 0:       # (keepdim keeps no dim of a 0-d input)
+        x, axes, keepdim = ops.reshape(x, (1,)), (0,), False
     ax = ops.abs_(x)
     ord = float(ord)
     if ord == math.inf:
@@ -362,8 +362,8 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
 def vander(x, N=None):  # noqa: N803 - PyTorch's name
     """``torch.linalg.vander``: columns x^0, x^1, ..., x^(N-1)."""
     x = tensor_arg(x, "linalg.vander")
-    if x.ndim == 0:
-        raise RuntimeError("linalg.vander: x must have at least one dimension")
+    if x.ndim == 0:               # PyTorch reads a 0-d x as one element
+        x = ops.reshape(x, (1,))
     n = x.shape[-1] if N is None else N
     if n <= 1 and N is not None and N < 1:
         raise RuntimeError("N must be greater than 1.")

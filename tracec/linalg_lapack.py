@@ -683,12 +683,35 @@ def lu_factor_ex(A, *, pivot=True, check_errors=False):
     if not pivot:
         raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the CPU")
     lu_, piv, info = _lu_np(_np(A, "linalg.lu_factor"))
-    return LUFactorExResult(_wrap(lu_, A), Tensor._make(piv, dt.int32),
-                            Tensor._make(info, dt.int32))
+    LU = _lu_packed(A, lu_, piv) if A.requires_grad else _wrap(lu_, A)
+    return LUFactorExResult(LU, Tensor._make(piv, dt.int32), Tensor._make(info, dt.int32))
+
+
+def _lu_packed(A, lu_, piv):
+    """The packed ``LU`` of ``A`` as a differentiable output: PyTorch's
+    ``linalg_lu_backward`` for square A = P L U (gL, gU the strictly lower
+    and the upper parts of the packed gradient):
+    ``gA = P L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T``."""
+    m, n = A.shape[-2:]
+
+    def forward(ctx, a):
+        ctx.P = _permutation_np(piv, m)
+        ctx.L, ctx.U = _unpack_np(lu_, m, n)
+        return lu_
+
+    def backward(ctx, g):
+        if m != n:
+            raise RuntimeError("linalg.lu_factor: tracec implements the derivative for square "
+                               "matrices only")
+        L, U = ctx.L, ctx.U
+        phi = np.tril(_mT(L) @ np.tril(g, -1), -1) + np.triu(np.triu(g) @ _mT(U))
+        x = np.linalg.solve(_mT(L), phi)                      # L^-T phi
+        return (ctx.P @ _mT(np.linalg.solve(U, _mT(x))),)     # ... U^-T
+    return _function("LinalgLuFactorExBackward0", forward, backward)(A)
 
 
 def lu_factor(A, *, pivot=True):
-    """``(LU, pivots)``; eager only, no gradient."""
+    """``(LU, pivots)``; eager only, differentiable for square A."""
     r = lu_factor_ex(A, pivot=pivot)
     return LUFactorResult(r.LU, r.pivots)
 
@@ -702,6 +725,12 @@ def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
         if unpack_pivots else empty
     if not unpack_data:
         return LUUnpackResult(P, empty, empty)
+    if LU_data.requires_grad:     # the triangles, differentiably
+        from tracec.rearrange import tril, triu
+        k = min(m, n)
+        eye = Tensor._make(np.eye(m, k, dtype=LU_data.dtype.np), LU_data.dtype)
+        L = F.add(tril(LU_data, -1)[..., :, :k], eye)
+        return LUUnpackResult(P, L, triu(LU_data)[..., :k, :])
     L, U = _unpack_np(lu_, m, n)
     return LUUnpackResult(P, _wrap(L, LU_data), _wrap(U, LU_data))
 
@@ -718,6 +747,11 @@ def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     LU = _float_input(LU, "linalg.lu_solve")
     B = _float_input(B, "linalg.lu_solve")
     m = LU.shape[-1]
+    if LU.requires_grad or B.requires_grad:
+        # A = P L U rebuilt from LU's triangles, then solve: both differentiable
+        P, L, U = lu_unpack(LU, pivots)
+        A = F.matmul(P, F.matmul(L, U))
+        return solve(S.mT(A) if adjoint else A, B, left=left)
     P, L, U = (_permutation_np(concrete(pivots, "linalg.lu_solve"), m),
                *_unpack_np(_np(LU, "linalg.lu_solve"), m, m))
     a = P @ L @ U

@@ -135,7 +135,7 @@ def _dims_list(x, dims, name):
 def flip(input, dims):
     y = input
     for d in _dims_list(input, dims, "flip"):
-        n = input.shape[d]
+        n = input.shape[d] if input.ndim else 1     # a 0-d tensor's "dim 0" has one element
         if n > 1:
             idx = ops.sub(n - 1, ops.iota((n,), dt.int64, 0, like=input))
             y = ops.take(y, idx, d)

@@ -279,8 +279,8 @@ def _quantile(name, x, q, dim, keepdim, interpolation, ignore_nan):
     full = dim is None
     xs = ops.reshape(x, (x.numel(),)) if full else x
     d = 0 if full else normalize_axis(dim, x.ndim)
-    if xs.ndim == 0:
-        xs, d = ops.reshape(xs, (1,)), 0
+    if xs.ndim == 0:      # a 0-d input's "dim 0" is the identity: no dim to keep
+        xs, d, keepdim = ops.reshape(xs, (1,)), 0, keepdim and full
     n = xs.shape[d]
     if n == 0:
         raise IndexError(f"{name}() input tensor must be non-empty")
@@ -422,7 +422,8 @@ def cov(input, *, correction=1, fweights=None, aweights=None):  # noqa: A002
         norm = F.where(F.lt(norm, 0), 0.0, norm)
         xw = ops.sub(x, avg)
         c = F.div(F.matmul(F.mul(xw, w), S.mT(xw)), norm)
-    return ops.reshape(c, ()) if input.ndim < 2 else c
+    # PyTorch squeezes the result: one variable's covariance is 0-d.
+    return ops.reshape(c, ()) if input.ndim < 2 or c.shape[0] == 1 else c
 
 
 def corrcoef(input):  # noqa: A002

@@ -117,6 +117,12 @@ def masked_scatter(input, mask, source):
         raise RuntimeError("masked_scatter_: expected self and source to have same dtypes but "
                            f"got {input.dtype} and {getattr(source, 'dtype', None)}")
     shape = tuple(input.shape)
+    if tuple(mask.shape) != shape:
+        # out of place, PyTorch broadcasts the input and the mask together
+        # (in place, a larger result fails the write back into ``input``)
+        full = tuple(np.broadcast_shapes(shape, tuple(mask.shape)))
+        if full != shape:
+            input, shape = ops.broadcast_to(input, full), full
     m = ops.broadcast_to(mask, shape) if tuple(mask.shape) != shape else mask
     n = input.numel()
     if not RECORDERS and int(mask._data.sum() if mask.shape == shape else np.broadcast_to(

@@ -368,6 +368,8 @@ def gather(input, dim, index, *, sparse_grad=False):
                        (1,) * input.ndim)
     if index.dtype is not dt.int64:
         index = ops.cast(index, dt.int64)
+    if input.ndim == 0:           # PyTorch reads a 0-d input as one element
+        return ops.reshape(ops.gather(ops.reshape(input, (1,)), ops.reshape(index, (1,)), 0), ())
     return ops.gather(input, index, d)
 
 
@@ -413,10 +415,16 @@ def to(x, *args, **kwargs):
     dtype = kwargs.pop("dtype", None)
     dev = kwargs.pop("device", None)
     kwargs.pop("non_blocking", None)
-    kwargs.pop("copy", None)
+    copy = bool(kwargs.pop("copy", False))
     memory_format = kwargs.pop("memory_format", None)
+    flags = []                    # positional non_blocking, copy (PyTorch's order)
     for a in args:
-        if isinstance(a, dt.DType):
+        if isinstance(a, bool):
+            flags.append(a)
+            if len(flags) > 2:
+                raise TypeError(f"to(): unexpected argument {a!r}")
+            copy = copy or (len(flags) == 2 and a)
+        elif isinstance(a, dt.DType):
             dtype = a
         elif isinstance(a, (str, _device)):
             dev = a
@@ -441,7 +449,7 @@ def to(x, *args, **kwargs):
             _copy_out_of_meta()
     if dtype is not None and dt.to_dtype(dtype) is not x.dtype:
         return ops.cast(x, dt.to_dtype(dtype))
-    return x
+    return ops.cast(x, x.dtype) if copy else x    # copy=True: always a new tensor
 
 
 def _copy_out_of_meta():

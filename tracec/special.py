@@ -120,8 +120,8 @@ def _bessel_i(nu: int, x, scaled: bool):
     y = ops.mul(ops.mul(xs, xs), 0.25)
     coef = [1 / (math.factorial(k) * math.factorial(k + nu)) for k in range(50, -1, -1)]
     series = _polyval(y, coef)
-    if nu:
-        series = ops.mul(series, ops.mul(xs, 0.5))
+    if nu:   # x / 2 itself, not |x| / 2: odd, with I1'(0) = 1/2 (|x| has no slope at 0)
+        series = ops.mul(series, ops.mul(_safe(small, x, 0.0), 0.5))
     if scaled:
         series = ops.mul(series, ops.exp(ops.neg(xs)))
     xb = _safe(small, 31.0, ax)
@@ -137,8 +137,8 @@ def _bessel_i(nu: int, x, scaled: bool):
     # PyTorch: i0(+-inf) and i1(+-inf) are nan, their scaled forms 0.
     r = ops.where(small, series, ops.where(inf, 0.0 if scaled else _const(x, float("nan")),
                                            asym))
-    if nu:  # odd function
-        r = ops.where(ops.lt(x, 0.0), ops.neg(r), r)
+    if nu:  # odd function (the series already is)
+        r = ops.where(ops.logical_and(ops.lt(x, 0.0), ops.logical_not(small)), ops.neg(r), r)
     return r
 
 

@@ -152,10 +152,13 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None,  # noqa: 
         if return_complex:
             raise RuntimeError("cannot have onesided output if window or input is complex")
         frames = _fft.irfft(frames, n=n_fft, norm=norm)
-    else:
+    elif return_complex:
         frames = _fft.ifft(frames, n=n_fft, norm=norm)
-        if not return_complex:
-            frames = frames.real
+    else:
+        # As PyTorch: a real result from a two-sided spectrum reads its
+        # first n_fft // 2 + 1 bins as one-sided (irfft), not ifft(...).real
+        # (the two differ when the spectrum is not Hermitian).
+        frames = _fft.irfft(frames[..., :n_fft // 2 + 1], n=n_fft, norm=norm)
     frames = F.mul(frames, w)
     total = n_fft + hop_length * (n_frames - 1)
     # Overlap-add: sample t of frame f lands at f * hop + t.

@@ -799,11 +799,15 @@ def adaptive_avg_pool3d(input, output_size):
 # --- padding ---------------------------------------------------------------------------
 
 def _index_table(n: int, lo: int, hi: int, mode: str) -> np.ndarray:
+    if mode == "circular":
+        # As PyTorch: negative amounts crop first; the rest wraps around
+        # the cropped length.
+        c0, c1 = max(-lo, 0), max(-hi, 0)
+        m = n - c0 - c1
+        return np.mod(np.arange(-max(lo, 0), m + max(hi, 0)), m) + c0
     i = np.arange(-lo, n + hi)
     if mode == "replicate":
         return np.clip(i, 0, n - 1)
-    if mode == "circular":
-        return np.mod(i, n)
     # reflect: mirror without repeating the edge
     period = 2 * (n - 1)
     i = np.mod(i, period) if period else np.zeros_like(i)
@@ -814,11 +818,15 @@ def _symbolic_index_table(x, n, lo: int, hi: int, mode: str):
     """``_index_table`` for a symbolic length ``n`` (``lo``, ``hi`` within
     the range ``pad`` checked: below ``n`` for reflect, at most ``n`` for
     circular), made of an iota: one trace serves every length."""
+    if mode == "circular":      # negative amounts crop first (``_index_table``)
+        c0, c1 = max(-lo, 0), max(-hi, 0)
+        m, lo, hi = n - c0 - c1, max(lo, 0), max(hi, 0)
+        i = ops.sub(ops.iota((m + lo + hi,), dt.int64, 0, like=x), lo)
+        i = ops.where(ops.lt(i, 0), ops.add(i, m), ops.where(ops.ge(i, m), ops.sub(i, m), i))
+        return ops.add(i, c0) if c0 else i
     i = ops.sub(ops.iota((n + lo + hi,), dt.int64, 0, like=x), lo)
     if mode == "replicate":
         return ops.maximum(ops.minimum(i, n - 1), 0)
-    if mode == "circular":
-        return ops.where(ops.lt(i, 0), ops.add(i, n), ops.where(ops.ge(i, n), ops.sub(i, n), i))
     return ops.where(ops.lt(i, 0), ops.neg(i),
                      ops.where(ops.ge(i, n), ops.sub(2 * n - 2, i), i))
 

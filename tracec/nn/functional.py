@@ -151,6 +151,10 @@ def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
         clamped = TF.add(n, ops.stop_gradient(TF.sub(TF.clamp(n, min=eps), n)))
         return TF.div(x, clamped)
     x1, x2 = _tensor(x1, "cosine_similarity"), _tensor(x2, "cosine_similarity")
+    if tuple(x1.shape) != tuple(x2.shape):
+        # the norms are over the broadcast operands, as in PyTorch
+        from tracec.shape_extra import broadcast_tensors
+        x1, x2 = broadcast_tensors(x1, x2)
     return TF.sum(TF.mul(unit(x1), unit(x2)), dim)
 
 
