@@ -148,3 +148,53 @@ def test_small_signature_gaps():
     _same(torch.zeros(5).masked_scatter(torch.ones(5, 5) > 0, torch.arange(25.0).reshape(5, 5)),
           tracec.zeros(5).masked_scatter(tracec.ones(5, 5) > 0,
                                          tracec.arange(25.0).reshape(5, 5)))
+
+
+@pytest.mark.parametrize("kw", [{}, dict(reduction="sum"), dict(reduction="none"),
+                                dict(label_smoothing=0.1), dict(options=True),
+                                dict(options=True, reduction="none")])
+def test_linear_cross_entropy_as_torch(kw):
+    """torch 2.13's F.linear_cross_entropy (the chunked options compute the
+    reference loss), values and every gradient; compiled too."""
+    x = RNG.standard_normal((6, 5)).astype(np.float32)
+    W = RNG.standard_normal((7, 5)).astype(np.float32)
+    b = RNG.standard_normal(7).astype(np.float32)
+    y = RNG.integers(0, 7, 6)
+    y[2] = -100
+    got = {}
+    for T in (torch, tracec):
+        xi, Wi, bi = (T.tensor(v, requires_grad=True) for v in (x, W, b))
+        k = dict(kw, options=T.nn.LinearCrossEntropyOptions()) if "options" in kw else kw
+        loss = T.nn.functional.linear_cross_entropy(xi, Wi, T.tensor(y), linear_bias=bi, **k)
+        loss.sum().backward()
+        got[T.__name__] = [_np(loss), _np(xi.grad), _np(Wi.grad), _np(bi.grad)]
+    for u, v in zip(got["torch"], got["tracec"]):
+        np.testing.assert_allclose(v, u, rtol=1e-5, atol=1e-6)
+    f = tracec.compile(lambda a, w: tracec.nn.functional.linear_cross_entropy(
+        a, w, tracec.tensor(y), reduction=kw.get("reduction", "mean")))
+    for _ in range(2):
+        np.testing.assert_allclose(_np(f(tracec.tensor(x), tracec.tensor(W))), _np(
+            torch.nn.functional.linear_cross_entropy(torch.tensor(x), torch.tensor(W),
+                                                     torch.tensor(y),
+                                                     reduction=kw.get("reduction", "mean"))),
+            rtol=1e-5, atol=1e-6)
+
+
+def test_linear_cross_entropy_k_dimensional_and_errors():
+    x = RNG.standard_normal((6, 5)).astype(np.float32)
+    W3 = RNG.standard_normal((7, 3, 5)).astype(np.float32)
+    y3 = RNG.integers(0, 7, (6, 3))
+    want = torch.nn.functional.linear_cross_entropy(torch.tensor(x), torch.tensor(W3),
+                                                    torch.tensor(y3))
+    got = tracec.nn.functional.linear_cross_entropy(tracec.tensor(x), tracec.tensor(W3),
+                                                    tracec.tensor(y3))
+    np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+    for args in ((x, W3[:, :, :4], y3), (x[0], W3, y3[0]), (x[None], W3, y3)):
+        msgs = []
+        for T in (torch, tracec):
+            with pytest.raises(RuntimeError) as e:
+                T.nn.functional.linear_cross_entropy(*(T.tensor(a) for a in args))
+            msgs.append(str(e.value))
+        assert msgs[0] == msgs[1]
+    with pytest.raises(ValueError):
+        tracec.nn.LinearCrossEntropyOptions(acc_policy="fast")

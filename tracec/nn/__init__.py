@@ -12,3 +12,4 @@ from tracec.nn.modules import Module  # noqa: F401
 from tracec.nn import functional, init, utils  # noqa: F401
 from tracec.nn import modules  # noqa: F401
 from tracec.nn import parallel  # noqa: F401,E402
+from tracec.nn._linear_cross_entropy import LinearCrossEntropyOptions  # noqa: F401,E402

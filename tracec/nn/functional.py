@@ -37,6 +37,7 @@ from tracec.nn._resample import *  # noqa: F401,F403
 from tracec.nn._distance import *  # noqa: F401,F403
 from tracec.nn._embedding_bag import embedding_bag  # noqa: F401
 from tracec.nn._ctc import ctc_loss  # noqa: F401
+from tracec.nn._linear_cross_entropy import linear_cross_entropy  # noqa: F401
 from tracec.nn._sampling import *  # noqa: F401,F403
 from tracec.tensor import Tensor
 
