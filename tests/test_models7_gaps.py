@@ -203,8 +203,12 @@ def test_half_linear_and_conv_with_bias_round_once_like_torch(dtype):
     got, want = out[tracec], out[torch]
     assert [s.split(".")[1] if "." in s else s for s in got[:3]] == \
         [s.split(".")[1] if "." in s else s for s in want[:3]]
-    for g, w_ in zip(got[3:], want[3:]):
+    for g, w_ in zip(got[3:6], want[3:6]):
         np.testing.assert_array_equal(g, w_)
+    # torch's CPU conv sums in an order its kernel picks per CPU (one element
+    # 1 ulp off on an AMD EPYC): the conv output to within one ulp
+    ulp = 2.0 ** -10 if dtype == "float16" else 2.0 ** -7
+    np.testing.assert_allclose(got[6], want[6], rtol=ulp, atol=0)
 
 
 def test_compiled_bf16_linear_matches_eager():

@@ -198,3 +198,49 @@ def test_linear_cross_entropy_k_dimensional_and_errors():
         assert msgs[0] == msgs[1]
     with pytest.raises(ValueError):
         tracec.nn.LinearCrossEntropyOptions(acc_policy="fast")
+
+
+def test_linear_cross_entropy_loss_module_as_torch():
+    x = RNG.standard_normal((6, 5)).astype(np.float32)
+    y = RNG.integers(0, 4, (6, 3))
+    tm = torch.nn.LinearCrossEntropyLoss(5, 4, out_features=(3,), bias=True, label_smoothing=0.1)
+    cm = tracec.nn.LinearCrossEntropyLoss(5, 4, out_features=(3,), bias=True,
+                                          label_smoothing=0.1)
+    assert repr(cm) == repr(tm) and list(cm.state_dict()) == list(tm.state_dict())
+    cm.load_state_dict({k: tracec.tensor(v.numpy()) for k, v in tm.state_dict().items()})
+    lt, lc = tm(torch.tensor(x), torch.tensor(y)), cm(tracec.tensor(x), tracec.tensor(y))
+    lt.backward()
+    lc.backward()
+    np.testing.assert_allclose(lc.item(), lt.item(), rtol=1e-6)
+    _same(tm.linear.weight.grad, cm.linear.weight.grad, 1e-5)
+    _same(tm.linear.bias.grad, cm.linear.bias.grad, 1e-5)
+
+
+def test_modules_from_torchs_module_db():
+    """nn.Module cases of torch's ModuleInfo samples that differed."""
+    # an empty batch passes BatchNorm in training, statistics untouched
+    for T in (torch, tracec):
+        bn = T.nn.BatchNorm2d(5)
+        x = T.zeros(0, 5, 2, 2, requires_grad=True)
+        y = bn(x)
+        y.sum().backward()
+        assert tuple(y.shape) == (0, 5, 2, 2) and bn.running_mean.sum().item() == 0
+        assert bn.weight.grad is not None
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        tracec.nn.BatchNorm1d(3)(tracec.ones(1, 3))
+    # GaussianNLLLoss: a var with one broadcast dimension (homoscedastic)
+    x, t, v = RNG.random((4, 3)), RNG.random((4, 3)), RNG.random((1, 3))
+    np.testing.assert_allclose(
+        tracec.nn.GaussianNLLLoss()(tracec.tensor(x), tracec.tensor(t), tracec.tensor(v)).item(),
+        torch.nn.GaussianNLLLoss()(torch.tensor(x), torch.tensor(t), torch.tensor(v)).item())
+    # fractional_max_pool3d reads its samples in ATen's T, H, W order
+    x = RNG.standard_normal((2, 3, 7, 8, 9)).astype(np.float32)
+    s = RNG.random((2, 3, 3)).astype(np.float32)
+    want = torch.nn.functional.fractional_max_pool3d(
+        torch.tensor(x), (3, 2, 2), output_size=(3, 4, 5), _random_samples=torch.tensor(s),
+        return_indices=True)
+    got = tracec.nn.functional.fractional_max_pool3d(
+        tracec.tensor(x), (3, 2, 2), output_size=(3, 4, 5), _random_samples=tracec.tensor(s),
+        return_indices=True)
+    _same(want[0], got[0])
+    assert (_np(want[1]) == _np(got[1])).all()

@@ -64,8 +64,8 @@ def _fractional(input, kernel_size, output_size, output_ratio, return_indices,
     n, c = x.shape[:2]
     if _random_samples is None:
         _random_samples = creation.rand(n, c, nsp, dtype=x.dtype)
-    # ATen's sample order: W first, then H (then T) -- reversed dimensions.
-    per_dim = [_random_samples[:, :, nsp - 1 - d] for d in range(nsp)]
+    # ATen's sample order: W first, then H in 2-D; T, H, W in 3-D.
+    per_dim = [_random_samples[:, :, nsp - 1 - d if nsp == 2 else d] for d in range(nsp)]
     strides = [int(np.prod(sp[d + 1:])) for d in range(nsp)]
     flat = None
     for d in range(nsp):

@@ -225,7 +225,8 @@ def gaussian_nll_loss(input, target, var, full: bool = False, eps: float = 1e-6,
     if tuple(var.shape) != tuple(input.shape):
         if tuple(input.shape[:-1]) == tuple(var.shape):
             var = ops.reshape(var, tuple(var.shape) + (1,))
-        elif not (tuple(input.shape[:-1]) == tuple(var.shape[:-1]) and var.shape[-1] == 1):
+        elif not (input.ndim == var.ndim and sum(  # one mismatched dim, of size 1 in var
+                v for i, v in zip(input.shape, var.shape) if i != v) == 1):
             raise ValueError("var is of incorrect size")
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(reduction + " is not valid")

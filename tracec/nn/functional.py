@@ -178,9 +178,11 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     axes = (0,) + tuple(range(2, x.ndim))
     if training:
         n = x.numel() // x.shape[1] if x.shape[1] else 0
-        if n <= 1:
+        if n == 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input "
                              f"size {x.shape}")
+        if n == 0:        # as PyTorch: an empty batch passes through, statistics untouched
+            return _affine_channels(TF.mul(x, 1.0), weight, bias, shape)
         mean = TF.mean(x, axes)
         d = TF.sub(x, ops.reshape(mean, shape))
         var = TF.mean(TF.mul(d, d), axes)
@@ -203,6 +205,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                                "evaluation mode")
         y = TF.mul(TF.sub(x, ops.reshape(running_mean, shape)),
                    ops.reshape(TF.rsqrt(TF.add(running_var, eps)), shape))
+    return _affine_channels(y, weight, bias, shape)
+
+
+def _affine_channels(y, weight, bias, shape):
     if weight is not None:
         y = TF.mul(y, ops.reshape(weight, shape))
     if bias is not None:
