@@ -269,3 +269,36 @@ def test_nn_and_optim_mlp_if_available():
     for p, q in zip(model.parameters(), eager_model.parameters()):
         assert np.allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)
     assert count_kernels(ir.parse_module(step.ir("optimized"))) <= 9, step.ir("optimized")
+
+
+def _ops(module) -> int:
+    return ir.print_module(module, debuginfo=False).count("\n")
+
+
+def test_a_deep_scalar_dag_is_not_copied_per_path():
+    """atan2 of 0-d tensors (a composite of ~100 one-element ops, many read
+    twice) became 172,000 ops when each one-element value was copied per
+    user, recursively, and its LLVM compile did not end. A program of
+    one-element values now fuses whole, without copies."""
+    a, b = np.float32(0.3), np.float32(-0.2)
+    module, _ = _optimized_and_checked(lambda x, y: tracec.atan2(x, y), a, b)
+    assert count_kernels(module) == 1 and _ops(module) < 200
+    # read by a larger kernel, the copies stay bounded
+    module, _ = _optimized_and_checked(lambda x, y, z: tracec.atan2(x, y) * z, a, b,
+                                       _data(3, 4))
+    assert _ops(module) < 2000
+    f = tracec.compile(lambda x, y: tracec.atan2(x, y))
+    for _ in range(2):
+        np.testing.assert_allclose(f(tracec.tensor(a), tracec.tensor(b)).item(),
+                                   np.arctan2(a, b), rtol=1e-6)
+
+
+def test_a_scalar_read_by_many_kernels_is_copied_into_each():
+    """A learning rate computed once (one element) and read by several
+    larger elementwise chains folds into each of their kernels."""
+    def step(lr, p1, p2, g1, g2):
+        s = (lr * 0.5).neg()
+        return p1 + s * g1, p2 + s * g2
+    module, text = _optimized_and_checked(step, np.float32(0.1), _data(4), _data(3, 2),
+                                          _data(4), _data(3, 2))
+    assert count_kernels(module) == 2, text

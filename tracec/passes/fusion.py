@@ -222,18 +222,50 @@ def _split_scalar_producers(block: Block) -> None:
     elementwise producers): a learning rate cast once and read by every
     parameter's update then folds into each update kernel (recomputed per
     element, hoisted out of the loop by LLVM) instead of being a kernel of
-    its own that all of them wait for."""
-    for op in reversed(list(block.ops)):
+    its own that all of them wait for.
+
+    Only values that reach a larger kernel are split (a program of
+    one-element values fuses whole without copies), and the copies are
+    capped (``_SPLIT_BUDGET``): each copy of a value adds a use to each of
+    its producers, so a deep one-element DAG (atan2's composite of 0-d
+    tensors) grows with its number of paths: 172,000 ops from 100, and an
+    LLVM compile that did not end."""
+    ops = list(block.ops)
+    budget = _SPLIT_BUDGET + 2 * len(ops)
+    reaches_big: set = set()
+    for op in reversed(ops):
         if not _is_elementwise(op) or len(op.results) != 1 or \
                 math.prod(ir.shape_of(op.results[0].type)) != 1:
             continue
-        uses = [u for u in op.results[0].uses if _is_root(u.operation)]
-        if len(uses) < 2 or len(uses) != len(list(op.results[0].uses)):
+        users = [u.operation for u in op.results[0].uses]
+        if any(u in reaches_big or not all(_one_element(r) for r in u.results)
+               for u in users):
+            reaches_big.add(op)
+        else:
             continue
+        uses = [u for u in op.results[0].uses if _is_root(u.operation)]
+        if len(uses) < 2 or len(uses) != len(users) or len(uses) - 1 > budget:
+            continue
+        budget -= len(uses) - 1
         for u in uses[1:]:
             clone = op.clone()
             block.insert_op_after(clone, op)
             u.operation.operands[u.index] = clone.results[0]
+            reaches_big.add(clone)
+
+
+#: Copies ``_split_scalar_producers`` may make beyond twice a block's ops.
+_SPLIT_BUDGET = 256
+
+
+def _one_element(v: SSAValue) -> bool:
+    """Whether ``v`` is a tensor of one element (True for non-tensors: a
+    ``func.return`` reads its operands without making anything larger)."""
+    try:
+        shape = ir.shape_of(v.type)
+    except Exception:    # not a tracec tensor type
+        return True
+    return math.prod(shape) == 1
 
 
 def fuse_block(block: Block) -> list[ir.KernelOp]:
