@@ -244,3 +244,23 @@ def test_modules_from_torchs_module_db():
         return_indices=True)
     _same(want[0], got[0])
     assert (_np(want[1]) == _np(got[1])).all()
+
+
+@pytest.mark.parametrize("arr", [np.array([[1, 0], [0, 3]]), np.array([1, 0, 2]), np.array(5),
+                                 np.zeros((2, 0)), np.array([[0.0, 1, 2], [3, 0, 4]])])
+def test_nonzero_static_as_torch(arr):
+    for size, fill in ((3, -1), (1, 7), (0, -1), (6, 9)):
+        want = torch.nonzero_static(torch.tensor(arr), size=size, fill_value=fill)
+        got = tracec.tensor(arr).nonzero_static(size=size, fill_value=fill)
+        assert tuple(got.shape) == tuple(want.shape) and (_np(got) == want.numpy()).all()
+
+
+def test_nonzero_static_traces_once_and_linalg_diagonal():
+    f = tracec.compile(lambda x: tracec.nonzero_static(x, size=4))
+    for v in ([[1, 0], [0, 3]], [[0, 0], [5, 3]], [[1, 1], [1, 1]], [[0, 0], [0, 0]]):
+        want = torch.nonzero_static(torch.tensor(v), size=4)
+        assert (_np(f(tracec.tensor(v))) == want.numpy()).all()
+    assert f.cache_info().traces == 1
+    a = np.arange(24.0).reshape(2, 3, 4)
+    _same(torch.linalg.diagonal(torch.tensor(a), offset=1),
+          tracec.linalg.diagonal(tracec.tensor(a), offset=1))

@@ -89,7 +89,7 @@ from tracec.shape_ops import unflatten  # noqa: E402,F401
 from tracec.scatter_ops import (index_add, index_copy, index_fill, index_put,  # noqa: E402,F401
                                 index_put_, index_reduce, scatter, scatter_add,
                                 scatter_reduce)
-from tracec.select_ops import (argwhere, diagonal_scatter, masked_scatter,  # noqa: E402,F401
+from tracec.select_ops import (argwhere, diagonal_scatter, masked_scatter, nonzero_static,  # noqa: E402,F401
                                masked_select, nonzero, put, select, select_scatter,
                                slice_scatter, take, take_along_dim)
 from tracec.search_ops import (bucketize, histogram, searchsorted, unique,  # noqa: E402,F401

@@ -40,9 +40,15 @@ __all__ = ["norm", "vector_norm", "matrix_norm", "inv", "det", "slogdet", "solve
            "matrix_power", "multi_dot", "inv_ex", "cholesky_ex", "solve_ex", "matrix_rank",
            "lstsq", "solve_triangular", "vander", "cond", "tensorinv", "tensorsolve",
            "matrix_exp", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "eig", "eigvals",
-           "LinAlgError"]
+           "LinAlgError", "diagonal"]
 
 matmul = F.matmul
+
+
+def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
+    """``torch.diagonal`` with the matrix dimensions last by default."""
+    from tracec.shape_extra import diagonal as _diagonal
+    return _diagonal(A, offset, dim1, dim2)
 
 
 # --- norms ---------------------------------------------------------------------------------

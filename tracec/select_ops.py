@@ -15,6 +15,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import ops
+from tracec import shape_ops as S
 from tracec.functions import _named
 from tracec.indexing import getitem
 from tracec.methods import _inplace
@@ -25,6 +26,7 @@ from tracec.shape_extra import broadcast_shapes, movedim
 from tracec.tensor import RECORDERS, Tensor, concrete
 
 __all__ = ["take", "take_along_dim", "put", "masked_select", "masked_scatter", "nonzero",
+           "nonzero_static",
            "argwhere", "select", "select_scatter", "slice_scatter", "diagonal_scatter"]
 
 
@@ -161,6 +163,33 @@ def nonzero(input, *, as_tuple=False):
     return Tensor._from_data(res)
 
 
+def nonzero_static(input, *, size, fill_value=-1):
+    """``nonzero`` padded with ``fill_value`` rows (or cut) to ``size`` rows:
+    a shape that does not depend on the values, so it traces. The k-th
+    nonzero element (row-major) lands in row k, found by a cumsum of the
+    mask; elements past ``size`` go to a spare row that is dropped."""
+    from tracec import creation
+    if not isinstance(size, int) or size < 0:
+        raise RuntimeError(f"nonzero_static: 'size' must be an non-negative integer, got {size}")
+    shape = tuple(input.shape)
+    nd = len(shape)
+    flat = ops.ne(ops.reshape(input, (input.numel(),)), 0)
+    n = input.numel()
+    if nd == 0 or n == 0:
+        return ops.full((size, nd), fill_value, dt.int64, like=input)
+    rank = ops.sub(cumsum(ops.cast(flat, dt.int64), 0), 1)
+    dest = ops.where(ops.logical_and(flat, ops.lt(rank, size)), rank, size)
+    idx = creation.arange(n)
+    coords, stride = [], 1
+    for d in reversed(range(nd)):
+        coords.append((idx // stride) % shape[d])
+        stride *= shape[d]
+    coords = S.stack(coords[::-1], 1)                                   # [n, nd]
+    out = ops.full((size + 1, nd), fill_value, dt.int64, like=input)
+    out = out.scatter(0, S.expand(S.unsqueeze(dest, 1), n, nd), coords)
+    return ops.slice_(out, (0, 0), (size, nd), (1, 1))
+
+
 def argwhere(input):
     return nonzero(input)
 
@@ -251,7 +280,8 @@ def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
 
 _METHODS = {"take": take, "take_along_dim": take_along_dim, "put": put,
             "masked_select": masked_select, "masked_scatter": masked_scatter,
-            "nonzero": nonzero, "argwhere": argwhere, "select": select,
+            "nonzero": nonzero, "nonzero_static": nonzero_static, "argwhere": argwhere,
+            "select": select,
             "select_scatter": select_scatter, "slice_scatter": slice_scatter,
             "diagonal_scatter": diagonal_scatter}
 for _name, _fn in _METHODS.items():
