@@ -264,3 +264,23 @@ def test_nonzero_static_traces_once_and_linalg_diagonal():
     a = np.arange(24.0).reshape(2, 3, 4)
     _same(torch.linalg.diagonal(torch.tensor(a), offset=1),
           tracec.linalg.diagonal(tracec.tensor(a), offset=1))
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_max_unpool_after_overlapping_windows_writes_once(nd):
+    """Kernel 3, stride 2: two windows can share an argmax. The unpooled
+    value is written once (it was added twice), both get its gradient."""
+    x = RNG.standard_normal((2, 3) + (7, 9, 5)[:nd]).astype(np.float32)
+    res = {}
+    for T in (torch, tracec):
+        F = T.nn.functional
+        pool, unpool = getattr(F, f"max_pool{nd}d"), getattr(F, f"max_unpool{nd}d")
+        p, i = pool(T.tensor(x), 3, 2, return_indices=True)
+        p = p.detach().requires_grad_()
+        u = unpool(p, i, 3, 2, output_size=x.shape[2:])
+        (u * u).sum().backward()
+        res[T.__name__] = (u, p.grad, i)
+    flat = _np(res["torch"][2]).reshape(6, -1)
+    assert any(len(set(r)) < len(r) for r in flat)       # the case is exercised
+    _same(res["torch"][0], res["tracec"][0])
+    _same(res["torch"][1], res["tracec"][1])

@@ -168,7 +168,11 @@ def _max_unpoolnd(input, indices, kernel_size, stride, padding, output_size, nsp
     idx = ops.reshape(ops.cast(indices, dt.int64) if indices.dtype is not dt.int64 else indices,
                       (n, c, m))
     out = ops.zeros((n, c, math.prod(size)), x.dtype, like=x)
-    y = ops.scatter_add(out, idx, ops.reshape(x, (n, c, m)), 2)
+    # Written, not added: overlapping pooling windows (kernel 3, stride 2)
+    # can give two outputs the same argmax; PyTorch writes it once (the last
+    # write wins) and both inputs get its gradient.
+    from tracec.scatter_ops import scatter
+    y = scatter(out, 2, idx, ops.reshape(x, (n, c, m)))
     return _unbatch(ops.reshape(y, (n, c) + size), unbatched)
 
 
