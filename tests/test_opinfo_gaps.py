@@ -284,3 +284,19 @@ def test_max_unpool_after_overlapping_windows_writes_once(nd):
     assert any(len(set(r)) < len(r) for r in flat)       # the case is exercised
     _same(res["torch"][0], res["tracec"][0])
     _same(res["torch"][1], res["tracec"][1])
+
+
+@pytest.mark.parametrize("size", [(25, 5), (10, 2), (3, 50)])
+def test_resize_inside_a_compiled_function_is_recorded(size):
+    """Compiled, resize_ kept the old shape (the trace never saw it)."""
+    def f(x):
+        y = x * 2
+        y.resize_(*size)
+        return y + 1
+    c = tracec.compile(f)
+    x = tracec.tensor(np.arange(125.0).reshape(5, 5, 5))
+    want = f(x)
+    for _ in range(2):
+        got = c(x)
+        assert tuple(got.shape) == size
+        np.testing.assert_array_equal(_np(got), _np(want))

@@ -153,6 +153,15 @@ def _resize(self, *sizes, size=None, memory_format=None):
         raise RuntimeError(f"Trying to create tensor with negative dimension {min(size)}: "
                            f"{list(size)}")
     n = math.prod(size)
+    if RECORDERS:
+        # Inside a trace the new shape must be recorded: the same view
+        # (reshape of its first n elements, zeros past its end) rebound.
+        flat = S.reshape(self, (-1,))
+        k = min(n, flat.shape[0])
+        new = flat[:k]
+        if n > k:
+            new = S.cat([new, self.new_zeros(n - k)])
+        return _rebind(self, S.reshape(new, tuple(size)), "resize_")
     if n == self._data.size and self._data.flags.c_contiguous:
         self._data = self._data.reshape(size)
         return self
