@@ -300,3 +300,20 @@ def test_resize_inside_a_compiled_function_is_recorded(size):
         got = c(x)
         assert tuple(got.shape) == size
         np.testing.assert_array_equal(_np(got), _np(want))
+
+
+@pytest.mark.parametrize("name,kw", [("svd_lowrank", dict(q=4)), ("svd_lowrank", dict(q=6)),
+                                     ("pca_lowrank", dict(q=4)),
+                                     ("pca_lowrank", dict(q=5, center=False))])
+def test_lowrank_decompositions_of_a_low_rank_matrix(name, kw):
+    """Random test matrices differ from torch's; for an input of rank <= q
+    the decomposition is unique: the same singular values and product."""
+    A = RNG.standard_normal((20, 4)) @ RNG.standard_normal((4, 12))
+    Ut, St, Vt = getattr(torch, name)(torch.tensor(A), **kw)
+    Uc, Sc, Vc = getattr(tracec, name)(tracec.tensor(A), **kw)
+    assert tuple(Uc.shape) == tuple(Ut.shape) and tuple(Vc.shape) == tuple(Vt.shape)
+    np.testing.assert_allclose(_np(Sc)[:4], St.numpy()[:4], atol=1e-9)
+    np.testing.assert_allclose((_np(Uc) * _np(Sc)) @ _np(Vc).T,
+                               (Ut.numpy() * St.numpy()) @ Vt.numpy().T, atol=1e-9)
+    with pytest.raises(ValueError, match="must be non-negative integer"):
+        tracec.pca_lowrank(tracec.tensor(A), q=13)

@@ -121,6 +121,7 @@ from tracec.reductions_extra import *  # noqa: E402,F401,F403
 from tracec.binning import *  # noqa: E402,F401,F403
 from tracec.differences import *  # noqa: E402,F401,F403
 from tracec import linalg  # noqa: E402,F401
+from tracec.lowrank import pca_lowrank, svd_lowrank  # noqa: E402,F401
 from tracec.linalg import (addmv, addr, cdist, chain_matmul, det, dist, ger, inner,  # noqa: E402,F401
                            inverse, kron, logdet, matrix_power, mv, pinverse, slogdet,
                            tensordot, vdot)
