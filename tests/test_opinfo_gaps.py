@@ -270,7 +270,8 @@ def test_nonzero_static_traces_once_and_linalg_diagonal():
 def test_max_unpool_after_overlapping_windows_writes_once(nd):
     """Kernel 3, stride 2: two windows can share an argmax. The unpooled
     value is written once (it was added twice), both get its gradient."""
-    x = RNG.standard_normal((2, 3) + (7, 9, 5)[:nd]).astype(np.float32)
+    x = np.random.default_rng(1).standard_normal((2, 3) + (7, 9, 5)[:nd]).astype(np.float32)
+    x[..., 2::4] += 10.0       # maxima on positions two windows share
     res = {}
     for T in (torch, tracec):
         F = T.nn.functional
@@ -317,3 +318,35 @@ def test_lowrank_decompositions_of_a_low_rank_matrix(name, kw):
                                (Ut.numpy() * St.numpy()) @ Vt.numpy().T, atol=1e-9)
     with pytest.raises(ValueError, match="must be non-negative integer"):
         tracec.pca_lowrank(tracec.tensor(A), q=13)
+
+
+INT_CASES = {
+    "relu6": lambda T: T.nn.functional.relu6(T.arange(-3, 9)),
+    "hardtanh_float_bounds": lambda T: T.nn.functional.hardtanh(T.arange(-3, 3), -1.5, 1.7),
+    "trapezoid": lambda T: T.trapezoid(T.arange(6).reshape(2, 3)),
+    "trapezoid_x": lambda T: T.trapezoid(T.arange(6).reshape(2, 3), T.arange(3)),
+    "trapezoid_dx": lambda T: T.trapezoid(T.arange(6).reshape(2, 3), dx=2),
+    "cumulative_trapezoid": lambda T: T.cumulative_trapezoid(T.arange(6).reshape(2, 3)),
+    "mvlgamma": lambda T: T.mvlgamma(T.arange(3, 8), 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INT_CASES))
+def test_integer_inputs_as_torch(name):
+    """trapezoid and mvlgamma of integers computed in integers (all zeros,
+    or wrong); relu6 of integers raised."""
+    _same(INT_CASES[name](torch), INT_CASES[name](tracec), 1e-6)
+
+
+def test_integer_arange_as_aten():
+    import itertools
+    for s, e, st in itertools.product([-8.000001, -3, 0, 0.5, 2.7, 10], [-4.0, 0, 5.5, 11.9],
+                                      [1, 2, -2.5, 1.5, -1, 3]):
+        for d in ("int64", "int32", "uint8"):
+            try:
+                want = torch.arange(s, e, st, dtype=getattr(torch, d)).tolist()
+            except RuntimeError as err:
+                with pytest.raises(RuntimeError, match=str(err)):
+                    tracec.arange(s, e, st, dtype=getattr(tracec, d))
+                continue
+            assert tracec.arange(s, e, st, dtype=getattr(tracec, d)).tolist() == want, (s, e, st)

@@ -312,6 +312,9 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
     if step == 0:
         raise RuntimeError("step must be nonzero")
+    if all(isinstance(v, (int, float, np.integer, np.floating)) for v in (start, end, step)) \
+            and (end - start) * step < 0:
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     vals = [start, end, step]
     if dtype is None:
         dtype = dt.int64 if all(isinstance(v, (int, np.integer, Sym)) for v in vals) \
@@ -328,6 +331,18 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
             r = r + start
         return _finish(r, requires_grad, device)
     n = max(0, math.ceil((end - start) / step))
+    if not d.is_floating_point and not any(isinstance(v, Sym) for v in vals):
+        # ATen's integer arange: the values are start + i * step with start
+        # and step truncated to integers; for int64 the length comes from
+        # the truncated start, end and step too, for the other integer
+        # types from the values as given (arange_cpu in RangeFactories.cpp).
+        start, step = int(start), int(step)
+        if d is dt.int64:
+            if step == 0:
+                raise RuntimeError("step must be nonzero")
+            n = max(0, math.ceil((int(end) - start) / step))
+        data = (start + np.arange(n, dtype=np.int64) * step).astype(d.np)
+        return _finish(Tensor._make(data, d), requires_grad, device)
     data = (start + np.arange(n, dtype=np.float64) * step).astype(d.np) if d.is_floating_point \
         else np.arange(start, end, step, dtype=d.np)
     return _finish(Tensor._make(data, d), requires_grad, device)

@@ -45,6 +45,8 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):  # noqa: A002
 
 def _trap_parts(y, x, dx, dim, name):
     y = tensor_arg(y, name)
+    if not y.dtype.is_floating_point:     # integers integrate in the default float dtype
+        y = ops.cast(y, dt.get_default_dtype())
     d = normalize_axis(dim, y.ndim)
     m = y.shape[d]
     avg = ops.mul(ops.add(_slice(y, d, 1, m), _slice(y, d, 0, m - 1)), 0.5) if m else y

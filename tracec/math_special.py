@@ -152,6 +152,8 @@ def mvlgamma(input, p: int):  # noqa: A002
     x = input
     if p < 1:
         raise RuntimeError("p has to be greater than or equal to 1")
+    if isinstance(x, Tensor) and not x.dtype.is_floating_point:
+        x = ops.cast(x, dt.get_default_dtype())      # x - i/2 in floats, as PyTorch
     if isinstance(x, Tensor) and RECORDERS:       # a compiled call checks its own x
         x = ops.check(x, ops.gt(x, (p - 1) / 2), "All elements must be greater than (p-1)/2")
     elif isinstance(x, Tensor) and x.numel() and not bool((x._data > (p - 1) / 2).all()):

@@ -197,6 +197,8 @@ def _hardtanh(x, lo: float, hi: float):
     """PyTorch's hardtanh: clamp's value, gradient 1 strictly inside
     ``(lo, hi)`` and at NaN, 0 at and beyond the bounds (clamp's own
     gradient is 1 at the bounds; relu6 at 0 must give 0)."""
+    if not x.dtype.is_floating_point:     # PyTorch truncates the bounds for integers
+        lo, hi = int(lo), int(hi)
     outside = ops.logical_or(ops.le(x, lo), ops.ge(x, hi))
     return ops.where(outside, ops.stop_gradient(TF.clamp(x, lo, hi)), x)
 
