@@ -78,3 +78,85 @@ def test_hardtanh_direct_double_backward():
     (tggx,) = torch.autograd.grad(tgx.sum(), tx)
     np.testing.assert_allclose(gx.detach().numpy(), tgx.detach().numpy())
     np.testing.assert_allclose(ggx.numpy(), tggx.numpy())
+
+
+# --- batch norm in training mode (tracec/nn/_batch_norm_eager.py) ----------------------------
+
+BN_SHAPES = [(16, 5), (4, 6, 9), (3, 4, 5, 7), (2, 3, 4, 3, 5), (2, 1, 3)]
+
+
+@pytest.mark.parametrize("shape", BN_SHAPES)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_train_matches_pytorch(shape, dtype, affine):
+    rng = np.random.default_rng(len(shape))
+    x = (rng.standard_normal(shape) * 3 + 1).astype(dtype)
+    c = shape[1]
+    w = rng.standard_normal(c).astype(dtype)
+    b = rng.standard_normal(c).astype(dtype)
+    g = rng.standard_normal(shape).astype(dtype)
+    rm = rng.standard_normal(c).astype(dtype)
+    rv = rng.random(c).astype(dtype) + 0.5
+    tol = dict(rtol=2e-5, atol=2e-5) if dtype == "float32" else dict(rtol=1e-12, atol=1e-12)
+    res = []
+    for lib in (torch, tracec):
+        tx = lib.tensor(x, requires_grad=True)
+        tw, tb = (lib.tensor(v, requires_grad=True) for v in (w, b))
+        trm, trv = lib.tensor(rm), lib.tensor(rv)
+        y = lib.nn.functional.batch_norm(tx, trm, trv, tw if affine else None,
+                                         tb if affine else None, training=True,
+                                         momentum=0.3, eps=1e-3)
+        assert y.grad_fn.name() == "NativeBatchNormBackward0"
+        y.backward(lib.tensor(g))
+        res.append([y.detach().numpy(), tx.grad.numpy(), trm.numpy(), trv.numpy()]
+                   + ([tw.grad.numpy(), tb.grad.numpy()] if affine else []))
+    for got, want in zip(res[1], res[0]):
+        np.testing.assert_allclose(got, want, **tol)
+
+
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("xs", [(4, 6, 5, 3), (1, 3, 7), (5, 4), (3, 2, 1, 4)])
+def test_batch_norm_train_eager_is_the_composites_bits(affine, dtype, xs):
+    """The NumPy forward and backward are the composite's primitives and
+    VJPs in the tape's order: value, batch statistics and every gradient
+    bit for bit."""
+    from tracec.nn import _batch_norm_eager as bn
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(xs) * 2 + 0.5).astype(dtype)
+    c = xs[1]
+    w, b = rng.standard_normal((2, c)).astype(dtype)
+    g = rng.standard_normal(x.shape).astype(dtype)
+    axes = (0,) + tuple(range(2, len(xs)))
+    shape = (1, c) + (1,) * (len(xs) - 2)
+    outs = []
+    for eager in (True, False):
+        tx = tracec.tensor(x, requires_grad=True)
+        tw, tb = (tracec.tensor(v, requires_grad=True) for v in (w, b))
+        if eager:
+            y, mean, var = bn.apply_train(tx, tw if affine else None, tb if affine else None,
+                                          axes, shape, 1e-5)
+        else:
+            y, mean, var = bn.normalize_prims(tx, axes, shape, 1e-5)
+            y = bn._affine_prims(y, tw if affine else None, tb if affine else None, shape)
+        y.backward(tracec.tensor(g))
+        outs.append([y.detach().numpy(), mean.detach().numpy(), var.detach().numpy(),
+                     tx.grad.numpy()] + ([tw.grad.numpy(), tb.grad.numpy()] if affine else []))
+    for got, want in zip(*outs):
+        np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
+def test_batch_norm_train_double_backward_matches_pytorch():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((5, 3, 4))
+    w, b = rng.standard_normal((2, 3))
+    res = []
+    for lib in (torch, tracec):
+        tx = lib.tensor(x, requires_grad=True)
+        tw, tb = (lib.tensor(v, requires_grad=True) for v in (w, b))
+        y = lib.nn.functional.batch_norm(tx, None, None, tw, tb, training=True)
+        (gx,) = lib.autograd.grad((y * y * y).sum(), tx, create_graph=True)
+        gx.square().sum().backward()
+        res.append([gx.detach().numpy(), tx.grad.numpy(), tw.grad.numpy(), tb.grad.numpy()])
+    for got, want in zip(res[1], res[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)

@@ -38,7 +38,8 @@ from tracec.nn._distance import *  # noqa: F401,F403
 from tracec.nn._embedding_bag import embedding_bag  # noqa: F401
 from tracec.nn._ctc import ctc_loss  # noqa: F401
 from tracec.nn._sampling import *  # noqa: F401,F403
-from tracec.tensor import Tensor
+from tracec.tensor import Tensor, eager_direct
+from tracec.nn import _batch_norm_eager as _bn
 
 one_hot = S.one_hot
 flatten = S.flatten
@@ -176,9 +177,13 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if n <= 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input "
                              f"size {x.shape}")
-        mean = TF.mean(x, axes)
-        d = TF.sub(x, ops.reshape(mean, shape))
-        var = TF.mean(TF.mul(d, d), axes)
+        if eager_direct(x) and _bn.eager_ok(x, weight, bias, eps):
+            # the same value in NumPy, the closed-form gradient (and its
+            # affine inside): _batch_norm_eager
+            y, mean, var = _bn.apply_train(x, weight, bias, axes, shape, eps)
+            weight = bias = None
+        else:
+            y, mean, var = _bn.normalize_prims(x, axes, shape, eps)
         with graph.no_grad():
             # momentum may be a 0-d tensor (BatchNorm's cumulative average).
             if running_mean is not None:
@@ -191,7 +196,6 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                 unbiased = TF.div(TF.mul(var.detach(), n), n - 1)
                 running_var.copy_(TF.add(TF.mul(running_var, 1.0 - momentum),
                                          TF.mul(unbiased, momentum)))
-        y = TF.mul(d, ops.reshape(TF.rsqrt(TF.add(var, eps)), shape))
     else:
         if running_mean is None or running_var is None:
             raise RuntimeError("batch_norm: running_mean and running_var must be defined in "
