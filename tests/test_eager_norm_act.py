@@ -1,6 +1,7 @@
-"""Eager fast paths of composites in training steps of convolutional nets:
-hardtanh / ReLU6 (tracec/nn/_basic.py ``_hardtanh_direct``) against the
-primitives' values and gradients bit for bit and against PyTorch 2.13."""
+"""Eager fast paths of composites and primitives in training steps of
+convolutional nets: hardtanh / ReLU6 (tracec/nn/_basic.py ``_hardtanh_direct``),
+batch norm in training (tracec/nn/_batch_norm_eager.py), the logistic
+primitive's impl; against the primitives' bits and against PyTorch 2.13."""
 import numpy as np
 import pytest
 import torch
@@ -160,3 +161,44 @@ def test_batch_norm_train_double_backward_matches_pytorch():
         res.append([gx.detach().numpy(), tx.grad.numpy(), tw.grad.numpy(), tb.grad.numpy()])
     for got, want in zip(res[1], res[0]):
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+
+
+# --- sigmoid (the logistic primitive's impl: SiLU, swish, sigmoid) ---------------------------
+
+def _sigmoid_two_branch(x):
+    return np.where(x >= 0, 1 / (1 + np.exp(-x)), np.exp(x) / (1 + np.exp(x))).astype(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_logistic_impl_is_the_two_branch_formulas_bits(dtype):
+    from tracec.ops import elementwise as ew
+    rng = np.random.default_rng(7)
+    x = np.concatenate([np.linspace(-800, 800, 200001), rng.standard_normal(70000) * 12,
+                        [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 1e-45, -1e-45,
+                         88.72, -88.72, 103.9, -103.9, 709.8, -745.2]]).astype(dtype)
+    with np.errstate(all="ignore"):
+        want = _sigmoid_two_branch(x)
+        got = ew.logistic_p.impl(x)
+        got2 = ew.logistic_p.impl(x[::7].reshape(-1, 1)[:1000])     # strided, small
+    keep = ~np.isnan(want)
+    np.testing.assert_array_equal(_bits(got[keep]), _bits(want[keep]))
+    np.testing.assert_array_equal(np.isnan(got), ~keep)
+    np.testing.assert_array_equal(_bits(got2), _bits(want[::7][:1000].reshape(-1, 1)))
+    assert ew.logistic_p.impl(np.asarray(dtype(-3.0))) == _sigmoid_two_branch(
+        np.asarray(dtype(-3.0)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_silu_and_sigmoid_match_pytorch(dtype):
+    x = (np.random.default_rng(8).standard_normal((4, 8, 1200)) * 6).astype(dtype)
+    g = np.random.default_rng(9).standard_normal(x.shape).astype(dtype)
+    tol = dict(rtol=2e-6, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-14, atol=1e-14)
+    for f in (lambda lib, v: lib.nn.functional.silu(v), lambda lib, v: lib.sigmoid(v)):
+        res = []
+        for lib in (torch, tracec):
+            v = lib.tensor(x, requires_grad=True)
+            y = f(lib, v)
+            y.backward(lib.tensor(g))
+            res.append((y.detach().numpy(), v.grad.numpy()))
+        for got, want in zip(res[1], res[0]):
+            np.testing.assert_allclose(got, want, **tol)
