@@ -202,3 +202,52 @@ def test_silu_and_sigmoid_match_pytorch(dtype):
             res.append((y.detach().numpy(), v.grad.numpy()))
         for got, want in zip(res[1], res[0]):
             np.testing.assert_allclose(got, want, **tol)
+
+
+# --- hardswish (tracec/nn/_activation.py ``_HardswishEager``) --------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_hardswish_eager_is_the_primitives_bits(dtype):
+    from tracec.nn import _activation
+    x = np.concatenate([_special(dtype), np.linspace(-4, 4, 2001).astype(dtype),
+                        np.array([-3.0, 3.0, -0.0, 0.0, -2.9999998, 2.9999998], dtype)])
+    g = np.random.default_rng(3).standard_normal(x.shape).astype(dtype)
+    outs = []
+    for eager in (True, False):
+        v = tracec.tensor(x, requires_grad=True)
+        y = _activation._HardswishEager.apply(v) if eager else _activation._hardswish_prims(v)
+        y.backward(tracec.tensor(g))
+        outs.append((y.detach().numpy(), v.grad.numpy()))
+    np.testing.assert_array_equal(_bits(outs[0][0]), _bits(outs[1][0]))
+    np.testing.assert_array_equal(_bits(outs[0][1]), _bits(outs[1][1]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("inplace", [False, True])
+def test_hardswish_matches_pytorch(dtype, inplace):
+    x = np.concatenate([np.linspace(-5, 5, 3001), [-3.0, 3.0, -0.0, 0.0, np.inf, -np.inf]])
+    x = x.astype(dtype)
+    g = np.random.default_rng(4).standard_normal(x.shape).astype(dtype)
+    res = []
+    for lib in (torch, tracec):
+        v = lib.tensor(x, requires_grad=True)
+        y = lib.nn.functional.hardswish(v * 1.0, inplace=inplace)
+        assert y.grad_fn.name() == "HardswishBackward0" or inplace
+        y.backward(lib.tensor(g))
+        res.append((y.detach().numpy(), v.grad.numpy()))
+    np.testing.assert_allclose(res[1][0], res[0][0], rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(np.signbit(res[1][0]), np.signbit(res[0][0]))
+    np.testing.assert_allclose(res[1][1], res[0][1], rtol=1e-6, atol=1e-7)
+
+
+def test_hardswish_eager_double_backward():
+    x = [-3.5, -2.0, -0.5, 0.7, 2.9, 4.0]
+    res = []
+    for lib in (torch, tracec):
+        v = lib.tensor(x, dtype=lib.float64, requires_grad=True)
+        y = lib.nn.functional.hardswish(v)
+        (gx,) = lib.autograd.grad((y * y).sum(), v, create_graph=True)
+        (ggx,) = lib.autograd.grad(gx.sum(), v)
+        res.append((gx.detach().numpy(), ggx.numpy()))
+    for got, want in zip(res[1], res[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-12)

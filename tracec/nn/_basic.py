@@ -97,8 +97,10 @@ def _apply(fn, x: Tensor, inplace: bool) -> Tensor:
     src = x
     if graph.is_grad_enabled() and x.requires_grad:
         # A copy whose node saves nothing.  (S.clone would do, but the cast
-        # primitive saves its operand, which copy_ then bumps.)
-        src = ops.add(x, 0.0)
+        # primitive saves its operand, which copy_ then bumps.)  x + -0.0 is
+        # x for every x (x + 0.0 turns -0.0 into 0.0, and the activation's
+        # value at -0.0 with it).
+        src = ops.add(x, -0.0)
     return x.copy_(fn(src))
 
 
