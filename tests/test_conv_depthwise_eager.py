@@ -150,3 +150,26 @@ def test_column_free_weight_grad_reads_the_input_at_backward_time(column_free):
         y.sum().backward()
         grads.append(tw.grad.numpy())
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_long_rows_take_the_column_free_input_grad_with_the_same_bits(monkeypatch, dtype):
+    """Below the columns threshold, stride 1 with output rows of at least
+    ROWS_MIN takes the column-free col2im for the input's gradient: the
+    channels-last col2im's bits, and PyTorch's values."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((3, 4, 5, _dw.ROWS_MIN + 1)).astype(dtype)
+    w = rng.standard_normal((4, 1, 3, 3)).astype(dtype)
+    g = rng.standard_normal((3, 4, 5, _dw.ROWS_MIN + 1)).astype(dtype)
+    grads = []
+    for rows_min in (_dw.ROWS_MIN, 10 ** 9):
+        monkeypatch.setattr(_dw, "ROWS_MIN", rows_min)
+        cx = tracec.tensor(x, requires_grad=True)
+        y = tracec.nn.functional.conv2d(cx, tracec.tensor(w), padding=1, groups=4)
+        y.backward(tracec.tensor(g))
+        grads.append(cx.grad.numpy())
+    np.testing.assert_array_equal(grads[0], grads[1])
+    tx = torch.tensor(x, requires_grad=True)
+    torch.nn.functional.conv2d(tx, torch.tensor(w), padding=1, groups=4).backward(
+        torch.tensor(g))
+    np.testing.assert_allclose(grads[0], tx.grad.numpy(), rtol=1e-5, atol=1e-5)

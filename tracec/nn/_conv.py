@@ -345,7 +345,11 @@ class _ConvEager(Function):
             windows = [(offs, tuple(slice(q * d, q * d + (m - 1) * t + 1, t)
                                     for q, d, m, t in zip(offs, dilation, out, stride)))
                        for offs in itertools.product(*[range(k) for k in kernel])]
-            if plan is not None and np.isfinite(w).all():
+            if (plan is None and cg == 1 and o == groups and all(t == 1 for t in stride)
+                    and out[-1] >= _dw.ROWS_MIN):
+                # long output rows: the column-free col2im (the same bits)
+                plan = _dw.Plan(sp, kernel, stride, low, high, dilation, out)
+            if plan is not None and plan.ok and np.isfinite(w).all():
                 gxp = _dw.input_grad(gd, w.reshape(o, kk), plan)
             elif cg == 1 and o == groups:
                 gxp = _depthwise_col2im(gd, w.reshape(o, kk), padded, windows)

@@ -13,6 +13,9 @@ for stride 1).  So each of the ``kk`` multiply-adds runs over long rows
 instead of the general path's matmul of a ``[1, kk]`` weight per image and
 channel against columns ``kk`` times the input's size (copied first), and
 the weight's gradient needs no saved columns: the padded input is enough.
+``_conv._ConvEager`` takes this path where the columns would exceed
+``COLUMNS_BYTES``, and for the input's gradient alone also at stride 1 with
+output rows of at least ``ROWS_MIN``.
 
 Invariant: every result is the sum over kernel offsets in row-major order
 of ``w[c, k] * x`` (forward, input gradient; elementwise IEEE products and
@@ -35,6 +38,13 @@ import numpy as np
 # are 15% faster, their weight gradient being one matmul); it also never
 # holds kk copies of the input.
 COLUMNS_BYTES = 64 << 20
+
+# The input's gradient (whose bits are the channels-last col2im's) takes
+# the column-free path at any size for stride 1 and output rows at least
+# this long: measured, float32, one thread, 3x3: [16,48,32,32] 8.0 -> 4.9 ms,
+# [16,144,16,16] 4.6 -> 4.1; shorter rows (8, 4) and strided outputs are
+# faster channels-last (the junk tail of each row, the rows' overhead).
+ROWS_MIN = 16
 
 # images per chunk: this many bytes of one operand's rows, so that the kk
 # passes over a chunk stay in cache
