@@ -251,3 +251,39 @@ def test_hardswish_eager_double_backward():
         res.append((gx.detach().numpy(), ggx.numpy()))
     for got, want in zip(res[1], res[0]):
         np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+# --- hardsigmoid (tracec/nn/_activation.py ``_HardsigmoidEager``) ----------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_hardsigmoid_eager_is_the_primitives_bits(dtype):
+    from tracec.nn import _activation
+    x = np.concatenate([_special(dtype), np.linspace(-4, 4, 2001).astype(dtype),
+                        np.array([-3.0, 3.0, -0.0, 0.0, -2.9999998, 2.9999998], dtype)])
+    g = np.random.default_rng(3).standard_normal(x.shape).astype(dtype)
+    outs = []
+    for eager in (True, False):
+        v = tracec.tensor(x, requires_grad=True)
+        y = _activation._HardsigmoidEager.apply(v) if eager else \
+            _activation._hardsigmoid_prims(v)
+        y.backward(tracec.tensor(g))
+        outs.append((y.detach().numpy(), v.grad.numpy()))
+    for got, want in zip(*outs):
+        np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("inplace", [False, True])
+def test_hardsigmoid_matches_pytorch(dtype, inplace):
+    x = np.concatenate([np.linspace(-5, 5, 3001), [-3.0, 3.0, -0.0, 0.0, np.inf, -np.inf]])
+    x = x.astype(dtype)
+    g = np.random.default_rng(4).standard_normal(x.shape).astype(dtype)
+    res = []
+    for lib in (torch, tracec):
+        v = lib.tensor(x, requires_grad=True)
+        y = lib.nn.functional.hardsigmoid(v * 1.0, inplace=inplace)
+        assert y.grad_fn.name() == "HardsigmoidBackward0" or inplace
+        y.backward(lib.tensor(g))
+        res.append((y.detach().numpy(), v.grad.numpy()))
+    for got, want in zip(res[1], res[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)

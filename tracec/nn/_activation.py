@@ -201,13 +201,56 @@ class _HardswishEager(Function):
 
 
 def hardsigmoid(input, inplace: bool = False):
-    # Slope 1/6 strictly inside (-3, 3), 0 elsewhere (PyTorch's backward).
     def f(x):
-        inside = ops.logical_and(ops.gt(x, -3.0), ops.lt(x, 3.0))
-        # outside: 0 or 1, and NaN as itself (PyTorch's value; no gradient there)
-        edge = TF.where(ops.ne(x, x), ops.stop_gradient(x), ops.cast(ops.ge(x, 3.0), x.dtype))
-        return TF.where(inside, TF.add(TF.div(x, 6.0), 0.5), edge)
+        if x.dtype in (dt.float32, dt.float64) and x.ndim and eager_direct(x):
+            return _HardsigmoidEager.apply(x)
+        return _hardsigmoid_prims(x)
     return _apply(f, _tensor(input, "hardsigmoid"), inplace)
+
+
+def _hardsigmoid_prims(x):
+    # Slope 1/6 strictly inside (-3, 3), 0 elsewhere (PyTorch's backward).
+    inside = ops.logical_and(ops.gt(x, -3.0), ops.lt(x, 3.0))
+    # outside: 0 or 1, and NaN as itself (PyTorch's value; no gradient there)
+    edge = TF.where(ops.ne(x, x), ops.stop_gradient(x), ops.cast(ops.ge(x, 3.0), x.dtype))
+    return TF.where(inside, TF.add(TF.div(x, 6.0), 0.5), edge)
+
+
+class _HardsigmoidEager(Function):
+    """``_hardsigmoid_prims`` in NumPy (the primitives' impls in its order:
+    the same value) with its gradient ``where(inside, g, 0) / 6``, the
+    only path the tape's VJPs give (the same bits), for its 11 binds a call
+    (MobileNetV3's squeeze-excitation gates).  Double backward
+    differentiates the primitives."""
+
+    node_name = "HardsigmoidBackward0"
+
+    @staticmethod
+    def forward(ctx, x):
+        a = x._data
+        d = x.dtype
+        three, six, half = (weak_scalar(v, d) for v in (3.0, 6.0, 0.5))
+        with np.errstate(all="ignore"):
+            inside = np.logical_and(np.greater(a, -three), np.less(a, three))
+            edge = _where_impl(np.not_equal(a, a), a,
+                               np.greater_equal(a, three).astype(a.dtype))
+            y = _where_impl(inside, np.add(np.true_divide(a, six), half), edge)
+        ctx.x, ctx.inside = x, inside
+        return Tensor._make(y, d)
+
+    @staticmethod
+    def backward(ctx, g):
+        x = ctx.x
+        if graph.is_grad_enabled():
+            from tracec.autograd import grad as _grad
+            with graph.enable_grad():
+                y = _hardsigmoid_prims(x)
+            return _grad(y, (x,), g, create_graph=True)[0]
+        d = x.dtype
+        with np.errstate(all="ignore"):
+            gx = np.true_divide(_where_impl(ctx.inside, g._data, weak_scalar(0.0, d)),
+                                weak_scalar(6.0, d))
+        return Tensor._make(gx, d)
 
 
 def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
