@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+
 from tracec import creation
 from tracec import dtypes as dt
 from tracec import functions as TF
-from tracec import ops
+from tracec import graph, ops
 from tracec import shape_ops as S
+from tracec.autograd import Function
+from tracec.ops.elementwise import _where_impl
 from tracec.nn._basic import _apply, _check_p, _elu, _feature_dropout, _hardtanh, _tensor
-from tracec.tensor import Tensor
+from tracec.tensor import Tensor, eager_direct, weak_scalar
 
 __all__ = ["threshold", "threshold_", "prelu", "selu", "selu_", "celu", "celu_", "glu",
            "hardshrink", "softshrink", "softsign", "tanhshrink", "hardswish", "hardsigmoid",
@@ -132,24 +136,121 @@ def hardswish(input, inplace: bool = False):
     -inf), with its backward's branches: 0 for x <= -3, x/3 + 1/2 strictly
     inside (-3, 3), 1 from 3 on and at NaN."""
     def f(x):
-        low = ops.le(x, -3.0)
-        mid = ops.logical_and(ops.gt(x, -3.0), ops.lt(x, 3.0))
-        below = TF.div(ops.stop_gradient(TF.mul(x, 0.0)), 6.0)
-        xm = TF.where(mid, x, 0.0)   # the inner branch's gradient stays finite elsewhere
-        inner = TF.div(TF.mul(xm, TF.add(xm, 3.0)), 6.0)
-        above = TF.div(TF.mul(x, 6.0), 6.0)
-        return TF.where(low, below, TF.where(mid, inner, above))
+        if x.dtype in (dt.float32, dt.float64) and x.ndim and eager_direct(x):
+            return _HardswishEager.apply(x)
+        return _hardswish_prims(x)
     return _apply(f, _tensor(input, "hardswish"), inplace)
 
 
+def _hardswish_prims(x):
+    low = ops.le(x, -3.0)
+    mid = ops.logical_and(ops.gt(x, -3.0), ops.lt(x, 3.0))
+    below = TF.div(ops.stop_gradient(TF.mul(x, 0.0)), 6.0)
+    xm = TF.where(mid, x, 0.0)   # the inner branch's gradient stays finite elsewhere
+    inner = TF.div(TF.mul(xm, TF.add(xm, 3.0)), 6.0)
+    above = TF.div(TF.mul(x, 6.0), 6.0)
+    return TF.where(low, below, TF.where(mid, inner, above))
+
+
+class _HardswishEager(Function):
+    """``_hardswish_prims`` in NumPy: the primitives' impls in its order
+    (the same value), and its VJPs in the order the tape runs them (the
+    same gradient bits), without its ~25 binds and nodes a call (MobileNetV3
+    applies it after most convolutions).  Double backward differentiates
+    the primitives."""
+
+    node_name = "HardswishBackward0"
+
+    @staticmethod
+    def forward(ctx, x):
+        a = x._data
+        d = x.dtype
+        three, six, zero = (weak_scalar(v, d) for v in (3.0, 6.0, 0.0))
+        with np.errstate(all="ignore"):
+            low = np.less_equal(a, -three)
+            mid = np.logical_and(np.greater(a, -three), np.less(a, three))
+            below = np.true_divide(np.multiply(a, zero), six)
+            xm = _where_impl(mid, a, zero)
+            inner = np.true_divide(np.multiply(xm, np.add(xm, three)), six)
+            above = np.true_divide(np.multiply(a, six), six)
+            y = _where_impl(low, below, _where_impl(mid, inner, above))
+        ctx.x, ctx.low, ctx.mid, ctx.xm = x, low, mid, xm
+        return Tensor._make(y, d)
+
+    @staticmethod
+    def backward(ctx, g):
+        x = ctx.x
+        if graph.is_grad_enabled():
+            from tracec.autograd import grad as _grad
+            with graph.enable_grad():
+                y = _hardswish_prims(x)
+            return _grad(y, (x,), g, create_graph=True)[0]
+        gd, mid, xm = g._data, ctx.mid, ctx.xm
+        d = x.dtype
+        three, six, zero = (weak_scalar(v, d) for v in (3.0, 6.0, 0.0))
+        with np.errstate(all="ignore"):
+            g2 = _where_impl(ctx.low, zero, gd)           # where(low, below, .)
+            g_inner = _where_impl(mid, g2, zero)          # where(mid, inner, above)
+            g_above = _where_impl(mid, zero, g2)
+            g_prod = np.true_divide(g_inner, six)         # inner = xm * (xm + 3) / 6
+            g_xm = np.multiply(g_prod, np.add(xm, three))
+            g_xm += np.multiply(g_prod, xm)
+            gx = np.multiply(np.true_divide(g_above, six), six)   # above = x * 6 / 6
+            gx += _where_impl(mid, g_xm, zero)            # xm = where(mid, x, 0)
+        return Tensor._make(gx, d)
+
+
 def hardsigmoid(input, inplace: bool = False):
-    # Slope 1/6 strictly inside (-3, 3), 0 elsewhere (PyTorch's backward).
     def f(x):
-        inside = ops.logical_and(ops.gt(x, -3.0), ops.lt(x, 3.0))
-        # outside: 0 or 1, and NaN as itself (PyTorch's value; no gradient there)
-        edge = TF.where(ops.ne(x, x), ops.stop_gradient(x), ops.cast(ops.ge(x, 3.0), x.dtype))
-        return TF.where(inside, TF.add(TF.div(x, 6.0), 0.5), edge)
+        if x.dtype in (dt.float32, dt.float64) and x.ndim and eager_direct(x):
+            return _HardsigmoidEager.apply(x)
+        return _hardsigmoid_prims(x)
     return _apply(f, _tensor(input, "hardsigmoid"), inplace)
+
+
+def _hardsigmoid_prims(x):
+    # Slope 1/6 strictly inside (-3, 3), 0 elsewhere (PyTorch's backward).
+    inside = ops.logical_and(ops.gt(x, -3.0), ops.lt(x, 3.0))
+    # outside: 0 or 1, and NaN as itself (PyTorch's value; no gradient there)
+    edge = TF.where(ops.ne(x, x), ops.stop_gradient(x), ops.cast(ops.ge(x, 3.0), x.dtype))
+    return TF.where(inside, TF.add(TF.div(x, 6.0), 0.5), edge)
+
+
+class _HardsigmoidEager(Function):
+    """``_hardsigmoid_prims`` in NumPy (the primitives' impls in its order:
+    the same value) with its gradient ``where(inside, g, 0) / 6``, the
+    only path the tape's VJPs give (the same bits), for its 11 binds a call
+    (MobileNetV3's squeeze-excitation gates).  Double backward
+    differentiates the primitives."""
+
+    node_name = "HardsigmoidBackward0"
+
+    @staticmethod
+    def forward(ctx, x):
+        a = x._data
+        d = x.dtype
+        three, six, half = (weak_scalar(v, d) for v in (3.0, 6.0, 0.5))
+        with np.errstate(all="ignore"):
+            inside = np.logical_and(np.greater(a, -three), np.less(a, three))
+            edge = _where_impl(np.not_equal(a, a), a,
+                               np.greater_equal(a, three).astype(a.dtype))
+            y = _where_impl(inside, np.add(np.true_divide(a, six), half), edge)
+        ctx.x, ctx.inside = x, inside
+        return Tensor._make(y, d)
+
+    @staticmethod
+    def backward(ctx, g):
+        x = ctx.x
+        if graph.is_grad_enabled():
+            from tracec.autograd import grad as _grad
+            with graph.enable_grad():
+                y = _hardsigmoid_prims(x)
+            return _grad(y, (x,), g, create_graph=True)[0]
+        d = x.dtype
+        with np.errstate(all="ignore"):
+            gx = np.true_divide(_where_impl(ctx.inside, g._data, weak_scalar(0.0, d)),
+                                weak_scalar(6.0, d))
+        return Tensor._make(gx, d)
 
 
 def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,

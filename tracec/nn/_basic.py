@@ -17,7 +17,7 @@ from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import autocast_mode, graph, ops
 from tracec import shape_ops as S
-from tracec.tensor import Tensor, apply_direct, eager_direct
+from tracec.tensor import Tensor, apply_direct, eager_direct, weak_scalar
 
 _ADD = ops.elementwise.add_p
 _HALF = (dt.bfloat16, dt.float16)
@@ -97,8 +97,10 @@ def _apply(fn, x: Tensor, inplace: bool) -> Tensor:
     src = x
     if graph.is_grad_enabled() and x.requires_grad:
         # A copy whose node saves nothing.  (S.clone would do, but the cast
-        # primitive saves its operand, which copy_ then bumps.)
-        src = ops.add(x, 0.0)
+        # primitive saves its operand, which copy_ then bumps.)  x + -0.0 is
+        # x for every x (x + 0.0 turns -0.0 into 0.0, and the activation's
+        # value at -0.0 with it).
+        src = ops.add(x, -0.0)
     return x.copy_(fn(src))
 
 
@@ -199,8 +201,38 @@ def _hardtanh(x, lo: float, hi: float):
     gradient is 1 at the bounds; relu6 at 0 must give 0)."""
     if not x.dtype.is_floating_point:     # PyTorch truncates the bounds for integers
         lo, hi = int(lo), int(hi)
+    if (isinstance(x, Tensor) and x.dtype in (dt.float32, dt.float64) and x.ndim
+            and isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and lo <= hi
+            and eager_direct(x)):
+        out = _hardtanh_direct(x, lo, hi)
+        if out is not None:
+            return out
     outside = ops.logical_or(ops.le(x, lo), ops.ge(x, hi))
     return ops.where(outside, ops.stop_gradient(TF.clamp(x, lo, hi)), x)
+
+
+_WHERE = ops.elementwise.where_p
+
+
+def _hardtanh_direct(x: Tensor, lo: float, hi: float):
+    """``_hardtanh``'s value and node without its eight binds (MobileNet's
+    ReLU6 follows every convolution but the last of a block): the value is
+    ``np.clip``'s, a vectorized ``min(max(x, lo), hi)`` that is clamp's two
+    wheres bit for bit (NaN stays x's) but for a zero of the other sign than
+    a zero bound (clamp keeps x's, clip takes the bound's): where a bound is
+    zero and ``x`` holds a zero, None (the caller takes the primitives).
+    The node is the final where on ``outside``, as the primitives' (the
+    gradient is ``where(outside, 0, g)``)."""
+    xd = x._data
+    d = x.dtype
+    lo_a, hi_a = weak_scalar(lo, d), weak_scalar(hi, d)
+    if (not lo_a or not hi_a) and not np.all(xd):     # a zero bound, a zero in x
+        return None
+    value = np.clip(xd, lo_a, hi_a)
+    outside = np.less_equal(xd, lo_a)
+    outside |= np.greater_equal(xd, hi_a)
+    mask = Tensor._make(outside, dt.bool_)
+    return apply_direct(_WHERE, {}, (mask, 0.0, x), value, d)
 
 
 def _logsigmoid(x):

@@ -23,6 +23,7 @@ from tracec import autocast_mode, graph, ops
 from tracec.autograd import Function
 from tracec.symbolic import Sym, same
 from tracec.tensor import RECORDERS, Tensor, eager_direct
+from tracec.nn import _conv_depthwise_eager as _dw
 from tracec.nn import _conv_transpose_eager as _ct
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -262,13 +263,27 @@ class _ConvEager(Function):
         n = a.shape[0]
         o, cg = w.shape[:2]
         kernel = w.shape[2:]
-        cols = _im2col(a, kernel, geometry)
-        if groups == 1:
-            y = np.matmul(w.reshape(o, cg * math.prod(kernel)), cols)   # [N, O, L]
+        plan = None
+        if cg == 1 and o == groups and a.nbytes * math.prod(kernel) > _dw.COLUMNS_BYTES:
+            plan = _dw.Plan(a.shape[2:], kernel, stride, low, high, dilation, out)
+            plan = plan if plan.ok else None
+        ctx.plan = plan
+        if plan is not None:
+            # a depthwise convolution whose columns would be large: kk
+            # multiply-adds over rows of the padded input, no columns (see
+            # _conv_depthwise_eager); the weight's gradient reads the padded
+            # input.  Smaller ones are faster as im2col and matmul (whose
+            # saved columns make the weight's gradient one matmul)
+            cols = _dw.pad(a, plan)
+            y = _dw.forward(cols, w.reshape(o, -1), plan)
         else:
-            y = np.matmul(w.reshape(groups, o // groups, cg * math.prod(kernel)),
-                          cols)                                            # [N, G, O/G, L]
-        y = y.reshape((n, o) + tuple(out))
+            cols = _im2col(a, kernel, geometry)
+            if groups == 1:
+                y = np.matmul(w.reshape(o, cg * math.prod(kernel)), cols)   # [N, O, L]
+            else:
+                y = np.matmul(w.reshape(groups, o // groups, cg * math.prod(kernel)),
+                              cols)                                        # [N, G, O/G, L]
+            y = y.reshape((n, o) + tuple(out))
         if bias is not None:
             y += bias._data.reshape((1, o) + (1,) * len(kernel))
         ctx.save_for_backward(x, weight, bias)
@@ -278,7 +293,7 @@ class _ConvEager(Function):
         # came from: PyTorch's weight gradient reads the saved input as it is
         # at backward time, and a write through ``x.data`` (Tacotron2's
         # parse_output masking the mel frames the postnet read) changes it
-        # without a version bump
+        # without a version bump (depthwise: the padded input, not columns)
         ctx.cols = cols if ctx.needs_input_grad[1] else None
         ctx.x_seen = a.copy() if ctx.needs_input_grad[1] else None
         return Tensor._make(y, x.dtype)
@@ -305,11 +320,17 @@ class _ConvEager(Function):
         shape = (n, o // groups, length) if groups == 1 else (n, groups, o // groups, length)
         g3 = gd.reshape(shape)
         gx = gw = gb = None
+        plan = ctx.plan
         if need_w:
             cols = ctx.cols
-            if not _same_bits(x._data, ctx.x_seen):
-                cols = _im2col(x._data, kernel, geometry)
-            gw = np.add.reduce(np.matmul(g3, np.swapaxes(cols, -1, -2)), axis=(0,))
+            if plan is not None:
+                if not _same_bits(x._data, ctx.x_seen):
+                    cols = _dw.pad(x._data, plan)
+                gw = _dw.weight_grad(cols, gd, plan)
+            else:
+                if not _same_bits(x._data, ctx.x_seen):
+                    cols = _im2col(x._data, kernel, geometry)
+                gw = np.add.reduce(np.matmul(g3, np.swapaxes(cols, -1, -2)), axis=(0,))
             gw = Tensor._make(gw.reshape(w.shape), weight.dtype)
         if need_b:
             gb = Tensor._make(np.add.reduce(gd, axis=(0,) + tuple(range(2, gd.ndim))),
@@ -324,7 +345,13 @@ class _ConvEager(Function):
             windows = [(offs, tuple(slice(q * d, q * d + (m - 1) * t + 1, t)
                                     for q, d, m, t in zip(offs, dilation, out, stride)))
                        for offs in itertools.product(*[range(k) for k in kernel])]
-            if cg == 1 and o == groups:
+            if (plan is None and cg == 1 and o == groups and all(t == 1 for t in stride)
+                    and out[-1] >= _dw.ROWS_MIN):
+                # long output rows: the column-free col2im (the same bits)
+                plan = _dw.Plan(sp, kernel, stride, low, high, dilation, out)
+            if plan is not None and plan.ok and np.isfinite(w).all():
+                gxp = _dw.input_grad(gd, w.reshape(o, kk), plan)
+            elif cg == 1 and o == groups:
                 gxp = _depthwise_col2im(gd, w.reshape(o, kk), padded, windows)
             else:
                 # The columns' gradient, then col2im: each kernel offset's

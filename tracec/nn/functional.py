@@ -39,7 +39,8 @@ from tracec.nn._embedding_bag import embedding_bag  # noqa: F401
 from tracec.nn._ctc import ctc_loss  # noqa: F401
 from tracec.nn._linear_cross_entropy import linear_cross_entropy  # noqa: F401
 from tracec.nn._sampling import *  # noqa: F401,F403
-from tracec.tensor import Tensor
+from tracec.tensor import Tensor, eager_direct
+from tracec.nn import _batch_norm_eager as _bn
 
 one_hot = S.one_hot
 flatten = S.flatten
@@ -183,9 +184,13 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                              f"size {x.shape}")
         if n == 0:        # as PyTorch: an empty batch passes through, statistics untouched
             return _affine_channels(TF.mul(x, 1.0), weight, bias, shape)
-        mean = TF.mean(x, axes)
-        d = TF.sub(x, ops.reshape(mean, shape))
-        var = TF.mean(TF.mul(d, d), axes)
+        if eager_direct(x) and _bn.eager_ok(x, weight, bias, eps):
+            # the same value in NumPy, the closed-form gradient (and its
+            # affine inside): _batch_norm_eager
+            y, mean, var = _bn.apply_train(x, weight, bias, axes, shape, eps)
+            weight = bias = None
+        else:
+            y, mean, var = _bn.normalize_prims(x, axes, shape, eps)
         with graph.no_grad():
             # momentum may be a 0-d tensor (BatchNorm's cumulative average).
             if running_mean is not None:
@@ -198,7 +203,6 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                 unbiased = TF.div(TF.mul(var.detach(), n), n - 1)
                 running_var.copy_(TF.add(TF.mul(running_var, 1.0 - momentum),
                                          TF.mul(unbiased, momentum)))
-        y = TF.mul(d, ops.reshape(TF.rsqrt(TF.add(var, eps)), shape))
     else:
         if running_mean is None or running_var is None:
             raise RuntimeError("batch_norm: running_mean and running_var must be defined in "

@@ -1,0 +1,141 @@
+"""Batch normalization in training mode: the primitives' composite (one
+definition, traced and differentiated as primitives) and its eager NumPy
+form for float32 / float64 (``BatchNormTrainEager``).
+
+Invariant: the eager forward applies the primitives' impls in the
+composite's order, and its backward computes the composite's VJPs in the
+order the tape runs them (the same products, sums and accumulations), so
+value, batch statistics and gradients are the composite's bits (but for
+the sign of a zero mean-gradient, ``-sum(g)`` for ``sum(-g)``, and the
+order of the input's gradient sum when the input has other consumers):
+what the eager path saves is the thirty-odd binds, nodes and temporaries.
+Double backward (``create_graph``) differentiates the composite.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec import functions as TF
+from tracec import graph, ops
+from tracec.autograd import Function
+from tracec.ops import elementwise as ew
+from tracec.ops import reduce as red
+from tracec.tensor import Tensor, weak_scalar
+
+
+def normalize_prims(x: Tensor, axes: tuple, shape: tuple, eps: float):
+    """``((x - mean) * rsqrt(var + eps), mean, var)`` with the batch
+    statistics over ``axes`` (biased variance) as primitives; ``shape`` is
+    the per-channel broadcast shape."""
+    mean = TF.mean(x, axes)
+    d = TF.sub(x, ops.reshape(mean, shape))
+    var = TF.mean(TF.mul(d, d), axes)
+    return TF.mul(d, ops.reshape(TF.rsqrt(TF.add(var, eps)), shape)), mean, var
+
+
+def _affine_prims(y, weight, bias, shape):
+    if weight is not None:
+        y = TF.mul(y, ops.reshape(weight, shape))
+    if bias is not None:
+        y = TF.add(y, ops.reshape(bias, shape))
+    return y
+
+
+class BatchNormTrainEager(Function):
+    """``normalize_prims`` then the affine ``* w + b`` in NumPy; returns the
+    output (its node this Function's) and appends the batch mean and
+    variance (NumPy, ``[C]``) to the list ``params[3]`` for the caller's
+    running statistics (see ``apply_train``)."""
+
+    node_name = "NativeBatchNormBackward0"
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, params):
+        axes, shape, eps, stats = params
+        xd = x._data
+        d_ = x.dtype
+        n = xd.size // xd.shape[1]
+        count = weak_scalar(float(n), d_)
+        with np.errstate(all="ignore"):
+            mean = ew.div_p.impl(red.reduce_sum_p.impl(xd, axes=axes), count)
+            dev = ew.sub_p.impl(xd, mean.reshape(shape))
+            sq = ew.mul_p.impl(dev, dev)
+            var = ew.div_p.impl(red.reduce_sum_p.impl(sq, axes=axes), count)
+            rs = ew.rsqrt_p.impl(ew.add_p.impl(var, weak_scalar(eps, d_)))
+            xhat = np.multiply(dev, rs.reshape(shape))
+            y = xhat if weight is None else np.multiply(xhat, weight._data.reshape(shape),
+                                                        out=sq)
+            if bias is not None:
+                np.add(y, bias._data.reshape(shape), out=y)
+        stats.extend((mean, var))
+        ctx.x, ctx.weight, ctx.bias = x, weight, bias
+        ctx.params = (axes, shape, eps, count)
+        # what the composite's products keep: d and rsqrt (x - mean times
+        # its rsqrt), the normalized value (its product with the weight)
+        ctx.dev, ctx.rs = dev, rs
+        ctx.xhat = xhat if weight is not None and ctx.needs_input_grad[1] else None
+        return Tensor._make(y, d_)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, weight, bias = ctx.x, ctx.weight, ctx.bias
+        axes, shape, eps, count = ctx.params
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        if graph.is_grad_enabled():
+            # create_graph: the composite's gradient, itself differentiable
+            from tracec.autograd import grad as _grad
+            wrt = [t for t, nd in ((x, need_x), (weight, need_w), (bias, need_b)) if nd]
+            with graph.enable_grad():
+                y = _affine_prims(normalize_prims(x, axes, shape, eps)[0], weight, bias,
+                                  shape)
+            it = iter(_grad(y, wrt, g, create_graph=True, allow_unused=True))
+            return tuple(next(it) if nd else None for nd in (need_x, need_w, need_b)) + (None,)
+        gd, dev, rs = g._data, ctx.dev, ctx.rs
+        d_ = x.dtype
+
+        def total(a):            # reduce_sum's impl over the batch and spatial axes
+            return red.reduce_sum_p.impl(a, axes=axes)
+
+        gx = gw = gb = None
+        with np.errstate(all="ignore"):
+            # y = xhat * w + b: add's and mul's VJPs
+            if need_b:
+                gb = Tensor._make(total(gd), bias.dtype)
+            if need_w:
+                gw = Tensor._make(total(np.multiply(gd, ctx.xhat)), weight.dtype)
+            if need_x:
+                gy0 = gd if weight is None else np.multiply(gd, weight._data.reshape(shape))
+                # xhat = dev * rs: both operands' gradients
+                acc = np.multiply(gy0, rs.reshape(shape))
+                grs = total(np.multiply(gy0, dev))
+                # rs = rsqrt(var + eps): g * (rs ** 3 * -0.5); var = sum(dev * dev) / n
+                gs2 = np.true_divide(
+                    np.multiply(grs, np.multiply(np.power(rs, weak_scalar(3.0, d_)),
+                                                 weak_scalar(-0.5, d_))), count)
+                c = np.multiply(np.broadcast_to(gs2.reshape(shape), gd.shape), dev)
+                acc += c                  # the tape's order: the product's first
+                acc += c                  # gradient, then dev * dev's two
+                # dev = x - mean, mean = sum(x) / n
+                gmean = np.true_divide(np.negative(total(acc)), count)
+                acc += gmean.reshape(shape)
+                gx = Tensor._make(acc, d_)
+        return gx, gw, gb, None
+
+
+def apply_train(x: Tensor, weight, bias, axes: tuple, shape: tuple, eps: float):
+    """``(y, mean, var)`` of the training-mode normalization and affine,
+    eagerly: ``mean`` and ``var`` tensors without gradient."""
+    stats: list = []
+    y = BatchNormTrainEager.apply(x, weight, bias, (axes, shape, eps, stats))
+    mean, var = (Tensor._make(np.asarray(v), x.dtype) for v in stats)
+    return y, mean, var
+
+
+def eager_ok(x: Tensor, weight, bias, eps) -> bool:
+    """May ``apply_train`` run (the caller checked ``eager_direct(x)``)?"""
+    from tracec.tensor import eager_direct
+    return (x.dtype in (dt.float32, dt.float64) and isinstance(eps, (int, float))
+            and all(p is None or (isinstance(p, Tensor) and p.dtype is x.dtype
+                                  and tuple(p.shape) == (x.shape[1],) and eager_direct(p))
+                    for p in (weight, bias)))
