@@ -58,7 +58,7 @@ def _pointwise(name, fn):
             warnings.warn(f"Using a target size ({target.shape}) that is different to "
                           f"the input size ({input.shape}). This will likely lead to "
                           "incorrect results due to broadcasting. Please ensure they have the "
-                          "same size.", stacklevel=2)
+                          "same size.", stacklevel=TF.user_stacklevel())  # past tracec's wrappers
         reduction = _reduction(reduction, size_average, reduce)
         out = fn(input, target)
         if weight is None:
