@@ -103,3 +103,56 @@ def test_compiled_function_drawing_from_a_random_instance_is_not_baked_in():
         warnings.simplefilter("ignore")
         outs = [cf(x).tolist()[0] for _ in range(4)]
     assert outs == pytest.approx([ref.random() for _ in range(4)], rel=1e-6)
+
+
+@pytest.mark.parametrize("lib", [torch, tracec])
+def test_inference_tensors_like_torch(lib):
+    # the segmentation reference's ConfusionMatrix: its matrix is made under
+    # inference_mode, so it is an inference tensor, as are its views and
+    # aliases; tensors made outside (or under inference_mode(False)) are not
+    n = lib.zeros(3)
+    with lib.inference_mode():
+        a = lib.full((3,), 3.0)
+        v = n[:2]
+        n += 1                      # a normal tensor may be updated inside
+        with lib.inference_mode(False):
+            b = lib.zeros(2)
+        c = a + 1
+    assert [a.is_inference(), v.is_inference(), b.is_inference(), c.is_inference(),
+            a[:1].is_inference(), a.detach().is_inference(), a.data.is_inference(),
+            a.clone().is_inference(), lib.is_inference(a), n.is_inference()] == \
+        [True, False, False, True, True, True, True, False, True, False]
+    assert n.tolist() == [1.0, 1.0, 1.0]
+    msg = "Inplace update to inference tensor outside InferenceMode is not allowed"
+    # outside inference_mode every in-place update is refused, after the
+    # write (PyTorch bumps the version after the kernel ran)
+    for fn, after in [(lambda t: t.zero_(), [0.0, 0.0, 0.0]),
+                      (lambda t: t.add_(1), [4.0, 4.0, 4.0]),
+                      (lambda t: t.__setitem__(0, 5.0), [5.0, 3.0, 3.0]),
+                      (lambda t: t.copy_(lib.full((3,), 7.0)), [7.0, 7.0, 7.0]),
+                      (lambda t: lib.add(lib.ones(3), 1, out=t), [2.0, 2.0, 2.0]),
+                      (lambda t: t[:2].mul_(2), [6.0, 6.0, 3.0]),
+                      (lambda t: t.index_add_(0, lib.tensor([0]), lib.ones(1)), [4.0, 3.0, 3.0]),
+                      (lambda t: t.masked_fill_(t > 0, 9.0), [9.0, 9.0, 9.0]),
+                      (lambda t: lib.nn.init.zeros_(t), [0.0, 0.0, 0.0]),
+                      (lambda t: t.resize_(2), [3.0, 3.0])]:
+        with lib.inference_mode():
+            t = lib.full((3,), 3.0)
+        with pytest.raises(RuntimeError, match=msg):
+            fn(t)
+        assert t.tolist() == after
+        with lib.no_grad(), pytest.raises(RuntimeError, match=msg):
+            t.zero_()
+    with lib.inference_mode():
+        a.add_(1)                   # inside: allowed
+    assert a.tolist() == [4.0, 4.0, 4.0]
+
+
+@pytest.mark.parametrize("lib", [torch, tracec])
+def test_resize_counts_as_a_write_when_the_shape_changes_like_torch(lib):
+    a = lib.zeros(3)
+    versions = []
+    for size in [(3,), (1, 3), (2,), (5,)]:
+        a.resize_(*size)
+        versions.append(a._version if lib is torch else a._version[0])
+    assert versions == [0, 1, 2, 3]

@@ -219,7 +219,10 @@ def get_device(input) -> int:
 
 
 def is_inference(input) -> bool:
-    return False
+    """Whether ``input`` was made under ``inference_mode`` (or is a view or
+    alias of such a tensor): its version box says so."""
+    from tracec.tensor import InferenceVersion
+    return type(input._version) is InferenceVersion
 
 
 def _is_set_to(self, tensor) -> bool:

@@ -6,7 +6,8 @@
 # and utils.py do it: the criterion over the output dict with
 # nn.CrossEntropyLoss(ignore_index=255), SGD with the poly learning-rate
 # schedule as a LambdaLR, evaluation with ConfusionMatrix (torch.bincount,
-# torch.inference_mode) and its mean IoU.  Changes for a CPU test: a tiny
+# torch.inference_mode, so its matrix is an inference tensor) and its mean
+# IoU, the checkpoint and --resume.  Changes for a CPU test: a tiny
 # dilated backbone instead of ResNet-50, 32x32 images with 4 classes from
 # numpy (borders labelled 255), ASPP width 16 with rates (1, 2, 3), weights
 # from numpy; the projection's Dropout(0.5) draws differ in tracec, so one
@@ -355,7 +356,12 @@ with torch.inference_mode():
 print("resumed model", same, model.training)
 print("bn stats", f"{classifier[2].running_mean.abs().sum().item():.5f}",
       f"{classifier[2].running_var.sum().item():.5f}", classifier[2].num_batches_tracked.item())
-print("confmat", confmat.mat.dtype, confmat.mat.sum().item(), confmat.mat.tolist())
+print("confmat", confmat.mat.dtype, confmat.mat.sum().item(), confmat.mat.tolist(), confmat.mat.is_inference())
+try:
+    confmat.reset()   # the matrix was made under inference_mode (evaluate's)
+except RuntimeError as e:
+    print("RuntimeError:", e)
+print("reset", confmat.mat.sum().item())
 
 # one training step under torch.compile against the same step eagerly
 model.train()
