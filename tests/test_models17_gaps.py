@@ -156,3 +156,57 @@ def test_resize_counts_as_a_write_when_the_shape_changes_like_torch(lib):
         a.resize_(*size)
         versions.append(a._version if lib is torch else a._version[0])
     assert versions == [0, 1, 2, 3]
+
+
+def _outcome(fn):
+    try:
+        out = fn()
+    except Exception as e:      # noqa: BLE001 - the exception is the outcome compared
+        return type(e).__name__, str(e)
+    return out.dtype.__repr__().split(".")[-1], out.tolist()
+
+
+@pytest.mark.parametrize("case", [
+    lambda lib: lib.bincount(lib.tensor([0.0, 1.0])),
+    lambda lib: lib.bincount(lib.tensor([True, False])),
+    lambda lib: lib.bincount(lib.tensor([0.0, 1.0]), minlength=-1),
+    lambda lib: lib.bincount(lib.tensor([0, 1]), minlength=-1),
+    lambda lib: lib.bincount(lib.tensor([[0, 1]]), minlength=-1),
+    lambda lib: lib.bincount(lib.tensor([0, -1])),
+    lambda lib: lib.bincount(lib.tensor([0, 1]), weights=lib.ones(3)),
+    lambda lib: lib.bincount(lib.tensor([0, 1]), weights=lib.ones(2, 1)),
+    lambda lib: lib.bincount(lib.tensor([0, 1]), weights=lib.ones(2, dtype=lib.float16)),
+    lambda lib: lib.bincount(lib.tensor([0, 2, 2]), weights=lib.tensor([0.5, 1.0, 2.0]), minlength=4),
+    lambda lib: lib.bincount(lib.tensor([0, 1, 1], dtype=lib.int32), weights=lib.tensor([1, 2, 3])),
+])
+def test_bincount_checks_and_weight_dtypes_like_torch(case):
+    # the segmentation reference's ConfusionMatrix counts with bincount
+    assert _outcome(lambda: case(tracec)) == _outcome(lambda: case(torch))
+
+
+@pytest.mark.parametrize("case", [
+    lambda lib, F: F.cross_entropy(lib.zeros(2, 4, 5), lib.full((2, 5), 7)),
+    lambda lib, F: F.cross_entropy(lib.zeros(3, 4), lib.tensor([0, 4, 1]), label_smoothing=0.1),
+    lambda lib, F: F.cross_entropy(lib.zeros(3, 4), lib.tensor([0, 255, 9]), ignore_index=255),
+    lambda lib, F: F.cross_entropy(lib.zeros(3, 4), lib.tensor([0, 6, 1]), weight=lib.ones(4)),
+    lambda lib, F: F.nll_loss(lib.zeros(3, 4), lib.tensor([0, 9, 1]), reduction="none"),
+    lambda lib, F: F.cross_entropy(lib.zeros(4), lib.tensor(4)),
+    lambda lib, F: F.cross_entropy(lib.zeros(3, 4), lib.tensor([0, 255, 3]), ignore_index=255),
+])
+def test_class_target_out_of_bounds_like_torch(case):
+    assert _outcome(lambda: case(tracec, TFn)) == _outcome(lambda: case(torch, torch.nn.functional))
+
+
+def test_softmax_of_a_slice_holding_inf_is_nan_like_torch():
+    # F.gumbel_softmax at tau -> 0 divides by ~0: a +inf logit makes
+    # torch's softmax slice NaN (it shifts by the +inf max); -inf is masked
+    inf = float("inf")
+    rows = [[inf, 1.0], [-inf, 1.0], [inf, inf], [-inf, -inf], [inf, -inf], [2.0, 1.0]]
+    for lib, F in ((torch, torch.nn.functional), (tracec, TFn)):
+        x = lib.tensor(rows)
+        got = [F.softmax(x, -1), F.log_softmax(x, -1), x.softmax(1), (x * 1.0).log_softmax(1)]
+        if lib is torch:
+            want = [np.asarray(t.tolist()) for t in got]
+        else:
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(np.asarray(g.tolist()), w, rtol=1e-6)
