@@ -210,3 +210,14 @@ def test_softmax_of_a_slice_holding_inf_is_nan_like_torch():
         else:
             for g, w in zip(got, want):
                 np.testing.assert_allclose(np.asarray(g.tolist()), w, rtol=1e-6)
+
+
+@pytest.mark.parametrize("lambd", [0.0, -1.5, -1e-7, -123456789.0, float("nan")])
+def test_exponential_lambda_error_formats_the_number_like_torch(lambd):
+    # F.gumbel_softmax draws its noise with exponential_
+    msgs = []
+    for lib in (torch, tracec):
+        with pytest.raises(RuntimeError) as e:
+            lib.empty(2).exponential_(lambd=lambd)
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]
