@@ -221,3 +221,48 @@ def test_exponential_lambda_error_formats_the_number_like_torch(lambd):
             lib.empty(2).exponential_(lambd=lambd)
         msgs.append(str(e.value))
     assert msgs[0] == msgs[1]
+
+
+@pytest.mark.parametrize("shape,mode,dtype,aa", [
+    ((1, 1, 4, 4), "nearest", "int64", False), ((2, 3, 4, 4), "bilinear", "int64", False),
+    ((1, 3, 4, 4), "bicubic", "int32", False), ((1, 3, 4, 4), "nearest-exact", "bool", False),
+    ((1, 3, 4, 4), "area", "uint8", False), ((1, 1, 2, 4, 4), "area", "int64", False),
+    ((1, 3, 4), "linear", "uint8", False), ((1, 3, 4), "nearest", "int8", False),
+    ((1, 1, 2, 4, 4), "trilinear", "int64", False), ((1, 1, 2, 4, 4), "nearest", "int64", False),
+    ((1, 1, 4, 4), "bilinear", "int64", True), ((1, 1, 4, 4), "bicubic", "float16", True),
+])
+def test_interpolate_refuses_the_dtypes_torch_refuses(shape, mode, dtype, aa):
+    # segmentation code resizing an integer label map: torch refuses it
+    # (hence the public `interpolate(target.float(), ...).long()`)
+    outs = []
+    for lib, F in ((torch, torch.nn.functional), (tracec, TFn)):
+        size = (8,) * (len(shape) - 2) if not aa else (2, 2)
+        outs.append(_outcome(lambda: F.interpolate(lib.zeros(shape, dtype=getattr(lib, dtype)),
+                                                   size=size, mode=mode, antialias=aa)))
+    assert outs[0] == outs[1]
+    assert outs[0][0] == "NotImplementedError"
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("kw", [dict(size=(7, 5)), dict(size=(13, 17)), dict(size=(9, 20)),
+                                dict(size=(3, 2), antialias=True),
+                                dict(size=(4, 4), antialias=True, align_corners=True),
+                                dict(scale_factor=(0.5, 1.7), antialias=True),
+                                dict(scale_factor=0.4, recompute_scale_factor=True)])
+def test_interpolate_uint8_bilinear_bicubic_like_torch(mode, kw):
+    # was: float results from wrong taps (bilinear) and zeros (antialiased)
+    a = (np.arange(2 * 3 * 9 * 11) * 37 % 256).astype(np.uint8).reshape(2, 3, 9, 11)
+    kw = {"align_corners": False, **kw}
+    want = torch.nn.functional.interpolate(torch.from_numpy(a), mode=mode, **kw)
+    got = TFn.interpolate(tracec.from_numpy(a), mode=mode, **kw)
+    assert got.dtype is tracec.uint8
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("kw", [dict(mode="bilinear", size=(4, 4), align_corners=True),
+                                dict(mode="bicubic", scale_factor=2.0)])
+def test_interpolate_uint8_taps_not_implemented_are_refused(kw):
+    # torch computes these; tracec refuses them rather than compute others
+    torch.nn.functional.interpolate(torch.zeros(1, 1, 4, 4, dtype=torch.uint8), **kw)
+    with pytest.raises(NotImplementedError, match="uint8 tensor"):
+        TFn.interpolate(tracec.zeros(1, 1, 4, 4, dtype=tracec.uint8), **kw)
