@@ -266,3 +266,14 @@ def test_interpolate_uint8_taps_not_implemented_are_refused(kw):
     torch.nn.functional.interpolate(torch.zeros(1, 1, 4, 4, dtype=torch.uint8), **kw)
     with pytest.raises(NotImplementedError, match="uint8 tensor"):
         TFn.interpolate(tracec.zeros(1, 1, 4, 4, dtype=tracec.uint8), **kw)
+
+
+@pytest.mark.parametrize("case", [
+    lambda lib, F: F.conv2d(lib.zeros(1, 1, 5, 5), lib.zeros(1, 1, 3, 3), dilation=6),
+    lambda lib, F: F.conv1d(lib.zeros(1, 1, 5), lib.zeros(1, 1, 3), dilation=3),
+    lambda lib, F: F.conv2d(lib.zeros(1, 1, 5, 5), lib.zeros(1, 1, 3, 3), dilation=(3, 1)),
+    lambda lib, F: F.conv2d(lib.zeros(1, 1, 2, 2), lib.zeros(1, 1, 3, 3)),
+])
+def test_dilated_conv_too_big_names_the_dilated_kernel_like_torch(case):
+    # ASPP's atrous convolutions on a too-small feature map
+    assert _outcome(lambda: case(tracec, TFn)) == _outcome(lambda: case(torch, torch.nn.functional))

@@ -128,10 +128,12 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, nsp, name):
     out = tuple((s + lo + hi - d * (k - 1) - 1) // st + 1
                 for s, lo, hi, k, st, d in zip(sp, low, high, kernel, stride, dilation))
     padded = tuple(s + lo + hi for s, lo, hi in zip(sp, low, high))
-    if any(p < d * (k - 1) + 1 for p, k, d in zip(padded, kernel, dilation)):
+    dilated = tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation))
+    if any(p < k for p, k in zip(padded, dilated)):
+        # (PyTorch reports the dilated kernel's extent)
         raise RuntimeError(f"Calculated padded input size per channel: "
                            f"({' x '.join(map(str, padded))}). Kernel size: "
-                           f"({' x '.join(map(str, kernel))}). Kernel size can't be greater "
+                           f"({' x '.join(map(str, dilated))}). Kernel size can't be greater "
                            "than actual input size")
     if (x.dtype in (dt.float32, dt.float64) and eager_direct(x) and eager_direct(weight)
             and (bias is None or eager_direct(bias))):
