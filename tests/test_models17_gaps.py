@@ -277,3 +277,18 @@ def test_interpolate_uint8_taps_not_implemented_are_refused(kw):
 def test_dilated_conv_too_big_names_the_dilated_kernel_like_torch(case):
     # ASPP's atrous convolutions on a too-small feature map
     assert _outcome(lambda: case(tracec, TFn)) == _outcome(lambda: case(torch, torch.nn.functional))
+
+
+@pytest.mark.parametrize("case", [
+    lambda lib, F: lib.mean(lib.tensor([1, 2])),
+    lambda lib, F: lib.tensor([True]).mean(),
+    lambda lib, F: lib.nanmean(lib.tensor([1, 2])),
+    lambda lib, F: F.adaptive_avg_pool2d(lib.zeros(1, 2, 4, 4, dtype=lib.int64), 1),
+    lambda lib, F: F.adaptive_avg_pool2d(lib.zeros(1, 2, 4, 4, dtype=lib.int64), 2),
+    lambda lib, F: F.adaptive_avg_pool1d(lib.zeros(1, 2, 4, dtype=lib.uint8), 2),
+    lambda lib, F: F.adaptive_avg_pool3d(lib.zeros(1, 2, 4, 4, 4, dtype=lib.int32), 2),
+    lambda lib, F: F.adaptive_avg_pool2d(lib.ones(1, 2, 4, 4), (None, 2)),
+])
+def test_integer_means_and_adaptive_pools_refused_like_torch(case):
+    # ASPP's image-pooling branch (AdaptiveAvgPool2d) fed an integer map
+    assert _outcome(lambda: case(tracec, TFn)) == _outcome(lambda: case(torch, torch.nn.functional))

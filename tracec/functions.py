@@ -588,7 +588,8 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
         input = _to(input, dt.to_dtype(dtype))
     if not (input.dtype.is_floating_point or input.dtype.category == 3):
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either "
-                           f"a floating point or complex dtype. Got: {input.dtype}")
+                           f"a floating point or complex dtype. Got: "
+                           f"{dt.scalar_type_name(input.dtype)}")
     axes = _dims(input, dim)
     n = math.prod(input.shape[a] for a in axes) if input.ndim else 1
     # A symbolic size (a symbolic trace) stays one: the count is a run-time value.

@@ -780,8 +780,14 @@ def _adaptive_avg_poolnd(input, output_size, nsp, name):
     size = output_size if isinstance(output_size, (list, tuple)) else (output_size,) * nsp
     if len(size) != nsp:
         raise RuntimeError(f"{name}: output_size must be {nsp} values, got {output_size}")
+    size = tuple(x.shape[2 + i] if o is None else int(o) for i, o in enumerate(size))
+    if not (x.dtype.is_floating_point or x.dtype.is_complex) and any(o != 1 for o in size):
+        # PyTorch's kernels (an all-ones output goes through mean(), whose
+        # own error then names the dtype)
+        kernel = "adaptive_avg_pool3d_cpu" if nsp == 3 else "adaptive_avg_pool2d"
+        raise NotImplementedError(f"\"{kernel}\" not implemented for "
+                                  f"'{dt.scalar_type_name(x.dtype)}'")
     for i, o in enumerate(size):
-        o = x.shape[2 + i] if o is None else int(o)
         x = _adaptive_avg(x, 2 + i, o)
     return _unbatch(x, unbatched)
 
