@@ -292,3 +292,26 @@ def test_dilated_conv_too_big_names_the_dilated_kernel_like_torch(case):
 def test_integer_means_and_adaptive_pools_refused_like_torch(case):
     # ASPP's image-pooling branch (AdaptiveAvgPool2d) fed an integer map
     assert _outcome(lambda: case(tracec, TFn)) == _outcome(lambda: case(torch, torch.nn.functional))
+
+
+@pytest.mark.parametrize("case", [
+    lambda lib, F, x: F.avg_pool2d(x, 2),
+    lambda lib, F, x: F.avg_pool2d(x, 2, 1),
+    lambda lib, F, x: F.avg_pool2d(x, 2, 2, 1),
+    lambda lib, F, x: F.avg_pool2d(x, 2, 2, 1, count_include_pad=False),
+    lambda lib, F, x: F.avg_pool2d(x, 3, 1, 1, divisor_override=2),
+    lambda lib, F, x: F.avg_pool2d(x, 2, ceil_mode=True),
+    lambda lib, F, x: F.avg_pool1d(x[0, 0], 2),
+    lambda lib, F, x: F.avg_pool3d(x[None].repeat(1, 1, 2, 1, 1), 2),
+    lambda lib, F, x: F.avg_pool2d(x.to(lib.int32), 2),
+    lambda lib, F, x: F.avg_pool3d(x[None].to(lib.uint8), 1),
+    lambda lib, F, x: F.avg_pool1d(x[0].bool(), 2),
+])
+def test_integer_avg_pool_like_torch(case):
+    # int64 windows average as C++ integers (truncated toward zero); other
+    # integer dtypes are refused by torch's kernels
+    outs = []
+    for lib, F in ((torch, torch.nn.functional), (tracec, TFn)):
+        x = lib.tensor([[[[1, 2, -7], [3, 5, 0], [9, -4, 2]]]])
+        outs.append(_outcome(lambda: case(lib, F, x)))
+    assert outs[0] == outs[1]

@@ -694,9 +694,20 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                 divisor_override, nsp, name):
+    if isinstance(input, Tensor) and not input.dtype.is_floating_point:
+        if input.dtype is not dt.int64:
+            # PyTorch's CPU kernels take floating types and int64 only
+            kernel = "avg_pool3d_out_frame" if nsp == 3 else "avg_pool2d"
+            raise NotImplementedError(f"\"{kernel}\" not implemented for "
+                                      f"'{dt.scalar_type_name(input.dtype)}'")
+        # int64: each window's sum divided as C++ integers do (truncated
+        # toward zero, as the cast back truncates); float64 holds the sums
+        # and quotients exactly enough (|sum| < 2**53) for that to be the
+        # integer quotient
+        y = _avg_poolnd(ops.cast(input, dt.float64), kernel_size, stride, padding, ceil_mode,
+                        count_include_pad, divisor_override, nsp, name)
+        return ops.cast(y, dt.int64)
     x, unbatched = _batched(input, nsp, name)
-    if not x.dtype.is_floating_point:
-        raise RuntimeError(f"{name}: expected a floating point input, got {x.dtype}")
     kernel, stride, padding, _, out, extra = _pool_geometry(
         x, kernel_size, stride, padding, 1, ceil_mode, nsp, name)
     ones = (1,) * nsp
