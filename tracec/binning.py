@@ -69,16 +69,27 @@ def histc(input, bins=100, min=0, max=0):  # noqa: A002
 def bincount(input, weights=None, minlength=0):  # noqa: A002
     """Eager only: the output's length is the input's largest value + 1."""
     x = tensor_arg(input, "bincount")
-    if x.ndim != 1 or x.dtype.is_floating_point or x.dtype is dt.bool_:
+    # PyTorch's order: the input's dtype (its dispatch), minlength, the
+    # input's rank and values, then the weights' shape
+    if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype is dt.bool_:
+        raise NotImplementedError(f"\"bincount_cpu\" not implemented for "
+                                  f"'{dt.scalar_type_name(x.dtype)}'")
+    if minlength < 0:
+        raise RuntimeError("minlength should be >= 0")
+    if x.ndim != 1:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     a = concrete(x, "bincount() (eager only: its size depends on the values)")
     if a.size and a.min() < 0:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     if weights is None:
         return Tensor._make(np.bincount(a, minlength=minlength).astype(np.int64), dt.int64)
+    if weights.ndim != 1 or weights.shape[0] != a.shape[0]:
+        raise RuntimeError("weights should be 1-d and have the same length as input")
     w = concrete(weights, "bincount() (eager only)")
-    d = weights.dtype if weights.dtype.is_floating_point else dt.float64
-    return Tensor._make(np.bincount(a, weights=w, minlength=minlength).astype(d.np), d)
+    # float32 weights count in float32; any other dtype in float64
+    d = dt.float32 if weights.dtype is dt.float32 else dt.float64
+    return Tensor._make(np.bincount(a, weights=w.astype(np.float64), minlength=minlength)
+                        .astype(d.np), d)
 
 
 Tensor.histc = histc

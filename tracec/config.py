@@ -25,7 +25,7 @@ import numpy as np
 from tracec import autograd, graph
 from tracec import dtypes as dt
 from tracec.device import device as _device
-from tracec.tensor import Tensor
+from tracec.tensor import INFERENCE, Tensor
 
 __all__ = ["pi", "e", "inf", "nan", "newaxis", "finfo", "iinfo", "promote_types", "can_cast",
            "is_complex", "is_nonzero", "is_same_size", "typename",
@@ -308,12 +308,12 @@ class inference_mode:  # noqa: N801
         self.prev = (graph.is_grad_enabled(), _flags["inference"])
         if self.mode:
             graph._set_grad(False)
-        _flags["inference"] = self.mode
+        _flags["inference"] = INFERENCE[0] = self.mode   # tensors made now: inference tensors
         return self
 
     def __exit__(self, *exc):
         graph._set_grad(self.prev[0])
-        _flags["inference"] = self.prev[1]
+        _flags["inference"] = INFERENCE[0] = self.prev[1]
         return False
 
     def __call__(self, fn):

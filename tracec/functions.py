@@ -592,7 +592,8 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
         input = _to(input, dt.to_dtype(dtype))
     if not (input.dtype.is_floating_point or input.dtype.category == 3):
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either "
-                           f"a floating point or complex dtype. Got: {input.dtype}")
+                           f"a floating point or complex dtype. Got: "
+                           f"{dt.scalar_type_name(input.dtype)}")
     axes = _dims(input, dim)
     n = math.prod(input.shape[a] for a in axes) if input.ndim else 1
     # A symbolic size (a symbolic trace) stays one: the count is a run-time value.
@@ -700,13 +701,17 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
                   "StdBackward0")
 
 
-def _stop_max(x, axes):
+def _stop_max(x, axes, keep_inf=False):
     """max over ``axes`` (kept), as a constant; infinities become 0 so that
-    ``x - m`` stays finite.  The gradient through it cancels exactly."""
+    ``x - m`` stays finite (``keep_inf``: only -inf, as PyTorch's softmax
+    kernels shift by a +inf max, which makes that slice NaN).  The gradient
+    through it cancels exactly."""
     keep = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
     if any(x.shape[a] == 0 for a in axes):  # nothing to reduce: no shift needed
         return ops.full(keep, 0.0, x.dtype, like=x)
     m = ops.reshape(ops.reduce_max(x.detach() if isinstance(x, Tensor) else x, axes), keep)
+    if keep_inf:
+        return ops.where(ops.eq(m, float("-inf")), 0.0, m)
     return ops.where(ops.eq(ops.abs_(m), float("inf")), 0.0, m)
 
 
@@ -724,7 +729,7 @@ def softmax(input, dim, dtype=None):
     if dtype is not None:
         input = _to(input, dt.to_dtype(dtype))
     axes = _dims(input, dim)
-    e = ops.exp(ops.sub(input, _stop_max(input, axes)))
+    e = ops.exp(ops.sub(input, _stop_max(input, axes, keep_inf=True)))
     s = ops.reshape(ops.reduce_sum(e, axes), tuple(1 if i in axes else n
                                                     for i, n in enumerate(input.shape)))
     return _named(ops.div(e, s), "SoftmaxBackward0")
@@ -742,7 +747,7 @@ def log_softmax(input, dim, dtype=None):
 
 
 def _log_softmax_prims(input, axes):
-    z = ops.sub(input, _stop_max(input, axes))
+    z = ops.sub(input, _stop_max(input, axes, keep_inf=True))
     lse = ops.log(ops.reduce_sum(ops.exp(z), axes))
     y = ops.sub(z, ops.reshape(lse, tuple(1 if i in axes else n
                                           for i, n in enumerate(input.shape))))
@@ -774,7 +779,7 @@ def _log_softmax_eager():
             xd = x._data
             keep = tuple(1 if i in axes else d for i, d in enumerate(xd.shape))
             m = red.reduce_max_p.impl(xd, axes=axes).reshape(keep)
-            m = ew._where_impl(np.abs(m) == np.inf, np.zeros((), m.dtype), m)
+            m = ew._where_impl(m == -np.inf, np.zeros((), m.dtype), m)
             z = ew.sub_p.impl(xd, m)
             e = ew.exp_p.impl(z)
             total = red.reduce_sum_p.impl(e, axes=axes)

@@ -379,10 +379,10 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
     (``autograd.grad``).
     """
     start = []
-    for t, g in zip(roots, grads):
+    for i, (t, g) in enumerate(zip(roots, grads)):
         e = edge_of(t)
         if e is None:
-            raise RuntimeError("element 0 of tensors does not require grad and does not "
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not "
                                "have a grad_fn")
         start.append((e, g))
     # Count, for each node, how many edges from reachable nodes point at it.

@@ -47,6 +47,33 @@ _OPAQUE = (type, types.ModuleType, types.BuiltinFunctionType, types.MethodWrappe
 _MISSING = ("<unbound>",)
 
 
+#: Random generator objects a program keeps as state (not the global
+#: ones: GlobalRNGs watches those).
+_GENERATORS = (np.random.Generator, np.random.RandomState, np.random.BitGenerator,
+               _pyrandom.Random)
+
+
+def _frozen(v):
+    """A generator state (nested dicts, lists, arrays) as comparable tuples."""
+    if isinstance(v, dict):
+        return tuple((k, _frozen(v[k])) for k in sorted(v))
+    if isinstance(v, (list, tuple)):
+        return tuple(_frozen(e) for e in v)
+    if isinstance(v, np.ndarray):
+        return v.tobytes()
+    return v
+
+
+def _generator_state(x):
+    if isinstance(x, np.random.Generator):
+        return _frozen(x.bit_generator.state)
+    if isinstance(x, np.random.BitGenerator):
+        return _frozen(x.state)
+    if isinstance(x, np.random.RandomState):
+        return _frozen(x.get_state())
+    return x.getstate()
+
+
 class _Snapshot:
     """One snapshot walk; ``tensors`` collects the tensors it saw (kept
     alive by the guard, so the identities it compares stay unique)."""
@@ -68,6 +95,11 @@ class _Snapshot:
         if isinstance(x, np.ndarray):
             content = x.tobytes() if x.size <= SMALL_ARRAY else None
             return ("A", id(x), x.shape, x.dtype.str, content)
+        if isinstance(x, _GENERATORS):
+            # a generator object's draws are Python side effects too: its
+            # state tells whether a traced call drew from it (a noise array
+            # from np.random.default_rng() that the trace would bake in)
+            return ("R", id(x), _generator_state(x))
         if isinstance(x, _OPAQUE) or depth <= 0 or getattr(tx, "_tracec_opaque", False):
             return ("O", id(x))
         if isinstance(x, (types.FunctionType, types.MethodType)):

@@ -66,7 +66,9 @@ def bernoulli_(self, p=0.5, *, generator=None):
 def exponential_(self, lambd=1.0, *, generator=None):
     _floating(self, "exponential_")
     if not lambd > 0:
-        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
+        # (the number as C++ prints a double: 0, -1.5, -1e-07)
+        raise RuntimeError("exponential_ expects lambda > 0.0, but found "
+                           f"lambda={float(lambd):g}")
     with graph.no_grad():
         # 1 - u lies in (0, 1]: the log is finite.
         x = ops.div(ops.log(ops.sub(1.0, _uniform(self, generator))), -float(lambd))

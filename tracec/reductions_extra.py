@@ -94,7 +94,7 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     x = tensor_arg(input, "nanmean")
     if not x.dtype.is_floating_point:
         raise RuntimeError("nanmean(): expected input to have floating point or complex dtype "
-                           f"but got {x.dtype}")
+                           f"but got {dt.scalar_type_name(x.dtype)}")
     n = F.sum(_not_nan(x), dim, keepdim)
     return ops.div(nansum(x, dim, keepdim, dtype=dtype), ops.cast(n, x.dtype if dtype is None
                                                                   else dt.to_dtype(dtype)))

@@ -163,11 +163,14 @@ def _resize(self, *sizes, size=None, memory_format=None):
             new = S.cat([new, self.new_zeros(n - k)])
         return _rebind(self, S.reshape(new, tuple(size)), "resize_")
     if n == self._data.size and self._data.flags.c_contiguous:
+        if tuple(size) != self._data.shape:
+            self._version[0] += 1     # a new shape counts as a write, as in PyTorch
         self._data = self._data.reshape(size)
         return self
     old = self._data.reshape(-1)
     if n <= old.size and self._base is None and self._data.flags.c_contiguous:
         self._data = old[:n].reshape(size)  # the same storage, as PyTorch keeps it
+        self._version[0] += 1
         return self
     new = np.zeros(n, self.dtype.np)
     k = min(n, old.size)

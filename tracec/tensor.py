@@ -113,6 +113,31 @@ _new_object = object.__new__
 _PY_SCALARS = frozenset((int, float, bool))
 
 
+#: Whether ``inference_mode`` is on (``tracec.config.inference_mode`` sets it).
+INFERENCE = [False]
+INFERENCE_INPLACE = ("Inplace update to inference tensor outside InferenceMode is not allowed."
+                     "You can make a clone to get a normal tensor before doing inplace update."
+                     "See https://github.com/pytorch/rfcs/pull/17 for more details.")
+
+
+class InferenceVersion(list):
+    """The version box of an inference tensor: one made while
+    ``inference_mode`` was on, and the views, ``detach()`` aliases and
+    ``.data`` of it (they share or copy the box, so ``is_inference`` is
+    ``type(t._version) is InferenceVersion``).  As PyTorch's inference
+    tensors, it refuses any in-place update outside ``inference_mode``: a
+    bump of the box is the one step every in-place path takes, after its
+    write, which is when PyTorch raises too (its ADInplaceOrView kernel
+    bumps the version after the op: the data is written, then refused)."""
+
+    __slots__ = ()
+
+    def __setitem__(self, i, v):
+        if not INFERENCE[0]:
+            raise RuntimeError(INFERENCE_INPLACE)
+        list.__setitem__(self, i, v)
+
+
 def _new_tensor(data: np.ndarray, dtype: dt.DType) -> Tensor:
     # Every field of a new tensor, set inline (the eager hot path).
     t = _new_object(Tensor)
@@ -123,7 +148,7 @@ def _new_tensor(data: np.ndarray, dtype: dt.DType) -> Tensor:
     t._birth = EPOCH[0]
     t._node = None
     t._accum = None
-    t._version = [0]
+    t._version = InferenceVersion((0,)) if INFERENCE[0] else [0]
     t._base = None
     t._view_chain = None
     t._view_version = 0
@@ -428,7 +453,7 @@ class Tensor:
         # optimizer's ``p.data.add_``) is hidden from autograd, so the saved
         # tensors of the ops that read ``self`` stay valid.
         t = self.detach()
-        t._version = [0]
+        t._version = [0] if type(self._version) is list else InferenceVersion((0,))
         return t
 
     @data.setter

@@ -25,7 +25,8 @@ from tracec.shape_ops import contiguous as _contiguous
 from tracec.tensor import Tensor
 
 __all__ = ["layout", "strided", "sparse_coo", "memory_format", "contiguous_format",
-           "channels_last", "channels_last_3d", "preserve_format", "is_signed",
+           "channels_last", "channels_last_3d", "preserve_format", "legacy_contiguous_format",
+           "is_signed",
            "get_device", "is_inference", "UntypedStorage"]
 
 
@@ -61,6 +62,9 @@ contiguous_format = memory_format("contiguous_format")
 channels_last = memory_format("channels_last")
 channels_last_3d = memory_format("channels_last_3d")
 preserve_format = memory_format("preserve_format")
+# PyTorch's name for the format F.gumbel_softmax and older code pass to
+# zeros_like: the same object as contiguous_format
+legacy_contiguous_format = contiguous_format
 
 # The dimension order, outermost first, of each format's dense layout.
 _ORDERS = {channels_last: (4, (0, 2, 3, 1)), channels_last_3d: (5, (0, 2, 3, 4, 1))}
@@ -215,7 +219,10 @@ def get_device(input) -> int:
 
 
 def is_inference(input) -> bool:
-    return False
+    """Whether ``input`` was made under ``inference_mode`` (or is a view or
+    alias of such a tensor): its version box says so."""
+    from tracec.tensor import InferenceVersion
+    return type(input._version) is InferenceVersion
 
 
 def _is_set_to(self, tensor) -> bool:

@@ -414,6 +414,25 @@ def test_python_and_numpy_randomness_is_an_error(draw):
         f(tracec.ones(1))
 
 
+NOISE_GEN = np.random.default_rng(0)
+
+
+def test_generator_object_drawn_inside_the_call_is_guarded_by_its_state():
+    # row 23c: a global np.random.Generator (public code's numpy noise) is
+    # not np.random's global state; its state is the guard, so the first
+    # call's draw is never replayed
+    def f(x):
+        return x + tracec.from_numpy(NOISE_GEN.random(3).astype(np.float32))
+    comp = tracec.compile(f, backend="interp", fallback="eager")
+    for _ in range(4):
+        state = NOISE_GEN.bit_generator.state
+        want = f(tracec.zeros(3)).tolist()
+        NOISE_GEN.bit_generator.state = state
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert comp(tracec.zeros(3)).tolist() == want
+
+
 def test_fallback_eager_runs_side_effects_every_call():
     history = []
 

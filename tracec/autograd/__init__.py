@@ -125,9 +125,9 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
         grad_tensors = [grad_tensors]
     if retain_graph is None:
         retain_graph = create_graph
-    for t in tensors:
+    for i, t in enumerate(tensors):
         if not t.requires_grad:
-            raise RuntimeError("element 0 of tensors does not require grad and does not have "
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not have "
                                "a grad_fn")
     grads = [_seed(t, g, create_graph) for t, g in zip(tensors, grad_tensors)]
     afters = [listener(tensors, grads, inputs, create_graph)
@@ -172,13 +172,15 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         grad_outputs = [grad_outputs]
     if retain_graph is None:
         retain_graph = create_graph
+    # torch checks the outputs (naming the first that has no graph) before
+    # the inputs: under no_grad it is the outputs' error that is raised
+    for i, o in enumerate(outputs):
+        if not o.requires_grad:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not have "
+                               "a grad_fn")
     for x in inputs:
         if not x.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
-    for o in outputs:
-        if not o.requires_grad:
-            raise RuntimeError("element 0 of tensors does not require grad and does not have "
-                               "a grad_fn")
     grads = [_seed(o, g, create_graph) for o, g in zip(outputs, grad_outputs)]
     afters = [listener(outputs, grads, GRAD_CALL, create_graph)
               for listener in list(BACKWARD_LISTENERS)]

@@ -129,10 +129,12 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, nsp, name):
     out = tuple((s + lo + hi - d * (k - 1) - 1) // st + 1
                 for s, lo, hi, k, st, d in zip(sp, low, high, kernel, stride, dilation))
     padded = tuple(s + lo + hi for s, lo, hi in zip(sp, low, high))
-    if any(p < d * (k - 1) + 1 for p, k, d in zip(padded, kernel, dilation)):
+    dilated = tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation))
+    if any(p < k for p, k in zip(padded, dilated)):
+        # (PyTorch reports the dilated kernel's extent)
         raise RuntimeError(f"Calculated padded input size per channel: "
                            f"({' x '.join(map(str, padded))}). Kernel size: "
-                           f"({' x '.join(map(str, kernel))}). Kernel size can't be greater "
+                           f"({' x '.join(map(str, dilated))}). Kernel size can't be greater "
                            "than actual input size")
     if (x.dtype in (dt.float32, dt.float64) and eager_direct(x) and eager_direct(weight)
             and (bias is None or eager_direct(bias))):
@@ -719,9 +721,20 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                 divisor_override, nsp, name):
+    if isinstance(input, Tensor) and not input.dtype.is_floating_point:
+        if input.dtype is not dt.int64:
+            # PyTorch's CPU kernels take floating types and int64 only
+            kernel = "avg_pool3d_out_frame" if nsp == 3 else "avg_pool2d"
+            raise NotImplementedError(f"\"{kernel}\" not implemented for "
+                                      f"'{dt.scalar_type_name(input.dtype)}'")
+        # int64: each window's sum divided as C++ integers do (truncated
+        # toward zero, as the cast back truncates); float64 holds the sums
+        # and quotients exactly enough (|sum| < 2**53) for that to be the
+        # integer quotient
+        y = _avg_poolnd(ops.cast(input, dt.float64), kernel_size, stride, padding, ceil_mode,
+                        count_include_pad, divisor_override, nsp, name)
+        return ops.cast(y, dt.int64)
     x, unbatched = _batched(input, nsp, name)
-    if not x.dtype.is_floating_point:
-        raise RuntimeError(f"{name}: expected a floating point input, got {x.dtype}")
     kernel, stride, padding, _, out, extra = _pool_geometry(
         x, kernel_size, stride, padding, 1, ceil_mode, nsp, name)
     ones = (1,) * nsp
@@ -805,8 +818,14 @@ def _adaptive_avg_poolnd(input, output_size, nsp, name):
     size = output_size if isinstance(output_size, (list, tuple)) else (output_size,) * nsp
     if len(size) != nsp:
         raise RuntimeError(f"{name}: output_size must be {nsp} values, got {output_size}")
+    size = tuple(x.shape[2 + i] if o is None else int(o) for i, o in enumerate(size))
+    if not (x.dtype.is_floating_point or x.dtype.is_complex) and any(o != 1 for o in size):
+        # PyTorch's kernels (an all-ones output goes through mean(), whose
+        # own error then names the dtype)
+        kernel = "adaptive_avg_pool3d_cpu" if nsp == 3 else "adaptive_avg_pool2d"
+        raise NotImplementedError(f"\"{kernel}\" not implemented for "
+                                  f"'{dt.scalar_type_name(x.dtype)}'")
     for i, o in enumerate(size):
-        o = x.shape[2 + i] if o is None else int(o)
         x = _adaptive_avg(x, 2 + i, o)
     return _unbatch(x, unbatched)
 

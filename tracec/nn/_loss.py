@@ -58,7 +58,7 @@ def _pointwise(name, fn):
             warnings.warn(f"Using a target size ({target.shape}) that is different to "
                           f"the input size ({input.shape}). This will likely lead to "
                           "incorrect results due to broadcasting. Please ensure they have the "
-                          "same size.", stacklevel=2)
+                          "same size.", stacklevel=TF.user_stacklevel())  # past tracec's wrappers
         reduction = _reduction(reduction, size_average, reduce)
         out = fn(input, target)
         if weight is None:
@@ -133,12 +133,15 @@ def _nll(input: Tensor, target: Tensor, weight, ignore_index: int):
     """Per-element losses and weights (0 where ignored), shaped like target."""
     ignored = ops.eq(target, ignore_index)
     safe = ops.where(ignored, 0, target)
-    # A negative class would wrap around in gather (classes past the end
-    # fail there): PyTorch's IndexError in eager mode, a recorded check
-    # while tracing (so that a compiled call checks its own targets).
+    # A negative class would wrap around in gather, and one past the end
+    # would fail there with gather's message: PyTorch's IndexError (naming
+    # the first bad target) in eager mode, a recorded check while tracing
+    # (so that a compiled call checks its own targets).
+    n_classes = input.shape[1]
     if RECORDERS:
         safe = ops.check(safe, ops.ge(safe, 0), "Target is out of bounds (negative).")
-    elif (v := target._data).size and (bad := v[(v < 0) & (v != ignore_index)]).size:
+    elif (v := target._data).size and (
+            bad := v[((v < 0) | (v >= n_classes)) & (v != ignore_index)]).size:
         raise IndexError(f"Target {bad.flat[0]} is out of bounds.")
     idx = ops.reshape(safe, (target.shape[0], 1) + tuple(target.shape[1:]))
     picked = ops.reshape(ops.gather(input, idx, 1), tuple(target.shape))

@@ -272,6 +272,53 @@ def _resize_axis(x, axis, out_size, scale, mode, align_corners):
     return TF.add(TF.mul(a, TF.sub(1.0, w1)), TF.mul(b, w1))
 
 
+def _check_kernel_dtype(x, mode, antialias):
+    """The dtypes PyTorch's CPU resampling kernels take, refused with their
+    NotImplementedError (the kernel's name, as PyTorch's dispatch names it):
+    floating types everywhere (not half / bfloat16 when antialiased), uint8
+    also for nearest, bilinear and bicubic, nothing else."""
+    d = x.dtype
+    if d.is_floating_point and not (antialias and d in (dt.float16, dt.bfloat16)):
+        return
+    if d is dt.uint8 and mode in ("nearest", "nearest-exact", "bilinear", "bicubic"):
+        return
+    if antialias:
+        kernel = "compute_index_ranges_weights"
+    elif mode == "area":
+        kernel = "adaptive_avg_pool3d_cpu" if x.ndim == 5 else "adaptive_avg_pool2d"
+    elif mode in ("nearest", "nearest-exact"):
+        kernel = "upsample_nearest2d_channels_last" if x.ndim == 4 else \
+            "compute_indices_weights_nearest"
+    elif mode == "bilinear" and x.ndim == 4:
+        kernel = "upsample_bilinear2d_channels_last"
+    elif mode == "bicubic":
+        kernel = "compute_indices_weights_cubic"
+    elif mode in ("linear", "trilinear"):
+        kernel = "compute_indices_weights_linear"
+    else:
+        return   # a mode or rank error comes first
+    raise NotImplementedError(f"\"{kernel}\" not implemented for '{dt.scalar_type_name(d)}'")
+
+
+def _uint8_fixed_point(x, sizes, scales, mode, align_corners, antialias):
+    """uint8 bilinear / bicubic as PyTorch's CPU kernel computes it
+    (Pillow's fixed-point passes, ``vision.transforms._resize``), eager
+    only.  Not implemented (refused rather than computed differently): the
+    non-antialiased taps with align_corners=True, and plain bicubic's with a
+    scale factor."""
+    from tracec.tensor import concrete
+    from tracec.vision.transforms._resize import resize_uint8
+    if not antialias and (align_corners or (mode == "bicubic" and any(
+            s is not None for s in scales))):
+        what = "align_corners=True" if align_corners else "a scale_factor"
+        raise NotImplementedError(f"tracec: interpolate(mode='{mode}') of a uint8 tensor with "
+                                  f"{what} is not supported; convert the input to float first")
+    a = concrete(x, f"interpolate(mode='{mode}') of a uint8 tensor (eager only)")
+    out = resize_uint8(a, tuple(int(s) for s in sizes), mode, antialias, tuple(scales),
+                       bool(align_corners))
+    return Tensor._make(out, dt.uint8)
+
+
 def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
                 align_corners=None, recompute_scale_factor=None, antialias: bool = False):
     """``torch.nn.functional.interpolate`` for modes nearest, nearest-exact,
@@ -316,6 +363,7 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
     if antialias and not (mode in ("bilinear", "bicubic", "lanczos") and input.ndim == 4):
         raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos "
                          "modes and requires a 4-D tensor as input")
+    _check_kernel_dtype(input, mode, antialias)
     if mode == "area":   # PyTorch: adaptive average pooling to the output size
         from tracec.nn import functional as F
         pool = {3: F.adaptive_avg_pool1d, 4: F.adaptive_avg_pool2d,
@@ -342,6 +390,8 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
             raise RuntimeError(f"Input and output sizes should be greater than 0, but got input "
                                f"({', '.join(map(str, input.shape[2:]))}) and output "
                                f"({', '.join(map(str, sizes))})")
+    if input.dtype is dt.uint8 and mode in ("bilinear", "bicubic"):
+        return _uint8_fixed_point(input, sizes, scales, mode, align_corners, antialias)
     y = input
     resize = _resize_axis_aa if antialias else _resize_axis
     for i, (n, s) in enumerate(zip(sizes, scales)):

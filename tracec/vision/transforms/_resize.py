@@ -45,12 +45,14 @@ def _plain_bicubic_weights(n_in: int, n_out: int) -> np.ndarray:
     return w
 
 
-def _int16_taps(n_in: int, n_out: int, mode: str, antialias: bool):
+def _int16_taps(n_in: int, n_out: int, mode: str, antialias: bool, scale=None,
+                align_corners: bool = False):
     """ATen's fixed-point taps for uint8 images: the float taps scaled by
     2**p (p as large as keeps the biggest tap below 2**15) and rounded half
-    away from zero, and p."""
+    away from zero, and p.  (``scale``, ``align_corners``: interpolate's,
+    for bilinear taps.)"""
     w = _plain_bicubic_weights(n_in, n_out) if mode == "bicubic" and not antialias \
-        else aa_weights(n_in, n_out, mode, antialias)
+        else aa_weights(n_in, n_out, mode, antialias, scale, align_corners)
     w_max = w.max()
     p = 0
     while p < 22 and int(0.5 + w_max * (1 << (p + 1))) < (1 << 15):
@@ -59,19 +61,24 @@ def _int16_taps(n_in: int, n_out: int, mode: str, antialias: bool):
     return taps, p
 
 
-def _fixed_point_pass(x: np.ndarray, n_out: int, mode: str, antialias: bool) -> np.ndarray:
-    taps, p = _int16_taps(x.shape[-1], n_out, mode, antialias)
+def _fixed_point_pass(x: np.ndarray, n_out: int, mode: str, antialias: bool, scale=None,
+                      align_corners: bool = False) -> np.ndarray:
+    taps, p = _int16_taps(x.shape[-1], n_out, mode, antialias, scale, align_corners)
     acc = x.astype(np.int64) @ taps.T + (1 << (p - 1))
     return np.clip(acc >> p, 0, 255).astype(np.uint8)
 
 
-def resize_uint8(img: np.ndarray, size, mode: str, antialias: bool) -> np.ndarray:
+def resize_uint8(img: np.ndarray, size, mode: str, antialias: bool, scales=(None, None),
+                 align_corners: bool = False) -> np.ndarray:
     """``img`` (uint8, [..., H, W]) resized as ATen's native uint8 CPU
-    kernel does (torchvision's v2 ``resize`` on uint8 tensors): a horizontal
-    then a vertical pass, each in fixed point and rounded to uint8."""
+    kernel does (torchvision's v2 ``resize`` on uint8 tensors, and
+    ``interpolate`` of uint8 tensors): a horizontal then a vertical pass,
+    each in fixed point and rounded to uint8.  ``scales``: interpolate's
+    (h, w) scale factors (None: from the sizes)."""
     h, w = size
     if w != img.shape[-1]:
-        img = _fixed_point_pass(img, w, mode, antialias)
+        img = _fixed_point_pass(img, w, mode, antialias, scales[1], align_corners)
     if h != img.shape[-2]:
-        img = np.swapaxes(_fixed_point_pass(np.swapaxes(img, -1, -2), h, mode, antialias), -1, -2)
+        img = np.swapaxes(_fixed_point_pass(np.swapaxes(img, -1, -2), h, mode, antialias,
+                                            scales[0], align_corners), -1, -2)
     return np.ascontiguousarray(img)
