@@ -350,3 +350,19 @@ def test_integer_arange_as_aten():
                     tracec.arange(s, e, st, dtype=getattr(tracec, d))
                 continue
             assert tracec.arange(s, e, st, dtype=getattr(tracec, d)).tolist() == want, (s, e, st)
+
+
+def test_namespaces_reachable_as_after_import_torch():
+    """torch.nn.attention, torch.nn.modules.utils, torch.nn.common_types and
+    torch.utils._pytree are attributes after ``import torch``; tracec.nn's
+    ``attention`` and ``utils`` were ``modules.attention`` / ``modules.utils``
+    (brought in by a star import under the same names)."""
+    import subprocess
+    import sys
+    code = ("import tracec as torch\n"
+            "with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH): pass\n"
+            "assert torch.nn.modules.utils._pair(3) == (3, 3)\n"
+            "torch.nn.utils.clip_grad_value_([torch.ones(2, requires_grad=True)], 1.0)\n"
+            "torch.nn.common_types._size_2_t\n"
+            "assert torch.utils._pytree.tree_map(lambda v: v + 1, [1, (2,)]) == [2, (3,)]\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -10,6 +10,13 @@ from tracec.nn.parameter import (Buffer, Parameter, UninitializedBuffer,  # noqa
 from tracec.nn.modules import *  # noqa: F401,F403
 from tracec.nn.modules import Module  # noqa: F401
 from tracec.nn import functional, init, utils  # noqa: F401
+# The packages, not ``modules.attention`` / ``modules.utils``, which the star
+# import above brings in under the same names (``from tracec.nn import utils``
+# would return that attribute): as after ``import torch``.
+import importlib as _importlib  # noqa: E402
+attention = _importlib.import_module("tracec.nn.attention")
+utils = _importlib.import_module("tracec.nn.utils")
+from tracec.nn import common_types  # noqa: F401,E402
 from tracec.nn import modules  # noqa: F401
 from tracec.nn import parallel  # noqa: F401,E402
 from tracec.nn._linear_cross_entropy import LinearCrossEntropyOptions  # noqa: F401,E402
