@@ -808,7 +808,11 @@ _FIELDS = tuple(n for n in Tensor.__slots__ if not n.startswith("__"))
 
 def scalar_key(value, dtype: dt.DType) -> tuple:
     """A cache key for a scalar operand: -0.0 equals (and hashes as) 0.0,
-    but ``x.mul_(-0.0)`` flips the signs of the zeros it makes."""
+    but ``x.mul_(-0.0)`` flips the signs of the zeros it makes; a complex
+    scalar's parts carry their signs the same way (``1-0j == 1+0j``)."""
+    if isinstance(value, (complex, np.complexfloating)):
+        return (type(value), value, dtype.name,
+                bool(np.signbit(value.real)), bool(np.signbit(value.imag)))
     if value == 0 and not isinstance(value, (int, np.integer, np.bool_)) and np.signbit(value):
         return (type(value), value, dtype.name, "-0")
     return (type(value), value, dtype.name)

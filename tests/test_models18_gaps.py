@@ -1,0 +1,77 @@
+"""Gaps found by the models18 public programs (time-series and long-sequence
+models), each compared with torch."""
+import re
+
+import pytest
+import torch
+
+import tracec
+
+
+def _err(fn):
+    try:
+        fn()
+    except Exception as e:      # noqa: BLE001 - the type and message are what is compared
+        return type(e).__name__, str(e)
+    return None
+
+
+def test_complex_python_scalar_with_zero_part_promotes_like_torch():
+    # FEDformer/S4-style `torch.arange(n) + 0j`: a complex zero operand
+    for v in (0j, -0j, complex(0.0, -0.0), complex(-0.0, 0.0), 1 + 2j):
+        want = torch.arange(3) + v
+        got = tracec.arange(3) + v
+        assert str(got.dtype) == str(want.dtype).replace("torch.", "tracec.")
+        assert torch.view_as_real(want).tolist() == tracec.view_as_real(got).tolist()
+    # the operand cache keeps the parts' signs apart (1-0j == 1+0j in Python)
+    for v in (complex(1.0, -0.0), complex(1.0, 0.0), complex(-0.0, 2.0), complex(0.0, 2.0)):
+        want = torch.view_as_real(torch.tensor([0.0, -2.0]) * v)
+        got = tracec.view_as_real(tracec.tensor([0.0, -2.0]) * v)
+        assert [[str(a) for a in r] for r in got.tolist()] == [[str(a) for a in r] for r in want.tolist()]
+
+
+def test_autograd_grad_inputs_like_torch():
+    def run(lib, inputs, **kw):
+        x = lib.ones(2, requires_grad=True)
+        y = lib.ones(2, requires_grad=True)
+        out = (x * 2 + y * 3).sum()
+        return lib.autograd.grad(out, inputs(x, y), **kw)
+
+    for lib in (torch, tracec):
+        got = run(lib, lambda x, y: {"a": x, "b": y})
+        assert list(got) == ["a", "b"] and got["a"].tolist() == [2.0, 2.0] and got["b"].tolist() == [3.0, 3.0]
+    assert _err(lambda: run(tracec, lambda x, y: [])) == _err(lambda: run(torch, lambda x, y: [])) == \
+        ("RuntimeError", "`inputs` argument to `grad()` cannot be empty.")
+    kw = dict(allow_unused=False, materialize_grads=True)
+    assert _err(lambda: run(tracec, lambda x, y: x, **kw)) == _err(lambda: run(torch, lambda x, y: x, **kw))
+    assert _err(lambda: run(tracec, lambda x, y: x, **kw))[0] == "ValueError"
+    from types import MappingProxyType
+    assert _err(lambda: run(tracec, lambda x, y: MappingProxyType({"a": x}))) == \
+        _err(lambda: run(torch, lambda x, y: MappingProxyType({"a": x})))
+
+
+def test_backward_inputs_accumulate_only_into_inputs_like_torch():
+    def run(lib):
+        x = lib.ones(2, requires_grad=True)
+        y = lib.ones(2, requires_grad=True)
+        out = (x * 2 + y * 3).sum()
+        seen = []
+        lib.autograd.backward(out, inputs=[x], retain_graph=True)
+        seen.append((x.grad.tolist(), y.grad))
+        out.backward(inputs=y, retain_graph=True)
+        seen.append((x.grad.tolist(), y.grad.tolist()))
+        out.backward(inputs={"b": y})
+        seen.append((x.grad.tolist(), y.grad.tolist()))
+        errs = [_err(lambda: lib.autograd.backward(out, inputs=[])),
+                _err(lambda: (x * y).sum().backward(inputs=[]))]
+        return seen, errs
+
+    assert run(tracec) == run(torch)
+    assert run(tracec)[0][0] == ([2.0, 2.0], None)
+
+
+def test_view_as_real_of_conj_message_like_torch():
+    want = _err(lambda: torch.view_as_real(torch.fft.ihfft(torch.ones(4))))
+    got = _err(lambda: tracec.view_as_real(tracec.fft.ihfft(tracec.ones(4))))
+    assert got == want
+    assert re.search("NOT alias the original", got[1])
