@@ -75,3 +75,25 @@ def test_view_as_real_of_conj_message_like_torch():
     got = _err(lambda: tracec.view_as_real(tracec.fft.ihfft(tracec.ones(4))))
     assert got == want
     assert re.search("NOT alias the original", got[1])
+
+
+def test_integer_pow_negative_tensor_exponent_truncates_like_torch():
+    # torchscale's RetNet decay `2 ** (-5 - torch.arange(heads))` before .float()
+    b = [1, -1, 2, 0, -2, 3, -1, 1, 0]
+    e = [-1, -1, -2, -1, -3, 0, -2, -7, 0]
+    for name in ("int64", "int32", "int16", "int8"):
+        want = torch.pow(torch.tensor(b, dtype=getattr(torch, name)), torch.tensor(e, dtype=getattr(torch, name)))
+        got = tracec.pow(tracec.tensor(b, dtype=getattr(tracec, name)), tracec.tensor(e, dtype=getattr(tracec, name)))
+        assert got.tolist() == want.tolist() == [1, -1, 0, 0, 0, 1, 1, 1, 1]
+    assert (2 ** (-5 - tracec.arange(4))).tolist() == (2 ** (-5 - torch.arange(4))).tolist()
+    assert (tracec.tensor([3]) ** tracec.tensor(-1)).tolist() == (torch.tensor([3]) ** torch.tensor(-1)).tolist()
+    # a negative Python-int exponent of an integer tensor is refused, as in torch
+    for lib in (torch, tracec):
+        for f in (lambda: lib.tensor([2]) ** -1, lambda: lib.tensor([True]) ** -1,
+                  lambda: lib.tensor([2]).pow_(-2), lambda: lib.pow(lib.tensor([2]), -1)):
+            assert _err(f) == ("RuntimeError", "Integers to negative integer powers are not allowed.")
+    assert (tracec.tensor([2]) ** -1.0).tolist() == [0.5]
+    c = tracec.compile(lambda a, b: a ** b + 2 ** (-b))
+    got = c(tracec.tensor([1, -1, 2, 0, 3]), tracec.tensor([-1, -3, -2, -1, 2]))
+    assert got.tolist() == (lambda a, b: a ** b + 2 ** (-b))(torch.tensor([1, -1, 2, 0, 3]),
+                                                              torch.tensor([-1, -3, -2, -1, 2])).tolist()
