@@ -369,6 +369,235 @@ class RetNet(nn.Module):
         return x_i, r_is
 
 
+# microsoft/torchscale's retention (torchscale/architecture/retnet.py's
+# RetNetRelPos, torchscale/component/multiscale_retention.py): the decay
+# mask by tril, masked_fill with inf, exp and nan_to_num, normalised rows;
+# the recurrent form's running scale; the chunkwise form's cross-chunk decay
+def rotate_every_two_ts(x):
+    x1 = x[:, :, :, ::2]
+    x2 = x[:, :, :, 1::2]
+    x = torch.stack((-x2, x1), dim=-1)
+    return x.flatten(-2)  # in einsum notation: rearrange(x, '... d j -> ... (d j)')\
+
+
+def theta_shift(x, sin, cos):
+    return (x * cos) + (rotate_every_two_ts(x) * sin)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-6, elementwise_affine=True):
+        super().__init__()
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if self.elementwise_affine:
+            self.weight = nn.Parameter(torch.ones(dim))
+        else:
+            self.register_parameter('weight', None)
+
+    def _norm(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def forward(self, x):
+        output = self._norm(x.float()).type_as(x)
+        if self.weight is not None:
+            output = output * self.weight
+        return output
+
+
+class RetNetRelPos(nn.Module):
+    def __init__(self, args):
+        super().__init__()
+        angle = 1.0 / (10000 ** torch.linspace(0, 1, args.decoder_embed_dim // args.decoder_retention_heads // 2))
+        angle = angle.unsqueeze(-1).repeat(1, 2).flatten()
+        decay = torch.log(1 - 2 ** (-5 - torch.arange(args.decoder_retention_heads, dtype=torch.float)))
+        self.register_buffer("angle", angle)
+        self.register_buffer("decay", decay)
+        self.recurrent_chunk_size = args.recurrent_chunk_size
+
+    def forward(self, slen, activate_recurrent=False, chunkwise_recurrent=False):
+        if activate_recurrent:
+            sin = torch.sin(self.angle * (slen - 1))
+            cos = torch.cos(self.angle * (slen - 1))
+            retention_rel_pos = ((sin, cos), self.decay.exp())
+        elif chunkwise_recurrent:
+            index = torch.arange(slen).to(self.decay)
+            sin = torch.sin(index[:, None] * self.angle[None, :])
+            cos = torch.cos(index[:, None] * self.angle[None, :])
+
+            block_index = torch.arange(self.recurrent_chunk_size).to(self.decay)
+            mask = torch.tril(torch.ones(self.recurrent_chunk_size, self.recurrent_chunk_size).to(self.decay))
+            mask = torch.masked_fill(block_index[:, None] - block_index[None, :], ~mask.bool(), float("inf"))
+            mask = torch.exp(mask * self.decay[:, None, None])
+            mask = torch.nan_to_num(mask)
+
+            value_inner_decay = mask[:, -1] / mask[:, -1].sum(dim=-1, keepdim=True)
+            value_inner_decay = value_inner_decay.unsqueeze(-1)
+            scale = mask.sum(dim=-1, keepdim=True).sqrt()
+            inner_mask = mask / scale
+
+            cross_decay = torch.exp(self.decay * self.recurrent_chunk_size)
+            query_inner_decay = torch.exp(self.decay[:, None] * (block_index + 1))
+            query_inner_decay = query_inner_decay[:, :, None] / (scale / mask[:, -1].sum(dim=-1)[:, None, None])
+            cross_decay = cross_decay[:, None, None]
+            retention_rel_pos = ((sin, cos), (inner_mask, cross_decay, query_inner_decay, value_inner_decay))
+        else:
+            index = torch.arange(slen).to(self.decay)
+            sin = torch.sin(index[:, None] * self.angle[None, :])
+            cos = torch.cos(index[:, None] * self.angle[None, :])
+            mask = torch.tril(torch.ones(slen, slen).to(self.decay))
+            mask = torch.masked_fill(index[:, None] - index[None, :], ~mask.bool(), float("inf"))
+            mask = torch.exp(mask * self.decay[:, None, None])
+            mask = torch.nan_to_num(mask)
+            mask = mask / mask.sum(dim=-1, keepdim=True).sqrt()
+            retention_rel_pos = ((sin, cos), mask)
+
+        return retention_rel_pos
+
+
+class TSMultiScaleRetention(nn.Module):
+    def __init__(self, args, embed_dim, value_dim, num_heads, gate_fn="swish"):
+        super().__init__()
+        self.args = args
+        self.embed_dim = embed_dim
+        self.value_dim = value_dim
+        self.num_heads = num_heads
+        self.head_dim = self.value_dim // num_heads
+        self.key_dim = self.embed_dim // num_heads
+        self.scaling = self.key_dim ** -0.5
+
+        self.gate_fn = F.silu if gate_fn == "swish" else F.gelu
+
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=False)
+        self.k_proj = nn.Linear(embed_dim, embed_dim, bias=False)
+        self.v_proj = nn.Linear(embed_dim, value_dim, bias=False)
+        self.g_proj = nn.Linear(embed_dim, value_dim, bias=False)
+
+        self.out_proj = nn.Linear(value_dim, embed_dim, bias=False)
+
+        self.group_norm = RMSNorm(self.head_dim, eps=args.layernorm_eps, elementwise_affine=False)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        nn.init.xavier_uniform_(self.q_proj.weight, gain=2 ** -2.5)
+        nn.init.xavier_uniform_(self.k_proj.weight, gain=2 ** -2.5)
+        nn.init.xavier_uniform_(self.v_proj.weight, gain=2 ** -2.5)
+        nn.init.xavier_uniform_(self.g_proj.weight, gain=2 ** -2.5)
+        nn.init.xavier_uniform_(self.out_proj.weight, gain=2 ** -1)
+
+    def parallel_forward(self, qr, kr, v, mask):
+        bsz, tgt_len, embed_dim = v.size()
+
+        vr = v.view(bsz, tgt_len, self.num_heads, self.head_dim).transpose(1, 2)
+
+        qk_mat = qr @ kr.transpose(-1, -2)  # bsz * m * tgt_len * tgt_len
+        qk_mat = qk_mat * mask
+        # invariant after normalization
+        qk_mat = qk_mat / qk_mat.detach().abs().sum(dim=-1, keepdim=True).clamp(min=1, max=5e4)
+        output = torch.matmul(qk_mat, vr)
+        output = output.transpose(1, 2)
+        return output
+
+    def recurrent_forward(self, qr, kr, v, decay, incremental_state):
+        bsz = v.size(0)
+
+        v = v.view(bsz, self.num_heads, self.head_dim, 1)
+        kv = kr * v
+        if "prev_key_value" in incremental_state:
+            prev_kv = incremental_state["prev_key_value"]
+            prev_scale = incremental_state["scale"]
+            scale = prev_scale * decay + 1
+            kv = prev_kv * (prev_scale.sqrt() * decay / scale.sqrt()).view(self.num_heads, 1, 1) + kv / scale.sqrt().view(self.num_heads, 1, 1)
+            # kv = prev_kv * decay.view(self.num_heads, 1, 1) + kv
+        else:
+            scale = torch.ones_like(decay)
+
+        incremental_state["prev_key_value"] = kv
+        incremental_state["scale"] = scale
+
+        output = torch.sum(qr * kv, dim=3)
+        return output
+
+    def chunk_recurrent_forward(self, qr, kr, v, inner_mask):
+        mask, cross_decay, query_inner_decay, value_inner_decay = inner_mask
+        bsz, tgt_len, embed_dim = v.size()
+        chunk_len = mask.size(1)
+        num_chunks = tgt_len // chunk_len
+
+        assert tgt_len % chunk_len == 0
+
+        qr = qr.view(bsz, self.num_heads, num_chunks, chunk_len, self.key_dim).transpose(1, 2)
+        kr = kr.view(bsz, self.num_heads, num_chunks, chunk_len, self.key_dim).transpose(1, 2)
+        v = v.view(bsz, num_chunks, chunk_len, self.num_heads, self.head_dim).transpose(2, 3)
+
+        kr_t = kr.transpose(-1, -2)
+
+        qk_mat = qr @ kr_t  # bsz * num_heads * chunk_len * chunk_len
+        qk_mat = qk_mat * mask
+        inner_scale = qk_mat.detach().abs().sum(dim=-1, keepdim=True).clamp(min=1)
+        qk_mat = qk_mat / inner_scale
+        inner_output = torch.matmul(qk_mat, v)  # bsz * num_heads * num_value_heads * chunk_len * head_dim
+
+        # reduce kv in one chunk
+        kv = kr_t @ (v * value_inner_decay)
+
+        kv_recurrent = []
+        cross_scale = []
+        kv_state = torch.zeros(bsz, self.num_heads, self.key_dim, self.head_dim).to(v)
+        kv_scale = torch.ones(bsz, self.num_heads, 1, 1).to(v)
+
+        # accumulate kv by loop
+        for i in range(num_chunks):
+            kv_recurrent.append(kv_state / kv_scale)
+            cross_scale.append(kv_scale)
+            kv_state = kv_state * cross_decay + kv[:, i]
+            kv_scale = kv_state.detach().abs().sum(dim=-2, keepdim=True).max(dim=-1, keepdim=True).values.clamp(min=1)
+
+        kv_recurrent = torch.stack(kv_recurrent, dim=1)
+        cross_scale = torch.stack(cross_scale, dim=1)
+
+        all_scale = torch.maximum(inner_scale, cross_scale)
+        align_inner_scale = all_scale / inner_scale
+        align_cross_scale = all_scale / cross_scale
+
+        cross_output = (qr * query_inner_decay) @ kv_recurrent
+        output = inner_output / align_inner_scale + cross_output / align_cross_scale
+        # output = inner_output / cross_scale + cross_output / inner_scale
+
+        output = output.transpose(2, 3)
+        return output
+
+    def forward(self, x, rel_pos, chunkwise_recurrent=False, incremental_state=None):
+        bsz, tgt_len, _ = x.size()
+        (sin, cos), inner_mask = rel_pos
+
+        q = self.q_proj(x)
+        k = self.k_proj(x)
+        v = self.v_proj(x)
+        g = self.g_proj(x)
+
+        k *= self.scaling
+        q = q.view(bsz, tgt_len, self.num_heads, self.key_dim).transpose(1, 2)
+        k = k.view(bsz, tgt_len, self.num_heads, self.key_dim).transpose(1, 2)
+
+        qr = theta_shift(q, sin, cos)
+        kr = theta_shift(k, sin, cos)
+
+        if incremental_state is not None:
+            output = self.recurrent_forward(qr, kr, v, inner_mask, incremental_state)
+        elif chunkwise_recurrent:
+            output = self.chunk_recurrent_forward(qr, kr, v, inner_mask)
+        else:
+            output = self.parallel_forward(qr, kr, v, inner_mask)
+
+        output = self.group_norm(output).reshape(bsz, tgt_len, self.head_dim * self.num_heads)
+
+        output = self.gate_fn(g) * output
+
+        output = self.out_proj(output)
+
+        return output
+
+
 class RetNetLM(nn.Module):
     def __init__(self, vocab, layers, hidden_dim, ffn_size, heads):
         super().__init__()
@@ -457,6 +686,34 @@ for i in range(2):
     Y_chunk.append(y_i)
 Y_chunk = torch.concat(Y_chunk, dim=1)
 print("chunkwise", torch.allclose(Y_chunk[:, :4], Y_parallel[:, :4], atol=1e-5), fmt(Y_chunk[1, 6], 4))
+
+# torchscale's three forms of one MultiScaleRetention
+class Args:
+    decoder_embed_dim = 16
+    decoder_retention_heads = 2
+    recurrent_chunk_size = 4
+    layernorm_eps = 1e-6
+
+
+args = Args()
+relpos = RetNetRelPos(args)
+print("torchscale decay", fmt(relpos.decay, 2), fmt(relpos.angle, 4))
+(sin_p, cos_p), mask_p = relpos(8)
+print("mask", tuple(mask_p.shape), fmt(mask_p[1, 5], 8), mask_p.triu(1).abs().sum().item())
+torch.manual_seed(0)
+tsr = TSMultiScaleRetention(args, 16, 32, 2)
+print("xavier bound", bool(tsr.q_proj.weight.abs().max() <= 2 ** -2.5 * math.sqrt(6 / 32)),
+      "[rng]", f"{tsr.q_proj.weight.std().item():.4f}")
+load_numpy(tsr, r, std=0.3)
+Xt = torch.from_numpy(r.normal(size=(2, 8, 16)).astype(np.float32))
+out_par = tsr(Xt, relpos(8))
+state = {}
+out_rec = torch.cat([tsr(Xt[:, i:i + 1], relpos(i + 1, activate_recurrent=True), incremental_state=state)
+                     for i in range(8)], dim=1)
+out_chk = tsr(Xt, relpos(8, chunkwise_recurrent=True), chunkwise_recurrent=True)
+print("torchscale parallel", fmt(out_par[1, 7], 4), "recurrent", torch.allclose(out_par, out_rec, atol=1e-4),
+      "chunkwise", torch.allclose(out_par, out_chk, atol=1e-4), f"{(out_par - out_chk).abs().max().item():.2e}")
+print("scale state", tuple(state["prev_key_value"].shape), fmt(state["scale"], 2))
 
 # next-token training on a small repeating sequence
 vocab, T = 11, 12
