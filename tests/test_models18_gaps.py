@@ -97,3 +97,29 @@ def test_integer_pow_negative_tensor_exponent_truncates_like_torch():
     got = c(tracec.tensor([1, -1, 2, 0, 3]), tracec.tensor([-1, -3, -2, -1, 2]))
     assert got.tolist() == (lambda a, b: a ** b + 2 ** (-b))(torch.tensor([1, -1, 2, 0, 3]),
                                                               torch.tensor([-1, -3, -2, -1, 2])).tolist()
+
+
+def test_tensor_infers_dtype_from_numpy_scalars_arrays_and_tensors_like_torch():
+    # Time-Series-Library style `torch.tensor([np.float64(...), ...])`: each
+    # item's own dtype, promoted (tensor_new.cpp's infer_scalar_type)
+    import numpy as np
+    import warnings
+    cases = [[np.float64(1.0), np.float32(2.0)], [np.float32(1.0), 2.0], [np.float32(1), np.int64(2)],
+             [1, np.float64(2.0)], [np.int32(1), 2], [np.int32(1), np.int16(2)],
+             [np.ones(2, np.float32), np.zeros(2)], [np.ones(2, np.int32), np.zeros(2, np.int32)],
+             [[np.float64(1.0), 2.0], [3.0, 4.0]], [np.bool_(True), False], [np.float16(1.0)],
+             [np.uint8(1), np.int8(2)], [np.complex64(1j), 2.0], [np.complex128(1j)], [True, 2],
+             np.float64(3.0), np.int32(3), np.bool_(True), [], [[], []]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for c in cases:
+            want, got = torch.tensor(c), tracec.tensor(c)
+            assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1], c
+            assert got.tolist() == want.tolist()
+            assert str(tracec.as_tensor(c).dtype).split(".")[-1] == str(torch.as_tensor(c).dtype).split(".")[-1]
+        # tensors inside a list keep their dtype too
+        want = torch.tensor([torch.tensor(1.0, dtype=torch.float64), 2.0])
+        got = tracec.tensor([tracec.tensor(1.0, dtype=tracec.float64), 2.0])
+        assert str(got.dtype) == "tracec.float64" and str(want.dtype) == "torch.float64"
+        # the legacy constructor stays at the default dtype
+        assert str(tracec.Tensor([np.float64(1.0)]).dtype) == "tracec.float32"
