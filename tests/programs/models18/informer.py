@@ -534,6 +534,23 @@ print("pe", tuple(pe.pe.shape), fmt(pe.pe[0, 7], 8))
 cl = ConvLayer(4)
 print("distil", tuple(cl(torch.from_numpy(r.normal(size=(2, 12, 4)).astype(np.float32))).shape))
 
+# the full-attention Informer without distilling, returning the encoder's attention maps
+full_model = Informer(3, 3, 3, 12, 6, 4, factor=5, d_model=8, n_heads=2, e_layers=2, d_layers=1, d_ff=16,
+                      dropout=0.0, attn='full', output_attention=True, distil=False, mix=False,
+                      device=torch.device('cpu'))
+with torch.no_grad():
+    for name, p in full_model.named_parameters():
+        if p.requires_grad:
+            p.copy_(torch.from_numpy(r.normal(0, 0.2, tuple(p.shape)).astype(np.float32)))
+xe = torch.from_numpy(r.normal(size=(2, 12, 3)).astype(np.float32))
+me = torch.from_numpy(np.stack([np.stack([np.full(12, 3), np.arange(12) % 28 + 1, np.arange(12) % 7,
+                                          np.arange(12) % 24], 1)] * 2).astype(np.float32))
+xd = torch.cat([xe[:, -6:], torch.zeros(2, 4, 3)], dim=1)
+md = torch.cat([me[:, -6:], me[:, :4]], dim=1)
+fout, fattns = full_model(xe, me, xd, md)
+print("full attn", tuple(fout.shape), len(fattns), tuple(fattns[0].shape), fmt(fout[1, :, 2], 4),
+      torch.allclose(fattns[1].sum(-1), torch.ones(2, 2, 12), atol=1e-5))
+
 # the model, trained as exp_informer.py does
 enc_in, seq_len, label_len, pred_len = 3, 12, 6, 4
 model = Informer(enc_in, enc_in, enc_in, seq_len, label_len, pred_len, factor=5, d_model=16,

@@ -692,6 +692,24 @@ print("decomp model", tuple(out2.shape), fmt(out2[0, :, 1], 4),
       f"{model2.model_res.head.linears[1].weight.grad.norm().item():.4f}",
       model2.model_trend.backbone.W_pos.requires_grad)
 
+# the attention's masks and the pretraining head
+mha = _MultiheadAttention(16, 2, res_attention=True)
+load_numpy_weights(mha, r)
+src = torch.from_numpy(r.normal(size=(3, 6, 16)).astype(np.float32))
+causal = torch.triu(torch.ones(6, 6, dtype=torch.bool), diagonal=1)
+pad = torch.zeros(3, 6, dtype=torch.bool)
+pad[1, 4:] = True
+o, w, sc = mha(src, attn_mask=causal, key_padding_mask=pad)
+print("masked attention", tuple(o.shape), fmt(o[1, 5], 4), torch.isinf(sc).sum().item(),
+      torch.equal(w[1, :, :, 4:], torch.zeros(2, 6, 2)), fmt(w[0, 1, 2], 3))
+add_mask = torch.zeros(6, 6).masked_fill(causal, -1e9)
+o2, _, _ = mha(src, attn_mask=add_mask)
+print("additive mask", torch.allclose(o2[0], mha(src, attn_mask=causal)[0][0], atol=1e-5))
+pre = PatchTST_backbone(c_in=3, context_window=24, target_window=8, patch_len=8, stride=4, n_layers=1,
+                        d_model=16, n_heads=2, d_ff=32, pretrain_head=True, revin=False)
+load_numpy_weights(pre, r)
+print("pretrain head", type(pre.head[1]).__name__, tuple(pre.backbone(x.permute(0, 2, 1).unfold(-1, 8, 4).permute(0, 1, 3, 2)).shape))
+
 # training as exp_main.py does
 T = 160
 t_idx = np.arange(T)
