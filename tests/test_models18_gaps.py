@@ -170,3 +170,38 @@ def test_complex_hermitian_eigh_inv_solve_like_torch():
         tracec.linalg.det(tracec.eye(2, dtype=tracec.complex64))
     assert _err(lambda: tracec.linalg.inv(tracec.eye(2, dtype=tracec.int64))) == \
         _err(lambda: torch.linalg.inv(torch.eye(2, dtype=torch.int64)))
+
+
+def test_mH_H_adjoint_conjugate_complex_like_torch():
+    import numpy as np
+    import warnings
+    a = np.array([[[1 + 2j, 3 - 1j], [0.5j, 2]], [[-1j, 0.25], [1 + 1j, -2j]]], np.complex64)
+    for name in ("mH", "adjoint"):
+        want = getattr(torch.from_numpy(a), name)
+        got = getattr(tracec.from_numpy(a), name)
+        want, got = (want(), got()) if name == "adjoint" else (want, got)
+        assert got.is_conj() and want.is_conj()
+        assert tracec.view_as_real(got.resolve_conj()).tolist() == torch.view_as_real(want.resolve_conj()).tolist()
+    assert tracec.view_as_real(tracec.from_numpy(a[0]).H.resolve_conj()).tolist() == \
+        torch.view_as_real(torch.from_numpy(a[0]).H.resolve_conj()).tolist()
+    assert tracec.adjoint(tracec.from_numpy(a)).is_conj()
+    assert not tracec.ones(2, 2).mH.is_conj()
+
+    def grads(lib):
+        x = lib.from_numpy(a.copy()).requires_grad_()
+        (lib.bmm(x, x.mH) * lib.from_numpy(a)).real.sum().backward()
+        return lib.view_as_real(x.grad).tolist(), lib.view_as_real(lib.bmm(x, x.mH).detach()).tolist()
+    for g, w in zip(grads(tracec), grads(torch)):
+        np.testing.assert_allclose(np.array(g), np.array(w), rtol=1e-5, atol=1e-5)
+
+    errs = [lambda lib: lib.ones(3).H, lambda lib: lib.ones(2, 2, 2).H, lambda lib: lib.ones(2).mH,
+            lambda lib: lib.ones(2).adjoint()]
+    for f in errs:
+        assert _err(lambda: f(tracec)) == _err(lambda: f(torch))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        z = tracec.tensor(1j).mH
+    assert z.resolve_conj().item() == -1j and "Tensor.mH is deprecated on 0-D tensors" in str(w[0].message)
+    # linspace with a complex end point is complex, as in torch
+    want, got = torch.linspace(0, 1 + 1j, 3), tracec.linspace(0, 1 + 1j, 3)
+    assert str(got.dtype) == "tracec.complex64" and got.tolist() == want.tolist()
