@@ -205,3 +205,32 @@ def test_mH_H_adjoint_conjugate_complex_like_torch():
     # linspace with a complex end point is complex, as in torch
     want, got = torch.linspace(0, 1 + 1j, 3), tracec.linspace(0, 1 + 1j, 3)
     assert str(got.dtype) == "tracec.complex64" and got.tolist() == want.tolist()
+
+
+def test_complex_norms_and_eigvals_like_torch():
+    import numpy as np
+    r = np.random.default_rng(0)
+    a = (r.normal(size=(2, 3, 3)) + 1j * r.normal(size=(2, 3, 3))).astype(np.complex64)
+    A, tA = torch.from_numpy(a), tracec.from_numpy(a)
+    pairs = [(lambda L, X: L.linalg.vector_norm(X, o, dim=-1)) for o in (2, 1, 0, float("inf"), -float("inf"), 3.5)]
+    pairs += [(lambda L, X: L.linalg.matrix_norm(X, o)) for o in ("fro", 1, -1, float("inf"))]
+    pairs += [lambda L, X: L.linalg.norm(X), lambda L, X: L.norm(X, dim=-1), lambda L, X: X.norm(p=1, dim=1),
+              lambda L, X: L.linalg.vector_norm(X, dtype=L.complex128)]
+    for f in pairs:
+        want, got = f(torch, A), f(tracec, tA)
+        assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+        np.testing.assert_allclose(np.array(got.tolist()), want.numpy(), rtol=1e-5, atol=1e-6)
+    for dtype in ("complex64", "float32"):
+        x = (A.real if dtype == "complex64" else A, tA.real if dtype == "complex64" else tA)
+        assert _err(lambda: tracec.linalg.vector_norm(x[1], dtype=getattr(tracec, dtype))) == \
+            _err(lambda: torch.linalg.vector_norm(x[0], dtype=getattr(torch, dtype)))
+
+    def grad(lib, X):
+        x = X.clone().requires_grad_()
+        lib.linalg.vector_norm(x, dim=-1).sum().backward()
+        return lib.view_as_real(x.grad).tolist()
+    np.testing.assert_allclose(np.array(grad(tracec, tA)), np.array(grad(torch, A)), rtol=1e-5, atol=1e-6)
+    want, got = torch.linalg.eigvals(A), tracec.linalg.eigvals(tA)
+    assert str(got.dtype) == "tracec.complex64"
+    np.testing.assert_allclose(np.sort_complex(np.array(got.tolist()).ravel()),
+                               np.sort_complex(want.numpy().ravel()), rtol=1e-4, atol=1e-5)

@@ -423,7 +423,7 @@ def _svd_np(a, **kwargs):
 
 
 def _eig_parts(A, name):
-    A = _square(A, name)
+    A = _square(A, name, complex_ok=True)
     if A.requires_grad:
         raise RuntimeError(f"{name}: tracec does not implement the derivative of the general "
                            "eigendecomposition (use linalg.eigh for symmetric matrices, or "
