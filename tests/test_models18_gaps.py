@@ -234,3 +234,22 @@ def test_complex_norms_and_eigvals_like_torch():
     assert str(got.dtype) == "tracec.complex64"
     np.testing.assert_allclose(np.sort_complex(np.array(got.tolist()).ravel()),
                                np.sort_complex(want.numpy().ravel()), rtol=1e-4, atol=1e-5)
+
+
+def test_fft_functions_take_out_like_torch():
+    x = [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]]
+    for lib in (torch, tracec):
+        o = lib.empty(2, 4, dtype=lib.complex64)
+        assert lib.fft.fft(lib.tensor(x), out=o) is o
+    got = tracec.empty(0, dtype=tracec.complex64)
+    tracec.fft.rfft(tracec.tensor(x), out=got)
+    assert tracec.view_as_real(got).tolist() == torch.view_as_real(torch.fft.rfft(torch.tensor(x))).tolist()
+    assert tracec.fft.irfft(tracec.fft.rfft(tracec.tensor(x)), out=tracec.empty(2, 4)).tolist() == x
+    assert tracec.fft.fftfreq(4, out=tracec.empty(4)).tolist() == torch.fft.fftfreq(4).tolist()
+    for f in (lambda L: L.fft.rfft(L.tensor(x), out=L.empty(2, 3)),
+              lambda L: L.fft.irfft(L.fft.rfft(L.tensor(x)), out=L.empty(2, 4, dtype=L.complex64)),
+              lambda L: L.fft.fftn(L.tensor(x), out=L.empty(2, 4, dtype=L.int64))):
+        assert _err(lambda: f(tracec)) == _err(lambda: f(torch))
+    # out= and a result that is complex: a real out is refused (out_arg's categories)
+    assert _err(lambda: tracec.mul(tracec.ones(2, dtype=tracec.complex64), 2, out=tracec.empty(2))) == \
+        _err(lambda: torch.mul(torch.ones(2, dtype=torch.complex64), 2, out=torch.empty(2)))
