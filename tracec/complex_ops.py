@@ -194,7 +194,8 @@ def view_as_real(input):  # noqa: A002
     if is_conj(x):
         raise RuntimeError("view_as_real doesn't work on unresolved conjugated tensors.  "
                            "To resolve the conjugate tensor so you can view it as real, use "
-                           "self.resolve_conj()")
+                           "self.resolve_conj(); however, be warned that the resulting "
+                           "tensor will NOT alias the original.")
     return _shared(_view_as_real(x), x)
 
 

@@ -350,7 +350,12 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
 
 @_factory()
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False) -> Tensor:
-    d = dt.to_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    if dtype is not None:
+        d = dt.to_dtype(dtype)
+    elif any(isinstance(v, complex) for v in (start, end)):
+        d = dt.get_default_complex()     # a complex end point: PyTorch's default complex
+    else:
+        d = dt.get_default_dtype()
     if isinstance(steps, Sym) and d.is_floating_point and all(
             type(v) in (int, float) for v in (start, end)):
         # A symbolic count: NumPy's float64 steps (start + i * ((end - start)

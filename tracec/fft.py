@@ -22,6 +22,7 @@ from tracec import functions as F
 from tracec.complex_ops import conj, np_function
 from tracec.creation import arange
 from tracec.functions import tensor_arg
+from tracec.out_arg import with_out
 from tracec.ops.core import normalize_axis
 from tracec.rearrange import roll
 from tracec.tensor import Tensor
@@ -331,3 +332,41 @@ def ifftshift(input, dim=None):  # noqa: A002
     x = tensor_arg(input, "ifftshift")
     dims = _shift_dims(x, dim)
     return roll(x, [-(x.shape[d] // 2) for d in dims], dims)
+
+
+def _fft_out(fn):
+    """``fn`` with ``out=`` (``with_out``), whose dtype is checked first as
+    PyTorch's transforms do: complex for a complex result, real floating
+    point for a real one."""
+    name, wrapped = fn.__name__, with_out(fn)
+
+    def wrapper(*args, out=None, **kwargs):
+        if isinstance(out, Tensor):
+            real = name in _REAL_RESULT
+            ok = (out.dtype.is_floating_point and not out.dtype.is_complex) if real \
+                else out.dtype.is_complex
+            if not ok:
+                raise RuntimeError(f"{name} expects a "
+                                   f"{'floating point' if real else 'complex'} output tensor, "
+                                   f"but got {dt.scalar_type_name(out.dtype)}")
+        return wrapped(*args, out=out, **kwargs)
+    wrapper.__name__, wrapper.__doc__, wrapper.__wrapped__ = name, fn.__doc__, fn
+    return wrapper
+
+
+#: the transforms with a real result (c2r)
+_REAL_RESULT = frozenset("irfft hfft irfft2 hfft2 irfftn hfftn".split())
+
+
+def _add_out_keyword():
+    # torch.fft's transforms and frequency functions take out= (tracec/out_arg.py);
+    # the shifts do not.
+    g = globals()
+    for name in __all__:
+        if name.endswith("freq"):
+            g[name] = with_out(g[name])
+        elif not name.endswith("shift"):
+            g[name] = _fft_out(g[name])
+
+
+_add_out_keyword()

@@ -249,6 +249,10 @@ subtract = sub
 
 def pow(input, exponent):  # noqa: A001 - PyTorch's name
     (input, exponent), d = promote("pow", input, exponent)
+    if isinstance(exponent, _NUM) and isinstance(input, Tensor) and input.dtype.category < 2 \
+            and isinstance(exponent, numbers.Integral) and exponent < 0:
+        # only a Python-scalar exponent; a tensor one truncates (ops.pow_)
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
     if isinstance(exponent, _NUM) and not isinstance(input, _NUM):
         if exponent == 2:
             return _named(ops.mul(input, input), "PowBackward0")

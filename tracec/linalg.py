@@ -61,9 +61,17 @@ def _axes(x, dim):
 
 
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
-    x = _float_input(x, "linalg.vector_norm")
+    x = _float_input(x, "linalg.vector_norm", complex_ok=True)
     if dtype is not None:
-        x = ops.cast(x, dt.to_dtype(dtype))
+        want = dt.to_dtype(dtype)
+        if want.is_complex != x.dtype.is_complex:
+            raise RuntimeError(f"linalg.vector_norm: dtype should be "
+                               f"{'complex' if x.dtype.is_complex else 'real'} for "
+                               f"{'complex' if x.dtype.is_complex else 'real'} inputs, but got "
+                               f"{dt.scalar_type_name(want)}")
+        x = ops.cast(x, want)
+    if x.dtype.is_complex:      # the norm of the moduli (a real result)
+        return vector_norm(F.abs(x), ord, dim, keepdim)
     axes = _axes(x, dim)
     if x.ndim == 0:       # (keepdim keeps no dim of a 0-d input)
         x, axes, keepdim = ops.reshape(x, (1,)), (0,), False
@@ -88,7 +96,7 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # noqa: A002
-    A = _float_input(A, "linalg.matrix_norm")
+    A = _float_input(A, "linalg.matrix_norm", complex_ok=True)
     if A.ndim < 2:
         raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 "
                            "dimensions.")
@@ -104,7 +112,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # no
         y = F.sum(s, -1) if ord == "nuc" else (F.amax(s, -1) if ord == 2 else F.amin(s, -1))
     elif ord in (1, -1, math.inf, -math.inf):
         summed, other = (d0, d1) if ord in (1, -1) else (d1, d0)
-        col = F.sum(ops.abs_(A), summed, keepdim=True)
+        col = F.sum(F.abs(A), summed, keepdim=True)
         y = (F.amax if ord > 0 else F.amin)(col, other, keepdim=True)
         y = ops.reshape(y, tuple(s for i, s in enumerate(A.shape) if i not in (d0, d1)))
     else:
@@ -119,7 +127,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # no
 
 def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     """``torch.linalg.norm`` (``tracec.norm`` is ``torch.norm``, ``_torch_norm``)."""
-    A = _float_input(A, "linalg.norm")
+    A = _float_input(A, "linalg.norm", complex_ok=True)
     if dim is not None and not isinstance(dim, int) and len(dim) == 2:
         return matrix_norm(A, "fro" if ord is None else ord, dim, keepdim, dtype=dtype)
     if ord is None:
@@ -137,7 +145,7 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
 
 def _torch_norm(input, p="fro", dim=None, keepdim=False, dtype=None):  # noqa: A002
     """``torch.norm``: ``'fro'`` (2-norm over ``dim``), ``'nuc'``, or a vector p-norm."""
-    x = _float_input(input, "norm")
+    x = _float_input(input, "norm", complex_ok=True)
     if p == "nuc":
         return matrix_norm(x, "nuc", (-2, -1) if dim is None else dim, keepdim, dtype=dtype)
     if p == "fro" or p is None:

@@ -52,14 +52,14 @@ class LinAlgError(RuntimeError):
     """PyTorch's ``torch.linalg.LinAlgError`` (a ``RuntimeError``)."""
 
 
-def _float_input(x, name):
+def _float_input(x, name, complex_ok=False):
     x = tensor_arg(x, name)
-    if x.dtype.is_complex:
+    if x.dtype.is_complex and not complex_ok:
         # PyTorch accepts these; tracec's decompositions and their gradients
         # are real only: say so instead of PyTorch's message for integers
         raise NotImplementedError(f"{name}: complex inputs ({x.dtype.name}) are not supported "
                                   "by tracec's linear algebra yet; real float32/float64 are")
-    if not x.dtype.is_floating_point:
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
         raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. "
                            f"Got {_TORCH.get(x.dtype.name, x.dtype.name)}")
     return x
@@ -68,8 +68,8 @@ def _float_input(x, name):
 _TORCH = {"int64": "Long", "int32": "Int", "bool": "Bool"}
 
 
-def _square(x, name):
-    x = _float_input(x, name)
+def _square(x, name, complex_ok=False):
+    x = _float_input(x, name, complex_ok)
     if x.ndim < 2:
         raise RuntimeError(f"{name}: The input tensor A must have at least 2 dimensions.")
     if x.shape[-1] != x.shape[-2]:
@@ -86,11 +86,22 @@ def _np(x, name):
 
 
 def _wrap(a, like):
-    return Tensor._make(np.array(a, dtype=like.dtype.np, order="C"), like.dtype)
+    """``a`` as a tensor of ``like``'s dtype; the real part's dtype for a
+    real result of a complex input (a Hermitian matrix's eigenvalues)."""
+    d = like.dtype
+    if d.is_complex and np.asarray(a).dtype.kind != "c":
+        d = dt.real_of(d)
+    return Tensor._make(np.array(a, dtype=d.np, order="C"), d)
 
 
 def _mT(a):
     return np.swapaxes(a, -1, -2)
+
+
+def _mH(a):
+    """The conjugate transpose (the transpose of a real array): PyTorch's
+    complex VJPs are its real ones with mH for mT."""
+    return np.conj(np.swapaxes(a, -1, -2)) if np.iscomplexobj(a) else np.swapaxes(a, -1, -2)
 
 
 def _sum_to(g, shape):
@@ -142,11 +153,11 @@ def _inv_fwd(ctx, a):
 
 
 _inv = _function("LinalgInvEx", _inv_fwd,
-                 lambda ctx, g: (-_mT(ctx.inv) @ g @ _mT(ctx.inv),))
+                 lambda ctx, g: (-_mH(ctx.inv) @ g @ _mH(ctx.inv),))
 
 
 def inv(input):
-    return _inv(_square(input, "linalg.inv"))
+    return _inv(_square(input, "linalg.inv", complex_ok=True))
 
 
 inverse = inv
@@ -201,8 +212,8 @@ def _solve_fwd(ctx, a, b):
 
 
 def _solve_bwd(ctx, g):
-    gb = np.linalg.solve(_mT(ctx.a), g)
-    ga = -gb @ _mT(ctx.x)
+    gb = np.linalg.solve(_mH(ctx.a), g)
+    ga = -gb @ _mH(ctx.x)
     return (_sum_to(ga, ctx.a.shape), gb)
 
 
@@ -210,8 +221,8 @@ _solve = _function("LinalgSolveEx", _solve_fwd, _solve_bwd)
 
 
 def solve(A, B, *, left=True):
-    A = _square(A, "linalg.solve")
-    (A, B), _ = promote("linalg.solve", A, _float_input(B, "linalg.solve"))
+    A = _square(A, "linalg.solve", complex_ok=True)
+    (A, B), _ = promote("linalg.solve", A, _float_input(B, "linalg.solve", complex_ok=True))
     if not left:   # X A = B  <=>  A^T X^T = B^T
         return S.mT(solve(S.mT(A), S.mT(B)))
     vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
@@ -371,8 +382,19 @@ def _eigvalsh_bwd(ctx, g):
 _eigvalsh = _function("LinalgEigh", _eigvalsh_fwd, _eigvalsh_bwd)
 
 
+def _hermitian(A, name):
+    """A real symmetric or complex Hermitian ``A``; the complex
+    decomposition's derivative is not implemented (refused up front)."""
+    A = _square(A, name, complex_ok=True)
+    if A.dtype.is_complex and A.requires_grad:
+        raise NotImplementedError(f"{name}: the derivative for complex inputs is not "
+                                  "implemented by tracec yet (detach the input, or use a "
+                                  "real symmetric matrix)")
+    return A
+
+
 def eigvalsh(A, UPLO="L"):  # noqa: N803 - PyTorch's name
-    return _eigvalsh(_square(A, "linalg.eigvalsh"), UPLO)
+    return _eigvalsh(_hermitian(A, "linalg.eigvalsh"), UPLO)
 
 
 def _eigh_fwd(ctx, a, uplo):
@@ -386,7 +408,7 @@ _eigh = _factorization("LinalgEighBackward0",
 
 
 def eigh(A, UPLO="L"):  # noqa: N803
-    return EighResult(*_eigh(_square(A, "linalg.eigh"), UPLO))
+    return EighResult(*_eigh(_hermitian(A, "linalg.eigh"), UPLO))
 
 
 _NONFINITE_SVD = ("linalg.svd: The algorithm failed to converge because the input matrix "
@@ -401,7 +423,7 @@ def _svd_np(a, **kwargs):
 
 
 def _eig_parts(A, name):
-    A = _square(A, name)
+    A = _square(A, name, complex_ok=True)
     if A.requires_grad:
         raise RuntimeError(f"{name}: tracec does not implement the derivative of the general "
                            "eigendecomposition (use linalg.eigh for symmetric matrices, or "

@@ -70,22 +70,48 @@ def resize_as_(self, the_template, memory_format=None):
     return self.resize_(*the_template.shape)
 
 
+_WARNED_0D: set = set()
+
+
+def _warn_0d(message):
+    """PyTorch's TORCH_WARN_ONCE for the 0-D forms: once per process."""
+    if message not in _WARNED_0D:
+        _WARNED_0D.add(message)
+        warnings.warn(message, UserWarning, stacklevel=3)
+
+
+def _conj_transpose(self, name):
+    """The conjugate transpose of the last two dimensions (PyTorch's
+    ``_adjoint``): a lazily conjugated view for a complex tensor, the
+    transpose for a real one; a 0-D tensor's conjugate; 1-D refused."""
+    if self.dim() == 1:
+        raise RuntimeError(f"tensor.{name} is only supported on matrices or batches of "
+                           "matrices. Got 1-D tensor.")
+    out = self if self.dim() == 0 else self.transpose(-2, -1)
+    return out.conj() if self.is_complex() else out
+
+
 def _H(self):
-    if self.dim() > 2:
-        raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got "
-                           f"{self.dim()}-D tensor.")
-    return self.t() if self.dim() == 2 else self
+    nd = self.dim()
+    if nd == 0:
+        _warn_0d("Tensor.H is deprecated on 0-D tensors. Consider using x.conj().")
+    if nd not in (0, 2):
+        raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got {nd}-D "
+                           "tensor." + (" For batches of matrices, consider using tensor.mH"
+                                        if nd > 2 else ""))
+    return _conj_transpose(self, "H")
 
 
 def _mH(self):
-    if self.dim() < 2:
-        raise RuntimeError(f"tensor.mH is only supported on matrices or batches of matrices. "
-                           f"Got {self.dim()}-D tensor.")
-    return self.transpose(-2, -1)
+    if self.dim() == 0:
+        _warn_0d("Tensor.mH is deprecated on 0-D tensors. Consider using x.conj().")
+    return _conj_transpose(self, "mH")
 
 
 def adjoint(self):
-    return _mH(self)
+    if self.dim() == 0:
+        _warn_0d("adjoint() is deprecated on 0-D tensors. Consider using x.conj().")
+    return _conj_transpose(self, "adjoint()")
 
 
 def prelu(self, weight):

@@ -23,7 +23,7 @@ __all__ = ["with_out", "write_out"]
 
 
 def _category(d) -> int:
-    return 0 if d.name == "bool" else 1 if not d.is_floating_point else 2
+    return 0 if d.name == "bool" else 3 if d.is_complex else 1 if not d.is_floating_point else 2
 
 
 def _write_one(name: str, result: Tensor, out) -> Tensor:

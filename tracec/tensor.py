@@ -288,8 +288,11 @@ class Tensor:
         if arr.dtype.kind in "OUSV":
             raise TypeError(f"tensor(): unsupported data of type {arr.dtype} "
                             f"(expected numbers, got {type(data).__name__})")
+        inferred = None if dtype is not None else _inferred_dtype(data if nested is None else nested)
         if dtype is not None:
             d = dt.to_dtype(dtype)
+        elif inferred is not None:
+            d = inferred
         elif arr.dtype.kind == "f":
             d = dt.get_default_dtype() if not isinstance(data, np.ndarray) \
                 else dt.from_numpy_dtype(arr.dtype)
@@ -833,7 +836,11 @@ _FIELDS = tuple(n for n in Tensor.__slots__ if not n.startswith("__"))
 
 def scalar_key(value, dtype: dt.DType) -> tuple:
     """A cache key for a scalar operand: -0.0 equals (and hashes as) 0.0,
-    but ``x.mul_(-0.0)`` flips the signs of the zeros it makes."""
+    but ``x.mul_(-0.0)`` flips the signs of the zeros it makes; a complex
+    scalar's parts carry their signs the same way (``1-0j == 1+0j``)."""
+    if isinstance(value, (complex, np.complexfloating)):
+        return (type(value), value, dtype.name,
+                bool(np.signbit(value.real)), bool(np.signbit(value.imag)))
     if value == 0 and not isinstance(value, (int, np.integer, np.bool_)) and np.signbit(value):
         return (type(value), value, dtype.name, "-0")
     return (type(value), value, dtype.name)
@@ -1068,6 +1075,42 @@ def _nested_recorded(xs, d: dt.DType, shape: tuple) -> "Tensor":
     if tuple(out.shape) != tuple(shape):
         raise TypeError(f"tensor(): could not convert a nested list of shape {tuple(shape)}")
     return out
+
+
+def _inferred_dtype(x):
+    """The dtype ``torch.tensor(x)`` gives (tensor_new.cpp's
+    infer_scalar_type): a Python number the default of its kind, a tensor,
+    NumPy array or NumPy scalar its own dtype, a list or tuple the promotion
+    of its items' (empty: the default dtype); None for anything else (then
+    the caller goes by NumPy's conversion)."""
+    if isinstance(x, Tensor):
+        return x.dtype
+    if isinstance(x, (np.ndarray, np.generic)):     # first: np.float64 is a float
+        try:
+            return dt.from_numpy_dtype(x.dtype)
+        except TypeError:
+            return None
+    if isinstance(x, bool):
+        return dt.bool_
+    if isinstance(x, int):
+        return dt.int64
+    if isinstance(x, float):
+        return dt.get_default_dtype()
+    if isinstance(x, complex):
+        return dt.get_default_complex()
+    if isinstance(x, (list, tuple)):
+        if not x:
+            return dt.get_default_dtype()
+        d = None
+        for item in x:
+            di = _inferred_dtype(item)
+            if di is None:
+                return None
+            d = di if d is None else dt.promote_types(d, di)
+            if d is dt.complex128:      # no item can widen it further
+                return d
+        return d
+    return None
 
 
 def _nested_to_numpy(xs):

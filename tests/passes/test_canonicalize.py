@@ -281,12 +281,23 @@ def test_folding_matches_the_interpreter_bit_for_bit():
 
 
 def test_a_failing_fold_is_left_for_run_time():
-    text = _fn("", "tensor<2xi64>", """
-  %a = tracec.constant dense<[2, 3]> : tensor<2xi64>
-  %b = tracec.constant dense<-1> : tensor<i64>
-  %p = tracec.pow %a, %b : (tensor<2xi64>, tensor<i64>) -> tensor<2xi64>""", "%p")
+    # an index out of range: the run-time bounds check reports it, not the fold
+    text = _fn("", "tensor<1xf32>", """
+  %a = tracec.constant dense<[2.0, 3.0]> : tensor<2xf32>
+  %i = tracec.constant dense<[5]> : tensor<1xi64>
+  %p = tracec.take %a, %i axis 0 : (tensor<2xf32>, tensor<1xi64>) -> tensor<1xf32>""", "%p")
     module = canonicalize(text)
-    assert any(ir.primitive_name(op) == "pow" for op in module.walk())
+    assert any(ir.primitive_name(op) == "take" for op in module.walk())
+
+
+def test_integer_pow_of_a_negative_exponent_folds_as_torch_truncates():
+    text = _fn("", "tensor<3xi64>", """
+  %a = tracec.constant dense<[2, 1, -1]> : tensor<3xi64>
+  %b = tracec.constant dense<-1> : tensor<i64>
+  %p = tracec.pow %a, %b : (tensor<3xi64>, tensor<i64>) -> tensor<3xi64>""", "%p")
+    module = canonicalize(text)
+    assert not [op for op in module.walk() if ir.primitive_name(op) == "pow"]
+    assert run(module, [])[0].tolist() == [0, 1, -1]
 
 
 def test_fold_limit_is_the_documented_bound():

@@ -7,6 +7,7 @@ Invariant: ``backward`` accumulates into ``.grad`` of the leaves it reaches
 ``grad`` returns gradients and never touches ``.grad``.
 """
 from __future__ import annotations
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -112,10 +113,30 @@ def _accumulate(create_graph):
     return acc
 
 
+def _inputs_list(inputs, fn: str) -> list:
+    """``inputs`` of ``backward()`` / ``grad()`` as a list, as PyTorch reads
+    it: one tensor, a dict's values (no other Mapping), or any iterable;
+    never empty."""
+    if isinstance(inputs, Tensor):
+        out = [inputs]
+    elif type(inputs) is dict:
+        out = list(inputs.values())
+    elif isinstance(inputs, Mapping):
+        raise TypeError(f"`inputs` argument to `{fn}()` must be a dict, not "
+                        f"{type(inputs).__name__}. Other Mapping types are not supported.")
+    else:
+        out = list(inputs)
+    if not out:
+        raise RuntimeError(f"`inputs` argument to `{fn}()` cannot be empty.")
+    return out
+
+
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
              grad_variables=None, inputs=None):
     if grad_variables is not None:     # PyTorch's deprecated name of grad_tensors
         grad_tensors = grad_variables if grad_tensors is None else grad_tensors
+    if inputs is not None:
+        inputs = _inputs_list(inputs, "backward")
     if isinstance(tensors, Tensor):
         tensors = [tensors]
     tensors = list(tensors)
@@ -134,11 +155,13 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
               for listener in list(BACKWARD_LISTENERS)]
     capture = None
     if inputs is not None:
-        inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
         capture = {id(graph.edge_of(x)): i for i, x in enumerate(inputs)}
+    # with ``inputs``, only they accumulate (PyTorch): every other leaf the
+    # propagation reaches is left alone
     captured = graph.run_backward(tensors, grads, retain_graph=retain_graph,
                                   create_graph=create_graph,
-                                  accumulate=_accumulate(create_graph), capture=capture)
+                                  accumulate=_accumulate(create_graph) if inputs is None
+                                  else (lambda leaf, g: None), capture=capture)
     if inputs is not None:
         acc = _accumulate(create_graph)
         for x, g in zip(inputs, captured):
@@ -160,12 +183,15 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to "
                       "True). To accumulate gradient for other parts of the graph, please use "
                       "torch.autograd.backward.", FutureWarning, stacklevel=2)
+    if materialize_grads and allow_unused is False:
+        raise ValueError("Expected allow_unused to be True or not passed when "
+                         "materialize_grads=True, but got: allow_unused=False.")
     if is_grads_batched:
         raise NotImplementedError("autograd.grad(is_grads_batched=True) (vmap over "
                                   "grad_outputs) is not supported by tracec")
-    single = isinstance(inputs, Tensor)
+    keys = list(inputs.keys()) if type(inputs) is dict else None   # a dict in, a dict out
     outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
-    inputs = [inputs] if single else list(inputs)
+    inputs = _inputs_list(inputs, "grad")
     if grad_outputs is None:
         grad_outputs = [None] * len(outputs)
     elif isinstance(grad_outputs, Tensor):
@@ -205,7 +231,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         elif tuple(g.shape) != tuple(x.shape):
             g = g.expand(*x.shape)
         out.append(g)
-    return tuple(out)
+    return dict(zip(keys, out)) if keys is not None else tuple(out)
 
 
 # --- custom functions -----------------------------------------------------------

@@ -386,9 +386,18 @@ def _min_vjp(g, x, y, out):
 
 
 def _int_pow(x, y):
-    if np.issubdtype(np.result_type(x), np.integer) and np.any(np.asarray(y) < 0):
-        raise RuntimeError("Integers to negative integer powers are not allowed.")
-    return np.power(x, y)
+    """``np.power``, with an integer power to a negative exponent as PyTorch
+    computes it elementwise (1 for a base of 1, -1 or 1 for -1 by the
+    exponent's parity, else 0, as 0 ** -1 is too) where numpy raises.  A
+    negative Python-scalar exponent is refused before (``functions.pow``)."""
+    x, y = np.asarray(x), np.asarray(y)
+    if not np.issubdtype(np.result_type(x, y), np.integer) or not np.any(y < 0):
+        return np.power(x, y)
+    neg = y < 0
+    out = np.power(x, np.where(neg, 0, y))
+    odd = (y % 2) != 0
+    trunc = np.where(x == 1, 1, np.where(x == -1, np.where(odd, -1, 1), 0))
+    return np.where(neg, trunc, out).astype(out.dtype)
 
 
 add_p = _binary("add", np.add, _add_vjp, save=())

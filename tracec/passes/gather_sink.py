@@ -18,8 +18,7 @@ tensor that two kernels then read back in full.  Two rewrites:
   shapes are static, ``f``'s result varies along ``axis`` (so at least one
   gather, with the same index, remains and checks its bounds) and every
   operand that varies along ``axis`` has the result's shape up to leading
-  dimensions (a broadcast operand would need materializing to gather);
-  integer ``pow``, which can fail at a point, is never sunk through; and
+  dimensions (a broadcast operand would need materializing to gather); and
   only while every reader of ``f``'s result is elementwise, a reduction
   or a gather (``_fusable_readers``: else it is stored anyway).
 * **One-hot scatter**: ``scatter_add(zeros, idx, src, axis)`` with one index
@@ -152,8 +151,6 @@ class _Sinker:
                 math.prod(ishape) * SINK_RATIO > math.prod(shape):
             return False
         name = ir.primitive_name(f)
-        if name == "pow" and not ir.dtype_of(y.type).is_floating_point:
-            return False
         rank = len(shape)
         plan = []
         for u in f.operands:

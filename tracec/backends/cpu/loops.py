@@ -257,8 +257,7 @@ class _Eval:
                         and not isinstance(nodes[n.args[1]].value, Sym):
                     v = scalar.pow_by_constant(fb, args[0], float(nodes[n.args[1]].value))
                 if v is None:
-                    v = scalar.apply(fb, n.name, n.params, args, n.in_dtypes, n.dtype,
-                                     self.on_error)
+                    v = scalar.apply(fb, n.name, n.params, args, n.in_dtypes, n.dtype)
             vals[k] = v
             return v
 
@@ -299,9 +298,9 @@ def check_messages(prog: LoopProgram) -> list[str]:
 
 def emit_program(fb: FuncBuilder, prog: LoopProgram, ptrs, lo, hi, on_error=None) -> None:
     """Emit ``prog``'s loop nest into ``fb`` at the current block; dim 0
-    runs over ``[lo, hi)``.  ``on_error(cond, message=None)`` records a
-    failure where the i1 ``cond`` holds: an op's own (integer ``pow``), or a
-    ``check`` node's with its message (``check_messages``)."""
+    runs over ``[lo, hi)``.  ``on_error(cond, message)`` records a ``check``
+    node's failure, with its message (``check_messages``), where the i1
+    ``cond`` holds."""
     ev = _Eval(fb, prog, ptrs, on_error)
     shape, reduced = prog.shape, prog.reduced
     rank = len(shape)

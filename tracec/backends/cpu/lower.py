@@ -316,12 +316,10 @@ class Kernels:
         self.calls.append(Call(name, list(slots), n, par, can_fail, gate=gate, when=self.when,
                                align=align))
 
-    def program(self, base: str, prog: LoopProgram, slots: list, error_msg: str = "",
-                cost: int = 1) -> None:
+    def program(self, base: str, prog: LoopProgram, slots: list, cost: int = 1) -> None:
         """A kernel running one loop program."""
         n = prog.shape[0] if prog.shape else 1
 
-        code = self.error(error_msg) if error_msg else 0
         # Each run-time check's message (it names the user's line) its own code.
         codes = {m: check_code(self, m) for m in check_messages(prog)}
 
@@ -336,10 +334,7 @@ class Kernels:
                 first = fb.ibin("or", fb.icmp("eq", old, fb.i32(0)), fb.icmp("ugt", old, c))
                 fb.store(fb.select(first, c, old), status(), 4)
 
-            def on_error(cond, message=None):
-                if message is None:
-                    fb.if_then(cond, lambda: fail(code))
-                    return
+            def on_error(cond, message):
                 # A check ORs its failures into a flag, tested after the loop:
                 # a reduction the loop vectorizes (a branch per element would
                 # not, making the check cost 4x the ops it guards).
@@ -348,7 +343,7 @@ class Kernels:
                 slot = flags[message]
                 fb.store(fb.ibin("or", fb.load(slot, I32, 4), fb.cast("zext", cond, I32)),
                          slot, 4)
-            emit_program(fb, prog, ptrs, lo, hi, on_error if code or codes else None)
+            emit_program(fb, prog, ptrs, lo, hi, on_error if codes else None)
             for message, slot in flags.items():
                 fb.if_then(fb.icmp("ne", fb.load(slot, I32, 4), fb.i32(0)),
                            lambda k=codes[message]: fail(k))
@@ -358,7 +353,7 @@ class Kernels:
         # without optimization sums in another order than O3's vectorized
         # tree (PointNet's compiled step then left eager's tolerance).
         self.kernel(base, slots, n, body, work=prog.size * cost,
-                    parallel_ok=prog.parallel_ok, key=("program", prog.body_key(), code),
+                    parallel_ok=prog.parallel_ok, key=("program", prog.body_key()),
                     small_ok=not prog.reductions)
 
         if cost > 1:
@@ -676,11 +671,7 @@ class Lowering:
         prog, slots = self.programs.pop(op)
         names = {ir.primitive_name(o) for o in op.body.block.ops}
         cost = 4 if names & _COSTLY else 1
-        msg = ""
-        if "pow" in names and any(d.category == 1 for d in (ir.dtype_of(t) for t in
-                                                           op.result_types)):
-            msg = f"{describe(op)}: integers to negative integer powers are not allowed"
-        self.kernels.program("kernel", prog, slots, msg, cost)
+        self.kernels.program("kernel", prog, slots, cost)
 
     def single_op_program(self, op: Operation, name: str) -> None:
         res = op.results[0]
@@ -702,10 +693,7 @@ class Lowering:
             slots.append(self.slot_value(res))
             pb.store(res, out)
         prog = pb.finish()
-        msg = ""
-        if name == "pow" and ir.dtype_of(res.type).category == 1:
-            msg = f"{describe(op)}: integers to negative integer powers are not allowed"
-        self.kernels.program(name, prog, slots, msg, 4 if name in _COSTLY else 1)
+        self.kernels.program(name, prog, slots, 4 if name in _COSTLY else 1)
 
     # --- driver ------------------------------------------------------------------------
 

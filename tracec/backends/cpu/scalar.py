@@ -324,11 +324,12 @@ _ICMP = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "s
 _UCMP = {"eq": "eq", "ne": "ne", "lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge"}
 
 
-def _int_pow(fb: FuncBuilder, x, y, on_error, signed: bool = True):
+def _int_pow(fb: FuncBuilder, x, y, signed: bool = True):
+    """Integer ``x ** y`` by squaring; a negative exponent truncates as in
+    PyTorch (1 for a base of 1, -1 or 1 for -1 by the exponent's parity,
+    else 0), never an error."""
     t = x.type
     zero, one = fb.const(0, t), fb.const(1, t)
-    if signed and on_error is not None:
-        on_error(fb.icmp("slt", y, zero))
     e0 = fb.select(fb.icmp("slt", y, zero), zero, y) if signed else y
 
     def body(r, b, e):
@@ -337,10 +338,16 @@ def _int_pow(fb: FuncBuilder, x, y, on_error, signed: bool = True):
                 fb.ibin("lshr", e, one)]
     # e >= 0 and shifts right logically: "ne 0" ends it for unsigned e too.
     r, _, _ = fb.while_loop(lambda r, b, e: fb.icmp("ne", e, zero), body, [one, x, e0])
-    return r
+    if not signed:
+        return r
+    minus_one = fb.const(-1, t)
+    odd = fb.icmp("ne", fb.ibin("and", y, one), zero)
+    trunc = fb.select(fb.icmp("eq", x, one), one,
+                      fb.select(fb.icmp("eq", x, minus_one), fb.select(odd, minus_one, one), zero))
+    return fb.select(fb.icmp("slt", y, zero), trunc, r)
 
 
-def _binary(fb: FuncBuilder, name: str, x, y, d: dt.DType, on_error):
+def _binary(fb: FuncBuilder, name: str, x, y, d: dt.DType):
     t = x.type
     if name in _FCMP:
         if d is dt.bool_:
@@ -372,7 +379,7 @@ def _binary(fb: FuncBuilder, name: str, x, y, d: dt.DType, on_error):
         if name == "minimum":
             return fb.select(fb.icmp(int_pred(d, "lt"), x, y), x, y)
         if name == "pow":
-            return _int_pow(fb, x, y, on_error, d.is_signed)
+            return _int_pow(fb, x, y, d.is_signed)
         raise TypeError(f"no scalar lowering for {name}")
     if name in ("add", "sub", "mul", "div"):
         return fb.fbin("f" + name, x, y)
@@ -401,11 +408,9 @@ def pow_by_constant(fb: FuncBuilder, x, exponent: float):
 
 
 def apply(fb: FuncBuilder, name: str, params: dict, args: list, in_dtypes: list,
-          out_dtype: dt.DType, on_error=None):
-    """The compute-type result of primitive ``name`` on compute-type ``args``.
-
-    ``on_error(cond)`` is called by ops that can fail at run time (integer
-    ``pow`` with a negative exponent) with the i1 failure condition."""
+          out_dtype: dt.DType):
+    """The compute-type result of primitive ``name`` on compute-type ``args``
+    (none fails at run time: integer ``pow`` truncates negative exponents)."""
     if name == "cast":
         return cast(fb, args[0], in_dtypes[0], out_dtype)
     if name == "where":
@@ -414,7 +419,7 @@ def apply(fb: FuncBuilder, name: str, params: dict, args: list, in_dtypes: list,
     if len(args) == 1:
         r = _unary(fb, name, args[0], d)
     else:
-        r = _binary(fb, name, args[0], args[1], d, on_error)
+        r = _binary(fb, name, args[0], args[1], d)
     return round_to(fb, r, out_dtype) if out_dtype in (dt.float16, dt.bfloat16) else r
 
 
