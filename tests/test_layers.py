@@ -30,7 +30,7 @@ LAYERS = [
                   "tracec.math_extra", "tracec.math_trig", "tracec.math_special",
                   "tracec.math_igamma", "tracec.math_int",
                   "tracec.math_methods", "tracec.reductions_extra", "tracec.linalg",
-                  "tracec.linalg_lapack", "tracec.linalg_grads", "tracec.special",
+                  "tracec.linalg_lapack", "tracec.linalg_grads", "tracec.lowrank", "tracec.special",
                   "tracec.binning",
                   "tracec.differences", "tracec.autograd_functional", "tracec.func",
                   "tracec.random_inplace",
