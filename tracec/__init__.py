@@ -277,3 +277,10 @@ _forwarding_signatures()
 
 from tracec.einops_backend import register as _register_einops  # noqa: E402
 _register_einops()   # einops serves tracec tensors (tracec/einops_backend.py); imports no einops
+
+# torch.cond, torch.sym_*, and the legacy factories (tracec/control_flow.py);
+# last, so that ``range`` shadows the builtin only for users of ``tracec.range``.
+from tracec.control_flow import (cond, from_dlpack, frombuffer, sym_float, sym_int,  # noqa: E402,F401
+                                 sym_ite, sym_max, sym_min, sym_not, sym_sqrt, sym_sum,
+                                 to_dlpack)
+from tracec.control_flow import range  # noqa: E402,F401,A004

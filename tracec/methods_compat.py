@@ -184,8 +184,23 @@ def _volatile(self):
     return False
 
 
+def cfloat(self, memory_format=None):
+    return self.to(dt.complex64)
+
+
+def cdouble(self, memory_format=None):
+    return self.to(dt.complex128)
+
+
+def dim_order(self, *, ambiguity_check=False):
+    """The dimensions from outermost to innermost in memory (by stride,
+    ties in dimension order), as ``Tensor.dim_order``."""
+    strides = self.stride()
+    return tuple(sorted(range(self.dim()), key=lambda i: -strides[i]))
+
+
 for _f in (new, fill_diagonal_, resize_as_, adjoint, prelu, hardshrink, apply_,
-           map_, map2_, register_post_accumulate_grad_hook):
+           map_, map2_, register_post_accumulate_grad_hook, cfloat, cdouble, dim_order):
     setattr(Tensor, _f.__name__, _f)
 Tensor.H = property(_H)
 Tensor.mH = property(_mH)
