@@ -62,7 +62,11 @@ from tracec.sorting import argsort, msort, multinomial, sort, topk  # noqa: E402
 from tracec.contraction import addmm, baddbmm, einsum, sparse_coo_tensor, spmm  # noqa: E402,F401
 from tracec.methods_extra import (clamp_max, clamp_min, isfinite, isinf,  # noqa: E402,F401
                                   isneginf, isposinf)
-from tracec.methods_compat import adjoint  # noqa: E402,F401  (torch.adjoint)
+from tracec.methods_compat import adjoint as _adjoint  # noqa: E402
+
+
+def adjoint(input):  # noqa: A002  (torch.adjoint's keyword)
+    return _adjoint(input)
 from tracec import sparse  # noqa: E402,F401
 from tracec import signal  # noqa: E402,F401  (torch.signal.windows)
 from tracec import amp, cpu, jit, _dynamo, _inductor  # noqa: E402,F401
