@@ -31,7 +31,8 @@ import numpy as np
 from tracec import graph
 from tracec.backends.cpu.output_pool import fresh
 from tracec.mutation import EPOCH, guard_watched
-from tracec.tensor import Tensor
+from tracec import dtypes as dt
+from tracec.tensor import INFERENCE, Tensor, _new_tensor
 
 __all__ = ["runner", "MISS"]
 
@@ -121,7 +122,8 @@ def runner(entry, args):
            "ndarray": np.ndarray, "getrefcount": sys.getrefcount, "fresh": fresh,
            "copyto": np.copyto, "make": Tensor._make, "exe": exe, "FN": exe._fn_py,
            "WS": exe._ws_pool if sized is None else [], "OUTSPEC": outs_spec, "ITEMS": _TUPLE_ITEMS, "miss": _miss,
-           "REFRESHED": [None]}
+           "REFRESHED": [None], "Tensor": Tensor, "INFER": INFERENCE,
+           "NFIELDS": len(_new_tensor(np.empty(0, np.float32), dt.float32).__dict__)}
     x = [f"x{i}" for i in range(n)]
     lines = ["def run(args):",
              f"    if EPOCH[0] != entry._valid_epoch or _state.grad is not {bool(trace.grad_mode)}:",
@@ -226,8 +228,12 @@ def runner(entry, args):
         if k in reuse:
             # The .grad this call replaces, if nothing but the leaf holds it
             # (tensor and array): its memory takes the new .grad (as Entry.run).
+            # A plain old tensor (no graph, hooks, view or attributes of the
+            # user's) is kept as the new one too, its version bumped: no one
+            # else can see it, and a tensor object less is made per call.
             leaf = tensor(reuse[k], None)
             lines += [f"    {outs[k]} = None",
+                      f"    keep{k} = None",
                       f"    old = {leaf}._grad",
                       "    if old is not None and getrefcount(old) == 3:",
                       "        b = old._data",
@@ -236,6 +242,12 @@ def runner(entry, args):
                           f" and type(b) is ndarray and b.dtype is {n_k} and b.shape == "
                           f"{shape!r} and b.flags.c_contiguous and b.flags.writeable):"),
                       f"            {outs[k]} = b",
+                      "            if (type(old) is Tensor and old._node is None and old._hooks is None"
+                      " and old._base is None and old._grad is None and not old.requires_grad"
+                      " and not old._retains_grad"
+                      " and len(old.__dict__) == NFIELDS and type(old._version) is list"
+                      " and not INFER[0]):",
+                      f"                keep{k} = old",
                       "        b = None",
                       "    old = None",
                       f"    if {outs[k]} is None: {outs[k]} = {alloc}({shape!r}, {n_k})"]
@@ -279,6 +291,11 @@ def runner(entry, args):
             lines += [f"    g = {lf}._grad",
                       f"    if {o} is not g._data: copyto(g._data, {o})",
                       "    g._version[0] += 1"]
+        elif (k - 1) in reuse:
+            lf = tensor(spec.target, spec.arg)
+            lines += [f"    if keep{k - 1} is not None: keep{k - 1}._version[0] += 1",
+                      f"    else: {lf}._grad = make({o}, {lf}.dtype)",
+                      f"    keep{k - 1} = None"]
         else:
             lf = tensor(spec.target, spec.arg)
             lines.append(f"    {lf}._grad = make({o}, {lf}.dtype)")

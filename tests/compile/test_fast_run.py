@@ -235,6 +235,43 @@ def test_held_outputs_and_grads_are_not_written_again():
     assert len({id(g._data) for held in grads for g, _ in held}) == 3 * len(grads[0])
 
 
+def test_an_unheld_grad_tensor_is_kept_and_a_held_one_is_not():
+    """A .grad nothing else holds is updated in its own tensor object (its
+    version bumped), not replaced by a new one; a held one, or one the
+    user gave an attribute, is replaced and keeps its values."""
+    pair = _twins()
+    (m_e, _, eager), (m_c, _, step) = pair
+    comp = tracec.compile(step)
+    x = tracec.ones(4, 6)
+    y = tracec.tensor([0, 2, 1, 2])
+    for _ in range(4):
+        comp(x, y)
+        eager(x, y)
+    p = next(m_c.parameters())
+    ids, versions = set(), []
+    for _ in range(3):
+        comp(x, y)
+        eager(x, y)
+        ids.add(id(p.grad))
+        versions.append(p.grad._version[0])
+    assert len(ids) == 1 and versions[0] < versions[1] < versions[2]
+    _same_state(pair)
+    held = p.grad
+    values = held.numpy().copy()
+    comp(x, y)
+    eager(x, y)
+    assert p.grad is not held
+    np.testing.assert_array_equal(held.numpy(), values)
+    _same_state(pair)
+    del held
+    p.grad.tag = "mine"
+    tagged = id(p.grad)
+    comp(x, y)
+    eager(x, y)
+    assert id(p.grad) != tagged or not hasattr(p.grad, "tag")
+    _same_state(pair)
+
+
 def test_checked_call_rejects_wrong_headers():
     if not checked_call.available():
         pytest.skip("NumPy's array layout is not the one checked_call reads")
