@@ -366,3 +366,17 @@ def test_namespaces_reachable_as_after_import_torch():
             "torch.nn.common_types._size_2_t\n"
             "assert torch.utils._pytree.tree_map(lambda v: v + 1, [1, (2,)]) == [2, (3,)]\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("driver", [None, "gels", "gelsy", "gelsd", "gelss"])
+def test_lstsq_outputs_per_driver(driver):
+    """Residuals, rank and singular values as each of torch's cpu drivers
+    gives them (tracec gave gelsy's for every driver)."""
+    for sa, sb in (((2, 3), (2, 3)), ((4, 3), (4, 3)), ((2, 4, 3), (2, 4, 3)), ((4, 3), (4,))):
+        A, B = RNG.standard_normal(sa), RNG.standard_normal(sb)
+        want = torch.linalg.lstsq(torch.tensor(A), torch.tensor(B), driver=driver)
+        got = tracec.linalg.lstsq(tracec.tensor(A), tracec.tensor(B), driver=driver)
+        for u, v in zip(want, got):
+            _same(u, v, 1e-9)
+    with pytest.raises(RuntimeError, match="should be one of"):
+        tracec.linalg.lstsq(tracec.ones(3, 2), tracec.ones(3, 1), driver="gesv")

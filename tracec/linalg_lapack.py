@@ -572,17 +572,33 @@ _lstsq = _function("LinalgLstsqBackward0", _lstsq_fwd, _lstsq_bwd)
 
 
 def lstsq(A, B, rcond=None, *, driver=None):
-    """``(solution, residuals, rank, singular_values)`` as PyTorch's default
-    cpu driver (gelsy) gives them: residuals and singular values empty."""
+    """``(solution, residuals, rank, singular_values)`` as PyTorch's cpu
+    drivers give them: the rank for gelsy (the default), gelsd and gelss;
+    the singular values for gelsd and gelss; the squared residuals of each
+    column for gels, gelsd and gelss when A is tall (m > n) and of full
+    rank. What a driver does not give is an empty tensor."""
     A = _float_input(A, "linalg.lstsq")
     B = _float_input(B, "linalg.lstsq")
+    driver = "gelsy" if driver is None else driver
+    if driver not in ("gels", "gelsy", "gelsd", "gelss"):
+        raise RuntimeError(f"torch.linalg.lstsq: parameter `driver` should be one of "
+                           f"(gels, gelsy, gelsd, gelss)")
     vector = B.ndim == A.ndim - 1
     Bm = ops.reshape(B, tuple(B.shape) + (1,)) if vector else B
-    X = _lstsq(A, Bm, rcond)
-    if vector:
-        X = ops.reshape(X, tuple(X.shape[:-1]))
+    Xm = _lstsq(A, Bm, rcond)
+    X = ops.reshape(Xm, tuple(Xm.shape[:-1])) if vector else Xm
     empty = Tensor._make(np.zeros((0,), A.dtype.np), A.dtype)
-    return LstsqResult(X, empty, matrix_rank(A), empty)
+    empty_i = Tensor._make(np.zeros((0,), np.int64), dt.int64)
+    m, n = A.shape[-2:]
+    rank = matrix_rank(A) if driver != "gels" else empty_i
+    residuals = empty
+    if driver != "gelsy" and m > n:
+        full = matrix_rank(A) if driver == "gels" else rank
+        if bool((full == n).all()):
+            r = F.sub(F.matmul(A, Xm), Bm)
+            residuals = F.sum(F.mul(r, r), -2)
+    sv = svdvals(A) if driver in ("gelsd", "gelss") else empty
+    return LstsqResult(X, residuals, rank, sv)
 
 
 def _tri_solve_fwd(ctx, a, b, upper, left, unitriangular):
