@@ -37,6 +37,14 @@ class OptimizedModule(Module):
     def forward(self, *args, **kwargs):
         return self.__dict__["_compiled"](*args, **kwargs)
 
+    def __len__(self) -> int:
+        # As torch's OptimizedModule: the original module's length
+        # (a compiled nn.Sequential / ModuleList)
+        orig = self._modules["_orig_mod"]
+        if hasattr(type(orig), "__len__"):
+            return len(orig)
+        raise TypeError(f"{type(orig).__name__} does not support len()")
+
     def __getattr__(self, name: str):
         try:
             return super().__getattr__(name)

@@ -469,3 +469,11 @@ def test_large_uniform_constant_is_a_broadcast_scalar_and_keeps_signed_zeros():
     assert text.count(f"tracec.broadcast_to") == 2
     assert f"dense<\"0x" in text           # the mixed one stays dense
     assert len(text) < 8 * n + 10_000      # and only it is written out (8 hex digits each)
+
+
+def test_a_compiled_sequential_has_its_length():
+    """torch's OptimizedModule forwards len() to the original module."""
+    seq = tracec.nn.Sequential(tracec.nn.Linear(2, 3), tracec.nn.ReLU())
+    assert len(tracec.compile(seq)) == 2
+    with pytest.raises(TypeError, match="Linear does not support len"):
+        len(tracec.compile(tracec.nn.Linear(2, 3)))
