@@ -8,7 +8,7 @@ change nothing, except ``cache_size_limit``, which is what tracec calls
 """
 from __future__ import annotations
 
-__all__ = ["allow_in_graph", "config", "disable", "is_compiling", "mark_dynamic", "mark_static",
+__all__ = ["allow_in_graph", "config", "disable", "explain", "is_compiling", "mark_dynamic", "mark_static",
            "reset"]
 
 
@@ -62,3 +62,71 @@ def mark_static(t, index=None) -> None:
 def allow_in_graph(fn):
     """``fn`` itself: tracec records what any Python function computes."""
     return fn
+
+
+class ExplainOutput:
+    """``torch._dynamo.explain``'s result, with its fields and text: one
+    graph per trace (tracec's recorded IR as text, where Dynamo gives an
+    ``fx.GraphModule``); a call that could not be traced (tensor data
+    steering Python) is one break, its reason the TraceError's message
+    (which names the user's line)."""
+
+    def __init__(self, graphs, graph_count, graph_break_count, break_reasons, op_count,
+                 ops_per_graph=None, out_guards=None, compile_times=None):
+        self.graphs, self.graph_count = graphs, graph_count
+        self.graph_break_count, self.break_reasons = graph_break_count, break_reasons
+        self.op_count, self.ops_per_graph = op_count, ops_per_graph
+        self.out_guards, self.compile_times = out_guards, compile_times
+
+    def __str__(self) -> str:
+        out = (f"Graph Count: {self.graph_count}\nGraph Break Count: {self.graph_break_count}\n"
+               f"Op Count: {self.op_count}\nBreak Reasons:\n")
+        for i, r in enumerate(self.break_reasons):
+            out += f"  Break Reason {i + 1}:\n    Reason: {r.reason}\n    User Stack:\n"
+            for frame in r.user_stack:
+                out += f"      {frame}\n"
+        if self.ops_per_graph is not None:
+            out += "Ops per Graph:\n"
+            for i, ops in enumerate(self.ops_per_graph):
+                out += f"  Ops {i + 1}:\n" + "".join(f"    {op}\n" for op in ops)
+        if self.out_guards is not None:
+            out += "Out Guards:\n" + "".join(f"  Guard {i + 1}:\n    {g}\n"
+                                             for i, g in enumerate(self.out_guards))
+        if self.compile_times is not None:
+            out += f"Compile Times: {self.compile_times}\n"
+        return out
+
+
+class _BreakReason:
+    def __init__(self, reason: str, user_stack: list):
+        self.reason, self.user_stack = reason, user_stack
+
+
+def explain(f, *extra_args, **extra_kwargs):
+    """``torch._dynamo.explain(fn)(*args, **kwargs)``: trace ``fn`` on the
+    arguments (running it once) and say what was recorded."""
+    if extra_args or extra_kwargs:
+        raise TypeError("explain(f, *args, **kwargs) was removed in PyTorch; use "
+                        "explain(f)(*args, **kwargs)")
+
+    def inner(*args, **kwargs):
+        from tracec import TraceError, ir
+        from tracec.tracing import record
+        try:
+            _, trace = record(f, args, kwargs, getattr(f, "__name__", "fn"), fallback=False)
+        except TraceError as e:
+            return ExplainOutput([], 0, 1, [_BreakReason(str(e), [])], 0, [], [], None)
+        module = trace.module
+        ops = [op for op in module.walk() if ir.primitive_name(op)]
+        names = [f"tracec.{ir.primitive_name(op)} at {ir.format_loc(op)}" for op in ops]
+        guards = []
+        for snap, _ in trace.guards:       # (as tracec explain words them)
+            roots = getattr(snap, "roots", None)
+            if roots is not None:
+                guards += [f"{label} is unchanged" for label, _ in roots]
+            else:
+                guards.append(f"{getattr(snap, '__qualname__', type(snap).__name__)} is "
+                              f"unchanged")
+        return ExplainOutput([ir.print_module(module)], 1, 0, [], len(ops), [names], guards,
+                             None)
+    return inner

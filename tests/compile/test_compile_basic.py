@@ -477,3 +477,21 @@ def test_a_compiled_sequential_has_its_length():
     assert len(tracec.compile(seq)) == 2
     with pytest.raises(TypeError, match="Linear does not support len"):
         len(tracec.compile(tracec.nn.Linear(2, 3)))
+
+
+def test_dynamo_explain_says_what_was_recorded():
+    """torch._dynamo.explain(fn)(*args): graphs, ops, guards; a call that
+    cannot be traced is one break whose reason names the user's line."""
+    m = tracec.nn.Linear(3, 2)
+    out = tracec._dynamo.explain(lambda t: m(t + 1).sin())(tracec.ones(3))
+    assert (out.graph_count, out.graph_break_count) == (1, 0) and out.op_count >= 3
+    text = str(out)
+    assert "Graph Count: 1" in text and "tracec.sin at" in text and "is unchanged" in text
+
+    def breaks(t):
+        return tracec.tensor(t.numpy() * 2)
+    out = tracec._dynamo.explain(breaks)(tracec.ones(3))
+    assert (out.graph_count, out.graph_break_count) == (0, 1)
+    assert "test_compile_basic.py" in out.break_reasons[0].reason
+    with pytest.raises(TypeError, match="explain\\(f\\)"):
+        tracec._dynamo.explain(breaks, tracec.ones(3))
