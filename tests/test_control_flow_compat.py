@@ -59,3 +59,42 @@ def test_cond_checks_what_torch_checks():
     f = tracec.compile(lambda p, x: tracec.cond(p > 0, lambda y: y, lambda y: y.sum(), (x,)))
     with pytest.raises(Exception, match="must match"):
         f(tracec.tensor(1.0), tracec.ones(3))
+
+
+def test_namespaces_model_code_touches_at_import():
+    """torch.fx.wrap, torch.overrides, torch.backends.mkldnn/opt_einsum,
+    torch.__config__ and Tensor._make_subclass, as model code uses them."""
+    assert tracec.fx.wrap("len") == "len"
+
+    @tracec.fx.wrap
+    def leaf(x):
+        return x + 1
+    assert leaf(1) == 2
+    assert tracec.backends.mkldnn.is_available() is False and tracec.backends.mkldnn.enabled
+    with tracec.backends.mkldnn.flags(enabled=False):
+        assert tracec.backends.mkldnn.enabled is False
+    assert tracec.backends.mkldnn.enabled is True
+    assert isinstance(tracec.backends.opt_einsum.is_available(), bool)
+    assert "tracec" in tracec.__config__.show()
+    assert "get_num_threads" in tracec.__config__.parallel_info()
+
+    class P(tracec.Tensor):
+        def __new__(cls, data):
+            return tracec.Tensor._make_subclass(cls, data, True)
+    p = P(tracec.ones(3))
+    assert type(p) is P and p.requires_grad
+    (p * 2).sum().backward()
+    assert p.grad.tolist() == [2.0, 2.0, 2.0]
+
+    class Logged(tracec.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            return "handled " + func.__name__
+
+    def myfunc(x):
+        if tracec.overrides.has_torch_function_unary(x):
+            return tracec.overrides.handle_torch_function(myfunc, (x,), x)
+        return x + 1
+    assert myfunc(tracec.ones(1)).tolist() == [2.0]
+    assert myfunc(tracec.Tensor._make_subclass(Logged, tracec.ones(1))) == "handled myfunc"
+    assert not tracec.overrides.has_torch_function((tracec.ones(1), 3))

@@ -31,7 +31,7 @@ LAYERS = [
                   "tracec.math_igamma", "tracec.math_int",
                   "tracec.math_methods", "tracec.reductions_extra", "tracec.linalg",
                   "tracec.linalg_lapack", "tracec.linalg_grads", "tracec.lowrank", "tracec.special",
-                  "tracec.control_flow",
+                  "tracec.control_flow", "tracec.fx", "tracec.overrides", "tracec.__config__",
                   "tracec.binning",
                   "tracec.differences", "tracec.autograd_functional", "tracec.func",
                   "tracec.random_inplace",

@@ -199,6 +199,23 @@ def dim_order(self, *, ambiguity_check=False):
     return tuple(sorted(range(self.dim()), key=lambda i: -strides[i]))
 
 
+def _make_subclass(cls, data, require_grad=False, **_):
+    """``Tensor._make_subclass(cls, data, require_grad)``: a ``cls`` (a
+    Tensor subclass) sharing ``data``'s memory and version counter, as
+    custom Parameter-like classes build themselves in ``__new__``."""
+    if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+        raise TypeError(f"cls must be a type (a Tensor subclass), got {cls!r}")
+    t = object.__new__(cls)
+    t._init(data._data, data.dtype)
+    t._version = data._version
+    if require_grad:
+        Tensor.requires_grad_(t, True)
+    return t
+
+
+Tensor._make_subclass = staticmethod(_make_subclass)
+
+
 for _f in (new, fill_diagonal_, resize_as_, adjoint, prelu, hardshrink, apply_,
            map_, map2_, register_post_accumulate_grad_hook, cfloat, cdouble, dim_order):
     setattr(Tensor, _f.__name__, _f)

@@ -241,6 +241,10 @@ class Tensor:
     __array_priority__ = 1000  # make ndarray <op> Tensor defer to Tensor
 
     def __init__(self, *data, dtype=None, requires_grad=False):
+        if hasattr(self, "_data"):     # (a slot: unset until initialized)
+            # Made by a subclass's __new__ (Tensor._make_subclass): as in
+            # PyTorch, whose tensors are built in __new__, nothing to do.
+            return
         sizes = legacy_sizes(data)
         if sizes is not None:
             # The legacy size constructor ``Tensor(3, 4)``: zeros (PyTorch leaves
