@@ -98,3 +98,9 @@ def test_namespaces_model_code_touches_at_import():
     assert myfunc(tracec.ones(1)).tolist() == [2.0]
     assert myfunc(tracec.Tensor._make_subclass(Logged, tracec.ones(1))) == "handled myfunc"
     assert not tracec.overrides.has_torch_function((tracec.ones(1), 3))
+
+
+def test_onnx_export_is_refused_clearly():
+    assert tracec.onnx.is_in_onnx_export() is False
+    with pytest.raises(NotImplementedError, match="tracec build"):
+        tracec.onnx.export(tracec.nn.Linear(2, 2), (tracec.ones(1, 2),), "m.onnx")

@@ -32,6 +32,7 @@ LAYERS = [
                   "tracec.math_methods", "tracec.reductions_extra", "tracec.linalg",
                   "tracec.linalg_lapack", "tracec.linalg_grads", "tracec.lowrank", "tracec.special",
                   "tracec.control_flow", "tracec.fx", "tracec.overrides", "tracec.__config__",
+                  "tracec.onnx",
                   "tracec.binning",
                   "tracec.differences", "tracec.autograd_functional", "tracec.func",
                   "tracec.random_inplace",
