@@ -30,10 +30,21 @@ def _ints(name, a, b):
     if d.is_floating_point:
         raise RuntimeError(f"\"{name}_cpu\" not implemented for '{_TORCH[d.name]}'")
     if not isinstance(a, Tensor):
-        a = ops.full(tuple(b.shape), a, d, like=b)
+        a = ops.full(tuple(b.shape), _wrapped(a, d), d, like=b)
     if not isinstance(b, Tensor):
-        b = ops.full(tuple(a.shape), b, d, like=a)
+        b = ops.full(tuple(a.shape), _wrapped(b, d), d, like=a)
     return a, b, d
+
+
+def _wrapped(v, d):
+    """A Python int as the integer dtype holds it, two's complement
+    (``uint8_image & -32`` reads -32 as 224, as PyTorch's C++ cast does)."""
+    if isinstance(v, bool) or not isinstance(v, int) or d is dt.bool_:
+        return v
+    bits = 8 * np.dtype(d.np).itemsize
+    v %= 1 << bits
+    return v - (1 << bits) if np.issubdtype(d.np, np.signedinteger) and v >= 1 << (bits - 1) \
+        else v
 
 
 def _eager(name, f, a, b, d):

@@ -85,7 +85,11 @@ Tensor.__rsub__ = _binop(lambda a, b: F._named(F.sub(a, b), "RsubBackward1"), Tr
 Tensor.__mul__ = _binop(F.mul)
 Tensor.__rmul__ = _binop(F.mul, True)
 Tensor.__truediv__ = _binop(F.div)
-Tensor.__rtruediv__ = _binop(lambda a, b: F._named(F.div(a, b), "MulBackward0"), True)
+# ``number / tensor`` is ``tensor.reciprocal() * number``, as PyTorch's
+# Tensor.__rdiv__ computes it (its rounding, not a division's: 255 / t then
+# differs from a true quotient in the last bit, which truncating casts see).
+Tensor.__rtruediv__ = _binop(lambda a, b: F._named(F.mul(F.reciprocal(b), a), "MulBackward0"),
+                             True)
 Tensor.__pow__ = _binop(F.pow)
 Tensor.__rpow__ = _binop(F.pow, True)
 Tensor.__matmul__ = _binop(F.matmul)
