@@ -155,7 +155,7 @@ from tracec import hub, mps, return_types, testing, xpu  # noqa: E402,F401
 from tracec.tensor_type import set_default_tensor_type  # noqa: E402,F401
 from tracec.amp import GradScaler  # noqa: E402,F401
 from tracec import random  # noqa: E402,F401
-from tracec.random import binomial, default_generator, normal, poisson  # noqa: E402,F401
+from tracec.random import _sample_dirichlet, binomial, default_generator, normal, poisson  # noqa: E402,F401
 from tracec.backends import cuda as _backends_cuda, openmp as _openmp  # noqa: E402,F401
 from tracec.backends import mkldnn as _mkldnn, opt_einsum as _opt_einsum  # noqa: E402,F401
 from tracec import __config__, fx, onnx, overrides  # noqa: E402,F401  (torch.__config__/fx.wrap/onnx/overrides)

@@ -24,7 +24,7 @@ from tracec.creation import (default_generator, get_rng_state, initial_seed,  # 
                              manual_seed, seed, set_rng_state)
 from tracec.tensor import Tensor, concrete
 
-__all__ = ["normal", "poisson", "binomial", "host_generator", "manual_seed", "seed", "initial_seed",
+__all__ = ["normal", "poisson", "binomial", "_sample_dirichlet", "host_generator", "manual_seed", "seed", "initial_seed",
            "get_rng_state", "set_rng_state", "fork_rng", "default_generator"]
 
 
@@ -93,6 +93,18 @@ def poisson(input, generator=None):  # noqa: A002
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
     draws = host_generator(generator, "torch.poisson").poisson(rates.astype(np.float64))
     return Tensor._make(np.asarray(draws).astype(input.dtype.np), input.dtype)
+
+
+def _sample_dirichlet(input, generator=None):  # noqa: A002
+    """Dirichlet draws with concentrations along the last dimension
+    (``torch._sample_dirichlet``, which torchvision's AugMix calls)."""
+    alpha = concrete(input, "torch._sample_dirichlet")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"\"dirichlet\" not implemented for '{str(input.dtype)[6:]}'")
+    g = host_generator(generator, "torch._sample_dirichlet").standard_gamma(
+        alpha.astype(np.float64))
+    total = g.sum(-1, keepdims=True)
+    return Tensor._make(np.asarray(g / total).astype(input.dtype.np), input.dtype)
 
 
 def binomial(count, prob, generator=None):

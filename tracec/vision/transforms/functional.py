@@ -328,3 +328,5 @@ from tracec.vision.transforms._functional_color import (  # noqa: E402,F401
     rgb_to_grayscale, to_grayscale)
 from tracec.vision.transforms._affine_erasing import erase  # noqa: E402,F401
 from tracec.vision.transforms._blur_crops import gaussian_blur  # noqa: E402,F401
+from tracec.vision.transforms._functional_photometric import (  # noqa: E402,F401
+    adjust_gamma, adjust_sharpness, autocontrast, equalize, invert, posterize, solarize)
