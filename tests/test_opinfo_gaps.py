@@ -380,3 +380,16 @@ def test_lstsq_outputs_per_driver(driver):
             _same(u, v, 1e-9)
     with pytest.raises(RuntimeError, match="should be one of"):
         tracec.linalg.lstsq(tracec.ones(3, 2), tracec.ones(3, 1), driver="gesv")
+
+
+def test_number_over_tensor_rounds_as_torchs_reciprocal_product():
+    x = (RNG.random(2000) * 300 + 0.1).astype(np.float32)
+    for c in (1, 255, 2.5, 7):
+        np.testing.assert_array_equal((c / tracec.tensor(x)).numpy(), (c / torch.tensor(x)).numpy())
+    xi = RNG.integers(1, 100, 50)
+    _same(3 / torch.tensor(xi), 3 / tracec.tensor(xi), 0)
+    a, b = torch.tensor(x[:5], requires_grad=True), tracec.tensor(x[:5], requires_grad=True)
+    (2 / a).sum().backward()
+    (2 / b).sum().backward()
+    _same(a.grad, b.grad, 1e-6)
+    assert (2 / b).grad_fn.name() == (2 / a).grad_fn.name()
