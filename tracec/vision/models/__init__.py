@@ -1,7 +1,16 @@
-"""``torchvision.models`` classifiers on tracec (ResNet family, VGG,
-AlexNet, MobileNetV2, SqueezeNet), with torchvision's module names and
-state-dict keys.  ``weights=`` loads only from torch.hub's cache."""
+"""``torchvision.models`` classifiers on tracec, with torchvision's module
+names and state-dict keys, initialization and forward.  ``weights=`` loads
+only from torch.hub's cache."""
+import fnmatch
+
 from tracec.vision.models._weights import Weights, WeightsEnum
+from tracec.vision.models.densenet import (
+    DenseNet, DenseNet121_Weights, DenseNet161_Weights, DenseNet169_Weights, DenseNet201_Weights,
+    densenet121, densenet161, densenet169, densenet201)
+from tracec.vision.models.googlenet import (
+    GoogLeNet, GoogLeNet_Weights, GoogLeNetOutputs, googlenet)
+from tracec.vision.models.inception import (
+    Inception3, Inception_V3_Weights, InceptionOutputs, inception_v3)
 from tracec.vision.models.mobilenetv2 import (
     MobileNet_V2_Weights, MobileNetV2, SqueezeNet, SqueezeNet1_0_Weights, SqueezeNet1_1_Weights,
     mobilenet_v2, squeezenet1_0, squeezenet1_1)
@@ -17,11 +26,24 @@ from tracec.vision.models.vgg import (
 _BUILDERS = {f.__name__: f for f in (
     resnet18, resnet34, resnet50, resnet101, resnet152, resnext50_32x4d, wide_resnet50_2,
     vgg11, vgg11_bn, vgg13, vgg13_bn, vgg16, vgg16_bn, vgg19, vgg19_bn, alexnet, mobilenet_v2,
-    squeezenet1_0, squeezenet1_1)}
+    squeezenet1_0, squeezenet1_1, densenet121, densenet161, densenet169, densenet201, googlenet,
+    inception_v3)}
 
 
 def list_models(module=None, include=None, exclude=None):
-    return sorted(_BUILDERS)
+    """The builders' names, sorted: those of ``module`` (a models module
+    such as ``tracec.vision.models``) when given, kept when they match any
+    ``include`` pattern (fnmatch) and dropped when they match any ``exclude``."""
+    names = {k for k, f in _BUILDERS.items()
+             if module is None or f.__module__.rsplit(".", 1)[0] == module.__name__}
+    if include:
+        include = [include] if isinstance(include, str) else include
+        names = set().union(*(fnmatch.filter(names, p) for p in include))
+    if exclude:
+        exclude = [exclude] if isinstance(exclude, str) else exclude
+        for p in exclude:
+            names -= set(fnmatch.filter(names, p))
+    return sorted(names)
 
 
 def get_model_builder(name: str):

@@ -94,3 +94,12 @@ def load_into(model, weights, progress=True):
     if weights is not None:
         model.load_state_dict(weights.get_state_dict(progress=progress, check_hash=True))
     return model
+
+
+def overwrite_named_param(kwargs, param, new_value):
+    """torchvision's ``_ovewrite_named_param``: a pretrained checkpoint fixes
+    ``param``; a conflicting value from the caller is an error."""
+    if param in kwargs and kwargs[param] != new_value:
+        raise ValueError(f"The parameter '{param}' expected value {new_value} but got "
+                         f"{kwargs[param]} instead.")
+    kwargs[param] = new_value

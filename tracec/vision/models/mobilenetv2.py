@@ -5,6 +5,7 @@ from __future__ import annotations
 from tracec import nn
 from tracec.shape_ops import cat, flatten
 from tracec.vision.models._weights import load_into, make_weights, resolve
+from tracec.vision.ops.misc import Conv2dNormActivation
 
 _U = "https://download.pytorch.org/models/"
 
@@ -14,27 +15,6 @@ def _make_divisible(v, divisor, min_value=None):
     new_v = max(min_value, int(v + divisor / 2) // divisor * divisor)
     # do not round down by more than 10%
     return new_v + divisor if new_v < 0.9 * v else new_v
-
-
-class Conv2dNormActivation(nn.Sequential):
-    """Conv2d, then ``norm_layer`` and ``activation_layer`` when given
-    (torchvision.ops.misc's)."""
-
-    def __init__(self, in_channels, out_channels, kernel_size=3, stride=1, padding=None,
-                 groups=1, norm_layer=nn.BatchNorm2d, activation_layer=nn.ReLU, dilation=1,
-                 inplace=True, bias=None):
-        if padding is None:
-            padding = (kernel_size - 1) // 2 * dilation
-        if bias is None:
-            bias = norm_layer is None
-        layers = [nn.Conv2d(in_channels, out_channels, kernel_size, stride, padding,
-                            dilation=dilation, groups=groups, bias=bias)]
-        if norm_layer is not None:
-            layers.append(norm_layer(out_channels))
-        if activation_layer is not None:
-            layers.append(activation_layer(**({} if inplace is None else {"inplace": inplace})))
-        super().__init__(*layers)
-        self.out_channels = out_channels
 
 
 class InvertedResidual(nn.Module):

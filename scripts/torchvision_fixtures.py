@@ -1,0 +1,170 @@
+"""Record torchvision's classifiers for tests/test_vision_models_more.py.
+
+For each case in ``CASES`` it writes ``tests/fixtures/torchvision/<id>.json.gz``:
+the builder and its keyword arguments, the ordered state-dict keys with
+shapes and dtypes, per-key mean/std of torchvision's own initialization
+(``torch.manual_seed(0)``), a SHA-256 of ``repr(model)``, and the outputs
+for a deterministic input after loading deterministic weights (``weights_for``:
+every floating entry regenerated from NumPy, seeded by the key, so no weights
+are stored), in eval mode and, where ``train`` is set, in train mode with
+every Dropout / StochasticDepth at ``p = 0`` (so the output is deterministic).
+
+torchvision cannot be imported next to the project's torch, so this runs in
+a side virtual environment (no tracec needed)::
+
+    python3 -m venv /tmp/tvref
+    /tmp/tvref/bin/pip install torch==2.14.1 torchvision==0.29.1 numpy
+    /tmp/tvref/bin/python scripts/torchvision_fixtures.py [case-id ...]
+
+With no arguments every case is recorded.  The helpers below import neither
+torch nor tracec: the test imports this file for ``CASES``, ``weights_for``
+and ``input_for``.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import sys
+import zlib
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "..", "tests", "fixtures", "torchvision")
+
+# (id, builder, kwargs, input shape, train-mode output recorded, slow)
+CASES = [
+    ("alexnet", "alexnet", {"num_classes": 10}, (2, 3, 64, 64), True, True),
+    ("squeezenet1_0", "squeezenet1_0", {"num_classes": 10}, (2, 3, 48, 48), True, False),
+    ("squeezenet1_1", "squeezenet1_1", {"num_classes": 10}, (2, 3, 48, 48), True, False),
+    ("densenet121", "densenet121", {"num_classes": 10}, (2, 3, 64, 64), True, False),
+    ("densenet161", "densenet161", {"num_classes": 10}, (2, 3, 64, 64), True, True),
+    ("densenet169", "densenet169", {"num_classes": 10}, (2, 3, 64, 64), True, True),
+    ("densenet201", "densenet201", {"num_classes": 10}, (2, 3, 64, 64), True, True),
+    ("resnext50_32x4d", "resnext50_32x4d", {"num_classes": 10}, (2, 3, 64, 64), True, True),
+    ("wide_resnet50_2", "wide_resnet50_2", {"num_classes": 10}, (2, 3, 64, 64), True, True),
+    ("googlenet", "googlenet", {"num_classes": 10, "aux_logits": True, "init_weights": True},
+     (2, 3, 64, 64), False, False),
+    ("googlenet_noaux", "googlenet",
+     {"num_classes": 10, "aux_logits": False, "transform_input": True, "init_weights": True,
+      "dropout": 0.0}, (2, 3, 64, 64), True, False),
+    ("inception_v3", "inception_v3",
+     {"num_classes": 10, "aux_logits": False, "init_weights": True}, (2, 3, 107, 107), True, True),
+    ("inception_v3_aux", "inception_v3",
+     {"num_classes": 10, "aux_logits": True, "transform_input": True, "init_weights": True},
+     (1, 3, 75, 75), False, True),
+    ("mobilenet_v3_small", "mobilenet_v3_small", {"num_classes": 10}, (2, 3, 64, 64), True, False),
+    ("mobilenet_v3_large", "mobilenet_v3_large", {"num_classes": 10}, (2, 3, 64, 64), True, True),
+    ("efficientnet_b0", "efficientnet_b0", {"num_classes": 10}, (2, 3, 64, 64), True, False),
+    ("efficientnet_b1", "efficientnet_b1", {"num_classes": 10}, (1, 3, 64, 64), False, True),
+    ("efficientnet_b3", "efficientnet_b3", {"num_classes": 10}, (1, 3, 64, 64), False, True),
+    ("efficientnet_b7", "efficientnet_b7", {"num_classes": 10}, (1, 3, 64, 64), False, True),
+    ("efficientnet_v2_s", "efficientnet_v2_s", {"num_classes": 10}, (2, 3, 64, 64), True, True),
+    ("shufflenet_v2_x0_5", "shufflenet_v2_x0_5", {"num_classes": 10}, (2, 3, 64, 64), True, False),
+    ("shufflenet_v2_x1_0", "shufflenet_v2_x1_0", {"num_classes": 10}, (2, 3, 64, 64), True, True),
+    ("shufflenet_v2_x2_0", "shufflenet_v2_x2_0", {"num_classes": 10}, (1, 3, 64, 64), False, True),
+    ("mnasnet0_5", "mnasnet0_5", {"num_classes": 10}, (2, 3, 64, 64), True, False),
+    ("mnasnet1_0", "mnasnet1_0", {"num_classes": 10}, (2, 3, 64, 64), True, True),
+    ("regnet_y_400mf", "regnet_y_400mf", {"num_classes": 10}, (2, 3, 64, 64), True, False),
+    ("regnet_x_400mf", "regnet_x_400mf", {"num_classes": 10}, (2, 3, 64, 64), True, True),
+    ("regnet_y_800mf", "regnet_y_800mf", {"num_classes": 10}, (1, 3, 64, 64), False, True),
+    ("vit_b_16_small", "vit_b_16", {"num_classes": 10, "image_size": 32}, (2, 3, 32, 32), True,
+     False),
+    ("vit_b_32", "vit_b_32", {"num_classes": 10, "image_size": 64}, (1, 3, 64, 64), False, True),
+    ("convnext_tiny", "convnext_tiny", {"num_classes": 10}, (2, 3, 64, 64), True, True),
+    ("convnext_small", "convnext_small", {"num_classes": 10}, (1, 3, 64, 64), False, True),
+    ("swin_t", "swin_t", {"num_classes": 10}, (1, 3, 64, 64), True, True),
+]
+
+
+def _seed(text: str) -> int:
+    return zlib.crc32(text.encode())
+
+
+def weights_for(key: str, shape, dtype: str):
+    """The float32 array loaded into state-dict entry ``key`` on both sides
+    (None: keep the model's own value, for integer buffers).  Scales keep
+    activations O(1) through deep networks: weights of variance 1/fan_in,
+    norm scales and variances near 1, small biases and means."""
+    if not dtype.startswith("float"):
+        return None
+    rng = np.random.default_rng(_seed(key))
+    shape = tuple(shape)
+    if key.endswith("running_var"):
+        a = rng.uniform(0.5, 1.5, shape)
+    elif key.endswith("running_mean") or (len(shape) <= 1 and not key.endswith("weight")):
+        a = 0.1 * rng.standard_normal(shape)
+    elif len(shape) == 1:
+        a = rng.uniform(0.5, 1.5, shape)
+    else:
+        fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+        a = rng.uniform(-1.0, 1.0, shape) * np.sqrt(3.0 / max(fan_in, 1))
+    return a.astype(np.float32)
+
+
+def input_for(shape):
+    return np.random.default_rng(12345).standard_normal(shape).astype(np.float32)
+
+
+def _outputs(out):
+    """A model's output as a list of arrays (namedtuples of GoogLeNet /
+    Inception in train mode give several; None entries are skipped)."""
+    if isinstance(out, tuple):
+        return [o.detach().numpy() for o in out if o is not None]
+    return [out.detach().numpy()]
+
+
+def record(case):
+    import torch
+    import torchvision
+    cid, builder, kwargs, shape, train, slow = case
+    torch.manual_seed(0)
+    model = torchvision.models.get_model(builder, **kwargs)
+    sd = model.state_dict()
+    stats = [[float("%.4g" % v.double().mean()),
+              float("%.4g" % v.double().std()) if v.numel() > 1 else 0.0]
+             if v.is_floating_point() else None for v in sd.values()]
+    keys = [[k, list(v.shape), str(v.dtype).replace("torch.", "")] for k, v in sd.items()]
+    new = type(sd)()
+    new._metadata = sd._metadata      # (MNASNet reads its version from it)
+    for k, s, d in keys:
+        a = weights_for(k, s, d)
+        new[k] = sd[k] if a is None else torch.from_numpy(a)
+    model.load_state_dict(new)
+    x = torch.from_numpy(input_for(shape))
+    model.eval()
+    with torch.no_grad():
+        ev = _outputs(model(x))
+    rec = {"id": cid, "builder": builder, "kwargs": kwargs, "input_shape": list(shape),
+           "slow": slow, "keys": keys, "init_stats": stats,
+           "repr_sha256": hashlib.sha256(repr(model).encode()).hexdigest(),
+           "eval": [o.tolist() for o in ev], "eval_shapes": [list(o.shape) for o in ev]}
+    if train:
+        for m in model.modules():
+            if isinstance(m, torch.nn.Dropout) or type(m).__name__ == "StochasticDepth":
+                m.p = 0.0
+        model.train()
+        with torch.no_grad():
+            tr = _outputs(model(x))
+        rec["train"] = [o.tolist() for o in tr]
+    os.makedirs(OUT, exist_ok=True)
+    data = json.dumps(rec, separators=(",", ":")).encode()
+    with open(os.path.join(OUT, cid + ".json.gz"), "wb") as f:
+        f.write(gzip.compress(data, mtime=0))      # (same bytes when nothing changed)
+    return rec
+
+
+def main(argv):
+    import torch
+    torch.set_num_threads(1)
+    wanted = set(argv)
+    for case in CASES:
+        if not wanted or case[0] in wanted:
+            record(case)
+            print("recorded", case[0])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
