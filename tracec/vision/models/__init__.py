@@ -7,6 +7,13 @@ from tracec.vision.models._weights import Weights, WeightsEnum
 from tracec.vision.models.densenet import (
     DenseNet, DenseNet121_Weights, DenseNet161_Weights, DenseNet169_Weights, DenseNet201_Weights,
     densenet121, densenet161, densenet169, densenet201)
+from tracec.vision.models.efficientnet import (
+    EfficientNet, EfficientNet_B0_Weights, EfficientNet_B1_Weights, EfficientNet_B2_Weights,
+    EfficientNet_B3_Weights, EfficientNet_B4_Weights, EfficientNet_B5_Weights,
+    EfficientNet_B6_Weights, EfficientNet_B7_Weights, EfficientNet_V2_L_Weights,
+    EfficientNet_V2_M_Weights, EfficientNet_V2_S_Weights, efficientnet_b0, efficientnet_b1,
+    efficientnet_b2, efficientnet_b3, efficientnet_b4, efficientnet_b5, efficientnet_b6,
+    efficientnet_b7, efficientnet_v2_l, efficientnet_v2_m, efficientnet_v2_s)
 from tracec.vision.models.googlenet import (
     GoogLeNet, GoogLeNet_Weights, GoogLeNetOutputs, googlenet)
 from tracec.vision.models.inception import (
@@ -14,10 +21,17 @@ from tracec.vision.models.inception import (
 from tracec.vision.models.mobilenetv2 import (
     MobileNet_V2_Weights, MobileNetV2, SqueezeNet, SqueezeNet1_0_Weights, SqueezeNet1_1_Weights,
     mobilenet_v2, squeezenet1_0, squeezenet1_1)
+from tracec.vision.models.mobilenetv3 import (
+    MobileNet_V3_Large_Weights, MobileNet_V3_Small_Weights, MobileNetV3, mobilenet_v3_large,
+    mobilenet_v3_small)
 from tracec.vision.models.resnet import (
     BasicBlock, Bottleneck, ResNet, ResNet18_Weights, ResNet34_Weights, ResNet50_Weights,
     ResNet101_Weights, ResNet152_Weights, ResNeXt50_32X4D_Weights, Wide_ResNet50_2_Weights,
     resnet18, resnet34, resnet50, resnet101, resnet152, resnext50_32x4d, wide_resnet50_2)
+from tracec.vision.models.shufflenetv2 import (
+    ShuffleNet_V2_X0_5_Weights, ShuffleNet_V2_X1_0_Weights, ShuffleNet_V2_X1_5_Weights,
+    ShuffleNet_V2_X2_0_Weights, ShuffleNetV2, shufflenet_v2_x0_5, shufflenet_v2_x1_0,
+    shufflenet_v2_x1_5, shufflenet_v2_x2_0)
 from tracec.vision.models.vgg import (
     VGG, AlexNet, AlexNet_Weights, VGG11_BN_Weights, VGG11_Weights, VGG13_BN_Weights,
     VGG13_Weights, VGG16_BN_Weights, VGG16_Weights, VGG19_BN_Weights, VGG19_Weights, alexnet,
@@ -27,7 +41,10 @@ _BUILDERS = {f.__name__: f for f in (
     resnet18, resnet34, resnet50, resnet101, resnet152, resnext50_32x4d, wide_resnet50_2,
     vgg11, vgg11_bn, vgg13, vgg13_bn, vgg16, vgg16_bn, vgg19, vgg19_bn, alexnet, mobilenet_v2,
     squeezenet1_0, squeezenet1_1, densenet121, densenet161, densenet169, densenet201, googlenet,
-    inception_v3)}
+    inception_v3, mobilenet_v3_small, mobilenet_v3_large, efficientnet_b0, efficientnet_b1,
+    efficientnet_b2, efficientnet_b3, efficientnet_b4, efficientnet_b5, efficientnet_b6,
+    efficientnet_b7, efficientnet_v2_s, efficientnet_v2_m, efficientnet_v2_l,
+    shufflenet_v2_x0_5, shufflenet_v2_x1_0, shufflenet_v2_x1_5, shufflenet_v2_x2_0)}
 
 
 def list_models(module=None, include=None, exclude=None):
