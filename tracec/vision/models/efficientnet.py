@@ -13,7 +13,7 @@ from typing import Callable
 from tracec import nn
 from tracec.shape_ops import flatten
 from tracec.vision.models._weights import load_into, make_weights, resolve
-from tracec.vision.models.mobilenetv2 import _make_divisible
+from tracec.vision.models.mobilenetv2 import _make_divisible, init_mobile_weights
 from tracec.vision.ops.misc import Conv2dNormActivation, SqueezeExcitation
 from tracec.vision.ops.stochastic_depth import StochasticDepth
 
@@ -119,6 +119,11 @@ class FusedMBConv(nn.Module):
     forward = MBConv.forward
 
 
+def _linear_uniform(m):
+    init_range = 1.0 / math.sqrt(m.out_features)
+    nn.init.uniform_(m.weight, -init_range, init_range)
+
+
 class EfficientNet(nn.Module):
     def __init__(self, inverted_residual_setting, dropout, stochastic_depth_prob=0.2,
                  num_classes=1000, norm_layer=None, last_channel=None):
@@ -155,18 +160,7 @@ class EfficientNet(nn.Module):
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Sequential(nn.Dropout(p=dropout, inplace=True),
                                         nn.Linear(lastconv_output_channels, num_classes))
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out")
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-            elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.Linear):
-                init_range = 1.0 / math.sqrt(m.out_features)
-                nn.init.uniform_(m.weight, -init_range, init_range)
-                nn.init.zeros_(m.bias)
+        init_mobile_weights(self, _linear_uniform)
 
     def _forward_impl(self, x):
         return self.classifier(flatten(self.avgpool(self.features(x)), 1))

@@ -17,6 +17,27 @@ def _make_divisible(v, divisor, min_value=None):
     return new_v + divisor if new_v < 0.9 * v else new_v
 
 
+def _linear_normal_001(m):
+    nn.init.normal_(m.weight, 0, 0.01)
+
+
+def init_mobile_weights(model, linear_init=_linear_normal_001):
+    """The initialization of torchvision's MobileNet V2/V3 and EfficientNet:
+    kaiming-normal (fan_out) convolutions, unit norm layers, zero biases, and
+    ``linear_init(m)`` for each Linear's weight (normal(0, 0.01) by default)."""
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, mode="fan_out")
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Linear):
+            linear_init(m)
+            nn.init.zeros_(m.bias)
+
+
 class InvertedResidual(nn.Module):
     def __init__(self, inp, oup, stride, expand_ratio, norm_layer=None):
         super().__init__()
@@ -68,17 +89,7 @@ class MobileNetV2(nn.Module):
         self.features = nn.Sequential(*features)
         self.classifier = nn.Sequential(nn.Dropout(p=dropout),
                                         nn.Linear(self.last_channel, num_classes))
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out")
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-            elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.Linear):
-                nn.init.normal_(m.weight, 0, 0.01)
-                nn.init.zeros_(m.bias)
+        init_mobile_weights(self)
 
     def _forward_impl(self, x):
         x = nn.functional.adaptive_avg_pool2d(self.features(x), (1, 1))

@@ -8,7 +8,7 @@ from functools import partial
 from tracec import nn
 from tracec.shape_ops import flatten
 from tracec.vision.models._weights import load_into, make_weights, resolve
-from tracec.vision.models.mobilenetv2 import _make_divisible
+from tracec.vision.models.mobilenetv2 import _make_divisible, init_mobile_weights
 from tracec.vision.ops.misc import Conv2dNormActivation
 from tracec.vision.ops.misc import SqueezeExcitation as SElayer
 
@@ -95,17 +95,7 @@ class MobileNetV3(nn.Module):
         self.classifier = nn.Sequential(
             nn.Linear(lastconv_output_channels, last_channel), nn.Hardswish(inplace=True),
             nn.Dropout(p=dropout, inplace=True), nn.Linear(last_channel, num_classes))
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out")
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-            elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.Linear):
-                nn.init.normal_(m.weight, 0, 0.01)
-                nn.init.zeros_(m.bias)
+        init_mobile_weights(self)
 
     def _forward_impl(self, x):
         return self.classifier(flatten(self.avgpool(self.features(x)), 1))
