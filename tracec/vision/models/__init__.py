@@ -18,12 +18,23 @@ from tracec.vision.models.googlenet import (
     GoogLeNet, GoogLeNet_Weights, GoogLeNetOutputs, googlenet)
 from tracec.vision.models.inception import (
     Inception3, Inception_V3_Weights, InceptionOutputs, inception_v3)
+from tracec.vision.models.mnasnet import (
+    MNASNet, MNASNet0_5_Weights, MNASNet0_75_Weights, MNASNet1_0_Weights, MNASNet1_3_Weights,
+    mnasnet0_5, mnasnet0_75, mnasnet1_0, mnasnet1_3)
 from tracec.vision.models.mobilenetv2 import (
     MobileNet_V2_Weights, MobileNetV2, SqueezeNet, SqueezeNet1_0_Weights, SqueezeNet1_1_Weights,
     mobilenet_v2, squeezenet1_0, squeezenet1_1)
 from tracec.vision.models.mobilenetv3 import (
     MobileNet_V3_Large_Weights, MobileNet_V3_Small_Weights, MobileNetV3, mobilenet_v3_large,
     mobilenet_v3_small)
+from tracec.vision.models.regnet import (
+    RegNet, RegNet_X_1_6GF_Weights, RegNet_X_3_2GF_Weights, RegNet_X_8GF_Weights,
+    RegNet_X_16GF_Weights, RegNet_X_32GF_Weights, RegNet_X_400MF_Weights, RegNet_X_800MF_Weights,
+    RegNet_Y_1_6GF_Weights, RegNet_Y_3_2GF_Weights, RegNet_Y_8GF_Weights, RegNet_Y_16GF_Weights,
+    RegNet_Y_32GF_Weights, RegNet_Y_128GF_Weights, RegNet_Y_400MF_Weights,
+    RegNet_Y_800MF_Weights, regnet_x_1_6gf, regnet_x_3_2gf, regnet_x_8gf, regnet_x_16gf,
+    regnet_x_32gf, regnet_x_400mf, regnet_x_800mf, regnet_y_1_6gf, regnet_y_3_2gf, regnet_y_8gf,
+    regnet_y_16gf, regnet_y_32gf, regnet_y_128gf, regnet_y_400mf, regnet_y_800mf)
 from tracec.vision.models.resnet import (
     BasicBlock, Bottleneck, ResNet, ResNet18_Weights, ResNet34_Weights, ResNet50_Weights,
     ResNet101_Weights, ResNet152_Weights, ResNeXt50_32X4D_Weights, Wide_ResNet50_2_Weights,
@@ -44,7 +55,11 @@ _BUILDERS = {f.__name__: f for f in (
     inception_v3, mobilenet_v3_small, mobilenet_v3_large, efficientnet_b0, efficientnet_b1,
     efficientnet_b2, efficientnet_b3, efficientnet_b4, efficientnet_b5, efficientnet_b6,
     efficientnet_b7, efficientnet_v2_s, efficientnet_v2_m, efficientnet_v2_l,
-    shufflenet_v2_x0_5, shufflenet_v2_x1_0, shufflenet_v2_x1_5, shufflenet_v2_x2_0)}
+    shufflenet_v2_x0_5, shufflenet_v2_x1_0, shufflenet_v2_x1_5, shufflenet_v2_x2_0,
+    mnasnet0_5, mnasnet0_75, mnasnet1_0, mnasnet1_3,
+    regnet_y_400mf, regnet_y_800mf, regnet_y_1_6gf, regnet_y_3_2gf, regnet_y_8gf, regnet_y_16gf,
+    regnet_y_32gf, regnet_y_128gf, regnet_x_400mf, regnet_x_800mf, regnet_x_1_6gf,
+    regnet_x_3_2gf, regnet_x_8gf, regnet_x_16gf, regnet_x_32gf)}
 
 
 def list_models(module=None, include=None, exclude=None):
