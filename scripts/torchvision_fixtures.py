@@ -71,7 +71,7 @@ CASES = [
     ("regnet_x_400mf", "regnet_x_400mf", {"num_classes": 10}, (2, 3, 64, 64), True, True),
     ("regnet_y_800mf", "regnet_y_800mf", {"num_classes": 10}, (1, 3, 64, 64), False, True),
     ("vit_b_16_small", "vit_b_16", {"num_classes": 10, "image_size": 32}, (2, 3, 32, 32), True,
-     False),
+     True),
     ("vit_b_32", "vit_b_32", {"num_classes": 10, "image_size": 64}, (1, 3, 64, 64), False, True),
     ("convnext_tiny", "convnext_tiny", {"num_classes": 10}, (2, 3, 64, 64), True, True),
     ("convnext_small", "convnext_small", {"num_classes": 10}, (1, 3, 64, 64), False, True),

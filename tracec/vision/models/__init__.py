@@ -43,6 +43,9 @@ from tracec.vision.models.shufflenetv2 import (
     ShuffleNet_V2_X0_5_Weights, ShuffleNet_V2_X1_0_Weights, ShuffleNet_V2_X1_5_Weights,
     ShuffleNet_V2_X2_0_Weights, ShuffleNetV2, shufflenet_v2_x0_5, shufflenet_v2_x1_0,
     shufflenet_v2_x1_5, shufflenet_v2_x2_0)
+from tracec.vision.models.vision_transformer import (
+    ViT_B_16_Weights, ViT_B_32_Weights, ViT_H_14_Weights, ViT_L_16_Weights, ViT_L_32_Weights,
+    VisionTransformer, vit_b_16, vit_b_32, vit_h_14, vit_l_16, vit_l_32)
 from tracec.vision.models.vgg import (
     VGG, AlexNet, AlexNet_Weights, VGG11_BN_Weights, VGG11_Weights, VGG13_BN_Weights,
     VGG13_Weights, VGG16_BN_Weights, VGG16_Weights, VGG19_BN_Weights, VGG19_Weights, alexnet,
@@ -59,7 +62,8 @@ _BUILDERS = {f.__name__: f for f in (
     mnasnet0_5, mnasnet0_75, mnasnet1_0, mnasnet1_3,
     regnet_y_400mf, regnet_y_800mf, regnet_y_1_6gf, regnet_y_3_2gf, regnet_y_8gf, regnet_y_16gf,
     regnet_y_32gf, regnet_y_128gf, regnet_x_400mf, regnet_x_800mf, regnet_x_1_6gf,
-    regnet_x_3_2gf, regnet_x_8gf, regnet_x_16gf, regnet_x_32gf)}
+    regnet_x_3_2gf, regnet_x_8gf, regnet_x_16gf, regnet_x_32gf,
+    vit_b_16, vit_b_32, vit_l_16, vit_l_32, vit_h_14)}
 
 
 def list_models(module=None, include=None, exclude=None):
