@@ -4,6 +4,9 @@ only from torch.hub's cache."""
 import fnmatch
 
 from tracec.vision.models._weights import Weights, WeightsEnum
+from tracec.vision.models.convnext import (
+    ConvNeXt, ConvNeXt_Base_Weights, ConvNeXt_Large_Weights, ConvNeXt_Small_Weights,
+    ConvNeXt_Tiny_Weights, convnext_base, convnext_large, convnext_small, convnext_tiny)
 from tracec.vision.models.densenet import (
     DenseNet, DenseNet121_Weights, DenseNet161_Weights, DenseNet169_Weights, DenseNet201_Weights,
     densenet121, densenet161, densenet169, densenet201)
@@ -63,7 +66,8 @@ _BUILDERS = {f.__name__: f for f in (
     regnet_y_400mf, regnet_y_800mf, regnet_y_1_6gf, regnet_y_3_2gf, regnet_y_8gf, regnet_y_16gf,
     regnet_y_32gf, regnet_y_128gf, regnet_x_400mf, regnet_x_800mf, regnet_x_1_6gf,
     regnet_x_3_2gf, regnet_x_8gf, regnet_x_16gf, regnet_x_32gf,
-    vit_b_16, vit_b_32, vit_l_16, vit_l_32, vit_h_14)}
+    vit_b_16, vit_b_32, vit_l_16, vit_l_32, vit_h_14,
+    convnext_tiny, convnext_small, convnext_base, convnext_large)}
 
 
 def list_models(module=None, include=None, exclude=None):
