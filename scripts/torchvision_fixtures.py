@@ -76,6 +76,7 @@ CASES = [
     ("convnext_tiny", "convnext_tiny", {"num_classes": 10}, (2, 3, 64, 64), True, True),
     ("convnext_small", "convnext_small", {"num_classes": 10}, (1, 3, 64, 64), False, True),
     ("swin_t", "swin_t", {"num_classes": 10}, (1, 3, 64, 64), True, True),
+    ("swin_v2_t", "swin_v2_t", {"num_classes": 10}, (1, 3, 64, 64), True, True),
 ]
 
 

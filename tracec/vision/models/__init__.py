@@ -49,6 +49,9 @@ from tracec.vision.models.shufflenetv2 import (
 from tracec.vision.models.vision_transformer import (
     ViT_B_16_Weights, ViT_B_32_Weights, ViT_H_14_Weights, ViT_L_16_Weights, ViT_L_32_Weights,
     VisionTransformer, vit_b_16, vit_b_32, vit_h_14, vit_l_16, vit_l_32)
+from tracec.vision.models.swin_transformer import (
+    Swin_B_Weights, Swin_S_Weights, Swin_T_Weights, Swin_V2_B_Weights, Swin_V2_S_Weights,
+    Swin_V2_T_Weights, SwinTransformer, swin_b, swin_s, swin_t, swin_v2_b, swin_v2_s, swin_v2_t)
 from tracec.vision.models.vgg import (
     VGG, AlexNet, AlexNet_Weights, VGG11_BN_Weights, VGG11_Weights, VGG13_BN_Weights,
     VGG13_Weights, VGG16_BN_Weights, VGG16_Weights, VGG19_BN_Weights, VGG19_Weights, alexnet,
@@ -67,7 +70,8 @@ _BUILDERS = {f.__name__: f for f in (
     regnet_y_32gf, regnet_y_128gf, regnet_x_400mf, regnet_x_800mf, regnet_x_1_6gf,
     regnet_x_3_2gf, regnet_x_8gf, regnet_x_16gf, regnet_x_32gf,
     vit_b_16, vit_b_32, vit_l_16, vit_l_32, vit_h_14,
-    convnext_tiny, convnext_small, convnext_base, convnext_large)}
+    convnext_tiny, convnext_small, convnext_base, convnext_large,
+    swin_t, swin_s, swin_b, swin_v2_t, swin_v2_s, swin_v2_b)}
 
 
 def list_models(module=None, include=None, exclude=None):
