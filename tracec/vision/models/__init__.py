@@ -1,6 +1,10 @@
-"""``torchvision.models`` classifiers on tracec, with torchvision's module
-names and state-dict keys, initialization and forward.  ``weights=`` loads
-only from torch.hub's cache."""
+"""``torchvision.models`` classifiers on tracec, with torchvision 0.29's
+module names and state-dict keys, initialization, forward and repr: every
+classifier of ``torchvision.models.list_models()`` except MaxViT (AlexNet,
+VGG, ResNet / ResNeXt / wide ResNet, SqueezeNet, DenseNet, GoogLeNet,
+Inception v3, MobileNet V2/V3, EfficientNet V1/V2, ShuffleNet V2, MNASNet,
+RegNet, ViT, ConvNeXt, Swin V1/V2).  ``weights=`` loads only from torch.hub's
+cache."""
 import fnmatch
 
 from tracec.vision.models._weights import Weights, WeightsEnum
@@ -40,8 +44,10 @@ from tracec.vision.models.regnet import (
     regnet_y_16gf, regnet_y_32gf, regnet_y_128gf, regnet_y_400mf, regnet_y_800mf)
 from tracec.vision.models.resnet import (
     BasicBlock, Bottleneck, ResNet, ResNet18_Weights, ResNet34_Weights, ResNet50_Weights,
-    ResNet101_Weights, ResNet152_Weights, ResNeXt50_32X4D_Weights, Wide_ResNet50_2_Weights,
-    resnet18, resnet34, resnet50, resnet101, resnet152, resnext50_32x4d, wide_resnet50_2)
+    ResNet101_Weights, ResNet152_Weights, ResNeXt50_32X4D_Weights, ResNeXt101_32X8D_Weights,
+    ResNeXt101_64X4D_Weights, Wide_ResNet50_2_Weights, Wide_ResNet101_2_Weights, resnet18,
+    resnet34, resnet50, resnet101, resnet152, resnext50_32x4d, resnext101_32x8d, resnext101_64x4d,
+    wide_resnet50_2, wide_resnet101_2)
 from tracec.vision.models.shufflenetv2 import (
     ShuffleNet_V2_X0_5_Weights, ShuffleNet_V2_X1_0_Weights, ShuffleNet_V2_X1_5_Weights,
     ShuffleNet_V2_X2_0_Weights, ShuffleNetV2, shufflenet_v2_x0_5, shufflenet_v2_x1_0,
@@ -58,7 +64,8 @@ from tracec.vision.models.vgg import (
     vgg11, vgg11_bn, vgg13, vgg13_bn, vgg16, vgg16_bn, vgg19, vgg19_bn)
 
 _BUILDERS = {f.__name__: f for f in (
-    resnet18, resnet34, resnet50, resnet101, resnet152, resnext50_32x4d, wide_resnet50_2,
+    resnet18, resnet34, resnet50, resnet101, resnet152, resnext50_32x4d, resnext101_32x8d,
+    resnext101_64x4d, wide_resnet50_2, wide_resnet101_2,
     vgg11, vgg11_bn, vgg13, vgg13_bn, vgg16, vgg16_bn, vgg19, vgg19_bn, alexnet, mobilenet_v2,
     squeezenet1_0, squeezenet1_1, densenet121, densenet161, densenet169, densenet201, googlenet,
     inception_v3, mobilenet_v3_small, mobilenet_v3_large, efficientnet_b0, efficientnet_b1,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from tracec import nn
 from tracec.shape_ops import flatten
-from tracec.vision.models._weights import load_into, make_weights, resolve
+from tracec.vision.models._weights import (load_into, make_weights, overwrite_named_param,
+                                           resolve)
 
 _U = "https://download.pytorch.org/models/"
 
@@ -151,6 +152,14 @@ ResNet152_Weights = make_weights("ResNet152_Weights",
 ResNeXt50_32X4D_Weights = make_weights("ResNeXt50_32X4D_Weights",
                                        {"IMAGENET1K_V2": _U + "resnext50_32x4d-1a0047aa.pth",
                                         "IMAGENET1K_V1": _U + "resnext50_32x4d-7cdf4587.pth"})
+ResNeXt101_32X8D_Weights = make_weights("ResNeXt101_32X8D_Weights",
+                                        {"IMAGENET1K_V2": _U + "resnext101_32x8d-110c445d.pth",
+                                         "IMAGENET1K_V1": _U + "resnext101_32x8d-8ba56ff5.pth"})
+ResNeXt101_64X4D_Weights = make_weights("ResNeXt101_64X4D_Weights",
+                                        {"IMAGENET1K_V1": _U + "resnext101_64x4d-173b62eb.pth"})
+Wide_ResNet101_2_Weights = make_weights("Wide_ResNet101_2_Weights",
+                                        {"IMAGENET1K_V2": _U + "wide_resnet101_2-d733dc28.pth",
+                                         "IMAGENET1K_V1": _U + "wide_resnet101_2-32ee1156.pth"})
 Wide_ResNet50_2_Weights = make_weights("Wide_ResNet50_2_Weights",
                                        {"IMAGENET1K_V2": _U + "wide_resnet50_2-9ba9bcbe.pth",
                                         "IMAGENET1K_V1": _U + "wide_resnet50_2-95faca4d.pth"})
@@ -181,12 +190,33 @@ def resnet152(*, weights=None, progress=True, **kwargs):
     return _resnet(Bottleneck, [3, 8, 36, 3], ResNet152_Weights, weights, progress, **kwargs)
 
 
+def _grouped(layers, groups, width_per_group, weights_enum, weights, progress, kwargs):
+    """ResNeXt / wide ResNet: ``groups`` and ``width_per_group`` fixed by
+    the architecture (a different value passed is an error, as in
+    torchvision)."""
+    if groups is not None:
+        overwrite_named_param(kwargs, "groups", groups)
+    overwrite_named_param(kwargs, "width_per_group", width_per_group)
+    return _resnet(Bottleneck, layers, weights_enum, weights, progress, **kwargs)
+
+
 def resnext50_32x4d(*, weights=None, progress=True, **kwargs):
-    kwargs.setdefault("groups", 32)
-    kwargs.setdefault("width_per_group", 4)
-    return _resnet(Bottleneck, [3, 4, 6, 3], ResNeXt50_32X4D_Weights, weights, progress, **kwargs)
+    return _grouped([3, 4, 6, 3], 32, 4, ResNeXt50_32X4D_Weights, weights, progress, kwargs)
+
+
+def resnext101_32x8d(*, weights=None, progress=True, **kwargs):
+    return _grouped([3, 4, 23, 3], 32, 8, ResNeXt101_32X8D_Weights, weights, progress, kwargs)
+
+
+def resnext101_64x4d(*, weights=None, progress=True, **kwargs):
+    return _grouped([3, 4, 23, 3], 64, 4, ResNeXt101_64X4D_Weights, weights, progress, kwargs)
 
 
 def wide_resnet50_2(*, weights=None, progress=True, **kwargs):
-    kwargs.setdefault("width_per_group", 64 * 2)
-    return _resnet(Bottleneck, [3, 4, 6, 3], Wide_ResNet50_2_Weights, weights, progress, **kwargs)
+    return _grouped([3, 4, 6, 3], None, 64 * 2, Wide_ResNet50_2_Weights, weights, progress,
+                    kwargs)
+
+
+def wide_resnet101_2(*, weights=None, progress=True, **kwargs):
+    return _grouped([3, 4, 23, 3], None, 64 * 2, Wide_ResNet101_2_Weights, weights, progress,
+                    kwargs)
