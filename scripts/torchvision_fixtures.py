@@ -231,6 +231,22 @@ def record(case):
     return rec
 
 
+def ops_examples(ops, nn):
+    """torchvision.ops layers whose repr and keys are recorded, built from
+    ``ops`` / ``nn`` (torchvision's and torch's, or tracec's)."""
+    return {
+        "Conv2dNormActivation": ops.Conv2dNormActivation(3, 8, kernel_size=3, stride=2),
+        "Conv2dNormActivation_nonorm": ops.Conv2dNormActivation(
+            3, 8, kernel_size=(1, 3), norm_layer=None, activation_layer=nn.SiLU),
+        "Conv3dNormActivation": ops.Conv3dNormActivation(2, 4, kernel_size=3),
+        "SqueezeExcitation": ops.SqueezeExcitation(8, 2),
+        "MLP": ops.MLP(4, [8, 8, 2], norm_layer=nn.LayerNorm, dropout=0.1),
+        "Permute": ops.Permute([0, 2, 3, 1]),
+        "StochasticDepth": ops.StochasticDepth(0.25, "row"),
+        "FrozenBatchNorm2d": ops.FrozenBatchNorm2d(4),
+    }
+
+
 def _build_uninitialized(get_model, name):
     """get_model(name) on the CPU with torch.nn.init's functions as no-ops
     (only keys, shapes and repr are wanted)."""
@@ -263,18 +279,7 @@ def record_structure():
         out["models"][name] = {
             "keys": [[k, list(v.shape)] for k, v in model.state_dict().items()],
             "repr_sha256": hashlib.sha256(repr(model).encode()).hexdigest()}
-    ops = torchvision.ops
-    built = {
-        "Conv2dNormActivation": ops.Conv2dNormActivation(3, 8, kernel_size=3, stride=2),
-        "Conv2dNormActivation_nonorm": ops.Conv2dNormActivation(
-            3, 8, kernel_size=(1, 3), norm_layer=None, activation_layer=torch.nn.SiLU),
-        "Conv3dNormActivation": ops.Conv3dNormActivation(2, 4, kernel_size=3),
-        "SqueezeExcitation": ops.SqueezeExcitation(8, 2),
-        "MLP": ops.MLP(4, [8, 8, 2], norm_layer=torch.nn.LayerNorm, dropout=0.1),
-        "Permute": ops.Permute([0, 2, 3, 1]),
-        "StochasticDepth": ops.StochasticDepth(0.25, "row"),
-        "FrozenBatchNorm2d": ops.FrozenBatchNorm2d(4),
-    }
+    built = ops_examples(torchvision.ops, torch.nn)
     out["ops"] = {name: {"repr": repr(m),
                          "keys": [[k, list(v.shape)] for k, v in m.state_dict().items()]}
                   for name, m in built.items()}

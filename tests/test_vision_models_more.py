@@ -189,17 +189,7 @@ def test_compiled_forward_matches_recording(cid):
 
 def test_ops_reprs_and_keys_match_torchvision():
     want = STRUCTURE["ops"]
-    built = {
-        "Conv2dNormActivation": ops.Conv2dNormActivation(3, 8, kernel_size=3, stride=2),
-        "Conv2dNormActivation_nonorm": ops.Conv2dNormActivation(
-            3, 8, kernel_size=(1, 3), norm_layer=None, activation_layer=tracec.nn.SiLU),
-        "Conv3dNormActivation": ops.Conv3dNormActivation(2, 4, kernel_size=3),
-        "SqueezeExcitation": ops.SqueezeExcitation(8, 2),
-        "MLP": ops.MLP(4, [8, 8, 2], norm_layer=tracec.nn.LayerNorm, dropout=0.1),
-        "Permute": ops.Permute([0, 2, 3, 1]),
-        "StochasticDepth": ops.StochasticDepth(0.25, "row"),
-        "FrozenBatchNorm2d": ops.FrozenBatchNorm2d(4),
-    }
+    built = recorder.ops_examples(ops, tracec.nn)
     for name, m in built.items():
         assert repr(m) == want[name]["repr"], name
         assert [[k, list(v.shape)] for k, v in m.state_dict().items()] == want[name]["keys"], name
