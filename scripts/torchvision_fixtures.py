@@ -264,7 +264,7 @@ def _build_uninitialized(get_model, name):
 def record_structure():
     """``structure.json.gz``: torchvision's classification builders (
     ``list_models(torchvision.models)``) and, for each, the state-dict keys
-    with shapes and the repr hash at default arguments, built on the meta
+    with shapes, the repr hash at default arguments and its weights enum, built on the meta
     device (no initialization, so even vit_h_14 is instant)."""
     import torch
     import torchvision
@@ -276,9 +276,13 @@ def record_structure():
                 model = torchvision.models.get_model(name)
         except NotImplementedError:      # (RegNet computes its widths with .tolist())
             model = _build_uninitialized(torchvision.models.get_model, name)
+        enum = torchvision.models.get_model_weights(name)
         out["models"][name] = {
             "keys": [[k, list(v.shape)] for k, v in model.state_dict().items()],
-            "repr_sha256": hashlib.sha256(repr(model).encode()).hexdigest()}
+            "repr_sha256": hashlib.sha256(repr(model).encode()).hexdigest(),
+            "weights": {"enum": enum.__name__, "default": enum.DEFAULT.name,
+                        "members": [[w.name, w.url, list(w.meta.get("min_size", ()))]
+                                    for w in enum]}}
     built = ops_examples(torchvision.ops, torch.nn)
     out["ops"] = {name: {"repr": repr(m),
                          "keys": [[k, list(v.shape)] for k, v in m.state_dict().items()]}

@@ -215,3 +215,60 @@ def test_stochastic_depth():
     assert (m(x).numpy() == 0).all()
     m.eval()
     assert m(x) is x
+
+
+def test_weights_enums_match_torchvision():
+    """Each builder's weights enum: member names, URLs (so a checkpoint in
+    torch.hub's cache is found under torchvision's file name), the DEFAULT,
+    and the image size ViT builders take from it."""
+    for name in sorted(set(STRUCTURE["list_models"]) - NOT_BUILT):
+        want = STRUCTURE["models"][name]["weights"]
+        enum = getattr(models, want["enum"])
+        # (as sets: make_weights lists the best checkpoint first, torchvision
+        # in release order; VGG16's SSD-backbone features are not provided)
+        theirs = {tuple(m[:2]) for m in want["members"] if m[0] != "IMAGENET1K_FEATURES"}
+        assert {(w.name, w.url) for w in enum} == theirs, name
+        assert enum.DEFAULT.name == want["default"], name
+        for member, _, size in want["members"]:
+            if size and name.startswith("vit"):
+                assert list(enum[member].meta["min_size"]) == size, (name, member)
+
+
+def _cache_checkpoint(tmp_path, monkeypatch, url, state_dict):
+    monkeypatch.setattr(tracec.hub, "_HUB_DIR", str(tmp_path))
+    cached = tmp_path / "checkpoints" / url.rsplit("/", 1)[1]
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tracec.save(state_dict, str(cached))
+
+
+def test_pretrained_densenet_and_googlenet_builders(tmp_path, monkeypatch):
+    """DenseNet's checkpoints name layers "norm.1" (renamed on load);
+    GoogLeNet's pretrained builder turns on transform_input and drops the
+    untrained auxiliary heads unless aux_logits=True is asked for."""
+    with pytest.raises(RuntimeError, match="pretrained weights are not downloaded"):
+        models.densenet121(weights="DEFAULT")
+    tracec.manual_seed(0)
+    src = models.get_model("densenet121").eval()
+    old = {(k if k.endswith("num_batches_tracked")
+             else k.replace("norm1", "norm.1").replace("conv2", "conv.2")): v
+           for k, v in src.state_dict().items()}
+    assert "features.denseblock1.denselayer1.norm.1.weight" in old
+    _cache_checkpoint(tmp_path, monkeypatch, models.DenseNet121_Weights.DEFAULT.url, old)
+    loaded = models.densenet121(weights=models.DenseNet121_Weights.IMAGENET1K_V1).eval()
+    x = tracec.from_numpy(recorder.input_for((1, 3, 32, 32)))
+    with tracec.no_grad():
+        np.testing.assert_allclose(loaded(x).numpy(), src(x).numpy(), rtol=1e-5, atol=1e-6)
+
+    tracec.manual_seed(0)
+    src = models.googlenet(aux_logits=True, init_weights=False)
+    _cache_checkpoint(tmp_path, monkeypatch, models.GoogLeNet_Weights.DEFAULT.url,
+                      src.state_dict())
+    plain = models.googlenet(weights="DEFAULT")
+    assert plain.transform_input and not plain.aux_logits
+    assert plain.aux1 is None and plain.aux2 is None
+    assert not any(k.startswith("aux") for k in plain.state_dict())
+    with pytest.warns(UserWarning, match="auxiliary heads"):
+        with_aux = models.googlenet(weights="DEFAULT", aux_logits=True, transform_input=False)
+    assert not with_aux.transform_input and with_aux.aux1 is not None
+    with pytest.raises(ValueError, match="expected value 1000 but got 10"):
+        models.googlenet(weights="DEFAULT", num_classes=10)
