@@ -117,6 +117,11 @@ CASES = [
       "window_size": [4, 4], "num_classes": 10,
       "block": _obj("swin_transformer.SwinTransformerBlockV2"),
       "downsample_layer": _obj("swin_transformer.PatchMergingV2")}, (2, 3, 64, 64), True, False),
+    ("maxvit_small_cfg", "maxvit.MaxVit",
+     {"input_size": [32, 32], "stem_channels": 8, "partition_size": 2, "block_channels": [8, 16],
+      "block_layers": [1, 2], "head_dim": 4, "stochastic_depth_prob": 0.1, "num_classes": 10},
+     (2, 3, 32, 32), True, False),
+    ("maxvit_t", "maxvit_t", {"num_classes": 10}, (1, 3, 224, 224), False, True),
     ("swin_t", "swin_t", {"num_classes": 10}, (1, 3, 64, 64), True, True),
     ("swin_v2_t", "swin_v2_t", {"num_classes": 10}, (1, 3, 64, 64), True, True),
 ]

@@ -1,9 +1,9 @@
 """``torchvision.models`` classifiers on tracec, with torchvision 0.29's
 module names and state-dict keys, initialization, forward and repr: every
-classifier of ``torchvision.models.list_models()`` except MaxViT (AlexNet,
-VGG, ResNet / ResNeXt / wide ResNet, SqueezeNet, DenseNet, GoogLeNet,
-Inception v3, MobileNet V2/V3, EfficientNet V1/V2, ShuffleNet V2, MNASNet,
-RegNet, ViT, ConvNeXt, Swin V1/V2).  ``weights=`` loads only from torch.hub's
+classifier of ``torchvision.models.list_models()`` (AlexNet, VGG, ResNet /
+ResNeXt / wide ResNet, SqueezeNet, DenseNet, GoogLeNet, Inception v3,
+MobileNet V2/V3, EfficientNet V1/V2, ShuffleNet V2, MNASNet, RegNet, ViT,
+ConvNeXt, Swin V1/V2, MaxViT).  ``weights=`` loads only from torch.hub's
 cache."""
 import fnmatch
 
@@ -25,6 +25,7 @@ from tracec.vision.models.googlenet import (
     GoogLeNet, GoogLeNet_Weights, GoogLeNetOutputs, googlenet)
 from tracec.vision.models.inception import (
     Inception3, Inception_V3_Weights, InceptionOutputs, inception_v3)
+from tracec.vision.models.maxvit import MaxVit, MaxVit_T_Weights, maxvit_t
 from tracec.vision.models.mnasnet import (
     MNASNet, MNASNet0_5_Weights, MNASNet0_75_Weights, MNASNet1_0_Weights, MNASNet1_3_Weights,
     mnasnet0_5, mnasnet0_75, mnasnet1_0, mnasnet1_3)
@@ -78,7 +79,7 @@ _BUILDERS = {f.__name__: f for f in (
     regnet_x_3_2gf, regnet_x_8gf, regnet_x_16gf, regnet_x_32gf,
     vit_b_16, vit_b_32, vit_l_16, vit_l_32, vit_h_14,
     convnext_tiny, convnext_small, convnext_base, convnext_large,
-    swin_t, swin_s, swin_b, swin_v2_t, swin_v2_s, swin_v2_b)}
+    swin_t, swin_s, swin_b, swin_v2_t, swin_v2_s, swin_v2_b, maxvit_t)}
 
 
 def list_models(module=None, include=None, exclude=None):
