@@ -218,12 +218,16 @@ def test_stochastic_depth():
 
 
 def test_weights_enums_match_torchvision():
-    """Each builder's weights enum: member names, URLs (so a checkpoint in
+    """Each builder's weights enum (``get_model_weights``, ``get_weight``):
+    member names, URLs (so a checkpoint in
     torch.hub's cache is found under torchvision's file name), the DEFAULT,
     and the image size ViT builders take from it."""
     for name in sorted(set(STRUCTURE["list_models"]) - NOT_BUILT):
         want = STRUCTURE["models"][name]["weights"]
-        enum = getattr(models, want["enum"])
+        enum = models.get_model_weights(name)
+        assert enum is getattr(models, want["enum"]) is models.get_model_weights(
+            models.get_model_builder(name)), name
+        assert models.get_weight(f"{want['enum']}.DEFAULT") is enum.DEFAULT
         # (as sets: make_weights lists the best checkpoint first, torchvision
         # in release order; VGG16's SSD-backbone features are not provided)
         theirs = {tuple(m[:2]) for m in want["members"] if m[0] != "IMAGENET1K_FEATURES"}
