@@ -64,22 +64,6 @@ from tracec.vision.models.vgg import (
     VGG13_Weights, VGG16_BN_Weights, VGG16_Weights, VGG19_BN_Weights, VGG19_Weights, alexnet,
     vgg11, vgg11_bn, vgg13, vgg13_bn, vgg16, vgg16_bn, vgg19, vgg19_bn)
 
-_BUILDERS = {f.__name__: f for f in (
-    resnet18, resnet34, resnet50, resnet101, resnet152, resnext50_32x4d, resnext101_32x8d,
-    resnext101_64x4d, wide_resnet50_2, wide_resnet101_2,
-    vgg11, vgg11_bn, vgg13, vgg13_bn, vgg16, vgg16_bn, vgg19, vgg19_bn, alexnet, mobilenet_v2,
-    squeezenet1_0, squeezenet1_1, densenet121, densenet161, densenet169, densenet201, googlenet,
-    inception_v3, mobilenet_v3_small, mobilenet_v3_large, efficientnet_b0, efficientnet_b1,
-    efficientnet_b2, efficientnet_b3, efficientnet_b4, efficientnet_b5, efficientnet_b6,
-    efficientnet_b7, efficientnet_v2_s, efficientnet_v2_m, efficientnet_v2_l,
-    shufflenet_v2_x0_5, shufflenet_v2_x1_0, shufflenet_v2_x1_5, shufflenet_v2_x2_0,
-    mnasnet0_5, mnasnet0_75, mnasnet1_0, mnasnet1_3,
-    regnet_y_400mf, regnet_y_800mf, regnet_y_1_6gf, regnet_y_3_2gf, regnet_y_8gf, regnet_y_16gf,
-    regnet_y_32gf, regnet_y_128gf, regnet_x_400mf, regnet_x_800mf, regnet_x_1_6gf,
-    regnet_x_3_2gf, regnet_x_8gf, regnet_x_16gf, regnet_x_32gf,
-    vit_b_16, vit_b_32, vit_l_16, vit_l_32, vit_h_14,
-    convnext_tiny, convnext_small, convnext_base, convnext_large,
-    swin_t, swin_s, swin_b, swin_v2_t, swin_v2_s, swin_v2_b, maxvit_t)}
 
 
 # builder name -> its pretrained-weights enum
@@ -165,6 +149,7 @@ _WEIGHTS_OF = {
     "wide_resnet101_2": Wide_ResNet101_2_Weights,
     "wide_resnet50_2": Wide_ResNet50_2_Weights,
 }
+_BUILDERS = {name: globals()[name] for name in _WEIGHTS_OF}
 
 
 def list_models(module=None, include=None, exclude=None):

@@ -124,8 +124,8 @@ class DenseNet(nn.Module):
 
 
 # The published checkpoints predate the module names: "norm.1" for "norm1"
-_OLD_KEY = re.compile(
-    r"^(.*denselayer\d+\.(?:norm|relu|conv))\.((?:[12])\.(?:weight|bias|running_mean|running_var))$")
+_OLD_KEY = re.compile(r"^(.*denselayer\d+\.(?:norm|relu|conv))\."
+                      r"((?:[12])\.(?:weight|bias|running_mean|running_var))$")
 
 
 def _load_state_dict(model, weights, progress):
