@@ -214,13 +214,22 @@ def record(case):
         new[k] = sd[k] if a is None else torch.from_numpy(a)
     model.load_state_dict(new)
     x = torch.from_numpy(input_for(shape))
+    rec = {}
+    if builder.endswith("VisionTransformer"):
+        # the position embeddings resized for 1.5x the image size
+        from torchvision.models.vision_transformer import interpolate_embeddings
+        state = interpolate_embeddings(kwargs["image_size"] * 3 // 2, kwargs["patch_size"],
+                                       model.state_dict(), reset_heads=True)
+        rec["interpolated"] = {"keys": list(state),
+                               "pos_embedding": state["encoder.pos_embedding"].tolist()}
     model.eval()
     with torch.no_grad():
         ev = _outputs(model(x))
-    rec = {"id": cid, "builder": builder, "kwargs": kwargs, "input_shape": list(shape),
-           "heavy": heavy, "keys": keys, "init_stats": stats,
-           "repr_sha256": hashlib.sha256(repr(model).encode()).hexdigest(),
-           "eval": [o.tolist() for o in ev], "eval_shapes": [list(o.shape) for o in ev]}
+    rec.update({"id": cid, "builder": builder, "kwargs": kwargs, "input_shape": list(shape),
+                "heavy": heavy, "keys": keys, "init_stats": stats,
+                "repr_sha256": hashlib.sha256(repr(model).encode()).hexdigest(),
+                "eval": [o.tolist() for o in ev],
+                "eval_shapes": [list(o.shape) for o in ev]})
     if train:
         for m in model.modules():
             if isinstance(m, torch.nn.Dropout) or type(m).__name__ == "StochasticDepth":

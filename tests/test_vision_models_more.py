@@ -147,6 +147,14 @@ def test_matches_torchvision(cid):
     _check_init(rec, sd)
     _load_recorded_weights(model, rec)
     x = tracec.from_numpy(recorder.input_for(rec["input_shape"]))
+    if "interpolated" in rec:
+        kw = rec["kwargs"]
+        state = models.vision_transformer.interpolate_embeddings(
+            kw["image_size"] * 3 // 2, kw["patch_size"], model.state_dict(), reset_heads=True)
+        assert list(state) == rec["interpolated"]["keys"]
+        np.testing.assert_allclose(state["encoder.pos_embedding"].detach().numpy(),
+                                   np.array(rec["interpolated"]["pos_embedding"], np.float32),
+                                   rtol=1e-5, atol=1e-5)
     model.eval()
     with tracec.no_grad():
         ev = _outputs(model(x))

@@ -12,6 +12,7 @@ from typing import Callable, NamedTuple
 
 from tracec import nn
 from tracec.creation import empty, zeros
+from tracec.nn import functional as F
 from tracec.shape_ops import cat
 from tracec.vision.models._weights import (load_into, make_weights, overwrite_named_param,
                                            resolve)
@@ -252,3 +253,39 @@ def vit_l_32(*, weights=None, progress=True, **kwargs):
 def vit_h_14(*, weights=None, progress=True, **kwargs):
     return _vision_transformer(14, 32, 16, 1280, 5120, ViT_H_14_Weights, weights, progress,
                                **kwargs)
+
+
+def interpolate_embeddings(image_size, patch_size, model_state, interpolation_mode="bicubic",
+                           reset_heads=False):
+    """``model_state`` (a ViT state dict) for a model of ``image_size`` /
+    ``patch_size``: the position embeddings of the patch grid resized as an
+    image (``interpolation_mode``, align_corners=True), the class token's
+    kept; ``reset_heads`` drops the ``heads`` entries."""
+    pos_embedding = model_state["encoder.pos_embedding"]      # (1, seq_length, hidden_dim)
+    n, seq_length, hidden_dim = pos_embedding.shape
+    if n != 1:
+        raise ValueError(f"Unexpected position embedding shape: {pos_embedding.shape}")
+    new_seq_length = (image_size // patch_size) ** 2 + 1
+    if new_seq_length != seq_length:
+        seq_length -= 1
+        new_seq_length -= 1
+        pos_embedding_token = pos_embedding[:, :1, :]
+        pos_embedding_img = pos_embedding[:, 1:, :].permute(0, 2, 1)
+        seq_length_1d = int(math.sqrt(seq_length))
+        if seq_length_1d * seq_length_1d != seq_length:
+            raise ValueError("seq_length is not a perfect square! Instead got seq_length_1d * "
+                             f"seq_length_1d = {seq_length_1d * seq_length_1d} and seq_length = "
+                             f"{seq_length}")
+        pos_embedding_img = pos_embedding_img.reshape(1, hidden_dim, seq_length_1d,
+                                                      seq_length_1d)
+        new_seq_length_1d = image_size // patch_size
+        new_pos_embedding_img = F.interpolate(pos_embedding_img, size=new_seq_length_1d,
+                                              mode=interpolation_mode, align_corners=True)
+        new_pos_embedding_img = new_pos_embedding_img.reshape(1, hidden_dim, new_seq_length)
+        new_pos_embedding_img = new_pos_embedding_img.permute(0, 2, 1)
+        model_state["encoder.pos_embedding"] = cat([pos_embedding_token, new_pos_embedding_img],
+                                                   dim=1)
+        if reset_heads:
+            model_state = OrderedDict((k, v) for k, v in model_state.items()
+                                      if not k.startswith("heads"))
+    return model_state
