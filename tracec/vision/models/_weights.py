@@ -62,15 +62,17 @@ class WeightsEnum(Enum):
         return f"{self.__class__.__name__}.{self._name_}"
 
 
-def make_weights(name: str, urls: dict, num_classes: int = 1000, meta: dict | None = None):
-    """A WeightsEnum named ``name``: one member per ``urls`` entry, the
-    first one also as ``DEFAULT`` (torchvision's default is its best one;
-    pass them best first).  ``meta`` adds entries to some members' meta
+def make_weights(name: str, urls: dict, num_classes: int = 1000, meta: dict | None = None,
+                 default: str | None = None):
+    """A WeightsEnum named ``name``: one member per ``urls`` entry (in
+    torchvision's order, the order of its releases), and ``DEFAULT`` for the
+    member named ``default`` (torchvision's best one), the first when not
+    given.  ``meta`` adds entries to some members' meta
     (``{"IMAGENET1K_SWAG_E2E_V1": {"min_size": (384, 384)}}``)."""
     meta = meta or {}
     members = {k: Weights(u, {"num_classes": num_classes, **meta.get(k, {})})
                for k, u in urls.items()}
-    members["DEFAULT"] = members[next(iter(urls))]
+    members["DEFAULT"] = members[default or next(iter(urls))]
     return WeightsEnum(name, members)
 
 

@@ -194,15 +194,15 @@ def _efficientnet_conf(arch, **kwargs):
     return setting, 1280
 
 
-def _weights(name, **urls):
-    return make_weights(name, {k: _U + v for k, v in urls.items()})
+def _weights(name, default=None, **urls):
+    return make_weights(name, {k: _U + v for k, v in urls.items()}, default=default)
 
 
 EfficientNet_B0_Weights = _weights("EfficientNet_B0_Weights",
                                    IMAGENET1K_V1="efficientnet_b0_rwightman-7f5810bc.pth")
-EfficientNet_B1_Weights = _weights("EfficientNet_B1_Weights",
-                                   IMAGENET1K_V2="efficientnet_b1-c27df63c.pth",
-                                   IMAGENET1K_V1="efficientnet_b1_rwightman-bac287d4.pth")
+EfficientNet_B1_Weights = _weights("EfficientNet_B1_Weights", default="IMAGENET1K_V2",
+                                   IMAGENET1K_V1="efficientnet_b1_rwightman-bac287d4.pth",
+                                   IMAGENET1K_V2="efficientnet_b1-c27df63c.pth")
 EfficientNet_B2_Weights = _weights("EfficientNet_B2_Weights",
                                    IMAGENET1K_V1="efficientnet_b2_rwightman-c35c1473.pth")
 EfficientNet_B3_Weights = _weights("EfficientNet_B3_Weights",

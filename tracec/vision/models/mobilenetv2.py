@@ -100,8 +100,9 @@ class MobileNetV2(nn.Module):
 
 
 MobileNet_V2_Weights = make_weights("MobileNet_V2_Weights",
-                                    {"IMAGENET1K_V2": _U + "mobilenet_v2-7ebf99e0.pth",
-                                     "IMAGENET1K_V1": _U + "mobilenet_v2-b0353104.pth"})
+                                    {"IMAGENET1K_V1": _U + "mobilenet_v2-b0353104.pth",
+                                     "IMAGENET1K_V2": _U + "mobilenet_v2-7ebf99e0.pth"},
+                                    default="IMAGENET1K_V2")
 
 
 def mobilenet_v2(*, weights=None, progress=True, **kwargs):

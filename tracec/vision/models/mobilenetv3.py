@@ -137,8 +137,9 @@ def _mobilenet_v3_conf(arch, width_mult=1.0, reduced_tail=False, dilated=False, 
 
 
 MobileNet_V3_Large_Weights = make_weights(
-    "MobileNet_V3_Large_Weights", {"IMAGENET1K_V2": _U + "mobilenet_v3_large-5c1a4163.pth",
-                                   "IMAGENET1K_V1": _U + "mobilenet_v3_large-8738ca79.pth"})
+    "MobileNet_V3_Large_Weights", {"IMAGENET1K_V1": _U + "mobilenet_v3_large-8738ca79.pth",
+                                   "IMAGENET1K_V2": _U + "mobilenet_v3_large-5c1a4163.pth"},
+    default="IMAGENET1K_V2")
 MobileNet_V3_Small_Weights = make_weights(
     "MobileNet_V3_Small_Weights", {"IMAGENET1K_V1": _U + "mobilenet_v3_small-047dcff4.pth"})
 

@@ -173,57 +173,58 @@ class RegNet(nn.Module):
         return self.fc(x.flatten(start_dim=1))
 
 
-# name: (depth, w_0, w_a, w_m, group_width, se_ratio, {weights: checkpoint}, best first)
+# name: (depth, w_0, w_a, w_m, group_width, se_ratio, {weights: checkpoint}); the default
+# weights are IMAGENET1K_V2 where there are such, else the first
 _CONFIGS = {
     "regnet_y_400mf": (16, 48, 27.89, 2.09, 8, 0.25, {
-        "IMAGENET1K_V2": "regnet_y_400mf-e6988f5f.pth",
-        "IMAGENET1K_V1": "regnet_y_400mf-c65dace8.pth"}),
+        "IMAGENET1K_V1": "regnet_y_400mf-c65dace8.pth",
+        "IMAGENET1K_V2": "regnet_y_400mf-e6988f5f.pth"}),
     "regnet_y_800mf": (14, 56, 38.84, 2.4, 16, 0.25, {
-        "IMAGENET1K_V2": "regnet_y_800mf-58fc7688.pth",
-        "IMAGENET1K_V1": "regnet_y_800mf-1b27b58c.pth"}),
+        "IMAGENET1K_V1": "regnet_y_800mf-1b27b58c.pth",
+        "IMAGENET1K_V2": "regnet_y_800mf-58fc7688.pth"}),
     "regnet_y_1_6gf": (27, 48, 20.71, 2.65, 24, 0.25, {
-        "IMAGENET1K_V2": "regnet_y_1_6gf-0d7bc02a.pth",
-        "IMAGENET1K_V1": "regnet_y_1_6gf-b11a554e.pth"}),
+        "IMAGENET1K_V1": "regnet_y_1_6gf-b11a554e.pth",
+        "IMAGENET1K_V2": "regnet_y_1_6gf-0d7bc02a.pth"}),
     "regnet_y_3_2gf": (21, 80, 42.63, 2.66, 24, 0.25, {
-        "IMAGENET1K_V2": "regnet_y_3_2gf-9180c971.pth",
-        "IMAGENET1K_V1": "regnet_y_3_2gf-b5a9779c.pth"}),
+        "IMAGENET1K_V1": "regnet_y_3_2gf-b5a9779c.pth",
+        "IMAGENET1K_V2": "regnet_y_3_2gf-9180c971.pth"}),
     "regnet_y_8gf": (17, 192, 76.82, 2.19, 56, 0.25, {
-        "IMAGENET1K_V2": "regnet_y_8gf-dc2b1b54.pth",
-        "IMAGENET1K_V1": "regnet_y_8gf-d0d0e4a8.pth"}),
+        "IMAGENET1K_V1": "regnet_y_8gf-d0d0e4a8.pth",
+        "IMAGENET1K_V2": "regnet_y_8gf-dc2b1b54.pth"}),
     "regnet_y_16gf": (18, 200, 106.23, 2.48, 112, 0.25, {
-        "IMAGENET1K_V2": "regnet_y_16gf-3e4a00f9.pth",
         "IMAGENET1K_V1": "regnet_y_16gf-9e6ed7dd.pth",
+        "IMAGENET1K_V2": "regnet_y_16gf-3e4a00f9.pth",
         "IMAGENET1K_SWAG_E2E_V1": "regnet_y_16gf_swag-43afe44d.pth",
         "IMAGENET1K_SWAG_LINEAR_V1": "regnet_y_16gf_lc_swag-f3ec0043.pth"}),
     "regnet_y_32gf": (20, 232, 115.89, 2.53, 232, 0.25, {
-        "IMAGENET1K_V2": "regnet_y_32gf-8db6d4b5.pth",
         "IMAGENET1K_V1": "regnet_y_32gf-4dee3f7a.pth",
+        "IMAGENET1K_V2": "regnet_y_32gf-8db6d4b5.pth",
         "IMAGENET1K_SWAG_E2E_V1": "regnet_y_32gf_swag-04fdfa75.pth",
         "IMAGENET1K_SWAG_LINEAR_V1": "regnet_y_32gf_lc_swag-e1583746.pth"}),
     "regnet_y_128gf": (27, 456, 160.83, 2.52, 264, 0.25, {
         "IMAGENET1K_SWAG_E2E_V1": "regnet_y_128gf_swag-c8ce3e52.pth",
         "IMAGENET1K_SWAG_LINEAR_V1": "regnet_y_128gf_lc_swag-cbe8ce12.pth"}),
     "regnet_x_400mf": (22, 24, 24.48, 2.54, 16, None, {
-        "IMAGENET1K_V2": "regnet_x_400mf-62229a5f.pth",
-        "IMAGENET1K_V1": "regnet_x_400mf-adf1edd5.pth"}),
+        "IMAGENET1K_V1": "regnet_x_400mf-adf1edd5.pth",
+        "IMAGENET1K_V2": "regnet_x_400mf-62229a5f.pth"}),
     "regnet_x_800mf": (16, 56, 35.73, 2.28, 16, None, {
-        "IMAGENET1K_V2": "regnet_x_800mf-94a99ebd.pth",
-        "IMAGENET1K_V1": "regnet_x_800mf-ad17e45c.pth"}),
+        "IMAGENET1K_V1": "regnet_x_800mf-ad17e45c.pth",
+        "IMAGENET1K_V2": "regnet_x_800mf-94a99ebd.pth"}),
     "regnet_x_1_6gf": (18, 80, 34.01, 2.25, 24, None, {
-        "IMAGENET1K_V2": "regnet_x_1_6gf-a12f2b72.pth",
-        "IMAGENET1K_V1": "regnet_x_1_6gf-e3633e7f.pth"}),
+        "IMAGENET1K_V1": "regnet_x_1_6gf-e3633e7f.pth",
+        "IMAGENET1K_V2": "regnet_x_1_6gf-a12f2b72.pth"}),
     "regnet_x_3_2gf": (25, 88, 26.31, 2.25, 48, None, {
-        "IMAGENET1K_V2": "regnet_x_3_2gf-7071aa85.pth",
-        "IMAGENET1K_V1": "regnet_x_3_2gf-f342aeae.pth"}),
+        "IMAGENET1K_V1": "regnet_x_3_2gf-f342aeae.pth",
+        "IMAGENET1K_V2": "regnet_x_3_2gf-7071aa85.pth"}),
     "regnet_x_8gf": (23, 80, 49.56, 2.88, 120, None, {
-        "IMAGENET1K_V2": "regnet_x_8gf-2b70d774.pth",
-        "IMAGENET1K_V1": "regnet_x_8gf-03ceed89.pth"}),
+        "IMAGENET1K_V1": "regnet_x_8gf-03ceed89.pth",
+        "IMAGENET1K_V2": "regnet_x_8gf-2b70d774.pth"}),
     "regnet_x_16gf": (22, 216, 55.59, 2.1, 128, None, {
-        "IMAGENET1K_V2": "regnet_x_16gf-ba3796d7.pth",
-        "IMAGENET1K_V1": "regnet_x_16gf-2007eb11.pth"}),
+        "IMAGENET1K_V1": "regnet_x_16gf-2007eb11.pth",
+        "IMAGENET1K_V2": "regnet_x_16gf-ba3796d7.pth"}),
     "regnet_x_32gf": (23, 320, 69.86, 2.0, 168, None, {
-        "IMAGENET1K_V2": "regnet_x_32gf-6eb8fdc6.pth",
-        "IMAGENET1K_V1": "regnet_x_32gf-9d47f8d0.pth"}),
+        "IMAGENET1K_V1": "regnet_x_32gf-9d47f8d0.pth",
+        "IMAGENET1K_V2": "regnet_x_32gf-6eb8fdc6.pth"}),
 }
 
 
@@ -232,7 +233,8 @@ def _enum_name(name):
     return "RegNet_" + name[len("regnet_"):].upper() + "_Weights"
 
 
-_WEIGHTS = {name: make_weights(_enum_name(name), {k: _U + v for k, v in cfg[6].items()})
+_WEIGHTS = {name: make_weights(_enum_name(name), {k: _U + v for k, v in cfg[6].items()},
+                               default="IMAGENET1K_V2" if "IMAGENET1K_V2" in cfg[6] else None)
             for name, cfg in _CONFIGS.items()}
 
 
