@@ -275,6 +275,14 @@ def _build_uninitialized(get_model, name):
         return get_model(name)
 
 
+def _transforms_record(t):
+    """A weights' evaluation transform (torchvision's ImageClassification)
+    as plain values."""
+    return {"crop_size": list(t.crop_size), "resize_size": list(t.resize_size),
+            "interpolation": t.interpolation.name, "mean": list(t.mean), "std": list(t.std),
+            "antialias": t.antialias}
+
+
 def record_structure():
     """``structure.json.gz``: torchvision's classification builders (
     ``list_models(torchvision.models)``) and, for each, the state-dict keys
@@ -295,8 +303,8 @@ def record_structure():
             "keys": [[k, list(v.shape)] for k, v in model.state_dict().items()],
             "repr_sha256": hashlib.sha256(repr(model).encode()).hexdigest(),
             "weights": {"enum": enum.__name__, "default": enum.DEFAULT.name,
-                        "members": [[w.name, w.url, list(w.meta.get("min_size", ()))]
-                                    for w in enum]}}
+                        "members": [[w.name, w.url, list(w.meta.get("min_size", ())),
+                                     _transforms_record(w.transforms())] for w in enum]}}
     built = ops_examples(torchvision.ops, torch.nn)
     out["ops"] = {name: {"repr": repr(m),
                          "keys": [[k, list(v.shape)] for k, v in m.state_dict().items()]}

@@ -229,7 +229,8 @@ def test_weights_enums_match_torchvision():
     """Each builder's weights enum (``get_model_weights``, ``get_weight``):
     member names, URLs (so a checkpoint in
     torch.hub's cache is found under torchvision's file name), the DEFAULT,
-    and the image size ViT builders take from it."""
+    the image size ViT builders take from it, and ``weights.transforms()``
+    (each checkpoint's evaluation sizes and interpolation)."""
     for name in sorted(set(STRUCTURE["list_models"]) - NOT_BUILT):
         want = STRUCTURE["models"][name]["weights"]
         enum = models.get_model_weights(name)
@@ -240,9 +241,15 @@ def test_weights_enums_match_torchvision():
         theirs = [m[:2] for m in want["members"] if m[0] != "IMAGENET1K_FEATURES"]
         assert [[w.name, w.url] for w in enum] == theirs, name
         assert enum.DEFAULT.name == want["default"], name
-        for member, _, size in want["members"]:
+        for member, _, size, transform in want["members"]:
             if size and name.startswith("vit"):
                 assert list(enum[member].meta["min_size"]) == size, (name, member)
+            if member != "IMAGENET1K_FEATURES":
+                t = enum[member].transforms()
+                got = {"crop_size": t.crop_size, "resize_size": t.resize_size,
+                       "interpolation": t.interpolation.name, "mean": t.mean, "std": t.std,
+                       "antialias": t.antialias}
+                assert got == transform, (name, member)
 
 
 def _cache_checkpoint(tmp_path, monkeypatch, url, state_dict):

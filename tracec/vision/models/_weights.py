@@ -45,8 +45,11 @@ class WeightsEnum(Enum):
         return self.value.meta
 
     def transforms(self, **kwargs):
-        from tracec.vision.models._presets import ImageClassification
-        return ImageClassification(**kwargs)
+        """The checkpoint's evaluation transform (torchvision's sizes and
+        interpolation for it; ``kwargs`` override them)."""
+        from tracec.vision.models._presets import PRESETS, ImageClassification
+        name = os.path.basename(urllib.parse.urlparse(self.url).path)
+        return ImageClassification(**{**PRESETS.get(name, {}), **kwargs})
 
     def get_state_dict(self, progress: bool = True, check_hash: bool = False):
         from tracec import hub
