@@ -290,3 +290,18 @@ def test_pretrained_densenet_and_googlenet_builders(tmp_path, monkeypatch):
     assert not with_aux.transform_input and with_aux.aux1 is not None
     with pytest.raises(ValueError, match="expected value 1000 but got 10"):
         models.googlenet(weights="DEFAULT", num_classes=10)
+
+
+def test_densenet_memory_efficient_gradients():
+    """``memory_efficient=True`` recomputes each bottleneck in backward
+    (checkpointing): the same loss and gradients as the plain model."""
+    grads = []
+    x = tracec.from_numpy(recorder.input_for((2, 3, 32, 32)))
+    for efficient in (False, True):
+        tracec.manual_seed(0)
+        model = models.densenet.DenseNet(growth_rate=4, block_config=(2, 2), num_init_features=8,
+                                         bn_size=2, num_classes=3, memory_efficient=efficient)
+        (model(x) ** 2).mean().backward()
+        grads.append([p.grad.numpy() for p in model.parameters()])
+    for a, b in zip(*grads):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
