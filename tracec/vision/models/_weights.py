@@ -45,8 +45,11 @@ class WeightsEnum(Enum):
         return self.value.meta
 
     def transforms(self, **kwargs):
-        from tracec.vision.models._presets import ImageClassification
-        return ImageClassification(**kwargs)
+        """The checkpoint's evaluation transform (torchvision's sizes and
+        interpolation for it; ``kwargs`` override them)."""
+        from tracec.vision.models._presets import PRESETS, ImageClassification
+        name = os.path.basename(urllib.parse.urlparse(self.url).path)
+        return ImageClassification(**{**PRESETS.get(name, {}), **kwargs})
 
     def get_state_dict(self, progress: bool = True, check_hash: bool = False):
         from tracec import hub
@@ -62,12 +65,17 @@ class WeightsEnum(Enum):
         return f"{self.__class__.__name__}.{self._name_}"
 
 
-def make_weights(name: str, urls: dict, num_classes: int = 1000):
-    """A WeightsEnum named ``name``: one member per ``urls`` entry, the
-    first one also as ``DEFAULT`` (torchvision's default is its best one;
-    pass them best first)."""
-    members = {k: Weights(u, {"num_classes": num_classes}) for k, u in urls.items()}
-    members["DEFAULT"] = members[next(iter(urls))]
+def make_weights(name: str, urls: dict, num_classes: int = 1000, meta: dict | None = None,
+                 default: str | None = None):
+    """A WeightsEnum named ``name``: one member per ``urls`` entry (in
+    torchvision's order, the order of its releases), and ``DEFAULT`` for the
+    member named ``default`` (torchvision's best one), the first when not
+    given.  ``meta`` adds entries to some members' meta
+    (``{"IMAGENET1K_SWAG_E2E_V1": {"min_size": (384, 384)}}``)."""
+    meta = meta or {}
+    members = {k: Weights(u, {"num_classes": num_classes, **meta.get(k, {})})
+               for k, u in urls.items()}
+    members["DEFAULT"] = members[default or next(iter(urls))]
     return WeightsEnum(name, members)
 
 
@@ -94,3 +102,12 @@ def load_into(model, weights, progress=True):
     if weights is not None:
         model.load_state_dict(weights.get_state_dict(progress=progress, check_hash=True))
     return model
+
+
+def overwrite_named_param(kwargs, param, new_value):
+    """torchvision's ``_ovewrite_named_param``: a pretrained checkpoint fixes
+    ``param``; a conflicting value from the caller is an error."""
+    if param in kwargs and kwargs[param] != new_value:
+        raise ValueError(f"The parameter '{param}' expected value {new_value} but got "
+                         f"{kwargs[param]} instead.")
+    kwargs[param] = new_value

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tracec import nn
 from tracec.shape_ops import cat, flatten
 from tracec.vision.models._weights import load_into, make_weights, resolve
+from tracec.vision.ops.misc import Conv2dNormActivation
 
 _U = "https://download.pytorch.org/models/"
 
@@ -16,25 +17,25 @@ def _make_divisible(v, divisor, min_value=None):
     return new_v + divisor if new_v < 0.9 * v else new_v
 
 
-class Conv2dNormActivation(nn.Sequential):
-    """Conv2d, then ``norm_layer`` and ``activation_layer`` when given
-    (torchvision.ops.misc's)."""
+def _linear_normal_001(m):
+    nn.init.normal_(m.weight, 0, 0.01)
 
-    def __init__(self, in_channels, out_channels, kernel_size=3, stride=1, padding=None,
-                 groups=1, norm_layer=nn.BatchNorm2d, activation_layer=nn.ReLU, dilation=1,
-                 inplace=True, bias=None):
-        if padding is None:
-            padding = (kernel_size - 1) // 2 * dilation
-        if bias is None:
-            bias = norm_layer is None
-        layers = [nn.Conv2d(in_channels, out_channels, kernel_size, stride, padding,
-                            dilation=dilation, groups=groups, bias=bias)]
-        if norm_layer is not None:
-            layers.append(norm_layer(out_channels))
-        if activation_layer is not None:
-            layers.append(activation_layer(**({} if inplace is None else {"inplace": inplace})))
-        super().__init__(*layers)
-        self.out_channels = out_channels
+
+def init_mobile_weights(model, linear_init=_linear_normal_001):
+    """The initialization of torchvision's MobileNet V2/V3 and EfficientNet:
+    kaiming-normal (fan_out) convolutions, unit norm layers, zero biases, and
+    ``linear_init(m)`` for each Linear's weight (normal(0, 0.01) by default)."""
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, mode="fan_out")
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Linear):
+            linear_init(m)
+            nn.init.zeros_(m.bias)
 
 
 class InvertedResidual(nn.Module):
@@ -88,17 +89,7 @@ class MobileNetV2(nn.Module):
         self.features = nn.Sequential(*features)
         self.classifier = nn.Sequential(nn.Dropout(p=dropout),
                                         nn.Linear(self.last_channel, num_classes))
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out")
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-            elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.Linear):
-                nn.init.normal_(m.weight, 0, 0.01)
-                nn.init.zeros_(m.bias)
+        init_mobile_weights(self)
 
     def _forward_impl(self, x):
         x = nn.functional.adaptive_avg_pool2d(self.features(x), (1, 1))
@@ -109,8 +100,9 @@ class MobileNetV2(nn.Module):
 
 
 MobileNet_V2_Weights = make_weights("MobileNet_V2_Weights",
-                                    {"IMAGENET1K_V2": _U + "mobilenet_v2-7ebf99e0.pth",
-                                     "IMAGENET1K_V1": _U + "mobilenet_v2-b0353104.pth"})
+                                    {"IMAGENET1K_V1": _U + "mobilenet_v2-b0353104.pth",
+                                     "IMAGENET1K_V2": _U + "mobilenet_v2-7ebf99e0.pth"},
+                                    default="IMAGENET1K_V2")
 
 
 def mobilenet_v2(*, weights=None, progress=True, **kwargs):

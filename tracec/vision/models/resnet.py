@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from tracec import nn
 from tracec.shape_ops import flatten
-from tracec.vision.models._weights import load_into, make_weights, resolve
+from tracec.vision.models._weights import (load_into, make_weights, overwrite_named_param,
+                                           resolve)
 
 _U = "https://download.pytorch.org/models/"
 
@@ -138,23 +139,29 @@ class ResNet(nn.Module):
         return self._forward_impl(x)
 
 
+def _v1_v2(name, v1, v2):
+    """Weights with torchvision's two ImageNet recipes, V2 the default."""
+    return make_weights(name, {"IMAGENET1K_V1": _U + v1, "IMAGENET1K_V2": _U + v2},
+                        default="IMAGENET1K_V2")
+
+
 ResNet18_Weights = make_weights("ResNet18_Weights", {"IMAGENET1K_V1": _U + "resnet18-f37072fd.pth"})
 ResNet34_Weights = make_weights("ResNet34_Weights", {"IMAGENET1K_V1": _U + "resnet34-b627a593.pth"})
-ResNet50_Weights = make_weights("ResNet50_Weights", {"IMAGENET1K_V2": _U + "resnet50-11ad3fa6.pth",
-                                                     "IMAGENET1K_V1": _U + "resnet50-0676ba61.pth"})
-ResNet101_Weights = make_weights("ResNet101_Weights",
-                                 {"IMAGENET1K_V2": _U + "resnet101-cd907fc2.pth",
-                                  "IMAGENET1K_V1": _U + "resnet101-63fe2227.pth"})
-ResNet152_Weights = make_weights("ResNet152_Weights",
-                                 {"IMAGENET1K_V2": _U + "resnet152-f82ba261.pth",
-                                  "IMAGENET1K_V1": _U + "resnet152-394f9c45.pth"})
-ResNeXt50_32X4D_Weights = make_weights("ResNeXt50_32X4D_Weights",
-                                       {"IMAGENET1K_V2": _U + "resnext50_32x4d-1a0047aa.pth",
-                                        "IMAGENET1K_V1": _U + "resnext50_32x4d-7cdf4587.pth"})
-Wide_ResNet50_2_Weights = make_weights("Wide_ResNet50_2_Weights",
-                                       {"IMAGENET1K_V2": _U + "wide_resnet50_2-9ba9bcbe.pth",
-                                        "IMAGENET1K_V1": _U + "wide_resnet50_2-95faca4d.pth"})
-
+ResNet50_Weights = _v1_v2("ResNet50_Weights", "resnet50-0676ba61.pth", "resnet50-11ad3fa6.pth")
+ResNet101_Weights = _v1_v2("ResNet101_Weights", "resnet101-63fe2227.pth",
+                           "resnet101-cd907fc2.pth")
+ResNet152_Weights = _v1_v2("ResNet152_Weights", "resnet152-394f9c45.pth",
+                           "resnet152-f82ba261.pth")
+ResNeXt50_32X4D_Weights = _v1_v2("ResNeXt50_32X4D_Weights", "resnext50_32x4d-7cdf4587.pth",
+                                 "resnext50_32x4d-1a0047aa.pth")
+ResNeXt101_32X8D_Weights = _v1_v2("ResNeXt101_32X8D_Weights", "resnext101_32x8d-8ba56ff5.pth",
+                                  "resnext101_32x8d-110c445d.pth")
+ResNeXt101_64X4D_Weights = make_weights("ResNeXt101_64X4D_Weights",
+                                        {"IMAGENET1K_V1": _U + "resnext101_64x4d-173b62eb.pth"})
+Wide_ResNet50_2_Weights = _v1_v2("Wide_ResNet50_2_Weights", "wide_resnet50_2-95faca4d.pth",
+                                 "wide_resnet50_2-9ba9bcbe.pth")
+Wide_ResNet101_2_Weights = _v1_v2("Wide_ResNet101_2_Weights", "wide_resnet101_2-32ee1156.pth",
+                                  "wide_resnet101_2-d733dc28.pth")
 
 def _resnet(block, layers, weights_enum, weights, progress, **kwargs):
     weights = resolve(weights_enum, weights, kwargs)
@@ -181,12 +188,33 @@ def resnet152(*, weights=None, progress=True, **kwargs):
     return _resnet(Bottleneck, [3, 8, 36, 3], ResNet152_Weights, weights, progress, **kwargs)
 
 
+def _grouped(layers, groups, width_per_group, weights_enum, weights, progress, kwargs):
+    """ResNeXt / wide ResNet: ``groups`` and ``width_per_group`` fixed by
+    the architecture (a different value passed is an error, as in
+    torchvision)."""
+    if groups is not None:
+        overwrite_named_param(kwargs, "groups", groups)
+    overwrite_named_param(kwargs, "width_per_group", width_per_group)
+    return _resnet(Bottleneck, layers, weights_enum, weights, progress, **kwargs)
+
+
 def resnext50_32x4d(*, weights=None, progress=True, **kwargs):
-    kwargs.setdefault("groups", 32)
-    kwargs.setdefault("width_per_group", 4)
-    return _resnet(Bottleneck, [3, 4, 6, 3], ResNeXt50_32X4D_Weights, weights, progress, **kwargs)
+    return _grouped([3, 4, 6, 3], 32, 4, ResNeXt50_32X4D_Weights, weights, progress, kwargs)
+
+
+def resnext101_32x8d(*, weights=None, progress=True, **kwargs):
+    return _grouped([3, 4, 23, 3], 32, 8, ResNeXt101_32X8D_Weights, weights, progress, kwargs)
+
+
+def resnext101_64x4d(*, weights=None, progress=True, **kwargs):
+    return _grouped([3, 4, 23, 3], 64, 4, ResNeXt101_64X4D_Weights, weights, progress, kwargs)
 
 
 def wide_resnet50_2(*, weights=None, progress=True, **kwargs):
-    kwargs.setdefault("width_per_group", 64 * 2)
-    return _resnet(Bottleneck, [3, 4, 6, 3], Wide_ResNet50_2_Weights, weights, progress, **kwargs)
+    return _grouped([3, 4, 6, 3], None, 64 * 2, Wide_ResNet50_2_Weights, weights, progress,
+                    kwargs)
+
+
+def wide_resnet101_2(*, weights=None, progress=True, **kwargs):
+    return _grouped([3, 4, 23, 3], None, 64 * 2, Wide_ResNet101_2_Weights, weights, progress,
+                    kwargs)
