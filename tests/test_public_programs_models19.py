@@ -1,0 +1,34 @@
+"""Public audio, recurrent, attention and energy-based programs, small
+configurations (``tests/programs/models19``): jik876/hifi-gan (the
+weight-normed generator with ConvTranspose1d upsampling and ResBlock1 / 2,
+remove_weight_norm, the multi-period discriminator over 2-D periods, the
+multi-scale discriminator with spectral_norm and AvgPool1d, feature /
+generator / discriminator losses, the mel-spectrogram L1 loss through
+torch.stft, AdamW with ExponentialLR for both optimizers).
+
+Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
+``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
+the same steps run eagerly, and print the verdict); weights and data come
+from numpy, and lines marked ``[rng]`` are not compared numerically.
+"""
+import pathlib
+
+import pytest
+
+from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixture
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROGS = ROOT / "tests" / "programs" / "models19"
+
+CASES = ["hifigan.py"]
+# hifi-gan's mel_spectrogram stores a new hann window tensor in a global dict
+# on every call (its `fmax not in mel_basis` test never holds): a Python side
+# effect tracec.compile does not replay, so its compiled step runs eagerly.
+EAGER_FALLBACK: set = {"hifigan.py"}
+
+torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
+
+
+@pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
+def test_models19_program_matches_torch(script, torch_refs, tmp_path):
+    check_program(PROGS / script, torch_refs(script), tmp_path, script in EAGER_FALLBACK)
