@@ -4,7 +4,9 @@ weight-normed generator with ConvTranspose1d upsampling and ResBlock1 / 2,
 remove_weight_norm, the multi-period discriminator over 2-D periods, the
 multi-scale discriminator with spectral_norm and AvgPool1d, feature /
 generator / discriminator losses, the mel-spectrogram L1 loss through
-torch.stft, AdamW with ExponentialLR for both optimizers).
+torch.stft, AdamW with ExponentialLR for both optimizers); lucidrains/minGRU-pytorch
+(minGRU / minLSTM, the log-space Heinsen scan through logcumsumexp against
+the sequential form, the minGRULM char model with cached decoding).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -20,7 +22,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models19"
 
-CASES = ["hifigan.py"]
+CASES = ["hifigan.py", "mingru.py"]
 # hifi-gan's mel_spectrogram stores a new hann window tensor in a global dict
 # on every call (its `fmax not in mel_basis` test never holds): a Python side
 # effect tracec.compile does not replay, so its compiled step runs eagerly.
