@@ -9,7 +9,10 @@ torch.stft, AdamW with ExponentialLR for both optimizers); lucidrains/minGRU-pyt
 the sequential form, the minGRULM char model with cached decoding); microsoft/unilm
 Diff-Transformer (MultiheadDiffAttn: two softmax maps subtracted with the
 re-parameterized lambda, the lambda_init depth schedule, RMSNorm subln,
-interleaved rotary embedding through einops, repeat_kv).
+interleaved rotary embedding through einops, repeat_kv);
+ermongroup/sliced_score_matching (sliced score matching and its variance
+reduced form through autograd.grad(..., create_graph=True) twice, sliced
+score estimation, exact score matching per dimension, Langevin dynamics).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -25,7 +28,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models19"
 
-CASES = ["hifigan.py", "mingru.py", "diff_transformer.py"]
+CASES = ["hifigan.py", "mingru.py", "diff_transformer.py", "sliced_score_matching.py"]
 # hifi-gan's mel_spectrogram stores a new hann window tensor in a global dict
 # on every call (its `fmax not in mel_basis` test never holds): a Python side
 # effect tracec.compile does not replay, so its compiled step runs eagerly.
