@@ -12,7 +12,12 @@ re-parameterized lambda, the lambda_init depth schedule, RMSNorm subln,
 interleaved rotary embedding through einops, repeat_kv);
 ermongroup/sliced_score_matching (sliced score matching and its variance
 reduced form through autograd.grad(..., create_graph=True) twice, sliced
-score estimation, exact score matching per dimension, Langevin dynamics).
+score estimation, exact score matching per dimension, Langevin dynamics);
+wgrathwohl/JEM and the UvA DL course's energy-based model tutorial (SGLD
+through autograd.Variable and in-place .data updates, replay buffers
+written back by index or kept as a list, parameters frozen with
+requires_grad = False during sampling, set_grad_enabled, the input's .grad
+clamped, detach_() and zero_(), contrastive divergence).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -28,7 +33,8 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models19"
 
-CASES = ["hifigan.py", "mingru.py", "diff_transformer.py", "sliced_score_matching.py"]
+CASES = ["hifigan.py", "mingru.py", "diff_transformer.py", "sliced_score_matching.py",
+         "jem_ebm.py"]
 # hifi-gan's mel_spectrogram stores a new hann window tensor in a global dict
 # on every call (its `fmax not in mel_basis` test never holds): a Python side
 # effect tracec.compile does not replay, so its compiled step runs eagerly.
