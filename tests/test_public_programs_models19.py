@@ -35,10 +35,7 @@ PROGS = ROOT / "tests" / "programs" / "models19"
 
 CASES = ["hifigan.py", "mingru.py", "diff_transformer.py", "sliced_score_matching.py",
          "jem_ebm.py"]
-# hifi-gan's mel_spectrogram stores a new hann window tensor in a global dict
-# on every call (its `fmax not in mel_basis` test never holds): a Python side
-# effect tracec.compile does not replay, so its compiled step runs eagerly.
-EAGER_FALLBACK: set = {"hifigan.py"}
+EAGER_FALLBACK: set = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
 

@@ -10,7 +10,8 @@
 # Changes for a CPU test: small channel counts and audio, librosa's slaney
 # mel filterbank written in numpy, weights and data from numpy, stft with
 # return_complex=True and .abs() (the current torch API), a few steps; then
-# one generator step under torch.compile against the same step eagerly.
+# one generator step (the mel loss and the period-2 discriminator's losses)
+# under torch.compile against the same step eagerly.
 import copy
 import itertools
 
@@ -585,7 +586,8 @@ print("after remove_weight_norm", torch.allclose(before, y_g_hat, atol=1e-5),
       [n for n, _ in generator.conv_pre.named_parameters()], audio_out.dtype, audio_out.shape,
       (np.abs(audio_out[0, 100:104].astype(np.int32) - (before[0, 0, 100:104] * 32768).numpy().astype(np.int32)) <= 1).all())
 
-# one generator step under torch.compile against the same step eagerly
+# one generator step (the mel loss and the period-2 discriminator's losses)
+# under torch.compile against the same step eagerly
 gen_c = Generator(h)
 load_numpy(gen_c, r)
 optim_c = torch.optim.AdamW(gen_c.parameters(), h.learning_rate, betas=[h.adam_b1, h.adam_b2])
@@ -597,10 +599,11 @@ def train_step(x_b, y_b, y_mel_b):
     y_g_hat_mel = mel_spectrogram(y_g_hat.squeeze(1), h.n_fft, h.num_mels, h.sampling_rate, h.hop_size,
                                   h.win_size, h.fmin, h.fmax_for_loss)
     loss_mel = F.l1_loss(y_mel_b, y_g_hat_mel) * 45
-    y_df_hat_r, y_df_hat_g, fmap_f_r, fmap_f_g = mpd(y_b, y_g_hat)
-    loss_fm_f = feature_loss(fmap_f_r, fmap_f_g)
-    loss_gen_f, losses_gen_f = generator_loss(y_df_hat_g)
-    loss = loss_gen_f + loss_fm_f + loss_mel
+    y_d_hat_r, fmap_r = mpd.discriminators[0](y_b)
+    y_d_hat_g, fmap_g = mpd.discriminators[0](y_g_hat)
+    loss_fm = feature_loss([fmap_r], [fmap_g])
+    loss_gen, losses_gen = generator_loss([y_d_hat_g])
+    loss = loss_gen + loss_fm + loss_mel
     loss.backward()
     optim_c.step()
     return loss
