@@ -313,7 +313,7 @@ data = torch.tensor([ord(c) - ord("a") for c in text])
 starts = r.integers(0, len(data) - 13, (8, 4))
 optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.98), weight_decay=0.1)
 scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 3))
-for step in range(8):
+for step in range(6):
     xb = torch.stack([data[s:s + 12] for s in starts[step]])
     yb = torch.stack([data[s + 1:s + 13] for s in starts[step]])
     logits = model(xb)

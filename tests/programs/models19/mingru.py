@@ -407,7 +407,7 @@ vocab = sorted(set(text))
 data = np.array([vocab.index(c) for c in text * 3], dtype=np.int64)
 starts = r.integers(0, len(data) - SEQ_LEN - 1, (6, 4))
 
-NUM_BATCHES, GRAD_ACCUM_EVERY, LEARNING_RATE = 6, 2, 3e-3
+NUM_BATCHES, GRAD_ACCUM_EVERY, LEARNING_RATE = 4, 2, 3e-3
 optim = Adam(model.parameters(), lr = LEARNING_RATE)
 for i in range(NUM_BATCHES):
     model.train()
