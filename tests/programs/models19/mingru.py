@@ -248,6 +248,7 @@ class minGRULM(Module):
             # conv
 
             if exists(conv):
+                assert len(list(prev_hiddens)) == 0, 'caching not supported for conv version'
                 x = conv(x) + x
 
             # min gru
