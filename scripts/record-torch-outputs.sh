@@ -19,4 +19,5 @@ TRACEC_RECORD_TORCH=1 python -m pytest -q -n auto --dist worksteal \
     tests/test_public_programs_models9.py tests/test_public_programs_models10.py \
     tests/test_public_programs_models11.py tests/test_public_programs_models14.py \
     tests/test_public_programs_models15.py tests/test_public_programs_models16.py \
-    tests/test_public_programs_models17.py tests/test_public_programs_models18.py "$@"
+    tests/test_public_programs_models17.py tests/test_public_programs_models18.py \
+    tests/test_public_programs_models19.py "$@"

@@ -395,17 +395,17 @@ class Entry:
                 (spec.target if spec.arg is None else resolve(spec.arg, args, kwargs))._grad = None
                 continue
             if spec.kind == "attr_arg":
-                setattr(spec.target[0], spec.target[1], resolve(spec.arg, args, kwargs))
+                _store(spec.target[0], spec.target[1], resolve(spec.arg, args, kwargs))
                 continue
             if spec.kind == "attr_const":
-                setattr(spec.target[0], spec.target[1], spec.target[2])
+                _store(spec.target[0], spec.target[1], spec.target[2])
                 continue
             if spec.kind == "attr_seq":
                 made = iter(parts)
-                setattr(spec.target[0], spec.target[1],
-                        tuple(next(made) if kind == "value" else
-                              resolve(v, args, kwargs) if kind == "arg" else v
-                              for kind, v in spec.target[2]))
+                _store(spec.target[0], spec.target[1],
+                       tuple(next(made) if kind == "value" else
+                             resolve(v, args, kwargs) if kind == "arg" else v
+                             for kind, v in spec.target[2]))
                 parts = []
                 continue
             arr = next(it)
@@ -419,7 +419,7 @@ class Entry:
                 if spec.kind == "attr_part":
                     parts.append(Tensor._make(arr, dtype))
                 else:
-                    setattr(mod, name, Tensor._make(arr, dtype))
+                    _store(mod, name, Tensor._make(arr, dtype))
                 continue
             if spec.kind == "return":
                 if id(arr) in seen or not (arr.flags.owndata or fresh(arr)):
@@ -458,6 +458,15 @@ class Entry:
         for commit in self.committers:
             commit()
         return _rebuild(self.trace.template, returned, args, kwargs)
+
+
+def _store(owner, name, value) -> None:
+    """Sets what the traced call set there: ``owner``'s attribute ``name``,
+    or, ``owner`` a dict (a global cache the call refilled), its entry."""
+    if type(owner) is dict:
+        owner[name] = value
+    else:
+        setattr(owner, name, value)
 
 
 #: Output kinds with no value among the executable's results.

@@ -159,7 +159,10 @@ def _is_tensor_or_none(v) -> bool:
 def tensor_attr_changes(before, after) -> list:
     """Snapshot paths of plain objects' attributes that changed from a
     tensor or None to a tensor (pix2pix's ``self.fake_B = self.netG(...)``
-    on its BaseModel), where snapshots ``before`` and ``after`` differ."""
+    on its BaseModel), and of dict entries under a string key that changed
+    from one tensor to another (hifi-gan's ``hann_window[str(y.device)] =
+    torch.hann_window(...)`` in a global dict), where snapshots ``before``
+    and ``after`` differ."""
     out: list = []
 
     def walk(a, b, path):
@@ -177,7 +180,10 @@ def tensor_attr_changes(before, after) -> list:
                     walk(va, vb, path + (("attr", k),))
         elif a[0] is dict and b[0] is dict and [k for k, _ in a[1]] == [k for k, _ in b[1]]:
             for (k, va), (_, vb) in zip(a[1], b[1]):
-                if type(k) is not tuple:
+                if type(k) is str and va != vb and type(va) is tuple and va and va[0] == "T" \
+                        and type(vb) is tuple and vb and vb[0] == "T":
+                    out.append(path + (("item", k),))
+                elif type(k) is not tuple:
                     walk(va, vb, path + (("item", k),))
     for i, (a, b) in enumerate(zip(before, after)):
         walk(a, b, (i,))

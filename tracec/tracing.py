@@ -1372,15 +1372,17 @@ def _kept_item(items: list):
 
 
 def _plain_object_attrs(env, rec, before, after) -> list:
-    """Snapshot paths of plain (non-Module) objects' attributes the call set
-    to a tensor, added to ``rec.attr_writes`` (replayed by compiled calls);
-    not one whose previous tensor the trace read (it would read a stale
-    object at the next call)."""
+    """Snapshot paths of plain (non-Module) objects' attributes, and of
+    dicts' string-keyed entries, the call set to a tensor, added to
+    ``rec.attr_writes`` (replayed by compiled calls: ``setattr`` or an item
+    store); not one whose previous tensor the trace read (it would read a
+    stale object at the next call)."""
     read = {id(spec.source) for spec in rec.inputs if spec.kind == "state"}
     out = []
     for p in lifted_state.tensor_attr_changes(before, after):
         loc = lifted_state.resolve(env, p)
-        if loc is None or loc.kind != "attr" or isinstance(loc.container, Module):
+        if loc is None or isinstance(loc.container, Module) or not (
+                loc.kind == "attr" or (loc.kind == "item" and type(loc.container) is dict)):
             continue
         old = lifted_state.entry_at(before, p)
         if old is not None and old[0] == "T" and old[1] in read:
