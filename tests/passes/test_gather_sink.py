@@ -150,9 +150,15 @@ def test_a_gather_sinks_through_a_long_chain_in_linear_time():
     for n in (100, 400):
         module = traced(lambda x, a, i: _recursion(x, a, i, n), *[tracec.tensor(a) for a in arrays])
         before = module.clone()
-        t0 = time.perf_counter()
-        gather_sink.GatherSinkPass().apply(None, module)
-        took[n] = time.perf_counter() - t0
+        # CPU time, best of three copies: steady on a machine other
+        # processes keep busy (wall time there varied by more than 4x)
+        took[n] = float("inf")
+        for _ in range(3):
+            m = before.clone()
+            t0 = time.process_time()
+            gather_sink.GatherSinkPass().apply(None, m)
+            took[n] = min(took[n], time.process_time() - t0)
+        module = m
         text = ir.print_module(module, debuginfo=False)
         assert text.count("tracec.gather") == 2, text[-2000:]   # sunk to x and a
         assert_same(run(module, arrays), run(before, arrays), "")
