@@ -448,20 +448,30 @@ def eigvals(A):
     return _eig_parts(A, "linalg.eigvals")[0]
 
 
-def _pinv_np(a, atol, rtol):
+def _pinv_np(a, atol, rtol, hermitian=False):
     # PyTorch's cut-off: singular values <= max(atol, rtol * largest) are 0;
     # rtol defaults to eps * max(m, n) when neither is given, else to 0.
     if rtol is None:
         rtol = np.finfo(a.dtype).eps * max(a.shape[-2:]) if atol is None else 0.0
+    if hermitian:
+        # PyTorch's hermitian path: eigh of the lower triangle only, the
+        # singular values being |eigenvalues|
+        w, v = np.linalg.eigh(a, UPLO="L")
+        s = np.abs(w)
+        cut = np.maximum(atol or 0.0, rtol * s.max(axis=-1, keepdims=True, initial=0.0))
+        inv_w = np.where(s > cut, 1.0 / np.where(s > cut, w, 1.0), 0.0)
+        return (v * inv_w[..., None, :]) @ _mT(v)
     u, s, vh = _svd_np(a, full_matrices=False)
     cut = np.maximum(atol or 0.0, rtol * s.max(axis=-1, keepdims=True, initial=0.0))
     inv_s = np.where(s > cut, 1.0 / np.where(s > cut, s, 1.0), 0.0)
     return _mT(vh) @ (inv_s[..., None] * _mT(u))
 
 
-def _pinv_fwd(ctx, a, atol, rtol):
-    ctx.nparams, ctx.a = 2, a
-    ctx.p = _pinv_np(a, atol, rtol)
+def _pinv_fwd(ctx, a, atol, rtol, hermitian=False):
+    # the backward is PyTorch's pinv_backward of the input as given, also
+    # when hermitian=True read only its lower triangle
+    ctx.nparams, ctx.a = 3, a
+    ctx.p = _pinv_np(a, atol, rtol, hermitian)
     return (ctx.p,)
 
 
@@ -471,12 +481,14 @@ _pinv = _factorization("LinalgPinvBackward0", _pinv_fwd,
 
 def pinv(A, *, atol=None, rtol=None, hermitian=False):
     A = _float_input(A, "linalg.pinv")
-    return _pinv(A, atol, rtol)[0]
+    if hermitian:
+        _square(A, "linalg.pinv")
+    return _pinv(A, atol, rtol, bool(hermitian))[0]
 
 
 def pinverse(input, rcond=1e-15):  # noqa: A002
     A = _float_input(input, "pinverse")
-    return _pinv(A, None, rcond)[0]
+    return _pinv(A, None, rcond, False)[0]
 
 
 def _info(A):

@@ -201,13 +201,26 @@ Tensor.__imul__ = _inplace("mul_", F.mul)
 Tensor.__itruediv__ = _inplace("div_", F.div)
 
 
-def _fill(self, value, _op="fill_"):
+def filled(self, value, grad_fn_name="FillBackward0"):
+    """``self``'s shape and dtype, every element ``value``. While ``self``
+    requires grad the result does too (PyTorch's fill keeps the history:
+    ``self`` gets a zero gradient, a tensor ``value`` the summed one), so it
+    is a masked_fill of everything rather than a constant."""
+    if graph.is_grad_enabled() and (self.requires_grad or (
+            isinstance(value, Tensor) and value.requires_grad)):
+        v = value.to(self.dtype) if isinstance(value, Tensor) else value
+        new = S.masked_fill(self, Tensor._make(np.array(True), dt.bool_), v)
+        return F._named(new, grad_fn_name)
     if isinstance(value, Tensor):
-        new = S.expand(value.to(self.dtype), *self.shape) if value.ndim == 0 else value
-    else:
-        with graph.no_grad():
-            new = Tensor._make(np.full(self.shape, value, self.dtype.np), self.dtype)
-    return self._assign(new, _op)
+        return S.expand(value.to(self.dtype), *self.shape) if value.ndim == 0 else value
+    with graph.no_grad():
+        return Tensor._make(np.full(self.shape, value, self.dtype.np), self.dtype)
+
+
+def _fill(self, value, _op="fill_"):
+    name = "ZeroBackward0" if _op == "zero_" else (
+        "FillBackward3" if isinstance(value, Tensor) else "FillBackward2")
+    return self._assign(filled(self, value, name), _op)
 
 
 def _zero(self):

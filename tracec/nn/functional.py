@@ -326,7 +326,8 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
         raise RuntimeError(f"Expected number of channels in input to be divisible by "
                            f"num_groups, but got input of shape {list(x.shape)} and "
                            f"num_groups={num_groups}")
-    g = ops.reshape(x, (n, num_groups, x.numel() // (n * num_groups)))
+    # the group size from the shape, not numel // n, so an empty batch (n == 0) works
+    g = ops.reshape(x, (n, num_groups, (c // num_groups) * math.prod(x.shape[2:])))
     mean = TF.mean(g, 2, keepdim=True)
     d = TF.sub(g, mean)
     var = TF.mean(TF.mul(d, d), 2, keepdim=True)
