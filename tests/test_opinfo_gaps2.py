@@ -95,3 +95,25 @@ def test_fill_compiled_gradient():
     x = RNG.standard_normal(4)
     ref = f(torch, torch.tensor(x, requires_grad=True))
     _same(ref, tracec.compile(lambda a: f(tracec, a))(tracec.tensor(x, requires_grad=True)))
+
+
+HISTORY = {
+    "prod_empty": (lambda L, x: L.prod(x), (0,)),
+    "prod_empty_dim": (lambda L, x: x.prod(0), (0, 3)),
+    "pdist_one_row": (lambda L, x: L.nn.functional.pdist(x), (1, 3)),
+    "pdist_p0": (lambda L, x: L.nn.functional.pdist(x, 0.0), (4, 3)),
+    "pairwise_distance_p0": (lambda L, x: L.nn.functional.pairwise_distance(x, x * 2, 0.0),
+                             (4, 3)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HISTORY))
+def test_constant_results_keep_the_history(name):
+    # PyTorch's result requires grad (a zero gradient): backward works
+    fn, shape = HISTORY[name]
+    (ty, tg), (cy, cg) = _grads(fn, [RNG.standard_normal(shape)])
+    assert cy.requires_grad
+    if not name.startswith("pairwise"):   # torch's is a NormBackward1
+        assert cy.grad_fn.name() == ty.grad_fn.name()
+    _same(ty, cy)
+    _same(tg[0], cg[0])
