@@ -117,3 +117,34 @@ def test_constant_results_keep_the_history(name):
         assert cy.grad_fn.name() == ty.grad_fn.name()
     _same(ty, cy)
     _same(torch.zeros(shape, dtype=torch.float64) if tg[0] is None else tg[0], cg[0])
+
+
+BLAS_INT = {
+    "addmm": lambda L, a, b: L.addmm(a, a, a, beta=2.7, alpha=1.7),
+    "addmv": lambda L, a, b: L.addmv(a[0], a, a[1], beta=0.2, alpha=0.6),
+    "baddbmm": lambda L, a, b: L.baddbmm(b, b, b, beta=2.7, alpha=1.7),
+    "addbmm": lambda L, a, b: L.addbmm(a, b, b, beta=2.7, alpha=1.7),
+    "addr": lambda L, a, b: L.addr(a, a[0], a[1], beta=2, alpha=3),
+}
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("name", sorted(BLAS_INT))
+def test_blas_ops_truncate_float_scalars_for_integers(name, compiled):
+    # integer operands: beta and alpha become integers, the result stays int64
+    a = np.arange(4).reshape(2, 2) * 5
+    b = np.stack([a, a + 1])
+    fn = BLAS_INT[name]
+    ref = fn(torch, torch.tensor(a), torch.tensor(b))
+    f = tracec.compile(lambda x, y: fn(tracec, x, y)) if compiled else (
+        lambda x, y: fn(tracec, x, y))
+    got = f(tracec.tensor(a), tracec.tensor(b))
+    assert got.dtype == tracec.int64
+    np.testing.assert_array_equal(_np(got), ref.numpy())
+
+
+def test_addr_float_scalar_on_integers_is_an_error():
+    a = np.arange(4).reshape(2, 2)
+    for L in (torch, tracec):
+        with pytest.raises(RuntimeError, match="argument alpha must not be a floating point"):
+            L.addr(L.tensor(a), L.tensor(a[0]), L.tensor(a[1]), alpha=1.5)

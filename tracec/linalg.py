@@ -20,6 +20,7 @@ from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import ops
 from tracec import shape_ops as S
+from tracec.contraction import integral_scalars
 from tracec.functions import _named, _safe_root, promote, tensor_arg
 from tracec.methods import _inplace
 from tracec.out_arg import with_out
@@ -181,7 +182,9 @@ def mv(input, vec):  # noqa: A002
     return F.matmul(A, v)
 
 
-def _add_scaled(input, prod, beta, alpha):
+def _add_scaled(input, prod, beta, alpha, name=None):
+    if isinstance(input, Tensor):
+        beta, alpha = integral_scalars(input, prod, beta, alpha, name)
     prod = F.mul(prod, alpha) if alpha != 1 else prod
     if beta == 0:   # PyTorch ignores input then (nan and inf in it included)
         shape = np.broadcast_shapes(tuple(getattr(input, "shape", ())), tuple(prod.shape))
@@ -201,7 +204,7 @@ def ger(input, vec2):  # noqa: A002
 
 
 def addr(input, vec1, vec2, *, beta=1, alpha=1):  # noqa: A002
-    return _named(_add_scaled(input, ger(vec1, vec2), beta, alpha), "AddrBackward0")
+    return _named(_add_scaled(input, ger(vec1, vec2), beta, alpha, "addr"), "AddrBackward0")
 
 
 def tensordot(a, b, dims=2, out=None):
