@@ -148,3 +148,21 @@ def test_addr_float_scalar_on_integers_is_an_error():
     for L in (torch, tracec):
         with pytest.raises(RuntimeError, match="argument alpha must not be a floating point"):
             L.addr(L.tensor(a), L.tensor(a[0]), L.tensor(a[1]), alpha=1.5)
+
+
+def test_fractional_max_pool_reads_the_first_rows_of_random_samples():
+    # module_db's unbatched sample passes 2 rows of samples for a batch of 1
+    x = RNG.standard_normal((4, 5, 5, 5))
+    s = RNG.random((2, 4, 3))
+    ref = torch.nn.functional.fractional_max_pool3d(
+        torch.tensor(x), 2, output_ratio=0.5, _random_samples=torch.tensor(s))
+    got = tracec.nn.functional.fractional_max_pool3d(
+        tracec.tensor(x), 2, output_ratio=0.5, _random_samples=tracec.tensor(s))
+    _same(ref, got)
+    for L, bad, msg in ((L, b, m) for L in (torch, tracec) for b, m in (
+            ((2, 3, 3), "size\\(1\\) equals to input channel size"),
+            ((1, 4, 3), "size\\(0\\) no less then input batch size"))):
+        with pytest.raises(RuntimeError, match=msg):
+            L.nn.functional.fractional_max_pool3d(L.tensor(RNG.standard_normal((2, 4, 5, 5, 5))),
+                                                  2, output_ratio=0.5,
+                                                  _random_samples=L.tensor(RNG.random(bad)))
