@@ -166,3 +166,19 @@ def test_fractional_max_pool_reads_the_first_rows_of_random_samples():
             L.nn.functional.fractional_max_pool3d(L.tensor(RNG.standard_normal((2, 4, 5, 5, 5))),
                                                   2, output_ratio=0.5,
                                                   _random_samples=L.tensor(RNG.random(bad)))
+
+
+@pytest.mark.parametrize("ord_", [0.5, 0.3, -1.0, -0.5])
+@pytest.mark.parametrize("xs", [[0.0] * 4, [0.0, 1.0, -2.0, 0.0], [0.5, 1.0, -2.0, 4.0]])
+def test_vector_norm_below_one_subgradient_at_zero(ord_, xs):
+    # PyTorch's norm_backward masks the zero entries (|x| ** (p - 1) = inf): no NaN
+    (ty, tg), (cy, cg) = _grads(lambda L, x: L.linalg.vector_norm(x, ord_), [np.array(xs)])
+    _same(ty, cy)
+    _same(tg[0], cg[0])
+
+
+def test_vector_norm_zero_order_with_inf_keeps_its_count():
+    x = np.array([np.inf, 1.0, 0.0])
+    (ty, _), (cy, cg) = _grads(lambda L, x: L.linalg.vector_norm(x, 0), [x])
+    _same(ty, cy)
+    _same(torch.zeros(3, dtype=torch.float64), cg[0])

@@ -61,6 +61,9 @@ def _axes(x, dim):
     return tuple(sorted({normalize_axis(d, x.ndim) for d in dims}))
 
 
+_TRUE = Tensor._make(np.array(True), dt.bool_)
+
+
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     x = _float_input(x, "linalg.vector_norm", complex_ok=True)
     if dtype is not None:
@@ -84,11 +87,18 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
         y = ops.reduce_min(ax, axes)
     elif ord == 0:
         y = ops.reduce_sum(ops.cast(ops.ne(x.detach(), 0.0), x.dtype), axes)
-        y = ops.add(y, ops.mul(ops.reduce_sum(x, axes), 0.0)) if x.requires_grad else y
+        if x.requires_grad:     # a zero gradient that keeps the history (x * 0 is NaN at inf)
+            y = ops.add(y, ops.reduce_sum(S.masked_fill(x, _TRUE, 0.0), axes))
     elif ord == 1:
         y = ops.reduce_sum(ax, axes)
     elif ord == 2:
         y = _safe_root(ops.reduce_sum(ops.mul(x, x), axes), 2)
+    elif ord < 1:
+        # |x| ** (ord - 1) is infinite at 0: PyTorch's norm_backward gives the
+        # zero entries gradient 0 (not NaN); their term is 0 (inf for ord < 0)
+        zero = ops.eq(x.detach(), 0.0)
+        t = ops.pow_(ops.where(zero, 1.0, ax), ord)
+        y = _safe_root(ops.reduce_sum(ops.where(zero, 0.0 if ord > 0 else math.inf, t), axes), ord)
     else:
         y = _safe_root(ops.reduce_sum(ops.pow_(ax, ord), axes), ord)
     if keepdim:
