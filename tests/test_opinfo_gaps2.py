@@ -182,3 +182,27 @@ def test_vector_norm_zero_order_with_inf_keeps_its_count():
     (ty, _), (cy, cg) = _grads(lambda L, x: L.linalg.vector_norm(x, 0), [x])
     _same(ty, cy)
     _same(torch.zeros(3, dtype=torch.float64), cg[0])
+
+
+@pytest.mark.parametrize("driver", [None, "gelsy", "gels", "gelsd", "gelss"])
+@pytest.mark.parametrize("shapes", [((4, 3), (4, 2)), ((4, 3), (4,)), ((2, 3), (2, 2)),
+                                    ((2, 4, 3), (2, 4, 2))])
+def test_lstsq_outputs_per_driver(driver, shapes):
+    # rank empty for gels, singular values for gelsd/gelss, residuals when
+    # m > n and the driver is not gelsy (differentiable, as PyTorch's)
+    a, b = (RNG.standard_normal(s) for s in shapes)
+    t = torch.linalg.lstsq(torch.tensor(a), torch.tensor(b), driver=driver)
+    c = tracec.linalg.lstsq(tracec.tensor(a), tracec.tensor(b), driver=driver)
+    for u, v in zip(t, c):
+        _same(u, v, 1e-9)
+    if t.residuals.numel():
+        (_, tg), (_, cg) = _grads(lambda L, a, b: L.linalg.lstsq(a, b, driver=driver).residuals,
+                                  [a, b])
+        for u, v in zip(tg, cg):
+            _same(u, v, 1e-9)
+
+
+def test_lstsq_unknown_driver():
+    for L in (torch, tracec):
+        with pytest.raises(RuntimeError, match="parameter `driver` should be one of"):
+            L.linalg.lstsq(L.ones(3, 3), L.ones(3, 1), driver="foo")

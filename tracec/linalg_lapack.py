@@ -583,18 +583,36 @@ def _lstsq_bwd(ctx, g):
 _lstsq = _function("LinalgLstsqBackward0", _lstsq_fwd, _lstsq_bwd)
 
 
+_LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
 def lstsq(A, B, rcond=None, *, driver=None):
-    """``(solution, residuals, rank, singular_values)`` as PyTorch's default
-    cpu driver (gelsy) gives them: residuals and singular values empty."""
+    """``(solution, residuals, rank, singular_values)`` as PyTorch's cpu
+    drivers give them: ``rank`` but for gels; ``singular_values`` for gelsd
+    and gelss; ``residuals`` (``||A X - B||^2`` per column, differentiable)
+    when m > n, the driver is not gelsy and every matrix has full rank;
+    the others empty."""
     A = _float_input(A, "linalg.lstsq")
     B = _float_input(B, "linalg.lstsq")
+    driver = "gelsy" if driver is None else driver
+    if driver not in _LSTSQ_DRIVERS:
+        raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of "
+                           "(gels, gelsy, gelsd, gelss)")
     vector = B.ndim == A.ndim - 1
     Bm = ops.reshape(B, tuple(B.shape) + (1,)) if vector else B
-    X = _lstsq(A, Bm, rcond)
-    if vector:
-        X = ops.reshape(X, tuple(X.shape[:-1]))
+    Xm = _lstsq(A, Bm, rcond)
+    X = ops.reshape(Xm, tuple(Xm.shape[:-1])) if vector else Xm
     empty = Tensor._make(np.zeros((0,), A.dtype.np), A.dtype)
-    return LstsqResult(X, empty, matrix_rank(A), empty)
+    m, n = A.shape[-2], A.shape[-1]
+    rank = Tensor._make(np.zeros((0,), np.int64), dt.int64) if driver == "gels" else (
+        matrix_rank(A) if rcond is None else matrix_rank(A, rtol=rcond))
+    full = driver == "gels" or bool((_np(rank, "linalg.lstsq") == min(m, n)).all())
+    residuals = empty
+    if m > n and driver != "gelsy" and full:
+        r = F.sub(F.matmul(A, Xm), Bm)
+        residuals = F.sum(F.mul(r, r), -2)
+    sv = svdvals(A).detach() if driver in ("gelsd", "gelss") else empty
+    return LstsqResult(X, residuals, rank, sv)
 
 
 def _tri_solve_fwd(ctx, a, b, upper, left, unitriangular):
