@@ -206,3 +206,22 @@ def test_lstsq_unknown_driver():
     for L in (torch, tracec):
         with pytest.raises(RuntimeError, match="parameter `driver` should be one of"):
             L.linalg.lstsq(L.ones(3, 3), L.ones(3, 1), driver="foo")
+
+
+@pytest.mark.parametrize("ish,xsh,d", [((2, 0), (5,), 0), ((0,), (3, 4), 1), ((0, 7), (2, 3), 1)])
+def test_gather_with_an_empty_index_checks_no_shape(ish, xsh, d):
+    (ty, tg), (cy, cg) = _grads(
+        lambda L, x: L.gather(x, d, L.zeros(ish, dtype=L.int64)), [RNG.standard_normal(xsh)])
+    assert cy.grad_fn.name() == ty.grad_fn.name()
+    _same(ty, cy)
+    _same(tg[0], cg[0])
+
+
+@pytest.mark.parametrize("ash,dims", [((1, 1, 1), ([0, 1], [2, 0])), ((3, 1, 1), ([1, 2], [1, 0])),
+                                      ((3, 2, 1), ([1, 2], [0, 2]))])
+def test_tensordot_size_one_contracted_dimension_sums_the_other(ash, dims):
+    a, b = RNG.standard_normal(ash), RNG.standard_normal((2, 1, 2))
+    (ty, tg), (cy, cg) = _grads(lambda L, a, b: L.tensordot(a, b, dims=dims), [a, b])
+    _same(ty, cy, 1e-9)
+    for u, v in zip(tg, cg):
+        _same(u, v, 1e-9)

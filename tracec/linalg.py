@@ -230,10 +230,16 @@ def tensordot(a, b, dims=2, out=None):
     da = [normalize_axis(d, a.ndim) for d in da]
     db = [normalize_axis(d, b.ndim) for d in db]
     for i, j in zip(da, db):
+        # PyTorch's: a size-1 dimension pairs with any size, whose side is summed first
         if a.shape[i] != b.shape[j]:
-            raise RuntimeError(f"contracted dimensions need to match, but first has size "
-                               f"{a.shape[i]} in dim {i} and second has size {b.shape[j]} in "
-                               f"dim {j}")
+            if a.shape[i] == 1:
+                b = F.sum(b, j, keepdim=True)
+            elif b.shape[j] == 1:
+                a = F.sum(a, i, keepdim=True)
+            else:
+                raise RuntimeError(f"contracted dimensions need to match, but first has size "
+                                   f"{a.shape[i]} in dim {i} and second has size "
+                                   f"{b.shape[j]} in dim {j}")
     fa = [i for i in range(a.ndim) if i not in da]
     fb = [j for j in range(b.ndim) if j not in db]
     k = math.prod(a.shape[i] for i in da)

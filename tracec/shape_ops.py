@@ -355,6 +355,10 @@ def gather(input, dim, index, *, sparse_grad=False):
     if not isinstance(index, Tensor) or index.dtype.category != 1:
         raise RuntimeError("gather(): Expected dtype int64 for index")
     d = normalize_axis(dim, input.ndim)
+    if index.numel() == 0:     # PyTorch checks no shape then: an empty result of index's shape
+        flat = ops.reshape(input, (input.numel(),))
+        return _named(ops.reshape(ops.slice_(flat, (0,), (0,), (1,)), tuple(index.shape)),
+                      "GatherBackward0")
     if index.ndim != input.ndim:
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
     for i, (a, b) in enumerate(zip(index.shape, input.shape)):
