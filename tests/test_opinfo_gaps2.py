@@ -225,3 +225,32 @@ def test_tensordot_size_one_contracted_dimension_sums_the_other(ash, dims):
     _same(ty, cy, 1e-9)
     for u, v in zip(tg, cg):
         _same(u, v, 1e-9)
+
+
+DRAWS = {
+    "uniform_": lambda L, y: y.uniform_(),
+    "normal_": lambda L, y: y.normal_(),
+    "bernoulli_": lambda L, y: y.bernoulli_(0.5),
+    "exponential_": lambda L, y: y.exponential_(),
+    "geometric_": lambda L, y: y.geometric_(0.5),
+    "cauchy_": lambda L, y: y.cauchy_(),
+    "log_normal_": lambda L, y: y.log_normal_(),
+    "random_": lambda L, y: y.random_(),
+    "bernoulli": lambda L, y: L.bernoulli(y.clamp(0, 1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DRAWS))
+def test_random_draws_into_a_tensor_give_it_a_zero_gradient(name):
+    # the draws replace the values: the old graph node must not pass the
+    # gradient on (it did, as an identity, before)
+    x = RNG.random(4)
+    names = []
+    for L in (torch, tracec):
+        a = L.tensor(x, requires_grad=True)
+        y = DRAWS[name](L, a.clone())
+        assert y.requires_grad
+        names.append(y.grad_fn.name())
+        g, = L.autograd.grad((y * a).sum(), [a])
+        np.testing.assert_array_equal(_np(g), _np(y))     # d(y * a)/da = y only
+    assert names[0] == names[1]

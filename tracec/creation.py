@@ -655,5 +655,9 @@ def bernoulli(input, *, generator=None) -> Tensor:
     input = checked_probabilities(input)
     u = (generator or default_generator).uniform(input.shape, input.dtype)
     with graph.no_grad():
-        return ops.cast(ops.lt(u, input), input.dtype)
+        draws = ops.cast(ops.lt(u, input), input.dtype)
+    if not (input.requires_grad and graph.is_grad_enabled()):
+        return draws
+    from tracec.methods import filled   # PyTorch's result keeps input's history (zero gradient)
+    return filled(input, draws, "BernoulliBackward0")
 

@@ -201,16 +201,19 @@ Tensor.__imul__ = _inplace("mul_", F.mul)
 Tensor.__itruediv__ = _inplace("div_", F.div)
 
 
+_TRUE = Tensor._make(np.array(True), dt.bool_)
+
+
 def filled(self, value, grad_fn_name="FillBackward0"):
-    """``self``'s shape and dtype, every element ``value``. While ``self``
-    requires grad the result does too (PyTorch's fill keeps the history:
+    """``self``'s shape and dtype, every element ``value`` (a number, or a
+    tensor broadcast to ``self``). While ``self`` requires grad the result
+    does too (PyTorch's fill and in-place random draws keep the history:
     ``self`` gets a zero gradient, a tensor ``value`` the summed one), so it
-    is a masked_fill of everything rather than a constant."""
+    is a ``where`` that picks ``value`` everywhere rather than a constant."""
     if graph.is_grad_enabled() and (self.requires_grad or (
             isinstance(value, Tensor) and value.requires_grad)):
         v = value.to(self.dtype) if isinstance(value, Tensor) else value
-        new = S.masked_fill(self, Tensor._make(np.array(True), dt.bool_), v)
-        return F._named(new, grad_fn_name)
+        return F._named(F.where(_TRUE, v, self), grad_fn_name)
     if isinstance(value, Tensor):
         return S.expand(value.to(self.dtype), *self.shape) if value.ndim == 0 else value
     with graph.no_grad():
@@ -255,7 +258,8 @@ def _uniform(self, from_=0.0, to=1.0, *, generator=None, **kwargs):
         return self
     with graph.no_grad():
         u = creation.rand(self.shape, dtype=self.dtype, generator=generator)
-        return self._assign(F.add(F.mul(u, to - from_), from_), "uniform_")
+        u = F.add(F.mul(u, to - from_), from_)
+    return self._assign(filled(self, u, "UniformBackward0"), "uniform_")
 
 
 def _normal(self, mean=0.0, std=1.0, generator=None):
@@ -263,7 +267,8 @@ def _normal(self, mean=0.0, std=1.0, generator=None):
         return self
     with graph.no_grad():
         z = creation.randn(self.shape, dtype=self.dtype, generator=generator)
-        return self._assign(F.add(F.mul(z, std), mean), "normal_")
+        z = F.add(F.mul(z, std), mean)
+    return self._assign(filled(self, z, "NormalBackward0"), "normal_")
 
 
 Tensor.fill_ = _fill
