@@ -254,3 +254,18 @@ def test_random_draws_into_a_tensor_give_it_a_zero_gradient(name):
         g, = L.autograd.grad((y * a).sum(), [a])
         np.testing.assert_array_equal(_np(g), _np(y))     # d(y * a)/da = y only
     assert names[0] == names[1]
+
+
+def test_copy_of_a_constant_into_a_tensor_that_requires_grad_keeps_it():
+    x, v = RNG.random(3), RNG.random(3)
+    out = []
+    for L in (torch, tracec):
+        a, b = L.tensor(x, requires_grad=True), L.tensor(v, requires_grad=True)
+        y = a.clone()
+        y.copy_(L.ones(3, dtype=L.float64))
+        z = a.clone()
+        z.copy_(b * 2)
+        assert y.requires_grad and y.grad_fn.name().endswith("CopyBackwards")
+        out.append(L.autograd.grad(y.sum() + (z * a).sum(), [a, b]))
+    for u, w in zip(*out):
+        _same(u, w)

@@ -244,6 +244,8 @@ def _copy(self, src, non_blocking=False):
             raise RuntimeError(f"copy_: the source of shape {tuple(src.shape)} cannot be "
                                f"broadcast to the destination of shape {tuple(self.shape)}") from None
         src = S.expand(src, *self.shape)
+    if self.requires_grad and graph.is_grad_enabled():   # PyTorch keeps self's history
+        src = filled(self, src, "CopyBackwards")
     return self._assign(src, "copy_")
 
 
