@@ -269,3 +269,13 @@ def test_copy_of_a_constant_into_a_tensor_that_requires_grad_keeps_it():
         out.append(L.autograd.grad(y.sum() + (z * a).sum(), [a, b]))
     for u, w in zip(*out):
         _same(u, w)
+
+
+def test_batch_norm_one_dimensional_input():
+    # an empty 1-D input passes through (op_db's sample), a non-empty one has no dim 1
+    for L in (torch, tracec):
+        x = L.zeros(0, dtype=L.float64, requires_grad=True)
+        y = L.nn.functional.batch_norm(x, None, None, training=True)
+        assert tuple(y.shape) == (0,) and y.requires_grad
+        with pytest.raises(IndexError, match="Dimension out of range"):
+            L.nn.functional.batch_norm(L.ones(3), None, None, training=True)

@@ -173,8 +173,11 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     place: ``r = (1 - momentum) * r + momentum * stat``, with the unbiased
     variance, as in PyTorch."""
     x = _tensor(input, "batch_norm")
-    if x.ndim < 2:
-        raise ValueError(f"batch_norm: expected at least 2D input (got {x.ndim}D input)")
+    if x.ndim < 2:         # PyTorch's: an empty input passes through, else no channel dim 1
+        if x.numel() == 0:
+            return S.clone(x)
+        raise IndexError("tuple index out of range" if x.ndim == 0 else
+                         "Dimension out of range (expected to be in range of [-1, 0], but got 1)")
     shape = _channel_shape(x)
     axes = (0,) + tuple(range(2, x.ndim))
     if training:
