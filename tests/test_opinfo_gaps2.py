@@ -279,3 +279,18 @@ def test_batch_norm_one_dimensional_input():
         assert tuple(y.shape) == (0,) and y.requires_grad
         with pytest.raises(IndexError, match="Dimension out of range"):
             L.nn.functional.batch_norm(L.ones(3), None, None, training=True)
+
+
+def test_ctc_loss_traced_lengths_name_the_op():
+    # compiled with traced targets/lengths: a TraceError that names ctc_loss
+    # (it said "numpy()"); with constant ones it compiles
+    T, N, C, S = 6, 2, 4, 3
+    lp = tracec.tensor(RNG.standard_normal((T, N, C))).log_softmax(2)
+    tg = tracec.tensor(RNG.integers(1, C, (N, S)))
+    il, tl = tracec.full((N,), T, dtype=tracec.int64), tracec.full((N,), S, dtype=tracec.int64)
+    ref = tracec.nn.functional.ctc_loss(lp, tg, il, tl)
+    with pytest.raises(tracec.TraceError, match="ctc_loss\\(\\) \\(eager only"):
+        tracec.compile(lambda a, b, c, d: tracec.nn.functional.ctc_loss(a, b, c, d))(
+            lp, tg, il, tl)
+    got = tracec.compile(lambda a: tracec.nn.functional.ctc_loss(a, tg, [T, T], [S, S]))(lp)
+    _same(ref, got, 1e-9)
