@@ -294,3 +294,19 @@ def test_ctc_loss_traced_lengths_name_the_op():
             lp, tg, il, tl)
     got = tracec.compile(lambda a: tracec.nn.functional.ctc_loss(a, tg, [T, T], [S, S]))(lp)
     _same(ref, got, 1e-9)
+
+
+def test_integer_division_is_exact_beyond_two_to_the_53():
+    # eager int64 division went through a float64 quotient (op_db's
+    # unravel_index sample with a dimension of 2**63 - 1)
+    big = 2 ** 63 - 2
+    i, j = [big, -big, 7, -7, 7, -7, 0], [1, 3, 2, 2, -2, -2, 5]
+    for fn in (lambda L, a, b: a // b, lambda L, a, b: L.div(a, b, rounding_mode="trunc"),
+               lambda L, a, b: a % b, lambda L, a, b: L.fmod(a, b)):
+        ref = fn(torch, torch.tensor(i), torch.tensor(j))
+        got = fn(tracec, tracec.tensor(i), tracec.tensor(j))
+        assert got.dtype == tracec.int64
+        assert got.tolist() == ref.tolist()
+    ref = torch.unravel_index(torch.tensor(big), (1, 2 ** 63 - 1))
+    got = tracec.unravel_index(tracec.tensor(big), (1, 2 ** 63 - 1))
+    assert [int(v) for v in got] == [int(v) for v in ref]
