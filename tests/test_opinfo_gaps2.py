@@ -310,3 +310,13 @@ def test_integer_division_is_exact_beyond_two_to_the_53():
     ref = torch.unravel_index(torch.tensor(big), (1, 2 ** 63 - 1))
     got = tracec.unravel_index(tracec.tensor(big), (1, 2 ** 63 - 1))
     assert [int(v) for v in got] == [int(v) for v in ref]
+
+
+@pytest.mark.parametrize("x,idx", [(3.0, [0]), (3.0, [0, 0]), ([3.0, 4.0], 1), (3.0, 0)])
+def test_gather_reads_a_zero_dim_tensor_as_one_dimensional(x, idx):
+    (ty, tg), (cy, cg) = _grads(
+        lambda L, a: L.gather(a, 0, L.tensor(idx)), [np.array(x)])
+    _same(ty, cy)
+    _same(tg[0], cg[0])
+    f = tracec.compile(lambda a: tracec.gather(a, 0, tracec.tensor(idx)) * 2)
+    _same(ty * 2, f(tracec.tensor(np.array(x))))
