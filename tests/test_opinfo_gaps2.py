@@ -320,3 +320,22 @@ def test_gather_reads_a_zero_dim_tensor_as_one_dimensional(x, idx):
     _same(tg[0], cg[0])
     f = tracec.compile(lambda a: tracec.gather(a, 0, tracec.tensor(idx)) * 2)
     _same(ty * 2, f(tracec.tensor(np.array(x))))
+
+
+@pytest.mark.parametrize("steps", [0, 1, 4, 50])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+def test_linspace_tensor_end_points_compile(steps, dtype):
+    # op_db's tensor_overload: traced start/end compiled (it raised a
+    # TraceError about np.asarray)
+    ref = torch.linspace(torch.tensor(-3.0), torch.tensor(7.0), steps, dtype=getattr(torch, dtype))
+    f = tracec.compile(lambda a, b: tracec.linspace(a, b, steps, dtype=getattr(tracec, dtype)))
+    for got in (f(tracec.tensor(-3.0), tracec.tensor(7.0)),
+                tracec.linspace(tracec.tensor(-3.0), 7.0, steps, dtype=getattr(tracec, dtype))):
+        assert str(got.dtype).split(".")[-1] == dtype
+        np.testing.assert_allclose(_np(got), ref.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_linspace_end_points_must_be_zero_dim():
+    for L in (torch, tracec):
+        with pytest.raises(RuntimeError, match="only supports 0-dimensional start and end"):
+            L.linspace(L.ones(2), 3.0, 4)
