@@ -339,3 +339,13 @@ def test_linspace_end_points_must_be_zero_dim():
     for L in (torch, tracec):
         with pytest.raises(RuntimeError, match="only supports 0-dimensional start and end"):
             L.linspace(L.ones(2), 3.0, 4)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("t", [0, -1])
+def test_multilabel_margin_loss_zero_dim(reduction, t):
+    (ty, tg), (cy, cg) = _grads(
+        lambda L, x: L.nn.functional.multilabel_margin_loss(x, L.tensor(t), reduction=reduction),
+        [np.array(0.5)])
+    _same(ty, cy)
+    _same(tg[0], cg[0])
