@@ -349,3 +349,16 @@ def test_multilabel_margin_loss_zero_dim(reduction, t):
         [np.array(0.5)])
     _same(ty, cy)
     _same(tg[0], cg[0])
+
+
+@pytest.mark.parametrize("shapes", [((2,), (2,)), ((), (2,)), ((2, 1), (3,))])
+def test_nextafter_gradient(shapes):
+    # PyTorch's: input's gradient passes as is (summed to its shape), other's is zero
+    a = RNG.standard_normal(shapes[0])
+    b = RNG.standard_normal(shapes[1])
+    (ty, tg), (cy, cg) = _grads(lambda L, a, b: L.nextafter(a, b), [a, b],
+                                RNG.standard_normal(np.broadcast_shapes(*shapes)))
+    assert cy.grad_fn.name() == ty.grad_fn.name()
+    _same(ty, cy, 0)
+    for u, v in zip(tg, cg):
+        _same(u, v)
