@@ -71,8 +71,8 @@ def zero_(input):  # noqa: A002
 
 
 def fill(input, value):  # noqa: A002
-    return creation.full_like(input, value) if not isinstance(value, Tensor) else (
-        input * 0 + value).to(input.dtype)
+    from tracec.methods import filled
+    return filled(input, value, "FillBackward1" if isinstance(value, Tensor) else "FillBackward0")
 
 
 def fill_(input, value):  # noqa: A002

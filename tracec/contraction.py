@@ -28,7 +28,24 @@ __all__ = ["addmm", "baddbmm", "einsum", "sparse_coo_tensor", "spmm", "sparse_in
            "mark_sparse", "coalesced_indices"]
 
 
+def integral_scalars(input, prod, beta, alpha, name=None):
+    """``beta`` and ``alpha`` as the BLAS-like ops of PyTorch take them: for
+    integer operands they are truncated to integers (the result stays
+    integral), or for ``addr`` (``name``) a float one is an error."""
+    d = dt.promote_types(getattr(input, "dtype", prod.dtype), prod.dtype)
+    if d.is_floating_point or d.is_complex or d is dt.bool_:
+        return beta, alpha
+    if name is not None:
+        for k, v in (("beta", beta), ("alpha", alpha)):
+            if isinstance(v, float):
+                raise RuntimeError(f"For integral input tensors, argument {k} must not be a "
+                                   "floating point number.")
+    return int(beta), int(alpha)
+
+
 def _scaled_sum(input, prod, beta, alpha, name):
+    if isinstance(input, Tensor):
+        beta, alpha = integral_scalars(input, prod, beta, alpha)
     if alpha != 1:
         prod = mul(prod, alpha)
     if beta == 0:  # input is ignored (its NaNs do not propagate), as in PyTorch

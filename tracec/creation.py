@@ -348,6 +348,13 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     return _finish(Tensor._make(data, d), requires_grad, device)
 
 
+def _f64(v):
+    """An end point as a float64 0-d tensor (a tensor one detached)."""
+    if isinstance(v, Tensor):
+        return ops.cast(ops.reshape(v.detach(), ()), dt.float64)
+    return ops.full((), float(v), dt.float64, like=_LIKE)
+
+
 @_factory()
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     if dtype is not None:
@@ -356,16 +363,27 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
         d = dt.get_default_complex()     # a complex end point: PyTorch's default complex
     else:
         d = dt.get_default_dtype()
-    if isinstance(steps, Sym) and d.is_floating_point and all(
-            type(v) in (int, float) for v in (start, end)):
-        # A symbolic count: NumPy's float64 steps (start + i * ((end - start)
-        # / (steps - 1)), the last one ``end``) from an iota, recorded with
-        # the symbol.
+    ends = [v for v in (start, end) if isinstance(v, Tensor)]
+    for name, v in (("start", start), ("end", end)):
+        if isinstance(v, Tensor) and v.ndim:
+            raise RuntimeError(f"linspace only supports 0-dimensional start and end tensors, "
+                               f"but got {name} with {v.ndim} dimension(s).")
+    if ends and not isinstance(steps, Sym) and steps < 2:
+        # one point is start (NumPy's and PyTorch's), none is empty
+        y = ops.reshape(ops.cast(_f64(start), d), (1,))
+        return _finish(y if steps == 1 else ops.slice_(y, (0,), (0,), (1,)), requires_grad,
+                       device)
+    if (isinstance(steps, Sym) and d.is_floating_point or ends) and not any(
+            isinstance(v, complex) or isinstance(v, Tensor) and v.dtype.is_complex
+            for v in (start, end)):
+        # A symbolic count or tensor end points (traced ones included):
+        # NumPy's float64 steps (start + i * ((end - start) / (steps - 1)),
+        # the last one ``end``) from an iota, recorded.
         i = ops.iota((steps,), dt.float64, 0, like=_LIKE)
-        step = ops.div(ops.full((), float(end) - float(start), dt.float64, like=_LIKE),
-                       steps - 1)
-        y = ops.add(ops.mul(i, step), float(start))
-        y = ops.where(ops.eq(i, steps - 1), float(end), y)
+        a, b = _f64(start), _f64(end)
+        step = ops.div(ops.sub(b, a), steps - 1)
+        y = ops.add(ops.mul(i, step), a)
+        y = ops.where(ops.eq(i, steps - 1), b, y)
         return _finish(ops.cast(y, d), requires_grad, device)
     return _finish(Tensor._make(np.linspace(start, end, steps).astype(d.np), d),
                    requires_grad, device)
@@ -655,5 +673,9 @@ def bernoulli(input, *, generator=None) -> Tensor:
     input = checked_probabilities(input)
     u = (generator or default_generator).uniform(input.shape, input.dtype)
     with graph.no_grad():
-        return ops.cast(ops.lt(u, input), input.dtype)
+        draws = ops.cast(ops.lt(u, input), input.dtype)
+    if not (input.requires_grad and graph.is_grad_enabled()):
+        return draws
+    from tracec.methods import filled   # PyTorch's result keeps input's history (zero gradient)
+    return filled(input, draws, "BernoulliBackward0")
 

@@ -14,7 +14,7 @@ from tracec import ops
 from tracec.functions import _named, tensor_arg
 from tracec.ops.core import normalize_axis
 from tracec.rearrange import _slice, cumsum
-from tracec.shape_ops import cat
+from tracec.shape_ops import cat, clone
 from tracec.tensor import Tensor
 
 __all__ = ["diff", "gradient", "trapezoid", "trapz", "cumulative_trapezoid"]
@@ -27,6 +27,11 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):  # noqa: A002
     if n < 0:
         raise RuntimeError(f"order must be non-negative but got {n}")
     d = normalize_axis(dim, x.ndim)
+    for p in (prepend, append):
+        if isinstance(p, Tensor) and p.ndim != x.ndim:
+            raise RuntimeError("diff expects prepend or append to be the same dimension as input")
+    if n == 0:          # torch returns a copy of the input, prepend/append ignored
+        return clone(x)
     parts = [p for p in (prepend, x, append) if p is not None]
     if len(parts) > 1:
         parts = [p if isinstance(p, Tensor) and p.ndim else ops.broadcast_to(
@@ -40,7 +45,7 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):  # noqa: A002
             break
         a, b = _slice(x, d, 1, m), _slice(x, d, 0, m - 1)
         x = ops.ne(a, b) if x.dtype is dt.bool_ else ops.sub(a, b)
-    return _named(x, "DiffBackward0") if n else x
+    return _named(x, "DiffBackward0")
 
 
 def _trap_parts(y, x, dx, dim, name):

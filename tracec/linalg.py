@@ -20,6 +20,7 @@ from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import ops
 from tracec import shape_ops as S
+from tracec.contraction import integral_scalars
 from tracec.functions import _named, _safe_root, promote, tensor_arg
 from tracec.methods import _inplace
 from tracec.out_arg import with_out
@@ -60,6 +61,9 @@ def _axes(x, dim):
     return tuple(sorted({normalize_axis(d, x.ndim) for d in dims}))
 
 
+_TRUE = Tensor._make(np.array(True), dt.bool_)
+
+
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     x = _float_input(x, "linalg.vector_norm", complex_ok=True)
     if dtype is not None:
@@ -83,11 +87,18 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
         y = ops.reduce_min(ax, axes)
     elif ord == 0:
         y = ops.reduce_sum(ops.cast(ops.ne(x.detach(), 0.0), x.dtype), axes)
-        y = ops.add(y, ops.mul(ops.reduce_sum(x, axes), 0.0)) if x.requires_grad else y
+        if x.requires_grad:     # a zero gradient that keeps the history (x * 0 is NaN at inf)
+            y = ops.add(y, ops.reduce_sum(S.masked_fill(x, _TRUE, 0.0), axes))
     elif ord == 1:
         y = ops.reduce_sum(ax, axes)
     elif ord == 2:
         y = _safe_root(ops.reduce_sum(ops.mul(x, x), axes), 2)
+    elif ord < 1:
+        # |x| ** (ord - 1) is infinite at 0: PyTorch's norm_backward gives the
+        # zero entries gradient 0 (not NaN); their term is 0 (inf for ord < 0)
+        zero = ops.eq(x.detach(), 0.0)
+        t = ops.pow_(ops.where(zero, 1.0, ax), ord)
+        y = _safe_root(ops.reduce_sum(ops.where(zero, 0.0 if ord > 0 else math.inf, t), axes), ord)
     else:
         y = _safe_root(ops.reduce_sum(ops.pow_(ax, ord), axes), ord)
     if keepdim:
@@ -181,7 +192,9 @@ def mv(input, vec):  # noqa: A002
     return F.matmul(A, v)
 
 
-def _add_scaled(input, prod, beta, alpha):
+def _add_scaled(input, prod, beta, alpha, name=None):
+    if isinstance(input, Tensor):
+        beta, alpha = integral_scalars(input, prod, beta, alpha, name)
     prod = F.mul(prod, alpha) if alpha != 1 else prod
     if beta == 0:   # PyTorch ignores input then (nan and inf in it included)
         shape = np.broadcast_shapes(tuple(getattr(input, "shape", ())), tuple(prod.shape))
@@ -201,7 +214,7 @@ def ger(input, vec2):  # noqa: A002
 
 
 def addr(input, vec1, vec2, *, beta=1, alpha=1):  # noqa: A002
-    return _named(_add_scaled(input, ger(vec1, vec2), beta, alpha), "AddrBackward0")
+    return _named(_add_scaled(input, ger(vec1, vec2), beta, alpha, "addr"), "AddrBackward0")
 
 
 def tensordot(a, b, dims=2, out=None):
@@ -217,10 +230,16 @@ def tensordot(a, b, dims=2, out=None):
     da = [normalize_axis(d, a.ndim) for d in da]
     db = [normalize_axis(d, b.ndim) for d in db]
     for i, j in zip(da, db):
+        # PyTorch's: a size-1 dimension pairs with any size, whose side is summed first
         if a.shape[i] != b.shape[j]:
-            raise RuntimeError(f"contracted dimensions need to match, but first has size "
-                               f"{a.shape[i]} in dim {i} and second has size {b.shape[j]} in "
-                               f"dim {j}")
+            if a.shape[i] == 1:
+                b = F.sum(b, j, keepdim=True)
+            elif b.shape[j] == 1:
+                a = F.sum(a, i, keepdim=True)
+            else:
+                raise RuntimeError(f"contracted dimensions need to match, but first has size "
+                                   f"{a.shape[i]} in dim {i} and second has size "
+                                   f"{b.shape[j]} in dim {j}")
     fa = [i for i in range(a.ndim) if i not in da]
     fb = [j for j in range(b.ndim) if j not in db]
     k = math.prod(a.shape[i] for i in da)

@@ -448,20 +448,30 @@ def eigvals(A):
     return _eig_parts(A, "linalg.eigvals")[0]
 
 
-def _pinv_np(a, atol, rtol):
+def _pinv_np(a, atol, rtol, hermitian=False):
     # PyTorch's cut-off: singular values <= max(atol, rtol * largest) are 0;
     # rtol defaults to eps * max(m, n) when neither is given, else to 0.
     if rtol is None:
         rtol = np.finfo(a.dtype).eps * max(a.shape[-2:]) if atol is None else 0.0
+    if hermitian:
+        # PyTorch's hermitian path: eigh of the lower triangle only, the
+        # singular values being |eigenvalues|
+        w, v = np.linalg.eigh(a, UPLO="L")
+        s = np.abs(w)
+        cut = np.maximum(atol or 0.0, rtol * s.max(axis=-1, keepdims=True, initial=0.0))
+        inv_w = np.where(s > cut, 1.0 / np.where(s > cut, w, 1.0), 0.0)
+        return (v * inv_w[..., None, :]) @ _mT(v)
     u, s, vh = _svd_np(a, full_matrices=False)
     cut = np.maximum(atol or 0.0, rtol * s.max(axis=-1, keepdims=True, initial=0.0))
     inv_s = np.where(s > cut, 1.0 / np.where(s > cut, s, 1.0), 0.0)
     return _mT(vh) @ (inv_s[..., None] * _mT(u))
 
 
-def _pinv_fwd(ctx, a, atol, rtol):
-    ctx.nparams, ctx.a = 2, a
-    ctx.p = _pinv_np(a, atol, rtol)
+def _pinv_fwd(ctx, a, atol, rtol, hermitian=False):
+    # the backward is PyTorch's pinv_backward of the input as given, also
+    # when hermitian=True read only its lower triangle
+    ctx.nparams, ctx.a = 3, a
+    ctx.p = _pinv_np(a, atol, rtol, hermitian)
     return (ctx.p,)
 
 
@@ -471,12 +481,14 @@ _pinv = _factorization("LinalgPinvBackward0", _pinv_fwd,
 
 def pinv(A, *, atol=None, rtol=None, hermitian=False):
     A = _float_input(A, "linalg.pinv")
-    return _pinv(A, atol, rtol)[0]
+    if hermitian:
+        _square(A, "linalg.pinv")
+    return _pinv(A, atol, rtol, bool(hermitian))[0]
 
 
 def pinverse(input, rcond=1e-15):  # noqa: A002
     A = _float_input(input, "pinverse")
-    return _pinv(A, None, rcond)[0]
+    return _pinv(A, None, rcond, False)[0]
 
 
 def _info(A):
@@ -571,33 +583,35 @@ def _lstsq_bwd(ctx, g):
 _lstsq = _function("LinalgLstsqBackward0", _lstsq_fwd, _lstsq_bwd)
 
 
+_LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
 def lstsq(A, B, rcond=None, *, driver=None):
     """``(solution, residuals, rank, singular_values)`` as PyTorch's cpu
-    drivers give them: the rank for gelsy (the default), gelsd and gelss;
-    the singular values for gelsd and gelss; the squared residuals of each
-    column for gels, gelsd and gelss when A is tall (m > n) and of full
-    rank. What a driver does not give is an empty tensor."""
+    drivers give them: ``rank`` but for gels; ``singular_values`` for gelsd
+    and gelss; ``residuals`` (``||A X - B||^2`` per column, differentiable)
+    when m > n, the driver is not gelsy and every matrix has full rank;
+    the others empty."""
     A = _float_input(A, "linalg.lstsq")
     B = _float_input(B, "linalg.lstsq")
     driver = "gelsy" if driver is None else driver
-    if driver not in ("gels", "gelsy", "gelsd", "gelss"):
-        raise RuntimeError(f"torch.linalg.lstsq: parameter `driver` should be one of "
-                           f"(gels, gelsy, gelsd, gelss)")
+    if driver not in _LSTSQ_DRIVERS:
+        raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of "
+                           "(gels, gelsy, gelsd, gelss)")
     vector = B.ndim == A.ndim - 1
     Bm = ops.reshape(B, tuple(B.shape) + (1,)) if vector else B
     Xm = _lstsq(A, Bm, rcond)
     X = ops.reshape(Xm, tuple(Xm.shape[:-1])) if vector else Xm
     empty = Tensor._make(np.zeros((0,), A.dtype.np), A.dtype)
-    empty_i = Tensor._make(np.zeros((0,), np.int64), dt.int64)
-    m, n = A.shape[-2:]
-    rank = matrix_rank(A) if driver != "gels" else empty_i
+    m, n = A.shape[-2], A.shape[-1]
+    rank = Tensor._make(np.zeros((0,), np.int64), dt.int64) if driver == "gels" else (
+        matrix_rank(A) if rcond is None else matrix_rank(A, rtol=rcond))
+    full = driver == "gels" or bool((_np(rank, "linalg.lstsq") == min(m, n)).all())
     residuals = empty
-    if driver != "gelsy" and m > n:
-        full = matrix_rank(A) if driver == "gels" else rank
-        if bool((full == n).all()):
-            r = F.sub(F.matmul(A, Xm), Bm)
-            residuals = F.sum(F.mul(r, r), -2)
-    sv = svdvals(A) if driver in ("gelsd", "gelss") else empty
+    if m > n and driver != "gelsy" and full:
+        r = F.sub(F.matmul(A, Xm), Bm)
+        residuals = F.sum(F.mul(r, r), -2)
+    sv = svdvals(A).detach() if driver in ("gelsd", "gelss") else empty
     return LstsqResult(X, residuals, rank, sv)
 
 

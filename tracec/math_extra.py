@@ -21,7 +21,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import functions as F
-from tracec import ops
+from tracec import graph, ops
 from tracec.functions import _float_unary, _named, _operand, promote
 from tracec.tensor import RECORDERS, Tensor, concrete
 from tracec.return_types import structseq
@@ -553,7 +553,30 @@ def nextafter(input, other):  # noqa: A002
         raise RuntimeError(f"\"nextafter_cpu\" not implemented for '{d}'")
     r = np.nextafter(concrete(a, "nextafter() (eager only)"),
                      concrete(b, "nextafter() (eager only)"))
-    return Tensor._make(np.array(r, dtype=d.np, order="C"), d)
+    out = Tensor._make(np.array(r, dtype=d.np, order="C"), d)
+    if (a.requires_grad or b.requires_grad) and graph.is_grad_enabled():
+        # PyTorch's derivative: the gradient passes to input as is (summed
+        # to its shape), other's is zero
+        return _nextafter_grad().apply(a, b, out)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _nextafter_grad():
+    from tracec import autograd, creation
+
+    class Nextafter(autograd.Function):
+        node_name = "NextafterBackward0"
+
+        @staticmethod
+        def forward(ctx, a, b, out):
+            ctx.a_shape, ctx.b = tuple(a.shape), b
+            return out.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return g.sum_to_size(ctx.a_shape), creation.zeros_like(ctx.b), None
+    return Nextafter
 
 
 # --- real tensors seen as complex ones -------------------------------------------------

@@ -205,13 +205,29 @@ Tensor.__imul__ = _inplace("mul_", F.mul)
 Tensor.__itruediv__ = _inplace("div_", F.div)
 
 
-def _fill(self, value, _op="fill_"):
+_TRUE = Tensor._make(np.array(True), dt.bool_)
+
+
+def filled(self, value, grad_fn_name="FillBackward0"):
+    """``self``'s shape and dtype, every element ``value`` (a number, or a
+    tensor broadcast to ``self``). While ``self`` requires grad the result
+    does too (PyTorch's fill and in-place random draws keep the history:
+    ``self`` gets a zero gradient, a tensor ``value`` the summed one), so it
+    is a ``where`` that picks ``value`` everywhere rather than a constant."""
+    if graph.is_grad_enabled() and (self.requires_grad or (
+            isinstance(value, Tensor) and value.requires_grad)):
+        v = value.to(self.dtype) if isinstance(value, Tensor) else value
+        return F._named(F.where(_TRUE, v, self), grad_fn_name)
     if isinstance(value, Tensor):
-        new = S.expand(value.to(self.dtype), *self.shape) if value.ndim == 0 else value
-    else:
-        with graph.no_grad():
-            new = Tensor._make(np.full(self.shape, value, self.dtype.np), self.dtype)
-    return self._assign(new, _op)
+        return S.expand(value.to(self.dtype), *self.shape) if value.ndim == 0 else value
+    with graph.no_grad():
+        return Tensor._make(np.full(self.shape, value, self.dtype.np), self.dtype)
+
+
+def _fill(self, value, _op="fill_"):
+    name = "ZeroBackward0" if _op == "zero_" else (
+        "FillBackward3" if isinstance(value, Tensor) else "FillBackward2")
+    return self._assign(filled(self, value, name), _op)
 
 
 def _zero(self):
@@ -232,6 +248,8 @@ def _copy(self, src, non_blocking=False):
             raise RuntimeError(f"copy_: the source of shape {tuple(src.shape)} cannot be "
                                f"broadcast to the destination of shape {tuple(self.shape)}") from None
         src = S.expand(src, *self.shape)
+    if self.requires_grad and graph.is_grad_enabled():   # PyTorch keeps self's history
+        src = filled(self, src, "CopyBackwards")
     return self._assign(src, "copy_")
 
 
@@ -246,7 +264,8 @@ def _uniform(self, from_=0.0, to=1.0, *, generator=None, **kwargs):
         return self
     with graph.no_grad():
         u = creation.rand(self.shape, dtype=self.dtype, generator=generator)
-        return self._assign(F.add(F.mul(u, to - from_), from_), "uniform_")
+        u = F.add(F.mul(u, to - from_), from_)
+    return self._assign(filled(self, u, "UniformBackward0"), "uniform_")
 
 
 def _normal(self, mean=0.0, std=1.0, generator=None):
@@ -254,7 +273,8 @@ def _normal(self, mean=0.0, std=1.0, generator=None):
         return self
     with graph.no_grad():
         z = creation.randn(self.shape, dtype=self.dtype, generator=generator)
-        return self._assign(F.add(F.mul(z, std), mean), "normal_")
+        z = F.add(F.mul(z, std), mean)
+    return self._assign(filled(self, z, "NormalBackward0"), "normal_")
 
 
 Tensor.fill_ = _fill

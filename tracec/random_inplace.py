@@ -33,9 +33,16 @@ def _uniform(self, generator) -> Tensor:
                          device="meta" if self.is_meta else None)
 
 
+_GRAD_FN = {"bernoulli_": "BernoulliBackward2", "exponential_": "ExponentialBackward0",
+            "geometric_": "GeometricBackward0", "cauchy_": "CauchyBackward0",
+            "log_normal_": "LogNormalBackward0", "random_": "RandomBackward2"}
+
+
 def _fill(self, values: Tensor, op: str):
-    with graph.no_grad():
-        return self._assign(values, op)
+    # the draws replace self's values: a self that requires grad keeps a
+    # history with zero gradient (PyTorch's), never its old node's
+    from tracec.methods import filled
+    return self._assign(filled(self, values, _GRAD_FN[op]), op)
 
 
 def _floating(self, op):

@@ -50,8 +50,8 @@ def _every_other(x, d, first, n):
 
 def _prod_axis(x, d):
     n = x.shape[d]
-    if n == 0:
-        return ops.full(tuple(s for i, s in enumerate(x.shape) if i != d), 1, x.dtype, like=x)
+    if n == 0:       # 1 + an empty sum: the ones keep x's history (a zero gradient), as PyTorch's
+        return F.add(F.sum(x, d, dtype=x.dtype), 1)
     while n > 1:
         if n % 2:
             x = ops.pad(x, (0,) * x.ndim, tuple(1 if i == d else 0 for i in range(x.ndim)),

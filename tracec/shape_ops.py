@@ -355,8 +355,18 @@ def gather(input, dim, index, *, sparse_grad=False):
     if not isinstance(index, Tensor) or index.dtype.category != 1:
         raise RuntimeError("gather(): Expected dtype int64 for index")
     d = normalize_axis(dim, input.ndim)
-    if index.ndim != input.ndim:
+    if index.numel() == 0:     # PyTorch checks no shape then: an empty result of index's shape
+        flat = ops.reshape(input, (input.numel(),))
+        return _named(ops.reshape(ops.slice_(flat, (0,), (0,), (1,)), tuple(index.shape)),
+                      "GatherBackward0")
+    if max(index.ndim, 1) != max(input.ndim, 1):   # a 0-d tensor counts as 1-d here
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    if input.ndim == 0 or index.ndim == 0:
+        # PyTorch reads a 0-d input or index as one element: gather along
+        # the flat input, the result of index's shape
+        flat = ops.gather(ops.reshape(input, (input.numel(),)),
+                          ops.cast(ops.reshape(index, (index.numel(),)), dt.int64), 0)
+        return _named(ops.reshape(flat, tuple(index.shape)), "GatherBackward0")
     for i, (a, b) in enumerate(zip(index.shape, input.shape)):
         if i != d and a > b:
             raise RuntimeError(f"Size does not match at dimension {i} expected index "
@@ -368,8 +378,6 @@ def gather(input, dim, index, *, sparse_grad=False):
                        (1,) * input.ndim)
     if index.dtype is not dt.int64:
         index = ops.cast(index, dt.int64)
-    if input.ndim == 0:           # PyTorch reads a 0-d input as one element
-        return ops.reshape(ops.gather(ops.reshape(input, (1,)), ops.reshape(index, (1,)), 0), ())
     return ops.gather(input, index, d)
 
 

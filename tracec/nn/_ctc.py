@@ -26,16 +26,18 @@ from tracec import shape_ops as S
 from tracec.autograd import Function
 from tracec.methods_extra import isfinite, isinf
 from tracec.nn._loss import _reduction
-from tracec.tensor import Tensor
+from tracec.tensor import Tensor, concrete
 
 __all__ = ["ctc_loss"]
 
 _NEG_INF = -float("inf")
+# the alignment plan is built in Python from the lengths and targets
+_EAGER = "ctc_loss() (eager only: its alignment plan reads the lengths and targets)"
 
 
 def _lengths(x) -> list:
     if isinstance(x, Tensor):
-        return [int(v) for v in x.detach().cpu().numpy().reshape(-1)]
+        return [int(v) for v in np.asarray(concrete(x, _EAGER)).reshape(-1)]
     if isinstance(x, int):
         return [x]
     return [int(v) for v in x]
@@ -154,7 +156,7 @@ class _CTC(Function):
 def _plan(targets, in_lens, tgt_lens, blank, batch, dev, zero_infinity):
     """Extended labels ``[N, 2*S_max+1]`` and the skip mask (``s`` may come
     from ``s-2``: a label differing from the one two back)."""
-    tg = targets.detach().cpu().numpy().astype(np.int64)
+    tg = np.asarray(concrete(targets, _EAGER)).astype(np.int64)
     if tg.ndim == 1:
         offsets = np.concatenate([[0], np.cumsum(tgt_lens)])
         rows = [tg[offsets[i]:offsets[i + 1]] for i in range(batch)]

@@ -14,6 +14,7 @@ import numpy as np
 from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import ops
+from tracec import shape_ops as S
 from tracec.nn._basic import _tensor
 from tracec.tensor import Tensor
 
@@ -28,8 +29,12 @@ def _pnorm(d: Tensor, p: float, dim: int, keepdim: bool = False) -> Tensor:
         return TF.sum(TF.abs(d), dim, keepdim=keepdim)
     if p == math.inf:
         return TF.amax(TF.abs(d), dim, keepdim=keepdim)
-    if p == 0:
-        return TF.sum(ops.cast(ops.ne(d, 0.0), d.dtype), dim, keepdim=keepdim)
+    if p == 0:       # a count: zero gradient, but the history kept (PyTorch's)
+        count = TF.sum(ops.cast(ops.ne(d, 0.0), d.dtype), dim, keepdim=keepdim)
+        if not d.requires_grad:
+            return count
+        return TF.add(count, TF.sum(S.masked_fill(d, Tensor._make(np.array(True), dt.bool_), 0.0),
+                                    dim, keepdim=keepdim))
     return TF._safe_root(TF.sum(TF.pow(TF.abs(d), p), dim, keepdim=keepdim), p)
 
 
@@ -52,9 +57,7 @@ def pdist(input, p: float = 2):
     if p < 0:
         raise RuntimeError("pdist only supports non-negative p values")
     n = x.shape[0]
-    i, j = np.triu_indices(n, 1)
-    if len(i) == 0:
-        return ops.zeros((0,), x.dtype, like=x)
+    i, j = np.triu_indices(n, 1)     # no pair (n < 2): an empty result that keeps x's history
     a = ops.take(x, Tensor._make(i.astype(np.int64), dt.int64), 0)
     b = ops.take(x, Tensor._make(j.astype(np.int64), dt.int64), 0)
-    return _pnorm(TF.sub(a, b), p, 1)
+    return TF._named(_pnorm(TF.sub(a, b), p, 1), "PdistBackward0")

@@ -64,6 +64,11 @@ def _fractional(input, kernel_size, output_size, output_ratio, return_indices,
     n, c = x.shape[:2]
     if _random_samples is None:
         _random_samples = creation.rand(n, c, nsp, dtype=x.dtype)
+    if _random_samples.shape[1] != c:
+        raise RuntimeError("Expect _random_samples.size(1) equals to input channel size.")
+    if _random_samples.shape[0] < n:
+        raise RuntimeError("Expect _random_samples.size(0) no less then input batch size.")
+    _random_samples = _random_samples[:n]     # PyTorch reads the first n rows only
     # ATen's sample order: W first, then H in 2-D; T, H, W in 3-D.
     per_dim = [_random_samples[:, :, nsp - 1 - d if nsp == 2 else d] for d in range(nsp)]
     strides = [int(np.prod(sp[d + 1:])) for d in range(nsp)]

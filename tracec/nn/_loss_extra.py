@@ -148,6 +148,8 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None,
     """Per sample: ``sum over target classes j (listed until the first -1)
     and non-target classes i of max(0, 1 - (x[j] - x[i])) / C``."""
     reduction = _reduction(reduction, size_average, reduce)
+    if input.ndim == 0 and target.ndim == 0:    # PyTorch reads both as one class
+        input, target = ops.reshape(input, (1,)), ops.reshape(target, (1,))
     x, t, unbatched = _classes(input, target, "multilabel_margin_loss")
     if tuple(t.shape) != tuple(x.shape):
         raise RuntimeError(f"multilabel_margin_loss: inconsistent target size: "

@@ -173,8 +173,11 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     place: ``r = (1 - momentum) * r + momentum * stat``, with the unbiased
     variance, as in PyTorch."""
     x = _tensor(input, "batch_norm")
-    if x.ndim < 2:
-        raise ValueError(f"batch_norm: expected at least 2D input (got {x.ndim}D input)")
+    if x.ndim < 2:         # PyTorch's: an empty input passes through, else no channel dim 1
+        if x.numel() == 0:
+            return S.clone(x)
+        raise IndexError("tuple index out of range" if x.ndim == 0 else
+                         "Dimension out of range (expected to be in range of [-1, 0], but got 1)")
     shape = _channel_shape(x)
     axes = (0,) + tuple(range(2, x.ndim))
     if training:
@@ -326,7 +329,8 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
         raise RuntimeError(f"Expected number of channels in input to be divisible by "
                            f"num_groups, but got input of shape {list(x.shape)} and "
                            f"num_groups={num_groups}")
-    g = ops.reshape(x, (n, num_groups, x.numel() // (n * num_groups)))
+    # the group size from the shape, not numel // n, so an empty batch (n == 0) works
+    g = ops.reshape(x, (n, num_groups, (c // num_groups) * math.prod(x.shape[2:])))
     mean = TF.mean(g, 2, keepdim=True)
     d = TF.sub(g, mean)
     var = TF.mean(TF.mul(d, d), 2, keepdim=True)

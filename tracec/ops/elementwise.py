@@ -419,8 +419,21 @@ def _save_div(a, needs=None):
     return (0, 1) if divisor_wanted else (1,)
 
 
+def _div(x, y):
+    """``np.true_divide``; for integers the quotient truncated toward zero
+    in integer arithmetic (as the compiled ``sdiv``), exact beyond 2**53
+    where a float64 quotient is not.  A zero divisor is refused before
+    (``math_extra._check_int_zero``)."""
+    x, y = np.asarray(x), np.asarray(y)
+    if not (np.issubdtype(x.dtype, np.integer) and np.issubdtype(y.dtype, np.integer)):
+        return np.true_divide(x, y)
+    q = np.floor_divide(x, y)
+    r = x - q * y
+    return np.where((r != 0) & ((x < 0) != (y < 0)), q + 1, q).astype(q.dtype)
+
+
 mul_p = _binary("mul", np.multiply, _mul_vjp, save=save_partners)
-div_p = _binary("div", np.true_divide, _div_vjp, save=_save_div)
+div_p = _binary("div", _div, _div_vjp, save=_save_div)
 pow_p = _binary("pow", _int_pow, _pow_vjp, save_out=True)
 maximum_p = _binary("maximum", np.maximum, _max_vjp)
 minimum_p = _binary("minimum", np.minimum, _min_vjp)
