@@ -924,3 +924,21 @@ def test_layers_compile_to_the_same_step():
         assert lc.item() == pytest.approx(le.item(), rel=1e-5)
     for (k, a), b in zip(me.state_dict().items(), mc.state_dict().values()):
         close(b, a, rtol=1e-4, atol=1e-6, err_msg=k)
+
+
+def test_trunc_normal_samples_the_truncated_normal_fast():
+    """Rejection sampling when most draws land inside [a, b] (it was an
+    inverse CDF with a slow erfinv: 3.5 s for 10M values): the same
+    distribution as torch's draws (moments against torch's), seeded by
+    tracec.manual_seed."""
+    import torch
+    for mean, std, a, b in ((0.0, 1.0, -1.0, 1.5), (0.0, 0.02, -2.0, 2.0), (1.0, 2.0, -3.0, 5.0)):
+        t = tracec.nn.init.trunc_normal_(tracec.empty(200_000), mean, std, a, b).numpy()
+        u = torch.nn.init.trunc_normal_(torch.empty(200_000), mean, std, a, b).numpy()
+        assert a <= t.min() and t.max() <= b
+        np.testing.assert_allclose([t.mean(), t.std()], [u.mean(), u.std()], rtol=0.02,
+                                   atol=0.01 * std)
+    tracec.manual_seed(3)
+    x = tracec.nn.init.trunc_normal_(tracec.empty(5000)).numpy()
+    tracec.manual_seed(3)
+    assert np.array_equal(x, tracec.nn.init.trunc_normal_(tracec.empty(5000)).numpy())

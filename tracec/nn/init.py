@@ -16,7 +16,8 @@ from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import graph, ops
 from tracec import creation
-from tracec.tensor import Tensor
+from tracec.random import host_generator
+from tracec.tensor import RECORDERS, Tensor
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_",
            "zeros_", "eye_", "dirac_", "xavier_uniform_", "xavier_normal_",
@@ -180,6 +181,25 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
                       "The distribution of values may be incorrect.", stacklevel=2)
     lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
+    if hi - lo >= 0.5 and not RECORDERS and tensor.numel() >= 4096:
+        # Most draws land inside [a, b] (``std`` well below the bounds, as
+        # trunc_normal_(std=.02) of ViT-style inits): normals redrawn where
+        # they fall outside, on the host generator tracec's seed fixes. The
+        # same distribution as the inverse CDF below, 50x faster (its erfinv
+        # is ~60 NumPy passes in float64: 3.5 s for 10M values).
+        rng = host_generator(generator, "nn.init.trunc_normal_")
+        z = rng.standard_normal(tensor.numel()) * std + mean
+        for _ in range(100):
+            out = (z < a) | (z > b)
+            k = int(out.sum())
+            if not k:
+                break
+            z[out] = rng.standard_normal(k) * std + mean
+        else:
+            np.clip(z, a, b, out=z)      # (unreachable in practice: p >= 0.5 per draw)
+        with graph.no_grad():
+            return tensor.copy_(creation.from_numpy(z.reshape(tuple(tensor.shape)))
+                                .to(tensor.dtype))
     with graph.no_grad():
         u = creation.rand(tuple(tensor.shape), dtype=dt.float64, generator=generator)
         u = TF.add(TF.mul(u, 2 * hi - 2 * lo), 2 * lo - 1)
