@@ -315,3 +315,25 @@ def test_integer_avg_pool_like_torch(case):
         x = lib.tensor([[[[1, 2, -7], [3, 5, 0], [9, -4, 2]]]])
         outs.append(_outcome(lambda: case(lib, F, x)))
     assert outs[0] == outs[1]
+
+
+FWD_GEN = np.random.default_rng(0)
+
+
+class _NoisyLayer(tracec.nn.Module):
+    def forward(self, x):
+        return x + tracec.from_numpy(FWD_GEN.random(3).astype(np.float32))
+
+
+def test_a_generator_read_by_a_modules_forward_is_not_baked_in():
+    """The draw is made inside the module's forward (a global generator the
+    compiled function never names): its state is guarded too."""
+    ref = np.random.default_rng(0)
+    FWD_GEN.bit_generator.state = np.random.default_rng(0).bit_generator.state
+    model = tracec.nn.Sequential(tracec.nn.Identity(), _NoisyLayer())
+    cf = tracec.compile(lambda x: model(x) * 2, fallback="eager")
+    x = tracec.zeros(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        outs = [cf(x).tolist() for _ in range(4)]
+    assert outs == [(ref.random(3).astype(np.float32) * 2).tolist() for _ in range(4)]

@@ -172,12 +172,17 @@ def _roots(fn, objects, out: list, seen: set, depth: int = 3) -> list:
     g = fn.__globals__
     for label, obj in objects:
         out.append((label, (lambda o=obj: o)))
+    for _, obj in objects:
+        if isinstance(obj, Module):
+            _forward_generators(obj, out, seen)
     for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
         out.append((f"closure variable '{name}' of {fn.__qualname__}",
                     (lambda c=cell: _cell(c))))
         v = _cell(cell)
         if isinstance(v, types.FunctionType):
             _roots(v, [], out, seen, depth - 1)
+        elif isinstance(v, Module):
+            _forward_generators(v, out, seen)
     for name in sorted(_code_names(code, set())):
         if name in g:
             v = g[name]
@@ -187,10 +192,34 @@ def _roots(fn, objects, out: list, seen: set, depth: int = 3) -> list:
                         functools.partial(g.get, name, _MISSING)))
             if isinstance(v, types.FunctionType):
                 _roots(v, [], out, seen, depth - 1)
+            elif isinstance(v, Module):
+                _forward_generators(v, out, seen)
     if fn.__defaults__ or fn.__kwdefaults__:
         out.append((f"default arguments of {fn.__qualname__}",
                     (lambda f=fn: (f.__defaults__, f.__kwdefaults__))))
     return out
+
+
+def _forward_generators(module, out: list, seen: set) -> None:
+    """The random generator objects (``_GENERATORS``) that the ``forward``
+    of ``module`` or of its submodules names as globals, as roots: a
+    compiled step calling the module reads them through its forward, which
+    ``_roots`` does not walk (a module guards its own attributes when
+    called), and a draw from one would otherwise be baked into the trace.
+    Only generators are added: other globals a forward reads stay unguarded,
+    as documented in docs/guards.md."""
+    for m in module.modules():
+        cls = type(m)
+        f = getattr(cls, "forward", None)
+        if not isinstance(f, types.FunctionType) or ("forward", id(f)) in seen:
+            continue
+        seen.add(("forward", id(f)))
+        g = f.__globals__
+        for name in sorted(_code_names(f.__code__, set())):
+            if isinstance(g.get(name), _GENERATORS):
+                out.append((f"global '{name}' of {f.__module__} (read by "
+                            f"{cls.__qualname__}.forward)",
+                            functools.partial(g.get, name, _MISSING)))
 
 
 def _cell(c):
