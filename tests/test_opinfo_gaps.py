@@ -393,3 +393,33 @@ def test_number_over_tensor_rounds_as_torchs_reciprocal_product():
     (2 / b).sum().backward()
     _same(a.grad, b.grad, 1e-6)
     assert (2 / b).grad_fn.name() == (2 / a).grad_fn.name()
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_multi_margin_loss_of_a_0d_input_is_one_class(reduction):
+    """A 0-d input is one class, as PyTorch reads it (tracec refused it);
+    found by the compiled OpInfo sweep."""
+    for T in (torch, tracec):
+        x = T.tensor(0.3, requires_grad=True)
+        out = T.nn.functional.multi_margin_loss(x, T.tensor(0), reduction=reduction)
+        assert out.shape == () and float(out) == 0.0
+        out.sum().backward()
+        assert float(x.grad) == 0.0
+
+
+def test_kl_div_of_a_negative_target_is_nan_as_xlogy_makes_it():
+    """PyTorch composes kl_div as ``xlogy(t, t) - t * input``: a negative
+    target gives NaN, not a finite loss (tracec gave ``-t * input``).
+    The one difference left: the target's gradient at exactly 0 (NaN in
+    PyTorch, from xlogy's ``other`` derivative 0/0)."""
+    t0, x0 = [-0.5, 0.0, 0.5, 2.0], [0.1, 0.2, 0.3, -1.0]
+    res = []
+    for T in (torch, tracec):
+        t, x = T.tensor(t0, requires_grad=True), T.tensor(x0, requires_grad=True)
+        loss = T.nn.functional.kl_div(x, t, reduction="none")
+        loss.sum().backward()
+        res.append((loss.detach().numpy(), t.grad.numpy(), x.grad.numpy()))
+    (a, ga, xa), (b, gb, xb) = res
+    np.testing.assert_allclose(b, a, rtol=1e-6, equal_nan=True)
+    np.testing.assert_allclose(xb, xa, rtol=1e-6)
+    np.testing.assert_allclose(gb[[0, 2, 3]], ga[[0, 2, 3]], rtol=1e-6, equal_nan=True)

@@ -332,10 +332,11 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
     if log_target:
         loss = TF.mul(TF.exp(target), TF.sub(target, input))
     else:
-        # xlogy(t, t) - t * input, with 0 * log 0 = 0.
-        pos = ops.gt(target, 0.0)
-        logt = ops.log(ops.where(pos, target, 1.0))
-        loss = TF.sub(ops.where(pos, TF.mul(target, logt), 0.0), TF.mul(target, input))
+        # xlogy(t, t) - t * input as PyTorch composes it: 0 * log 0 = 0, and
+        # a negative target gives NaN (t * log t), not a finite loss.
+        zero = ops.eq(target, 0.0)
+        xlogx = ops.where(zero, 0.0, TF.mul(target, ops.log(ops.where(zero, 1.0, target))))
+        loss = TF.sub(xlogx, TF.mul(target, input))
     if reduction == "batchmean":
         # The batch size as it is (a symbolic size stays symbolic).
         return TF.div(TF.sum(loss), input.shape[0]) if input.ndim else TF.sum(loss)

@@ -180,6 +180,8 @@ def multi_margin_loss(input, target, p: int = 1, margin: float = 1.0, weight=Non
     reduction = _reduction(reduction, size_average, reduce)
     if p not in (1, 2):
         raise ValueError("only p == 1 and p == 2 supported")
+    if input.ndim == 0:     # PyTorch reads a 0-d input as one class
+        input = ops.reshape(input, (1,))
     x, t, unbatched = _classes(input, target, "multi_margin_loss")
     n, c = x.shape
     if tuple(t.shape) != (n,):
