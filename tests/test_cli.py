@@ -90,3 +90,26 @@ def test_dump_and_build_a_forward_that_returns_tensors_needing_grad(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "float *out" in (tmp_path / "libfwd.h").read_text()
+
+
+def test_a_pytorch_style_file_gets_tracec_for_torch(tmp_path):
+    """``dump`` / ``explain`` / ``build`` of a file written against ``torch``
+    (torch is installed here, as on most users' machines) use tracec for
+    ``import torch`` as ``tracec run`` does; before, the real torch was
+    imported and the build failed with "must be Tensor, not Tensor"."""
+    src = tmp_path / "m.py"
+    src.write_text("import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+                   "torch.manual_seed(0)\n"
+                   "emb = nn.Embedding(10, 4)\nopt = torch.optim.SGD(emb.parameters(), lr=0.1)\n"
+                   "def step(x, y):\n    opt.zero_grad()\n"
+                   "    loss = F.cross_entropy(emb(x), y)\n    loss.backward()\n    opt.step()\n"
+                   "    return loss\n")
+    r = tracec_cli("dump", f"{src}:step", "--arg", "x=i64[3]", "--arg", "y=i64[3]",
+                   "--stage", "trace")
+    assert r.returncode == 0 and 'm.py":9' in r.stdout, r.stderr
+    r = tracec_cli("explain", f"{src}:step", "--arg", "x=i64[3]", "--arg", "y=i64[3]")
+    assert r.returncode == 0, r.stderr
+    r = tracec_cli("build", f"{src}:step", "--arg", "x=i64[B]", "--arg", "y=i64[B]",
+                   "-o", str(tmp_path / "libstep.so"))
+    assert r.returncode == 0, r.stderr
+    assert "int64_t B" in (tmp_path / "libstep.h").read_text()

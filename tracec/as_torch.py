@@ -110,6 +110,11 @@ def install_as_torch() -> None:
     _rename_classes(True)
 
 
+def installed() -> bool:
+    """Whether ``install_as_torch()`` is in effect."""
+    return _FINDER in sys.meta_path
+
+
 def uninstall_as_torch() -> None:
     """Undo ``install_as_torch()``: forget the ``torch`` aliases."""
     if _FINDER in sys.meta_path:

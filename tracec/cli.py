@@ -100,6 +100,7 @@ def load_function(target: str):
     path, _, name = target.rpartition(":")
     if not os.path.isfile(path):
         raise click.ClickException(f"no such file: {path}")
+    _alias_torch_for(path)
     spec = importlib.util.spec_from_file_location("_tracec_user_" + re.sub(r"\W", "_", path),
                                                   path)
     module = importlib.util.module_from_spec(spec)
@@ -120,6 +121,31 @@ def load_function(target: str):
     if not callable(fn):
         raise click.ClickException(f"{path}:{name} is not a function")
     return fn
+
+
+_IMPORTS_TORCH = re.compile(r"^\s*(?:import|from)\s+torch(?:vision)?\b", re.M)
+
+
+def _alias_torch_for(path: str) -> None:
+    """A PyTorch-style file (one that imports ``torch`` or ``torchvision``)
+    gets tracec for those names, as under ``tracec run``, until the command
+    ends (the alias is removed when click closes the command's context)."""
+    from tracec import as_torch
+    try:
+        with open(path, encoding="utf-8") as f:
+            if not _IMPORTS_TORCH.search(f.read()):
+                return
+    except (OSError, UnicodeDecodeError):
+        return      # importing it reports the problem
+    if as_torch.installed():
+        return
+    try:
+        as_torch.install_as_torch()
+    except RuntimeError as e:
+        raise click.ClickException(f"{path} imports torch: {e}") from None
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.call_on_close(as_torch.uninstall_as_torch)
 
 
 def example_args(fn, arg_specs, size_specs=()):
