@@ -27,7 +27,7 @@ from tracec.fast_run import MISS
 from tracec.backends import cache, cpu, cuda, interp
 from tracec.compiled_entry import Entry, _checks_enabled, donations  # noqa: F401
 from tracec.naming import argument_names
-from tracec.pytree import flatten_args, path_name
+from tracec.pytree import flatten_args, path_name, resolve
 from tracec.sym_shapes import SymbolTable, bind, choose_dynamic, pattern_key
 from tracec.tensor import RECORDERS
 from tracec.version import __version__
@@ -83,23 +83,91 @@ _LIFTED = "<lifted>"
 
 
 def number_changes(old, new) -> list:
-    """The top-level argument positions and keywords where call keys ``old``
-    and ``new`` differ only in the value of a Python int or float (the same
-    type), or [] if they differ otherwise."""
+    """The argument paths where call keys ``old`` and ``new`` differ only in
+    the value of a Python int or float (the same type), or [] if they
+    differ otherwise.  A path is a top-level position or keyword, or, for a
+    number inside an argument (``cfg["lr"]``, ``hp.scale``, ``shifts[0]``),
+    a ``tracec.pytree`` path whose last container can take a new item
+    (a dict, a list, a plain object or a non-frozen dataclass: the trace
+    puts the lifted number there during the recording call)."""
     if old[1:] != new[1:] or len(old[0][0]) != len(new[0][0]) or \
             [k for k, _ in old[0][1]] != [k for k, _ in new[0][1]]:
         return []
-    out = []
+    out: list = []
     pairs = [(i, a, b) for i, (a, b) in enumerate(zip(old[0][0], new[0][0]))] + \
         [(k, a, b) for (k, a), (_, b) in zip(old[0][1], new[0][1])]
     for where, a, b in pairs:
-        if a == b:
-            continue
-        if not (type(a) is tuple and type(b) is tuple and len(a) == 3 == len(b)
-                and a[0] == "V" == b[0] and a[1] == b[1] and a[1] in _LIFTABLE):
+        if not _number_diffs(a, b, where, out):
             return []
-        out.append(where)
     return out
+
+
+def _is_number_spec(a) -> bool:
+    return type(a) is tuple and len(a) == 3 and a[0] == "V" and a[1] in _LIFTABLE
+
+
+def _children(spec) -> list | None:
+    """``[(path step, child spec)]`` of a container spec into whose items a
+    lifted number may be put (``tracec.pytree.flatten``'s specs), else
+    None (a tuple or namedtuple cannot take one: a retrace serves)."""
+    if type(spec) is not tuple or not spec:
+        return None
+    tag = spec[0]
+    if (tag == "l" or tag == ("l", list)) and len(spec) == 2:
+        return [(("i", i), c) for i, c in enumerate(spec[1])]
+    if isinstance(tag, tuple) and tag[:1] == ("l",) and len(spec) == 2:
+        return [(("i", i), c) for i, c in enumerate(spec[1])]
+    if tag == "d" and len(spec) == 3:
+        return [(("k", k), c) for k, c in spec[2]]
+    if tag in ("D", "P") and len(spec) == 4:
+        if tag == "D" and getattr(getattr(spec[1], "__dataclass_params__", None), "frozen", True):
+            return None
+        return [(("a", n), c) for n, c in zip(spec[2], spec[3])]
+    return None
+
+
+def _number_diffs(a, b, path, out) -> bool:
+    """Append to ``out`` the paths below ``path`` where specs ``a`` and
+    ``b`` differ in a liftable number; False if they differ otherwise."""
+    if a == b:
+        return True
+    if _is_number_spec(a) and _is_number_spec(b) and a[1] == b[1]:
+        out.append(path)
+        return True
+    ca, cb = _children(a), _children(b)
+    # the same container (type, keys or field names), items aside
+    if ca is None or cb is None or len(ca) != len(cb) or a[:-1] != b[:-1]:
+        return False
+    for (sa, x), (sb, y) in zip(ca, cb):
+        if sa != sb:
+            return False
+        sub = (path, sa) if not isinstance(path, tuple) else path + (sa,)
+        if not _number_diffs(x, y, sub, out):
+            return False
+    return True
+
+
+def _replace_spec(spec, steps: tuple, fn):
+    """``spec`` with the spec at ``steps`` (path steps below it) replaced
+    by ``fn(old)``; None where the path does not lead to a spec."""
+    if not steps:
+        return fn(spec)
+    kids = _children(spec)
+    if kids is None:
+        return None
+    for j, (step, child) in enumerate(kids):
+        if step == steps[0]:
+            new = _replace_spec(child, steps[1:], fn)
+            if new is None:
+                return None
+            if spec[0] == "d":
+                items = list(spec[2])
+                items[j] = (items[j][0], new)
+                return spec[:2] + (tuple(items),)
+            children = list(spec[-1])
+            children[j] = new
+            return spec[:-1] + (tuple(children),)
+    return None
 
 
 def leaf_names(fn, args, kwargs) -> list[str]:
@@ -364,19 +432,27 @@ class CompiledFunction:
         pos, kw = key[0]
         pos, kw = list(pos), list(kw)
         cur = {}
+
+        def erase(spec):
+            return ("V", spec[1], _LIFTED) if _is_number_spec(spec) else None
         for w in self._arg_lift:
-            if isinstance(w, int):
-                spec = pos[w] if w < len(pos) else None
+            head, steps = (w[0], w[1:]) if isinstance(w, tuple) else (w, ())
+            if isinstance(head, int):
+                i = head if head < len(pos) else None
+                spec = pos[i] if i is not None else None
             else:
-                i = next((i for i, (k, _) in enumerate(kw) if k == w), None)
+                i = next((i for i, (k, _) in enumerate(kw) if k == head), None)
                 spec = kw[i][1] if i is not None else None
-            if type(spec) is tuple and len(spec) == 3 and spec[0] == "V" and \
-                    spec[1] in _LIFTABLE:
-                cur[w] = args[w] if isinstance(w, int) else kwargs[w]
-                if isinstance(w, int):
-                    pos[w] = ("V", spec[1], _LIFTED)
-                else:
-                    kw[i] = (w, ("V", spec[1], _LIFTED))
+            if spec is None:
+                continue
+            new = _replace_spec(spec, steps, erase)
+            if new is None:
+                continue
+            cur[w] = resolve(w, args, kwargs)
+            if isinstance(head, int):
+                pos[i] = new
+            else:
+                kw[i] = (head, new)
         self._arg_box.current = cur
         return ((tuple(pos), tuple(kw)),) + key[1:]
 

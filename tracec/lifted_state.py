@@ -33,6 +33,7 @@ import numpy as np
 
 from tracec.nn.modules.module import Module
 from tracec.optim.optimizer import Optimizer
+from tracec.pytree import _PLAIN_STDLIB, is_dataclass_instance
 from tracec.sym_scalar import ACTIVE, LIFTED, Lifting, SnapshotToken, SymScalar, patched_math
 from tracec.tensor import Tensor
 
@@ -538,14 +539,19 @@ def _kinds(vals) -> tuple:
 
 
 def unsym(x, depth=4):
-    """``x`` with the ``SymScalar``s in it (and in its tuples, lists and
-    dicts) made their numbers."""
+    """``x`` with the ``SymScalar``s in it (and in its tuples, lists,
+    dicts, dataclasses and namespaces) made their numbers."""
     if type(x) is SymScalar:
         return x.value
     if depth and type(x) in (tuple, list):
         return type(x)(unsym(v, depth - 1) for v in x)
     if depth and type(x) is dict:
         return {k: unsym(v, depth - 1) for k, v in x.items()}
+    if depth and (is_dataclass_instance(x) or type(x) in _PLAIN_STDLIB):
+        # (made by the call: its fields are set in place, frozen or not)
+        for k, v in list(vars(x).items()):
+            if _has_sym(v, depth - 1):
+                object.__setattr__(x, k, unsym(v, depth - 1))
     return x
 
 
@@ -556,6 +562,10 @@ def _has_sym(x, depth=4) -> bool:
         return any(_has_sym(v, depth - 1) for v in x)
     if depth and isinstance(x, dict):
         return any(_has_sym(v, depth - 1) for v in x.values())
+    if depth and (is_dataclass_instance(x) or type(x) in _PLAIN_STDLIB):
+        # (a dataclass or namespace returned with a number computed from a
+        # lifted one: its steps counter)
+        return any(_has_sym(v, depth - 1) for v in vars(x).values())
     return False
 
 

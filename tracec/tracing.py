@@ -38,7 +38,7 @@ from tracec.guards import EnvGuard, GlobalRNGs
 from tracec.naming import argument_names, name_trace
 from tracec.ops.core import PRIMITIVES, Aval
 from tracec.pytree import (KEYED_BY_IDENTITY, flatten_args, is_dataclass_instance, path_name,
-                           plain_classes)
+                           plain_classes, resolve)
 from tracec import symbolic
 from tracec.symbolic import Sym
 from tracec.sym_shapes import SymbolTable
@@ -1114,6 +1114,23 @@ class ChangedPlainObject(str):
     lifted state follow such changes."""
 
 
+def _swap_in(args, kwargs, path: tuple, value) -> tuple:
+    """Put ``value`` (a lifted number's SymScalar) at ``path`` inside a
+    call's arguments, in the container itself (a dict, a list, a plain
+    object or dataclass: ``compiler.number_changes`` lifts no other), so
+    that a call changing the container changes the user's; returns what
+    puts the number back."""
+    parent = resolve(path[:-1] if len(path) > 2 else path[0], args, kwargs)
+    kind, k = path[-1]
+    if kind == "a":
+        before = getattr(parent, k)
+        setattr(parent, k, value)
+    else:
+        before = parent[k]
+        parent[k] = value
+    return parent, kind, k, before, value
+
+
 def record(fn, args, kwargs, name: str, fallback: bool = False,
            symbols: SymbolTable | None = None, lift=None):
     """Run ``fn(*args, **kwargs)`` eagerly while recording; returns
@@ -1173,12 +1190,15 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
             for a in (v if isinstance(v, (tuple, list)) else (v,)))
         lifted.install()
     call_args, call_kwargs = args, kwargs
+    swapped: list = []      # lifted numbers put inside argument containers
     if lifted is not None and any(loc.kind == "arg" for loc in lifted.locations):
         # lifted number arguments: the call gets their SymScalars
         call_args, call_kwargs = list(args), dict(kwargs)
         for loc in lifted.locations:
             if loc.kind == "arg":
-                if isinstance(loc.key, int):
+                if isinstance(loc.key, tuple):
+                    swapped.append(_swap_in(args, kwargs, loc.key, loc.get()))
+                elif isinstance(loc.key, int):
                     call_args[loc.key] = loc.get()
                 else:
                     call_kwargs[loc.key] = loc.get()
@@ -1203,6 +1223,15 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         random.random = py_random_before
         _inert(rec.items)         # the call has returned: plain numbers from now on
         autograd.RECORDING_BACKWARD[0] = 0   # (a backward that raised left it set)
+        for parent, kind, k, before, sym in swapped:
+            # the user's container gets its number back (unless the call
+            # stored something else there: a change _changed_arguments sees)
+            if (getattr(parent, k, None) if kind == "a" else parent[k]) is sym:
+                if kind == "a":
+                    setattr(parent, k, before)
+                else:
+                    parent[k] = before
+        swapped = sym = None
         if lifted is not None:
             call_args = call_kwargs = None   # (references finish's leak check would count)
             lifted.finish([get() for _, get in env.roots], result, f"tracec.compile({rec.label})")
