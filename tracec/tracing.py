@@ -24,6 +24,7 @@ import os
 import random
 import re
 import sys
+import contextlib
 import dataclasses
 from dataclasses import dataclass, field
 
@@ -44,7 +45,7 @@ from tracec.symbolic import Sym
 from tracec.sym_shapes import SymbolTable
 from tracec.tensor import (CONCRETE_CHECKS, EPOCH, GRAD_HOOKS, GUARD_HOOKS,  # noqa: F401
                            RECORDERS, SYM_SHAPES)
-from tracec.tensor import ITEM_HOOKS, Tensor, scalar_key, weak_scalar
+from tracec.tensor import ITEM_HOOKS, OPAQUE_CALLS, Tensor, scalar_key, weak_scalar
 from tracec.item_value import COMPARISONS, DrawValue, ItemValue, plain
 
 __all__ = ["TraceError", "Trace", "Recording", "user_location", "record"]
@@ -298,13 +299,21 @@ class Recording:
         self.items: list = []
         self.py_draws = 0             # random.random() calls recorded
         self.py_draw_guards: list = []
+        #: names of the opaque calls (torch.library custom ops) running now
+        self.opaque: list = []
         EPOCH[0] += 1
         self.epoch = EPOCH[0]
 
     def fail(self, msg: str) -> None:
         """Refuse to compile: raise, or (fallback) stop recording and let the
-        call finish eagerly."""
-        if not self.fallback:
+        call finish eagerly.  Inside an opaque call (a custom op's body, which
+        PyTorch's compilers never trace either) the call always finishes
+        eagerly: the op is the user's to run in Python, not an error."""
+        if self.opaque:
+            msg = (f"the custom op {self.opaque[-1]} computes in Python on tensor data, which "
+                   f"compiled native code cannot call back into ({msg.split('. ')[0]}); "
+                   "this signature runs eagerly")
+        elif not self.fallback:
             raise TraceError(msg)
         if self.poisoned is None:
             self.poisoned = msg
@@ -726,6 +735,16 @@ class Recording:
                 "in tensor ops (e.g. tracec.where), move it out of the compiled function, or "
                 "use tracec.compile(fn, fallback=\"eager\").")
 
+    @contextlib.contextmanager
+    def opaque_call(self, name: str):
+        """``tracec.library``: while ``name``'s body runs, what cannot be
+        recorded makes the call run eagerly (``fail``)."""
+        self.opaque.append(name)
+        try:
+            yield
+        finally:
+            self.opaque.pop()
+
     def _of_argument(self, t) -> bool:
         """Whether ``t`` is an argument of the call or a view of one."""
         while t is not None:
@@ -1145,6 +1164,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     rng_before = GlobalRNGs.state()
     hooks = ((RECORDERS, rec.on_primitive),
              (CONCRETE_CHECKS, rec.on_concrete),
+             (OPAQUE_CALLS, rec.opaque_call),
              (ITEM_HOOKS, rec.on_item),
              (GRAD_HOOKS, rec.on_grad),
              (GUARD_HOOKS, rec.on_guard),
