@@ -52,7 +52,8 @@ LAYERS = [
                   "tracec.fast_run"]),
     ("tools", ["tracec.aot", "tracec.demo", "tracec.cli", "tracec.__init__", "tracec.graphview",
                "tracec.explain", "tracec._dynamo", "tracec._inductor",
-               "tracec.as_torch", "tracec.einops_backend", "tracec.library"]),
+               "tracec.as_torch", "tracec.einops_backend", "tracec.library",
+               "tracec.export"]),
 ]
 # What each layer may import besides itself (DESIGN.md's arrows).
 ALLOWED = {

@@ -236,6 +236,7 @@ _LAZY = {
     "mark_dynamic": ("tracec.sym_shapes", "mark_dynamic"),
     "ir": ("tracec.ir", None),
     "compiler": ("tracec.compiler", None),
+    "export": ("tracec.export", None),     # torch.export: it records, so it loads the compiler
 }
 
 
