@@ -160,6 +160,9 @@ from tracec.backends import cuda as _backends_cuda, openmp as _openmp  # noqa: E
 from tracec.backends import mkldnn as _mkldnn, opt_einsum as _opt_einsum  # noqa: E402,F401
 from tracec import __config__, fx, onnx, overrides  # noqa: E402,F401  (torch.__config__/fx.wrap/onnx/overrides)
 from tracec import library, ops  # noqa: E402,F401  (torch.library; torch.ops.<namespace>)
+from tracec import ao, quantization  # noqa: E402,F401  (torch.ao / torch.quantization: quantize_dynamic)
+from tracec.ao._qparams import (per_channel_affine, per_channel_symmetric,  # noqa: E402,F401
+                                per_tensor_affine, per_tensor_symmetric, qint8, qint32, quint8)
 from tracec.config import e, inf, nan, pi  # noqa: E402,F401
 
 def trace(fn, *args, **kwargs):
