@@ -121,3 +121,20 @@ def test_export_save_load_needs_no_code(tmp_path):
         back.module()(tracec.randn(40, 3), tracec.randn(40))
     with pytest.raises(TypeError, match="must be an instance of 'ExportedProgram'"):
         tracec.export.save(tm, path)
+
+
+def test_export_refuses_what_it_cannot_capture():
+    @tracec.library.custom_op("texport::np_sin", mutates_args=())
+    def np_sin(x: tracec.Tensor) -> tracec.Tensor:
+        return tracec.from_numpy(np.sin(x.numpy()))
+
+    class M(tracec.nn.Module):
+        def forward(self, x):
+            return np_sin(x) + 1
+    with pytest.raises(tracec.TraceError, match="M.forward cannot be captured: the custom op "
+                                                "texport::np_sin computes in Python"):
+        tracec.export.export(M(), (tracec.ones(2),))
+    bn = tracec.nn.BatchNorm1d(3)     # training mode: the forward updates its buffers
+    with pytest.raises(tracec.TraceError, match="export the module in eval"):
+        tracec.export.export(bn, (tracec.randn(4, 3),))
+    assert bn.running_mean.tolist() == [0.0, 0.0, 0.0] and bn.num_batches_tracked.item() == 0

@@ -241,3 +241,43 @@ def test_library_op_compiles():
         x, y = tracec.arange(3.0) + n, tracec.ones(3)
         assert f(x, y).tolist() == (3 * x + y).tolist()
     assert f.cache_info().traces == 1 and f.cache_info().hits == 1
+
+
+@pytest.mark.parametrize("kind", ["custom_op", "Function"])
+def test_backward_outside_a_compiled_call_uses_the_registered_formula(kind):
+    """A compiled forward whose result's gradient goes through the user's
+    backward (a custom op's registered formula, an autograd.Function) with
+    backward() called outside: the compiled code could only differentiate
+    the recorded forward, which is not the user's formula, so the signature
+    runs eagerly and says why (it used to return sin's true gradient)."""
+    if kind == "custom_op":
+        @tracec.library.custom_op("tl_outside::sin2", mutates_args=())
+        def op(x: tracec.Tensor) -> tracec.Tensor:
+            return tracec.sin(x)
+        op.register_autograd(lambda ctx, g: g * 2 * ctx.x.cos(),
+                             setup_context=lambda ctx, inputs, out: setattr(ctx, "x", inputs[0]))
+    else:
+        class Sin2(tracec.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return tracec.sin(x)
+
+            @staticmethod
+            def backward(ctx, g):
+                x, = ctx.saved_tensors
+                return g * 2 * x.cos()
+        op = Sin2.apply
+    w = tracec.nn.Parameter(tracec.tensor([0.3, -1.2, 2.0]))
+    f = tracec.compile(lambda x: op(x * w).sum())
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        for xv in ([1.0, 2.0, 3.0], [0.5, 0.25, -1.0], [2.0, 1.0, 0.0]):
+            w.grad = None
+            x = tracec.tensor(xv)
+            f(x).backward()
+            np.testing.assert_allclose(w.grad.numpy(), (2 * x * (x * w).cos()).detach().numpy(),
+                                       rtol=1e-6)
+    info = f.cache_info()
+    assert info.eager_signatures == 1 and "backward outside the compiled call" in \
+        info.eager_reasons[0]

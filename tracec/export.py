@@ -177,12 +177,18 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = False,
     state.update(mod.named_buffers(remove_duplicate=False))
     dynamic, why, ranges = _dynamic_dims(mod, args, kwargs, dynamic_shapes)
 
+    before = {k: v.detach().clone() for k, v in mod.named_buffers(remove_duplicate=False)}
+
     def forward(state_, *a, **k):
         return functional_call(mod, state_, a, k)
     forward.__name__ = type(mod).__name__
     with graph.no_grad():
         result, trace = record(forward, (state,) + args, kwargs, forward.__name__,
                                symbols=SymbolTable(dynamic, why) if dynamic else None)
+    if isinstance(trace, str):
+        # the forward ran eagerly (a custom op computing in NumPy): nothing to export
+        raise TraceError(f"torch.export: {type(mod).__name__}.forward cannot be captured: "
+                         f"{trace}")
     inputs = []
     for spec in trace.inputs:
         if spec.kind == "arg" and isinstance(spec.source, tuple) and spec.source[0] == 0:
@@ -197,6 +203,9 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = False,
         inputs[-1].append([n if isinstance(n, int) else str(n) for n in spec.shape])
     bad = [o.name for o in trace.outputs if o.kind != "return"]
     if bad:
+        with graph.no_grad():      # the recording ran the forward: undo its writes
+            for name, t in before.items():
+                state[name].copy_(t)
         raise TraceError(f"torch.export: the forward writes {', '.join(bad)} (a buffer "
                          "updated in training mode); export the module in eval() mode")
     outs: list = []

@@ -37,6 +37,7 @@ from tracec.autograd import Function
 from tracec.device import device as _device
 from tracec.ops.namespaces import NAMESPACES, namespace
 from tracec.tensor import OPAQUE_CALLS, Tensor
+from tracec.utils._pytree import tree_leaves
 
 __all__ = ["Library", "custom_op", "define", "impl", "infer_schema", "opcheck",
            "register_autograd", "register_fake", "register_kernel", "CustomOpDef"]
@@ -224,6 +225,10 @@ class Operator:
         self.backward = None
         self.setup_context = None
         self.opaque_autograd = False   # custom_op: the body is not differentiated
+        # (made now: a compiled call's guards see the op's state, which must
+        # not change by being called)
+        self._function = type(f"GeneratedBackwardFor_{self.namespace}_{self.name}_default",
+                              (_OpFunction,), {"__module__": "tracec.library"})
         self.packet = OpOverloadPacket(self)
         namespace(self.namespace)._ops[self.name] = self.packet
 
@@ -273,12 +278,7 @@ class Operator:
         """The ``autograd.Function`` that runs this op's kernel and gives
         its outputs the registered backward (PyTorch names its node
         ``GeneratedBackwardFor_<ns>_<name>_defaultBackward``)."""
-        fn = self.__dict__.get("_function")
-        if fn is None:
-            fn = self._function = type(
-                f"GeneratedBackwardFor_{self.namespace}_{self.name}_default", (_OpFunction,),
-                {"__module__": "tracec.library"})
-        return fn
+        return self._function
 
 
 class _OpFunction(Function):
@@ -561,13 +561,7 @@ def _clone_args(args, kwargs):
 
 
 def _tensors(x) -> list:
-    if isinstance(x, Tensor):
-        return [x]
-    if isinstance(x, (list, tuple)):
-        return [t for a in x for t in _tensors(a)]
-    if isinstance(x, dict):
-        return [t for a in x.values() for t in _tensors(a)]
-    return []
+    return [t for t in tree_leaves(x) if isinstance(t, Tensor)]
 
 
 def _close(a, b, atol, rtol) -> bool:

@@ -38,6 +38,7 @@ from tracec.nn.modules.module import ATTR_WRITES, MODE_WRITES, Module, replayed_
 from tracec.guards import EnvGuard, GlobalRNGs
 from tracec.naming import argument_names, name_trace
 from tracec.ops.core import PRIMITIVES, Aval
+from tracec.utils._pytree import tree_leaves
 from tracec.pytree import (KEYED_BY_IDENTITY, flatten_args, is_dataclass_instance, path_name,
                            plain_classes)
 from tracec import symbolic
@@ -1250,6 +1251,19 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         out, result = plain(result), None
         _settle_items(rec)
         return out, rec.poisoned
+    # (after a backward inside the call, returned graphs count as consumed: finish)
+    custom = None if rec.had_backward else _user_function_behind(result)
+    if custom is not None:
+        # Its gradient is the user's backward (a custom op's registered
+        # formula), which only the eager graph runs: a compiled call's
+        # backward would differentiate the recorded forward instead.  This
+        # call ran eagerly; so do later ones of this signature.
+        out, result = plain(result), None
+        _settle_items(rec)
+        return out, (f"a returned tensor's gradient goes through {custom.__name__}'s backward "
+                     "(Python), which a backward outside the compiled call cannot run; call "
+                     "backward() inside the compiled function to compile it, or this "
+                     "signature runs eagerly")
     before_tensors = env.tensors
     rec.entry_modes(1)      # flags train()/eval() set: compiled calls set them too
     try:
@@ -1334,6 +1348,27 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         if changes is not None and opt_locs is not None:
             trace.scalar_changes = (changes + opt_locs) or None
     return result, trace
+
+
+def _user_function_behind(result):
+    """The class of a user ``autograd.Function`` (or ``torch.library``
+    custom op) that the graph of a returned tensor requiring grad reaches,
+    or None.  (tracec's own Functions are excluded: their backward is the
+    true gradient of what the trace records.)"""
+    stack = [graph.edge_of(t) for t in tree_leaves(result)
+             if isinstance(t, Tensor) and t.requires_grad]
+    seen: set = set()
+    while stack:
+        n = stack.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, graph.FunctionNode) and not getattr(n.fn_cls, "traced", None) and (
+                n.fn_cls.__module__.split(".")[0] != "tracec"
+                or n.fn_cls.__module__ == "tracec.library"):
+            return n.fn_cls
+        stack.extend(e for e in getattr(n, "edges", ()) or () if e is not None)
+    return None
 
 
 def _inert(items: list) -> None:
