@@ -94,8 +94,8 @@ def test_swapping_rules_match_torch():
     q = quantize(tracec, cm2, {"2": tracec.ao.quantization.default_dynamic_qconfig})
     assert type(q[0]) is tracec.nn.Linear and type(q[2]).__name__ == "Linear" and \
         type(q[2]) is not tracec.nn.Linear
-    with pytest.raises(NotImplementedError, match="nn.Linear only"):
-        quantize(tracec, cm2, {tracec.nn.LSTM})
+    with pytest.raises(NotImplementedError, match="nn.Linear and nn.LSTM only"):
+        quantize(tracec, cm2, {tracec.nn.GRU})
 
 
 def test_quantized_model_compiles_with_the_same_numbers():
@@ -110,3 +110,32 @@ def test_quantized_model_compiles_with_the_same_numbers():
                                    rtol=1e-6, atol=1e-6)
     info = f.__dict__["_compiled"].cache_info()
     assert info.traces == 1 and info.eager_signatures == 0 and info.hits == 2
+
+
+@pytest.mark.parametrize("cfg", [{}, {"num_layers": 2, "bidirectional": True,
+                                      "batch_first": True}])
+def test_dynamic_lstm_matches_torch(cfg):
+    rng = np.random.default_rng(4)
+    pm = torch.nn.LSTM(4, 3, **cfg)
+    cm = tracec.nn.LSTM(4, 3, **cfg)
+    cm.load_state_dict({k: tracec.tensor(v.detach().numpy()) for k, v in pm.state_dict().items()})
+    pq = quantize(torch, torch.nn.Sequential(pm), {torch.nn.LSTM}, dtype=torch.qint8)[0]
+    cq = quantize(tracec, tracec.nn.Sequential(cm), {tracec.nn.LSTM}, dtype=tracec.qint8)[0]
+    assert repr(cq) == repr(pq)
+    dirs = 2 if cfg.get("bidirectional") else 1
+    for steps, batch in ((5, 2), (1, 3)):
+        shape = (batch, steps, 4) if cfg.get("batch_first") else (steps, batch, 4)
+        x = (rng.standard_normal(shape) * rng.choice([0.1, 3.0])).astype(np.float32)
+        hx = [rng.standard_normal((cm.num_layers * dirs, batch, 3)).astype(np.float32)
+              for _ in range(2)]
+        for with_hx in (False, True):
+            want = pq(torch.tensor(x), tuple(map(torch.tensor, hx)) if with_hx else None)
+            got = cq(tracec.tensor(x), tuple(map(tracec.tensor, hx)) if with_hx else None)
+            # integer parts exact; sigmoid/tanh within an ulp of PyTorch's
+            for g, w in ((got[0], want[0]), (got[1][0], want[1][0]), (got[1][1], want[1][1])):
+                np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=0, atol=5e-7)
+    with pytest.raises(RuntimeError, match="input must have 3 dimensions, got 2"):
+        cq(tracec.ones(3, 4))
+    with pytest.raises(AssertionError, match="mod.bias must be True"):
+        quantize(tracec, tracec.nn.Sequential(tracec.nn.LSTM(2, 2, bias=False)),
+                 {tracec.nn.LSTM})

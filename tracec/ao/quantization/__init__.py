@@ -18,7 +18,7 @@ from collections import namedtuple
 from tracec import dtypes as dt
 from tracec import nn
 from tracec.ao._qparams import qint8
-from tracec.ao.nn.quantized.dynamic import Linear as DynamicLinear
+from tracec.ao.nn.quantized.dynamic import LSTM as DynamicLSTM, Linear as DynamicLinear
 
 __all__ = ["QConfig", "default_dynamic_qconfig", "float16_dynamic_qconfig",
            "per_channel_dynamic_qconfig", "quantize_dynamic"]
@@ -37,7 +37,9 @@ float16_dynamic_qconfig = QConfig(activation="PlaceholderObserver(dtype=float16)
 per_channel_dynamic_qconfig = QConfig(activation=default_dynamic_qconfig.activation,
                                       weight="PerChannelMinMaxObserver(dtype=qint8)")
 
-_RECURRENT = (nn.LSTM, nn.GRU, nn.LSTMCell, nn.RNNCell, nn.GRUCell)
+_RECURRENT = (nn.GRU, nn.LSTMCell, nn.RNNCell, nn.GRUCell)
+#: float type -> its dynamic quantized type
+_SWAPS = {nn.Linear: DynamicLinear, nn.LSTM: DynamicLSTM}
 
 
 def _layer_dtype(qconfig, dtype):
@@ -56,15 +58,15 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=qint8, mapping=None, inplac
                          "Provide full qconfig please")
     default_spec = qconfig_spec is None
     if default_spec:
-        qconfig_spec = {nn.Linear} | set(_RECURRENT)
+        qconfig_spec = set(_SWAPS) | set(_RECURRENT)
     if isinstance(qconfig_spec, (set, list, tuple, frozenset)):
         qconfig = default_dynamic_qconfig if dtype is qint8 else float16_dynamic_qconfig
         qconfig_spec = dict.fromkeys(qconfig_spec, qconfig)
     for key in qconfig_spec:
-        if isinstance(key, type) and key is not nn.Linear and not (
+        if isinstance(key, type) and key not in _SWAPS and not (
                 default_spec and key in _RECURRENT):
-            raise NotImplementedError(f"quantize_dynamic: tracec quantizes nn.Linear only, "
-                                      f"not {key.__name__}")
+            raise NotImplementedError(f"quantize_dynamic: tracec quantizes nn.Linear and "
+                                      f"nn.LSTM only, not {key.__name__}")
     if not inplace:
         model = copy.deepcopy(model)
     warned = []
@@ -73,14 +75,14 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=qint8, mapping=None, inplac
         for name, child in list(module.named_children()):
             full = f"{prefix}{name}"
             qc = qconfig_spec.get(full, qconfig_spec.get(type(child)))
-            if type(child) is nn.Linear and qc is not None:
-                setattr(module, name, DynamicLinear.from_float(child,
-                                                               dtype=_layer_dtype(qc, dtype)))
+            if type(child) in _SWAPS and qc is not None:
+                setattr(module, name, _SWAPS[type(child)].from_float(
+                    child, dtype=_layer_dtype(qc, dtype)))
                 continue
             if isinstance(child, _RECURRENT) and qc is not None and not warned:
                 warned.append(full)
                 warnings.warn(f"quantize_dynamic: {full} ({type(child).__name__}) stays in "
-                              "float: tracec quantizes nn.Linear only", stacklevel=3)
+                              "float: tracec quantizes nn.Linear and nn.LSTM only", stacklevel=3)
             swap(child, full + ".")
     swap(model, "")
     return model

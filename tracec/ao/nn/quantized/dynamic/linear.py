@@ -21,7 +21,29 @@ from tracec.creation import tensor, zeros
 from tracec.graph import no_grad
 from tracec.nn import Module
 
-__all__ = ["Linear"]
+__all__ = ["Linear", "linear_dynamic", "quantize_weight"]
+
+
+def quantize_weight(w):
+    """``(int8 tensor, scale, zero_point)`` of a float weight (per tensor)."""
+    scale, zp = weight_qparams(w, qint8)
+    s, z = tensor(scale), tensor(zp)
+    return quantize(w, s, z, qint8.qmin, qint8.qmax).to(dt.int8), s, z
+
+
+def linear_dynamic(x, weight_q, weight_scale, weight_zero_point, bias):
+    """``quantized::linear_dynamic(x, packed weight, reduce_range=True)``
+    (see the module docstring): float32 ``x`` times an int8 weight."""
+    a_scale, a_zp = activation_qparams(x, reduce_range=True)
+    xq = quantize(x, a_scale, a_zp, 0, 255) - a_zp
+    w = weight_q.to(dt.float32) - weight_zero_point
+    acc = F.matmul(xq.to(dt.float64), w.to(dt.float64).t())
+    # fbgemm's float output stage: acc * (a_scale * w_scale) + bias in one
+    # fused multiply-add (one rounding: here the float64 result rounded once)
+    out = acc * (a_scale * weight_scale.to(dt.float32)).to(dt.float64)
+    if bias is not None:
+        out = out + bias.to(dt.float64)
+    return out.to(dt.float32)
 
 
 class Linear(Module):
@@ -67,20 +89,11 @@ class Linear(Module):
     def forward(self, x):
         with no_grad():
             x = x.to(dt.float32)
-            w = self.weight_q.to(dt.float32)
             if self.dtype is not qint8:
-                out = F.matmul(x, w.t())
+                out = F.matmul(x, self.weight_q.to(dt.float32).t())
                 return out + self.bias_ if self.bias_ is not None else out
-            a_scale, a_zp = activation_qparams(x, reduce_range=True)
-            xq = quantize(x, a_scale, a_zp, 0, 255) - a_zp
-            acc = F.matmul(xq.to(dt.float64), (w - self.weight_zero_point).to(dt.float64).t())
-            # fbgemm's float output stage: acc * (a_scale * w_scale) + bias in one
-            # fused multiply-add (one rounding: here the float64 result rounded once)
-            mult = (a_scale * self.weight_scale.to(dt.float32)).to(dt.float64)
-            out = acc * mult
-            if self.bias_ is not None:
-                out = out + self.bias_.to(dt.float64)
-            return out.to(dt.float32)
+            return linear_dynamic(x, self.weight_q, self.weight_scale, self.weight_zero_point,
+                                  self.bias_)
 
     @classmethod
     def from_float(cls, mod, use_precomputed_fake_quant: bool = False, dtype=qint8):
@@ -89,10 +102,7 @@ class Linear(Module):
         w = mod.weight.detach().to(dt.float32)
         with no_grad():
             if dtype is qint8:
-                scale, zp = weight_qparams(w, qint8)
-                s, z = tensor(scale), tensor(zp)
-                q.weight_q = quantize(w, s, z, qint8.qmin, qint8.qmax).to(dt.int8)
-                q.weight_scale, q.weight_zero_point = s, z
+                q.weight_q, q.weight_scale, q.weight_zero_point = quantize_weight(w)
             else:
                 q.weight_q = w.to(dt.float16)
             if mod.bias is not None:
