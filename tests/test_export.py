@@ -138,3 +138,15 @@ def test_export_refuses_what_it_cannot_capture():
     with pytest.raises(tracec.TraceError, match="export the module in eval"):
         tracec.export.export(bn, (tracec.randn(4, 3),))
     assert bn.running_mean.tolist() == [0.0, 0.0, 0.0] and bn.num_batches_tracked.item() == 0
+
+
+def test_compiling_an_exported_module_never_freezes_its_outputs():
+    m = tracec.nn.Linear(3, 2)
+    ep = tracec.export.export(m, (tracec.randn(4, 3),))
+    f = tracec.compile(ep.module())
+    with pytest.warns(UserWarning, match="runs eagerly"):
+        for _ in range(3):
+            x = tracec.randn(4, 3)
+            np.testing.assert_allclose(f(x).numpy(), m(x).detach().numpy(), rtol=1e-5,
+                                       atol=1e-6)
+    assert "the exported program of Linear computes in Python" in f.__dict__["_compiled"].cache_info().eager_reasons[0]

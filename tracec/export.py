@@ -41,7 +41,8 @@ from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, run_passes
 from tracec.serialization import load as _load, save as _save
 from tracec.sym_shapes import SymbolTable
 from tracec.symbolic import Sym
-from tracec.tensor import Tensor
+from tracec.library import _opaque
+from tracec.tensor import Tensor, concrete
 from tracec.tracing import TraceError, record
 
 __all__ = ["Dim", "ExportedProgram", "dims", "export", "load", "save", "ShapesCollection"]
@@ -224,7 +225,7 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = False,
         "outputs": out_struct, "guards": guards, "arg_names": arg_names,
         "ranges": {k: [v[0], None if v[1] == math.inf else v[1]] for k, v in ranges.items()
                    if k in used},
-        "training": mod.training, "persistent": [k for k in state if k in persistent],
+        "training": mod.training, "name": type(mod).__name__, "persistent": [k for k in state if k in persistent],
         "n_args": len(args), "kwargs": sorted(kwargs)}, state)
 
 
@@ -355,9 +356,13 @@ class ExportedProgram:
     def _run(self, state: dict, args, kwargs):
         env = self._check(args, kwargs)
         arrays = []
-        for kind, where, _ in self._meta["inputs"]:
-            t = state[where] if kind == "state" else _resolve(where, args, kwargs)
-            arrays.append(t.detach().contiguous()._data)
+        # Inside a traced call (tracec.compile of ep.module()) the program's
+        # run is opaque: reading its inputs makes that call run eagerly,
+        # never a trace with this call's outputs frozen in.
+        with _opaque(f"the exported program of {self._meta.get('name', 'a module')}"):
+            for kind, where, _ in self._meta["inputs"]:
+                t = state[where] if kind == "state" else _resolve(where, args, kwargs)
+                arrays.append(concrete(t.detach().contiguous(), "numpy()"))
         outs = self._executable(env)(arrays)
         return _decode(self._meta["outputs"], [from_numpy(np.asarray(o)) for o in outs])
 

@@ -202,13 +202,14 @@ _NO_AUTOGRAD = ("Trying to backward through {} but no autograd formula was regis
 
 
 @contextlib.contextmanager
-def _opaque(qualname: str):
-    """While a call is traced: tensor data read in here makes the call run
-    eagerly (with the reason) instead of failing the trace."""
+def _opaque(what: str):
+    """While a call is traced: tensor data read in here (in ``what``, an op's
+    qualified name or a phrase) makes the call run eagerly, with the reason,
+    instead of failing the trace."""
     if not OPAQUE_CALLS:
         yield
         return
-    with OPAQUE_CALLS[-1](qualname):
+    with OPAQUE_CALLS[-1](what if " " in what else f"the custom op {what}"):
         yield
 
 
@@ -306,7 +307,7 @@ class _OpFunction(Function):
         op = ctx.op
         if op.backward is None:
             raise RuntimeError(_NO_AUTOGRAD.format(f"{op.namespace}.{op.name}.default"))
-        with _opaque(op.qualname + " (backward)"):
+        with _opaque(f"the backward of the custom op {op.qualname}"):
             g = op.backward(ctx, *grads)
         g = g if isinstance(g, tuple) else (g,)
         if len(g) != ctx.n_inputs:

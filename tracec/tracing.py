@@ -311,7 +311,7 @@ class Recording:
         PyTorch's compilers never trace either) the call always finishes
         eagerly: the op is the user's to run in Python, not an error."""
         if self.opaque:
-            msg = (f"the custom op {self.opaque[-1]} computes in Python on tensor data, which "
+            msg = (f"{self.opaque[-1]} computes in Python on tensor data, which "
                    f"compiled native code cannot call back into ({msg.split('. ')[0]}); "
                    "this signature runs eagerly")
         elif not self.fallback:
@@ -738,8 +738,8 @@ class Recording:
 
     @contextlib.contextmanager
     def opaque_call(self, name: str):
-        """``tracec.library``: while ``name``'s body runs, what cannot be
-        recorded makes the call run eagerly (``fail``)."""
+        """``tracec.library``: while ``name`` (``"the custom op ns::op"``)
+        runs, what cannot be recorded makes the call run eagerly (``fail``)."""
         self.opaque.append(name)
         try:
             yield
