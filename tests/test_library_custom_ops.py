@@ -281,3 +281,35 @@ def test_backward_outside_a_compiled_call_uses_the_registered_formula(kind):
     info = f.cache_info()
     assert info.eager_signatures == 1 and "backward outside the compiled call" in \
         info.eager_reasons[0]
+
+
+@pytest.mark.parametrize("T", [torch, tracec], ids=["torch", "tracec"])
+def test_tuple_outputs_kernels_and_device_types(T):
+    ns = f"tl_multi_{T.__name__}"
+
+    @T.library.custom_op(f"{ns}::sincos", mutates_args=(), device_types="cpu")
+    def sincos(x: T.Tensor) -> tuple[T.Tensor, T.Tensor]:
+        a = x.numpy()
+        return T.from_numpy(np.sin(a)), T.from_numpy(np.cos(a))
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    def backward(ctx, gs, gc):
+        x, = ctx.saved_tensors
+        return gs * x.cos() - gc * x.sin()
+    sincos.register_autograd(backward, setup_context=setup_context)
+    x = T.tensor([0.1, 0.7, -1.3], requires_grad=True)
+    s, c = getattr(T.ops, ns).sincos(x)
+    (s * 2 + c * 3).sum().backward()
+    xv = np.array([0.1, 0.7, -1.3], dtype=np.float32)
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.cos(xv) - 3 * np.sin(xv), rtol=1e-6)
+
+    @T.library.custom_op(f"{ns}::twice", mutates_args=())
+    def twice(x: T.Tensor) -> T.Tensor:
+        return x * 2
+
+    @twice.register_kernel("cpu")
+    def _(x):
+        return x * 20               # the cpu kernel wins over the default body
+    assert twice(T.ones(2)).tolist() == [20.0, 20.0]
