@@ -149,4 +149,36 @@ def test_compiling_an_exported_module_never_freezes_its_outputs():
             x = tracec.randn(4, 3)
             np.testing.assert_allclose(f(x).numpy(), m(x).detach().numpy(), rtol=1e-5,
                                        atol=1e-6)
-    assert "the exported program of Linear computes in Python" in f.__dict__["_compiled"].cache_info().eager_reasons[0]
+    reasons = f.__dict__["_compiled"].cache_info().eager_reasons
+    assert "the exported program of Linear computes in Python" in reasons[0]
+
+
+def test_export_inputs_in_containers_and_violated_dims():
+    class M(tracec.nn.Module):
+        def forward(self, batch):
+            return batch["a"] * 2 + batch["b"][0]
+    m = M()
+    ep = tracec.export.export(m, ({"a": tracec.ones(3, 2), "b": [tracec.ones(3, 2)]},))
+    got = ep.module()({"a": tracec.full((3, 2), 2.0), "b": [tracec.ones(3, 2)]})
+    assert got.tolist() == [[5.0, 5.0]] * 3
+    with pytest.raises(AssertionError, match=r"Guard failed: batch\['a'\].size\(\)\[0\] == 3"):
+        ep.module()({"a": tracec.ones(4, 2), "b": [tracec.ones(4, 2)]})
+    b = tracec.export.Dim("b", max=16)
+    ep = tracec.export.export(m, ({"a": tracec.ones(3, 2), "b": [tracec.ones(3, 2)]},),
+                              dynamic_shapes={"batch": {"a": {0: b}, "b": [{0: b}]}})
+    got = ep.module()({"a": tracec.full((7, 2), 2.0), "b": [tracec.ones(7, 2)]})
+    assert got.tolist() == [[5.0, 5.0]] * 7
+    with pytest.raises(AssertionError, match=r"Guard failed: batch\['a'\].size\(\)\[0\] <= 16"):
+        ep.module()({"a": tracec.ones(20, 2), "b": [tracec.ones(20, 2)]})
+
+    class Fixed(torch.nn.Module):
+        def forward(self, x):
+            return x.reshape(5, 2) + 1
+
+    class CFixed(tracec.nn.Module):
+        def forward(self, x):
+            return x.reshape(5, 2) + 1          # the batch of 5 becomes a constant
+    for T in (torch, tracec):
+        with pytest.raises(Exception, match=r"Constraints violated \(batch\)!"):
+            T.export.export(Fixed() if T is torch else CFixed(), (T.ones(5, 2),),
+                            dynamic_shapes={"x": {0: T.export.Dim("batch")}})

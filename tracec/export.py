@@ -39,8 +39,8 @@ from tracec.ir.specialize import specialize
 from tracec.nn import Module, Parameter
 from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, run_passes
 from tracec.serialization import load as _load, save as _save
+from tracec.pytree import path_name, resolve
 from tracec.sym_shapes import SymbolTable
-from tracec.symbolic import Sym
 from tracec.library import _opaque
 from tracec.tensor import Tensor, concrete
 from tracec.tracing import TraceError, record
@@ -48,6 +48,11 @@ from tracec.tracing import TraceError, record
 __all__ = ["Dim", "ExportedProgram", "dims", "export", "load", "save", "ShapesCollection"]
 
 _FORMAT = "tracec.export/1"
+
+
+class ExportConstraintError(RuntimeError):
+    """A ``Dim`` the forward does not serve (PyTorch raises its ``UserError``
+    with the same first words: ``Constraints violated (name)!``)."""
 
 
 class Dim:
@@ -145,11 +150,28 @@ def _dynamic_dims(mod, args, kwargs, dynamic_shapes) -> tuple[dict, dict, dict]:
         per_arg = [(i + 1, s) for i, s in enumerate(dynamic_shapes)]
     dynamic, why, ranges = {}, {}, {}
     auto = 0
-    for path, spec in per_arg:
+    leaves = []
+
+    def walk(path, spec, arg):
+        # ``spec`` mirrors ``arg``: at a tensor, ``{dim: Dim}`` (or a list of
+        # them by dim); in a dict, list or tuple, one spec per element
         if spec is None:
-            continue
-        if isinstance(spec, (list, tuple)):
-            spec = {d: s for d, s in enumerate(spec) if s is not None}
+            return
+        if isinstance(arg, Tensor):
+            if isinstance(spec, (list, tuple)):
+                spec = {d: s for d, s in enumerate(spec) if s is not None}
+            leaves.append((path, spec))
+            return
+        if not isinstance(arg, (dict, list, tuple)):
+            return
+        items = arg.items() if isinstance(arg, dict) else enumerate(arg)
+        for k, v in items:
+            step = ("k", k) if isinstance(arg, dict) else ("i", k)
+            sub = spec.get(k) if isinstance(spec, dict) else (spec[k] if k < len(spec) else None)
+            walk((path if isinstance(path, tuple) else (path,)) + (step,), sub, v)
+    for path, spec in per_arg:
+        walk(path, spec, args[path - 1] if isinstance(path, int) else kwargs[path])
+    for path, spec in leaves:
         for d, dim in spec.items():
             if isinstance(dim, _DimHint):
                 if dim.kind == "STATIC":
@@ -218,6 +240,14 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = False,
         # symbols the trace merged or specialized keep the range of the Dim
         # they came from
     used = {n for _, _, shape in inputs for n in shape if isinstance(n, str)}
+    lost = sorted(set(ranges) - used)
+    if lost:
+        # the trace found these sizes equal to a number or to another Dim
+        raise ExportConstraintError(
+            f"Constraints violated ({', '.join(lost)})! The forward does not serve every "
+            f"value of {', '.join(lost)} in its range: the trace made it a constant or equal "
+            "to another dimension (a view to a fixed size, a broadcast with a fixed size). "
+            "Use one Dim for dimensions that must be equal, or no Dim for a fixed size.")
     arg_names = list(inspect.signature(mod.forward).parameters)
     persistent = set(mod.state_dict())
     return ExportedProgram({
@@ -225,7 +255,8 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict: bool = False,
         "outputs": out_struct, "guards": guards, "arg_names": arg_names,
         "ranges": {k: [v[0], None if v[1] == math.inf else v[1]] for k, v in ranges.items()
                    if k in used},
-        "training": mod.training, "name": type(mod).__name__, "persistent": [k for k in state if k in persistent],
+        "training": mod.training, "name": type(mod).__name__,
+        "persistent": [k for k in state if k in persistent],
         "n_args": len(args), "kwargs": sorted(kwargs)}, state)
 
 
@@ -312,8 +343,7 @@ class ExportedProgram:
             if kind != "arg":
                 continue
             t = _resolve(where, args, kwargs)
-            label = names[where - 1] if isinstance(where, int) and where - 1 < len(names) \
-                else str(where)
+            label = _label(where, names)
             if not isinstance(t, Tensor):
                 raise AssertionError(f"Guard failed: {label} is not a tensor")
             if t.ndim != len(shape):
@@ -368,12 +398,26 @@ class ExportedProgram:
 
 
 def _resolve(where, args, kwargs):
-    if isinstance(where, int):
-        return args[where - 1]
-    if isinstance(where, str):
-        return kwargs[where]
-    raise TypeError(f"torch.export: an input at {where} (inside a container) is not "
-                    "supported yet")
+    """The argument at ``where``: a recorded path (``tracec.pytree``; JSON
+    made its tuples lists) into ``(state,) + args``, so positions are one
+    more than in ``args``."""
+    if isinstance(where, list):
+        where = (where[0],) + tuple(tuple(step) for step in where[1:])
+    try:
+        return resolve(where, (None,) + tuple(args), kwargs)
+    except (IndexError, KeyError, AttributeError, TypeError):
+        raise TypeError(f"torch.export: the call's arguments have no input at "
+                        f"{path_name(where)} (the exported inputs' structure)") from None
+
+
+def _label(where, names) -> str:
+    """PyTorch's name of an input in guard messages: ``x``, ``batch['a']``."""
+    if isinstance(where, list):
+        where = (where[0],) + tuple(tuple(step) for step in where[1:])
+    shifted = (where - 1 if isinstance(where, int) else
+               (where[0] - 1,) + where[1:] if isinstance(where, tuple) and
+               isinstance(where[0], int) else where)
+    return path_name(shifted, names)
 
 
 class _ExportedModule(Module):

@@ -86,4 +86,3 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=qint8, mapping=None, inplac
             swap(child, full + ".")
     swap(model, "")
     return model
-

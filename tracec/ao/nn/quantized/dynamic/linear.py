@@ -7,8 +7,9 @@ minus its zero point times the int8 weight is summed exactly (integers,
 accumulated in float64, exact up to K of about 10^11, where fbgemm
 accumulates in int32), times the product of the two scales (float32) plus
 the float bias, rounded once as fbgemm's fused multiply-add rounds (with
-x86's fbgemm it matches PyTorch bit for bit on nearly every input).  A ``float16`` layer keeps its weight rounded to float16 and
-computes in float32.  Written in tensor ops (``tracec.ao._qparams``), so
+x86's fbgemm it matches PyTorch bit for bit on nearly every input).  A
+``float16`` layer keeps its weight rounded to float16 and computes in
+float32.  Written in tensor ops (``tracec.ao._qparams``), so
 it compiles; outputs never require grad (PyTorch's do not either).
 """
 from __future__ import annotations
@@ -58,8 +59,8 @@ class Linear(Module):
         if not (dtype is qint8 or dtype is dt.float16):
             raise RuntimeError("Unsupported dtype specified for dynamic quantized Linear!")
         self.in_features, self.out_features, self.dtype = in_features, out_features, dtype
-        self.register_buffer("weight_q", zeros(out_features, in_features,
-                                                 dtype=dt.int8 if dtype is qint8 else dt.float16))
+        self.register_buffer("weight_q", zeros(
+            out_features, in_features, dtype=dt.int8 if dtype is qint8 else dt.float16))
         self.register_buffer("weight_scale", tensor(1.0))
         self.register_buffer("weight_zero_point", tensor(0))
         self.register_buffer("bias_", zeros(out_features) if bias_ else None)
@@ -112,4 +113,3 @@ class Linear(Module):
     @classmethod
     def from_reference(cls, ref_qlinear):
         return cls.from_float(ref_qlinear)
-
