@@ -59,13 +59,13 @@ def test_a_missing_submodule_is_refused_never_the_real_torch():
     r = python("""
         import tracec; tracec.install_as_torch()
         try:
-            import torch.ao
+            import torch._lazy
         except ModuleNotFoundError as e:
             print(e.name, '|', e)
         """)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == ("torch.ao | No module named 'torch.ao': tracec (installed as "
-                                "torch by tracec.install_as_torch) has no 'tracec.ao'")
+    assert r.stdout.strip() == ("torch._lazy | No module named 'torch._lazy': tracec (installed "
+                                "as torch by tracec.install_as_torch) has no 'tracec._lazy'")
 
 
 def test_install_after_the_real_torch_raises_and_uninstall_restores():

@@ -41,7 +41,8 @@ LAYERS = [
                   "tracec.testing", "tracec.methods_compat", "tracec.profiler",
                   "tracec.numpy_names",
                   "tracec.config", "tracec.vision", "tracec.complex_ops", "tracec.fft",
-                  "tracec.stft", "tracec.signal", "tracec.sym_scalar", "tracec.item_value"]),
+                  "tracec.stft", "tracec.signal", "tracec.sym_scalar", "tracec.item_value",
+                  "tracec.ao", "tracec.quantization"]),
     ("tracing", ["tracec.tracing", "tracec.guards", "tracec.sym_shapes", "tracec.naming",
                  "tracec.complex_trace", "tracec.attr_replay", "tracec.lifted_state"]),
     ("passes", ["tracec.passes"]),
@@ -52,7 +53,8 @@ LAYERS = [
                   "tracec.fast_run"]),
     ("tools", ["tracec.aot", "tracec.demo", "tracec.cli", "tracec.__init__", "tracec.graphview",
                "tracec.explain", "tracec._dynamo", "tracec._inductor",
-               "tracec.as_torch", "tracec.einops_backend"]),
+               "tracec.as_torch", "tracec.einops_backend", "tracec.library",
+               "tracec.export"]),
 ]
 # What each layer may import besides itself (DESIGN.md's arrows).
 ALLOWED = {

@@ -159,6 +159,10 @@ from tracec.random import _sample_dirichlet, binomial, default_generator, normal
 from tracec.backends import cuda as _backends_cuda, openmp as _openmp  # noqa: E402,F401
 from tracec.backends import mkldnn as _mkldnn, opt_einsum as _opt_einsum  # noqa: E402,F401
 from tracec import __config__, fx, onnx, overrides  # noqa: E402,F401  (torch.__config__/fx.wrap/onnx/overrides)
+from tracec import library, ops  # noqa: E402,F401  (torch.library; torch.ops.<namespace>)
+from tracec import ao, quantization  # noqa: E402,F401  (torch.ao / torch.quantization: quantize_dynamic)
+from tracec.ao._qparams import (per_channel_affine, per_channel_symmetric,  # noqa: E402,F401
+                                per_tensor_affine, per_tensor_symmetric, qint8, qint32, quint8)
 from tracec.config import e, inf, nan, pi  # noqa: E402,F401
 
 def trace(fn, *args, **kwargs):
@@ -235,6 +239,7 @@ _LAZY = {
     "mark_dynamic": ("tracec.sym_shapes", "mark_dynamic"),
     "ir": ("tracec.ir", None),
     "compiler": ("tracec.compiler", None),
+    "export": ("tracec.export", None),     # torch.export: it records, so it loads the compiler
 }
 
 

@@ -756,7 +756,8 @@ class CompiledFunction:
         return CacheInfo(self.traces, self.hits, list(self.reasons), len(self._eager_keys),
                          dict(self._last.timings) if self._last else {},
                          symbolic, notes, guards, self.compiles, self.loads, lifted,
-                         speculated, sum(e.mispredicted_total for e in entries))
+                         speculated, sum(e.mispredicted_total for e in entries),
+                         list(self._eager_keys.values()))
 
     def _write_dump(self, entry: Entry) -> None:
         os.makedirs(self.dump, exist_ok=True)
@@ -832,6 +833,8 @@ class CacheInfo:
     speculated: list = field(default_factory=list)
     #: calls whose speculated decisions came out otherwise (run eagerly)
     mispredicted: int = 0
+    #: why each of the ``eager_signatures`` runs eagerly
+    eager_reasons: list = field(default_factory=list)
 
     @property
     def notes(self) -> list:

@@ -87,6 +87,11 @@ CONCRETE_CHECKS: list = []
 # what item() returns instead (the tracer: a number the call returns,
 # ``tracec.item_value``), or None.
 ITEM_HOOKS: list = []
+# While a call is traced: one callable ``(name) -> context manager`` inside
+# which code that cannot be recorded (a ``torch.library`` custom op's body
+# reading tensor data in NumPy) makes the traced call run eagerly, with
+# that reason, instead of failing the trace (``tracec.library``).
+OPAQUE_CALLS: list = []
 
 
 def concrete(t: "Tensor", why: str) -> np.ndarray:
@@ -580,7 +585,9 @@ class Tensor:
     def numpy(self, *, force: bool = False) -> np.ndarray:
         """The NumPy array (shared memory); ``force=True``: of a tensor that
         requires grad too (``detach()`` first, as PyTorch's ``force``)."""
-        if self.requires_grad and not force:
+        if self.requires_grad and not force and graph.is_grad_enabled():
+            # (PyTorch checks grad mode too: under no_grad, as in a custom
+            # op's body, numpy() of a tensor that requires grad is allowed)
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
         concrete(self, "numpy()")

@@ -24,6 +24,7 @@ import os
 import random
 import re
 import sys
+import contextlib
 import dataclasses
 from dataclasses import dataclass, field
 
@@ -37,6 +38,7 @@ from tracec.nn.modules.module import ATTR_WRITES, MODE_WRITES, Module, replayed_
 from tracec.guards import EnvGuard, GlobalRNGs
 from tracec.naming import argument_names, name_trace
 from tracec.ops.core import PRIMITIVES, Aval
+from tracec.utils._pytree import tree_leaves
 from tracec.pytree import (KEYED_BY_IDENTITY, flatten_args, is_dataclass_instance, path_name,
                            plain_classes, resolve)
 from tracec import symbolic
@@ -44,7 +46,7 @@ from tracec.symbolic import Sym
 from tracec.sym_shapes import SymbolTable
 from tracec.tensor import (CONCRETE_CHECKS, EPOCH, GRAD_HOOKS, GUARD_HOOKS,  # noqa: F401
                            RECORDERS, SYM_SHAPES)
-from tracec.tensor import ITEM_HOOKS, Tensor, scalar_key, weak_scalar
+from tracec.tensor import ITEM_HOOKS, OPAQUE_CALLS, Tensor, scalar_key, weak_scalar
 from tracec.item_value import COMPARISONS, DrawValue, ItemValue, plain
 
 __all__ = ["TraceError", "Trace", "Recording", "user_location", "record"]
@@ -298,13 +300,21 @@ class Recording:
         self.items: list = []
         self.py_draws = 0             # random.random() calls recorded
         self.py_draw_guards: list = []
+        #: names of the opaque calls (torch.library custom ops) running now
+        self.opaque: list = []
         EPOCH[0] += 1
         self.epoch = EPOCH[0]
 
     def fail(self, msg: str) -> None:
         """Refuse to compile: raise, or (fallback) stop recording and let the
-        call finish eagerly."""
-        if not self.fallback:
+        call finish eagerly.  Inside an opaque call (a custom op's body, which
+        PyTorch's compilers never trace either) the call always finishes
+        eagerly: the op is the user's to run in Python, not an error."""
+        if self.opaque:
+            msg = (f"{self.opaque[-1]} computes in Python on tensor data, which "
+                   f"compiled native code cannot call back into ({msg.split('. ')[0]}); "
+                   "this signature runs eagerly")
+        elif not self.fallback:
             raise TraceError(msg)
         if self.poisoned is None:
             self.poisoned = msg
@@ -725,6 +735,16 @@ class Recording:
                 "depend on tensor data, which tracec.compile cannot record. Keep the decision "
                 "in tensor ops (e.g. tracec.where), move it out of the compiled function, or "
                 "use tracec.compile(fn, fallback=\"eager\").")
+
+    @contextlib.contextmanager
+    def opaque_call(self, name: str):
+        """``tracec.library``: while ``name`` (``"the custom op ns::op"``)
+        runs, what cannot be recorded makes the call run eagerly (``fail``)."""
+        self.opaque.append(name)
+        try:
+            yield
+        finally:
+            self.opaque.pop()
 
     def _of_argument(self, t) -> bool:
         """Whether ``t`` is an argument of the call or a view of one."""
@@ -1162,6 +1182,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     rng_before = GlobalRNGs.state()
     hooks = ((RECORDERS, rec.on_primitive),
              (CONCRETE_CHECKS, rec.on_concrete),
+             (OPAQUE_CALLS, rec.opaque_call),
              (ITEM_HOOKS, rec.on_item),
              (GRAD_HOOKS, rec.on_grad),
              (GUARD_HOOKS, rec.on_guard),
@@ -1259,6 +1280,19 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         out, result = plain(result), None
         _settle_items(rec)
         return out, rec.poisoned
+    # (after a backward inside the call, returned graphs count as consumed: finish)
+    custom = None if rec.had_backward else _user_function_behind(result)
+    if custom is not None:
+        # Its gradient is the user's backward (a custom op's registered
+        # formula), which only the eager graph runs: a compiled call's
+        # backward would differentiate the recorded forward instead.  This
+        # call ran eagerly; so do later ones of this signature.
+        out, result = plain(result), None
+        _settle_items(rec)
+        return out, (f"a returned tensor's gradient goes through {custom.__name__}'s backward "
+                     "(Python), which a backward outside the compiled call cannot run; call "
+                     "backward() inside the compiled function to compile it, or this "
+                     "signature runs eagerly")
     before_tensors = env.tensors
     rec.entry_modes(1)      # flags train()/eval() set: compiled calls set them too
     try:
@@ -1343,6 +1377,27 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         if changes is not None and opt_locs is not None:
             trace.scalar_changes = (changes + opt_locs) or None
     return result, trace
+
+
+def _user_function_behind(result):
+    """The class of a user ``autograd.Function`` (or ``torch.library``
+    custom op) that the graph of a returned tensor requiring grad reaches,
+    or None.  (tracec's own Functions are excluded: their backward is the
+    true gradient of what the trace records.)"""
+    stack = [graph.edge_of(t) for t in tree_leaves(result)
+             if isinstance(t, Tensor) and t.requires_grad]
+    seen: set = set()
+    while stack:
+        n = stack.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, graph.FunctionNode) and not getattr(n.fn_cls, "traced", None) and (
+                n.fn_cls.__module__.split(".")[0] != "tracec"
+                or n.fn_cls.__module__ == "tracec.library"):
+            return n.fn_cls
+        stack.extend(e for e in getattr(n, "edges", ()) or () if e is not None)
+    return None
 
 
 def _inert(items: list) -> None:

@@ -16,3 +16,12 @@ from tracec.ops.random import random_uniform  # noqa: F401
 from tracec.ops.reduce import argmax, argmin, reduce_max, reduce_min, reduce_sum  # noqa: F401
 from tracec.ops.sort import argsort  # noqa: F401
 from tracec.ops.recurrent import rnn_scan, rnn_scan_grad  # noqa: F401
+from tracec.ops.namespaces import NAMESPACES as _NAMESPACES  # noqa: E402
+
+
+def __getattr__(name: str):
+    """``torch.ops.<namespace>``: a namespace ``tracec.library`` defined."""
+    ns = _NAMESPACES.get(name)
+    if ns is None:
+        raise AttributeError(f"module 'torch.ops' has no attribute '{name}'")
+    return ns
