@@ -9,6 +9,11 @@ better tracec is (> 1: faster, or a higher share of copy bandwidth):
   784-512-512-10 MLP training step (SGD momentum, batch 32), after import
   and setup;
 * warm: the same from a filled cache (the cold child's);
+* tracec only, cold on a machine where it compiled before: the cache's
+  compiled entries removed but its per-machine runtime kept (the
+  shape-generic GEMM library, built once per machine and tracec version:
+  ``backends/cpu/gemm_lib.py``), as for every new function after a
+  user's first;
 * one call of a compiled one-add function on 4-element float32 tensors;
 * ``relu(x*w+b)*sigmoid(x)`` on 16M float32, a fresh output every call,
   as a share of this machine's copy bandwidth (``np.copyto``);
@@ -346,6 +351,14 @@ def measure(libs, pythons, one_core, rounds, quick, core=0):
                         run("cold", lib, one_core, py, cache)["s"])
                     add("warm: the same, filled cache (s)", lib,
                         run("warm", lib, one_core, py, cache)["s"])
+                    if lib == "tracec":
+                        # A new function on a machine where tracec compiled
+                        # before: the compiled entries gone, the per-machine
+                        # runtime (the shape-generic GEMM library, built once
+                        # per machine and tracec version) kept.
+                        shutil.rmtree(os.path.join(cache, "tracec", "v1"), ignore_errors=True)
+                        add("cold, machine's GEMM library built before (s)", lib,
+                            run("cold", lib, one_core, py, cache)["s"])
                 add("one call of a one-add function (us)", lib,
                     run("one_add", lib, one_core, py, cache)["s"] * 1e6)
                 add("relu(x*w+b)*sigmoid(x) 16M f32, share of copy bw", lib,
