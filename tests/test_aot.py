@@ -160,3 +160,57 @@ def test_library_exports_only_its_api_and_a_failed_call_changes_no_state(tmp_pat
         np.testing.assert_array_equal(a, b)
     assert call(np.arange(8, dtype=np.int64) % 4) == 0
     assert not np.array_equal(params[0], before[0])
+
+
+USER_MODES = textwrap.dedent("""
+    import tracec
+    from tracec import nn
+    import tracec.nn.functional as F
+
+    tracec.manual_seed(0)
+    model = nn.Sequential(nn.Linear(12, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Dropout(0.25),
+                          nn.Linear(16, 4))
+    opt = tracec.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+    def train_step(x, y):
+        model.train()
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    def predict(x):
+        model.eval()
+        with tracec.no_grad():
+            return model(x).softmax(-1)
+""")
+
+
+@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
+                    reason="needs a C compiler")
+def test_a_step_that_calls_train_or_eval_builds_and_matches_eager(tmp_path):
+    """``model.train()`` / ``model.eval()`` inside the function set the
+    ``training`` flags to constants, which the library has no use for
+    (the trace ran in the mode they set): the build refused them as a
+    Python side effect ("sets the module attribute training")."""
+    from aot_helpers import DRIVER, compile_c, losses, run_driver, tracec_build
+    user = tmp_path / "modes.py"
+    user.write_text(USER_MODES)
+    out = tmp_path / "out"
+    r = tracec_build(user, "train_step", out / "libstep.so", "--arg", "x=f32[8,12]",
+                     "--arg", "y=i64[8]")
+    assert r.returncode == 0, r.stderr
+    r = tracec_build(user, "predict", out / "libpred.so", "--arg", "x=f32[8,12]")
+    assert r.returncode == 0, r.stderr
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 12)).astype(np.float32)
+    y = rng.integers(0, 4, 8).astype(np.int64)
+    (tmp_path / "in.bin").write_bytes(x.tobytes() + y.tobytes())
+    exe = compile_c(DRIVER, tmp_path / "drv", str(out))
+    run = run_driver(exe, tmp_path / "state.bin", tmp_path / "in.bin", 3)
+    assert run.returncode == 0, run.stdout + run.stderr
+    import tracec
+    ns = runpy.run_path(str(user))
+    eager = [ns["train_step"](tracec.tensor(x), tracec.tensor(y)).item() for _ in range(3)]
+    np.testing.assert_allclose(losses(run.stdout), eager, rtol=1e-4, atol=1e-6)

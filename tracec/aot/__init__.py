@@ -84,7 +84,10 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
     snap = snapshot(fn)        # before the step runs: the state it starts from
     cf = CompiledFunction(fn, backend="cpu", values_only=True)
     entry = steady_entry(cf, args)
-    attrs = [s.name for s in entry.trace.outputs if s.kind.startswith("attr")]
+    # (A constant a call sets, as train()/eval() set ``training``, changes
+    # nothing a C caller sees: the trace ran in the mode it set.)
+    attrs = [s.name for s in entry.trace.outputs
+             if s.kind.startswith("attr") and s.kind != "attr_const"]
     if attrs:
         raise BuildError(f"{fn.__name__} sets the module attribute {attrs[0]} (a Python side "
                          "effect a C library cannot make): return the value instead")

@@ -178,7 +178,7 @@ def plan_buffers(entry, fn, arg_names, signature=None) -> list[Buffer]:
     out_i = 0
     n_ret = 0
     for spec in trace.outputs:
-        if spec.kind == "grad_none":
+        if spec.kind in ("grad_none", "attr_const"):     # (no array: nothing to pass)
             continue
         shape, dtype = signature["outputs"][out_i]
         shape = tuple(parse(d) if isinstance(d, str) else d for d in shape)
