@@ -10,7 +10,13 @@ preallocated tensors, nll_loss's size_average=False, the sampled ensemble,
 and a ptrblck-style rsample / kl_divergence layer);
 senya-ashukha/real-nvp-pytorch (masks as frozen Parameters, coupling
 layers with log_det_J accumulated in place, a MultivariateNormal prior,
-sampling through g, retain_graph=True, '%.3f' % tensor).
+sampling through g, retain_graph=True, '%.3f' % tensor);
+loudinthecloud/pytorch-ntm (content / location addressing with cosine
+similarity, the circular shift through conv1d, sharpening, erase / add
+writes, an LSTM controller with learned initial states, a memory module
+shared by the heads, the copy task with BCELoss, Tensor.apply_ and
+RMSprop; its compiled step stores the NTM's nested (list, tuple, list)
+state on the module at every call).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -26,7 +32,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models22"
 
-CASES = ["snn_surrogate.py", "bayes_by_backprop.py", "realnvp_moons.py"]
+CASES = ["snn_surrogate.py", "bayes_by_backprop.py", "realnvp_moons.py", "ntm_copy.py"]
 EAGER_FALLBACK: set = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
