@@ -16,7 +16,12 @@ similarity, the circular shift through conv1d, sharpening, erase / add
 writes, an LSTM controller with learned initial states, a memory module
 shared by the heads, the copy task with BCELoss, Tensor.apply_ and
 RMSprop; its compiled step stores the NTM's nested (list, tuple, list)
-state on the module at every call).
+state on the module at every call); RajGhugare19/dreamerv2 (the RSSM with
+a GRUCell and 4 x 4 categorical latents through OneHotCategorical's
+straight-through sample, namedtuple states stacked per field, KL balancing
+with Independent(OneHotCategoricalStraightThrough) and free nats, Normal /
+Bernoulli Independent heads, imagination with a one-hot actor, lambda
+returns computed backwards and flipped).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -32,7 +37,8 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models22"
 
-CASES = ["snn_surrogate.py", "bayes_by_backprop.py", "realnvp_moons.py", "ntm_copy.py"]
+CASES = ["snn_surrogate.py", "bayes_by_backprop.py", "realnvp_moons.py", "ntm_copy.py",
+         "dreamer_rssm.py"]
 EAGER_FALLBACK: set = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
