@@ -71,3 +71,65 @@ def test_compiled_call_replays_a_module_attribute_holding_nested_lists_and_tuple
     assert cstep.traces == 1
     for k in after:
         np.testing.assert_allclose(m.state_dict()[k].numpy(), after[k].numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _raises(fn, exc, message):
+    try:
+        fn()
+    except exc as e:
+        assert str(e).startswith(message), str(e)
+    else:
+        raise AssertionError(f"no {exc.__name__}")
+
+
+def test_tensor_flip_method_takes_dims_as_varargs_and_the_function_a_tuple():
+    # torch: x.flip(0, 1) and x.flip(0) flip, torch.flip(x, 0) is a TypeError
+    # (pytorch-ntm / dreamerv2 style code calls torch.flip(t, [0])); tracec's
+    # method took one dims argument and its function accepted an int.
+    x = torch.arange(6.0).view(2, 3)
+    want = np.flip(x.numpy(), (0, 1))
+    np.testing.assert_array_equal(x.flip(0, 1).numpy(), want)
+    np.testing.assert_array_equal(x.flip((0, 1)).numpy(), want)
+    np.testing.assert_array_equal(x.flip(dims=[0, 1]).numpy(), want)
+    np.testing.assert_array_equal(x.flip(0).numpy(), np.flip(x.numpy(), 0))
+    np.testing.assert_array_equal(torch.flip(x, [1]).numpy(), np.flip(x.numpy(), 1))
+    _raises(lambda: torch.flip(x, 0), TypeError,
+            "flip(): argument 'dims' (position 2) must be tuple of ints, not int")
+    _raises(lambda: torch.flip(x, [0.5]), TypeError,
+            "flip(): argument 'dims' (position 2) must be tuple of ints, but found element of "
+            "type float at pos 0")
+    _raises(lambda: x.flip(dims=0), TypeError,
+            "flip(): argument 'dims' must be tuple of ints, not int")
+
+
+def test_apply_checks_the_callables_results_as_torch_unpacks_them():
+    # pytorch-ntm's y_out_binarized.apply_(lambda x: 0 if x < 0.5 else 1);
+    # torch: a float tensor takes any real number, an integral one any int or
+    # float (truncated); others are TypeErrors (tracec: ValueError, or None as nan)
+    t = torch.tensor([0.2, 0.7, 0.5])
+    np.testing.assert_array_equal(t.clone().apply_(lambda x: 0 if x < 0.5 else 1).numpy(), [0, 1, 1])
+    np.testing.assert_array_equal(t.clone().apply_(lambda x: True).numpy(), [1, 1, 1])
+    np.testing.assert_array_equal(torch.zeros(3, dtype=torch.long).apply_(lambda x: 1.5).numpy(), [1, 1, 1])
+    _raises(lambda: torch.zeros(3).apply_(lambda x: None), TypeError, "must be real number, not NoneType")
+    _raises(lambda: torch.zeros(3).apply_(lambda x: "a"), TypeError, "must be real number, not str")
+    _raises(lambda: torch.zeros(3, dtype=torch.long).apply_(lambda x: "a"), TypeError,
+            "'str' object cannot be interpreted as an integer")
+    _raises(lambda: torch.zeros(2, 3).map_(torch.ones(3), lambda a, b: "x"), TypeError,
+            "must be real number, not str")
+
+
+def test_error_messages_of_cosine_similarity_heaviside_and_float_tensor_indices():
+    # torch's sentences (pytorch-ntm's content addressing, snntorch's ATan)
+    _raises(lambda: torch.nn.functional.cosine_similarity(torch.zeros(2, 3), torch.zeros(2, 4)),
+            RuntimeError, "The size of tensor a (3) must match the size of tensor b (4) at "
+            "non-singleton dimension 1")
+    _raises(lambda: torch.heaviside(torch.tensor([1, 0]), torch.tensor([0.5])), RuntimeError,
+            "heaviside is not yet implemented for tensors with different dtypes.")
+    _raises(lambda: torch.zeros(2, 3)[:, torch.tensor(1.5)], IndexError,
+            "tensors used as indices must be long, int, byte or bool tensors")
+    _raises(lambda: torch.zeros(2)[1.5], IndexError,
+            "only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are "
+            "valid indices (got float)")
+    # broadcasting shapes still broadcast
+    got = torch.nn.functional.cosine_similarity(torch.ones(2, 1, 3), torch.arange(6.0).view(2, 3), dim=-1)
+    assert tuple(got.shape) == (2, 2)
