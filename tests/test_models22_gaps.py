@@ -133,3 +133,28 @@ def test_error_messages_of_cosine_similarity_heaviside_and_float_tensor_indices(
     # broadcasting shapes still broadcast
     got = torch.nn.functional.cosine_similarity(torch.ones(2, 1, 3), torch.arange(6.0).view(2, 3), dim=-1)
     assert tuple(got.shape) == (2, 2)
+
+
+def test_legacy_tensor_constructor_of_a_tensor_is_an_alias():
+    # torch.Tensor(t) (the legacy new(Tensor other) form) returns an alias of
+    # t: same storage and dtype, AliasBackward0; tracec made a float copy.
+    x = torch.ones(2, dtype=torch.long)
+    a = torch.Tensor(x)
+    assert a is not x and a.dtype == torch.int64
+    a[0] = 5
+    np.testing.assert_array_equal(x.numpy(), [5, 1])
+    y = torch.ones(2, 3).t()
+    b = torch.Tensor(y)
+    b[0, 1] = 3.0
+    assert y[0, 1].item() == 3.0 and tuple(b.shape) == (3, 2)
+    w = torch.ones(2, requires_grad=True)
+    c = torch.Tensor(w)
+    assert c.requires_grad and not c.is_leaf and c.grad_fn.name() == "AliasBackward0"
+    (c * 2).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [2.0, 2.0])
+    s = torch.tensor(3.0)
+    torch.Tensor(s).fill_(4.0)
+    assert s.item() == 4.0
+    # the other legacy forms are unchanged: sizes, data, an empty tensor
+    assert tuple(torch.Tensor(2, 3).shape) == (2, 3) and torch.Tensor([1, 2]).dtype == torch.float32
+    assert tuple(torch.Tensor().shape) == (0,)
