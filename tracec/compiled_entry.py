@@ -403,9 +403,7 @@ class Entry:
             if spec.kind == "attr_seq":
                 made = iter(parts)
                 _store(spec.target[0], spec.target[1],
-                       tuple(next(made) if kind == "value" else
-                             resolve(v, args, kwargs) if kind == "arg" else v
-                             for kind, v in spec.target[2]))
+                       tuple(_attr_part(p, made, args, kwargs) for p in spec.target[2]))
                 parts = []
                 continue
             arr = next(it)
@@ -458,6 +456,20 @@ class Entry:
         for commit in self.committers:
             commit()
         return _rebuild(self.trace.template, returned, args, kwargs)
+
+
+def _attr_part(part, made, args, kwargs):
+    """One element of the tuple an "attr_seq" sets (``tracec.tracing.OutputSpec``):
+    the next tensor of ``made``, this call's argument, a constant, or a new
+    tuple or list of such elements ("seq")."""
+    kind, v = part[0], part[1]
+    if kind == "value":
+        return next(made)
+    if kind == "arg":
+        return resolve(v, args, kwargs)
+    if kind == "seq":
+        return v(_attr_part(p, made, args, kwargs) for p in part[2])
+    return v
 
 
 def _store(owner, name, value) -> None:

@@ -51,8 +51,9 @@ def _expand_key(x, key):
     for k in key:
         if isinstance(k, (bool, np.bool_)):
             k = Tensor._from_data(np.array(k))
-        if isinstance(k, (float, np.floating)) or (isinstance(k, Tensor) and
-                                                     k.dtype.is_floating_point):
+        if isinstance(k, Tensor) and k.dtype.is_floating_point:
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        if isinstance(k, (float, np.floating)):
             raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and "
                              "long or byte Variables are valid indices (got "
                              f"{type(k).__name__})")

@@ -383,7 +383,7 @@ def copysign(input, other):  # noqa: A002
 def heaviside(input, values):  # noqa: A002
     (a, v), d = promote("heaviside", input, values)
     if isinstance(input, Tensor) and isinstance(values, Tensor) and input.dtype is not values.dtype:
-        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes")
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
     return ops.where(ops.eq(a, 0), v, ops.cast(ops.gt(a, 0), d))
 
 

@@ -11,6 +11,7 @@ data-dependence error) and the post-accumulate hooks (eager backward only).
 """
 from __future__ import annotations
 
+import operator
 import warnings
 import weakref
 
@@ -124,11 +125,35 @@ def hardshrink(self, lambd=0.5):
     return F.hardshrink(self, lambd)
 
 
+def _python_element(value, dtype):
+    """``value``, one result of ``apply_`` / ``map_``'s callable, checked as
+    PyTorch unpacks it for a ``dtype`` tensor: a floating tensor takes any
+    real number (``__float__``), an integral or bool one any ``__index__``
+    object or float (truncated); anything else is PyTorch's TypeError."""
+    if dtype.is_floating_point or dtype.is_complex:
+        if isinstance(value, (int, float, complex, np.number)) or \
+                hasattr(type(value), "__float__"):
+            return value
+        raise TypeError(f"must be real number, not {type(value).__name__}")
+    if isinstance(value, (float, np.floating)):
+        return value
+    try:
+        operator.index(value)
+    except TypeError:
+        raise TypeError(f"'{type(value).__name__}' object cannot be interpreted as an "
+                        "integer") from None
+    return value
+
+
 def _elementwise_python(self, fn, operands, name):
     data = [concrete(t, f"Tensor.{name} (a Python callable per element)") for t in
             (self, *operands)]
+    dtype = self.dtype
+
+    def checked(*xs):
+        return _python_element(fn(*xs), dtype)
     with np.errstate(all="ignore"):
-        values = np.vectorize(fn, otypes=[self.dtype.np])(*data) if self.numel() else data[0]
+        values = np.vectorize(checked, otypes=[self.dtype.np])(*data) if self.numel() else data[0]
     with graph.no_grad():
         self._assign(Tensor._make(np.asarray(values, self.dtype.np).reshape(self.shape),
                                   self.dtype), name)

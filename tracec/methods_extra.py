@@ -263,7 +263,7 @@ _METHODS = {
     "clamp_min": clamp_min, "clamp_max": clamp_max, "isinf": isinf, "isfinite": isfinite,
     "isposinf": isposinf, "isneginf": isneginf,
     "narrow": R.narrow, "index_select": R.index_select, "repeat": R.repeat,
-    "repeat_interleave": R.repeat_interleave, "flip": R.flip, "fliplr": R.fliplr,
+    "repeat_interleave": R.repeat_interleave, "flip": R.flip_method, "fliplr": R.fliplr,
     "flipud": R.flipud, "roll": R.roll, "tril": R.tril, "triu": R.triu, "diag": R.diag,
     "cumsum": R.cumsum, "cumprod": R.cumprod,
     "sort": sorting.sort, "argsort": sorting.argsort, "topk": sorting.topk,

@@ -132,9 +132,25 @@ def _dims_list(x, dims, name):
     return out
 
 
+def _int_sequence(dims, fn: str, arg: str, where: str = " (position 2)"):
+    """``dims`` checked as PyTorch's parser takes a ``tuple of ints``
+    argument (``torch.flip(x, 0)`` is a TypeError there); ``where``: the
+    position its message names, "" for a keyword argument."""
+    if not isinstance(dims, (tuple, list)):
+        raise TypeError(f"{fn}(): argument '{arg}'{where} must be tuple of ints, "
+                        f"not {type(dims).__name__}")
+    for i, d in enumerate(dims):
+        if not isinstance(d, (int, np.integer)) and not (
+                isinstance(d, Tensor) and d.ndim == 0 and not d.dtype.is_floating_point):
+            raise TypeError(f"{fn}(): argument '{arg}'{where} must be tuple of ints, "
+                            f"but found element of type {type(d).__name__} at pos {i}")
+    return dims
+
+
 def flip(input, dims):
+    """``torch.flip(input, dims)``: ``dims`` a tuple or list of ints."""
     y = input
-    for d in _dims_list(input, dims, "flip"):
+    for d in _dims_list(input, _int_sequence(dims, "flip", "dims"), "flip"):
         n = input.shape[d] if input.ndim else 1     # a 0-d tensor's "dim 0" has one element
         if n > 1:
             idx = ops.sub(n - 1, ops.iota((n,), dt.int64, 0, like=input))
@@ -142,6 +158,20 @@ def flip(input, dims):
     if y is input:
         y = ops.cast(input, input.dtype)  # a new tensor, as PyTorch's flip always makes
     return _named(y, "FlipBackward0")
+
+
+def flip_method(self, *args, dims=None):
+    """``Tensor.flip(*dims)``: ints, or one tuple or list of them (``x.flip(0)``,
+    ``x.flip(0, 1)``, ``x.flip((0, 1))``), or ``dims=`` a tuple or list, as
+    PyTorch's method takes them."""
+    if dims is not None:
+        if args:
+            raise TypeError("flip() received an invalid combination of arguments: "
+                            "dims given by position and as a keyword")
+        return flip(self, _int_sequence(dims, "flip", "dims", ""))
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = args[0]
+    return flip(self, tuple(args))
 
 
 def fliplr(input):

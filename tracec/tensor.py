@@ -245,6 +245,15 @@ class Tensor:
 
     __array_priority__ = 1000  # make ndarray <op> Tensor defer to Tensor
 
+    def __new__(cls, *data, dtype=None, requires_grad=False):
+        if cls is Tensor and len(data) == 1 and isinstance(data[0], Tensor) and \
+                dtype is None and not requires_grad:
+            # PyTorch's legacy ``torch.Tensor(other)`` returns an alias of
+            # ``other``: its storage, dtype and autograd (AliasBackward0), not
+            # a float copy (old code's ``torch.Tensor(t)``, then writes into it).
+            return data[0][...]
+        return _new_object(cls)
+
     def __init__(self, *data, dtype=None, requires_grad=False):
         if hasattr(self, "_data"):     # (a slot: unset until initialized)
             # Made by a subclass's __new__ (Tensor._make_subclass): as in

@@ -34,7 +34,7 @@ from tracec import attr_replay, autograd, complex_trace, graph, ir, lifted_state
 from tracec import dtypes as dt
 from tracec.complex_ops import TRACED_OPS
 from tracec.creation import GENERATOR_STATES
-from tracec.nn.modules.module import ATTR_WRITES, MODE_WRITES, Module, replayed_token
+from tracec.nn.modules.module import ATTR_WRITES, MODE_WRITES, Module, replayed_token, tensor_leaves
 from tracec.guards import EnvGuard, GlobalRNGs
 from tracec.naming import argument_names, name_trace
 from tracec.ops.core import PRIMITIVES, Aval
@@ -134,7 +134,8 @@ class OutputSpec:
     #                       tuple set to an attribute) and "attr_seq" (no value:
     #                       sets the tuple of the "attr_part"s just before it,
     #                       target (module, name, parts): ("value", None),
-    #                       ("arg", path) or ("const", object) each)
+    #                       ("arg", path), ("const", object) or ("seq", tuple or
+    #                       list, parts) each)
     target: object = None  # the Tensor written, or the leaf whose .grad is set;
     #                        (module, name, dtype or the object) for "attr*"
     inplace: bool = False  # for "grad": write into the existing .grad tensor
@@ -563,7 +564,7 @@ class Recording:
         if self.suspended:
             return
         if any(isinstance(v, Tensor) and v.dtype.category == 3
-               for v in (value if type(value) is tuple else (value,))):
+               for v in (tensor_leaves(value) or () if type(value) is tuple else (value,))):
             return self.fail(f"{format_location(user_location())}: setting {name} to a complex "
                              "tensor inside a compiled function is not supported")
         self.attr_writes[(id(module), name)] = (module, name, value)
@@ -1022,20 +1023,24 @@ class Recording:
                                       and not isinstance(entry, str)))
         for mod, name, value in self.attr_writes.values():
             if type(value) is tuple and any(isinstance(v, Tensor) and v._birth == self.epoch
-                                            for v in value):
-                # a tuple holding tensors the call made (self.hidden = (h, c)):
-                # one "attr_part" per new tensor, then the tuple ("attr_seq")
-                parts = []
-                for v in value:
+                                            for v in tensor_leaves(value) or ()):
+                # a tuple holding tensors the call made (self.hidden = (h, c)),
+                # maybe in nested tuples and lists (pytorch-ntm's previous_state):
+                # one "attr_part" per new tensor, depth first, then the tuple
+                # ("attr_seq"), rebuilt with new inner lists as eager makes them
+
+                def part(v):
+                    if type(v) in (tuple, list):
+                        return ("seq", type(v), tuple(part(x) for x in v))
                     if isinstance(v, Tensor) and id(v) in self.arg_position:
-                        parts.append(("arg", self.arg_position[id(v)]))
-                    elif isinstance(v, Tensor) and v._birth == self.epoch:
+                        return ("arg", self.arg_position[id(v)])
+                    if isinstance(v, Tensor) and v._birth == self.epoch:
                         values.append(self.value_of(v))
                         outputs.append(OutputSpec("attr_part", (mod, name, v.dtype)))
-                        parts.append(("value", None))
-                    else:
-                        parts.append(("const", v))
-                outputs.append(OutputSpec("attr_seq", (mod, name, tuple(parts))))
+                        return ("value", None)
+                    return ("const", v)
+                parts = tuple(part(v) for v in value)
+                outputs.append(OutputSpec("attr_seq", (mod, name, parts)))
                 continue
             if isinstance(value, Tensor) and id(value) in self.arg_position \
                     and not isinstance(mod, Module):
@@ -1059,7 +1064,8 @@ class Recording:
             outputs.append(OutputSpec("data_guard", (decision, loc)))
         attr_grad = next((name for _, name, v in self.attr_writes.values()
                           if any(isinstance(x, Tensor) and x.requires_grad
-                                 for x in (v if type(v) is tuple else (v,)))), None)
+                                 for x in (tensor_leaves(v) or () if type(v) is tuple
+                                           else (v,)))), None)
         self._coarsen_guards()
         ir.set_returns(self.func, values)
         module = ir.new_module([self.func])

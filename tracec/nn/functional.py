@@ -154,8 +154,12 @@ def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
         return TF.div(x, clamped)
     x1, x2 = _tensor(x1, "cosine_similarity"), _tensor(x2, "cosine_similarity")
     if tuple(x1.shape) != tuple(x2.shape):
-        # the norms are over the broadcast operands, as in PyTorch
+        # the norms are over the broadcast operands, as in PyTorch; shapes
+        # that do not broadcast fail with its elementwise sentence ("The size
+        # of tensor a (3) must match ..."), not broadcast_tensors' own
+        from tracec.ops.core import broadcast_shapes
         from tracec.shape_extra import broadcast_tensors
+        broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
         x1, x2 = broadcast_tensors(x1, x2)
     return TF.sum(TF.mul(unit(x1), unit(x2)), dim)
 

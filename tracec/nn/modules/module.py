@@ -49,10 +49,30 @@ ATTR_WRITES: list = []
 MODE_WRITES: list = []
 
 
+def tensor_leaves(value, depth: int = 4):
+    """The leaves of ``value``, a tensor, None, or plain tuples and lists of
+    them nested up to ``depth`` deep; None if anything else is in it."""
+    if value is None or isinstance(value, Tensor):
+        return [value]
+    if depth and type(value) in (tuple, list):
+        out = []
+        for v in value:
+            leaves = tensor_leaves(v, depth - 1)
+            if leaves is None:
+                return None
+            out += leaves
+        return out
+    return None
+
+
 def _tensor_tuple(value) -> bool:
-    """Whether ``value`` is a plain tuple of tensors (and Nones), one at least."""
-    return (type(value) is tuple and any(isinstance(v, Tensor) for v in value)
-            and all(v is None or isinstance(v, Tensor) for v in value))
+    """Whether ``value`` is a plain tuple of tensors and Nones, one tensor at
+    least, or of tuples and lists of them (pytorch-ntm's ``previous_state =
+    (reads, (h, c), head_weights)``)."""
+    if type(value) is not tuple:
+        return False
+    leaves = tensor_leaves(value)
+    return leaves is not None and any(isinstance(v, Tensor) for v in leaves)
 
 
 class ReplayedAttr:
