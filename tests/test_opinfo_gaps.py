@@ -423,3 +423,18 @@ def test_kl_div_of_a_negative_target_is_nan_as_xlogy_makes_it():
     np.testing.assert_allclose(b, a, rtol=1e-6, equal_nan=True)
     np.testing.assert_allclose(xb, xa, rtol=1e-6)
     np.testing.assert_allclose(gb[[0, 2, 3]], ga[[0, 2, 3]], rtol=1e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_multi_margin_loss_of_one_sample_with_a_target_of_shape_1(reduction):
+    """A 1-D input's target may be ``[1]`` (the loss then has shape [1]
+    under ``reduction='none'``); tracec raised 'inconsistent target size'."""
+    x = RNG.standard_normal(5).astype(np.float32)
+    got = []
+    for T in (torch, tracec):
+        xt = T.tensor(x, requires_grad=True)
+        out = T.nn.functional.multi_margin_loss(xt, T.tensor([2]), p=2, reduction=reduction)
+        out.sum().backward()
+        got.append((out, xt.grad))
+    _same(got[0][0], got[1][0])
+    _same(got[0][1], got[1][1])

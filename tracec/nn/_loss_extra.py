@@ -182,7 +182,11 @@ def multi_margin_loss(input, target, p: int = 1, margin: float = 1.0, weight=Non
         raise ValueError("only p == 1 and p == 2 supported")
     if input.ndim == 0:     # PyTorch reads a 0-d input as one class
         input = ops.reshape(input, (1,))
+    one = input.ndim == 1 and tuple(target.shape) == (1,)   # one sample's target as [1]
+    if one:
+        target = ops.reshape(target, ())
     x, t, unbatched = _classes(input, target, "multi_margin_loss")
+    unbatched = unbatched and not one       # (the loss then has the target's shape, [1])
     n, c = x.shape
     if tuple(t.shape) != (n,):
         raise RuntimeError(f"inconsistent target size, expected {n} but got "
