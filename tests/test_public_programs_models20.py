@@ -15,7 +15,14 @@ ConvTranspose2d and the F.pad to the skip's size, dice_coeff /
 multiclass_dice_coeff / dice_loss, RMSprop(foreach=True),
 ReduceLROnPlateau('max'), disabled autocast and GradScaler, one_hot
 masks permuted, evaluate under inference_mode, the checkpoint with
-'mask_values', predict's interpolate and threshold).
+'mask_values', predict's interpolate and threshold); facebookresearch/dino
+(a tiny ViT with interpolate_pos_encoding's fractional bicubic resize for
+the local crops, MultiCropWrapper's unique_consecutive / cumsum grouping
+and torch.empty(0) concatenation, DINOHead with the weight-normed last
+layer, DINOLoss with its center buffer replaced by the EMA, the numpy
+cosine schedules written into AdamW's two parameter groups, clip_gradients,
+cancel_gradients_last_layer, the teacher EMA through .data, the checkpoint
+whose Namespace the default weights_only load refuses).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -31,7 +38,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models20"
 
-CASES = ["wgan_gp.py", "rectified_flow.py", "pytorch_unet.py"]
+CASES = ["wgan_gp.py", "rectified_flow.py", "pytorch_unet.py", "dino.py"]
 EAGER_FALLBACK: set = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
