@@ -94,3 +94,45 @@ def test_weights_only_refusal_is_an_unpickling_error_like_torch(tmp_path):
         tracec.load(tmp_path / "t.pth", weights_only=False)
     assert tracec.load(tmp_path / "c.pth", weights_only=False)["args"].arch == \
         torch.load(tmp_path / "t.pth", weights_only=False)["args"].arch == "vit_tiny"
+
+
+def test_cat_with_legacy_empty_tensor_promotes_like_torch():
+    # DINO's MultiCropWrapper: output = torch.empty(0), then
+    # output = torch.cat((output, _out)); the skipped empty tensor still
+    # takes part in the result's dtype
+    cases = [
+        (lambda L: L.cat((L.empty(0), L.arange(3))), "float32"),
+        (lambda L: L.cat((L.arange(2), L.empty(0))), "float32"),
+        (lambda L: L.cat((L.empty(0), L.arange(3, dtype=L.int32))), "float32"),
+        (lambda L: L.cat((L.empty(0, dtype=L.float64), L.ones(2))), "float64"),
+        (lambda L: L.cat((L.empty(0, dtype=L.long), L.empty(0))), "float32"),
+        (lambda L: L.cat([L.empty(0, dtype=L.float64), L.ones(2, 3)], dim=1), "float64"),
+        (lambda L: L.cat((L.empty(0), L.ones(2, 4))), "float32"),
+    ]
+    for fn, name in cases:
+        want, got = fn(torch), fn(tracec)
+        assert str(want.dtype) == f"torch.{name}"
+        assert str(got.dtype) == f"tracec.{name}"
+        assert tuple(got.shape) == tuple(want.shape)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_legacy_tensor_constructor_of_a_tensor_is_an_alias_like_torch():
+    for lib in (torch, tracec):
+        for a in (lib.tensor(3), lib.tensor([1, 2], dtype=lib.int32), lib.tensor([True]),
+                  lib.tensor([1.0, 2.0])):
+            b = lib.Tensor(a)
+            assert b.dtype == a.dtype and b.shape == a.shape and b is not a
+            assert b.data_ptr() == a.data_ptr()
+        z = lib.tensor([1.0, 2.0])
+        lib.Tensor(z)[0] = 5.0
+        assert z.tolist() == [5.0, 2.0]
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        y = lib.Tensor(x * 2)
+        assert y.requires_grad and y.grad_fn.name() == "AliasBackward0"
+        y.sum().backward()
+        assert x.grad.tolist() == [2.0, 2.0]
+        # the other legacy forms are unchanged: sizes, data, a Size, nothing
+        assert lib.Tensor(2, 3).shape == (2, 3) and str(lib.Tensor([1, 2]).dtype).endswith("float32")
+        assert lib.Tensor(lib.Size([2])).shape == (2,) and lib.Tensor().shape == (0,)
+        assert str(lib.Tensor(np.ones(2)).dtype).endswith("float32")

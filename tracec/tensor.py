@@ -216,8 +216,8 @@ def _size_int(d):
 def legacy_sizes(args) -> tuple | None:
     """The sizes of ``Tensor(3, 4)`` / ``LongTensor(n, t.max())`` /
     ``Tensor(torch.Size([2, 3]))`` / ``x.new(2, 3)``, or None when ``args``
-    are data (one argument that is not an int nor a Size: ``Tensor(t)`` copies
-    a 0-dim tensor as PyTorch does)."""
+    are data (one argument that is not an int nor a Size: ``Tensor(t)`` of a
+    0-dim tensor is data, an alias of it, as in PyTorch)."""
     if not args:
         return None
     if len(args) == 1:
@@ -239,6 +239,14 @@ class Tensor:
                  "__dict__")
 
     __array_priority__ = 1000  # make ndarray <op> Tensor defer to Tensor
+
+    def __new__(cls, *data, **kwargs):
+        if cls is Tensor and len(data) == 1 and not kwargs and isinstance(data[0], Tensor):
+            # ``torch.Tensor(t)`` of a tensor is an alias of ``t`` in PyTorch
+            # (its dtype, its memory, AliasBackward0), not a float copy;
+            # __init__ then finds it initialized.
+            return data[0][...]
+        return _new_object(cls)
 
     def __init__(self, *data, dtype=None, requires_grad=False):
         if hasattr(self, "_data"):     # (a slot: unset until initialized)
