@@ -148,7 +148,10 @@ def _pad_impl(x, *, low, high, interior, value):
 def _pad_vjp(g, x, out, *, low, high, interior, value):
     stops = tuple(lo + max(d - 1, 0) * (i + 1) + (1 if d else 0)
                   for d, lo, i in zip(x.shape, low, interior))
-    return (slice_(g, tuple(low), stops, tuple(i + 1 for i in interior)),)
+    # A copy, not the slice's view: PyTorch's padding (and so convolution
+    # and pooling) backward makes a new dense gradient, which WGAN-GP's
+    # gradients.view(gradients.size(0), -1) relies on.
+    return (ew.cast(slice_(g, tuple(low), stops, tuple(i + 1 for i in interior)), g.dtype),)
 
 
 pad_p = Primitive("pad", kind="movement", impl=_pad_impl, shape_rule=_pad_shape,
