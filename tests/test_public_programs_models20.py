@@ -4,7 +4,9 @@ eriklindernoren/PyTorch-GAN's wgan_gp.py and wgan.py and caogang/wgan-gp's
 gan_toy.py (the gradient penalty through autograd.grad(create_graph=True,
 grad_outputs=ones) at interpolates, the n_critic loop, Adam(betas=(0.5,
 0.9)), RMSprop with the critic's weights clipped by p.data.clamp_,
-backward(mone) / backward(one), p.requires_grad toggled around the critic);
+backward(mone) / backward(one), p.requires_grad toggled around the critic,
+gan_cifar.py's convolutional critic whose input gradient is viewed as
+gradients.view(N, -1), compiled too);
 lucidrains/rectified-flow-pytorch and facebookresearch/flow_matching's
 standalone example (a time-conditioned conv net with the sinusoidal
 embedding and scale-shift, the logit-normal times, the pseudo-Huber loss

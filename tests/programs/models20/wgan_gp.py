@@ -7,16 +7,19 @@
 # create_graph=True, retain_graph=True, only_inputs=True, the n_critic loop,
 # Adam(betas=(b1, b2))) and its implementations/wgan/wgan.py (RMSprop and the
 # critic's weights clipped with p.data.clamp_(-clip_value, clip_value)); and
-# caogang/wgan-gp's gan_toy.py (interpolates = alpha * real + ((1 - alpha) *
-# fake) with alpha = torch.rand(BATCH_SIZE, 1).expand(real_data.size()),
+# caogang/wgan-gp's gan_toy.py and gan_cifar.py (interpolates = alpha * real + ((1 - alpha) *
+# fake) with alpha = torch.rand(BATCH_SIZE, 1).expand(real_data.size()) or
+# expand(B, n).contiguous().view(B, 3, H, W), the convolutional critic's input
+# gradients.view(gradients.size(0), -1),
 # grad_outputs=torch.ones(disc_interpolates.size()), the penalty
 # ((gradients.norm(2, dim=1) - 1) ** 2).mean() * LAMBDA, p.requires_grad
 # toggled around the critic loop, backward(mone) / backward(one) with
 # one = torch.tensor(1, dtype=torch.float), Adam(betas=(0.5, 0.9))).
-# Changes for a CPU test: 8x8 images and 2-D toy points, small MLPs,
+# Changes for a CPU test: 8x8 images and 2-D toy points, small MLPs and convs,
 # weights and data from numpy, the random draws (latents, alpha) from a numpy
 # generator (torch's and tracec's generators differ), a few iterations; then
-# one critic step under torch.compile against the same step eagerly.
+# critic steps (the MLP and the convolutional one) under torch.compile against
+# the same steps eagerly.
 import copy
 
 import numpy as np
@@ -415,6 +418,76 @@ print("netD frozen", [p.requires_grad for p in netD.parameters()][:2], netD.main
       mone.item(), one.dtype)
 
 
+# ---- caogang/wgan-gp gan_cifar.py: the convolutional critic and its penalty
+DIM = 4
+BATCH_SIZE = 6
+LAMBDA = 10
+
+
+class CifarDiscriminator(nn.Module):
+    def __init__(self):
+        super(CifarDiscriminator, self).__init__()
+        main = nn.Sequential(
+            nn.Conv2d(3, DIM, 3, 2, padding=1),
+            nn.LeakyReLU(),
+            nn.Conv2d(DIM, 2 * DIM, 3, 2, padding=1),
+            nn.LeakyReLU(),
+            nn.Conv2d(2 * DIM, 4 * DIM, 3, 2, padding=1),
+            nn.LeakyReLU(),
+        )
+
+        self.main = main
+        self.linear = nn.Linear(4*DIM, 1)
+
+    def forward(self, input):
+        output = self.main(input)
+        output = output.view(-1, 4*DIM)
+        output = self.linear(output)
+        return output
+
+
+def calc_gradient_penalty_cifar(netD, real_data, fake_data):
+    alpha = torch.from_numpy(np.random.rand(BATCH_SIZE, 1).astype(np.float32))
+    alpha = alpha.expand(BATCH_SIZE, int(real_data.nelement()/BATCH_SIZE)).contiguous().view(BATCH_SIZE, 3, 8, 8)
+    alpha = alpha.cuda() if use_cuda else alpha
+    interpolates = alpha * real_data + ((1 - alpha) * fake_data)
+
+    if use_cuda:
+        interpolates = interpolates.cuda()
+    interpolates = autograd.Variable(interpolates, requires_grad=True)
+
+    disc_interpolates = netD(interpolates)
+
+    gradients = autograd.grad(outputs=disc_interpolates, inputs=interpolates,
+                              grad_outputs=torch.ones(disc_interpolates.size()).cuda() if use_cuda else torch.ones(
+                                  disc_interpolates.size()),
+                              create_graph=True, retain_graph=True, only_inputs=True)[0]
+    gradients = gradients.view(gradients.size(0), -1)
+
+    gradient_penalty = ((gradients.norm(2, dim=1) - 1) ** 2).mean() * LAMBDA
+    return gradient_penalty
+
+
+cifarD = CifarDiscriminator()
+load_numpy(cifarD, r, std=0.3)
+optimizerD = torch.optim.Adam(cifarD.parameters(), lr=1e-3, betas=(0.5, 0.9))
+cifar = np.tanh(r.normal(size=(3 * BATCH_SIZE, 3, 8, 8))).astype(np.float32)
+for i in range(CRITIC_ITERS):
+    cifarD.zero_grad()
+    real_data_v = autograd.Variable(torch.from_numpy(cifar[i * BATCH_SIZE:(i + 1) * BATCH_SIZE]))
+    D_real = cifarD(real_data_v).mean()
+    D_real.backward(mone)
+    fake = torch.from_numpy(np.tanh(r.normal(size=(BATCH_SIZE, 3, 8, 8))).astype(np.float32))
+    D_fake = cifarD(fake).mean()
+    D_fake.backward(one)
+    gradient_penalty = calc_gradient_penalty_cifar(cifarD, real_data_v.data, fake.data)
+    gradient_penalty.backward()
+    D_cost = D_fake - D_real + gradient_penalty
+    optimizerD.step()
+    print("cifar critic", i, "D_cost %.5f GP %.5f" % (D_cost.item(), gradient_penalty.item()),
+          fmt(cifarD.main[0].weight.grad, 2))
+
+
 # one critic step (with the gradient penalty) under torch.compile against the same step eagerly
 for p in discriminator.parameters():
     p.requires_grad = True
@@ -448,3 +521,36 @@ compiled = [cstep(real, fake, alpha).item() for _ in range(2)]
 print("compiled losses", [f"{v:.5f}" for v in compiled])
 print("compiled == eager:", all(abs(a - b) <= 1e-4 * max(1.0, abs(b)) for a, b in zip(compiled, eager)),
       all(torch.allclose(discriminator.state_dict()[k], after[k], rtol=1e-4, atol=1e-5) for k in after))
+
+
+# the convolutional critic's step under torch.compile against the same step eagerly
+def cifar_critic_step(real_data, fake_data, alpha):
+    cifarD.zero_grad()
+    D_real = cifarD(real_data).mean()
+    D_fake = cifarD(fake_data).mean()
+    interpolates = (alpha * real_data + ((1 - alpha) * fake_data)).requires_grad_(True)
+    disc_interpolates = cifarD(interpolates)
+    gradients = autograd.grad(outputs=disc_interpolates, inputs=interpolates,
+                              grad_outputs=torch.ones(disc_interpolates.size()),
+                              create_graph=True, retain_graph=True, only_inputs=True)[0]
+    gradients = gradients.view(gradients.size(0), -1)
+    gradient_penalty = ((gradients.norm(2, dim=1) - 1) ** 2).mean() * LAMBDA
+    D_cost = D_fake - D_real + gradient_penalty
+    D_cost.backward()
+    optimizerD.step()
+    return D_cost
+
+
+real = torch.from_numpy(cifar[:BATCH_SIZE])
+fake = torch.from_numpy(cifar[BATCH_SIZE:2 * BATCH_SIZE])
+alpha = torch.from_numpy(r.random((BATCH_SIZE, 1, 1, 1)).astype(np.float32))
+state, opt_state = copy.deepcopy(cifarD.state_dict()), copy.deepcopy(optimizerD.state_dict())
+eager = [cifar_critic_step(real, fake, alpha).item() for _ in range(2)]
+after = {k: v.clone() for k, v in cifarD.state_dict().items()}
+cifarD.load_state_dict(state)
+optimizerD.load_state_dict(opt_state)
+cstep = torch.compile(cifar_critic_step)
+compiled = [cstep(real, fake, alpha).item() for _ in range(2)]
+print("compiled conv critic losses", [f"{v:.5f}" for v in compiled])
+print("compiled == eager:", all(abs(a - b) <= 1e-4 * max(1.0, abs(b)) for a, b in zip(compiled, eager)),
+      all(torch.allclose(cifarD.state_dict()[k], after[k], rtol=1e-4, atol=1e-5) for k in after))
