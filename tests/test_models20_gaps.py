@@ -209,3 +209,34 @@ def test_grad_outputs_dtype_is_cast_and_mismatches_named_like_torch():
     ]
     for case in cases:
         assert err(lambda: case(tracec)) == err(lambda: case(torch)) is not None
+
+
+def test_subset_batched_fetch_and_collate_error_like_torch():
+    # Pytorch-UNet's random_split Subsets in a DataLoader: Subset hands the
+    # DataLoader's batched fetch (__getitems__) on to its dataset, as torch's does
+    def run(lib):
+        seen = []
+
+        class D(lib.utils.data.Dataset):
+            def __len__(self):
+                return 6
+
+            def __getitem__(self, i):
+                return i
+
+            def __getitems__(self, idx):
+                seen.append(list(idx))
+                return [i * 10 for i in idx]
+
+        sub = lib.utils.data.Subset(D(), [5, 4, 3])
+        batches = [b.tolist() for b in lib.utils.data.DataLoader(sub, batch_size=2)]
+        return batches, seen, sub.__getitems__([0, 2])
+
+    assert run(tracec) == run(torch) == ([[50, 40], [30]], [[5, 4], [3], [5, 3]], [50, 30])
+
+    def err(lib):
+        try:
+            lib.utils.data.default_collate([None, None])
+        except TypeError as e:
+            return str(e)
+    assert err(tracec) == err(torch)
