@@ -240,3 +240,40 @@ def test_subset_batched_fetch_and_collate_error_like_torch():
         except TypeError as e:
             return str(e)
     assert err(tracec) == err(torch)
+
+
+def test_normalization_of_a_half_precision_input_keeps_its_dtype_like_torch():
+    # Pytorch-UNet with --amp on the CPU: the convolution's bf16 output goes
+    # through BatchNorm2d's float32 parameters and stays bf16 (computed in
+    # float32, rounded once), as do GroupNorm, LayerNorm and InstanceNorm
+    r = np.random.default_rng(0)
+    x0 = r.normal(size=(2, 4, 3, 3)).astype(np.float32)
+    w = r.normal(size=(2, 4, 3, 3)).astype(np.float32)
+    mods = [lambda L: L.nn.BatchNorm2d(4), lambda L: L.nn.BatchNorm2d(4).eval(),
+            lambda L: L.nn.GroupNorm(2, 4), lambda L: L.nn.LayerNorm([3]),
+            lambda L: L.nn.InstanceNorm2d(4, affine=True)]
+    for make in mods:
+        for half in ("bfloat16", "float16"):
+            out = {}
+            for lib in (torch, tracec):
+                m = make(lib)
+                rp = np.random.default_rng(1)
+                with lib.no_grad():
+                    for p in m.parameters():
+                        p.copy_(lib.from_numpy(rp.normal(1, 0.2, tuple(p.shape)).astype(np.float32)))
+                x = lib.from_numpy(x0).to(getattr(lib, half)).requires_grad_(True)
+                y = m(x)
+                (y.float() * lib.from_numpy(w)).sum().backward()
+                rm = getattr(m, "running_mean", None)
+                out[lib.__name__] = (str(y.dtype).split(".")[-1], str(x.grad.dtype).split(".")[-1],
+                                     y.float().detach().numpy(), x.grad.float().numpy(),
+                                     None if rm is None else rm.numpy().copy(),
+                                     [p.grad.numpy().copy() for p in m.parameters()])
+            got, want = out["tracec"], out["torch"]
+            assert got[:2] == want[:2] == (half, half)
+            np.testing.assert_allclose(got[2], want[2], rtol=1e-2, atol=1e-2)
+            np.testing.assert_allclose(got[3], want[3], rtol=2e-2, atol=2e-2)
+            if want[4] is not None:
+                np.testing.assert_allclose(got[4], want[4], rtol=1e-5, atol=1e-6)
+            for a, b in zip(got[5], want[5]):
+                np.testing.assert_allclose(a, b, rtol=2e-2, atol=2e-2)

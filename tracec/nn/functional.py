@@ -11,6 +11,7 @@ is a tensor, and running statistics are updated in place under ``no_grad``.
 """
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
@@ -166,6 +167,20 @@ def _channel_shape(x: Tensor) -> tuple:
     return (1, x.shape[1]) + (1,) * (x.ndim - 2)
 
 
+def _in_float32(fn):
+    """PyTorch's normalization kernels take a bfloat16 / float16 input
+    through float32 (statistics, running-stat updates, affine) and round the
+    output once to the input's dtype, whatever the parameters' dtype: a
+    bf16 activation with float32 weights (CPU autocast) stays bf16."""
+    @functools.wraps(fn)
+    def wrapper(input, *args, **kwargs):
+        if isinstance(input, Tensor) and input.dtype in (dt.bfloat16, dt.float16):
+            return ops.cast(fn(ops.cast(input, dt.float32), *args, **kwargs), input.dtype)
+        return fn(input, *args, **kwargs)
+    return wrapper
+
+
+@_in_float32
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5):
     """Batch normalization over every axis but 1.  In training mode the batch
@@ -223,6 +238,7 @@ def _affine_channels(y, weight, bias, shape):
     return y
 
 
+@_in_float32
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats: bool = True, momentum: float = 0.1, eps: float = 1e-5):
     """Normalize each (sample, channel) over its spatial axes.  With
@@ -292,6 +308,7 @@ def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.7
     return TF.div(x, div)
 
 
+@_in_float32
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     x = _tensor(input, "layer_norm")
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
@@ -322,6 +339,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     return y if weight is None else TF.mul(y, weight)
 
 
+@_in_float32
 def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
     x = _tensor(input, "group_norm")
     n, c = x.shape[:2]
