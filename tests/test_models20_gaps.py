@@ -277,3 +277,25 @@ def test_normalization_of_a_half_precision_input_keeps_its_dtype_like_torch():
                 np.testing.assert_allclose(got[4], want[4], rtol=1e-5, atol=1e-6)
             for a, b in zip(got[5], want[5]):
                 np.testing.assert_allclose(a, b, rtol=2e-2, atol=2e-2)
+
+
+def test_half_precision_mean_softmax_log_softmax_round_once_like_torch():
+    # computed in float32 and rounded once to bfloat16 / float16, as
+    # PyTorch's CPU kernels do (tracec rounded every step: the sum before
+    # the division, exp before the normalization)
+    a = np.random.default_rng(0).normal(size=(2, 3, 6, 6)).astype(np.float32)
+    cases = [("mean", lambda L, x: x.mean((2, 3))), ("mean all", lambda L, x: x.mean()),
+             ("mean keepdim", lambda L, x: x.mean(1, keepdim=True)),
+             ("softmax", lambda L, x: L.softmax(x, -1)),
+             ("log_softmax 1", lambda L, x: L.log_softmax(x, 1)),
+             ("log_softmax 0", lambda L, x: L.nn.functional.log_softmax(x, 0))]
+    for half in ("bfloat16", "float16"):
+        for name, f in cases:
+            want = f(torch, torch.from_numpy(a).to(getattr(torch, half)))
+            got = f(tracec, tracec.from_numpy(a).to(getattr(tracec, half)))
+            assert str(got.dtype).split(".")[-1] == half
+            np.testing.assert_array_equal(got.float().numpy(), want.float().numpy(), err_msg=f"{name} {half}")
+    # and their gradients stay in the input's dtype
+    x = tracec.from_numpy(a).to(tracec.bfloat16).requires_grad_(True)
+    (tracec.log_softmax(x, 1) * 2).sum().backward()
+    assert x.grad.dtype == tracec.bfloat16
