@@ -299,3 +299,25 @@ def test_half_precision_mean_softmax_log_softmax_round_once_like_torch():
     x = tracec.from_numpy(a).to(tracec.bfloat16).requires_grad_(True)
     (tracec.log_softmax(x, 1) * 2).sum().backward()
     assert x.grad.dtype == tracec.bfloat16
+
+
+def test_half_precision_bilinear_trilinear_area_resize_round_once_like_torch():
+    # Pytorch-UNet's bilinear Up under CPU autocast (bf16): the resize is
+    # computed in float32 and rounded once, not rounded after each axis
+    r = np.random.default_rng(0)
+    a4 = r.normal(size=(2, 3, 6, 6)).astype(np.float32)
+    a5 = r.normal(size=(1, 2, 3, 4, 5)).astype(np.float32)
+    cases = [(a4, dict(scale_factor=2, mode="bilinear")),
+             (a4, dict(scale_factor=2, mode="bilinear", align_corners=True)),
+             (a5, dict(scale_factor=2, mode="trilinear")),
+             (a4, dict(size=(4, 4), mode="area")), (a4, dict(size=(5, 3), mode="area"))]
+    for half in ("bfloat16", "float16"):
+        for a, kw in cases:
+            want = torch.nn.functional.interpolate(torch.from_numpy(a).to(getattr(torch, half)), **kw)
+            got = tracec.nn.functional.interpolate(tracec.from_numpy(a).to(getattr(tracec, half)), **kw)
+            assert str(got.dtype).split(".")[-1] == half
+            np.testing.assert_array_equal(got.float().numpy(), want.float().numpy(), err_msg=f"{kw} {half}")
+        for size in (1, (2, 3), 4):
+            want = torch.nn.functional.adaptive_avg_pool2d(torch.from_numpy(a4).to(getattr(torch, half)), size)
+            got = tracec.nn.functional.adaptive_avg_pool2d(tracec.from_numpy(a4).to(getattr(tracec, half)), size)
+            np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
