@@ -321,3 +321,40 @@ def test_half_precision_bilinear_trilinear_area_resize_round_once_like_torch():
             want = torch.nn.functional.adaptive_avg_pool2d(torch.from_numpy(a4).to(getattr(torch, half)), size)
             got = tracec.nn.functional.adaptive_avg_pool2d(tracec.from_numpy(a4).to(getattr(tracec, half)), size)
             np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
+
+
+def test_func_transforms_stay_in_the_graph_of_closed_over_parameters_like_torch():
+    # MeanFlow-style flow matching: u, dudt = torch.func.jvp(model, (z, r, t),
+    # (v, 0, 1)) and the loss trained through u; a gradient penalty through
+    # torch.func.grad: the results depend on the module's parameters, which
+    # the function closes over, so they stay differentiable
+    out = {}
+    for lib in (torch, tracec):
+        r = np.random.default_rng(0)
+        lin = lib.nn.Linear(3, 2)
+        with lib.no_grad():
+            lin.weight.copy_(lib.from_numpy(r.normal(size=(2, 3)).astype(np.float32)))
+            lin.bias.copy_(lib.from_numpy(r.normal(size=(2,)).astype(np.float32)))
+        x = lib.from_numpy(r.normal(size=(4, 3)).astype(np.float32))
+        v = lib.from_numpy(r.normal(size=(4, 3)).astype(np.float32))
+        f = lambda z: lib.tanh(lin(z)) * 2           # noqa: E731
+        u, du = lib.func.jvp(f, (x,), (v,))
+        g = lib.func.grad(lambda z: f(z).sum())(x)
+        o, vjp_fn = lib.func.vjp(f, x)
+        gv = vjp_fn(lib.ones(4, 2))[0]
+        J = lib.func.jacrev(f)(x[0])
+        flags = [t.requires_grad for t in (u, du, g, o, gv, J)]
+        loss = ((u - (v[:, :2] - du).detach()) ** 2).mean() + ((g.norm(2, dim=1) - 1) ** 2).mean() \
+            + gv.pow(2).mean() + J.sum()
+        loss.backward()
+        out[lib.__name__] = (flags, loss.item(), lin.weight.grad.numpy().copy(), lin.bias.grad.numpy().copy())
+        with lib.no_grad():
+            assert not lib.func.jvp(f, (x,), (v,))[0].requires_grad
+        lin.requires_grad_(False)
+        assert not any(t.requires_grad for t in (lib.func.jvp(f, (x,), (v,))[1], lib.func.grad(
+            lambda z: f(z).sum())(x), lib.func.vjp(f, x)[0]))
+    got, want = out["tracec"], out["torch"]
+    assert got[0] == want[0] == [True] * 6
+    assert got[1] == pytest.approx(want[1], rel=1e-5)
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got[3], want[3], rtol=1e-4, atol=1e-6)
