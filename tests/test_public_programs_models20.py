@@ -11,7 +11,8 @@ lucidrains/rectified-flow-pytorch and facebookresearch/flow_matching's
 standalone example (a time-conditioned conv net with the sinusoidal
 embedding and scale-shift, the logit-normal times, the pseudo-Huber loss
 through einops.reduce, Euler sampling under torch.no_grad, the Flow MLP's
-midpoint step, EMA through AveragedModel(get_ema_multi_avg_fn) and lerp_);
+midpoint step, EMA through AveragedModel(get_ema_multi_avg_fn) and lerp_,
+MeanFlow trained through torch.func.jvp of the model);
 milesial/Pytorch-UNet (DoubleConv / Down / Up with bilinear upsampling or
 ConvTranspose2d and the F.pad to the skip's size, dice_coeff /
 multiclass_dice_coeff / dice_loss, RMSprop(foreach=True),

@@ -9,7 +9,10 @@
 # facebookresearch/flow_matching's examples/standalone_flow_matching.ipynb
 # (the Flow MLP with its step() midpoint update, x_t = (1 - t) * x_0 + t *
 # x_1 and dx_t = x_1 - x_0, t.view(-1, 1).expand(...) fed with
-# torch.cat((t, x_t), -1)). The net is lucidrains' small time-conditioned
+# torch.cat((t, x_t), -1)) and the same repository's mean_flow.py (MeanFlow:
+# the average velocity between integral start time r and t, trained through
+# torch.func.jvp(model, (z, t, r), (flow, 1, 0)) with the detached rate of
+# change, the adaptive loss weight, one-step sampling). The net is lucidrains' small time-conditioned
 # convolutional network with the sinusoidal time embedding (the
 # math.log(10000) / (half_dim - 1) frequencies, rearrange(x, 'b -> b 1') *
 # rearrange(emb, 'd -> 1 d'), cat of sin and cos), GroupNorm / SiLU blocks
@@ -409,7 +412,106 @@ with torch.no_grad():
 print("midpoint", fmt(x, 6), x.requires_grad, fmt(ema.net[0].weight, 3), ema.net[0].weight.requires_grad)
 
 
-# one training step under torch.compile against the same step eagerly
+# ---- MeanFlow (rectified-flow-pytorch's mean_flow.py): the average velocity
+# u(z, r, t) trained with the JVP identity through torch.func.jvp
+from random import random as py_random
+from torch.func import jvp
+
+
+class MeanFlowNet(Module):
+    def __init__(self, dim=2, h=32):
+        super().__init__()
+        self.time_emb = SinusoidalPosEmb(8)
+        self.net = nn.Sequential(nn.Linear(dim + 16, h), nn.SiLU(), nn.Linear(h, h), nn.SiLU(), nn.Linear(h, dim))
+
+    def forward(self, noised, times, integral_start_times):
+        t = torch.cat((self.time_emb(times), self.time_emb(times - integral_start_times)), dim=-1)
+        return self.net(torch.cat((noised, t), dim=-1))
+
+
+class MeanFlow(Module):
+    def __init__(self, model, data_shape=None, use_adaptive_loss_weight=True, adaptive_loss_weight_p=0.5,
+                 prob_default_flow_obj=0.5, eps=1e-3):
+        super().__init__()
+        self.model = model
+        self.data_shape = data_shape
+        self.use_adaptive_loss_weight = use_adaptive_loss_weight
+        self.adaptive_loss_weight_p = adaptive_loss_weight_p
+        self.prob_default_flow_obj = prob_default_flow_obj
+        self.eps = eps
+
+    @torch.no_grad()
+    def sample(self, batch_size=None, data_shape=None, noise=None, steps=1):
+        data_shape = default(data_shape, self.data_shape)
+        if not exists(noise):
+            noise = np_randn(batch_size, *data_shape)
+        times = torch.linspace(1., 0., steps + 1)
+        denoised = noise
+        for time, next_time in zip(times[:-1], times[1:]):
+            batch_times = repeat(time, '-> b', b=noise.shape[0])
+            batch_next = repeat(next_time, '-> b', b=noise.shape[0])
+            pred = self.model(denoised, batch_times, batch_next)
+            denoised = denoised - append_dims(batch_times - batch_next, denoised.ndim - 1) * pred
+        return denoised
+
+    def forward(self, data, noise=None, return_loss_breakdown=False):
+        shape, ndim = data.shape, data.ndim
+        self.data_shape = default(self.data_shape, shape[1:])
+        batch = shape[0]
+
+        times = np_rand(batch)
+        # some set prob of the time, normal flow matching training (times == start integral times)
+        normal_flow_match_obj = self.prob_default_flow_obj > 0. and py_random() < self.prob_default_flow_obj
+        if normal_flow_match_obj:
+            integral_start_times = times  # r = t for regular flow matching
+        else:
+            integral_start_times = np_rand(batch) * times
+
+        noise = default(noise, np_randn(*data.shape))
+        flow = noise - data  # the velocity from data (time 0) to noise (time 1)
+        padded_times = append_dims(times, ndim - 1)
+        noised_data = data.lerp(noise, padded_times)
+
+        delta_times = times - integral_start_times
+        padded_delta_times = append_dims(delta_times, ndim - 1)
+
+        inputs = (noised_data, times, integral_start_times)
+        if normal_flow_match_obj:
+            pred = self.model(*inputs)
+            target = flow
+        else:
+            tangents = (flow, torch.ones_like(times), torch.zeros_like(integral_start_times))
+            pred, rate_avg_vel_change = jvp(self.model, inputs, tangents)
+            integral = padded_delta_times * rate_avg_vel_change.detach()
+            target = flow - integral
+
+        flow_loss = F.mse_loss(pred, target, reduction='none')
+        if self.use_adaptive_loss_weight:
+            flow_loss = reduce(flow_loss, 'b ... -> b', 'mean')
+            adaptive_loss_weight = 1. / (flow_loss + self.eps).pow(self.adaptive_loss_weight_p)
+            flow_loss = flow_loss * adaptive_loss_weight.detach()
+        loss = flow_loss.mean()
+        if not return_loss_breakdown:
+            return loss
+        return loss, (normal_flow_match_obj, pred.requires_grad, rate_avg_vel_change.requires_grad
+                      if not normal_flow_match_obj else None)
+
+
+import random as _random
+_random.seed(3)
+mean_flow = MeanFlow(MeanFlowNet())
+load_numpy(mean_flow, r, std=0.3)
+mf_opt = torch.optim.Adam(mean_flow.parameters(), lr=3e-3)
+for it in range(4):
+    x1 = torch.Tensor(make_moons(16, noise=0.05))
+    loss, (plain_fm, pred_grad, jvp_grad) = mean_flow(x1, return_loss_breakdown=True)
+    mf_opt.zero_grad()
+    loss.backward()
+    mf_opt.step()
+    print(f"meanflow {it} loss {loss.item():.5f}", plain_fm, pred_grad, jvp_grad,
+          fmt(mean_flow.model.net[0].weight.grad, 2))
+one_step = mean_flow.sample(batch_size=4)
+print("meanflow sample", tuple(one_step.shape), fmt(one_step, 4), fmt(mean_flow.sample(noise=one_step * 0 + 1, steps=2), 2))
 def train_step(data, noise, times):
     padded = append_dims(times, data.ndim - 1)
     noised = padded * data + (1. - padded) * noise
