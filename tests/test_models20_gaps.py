@@ -358,3 +358,38 @@ def test_func_transforms_stay_in_the_graph_of_closed_over_parameters_like_torch(
     assert got[1] == pytest.approx(want[1], rel=1e-5)
     np.testing.assert_allclose(got[2], want[2], rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(got[3], want[3], rtol=1e-4, atol=1e-6)
+
+
+def test_sdpa_explicit_mask_with_is_causal_like_torch():
+    # a decision-transformer / GPT block passing its padding mask and
+    # is_causal=True: torch's CPU flash kernel (4-D inputs, no dropout, a
+    # 2-D or 4-D mask) applies both; otherwise the math kernel refuses
+    r = np.random.default_rng(0)
+    q, k, v = (r.normal(size=(2, 2, 4, 3)).astype(np.float32) for _ in range(3))
+    kl = r.normal(size=(2, 2, 6, 3)).astype(np.float32)
+    m2 = np.ones((4, 4), bool)
+    m2[:, 0] = False
+    m4 = np.zeros((2, 1, 1, 4), np.float32)
+    m4[0, 0, 0, 2:] = -1e4
+    pad = np.ones((4, 6), bool)
+    pad[:, 1] = False
+
+    def run(L, q, k, v, mask, **kw):
+        qt = L.from_numpy(q).requires_grad_(True)
+        y = L.nn.functional.scaled_dot_product_attention(qt, L.from_numpy(k), L.from_numpy(v),
+                                                         attn_mask=L.from_numpy(mask), is_causal=True, **kw)
+        (y * 1.5).sum().backward()
+        return y.detach().numpy(), qt.grad.numpy()
+
+    for args in ((q, k, v, m2), (q, k, v, m4), (q, kl, kl, pad)):
+        for a, b in zip(run(tracec, *args), run(torch, *args)):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    for args, kw in (((q[0], k[0], v[0], m2), {}), ((q, k, v, m2), {"dropout_p": 0.5}),
+                     ((q, k, v, np.ones((2, 4, 4), bool)), {})):
+        msgs = []
+        for L in (tracec, torch):
+            with pytest.raises(RuntimeError) as e:
+                run(L, *args, **kw)
+            msgs.append(str(e.value))
+        assert msgs[0] == msgs[1] == ("_scaled_dot_product_attention: Explicit attn_mask should "
+                                      "not be set when is_causal=True")
