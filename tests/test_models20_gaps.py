@@ -393,3 +393,27 @@ def test_sdpa_explicit_mask_with_is_causal_like_torch():
             msgs.append(str(e.value))
         assert msgs[0] == msgs[1] == ("_scaled_dot_product_attention: Explicit attn_mask should "
                                       "not be set when is_causal=True")
+
+
+def test_embedding_index_and_shape_messages_like_torch():
+    # decision-transformer's embed_timestep with a timestep past max_ep_len
+    # (or a -1 pad) raises, as torch's embedding does, rather than reading
+    # a row from the end
+    def err(fn):
+        try:
+            fn()
+        except (IndexError, RuntimeError, ValueError) as e:
+            return type(e).__mro__[1 if type(e).__name__ == "ShapeError" else 0].__name__, str(e)
+        return None
+
+    cases = [lambda L: L.nn.Embedding(5, 2)(L.tensor([5])),
+             lambda L: L.nn.Embedding(5, 2)(L.tensor([[0, -1]])),
+             lambda L: L.nn.functional.embedding(L.tensor([1, 7], dtype=L.int32), L.ones(4, 3)),
+             lambda L: L.randn(2, 3).expand(4, 3),
+             lambda L: L.randn(2, 1).expand(5, 3, 4),
+             lambda L: L.broadcast_to(L.randn(2, 3), (2, 4)),
+             lambda L: L.nn.functional.binary_cross_entropy_with_logits(L.randn(3, 1), L.rand(3))]
+    for case in cases:
+        assert err(lambda: case(tracec)) == err(lambda: case(torch)) is not None
+    np.testing.assert_array_equal(tracec.nn.functional.embedding(tracec.tensor([0, 3]), tracec.eye(4)).numpy(),
+                                  np.eye(4, dtype=np.float32)[[0, 3]])

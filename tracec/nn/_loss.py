@@ -303,8 +303,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     _check_tensor(target, "binary_cross_entropy_with_logits", "target")
     reduction = _reduction(reduction, size_average, reduce)
     if tuple(target.shape) != tuple(input.shape):
-        raise ValueError(f"Target size ({list(target.shape)}) must be the same as input size "
-                         f"({list(input.shape)})")
+        raise ValueError(f"Target size (torch.Size({list(target.shape)})) must be the same as "
+                         f"input size (torch.Size({list(input.shape)}))")
     t = _as(target, input.dtype)
     # softplus(-x) = m + log(exp(-m) + exp(-x - m)) with m = max(-x, 0): stable.
     m = TF.clamp(TF.neg(input), min=0.0)

@@ -396,6 +396,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
     # with the same values as PyTorch's sparse one; optim.SparseAdam takes it.
     _mark_sparse_grad(weight, sparse)
     idx = input if input.dtype is dt.int64 else ops.cast(input, dt.int64)
+    a = idx._data
+    if type(a) is np.ndarray and a.size and (a.min() < 0 or a.max() >= weight.shape[0]):
+        # (a negative index is no row from the end here, as it is for take)
+        raise IndexError("index out of range in self")
     if max_norm is not None:    # rows renormalized in place first, as in PyTorch
         from tracec.nn._embedding_bag import embedding_renorm_
         embedding_renorm_(weight, idx, max_norm, norm_type)

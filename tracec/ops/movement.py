@@ -76,9 +76,15 @@ transpose_p = Primitive("transpose", kind="movement",
 
 def _broadcast_shape(s, *, shape):
     shape = tuple(shape)
-    if len(shape) < len(s) or any(
-            d != 1 and d != t for d, t in zip(s, shape[len(shape) - len(s):])):
+    if len(shape) < len(s):
         raise ShapeError(f"the shape {tuple(s)} cannot be expanded to {shape}")
+    lead = len(shape) - len(s)
+    for i in range(len(shape) - 1, lead - 1, -1):    # PyTorch names the last bad dimension
+        d = s[i - lead]
+        if d != 1 and d != shape[i]:
+            raise ShapeError(f"The expanded size of the tensor ({shape[i]}) must match the "
+                             f"existing size ({d}) at non-singleton dimension {i}.  Target "
+                             f"sizes: {list(shape)}.  Tensor sizes: {list(s)}")
     return shape
 
 
