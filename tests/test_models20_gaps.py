@@ -417,3 +417,20 @@ def test_embedding_index_and_shape_messages_like_torch():
         assert err(lambda: case(tracec)) == err(lambda: case(torch)) is not None
     np.testing.assert_array_equal(tracec.nn.functional.embedding(tracec.tensor([0, 3]), tracec.eye(4)).numpy(),
                                   np.eye(4, dtype=np.float32)[[0, 3]])
+
+
+def test_class_index_target_dtypes_like_torch():
+    # Pytorch-UNet's true_masks.to(dtype=torch.long): nll_loss / cross_entropy
+    # take int64 and uint8 class indices; any other dtype is refused as torch does
+    r = np.random.default_rng(0)
+    x = r.normal(size=(3, 4)).astype(np.float32)
+    for name in ("cross_entropy", "nll_loss"):
+        for d in ("int32", "int16", "bool", "float32", "float64", "uint8", "int64"):
+            res = []
+            for L in (torch, tracec):
+                t = L.tensor([0, 1, 1]).to(getattr(L, "bool" if d == "bool" else d))
+                try:
+                    res.append(round(getattr(L.nn.functional, name)(L.from_numpy(x), t).item(), 5))
+                except RuntimeError as e:
+                    res.append(str(e))
+            assert res[0] == res[1], (name, d, res)
