@@ -69,9 +69,22 @@ def _keep_graph(args, nums) -> bool:
                                            for x in _leaves(args[a]))
 
 
+def _reaches_outside(outs, inside) -> bool:
+    """Whether the graph of ``outs`` reaches a leaf other than the tracked
+    arguments ``inside``: a tensor ``func`` closes over that requires grad (a
+    module's parameters).  torch.func's results then stay in the caller's
+    graph (MeanFlow's ``u, dudt = jvp(model, ...)`` trained through ``u``; a
+    gradient penalty through ``func.grad``), as with an argument that
+    requires grad."""
+    ids = {id(x) for x in inside}
+    return any(id(leaf) not in ids
+               for leaf in graph.reached_leaves([o for o in outs if isinstance(o, Tensor)]))
+
+
 def _grad_and_value(func, argnums, has_aux, args, kwargs, name):
     eager_only(f"tracec.func.{name}")
     nums = _argnums(argnums, len(args), name)
+    outer = graph.is_grad_enabled()
     keep = _keep_graph(args, nums)
     with graph.enable_grad():
         targs = _track(args, nums)
@@ -86,6 +99,7 @@ def _grad_and_value(func, argnums, has_aux, args, kwargs, name):
             raise RuntimeError(f"{name}(f)(*args): Expected f(*args) to return a scalar "
                                f"Tensor, got {getattr(out, 'shape', type(out).__name__)}")
         leaves = [x for a in nums for x in _leaves(targs[a])]
+        keep = keep or (outer and _reaches_outside([out], leaves))
         gs = (autograd.grad(out, leaves, create_graph=True, allow_unused=True)
               if out.requires_grad else [None] * len(leaves))
     gs = iter([(_zeros(x) if g is None else g) if keep else
@@ -117,6 +131,7 @@ def vjp(func, *primals, has_aux=False):
     with one gradient per primal."""
     eager_only("tracec.func.vjp")
     nums = tuple(range(len(primals)))
+    outer = graph.is_grad_enabled()
     keep = _keep_graph(primals, nums)
     with graph.enable_grad():
         targs = _track(primals, nums)
@@ -126,6 +141,7 @@ def vjp(func, *primals, has_aux=False):
             out, aux = out
     leaves = [x for a in targs for x in _leaves(a)]
     outs = _leaves(out)
+    keep = keep or (outer and _reaches_outside(outs, leaves))
 
     def vjp_fn(cotangents, retain_graph=True, create_graph=None):
         cots = _leaves(cotangents)
@@ -155,6 +171,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
     def wrapper(*args, **kwargs):
         eager_only("tracec.func.jacrev")
         nums = _argnums(argnums, len(args), "jacrev")
+        outer = graph.is_grad_enabled()
         keep = _keep_graph(args, nums)
         with graph.enable_grad():
             targs = _track(args, nums)
@@ -163,6 +180,8 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
             if has_aux:
                 out, aux = out
             ins = [targs[a] for a in nums]
+            keep = keep or (outer and _reaches_outside(
+                _leaves(out), [x for a in ins for x in _leaves(a)]))
 
             def jac_of(o):
                 rows = [[] for _ in ins]
@@ -196,6 +215,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
                            f"the same python structure, got {len(primals)} and "
                            f"{len(tangents)} elements")
     nums = tuple(range(len(primals)))
+    outer = graph.is_grad_enabled()
     keep = _keep_graph(primals, nums)
     with graph.enable_grad():
         targs = _track(primals, nums)
@@ -206,6 +226,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         leaves = [x for a in targs for x in _leaves(a)]
         tans = [t for a in tangents for t in _leaves(a)]
         outs = _leaves(out)
+        keep = keep or (outer and _reaches_outside(outs, leaves))
         us = [_zeros(o).requires_grad_() for o in outs]
         pairs = [(o, u) for o, u in zip(outs, us) if o.requires_grad]
         gs = (autograd.grad([o for o, _ in pairs], leaves, [u for _, u in pairs],

@@ -600,9 +600,12 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
                            f"{dt.scalar_type_name(input.dtype)}")
     axes = _dims(input, dim)
     n = math.prod(input.shape[a] for a in axes) if input.ndim else 1
+    half = input.dtype if input.dtype in _HALF else None
     # A symbolic size (a symbolic trace) stays one: the count is a run-time value.
-    y = ops.div(ops.reduce_sum(input, axes), n if isinstance(n, Sym) else
-                float(n) if n else float("nan"))
+    y = ops.div(ops.reduce_sum(input if half is None else ops.cast(input, dt.float32), axes),
+                n if isinstance(n, Sym) else float(n) if n else float("nan"))
+    if half is not None:
+        y = ops.cast(y, half)
     return _named(_keep(input, y, axes, keepdim),
                   "MeanBackward0" if dim is None else "MeanBackward1")
 
@@ -728,15 +731,23 @@ def logsumexp(input, dim, keepdim=False):
     return _named(_keep(input, y, axes, keepdim), "LogsumexpBackward0")
 
 
+#: bfloat16 and float16: PyTorch's CPU kernels for mean, softmax and
+#: log_softmax compute them in float32 and round the result once
+_HALF = (dt.bfloat16, dt.float16)
+
+
 def softmax(input, dim, dtype=None):
     input = _float_unary("softmax", lambda t: t)(input)
     if dtype is not None:
         input = _to(input, dt.to_dtype(dtype))
+    half = input.dtype if input.dtype in _HALF else None
+    x = input if half is None else ops.cast(input, dt.float32)
     axes = _dims(input, dim)
-    e = ops.exp(ops.sub(input, _stop_max(input, axes, keep_inf=True)))
+    e = ops.exp(ops.sub(x, _stop_max(x, axes, keep_inf=True)))
     s = ops.reshape(ops.reduce_sum(e, axes), tuple(1 if i in axes else n
                                                     for i, n in enumerate(input.shape)))
-    return _named(ops.div(e, s), "SoftmaxBackward0")
+    y = ops.div(e, s)
+    return _named(y if half is None else ops.cast(y, half), "SoftmaxBackward0")
 
 
 def log_softmax(input, dim, dtype=None):
@@ -747,6 +758,12 @@ def log_softmax(input, dim, dtype=None):
     if (isinstance(input, Tensor) and input.dtype in (dt.float32, dt.float64) and input.ndim
             and all(input.shape[a] for a in axes) and eager_direct(input)):
         return _log_softmax_eager().apply(input, axes)
+    if input.dtype in _HALF:
+        # (PyTorch's vectorized kernel over the last dimension rounds an
+        # intermediate of its own as well: there about a quarter of the
+        # elements land one unit in the last place away)
+        y = ops.cast(_log_softmax_prims(ops.cast(input, dt.float32), axes), input.dtype)
+        return _named(y, "LogSoftmaxBackward0")
     return _log_softmax_prims(input, axes)
 
 

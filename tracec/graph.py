@@ -349,6 +349,22 @@ def edge_of(t):
     return acc
 
 
+def reached_leaves(tensors):
+    """The leaf tensors the graphs of ``tensors`` reach (each once, depth
+    first), lazily: a caller can stop at the first that interests it."""
+    seen: set = set()
+    stack = [edge_of(t) for t in tensors]
+    while stack:
+        n = stack.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, AccumulateGrad):
+            yield n.variable
+            continue
+        stack.extend(n.edges)
+
+
 def protect_saved(node, box, stops) -> None:
     """Before an in-place write to the storage whose version box is ``box``:
     nodes of the subgraph above ``stops`` (ids of nodes that existed before

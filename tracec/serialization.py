@@ -56,18 +56,13 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec.tensor import Tensor
-from tracec.torch_checkpoint import load_torch
+from tracec.torch_checkpoint import CheckpointError, WeightsOnlyError, load_torch
 
-__all__ = ["save", "load", "CheckpointError", "CheckpointNotFoundError"]
+__all__ = ["save", "load", "CheckpointError", "CheckpointNotFoundError", "WeightsOnlyError"]
 
 #: Version 2 adds pickled objects ({"pickle": ...} nodes).
 FORMAT_VERSION = 2
 _MAX_HEADER = 100 * 1024 * 1024
-
-
-class CheckpointError(RuntimeError, ValueError):
-    """A file that ``tracec.load`` cannot read (truncated, corrupt, a pickle,
-    not a checkpoint)."""
 
 
 class CheckpointNotFoundError(FileNotFoundError, ValueError):
@@ -747,11 +742,12 @@ class _Decoder:
         """A whole object ``tracec.save`` pickled: unpickled only when the
         caller opted in (``weights_only=False``), as PyTorch asks."""
         if self.weights_only:
-            raise self.reader.error(
-                f"it holds a pickled {what} (an object tracec.save could not store as data, "
+            raise WeightsOnlyError(str(self.reader.error(
+                f"Weights only load failed. It holds a pickled {what} (an object tracec.save "
+                f"could not store as data, "
                 f"such as a whole Module); loading it imports and runs code the file names. "
                 f"If you trust the file, load it with weights_only=False; or save and load "
-                f"its state_dict()")
+                f"its state_dict()")))
         from tracec import serialization_pickle
         data = self.node({"ndarray": index})
         if data.dtype != np.uint8 or data.ndim != 1:

@@ -247,9 +247,12 @@ def cat(tensors, dim=0):
     for t_ in tensors:
         if not isinstance(t_, Tensor):
             raise TypeError(f"cat(): expected a sequence of Tensors, got {type(t_).__name__}")
-    # PyTorch skips legacy empty 1-D tensors.
-    tensors = [t_ for t_ in tensors if not (t_.ndim == 1 and t_.shape[0] == 0)] or tensors[:1]
-    tensors, _ = promote("cat", *tensors)
+    # PyTorch skips legacy empty 1-D tensors, but they still take part in
+    # the result's dtype (DINO's MultiCropWrapper grows its output from
+    # torch.empty(0): cat((empty(0), int64 tensor)) is float32).
+    cast, _ = promote("cat", *tensors)
+    tensors = [c for c, t_ in zip(cast, tensors)
+               if not (t_.ndim == 1 and t_.shape[0] == 0)] or cast[:1]
     d = normalize_axis(dim, tensors[0].ndim)
     if len(tensors) == 1:
         return _named(ops.reshape(tensors[0], tensors[0].shape), "CatBackward0")

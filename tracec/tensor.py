@@ -221,8 +221,8 @@ def _size_int(d):
 def legacy_sizes(args) -> tuple | None:
     """The sizes of ``Tensor(3, 4)`` / ``LongTensor(n, t.max())`` /
     ``Tensor(torch.Size([2, 3]))`` / ``x.new(2, 3)``, or None when ``args``
-    are data (one argument that is not an int nor a Size: ``Tensor(t)`` copies
-    a 0-dim tensor as PyTorch does)."""
+    are data (one argument that is not an int nor a Size: ``Tensor(t)`` of a
+    0-dim tensor is data, an alias of it, as in PyTorch)."""
     if not args:
         return None
     if len(args) == 1:

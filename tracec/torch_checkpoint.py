@@ -39,7 +39,22 @@ from tracec.nn.parameter import Parameter
 from tracec.tensor import Size
 from tracec.tensor import Tensor
 
-__all__ = ["load_torch"]
+__all__ = ["load_torch", "CheckpointError", "WeightsOnlyError"]
+
+
+class CheckpointError(RuntimeError, ValueError):
+    """A file that ``tracec.load`` cannot read (truncated, corrupt, a pickle,
+    not a checkpoint)."""
+
+
+class WeightsOnlyError(CheckpointError, pickle.UnpicklingError):
+    """A checkpoint ``tracec.load`` refuses because loading it would import
+    a class or function the file names: a ``tracec.save`` file holding a
+    pickled object (DINO's checkpoint with its ``argparse.Namespace``) under
+    ``weights_only=True``, the default, or a ``torch.save`` file naming a
+    global outside the allow-list (always).  A ``pickle.UnpicklingError``,
+    as ``torch.load``'s refusal is, so ``except pickle.UnpicklingError``
+    code catches it."""
 
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 _LEGACY_PROTOCOL = 1001
@@ -230,10 +245,12 @@ class _Unpickler(pickle.Unpickler):
             module = _compat_pickle.IMPORT_MAPPING[module]
         obj = self.allowed.get((module, name))
         if obj is None:
-            raise self.error(f"refusing to unpickle {module}.{name}: tracec.load never runs "
-                             "code from a checkpoint and accepts only what "
-                             "torch.load(weights_only=True) does (tensors, parameters, dicts, "
-                             "lists, tuples, sets, numbers, strings, dtypes, devices)")
+            # (whatever weights_only says: tracec runs no code from a torch.save file)
+            raise WeightsOnlyError(str(self.error(
+                f"refusing to unpickle {module}.{name}: tracec.load never runs "
+                "code from a checkpoint and accepts only what "
+                "torch.load(weights_only=True) does (tensors, parameters, dicts, "
+                "lists, tuples, sets, numbers, strings, dtypes, devices)")))
         return obj
 
     def persistent_load(self, pid):

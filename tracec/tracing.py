@@ -34,7 +34,8 @@ from tracec import attr_replay, autograd, complex_trace, graph, ir, lifted_state
 from tracec import dtypes as dt
 from tracec.complex_ops import TRACED_OPS
 from tracec.creation import GENERATOR_STATES
-from tracec.nn.modules.module import ATTR_WRITES, MODE_WRITES, Module, replayed_token, tensor_leaves
+from tracec.nn.modules.module import (ATTR_WRITES, BUFFER_WRITES, MODE_WRITES, Module,
+                                      replayed_token, tensor_leaves)
 from tracec.guards import EnvGuard, GlobalRNGs
 from tracec.naming import argument_names, name_trace
 from tracec.ops.core import PRIMITIVES, Aval
@@ -287,6 +288,9 @@ class Recording:
         # (id(module), name) -> (module, name, value): plain module attributes the
         # call set to a tensor or None; compiled calls set them likewise.
         self.attr_writes: dict = {}
+        # (id(module), name) -> (module, name, the buffer's tensor when the call
+        # first replaced it): see settle_buffer_writes
+        self.buffer_writes: dict = {}
         # id(module) -> [module, its training flag when the call began, the last
         # one train() set]: compiled calls set the flag (no side effect to refuse)
         self.mode_writes: dict = {}
@@ -570,6 +574,30 @@ class Recording:
         self.attr_writes[(id(module), name)] = (module, name, value)
         # its guard token: whether it is None (tracec.nn.modules.module.ReplayedAttr)
         module.__dict__.setdefault("_tracec_replayed", set()).add(name)
+
+    def on_buffer_write(self, module, name, old):
+        if not self.suspended:
+            self.buffer_writes.setdefault((id(module), name), (module, name, old))
+
+    def settle_buffer_writes(self):
+        """Registered buffers the call replaced by a new tensor (DINO's
+        ``self.center = self.center * m + c * (1 - m)``): the buffer's own
+        tensor gets the new value in place and stays the buffer, so compiled
+        calls write it as they write any state, and the module's guard (its
+        buffers' identities) holds.  Only a tensor the call made, of the
+        buffer's shape and dtype, outside autograd: anything else stays a
+        side effect the guards refuse.  Unlike eager, ``module.name`` keeps
+        its identity across calls (a reference taken before a call sees the
+        new value)."""
+        for module, name, old in self.buffer_writes.values():
+            new = module._buffers.get(name)
+            if new is old or not isinstance(new, Tensor) or new._birth != self.epoch \
+                    or id(new) in self.arg_position or new.shape != old.shape \
+                    or new.dtype != old.dtype or new.requires_grad or old.requires_grad:
+                continue
+            with graph.no_grad():
+                old.copy_(new)
+            module._buffers[name] = old
 
     def on_mode_write(self, module, mode):
         if not self.suspended:
@@ -1195,6 +1223,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
              (autograd.BACKWARD_LISTENERS, rec.on_backward),
              (TRACED_OPS, rec.on_traced_op),
              (ATTR_WRITES, rec.on_attr_write),
+             (BUFFER_WRITES, rec.on_buffer_write),
              (MODE_WRITES, rec.on_mode_write))
     if symbols is not None:
         hooks += ((SYM_SHAPES, rec.tensor_shape),
@@ -1233,6 +1262,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     result = None
     try:
         result = fn(*call_args, **call_kwargs)
+        rec.settle_buffer_writes()
     except TraceError:
         raise
     except (RuntimeError, TypeError, IndexError, ValueError) as e:

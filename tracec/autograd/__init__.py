@@ -31,7 +31,11 @@ RECORDING_BACKWARD = [0]
 GRAD_CALL = "autograd.grad"  # the ``inputs`` a listener sees for autograd.grad()
 
 
-def _seed(t: Tensor, g, create_graph):
+def _seed(t: Tensor, g, create_graph, i: int = 0):
+    """The gradient seeding output ``t`` (number ``i``): ``g`` checked as
+    PyTorch's ``_make_grads`` does (same shape; complex only with complex)
+    and cast to ``t``'s dtype as its engine does (WGAN's ``backward(mone)``
+    with any real dtype), or ones for a one-element ``t``."""
     if g is None:
         if t.numel() != 1:
             raise RuntimeError("grad can be implicitly created only for scalar outputs")
@@ -40,8 +44,15 @@ def _seed(t: Tensor, g, create_graph):
     if not isinstance(g, Tensor):
         g = Tensor._from_data(g, dtype=t.dtype)
     if tuple(g.shape) != tuple(t.shape):
-        raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of {tuple(g.shape)} "
-                           f"and output[0] has a shape of {tuple(t.shape)}.")
+        raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
+                           f"torch.Size({list(g.shape)}) and output[{i}] has a shape of "
+                           f"torch.Size({list(t.shape)}).")
+    if g.dtype is not t.dtype:
+        if g.dtype.is_complex != t.dtype.is_complex:
+            raise RuntimeError(f"For complex Tensors, both grad_output and output are required "
+                               f"to have the same dtype. Mismatch in dtype: grad_output[{i}] has "
+                               f"a dtype of {g.dtype} and output[{i}] has a dtype of {t.dtype}.")
+        g = g.to(t.dtype)
     return g if create_graph else g.detach()
 
 
@@ -150,7 +161,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
         if not t.requires_grad:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have "
                                "a grad_fn")
-    grads = [_seed(t, g, create_graph) for t, g in zip(tensors, grad_tensors)]
+    grads = [_seed(t, g, create_graph, i)
+             for i, (t, g) in enumerate(zip(tensors, grad_tensors))]
     afters = [listener(tensors, grads, inputs, create_graph)
               for listener in list(BACKWARD_LISTENERS)]
     capture = None
@@ -207,7 +219,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     for x in inputs:
         if not x.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
-    grads = [_seed(o, g, create_graph) for o, g in zip(outputs, grad_outputs)]
+    grads = [_seed(o, g, create_graph, i)
+             for i, (o, g) in enumerate(zip(outputs, grad_outputs))]
     afters = [listener(outputs, grads, GRAD_CALL, create_graph)
               for listener in list(BACKWARD_LISTENERS)]
     capture = {id(graph.edge_of(x)): i for i, x in enumerate(inputs)}

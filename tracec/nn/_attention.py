@@ -55,6 +55,16 @@ def _repeat_heads(x: Tensor, heads: int, name: str) -> Tensor:
     return S.reshape(x, shape[:-3] + (heads,) + shape[-2:])
 
 
+def _cpu_flash(query, key, value, attn_mask, dropout_p) -> bool:
+    """Whether PyTorch's CPU flash kernel takes the call: 4-D inputs, no
+    dropout, a 2-D or 4-D mask, the kernel enabled.  It alone accepts an
+    explicit mask with ``is_causal`` (and applies both); the math kernel
+    refuses the pair."""
+    return (query.ndim == key.ndim == value.ndim == 4 and dropout_p == 0.0
+            and (attn_mask is None or attn_mask.ndim in (2, 4))
+            and sdp_flags.flash_sdp_enabled())
+
+
 def _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal) -> None:
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, Tensor):
@@ -73,7 +83,7 @@ def _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal) -> None:
             raise RuntimeError("Expected attn_mask dtype to be bool or float or to match query "
                                f"dtype, but got attn_mask.dtype: {attn_mask.dtype} and  "
                                f"query.dtype: {query.dtype} instead.")
-        if is_causal:
+        if is_causal and not _cpu_flash(query, key, value, attn_mask, dropout_p):
             raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not "
                                "be set when is_causal=True")
     if dropout_p < 0.0 or dropout_p > 1.0:

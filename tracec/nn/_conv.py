@@ -825,8 +825,13 @@ def _adaptive_avg_poolnd(input, output_size, nsp, name):
         kernel = "adaptive_avg_pool3d_cpu" if nsp == 3 else "adaptive_avg_pool2d"
         raise NotImplementedError(f"\"{kernel}\" not implemented for "
                                   f"'{dt.scalar_type_name(x.dtype)}'")
+    half = x.dtype if x.dtype in (dt.bfloat16, dt.float16) else None
+    if half is not None:      # in float32 over every axis, rounded once (PyTorch's kernel)
+        x = ops.cast(x, dt.float32)
     for i, o in enumerate(size):
         x = _adaptive_avg(x, 2 + i, o)
+    if half is not None:
+        x = ops.cast(x, half)
     return _unbatch(x, unbatched)
 
 

@@ -106,9 +106,9 @@ def _class_targets(input: Tensor, target: Tensor, name: str):
     """(input as [N, C, ...], target as [N, ...], unbatched?) with checks."""
     if input.ndim < 1:
         raise ValueError(f"{name}: input tensor should be 1D or more, got 0D")
-    if target.dtype.is_floating_point or target.dtype is dt.bool_:
-        raise RuntimeError(f"{name}: expected scalar type Long but found {target.dtype} "
-                           "(class-index targets must be an integer tensor)")
+    if target.dtype not in (dt.int64, dt.uint8):     # PyTorch's nll_loss takes these two
+        raise RuntimeError("expected target dtype to be Long or Byte, but got "
+                           f"{dt.scalar_type_name(target.dtype)}")
     if target.dtype is not dt.int64:
         target = ops.cast(target, dt.int64)
     if input.ndim == 1:
@@ -303,8 +303,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     _check_tensor(target, "binary_cross_entropy_with_logits", "target")
     reduction = _reduction(reduction, size_average, reduce)
     if tuple(target.shape) != tuple(input.shape):
-        raise ValueError(f"Target size ({list(target.shape)}) must be the same as input size "
-                         f"({list(input.shape)})")
+        raise ValueError(f"Target size (torch.Size({list(target.shape)})) must be the same as "
+                         f"input size (torch.Size({list(input.shape)}))")
     t = _as(target, input.dtype)
     # softplus(-x) = m + log(exp(-m) + exp(-x - m)) with m = max(-x, 0): stable.
     m = TF.clamp(TF.neg(input), min=0.0)

@@ -392,15 +392,18 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
                                f"({', '.join(map(str, sizes))})")
     if input.dtype is dt.uint8 and mode in ("bilinear", "bicubic"):
         return _uint8_fixed_point(input, sizes, scales, mode, align_corners, antialias)
-    y = input
+    # PyTorch's kernels interpolate a bfloat16 / float16 input in float32
+    # and round once (axis by axis here, so the float32 is kept in between)
+    half = input.dtype in (dt.bfloat16, dt.float16)
+    y = ops.cast(input, dt.float32) if half else input
     resize = _resize_axis_aa if antialias else _resize_axis
     for i, (n, s) in enumerate(zip(sizes, scales)):
         y = resize(y, 2 + i, n, s, mode, align_corners)
     if antialias:
         name = "Upsample" + mode.title() + "2DAaBackward0"
         return TF._named(ops.cast(y, input.dtype), name)
-    if y is input:
-        y = ops.cast(input, input.dtype)
+    if y is input or half:
+        y = ops.cast(y, input.dtype)
     name = {"nearest": "UpsampleNearest", "nearest-exact": "UpsampleNearestExact"}.get(
         mode, "Upsample" + mode.title()) + f"{nsp}DBackward0"
     return TF._named(y, name)

@@ -11,6 +11,7 @@ is a tensor, and running statistics are updated in place under ``no_grad``.
 """
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
@@ -170,6 +171,20 @@ def _channel_shape(x: Tensor) -> tuple:
     return (1, x.shape[1]) + (1,) * (x.ndim - 2)
 
 
+def _in_float32(fn):
+    """PyTorch's normalization kernels take a bfloat16 / float16 input
+    through float32 (statistics, running-stat updates, affine) and round the
+    output once to the input's dtype, whatever the parameters' dtype: a
+    bf16 activation with float32 weights (CPU autocast) stays bf16."""
+    @functools.wraps(fn)
+    def wrapper(input, *args, **kwargs):
+        if isinstance(input, Tensor) and input.dtype in (dt.bfloat16, dt.float16):
+            return ops.cast(fn(ops.cast(input, dt.float32), *args, **kwargs), input.dtype)
+        return fn(input, *args, **kwargs)
+    return wrapper
+
+
+@_in_float32
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5):
     """Batch normalization over every axis but 1.  In training mode the batch
@@ -227,6 +242,7 @@ def _affine_channels(y, weight, bias, shape):
     return y
 
 
+@_in_float32
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats: bool = True, momentum: float = 0.1, eps: float = 1e-5):
     """Normalize each (sample, channel) over its spatial axes.  With
@@ -296,6 +312,7 @@ def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.7
     return TF.div(x, div)
 
 
+@_in_float32
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     x = _tensor(input, "layer_norm")
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
@@ -326,6 +343,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     return y if weight is None else TF.mul(y, weight)
 
 
+@_in_float32
 def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
     x = _tensor(input, "group_norm")
     n, c = x.shape[:2]
@@ -382,6 +400,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
     # with the same values as PyTorch's sparse one; optim.SparseAdam takes it.
     _mark_sparse_grad(weight, sparse)
     idx = input if input.dtype is dt.int64 else ops.cast(input, dt.int64)
+    a = idx._data
+    if type(a) is np.ndarray and a.size and (a.min() < 0 or a.max() >= weight.shape[0]):
+        # (a negative index is no row from the end here, as it is for take)
+        raise IndexError("index out of range in self")
     if max_norm is not None:    # rows renormalized in place first, as in PyTorch
         from tracec.nn._embedding_bag import embedding_renorm_
         embedding_renorm_(weight, idx, max_norm, norm_type)

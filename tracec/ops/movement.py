@@ -76,9 +76,15 @@ transpose_p = Primitive("transpose", kind="movement",
 
 def _broadcast_shape(s, *, shape):
     shape = tuple(shape)
-    if len(shape) < len(s) or any(
-            d != 1 and d != t for d, t in zip(s, shape[len(shape) - len(s):])):
+    if len(shape) < len(s):
         raise ShapeError(f"the shape {tuple(s)} cannot be expanded to {shape}")
+    lead = len(shape) - len(s)
+    for i in range(len(shape) - 1, lead - 1, -1):    # PyTorch names the last bad dimension
+        d = s[i - lead]
+        if d != 1 and d != shape[i]:
+            raise ShapeError(f"The expanded size of the tensor ({shape[i]}) must match the "
+                             f"existing size ({d}) at non-singleton dimension {i}.  Target "
+                             f"sizes: {list(shape)}.  Tensor sizes: {list(s)}")
     return shape
 
 
@@ -148,7 +154,10 @@ def _pad_impl(x, *, low, high, interior, value):
 def _pad_vjp(g, x, out, *, low, high, interior, value):
     stops = tuple(lo + max(d - 1, 0) * (i + 1) + (1 if d else 0)
                   for d, lo, i in zip(x.shape, low, interior))
-    return (slice_(g, tuple(low), stops, tuple(i + 1 for i in interior)),)
+    # A copy, not the slice's view: PyTorch's padding (and so convolution
+    # and pooling) backward makes a new dense gradient, which WGAN-GP's
+    # gradients.view(gradients.size(0), -1) relies on.
+    return (ew.cast(slice_(g, tuple(low), stops, tuple(i + 1 for i in interior)), g.dtype),)
 
 
 pad_p = Primitive("pad", kind="movement", impl=_pad_impl, shape_rule=_pad_shape,

@@ -38,12 +38,17 @@ _PLAIN = frozenset((bool, int, float, str, type(None), tuple))
 _FUNCTIONS = frozenset((types.FunctionType, types.BuiltinFunctionType, types.MethodType,
                         functools.partial))
 
-__all__ = ["Module", "ATTR_WRITES", "MODE_WRITES", "ReplayedAttr", "replayed_token"]
+__all__ = ["Module", "ATTR_WRITES", "BUFFER_WRITES", "MODE_WRITES", "ReplayedAttr", "replayed_token"]
 
 # Callables ``(module, name, value)`` told when a plain attribute is set to a
 # tensor, a tuple of tensors (an LSTM's ``self.hidden = (h, c)``) or None (a
 # tracer registers one: a compiled call replays the write).
 ATTR_WRITES: list = []
+# Callables ``(module, name, old)`` told when a registered buffer holding the
+# tensor ``old`` is set to another tensor (DINO's ``self.center = self.center
+# * m + ...``; a tracer registers one: compiled calls write the new value into
+# ``old``, see ``tracing.Recording.settle_buffer_writes``).
+BUFFER_WRITES: list = []
 # Callables ``(module, mode)`` told by ``train(mode)`` / ``eval()`` before the
 # flag is set (a tracer registers one: compiled calls set the flag likewise).
 MODE_WRITES: list = []
@@ -409,6 +414,11 @@ class Module:
                 persistent = value.persistent
             else:
                 persistent = name not in self._non_persistent_buffers_set
+                held = buffers.get(name)
+                if BUFFER_WRITES and isinstance(value, Tensor) and isinstance(held, Tensor) \
+                        and value is not held:
+                    for hook in BUFFER_WRITES:
+                        hook(self, name, held)
             remove_from(d, self._parameters, self._modules, self._non_persistent_buffers_set)
             self.register_buffer(name, value, persistent)
             return

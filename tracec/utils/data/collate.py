@@ -99,7 +99,7 @@ def _collate(batch, path):
             return type(elem)(out)
         except TypeError:
             return out
-    raise TypeError(_ERR.format(_type_name(elem)) + _where(path))
+    raise TypeError(_ERR.format(type(elem)) + _where(path))   # PyTorch's "<class 'X'>"
 
 
 def _keys(d):
