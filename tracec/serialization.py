@@ -57,8 +57,11 @@ import numpy as np
 from tracec import dtypes as dt
 from tracec.tensor import Tensor
 from tracec.torch_checkpoint import CheckpointError, WeightsOnlyError, load_torch
+from tracec.torch_checkpoint import (add_safe_globals, clear_safe_globals,  # noqa: F401
+                                     get_safe_globals, safe_globals)
 
-__all__ = ["save", "load", "CheckpointError", "CheckpointNotFoundError", "WeightsOnlyError"]
+__all__ = ["save", "load", "CheckpointError", "CheckpointNotFoundError", "WeightsOnlyError",
+           "add_safe_globals", "clear_safe_globals", "get_safe_globals", "safe_globals"]
 
 #: Version 2 adds pickled objects ({"pickle": ...} nodes).
 FORMAT_VERSION = 2
@@ -741,6 +744,21 @@ class _Decoder:
     def pickled(self, index, what: str):
         """A whole object ``tracec.save`` pickled: unpickled only when the
         caller opted in (``weights_only=False``), as PyTorch asks."""
+        from tracec import serialization_pickle
+        from tracec.torch_checkpoint import _safe_global_names
+        safe = _safe_global_names() if self.weights_only else None
+        if safe:
+            # Only the classes and functions the user allowed (a checkpoint's
+            # argparse.Namespace), as PyTorch's weights-only unpickler does.
+            data = self.node({"ndarray": index})
+            try:
+                return serialization_pickle.loads(data.tobytes(), self.node, safe)
+            except serialization_pickle._Refused as e:
+                raise WeightsOnlyError(str(self.reader.error(
+                    f"Weights only load failed. It holds a pickled {what} naming {e}, which "
+                    f"is not among the safe globals; if you trust it, allow it with "
+                    f"torch.serialization.add_safe_globals([{e}]), or load with "
+                    f"weights_only=False"))) from None
         if self.weights_only:
             raise WeightsOnlyError(str(self.reader.error(
                 f"Weights only load failed. It holds a pickled {what} (an object tracec.save "
@@ -748,7 +766,6 @@ class _Decoder:
                 f"such as a whole Module); loading it imports and runs code the file names. "
                 f"If you trust the file, load it with weights_only=False; or save and load "
                 f"its state_dict()")))
-        from tracec import serialization_pickle
         data = self.node({"ndarray": index})
         if data.dtype != np.uint8 or data.ndim != 1:
             raise ValueError("a pickle entry must be 1-D uint8")

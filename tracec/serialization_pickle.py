@@ -51,19 +51,30 @@ _TORCH_NAMED = {("torch", "Tensor"), ("torch", "Size"), ("torch", "dtype"), ("to
 
 
 class _Unpickler(pickle.Unpickler):
-    def __init__(self, fh, from_node):
+    def __init__(self, fh, from_node, allowed=None):
         super().__init__(fh)
         self._from_node = from_node
+        #: None: any name (``weights_only=False``); else ``{(module, name): obj}``
+        self._allowed = allowed
 
     def persistent_load(self, pid):
         return self._from_node(json.loads(pid))
 
     def find_class(self, module, name):
+        if self._allowed is not None:
+            obj = self._allowed.get((module, name))
+            if obj is None:
+                raise _Refused(f"{module}.{name}")
+            return obj
         # Under ``tracec run`` these classes carry PyTorch's names
         # (``tracec.as_torch``); they are tracec's own wherever it loads.
         if (module, name) in _TORCH_NAMED:
             module = "tracec" + module[len("torch"):]
         return super().find_class(module, name)
+
+
+class _Refused(pickle.UnpicklingError):
+    """A weights-only load met a name outside the safe globals."""
 
 
 def dumps(obj, to_node) -> bytes:
@@ -75,8 +86,10 @@ def dumps(obj, to_node) -> bytes:
     return fh.getvalue()
 
 
-def loads(data: bytes, from_node):
+def loads(data: bytes, from_node, allowed: dict | None = None):
     """The object pickled by ``dumps``, its tensors made by ``from_node``
     (one object per node: shared tensors stay shared).  Runs the code the
-    pickle names: only for ``weights_only=False``."""
-    return _Unpickler(io.BytesIO(data), from_node).load()
+    pickle names: only for ``weights_only=False``, or (``allowed``) the
+    classes and functions the user vouched for (``add_safe_globals``);
+    another name raises ``_Refused`` naming it."""
+    return _Unpickler(io.BytesIO(data), from_node, allowed).load()

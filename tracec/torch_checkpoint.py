@@ -39,7 +39,65 @@ from tracec.nn.parameter import Parameter
 from tracec.tensor import Size
 from tracec.tensor import Tensor
 
-__all__ = ["load_torch", "CheckpointError", "WeightsOnlyError"]
+__all__ = ["load_torch", "CheckpointError", "WeightsOnlyError", "add_safe_globals",
+           "clear_safe_globals", "get_safe_globals", "safe_globals"]
+
+#: What ``add_safe_globals`` allowed (PyTorch's API for the names a
+#: weights-only load may resolve): classes and functions, or
+#: ``(object, "module.name")`` pairs naming them as the file does.
+_SAFE_GLOBALS: list = []
+
+
+def add_safe_globals(safe_globals: list) -> None:
+    """Allow these classes or functions (or ``(obj, "module.name")``
+    pairs) in checkpoints, as ``torch.serialization.add_safe_globals``: the
+    user vouches for them (``argparse.Namespace`` in a checkpoint's
+    ``args``).  Loading then makes them as pickle does (a class's
+    ``__new__`` and ``__setstate__``)."""
+    for g in safe_globals:
+        if isinstance(g, tuple):
+            if len(g) != 2 or not isinstance(g[1], str):
+                raise ValueError(f"expected (object, 'module.name'), got {g!r}")
+        elif not callable(g):
+            raise TypeError(f"add_safe_globals: {g!r} is not a class or function")
+        _SAFE_GLOBALS.append(g)
+
+
+def clear_safe_globals() -> None:
+    """Forget every ``add_safe_globals`` entry."""
+    _SAFE_GLOBALS.clear()
+
+
+def get_safe_globals() -> list:
+    """The ``add_safe_globals`` entries, in order."""
+    return list(_SAFE_GLOBALS)
+
+
+class safe_globals:
+    """``with safe_globals([...]):`` allows them only inside the block."""
+
+    def __init__(self, safe_globals: list):
+        self.globals = list(safe_globals)
+
+    def __enter__(self):
+        self._before = list(_SAFE_GLOBALS)
+        add_safe_globals(self.globals)
+
+    def __exit__(self, *exc):
+        _SAFE_GLOBALS[:] = self._before
+        return False
+
+
+def _safe_global_names() -> dict:
+    out = {}
+    for g in _SAFE_GLOBALS:
+        if isinstance(g, tuple):
+            obj, name = g
+            module, _, attr = name.rpartition(".")
+        else:
+            obj, module, attr = g, getattr(g, "__module__", ""), getattr(g, "__qualname__", "")
+        out[module, attr] = obj
+    return out
 
 
 class CheckpointError(RuntimeError, ValueError):
@@ -227,6 +285,7 @@ def _allowed(builder: _Builder) -> dict:
         rc["torch", cls] = _StorageType(name)
     for name in _TORCH_DTYPE_NAMES:
         rc["torch", name] = _torch_dtype(name)
+    rc.update(_safe_global_names())
     return rc
 
 
@@ -250,7 +309,9 @@ class _Unpickler(pickle.Unpickler):
                 f"refusing to unpickle {module}.{name}: tracec.load never runs "
                 "code from a checkpoint and accepts only what "
                 "torch.load(weights_only=True) does (tensors, parameters, dicts, "
-                "lists, tuples, sets, numbers, strings, dtypes, devices)")))
+                "lists, tuples, sets, numbers, strings, dtypes, devices); if you trust "
+                f"{module}.{name}, allow it with "
+                f"torch.serialization.add_safe_globals([{module}.{name}])")))
         return obj
 
     def persistent_load(self, pid):
