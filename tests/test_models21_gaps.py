@@ -1,0 +1,156 @@
+"""Gaps the models21 programs (tests/programs/models21) found in tracec:
+the detection ops of ``torchvision.ops`` that Faster R-CNN-style heads
+use (``roi_align`` / ``RoIAlign``, ``MultiScaleRoIAlign``,
+``sigmoid_focal_loss``), checked against torchvision 0.28 (whose CPU
+oracle runs its pure-tensor ``_roi_align``: the compiled kernel cannot
+load against the CPU torch) and, for the samples outside the map, against
+a direct NumPy transcription of torchvision's C++ CPU kernel."""
+import math
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+
+import tracec
+from tracec.vision import ops
+from vision_oracle import needs_torchvision, optional
+
+tv, torch = optional()
+
+R = np.random.default_rng(0)
+X = R.normal(size=(2, 3, 9, 11)).astype(np.float32)
+ROIS = np.array([[0, 1.2, 0.5, 7.3, 6.1], [1, 0., 0., 10.9, 8.9], [1, 3.3, 2.2, 3.9, 2.4],
+                 [0, 5.5, 4.4, 9.0, 8.0]], np.float32)
+
+
+def kernel_roi_align(x, rois, ph_n, pw_n, scale, sr, aligned):
+    """torchvision/csrc/ops/cpu/roi_align_kernel.cpp, loop for loop."""
+    _, C, H, W = x.shape
+    out = np.zeros((len(rois), C, ph_n, pw_n), np.float64)
+    off = 0.5 if aligned else 0.0
+    for k, (b, x1, y1, x2, y2) in enumerate(rois.astype(np.float64)):
+        sw, sh, ew, eh = x1 * scale - off, y1 * scale - off, x2 * scale - off, y2 * scale - off
+        rw, rh = ew - sw, eh - sh
+        if not aligned:
+            rw, rh = max(rw, 1.0), max(rh, 1.0)
+        bh, bw = rh / ph_n, rw / pw_n
+        gh = sr if sr > 0 else math.ceil(rh / ph_n)
+        gw = sr if sr > 0 else math.ceil(rw / pw_n)
+        count = max(gh * gw, 1)
+        for ph in range(ph_n):
+            for pw in range(pw_n):
+                acc = np.zeros(C)
+                for iy in range(gh):
+                    y = sh + ph * bh + (iy + 0.5) * bh / gh
+                    for ix in range(gw):
+                        xx = sw + pw * bw + (ix + 0.5) * bw / gw
+                        if y < -1.0 or y > H or xx < -1.0 or xx > W:
+                            continue
+                        yy, xc = max(y, 0.0), max(xx, 0.0)
+                        yl, xl = int(yy), int(xc)
+                        if yl >= H - 1:
+                            yh = yl = H - 1
+                            yy = float(yl)
+                        else:
+                            yh = yl + 1
+                        if xl >= W - 1:
+                            xh = xl = W - 1
+                            xc = float(xl)
+                        else:
+                            xh = xl + 1
+                        ly, lx = yy - yl, xc - xl
+                        hy, hx = 1 - ly, 1 - lx
+                        img = x[int(b)]
+                        acc += hy * hx * img[:, yl, xl] + hy * lx * img[:, yl, xh] \
+                            + ly * hx * img[:, yh, xl] + ly * lx * img[:, yh, xh]
+                out[k, :, ph, pw] = acc / count
+    return out
+
+
+@pytest.mark.parametrize("sampling_ratio", [2, -1])
+@pytest.mark.parametrize("aligned", [True, False])
+@pytest.mark.parametrize("scale", [1.0, 0.5])
+@needs_torchvision
+def test_roi_align_matches_torchvision(sampling_ratio, aligned, scale):
+    xt = torch.from_numpy(X).requires_grad_()
+    want = tv.ops.roi_align(xt, torch.from_numpy(ROIS), (3, 2), scale, sampling_ratio, aligned)
+    xg = tracec.from_numpy(X).requires_grad_()
+    got = ops.roi_align(xg, tracec.from_numpy(ROIS), (3, 2), scale, sampling_ratio, aligned)
+    assert got.shape == (4, 3, 3, 2) and got.dtype == tracec.float32
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+    w = np.arange(want.numel(), dtype=np.float32).reshape(tuple(want.shape)) / 10
+    (want * torch.from_numpy(w)).sum().backward()
+    (got * tracec.from_numpy(w)).sum().backward()
+    np.testing.assert_allclose(xg.grad.numpy(), xt.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@needs_torchvision
+def test_roi_align_box_list_and_module():
+    boxes = [ROIS[[0, 3], 1:], ROIS[1:3, 1:]]
+    want = tv.ops.roi_align(torch.from_numpy(X), [torch.from_numpy(b) for b in boxes], 2, 0.5, -1, True)
+    got = ops.roi_align(tracec.from_numpy(X), [tracec.from_numpy(b) for b in boxes], 2, 0.5, -1, True)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    m, tm = ops.RoIAlign((2, 2), 0.5, 2, aligned=True), tv.ops.RoIAlign((2, 2), 0.5, 2, aligned=True)
+    assert repr(m) == repr(tm)
+    np.testing.assert_allclose(m(tracec.from_numpy(X), tracec.from_numpy(ROIS)).numpy(),
+                               tm(torch.from_numpy(X), torch.from_numpy(ROIS)).numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(AssertionError, match=r"not correct as Tensor\[K, 5\]"):
+        ops.roi_align(tracec.from_numpy(X), tracec.from_numpy(ROIS[:, 1:]), 2)
+    with pytest.raises(AssertionError, match=r"List\[Tensor\[L, 4\]\]"):
+        ops.roi_align(tracec.from_numpy(X), [tracec.from_numpy(ROIS)], 2)
+
+
+@pytest.mark.parametrize("sampling_ratio,aligned", [(2, False), (-1, True), (3, True)])
+def test_roi_align_samples_outside_the_map_are_zero_as_in_the_kernel(sampling_ratio, aligned):
+    # boxes reaching past the feature map: the CPU kernel drops samples
+    # beyond [-1, H] x [-1, W] (they still count in the bin's mean)
+    rois = np.array([[0, 8.0, 6.0, 16.0, 14.0], [1, -4.0, -3.0, 3.4, 2.5], [0, 20.0, 1.0, 30.0, 5.0],
+                     [1, 2.0, 1.0, 6.0, 4.0]], np.float32)
+    got = ops.roi_align(tracec.from_numpy(X), tracec.from_numpy(rois), (2, 3), 1.0, sampling_ratio, aligned)
+    want = kernel_roi_align(X, rois, 2, 3, 1.0, sampling_ratio, aligned)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+    assert np.all(got.numpy()[2] == 0)
+
+
+@needs_torchvision
+def test_multiscale_roi_align_matches_torchvision():
+    feats = OrderedDict((k, R.normal(size=(2, 3, s, s)).astype(np.float32))
+                        for k, s in (("feat1", 16), ("feat2", 8), ("feat3", 4), ("pool", 2)))
+    bx = [np.array([[1, 2, 30, 40], [0, 0, 63, 63], [5, 5, 9, 12]], np.float32),
+          np.array([[10, 10, 50, 33]], np.float32)]
+    for names, kw in ((["feat1", "feat2", "feat3"], dict(canonical_scale=32, canonical_level=3)),
+                      (["feat2"], {}), (["feat1", "feat3"], {})):
+        m = tv.ops.MultiScaleRoIAlign(names, 3, 2, **kw)
+        tm = ops.MultiScaleRoIAlign(names, 3, 2, **kw)
+        want = m(OrderedDict((k, torch.from_numpy(v)) for k, v in feats.items()),
+                 [torch.from_numpy(b) for b in bx], [(64, 64), (60, 50)])
+        got = tm(OrderedDict((k, tracec.from_numpy(v)) for k, v in feats.items()),
+                 [tracec.from_numpy(b) for b in bx], [(64, 64), (60, 50)])
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+        assert tm.scales == m.scales and repr(tm) == repr(m)
+        assert (tm.map_levels.k_min, tm.map_levels.k_max) == (m.map_levels.k_min, m.map_levels.k_max)
+        assert tm.map_levels([tracec.from_numpy(b) for b in bx]).tolist() == \
+            m.map_levels([torch.from_numpy(b) for b in bx]).tolist()
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("alpha,gamma", [(0.25, 2), (-1, 2), (0.5, 1.5)])
+@needs_torchvision
+def test_sigmoid_focal_loss_matches_torchvision(reduction, alpha, gamma):
+    i = R.normal(size=(5, 4)).astype(np.float32) * 3
+    t = (R.random((5, 4)) > 0.7).astype(np.float32)
+    it, ig = torch.from_numpy(i).requires_grad_(), tracec.from_numpy(i).requires_grad_()
+    want = tv.ops.sigmoid_focal_loss(it, torch.from_numpy(t), alpha, gamma, reduction)
+    got = ops.sigmoid_focal_loss(ig, tracec.from_numpy(t), alpha, gamma, reduction)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-7)
+    want.sum().backward()
+    got.sum().backward()
+    np.testing.assert_allclose(ig.grad.numpy(), it.grad.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_sigmoid_focal_loss_bad_arguments():
+    x = tracec.zeros(2)
+    with pytest.raises(ValueError, match="Invalid alpha value: 2. alpha must be in the range"):
+        ops.sigmoid_focal_loss(x, x, alpha=2)
+    with pytest.raises(ValueError, match="Invalid Value for arg 'reduction': 'max"):
+        ops.sigmoid_focal_loss(x, x, reduction="max")
