@@ -154,3 +154,20 @@ def test_sigmoid_focal_loss_bad_arguments():
         ops.sigmoid_focal_loss(x, x, alpha=2)
     with pytest.raises(ValueError, match="Invalid Value for arg 'reduction': 'max"):
         ops.sigmoid_focal_loss(x, x, reduction="max")
+
+
+def test_jit_script_if_tracing_wraps_and_calls_the_function():
+    # torchvision/models/detection/_utils.py: @torch.jit._script_if_tracing
+    # on encode_boxes (a decorator tracec.jit lacked)
+    def encode(a, b):
+        """doc"""
+        return a * 2 + b
+
+    for deco in (tracec.jit._script_if_tracing, tracec.jit.script_if_tracing):
+        w = deco(encode)
+        assert w(tracec.tensor(1.0), tracec.tensor(3.0)).item() == 5.0
+        assert w.__name__ == "encode" and w.__doc__ == "doc" and w.__wrapped__ is encode
+        assert getattr(w, "__original_fn") is encode
+    if torch is not None:
+        tw = torch.jit._script_if_tracing(encode)
+        assert tw.__name__ == "encode" and getattr(tw, "__original_fn") is encode
