@@ -6,6 +6,7 @@ oracle runs its pure-tensor ``_roi_align``: the compiled kernel cannot
 load against the CPU torch) and, for the samples outside the map, against
 a direct NumPy transcription of torchvision's C++ CPU kernel."""
 import math
+import warnings
 from collections import OrderedDict
 
 import numpy as np
@@ -171,3 +172,41 @@ def test_jit_script_if_tracing_wraps_and_calls_the_function():
     if torch is not None:
         tw = torch.jit._script_if_tracing(encode)
         assert tw.__name__ == "encode" and getattr(tw, "__original_fn") is encode
+
+
+def test_linalg_error_is_named_as_torchs_class():
+    # the ANP program prints type(e).__name__ of a failed linalg.cholesky:
+    # torch's class is torch._C._LinAlgError (torch.linalg.LinAlgError)
+    with pytest.raises(tracec.linalg.LinAlgError) as e:
+        tracec.linalg.cholesky(tracec.tensor([[1.0, 2.0], [2.0, 1.0]]))
+    assert isinstance(e.value, RuntimeError)
+    assert type(e.value).__name__ == "_LinAlgError"
+    assert tracec._C._LinAlgError is tracec.linalg.LinAlgError
+    assert repr(e.value).startswith("_LinAlgError('linalg.cholesky: The factorization could not be completed")
+    if torch is not None:
+        with pytest.raises(torch.linalg.LinAlgError) as te:
+            torch.linalg.cholesky(torch.tensor([[1.0, 2.0], [2.0, 1.0]]))
+        assert type(te.value).__name__ == type(e.value).__name__
+        assert str(te.value) == str(e.value)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize("fn", ["linalg.cholesky", "cholesky"])
+def test_cholesky_not_positive_definite_message_names_the_minor(fn, batched):
+    a = np.array([[1.0, 2.0], [2.0, 1.0]], np.float32)
+    if batched:
+        a = np.stack([np.eye(2, dtype=np.float32), np.diag([1.0, 1.0]).astype(np.float32), a])
+    call = (lambda m, x: m.linalg.cholesky(x)) if fn == "linalg.cholesky" else (lambda m, x: m.cholesky(x))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # torch.cholesky's deprecation, once
+        with pytest.raises(tracec.linalg.LinAlgError) as e:
+            call(tracec, tracec.from_numpy(a))
+    where = "(Batch element 2): " if batched else ""
+    assert str(e.value) == (f"{fn}: {where}The factorization could not be completed because the input is not "
+                            "positive-definite (the leading minor of order 2 is not positive-definite).")
+    if torch is not None:
+        with pytest.raises(torch.linalg.LinAlgError) as te:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                call(torch, torch.from_numpy(a))
+        assert str(te.value) == str(e.value)

@@ -7,7 +7,11 @@ classifier trained with NLL over log_softmax, Adam and StepLR);
 vgsatorras/egnn (E_GCL with unsorted_segment_sum / mean through new_full
 and scatter_add_, attention, tanh, normalize, gcl.py's coords_range tensor
 attribute and in-place coord update, qm9's masked E_GCL_mask over padded
-molecules, the E(n) equivariance check, Adam and CosineAnnealingLR); a
+molecules, the E(n) equivariance check, Adam and CosineAnnealingLR); the
+Attentive Neural Process of deepmind/neural-processes as its PyTorch ports
+write it (the GP curve sampler with torch.cholesky of the float64 kernel,
+uniform / laplace / dot-product / nn.MultiheadAttention cross-attention,
+Normal latents with kl_divergence, the decoder's log_prob); a
 minimal Faster R-CNN assembled from torchvision/models/detection's modules
 (AnchorGenerator, RPN, BoxCoder, Matcher, BalancedPositiveNegativeSampler,
 RoIHeads over MultiScaleRoIAlign) with the torchvision.ops box functions,
@@ -36,7 +40,7 @@ from vision_oracle import needs_torchvision
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models21"
 
-CASES = ["pointnet2.py", "egnn.py"]
+CASES = ["pointnet2.py", "egnn.py", "attentive_np.py"]
 # farthest_point_sample's boolean-mask update (distance[mask] = dist[mask])
 # is data-dependent control flow: the compiled step runs eagerly, as
 # torch.compile graph-breaks there

@@ -26,6 +26,15 @@ def _log_api_usage_once(*args) -> None:
     return None
 
 
+def __getattr__(name):
+    # torch._C._LinAlgError (torch.linalg.LinAlgError's class), imported on
+    # first use: linear algebra is not loaded with this module
+    if name == "_LinAlgError":
+        from tracec.linalg_lapack import _LinAlgError
+        return _LinAlgError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _get_tracing_state():
     """The TorchScript tracer's state: tracec never runs under ``torch.jit.trace``'s tracer."""
     return None
