@@ -11,7 +11,11 @@ molecules, the E(n) equivariance check, Adam and CosineAnnealingLR); the
 Attentive Neural Process of deepmind/neural-processes as its PyTorch ports
 write it (the GP curve sampler with torch.cholesky of the float64 kernel,
 uniform / laplace / dot-product / nn.MultiheadAttention cross-attention,
-Normal latents with kl_divergence, the decoder's log_prob); a
+Normal latents with kl_divergence, the decoder's log_prob);
+suragnair/alpha-zero-general (OthelloNNet's BatchNorm conv tower with the
+log_softmax policy and tanh value, NNetWrapper's training from numpy boards
+through torch.FloatTensor, predict's .data.cpu().numpy(), checkpoints via
+torch.save({'state_dict': ...}), MCTS self-play on 6x6 Othello); a
 minimal Faster R-CNN assembled from torchvision/models/detection's modules
 (AnchorGenerator, RPN, BoxCoder, Matcher, BalancedPositiveNegativeSampler,
 RoIHeads over MultiScaleRoIAlign) with the torchvision.ops box functions,
@@ -40,7 +44,7 @@ from vision_oracle import needs_torchvision
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models21"
 
-CASES = ["pointnet2.py", "egnn.py", "attentive_np.py"]
+CASES = ["pointnet2.py", "egnn.py", "attentive_np.py", "alphazero_othello.py"]
 # farthest_point_sample's boolean-mask update (distance[mask] = dist[mask])
 # is data-dependent control flow: the compiled step runs eagerly, as
 # torch.compile graph-breaks there
