@@ -210,3 +210,27 @@ def test_cholesky_not_positive_definite_message_names_the_minor(fn, batched):
                 warnings.simplefilter("ignore")
                 call(torch, torch.from_numpy(a))
         assert str(te.value) == str(e.value)
+
+
+@pytest.mark.parametrize("aligned", [True, False])
+def test_roi_align_adaptive_grid_larger_than_the_map(aligned):
+    # a region much taller than the map over few bins: ceil(roi_h / bins)
+    # samples per bin side exceed the map's size; the kernel takes them all
+    rois = np.array([[0, 0.5, 0.5, 10.0, 40.0], [1, 1.0, 2.0, 30.0, 8.0], [0, 2.0, 2.0, 4.0, 4.0],
+                     [1, 0.0, 0.0, 5.0, 19.8], [0, 0.0, 0.0, 23.0, 3.0]], np.float32)
+    got = ops.roi_align(tracec.from_numpy(X), tracec.from_numpy(rois), (2, 1), 1.0, -1, aligned)
+    want = kernel_roi_align(X, rois, 2, 1, 1.0, -1, aligned)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_roi_align_under_compile_matches_eager():
+    # inside tracec.compile the adaptive grid keeps static candidate shapes
+    rois = tracec.from_numpy(ROIS)
+
+    def f(x):
+        return ops.roi_align(x, rois, (3, 2), 0.5, -1, True).sum(dim=(2, 3))
+
+    eager = f(tracec.from_numpy(X))
+    cf = tracec.compile(f)
+    for _ in range(2):
+        np.testing.assert_allclose(cf(tracec.from_numpy(X)).numpy(), eager.numpy(), rtol=1e-5, atol=1e-6)

@@ -19,9 +19,11 @@ The computation is tensor ops (gathers and weighted sums), so gradients
 flow to ``input`` (and to the boxes' coordinates only through the bilinear
 weights, which torchvision's kernel does not differentiate: ``rois`` is
 detached, as there).  With ``sampling_ratio <= 0`` every region evaluates
-``H x W`` candidate samples per bin and masks the ones past its own grid
-(static shapes: the grid never needs more samples per side than the map
-has pixels, for a region inside the map)."""
+as many candidate samples per bin side as the largest region's grid has
+and masks the ones past its own grid; inside ``tracec.compile`` shapes
+stay static, so the candidates are the map's ``H x W`` (enough for any
+region inside the map: a region whose grid outruns the map then samples
+fewer points than the kernel, as torchvision's own Python fallback)."""
 from __future__ import annotations
 
 import math
@@ -30,7 +32,7 @@ from tracec import nn
 from tracec.creation import arange, full_like
 from tracec.functions import where
 from tracec.shape_ops import cat
-from tracec.tensor import Tensor
+from tracec.tensor import RECORDERS, Tensor
 
 
 def _pair(v):
@@ -108,7 +110,15 @@ def roi_align(input: Tensor, boxes, output_size, spatial_scale: float = 1.0,
         step_h, step_w = bin_h / grid_h, bin_w / grid_w
     else:
         grid_h, grid_w = (roi_h / ph_n).ceil(), (roi_w / pw_n).ceil()
-        iy, ix = arange(height), arange(width)
+        if RECORDERS or k == 0:
+            # a trace keeps static shapes: as many candidates as the map
+            # has pixels (enough for any region inside the map)
+            iy, ix = arange(height), arange(width)
+        else:
+            # eagerly: exactly the largest region's grid, so regions
+            # larger than the map sample as the kernel does, and the
+            # candidates stay few on large maps
+            iy, ix = arange(max(int(grid_h.max()), 1)), arange(max(int(grid_w.max()), 1))
         ymask = iy[None, :] < grid_h[:, None]           # [K, IY]
         xmask = ix[None, :] < grid_w[:, None]           # [K, IX]
         count = (grid_h * grid_w).clamp(min=1)[:, None, None, None]
