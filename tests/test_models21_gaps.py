@@ -234,3 +234,84 @@ def test_roi_align_under_compile_matches_eager():
     cf = tracec.compile(f)
     for _ in range(2):
         np.testing.assert_allclose(cf(tracec.from_numpy(X)).numpy(), eager.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _boxes(shape, seed):
+    rng = np.random.default_rng(seed)
+    xy = rng.random(shape + (2,), dtype=np.float32) * 20
+    return np.concatenate([xy, xy + 0.5 + rng.random(shape + (2,), dtype=np.float32) * 10], -1)
+
+
+@pytest.mark.parametrize("fn", ["box_iou", "generalized_box_iou", "distance_box_iou", "complete_box_iou"])
+@needs_torchvision
+def test_pairwise_box_functions_batched_and_upcast_like_torchvision(fn):
+    # torchvision 0.28: boxes [..., N, 4] x [..., M, 4] -> [..., N, M],
+    # computed in at least 32 bits (half-precision boxes: float32 result)
+    for shape1, shape2, dtype in (((5,), (3,), np.float32), ((2, 4), (2, 3), np.float32),
+                                  ((4,), (6,), np.float16), ((3,), (2,), np.float64)):
+        a, b = _boxes(shape1, 1).astype(dtype), _boxes(shape2, 2).astype(dtype)
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        want = getattr(tv.ops, fn)(ta, tb)
+        ga, gb = tracec.from_numpy(a), tracec.from_numpy(b)
+        got = getattr(ops, fn)(ga, gb)
+        assert got.dtype.name == str(want.dtype).replace("torch.", "") and got.shape == tuple(want.shape)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    if fn in ("distance_box_iou", "complete_box_iou"):
+        ta, tb = torch.from_numpy(a).requires_grad_(), torch.from_numpy(b)
+        ga, gb = tracec.from_numpy(a).requires_grad_(), tracec.from_numpy(b)
+        getattr(tv.ops, fn)(ta, tb, eps=1e-4).sum().backward()
+        getattr(ops, fn)(ga, gb, eps=1e-4).sum().backward()
+        np.testing.assert_allclose(ga.grad.numpy(), ta.grad.numpy(), rtol=1e-5, atol=1e-7)
+
+
+@needs_torchvision
+def test_box_area_and_iou_formats_like_torchvision():
+    a, b = _boxes((4,), 3), _boxes((3,), 4)
+    for fmt in ("xyxy", "xywh", "cxcywh"):
+        np.testing.assert_allclose(ops.box_area(tracec.from_numpy(a), fmt=fmt).numpy(),
+                                   tv.ops.box_area(torch.from_numpy(a), fmt=fmt).numpy(), rtol=1e-6)
+        np.testing.assert_allclose(ops.box_iou(tracec.from_numpy(a), tracec.from_numpy(b), fmt=fmt).numpy(),
+                                   tv.ops.box_iou(torch.from_numpy(a), torch.from_numpy(b), fmt=fmt).numpy(),
+                                   rtol=1e-6, atol=1e-7)
+    ia = (a * 3).astype(np.int16)
+    got, want = ops.box_area(tracec.from_numpy(ia)), tv.ops.box_area(torch.from_numpy(ia))
+    assert got.dtype == tracec.int32 and want.dtype == torch.int32 and got.tolist() == want.tolist()
+    with pytest.raises(ValueError, match="Unsupported Bounding Box area for given format xyxyr"):
+        ops.box_area(tracec.from_numpy(a), fmt="xyxyr")
+    with pytest.raises(ValueError, match="Unsupported Bounding Box Conversions for given in_fmt xyz and out_fmt xyxy"):
+        ops.box_convert(tracec.from_numpy(a), "xyz", "xyxy")
+    with pytest.raises(ValueError, match=r"Unsupported format 'abc'. Supported axis-aligned formats: \('xyxy'"):
+        ops.box_iou(tracec.from_numpy(a), tracec.from_numpy(b), fmt="abc")
+
+
+@pytest.mark.parametrize("fn", ["generalized_box_iou_loss", "distance_box_iou_loss", "complete_box_iou_loss"])
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@needs_torchvision
+def test_box_iou_losses_match_torchvision(fn, reduction):
+    a, b = _boxes((6,), 5), _boxes((6,), 6)
+    b[2] = a[2] + 40          # a pair that does not overlap
+    ta, tb = torch.from_numpy(a).requires_grad_(), torch.from_numpy(b).requires_grad_()
+    ga, gb = tracec.from_numpy(a).requires_grad_(), tracec.from_numpy(b).requires_grad_()
+    want = getattr(tv.ops, fn)(ta, tb, reduction=reduction)
+    got = getattr(ops, fn)(ga, gb, reduction=reduction)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+    want.sum().backward()
+    got.sum().backward()
+    np.testing.assert_allclose(ga.grad.numpy(), ta.grad.numpy(), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(gb.grad.numpy(), tb.grad.numpy(), rtol=1e-4, atol=1e-6)
+    empty = getattr(ops, fn)(tracec.zeros(0, 4), tracec.zeros(0, 4), reduction="mean")
+    assert empty.item() == 0.0 == getattr(tv.ops, fn)(torch.zeros(0, 4), torch.zeros(0, 4), reduction="mean").item()
+    with pytest.raises(ValueError, match="Invalid Value for arg 'reduction': 'max"):
+        getattr(ops, fn)(ga, gb, reduction="max")
+
+
+@needs_torchvision
+def test_masks_to_boxes_matches_torchvision():
+    m = np.zeros((4, 7, 9), np.uint8)
+    m[0, 2:5, 3:8] = 1
+    m[1, 6, 0] = 1
+    m[3, 1:7:2, 4] = 1            # m[2] is empty
+    for arr in (m, m.astype(np.float32), m.astype(bool)):
+        got, want = ops.masks_to_boxes(tracec.from_numpy(arr)), tv.ops.masks_to_boxes(torch.from_numpy(arr))
+        assert got.dtype == tracec.float32 and got.tolist() == want.tolist()
+    assert tuple(ops.masks_to_boxes(tracec.zeros(0, 3, 3)).shape) == (0, 4)

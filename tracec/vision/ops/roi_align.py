@@ -29,39 +29,14 @@ from __future__ import annotations
 import math
 
 from tracec import nn
-from tracec.creation import arange, full_like
+from tracec.creation import arange
 from tracec.functions import where
-from tracec.shape_ops import cat
 from tracec.tensor import RECORDERS, Tensor
+from tracec.vision.ops._utils import check_roi_boxes_shape, convert_boxes_to_roi_format
 
 
 def _pair(v):
     return (v, v) if isinstance(v, int) else tuple(v)
-
-
-def _cat(tensors, dim=0):
-    return tensors[0] if len(tensors) == 1 else cat(tensors, dim)
-
-
-def convert_boxes_to_roi_format(boxes) -> Tensor:
-    """A list of per-image ``Tensor[L, 4]`` as one ``Tensor[K, 5]`` whose
-    first column is the image's index (``torchvision.ops._utils``)."""
-    concat_boxes = _cat(list(boxes), dim=0)
-    ids = _cat([full_like(b[:, :1], i) for i, b in enumerate(boxes)], dim=0)
-    return cat([ids, concat_boxes], dim=1)
-
-
-def check_roi_boxes_shape(boxes) -> None:
-    """torchvision's checks of ``boxes`` (AssertionError, its messages)."""
-    if isinstance(boxes, (list, tuple)):
-        for t in boxes:
-            if t.size(1) != 4:
-                raise AssertionError("The shape of the tensor in the boxes list is not correct as List[Tensor[L, 4]]")
-    elif isinstance(boxes, Tensor):
-        if boxes.size(1) != 5:
-            raise AssertionError("The boxes tensor shape is not correct as Tensor[K, 5]")
-    else:
-        raise AssertionError("boxes is expected to be a Tensor[L, 5] or a List[Tensor[K, 4]]")
 
 
 def _sample_axis(coord, size):
