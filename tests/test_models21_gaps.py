@@ -315,3 +315,49 @@ def test_masks_to_boxes_matches_torchvision():
         got, want = ops.masks_to_boxes(tracec.from_numpy(arr)), tv.ops.masks_to_boxes(torch.from_numpy(arr))
         assert got.dtype == tracec.float32 and got.tolist() == want.tolist()
     assert tuple(ops.masks_to_boxes(tracec.zeros(0, 3, 3)).shape) == (0, 4)
+
+
+@pytest.mark.parametrize("extra,norm", [("none", False), ("pool", True), ("p6p7", False), ("p6p7_c5", False)])
+@needs_torchvision
+def test_feature_pyramid_network_matches_torchvision(extra, norm):
+    from torchvision.ops import feature_pyramid_network as tfpn
+    from tracec.vision.ops import feature_pyramid_network as gfpn
+
+    def build(m, nn_):
+        blocks = {"none": None, "pool": m.LastLevelMaxPool(), "p6p7": m.LastLevelP6P7(6, 6),
+                  "p6p7_c5": m.LastLevelP6P7(12, 6)}[extra]
+        return m.FeaturePyramidNetwork([3, 5, 12], 6, extra_blocks=blocks,
+                                       norm_layer=nn_.BatchNorm2d if norm else None)
+
+    want_m, got_m = build(tfpn, torch.nn), build(gfpn, tracec.nn)
+    assert list(got_m.state_dict()) == list(want_m.state_dict())
+    assert repr(got_m) == repr(want_m)
+    sd = {k: v.detach().numpy() + R.normal(0, 0.1, tuple(v.shape)).astype(np.float32)
+          if v.dtype == torch.float32 else v.numpy() for k, v in want_m.state_dict().items()}
+    want_m.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()})
+    got_m.load_state_dict({k: tracec.from_numpy(v) for k, v in sd.items()})
+    feats = [R.normal(size=(2, c, s, s + 1)).astype(np.float32) for c, s in ((3, 16), (5, 8), (12, 3))]
+    names = ["feat0", "feat1", "feat2"]
+    tin = OrderedDict((n, torch.from_numpy(f).requires_grad_()) for n, f in zip(names, feats))
+    gin = OrderedDict((n, tracec.from_numpy(f).requires_grad_()) for n, f in zip(names, feats))
+    want, got = want_m(tin), got_m(gin)
+    assert list(got) == list(want)
+    for k in want:
+        np.testing.assert_allclose(got[k].detach().numpy(), want[k].detach().numpy(), rtol=1e-4, atol=1e-5)
+    sum(v.square().sum() for v in want.values()).backward()
+    sum(v.square().sum() for v in got.values()).backward()
+    np.testing.assert_allclose(gin["feat0"].grad.numpy(), tin["feat0"].grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_feature_pyramid_network_loads_version_1_keys():
+    from tracec.vision.ops.feature_pyramid_network import FeaturePyramidNetwork
+    a, b = FeaturePyramidNetwork([3, 4], 5), FeaturePyramidNetwork([3, 4], 5)
+    old = {k.replace(".0.", "."): v + 1 for k, v in a.state_dict().items()}
+    assert "inner_blocks.0.weight" in old
+    b.load_state_dict(old)          # no metadata: version 1, renamed on load
+    np.testing.assert_array_equal(b.inner_blocks[1][0].bias.detach().numpy(),
+                                  a.inner_blocks[1][0].bias.detach().numpy() + 1)
+    with pytest.raises(TypeError, match="extra_blocks should be of type ExtraFPNBlock not"):
+        FeaturePyramidNetwork([3], 5, extra_blocks=tracec.nn.ReLU())
+    with pytest.raises(ValueError, match="in_channels=0 is currently not supported"):
+        FeaturePyramidNetwork([3, 0], 5)
