@@ -361,3 +361,82 @@ def test_feature_pyramid_network_loads_version_1_keys():
         FeaturePyramidNetwork([3], 5, extra_blocks=tracec.nn.ReLU())
     with pytest.raises(ValueError, match="in_channels=0 is currently not supported"):
         FeaturePyramidNetwork([3, 0], 5)
+
+
+@needs_torchvision
+def test_detection_box_coder_matches_torchvision():
+    from torchvision.models.detection import _utils as tdu
+    from tracec.vision.models.detection import _utils as gdu
+    ref, prop = _boxes((7,), 11), _boxes((7,), 12)
+    for w in ((1.0, 1.0, 1.0, 1.0), (10.0, 10.0, 5.0, 5.0)):
+        tc, gc = tdu.BoxCoder(w), gdu.BoxCoder(w)
+        assert gc.bbox_xform_clip == tc.bbox_xform_clip
+        want = tc.encode([torch.from_numpy(ref[:3]), torch.from_numpy(ref[3:])],
+                         [torch.from_numpy(prop[:3]), torch.from_numpy(prop[3:])])
+        got = gc.encode([tracec.from_numpy(ref[:3]), tracec.from_numpy(ref[3:])],
+                        [tracec.from_numpy(prop[:3]), tracec.from_numpy(prop[3:])])
+        assert len(got) == len(want) == 2
+        for g, t in zip(got, want):
+            np.testing.assert_allclose(g.numpy(), t.numpy(), rtol=1e-5, atol=1e-6)
+        codes = R.normal(size=(7, 8)).astype(np.float32) * 3
+        codes[0, 2] = 50.0                       # past bbox_xform_clip
+        want = tc.decode(torch.from_numpy(codes), [torch.from_numpy(prop[:4]), torch.from_numpy(prop[4:])])
+        got = gc.decode(tracec.from_numpy(codes), [tracec.from_numpy(prop[:4]), tracec.from_numpy(prop[4:])])
+        assert tuple(got.shape) == tuple(want.shape) == (7, 2, 4)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-4)
+    with pytest.raises(AssertionError, match="expects boxes of type list or tuple"):
+        gdu.BoxCoder((1.0,) * 4).decode(tracec.zeros(2, 4), tracec.zeros(2, 4))
+
+
+@pytest.mark.parametrize("low_quality", [False, True])
+@needs_torchvision
+def test_detection_matcher_matches_torchvision(low_quality):
+    from torchvision.models.detection import _utils as tdu
+    from tracec.vision.models.detection import _utils as gdu
+    gt, pred = _boxes((3,), 13), _boxes((12,), 14)
+    q = tv.ops.box_iou(torch.from_numpy(gt), torch.from_numpy(pred))
+    q[1, 5] = q[1].max()                     # a tie for the best of ground truth 1
+    want = tdu.Matcher(0.5, 0.2, low_quality)(q)
+    got = gdu.Matcher(0.5, 0.2, low_quality)(tracec.from_numpy(q.numpy()))
+    assert got.dtype == tracec.int64 and got.tolist() == want.tolist()
+    assert gdu.Matcher.BELOW_LOW_THRESHOLD == -1 and gdu.Matcher.BETWEEN_THRESHOLDS == -2
+    with pytest.raises(ValueError, match="No ground-truth boxes available"):
+        gdu.Matcher(0.5, 0.2)(tracec.zeros(0, 4))
+    with pytest.raises(ValueError, match="No proposal boxes available"):
+        gdu.Matcher(0.5, 0.2)(tracec.zeros(2, 0))
+    with pytest.raises(AssertionError, match="low_threshold should be <= high_threshold"):
+        gdu.Matcher(0.2, 0.5)
+
+
+def test_detection_sampler_takes_the_requested_counts():
+    from tracec.vision.models.detection import _utils as gdu
+    m = tracec.tensor([1, 0, -1, 2, 0, 0, 3, 0, -2, 0])
+    pos, neg = gdu.BalancedPositiveNegativeSampler(100, 0.5)([m])
+    assert pos[0].dtype == tracec.uint8
+    assert pos[0].tolist() == [1, 0, 0, 1, 0, 0, 1, 0, 0, 0] and neg[0].tolist() == [0, 1, 0, 0, 1, 1, 0, 1, 0, 1]
+    pos, neg = gdu.BalancedPositiveNegativeSampler(4, 0.25)([m, m])
+    for p, n in zip(pos, neg):
+        assert int(p.sum()) == 1 and int(n.sum()) == 3
+        assert bool((m[p.bool()] >= 1).all()) and bool((m[n.bool()] == 0).all())
+
+
+@needs_torchvision
+def test_detection_anchor_generator_matches_torchvision():
+    from torchvision.models.detection.anchor_utils import AnchorGenerator as TA
+    from torchvision.models.detection.image_list import ImageList as TI
+    from tracec.vision.models.detection.anchor_utils import AnchorGenerator as GA
+    from tracec.vision.models.detection.image_list import ImageList as GI
+    for kw in (dict(), dict(sizes=((16,), (32, 64)), aspect_ratios=((0.5, 1.0, 2.0), (1.0,))),
+               dict(sizes=(8, 24), aspect_ratios=(0.5, 2.0))):
+        ta, ga = TA(**kw), GA(**kw)
+        assert ga.num_anchors_per_location() == ta.num_anchors_per_location()
+        levels = [(10, 12), (5, 6)][:len(ta.sizes)]
+        images = np.zeros((2, 3, 40, 48), np.float32)
+        tf = [torch.zeros(2, 4, *s) for s in levels]
+        gf = [tracec.zeros(2, 4, *s) for s in levels]
+        want = ta(TI(torch.from_numpy(images), [(40, 48), (36, 40)]), tf)
+        got = ga(GI(tracec.from_numpy(images), [(40, 48), (36, 40)]), gf)
+        assert len(got) == len(want) == 2
+        for g, t in zip(got, want):
+            assert g.dtype == tracec.float32 and g.tolist() == t.tolist()
+    assert GI(tracec.zeros(1, 3, 4, 4), [(4, 4)]).to("cpu").image_sizes == [(4, 4)]
