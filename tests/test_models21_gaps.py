@@ -440,3 +440,78 @@ def test_detection_anchor_generator_matches_torchvision():
         for g, t in zip(got, want):
             assert g.dtype == tracec.float32 and g.tolist() == t.tolist()
     assert GI(tracec.zeros(1, 3, 4, 4), [(4, 4)]).to("cpu").image_sizes == [(4, 4)]
+
+
+def _greedy_nms_torch(boxes, scores, iou_threshold):
+    # torchvision's CPU nms kernel (compiled code the CPU oracle cannot load)
+    order = torch.sort(scores, descending=True, stable=True)[1]
+    iou = tv.ops.box_iou(boxes, boxes)
+    suppressed = torch.zeros(len(order), dtype=torch.bool)
+    keep = []
+    for i in order.tolist():
+        if not suppressed[i]:
+            keep.append(i)
+            suppressed |= iou[i] > iou_threshold
+    return torch.tensor(keep, dtype=torch.int64)
+
+
+@pytest.mark.parametrize("training", [True, False])
+@needs_torchvision
+def test_detection_region_proposal_network_matches_torchvision(training, monkeypatch):
+    import torchvision.ops.boxes as tboxes
+    from torchvision.models.detection import anchor_utils as tau, image_list as til, rpn as trpn
+    from tracec.vision.models.detection import anchor_utils as gau, image_list as gil, rpn as grpn
+    monkeypatch.setattr(tboxes, "nms", _greedy_nms_torch)
+
+    def build(au, rpn):
+        ag = au.AnchorGenerator(sizes=((12,), (24,)), aspect_ratios=((0.5, 1.0, 2.0),) * 2)
+        head = rpn.RPNHead(4, 3, conv_depth=2)
+        # samplers that take every positive and negative (their randperm
+        # draws then do not matter)
+        return rpn.RegionProposalNetwork(ag, head, 0.5, 0.3, 100000, 0.5, dict(training=40, testing=20),
+                                         dict(training=16, testing=8), 0.7, score_thresh=0.05)
+
+    tm, gm = build(tau, trpn), build(gau, grpn)
+    assert list(gm.state_dict()) == list(tm.state_dict())
+    sd = {k: R.normal(0, 0.3, tuple(v.shape)).astype(np.float32) for k, v in tm.state_dict().items()}
+    tm.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()})
+    gm.load_state_dict({k: tracec.from_numpy(v) for k, v in sd.items()})
+    tm.train(training)
+    gm.train(training)
+    images = np.zeros((2, 3, 48, 48), np.float32)
+    feats = {"0": R.normal(size=(2, 4, 12, 12)).astype(np.float32), "1": R.normal(size=(2, 4, 6, 6)).astype(np.float32)}
+    targets = [np.array([[4.0, 6.0, 30.0, 28.0], [26.0, 20.0, 46.0, 44.0]], np.float32),
+               np.array([[10.0, 12.0, 40.0, 30.0]], np.float32)]
+    tf = OrderedDict((k, torch.from_numpy(v).requires_grad_()) for k, v in feats.items())
+    gf = OrderedDict((k, tracec.from_numpy(v).requires_grad_()) for k, v in feats.items())
+    tboxes_, tlosses = tm(til.ImageList(torch.from_numpy(images), [(48, 48), (40, 44)]), tf,
+                          [{"boxes": torch.from_numpy(t)} for t in targets] if training else None)
+    gboxes_, glosses = gm(gil.ImageList(tracec.from_numpy(images), [(48, 48), (40, 44)]), gf,
+                          [{"boxes": tracec.from_numpy(t)} for t in targets] if training else None)
+    assert [len(b) for b in tboxes_] == ([16, 16] if training else [8, 8])
+    for g, t in zip(gboxes_, tboxes_):
+        assert tuple(g.shape) == tuple(t.shape)
+        np.testing.assert_allclose(g.detach().numpy(), t.detach().numpy(), rtol=1e-4, atol=1e-3)
+    assert sorted(glosses) == sorted(tlosses)
+    if training:
+        for k in tlosses:
+            np.testing.assert_allclose(glosses[k].item(), tlosses[k].item(), rtol=1e-5)
+        sum(tlosses.values()).backward()
+        sum(glosses.values()).backward()
+        np.testing.assert_allclose(gf["0"].grad.numpy(), tf["0"].grad.numpy(), rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(gm.head.conv[0][0].weight.grad.numpy(), tm.head.conv[0][0].weight.grad.numpy(),
+                                   rtol=1e-4, atol=1e-6)
+
+
+def test_detection_rpn_head_loads_version_1_keys_and_refuses_missing_targets():
+    from tracec.vision.models.detection import anchor_utils, rpn
+    a, b = rpn.RPNHead(3, 2), rpn.RPNHead(3, 2)
+    old = {k.replace("conv.0.0.", "conv."): v + 1 for k, v in a.state_dict().items()}
+    assert "conv.weight" in old
+    b.load_state_dict(old)
+    np.testing.assert_array_equal(b.conv[0][0].bias.detach().numpy(), a.conv[0][0].bias.detach().numpy() + 1)
+    m = rpn.RegionProposalNetwork(anchor_utils.AnchorGenerator(((8,),), ((1.0,),)), rpn.RPNHead(3, 1), 0.7, 0.3,
+                                  16, 0.5, dict(training=4, testing=4), dict(training=2, testing=2), 0.7)
+    from tracec.vision.models.detection.image_list import ImageList
+    with pytest.raises(ValueError, match="targets should not be None"):
+        m(ImageList(tracec.zeros(1, 3, 16, 16), [(16, 16)]), {"0": tracec.zeros(1, 3, 4, 4)})
