@@ -17,6 +17,12 @@ from tracec.vision import ops
 from vision_oracle import needs_torchvision, optional
 
 tv, torch = optional()
+if tv is not None:
+    # torchvision runs its pure-tensor roi_align through torch.compile
+    # (lazy_compile): the oracle runs the same function eagerly
+    import sys as _sys
+    _ra = _sys.modules["torchvision.ops.roi_align"]
+    _ra._roi_align = getattr(_ra._roi_align, "__wrapped__", _ra._roi_align)
 
 R = np.random.default_rng(0)
 X = R.normal(size=(2, 3, 9, 11)).astype(np.float32)
@@ -515,3 +521,67 @@ def test_detection_rpn_head_loads_version_1_keys_and_refuses_missing_targets():
     from tracec.vision.models.detection.image_list import ImageList
     with pytest.raises(ValueError, match="targets should not be None"):
         m(ImageList(tracec.zeros(1, 3, 16, 16), [(16, 16)]), {"0": tracec.zeros(1, 3, 4, 4)})
+
+
+@pytest.mark.parametrize("training", [True, False])
+@needs_torchvision
+def test_detection_roi_heads_match_torchvision(training, monkeypatch):
+    import torchvision.ops.boxes as tboxes
+    from torchvision.models.detection import faster_rcnn as tfr, roi_heads as trh
+    from tracec.vision.models.detection import faster_rcnn as gfr, roi_heads as grh
+    monkeypatch.setattr(tboxes, "nms", _greedy_nms_torch)
+
+    def build(ops_, fr, rh):
+        pool = ops_.MultiScaleRoIAlign(["0", "1"], 3, 2, canonical_scale=32, canonical_level=3)
+        # samplers that take every proposal (their randperm draws then do not matter)
+        return rh.RoIHeads(pool, fr.TwoMLPHead(4 * 9, 16), fr.FastRCNNPredictor(16, 3), 0.5, 0.5, 100000, 0.25,
+                           None, 0.05, 0.5, 6)
+
+    tm, gm = build(tv.ops, tfr, trh), build(ops, gfr, grh)
+    assert list(gm.state_dict()) == list(tm.state_dict())
+    sd = {k: R.normal(0, 0.3, tuple(v.shape)).astype(np.float32) for k, v in tm.state_dict().items()}
+    tm.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()})
+    gm.load_state_dict({k: tracec.from_numpy(v) for k, v in sd.items()})
+    tm.train(training)
+    gm.train(training)
+    feats = {"0": R.normal(size=(2, 4, 12, 12)).astype(np.float32), "1": R.normal(size=(2, 4, 6, 6)).astype(np.float32)}
+    props = [_boxes((7,), 21) * 1.5, _boxes((5,), 22) * 1.5]
+    targets = [(np.array([[4.0, 6.0, 30.0, 28.0], [26.0, 20.0, 46.0, 44.0]], np.float32), [1, 2]),
+               (np.array([[10.0, 12.0, 40.0, 30.0]], np.float32), [2])]
+    shapes = [(48, 48), (40, 44)]
+    tf = OrderedDict((k, torch.from_numpy(v).requires_grad_()) for k, v in feats.items())
+    gf = OrderedDict((k, tracec.from_numpy(v).requires_grad_()) for k, v in feats.items())
+    tres, tloss = tm(tf, [torch.from_numpy(p) for p in props], shapes,
+                     [{"boxes": torch.from_numpy(b), "labels": torch.tensor(l)} for b, l in targets]
+                     if training else None)
+    gres, gloss = gm(gf, [tracec.from_numpy(p) for p in props], shapes,
+                     [{"boxes": tracec.from_numpy(b), "labels": tracec.tensor(l)} for b, l in targets]
+                     if training else None)
+    assert sorted(gloss) == sorted(tloss) and len(gres) == len(tres)
+    if training:
+        for k in tloss:
+            np.testing.assert_allclose(gloss[k].item(), tloss[k].item(), rtol=1e-5)
+        sum(tloss.values()).backward()
+        sum(gloss.values()).backward()
+        np.testing.assert_allclose(gf["0"].grad.numpy(), tf["0"].grad.numpy(), rtol=1e-4, atol=1e-6)
+    else:
+        assert sum(len(r["boxes"]) for r in tres) > 0
+        for g, t in zip(gres, tres):
+            assert g["labels"].tolist() == t["labels"].tolist()
+            np.testing.assert_allclose(g["scores"].detach().numpy(), t["scores"].detach().numpy(), rtol=1e-5)
+            np.testing.assert_allclose(g["boxes"].detach().numpy(), t["boxes"].detach().numpy(), rtol=1e-4,
+                                       atol=1e-3)
+
+
+def test_detection_heads_refuse_what_they_do_not_support():
+    from tracec.vision.models.detection import faster_rcnn, roi_heads
+    with pytest.raises(NotImplementedError, match="mask and keypoint branches"):
+        roi_heads.RoIHeads(None, None, None, 0.5, 0.5, 8, 0.25, None, 0.05, 0.5, 4, mask_head=tracec.nn.ReLU())
+    with pytest.raises(AssertionError, match=r"expecting the last two dimensions to be \[1,1\] instead of \[2, 2\]"):
+        faster_rcnn.FastRCNNPredictor(3, 2)(tracec.zeros(1, 3, 2, 2))
+    head = faster_rcnn.FastRCNNConvFCHead((3, 4, 4), [5], [6])
+    assert tuple(head(tracec.zeros(2, 3, 4, 4)).shape) == (2, 6)
+    if tv is not None:
+        from torchvision.models.detection.faster_rcnn import FastRCNNConvFCHead
+        assert [n for n, _ in head.named_parameters()] == \
+            [n for n, _ in FastRCNNConvFCHead((3, 4, 4), [5], [6]).named_parameters()]
