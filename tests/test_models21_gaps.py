@@ -461,6 +461,18 @@ def _greedy_nms_torch(boxes, scores, iou_threshold):
     return torch.tensor(keep, dtype=torch.int64)
 
 
+def _same_weights_and_features(tm, gm, training):
+    """torchvision's module ``tm`` and tracec's ``gm`` with the same state
+    (numpy weights) and mode; two levels of numpy features."""
+    assert list(gm.state_dict()) == list(tm.state_dict())
+    sd = {k: R.normal(0, 0.3, tuple(v.shape)).astype(np.float32) for k, v in tm.state_dict().items()}
+    tm.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()})
+    gm.load_state_dict({k: tracec.from_numpy(v) for k, v in sd.items()})
+    tm.train(training)
+    gm.train(training)
+    return {"0": R.normal(size=(2, 4, 12, 12)).astype(np.float32), "1": R.normal(size=(2, 4, 6, 6)).astype(np.float32)}
+
+
 @pytest.mark.parametrize("training", [True, False])
 @needs_torchvision
 def test_detection_region_proposal_network_matches_torchvision(training, monkeypatch):
@@ -478,14 +490,8 @@ def test_detection_region_proposal_network_matches_torchvision(training, monkeyp
                                          dict(training=16, testing=8), 0.7, score_thresh=0.05)
 
     tm, gm = build(tau, trpn), build(gau, grpn)
-    assert list(gm.state_dict()) == list(tm.state_dict())
-    sd = {k: R.normal(0, 0.3, tuple(v.shape)).astype(np.float32) for k, v in tm.state_dict().items()}
-    tm.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()})
-    gm.load_state_dict({k: tracec.from_numpy(v) for k, v in sd.items()})
-    tm.train(training)
-    gm.train(training)
+    feats = _same_weights_and_features(tm, gm, training)
     images = np.zeros((2, 3, 48, 48), np.float32)
-    feats = {"0": R.normal(size=(2, 4, 12, 12)).astype(np.float32), "1": R.normal(size=(2, 4, 6, 6)).astype(np.float32)}
     targets = [np.array([[4.0, 6.0, 30.0, 28.0], [26.0, 20.0, 46.0, 44.0]], np.float32),
                np.array([[10.0, 12.0, 40.0, 30.0]], np.float32)]
     tf = OrderedDict((k, torch.from_numpy(v).requires_grad_()) for k, v in feats.items())
@@ -538,13 +544,7 @@ def test_detection_roi_heads_match_torchvision(training, monkeypatch):
                            None, 0.05, 0.5, 6)
 
     tm, gm = build(tv.ops, tfr, trh), build(ops, gfr, grh)
-    assert list(gm.state_dict()) == list(tm.state_dict())
-    sd = {k: R.normal(0, 0.3, tuple(v.shape)).astype(np.float32) for k, v in tm.state_dict().items()}
-    tm.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()})
-    gm.load_state_dict({k: tracec.from_numpy(v) for k, v in sd.items()})
-    tm.train(training)
-    gm.train(training)
-    feats = {"0": R.normal(size=(2, 4, 12, 12)).astype(np.float32), "1": R.normal(size=(2, 4, 6, 6)).astype(np.float32)}
+    feats = _same_weights_and_features(tm, gm, training)
     props = [_boxes((7,), 21) * 1.5, _boxes((5,), 22) * 1.5]
     targets = [(np.array([[4.0, 6.0, 30.0, 28.0], [26.0, 20.0, 46.0, 44.0]], np.float32), [1, 2]),
                (np.array([[10.0, 12.0, 40.0, 30.0]], np.float32), [2])]
