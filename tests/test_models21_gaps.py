@@ -461,11 +461,11 @@ def _greedy_nms_torch(boxes, scores, iou_threshold):
     return torch.tensor(keep, dtype=torch.int64)
 
 
-def _same_weights_and_features(tm, gm, training):
+def _same_weights_and_features(tm, gm, training, std=0.3):
     """torchvision's module ``tm`` and tracec's ``gm`` with the same state
     (numpy weights) and mode; two levels of numpy features."""
     assert list(gm.state_dict()) == list(tm.state_dict())
-    sd = {k: R.normal(0, 0.3, tuple(v.shape)).astype(np.float32) for k, v in tm.state_dict().items()}
+    sd = {k: R.normal(0, std, tuple(v.shape)).astype(np.float32) for k, v in tm.state_dict().items()}
     tm.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()})
     gm.load_state_dict({k: tracec.from_numpy(v) for k, v in sd.items()})
     tm.train(training)
@@ -585,3 +585,78 @@ def test_detection_heads_refuse_what_they_do_not_support():
         from torchvision.models.detection.faster_rcnn import FastRCNNConvFCHead
         assert [n for n, _ in head.named_parameters()] == \
             [n for n, _ in FastRCNNConvFCHead((3, 4, 4), [5], [6]).named_parameters()]
+
+
+@needs_torchvision
+def test_detection_transform_matches_torchvision():
+    from torchvision.models.detection.transform import GeneralizedRCNNTransform as TT
+    from tracec.vision.models.detection.transform import GeneralizedRCNNTransform as GT
+    imgs = [R.random((3, 30, 41), dtype=np.float32), R.random((3, 37, 23), dtype=np.float32)]
+    boxes = [np.array([[2.0, 3.0, 20.0, 25.0]], np.float32), np.array([[1.0, 1.0, 9.0, 30.0], [5, 6, 20, 33]], np.float32)]
+    for kw in (dict(min_size=48, max_size=64), dict(min_size=(40,), max_size=50, size_divisible=16),
+               dict(min_size=48, max_size=64, fixed_size=(40, 56))):
+        tt, gt = TT(image_mean=[0.4, 0.5, 0.6], image_std=[0.2, 0.3, 0.25], **kw), \
+            GT(image_mean=[0.4, 0.5, 0.6], image_std=[0.2, 0.3, 0.25], **kw)
+        assert repr(gt) == repr(tt)
+        for mode in (True, False):
+            tt.train(mode)
+            gt.train(mode)
+            til, ttg = tt([torch.from_numpy(i) for i in imgs], [{"boxes": torch.from_numpy(b)} for b in boxes])
+            gil, gtg = gt([tracec.from_numpy(i) for i in imgs], [{"boxes": tracec.from_numpy(b)} for b in boxes])
+            assert gil.image_sizes == [tuple(s) for s in til.image_sizes]
+            assert tuple(gil.tensors.shape) == tuple(til.tensors.shape)
+            np.testing.assert_allclose(gil.tensors.numpy(), til.tensors.numpy(), rtol=1e-5, atol=1e-5)
+            for g, t in zip(gtg, ttg):
+                np.testing.assert_allclose(g["boxes"].numpy(), t["boxes"].numpy(), rtol=1e-6)
+    with pytest.raises(TypeError, match="Expected input images to be of floating type"):
+        gt([tracec.zeros(3, 4, 4, dtype=tracec.uint8)])
+
+
+@pytest.mark.parametrize("training", [True, False])
+@needs_torchvision
+def test_detection_faster_rcnn_matches_torchvision(training, monkeypatch):
+    import torchvision.ops.boxes as tboxes
+    from torchvision.models.detection import anchor_utils as tau, faster_rcnn as tfr
+    from tracec.vision.models.detection import anchor_utils as gau, faster_rcnn as gfr
+    monkeypatch.setattr(tboxes, "nms", _greedy_nms_torch)
+
+    def build(nn_, ops_, au, fr):
+        backbone = nn_.Sequential(nn_.Conv2d(3, 6, 3, stride=2, padding=1), nn_.ReLU(),
+                                  nn_.Conv2d(6, 6, 3, stride=2, padding=1))
+        backbone.out_channels = 6
+        # samplers that take every anchor and proposal (their randperm draws then do not matter)
+        return fr.FasterRCNN(backbone, num_classes=3, min_size=48, max_size=64,
+                             rpn_anchor_generator=au.AnchorGenerator(((12, 24),), ((0.5, 1.0, 2.0),)),
+                             box_roi_pool=ops_.MultiScaleRoIAlign(["0"], 3, 2), rpn_pre_nms_top_n_train=50,
+                             rpn_pre_nms_top_n_test=30, rpn_post_nms_top_n_train=20, rpn_post_nms_top_n_test=10,
+                             rpn_batch_size_per_image=100000, box_batch_size_per_image=100000,
+                             box_detections_per_img=5, box_score_thresh=0.01)
+
+    tm, gm = build(torch.nn, tv.ops, tau, tfr), build(tracec.nn, ops, gau, gfr)
+    # (small weights: small box offsets, so that proposals stay inside the images)
+    _same_weights_and_features(tm, gm, training, std=0.05)
+    imgs = [R.random((3, 40, 50), dtype=np.float32), R.random((3, 36, 44), dtype=np.float32)]
+    targets = [(np.array([[4.0, 6.0, 30.0, 28.0], [20.0, 10.0, 46.0, 38.0]], np.float32), [1, 2]),
+               (np.array([[10.0, 12.0, 40.0, 30.0]], np.float32), [2])]
+    tout = tm([torch.from_numpy(i) for i in imgs],
+              [{"boxes": torch.from_numpy(b), "labels": torch.tensor(l)} for b, l in targets] if training else None)
+    gout = gm([tracec.from_numpy(i) for i in imgs],
+              [{"boxes": tracec.from_numpy(b), "labels": tracec.tensor(l)} for b, l in targets] if training else None)
+    if training:
+        assert sorted(gout) == sorted(tout)
+        for k in tout:
+            np.testing.assert_allclose(gout[k].item(), tout[k].item(), rtol=1e-4, atol=1e-6)
+        sum(tout.values()).backward()
+        sum(gout.values()).backward()
+        np.testing.assert_allclose(gm.backbone[0].weight.grad.numpy(), tm.backbone[0].weight.grad.numpy(),
+                                   rtol=1e-3, atol=1e-6)
+    else:
+        assert [len(d["boxes"]) for d in gout] == [len(d["boxes"]) for d in tout] == [5, 5], \
+            ([len(d["boxes"]) for d in gout], [len(d["boxes"]) for d in tout])
+        for g, t in zip(gout, tout):
+            assert g["labels"].tolist() == t["labels"].tolist()
+            np.testing.assert_allclose(g["scores"].detach().numpy(), t["scores"].detach().numpy(), rtol=1e-4)
+            np.testing.assert_allclose(g["boxes"].detach().numpy(), t["boxes"].detach().numpy(), rtol=1e-4,
+                                       atol=1e-3)
+    with pytest.raises(ValueError, match="num_classes should not be None when box_predictor is not specified"):
+        gfr.FasterRCNN(tm.backbone if False else gm.backbone)

@@ -1,12 +1,76 @@
-"""``torchvision.models.detection.faster_rcnn``: the Fast R-CNN box heads
-(``TwoMLPHead``, ``FastRCNNConvFCHead``) and ``FastRCNNPredictor`` (class
-scores and per-class box offsets), the pieces fine-tuning programs swap in.
-The ``FasterRCNN`` model and its builders are not provided."""
+"""``torchvision.models.detection.faster_rcnn``: ``FasterRCNN`` over a
+given backbone (an ``out_channels`` attribute and a dict of feature maps;
+its defaults are torchvision's: five anchor sizes 32..512 at three aspect
+ratios, 7x7 MultiScaleRoIAlign over maps "0".."3", a 1024-wide TwoMLPHead),
+the Fast R-CNN box heads (``TwoMLPHead``, ``FastRCNNConvFCHead``) and
+``FastRCNNPredictor`` (class scores and per-class box offsets), the pieces
+fine-tuning programs swap in.  The builders with ResNet / MobileNet FPN
+backbones and pretrained weights (``fasterrcnn_resnet50_fpn`` ...) are not
+provided."""
 from __future__ import annotations
 
 from tracec import nn
 from tracec.nn import functional as F
+from tracec.vision.models.detection.anchor_utils import AnchorGenerator
+from tracec.vision.models.detection.generalized_rcnn import GeneralizedRCNN
+from tracec.vision.models.detection.roi_heads import RoIHeads
+from tracec.vision.models.detection.rpn import RegionProposalNetwork, RPNHead
+from tracec.vision.models.detection.transform import GeneralizedRCNNTransform
 from tracec.vision.ops.misc import Conv2dNormActivation
+from tracec.vision.ops.poolers import MultiScaleRoIAlign
+
+
+def _default_anchorgen():
+    anchor_sizes = ((32,), (64,), (128,), (256,), (512,))
+    return AnchorGenerator(anchor_sizes, ((0.5, 1.0, 2.0),) * len(anchor_sizes))
+
+
+class FasterRCNN(GeneralizedRCNN):
+    def __init__(self, backbone, num_classes=None, min_size=800, max_size=1333, image_mean=None, image_std=None,
+                 rpn_anchor_generator=None, rpn_head=None, rpn_pre_nms_top_n_train=2000,
+                 rpn_pre_nms_top_n_test=1000, rpn_post_nms_top_n_train=2000, rpn_post_nms_top_n_test=1000,
+                 rpn_nms_thresh=0.7, rpn_fg_iou_thresh=0.7, rpn_bg_iou_thresh=0.3, rpn_batch_size_per_image=256,
+                 rpn_positive_fraction=0.5, rpn_score_thresh=0.0, box_roi_pool=None, box_head=None,
+                 box_predictor=None, box_score_thresh=0.05, box_nms_thresh=0.5, box_detections_per_img=100,
+                 box_fg_iou_thresh=0.5, box_bg_iou_thresh=0.5, box_batch_size_per_image=512,
+                 box_positive_fraction=0.25, bbox_reg_weights=None, **kwargs):
+        if not hasattr(backbone, "out_channels"):
+            raise ValueError("backbone should contain an attribute out_channels specifying the number of output "
+                             "channels (assumed to be the same for all the levels)")
+        if not isinstance(rpn_anchor_generator, (AnchorGenerator, type(None))):
+            raise TypeError("rpn_anchor_generator should be of type AnchorGenerator or None instead of "
+                            f"{type(rpn_anchor_generator)}")
+        if not isinstance(box_roi_pool, (MultiScaleRoIAlign, type(None))):
+            raise TypeError(f"box_roi_pool should be of type MultiScaleRoIAlign or None instead of {type(box_roi_pool)}")
+        if num_classes is not None:
+            if box_predictor is not None:
+                raise ValueError("num_classes should be None when box_predictor is specified")
+        elif box_predictor is None:
+            raise ValueError("num_classes should not be None when box_predictor is not specified")
+        out_channels = backbone.out_channels
+        if rpn_anchor_generator is None:
+            rpn_anchor_generator = _default_anchorgen()
+        if rpn_head is None:
+            rpn_head = RPNHead(out_channels, rpn_anchor_generator.num_anchors_per_location()[0])
+        rpn = RegionProposalNetwork(
+            rpn_anchor_generator, rpn_head, rpn_fg_iou_thresh, rpn_bg_iou_thresh, rpn_batch_size_per_image,
+            rpn_positive_fraction, dict(training=rpn_pre_nms_top_n_train, testing=rpn_pre_nms_top_n_test),
+            dict(training=rpn_post_nms_top_n_train, testing=rpn_post_nms_top_n_test), rpn_nms_thresh,
+            score_thresh=rpn_score_thresh)
+        if box_roi_pool is None:
+            box_roi_pool = MultiScaleRoIAlign(featmap_names=["0", "1", "2", "3"], output_size=7, sampling_ratio=2)
+        if box_head is None:
+            resolution = box_roi_pool.output_size[0]
+            box_head = TwoMLPHead(out_channels * resolution ** 2, 1024)
+        if box_predictor is None:
+            box_predictor = FastRCNNPredictor(1024, num_classes)
+        roi_heads = RoIHeads(box_roi_pool, box_head, box_predictor, box_fg_iou_thresh, box_bg_iou_thresh,
+                             box_batch_size_per_image, box_positive_fraction, bbox_reg_weights, box_score_thresh,
+                             box_nms_thresh, box_detections_per_img)
+        image_mean = [0.485, 0.456, 0.406] if image_mean is None else image_mean
+        image_std = [0.229, 0.224, 0.225] if image_std is None else image_std
+        transform = GeneralizedRCNNTransform(min_size, max_size, image_mean, image_std, **kwargs)
+        super().__init__(backbone, rpn, roi_heads, transform)
 
 
 class TwoMLPHead(nn.Module):
