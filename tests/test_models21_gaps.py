@@ -660,3 +660,104 @@ def test_detection_faster_rcnn_matches_torchvision(training, monkeypatch):
                                        atol=1e-3)
     with pytest.raises(ValueError, match="num_classes should not be None when box_predictor is not specified"):
         gfr.FasterRCNN(tm.backbone if False else gm.backbone)
+
+
+@needs_torchvision
+def test_detection_fasterrcnn_resnet50_fpn_matches_torchvision(monkeypatch):
+    import torchvision.ops.boxes as tboxes
+    from torchvision.models.detection import faster_rcnn as tfr
+    from tracec.vision.models.detection import faster_rcnn as gfr
+    monkeypatch.setattr(tboxes, "nms", _greedy_nms_torch)
+    # every anchor reaches NMS (no top-n cut among near-equal objectness)
+    # and the RoI heads see the best 30 proposals
+    kw = dict(weights=None, weights_backbone=None, num_classes=3, min_size=64, max_size=96,
+              rpn_pre_nms_top_n_test=100000, rpn_post_nms_top_n_test=30, box_detections_per_img=3,
+              box_score_thresh=0.0)
+    torch.manual_seed(0)
+    tm, gm = tfr.fasterrcnn_resnet50_fpn(**kw), gfr.fasterrcnn_resnet50_fpn(**kw)
+    assert list(gm.state_dict()) == list(tm.state_dict())
+    assert [n for n, p in gm.named_parameters() if p.requires_grad] == \
+        [n for n, p in tm.named_parameters() if p.requires_grad]
+    assert repr(gm.transform) == repr(tm.transform)
+    gm.load_state_dict({k: tracec.from_numpy(v.numpy().copy()) for k, v in tm.state_dict().items()})
+    tm.eval()
+    gm.eval()
+    img = R.random((3, 60, 80), dtype=np.float32)
+    with torch.no_grad():
+        want = tm([torch.from_numpy(img)])[0]
+        tfeat = tm.backbone(tm.transform([torch.from_numpy(img)])[0].tensors)
+    with tracec.no_grad():
+        got = gm([tracec.from_numpy(img)])[0]
+        gfeat = gm.backbone(gm.transform([tracec.from_numpy(img)])[0].tensors)
+    assert list(gfeat) == list(tfeat) == ["0", "1", "2", "3", "pool"]
+    for k in tfeat:
+        np.testing.assert_allclose(gfeat[k].numpy(), tfeat[k].numpy(), rtol=1e-3, atol=1e-4)
+    # (a random network's scores lie close together: the top detection only)
+    assert len(got["boxes"]) == len(want["boxes"]) == 3
+    assert got["labels"][0].item() == want["labels"][0].item()
+    np.testing.assert_allclose(got["scores"][0].item(), want["scores"][0].item(), rtol=1e-3)
+    np.testing.assert_allclose(got["boxes"][0].numpy(), want["boxes"][0].numpy(), rtol=1e-3, atol=1e-2)
+    # without weights the backbone keeps BatchNorm2d; resnet_fpn_backbone's
+    # default FrozenBatchNorm2d and its trainable layers as torchvision's
+    assert isinstance(gm.backbone.body.bn1, tracec.nn.BatchNorm2d)
+    from torchvision.models.detection.backbone_utils import resnet_fpn_backbone as tbb
+    from tracec.vision.models.detection.backbone_utils import resnet_fpn_backbone as gbb
+    for layers, returned in ((2, None), (5, [2, 4]), (0, [1])):
+        tb = tbb(backbone_name="resnet18", weights=None, trainable_layers=layers, returned_layers=returned)
+        gb = gbb(backbone_name="resnet18", weights=None, trainable_layers=layers, returned_layers=returned)
+        assert type(gb.body.bn1).__name__ == type(tb.body.bn1).__name__ == "FrozenBatchNorm2d"
+        assert [n for n, p in gb.named_parameters() if p.requires_grad] == \
+            [n for n, p in tb.named_parameters() if p.requires_grad]
+        assert list(gb.state_dict()) == list(tb.state_dict()) and gb.out_channels == tb.out_channels
+    assert gfr.FasterRCNN_ResNet50_FPN_Weights.COCO_V1.meta["categories"] == \
+        tfr.FasterRCNN_ResNet50_FPN_Weights.COCO_V1.meta["categories"]
+    assert gfr.FasterRCNN_ResNet50_FPN_Weights.COCO_V1.url == tfr.FasterRCNN_ResNet50_FPN_Weights.COCO_V1.url
+    with pytest.raises(ValueError, match="Trainable backbone layers should be in the range"):
+        gfr.fasterrcnn_resnet50_fpn(weights=None, weights_backbone="IMAGENET1K_V1", trainable_backbone_layers=6)
+
+
+@needs_torchvision
+def test_intermediate_layer_getter_and_backbone_with_fpn_match_torchvision():
+    from torchvision.models._utils import IntermediateLayerGetter as TI
+    from tracec.vision.models._utils import IntermediateLayerGetter as GI
+    tnet = torch.nn.Sequential(OrderedDict(a=torch.nn.Conv2d(2, 3, 3), b=torch.nn.ReLU(), c=torch.nn.Conv2d(3, 4, 1),
+                                           d=torch.nn.ReLU()))
+    gnet = tracec.nn.Sequential(OrderedDict(a=tracec.nn.Conv2d(2, 3, 3), b=tracec.nn.ReLU(),
+                                            c=tracec.nn.Conv2d(3, 4, 1), d=tracec.nn.ReLU()))
+    gnet.load_state_dict({k: tracec.from_numpy(v.detach().numpy().copy()) for k, v in tnet.state_dict().items()})
+    ti, gi = TI(tnet, {"a": "first", "c": "last"}), GI(gnet, {"a": "first", "c": "last"})
+    assert list(gi.keys()) == list(ti.keys()) == ["a", "b", "c"]
+    x = R.normal(size=(1, 2, 6, 6)).astype(np.float32)
+    want, got = ti(torch.from_numpy(x)), gi(tracec.from_numpy(x))
+    assert list(got) == list(want) == ["first", "last"]
+    np.testing.assert_allclose(got["last"].detach().numpy(), want["last"].detach().numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="return_layers are not present in model"):
+        GI(gnet, {"z": "0"})
+
+
+def test_nms_of_thousands_of_boxes_is_fast_and_greedy():
+    # the RPN's NMS sees thousands of proposals per image: nms took 3 s
+    # for 3000 boxes as a pairwise Python loop; one vector pass per kept box
+    import time
+    rng = np.random.default_rng(7)
+    xy = rng.random((3000, 2), dtype=np.float32) * 200
+    b = np.concatenate([xy, xy + 5 + rng.random((3000, 2), dtype=np.float32) * 40], 1)
+    s = rng.random(3000, dtype=np.float32)
+    s[10:20] = s[0]                              # ties keep the earlier box first
+    order, keep, alive = list(np.argsort(-s, kind="stable")), [], np.ones(3000, bool)
+    area = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    for i in order:
+        if alive[i]:
+            keep.append(int(i))
+            wh = np.clip(np.minimum(b[i, 2:], b[:, 2:]) - np.maximum(b[i, :2], b[:, :2]), 0, None)
+            inter = wh[:, 0] * wh[:, 1]
+            over = inter / (area[i] + area - inter) > 0.5
+            alive &= ~over | (np.arange(3000) == i)
+            alive[i] = False
+    best = float("inf")
+    for _ in range(3):
+        t = time.process_time()
+        got = ops.nms(tracec.from_numpy(b), tracec.from_numpy(s), 0.5)
+        best = min(best, time.process_time() - t)
+    assert got.tolist() == keep
+    assert best < 1.5, best

@@ -171,20 +171,27 @@ def masks_to_boxes(masks: Tensor) -> Tensor:
 
 
 def nms(boxes: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
-    """int64 indices of the kept boxes, by decreasing score."""
+    """int64 indices of the kept boxes, by decreasing score (ties: the
+    earlier box first): the kernel's greedy rule, each kept box suppressing
+    the later ones whose IoU with it exceeds the threshold.  The IoU is
+    ``box_iou``'s operations in its order (in the boxes' precision, at
+    least float32), one kept box against the later boxes at a time: memory
+    stays linear in the number of boxes."""
     if boxes.numel() == 0:
         return from_numpy(np.zeros(0, dtype=np.int64))
-    order = scores.argsort(descending=True, stable=True).tolist()
-    iou = box_iou(boxes, boxes).tolist()
-    removed = [False] * len(order)
+    order = scores.detach().argsort(descending=True, stable=True).numpy()
+    b = _upcast(boxes.detach()).numpy()[order]
+    area = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    suppressed = np.zeros(len(order), dtype=bool)
     keep = []
-    for pos, i in enumerate(order):
-        if removed[pos]:
+    for pos in range(len(order)):
+        if suppressed[pos]:
             continue
-        keep.append(i)
-        for later in range(pos + 1, len(order)):
-            if iou[i][order[later]] > iou_threshold:
-                removed[later] = True
+        keep.append(order[pos])
+        rest = b[pos + 1:]
+        wh = np.clip(np.minimum(b[pos, 2:], rest[:, 2:]) - np.maximum(b[pos, :2], rest[:, :2]), 0, None)
+        inter = wh[:, 0] * wh[:, 1]
+        suppressed[pos + 1:] |= inter / (area[pos] + area[pos + 1:] - inter) > iou_threshold
     return from_numpy(np.array(keep, dtype=np.int64))
 
 

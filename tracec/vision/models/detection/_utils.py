@@ -159,6 +159,15 @@ class Matcher:
         matches[pred_inds_to_update] = all_matches[pred_inds_to_update]
 
 
+def overwrite_eps(model, eps: float) -> None:
+    """Sets the eps of every FrozenBatchNorm2d in ``model`` (torchvision
+    loads its first COCO checkpoints with eps 0, as they were trained)."""
+    from tracec.vision.ops.misc import FrozenBatchNorm2d
+    for module in model.modules():
+        if isinstance(module, FrozenBatchNorm2d):
+            module.eps = eps
+
+
 def _topk_min(input: Tensor, orig_kval: int, axis: int) -> int:
     """``min(orig_kval, input.size(axis))`` (torchvision's ONNX-export
     variant does not apply: there is no tracing export here)."""

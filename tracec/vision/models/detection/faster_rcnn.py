@@ -4,19 +4,26 @@ its defaults are torchvision's: five anchor sizes 32..512 at three aspect
 ratios, 7x7 MultiScaleRoIAlign over maps "0".."3", a 1024-wide TwoMLPHead),
 the Fast R-CNN box heads (``TwoMLPHead``, ``FastRCNNConvFCHead``) and
 ``FastRCNNPredictor`` (class scores and per-class box offsets), the pieces
-fine-tuning programs swap in.  The builders with ResNet / MobileNet FPN
-backbones and pretrained weights (``fasterrcnn_resnet50_fpn`` ...) are not
+fine-tuning programs swap in, and ``fasterrcnn_resnet50_fpn`` (ResNet-50
+FPN backbone; ``weights=FasterRCNN_ResNet50_FPN_Weights.COCO_V1`` and the
+ImageNet ``weights_backbone``, its default, load from torch.hub's cache
+and are never downloaded).  The v2 and MobileNet builders are not
 provided."""
 from __future__ import annotations
 
 from tracec import nn
 from tracec.nn import functional as F
+from tracec.vision.models._meta import _COCO_CATEGORIES
+from tracec.vision.models._weights import make_weights
+from tracec.vision.models.detection._utils import overwrite_eps
 from tracec.vision.models.detection.anchor_utils import AnchorGenerator
+from tracec.vision.models.detection.backbone_utils import _resnet_fpn_extractor, _validate_trainable_layers
 from tracec.vision.models.detection.generalized_rcnn import GeneralizedRCNN
 from tracec.vision.models.detection.roi_heads import RoIHeads
 from tracec.vision.models.detection.rpn import RegionProposalNetwork, RPNHead
 from tracec.vision.models.detection.transform import GeneralizedRCNNTransform
-from tracec.vision.ops.misc import Conv2dNormActivation
+from tracec.vision.models.resnet import ResNet50_Weights, resnet50
+from tracec.vision.ops.misc import Conv2dNormActivation, FrozenBatchNorm2d
 from tracec.vision.ops.poolers import MultiScaleRoIAlign
 
 
@@ -125,3 +132,40 @@ class FastRCNNPredictor(nn.Module):
                                  f"of {list(x.shape[2:])}")
         x = x.flatten(start_dim=1)
         return self.cls_score(x), self.bbox_pred(x)
+
+
+FasterRCNN_ResNet50_FPN_Weights = make_weights(
+    "FasterRCNN_ResNet50_FPN_Weights",
+    {"COCO_V1": "https://download.pytorch.org/models/fasterrcnn_resnet50_fpn_coco-258fb6c6.pth"},
+    num_classes=len(_COCO_CATEGORIES), meta={"COCO_V1": {"categories": _COCO_CATEGORIES, "min_size": (1, 1)}})
+
+
+def fasterrcnn_resnet50_fpn(*, weights=None, progress: bool = True, num_classes=None,
+                            weights_backbone=ResNet50_Weights.IMAGENET1K_V1, trainable_backbone_layers=None,
+                            **kwargs) -> FasterRCNN:
+    """Faster R-CNN with a ResNet-50 FPN backbone (torchvision's builder):
+    91 COCO classes unless ``num_classes``; the backbone's BatchNorms are
+    frozen when any weights are loaded, and then only the last
+    ``trainable_backbone_layers`` (default 3) train."""
+    weights = FasterRCNN_ResNet50_FPN_Weights.verify(weights)
+    weights_backbone = ResNet50_Weights.verify(weights_backbone)
+    if weights is not None:
+        weights_backbone = None
+        expected = len(weights.meta["categories"])
+        if num_classes is not None and num_classes != expected:
+            raise ValueError(f"The parameter 'num_classes' expected value {expected} but got {num_classes} "
+                             "instead.")
+        num_classes = expected
+    elif num_classes is None:
+        num_classes = 91
+    is_trained = weights is not None or weights_backbone is not None
+    trainable_backbone_layers = _validate_trainable_layers(is_trained, trainable_backbone_layers, 5, 3)
+    norm_layer = FrozenBatchNorm2d if is_trained else nn.BatchNorm2d
+    backbone = resnet50(weights=weights_backbone, progress=progress, norm_layer=norm_layer)
+    model = FasterRCNN(_resnet_fpn_extractor(backbone, trainable_backbone_layers), num_classes=num_classes,
+                       **kwargs)
+    if weights is not None:
+        model.load_state_dict(weights.get_state_dict(progress=progress, check_hash=True))
+        if weights == FasterRCNN_ResNet50_FPN_Weights.COCO_V1:
+            overwrite_eps(model, 0.0)
+    return model
