@@ -761,3 +761,16 @@ def test_nms_of_thousands_of_boxes_is_fast_and_greedy():
         best = min(best, time.process_time() - t)
     assert got.tolist() == keep
     assert best < 1.5, best
+
+
+@needs_torchvision
+def test_detection_weights_transforms_are_object_detection():
+    from torchvision.models.detection import FasterRCNN_ResNet50_FPN_Weights as TW
+    from tracec.vision.models.detection import FasterRCNN_ResNet50_FPN_Weights as GW
+    t, g = TW.DEFAULT.transforms(), GW.DEFAULT.transforms()
+    assert repr(g) == repr(t) == "ObjectDetection()"
+    img = (R.random((3, 5, 6)) * 255).astype(np.uint8)
+    got, want = g(tracec.from_numpy(img)), t(torch.from_numpy(img))
+    assert got.dtype == tracec.float32
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    assert GW.DEFAULT.meta["num_classes"] == 91 and GW.DEFAULT.meta["min_size"] == TW.DEFAULT.meta["min_size"]

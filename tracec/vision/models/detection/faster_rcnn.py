@@ -14,6 +14,7 @@ from __future__ import annotations
 from tracec import nn
 from tracec.nn import functional as F
 from tracec.vision.models._meta import _COCO_CATEGORIES
+from tracec.vision.models._presets import ObjectDetection
 from tracec.vision.models._weights import make_weights
 from tracec.vision.models.detection._utils import overwrite_eps
 from tracec.vision.models.detection.anchor_utils import AnchorGenerator
@@ -137,7 +138,8 @@ class FastRCNNPredictor(nn.Module):
 FasterRCNN_ResNet50_FPN_Weights = make_weights(
     "FasterRCNN_ResNet50_FPN_Weights",
     {"COCO_V1": "https://download.pytorch.org/models/fasterrcnn_resnet50_fpn_coco-258fb6c6.pth"},
-    num_classes=len(_COCO_CATEGORIES), meta={"COCO_V1": {"categories": _COCO_CATEGORIES, "min_size": (1, 1)}})
+    num_classes=len(_COCO_CATEGORIES), meta={"COCO_V1": {"categories": _COCO_CATEGORIES, "min_size": (1, 1)}},
+    preset=ObjectDetection)
 
 
 def fasterrcnn_resnet50_fpn(*, weights=None, progress: bool = True, num_classes=None,
