@@ -26,13 +26,11 @@ def _log_api_usage_once(*args) -> None:
     return None
 
 
-def __getattr__(name):
-    # torch._C._LinAlgError (torch.linalg.LinAlgError's class), imported on
-    # first use: linear algebra is not loaded with this module
-    if name == "_LinAlgError":
-        from tracec.linalg_lapack import _LinAlgError
-        return _LinAlgError
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+class _LinAlgError(RuntimeError):
+    """``torch._C._LinAlgError``, i.e. ``torch.linalg.LinAlgError`` (a
+    ``RuntimeError``): a factorization that cannot complete (a matrix not
+    positive-definite, a singular one).  Its name is torch's class name, as
+    ``type(e).__name__`` and ``repr(e)`` show it."""
 
 
 def _get_tracing_state():

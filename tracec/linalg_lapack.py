@@ -21,6 +21,7 @@ from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import ops
 from tracec import shape_ops as S
+from tracec._C import _LinAlgError
 from tracec.functions import promote, tensor_arg
 from tracec.linalg_grads import eigh_vjp, pinv_vjp, qr_vjp, svd_vjp
 from tracec.tensor import Tensor, concrete
@@ -48,13 +49,7 @@ LUResult = structseq("lu", ["P", "L", "U"])
 LUUnpackResult = structseq("lu_unpack", ["P", "L", "U"])
 
 
-class _LinAlgError(RuntimeError):
-    """PyTorch's ``torch.linalg.LinAlgError`` (a ``RuntimeError``): the
-    class is ``torch._C._LinAlgError`` there, so that is its name
-    (``type(e).__name__``, ``repr(e)``) and its module here too."""
-
-
-_LinAlgError.__module__ = "tracec._C"
+# torch.linalg.LinAlgError is torch._C._LinAlgError
 LinAlgError = _LinAlgError
 
 

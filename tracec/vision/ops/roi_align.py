@@ -16,17 +16,14 @@ Semantics are torchvision's CPU kernel's:
   the last).
 
 The computation is tensor ops (gathers and weighted sums), so gradients
-flow to ``input`` (and to the boxes' coordinates only through the bilinear
-weights, which torchvision's kernel does not differentiate: ``rois`` is
-detached, as there).  With ``sampling_ratio <= 0`` every region evaluates
+flow to ``input``; the boxes get none (``rois`` is detached), as with
+torchvision's kernel.  With ``sampling_ratio <= 0`` every region evaluates
 as many candidate samples per bin side as the largest region's grid has
 and masks the ones past its own grid; inside ``tracec.compile`` shapes
 stay static, so the candidates are the map's ``H x W`` (enough for any
 region inside the map: a region whose grid outruns the map then samples
 fewer points than the kernel, as torchvision's own Python fallback)."""
 from __future__ import annotations
-
-import math
 
 from tracec import nn
 from tracec.creation import arange
