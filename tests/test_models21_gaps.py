@@ -774,3 +774,56 @@ def test_detection_weights_transforms_are_object_detection():
     assert got.dtype == tracec.float32
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
     assert GW.DEFAULT.meta["num_classes"] == 91 and GW.DEFAULT.meta["min_size"] == TW.DEFAULT.meta["min_size"]
+
+
+def kernel_roi_pool(x, rois, ph_n, pw_n, scale):
+    """torchvision/csrc/ops/cpu/roi_pool_kernel.cpp, loop for loop: the
+    output and each bin's argmax (flat index in the map, -1 when empty)."""
+    _, C, H, W = x.shape
+    out = np.zeros((len(rois), C, ph_n, pw_n), x.dtype)
+    arg = -np.ones((len(rois), C, ph_n, pw_n), np.int64)
+    f = np.float32
+    for k, roi in enumerate(rois):
+        b = int(roi[0])
+        sw, sh, ew, eh = (int(np.sign(v * f(scale)) * np.floor(abs(v * f(scale)) + f(0.5))) for v in roi[1:])
+        rw, rh = max(ew - sw + 1, 1), max(eh - sh + 1, 1)
+        bh, bw = f(rh) / f(ph_n), f(rw) / f(pw_n)
+        for ph in range(ph_n):
+            for pw in range(pw_n):
+                hs = min(max(int(np.floor(f(ph) * bh)) + sh, 0), H)
+                he = min(max(int(np.ceil(f(ph + 1) * bh)) + sh, 0), H)
+                ws = min(max(int(np.floor(f(pw) * bw)) + sw, 0), W)
+                we = min(max(int(np.ceil(f(pw + 1) * bw)) + sw, 0), W)
+                for c in range(C):
+                    if he <= hs or we <= ws:
+                        continue
+                    best, idx = -np.finfo(np.float32).max, -1
+                    for h in range(hs, he):
+                        for w in range(ws, we):
+                            if x[b, c, h, w] > best:
+                                best, idx = x[b, c, h, w], h * W + w
+                    out[k, c, ph, pw], arg[k, c, ph, pw] = best, idx
+    return out, arg
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.5, 0.25])
+def test_roi_pool_matches_the_kernel(scale):
+    rois = np.concatenate([ROIS, np.array([[0, 30.0, 30.0, 40.0, 40.0], [1, 3.5, 2.5, 3.5, 2.5],
+                                           [0, -6.0, -4.0, 25.0, 3.0]], np.float32)])
+    xg = tracec.from_numpy(X).requires_grad_()
+    got = ops.roi_pool(xg, tracec.from_numpy(rois), (3, 2), scale)
+    want, arg = kernel_roi_pool(X, rois, 3, 2, scale)
+    assert got.shape == (len(rois), 3, 3, 2) and got.dtype == tracec.float32
+    np.testing.assert_array_equal(got.detach().numpy(), want)
+    w = R.normal(size=want.shape).astype(np.float32)
+    (got * tracec.from_numpy(w)).sum().backward()
+    grad = np.zeros_like(X)
+    for k, c, ph, pw in np.ndindex(*arg.shape):
+        if arg[k, c, ph, pw] >= 0:
+            grad[int(rois[k, 0]), c].reshape(-1)[arg[k, c, ph, pw]] += w[k, c, ph, pw]
+    np.testing.assert_allclose(xg.grad.numpy(), grad, rtol=1e-6, atol=1e-6)
+    listed = ops.roi_pool(tracec.from_numpy(X), [tracec.from_numpy(rois[rois[:, 0] == 0, 1:]),
+                                                 tracec.from_numpy(rois[rois[:, 0] == 1, 1:])], 2, scale)
+    assert tuple(listed.shape) == (len(rois), 3, 2, 2)
+    if tv is not None:
+        assert repr(ops.RoIPool((3, 2), scale)) == repr(tv.ops.RoIPool((3, 2), scale))
