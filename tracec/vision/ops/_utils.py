@@ -11,6 +11,11 @@ from tracec.shape_ops import cat
 from tracec.tensor import Tensor
 
 
+def _pair(v):
+    """An int output size as (v, v); a pair as a tuple."""
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
 def _cat(tensors, dim=0):
     return tensors[0] if len(tensors) == 1 else cat(tensors, dim)
 

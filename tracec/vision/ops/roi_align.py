@@ -29,11 +29,7 @@ from tracec import nn
 from tracec.creation import arange
 from tracec.functions import where
 from tracec.tensor import RECORDERS, Tensor
-from tracec.vision.ops._utils import check_roi_boxes_shape, convert_boxes_to_roi_format
-
-
-def _pair(v):
-    return (v, v) if isinstance(v, int) else tuple(v)
+from tracec.vision.ops._utils import _pair, check_roi_boxes_shape, convert_boxes_to_roi_format
 
 
 def _sample_axis(coord, size):

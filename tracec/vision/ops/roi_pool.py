@@ -16,11 +16,7 @@ from tracec import nn
 from tracec.creation import zeros
 from tracec.shape_ops import stack
 from tracec.tensor import Tensor
-from tracec.vision.ops._utils import check_roi_boxes_shape, convert_boxes_to_roi_format
-
-
-def _pair(v):
-    return (v, v) if isinstance(v, int) else tuple(v)
+from tracec.vision.ops._utils import _pair, check_roi_boxes_shape, convert_boxes_to_roi_format
 
 
 def _bins(start, end, pooled, size, dtype):
