@@ -26,6 +26,13 @@ def _log_api_usage_once(*args) -> None:
     return None
 
 
+class _LinAlgError(RuntimeError):
+    """``torch._C._LinAlgError``, i.e. ``torch.linalg.LinAlgError`` (a
+    ``RuntimeError``): a factorization that cannot complete (a matrix not
+    positive-definite, a singular one).  Its name is torch's class name, as
+    ``type(e).__name__`` and ``repr(e)`` show it."""
+
+
 def _get_tracing_state():
     """The TorchScript tracer's state: tracec never runs under ``torch.jit.trace``'s tracer."""
     return None

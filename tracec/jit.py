@@ -12,6 +12,7 @@ silently different result.
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import textwrap
 import typing
@@ -54,7 +55,25 @@ def _identity_decorator(fn=None, **kwargs):
     return fn
 
 
-ignore = unused = export = interface = script_if_tracing = script_method = _identity_decorator
+ignore = unused = export = interface = script_method = _identity_decorator
+
+
+def _script_if_tracing(fn):
+    """``torch.jit._script_if_tracing`` (torchvision's ``encode_boxes``
+    carries it): scripts ``fn`` only while ``torch.jit.trace`` runs, which
+    never happens here, so the wrapper calls ``fn``; it keeps torch's
+    markers (``functools.wraps``, ``__original_fn``)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    wrapper.__original_fn = fn
+    wrapper.__script_if_tracing_wrapper = True
+    return wrapper
+
+
+def script_if_tracing(fn):
+    return _script_if_tracing(fn)
 
 
 def _check_overload_body(func):

@@ -21,6 +21,7 @@ from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import ops
 from tracec import shape_ops as S
+from tracec._C import _LinAlgError
 from tracec.functions import promote, tensor_arg
 from tracec.linalg_grads import eigh_vjp, pinv_vjp, qr_vjp, svd_vjp
 from tracec.tensor import Tensor, concrete
@@ -48,8 +49,8 @@ LUResult = structseq("lu", ["P", "L", "U"])
 LUUnpackResult = structseq("lu_unpack", ["P", "L", "U"])
 
 
-class LinAlgError(RuntimeError):
-    """PyTorch's ``torch.linalg.LinAlgError`` (a ``RuntimeError``)."""
+# torch.linalg.LinAlgError is torch._C._LinAlgError
+LinAlgError = _LinAlgError
 
 
 def _float_input(x, name, complex_ok=False):
@@ -251,8 +252,32 @@ _cholesky = _function("LinalgCholeskyEx", _cholesky_fwd, _cholesky_bwd)
 
 
 def cholesky(A, *, upper=False):
-    L = _cholesky(_square(A, "linalg.cholesky"))
+    return _named_cholesky(A, upper, "linalg.cholesky")
+
+
+def _named_cholesky(A, upper, name):
+    A = _square(A, name)
+    try:
+        L = _cholesky(A)
+    except LinAlgError:
+        raise LinAlgError(_not_pd_message(name, A)) from None
     return S.mT(L) if upper else L
+
+
+def _not_pd_message(name: str, A) -> str:
+    """PyTorch's error for a matrix that is not positive-definite: the first
+    failing batch element (when batched) and its first non-positive
+    leading minor (LAPACK's info)."""
+    a = _np(A, name)
+    flat = a.reshape((-1,) + a.shape[-2:])
+    for index, m in enumerate(flat):
+        order = _partial_cholesky(m)[1]
+        if order:
+            return _pd_message(name, index if a.ndim > 2 else None, order)
+    # NumPy refused a matrix the unblocked factorization accepts (rounding
+    # at the last pivot): LAPACK's blocked order of operations differs
+    return (f"{name}: The factorization could not be completed because the input is not "
+            "positive-definite.")
 
 
 _WARNED_ONCE: set = set()
@@ -268,7 +293,7 @@ def _warn_once(message):
 def _torch_cholesky(input, upper=False):  # noqa: A002
     _warn_once("torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be "
                "removed in a future PyTorch release.")
-    return cholesky(input, upper=upper)
+    return _named_cholesky(input, upper, "cholesky")
 
 
 def _grad_np(g):

@@ -63,6 +63,8 @@ from tracec.vision.models.vgg import (
     VGG, AlexNet, AlexNet_Weights, VGG11_BN_Weights, VGG11_Weights, VGG13_BN_Weights,
     VGG13_Weights, VGG16_BN_Weights, VGG16_Weights, VGG19_BN_Weights, VGG19_Weights, alexnet,
     vgg11, vgg11_bn, vgg13, vgg13_bn, vgg16, vgg16_bn, vgg19, vgg19_bn)
+# torchvision.models.detection: reachable as an attribute after `import torchvision`
+from tracec.vision.models import detection  # noqa: E402,F401
 
 
 

@@ -1,6 +1,8 @@
 """``ImageClassification``: the evaluation transform of the pretrained
 classifiers (resize the short side, centre crop, scale to [0, 1],
-normalize), as torchvision's ``weights.transforms()``."""
+normalize), and ``ObjectDetection``, the detectors' (a float image in
+[0, 1]: the models normalize and resize themselves), as torchvision's
+``weights.transforms()``."""
 from __future__ import annotations
 
 from tracec import dtypes as dt
@@ -108,3 +110,13 @@ class ImageClassification(_nn.Module):
             img = F.pil_to_tensor(img)
         img = F.convert_image_dtype(img, dt.float32)
         return F.normalize(img, mean=self.mean, std=self.std)
+
+
+class ObjectDetection(_nn.Module):
+    def forward(self, img):
+        if not isinstance(img, Tensor):
+            img = F.pil_to_tensor(img)
+        return F.convert_image_dtype(img, dt.float32)
+
+    def __repr__(self) -> str:
+        return self.__class__.__name__ + "()"

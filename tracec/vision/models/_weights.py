@@ -17,6 +17,9 @@ from enum import Enum
 class Weights:
     url: str
     meta: dict = field(default_factory=dict, compare=False, hash=False)
+    # the checkpoint's input transform (a preset class; None: the
+    # classifiers' ImageClassification with the checkpoint's sizes)
+    preset: object = field(default=None, compare=False, hash=False)
 
     def __hash__(self):
         return hash(self.url)
@@ -48,6 +51,8 @@ class WeightsEnum(Enum):
         """The checkpoint's evaluation transform (torchvision's sizes and
         interpolation for it; ``kwargs`` override them)."""
         from tracec.vision.models._presets import PRESETS, ImageClassification
+        if self.value.preset is not None:
+            return self.value.preset(**kwargs)
         name = os.path.basename(urllib.parse.urlparse(self.url).path)
         return ImageClassification(**{**PRESETS.get(name, {}), **kwargs})
 
@@ -66,14 +71,15 @@ class WeightsEnum(Enum):
 
 
 def make_weights(name: str, urls: dict, num_classes: int = 1000, meta: dict | None = None,
-                 default: str | None = None):
+                 default: str | None = None, preset=None):
     """A WeightsEnum named ``name``: one member per ``urls`` entry (in
     torchvision's order, the order of its releases), and ``DEFAULT`` for the
     member named ``default`` (torchvision's best one), the first when not
     given.  ``meta`` adds entries to some members' meta
-    (``{"IMAGENET1K_SWAG_E2E_V1": {"min_size": (384, 384)}}``)."""
+    (``{"IMAGENET1K_SWAG_E2E_V1": {"min_size": (384, 384)}}``); ``preset`` is
+    the members' transform class when it is not ImageClassification."""
     meta = meta or {}
-    members = {k: Weights(u, {"num_classes": num_classes, **meta.get(k, {})})
+    members = {k: Weights(u, {"num_classes": num_classes, **meta.get(k, {})}, preset)
                for k, u in urls.items()}
     members["DEFAULT"] = members[default or next(iter(urls))]
     return WeightsEnum(name, members)
