@@ -573,23 +573,26 @@ def _blocked_randn(g, shape, n, d) -> Tensor:
     NumPy operations in the same order as the recordable path below) made
     block by block, so that the float64 temporaries stay in cache instead
     of five arrays of 8n bytes (VGG's 100M-element classifier init)."""
-    from tracec.ops.random import _BLOCK, _uniform_impl
+    from tracec.ops.random import _BLOCK, _uniform_impl, in_parallel
     seed, offset = (int(v) for v in g.state._data)
     out = np.empty(n, d.np)
     two_pi = np.float64(2 * math.pi)
-    with np.errstate(all="ignore"):
-        for lo in range(0, n, _BLOCK):
-            m = min(_BLOCK, n - lo)
-            u1 = _uniform_impl((seed, offset + lo), shape=(m,), dtype=dt.float64)
-            u2 = _uniform_impl((seed, offset + n + lo), shape=(m,), dtype=dt.float64)
-            r = np.subtract(np.float64(1.0), u1)
-            np.log(r, out=r)
-            np.multiply(r, np.float64(-2.0), out=r)
-            np.sqrt(r, out=r)
-            np.multiply(u2, two_pi, out=u2)
-            np.cos(u2, out=u2)
-            np.multiply(r, u2, out=r)
-            out[lo:lo + m] = r
+
+    def fill(start, stop):      # (on several threads for a large draw: random.in_parallel)
+        with np.errstate(all="ignore"):
+            for lo in range(start, stop, _BLOCK):
+                m = min(_BLOCK, stop - lo)
+                u1 = _uniform_impl((seed, offset + lo), shape=(m,), dtype=dt.float64)
+                u2 = _uniform_impl((seed, offset + n + lo), shape=(m,), dtype=dt.float64)
+                r = np.subtract(np.float64(1.0), u1)
+                np.log(r, out=r)
+                np.multiply(r, np.float64(-2.0), out=r)
+                np.sqrt(r, out=r)
+                np.multiply(u2, two_pi, out=u2)
+                np.cos(u2, out=u2)
+                np.multiply(r, u2, out=r)
+                out[lo:lo + m] = r
+    in_parallel(n, fill)
     g._skip(2 * n)
     return Tensor._make(out.reshape(shape), d)
 

@@ -11,10 +11,15 @@ holds (``uniform_bits``), as PyTorch does: 53 for float64, 24 for float32,
 11 for float16, 8 for bfloat16.  The value ``k * 2**-bits`` is then exact
 in the dtype, so the result lies in [0, 1) (more bits would round up to 1.0
 in a half type) and float64 draws are not confined to a 2**-24 grid.
+
+Large eager draws (a model's initialization) run on several threads
+(``in_parallel``): each element depends only on its index, so the bits are
+the same whatever the split.
 """
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -56,6 +61,47 @@ def uniform_bits(dtype: dt.DType) -> int:
 _BLOCK = 1 << 15
 
 
+#: Draws of at least this many elements are split across threads.
+PARALLEL_MIN = 1 << 20
+_pool: list = [None]
+
+
+def _threads() -> int:
+    env = os.environ.get("TRACEC_NUM_THREADS")
+    if env:
+        return max(1, int(env))
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _forget_pool() -> None:
+    _pool[0] = None      # a forked child has none of the parent's threads
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def in_parallel(n: int, work) -> None:
+    """``work(lo, hi)`` over ``[0, n)`` in ``_BLOCK``-aligned pieces: one
+    piece per thread (``TRACEC_NUM_THREADS``, else the cores this process
+    may use) when ``n >= PARALLEL_MIN``, else one call.  NumPy's loops
+    release the GIL, so the pieces' passes run at once."""
+    k = min(_threads(), -(-n // _BLOCK)) if n >= PARALLEL_MIN else 1
+    if k <= 1:
+        work(0, n)
+        return
+    pool = _pool[0]
+    if pool is None or pool._max_workers < k:
+        from concurrent.futures import ThreadPoolExecutor
+        pool = _pool[0] = ThreadPoolExecutor(k, thread_name_prefix="tracec-rng")
+    step = -(-(-(-n // k)) // _BLOCK) * _BLOCK
+    for f in [pool.submit(work, lo, min(n, lo + step)) for lo in range(0, n, step)]:
+        f.result()
+
+
 def _uniform_impl(state, *, shape, dtype):
     n = math.prod(shape)
     seed, offset = (int(v) for v in state)
@@ -67,18 +113,22 @@ def _uniform_impl(state, *, shape, dtype):
     scale = work(1.0 / (1 << b))
     with np.errstate(over="ignore"):
         key = splitmix64(np.uint64(seed & 0xFFFFFFFFFFFFFFFF) + _GOLDEN)
-        base = np.uint64(offset & 0xFFFFFFFFFFFFFFFF)
-        z = np.empty(min(n, _BLOCK), np.uint64)
-        for lo in range(0, n, _BLOCK):
-            m = min(_BLOCK, n - lo)
-            zb = z[:m]
-            zb[:] = np.arange(lo, lo + m, dtype=np.uint64)
-            zb += base
-            zb *= _GOLDEN
-            zb += key
-            splitmix64(zb)
-            zb >>= np.uint64(64 - b)
-            np.multiply(zb, scale, out=u[lo:lo + m], casting="unsafe")
+    base = np.uint64(offset & 0xFFFFFFFFFFFFFFFF)
+
+    def fill(start, stop):
+        with np.errstate(over="ignore"):
+            z = np.empty(min(stop - start, _BLOCK), np.uint64)
+            for lo in range(start, stop, _BLOCK):
+                m = min(_BLOCK, stop - lo)
+                zb = z[:m]
+                zb[:] = np.arange(lo, lo + m, dtype=np.uint64)
+                zb += base
+                zb *= _GOLDEN
+                zb += key
+                splitmix64(zb)
+                zb >>= np.uint64(64 - b)
+                np.multiply(zb, scale, out=u[lo:lo + m], casting="unsafe")
+    in_parallel(n, fill)
     return (u if u.dtype == dtype.np else u.astype(dtype.np)).reshape(shape)
 
 
