@@ -24,6 +24,7 @@ import os
 import numpy as np
 
 from tracec import dtypes as dt
+from tracec.threads import default_threads
 from tracec.ops.core import Primitive, ShapeError
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -66,16 +67,6 @@ PARALLEL_MIN = 1 << 20
 _pool: list = [None]
 
 
-def _threads() -> int:
-    env = os.environ.get("TRACEC_NUM_THREADS")
-    if env:
-        return max(1, int(env))
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
-
-
 def _forget_pool() -> None:
     _pool[0] = None      # a forked child has none of the parent's threads
 
@@ -89,7 +80,7 @@ def in_parallel(n: int, work) -> None:
     piece per thread (``TRACEC_NUM_THREADS``, else the cores this process
     may use) when ``n >= PARALLEL_MIN``, else one call.  NumPy's loops
     release the GIL, so the pieces' passes run at once."""
-    k = min(_threads(), -(-n // _BLOCK)) if n >= PARALLEL_MIN else 1
+    k = min(default_threads(), -(-n // _BLOCK)) if n >= PARALLEL_MIN else 1
     if k <= 1:
         work(0, n)
         return

@@ -52,6 +52,7 @@ import numpy as np
 import llvmlite.binding as lb
 
 from tracec import dtypes as dt
+from tracec.threads import default_threads
 from tracec.backends.cpu import codegen, output_pool
 
 __all__ = ["CpuExecutable", "CpuRuntimeError", "CpuIndexError", "load_object", "FORMAT",
@@ -78,16 +79,6 @@ class CpuIndexError(CpuRuntimeError, IndexError):
 
 
 _ERROR_KINDS = {"index": CpuIndexError, "value": CpuRuntimeError}
-
-
-def default_threads() -> int:
-    env = os.environ.get("TRACEC_NUM_THREADS")
-    if env:
-        return max(1, int(env))
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def _lljit():
