@@ -110,3 +110,35 @@ def test_legacy_amp_modules_under_install_as_torch():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "torch.bfloat16 torch.float32 False True"
+
+
+def test_checkpoint_recomputes_under_the_forwards_autocast():
+    """The recomputation that ``checkpoint`` runs at backward (outside the
+    autocast block, as a training loop calls ``loss.backward()``) runs
+    under the forward's autocast state, as PyTorch's does: a BatchNorm's
+    bfloat16 output fed a float32 conv there ("Input type (bfloat16) and
+    weight type (float32)"); its running statistics match torch's."""
+    import numpy as np
+    import torch
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    res = []
+    for T in (torch, tracec):
+        T.manual_seed(0)
+        net = T.nn.Sequential(T.nn.Conv2d(3, 4, 3, padding=1, bias=False), T.nn.BatchNorm2d(4),
+                              T.nn.ReLU(), T.nn.Conv2d(4, 4, 3, padding=1, bias=False))
+        if T is tracec:
+            net.load_state_dict({k: tracec.tensor(v.numpy()) for k, v in ref_sd.items()})
+        else:
+            ref_sd = {k: v.clone() for k, v in net.state_dict().items()}
+        inp = T.tensor(x, requires_grad=True)
+        with T.autocast("cpu", dtype=T.bfloat16):
+            h = net[0](inp)          # bfloat16: the checkpointed block's input
+            out = T.utils.checkpoint.checkpoint(net[1:], h, use_reentrant=False)
+        out.float().sum().backward()
+        res.append((net[1].running_mean.numpy().copy(), net[1].num_batches_tracked.item(),
+                    inp.grad.float().numpy()))
+    (m0, n0, g0), (m1, n1, g1) = res
+    assert n0 == n1 == 2
+    np.testing.assert_allclose(m1, m0, rtol=1e-2, atol=1e-3)
+    np.testing.assert_allclose(g1, g0, rtol=5e-2, atol=5e-2)

@@ -7,8 +7,9 @@ same numbers; only the memory saving is absent).  What the recomputation
 does besides computing -- a BatchNorm's running statistics updated, and
 ``num_batches_tracked`` counted, a second time -- is done as PyTorch does
 it: when backward reaches the checkpointed outputs, ``fn`` runs again (with
-gradient recording off, the RNG state of the forward restored and the
-caller's restored afterwards) for its side effects.  With
+gradient recording off, the RNG state and the autocast state of the
+forward restored and the caller's restored afterwards) for its side
+effects.  With
 ``use_reentrant=True`` and no input requiring grad, ``fn`` runs without
 gradient recording, as PyTorch's reentrant variant does (its parameters get
 no gradients).  The arguments PyTorch checks are checked the same way.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import warnings
 
-from tracec import graph
+from tracec import autocast_mode, graph
 from tracec.autograd import Function
 from tracec.creation import get_rng_state, set_rng_state
 from tracec.tensor import Tensor
@@ -55,6 +56,9 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism
     if not tracked:
         return out
     detached = tuple(a.detach() if isinstance(a, Tensor) else a for a in args)
+    # (the autocast regions in effect: the recomputation runs under them, as
+    # PyTorch's does, whatever the caller's state at backward)
+    rng = (rng, list(autocast_mode.ACTIVE))
     replayed = _Recompute.apply(function, detached, kwargs, rng, *[outs[i] for i in tracked])
     replayed = replayed if isinstance(replayed, tuple) else (replayed,)
     res = list(outs)
@@ -78,14 +82,17 @@ class _Recompute(Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        function, args, kwargs, rng = ctx.replay
+        function, args, kwargs, (rng, autocast) = ctx.replay
         saved = get_rng_state() if rng is not None else None
+        saved_autocast = list(autocast_mode.ACTIVE)
         try:
             if rng is not None:
                 set_rng_state(rng)
+            autocast_mode.ACTIVE[:] = autocast
             with graph.no_grad():
                 function(*args, **kwargs)
         finally:
+            autocast_mode.ACTIVE[:] = saved_autocast
             if saved is not None:
                 set_rng_state(saved)
         return (None, None, None, None) + grads
