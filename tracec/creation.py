@@ -302,9 +302,13 @@ def full_like(input, fill_value, *, dtype=None, layout=None, device=None,
 
 
 @_factory()
-def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+def arange(start=None, end=None, step=1, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     if end is None:
         start, end = 0, start
+    if start is None:
+        start = 0                      # arange(end=n): TransE-PyTorch's entity ids
+    if end is None:
+        raise TypeError('arange() missing 1 required positional arguments: "end"')
     # 0-d tensors are numbers of their kind (TFT's arange(decoder_lengths.max()) is int64)
     for name, v in (("start", start), ("end", end), ("step", step)):
         if isinstance(v, Tensor) and v.numel() != 1:
@@ -595,12 +599,16 @@ def _blocked_randn(g, shape, n, d) -> Tensor:
 
 
 @_factory()
-def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
+def randint(low=None, high=None, size=None, *, generator=None, dtype=None, device=None,
             requires_grad=False) -> Tensor:
     if size is None and isinstance(high, (tuple, list)):
         low, high, size = 0, low, high         # randint(high, size), as nanoGPT calls it
     if high is None:
         low, high = 0, low
+    if low is None:
+        low = 0                                # randint(high=2, size=...): TransE-PyTorch's negatives
+    if high is None:
+        raise TypeError("randint() missing required argument 'high'")
     if size is None:
         raise TypeError("randint() missing required argument 'size'")
     if high <= low:

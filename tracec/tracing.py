@@ -787,11 +787,18 @@ class Recording:
         """A small integer or bool tensor that existed before the call (not an
         argument) and is read at its entry value (ActNorm's ``initialized``
         buffer, a step counter, CRNN's global CTC ``text`` / ``length``
-        tensors): the trace specializes on that value, guarded at every call,
-        instead of refusing the read."""
-        if t.numel() > GUARDED_VALUE_MAX or t.dtype.is_floating_point or \
-                t.dtype.category == 3 or id(t) in self.arg_position or \
-                GENERATOR_STATES.get(id(t)) is t:
+        tensors), or a finite one-element float one that takes no gradient
+        (KnowledgeGraphEmbedding's ``nn.Parameter(torch.Tensor([gamma]),
+        requires_grad=False)`` read by ``.item()`` in every score): the trace
+        specializes on that value, guarded at every call, instead of refusing
+        the read.  (A float that does change between calls retraces, up to
+        the trace limit.)"""
+        if t.numel() > GUARDED_VALUE_MAX or t.dtype.category == 3 or \
+                id(t) in self.arg_position or GENERATOR_STATES.get(id(t)) is t:
+            return False
+        if t.dtype.is_floating_point and not (
+                t.numel() == 1 and not t.requires_grad and type(t._data) is np.ndarray
+                and np.isfinite(t._data).all()):
             return False
         self.on_guard(TensorValue(t))
         return True

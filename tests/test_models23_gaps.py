@@ -1,0 +1,81 @@
+"""Gaps the models23 programs (tests/programs/models23) found in tracec."""
+import warnings
+
+import numpy as np
+import pytest
+
+import tracec as torch
+from tracec import nn
+
+pt = pytest.importorskip("torch")
+
+
+def test_randint_and_arange_by_keyword_default_low_and_start_to_zero():
+    # TransE-PyTorch: torch.randint(high=2, size=heads.size()) and
+    # torch.arange(end=entities_count)
+    h = torch.randint(high=3, size=torch.Size([50]))
+    assert h.dtype == torch.int64 and tuple(h.shape) == (50,)
+    assert 0 <= int(h.min()) and int(h.max()) <= 2
+    r = torch.randint(low=5, high=7, size=(20,))
+    assert 5 <= int(r.min()) and int(r.max()) <= 6
+    np.testing.assert_array_equal(torch.arange(end=5).numpy(), pt.arange(end=5).numpy())
+    assert torch.arange(end=5).dtype == torch.int64
+    np.testing.assert_array_equal(torch.arange(start=2, end=7, step=2).numpy(),
+                                  pt.arange(start=2, end=7, step=2).numpy())
+    np.testing.assert_allclose(torch.arange(end=2.5).numpy(), pt.arange(end=2.5).numpy())
+
+
+class _Score(nn.Module):
+    def __init__(self, mod):
+        super().__init__()
+        self.gamma = mod.nn.Parameter(mod.Tensor([6.0]), requires_grad=False)
+        self.w = mod.nn.Parameter(mod.from_numpy(np.linspace(-1, 1, 6, dtype=np.float32)))
+
+    def forward(self, x):
+        return (self.gamma.item() - (x * self.w).abs().sum()) ** 2
+
+
+def test_compiled_item_of_a_frozen_one_element_float_parameter_is_guarded_not_refused():
+    # KnowledgeGraphEmbedding: score = self.gamma.item() - norm(...), with
+    # gamma = nn.Parameter(torch.Tensor([gamma]), requires_grad=False)
+    x = np.arange(6, dtype=np.float32) / 3
+    m = _Score(torch)
+    ref_m = pt.nn.Module()
+    ref_m.gamma = pt.nn.Parameter(pt.Tensor([6.0]), requires_grad=False)
+    ref_m.w = pt.nn.Parameter(pt.from_numpy(np.linspace(-1, 1, 6, dtype=np.float32)))
+    opt, ref_opt = torch.optim.SGD([m.w], lr=0.01), pt.optim.SGD([ref_m.w], lr=0.01)
+
+    def step(inp):
+        opt.zero_grad()
+        loss = m(inp)
+        loss.backward()
+        opt.step()
+        return loss
+
+    f = torch.compile(step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for i in range(3):
+            if i == 2:      # a new gamma: the guard sees it and the call retraces
+                m.gamma.data.fill_(4.0)
+                ref_m.gamma.data.fill_(4.0)
+            got = f(torch.from_numpy(x)).item()
+            ref_opt.zero_grad()
+            want = (ref_m.gamma.item() - (pt.from_numpy(x) * ref_m.w).abs().sum()) ** 2
+            want.backward()
+            ref_opt.step()
+            np.testing.assert_allclose(got, want.item(), rtol=1e-5)
+            np.testing.assert_allclose(m.w.detach().numpy(), ref_m.w.detach().numpy(), rtol=1e-5)
+    assert f.traces == 2
+
+
+def test_compiled_item_of_a_float_that_takes_gradients_is_still_refused():
+    w = torch.nn.Parameter(torch.tensor([1.5]))
+
+    def step(x):
+        return x * w.item()
+
+    f = torch.compile(step, fallback="eager")
+    with pytest.warns(UserWarning, match="item\\(\\) on a traced tensor"):
+        out = f(torch.ones(2))
+    np.testing.assert_allclose(out.numpy(), [1.5, 1.5])

@@ -1,0 +1,33 @@
+"""Public recommendation, knowledge-graph, forecasting, generative and graph
+programs, small configurations (``tests/programs/models23``):
+mklimasz/TransE-PyTorch and DeepGraphLearning/KnowledgeGraphEmbedding
+(TransE with padding-idx embeddings renormalized in place through
+``.data[:-1, :].div_``, negatives by torch.randint + torch.where,
+MarginRankingLoss(reduction='none'), hits@k by topk and MRR by argsort +
+nonzero; KGEModel's frozen gamma / embedding_range Parameters read by
+``.item()``, RotatE's rotation, self-adversarial negative sampling, the
+filtered test_step ranks).
+
+Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
+``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
+the same steps run eagerly, and print the verdict); weights and data come
+from numpy, and lines marked ``[rng]`` are not compared numerically.
+"""
+import pathlib
+
+import pytest
+
+from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixture
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROGS = ROOT / "tests" / "programs" / "models23"
+
+CASES = ["kge.py"]
+EAGER_FALLBACK: set = set()
+
+torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
+
+
+@pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
+def test_models23_program_matches_torch(script, torch_refs, tmp_path):
+    check_program(PROGS / script, torch_refs(script), tmp_path, script in EAGER_FALLBACK)
