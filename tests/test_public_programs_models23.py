@@ -6,7 +6,12 @@ mklimasz/TransE-PyTorch and DeepGraphLearning/KnowledgeGraphEmbedding
 MarginRankingLoss(reduction='none'), hits@k by topk and MRR by argsort +
 nonzero; KGEModel's frozen gamma / embedding_range Parameters read by
 ``.item()``, RotatE's rotation, self-adversarial negative sampling, the
-filtered test_step ranks).
+filtered test_step ranks); pmixer/SASRec.pytorch (padding-idx item
+embeddings scaled in place, numpy positions and torch.BoolTensor timeline
+masks, MultiheadAttention over transposes with a causal ~tril mask, the
+Conv1d(kernel_size=1) point-wise feed-forward, BCEWithLogits on logits
+indexed by np.where, Adam(betas=(0.9, 0.98)), the 101-candidate
+NDCG / HR evaluation; the compiled step takes the sampler's numpy arrays).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -22,7 +27,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models23"
 
-CASES = ["kge.py"]
+CASES = ["kge.py", "sasrec.py"]
 EAGER_FALLBACK: set = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
