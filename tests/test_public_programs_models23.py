@@ -11,7 +11,13 @@ embeddings scaled in place, numpy positions and torch.BoolTensor timeline
 masks, MultiheadAttention over transposes with a causal ~tril mask, the
 Conv1d(kernel_size=1) point-wise feed-forward, BCEWithLogits on logits
 indexed by np.where, Adam(betas=(0.9, 0.98)), the 101-candidate
-NDCG / HR evaluation; the compiled step takes the sampler's numpy arrays).
+NDCG / HR evaluation; the compiled step takes the sampler's numpy arrays); zhykoties/TimeSeries DeepAR (a 3-layer LSTM
+with forget biases set through _all_weights, softplus sigma, the
+Normal(mu[mask], sigma[mask]).log_prob loss, missing inputs filled by
+boolean-mask assignment, unsqueeze_ on an indexing view, Net.test's mean
+and ancestral-sampling paths, median / std / quantile / topk rho-risk;
+its compiled step runs eagerly: loss_fn's boolean masks computed in the
+step have data-dependent shapes, which torch's dynamo also breaks on).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -27,8 +33,8 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models23"
 
-CASES = ["kge.py", "sasrec.py"]
-EAGER_FALLBACK: set = set()
+CASES = ["kge.py", "sasrec.py", "deepar.py"]
+EAGER_FALLBACK = {"deepar.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
 
