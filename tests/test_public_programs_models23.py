@@ -17,7 +17,10 @@ Normal(mu[mask], sigma[mask]).log_prob loss, missing inputs filled by
 boolean-mask assignment, unsqueeze_ on an indexing view, Net.test's mean
 and ancestral-sampling paths, median / std / quantile / topk rho-risk;
 its compiled step runs eagerly: loss_fn's boolean masks computed in the
-step have data-dependent shapes, which torch's dynamo also breaks on).
+step have data-dependent shapes, which torch's dynamo also breaks on); timbmg/VAE-CVAE-MNIST (the
+Sequential built by add_module in a loop, idx2onehot's zeros(...).scatter_,
+the BCE(reduction='sum') + KLD loss, defaultdict trackers filled by
+.item(), inference by label).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -33,7 +36,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models23"
 
-CASES = ["kge.py", "sasrec.py", "deepar.py"]
+CASES = ["kge.py", "sasrec.py", "deepar.py", "cvae.py"]
 EAGER_FALLBACK = {"deepar.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
