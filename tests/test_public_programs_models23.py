@@ -20,7 +20,11 @@ its compiled step runs eagerly: loss_fn's boolean masks computed in the
 step have data-dependent shapes, which torch's dynamo also breaks on); timbmg/VAE-CVAE-MNIST (the
 Sequential built by add_module in a loop, idx2onehot's zeros(...).scatter_,
 the BCE(reduction='sum') + KLD loss, defaultdict trackers filled by
-.item(), inference by label).
+.item(), inference by label); williamleif/graphsage-simple (MeanAggregator's
+random.sample'd neighbour sets and its mask[row_indices, column_indices] = 1
+row-normalized by div, Encoders with a bool ``cuda`` attribute shadowing
+Module.cuda and the deprecated init.xavier_uniform, layers chained through
+lambdas, a frozen Embedding weight, SGD over filter(requires_grad)).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -36,7 +40,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models23"
 
-CASES = ["kge.py", "sasrec.py", "deepar.py", "cvae.py"]
+CASES = ["kge.py", "sasrec.py", "deepar.py", "cvae.py", "graphsage.py"]
 EAGER_FALLBACK = {"deepar.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
