@@ -79,3 +79,22 @@ def test_compiled_item_of_a_float_that_takes_gradients_is_still_refused():
     with pytest.warns(UserWarning, match="item\\(\\) on a traced tensor"):
         out = f(torch.ones(2))
     np.testing.assert_allclose(out.numpy(), [1.5, 1.5])
+
+
+def test_margin_ranking_loss_dimension_error_names_sizes_as_torch_does():
+    # TransE-PyTorch passes a target of shape [1] against [B] distances (same
+    # ndim, broadcast); a target of another ndim is refused with torch's words
+    args = (np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), np.ones(2, np.float32))
+    msgs = []
+    for mod in (torch, pt):
+        with pytest.raises(RuntimeError) as e:
+            mod.nn.functional.margin_ranking_loss(*(mod.from_numpy(a) for a in args))
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]
+    a = np.array([3.0, 1.0, 2.0], np.float32)
+    b = np.array([1.0, 2.0, 2.5], np.float32)
+    got = torch.nn.MarginRankingLoss(margin=1.0, reduction='none')(
+        torch.from_numpy(a), torch.from_numpy(b), torch.tensor([-1]))
+    want = pt.nn.MarginRankingLoss(margin=1.0, reduction='none')(
+        pt.from_numpy(a), pt.from_numpy(b), pt.tensor([-1]))
+    np.testing.assert_allclose(got.numpy(), want.numpy())
