@@ -571,3 +571,34 @@ compiled = [cstep(*fixed[:3]).item() for _ in range(2)]
 print("compiled losses", [f"{v:.5f}" for v in compiled])
 print("compiled == eager:", all(abs(a - b) <= 1e-4 * max(1.0, abs(b)) for a, b in zip(compiled, eager)),
       all(torch.allclose(kge.state_dict()[k], after[k], rtol=1e-4, atol=1e-5) for k in after))
+
+# TransE-PyTorch's step compiled too: its forward renormalizes the entity
+# embeddings in place through .data at every call
+model = TransE(N_ENT, N_REL, device, norm=1, dim=DIM, margin=1.0)
+with torch.no_grad():
+    model.entities_emb.weight.copy_(torch.from_numpy(r.uniform(-1, 1, (N_ENT + 1, DIM)).astype(np.float32)))
+    model.relations_emb.weight.copy_(torch.from_numpy(r.uniform(-1, 1, (N_REL + 1, DIM)).astype(np.float32)))
+optimizer = optim.SGD(model.parameters(), lr=0.05)
+positive_triples = torch.stack((local_heads, local_relations, local_tails), dim=1)
+negative_triples = positive_triples.clone()
+negative_triples[:, 2] = torch.from_numpy(r.integers(0, N_ENT, len(train_triples)))
+
+
+def transe_step(positive_triples, negative_triples):
+    optimizer.zero_grad()
+    loss, pd, nd = model(positive_triples, negative_triples)
+    loss.mean().backward()
+    optimizer.step()
+    return loss.mean()
+
+
+state = copy.deepcopy(model.state_dict())
+eager = [transe_step(positive_triples, negative_triples).item() for _ in range(3)]
+after = {k: v.clone() for k, v in model.state_dict().items()}
+model.load_state_dict(state)
+cstep = torch.compile(transe_step)
+compiled = [cstep(positive_triples, negative_triples).item() for _ in range(3)]
+print("TransE compiled losses", [f"{v:.5f}" for v in compiled],
+      [f"{v:.4f}" for v in model.entities_emb.weight.data[:3].norm(dim=1).tolist()])
+print("TransE compiled == eager:", all(abs(a - b) <= 1e-4 * max(1.0, abs(b)) for a, b in zip(compiled, eager)),
+      all(torch.allclose(model.state_dict()[k], after[k], rtol=1e-4, atol=1e-5) for k in after))
