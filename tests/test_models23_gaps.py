@@ -98,3 +98,26 @@ def test_margin_ranking_loss_dimension_error_names_sizes_as_torch_does():
     want = pt.nn.MarginRankingLoss(margin=1.0, reduction='none')(
         pt.from_numpy(a), pt.from_numpy(b), pt.tensor([-1]))
     np.testing.assert_allclose(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("args,kwargs", [
+    ((10, (3,)), {}), ((2, 5, (3,)), {}), ((5,), {"size": (3,)}), ((2, 5), {"size": (3,)}),
+    ((), {"high": 4, "size": (3,)}), ((), {"low": 2, "high": 4, "size": (3,)}),
+    ((2,), {"high": 4, "size": (3,)}), ((), {"low": 2, "size": (3,)}),
+    ((5,), {"low": 2, "size": (3,)}), ((3, 3, (2,)), {}), ((5, 3, (2,)), {})])
+def test_randint_overloads_read_the_bounds_as_torch_does(args, kwargs):
+    # low= alone is not the high (torch refuses it; tracec used to draw from
+    # [0, low)), and an empty range is refused in torch's words
+    def outcome(mod):
+        try:
+            t = mod.randint(*args, **kwargs)
+        except (TypeError, RuntimeError) as e:
+            msg = str(e)
+            return type(e).__name__, msg if "random_" in msg or "missing" in msg else None
+        lo = kwargs.get("low", args[0] if len(args) == 3 or (len(args) == 2 and "size" in kwargs)
+                        or (args and "high" in kwargs) else 0)
+        hi = kwargs.get("high", args[1] if len(args) >= 2 and not isinstance(args[1], tuple)
+                        else (args[0] if args else None))
+        v = t.numpy()
+        return "ok", tuple(t.shape), str(t.dtype).split(".")[-1], bool(((v >= lo) & (v < hi)).all())
+    assert outcome(torch) == outcome(pt)

@@ -598,21 +598,44 @@ def _blocked_randn(g, shape, n, d) -> Tensor:
     return Tensor._make(out.reshape(shape), d)
 
 
-@_factory()
-def randint(low=None, high=None, size=None, *, generator=None, dtype=None, device=None,
-            requires_grad=False) -> Tensor:
-    if size is None and isinstance(high, (tuple, list)):
-        low, high, size = 0, low, high         # randint(high, size), as nanoGPT calls it
-    if high is None:
-        low, high = 0, low
-    if low is None:
-        low = 0                                # randint(high=2, size=...): TransE-PyTorch's negatives
-    if high is None:
+def _randint_bounds(args, bounds, size):
+    """``(low, high, size)`` from randint's overloads, ``(high, size)`` and
+    ``(low, high, size)``, the bounds positional or by keyword: low is 0 when
+    only high is given (``randint(10, (3,))``, TransE-PyTorch's
+    ``randint(high=2, size=...)``); ``low=`` without a high is refused, as
+    torch refuses it, rather than read as the high."""
+    for k in bounds:
+        if k not in ("low", "high"):
+            raise TypeError(f"randint() got an unexpected keyword argument '{k}'")
+    args = list(args)
+    if size is None and args and isinstance(args[-1], (tuple, list)):
+        size = args.pop()                      # randint(high, size), as nanoGPT calls it
+    if size is None and len(args) == 3:
+        size = args.pop()
+    if len(args) + len(bounds) > 2 or ("low" in bounds and args):
+        raise TypeError("randint() received an invalid combination of arguments")
+    if "high" in bounds:
+        low, high = (args[0] if args else bounds.get("low", 0)), bounds["high"]
+    elif len(args) == 2:
+        low, high = args
+    elif args:
+        low, high = 0, args[0]
+    elif "low" in bounds:
+        raise TypeError('randint() missing 2 required positional argument: "high", "size"')
+    else:
         raise TypeError("randint() missing required argument 'high'")
     if size is None:
         raise TypeError("randint() missing required argument 'size'")
+    return low, high, size
+
+
+@_factory()
+def randint(*args, size=None, generator=None, dtype=None, device=None, requires_grad=False,
+            **bounds) -> Tensor:
+    low, high, size = _randint_bounds(args, bounds, size)
     if high <= low:
-        raise RuntimeError(f"random_ from {low} to {high} is empty")
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got "
+                           f"from={low} >= to={high}")
     if is_meta(device):
         return _on_meta(size if isinstance(size, (tuple, list)) else (size,),
                           dt.to_dtype(dtype) if dtype is not None else dt.int64, requires_grad)
@@ -646,7 +669,8 @@ def randint_like(input, low, high=None, *, generator=None, dtype=None, layout=No
                  device=None, requires_grad=False, memory_format=None) -> Tensor:
     if layout is not None:
         _check_layout(layout)
-    return _formatted(randint(low, high, input.shape, dtype=_like(input, dtype),
+    bounds = (low,) if high is None else (low, high)
+    return _formatted(randint(*bounds, input.shape, dtype=_like(input, dtype),
                               generator=generator, device=_like_device(input, device)),
                       input, memory_format, requires_grad)
 
