@@ -121,3 +121,18 @@ def test_randint_overloads_read_the_bounds_as_torch_does(args, kwargs):
         v = t.numpy()
         return "ok", tuple(t.shape), str(t.dtype).split(".")[-1], bool(((v >= lo) & (v < hi)).all())
     assert outcome(torch) == outcome(pt)
+
+
+@pytest.mark.parametrize("args,kwargs", [
+    ((5,), {}), ((1, 5), {}), ((), {"end": 5}), ((1,), {"end": 5}), ((), {"start": 1, "end": 5}),
+    ((), {"start": 3}), ((), {"start": 1, "end": 7, "step": 3}), ((0.0, 1.0, 0.25), {})])
+def test_arange_overloads_read_the_bounds_as_torch_does(args, kwargs):
+    # start= alone is not the end: torch refuses it (tracec used to return
+    # arange(start)); end= alone starts at 0 (TransE-PyTorch's entity ids)
+    def outcome(mod):
+        try:
+            t = mod.arange(*args, **kwargs)
+        except TypeError as e:
+            return str(e)
+        return t.tolist(), str(t.dtype).split(".")[-1]
+    assert outcome(torch) == outcome(pt)

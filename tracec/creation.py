@@ -301,14 +301,34 @@ def full_like(input, fill_value, *, dtype=None, layout=None, device=None,
                       input, memory_format, requires_grad)
 
 
+def _arange_bounds(args, bounds):
+    """``(start, end, step)`` from arange's overloads, ``(end)`` and ``(start,
+    end[, step])``, positional or by keyword: start is 0 when only the end is
+    given (``arange(n)``, TransE-PyTorch's ``arange(end=n)``); ``start=``
+    without an end is refused, as torch refuses it, rather than read as the
+    end."""
+    for k in bounds:
+        if k not in ("start", "end", "step"):
+            raise TypeError(f"arange() got an unexpected keyword argument '{k}'")
+    if len(args) > 3:
+        raise TypeError("arange() received an invalid combination of arguments")
+    if len(args) == 1 and "start" not in bounds and "end" not in bounds:
+        return 0, args[0], bounds.get("step", 1)
+    vals = dict(zip(("start", "end", "step"), args))
+    for k, v in bounds.items():
+        if k in vals:
+            raise TypeError(f"arange() got multiple values for argument '{k}'")
+        vals[k] = v
+    if "end" not in vals:
+        if "start" in vals:
+            raise TypeError('arange() missing 1 required positional arguments: "end"')
+        raise TypeError("arange() received an invalid combination of arguments")
+    return vals.get("start", 0), vals["end"], vals.get("step", 1)
+
+
 @_factory()
-def arange(start=None, end=None, step=1, *, dtype=None, device=None, requires_grad=False) -> Tensor:
-    if end is None:
-        start, end = 0, start
-    if start is None:
-        start = 0                      # arange(end=n): TransE-PyTorch's entity ids
-    if end is None:
-        raise TypeError('arange() missing 1 required positional arguments: "end"')
+def arange(*args, dtype=None, device=None, requires_grad=False, **bounds) -> Tensor:
+    start, end, step = _arange_bounds(args, bounds)
     # 0-d tensors are numbers of their kind (TFT's arange(decoder_lengths.max()) is int64)
     for name, v in (("start", start), ("end", end), ("step", step)):
         if isinstance(v, Tensor) and v.numel() != 1:
