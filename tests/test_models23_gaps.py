@@ -69,8 +69,11 @@ def test_compiled_item_of_a_frozen_one_element_float_parameter_is_guarded_not_re
     assert f.traces == 2
 
 
-def test_compiled_item_of_a_float_that_takes_gradients_is_still_refused():
-    w = torch.nn.Parameter(torch.tensor([1.5]))
+@pytest.mark.parametrize("kind", ["trained parameter", "buffer"])
+def test_compiled_item_of_a_float_that_takes_gradients_or_a_buffer_is_still_refused(kind):
+    # (a buffer, e.g. a running value, would change at nearly every call)
+    w = torch.nn.Parameter(torch.tensor([1.5])) if kind == "trained parameter" \
+        else torch.tensor([1.5])
 
     def step(x):
         return x * w.item()
