@@ -633,7 +633,8 @@ def _randint_bounds(args, bounds, size):
     if size is None and len(args) == 3:
         size = args.pop()
     if len(args) + len(bounds) > 2 or ("low" in bounds and args):
-        raise TypeError("randint() received an invalid combination of arguments")
+        raise TypeError("randint() received an invalid combination of arguments: it takes "
+                        "(high, size) or (low, high, size)")
     if "high" in bounds:
         low, high = (args[0] if args else bounds.get("low", 0)), bounds["high"]
     elif len(args) == 2:
@@ -643,9 +644,10 @@ def _randint_bounds(args, bounds, size):
     elif "low" in bounds:
         raise TypeError('randint() missing 2 required positional argument: "high", "size"')
     else:
-        raise TypeError("randint() missing required argument 'high'")
-    if size is None:
-        raise TypeError("randint() missing required argument 'size'")
+        high = None
+    if high is None or size is None:
+        raise TypeError("randint() received an invalid combination of arguments: it takes "
+                        "(high, size) or (low, high, size)")
     return low, high, size
 
 
