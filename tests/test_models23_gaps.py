@@ -139,3 +139,20 @@ def test_arange_overloads_read_the_bounds_as_torch_does(args, kwargs):
             return str(e)
         return t.tolist(), str(t.dtype).split(".")[-1]
     assert outcome(torch) == outcome(pt)
+
+
+@pytest.mark.parametrize("key", [0, np.int64(0), slice(0, 1), (0, 0), [0], None, Ellipsis])
+def test_indexing_a_0d_tensor_is_refused_in_torchs_words(key):
+    # graphsage-simple's original `print batch, loss.data[0]`: modern torch
+    # refuses the int index and says to use .item()
+    def outcome(mod, set_=False):
+        t = mod.tensor(1.5)
+        try:
+            if set_:
+                t[key] = 2.0
+                return "ok", t.tolist()
+            return "ok", t[key].tolist()
+        except IndexError as e:
+            return str(e)
+    assert outcome(torch) == outcome(pt)
+    assert outcome(torch, True) == outcome(pt, True)
