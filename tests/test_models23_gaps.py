@@ -156,3 +156,20 @@ def test_indexing_a_0d_tensor_is_refused_in_torchs_words(key):
             return str(e)
     assert outcome(torch) == outcome(pt)
     assert outcome(torch, True) == outcome(pt, True)
+
+
+@pytest.mark.parametrize("make", [
+    lambda m: m.LongTensor(np.array(5)), lambda m: m.Tensor(np.array(3)),
+    lambda m: m.ones(2).new(np.array(4)), lambda m: m.FloatTensor(np.array(2.5)),
+    lambda m: m.Tensor(3.0), lambda m: m.FloatTensor(np.float64(2.0)), lambda m: m.Tensor(True),
+    lambda m: m.ones(2).new(3.0), lambda m: m.LongTensor(np.int64(3))])
+def test_legacy_constructors_read_a_lone_number_as_torch_does(make):
+    # a 0-d integer ndarray is a size (its __index__), as an int is; a lone
+    # float or bool is neither a size nor data
+    def outcome(mod):
+        try:
+            t = make(mod)
+        except TypeError as e:
+            return str(e)
+        return tuple(t.shape), str(t.dtype).split(".")[-1]
+    assert outcome(torch) == outcome(pt)
