@@ -301,10 +301,34 @@ def full_like(input, fill_value, *, dtype=None, layout=None, device=None,
                       input, memory_format, requires_grad)
 
 
+def _arange_bounds(args, bounds):
+    """``(start, end, step)`` from arange's overloads, ``(end)`` and ``(start,
+    end[, step])``, positional or by keyword: start is 0 when only the end is
+    given (``arange(n)``, TransE-PyTorch's ``arange(end=n)``); ``start=``
+    without an end is refused, as torch refuses it, rather than read as the
+    end."""
+    for k in bounds:
+        if k not in ("start", "end", "step"):
+            raise TypeError(f"arange() got an unexpected keyword argument '{k}'")
+    if len(args) > 3:
+        raise TypeError("arange() received an invalid combination of arguments")
+    if len(args) == 1 and "start" not in bounds and "end" not in bounds:
+        return 0, args[0], bounds.get("step", 1)
+    vals = dict(zip(("start", "end", "step"), args))
+    for k, v in bounds.items():
+        if k in vals:
+            raise TypeError(f"arange() got multiple values for argument '{k}'")
+        vals[k] = v
+    if "end" not in vals:
+        if "start" in vals:
+            raise TypeError('arange() missing 1 required positional arguments: "end"')
+        raise TypeError("arange() received an invalid combination of arguments")
+    return vals.get("start", 0), vals["end"], vals.get("step", 1)
+
+
 @_factory()
-def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False) -> Tensor:
-    if end is None:
-        start, end = 0, start
+def arange(*args, dtype=None, device=None, requires_grad=False, **bounds) -> Tensor:
+    start, end, step = _arange_bounds(args, bounds)
     # 0-d tensors are numbers of their kind (TFT's arange(decoder_lengths.max()) is int64)
     for name, v in (("start", start), ("end", end), ("step", step)):
         if isinstance(v, Tensor) and v.numel() != 1:
@@ -597,17 +621,46 @@ def _blocked_randn(g, shape, n, d) -> Tensor:
     return Tensor._make(out.reshape(shape), d)
 
 
+def _randint_bounds(args, bounds, size):
+    """``(low, high, size)`` from randint's overloads, ``(high, size)`` and
+    ``(low, high, size)``, the bounds positional or by keyword: low is 0 when
+    only high is given (``randint(10, (3,))``, TransE-PyTorch's
+    ``randint(high=2, size=...)``); ``low=`` without a high is refused, as
+    torch refuses it, rather than read as the high."""
+    for k in bounds:
+        if k not in ("low", "high"):
+            raise TypeError(f"randint() got an unexpected keyword argument '{k}'")
+    args = list(args)
+    if size is None and args and isinstance(args[-1], (tuple, list)):
+        size = args.pop()                      # randint(high, size), as nanoGPT calls it
+    if size is None and len(args) == 3:
+        size = args.pop()
+    if len(args) + len(bounds) > 2 or ("low" in bounds and args):
+        raise TypeError("randint() received an invalid combination of arguments: it takes "
+                        "(high, size) or (low, high, size)")
+    if "high" in bounds:
+        low, high = (args[0] if args else bounds.get("low", 0)), bounds["high"]
+    elif len(args) == 2:
+        low, high = args
+    elif args:
+        low, high = 0, args[0]
+    elif "low" in bounds:
+        raise TypeError('randint() missing 2 required positional argument: "high", "size"')
+    else:
+        high = None
+    if high is None or size is None:
+        raise TypeError("randint() received an invalid combination of arguments: it takes "
+                        "(high, size) or (low, high, size)")
+    return low, high, size
+
+
 @_factory()
-def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
-            requires_grad=False) -> Tensor:
-    if size is None and isinstance(high, (tuple, list)):
-        low, high, size = 0, low, high         # randint(high, size), as nanoGPT calls it
-    if high is None:
-        low, high = 0, low
-    if size is None:
-        raise TypeError("randint() missing required argument 'size'")
+def randint(*args, size=None, generator=None, dtype=None, device=None, requires_grad=False,
+            **bounds) -> Tensor:
+    low, high, size = _randint_bounds(args, bounds, size)
     if high <= low:
-        raise RuntimeError(f"random_ from {low} to {high} is empty")
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got "
+                           f"from={low} >= to={high}")
     if is_meta(device):
         return _on_meta(size if isinstance(size, (tuple, list)) else (size,),
                           dt.to_dtype(dtype) if dtype is not None else dt.int64, requires_grad)
@@ -641,7 +694,8 @@ def randint_like(input, low, high=None, *, generator=None, dtype=None, layout=No
                  device=None, requires_grad=False, memory_format=None) -> Tensor:
     if layout is not None:
         _check_layout(layout)
-    return _formatted(randint(low, high, input.shape, dtype=_like(input, dtype),
+    bounds = (low,) if high is None else (low, high)
+    return _formatted(randint(*bounds, input.shape, dtype=_like(input, dtype),
                               generator=generator, device=_like_device(input, device)),
                       input, memory_format, requires_grad)
 

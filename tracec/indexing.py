@@ -41,8 +41,20 @@ def _uint8_mask(k: Tensor) -> Tensor:
     return ops.ne(k, 0)
 
 
+#: PyTorch's refusal of an integer index into a 0-d tensor (old code's ``loss.data[0]``).
+ZERO_DIM_INDEX = ("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                  "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
+
+
 def _expand_key(x, key):
     if not isinstance(key, tuple):
+        if x.ndim == 0:
+            # a lone int or slice is refused in its own words (PyTorch's select /
+            # slice paths); a tuple of them is "too many indices" below
+            if isinstance(key, numbers.Integral) and not isinstance(key, (bool, np.bool_)):
+                raise IndexError(ZERO_DIM_INDEX)
+            if type(key) is slice:
+                raise IndexError("slice() cannot be applied to a 0-dim tensor.")
         key = (key,)
     if len(key) <= x.ndim and all(type(k) is slice or type(k) is int for k in key):
         # The common case (ints and slices only): nothing to expand.
@@ -402,6 +414,8 @@ def _setitem_advanced(x, key, value):
     try:
         x._data[np_key] = vdata
     except (IndexError, ValueError) as e:
+        if str(e).startswith("too many indices"):      # numpy's words for it
+            raise IndexError(f"too many indices for tensor of dimension {x.ndim}") from None
         raise IndexError(str(e)) from None
     x._version[0] += 1
 

@@ -213,6 +213,8 @@ def _size_int(d):
     NumPy int, or (as PyTorch's ``__index__``) a one-element integer tensor."""
     if isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)):
         return int(d)
+    if isinstance(d, np.ndarray) and d.ndim == 0 and d.dtype.kind in "iu":
+        return int(d)          # (its __index__: LongTensor(np.array(5)) has 5 elements)
     if isinstance(d, Tensor) and d.dtype.category == 1 and d.numel() == 1:
         return int(d.item())
     return None
@@ -230,6 +232,12 @@ def legacy_sizes(args) -> tuple | None:
             return tuple(args[0])
         if not isinstance(args[0], Tensor):
             s = _size_int(args[0])
+            if s is None and isinstance(args[0], (bool, float, complex, np.generic)):
+                # a lone number that is no size is no data either (torch.Tensor(3.0))
+                kind = type(args[0])
+                name = kind.__name__ if kind.__module__ == "builtins" else \
+                    f"numpy.{kind.__name__}"
+                raise TypeError(f"new(): data must be a sequence (got {name})")
             return None if s is None else (s,)
         return None
     sizes = tuple(_size_int(a) for a in args)

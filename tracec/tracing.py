@@ -34,6 +34,7 @@ from tracec import attr_replay, autograd, complex_trace, graph, ir, lifted_state
 from tracec import dtypes as dt
 from tracec.complex_ops import TRACED_OPS
 from tracec.creation import GENERATOR_STATES
+from tracec.nn.parameter import Parameter
 from tracec.nn.modules.module import (ATTR_WRITES, BUFFER_WRITES, MODE_WRITES, Module,
                                       replayed_token, tensor_leaves)
 from tracec.guards import EnvGuard, GlobalRNGs
@@ -787,11 +788,19 @@ class Recording:
         """A small integer or bool tensor that existed before the call (not an
         argument) and is read at its entry value (ActNorm's ``initialized``
         buffer, a step counter, CRNN's global CTC ``text`` / ``length``
-        tensors): the trace specializes on that value, guarded at every call,
-        instead of refusing the read."""
-        if t.numel() > GUARDED_VALUE_MAX or t.dtype.is_floating_point or \
-                t.dtype.category == 3 or id(t) in self.arg_position or \
-                GENERATOR_STATES.get(id(t)) is t:
+        tensors), or a finite one-element float Parameter frozen with
+        requires_grad=False (KnowledgeGraphEmbedding's
+        ``nn.Parameter(torch.Tensor([gamma]), requires_grad=False)`` read by
+        ``.item()`` in every score): the trace specializes on that value,
+        guarded at every call, instead of refusing the read.  (A frozen
+        Parameter is a constant the user set; a float buffer or a trained
+        Parameter would change nearly every call, so those stay refused.)"""
+        if t.numel() > GUARDED_VALUE_MAX or t.dtype.category == 3 or \
+                id(t) in self.arg_position or GENERATOR_STATES.get(id(t)) is t:
+            return False
+        if t.dtype.is_floating_point and not (
+                isinstance(t, Parameter) and t.numel() == 1 and not t.requires_grad
+                and type(t._data) is np.ndarray and np.isfinite(t._data).all()):
             return False
         self.on_guard(TensorValue(t))
         return True

@@ -35,8 +35,9 @@ def margin_ranking_loss(input1, input2, target, margin: float = 0, size_average=
     reduction = _reduction(reduction, size_average, reduce)
     if not (input1.ndim == input2.ndim == target.ndim):
         raise RuntimeError(f"margin_ranking_loss : All input tensors should have same "
-                           f"dimension but got sizes: input1: {list(input1.shape)}, input2: "
-                           f"{list(input2.shape)}, target: {list(target.shape)} ")
+                           f"dimension but got sizes: input1: torch.Size({list(input1.shape)}), "
+                           f"input2: torch.Size({list(input2.shape)}), target: "
+                           f"torch.Size({list(target.shape)}) ")
     loss = TF.clamp(TF.add(TF.mul(TF.neg(target), TF.sub(input1, input2)), margin), min=0.0)
     return _reduce(loss, reduction)
 
