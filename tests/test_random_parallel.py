@@ -1,7 +1,8 @@
 """Large eager draws run on several threads (``ops.random.in_parallel``):
 the bits are the same for any thread count (each element depends only on
-its index), and a forked child (a DataLoader worker) draws without the
-parent's threads."""
+its index), no thread is left behind, and a forked child (a DataLoader
+worker) draws too."""
+import threading
 import multiprocessing as mp
 
 import numpy as np
@@ -37,7 +38,8 @@ def _child(q):
 @pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs fork")
 def test_a_forked_child_draws_after_the_parent_used_threads(monkeypatch):
     monkeypatch.setenv("TRACEC_NUM_THREADS", "2")
-    tracec.randn(N)                        # the parent's pool exists now
+    tracec.randn(N)
+    assert not [t for t in threading.enumerate() if t.name == "tracec-rng"]
     ctx = mp.get_context("fork")
     q = ctx.Queue()
     p = ctx.Process(target=_child, args=(q,))

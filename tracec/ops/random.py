@@ -64,33 +64,38 @@ _BLOCK = 1 << 15
 
 #: Draws of at least this many elements are split across threads.
 PARALLEL_MIN = 1 << 20
-_pool: list = [None]
-
-
-def _forget_pool() -> None:
-    _pool[0] = None      # a forked child has none of the parent's threads
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def in_parallel(n: int, work) -> None:
     """``work(lo, hi)`` over ``[0, n)`` in ``_BLOCK``-aligned pieces: one
     piece per thread (``TRACEC_NUM_THREADS``, else the cores this process
     may use) when ``n >= PARALLEL_MIN``, else one call.  NumPy's loops
-    release the GIL, so the pieces' passes run at once."""
+    release the GIL, so the pieces' passes run at once.  The threads are
+    this call's (started and joined here, ~0.1 ms against the tens of
+    milliseconds of such a draw): none is left idle in the process, or
+    inherited half-made by a forked child."""
     k = min(default_threads(), -(-n // _BLOCK)) if n >= PARALLEL_MIN else 1
     if k <= 1:
         work(0, n)
         return
-    pool = _pool[0]
-    if pool is None or pool._max_workers < k:
-        from concurrent.futures import ThreadPoolExecutor
-        pool = _pool[0] = ThreadPoolExecutor(k, thread_name_prefix="tracec-rng")
+    import threading
     step = -(-(-(-n // k)) // _BLOCK) * _BLOCK
-    for f in [pool.submit(work, lo, min(n, lo + step)) for lo in range(0, n, step)]:
-        f.result()
+    errors: list = []
+
+    def run(lo, hi):
+        try:
+            work(lo, hi)
+        except BaseException as e:  # re-raised on the calling thread
+            errors.append(e)
+    threads = [threading.Thread(target=run, args=(lo, min(n, lo + step)), daemon=True,
+                                name="tracec-rng") for lo in range(step, n, step)]
+    for t in threads:
+        t.start()
+    run(0, min(n, step))
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
 
 
 def _uniform_impl(state, *, shape, dtype):
