@@ -421,7 +421,9 @@ def contiguous(x, memory_format=None):
 
 
 def to(x, *args, **kwargs):
-    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``."""
+    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``.
+    In the device form either slot may be None (PyTorch's defaults, as in
+    ``t.to(device)`` with ``device=None``): that slot is left as it is."""
     from tracec.device import device as _device, to_device
     dtype = kwargs.pop("dtype", None)
     dev = kwargs.pop("device", None)
@@ -429,7 +431,9 @@ def to(x, *args, **kwargs):
     copy = bool(kwargs.pop("copy", False))
     memory_format = kwargs.pop("memory_format", None)
     flags = []                    # positional non_blocking, copy (PyTorch's order)
-    for a in args:
+    for i, a in enumerate(args):
+        if a is None and (i == 0 or (i == 1 and (args[0] is None or isinstance(args[0], (str, _device))))):
+            continue              # the device form's device / dtype slot, defaulted
         if isinstance(a, bool):
             flags.append(a)
             if len(flags) > 2:
