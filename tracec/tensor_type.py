@@ -32,24 +32,38 @@ def _parse(name: str):
     raise ValueError(f"invalid type: '{name}'")
 
 
+class LegacyTensorType(type):
+    """The type of ``torch.FloatTensor``, ``torch.LongTensor`` and friends
+    (PyTorch's ``torch.tensortype``): calling one is the legacy constructor
+    (``(data)`` or ``(sizes)``, always of its own dtype, whatever the
+    default dtype), ``Tensor.type`` accepts one as the type, and
+    ``isinstance(t, torch.FloatTensor)`` holds exactly for a CPU tensor of
+    that dtype (a float64 or a CUDA tensor is not a ``torch.FloatTensor``)."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and obj.dtype is cls.dtype and obj.device.type == "cpu"
+
+    def __subclasscheck__(cls, sub):
+        return sub is cls
+
+    def __call__(cls, *data):
+        return Tensor(*data, dtype=cls.dtype)
+
+    def __repr__(cls):
+        return f"<class 'torch.{cls.__name__}'>"
+
+
 def _legacy(d):
-    """``torch.LongTensor`` and friends: constructors (``(data)`` or
-    ``(sizes)``) that ``Tensor.type`` also accepts as the type."""
-    def make(*data):
-        return Tensor(*data, dtype=d)
-    make.__name__ = make.__qualname__ = _NAMES[d]
-    make.legacy_dtype = d
-    return make
+    return LegacyTensorType(_NAMES[d], (), {"dtype": d, "legacy_dtype": d, "is_cuda": False,
+                                             "is_sparse": False, "__module__": "torch"})
 
 
-LEGACY = {name: _legacy(d) for d, name in _NAMES.items() if name != "FloatTensor"}
+LEGACY = {name: _legacy(d) for d, name in _NAMES.items()}
 
 
 def tensor_type(self: Tensor, dtype=None, non_blocking: bool = False, **kwargs):
     if dtype is None:
         return type_name(self)
-    if dtype is Tensor:          # torch.FloatTensor (tracec's FloatTensor is Tensor)
-        dtype = dt.float32
     dtype = getattr(dtype, "legacy_dtype", dtype)
     if isinstance(dtype, str):
         d, device = _parse(dtype)
