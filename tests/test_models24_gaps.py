@@ -57,3 +57,90 @@ def test_legacy_float_tensor_constructor_is_float32_whatever_the_default_dtype()
         torch.set_default_dtype(old)
     assert torch.ones(2).double().type(torch.FloatTensor).dtype is torch.float32
     assert torch.FloatTensor(2, 3).tolist() == [[0.0] * 3] * 2
+
+
+# --- error paths the programs' layers hit with bad input, compared with torch
+
+torch_ref = pytest.importorskip("torch")
+
+
+def _err(lib_fn):
+    try:
+        lib_fn()
+    except Exception as e:  # noqa: BLE001 - the type and message are compared
+        return type(e).__name__, str(e)
+    return None
+
+
+@pytest.mark.parametrize("shape,pad", [
+    ((1, 1, 2, 2), (2, 2, 2, 2)), ((1, 2, 3), (1, 0, 2, 0)), ((1, 1, 2, 2), (0, 0, 2, 0)),
+    ((1, 1, 2, 2, 2), (0, 0, 0, 0, 2, 0)), ((1, 1, 2, 2, 2), (2, 0, 0, 0, 2, 0))])
+def test_reflection_pad_error_names_the_argument_and_dimension_like_torch(shape, pad):
+    # pytorch-AdaIN's ReflectionPad2d((1, 1, 1, 1)) on a too-small feature
+    # map: PyTorch checks the last dimension first and numbers the pad
+    # argument (#4 the last dimension's pair, #6 the one before, #8); tracec
+    # checked the first padded dimension first and always said #4.
+    import tracec.nn.functional as TF
+    import torch.nn.functional as RF
+    want = _err(lambda: RF.pad(torch_ref.ones(shape), pad, mode="reflect"))
+    got = _err(lambda: TF.pad(torch.ones(shape), pad, mode="reflect"))
+    assert want is not None and got == want
+
+
+@pytest.mark.parametrize("shape,dim,index", [
+    ((2, 3), 1, [[3], [0]]), ((2, 3), 1, [[-1], [0]]), ((2, 3), 0, [[0], [5]]),
+    ((2, 3), -1, [[-4], [0]]), ((3,), 0, [7]), ((), 0, -1)])
+def test_gather_out_of_range_index_is_a_runtime_error_like_torch(shape, dim, index):
+    # PER's q_values.gather(1, action.unsqueeze(1)) with a bad action: torch
+    # raises RuntimeError("index 3 is out of bounds for dimension 1 with
+    # size 3"); tracec raised an IndexError with another message, and a
+    # negative index silently counted from the end.
+    want = _err(lambda: torch_ref.zeros(shape).gather(dim, torch_ref.tensor(index)))
+    got = _err(lambda: torch.zeros(shape).gather(dim, torch.tensor(index)))
+    assert want is not None and got == want
+
+
+def test_compiled_gather_checks_its_own_indices():
+    f = torch.compile(lambda x, i: x.gather(1, i) * 2)
+    x = torch.arange(6.0).view(2, 3)
+    assert f(x, torch.tensor([[2], [0]])).tolist() == [[4.0], [6.0]]
+    assert f(x, torch.tensor([[1], [1]])).tolist() == [[2.0], [8.0]]
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        f(x, torch.tensor([[-1], [0]]))
+
+
+_FILLS = {
+    "masked_fill half -1e10": lambda L: L.zeros(2, dtype=L.float16).masked_fill(L.tensor([True, False]), -1e10),
+    "masked_fill_ half": lambda L: L.zeros(2, dtype=L.float16).masked_fill_(L.tensor([True, False]), -1e10),
+    "masked_fill half 65519": lambda L: L.zeros(2, dtype=L.float16).masked_fill(L.tensor([True, False]), 65519.0),
+    "masked_fill half 65504": lambda L: L.zeros(2, dtype=L.float16).masked_fill(L.tensor([True, False]), 65504.0),
+    "masked_fill half -inf": lambda L: L.zeros(2, dtype=L.float16).masked_fill(L.tensor([True, False]), float("-inf")),
+    "masked_fill f32 1e40": lambda L: L.zeros(2).masked_fill(L.tensor([True, False]), 1e40),
+    "masked_fill bf16 1e39": lambda L: L.zeros(2, dtype=L.bfloat16).masked_fill(L.tensor([True, False]), 1e39),
+    "masked_fill f64 1e300": lambda L: L.zeros(2, dtype=L.float64).masked_fill(L.tensor([True, False]), 1e300),
+    "full half": lambda L: L.full((2,), 1e10, dtype=L.float16),
+    "fill_ half": lambda L: L.zeros(2, dtype=L.float16).fill_(1e10),
+    "fill_ int8": lambda L: L.zeros(2, dtype=L.int8).fill_(300),
+    "clamp half": lambda L: L.zeros(2, dtype=L.float16).clamp(min=-1e10),
+    "int32 1e10": lambda L: L.zeros(2, dtype=L.int32).masked_fill(L.tensor([True, False]), 1e10),
+    "int32 2**40": lambda L: L.zeros(2, dtype=L.int32).masked_fill(L.tensor([True, False]), 2 ** 40),
+    "int64 nan": lambda L: L.zeros(2, dtype=L.int64).masked_fill(L.tensor([True, False]), float("nan")),
+    "uint8 -1": lambda L: L.zeros(2, dtype=L.uint8).masked_fill(L.tensor([True, False]), -1),
+    "uint8 full -255": lambda L: L.full((1,), -255, dtype=L.uint8),
+    "uint8 fill_ -1": lambda L: L.zeros(1, dtype=L.uint8).fill_(-1),
+    "uint8 -256": lambda L: L.zeros(1, dtype=L.uint8).fill_(-256),
+}
+
+
+@pytest.mark.parametrize("name", list(_FILLS))
+def test_fill_values_are_range_checked_like_torch(name):
+    # The attention mask idiom masked_fill(mask == 0, -1e10) under float16:
+    # PyTorch refuses a finite value beyond the dtype's range ("value cannot
+    # be converted to type c10::Half without overflow"); tracec filled -inf.
+    # fill_ was not checked at all, int32 was named int32_t (PyTorch: int),
+    # and a negative int into uint8 (which PyTorch wraps) was refused.
+    fn = _FILLS[name]
+    want, got = _err(lambda: fn(torch_ref)), _err(lambda: fn(torch))
+    assert got == want
+    if want is None:
+        assert fn(torch).tolist() == fn(torch_ref).tolist()

@@ -367,8 +367,9 @@ def gather(input, dim, index, *, sparse_grad=False):
     if input.ndim == 0 or index.ndim == 0:
         # PyTorch reads a 0-d input or index as one element: gather along
         # the flat input, the result of index's shape
+        flat_index = ops.cast(ops.reshape(index, (index.numel(),)), dt.int64)
         flat = ops.gather(ops.reshape(input, (input.numel(),)),
-                          ops.cast(ops.reshape(index, (index.numel(),)), dt.int64), 0)
+                          _check_gather_range(flat_index, input.numel(), d), 0)
         return _named(ops.reshape(flat, tuple(index.shape)), "GatherBackward0")
     for i, (a, b) in enumerate(zip(index.shape, input.shape)):
         if i != d and a > b:
@@ -381,7 +382,23 @@ def gather(input, dim, index, *, sparse_grad=False):
                        (1,) * input.ndim)
     if index.dtype is not dt.int64:
         index = ops.cast(index, dt.int64)
+    index = _check_gather_range(index, input.shape[d], d)
     return ops.gather(input, index, d)
+
+
+def _check_gather_range(index, size, d):
+    """``index`` (``gather``'s, int64), checked as PyTorch checks it: every
+    entry in ``[0, size)`` (a negative one does not count from the end), else
+    ``RuntimeError("index 3 is out of bounds for dimension 1 with size 3")``;
+    recorded while tracing, so a compiled call checks its own indices."""
+    if RECORDERS:
+        ok = ops.logical_and(ops.ge(index, 0), ops.lt(index, size))
+        return ops.check(index, ok, f"index out of bounds for dimension {d} with size {size}")
+    v = index._data
+    if v.size and (v.min() < 0 or v.max() >= size):
+        bad = v[(v < 0) | (v >= size)].flat[0]
+        raise RuntimeError(f"index {bad} is out of bounds for dimension {d} with size {size}")
+    return index
 
 
 def scatter_add(x, dim, index, src):
