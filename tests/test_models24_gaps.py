@@ -1,4 +1,5 @@
 """Gaps the models24 programs (tests/programs/models24) found in tracec."""
+import numpy as np
 import pytest
 
 import tracec as torch
@@ -144,3 +145,41 @@ def test_fill_values_are_range_checked_like_torch(name):
     assert got == want
     if want is None:
         assert fn(torch).tolist() == fn(torch_ref).tolist()
+
+
+_LEGACY = {
+    "FloatTensor(int tensor)": lambda L: L.FloatTensor(L.tensor([1, 2])),
+    "LongTensor(float tensor)": lambda L: L.LongTensor(L.tensor([1.5, 2.0])),
+    "ByteTensor(float tensor)": lambda L: L.ByteTensor(L.tensor([1.0])),
+    "HalfTensor(bool tensor)": lambda L: L.HalfTensor(L.tensor([True])),
+    "FloatTensor(float tensor)": lambda L: L.FloatTensor(L.tensor([1.0, 2.0])),
+    "Tensor(int tensor)": lambda L: L.Tensor(L.tensor([1, 2])),
+    "FloatTensor('abc')": lambda L: L.FloatTensor("abc"),
+    "Tensor('abc')": lambda L: L.Tensor("abc"),
+    "FloatTensor(None)": lambda L: L.FloatTensor(None),
+    "FloatTensor(2.0)": lambda L: L.FloatTensor(2.0),
+    "Tensor(True)": lambda L: L.Tensor(True),
+    "Tensor(dict)": lambda L: L.Tensor({1: 2}),
+    "FloatTensor(-1)": lambda L: L.FloatTensor(-1),
+    "FloatTensor(2, -1)": lambda L: L.FloatTensor(2, -1),
+    "FloatTensor(0)": lambda L: L.FloatTensor(0),
+    "FloatTensor device=cpu": lambda L: L.FloatTensor([1.0], device="cpu"),
+    "FloatTensor(np int64)": lambda L: L.FloatTensor(np.array([1, 2])),
+    "LongTensor(list floats)": lambda L: L.LongTensor([1.7, -2.7]),
+    "ByteTensor([-1])": lambda L: L.ByteTensor([-1]),
+}
+
+
+@pytest.mark.parametrize("name", list(_LEGACY))
+def test_legacy_constructors_accept_and_refuse_like_torch(name):
+    # Variable-era code builds tensors with torch.FloatTensor(...) /
+    # LongTensor(...): PyTorch refuses a tensor of another dtype (the
+    # legacy constructors do not convert), a bare number, None or a str,
+    # and a negative size; tracec converted / accepted them or raised
+    # NumPy's errors, and refused device='cpu'.
+    fn = _LEGACY[name]
+    want, got = _err(lambda: fn(torch_ref)), _err(lambda: fn(torch))
+    assert got == want
+    if want is None:
+        a, b = fn(torch), fn(torch_ref)
+        assert a.tolist() == b.tolist() and str(a.dtype)[7:] == str(b.dtype)[6:]

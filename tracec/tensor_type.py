@@ -46,11 +46,28 @@ class LegacyTensorType(type):
     def __subclasscheck__(cls, sub):
         return sub is cls
 
-    def __call__(cls, *data):
+    def __call__(cls, *data, device=None):
+        if device is not None:
+            from tracec.device import to_device
+            kind = to_device(device).type
+            if kind != "cpu":
+                raise RuntimeError(f"legacy constructor expects device type: cpu but device "
+                                   f"type: {kind} was passed")
+        if len(data) == 1 and isinstance(data[0], Tensor) and data[0].dtype is not cls.dtype:
+            # (a tensor's own dtype only: the legacy constructors do not convert)
+            raise TypeError(f"expected {_options(cls.dtype)} (got {_options(data[0].dtype)})")
         return Tensor(*data, dtype=cls.dtype)
 
     def __repr__(cls):
         return f"<class 'torch.{cls.__name__}'>"
+
+
+def _options(d) -> str:
+    """PyTorch's printed TensorOptions of a CPU tensor of dtype ``d``."""
+    from tracec.shape_ops import _C_TYPE_NAMES
+    name = _C_TYPE_NAMES.get(d.name, d.name)
+    return (f"TensorOptions(dtype={name}, device=cpu, layout=Strided, requires_grad=false "
+            f"(default), pinned_memory=false (default), memory_format=(nullopt))")
 
 
 def _legacy(d):
