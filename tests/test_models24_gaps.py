@@ -73,6 +73,15 @@ def _err(lib_fn):
     return None
 
 
+def _same_as_torch(fn, check=lambda a, b: a.tolist() == b.tolist()):
+    """``fn(tracec)`` raises what ``fn(torch)`` raises (type and message),
+    or both succeed and ``check`` holds for their results."""
+    want, got = _err(lambda: fn(torch_ref)), _err(lambda: fn(torch))
+    assert got == want
+    if want is None:
+        assert check(fn(torch), fn(torch_ref))
+
+
 @pytest.mark.parametrize("shape,pad", [
     ((1, 1, 2, 2), (2, 2, 2, 2)), ((1, 2, 3), (1, 0, 2, 0)), ((1, 1, 2, 2), (0, 0, 2, 0)),
     ((1, 1, 2, 2, 2), (0, 0, 0, 0, 2, 0)), ((1, 1, 2, 2, 2), (2, 0, 0, 0, 2, 0))])
@@ -140,11 +149,7 @@ def test_fill_values_are_range_checked_like_torch(name):
     # be converted to type c10::Half without overflow"); tracec filled -inf.
     # fill_ was not checked at all, int32 was named int32_t (PyTorch: int),
     # and a negative int into uint8 (which PyTorch wraps) was refused.
-    fn = _FILLS[name]
-    want, got = _err(lambda: fn(torch_ref)), _err(lambda: fn(torch))
-    assert got == want
-    if want is None:
-        assert fn(torch).tolist() == fn(torch_ref).tolist()
+    _same_as_torch(_FILLS[name])
 
 
 _LEGACY = {
@@ -177,9 +182,35 @@ def test_legacy_constructors_accept_and_refuse_like_torch(name):
     # legacy constructors do not convert), a bare number, None or a str,
     # and a negative size; tracec converted / accepted them or raised
     # NumPy's errors, and refused device='cpu'.
-    fn = _LEGACY[name]
-    want, got = _err(lambda: fn(torch_ref)), _err(lambda: fn(torch))
-    assert got == want
-    if want is None:
-        a, b = fn(torch), fn(torch_ref)
-        assert a.tolist() == b.tolist() and str(a.dtype)[7:] == str(b.dtype)[6:]
+    _same_as_torch(_LEGACY[name], lambda a, b: a.tolist() == b.tolist() and
+                   str(a.dtype)[7:] == str(b.dtype)[6:])
+
+
+_SHAPE_ERRORS = {
+    "bmm batch2 rows": lambda L: L.bmm(L.ones(2, 1, 3), L.ones(2, 4, 5)),
+    "bmm batch not broadcast": lambda L: L.bmm(L.ones(1, 2, 3), L.ones(4, 3, 5)),
+    "bmm 2-D batch1": lambda L: L.bmm(L.ones(1, 3), L.ones(3, 5)),
+    "bmm 2-D batch2": lambda L: L.bmm(L.ones(2, 1, 3), L.ones(3, 5)),
+    "bmm dtypes": lambda L: L.bmm(L.ones(2, 2, 3), L.ones(2, 3, 4, dtype=L.float64)),
+    "bmm ok": lambda L: L.bmm(L.ones(2, 2, 3), L.ones(2, 3, 4)),
+    "permute duplicate": lambda L: L.ones(2, 3).permute(1, 1),
+    "expand -1 leading": lambda L: L.ones(3).expand(-1, 3),
+    "broadcast_to -1 leading": lambda L: L.ones(3).broadcast_to((-1, 3)),
+    "expand -1 existing": lambda L: L.ones(2, 3).expand(2, -1, 3),
+}
+
+
+@pytest.mark.parametrize("name", list(_SHAPE_ERRORS))
+def test_shape_errors_of_attention_code_like_torch(name):
+    # Bahdanau attention's torch.bmm(a, encoder_outputs): PyTorch's bmm
+    # neither broadcasts batches nor promotes dtypes and names batch1 /
+    # batch2; tracec broadcast a batch of 1 silently, promoted, and said
+    # "mat1 and mat2 shapes cannot be multiplied". expand(-1, ...) in a new
+    # leading dimension and permute's duplicate dims had other messages.
+    _same_as_torch(_SHAPE_ERRORS[name])
+
+
+def test_bmm_under_autocast_casts_mixed_inputs():
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = torch.bmm(torch.ones(2, 2, 3), torch.ones(2, 3, 4, dtype=torch.bfloat16))
+    assert out.dtype is torch.bfloat16 and out.shape == (2, 2, 4)

@@ -874,8 +874,19 @@ def mm(input, mat2):
 
 
 def bmm(input, mat2):
-    if input.ndim != 3 or mat2.ndim != 3:
-        raise RuntimeError(f"bmm: expected 3D tensors, got {input.ndim}D and {mat2.ndim}D")
+    """``torch.bmm``: PyTorch's checks (no batch broadcasting, no dtype
+    promotion), then a batched matmul."""
+    if input.ndim != 3:
+        raise RuntimeError("batch1 must be a 3D tensor")
+    if mat2.ndim != 3:
+        raise RuntimeError("batch2 must be a 3D tensor")
+    b, _, k = input.shape
+    if mat2.shape[0] != b or mat2.shape[1] != k:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{b}, {k}] but got: [{mat2.shape[0]}, {mat2.shape[1]}].")
+    if input.dtype is not mat2.dtype and not autocast_mode.ACTIVE:   # (autocast casts both)
+        raise RuntimeError(f"expected scalar type {dt.scalar_type_name(input.dtype)} but found "
+                           f"{dt.scalar_type_name(mat2.dtype)}")
     return _named(matmul(input, mat2), "BmmBackward0")
 
 

@@ -114,7 +114,7 @@ def permute(input, *dims_, dims=None):
                            f"input.dim() = {input.ndim} is not equal to len(dims) = {len(dims)}")
     perm = tuple(normalize_axis(d, input.ndim) for d in dims)
     if len(set(perm)) != len(perm):
-        raise RuntimeError(f"permute(): duplicate dims are not allowed: {dims}")
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
     return _named(ops.transpose(input, perm), "PermuteBackward0")
 
 
@@ -200,6 +200,10 @@ def expand(x, *sizes, size=None, implicit=False):
                            f"greater or equal to the number of dimensions in the tensor "
                            f"({x.ndim})")
     lead = len(sizes) - x.ndim
+    for i in range(lead):
+        if sizes[i] == -1:
+            raise RuntimeError(f"The expanded size of the tensor (-1) isn't allowed in a leading, "
+                               f"non-existing dimension {i}")
     shape = tuple(x.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(sizes))
     return _named(ops.broadcast_to(x, shape), "ExpandBackward0")
 
