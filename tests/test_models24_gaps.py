@@ -214,3 +214,41 @@ def test_bmm_under_autocast_casts_mixed_inputs():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = torch.bmm(torch.ones(2, 2, 3), torch.ones(2, 3, 4, dtype=torch.bfloat16))
     assert out.dtype is torch.bfloat16 and out.shape == (2, 2, 4)
+
+
+def _load_mismatched(L):
+    m = L.nn.Linear(2, 3)
+    return m.load_state_dict({"weight": L.ones(2, 2), "bias": L.ones(3)})
+
+
+_MORE = {
+    "load_state_dict size mismatch": _load_mismatched,
+    "svd compute_uv=False": lambda L: L.stack([t.abs().sum() for t in L.svd(L.ones(3, 2), compute_uv=False)]),
+    "svd compute_uv=False shapes": lambda L: L.tensor([list(t.shape) for t in L.svd(L.ones(2, 4, 3), compute_uv=False)[::2]]),
+    "svd 1-D": lambda L: L.svd(L.ones(2)),
+    "linalg.svd 1-D": lambda L: L.linalg.svd(L.ones(2)),
+    "linalg.qr 1-D": lambda L: L.linalg.qr(L.ones(2)),
+    "embedding float indices": lambda L: L.nn.Embedding(3, 2)(L.tensor([1.0])),
+    "einsum too few operands": lambda L: L.einsum("ij,jk->ik", L.ones(2, 2)),
+    "einsum too many operands": lambda L: L.einsum("ij->i", L.ones(2, 2), L.ones(2)),
+    "var of int": lambda L: L.tensor([1, 2, 3]).var(),
+    "std of int dim": lambda L: L.tensor([1, 2, 3]).std(dim=0),
+    "amax empty no dim": lambda L: L.amax(L.ones(0, 3)),
+    "amax empty dim": lambda L: L.amax(L.ones(0, 3), dim=0),
+    "amin empty dims": lambda L: L.ones(0, 3).amin(dim=(0, 1)),
+    "amax empty other dim": lambda L: L.ones(0, 3).amax(dim=1),
+    "max empty dim": lambda L: L.ones(0, 3).max(dim=0),
+    "max empty": lambda L: L.ones(0, 3).max(),
+    "min empty other dim": lambda L: L.ones(0, 3).min(dim=1).values,
+}
+
+
+@pytest.mark.parametrize("name", list(_MORE))
+def test_checks_and_messages_like_torch(name):
+    # load_state_dict's size mismatch names torch.Size([...]); torch.svd(...,
+    # compute_uv=False) returns zero-filled U and V (tracec computed them);
+    # the embedding message names the legacy type (torch.FloatTensor); einsum
+    # operand counts, 1-D qr / svd, var / std of integers and max / amax over
+    # empty dims are torch's errors (tracec: ValueError, NumPy's LinAlgError,
+    # a mean() message, "cannot reduce over a zero-size dimension").
+    _same_as_torch(_MORE[name], lambda a, b: str(a).replace("tracec", "torch") == str(b))
