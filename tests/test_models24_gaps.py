@@ -252,3 +252,27 @@ def test_checks_and_messages_like_torch(name):
     # empty dims are torch's errors (tracec: ValueError, NumPy's LinAlgError,
     # a mean() message, "cannot reduce over a zero-size dimension").
     _same_as_torch(_MORE[name], lambda a, b: str(a).replace("tracec", "torch") == str(b))
+
+
+def test_autograd_grad_with_an_input_listed_twice():
+    # torch.autograd.grad(out, (x, x)) gives x's gradient at both places;
+    # tracec sized its capture slots by distinct inputs and failed with
+    # "IndexError: list assignment index out of range".
+    c = torch.ones(2, requires_grad=True)
+    d = torch.ones(2, requires_grad=True)
+    out = (c * c * 3 + d).sum()
+    g1, g2 = torch.autograd.grad(out, (c, c), retain_graph=True)
+    assert g1.tolist() == g2.tolist() == [6.0, 6.0]
+    gs = torch.autograd.grad(out, [c, d, c], retain_graph=True)
+    assert [g.tolist() for g in gs] == [[6.0, 6.0], [1.0, 1.0], [6.0, 6.0]]
+    h1, h2 = torch.autograd.grad(out, [c, c], create_graph=True)
+    assert h1.requires_grad and h2.requires_grad and h2.tolist() == [6.0, 6.0]
+
+
+def test_compiled_autograd_grad_with_an_input_listed_twice():
+    def f(x):
+        y = (x * x).sum()
+        a, b = torch.autograd.grad(y, (x, x), create_graph=True)
+        return a + b
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    assert torch.compile(f)(x).tolist() == f(x).tolist() == [4.0, 8.0]
