@@ -279,3 +279,11 @@ def test_compiled_autograd_grad_with_an_input_listed_twice():
         return a + b
     x = torch.tensor([1.0, 2.0], requires_grad=True)
     assert torch.compile(f)(x).tolist() == f(x).tolist() == [4.0, 8.0]
+
+
+def test_type_with_torch_tensor_itself_still_means_float32():
+    # eriklindernoren's CycleGAN: Tensor = torch.cuda.FloatTensor if cuda
+    # else torch.Tensor, then x.type(Tensor): kept when FloatTensor became a
+    # legacy type of its own.
+    assert torch.ones(2).double().type(torch.Tensor).dtype is torch.float32
+    assert torch.ones(2).long().type(torch.FloatTensor).dtype is torch.float32

@@ -81,6 +81,8 @@ LEGACY = {name: _legacy(d) for d, name in _NAMES.items()}
 def tensor_type(self: Tensor, dtype=None, non_blocking: bool = False, **kwargs):
     if dtype is None:
         return type_name(self)
+    if dtype is Tensor:          # torch.Tensor as a type: the float32 FloatTensor
+        dtype = dt.float32
     dtype = getattr(dtype, "legacy_dtype", dtype)
     if isinstance(dtype, str):
         d, device = _parse(dtype)
