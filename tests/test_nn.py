@@ -247,8 +247,8 @@ def test_load_state_dict_strict_errors_like_torch():
 def test_load_state_dict_size_mismatch_raises_even_non_strict():
     a = nn.Linear(3, 2)
     with pytest.raises(RuntimeError, match=r"size mismatch for weight: copying a param with "
-                                           r"shape \[3, 2\] from checkpoint, the shape in "
-                                           r"current model is \[2, 3\]"):
+                                           r"shape torch\.Size\(\[3, 2\]\) from checkpoint, "
+                                           r"the shape in current model is torch\.Size\(\[2, 3\]\)"):
         a.load_state_dict({"weight": tracec.zeros(3, 2), "bias": tracec.zeros(2)},
                           strict=False)
     with pytest.raises(TypeError, match="dict-like"):

@@ -27,7 +27,6 @@ from tracec.creation import (Generator, arange, as_tensor, asarray, bernoulli, e
 from tracec import autograd  # noqa: F401
 
 bool = bool_  # noqa: A001 - PyTorch's name for the dtype
-FloatTensor = Tensor
 
 from tracec.torch_version import __version__  # noqa: E402,F401
 from tracec import torch_version  # noqa: E402,F401
@@ -75,7 +74,7 @@ from tracec.reductions_bool import all, any  # noqa: E402,F401,A004
 from tracec import tensor_type as _tensor_type  # noqa: E402,F401  (Tensor.type)
 from tracec.as_torch import install_as_torch, uninstall_as_torch  # noqa: E402,F401
 
-globals().update(_tensor_type.LEGACY)   # LongTensor, DoubleTensor, ... (legacy constructors)
+globals().update(_tensor_type.LEGACY)   # FloatTensor, LongTensor, ... (legacy constructors / types)
 
 
 

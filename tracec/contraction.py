@@ -95,7 +95,7 @@ def _parse(equation: str, operands):
     lhs, arrow, rhs = eq.partition("->")
     terms = lhs.split(",")
     if len(terms) != len(operands):
-        raise ValueError(f"einsum(): more operands were provided than specified in the "
+        raise RuntimeError(f"einsum(): more operands were provided than specified in the "
                          f"equation" if len(operands) > len(terms) else
                          "einsum(): fewer operands were provided than specified in the equation")
     ell = 0

@@ -184,7 +184,7 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> T
             dt.get_default_complex() if isinstance(fill_value, complex) else
             dt.get_default_dtype())
     d = dt.to_dtype(dtype)
-    dt.check_fits(fill_value, d)
+    fill_value = dt.check_fits(fill_value, d)
     if is_meta(device):
         return _on_meta(size, d, requires_grad)
     if _symbolic(size) or isinstance(fill_value, Sym):

@@ -274,15 +274,51 @@ def wrap_int(v, d: DType):
     return v - (1 << bits) if d.is_signed and v >> (bits - 1) else v
 
 
-def check_fits(v, d: DType) -> None:
+#: the C++ type names PyTorch's overflow check names
+_C_NAMES = {"int32": "int", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+            "float32": "float", "float64": "double"}
+
+
+def check_fits(v, d: DType):
     """PyTorch's check on a fill value or a bound (``full``, ``masked_fill``,
-    ``clamp``), which unlike an arithmetic operand is not wrapped: an int
-    outside integer dtype ``d``'s range is a RuntimeError."""
-    if d.category == 1 and isinstance(v, (builtins_int, np.integer)) and \
-            not isinstance(v, (builtins_bool, np.bool_)):
+    ``clamp``, ``fill_``), which unlike an arithmetic operand is not
+    wrapped or rounded: a number outside dtype ``d``'s finite range is a
+    RuntimeError (an int outside an integer dtype's range, a finite float
+    beyond a floating dtype's largest value, as ``masked_fill(mask, -1e10)``
+    on float16); infinities and NaN pass into floating dtypes. Returns the
+    value to fill with: ``v``, or a negative int wrapped into an unsigned
+    dtype (which PyTorch allows down to minus the dtype's largest value)."""
+    if isinstance(v, (builtins_bool, np.bool_)) or d.category not in (1, 2):
+        return v
+    if isinstance(v, (builtins_int, np.integer)):
+        if d.category != 1:
+            return v
         info = np.iinfo(d.np)
-        if not info.min <= v <= info.max:
-            raise RuntimeError(f"value cannot be converted to type {d.name}_t without overflow")
+        # (PyTorch lets a negative int down to -max into an unsigned dtype:
+        # uint8 masked_fill(mask, -1) fills 255)
+        lo, hi = (-builtins_int(info.max) if info.min == 0 else info.min), info.max
+    elif isinstance(v, (builtins_float, np.floating)):
+        if d.category == 1 and not np.isfinite(v):
+            raise RuntimeError(f"value cannot be converted to type {_C_NAMES.get(d.name, d.name + '_t')} "
+                               f"without overflow")
+        if not np.isfinite(v):
+            return v
+        if d.category == 1:
+            info = np.iinfo(d.np)
+            lo, hi = info.min, info.max
+        else:   # bfloat16 is stored in float32: its own largest value
+            hi = _BF16_MAX if d is bfloat16 else builtins_float(np.finfo(d.np).max)
+            lo = -hi
+    else:
+        return v
+    if not lo <= v <= hi:
+        raise RuntimeError(f"value cannot be converted to type {_C_NAMES.get(d.name, d.name + '_t')} "
+                           f"without overflow")
+    return wrap_int(builtins_int(v), d) if d.category == 1 and v < 0 and isinstance(
+        v, (builtins_int, np.integer)) else v
+
+
+_BF16_MAX = 3.3895313892515355e38      # (2 - 2 ** -7) * 2 ** 127
 
 
 class iinfo:

@@ -610,13 +610,29 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
                   "MeanBackward0" if dim is None else "MeanBackward1")
 
 
+def _check_extreme_sizes(x, dim, axes, name):
+    """PyTorch's checks before a max / min reduction of ``x`` over ``axes``
+    (``dim`` as given): an empty tensor needs a dim, and none of the
+    reduced dims may be empty."""
+    if not isinstance(x.numel(), Sym) and x.numel() == 0:
+        if dim is None or dim == () or dim == []:
+            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
+                               f"input.numel() == 0. Specify the reduction dim with the 'dim' "
+                               f"argument.")
+        for a in axes:
+            if x.shape[a] == 0:
+                raise IndexError(f"{name}(): Expected reduction dim {a} to have non-zero size.")
+
+
 def amax(input, dim=None, keepdim=False):
     axes = _dims(input, dim)
+    _check_extreme_sizes(input, dim, axes, "amax")
     return _keep(input, ops.reduce_max(input, axes), axes, keepdim)
 
 
 def amin(input, dim=None, keepdim=False):
     axes = _dims(input, dim)
+    _check_extreme_sizes(input, dim, axes, "amin")
     return _keep(input, ops.reduce_min(input, axes), axes, keepdim)
 
 
@@ -629,6 +645,7 @@ def _extreme(x, dim, keepdim, other, arg, full, name):
         dim, other = None, dim
     if other is not None:
         return (maximum if name == "max" else minimum)(x, other)
+    _check_extreme_sizes(x, dim, _dims(x, dim), name)
     if dim is None:
         return _named(full(x, tuple(range(x.ndim))), "MaxBackward1" if name == "max"
                       else "MinBackward1")
@@ -673,6 +690,8 @@ argmin = _arg("argmin", ops.argmin)
 
 
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if isinstance(input, Tensor) and not (input.dtype.is_floating_point or input.dtype.is_complex):
+        raise RuntimeError("std and var only support floating point and complex dtypes")
     if isinstance(dim, bool) and unbiased is None:  # var(x, False)
         dim, unbiased = None, dim
     if correction is None:
@@ -874,8 +893,19 @@ def mm(input, mat2):
 
 
 def bmm(input, mat2):
-    if input.ndim != 3 or mat2.ndim != 3:
-        raise RuntimeError(f"bmm: expected 3D tensors, got {input.ndim}D and {mat2.ndim}D")
+    """``torch.bmm``: PyTorch's checks (no batch broadcasting, no dtype
+    promotion), then a batched matmul."""
+    if input.ndim != 3:
+        raise RuntimeError("batch1 must be a 3D tensor")
+    if mat2.ndim != 3:
+        raise RuntimeError("batch2 must be a 3D tensor")
+    b, _, k = input.shape
+    if mat2.shape[0] != b or mat2.shape[1] != k:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{b}, {k}] but got: [{mat2.shape[0]}, {mat2.shape[1]}].")
+    if input.dtype is not mat2.dtype and not autocast_mode.ACTIVE:   # (autocast casts both)
+        raise RuntimeError(f"expected scalar type {dt.scalar_type_name(input.dtype)} but found "
+                           f"{dt.scalar_type_name(mat2.dtype)}")
     return _named(matmul(input, mat2), "BmmBackward0")
 
 

@@ -69,10 +69,16 @@ def _float_input(x, name, complex_ok=False):
 _TORCH = {"int64": "Long", "int32": "Int", "bool": "Bool"}
 
 
-def _square(x, name, complex_ok=False):
+def _matrix(x, name, complex_ok=False):
+    """``x`` checked as a (batch of) matrices: float, at least 2-D."""
     x = _float_input(x, name, complex_ok)
     if x.ndim < 2:
         raise RuntimeError(f"{name}: The input tensor A must have at least 2 dimensions.")
+    return x
+
+
+def _square(x, name, complex_ok=False):
+    x = _matrix(x, name, complex_ok)
     if x.shape[-1] != x.shape[-2]:
         raise RuntimeError(f"{name}: A must be batches of square matrices, but they are "
                            f"{x.shape[-2]} by {x.shape[-1]} matrices")
@@ -345,7 +351,7 @@ _qr = _factorization("LinalgQrBackward0", _qr_fwd, _qr_bwd)
 
 
 def qr(A, mode="reduced"):
-    A = _float_input(A, "linalg.qr")
+    A = _matrix(A, "linalg.qr")
     if mode not in ("reduced", "complete", "r"):
         raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of "
                            "'reduced' (default), 'r', or 'complete'")
@@ -379,18 +385,33 @@ _svd = _factorization("LinalgSvdBackward0", _svd_fwd, _svd_bwd)
 
 
 def svd(A, full_matrices=True, *, driver=None):
-    A = _float_input(A, "linalg.svd")
+    A = _matrix(A, "linalg.svd")
     return SVDResult(*_svd(A, full_matrices))
 
 
 def svdvals(A, *, driver=None):
-    A = _float_input(A, "linalg.svdvals")
+    A = _matrix(A, "linalg.svdvals")
     return _svd(A, False)[1]
 
 
+_SVD_TORCH = structseq("svd_torch", ["U", "S", "V"])
+
+
 def _torch_svd(input, some=True, compute_uv=True):  # noqa: A002
+    """``torch.svd``: ``(U, S, V)``; with ``compute_uv=False``, PyTorch's
+    zero-filled ``U`` (..., m, m) and ``V`` (..., n, n) beside the singular
+    values."""
+    if isinstance(input, Tensor) and input.ndim < 2:
+        raise RuntimeError(f"linalg.svd: input should have at least 2 dimensions, but has "
+                           f"{input.ndim} dimensions instead")
+    if not compute_uv:
+        S_ = svdvals(input)
+        *batch, m, n = input.shape
+        U = Tensor._make(np.zeros((*batch, m, m), input.dtype.np), input.dtype)
+        V = Tensor._make(np.zeros((*batch, n, n), input.dtype.np), input.dtype)
+        return _SVD_TORCH(U, S_, V)
     U, S_, Vh = svd(input, full_matrices=not some)
-    return structseq("svd_torch", ["U", "S", "V"])(U, S_, S.mT(Vh))
+    return _SVD_TORCH(U, S_, S.mT(Vh))
 
 
 def _eigvalsh_fwd(ctx, a, uplo):

@@ -225,6 +225,7 @@ def filled(self, value, grad_fn_name="FillBackward0"):
 
 
 def _fill(self, value, _op="fill_"):
+    value = dt.check_fits(value, self.dtype)
     name = "ZeroBackward0" if _op == "zero_" else (
         "FillBackward3" if isinstance(value, Tensor) else "FillBackward2")
     return self._assign(filled(self, value, name), _op)

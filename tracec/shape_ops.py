@@ -114,7 +114,7 @@ def permute(input, *dims_, dims=None):
                            f"input.dim() = {input.ndim} is not equal to len(dims) = {len(dims)}")
     perm = tuple(normalize_axis(d, input.ndim) for d in dims)
     if len(set(perm)) != len(perm):
-        raise RuntimeError(f"permute(): duplicate dims are not allowed: {dims}")
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
     return _named(ops.transpose(input, perm), "PermuteBackward0")
 
 
@@ -200,6 +200,10 @@ def expand(x, *sizes, size=None, implicit=False):
                            f"greater or equal to the number of dimensions in the tensor "
                            f"({x.ndim})")
     lead = len(sizes) - x.ndim
+    for i in range(lead):
+        if sizes[i] == -1:
+            raise RuntimeError(f"The expanded size of the tensor (-1) isn't allowed in a leading, "
+                               f"non-existing dimension {i}")
     shape = tuple(x.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(sizes))
     return _named(ops.broadcast_to(x, shape), "ExpandBackward0")
 
@@ -367,8 +371,9 @@ def gather(input, dim, index, *, sparse_grad=False):
     if input.ndim == 0 or index.ndim == 0:
         # PyTorch reads a 0-d input or index as one element: gather along
         # the flat input, the result of index's shape
+        flat_index = ops.cast(ops.reshape(index, (index.numel(),)), dt.int64)
         flat = ops.gather(ops.reshape(input, (input.numel(),)),
-                          ops.cast(ops.reshape(index, (index.numel(),)), dt.int64), 0)
+                          _check_gather_range(flat_index, input.numel(), d), 0)
         return _named(ops.reshape(flat, tuple(index.shape)), "GatherBackward0")
     for i, (a, b) in enumerate(zip(index.shape, input.shape)):
         if i != d and a > b:
@@ -381,7 +386,23 @@ def gather(input, dim, index, *, sparse_grad=False):
                        (1,) * input.ndim)
     if index.dtype is not dt.int64:
         index = ops.cast(index, dt.int64)
+    index = _check_gather_range(index, input.shape[d], d)
     return ops.gather(input, index, d)
+
+
+def _check_gather_range(index, size, d):
+    """``index`` (``gather``'s, int64), checked as PyTorch checks it: every
+    entry in ``[0, size)`` (a negative one does not count from the end), else
+    ``RuntimeError("index 3 is out of bounds for dimension 1 with size 3")``;
+    recorded while tracing, so a compiled call checks its own indices."""
+    if RECORDERS:
+        ok = ops.logical_and(ops.ge(index, 0), ops.lt(index, size))
+        return ops.check(index, ok, f"index out of bounds for dimension {d} with size {size}")
+    v = index._data
+    if v.size and (v.min() < 0 or v.max() >= size):
+        bad = v[(v < 0) | (v >= size)].flat[0]
+        raise RuntimeError(f"index {bad} is out of bounds for dimension {d} with size {size}")
+    return index
 
 
 def scatter_add(x, dim, index, src):
@@ -421,7 +442,9 @@ def contiguous(x, memory_format=None):
 
 
 def to(x, *args, **kwargs):
-    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``."""
+    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``.
+    In the device form either slot may be None (PyTorch's defaults, as in
+    ``t.to(device)`` with ``device=None``): that slot is left as it is."""
     from tracec.device import device as _device, to_device
     dtype = kwargs.pop("dtype", None)
     dev = kwargs.pop("device", None)
@@ -429,7 +452,9 @@ def to(x, *args, **kwargs):
     copy = bool(kwargs.pop("copy", False))
     memory_format = kwargs.pop("memory_format", None)
     flags = []                    # positional non_blocking, copy (PyTorch's order)
-    for a in args:
+    for i, a in enumerate(args):
+        if a is None and (i == 0 or (i == 1 and (args[0] is None or isinstance(args[0], (str, _device))))):
+            continue              # the device form's device / dtype slot, defaulted
         if isinstance(a, bool):
             flags.append(a)
             if len(flags) > 2:

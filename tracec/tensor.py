@@ -271,9 +271,22 @@ class Tensor:
         if sizes is not None:
             # The legacy size constructor ``Tensor(3, 4)``: zeros (PyTorch leaves
             # them uninitialised).
+            for n in sizes:
+                if not isinstance(n, Sym) and n < 0:
+                    raise RuntimeError(f"Trying to create tensor with negative dimension {n}: "
+                                       f"{list(sizes)}")
             data = (np.zeros(sizes, dtype=(dtype and dt.to_dtype(dtype).np) or np.float32),)
         if len(data) > 1:
             raise TypeError("Tensor(): expected sizes (ints) or one data argument")
+        if data and isinstance(data[0], str):
+            raise TypeError(f"new(): invalid data type '{type(data[0]).__name__}'")
+        if data and (data[0] is None or isinstance(data[0], (float, bool, complex, dict, set,
+                                                            np.floating, np.bool_,
+                                                            np.complexfloating))):
+            # (a number is data only inside a sequence: Tensor(2.0) is refused)
+            kind = type(data[0])
+            name = f"numpy.{kind.__name__}" if kind.__module__ == "numpy" else kind.__name__
+            raise TypeError(f"new(): data must be a sequence (got {name})")
         # torch.Tensor(data) is the legacy FloatTensor constructor: float by default.
         from_data = Tensor._from_data(data[0] if data else [], dtype or dt.get_default_dtype())
         self._init(from_data._data, from_data.dtype)

@@ -32,23 +32,56 @@ def _parse(name: str):
     raise ValueError(f"invalid type: '{name}'")
 
 
+class LegacyTensorType(type):
+    """The type of ``torch.FloatTensor``, ``torch.LongTensor`` and friends
+    (PyTorch's ``torch.tensortype``): calling one is the legacy constructor
+    (``(data)`` or ``(sizes)``, always of its own dtype, whatever the
+    default dtype), ``Tensor.type`` accepts one as the type, and
+    ``isinstance(t, torch.FloatTensor)`` holds exactly for a CPU tensor of
+    that dtype (a float64 or a CUDA tensor is not a ``torch.FloatTensor``)."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and obj.dtype is cls.dtype and obj.device.type == "cpu"
+
+    def __subclasscheck__(cls, sub):
+        return sub is cls
+
+    def __call__(cls, *data, device=None):
+        if device is not None:
+            from tracec.device import to_device
+            kind = to_device(device).type
+            if kind != "cpu":
+                raise RuntimeError(f"legacy constructor expects device type: cpu but device "
+                                   f"type: {kind} was passed")
+        if len(data) == 1 and isinstance(data[0], Tensor) and data[0].dtype is not cls.dtype:
+            # (a tensor's own dtype only: the legacy constructors do not convert)
+            raise TypeError(f"expected {_options(cls.dtype)} (got {_options(data[0].dtype)})")
+        return Tensor(*data, dtype=cls.dtype)
+
+    def __repr__(cls):
+        return f"<class 'torch.{cls.__name__}'>"
+
+
+def _options(d) -> str:
+    """PyTorch's printed TensorOptions of a CPU tensor of dtype ``d``."""
+    from tracec.shape_ops import _C_TYPE_NAMES
+    name = _C_TYPE_NAMES.get(d.name, d.name)
+    return (f"TensorOptions(dtype={name}, device=cpu, layout=Strided, requires_grad=false "
+            f"(default), pinned_memory=false (default), memory_format=(nullopt))")
+
+
 def _legacy(d):
-    """``torch.LongTensor`` and friends: constructors (``(data)`` or
-    ``(sizes)``) that ``Tensor.type`` also accepts as the type."""
-    def make(*data):
-        return Tensor(*data, dtype=d)
-    make.__name__ = make.__qualname__ = _NAMES[d]
-    make.legacy_dtype = d
-    return make
+    return LegacyTensorType(_NAMES[d], (), {"dtype": d, "legacy_dtype": d, "is_cuda": False,
+                                             "is_sparse": False, "__module__": "torch"})
 
 
-LEGACY = {name: _legacy(d) for d, name in _NAMES.items() if name != "FloatTensor"}
+LEGACY = {name: _legacy(d) for d, name in _NAMES.items()}
 
 
 def tensor_type(self: Tensor, dtype=None, non_blocking: bool = False, **kwargs):
     if dtype is None:
         return type_name(self)
-    if dtype is Tensor:          # torch.FloatTensor (tracec's FloatTensor is Tensor)
+    if dtype is Tensor:          # torch.Tensor as a type: the float32 FloatTensor
         dtype = dt.float32
     dtype = getattr(dtype, "legacy_dtype", dtype)
     if isinstance(dtype, str):

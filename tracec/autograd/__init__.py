@@ -223,15 +223,20 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
              for i, (o, g) in enumerate(zip(outputs, grad_outputs))]
     afters = [listener(outputs, grads, GRAD_CALL, create_graph)
               for listener in list(BACKWARD_LISTENERS)]
-    capture = {id(graph.edge_of(x)): i for i, x in enumerate(inputs)}
+    # One capture slot per distinct edge: an input listed twice (grad(out,
+    # (x, x))) gets the same gradient at both places, as in PyTorch.
+    capture, slot_of = {}, []
+    for x in inputs:
+        slot_of.append(capture.setdefault(id(graph.edge_of(x)), len(capture)))
     try:
-        captured = graph.run_backward(outputs, grads, retain_graph=retain_graph,
-                                      create_graph=create_graph,
-                                      accumulate=lambda leaf, g: None, capture=capture)
+        by_slot = graph.run_backward(outputs, grads, retain_graph=retain_graph,
+                                     create_graph=create_graph,
+                                     accumulate=lambda leaf, g: None, capture=capture)
     finally:
         for after in reversed(afters):
             if after is not None:
                 after()
+    captured = [by_slot[j] for j in slot_of]
     out = []
     for i, (x, g) in enumerate(zip(inputs, captured)):
         if g is None:

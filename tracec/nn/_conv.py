@@ -913,15 +913,19 @@ def pad(input, pad, mode: str = "constant", value=None):
                                   "'reflect', 'replicate' or 'circular')")
     if value not in (None, 0):
         warnings.warn(f"pad: value is ignored in mode '{mode}'", stacklevel=2)
+    if mode == "reflect":
+        # PyTorch checks the last dimension first, naming the pad argument's
+        # position (#4 for the last dimension's pair, #6 the one before, ...).
+        for k, d in enumerate(reversed(range(nd))):
+            if (low[d] or high[d]) and (low[d] >= input.shape[d] or high[d] >= input.shape[d]):
+                raise RuntimeError(f"Argument #{4 + 2 * k}: Padding size should be less than the "
+                                   f"corresponding input dimension, but got: padding ({low[d]}, "
+                                   f"{high[d]}) at dimension {d} of input {list(input.shape)}")
     x = input
     for d in range(nd):
         if low[d] == 0 and high[d] == 0:
             continue
         n = x.shape[d]
-        if mode == "reflect" and (low[d] >= n or high[d] >= n):
-            raise RuntimeError(f"Argument #4: Padding size should be less than the "
-                               f"corresponding input dimension, but got: padding ({low[d]}, "
-                               f"{high[d]}) at dimension {d} of input {list(input.shape)}")
         if mode == "circular" and (low[d] > n or high[d] > n):
             raise RuntimeError("Padding value causes wrapping around more than once.")
         if isinstance(n, Sym):

@@ -392,7 +392,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
     """Rows of ``weight`` picked by ``input`` (``take`` on axis 0); the
     ``padding_idx`` row gets no gradient, as in PyTorch."""
     if not isinstance(input, Tensor) or input.dtype.category != 1:
-        got = input.dtype if isinstance(input, Tensor) else type(input).__name__
+        got = input.type() if isinstance(input, Tensor) else type(input).__name__
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the "
                            f"following scalar types: Long, Int; but got {got} instead "
                            "(while checking arguments for embedding)")

@@ -824,7 +824,8 @@ class Module:
 
 
 def _size(shape) -> str:
-    return f"[{', '.join(str(s) for s in shape)}]"
+    """A shape as PyTorch's messages print it: ``torch.Size([2, 3])``."""
+    return f"torch.Size([{', '.join(str(s) for s in shape)}])"
 
 
 def _plain(t: Tensor) -> Tensor:
