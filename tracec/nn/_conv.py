@@ -235,19 +235,26 @@ def _im2col(a: np.ndarray, kernel, geometry) -> np.ndarray:
     return cols.reshape(n, groups, c // groups * kk, length)
 
 
-# Bytes of columns one chunk of images holds: about a core's L2 cache,
-# where the chunk's matmul (forward), or its col2im adds (backward), read
-# them back (8 MiB chunks cost 25% more in MNIST's second convolution's
-# backward input gradient; 0.5 to 2 MiB measure alike).
+# Bytes of columns one chunk of images holds (above KEEP_BYTES): about a
+# core's L2 cache, where the chunk's matmul reads them back (MNIST's second
+# convolution's forward: 19.1 -> 17.8 ms with no page faults, measured; 0.5
+# to 4 MiB measure alike).
 CHUNK_BYTES = 1 << 20
 
 
-# Up to this many bytes of the whole batch's columns are kept for the
-# weight's gradient (with a copy of the input, to see a write through
-# ``x.data``) instead of taken again: for small convolutions (MNIST's first,
-# a 3-channel stem) the second im2col costs more than keeping them (0.1 to
-# 0.3 ms of ~1 ms, measured).
-KEEP_BYTES = 4 << 20
+# Up to this many bytes of the whole batch's columns are computed at once
+# and kept for the weight's gradient (with a copy of the input, to see a
+# write through ``x.data``); larger ones are computed a chunk at a time, in
+# the forward and again in the backward.  32 MiB is glibc's largest dynamic
+# mmap threshold: a larger block is fresh pages from the OS at every
+# allocation (MNIST's second convolution: 42 MB of columns, ~10,000 minor
+# page faults a step), while smaller ones come back from the heap.  Below
+# it, taking the columns again costs more than keeping them (a second
+# im2col: 0.1-0.3 ms of ~1 ms for MNIST's first convolution or a 3-channel
+# stem), and changing which blocks are allocated and freed tipped glibc into
+# faulting a MobileNetV2 step's memory back each step (2 -> 8,000 minor
+# faults, +20 ms of system time, measured with getrusage).
+KEEP_BYTES = 32 << 20
 
 
 def _chunks(n: int, per_image: int):
@@ -255,6 +262,36 @@ def _chunks(n: int, per_image: int):
     ``CHUNK_BYTES`` of columns at ``per_image`` bytes (at least one image)."""
     step = max(1, CHUNK_BYTES // max(1, per_image))
     return [(n0, min(n, n0 + step)) for n0 in range(0, n, step)]
+
+
+def _column_chunks(a: np.ndarray, kernel, geometry):
+    """``(n0, n1, cols)`` per ``_chunks`` range: ``_im2col`` of images
+    ``n0:n1``, written into one padded-input buffer and one columns buffer
+    that every chunk reuses (a fresh array per chunk is fresh pages from the
+    OS, whose faults cost 20 ms of system time a MobileNetV2 step,
+    measured).  Each ``cols`` is valid until the next one is yielded."""
+    stride, low, high, dilation, groups, out = geometry
+    n, c = a.shape[:2]
+    kk, length = math.prod(kernel), math.prod(out)
+    spans = _chunks(n, c * kk * length * a.itemsize)
+    step = spans[0][1]
+    sp = a.shape[2:]
+    xp = None
+    if any(low) or any(high):
+        xp = np.zeros((step, c) + tuple(s + lo + hi for s, lo, hi in zip(sp, low, high)),
+                      a.dtype)
+        inner = (slice(None), slice(None)) + tuple(slice(lo, lo + s) for s, lo in zip(sp, low))
+    buf = np.empty((step, c) + tuple(kernel) + tuple(out), a.dtype)
+    shape = (c * kk, length) if groups == 1 else (groups, c // groups * kk, length)
+    for n0, n1 in spans:
+        m = n1 - n0
+        if xp is None:
+            src = a[n0:n1]
+        else:
+            src = xp[:m]
+            src[inner] = a[n0:n1]      # the border stays zero
+        np.copyto(buf[:m], _window_view(src, kernel, stride, dilation, out))
+        yield n0, n1, buf[:m].reshape((m,) + shape)
 
 
 _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -275,10 +312,11 @@ class _ConvEager(Function):
     strided slice per kernel offset and a concatenate cost 4x that), the
     same per-image ``matmul`` (so the same values), and a backward that
     accumulates the columns' gradient into one padded buffer (col2im) in
-    place of a padded copy per kernel offset and their sum.  Columns live
-    one cache-sized chunk of images at a time (``CHUNK_BYTES``): the
-    backward takes them again from the input rather than keeping the
-    batch's.  Double backward (``create_graph``) takes the primitive
+    place of a padded copy per kernel offset and their sum.  The batch's
+    columns are kept for the weight's gradient up to ``KEEP_BYTES``; larger
+    ones (and any without a weight gradient) live one cache-sized chunk of
+    images at a time (``CHUNK_BYTES``), the backward taking them again from
+    the input.  Double backward (``create_graph``) takes the primitive
     path's gradient."""
 
     node_name = "ConvolutionBackward0"
@@ -313,15 +351,15 @@ class _ConvEager(Function):
             kk = math.prod(kernel)
             wm = w.reshape(o, cg * kk) if groups == 1 else \
                 w.reshape(groups, o // groups, cg * kk)
-            y = np.empty((n,) + wm.shape[:-1] + (math.prod(out),), a.dtype)
             per_image = a.shape[1] * kk * math.prod(out) * a.itemsize
             if ctx.needs_input_grad[1] and n * per_image <= KEEP_BYTES:
                 cols = _im2col(a, kernel, geometry)
-                np.matmul(wm, cols, out=y)
+                y = np.matmul(wm, cols)
             else:
                 cols = None
-                for n0, n1 in _chunks(n, per_image):
-                    np.matmul(wm, _im2col(a[n0:n1], kernel, geometry), out=y[n0:n1])
+                y = np.empty((n,) + wm.shape[:-1] + (math.prod(out),), a.dtype)
+                for n0, n1, chunk in _column_chunks(a, kernel, geometry):
+                    np.matmul(wm, chunk, out=y[n0:n1])
             y = y.reshape((n, o) + tuple(out))
         if bias is not None:
             y += bias._data.reshape((1, o) + (1,) * len(kernel))
@@ -332,7 +370,7 @@ class _ConvEager(Function):
         # parse_output masking the mel frames the postnet read) changes it
         # without a version bump: the im2col path takes its columns again
         # from ``x`` in the backward (chunk by chunk, in cache: cheaper than
-        # keeping the batch's columns) unless they are small (KEEP_BYTES);
+        # allocating the batch's columns) unless they fit KEEP_BYTES;
         # kept columns, and the depthwise plan's padded input, are kept
         # with a copy of the input they came from
         keep = cols is not None and ctx.needs_input_grad[1]
@@ -374,8 +412,7 @@ class _ConvEager(Function):
             else:
                 # the columns again, a few images at a time (see forward)
                 a = x._data
-                for n0, n1 in _chunks(n, a.shape[1] * kk * length * a.itemsize):
-                    cols = _im2col(a[n0:n1], kernel, geometry)
+                for n0, n1, cols in _column_chunks(x._data, kernel, geometry):
                     part = np.add.reduce(np.matmul(g3[n0:n1], np.swapaxes(cols, -1, -2)),
                                          axis=(0,))
                     gw = part if gw is None else np.add(gw, part, out=gw)
@@ -408,10 +445,11 @@ class _ConvEager(Function):
                 # columns are still in cache when added (and never all in
                 # memory).
                 gxp = np.zeros(a.shape[:2] + padded, a.dtype)
-                for n0, n1 in _chunks(n, a.shape[1] * kk * length * a.itemsize):
-                    gcols = np.matmul(wt, g3[n0:n1])
+                step = max(1, (8 << 20) // max(1, a.shape[1] * kk * length * a.itemsize))
+                for n0 in range(0, n, step):
+                    gcols = np.matmul(wt, g3[n0:n0 + step])
                     gcols = gcols.reshape((-1,) + a.shape[1:2] + tuple(kernel) + tuple(out))
-                    part = gxp[n0:n1]
+                    part = gxp[n0:n0 + step]
                     for offs, win in windows:
                         dst = part[(slice(None), slice(None)) + win]
                         dst += gcols[(slice(None), slice(None)) + offs]
