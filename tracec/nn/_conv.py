@@ -248,12 +248,12 @@ CHUNK_BYTES = 1 << 20
 # the forward and again in the backward.  32 MiB is glibc's largest dynamic
 # mmap threshold: a larger block is fresh pages from the OS at every
 # allocation (MNIST's second convolution: 42 MB of columns, ~10,000 minor
-# page faults a step), while smaller ones come back from the heap.  Below
-# it, taking the columns again costs more than keeping them (a second
+# page faults a step), while smaller ones can come back from the heap.
+# Below it, taking the columns again costs more than keeping them (a second
 # im2col: 0.1-0.3 ms of ~1 ms for MNIST's first convolution or a 3-channel
-# stem), and changing which blocks are allocated and freed tipped glibc into
-# faulting a MobileNetV2 step's memory back each step (2 -> 8,000 minor
-# faults, +20 ms of system time, measured with getrusage).
+# stem).  (Whether glibc reuses heap memory or faults it back each step is
+# history-sensitive: a MobileNetV2 step measured 2 or ~10,000 minor faults,
+# 0 or 20 ms of system time, with this path running the same operations.)
 KEEP_BYTES = 32 << 20
 
 
