@@ -235,6 +235,65 @@ def _im2col(a: np.ndarray, kernel, geometry) -> np.ndarray:
     return cols.reshape(n, groups, c // groups * kk, length)
 
 
+# Bytes of columns one chunk of images holds (above KEEP_BYTES): about a
+# core's L2 cache, where the chunk's matmul reads them back (MNIST's second
+# convolution's forward: 19.1 -> 17.8 ms with no page faults, measured; 0.5
+# to 4 MiB measure alike).
+CHUNK_BYTES = 1 << 20
+
+
+# Up to this many bytes of the whole batch's columns are computed at once
+# and kept for the weight's gradient (with a copy of the input, to see a
+# write through ``x.data``); larger ones are computed a chunk at a time, in
+# the forward and again in the backward.  32 MiB is glibc's largest dynamic
+# mmap threshold: a larger block is fresh pages from the OS at every
+# allocation (MNIST's second convolution: 42 MB of columns, ~10,000 minor
+# page faults a step), while smaller ones can come back from the heap.
+# Below it, taking the columns again costs more than keeping them (a second
+# im2col: 0.1-0.3 ms of ~1 ms for MNIST's first convolution or a 3-channel
+# stem).  (Whether glibc reuses heap memory or faults it back each step is
+# history-sensitive: a MobileNetV2 step measured 2 or ~10,000 minor faults,
+# 0 or 20 ms of system time, with this path running the same operations.)
+KEEP_BYTES = 32 << 20
+
+
+def _chunks(n: int, per_image: int):
+    """``(start, stop)`` ranges over ``n`` images, each holding at most
+    ``CHUNK_BYTES`` of columns at ``per_image`` bytes (at least one image)."""
+    step = max(1, CHUNK_BYTES // max(1, per_image))
+    return [(n0, min(n, n0 + step)) for n0 in range(0, n, step)]
+
+
+def _column_chunks(a: np.ndarray, kernel, geometry):
+    """``(n0, n1, cols)`` per ``_chunks`` range: ``_im2col`` of images
+    ``n0:n1``, written into one padded-input buffer and one columns buffer
+    that every chunk reuses (a fresh array per chunk is fresh pages from the
+    OS, whose faults cost 20 ms of system time a MobileNetV2 step,
+    measured).  Each ``cols`` is valid until the next one is yielded."""
+    stride, low, high, dilation, groups, out = geometry
+    n, c = a.shape[:2]
+    kk, length = math.prod(kernel), math.prod(out)
+    spans = _chunks(n, c * kk * length * a.itemsize)
+    step = spans[0][1]
+    sp = a.shape[2:]
+    xp = None
+    if any(low) or any(high):
+        xp = np.zeros((step, c) + tuple(s + lo + hi for s, lo, hi in zip(sp, low, high)),
+                      a.dtype)
+        inner = (slice(None), slice(None)) + tuple(slice(lo, lo + s) for s, lo in zip(sp, low))
+    buf = np.empty((step, c) + tuple(kernel) + tuple(out), a.dtype)
+    shape = (c * kk, length) if groups == 1 else (groups, c // groups * kk, length)
+    for n0, n1 in spans:
+        m = n1 - n0
+        if xp is None:
+            src = a[n0:n1]
+        else:
+            src = xp[:m]
+            src[inner] = a[n0:n1]      # the border stays zero
+        np.copyto(buf[:m], _window_view(src, kernel, stride, dilation, out))
+        yield n0, n1, buf[:m].reshape((m,) + shape)
+
+
 _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
@@ -251,10 +310,14 @@ class _ConvEager(Function):
     """``_conv_prims`` run eagerly in NumPy: the padded input's windows
     copied once into the im2col matrix (the primitive path's pad, one
     strided slice per kernel offset and a concatenate cost 4x that), the
-    same batched ``matmul`` (so the same values), and a backward that
+    same per-image ``matmul`` (so the same values), and a backward that
     accumulates the columns' gradient into one padded buffer (col2im) in
-    place of a padded copy per kernel offset and their sum.  Double
-    backward (``create_graph``) takes the primitive path's gradient."""
+    place of a padded copy per kernel offset and their sum.  The batch's
+    columns are kept for the weight's gradient up to ``KEEP_BYTES``; larger
+    ones (and any without a weight gradient) live one cache-sized chunk of
+    images at a time (``CHUNK_BYTES``), the backward taking them again from
+    the input.  Double backward (``create_graph``) takes the primitive
+    path's gradient."""
 
     node_name = "ConvolutionBackward0"
 
@@ -274,30 +337,45 @@ class _ConvEager(Function):
             # a depthwise convolution whose columns would be large: kk
             # multiply-adds over rows of the padded input, no columns (see
             # _conv_depthwise_eager); the weight's gradient reads the padded
-            # input.  Smaller ones are faster as im2col and matmul (whose
-            # saved columns make the weight's gradient one matmul)
+            # input.  Smaller ones are faster as im2col and matmul (also
+            # with the columns taken again in the backward: [16,96,32,32],
+            # 3x3, 31 against 38 ms forward and backward, measured)
             cols = _dw.pad(a, plan)
             y = _dw.forward(cols, w.reshape(o, -1), plan)
         else:
-            cols = _im2col(a, kernel, geometry)
-            if groups == 1:
-                y = np.matmul(w.reshape(o, cg * math.prod(kernel)), cols)   # [N, O, L]
+            # im2col a few images at a time, each chunk's matmul reading its
+            # columns while they are still in cache (the whole batch's
+            # columns written out, then read back, cost 25% more: measured
+            # on MNIST's second convolution); the same per-image matmuls, so
+            # the same values
+            kk = math.prod(kernel)
+            wm = w.reshape(o, cg * kk) if groups == 1 else \
+                w.reshape(groups, o // groups, cg * kk)
+            per_image = a.shape[1] * kk * math.prod(out) * a.itemsize
+            if ctx.needs_input_grad[1] and n * per_image <= KEEP_BYTES:
+                cols = _im2col(a, kernel, geometry)
+                y = np.matmul(wm, cols)
             else:
-                y = np.matmul(w.reshape(groups, o // groups, cg * math.prod(kernel)),
-                              cols)                                        # [N, G, O/G, L]
+                cols = None
+                y = np.empty((n,) + wm.shape[:-1] + (math.prod(out),), a.dtype)
+                for n0, n1, chunk in _column_chunks(a, kernel, geometry):
+                    np.matmul(wm, chunk, out=y[n0:n1])
             y = y.reshape((n, o) + tuple(out))
         if bias is not None:
             y += bias._data.reshape((1, o) + (1,) * len(kernel))
         ctx.save_for_backward(x, weight, bias)
         ctx.geometry = geometry
-        # the columns are what the weight's gradient reads (as the
-        # primitive path's matmul keeps them), with a copy of the input they
-        # came from: PyTorch's weight gradient reads the saved input as it is
-        # at backward time, and a write through ``x.data`` (Tacotron2's
+        # PyTorch's weight gradient reads the saved input as it is at
+        # backward time, and a write through ``x.data`` (Tacotron2's
         # parse_output masking the mel frames the postnet read) changes it
-        # without a version bump (depthwise: the padded input, not columns)
-        ctx.cols = cols if ctx.needs_input_grad[1] else None
-        ctx.x_seen = a.copy() if ctx.needs_input_grad[1] else None
+        # without a version bump: the im2col path takes its columns again
+        # from ``x`` in the backward (chunk by chunk, in cache: cheaper than
+        # allocating the batch's columns) unless they fit KEEP_BYTES;
+        # kept columns, and the depthwise plan's padded input, are kept
+        # with a copy of the input they came from
+        keep = cols is not None and ctx.needs_input_grad[1]
+        ctx.cols = cols if keep else None
+        ctx.x_seen = a.copy() if keep else None
         return Tensor._make(y, x.dtype)
 
     @staticmethod
@@ -324,15 +402,20 @@ class _ConvEager(Function):
         gx = gw = gb = None
         plan = ctx.plan
         if need_w:
-            cols = ctx.cols
             if plan is not None:
+                cols = ctx.cols
                 if not _same_bits(x._data, ctx.x_seen):
                     cols = _dw.pad(x._data, plan)
                 gw = _dw.weight_grad(cols, gd, plan)
+            elif ctx.cols is not None and _same_bits(x._data, ctx.x_seen):
+                gw = np.add.reduce(np.matmul(g3, np.swapaxes(ctx.cols, -1, -2)), axis=(0,))
             else:
-                if not _same_bits(x._data, ctx.x_seen):
-                    cols = _im2col(x._data, kernel, geometry)
-                gw = np.add.reduce(np.matmul(g3, np.swapaxes(cols, -1, -2)), axis=(0,))
+                # the columns again, a few images at a time (see forward)
+                a = x._data
+                for n0, n1, cols in _column_chunks(x._data, kernel, geometry):
+                    part = np.add.reduce(np.matmul(g3[n0:n1], np.swapaxes(cols, -1, -2)),
+                                         axis=(0,))
+                    gw = part if gw is None else np.add(gw, part, out=gw)
             gw = Tensor._make(gw.reshape(w.shape), weight.dtype)
         if need_b:
             gb = Tensor._make(np.add.reduce(gd, axis=(0,) + tuple(range(2, gd.ndim))),
