@@ -113,10 +113,8 @@ def _children(spec) -> list | None:
     if type(spec) is not tuple or not spec:
         return None
     tag = spec[0]
-    if (tag == "l" or tag == ("l", list)) and len(spec) == 2:
-        return [(("i", i), c) for i, c in enumerate(spec[1])]
-    if isinstance(tag, tuple) and tag[:1] == ("l",) and len(spec) == 2:
-        return [(("i", i), c) for i, c in enumerate(spec[1])]
+    if (tag == "l" or isinstance(tag, tuple) and tag[:1] == ("l",)) and len(spec) == 2:
+        return [(("i", i), c) for i, c in enumerate(spec[1])]     # a list (or a subclass)
     if tag == "d" and len(spec) == 3:
         return [(("k", k), c) for k, c in spec[2]]
     if tag in ("D", "P") and len(spec) == 4:

@@ -1291,13 +1291,18 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         autograd.RECORDING_BACKWARD[0] = 0   # (a backward that raised left it set)
         for parent, kind, k, before, sym in swapped:
             # the user's container gets its number back (unless the call
-            # stored something else there: a change _changed_arguments sees)
-            if (getattr(parent, k, None) if kind == "a" else parent[k]) is sym:
+            # stored something else there, or removed it: a change
+            # _changed_arguments sees)
+            try:
+                now = getattr(parent, k, None) if kind == "a" else parent[k]
+            except (KeyError, IndexError):
+                now = None
+            if now is sym:
                 if kind == "a":
                     setattr(parent, k, before)
                 else:
                     parent[k] = before
-        swapped = sym = None
+        swapped = sym = now = None
         if lifted is not None:
             call_args = call_kwargs = None   # (references finish's leak check would count)
             lifted.finish([get() for _, get in env.roots], result, f"tracec.compile({rec.label})")

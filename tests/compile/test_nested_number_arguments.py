@@ -126,3 +126,17 @@ def test_a_call_that_changes_its_dict_still_changes_the_users():
         cfg = {"s": s}
         assert comp(x, cfg).tolist() == [s, s]
         assert cfg["seen"] == 1 and cfg["s"] == s
+
+
+def test_a_call_that_removes_the_lifted_number_from_its_dict_runs_as_eager():
+    """A call that deletes the key of a lifted number leaves the user's
+    dict as it made it (nothing put back), and runs as eager code does."""
+    def f(x, cfg):
+        s = cfg.pop("s")
+        return x * s
+    comp = tracec.compile(f, backend="interp", fallback="eager")
+    x = tracec.ones(2)
+    for s in (1.0, 2.0, 3.0):
+        cfg = {"s": s}
+        assert comp(x, cfg).tolist() == [s, s]
+        assert cfg == {}
