@@ -10,6 +10,10 @@ import pytest
 
 os.environ["TRACEC_CHECKS"] = "1"
 os.environ.setdefault("TRACEC_CACHE_DIR", tempfile.mkdtemp(prefix="tracec-test-cache-"))
+# No shared libraries linked from compiled code (a cc per compile, for a
+# later process's quick start): tests/backends/test_shared_objects.py
+# switches them on where it checks them.
+os.environ.setdefault("TRACEC_SHARED_OBJECTS", "0")
 
 # Where the environment sets PYTHONDONTWRITEBYTECODE (this project's dev
 # machines do), every process the tests start (the programs run as scripts,

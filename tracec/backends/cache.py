@@ -116,6 +116,16 @@ class DiskCache:
             self._remove(f)
             self._remove(f + ".lock")
             n += 1
+        # The shared libraries linked from entries' code (backends/cpu/
+        # shared_objects.py) and what an interrupted link left.
+        for d in (os.listdir(self.root) if os.path.isdir(self.root) else ()):
+            sub = os.path.join(self.root, d)
+            for f in (os.listdir(sub) if os.path.isdir(sub) else ()):
+                if f.endswith(".so"):
+                    self._remove(os.path.join(sub, f))
+                elif f.startswith(".so-"):
+                    import shutil
+                    shutil.rmtree(os.path.join(sub, f), ignore_errors=True)
         return n
 
 

@@ -186,18 +186,20 @@ def runtime_object(kind: str, ir: str, host: bool = False) -> bytes:
     code generation would cost each new process milliseconds."""
     import hashlib
     import os
-    import llvmlite.binding as lb
     from tracec.backends import cache
     from tracec.backends.cpu import codegen
     target = codegen.host() if host else codegen.target()
-    tm = codegen._target_machine(target)
-    src = f'target triple = "{target[0]}"\ntarget datalayout = "{tm.target_data}"\n' + ir
-    key = hashlib.sha256(f"tracec-{kind}|{codegen._target_id(target)}|{src}".encode()).hexdigest()
+    # Keyed without the data layout, which the target decides: finding the
+    # object needs no LLVM target machine (nor llvmlite) in this process.
+    key = hashlib.sha256(f"tracec-{kind}|{codegen._target_id(target)}|{ir}".encode()).hexdigest()
     disk = None if os.environ.get("TRACEC_NO_CACHE") else \
         cache.DiskCache(os.path.join(cache.cache_root(), "runtime"))
     hit = disk.get(key) if disk is not None else None
     if hit is not None:
         return bytes(hit[1])
+    import llvmlite.binding as lb
+    tm = codegen._target_machine(target)
+    src = f'target triple = "{target[0]}"\ntarget datalayout = "{tm.target_data}"\n' + ir
     with codegen._lock:
         mod = lb.parse_assembly(src, context=lb.create_context())
         mod.verify()

@@ -15,11 +15,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import json
 import os
 import re
+import tempfile
 import threading
-
-import llvmlite.binding as lb
 
 #: Byte offset of ``data`` in a NumPy array object (after ``PyObject_HEAD``),
 #: where the ``_py`` entry reads it (the runtime checks it once per process).
@@ -39,17 +39,84 @@ _V4 = _V3 + ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")
 TARGETS = {"x86-64-v2": _V2, "x86-64-v3": _V3, "x86-64-v4": _V4}
 
 
+# llvmlite is imported by the functions that use it: loading cached code
+# (``runtime``, ``shared_objects``) must not pay ~35 ms for it.
+
 @functools.cache
 def _init() -> None:
+    import llvmlite.binding as lb
     lb.initialize_native_target()
     lb.initialize_native_asmprinter()
 
 
 @functools.cache
 def host() -> tuple[str, str, str]:
-    """(triple, cpu name, feature string) of this machine."""
+    """(triple, cpu name, feature string) of this machine, as LLVM detects
+    it; remembered in the disk cache under a fingerprint of the processor
+    (``_machine_fingerprint``) so that a process loading cached code need
+    not load LLVM to name its target."""
+    path = _host_record()
+    if path is not None:
+        try:
+            with open(path) as f:
+                rec = json.load(f)
+            if isinstance(rec, list) and len(rec) == 3 and all(isinstance(x, str) for x in rec):
+                return tuple(rec)
+        except (OSError, ValueError):
+            pass
     _init()
-    return lb.get_process_triple(), lb.get_host_cpu_name(), lb.get_host_cpu_features().flatten()
+    import llvmlite.binding as lb
+    found = (lb.get_process_triple(), lb.get_host_cpu_name(),
+             lb.get_host_cpu_features().flatten())
+    if path is not None:
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+            with os.fdopen(fd, "w") as f:
+                json.dump(list(found), f)
+            os.replace(tmp, path)
+        except OSError:
+            pass   # not remembered: detected again by the next process
+    return found
+
+
+# The /proc/cpuinfo fields LLVM's host detection follows (the CPUID
+# identity and feature flags, or the ARM ids and features); frequencies,
+# core numbers and microcode revisions are left out.
+_CPU_FIELDS = (b"vendor_id", b"cpu family", b"model", b"model name", b"stepping", b"flags",
+               b"Features", b"CPU implementer", b"CPU architecture", b"CPU variant",
+               b"CPU part", b"CPU revision", b"isa", b"uarch")
+
+
+def _machine_fingerprint() -> str | None:
+    """A digest of this processor's identity and features and of the LLVM
+    in use (llvmlite's version), or None where /proc/cpuinfo is unreadable
+    (off Linux): then the host is always asked of LLVM."""
+    import hashlib
+    import platform
+    import llvmlite
+    try:
+        with open("/proc/cpuinfo", "rb") as f:
+            text = f.read(1 << 16)
+    except OSError:
+        return None
+    lines = [ln.strip() for ln in text.split(b"\n\n", 1)[0].splitlines()
+             if ln.split(b":", 1)[0].strip() in _CPU_FIELDS]
+    if not lines:
+        return None
+    digest = hashlib.sha256(b"\n".join(lines))
+    digest.update(f"|{platform.machine()}|llvmlite {llvmlite.__version__}".encode())
+    return digest.hexdigest()
+
+
+def _host_record() -> str | None:
+    if os.environ.get("TRACEC_NO_CACHE"):
+        return None
+    fp = _machine_fingerprint()
+    if fp is None:
+        return None
+    from tracec.backends import cache
+    return os.path.join(cache.cache_root(), "runtime", f"host-{fp[:24]}.json")
 
 
 def target() -> tuple[str, str, str]:
@@ -94,7 +161,8 @@ def _target_id(t) -> str:
     digest = hashlib.sha256()
     for path in sorted(pathlib.Path(__file__).parent.glob("*.py")):
         digest.update(path.read_bytes())
-    return f"{triple}/{cpu}/{feats}/llvm{lb.llvm_version_info}/{digest.hexdigest()[:16]}"
+    import llvmlite
+    return f"{triple}/{cpu}/{feats}/llvmlite{llvmlite.__version__}/{digest.hexdigest()[:16]}"
 
 
 def has_feature(name: str) -> bool:
@@ -116,6 +184,7 @@ def target_machine():
 @functools.cache
 def _target_machine(t):
     _init()
+    import llvmlite.binding as lb
     triple, cpu, feats = t
     return lb.Target.from_triple(triple).create_target_machine(
         cpu=cpu, features=feats, opt=3, reloc="pic", codemodel="default")
@@ -171,6 +240,17 @@ def unpack_objects(blob: bytes) -> list[bytes]:
         out.append(blob[at:at + size])
         at += size
     return out
+
+
+def write_objects(objects: list[bytes], folder: str, stem: str) -> list[str]:
+    """Write each object to ``folder/<stem><i>.o`` (for a system linker);
+    returns the paths."""
+    paths = []
+    for i, obj in enumerate(objects):
+        paths.append(os.path.join(folder, f"{stem}{i}.o"))
+        with open(paths[-1], "wb") as f:
+            f.write(obj)
+    return paths
 
 
 def compile_jobs() -> int:
@@ -243,6 +323,7 @@ def compile_llvm(module, *, exported: set[str], want_asm: bool = True,
     giving several objects (``pack_objects``).  ``concurrent``: compile
     outside llvmlite's lock, with a target machine of this call's own (a
     background build must not hold up other threads' compiles)."""
+    import llvmlite.binding as lb
     # Imported here: loading cached object code needs none of xDSL's llvm
     # dialect (~0.1 s of imports in a new process).
     from xdsl.backend.llvm.convert import convert_module
@@ -280,6 +361,7 @@ def _warn_once(message: str) -> None:
 
 
 def _pass_builder(tm):
+    import llvmlite.binding as lb
     pto = lb.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = True
     pto.slp_vectorization = True
@@ -305,6 +387,7 @@ def _unlocked(name: str):
 def _compile_part(text: str, t, want_asm: bool) -> tuple[str, bytes, str | None]:
     """Optimize and emit one part on the calling thread, with a target
     machine of its own (a target machine is not shared between threads)."""
+    import llvmlite.binding as lb
     from llvmlite.binding import ffi
     triple, cpu, feats = t
     tm = lb.Target.from_triple(triple).create_target_machine(
@@ -377,6 +460,7 @@ def _splice(text: str, helpers: dict[str, str]) -> str:
 
 def assembly(llvm_ir: str) -> str:
     """Assembly for optimized LLVM IR text (the "asm" stage on demand)."""
+    import llvmlite.binding as lb
     with _lock:
         return target_machine().emit_assembly(lb.parse_assembly(llvm_ir,
                                                                 context=lb.create_context()))

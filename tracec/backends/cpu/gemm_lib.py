@@ -173,7 +173,7 @@ def addresses(dtypes) -> dict[str, int]:
             if hit is None:
                 from tracec.backends.cpu import runtime
                 names = _names(d)
-                tracker = runtime._link(object_code(d), names)
+                tracker = runtime._link(object_code(d), names, shared=True)
                 hit = _loaded[d] = (tracker, {n: int(tracker[n]) for n in names})
         out.update(hit[1])
     return out

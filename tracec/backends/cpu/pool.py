@@ -375,14 +375,9 @@ def object_code() -> bytes:
 
 
 def _build() -> str:
-    import llvmlite.binding as lb
     from tracec.backends.cpu import runtime
-    obj = object_code()
-    with runtime._jit_lock:
-        jit = runtime._lljit()
-        tracker = (lb.JITLibraryBuilder().add_object_img(obj).add_current_process()
-                   .export_symbol(POOL_FOR).export_symbol("tracec_pool_shutdown")
-                   .export_symbol("tracec_pool_spin_ns").link(jit, _NAME))
+    tracker = runtime._link(object_code(), [POOL_FOR, "tracec_pool_shutdown",
+                                            "tracec_pool_spin_ns"])
     _state["tracker"] = tracker           # kept for the life of the process
     shutdown = ctypes.CFUNCTYPE(None)(tracker["tracec_pool_shutdown"])
     _state["shutdown"] = shutdown

@@ -49,7 +49,6 @@ import threading
 import weakref
 
 import numpy as np
-import llvmlite.binding as lb
 
 from tracec import dtypes as dt
 from tracec.threads import default_threads
@@ -82,19 +81,33 @@ _ERROR_KINDS = {"index": CpuIndexError, "value": CpuRuntimeError}
 
 
 def _lljit():
+    import llvmlite.binding as lb
     if _jit[0] is None:
-        codegen.host()  # initializes the native target
+        codegen._init()  # the native target
         _jit[0] = lb.create_lljit_compiler()
     return _jit[0]
 
 
-def _link(object_code: bytes, entries: list[str], imports: dict | None = None):
-    """Link ``object_code`` into the JIT, exporting ``entries``; ``imports``:
-    ``{symbol: address}`` its declarations resolve to (library routines)."""
+def _link(object_code: bytes, entries: list[str], imports: dict | None = None,
+          shared: bool = False):
+    """Link ``object_code`` into the process, exporting ``entries``;
+    ``imports``: ``{symbol: address}`` its declarations resolve to (library
+    routines).  Returns an object whose ``[name]`` is an address.
+
+    The shared library built from the same bytes on an earlier link
+    (``shared_objects``; ``shared``: loaded so that later libraries' references
+    resolve to it) if there is one, else the JIT (and that library is built
+    for next time)."""
+    from tracec.backends.cpu import shared_objects
+    lib = shared_objects.load(object_code, entries, shared)
+    if lib is not None:
+        return lib
+    import llvmlite.binding as lb
+    objects = codegen.unpack_objects(object_code)   # a module compiled in parts
     with _jit_lock:
         jit = _lljit()
         builder = lb.JITLibraryBuilder()
-        for obj in codegen.unpack_objects(object_code):  # a module compiled in parts
+        for obj in objects:
             builder.add_object_img(obj)
         builder.add_current_process()
         for name, address in (imports or {}).items():
@@ -102,7 +115,9 @@ def _link(object_code: bytes, entries: list[str], imports: dict | None = None):
 
         for e in entries:
             builder.export_symbol(e)
-        return builder.link(jit, f"tracec_lib_{next(_lib_ids)}")
+        tracker = builder.link(jit, f"tracec_lib_{next(_lib_ids)}")
+    shared_objects.schedule(object_code, entries, objects)
+    return tracker
 
 
 def _array_layout_ok() -> bool:
@@ -149,7 +164,7 @@ class CpuExecutable:
         self.stages = stages if stages is not None else {}
         entries = [signature["entry"], *signature.get("exports", ())]
         fast = bool(signature.get("entry_py")) and _array_layout_ok()
-        if fast:
+        if signature.get("entry_py"):
             entries.append(signature["entry_py"])
         slot = signature.get("pool_slot")
         if slot:
