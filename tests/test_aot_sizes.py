@@ -115,7 +115,8 @@ def test_header_documents_the_named_size(built):
                      header)
     assert "x: float32[B, 784], input" in header
     assert "B: int64_t, a named size" in header
-    assert " - the size B must be at least 2" in header
+    assert " - the size B must be at least 1" in header
+    assert "calls\n * with these sizes 1 run code traced at 1: B." in header
     assert "B == 10" not in header      # no guard from a shape comparison
     assert "#define TRAIN_STEP_NUM_SIZES 1" in header
     assert "const int64_t sizes[TRAIN_STEP_NUM_SIZES]" in header
@@ -128,7 +129,7 @@ def test_c_program_at_two_batch_sizes_matches_python(built):
     exe = compile_c(DRIVER, d / "drive", d)
     rng = np.random.default_rng(0)
     batches = [(n, rng.standard_normal((n, 784)).astype(np.float32),
-                rng.integers(0, 10, n).astype(np.int64)) for n in (5, 37, 5, 1, 12)]
+                rng.integers(0, 10, n).astype(np.int64)) for n in (5, 37, 5, 1, 12, 0, 1)]
     with open(d / "batches.bin", "wb") as f:
         for n, x, y in batches:
             f.write(np.int64(n).tobytes() + x.tobytes() + y.tobytes())
@@ -136,15 +137,71 @@ def test_c_program_at_two_batch_sizes_matches_python(built):
                        timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.splitlines()
-    assert len(lines) == 5, r.stdout
-    # B=1 breaks a check: an error code and a message, the state untouched.
-    assert lines[3].startswith("error -4 the size B must be at least 2 (called with B=1)"), \
-        lines[3]
+    assert len(lines) == 7, r.stdout
+    # B=0 breaks a check: an error code and a message, the state untouched.
+    # B=1 runs the code path traced at B=1.
+    assert lines[5].startswith("error -4 the size B must be at least 1 (called with B=0)"), \
+        lines[5]
     user = _load_user(d / "model.py")        # the same initial state, eagerly
     want = [user.train_step(tracec.tensor(x), tracec.tensor(y)).item()
-            for n, x, y in batches if n > 1]
+            for n, x, y in batches if n > 0]
     got = [float(line.split()[1]) for line in lines if line.startswith("loss ")]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+SQUEEZE = textwrap.dedent("""
+    import tracec
+
+    def squeezed(x):
+        # A size of 1 changes what this computes (squeeze drops it), so the
+        # library needs code traced at 1 for each such size.
+        return tracec.softmax(x.squeeze() * 2, -1), x.sum(0)
+""")
+
+
+def test_named_sizes_of_one_run_code_traced_at_one(tmp_path):
+    import tracec
+    src = tmp_path / "model.py"
+    src.write_text(SQUEEZE)
+    r = tracec_build(src, "squeezed", tmp_path / "libsq.so", "--arg", "x=f32[B,T]",
+                     "--size", "B=3", "--size", "T=4")
+    assert r.returncode == 0, r.stderr
+    header = (tmp_path / "libsq.h").read_text()
+    assert "run code traced at 1: B and T; B; T." in header, header
+    drive = textwrap.dedent(r"""
+        #include <stdio.h>
+        #include "libsq.h"
+        int main(void) {
+            float x[64], o[64], s[64];
+            for (int i = 0; i < 64; i++) x[i] = (float)((i * 7) % 11) / 5.0f;
+            long shapes[6][2] = {{3, 4}, {1, 4}, {3, 1}, {1, 1}, {5, 2}, {0, 3}};
+            for (int k = 0; k < 6; k++) {
+                long B = shapes[k][0], T = shapes[k][1];
+                int rc = squeezed(x, o, s, B, T);
+                if (rc) { printf("error %d %s\n", rc, squeezed_error_message(rc)); continue; }
+                for (long i = 0; i < B * T; i++) printf("%.7g ", o[i]);
+                printf("|");
+                for (long i = 0; i < T; i++) printf(" %.7g", s[i]);
+                printf("\n");
+            }
+            return 0;
+        }
+    """)
+    exe = compile_c(drive, tmp_path / "drive", tmp_path, lib="sq")
+    r = subprocess.run([exe], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    xs = np.array([((i * 7) % 11) / 5.0 for i in range(64)], np.float32)
+    user = _load_user(src)
+    for (B, T), line in zip([(3, 4), (1, 4), (3, 1), (1, 1), (5, 2)], lines):
+        o, s = user.squeezed(tracec.tensor(xs[:B * T].reshape(B, T)))
+        got_o, got_s = line.split("|")
+        np.testing.assert_allclose([float(v) for v in got_o.split()], o.numpy().ravel(),
+                                   rtol=1e-5, err_msg=f"B={B} T={T}")
+        np.testing.assert_allclose([float(v) for v in got_s.split()], s.numpy().ravel(),
+                                   rtol=1e-5, err_msg=f"B={B} T={T}")
+    assert lines[5].startswith("error -4 the size B must be at least 1 (called with B=0, T=3)"), \
+        lines[5]
 
 
 @pytest.mark.parametrize("target", ["native", "x86-64-v2"])

@@ -84,40 +84,8 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
     snap = snapshot(fn)        # before the step runs: the state it starts from
     cf = CompiledFunction(fn, backend="cpu", values_only=True)
     entry = steady_entry(cf, args)
-    # (A constant a call sets, as train()/eval() set ``training``, changes
-    # nothing a C caller sees: the trace ran in the mode it set.)
-    attrs = [s.name for s in entry.trace.outputs
-             if s.kind.startswith("attr") and s.kind != "attr_const"]
-    if attrs:
-        raise BuildError(f"{fn.__name__} sets the module attribute {attrs[0]} (a Python side "
-                         "effect a C library cannot make): return the value instead")
-    guard = next((o for o in entry.trace.outputs if o.kind == "data_guard"), None)
-    if guard is not None:
-        loc = guard.target[1]
-        raise BuildError(f"{fn.__name__} decides in Python on tensor data (bool() or an "
-                         f"integer's item() at "
-                         f"{loc[0]}:{loc[1]}); tracec.compile speculates on such a decision and "
-                         "runs the call eagerly when it comes out otherwise, which a C library "
-                         "cannot: keep the decision in tensor ops (tracec.where)")
-    if entry.trace.py_draws:
-        raise BuildError(f"{fn.__name__} draws from Python's random module (random.random()); "
-                         "tracec.compile draws again at each call and checks the decisions "
-                         "taken on the numbers, which a C library cannot: draw with "
-                         "tracec.rand instead")
-    if entry.trace.lifted:
-        names = ", ".join(loc.label for loc in entry.trace.lifted)
-        raise BuildError(f"{fn.__name__} changes Python numbers at every call ({names}: a "
-                         "scheduler or a step counter), a Python side effect a C library cannot "
-                         "make: step schedules outside the function (the library reads each "
-                         "learning rate as an argument the caller sets)")
-    if dim_names and entry.trace.symbolic is not None:
-        exe = _generic_for(cf, entry, target)
-    elif target == "native":
-        # The executable tracec.compile built: state updates computed in
-        # place only where the call stays all-or-nothing (signature["atomic"]).
-        exe = entry.ensure_compiled()
-    else:
-        exe = _compile_for(cf, entry, target)
+    _refuse_python_effects(fn, entry)
+    exe = _executable(cf, entry, target, bool(dim_names))
     signature = exe.signature
     fname = _ident(fn.__name__)
     try:
@@ -125,6 +93,9 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
     except SizesError as e:
         raise BuildError(str(e)) from None
     bufs = plan_buffers(entry, fn, arg_names, signature)
+    variants = []
+    if sizes is not None and not signature.get("comms"):
+        variants = _size_one_variants(fn, args, list(arg_names), dim_names, sizes, bufs, target)
     clash = {b.name for b in bufs} & set(sizes.names if sizes else ())
     if clash:
         raise BuildError(f"the size name {sorted(clash)[0]} is also a buffer's name")
@@ -150,7 +121,8 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
                          "library takes one (MPI_Fint comm)")
     header = cgen.header(fname, bufs, f"{fn.__name__} from "
                          f"{getattr(fn, '__code__', None) and fn.__code__.co_filename}",
-                         target_doc, sizes, comm=bool(comms))
+                         target_doc, sizes, comm=bool(comms),
+                         size_one=[v.ones for v in variants])
     cc = cc or os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         raise BuildError("no C compiler found (set CC)")
@@ -158,11 +130,8 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
     if comms:
         cc, env = mpi_compiler(cc)
     with tempfile.TemporaryDirectory() as tmp:
-        objs = []       # one object, or one per part of a module compiled in parts
-        for i, part in enumerate(codegen.unpack_objects(exe.object_code)):
-            objs.append(os.path.join(tmp, f"kernels{i}.o"))
-            with open(objs[-1], "wb") as f:
-                f.write(part)
+        # one object, or one per part of a module compiled in parts
+        objs = codegen.write_objects(codegen.unpack_objects(exe.object_code), tmp, "kernels")
         with open(os.path.join(tmp, header_name), "w") as f:
             f.write(header)
         blob_path = None
@@ -174,22 +143,24 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
         with open(src, "w") as f:
             f.write(cgen.wrapper(fname, header_name, bufs, signature, where=where,
                                  blob_path=blob_path, target=target_doc, features=features,
-                                 sizes=sizes))
-        if signature.get("pool_slot"):
+                                 sizes=sizes, variants=variants))
+        for k, v in enumerate(variants):     # the size-1 code paths
+            objs += codegen.write_objects(codegen.unpack_objects(v.object_code), tmp,
+                                          f"variant{k}_")
+        if any(s.get("pool_slot") for s in [signature, *(v.signature for v in variants)]):
             from tracec.backends.cpu import pool
             objs.append(os.path.join(tmp, "pool.o"))
             with open(objs[-1], "wb") as f, codegen.targeting(target):
                 f.write(pool.object_code())
-        for k, lib in enumerate(signature.get("libraries", ())):
+        libraries = sorted({lib for s in [signature, *(v.signature for v in variants)]
+                            for lib in s.get("libraries", ())})
+        for k, lib in enumerate(libraries):
             # The GEMM routines the kernels call (compiled once per machine
             # and target: backends/cpu/gemm_lib.py), linked in privately.
             from tracec.backends.cpu import gemm_lib
             with codegen.targeting(target):
                 code = gemm_lib.object_code(lib)
-            for j, part in enumerate(codegen.unpack_objects(code)):
-                objs.append(os.path.join(tmp, f"gemm{k}_{j}.o"))
-                with open(objs[-1], "wb") as f:
-                    f.write(part)
+            objs += codegen.write_objects(codegen.unpack_objects(code), tmp, f"gemm{k}_")
         # Only the documented names are exported: the kernels, the pool and
         # the GEMM routines stay private, so several tracec libraries load
         # side by side.
@@ -206,6 +177,7 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
         _install(tmp_so, out_path, 0o777 & ~umask)
         _install(os.path.join(tmp, header_name), header_path, 0o666 & ~umask)
     return {"library": out_path, "header": header_path, "function": fname,
+            "size_one": [sorted(v.ones) for v in variants],
             "buffers": [b.doc() for b in bufs], "target": target_doc,
             "sizes": list(sizes.names) if sizes else [],
             "size_checks": [why for _, why in sizes.checks] if sizes else [],
@@ -295,6 +267,144 @@ class _TargetBackend:
             raise ValueError(f"object code was compiled for another target: "
                              f"{signature.get('target')!r}")
         return _Object(object_code, signature)
+
+
+def _refuse_python_effects(fn, entry) -> None:
+    """Raise ``BuildError`` for what the compiled step does in Python that
+    a C library cannot do."""
+    # (A constant a call sets, as train()/eval() set ``training``, changes
+    # nothing a C caller sees: the trace ran in the mode it set.)
+    attrs = [s.name for s in entry.trace.outputs
+             if s.kind.startswith("attr") and s.kind != "attr_const"]
+    if attrs:
+        raise BuildError(f"{fn.__name__} sets the module attribute {attrs[0]} (a Python side "
+                         "effect a C library cannot make): return the value instead")
+    guard = next((o for o in entry.trace.outputs if o.kind == "data_guard"), None)
+    if guard is not None:
+        loc = guard.target[1]
+        raise BuildError(f"{fn.__name__} decides in Python on tensor data (bool() or an "
+                         f"integer's item() at "
+                         f"{loc[0]}:{loc[1]}); tracec.compile speculates on such a decision and "
+                         "runs the call eagerly when it comes out otherwise, which a C library "
+                         "cannot: keep the decision in tensor ops (tracec.where)")
+    if entry.trace.py_draws:
+        raise BuildError(f"{fn.__name__} draws from Python's random module (random.random()); "
+                         "tracec.compile draws again at each call and checks the decisions "
+                         "taken on the numbers, which a C library cannot: draw with "
+                         "tracec.rand instead")
+    if entry.trace.lifted:
+        names = ", ".join(loc.label for loc in entry.trace.lifted)
+        raise BuildError(f"{fn.__name__} changes Python numbers at every call ({names}: a "
+                         "scheduler or a step counter), a Python side effect a C library cannot "
+                         "make: step schedules outside the function (the library reads each "
+                         "learning rate as an argument the caller sets)")
+
+
+def _size_one_variants(fn, args, arg_names, dim_names, sizes, bufs, target) -> list:
+    """``cgen.Variant``s serving named sizes of 1, most specific first.
+
+    A symbolic size stands for 2 or more (sizes 0 and 1 are specialized,
+    as in Dynamo: a size-1 dimension broadcasts).  So for each non-empty
+    set of named sizes (at most three names: 7 sets) the step is traced
+    again with those sizes 1 (the example arguments narrowed to their first
+    element along them) and the others still named, compiled, and linked
+    in as a code path the library takes when the call's sizes are 1 there.
+    A set whose trace fails (the function raises there, as BatchNorm in
+    training on one sample) or whose buffers differ from the main path's
+    gets no path: such calls keep failing the main path's size check,
+    whose message then says why (``sizes.checks`` is updated here)."""
+    import itertools
+    from tracec.aot.cgen import Variant
+    names = list(sizes.names)
+    if len(names) > 3:
+        return []
+    out, why_not = [], {}
+    for k in range(len(names), 0, -1):
+        for ones in itertools.combinations(names, k):
+            try:
+                exe, entry, sizes_v = _variant_exe(fn, args, arg_names, dim_names, set(ones),
+                                                   target)
+                bufs_v = _matching_buffers(plan_buffers(entry, fn, arg_names, exe.signature),
+                                           bufs)
+            except Exception as e:     # the user's function at these sizes: no path
+                if k == 1:
+                    why_not[ones[0]] = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                continue
+            v = Variant(exe.signature, bufs_v, sizes_v,
+                        " && ".join(f"{n} == 1" for n in ones))
+            v.ones, v.object_code = ones, exe.object_code
+            out.append(v)
+    served = {v.ones[0] for v in out if len(v.ones) == 1}
+    for i, (cond, why) in enumerate(sizes.checks):
+        for n in names:
+            if why == f"the size {n} must be at least 2":
+                why = (f"the size {n} must be at least 1" if n in served else
+                       f"the size {n} must be at least 2 (at {n} = 1: {why_not[n]})"
+                       if n in why_not else why)
+                sizes.checks[i] = (cond, why)
+    return out
+
+
+def _variant_exe(fn, args, arg_names, dim_names, ones: set, target: str):
+    """``(executable, entry, SizePlan or None)`` of ``fn`` traced in its
+    steady state on ``args`` narrowed to 1 along the sizes named in
+    ``ones`` (the other named sizes stay symbolic)."""
+    import tracec
+    from tracec.compiler import CompiledFunction
+    from tracec.tensor import Tensor
+    vargs, vdims = [], {}
+    for i, a in enumerate(args):
+        dims = dim_names.get(arg_names[i]) if i < len(arg_names) else None
+        if not dims or not isinstance(a, Tensor):
+            vargs.append(a)
+            continue
+        t = a.detach()
+        for d, n in enumerate(dims):
+            if n in ones:
+                t = t.narrow(d, 0, 1)
+        t = t.clone()
+        rest = tuple(n if n is not None and n not in ones else None for n in dims)
+        for d, n in enumerate(rest):
+            if n is not None:
+                tracec.mark_dynamic(t, d, n)
+        if any(n is not None for n in rest):
+            vdims[arg_names[i]] = rest
+        vargs.append(t)
+    cf = CompiledFunction(fn, backend="cpu", values_only=True)
+    entry = steady_entry(cf, vargs)
+    _refuse_python_effects(fn, entry)
+    exe = _executable(cf, entry, target, bool(vdims))
+    sizes_v = plan_sizes(entry.trace, vdims, arg_names, exe.signature) if vdims else None
+    return exe, entry, sizes_v
+
+
+def _matching_buffers(vbufs, bufs):
+    """``vbufs`` (a variant's buffers) in the order of the main path's
+    ``bufs``; raises ``BuildError`` unless each is the same argument or
+    state, read and written as on the main path (state of the same shape)."""
+    by_name = {b.name: b for b in vbufs}
+    if set(by_name) != {b.name for b in bufs}:
+        raise BuildError("its arguments and state differ from the other sizes' "
+                         f"({sorted(set(by_name) ^ {b.name for b in bufs})})")
+    for b in bufs:
+        v = by_name[b.name]
+        if (v.in_index is None) != (b.in_index is None) or \
+                bool(v.out_indices) != bool(b.out_indices) or v.dtype != b.dtype or \
+                v.kind != b.kind or (b.is_state and tuple(v.shape) != tuple(b.shape)):
+            raise BuildError(f"{b.name} is used differently there")
+    return [by_name[b.name] for b in bufs]
+
+
+def _executable(cf, entry, target: str, named: bool):
+    """The executable the library links for ``entry``: size-generic with
+    named sizes, else the one ``tracec.compile`` built (``native``: state
+    updates computed in place only where the call stays all-or-nothing,
+    ``signature["atomic"]``), else that code generated for ``target``."""
+    if named and entry.trace.symbolic is not None:
+        return _generic_for(cf, entry, target)
+    if target == "native":
+        return entry.ensure_compiled()
+    return _compile_for(cf, entry, target)
 
 
 def _generic_for(cf, entry, target: str):

@@ -98,7 +98,9 @@ def _listing(bufs, decl, sizes=None, comm=False) -> str:
                    for d, (_, doc) in zip(items, rows))
 
 
-def header(fname, bufs, doc, target_doc, sizes=None, comm=False) -> str:
+def header(fname, bufs, doc, target_doc, sizes=None, comm=False, size_one=()) -> str:
+    """The header; ``size_one``: the sets of named sizes that have a code
+    path of their own at 1 (``Variant``)."""
     guard = f"TRACEC_{fname.upper()}_H"
     up = fname.upper()
     n_state = sum(b.is_state for b in bufs)
@@ -135,6 +137,10 @@ def header(fname, bufs, doc, target_doc, sizes=None, comm=False) -> str:
                   f" * whose sizes break one of these conditions returns {ERR_SIZE} before",
                   f" * anything runs ({fname}_error_message says which, and the sizes):"]
         lines += [f" *   - {why}" for _, why in sizes.checks]
+        if size_one:
+            lines += [" * A named size of 1 broadcasts where a larger one does not, so calls",
+                      " * with these sizes 1 run code traced at 1: "
+                      + "; ".join(" and ".join(ones) for ones in size_one) + "."]
     if comm:
         lines += [f" *   {COMM_PARAM}: MPI_Fint, the communicator of the step's collectives",
                   " *",
@@ -250,53 +256,71 @@ def _init_state(fname, bufs, where, blob_path, sizes=None, comm=False) -> list[s
     return lines
 
 
-def _size_checks(fname, sizes) -> list[str]:
-    """``tc_sizes_ok``: 0, or ``ERR_SIZE`` with the message of the first
-    check the call's sizes fail (``sizes.py``)."""
+def _size_checks(tag, sizes) -> list[str]:
+    """``tc_sizes_ok_<tag>``: 0, or ``ERR_SIZE`` with the message of the
+    first check the call's sizes fail (``sizes.py``)."""
     params = ", ".join(f"int64_t {n}" for n in sizes.names)
     fmt = ", ".join(f"{n}=%lld" for n in sizes.names)
     vals = ", ".join(f"(long long){n}" for n in sizes.names)
-    lines = [C_HELPERS, "static __thread char tc_size_msg[512];", "",
-             f"static int tc_size_fail(const char *what, {params}) {{",
+    lines = [f"static int tc_size_fail_{tag}(const char *what, {params}) {{",
              f'    snprintf(tc_size_msg, sizeof tc_size_msg, "%s (called with {fmt})", '
              f"what, {vals});",
              f"    return {ERR_SIZE};", "}", "",
-             f"static int tc_sizes_ok({params}) {{"]
+             f"static int tc_sizes_ok_{tag}({params}) {{"]
     args = ", ".join(sizes.names)
     for cond, why in sizes.checks:
-        lines.append(f"    if (!({cond})) return tc_size_fail({c_string(why)}, {args});")
+        lines.append(f"    if (!({cond})) return tc_size_fail_{tag}({c_string(why)}, {args});")
     lines += ["    return 0;", "}", ""]
     return lines
 
 
+class Variant:
+    """One compiled code path of a library: its executable's ``signature``,
+    the buffers in the C function's order with this code's indices
+    (``bufs``), its ``SizePlan`` (None: every size fixed), the C condition
+    on the named sizes that selects it (None: the main path) and where
+    its error codes start in the library's table (``offset``)."""
+
+    def __init__(self, signature, bufs, sizes, cond=None):
+        self.signature, self.bufs, self.sizes, self.cond = signature, bufs, sizes, cond
+        self.offset = 0
+
+
 def wrapper(fname, header_name, bufs, signature, *, where, blob_path, target,
-            features, sizes=None) -> str:
+            features, sizes=None, variants=()) -> str:
+    """The C source of the library's functions.  ``variants``: code paths
+    for other sizes (``Variant``s with a condition: size-1 variants of
+    named sizes), tried in order before the main one."""
     comm = bool(signature.get("comms"))
-    n_in, n_out = len(signature["inputs"]), len(signature["outputs"])
-    entry = signature["entry"]
-    errors = signature.get("errors", [])
+    paths = [*variants, Variant(signature, bufs, sizes)]
+    errors = []
+    for v in paths:
+        v.offset = len(errors)
+        errors += list(v.signature.get("errors", []))
     lines = ["#define _GNU_SOURCE", f'#include "{header_name}"', "#include <sched.h>",
-             "#include <stdio.h>", "#include <stdlib.h>", "#include <string.h>", "",
-             f"extern int32_t {entry}(void **inputs, void **outputs, void *workspace, "
-             "int64_t nthreads);", "",
-             f"const char {fname}_target[] = {c_string(target)};", "",
-             cpu_check.c_source(fname, features, target.split(":")[0])]
-    slot = signature.get("pool_slot")
-    if slot:
+             "#include <stdio.h>", "#include <stdlib.h>", "#include <string.h>", ""]
+    for v in paths:
+        lines.append(f"extern int32_t {v.signature['entry']}(void **inputs, void **outputs, "
+                     "void *workspace, int64_t nthreads);")
+    lines += ["", f"const char {fname}_target[] = {c_string(target)};", "",
+              cpu_check.c_source(fname, features, target.split(":")[0])]
+    slots = [v.signature["pool_slot"] for v in paths if v.signature.get("pool_slot")]
+    if slots:
         # The worker pool (backends/cpu/pool.py) is linked in; parallel
         # kernels find it through the object's pool pointer, set on the first
         # call; its workers stop when the library is unloaded (only if they
         # ever started: the pool's code is built for the target CPU too).
         lines += ["extern int32_t tracec_pool_for(void *, void *, int64_t, int64_t, int64_t);",
                   "extern void tracec_pool_shutdown(void);",
-                  f"extern void *{slot};",
+                  *[f"extern void *{slot};" for slot in slots],
                   "__attribute__((destructor)) static void tc_fini(void) {",
-                  f"    if (__atomic_load_n(&{slot}, __ATOMIC_ACQUIRE)) tracec_pool_shutdown();",
+                  "    if (" + " || ".join(f"__atomic_load_n(&{slot}, __ATOMIC_ACQUIRE)"
+                                          for slot in slots) + ") tracec_pool_shutdown();",
                   "}", ""]
     lines += ["static inline size_t tc_round64(int64_t n) { return ((size_t)n + 63) / 64 * 64; }",
               "static inline int64_t tc_max1(int64_t n) { return n > 0 ? n : 1; }", ""]
     if sizes:
-        lines += _size_checks(fname, sizes)
+        lines += [C_HELPERS, "static __thread char tc_size_msg[512];", ""]
     lines += ["static const char *const errors[] = {"]
     lines += [f"    {c_string(e[-1] if isinstance(e, (list, tuple)) else e)}," for e in errors]
     lines += ["    0", "};", ""]
@@ -323,12 +347,36 @@ def wrapper(fname, header_name, bufs, signature, *, where, blob_path, target,
               "    return \"unknown error\";", "}", ""]
     lines += _table(fname, bufs, sizes)
     lines += _init_state(fname, bufs, where, blob_path, sizes, comm)
-    var = sizes.var if sizes else {}
-    lines.append(f"int {fname}({', '.join(b.decl() for b in bufs)}"
-                 f"{_size_params(sizes, comm)}) {{")
+    params = f"{', '.join(b.decl() for b in bufs)}{_size_params(sizes, comm)}"
+    call_args = ", ".join([b.name for b in bufs] + (list(sizes.names) if sizes else [])
+                          + ([COMM_PARAM] if comm else []))
+    for k, v in enumerate(paths):
+        lines += _run(f"v{k}", v, params, sizes, comm)
+    lines.append(f"int {fname}({params}) {{")
     lines.append(f"    if ({fname}_check_cpu()) return {ERR_CPU};")
+    for k, v in enumerate(paths[:-1]):
+        lines.append(f"    if ({v.cond}) return tc_run_v{k}({call_args});")
+    lines.append(f"    return tc_run_v{len(paths) - 1}({call_args});")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _run(tag, v, params, all_sizes, comm) -> list[str]:
+    """``static int tc_run_<tag>(<the library function's parameters>)``:
+    one code path (``Variant``) on the caller's buffers."""
+    signature, bufs, sizes = v.signature, v.bufs, v.sizes
+    n_in, n_out = len(signature["inputs"]), len(signature["outputs"])
+    entry = signature["entry"]
+    slot = signature.get("pool_slot")
+    lines = _size_checks(tag, sizes) if sizes else []
+    lines.append(f"static int tc_run_{tag}({params}) {{")
+    unused = [n for n in (all_sizes.names if all_sizes else ())
+              if not sizes or n not in sizes.names]
+    if unused:
+        lines.append("    " + " ".join(f"(void){n};" for n in unused))
+    var = sizes.var if sizes else {}
     if sizes:
-        lines.append(f"    int tc_bad = tc_sizes_ok({', '.join(sizes.names)});")
+        lines.append(f"    int tc_bad = tc_sizes_ok_{tag}({', '.join(sizes.names)});")
         lines.append("    if (tc_bad) return tc_bad;")
     lines.append(f"    void *tc_in[{max(n_in, 1)}];")
     lines.append(f"    void *tc_out[{max(n_out, 1)}] = {{0}};")
@@ -373,8 +421,8 @@ def wrapper(fname, header_name, bufs, signature, *, where, blob_path, target,
         # The symbols' values, where the kernels read them (sized.py).
         lines.append("    if (tc_ws) {")
         lines.append("        int64_t *tc_sz = (int64_t *)((char *)tc_ws + 64);")
-        for k, v in enumerate(sizes.workspace_order):
-            lines.append(f"        tc_sz[{k}] = {v};")
+        for k, val in enumerate(sizes.workspace_order):
+            lines.append(f"        tc_sz[{k}] = {val};")
         lines.append("    }")
     if comm:
         # The handle the collectives convert (the library's step uses one
@@ -387,6 +435,9 @@ def wrapper(fname, header_name, bufs, signature, *, where, blob_path, target,
         lines.append(f"    if (!__atomic_load_n(&{slot}, __ATOMIC_ACQUIRE))")
         lines.append(f"        __atomic_store_n(&{slot}, (void *)&tracec_pool_for, __ATOMIC_RELEASE);")
     lines.append(f"    if (tc_rc == 0) tc_rc = {entry}(tc_in, tc_out, tc_ws, tc_threads());")
+    if v.offset:
+        # this path's error codes follow the earlier paths' in the table
+        lines.append(f"    if (tc_rc > 0) tc_rc += {v.offset};")
     lines.append("    if (tc_rc == 0) {")
     for k in temps:
         b = target_buf.get(k)
@@ -397,7 +448,8 @@ def wrapper(fname, header_name, bufs, signature, *, where, blob_path, target,
         lines.append(f"    free(tc_out[{k}]);")
     lines.append("    return tc_rc;")
     lines.append("}")
-    return "\n".join(lines) + "\n"
+    lines.append("")
+    return lines
 
 
 def _storage(d) -> int:
