@@ -8,7 +8,10 @@ in the ``--arg`` list.  Before any generated code runs, the wrapper checks
 (``SizePlan.checks``, C conditions):
 
 * every size is at least 2 (a symbol stands for a size >= 2: sizes 0 and 1
-  would be specialized, and the code may rely on it);
+  would be specialized, and the code may rely on it).  Calls with sizes of
+  1 are dispatched before this check to code traced at 1
+  (``aot._size_one_variants``), where the function can run there; the
+  check's message then says "at least 1";
 * names the trace found to be one size (``--arg x=f32[B,8] --arg y=i64[N]``
   where the function combines ``B`` and ``N``) are equal;
 * the trace's size guards (comparisons the user's Python made on sizes,
