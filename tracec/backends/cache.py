@@ -181,19 +181,25 @@ def fingerprint(module, *, locations: bool = False) -> str:
 _digest: list = []
 
 
+def _py_files(folder: str, rel: str):
+    """``(path relative to the package's parent, stat)`` of every ``.py``
+    file under ``folder`` (``rel``: its relative path), one scan per folder."""
+    with os.scandir(folder) as it:
+        for e in it:
+            if e.is_dir(follow_symlinks=False):
+                if e.name != "__pycache__":
+                    yield from _py_files(e.path, rel + e.name + os.sep)
+            elif e.name.endswith(".py") and e.is_file():
+                yield rel + e.name, e.stat()
+
+
 def source_digest() -> str:
     """SHA-256 of tracec's own Python source (every file of the package):
     the passes, the primitives' rules and the backends decide what a trace
     compiles to, so a cache entry made by other code is never reused."""
     if not _digest:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        found = []          # (path relative to the package's parent, stat)
-        for d, dirs, files in os.walk(root):
-            dirs[:] = [x for x in dirs if x != "__pycache__"]
-            with os.scandir(d) as it:
-                found += [(os.path.relpath(e.path, os.path.dirname(root)), e.stat())
-                          for e in it if e.name.endswith(".py") and e.is_file()]
-        found.sort()
+        found = sorted(_py_files(root, os.path.basename(root) + os.sep))
         # Reading and hashing every file costs ~10 ms per process: the digest
         # is kept on disk under the files' names, sizes and modification
         # times (what Python itself checks before reusing a .pyc).

@@ -86,9 +86,21 @@ def tensor_type(shape: Iterable, dtype) -> TensorType:
         return TensorType(element_type(dtype), dims,
                           ArrayAttr([StringAttr(str(d)) for d in shape]))
     shape = tuple(int(d) for d in shape)
-    if any(d < 0 for d in shape):
-        raise ValueError(f"tensor shapes are static and non-negative, got {shape}")
-    return TensorType(element_type(dtype), shape)
+    elt = element_type(dtype)
+    key = (shape, elt)
+    t = _STATIC_TYPES.get(key)
+    if t is None:
+        if any(d < 0 for d in shape):
+            raise ValueError(f"tensor shapes are static and non-negative, got {shape}")
+        if len(_STATIC_TYPES) > 4096:
+            _STATIC_TYPES.clear()
+        t = _STATIC_TYPES[key] = TensorType(elt, shape)
+    return t
+
+
+# Static tensor types made before, shared (xDSL attributes are immutable):
+# making and verifying one costs ~0.1 ms, and a trace makes one per value.
+_STATIC_TYPES: dict = {}
 
 
 def is_tensor_type(t: Attribute) -> bool:

@@ -8,11 +8,13 @@ kept in the disk cache's folder (``<cache>/v1/<k[:2]>/<k>.so``, ``k`` the
 SHA-256 of the object bytes and the exported names); a later process
 ``dlopen``s it (ctypes) instead.
 
-- Building (``schedule``): after a JIT link, queued for one thread that runs
-  ``nice``d ``sh -c 'cc ... -o tmp && mv tmp final'`` children one at a
-  time, each in its own session, so that they neither slow the process that
-  made the code (they run on idle cycles) nor die with it.  The rename makes
-  a reader see no library or a whole one.
+- Building (``schedule``): after a JIT link, queued; when the process exits
+  it starts ``sh -c 'cc ... -o tmp && mv tmp final'`` children (four at a
+  time, each in its own session) and waits for them at most ``EXIT_BUDGET``
+  (0.5 s; ~15-30 ms of CPU per library): the process's own work is never
+  slowed, and the next process finds the libraries.  Links still running
+  then finish on their own.  The rename makes a reader see no library or a
+  whole one.
 - Exports: only the names the caller links for (a version script);
   everything else is local, so libraries loaded side by side never bind to
   each other's helpers.  A library whose routines other code calls (the
@@ -29,6 +31,7 @@ goes to the JIT, so results never depend on which path loaded the code.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import hashlib
 import os
@@ -38,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 __all__ = ["SharedLibrary", "enabled", "load", "schedule", "wait"]
 
@@ -108,15 +112,19 @@ def _compiler() -> str | None:
 #: Links waiting in this process (more are dropped: they are scheduled
 #: again by a later process that links the same code).
 MAX_PENDING = 32
+#: How long an exiting process waits for its links (s); links still running
+#: then finish after it (each in its own session, renaming its result).
+EXIT_BUDGET = 0.5
 _queue: list = []
-_worker: list = [None]
+_registered = [False]
 
 
 def schedule(blob: bytes, names, objects: list[bytes]) -> None:
     """Queue the building of the library of ``blob`` (its ``objects``)
-    exporting ``names``, unless it exists or this process queued it.  One
-    thread links them one at a time (so a burst of compiles never starts a
-    burst of linkers)."""
+    exporting ``names``, unless it exists or this process queued it.  The
+    queue is linked when the process exits (``_at_exit``): linking while it
+    runs would take CPU from what it is doing (on one core, from the very
+    compile that queued it), and the library only serves later processes."""
     if not enabled() or _compiler() is None:
         return
     key = _key(blob, names)
@@ -126,48 +134,66 @@ def schedule(blob: bytes, names, objects: list[bytes]) -> None:
             return
         _scheduled.add(key)
         _queue.append((path, sorted(names), list(objects)))
-        if _worker[0] is None:
-            _worker[0] = threading.Thread(target=_drain, name="tracec-shared-objects",
-                                          daemon=True)
-            _worker[0].start()
+        if not _registered[0]:
+            _registered[0] = True
+            atexit.register(_at_exit)
 
 
-def _after_fork() -> None:   # a forked child has no link thread
+def _after_fork() -> None:   # a forked child links nothing of its parent's
     global _lock
     _lock = threading.Lock()
     _queue.clear()
-    _worker[0] = None
 
 
 os.register_at_fork(after_in_child=_after_fork)
 
 
 def wait() -> None:
-    """Wait until the libraries this process queued are built (tests)."""
-    t = _worker[0]
-    if t is not None:
-        t.join()
+    """Link everything queued now, and wait for it (tests)."""
+    _flush(None)
 
 
-def _drain() -> None:
-    while True:
-        with _lock:
-            if not _queue:
-                _worker[0] = None
-                return
-            job = _queue.pop(0)
+def _at_exit() -> None:
+    _flush(EXIT_BUDGET)
+
+
+def _flush(budget: float | None, parallel: int = 4) -> None:
+    """Start the queued links, ``parallel`` at a time, waiting at most
+    ``budget`` seconds in all (None: until all are done)."""
+    with _lock:
+        jobs = list(_queue)
+        _queue.clear()
+    deadline = None if budget is None else time.monotonic() + budget
+    running: list = []
+
+    def left():
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+    for job in jobs:
+        if deadline is not None and left() == 0.0:
+            break
+        while len(running) >= parallel:
+            try:
+                running.pop(0).wait(timeout=left())
+            except subprocess.TimeoutExpired:
+                return      # out of time: the started links finish on their own
         try:
-            _build(*job)
+            running.append(_start(*job))
         except OSError:
             pass   # no library: the JIT links this code next time too
+    for p in running:
+        try:
+            p.wait(timeout=left())
+        except subprocess.TimeoutExpired:
+            return
 
 
-def _build(path: str, names: list[str], objects: list[bytes]) -> None:
-    """Link in a child in its own session, niced, that renames the result
-    into place itself: a process that exits meanwhile leaves it to finish."""
+def _start(path: str, names: list[str], objects: list[bytes]) -> subprocess.Popen:
+    """Start linking in a child in its own session that renames the result
+    into place itself (so a process that exits meanwhile leaves it to
+    finish) and removes its folder."""
+    from tracec.backends.cpu.codegen import write_objects
     os.makedirs(os.path.dirname(path), exist_ok=True)
     work = tempfile.mkdtemp(prefix=".so-", dir=os.path.dirname(path))
-    from tracec.backends.cpu.codegen import write_objects
     objs = write_objects(objects, work, "part")
     script = os.path.join(work, "exports.map")
     with open(script, "w") as f:
@@ -177,7 +203,6 @@ def _build(path: str, names: list[str], objects: list[bytes]) -> None:
             f"-Wl,--version-script={script}"]
     cmd = (f"{shlex.join(link)} >/dev/null 2>&1 && mv -f {shlex.quote(tmp)} "
            f"{shlex.quote(path)}; rm -rf {shlex.quote(work)}")
-    nice = ["nice", "-n", "19"] if shutil.which("nice") else []
-    subprocess.Popen([*nice, "sh", "-c", cmd], start_new_session=True,
-                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL, close_fds=True).wait()
+    return subprocess.Popen(["sh", "-c", cmd], start_new_session=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, close_fds=True)
