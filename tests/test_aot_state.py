@@ -182,6 +182,30 @@ def test_weights_round_trip_tracec_save_and_safetensors(built, tmp_path):
         assert state["opt.exp_avg_sq.model.0.weight"].sum() == 0
 
 
+def test_weights_from_a_torch_training_checkpoint(built, tmp_path):
+    """PyTorch's tutorial format, written by the real torch.save: the model's
+    and the optimizer's state dicts under names of the user's choosing."""
+    torch = pytest.importorskip("torch")
+    d, _ = built
+    ns = fresh_script(d)
+    sd = {k: (torch.tensor(7) if k.endswith("num_batches_tracked") else
+              torch.from_numpy(np.asarray(v.numpy() * -2.0 + 0.25, np.float32)))
+          for k, v in ns["model"].state_dict().items()}
+    opt_sd = ns["opt"].state_dict()
+    torch.save({"epoch": 3, "model_state_dict": sd, "loss": 0.5,
+                "optimizer_state_dict": {"state": {}, "param_groups": [
+                    {k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()}
+                    for g in opt_sd["param_groups"]]}},
+               str(tmp_path / "train.tar"))
+    lib = tmp_path / "t" / "libstep.so"
+    r = tracec_build(d / "step.py", "train_step", lib, "--arg", "x=f32[8,12]",
+                     "--arg", "y=i64[8]", "--weights", str(tmp_path / "train.tar"))
+    assert r.returncode == 0, r.stderr
+    state = load_init_state(lib)
+    for k, v in sd.items():
+        np.testing.assert_array_equal(state[f"model.{k}"], v.numpy(), err_msg=k)
+
+
 def test_weights_that_do_not_fit_give_one_line_errors(built, tmp_path):
     d, _ = built
     tracec.save({"w": tracec.zeros(3)}, str(tmp_path / "other.pt"))

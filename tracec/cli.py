@@ -272,8 +272,9 @@ def explain(target, arg_specs, backend):
               type=click.Choice(TARGET_NAMES),
               help="the CPU to generate code for: this host's, or a portable x86-64 level")
 @click.option("--weights", default=None, type=click.Path(dir_okay=False),
-              help="a checkpoint (tracec.save or .safetensors state dict) whose values "
-                   "the library's init_state writes (default: the values at build time)")
+              help="a checkpoint (tracec.save, torch.save or .safetensors; a state dict, "
+                   "or a training checkpoint holding one) whose values the library's "
+                   "init_state writes (default: the values at build time)")
 def build(target, arg_specs, size_specs, output, cpu_target, weights):
     """Compile FILE.py:FUNC ahead of time into a shared library + C header."""
     from tracec.aot import BuildError, build_library

@@ -26,13 +26,16 @@ def _flat(msg: str) -> str:
 
 
 def load_weights(fn, path: str) -> list[str]:
-    """Load the checkpoint ``path`` (``tracec.save`` or safetensors) into the
+    """Load the checkpoint ``path`` (``tracec.save``, ``torch.save`` or
+    safetensors) into the
     modules (and optimizers) ``fn`` reaches; returns what was loaded.
 
     Accepted: one module's ``state_dict()`` (the only module in scope, or
     the one whose keys it matches), keys prefixed by a module's variable
     name (``model.0.weight``), or a dict of such state dicts by variable
-    name (``{"model": ..., "opt": ...}``; an optimizer's state dict too)."""
+    name (``{"model": ..., "opt": ...}``; an optimizer's state dict too), or
+    a training checkpoint holding them under other names
+    (``_training_checkpoint``)."""
     from tracec import nn, optim
     from tracec.serialization import load
     try:
@@ -67,14 +70,37 @@ def load_weights(fn, path: str) -> list[str]:
             if isinstance(obj.get(var), dict):
                 plan.append((var, o, obj[var]))
         if not plan:
+            plan = _training_checkpoint(obj, modules, opts)
+        if not plan:
             raise WeightsError(f"--weights {path}: no entry named after "
-                               f"{', '.join(list(modules) + list(opts))}")
+                               f"{', '.join(list(modules) + list(opts))}, and no entry whose "
+                               "keys are a module's state_dict keys")
     for var, o, sd in plan:
         try:
             o.load_state_dict(sd)
         except Exception as e:
             raise WeightsError(f"--weights {path}: loading {var}: {_flat(e)}") from None
     return [var for var, _, _ in plan]
+
+
+def _training_checkpoint(obj: dict, modules: dict, opts: dict) -> list:
+    """The state dicts of a training checkpoint saved under other names
+    (PyTorch's tutorial: ``{"epoch": 3, "model_state_dict": ...,
+    "optimizer_state_dict": ..., "loss": ...}``): each module's is the one
+    entry whose keys are its ``state_dict()``'s; the optimizer's, with one
+    optimizer in scope and a module found, the one entry holding ``state``
+    and ``param_groups``."""
+    entries = {k: v for k, v in obj.items() if isinstance(v, dict)}
+    plan = []
+    for var, m in modules.items():
+        keys = set(m.state_dict())
+        hits = [k for k, v in entries.items() if set(v) == keys]
+        if len(hits) == 1:
+            plan.append((var, m, entries[hits[0]]))
+    saved = [v for v in entries.values() if {"state", "param_groups"} <= set(v)]
+    if plan and len(opts) == 1 and len(saved) == 1:
+        plan += [(var, o, saved[0]) for var, o in opts.items()]
+    return plan
 
 
 def snapshot(fn) -> dict:
