@@ -44,6 +44,32 @@ def test_dynamo_and_compiler_namespaces():
     assert tracec.compiler.disable(g) is g and tracec._dynamo.disable()(g) is g
 
 
+def test_config_submodules_import_as_in_gpt_fast(tmp_path):
+    """gpt-fast's ``import torch._dynamo.config`` / ``import
+    torch._inductor.config`` (submodule imports, then flags set on them), and
+    the attention backend enum printed as PyTorch prints it."""
+    import subprocess
+    import sys
+    script = tmp_path / "prog.py"
+    script.write_text(
+        "import torch._dynamo.config\n"
+        "import torch._inductor.config\n"
+        "import torch._inductor.config as ic\n"
+        "from torch._inductor import config\n"
+        "torch._inductor.config.coordinate_descent_tuning = True\n"
+        "torch._inductor.config.triton.unique_kernel_names = True\n"
+        "torch._dynamo.config.cache_size_limit = 64\n"
+        "from torch.nn.attention import SDPBackend\n"
+        "print(ic.coordinate_descent_tuning, config is ic, torch._dynamo.config.cache_size_limit,"
+        " SDPBackend.MATH, f'{SDPBackend.FLASH_ATTENTION}', int(SDPBackend.MATH))\n")
+    want = "True True 64 SDPBackend.MATH SDPBackend.FLASH_ATTENTION 0"
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == want, r.stderr   # real torch
+    r = subprocess.run([sys.executable, "-m", "tracec.cli", "run", str(script)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == want, r.stderr
+
+
 def test_checkpoint_gives_the_same_values_and_gradients():
     torch.manual_seed(0)
     lt = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))

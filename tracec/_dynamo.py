@@ -8,14 +8,19 @@ change nothing, except ``cache_size_limit``, which is what tracec calls
 """
 from __future__ import annotations
 
+import sys
+import types
+
 __all__ = ["allow_in_graph", "config", "disable", "explain", "is_compiling", "mark_dynamic", "mark_static",
            "reset"]
 
 
-class _Config:
-    """Settable attributes with Dynamo's defaults for the ones scripts read."""
+class _Config(types.ModuleType):
+    """Settable attributes with Dynamo's defaults for the ones scripts read
+    (a module: ``import torch._dynamo.config`` imports it)."""
 
     def __init__(self):
+        super().__init__(f"{__name__}.config")
         self.__dict__.update(suppress_errors=False, cache_size_limit=8,
                              accumulated_cache_size_limit=256, verbose=False,
                              capture_scalar_outputs=False, capture_dynamic_output_shape_ops=False,
@@ -28,6 +33,10 @@ class _Config:
 
 
 config = _Config()
+# A package of one submodule, so that ``import torch._dynamo.config`` (gpt-fast)
+# finds it.
+__path__: list = []
+sys.modules[config.__name__] = config
 
 
 def reset() -> None:

@@ -9,11 +9,18 @@ that come and go).
 """
 from __future__ import annotations
 
+import sys
+import types
+
 __all__ = ["config"]
 
 
-class _Config:
+class _Config(types.ModuleType):
+    """Flags as attributes (a module: ``import torch._inductor.config``
+    imports it)."""
+
     def __init__(self, name: str, **defaults):
+        super().__init__(name.replace("torch.", "tracec.", 1))
         self.__dict__["_name"] = name
         self.__dict__.update(defaults)
 
@@ -31,3 +38,8 @@ config = _Config(
     triton=_Config("torch._inductor.config.triton", unique_kernel_names=False,
                    cudagraphs=False, cudagraph_trees=True, autotune_pointwise=True,
                    descriptive_names="original_aten"))
+
+# A package of one submodule, so that ``import torch._inductor.config``
+# (gpt-fast) finds it.
+__path__: list = []
+sys.modules[config.__name__] = config

@@ -25,6 +25,11 @@ class SDPBackend(enum.IntEnum):
     CUDNN_ATTENTION = 3
     OVERRIDEABLE = 4
 
+    def __str__(self):      # PyTorch's (IntEnum prints the number since 3.11)
+        return f"SDPBackend.{self.name}"
+
+    __format__ = object.__format__
+
 
 _SWITCH = {SDPBackend.MATH: "math", SDPBackend.FLASH_ATTENTION: "flash",
            SDPBackend.EFFICIENT_ATTENTION: "mem_efficient",
