@@ -392,6 +392,16 @@ def test_repr_matches_torch():
     assert repr(nn.Linear(3, 4, bias=False)) == "Linear(in_features=3, out_features=4, bias=False)"
 
 
+def test_parameter_container_reprs_match_torch():
+    def both(make):
+        return str(make(nn, tracec)), str(make(tnn, torch))
+    for make in (lambda n, t: n.ParameterList([n.Parameter(t.zeros(2, 3)), n.Parameter(t.ones(1))]),
+                 lambda n, t: n.ParameterDict({"w": n.Parameter(t.zeros(2)),
+                                               "b": n.Parameter(t.zeros(3, 1, dtype=t.float64))})):
+        ours, theirs = both(make)   # (a plain dict's keys sorted, as PyTorch's)
+        assert ours.replace("tracec.", "torch.") == theirs   # (tracec names itself here)
+
+
 def test_zoo_names_match_torch():
     a, b = _zoo(nn, tracec), _zoo(tnn, torch)
     assert [(k, tuple(p.shape)) for k, p in a.named_parameters()] == \

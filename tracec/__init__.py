@@ -233,6 +233,10 @@ _LAZY = {
     # Loaded on first use (``tracec.distributions`` / ``import torch.distributions``):
     # ~20 ms of every import otherwise.
     "distributions": ("tracec.distributions", None),
+    # ``torch.multiprocessing.set_start_method(...)`` after a plain ``import
+    # torch`` (PyTorch imports it eagerly); ~8 ms, so on first use here.
+    "multiprocessing": ("tracec.multiprocessing", None),
+    "types": ("tracec.types", None),
     "TraceError": ("tracec.tracing", "TraceError"),
     "compile": ("tracec.compiler", "compile"),
     "mark_dynamic": ("tracec.sym_shapes", "mark_dynamic"),

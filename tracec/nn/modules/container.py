@@ -7,6 +7,9 @@ dict keys match PyTorch's for the same architecture.
 """
 from __future__ import annotations
 
+import collections
+import collections.abc
+
 import itertools
 import operator
 from collections import OrderedDict
@@ -271,13 +274,15 @@ class ModuleDict(Module):
         raise NotImplementedError("ModuleDict has no forward(); index it instead")
 
 
-def _params_repr(items) -> str:
+def _params_repr(items, typename: bool = False) -> str:
+    """PyTorch's lines: ParameterList names the dtype (``torch.float32``),
+    ParameterDict the legacy type (``torch.FloatTensor``, ``typename``)."""
     lines = []
     for k, p in items:
         if isinstance(p, Tensor):
             kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
-            lines.append(f"  ({k}): {kind} containing: [{p.dtype} of size "
-                         f"{'x'.join(map(str, p.shape))}]")
+            lines.append(f"  ({k}): {kind} containing: [{p.type() if typename else p.dtype} "
+                         f"of size {'x'.join(map(str, p.shape))}]")
         else:
             lines.append(f"  ({k}): Object of type: {type(p).__name__}")
     return "\n".join(lines)
@@ -371,10 +376,19 @@ class ParameterDict(Module):
         return (self[k] for k in self._keys)
 
     def extra_repr(self) -> str:
-        return _params_repr(self.items())
+        return _params_repr(self.items(), typename=True)
 
     def update(self, parameters) -> None:
-        items = parameters.items() if hasattr(parameters, "items") else parameters
+        """As PyTorch: an ``OrderedDict`` or ``ParameterDict`` in its order,
+        any other mapping (a plain dict too) in sorted key order, an
+        iterable of pairs in its order (the order of ``named_parameters``
+        and of the state dict's keys)."""
+        if isinstance(parameters, (collections.OrderedDict, ParameterDict)):
+            items = list(parameters.items())
+        elif isinstance(parameters, collections.abc.Mapping):
+            items = sorted(parameters.items())
+        else:
+            items = parameters
         for k, v in items:
             self[k] = v
 
