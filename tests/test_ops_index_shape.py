@@ -227,7 +227,20 @@ ERRORS = [
     (lambda L: L.meshgrid(L.zeros(2), indexing="xx"), "indexing must be one of \"xy\" or \"ij\""),
     (lambda L: L.diagonal(L.zeros(2, 3), 0, 1, 1), "diagonal dimensions cannot be identical 1, 1"),
     (lambda L: L.block_diag(L.zeros(2, 3, 3)), "Input tensors must have 2 or fewer dimensions"),
+    (lambda L: L.stack([]), "stack expects a non-empty TensorList"),
+    (lambda L: L.hstack([]), "hstack expects a non-empty TensorList"),
+    (lambda L: L.vstack(()), "vstack expects a non-empty TensorList"),
+    (lambda L: L.dstack([]), "dstack expects a non-empty TensorList"),
+    (lambda L: L.column_stack([]), "column_stack expects a non-empty TensorList"),
 ]
+
+
+@pytest.mark.parametrize("make", [lambda L: L.cat([]), lambda L: L.concat(()),
+                                  lambda L: L.concatenate([])])
+def test_cat_of_nothing_is_a_value_error_as_in_torch(make):
+    for L in (torch, tracec):
+        with pytest.raises(ValueError, match=r"torch.cat\(\): expected a non-empty list of Tensors"):
+            make(L)
 
 
 @pytest.mark.parametrize("i", range(len(ERRORS)))

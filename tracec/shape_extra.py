@@ -94,28 +94,32 @@ def atleast_3d(*tensors):
     return _atleast(tensors, 3, fix)
 
 
-def _each(tensors, make):
-    return [make(t) for t in tensors]
+def _each(tensors, make, name):
+    out = [make(t) for t in tensors]
+    if not out:
+        raise RuntimeError(f"{name} expects a non-empty TensorList")
+    return out
 
 
 def hstack(tensors):
-    ts = _each(tensors, atleast_1d)
-    return cat(ts, 0 if ts and ts[0].ndim == 1 else 1)
+    ts = _each(tensors, atleast_1d, "hstack")
+    return cat(ts, 0 if ts[0].ndim == 1 else 1)
 
 
 def vstack(tensors):
-    return cat(_each(tensors, atleast_2d), 0)
+    return cat(_each(tensors, atleast_2d, "vstack"), 0)
 
 
 row_stack = vstack
 
 
 def dstack(tensors):
-    return cat(_each(tensors, atleast_3d), 2)
+    return cat(_each(tensors, atleast_3d, "dstack"), 2)
 
 
 def column_stack(tensors):
-    return cat(_each(tensors, lambda t: reshape(t, t.numel(), 1) if t.ndim <= 1 else t), 1)
+    return cat(_each(tensors, lambda t: reshape(t, t.numel(), 1) if t.ndim <= 1 else t,
+                     "column_stack"), 1)
 
 
 def tile(input, dims):

@@ -247,7 +247,7 @@ def unflatten(input, dim, sizes):
 def cat(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
-        raise RuntimeError("cat(): expected a non-empty list of Tensors")
+        raise ValueError("torch.cat(): expected a non-empty list of Tensors")
     for t_ in tensors:
         if not isinstance(t_, Tensor):
             raise TypeError(f"cat(): expected a sequence of Tensors, got {type(t_).__name__}")
