@@ -952,3 +952,52 @@ def test_trunc_normal_samples_the_truncated_normal_fast():
     x = tracec.nn.init.trunc_normal_(tracec.empty(5000)).numpy()
     tracec.manual_seed(3)
     assert np.array_equal(x, tracec.nn.init.trunc_normal_(tracec.empty(5000)).numpy())
+
+
+def _hooked_run(n, t):
+    """Forward hooks in their PyTorch forms (with_kwargs, prepend,
+    always_call), run on library ``t``; returns what they saw and did."""
+    class Net(n.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = n.Linear(3, 4), n.Linear(4, 2)
+
+        def forward(self, x, mult=1.0):
+            return self.fc2(self.fc1(x).relu()) * mult
+    net = Net()
+    with t.no_grad():
+        for i, p in enumerate(net.parameters()):
+            p.copy_(t.linspace(-1, 1, p.numel()).view_as(p) * (i + 1))
+    order = []
+    hs = [net.register_forward_pre_hook(lambda m, a, k: (a, {**k, "mult": 2.0}), with_kwargs=True),
+          net.register_forward_hook(lambda m, a, k, o: o + k["mult"], with_kwargs=True),
+          net.register_forward_pre_hook(lambda m, a: (a[0] * 10,), prepend=True),
+          net.register_forward_hook(lambda m, a, o: order.append("last")),
+          net.register_forward_hook(lambda m, a, o: order.append("first"), prepend=True)]
+    x = t.tensor([[1.0, 2.0, 3.0]])
+    out = net(x).tolist()
+    for h in hs:
+        h.remove()
+    plain = net(x).tolist()
+    bad = net.register_forward_pre_hook(lambda m, a, k: 5, with_kwargs=True)
+    with pytest.raises(RuntimeError) as e:
+        net(x)
+    bad.remove()
+    calls = []
+
+    class Boom(n.Module):
+        def forward(self, x):
+            raise ValueError("boom")
+    b = Boom()
+    b.register_forward_hook(lambda m, a, o: calls.append(o), always_call=True)
+    with pytest.raises(ValueError):
+        b(x)
+    return out, plain, order, str(e.value), calls
+
+
+def test_forward_hooks_with_kwargs_prepend_and_always_call_as_torch():
+    ours, theirs = _hooked_run(nn, tracec), _hooked_run(tnn, torch)
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-6)
+    np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-6)
+    assert ours[2:] == theirs[2:]
+

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import itertools
 import types
+import weakref
 from collections import OrderedDict, namedtuple
 from typing import Any, Callable, Iterator, Mapping
 
@@ -205,21 +206,47 @@ class Module:
             # buffers (the trace reads and updates those objects): the trace
             # is reused only while both stay as they are.
             note_guard(self.mode_and_tensors)
-        for hook in list(self._forward_pre_hooks.values()):
-            res = hook(self, args)
-            if res is not None:
-                args = res if isinstance(res, tuple) else (res,)
+        d = self.__dict__
+        pre_kw = d.get("_forward_pre_hooks_with_kwargs") or ()
+        for hid, hook in list(self._forward_pre_hooks.items()):
+            if hid in pre_kw:
+                res = hook(self, args, kwargs)
+                if res is not None:
+                    if not (isinstance(res, tuple) and len(res) == 2):
+                        raise RuntimeError("forward pre-hook must return None or a tuple of "
+                                           f"(new_args, new_kwargs), but got {res}.")
+                    args, kwargs = res
+            else:
+                res = hook(self, args)
+                if res is not None:
+                    args = res if isinstance(res, tuple) else (res,)
         bw_state = None
         if has_backward_hooks(self):
             args, bw_state = wrap_inputs(self, args)
-        out = self.forward(*args, **kwargs)
-        for hook in list(self._forward_hooks.values()):
-            res = hook(self, args, out)
+        always = d.get("_forward_hooks_always_called") or ()
+        try:
+            out = self.forward(*args, **kwargs)
+        except Exception:
+            # (PyTorch's always_call: such hooks run even when forward raises)
+            for hid, hook in list(self._forward_hooks.items()):
+                if hid in always:
+                    try:
+                        self._run_forward_hook(hid, hook, args, kwargs, None)
+                    except Exception:
+                        pass
+            raise
+        for hid, hook in list(self._forward_hooks.items()):
+            res = self._run_forward_hook(hid, hook, args, kwargs, out)
             if res is not None:
                 out = res
         if bw_state is not None:
             out = wrap_outputs(bw_state, out)
         return out
+
+    def _run_forward_hook(self, hid, hook, args, kwargs, out):
+        if hid in (self.__dict__.get("_forward_hooks_with_kwargs") or ()):
+            return hook(self, args, kwargs, out)
+        return hook(self, args, out)
 
     @epoch_covered
     def mode_and_tensors(self) -> tuple:
@@ -252,15 +279,35 @@ class Module:
                 and all(deep_immutable(v) for k, v in d.items()
                         if k[0] != "_" and type(v) is tuple))
 
-    def register_forward_hook(self, hook: Callable) -> _RemovableHandle:
-        h = _RemovableHandle(self._forward_hooks)
-        self._forward_hooks[h.id] = hook
+    def register_forward_hook(self, hook: Callable, *, prepend: bool = False,
+                              with_kwargs: bool = False, always_call: bool = False
+                              ) -> _RemovableHandle:
+        """``hook(module, args, output)`` (``with_kwargs``: ``hook(module,
+        args, kwargs, output)``) after ``forward``; a non-None result
+        replaces the output.  ``always_call``: also when forward raises."""
+        h = self._add_hook("_forward_hooks", hook, prepend)
+        if with_kwargs:
+            self._flag_hook("_forward_hooks_with_kwargs", h)
+        if always_call:
+            self._flag_hook("_forward_hooks_always_called", h)
         return h
 
-    def register_forward_pre_hook(self, hook: Callable) -> _RemovableHandle:
-        h = _RemovableHandle(self._forward_pre_hooks)
-        self._forward_pre_hooks[h.id] = hook
+    def register_forward_pre_hook(self, hook: Callable, *, prepend: bool = False,
+                                  with_kwargs: bool = False) -> _RemovableHandle:
+        """``hook(module, args)`` before ``forward``: a non-None result
+        replaces the args (a non-tuple is wrapped); ``with_kwargs``:
+        ``hook(module, args, kwargs)`` returning None or ``(args, kwargs)``."""
+        h = self._add_hook("_forward_pre_hooks", hook, prepend)
+        if with_kwargs:
+            self._flag_hook("_forward_pre_hooks_with_kwargs", h)
         return h
+
+    def _flag_hook(self, table: str, handle) -> None:
+        """Mark the hook of ``handle`` in the flag table ``table`` (a dict of
+        hook ids); removing the handle unmarks it."""
+        flags = self._hook_table(table)
+        flags[handle.id] = True
+        handle.extra_dict_ref += (weakref.ref(flags),)
 
     def register_full_backward_hook(self, hook: Callable, prepend: bool = False
                                     ) -> _RemovableHandle:
