@@ -197,6 +197,12 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             return S.clone(x)
         raise IndexError("tuple index out of range" if x.ndim == 0 else
                          "Dimension out of range (expected to be in range of [-1, 0], but got 1)")
+    c = x.shape[1]
+    if type(c) is int:      # (a symbolic channel count is checked by the ops)
+        for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                        ("weight", weight), ("bias", bias)):
+            if t is not None and t.numel() != c:
+                raise RuntimeError(f"{name} should contain {c} elements not {t.numel()}")
     shape = _channel_shape(x)
     axes = (0,) + tuple(range(2, x.ndim))
     if training:

@@ -157,16 +157,31 @@ def broadcast_shapes(*shapes: tuple) -> tuple:
             if d != 1:
                 if size != 1 and size != d:
                     both = " and ".join(str(tuple(s)) for s in shapes)
-                    if len(shapes) == 2:   # PyTorch's sentence, then the shapes
+                    if len(shapes) == 2:
+                        # PyTorch's sentence, for the last dimension that
+                        # differs (its check runs from the trailing end),
+                        # then both shapes
+                        k, da, db = next(
+                            (k, da, db) for k in reversed(range(ndim))
+                            for da, db in [(_size_at(shapes[0], k, ndim),
+                                            _size_at(shapes[1], k, ndim))]
+                            if da != db and da != 1 and db != 1)
                         raise ShapeError(
-                            f"The size of tensor a ({size}) must match the size of tensor b "
-                            f"({d}) at non-singleton dimension {i} (broadcasting shapes "
+                            f"The size of tensor a ({da}) must match the size of tensor b "
+                            f"({db}) at non-singleton dimension {k} (broadcasting shapes "
                             f"{both})")
                     raise ShapeError(f"shapes {both} cannot be broadcast together (size "
                                      f"{size} vs {d} at dimension {i - ndim})")
                 size = d
         out.append(size)
     return tuple(out)
+
+
+def _size_at(shape: tuple, k: int, ndim: int):
+    """Dimension ``k`` of ``shape`` right-aligned to ``ndim`` dimensions (1
+    where it has none)."""
+    j = k - ndim + len(shape)
+    return shape[j] if j >= 0 else 1
 
 
 def normalize_axis(axis: int, ndim: int) -> int:
