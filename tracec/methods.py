@@ -14,6 +14,7 @@ from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import indexing, shape_ops as S
 from tracec.symbolic import Sym
+from tracec.runtime_int import RuntimeInt, operand as runtime_operand
 from tracec.sym_scalar import SymScalar
 from tracec.tensor import OP_OBSERVERS, RECORDERS, Tensor, weak_scalar
 
@@ -225,6 +226,8 @@ def filled(self, value, grad_fn_name="FillBackward0"):
 
 
 def _fill(self, value, _op="fill_"):
+    if type(value) is RuntimeInt:      # a number read at run time: its tensor
+        value = runtime_operand(value)
     value = dt.check_fits(value, self.dtype)
     name = "ZeroBackward0" if _op == "zero_" else (
         "FillBackward3" if isinstance(value, Tensor) else "FillBackward2")

@@ -1,0 +1,620 @@
+"""Integers read from tensor data at run time inside ``tracec.compile``
+(MoCo's queue pointer: guards.md row 24g).
+
+While a call is recorded, ``int(t)`` or ``t.item()`` of a one-element
+integer tensor that existed before the call and is not an argument (a
+``queue_ptr`` buffer), read before the call wrote it, gives a
+``RuntimeInt``: its ``value`` is this call's number, its ``tensor`` a 0-d
+int64 copy of the buffer made by recorded ops, so every compiled call reads
+the number from the buffer (a load in native code) instead of a guard
+making one trace per value:
+
+  * ``+ - * // %`` and unary ``-`` with ints, symbolic sizes and other
+    ``RuntimeInt``s give ``RuntimeInt``s (recorded tensor arithmetic,
+    Python's floor semantics); a sum with a constant remembers its base and
+    offset, so ``ptr + B - ptr`` is known to be ``B``;
+  * ``x[..., ptr:ptr + L, ...]`` (``L`` a number or a symbolic size) and
+    ``x[ptr]`` read ``L`` (one) elements from a run-time start: the trace
+    records a gather at ``ptr + iota(L)`` after a run-time ``check`` that
+    ``0 <= ptr <= size - L`` (``getitem``); ``x[..., ptr:ptr + L] = v``
+    records the same slab written back with ``where`` (``setitem``);
+    autograd through both is that of ``take``/``index_add``/``where``;
+  * written into a tensor (``buf[0] = ptr``, ``fill_(ptr)``,
+    ``tensor(ptr)``, an operand of a tensor op) it is its tensor.
+
+The value is never silently frozen: every other use (a comparison,
+``bool()``, ``int()``, ``range(ptr)``, a size, a slice whose length is not
+fixed, formatting, a number kept after the call or returned) *specializes*
+the trace on it, as before this module existed: a guard on the entry value
+of each buffer it came from (``Reader.specialize``), a note in
+``cache_info()``.  Eager values of the traced call are exact: a dynamic
+slice hands the user a real view at this call's offset (its IR value is
+the gather), and replaying that view's chain (a write through it, a read
+after its base changed: ``view_replayed``) specializes too, so aliasing
+stays eager's.
+
+``int()`` must return an exact ``int`` (CPython copies a subclass), so for
+``name = int(buf)`` the plain number is returned and the local ``name`` is
+rebound to the ``RuntimeInt`` right after the store (a one-frame opcode
+trace, ``_rebind_after_store``); ``int(buf)`` used any other way, or while
+another tracer (a debugger, coverage) is installed, specializes.
+
+Invariant: outside a recording no live ``RuntimeInt`` exists (``ACTIVE`` is
+empty); once the recording ends every ``RuntimeInt`` it made is inert and
+computes as its ``value``, and the trace is specialized on any one that
+escaped (``Reader.finish``).
+"""
+from __future__ import annotations
+
+import dis
+import sys
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec.symbolic import Sym, hint_of
+
+__all__ = ["RuntimeInt", "Reader", "ACTIVE", "in_key", "getitem", "setitem", "operand",
+           "view_replayed", "SPECIALIZE_ON_REPLAY"]
+
+#: The ``Reader`` of the recording in progress once it handed out a
+#: ``RuntimeInt`` (at most one), else empty: indexing scans a key only then.
+ACTIVE: list = []
+
+#: ``id(params) -> RuntimeInt``: the view steps (``(prim, params, aval)`` of
+#: a ``_view_chain``) of slices made at a run-time offset; replaying one
+#: specializes the trace on the offset (``view_replayed``).
+SPECIALIZE_ON_REPLAY: dict = {}
+
+_MAX_INT64 = (1 << 63) - 1
+
+
+class RuntimeInt:
+    """An integer the compiled code reads at run time (see the module
+    docstring).  ``value``: this call's number; ``tensor``: its 0-d int64
+    tracec tensor; ``base``/``offset``: this is ``base + offset`` (``base``
+    None: it is its own base); ``sources``: the ``(buffer, entry value,
+    where)`` reads it depends on; ``reader``: the recording's ``Reader``, or
+    None once inert."""
+
+    __slots__ = ("value", "tensor", "base", "offset", "sources", "reader", "text")
+
+    def __init__(self, value, tensor, sources, reader, text, base=None, offset=0):
+        self.value, self.tensor, self.sources, self.reader = value, tensor, sources, reader
+        self.text, self.base, self.offset = text, base, offset
+
+    def _live(self) -> bool:
+        r = self.reader
+        return r is not None and not r.rec.suspended
+
+    def use(self, why: str) -> int:
+        """The number, for a use the compiled code cannot read at run time:
+        the trace specializes on it."""
+        if self._live():
+            self.reader.specialize(self, why)
+        return self.value
+
+    # --- recorded arithmetic ----------------------------------------------------
+
+    def _arith(self, other, sym, reflected=False):
+        if type(other) is RuntimeInt:
+            if not (self._live() and other.reader is self.reader):
+                return _PY_OPS[sym](*((other.value, self.use(sym))
+                                      if reflected else (self.use(sym), other.value)))
+            ov, ot = other.value, other.tensor
+        elif isinstance(other, (int, np.integer)) and not isinstance(other, (bool, np.bool_)):
+            ov = ot = int(other)
+        elif isinstance(other, Sym):
+            ov, ot = hint_of(other), other
+            if ov is None:
+                return NotImplemented
+        elif isinstance(other, bool):
+            ov = ot = int(other)
+        else:
+            return NotImplemented      # a float, a Tensor: its own reflected method
+        a, b = (ov, self.value) if reflected else (self.value, ov)
+        value = _PY_OPS[sym](a, b)     # eager's number first (ZeroDivisionError as Python)
+        if not self._live():
+            return value
+        if not -_MAX_INT64 - 1 <= value <= _MAX_INT64:
+            return _PY_OPS[sym](*((ov, self.use(sym)) if reflected else (self.use(sym), ov)))
+        ta, tb = (ot, self.tensor) if reflected else (self.tensor, ot)
+        tensor = _TENSOR_OPS[sym](ta, tb)
+        base, offset = None, 0
+        if type(other) is not RuntimeInt and sym in "+-" and not (reflected and sym == "-"):
+            base = self.base if self.base is not None else self
+            offset = self.offset + (ot if sym == "+" else -ot)
+            if isinstance(offset, int) and offset == 0:
+                return base
+        text = f"({other.text if type(other) is RuntimeInt else ot} {sym} {self.text})" \
+            if reflected else f"({self.text} {sym} {other.text if type(other) is RuntimeInt else ot})"
+        sources = self.sources + (other.sources if type(other) is RuntimeInt else ())
+        return self.reader.make(value, tensor, sources, text, base, offset)
+
+    def __add__(self, o): return self._arith(o, "+")
+    def __radd__(self, o): return self._arith(o, "+", True)
+    def __sub__(self, o): return self._arith(o, "-")
+    def __rsub__(self, o): return self._arith(o, "-", True)
+    def __mul__(self, o): return self._arith(o, "*")
+    def __rmul__(self, o): return self._arith(o, "*", True)
+    def __floordiv__(self, o): return self._arith(o, "//")
+    def __rfloordiv__(self, o): return self._arith(o, "//", True)
+    def __mod__(self, o): return self._arith(o, "%")
+    def __rmod__(self, o): return self._arith(o, "%", True)
+
+    def __neg__(self):
+        return self._arith(-1, "*")
+
+    def __pos__(self):
+        return self
+
+    # --- uses that need the number: specialized ------------------------------------
+
+    def __index__(self): return self.use("used as an index or size (__index__)")
+    def __int__(self): return self.use("int()")
+    def __float__(self): return float(self.use("float()"))
+    def __complex__(self): return complex(self.use("complex()"))
+    def __bool__(self): return bool(self.use("bool()"))
+    def __hash__(self): return hash(self.use("hash() (a dict key, a set)"))
+    def __str__(self): return str(self.use("str()"))
+    def __repr__(self): return repr(self.use("repr()"))
+    def __format__(self, spec): return format(self.use("formatting"), spec)
+    def __round__(self, n=None): return round(self.use("round()"), n)
+    def __trunc__(self): return self.use("math.trunc()")
+    def __floor__(self): return self.use("math.floor()")
+    def __ceil__(self): return self.use("math.ceil()")
+    def __abs__(self): return abs(self.use("abs()"))
+    def __invert__(self): return ~self.use("~")
+
+    def _compare(self, other, op):
+        if type(other) is RuntimeInt:
+            other = other.use(f"a comparison ({op})")
+        if isinstance(other, Sym):
+            other = int(other)
+        return _PY_OPS[op](self.use(f"a comparison ({op})"), other)
+
+    def __eq__(self, o): return self._compare(o, "==")
+    def __ne__(self, o): return self._compare(o, "!=")
+    def __lt__(self, o): return self._compare(o, "<")
+    def __le__(self, o): return self._compare(o, "<=")
+    def __gt__(self, o): return self._compare(o, ">")
+    def __ge__(self, o): return self._compare(o, ">=")
+
+    def _plain(self, o, sym, reflected=False):
+        o = o.use(sym) if type(o) is RuntimeInt else o
+        v = self.use(sym)
+        return _PY_OPS[sym](o, v) if reflected else _PY_OPS[sym](v, o)
+
+    def __truediv__(self, o): return self._plain(o, "/")
+    def __rtruediv__(self, o): return self._plain(o, "/", True)
+    def __pow__(self, o): return self._plain(o, "**")
+    def __rpow__(self, o): return self._plain(o, "**", True)
+    def __and__(self, o): return self._plain(o, "&")
+    def __rand__(self, o): return self._plain(o, "&", True)
+    def __or__(self, o): return self._plain(o, "|")
+    def __ror__(self, o): return self._plain(o, "|", True)
+    def __xor__(self, o): return self._plain(o, "^")
+    def __rxor__(self, o): return self._plain(o, "^", True)
+    def __lshift__(self, o): return self._plain(o, "<<")
+    def __rlshift__(self, o): return self._plain(o, "<<", True)
+    def __rshift__(self, o): return self._plain(o, ">>")
+    def __rrshift__(self, o): return self._plain(o, ">>", True)
+    def __divmod__(self, o): return self._plain(o, "divmod")
+    def __rdivmod__(self, o): return self._plain(o, "divmod", True)
+
+
+def _floordiv(a, b):
+    return a // b
+
+
+_PY_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+           "//": _floordiv, "%": lambda a, b: a % b, "/": lambda a, b: a / b,
+           "**": lambda a, b: a ** b, "&": lambda a, b: a & b, "|": lambda a, b: a | b,
+           "^": lambda a, b: a ^ b, "<<": lambda a, b: a << b, ">>": lambda a, b: a >> b,
+           "divmod": divmod, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
+           "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+           ">=": lambda a, b: a >= b}
+
+
+def _as_tensor(x, like):
+    from tracec import ops
+    from tracec.tensor import Tensor
+    if isinstance(x, Tensor):
+        return x
+    # a number or a symbolic size: a 0-d int64 value (a size: read at run time)
+    return ops.full((), x, dt.int64, like=like)
+
+
+def _t_op(name):
+    def apply(a, b):
+        from tracec.tensor import Tensor
+        like = a if isinstance(a, Tensor) else b
+        a, b = _as_tensor(a, like), _as_tensor(b, like)
+        return getattr(a, name)(b)
+    return apply
+
+
+_TENSOR_OPS = {"+": _t_op("__add__"), "-": _t_op("__sub__"), "*": _t_op("__mul__"),
+               "//": _t_op("__floordiv__"), "%": _t_op("__mod__")}
+
+
+class Reader:
+    """The ``RuntimeInt``s of one recording (``Recording.runtime``)."""
+
+    def __init__(self, rec):
+        self.rec = rec
+        self.made: list = []
+        #: ``(id of the buffer, "int()" or "item()", where)`` of each read
+        self.reads: list = []
+        #: sentences for ``cache_info()``: the numbers that were specialized
+        self.notes: list = []
+        self._guarded: set = set()
+
+    # --- making ---------------------------------------------------------------------
+
+    def make(self, value, tensor, sources, text, base=None, offset=0) -> RuntimeInt:
+        ri = RuntimeInt(value, tensor, sources, self, text, base, offset)
+        self.made.append(ri)
+        return ri
+
+    def read(self, t, how: str, where) -> RuntimeInt:
+        """The ``RuntimeInt`` of ``t``'s value (a one-element integer
+        tensor: see ``eligible``)."""
+        from tracec import ops
+        from tracec.tracing import format_location
+        value = int(t._data.reshape(-1)[0])
+        # a copy (cast always copies): the buffer may be written later in the call
+        tensor = ops.cast(ops.reshape(t.detach(), ()), dt.int64)
+        self.reads.append((id(t), how, format_location(where)))
+        if not ACTIVE:
+            ACTIVE.append(self)
+        return self.make(value, tensor, ((t, value, where),),
+                         f"{how} at {format_location(where)}")
+
+    def eligible(self, t) -> bool:
+        """``t`` is a one-element integer tensor that existed before the call,
+        is not an argument, and was not written in the call so far."""
+        rec = self.rec
+        if rec.suspended or t.numel() != 1 or t.dtype.category != 1 or t.dtype is dt.bool_ \
+                or type(t._data) is not np.ndarray or id(t) in rec.arg_position \
+                or t._birth == rec.epoch or t._base is not None:
+            return False
+        from tracec.creation import GENERATOR_STATES
+        if GENERATOR_STATES.get(id(t)) is t:
+            return False
+        e = rec.env.get(id(t))
+        if e is None:
+            return True
+        # read already (a second int()): still its entry value?
+        return e[0] is t and any(spec.kind == "state" and spec.source is t
+                                 for spec in rec.inputs) and e[1] in rec.block.args
+
+    def read_at_run_time(self) -> list:
+        """The reads no use specialized: ``[(id of the tensor, how, where)]``."""
+        return [r for r in self.reads if r[0] not in self._guarded]
+
+    # --- specializing ---------------------------------------------------------------
+
+    def specialize(self, ri: RuntimeInt, why: str) -> None:
+        """Guard the trace on the entry value of every buffer ``ri`` comes
+        from (the use needs the number itself)."""
+        from tracec.tracing import TensorValue, format_location, user_location
+        new = [s for s in ri.sources if id(s[0]) not in self._guarded]
+        if not new:
+            return
+        where = format_location(user_location())
+        for t, value, src in new:
+            self._guarded.add(id(t))
+            snap = TensorValue(t)
+            if snap not in self.rec._guard_seen:
+                self.rec._guard_seen.add(snap)
+                self.rec.guards.append((snap, value))
+            self.notes.append(
+                f"{where}: the number read from a tensor at {format_location(src)} is "
+                f"{why}; the trace is specialized on its value {value} (another value "
+                "retraces)")
+
+    def specialize_all(self, x, why):
+        """``x`` (a key, a value) with every ``RuntimeInt`` in it as its number."""
+        if type(x) is RuntimeInt:
+            return x.use(why)
+        if type(x) is slice:
+            return slice(*(self.specialize_all(v, why) for v in (x.start, x.stop, x.step)))
+        if type(x) is tuple:
+            return tuple(self.specialize_all(v, why) for v in x)
+        return x
+
+    # --- the end of the call ----------------------------------------------------------
+
+    def finish(self, result):
+        """The call returned ``result``: the ``RuntimeInt``s in it (in
+        tuples, lists and dicts) become their numbers, specialized, as do
+        those kept anywhere else; all become inert.  Returns ``result``."""
+        result = _returned(result, self)
+        self.close()
+        made = self.made
+        for i in range(len(made)):
+            made[i].base = made[i].tensor = None   # (links that count as references)
+        for i in range(len(made)):
+            if sys.getrefcount(made[i]) > 2:
+                if not self.rec.suspended:
+                    self.specialize(made[i], "kept after the call (an attribute, a global, a "
+                                             "container)")
+            made[i].reader = None
+        self.made = []
+        return result
+
+    def close(self) -> None:
+        """Stop handing out and tracking (also after a call that raised)."""
+        if self in ACTIVE:
+            ACTIVE.remove(self)
+        for ri in self.made:        # (a call that raised: finish did not run)
+            ri.reader = None
+        for k in [k for k, v in SPECIALIZE_ON_REPLAY.items() if v.reader is self]:
+            del SPECIALIZE_ON_REPLAY[k]
+        _stop_rebinding()
+
+
+def _returned(x, reader):
+    if type(x) is RuntimeInt:
+        return x.use("returned by the function") if x.reader is reader else x.value
+    if type(x) in (tuple, list):
+        ys = [_returned(v, reader) for v in x]
+        return x if all(a is b for a, b in zip(x, ys)) else type(x)(ys)
+    if type(x) is dict:
+        ys = {k: _returned(v, reader) for k, v in x.items()}
+        return x if all(ys[k] is v for k, v in x.items()) else ys
+    return x
+
+
+# --- making: int() and item() ---------------------------------------------------------
+
+def on_item(rec, t, caller):
+    """``Recording.on_item`` for an integer tensor: what ``item()`` gives
+    (a ``RuntimeInt``, or for ``name = int(t)`` the number, ``name`` being
+    rebound after the store), or None (``on_concrete`` decides as before)."""
+    from tracec.tensor import Tensor
+    from tracec.tracing import user_location
+    reader = rec.runtime
+    if not reader.eligible(t):
+        return None
+    code = caller.f_code
+    is_int = code is Tensor.__int__.__code__
+    if is_int or code is Tensor.__index__.__code__:
+        user = caller.f_back
+        if user is None or sys.gettrace() is not None or _PENDING:
+            return None
+        target = _store_after_call(user)
+        if target is None:
+            return None
+        ri = reader.read(t, "int()" if is_int else "__index__()", user_location())
+        _rebind_after_store(user, target, ri)
+        return ri.value
+    if code.co_filename.startswith(_TRACEC_DIR) and "/tests/" not in code.co_filename:
+        return None          # tracec's own code: a number it needs (specialized as before)
+    return reader.read(t, "item()", user_location())
+
+
+_TRACEC_DIR = __file__.rsplit("/", 1)[0]
+
+
+_INSTRUCTIONS: dict = {}
+
+
+def _store_after_call(frame):
+    """``(local name, offset of its store)`` if the instruction after the
+    call ``frame`` is executing stores the result in a local (``ptr =
+    int(buf)``), else None."""
+    code = frame.f_code
+    ins = _INSTRUCTIONS.get(code)
+    if ins is None:
+        ins = _INSTRUCTIONS[code] = [i for i in dis.get_instructions(code)]
+    for k, i in enumerate(ins):
+        if i.offset == frame.f_lasti:
+            if not i.opname.startswith("CALL") or k + 1 >= len(ins):
+                return None
+            nxt = ins[k + 1]
+            if nxt.opname == "STORE_FAST":
+                return nxt.argval, nxt.offset
+            return None
+    return None
+
+
+#: the rebinding in progress (at most one): [frame, previous f_trace settings]
+_PENDING: list = []
+
+
+def _rebind_after_store(frame, target, ri) -> None:
+    """Once ``frame`` has executed its store to the local ``target[0]``,
+    rebind that local to ``ri`` (a trace function may write ``f_locals``:
+    CPython copies them back to the frame after it returns)."""
+    name, store_at = target
+
+    def local(f, event, arg):
+        if event == "opcode" and f.f_lasti != store_at:
+            f.f_locals[name] = ri
+            _stop_rebinding()
+            return None
+        return local
+
+    _PENDING.append((frame, frame.f_trace, frame.f_trace_opcodes))
+    sys.settrace(_no_trace)
+    frame.f_trace = local
+    frame.f_trace_opcodes = True
+
+
+def _no_trace(frame, event, arg):
+    return None
+
+
+def _stop_rebinding() -> None:
+    if _PENDING:
+        frame, f_trace, opcodes = _PENDING.pop()
+        frame.f_trace, frame.f_trace_opcodes = f_trace, opcodes
+        sys.settrace(None)
+
+
+# --- uses: tensor operands, indexing --------------------------------------------------
+
+def operand(x):
+    """``x`` (a ``RuntimeInt``) as a tensor operand: its 0-d int64 tensor
+    while recording, else its number."""
+    if x._live():
+        return x.tensor
+    return x.value
+
+
+def in_key(key) -> bool:
+    """Whether an index key holds a ``RuntimeInt`` (as an index or a slice bound)."""
+    for k in (key if type(key) is tuple else (key,)):
+        if type(k) is RuntimeInt:
+            return True
+        if type(k) is slice and (type(k.start) is RuntimeInt or type(k.stop) is RuntimeInt
+                                 or type(k.step) is RuntimeInt):
+            return True
+    return False
+
+
+def _dynamic_item(x, key, what):
+    """``(items, position, dim, start RuntimeInt, length, drop)`` for a key
+    with one slice ``ptr:ptr + L`` (or index ``ptr``) at a run-time start,
+    in range at this call; else ``(key with every RuntimeInt specialized,)``."""
+    reader = ACTIVE[0] if ACTIVE else None
+    items = key if type(key) is tuple else (key,)
+    if reader is None or reader.rec.suspended:
+        return (_plain_key(key),)
+    found, why = [], None
+    ok_types = all(type(k) in (int, slice, RuntimeInt) or k is Ellipsis for k in items) \
+        and sum(k is Ellipsis for k in items) <= 1
+    if not ok_types:
+        why = f"a slice bound in an index with None, tensors or lists ({what})"
+    else:
+        for p, k in enumerate(items):
+            if type(k) is RuntimeInt:
+                found.append((p, k, 1, True))
+            elif type(k) is slice and any(type(v) is RuntimeInt for v in (k.start, k.stop, k.step)):
+                a, b = k.start, k.stop
+                step_ok = k.step is None or (type(k.step) is int and k.step == 1)
+                if step_ok and type(a) is RuntimeInt and type(b) is RuntimeInt and a.reader is \
+                        reader and b.reader is reader and _root(a) is _root(b):
+                    length = b.offset - a.offset
+                    if isinstance(length, Sym) or length >= 0:
+                        found.append((p, a, length, False))
+                        continue
+                why = (f"a slice bound whose slice length is not a fixed number ({what}: "
+                       "only ptr:ptr + L with L a number or a size reads at a run-time offset)")
+                break
+        if why is None and len(found) != 1:
+            why = f"one of several run-time slice offsets in one index ({what})"
+    if why is None:
+        p, start, length, drop = found[0]
+        nd = x.ndim
+        if Ellipsis in items:
+            e = items.index(Ellipsis)
+            dim = p if p < e else nd - (len(items) - p)
+        else:
+            dim = p
+        used = sum(1 for k in items if k is not Ellipsis)
+        size = x.shape[dim] if used <= nd else None
+        v = start.value
+        hl = hint_of(length)
+        hs = hint_of(size) if size is not None else None
+        if used > nd or hs is None:
+            why = f"an index that does not fit the tensor ({what})"
+        elif not (0 <= v and v + hl <= hs):
+            why = (f"a slice start out of range at this call ({what}: {v} with length {hl} "
+                   f"for a dimension of size {hs}; eager's clamping is kept)")
+        else:
+            return items, p, dim, start, length, drop, size
+    for k in items:
+        for v in ((k.start, k.stop, k.step) if type(k) is slice else (k,)):
+            if type(v) is RuntimeInt and v.reader is reader:
+                v.use(why)
+    return (_plain_key(key),)
+
+
+def _root(ri):
+    return ri if ri.base is None else ri.base
+
+
+def _plain_key(key):
+    def num(v):
+        return v.value if type(v) is RuntimeInt else v
+    if type(key) is tuple:
+        return tuple(_plain_key(k) for k in key)
+    if type(key) is slice:
+        return slice(num(key.start), num(key.stop), num(key.step))
+    return num(key)
+
+
+def _positions(x, start, length, size, where):
+    """``start + iota(length)`` as int64, after a run-time check that the
+    slab lies inside the dimension (else a RuntimeError naming the line)."""
+    from tracec import ops
+    s = start.tensor
+    last = size - length          # (a size expression where either is symbolic)
+    ok = ops.logical_and(ops.ge(s, 0), ops.le(s, _as_tensor(last, s)))
+    text = f"{where}: a slice of {length} element(s) at an offset read from a tensor at run " \
+        f"time ({start.text}) must lie inside its dimension of size {size}: the offset " \
+        f"must be in [0, {last}]. Eager slicing would clamp a start out of range (giving " \
+        "another shape), which this compiled code cannot; call the function eagerly for " \
+        "such values"
+    s = ops.check(s, ok, text)
+    return ops.add(ops.iota((length,), dt.int64, 0, like=x), s)
+
+
+def _rest_key(items, p, drop):
+    """The key with the dynamic item replaced (the slab is already cut)."""
+    return items[:p] + ((0,) if drop else (slice(None),)) + items[p + 1:]
+
+
+def getitem(x, key):
+    """``x[key]`` with a ``RuntimeInt`` in ``key`` (see the module docstring)."""
+    from tracec import indexing, ops
+    from tracec.tracing import format_location, user_location
+    d = _dynamic_item(x, key, "an index read")
+    if len(d) == 1:
+        return indexing.getitem(x, d[0])
+    items, p, dim, start, length, drop, size = d
+    rec = start.reader.rec
+    # eager: a view at this call's offset (exact aliasing); the IR: a gather
+    y = indexing.getitem(x, _plain_key(items))
+    pos = _positions(x, start, length, size, format_location(user_location()))
+    slab = ops.take(x, pos, dim)
+    yd = indexing.getitem(slab, _rest_key(items, p, drop))
+    rec.env[id(y)] = (y, rec.value_of(yd))
+    chain = y._view_chain or ()
+    base_len = len(x._view_chain or ())
+    for step in chain[base_len:]:
+        SPECIALIZE_ON_REPLAY[id(step[1])] = start
+    return y
+
+
+def setitem(x, key, value):
+    """``x[key] = value`` with a ``RuntimeInt`` in ``key``: the slab at the
+    run-time offset is gathered, written (``slab[rest] = value``: eager's
+    casts, broadcasts and errors), and put back with ``where``."""
+    from tracec import indexing, ops
+    from tracec.tracing import format_location, user_location
+    d = _dynamic_item(x, key, "an indexed write")
+    if len(d) == 1:
+        return indexing.setitem(x, d[0], value)
+    items, p, dim, start, length, drop, size = d
+    pos = _positions(x, start, length, size, format_location(user_location()))
+    slab = ops.take(x, pos, dim)
+    indexing.setitem(slab, _rest_key(items, p, drop), value)
+    shape = tuple(size if i == dim else 1 for i in range(x.ndim))
+    at = ops.iota(shape, dt.int64, dim, like=x)
+    s = start.tensor
+    hit = ops.logical_and(ops.ge(at, s), ops.lt(at, ops.add(s, _as_tensor(length, s))))
+    spread = ops.index_add(ops.zeros(tuple(x.shape), x.dtype, like=x), pos, slab, dim)
+    x._assign(ops.where(hit, spread, x), "setitem")
+
+
+def view_replayed(chain) -> None:
+    """A view chain is replayed (a write through the view, a read after its
+    base changed): its run-time offsets are specialized."""
+    for step in chain:
+        ri = SPECIALIZE_ON_REPLAY.get(id(step[1]))
+        if ri is not None:
+            ri.use("the offset of a view written through, or read after its base changed")
