@@ -43,6 +43,9 @@ def _operand(x, name):
         return x
     if type(x) is SymScalar:
         return concrete_operand(x)
+    if type(x).__name__ == "RuntimeInt":     # read at run time (tracec.runtime_int)
+        from tracec.runtime_int import operand
+        return operand(x)
     if type(x) is ItemValue:    # refused while tracing (it would be a constant)
         return x.use(f"an operand of {name}()")
     if isinstance(x, np.ndarray):

@@ -389,13 +389,19 @@ def setitem(x: Tensor, key, value):
     if new.dtype is not x.dtype:
         new = ops.cast(new, x.dtype)
     if tuple(new.shape) != tuple(view.shape):
-        try:
-            new = ops.broadcast_to(_drop_leading_ones(new, view.ndim), view.shape)
-        except Exception:
-            raise RuntimeError(f"shape mismatch: value tensor of shape {list(new.shape)} cannot "
-                               f"be broadcast to indexing result of shape "
-                               f"{list(view.shape)}") from None
+        new = broadcast_value(new, view.shape)
     view._assign(new, "setitem")
+
+
+def broadcast_value(new, shape):
+    """The value of ``x[key] = new`` broadcast to the indexed ``shape``, or
+    PyTorch's error."""
+    try:
+        return ops.broadcast_to(_drop_leading_ones(new, len(shape)), tuple(shape))
+    except Exception:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(new.shape)} cannot "
+                           f"be broadcast to indexing result of shape "
+                           f"{list(shape)}") from None
 
 
 def _mask_fill_key(x, key, value) -> bool:

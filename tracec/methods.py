@@ -72,6 +72,8 @@ Tensor.__setitem__ = indexing.setitem
 
 def _binop(fn, reflected=False):
     def op(self, other):
+        if type(other) is RuntimeInt:
+            other = runtime_int_operand(self, other)
         if not isinstance(other, (Tensor, int, float, bool, complex, np.number, np.bool_, np.ndarray,
                                   Sym, SymScalar)):
             return NotImplemented
@@ -223,6 +225,17 @@ def filled(self, value, grad_fn_name="FillBackward0"):
         return S.expand(value.to(self.dtype), *self.shape) if value.ndim == 0 else value
     with graph.no_grad():
         return Tensor._make(np.full(self.shape, value, self.dtype.np), self.dtype)
+
+
+def runtime_int_operand(x, n):
+    """The ``RuntimeInt`` ``n`` (tracec.runtime_int) as an operand of
+    tensor ``x``: its 0-d int64 tensor, in ``x``'s integer dtype (a Python
+    int takes an integer tensor's dtype, a 0-d int64 tensor would widen a
+    0-d one), or its number once inert."""
+    t = runtime_operand(n)
+    if isinstance(t, Tensor) and x.dtype.category == 1 and x.dtype is not t.dtype:
+        t = t.to(x.dtype)
+    return t
 
 
 def _fill(self, value, _op="fill_"):

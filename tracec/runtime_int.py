@@ -310,9 +310,9 @@ class Reader:
                 self.rec._guard_seen.add(snap)
                 self.rec.guards.append((snap, value))
             self.notes.append(
-                f"{where}: the number read from a tensor at {format_location(src)} is "
-                f"{why}; the trace is specialized on its value {value} (another value "
-                "retraces)")
+                f"{where}: the number read from a tensor at {format_location(src)} is used "
+                f"here ({why}), which compiled code cannot read at run time: the trace is "
+                f"specialized on its value {value} (a guard: another value retraces)")
 
     def specialize_all(self, x, why):
         """``x`` (a key, a value) with every ``RuntimeInt`` in it as its number."""
@@ -348,10 +348,9 @@ class Reader:
         """Stop handing out and tracking (also after a call that raised)."""
         if self in ACTIVE:
             ACTIVE.remove(self)
+        SPECIALIZE_ON_REPLAY.clear()   # (one recording at a time)
         for ri in self.made:        # (a call that raised: finish did not run)
             ri.reader = None
-        for k in [k for k, v in SPECIALIZE_ON_REPLAY.items() if v.reader is self]:
-            del SPECIALIZE_ON_REPLAY[k]
         _stop_rebinding()
 
 
@@ -509,8 +508,8 @@ def _dynamic_item(x, key, what):
     if why is None:
         p, start, length, drop = found[0]
         nd = x.ndim
-        if Ellipsis in items:
-            e = items.index(Ellipsis)
+        e = next((i for i, k in enumerate(items) if k is Ellipsis), None)   # (no ==)
+        if e is not None:
             dim = p if p < e else nd - (len(items) - p)
         else:
             dim = p
@@ -555,10 +554,9 @@ def _positions(x, start, length, size, where):
     last = size - length          # (a size expression where either is symbolic)
     ok = ops.logical_and(ops.ge(s, 0), ops.le(s, _as_tensor(last, s)))
     text = f"{where}: a slice of {length} element(s) at an offset read from a tensor at run " \
-        f"time ({start.text}) must lie inside its dimension of size {size}: the offset " \
-        f"must be in [0, {last}]. Eager slicing would clamp a start out of range (giving " \
-        "another shape), which this compiled code cannot; call the function eagerly for " \
-        "such values"
+        f"time ({start.text}) must lie inside its dimension of size {size} (offset in " \
+        f"[0, {last}]); eager slicing would clamp it to another shape, which this compiled " \
+        "code cannot: call the function eagerly for such values"
     s = ops.check(s, ok, text)
     return ops.add(ops.iota((length,), dt.int64, 0, like=x), s)
 
@@ -595,6 +593,7 @@ def setitem(x, key, value):
     run-time offset is gathered, written (``slab[rest] = value``: eager's
     casts, broadcasts and errors), and put back with ``where``."""
     from tracec import indexing, ops
+    from tracec.tensor import Tensor
     from tracec.tracing import format_location, user_location
     d = _dynamic_item(x, key, "an indexed write")
     if len(d) == 1:
@@ -602,13 +601,27 @@ def setitem(x, key, value):
     items, p, dim, start, length, drop, size = d
     pos = _positions(x, start, length, size, format_location(user_location()))
     slab = ops.take(x, pos, dim)
-    indexing.setitem(slab, _rest_key(items, p, drop), value)
+    rest = _rest_key(items, p, drop)
+    if isinstance(value, Tensor) and all(k is Ellipsis or (type(k) is slice and k.start is None
+                                         and k.stop is None and k.step is None) for k in rest):
+        # the whole slab (``queue[:, ptr:ptr + B] = keys.T``): the value is it,
+        # cast and broadcast (a write through a view of it would need its
+        # symbolic sizes as numbers)
+        slab = value if value.dtype is x.dtype else ops.cast(value, x.dtype)
+        if tuple(slab.shape) != tuple(x_slab_shape(x, dim, length)):
+            slab = indexing.broadcast_value(slab, x_slab_shape(x, dim, length))
+    else:
+        indexing.setitem(slab, rest, value)
     shape = tuple(size if i == dim else 1 for i in range(x.ndim))
     at = ops.iota(shape, dt.int64, dim, like=x)
     s = start.tensor
     hit = ops.logical_and(ops.ge(at, s), ops.lt(at, ops.add(s, _as_tensor(length, s))))
     spread = ops.index_add(ops.zeros(tuple(x.shape), x.dtype, like=x), pos, slab, dim)
     x._assign(ops.where(hit, spread, x), "setitem")
+
+
+def x_slab_shape(x, dim, length) -> tuple:
+    return tuple(length if i == dim else n for i, n in enumerate(x.shape))
 
 
 def view_replayed(chain) -> None:
