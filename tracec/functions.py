@@ -37,15 +37,15 @@ _NUM = (numbers.Number, np.number, np.bool_)
 
 
 def _operand(x, name):
+    if type(x).__name__ == "RuntimeInt":     # read at run time (tracec.runtime_int)
+        from tracec.runtime_int import operand
+        return operand(x)
     if isinstance(x, Tensor):
         return x
     if isinstance(x, _NUM):
         return x
     if type(x) is SymScalar:
         return concrete_operand(x)
-    if type(x).__name__ == "RuntimeInt":     # read at run time (tracec.runtime_int)
-        from tracec.runtime_int import operand
-        return operand(x)
     if type(x) is ItemValue:    # refused while tracing (it would be a constant)
         return x.use(f"an operand of {name}()")
     if isinstance(x, np.ndarray):

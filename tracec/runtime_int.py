@@ -108,10 +108,10 @@ class RuntimeInt:
             ov, ot = hint_of(other), other
             if ov is None:
                 return NotImplemented
-        elif isinstance(other, bool):
-            ov = ot = int(other)
+        elif isinstance(other, (float, complex, np.floating)):
+            return self._plain(other, sym, reflected)
         else:
-            return NotImplemented      # a float, a Tensor: its own reflected method
+            return NotImplemented      # a Tensor: its own reflected method
         a, b = (ov, self.value) if reflected else (self.value, ov)
         value = _PY_OPS[sym](a, b)     # eager's number first (ZeroDivisionError as Python)
         if not self._live():
@@ -149,6 +149,18 @@ class RuntimeInt:
         return self
 
     # --- uses that need the number: specialized ------------------------------------
+
+    @property
+    def __class__(self):
+        # ``isinstance(ptr, int)`` (the user's, or library code choosing a
+        # path for a number) reads ``__class__``: an int, specialized, so
+        # every path taken from that answer is right for this trace
+        # (``type(ptr)`` still says RuntimeInt: tracec's own checks)
+        self.use("a type check (isinstance)")
+        return int
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.use("NumPy"), dtype)
 
     def __index__(self): return self.use("used as an index or size (__index__)")
     def __int__(self): return self.use("int()")
@@ -428,15 +440,17 @@ def _rebind_after_store(frame, target, ri) -> None:
     rebind that local to ``ri`` (a trace function may write ``f_locals``:
     CPython copies them back to the frame after it returns)."""
     name, store_at = target
+    box = [ri]          # (emptied when done: a closure cell would count as a reference)
 
     def local(f, event, arg):
         if event == "opcode" and f.f_lasti != store_at:
-            f.f_locals[name] = ri
+            if box:
+                f.f_locals[name] = box[0]
             _stop_rebinding()
             return None
         return local
 
-    _PENDING.append((frame, frame.f_trace, frame.f_trace_opcodes))
+    _PENDING.append((frame, frame.f_trace, frame.f_trace_opcodes, box))
     sys.settrace(_no_trace)
     frame.f_trace = local
     frame.f_trace_opcodes = True
@@ -448,7 +462,8 @@ def _no_trace(frame, event, arg):
 
 def _stop_rebinding() -> None:
     if _PENDING:
-        frame, f_trace, opcodes = _PENDING.pop()
+        frame, f_trace, opcodes, box = _PENDING.pop()
+        box.clear()
         frame.f_trace, frame.f_trace_opcodes = f_trace, opcodes
         sys.settrace(None)
 

@@ -1175,12 +1175,12 @@ def _nested_to_numpy(xs):
 
 def as_tensor_operand(x):
     """A Tensor, or a number left as a (weakly typed) Python scalar."""
+    if type(x) is RuntimeInt:              # a number read at run time (tracec.runtime_int)
+        return runtime_operand(x)
     if isinstance(x, Tensor) or isinstance(x, (numbers.Number, np.bool_)):
         return x
     if isinstance(x, np.ndarray):
         return Tensor._from_data(x)
-    if type(x) is RuntimeInt:              # a number read at run time (tracec.runtime_int)
-        return runtime_operand(x)
     if type(x).__name__ == "SymScalar":    # a traced Python number (tracec.sym_scalar)
         from tracec.sym_scalar import concrete_operand
         return concrete_operand(x)

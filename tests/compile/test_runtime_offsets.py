@@ -1,0 +1,331 @@
+"""Integers read from a one-element buffer inside a compiled call are read at
+run time (guards.md row 24g, ``tracec.runtime_int``): MoCo's queue pointer
+(``ptr = int(self.queue_ptr)``; ``self.queue[:, ptr:ptr + B] = keys.T``;
+``self.queue_ptr[0] = (ptr + B) % K``) is served by one trace and one
+native compile for every pointer value, equal to eager after every call on
+``interp`` and ``cpu``; gradients flow through the dynamic slice (a gather)
+and the dynamic write (a where of the scattered slab); an offset out of
+range is refused with a clear error naming the line (eager would clamp to
+another shape) and changes no state; every other use of the number
+(a comparison, ``range``, returning it, a write through the view) falls
+back to a guard on the value and says so in ``cache_info()``."""
+import inspect
+import sys
+
+import numpy as np
+import pytest
+
+import tracec
+import tracec.nn as nn
+from tracec import runtime_int
+
+HERE = __file__.rsplit("/", 1)[-1]
+BACKENDS = ["interp", "cpu"]
+
+
+class Queue(nn.Module):
+    """facebookresearch/moco builder.py's queue and ``_dequeue_and_enqueue``."""
+
+    def __init__(self, dim=8, K=16):
+        super().__init__()
+        self.K = K
+        gen = np.random.default_rng(1)
+        self.register_buffer("queue", tracec.tensor(gen.standard_normal((dim, K)).astype(
+            np.float32)))
+        self.register_buffer("queue_ptr", tracec.zeros(1, dtype=tracec.long))
+
+    @tracec.no_grad()
+    def _dequeue_and_enqueue(self, keys):
+        batch_size = keys.shape[0]
+
+        ptr = int(self.queue_ptr)
+        assert self.K % batch_size == 0  # for simplicity
+
+        # replace the keys at ptr (dequeue and enqueue)
+        self.queue[:, ptr:ptr + batch_size] = keys.T
+        ptr = (ptr + batch_size) % self.K  # move pointer
+
+        self.queue_ptr[0] = ptr
+
+    def forward(self, keys):
+        self._dequeue_and_enqueue(keys)
+        return self.queue.sum(1)
+
+
+def _keys(n, sizes):
+    gen = np.random.default_rng(0)
+    return [tracec.tensor(gen.standard_normal((b, 8)).astype(np.float32))
+            for b in (sizes * n)[:n]]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_moco_queue_pointer_one_trace_one_compile(backend):
+    compiled, eager = Queue(), Queue()
+    f = tracec.compile(compiled, backend=backend)
+    for i, k in enumerate(_keys(10, [4])):
+        out, ref = f(k), eager(k)
+        np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(compiled.queue.numpy(), eager.queue.numpy())
+        assert compiled.queue_ptr.tolist() == eager.queue_ptr.tolist() == [(i + 1) * 4 % 16]
+    info = f.cache_info()
+    assert info.traces == 1 and info.compiles == 1 and info.hits == 9, info
+    assert len(info.runtime_values) == 1 and len(info.runtime_values[0]) == 1
+    assert info.runtime_values[0][0].startswith("queue_ptr (int() at "), info.runtime_values
+    assert HERE in info.runtime_values[0][0]
+    assert not info.notes, info.notes
+    assert not runtime_int.ACTIVE and sys.gettrace() is None
+
+
+def test_moco_queue_pointer_with_a_symbolic_batch_size():
+    compiled, eager = Queue(), Queue()
+    f = tracec.compile(compiled, backend="cpu", dynamic=True)
+    for k in _keys(8, [4, 2, 2, 4]):
+        np.testing.assert_allclose(f(k).numpy(), eager(k).numpy(), rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(compiled.queue.numpy(), eager.queue.numpy())
+        assert compiled.queue_ptr.tolist() == eager.queue_ptr.tolist()
+    info = f.cache_info()
+    assert info.traces == 1 and info.compiles == 1, info
+    assert info.symbolic == [{"arg0[0]": "B: dynamic=True"}], info.symbolic
+
+
+class Window(nn.Module):
+    """A loss over ``w[p:p + 2]`` with ``p`` read from a buffer by item()."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(tracec.tensor(np.linspace(-1.0, 1.0, 7)))
+        self.register_buffer("ptr", tracec.zeros(1, dtype=tracec.long))
+        self.c = tracec.tensor(np.array([1.5, -2.0]))
+
+    def loss(self, p):
+        return (self.w[p:p + 2] ** 3 * self.c).sum()
+
+    def forward(self):
+        p = self.ptr.item()
+        loss = self.loss(p)
+        loss.backward()
+        self.ptr[0] = (p + 2) % 6
+        return loss
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gradient_through_a_slice_at_a_run_time_offset(backend):
+    compiled, eager = Window(), Window()
+    f = tracec.compile(compiled, backend=backend)
+    for i in range(6):
+        p = int(eager.ptr)
+        compiled.w.grad = eager.w.grad = None
+        np.testing.assert_allclose(f().item(), eager().item(), rtol=1e-12)
+        np.testing.assert_allclose(compiled.w.grad.numpy(), eager.w.grad.numpy(), rtol=1e-12)
+        # finite differences of the eager loss at the same offset
+        w0, h, fd = eager.w.detach().numpy().copy(), 1e-6, np.zeros(7)
+        with tracec.no_grad():
+            for j in range(7):
+                for sign in (1, -1):
+                    eager.w.data[j] = w0[j] + sign * h
+                    fd[j] += sign * eager.loss(p).item() / (2 * h)
+                eager.w.data[j] = w0[j]
+        np.testing.assert_allclose(compiled.w.grad.numpy(), fd, rtol=1e-6, atol=1e-8)
+        assert fd[p] != 0 and fd[(p + 2) % 7] == 0
+    info = f.cache_info()
+    assert info.traces == 1 and info.compiles == 1, info
+    assert info.runtime_values[0][0].startswith("ptr (item() at "), info.runtime_values
+
+
+class Scatter(nn.Module):
+    """``b[p:p + 2] = w * 3`` at a run-time offset, then a loss over ``b``."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(tracec.tensor(np.array([0.5, 0.25])))
+        self.register_buffer("ptr", tracec.zeros(1, dtype=tracec.long))
+        self.register_buffer("buf", tracec.tensor(np.linspace(0.0, 1.0, 6)))
+        self.c = tracec.tensor(np.arange(6, dtype=np.float64) + 1)
+
+    def forward(self):
+        p = int(self.ptr)
+        b = self.buf.clone()
+        b[p:p + 2] = self.w * 3
+        loss = (b * b * self.c).sum()
+        loss.backward()
+        self.ptr[0] = (p + 1) % 5
+        return loss
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gradient_through_a_write_at_a_run_time_offset(backend):
+    compiled, eager = Scatter(), Scatter()
+    f = tracec.compile(compiled, backend=backend)
+    for i in range(7):
+        p = int(eager.ptr)
+        compiled.w.grad = eager.w.grad = None
+        np.testing.assert_allclose(f().item(), eager().item(), rtol=1e-12)
+        g = compiled.w.grad.numpy()
+        np.testing.assert_allclose(g, eager.w.grad.numpy(), rtol=1e-12)
+        # d/dw of sum(c * b^2) with b[p:p+2] = 3w: 18 * c[p:p+2] * w
+        np.testing.assert_allclose(g, 18 * (np.arange(6) + 1.0)[p:p + 2] * eager.w.detach().numpy())
+    info = f.cache_info()
+    assert info.traces == 1 and info.compiles == 1, info
+
+
+class Reader(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("q", tracec.tensor(np.arange(8, dtype=np.float32) * 10))
+        self.register_buffer("ptr", tracec.zeros(1, dtype=tracec.long))
+
+    def forward(self, x):
+        p = int(self.ptr)
+        y = self.q[p:p + 3].sum() * x
+        self.ptr[0] = p + 2
+        return y
+
+
+def _line(cls, text):
+    lines, start = inspect.getsourcelines(cls.forward)
+    return start + next(i for i, s in enumerate(lines) if text in s)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_offset_out_of_range_is_refused_naming_the_line_and_changes_nothing(backend):
+    m = Reader()
+    f = tracec.compile(m, backend=backend)
+    x = tracec.ones(2)
+    assert [f(x).tolist() for _ in range(3)] == [[30.0] * 2, [90.0] * 2, [150.0] * 2]
+    assert int(m.ptr) == 6          # 6 + 3 > 8: eager would clamp to two elements
+    eager = Reader()
+    eager.ptr[0] = 6
+    assert eager(x).tolist() == [130.0, 130.0]
+    with pytest.raises(RuntimeError) as info:
+        f(x)
+    msg = str(info.value)
+    assert "must lie inside its dimension of size 8 (offset in [0, 5])" in msg, msg
+    assert f"{HERE}:{_line(Reader, 'self.q[p:p + 3]')}" in msg, msg
+    assert int(m.ptr) == 6 and f.cache_info().traces == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_write_out_of_range_raises_as_eager_does(backend):
+    compiled, eager = Queue(K=16), Queue(K=16)
+    f = tracec.compile(compiled, backend=backend)
+    k4 = _keys(1, [4])[0]
+    f(k4), eager(k4)
+    compiled.queue_ptr[0] = eager.queue_ptr[0] = 14
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        eager(k4)
+    before = compiled.queue.numpy().copy()
+    with pytest.raises(RuntimeError, match="must lie inside its dimension of size 16"):
+        f(k4)
+    np.testing.assert_array_equal(compiled.queue.numpy(), before)
+    assert int(compiled.queue_ptr) == 14
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_offset_out_of_range_at_the_traced_call_is_eager_s_slice(backend):
+    m = Reader()
+    m.ptr[0] = 7
+    f = tracec.compile(m, backend=backend)
+    x = tracec.ones(2)
+    assert f(x).tolist() == [70.0, 70.0]     # q[7:10]: one element, as eager
+    assert any("slice start out of range" in n and "specialized on its value 7" in n
+               for n in f.cache_info().notes), f.cache_info().notes
+
+
+class OtherUses(nn.Module):
+    """Uses of the number compiled code cannot read at run time."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("q", tracec.tensor(np.arange(8, dtype=np.float32)))
+        self.register_buffer("ptr", tracec.zeros(1, dtype=tracec.long))
+
+    def forward(self, x):
+        p = int(self.ptr)
+        if p > 3:
+            x = x * 2
+        v = self.q[p:p + 2]
+        v.mul_(2)                       # written through: eager's aliasing
+        s = sum(range(p))
+        self.ptr[0] = (p + 1) % 6
+        return x + s + v.sum(), p
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_other_uses_specialize_on_the_value_and_say_so(backend):
+    compiled, eager = OtherUses(), OtherUses()
+    f = tracec.compile(compiled, backend=backend)
+    x = tracec.ones(2)
+    for i in range(9):
+        (a, pa), (b, pb) = f(x), eager(x)
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        assert type(pa) is int and pa == pb
+        np.testing.assert_array_equal(compiled.q.numpy(), eager.q.numpy())
+    info = f.cache_info()
+    assert info.traces == 6 and info.runtime_values == [[]] * 6, info
+    line = _line(OtherUses, "if p > 3")
+    assert any(n.startswith(f"{__file__}:{line}: the number read from a tensor at ")
+               and "(a comparison (>))" in n and "the trace is specialized on its value 0" in n
+               for n in info.notes), info.notes
+
+
+class Written(nn.Module):
+    """The number written back and used as a tensor operand and an index."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("q", tracec.tensor(np.arange(12, dtype=np.float32).reshape(3, 4)))
+        self.register_buffer("ptr", tracec.zeros(1, dtype=tracec.long))
+        self.register_buffer("ptr2", tracec.tensor([1], dtype=tracec.int32))
+        self.register_buffer("out", tracec.zeros(2, dtype=tracec.long))
+
+    def forward(self, x, i):
+        p = int(self.ptr)
+        p2 = self.ptr2.item()
+        r = x + p
+        j = i * p2                      # an int32 0-d tensor stays int32
+        t = tracec.tensor(p * 2)
+        self.out.fill_(p + p2)
+        row = self.q[p % 3]
+        self.q[(p + 1) % 3] = row * 2
+        col = self.q[:, p2:p2 + 2]
+        self.ptr[0] = (p + 1) % 5
+        self.ptr2[0] = (p2 - 1) % 3
+        return r, j, t, row, col
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_number_as_an_operand_an_index_and_a_value_written(backend):
+    compiled, eager = Written(), Written()
+    f = tracec.compile(compiled, backend=backend)
+    x, i = tracec.ones(2), tracec.tensor(3, dtype=tracec.int32)
+    for _ in range(7):
+        for u, v in zip(f(x, i), eager(x, i)):
+            assert u.dtype == v.dtype and u.shape == v.shape
+            np.testing.assert_array_equal(u.numpy(), v.numpy())
+        for n in ("q", "ptr", "ptr2", "out"):
+            np.testing.assert_array_equal(getattr(compiled, n).numpy(), getattr(eager, n).numpy())
+    info = f.cache_info()
+    assert info.traces == 1 and info.compiles == 1 and not info.notes, info
+    assert sorted(v.split(" ")[0] for v in info.runtime_values[0]) == ["ptr", "ptr2"]
+
+
+class Inline(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("q", tracec.tensor(np.arange(8, dtype=np.float32)))
+        self.register_buffer("ptr", tracec.zeros(1, dtype=tracec.long))
+
+    def forward(self):
+        y = self.q[int(self.ptr):int(self.ptr) + 2] * 1   # int() not stored in a local
+        self.ptr += 1
+        return y
+
+
+@pytest.mark.parametrize("backend", ["interp"])
+def test_int_not_stored_in_a_local_is_guarded_as_before(backend):
+    compiled, eager = Inline(), Inline()
+    f = tracec.compile(compiled, backend=backend)
+    for _ in range(3):
+        np.testing.assert_array_equal(f().numpy(), eager().numpy())
+    info = f.cache_info()
+    assert info.traces == 3 and info.runtime_values == [[]] * 3, info
