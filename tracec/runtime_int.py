@@ -393,7 +393,7 @@ def on_item(rec, t, caller):
     is_int = code is Tensor.__int__.__code__
     if is_int or code is Tensor.__index__.__code__:
         user = caller.f_back
-        if user is None or sys.gettrace() is not None or _PENDING:
+        if user is None or sys.gettrace() is not None or _PENDING or _own(user.f_code):
             return None
         target = _store_after_call(user)
         if target is None:
@@ -401,12 +401,17 @@ def on_item(rec, t, caller):
         ri = reader.read(t, "int()" if is_int else "__index__()", user_location())
         _rebind_after_store(user, target, ri)
         return ri.value
-    if code.co_filename.startswith(_TRACEC_DIR) and "/tests/" not in code.co_filename:
+    if _own(code):
         return None          # tracec's own code: a number it needs (specialized as before)
     return reader.read(t, "item()", user_location())
 
 
 _TRACEC_DIR = __file__.rsplit("/", 1)[0]
+
+
+def _own(code) -> bool:
+    """Code of tracec itself (which reads numbers it needs as numbers)."""
+    return code.co_filename.startswith(_TRACEC_DIR) and "/tests/" not in code.co_filename
 
 
 _INSTRUCTIONS: dict = {}
