@@ -15,7 +15,7 @@ import numpy as np
 from tracec import dtypes as dt
 from tracec import ops
 from tracec import runtime_int
-from tracec.runtime_int import RuntimeInt
+from tracec.runtime_int import ACTIVE as _RUNTIME_INTS, RuntimeInt
 from tracec.symbolic import Sym
 from tracec.tensor import RECORDERS, SYM_SHAPES, Tensor, bind_movement
 
@@ -110,7 +110,7 @@ def _concrete(t: Tensor) -> np.ndarray:
 def getitem(x: Tensor, key):
     # Direct paths for the common keys (the general one costs several µs
     # more than the op itself); they build exactly what it would.
-    if runtime_int.ACTIVE and runtime_int.in_key(key):
+    if _RUNTIME_INTS and runtime_int.in_key(key):
         return runtime_int.getitem(x, key)    # an offset read at run time (ptr:ptr + B)
     tk = type(key)
     ndim = x._data.ndim
@@ -353,7 +353,7 @@ def _check_range(i, size, dim) -> bool:
 def setitem(x: Tensor, key, value):
     if type(value) is RuntimeInt:       # a number read at run time: its tensor
         value = runtime_int.operand(value)
-    if runtime_int.ACTIVE and runtime_int.in_key(key):
+    if _RUNTIME_INTS and runtime_int.in_key(key):
         return runtime_int.setitem(x, key, value)
     if isinstance(value, (list, tuple, np.ndarray)):
         value = Tensor._from_data(np.asarray(value), dtype=x.dtype)

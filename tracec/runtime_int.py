@@ -10,9 +10,11 @@ the number from the buffer (a load in native code) instead of a guard
 making one trace per value:
 
   * ``+ - * // %`` and unary ``-`` with ints, symbolic sizes and other
-    ``RuntimeInt``s give ``RuntimeInt``s (recorded tensor arithmetic,
-    Python's floor semantics); a sum with a constant remembers its base and
-    offset, so ``ptr + B - ptr`` is known to be ``B``;
+    ``RuntimeInt``s give ``RuntimeInt``s (recorded int64 tensor arithmetic,
+    Python's floor semantics; a result outside int64 at the traced call
+    specializes, one that overflows only at a later call wraps as int64
+    does); a sum with a constant remembers its base and offset, so the
+    length of ``ptr:ptr + B`` is known to be ``B``;
   * ``x[..., ptr:ptr + L, ...]`` (``L`` a number or a symbolic size) and
     ``x[ptr]`` read ``L`` (one) elements from a run-time start: the trace
     records a gather at ``ptr + iota(L)`` after a run-time ``check`` that
@@ -24,7 +26,8 @@ making one trace per value:
 
 The value is never silently frozen: every other use (a comparison,
 ``bool()``, ``int()``, ``range(ptr)``, a size, a slice whose length is not
-fixed, formatting, a number kept after the call or returned) *specializes*
+fixed, NumPy, formatting, ``isinstance()`` (answered as for an int), a
+number kept after the call or returned) *specializes*
 the trace on it, as before this module existed: a guard on the entry value
 of each buffer it came from (``Reader.specialize``), a note in
 ``cache_info()``.  Eager values of the traced call are exact: a dynamic
@@ -102,7 +105,7 @@ class RuntimeInt:
                 return _PY_OPS[sym](*((other.value, self.use(sym))
                                       if reflected else (self.use(sym), other.value)))
             ov, ot = other.value, other.tensor
-        elif isinstance(other, (int, np.integer)) and not isinstance(other, (bool, np.bool_)):
+        elif isinstance(other, (int, np.integer, np.bool_)):     # (a bool is an int)
             ov = ot = int(other)
         elif isinstance(other, Sym):
             ov, ot = hint_of(other), other
@@ -325,16 +328,6 @@ class Reader:
                 f"{where}: the number read from a tensor at {format_location(src)} is used "
                 f"here ({why}), which compiled code cannot read at run time: the trace is "
                 f"specialized on its value {value} (a guard: another value retraces)")
-
-    def specialize_all(self, x, why):
-        """``x`` (a key, a value) with every ``RuntimeInt`` in it as its number."""
-        if type(x) is RuntimeInt:
-            return x.use(why)
-        if type(x) is slice:
-            return slice(*(self.specialize_all(v, why) for v in (x.start, x.stop, x.step)))
-        if type(x) is tuple:
-            return tuple(self.specialize_all(v, why) for v in x)
-        return x
 
     # --- the end of the call ----------------------------------------------------------
 
@@ -566,17 +559,23 @@ def _plain_key(key):
     return num(key)
 
 
-def _positions(x, start, length, size, where):
+def _positions(x, start, length, size, drop, where):
     """``start + iota(length)`` as int64, after a run-time check that the
     slab lies inside the dimension (else a RuntimeError naming the line)."""
     from tracec import ops
     s = start.tensor
     last = size - length          # (a size expression where either is symbolic)
     ok = ops.logical_and(ops.ge(s, 0), ops.le(s, _as_tensor(last, s)))
-    text = f"{where}: a slice of {length} element(s) at an offset read from a tensor at run " \
-        f"time ({start.text}) must lie inside its dimension of size {size} (offset in " \
-        f"[0, {last}]); eager slicing would clamp it to another shape, which this compiled " \
-        "code cannot: call the function eagerly for such values"
+    if drop:
+        text = f"{where}: an index read from a tensor at run time ({start.text}) must lie " \
+            f"in [0, {last}] for this compiled code (dimension of size {size}); eager " \
+            "indexing would wrap a negative index or raise IndexError: call the function " \
+            "eagerly for such values"
+    else:
+        text = f"{where}: a slice of {length} element(s) at an offset read from a tensor at " \
+            f"run time ({start.text}) must lie inside its dimension of size {size} (offset " \
+            f"in [0, {last}]); eager slicing would clamp it to another shape, which this " \
+            "compiled code cannot: call the function eagerly for such values"
     s = ops.check(s, ok, text)
     return ops.add(ops.iota((length,), dt.int64, 0, like=x), s)
 
@@ -597,7 +596,7 @@ def getitem(x, key):
     rec = start.reader.rec
     # eager: a view at this call's offset (exact aliasing); the IR: a gather
     y = indexing.getitem(x, _plain_key(items))
-    pos = _positions(x, start, length, size, format_location(user_location()))
+    pos = _positions(x, start, length, size, drop, format_location(user_location()))
     slab = ops.take(x, pos, dim)
     yd = indexing.getitem(slab, _rest_key(items, p, drop))
     rec.env[id(y)] = (y, rec.value_of(yd))
@@ -619,7 +618,7 @@ def setitem(x, key, value):
     if len(d) == 1:
         return indexing.setitem(x, d[0], value)
     items, p, dim, start, length, drop, size = d
-    pos = _positions(x, start, length, size, format_location(user_location()))
+    pos = _positions(x, start, length, size, drop, format_location(user_location()))
     slab = ops.take(x, pos, dim)
     rest = _rest_key(items, p, drop)
     if isinstance(value, Tensor) and all(k is Ellipsis or (type(k) is slice and k.start is None
@@ -628,8 +627,8 @@ def setitem(x, key, value):
         # cast and broadcast (a write through a view of it would need its
         # symbolic sizes as numbers)
         slab = value if value.dtype is x.dtype else ops.cast(value, x.dtype)
-        if tuple(slab.shape) != tuple(x_slab_shape(x, dim, length)):
-            slab = indexing.broadcast_value(slab, x_slab_shape(x, dim, length))
+        if tuple(slab.shape) != tuple(_slab_shape(x, dim, length)):
+            slab = indexing.broadcast_value(slab, _slab_shape(x, dim, length))
     else:
         indexing.setitem(slab, rest, value)
     shape = tuple(size if i == dim else 1 for i in range(x.ndim))
@@ -640,7 +639,7 @@ def setitem(x, key, value):
     x._assign(ops.where(hit, spread, x), "setitem")
 
 
-def x_slab_shape(x, dim, length) -> tuple:
+def _slab_shape(x, dim, length) -> tuple:
     return tuple(length if i == dim else n for i, n in enumerate(x.shape))
 
 

@@ -380,3 +380,29 @@ def test_each_use_of_the_number_equals_eager(name):
     assert info.traces == (1 if at_run_time else 4), info
     assert bool(info.runtime_values[-1]) == at_run_time
     assert at_run_time or any("specialized on its value" in n for n in info.notes)
+
+
+class Indexed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("q", tracec.tensor(np.arange(4, dtype=np.float32)))
+        self.register_buffer("ptr", tracec.zeros(1, dtype=tracec.long))
+
+    def forward(self):
+        p = int(self.ptr)
+        y = self.q[p] * 2
+        self.ptr[0] = p + 1
+        return y
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_index_out_of_range_is_refused_where_eager_raises(backend):
+    compiled, eager = Indexed(), Indexed()
+    f = tracec.compile(compiled, backend=backend)
+    for _ in range(4):
+        assert f().item() == eager().item()
+    with pytest.raises(IndexError):
+        eager()
+    with pytest.raises(RuntimeError, match="an index read from a tensor at run time"):
+        f()
+    assert int(compiled.ptr) == 4 and f.cache_info().traces == 1
