@@ -406,3 +406,31 @@ def test_an_index_out_of_range_is_refused_where_eager_raises(backend):
     with pytest.raises(RuntimeError, match="an index read from a tensor at run time"):
         f()
     assert int(compiled.ptr) == 4 and f.cache_info().traces == 1
+
+
+class Returned(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(tracec.tensor(np.linspace(-1.0, 1.0, 7)))
+        self.register_buffer("ptr", tracec.zeros(1, dtype=tracec.long))
+
+    def forward(self, x):
+        p = int(self.ptr)
+        y = (self.w[p:p + 2] ** 2 * x).sum()
+        self.ptr[0] = (p + 2) % 6
+        return y
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_backward_outside_the_call_through_a_slice_at_a_run_time_offset(backend):
+    compiled, eager = Returned(), Returned()
+    f = tracec.compile(compiled, backend=backend)
+    x = tracec.tensor(np.array([1.0, 3.0]))
+    for _ in range(7):
+        compiled.w.grad = eager.w.grad = None
+        a, b = f(x), eager(x)
+        a.backward()
+        b.backward()
+        np.testing.assert_allclose(a.item(), b.item(), rtol=1e-12)
+        np.testing.assert_allclose(compiled.w.grad.numpy(), eager.w.grad.numpy(), rtol=1e-12)
+    assert f.cache_info().traces == 1
