@@ -50,6 +50,7 @@ escaped (``Reader.finish``).
 from __future__ import annotations
 
 import dis
+import operator
 import sys
 
 import numpy as np
@@ -259,7 +260,7 @@ class Reader:
     def __init__(self, rec):
         self.rec = rec
         self.made: list = []
-        #: ``(id of the buffer, "int()" or "item()", where)`` of each read
+        #: ``(the buffer, "int()" or "item()", where)`` of each read
         self.reads: list = []
         #: sentences for ``cache_info()``: the numbers that were specialized
         self.notes: list = []
@@ -280,7 +281,7 @@ class Reader:
         value = int(t._data.reshape(-1)[0])
         # a copy (cast always copies): the buffer may be written later in the call
         tensor = ops.cast(ops.reshape(t.detach(), ()), dt.int64)
-        self.reads.append((id(t), how, format_location(where)))
+        self.reads.append((t, how, format_location(where)))
         if not ACTIVE:
             ACTIVE.append(self)
         return self.make(value, tensor, ((t, value, where),),
@@ -305,8 +306,11 @@ class Reader:
                                  for spec in rec.inputs) and e[1] in rec.block.args
 
     def read_at_run_time(self) -> list:
-        """The reads no use specialized: ``[(id of the tensor, how, where)]``."""
-        return [r for r in self.reads if r[0] not in self._guarded]
+        """The reads of tensors the trace is not guarded on (here, or by
+        another read of their value): ``[(id of the tensor, how, where)]``."""
+        from tracec.tracing import TensorValue
+        return [(id(t), how, where) for t, how, where in self.reads
+                if TensorValue(t) not in self.rec._guard_seen]
 
     # --- specializing ---------------------------------------------------------------
 
@@ -388,7 +392,7 @@ def on_item(rec, t, caller):
         user = caller.f_back
         if user is None or sys.gettrace() is not None or _PENDING or _own(user.f_code):
             return None
-        target = _store_after_call(user)
+        target = _store_after_call(user, is_int)
         if target is None:
             return None
         ri = reader.read(t, "int()" if is_int else "__index__()", user_location())
@@ -410,23 +414,50 @@ def _own(code) -> bool:
 _INSTRUCTIONS: dict = {}
 
 
-def _store_after_call(frame):
-    """``(local name, offset of its store)`` if the instruction after the
-    call ``frame`` is executing stores the result in a local (``ptr =
-    int(buf)``), else None."""
+#: Straight-line instructions an argument expression may consist of
+#: (``self.queue_ptr``, ``buf``, ``self.ptrs[0]``).
+_ARGUMENT_OPS = frozenset(("LOAD_FAST", "LOAD_DEREF", "LOAD_GLOBAL", "LOAD_NAME", "LOAD_CONST",
+                           "LOAD_ATTR", "BINARY_SUBSCR", "LOAD_CLOSURE"))
+
+
+def _store_after_call(frame, is_int: bool):
+    """``(local name, offset of its store)`` if ``frame`` is executing
+    ``name = int(<expr>)`` (``name = operator.index(<expr>)`` for
+    ``is_int`` False), ``<expr>`` straight-line loads, attributes and
+    subscripts and ``int`` the builtin, else None.  (``Tensor.__int__``
+    runs inside any C function that converts, ``range(t)``: only this
+    very call has its result stored as the number.)"""
     code = frame.f_code
     ins = _INSTRUCTIONS.get(code)
     if ins is None:
-        ins = _INSTRUCTIONS[code] = [i for i in dis.get_instructions(code)]
-    for k, i in enumerate(ins):
-        if i.offset == frame.f_lasti:
-            if not i.opname.startswith("CALL") or k + 1 >= len(ins):
-                return None
-            nxt = ins[k + 1]
-            if nxt.opname == "STORE_FAST":
-                return nxt.argval, nxt.offset
+        ins = _INSTRUCTIONS[code] = list(dis.get_instructions(code))
+    k = next((k for k, i in enumerate(ins) if i.offset == frame.f_lasti), None)
+    if k is not None and ins[k].opname == "PRECALL" and k + 1 < len(ins):
+        k += 1     # (3.11's specialized PRECALL makes a builtin's call itself)
+    if k is None or k + 1 >= len(ins) or not ins[k].opname.startswith("CALL") \
+            or ins[k].arg != 1 or ins[k + 1].opname != "STORE_FAST":
+        return None
+    j = k - 1
+    while j >= 0 and ins[j].opname in ("PRECALL", "CACHE"):
+        j -= 1
+    need = 1                      # stack slots the argument expression fills
+    while need > 0:
+        if j < 0 or ins[j].opname not in _ARGUMENT_OPS or getattr(ins[j], "is_jump_target",
+                                                                  False):
             return None
-    return None
+        need -= dis.stack_effect(ins[j].opcode, ins[j].arg)
+        j -= 1
+    if need != 0 or j < 0:
+        return None
+    f = ins[j]
+    if is_int:
+        ok = f.opname in ("LOAD_GLOBAL", "LOAD_NAME") and f.argval == "int" and \
+            frame.f_globals.get("int", frame.f_builtins.get("int")) is int
+    else:
+        ok = f.opname in ("LOAD_ATTR", "LOAD_METHOD") and f.argval == "index" and j > 0 and \
+            ins[j - 1].opname in ("LOAD_GLOBAL", "LOAD_NAME") and \
+            getattr(frame.f_globals.get(ins[j - 1].argval), "index", None) is operator.index
+    return (ins[k + 1].argval, ins[k + 1].offset) if ok else None
 
 
 #: the rebinding in progress (at most one): [frame, previous f_trace settings]

@@ -10,6 +10,7 @@ another shape) and changes no state; every other use of the number
 (a comparison, ``range``, returning it, a write through the view) falls
 back to a guard on the value and says so in ``cache_info()``."""
 import inspect
+import operator
 import sys
 
 import numpy as np
@@ -434,3 +435,56 @@ def test_backward_outside_the_call_through_a_slice_at_a_run_time_offset(backend)
         np.testing.assert_allclose(a.item(), b.item(), rtol=1e-12)
         np.testing.assert_allclose(compiled.w.grad.numpy(), eager.w.grad.numpy(), rtol=1e-12)
     assert f.cache_info().traces == 1
+
+
+@pytest.mark.parametrize("backend", ["interp"])
+def test_code_run_eagerly_many_times_first_still_reads_at_run_time(backend):
+    # (CPython 3.11 specializes a hot call site: the builtin's call then
+    # happens at its PRECALL instruction)
+    compiled, eager = Queue(), Queue()
+    keys = _keys(40, [4])
+    for k in keys[:30]:
+        compiled(k), eager(k)
+    f = tracec.compile(compiled, backend=backend)
+    for k in keys[30:]:
+        np.testing.assert_array_equal(f(k).numpy(), eager(k).numpy())
+        np.testing.assert_array_equal(compiled.queue.numpy(), eager.queue.numpy())
+    info = f.cache_info()
+    assert info.traces == 1 and len(info.runtime_values[0]) == 1, info
+
+
+class Converted(nn.Module):
+    """Conversions other than ``name = int(buf)``: not rebound."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("q", tracec.tensor(np.arange(8, dtype=np.float32)))
+        self.register_buffer("ptr", tracec.zeros(1, dtype=tracec.long))
+        self.bufs = [self.ptr]
+
+    def forward(self, x):
+        n = range(self.ptr)                  # __index__ inside range(): guarded
+        a = int(self.bufs[0])
+        b = operator.index(self.ptr)
+        y = self.q[a:a + 2] * x + self.q[b:b + 2] + len(n)
+        self.ptr[0] = (a + 1) % 6
+        return y, type(n).__name__
+
+
+def test_only_the_stored_result_of_int_is_rebound():
+    compiled, eager = Converted(), Converted()
+    f = tracec.compile(compiled, backend="interp")
+    x = tracec.ones(2)
+    for _ in range(12):
+        (a, n), (b, m) = f(x), eager(x)
+        assert n == m == "range"
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    info = f.cache_info()
+    assert info.traces == 6 and info.runtime_values == [[]] * 6, info
+
+
+def test_rebinding_leaves_no_trace_function_behind():
+    f = tracec.compile(Queue(), backend="interp")
+    for k in _keys(3, [4]):
+        f(k)
+    assert sys.gettrace() is None and not runtime_int.ACTIVE and not runtime_int._PENDING
