@@ -437,20 +437,33 @@ def test_backward_outside_the_call_through_a_slice_at_a_run_time_offset(backend)
     assert f.cache_info().traces == 1
 
 
-@pytest.mark.parametrize("backend", ["interp"])
-def test_code_run_eagerly_many_times_first_still_reads_at_run_time(backend):
-    # (CPython 3.11 specializes a hot call site: the builtin's call then
+class Both(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("q", tracec.tensor(np.arange(8, dtype=np.float32)))
+        self.register_buffer("ptr", tracec.zeros(1, dtype=tracec.long))
+
+    def forward(self, x):
+        a = int(self.ptr)
+        b = operator.index(self.ptr)
+        y = self.q[a:a + 2] * x + self.q[b:b + 2]
+        self.ptr[0] = (a + 1) % 6
+        return y
+
+
+def test_code_run_eagerly_many_times_first_still_reads_at_run_time():
+    # (CPython 3.11 specializes a hot call site: operator.index's call then
     # happens at its PRECALL instruction)
-    compiled, eager = Queue(), Queue()
-    keys = _keys(40, [4])
-    for k in keys[:30]:
-        compiled(k), eager(k)
-    f = tracec.compile(compiled, backend=backend)
-    for k in keys[30:]:
-        np.testing.assert_array_equal(f(k).numpy(), eager(k).numpy())
-        np.testing.assert_array_equal(compiled.queue.numpy(), eager.queue.numpy())
+    compiled, eager = Both(), Both()
+    x = tracec.ones(2)
+    for _ in range(30):
+        compiled(x), eager(x)
+    f = tracec.compile(compiled, backend="interp")
+    for _ in range(8):
+        np.testing.assert_array_equal(f(x).numpy(), eager(x).numpy())
+        np.testing.assert_array_equal(compiled.ptr.numpy(), eager.ptr.numpy())
     info = f.cache_info()
-    assert info.traces == 1 and len(info.runtime_values[0]) == 1, info
+    assert info.traces == 1 and len(info.runtime_values[0]) == 2, info
 
 
 class Converted(nn.Module):
