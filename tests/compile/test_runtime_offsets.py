@@ -501,3 +501,24 @@ def test_rebinding_leaves_no_trace_function_behind():
     for k in _keys(3, [4]):
         f(k)
     assert sys.gettrace() is None and not runtime_int.ACTIVE and not runtime_int._PENDING
+
+
+def test_one_module_on_emulated_cuda_kernels_equals_interp_for_every_offset():
+    from tracec.backends import interp
+    from tracec.backends.cuda.emulated import compile_emulated
+    m = Queue()
+    f = tracec.compile(m, backend="interp")
+    keys = _keys(1, [4])[0]
+    f(keys)
+    entry = f._last
+    module = entry.optimized()
+    arrays = [keys.numpy() if s.kind == "arg" else s.source.numpy().copy()
+              for s in entry.trace.inputs]
+    (at,) = [i for i, s in enumerate(entry.trace.inputs) if s.source is m.queue_ptr]
+    ref_exe, gpu_exe = interp.compile_module(module), compile_emulated(module)
+    for ptr in (0, 4, 8, 12):
+        arrays[at][...] = ptr
+        ref, got = ref_exe(arrays), gpu_exe(arrays)
+        assert len(ref) == len(got)
+        for g, r in zip(got, ref):      # (the sum's order differs on the gpu)
+            np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-6, atol=1e-6)
