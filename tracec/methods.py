@@ -13,8 +13,8 @@ from tracec import creation, graph
 from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import indexing, shape_ops as S
-from tracec.symbolic import Sym
 from tracec.runtime_int import RuntimeInt, operand as runtime_operand
+from tracec.symbolic import Sym
 from tracec.sym_scalar import SymScalar
 from tracec.tensor import OP_OBSERVERS, RECORDERS, Tensor, weak_scalar
 

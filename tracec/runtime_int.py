@@ -130,8 +130,8 @@ class RuntimeInt:
             offset = self.offset + (ot if sym == "+" else -ot)
             if isinstance(offset, int) and offset == 0:
                 return base
-        text = f"({other.text if type(other) is RuntimeInt else ot} {sym} {self.text})" \
-            if reflected else f"({self.text} {sym} {other.text if type(other) is RuntimeInt else ot})"
+        o = other.text if type(other) is RuntimeInt else ot
+        text = f"({o} {sym} {self.text})" if reflected else f"({self.text} {sym} {o})"
         sources = self.sources + (other.sources if type(other) is RuntimeInt else ())
         return self.reader.make(value, tensor, sources, text, base, offset)
 
