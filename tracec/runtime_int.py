@@ -16,11 +16,13 @@ making one trace per value:
     does); a sum with a constant remembers its base and offset, so the
     length of ``ptr:ptr + B`` is known to be ``B``;
   * ``x[..., ptr:ptr + L, ...]`` (``L`` a number or a symbolic size) and
-    ``x[ptr]`` read ``L`` (one) elements from a run-time start: the trace
-    records a gather at ``ptr + iota(L)`` after a run-time ``check`` that
-    ``0 <= ptr <= size - L`` (``getitem``); ``x[..., ptr:ptr + L] = v``
-    records the same slab written back with ``where`` (``setitem``);
-    autograd through both is that of ``take``/``index_add``/``where``;
+    ``x[ptr]``, in any dimensions of one index of ints, slices and an
+    Ellipsis, read ``L`` (one) elements from a run-time start: the trace
+    records a gather at ``ptr + iota(L)`` per such dimension after a
+    run-time ``check`` that ``0 <= ptr <= size - L`` (``getitem``);
+    ``x[..., ptr:ptr + L] = v`` records the same slab written back with
+    ``where`` (``setitem``); autograd through both is that of
+    ``take``/``index_add``/``where``;
   * written into a tensor (``buf[0] = ptr``, ``fill_(ptr)``,
     ``tensor(ptr)``, an operand of a tensor op) it is its tensor.
 
@@ -65,7 +67,7 @@ __all__ = ["RuntimeInt", "Reader", "ACTIVE", "in_key", "getitem", "setitem", "op
 #: ``RuntimeInt`` (at most one), else empty: indexing scans a key only then.
 ACTIVE: list = []
 
-#: ``id(params) -> RuntimeInt``: the view steps (``(prim, params, aval)`` of
+#: ``id(params) -> (RuntimeInt, ...)``: the view steps (``(prim, params, aval)`` of
 #: a ``_view_chain``) of slices made at a run-time offset; replaying one
 #: specializes the trace on the offset (``view_replayed``).
 SPECIALIZE_ON_REPLAY: dict = {}
@@ -518,62 +520,54 @@ def in_key(key) -> bool:
     return False
 
 
-def _dynamic_item(x, key, what):
-    """``(items, position, dim, start RuntimeInt, length, drop)`` for a key
-    with one slice ``ptr:ptr + L`` (or index ``ptr``) at a run-time start,
-    in range at this call; else ``(key with every RuntimeInt specialized,)``."""
+def _dynamic_items(x, key, what):
+    """``(items, [(position, dim, start RuntimeInt, length, drop, size)])``
+    for a key of ints, slices and one Ellipsis whose run-time items are
+    slices ``ptr:ptr + L`` or indices ``ptr``, each in range at this call;
+    else ``(key with every RuntimeInt specialized, None)``."""
     reader = ACTIVE[0] if ACTIVE else None
     items = key if type(key) is tuple else (key,)
     if reader is None or reader.rec.suspended:
-        return (_plain_key(key),)
+        return _plain_key(key), None
     found, why = [], None
-    ok_types = all(type(k) in (int, slice, RuntimeInt) or k is Ellipsis for k in items) \
-        and sum(k is Ellipsis for k in items) <= 1
-    if not ok_types:
+    if not (all(type(k) in (int, slice, RuntimeInt) or k is Ellipsis for k in items)
+            and sum(k is Ellipsis for k in items) <= 1):
         why = f"a slice bound in an index with None, tensors or lists ({what})"
+    elif sum(1 for k in items if k is not Ellipsis) > x.ndim:
+        why = f"an index that does not fit the tensor ({what})"
     else:
+        e = next((i for i, k in enumerate(items) if k is Ellipsis), None)   # (no ==)
         for p, k in enumerate(items):
+            dim = p if e is None or p < e else x.ndim - (len(items) - p)
             if type(k) is RuntimeInt:
-                found.append((p, k, 1, True))
+                start, length, drop = k, 1, True
             elif type(k) is slice and any(type(v) is RuntimeInt for v in (k.start, k.stop, k.step)):
                 a, b = k.start, k.stop
-                step_ok = k.step is None or (type(k.step) is int and k.step == 1)
-                if step_ok and type(a) is RuntimeInt and type(b) is RuntimeInt and a.reader is \
-                        reader and b.reader is reader and _root(a) is _root(b):
-                    length = b.offset - a.offset
-                    if isinstance(length, Sym) or length >= 0:
-                        found.append((p, a, length, False))
-                        continue
-                why = (f"a slice bound whose slice length is not a fixed number ({what}: "
-                       "only ptr:ptr + L with L a number or a size reads at a run-time offset)")
+                if not ((k.step is None or (type(k.step) is int and k.step == 1))
+                        and type(a) is RuntimeInt and type(b) is RuntimeInt and a.reader is reader
+                        and b.reader is reader and _root(a) is _root(b)
+                        and (isinstance(b.offset - a.offset, Sym) or b.offset >= a.offset)):
+                    why = (f"a slice bound whose slice length is not a fixed number ({what}: "
+                           "only ptr:ptr + L with L a number or a size reads at a run-time "
+                           "offset)")
+                    break
+                start, length, drop = a, b.offset - a.offset, False
+            else:
+                continue
+            size = x.shape[dim]
+            v, hl, hs = start.value, hint_of(length), hint_of(size)
+            if hs is None or not (0 <= v and v + hl <= hs):
+                why = (f"a slice start out of range at this call ({what}: {v} with length {hl} "
+                       f"for a dimension of size {hs}; eager's clamping is kept)")
                 break
-        if why is None and len(found) != 1:
-            why = f"one of several run-time slice offsets in one index ({what})"
+            found.append((p, dim, start, length, drop, size))
     if why is None:
-        p, start, length, drop = found[0]
-        nd = x.ndim
-        e = next((i for i, k in enumerate(items) if k is Ellipsis), None)   # (no ==)
-        if e is not None:
-            dim = p if p < e else nd - (len(items) - p)
-        else:
-            dim = p
-        used = sum(1 for k in items if k is not Ellipsis)
-        size = x.shape[dim] if used <= nd else None
-        v = start.value
-        hl = hint_of(length)
-        hs = hint_of(size) if size is not None else None
-        if used > nd or hs is None:
-            why = f"an index that does not fit the tensor ({what})"
-        elif not (0 <= v and v + hl <= hs):
-            why = (f"a slice start out of range at this call ({what}: {v} with length {hl} "
-                   f"for a dimension of size {hs}; eager's clamping is kept)")
-        else:
-            return items, p, dim, start, length, drop, size
+        return items, found
     for k in items:
         for v in ((k.start, k.stop, k.step) if type(k) is slice else (k,)):
             if type(v) is RuntimeInt and v.reader is reader:
                 v.use(why)
-    return (_plain_key(key),)
+    return _plain_key(key), None
 
 
 def _root(ri):
@@ -611,73 +605,85 @@ def _positions(x, start, length, size, drop, where):
     return ops.add(ops.iota((length,), dt.int64, 0, like=x), s)
 
 
-def _rest_key(items, p, drop):
-    """The key with the dynamic item replaced (the slab is already cut)."""
-    return items[:p] + ((0,) if drop else (slice(None),)) + items[p + 1:]
+def _rest_key(items, found):
+    """The key with its run-time items replaced (the slab is already cut)."""
+    out = list(items)
+    for p, dim, start, length, drop, size in found:
+        out[p] = 0 if drop else slice(None)
+    return tuple(out)
+
+
+def _slabs(x, found, where):
+    """``[x, slab1, slab2, ...]``: ``x`` gathered at each run-time offset in
+    turn, and the positions each gather read."""
+    from tracec import ops
+    slabs, positions = [x], []
+    for p, dim, start, length, drop, size in found:
+        pos = _positions(x, start, length, size, drop, where)
+        positions.append(pos)
+        slabs.append(ops.take(slabs[-1], pos, dim))
+    return slabs, positions
 
 
 def getitem(x, key):
     """``x[key]`` with a ``RuntimeInt`` in ``key`` (see the module docstring)."""
-    from tracec import indexing, ops
+    from tracec import indexing
     from tracec.tracing import format_location, user_location
-    d = _dynamic_item(x, key, "an index read")
-    if len(d) == 1:
-        return indexing.getitem(x, d[0])
-    items, p, dim, start, length, drop, size = d
-    rec = start.reader.rec
-    # eager: a view at this call's offset (exact aliasing); the IR: a gather
+    items, found = _dynamic_items(x, key, "an index read")
+    if found is None:
+        return indexing.getitem(x, items)
+    rec = found[0][2].reader.rec
+    # eager: a view at this call's offsets (exact aliasing); the IR: gathers
     y = indexing.getitem(x, _plain_key(items))
-    pos = _positions(x, start, length, size, drop, format_location(user_location()))
-    slab = ops.take(x, pos, dim)
-    yd = indexing.getitem(slab, _rest_key(items, p, drop))
+    slabs, _ = _slabs(x, found, format_location(user_location()))
+    yd = indexing.getitem(slabs[-1], _rest_key(items, found))
     rec.env[id(y)] = (y, rec.value_of(yd))
-    chain = y._view_chain or ()
-    base_len = len(x._view_chain or ())
-    for step in chain[base_len:]:
-        SPECIALIZE_ON_REPLAY[id(step[1])] = start
+    starts = tuple(f[2] for f in found)
+    for step in (y._view_chain or ())[len(x._view_chain or ()):]:
+        SPECIALIZE_ON_REPLAY[id(step[1])] = starts
     return y
 
 
 def setitem(x, key, value):
     """``x[key] = value`` with a ``RuntimeInt`` in ``key``: the slab at the
-    run-time offset is gathered, written (``slab[rest] = value``: eager's
-    casts, broadcasts and errors), and put back with ``where``."""
+    run-time offsets is gathered, written (``slab[rest] = value``: eager's
+    casts, broadcasts and errors), and put back with ``where``, one
+    run-time dimension at a time."""
     from tracec import indexing, ops
     from tracec.tensor import Tensor
     from tracec.tracing import format_location, user_location
-    d = _dynamic_item(x, key, "an indexed write")
-    if len(d) == 1:
-        return indexing.setitem(x, d[0], value)
-    items, p, dim, start, length, drop, size = d
-    pos = _positions(x, start, length, size, drop, format_location(user_location()))
-    slab = ops.take(x, pos, dim)
-    rest = _rest_key(items, p, drop)
+    items, found = _dynamic_items(x, key, "an indexed write")
+    if found is None:
+        return indexing.setitem(x, items, value)
+    slabs, positions = _slabs(x, found, format_location(user_location()))
+    slab = slabs.pop()
+    rest = _rest_key(items, found)
     if isinstance(value, Tensor) and all(k is Ellipsis or (type(k) is slice and k.start is None
                                          and k.stop is None and k.step is None) for k in rest):
         # the whole slab (``queue[:, ptr:ptr + B] = keys.T``): the value is it,
         # cast and broadcast (a write through a view of it would need its
         # symbolic sizes as numbers)
-        slab = value if value.dtype is x.dtype else ops.cast(value, x.dtype)
-        if tuple(slab.shape) != tuple(_slab_shape(x, dim, length)):
-            slab = indexing.broadcast_value(slab, _slab_shape(x, dim, length))
+        new = value if value.dtype is x.dtype else ops.cast(value, x.dtype)
+        if tuple(new.shape) != tuple(slab.shape):
+            new = indexing.broadcast_value(new, slab.shape)
+        slab = new
     else:
         indexing.setitem(slab, rest, value)
-    shape = tuple(size if i == dim else 1 for i in range(x.ndim))
-    at = ops.iota(shape, dt.int64, dim, like=x)
-    s = start.tensor
-    hit = ops.logical_and(ops.ge(at, s), ops.lt(at, ops.add(s, _as_tensor(length, s))))
-    spread = ops.index_add(ops.zeros(tuple(x.shape), x.dtype, like=x), pos, slab, dim)
-    x._assign(ops.where(hit, spread, x), "setitem")
-
-
-def _slab_shape(x, dim, length) -> tuple:
-    return tuple(length if i == dim else n for i, n in enumerate(x.shape))
+    for (p, dim, start, length, drop, size), pos, outer in zip(
+            reversed(found), reversed(positions), reversed(slabs)):
+        shape = tuple(size if i == dim else 1 for i in range(outer.ndim))
+        at = ops.iota(shape, dt.int64, dim, like=outer)
+        s = start.tensor
+        hit = ops.logical_and(ops.ge(at, s), ops.lt(at, ops.add(s, _as_tensor(length, s))))
+        spread = ops.index_add(ops.zeros(tuple(outer.shape), outer.dtype, like=outer), pos,
+                               slab, dim)
+        slab = ops.where(hit, spread, outer)
+    x._assign(slab, "setitem")
 
 
 def view_replayed(chain) -> None:
     """A view chain is replayed (a write through the view, a read after its
     base changed): its run-time offsets are specialized."""
     for step in chain:
-        ri = SPECIALIZE_ON_REPLAY.get(id(step[1]))
-        if ri is not None:
+        for ri in SPECIALIZE_ON_REPLAY.get(id(step[1]), ()):
             ri.use("the offset of a view written through, or read after its base changed")

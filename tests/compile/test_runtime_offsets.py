@@ -522,3 +522,41 @@ def test_one_module_on_emulated_cuda_kernels_equals_interp_for_every_offset():
         assert len(ref) == len(got)
         for g, r in zip(got, ref):      # (the sum's order differs on the gpu)
             np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-6, atol=1e-6)
+
+
+class Window2d(nn.Module):
+    """A 2-d window at two run-time offsets, read (with a gradient) and written."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(tracec.tensor(np.linspace(-1.0, 1.0, 30).reshape(5, 6)))
+        self.register_buffer("q", tracec.tensor(np.arange(30, dtype=np.float64).reshape(5, 6)))
+        self.register_buffer("r", tracec.zeros(1, dtype=tracec.long))
+        self.register_buffer("c", tracec.tensor([1]))
+
+    def forward(self, x):
+        r = int(self.r)
+        c = int(self.c)     # (r, c = int(..), int(..) stores no single result: guarded)
+        loss = (self.w[r:r + 2, c:c + 3] ** 2 * x).sum()
+        loss.backward()
+        self.q[r:r + 2, c:c + 3] = self.q[r:r + 2, c:c + 3] * 2 + x
+        self.q[r, c + 2] = -1.0
+        self.r[0] = (r + 1) % 4
+        self.c[0] = (c + 2) % 4
+        return loss
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_two_run_time_offsets_in_one_index(backend):
+    compiled, eager = Window2d(), Window2d()
+    f = tracec.compile(compiled, backend=backend)
+    x = tracec.tensor(np.arange(6, dtype=np.float64).reshape(2, 3) + 1)
+    for _ in range(8):
+        compiled.w.grad = eager.w.grad = None
+        np.testing.assert_allclose(f(x).item(), eager(x).item(), rtol=1e-12)
+        np.testing.assert_allclose(compiled.w.grad.numpy(), eager.w.grad.numpy(), rtol=1e-12)
+        np.testing.assert_array_equal(compiled.q.numpy(), eager.q.numpy())
+        assert compiled.r.tolist() == eager.r.tolist() and compiled.c.tolist() == eager.c.tolist()
+    info = f.cache_info()
+    assert info.traces == 1 and info.compiles + info.loads == 1 and not info.notes, info
+    assert sorted(v.split(" ")[0] for v in info.runtime_values[0]) == ["c", "r"]
