@@ -14,7 +14,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import ops
-from tracec import runtime_int
+from tracec import runtime_index, runtime_int
 from tracec.runtime_int import ACTIVE as _RUNTIME_INTS, RuntimeInt
 from tracec.symbolic import Sym
 from tracec.tensor import RECORDERS, SYM_SHAPES, Tensor, bind_movement
@@ -110,8 +110,8 @@ def _concrete(t: Tensor) -> np.ndarray:
 def getitem(x: Tensor, key):
     # Direct paths for the common keys (the general one costs several µs
     # more than the op itself); they build exactly what it would.
-    if _RUNTIME_INTS and runtime_int.in_key(key):
-        return runtime_int.getitem(x, key)    # an offset read at run time (ptr:ptr + B)
+    if _RUNTIME_INTS and runtime_index.in_key(key):
+        return runtime_index.getitem(x, key)    # an offset read at run time (ptr:ptr + B)
     tk = type(key)
     ndim = x._data.ndim
     if tk is int or tk is slice or tk is Sym:
@@ -353,8 +353,8 @@ def _check_range(i, size, dim) -> bool:
 def setitem(x: Tensor, key, value):
     if type(value) is RuntimeInt:       # a number read at run time: its tensor
         value = runtime_int.operand(value)
-    if _RUNTIME_INTS and runtime_int.in_key(key):
-        return runtime_int.setitem(x, key, value)
+    if _RUNTIME_INTS and runtime_index.in_key(key):
+        return runtime_index.setitem(x, key, value)
     if isinstance(value, (list, tuple, np.ndarray)):
         value = Tensor._from_data(np.asarray(value), dtype=x.dtype)
     if not isinstance(value, (Tensor, numbers.Number, np.number, np.bool_)):
