@@ -3,7 +3,8 @@
 
 While a call is recorded, ``int(t)`` or ``t.item()`` of a one-element
 integer tensor that existed before the call and is not an argument (a
-``queue_ptr`` buffer), read before the call wrote it, gives a
+``queue_ptr`` buffer; or an element of a small one, ``self.ptrs[1]``), read
+before the call wrote it, gives a
 ``RuntimeInt``: its ``value`` is this call's number, its ``tensor`` a 0-d
 int64 copy of the buffer made by recorded ops, so every compiled call reads
 the number from the buffer (a load in native code) instead of a guard
@@ -275,37 +276,49 @@ class Reader:
         self.made.append(ri)
         return ri
 
-    def read(self, t, how: str, where) -> RuntimeInt:
+    def read(self, t, source, how: str, where) -> RuntimeInt:
         """The ``RuntimeInt`` of ``t``'s value (a one-element integer
-        tensor: see ``eligible``)."""
+        tensor, or view of ``source``: see ``source``)."""
         from tracec import ops
-        from tracec.tracing import format_location
+        from tracec.tracing import TensorValue, format_location
         value = int(t._data.reshape(-1)[0])
         # a copy (cast always copies): the buffer may be written later in the call
         tensor = ops.cast(ops.reshape(t.detach(), ()), dt.int64)
-        self.reads.append((t, how, format_location(where)))
+        self.reads.append((source, how, format_location(where)))
         if not ACTIVE:
             ACTIVE.append(self)
-        return self.make(value, tensor, ((t, value, where),),
+        return self.make(value, tensor, ((source, TensorValue(source)(), where),),
                          f"{how} at {format_location(where)}")
 
-    def eligible(self, t) -> bool:
-        """``t`` is a one-element integer tensor that existed before the call,
-        is not an argument, and was not written in the call so far."""
+    def source(self, t):
+        """The tensor a read of ``t`` depends on, if the compiled code may
+        read it at run time: ``t`` itself, a one-element integer tensor
+        that existed before the call, is not an argument and was not written
+        in the call so far; or the base of such a view made in the call
+        (``int(self.ptrs[1])``: a small integer tensor likewise).  Else None."""
+        from tracec.tracing import GUARDED_VALUE_MAX
         rec = self.rec
-        if rec.suspended or t.numel() != 1 or t.dtype.category != 1 or t.dtype is dt.bool_ \
-                or type(t._data) is not np.ndarray or id(t) in rec.arg_position \
-                or t._birth == rec.epoch or t._base is not None:
-            return False
+        if rec.suspended or t.numel() != 1 or t.dtype.category != 1 \
+                or type(t._data) is not np.ndarray:
+            return None
+        if t._base is not None:
+            if t._birth != rec.epoch or not t._view_chain:
+                return None          # (a view from before the call: guarded as before)
+            t = t._base
+            if t.numel() > GUARDED_VALUE_MAX or t.dtype.category != 1:
+                return None
+        if id(t) in rec.arg_position or t._birth == rec.epoch or t._base is not None:
+            return None
         from tracec.creation import GENERATOR_STATES
         if GENERATOR_STATES.get(id(t)) is t:
-            return False
+            return None
         e = rec.env.get(id(t))
         if e is None:
-            return True
+            return t
         # read already (a second int()): still its entry value?
-        return e[0] is t and any(spec.kind == "state" and spec.source is t
-                                 for spec in rec.inputs) and e[1] in rec.block.args
+        entry = e[0] is t and any(spec.kind == "state" and spec.source is t
+                                  for spec in rec.inputs) and e[1] in rec.block.args
+        return t if entry else None
 
     def read_at_run_time(self) -> list:
         """The reads of tensors the trace is not guarded on (here, or by
@@ -386,7 +399,8 @@ def on_item(rec, t, caller):
     from tracec.tensor import Tensor
     from tracec.tracing import user_location
     reader = rec.runtime
-    if not reader.eligible(t):
+    source = reader.source(t)
+    if source is None:
         return None
     code = caller.f_code
     is_int = code is Tensor.__int__.__code__
@@ -397,12 +411,12 @@ def on_item(rec, t, caller):
         target = _store_after_call(user, is_int)
         if target is None:
             return None
-        ri = reader.read(t, "int()" if is_int else "__index__()", user_location())
+        ri = reader.read(t, source, "int()" if is_int else "__index__()", user_location())
         _rebind_after_store(user, target, ri)
         return ri.value
     if _own(code):
         return None          # tracec's own code: a number it needs (specialized as before)
-    return reader.read(t, "item()", user_location())
+    return reader.read(t, source, "item()", user_location())
 
 
 _TRACEC_DIR = __file__.rsplit("/", 1)[0]

@@ -560,3 +560,34 @@ def test_two_run_time_offsets_in_one_index(backend):
     info = f.cache_info()
     assert info.traces == 1 and info.compiles + info.loads == 1 and not info.notes, info
     assert sorted(v.split(" ")[0] for v in info.runtime_values[0]) == ["c", "r"]
+
+
+class TwoPointers(nn.Module):
+    """Two pointers in one buffer: ``int(self.ptrs[0])``, ``self.ptrs[1].item()``."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("q", tracec.tensor(np.arange(10, dtype=np.float32)))
+        self.register_buffer("ptrs", tracec.tensor([0, 5]))
+
+    def forward(self, x):
+        head = int(self.ptrs[0])
+        tail = self.ptrs[1].item()
+        self.q[head:head + 2] = self.q[tail:tail + 2] + x
+        self.ptrs[0] = (head + 2) % 8
+        self.ptrs[1] = (tail + 3) % 8
+        return self.q.sum()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pointers_read_from_elements_of_one_buffer(backend):
+    compiled, eager = TwoPointers(), TwoPointers()
+    f = tracec.compile(compiled, backend=backend)
+    x = tracec.ones(2)
+    for _ in range(9):
+        np.testing.assert_array_equal(f(x).numpy(), eager(x).numpy())
+        np.testing.assert_array_equal(compiled.q.numpy(), eager.q.numpy())
+        assert compiled.ptrs.tolist() == eager.ptrs.tolist()
+    info = f.cache_info()
+    assert info.traces == 1 and not info.notes, info
+    assert [v.split(" (")[0] for v in info.runtime_values[0]] == ["ptrs", "ptrs"]
