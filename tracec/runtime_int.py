@@ -166,6 +166,12 @@ class RuntimeInt:
         self.use("a type check (isinstance)")
         return int
 
+    def __getattr__(self, name):
+        # int's methods and attributes (bit_length, real, to_bytes)
+        if name in RuntimeInt.__slots__ or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.use(f".{name}"), name)
+
     def __array__(self, dtype=None, copy=None):
         return np.asarray(self.use("NumPy"), dtype)
 

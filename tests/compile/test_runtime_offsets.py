@@ -351,6 +351,8 @@ USES = {
     "negative_index": (lambda p, x: x[-p - 1] * 1, False),
     "narrow": (lambda p, x: x.narrow(0, p, 2) * 1, False),
     "split": (lambda p, x: x.split(p + 1)[0].sum() * 1, False),
+    "int_method": (lambda p, x: x * (p.bit_length() + p.real), False),
+    "sum_of_list": (lambda p, x: x * sum([p, 1]), True),
 }
 
 
