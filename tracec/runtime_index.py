@@ -94,20 +94,21 @@ def _plain_key(key):
     return num(key)
 
 
-def _positions(x, start, length, size, drop, where):
+def _positions(x, start, length, size, drop):
     """``start + iota(length)`` as int64, after a run-time check that the
-    slab lies inside the dimension (else a RuntimeError naming the line)."""
+    slab lies inside the dimension (else a RuntimeError: the backends put
+    the user's line first)."""
     from tracec import ops
     s = start.tensor
     last = size - length          # (a size expression where either is symbolic)
     ok = ops.logical_and(ops.ge(s, 0), ops.le(s, as_tensor(last, s)))
     if drop:
-        text = f"{where}: an index read from a tensor at run time ({start.text}) must lie " \
+        text = f"an index read from a tensor at run time ({start.text}) must lie " \
             f"in [0, {last}] for this compiled code (dimension of size {size}); eager " \
             "indexing would wrap a negative index or raise IndexError: call the function " \
             "eagerly for such values"
     else:
-        text = f"{where}: a slice of {length} element(s) at an offset read from a tensor at " \
+        text = f"a slice of {length} element(s) at an offset read from a tensor at " \
             f"run time ({start.text}) must lie inside its dimension of size {size} (offset " \
             f"in [0, {last}]); eager slicing would clamp it to another shape, which this " \
             "compiled code cannot: call the function eagerly for such values"
@@ -123,13 +124,13 @@ def _rest_key(items, found):
     return tuple(out)
 
 
-def _slabs(x, found, where):
+def _slabs(x, found):
     """``[x, slab1, slab2, ...]``: ``x`` gathered at each run-time offset in
     turn, and the positions each gather read."""
     from tracec import ops
     slabs, positions = [x], []
     for p, dim, start, length, drop, size in found:
-        pos = _positions(x, start, length, size, drop, where)
+        pos = _positions(x, start, length, size, drop)
         positions.append(pos)
         slabs.append(ops.take(slabs[-1], pos, dim))
     return slabs, positions
@@ -138,14 +139,13 @@ def _slabs(x, found, where):
 def getitem(x, key):
     """``x[key]`` with a ``RuntimeInt`` in ``key`` (see the module docstring)."""
     from tracec import indexing
-    from tracec.tracing import format_location, user_location
     items, found = _dynamic_items(x, key, "an index read")
     if found is None:
         return indexing.getitem(x, items)
     rec = found[0][2].reader.rec
     # eager: a view at this call's offsets (exact aliasing); the IR: gathers
     y = indexing.getitem(x, _plain_key(items))
-    slabs, _ = _slabs(x, found, format_location(user_location()))
+    slabs, _ = _slabs(x, found)
     yd = indexing.getitem(slabs[-1], _rest_key(items, found))
     rec.env[id(y)] = (y, rec.value_of(yd))
     starts = tuple(f[2] for f in found)
@@ -161,11 +161,10 @@ def setitem(x, key, value):
     run-time dimension at a time."""
     from tracec import indexing, ops
     from tracec.tensor import Tensor
-    from tracec.tracing import format_location, user_location
     items, found = _dynamic_items(x, key, "an indexed write")
     if found is None:
         return indexing.setitem(x, items, value)
-    slabs, positions = _slabs(x, found, format_location(user_location()))
+    slabs, positions = _slabs(x, found)
     slab = slabs.pop()
     rest = _rest_key(items, found)
     if isinstance(value, Tensor) and all(k is Ellipsis or (type(k) is slice and k.start is None
