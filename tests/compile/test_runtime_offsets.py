@@ -11,6 +11,7 @@ another shape) and changes no state; every other use of the number
 back to a guard on the value and says so in ``cache_info()``."""
 import inspect
 import operator
+import subprocess
 import sys
 
 import numpy as np
@@ -593,3 +594,77 @@ def test_pointers_read_from_elements_of_one_buffer(backend):
     info = f.cache_info()
     assert info.traces == 1 and not info.notes, info
     assert [v.split(" (")[0] for v in info.runtime_values[0]] == ["ptrs", "ptrs"]
+
+
+AOT_STEP = '''
+import numpy as np
+import tracec as torch
+import tracec.nn as nn
+
+
+class Queue(nn.Module):
+    def __init__(self, dim=8, K=16):
+        super().__init__()
+        self.K = K
+        self.register_buffer("queue", torch.tensor(np.arange(dim * K, dtype=np.float32)
+                                                   .reshape(dim, K)))
+        self.register_buffer("queue_ptr", torch.zeros(1, dtype=torch.long))
+
+    def forward(self, keys):
+        batch_size = keys.shape[0]
+        ptr = int(self.queue_ptr)
+        self.queue[:, ptr:ptr + batch_size] = keys.T
+        ptr = (ptr + batch_size) % self.K
+        self.queue_ptr[0] = ptr
+        return self.queue.sum(1)
+
+
+model = Queue()
+
+
+def step(keys):
+    return model(keys)
+'''
+
+AOT_DRIVER = r'''
+#include <stdio.h>
+#include "libstep.h"
+int main(void) {
+    float keys[32], queue[128], out[8];
+    int64_t ptr[1];
+    step_init_state(ptr, queue);
+    for (int i = 0; i < 32; i++) keys[i] = 1000.0f + i;
+    for (int call = 0; call < 5; call++) {
+        int rc = step(keys, ptr, queue, out);
+        printf("%d %ld %.0f %.0f\n", rc, (long)ptr[0], queue[4 * call % 16], out[0]);
+    }
+    ptr[0] = 14;
+    int rc = step(keys, ptr, queue, out);
+    printf("%d %ld %s\n", rc, (long)ptr[0], step_error_message(rc));
+    return 0;
+}
+'''
+
+
+def test_a_tracec_build_library_reads_the_pointer_at_run_time(tmp_path):
+    from aot_helpers import CC, compile_c, tracec_build
+    if CC is None:
+        pytest.skip("needs a C compiler")
+    (tmp_path / "step.py").write_text(AOT_STEP)
+    r = tracec_build(tmp_path / "step.py", "step", tmp_path / "out" / "libstep.so",
+                     "--arg", "keys=f32[4,8]")
+    assert r.returncode == 0, r.stderr
+    exe = compile_c(AOT_DRIVER, tmp_path / "drive", tmp_path / "out")
+    lines = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    lines = lines.splitlines()
+    # each call writes keys.T (column j of the block holds 1000 + 8 j) at its pointer
+    queue = np.arange(128, dtype=np.float32).reshape(8, 16)
+    for call in range(5):
+        p = 4 * call % 16
+        queue[:, p:p + 4] = (1000 + np.arange(32, dtype=np.float32)).reshape(4, 8).T
+        rc, ptr, first, out0 = lines[call].split()
+        assert (int(rc), int(ptr), float(first), float(out0)) == \
+            (0, (p + 4) % 16, 1000.0, float(queue[0].sum())), lines[call]
+    rc, ptr, msg = lines[5].split(" ", 2)
+    assert rc != "0" and ptr == "14", lines[5]
+    assert "step.py:18" in msg and "must lie inside its dimension of size 16" in msg, msg
