@@ -55,6 +55,7 @@ from __future__ import annotations
 import dis
 import operator
 import sys
+import weakref
 
 import numpy as np
 
@@ -433,7 +434,8 @@ def _own(code) -> bool:
     return code.co_filename.startswith(_TRACEC_DIR) and "/tests/" not in code.co_filename
 
 
-_INSTRUCTIONS: dict = {}
+#: code object -> its instructions (weakly: code made at run time may go)
+_INSTRUCTIONS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 #: Straight-line instructions an argument expression may consist of
