@@ -751,11 +751,14 @@ class CompiledFunction:
         lifted = [[loc.label for loc in e.trace.lifted] if e.trace.lifted else []
                   for e in entries]
         speculated = [[f"{loc[0]}:{loc[1]}" for _, _, loc in e._speculated()] for e in entries]
+        notes += [n for e in entries for n in e.trace.runtime_notes]
+        runtime = [[f"{e.trace.names.get(i, 'a tensor')} ({how} at {where})"
+                    for i, how, where in e.trace.runtime_reads] for e in entries]
         return CacheInfo(self.traces, self.hits, list(self.reasons), len(self._eager_keys),
                          dict(self._last.timings) if self._last else {},
                          symbolic, notes, guards, self.compiles, self.loads, lifted,
                          speculated, sum(e.mispredicted_total for e in entries),
-                         list(self._eager_keys.values()))
+                         list(self._eager_keys.values()), runtime)
 
     def _write_dump(self, entry: Entry) -> None:
         os.makedirs(self.dump, exist_ok=True)
@@ -833,6 +836,9 @@ class CacheInfo:
     mispredicted: int = 0
     #: why each of the ``eager_signatures`` runs eagerly
     eager_reasons: list = field(default_factory=list)
+    #: per trace, the integers its compiled code reads from tensors at run
+    #: time (``int(self.queue_ptr)``: tracec.runtime_int), not guarded
+    runtime_values: list = field(default_factory=list)
 
     @property
     def notes(self) -> list:

@@ -16,6 +16,7 @@ from tracec import dtypes as dt
 from tracec import graph, ops
 from tracec.device import is_meta, to_device
 from tracec.meta_array import MetaArray
+from tracec.runtime_int import RuntimeInt, operand as runtime_operand
 from tracec.symbolic import Sym
 from tracec.tensor import RECORDERS, Tensor, concrete
 
@@ -74,6 +75,8 @@ def _symbolic(size) -> bool:
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if type(data) is RuntimeInt:     # a number read at run time: a recorded copy
+        return _finish(Tensor._from_data(data, dtype), requires_grad, device)
     if isinstance(data, Tensor):
         import warnings
         warnings.warn("To copy construct from a tensor, it is recommended to use "
@@ -175,6 +178,8 @@ def _factory(varsize: bool = False, memory_format: bool = False):
 
 @_factory()
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if type(fill_value) is RuntimeInt:   # a number read at run time: its 0-d tensor
+        fill_value = runtime_operand(fill_value)
     size = _size((size,) if isinstance(size, int) else size)
     if isinstance(fill_value, Tensor):
         return _full_of_tensor(size, fill_value, dtype, requires_grad, device)

@@ -37,6 +37,9 @@ _NUM = (numbers.Number, np.number, np.bool_)
 
 
 def _operand(x, name):
+    if type(x).__name__ == "RuntimeInt":     # read at run time (tracec.runtime_int)
+        from tracec.runtime_int import operand
+        return operand(x)
     if isinstance(x, Tensor):
         return x
     if isinstance(x, _NUM):

@@ -14,6 +14,8 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import ops
+from tracec import runtime_index, runtime_int
+from tracec.runtime_int import ACTIVE as _RUNTIME_INTS, RuntimeInt
 from tracec.symbolic import Sym
 from tracec.tensor import RECORDERS, SYM_SHAPES, Tensor, bind_movement
 
@@ -108,6 +110,8 @@ def _concrete(t: Tensor) -> np.ndarray:
 def getitem(x: Tensor, key):
     # Direct paths for the common keys (the general one costs several µs
     # more than the op itself); they build exactly what it would.
+    if _RUNTIME_INTS and runtime_index.in_key(key):
+        return runtime_index.getitem(x, key)    # an offset read at run time (ptr:ptr + B)
     tk = type(key)
     ndim = x._data.ndim
     if tk is int or tk is slice or tk is Sym:
@@ -347,6 +351,10 @@ def _check_range(i, size, dim) -> bool:
 
 
 def setitem(x: Tensor, key, value):
+    if type(value) is RuntimeInt:       # a number read at run time: its tensor
+        value = runtime_int.operand(value)
+    if _RUNTIME_INTS and runtime_index.in_key(key):
+        return runtime_index.setitem(x, key, value)
     if isinstance(value, (list, tuple, np.ndarray)):
         value = Tensor._from_data(np.asarray(value), dtype=x.dtype)
     if not isinstance(value, (Tensor, numbers.Number, np.number, np.bool_)):
@@ -381,13 +389,19 @@ def setitem(x: Tensor, key, value):
     if new.dtype is not x.dtype:
         new = ops.cast(new, x.dtype)
     if tuple(new.shape) != tuple(view.shape):
-        try:
-            new = ops.broadcast_to(_drop_leading_ones(new, view.ndim), view.shape)
-        except Exception:
-            raise RuntimeError(f"shape mismatch: value tensor of shape {list(new.shape)} cannot "
-                               f"be broadcast to indexing result of shape "
-                               f"{list(view.shape)}") from None
+        new = broadcast_value(new, view.shape)
     view._assign(new, "setitem")
+
+
+def broadcast_value(new, shape):
+    """The value of ``x[key] = new`` broadcast to the indexed ``shape``, or
+    PyTorch's error."""
+    try:
+        return ops.broadcast_to(_drop_leading_ones(new, len(shape)), tuple(shape))
+    except Exception:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(new.shape)} cannot "
+                           f"be broadcast to indexing result of shape "
+                           f"{list(shape)}") from None
 
 
 def _mask_fill_key(x, key, value) -> bool:

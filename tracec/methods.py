@@ -13,6 +13,7 @@ from tracec import creation, graph
 from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import indexing, shape_ops as S
+from tracec.runtime_int import RuntimeInt, operand as runtime_operand
 from tracec.symbolic import Sym
 from tracec.sym_scalar import SymScalar
 from tracec.tensor import OP_OBSERVERS, RECORDERS, Tensor, weak_scalar
@@ -71,6 +72,8 @@ Tensor.__setitem__ = indexing.setitem
 
 def _binop(fn, reflected=False):
     def op(self, other):
+        if type(other) is RuntimeInt:
+            other = runtime_int_operand(self, other)
         if not isinstance(other, (Tensor, int, float, bool, complex, np.number, np.bool_, np.ndarray,
                                   Sym, SymScalar)):
             return NotImplemented
@@ -224,7 +227,20 @@ def filled(self, value, grad_fn_name="FillBackward0"):
         return Tensor._make(np.full(self.shape, value, self.dtype.np), self.dtype)
 
 
+def runtime_int_operand(x, n):
+    """The ``RuntimeInt`` ``n`` (tracec.runtime_int) as an operand of
+    tensor ``x``: its 0-d int64 tensor, in ``x``'s integer dtype (a Python
+    int takes an integer tensor's dtype, a 0-d int64 tensor would widen a
+    0-d one), or its number once inert."""
+    t = runtime_operand(n)
+    if isinstance(t, Tensor) and x.dtype.category == 1 and x.dtype is not t.dtype:
+        t = t.to(x.dtype)
+    return t
+
+
 def _fill(self, value, _op="fill_"):
+    if type(value) is RuntimeInt:      # a number read at run time: its tensor
+        value = runtime_operand(value)
     value = dt.check_fits(value, self.dtype)
     name = "ZeroBackward0" if _op == "zero_" else (
         "FillBackward3" if isinstance(value, Tensor) else "FillBackward2")

@@ -26,6 +26,8 @@ from tracec.item_value import ItemValue
 from tracec.meta_array import USED as _META_USED, MetaArray
 from tracec.ops import core, creation as creation_ops, elementwise as ew, movement
 from tracec.ops.core import ShapeError
+from tracec.runtime_int import SPECIALIZE_ON_REPLAY, RuntimeInt, operand as runtime_operand, \
+    view_replayed
 from tracec.symbolic import Sym
 
 _WARNED = {"float_requires_grad": False}
@@ -308,6 +310,10 @@ class Tensor:
     @staticmethod
     def _from_data(data, dtype=None) -> "Tensor":
         """A new tensor (a copy) from Python or NumPy data."""
+        if type(data) is RuntimeInt:   # a number read at run time: its tensor, copied
+            data = runtime_operand(data)
+            if not isinstance(data, Tensor):
+                return Tensor._from_data(data, dtype)
         if isinstance(data, Tensor):
             # A copy made by a primitive (cast copies): inside tracec.compile it
             # is recorded, so it holds the traced tensor's value at every call.
@@ -320,9 +326,10 @@ class Tensor:
         except (ValueError, TypeError) as e:
             raise TypeError(f"tensor(): could not convert {type(data).__name__} "
                             f"to a tensor: {e}") from None
-        if arr.dtype.kind == "O" and any(type(x) is ItemValue for x in arr.flat):
-            # a traced item() (refused while tracing: it would be a constant)
-            arr = np.array([x.use("tensor() data") if type(x) is ItemValue else x
+        if arr.dtype.kind == "O" and any(type(x) in (ItemValue, RuntimeInt) for x in arr.flat):
+            # a traced item() (refused while tracing: it would be a constant;
+            # a number read at run time in a list: specialized)
+            arr = np.array([x.use("tensor() data") if type(x) in (ItemValue, RuntimeInt) else x
                             for x in arr.flat]).reshape(arr.shape)
         if arr.dtype.kind in "OUSV":
             raise TypeError(f"tensor(): unsupported data of type {arr.dtype} "
@@ -818,6 +825,8 @@ class Tensor:
         undoes the view chain: exact for the injective views in-place writes
         allow, and built only from primitives and their VJPs."""
         chain = self._view_chain
+        if SPECIALIZE_ON_REPLAY:
+            view_replayed(chain)   # a view at an offset read at run time: now a number
 
         def adjoint(v):
             for prim, params, aval in reversed(chain):
@@ -856,6 +865,8 @@ class Tensor:
         gradient through it sees the write."""
         root = self._base
         grad_mode = graph.is_grad_enabled()
+        if SPECIALIZE_ON_REPLAY and RECORDERS:
+            view_replayed(self._view_chain)   # (see _rebase_view)
         if RECORDERS or (grad_mode and root.requires_grad):
             view = root
             for prim, params, _ in self._view_chain:
@@ -1164,6 +1175,8 @@ def _nested_to_numpy(xs):
 
 def as_tensor_operand(x):
     """A Tensor, or a number left as a (weakly typed) Python scalar."""
+    if type(x) is RuntimeInt:              # a number read at run time (tracec.runtime_int)
+        return runtime_operand(x)
     if isinstance(x, Tensor) or isinstance(x, (numbers.Number, np.bool_)):
         return x
     if isinstance(x, np.ndarray):

@@ -43,7 +43,7 @@ from tracec.ops.core import PRIMITIVES, Aval
 from tracec.utils._pytree import tree_leaves
 from tracec.pytree import (KEYED_BY_IDENTITY, flatten_args, is_dataclass_instance, path_name,
                            plain_classes, resolve)
-from tracec import symbolic
+from tracec import runtime_int, symbolic
 from tracec.symbolic import Sym
 from tracec.sym_shapes import SymbolTable
 from tracec.tensor import (CONCRETE_CHECKS, EPOCH, GRAD_HOOKS, GUARD_HOOKS,  # noqa: F401
@@ -190,6 +190,11 @@ class Trace:
     #: calls draw as many and check the decisions (``Entry.run``).
     py_draws: int = 0
     py_draw_guards: tuple = ()
+    #: ``[(id of the tensor, "int()" / "item()", where)]``: integers the
+    #: compiled code reads from tensors at run time (``tracec.runtime_int``)
+    runtime_reads: list = field(default_factory=list)
+    #: where such a number was specialized instead (a guard), and why
+    runtime_notes: list = field(default_factory=list)
 
 
 #: The most elements of an integer state tensor whose value a trace may
@@ -304,6 +309,8 @@ class Recording:
         self.conv_columns: list = []
         #: ``ItemValue``s handed out by item() (numbers the call may return)
         self.items: list = []
+        #: integers read from tensors at run time (``tracec.runtime_int``)
+        self.runtime = runtime_int.Reader(self)
         self.py_draws = 0             # random.random() calls recorded
         self.py_draw_guards: list = []
         #: names of the opaque calls (torch.library custom ops) running now
@@ -358,6 +365,8 @@ class Recording:
                 v = op.results[0]
             if t.dtype.category == 3:
                 return self._complex_view_chain(t, v)
+            if runtime_int.SPECIALIZE_ON_REPLAY:
+                runtime_int.view_replayed(t._view_chain)
             for prim, params, aval in t._view_chain:
                 shape = ir.shape_of(v.type) if self.symbols is None else \
                     self.symbols.shape_of_value(v)
@@ -634,6 +643,9 @@ class Recording:
         """``t.item()`` called by the user's code on a recorded one-element
         floating tensor, fallback off: an ``ItemValue`` the call may return
         (``tracec.item_value``); None leaves item() to ``on_concrete``."""
+        if not self.suspended and t.dtype.category == 1:
+            # a queue pointer: read at run time (or None: on_concrete decides)
+            return runtime_int.on_item(self, t, caller)
         if self.suspended or t.dtype.category != 2 or type(t._data) is not np.ndarray:
             return None
         fname = caller.f_code.co_filename
@@ -1120,7 +1132,9 @@ class Recording:
                      graph.is_grad_enabled(),
                      () if self.had_backward else tuple(returns_grad), symbolic=sym_info,
                      attr_needs_grad=None if self.had_backward else attr_grad,
-                     py_draws=self.py_draws, py_draw_guards=tuple(self.py_draw_guards))
+                     py_draws=self.py_draws, py_draw_guards=tuple(self.py_draw_guards),
+                     runtime_reads=self.runtime.read_at_run_time(),
+                     runtime_notes=list(self.runtime.notes))
 
 
 #: Constants of more elements than this whose elements are all equal are
@@ -1271,6 +1285,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     result = None
     try:
         result = fn(*call_args, **call_kwargs)
+        result = rec.runtime.finish(result)
         rec.settle_buffer_writes()
     except TraceError:
         raise
@@ -1287,6 +1302,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         for lst, h in hooks:
             lst.remove(h)
         random.random = py_random_before
+        rec.runtime.close()
         _inert(rec.items)         # the call has returned: plain numbers from now on
         autograd.RECORDING_BACKWARD[0] = 0   # (a backward that raised left it set)
         for parent, kind, k, before, sym in swapped:
