@@ -43,7 +43,7 @@ from tracec.ops.core import PRIMITIVES, Aval
 from tracec.utils._pytree import tree_leaves
 from tracec.pytree import (KEYED_BY_IDENTITY, flatten_args, is_dataclass_instance, path_name,
                            plain_classes, resolve)
-from tracec import runtime_int, symbolic
+from tracec import runtime_int, runtime_reads, symbolic
 from tracec.symbolic import Sym
 from tracec.sym_shapes import SymbolTable
 from tracec.tensor import (CONCRETE_CHECKS, EPOCH, GRAD_HOOKS, GUARD_HOOKS,  # noqa: F401
@@ -310,7 +310,7 @@ class Recording:
         #: ``ItemValue``s handed out by item() (numbers the call may return)
         self.items: list = []
         #: integers read from tensors at run time (``tracec.runtime_int``)
-        self.runtime = runtime_int.Reader(self)
+        self.runtime = runtime_reads.Reader(self)
         self.py_draws = 0             # random.random() calls recorded
         self.py_draw_guards: list = []
         #: names of the opaque calls (torch.library custom ops) running now
@@ -645,7 +645,7 @@ class Recording:
         (``tracec.item_value``); None leaves item() to ``on_concrete``."""
         if not self.suspended and t.dtype.category == 1:
             # a queue pointer: read at run time (or None: on_concrete decides)
-            return runtime_int.on_item(self, t, caller)
+            return runtime_reads.on_item(self, t, caller)
         if self.suspended or t.dtype.category != 2 or type(t._data) is not np.ndarray:
             return None
         fname = caller.f_code.co_filename

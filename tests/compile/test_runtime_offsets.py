@@ -19,7 +19,7 @@ import pytest
 
 import tracec
 import tracec.nn as nn
-from tracec import runtime_int
+from tracec import runtime_int, runtime_reads
 
 HERE = __file__.rsplit("/", 1)[-1]
 BACKENDS = ["interp", "cpu"]
@@ -503,7 +503,7 @@ def test_rebinding_leaves_no_trace_function_behind():
     f = tracec.compile(Queue(), backend="interp")
     for k in _keys(3, [4]):
         f(k)
-    assert sys.gettrace() is None and not runtime_int.ACTIVE and not runtime_int._PENDING
+    assert sys.gettrace() is None and not runtime_int.ACTIVE and not runtime_reads._PENDING
 
 
 def test_one_module_on_emulated_cuda_kernels_equals_interp_for_every_offset():
