@@ -1,0 +1,35 @@
+"""Public reinforcement-learning and atomistic programs, small
+configurations (``tests/programs/models27``): Kaixhin/Rainbow (the
+factorised-Gaussian NoisyLinear with its epsilon buffers, the dueling
+distributional DQN, the agent's C51 projection through floor / ceil,
+boolean-mask in-place fixes and two view(-1).index_add_ calls, double-Q
+action selection, importance-weighted loss, the numpy sum-tree replay
+memory with n-step returns and blank-transition masks, target sync by
+load_state_dict).
+
+Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
+``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
+the same steps run eagerly, and print the verdict); weights and data come
+from numpy, and lines marked ``[rng]`` are not compared numerically.
+"""
+import pathlib
+
+import pytest
+
+from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixture
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROGS = ROOT / "tests" / "programs" / "models27"
+
+CASES = ["rainbow.py"]
+# Rainbow's learn fixes l == u atoms by `l[(u > 0) * (l == u)] -= 1`: a
+# boolean-mask read whose size depends on the data (torch.compile breaks
+# its graph there too), so the compiled step runs eagerly.
+EAGER_FALLBACK: set = {"rainbow.py"}
+
+torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
+
+
+@pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
+def test_models27_program_matches_torch(script, torch_refs, tmp_path):
+    check_program(PROGS / script, torch_refs(script), tmp_path, script in EAGER_FALLBACK)
