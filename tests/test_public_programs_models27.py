@@ -5,7 +5,12 @@ distributional DQN, the agent's C51 projection through floor / ceil,
 boolean-mask in-place fixes and two view(-1).index_add_ calls, double-Q
 action selection, importance-weighted loss, the numpy sum-tree replay
 memory with n-step returns and blank-transition masks, target sync by
-load_state_dict).
+load_state_dict); schnetpack's SchNet (GaussianRBF and CosineCutoff
+buffers, shifted softplus, Dense with xavier_uniform_ reset, the
+continuous-filter convolution aggregated by index_add or scatter_add_, a
+neighbor list from cdist and nonzero, forces by autograd.grad with
+create_graph=True and force matching by Adam, distances also from cdist's
+matrix-multiply mode).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -21,7 +26,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models27"
 
-CASES = ["rainbow.py"]
+CASES = ["rainbow.py", "schnet.py"]
 # Rainbow's learn fixes l == u atoms by `l[(u > 0) * (l == u)] -= 1`: a
 # boolean-mask read whose size depends on the data (torch.compile breaks
 # its graph there too), so the compiled step runs eagerly.
