@@ -30,3 +30,47 @@ def test_linspace_is_torchs_kernel_bit_for_bit(dtype):
 def test_linspace_default_dtype_and_midpoint_sign():
     assert tracec.linspace(-2, 2, 11)[5].item() == pt.linspace(-2, 2, 11)[5].item() == -2.0 ** -25
     assert tracec.linspace(-2, 2, 11).dtype is tracec.float32
+
+
+def _probs():
+    return [[0.1, 0.9, 0.0], [0.8, 0.1, 0.1], [0.2, 0.3, 0.5], [0.3, 0.3, 0.4]]
+
+
+@pytest.mark.parametrize("k,dim,transpose", [(2, 1, False), (2, 0, False), (2, 1, True), (1, -1, False)])
+def test_topk_results_are_fresh_contiguous_tensors(k, dim, transpose):
+    # CutMix-PyTorch's accuracy: pred = output.topk(maxk, 1, True, True)[1].t();
+    # correct = pred.eq(...); correct[:k].view(-1) fails in torch (the eq
+    # follows pred's transposed strides (1, batch)). tracec's indices were a
+    # slice of the full argsort, strides (1, n_classes), so the view's error
+    # and the strides differed.
+    x, tx = torch_pair(_probs())
+    if transpose:
+        x, tx = x.t(), tx.t()
+    v, i = x.topk(k, dim)
+    tv, ti = tx.topk(k, dim)
+    assert v.stride() == tv.stride() and i.stride() == ti.stride()
+    assert i.is_contiguous() and i.tolist() == ti.tolist()
+
+
+def torch_pair(data):
+    """(torch, tracec) tensors of the same data."""
+    return pt.tensor(data), tracec.tensor(data)
+
+
+def test_transposed_topk_eq_view_raises_like_torch():
+    x, tx = torch_pair(_probs())
+    target, ttarget = pt.tensor([1, 2, 2, 0]), tracec.tensor([1, 2, 2, 0])
+    pred, tpred = x.topk(2, 1, True, True)[1].t(), tx.topk(2, 1, True, True)[1].t()
+    correct = pred.eq(target.view(1, -1).expand_as(pred))
+    tcorrect = tpred.eq(ttarget.view(1, -1).expand_as(tpred))
+    assert tcorrect.stride() == correct.stride() == (1, 2)
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        correct[:2].view(-1)
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        tcorrect[:2].view(-1)
+    assert tcorrect[:1].view(-1).tolist() == correct[:1].view(-1).tolist()
+
+
+def test_multinomial_without_replacement_is_contiguous():
+    assert tracec.multinomial(tracec.ones(3, 5), 2).stride() == \
+        pt.multinomial(pt.ones(3, 5), 2).stride() == (2, 1)

@@ -10,7 +10,10 @@ buffers, shifted softplus, Dense with xavier_uniform_ reset, the
 continuous-filter convolution aggregated by index_add or scatter_add_, a
 neighbor list from cdist and nonzero, forces by autograd.grad with
 create_graph=True and force matching by Adam, distances also from cdist's
-matrix-multiply mode).
+matrix-multiply mode); hongyi-zhang/mixup-cifar10 and
+clovaai/CutMix-PyTorch (mixup_data / mixup_criterion with np.random.beta,
+rand_bbox and the in-place box paste, the pixel-ratio lam, top-k error
+through topk().t().eq(), a PreAct-ResNet, nesterov SGD with MultiStepLR).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -26,7 +29,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models27"
 
-CASES = ["rainbow.py", "schnet.py"]
+CASES = ["rainbow.py", "schnet.py", "mixup_cutmix.py"]
 # Rainbow's learn fixes l == u atoms by `l[(u > 0) * (l == u)] -= 1`: a
 # boolean-mask read whose size depends on the data (torch.compile breaks
 # its graph there too), so the compiled step runs eagerly.
