@@ -1,4 +1,5 @@
-"""Public reinforcement-learning and atomistic programs, small
+"""Public reinforcement-learning, atomistic, augmentation and long-convolution
+programs, small
 configurations (``tests/programs/models27``): Kaixhin/Rainbow (the
 factorised-Gaussian NoisyLinear with its epsilon buffers, the dueling
 distributional DQN, the agent's C51 projection through floor / ceil,
@@ -13,7 +14,11 @@ create_graph=True and force matching by Adam, distances also from cdist's
 matrix-multiply mode); hongyi-zhang/mixup-cifar10 and
 clovaai/CutMix-PyTorch (mixup_data / mixup_criterion with np.random.beta,
 rand_bbox and the in-place box paste, the pixel-ratio lam, top-k error
-through topk().t().eq(), a PreAct-ResNet, nesterov SGD with MultiStepLR).
+through topk().t().eq(), a PreAct-ResNet, nesterov SGD with MultiStepLR); HazyResearch/safari's Hyena operator
+(fftconv through rfft / irfft(norm="forward"), complex-exponential
+positional embeddings, Sin with a learnable frequency, exponential
+modulation, the implicit filter MLP, the depthwise short filter, `_optim`
+parameter groups for AdamW) in a small LM.
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -29,7 +34,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models27"
 
-CASES = ["rainbow.py", "schnet.py", "mixup_cutmix.py"]
+CASES = ["rainbow.py", "schnet.py", "mixup_cutmix.py", "hyena.py"]
 # Rainbow's learn fixes l == u atoms by `l[(u > 0) * (l == u)] -= 1`: a
 # boolean-mask read whose size depends on the data (torch.compile breaks
 # its graph there too), so the compiled step runs eagerly.
