@@ -1,5 +1,5 @@
-"""Public reinforcement-learning, atomistic, augmentation and long-convolution
-programs, small
+"""Public reinforcement-learning, atomistic, augmentation, long-convolution
+and data-loading programs, small
 configurations (``tests/programs/models27``): Kaixhin/Rainbow (the
 factorised-Gaussian NoisyLinear with its epsilon buffers, the dueling
 distributional DQN, the agent's C51 projection through floor / ceil,
@@ -18,7 +18,15 @@ through topk().t().eq(), a PreAct-ResNet, nesterov SGD with MultiStepLR); HazyRe
 (fftconv through rfft / irfft(norm="forward"), complex-exponential
 positional embeddings, Sin with a learnable frequency, exponential
 modulation, the implicit filter MLP, the depthwise short filter, `_optim`
-parameter groups for AdamW) in a small LM.
+parameter groups for AdamW) in a small LM; and a torch.utils.data
+pipeline as training scripts write it (hand-written Compose / RandomCrop /
+RandomHorizontalFlip / ToTensor / Normalize over numpy HWC uint8 images,
+random_split with a seeded Generator, ConcatDataset, Subset,
+WeightedRandomSampler, DataLoader with collate_fn / drop_last /
+pin_memory, default_collate on dicts, an IterableDataset splitting by
+get_worker_info). The orders drawn from torch's generator (random_split,
+the samplers) are printed on [rng] lines with their invariants: tracec's
+generators do not reproduce torch's Mersenne-Twister stream.
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -34,7 +42,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models27"
 
-CASES = ["rainbow.py", "schnet.py", "mixup_cutmix.py", "hyena.py"]
+CASES = ["rainbow.py", "schnet.py", "mixup_cutmix.py", "hyena.py", "data_pipeline.py"]
 # Rainbow's learn fixes l == u atoms by `l[(u > 0) * (l == u)] -= 1`: a
 # boolean-mask read whose size depends on the data (torch.compile breaks
 # its graph there too), so the compiled step runs eagerly.
