@@ -74,3 +74,97 @@ def test_transposed_topk_eq_view_raises_like_torch():
 def test_multinomial_without_replacement_is_contiguous():
     assert tracec.multinomial(tracec.ones(3, 5), 2).stride() == \
         pt.multinomial(pt.ones(3, 5), 2).stride() == (2, 1)
+
+
+def _c51_fix(b):
+    # Kaixhin/Rainbow agent.learn: fix disappearing probability mass
+    l, u = b.floor().to(tracec.int64), b.ceil().to(tracec.int64)
+    l[(u > 0) * (l == u)] -= 1
+    u[(l < 3) * (l == u)] += 1
+    return l, u
+
+
+def _no_fallback(fn, *args):
+    """fn compiled, called on each argument tuple, refusing any eager fallback."""
+    import warnings
+    c = tracec.compile(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return [c(*a) for a in args]
+
+
+def test_augmented_assignment_through_a_boolean_mask_compiles():
+    # `l[mask] -= 1` reads l[mask] (a data-dependent size) then stores it
+    # back; torch.compile(fullgraph=True) captures it. tracec refused the read
+    # and ran Rainbow's whole learn step eagerly.
+    calls = [(tracec.tensor([0.0, 1.0, 1.5, 2.0, 3.0]),), (tracec.tensor([0.0, 0.5, 0.75, 1.0, 1.5]),)]
+    for (b,), got in zip(calls, _no_fallback(_c51_fix, *calls)):
+        want = pt.tensor(b.tolist())
+        wl, wu = want.floor().long(), want.ceil().long()
+        wl[(wu > 0) * (wl == wu)] -= 1
+        wu[(wl < 3) * (wl == wu)] += 1
+        assert got[0].tolist() == wl.tolist() and got[1].tolist() == wu.tolist()
+        assert got[0].dtype is tracec.int64
+
+
+@pytest.mark.parametrize("op", ["+=", "*=", "/=", "-="])
+def test_masked_augmented_assignment_rows_and_gradients(op):
+    # a mask over the leading dim, a per-row operand, gradients through it
+    def step(lib, w, x, v):
+        y = w * 2.0
+        if op == "+=":
+            y[x.sum(1) > 0] += v
+        elif op == "*=":
+            y[x.sum(1) > 0] *= v
+        elif op == "/=":
+            y[x.sum(1) > 0] /= v
+        else:
+            y[x.sum(1) > 0] -= 0.5
+        return (y * y).sum()
+
+    r = np.random.default_rng(0)
+    w0, x0, v0 = (r.normal(size=s).astype(np.float32) for s in ((5, 3), (5, 3), (3,)))
+    tw = pt.tensor(w0, requires_grad=True)
+    step(pt, tw, pt.tensor(x0), pt.tensor(v0)).backward()
+
+    def fn(w, x, v):
+        loss = step(tracec, w, x, v)
+        loss.backward()
+        return loss
+    w = tracec.tensor(w0, requires_grad=True)
+    (loss,) = _no_fallback(fn, (w, tracec.tensor(x0), tracec.tensor(v0)))
+    assert np.allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-5)
+
+
+def test_masked_reads_other_than_augmented_assignment_still_refuse():
+    def select_sum(x):
+        y = x[x > 0]
+        return y.sum()
+
+    def elementwise_operand(x, v):
+        x[x > 0] += v      # v combines with the selection element by element
+        return x
+
+    x = tracec.tensor([1.0, -2.0, 3.0])
+    with pytest.raises(tracec.TraceError, match="boolean-mask indexing"):
+        tracec.compile(select_sum)(x)
+    with pytest.raises(tracec.TraceError, match="boolean-mask indexing"):
+        tracec.compile(elementwise_operand)(x.clone(), tracec.tensor([10.0, 20.0]))
+    with pytest.warns(UserWarning, match="boolean-mask indexing"):
+        out = tracec.compile(elementwise_operand, fallback="eager")(x.clone(), tracec.tensor([10.0, 20.0]))
+    assert out.tolist() == [11.0, -2.0, 23.0]
+
+
+def test_masked_augmented_assignment_eager_and_dtype_errors_unchanged():
+    x = tracec.tensor([1, 2, 3])
+    x[x > 1] += 5
+    assert x.tolist() == [1, 7, 8]
+
+    def bad(x):
+        x[x > 1] += 0.5     # int64 in place with a float: torch refuses
+        return x
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        pt_x = pt.tensor([1, 2, 3])
+        pt_x[pt_x > 1] += 0.5
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        tracec.compile(bad)(tracec.tensor([1, 2, 3]))

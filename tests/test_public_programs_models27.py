@@ -43,10 +43,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models27"
 
 CASES = ["rainbow.py", "schnet.py", "mixup_cutmix.py", "hyena.py", "data_pipeline.py"]
-# Rainbow's learn fixes l == u atoms by `l[(u > 0) * (l == u)] -= 1`: a
-# boolean-mask read whose size depends on the data (torch.compile breaks
-# its graph there too), so the compiled step runs eagerly.
-EAGER_FALLBACK: set = {"rainbow.py"}
+EAGER_FALLBACK: set = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
 

@@ -7,8 +7,10 @@ Invariant: basic indexing returns a view sharing storage with its base
 """
 from __future__ import annotations
 
+import dis
 import math
 import numbers
+import sys
 
 import numpy as np
 
@@ -133,7 +135,86 @@ def getitem(x: Tensor, key):
             return _basic(x, key[:i] + (slice(None),) * (ndim - len(key) + 1) + key[i + 1:])
     elif tk is Tensor and key.dtype is dt.int64 and ndim and not RECORDERS:
         return _take_rows(x, key)
+    elif RECORDERS and tk is Tensor and key.dtype is dt.bool_ and \
+            _mask_fill_key(x, key, None) and _augmented_store(sys._getframe(1)):
+        return _MaskedRead(x, key)
     return _getitem(x, key)
+
+
+#: code object -> {offset of a BINARY_SUBSCR: whether it reads the target
+#: of an augmented assignment ``a[k] op= v``}
+_AUGMENTED: dict = {}
+
+
+def _augmented_store(frame) -> bool:
+    """Whether ``frame`` is executing the subscript read of an augmented
+    assignment to a subscript (``a[k] op= v``): CPython compiles it, and
+    only it, as the container and key duplicated (``COPY 2`` twice;
+    ``DUP_TOP_TWO`` before 3.11), then ``BINARY_SUBSCR``, the value, the
+    in-place operator and ``STORE_SUBSCR`` to the same container and key."""
+    code = frame.f_code
+    table = _AUGMENTED.get(code)
+    if table is None:
+        ins = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
+        table = {}
+        for n, i in enumerate(ins):
+            if i.opname == "BINARY_SUBSCR":
+                prev = [(j.opname, j.arg) for j in ins[max(0, n - 2):n]]
+                aug = prev == [("COPY", 2), ("COPY", 2)] or prev[-1:] == [("DUP_TOP_TWO", None)]
+                # (every offset up to the next instruction: the specialized
+                # BINARY_SUBSCR_GETITEM calls __getitem__ with f_lasti on
+                # its last inline cache entry)
+                end = ins[n + 1].offset if n + 1 < len(ins) else i.offset + 2
+                for off in range(i.offset, end, 2):
+                    table[off] = aug
+        _AUGMENTED[code] = table
+    return table.get(frame.f_lasti, False)
+
+
+class _MaskedRead:
+    """``x[mask]`` read by ``x[mask] op= v`` inside a traced call (Rainbow's
+    C51 projection: ``l[(u > 0) * (l == u)] -= 1``).  The selection's size
+    depends on the data, which a trace cannot record; the statement as a
+    whole can: ``op`` applied to a copy of all of ``x``, written back where
+    ``mask`` holds (a masked fill, as ``x[mask] = value`` is).  It lives only
+    between the statement's read and its store (``_augmented_store`` checked
+    the bytecode), so no other code sees it; an operand that would combine
+    with the selection element by element (one not broadcast over the
+    selected rows) reads the selection as before, and the trace refuses it."""
+
+    __slots__ = ("x", "mask", "full")
+
+    def __init__(self, x, mask):
+        self.x, self.mask = x, mask
+        self.full = None
+
+    def _selection(self):
+        return _getitem(self.x, self.mask)
+
+    def _apply(self, name, v):
+        rows = self.x.shape[self.mask.ndim:]
+        if isinstance(v, (numbers.Number, np.number, np.bool_)) or (
+                isinstance(v, Tensor) and v.ndim <= len(rows) and
+                all(a == 1 or a == b for a, b in zip(v.shape[::-1], rows[::-1]))):
+            # the same v for every selected row: the op on all of x agrees
+            # with it on the selection, dtype rules and errors included
+            self.full = getattr(ops.cast(self.x, self.x.dtype), name)(v)
+            return self
+        return getattr(self._selection(), name)(v)
+
+    def store(self, x, key):
+        """``x[key] = self``: the statement's own store writes ``where(mask,
+        op(x), x)``; any other target gets the selection's values."""
+        if x is not self.x or key is not self.mask or self.full is None:
+            return setitem(x, key, self._selection())
+        m = ops.reshape(key, tuple(key.shape) + (1,) * (x.ndim - key.ndim))
+        x._assign(ops.where(m, self.full, x), "setitem")
+
+
+for _name in ("__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__",
+              "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__"):
+    setattr(_MaskedRead, _name, (lambda n: lambda self, v: self._apply(n, v))(_name))
+del _name
 
 
 def _indices(k: slice, size):
@@ -347,6 +428,8 @@ def _check_range(i, size, dim) -> bool:
 
 
 def setitem(x: Tensor, key, value):
+    if type(value) is _MaskedRead:
+        return value.store(x, key)
     if isinstance(value, (list, tuple, np.ndarray)):
         value = Tensor._from_data(np.asarray(value), dtype=x.dtype)
     if not isinstance(value, (Tensor, numbers.Number, np.number, np.bool_)):
