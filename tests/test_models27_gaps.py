@@ -168,3 +168,42 @@ def test_masked_augmented_assignment_eager_and_dtype_errors_unchanged():
         pt_x[pt_x > 1] += 0.5
     with pytest.raises(RuntimeError, match="can't be cast"):
         tracec.compile(bad)(tracec.tensor([1, 2, 3]))
+
+
+_NDARRAY_CALLS = {
+    "pad": lambda F, T, img: F.pad(img, 2), "crop": lambda F, T, img: F.crop(img, 0, 0, 2, 2),
+    "hflip": lambda F, T, img: F.hflip(img), "rotate": lambda F, T, img: F.rotate(img, 10.0),
+    "adjust_hue": lambda F, T, img: F.adjust_hue(img, 0.1),
+    "resize": lambda F, T, img: F.resize(img, [3, 3]),
+    "center_crop": lambda F, T, img: F.center_crop(img, 3),
+    "get_dimensions": lambda F, T, img: F.get_dimensions(img),
+    "affine": lambda F, T, img: F.affine(img, 0.0, [0, 0], 1.0, [0.0]),
+    "RandomCrop(padding=4)": lambda F, T, img: T.RandomCrop(4, padding=4)(img),
+    "RandomCrop": lambda F, T, img: T.RandomCrop(3)(img),
+    "RandomHorizontalFlip": lambda F, T, img: T.RandomHorizontalFlip(1.0)(img),
+    "RandomResizedCrop": lambda F, T, img: T.RandomResizedCrop(3)(img),
+    "gaussian_blur": lambda F, T, img: F.gaussian_blur(img, 3),
+}
+
+
+@pytest.mark.parametrize("name", list(_NDARRAY_CALLS))
+def test_transforms_refuse_a_numpy_image_in_torchvisions_words(name):
+    # a script that feeds numpy HWC images straight to RandomCrop /
+    # RandomHorizontalFlip (without ToTensor or Image.fromarray first) gets
+    # torchvision's TypeError: "img should be PIL Image. Got ..." from its PIL
+    # backend, or "Unexpected type ..." where the size is read first. tracec
+    # said "img should be PIL Image or Tensor" everywhere.
+    from vision_oracle import optional
+    tv, _ = optional()
+    if tv is None:
+        pytest.skip("torchvision (the test oracle) is not installed")
+    import torchvision.transforms as RT
+    import torchvision.transforms.functional as RF
+    import tracec.vision.transforms as TT
+    import tracec.vision.transforms.functional as TF
+    img = np.zeros((6, 7, 3), np.uint8)
+    with pytest.raises(TypeError) as want:
+        _NDARRAY_CALLS[name](RF, RT, img)
+    with pytest.raises(TypeError) as got:
+        _NDARRAY_CALLS[name](TF, TT, img)
+    assert str(got.value) == str(want.value)
