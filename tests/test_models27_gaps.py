@@ -27,6 +27,46 @@ def test_linspace_is_torchs_kernel_bit_for_bit(dtype):
         assert np.array_equal(np.signbit(w), np.signbit(g)) and np.array_equal(w, g), (a, b, n)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int64"])
+def test_linspace_with_tensor_ends_is_the_same_kernel(dtype):
+    # tensor end points take the recorded (iota) form: it gave NumPy's
+    # start + i * step, so eager results differed from the number-ends form
+    for a, b, n in LINSPACE_CASES[:9]:
+        want = pt.linspace(pt.tensor(a, dtype=pt.float64), pt.tensor(b), n, dtype=getattr(pt, dtype))
+        got = tracec.linspace(tracec.tensor(a, dtype=tracec.float64), tracec.tensor(b), n,
+                              dtype=getattr(tracec, dtype))
+        w, g = want.double().numpy(), got.double().numpy()
+        assert np.array_equal(np.signbit(w), np.signbit(g)) and np.array_equal(w, g), (a, b, n)
+
+
+def test_linspace_with_a_symbolic_count_in_a_compiled_function():
+    def pos(x):
+        return tracec.linspace(-2.0, 2.0, x.shape[0]) + x
+    c = tracec.compile(pos, dynamic=True)
+    for n in (11, 51, 100):
+        got, want = c(tracec.zeros(n)).numpy(), pt.linspace(-2.0, 2.0, n).numpy()
+        assert np.array_equal(got, want), n
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int32", "float16", "bfloat16"])
+def test_logspace_follows_torchs_kernel(dtype):
+    # logspace's exponents are the kernel's linspace (halves from both ends);
+    # integer results truncate base ** e with the ends truncated first
+    # (logspace(-2, 2, 11, dtype=int64)[5] is 1). tracec took NumPy's
+    # linspace: float64 points and integer ones differed.
+    # (float64: within an ulp; PyTorch's float64 pow is not always libm's)
+    cases = [(-2, 2, 11), (0, 3, 7), (-10, 10, 51), (1, -1, 10), (0.5, 2.5, 33), (-3, 3, 100),
+             (2, 5, 1), (1, 2, 0), (-1, 3, 2)]
+    for a, b, n in cases:
+        for base in (10.0, 2.0, 2.718281828, 0.5):
+            want = pt.logspace(a, b, n, base=base, dtype=getattr(pt, dtype)).double().numpy()
+            got = tracec.logspace(a, b, n, base=base, dtype=getattr(tracec, dtype)).double().numpy()
+            if dtype == "float64":
+                assert np.allclose(want, got, rtol=3e-16, atol=0), (a, b, n, base)
+            else:
+                assert np.array_equal(want, got), (a, b, n, base)
+
+
 def test_linspace_default_dtype_and_midpoint_sign():
     assert tracec.linspace(-2, 2, 11)[5].item() == pt.linspace(-2, 2, 11)[5].item() == -2.0 ** -25
     assert tracec.linspace(-2, 2, 11).dtype is tracec.float32

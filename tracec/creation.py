@@ -400,14 +400,39 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
     if (isinstance(steps, Sym) and d.is_floating_point or ends) and not any(
             isinstance(v, complex) or isinstance(v, Tensor) and v.dtype.is_complex
             for v in (start, end)):
-        # A symbolic count or tensor end points (traced ones included):
-        # NumPy's float64 steps (start + i * ((end - start) / (steps - 1)),
-        # the last one ``end``) from an iota, recorded.
+        # A symbolic count or tensor end points (traced ones included): the
+        # kernel's two halves (``_linspace_kernel``) from an iota, recorded.
+        # The step is rounded to the op-math type (float32 below float64);
+        # float64 points are fused by ``_fma64``'s exact product and sum, and
+        # float32 ones formed in float64 (where a float32 product is exact),
+        # so both are the kernel's (bar a double-rounding tie).
         i = ops.iota((steps,), dt.float64, 0, like=_LIKE)
         a, b = _f64(start), _f64(end)
-        step = ops.div(ops.sub(b, a), steps - 1)
-        y = ops.add(ops.mul(i, step), a)
-        y = ops.where(ops.eq(i, steps - 1), b, y)
+        if not d.is_floating_point:   # the ends as the integer type first (toward zero)
+            a, b = ops.cast(ops.cast(a, d), dt.float64), ops.cast(ops.cast(b, d), dt.float64)
+        half = ops.lt(i, steps // 2)
+        k = ops.where(half, i, ops.sub(float(steps - 1), i))
+        base = ops.where(half, a, b)
+        if d.is_floating_point and d.itemsize == 2:
+            # every step rounded to the type, as ``_linspace_reduced``
+            def rnd(x):
+                return ops.cast(ops.cast(x, d), dt.float32)
+            a, b = rnd(a), rnd(b)
+            step = rnd(ops.div(rnd(ops.sub(b, a)), rnd(ops.full((), float(steps - 1), dt.float64,
+                                                                 like=_LIKE))))
+            low = rnd(ops.add(a, rnd(ops.mul(step, rnd(i)))))
+            high = rnd(ops.sub(b, rnd(ops.mul(step, rnd(k)))))
+            y = ops.where(half, low, high)
+        elif d.is_floating_point and d is not dt.float64:
+            a, b = ops.cast(ops.cast(a, dt.float32), dt.float64), ops.cast(ops.cast(b, dt.float32),
+                                                                           dt.float64)
+            base = ops.where(half, a, b)
+            step = ops.cast(ops.div(ops.cast(ops.sub(b, a), dt.float32), float(steps - 1)),
+                            dt.float64)
+            y = ops.add(ops.mul(ops.where(half, step, ops.neg(step)), k), base)
+        else:
+            step = ops.div(ops.sub(b, a), steps - 1)
+            y = _fma64(ops.where(half, step, ops.neg(step)), k, base)
         return _finish(ops.cast(y, d), requires_grad, device)
     if d.is_complex or any(isinstance(v, complex) for v in (start, end)):
         data = np.linspace(start, end, steps).astype(d.np)
@@ -417,7 +442,8 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
 
 
 def _fma64(a, b, c):
-    """``a * b + c`` in float64 arrays, rounded once (as C's ``fma``):
+    """``a * b + c`` in float64 arrays or tensors (their operators), rounded
+    once (as C's ``fma``):
     Dekker's exact product and Knuth's two-sum, their errors added back.
     (Off by one ulp only where the two partial roundings tie, which the
     sizes linspace makes do not reach in practice.)"""
