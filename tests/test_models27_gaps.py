@@ -247,3 +247,62 @@ def test_transforms_refuse_a_numpy_image_in_torchvisions_words(name):
     with pytest.raises(TypeError) as got:
         _NDARRAY_CALLS[name](TF, TT, img)
     assert str(got.value) == str(want.value)
+
+
+def _same_error(fn):
+    """fn(lib) raises the same exception type and message under torch and tracec."""
+    with pytest.raises(Exception) as want:
+        fn(pt)
+    with pytest.raises(Exception) as got:
+        fn(tracec)
+    assert (type(got.value).__name__, str(got.value).split("\n")[0]) == \
+        (type(want.value).__name__, str(want.value).split("\n")[0])
+
+
+_INDEX_ERRORS = {
+    # index_add_ (Rainbow's projection, SchNet's aggregation) and its kin
+    # refuse bad input each in its own words; tracec said one thing for all
+    "add oob": lambda m: m.zeros(6, 2).index_add_(0, m.tensor([0, 7]), m.ones(2, 2)),
+    "add oob 1-d": lambda m: m.zeros(6).index_add_(0, m.tensor([0, 7]), m.ones(2)),
+    "add float index": lambda m: m.zeros(6, 2).index_add_(0, m.tensor([0., 1.]), m.ones(2, 2)),
+    "add count": lambda m: m.zeros(6, 2).index_add_(0, m.tensor([0, 1, 2]), m.ones(2, 2)),
+    "add count dim 1": lambda m: m.zeros(6, 2).index_add_(1, m.tensor([0, 1, 1]), m.ones(6, 2)),
+    "add shape": lambda m: m.zeros(6, 2).index_add_(0, m.tensor([0, 1]), m.ones(2, 3)),
+    "add 2-d index": lambda m: m.zeros(6, 2).index_add_(0, m.tensor([[0, 1]]), m.ones(2, 2)),
+    "add dtype": lambda m: m.zeros(6).index_add_(0, m.tensor([0, 1]), m.ones(2).double()),
+    "copy oob": lambda m: m.zeros(6, 2).index_copy_(0, m.tensor([0, 7]), m.ones(2, 2)),
+    "copy float index": lambda m: m.zeros(6, 2).index_copy_(0, m.tensor([0., 1.]), m.ones(2, 2)),
+    "copy int32 index": lambda m: m.zeros(6, 2).index_copy_(0, m.tensor([0, 1], dtype=m.int32),
+                                                             m.ones(2, 2)),
+    "copy count": lambda m: m.zeros(6, 2).index_copy_(0, m.tensor([0, 1, 2]), m.ones(2, 2)),
+    "copy slice": lambda m: m.zeros(6, 2, 3).index_copy_(1, m.tensor([0, 1]), m.ones(5, 2, 3)),
+    "copy rank": lambda m: m.zeros(6, 2).index_copy_(0, m.tensor([0, 1]), m.ones(2)),
+    "copy 2-d index": lambda m: m.zeros(6, 2).index_copy_(0, m.tensor([[0, 1]]), m.ones(2, 2)),
+    "copy dtype": lambda m: m.zeros(6).index_copy_(0, m.tensor([0, 1]), m.ones(2).double()),
+    "fill float index": lambda m: m.zeros(6, 2).index_fill_(0, m.tensor([0., 1.]), 1.0),
+    "fill 2-d index": lambda m: m.zeros(6).index_fill_(0, m.tensor([[0, 1]]), 1.0),
+    "fill oob": lambda m: m.zeros(6, 2).index_fill_(0, m.tensor([0, 9]), 1.0),
+    # NoisyLinear's epsilon_out.ger(epsilon_in) and its kin
+    "ger self": lambda m: m.ones(2, 2).ger(m.ones(2)),
+    "ger vec2": lambda m: m.ones(2).ger(m.ones(2, 2)),
+    "outer self": lambda m: m.outer(m.ones(2, 2), m.ones(2)),
+    "outer vec2": lambda m: m.outer(m.ones(2), m.ones(2, 2)),
+    "dot rank": lambda m: m.dot(m.ones(2, 2), m.ones(2)),
+    "dot size": lambda m: m.dot(m.ones(2), m.ones(3)),
+    "dot dtype": lambda m: m.dot(m.ones(2), m.ones(2).double()),
+}
+
+
+@pytest.mark.parametrize("case", list(_INDEX_ERRORS))
+def test_index_ops_and_products_refuse_bad_input_as_torch(case):
+    _same_error(_INDEX_ERRORS[case])
+
+
+def test_index_add_valid_forms_unchanged():
+    for lib in (pt, tracec):
+        m = lib.zeros(6)
+        m.view(-1).index_add_(0, lib.tensor([1, 1, 2], dtype=lib.int32), lib.tensor([0.5, 0.25, 1.0]),
+                              alpha=2)
+        assert m.tolist() == [0.0, 1.5, 2.0, 0.0, 0.0, 0.0]
+    assert tracec.zeros(()).index_add_(0, tracec.tensor([0]), tracec.tensor(2.)).item() == 2.0
+    assert tracec.outer(tracec.ones(2), tracec.ones(3).double()).dtype is tracec.float64
