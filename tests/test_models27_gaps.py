@@ -306,3 +306,15 @@ def test_index_add_valid_forms_unchanged():
         assert m.tolist() == [0.0, 1.5, 2.0, 0.0, 0.0, 0.0]
     assert tracec.zeros(()).index_add_(0, tracec.tensor([0]), tracec.tensor(2.)).item() == 2.0
     assert tracec.outer(tracec.ones(2), tracec.ones(3).double()).dtype is tracec.float64
+
+
+def test_weighted_random_sampler_weights_are_a_float64_tensor():
+    # torch keeps `weights` as torch.as_tensor(weights, dtype=torch.double);
+    # scripts read it (sampler.weights.sum()) or replace it between epochs.
+    from tracec.utils.data import WeightedRandomSampler
+    s = WeightedRandomSampler([1, 0, 3], 4)
+    ref = pt.utils.data.WeightedRandomSampler([1, 0, 3], 4)
+    assert isinstance(s.weights, tracec.Tensor) and s.weights.dtype is tracec.float64
+    assert s.weights.tolist() == ref.weights.tolist() and ref.weights.dtype is pt.float64
+    s.weights = tracec.tensor([0.0, 5.0, 0.0], dtype=tracec.float64)
+    assert list(s) == [1, 1, 1, 1]
