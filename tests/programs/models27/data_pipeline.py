@@ -10,7 +10,8 @@
 # pin_memory=True, persistent_workers=False), default_collate on dicts of
 # tensors / numpy arrays / numbers / strings / tuples, an IterableDataset
 # splitting its range by get_worker_info(), BatchSampler and
-# SequentialSampler, and a few training steps from the loader.
+# SequentialSampler, shuffling with a seeded generator, and a few
+# training steps from the loader.
 # Changes for a CPU test: 8 x 8 images from numpy instead of CIFAR files,
 # the transforms' random parameters from np.random (torchvision draws them
 # from torch's generator); lines marked [rng] print orders that come from
@@ -227,6 +228,16 @@ try:
     DataLoader(testset, batch_size=4, shuffle=True, sampler=SequentialSampler(testset))
 except ValueError as e:
     print("ValueError", e)
+# shuffling with a seeded generator: the same seed gives the same epochs,
+# and each epoch its own order
+ids = TensorDataset(torch.arange(60))
+epochs = []
+for _ in range(2):
+    dl = DataLoader(ids, batch_size=16, shuffle=True, drop_last=True,
+                    generator=torch.Generator().manual_seed(7))
+    epochs.append([torch.cat([b[0] for b in dl]).tolist() for _ in range(2)])
+print("shuffle", len(dl), len(epochs[0][0]), epochs[0] == epochs[1], epochs[0][0] != epochs[0][1],
+      sorted(epochs[0][0]) != list(range(48)), len(set(epochs[0][0])) == 48, "[rng]", epochs[0][0][:4])
 bs = BatchSampler(SequentialSampler(range(10)), batch_size=4, drop_last=False)
 print("batch sampler", list(bs), len(bs), len(BatchSampler(range(10), 4, True)))
 bl = DataLoader(testset, batch_sampler=BatchSampler(SequentialSampler(range(7)), 3, False))
