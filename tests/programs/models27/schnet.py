@@ -24,7 +24,7 @@
 # against the same step eagerly.
 import copy
 import math
-from typing import Callable, Dict, Optional, Union
+from typing import Callable, Dict, List, Optional, Union
 
 import numpy as np
 import torch
