@@ -318,3 +318,66 @@ def test_weighted_random_sampler_weights_are_a_float64_tensor():
     assert s.weights.tolist() == ref.weights.tolist() and ref.weights.dtype is pt.float64
     s.weights = tracec.tensor([0.0, 5.0, 0.0], dtype=tracec.float64)
     assert list(s) == [1, 1, 1, 1]
+
+
+def test_masked_copy_between_tensors_compiles():
+    # `out[m] = src[m]` (torch.compile(fullgraph=True) captures it): the read
+    # of src[m] is the statement's value, stored by the same mask
+    def copy(x, y):
+        m = y > 0
+        x[m] = y[m]
+        return x
+
+    calls = [(tracec.zeros(4), tracec.tensor([1., -1, 2, -2])),
+             (tracec.zeros(4), tracec.tensor([-1., 1, -2, 2]))]
+    got = _no_fallback(copy, *calls)
+    assert [g.tolist() for g in got] == [[1.0, 0.0, 2.0, 0.0], [0.0, 1.0, 0.0, 2.0]]
+
+    class Keep(tracec.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("buf", tracec.zeros(3, 2))
+
+        def forward(self, y):
+            m = y[:, 0] > 0
+            self.buf[m] = y[m]
+            return self.buf * 1
+
+    k = Keep()
+    (out,) = _no_fallback(k, (tracec.tensor([[1., 2], [-1, 3], [4, 5]]),))
+    assert out.tolist() == k.buf.tolist() == [[1.0, 2.0], [0.0, 0.0], [4.0, 5.0]]
+
+
+def test_masked_copy_gradients_and_refusals():
+    def fn(w, x):
+        y = w * 3.0
+        out = x.clone()
+        m = x < 0
+        out[m] = y[m]
+        loss = (out * out).sum()
+        loss.backward()
+        return loss
+
+    r = np.random.default_rng(1)
+    w0, x0 = r.normal(size=(4, 3)).astype(np.float32), r.normal(size=(4, 3)).astype(np.float32)
+    tw = pt.tensor(w0, requires_grad=True)
+    tx = pt.tensor(x0)
+    o = tx.clone()
+    o[tx < 0] = (tw * 3.0)[tx < 0]
+    (o * o).sum().backward()
+    w = tracec.tensor(w0, requires_grad=True)
+    _no_fallback(fn, (w, tracec.tensor(x0)))
+    assert np.allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-6)
+
+    def other_key(x, y):
+        x[x > 0] = y[y > 0]      # another mask: sizes may differ, data-dependent
+        return x
+
+    def other_dtype(x, y):
+        m = y > 0
+        x[m] = y[m]              # torch: index_put_ requires matching dtypes
+        return x
+    with pytest.raises(tracec.TraceError, match="boolean-mask indexing"):
+        tracec.compile(other_key)(tracec.tensor([1., -1]), tracec.tensor([2., -2]))
+    with pytest.raises(tracec.TraceError, match="boolean-mask indexing"):
+        tracec.compile(other_dtype)(tracec.zeros(2, dtype=tracec.int64), tracec.tensor([2., -2]))
