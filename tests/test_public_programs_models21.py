@@ -45,10 +45,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models21"
 
 CASES = ["pointnet2.py", "egnn.py", "attentive_np.py", "alphazero_othello.py"]
-# farthest_point_sample's boolean-mask update (distance[mask] = dist[mask])
-# is data-dependent control flow: the compiled step runs eagerly, as
-# torch.compile graph-breaks there
-EAGER_FALLBACK = {"pointnet2.py"}
+# (farthest_point_sample's boolean-mask update, distance[mask] = dist[mask],
+# records as a masked write since models27: the compiled step compiles)
+EAGER_FALLBACK: set = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
 

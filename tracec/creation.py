@@ -405,17 +405,115 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
     if (isinstance(steps, Sym) and d.is_floating_point or ends) and not any(
             isinstance(v, complex) or isinstance(v, Tensor) and v.dtype.is_complex
             for v in (start, end)):
-        # A symbolic count or tensor end points (traced ones included):
-        # NumPy's float64 steps (start + i * ((end - start) / (steps - 1)),
-        # the last one ``end``) from an iota, recorded.
+        # A symbolic count or tensor end points (traced ones included): the
+        # kernel's two halves (``_linspace_kernel``) from an iota, recorded.
+        # The step is rounded to the op-math type (float32 below float64);
+        # float64 points are fused by ``_fma64``'s exact product and sum, and
+        # float32 ones formed in float64 (where a float32 product is exact),
+        # so both are the kernel's (bar a double-rounding tie).
         i = ops.iota((steps,), dt.float64, 0, like=_LIKE)
         a, b = _f64(start), _f64(end)
-        step = ops.div(ops.sub(b, a), steps - 1)
-        y = ops.add(ops.mul(i, step), a)
-        y = ops.where(ops.eq(i, steps - 1), b, y)
+        if not d.is_floating_point:   # the ends as the integer type first (toward zero)
+            a, b = ops.cast(ops.cast(a, d), dt.float64), ops.cast(ops.cast(b, d), dt.float64)
+        half = ops.lt(i, steps // 2)
+        k = ops.where(half, i, ops.sub(float(steps - 1), i))
+        base = ops.where(half, a, b)
+        if d.is_floating_point and d.itemsize == 2:
+            # every step rounded to the type, as ``_linspace_reduced``
+            def rnd(x):
+                return ops.cast(ops.cast(x, d), dt.float32)
+            a, b = rnd(a), rnd(b)
+            step = rnd(ops.div(rnd(ops.sub(b, a)), rnd(ops.full((), float(steps - 1), dt.float64,
+                                                                 like=_LIKE))))
+            low = rnd(ops.add(a, rnd(ops.mul(step, rnd(i)))))
+            high = rnd(ops.sub(b, rnd(ops.mul(step, rnd(k)))))
+            y = ops.where(half, low, high)
+        elif d.is_floating_point and d is not dt.float64:
+            a, b = ops.cast(ops.cast(a, dt.float32), dt.float64), ops.cast(ops.cast(b, dt.float32),
+                                                                           dt.float64)
+            base = ops.where(half, a, b)
+            step = ops.cast(ops.div(ops.cast(ops.sub(b, a), dt.float32), float(steps - 1)),
+                            dt.float64)
+            y = ops.add(ops.mul(ops.where(half, step, ops.neg(step)), k), base)
+        else:
+            step = ops.div(ops.sub(b, a), steps - 1)
+            y = _fma64(ops.where(half, step, ops.neg(step)), k, base)
         return _finish(ops.cast(y, d), requires_grad, device)
-    return _finish(Tensor._make(np.linspace(start, end, steps).astype(d.np), d),
-                   requires_grad, device)
+    if d.is_complex or any(isinstance(v, complex) for v in (start, end)):
+        data = np.linspace(start, end, steps).astype(d.np)
+    else:
+        data = _linspace_kernel(start, end, steps, d)
+    return _finish(Tensor._make(data, d), requires_grad, device)
+
+
+def _fma64(a, b, c):
+    """``a * b + c`` in float64 arrays or tensors (their operators), rounded
+    once (as C's ``fma``):
+    Dekker's exact product and Knuth's two-sum, their errors added back.
+    (Off by one ulp only where the two partial roundings tie, which the
+    sizes linspace makes do not reach in practice.)"""
+    p = a * b
+    sa, sb = a * 134217729.0, b * 134217729.0   # Veltkamp splits (2**27 + 1)
+    ah, bh = sa - (sa - a), sb - (sb - b)
+    al, bl = a - ah, b - bh
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    s = p + c
+    bb = s - p
+    t = (p - (s - bb)) + (c - bb)
+    return s + (t + e)
+
+
+def _linspace_kernel(start, end, steps, d):
+    """PyTorch's CPU linspace kernel value for value (RangeFactoriesKernel:
+    ``step = (end - start) / (steps - 1)`` in the op-math type (float32 for
+    float32 / float16 / bfloat16, float64 for float64 and the integer types);
+    the first ``steps // 2`` points ``start + step * i`` and the rest
+    ``end - step * (steps - 1 - i)``, each a fused multiply-add (the kernel is
+    compiled with contraction), so the midpoint of ``linspace(-2, 2, 11)`` is
+    -2**-25, not 0; integer points truncate toward zero).  NumPy's
+    ``start + i * step`` rounds differently in the last place."""
+    if steps == 0:
+        return np.zeros(0, d.np)
+    if steps == 1:
+        return np.array([start], np.float64).astype(d.np)
+    if d.is_floating_point and d.itemsize == 2:
+        return _linspace_reduced(start, end, steps, d)
+    wide = d is dt.float64 or not d.is_floating_point
+    w = np.float64 if wide else np.float32
+    if d.is_floating_point:
+        a, b = w(start), w(end)
+    else:   # the end points as the integer type first (toward zero)
+        a, b = w(int(start)), w(int(end))
+    step = w((b - a) / w(steps - 1))
+    i = np.arange(steps, dtype=np.float64)
+    half = steps // 2
+    k = np.where(i < half, i, steps - 1 - i)
+    base = np.where(i < half, np.float64(a), np.float64(b))
+    sgn = np.where(i < half, 1.0, -1.0)
+    if wide:
+        vals = _fma64(sgn * np.float64(step), k, base)
+    else:
+        # float32 operands: their product is exact in float64, so one
+        # float64 add and the rounding to float32 make the fused result
+        # (bar a double-rounding tie)
+        vals = (sgn * np.float64(step) * k + base).astype(np.float32)
+    return vals.astype(d.np)
+
+
+def _linspace_reduced(start, end, steps, d):
+    """float16 / bfloat16: the same two halves, but in the type's own
+    arithmetic (c10::Half's operators round every product and sum to it,
+    and nothing fuses)."""
+    def rnd(x):
+        x = np.asarray(x, np.float32)
+        return dt.round_bfloat16(x) if d is dt.bfloat16 else x.astype(d.np).astype(np.float32)
+    a, b = rnd(start), rnd(end)
+    step = rnd(rnd(b - a) / rnd(steps - 1))
+    i = np.arange(steps)
+    half = steps // 2
+    low = rnd(a + rnd(step * rnd(i)))
+    high = rnd(b - rnd(step * rnd(steps - 1 - i)))
+    return np.where(i < half, low, high).astype(d.np)
 
 
 @_factory()

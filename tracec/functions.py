@@ -913,8 +913,22 @@ def bmm(input, mat2):
 
 
 def dot(input, tensor):
+    if input.ndim != 1 or tensor.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {tensor.ndim}D tensors")
+    n, m = input.shape[0], tensor.shape[0]
+    if isinstance(n, int) and isinstance(m, int) and n != m:
+        raise RuntimeError(f"inconsistent tensor size, expected tensor [{n}] and src [{m}] to have "
+                           f"the same number of elements, but got {n} and {m} elements "
+                           "respectively")
+    if input.dtype is not tensor.dtype:
+        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found "
+                           f"{dt.scalar_type_name(input.dtype)} and "
+                           f"{dt.scalar_type_name(tensor.dtype)}")
     return matmul(input, tensor)
 
 
 def outer(input, vec2):
+    for name, v in (("self", input), ("vec2", vec2)):
+        if v.ndim != 1:
+            raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {v.ndim}-D")
     return mul(ops.reshape(input, (input.shape[0], 1)), vec2)

@@ -7,8 +7,10 @@ Invariant: basic indexing returns a view sharing storage with its base
 """
 from __future__ import annotations
 
+import dis
 import math
 import numbers
+import sys
 
 import numpy as np
 
@@ -137,7 +139,121 @@ def getitem(x: Tensor, key):
             return _basic(x, key[:i] + (slice(None),) * (ndim - len(key) + 1) + key[i + 1:])
     elif tk is Tensor and key.dtype is dt.int64 and ndim and not RECORDERS:
         return _take_rows(x, key)
+    elif RECORDERS and tk is Tensor and key.dtype is dt.bool_ and _mask_fill_key(x, key, None):
+        use = _masked_read_use(sys._getframe(1))
+        if use:
+            return _MaskedRead(x, key, use == "copy")
     return _getitem(x, key)
+
+
+#: code object -> {offset of a BINARY_SUBSCR: what the statement does with
+#: the value it reads ("augmented", "copy" or None; ``_masked_read_use``)}
+_READ_USES: dict = {}
+
+#: instructions that push one value and have no other effect on the stack
+_PUSH_ONE = ("LOAD_FAST", "LOAD_NAME", "LOAD_GLOBAL", "LOAD_DEREF", "LOAD_CONST",
+             "LOAD_CLASSDEREF")
+
+
+def _masked_read_use(frame):
+    """What the statement ``frame`` is executing does with the subscript it
+    is reading, where that is all it does with it:
+    ``"augmented"``: the target of an augmented assignment to a subscript
+    (``a[k] op= v``), which CPython compiles, and only it, as the container
+    and key duplicated (``COPY 2`` twice; ``DUP_TOP_TWO`` before 3.11),
+    then ``BINARY_SUBSCR``, the value, the in-place operator and
+    ``STORE_SUBSCR`` to the same container and key;
+    ``"copy"``: the value of a subscript assignment (``a[k] = b[k]``), the
+    read followed directly by loads of the target (names, or one attribute
+    of a name) and of its key, then ``STORE_SUBSCR``;
+    None otherwise."""
+    code = frame.f_code
+    table = _READ_USES.get(code)
+    if table is None:
+        ins = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
+        table = {}
+        for n, i in enumerate(ins):
+            if i.opname != "BINARY_SUBSCR":
+                continue
+            prev = [(j.opname, j.arg) for j in ins[max(0, n - 2):n]]
+            nxt = [j.opname for j in ins[n + 1:n + 5]]
+            use = None
+            if prev == [("COPY", 2), ("COPY", 2)] or prev[-1:] == [("DUP_TOP_TWO", None)]:
+                use = "augmented"
+            elif (len(nxt) >= 3 and nxt[0] in _PUSH_ONE and nxt[1] in _PUSH_ONE
+                  and nxt[2] == "STORE_SUBSCR") or (
+                      len(nxt) == 4 and nxt[0] in _PUSH_ONE and nxt[1] == "LOAD_ATTR"
+                      and nxt[2] in _PUSH_ONE and nxt[3] == "STORE_SUBSCR"):
+                use = "copy"
+            # (every offset up to the next instruction: the specialized
+            # BINARY_SUBSCR_GETITEM calls __getitem__ with f_lasti on its
+            # last inline cache entry)
+            end = ins[n + 1].offset if n + 1 < len(ins) else i.offset + 2
+            for off in range(i.offset, end, 2):
+                table[off] = use
+        _READ_USES[code] = table
+    return table.get(frame.f_lasti)
+
+
+class _MaskedRead:
+    """``x[mask]`` read inside a traced call by ``x[mask] op= v`` (Rainbow's
+    C51 projection: ``l[(u > 0) * (l == u)] -= 1``) or by ``t[mask] =
+    x[mask]``.  The selection's size depends on the data, which a trace
+    cannot record; the statement as a whole can: ``op`` applied to a copy of
+    all of ``x`` (or ``x`` itself, for the copy), written into the target
+    where ``mask`` holds (a masked fill, as ``t[mask] = value`` is).  It
+    lives only between the statement's read and its store
+    (``_masked_read_use`` checked the bytecode), so no other code sees it;
+    an operand that would combine with the selection element by element
+    (one not broadcast over the selected rows), another key or a target the
+    values do not fit read the selection as before, and the trace refuses
+    it."""
+
+    __slots__ = ("x", "mask", "full")
+
+    def __init__(self, x, mask, copy=False):
+        self.x, self.mask = x, mask
+        self.full = x if copy else None
+
+    def _selection(self):
+        return _getitem(self.x, self.mask)
+
+    def _apply(self, name, v):
+        rows = self.x.shape[self.mask.ndim:]
+        if isinstance(v, (numbers.Number, np.number, np.bool_)) or (
+                isinstance(v, Tensor) and v.ndim <= len(rows) and
+                all(a == 1 or a == b for a, b in zip(v.shape[::-1], rows[::-1]))):
+            # the same v for every selected row: the op on all of x agrees
+            # with it on the selection, dtype rules and errors included
+            self.full = getattr(ops.cast(self.x, self.x.dtype), name)(v)
+            return self
+        return getattr(self._selection(), name)(v)
+
+    def store(self, t, key):
+        """``t[key] = self``: ``where(mask, values, t)`` into ``t``, when the
+        key is the read's mask and the values fit ``t`` row for row with its
+        dtype; otherwise the selection's values, as any assignment."""
+        nd, full = key.ndim, self.full
+        if key is not self.mask or full is None or full.dtype is not t.dtype or \
+                tuple(t.shape[:nd]) != tuple(key.shape) or \
+                not _broadcasts(full.shape[nd:], t.shape[nd:]):
+            return setitem(t, key, self._selection())
+        m = ops.reshape(key, tuple(key.shape) + (1,) * (t.ndim - nd))
+        if tuple(full.shape) != tuple(t.shape):
+            full = ops.broadcast_to(ops.reshape(full, tuple(key.shape) + (1,) * (
+                t.ndim - full.ndim) + tuple(full.shape[nd:])), tuple(t.shape))
+        t._assign(ops.where(m, full, t), "setitem")
+
+
+def _broadcasts(src, dst) -> bool:
+    """Whether trailing sizes ``src`` broadcast to exactly ``dst``."""
+    return len(src) <= len(dst) and all(a == 1 or a == b for a, b in zip(src[::-1], dst[::-1]))
+
+
+for _name in ("__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__",
+              "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__"):
+    setattr(_MaskedRead, _name, (lambda n: lambda self, v: self._apply(n, v))(_name))
+del _name
 
 
 def _indices(k: slice, size):
@@ -351,6 +467,8 @@ def _check_range(i, size, dim) -> bool:
 
 
 def setitem(x: Tensor, key, value):
+    if type(value) is _MaskedRead:
+        return value.store(x, key)
     if type(value) is RuntimeInt:       # a number read at run time: its tensor
         value = runtime_int.operand(value)
     if _RUNTIME_INTS and runtime_index.in_key(key):

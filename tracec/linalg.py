@@ -177,11 +177,6 @@ def dist(input, other, p=2):  # noqa: A002
 
 # --- products --------------------------------------------------------------------------
 
-def _check_dims(name, x, n):
-    if x.ndim != n:
-        raise RuntimeError(f"{name}: Expected {n}-D argument, but got {x.ndim}-D")
-
-
 def mv(input, vec):  # noqa: A002
     A, v = tensor_arg(input, "mv"), tensor_arg(vec, "mv")
     if A.ndim != 2 or v.ndim != 1:
@@ -207,10 +202,7 @@ def addmv(input, mat, vec, *, beta=1, alpha=1):  # noqa: A002
 
 
 def ger(input, vec2):  # noqa: A002
-    a, b = tensor_arg(input, "ger"), tensor_arg(vec2, "ger")
-    _check_dims("outer", a, 1)
-    _check_dims("outer", b, 1)
-    return F.outer(a, b)
+    return F.outer(tensor_arg(input, "ger"), tensor_arg(vec2, "ger"))
 
 
 def addr(input, vec1, vec2, *, beta=1, alpha=1):  # noqa: A002

@@ -213,28 +213,88 @@ def _scatter_add(input, dim, index, src):
 def _along(name, input, dim, index, source=None):
     """Checked ``(d, index)`` for the ``index_*`` ops (``index`` 1-d int64,
     in range; ``source`` shaped like ``input`` with ``dim`` of
-    ``len(index)``)."""
-    if not isinstance(index, Tensor) or index.dtype not in (dt.int64, dt.int32):
-        raise RuntimeError(f"{name}(): Expected a long tensor for index, but got "
-                           f"{getattr(index, 'dtype', type(index).__name__)}")
-    if index.ndim > 1:
-        raise IndexError(f"{name}(): Index is supposed to be a vector")
+    ``len(index)``).  Each op refuses bad input with PyTorch's own words,
+    which differ between them (its checks live in each op's kernel)."""
+    _check_index_arg(name, index)
     d = normalize_axis(dim, input.ndim)
     index = ops.reshape(index, (index.numel(),)) if index.ndim == 0 else index
     index = index if index.dtype is dt.int64 else ops.cast(index, dt.int64)
     n = input.shape[d] if input.ndim else 1
     if source is not None:
-        if source.dtype is not input.dtype:
-            raise RuntimeError(f"{name}(): self ({dt.scalar_type_name(input.dtype)}) and source "
-                               f"({dt.scalar_type_name(source.dtype)}) must have the same scalar "
-                               f"type")
-        want = tuple(index.shape[0] if k == d else s for k, s in enumerate(input.shape))
-        if tuple(source.shape) != want and not (input.ndim == 0 and source.numel() == 1):
-            raise RuntimeError(f"source tensor shape must match self tensor shape, excluding "
-                               f"the specified dimension. Got self.shape = "
-                               f"{list(input.shape)} source.shape = {list(source.shape)}")
-    _check_range(index, n, d, f"{name}(): " if name == "index_copy_" else "")
+        _check_source(name, input, d, index, source)
+    if name == "index_copy_":
+        _check_range(index, n, d, "index_copy_(): ")
+    elif name in ("index_add_", "index_reduce_") and input.ndim <= 1:
+        data = index._data
+        if data.size and (data.min() < 0 or data.max() >= n):
+            raise IndexError("index out of range in self")
+    elif name in ("index_add_", "index_reduce_"):
+        try:
+            _check_range(index, n, d)
+        except IndexError as e:
+            raise RuntimeError(str(e)) from None
+    else:
+        _check_range(index, n, d)
     return d, index
+
+
+def _check_index_arg(name, index):
+    kind = dt.scalar_type_name(index.dtype) if isinstance(index, Tensor) else \
+        type(index).__name__
+    if name == "index_copy_":
+        if not isinstance(index, Tensor) or index.dtype is not dt.int64:
+            raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got {kind}")
+        if index.ndim > 1:
+            raise IndexError(f"index_copy_(): Index should have dimension 1 or 0 (got "
+                             f"{index.ndim})")
+    elif name == "index_fill_":
+        if not isinstance(index, Tensor) or index.dtype is not dt.int64:
+            raise IndexError("index_fill_(): Expected dtype int64 for index.")
+        if index.ndim > 1:
+            raise RuntimeError("Index has to be a vector/scalar")
+    else:   # index_add_, index_reduce_
+        if not isinstance(index, Tensor) or index.dtype not in (dt.int64, dt.int32):
+            raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index but got: {kind}")
+        if index.ndim > 1:
+            raise IndexError(f"{name}(): Index is supposed to be a vector, but got dim: "
+                             f"{index.ndim} with type: {kind} and size: {list(index.shape)}")
+
+
+def _check_source(name, input, d, index, source):
+    k = index.shape[0]
+    scalar = input.ndim == 0 and source.numel() == 1
+    if name == "index_copy_":
+        if source.ndim and input.ndim and source.ndim != input.ndim:
+            raise IndexError(f"index_copy_(): When source and destination are not scalars, "
+                             f"their dimensionality must match. Source dimensionality "
+                             f"({source.ndim}), destination dimensionality ({input.ndim})")
+        if source.ndim and k != source.shape[d]:
+            raise IndexError(f"index_copy_(): Number of indices ({k}) should be equal to "
+                             f"source.size(dim) ({source.shape[d]})")
+        rest = [s for j, s in enumerate(input.shape) if j != d]
+        src_rest = [s for j, s in enumerate(source.shape) if j != d]
+        if not scalar and rest != src_rest:
+            raise RuntimeError(f"index_copy_(): Source/destination tensor must have same slice "
+                               f"shapes. Destination slice shape: {' '.join(map(str, rest))} "
+                               f"at dimension {d} and source slice shape: "
+                               f"{' '.join(map(str, src_rest))} at dimension 0.")
+        if source.dtype is not input.dtype:
+            raise RuntimeError(f"index_copy_(): self and source expected to have the same "
+                               f"dtype, but got (self) {dt.scalar_type_name(input.dtype)} and "
+                               f"(source) {dt.scalar_type_name(source.dtype)}")
+        return
+    if source.ndim and d < source.ndim and k != source.shape[d]:
+        raise RuntimeError(f"{name}(): Number of indices ({k}) should be equal to "
+                           f"source.size(dim): ({source.shape[d]}), for dim: {d}")
+    want = tuple(k if j == d else s for j, s in enumerate(input.shape))
+    if tuple(source.shape) != want and not scalar:
+        raise RuntimeError(f"source tensor shape must match self tensor shape, excluding "
+                           f"the specified dimension. Got self.shape = "
+                           f"{list(input.shape)} source.shape = {list(source.shape)}")
+    if source.dtype is not input.dtype:
+        raise RuntimeError(f"{name}(): self ({dt.scalar_type_name(input.dtype)}) and source "
+                           f"({dt.scalar_type_name(source.dtype)}) must have the same scalar "
+                           f"type")
 
 
 def _expanded(index, source, d):

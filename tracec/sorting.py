@@ -70,6 +70,9 @@ def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
         idx = ops.slice_(idx, (0,) * input.ndim, tuple(k if i == d else s
                                                     for i, s in enumerate(input.shape)),
                          (1,) * input.ndim)
+        # a fresh tensor as PyTorch's (not a view into the full order: its
+        # strides show, e.g. through pred.t().eq(...)[:k].view(-1))
+        idx = ops.cast(idx, idx.dtype)
     return TopkResult(_named(_gather(input, idx, d), "TopkBackward0"), idx)
 
 
@@ -116,7 +119,8 @@ def multinomial(input, num_samples: int, replacement: bool = False, *,  # noqa: 
             keys = ops.where(positive, ops.div(ops.log(u), ops.where(positive, p, 1.0)),
                              float("-inf"))
             order = ops.argsort(keys, 1, True)
-            idx = ops.slice_(order, (0, 0), (rows, num_samples), (1, 1))
+            # (a fresh tensor, as topk's indices)
+            idx = ops.cast(ops.slice_(order, (0, 0), (rows, num_samples), (1, 1)), order.dtype)
     return idx if input.ndim == 2 else ops.reshape(idx, (num_samples,))
 
 

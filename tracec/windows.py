@@ -74,8 +74,32 @@ def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None,
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     d = dt.to_dtype(dtype) if dtype is not None else dt.get_default_dtype()
-    values = np.power(float(base), np.linspace(float(start), float(end), steps))
-    if not d.is_floating_point:
-        values = np.trunc(values)
+    if d.is_complex:
+        values = np.power(complex(base), np.linspace(start, end, steps))
+    else:
+        # PyTorch's kernel: exponents from both ends (start + step * i for
+        # the first steps // 2, end - step * (steps - 1 - i) after; unfused:
+        # logspace(-2, 2, 11, dtype=int64)[5] is 1), integer ends truncated
+        # first, pow in float64 rounded to the type, integer powers
+        # truncated; float16 / bfloat16 through float32.  float32 results
+        # are PyTorch's exactly; float64 ones can differ in the last place
+        # (its float64 pow is not always the C library's), as can float16 /
+        # bfloat16 ones where an end is not representable in the type.
+        if d.is_floating_point:
+            a, b = float(start), float(end)
+        else:
+            a, b = float(int(start)), float(int(end))
+        i = np.arange(steps, dtype=np.float64)
+        step = (b - a) / (steps - 1) if steps > 1 else 0.0
+        exps = np.where(i < steps // 2, a + step * i, b - step * (steps - 1 - i))
+        if steps == 1:
+            exps = np.array([a])
+        values = np.power(float(base), exps)
+        if not d.is_floating_point:
+            values = np.trunc(values)
+        elif d.itemsize == 2:
+            values = values.astype(np.float32)
+            if d is dt.bfloat16:
+                values = dt.round_bfloat16(values)
     t = _finish(Tensor._make(values.astype(d.np), d), requires_grad, device)
     return out.copy_(t) if out is not None else t

@@ -138,14 +138,18 @@ class WeightedRandomSampler(Sampler):
         if not replacement and num_samples > int((w > 0).sum()):
             raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
                                "replacement")
-        self.weights = w
+        self.weights = Tensor._make(w, dt.float64)   # a float64 tensor, as PyTorch's
         self.num_samples = num_samples
         self.replacement = replacement
         self.generator = generator
 
     def __iter__(self):
         g = seeded_generator(self.generator)
+        # (the attribute may have been replaced, as PyTorch's may: a tensor
+        # or a sequence of weights)
         w = self.weights
+        w = np.asarray(concrete(w, "WeightedRandomSampler(weights)") if isinstance(w, Tensor)
+                       else w, np.float64)
         if self.replacement:
             cdf = np.cumsum(w)
             u = _uniform64(g, self.num_samples) * cdf[-1]

@@ -51,8 +51,10 @@ def _mode(interpolation) -> InterpolationMode:
 
 
 def _check_image(img):
+    # (torchvision's words: an input that is no tensor reaches its PIL
+    # backend, which refuses it; get_dimensions says it differently)
     if not (isinstance(img, Tensor) or _pil.is_pil_image(img)):
-        raise TypeError(f"img should be PIL Image or Tensor. Got {type(img)}")
+        raise TypeError(f"img should be PIL Image. Got {type(img)}")
 
 
 def _is_tensor(img) -> bool:
@@ -160,7 +162,9 @@ def _max_value(dtype) -> int:
 # ---- geometry ----------------------------------------------------------
 
 def get_dimensions(img):
-    if _is_tensor(img):
+    if not (isinstance(img, Tensor) or _pil.is_pil_image(img)):
+        raise TypeError(f"Unexpected type {type(img)}")
+    if isinstance(img, Tensor):
         c = 1 if img.ndim == 2 else img.shape[-3]
         return [c, img.shape[-2], img.shape[-1]]
     return F_pil.get_dimensions(img)
