@@ -1,0 +1,140 @@
+"""Gaps the models25 programs (tests/programs/models25) found in tracec."""
+import warnings
+
+import numpy as np
+import pytest
+
+import tracec as torch
+from tracec import nn
+
+pt = pytest.importorskip("torch")
+
+
+def test_batchnorm_modules_name_the_bases_as_pytorch():
+    # davda54/sam's bypass_bn.py: `from torch.nn.modules.batchnorm import
+    # _BatchNorm`; tracec had no torch.nn.modules.batchnorm (ModuleNotFoundError
+    # under `tracec run`) and no _BatchNorm class at all.
+    from tracec.as_torch import _FINDER
+    from tracec.nn.modules.batchnorm import _BatchNorm, _NormBase
+    from tracec.nn.modules.instancenorm import _InstanceNorm
+    for name in ("torch.nn.modules.batchnorm", "torch.nn.modules.instancenorm"):
+        assert _FINDER.find_spec(name) is not None
+    cases = {"BatchNorm1d": (3,), "BatchNorm2d": (3,), "BatchNorm3d": (3,), "SyncBatchNorm": (3,),
+             "LazyBatchNorm2d": (), "InstanceNorm2d": (3,), "LazyInstanceNorm1d": (),
+             "LayerNorm": (3,), "GroupNorm": (1, 3)}
+    for name, args in cases.items():
+        ours, ref = getattr(nn, name)(*args), getattr(pt.nn, name)(*args)
+        for mine, theirs in ((_BatchNorm, pt.nn.modules.batchnorm._BatchNorm),
+                             (_NormBase, pt.nn.modules.batchnorm._NormBase),
+                             (_InstanceNorm, pt.nn.modules.instancenorm._InstanceNorm)):
+            assert isinstance(ours, mine) == isinstance(ref, theirs), (name, mine)
+
+
+def _bn_net(lib):
+    # (no bias right before a norm: its gradient is rounding noise)
+    return lib.nn.Sequential(lib.nn.Conv2d(2, 3, 3, padding=1, bias=False), lib.nn.BatchNorm2d(3),
+                             lib.nn.ReLU(), lib.nn.InstanceNorm2d(3, affine=True, track_running_stats=True),
+                             lib.nn.Tanh(), lib.nn.Flatten(), lib.nn.Linear(3 * 16, 2, bias=False),
+                             lib.nn.BatchNorm1d(2))
+
+
+def _bypass_run(lib, x):
+    # sam's enable_running_stats / disable_running_stats around two passes
+    from importlib import import_module
+    base = import_module(lib.__name__ + ".nn.modules.batchnorm")._BatchNorm
+    net = _bn_net(lib)
+    with lib.no_grad():
+        for p in net.parameters():
+            p.copy_(lib.from_numpy(np.linspace(-1, 1, p.numel(), dtype=np.float32).reshape(tuple(p.shape))))
+
+    def disable(m):
+        if isinstance(m, base):
+            m.backup_momentum = m.momentum
+            m.momentum = 0
+
+    def enable(m):
+        if isinstance(m, base) and hasattr(m, "backup_momentum"):
+            m.momentum = m.backup_momentum
+
+    w = lib.from_numpy(np.array([[1.0, -2.0], [0.5, 3.0], [-1.0, 0.0], [2.0, 1.0]], dtype=np.float32))
+    out = []
+    for _ in range(2):
+        net.apply(enable)
+        (net(x) * w).sum().backward()
+        net.apply(disable)
+        (net(x * 2) * w).sum().backward()
+        out += [b.numpy().copy() for b in net.buffers()] + [p.grad.numpy().copy() for p in net.parameters()]
+    out.append(np.array([getattr(m, "momentum", -1) for m in net]))
+    return out
+
+
+def test_momentum_backed_up_and_zeroed_on_every_batch_norm_only():
+    x = np.random.default_rng(0).normal(size=(4, 2, 4, 4)).astype(np.float32)
+    got = _bypass_run(torch, torch.from_numpy(x))
+    want = _bypass_run(pt, pt.from_numpy(x))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5 * (1 + np.abs(w).max()))
+
+
+def test_convert_sync_batchnorm_converts_every_batch_norm_subclass():
+    # PyTorch converts any _BatchNorm (a user's subclass of BatchNorm2d
+    # included); tracec matched class names starting with "BatchNorm".
+    class MyBN(nn.BatchNorm2d):
+        pass
+
+    net = nn.Sequential(MyBN(3), nn.InstanceNorm2d(3), nn.BatchNorm1d(2))
+    conv = nn.SyncBatchNorm.convert_sync_batchnorm(net)
+    assert [type(m).__name__ for m in conv] == ["SyncBatchNorm", "InstanceNorm2d", "SyncBatchNorm"]
+    assert conv[0].weight is net[0].weight and conv[0].running_mean is net[0].running_mean
+
+
+_NUMBER_FIRST = [
+    ("add", lambda lib, a, b, c: a.add(0.5, b)), ("add", lambda lib, a, b, c: lib.add(a, -2, b)),
+    ("add_", lambda lib, a, b, c: a.clone().add_(0.25, b)),
+    ("sub", lambda lib, a, b, c: a.sub(3, c)), ("sub_", lambda lib, a, b, c: a.clone().sub_(0.5, b)),
+    ("sub", lambda lib, a, b, c: lib.sub(a, 1.5, b)),
+    ("addcmul", lambda lib, a, b, c: a.addcmul(0.1, b, c)),
+    ("addcmul_", lambda lib, a, b, c: a.clone().addcmul_(-0.5, b, b)),
+    ("addcmul", lambda lib, a, b, c: lib.addcmul(a, 2, b, c)),
+    ("addcdiv", lambda lib, a, b, c: a.addcdiv(0.3, b, c)),
+    ("addcdiv_", lambda lib, a, b, c: a.clone().addcdiv_(-1, b, c)),
+    ("addcdiv", lambda lib, a, b, c: lib.addcdiv(a, 0.7, b, c)),
+]
+
+
+@pytest.mark.parametrize("name,fn", _NUMBER_FIRST, ids=[f"{n}-{i}" for i, (n, _) in enumerate(_NUMBER_FIRST)])
+def test_deprecated_number_first_overloads_compute_as_pytorch(name, fn):
+    # michaelrzhang/lookahead's pullback: internal_momentum.mul_(a).add_(1.0 -
+    # a, cached_mom); older optimizers write exp_avg_sq.addcmul_(1 - b2, g,
+    # g) and p.data.addcdiv_(-step_size, m, denom). PyTorch still takes the
+    # scalar first (with a deprecation warning); tracec raised TypeError.
+    r = np.random.default_rng(0)
+    arrs = [r.normal(size=(3, 4)).astype(np.float32) for _ in range(2)] + [
+        (r.random((3, 4)) + 0.5).astype(np.float32)]
+    outs, grads = [], []
+    for lib in (torch, pt):
+        ts = [lib.tensor(a, requires_grad=True) for a in arrs]
+        if lib is torch:
+            with pytest.warns(UserWarning, match=f"This overload of {name.rstrip('_')} is deprecated"):
+                y = fn(lib, *ts)
+        else:       # (PyTorch warns once per process)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                y = fn(lib, *ts)
+        (y * lib.tensor(arrs[0])).sum().backward()
+        outs.append(y.detach().numpy())
+        grads.append([t.grad.numpy() if t.grad is not None else None for t in ts])
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-6, atol=1e-6)
+    for g, w in zip(*grads):
+        assert (g is None) == (w is None)
+        if w is not None:
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("fn", [lambda lib, a, b: a.add(b, 2), lambda lib, a, b: a.add(2, b, alpha=3),
+                                lambda lib, a, b: a.addcmul(b, 2, b), lambda lib, a, b: a.sub(a, b, b)])
+def test_number_first_overloads_still_refuse_other_mixes(fn):
+    for lib in (torch, pt):
+        with pytest.raises(TypeError):
+            fn(lib, lib.ones(2), lib.ones(2))
