@@ -8,6 +8,8 @@ import tracec as torch
 from tracec import nn
 
 pt = pytest.importorskip("torch")
+# (PyTorch's own __array_wrap__ takes no context: NumPy 2 warns about it)
+pytestmark = pytest.mark.filterwarnings("ignore:__array_wrap__:DeprecationWarning")
 
 
 def test_batchnorm_modules_name_the_bases_as_pytorch():
@@ -138,3 +140,31 @@ def test_number_first_overloads_still_refuse_other_mixes(fn):
     for lib in (torch, pt):
         with pytest.raises(TypeError):
             fn(lib, lib.ones(2), lib.ones(2))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda lib: np.isnan(lib.tensor([1.0, float("nan")])),
+    lambda lib: np.sqrt(lib.tensor([4.0, 9.0])),
+    lambda lib: np.exp(lib.tensor(1.0)),
+    lambda lib: np.add(lib.ones(2, dtype=lib.float64), 1),
+    lambda lib: np.maximum(lib.tensor([1, 5]), np.array([3, 2])),
+    lambda lib: np.greater(lib.arange(4), 1),
+    lambda lib: np.float32(2) * lib.ones(2),
+])
+def test_numpy_ufuncs_on_tensors_return_tensors(fn):
+    # orobix's PrototypicalBatchSampler runs np.isnan over a tensor row;
+    # PyTorch's __array_wrap__ turns a ufunc's result back into a tensor
+    # (bool as uint8, a 0-d result a 0-d tensor); tracec gave ndarrays and
+    # NumPy scalars.
+    got, want = fn(torch), fn(pt)
+    assert isinstance(got, torch.Tensor) and isinstance(want, pt.Tensor)
+    assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+    assert got.shape == tuple(want.shape)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_numpy_ufunc_results_share_the_ufuncs_array():
+    out = np.negative(torch.ones(3))
+    out.add_(1)
+    assert out.tolist() == [0.0, 0.0, 0.0]
+    assert np.where(np.isnan(torch.tensor([0.0, float("nan"), 1.0])))[0].tolist() == [1]

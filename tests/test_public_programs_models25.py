@@ -15,7 +15,13 @@ write them (lucidrains' Lion, michaelrzhang's and alphadl's Lookahead
 wrappers that skip Optimizer.__init__, under StepLR, with the deprecated
 add_(Number, Tensor) pullback; AdaBelief with amsgrad through torch.max(...,
 out=), rectification and decoupled decay; state_dict round trips through
-torch.save).
+torch.save); jakesnell's and orobix's Prototypical Networks (the model
+registry, Protonet.loss over support / query sample dicts with
+arange(...).view(...).expand(...) targets and gather, euclidean_dist through
+unsqueeze / expand, the episodic and prototypical batch samplers over
+randperm, np.isnan on tensors and a NaN-filled index matrix, DataLoader with
+batch_sampler=, prototypical_loss through unique / eq / nonzero, float64 by
+set_default_dtype).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -31,7 +37,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models25"
 
-CASES = ["barlow_twins.py", "sam.py", "custom_optimizers.py"]
+CASES = ["barlow_twins.py", "sam.py", "custom_optimizers.py", "protonet.py"]
 EAGER_FALLBACK: set = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})

@@ -632,6 +632,15 @@ class Tensor:
         a = concrete(self, "conversion to a NumPy array (np.asarray, __array__)")
         return a if dtype is None else a.astype(dtype)
 
+    def __array_wrap__(self, array, context=None, return_scalar=False):
+        """A NumPy ufunc on a tensor gives a tensor back, as in PyTorch
+        (``np.sin(t)``, ``np.isnan(t)``, ``np.maximum(t, arr)``; a 0-d result
+        stays a 0-d tensor, never a NumPy scalar): the ufunc's array,
+        shared, with PyTorch's workaround of bool results as uint8."""
+        if array.dtype == np.bool_:
+            array = array.astype(np.uint8)
+        return Tensor._make(array, dt.from_numpy_dtype(array.dtype))
+
     def item(self):
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be "
