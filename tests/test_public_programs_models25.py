@@ -21,7 +21,14 @@ arange(...).view(...).expand(...) targets and gather, euclidean_dist through
 unsqueeze / expand, the episodic and prototypical batch samplers over
 randperm, np.isnan on tensors and a NaN-filled index matrix, DataLoader with
 batch_sampler=, prototypical_loss through unique / eq / nonzero, float64 by
-set_default_dtype).
+set_default_dtype); adambielski/siamese-triplet (contrastive and triplet
+losses, pdist through mm / t / view, pair and triplet selectors mining in
+numpy with LongTensor and numpy index mixes, np.argpartition, combinations,
+the BalancedBatchSampler(BatchSampler) of numpy index lists, Siamese /
+Triplet datasets whose empty target lists collate to [], the trainer's
+scheduler.step() before the epoch and tuple loss_inputs, PReLU nets, the
+in-place `output /=` of EmbeddingNetL2 failing its backward as in PyTorch,
+TripletMarginLoss / pairwise_distance cross-checks).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -37,7 +44,8 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models25"
 
-CASES = ["barlow_twins.py", "sam.py", "custom_optimizers.py", "protonet.py"]
+CASES = ["barlow_twins.py", "sam.py", "custom_optimizers.py", "protonet.py",
+         "siamese_triplet.py"]
 EAGER_FALLBACK: set = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
