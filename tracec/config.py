@@ -286,10 +286,21 @@ class detect_anomaly(_FlagContext):  # noqa: N801
         return super().__exit__(*exc)
 
 
-class set_detect_anomaly(_FlagContext):  # noqa: N801
+class set_detect_anomaly:  # noqa: N801
+    """PyTorch's: sets both flags when made (so a bare call switches anomaly
+    detection on or off) and, as a context manager, puts back on exit the
+    flags it found when made."""
+
     def __init__(self, mode: bool, check_nan: bool = True):
-        super().__init__("anomaly", bool(mode))
-        _flags["anomaly"] = bool(mode)
+        self.prev, self.prev_check_nan = _flags["anomaly"], _flags["anomaly_check_nan"]
+        set_anomaly_enabled(mode, check_nan)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc):
+        set_anomaly_enabled(self.prev, self.prev_check_nan)
+        return False
 
 
 class inference_mode:  # noqa: N801
@@ -354,6 +365,7 @@ Tensor.is_same_size = is_same_size
 autograd.detect_anomaly = detect_anomaly
 autograd.set_detect_anomaly = set_detect_anomaly
 autograd.inference_mode = inference_mode
+graph.anomaly_enabled = is_anomaly_enabled
 
 
 # --- build facts and error types ----------------------------------------------------------

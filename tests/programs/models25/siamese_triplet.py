@@ -902,7 +902,7 @@ print("l2 norms", fmt(out.norm(dim=1), 4), y[2:6].tolist())
 try:
     OnlineTripletLoss(margin, AllTripletSelector())(out, y[2:6])[0].backward()
 except RuntimeError as e:
-    print("l2 backward:", str(e).split(':')[0])
+    print("l2 backward:", e)
 with torch.no_grad():
     print("l2 eval", fmt(l2.get_embedding(x[:2]), 4))
 
