@@ -273,3 +273,45 @@ def test_set_detect_anomaly_restores_the_flags_it_found():
         assert lib.is_anomaly_enabled()
         lib.autograd.set_detect_anomaly(False)
         assert not lib.is_anomaly_enabled()
+
+
+def _write_through_view_names(lib):
+    leaf = lib.ones(2, 3, requires_grad=True)
+    out = []
+    a = leaf * 1
+    a[0] = 5.0
+    out.append(a.grad_fn.name())
+    a = leaf * 1
+    a[:, 1] *= 2
+    out.append(repr(a.grad_fn).split(" object")[0])
+    a = leaf * 1
+    v = a.view(-1)
+    v.add_(1)
+    out.append((a.grad_fn.name(), v.grad_fn.name()))
+    a = leaf * 1
+    v = a[1]
+    a.add_(1)             # v is stale: its grad_fn is regenerated
+    out.append(v.grad_fn.name())
+    a = leaf * 1
+    a.masked_fill_(a > 0, 0.5)
+    out.append(a.grad_fn.name())
+    return out
+
+
+def test_writes_through_views_name_their_nodes_as_pytorch():
+    # an in-place write through a view makes the base's grad_fn CopySlices
+    # and the view's AsStridedBackward0 in PyTorch; tracec showed the
+    # WhereBackward0 / ViewBackward0 it builds them from (and the
+    # modified-saved-tensor error named them so).
+    assert _write_through_view_names(torch) == _write_through_view_names(pt)
+    leaf = torch.ones(2, 3, requires_grad=True)
+    a = leaf * 1
+    b = a.pow(2)
+    a[0].zero_()
+    with pytest.raises(RuntimeError, match=r"which is output 0 of torch::autograd::CopySlices, is at"):
+        b.sum().backward()
+    # the gradient through the written view is still the right one
+    a = leaf * 1
+    a[0] = a[0] * 3
+    a.sum().backward()
+    assert leaf.grad.tolist() == [[3.0] * 3, [1.0] * 3]

@@ -220,7 +220,8 @@ class Node:
         return self._name or BACKWARD_NAMES.get(self.prim.name, self.prim.name + "Backward0")
 
     def __repr__(self):
-        return f"<{self.name()} object at {id(self):#x}>"
+        # (PyTorch's repr shows the class, CopySlices, whose name() is qualified)
+        return f"<{self.name().rpartition('::')[2]} object at {id(self):#x}>"
 
     def _unpack(self, key):
         t, version = self.saved[key]

@@ -847,12 +847,16 @@ class Tensor:
         if grad_mode:
             root._node = new_root._node
             root.requires_grad = root.requires_grad or new_root.requires_grad
+            if new_root._node is not None:   # PyTorch's name for a write through a view
+                new_root._node._name = "torch::autograd::CopySlices"
         view = root
         for prim, params, _ in chain:
             view = prim.bind(view, **params)
         if grad_mode:
             self._node = view._node
             self.requires_grad = self.requires_grad or view.requires_grad
+            if view._node is not None:       # (PyTorch regenerates the view as as_strided)
+                view._node._name = "AsStridedBackward0"
         if RECORDERS:
             for r in RECORDERS:
                 r(None, (view,), {"inplace": "view"}, self)
@@ -872,6 +876,8 @@ class Tensor:
             if grad_mode:
                 self._node = view._node
                 self.requires_grad = view.requires_grad
+                if view._node is not None:
+                    view._node._name = "AsStridedBackward0"
             if RECORDERS:
                 for r in RECORDERS:
                     r(None, (view,), {"inplace": "view"}, self)
