@@ -315,3 +315,39 @@ def test_writes_through_views_name_their_nodes_as_pytorch():
     a[0] = a[0] * 3
     a.sum().backward()
     assert leaf.grad.tolist() == [[3.0] * 3, [1.0] * 3]
+
+
+def _named_errors(lib):
+    class Foo:
+        pass
+    m = lib.nn.Linear(2, 2)
+    out = [lib.typename(m), lib.typename(lib.ones(2, dtype=lib.uint8)), lib.typename(Foo()),
+           lib.typename(lib.nn.Parameter(lib.ones(1))), lib.typename(3)]
+    for f in (lambda: m.register_parameter("w", lib.ones(2)), lambda: setattr(m, "weight", lib.ones(2, 2)),
+              lambda: m.register_buffer("b", [1]), lambda: setattr(m, "weight", lib.nn.Linear(1, 1)),
+              lambda: lib.optim.SGD(m.weight, lr=0.1), lambda: lib.optim.SGD([m.weight, 3], lr=0.1)):
+        with pytest.raises(TypeError) as info:
+            f()
+        out.append(str(info.value))
+    sd = m.state_dict()
+    sd["weight"] = [[1.0, 2.0], [3.0, 4.0]]
+    with pytest.raises(RuntimeError) as info:
+        m.load_state_dict(sd)
+    return out + [str(info.value)]
+
+
+def test_objects_are_named_as_pytorch_names_them():
+    # LARS / Lookahead users passing a bare tensor as params: PyTorch says
+    # "but got torch.FloatTensor" (torch.typename); tracec said
+    # "tracec.Parameter", and its Module errors "tracec.Tensor" /
+    # "tracec.nn.Parameter" even when installed as torch. One typename now,
+    # naming tracec's modules by the name tracec goes by.
+    from tracec import dtypes
+    dtypes.PUBLIC_NAME[0] = "torch"     # as `tracec run` installs it
+    try:
+        got = _named_errors(torch)
+    finally:
+        dtypes.PUBLIC_NAME[0] = "tracec"
+    want = _named_errors(pt)
+    assert got[0] == "torch.nn.modules.linear.Linear" and got[1:] == want[1:]
+    assert want[0] == "torch.nn.modules.linear.Linear"

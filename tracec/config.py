@@ -26,6 +26,7 @@ from tracec import autograd, graph
 from tracec import dtypes as dt
 from tracec.device import device as _device
 from tracec.tensor import INFERENCE, Tensor
+from tracec.tensor_type import typename  # noqa: F401  (torch.typename)
 
 __all__ = ["pi", "e", "inf", "nan", "newaxis", "finfo", "iinfo", "promote_types", "can_cast",
            "is_complex", "is_nonzero", "is_same_size", "typename",
@@ -126,19 +127,6 @@ def is_nonzero(input) -> bool:  # noqa: A002
 
 def is_same_size(input, other) -> bool:  # noqa: A002
     return tuple(input.shape) == tuple(other.shape)
-
-
-_TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
-               "bfloat16": "BFloat16Tensor", "int64": "LongTensor", "int32": "IntTensor",
-               "bool": "BoolTensor"}
-
-
-def typename(obj) -> str:
-    if isinstance(obj, Tensor):
-        return f"{dt.PUBLIC_NAME[0]}.{_TYPE_NAMES[obj.dtype.name]}"
-    module = type(obj).__module__
-    name = type(obj).__qualname__
-    return name if module in ("builtins", "__builtin__") else f"{module}.{name}"
 
 
 # --- threads -------------------------------------------------------------------------------
