@@ -351,3 +351,22 @@ def test_objects_are_named_as_pytorch_names_them():
     want = _named_errors(pt)
     assert got[0] == "torch.nn.modules.linear.Linear" and got[1:] == want[1:]
     assert want[0] == "torch.nn.modules.linear.Linear"
+
+
+def test_soft_margin_loss_refuses_a_target_that_requires_grad():
+    # PyTorch's soft_margin_loss has no derivative for its target: a target
+    # still attached to the graph (a sign of the model's output, as metric
+    # learning code builds them) raises; tracec computed a gradient for it.
+    a = np.array([[0.3, -1.2], [2.0, 0.1]], dtype=np.float32)
+    msgs = []
+    for lib in (torch, pt):
+        x = lib.tensor(a, requires_grad=True)
+        with pytest.raises(RuntimeError) as info:
+            lib.nn.functional.soft_margin_loss(x, x.sign() * 2)
+        msgs.append(str(info.value))
+        with lib.no_grad():
+            lib.nn.functional.soft_margin_loss(x, x.sign() * 2)
+        loss = lib.nn.SoftMarginLoss()(x, (x * 2).detach().sign())
+        loss.backward()
+        msgs.append((round(loss.item(), 6), np.round(x.grad.numpy(), 6).tolist()))
+    assert msgs[:2] == msgs[2:]
