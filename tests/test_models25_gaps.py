@@ -370,3 +370,51 @@ def test_soft_margin_loss_refuses_a_target_that_requires_grad():
         loss.backward()
         msgs.append((round(loss.item(), 6), np.round(x.grad.numpy(), 6).tolist()))
     assert msgs[:2] == msgs[2:]
+
+
+def test_a_module_attribute_set_and_put_back_inside_a_compiled_step_keeps_its_trace():
+    # davda54/sam's bypass_bn around the two forward passes of a step:
+    # enable_running_stats sets each batch norm's momentum (0 -> 0.1) for the
+    # first forward, disable_running_stats sets it back to 0 for the second.
+    # The batch norm's guard was snapshot when the step first called it
+    # (momentum 0.1), but every call begins with 0: each call retraced.
+    from tracec.nn.modules.batchnorm import _BatchNorm
+
+    def set_momentum(model, on):
+        def f(m):
+            if isinstance(m, _BatchNorm):
+                if on and hasattr(m, "backup_momentum"):
+                    m.momentum = m.backup_momentum
+                elif not on:
+                    m.backup_momentum = m.momentum
+                    m.momentum = 0
+        model.apply(f)
+
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.ReLU(),
+                              torch.nn.Linear(4, 2))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    x = torch.from_numpy(np.random.default_rng(0).normal(size=(8, 3)).astype(np.float32))
+
+    def step(x):
+        set_momentum(net, True)
+        net(x).pow(2).mean().backward()
+        set_momentum(net, False)
+        net(x * 2).pow(2).mean().backward()
+        opt.step()
+        opt.zero_grad()
+        return net[1].running_mean.clone()
+
+    import copy
+    start = copy.deepcopy(net.state_dict())
+    eager = [step(x) for _ in range(3)]
+    after = copy.deepcopy(net.state_dict())
+    net.load_state_dict(start)
+    compiled = torch.compile(step)
+    got = [compiled(x) for _ in range(3)]
+    assert compiled.traces == 1
+    assert all(torch.allclose(a, b) for a, b in zip(eager, got))
+    assert all(torch.allclose(net.state_dict()[k].double(), after[k].double(), atol=1e-6) for k in after)
+    # a value the step leaves changed is no attribute put back: still guarded
+    net[1].momentum = 0.5
+    compiled(x)
+    assert compiled.traces == 2 and net[1].momentum == 0

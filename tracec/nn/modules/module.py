@@ -34,12 +34,14 @@ from tracec.utils.hooks import RemovableHandle as _RemovableHandle
 #: Attribute types a module's guard compares by value.
 _NO_ATTR = object()
 _PLAIN = frozenset((bool, int, float, str, type(None), tuple))
+_SCALARS = frozenset((bool, int, float, str))
 #: Attribute types a module's guard compares by identity besides tensors
 #: (``self.act = F.gelu``: the trace called that very function).
 _FUNCTIONS = frozenset((types.FunctionType, types.BuiltinFunctionType, types.MethodType,
                         functools.partial))
 
-__all__ = ["Module", "ATTR_WRITES", "BUFFER_WRITES", "MODE_WRITES", "ReplayedAttr", "replayed_token"]
+__all__ = ["Module", "ATTR_WRITES", "BUFFER_WRITES", "MODE_WRITES", "PLAIN_WRITES", "ReplayedAttr",
+           "replayed_token"]
 
 # Callables ``(module, name, value)`` told when a plain attribute is set to a
 # tensor, a tuple of tensors (an LSTM's ``self.hidden = (h, c)``) or None (a
@@ -53,6 +55,11 @@ BUFFER_WRITES: list = []
 # Callables ``(module, mode)`` told by ``train(mode)`` / ``eval()`` before the
 # flag is set (a tracer registers one: compiled calls set the flag likewise).
 MODE_WRITES: list = []
+# Callables ``(module, name, old)`` told before a plain attribute is set to a
+# number, bool or string (``old``: what it held, ``_NO_ATTR`` if nothing; a
+# tracer registers one: SAM's bypass_bn sets a batch norm's ``momentum`` for
+# one forward and puts it back, see ``tracing.Recording.restored_guards``).
+PLAIN_WRITES: list = []
 
 
 def tensor_leaves(value, depth: int = 4):
@@ -421,6 +428,9 @@ class Module:
                 d.get(name, _NO_ATTR) is not value:
             for hook in ATTR_WRITES:
                 hook(self, name, value)
+        elif PLAIN_WRITES and type(value) in _SCALARS:
+            for hook in PLAIN_WRITES:
+                hook(self, name, d.get(name, _NO_ATTR))
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
