@@ -418,3 +418,97 @@ def test_a_module_attribute_set_and_put_back_inside_a_compiled_step_keeps_its_tr
     net[1].momentum = 0.5
     compiled(x)
     assert compiled.traces == 2 and net[1].momentum == 0
+
+
+class _CountingAdam(torch.optim.Optimizer):
+    """A custom optimizer as AdaBelief / RAdam ports write them: a Python int
+    ``state['step']`` and bias corrections computed from it in Python."""
+
+    def __init__(self, params, lr=1e-2, betas=(0.9, 0.99), eps=1e-8):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        import math
+        for group in self.param_groups:
+            beta1, beta2 = group['betas']
+            for p in group['params']:
+                state = self.state[p]
+                if len(state) == 0:
+                    state['step'] = 0
+                    state['exp_avg'] = torch.zeros_like(p)
+                    state['exp_avg_sq'] = torch.zeros_like(p)
+                state['step'] += 1
+                bias_correction1 = 1 - beta1 ** state['step']
+                bias_correction2 = 1 - beta2 ** state['step']
+                state['exp_avg'].mul_(beta1).add_(p.grad, alpha=1 - beta1)
+                state['exp_avg_sq'].mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+                denom = (state['exp_avg_sq'].sqrt() / math.sqrt(bias_correction2)).add_(group['eps'])
+                p.addcdiv_(state['exp_avg'], denom, value=-group['lr'] / bias_correction1)
+
+
+class _EveryOther(torch.optim.Optimizer):
+    """michaelrzhang's Lookahead: wraps another optimizer, never calls
+    Optimizer.__init__, counts its steps in a plain attribute."""
+
+    def __init__(self, optimizer, k=2, alpha=0.5):
+        from collections import defaultdict
+        self.optimizer, self._la_step, self.k, self.alpha = optimizer, 0, k, alpha
+        self.state = defaultdict(dict)
+        for group in optimizer.param_groups:
+            for p in group['params']:
+                self.state[p]['cached_params'] = p.data.clone()
+
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    def zero_grad(self):
+        self.optimizer.zero_grad()
+
+    def step(self, closure=None):
+        loss = self.optimizer.step(closure)
+        self._la_step += 1
+        if self._la_step >= self.k:
+            self._la_step = 0
+            for group in self.optimizer.param_groups:
+                for p in group['params']:
+                    cached = self.state[p]['cached_params']
+                    p.data.mul_(self.alpha).add_(cached, alpha=1.0 - self.alpha)
+                    cached.copy_(p.data)
+        return loss
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps: _CountingAdam(ps),
+    lambda ps: _EveryOther(torch.optim.SGD(ps, lr=0.1, momentum=0.9)),
+    lambda ps: _EveryOther(_CountingAdam(ps), k=3),
+], ids=["int_step_state", "attribute_counter", "both"])
+def test_compiled_custom_optimizer_counting_in_python_numbers_matches_eager(make):
+    # AdaBelief's state['step'] += 1 (an int in the optimizer's per-parameter
+    # state) and Lookahead's self._la_step: the optimizer's guard compared
+    # neither, and the call's changes to them went unseen, so compiled calls
+    # replayed the first call's bias corrections / branch: silently wrong
+    # from the third step. They are now found like a learning rate the step
+    # changes: lifted, carried by the compiled code, decisions guarded.
+    x = torch.from_numpy(np.random.default_rng(0).normal(size=(6, 3)).astype(np.float32))
+    runs = []
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        net = torch.nn.Linear(3, 2)
+        opt = make(net.parameters())
+
+        def step(x):
+            opt.zero_grad()
+            loss = net(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+            return loss.detach()
+
+        f = torch.compile(step) if compiled else step
+        runs.append(([f(x).item() for _ in range(7)], [p.detach().clone() for p in net.parameters()],
+                     [v for s in opt.state.values() for v in s.values() if isinstance(v, int)]))
+    (el, ep, es), (cl, cp, cs) = runs
+    assert np.allclose(el, cl, rtol=1e-5, atol=1e-7), (el, cl)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(ep, cp))
+    assert es == cs

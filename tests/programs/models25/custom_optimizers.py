@@ -22,10 +22,10 @@
 # through torch.save / torch.load and resumed, against an uninterrupted run.
 # Changes for a CPU test: AdaBelief's colorama / tabulate change log off
 # (print_change_log=False), a numpy toy classification problem, a few
-# steps; then one Lion step under torch.compile against the same step eagerly.
+# steps; then training steps under torch.compile (Lion, AdaBelief counting
+# steps in a Python int, Lookahead counting in an attribute) against eager.
 from __future__ import annotations
 
-import copy
 import io
 import math
 from collections import defaultdict
@@ -609,28 +609,35 @@ except ValueError as e:
     print(e)
 
 
-# one Lion step under torch.compile against the same step eagerly
-model = make_model(10)
-opt = Lion(model.parameters(), lr=1e-2, weight_decay=0.1)
-train(model, opt, 2)
+# training steps under torch.compile against the same steps eagerly: Lion;
+# AdaBelief (its Python int state['step'] and bias corrections) and
+# michaelrzhang's Lookahead (its self._la_step counter deciding when to pull
+# back), each built twice from the same numbers, one run eager, one compiled
+def compare(name, make_opt, n=5):
+    runs = []
+    for compiled in (False, True):
+        model = make_model(10)
+        opt = make_opt(model)
+        train(model, opt, 2)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = torch.compile(step) if compiled else step
+        x, y = batches(0)
+        runs.append(([f(x, y).detach() for _ in range(n)], [p.detach().clone() for p in model.parameters()]))
+    (eager, after), (got, now) = runs
+    print(name, "compiled loss", [f"{l.item():.5f}" for l in got])
+    print(name, "compiled == eager:", all(torch.allclose(c, e, rtol=1e-4, atol=1e-6) for c, e in zip(got, eager)),
+          all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(after, now)))
 
 
-def lion_step(x, y):
-    opt.zero_grad()
-    loss = F.cross_entropy(model(x), y)
-    loss.backward()
-    opt.step()
-    return loss
-
-
-x, y = batches(0)
-state0, opt0 = copy.deepcopy(model.state_dict()), copy.deepcopy(opt.state_dict())
-eager = [lion_step(x, y).detach() for _ in range(2)]
-after = {k: v.clone() for k, v in model.state_dict().items()}
-model.load_state_dict(state0)
-opt.load_state_dict(opt0)
-cstep = torch.compile(lion_step)
-compiled = [cstep(x, y).detach() for _ in range(2)]
-print("compiled loss", [f"{l.item():.5f}" for l in compiled])
-print("compiled == eager:", all(torch.allclose(c, e, rtol=1e-4, atol=1e-6) for c, e in zip(compiled, eager)),
-      all(torch.allclose(model.state_dict()[k], after[k], rtol=1e-4, atol=1e-6) for k in after))
+compare("lion", lambda m: Lion(m.parameters(), lr=1e-2, weight_decay=0.1))
+compare("adabelief", lambda m: AdaBelief(m.parameters(), lr=1e-2, eps=1e-12, rectify=False, amsgrad=True,
+                                         weight_decay=1e-3, print_change_log=False))
+compare("lookahead", lambda m: Lookahead(torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9), la_steps=2,
+                                         la_alpha=0.5, pullback_momentum="pullback"))
