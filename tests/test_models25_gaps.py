@@ -512,3 +512,18 @@ def test_compiled_custom_optimizer_counting_in_python_numbers_matches_eager(make
     assert np.allclose(el, cl, rtol=1e-5, atol=1e-7), (el, cl)
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(ep, cp))
     assert es == cs
+
+
+def test_optimizer_state_prints_as_pytorchs_defaultdict():
+    # print(optimizer.state) while debugging a custom optimizer (LARS's 'mu',
+    # Lion's 'exp_avg'): PyTorch shows defaultdict(<class 'dict'>, {...});
+    # tracec showed its WatchedState(<class 'tracec.mutation.WatchedDict'>, ...).
+    outs = []
+    for lib in (torch, pt):
+        w = lib.nn.Parameter(lib.tensor([0.5]))
+        opt = lib.optim.SGD([w], lr=0.1, momentum=0.9)
+        before = repr(opt.state)
+        (w * 2).sum().backward()
+        opt.step()
+        outs.append((before, repr(opt.state).replace("tracec.", "torch.")))
+    assert outs[0] == outs[1]
