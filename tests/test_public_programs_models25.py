@@ -16,8 +16,8 @@ wrappers that skip Optimizer.__init__, under StepLR, with the deprecated
 add_(Number, Tensor) pullback; AdaBelief with amsgrad through torch.max(...,
 out=), rectification and decoupled decay; state_dict round trips through
 torch.save; compiled steps of Lion, of AdaBelief counting in a Python int
-state['step'] and of Lookahead counting in an attribute, against eager); jakesnell's and orobix's Prototypical Networks (the model
-registry, Protonet.loss over support / query sample dicts with
+state['step'] and of Lookahead counting in an attribute, against eager);
+jakesnell's and orobix's Prototypical Networks (the model registry, Protonet.loss over support / query sample dicts with
 arange(...).view(...).expand(...) targets and gather, euclidean_dist through
 unsqueeze / expand, the episodic and prototypical batch samplers over
 randperm, np.isnan on tensors and a NaN-filled index matrix, DataLoader with
