@@ -559,11 +559,7 @@ class CompiledCall:
             raise RuntimeError(graph._FREED_MSG)
         for t, v in zip(saved.watched, saved.versions):
             if t._version[0] != v:
-                raise RuntimeError(
-                    "one of the variables needed for gradient computation has been modified "
-                    f"by an inplace operation: [{t.dtype} {list(t.shape)}], an input of a "
-                    f"compiled call, is at version {t._version[0]}; expected version {v} "
-                    "instead.")
+                raise graph.modified_error(t, v)
         plan = saved.plan
         reached = frozenset().union(*(r for g, r in zip(gs, plan.reach) if g is not None))
         at = plan.joint_at

@@ -26,6 +26,7 @@ from tracec import autograd, graph
 from tracec import dtypes as dt
 from tracec.device import device as _device
 from tracec.tensor import INFERENCE, Tensor
+from tracec.tensor_type import typename  # noqa: F401  (torch.typename)
 
 __all__ = ["pi", "e", "inf", "nan", "newaxis", "finfo", "iinfo", "promote_types", "can_cast",
            "is_complex", "is_nonzero", "is_same_size", "typename",
@@ -126,19 +127,6 @@ def is_nonzero(input) -> bool:  # noqa: A002
 
 def is_same_size(input, other) -> bool:  # noqa: A002
     return tuple(input.shape) == tuple(other.shape)
-
-
-_TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
-               "bfloat16": "BFloat16Tensor", "int64": "LongTensor", "int32": "IntTensor",
-               "bool": "BoolTensor"}
-
-
-def typename(obj) -> str:
-    if isinstance(obj, Tensor):
-        return f"{dt.PUBLIC_NAME[0]}.{_TYPE_NAMES[obj.dtype.name]}"
-    module = type(obj).__module__
-    name = type(obj).__qualname__
-    return name if module in ("builtins", "__builtin__") else f"{module}.{name}"
 
 
 # --- threads -------------------------------------------------------------------------------
@@ -286,10 +274,21 @@ class detect_anomaly(_FlagContext):  # noqa: N801
         return super().__exit__(*exc)
 
 
-class set_detect_anomaly(_FlagContext):  # noqa: N801
+class set_detect_anomaly:  # noqa: N801
+    """PyTorch's: sets both flags when made (so a bare call switches anomaly
+    detection on or off) and, as a context manager, puts back on exit the
+    flags it found when made."""
+
     def __init__(self, mode: bool, check_nan: bool = True):
-        super().__init__("anomaly", bool(mode))
-        _flags["anomaly"] = bool(mode)
+        self.prev, self.prev_check_nan = _flags["anomaly"], _flags["anomaly_check_nan"]
+        set_anomaly_enabled(mode, check_nan)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc):
+        set_anomaly_enabled(self.prev, self.prev_check_nan)
+        return False
 
 
 class inference_mode:  # noqa: N801
@@ -354,6 +353,7 @@ Tensor.is_same_size = is_same_size
 autograd.detect_anomaly = detect_anomaly
 autograd.set_detect_anomaly = set_detect_anomaly
 autograd.inference_mode = inference_mode
+graph.anomaly_enabled = is_anomaly_enabled
 
 
 # --- build facts and error types ----------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 import math
 import numbers
+import warnings
 
 import numpy as np
 
@@ -188,7 +189,28 @@ def _check_alpha(alpha, d):
                            "point number.")
 
 
-def add(input, other, *, alpha=1):
+def _number_first(name, scalar, tensors, given, kw, count):
+    """PyTorch's deprecated overloads that put the scalar first:
+    ``add(input, Number alpha, Tensor other)`` (``x.add_(0.5, y)``, ``sub``)
+    and ``addcmul / addcdiv(input, Number value, Tensor t1, Tensor t2)``,
+    still accepted (with a warning) and still written by older optimizers
+    (``exp_avg_sq.mul_(b2).addcmul_(1 - b2, g, g)``, michaelrzhang's
+    Lookahead).  ``scalar`` came in a tensor's slot and ``tensors`` are the
+    ``count`` positional arguments after it; returns them."""
+    if (len(tensors) != count or isinstance(scalar, Tensor)
+            or not isinstance(scalar, numbers.Number) or given != 1):
+        raise TypeError(f"{name}() received an invalid combination of arguments")
+    names = ("Tensor other",) if count == 1 else ("Tensor tensor1", "Tensor tensor2")
+    warnings.warn(f"This overload of {name} is deprecated:\n\t{name}(Number {kw}, "
+                  f"{', '.join(names)})\nConsider using one of the following signatures "
+                  f"instead:\n\t{name}({', '.join(names)}, *, Number {kw} = 1)", UserWarning,
+                  stacklevel=user_stacklevel())
+    return tensors
+
+
+def add(input, other, *deprecated, alpha=1):
+    if deprecated:   # add(input, Number alpha, Tensor other)
+        alpha, (other,) = other, _number_first("add", other, deprecated, alpha, "alpha", 1)
     input = _wrapped_number(input, other)
     (input, other), d = promote("add", input, other)
     if alpha != 1:
@@ -204,7 +226,9 @@ def _is_bool(v) -> bool:
     return isinstance(v, bool) or getattr(v, "dtype", None) is dt.bool_
 
 
-def sub(input, other, *, alpha=1):
+def sub(input, other, *deprecated, alpha=1):
+    if deprecated:   # sub(input, Number alpha, Tensor other)
+        alpha, (other,) = other, _number_first("sub", other, deprecated, alpha, "alpha", 1)
     input = _wrapped_number(input, other)
     bools = _is_bool(input) or _is_bool(other)
     (input, other), d = promote("sub", input, other)

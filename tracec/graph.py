@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import threading
 import numpy as np
 
@@ -141,6 +142,36 @@ _FREED_MSG = (
     "if you need to access saved tensors after calling backward.")
 
 
+def anomaly_enabled() -> bool:
+    """Whether anomaly detection is on (``config`` installs the reader of its
+    flag here: it imports this module, so this module cannot import it)."""
+    return False
+
+
+def modified_error(t, version, node=None) -> RuntimeError:
+    """PyTorch's error (``SavedVariable::unpack``) for a tensor saved for
+    backward at ``version`` and modified in place since: its legacy type and
+    sizes, the node producing it (``node``, a saved output's own node, or
+    else the tensor's grad_fn now; none for a leaf) named as PyTorch names
+    it there (``Exp`` for ExpBackward0), the versions, and the anomaly hint."""
+    node = node if node is not None else getattr(t, "grad_fn", None)
+    which = ""
+    if node is not None:
+        name = re.sub(r"Backward\d+$", "", node.name())
+        if name == "CopySlices":
+            name = "torch::autograd::CopySlices"
+        which = f", which is output {t.output_nr} of {name},"
+    hint = ("the backtrace further above shows the operation that failed to compute its "
+            "gradient. The variable in question was changed in there or anywhere later. Good "
+            "luck!" if anomaly_enabled() else
+            "enable anomaly detection to find the operation that failed to compute its "
+            "gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
+    return RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an "
+        f"inplace operation: [{t.type()} {list(t.shape)}]{which} is at version "
+        f"{t._version[0]}; expected version {version} instead. Hint: {hint}")
+
+
 class Node:
     """The backward of one primitive application (``grad_fn``)."""
 
@@ -189,16 +220,13 @@ class Node:
         return self._name or BACKWARD_NAMES.get(self.prim.name, self.prim.name + "Backward0")
 
     def __repr__(self):
-        return f"<{self.name()} object at {id(self):#x}>"
+        # (PyTorch's repr shows the class, CopySlices, whose name() is qualified)
+        return f"<{self.name().rpartition('::')[2]} object at {id(self):#x}>"
 
     def _unpack(self, key):
         t, version = self.saved[key]
         if version is not None and t._version[0] != version:
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified "
-                f"by an inplace operation: [{t.dtype} {list(t.shape)}], which is "
-                f"{'output' if key == 'out' else f'input {key}'} of {self.name()}, is at "
-                f"version {t._version[0]}; expected version {version} instead.")
+            raise modified_error(t, version, self if key == "out" else None)
         return t
 
     def apply(self, g):

@@ -273,6 +273,11 @@ def _optimizers(x, depth, out, seen) -> None:
     seen.add(id(x))
     if isinstance(x, Optimizer):
         out.append(x)
+        # an optimizer wrapping another (Lookahead's self.optimizer, SAM's
+        # self.base_optimizer): that one's numbers too
+        for k, v in list(vars(x).items()):
+            if k not in ("state", "param_groups", "defaults"):
+                _optimizers(v, depth - 1, out, seen)
         return
     if isinstance(x, dict):
         vals = list(x.values())
@@ -293,10 +298,13 @@ def _optimizers(x, depth, out, seen) -> None:
 
 def optimizer_numbers(roots) -> list:
     """``[(Location, value)]``: the hyperparameters (numbers and tuples of
-    numbers) of every optimizer reachable from ``roots``.  The guard's
-    snapshot leaves optimizers to their own guard, which does not compare
-    a learning rate (compiled calls refresh it): a call that changes one
-    (``scheduler.step()`` inside the step) is found by comparing these."""
+    numbers) of every optimizer reachable from ``roots``, the numbers in its
+    per-parameter state and its own number attributes.  The guard's
+    snapshot leaves optimizers to their own guard, which compares neither a
+    learning rate (compiled calls refresh it) nor a number a custom
+    optimizer counts with (AdaBelief's ``state['step'] += 1``, Lookahead's
+    ``self._la_step``): a call that changes one (``scheduler.step()``
+    inside the step, a step counter) is found by comparing these."""
     opts: list = []
     seen: set = set()
     for r in roots:
@@ -304,6 +312,18 @@ def optimizer_numbers(roots) -> list:
     out = []
     for o in opts:
         label = type(o).__name__.lower()
+        for k, v in vars(o).items():
+            if _is_num(v):
+                out.append((Location("attr", o, k, f"{label}.{k}"), v))
+        state = vars(o).get("state")
+        if isinstance(state, dict):
+            params = [p for g in o.param_groups for p in g["params"]]
+            for pi, p in enumerate(params):
+                st = state.get(p)
+                for k, v in (st.items() if isinstance(st, dict) else ()):
+                    if _is_num(v):
+                        out.append((Location("item", st, k, f"{label}.state[param {pi}][{k!r}]"),
+                                    v))
         for gi, g in enumerate(o.param_groups):
             for k, v in g.items():
                 where = f"{label}.param_groups[{gi}][{k!r}]"

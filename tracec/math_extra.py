@@ -419,11 +419,17 @@ def lerp(input, end, weight):  # noqa: A002
     return _named(lo if abs(w) < 0.5 else hi, "LerpBackward0")
 
 
-def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
+def addcmul(input, tensor1, tensor2, *deprecated, value=1):  # noqa: A002
+    if deprecated:   # addcmul(input, Number value, Tensor tensor1, Tensor tensor2)
+        value, (tensor1, tensor2) = tensor1, F._number_first("addcmul", tensor1, (tensor2,) + deprecated,
+                                                             value, "value", 2)
     return _named(F.add(input, F.mul(F.mul(tensor1, tensor2), value)), "AddcmulBackward0")
 
 
-def addcdiv(input, tensor1, tensor2, *, value=1):  # noqa: A002
+def addcdiv(input, tensor1, tensor2, *deprecated, value=1):  # noqa: A002
+    if deprecated:   # addcdiv(input, Number value, Tensor tensor1, Tensor tensor2)
+        value, (tensor1, tensor2) = tensor1, F._number_first("addcdiv", tensor1, (tensor2,) + deprecated,
+                                                             value, "value", 2)
     if (isinstance(tensor1, Tensor) and not tensor1.dtype.is_floating_point
             and isinstance(tensor2, Tensor) and not tensor2.dtype.is_floating_point):
         raise RuntimeError("Integer division with addcdiv is no longer supported, and in a "

@@ -82,6 +82,10 @@ class WatchedState(defaultdict):
     def __reduce__(self):
         return (WatchedState, (dict(self),))
 
+    def __repr__(self):
+        # what PyTorch's optimizer.state (a defaultdict(dict)) prints
+        return f"defaultdict(<class 'dict'>, {dict.__repr__(self)})"
+
     def __copy__(self):
         return WatchedState(self)
 

@@ -639,6 +639,15 @@ class Tensor:
         a = concrete(self, "conversion to a NumPy array (np.asarray, __array__)")
         return a if dtype is None else a.astype(dtype)
 
+    def __array_wrap__(self, array, context=None, return_scalar=False):
+        """A NumPy ufunc on a tensor gives a tensor back, as in PyTorch
+        (``np.sin(t)``, ``np.isnan(t)``, ``np.maximum(t, arr)``; a 0-d result
+        stays a 0-d tensor, never a NumPy scalar): the ufunc's array,
+        shared, with PyTorch's workaround of bool results as uint8."""
+        if array.dtype == np.bool_:
+            array = array.astype(np.uint8)
+        return Tensor._make(array, dt.from_numpy_dtype(array.dtype))
+
     def item(self):
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be "
@@ -847,12 +856,16 @@ class Tensor:
         if grad_mode:
             root._node = new_root._node
             root.requires_grad = root.requires_grad or new_root.requires_grad
+            if new_root._node is not None:   # PyTorch's name for a write through a view
+                new_root._node._name = "torch::autograd::CopySlices"
         view = root
         for prim, params, _ in chain:
             view = prim.bind(view, **params)
         if grad_mode:
             self._node = view._node
             self.requires_grad = self.requires_grad or view.requires_grad
+            if view._node is not None:       # (PyTorch regenerates the view as as_strided)
+                view._node._name = "AsStridedBackward0"
         if RECORDERS:
             for r in RECORDERS:
                 r(None, (view,), {"inplace": "view"}, self)
@@ -874,6 +887,8 @@ class Tensor:
             if grad_mode:
                 self._node = view._node
                 self.requires_grad = view.requires_grad
+                if view._node is not None:
+                    view._node._name = "AsStridedBackward0"
             if RECORDERS:
                 for r in RECORDERS:
                     r(None, (view,), {"inplace": "view"}, self)

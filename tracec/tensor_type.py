@@ -23,6 +23,22 @@ def type_name(t: Tensor) -> str:
     return prefix + _NAMES[t.dtype]
 
 
+def typename(obj) -> str:
+    """``torch.typename``, also what PyTorch's error messages name objects by:
+    a tensor's legacy type (``torch.FloatTensor``, a Parameter's too), a
+    builtin's bare name, else the class with its module, tracec's own
+    modules under the name tracec goes by (``torch.nn.modules.linear.Linear``
+    once installed as torch)."""
+    if isinstance(obj, Tensor):
+        return type_name(obj)
+    module, name = type(obj).__module__, type(obj).__qualname__
+    if module in ("builtins", "__builtin__"):
+        return name
+    if module == "tracec" or module.startswith("tracec."):
+        module = dt.PUBLIC_NAME[0] + module[len("tracec"):]
+    return f"{module}.{name}"
+
+
 def _parse(name: str):
     """``'torch.LongTensor'`` / ``'torch.cuda.LongTensor'`` -> (dtype, device or None)."""
     parts = name.split(".")

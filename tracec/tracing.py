@@ -35,7 +35,7 @@ from tracec import dtypes as dt
 from tracec.complex_ops import TRACED_OPS
 from tracec.creation import GENERATOR_STATES
 from tracec.nn.parameter import Parameter
-from tracec.nn.modules.module import (ATTR_WRITES, BUFFER_WRITES, MODE_WRITES, Module,
+from tracec.nn.modules.module import (ATTR_WRITES, BUFFER_WRITES, MODE_WRITES, PLAIN_WRITES, Module,
                                       replayed_token, tensor_leaves)
 from tracec.guards import EnvGuard, GlobalRNGs
 from tracec.naming import argument_names, name_trace
@@ -300,6 +300,7 @@ class Recording:
         # id(module) -> [module, its training flag when the call began, the last
         # one train() set]: compiled calls set the flag (no side effect to refuse)
         self.mode_writes: dict = {}
+        self.plain_writes: dict = {}
         # parameters whose requires_grad the call set: id -> (tensor, the flag it found)
         self.rg_writes: dict = {}
         # why a backward from now on cannot be compiled (_check_alias_write), or None
@@ -612,6 +613,34 @@ class Recording:
     def on_mode_write(self, module, mode):
         if not self.suspended:
             self.mode_writes.setdefault(id(module), [module, module.training, mode])[2] = mode
+
+    def on_plain_write(self, module, name, old):
+        if not self.suspended:
+            self.plain_writes.setdefault((id(module), name), (module, name, old))
+
+    def restored_guards(self):
+        """The module guards, with the value a plain attribute held when
+        the call began where the call set it and put the same value back
+        (SAM's bypass_bn: a batch norm's momentum 0 -> 0.1 for one forward ->
+        0): the module's snapshot, taken when the call first called it, may
+        hold the value set for that forward, but what the trace assumes is
+        the state the call began with, which it leaves as it found it."""
+        entry: dict = {}
+        for module, name, old in self.plain_writes.values():
+            now = module.__dict__.get(name, old)
+            if type(now) is type(old) and now == old and type(old) in (bool, int, float, str):
+                entry.setdefault(id(module), {})[name] = old
+        if not entry:
+            return
+        out = []
+        for snap, value in self.guards:
+            names = entry.get(id(getattr(snap, "__self__", None)))
+            if names and getattr(snap, "__name__", "") == "mode_and_tensors":
+                p, b, attrs = value
+                value = (p, b, [(a[0], names[a[0]]) if a[0] in names and len(a) == 2 else a
+                                for a in attrs])
+            out.append((snap, value))
+        self.guards = out
 
     def entry_modes(self, which: int) -> None:
         """Set the modules train()/eval() changed to their flag when the call
@@ -1108,6 +1137,7 @@ class Recording:
             outputs.append(OutputSpec("attr_const", (p, "requires_grad", p.requires_grad)))
         if self.mode_writes:
             self._mode_guards()
+        self.restored_guards()
         for v, decision, loc in self.data_guards:
             values.append(v)
             outputs.append(OutputSpec("data_guard", (decision, loc)))
@@ -1247,7 +1277,8 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
              (TRACED_OPS, rec.on_traced_op),
              (ATTR_WRITES, rec.on_attr_write),
              (BUFFER_WRITES, rec.on_buffer_write),
-             (MODE_WRITES, rec.on_mode_write))
+             (MODE_WRITES, rec.on_mode_write),
+             (PLAIN_WRITES, rec.on_plain_write))
     if symbols is not None:
         hooks += ((SYM_SHAPES, rec.tensor_shape),
                   (symbolic.GUARD_SINKS, rec.on_size_decision),

@@ -281,10 +281,7 @@ class FunctionCtx:
             raise RuntimeError(graph._FREED_MSG)
         for t, v in zip(self._saved, self._versions):
             if isinstance(t, Tensor) and t._version[0] != v:
-                raise RuntimeError("one of the variables needed for gradient computation has "
-                                   "been modified by an inplace operation: "
-                                   f"[{t.dtype} {list(t.shape)}] is at version {t._version[0]}; "
-                                   f"expected version {v} instead.")
+                raise graph.modified_error(t, v)
         return self._saved
 
 

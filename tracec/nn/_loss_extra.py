@@ -17,6 +17,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import functions as TF
+from tracec import graph
 from tracec import ops
 from tracec.nn._basic import _logsigmoid
 from tracec.nn._distance import pairwise_distance
@@ -60,6 +61,10 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction: s
         raise ValueError(f"Using a target size ({target.shape}) that is different to the "
                          f"input size ({input.shape}) is deprecated. Please ensure they "
                          "have the same size.")
+    if isinstance(target, Tensor) and target.requires_grad and graph.is_grad_enabled():
+        # (PyTorch's kernel has no derivative for the target)
+        raise RuntimeError("The function 'soft_margin_loss' is not differentiable with respect "
+                           "to argument 'target'. This input cannot have requires_grad True.")
     return _reduce(TF.log1p(TF.exp(TF.mul(TF.neg(target), input))), reduction)
 
 

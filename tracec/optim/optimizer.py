@@ -37,6 +37,7 @@ from tracec.mutation import (EPOCH, Ident, WatchedDict, WatchedList, WatchedStat
                              deep_immutable, epoch_covered)
 from tracec.sym_scalar import SymScalar
 from tracec.tensor import RECORDERS, Tensor, made_before_call, note_guard
+from tracec.tensor_type import typename
 from tracec.utils.hooks import RemovableHandle as _RemovableHandle
 
 __all__ = ["Optimizer", "required"]
@@ -50,14 +51,6 @@ class _RequiredParameter:
 
 
 required = _RequiredParameter()
-
-
-def _typename(obj) -> str:
-    if isinstance(obj, Tensor):
-        return f"tracec.{type(obj).__name__}"
-    t = type(obj)
-    mod = t.__module__
-    return t.__qualname__ if mod in ("builtins", "__main__") else f"{mod}.{t.__qualname__}"
 
 
 def _scalar_dtype() -> dt.DType:
@@ -210,7 +203,7 @@ class Optimizer:
         self._optimizer_step_post_hooks: dict = OrderedDict()
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable "
-                            "of Tensors or dicts, but got " + _typename(params))
+                            "of Tensors or dicts, but got " + typename(params))
         # Watched (tracec.mutation): a compiled step re-checks its
         # per-parameter guard only after something changed them.
         self.state: defaultdict = WatchedState()
@@ -296,7 +289,7 @@ class Optimizer:
         for p in tensors:
             if not isinstance(p, Tensor):
                 raise TypeError("optimizer can only optimize Tensors, but one of the params is "
-                                + _typename(p))
+                                + typename(p))
             if not self.defaults.get("differentiable", None) and not (
                     p.is_leaf or getattr(p, "_retains_grad", False)):
                 raise ValueError("can't optimize a non-leaf Tensor")

@@ -28,3 +28,4 @@ from tracec.nn.modules.lazy import *  # noqa: F401,F403
 from tracec.nn.modules.data_parallel import DataParallel  # noqa: F401
 from tracec.nn.modules.adaptive import AdaptiveLogSoftmaxWithLoss  # noqa: F401
 from tracec.nn.modules import utils  # noqa: F401,E402  (torch.nn.modules.utils._pair)
+from tracec.nn.modules import batchnorm, instancenorm  # noqa: F401,E402  (their bases, by the torch path)

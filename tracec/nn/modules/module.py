@@ -28,18 +28,21 @@ from tracec.mutation import (EPOCH, WatchedOrderedDict, deep_immutable, epoch_co
                              frozen)
 from tracec.sym_scalar import LIFTED, SymScalar
 from tracec.tensor import RECORDERS, Tensor, _tell_recorders, note_guard
+from tracec.tensor_type import typename
 from tracec.nn.modules.backward_hooks import has_backward_hooks, wrap_inputs, wrap_outputs
 from tracec.utils.hooks import RemovableHandle as _RemovableHandle
 
 #: Attribute types a module's guard compares by value.
 _NO_ATTR = object()
 _PLAIN = frozenset((bool, int, float, str, type(None), tuple))
+_SCALARS = frozenset((bool, int, float, str))
 #: Attribute types a module's guard compares by identity besides tensors
 #: (``self.act = F.gelu``: the trace called that very function).
 _FUNCTIONS = frozenset((types.FunctionType, types.BuiltinFunctionType, types.MethodType,
                         functools.partial))
 
-__all__ = ["Module", "ATTR_WRITES", "BUFFER_WRITES", "MODE_WRITES", "ReplayedAttr", "replayed_token"]
+__all__ = ["Module", "ATTR_WRITES", "BUFFER_WRITES", "MODE_WRITES", "PLAIN_WRITES", "ReplayedAttr",
+           "replayed_token"]
 
 # Callables ``(module, name, value)`` told when a plain attribute is set to a
 # tensor, a tuple of tensors (an LSTM's ``self.hidden = (h, c)``) or None (a
@@ -53,6 +56,11 @@ BUFFER_WRITES: list = []
 # Callables ``(module, mode)`` told by ``train(mode)`` / ``eval()`` before the
 # flag is set (a tracer registers one: compiled calls set the flag likewise).
 MODE_WRITES: list = []
+# Callables ``(module, name, old)`` told before a plain attribute is set to a
+# number, bool or string (``old``: what it held, ``_NO_ATTR`` if nothing; a
+# tracer registers one: SAM's bypass_bn sets a batch norm's ``momentum`` for
+# one forward and puts it back, see ``tracing.Recording.restored_guards``).
+PLAIN_WRITES: list = []
 
 
 def tensor_leaves(value, depth: int = 4):
@@ -135,16 +143,9 @@ def _addindent(s: str, n: int) -> str:
     return first + "\n" + "\n".join((n * " ") + ln if ln.strip() else "" for ln in lines)
 
 
-def _typename(x) -> str:
-    if isinstance(x, Tensor):
-        return "tracec.Tensor" if not isinstance(x, Parameter) else "tracec.nn.Parameter"
-    return type(x).__module__ + "." + type(x).__qualname__ \
-        if type(x).__module__ not in ("builtins",) else type(x).__qualname__
-
-
 def _check_name(self, name, kind, table):
     if not isinstance(name, str):
-        raise TypeError(f"{kind} name should be a string. Got {_typename(name)}")
+        raise TypeError(f"{kind} name should be a string. Got {typename(name)}")
     if "." in name:
         raise KeyError(f"{kind} name can't contain \".\"")
     if name == "":
@@ -367,8 +368,8 @@ class Module:
         if param is None:
             self._parameters[name] = None
         elif not isinstance(param, Parameter):
-            raise TypeError(f"cannot assign '{_typename(param)}' object to parameter '{name}' "
-                            "(tracec.nn.Parameter or None required)")
+            raise TypeError(f"cannot assign '{typename(param)}' object to parameter '{name}' "
+                            f"({dt.PUBLIC_NAME[0]}.nn.Parameter or None required)")
         elif param.grad_fn is not None:
             raise ValueError(f"Cannot assign non-leaf Tensor to parameter '{name}'. Model "
                              f"parameters must be created explicitly. To express '{name}' "
@@ -382,8 +383,8 @@ class Module:
             raise AttributeError("cannot assign buffer before Module.__init__() call")
         _check_name(self, name, "buffer", self._buffers)
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
-                            "(tracec Tensor or None required)")
+            raise TypeError(f"cannot assign '{typename(tensor)}' object to buffer '{name}' "
+                            f"({dt.PUBLIC_NAME[0]} Tensor or None required)")
         if isinstance(tensor, Buffer):
             tensor = _plain(tensor)
         self._buffers[name] = tensor
@@ -394,9 +395,9 @@ class Module:
 
     def add_module(self, name: str, module: "Module | None") -> None:
         if not isinstance(module, Module) and module is not None:
-            raise TypeError(f"{_typename(module)} is not a Module subclass")
+            raise TypeError(f"{typename(module)} is not a Module subclass")
         if not isinstance(name, str):
-            raise TypeError(f"module name should be a string. Got {_typename(name)}")
+            raise TypeError(f"module name should be a string. Got {typename(name)}")
         if hasattr(self, name) and name not in self._modules:
             raise KeyError(f"attribute '{name}' already exists")
         if "." in name:
@@ -435,8 +436,8 @@ class Module:
             return
         if params is not None and name in params:
             if value is not None:
-                raise TypeError(f"cannot assign '{_typename(value)}' as parameter '{name}' "
-                                "(tracec.nn.Parameter or None expected)")
+                raise TypeError(f"cannot assign '{typename(value)}' as parameter '{name}' "
+                                f"({dt.PUBLIC_NAME[0]}.nn.Parameter or None expected)")
             self.register_parameter(name, value)
             return
         modules = d.get("_modules")
@@ -448,15 +449,15 @@ class Module:
             return
         if modules is not None and name in modules:
             if value is not None:
-                raise TypeError(f"cannot assign '{_typename(value)}' as child module '{name}' "
-                                "(tracec.nn.Module or None expected)")
+                raise TypeError(f"cannot assign '{typename(value)}' as child module '{name}' "
+                                f"({dt.PUBLIC_NAME[0]}.nn.Module or None expected)")
             modules[name] = value
             return
         buffers = d.get("_buffers")
         if isinstance(value, Buffer) or (buffers is not None and name in buffers):
             if value is not None and not isinstance(value, Tensor):
-                raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
-                                "(tracec.Tensor or None expected)")
+                raise TypeError(f"cannot assign '{typename(value)}' as buffer '{name}' "
+                                f"({dt.PUBLIC_NAME[0]}.Tensor or None expected)")
             if isinstance(value, Buffer):
                 persistent = value.persistent
             else:
@@ -474,6 +475,9 @@ class Module:
                 d.get(name, _NO_ATTR) is not value:
             for hook in ATTR_WRITES:
                 hook(self, name, value)
+        elif PLAIN_WRITES and type(value) in _SCALARS:
+            for hook in PLAIN_WRITES:
+                hook(self, name, d.get(name, _NO_ATTR))
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
@@ -671,8 +675,8 @@ class Module:
             value = state_dict[key]
             if not isinstance(value, Tensor):
                 error_msgs.append(f'While copying the parameter named "{key}", expected '
-                                  "tracec.Tensor or Tensor-like object from checkpoint but "
-                                  f"received {type(value)}")
+                                  f"{dt.PUBLIC_NAME[0]}.Tensor or Tensor-like object from "
+                                  f"checkpoint but received {type(value)}")
                 continue
             if param.ndim == 0 and value.ndim == 1 and value.shape[0] == 1:
                 value = value.reshape(())

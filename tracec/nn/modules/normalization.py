@@ -94,6 +94,14 @@ class _NormBase(Module):
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
                                       unexpected_keys, error_msgs)
 
+
+class _BatchNorm(_NormBase):
+    """The batch norms' common base, as PyTorch's
+    ``torch.nn.modules.batchnorm._BatchNorm``: ``BatchNorm1d/2d/3d``,
+    ``SyncBatchNorm`` and the lazy batch norms derive from it, the instance
+    norms do not (programs test ``isinstance(m, _BatchNorm)`` to find every
+    batch norm, e.g. to back up and zero its ``momentum``)."""
+
     def forward(self, input):
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
@@ -110,19 +118,19 @@ class _NormBase(Module):
                             bn_training, factor, self.eps)
 
 
-class BatchNorm1d(_NormBase):
+class BatchNorm1d(_BatchNorm):
     def _check_input_dim(self, input) -> None:
         if input.ndim not in (2, 3):
             raise ValueError(f"expected 2D or 3D input (got {input.ndim}D input)")
 
 
-class BatchNorm2d(_NormBase):
+class BatchNorm2d(_BatchNorm):
     def _check_input_dim(self, input) -> None:
         if input.ndim != 4:
             raise ValueError(f"expected 4D input (got {input.ndim}D input)")
 
 
-class BatchNorm3d(_NormBase):
+class BatchNorm3d(_BatchNorm):
     def _check_input_dim(self, input) -> None:
         if input.ndim != 5:
             raise ValueError(f"expected 5D input (got {input.ndim}D input)")
@@ -303,7 +311,7 @@ class LocalResponseNorm(Module):
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
 
 
-class SyncBatchNorm(_NormBase):
+class SyncBatchNorm(_BatchNorm):
     """``nn.SyncBatchNorm``: batch norm whose training statistics are those
     of the whole batch across the ranks of ``process_group`` (the default
     group).  Without an initialized process group, or in a world of one, it
@@ -372,10 +380,11 @@ class SyncBatchNorm(_NormBase):
 
     @classmethod
     def convert_sync_batchnorm(cls, module, process_group=None):
-        """``module`` with every ``BatchNorm*d`` replaced by a SyncBatchNorm
-        sharing its parameters and buffers (recursively)."""
+        """``module`` with every batch norm (a ``_BatchNorm``, as PyTorch's
+        test) replaced by a SyncBatchNorm sharing its parameters and buffers
+        (recursively)."""
         out = module
-        if isinstance(module, _NormBase) and type(module).__name__.startswith("BatchNorm"):
+        if isinstance(module, _BatchNorm):
             out = cls(module.num_features, module.eps, module.momentum, module.affine,
                       module.track_running_stats, process_group,
                       bias=not module.affine or module.bias is not None)
