@@ -8,7 +8,10 @@ optimizer's state dict); yang-song's score_sde_pytorch tutorial (the
 Gaussian-Fourier time embedding, the ScoreNet U-Net with GroupNorm and
 output_padding ConvTranspose2d under DataParallel, the denoising score
 matching loss, Euler-Maruyama and predictor-corrector samplers, the
-Skilling-Hutchinson divergence, the EMA of weights).
+Skilling-Hutchinson divergence, the EMA of weights); heykeetae's
+Self-Attention-GAN (its own SpectralNorm module with u / v / w_bar
+Parameters reassigned through .data, Self_Attn with bmm attention maps,
+hinge and WGAN-GP losses with a create_graph gradient penalty, TTUR Adam).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -24,7 +27,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models26"
 
-CASES = ["conv_tasnet.py", "score_sde.py"]
+CASES = ["conv_tasnet.py", "score_sde.py", "sagan.py"]
 EAGER_FALLBACK: set = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})

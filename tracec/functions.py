@@ -14,7 +14,7 @@ import numbers
 import numpy as np
 
 from tracec import dtypes as dt
-from tracec import autocast_mode, ops
+from tracec import autocast_mode, graph, ops
 from tracec.symbolic import Sym, known
 from tracec.ops.core import normalize_axis
 from tracec.tensor import Tensor, apply_direct, concrete, eager_direct, weak_scalar
@@ -865,6 +865,16 @@ def matmul(input, other):
         input, other = autocast_mode.lower_precision(input, other)
     (input, other), _ = promote("matmul", input, other)
     va, vb = input.ndim == 1, other.ndim == 1
+    if vb and input.ndim <= 2 and input.shape[-1] == other.shape[0] \
+            and (input.requires_grad or other.requires_grad) and graph.is_grad_enabled():
+        # PyTorch's dot and mv (what its matmul calls for these ranks) save
+        # their operands themselves, so a ``vec.data = ...`` between this
+        # forward and the backward is what the backward reads (SAGAN's
+        # SpectralNorm: sigma = u.dot(w.view(h, -1).mv(v)), then u.data and
+        # v.data reassigned by the next forward).  A product through the
+        # reshaped vector would save a view of the old data: this form saves
+        # the operands themselves.
+        return _named(sum(mul(input, other), -1), "DotBackward0" if va else "MvBackward0")
     if va:
         input = ops.reshape(input, (1,) + input.shape)
     if vb:

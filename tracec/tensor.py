@@ -508,6 +508,14 @@ class Tensor:
             why = ".data = a tensor of another shape or dtype"
             concrete(self, why)
             concrete(value, why)
+        if RECORDERS and same:
+            # Eagerly the ops that saved this tensor read its new value in
+            # their backward (PyTorch's set_data keeps the TensorImpl they
+            # saved: SAGAN's SpectralNorm reassigns u.data and v.data after
+            # sigma = u.dot(W.mv(v)) read them); compiled they would read
+            # the old one, so a backward after such a write is refused.
+            for r in RECORDERS:
+                r(None, (self,), {"alias_write": ".data ="}, self)
         self._data = value._data
         self.dtype = value.dtype
         if RECORDERS and same:

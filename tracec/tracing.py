@@ -497,8 +497,10 @@ class Recording:
         reader = _reader_of_storage(e[1])
         if reader:
             # (refused at the next backward: before it, no gradient reads it)
+            how = "an assignment to .data" if op == ".data =" else \
+                f"{op} through .data or detach()"
             self.dirty_alias_write = (
-                f"{format_location(user_location())}: {op} through .data or detach() writes "
+                f"{format_location(user_location())}: {how} writes "
                 f"a tensor after an op read it ({reader}), then a backward runs: "
                 "that op's gradient reads the written values eagerly but would read the old "
                 "ones compiled")

@@ -1,0 +1,112 @@
+"""Gaps the models26 programs (tests/programs/models26) found in tracec."""
+import warnings
+
+import pytest
+
+import tracec as torch
+
+
+def _grad_after_reassigning(u, make):
+    w = make()
+    s = u.dot(w) if w.ndim == 1 and u.ndim == 1 else (w @ u if w.shape[-1] == u.shape[0] else u @ w)
+    u.data = torch.tensor([10.0, 20.0])
+    s.sum().backward()
+    return w.grad
+
+
+def test_dot_and_mv_backward_read_the_vector_data_reassigned_since():
+    # SAGAN's SpectralNorm: sigma = u.dot(w.view(h, -1).mv(v)), and the next
+    # forward (the discriminator runs on real, then fake images) reassigns
+    # u.data / v.data before the backward. PyTorch's dot and mv save their
+    # operands themselves and set_data keeps that TensorImpl, so the
+    # backward reads the new vectors; tracec's products went through a
+    # reshaped view of the old data (its D gradients were 2-5% off).
+    u = torch.nn.Parameter(torch.tensor([1.0, 2.0]), requires_grad=False)
+    g = _grad_after_reassigning(u, lambda: torch.tensor([3.0, 4.0], requires_grad=True))
+    assert g.tolist() == [10.0, 20.0]
+    u = torch.tensor([1.0, 2.0])
+    g = _grad_after_reassigning(u, lambda: torch.ones(3, 2, requires_grad=True))   # mv
+    assert g.tolist() == [[10.0, 20.0]] * 3
+    w = torch.ones(3, 2, requires_grad=True)
+    v = torch.tensor([1.0, 2.0])
+    s = torch.mv(w, v).sum()
+    v.data = torch.tensor([5.0, 6.0])
+    s.backward()
+    assert w.grad.tolist() == [[5.0, 6.0]] * 3
+    assert torch.mv(w, v).grad_fn.name() == "MvBackward0"
+    assert torch.dot(v, v.clone().requires_grad_()).grad_fn.name() == "DotBackward0"
+
+
+def test_vector_matrix_product_backward_keeps_the_old_vector_data():
+    # PyTorch's matmul(1-D, 2-D) is unsqueeze(0).mm(): it saves the
+    # unsqueezed view, which keeps the old storage.
+    u = torch.tensor([1.0, 2.0])
+    g = _grad_after_reassigning(u, lambda: torch.ones(2, 3, requires_grad=True))
+    assert g[:, 0].tolist() == [1.0, 2.0]
+
+
+def test_mv_dot_values_and_errors_unchanged():
+    w = torch.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    v = torch.tensor([0.5, -1.0], requires_grad=True)
+    out = w.mv(v)
+    assert out.tolist() == [-1.5, -2.5]
+    out.sum().backward()
+    assert w.grad.tolist() == [[0.5, -1.0], [0.5, -1.0]] and v.grad.tolist() == [4.0, 6.0]
+    with pytest.raises(RuntimeError):
+        torch.mv(w, torch.ones(3, requires_grad=True))
+    with pytest.raises(RuntimeError):
+        torch.ones(3, requires_grad=True) @ torch.ones(2)
+
+
+def test_autograd_grad_runs_only_the_graph_between_outputs_and_inputs():
+    # torch.autograd.grad(y, x) runs the nodes on paths from y to x only:
+    # the graph behind x is neither freed (a later backward through it
+    # works) nor run (its hooks do not fire). tracec ran the whole graph
+    # behind x: the freed-graph error below, hooks with wrong gradients, and
+    # WGAN-GP's create_graph penalty through convolutions re-ran every
+    # earlier layer's double backward inside each layer's (SAGAN: 11 s ->
+    # 2 s for one step).
+    a = torch.ones(2, requires_grad=True)
+    seen = []
+    a.register_hook(lambda g: seen.append(g.tolist()))
+    x = a.exp()
+    y = (x ** 2).sum()
+    (gx,) = torch.autograd.grad(y, x)
+    assert seen == []
+    assert [round(v, 4) for v in gx.tolist()] == [5.4366, 5.4366]
+    x.sum().backward()
+    assert [round(v, 4) for v in a.grad.tolist()] == [2.7183, 2.7183]
+    assert len(seen) == 1
+
+
+def test_autograd_grad_through_one_input_to_another():
+    # an input behind another input: the path through the first is run
+    b = torch.ones(2, requires_grad=True)
+    x = b * 3
+    z = (x * b).sum()
+    gx, gb = torch.autograd.grad(z, [x, b], retain_graph=True)
+    assert gx.tolist() == [1.0, 1.0] and gb.tolist() == [6.0, 6.0]
+    gb2, gx2 = torch.autograd.grad(z, [b, x])
+    assert gb2.tolist() == [6.0, 6.0] and gx2.tolist() == [1.0, 1.0]
+
+
+def test_compiled_data_reassignment_after_a_read_runs_eagerly():
+    # compiled, the dot's gradient would read u's old value; eagerly (and in
+    # PyTorch) it reads the reassigned one: the call runs eagerly, saying why
+    u = torch.nn.Parameter(torch.tensor([1.0, 2.0]), requires_grad=False)
+    w = torch.nn.Parameter(torch.tensor([3.0, 4.0]))
+
+    def step():
+        s = u.dot(w)
+        u.data = u.data * 10
+        w.grad = None
+        s.backward()
+        return w.grad.clone()
+
+    cstep = torch.compile(step, fallback="eager")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        g = cstep()
+    assert g.tolist() == [10.0, 20.0]
+    assert any("assignment to .data" in str(c.message) for c in caught)
+    assert u.tolist() == [10.0, 20.0]
