@@ -16,7 +16,12 @@ fairseq's wav2vec 2.0 ported standalone (the conv feature extractor with
 Fp32GroupNorm, numpy span masking, the weight-normed grouped positional
 convolution, the Gumbel vector quantizer with perplexities and temperature
 annealing, sampled negatives, cosine-similarity logits with -inf masking,
-the contrastive + diversity + feature-penalty loss).
+the contrastive + diversity + feature-penalty loss); atulkum's
+pointer_summarizer (a packed bidirectional LSTM encoder, ReduceState,
+Bahdanau attention with coverage, the pointer-generator's scatter_add over
+the extended vocabulary, the coverage loss, Adagrad with
+initial_accumulator_value over a parameter list holding the shared
+embedding twice, clip_grad_norm_ per module, a greedy eval decode).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -32,7 +37,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models26"
 
-CASES = ["conv_tasnet.py", "score_sde.py", "sagan.py", "wav2vec2.py"]
+CASES = ["conv_tasnet.py", "score_sde.py", "sagan.py", "wav2vec2.py", "pointer_generator.py"]
 # wav2vec2: x[mask_indices] with a boolean mask given to the step (a
 # data-dependent shape) runs eagerly
 EAGER_FALLBACK = {"wav2vec2.py"}
