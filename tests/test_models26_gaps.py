@@ -110,3 +110,26 @@ def test_compiled_data_reassignment_after_a_read_runs_eagerly():
     assert g.tolist() == [10.0, 20.0]
     assert any("assignment to .data" in str(c.message) for c in caught)
     assert u.tolist() == [10.0, 20.0]
+
+
+def test_new_tensor_of_a_tensor_warns_as_pytorch_at_the_callers_line():
+    # Conv-TasNet's overlap_and_add: frame = signal.new_tensor(frame).long().
+    # PyTorch names tensor.new_tensor(sourceTensor) and the caller's line;
+    # tracec said torch.tensor(sourceTensor) at its own methods_extra.py.
+    signal = torch.zeros(2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = signal.new_tensor(torch.arange(3))
+    assert out.dtype is torch.float32 and out.tolist() == [0.0, 1.0, 2.0]
+    (w,) = caught
+    assert "rather than tensor.new_tensor(sourceTensor)." in str(w.message)
+    assert w.filename == __file__
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.tensor(torch.ones(1))
+    (w,) = caught
+    assert "rather than torch.tensor(sourceTensor)." in str(w.message) and w.filename == __file__
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        signal.new_tensor([1, 2])
+    assert caught == []
