@@ -133,3 +133,21 @@ def test_new_tensor_of_a_tensor_warns_as_pytorch_at_the_callers_line():
         warnings.simplefilter("always")
         signal.new_tensor([1, 2])
     assert caught == []
+
+
+def test_legacy_new_of_a_tensor_of_another_dtype_is_a_type_error():
+    # fairseq's GradMultiply.forward: res = x.new(x) (an alias, one dtype).
+    # PyTorch refuses another dtype's tensor; tracec returned an alias.
+    x = torch.arange(4.0)
+    y = x.new(x)
+    y[0] = 7.0
+    assert x.tolist() == [7.0, 1.0, 2.0, 3.0]
+    with pytest.raises(TypeError) as e:
+        x.long().new(x)
+    assert str(e.value) == (
+        "expected TensorOptions(dtype=long int, device=cpu, layout=Strided, requires_grad=false "
+        "(default), pinned_memory=false (default), memory_format=(nullopt)) (got TensorOptions("
+        "dtype=float, device=cpu, layout=Strided, requires_grad=false (default), pinned_memory="
+        "false (default), memory_format=(nullopt)))")
+    with pytest.raises(TypeError, match=r"dtype=c10::Half.*got TensorOptions\(dtype=c10::complex<float>"):
+        x.half().new(torch.ones(1, dtype=torch.complex64))

@@ -15,7 +15,9 @@
 # init under nn.utils.weight_norm(..., name="weight", dim=2), SamePad and
 # GELU, post-norm TransformerSentenceEncoderLayers on T x B x C (here with
 # nn.MultiheadAttention), init_bert_params through self.apply, layerdrop by
-# np.random.random(); the GumbelVectorQuantizer (vars =
+# np.random.random(); GradMultiply (an autograd.Function whose forward
+# returns x.new(x)) scaling the features' gradient by feature_grad_mult;
+# the GumbelVectorQuantizer (vars =
 # nn.Parameter(torch.FloatTensor(1, G * V, var_dim)) with uniform_,
 # weight_proj with normal_ / zeros_, x.max(-1) under no_grad,
 # x.new_zeros(*x.shape).scatter_(-1, k.view(-1, 1), 1.0), code / prob
@@ -129,6 +131,18 @@ def init_bert_params(module):
         normal_(module.weight.data)
         if module.padding_idx is not None:
             module.weight.data[module.padding_idx].zero_()
+
+
+class GradMultiply(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.scale = scale
+        res = x.new(x)
+        return res
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.scale, None
 
 
 # ---- fairseq/data/data_utils.py
@@ -788,6 +802,8 @@ class Wav2Vec2Model(nn.Module):
 
         if self.feature_grad_mult > 0:
             features = self.feature_extractor(source)
+            if self.feature_grad_mult != 1.0:
+                features = GradMultiply.apply(features, self.feature_grad_mult)
         else:
             with torch.no_grad():
                 features = self.feature_extractor(source)
@@ -1065,6 +1081,28 @@ print("compute_preds", tuple(logits.shape), fmt(logits[:, 0, 2], 3), model._inft
 lg = model.get_logits({"x": logits})
 print("logits", tuple(lg.shape), fmt(lg[2], 3), model.get_targets(None, {"x": logits}).tolist(),
       f"{F.cross_entropy(lg, model.get_targets(None, {'x': logits}), reduction='sum').item():.4f}")
+
+# the "layer_norm" extractor (TransposeLast / Fp32LayerNorm) and a
+# pre-norm encoder, features at full gradient
+class LayerNormCfg(Cfg):
+    extractor_mode = "layer_norm"
+    layer_norm_first = True
+    feature_grad_mult = 1.0
+
+
+model_ln = Wav2Vec2Model(LayerNormCfg())
+load_numpy(model_ln, np.random.default_rng(5))
+print("layer_norm mode", [type(m).__name__ for m in model_ln.feature_extractor.conv_layers[1][2]],
+      type(model_ln.feature_extractor.conv_layers[0][2]).__name__)
+with numpy_draws(NumpyDraws(6)):
+    loss_ln, size_ln, log_ln = wav2vec_criterion(model_ln, {"net_input": {"source": source}})
+loss_ln.backward()
+print("layer_norm loss", f"{loss_ln.item():.4f}", size_ln, [f"{v:.4f}" for v in log_ln["losses"]],
+      fmt(model_ln.feature_extractor.conv_layers[0][0].weight.grad, 3),
+      fmt(model_ln.feature_extractor.conv_layers[2][2][1].weight.grad, 3))
+fe = model.feature_extractor(source)
+gm = GradMultiply.apply(fe, 0.1)
+print("GradMultiply", gm.grad_fn.name(), gm.data_ptr() == fe.data_ptr(), gm.shape == fe.shape)
 
 # eval features_only
 model.eval()
