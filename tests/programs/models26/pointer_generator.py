@@ -26,8 +26,11 @@
 # summed and divided by dec_lens_var, clip_grad_norm_ per module, Adagrad
 # with initial_accumulator_value over the three modules' parameters;
 # save_model / setup_train's torch.load(map_location=lambda storage,
-# location: storage) and optimizer.load_state_dict; decode.py's Beam
-# search reduced to a greedy decode reading out-of-vocabulary ids.
+# location: storage) and optimizer.load_state_dict; decode.py's Beam /
+# BeamSearch (the article repeated beam_size times, the step-0 attention
+# path in eval mode, states stacked from the beams, torch.topk of
+# torch.log(final_dist), out-of-vocabulary ids read back as [UNK],
+# hypotheses sorted by avg_log_prob, [STOP] after min_dec_steps).
 # Changes for a CPU test: tiny vocabulary and sizes (vocab 30, emb 8,
 # hidden 8, 3 articles of <= 7 tokens, 5 decoder steps), batches built in
 # numpy directly (no Vocab / Batcher reading the CNN/DailyMail tf.Example
@@ -484,26 +487,165 @@ print("resumed", it2, f"{loss2:.5f}", torch.equal(trainer2.model.decoder.out2.we
       trainer2.model.decoder.embedding.weight is trainer2.model.encoder.embedding.weight,
       len(trainer2.optimizer.state))
 
-# one decoder step in eval mode (decode.py's first step: the step-0 attention)
-model = Model(path, is_eval=True)
+# ---- data.py / decode.py: beam search over one article repeated beam_size times
+START_DECODING, STOP_DECODING, UNKNOWN_TOKEN = '[START]', '[STOP]', '[UNK]'
+
+
+class Vocab(object):
+    def __init__(self, size):
+        self._size = size
+        self._word_to_id = {UNKNOWN_TOKEN: 0, START_DECODING: 2, STOP_DECODING: 3}
+
+    def word2id(self, word):
+        if word not in self._word_to_id:
+            return self._word_to_id[UNKNOWN_TOKEN]
+        return self._word_to_id[word]
+
+    def size(self):
+        return self._size
+
+
+class Beam(object):
+  def __init__(self, tokens, log_probs, state, context, coverage):
+    self.tokens = tokens
+    self.log_probs = log_probs
+    self.state = state
+    self.context = context
+    self.coverage = coverage
+
+  def extend(self, token, log_prob, state, context, coverage):
+    return Beam(tokens = self.tokens + [token],
+                      log_probs = self.log_probs + [log_prob],
+                      state = state,
+                      context = context,
+                      coverage = coverage)
+
+  @property
+  def latest_token(self):
+    return self.tokens[-1]
+
+  @property
+  def avg_log_prob(self):
+    return sum(self.log_probs) / len(self.tokens)
+
+
+class BeamSearch(object):
+    def __init__(self, model_file_path):
+        self.vocab = Vocab(config.vocab_size)
+        self.model = Model(model_file_path, is_eval=True)
+
+    def sort_beams(self, beams):
+        return sorted(beams, key=lambda h: h.avg_log_prob, reverse=True)
+
+    def beam_search(self, batch):
+        #batch should have only one example
+        enc_batch, enc_padding_mask, enc_lens, enc_batch_extend_vocab, extra_zeros, c_t_0, coverage_t_0 = \
+            get_input_from_batch(batch, use_cuda)
+
+        encoder_outputs, encoder_feature, encoder_hidden = self.model.encoder(enc_batch, enc_lens)
+        s_t_0 = self.model.reduce_state(encoder_hidden)
+
+        dec_h, dec_c = s_t_0 # 1 x 2*hidden_size
+        dec_h = dec_h.squeeze()
+        dec_c = dec_c.squeeze()
+
+        #decoder batch preparation, it has beam_size example initially everything is repeated
+        beams = [Beam(tokens=[self.vocab.word2id(START_DECODING)],
+                      log_probs=[0.0],
+                      state=(dec_h[0], dec_c[0]),
+                      context = c_t_0[0],
+                      coverage=(coverage_t_0[0] if config.is_coverage else None))
+                 for _ in range(config.beam_size)]
+        results = []
+        steps = 0
+        while steps < config.max_dec_steps and len(results) < config.beam_size:
+            latest_tokens = [h.latest_token for h in beams]
+            latest_tokens = [t if t < self.vocab.size() else self.vocab.word2id(UNKNOWN_TOKEN) \
+                             for t in latest_tokens]
+            y_t_1 = Variable(torch.LongTensor(latest_tokens))
+            all_state_h =[]
+            all_state_c = []
+
+            all_context = []
+
+            for h in beams:
+                state_h, state_c = h.state
+                all_state_h.append(state_h)
+                all_state_c.append(state_c)
+
+                all_context.append(h.context)
+
+            s_t_1 = (torch.stack(all_state_h, 0).unsqueeze(0), torch.stack(all_state_c, 0).unsqueeze(0))
+            c_t_1 = torch.stack(all_context, 0)
+
+            coverage_t_1 = None
+            if config.is_coverage:
+                all_coverage = []
+                for h in beams:
+                    all_coverage.append(h.coverage)
+                coverage_t_1 = torch.stack(all_coverage, 0)
+
+            final_dist, s_t, c_t, attn_dist, p_gen, coverage_t = self.model.decoder(y_t_1, s_t_1,
+                                                        encoder_outputs, encoder_feature, enc_padding_mask, c_t_1,
+                                                        extra_zeros, enc_batch_extend_vocab, coverage_t_1, steps)
+            log_probs = torch.log(final_dist)
+            topk_log_probs, topk_ids = torch.topk(log_probs, config.beam_size * 2)
+
+            dec_h, dec_c = s_t
+            dec_h = dec_h.squeeze()
+            dec_c = dec_c.squeeze()
+
+            all_beams = []
+            num_orig_beams = 1 if steps == 0 else len(beams)
+            for i in range(num_orig_beams):
+                h = beams[i]
+                state_i = (dec_h[i], dec_c[i])
+                context_i = c_t[i]
+                coverage_i = (coverage_t[i] if config.is_coverage else None)
+
+                for j in range(config.beam_size * 2):  # for each of the top 2*beam_size hyps:
+                    new_beam = h.extend(token=topk_ids[i, j].item(),
+                                   log_prob=topk_log_probs[i, j].item(),
+                                   state=state_i,
+                                   context=context_i,
+                                   coverage=coverage_i)
+                    all_beams.append(new_beam)
+
+            beams = []
+            for h in self.sort_beams(all_beams):
+                if h.latest_token == self.vocab.word2id(STOP_DECODING):
+                    if steps >= config.min_dec_steps:
+                        results.append(h)
+                else:
+                    beams.append(h)
+                if len(beams) == config.beam_size or len(results) == config.beam_size:
+                    break
+
+            steps += 1
+
+        if len(results) == 0:
+            results = beams
+
+        beams_sorted = self.sort_beams(results)
+
+        return beams_sorted[0]
+
+
+class OneArticle(Batch):
+    """The decode-mode batch: one article repeated beam_size times."""
+
+    def __init__(self, batch, i):
+        for k, v in vars(batch).items():
+            setattr(self, k, np.repeat(v[i:i + 1], config.beam_size, axis=0) if isinstance(v, np.ndarray) else v)
+
+
+decoder = BeamSearch(path)
 with torch.no_grad():
-    enc_batch, enc_padding_mask, enc_lens, ext, extra_zeros, c_t_0, coverage_t_0 = get_input_from_batch(batches[1], use_cuda)
-    encoder_outputs, encoder_feature, encoder_hidden = model.encoder(enc_batch, enc_lens)
-    s_t_0 = model.reduce_state(encoder_hidden)
-    y_t_1 = torch.LongTensor([2, 2, 2])
-    s_t_1, c_t_1, coverage_t = s_t_0, c_t_0, coverage_t_0
-    tokens = []
-    for step in range(4):
-        final_dist, s_t_1, c_t_1, attn_dist, p_gen, coverage_t = model.decoder(
-            y_t_1, s_t_1, encoder_outputs, encoder_feature, enc_padding_mask, c_t_1,
-            extra_zeros, ext, coverage_t, step)
-        log_probs = torch.log(final_dist)
-        topk_log_probs, topk_ids = torch.topk(log_probs, config.beam_size * 2)
-        latest = topk_ids[:, 0]
-        tokens.append(latest.tolist())
-        y_t_1 = torch.where(latest >= config.vocab_size, torch.zeros_like(latest), latest)
-print("greedy", tokens, tuple(final_dist.shape), fmt(final_dist.sum(1), 3), fmt(p_gen, 3),
-      fmt(coverage_t[2], 3))
+    for i in range(2):
+        best = decoder.beam_search(OneArticle(batches[1], i))
+        print("beam", i, best.tokens, [f"{v:.4f}" for v in best.log_probs], f"{best.avg_log_prob:.4f}",
+              tuple(best.state[0].shape), fmt(best.coverage, 3))
+print("eval modules", decoder.model.encoder.training, decoder.model.decoder.training)
 
 
 # one training step under torch.compile against the same step eagerly
