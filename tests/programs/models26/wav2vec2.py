@@ -9,7 +9,11 @@
 # the output back with type_as; features_pen = features.float().pow(2).mean();
 # compute_mask_indices in numpy (probabilistic rounding with np.random.rand,
 # np.random.choice, np.unique, the same number of masks per row) and
-# index_put's x[mask_indices] = self.mask_emb; y = unmasked_features[
+# index_put's x[mask_indices] = self.mask_emb; the padding mask from
+# _get_feat_extract_output_lengths (torch.floor((len - k) / stride + 1),
+# .to(torch.long)), padding_mask[(torch.arange(B), output_lengths - 1)] = 1
+# and (1 - padding_mask.flip([-1]).cumsum(-1).flip([-1])).bool(), zeroed
+# frames by index_put(x, padding_mask, 0); y = unmasked_features[
 # mask_indices].view(...); the TransformerEncoder's grouped positional
 # Conv1d(..., padding=conv_pos // 2, groups=16) with normal_ / constant_
 # init under nn.utils.weight_norm(..., name="weight", dim=2), SamePad and
@@ -711,6 +715,23 @@ class Wav2Vec2Model(nn.Module):
         self.target_glu = None
         self.final_proj = nn.Linear(cfg.encoder_embed_dim, final_dim)
 
+    def _get_feat_extract_output_lengths(self, input_lengths: torch.LongTensor):
+        """
+        Computes the output length of the convolutional layers
+        """
+
+        def _conv_out_length(input_length, kernel_size, stride):
+            return torch.floor((input_length - kernel_size) / stride + 1)
+
+        conv_cfg_list = eval(self.cfg.conv_feature_layers)
+
+        for i in range(len(conv_cfg_list)):
+            input_lengths = _conv_out_length(
+                input_lengths, conv_cfg_list[i][1], conv_cfg_list[i][2]
+            )
+
+        return input_lengths.to(torch.long)
+
     def set_num_updates(self, num_updates):
         """Set the number of parameters updates."""
         self.quantizer.set_num_updates(num_updates)
@@ -813,6 +834,27 @@ class Wav2Vec2Model(nn.Module):
         features = features.transpose(1, 2)
         features = self.layer_norm(features)
         unmasked_features = features.clone()
+
+        if padding_mask is not None and padding_mask.any():
+            input_lengths = (1 - padding_mask.long()).sum(-1)
+            # apply conv formula to get real output_lengths
+            output_lengths = self._get_feat_extract_output_lengths(input_lengths)
+
+            padding_mask = torch.zeros(
+                features.shape[:2], dtype=features.dtype, device=features.device
+            )
+
+            # these two operations makes sure that all values
+            # before the output lengths indices are attended to
+            padding_mask[
+                (
+                    torch.arange(padding_mask.shape[0], device=padding_mask.device),
+                    output_lengths - 1,
+                )
+            ] = 1
+            padding_mask = (1 - padding_mask.flip([-1]).cumsum(-1).flip([-1])).bool()
+        else:
+            padding_mask = None
 
         if self.post_extract_proj is not None:
             features = self.post_extract_proj(features)
@@ -1103,6 +1145,20 @@ print("layer_norm loss", f"{loss_ln.item():.4f}", size_ln, [f"{v:.4f}" for v in 
 fe = model.feature_extractor(source)
 gm = GradMultiply.apply(fe, 0.1)
 print("GradMultiply", gm.grad_fn.name(), gm.data_ptr() == fe.data_ptr(), gm.shape == fe.shape)
+
+# a padded batch: the padding mask through the conv output lengths, masked
+# spans within each utterance's frames, the encoder's key_padding_mask
+src_pad = source.clone()
+src_pad[1, 300:] = 0
+wave_pad = torch.zeros(2, 400, dtype=torch.bool)
+wave_pad[1, 300:] = True
+print("output lengths", model._get_feat_extract_output_lengths(torch.tensor([400, 300, 37])).tolist())
+np.random.seed(3)
+with numpy_draws(NumpyDraws(7)):
+    out_pad = model(src_pad, padding_mask=wave_pad)
+print("padded", tuple(out_pad["x"].shape), out_pad["padding_mask"].sum(-1).tolist(),
+      out_pad["padding_mask"][1, 12:16].tolist(), fmt(out_pad["x"][0, 1], 3),
+      f"{out_pad['prob_perplexity'].item():.4f}")
 
 # eval features_only
 model.eval()
