@@ -512,10 +512,9 @@ class Tensor:
             # Eagerly the ops that saved this tensor read its new value in
             # their backward (PyTorch's set_data keeps the TensorImpl they
             # saved: SAGAN's SpectralNorm reassigns u.data and v.data after
-            # sigma = u.dot(W.mv(v)) read them); compiled they would read
-            # the old one, so a backward after such a write is refused.
+            # sigma = u.dot(W.mv(v)) read them): the tracer is told first.
             for r in RECORDERS:
-                r(None, (self,), {"alias_write": ".data ="}, self)
+                r(None, (self,), {"data_rebind": True}, self)
         self._data = value._data
         self.dtype = value.dtype
         if RECORDERS and same:

@@ -497,10 +497,10 @@ train(config, data_loader, save_path)
 config.adv_loss = 'hinge'
 
 
-# one generator step under torch.compile against the same step eagerly (a
-# discriminator step runs D twice, and the second forward's u.data / v.data
-# reassignment changes what the first one's backward reads: tracec runs
-# such a call eagerly)
+# one generator step under torch.compile against the same step eagerly (in
+# a discriminator step the attention layers' key / value conv biases get
+# rounding-noise gradients, a key's constant being removed by the softmax,
+# which Adam with beta1 = 0 scales up to +-lr)
 def g_step(z):
     fake_images, _, _ = config.G(z)
     g_out_fake, _, _ = config.D(fake_images)
