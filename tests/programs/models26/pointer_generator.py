@@ -30,7 +30,9 @@
 # BeamSearch (the article repeated beam_size times, the step-0 attention
 # path in eval mode, states stacked from the beams, torch.topk of
 # torch.log(final_dist), out-of-vocabulary ids read back as [UNK],
-# hypotheses sorted by avg_log_prob, [STOP] after min_dec_steps).
+# hypotheses sorted by avg_log_prob, [STOP] after min_dec_steps); the
+# training schedule without coverage, resumed with the Adagrad state, then
+# with coverage from that checkpoint (load_state_dict(strict=False)).
 # Changes for a CPU test: tiny vocabulary and sizes (vocab 30, emb 8,
 # hidden 8, 3 articles of <= 7 tokens, 5 decoder steps), batches built in
 # numpy directly (no Vocab / Batcher reading the CNN/DailyMail tf.Example
@@ -646,6 +648,35 @@ with torch.no_grad():
         print("beam", i, best.tokens, [f"{v:.4f}" for v in best.log_probs], f"{best.avg_log_prob:.4f}",
               tuple(best.state[0].shape), fmt(best.coverage, 3))
 print("eval modules", decoder.model.encoder.training, decoder.model.decoder.training)
+
+# the paper's schedule: train without coverage, resume (the Adagrad state
+# loaded, its group holding the shared embedding twice), then switch
+# coverage on from that checkpoint (decoder.load_state_dict(...,
+# strict=False) without W_c, a fresh optimizer)
+config.is_coverage = False
+nc = Train()
+nc.setup_train()
+print("no coverage", hasattr(nc.model.decoder.attention_network, "W_c"),
+      [f"{nc.train_one_batch(batches[k % 2]):.5f}" for k in range(2)])
+nc_path = nc.save_model(3.0, 2)
+nc2 = Train()
+it_nc, loss_nc = nc2.setup_train(nc_path)
+acc = nc2.optimizer.state[nc2.model.encoder.embedding.weight]['sum']
+print("resumed without coverage", it_nc, loss_nc, len(nc2.optimizer.state),
+      torch.equal(acc, nc.optimizer.state[nc.model.encoder.embedding.weight]['sum']),
+      f"{acc.sum().item():.4f}", nc2.optimizer.state_dict()['param_groups'][0]['params'][:3],
+      len(nc2.optimizer.state_dict()['param_groups'][0]['params']), f"{nc2.train_one_batch(batches[0]):.5f}")
+config.is_coverage = True
+cov = Train()
+cov.setup_train(nc_path)
+keys = cov.model.decoder.load_state_dict(torch.load(nc_path)['decoder_state_dict'], strict=False)
+print("coverage from the checkpoint", keys.missing_keys, keys.unexpected_keys,
+      torch.equal(cov.model.decoder.out2.weight, nc.model.decoder.out2.weight),
+      cov.optimizer.state[cov.model.decoder.out2.weight]['sum'].max().item())
+with torch.no_grad():
+    cov.model.decoder.attention_network.W_c.weight.copy_(
+        torch.from_numpy(np.random.default_rng(9).normal(0, 0.3, (16, 1)).astype(np.float32)))
+print("with coverage", [f"{cov.train_one_batch(batches[k % 2]):.5f}" for k in range(2)])
 
 
 # one training step under torch.compile against the same step eagerly
