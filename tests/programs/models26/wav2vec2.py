@@ -32,7 +32,8 @@
 # through itertools.product indices and index_select); buffered_arange's
 # torch.LongTensor() / resize_ / torch.arange(max, out=...); sample_negatives'
 # torch.randint index arithmetic (neg_idxs[neg_idxs >= tszs] += 1, the
-# per-batch offset); compute_preds' (y == negatives).all(-1),
+# per-batch offset, cross-sample negatives concatenated) and the codebook
+# negatives from sample_from_codebook through project_q; compute_preds' (y == negatives).all(-1),
 # torch.cosine_similarity(x.float(), targets.float(), dim=-1).type_as(x) /
 # logit_temp and logits[1:] = index_put(logits[1:], neg_is_pos, -inf);
 # get_logits / get_targets and the criterion's F.cross_entropy(...,
@@ -327,6 +328,19 @@ class GumbelVectorQuantizer(nn.Module):
             .index_select(0, indices)
             .view(self.num_vars**self.groups, -1)
         )
+
+    def sample_from_codebook(self, b, n):
+        indices = self.get_codebook_indices()
+        indices = indices.view(-1, self.groups)
+        cb_size = indices.size(0)
+        assert (
+            n < cb_size
+        ), f"sample size {n} is greater than size of codebook {cb_size}"
+        sample_idx = torch.randint(low=0, high=cb_size, size=(b * n,))
+        indices = indices[sample_idx]
+
+        z = self.vars.squeeze(0).index_select(0, indices.flatten()).view(b, n, -1)
+        return z
 
     def to_codebook_index(self, indices):
         res = indices.new_full(indices.shape[:-1], 0)
@@ -697,7 +711,7 @@ class Wav2Vec2Model(nn.Module):
             num_vars=cfg.latent_vars,
             temp=cfg.latent_temp,
             groups=cfg.latent_groups,
-            combine_groups=False,
+            combine_groups=cfg.combine_groups,
             vq_dim=vq_dim,
             time_first=True,
             weight_proj_depth=cfg.quantizer_depth,
@@ -787,10 +801,28 @@ class Wav2Vec2Model(nn.Module):
                 )
                 neg_idxs[neg_idxs >= tszs] += 1
 
+            if self.cross_sample_negatives > 0:
+                tszs = (
+                    buffered_arange(num)
+                    .unsqueeze(-1)
+                    .expand(-1, self.cross_sample_negatives)
+                    .flatten()
+                )
+
+                cross_neg_idxs = torch.randint(
+                    low=0,
+                    high=cross_high - 1,
+                    size=(bsz, self.cross_sample_negatives * num),
+                )
+                cross_neg_idxs[cross_neg_idxs >= tszs] += 1
+
         if self.n_negatives > 0:
             neg_idxs = neg_idxs + (torch.arange(bsz).unsqueeze(1) * high)
         else:
             neg_idxs = cross_neg_idxs
+
+        if self.cross_sample_negatives > 0 and self.n_negatives > 0:
+            neg_idxs = torch.cat([neg_idxs, cross_neg_idxs], dim=1)
 
         negs = y[neg_idxs.view(-1)]
         negs = negs.view(
@@ -897,6 +929,16 @@ class Wav2Vec2Model(nn.Module):
             y.size(1),
             padding_count=padding_count,
         )
+
+        if self.codebook_negatives > 0:
+            cb_negs = self.quantizer.sample_from_codebook(
+                y.size(0) * y.size(1), self.codebook_negatives
+            )
+            cb_negs = cb_negs.view(
+                self.codebook_negatives, y.size(0), y.size(1), -1
+            )  # order doesnt matter
+            cb_negs = self.project_q(cb_negs)
+            negs = torch.cat([negs, cb_negs], dim=0)
 
         x = x[mask_indices].view(x.size(0), -1, x.size(-1))
 
@@ -1021,6 +1063,7 @@ class Cfg:
     latent_temp = (2.0, 0.5, 0.999995 ** 20000)
     quantizer_depth = 1
     quantizer_factor = 3
+    combine_groups = False
     feature_grad_mult = 0.1
     mask_length = 3
     mask_prob = 0.3
@@ -1142,6 +1185,34 @@ loss_ln.backward()
 print("layer_norm loss", f"{loss_ln.item():.4f}", size_ln, [f"{v:.4f}" for v in log_ln["losses"]],
       fmt(model_ln.feature_extractor.conv_layers[0][0].weight.grad, 3),
       fmt(model_ln.feature_extractor.conv_layers[2][2][1].weight.grad, 3))
+# cross-sample and codebook negatives, one shared codebook for the groups,
+# a two-layer weight projection (Linear + GELU blocks)
+class NegativesCfg(Cfg):
+    cross_sample_negatives = 2
+    codebook_negatives = 2
+    combine_groups = True
+    quantizer_depth = 2
+    latent_temp = "(2.0, 0.25, 0.999995)"
+
+
+model_neg = Wav2Vec2Model(NegativesCfg())
+load_numpy(model_neg, np.random.default_rng(8))
+print("negatives model", model_neg.quantizer.vars.shape, [type(m).__name__ for m in model_neg.quantizer.weight_proj],
+      model_neg.quantizer.max_temp, model_neg.quantizer.get_codebook_indices()[:6].tolist())
+np.random.seed(4)
+with numpy_draws(NumpyDraws(10)):
+    loss_neg, size_neg, log_neg = wav2vec_criterion(model_neg, {"net_input": {"source": source}})
+loss_neg.backward()
+print("negatives loss", f"{loss_neg.item():.4f}", size_neg, [f"{v:.4f}" for v in log_neg["losses"]],
+      fmt(model_neg.quantizer.vars.grad, 3), fmt(model_neg.quantizer.weight_proj[0][0].weight.grad, 3))
+with numpy_draws(NumpyDraws(11)):
+    cb = model_neg.quantizer.sample_from_codebook(3, 2)
+print("codebook sample", tuple(cb.shape), fmt(cb[2, 1], 3))
+try:
+    model_neg.quantizer.sample_from_codebook(1, 64)
+except AssertionError as e:
+    print("AssertionError", e)
+
 fe = model.feature_extractor(source)
 gm = GradMultiply.apply(fe, 0.1)
 print("GradMultiply", gm.grad_fn.name(), gm.data_ptr() == fe.data_ptr(), gm.shape == fe.shape)
