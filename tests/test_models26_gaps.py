@@ -154,3 +154,44 @@ def test_legacy_new_of_a_tensor_of_another_dtype_is_a_type_error():
         "false (default), memory_format=(nullopt)))")
     with pytest.raises(TypeError, match=r"dtype=c10::Half.*got TensorOptions\(dtype=c10::complex<float>"):
         x.half().new(torch.ones(1, dtype=torch.complex64))
+
+
+@pytest.mark.parametrize("a, b, msg", [
+    ((2, 3), (3,), "1D tensors expected, but got 2D and 1D tensors"),
+    ((), (3,), "1D tensors expected, but got 0D and 1D tensors"),
+    ((3,), (4,), "inconsistent tensor size, expected tensor [3] and src [4] to have the same "
+                 "number of elements, but got 3 and 4 elements respectively"),
+])
+def test_dot_refuses_what_pytorch_refuses(a, b, msg):
+    # SpectralNorm's u.dot(...): tracec's dot was matmul, so a 2-D operand
+    # or mixed dtypes went through silently
+    with pytest.raises(RuntimeError) as e:
+        torch.dot(torch.ones(*a), torch.ones(*b))
+    assert str(e.value) == msg
+    with pytest.raises(RuntimeError, match="^dot : expected both vectors to have same dtype, but "
+                       "found Float and Double$"):
+        torch.ones(3).dot(torch.ones(3, dtype=torch.float64))
+    with pytest.raises(RuntimeError, match="^dot : expected both vectors to have same dtype, but "
+                       "found Float and Long$"):
+        torch.vdot(torch.ones(3), torch.ones(3, dtype=torch.int64))
+    assert torch.dot(torch.tensor([1, 2]), torch.tensor([3, 4])).item() == 11
+
+
+def test_mv_messages_as_pytorch():
+    with pytest.raises(RuntimeError, match=r"^addmv input tensors must have the same dtype, but got "
+                       "Double, Float, and Double$"):
+        torch.mv(torch.ones(2, 3), torch.ones(3, dtype=torch.float64))
+    with pytest.raises(RuntimeError, match=r"^vector \+ matrix @ vector expected, got 1, 2, 2$"):
+        torch.ones(2, 3).mv(torch.ones(3, 1))
+
+
+def test_vdot_conjugates_its_first_argument():
+    # torch.vdot(a, b) = sum(conj(a) * b); tracec's was dot (no conjugate)
+    a = torch.tensor([1 + 2j, 3j], requires_grad=True)
+    b = torch.tensor([2 + 1j, 1 - 1j], requires_grad=True)
+    out = torch.vdot(a, b)
+    assert out.item() == 1 - 6j and out.grad_fn.name() == "VdotBackward0"
+    out.real.backward()
+    assert a.grad.tolist() == [2 + 1j, 1 - 1j] and b.grad.tolist() == [1 + 2j, 3j]
+    assert torch.dot(a, b).item() == 3 + 8j
+    assert torch.vdot(torch.ones(2, requires_grad=True), torch.ones(2)).grad_fn.name() == "VdotBackward0"

@@ -920,6 +920,18 @@ def bmm(input, mat2):
 
 
 def dot(input, tensor):
+    """``torch.dot``: two 1-D tensors of one dtype and length (PyTorch's
+    checks, in its order), their inner product (no conjugation)."""
+    if input.ndim != 1 or tensor.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {tensor.ndim}D tensors")
+    if input.dtype is not tensor.dtype and not autocast_mode.ACTIVE:   # (autocast casts both)
+        raise RuntimeError("dot : expected both vectors to have same dtype, but found "
+                           f"{dt.scalar_type_name(input.dtype)} and "
+                           f"{dt.scalar_type_name(tensor.dtype)}")
+    if input.shape[0] != tensor.shape[0]:
+        n, m = input.shape[0], tensor.shape[0]
+        raise RuntimeError(f"inconsistent tensor size, expected tensor [{n}] and src [{m}] to have "
+                           f"the same number of elements, but got {n} and {m} elements respectively")
     return matmul(input, tensor)
 
 
