@@ -74,15 +74,27 @@ def _symbolic(size) -> bool:
     return any(isinstance(s, Sym) for s in size)
 
 
+def copy_construct_warning(spelling: str, stacklevel: int) -> None:
+    """PyTorch's warning for a tensor made from a tensor by ``spelling``
+    (``torch.tensor``, ``tensor.new_tensor``), at the caller ``stacklevel``
+    frames above the function that calls this."""
+    import warnings
+    warnings.warn("To copy construct from a tensor, it is recommended to use "
+                  "sourceTensor.detach().clone() or "
+                  "sourceTensor.detach().clone().requires_grad_(True), rather than "
+                  f"{spelling}(sourceTensor).", UserWarning, stacklevel=stacklevel + 1)
+
+
 def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
     if type(data) is RuntimeInt:     # a number read at run time: a recorded copy
         return _finish(Tensor._from_data(data, dtype), requires_grad, device)
     if isinstance(data, Tensor):
-        import warnings
-        warnings.warn("To copy construct from a tensor, it is recommended to use "
-                      "sourceTensor.detach().clone() or "
-                      "sourceTensor.detach().clone().requires_grad_(True), rather than "
-                      "torch.tensor(sourceTensor).", UserWarning, stacklevel=2)
+        copy_construct_warning("torch.tensor", 2)
+    return tensor_copy(data, dtype, device, requires_grad)
+
+
+def tensor_copy(data, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """``tensor()`` without its warning (for callers that give their own)."""
     return _finish(Tensor._from_data(data, dtype), requires_grad, device)
 
 

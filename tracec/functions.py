@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 from tracec import dtypes as dt
-from tracec import autocast_mode, ops
+from tracec import autocast_mode, graph, ops
 from tracec.symbolic import Sym, known
 from tracec.ops.core import normalize_axis
 from tracec.tensor import Tensor, apply_direct, concrete, eager_direct, weak_scalar
@@ -892,6 +892,16 @@ def matmul(input, other):
         input, other = autocast_mode.lower_precision(input, other)
     (input, other), _ = promote("matmul", input, other)
     va, vb = input.ndim == 1, other.ndim == 1
+    if vb and input.ndim <= 2 and input.shape[-1] == other.shape[0] \
+            and (input.requires_grad or other.requires_grad) and graph.is_grad_enabled():
+        # PyTorch's dot and mv (what its matmul calls for these ranks) save
+        # their operands themselves, so a ``vec.data = ...`` between this
+        # forward and the backward is what the backward reads (SAGAN's
+        # SpectralNorm: sigma = u.dot(w.view(h, -1).mv(v)), then u.data and
+        # v.data reassigned by the next forward).  A product through the
+        # reshaped vector would save a view of the old data: this form saves
+        # the operands themselves.
+        return _named(sum(mul(input, other), -1), "DotBackward0" if va else "MvBackward0")
     if va:
         input = ops.reshape(input, (1,) + input.shape)
     if vb:
@@ -937,17 +947,18 @@ def bmm(input, mat2):
 
 
 def dot(input, tensor):
+    """``torch.dot``: two 1-D tensors of one dtype and length (PyTorch's
+    checks, in its order), their inner product (no conjugation)."""
     if input.ndim != 1 or tensor.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {tensor.ndim}D tensors")
-    n, m = input.shape[0], tensor.shape[0]
-    if isinstance(n, int) and isinstance(m, int) and n != m:
-        raise RuntimeError(f"inconsistent tensor size, expected tensor [{n}] and src [{m}] to have "
-                           f"the same number of elements, but got {n} and {m} elements "
-                           "respectively")
-    if input.dtype is not tensor.dtype:
-        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found "
+    if input.dtype is not tensor.dtype and not autocast_mode.ACTIVE:   # (autocast casts both)
+        raise RuntimeError("dot : expected both vectors to have same dtype, but found "
                            f"{dt.scalar_type_name(input.dtype)} and "
                            f"{dt.scalar_type_name(tensor.dtype)}")
+    n, m = input.shape[0], tensor.shape[0]
+    if isinstance(n, int) and isinstance(m, int) and n != m:   # (symbolic: the ops check)
+        raise RuntimeError(f"inconsistent tensor size, expected tensor [{n}] and src [{m}] to have "
+                           f"the same number of elements, but got {n} and {m} elements respectively")
     return matmul(input, tensor)
 
 

@@ -429,6 +429,10 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
             raise RuntimeError(f"element {i} of tensors does not require grad and does not "
                                "have a grad_fn")
         start.append((e, g))
+    # autograd.grad runs only the nodes on a path to a captured one, as
+    # PyTorch does: the graph behind its inputs is neither run (no work, no
+    # hooks) nor freed.
+    needed = None if capture is None else _on_path_to(start, capture)
     # Count, for each node, how many edges from reachable nodes point at it.
     deps = {}
     seen = set()
@@ -439,7 +443,7 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
             continue
         seen.add(id(n))
         for child in n.edges:
-            if child is not None:
+            if child is not None and (needed is None or id(child) in needed):
                 deps[id(child)] = deps.get(id(child), 0) + 1
                 stack.append(child)
     pending = {}
@@ -472,11 +476,15 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
                 g = r if r is not None else g
             if capture is not None and id(node) in capture:
                 captured[capture[id(node)]] = g
+                if not any(c is not None and id(c) in needed for c in node.edges):
+                    continue
+            elif needed is not None and id(node) not in needed:
+                continue
             grads_in = node.apply(g)
             if not retain_graph:
                 node.release()
             for child, gi in zip(node.edges, grads_in):
-                if child is None:
+                if child is None or (needed is not None and id(child) not in needed):
                     continue
                 if gi is not None:
                     if id(child) in pending:
@@ -492,6 +500,27 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
     finally:
         _set_grad(prev_mode)
     return captured
+
+
+def _on_path_to(start, capture) -> set:
+    """The ids of the nodes reachable from ``start`` (``(node, grad)``
+    pairs) from which a node in ``capture`` is reachable (those included):
+    the nodes ``autograd.grad`` must run.  Iterative, children before
+    parents (graphs may be deeper than Python's recursion limit)."""
+    needed, visited = set(), set()
+    stack = [(e, False) for e, _ in start]
+    while stack:
+        n, children_done = stack.pop()
+        if children_done:
+            if id(n) in capture or any(c is not None and id(c) in needed for c in n.edges):
+                needed.add(id(n))
+            continue
+        if id(n) in visited:
+            continue
+        visited.add(id(n))
+        stack.append((n, True))
+        stack.extend((c, False) for c in n.edges if c is not None and id(c) not in visited)
+    return needed
 
 
 def _skip(node, deps, pending, ready, done):

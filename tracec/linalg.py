@@ -16,6 +16,7 @@ import warnings
 
 import numpy as np
 
+from tracec import autocast_mode
 from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import ops
@@ -179,8 +180,13 @@ def dist(input, other, p=2):  # noqa: A002
 
 def mv(input, vec):  # noqa: A002
     A, v = tensor_arg(input, "mv"), tensor_arg(vec, "mv")
-    if A.ndim != 2 or v.ndim != 1:
-        raise RuntimeError(f"vector + matrix @ vector expected, got {A.ndim}, {v.ndim}")
+    if A.ndim != 2 or v.ndim != 1:   # (the result's rank, then the operands')
+        raise RuntimeError(f"vector + matrix @ vector expected, got 1, {A.ndim}, {v.ndim}")
+    if A.dtype is not v.dtype and not autocast_mode.ACTIVE:
+        # PyTorch names the result's (the vector's), the matrix's, the vector's
+        n = dt.scalar_type_name
+        raise RuntimeError(f"addmv input tensors must have the same dtype, but got "
+                           f"{n(v.dtype)}, {n(A.dtype)}, and {n(v.dtype)}")
     if A.shape[1] != v.shape[0]:
         raise RuntimeError(f"size mismatch, got input ({A.shape[0]}), mat ({A.shape[0]}x"
                            f"{A.shape[1]}), vec ({v.shape[0]})")
@@ -252,10 +258,14 @@ def inner(input, other):  # noqa: A002
 
 
 def vdot(input, other):  # noqa: A002
+    """``torch.vdot``: dot's checks (and messages), then sum(conj(input) *
+    other): the first vector is conjugated."""
     a, b = tensor_arg(input, "vdot"), tensor_arg(other, "vdot")
     if a.ndim != 1 or b.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
-    return F.dot(a, b)
+    if a.dtype.category == 3 and a.dtype is b.dtype:
+        a = ops.conj(a)
+    return _named(F.dot(a, b), "VdotBackward0")
 
 
 def vecdot(x, y, *, dim=-1):

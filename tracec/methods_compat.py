@@ -19,6 +19,7 @@ import numpy as np
 
 from tracec import creation, graph
 from tracec import dtypes as dt
+from tracec.shape_ops import _C_TYPE_NAMES
 from tracec.tensor import RECORDERS, Size, Tensor, _HookHandle, concrete, legacy_sizes
 
 # id(leaf) -> (weak reference to the leaf, hooks run after its .grad is
@@ -37,6 +38,10 @@ def new(self, *args, **kwargs):
     if not args:
         return creation.empty(0, dtype=d)
     if len(args) == 1 and isinstance(args[0], Tensor):
+        if args[0].dtype is not self.dtype:
+            # (fairseq's GradMultiply: res = x.new(x), always one dtype)
+            raise TypeError(f"expected {_tensor_options(self.dtype)} (got "
+                            f"{_tensor_options(args[0].dtype)})")
         return args[0].detach()
     sizes = legacy_sizes(args)
     if sizes is not None:
@@ -44,6 +49,13 @@ def new(self, *args, **kwargs):
     if len(args) == 1:
         return creation.tensor(args[0], dtype=d)
     raise TypeError(f"new() received an invalid combination of arguments: {args!r}")
+
+
+def _tensor_options(d: dt.DType) -> str:
+    """How PyTorch's legacy constructors print a CPU tensor's options."""
+    return (f"TensorOptions(dtype={_C_TYPE_NAMES.get(d.name, d.name)}, device=cpu, "
+            "layout=Strided, requires_grad=false (default), pinned_memory=false (default), "
+            "memory_format=(nullopt))")
 
 
 def fill_diagonal_(self, fill_value, wrap=False):

@@ -111,8 +111,9 @@ def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=
 def _new_tensor(self, data, dtype=None, device=None, requires_grad=False):
     # A copy with no autograd history, of this tensor's dtype unless told.
     if isinstance(data, Tensor):
+        creation.copy_construct_warning("tensor.new_tensor", 2)
         data = data.detach()   # copied by a (recorded) cast in tensor()
-    return _new(self, dtype, device, requires_grad, lambda d, dev, rg: creation.tensor(
+    return _new(self, dtype, device, requires_grad, lambda d, dev, rg: creation.tensor_copy(
         data, dtype=d, device=dev, requires_grad=rg))
 
 

@@ -515,6 +515,13 @@ class Tensor:
             why = ".data = a tensor of another shape or dtype"
             concrete(self, why)
             concrete(value, why)
+        if RECORDERS and same:
+            # Eagerly the ops that saved this tensor read its new value in
+            # their backward (PyTorch's set_data keeps the TensorImpl they
+            # saved: SAGAN's SpectralNorm reassigns u.data and v.data after
+            # sigma = u.dot(W.mv(v)) read them): the tracer is told first.
+            for r in RECORDERS:
+                r(None, (self,), {"data_rebind": True}, self)
         self._data = value._data
         self.dtype = value.dtype
         if RECORDERS and same:

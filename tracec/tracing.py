@@ -305,6 +305,10 @@ class Recording:
         self.rg_writes: dict = {}
         # why a backward from now on cannot be compiled (_check_alias_write), or None
         self.dirty_alias_write = None
+        # a ``.data =`` replaced a tensor some recorded op had read
+        # (on_primitive, "data_rebind"): a later backward is recorded from the eager
+        # engine's run, whose VJPs read the saved tensors' new values
+        self.data_rebound = False
         # [(the columns tensor a recorded convolution's matmul read, a function
         # computing them from its input as it is now)]: see refresh_conv_columns
         self.conv_columns: list = []
@@ -438,6 +442,11 @@ class Recording:
             return
         if prim is None and "alias_write" in params:
             return self._check_alias_write(out, params["alias_write"])
+        if prim is None and "data_rebind" in params:
+            e = self.env.get(id(out))
+            if e is not None and e[0] is out and _reader_of_storage(e[1]):
+                self.data_rebound = True
+            return
         if prim is None and "conv_columns" in params:
             self.conv_columns.append((args[0], out, params["conv_columns"]))
             return
@@ -907,11 +916,13 @@ class Recording:
             return self.fail(self.dirty_alias_write)
         loc = user_location()
         self.had_backward = True
-        if inputs == autograd.GRAD_CALL or create_graph:
-            # autograd.grad (MAML's inner and meta gradients), create_graph:
-            # the eager engine's run is recorded op by op (its VJPs are
-            # tensor ops; with create_graph they are differentiable in turn,
-            # else made under no_grad, so constants to a later backward)
+        if inputs == autograd.GRAD_CALL or create_graph or self.data_rebound:
+            # autograd.grad (MAML's inner and meta gradients), create_graph,
+            # or a saved tensor's data replaced since its op read it (the
+            # autodiff pass would read the old value): the eager engine's run
+            # is recorded op by op (its VJPs are tensor ops; with
+            # create_graph they are differentiable in turn, else made under
+            # no_grad, so constants to a later backward)
             try:
                 for t in tensors:
                     self._leaves(t, loc, [])
