@@ -9,15 +9,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck disable=SC1091
 [ -x .venv/bin/python ] && . .venv/bin/activate
+# Every public-program test file (a new tests/test_public_programs_*.py is
+# picked up without editing this list).
 TRACEC_RECORD_TORCH=1 python -m pytest -q -n auto --dist worksteal \
-    tests/test_public_programs.py tests/test_public_programs_breadth.py \
-    tests/test_public_programs_tutorials.py tests/test_public_programs_tutorials2.py \
-    tests/test_public_programs_models3.py tests/test_public_programs_models4.py \
-    tests/test_public_programs_models5.py tests/test_public_programs_models6.py \
-    tests/test_public_programs_models7.py tests/test_public_programs_models8.py \
-    tests/test_public_programs_models12.py tests/test_public_programs_models13.py \
-    tests/test_public_programs_models9.py tests/test_public_programs_models10.py \
-    tests/test_public_programs_models11.py tests/test_public_programs_models14.py \
-    tests/test_public_programs_models15.py tests/test_public_programs_models16.py \
-    tests/test_public_programs_models17.py tests/test_public_programs_models18.py \
-    tests/test_public_programs_models19.py "$@"
+    tests/test_public_programs*.py "$@"
