@@ -66,30 +66,27 @@ def _identity(score, b, h, q_idx, kv_idx):
     return score
 
 
-def or_masks(*mask_mods):
-    """A mask_mod keeping what any of ``mask_mods`` keeps."""
+def _combined(mask_mods, start: bool, op, name: str):
     if not all(callable(m) for m in mask_mods):
         raise RuntimeError(f"All inputs should be callable mask_mods: {mask_mods}")
 
-    def or_mask(b, h, q_idx, kv_idx):
-        result = creation.zeros((), dtype=dt.bool_)
+    def combined(b, h, q_idx, kv_idx):
+        result = (creation.ones if start else creation.zeros)((), dtype=dt.bool_)
         for mask in mask_mods:
-            result = F.logical_or(result, mask(b, h, q_idx, kv_idx))
+            result = op(result, mask(b, h, q_idx, kv_idx))
         return result
-    return or_mask
+    combined.__name__ = combined.__qualname__ = name
+    return combined
+
+
+def or_masks(*mask_mods):
+    """A mask_mod keeping what any of ``mask_mods`` keeps."""
+    return _combined(mask_mods, False, F.logical_or, "or_mask")
 
 
 def and_masks(*mask_mods):
     """A mask_mod keeping what all of ``mask_mods`` keep."""
-    if not all(callable(m) for m in mask_mods):
-        raise RuntimeError(f"All inputs should be callable mask_mods: {mask_mods}")
-
-    def and_mask(b, h, q_idx, kv_idx):
-        result = creation.ones((), dtype=dt.bool_)
-        for mask in mask_mods:
-            result = F.logical_and(result, mask(b, h, q_idx, kv_idx))
-        return result
-    return and_mask
+    return _combined(mask_mods, True, F.logical_and, "and_mask")
 
 
 def _is_score_mod(fn) -> bool:
