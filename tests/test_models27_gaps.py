@@ -381,3 +381,16 @@ def test_masked_copy_gradients_and_refusals():
         tracec.compile(other_key)(tracec.tensor([1., -1]), tracec.tensor([2., -2]))
     with pytest.raises(tracec.TraceError, match="boolean-mask indexing"):
         tracec.compile(other_dtype)(tracec.zeros(2, dtype=tracec.int64), tracec.tensor([2., -2]))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_linspace_of_a_symbolic_count_is_one_trace_and_the_eager_bits(dtype):
+    """The kernel-exact linspace keeps a symbolic count symbolic (float() of
+    steps - 1 specialized the trace on each size)."""
+    d = getattr(tracec, dtype)
+    f = tracec.compile(lambda x: tracec.linspace(-2, 3, x.shape[0], dtype=d) + x.to(d) * 0,
+                       dynamic=True)
+    for n in (5, 7, 11, 2):
+        got = f(tracec.zeros(n))
+        assert bool((got == tracec.linspace(-2, 3, n, dtype=d)).all()), n
+    assert f.cache_info().traces == 1

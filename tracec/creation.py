@@ -424,19 +424,22 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
         # float32 ones formed in float64 (where a float32 product is exact),
         # so both are the kernel's (bar a double-rounding tie).
         i = ops.iota((steps,), dt.float64, 0, like=_LIKE)
+        # steps - 1 as an operand: a symbolic count stays symbolic (float()
+        # of it would specialize the trace on this call's size)
+        n1 = steps - 1 if isinstance(steps, Sym) else float(steps - 1)
         a, b = _f64(start), _f64(end)
         if not d.is_floating_point:   # the ends as the integer type first (toward zero)
             a, b = ops.cast(ops.cast(a, d), dt.float64), ops.cast(ops.cast(b, d), dt.float64)
         half = ops.lt(i, steps // 2)
-        k = ops.where(half, i, ops.sub(float(steps - 1), i))
+        k = ops.where(half, i, ops.sub(n1, i))
         base = ops.where(half, a, b)
         if d.is_floating_point and d.itemsize == 2:
             # every step rounded to the type, as ``_linspace_reduced``
             def rnd(x):
                 return ops.cast(ops.cast(x, d), dt.float32)
             a, b = rnd(a), rnd(b)
-            step = rnd(ops.div(rnd(ops.sub(b, a)), rnd(ops.full((), float(steps - 1), dt.float64,
-                                                                 like=_LIKE))))
+            step = rnd(ops.div(rnd(ops.sub(b, a)),
+                               rnd(ops.add(ops.full((), 0.0, dt.float64, like=_LIKE), n1))))
             low = rnd(ops.add(a, rnd(ops.mul(step, rnd(i)))))
             high = rnd(ops.sub(b, rnd(ops.mul(step, rnd(k)))))
             y = ops.where(half, low, high)
@@ -444,8 +447,7 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
             a, b = ops.cast(ops.cast(a, dt.float32), dt.float64), ops.cast(ops.cast(b, dt.float32),
                                                                            dt.float64)
             base = ops.where(half, a, b)
-            step = ops.cast(ops.div(ops.cast(ops.sub(b, a), dt.float32), float(steps - 1)),
-                            dt.float64)
+            step = ops.cast(ops.div(ops.cast(ops.sub(b, a), dt.float32), n1), dt.float64)
             y = ops.add(ops.mul(ops.where(half, step, ops.neg(step)), k), base)
         else:
             step = ops.div(ops.sub(b, a), steps - 1)
