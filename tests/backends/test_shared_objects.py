@@ -140,3 +140,28 @@ def test_clearing_the_cache_removes_the_libraries(runs, tmp_path):
     assert libraries(copy)
     DiskCache(str(copy)).clear()
     assert not libraries(copy / "v1")
+
+
+def test_a_folder_that_may_not_hold_code_switches_libraries_off(tmp_path, monkeypatch):
+    """A cache on a noexec mount: the first failed load marks the folder, and
+    no library is built or loaded there again until the cache is cleared."""
+    from tracec.backends.cache import DiskCache
+    from tracec.backends.cpu import shared_objects as so
+    monkeypatch.setenv("TRACEC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TRACEC_SHARED_OBJECTS", "1")
+    blob, names = b"object bytes", ["entry"]
+    path = so._path(so._key(blob, names))
+    os.makedirs(os.path.dirname(path))
+    with open(path, "wb") as f:
+        f.write(b"\x7fELF")
+
+    def refuse(*a, **k):
+        raise OSError(f"{path}: failed to map segment from shared object")
+    monkeypatch.setattr(so, "SharedLibrary", refuse)
+    assert so.enabled()
+    assert so.load(blob, names) is None
+    assert not so.enabled() and not os.path.exists(path)
+    so.schedule(blob, names, [blob])          # nothing queued while switched off
+    assert not so._queue
+    DiskCache().clear()
+    assert so.enabled()

@@ -117,7 +117,9 @@ class DiskCache:
             self._remove(f + ".lock")
             n += 1
         # The shared libraries linked from entries' code (backends/cpu/
-        # shared_objects.py) and what an interrupted link left.
+        # shared_objects.py), what an interrupted link left, and the mark
+        # of a folder where libraries could not be loaded.
+        self._remove(os.path.join(self.root, ".no-shared-libraries"))
         for d in (os.listdir(self.root) if os.path.isdir(self.root) else ()):
             sub = os.path.join(self.root, d)
             for f in (os.listdir(sub) if os.path.isdir(sub) else ()):

@@ -51,7 +51,16 @@ _scheduled: set = set()
 
 def enabled() -> bool:
     return (sys.platform.startswith("linux") and not os.environ.get("TRACEC_NO_CACHE")
-            and os.environ.get("TRACEC_SHARED_OBJECTS", "1") != "0")
+            and os.environ.get("TRACEC_SHARED_OBJECTS", "1") != "0"
+            and not os.path.exists(_refused_marker()))
+
+
+def _refused_marker() -> str:
+    """A file saying the cache's folder may not hold code (a ``noexec``
+    mount): libraries are neither built nor loaded there again (``tracec
+    cache clear`` removes it, to try again)."""
+    from tracec.backends import cache
+    return os.path.join(cache.DiskCache().root, ".no-shared-libraries")
 
 
 def _key(blob: bytes, names) -> str:
@@ -100,6 +109,12 @@ def load(blob: bytes, names, shared: bool = False) -> SharedLibrary | None:
         if "undefined symbol" not in str(e):
             try:
                 os.remove(path)
+            except OSError:
+                pass
+        if "failed to map segment" in str(e):     # the folder is mounted noexec
+            try:
+                with open(_refused_marker(), "w") as f:
+                    f.write(f"{e}\n")
             except OSError:
                 pass
         return None
