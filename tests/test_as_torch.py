@@ -155,6 +155,26 @@ def test_cli_run_is_like_python_script(tmp_path):
         "6.0"]
 
 
+def test_cli_run_of_a_relative_path_gives_pythons_file_and_argv(tmp_path):
+    """``__file__`` absolute (as Python 3.9+ gives the main script), argv[0]
+    as typed: a script's ``os.chdir(os.path.dirname(__file__))`` works."""
+    import subprocess
+    import sys
+    (tmp_path / "rel.py").write_text(textwrap.dedent("""
+        import os, sys
+        print(__file__, sys.argv[0], __name__, __spec__)
+        os.chdir(os.path.dirname(__file__))
+        print(os.getcwd())
+        """))
+    want = subprocess.run([sys.executable, "rel.py"], cwd=tmp_path, capture_output=True,
+                          text=True)
+    got = subprocess.run([sys.executable, "-m", "tracec.cli", "run", "rel.py"], cwd=tmp_path,
+                         capture_output=True, text=True)
+    assert want.returncode == 0 and got.returncode == 0, got.stderr
+    assert got.stdout == want.stdout
+    assert got.stdout.split()[0] == str(tmp_path / "rel.py")
+
+
 def test_cli_run_errors(tmp_path):
     r = python(None, str(tmp_path / "nope.py"), cli=True)
     assert r.returncode != 0 and "Error: no such file:" in r.stderr

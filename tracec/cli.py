@@ -342,7 +342,6 @@ def demo(epochs, backend, dump_dir):
 def run(script, script_args):
     """Run a PyTorch SCRIPT on tracec (``import torch`` gives tracec), as
     ``python SCRIPT [ARGS...]`` would: ``__main__``, ``sys.argv``, ``__file__``."""
-    import runpy
     from tracec.as_torch import install_as_torch
     if not os.path.isfile(script):
         raise click.ClickException(f"no such file: {script}")
@@ -351,17 +350,41 @@ def run(script, script_args):
     except RuntimeError as e:
         raise click.ClickException(str(e)) from None
     sys.argv = [script, *script_args]
-    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    path = os.path.abspath(script)
+    sys.path.insert(0, os.path.dirname(path))
     try:
-        runpy.run_path(script, run_name="__main__")
+        _run_main(path)
     except Exception as e:
         # The script's own error: its traceback as python prints it, from
         # the script's first frame (not this command's), and exit status 1.
         tb = e.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename != script:
+        while tb is not None and tb.tb_frame.f_code.co_filename != path:
             tb = tb.tb_next
         traceback.print_exception(type(e), e, tb or e.__traceback__)
         sys.exit(1)
+
+
+def _run_main(path: str) -> None:
+    """Run the file ``path`` (absolute) as ``__main__``, as ``python SCRIPT``
+    does: ``__file__`` absolute (Python 3.9+) while ``sys.argv[0]`` stays
+    as typed, which ``runpy.run_path`` cannot give (it sets argv[0] to the
+    path it runs).  ``sys.modules["__main__"]`` is the script's module, so
+    ``spawn``ed workers (DataLoader, multiprocessing) find it by its file."""
+    import builtins
+    import importlib.machinery
+    import types
+    with open(path, "rb") as f:
+        code = compile(f.read(), path, "exec")
+    module = types.ModuleType("__main__")
+    module.__dict__.update(__file__=path, __cached__=None, __package__=None, __spec__=None,
+                           __loader__=importlib.machinery.SourceFileLoader("__main__", path),
+                           __builtins__=builtins)
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = module
+    try:
+        exec(code, module.__dict__)   # noqa: S102 - the user's script, as python runs it
+    finally:
+        sys.modules["__main__"] = saved
 
 
 if __name__ == "__main__":
