@@ -55,6 +55,7 @@ from collections import OrderedDict
 import numpy as np
 
 from tracec import dtypes as dt
+from tracec import torch_save
 from tracec.tensor import Tensor
 from tracec.torch_checkpoint import CheckpointError, WeightsOnlyError, load_torch
 from tracec.torch_checkpoint import (add_safe_globals, clear_safe_globals,  # noqa: F401
@@ -388,6 +389,10 @@ def save(obj, f, pickle_module=None, pickle_protocol=None,
          _use_new_zipfile_serialization=True) -> None:
     """Save ``obj`` (tensors in nested dicts, lists and tuples with numbers,
     strings, bools and None) to ``f``, a path or a binary file object.
+    In tracec's format; in PyTorch's zip format (``tracec.torch_save``) when
+    tracec runs a script as PyTorch (``tracec run``, ``install_as_torch``)
+    and ``obj`` is made only of what ``torch.load(weights_only=True)``
+    accepts, so that PyTorch reads what such a script saved.
     Other objects (a whole Module, as ``torch.save(model, f)``) are pickled
     with their tensors stored as data (``tracec.serialization_pickle``);
     loading them needs ``tracec.load(f, weights_only=False)``.
@@ -398,12 +403,21 @@ def save(obj, f, pickle_module=None, pickle_protocol=None,
     ``pickle_*`` arguments are accepted for PyTorch compatibility and
     ignored.
     """
-    head, raws = _encode(obj)
+    if dt.PUBLIC_NAME[0] == "torch" and torch_save.encodable(obj):
+        # A script run as PyTorch (tracec run): PyTorch's own format, which
+        # torch.load reads (tracec.load reads both).
+        def write(fh, stem):
+            torch_save.save_torch(obj, fh, stem)
+    else:
+        head, raws = _encode(obj)
+
+        def write(fh, stem):
+            _write(fh, head, raws)
     if not _is_pathlike(f):
         if not hasattr(f, "write"):
             raise TypeError(f"tracec.save: expected a path or a binary file object, got "
                             f"{type(f).__name__}")
-        _write(f, head, raws)
+        write(f, "archive")
         if hasattr(f, "flush"):
             f.flush()
         return
@@ -426,7 +440,7 @@ def save(obj, f, pickle_module=None, pickle_protocol=None,
                                dir=folder)
     try:
         with os.fdopen(fd, "wb") as fh:
-            _write(fh, head, raws)
+            write(fh, os.path.splitext(os.path.basename(path))[0] or "archive")
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)

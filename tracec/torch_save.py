@@ -1,0 +1,208 @@
+"""Writing checkpoints in PyTorch's zip format (what ``torch.save`` writes,
+what ``torch.load`` reads), for scripts run as PyTorch (``tracec run``,
+``install_as_torch``): a checkpoint such a script saves is one PyTorch
+loads, as its author expects.
+
+Layout, as ``torch.save`` makes it (``torch/serialization.py``): a zip of
+stored (uncompressed) records under one folder named after the file,
+``data.pkl`` (pickle protocol 2), ``.format_version`` ``1``,
+``.storage_alignment`` ``64``, ``byteorder``, one ``data/<key>`` per storage
+(its raw little-endian bytes, 64-byte aligned in the file), ``version``
+``3`` and ``.data/serialization_id``.  In the pickle a tensor is
+``torch._utils._rebuild_tensor_v2(storage, offset, size, stride,
+requires_grad, OrderedDict())``, a Parameter ``torch._utils._rebuild_parameter
+(tensor, requires_grad, OrderedDict())``, a storage the persistent id
+``("storage", torch.<Type>Storage, key, "cpu", numel)``; tensors that share
+memory share a storage.  dtypes, devices and ``torch.Size`` are pickled as
+PyTorch's.  
+``encodable(obj)`` says whether an object is written this way: only what
+``torch.load(weights_only=True)`` accepts; anything else (a whole module,
+an ``argparse.Namespace``) keeps tracec's own format, as before.
+
+The pickle globals ``torch.*`` are written by name (the pure-Python
+pickler with one dispatch entry): torch need not be installed, and under
+``install_as_torch`` ``import torch`` is tracec itself.
+"""
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import struct
+import sys
+import zipfile
+from collections import OrderedDict
+
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec.tensor import Size, Tensor
+
+__all__ = ["encodable", "save_torch"]
+
+_STORAGE = {"float32": "FloatStorage", "float64": "DoubleStorage", "float16": "HalfStorage",
+            "bfloat16": "BFloat16Storage", "int64": "LongStorage", "int32": "IntStorage",
+            "int16": "ShortStorage", "int8": "CharStorage", "uint8": "ByteStorage",
+            "bool": "BoolStorage", "complex64": "ComplexFloatStorage",
+            "complex128": "ComplexDoubleStorage"}
+_ALIGN = 64
+
+
+class _Ref:
+    """A global pickled by name (``module.name``), not looked up here."""
+
+    __slots__ = ("module", "name")
+
+    def __init__(self, module: str, name: str):
+        self.module, self.name = module, name
+
+    def __call__(self, *args):    # (pickle checks that a reduce's function is callable)
+        raise TypeError(f"{self.module}.{self.name} is only written to a checkpoint")
+
+
+class _StorageRef:
+    """One storage: its key, PyTorch type name, element count and bytes."""
+
+    __slots__ = ("key", "kind", "numel", "data", "root")
+
+    def __init__(self, key, kind, numel, data, root):
+        self.key, self.kind, self.numel, self.data = key, kind, numel, data
+        self.root = root    # (kept alive: the storages are found by its id)
+
+
+def _root(a: np.ndarray) -> np.ndarray:
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+class _Pickler(pickle._Pickler):
+    """Protocol 2 with PyTorch's persistent ids and globals by name."""
+
+    dispatch = dict(pickle._Pickler.dispatch)
+
+    def __init__(self, fh):
+        super().__init__(fh, protocol=2)
+        self.storages: dict = {}        # id(root array) -> _StorageRef
+
+    def save_ref(self, obj: _Ref):
+        self.write(pickle.GLOBAL + f"{obj.module}\n{obj.name}\n".encode("utf-8"))
+        self.memoize(obj)
+    dispatch[_Ref] = save_ref
+
+    def persistent_id(self, obj):
+        if type(obj) is _StorageRef:
+            return ("storage", _Ref("torch", obj.kind), obj.key, "cpu", obj.numel)
+        return None
+
+    def save(self, obj, save_persistent_id=True):
+        if isinstance(obj, dt.DType):
+            return self.save_ref(_Ref("torch", obj.name))
+        if isinstance(obj, Size):
+            return self.save_reduce(_Ref("torch", "Size"), (tuple(int(d) for d in obj),),
+                                    obj=obj)
+        if type(obj).__name__ == "device" and type(obj).__module__ == "tracec.device":
+            return self.save_reduce(_Ref("torch", "device"), (str(obj),), obj=obj)
+        if isinstance(obj, Tensor):
+            return self.save_reduce(*self._tensor(obj), obj=obj)
+        return super().save(obj, save_persistent_id)
+
+    def _tensor(self, t: Tensor):
+        from tracec.nn.parameter import Parameter
+        a = t.detach().numpy()
+        d = t.dtype
+        kind = _STORAGE.get(d.name)
+        if kind is None:
+            raise _NotEncodable(f"a {d.name} tensor")
+        root = _root(a)
+        if not (root.flags.c_contiguous and root.dtype == a.dtype):
+            root = a = np.ascontiguousarray(a)
+        ref = self.storages.get(id(root))
+        if ref is None:
+            raw = root
+            if d is dt.bfloat16:    # float32 storage in tracec: the bfloat16 bytes
+                raw = (np.ascontiguousarray(root).view(np.uint32) >> 16).astype("<u2")
+            ref = self.storages[id(root)] = _StorageRef(
+                str(len(self.storages)), kind, int(root.size),
+                np.ascontiguousarray(raw).astype(raw.dtype.newbyteorder("<"), copy=False)
+                .tobytes(), root)
+        item = a.itemsize
+        offset = (a.__array_interface__["data"][0] - root.__array_interface__["data"][0]) // item
+        stride = tuple(s // item for s in a.strides)
+        size = Size(tuple(int(n) for n in a.shape))
+        if isinstance(t, Parameter):
+            inner = _Rebuilt(_Ref("torch._utils", "_rebuild_tensor_v2"),
+                             (ref, int(offset), size, stride, False, OrderedDict()))
+            return (_Ref("torch._utils", "_rebuild_parameter"),
+                    (inner, bool(t.requires_grad), OrderedDict()))
+        return (_Ref("torch._utils", "_rebuild_tensor_v2"),
+                (ref, int(offset), size, stride, bool(t.requires_grad), OrderedDict()))
+
+
+class _Rebuilt:
+    """A call pickled as its reduce value (a Parameter's inner tensor)."""
+
+    def __init__(self, fn, args):
+        self.fn, self.args = fn, args
+
+    def __reduce__(self):
+        return self.fn, self.args
+
+
+class _NotEncodable(Exception):
+    pass
+
+
+def encodable(obj, _seen=None) -> bool:
+    """Whether ``obj`` is made only of what ``torch.load(weights_only=True)``
+    accepts: tensors, dtypes, devices, sizes, numbers, strings, None, lists,
+    tuples and dicts (OrderedDicts too).  Anything else (a whole module, an
+    ``argparse.Namespace``, a NumPy scalar) keeps tracec's own format, which
+    ``tracec.load(weights_only=False)`` reads (tracec never unpickles
+    arbitrary objects from a file in PyTorch's format)."""
+    seen = _seen if _seen is not None else set()
+    if id(obj) in seen:
+        return True
+    seen.add(id(obj))
+    if isinstance(obj, Tensor):
+        return obj.dtype.name in _STORAGE and type(obj).__name__ in ("Tensor", "Parameter") \
+            and not getattr(obj, "is_meta", False)
+    if type(obj) in (dt.DType, Size, str, bytes, int, float, complex, bool, type(None)):
+        return True
+    if type(obj).__name__ == "device" and type(obj).__module__ == "tracec.device":
+        return True
+    if type(obj) in (list, tuple):
+        return all(encodable(v, seen) for v in obj)
+    if type(obj) in (dict, OrderedDict):
+        return all(encodable(k, seen) and encodable(v, seen) for k, v in obj.items())
+    return False
+
+
+def save_torch(obj, fh, name: str) -> None:
+    """Write ``obj`` in PyTorch's zip format to the binary file ``fh``; the
+    records sit under the folder ``name`` (PyTorch uses the file's stem).
+    Raises ``TypeError`` for what has no PyTorch form."""
+    data = io.BytesIO()
+    p = _Pickler(data)
+    try:
+        p.dump(obj)
+    except _NotEncodable as e:
+        raise TypeError(f"cannot save {e} in PyTorch's format") from None
+    records = [("data.pkl", data.getvalue()), (".format_version", b"1"),
+               (".storage_alignment", str(_ALIGN).encode()),
+               ("byteorder", sys.byteorder.encode())]
+    records += [(f"data/{r.key}", r.data) for r in p.storages.values()]
+    records += [("version", b"3\n"),
+                (".data/serialization_id", os.urandom(20).hex().encode())]
+    seekable = getattr(fh, "seekable", lambda: False)()
+    with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
+        for rec, payload in records:
+            info = zipfile.ZipInfo(f"{name}/{rec}", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_STORED
+            if rec.startswith("data/") and seekable:
+                # Pad the local header's extra field so the bytes start on a
+                # 64-byte boundary, as PyTorch writes them (mmap loading).
+                start = fh.tell() + 30 + len(info.filename.encode())
+                pad = -(start + 4) % _ALIGN
+                info.extra = struct.pack("<HH", 0x4654, pad) + b"Z" * pad
+            z.writestr(info, payload)
