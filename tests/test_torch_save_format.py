@@ -97,3 +97,10 @@ def test_encodable_is_what_weights_only_loading_accepts():
     buf.seek(0)
     x = torch.load(buf)["x"]
     assert x.tolist() == [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]] and x.stride() == (1, 3)
+    buf = io.BytesIO()        # a reversed NumPy view and an expanded one
+    save_torch({"neg": tracec.from_numpy(np.arange(6.0)[::-1]),
+                "exp": tracec.ones(3).expand(2, 3)}, buf, "archive")
+    buf.seek(0)
+    ck = torch.load(buf)
+    assert ck["neg"].tolist() == [5.0, 4.0, 3.0, 2.0, 1.0, 0.0]
+    assert ck["exp"].tolist() == [[1.0] * 3] * 2 and ck["exp"].stride() == (0, 1)

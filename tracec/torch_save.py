@@ -115,7 +115,10 @@ class _Pickler(pickle._Pickler):
         if kind is None:
             raise _NotEncodable(f"a {d.name} tensor")
         root = _root(a)
-        if not (root.flags.c_contiguous and root.dtype == a.dtype):
+        if not (root.flags.c_contiguous and root.dtype == a.dtype) or \
+                any(st < 0 for st in a.strides):
+            # (PyTorch has no negative strides, nor storages reinterpreted
+            # as another type: such a view is saved as its own copy)
             root = a = np.ascontiguousarray(a)
         ref = self.storages.get(id(root))
         if ref is None:
