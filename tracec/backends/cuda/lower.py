@@ -175,6 +175,13 @@ class GpuLowering(Lowering):
         if step.kind == "copy":
             self._emit_copy(step.payload, step.reads[0])
             return
+        if step.kind in ("slices", "padsum"):
+            # Steps of several values (a max pool's window taps; a sum over
+            # a pad) are loop programs or cpu bodies: the cpu emitters
+            # record them through ``_GpuKernels``.  (Taken as one op, only
+            # the first tap was written.)
+            super()._emit_step(step)
+            return
         op = step.payload
         name = ir.primitive_name(op)
         if name in scalar.ELEMENTWISE or name in _PROGRAM_OPS:
