@@ -133,12 +133,12 @@ class Reader:
 
     def close(self) -> None:
         """Stop handing out and tracking (also after a call that raised)."""
+        _stop_rebinding()           # (first: one never made specializes its number)
         if self in ACTIVE:
             ACTIVE.remove(self)
         SPECIALIZE_ON_REPLAY.clear()   # (one recording at a time)
         for ri in self.made:        # (a call that raised: finish did not run)
             ri.reader = None
-        _stop_rebinding()
 
 
 def _returned(x, reader):
@@ -201,8 +201,9 @@ _ARGUMENT_OPS = frozenset(("LOAD_FAST", "LOAD_DEREF", "LOAD_GLOBAL", "LOAD_NAME"
 
 
 def _store_after_call(frame, is_int: bool):
-    """``(local name, offset of its store)`` if ``frame`` is executing
-    ``name = int(<expr>)`` (``name = operator.index(<expr>)`` for
+    """``(local name, offset of its store, offset of the next instruction)``
+    if ``frame`` is executing ``name = int(<expr>)`` (``name =
+    operator.index(<expr>)`` for
     ``is_int`` False), ``<expr>`` straight-line loads, attributes and
     subscripts and ``int`` the builtin, else None.  (``Tensor.__int__``
     runs inside any C function that converts, ``range(t)``: only this
@@ -237,7 +238,8 @@ def _store_after_call(frame, is_int: bool):
         ok = f.opname in ("LOAD_ATTR", "LOAD_METHOD") and f.argval == "index" and j > 0 and \
             ins[j - 1].opname in ("LOAD_GLOBAL", "LOAD_NAME") and \
             getattr(frame.f_globals.get(ins[j - 1].argval), "index", None) is operator.index
-    return (ins[k + 1].argval, ins[k + 1].offset) if ok else None
+    after = ins[k + 2].offset if k + 2 < len(ins) else None
+    return (ins[k + 1].argval, ins[k + 1].offset, after) if ok else None
 
 
 #: the rebinding in progress (at most one): [frame, previous f_trace settings]
@@ -248,13 +250,24 @@ def _rebind_after_store(frame, target, ri) -> None:
     """Once ``frame`` has executed its store to the local ``target[0]``,
     rebind that local to ``ri`` (a trace function may write ``f_locals``:
     CPython copies them back to the frame after it returns)."""
-    name, store_at = target
+    name, store_at, after = target
     box = [ri]          # (emptied when done: a closure cell would count as a reference)
 
     def local(f, event, arg):
-        if event == "opcode" and f.f_lasti != store_at:
+        # The first event past the store rebinds.  Python 3.12 gives no
+        # opcode events to a frame already running when they are asked for,
+        # only line events: one at the instruction right after the store
+        # rebinds too.  A line event further on (the statement went on in
+        # the line, using the plain number), a return or a raise, or a
+        # rebinding never reached, specializes the number instead
+        # (``_stop_rebinding``).
+        if (event == "opcode" and f.f_lasti != store_at) or \
+                (event == "line" and f.f_lasti == after):
             if box:
                 f.f_locals[name] = box[0]
+            _stop_rebinding(rebound=True)
+            return None
+        if event in ("line", "return", "exception"):
             _stop_rebinding()
             return None
         return local
@@ -269,9 +282,15 @@ def _no_trace(frame, event, arg):
     return None
 
 
-def _stop_rebinding() -> None:
+def _stop_rebinding(rebound: bool = False) -> None:
+    """End the rebinding in progress.  Unless it was made (``rebound``), the
+    local still holds the plain number, which the trace may have used as a
+    constant: the number is specialized (its buffer's value guarded), so a
+    compiled call never runs with another value baked in."""
     if _PENDING:
         frame, f_trace, opcodes, box = _PENDING.pop()
+        if box and not rebound and box[0].reader is not None:
+            box[0].reader.specialize(box[0], "kept in a local that could not be rebound")
         box.clear()
         frame.f_trace, frame.f_trace_opcodes = f_trace, opcodes
         sys.settrace(None)

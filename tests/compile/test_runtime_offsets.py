@@ -668,3 +668,46 @@ def test_a_tracec_build_library_reads_the_pointer_at_run_time(tmp_path):
     rc, ptr, msg = lines[5].split(" ", 2)
     assert rc != "0" and ptr == "14", lines[5]
     assert "step.py:18" in msg and "must lie inside its dimension of size 16" in msg, msg
+
+
+class _SameLine(Queue):
+    @tracec.no_grad()
+    def _dequeue_and_enqueue(self, keys):
+        b = keys.shape[0]
+        ptr = int(self.queue_ptr); self.queue[:, ptr:ptr + b] = keys.T  # noqa: E702
+        self.queue_ptr[0] = (ptr + b) % self.K
+
+
+def test_a_use_of_the_number_before_its_local_is_rebound_is_guarded():
+    """On Python 3.12 a frame already running gets line events only, so
+    ``ptr = int(buf); <use of ptr>`` on one line used the plain number
+    before any rebinding: that value was baked in without a guard (every
+    later call wrote the first pointer's slot).  The number is specialized
+    there; on 3.11 the opcode event rebinds it at once."""
+    compiled, eager = _SameLine(), _SameLine()
+    f = tracec.compile(compiled, backend="cpu")
+    for i, k in enumerate(_keys(8, [4])):
+        np.testing.assert_allclose(f(k).numpy(), eager(k).numpy(), rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(compiled.queue.numpy(), eager.queue.numpy())
+        assert compiled.queue_ptr.tolist() == [(i + 1) * 4 % 16]
+
+
+def test_a_rebinding_never_made_specializes_the_number(monkeypatch):
+    """Wherever the interpreter gives no event to rebind the local (the
+    trace function is never called), the number is guarded: calls with
+    another pointer retrace instead of reusing the first one's slot."""
+    monkeypatch.setattr(runtime_reads, "_rebind_after_store", _rebind_never)
+    compiled, eager = Queue(), Queue()
+    f = tracec.compile(compiled, backend="cpu")
+    for k in _keys(8, [4]):
+        np.testing.assert_allclose(f(k).numpy(), eager(k).numpy(), rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(compiled.queue.numpy(), eager.queue.numpy())
+    info = f.cache_info()
+    assert info.traces == 4, info           # one per pointer value 0, 4, 8, 12
+    assert any("could not be rebound" in n for n in info.size_notes), info.size_notes
+
+
+def _rebind_never(frame, target, ri):
+    """``_rebind_after_store`` on an interpreter that never calls the frame's
+    trace function: the rebinding stays pending until the call ends."""
+    runtime_reads._PENDING.append((frame, frame.f_trace, frame.f_trace_opcodes, [ri]))

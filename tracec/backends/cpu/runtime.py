@@ -84,7 +84,13 @@ def _lljit():
     import llvmlite.binding as lb
     if _jit[0] is None:
         codegen._init()  # the native target
-        _jit[0] = lb.create_lljit_compiler()
+        # JITLink, not RuntimeDyld: RuntimeDyld maps an object's sections
+        # one by one, and where the address space is crowded (PyTorch's CUDA
+        # libraries loaded, torchvision imported) code and its constants
+        # landed over 2 GiB apart; the 32-bit PC-relative relocations of the
+        # default code model then failed an LLVM assertion, aborting the
+        # process.  JITLink allocates an object's sections together.
+        _jit[0] = lb.create_lljit_compiler(use_jit_link=True)
     return _jit[0]
 
 
