@@ -24,6 +24,7 @@ from tracec import kernel_profiler as profiler
 from tracec.nn.modules.module import Module
 from tracec.compiled_module import OptimizedModule  # noqa: F401  (tracec.compiler.OptimizedModule)
 from tracec.fast_run import MISS
+from tracec.ops import recurrent
 from tracec.backends import cache, cpu, cuda, interp
 from tracec.compiled_entry import Entry, _checks_enabled, donations  # noqa: F401
 from tracec.naming import argument_names
@@ -489,10 +490,11 @@ class CompiledFunction:
         t0 = time.perf_counter()
         dims = choose_dynamic(self.dynamic, key, args, kwargs, self._cache,
                               self._sym.get(pattern_key(key), ()))
-        result, trace = record(self.fn, args, kwargs, self.__name__,
-                               fallback=self.fallback == "eager",
-                               symbols=SymbolTable(*dims) if dims else None,
-                               lift=self._lift + self._arg_locations())
+        with recurrent.scans(getattr(BACKENDS[self.backend], "SCANS", True)):
+            result, trace = record(self.fn, args, kwargs, self.__name__,
+                                   fallback=self.fallback == "eager",
+                                   symbols=SymbolTable(*dims) if dims else None,
+                                   lift=self._lift + self._arg_locations())
         if isinstance(trace, ChangedPlainObject):
             # The call changed a plain object it was given and ran eagerly;
             # that class is keyed by identity now, so the next call retraces.

@@ -35,12 +35,35 @@ dgates [T N, G]``), not T small ones.  T and N may be symbolic sizes.
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from tracec.ops.core import Primitive, ShapeError
 from tracec.ops import elementwise as ew, linalg, movement, reduce
 
-__all__ = ["MODES", "rnn_scan", "rnn_scan_grad", "out_width", "grad_width"]
+__all__ = ["MODES", "rnn_scan", "rnn_scan_grad", "out_width", "grad_width", "scans",
+           "scans_enabled"]
+
+#: Whether layers may use ``rnn_scan`` (the innermost ``scans`` context).
+_SCANS = [True]
+
+
+def scans_enabled() -> bool:
+    """False while a function is recorded for a backend with no scan
+    kernel (``tracec.compile(..., backend="cuda")``): recurrent layers then
+    run their step loops (matmuls and elementwise ops, as PyTorch's CUDA
+    RNNs without cuDNN do)."""
+    return _SCANS[-1]
+
+
+@contextlib.contextmanager
+def scans(enabled: bool):
+    _SCANS.append(bool(enabled))
+    try:
+        yield
+    finally:
+        _SCANS.pop()
 
 #: gates per mode
 MODES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}

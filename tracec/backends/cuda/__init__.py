@@ -36,6 +36,9 @@ __all__ = ["compile_module", "load_object", "target_id", "arch", "EMULATED",
 #: A module with symbolic sizes compiles once for every size (sizes are
 #: kernel arguments).
 SIZE_GENERIC = True
+#: No ``rnn_scan`` kernel (the cpu one is a serial body calling the host's
+#: GEMM library): recurrent layers are recorded as their step loops.
+SCANS = False
 
 
 class CudaUnavailableError(RuntimeError):
@@ -105,4 +108,4 @@ def _emulated_target() -> str:
 #: The backend "cuda-emulated": the cuda kernels run on the host CPU with
 #: the launch emulated (no GPU needed; for tests and debugging indexing).
 EMULATED = types.SimpleNamespace(compile_module=_compile_emulated, load_object=_load_emulated,
-                                 target_id=_emulated_target, SIZE_GENERIC=True)
+                                 target_id=_emulated_target, SIZE_GENERIC=True, SCANS=False)

@@ -188,7 +188,9 @@ class GpuLowering(Lowering):
             self.single_op_program(op, name)
         elif name == "matmul":
             self._matmul(op, self.mm_operands.get(op))
-        elif name in collectives.COLLECTIVES:
+        elif name in collectives.COLLECTIVES or name in ("rnn_scan", "rnn_scan_grad"):
+            # (recurrent layers recorded for cuda run their step loops:
+            # ``SCANS`` in this package)
             raise LoweringError(f"{describe(op)}: the cuda backend has no kernel for {name}")
         else:
             super()._emit_step(step)     # index ops, argmax, argsort, pad: cpu bodies

@@ -105,7 +105,10 @@ def _scan(mode, proj, state, w_hh, b_hh, reverse):
 def _scan_applies(proj, state, w_hh, b_hh) -> bool:
     """Whether ``rnn_scan`` runs this direction: every operand of one dtype,
     float32 or float64 (the cpu backend's scan; mixed or half precision, as
-    under autocast, keeps the step loop and its per-op promotion)."""
+    under autocast, keeps the step loop and its per-op promotion), and a
+    backend with a scan kernel if a compiled function is being recorded."""
+    if not recurrent.scans_enabled():
+        return False
     values = [proj, w_hh, *(state if isinstance(state, tuple) else (state,))]
     if b_hh is not None:
         values.append(b_hh)
