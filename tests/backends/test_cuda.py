@@ -82,7 +82,8 @@ def test_reduction_with_stored_intermediate_and_ints():
     _check(lambda a, k: (a.softmax(dim=1), k.sum(dim=1), (k > 0).any(dim=1)), x, i, tol=1e-5)
 
 
-@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (16, 16, 16), (17, 33, 5), (40, 7, 50)])
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (16, 16, 16), (17, 33, 5), (40, 7, 50),
+                                   (64, 16, 64), (70, 33, 129), (130, 5, 65)])
 def test_tiled_matmul(m, k, n):
     a, b = tracec.randn(m, k), tracec.randn(k, n)
     _check(lambda x, y: x @ y, a, b, tol=1e-4)
@@ -92,6 +93,15 @@ def test_matmul_transposed_and_batched():
     a, b = tracec.randn(3, 19, 21), tracec.randn(3, 23, 21)
     w = tracec.randn(21, 21)
     _check(lambda x, y, v: (x @ y.transpose(1, 2), x @ v, (x @ v.T).sum()), a, b, w, tol=1e-4)
+
+
+def test_register_tiled_matmul_transposed_and_batched():
+    """64 x 64 tiles (4 x 4 outputs per thread) with either operand
+    transposed, batched and broadcast, edges not multiples of the tile."""
+    a, b = tracec.randn(2, 67, 40), tracec.randn(2, 97, 40)
+    w = tracec.randn(40, 70)
+    _check(lambda x, y, v: (x @ y.transpose(1, 2), x @ v, x.transpose(1, 2) @ x,
+                            (v.T @ x[0].T)), a, b, w, tol=1e-4)
 
 
 def test_index_ops_run_as_device_functions():
@@ -140,6 +150,8 @@ def test_training_step_equals_eager(fresh_cache, backend):
     for p, q in zip(m1.parameters(), m2.parameters()):
         np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), atol=tol)
     assert comp.cache_info().compiles >= 1
+    ptx = comp.ir("ptx")         # the emulation's kernels are the GPU's: same stages
+    assert ".visible .entry" in ptx and "tracec_main" in comp.ir("llvm")
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

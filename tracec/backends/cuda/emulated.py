@@ -43,6 +43,22 @@ class EmulatedExecutable(PlanRunner):
                                      *[ctypes.c_int64] * (nsym + 1))
             self._fns[name] = proto(self._tracker[name])
 
+    #: the lowering this executable was compiled from (None when loaded
+    #: from the disk cache, which keeps object code only)
+    lowered = None
+
+    def stage(self, name: str):
+        """The GPU stages of these kernels ("lowered", "llvm", "ptx"; "asm"
+        is the PTX: the emulation runs the same kernels), made on request;
+        None without the lowering (the compiler then compiles again)."""
+        if name in self.stages:
+            return self.stages[name]
+        if self.lowered is None or name not in ("lowered", "llvm", "ptx", "asm"):
+            return None
+        code = build.ptx(self.lowered)
+        self.stages.update(lowered=code.lowered, llvm=code.llvm, ptx=code.ptx, asm=code.ptx)
+        return self.stages[name]
+
     def pointer(self, a) -> int:
         return a.ctypes.data
 
@@ -61,7 +77,9 @@ def compile_emulated(module, donate=None, size_guards=None, **_options) -> Emula
             [g for g in guards if g not in (size_guards or [])]
     sig = dict(gl.signature, target=target_id(),
                host_kernels=[[s.name, len(s.refs)] for s in gl.specs])
-    return EmulatedExecutable(build.host_object(gl), sig)
+    exe = EmulatedExecutable(build.host_object(gl), sig)
+    exe.lowered = gl
+    return exe
 
 
 def target_id() -> str:

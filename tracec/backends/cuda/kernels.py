@@ -280,20 +280,30 @@ def _reduction(fb, launch, prog: LoopProgram, ptrs, on_error) -> None:
     launch.grid_stride(launch.block_id(), n_out, launch.num_blocks(), output)
 
 
-def _matmul(fb, launch, ptrs, *, dtype, nb, M, N, K, bshape, sa, sb, ta, tb) -> None:
-    """C[b] = A[b] @ B[b] in TILE x TILE tiles (see the module docstring)."""
+def _matmul(fb, launch, ptrs, *, dtype, nb, M, N, K, bshape, sa, sb, ta, tb, reg=1) -> None:
+    """C[b] = A[b] @ B[b] in output tiles of ``TILE * reg`` squared, one per
+    block of TILE x TILE threads (grid-stride over batch x tiles).  Thread
+    (ty, tx) owns the ``reg x reg`` outputs at rows ``ty + TILE*i`` and
+    columns ``tx + TILE*j`` of the tile, in private accumulators (registers):
+    each K slice of ``TILE`` staged in shared memory (A as [k][row], B as
+    [k][col], so a warp reads consecutive words or one broadcast word) is
+    read ``2*reg`` times per ``reg*reg`` multiply-adds.  Global loads walk
+    each operand's contiguous dimension with consecutive threads."""
     d = dtype
     ct = scalar.compute_type(d)
     cp, ap, bp = ptrs
     T = TILE
+    BM = BN = T * reg
+    threads = T * T
     sam, sak = (1, M) if ta else (K, 1)
     sbk, sbn = (1, K) if tb else (N, 1)
-    tm = (M + T - 1) // T
-    tn = (N + T - 1) // T
-    sA = launch.shared(ct, T * T)
-    sB = launch.shared(ct, T * T)
-    acc = launch.private(ct)
+    tm = (M + BM - 1) // BM
+    tn = (N + BN - 1) // BN
+    sA = launch.shared(ct, T * BM)
+    sB = launch.shared(ct, T * BN)
+    accs = [[launch.private(ct) for _ in range(reg)] for _ in range(reg)]
     zero = fb.const(0.0, ct)
+    nbytes = _bytes(ct)
     n_tiles = fb.mul(fb.i64(nb), fb.mul(fb.i64(tm), fb.i64(tn)))
 
     def at(base, v1, s1, v2, s2):
@@ -302,8 +312,8 @@ def _matmul(fb, launch, ptrs, *, dtype, nb, M, N, K, bshape, sa, sb, ta, tb) -> 
     def tile(t):
         b = fb.ibin("sdiv", t, fb.mul(fb.i64(tm), fb.i64(tn)))
         rest = fb.ibin("srem", t, fb.mul(fb.i64(tm), fb.i64(tn)))
-        m0 = fb.mul(fb.ibin("sdiv", rest, fb.i64(tn)), fb.i64(T))
-        n0 = fb.mul(fb.ibin("srem", rest, fb.i64(tn)), fb.i64(T))
+        m0 = fb.mul(fb.ibin("sdiv", rest, fb.i64(tn)), fb.i64(BM))
+        n0 = fb.mul(fb.ibin("srem", rest, fb.i64(tn)), fb.i64(BN))
         a_base = batch_offset(fb, b, bshape, sa)
         b_base = batch_offset(fb, b, bshape, sb)
         c_base = fb.mul(b, fb.mul(fb.i64(M), fb.i64(N)))
@@ -311,45 +321,70 @@ def _matmul(fb, launch, ptrs, *, dtype, nb, M, N, K, bshape, sa, sb, ta, tb) -> 
         def yx(tid):
             return fb.ibin("sdiv", tid, fb.i64(T)), fb.ibin("srem", tid, fb.i64(T))
 
-        launch.threads(lambda tid: fb.store(zero, acc(tid), _bytes(ct)), sync=False)
+        def clear(tid):
+            for row in accs:
+                for acc in row:
+                    fb.store(zero, acc(tid), nbytes)
+        launch.threads(clear, sync=False)
 
         def kslice(k0):
-            def stage(tid):
-                ty, tx = yx(tid)
-                m, ka = fb.add(m0, ty), fb.add(k0, tx)
-                kb, n = fb.add(k0, ty), fb.add(n0, tx)
+            def guarded(ok, ptr, off):
+                slot = fb.stack_slot(ct, zero)
+                fb.store(zero, slot, nbytes)
+                fb.if_then(ok, lambda: fb.store(scalar.load(fb, ptr, off, d), slot, nbytes))
+                return fb.load(slot, ct, nbytes)
 
-                def guarded(ok, ptr, off):
-                    slot = fb.stack_slot(ct, zero)
-                    fb.store(zero, slot, _bytes(ct))
-                    fb.if_then(ok, lambda: fb.store(scalar.load(fb, ptr, off, d), slot,
-                                                    _bytes(ct)))
-                    return fb.load(slot, ct, _bytes(ct))
-                okA = fb.ibin("and", fb.icmp("slt", m, fb.i64(M)), fb.icmp("slt", ka, fb.i64(K)))
-                okB = fb.ibin("and", fb.icmp("slt", kb, fb.i64(K)), fb.icmp("slt", n, fb.i64(N)))
-                fb.store(guarded(okA, ap, at(a_base, m, sam, ka, sak)), fb.gep(sA, tid, ct),
-                         _bytes(ct))
-                fb.store(guarded(okB, bp, at(b_base, kb, sbk, n, sbn)), fb.gep(sB, tid, ct),
-                         _bytes(ct))
+            def stage(tid):
+                for r in range(reg):
+                    e = fb.add(tid, fb.i64(threads * r))
+                    # A's element (row, kk) of the tile; consecutive threads
+                    # take A's contiguous dimension
+                    if ta:
+                        row, kk = fb.ibin("srem", e, fb.i64(BM)), fb.ibin("sdiv", e, fb.i64(BM))
+                    else:
+                        row, kk = fb.ibin("sdiv", e, fb.i64(T)), fb.ibin("srem", e, fb.i64(T))
+                    m, ka = fb.add(m0, row), fb.add(k0, kk)
+                    okA = fb.ibin("and", fb.icmp("slt", m, fb.i64(M)),
+                                  fb.icmp("slt", ka, fb.i64(K)))
+                    fb.store(guarded(okA, ap, at(a_base, m, sam, ka, sak)),
+                             fb.gep(sA, fb.add(fb.mul(kk, fb.i64(BM)), row), ct), nbytes)
+                    if tb:
+                        kb, col = fb.ibin("srem", e, fb.i64(T)), fb.ibin("sdiv", e, fb.i64(T))
+                    else:
+                        kb, col = fb.ibin("sdiv", e, fb.i64(BN)), fb.ibin("srem", e, fb.i64(BN))
+                    kg, n = fb.add(k0, kb), fb.add(n0, col)
+                    okB = fb.ibin("and", fb.icmp("slt", kg, fb.i64(K)),
+                                  fb.icmp("slt", n, fb.i64(N)))
+                    fb.store(guarded(okB, bp, at(b_base, kg, sbk, n, sbn)),
+                             fb.gep(sB, fb.add(fb.mul(kb, fb.i64(BN)), col), ct), nbytes)
             launch.threads(stage)
 
             def product(tid):
                 ty, tx = yx(tid)
-                s = fb.load(acc(tid), ct, _bytes(ct))
+                s = [[fb.load(acc(tid), ct, nbytes) for acc in row] for row in accs]
                 for kk in range(T):
-                    x = fb.load(fb.gep(sA, fb.add(fb.mul(ty, fb.i64(T)), fb.i64(kk)), ct), ct,
-                                _bytes(ct))
-                    y = fb.load(fb.gep(sB, fb.add(fb.i64(kk * T), tx), ct), ct, _bytes(ct))
-                    s = fb.fbin("fadd", s, fb.fbin("fmul", x, y))
-                fb.store(s, acc(tid), _bytes(ct))
+                    xs = [fb.load(fb.gep(sA, fb.add(ty, fb.i64(kk * BM + T * i)), ct), ct,
+                                  nbytes) for i in range(reg)]
+                    ys = [fb.load(fb.gep(sB, fb.add(tx, fb.i64(kk * BN + T * j)), ct), ct,
+                                  nbytes) for j in range(reg)]
+                    # fused multiply-adds, as the cpu backend's GEMM (PTX's
+                    # mul.rn/add.rn pairs are never fused by ptxas)
+                    s = [[fb.intr("llvm.fma", [xs[i], ys[j], s[i][j]], ct, overload=[ct])
+                          for j in range(reg)] for i in range(reg)]
+                for i in range(reg):
+                    for j in range(reg):
+                        fb.store(s[i][j], accs[i][j](tid), nbytes)
             launch.threads(product)
         launch.grid_stride(fb.i64(0), fb.i64(K), fb.i64(T), kslice)
 
         def write(tid):
             ty, tx = yx(tid)
-            m, n = fb.add(m0, ty), fb.add(n0, tx)
-            ok = fb.ibin("and", fb.icmp("slt", m, fb.i64(M)), fb.icmp("slt", n, fb.i64(N)))
-            fb.if_then(ok, lambda: scalar.store(
-                fb, fb.load(acc(tid), ct, _bytes(ct)), cp, at(c_base, m, N, n, 1), d))
+            for i in range(reg):
+                m = fb.add(fb.add(m0, ty), fb.i64(T * i))
+                for j in range(reg):
+                    n = fb.add(fb.add(n0, tx), fb.i64(T * j))
+                    ok = fb.ibin("and", fb.icmp("slt", m, fb.i64(M)), fb.icmp("slt", n, fb.i64(N)))
+                    fb.if_then(ok, lambda i=i, j=j, m=m, n=n: scalar.store(
+                        fb, fb.load(accs[i][j](tid), ct, nbytes), cp, at(c_base, m, N, n, 1), d))
         launch.threads(write, sync=False)
     launch.grid_stride(launch.block_id(), n_tiles, launch.num_blocks(), tile)

@@ -89,11 +89,16 @@ class _GpuKernels:
                        block=BLOCK if parallel_ok else 1), True)
 
     def matmul(self, slots, mm: dict) -> None:
-        T = TILE
+        # 64 x 64 output tiles, 4 x 4 per thread, where both sides fill one
+        # (known at compile time, symbolic sizes included); else 16 x 16
+        # tiles, one output per thread, which waste less on thin products.
+        big = all(symbolic.known(mm[k], ">=", 4 * TILE) for k in ("M", "N"))
+        mm = dict(mm, reg=4 if big else 1)
+        T = TILE * mm["reg"]
         tiles = mm["nb"] * ((mm["M"] + T - 1) // T) * ((mm["N"] + T - 1) // T)
         key = ("matmul", repr(sorted((k, repr(v)) for k, v in mm.items())))
-        self._add("matmul", key, slots, dict(kind="matmul", mm=mm, block=T * T, units=tiles,
-                                             per_block=1), False)
+        self._add("matmul", key, slots, dict(kind="matmul", mm=mm, block=TILE * TILE,
+                                             units=tiles, per_block=1), False)
 
     def _add(self, base, key, slots, fields, can_fail) -> None:
         # Kernels with one body (the same layer again, an optimizer update
