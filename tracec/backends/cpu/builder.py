@@ -171,6 +171,9 @@ class ModuleBuilder:
         #: Whether routines of a library compiled once (``gemm_lib``) are
         #: declared instead of emitted, and the library variants declared.
         self.use_libraries = False
+        #: no libm (the cuda backend's modules): float64 math and float32
+        #: sin, cos and pow come from ``mathfns64`` instead of intrinsics
+        self.device_math = False
         self.libraries: set = set()
 
     def unique(self, base: str) -> str:

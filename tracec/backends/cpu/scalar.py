@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from tracec import dtypes as dt
 from tracec.symbolic import Sym
-from tracec.backends.cpu import mathfns
+from tracec.backends.cpu import mathfns, mathfns64
 from tracec.backends.cpu.builder import F16, F32, F64, I1, I8, I32, I64, FuncBuilder, is_float
 from xdsl.dialects.builtin import i16 as I16
 
@@ -213,11 +213,23 @@ def _fintr(fb, name, x):
 
 
 def _exp(fb, x):
-    return mathfns.expf(fb, x) if x.type == F32 else _fintr(fb, "llvm.exp", x)
+    if x.type == F32:
+        return mathfns.expf(fb, x)
+    return mathfns64.exp64(fb, x) if fb.mb.device_math else _fintr(fb, "llvm.exp", x)
 
 
 def _log(fb, x):
-    return mathfns.logf(fb, x) if x.type == F32 else _fintr(fb, "llvm.log", x)
+    if x.type == F32:
+        return mathfns.logf(fb, x)
+    return mathfns64.log64(fb, x) if fb.mb.device_math else _fintr(fb, "llvm.log", x)
+
+
+def _in_f64(fb, fn, *xs):
+    """``fn`` of float64 arguments at ``xs``' type (float32 through float64)."""
+    t = xs[0].type
+    if t == F64:
+        return fn(fb, *xs)
+    return fb.cast("fptrunc", fn(fb, *[fb.cast("fpext", x, F64) for x in xs]), t)
 
 
 def _expm1(fb, x):
@@ -300,9 +312,19 @@ def _unary(fb: FuncBuilder, name: str, x, d: dt.DType):
     if name == "rsqrt":
         return fb.fbin("fdiv", one, _fintr(fb, "llvm.sqrt", x))
     if name in ("sin", "cos"):
+        if fb.mb.device_math:
+            return _in_f64(fb, mathfns64.sin64 if name == "sin" else mathfns64.cos64, x)
         return _fintr(fb, f"llvm.{name}", x)
     if name == "tanh":
-        return mathfns.tanhf(fb, x) if t == F32 else _fintr(fb, "llvm.tanh", x)
+        if t == F32:
+            return mathfns.tanhf(fb, x)
+        if fb.mb.device_math:
+            # tanh|x| = -e / (e + 2), e = expm1(-2|x|): no cancellation near 0
+            ax = _fintr(fb, "llvm.fabs", x)
+            e = _expm1(fb, fb.fbin("fmul", ax, fb.const(-2.0, t)))
+            r = fb.fneg(fb.fbin("fdiv", e, fb.fbin("fadd", e, fb.const(2.0, t))))
+            return fb.intr("llvm.copysign", [r, x], t, overload=[t])
+        return _fintr(fb, "llvm.tanh", x)
     if name == "logistic":
         # NumPy impl: x >= 0: 1/(1+exp(-x)); else exp(x)/(1+exp(x)).
         e = _exp(fb, fb.fneg(_fintr(fb, "llvm.fabs", x)))
@@ -388,6 +410,8 @@ def _binary(fb: FuncBuilder, name: str, x, y, d: dt.DType):
     if name == "minimum":
         return fb.intr("llvm.minimum", [x, y], t, overload=[t])
     if name == "pow":
+        if fb.mb.device_math:
+            return _in_f64(fb, mathfns64.pow64, x, y)
         return fb.intr("llvm.pow", [x, y], t, overload=[t])
     raise TypeError(f"no scalar lowering for {name}")
 

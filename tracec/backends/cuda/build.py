@@ -43,6 +43,7 @@ def _target_machine(arch: str):
 
 def _module(gl, host: bool):
     mb = ModuleBuilder("tracec_")
+    mb.device_math = True        # the emulation runs the GPU's math too
     names = []
     for spec in gl.specs:
         names.append(build_kernel(mb, spec, host, gl.symbols))
@@ -85,8 +86,44 @@ def ptx(gl, arch: str = DEFAULT_ARCH) -> DeviceCode:
         pb = lb.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(mod, pb)
         optimized = str(mod)
+        _check_selectable(mod, gl)
         asm = tm.emit_assembly(mod)
     return DeviceCode(text.getvalue() + "\n", optimized, asm, sorted(set(names)))
+
+
+#: Math intrinsics NVPTX has no instruction for (LLVM aborts the process
+#: on them instead of raising): ``llvm.<name>.<type>``.
+_NO_DEVICE_INSTRUCTION = frozenset(
+    f"llvm.{name}.{t}" for t in ("f32", "f64")
+    for name in ("pow", "exp", "exp2", "exp10", "log", "log2", "log10", "sin", "cos", "tan",
+                 "tanh", "sinh", "cosh", "asin", "acos", "atan", "atan2", "powi", "ldexp",
+                 "frexp"))
+#: Functions a PTX module may call without defining (the driver's).
+_DEVICE_RUNTIME = frozenset({"malloc", "free", "vprintf", "__assertfail"})
+
+
+def _check_selectable(mod, gl) -> None:
+    """Refuse, with the op and the user's line, a module that calls what
+    the GPU cannot run: a math intrinsic NVPTX cannot select, or a host
+    function (libm's ``erf``, the cpu GEMM library).  (LLVM's instruction
+    selector would abort the whole process.)"""
+    from tracec.backends.cpu.scalar import LoweringError
+    for fn in mod.functions:
+        if not fn.is_declaration:
+            continue
+        name = fn.name
+        bad = name in _NO_DEVICE_INSTRUCTION or \
+            (not name.startswith("llvm.") and name not in _DEVICE_RUNTIME
+             and name != SHARED_SYMBOL)
+        if not bad:
+            continue
+        users = sorted({f.name for f in mod.functions if not f.is_declaration
+                        and f"@{name}(" in str(f)})
+        kernel = next((u for u in users if u in gl.where), None) or \
+            next((k for k in gl.where for u in users if u.startswith(k)), None)
+        at = gl.where.get(kernel, ", ".join(users) or "a kernel")
+        raise LoweringError(f"{at}: the cuda backend cannot run {name} on the GPU yet "
+                            f"(no device instruction or function for it)")
 
 
 def host_object(gl) -> bytes:

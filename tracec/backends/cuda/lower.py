@@ -126,8 +126,11 @@ class GpuLowered:
     per target), ``symbols`` (the kernels' size arguments, in order) and the
     JSON-able ``signature`` holding the launch plan (``launches``)."""
 
-    def __init__(self, specs, symbols, signature):
+    def __init__(self, specs, symbols, signature, where=None):
         self.specs, self.symbols, self.signature = specs, symbols, signature
+        #: kernel name -> the op it was first made for (``describe``: the
+        #: user's file:line), for errors raised while making code
+        self.where = where or {}
 
 
 class GpuLowering(Lowering):
@@ -236,4 +239,8 @@ def lower_for_gpu(module, symbol: str = "tracec_main", donate=None) -> GpuLowere
     sig = dict(lowered.signature, launches=low.launches, consts=low.consts)
     for k in ("entry", "entry_py"):
         sig.pop(k, None)
-    return GpuLowered(low.kernels.specs, list(low.mb.symbols), sig)
+    where = {}
+    for c in low.kernels.calls:
+        if c.fn not in where and hasattr(c.op, "operands"):
+            where[c.fn] = describe(c.op)
+    return GpuLowered(low.kernels.specs, list(low.mb.symbols), sig, where)
