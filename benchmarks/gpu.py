@@ -2,11 +2,11 @@
 CuPy sees a CUDA GPU (``pip install 'tracec[cuda]'``), else says why and
 exits 0.
 
-* elementwise chain ``relu(a*b + 1) * 0.5 - b`` on 16M float32: achieved
+* elementwise chain ``relu(a*b + 1) * 0.5 - b`` on 16M and 128M float32: achieved
   GB/s (3 arrays moved) against the card's copy bandwidth (CuPy
   device-to-device copy of the same bytes, 2 arrays moved);
-* GEMM (1024^3 and 2048^3 float32): tracec's tiled matmul kernel against
-  CuPy's ``@`` (cuBLAS);
+* GEMM (1024^3, 2048^3 and 4096^3 float32): tracec's register-tiled matmul
+  kernel against CuPy's ``@`` (cuBLAS);
 * the MLP training step (784-512-512-10, SGD momentum, batch 256): compiled
   tracec on cuda against PyTorch CUDA eager where torch sees the GPU.
 
@@ -47,23 +47,26 @@ def _run_module(fn, args):
 
 
 def elementwise(cp, repeat):
+    """At 16M elements the call's host-side work (buffers, launches, the
+    error word's read) shows; at 128M the kernel's bandwidth does."""
     import tracec
-    n = 1 << 24
-    a = tracec.randn(n)
-    b = tracec.randn(n)
-    exe = _run_module(lambda x, y: (x * y + 1.0).relu() * 0.5 - y, (a, b))
-    da, db = cp.asarray(a.numpy()), cp.asarray(b.numpy())
-    t = _timed(lambda: exe([da, db]), cp.cuda.Device().synchronize, repeat)
-    dst = cp.empty_like(da)
-    tc = _timed(lambda: dst.__setitem__(Ellipsis, da), cp.cuda.Device().synchronize, repeat)
-    gbs, copy = 3 * 4 * n / t / 1e9, 2 * 4 * n / tc / 1e9
-    print(f"elementwise chain 16M f32: {gbs:.0f} GB/s; device copy {copy:.0f} GB/s; "
-          f"ratio {gbs / copy:.2f}")
+    for log2 in (24, 27):
+        n = 1 << log2
+        a = tracec.randn(n)
+        b = tracec.randn(n)
+        exe = _run_module(lambda x, y: (x * y + 1.0).relu() * 0.5 - y, (a, b))
+        da, db = cp.asarray(a.numpy()), cp.asarray(b.numpy())
+        t = _timed(lambda: exe([da, db]), cp.cuda.Device().synchronize, repeat)
+        dst = cp.empty_like(da)
+        tc = _timed(lambda: dst.__setitem__(Ellipsis, da), cp.cuda.Device().synchronize, repeat)
+        gbs, copy = 3 * 4 * n / t / 1e9, 2 * 4 * n / tc / 1e9
+        print(f"elementwise chain {n >> 20}M f32: {gbs:.0f} GB/s; device copy {copy:.0f} GB/s; "
+              f"ratio {gbs / copy:.2f} ({t * 1e6:.0f} us a call)")
 
 
 def gemm(cp, repeat):
     import tracec
-    for n in (1024, 2048):
+    for n in (1024, 2048, 4096):
         a, b = tracec.randn(n, n), tracec.randn(n, n)
         exe = _run_module(lambda x, y: x @ y, (a, b))
         da, db = cp.asarray(a.numpy()), cp.asarray(b.numpy())
@@ -92,6 +95,9 @@ def mlp(cp, repeat):
         return loss
     comp = tracec.compile(step, backend="cuda")
     x, y = tracec.randn(256, 784), tracec.randint(0, 10, (256,))
+    comp(x, y)
+    comp(x, y)
+    assert comp.cache_info().compiles == 1, comp.cache_info()
     # Host tensors: each call copies parameters to the device and back (no
     # eager CUDA tensors yet), which this figure includes.
     t = _timed(lambda: comp(x, y), cp.cuda.Device().synchronize, repeat)

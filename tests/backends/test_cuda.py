@@ -82,9 +82,14 @@ def test_reduction_with_stored_intermediate_and_ints():
     _check(lambda a, k: (a.softmax(dim=1), k.sum(dim=1), (k > 0).any(dim=1)), x, i, tol=1e-5)
 
 
-@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (16, 16, 16), (17, 33, 5), (40, 7, 50),
-                                   (64, 16, 64), (70, 33, 129), (130, 5, 65)])
-def test_tiled_matmul(m, k, n):
+@pytest.mark.parametrize("m,k,n,reg", [(1, 1, 1, 1), (16, 16, 16, 1), (17, 33, 5, 1),
+                                       (40, 7, 50, 1), (70, 33, 129, 1), (256, 9, 512, 2),
+                                       (250, 17, 511, 2), (1024, 9, 512, 4), (1030, 3, 500, 4)])
+def test_tiled_matmul(m, k, n, reg):
+    """16 x 16 tiles (one output per thread), 32 x 32 (2 x 2) and 64 x 64
+    (4 x 4), chosen by the product's size; edges not tile multiples."""
+    from tracec.backends.cuda.lower import matmul_reg
+    assert matmul_reg(1, m, n) == reg
     a, b = tracec.randn(m, k), tracec.randn(k, n)
     _check(lambda x, y: x @ y, a, b, tol=1e-4)
 
@@ -98,8 +103,8 @@ def test_matmul_transposed_and_batched():
 def test_register_tiled_matmul_transposed_and_batched():
     """64 x 64 tiles (4 x 4 outputs per thread) with either operand
     transposed, batched and broadcast, edges not multiples of the tile."""
-    a, b = tracec.randn(2, 67, 40), tracec.randn(2, 97, 40)
-    w = tracec.randn(40, 70)
+    a, b = tracec.randn(2, 520, 24), tracec.randn(2, 530, 24)     # 4 x 4 per thread
+    w = tracec.randn(24, 520)
     _check(lambda x, y, v: (x @ y.transpose(1, 2), x @ v, x.transpose(1, 2) @ x,
                             (v.T @ x[0].T)), a, b, w, tol=1e-4)
 

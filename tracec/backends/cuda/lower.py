@@ -89,11 +89,7 @@ class _GpuKernels:
                        block=BLOCK if parallel_ok else 1), True)
 
     def matmul(self, slots, mm: dict) -> None:
-        # 64 x 64 output tiles, 4 x 4 per thread, where both sides fill one
-        # (known at compile time, symbolic sizes included); else 16 x 16
-        # tiles, one output per thread, which waste less on thin products.
-        big = all(symbolic.known(mm[k], ">=", 4 * TILE) for k in ("M", "N"))
-        mm = dict(mm, reg=4 if big else 1)
+        mm = dict(mm, reg=matmul_reg(mm["nb"], mm["M"], mm["N"]))
         T = TILE * mm["reg"]
         tiles = mm["nb"] * ((mm["M"] + T - 1) // T) * ((mm["N"] + T - 1) // T)
         key = ("matmul", repr(sorted((k, repr(v)) for k, v in mm.items())))
@@ -119,6 +115,27 @@ class _GpuKernels:
                                   "units": _text(spec.units), "per_block": spec.per_block,
                                   "block": spec.block})
         self.calls.append(Call(name, list(slots), 1, False, can_fail))
+
+
+#: Blocks a product should have at least to spread over a GPU's
+#: multiprocessors (an H100/H200 has 132) before its tiles grow.
+MATMUL_MIN_BLOCKS = 128
+
+
+def matmul_reg(nb, M, N) -> int:
+    """Outputs per thread along each side of a matmul's tile (the tile is
+    ``TILE * reg`` square): 4 (64 x 64 tiles, the most reuse of each
+    staged element) where both sides fill such a tile and the product
+    still has ``MATMUL_MIN_BLOCKS`` tiles, else 2, else 1 (16 x 16 tiles:
+    thin or small products keep every multiprocessor busy).  Symbolic sizes
+    count where their lower bounds decide it."""
+    for reg in (4, 2):
+        T = TILE * reg
+        tiles = nb * ((M + T - 1) // T) * ((N + T - 1) // T)
+        if symbolic.known(M, ">=", T) and symbolic.known(N, ">=", T) and \
+                symbolic.known(tiles, ">=", MATMUL_MIN_BLOCKS):
+            return reg
+    return 1
 
 
 class GpuLowered:
