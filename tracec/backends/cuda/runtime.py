@@ -37,7 +37,8 @@ def require_gpu():
     except ImportError as e:
         raise CudaUnavailableError(
             "backend='cuda' needs CuPy, which is not installed: pip install 'tracec[cuda]' "
-            f"(cupy-cuda12x) on a machine with an NVIDIA GPU ({e})") from None
+            "(cupy-cuda12x; 'tracec[cuda13]' for a CUDA 13 driver) on a machine with an "
+            f"NVIDIA GPU ({e})") from None
     try:
         n = int(cupy.cuda.runtime.getDeviceCount())
     except Exception as e:  # noqa: BLE001 - no driver, no device: CuPy says which
