@@ -1,5 +1,5 @@
 """The cuda backend's math (``mathfns64`` where NVPTX has no instruction:
-float64 exp, log, tanh, sin, cos, pow, and float32 sin, cos, pow through
+float64 exp, log, tanh, sin, cos, pow, erf, and float32 sin, cos, pow through
 float64) equals NumPy within a few ulp over dense samples and special
 values, on the emulated launch (the same code) and on a GPU where there is
 one.  Before it, Adam's bias correction (``beta ** step`` in float64)
@@ -62,6 +62,20 @@ def test_unary_against_numpy(backend, dtype, name, ulps):
     got = _run(backend, lambda t: getattr(t, name)() * 1.0, x)
     err = _ulps(got, want, dtype)
     assert err.max() <= ulps, (name, x[err.argmax()], got[err.argmax()], want[err.argmax()])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_erf_against_math_erf(backend, dtype):
+    import math
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.uniform(-6, 6, 4000), rng.uniform(-1, 1, 2000),
+                        [0.0, -0.0, 0.999, 1.0, 1.001, 7.99, 8.0, 8.01, 30.0, -40.0,
+                         np.inf, -np.inf, np.nan, 1e-300]]).astype(dtype)
+    want = np.array([math.erf(v) for v in x.astype(np.float64)]).astype(dtype)
+    got = _run(backend, lambda t: t.erf() * 1.0, x)
+    err = _ulps(got, want, dtype)
+    assert err.max() <= 12, (x[err.argmax()], got[err.argmax()], want[err.argmax()])
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

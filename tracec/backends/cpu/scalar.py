@@ -334,6 +334,8 @@ def _unary(fb: FuncBuilder, name: str, x, d: dt.DType):
     if name == "erf":
         if t == F32:
             return mathfns.erff(fb, x)
+        if fb.mb.device_math:
+            return mathfns64.erf64(fb, x)
         fb.mb.declare("erf", [F64], F64)
         return fb.call("erf", [x], F64)
     raise TypeError(f"no scalar lowering for {name}")
