@@ -1,15 +1,16 @@
-"""float64 exp, log, sin, cos and pow from arithmetic alone, for targets
+"""float64 exp, log, sin, cos, pow and erf from arithmetic alone, for targets
 with no libm (the cuda backend: LLVM's NVPTX target has no instruction for
 ``llvm.exp.f64`` and friends and aborts on them).
 
 Written by hand because nothing provides them for LLVM IR built in xDSL:
 the sources are Cephes' double-precision routines (Moshier; range
-reduction and coefficients as published in ``exp.c``, ``log.c`` and
-``sin.c``, ``ndtr.c``).  Accuracy (tests/backends/test_cuda_math.py checks
-it against NumPy and ``math.erf`` on the emulated launch, which runs this
-very code; measured on 40,000 samples): exp, log, sin and cos within 1 ulp,
-erf 2, tanh 4 (``scalar.py`` makes it from expm1); ``pow`` as ``exp(y log|x|)``, so its relative
-error grows with ``|y log|x||`` (about 1e-14 at 0.9 ** 1000), with
+reduction and coefficients as published in ``exp.c``, ``log.c``,
+``sin.c`` and ``ndtr.c``).  Accuracy (tests/backends/test_cuda_math.py
+checks it against NumPy and ``math.erf`` on the emulated launch, which runs
+this very code; measured on 40,000 samples): exp, log, sin and cos within
+1 ulp, erf 2, tanh 4 (``scalar.py`` makes it from expm1); ``pow`` as
+``exp(y log|x|)``, so its relative error grows with ``|y log|x||``
+(about 1e-14 at 0.9 ** 1000), with
 C99's special cases (signed zeros, infinities, negative bases with
 integer exponents, NaN).  ``sin``/``cos`` reduce by pi/4 in three parts,
 exact for ``|x|`` up to about 1e9; beyond, the reduction loses digits.
