@@ -1549,6 +1549,13 @@ def _replace_in_referrers(old, new, skip, depth: int) -> None:
             vals = [new if v is old else v for v in ref]
             made = type(ref)(*vals) if hasattr(ref, "_fields") else type(ref)(vals)
             _replace_in_referrers(ref, made, skip, depth - 1)
+        elif not isinstance(ref, type) and isinstance(getattr(ref, "__dict__", None), dict):
+            # Python 3.13 keeps an instance's attributes inline: the object
+            # itself refers to the value, not a dict
+            d = ref.__dict__
+            for k, v in list(d.items()):
+                if v is old:
+                    d[k] = new
 
 
 def _kept_item(items: list):
