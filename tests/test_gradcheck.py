@@ -70,6 +70,9 @@ SAMPLES = {
             ((2.0, _r((3,))), {})],
     "maximum": [((_r((3, 4), distinct=True, seed=1), _r((4,), distinct=True, seed=2)), {})],
     "minimum": [((_r((3, 4), distinct=True, seed=3), _r((3, 1), distinct=True, seed=4)), {})],
+    # quotients in (1.2, 1.9): away from the jumps at integers
+    "fmod": [((_r((3, 4), lo=2.7, hi=3.3), _r((4,), lo=1.8, hi=2.2)), {}),
+             ((_r((3,), lo=-3.3, hi=-2.7), 2.0), {})],
     "eq": [((_idx((3, 4), 3), _idx((4,), 3)), {})],
     "ne": [((_r((3, 4)), _r((3, 4))), {})],
     "lt": [((_r((3, 4)), _r((4,))), {})],

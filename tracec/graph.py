@@ -123,6 +123,7 @@ BACKWARD_NAMES = {
     "rsqrt": "RsqrtBackward0", "sin": "SinBackward0", "cos": "CosBackward0",
     "tanh": "TanhBackward0", "logistic": "SigmoidBackward0", "abs": "AbsBackward0",
     "erf": "ErfBackward0", "sign": "SignBackward0", "maximum": "MaximumBackward0",
+    "fmod": "FmodBackward0",
     "minimum": "MinimumBackward0", "where": "WhereBackward0", "cast": "ToCopyBackward0",
     "reduce_sum": "SumBackward1", "reduce_max": "AmaxBackward0",
     "reduce_min": "AminBackward0", "matmul": "MmBackward0", "reshape": "ViewBackward0",

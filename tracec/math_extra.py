@@ -291,11 +291,8 @@ def _check_int_zero(b):
 
 def _fmod(a, b, d):
     if d.is_floating_point:
-        bd = b.detach() if isinstance(b, Tensor) else b
-        ad = a.detach() if isinstance(a, Tensor) else a
-        q = _trunc(ops.div(ad, bd))
-        # q == 0 (|a| < |b|, b infinite too): a itself, not a - 0 * inf.
-        return ops.sub(a, ops.where(ops.eq(q, 0.0), 0.0, ops.mul(q, b)))
+        return ops.fmod(a, b)       # C's fmod: exact, as PyTorch's
+
     b = _check_int_zero(b)
     return ops.sub(a, ops.mul(ops.div(a, b), b))   # int div truncates
 
@@ -349,7 +346,10 @@ def floor_divide(input, other):  # noqa: A002
     fq = ops.where(ops.gt(ops.sub(q, fq), 0.5), ops.add(fq, 1.0), fq)
     zero_b = ops.eq(b, 0.0)
     true_q = ops.div(a, b)
-    fq = ops.where(ops.eq(fq, 0.0), ops.where(ops.lt(true_q, 0.0), -0.0, _const(fq, 0.0)), fq)
+    # a zero quotient takes a / b's sign (C's copysign(0, a / b)): 1 / (a / b)
+    # is negative exactly where a / b is negative or -0.0
+    fq = ops.where(ops.eq(fq, 0.0), ops.where(ops.lt(ops.div(1.0, true_q), 0.0), -0.0,
+                                              _const(fq, 0.0)), fq)
     return _no_grad_link(_no_grad_link(ops.where(zero_b, true_q, fq), a0), b0)
 
 

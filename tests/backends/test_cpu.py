@@ -192,6 +192,13 @@ def _cases(name):
         return [([bools(3, 4)], {}), ([randn(5)], {}), ([ints(-1, 2, 6)], {})]
     if name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum"):
         return _binary_cases(name)
+    if name == "fmod":     # floats (C's fmod): signs, zeros, infinities, huge quotients
+        special = (np.array([-7.5, 7.5, -0.0, 0.0, 1e10, np.inf, 3.0, np.nan, 5.0, 6.66]),
+                   np.array([2.0, -2.0, 1.0, -1.0, 3.0, 2.0, 0.0, 1.0, np.inf, 1.3]))
+        return [([a, b], {}) for d in F for a, b in (
+            (randn(3, 4, dtype=d) * 10, randn(4, dtype=d) + 3),
+            (randn(1000, dtype=d) * 50, randn(1000, dtype=d) + 5),
+            (special[0].astype(d), special[1].astype(d)))]
     if name in ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"):
         return _cmp_cases()
     if name == "where":

@@ -23,7 +23,7 @@ def _sample(names: str, avals, params=None):
 
 _sample("exp expm1 log log1p sqrt rsqrt sin cos tanh logistic erf neg abs sign stop_gradient", [((4, 8), F32)])
 _sample("logical_not", [((3,), BOOL)])
-_sample("add sub mul div pow maximum minimum", [((4, 8), F32), ((8,), F32)])
+_sample("add sub mul div pow maximum minimum fmod", [((4, 8), F32), ((8,), F32)])
 _sample("eq ne lt le gt ge", [((4, 1), F64), ((1, 5), F64)])
 _sample("logical_and logical_or", [((3,), BOOL), ((3,), BOOL)])
 _sample("where", [((4, 1), BOOL), ((4, 8), F32), ((), F32)])

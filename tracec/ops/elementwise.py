@@ -370,6 +370,19 @@ def _pow_vjp(g, x, y, out):
     return gx, gy
 
 
+def _fmod_vjp(g, x, y, out):
+    # PyTorch's: 1 for the dividend; -trunc(x / y) for the divisor (C's
+    # trunc of the rounded quotient: fmod(q, 1) is q's exact fraction; an
+    # infinite q stays itself)
+    gx = _red(g, x) if _is_value(x) else None
+    gy = None
+    if _is_value(y) and _readable(x):
+        q = div(x, y)
+        t = where(eq(abs_(q), math.inf), q, sub(q, fmod(q, 1.0)))
+        gy = _red(neg(mul(g, t)), y)
+    return gx, gy
+
+
 def _max_vjp(g, x, y, out):
     # Ties split the gradient evenly, as PyTorch's maximum does.
     half = mul(g, 0.5)
@@ -436,6 +449,20 @@ mul_p = _binary("mul", np.multiply, _mul_vjp, save=save_partners)
 div_p = _binary("div", _div, _div_vjp, save=_save_div)
 pow_p = _binary("pow", _int_pow, _pow_vjp, save_out=True)
 maximum_p = _binary("maximum", np.maximum, _max_vjp)
+#: C's fmod for floats (exact: the remainder of the true quotient truncated,
+#: as PyTorch's fmod, remainder and floor division compute it)
+def _float_pair(name):
+    same, real = _same_dtype(name), _float_only(name)
+
+    def rule(a, b, **_):
+        d = same(a, b)
+        if d.category == 3:
+            raise ShapeError(f"{name}: expected real floating point operands, got {d}")
+        return real(d)
+    return rule
+
+
+fmod_p = _binary("fmod", np.fmod, _fmod_vjp, dtype_rule=_float_pair("fmod"))
 minimum_p = _binary("minimum", np.minimum, _min_vjp)
 
 
@@ -465,6 +492,7 @@ def mul(x, y): return mul_p.bind(x, y)
 def div(x, y): return div_p.bind(x, y)
 def pow_(x, y): return pow_p.bind(x, y)
 def maximum(x, y): return maximum_p.bind(x, y)
+def fmod(x, y): return fmod_p.bind(x, y)
 def minimum(x, y): return minimum_p.bind(x, y)
 def eq(x, y): return eq_p.bind(x, y)
 def ne(x, y): return ne_p.bind(x, y)

@@ -47,7 +47,7 @@ def int_pred(d: dt.DType, pred: str) -> str:
 ELEMENTWISE = frozenset(
     "neg exp expm1 log log1p sqrt rsqrt sin cos tanh logistic abs sign erf logical_not stop_gradient add "
     "sub mul div "
-    "pow maximum minimum eq ne lt le gt ge logical_and logical_or where cast check".split())
+    "pow maximum minimum fmod eq ne lt le gt ge logical_and logical_or where cast check".split())
 
 
 def storage_type(d: dt.DType):
@@ -415,6 +415,8 @@ def _binary(fb: FuncBuilder, name: str, x, y, d: dt.DType):
         if fb.mb.device_math:
             return _in_f64(fb, mathfns64.pow64, x, y)
         return fb.intr("llvm.pow", [x, y], t, overload=[t])
+    if name == "fmod":
+        return fb.fbin("frem", x, y)      # LLVM's frem is C's fmod
     raise TypeError(f"no scalar lowering for {name}")
 
 
