@@ -20,7 +20,7 @@ from __future__ import annotations
 from tracec.backends.cpu.builder import F32, I32, FuncBuilder
 from tracec.ops.elementwise import ERF32_A, ERF32_B
 
-__all__ = ["expf", "logf", "tanhf", "erff"]
+__all__ = ["expf", "logf", "tanhf", "erff", "fma", "poly"]
 
 _LOG2E = 1.44269504088896341
 _MAGIC = 12582912.0  # 1.5 * 2**23: adding it rounds to an integer in the low mantissa bits
@@ -37,20 +37,25 @@ _TANH_P = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036
 _ERF_A, _ERF_B = ERF32_A, ERF32_B
 
 
-def _c(fb: FuncBuilder, v: float):
-    return fb.const(float(v), F32)
+def _c(fb: FuncBuilder, v: float, t=F32):
+    return fb.const(float(v), t)
 
 
-def _fma(fb, a, b, c):
-    return fb.intr("llvm.fma", [a, b, c], F32, overload=[F32])
+def fma(fb, a, b, c):
+    """``a * b + c`` rounded once (``a``'s float type)."""
+    return fb.intr("llvm.fma", [a, b, c], a.type, overload=[a.type])
 
 
-def _poly(fb, x, coeffs):
-    """Horner's rule with fma, coefficients from the highest degree."""
-    p = _c(fb, coeffs[0])
+def poly(fb, x, coeffs):
+    """Horner's rule with fma at ``x``'s float type, coefficients from the
+    highest degree."""
+    p = _c(fb, coeffs[0], x.type)
     for c in coeffs[1:]:
-        p = _fma(fb, p, x, _c(fb, c))
+        p = fma(fb, p, x, _c(fb, c, x.type))
     return p
+
+
+_fma, _poly = fma, poly
 
 
 def _pow2i(fb, n):

@@ -18,6 +18,7 @@ exact for ``|x|`` up to about 1e9; beyond, the reduction loses digits.
 from __future__ import annotations
 
 from tracec.backends.cpu.builder import F64, I1, I64, FuncBuilder
+from tracec.backends.cpu.mathfns import fma as _fma, poly as _poly
 
 __all__ = ["exp64", "log64", "sin64", "cos64", "pow64", "erf64"]
 
@@ -57,17 +58,6 @@ _ERF_U = (1.0, 3.35617141647503099647e1, 5.21357949780152679795e2, 4.59432382970
 
 def _c(fb: FuncBuilder, v: float):
     return fb.const(float(v), F64)
-
-
-def _fma(fb, a, b, c):
-    return fb.intr("llvm.fma", [a, b, c], F64, overload=[F64])
-
-
-def _poly(fb, x, coeffs):
-    p = _c(fb, coeffs[0])
-    for c in coeffs[1:]:
-        p = _fma(fb, p, x, _c(fb, c))
-    return p
 
 
 def _pow2i(fb, n):

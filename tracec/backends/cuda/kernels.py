@@ -334,29 +334,25 @@ def _matmul(fb, launch, ptrs, *, dtype, nb, M, N, K, bshape, sa, sb, ta, tb, reg
                 fb.if_then(ok, lambda: fb.store(scalar.load(fb, ptr, off, d), slot, nbytes))
                 return fb.load(slot, ct, nbytes)
 
+            def load(e, span, x0, sx, sk, lim_x, x_fast, ptr, base, shared):
+                """Element ``e`` of a ``T x span`` slice staged as shared[k][x]:
+                global (x0 + x, k0 + k) at strides (sx, sk); consecutive
+                threads walk x where x is the contiguous dimension."""
+                if x_fast:
+                    x, k = fb.ibin("srem", e, fb.i64(span)), fb.ibin("sdiv", e, fb.i64(span))
+                else:
+                    x, k = fb.ibin("sdiv", e, fb.i64(T)), fb.ibin("srem", e, fb.i64(T))
+                xg, kg = fb.add(x0, x), fb.add(k0, k)
+                ok = fb.ibin("and", fb.icmp("slt", xg, fb.i64(lim_x)),
+                             fb.icmp("slt", kg, fb.i64(K)))
+                fb.store(guarded(ok, ptr, at(base, xg, sx, kg, sk)),
+                         fb.gep(shared, fb.add(fb.mul(k, fb.i64(span)), x), ct), nbytes)
+
             def stage(tid):
                 for r in range(reg):
                     e = fb.add(tid, fb.i64(threads * r))
-                    # A's element (row, kk) of the tile; consecutive threads
-                    # take A's contiguous dimension
-                    if ta:
-                        row, kk = fb.ibin("srem", e, fb.i64(BM)), fb.ibin("sdiv", e, fb.i64(BM))
-                    else:
-                        row, kk = fb.ibin("sdiv", e, fb.i64(T)), fb.ibin("srem", e, fb.i64(T))
-                    m, ka = fb.add(m0, row), fb.add(k0, kk)
-                    okA = fb.ibin("and", fb.icmp("slt", m, fb.i64(M)),
-                                  fb.icmp("slt", ka, fb.i64(K)))
-                    fb.store(guarded(okA, ap, at(a_base, m, sam, ka, sak)),
-                             fb.gep(sA, fb.add(fb.mul(kk, fb.i64(BM)), row), ct), nbytes)
-                    if tb:
-                        kb, col = fb.ibin("srem", e, fb.i64(T)), fb.ibin("sdiv", e, fb.i64(T))
-                    else:
-                        kb, col = fb.ibin("sdiv", e, fb.i64(BN)), fb.ibin("srem", e, fb.i64(BN))
-                    kg, n = fb.add(k0, kb), fb.add(n0, col)
-                    okB = fb.ibin("and", fb.icmp("slt", kg, fb.i64(K)),
-                                  fb.icmp("slt", n, fb.i64(N)))
-                    fb.store(guarded(okB, bp, at(b_base, kg, sbk, n, sbn)),
-                             fb.gep(sB, fb.add(fb.mul(kb, fb.i64(BN)), col), ct), nbytes)
+                    load(e, BM, m0, sam, sak, M, ta, ap, a_base, sA)         # A[m, k]
+                    load(e, BN, n0, sbn, sbk, N, not tb, bp, b_base, sB)     # B[k, n]
             launch.threads(stage)
 
             def product(tid):
