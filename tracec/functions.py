@@ -18,7 +18,7 @@ from tracec import dtypes as dt
 from tracec import autocast_mode, graph, ops
 from tracec.symbolic import Sym, known
 from tracec.ops.core import normalize_axis
-from tracec.tensor import Tensor, apply_direct, concrete, eager_direct, weak_scalar
+from tracec.tensor import Tensor, _new_tensor, apply_direct, concrete, eager_direct, weak_scalar
 from tracec.return_types import structseq
 from tracec.sym_scalar import SymScalar, concrete_operand
 from tracec.item_value import ItemValue
@@ -375,6 +375,12 @@ def relu(input):
             # value computed at once (one comparison, one bit select).
             xd = input._data
             zero = weak_scalar(0, d)
+            if not (input.requires_grad and graph.is_grad_enabled()):
+                # no node to build: the value alone (np.where below the size
+                # where the where primitive's bit select pays)
+                below = xd < zero
+                return _new_tensor(np.where(below, zero, xd) if xd.size < 32768
+                                   else _WHERE.impl(below, zero, xd), d)
             mask = apply_direct(_LE, {}, (input, 0), _LE.impl(xd, zero), dt.bool_)
             value = _WHERE.impl(xd < zero, zero, xd)
             out = apply_direct(_WHERE, {}, (mask, 0, input), value, d)
