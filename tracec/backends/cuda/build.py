@@ -107,6 +107,7 @@ def _check_selectable(mod, gl) -> None:
     the GPU cannot run: a math intrinsic NVPTX cannot select, or a host
     function (libm's ``erf``, the cpu GEMM library).  (LLVM's instruction
     selector would abort the whole process.)"""
+    from tracec.backends.cpu.lower import describe
     from tracec.backends.cpu.scalar import LoweringError
     for fn in mod.functions:
         if not fn.is_declaration:
@@ -121,7 +122,7 @@ def _check_selectable(mod, gl) -> None:
                         and f"@{name}(" in str(f)})
         kernel = next((u for u in users if u in gl.where), None) or \
             next((k for k in gl.where for u in users if u.startswith(k)), None)
-        at = gl.where.get(kernel, ", ".join(users) or "a kernel")
+        at = describe(gl.where[kernel]) if kernel in gl.where else ", ".join(users) or "a kernel"
         raise LoweringError(f"{at}: the cuda backend cannot run {name} on the GPU yet "
                             f"(no device instruction or function for it)")
 

@@ -145,8 +145,8 @@ class GpuLowered:
 
     def __init__(self, specs, symbols, signature, where=None):
         self.specs, self.symbols, self.signature = specs, symbols, signature
-        #: kernel name -> the op it was first made for (``describe``: the
-        #: user's file:line), for errors raised while making code
+        #: kernel name -> the op it was first made for, for errors raised
+        #: while making code (``describe(op)`` names the user's file:line)
         self.where = where or {}
 
 
@@ -259,5 +259,5 @@ def lower_for_gpu(module, symbol: str = "tracec_main", donate=None) -> GpuLowere
     where = {}
     for c in low.kernels.calls:
         if c.fn not in where and hasattr(c.op, "operands"):
-            where[c.fn] = describe(c.op)
+            where[c.fn] = c.op
     return GpuLowered(low.kernels.specs, list(low.mb.symbols), sig, where)
