@@ -310,6 +310,23 @@ def test_argsort_runs_as_one_device_function():
     PTX.append(build.ptx(lower_for_gpu(module)).ptx)
 
 
+def test_a_host_function_in_a_kernel_is_refused_with_the_users_line(monkeypatch):
+    """A kernel calling what the GPU cannot run (here libm's erf, as the
+    float64 erf was lowered before mathfns64) is a LoweringError naming the
+    op and the user's line; LLVM's instruction selector would abort the
+    process."""
+    from tracec.backends.cpu import scalar
+    from tracec.backends.cpu.scalar import LoweringError
+    module = _optimized(lambda a: a.erf() * 2.0, tracec.randn(5, dtype=tracec.float64))
+
+    def libm_erf(fb, x):
+        fb.mb.declare("erf", [x.type], x.type)
+        return fb.call("erf", [x], x.type)
+    monkeypatch.setattr(scalar.mathfns64, "erf64", libm_erf)
+    with pytest.raises(LoweringError, match=r"test_cuda\.py:\d+.*cannot run erf on the GPU"):
+        build.ptx(lower_for_gpu(module))
+
+
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")
 def test_ptxas_accepts_every_kernel(tmp_path):
     """Runs last in this file: every PTX module the tests above made."""
@@ -326,22 +343,3 @@ def test_ptxas_accepts_every_kernel(tmp_path):
                                 str(tmp_path / f"m{k}_{arch}.cubin")],
                                capture_output=True, text=True)
             assert r.returncode == 0, f"module {k} for {arch}: {r.stderr}"
-
-
-
-
-def test_a_host_function_in_a_kernel_is_refused_with_the_users_line(monkeypatch):
-    """A kernel calling what the GPU cannot run (here libm's erf, as the
-    float64 erf was lowered before mathfns64) is a LoweringError naming the
-    op and the user's line; LLVM's instruction selector would abort the
-    process."""
-    from tracec.backends.cpu import scalar
-    from tracec.backends.cpu.scalar import LoweringError
-    module = _optimized(lambda a: a.erf() * 2.0, tracec.randn(5, dtype=tracec.float64))
-
-    def libm_erf(fb, x):
-        fb.mb.declare("erf", [x.type], x.type)
-        return fb.call("erf", [x], x.type)
-    monkeypatch.setattr(scalar.mathfns64, "erf64", libm_erf)
-    with pytest.raises(LoweringError, match=r"test_cuda\.py:\d+.*cannot run erf on the GPU"):
-        build.ptx(lower_for_gpu(module))
