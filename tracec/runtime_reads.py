@@ -257,16 +257,19 @@ def _rebind_after_store(frame, target, ri) -> None:
         # The first event past the store rebinds.  Python 3.12 gives no
         # opcode events to a frame already running when they are asked for,
         # only line events: one at the instruction right after the store
-        # rebinds too.  A line event further on (the statement went on in
-        # the line, using the plain number), a return or a raise, or a
-        # rebinding never reached, specializes the number instead
-        # (``_stop_rebinding``).
-        if (event == "opcode" and f.f_lasti != store_at) or \
-                (event == "line" and f.f_lasti == after):
-            if box:
-                f.f_locals[name] = box[0]
-            _stop_rebinding(rebound=True)
-            return None
+        # rebinds too.  An event at the store itself (a line event where
+        # the assignment's target sits on another line) waits for it.  A
+        # line event further on (the statement went on in the line, using
+        # the plain number), a return or a raise, or a rebinding never
+        # reached, specializes the number instead (``_stop_rebinding``).
+        if event in ("opcode", "line"):
+            if f.f_lasti == store_at:
+                return local
+            if event == "opcode" or f.f_lasti == after:
+                if box:
+                    f.f_locals[name] = box[0]
+                _stop_rebinding(rebound=True)
+                return None
         if event in ("line", "return", "exception"):
             _stop_rebinding()
             return None

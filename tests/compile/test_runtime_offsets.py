@@ -692,6 +692,28 @@ def test_a_use_of_the_number_before_its_local_is_rebound_is_guarded():
         assert compiled.queue_ptr.tolist() == [(i + 1) * 4 % 16]
 
 
+class _SplitLine(Queue):
+    @tracec.no_grad()
+    def _dequeue_and_enqueue(self, keys):
+        b = keys.shape[0]
+        ptr = \
+            int(self.queue_ptr)
+        self.queue[:, ptr:ptr + b] = keys.T
+        self.queue_ptr[0] = (ptr + b) % self.K
+
+
+def test_an_assignment_split_over_lines_is_rebound():
+    """``ptr = \\`` then ``int(buf)`` on the next line: the store belongs to
+    the first line, so a line event comes at the store itself; the
+    rebinding waits for the instruction after it (one trace)."""
+    compiled, eager = _SplitLine(), _SplitLine()
+    f = tracec.compile(compiled, backend="cpu")
+    for i, k in enumerate(_keys(8, [4])):
+        np.testing.assert_allclose(f(k).numpy(), eager(k).numpy(), rtol=1e-6, atol=1e-6)
+        assert compiled.queue_ptr.tolist() == [(i + 1) * 4 % 16]
+    assert f.cache_info().traces == 1, f.cache_info()
+
+
 def test_a_rebinding_never_made_specializes_the_number(monkeypatch):
     """Wherever the interpreter gives no event to rebind the local (the
     trace function is never called), the number is guarded: calls with
