@@ -230,6 +230,8 @@ def _store_after_call(frame, is_int: bool):
         j -= 1
     if need != 0 or j < 0:
         return None
+    if ins[j].opname == "PUSH_NULL" and j > 0:
+        j -= 1          # (3.13 pushes the callable, then NULL, before the arguments)
     f = ins[j]
     if is_int:
         ok = f.opname in ("LOAD_GLOBAL", "LOAD_NAME") and f.argval == "int" and \
