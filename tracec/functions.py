@@ -379,7 +379,8 @@ def relu(input):
                 # no node to build: the value alone (np.where below the size
                 # where the where primitive's bit select pays)
                 below = xd < zero
-                return _new_tensor(np.where(below, zero, xd) if xd.size < 32768
+                return _new_tensor(np.where(below, zero, xd)
+                                   if xd.size < ops.elementwise.WHERE_BIT_SELECT_MIN
                                    else _WHERE.impl(below, zero, xd), d)
             mask = apply_direct(_LE, {}, (input, 0), _LE.impl(xd, zero), dt.bool_)
             value = _WHERE.impl(xd < zero, zero, xd)

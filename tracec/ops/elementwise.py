@@ -521,6 +521,8 @@ def _where_vjp(g, c, x, y, out):
 
 
 _BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+#: Elements from which ``where`` selects bits instead of calling np.where.
+WHERE_BIT_SELECT_MIN = 32768
 
 
 def _where_impl(c, a, b):
@@ -532,7 +534,7 @@ def _where_impl(c, a, b):
     ``b``'s)."""
     a, b = np.asarray(a), np.asarray(b)
     if (a.dtype != b.dtype or a.dtype.kind not in "fiub" or a.dtype.itemsize not in _BITS
-            or max(np.size(c), a.size, b.size) < 32768):
+            or max(np.size(c), a.size, b.size) < WHERE_BIT_SELECT_MIN):
         return np.where(c, a, b)
     shape = np.broadcast_shapes(np.shape(c), a.shape, b.shape)
     u = _BITS[a.dtype.itemsize]
