@@ -259,7 +259,7 @@ def runner(entry, args):
               "    ws = WS.pop() if WS else " + ("exe._workspace()" if sized is None else
                                                   "exe.sized_workspace(*SIZES)"),
               "    try:",
-              ("        rc = CALL(id(tin) + ITEMS, id(tout) + ITEMS, ws[1], exe.nthreads, CTX)"
+              ("        rc = CALL(tin, tout, ws[1])"
                if native else
                "        rc = FN(id(tin) + ITEMS, id(tout) + ITEMS, ws[1], exe.nthreads)"),
               "        if rc: exe._raise(rc, ws)" if not native else
@@ -311,9 +311,8 @@ def runner(entry, args):
                     for k, (shape, npd) in enumerate(outs_spec)]
         ctx = checked_call.context(exe._tracker[exe.signature["entry_py"]], rows_in, rows_out,
                                    slots)
-        env["CTX"] = ctx.ctypes.data
         env["CTX_KEEP"] = ctx, slots      # (the objects the words point to, alive)
-        env["CALL"] = checked_call.call()
+        env["CALL"] = checked_call.bound(ctx, exe.nthreads)
     tpl = trace.template
     if tpl[0] == "tensor":     # as _rebuild does
         lines.append(f"    r = make({returned[tpl[1]]}, {const('RD', tpl[2])})")

@@ -285,13 +285,21 @@ def test_checked_call_rejects_wrong_headers():
                                [checked_call.row((4,), f32, C),
                                 checked_call.row((4,), f32, C | W)], [None])
     call = checked_call.call()
+    bound = checked_call.bound(ctx, 1)
     ws = exe._workspace()
+    forms = []
 
     def run(x, y):
+        # the ctypes form and the builtin (fast path) form give the same
         out = np.zeros(4, np.float32)
         tin, tout = (x, y), (out,)
         rc = call(id(tin) + 24, id(tout) + 24, ws[1], 1, ctx.ctypes.data)
+        out2 = np.zeros(4, np.float32)
+        rc2 = bound(tin, (out2,), ws[1])
+        assert type(rc2) is int and rc2 == rc and out2.tolist() == out.tolist()
+        forms.append(rc2)
         return rc, out
+    assert type(bound).__name__ == "builtin_function_or_method"
     ones = np.ones(4, np.float32)
     rc, out = run(ones, np.arange(4, dtype=np.float32))
     assert rc == 0 and out.tolist() == [1, 2, 3, 4]
