@@ -447,6 +447,16 @@ class Recording:
             if e is not None and e[0] is out and _reader_of_storage(e[1]):
                 self.data_rebound = True
             return
+        if prim is None and "custom_vjp" in params:
+            # a user Function's result and its backward, recorded at trace
+            # time (autograd._record_vjp): its gradient is that backward
+            y, xs, grads, seed = args
+            op = ir.CustomVJPOp(self.value_of(y), [self.value_of(x) for x in xs],
+                                [self.value_of(g) for g in grads], self.value_of(seed),
+                                loc=user_location())
+            self.block.add_op(op)
+            self.env[id(out)] = (out, op.results[0])
+            return
         if prim is None and "conv_columns" in params:
             self.conv_columns.append((args[0], out, params["conv_columns"]))
             return
@@ -1502,7 +1512,8 @@ def _user_function_behind(result):
         seen.add(id(n))
         if isinstance(n, graph.FunctionNode) and not getattr(n.fn_cls, "traced", None) and (
                 n.fn_cls.__module__.split(".")[0] != "tracec"
-                or n.fn_cls.__module__ == "tracec.library"):
+                or n.fn_cls.__module__ == "tracec.library") and \
+                not getattr(n.ctx, "_recorded_vjp", False):    # (tracec.custom_vjp in the trace)
             return n.fn_cls
         stack.extend(e for e in getattr(n, "edges", ()) or () if e is not None)
     return None

@@ -10,41 +10,45 @@ import pytest
 import tracec
 
 
-class MemoryEfficientSwish(tracec.autograd.Function):
-    # lukemelas EfficientNet-PyTorch utils.py
-    @staticmethod
-    def forward(ctx, i):
-        result = i * tracec.sigmoid(i)
-        ctx.save_for_backward(i)
-        return result
+def functions(T):
+    """The Functions below for library ``T`` (tracec or torch, as oracle)."""
+    class MemoryEfficientSwish(T.autograd.Function):
+        # lukemelas EfficientNet-PyTorch utils.py
+        @staticmethod
+        def forward(ctx, i):
+            result = i * T.sigmoid(i)
+            ctx.save_for_backward(i)
+            return result
 
-    @staticmethod
-    def backward(ctx, grad_output):
-        i = ctx.saved_tensors[0]
-        sigmoid_i = tracec.sigmoid(i)
-        return grad_output * (sigmoid_i * (1 + i * (1 - sigmoid_i)))
+        @staticmethod
+        def backward(ctx, grad_output):
+            i = ctx.saved_tensors[0]
+            sigmoid_i = T.sigmoid(i)
+            return grad_output * (sigmoid_i * (1 + i * (1 - sigmoid_i)))
+
+    class StraightThrough(T.autograd.Function):
+        """round() forward; a gradient that is not round's derivative."""
+        @staticmethod
+        def forward(ctx, x):
+            return x.round()
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 3.0
+
+    class GradReverse(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, alpha):
+            ctx.alpha = alpha
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g.neg() * ctx.alpha, None
+    return MemoryEfficientSwish, StraightThrough, GradReverse
 
 
-class StraightThrough(tracec.autograd.Function):
-    """round() forward; a gradient that is not round's derivative."""
-    @staticmethod
-    def forward(ctx, x):
-        return x.round()
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * 3.0
-
-
-class GradReverse(tracec.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, alpha):
-        ctx.alpha = alpha
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        return g.neg() * ctx.alpha, None
+MemoryEfficientSwish, StraightThrough, GradReverse = functions(tracec)
 
 
 class SplitScale(tracec.autograd.Function):

@@ -16,7 +16,7 @@ from tracec.meta_array import meta_like
 from tracec import dtypes as dt
 from tracec import graph
 from tracec.graph import enable_grad, no_grad, set_grad_enabled, is_grad_enabled  # noqa: F401
-from tracec.tensor import Tensor
+from tracec.tensor import RECORDERS, Tensor
 from tracec.methods_compat import POST_ACCUMULATE_HOOKS, run_post_accumulate_hooks
 
 __all__ = ["backward", "grad", "gradcheck", "gradgradcheck", "Function", "no_grad",
@@ -269,6 +269,11 @@ class FunctionCtx:
         self._saved = tensors
         self._versions = tuple(t._version[0] if isinstance(t, Tensor) else None for t in tensors)
 
+    def mark_dirty(self, *tensors):
+        """Inputs the forward modified in place (and returns): the
+        Function's node becomes their history."""
+        self._dirty = tensors
+
     def mark_non_differentiable(self, *tensors):
         self._non_diff = tensors
 
@@ -381,6 +386,10 @@ class Function:
             out = cls.forward(*args, **kwargs) if separate else cls.forward(ctx, *args, **kwargs)
         if separate:
             cls.setup_context(ctx, args, out)
+        for t in getattr(ctx, "_dirty", ()):
+            if isinstance(t, Tensor) and t.requires_grad and t._node is None:
+                raise RuntimeError("a leaf Variable that requires grad has been used in an "
+                                   "in-place operation.")
         if graph.is_grad_enabled() and any(ctx.needs_input_grad):
             node = graph.function_node_type(cls)(cls, ctx, nexts, len(args))
             outs = out if isinstance(out, tuple) else (out,)
@@ -396,7 +405,54 @@ class Function:
                     continue
                 o.requires_grad = True
                 o._node = _FunctionOutput(node, i) if isinstance(out, tuple) else node
+            if RECORDERS and isinstance(out, Tensor) and out.requires_grad:
+                _record_vjp(cls, ctx, args, out)
         return out
+
+
+class _NotRecorded(Exception):
+    """The user's backward, run while recording its forward, started a
+    backward of its own (recompute-style backwards): not recorded."""
+
+
+def _refuse_inner_backward(*_):
+    raise _NotRecorded
+
+
+def _record_vjp(cls, ctx, args, out) -> None:
+    """While a compiled function is traced: run the user's backward once on
+    a seed of ones and record it beside the forward, so that the trace's
+    gradient of ``out`` (``tracec.custom_vjp``, expanded by the autodiff
+    pass) is the user's backward, and a backward outside the compiled call
+    can be compiled too.  The eager graph is untouched (``out`` keeps the
+    Function's node).  Not recorded (the tracer then runs such calls
+    eagerly, as before): tracec's own Functions, a result that is one of
+    the inputs or marked dirty, a backward that fails or starts a backward
+    of its own, gradients of another shape or dtype than their input."""
+    mod = cls.__module__
+    if (getattr(cls, "traced", None) or (mod.split(".")[0] == "tracec" and mod != "tracec.library")
+            or any(out is a for a in args) or getattr(ctx, "_dirty", None)):
+        return
+    from tracec import ops
+    xs = [i for i, a in enumerate(args) if isinstance(a, Tensor) and ctx.needs_input_grad[i]]
+    with graph.no_grad():
+        seed = ops.full(tuple(out.shape), 1.0, out.dtype, like=out)
+        BACKWARD_LISTENERS.insert(0, _refuse_inner_backward)
+        try:
+            grads = cls.backward(ctx, seed)
+        except Exception:  # noqa: BLE001 - the eager backward will raise it where it belongs
+            return
+        finally:
+            BACKWARD_LISTENERS.remove(_refuse_inner_backward)
+    grads = grads if isinstance(grads, tuple) else (grads,)
+    pairs = [(args[i], grads[i]) for i in xs if i < len(grads) and isinstance(grads[i], Tensor)]
+    if not pairs or any(tuple(g.shape) != tuple(x.shape) or g.dtype is not x.dtype
+                        for x, g in pairs):
+        return
+    for r in RECORDERS:
+        r(None, (out, [x for x, _ in pairs], [g for _, g in pairs], seed),
+          {"custom_vjp": cls.__name__}, out)
+    ctx._recorded_vjp = True
 
 
 # --- gradient checking ------------------------------------------------------------

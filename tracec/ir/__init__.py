@@ -17,7 +17,7 @@ from tracec.ir.names import (  # noqa: F401
 )
 from tracec.ir.printing import context, parse_module, print_module, print_op  # noqa: F401
 from tracec.ir.structural import (  # noqa: F401
-    BackwardOp, ConstantOp, KernelOp, YieldOp, constant, constant_array, dense_attr,
+    BackwardOp, ConstantOp, CustomVJPOp, KernelOp, YieldOp, constant, constant_array, dense_attr,
 )
 from tracec.ir.types import (  # noqa: F401
     ELEMENT_TYPES, dtype_of, dtype_of_element, element_type, format_type, is_symbolic_type,

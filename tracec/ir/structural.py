@@ -6,6 +6,14 @@
   the values ``wrt`` which gradients are taken, and an optional ``seed``
   (the ``gradient=`` argument); results: one gradient per ``wrt`` value, of
   that value's type.  The autodiff pass replaces it by the reverse-mode graph.
+* ``tracec.custom_vjp``: the result of a user ``autograd.Function``
+  recorded with its backward.  Operands: ``value`` (the forward's result,
+  recorded behind a ``stop_gradient``), the differentiable ``inputs``, their
+  gradients ``grads`` as the user's backward computed them from ``seed``
+  (ops recorded in the same block, at trace time), and ``seed`` itself;
+  result: ``value``'s value.  Its gradient for ``inputs[i]`` is the ops from
+  ``seed`` to ``grads[i]`` with the result's cotangent in ``seed``'s place.
+  The autodiff pass expands that and replaces the op by ``value``.
 * ``tracec.kernel``: a fused kernel.  Operands are its inputs; its single
   region has one block whose arguments correspond one-to-one (same types) to
   the operands; the body holds tracec primitive ops and constants only and
@@ -169,6 +177,43 @@ class BackwardOp(IRDLOperation):
         elif math.prod(shape_of(self.loss.type)) != 1:
             raise _fail(self, "grad can be implicitly created only for scalar outputs "
                               f"(loss is {format_type(self.loss.type)}; pass a seed)")
+
+
+# --- custom_vjp ----------------------------------------------------------------------
+
+@irdl_op_definition
+class CustomVJPOp(IRDLOperation):
+    """``%r = tracec.custom_vjp %y inputs %x grads %gx seed %s : tensor<..>
+    inputs tensor<..> grads tensor<..> seed tensor<..> -> tensor<..>``
+    (see the module docstring)."""
+
+    name = "tracec.custom_vjp"
+    value = operand_def(TensorType)
+    inputs = var_operand_def(TensorType)
+    grads = var_operand_def(TensorType)
+    seed = operand_def(TensorType)
+    result = result_def(TensorType)
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    assembly_format = ("$value `inputs` $inputs `grads` $grads `seed` $seed attr-dict `:` "
+                       "type($value) `inputs` type($inputs) `grads` type($grads) `seed` "
+                       "type($seed) `->` type($result)")
+
+    def __init__(self, value: SSAValue, inputs: Sequence[SSAValue], grads: Sequence[SSAValue],
+                 seed: SSAValue, loc=None):
+        super().__init__(operands=[value, list(inputs), list(grads), seed],
+                         result_types=[value.type])
+        self.location = to_location(loc)
+
+    def verify_(self) -> None:
+        _check_tensors(self, [*self.operand_types, *self.result_types])
+        if self.result.type != self.value.type or self.seed.type != self.value.type:
+            raise _fail(self, "the result and the seed must have the value's type")
+        if len(self.inputs) != len(self.grads):
+            raise _fail(self, f"{len(self.inputs)} inputs but {len(self.grads)} gradients")
+        for i, (x, g) in enumerate(zip(self.inputs, self.grads)):
+            if x.type != g.type:
+                raise _fail(self, f"gradient {i} has type {format_type(g.type)}, its input "
+                                  f"{format_type(x.type)}")
 
 
 # --- kernel ------------------------------------------------------------------------

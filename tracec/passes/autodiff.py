@@ -5,7 +5,9 @@ IR built by the primitives' own VJP rules (the ones the eager tape runs).
 binding emits the primitive's op before the backward op being expanded,
 after checking operands with the primitive's shape and dtype rules.
 
-Guarantees: after the pass no ``tracec.backward`` remains; each former
+Guarantees: after the pass no ``tracec.backward`` or ``tracec.custom_vjp``
+remains (a custom_vjp's gradient is the user's backward recorded beside it,
+its seed replaced by the cotangent; then it is its value); each former
 result is the sum over all paths of the VJPs from the loss to that wrt
 value (fan-out accumulates, broadcasts reduce), or zeros where no path
 exists; backward ops carry the location of the forward op they
@@ -117,6 +119,10 @@ def expand_backward(bop) -> None:
     # Values that depend on a wrt value through differentiable primitives.
     depends = set(wrt)
     for op in before:
+        if isinstance(op, ir.CustomVJPOp):
+            if any(x in depends for x in op.inputs):
+                depends.add(op.result)
+            continue
         name = ir.primitive_name(op)
         prim = PRIMITIVES.get(name) if name else None
         if prim is None or prim.vjp is None:
@@ -142,9 +148,14 @@ def expand_backward(bop) -> None:
                 # of that value, which goes no further back (PyTorch's leaves
                 # have no history; the op that made the value may have no VJP).
                 continue
-            prim = PRIMITIVES[ir.primitive_name(op)]
             b.loc = op.location
             g = ct.pop(op.results[0])
+            if isinstance(op, ir.CustomVJPOp):
+                for x, c in zip(op.inputs, _custom_vjp(op, g, before)):
+                    if x in depends:
+                        ct[x] = PRIMITIVES["add"].bind(ct[x], c) if x in ct else c
+                continue
+            prim = PRIMITIVES[ir.primitive_name(op)]
             cts = prim.vjp(g, *[IRValue(o) for o in op.operands], out=IRValue(op.results[0]),
                            **ir.op_params(op))
             for i, (o, c) in enumerate(zip(op.operands, cts)):
@@ -167,6 +178,31 @@ def expand_backward(bop) -> None:
     block.erase_op(bop)
 
 
+def _custom_vjp(op, g, before) -> list:
+    """The gradients of ``op``'s inputs for cotangent ``g``: the recorded
+    ops from its seed to its grads (the user's backward), copied before the
+    backward being expanded with ``g`` in the seed's place; a grad that
+    does not read the seed is used as it is."""
+    mapper = {op.seed: g.ssa}
+    reads_seed = {op.seed}
+    b = _BUILDER[-1]
+    for o in before:
+        if o is op:
+            break
+        if any(v in reads_seed for v in o.operands):
+            reads_seed.update(o.results)
+            b.insert(o.clone(value_mapper=mapper))
+    return [IRValue(mapper.get(v, v)) for v in op.grads]
+
+
+def strip_custom_vjps(module) -> None:
+    """Each ``tracec.custom_vjp`` replaced by its value (after every backward
+    is expanded: what only the user's backward read is then dead code)."""
+    for op in [o for o in module.walk() if isinstance(o, ir.CustomVJPOp)]:
+        op.result.replace_all_uses_with(op.value)
+        op.parent_block().erase_op(op)
+
+
 @dataclass(frozen=True)
 class AutodiffPass(ModulePass):
     """Expand every ``tracec.backward`` into reverse-mode primitive IR."""
@@ -176,3 +212,4 @@ class AutodiffPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for bop in [o for o in op.walk() if isinstance(o, ir.BackwardOp)]:
             expand_backward(bop)
+        strip_custom_vjps(op)
