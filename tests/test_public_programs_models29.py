@@ -1,0 +1,34 @@
+"""Public CTR, vector-quantization, mixture-of-experts, tabular-transformer
+and graph programs, small configurations (``tests/programs/models29``):
+shenweichen/DeepCTR-Torch's DeepFM and xDeepFM (feature columns and their
+column slices, per-field embeddings in an nn.ModuleDict, the Linear part,
+FM's square-of-sum minus sum-of-square, CIN's einsum / kernel-size-1 Conv1d /
+split-half feature maps, the DNN with BatchNorm1d, L2 regularization terms
+summed into the loss, binary_cross_entropy(reduction='sum') over a
+TensorDataset DataLoader, numpy roc_auc / log_loss; sparse=True embeddings
+stepped by SparseAdam beside Adam, and PyTorch's refusals of a sparse
+gradient in Adam and of one made dense by an L2 term in SparseAdam).
+
+Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
+``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
+the same steps run eagerly, and print the verdict); weights and data come
+from numpy, and lines marked ``[rng]`` are not compared numerically.
+"""
+import pathlib
+
+import pytest
+
+from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixture
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROGS = ROOT / "tests" / "programs" / "models29"
+
+CASES = ["deepctr.py"]
+EAGER_FALLBACK: set = set()
+
+torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
+
+
+@pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
+def test_models29_program_matches_torch(script, torch_refs, tmp_path):
+    check_program(PROGS / script, torch_refs(script), tmp_path, script in EAGER_FALLBACK)
