@@ -7,7 +7,15 @@ split-half feature maps, the DNN with BatchNorm1d, L2 regularization terms
 summed into the loss, binary_cross_entropy(reduction='sum') over a
 TensorDataset DataLoader, numpy roc_auc / log_loss; sparse=True embeddings
 stepped by SparseAdam beside Adam, and PyTorch's refusals of a sparse
-gradient in Adam and of one made dense by an L2 term in SparseAdam).
+gradient in Adam and of one made dense by an L2 term in SparseAdam);
+CompVis/taming-transformers' VQGAN first stage (Encoder / Decoder with
+GroupNorm(32) ResnetBlocks, bmm attention and the asymmetric-pad Downsample,
+VectorQuantizer2's einsum distances / argmin / straight-through estimator,
+the one-hot VectorQuantizer's perplexity, the EMA quantizer's
+requires_grad=False Parameters updated through .data, the ActNorm
+PatchGAN discriminator, the hinge loss with the adaptive weight from
+autograd.grad on the decoder's last layer and its no_grad fallback, two
+Adam optimizers stepped in turn with Lightning's toggle_optimizer).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -23,7 +31,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models29"
 
-CASES = ["deepctr.py"]
+CASES = ["deepctr.py", "vqgan.py"]
 EAGER_FALLBACK: set = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
