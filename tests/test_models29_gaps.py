@@ -63,3 +63,52 @@ def test_sparse_adam_refuses_a_gradient_made_dense(lib):
     opt.step()
     moved = (e.weight.detach() != before).any(1).nonzero().flatten().tolist()
     assert moved == [1, 3]
+
+
+def test_topk_orders_equal_values_as_torchs_cpu_kernel():
+    # davidmrau/mixture-of-experts: w_gate starts at zeros, so every gate
+    # logit ties and logits.topk(k + 1) picks PyTorch's kernel's experts
+    # (libstdc++'s nth_element then sort: [3, 5, 4] of six equal values,
+    # not the lowest indices): the whole first training step follows it.
+    # tracec returned the stable order (lowest index first).
+    r = np.random.default_rng(0)
+    for case in range(400):
+        n = int(r.choice([2, 3, 5, 6, 7, 16, 17, 40, 64, 130, 300]))
+        k = int(r.integers(1, n + 1)) if r.random() < 0.7 else 1   # (k * 64 <= n: partial_sort)
+        x = r.integers(0, int(r.integers(1, 4)), (3, n)).astype(np.float32)
+        if r.random() < 0.2:
+            x[r.random(x.shape) < 0.2] = np.nan
+        if r.random() < 0.2:
+            x *= r.choice([-1.0, 1.0], x.shape).astype(np.float32)   # 0.0 and -0.0 tie
+        largest, srt = bool(r.random() < 0.6), bool(r.random() < 0.8)
+        want = pt.from_numpy(x).topk(k, dim=1, largest=largest, sorted=srt)
+        got = tracec.from_numpy(x).topk(k, dim=1, largest=largest, sorted=srt)
+        if srt or (x[:, None, :] == x[:, :, None]).sum() > x.size:   # (unsorted: rows with ties)
+            assert np.array_equal(got.indices.numpy(), want.indices.numpy()), (n, k, largest, srt)
+            assert np.array_equal(got.values.numpy(), want.values.numpy(), equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int64", "int32", "float16", "bfloat16"])
+def test_topk_tie_order_on_other_dtypes_and_dims(dtype):
+    x = np.random.default_rng(1).integers(0, 3, (4, 9, 5))
+    for dim in (0, 1, -1):
+        for k in (1, 3):
+            want = pt.tensor(x, dtype=getattr(pt, dtype)).topk(k, dim=dim)
+            got = tracec.tensor(x, dtype=getattr(tracec, dtype)).topk(k, dim=dim)
+            assert np.array_equal(got.indices.numpy(), want.indices.numpy()), (dim, k)
+            assert got.indices.is_contiguous()
+
+
+def test_topk_tie_order_in_the_moe_gating_and_its_gradient():
+    # six tied softmax gates, top 3: the gradient reaches the experts torch picks
+    for lib in (tracec, pt):
+        w = lib.zeros(4, 6, requires_grad=True)
+        logits = lib.softmax(lib.ones(2, 4) @ w, 1)
+        top, idx = logits.topk(3, dim=1)
+        (top * lib.tensor([1.0, 2.0, 3.0])).sum().backward()
+        if lib is tracec:
+            got = (idx.tolist(), w.grad.numpy().copy())
+        else:
+            want = (idx.tolist(), w.grad.numpy().copy())
+    assert got[0] == want[0] == [[3, 5, 4], [3, 5, 4]]
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-6, atol=1e-7)
