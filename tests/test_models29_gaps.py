@@ -112,3 +112,39 @@ def test_topk_tie_order_in_the_moe_gating_and_its_gradient():
             want = (idx.tolist(), w.grad.numpy().copy())
     assert got[0] == want[0] == [[3, 5, 4], [3, 5, 4]]
     np.testing.assert_allclose(got[1], want[1], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("case", [
+    ((8,), (1, 8), (3, 1, 8)),      # rtdl's CLSToken.expand(len(x), 1)
+    ((2, 1, 3), None, (2, 1, 3)),
+    ((2, 1, 3), None, (4, 2, 1, 3)),
+    ((3,), None, (1, 3)),
+    ((3,), None, (1, 1, 3)),
+    ((2, 1), None, (2, 5)),
+    ((1,), None, (4, 1)),
+    ((4, 6), None, (1, 4, 6)),
+], ids=str)
+def test_expand_keeps_the_strides_of_size_one_dimensions(case):
+    # PyTorch's expand keeps a size-1 dimension's stride when its size stays
+    # 1 and gives a new leading size-1 dimension the next one's extent;
+    # tracec took NumPy's broadcast strides (0 for every size-1 dimension):
+    # weight.view(1, -1).expand(3, 1, -1).stride() was (0, 0, 1), not (0, 8, 1)
+    shape, view, target = case
+    a = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    for lib in (pt, tracec):
+        t = lib.from_numpy(a.copy())
+        t = t.view(*view) if view else t
+        e = t.expand(*target)
+        if lib is pt:
+            want = (e.stride(), e.is_contiguous(), e.numpy().copy())
+        else:
+            got = (e.stride(), e.is_contiguous(), e.numpy().copy())
+    assert got[:2] == want[:2]
+    assert np.array_equal(got[2], want[2])
+
+
+def test_expand_to_the_same_size_stays_a_writable_view():
+    x = tracec.zeros(3)
+    x.expand(1, 3)[0, 1] = 5.0
+    assert x.tolist() == [0.0, 5.0, 0.0]
+    assert x.t().expand(1, 3).stride() == pt.zeros(3).t().expand(1, 3).stride()

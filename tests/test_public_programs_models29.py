@@ -20,7 +20,12 @@ davidmrau/mixture-of-experts' sparsely gated MoE (SparseDispatcher's
 nonzero / sort / split / gather / index_add dispatch and combine, noisy
 top-k gating with softplus noise, the Normal-cdf load estimate, cv_squared,
 the zero-initialized gate whose tied logits topk orders as PyTorch's CPU
-kernel does).
+kernel does); yandex-research/rtdl's FT-Transformer (numerical and
+categorical tokenizers with the non-persistent category_offsets buffer, the
+CLS token appended by expand / cat, the separate-projection attention with
+xavier / kaiming init, ReGLU, prenormalization without the first block's
+attention norm, last_layer_query_idx=[-1], AdamW parameter groups without
+decay for tokenizer / norms / biases, a LambdaLR warm-up).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -36,7 +41,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models29"
 
-CASES = ["deepctr.py", "vqgan.py", "sparse_moe.py"]
+CASES = ["deepctr.py", "vqgan.py", "sparse_moe.py", "ft_transformer.py"]
 # the dispatcher's torch.nonzero / .tolist() part sizes decide the experts'
 # batch sizes in Python (torch.compile breaks the graph there too)
 EAGER_FALLBACK = {"sparse_moe.py"}
