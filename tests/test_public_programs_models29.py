@@ -25,7 +25,13 @@ categorical tokenizers with the non-persistent category_offsets buffer, the
 CLS token appended by expand / cat, the separate-projection attention with
 xavier / kaiming init, ReGLU, prenormalization without the first block's
 attention norm, last_layer_query_idx=[-1], AdamW parameter groups without
-decay for tokenizer / norms / biases, a LambdaLR warm-up).
+decay for tokenizer / norms / biases, a LambdaLR warm-up); and GCNII /
+APPNP / a max-aggregation GraphSAGE layer in plain torch (the bincount /
+pow(-0.5) / masked_fill_ normalized sparse_coo_tensor adjacency, torch.spmm
+and torch.sparse.mm, GCNII's initial residual and identity mapping, Adam
+groups with per-group weight decay, APPNP's power iteration over a sparse
+buffer, scatter_reduce_(reduce='amax', include_self=False) with its tie
+gradient, early stopping through copy.deepcopy(model.state_dict())).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -41,7 +47,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models29"
 
-CASES = ["deepctr.py", "vqgan.py", "sparse_moe.py", "ft_transformer.py"]
+CASES = ["deepctr.py", "vqgan.py", "sparse_moe.py", "ft_transformer.py", "gcnii_appnp.py"]
 # the dispatcher's torch.nonzero / .tolist() part sizes decide the experts'
 # batch sizes in Python (torch.compile breaks the graph there too)
 EAGER_FALLBACK = {"sparse_moe.py"}

@@ -282,6 +282,16 @@ def sparse_info(t):
     return e[1] if e is not None and e[0]() is t else None
 
 
+def keep_sparse(out, src):
+    """``out`` (a copy of ``src``'s data: clone, detach, deepcopy) is a COO
+    tensor when ``src`` is one, with its indices and coalesced state, as
+    PyTorch's copies of a sparse tensor are sparse."""
+    info = sparse_info(src)
+    if info is None:
+        return out
+    return mark_sparse(out, info[0], info[1], info[2])
+
+
 def mark_sparse(t, indices, values, coalesced: bool):
     """``t`` (dense data) is from now on a COO tensor with these ``indices``
     and, uncoalesced, these ``values``; returns ``t``."""

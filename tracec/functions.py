@@ -18,7 +18,7 @@ from tracec import dtypes as dt
 from tracec import autocast_mode, graph, ops
 from tracec.symbolic import Sym, known
 from tracec.ops.core import normalize_axis
-from tracec.tensor import Tensor, _new_tensor, apply_direct, concrete, eager_direct, weak_scalar
+from tracec.tensor import SPARSE, Tensor, _new_tensor, apply_direct, concrete, eager_direct, weak_scalar
 from tracec.return_types import structseq
 from tracec.sym_scalar import SymScalar, concrete_operand
 from tracec.item_value import ItemValue
@@ -249,20 +249,40 @@ def sub(input, other, *deprecated, alpha=1):
 
 
 def mul(input, other):
+    given = (input, other)
     input = _wrapped_number(input, other)
     (input, other), d = promote("mul", input, other)
     if d is dt.bool_:
         return ops.logical_and(input, other)
-    return ops.mul(input, other)
+    out = ops.mul(input, other)
+    return _sparse_scaled(out, *given, True) if SPARSE else out
 
 
 def div(input, other, *, rounding_mode=None):
     if rounding_mode is not None:
         from tracec.math_extra import div as rounding_div
         return rounding_div(input, other, rounding_mode=rounding_mode)
+    given = (input, other)
     input = _wrapped_number(input, other)
     (input, other), d = promote("div", input, other, min_dtype=dt.get_default_dtype())
-    return ops.div(input, other)
+    out = ops.div(input, other)
+    return _sparse_scaled(out, *given, False) if SPARSE else out
+
+
+def _sparse_scaled(out, input, other, commutes: bool):
+    """``out`` = a sparse COO ``input`` (either operand when ``commutes``)
+    times / divided by a number or a 0-d tensor: PyTorch's result is COO
+    too, with the same indices and coalesced state (APPNP's
+    ``(1 - alpha) * A_hat`` buffer); any other product stays dense."""
+    from tracec.contraction import mark_sparse, sparse_info
+    pairs = ((input, other), (other, input)) if commutes else ((input, other),)
+    for s, n in pairs:
+        if isinstance(s, Tensor) and (isinstance(n, _NUM) or (isinstance(n, Tensor) and n.ndim == 0)):
+            info = sparse_info(s)
+            if info is not None:
+                values = None if info[1] is None else (mul(info[1], n) if commutes else div(info[1], n))
+                return mark_sparse(out, info[0], values, info[2])
+    return out
 
 
 def true_divide(input, other):  # noqa: A002

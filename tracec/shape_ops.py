@@ -433,7 +433,11 @@ def one_hot(tensor, num_classes=-1):
 
 
 def clone(input, *, memory_format=None):
-    return _named(ops.cast(input, input.dtype), "CloneBackward0")
+    out = _named(ops.cast(input, input.dtype), "CloneBackward0")
+    if SPARSE:
+        from tracec.contraction import keep_sparse
+        keep_sparse(out, input)
+    return out
 
 
 def contiguous(x, memory_format=None):
