@@ -102,11 +102,16 @@ def _torch_tie_order(input, order, idx, k, d, largest, sorted_):
     rows = np.nonzero(same.any(-1).reshape(-1))[0]
     if not len(rows):
         return idx
-    from tracec.topk_order import torch_topk_row
+    from tracec.topk_order import torch_topk_constant_row, torch_topk_row
     flat = x.reshape(-1, n)
     out = np.array(np.moveaxis(np.asarray(idx._data), d, -1)).reshape(-1, k)
-    for r in rows.tolist():
-        out[r] = torch_topk_row(flat[r].tolist(), k, largest, sorted_)
+    sub = flat[rows]
+    constant = sub.max(-1) == sub.min(-1)     # (a zero-initialized gate's rows)
+    if x.dtype.kind == "f":
+        constant |= np.isnan(sub).all(-1)
+    for r, c in zip(rows.tolist(), constant.tolist()):
+        out[r] = torch_topk_constant_row(n, k, largest, sorted_) if c else \
+            torch_topk_row(flat[r].tolist(), k, largest, sorted_)
     out = np.moveaxis(out.reshape(x.shape[:-1] + (k,)), -1, d)
     return Tensor._make(np.ascontiguousarray(out), idx.dtype)
 

@@ -21,9 +21,10 @@ order.
 """
 from __future__ import annotations
 
+import functools
 import math
 
-__all__ = ["torch_topk_row"]
+__all__ = ["torch_topk_row", "torch_topk_constant_row"]
 
 
 def _lg(n: int) -> int:
@@ -52,6 +53,13 @@ def torch_topk_row(values, k: int, largest: bool, sorted_: bool) -> list:
         if sorted_:
             _sort(q, 0, k - 1, comp)
     return [j for _, j in q[:k]]
+
+
+@functools.lru_cache(maxsize=256)
+def torch_topk_constant_row(n: int, k: int, largest: bool, sorted_: bool) -> tuple:
+    """``torch_topk_row`` of a row of ``n`` equal values (which depends on
+    the sizes alone: computed once for all such rows)."""
+    return tuple(torch_topk_row([0.0] * n, k, largest, sorted_))
 
 
 # --- heap operations (bits/stl_heap.h) --------------------------------------
