@@ -214,3 +214,42 @@ def test_topk_of_constant_rows_uses_the_kernels_order_for_every_row():
             want = pt.from_numpy(x).topk(k, largest=largest, sorted=srt).indices.numpy()
             got = tracec.from_numpy(x).topk(k, largest=largest, sorted=srt).indices.numpy()
             assert np.array_equal(got, want), (x.shape, k, largest, srt)
+
+
+def _coo_cases(lib):
+    s = lib.sparse_coo_tensor(lib.tensor([[0, 1, 1], [2, 0, 2]]), lib.tensor([3., 4., 5.]), (3, 3))
+    c = s.coalesce()
+    s2 = lib.sparse_coo_tensor(lib.tensor([[1, 0, 1], [0, 2, 2]]), lib.tensor([3., 4., 5.]), (3, 3))
+    s3 = lib.sparse_coo_tensor(lib.tensor([[0, 1], [2, 0]]), lib.tensor([3., 4.]), (3, 3))
+    h = lib.sparse_coo_tensor(lib.tensor([[0, 2]]), lib.tensor([[1., 2.], [3., 4.]]), (3, 2))
+    return [s + s, c + c, c + c.t(), s2 + c, c - c, c + s3, c.add(c, alpha=2), c - c.t(),
+            h + h.coalesce(), s.to(lib.float64), c.double(), s.half(), s.to(lib.float32, copy=True)]
+
+
+def test_sparse_sums_and_casts_are_sparse_as_in_torch():
+    # plain-torch GCN code symmetrizes by adj + adj.t() and casts with
+    # .double() / .to(dtype): PyTorch's results are COO (its CPU add merges
+    # the two entry lists by linear index, summing equal heads, keeping
+    # zeros; coalesced when both operands are); tracec's were dense, so a
+    # following .coalesce() / ._values() raised
+    def summary(t):
+        return (t.is_sparse, t.is_coalesced(), t._nnz(), t._indices().tolist(), t._values().tolist(),
+                str(t.dtype).split(".")[-1], t.to_dense().tolist())
+    got = [summary(t) for t in _coo_cases(tracec)]
+    want = [summary(t) for t in _coo_cases(pt)]
+    assert got == want
+
+
+def test_sparse_sum_of_large_unsorted_operands_matches_torch():
+    r = np.random.default_rng(0)
+    i = r.integers(0, 40, (2, 300))
+    v = r.normal(size=300).astype(np.float32)
+    res = []
+    for lib in (pt, tracec):
+        a = lib.sparse_coo_tensor(lib.tensor(i), lib.tensor(v), (40, 40))
+        b = a.coalesce()
+        out = [a + b.t(), b + b.t(), a - a, b + b * 2]
+        res.append([(t.is_coalesced(), t._indices().numpy().copy(), t._values().numpy().copy()) for t in out])
+    for (gc, gi, gv), (wc, wi, wv) in zip(res[1], res[0]):
+        assert gc == wc and np.array_equal(gi, wi)
+        np.testing.assert_allclose(gv, wv, rtol=1e-6)

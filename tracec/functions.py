@@ -211,6 +211,7 @@ def _number_first(name, scalar, tensors, given, kw, count):
 def add(input, other, *deprecated, alpha=1):
     if deprecated:   # add(input, Number alpha, Tensor other)
         alpha, (other,) = other, _number_first("add", other, deprecated, alpha, "alpha", 1)
+    given = (input, other)
     input = _wrapped_number(input, other)
     (input, other), d = promote("add", input, other)
     if alpha != 1:
@@ -219,7 +220,16 @@ def add(input, other, *deprecated, alpha=1):
             other = mul(other, alpha)
         else:
             other = ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
-    return ops.add(input, other)
+    out = ops.add(input, other)
+    return _sparse_sum(out, *given, alpha) if SPARSE else out
+
+
+def _sparse_sum(out, a, b, alpha):
+    """A COO tensor plus (minus) a COO tensor is COO (``contraction.sparse_added``)."""
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        from tracec.contraction import sparse_added
+        return sparse_added(out, a, b, alpha)
+    return out
 
 
 def _is_bool(v) -> bool:
@@ -229,6 +239,7 @@ def _is_bool(v) -> bool:
 def sub(input, other, *deprecated, alpha=1):
     if deprecated:   # sub(input, Number alpha, Tensor other)
         alpha, (other,) = other, _number_first("sub", other, deprecated, alpha, "alpha", 1)
+    given = (input, other)
     input = _wrapped_number(input, other)
     bools = _is_bool(input) or _is_bool(other)
     (input, other), d = promote("sub", input, other)
@@ -245,7 +256,8 @@ def sub(input, other, *deprecated, alpha=1):
             other = mul(other, alpha)
         else:
             other = ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
-    return ops.sub(input, other)
+    out = ops.sub(input, other)
+    return _sparse_sum(out, *given, -alpha) if SPARSE else out
 
 
 def mul(input, other):

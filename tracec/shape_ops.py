@@ -489,8 +489,12 @@ def to(x, *args, **kwargs):
         if kind != "meta" and x.is_meta:
             _copy_out_of_meta()
     if dtype is not None and dt.to_dtype(dtype) is not x.dtype:
-        return ops.cast(x, dt.to_dtype(dtype))
-    return ops.cast(x, x.dtype) if copy else x    # copy=True: always a new tensor
+        out = ops.cast(x, dt.to_dtype(dtype))
+        if SPARSE:      # a COO tensor's cast is COO (its values cast)
+            from tracec.contraction import keep_sparse
+            keep_sparse(out, x, dt.to_dtype(dtype))
+        return out
+    return clone(x) if copy else x    # copy=True: always a new tensor
 
 
 def _copy_out_of_meta():
