@@ -253,3 +253,19 @@ def test_sparse_sum_of_large_unsorted_operands_matches_torch():
     for (gc, gi, gv), (wc, wi, wv) in zip(res[1], res[0]):
         assert gc == wc and np.array_equal(gi, wi)
         np.testing.assert_allclose(gv, wv, rtol=1e-6)
+
+
+def test_a_sparse_tensor_times_a_dense_one_is_sparse():
+    # PyTorch: sparse * dense (broadcast to the sparse shape) keeps the COO
+    # indices, each value times the dense value there; sparse / non-scalar
+    # dense is refused
+    def run(lib):
+        s = lib.sparse_coo_tensor(lib.tensor([[0, 1, 1], [2, 0, 2]]), lib.tensor([3., 4., 5.]), (2, 3))
+        d = lib.arange(6.).reshape(2, 3)
+        out = [(t.is_sparse, t.is_coalesced(), t._indices().tolist(), t._values().tolist(), t.to_dense().tolist())
+               for t in (s * d, d * s, s * d[0], s * d[:, :1], s.coalesce() * d)]
+        with pytest.raises(RuntimeError, match="Sparse division requires a scalar or zero-dim dense tensor "
+                                               r"divisor \(got shape \[2, 3\] for divisor\)"):
+            s / (d + 1)
+        return out
+    assert run(tracec) == run(pt)

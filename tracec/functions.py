@@ -286,14 +286,26 @@ def _sparse_scaled(out, input, other, commutes: bool):
     times / divided by a number or a 0-d tensor: PyTorch's result is COO
     too, with the same indices and coalesced state (APPNP's
     ``(1 - alpha) * A_hat`` buffer); any other product stays dense."""
-    from tracec.contraction import mark_sparse, sparse_info
+    from tracec.contraction import mark_sparse, sparse_entries, sparse_info
     pairs = ((input, other), (other, input)) if commutes else ((input, other),)
     for s, n in pairs:
-        if isinstance(s, Tensor) and (isinstance(n, _NUM) or (isinstance(n, Tensor) and n.ndim == 0)):
-            info = sparse_info(s)
-            if info is not None:
-                values = None if info[1] is None else (mul(info[1], n) if commutes else div(info[1], n))
-                return mark_sparse(out, info[0], values, info[2])
+        info = sparse_info(s) if isinstance(s, Tensor) else None
+        if info is None:
+            continue
+        if isinstance(n, _NUM) or (isinstance(n, Tensor) and n.ndim == 0):
+            values = None if info[1] is None else (mul(info[1], n) if commutes else div(info[1], n))
+            return mark_sparse(out, info[0], values, info[2])
+        if not commutes and isinstance(n, Tensor):
+            raise RuntimeError("Sparse division requires a scalar or zero-dim dense tensor divisor "
+                               f"(got shape {list(n.shape)} for divisor)")
+        if isinstance(n, Tensor) and sparse_info(n) is None and tuple(out.shape) == tuple(s.shape) \
+                and type(out._data) is np.ndarray:
+            # times a dense tensor (broadcast to its shape): COO, each entry
+            # times the dense value at its index
+            idx, vals = sparse_entries(s, info)
+            dense = np.broadcast_to(np.asarray(n._data), tuple(s.shape))[tuple(idx)]
+            values = Tensor._make(np.asarray(vals * dense, dtype=out._data.dtype), out.dtype)
+            return mark_sparse(out, info[0], values, info[2])
     return out
 
 
