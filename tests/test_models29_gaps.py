@@ -269,3 +269,29 @@ def test_a_sparse_tensor_times_a_dense_one_is_sparse():
             s / (d + 1)
         return out
     assert run(tracec) == run(pt)
+
+
+def test_sparse_gradient_after_a_compiled_step_stays_sparse():
+    # a compiled step's gradients carry no sparse mark; an eager lookup's
+    # gradient added to one is sparse, as in PyTorch, and SparseAdam takes it
+    tracec.manual_seed(0)
+    e = tracec.nn.Embedding(10, 3, sparse=True)
+    opt = tracec.optim.SparseAdam(e.parameters(), lr=0.1)
+    idx = tracec.tensor([1, 4, 4])
+
+    def step(i):
+        opt.zero_grad()
+        loss = e(i).sum()
+        loss.backward()
+        opt.step()
+        return loss
+    c = tracec.compile(step)
+    c(idx)
+    c(idx)
+    e(idx).sum().backward()
+    assert e.weight.grad.is_sparse
+    opt.step()
+    (e(idx).sum() + e.weight.sum()).backward()
+    assert not e.weight.grad.is_sparse
+    with pytest.raises(RuntimeError, match="SparseAdam does not support dense gradients"):
+        opt.step()

@@ -9,6 +9,8 @@ Invariant: ``backward`` accumulates into ``.grad`` of the leaves it reaches
 from __future__ import annotations
 from collections.abc import Mapping
 
+import weakref
+
 import numpy as np
 
 from tracec.meta_array import meta_like
@@ -94,10 +96,25 @@ def _mark_sparse_grad(grad: Tensor) -> None:
                 Tensor._make(np.ascontiguousarray(a[rows]), grad.dtype), len(rows) <= 1)
 
 
+#: Gradients of ``sparse=True`` weights known to be dense (a dense gradient
+#: was added): id -> weakref.  Only these are refused by SparseAdam and
+#: turn later sparse additions dense; a gradient a compiled step assigned is
+#: not marked either way and is taken as sparse (as PyTorch's would be).
+DENSE_GRADS: dict = {}
+
+
+def known_dense(grad) -> bool:
+    """``grad`` (a ``sparse=True`` weight's gradient) was made dense."""
+    e = DENSE_GRADS.get(id(grad))
+    return e is not None and e() is grad
+
+
 def _unmark_sparse(grad: Tensor) -> None:
-    """``grad`` is a dense tensor again (a dense gradient was added to it)."""
+    """``grad`` is a dense tensor from now on (a dense gradient was added to it)."""
     from tracec.contraction import SPARSE
     SPARSE.pop(id(grad), None)
+    key = id(grad)
+    DENSE_GRADS[key] = weakref.ref(grad, lambda r, k=key: DENSE_GRADS.pop(k, None))
 
 
 def _accumulate(create_graph):
@@ -109,7 +126,7 @@ def _accumulate(create_graph):
         # ``sparse``: g is what PyTorch's engine would hand over as a sparse
         # tensor (only sparse=True lookups contributed); its AccumulateGrad
         # keeps the gradient sparse only while every addition is sparse
-        was_sparse = leaf.grad is not None and leaf.grad.is_sparse
+        was_sparse = leaf.grad is not None and not known_dense(leaf.grad)
         fresh = leaf.grad is None
         if g.dtype is not leaf.dtype:
             g = g.to(leaf.dtype)

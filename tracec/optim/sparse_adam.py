@@ -29,9 +29,8 @@ PyTorch's Python floats.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from tracec import creation
+from tracec.autograd import known_dense
 from tracec import dtypes as dt
 from tracec import functions as F
 from tracec.optim.optimizer import Optimizer, _scalar_dtype, reads_lr_by_lr
@@ -71,10 +70,8 @@ class SparseAdam(Optimizer):
                 continue
             # A sparse=True weight's gradient is sparse unless a dense one was
             # added to it (an L2 term over the whole table: PyTorch's sum is
-            # dense).  Eagerly, the gradient says which (``is_sparse``); in a
-            # compiled step, whose gradients are not marked, the weight does.
-            dense = isinstance(p.grad._data, np.ndarray) and not p.grad.is_sparse
-            if not getattr(p, "_tracec_sparse_grad", False) or dense:
+            # dense; ``autograd.known_dense``).
+            if not getattr(p, "_tracec_sparse_grad", False) or known_dense(p.grad):
                 raise RuntimeError("SparseAdam does not support dense gradients, please "
                                    "consider Adam instead")
             state = self.state[p]
