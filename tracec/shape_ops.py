@@ -494,7 +494,13 @@ def to(x, *args, **kwargs):
             from tracec.contraction import keep_sparse
             keep_sparse(out, x, dt.to_dtype(dtype))
         return out
-    return clone(x) if copy else x    # copy=True: always a new tensor
+    if not copy:
+        return x
+    out = ops.cast(x, x.dtype)    # copy=True: always a new tensor
+    if SPARSE:
+        from tracec.contraction import keep_sparse
+        keep_sparse(out, x)
+    return out
 
 
 def _copy_out_of_meta():
