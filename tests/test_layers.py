@@ -20,7 +20,7 @@ LAYERS = [
                   "tracec.pytree", "tracec.utils", "tracec.types", "tracec.distributions",
                   "tracec.torch_checkpoint", "tracec.torch_save", "tracec.accelerator",
                   "tracec.cuda",
-                  "tracec.rearrange", "tracec.sorting", "tracec.contraction",
+                  "tracec.rearrange", "tracec.sorting", "tracec.topk_order", "tracec.contraction",
                   "tracec.methods_extra", "tracec.sparse",
                   "tracec.tensor_type", "tracec.amp",
                   "tracec.reductions_bool", "tracec.out_arg", "tracec.numpy_names", "tracec.distributed",

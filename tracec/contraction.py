@@ -282,6 +282,80 @@ def sparse_info(t):
     return e[1] if e is not None and e[0]() is t else None
 
 
+def keep_sparse(out, src, dtype=None):
+    """``out`` (a copy of ``src``'s data: clone, detach, deepcopy, or its
+    cast to ``dtype``) is a COO tensor when ``src`` is one, with its indices
+    and coalesced state, as PyTorch's copies of a sparse tensor are sparse."""
+    info = sparse_info(src)
+    if info is None:
+        return out
+    values = info[1] if info[1] is None or dtype is None else ops.cast(info[1], dtype)
+    return mark_sparse(out, info[0], values, info[2])
+
+
+def sparse_entries(t, info):
+    """``(indices, values)`` of the COO tensor ``t`` as NumPy arrays: a
+    coalesced one's values are its dense data at its indices."""
+    idx = np.asarray(info[0]._data)
+    if info[1] is not None:
+        return idx, np.asarray(info[1]._data)
+    return idx, np.asarray(t._data)[tuple(idx)]
+
+
+def sparse_added(out, a, b, alpha=1):
+    """``out`` = ``a + alpha * b`` (the dense sum) as PyTorch's COO result
+    when both are COO tensors of one shape: its CPU kernel merges the two
+    entry lists in order of their linear indices as if each were sorted
+    (equal heads summed, zeros kept), so an uncoalesced operand can leave
+    repeated indices; the result is coalesced when both operands are."""
+    ia, ib = sparse_info(a), sparse_info(b)
+    if ia is None or ib is None or tuple(a.shape) != tuple(b.shape) \
+            or type(out._data) is not np.ndarray:
+        return out
+    (xa, va), (xb, vb) = sparse_entries(a, ia), sparse_entries(b, ib)
+    sd = xa.shape[0]
+    sizes = tuple(a.shape[:sd])
+    la = np.ravel_multi_index(tuple(xa), sizes) if sd else np.zeros(xa.shape[1], np.int64)
+    lb = np.ravel_multi_index(tuple(xb), sizes) if sd else np.zeros(xb.shape[1], np.int64)
+    va = va.astype(out._data.dtype)
+    vb = (vb * alpha).astype(out._data.dtype)
+    if (np.diff(la) > 0).all() and (np.diff(lb) > 0).all():
+        # both sorted without repeats: the merge is the sorted union
+        lin = np.union1d(la, lb)
+        values = np.zeros((len(lin),) + va.shape[1:], out._data.dtype)
+        np.add.at(values, np.searchsorted(lin, la), va)
+        np.add.at(values, np.searchsorted(lin, lb), vb)
+        return _merged(out, lin, values, sizes, sd, bool(ia[2] and ib[2]))
+    # the merge itself on Python ints (which entries pair up), the values
+    # then gathered in NumPy
+    A, B = la.tolist(), lb.tolist()
+    na, nb = len(A), len(B)
+    rows, from_a, from_b = [], [], []     # (from_a / from_b: entry taken, or -1)
+    i = j = 0
+    while i < na and j < nb:
+        x, y = A[i], B[j]
+        take_a, take_b = x <= y, y <= x
+        rows.append(x if take_a else y)
+        from_a.append(i if take_a else -1)
+        from_b.append(j if take_b else -1)
+        i += take_a
+        j += take_b
+    rows += A[i:] + B[j:]
+    from_a += list(range(i, na)) + [-1] * (nb - j)
+    from_b += [-1] * (na - i) + list(range(j, nb))
+    fa, fb = np.asarray(from_a, np.int64), np.asarray(from_b, np.int64)
+    values = np.zeros((len(rows),) + va.shape[1:], out._data.dtype)
+    values[fa >= 0] += va[fa[fa >= 0]]
+    values[fb >= 0] += vb[fb[fb >= 0]]
+    return _merged(out, np.asarray(rows, dtype=np.int64), values, sizes, sd, bool(ia[2] and ib[2]))
+
+
+def _merged(out, lin, values, sizes, sd, coalesced):
+    idx = np.stack(np.unravel_index(lin, sizes)).astype(np.int64) if sd else \
+        np.zeros((0, len(lin)), np.int64)
+    return mark_sparse(out, Tensor._make(idx, dt.int64), Tensor._make(values, out.dtype), coalesced)
+
+
 def mark_sparse(t, indices, values, coalesced: bool):
     """``t`` (dense data) is from now on a COO tensor with these ``indices``
     and, uncoalesced, these ``values``; returns ``t``."""

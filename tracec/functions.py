@@ -18,7 +18,7 @@ from tracec import dtypes as dt
 from tracec import autocast_mode, graph, ops
 from tracec.symbolic import Sym, known
 from tracec.ops.core import normalize_axis
-from tracec.tensor import Tensor, _new_tensor, apply_direct, concrete, eager_direct, weak_scalar
+from tracec.tensor import SPARSE, Tensor, _new_tensor, apply_direct, concrete, eager_direct, weak_scalar
 from tracec.return_types import structseq
 from tracec.sym_scalar import SymScalar, concrete_operand
 from tracec.item_value import ItemValue
@@ -211,6 +211,7 @@ def _number_first(name, scalar, tensors, given, kw, count):
 def add(input, other, *deprecated, alpha=1):
     if deprecated:   # add(input, Number alpha, Tensor other)
         alpha, (other,) = other, _number_first("add", other, deprecated, alpha, "alpha", 1)
+    given = (input, other)
     input = _wrapped_number(input, other)
     (input, other), d = promote("add", input, other)
     if alpha != 1:
@@ -219,7 +220,16 @@ def add(input, other, *deprecated, alpha=1):
             other = mul(other, alpha)
         else:
             other = ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
-    return ops.add(input, other)
+    out = ops.add(input, other)
+    return _sparse_sum(out, *given, alpha) if SPARSE else out
+
+
+def _sparse_sum(out, a, b, alpha):
+    """A COO tensor plus (minus) a COO tensor is COO (``contraction.sparse_added``)."""
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        from tracec.contraction import sparse_added
+        return sparse_added(out, a, b, alpha)
+    return out
 
 
 def _is_bool(v) -> bool:
@@ -229,6 +239,7 @@ def _is_bool(v) -> bool:
 def sub(input, other, *deprecated, alpha=1):
     if deprecated:   # sub(input, Number alpha, Tensor other)
         alpha, (other,) = other, _number_first("sub", other, deprecated, alpha, "alpha", 1)
+    given = (input, other)
     input = _wrapped_number(input, other)
     bools = _is_bool(input) or _is_bool(other)
     (input, other), d = promote("sub", input, other)
@@ -245,24 +256,57 @@ def sub(input, other, *deprecated, alpha=1):
             other = mul(other, alpha)
         else:
             other = ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
-    return ops.sub(input, other)
+    out = ops.sub(input, other)
+    return _sparse_sum(out, *given, -alpha) if SPARSE else out
 
 
 def mul(input, other):
+    given = (input, other)
     input = _wrapped_number(input, other)
     (input, other), d = promote("mul", input, other)
     if d is dt.bool_:
         return ops.logical_and(input, other)
-    return ops.mul(input, other)
+    out = ops.mul(input, other)
+    return _sparse_scaled(out, *given, True) if SPARSE else out
 
 
 def div(input, other, *, rounding_mode=None):
     if rounding_mode is not None:
         from tracec.math_extra import div as rounding_div
         return rounding_div(input, other, rounding_mode=rounding_mode)
+    given = (input, other)
     input = _wrapped_number(input, other)
     (input, other), d = promote("div", input, other, min_dtype=dt.get_default_dtype())
-    return ops.div(input, other)
+    out = ops.div(input, other)
+    return _sparse_scaled(out, *given, False) if SPARSE else out
+
+
+def _sparse_scaled(out, input, other, commutes: bool):
+    """``out`` = a sparse COO ``input`` (either operand when ``commutes``)
+    times / divided by a number or a 0-d tensor: PyTorch's result is COO
+    too, with the same indices and coalesced state (APPNP's
+    ``(1 - alpha) * A_hat`` buffer); any other product stays dense."""
+    from tracec.contraction import mark_sparse, sparse_entries, sparse_info
+    pairs = ((input, other), (other, input)) if commutes else ((input, other),)
+    for s, n in pairs:
+        info = sparse_info(s) if isinstance(s, Tensor) else None
+        if info is None:
+            continue
+        if isinstance(n, _NUM) or (isinstance(n, Tensor) and n.ndim == 0):
+            values = None if info[1] is None else (mul(info[1], n) if commutes else div(info[1], n))
+            return mark_sparse(out, info[0], values, info[2])
+        if not commutes and isinstance(n, Tensor):
+            raise RuntimeError("Sparse division requires a scalar or zero-dim dense tensor divisor "
+                               f"(got shape {list(n.shape)} for divisor)")
+        if isinstance(n, Tensor) and sparse_info(n) is None and tuple(out.shape) == tuple(s.shape) \
+                and type(out._data) is np.ndarray:
+            # times a dense tensor (broadcast to its shape): COO, each entry
+            # times the dense value at its index
+            idx, vals = sparse_entries(s, info)
+            dense = np.broadcast_to(np.asarray(n._data), tuple(s.shape))[tuple(idx)]
+            values = Tensor._make(np.asarray(vals * dense, dtype=out._data.dtype), out.dtype)
+            return mark_sparse(out, info[0], values, info[2])
+    return out
 
 
 def true_divide(input, other):  # noqa: A002

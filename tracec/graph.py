@@ -19,6 +19,7 @@ import contextlib
 import functools
 import re
 import threading
+import weakref
 import numpy as np
 
 from tracec.ops.core import _VALUE_TYPES, Aval, is_value
@@ -414,11 +415,27 @@ def protect_saved(node, box, stops) -> None:
         stack.extend(n.edges)
 
 
+#: Nodes whose gradient into a leaf PyTorch makes a sparse COO tensor: the
+#: row lookups of ``embedding`` / ``embedding_bag`` with ``sparse=True``
+#: (``mark_sparse_grad_node``).  Any other node's contribution to a leaf is
+#: dense, and PyTorch's sum of a sparse and a dense gradient is dense.
+SPARSE_GRAD_NODES: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def mark_sparse_grad_node(t) -> None:
+    """``t``'s node (a row lookup of a ``sparse=True`` weight) sends a sparse
+    gradient to the weight (``run_backward``'s ``sparse`` flag)."""
+    if t._node is not None:
+        SPARSE_GRAD_NODES.add(t._node)
+
+
 def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
                  accumulate, capture=None):
     """Propagate ``grads`` from ``roots`` (tensors) to the leaves.
 
-    ``accumulate(leaf, g)`` is called for each AccumulateGrad reached;
+    ``accumulate(leaf, g, sparse)`` is called for each AccumulateGrad reached;
+    ``sparse``: every contribution to ``g`` came from a node in
+    ``SPARSE_GRAD_NODES`` (PyTorch's gradient would be a sparse tensor);
     ``capture`` maps nodes (or AccumulateGrads) to a slot index: their
     incoming gradient is stored into the returned list instead of flowing on
     (``autograd.grad``).
@@ -448,8 +465,10 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
                 deps[id(child)] = deps.get(id(child), 0) + 1
                 stack.append(child)
     pending = {}
+    dense_into = set()    # AccumulateGrads a dense gradient reached
     for e, g in start:
         pending[id(e)] = (e, g if id(e) not in pending else pending[id(e)][1] + g)
+        dense_into.add(id(e))
     captured = [None] * (len(capture) if capture else 0)
     ready = [e for e, _ in start if deps.get(id(e), 0) == 0]
     done = set()
@@ -470,7 +489,7 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
                 if capture is not None and id(node) in capture:
                     captured[capture[id(node)]] = g
                 else:
-                    accumulate(node.variable, g)
+                    accumulate(node.variable, g, id(node) not in dense_into)
                 continue
             for h in node.pre_hooks or ():
                 r = h(g)
@@ -488,6 +507,8 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
                 if child is None or (needed is not None and id(child) not in needed):
                     continue
                 if gi is not None:
+                    if type(child) is AccumulateGrad and node not in SPARSE_GRAD_NODES:
+                        dense_into.add(id(child))
                     if id(child) in pending:
                         pending[id(child)] = (child, pending[id(child)][1] + gi)
                     else:

@@ -158,8 +158,19 @@ def _reduce(input, d, index, src, reduce, include_self):
         return _COMBINE[reduce](input, index, src, d)
     count = _hits(input, index, keep, d)
     hit = ops.ne(count, 0)
-    base = input if include_self else ops.where(
-        hit, ops.full((), _identity(reduce, input.dtype), input.dtype, like=input), input)
+    identity = ops.full((), _identity(reduce, input.dtype), input.dtype, like=input)
+    base = input if include_self else ops.where(hit, identity, input)
+    if not include_self and reduce in ("amax", "amin") and input.dtype.is_floating_point \
+            and (src.requires_grad or input.requires_grad):
+        # PyTorch's backward shares a target's gradient among the entries
+        # equal to the result counting `input` too, though it was left out
+        # (and then drops input's share): a max of zeros scattered onto
+        # zeros gives each of n sources 1 / (n + 1).  So the left-out input
+        # joins the reduction, detached, exactly where it ties the result.
+        with graph.no_grad():
+            alone = _COMBINE[reduce](base, index, src, d)
+        ties = ops.logical_and(hit, ops.eq(input, alone))
+        base = ops.where(ties, input.detach(), base)
     out = _COMBINE[reduce](base, index, src, d)
     if reduce == "mean":
         n = ops.add(count, 1) if include_self else ops.where(hit, count, 1)

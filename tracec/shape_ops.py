@@ -433,7 +433,11 @@ def one_hot(tensor, num_classes=-1):
 
 
 def clone(input, *, memory_format=None):
-    return _named(ops.cast(input, input.dtype), "CloneBackward0")
+    out = _named(ops.cast(input, input.dtype), "CloneBackward0")
+    if SPARSE:
+        from tracec.contraction import keep_sparse
+        keep_sparse(out, input)
+    return out
 
 
 def contiguous(x, memory_format=None):
@@ -485,8 +489,18 @@ def to(x, *args, **kwargs):
         if kind != "meta" and x.is_meta:
             _copy_out_of_meta()
     if dtype is not None and dt.to_dtype(dtype) is not x.dtype:
-        return ops.cast(x, dt.to_dtype(dtype))
-    return ops.cast(x, x.dtype) if copy else x    # copy=True: always a new tensor
+        out = ops.cast(x, dt.to_dtype(dtype))
+        if SPARSE:      # a COO tensor's cast is COO (its values cast)
+            from tracec.contraction import keep_sparse
+            keep_sparse(out, x, dt.to_dtype(dtype))
+        return out
+    if not copy:
+        return x
+    out = ops.cast(x, x.dtype)    # copy=True: always a new tensor
+    if SPARSE:
+        from tracec.contraction import keep_sparse
+        keep_sparse(out, x)
+    return out
 
 
 def _copy_out_of_meta():

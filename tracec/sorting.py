@@ -61,8 +61,11 @@ def msort(input):
 def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  # noqa: A002
     """The ``k`` largest (smallest) values along ``dim`` and their indices,
     in sorted order (also for ``sorted=False``, where PyTorch's order is
-    unspecified)."""
-    d, idx = _order(input, dim, largest, "topk")
+    unspecified).  Equal values come in PyTorch's CPU kernel's order when
+    run eagerly (``_torch_tie_order``); a compiled function keeps the
+    argsort primitive's stable order (lowest index first)."""
+    d, order = _order(input, dim, largest, "topk")
+    idx = order
     n = input.shape[d] if input.ndim else 1
     if not 0 <= k <= n:
         raise RuntimeError("selected index k out of range")
@@ -73,8 +76,44 @@ def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
         # a fresh tensor as PyTorch's (not a view into the full order: its
         # strides show, e.g. through pred.t().eq(...)[:k].view(-1))
         idx = ops.cast(idx, idx.dtype)
+        if not RECORDERS and type(idx._data) is np.ndarray and k:
+            idx = _torch_tie_order(input, order, idx, k, d, largest, sorted)
     return TopkResult(_named(_gather(input, idx, d), "TopkBackward0"), idx)
 
+
+def _torch_tie_order(input, order, idx, k, d, largest, sorted_):
+    """``idx`` (the first ``k`` of the stable ``order`` along ``d``, eager) with the
+    rows where equal values decide the result replaced by the indices
+    PyTorch's CPU topk returns (``topk_order``: libstdc++'s selection
+    replayed).  A row is decided by equal values when one of its first
+    ``k`` sorted values equals the next (NaNs count as equal, as in
+    PyTorch's comparator; so do 0.0 and -0.0)."""
+    x = np.moveaxis(np.asarray(input._data), d, -1)
+    n = x.shape[-1]
+    if n < 2:
+        return idx
+    if x.dtype.kind not in "iu":    # (floats, bfloat16 among them: exact in float64)
+        x = x.astype(np.float64)
+    order = np.moveaxis(np.asarray(order._data), d, -1)
+    v = np.take_along_axis(x, order[..., :min(k + 1, n)], -1)
+    same = v[..., 1:] == v[..., :-1]
+    if x.dtype.kind == "f":
+        same |= np.isnan(v[..., 1:]) & np.isnan(v[..., :-1])
+    rows = np.nonzero(same.any(-1).reshape(-1))[0]
+    if not len(rows):
+        return idx
+    from tracec.topk_order import torch_topk_constant_row, torch_topk_row
+    flat = x.reshape(-1, n)
+    out = np.array(np.moveaxis(np.asarray(idx._data), d, -1)).reshape(-1, k)
+    sub = flat[rows]
+    constant = sub.max(-1) == sub.min(-1)     # (a zero-initialized gate's rows)
+    if x.dtype.kind == "f":
+        constant |= np.isnan(sub).all(-1)
+    for r, c in zip(rows.tolist(), constant.tolist()):
+        out[r] = torch_topk_constant_row(n, k, largest, sorted_) if c else \
+            torch_topk_row(flat[r].tolist(), k, largest, sorted_)
+    out = np.moveaxis(out.reshape(x.shape[:-1] + (k,)), -1, d)
+    return Tensor._make(np.ascontiguousarray(out), idx.dtype)
 
 
 def multinomial(input, num_samples: int, replacement: bool = False, *,  # noqa: A002

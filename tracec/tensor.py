@@ -574,6 +574,9 @@ class Tensor:
             memo[_IN_TENSOR_COPY] = outer
         if RECORDERS:   # a traced call: the copy holds this call's value, not a constant
             _tell_recorders(out, self.detach(), "deepcopy")
+        if SPARSE:      # (a COO buffer in a deep-copied state_dict stays COO)
+            from tracec.contraction import keep_sparse
+            keep_sparse(out, self)
         return out
 
     def __repr__(self):
@@ -703,6 +706,9 @@ class Tensor:
         # this aliases: same storage and version counter, no autograd link.
         t._base = self._base if self._base is not None and not self._view_chain else self
         t._view_chain = ()
+        if SPARSE:
+            from tracec.contraction import keep_sparse
+            keep_sparse(t, self)
         return t
 
     def detach_(self) -> "Tensor":

@@ -9,6 +9,8 @@ Invariant: ``backward`` accumulates into ``.grad`` of the leaves it reaches
 from __future__ import annotations
 from collections.abc import Mapping
 
+import weakref
+
 import numpy as np
 
 from tracec.meta_array import meta_like
@@ -94,12 +96,38 @@ def _mark_sparse_grad(grad: Tensor) -> None:
                 Tensor._make(np.ascontiguousarray(a[rows]), grad.dtype), len(rows) <= 1)
 
 
+#: Gradients of ``sparse=True`` weights known to be dense (a dense gradient
+#: was added): id -> weakref.  Only these are refused by SparseAdam and
+#: turn later sparse additions dense; a gradient a compiled step assigned is
+#: not marked either way and is taken as sparse (as PyTorch's would be).
+DENSE_GRADS: dict = {}
+
+
+def known_dense(grad) -> bool:
+    """``grad`` (a ``sparse=True`` weight's gradient) was made dense."""
+    e = DENSE_GRADS.get(id(grad))
+    return e is not None and e() is grad
+
+
+def _unmark_sparse(grad: Tensor) -> None:
+    """``grad`` is a dense tensor from now on (a dense gradient was added to it)."""
+    from tracec.contraction import SPARSE
+    SPARSE.pop(id(grad), None)
+    key = id(grad)
+    DENSE_GRADS[key] = weakref.ref(grad, lambda r, k=key: DENSE_GRADS.pop(k, None))
+
+
 def _accumulate(create_graph):
     # A tracer recording this backward op by op (a custom Function in a
     # compiled step): new tensors through recorded ops, not NumPy in place.
     functional = create_graph or RECORDING_BACKWARD[0] > 0
 
-    def acc(leaf: Tensor, g: Tensor):
+    def acc(leaf: Tensor, g: Tensor, sparse: bool = False):
+        # ``sparse``: g is what PyTorch's engine would hand over as a sparse
+        # tensor (only sparse=True lookups contributed); its AccumulateGrad
+        # keeps the gradient sparse only while every addition is sparse
+        was_sparse = leaf.grad is not None and not known_dense(leaf.grad)
+        fresh = leaf.grad is None
         if g.dtype is not leaf.dtype:
             g = g.to(leaf.dtype)
         if tuple(g.shape) != tuple(leaf.shape):
@@ -118,7 +146,10 @@ def _accumulate(create_graph):
                 leaf.grad._version[0] += 1
         if getattr(leaf, "_tracec_sparse_grad", False) and not functional \
                 and not create_graph and not leaf.grad.is_meta:
-            _mark_sparse_grad(leaf.grad)
+            if sparse and (fresh or was_sparse):
+                _mark_sparse_grad(leaf.grad)
+            else:
+                _unmark_sparse(leaf.grad)
         if POST_ACCUMULATE_HOOKS:
             run_post_accumulate_hooks(leaf)
     return acc
@@ -173,12 +204,12 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     captured = graph.run_backward(tensors, grads, retain_graph=retain_graph,
                                   create_graph=create_graph,
                                   accumulate=_accumulate(create_graph) if inputs is None
-                                  else (lambda leaf, g: None), capture=capture)
+                                  else (lambda leaf, g, sparse=False: None), capture=capture)
     if inputs is not None:
         acc = _accumulate(create_graph)
         for x, g in zip(inputs, captured):
-            if g is not None:
-                acc(x, g)
+            if g is not None:    # (as before: a sparse=True weight's gradient is sparse)
+                acc(x, g, getattr(x, "_tracec_sparse_grad", False))
     # Last registered, first run (like nested context managers): the
     # tracer, which listens only while it records, maps the new gradients to
     # IR values before an older listener (DDP's reduction) reads them.
@@ -231,7 +262,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     try:
         by_slot = graph.run_backward(outputs, grads, retain_graph=retain_graph,
                                      create_graph=create_graph,
-                                     accumulate=lambda leaf, g: None, capture=capture)
+                                     accumulate=lambda leaf, g, sparse=False: None, capture=capture)
     finally:
         for after in reversed(afters):
             if after is not None:

@@ -105,6 +105,9 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float =
         pi = padding_idx + weight.shape[0] if padding_idx < 0 else padding_idx
         mask = ops.logical_and(mask, ops.reshape(ops.ne(idx, pi), (1, idx.shape[0])))
     rows = ops.take(weight, idx, 0)                                     # [M, D]
+    if sparse:
+        from tracec.graph import mark_sparse_grad_node
+        mark_sparse_grad_node(rows)
     if scale_grad_by_freq:
         if sparse and weight.requires_grad:    # PyTorch refuses it (in its backward)
             raise RuntimeError("embedding_backward: scale_grad_by_freq not supported with "

@@ -414,6 +414,9 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
         from tracec.nn._embedding_bag import embedding_renorm_
         embedding_renorm_(weight, idx, max_norm, norm_type)
     out = ops.take(weight, idx, 0)
+    if sparse:
+        from tracec.graph import mark_sparse_grad_node
+        mark_sparse_grad_node(out)
     if scale_grad_by_freq:
         if sparse and weight.requires_grad:    # PyTorch refuses it (in its backward)
             raise RuntimeError("embedding_backward: scale_grad_by_freq not supported with "

@@ -88,12 +88,36 @@ def _broadcast_shape(s, *, shape):
     return shape
 
 
+def _expand_strides(x, shape) -> tuple:
+    """PyTorch's strides (in bytes) for ``x`` expanded to ``shape``
+    (``inferExpandGeometry``): an expanded dimension has stride 0, a kept
+    one (size 1 kept as 1 among them) its own stride, and a new leading
+    dimension of size 1 the next one's size times its stride."""
+    out = [0] * len(shape)
+    lead = len(shape) - x.ndim
+    for i in range(len(shape) - 1, -1, -1):
+        if i >= lead:
+            size, stride = x.shape[i - lead], x.strides[i - lead]
+        else:
+            size = 1
+            stride = shape[i + 1] * out[i + 1] if i + 1 < len(shape) else x.itemsize
+        out[i] = 0 if size != shape[i] else stride
+    return tuple(out)
+
+
 def _broadcast_impl(x, *, shape):
+    strides = _expand_strides(x, shape) if x.size else None
     if math.prod(shape) == x.size:
         # Only unit dimensions added: a plain (writable) view, as PyTorch's
         # expand to the same size can be written in place.
-        return x.reshape(shape)
-    return np.broadcast_to(x, shape)
+        out = x.reshape(shape)
+        if strides is not None and out.strides != strides and np.shares_memory(out, x):
+            out = np.lib.stride_tricks.as_strided(x, shape, strides)
+        return out
+    out = np.broadcast_to(x, shape)
+    if strides is not None and out.strides != strides:    # (NumPy gives every size-1 dimension stride 0)
+        out = np.lib.stride_tricks.as_strided(x, shape, strides, writeable=False)
+    return out
 
 
 broadcast_to_p = Primitive(

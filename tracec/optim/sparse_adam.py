@@ -5,8 +5,9 @@ PyTorch's SparseAdam takes only sparse gradients: those of an ``Embedding``
 sparse=True)``'s weight).  tracec's autograd makes those gradients dense
 with the same values (API.md: a sparse tensor may be dense), and marks such
 a weight (``_tracec_sparse_grad``, set by the module's constructor and by
-the functional): a step over any other gradient raises PyTorch's error,
-which names ``Adam`` as the replacement.
+the functional): a step over any other gradient, or over such a weight's gradient once a dense
+gradient was added to it (``graph.SPARSE_GRAD_NODES``), raises PyTorch's
+error, which names ``Adam`` as the replacement.
 
 The update is PyTorch's ``F.sparse_adam`` restricted to the rows the sparse
 gradient holds, here the rows whose gradient is not all zero (a row
@@ -29,6 +30,7 @@ PyTorch's Python floats.
 from __future__ import annotations
 
 from tracec import creation
+from tracec.autograd import known_dense
 from tracec import dtypes as dt
 from tracec import functions as F
 from tracec.optim.optimizer import Optimizer, _scalar_dtype, reads_lr_by_lr
@@ -66,7 +68,10 @@ class SparseAdam(Optimizer):
         for p in group["params"]:
             if p.grad is None:
                 continue
-            if not getattr(p, "_tracec_sparse_grad", False):
+            # A sparse=True weight's gradient is sparse unless a dense one was
+            # added to it (an L2 term over the whole table: PyTorch's sum is
+            # dense; ``autograd.known_dense``).
+            if not getattr(p, "_tracec_sparse_grad", False) or known_dense(p.grad):
                 raise RuntimeError("SparseAdam does not support dense gradients, please "
                                    "consider Adam instead")
             state = self.state[p]
