@@ -1,0 +1,57 @@
+"""Eager ``clamp`` without a gradient to build is one ``np.clip`` pass
+(``functions._clip_values``): every bit as PyTorch's, signed zeros, NaN,
+infinities and crossed bounds included, and equal to the ``where`` path
+that builds the gradient."""
+import numpy as np
+import pytest
+
+import tracec
+
+torch = pytest.importorskip("torch")
+
+X = np.array([-0.0, 0.0, -1.5, 2.5, np.nan, np.inf, -np.inf, 0.3, -0.3, 1.0, -1.0, 1e-40],
+             np.float64)
+BOUNDS = [(0, None), (None, 0), (-0.0, None), (0.0, 1.0), (-1, 1), (0.5, 0.2), (None, -0.0),
+          (1, None), (-0.0, 0.0), (-2.5, 0.3), (float("-inf"), float("inf"))]
+
+
+def _bits(a):
+    return a.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_clamp_without_grad_matches_torch_bit_for_bit(dtype):
+    x = X.astype(dtype)
+    for lo, hi in BOUNDS:
+        want = torch.from_numpy(x).clamp(lo, hi).numpy()
+        got = tracec.from_numpy(x).clamp(lo, hi)
+        assert got.dtype == getattr(tracec, dtype)
+        assert np.array_equal(_bits(got.numpy()), _bits(want)), (lo, hi, got, want)
+        with tracec.no_grad():        # no gradient to build: the np.clip pass
+            plain = tracec.from_numpy(x).requires_grad_().clamp(lo, hi)
+        with tracec.enable_grad():    # the where path, which builds ClampBackward1
+            graded = tracec.from_numpy(x).requires_grad_().clamp(lo, hi)
+        assert graded.grad_fn is not None and plain.grad_fn is None
+        assert np.array_equal(_bits(plain.numpy()), _bits(want)), (lo, hi)
+        assert np.array_equal(_bits(graded.detach().numpy()), _bits(want)), (lo, hi)
+
+
+def test_clamp_of_a_large_tensor_and_in_place():
+    x = np.random.default_rng(0).standard_normal((64, 1000)).astype(np.float32)
+    t = tracec.from_numpy(x.copy())
+    np.testing.assert_array_equal(t.clamp(-0.5, 0.5).numpy(), np.clip(x, -0.5, 0.5))
+    with tracec.no_grad():
+        t.clamp_(min=0.0)           # WGAN-style in-place clipping
+    np.testing.assert_array_equal(t.numpy(), torch.from_numpy(x).clamp(min=0.0).numpy())
+
+
+def test_no_grad_clamp_is_one_pass_not_two_wheres(monkeypatch):
+    from tracec import ops
+    calls = []
+    real = ops.where
+    monkeypatch.setattr(ops, "where", lambda *a: calls.append(1) or real(*a))
+    x = tracec.randn(8, 8)
+    x.clamp(-0.5, 0.5)
+    assert not calls
+    x.requires_grad_().clamp(-0.5, 0.5)
+    assert len(calls) == 2
