@@ -215,7 +215,7 @@ class Node:
     @property
     def next_functions(self):
         """PyTorch's view of the graph: ``((node_or_None, 0), ...)``."""
-        return tuple((e, 0) for e in self.edges)
+        return tuple((named(e), 0) for e in self.edges)
 
     def name(self) -> str:
         return self._name or BACKWARD_NAMES.get(self.prim.name, self.prim.name + "Backward0")
@@ -242,6 +242,28 @@ class Node:
         if self.saved:
             self.saved = None
         self.freed = True
+
+
+_NODE_CLASSES: dict = {}
+
+
+def named(node):
+    """``node``, its class made the subclass of Node named as PyTorch's
+    node class (``type(y.grad_fn).__name__ == "MulBackward0"``, which
+    torchviz and printing code read). Done when a user reaches the node
+    (``grad_fn``, ``next_functions``), not at construction: the hot path
+    builds plain Nodes, and the name can be set after construction
+    (``_name``). The subclasses add no slots, so the layout is Node's."""
+    if isinstance(node, Node):
+        short = node.name().rpartition("::")[2]
+        cls = _NODE_CLASSES.get(short)
+        if cls is None:
+            # (PyTorch's node classes are C types: module "builtins")
+            cls = _NODE_CLASSES[short] = type(short, (Node,), {"__slots__": (),
+                                                               "__module__": "builtins"})
+        if node.__class__ is not cls:
+            node.__class__ = cls
+    return node
 
 
 def hold_constant(t, index: int) -> None:

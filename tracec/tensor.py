@@ -489,7 +489,7 @@ class Tensor:
     def grad_fn(self):
         if self._view_chain and self._view_version != self._version[0]:
             self._refresh_view()
-        return self._node
+        return graph.named(self._node)
 
     @property
     def is_leaf(self) -> bool:
