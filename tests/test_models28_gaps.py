@@ -31,3 +31,27 @@ def test_grad_fn_class_is_named_as_torchs_node():
     assert isinstance(y.grad_fn, tracec.autograd.graph.Node)
     y.sum().backward()          # a retyped node still runs its backward
     assert x.grad.tolist() == [3.0, 3.0]
+
+
+def _cuda_types(lib):
+    C = lib.cuda.FloatTensor
+    out = [repr(C), str(C.dtype).split(".")[1], C.is_cuda, C.__name__, isinstance(lib.ones(2), C),
+           isinstance(lib.ones(2), lib.FloatTensor), str(lib.cuda.LongTensor.dtype).split(".")[1],
+           sorted(n for n in dir(lib.cuda) if n.endswith("Tensor") and n[0].isupper())]
+    x = lib.ones(2, 3)
+    # build_targets' spelling: the CPU type is chosen without touching CUDA
+    FloatTensor = lib.cuda.FloatTensor if x.is_cuda else lib.FloatTensor
+    out.append(tuple(FloatTensor(2, 3).fill_(0).shape))
+    for make in (lambda: C(2, 3), lambda: C([1.0]), lambda: lib.cuda.BoolTensor(2)):
+        with pytest.raises(TypeError) as e:
+            make()
+        out.append(str(e.value))
+    return out
+
+
+def test_torch_cuda_legacy_tensor_types_exist_on_cpu():
+    # eriklindernoren/PyTorch-YOLOv3: `torch.cuda.FloatTensor if cuda else
+    # torch.FloatTensor`; torch.cuda had no FloatTensor (AttributeError)
+    assert _cuda_types(tracec) == _cuda_types(pt)
+    with pytest.raises(RuntimeError):
+        tracec.ones(2).type(tracec.cuda.FloatTensor)       # no eager CUDA tensors here

@@ -8,7 +8,13 @@ an expanded index, chunks looking one back by roll, masked_fill_ with
 unsorted by scatter; reversible.py's Deterministic with get_rng_state /
 fork_rng / set_rng_state, ReversibleBlock.backward_pass recomputing under
 enable_grad inside the custom _ReversibleFunction, checked against the
-irreversible path, dropout replay included).
+irreversible path, dropout replay included); eriklindernoren/PyTorch-YOLOv3
+(a Darknet parsed from a cfg string into an nn.ModuleList of nn.Sequential
+with BatchNorm2d(momentum=0.9), route / shortcut / upsample, YOLOLayer's
+meshgrid grid and permuted view, build_targets with BoolTensor /
+FloatTensor masks, index_put targets and a boolean anchor mask inside an
+index, masked MSE / BCE / BCEWithLogits losses, non_max_suppression through
+torchvision.ops.nms).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -16,10 +22,15 @@ the same steps run eagerly, and print the verdict); weights and data come
 from numpy, and lines marked ``[rng]`` are not compared numerically.
 """
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
+import torch_recordings
+from test_public_programs_models21 import DETECTION_DRIVER
 from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixture
+from vision_oracle import needs_torchvision
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models28"
@@ -33,3 +44,25 @@ torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "
 @pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
 def test_models28_program_matches_torch(script, torch_refs, tmp_path):
     check_program(PROGS / script, torch_refs(script), tmp_path, script in EAGER_FALLBACK)
+
+
+@needs_torchvision
+def test_models28_yolov3_matches_torch(tmp_path):
+    # torchvision's compiled nms cannot load under this torch build: the
+    # reference runs with models21's plain-torch greedy nms in its place
+    script = PROGS / "yolov3.py"
+    env = {**ENV, "TORCH_COMPILE_DISABLE": "1"}
+
+    def run():
+        r = subprocess.run([sys.executable, "-c", DETECTION_DRIVER, str(script)], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, "torch failed:\n" + r.stderr[-4000:]
+        return r.stdout
+
+    ref = torch_recordings.torch_output(
+        "models28/yolov3", torch_recordings.program_files(script), [],
+        "TORCH_COMPILE_DISABLE=1 OMP_NUM_THREADS=1 torchvision==0.28.0 greedy-nms driver\n" + DETECTION_DRIVER,
+        run)
+    # the loss selects by boolean masks (x[obj_mask]: data-dependent
+    # shapes): the compiled step runs eagerly
+    check_program(script, ref, tmp_path, True)
