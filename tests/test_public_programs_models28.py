@@ -22,13 +22,10 @@ the same steps run eagerly, and print the verdict); weights and data come
 from numpy, and lines marked ``[rng]`` are not compared numerically.
 """
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
-import torch_recordings
-from test_public_programs_models21 import DETECTION_DRIVER
+from test_public_programs_models21 import detection_reference
 from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixture
 from vision_oracle import needs_torchvision
 
@@ -51,18 +48,7 @@ def test_models28_yolov3_matches_torch(tmp_path):
     # torchvision's compiled nms cannot load under this torch build: the
     # reference runs with models21's plain-torch greedy nms in its place
     script = PROGS / "yolov3.py"
-    env = {**ENV, "TORCH_COMPILE_DISABLE": "1"}
-
-    def run():
-        r = subprocess.run([sys.executable, "-c", DETECTION_DRIVER, str(script)], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=600)
-        assert r.returncode == 0, "torch failed:\n" + r.stderr[-4000:]
-        return r.stdout
-
-    ref = torch_recordings.torch_output(
-        "models28/yolov3", torch_recordings.program_files(script), [],
-        "TORCH_COMPILE_DISABLE=1 OMP_NUM_THREADS=1 torchvision==0.28.0 greedy-nms driver\n" + DETECTION_DRIVER,
-        run)
+    ref = detection_reference(script, tmp_path)
     # the loss selects by boolean masks (x[obj_mask]: data-dependent
     # shapes): the compiled step runs eagerly
     check_program(script, ref, tmp_path, True)
