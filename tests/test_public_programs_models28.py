@@ -21,7 +21,11 @@ enforce_sorted=False) / pad_packed_sequence around bidirectional LSTMs with
 the directions summed, Lookahead's padded depthwise Conv1d, get_seq_lens,
 spectrograms by torch.stft with a Hann window and log1p, _collate_fn's
 narrow().copy_, CTCLoss(reduction='sum', zero_infinity=True), the greedy
-decoder).
+decoder); an xLSTM LM in plain torch (sLSTM with the exponential input gate
+and its torch.maximum stabilizer, logsigmoid forget gates and the
+normalizer; mLSTM's einsum matrix memory; CausalConv1d by a left F.pad;
+GroupNorm(num_groups=heads); block-diagonal einsum projections; AdamW with
+clip_grad_norm_).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -39,7 +43,7 @@ from vision_oracle import needs_torchvision
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models28"
 
-CASES = ["reformer.py", "deepspeech2.py"]
+CASES = ["reformer.py", "deepspeech2.py", "xlstm.py"]
 # (deepspeech2: pack_padded_sequence needs the lengths, computed from the
 # input percentages, as Python numbers: the compiled step runs eagerly)
 EAGER_FALLBACK = {"deepspeech2.py"}
