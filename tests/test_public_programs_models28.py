@@ -25,7 +25,12 @@ decoder); an xLSTM LM in plain torch (sLSTM with the exponential input gate
 and its torch.maximum stabilizer, logsigmoid forget gates and the
 normalizer; mLSTM's einsum matrix memory; CausalConv1d by a left F.pad;
 GroupNorm(num_groups=heads); block-diagonal einsum projections; AdamW with
-clip_grad_norm_).
+clip_grad_norm_); and vsitzmann/siren's explore_siren notebook (SineLayer
+and its omega_0-scaled uniform_ init under no_grad, get_mgrid by linspace /
+meshgrid(indexing='ij') / stack, coords cloned, detached and requiring
+grad, gradient / divergence / laplace by autograd.grad with
+create_graph=True, forward_with_activations with retain_grad, the Poisson
+fit on gradients: a double backward through sin, compiled too).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -43,7 +48,7 @@ from vision_oracle import needs_torchvision
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models28"
 
-CASES = ["reformer.py", "deepspeech2.py", "xlstm.py"]
+CASES = ["reformer.py", "deepspeech2.py", "xlstm.py", "siren.py"]
 # (deepspeech2: pack_padded_sequence needs the lengths, computed from the
 # input percentages, as Python numbers: the compiled step runs eagerly)
 EAGER_FALLBACK = {"deepspeech2.py"}
