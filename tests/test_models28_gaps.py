@@ -55,3 +55,26 @@ def test_torch_cuda_legacy_tensor_types_exist_on_cpu():
     assert _cuda_types(tracec) == _cuda_types(pt)
     with pytest.raises(RuntimeError):
         tracec.ones(2).type(tracec.cuda.FloatTensor)       # no eager CUDA tensors here
+
+
+def _device_state_helpers(lib):
+    from importlib import import_module
+    ck = import_module(lib.__name__ + ".utils.checkpoint")
+    x = lib.ones(2, requires_grad=True)
+    ids, states = ck.get_device_states(x, [lib.zeros(1)], {"k": 3})
+    ck.set_device_states(ids, states)
+    ck.set_device_states([], [], device_type="meta")
+    d = ck.detach_variable((x, 3, lib.ones(1)))
+    with pytest.raises(RuntimeError, match="Only tuple of tensors is supported"):
+        ck.detach_variable([x])
+    return (ids, states, lib.cuda._initialized, lib.cuda.is_initialized(),
+            [getattr(a, "requires_grad", None) for a in d], d[0] is x, d[0].is_leaf)
+
+
+def test_checkpoint_device_state_helpers_and_cuda_initialized():
+    # reformer-pytorch's reversible.py imports get_device_states /
+    # set_device_states from torch.utils.checkpoint (ImportError) and reads
+    # torch.cuda._initialized (AttributeError)
+    assert _device_state_helpers(tracec) == _device_state_helpers(pt)
+    with pytest.warns(UserWarning, match="None of the inputs have requires_grad=True"):
+        tracec.utils.checkpoint.check_backward_validity((tracec.ones(1), 2))

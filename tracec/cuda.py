@@ -70,7 +70,13 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 
 def is_initialized() -> bool:
-    return False
+    return _initialized
+
+
+#: PyTorch's flag read by scripts before touching CUDA RNG states
+#: (reformer-pytorch's Deterministic: ``if torch.cuda._initialized:``):
+#: False, as no eager CUDA tensor exists in this build.
+_initialized = False
 
 
 synchronize = get_device_name = current_device = set_device = ipc_collect = _no_cuda

@@ -10,9 +10,10 @@
 # masked_fill_ with -torch.finfo(dots.dtype).max and TOKEN_SELF_ATTN_VALUE,
 # the logsumexp softmax, the outputs unsorted by scatter and the hash rounds
 # combined by their logsumexp weights; LSHSelfAttention's head split;
-# reversible.py's Deterministic (torch.get_rng_state / torch.random.fork_rng /
-# torch.set_rng_state so dropout is replayed), ReversibleBlock (forward under
-# torch.no_grad(), backward_pass recomputing f and g under
+# reversible.py's Deterministic (torch.get_rng_state, torch.cuda._initialized,
+# get_device_states / set_device_states from torch.utils.checkpoint,
+# torch.random.fork_rng, torch.set_rng_state: dropout is replayed),
+# ReversibleBlock (forward under torch.no_grad(), backward_pass recomputing f and g under
 # torch.enable_grad() with torch.autograd.backward), IrreversibleBlock and
 # _ReversibleFunction (a custom torch.autograd.Function keeping the output by
 # ctx.save_for_backward and the blocks on ctx). A tiny ReformerLM is trained
@@ -29,6 +30,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.autograd.function import Function
+from torch.utils.checkpoint import get_device_states, set_device_states
 
 TOKEN_SELF_ATTN_VALUE = -5e4
 
@@ -238,9 +240,15 @@ class Deterministic(nn.Module):
         super().__init__()
         self.net = net
         self.cpu_state = None
+        self.cuda_in_fwd = None
+        self.gpu_devices = None
+        self.gpu_states = None
 
     def record_rng(self, *args):
         self.cpu_state = torch.get_rng_state()
+        if torch.cuda._initialized:
+            self.cuda_in_fwd = True
+            self.gpu_devices, self.gpu_states = get_device_states(*args)
 
     def forward(self, *args, record_rng=False, set_rng=False, **kwargs):
         if record_rng:
@@ -249,8 +257,14 @@ class Deterministic(nn.Module):
         if not set_rng:
             return self.net(*args, **kwargs)
 
-        with torch.random.fork_rng(devices=[], enabled=True):
+        rng_devices = []
+        if self.cuda_in_fwd:
+            rng_devices = self.gpu_devices
+
+        with torch.random.fork_rng(devices=rng_devices, enabled=True):
             torch.set_rng_state(self.cpu_state)
+            if self.cuda_in_fwd:
+                set_device_states(self.gpu_devices, self.gpu_states)
             return self.net(*args, **kwargs)
 
 
@@ -469,6 +483,8 @@ with torch.random.fork_rng(devices=[]):
     torch.rand(5)
 b = torch.rand(3)
 torch.set_rng_state(state)
+print("device states", get_device_states(inp, [state]), torch.cuda._initialized,
+      model.layers.blocks[0].f.cuda_in_fwd)
 print("rng state", torch.equal(torch.cat([a, b]), torch.rand(6)))
 
 optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
