@@ -78,3 +78,29 @@ def test_checkpoint_device_state_helpers_and_cuda_initialized():
     assert _device_state_helpers(tracec) == _device_state_helpers(pt)
     with pytest.warns(UserWarning, match="None of the inputs have requires_grad=True"):
         tracec.utils.checkpoint.check_backward_validity((tracec.ones(1), 2))
+
+
+def _batched_grads(lib):
+    x = lib.tensor([1.0, 2.0], requires_grad=True)
+    z = lib.ones(1, requires_grad=True)
+    y = x * lib.tensor([2.0, 3.0])
+    out = [lib.autograd.grad(y, x, lib.eye(2), is_grads_batched=True, retain_graph=True)[0].tolist()]
+    g = lib.autograd.grad(y, [x, z], lib.eye(2), is_grads_batched=True, allow_unused=True,
+                          retain_graph=True)
+    out.append((g[0].shape[0], g[1]))
+    out.append(lib.autograd.grad([y, y.sum()], [x], [lib.eye(2), lib.tensor([1.0, 2.0])],
+                                 is_grads_batched=True, retain_graph=True)[0].tolist())
+    # create_graph: the batched vector-Jacobian products are differentiable
+    h = lib.autograd.grad(y ** 2, x, lib.eye(2) * 2, is_grads_batched=True, create_graph=True)[0]
+    out.append((h.tolist(), lib.autograd.grad(h.sum(), x)[0].tolist()))
+    with pytest.raises(RuntimeError) as e:
+        lib.autograd.grad(x * 2, x, lib.ones(2), is_grads_batched=True)
+    out.append(str(e.value).replace("tracec.", "torch."))
+    return out
+
+
+def test_autograd_grad_is_grads_batched():
+    # the Jacobian helpers of SIREN-style code (and torch.autograd.functional's
+    # vectorize=True path) pass a batch of grad_outputs; tracec raised
+    # NotImplementedError
+    assert _batched_grads(tracec) == _batched_grads(pt)

@@ -199,8 +199,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         raise ValueError("Expected allow_unused to be True or not passed when "
                          "materialize_grads=True, but got: allow_unused=False.")
     if is_grads_batched:
-        raise NotImplementedError("autograd.grad(is_grads_batched=True) (vmap over "
-                                  "grad_outputs) is not supported by tracec")
+        return _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                             allow_unused, materialize_grads)
     keys = list(inputs.keys()) if type(inputs) is dict else None   # a dict in, a dict out
     outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     inputs = _inputs_list(inputs, "grad")
@@ -249,6 +249,42 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         elif tuple(g.shape) != tuple(x.shape):
             g = g.expand(*x.shape)
         out.append(g)
+    return dict(zip(keys, out)) if keys is not None else tuple(out)
+
+
+def _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+                  materialize_grads):
+    """``grad(..., is_grads_batched=True)``: the first dimension of each
+    grad_output is a batch of vectors; each input's result stacks the
+    vector-Jacobian products of the rows. PyTorch vmaps one backward over
+    the rows; here one backward runs per row (the graph retained until the
+    last): the same products, computed one at a time."""
+    from tracec.shape_ops import stack
+    outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    gos = [grad_outputs] if isinstance(grad_outputs, Tensor) else list(grad_outputs or [None] * len(outs))
+    for i, (o, g) in enumerate(zip(outs, gos)):
+        if g is None:
+            if o.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            continue
+        if tuple(g.shape[1:]) != tuple(o.shape):
+            raise RuntimeError(
+                "If `is_grads_batched=True`, we interpret the first dimension of each "
+                "grad_output as the batch dimension. The sizes of the remaining dimensions are "
+                "expected to match the shape of corresponding output, but a mismatch was "
+                f"detected: grad_output[{i}] has a shape of {g.shape[1:]!r} and "
+                f"output[{i}] has a shape of {o.shape!r}. If you only want some tensors "
+                "in `grad_output` to be considered batched, consider using vmap.")
+    n = next(g.shape[0] for g in gos if g is not None)
+    keys = list(inputs.keys()) if type(inputs) is dict else None
+    xs = list(inputs.values()) if keys is not None else inputs
+    if retain_graph is None:
+        retain_graph = create_graph
+    rows = [grad(outs, xs, [g if g is None else g[b] for g in gos],
+                 retain_graph=retain_graph if b == n - 1 else True, create_graph=create_graph,
+                 allow_unused=allow_unused, materialize_grads=materialize_grads)
+            for b in range(n)]
+    out = [None if col[0] is None else stack(list(col)) for col in zip(*rows)]
     return dict(zip(keys, out)) if keys is not None else tuple(out)
 
 
