@@ -104,3 +104,29 @@ def test_autograd_grad_is_grads_batched():
     # vectorize=True path) pass a batch of grad_outputs; tracec raised
     # NotImplementedError
     assert _batched_grads(tracec) == _batched_grads(pt)
+
+
+def _loader_attrs(lib):
+    data = lib.utils.data
+
+    class AudioDataLoader(data.DataLoader):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.collate_fn = len           # allowed after __init__
+
+    dl = AudioDataLoader([1, 2, 3], batch_size=2)
+    out = [list(dl)]
+    for attr in ("batch_size", "batch_sampler", "sampler", "drop_last", "dataset",
+                 "persistent_workers"):
+        with pytest.raises(ValueError) as e:
+            setattr(dl, attr, None)
+        out.append(str(e.value))
+    dl.num_workers = 0
+    dl.pin_memory = False
+    return out
+
+
+def test_dataloader_refuses_its_fixed_attributes_after_init():
+    # PyTorch's DataLoader.__setattr__: tracec let `loader.batch_size = 4`
+    # pass silently (the batch sampler kept the old size)
+    assert _loader_attrs(tracec) == _loader_attrs(pt)

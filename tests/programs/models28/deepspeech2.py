@@ -13,6 +13,9 @@
 # type(m) == nn.modules.conv.Conv2d and // stride, the rnn input size from
 # the conv formula; the spectrogram parser (n_fft from the sample rate and
 # window size, log1p of the magnitude, mean / std normalization in place),
+# SpectrogramDataset, AudioDataLoader (collate_fn set after
+# DataLoader.__init__) over DSRandomSampler's batches (a seeded
+# torch.Generator's randperm of the bins, printed on an [rng] line),
 # _collate_fn (sorted by length, inputs[x][0].narrow(1, 0, seq_length)
 # .copy_(tensor), torch.FloatTensor / torch.IntTensor percentages and
 # sizes), training_step (input_percentages.mul_(int(inputs.size(3))).int(),
@@ -32,6 +35,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 LABELS = "_ABCDE "
 
@@ -316,6 +320,64 @@ def _collate_fn(batch):
     return inputs, targets, input_percentages, target_sizes
 
 
+class SpectrogramDataset(Dataset):
+    def __init__(self, samples):
+        self.ids = samples
+        self.size = len(samples)
+
+    def __getitem__(self, index):
+        return self.ids[index]
+
+    def __len__(self):
+        return self.size
+
+
+class AudioDataLoader(DataLoader):
+    def __init__(self, *args, **kwargs):
+        """
+        Creates a data loader for AudioDatasets.
+        """
+        super(AudioDataLoader, self).__init__(*args, **kwargs)
+        self.collate_fn = _collate_fn
+
+
+class DSRandomSampler(Sampler):
+    """
+    Implementation of a Random Sampler for sampling the dataset.
+    Added to ensure we reset the start index when an epoch is finished.
+    This is essential since we support saving/loading state during an epoch.
+    """
+
+    def __init__(self, dataset, batch_size=1, start_index=0):
+        super().__init__()
+        self.dataset = dataset
+        self.start_index = start_index
+        self.batch_size = batch_size
+        ids = list(range(len(self.dataset)))
+        self.bins = [ids[i:i + self.batch_size] for i in range(0, len(ids), self.batch_size)]
+        self.epoch = 0
+
+    def __iter__(self):
+        # deterministically shuffle based on epoch
+        g = torch.Generator()
+        g.manual_seed(self.epoch)
+        indices = (
+            torch.randperm(len(self.bins) - self.start_index, generator=g)
+            .add(self.start_index)
+            .tolist()
+        )
+        for x in indices:
+            batch_ids = self.bins[x]
+            np.random.shuffle(batch_ids)
+            yield batch_ids
+
+    def __len__(self):
+        return len(self.bins) - self.start_index
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+
 # ---- decoder.py ----
 
 class GreedyDecoder:
@@ -399,6 +461,19 @@ batch = _collate_fn(samples)
 inputs, targets, input_percentages, target_sizes = batch
 print("batch", tuple(inputs.shape), targets.tolist(), fmt(input_percentages, 3), target_sizes.tolist(),
       target_sizes.dtype, f"{inputs[2, 0, 4, -1].item():.4f}")
+
+train_dataset = SpectrogramDataset(samples + samples[:2])
+train_sampler = DSRandomSampler(dataset=train_dataset, batch_size=2)
+train_loader = AudioDataLoader(dataset=train_dataset, num_workers=0, batch_sampler=train_sampler)
+np.random.seed(0)
+loaded = [(tuple(b[0].shape), b[1].tolist(), b[3].tolist()) for b in train_loader]
+print("[rng] loader batch sizes", [x[0][0] for x in loaded], "longest", [x[0][3] for x in loaded])
+print("loader", len(train_loader), sorted(x[0][0] for x in loaded), sorted(len(x[1]) for x in loaded),
+      train_loader.collate_fn is _collate_fn)
+try:
+    train_loader.batch_size = 4
+except ValueError as e:
+    print("ValueError", e)
 
 model = DeepSpeech(LABELS, hidden_size=8, hidden_layers=2, bidirectional=True,
                    sample_rate=sample_rate, window_size=window_size)
