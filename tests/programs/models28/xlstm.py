@@ -7,7 +7,10 @@
 # nn.Parameter(torch.empty(heads, d, d)) and applied by torch.einsum; an
 # mLSTM cell with the matrix memory
 # C = f[..., None, None] * C + i[..., None, None] * torch.einsum('bhd,bhe->bhde', v, k),
-# the normalizer n and the max(|n.q|, exp(-m)) denominator; CausalConv1d
+# the normalizer n and the max(|n.q|, exp(-m)) denominator, checked against
+# NX-AI/xlstm's parallel_stabilized_simple (the log forget-gate cumsum
+# repeated and transposed, torch.where(ltr, ..., -float("inf")), the
+# row-wise max stabilizer); CausalConv1d
 # (a depthwise Conv1d after a left F.pad), multi-head GroupNorm(num_groups=
 # heads), the pre-up-projection mLSTM block (conv + SiLU feeding q and k, a
 # learnable skip, the SiLU output gate) and the post-up-projection sLSTM
@@ -115,6 +118,55 @@ class mLSTMCell(nn.Module):
         den = torch.maximum(torch.einsum('bhd,bhd->bh', n, q).abs(), torch.exp(-m_t))[..., None]
         h = (num / den).reshape(b, self.dim)
         return h, (C, n, m_t)
+
+
+def parallel_stabilized_simple(queries, keys, values, igate_preact, fgate_preact,
+                               lower_triangular_matrix=None, stabilize_rowwise=True, eps=1e-6):
+    """NX-AI/xlstm's parallel mLSTM (backends.py): the whole sequence at
+    once through the log forget-gate cumsum matrix."""
+    B, NH, S, DH = queries.shape
+    _dtype, _device = queries.dtype, queries.device
+
+    # forget gate matrix
+    log_fgates = torch.nn.functional.logsigmoid(fgate_preact)  # (B, NH, S, 1)
+    if lower_triangular_matrix is None or S < lower_triangular_matrix.size(-1):
+        ltr = torch.tril(torch.ones((S, S), dtype=torch.bool, device=_device))
+    else:
+        ltr = lower_triangular_matrix
+    assert ltr.dtype == torch.bool, f"lower_triangular_matrix must be of dtype bool, got {ltr.dtype}"
+
+    log_fgates_cumsum = torch.cat(
+        [
+            torch.zeros((B, NH, 1, 1), dtype=_dtype, device=_device),
+            torch.cumsum(log_fgates, dim=-2),
+        ],
+        dim=-2,
+    )  # (B, NH, S+1, 1)
+    rep_log_fgates_cumsum = log_fgates_cumsum.repeat(1, 1, 1, S + 1)  # (B, NH, S+1, S+1)
+    _log_fg_matrix = rep_log_fgates_cumsum - rep_log_fgates_cumsum.transpose(-2, -1)  # (B, NH, S+1, S+1)
+    log_fg_matrix = torch.where(ltr, _log_fg_matrix[:, :, 1:, 1:], -float("inf"))  # (B, NH, S, S)
+
+    # gate decay matrix D (combination of forget gate and input gate)
+    log_D_matrix = log_fg_matrix + igate_preact.transpose(-2, -1)  # (B, NH, S, S)
+    # D matrix stabilization
+    if stabilize_rowwise:
+        max_log_D, _ = torch.max(log_D_matrix, dim=-1, keepdim=True)  # (B, NH, S, 1)
+    else:
+        max_log_D = torch.max(log_D_matrix.view(B, NH, -1), dim=-1, keepdim=True)[0].unsqueeze(-1)
+    log_D_matrix_stabilized = log_D_matrix - max_log_D  # (B, NH, S, S)
+    D_matrix = torch.exp(log_D_matrix_stabilized)  # (B, NH, S, S)
+
+    keys_scaled = keys / math.sqrt(DH)
+
+    # combination matrix C
+    qk_matrix = queries @ keys_scaled.transpose(-2, -1)  # (B, NH, S, S)
+    C_matrix = qk_matrix * D_matrix  # (B, NH, S, S)
+    normalizer = torch.maximum(C_matrix.sum(dim=-1, keepdim=True).abs(), torch.exp(-max_log_D))  # (B, NH, S, 1)
+    C_matrix_normalized = C_matrix / (normalizer + eps)
+
+    # retrieved values
+    h_tilde_state = C_matrix_normalized @ values  # (B, NH, S, DH)
+    return h_tilde_state
 
 
 class mLSTMBlock(nn.Module):
@@ -252,6 +304,22 @@ for s in range(3):
         torch.exp(ip[s])[..., None, None] * v[s].view(2, 2, 2)[..., :, None] * kk[..., None, :]
 print("mlstm", fmt(hm[0], 4), tuple(st[0].shape), fmt(st[2], 4),
       torch.allclose(st[0] * torch.exp(st[2])[..., None, None], C_ref, rtol=1e-4, atol=1e-5))
+# the parallel form against the recurrence: the same h at every step
+S = 5
+qs, ks, vs = (torch.from_numpy(r.normal(size=(2, 2, S, 2)).astype(np.float32)).requires_grad_() for _ in range(3))
+igs, fgs = (torch.from_numpy(r.normal(0, 2, size=(2, 2, S, 1)).astype(np.float32)).requires_grad_() for _ in range(2))
+hp = parallel_stabilized_simple(qs, ks, vs, igs, fgs, eps=0.0)
+st, hr = mcell.init_state(2), []
+for s_ in range(S):
+    h_, st = mcell(qs[:, :, s_].reshape(2, 4), ks[:, :, s_].reshape(2, 4), vs[:, :, s_].reshape(2, 4),
+                   igs[:, :, s_, 0], fgs[:, :, s_, 0], st)
+    hr.append(h_.view(2, 2, 2))
+hr = torch.stack(hr, dim=2)
+gp = torch.autograd.grad(hp.sum(), [qs, fgs])
+gr = torch.autograd.grad(hr.sum(), [qs, fgs])
+print("parallel", tuple(hp.shape), fmt(hp[1, 0, 3], 2), torch.allclose(hp, hr, rtol=1e-4, atol=1e-5),
+      all(torch.allclose(a, b, rtol=1e-3, atol=1e-5) for a, b in zip(gp, gr)),
+      fmt(parallel_stabilized_simple(qs, ks, vs, igs, fgs, stabilize_rowwise=False)[0, 1, 4], 2))
 print("logsigmoid", fmt(F.logsigmoid(torch.tensor([-30.0, -1.0, 0.0, 40.0])), 4),
       fmt(torch.maximum(torch.tensor([1.0, -2.0]), torch.tensor([0.5, -1.0])), 2))
 gn = nn.GroupNorm(num_groups=2, num_channels=4)
