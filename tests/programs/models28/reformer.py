@@ -8,6 +8,9 @@
 # an expanded index), chunks that look one back (torch.cat([x, x.roll(1,
 # dims=1)], dim=2)), F.normalize'd keys, the causal and self masks by
 # masked_fill_ with -torch.finfo(dots.dtype).max and TOKEN_SELF_ATTN_VALUE,
+# the bucket mask and the duplicate-attention counts (locs through
+# batched_index_select, expand to b_locs.shape[:3] + (2, total_hashes),
+# equality of broadcast locations, chunked_sum, dots - log(dup_counts)),
 # the logsumexp softmax, the outputs unsorted by scatter and the hash rounds
 # combined by their logsumexp weights; LSHSelfAttention's head split;
 # reversible.py's Deterministic (torch.get_rng_state, torch.cuda._initialized,
@@ -19,10 +22,11 @@
 # ctx.save_for_backward and the blocks on ctx). A tiny ReformerLM is trained
 # a few steps. Changes for a CPU test: the random rotations are drawn once
 # from numpy into a buffer (the original draws torch.randn on every forward
-# and caches the buckets for the reversible recompute), no duplicate-
-# attention bookkeeping, small sizes, weights and tokens from numpy; the
-# reversible gradients are checked against the irreversible path, and one
-# training step runs under torch.compile against the same step eagerly.
+# and caches the buckets for the reversible recompute), look_one_back by
+# roll (the original cats x[:, -1:] before x[:, :-1]: the same tensor),
+# small sizes, weights and tokens from numpy; the reversible gradients are
+# checked against the irreversible path, and one training step runs under
+# torch.compile against the same step eagerly.
 import copy
 
 import numpy as np
@@ -50,15 +54,25 @@ def batched_index_select(values, indices):
     return values.gather(1, indices[:, :, None].expand(-1, -1, last_dim))
 
 
+def chunked_sum(tensor, chunks=1):
+    *orig_size, last_dim = tensor.shape
+    tensor = tensor.reshape(-1, last_dim)
+    summed_tensors = [c.sum(dim=-1) for c in tensor.chunk(chunks, dim=0)]
+    return torch.cat(summed_tensors, dim=0).reshape(orig_size)
+
+
 def look_one_back(x):
     return torch.cat([x, x.roll(1, dims=1)], dim=2)
 
 
 class LSHAttention(nn.Module):
-    def __init__(self, dim_head, dropout=0., bucket_size=4, n_hashes=2, causal=False, seed=0):
+    def __init__(self, dim_head, dropout=0., bucket_size=4, n_hashes=2, causal=False, seed=0,
+                 allow_duplicate_attention=True, attend_across_buckets=True):
         super().__init__()
         self.dropout = nn.Dropout(dropout)
         self.causal = causal
+        self._allow_duplicate_attention = allow_duplicate_attention
+        self._attend_across_buckets = attend_across_buckets
         self.bucket_size = bucket_size
         self.n_hashes = n_hashes
         self.dim_head = dim_head
@@ -152,6 +166,46 @@ class LSHAttention(nn.Module):
         self_mask = bq_t[:, :, :, None] == bkv_t[:, :, None, :]
         dots.masked_fill_(self_mask, TOKEN_SELF_ATTN_VALUE)
         del self_mask
+
+        # Mask out attention to other hash buckets.
+        if not self._attend_across_buckets:
+            bq_buckets = bkv_buckets = torch.reshape(sbuckets_and_t // seqlen, (batch_size, chunk_size, -1))
+            bkv_buckets = look_one_back(bkv_buckets)
+            bucket_mask = bq_buckets[:, :, :, None] != bkv_buckets[:, :, None, :]
+            dots.masked_fill_(bucket_mask, masked_value)
+            del bucket_mask
+
+        # Don't double-count query-key pairs across multiple rounds of hashing.
+        # There are two possible strategies here. (1) The default is to count how
+        # many times a query-key pair is repeated, and to lower its log-prob
+        # correspondingly at each repetition.
+        if not self._allow_duplicate_attention:
+            locs1 = undo_sort // bq_t.shape[-1]
+            locs2 = (locs1 + 1) % chunk_size
+            if not self._attend_across_buckets:
+                locs1 = buckets * chunk_size + locs1
+                locs2 = buckets * chunk_size + locs2
+            locs = torch.cat([
+                torch.reshape(locs1, (batch_size, total_hashes, seqlen)),
+                torch.reshape(locs2, (batch_size, total_hashes, seqlen)),
+            ], 1).permute((0, 2, 1))
+
+            slocs = batched_index_select(locs, st)
+            b_locs = torch.reshape(slocs, (batch_size, chunk_size, -1, 2 * total_hashes))
+
+            b_locs1 = b_locs[:, :, :, None, :total_hashes]
+
+            bq_locs = b_locs1.expand(b_locs.shape[:3] + (2, total_hashes))
+            bq_locs = torch.reshape(bq_locs, b_locs.shape)
+            bkv_locs = look_one_back(b_locs)
+
+            dup_counts = (bq_locs[:, :, :, None, :] == bkv_locs[:, :, None, :, :])
+            # for memory considerations, chunk summation of last dimension for counting duplicates
+            dup_counts = chunked_sum(dup_counts, chunks=(total_hashes * batch_size))
+            dup_counts = dup_counts.detach()
+            assert dup_counts.shape == dots.shape
+            dots = dots - torch.log(dup_counts + 1e-9)
+            del dup_counts
 
         # Softmax.
         dots_logsumexp = torch.logsumexp(dots, dim=-1, keepdim=True)
@@ -439,6 +493,13 @@ mask = torch.ones(3, 8, dtype=torch.bool)
 mask[:, 6:] = False
 out_m, _ = attn(qk, vv, input_mask=mask)
 print("input mask", fmt(out_m[0, 7], 4))
+print("chunked_sum", chunked_sum(torch.arange(24).view(2, 3, 4) % 3 == 0, chunks=3).tolist())
+attn_dup = LSHAttention(4, bucket_size=2, n_hashes=3, causal=True, allow_duplicate_attention=False,
+                        attend_across_buckets=False)
+out_d, buckets_d = attn_dup(qk, vv)
+print("no duplicates, within buckets", fmt(out_d[0, 5], 4), fmt(out_d[2, 2], 4), tuple(buckets_d.shape))
+(out_d * vv).sum().backward()
+print("grads", fmt(qk.grad[1, 4], 4))
 
 dim, seq, vocab = 8, 16, 20
 model = ReformerLM(vocab, dim, depth=2, max_seq_len=seq, heads=2, bucket_size=4, n_hashes=2)
