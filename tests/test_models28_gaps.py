@@ -130,3 +130,53 @@ def test_dataloader_refuses_its_fixed_attributes_after_init():
     # PyTorch's DataLoader.__setattr__: tracec let `loader.batch_size = 4`
     # pass silently (the batch sampler kept the old size)
     assert _loader_attrs(tracec) == _loader_attrs(pt)
+
+
+def _version(t):
+    v = t._version                  # (tracec keeps the counter in a one-element list)
+    return v if isinstance(v, int) else v[0]
+
+
+def _dirty_function(lib):
+    class Double_(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            a.mul_(2)
+            ctx.mark_dirty(a)
+            return a
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    class Leaky(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            a.mul_(2)
+            ctx.mark_dirty(a)
+            return a * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    x = lib.tensor([1.0, 2.0], requires_grad=True)
+    y = x.clone()
+    v0 = _version(y)
+    z = Double_.apply(y)
+    out = [z is y, _version(y) - v0, type(y.grad_fn).__name__, y.is_leaf, z.tolist()]
+    (z * z).sum().backward()
+    out.append(x.grad.tolist())
+    n = lib.ones(2)
+    out.append((Double_.apply(n).requires_grad, _version(n)))
+    for bad in (lambda: Double_.apply(x), lambda: Leaky.apply(x.clone())):
+        with pytest.raises(RuntimeError) as e:
+            bad()
+        out.append(str(e.value))
+    return out
+
+
+def test_custom_function_mark_dirty():
+    # in-place custom Functions (ctx.mark_dirty): tracec's ctx had no
+    # mark_dirty (AttributeError)
+    assert _dirty_function(tracec) == _dirty_function(pt)

@@ -308,6 +308,12 @@ class FunctionCtx:
     def mark_non_differentiable(self, *tensors):
         self._non_diff = tensors
 
+    def mark_dirty(self, *tensors):
+        """The inputs forward modified in place; they must be among its
+        outputs, and their history continues from the Function's node
+        (``Function.apply``)."""
+        self._dirty = tensors
+
     def set_materialize_grads(self, value: bool):
         self.materialize_grads = value
 
@@ -417,6 +423,8 @@ class Function:
             out = cls.forward(*args, **kwargs) if separate else cls.forward(ctx, *args, **kwargs)
         if separate:
             cls.setup_context(ctx, args, out)
+        if getattr(ctx, "_dirty", ()):
+            _check_dirty(ctx._dirty, out)
         if graph.is_grad_enabled() and any(ctx.needs_input_grad):
             node = graph.function_node_type(cls)(cls, ctx, nexts, len(args))
             outs = out if isinstance(out, tuple) else (out,)
@@ -433,6 +441,27 @@ class Function:
                 o.requires_grad = True
                 o._node = _FunctionOutput(node, i) if isinstance(out, tuple) else node
         return out
+
+
+def _check_dirty(dirty, out) -> None:
+    """``ctx.mark_dirty``'s checks and version bump, as PyTorch's: each
+    dirty tensor is returned (``apply`` then gives it the node), is not a
+    leaf requiring grad, and counts one more in-place write."""
+    returned = {id(o) for o in (out if isinstance(out, tuple) else (out,))}
+    if any(id(d) not in returned for d in dirty):
+        raise RuntimeError("Some elements marked as dirty during the forward method were not "
+                           "returned as output. The inputs that are modified inplace must all be "
+                           "outputs of the Function.")
+    for d in dirty:
+        if d.requires_grad and d._node is None:
+            raise RuntimeError("a leaf Variable that requires grad has been used in an in-place "
+                               "operation.")
+        if d._base is not None and graph.is_grad_enabled() and \
+                (d.requires_grad or d._base.requires_grad):
+            # (PyTorch rebases the view's base through CopySlices)
+            raise NotImplementedError("ctx.mark_dirty on a view of a tensor that requires grad "
+                                      "is not supported by tracec")
+        d._version[0] += 1
 
 
 # --- gradient checking ------------------------------------------------------------
