@@ -180,3 +180,39 @@ def test_custom_function_mark_dirty():
     # in-place custom Functions (ctx.mark_dirty): tracec's ctx had no
     # mark_dirty (AttributeError)
     assert _dirty_function(tracec) == _dirty_function(pt)
+
+
+def _bad_input_errors(lib):
+    nn, F = lib.nn, lib.nn.functional
+    i16 = lib.tensor([[2], [0]], dtype=lib.int16)
+    cases = [
+        lambda: lib.ones(2, 3).gather(1, i16),                 # (accepted int16)
+        lambda: lib.ones(2, 3).gather(1, i16.float()),
+        lambda: lib.ones(2, 3).scatter(1, i16, 5.0),
+        lambda: lib.zeros(0).argmax(), lambda: lib.zeros(0).argmin(),
+        lambda: lib.zeros(0, 3).argmax(0), lambda: lib.zeros(2, 0).argmax(-1, keepdim=True),
+        lambda: lib.ones(4).chunk(0), lambda: lib.ones(4).chunk(-1),
+        lambda: nn.GroupNorm(3, 4),
+        lambda: nn.GroupNorm(2, 4)(lib.ones(2, 6)),
+        lambda: F.group_norm(lib.ones(2, 4), 2, lib.ones(4), lib.ones(3)),
+        lambda: F.group_norm(lib.ones(2, 4), 2, lib.ones(2, 2)),
+        lambda: F.group_norm(lib.ones(4), 2),
+        lambda: nn.Hardtanh(20, 0), lambda: nn.Hardtanh(1, 1),
+        lambda: F.hardtanh(lib.ones(2), 2.0, 1.0),
+    ]
+    out = []
+    for make in cases:
+        with pytest.raises(Exception) as e:
+            make()
+        out.append((type(e.value).__name__, str(e.value)))
+    out.append(lib.zeros(0, 3).argmax(1).shape[0])      # a non-empty reduced dim is fine
+    out.append(F.hardtanh(lib.tensor([3.0, -3.0]), 1.0, 1.0).tolist())
+    return out
+
+
+def test_bad_input_errors_of_the_programs_ops():
+    # gather accepted int16 indices and named only int64; argmax / argmin
+    # on an empty dim raised a ShapeError of tracec's wording; chunk,
+    # GroupNorm (weight / bias of the wrong size surfaced as a reshape
+    # error) and Hardtanh (min >= max accepted) differed from PyTorch's
+    assert _bad_input_errors(tracec) == _bad_input_errors(pt)
