@@ -216,3 +216,22 @@ def test_bad_input_errors_of_the_programs_ops():
     # GroupNorm (weight / bias of the wrong size surfaced as a reshape
     # error) and Hardtanh (min >= max accepted) differed from PyTorch's
     assert _bad_input_errors(tracec) == _bad_input_errors(pt)
+
+
+def _pack_lengths(lib):
+    rnn = lib.nn.utils.rnn
+    x = lib.ones(3, 2, 1)
+    out = []
+    for lengths in (lib.tensor([[3, 2]]), [[3, 2]], lib.tensor(3)):
+        with pytest.raises(RuntimeError) as e:
+            rnn.pack_padded_sequence(x, lengths)
+        out.append(str(e.value))
+    for lengths in (lib.tensor([3.0, 2.0]), [3, 2], lib.tensor([2, 3], dtype=lib.int32)):
+        out.append(rnn.pack_padded_sequence(x, lengths, enforce_sorted=False).batch_sizes.tolist())
+    return out
+
+
+def test_pack_padded_sequence_wants_one_dimensional_lengths():
+    # deepspeech's pack_padded_sequence(x, output_lengths): two-dimensional
+    # lengths were flattened silently (PyTorch refuses them)
+    assert _pack_lengths(tracec) == _pack_lengths(pt)
