@@ -199,6 +199,7 @@ def _bad_input_errors(lib):
         lambda: F.group_norm(lib.ones(4), 2),
         lambda: nn.Hardtanh(20, 0), lambda: nn.Hardtanh(1, 1),
         lambda: F.hardtanh(lib.ones(2), 2.0, 1.0),
+        lambda: (lib.ones(2, requires_grad=True) * 2).requires_grad_(False),
     ]
     out = []
     for make in cases:
@@ -214,7 +215,8 @@ def test_bad_input_errors_of_the_programs_ops():
     # gather accepted int16 indices and named only int64; argmax / argmin
     # on an empty dim raised a ShapeError of tracec's wording; chunk,
     # GroupNorm (weight / bias of the wrong size surfaced as a reshape
-    # error) and Hardtanh (min >= max accepted) differed from PyTorch's
+    # error), Hardtanh (min >= max accepted) and requires_grad_ on a
+    # non-leaf (its hint cut off) differed from PyTorch's
     assert _bad_input_errors(tracec) == _bad_input_errors(pt)
 
 

@@ -712,7 +712,9 @@ class Tensor:
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         if not self.is_leaf and not requires_grad:
-            raise RuntimeError("you can only change requires_grad flags of leaf variables.")
+            raise RuntimeError("you can only change requires_grad flags of leaf variables. If you "
+                               "want to use a computed variable in a subgraph that doesn't "
+                               "require differentiation use var_no_grad = var.detach().")
         if requires_grad and not (self.dtype.is_floating_point or self.dtype.category == 3):
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self.requires_grad = bool(requires_grad)
