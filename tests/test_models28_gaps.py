@@ -237,3 +237,28 @@ def test_pack_padded_sequence_wants_one_dimensional_lengths():
     # deepspeech's pack_padded_sequence(x, output_lengths): two-dimensional
     # lengths were flattened silently (PyTorch refuses them)
     assert _pack_lengths(tracec) == _pack_lengths(pt)
+
+
+def _cuda_surface_on_cpu(lib):
+    c = lib.cuda
+    out = [c.seed(), c.seed_all(), c.set_rng_state(lib.zeros(3, dtype=lib.uint8)),
+           c.set_rng_state_all([]), c.get_rng_state_all(), c.get_arch_list(), dict(c.memory_stats())]
+    with c.device(-1):
+        pass
+    with c.device_of(lib.ones(1)):
+        pass
+    with c.stream(None):
+        pass
+    for bad in (c.get_rng_state, c.initial_seed, c.mem_get_info, c.current_stream,
+                lambda: c.device(0).__enter__(), c.Stream, lambda: c.Event(enable_timing=True)):
+        with pytest.raises((AssertionError, RuntimeError)) as e:
+            bad()
+        out.append((type(e.value).__name__, str(e.value)))
+    return out
+
+
+def test_torch_cuda_rng_and_context_names_on_cpu():
+    # seeding / checkpointing utilities call these unguarded (torch.cuda.seed_all,
+    # get_rng_state_all, set_rng_state, with torch.cuda.device(-1)); tracec.cuda
+    # had none of them (AttributeError)
+    assert _cuda_surface_on_cpu(tracec) == _cuda_surface_on_cpu(pt)
