@@ -250,7 +250,8 @@ def _cuda_surface_on_cpu(lib):
     with c.stream(None):
         pass
     for bad in (c.get_rng_state, c.initial_seed, c.mem_get_info, c.current_stream,
-                lambda: c.device(0).__enter__(), c.Stream, lambda: c.Event(enable_timing=True)):
+                lambda: c.device(0).__enter__(), c.Stream, lambda: c.Event(enable_timing=True),
+                lambda: lib.random.fork_rng(devices=[0]).__enter__()):
         with pytest.raises((AssertionError, RuntimeError)) as e:
             bad()
         out.append((type(e.value).__name__, str(e.value)))
@@ -260,5 +261,5 @@ def _cuda_surface_on_cpu(lib):
 def test_torch_cuda_rng_and_context_names_on_cpu():
     # seeding / checkpointing utilities call these unguarded (torch.cuda.seed_all,
     # get_rng_state_all, set_rng_state, with torch.cuda.device(-1)); tracec.cuda
-    # had none of them (AttributeError)
+    # had none of them (AttributeError); fork_rng(devices=[0]) ignored the device
     assert _cuda_surface_on_cpu(tracec) == _cuda_surface_on_cpu(pt)
