@@ -4,26 +4,30 @@ lucidrains/reformer-pytorch (LSH attention: random-rotation hashing by
 einsum, argmax over [rotated, -rotated], the sort of bucket * seqlen +
 ticker with sort_key_val and argsort, batched_index_select by gather with
 an expanded index, chunks looking one back by roll, masked_fill_ with
--finfo.max and the self-attention value, logsumexp softmax, the outputs
-unsorted by scatter; reversible.py's Deterministic with get_rng_state /
-fork_rng / set_rng_state, ReversibleBlock.backward_pass recomputing under
+-finfo.max and the self-attention value, the within-bucket mask and the
+duplicate-attention counts (chunked_sum), logsumexp softmax, the outputs
+unsorted by scatter; reversible.py's Deterministic with get_rng_state,
+torch.cuda._initialized, torch.utils.checkpoint's get_device_states /
+set_device_states, fork_rng / set_rng_state, ReversibleBlock.backward_pass recomputing under
 enable_grad inside the custom _ReversibleFunction, checked against the
 irreversible path, dropout replay included); eriklindernoren/PyTorch-YOLOv3
 (a Darknet parsed from a cfg string into an nn.ModuleList of nn.Sequential
 with BatchNorm2d(momentum=0.9), route / shortcut / upsample, YOLOLayer's
 meshgrid grid and permuted view, build_targets with BoolTensor /
 FloatTensor masks, index_put targets and a boolean anchor mask inside an
-index, masked MSE / BCE / BCEWithLogits losses, non_max_suppression through
+index, masked MSE / BCE / BCEWithLogits losses, the later utils/loss.py
+with CIoU and anchor-ratio targets, non_max_suppression through
 torchvision.ops.nms); SeanNaren/deepspeech.pytorch's DeepSpeech2 (MaskConv
 over lengths with BoolTensor masks and narrow().fill_, Hardtanh(0, 20,
 inplace=True), SequenceWise BatchNorm1d, pack_padded_sequence(
 enforce_sorted=False) / pad_packed_sequence around bidirectional LSTMs with
 the directions summed, Lookahead's padded depthwise Conv1d, get_seq_lens,
-spectrograms by torch.stft with a Hann window and log1p, _collate_fn's
-narrow().copy_, CTCLoss(reduction='sum', zero_infinity=True), the greedy
+spectrograms by torch.stft with a Hann window and log1p, AudioDataLoader
+over DSRandomSampler, _collate_fn's narrow().copy_, CTCLoss(reduction='sum', zero_infinity=True), the greedy
 decoder); an xLSTM LM in plain torch (sLSTM with the exponential input gate
 and its torch.maximum stabilizer, logsigmoid forget gates and the
-normalizer; mLSTM's einsum matrix memory; CausalConv1d by a left F.pad;
+normalizer; mLSTM's einsum matrix memory against NX-AI/xlstm's
+parallel_stabilized_simple; CausalConv1d by a left F.pad;
 GroupNorm(num_groups=heads); block-diagonal einsum projections; AdamW with
 clip_grad_norm_); and vsitzmann/siren's explore_siren notebook (SineLayer
 and its omega_0-scaled uniform_ init under no_grad, get_mgrid by linspace /
