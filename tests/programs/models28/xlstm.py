@@ -16,7 +16,8 @@
 # learnable skip, the SiLU output gate) and the post-up-projection sLSTM
 # block (gated GELU MLP); a small LM trained a few steps with AdamW and
 # clip_grad_norm_, and its stabilized recurrences checked against the
-# unstabilized formulas. Changes for a CPU test: small sizes, weights and
+# unstabilized formulas and NX-AI/xlstm's slstm_forward_pointwise (unbind of
+# the stacked states, the torch.all(n == 0.0) first step). Changes for a CPU test: small sizes, weights and
 # tokens from numpy; then one training step under torch.compile against the
 # same step eagerly.
 import copy
@@ -86,6 +87,29 @@ class sLSTMCell(nn.Module):
         n_t = f * n + i
         h_t = torch.sigmoid(o_tilde) * (c_t / n_t)
         return h_t, (h_t, c_t, n_t, m_t)
+
+
+def slstm_forward_pointwise(Wx, Ry, b, states, constants):
+    """NX-AI/xlstm's sLSTM pointwise step (slstm/src/vanilla/slstm.py)."""
+    raw = Wx + Ry + b
+    y, c, n, m = torch.unbind(states.view(4, states.shape[1], -1), dim=0)
+    # raw = raw.view(-1, 4, -1)
+    iraw, fraw, zraw, oraw = torch.unbind(raw.view(raw.shape[0], 4, -1), dim=1)
+    # with torch.no_grad():  # THE difference to maxg aka max_gradient (here max / max_static)
+    logfplusm = m + torch.nn.functional.logsigmoid(fraw)
+    if torch.all(n == 0.0):
+        mnew = iraw
+    else:
+        mnew = torch.max(iraw, logfplusm)  # eq 15
+    ogate = torch.sigmoid(oraw)
+    igate = torch.exp(iraw - mnew)
+    fgate = torch.exp(logfplusm - mnew)
+    cnew = fgate * c + igate * torch.tanh(zraw)  # eq 8
+    nnew = fgate * n + igate  # eq 9
+    ynew = ogate * cnew / nnew  # eq 10
+
+    # shapes ([B,S], [B,S], [B,S], [B,S]), ([B,S],[B,S],[B,S],[B,S])
+    return torch.stack((ynew, cnew, nnew, mnew), dim=0), torch.stack((igate, fgate, zraw, ogate), dim=0)
 
 
 class mLSTMCell(nn.Module):
@@ -291,6 +315,14 @@ for s in range(5):
     h_ref = torch.sigmoid(go) * c_ref / n_ref
 print("slstm", fmt(h[1], 4), fmt(state[3][0], 4), torch.allclose(h, h_ref, atol=1e-5))
 
+# NX-AI/xlstm's pointwise step agrees (its first step takes m = i: n is 0)
+states = torch.zeros(4, 2, 4)
+for s_ in range(5):
+    h_prev = states[0]
+    Ry = torch.einsum('bhd,ghde->bghe', h_prev.view(2, 2, 2), cell.R).reshape(2, 16)
+    states, gates = slstm_forward_pointwise(wxs[s_], Ry, torch.zeros(16), states, None)
+print("pointwise", torch.allclose(states[0], h, atol=1e-5), fmt(states[3][1], 4), tuple(gates.shape),
+      fmt(gates[1][0], 3))
 mcell = mLSTMCell(4, 2)
 q, k, v = (torch.from_numpy(r.normal(size=(3, 2, 4)).astype(np.float32)) for _ in range(3))
 ip, fp = (torch.from_numpy(r.normal(0, 2, size=(3, 2, 2)).astype(np.float32)) for _ in range(2))
