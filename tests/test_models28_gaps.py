@@ -263,3 +263,32 @@ def test_torch_cuda_rng_and_context_names_on_cpu():
     # get_rng_state_all, set_rng_state, with torch.cuda.device(-1)); tracec.cuda
     # had none of them (AttributeError); fork_rng(devices=[0]) ignored the device
     assert _cuda_surface_on_cpu(tracec) == _cuda_surface_on_cpu(pt)
+
+
+def _multi_output_function_graph(lib):
+    class Two(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2, a * 3
+
+        @staticmethod
+        def backward(ctx, g1, g2):
+            return g1 * 2 + g2 * 3
+
+    x = lib.ones(2, requires_grad=True)
+    a, b = Two.apply(x)
+    s = a + b
+    nf = s.grad_fn.next_functions
+    out = [type(a.grad_fn).__name__, a.grad_fn is b.grad_fn, a.grad_fn.name(),
+           [(type(f).__name__, i) for f, i in nf], nf[0][0] is a.grad_fn,
+           [(type(f).__name__, i) for f, i in (a * b).grad_fn.next_functions]]
+    s.sum().backward()
+    out.append(x.grad.tolist())
+    return out
+
+
+def test_multi_output_function_grad_fn_is_its_node():
+    # each output of a multi-output custom Function showed a private edge
+    # object as grad_fn (type "_FunctionOutput", a different one per output)
+    # and next_functions gave output_nr 0 for every edge
+    assert _multi_output_function_graph(tracec) == _multi_output_function_graph(pt)

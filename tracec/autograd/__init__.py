@@ -357,6 +357,11 @@ class _FunctionOutput:
         self.edges = (node,)
 
     @property
+    def public_node(self):
+        """What ``grad_fn`` and ``next_functions`` show: the Function's node."""
+        return self.node
+
+    @property
     def pre_hooks(self):
         return self.node.pre_hooks
 
