@@ -292,3 +292,23 @@ def test_multi_output_function_grad_fn_is_its_node():
     # object as grad_fn (type "_FunctionOutput", a different one per output)
     # and next_functions gave output_nr 0 for every edge
     assert _multi_output_function_graph(tracec) == _multi_output_function_graph(pt)
+
+
+EINSUM_BAD = [("ij->kk", [(2, 2)]), ("ij->k", [(2, 2)]), ("ij->i->j", [(2, 2)]), ("i1->i", [(2, 2)]),
+              ("ij->ii", [(2, 2)]), ("i..j->i", [(2, 2)]), ("i......->i", [(2, 2)]),
+              ("ij->i..", [(2, 2)]), ("ij->i.", [(2, 2)]),
+              ("...ij,...jk->...ik", [(2, 2, 3), (3, 3, 4)])]
+
+
+@pytest.mark.parametrize("eq,shapes", EINSUM_BAD)
+def test_einsum_equation_errors_are_torchs(eq, shapes):
+    # the xLSTM / Reformer einsum equations: tracec raised ValueError (PyTorch
+    # RuntimeError), named no letter for a repeated output subscript, took
+    # "->" inside the output for a subscript, and named an internal label for
+    # an ellipsis dimension that does not broadcast
+    msgs = []
+    for lib in (tracec, pt):
+        with pytest.raises(Exception) as e:
+            lib.einsum(eq, *[lib.ones(*s) for s in shapes])
+        msgs.append((type(e.value).__name__, str(e.value)))
+    assert msgs[0] == msgs[1]
