@@ -312,3 +312,27 @@ def test_einsum_equation_errors_are_torchs(eq, shapes):
             lib.einsum(eq, *[lib.ones(*s) for s in shapes])
         msgs.append((type(e.value).__name__, str(e.value)))
     assert msgs[0] == msgs[1]
+
+
+def _rank_and_pad_errors(lib):
+    F = lib.nn.functional
+    cases = [lambda: lib.nn.Conv1d(1, 1, 3)(lib.ones(1, 1, 2, 5)),
+             lambda: F.conv2d(lib.ones(2, 2), lib.ones(1, 1, 1, 1)),
+             lambda: F.conv3d(lib.ones(2, 2), lib.ones(1, 1, 1, 1, 1)),
+             lambda: F.conv_transpose1d(lib.ones(1, 1, 1, 2), lib.ones(1, 1, 1)),
+             lambda: F.max_pool1d(lib.ones(1, 1, 1, 4), 2), lambda: F.max_pool2d(lib.ones(2), 2),
+             lambda: F.max_pool3d(lib.ones(2), 2), lambda: F.avg_pool1d(lib.ones(1, 1, 1, 4), 2),
+             lambda: F.avg_pool3d(lib.ones(2), 2),
+             lambda: F.pad(lib.ones(2, 2), (1,)), lambda: F.pad(lib.ones(2, 2), (1, 1, 1, 1, 1, 1))]
+    out = []
+    for make in cases:
+        with pytest.raises(RuntimeError) as e:
+            make()
+        out.append(str(e.value))
+    return out
+
+
+def test_conv_pool_rank_and_pad_length_errors():
+    # deepspeech's Conv2d stack / Lookahead's F.pad: tracec's wrong-rank and
+    # pad-length messages had their own wording
+    assert _rank_and_pad_errors(tracec) == _rank_and_pad_errors(pt)
