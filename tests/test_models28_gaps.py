@@ -7,6 +7,16 @@ import tracec
 pt = pytest.importorskip("torch")
 
 
+def _raised(makers, exc=Exception):
+    """(type name, message) of what each of ``makers`` raises (each must raise ``exc``)."""
+    out = []
+    for make in makers:
+        with pytest.raises(exc) as e:
+            make()
+        out.append((type(e.value).__name__, str(e.value)))
+    return out
+
+
 def _graph_names(lib):
     x = lib.ones(2, 3, requires_grad=True)
     w = lib.ones(3, 4, requires_grad=True)
@@ -42,11 +52,8 @@ def _cuda_types(lib):
     # build_targets' spelling: the CPU type is chosen without touching CUDA
     FloatTensor = lib.cuda.FloatTensor if x.is_cuda else lib.FloatTensor
     out.append(tuple(FloatTensor(2, 3).fill_(0).shape))
-    for make in (lambda: C(2, 3), lambda: C([1.0]), lambda: lib.cuda.BoolTensor(2)):
-        with pytest.raises(TypeError) as e:
-            make()
-        out.append(str(e.value))
-    return out
+    return out + _raised((lambda: C(2, 3), lambda: C([1.0]), lambda: lib.cuda.BoolTensor(2)),
+                         TypeError)
 
 
 def test_torch_cuda_legacy_tensor_types_exist_on_cpu():
@@ -169,11 +176,7 @@ def _dirty_function(lib):
     out.append(x.grad.tolist())
     n = lib.ones(2)
     out.append((Double_.apply(n).requires_grad, _version(n)))
-    for bad in (lambda: Double_.apply(x), lambda: Leaky.apply(x.clone())):
-        with pytest.raises(RuntimeError) as e:
-            bad()
-        out.append(str(e.value))
-    return out
+    return out + _raised((lambda: Double_.apply(x), lambda: Leaky.apply(x.clone())), RuntimeError)
 
 
 def test_custom_function_mark_dirty():
@@ -201,11 +204,7 @@ def _bad_input_errors(lib):
         lambda: F.hardtanh(lib.ones(2), 2.0, 1.0),
         lambda: (lib.ones(2, requires_grad=True) * 2).requires_grad_(False),
     ]
-    out = []
-    for make in cases:
-        with pytest.raises(Exception) as e:
-            make()
-        out.append((type(e.value).__name__, str(e.value)))
+    out = _raised(cases)
     out.append(lib.zeros(0, 3).argmax(1).shape[0])      # a non-empty reduced dim is fine
     out.append(F.hardtanh(lib.tensor([3.0, -3.0]), 1.0, 1.0).tolist())
     return out
@@ -249,13 +248,11 @@ def _cuda_surface_on_cpu(lib):
         pass
     with c.stream(None):
         pass
-    for bad in (c.get_rng_state, c.initial_seed, c.mem_get_info, c.current_stream,
-                lambda: c.device(0).__enter__(), c.Stream, lambda: c.Event(enable_timing=True),
-                lambda: lib.random.fork_rng(devices=[0]).__enter__()):
-        with pytest.raises((AssertionError, RuntimeError)) as e:
-            bad()
-        out.append((type(e.value).__name__, str(e.value)))
-    return out
+    return out + _raised((c.get_rng_state, c.initial_seed, c.mem_get_info, c.current_stream,
+                          lambda: c.device(0).__enter__(), c.Stream,
+                          lambda: c.Event(enable_timing=True),
+                          lambda: lib.random.fork_rng(devices=[0]).__enter__()),
+                         (AssertionError, RuntimeError))
 
 
 def test_torch_cuda_rng_and_context_names_on_cpu():
@@ -324,12 +321,7 @@ def _rank_and_pad_errors(lib):
              lambda: F.max_pool3d(lib.ones(2), 2), lambda: F.avg_pool1d(lib.ones(1, 1, 1, 4), 2),
              lambda: F.avg_pool3d(lib.ones(2), 2),
              lambda: F.pad(lib.ones(2, 2), (1,)), lambda: F.pad(lib.ones(2, 2), (1, 1, 1, 1, 1, 1))]
-    out = []
-    for make in cases:
-        with pytest.raises(RuntimeError) as e:
-            make()
-        out.append(str(e.value))
-    return out
+    return _raised(cases, RuntimeError)
 
 
 def test_conv_pool_rank_and_pad_length_errors():
