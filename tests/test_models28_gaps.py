@@ -1,5 +1,6 @@
 """Gaps the models28 programs (tests/programs/models28) found in tracec,
 each checked against torch 2.13."""
+import numpy as np
 import pytest
 
 import tracec
@@ -328,3 +329,31 @@ def test_conv_pool_rank_and_pad_length_errors():
     # deepspeech's Conv2d stack / Lookahead's F.pad: tracec's wrong-rank and
     # pad-length messages had their own wording
     assert _rank_and_pad_errors(tracec) == _rank_and_pad_errors(pt)
+
+
+def _ctc_no_frames(lib):
+    r = np.random.default_rng(0)
+    lp = lib.tensor(r.normal(size=(6, 3, 5)).astype(np.float32)).log_softmax(-1).requires_grad_()
+    tg = lib.tensor([[1, 2], [3, 4], [2, 2]])
+    out = []
+    for zero_infinity in (False, True):
+        for reduction in ("none", "sum", "mean"):
+            loss = lib.nn.CTCLoss(reduction=reduction, zero_infinity=zero_infinity)(
+                lp, tg, lib.tensor([0, 5, 0]), lib.tensor([1, 2, 0]))
+            g, = lib.autograd.grad(loss.sum(), lp)
+            out.append(([str(round(v, 4)) for v in loss.reshape(-1).tolist()],
+                        round(g.abs().sum().item(), 3), g[:, 0].abs().sum().item()))
+    ctc = lib.nn.CTCLoss()
+    out += _raised([lambda: ctc(lp, tg, lib.tensor([-1, 5, 2]), lib.tensor([1, 2, 0])),
+                    lambda: ctc(lp, tg[None], lib.tensor([6, 5, 4]), lib.tensor([1, 2, 0])),
+                    lambda: ctc(lp, tg, lib.tensor([6, 5, 4]), lib.tensor([1, -2, 0]))],
+                   RuntimeError)
+    return out
+
+
+def test_ctc_loss_with_no_frames_and_bad_lengths():
+    # deepspeech's CTCLoss(zero_infinity=True): an utterance with no frames
+    # left gave a finite loss from the first frame (PyTorch: inf, zeroed;
+    # -0.0 for an empty target); negative lengths and 3-d targets were not
+    # refused as PyTorch refuses them
+    assert _ctc_no_frames(tracec) == _ctc_no_frames(pt)
