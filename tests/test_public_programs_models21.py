@@ -87,9 +87,10 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-@needs_torchvision
-def test_models21_faster_rcnn_matches_torch(tmp_path):
-    script = PROGS / "faster_rcnn_lite.py"
+def detection_reference(script, tmp_path):
+    """torch's output of the detection program ``script`` (its recording,
+    else a run under DETECTION_DRIVER: torchvision's Python code with the
+    plain-torch greedy nms)."""
     env = {**ENV, "TORCH_COMPILE_DISABLE": "1"}
 
     def run():
@@ -98,10 +99,16 @@ def test_models21_faster_rcnn_matches_torch(tmp_path):
         assert r.returncode == 0, "torch failed:\n" + r.stderr[-4000:]
         return r.stdout
 
-    ref = torch_recordings.torch_output(
-        "models21/faster_rcnn_lite", torch_recordings.program_files(script), [],
+    return torch_recordings.torch_output(
+        f"{script.parent.name}/{script.stem}", torch_recordings.program_files(script), [],
         "TORCH_COMPILE_DISABLE=1 OMP_NUM_THREADS=1 torchvision==0.28.0 greedy-nms driver\n" + DETECTION_DRIVER,
         run)
+
+
+@needs_torchvision
+def test_models21_faster_rcnn_matches_torch(tmp_path):
+    script = PROGS / "faster_rcnn_lite.py"
+    ref = detection_reference(script, tmp_path)
     # the RPN's and RoI heads' proposal filtering (nonzero, nms) is
     # data-dependent: the compiled step runs eagerly
     check_program(script, ref, tmp_path, True)

@@ -75,6 +75,7 @@ from tracec import tensor_type as _tensor_type  # noqa: E402,F401  (Tensor.type)
 from tracec.as_torch import install_as_torch, uninstall_as_torch  # noqa: E402,F401
 
 globals().update(_tensor_type.LEGACY)   # FloatTensor, LongTensor, ... (legacy constructors / types)
+vars(cuda).update(_tensor_type.CUDA_LEGACY)   # torch.cuda.FloatTensor, ... (names; no eager CUDA)
 
 
 

@@ -101,14 +101,18 @@ def _parse(equation: str, operands):
     ell = 0
     labels = []
     for t, x in zip(terms, operands):
-        if t.count("...") > 1 or "." in t.replace("...", ""):
-            raise ValueError(f"einsum(): invalid subscript in term {t!r}")
+        if t.count("...") > 1:
+            raise RuntimeError(f"einsum(): found '.' for operand {len(labels)} for which an "
+                               "ellipsis was already found")
+        if "." in t.replace("...", ""):
+            raise RuntimeError(f"einsum(): found '.' for operand {len(labels)} that is not part "
+                               "of any ellipsis")
         named = t.replace("...", "")
         for c in named:
             if not c.isalpha():
-                raise ValueError(f"einsum(): invalid subscript given at index "
-                                 f"{equation.index(c)} in the equation string, subscripts "
-                                 "must be in [a-zA-Z]")
+                raise RuntimeError(f"einsum(): invalid subscript given at index "
+                                   f"{equation.index(c)} in the equation string, subscripts "
+                                   "must be in [a-zA-Z]")
         if "..." in t:
             k = x.ndim - len(named)
             if k < 0:
@@ -128,18 +132,28 @@ def _parse(equation: str, operands):
             labels.append(list(t))
     ell_labels = _ELLIPSIS[24 - ell:]
     if arrow:
+        if "." in rhs.replace("...", "", 1):
+            raise RuntimeError("einsum(): found '.' for output that is not part of any ellipsis "
+                               "(...)")
         if "..." in rhs:
             head, _, tail = rhs.partition("...")
             out = list(head) + ell_labels + list(tail)
         else:
             out = list(rhs)
         seen = {c for ls in labels for c in ls}
-        for c in out:
-            if c not in seen and c not in ell_labels:
-                raise ValueError(f"einsum(): output subscript {c} does not appear in the "
-                                 "equation for any input operand")
-        if len(set(out)) != len(out):
-            raise ValueError("einsum(): output subscript appears more than once in the output")
+        at = equation.index("->") + 2       # (PyTorch's checks, in its order, as it scans)
+        for k, c in enumerate(equation[at:], at):
+            if c == "." or c == " ":
+                continue
+            if not ("a" <= c <= "z" or "A" <= c <= "Z"):
+                raise RuntimeError(f"einsum(): invalid subscript given at index {k} in the "
+                                   "equation string, subscripts must be in [a-zA-Z]")
+            if c not in seen:
+                raise RuntimeError(f"einsum(): output subscript {c} does not appear in the "
+                                   "equation for any input operand")
+            if equation.count(c, at, k):
+                raise RuntimeError(f"einsum(): output subscript {c} appears more than once in "
+                                   "the output")
     else:
         counts: dict = {}
         for ls in labels:
@@ -239,6 +253,13 @@ def einsum(equation, *operands):
     for i, (x, ls) in enumerate(zip(operands, labels)):
         for c, s in zip(ls, x.shape):
             if sizes.get(c, 1) != 1 and s != 1 and s != sizes[c]:
+                if c in _ELLIPSIS:
+                    # (PyTorch's message, its missing space included)
+                    d = ls.index(c) - ls.index(next(l for l in ls if l in _ELLIPSIS))
+                    raise RuntimeError(f"einsum(): dimension {d} covered by ellipsis in operand "
+                                       f"{i}has size {s} which does not broadcast with "
+                                       f"previously seen ellipsis with size {sizes[c]} for the "
+                                       "respective dimension")
                 raise RuntimeError(f"einsum(): subscript {c} has size {s} for operand {i} which "
                                    f"does not broadcast with previously seen size {sizes[c]}")
             if s != 1 or c not in sizes:

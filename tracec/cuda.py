@@ -70,12 +70,102 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 
 def is_initialized() -> bool:
-    return False
+    return _initialized
+
+
+#: PyTorch's flag read by scripts before touching CUDA RNG states
+#: (reformer-pytorch's Deterministic: ``if torch.cuda._initialized:``):
+#: False, as no eager CUDA tensor exists in this build.
+_initialized = False
 
 
 synchronize = get_device_name = current_device = set_device = ipc_collect = _no_cuda
 get_device_capability = get_device_properties = _no_cuda
+get_rng_state = initial_seed = mem_get_info = current_stream = default_stream = _no_cuda
+
+
+# The CUDA RNG calls PyTorch queues until CUDA initializes (never, here):
+# they return at once, as in a build without CUDA.
+def seed() -> None:
+    """See ``manual_seed``."""
+
+
+def seed_all() -> None:
+    """See ``manual_seed``."""
+
+
+def set_rng_state(new_state, device="cuda") -> None:
+    """See ``manual_seed``."""
+
+
+def set_rng_state_all(new_states) -> None:
+    """One state per device: there are none."""
+
+
+def get_rng_state_all() -> list:
+    """One state per device: there are none."""
+    return []
+
+
+def get_arch_list() -> list:
+    return []
+
+
+def memory_stats(device=None) -> dict:
+    import collections
+    return collections.OrderedDict()
+
+
+class device:
+    """``with torch.cuda.device(i):``: index -1 (no device) does nothing;
+    entering any real index fails as in a build without CUDA."""
+
+    def __init__(self, device):
+        index = getattr(device, "index", device)
+        self.idx = -1 if index is None else int(index)
+        self.prev_idx = -1
+
+    def __enter__(self):
+        if self.idx != -1:
+            raise RuntimeError("PyTorch was compiled without CUDA support")
+
+    def __exit__(self, *exc):
+        return False
+
+
+class device_of(device):
+    """The device context of a tensor: -1 for a CPU tensor."""
+
+    def __init__(self, obj):
+        super().__init__(obj.get_device() if obj.is_cuda else -1)
+
+
+class stream:
+    """``with torch.cuda.stream(s):``: ``None`` does nothing."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __enter__(self):
+        if self.stream is not None:
+            _no_cuda()
+
+    def __exit__(self, *exc):
+        return False
+
+
+class Stream:
+    def __new__(cls, *args, **kwargs):
+        raise RuntimeError("torch.cuda.Stream requires CUDA support")
+
+
+class Event:
+    def __new__(cls, *args, **kwargs):
+        raise RuntimeError("Tried to instantiate dummy base class Event")
 __all__ += ["empty_cache", "memory_allocated", "max_memory_allocated", "memory_reserved",
             "max_memory_reserved", "reset_peak_memory_stats", "is_bf16_supported",
             "is_initialized", "synchronize", "get_device_name", "current_device", "set_device",
-            "get_device_capability", "get_device_properties"]
+            "get_device_capability", "get_device_properties", "get_rng_state", "initial_seed",
+            "mem_get_info", "current_stream", "default_stream", "seed", "seed_all",
+            "set_rng_state", "set_rng_state_all", "get_rng_state_all", "get_arch_list",
+            "memory_stats", "device", "device_of", "stream", "Stream", "Event"]

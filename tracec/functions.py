@@ -777,10 +777,17 @@ def min(input, dim=None, keepdim=False, *, other=None):  # noqa: A001
 
 def _arg(name, prim):
     def fn(input, dim=None, keepdim=False):
+        # PyTorch's IndexErrors for an empty reduction (a symbolic size is
+        # never known to be 0 here)
         if dim is None:
+            if input.ndim and any(type(s) is int and s == 0 for s in input.shape):
+                raise IndexError(f"{name}(): Expected reduction dim to be specified for "
+                                 f"input.numel() == 0.")
             r = prim(ops.reshape(input, (input.numel(),)), 0)
             return ops.reshape(r, (1,) * input.ndim) if keepdim else r
         d = normalize_axis(dim, input.ndim)
+        if input.ndim and type(input.shape[d]) is int and input.shape[d] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
         r = prim(input, d)
         if keepdim and input.ndim:
             r = ops.reshape(r, tuple(1 if i == d else s for i, s in enumerate(input.shape)))

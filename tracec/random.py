@@ -124,10 +124,15 @@ def binomial(count, prob, generator=None):
 def fork_rng(devices=None, enabled=True, _caller="fork_rng", _devices_kw="devices",
              device_type="cuda"):
     """Run the block with the RNG state restored afterwards (the default
-    generator's; tracec has no device generators to fork)."""
+    generator's; tracec has no device generators to fork: naming a CUDA
+    device fails as PyTorch's CPU build does, reading its state)."""
     if not enabled:
         yield
         return
+    if devices and device_type == "cuda":
+        from tracec import cuda
+        for d in devices:
+            cuda.get_rng_state(d)
     saved = get_rng_state()
     try:
         yield

@@ -30,7 +30,7 @@ __all__ = ["scatter", "scatter_reduce", "index_add", "index_copy", "index_fill",
 
 def _index_dtype(index, name):
     if not isinstance(index, Tensor) or index.dtype not in (dt.int64, dt.int32):
-        raise RuntimeError(f"{name}(): Expected dtype int64 for index")
+        raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index")
     return index if index.dtype is dt.int64 else ops.cast(index, dt.int64)
 
 

@@ -325,7 +325,7 @@ def split(tensor, split_size_or_sections, dim=0):
 
 def chunk(input, chunks, dim=0):
     if chunks <= 0:
-        raise RuntimeError("chunk expects `chunks` to be greater than 0")
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     d = normalize_axis(dim, input.ndim)
     size = -(-input.shape[d] // chunks) if input.shape[d] else 1
     return split(input, size, d)
@@ -360,8 +360,8 @@ def gather(input, dim, index, *, sparse_grad=False):
     if sparse_grad:
         raise NotImplementedError("tracec: gather(sparse_grad=True) (tracec's gradients are "
                                   "dense)")
-    if not isinstance(index, Tensor) or index.dtype.category != 1:
-        raise RuntimeError("gather(): Expected dtype int64 for index")
+    if not isinstance(index, Tensor) or index.dtype not in (dt.int64, dt.int32):
+        raise RuntimeError("gather(): Expected dtype int32/int64 for index")
     d = normalize_axis(dim, input.ndim)
     if index.numel() == 0:     # PyTorch checks no shape then: an empty result of index's shape
         flat = ops.reshape(input, (input.numel(),))

@@ -489,7 +489,7 @@ class Tensor:
     def grad_fn(self):
         if self._view_chain and self._view_version != self._version[0]:
             self._refresh_view()
-        return self._node
+        return graph.named(self._node)
 
     @property
     def is_leaf(self) -> bool:
@@ -718,7 +718,9 @@ class Tensor:
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         if not self.is_leaf and not requires_grad:
-            raise RuntimeError("you can only change requires_grad flags of leaf variables.")
+            raise RuntimeError("you can only change requires_grad flags of leaf variables. If you "
+                               "want to use a computed variable in a subgraph that doesn't "
+                               "require differentiation use var_no_grad = var.detach().")
         if requires_grad and not (self.dtype.is_floating_point or self.dtype.category == 3):
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self.requires_grad = bool(requires_grad)

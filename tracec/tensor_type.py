@@ -94,11 +94,41 @@ def _legacy(d):
 LEGACY = {name: _legacy(d) for d, name in _NAMES.items()}
 
 
+class CudaLegacyTensorType(LegacyTensorType):
+    """``torch.cuda.FloatTensor`` and friends: ``isinstance`` holds for a
+    CUDA tensor of the dtype, ``t.type(torch.cuda.FloatTensor)`` moves to
+    CUDA, and calling one without eager CUDA tensors
+    (``tracec.device.EAGER_CUDA``) is PyTorch's CPU-build TypeError.
+    Scripts name them on CPU (``torch.cuda.FloatTensor if x.is_cuda else
+    torch.FloatTensor``, ``isinstance(t, torch.cuda.FloatTensor)``)."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and obj.dtype is cls.dtype and obj.device.type == "cuda"
+
+    def __call__(cls, *data, device=None):
+        from tracec.device import EAGER_CUDA
+        if not EAGER_CUDA:
+            raise TypeError(f"type torch.cuda.{cls.__name__} not available. Torch not compiled "
+                            f"with CUDA enabled.")
+        return to(LEGACY[cls.__name__](*data), device="cuda")
+
+    def __repr__(cls):
+        return f"<class 'torch.cuda.{cls.__name__}'>"
+
+
+#: torch.cuda.FloatTensor, ... (exported by tracec.cuda)
+CUDA_LEGACY = {name: CudaLegacyTensorType(name, (), {"dtype": d, "legacy_dtype": d, "is_cuda": True,
+                                                      "is_sparse": False, "__module__": "torch.cuda"})
+               for d, name in _NAMES.items()}
+
+
 def tensor_type(self: Tensor, dtype=None, non_blocking: bool = False, **kwargs):
     if dtype is None:
         return type_name(self)
     if dtype is Tensor:          # torch.Tensor as a type: the float32 FloatTensor
         dtype = dt.float32
+    if getattr(dtype, "is_cuda", False):           # torch.cuda.FloatTensor, ...
+        return to(self, device="cuda", dtype=dtype.legacy_dtype)
     dtype = getattr(dtype, "legacy_dtype", dtype)
     if isinstance(dtype, str):
         d, device = _parse(dtype)

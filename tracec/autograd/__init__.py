@@ -230,8 +230,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         raise ValueError("Expected allow_unused to be True or not passed when "
                          "materialize_grads=True, but got: allow_unused=False.")
     if is_grads_batched:
-        raise NotImplementedError("autograd.grad(is_grads_batched=True) (vmap over "
-                                  "grad_outputs) is not supported by tracec")
+        return _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                             allow_unused, materialize_grads)
     keys = list(inputs.keys()) if type(inputs) is dict else None   # a dict in, a dict out
     outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     inputs = _inputs_list(inputs, "grad")
@@ -283,6 +283,42 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     return dict(zip(keys, out)) if keys is not None else tuple(out)
 
 
+def _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+                  materialize_grads):
+    """``grad(..., is_grads_batched=True)``: the first dimension of each
+    grad_output is a batch of vectors; each input's result stacks the
+    vector-Jacobian products of the rows. PyTorch vmaps one backward over
+    the rows; here one backward runs per row (the graph retained until the
+    last): the same products, computed one at a time."""
+    from tracec.shape_ops import stack
+    outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    gos = [grad_outputs] if isinstance(grad_outputs, Tensor) else list(grad_outputs or [None] * len(outs))
+    for i, (o, g) in enumerate(zip(outs, gos)):
+        if g is None:
+            if o.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            continue
+        if tuple(g.shape[1:]) != tuple(o.shape):
+            raise RuntimeError(
+                "If `is_grads_batched=True`, we interpret the first dimension of each "
+                "grad_output as the batch dimension. The sizes of the remaining dimensions are "
+                "expected to match the shape of corresponding output, but a mismatch was "
+                f"detected: grad_output[{i}] has a shape of {g.shape[1:]!r} and "
+                f"output[{i}] has a shape of {o.shape!r}. If you only want some tensors "
+                "in `grad_output` to be considered batched, consider using vmap.")
+    n = next(g.shape[0] for g in gos if g is not None)
+    keys = list(inputs.keys()) if type(inputs) is dict else None
+    xs = list(inputs.values()) if keys is not None else inputs
+    if retain_graph is None:
+        retain_graph = create_graph
+    rows = [grad(outs, xs, [g if g is None else g[b] for g in gos],
+                 retain_graph=retain_graph if b == n - 1 else True, create_graph=create_graph,
+                 allow_unused=allow_unused, materialize_grads=materialize_grads)
+            for b in range(n)]
+    out = [None if col[0] is None else stack(list(col)) for col in zip(*rows)]
+    return dict(zip(keys, out)) if keys is not None else tuple(out)
+
+
 # --- custom functions -----------------------------------------------------------
 
 class FunctionCtx:
@@ -300,13 +336,14 @@ class FunctionCtx:
         self._saved = tensors
         self._versions = tuple(t._version[0] if isinstance(t, Tensor) else None for t in tensors)
 
-    def mark_dirty(self, *tensors):
-        """Inputs the forward modified in place (and returns): the
-        Function's node becomes their history."""
-        self._dirty = tensors
-
     def mark_non_differentiable(self, *tensors):
         self._non_diff = tensors
+
+    def mark_dirty(self, *tensors):
+        """The inputs forward modified in place; they must be among its
+        outputs, and their history continues from the Function's node
+        (``Function.apply``)."""
+        self._dirty = tensors
 
     def set_materialize_grads(self, value: bool):
         self.materialize_grads = value
@@ -349,6 +386,11 @@ class _FunctionOutput:
         self.node = node
         self.index = index
         self.edges = (node,)
+
+    @property
+    def public_node(self):
+        """What ``grad_fn`` and ``next_functions`` show: the Function's node."""
+        return self.node
 
     @property
     def pre_hooks(self):
@@ -417,10 +459,8 @@ class Function:
             out = cls.forward(*args, **kwargs) if separate else cls.forward(ctx, *args, **kwargs)
         if separate:
             cls.setup_context(ctx, args, out)
-        for t in getattr(ctx, "_dirty", ()):
-            if isinstance(t, Tensor) and t.requires_grad and t._node is None:
-                raise RuntimeError("a leaf Variable that requires grad has been used in an "
-                                   "in-place operation.")
+        if getattr(ctx, "_dirty", ()):
+            _check_dirty(ctx._dirty, out)
         if graph.is_grad_enabled() and any(ctx.needs_input_grad):
             node = graph.function_node_type(cls)(cls, ctx, nexts, len(args))
             outs = out if isinstance(out, tuple) else (out,)
@@ -439,6 +479,27 @@ class Function:
             if RECORDERS and isinstance(out, Tensor) and out.requires_grad:
                 _record_vjp(cls, ctx, args, out)
         return out
+
+
+def _check_dirty(dirty, out) -> None:
+    """``ctx.mark_dirty``'s checks and version bump, as PyTorch's: each
+    dirty tensor is returned (``apply`` then gives it the node), is not a
+    leaf requiring grad, and counts one more in-place write."""
+    returned = {id(o) for o in (out if isinstance(out, tuple) else (out,))}
+    if any(id(d) not in returned for d in dirty):
+        raise RuntimeError("Some elements marked as dirty during the forward method were not "
+                           "returned as output. The inputs that are modified inplace must all be "
+                           "outputs of the Function.")
+    for d in dirty:
+        if d.requires_grad and d._node is None:
+            raise RuntimeError("a leaf Variable that requires grad has been used in an in-place "
+                               "operation.")
+        if d._base is not None and graph.is_grad_enabled() and \
+                (d.requires_grad or d._base.requires_grad):
+            # (PyTorch rebases the view's base through CopySlices)
+            raise NotImplementedError("ctx.mark_dirty on a view of a tensor that requires grad "
+                                      "is not supported by tracec")
+        d._version[0] += 1
 
 
 class _NotRecorded(Exception):

@@ -50,9 +50,27 @@ def _batched(x: Tensor, nsp: int, name: str):
     if x.ndim == nsp + 1:
         return ops.reshape(x, (1,) + tuple(x.shape)), True
     if x.ndim != nsp + 2:
-        raise RuntimeError(f"{name}: Expected {nsp + 1}D (unbatched) or {nsp + 2}D (batched) "
-                           f"input, but got input of size: {list(x.shape)}")
+        raise RuntimeError(_RANK_ERRORS.get(name, _RANK_ERROR).format(
+            name=name, a=nsp + 1, b=nsp + 2, ndim=x.ndim, shape=list(x.shape)))
     return x, False
+
+
+#: PyTorch's wrong-rank messages (each op its own wording)
+_RANK_ERROR = ("{name}: Expected {a}D (unbatched) or {b}D (batched) input, but got input of "
+               "size: {shape}")
+_CONV_RANK = ("Expected {a}D (unbatched) or {b}D (batched) input to {name}, but got input of "
+              "size: {shape}")
+_RANK_ERRORS = {
+    **{n: _CONV_RANK for n in ("conv1d", "conv2d", "conv3d", "conv_transpose1d",
+                               "conv_transpose2d", "conv_transpose3d")},
+    "max_pool1d": "max_pool1d: Expected 2D or 3D (batch mode) tensor with optional 0 dim batch "
+                  "size for input, but got:{shape}",
+    "max_pool2d": "non-empty 3D or 4D (batch mode) tensor expected for input",
+    "max_pool3d": "non-empty 4D or 5D (batch mode) tensor expected for input",
+    "avg_pool1d": "Expected 2 to 3 dimensions, but got {ndim}-dimensional tensor for argument #1 "
+                  "'self' (while checking arguments for avg_pool1d)",
+    "avg_pool3d": "non-empty 4D or 5D (batch mode) tensor expected for input",
+}
 
 
 def _unbatch(y: Tensor, unbatched: bool) -> Tensor:
@@ -971,10 +989,12 @@ def pad(input, pad, mode: str = "constant", value=None):
     if not isinstance(input, Tensor):
         raise TypeError(f"pad(): argument 'input' must be Tensor, not {type(input).__name__}")
     pad = [int(p) for p in pad]
-    if len(pad) % 2 or len(pad) // 2 > input.ndim:
-        raise RuntimeError(f"Padding length must be divisible by 2 and at most twice the "
-                           f"number of dimensions of the input, got {len(pad)} for a "
-                           f"{input.ndim}-D input")
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    if len(pad) // 2 > input.ndim:
+        raise RuntimeError(f"Padding length should be less than or equal to two times the input "
+                           f"dimension but got padding length {len(pad)} and input of dimension "
+                           f"{input.ndim}")
     nd = input.ndim
     low, high = [0] * nd, [0] * nd
     for i in range(len(pad) // 2):

@@ -12,7 +12,8 @@ documented convention), so ``log_probs.grad`` matches PyTorch's too, and a
 ``log_softmax`` in front gives the true gradient.
 
 Invariants: an impossible alignment gives ``inf`` (``0`` and a zero
-gradient with ``zero_infinity=True``); ``reduction="mean"`` divides each
+gradient with ``zero_infinity=True``), a sample with no frames too unless
+its target is empty (``-0.0``); ``reduction="mean"`` divides each
 loss by its target length (at least 1) and then averages over the batch.
 """
 from __future__ import annotations
@@ -103,6 +104,12 @@ class _CTC(Function):
         end2 = S.gather(alpha, 1, TF.clamp(TF.sub(last, 1), min=0))
         end2 = TF.where(last > 0, end2, creation.full_like(end2, _NEG_INF))
         nll = TF.neg(S.reshape(_lse(end1, end2), (batch,)))
+        if 0 in in_lens:
+            # no frames: only an empty target is reachable (-log 1), else inf
+            empty = creation.tensor([n == 0 for n in in_lens], device=dev)
+            none = creation.tensor([-0.0 if e == 1 else float("inf") for e in ext_lens],
+                                   dtype=nll.dtype, device=dev)
+            nll = TF.where(empty, none, nll)
         ctx.raw_nll = nll
         ctx.plan = plan
         ctx.alphas = alphas
@@ -189,16 +196,21 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths,
     steps, batch, classes = log_probs.shape
     in_lens = _lengths(input_lengths)
     tgt_lens = _lengths(target_lengths)
+    # PyTorch's checks, in its order
+    where = " (while checking arguments for ctc_loss_allocate_outputs)"
+    if targets.ndim not in (1, 2):
+        raise RuntimeError(f"Expected 1 to 2 dimensions, but got {targets.ndim}-dimensional "
+                           f"tensor for argument #2 'targets'{where}")
+    if not 0 <= blank < classes:
+        raise RuntimeError("blank must be in label range")
     if len(in_lens) != batch:
         raise RuntimeError("input_lengths must be of size batch_size")
     if len(tgt_lens) != batch:
         raise RuntimeError("target_lengths must be of size batch_size")
-    if not 0 <= blank < classes:
-        raise RuntimeError("blank must be in label range")
-    for n in in_lens:
-        if n > steps:
-            raise RuntimeError(f"Expected input_lengths to have value at most {steps}, but got "
-                               f"value {n} (while checking arguments for ctc_loss_allocate_outputs)")
+    for n in tgt_lens:
+        if n < 0:
+            raise RuntimeError(f"Expected target_lengths to have value at least 0, but got value "
+                               f"{n}{where}")
     if targets.ndim == 2 and max(tgt_lens, default=0) > targets.shape[1]:
         raise RuntimeError(f"Expected tensor to have size at least {max(tgt_lens)} at dimension "
                            f"1, but got size {targets.shape[1]} for argument #2 'targets' (while "
@@ -207,6 +219,13 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths,
         raise RuntimeError(f"Expected tensor to have size {sum(tgt_lens)} at dimension 0, but "
                            f"got size {targets.shape[0]} for argument #2 'targets' (while "
                            "checking arguments for ctc_loss_allocate_outputs)")
+    for n in in_lens:
+        if n < 0:
+            raise RuntimeError(f"Expected input_lengths to have value at least 0, but got value "
+                               f"{n}{where}")
+        if n > steps:
+            raise RuntimeError(f"Expected input_lengths to have value at most {steps}, but got "
+                               f"value {n}{where}")
     plan = _plan(targets, in_lens, tgt_lens, blank, batch, log_probs.device, zero_infinity)
     nll = _CTC.apply(log_probs, plan)
     if zero_infinity:  # outside the CTC node, as in PyTorch (its grad_fn: WhereBackward0)

@@ -63,6 +63,8 @@ def relu6(input, inplace: bool = False):
 
 
 def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
     return _apply(lambda x: _hardtanh(x, min_val, max_val), input, inplace)
 
 
@@ -352,11 +354,20 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
 @_in_float32
 def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
     x = _tensor(input, "group_norm")
+    if x.ndim < 2:
+        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {x.ndim}")
     n, c = x.shape[:2]
     if c % num_groups:
         raise RuntimeError(f"Expected number of channels in input to be divisible by "
                            f"num_groups, but got input of shape {list(x.shape)} and "
                            f"num_groups={num_groups}")
+    for what, t in (("weight", weight), ("bias", bias)):
+        if t is not None and (t.ndim != 1 or t.numel() != c):
+            # (PyTorch's bias message shows the weight's shape, when there is one)
+            shown = weight if weight is not None else t
+            raise RuntimeError(f"Expected {what} to be a vector of size equal to the number of "
+                               f"channels in input, but got {what} of shape "
+                               f"{list(shown.shape)} and input of shape {list(x.shape)}")
     # the group size from the shape, not numel // n, so an empty batch (n == 0) works
     g = ops.reshape(x, (n, num_groups, (c // num_groups) * math.prod(x.shape[2:])))
     mean = TF.mean(g, 2, keepdim=True)

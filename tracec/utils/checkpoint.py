@@ -22,8 +22,10 @@ from tracec import autocast_mode, graph
 from tracec.autograd import Function
 from tracec.creation import get_rng_state, set_rng_state
 from tracec.tensor import Tensor
+from tracec.utils._pytree import tree_map
 
-__all__ = ["checkpoint", "checkpoint_sequential"]
+__all__ = ["checkpoint", "checkpoint_sequential", "detach_variable", "check_backward_validity",
+           "get_device_states", "set_device_states"]
 
 
 def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism_check="default",
@@ -107,3 +109,51 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwar
     for m in mods:
         input = m(input)
     return input
+
+
+# The helpers custom checkpointing / reversible code imports from here
+# (reformer-pytorch's Deterministic, revtorch, memcnn).
+
+def detach_variable(inputs):
+    """Each tensor of the tuple ``inputs`` detached, keeping its requires_grad."""
+    if not isinstance(inputs, tuple):
+        raise RuntimeError("Only tuple of tensors is supported. Got Unsupported input type: ",
+                           type(inputs).__name__)
+    out = []
+    for inp in inputs:
+        if not isinstance(inp, Tensor):
+            out.append(inp)
+            continue
+        x = inp.detach()
+        x.requires_grad = inp.requires_grad
+        out.append(x)
+    return tuple(out)
+
+
+def check_backward_validity(inputs) -> None:
+    if not any(inp.requires_grad for inp in inputs if isinstance(inp, Tensor)):
+        warnings.warn("None of the inputs have requires_grad=True. Gradients will be None")
+
+
+def get_device_states(*args):
+    """(device ids, RNG states) of the accelerator devices the tensors in
+    ``args`` (nested) live on: empty for CPU and meta tensors, the only ones
+    this build holds. (tracec draws on every device from its one generator,
+    so a device's state is that generator's.)"""
+    ids = []
+
+    def add(arg):
+        if isinstance(arg, Tensor) and arg.device.type not in {"cpu", "meta"} \
+                and arg.device.index not in ids:
+            ids.append(arg.device.index)
+        return arg
+    tree_map(add, args)
+    return ids, [get_rng_state() for _ in ids]
+
+
+def set_device_states(devices, states, *, device_type=None) -> None:
+    """Restores states from ``get_device_states`` (nothing for no devices)."""
+    if device_type == "meta":
+        return
+    for _, state in zip(devices, states):
+        set_rng_state(state)

@@ -114,8 +114,18 @@ def invert_permutation(permutation):
 
 
 def _lengths_list(lengths) -> list:
+    """The lengths as Python ints; like PyTorch's one-dimensional int64
+    tensor of them, else its error."""
     if isinstance(lengths, Tensor):
-        return [int(v) for v in lengths.detach().cpu().numpy().reshape(-1)]
+        ndim = lengths.ndim
+    else:
+        lengths = list(lengths)
+        ndim = 1 + max((np.ndim(v) for v in lengths if isinstance(v, (list, tuple))), default=0)
+    if ndim != 1:
+        raise RuntimeError(f"'lengths' argument should be a 1D CPU int64 tensor, but got "
+                           f"{ndim}D cpu Long tensor")
+    if isinstance(lengths, Tensor):
+        return [int(v) for v in lengths.detach().cpu().numpy()]
     return [int(v) for v in lengths]
 
 

@@ -36,8 +36,16 @@ class _InfiniteConstantSampler(Sampler):
             yield None
 
 
+#: The attributes PyTorch's DataLoader refuses to have set after __init__
+#: (its iterators were built from them).
+_FIXED_AFTER_INIT = frozenset(["batch_size", "batch_sampler", "sampler", "drop_last", "dataset",
+                               "persistent_workers"])
+
+
 class DataLoader:
     """Iterate over ``dataset`` in batches (see the module docstring)."""
+
+    __initialized = False
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
                  num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
@@ -112,6 +120,15 @@ class DataLoader:
         if collate_fn is None:
             collate_fn = default_collate if self._auto_collation else default_convert
         self.collate_fn = collate_fn
+        self.__initialized = True
+
+    def __setattr__(self, attr, val):
+        # (collate_fn and the rest may change: deepspeech.pytorch's
+        # AudioDataLoader sets self.collate_fn after super().__init__)
+        if self.__initialized and attr in _FIXED_AFTER_INIT:
+            raise ValueError(f"{attr} attribute should not be set after "
+                             f"{self.__class__.__name__} is initialized")
+        super().__setattr__(attr, val)
 
     @property
     def _auto_collation(self) -> bool:
