@@ -80,8 +80,9 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     axes = _axes(x, dim)
     if x.ndim == 0:       # (keepdim keeps no dim of a 0-d input)
         x, axes, keepdim = ops.reshape(x, (1,)), (0,), False
-    ax = ops.abs_(x)
     ord = float(ord)
+    # |x| where the order reads it (the 2-norm squares x itself, 0 counts it)
+    ax = ops.abs_(x) if ord not in (0.0, 2.0) else None
     if ord == math.inf:
         y = ops.reduce_max(ax, axes)
     elif ord == -math.inf:

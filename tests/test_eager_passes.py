@@ -1,7 +1,13 @@
-"""Eager ``clamp`` without a gradient to build is one ``np.clip`` pass
-(``functions._clip_values``): every bit as PyTorch's, signed zeros, NaN,
-infinities and crossed bounds included, and equal to the ``where`` path
-that builds the gradient."""
+"""Eager ops that make fewer passes over their data than their primitives
+would, with the same values:
+
+* ``clamp`` without a gradient to build is one ``np.clip`` pass
+  (``functions._clip_values``): every bit as PyTorch's, signed zeros, NaN,
+  infinities and crossed bounds included, and equal to the ``where`` path
+  that builds the gradient;
+* the 2-norm (``linalg.vector_norm``, ``clip_grad_norm_``) squares ``x``
+  itself, without a pass for ``abs`` (``|x| * |x|`` is ``x * x`` to the bit).
+"""
 import numpy as np
 import pytest
 
@@ -55,3 +61,28 @@ def test_no_grad_clamp_is_one_pass_not_two_wheres(monkeypatch):
     assert not calls
     x.requires_grad_().clamp(-0.5, 0.5)
     assert len(calls) == 2
+
+
+def test_the_two_norm_takes_no_abs_pass(monkeypatch):
+    from tracec import functions, ops
+    calls = []
+    real_op, real_fn = ops.abs_, functions.abs
+    monkeypatch.setattr(ops, "abs_", lambda *a: calls.append(1) or real_op(*a))
+    monkeypatch.setattr(functions, "abs", lambda *a: calls.append(1) or real_fn(*a))
+    x = np.random.default_rng(2).standard_normal((30, 40)).astype(np.float32)
+    x[0, :3] = [-0.0, np.inf, -3e38]
+    t = tracec.from_numpy(x)
+    want = np.sqrt(np.add.reduce((np.abs(x) * np.abs(x)).reshape(-1)))
+    for got in (t.norm(), tracec.linalg.vector_norm(t), tracec.norm(t, p=2)):
+        assert np.array_equal(got.numpy(), want)
+    rows = tracec.linalg.vector_norm(t[1:], dim=1)
+    np.testing.assert_allclose(rows.numpy(), torch.from_numpy(x[1:]).norm(dim=1).numpy(),
+                               rtol=1e-6)
+    p = tracec.nn.Parameter(tracec.from_numpy(x[1:].copy()))
+    p.grad = tracec.from_numpy(x[1:] * 0.5)
+    total = tracec.nn.utils.clip_grad_norm_([p], 1.0)
+    np.testing.assert_allclose(total.item(), torch.from_numpy(x[1:] * 0.5).norm().item(),
+                               rtol=1e-6)
+    assert not calls
+    tracec.linalg.vector_norm(t, 3)             # other orders read |x|
+    assert calls
