@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block
 from xdsl.passes import ModulePass
 
 from tracec import dtypes as dt
@@ -139,6 +140,7 @@ def expand_backward(bop) -> None:
             seed = creation.full(ir.shape_of(loss_t), 1.0, ir.dtype_of(loss_t),
                                  like=IRValue(bop.loss))
         ct = {bop.loss: seed}
+        position = None     # op -> its index in ``before`` (custom_vjp ops only)
         for op in reversed(before):
             if not op.results or op.results[0] not in ct or op.results[0] not in depends:
                 continue
@@ -151,7 +153,9 @@ def expand_backward(bop) -> None:
             b.loc = op.location
             g = ct.pop(op.results[0])
             if isinstance(op, ir.CustomVJPOp):
-                for x, c in zip(op.inputs, _custom_vjp(op, g, before)):
+                if position is None:
+                    position = {o: i for i, o in enumerate(before)}
+                for x, c in zip(op.inputs, _custom_vjp(op, g, before, position)):
                     if x in depends:
                         ct[x] = PRIMITIVES["add"].bind(ct[x], c) if x in ct else c
                 continue
@@ -178,17 +182,18 @@ def expand_backward(bop) -> None:
     block.erase_op(bop)
 
 
-def _custom_vjp(op, g, before) -> list:
+def _custom_vjp(op, g, before, position) -> list:
     """The gradients of ``op``'s inputs for cotangent ``g``: the recorded
     ops from its seed to its grads (the user's backward), copied before the
     backward being expanded with ``g`` in the seed's place; a grad that
-    does not read the seed is used as it is."""
+    does not read the seed is used as it is.  Only the ops between the
+    seed's and ``op`` are looked at (``position``: indices in ``before``)."""
     mapper = {op.seed: g.ssa}
     reads_seed = {op.seed}
     b = _BUILDER[-1]
-    for o in before:
-        if o is op:
-            break
+    owner = op.seed.owner
+    start = position.get(owner, -1) + 1 if not isinstance(owner, Block) else 0
+    for o in before[start:position[op]]:
         if any(v in reads_seed for v in o.operands):
             reads_seed.update(o.results)
             b.insert(o.clone(value_mapper=mapper))
