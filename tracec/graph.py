@@ -24,6 +24,12 @@ import numpy as np
 
 from tracec.ops.core import _VALUE_TYPES, Aval, is_value
 
+#: ``tensor.SYM_SHAPES`` (see there): while a symbolic trace is recorded, the
+#: tape keeps an unsaved operand's shape with its symbolic sizes, so a VJP
+#: reducing a cotangent to it (``sum_to``) compares sizes symbolically
+#: rather than guarding them equal to the traced numbers.
+SYM_SHAPES: list = []
+
 aval_of = Aval.of
 
 
@@ -202,7 +208,8 @@ class Node:
                 avals.append(None)
                 saved[i] = (a, a._version[0])
             else:
-                avals.append(aval_of(a._data.shape, a.dtype))
+                avals.append(aval_of(tuple(a.shape) if SYM_SHAPES else a._data.shape,
+                                     a.dtype))
             i += 1
         if prim.save_out:
             saved["out"] = (out, out._version[0])

@@ -59,8 +59,9 @@ SPARSE: dict = {}
 # While a symbolic trace is recorded: one callable ``(tensor) -> shape or
 # None`` giving a tensor's shape with its symbolic sizes (``Sym``, see
 # ``tracec.symbolic``), so Python reading ``x.shape[0]`` computes with
-# the size symbolically; None for a tensor of static shape.
-SYM_SHAPES: list = []
+# the size symbolically; None for a tensor of static shape.  (The list
+# lives in ``graph``, whose tape saves operands' shapes with it.)
+SYM_SHAPES = graph.SYM_SHAPES
 
 # Tensors record the epoch they were born in; the tracer starts a new epoch,
 # so it can tell tensors made during a trace from those that existed before.

@@ -867,3 +867,21 @@ def test_pools_over_odd_and_even_image_sizes_are_one_generic_compile(pool):
     info = c.cache_info()
     assert info.traces == 2 and not info.size_notes, info
     assert info.compiles + info.loads <= 1, info
+
+
+def test_autograd_grad_inside_a_dynamic_trace_keeps_sizes_symbolic():
+    # The eager tape run inside the trace reduces each cotangent to its
+    # operand's shape (sum_to): that shape is the symbolic one, so the
+    # comparison is no guard pinning B to the traced size.
+    def vjp(x, g):
+        with tracec.enable_grad():
+            x = x.detach().requires_grad_()
+            y = x * tracec.sigmoid(x) + 1.0
+            return tracec.autograd.grad(y, (x,), g)[0]
+
+    cf = tracec.compile(vjp, dynamic=True)
+    for n in (8, 13, 40):
+        x, g = tracec.randn(n), tracec.randn(n)
+        np.testing.assert_allclose(cf(x, g).numpy(), vjp(x, g).numpy(), rtol=1e-6)
+    info = cf.cache_info()
+    assert info.traces == 1 and not info.size_notes, info
