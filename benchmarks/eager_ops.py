@@ -72,6 +72,23 @@ OPS = {
     "max_pool2d": lambda L, a: L.nn.functional.max_pool2d(a["I"], 2),
     "avg_pool2d": lambda L, a: L.nn.functional.avg_pool2d(a["I"], 2),
     "embedding": lambda L, a: L.nn.functional.embedding(a["E"], a["W"]),
+    "gelu(tanh)": lambda L, a: L.nn.functional.gelu(a["H"], approximate="tanh"),
+    "mish": lambda L, a: L.nn.functional.mish(a["H"]),
+    "softplus": lambda L, a: L.nn.functional.softplus(a["H"]),
+    "elu": lambda L, a: L.nn.functional.elu(a["H"]),
+    "leaky_relu": lambda L, a: L.nn.functional.leaky_relu(a["H"]),
+    "hardswish": lambda L, a: L.nn.functional.hardswish(a["H"]),
+    "sigmoid": lambda L, a: L.sigmoid(a["H"]),
+    "logsigmoid": lambda L, a: L.nn.functional.logsigmoid(a["H"]),
+    "log_softmax": lambda L, a: L.log_softmax(a["A"], 1),
+    "erf": lambda L, a: L.erf(a["H"]),
+    "relu": lambda L, a: L.relu(a["H"]),
+    # forward and backward, the gradient accumulated into .grad as a step does
+    "gelu fwd+bwd": lambda L, a: L.nn.functional.gelu(a["Hg"]).backward(a["G"]),
+    "silu fwd+bwd": lambda L, a: L.nn.functional.silu(a["Hg"]).backward(a["G"]),
+    "layer_norm fwd+bwd": lambda L, a: L.nn.functional.layer_norm(
+        a["Hg"], (512,), a["Wg"], a["Bg"]).backward(a["G"]),
+    "softmax fwd+bwd": lambda L, a: L.softmax(a["Ag"], 1).backward(a["GA"]),
 }
 
 
@@ -99,6 +116,12 @@ def main(argv=None):
     times = {}
     for L in libs:
         a = {k: L.from_numpy(v) for k, v in data.items()}
+        a["G"] = L.from_numpy(data["H"][::-1].copy())
+        a["GA"] = L.from_numpy(data["A"][::-1].copy())
+        a["Hg"] = L.from_numpy(data["H"].copy()).requires_grad_()
+        a["Ag"] = L.from_numpy(data["A"].copy()).requires_grad_()
+        a["Wg"] = L.ones(512, requires_grad=True)
+        a["Bg"] = L.zeros(512, requires_grad=True)
         times[L.__name__] = {n: _best(lambda: OPS[n](L, a), args.number, args.repeat)
                              for n in names}
     rows = []

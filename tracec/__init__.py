@@ -222,6 +222,17 @@ def _compile_module_call(fn, *args, **kwargs):
 
 nn.Module._compile_fn = staticmethod(_compile_module_call)
 
+
+def _eager_kernels(key, composite, dtype):
+    # Native kernels for eager composites (tracec/fused_eager.py): the
+    # compiler loads on the first activation large enough to want them.
+    from tracec.eager_kernels import kernels
+    return kernels(key, composite, dtype)
+
+
+from tracec import fused_eager as _fused_eager  # noqa: E402
+_fused_eager.PROVIDERS.append(_eager_kernels)
+
 from tracec import numpy_names as _numpy_names  # noqa: E402
 _numpy_names.install(globals(), Tensor, special)  # axis= / keepdims=, after out= and methods
 

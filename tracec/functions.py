@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 from tracec import dtypes as dt
-from tracec import autocast_mode, graph, ops
+from tracec import autocast_mode, fused_eager, graph, ops
 from tracec.symbolic import Sym, known
 from tracec.ops.core import normalize_axis
 from tracec.tensor import SPARSE, Tensor, _new_tensor, apply_direct, concrete, eager_direct, weak_scalar
@@ -347,13 +347,19 @@ def neg(input):
 negative = neg
 
 
-def _float_unary(name, f):
+def _float_unary(name, f, node_name=None):
+    """``node_name``: the op's PyTorch node, where a large eager call runs
+    as native kernels (``fused_eager``)."""
     def fn(input):
         input = _operand(input, name)
         if not isinstance(input, Tensor):
             input = Tensor._from_data(input)
         if input.dtype.category < 2:
             input = ops.cast(input, dt.get_default_dtype())
+        if node_name is not None:
+            y = fused_eager.unary(input, (name,), f, node_name)
+            if y is not None:
+                return y
         return f(input)
     fn.__name__ = name
     fn.__doc__ = f"Elementwise {name} (integer inputs become the default float dtype)."
@@ -367,8 +373,8 @@ rsqrt = _float_unary("rsqrt", ops.rsqrt)
 sin = _float_unary("sin", ops.sin)
 cos = _float_unary("cos", ops.cos)
 tanh = _float_unary("tanh", ops.tanh)
-sigmoid = _float_unary("sigmoid", ops.logistic)
-erf = _float_unary("erf", ops.erf)
+sigmoid = _float_unary("sigmoid", ops.logistic, "SigmoidBackward0")
+erf = _float_unary("erf", ops.erf, "ErfBackward0")
 
 
 def abs(input):  # noqa: A001
@@ -412,6 +418,9 @@ def relu(input):
     included), 0 elsewhere (at 0 too)."""
     input = _operand(input, "relu")
     if isinstance(input, Tensor):
+        y = fused_eager.unary(input, ("relu",), _relu_prims, "ReluBackward0")
+        if y is not None:
+            return y
         d = input.dtype
         if d.is_floating_point and d is not dt.bfloat16 and eager_direct(input):
             # The hot activation applied directly (each bind costs more than
@@ -430,12 +439,21 @@ def relu(input):
             value = _WHERE.impl(xd < zero, zero, xd)
             out = apply_direct(_WHERE, {}, (mask, 0, input), value, d)
             return _named(out, "ReluBackward0")
-    below = ops.where(ops.lt(input, 0), 0, ops.stop_gradient(input))   # 0, or x's own zero
-    return _named(ops.where(ops.le(input, 0), below, input), "ReluBackward0")
+    return _named(_relu_prims(input), "ReluBackward0")
+
+
+def _relu_prims(x):
+    below = ops.where(ops.lt(x, 0), 0, ops.stop_gradient(x))   # 0, or x's own zero
+    return ops.where(ops.le(x, 0), below, x)
 
 
 def gelu(x, approximate: str = "none"):
     x = _operand(x, "gelu")
+    if approximate in ("none", "tanh"):
+        y = fused_eager.unary(x, ("gelu", approximate), _GELU_COMPOSITES[approximate],
+                              "GeluBackward0")
+        if y is not None:
+            return y
     if (approximate == "none" and isinstance(x, Tensor) and x.dtype in (dt.float32, dt.float64)
             and x.ndim and eager_direct(x)):
         return _gelu_eager().apply(x)
@@ -455,6 +473,7 @@ def _gelu_prims(x, approximate):
 
 
 _GELU_EAGER = []
+_GELU_COMPOSITES = {a: (lambda x, a=a: _gelu_prims(x, a)) for a in ("none", "tanh")}
 
 
 def _gelu_eager():
@@ -523,7 +542,12 @@ def _gelu_eager():
 
 def silu(x):
     x = _operand(x, "silu")
-    return _named(ops.mul(x, ops.logistic(x)), "SiluBackward0")
+    y = fused_eager.unary(x, ("silu",), _silu_prims, "SiluBackward0")
+    return y if y is not None else _named(_silu_prims(x), "SiluBackward0")
+
+
+def _silu_prims(x):
+    return ops.mul(x, ops.logistic(x))
 
 
 def maximum(input, other):

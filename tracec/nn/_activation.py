@@ -18,6 +18,7 @@ import numpy as np
 from tracec import creation
 from tracec import dtypes as dt
 from tracec import functions as TF
+from tracec import fused_eager
 from tracec import graph, ops
 from tracec import shape_ops as S
 from tracec.autograd import Function
@@ -136,6 +137,9 @@ def hardswish(input, inplace: bool = False):
     -inf), with its backward's branches: 0 for x <= -3, x/3 + 1/2 strictly
     inside (-3, 3), 1 from 3 on and at NaN."""
     def f(x):
+        y = fused_eager.unary(x, ("hardswish",), _hardswish_prims, "HardswishBackward0")
+        if y is not None:
+            return y
         if x.dtype in (dt.float32, dt.float64) and x.ndim and eager_direct(x):
             return _HardswishEager.apply(x)
         return _hardswish_prims(x)
@@ -202,6 +206,9 @@ class _HardswishEager(Function):
 
 def hardsigmoid(input, inplace: bool = False):
     def f(x):
+        y = fused_eager.unary(x, ("hardsigmoid",), _hardsigmoid_prims, "HardsigmoidBackward0")
+        if y is not None:
+            return y
         if x.dtype in (dt.float32, dt.float64) and x.ndim and eager_direct(x):
             return _HardsigmoidEager.apply(x)
         return _hardsigmoid_prims(x)

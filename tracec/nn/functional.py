@@ -41,6 +41,7 @@ from tracec.nn._ctc import ctc_loss  # noqa: F401
 from tracec.nn._linear_cross_entropy import linear_cross_entropy  # noqa: F401
 from tracec.nn._sampling import *  # noqa: F401,F403
 from tracec.tensor import Tensor, eager_direct
+from tracec.fused_eager import fused as _fused
 from tracec.nn import _batch_norm_eager as _bn
 
 one_hot = S.one_hot
@@ -69,12 +70,15 @@ def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool =
 
 
 def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
-    return _apply(lambda x: ops.where(ops.gt(x, 0), x, TF.mul(x, negative_slope)), input,
-                  inplace)
+    def f(x):
+        return ops.where(ops.gt(x, 0), x, TF.mul(x, negative_slope))
+    return _apply(_fused(("leaky_relu", negative_slope), f, "LeakyReluBackward0"),
+                  input, inplace)
 
 
 def elu(input, alpha: float = 1.0, inplace: bool = False):
-    return _apply(lambda x: _elu(x, alpha), input, inplace)
+    return _apply(_fused(("elu", alpha), lambda x: _elu(x, alpha), "EluBackward0"),
+                  input, inplace)
 
 
 def gelu(input, approximate: str = "none"):
@@ -86,7 +90,11 @@ def silu(input, inplace: bool = False):
 
 
 def mish(input, inplace: bool = False):
-    return _apply(lambda x: TF.mul(x, TF.tanh(softplus(x))), input, inplace)
+    return _apply(_fused(("mish",), _mish, "MishBackward0"), input, inplace)
+
+
+def _mish(x):
+    return TF.mul(x, TF.tanh(_softplus(x, 1.0, 20.0)))
 
 
 def sigmoid(input):
@@ -101,6 +109,11 @@ def softplus(input, beta: float = 1.0, threshold: float = 20.0):
     """PyTorch's formula: ``x`` where ``beta * x > threshold``, else
     ``log1p(exp(beta * x)) / beta`` (its gradient is sigmoid(beta * x): 0.5
     at 0); exp sees only arguments up to the threshold."""
+    return _fused(("softplus", beta, threshold),
+                  lambda x: _softplus(x, beta, threshold), "SoftplusBackward0")(input)
+
+
+def _softplus(input, beta, threshold):
     z = TF.mul(input, beta) if beta != 1 else input
     above = ops.gt(z, threshold)
     soft = TF.log1p(TF.exp(ops.where(above, 0.0, z)))
@@ -110,7 +123,8 @@ def softplus(input, beta: float = 1.0, threshold: float = 20.0):
 
 
 def logsigmoid(input):
-    return _logsigmoid(_tensor(input, "log_sigmoid"))
+    return _fused(("logsigmoid",), _logsigmoid, "LogSigmoidBackward0")(
+        _tensor(input, "log_sigmoid"))
 
 
 def _softmax_dim(ndim: int, name: str) -> int:
