@@ -410,7 +410,10 @@ class Tensor:
         if res.base is not None and prim.name in _VIEW_PRIMS:
             _link_view(out, prim, rec_params, args[0], arrays[0])
         if needs_grad and prim.vjp is not None and graph.is_grad_enabled():
-            attach_node(prim, params, args, out)
+            # The node keeps the symbolic sizes the recorder sees: a VJP run
+            # inside a trace (autograd.grad there) computes with the symbol
+            # (mean's 1/T), not the traced size baked in as a constant.
+            attach_node(prim, rec_params, rec_args, out)
         if RECORDERS:
             for r in RECORDERS:
                 r(prim, rec_args, rec_params, out)

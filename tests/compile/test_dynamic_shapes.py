@@ -885,3 +885,25 @@ def test_autograd_grad_inside_a_dynamic_trace_keeps_sizes_symbolic():
         np.testing.assert_allclose(cf(x, g).numpy(), vjp(x, g).numpy(), rtol=1e-6)
     info = cf.cache_info()
     assert info.traces == 1 and not info.size_notes, info
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_autograd_grad_inside_a_dynamic_trace_divides_by_the_symbolic_count(backend):
+    # mean's VJP divides by the count of the reduced dimension: the tape
+    # inside the trace kept the symbol, not the traced size (the gradient
+    # was 1/8 at every later size: silently wrong).
+    def vjp(x, w, b, g):
+        with tracec.enable_grad():
+            x = x.detach().requires_grad_()
+            w = w.detach().requires_grad_()
+            y = F.layer_norm(x, (x.shape[-1],), w, b) + x.mean(-1, keepdim=True)
+            return tracec.autograd.grad(y, (x, w), g)
+
+    cf = tracec.compile(vjp, dynamic=True, backend=backend)
+    rng = np.random.default_rng(0)
+    for m, n in ((3, 8), (5, 16), (2, 5)):
+        args = [tracec.from_numpy(rng.standard_normal(s).astype(np.float32))
+                for s in ((m, n), (n,), (n,), (m, n))]
+        for got, want in zip(cf(*args), vjp(*args)):
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    assert cf.cache_info().traces == 1
