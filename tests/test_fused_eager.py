@@ -142,9 +142,9 @@ class _Spy:
     def __init__(self, real):
         self.real, self.keys = real, []
 
-    def __call__(self, key, composite, dtype):
+    def __call__(self, key, composite, dtype, ranks):
         self.keys.append(key)
-        return self.real(key, composite, dtype)
+        return self.real(key, composite, dtype, ranks)
 
 
 @pytest.fixture
@@ -202,3 +202,34 @@ def test_a_failed_build_warns_and_runs_numpy(monkeypatch):
     with warnings.catch_warnings():          # remembered: no second warning, no retry
         warnings.simplefilter("error")
         tracec.nn.functional.hardsigmoid(x)
+
+
+@pytest.mark.parametrize("dtype,affine", [("float32", (True, True)), ("float32", (True, False)),
+                                          ("float32", (False, False)), ("float64", (True, True))])
+def test_layer_norm_kernels(dtype, affine, kernels_on, monkeypatch):
+    rng = np.random.default_rng(1)
+    n = 96
+    x = (rng.standard_normal((3, N // n + 1, n)) * 3 + 1).astype(dtype)
+    w, b = (rng.standard_normal(n).astype(dtype) for _ in range(2))
+    g = rng.standard_normal(x.shape).astype(dtype)
+    has_w, has_b = affine
+    spy = _Spy(fused_eager.PROVIDERS[0])
+    monkeypatch.setattr(fused_eager, "PROVIDERS", [spy])
+    results = []
+    for L, on in ((tracec, "1"), (tracec, "0"), (torch, None)):
+        if on is not None:
+            monkeypatch.setenv("TRACEC_EAGER_KERNELS", on)
+        ts = [L.from_numpy(a.copy()).requires_grad_() for a in (x, w, b)]
+        y = L.nn.functional.layer_norm(ts[0], (n,), ts[1] if has_w else None,
+                                       ts[2] if has_b else None, eps=1e-4)
+        y.backward(L.from_numpy(g))
+        results.append((type(y.grad_fn).__name__, y.detach().numpy(),
+                        *[t.grad.numpy() if t.grad is not None else None for t in ts]))
+    assert spy.keys and spy.keys[0][0] == "layer_norm"
+    tol = dict(rtol=1e-5, atol=2e-5) if dtype == "float32" else dict(rtol=1e-11, atol=1e-11)
+    for other in results[1:]:
+        assert results[0][0] == other[0] == "NativeLayerNormBackward0"
+        for got, want in zip(results[0][1:], other[1:]):
+            assert (got is None) == (want is None)
+            if got is not None:
+                np.testing.assert_allclose(got, want, **tol)

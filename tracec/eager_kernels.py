@@ -1,15 +1,15 @@
 """The compiler's kernels for eager composites (``tracec.fused_eager``).
 
-``kernels(key, composite, dtype)`` compiles, for the cpu backend with every
-size symbolic (``dynamic=True``), two functions of 1-D tensors:
-``forward(x) = composite(x)`` and ``vjp(x, g)``, the gradient of
-``composite`` at ``x`` for the cotangent ``g`` as the primitives' VJPs
-compose it.  Each is traced once per process at ``_TRACE_NUMEL`` elements
-(cheap: the trace runs the primitives eagerly) and compiled once per
-machine: the disk cache serves later processes, so a new process pays a
-trace and a load, not LLVM.
+``kernels(key, composite, dtype, ranks)`` compiles, for the cpu backend
+with every size symbolic (``dynamic=True``), two functions of tensors of
+those ranks: ``forward(*xs) = composite(*xs)`` and ``vjp(*xs, g)``, the
+gradients of ``composite`` at ``xs`` for the cotangent ``g`` as the
+primitives' VJPs compose them.  Each is traced once per process at small
+examples (``_examples``: cheap, the trace runs the primitives eagerly)
+and compiled once per machine: the disk cache serves later processes, so a
+new process pays a trace and a load, not LLVM.
 
-Invariants: a pair is made once per ``(key, dtype)`` per process, under a
+Invariants: a pair is made once per ``(key, dtype, ranks)`` per process, under a
 lock (eager code may run in several threads); a failure to make it is
 remembered and answered with None, so the eager op runs its NumPy path
 (same values) and the failure is reported once as a warning, never as a
@@ -37,28 +37,43 @@ _lock = threading.Lock()
 _made: dict = {}     # (key, dtype name) -> (forward, vjp) or None after a failure
 
 
-def kernels(key: tuple, composite, dtype):
-    """``(forward, vjp)`` on NumPy arrays for ``composite`` at ``dtype``, or
-    None where they could not be made (see the module's invariants)."""
-    k = (key, dtype.name)
+def kernels(key: tuple, composite, dtype, ranks: tuple = (1,)):
+    """``(forward, vjp)`` on NumPy arrays for ``composite`` at ``dtype``
+    with operands of ``ranks``, or None where they could not be made (see
+    the module's invariants)."""
+    k = (key, dtype.name, ranks)
     try:
         return _made[k]
     except KeyError:
         pass
     with _lock:
         if k not in _made:
-            _made[k] = _make(key, composite, dtype)
+            _made[k] = _make(key, composite, dtype, ranks)
         return _made[k]
 
 
-def _make(key, composite, dtype):
-    def forward(x):
-        return composite(x)
+def _examples(dtype, ranks):
+    """Traced examples: the leading operand ``(4, .., 16)``, the others its
+    trailing dimensions (a weight broadcast over the rows); sizes other
+    than 0 and 1, which size rules treat as special."""
+    full = (4,) * (ranks[0] - 1) + (_TRACE_NUMEL // 4 ** (ranks[0] - 1),)
+    xs = []
+    for i, r in enumerate(ranks):
+        shape = full[len(full) - r:]
+        n = int(np.prod(shape))
+        xs.append(Tensor._make(np.linspace(-4 + i, 4, n, dtype=dtype.np).reshape(shape), dtype))
+    return xs
 
-    def vjp(x, g):
+
+def _make(key, composite, dtype, ranks):
+    def forward(*xs):
+        return composite(*xs)
+
+    def vjp(*xs_g):
+        *xs, g = xs_g
         with graph.enable_grad():
-            x = x.detach().requires_grad_()
-            return _grad(composite(x), (x,), g)[0]
+            xs = [x.detach().requires_grad_() for x in xs]
+            return _grad(composite(*xs), xs, g)
 
     name = re.sub(r"\W", "_", "_".join(key))       # (an IR symbol name)
     forward.__name__ = f"eager_{name}"
@@ -66,27 +81,29 @@ def _make(key, composite, dtype):
     try:
         f = _compile(forward, backend="cpu", dynamic=True)
         b = _compile(vjp, backend="cpu", dynamic=True)
-        x = Tensor._make(np.linspace(-4, 4, _TRACE_NUMEL, dtype=dtype.np), dtype)
-        g = Tensor._make(np.linspace(1, 2, _TRACE_NUMEL, dtype=dtype.np), dtype)
+        xs = _examples(dtype, ranks)
         with graph.no_grad():
-            f(x)
-            b(x, g)
+            y = f(*xs)
+            g = Tensor._make(np.linspace(1, 2, y._data.size, dtype=dtype.np)
+                             .reshape(y._data.shape), dtype)
+            b(*xs, g)
         for cf in (f, b):
             info = cf.cache_info()
-            if info.traces != 1 or info.eager_signatures or not info.symbolic[0]:
-                raise RuntimeError(f"{cf.__name__}: not one size-generic trace ({info})")
+            if info.traces != 1 or info.eager_signatures or not info.symbolic[0] \
+                    or info.size_notes:
+                raise RuntimeError(f"not one size-generic trace ({info})")
     except Exception as e:    # noqa: BLE001  (any failure: the NumPy path stays correct)
         warnings.warn(f"tracec: no native eager kernel for {key} ({dtype.name}): "
                       f"{type(e).__name__}: {e}; the NumPy path runs instead",
                       RuntimeWarning, stacklevel=2)
         return None
 
-    def run_forward(a):
+    def run_forward(*arrays):
         with graph.no_grad():
-            return f(Tensor._make(a, dtype))._data
+            return f(*[Tensor._make(a, dtype) for a in arrays])._data
 
-    def run_vjp(a, gd):
+    def run_vjp(*arrays):
         with graph.no_grad():
-            return b(Tensor._make(a, dtype), Tensor._make(gd, dtype))._data
+            return tuple(r._data for r in b(*[Tensor._make(a, dtype) for a in arrays]))
 
     return run_forward, run_vjp

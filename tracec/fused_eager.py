@@ -42,12 +42,13 @@ from tracec import dtypes as dt
 from tracec import graph
 from tracec.tensor import Tensor, eager_direct
 
-__all__ = ["PROVIDERS", "MIN_NUMEL", "unary", "fused"]
+__all__ = ["PROVIDERS", "MIN_NUMEL", "unary", "nary", "fused"]
 
 #: The kernel maker, registered by the compile layer: ``maker(key,
-#: composite, dtype) -> (forward, vjp)`` or None where it cannot build
-#: them; ``forward(x) -> y`` and ``vjp(x, g) -> gx`` take and return
-#: 1-D NumPy arrays of ``dtype``.
+#: composite, dtype, ranks) -> (forward, vjp)`` or None where it cannot
+#: build them; ``forward(*xs) -> y`` and ``vjp(*xs, g) -> (gx, ...)`` take
+#: and return NumPy arrays of ``dtype``, ``xs[i]`` of rank ``ranks[i]``
+#: and ``g`` of ``y``'s shape.
 PROVIDERS: list = []
 
 #: Below this many elements NumPy's passes may cost less than a kernel
@@ -77,27 +78,45 @@ def unary(x, key: tuple, composite, node_name: str):
     """``composite(x)`` through the native kernels, or None (the caller's
     NumPy path then runs; see the module's invariants).  ``key`` names the
     composite with its parameters (``("leaky_relu", 0.01)``): one pair of
-    kernels per key and dtype."""
+    kernels per key and dtype.  The kernels see ``x`` flattened."""
     if not isinstance(x, Tensor) or x.dtype not in _FLOATS:
         return None
-    a = x._data
-    if type(a) is not np.ndarray or a.size < MIN_NUMEL or not a.flags.c_contiguous \
-            or not _enabled() or not eager_direct(x):
+    return nary((x,), ((-1,),), key, composite, node_name)
+
+
+def nary(xs: tuple, shapes: tuple, key: tuple, composite, node_name: str):
+    """``composite(*xs)`` through the native kernels, or None, as ``unary``
+    for several tensors of one float dtype (``layer_norm``'s input, weight
+    and bias): the kernels see ``xs[i]`` reshaped to ``shapes[i]`` (its
+    leading dimensions folded: ``(-1, n)``), and ``composite`` must give
+    the same values on the tensors' own shapes (a double backward applies
+    it to them).  The size threshold applies to ``xs[0]``; the result has
+    its shape."""
+    x = xs[0]
+    d = x.dtype
+    if d not in _FLOATS:
         return None
+    a = x._data
+    if type(a) is not np.ndarray or a.size < MIN_NUMEL or not _enabled():
+        return None
+    for t in xs:
+        if not isinstance(t, Tensor) or t.dtype is not d or type(t._data) is not np.ndarray \
+                or not t._data.flags.c_contiguous or not eager_direct(t):
+            return None
     if not all(type(p) in (str, int, float, bool) for p in key):
         return None          # (a tensor as a parameter)
     # The parameters by type and repr: 0.0 and -0.0 (or 1 and True) are
     # equal keys to a dict, not the same math.
     key = tuple(p if type(p) is str else f"{type(p).__name__}:{p!r}" for p in key)
-    seen = (key, x.dtype.name)
+    seen = (key, d.name)
     n = _SEEN.get(seen, 0)
     if n < WARMUP_NUMEL:
         _SEEN[seen] = n + a.size
         return None
-    kernels = PROVIDERS[0](key, composite, x.dtype)
+    kernels = PROVIDERS[0](key, composite, d, tuple(len(s) for s in shapes))
     if kernels is None:
         return None
-    return _function(node_name).apply(x, kernels, composite)
+    return _function(node_name).apply((kernels, composite, shapes), *xs)
 
 
 def _function(node_name: str):
@@ -112,23 +131,26 @@ def _make_function(node_name: str):
     # on first use keeps the import order of ``functions``' own Functions.)
     from tracec.autograd import Function, grad as _grad
 
-    def forward(ctx, x, kernels, composite):
-        a = x._data
-        y = kernels[0](a.reshape(-1)).reshape(a.shape)
-        ctx.save_for_backward(x)
-        ctx.kernels, ctx.composite = kernels, composite
-        return Tensor._make(y, x.dtype)
+    def forward(ctx, spec, *xs):
+        kernels, _, shapes = spec
+        a = xs[0]._data
+        y = kernels[0](*[t._data.reshape(s) for t, s in zip(xs, shapes)]).reshape(a.shape)
+        ctx.save_for_backward(*xs)
+        ctx.spec = spec
+        return Tensor._make(y, xs[0].dtype)
 
     def backward(ctx, g):
-        (x,) = ctx.saved_tensors
+        xs = ctx.saved_tensors
+        kernels, composite, shapes = ctx.spec
         if graph.is_grad_enabled():
             with graph.enable_grad():
-                y = ctx.composite(x)
-            return _grad(y, (x,), g, create_graph=True)[0], None, None
-        a = x._data
-        gd = np.ascontiguousarray(g._data, dtype=a.dtype)
-        gx = ctx.kernels[1](a.reshape(-1), gd.reshape(-1)).reshape(a.shape)
-        return Tensor._make(gx, x.dtype), None, None
+                y = composite(*xs)
+            return (None, *_grad(y, xs, g, create_graph=True, allow_unused=True))
+        a = xs[0]._data
+        gd = np.ascontiguousarray(g._data, dtype=a.dtype).reshape(shapes[0])
+        grads = kernels[1](*[t._data.reshape(s) for t, s in zip(xs, shapes)], gd)
+        return (None, *(Tensor._make(r.reshape(t._data.shape), t.dtype)
+                        for r, t in zip(grads, xs)))
 
     # (node_name in the class body: the grad_fn class is named from it)
     return type(node_name.removesuffix("Backward0"), (Function,),

@@ -41,7 +41,7 @@ from tracec.nn._ctc import ctc_loss  # noqa: F401
 from tracec.nn._linear_cross_entropy import linear_cross_entropy  # noqa: F401
 from tracec.nn._sampling import *  # noqa: F401,F403
 from tracec.tensor import Tensor, eager_direct
-from tracec.fused_eager import fused as _fused
+from tracec.fused_eager import fused as _fused, nary as _fused_nary
 from tracec.nn import _batch_norm_eager as _bn
 
 one_hot = S.one_hot
@@ -343,6 +343,19 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
         raise RuntimeError(f"Given normalized_shape={list(ns)}, expected input with shape "
                            f"[*, {', '.join(map(str, ns))}], but got input of size"
                            f"{list(x.shape)}")
+    if k == 1:
+        # Over one dimension (LayerNorm(d_model)), large: native kernels.
+        wb = tuple(t for t in (weight, bias) if t is not None)
+        y = _fused_nary((x, *wb), ((-1, ns[0]),) + ((ns[0],),) * len(wb),
+                        ("layer_norm", eps, weight is not None, bias is not None),
+                        _layer_norm_composite(1, eps, weight is not None, bias is not None),
+                        "NativeLayerNormBackward0")
+        if y is not None:
+            return y
+    return _layer_norm_math(x, k, weight, bias, eps)
+
+
+def _layer_norm_math(x, k, weight, bias, eps):
     axes = tuple(range(x.ndim - k, x.ndim))
     mean = TF.mean(x, axes, keepdim=True)
     d = TF.sub(x, mean)
@@ -353,6 +366,15 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
     if bias is not None:
         y = TF.add(y, bias)
     return y
+
+
+def _layer_norm_composite(k, eps, has_weight, has_bias):
+    """``_layer_norm_math`` of ``(x, [weight], [bias])``, the form the
+    native kernels compile."""
+    def f(x, *wb):
+        return _layer_norm_math(x, k, wb[0] if has_weight else None,
+                                wb[-1] if has_bias else None, eps)
+    return f
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):
