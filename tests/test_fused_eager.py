@@ -233,3 +233,31 @@ def test_layer_norm_kernels(dtype, affine, kernels_on, monkeypatch):
             assert (got is None) == (want is None)
             if got is not None:
                 np.testing.assert_allclose(got, want, **tol)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_kernels_over_the_last_axis(name, kernels_on, monkeypatch):
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal((N // 100 + 1, 100)) * 5).astype(np.float32)
+    x[0, :3] = [np.inf, -np.inf, np.nan]
+    x[1, :] = -np.inf                      # a row of -inf: NaN, as PyTorch gives
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    spy = _Spy(fused_eager.PROVIDERS[0])
+    monkeypatch.setattr(fused_eager, "PROVIDERS", [spy])
+    results = []
+    for L, on in ((tracec, "1"), (tracec, "0"), (torch, None)):
+        if on is not None:
+            monkeypatch.setenv("TRACEC_EAGER_KERNELS", on)
+        t = L.from_numpy(x.copy()).requires_grad_()
+        y = getattr(L, name)(t, -1)
+        y.backward(L.from_numpy(g))
+        results.append((type(y.grad_fn).__name__, y.detach().numpy(), t.grad.numpy()))
+    assert spy.keys == [(name,)]
+    (n0, y0, g0), (n1, y1, g1), (n2, y2, g2) = results
+    assert n0 == n1 == n2
+    # log_softmax's gradient g - softmax * sum(g) sums 100 terms: 1e-6 of |sum|
+    np.testing.assert_allclose(y0, y1, rtol=1e-5, atol=1e-5, equal_nan=True)
+    np.testing.assert_allclose(g0, g1, rtol=1e-5, atol=1e-5, equal_nan=True)
+    np.testing.assert_allclose(y0, y2, rtol=1e-5, atol=1e-5, equal_nan=True)   # specials too
+    np.testing.assert_allclose(g0, g2, rtol=1e-5, atol=1e-5, equal_nan=True)
+    assert np.array_equal(np.isnan(y0), np.isnan(y1))

@@ -895,8 +895,11 @@ def softmax(input, dim, dtype=None):
     if dtype is not None:
         input = _to(input, dt.to_dtype(dtype))
     half = input.dtype if input.dtype in _HALF else None
-    x = input if half is None else ops.cast(input, dt.float32)
     axes = _dims(input, dim)
+    y = _last_axis_kernels(input, axes, "softmax", _softmax_last, "SoftmaxBackward0")
+    if y is not None:
+        return y
+    x = input if half is None else ops.cast(input, dt.float32)
     e = ops.exp(ops.sub(x, _stop_max(x, axes, keep_inf=True)))
     s = ops.reshape(ops.reduce_sum(e, axes), tuple(1 if i in axes else n
                                                     for i, n in enumerate(input.shape)))
@@ -909,6 +912,9 @@ def log_softmax(input, dim, dtype=None):
     if dtype is not None:
         input = _to(input, dt.to_dtype(dtype))
     axes = _dims(input, dim)
+    y = _last_axis_kernels(input, axes, "log_softmax", _log_softmax_last, "LogSoftmaxBackward0")
+    if y is not None:
+        return y
     if (isinstance(input, Tensor) and input.dtype in (dt.float32, dt.float64) and input.ndim
             and all(input.shape[a] for a in axes) and eager_direct(input)):
         return _log_softmax_eager().apply(input, axes)
@@ -919,6 +925,28 @@ def log_softmax(input, dim, dtype=None):
         y = ops.cast(_log_softmax_prims(ops.cast(input, dt.float32), axes), input.dtype)
         return _named(y, "LogSoftmaxBackward0")
     return _log_softmax_prims(input, axes)
+
+
+def _last_axis_kernels(x, axes, name, composite, node_name):
+    """``composite(x)`` over ``x``'s last axis through native kernels
+    (``fused_eager.nary``), or None: only for a reduction over the last
+    axis alone, of a size that is no Python-level special case."""
+    if not isinstance(x, Tensor) or axes != (x.ndim - 1,) or not x.ndim:
+        return None
+    n = x._data.shape[-1]
+    if n < 2:
+        return None
+    return fused_eager.nary((x,), ((-1, n),), (name,), composite, node_name)
+
+
+def _softmax_last(x):
+    axes = (x.ndim - 1,)
+    e = ops.exp(ops.sub(x, _stop_max(x, axes, keep_inf=True)))
+    return ops.div(e, ops.reshape(ops.reduce_sum(e, axes), tuple(x.shape[:-1]) + (1,)))
+
+
+def _log_softmax_last(x):
+    return _log_softmax_prims(x, (x.ndim - 1,))
 
 
 def _log_softmax_prims(input, axes):
