@@ -865,6 +865,19 @@ class Recording:
         self.on_guard(TensorValue(t))
         return True
 
+    def _local_leaf(self, leaf, returned: set) -> bool:
+        """A leaf this call made and drops (a gradient penalty's
+        interpolate, ``x.detach().requires_grad_()``): its ``.grad``
+        belongs to that call's tensor, which the next call makes anew, so it
+        is neither guarded (it was None at entry, the tensor not existing
+        yet; the guard failed on every later call, the old tensor keeping
+        its gradient, and every call retraced) nor written back.  A
+        Parameter made in the call stays state (a lazily built layer), and a
+        returned leaf keeps its guard (its caller may read its ``.grad``,
+        which compiled calls do not set: they retrace, as before)."""
+        return leaf._birth == self.epoch and id(leaf) not in self.arg_position \
+            and id(leaf) not in returned and not isinstance(leaf, Parameter)
+
     def on_grad(self, t, kind, value):
         if self.suspended:
             return
@@ -1050,6 +1063,7 @@ class Recording:
     def finish(self, result) -> Trace:
         values, outputs = [], []
         returns_grad = []   # indices (among the returned tensors) that require grad
+        returned = set()    # ids of the tensors returned
 
         def flatten(x):
             if isinstance(x, Tensor) and x._birth != self.epoch and \
@@ -1067,6 +1081,7 @@ class Recording:
                                  "call torch.view_as_complex on it outside, or call the function "
                                  "eagerly.")
             if isinstance(x, Tensor):
+                returned.add(id(x))
                 if x.requires_grad:
                     returns_grad.append(len(values))
                 values.append(self.value_of(x))
@@ -1108,9 +1123,11 @@ class Recording:
             outputs.append(OutputSpec("write", t, arg=self.arg_position.get(id(t))))
         grad_guards = []
         for key, (leaf, entry) in self.grad_entry.items():
-            if not isinstance(entry, str):
+            if not isinstance(entry, str) and not self._local_leaf(leaf, returned):
                 grad_guards.append((leaf, entry is not None, self.arg_position.get(id(leaf))))
         for leaf in self.grad_written.values():
+            if self._local_leaf(leaf, returned):
+                continue
             final = leaf._grad
             if final is None:
                 outputs.append(OutputSpec("grad_none", leaf, arg=self.arg_position.get(id(leaf))))
