@@ -39,7 +39,9 @@ def _inputs():
         H=rng.standard_normal((64, 128, 512)).astype(np.float32),  # activations
         I=rng.standard_normal((64, 64, 16, 16)).astype(np.float32),  # feature maps
         E=rng.integers(0, 5000, (64, 128)),                         # token ids
-        W=rng.standard_normal((5000, 256)).astype(np.float32))      # embedding table
+        W=rng.standard_normal((5000, 256)).astype(np.float32),      # embedding table
+        K=(rng.standard_normal((64, 64, 3, 3)) / 24).astype(np.float32),   # conv weight
+        Wl=(rng.standard_normal((512, 512)) / 22).astype(np.float32))      # linear weight
 
 
 #: name: f(library, inputs as that library's tensors)
@@ -89,6 +91,13 @@ OPS = {
     "layer_norm fwd+bwd": lambda L, a: L.nn.functional.layer_norm(
         a["Hg"], (512,), a["Wg"], a["Bg"]).backward(a["G"]),
     "softmax fwd+bwd": lambda L, a: L.softmax(a["Ag"], 1).backward(a["GA"]),
+    "adaptive_avg_pool2d(1)": lambda L, a: L.nn.functional.adaptive_avg_pool2d(a["I"], 1),
+    "mean(2 3)": lambda L, a: a["I"].mean((2, 3)),
+    "conv2d 3x3 64->64": lambda L, a: L.nn.functional.conv2d(a["I"], a["K"], padding=1),
+    "conv2d 3x3 fwd+bwd": lambda L, a: L.nn.functional.conv2d(
+        a["Ig"], a["Kg"], padding=1).backward(a["GI"]),
+    "linear 512->512 fwd+bwd": lambda L, a: L.nn.functional.linear(
+        a["Hg"], a["Wl"]).backward(a["G"]),
 }
 
 
@@ -122,6 +131,11 @@ def main(argv=None):
         a["Ag"] = L.from_numpy(data["A"].copy()).requires_grad_()
         a["Wg"] = L.ones(512, requires_grad=True)
         a["Bg"] = L.zeros(512, requires_grad=True)
+        a["K"] = L.from_numpy(data["K"])
+        a["Kg"] = L.from_numpy(data["K"].copy()).requires_grad_()
+        a["Ig"] = L.from_numpy(data["I"].copy()).requires_grad_()
+        a["GI"] = L.from_numpy(data["I"][::-1].copy())
+        a["Wl"] = L.from_numpy(data["Wl"]).requires_grad_()
         times[L.__name__] = {n: _best(lambda: OPS[n](L, a), args.number, args.repeat)
                              for n in names}
     rows = []

@@ -6,7 +6,10 @@ would, with the same values:
   infinities and crossed bounds included, and equal to the ``where`` path
   that builds the gradient;
 * the 2-norm (``linalg.vector_norm``, ``clip_grad_norm_``) squares ``x``
-  itself, without a pass for ``abs`` (``|x| * |x|`` is ``x * x`` to the bit).
+  itself, without a pass for ``abs`` (``|x| * |x|`` is ``x * x`` to the bit);
+* global average pooling (``adaptive_avg_pool2d/3d`` to size 1) is one
+  ``mean`` over the trailing axes, as PyTorch computes it, not a reduction
+  per axis over a strided middle one.
 """
 import numpy as np
 import pytest
@@ -86,3 +89,30 @@ def test_the_two_norm_takes_no_abs_pass(monkeypatch):
     assert not calls
     tracec.linalg.vector_norm(t, 3)             # other orders read |x|
     assert calls
+
+
+@pytest.mark.parametrize("shape,fn,out", [
+    ((3, 4, 7, 5), "adaptive_avg_pool2d", 1), ((4, 6, 6), "adaptive_avg_pool2d", (1, 1)),
+    ((2, 3, 4, 5, 3), "adaptive_avg_pool3d", 1), ((3, 4, 5, 2), "adaptive_avg_pool3d", (1, 1, 1))])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+def test_global_average_pooling_is_one_mean(shape, fn, out, dtype, monkeypatch):
+    a = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    a.reshape(-1)[:3] = [np.inf, -0.0, 1e-30]
+    res = []
+    for L in (tracec, torch):
+        x = L.from_numpy(a.copy()).to(getattr(L, dtype)).requires_grad_()
+        y = getattr(L.nn.functional, fn)(x, out)
+        y.backward(L.ones_like(y) * 3)
+        res.append((type(y.grad_fn).__name__, y.detach().float().numpy(),
+                    x.grad.float().numpy()))
+    (n0, y0, g0), (n1, y1, g1) = res
+    assert n0 == n1 and y0.shape == y1.shape
+    tol = 1e-2 if dtype == "bfloat16" else 1e-6
+    np.testing.assert_allclose(y0, y1, rtol=tol, atol=tol)
+    np.testing.assert_allclose(g0, g1, rtol=tol, atol=tol)
+    calls = []
+    real = tracec.ops.reduce_sum
+    monkeypatch.setattr(tracec.ops, "reduce_sum", lambda x, axes: calls.append(axes) or real(x, axes))
+    getattr(tracec.nn.functional, fn)(tracec.from_numpy(a), out)
+    nsp = 3 if fn.endswith("3d") else 2
+    assert len(calls) == 1 and calls[0] == tuple(range(len(shape) - nsp, len(shape))), calls

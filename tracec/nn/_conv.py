@@ -926,6 +926,14 @@ def _adaptive_avg_poolnd(input, output_size, nsp, name):
         kernel = "adaptive_avg_pool3d_cpu" if nsp == 3 else "adaptive_avg_pool2d"
         raise NotImplementedError(f"\"{kernel}\" not implemented for "
                                   f"'{dt.scalar_type_name(x.dtype)}'")
+    if nsp > 1 and all(o == 1 for o in size):
+        # Global average pooling (ResNet's head): PyTorch's adaptive_avg_pool2d
+        # and 3d take mean() over the spatial axes for an all-ones output;
+        # one reduction over the trailing axes (the per-axis bins below
+        # reduce a strided middle axis: 1.6 ms against PyTorch's 0.06 for
+        # [64, 64, 16, 16], measured)
+        # (on the input as given: an unbatched one's result is mean's too)
+        return TF.mean(input, tuple(range(input.ndim - nsp, input.ndim)), keepdim=True)
     half = x.dtype if x.dtype in (dt.bfloat16, dt.float16) else None
     if half is not None:      # in float32 over every axis, rounded once (PyTorch's kernel)
         x = ops.cast(x, dt.float32)
