@@ -142,9 +142,9 @@ class _Spy:
     def __init__(self, real):
         self.real, self.keys = real, []
 
-    def __call__(self, key, composite, dtype, ranks):
+    def __call__(self, key, composite, dtype, ranks, examples):
         self.keys.append(key)
-        return self.real(key, composite, dtype, ranks)
+        return self.real(key, composite, dtype, ranks, examples)
 
 
 @pytest.fixture
@@ -261,3 +261,26 @@ def test_softmax_kernels_over_the_last_axis(name, kernels_on, monkeypatch):
     np.testing.assert_allclose(y0, y2, rtol=1e-5, atol=1e-5, equal_nan=True)   # specials too
     np.testing.assert_allclose(g0, g2, rtol=1e-5, atol=1e-5, equal_nan=True)
     assert np.array_equal(np.isnan(y0), np.isnan(y1))
+
+
+@pytest.mark.parametrize("shape,k,div", [((8, 70, 12, 12), 2, None), ((70, 16, 9, 6), 3, None),
+                                         ((260, 10, 8), 2, 3), ((9, 70, 13, 8), (3, 2), None)])
+def test_avg_pool2d_kernels(shape, k, div, kernels_on, monkeypatch):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(shape).astype(np.float32)
+    spy = _Spy(fused_eager.PROVIDERS[0])
+    monkeypatch.setattr(fused_eager, "PROVIDERS", [spy])
+    results = []
+    for L, on in ((tracec, "1"), (tracec, "0"), (torch, None)):
+        if on is not None:
+            monkeypatch.setenv("TRACEC_EAGER_KERNELS", on)
+        t = L.from_numpy(x.copy()).requires_grad_()
+        y = L.nn.functional.avg_pool2d(t, k, divisor_override=div)
+        y.backward(L.from_numpy(np.linspace(-1, 1, y.numel(), dtype=np.float32)
+                                .reshape(tuple(y.shape))))
+        results.append((type(y.grad_fn).__name__, y.detach().numpy(), t.grad.numpy()))
+    assert spy.keys and spy.keys[0][0] == "avg_pool2d"
+    for other in results[1:]:
+        assert results[0][0] == other[0]
+        np.testing.assert_allclose(results[0][1], other[1], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(results[0][2], other[2], rtol=1e-5, atol=1e-6)

@@ -223,11 +223,11 @@ def _compile_module_call(fn, *args, **kwargs):
 nn.Module._compile_fn = staticmethod(_compile_module_call)
 
 
-def _eager_kernels(key, composite, dtype, ranks):
+def _eager_kernels(key, composite, dtype, ranks, examples):
     # Native kernels for eager composites (tracec/fused_eager.py): the
     # compiler loads on the first activation large enough to want them.
     from tracec.eager_kernels import kernels
-    return kernels(key, composite, dtype, ranks)
+    return kernels(key, composite, dtype, ranks, examples)
 
 
 from tracec import fused_eager as _fused_eager  # noqa: E402

@@ -45,8 +45,8 @@ from tracec.tensor import Tensor, eager_direct
 __all__ = ["PROVIDERS", "MIN_NUMEL", "unary", "nary", "fused"]
 
 #: The kernel maker, registered by the compile layer: ``maker(key,
-#: composite, dtype, ranks) -> (forward, vjp)`` or None where it cannot
-#: build them; ``forward(*xs) -> y`` and ``vjp(*xs, g) -> (gx, ...)`` take
+#: composite, dtype, ranks, examples) -> (forward, vjp)`` or None where it
+#: cannot build them; ``forward(*xs) -> y`` and ``vjp(*xs, g) -> (gx, ...)`` take
 #: and return NumPy arrays of ``dtype``, ``xs[i]`` of rank ``ranks[i]``
 #: and ``g`` of ``y``'s shape.
 PROVIDERS: list = []
@@ -84,14 +84,17 @@ def unary(x, key: tuple, composite, node_name: str):
     return nary((x,), ((-1,),), key, composite, node_name)
 
 
-def nary(xs: tuple, shapes: tuple, key: tuple, composite, node_name: str):
+def nary(xs: tuple, shapes: tuple, key: tuple, composite, node_name: str,
+         out_shape: tuple | None = None, examples: tuple | None = None):
     """``composite(*xs)`` through the native kernels, or None, as ``unary``
     for several tensors of one float dtype (``layer_norm``'s input, weight
     and bias): the kernels see ``xs[i]`` reshaped to ``shapes[i]`` (its
     leading dimensions folded: ``(-1, n)``), and ``composite`` must give
     the same values on the tensors' own shapes (a double backward applies
     it to them).  The size threshold applies to ``xs[0]``; the result has
-    its shape."""
+    its shape, or ``out_shape``.  ``examples``: the shapes the kernels are
+    traced at (default: small ones of the ranks of ``shapes``), for a
+    composite that needs particular trailing sizes (a pooling window)."""
     x = xs[0]
     d = x.dtype
     if d not in _FLOATS:
@@ -113,10 +116,11 @@ def nary(xs: tuple, shapes: tuple, key: tuple, composite, node_name: str):
     if n < WARMUP_NUMEL:
         _SEEN[seen] = n + a.size
         return None
-    kernels = PROVIDERS[0](key, composite, d, tuple(len(s) for s in shapes))
+    kernels = PROVIDERS[0](key, composite, d, tuple(len(s) for s in shapes), examples)
     if kernels is None:
         return None
-    return _function(node_name).apply((kernels, composite, shapes), *xs)
+    out = tuple(a.shape if out_shape is None else out_shape)
+    return _function(node_name).apply((kernels, composite, shapes, out), *xs)
 
 
 def _function(node_name: str):
@@ -132,22 +136,22 @@ def _make_function(node_name: str):
     from tracec.autograd import Function, grad as _grad
 
     def forward(ctx, spec, *xs):
-        kernels, _, shapes = spec
-        a = xs[0]._data
-        y = kernels[0](*[t._data.reshape(s) for t, s in zip(xs, shapes)]).reshape(a.shape)
+        kernels, _, shapes, out = spec
+        y = kernels[0](*[t._data.reshape(s) for t, s in zip(xs, shapes)]).reshape(out)
         ctx.save_for_backward(*xs)
         ctx.spec = spec
         return Tensor._make(y, xs[0].dtype)
 
     def backward(ctx, g):
         xs = ctx.saved_tensors
-        kernels, composite, shapes = ctx.spec
+        kernels, composite, shapes, out = ctx.spec
         if graph.is_grad_enabled():
             with graph.enable_grad():
                 y = composite(*xs)
             return (None, *_grad(y, xs, g, create_graph=True, allow_unused=True))
         a = xs[0]._data
-        gd = np.ascontiguousarray(g._data, dtype=a.dtype).reshape(shapes[0])
+        # flat: the kernel reshapes it to its output's shape (see eager_kernels)
+        gd = np.ascontiguousarray(g._data, dtype=a.dtype).reshape(-1)
         grads = kernels[1](*[t._data.reshape(s) for t, s in zip(xs, shapes)], gd)
         return (None, *(Tensor._make(r.reshape(t._data.shape), t.dtype)
                         for r, t in zip(grads, xs)))

@@ -19,7 +19,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import functions as TF
-from tracec import autocast_mode, graph, ops
+from tracec import autocast_mode, fused_eager, graph, ops
 from tracec.autograd import Function
 from tracec.symbolic import Sym, same
 from tracec.tensor import RECORDERS, Tensor, eager_direct
@@ -846,6 +846,16 @@ def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pa
         # of k1*k2 adds in the gradient.
         crop = tuple(o * k for o, k in zip(out, kernel))
         n, c = x.shape[:2]
+        if nsp == 2 and isinstance(x, Tensor):
+            # large: native kernels, the images as the rows of one batch
+            sp = tuple(x.shape[2:])
+            y = fused_eager.nary(
+                (x,), ((-1,) + sp,), ("avg_pool2d", *kernel, divisor_override or 0),
+                lambda t: _avg_poolnd(t, kernel, kernel, 0, False, True, divisor_override,
+                                      2, name),
+                "AvgPool2DBackward0", out_shape=(n, c) + tuple(out), examples=((2,) + sp,))
+            if y is not None:
+                return _unbatch(y, unbatched)
         if not _same_sizes(crop, x.shape[2:]):  # floor mode drops the trailing rows
             x = ops.slice_(x, (0,) * x.ndim, (n, c) + crop, (1,) * x.ndim)
         tiled = ops.reshape(x, (n, c) + tuple(v for o, k in zip(out, kernel) for v in (o, k)))
