@@ -204,6 +204,36 @@ def test_a_failed_build_warns_and_runs_numpy(monkeypatch):
         tracec.nn.functional.hardsigmoid(x)
 
 
+def _three_ways(run, arrays, monkeypatch):
+    """``run(L, tensors) -> y`` with the kernels, with NumPy and in PyTorch:
+    ``[(spy's keys, grad_fn name, y, grads...)]``; ``y`` is backpropagated
+    with a fixed cotangent."""
+    spy = _Spy(fused_eager.PROVIDERS[0])
+    monkeypatch.setattr(fused_eager, "PROVIDERS", [spy])
+    results = []
+    for L, on in ((tracec, "1"), (tracec, "0"), (torch, None)):
+        if on is not None:
+            monkeypatch.setenv("TRACEC_EAGER_KERNELS", on)
+        ts = [L.from_numpy(a.copy()).requires_grad_() for a in arrays]
+        y = run(L, ts)
+        g = np.sin(np.arange(y.numel())).astype(arrays[0].dtype).reshape(tuple(y.shape))
+        y.backward(L.from_numpy(g))
+        results.append((list(spy.keys), type(y.grad_fn).__name__, y.detach().numpy(),
+                        *[t.grad.numpy() if t.grad is not None else None for t in ts]))
+    return results
+
+
+def _agree(results, name, **tol):
+    keys = results[0][0]
+    assert keys and keys[0][0] == name, keys          # the kernels ran
+    for other in results[1:]:
+        assert results[0][1] == other[1]
+        for got, want in zip(results[0][2:], other[2:]):
+            assert (got is None) == (want is None)
+            if got is not None:
+                np.testing.assert_allclose(got, want, equal_nan=True, **tol)
+
+
 @pytest.mark.parametrize("dtype,affine", [("float32", (True, True)), ("float32", (True, False)),
                                           ("float32", (False, False)), ("float64", (True, True))])
 def test_layer_norm_kernels(dtype, affine, kernels_on, monkeypatch):
@@ -211,28 +241,13 @@ def test_layer_norm_kernels(dtype, affine, kernels_on, monkeypatch):
     n = 96
     x = (rng.standard_normal((3, N // n + 1, n)) * 3 + 1).astype(dtype)
     w, b = (rng.standard_normal(n).astype(dtype) for _ in range(2))
-    g = rng.standard_normal(x.shape).astype(dtype)
     has_w, has_b = affine
-    spy = _Spy(fused_eager.PROVIDERS[0])
-    monkeypatch.setattr(fused_eager, "PROVIDERS", [spy])
-    results = []
-    for L, on in ((tracec, "1"), (tracec, "0"), (torch, None)):
-        if on is not None:
-            monkeypatch.setenv("TRACEC_EAGER_KERNELS", on)
-        ts = [L.from_numpy(a.copy()).requires_grad_() for a in (x, w, b)]
-        y = L.nn.functional.layer_norm(ts[0], (n,), ts[1] if has_w else None,
-                                       ts[2] if has_b else None, eps=1e-4)
-        y.backward(L.from_numpy(g))
-        results.append((type(y.grad_fn).__name__, y.detach().numpy(),
-                        *[t.grad.numpy() if t.grad is not None else None for t in ts]))
-    assert spy.keys and spy.keys[0][0] == "layer_norm"
-    tol = dict(rtol=1e-5, atol=2e-5) if dtype == "float32" else dict(rtol=1e-11, atol=1e-11)
-    for other in results[1:]:
-        assert results[0][0] == other[0] == "NativeLayerNormBackward0"
-        for got, want in zip(results[0][1:], other[1:]):
-            assert (got is None) == (want is None)
-            if got is not None:
-                np.testing.assert_allclose(got, want, **tol)
+    results = _three_ways(lambda L, ts: L.nn.functional.layer_norm(
+        ts[0], (n,), ts[1] if has_w else None, ts[2] if has_b else None, eps=1e-4),
+        (x, w, b), monkeypatch)
+    assert results[0][1] == "NativeLayerNormBackward0"
+    _agree(results, "layer_norm",
+           **(dict(rtol=1e-5, atol=2e-5) if dtype == "float32" else dict(rtol=1e-11, atol=1e-11)))
 
 
 @pytest.mark.parametrize("name", ["softmax", "log_softmax"])
@@ -241,46 +256,16 @@ def test_softmax_kernels_over_the_last_axis(name, kernels_on, monkeypatch):
     x = (rng.standard_normal((N // 100 + 1, 100)) * 5).astype(np.float32)
     x[0, :3] = [np.inf, -np.inf, np.nan]
     x[1, :] = -np.inf                      # a row of -inf: NaN, as PyTorch gives
-    g = rng.standard_normal(x.shape).astype(np.float32)
-    spy = _Spy(fused_eager.PROVIDERS[0])
-    monkeypatch.setattr(fused_eager, "PROVIDERS", [spy])
-    results = []
-    for L, on in ((tracec, "1"), (tracec, "0"), (torch, None)):
-        if on is not None:
-            monkeypatch.setenv("TRACEC_EAGER_KERNELS", on)
-        t = L.from_numpy(x.copy()).requires_grad_()
-        y = getattr(L, name)(t, -1)
-        y.backward(L.from_numpy(g))
-        results.append((type(y.grad_fn).__name__, y.detach().numpy(), t.grad.numpy()))
-    assert spy.keys == [(name,)]
-    (n0, y0, g0), (n1, y1, g1), (n2, y2, g2) = results
-    assert n0 == n1 == n2
-    # log_softmax's gradient g - softmax * sum(g) sums 100 terms: 1e-6 of |sum|
-    np.testing.assert_allclose(y0, y1, rtol=1e-5, atol=1e-5, equal_nan=True)
-    np.testing.assert_allclose(g0, g1, rtol=1e-5, atol=1e-5, equal_nan=True)
-    np.testing.assert_allclose(y0, y2, rtol=1e-5, atol=1e-5, equal_nan=True)   # specials too
-    np.testing.assert_allclose(g0, g2, rtol=1e-5, atol=1e-5, equal_nan=True)
-    assert np.array_equal(np.isnan(y0), np.isnan(y1))
+    results = _three_ways(lambda L, ts: getattr(L, name)(ts[0], -1), (x,), monkeypatch)
+    # (log_softmax's gradient g - softmax * sum(g) sums 100 terms: 1e-6 of |sum|)
+    _agree(results, name, rtol=1e-5, atol=1e-5)
+    assert np.array_equal(np.isnan(results[0][2]), np.isnan(results[2][2]))
 
 
 @pytest.mark.parametrize("shape,k,div", [((8, 70, 12, 12), 2, None), ((70, 16, 9, 6), 3, None),
                                          ((260, 10, 8), 2, 3), ((9, 70, 13, 8), (3, 2), None)])
 def test_avg_pool2d_kernels(shape, k, div, kernels_on, monkeypatch):
-    rng = np.random.default_rng(3)
-    x = rng.standard_normal(shape).astype(np.float32)
-    spy = _Spy(fused_eager.PROVIDERS[0])
-    monkeypatch.setattr(fused_eager, "PROVIDERS", [spy])
-    results = []
-    for L, on in ((tracec, "1"), (tracec, "0"), (torch, None)):
-        if on is not None:
-            monkeypatch.setenv("TRACEC_EAGER_KERNELS", on)
-        t = L.from_numpy(x.copy()).requires_grad_()
-        y = L.nn.functional.avg_pool2d(t, k, divisor_override=div)
-        y.backward(L.from_numpy(np.linspace(-1, 1, y.numel(), dtype=np.float32)
-                                .reshape(tuple(y.shape))))
-        results.append((type(y.grad_fn).__name__, y.detach().numpy(), t.grad.numpy()))
-    assert spy.keys and spy.keys[0][0] == "avg_pool2d"
-    for other in results[1:]:
-        assert results[0][0] == other[0]
-        np.testing.assert_allclose(results[0][1], other[1], rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(results[0][2], other[2], rtol=1e-5, atol=1e-6)
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    results = _three_ways(lambda L, ts: L.nn.functional.avg_pool2d(ts[0], k, divisor_override=div),
+                          (x,), monkeypatch)
+    _agree(results, "avg_pool2d", rtol=1e-5, atol=1e-6)
