@@ -9,7 +9,8 @@ would, with the same values:
   itself, without a pass for ``abs`` (``|x| * |x|`` is ``x * x`` to the bit);
 * global average pooling (``adaptive_avg_pool2d/3d`` to size 1) is one
   ``mean`` over the trailing axes, as PyTorch computes it, not a reduction
-  per axis over a strided middle one.
+  per axis over a strided middle one;
+* ``one_hot`` writes ones into zeros instead of comparing every class.
 """
 import numpy as np
 import pytest
@@ -116,3 +117,19 @@ def test_global_average_pooling_is_one_mean(shape, fn, out, dtype, monkeypatch):
     getattr(tracec.nn.functional, fn)(tracec.from_numpy(a), out)
     nsp = 3 if fn.endswith("3d") else 2
     assert len(calls) == 1 and calls[0] == tuple(range(len(shape) - nsp, len(shape))), calls
+
+
+@pytest.mark.parametrize("shape,k", [((7,), 3), ((2, 3), 4), ((0,), 3), ((4,), -1), ((), 5),
+                                     ((300,), 1000)])
+def test_one_hot_eager_equals_the_compare_path_and_torch(shape, k):
+    a = np.random.default_rng(0).integers(0, 3, shape)
+    got = tracec.nn.functional.one_hot(tracec.from_numpy(a), k)
+    want = torch.nn.functional.one_hot(torch.from_numpy(a), k)
+    traced = tracec.compile(lambda t: tracec.nn.functional.one_hot(t, max(k, 3)),
+                            backend="interp")(tracec.from_numpy(a))
+    assert got.dtype is tracec.int64 and tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    if k != -1:
+        np.testing.assert_array_equal(traced.numpy(), got.numpy())
+    with pytest.raises(RuntimeError, match="non-negative"):
+        tracec.nn.functional.one_hot(tracec.tensor([0, -1]), 3)

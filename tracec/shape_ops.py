@@ -16,7 +16,8 @@ from tracec import ops
 from tracec.functions import _named, _operand, promote
 from tracec.ops.core import normalize_axis
 from tracec.symbolic import Sym, count_of
-from tracec.tensor import RECORDERS, SPARSE, SYM_SHAPES, Tensor, bind_movement, concrete
+from tracec.tensor import RECORDERS, SPARSE, SYM_SHAPES, Tensor, _new_tensor, bind_movement, \
+    concrete, eager_direct
 
 
 def _shape_arg(shape):
@@ -428,6 +429,13 @@ def one_hot(tensor, num_classes=-1):
     elif tensor.numel() and ((v := tensor._data).min() < 0 or v.max() >= num_classes):
         raise RuntimeError("Class values must be smaller than num_classes." if v.min() >= 0
                            else "Class values must be non-negative.")
+    elif eager_direct(tensor) and type(tensor._data) is np.ndarray:
+        # Eagerly: ones written into zeros (calloc'd pages), not a compare
+        # of every class and a cast (256 labels of 1000 classes: 180 -> ~40 µs)
+        a = tensor._data
+        out = np.zeros((a.size, num_classes), np.int64)
+        out[np.arange(a.size), a.reshape(-1)] = 1
+        return _new_tensor(out.reshape(a.shape + (num_classes,)), dt.int64)
     classes = ops.iota((num_classes,), dt.int64, 0, like=tensor)
     return ops.cast(ops.eq(ops.reshape(tensor, tensor.shape + (1,)), classes), dt.int64)
 
