@@ -10,7 +10,9 @@ would, with the same values:
 * global average pooling (``adaptive_avg_pool2d/3d`` to size 1) is one
   ``mean`` over the trailing axes, as PyTorch computes it, not a reduction
   per axis over a strided middle one;
-* ``one_hot`` writes ones into zeros instead of comparing every class.
+* ``one_hot`` writes ones into zeros instead of comparing every class;
+* ``cumsum`` is one sequential pass accumulating in float64, as PyTorch's
+  CPU kernel: its value and gradient equal PyTorch's bit for bit.
 """
 import numpy as np
 import pytest
@@ -133,3 +135,23 @@ def test_one_hot_eager_equals_the_compare_path_and_torch(shape, k):
         np.testing.assert_array_equal(traced.numpy(), got.numpy())
     with pytest.raises(RuntimeError, match="non-negative"):
         tracec.nn.functional.one_hot(tracec.tensor([0, -1]), 3)
+
+
+@pytest.mark.parametrize("shape,dim", [((64, 1000), 1), ((7, 5, 3), 0), ((4,), 0), ((3, 0), 1),
+                                       ((5, 6), -1)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_cumsum_equals_torch_bit_for_bit(shape, dim, dtype):
+    rng = np.random.default_rng(0)
+    a, g = (rng.standard_normal(shape).astype(dtype) for _ in range(2))
+    res = []
+    for L in (tracec, torch):
+        x = L.from_numpy(a.copy()).requires_grad_()
+        y = L.cumsum(x, dim)
+        y.backward(L.from_numpy(g))
+        res.append((type(y.grad_fn).__name__, _bits(y.detach().numpy()), _bits(x.grad.numpy())))
+    assert res[0][0] == res[1][0]
+    np.testing.assert_array_equal(res[0][1], res[1][1])
+    np.testing.assert_array_equal(res[0][2], res[1][2])
+    compiled = tracec.compile(lambda t: tracec.cumsum(t, dim), backend="interp")
+    np.testing.assert_allclose(compiled(tracec.from_numpy(a)).numpy(),
+                               np.cumsum(a, dim, dtype=np.float64), rtol=1e-5, atol=1e-4)
