@@ -302,6 +302,70 @@ class MergedLinearV1(MergedLinear):
         return result
 
 
+class ConvLoRA(nn.Module, LoRALayer):
+    def __init__(self, conv_module, in_channels, out_channels, kernel_size, r=0, lora_alpha=1, lora_dropout=0., merge_weights=True, **kwargs):
+        super(ConvLoRA, self).__init__()
+        self.conv = conv_module(in_channels, out_channels, kernel_size, **kwargs)
+        for name, param in self.conv.named_parameters():
+            self.register_parameter(name, param)
+        LoRALayer.__init__(self, r=r, lora_alpha=lora_alpha, lora_dropout=lora_dropout, merge_weights=merge_weights)
+        assert isinstance(kernel_size, int)
+        # Actual trainable parameters
+        if r > 0:
+            self.lora_A = nn.Parameter(
+                self.conv.weight.new_zeros((r * kernel_size, in_channels * kernel_size))
+            )
+            self.lora_B = nn.Parameter(
+              self.conv.weight.new_zeros((out_channels//self.conv.groups*kernel_size, r*kernel_size))
+            )
+            self.scaling = self.lora_alpha / self.r
+            # Freezing the pre-trained weight matrix
+            self.conv.weight.requires_grad = False
+        self.reset_parameters()
+        self.merged = False
+
+    def reset_parameters(self):
+        self.conv.reset_parameters()
+        if hasattr(self, 'lora_A'):
+            # initialize A the same way as the default for nn.Linear and B to zero
+            nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))
+            nn.init.zeros_(self.lora_B)
+
+    def train(self, mode=True):
+        super(ConvLoRA, self).train(mode)
+        if mode:
+            if self.merge_weights and self.merged:
+                if self.r > 0:
+                    # Make sure that the weights are not merged
+                    self.conv.weight.data -= (self.lora_B @ self.lora_A).view(self.conv.weight.shape) * self.scaling
+                self.merged = False
+        else:
+            if self.merge_weights and not self.merged:
+                if self.r > 0:
+                    # Merge the weights and mark it
+                    self.conv.weight.data += (self.lora_B @ self.lora_A).view(self.conv.weight.shape) * self.scaling
+                self.merged = True
+
+    def forward(self, x):
+        if self.r > 0 and not self.merged:
+            return self.conv._conv_forward(
+                x,
+                self.conv.weight + (self.lora_B @ self.lora_A).view(self.conv.weight.shape) * self.scaling,
+                self.conv.bias
+            )
+        return self.conv(x)
+
+
+class Conv2d(ConvLoRA):
+    def __init__(self, *args, **kwargs):
+        super(Conv2d, self).__init__(nn.Conv2d, *args, **kwargs)
+
+
+class Conv1d(ConvLoRA):
+    def __init__(self, *args, **kwargs):
+        super(Conv1d, self).__init__(nn.Conv1d, *args, **kwargs)
+
+
 # ---------------------------------------------------------------- loralib/utils.py
 def mark_only_lora_as_trainable(model: nn.Module, bias: str = 'none') -> None:
     for n, p in model.named_parameters():
@@ -770,6 +834,29 @@ ml.train()
 print("unmerged back", torch.allclose(ml.weight, ml1.weight.T, atol=1e-6))
 (m_v1 ** 2).sum().backward()
 print("v1 grads", fmt(ml1.lora_A.grad, 4), fmt(ml1.lora_B.grad, 4), ml1.weight.grad)
+
+# ConvLoRA: the wrapped conv's Parameters registered on the wrapper too,
+# the low-rank update added through conv._conv_forward, merged by train(False)
+cl = Conv2d(3, 4, 3, r=2, lora_alpha=4, padding=1)
+print("ConvLoRA params", [n for n, _ in cl.named_parameters()], list(cl.state_dict()),
+      [p.requires_grad for p in cl.parameters()], cl.weight is cl.conv.weight, tuple(cl.lora_B.shape))
+with torch.no_grad():
+    for n, p in cl.named_parameters():
+        p.copy_(arr(*p.shape, std=0.3))
+xc = arr(2, 3, 5, 5)
+c_train = cl(xc)
+gA, gB = torch.autograd.grad(c_train.pow(2).sum(), [cl.lora_A, cl.lora_B])
+print("ConvLoRA", fmt(c_train[1, 2, 2], 5), "grads", fmt(gA, 4), fmt(gB, 4))
+cl.eval()
+print("ConvLoRA merged == unmerged", cl.merged, torch.allclose(cl(xc), c_train, atol=1e-5))
+cl.train()
+# (loralib's ConvLoRA shapes lora_A / lora_B for a k x k kernel: a Conv1d's
+# update, (out * k) x (in * k) values, does not fit its out x in x k weight)
+c1 = Conv1d(4, 4, 3, r=1, padding='same')
+try:
+    c1(arr(1, 4, 6))
+except RuntimeError as e:
+    print("Conv1d LoRA", tuple(c1.lora_A.shape), tuple(c1.lora_B.shape), "RuntimeError", e)
 
 # a tiny GPT-2 with LoRA on c_attn, "pretrained" weights from numpy
 config = GPT2Config(vocab_size_or_config_json_file=50, n_positions=16, n_ctx=16, n_embd=16, n_layer=2, n_head=2,
