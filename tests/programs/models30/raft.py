@@ -9,7 +9,9 @@
 # (ResidualBlock / BasicEncoder with instance / batch norm and the
 # kaiming_normal_(mode='fan_out') init, the list input split back by
 # torch.split), core/update.py (FlowHead, SepConvGRU's 1x5 / 5x1 convs,
-# BasicMotionEncoder, BasicUpdateBlock with the .25-scaled mask head),
+# BasicMotionEncoder, BasicUpdateBlock with the .25-scaled mask head; and
+# RAFT-small's BottleneckBlock / SmallEncoder, ConvGRU, SmallMotionEncoder,
+# SmallUpdateBlock without a mask, upsampled by upflow8),
 # core/raft.py (the `'dropout' not in self.args` Namespace checks, the
 # torch.cuda.amp.autocast(enabled=False) blocks, torch.split of the context
 # net into tanh / relu halves, coords1 = coords1.detach() in the refinement
@@ -209,6 +211,64 @@ class ResidualBlock(nn.Module):
         return self.relu(x+y)
 
 
+class BottleneckBlock(nn.Module):
+    def __init__(self, in_planes, planes, norm_fn='group', stride=1):
+        super(BottleneckBlock, self).__init__()
+
+        self.conv1 = nn.Conv2d(in_planes, planes//4, kernel_size=1, padding=0)
+        self.conv2 = nn.Conv2d(planes//4, planes//4, kernel_size=3, padding=1, stride=stride)
+        self.conv3 = nn.Conv2d(planes//4, planes, kernel_size=1, padding=0)
+        self.relu = nn.ReLU(inplace=True)
+
+        num_groups = planes // 8
+
+        if norm_fn == 'group':
+            self.norm1 = nn.GroupNorm(num_groups=num_groups, num_channels=planes//4)
+            self.norm2 = nn.GroupNorm(num_groups=num_groups, num_channels=planes//4)
+            self.norm3 = nn.GroupNorm(num_groups=num_groups, num_channels=planes)
+            if not stride == 1:
+                self.norm4 = nn.GroupNorm(num_groups=num_groups, num_channels=planes)
+
+        elif norm_fn == 'batch':
+            self.norm1 = nn.BatchNorm2d(planes//4)
+            self.norm2 = nn.BatchNorm2d(planes//4)
+            self.norm3 = nn.BatchNorm2d(planes)
+            if not stride == 1:
+                self.norm4 = nn.BatchNorm2d(planes)
+
+        elif norm_fn == 'instance':
+            self.norm1 = nn.InstanceNorm2d(planes//4)
+            self.norm2 = nn.InstanceNorm2d(planes//4)
+            self.norm3 = nn.InstanceNorm2d(planes)
+            if not stride == 1:
+                self.norm4 = nn.InstanceNorm2d(planes)
+
+        elif norm_fn == 'none':
+            self.norm1 = nn.Sequential()
+            self.norm2 = nn.Sequential()
+            self.norm3 = nn.Sequential()
+            if not stride == 1:
+                self.norm4 = nn.Sequential()
+
+        if stride == 1:
+            self.downsample = None
+
+        else:
+            self.downsample = nn.Sequential(
+                nn.Conv2d(in_planes, planes, kernel_size=1, stride=stride), self.norm4)
+
+    def forward(self, x):
+        y = x
+        y = self.relu(self.norm1(self.conv1(y)))
+        y = self.relu(self.norm2(self.conv2(y)))
+        y = self.relu(self.norm3(self.conv3(y)))
+
+        if self.downsample is not None:
+            x = self.downsample(x)
+
+        return self.relu(x+y)
+
+
 class BasicEncoder(nn.Module):
     def __init__(self, output_dim=128, norm_fn='batch', dropout=0.0):
         super(BasicEncoder, self).__init__()
@@ -282,6 +342,77 @@ class BasicEncoder(nn.Module):
         return x
 
 
+class SmallEncoder(nn.Module):
+    def __init__(self, output_dim=128, norm_fn='batch', dropout=0.0):
+        super(SmallEncoder, self).__init__()
+        self.norm_fn = norm_fn
+
+        if self.norm_fn == 'group':
+            self.norm1 = nn.GroupNorm(num_groups=8, num_channels=32 // W_DIV)
+        elif self.norm_fn == 'batch':
+            self.norm1 = nn.BatchNorm2d(32 // W_DIV)
+        elif self.norm_fn == 'instance':
+            self.norm1 = nn.InstanceNorm2d(32 // W_DIV)
+        elif self.norm_fn == 'none':
+            self.norm1 = nn.Sequential()
+
+        self.conv1 = nn.Conv2d(3, 32 // W_DIV, kernel_size=7, stride=2, padding=3)
+        self.relu1 = nn.ReLU(inplace=True)
+
+        self.in_planes = 32 // W_DIV
+        self.layer1 = self._make_layer(32 // W_DIV, stride=1)
+        self.layer2 = self._make_layer(64 // W_DIV, stride=2)
+        self.layer3 = self._make_layer(96 // W_DIV, stride=2)
+
+        self.dropout = None
+        if dropout > 0:
+            self.dropout = nn.Dropout2d(p=dropout)
+
+        self.conv2 = nn.Conv2d(96 // W_DIV, output_dim, kernel_size=1)
+
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode='fan_out', nonlinearity='relu')
+            elif isinstance(m, (nn.BatchNorm2d, nn.InstanceNorm2d, nn.GroupNorm)):
+                if m.weight is not None:
+                    nn.init.constant_(m.weight, 1)
+                if m.bias is not None:
+                    nn.init.constant_(m.bias, 0)
+
+    def _make_layer(self, dim, stride=1):
+        layer1 = BottleneckBlock(self.in_planes, dim, self.norm_fn, stride=stride)
+        layer2 = BottleneckBlock(dim, dim, self.norm_fn, stride=1)
+        layers = (layer1, layer2)
+
+        self.in_planes = dim
+        return nn.Sequential(*layers)
+
+    def forward(self, x):
+
+        # if input is list, combine batch dimension
+        is_list = isinstance(x, tuple) or isinstance(x, list)
+        if is_list:
+            batch_dim = x[0].shape[0]
+            x = torch.cat(x, dim=0)
+
+        x = self.conv1(x)
+        x = self.norm1(x)
+        x = self.relu1(x)
+
+        x = self.layer1(x)
+        x = self.layer2(x)
+        x = self.layer3(x)
+        x = self.conv2(x)
+
+        if self.training and self.dropout is not None:
+            x = self.dropout(x)
+
+        if is_list:
+            x = torch.split(x, [batch_dim, batch_dim], dim=0)
+
+        return x
+
+
 # ---------------------------------------------------------------- core/update.py
 class FlowHead(nn.Module):
     def __init__(self, input_dim=128, hidden_dim=256):
@@ -292,6 +423,24 @@ class FlowHead(nn.Module):
 
     def forward(self, x):
         return self.conv2(self.relu(self.conv1(x)))
+
+
+class ConvGRU(nn.Module):
+    def __init__(self, hidden_dim=128, input_dim=192+128):
+        super(ConvGRU, self).__init__()
+        self.convz = nn.Conv2d(hidden_dim+input_dim, hidden_dim, 3, padding=1)
+        self.convr = nn.Conv2d(hidden_dim+input_dim, hidden_dim, 3, padding=1)
+        self.convq = nn.Conv2d(hidden_dim+input_dim, hidden_dim, 3, padding=1)
+
+    def forward(self, h, x):
+        hx = torch.cat([h, x], dim=1)
+
+        z = torch.sigmoid(self.convz(hx))
+        r = torch.sigmoid(self.convr(hx))
+        q = torch.tanh(self.convq(torch.cat([r*h, x], dim=1)))
+
+        h = (1-z) * h + z * q
+        return h
 
 
 class SepConvGRU(nn.Module):
@@ -323,6 +472,24 @@ class SepConvGRU(nn.Module):
         return h
 
 
+class SmallMotionEncoder(nn.Module):
+    def __init__(self, args):
+        super(SmallMotionEncoder, self).__init__()
+        cor_planes = args.corr_levels * (2*args.corr_radius + 1)**2
+        self.convc1 = nn.Conv2d(cor_planes, 96 // W_DIV, 1, padding=0)
+        self.convf1 = nn.Conv2d(2, 64 // W_DIV, 7, padding=3)
+        self.convf2 = nn.Conv2d(64 // W_DIV, 32 // W_DIV, 3, padding=1)
+        self.conv = nn.Conv2d(128 // W_DIV, 80 // W_DIV, 3, padding=1)
+
+    def forward(self, flow, corr):
+        cor = F.relu(self.convc1(corr))
+        flo = F.relu(self.convf1(flow))
+        flo = F.relu(self.convf2(flo))
+        cor_flo = torch.cat([cor, flo], dim=1)
+        out = F.relu(self.conv(cor_flo))
+        return torch.cat([out, flow], dim=1)
+
+
 class BasicMotionEncoder(nn.Module):
     def __init__(self, args):
         super(BasicMotionEncoder, self).__init__()
@@ -342,6 +509,22 @@ class BasicMotionEncoder(nn.Module):
         cor_flo = torch.cat([cor, flo], dim=1)
         out = F.relu(self.conv(cor_flo))
         return torch.cat([out, flow], dim=1)
+
+
+class SmallUpdateBlock(nn.Module):
+    def __init__(self, args, hidden_dim=96):
+        super(SmallUpdateBlock, self).__init__()
+        self.encoder = SmallMotionEncoder(args)
+        self.gru = ConvGRU(hidden_dim=hidden_dim, input_dim=80 // W_DIV + 2 + 64 // W_DIV)
+        self.flow_head = FlowHead(hidden_dim, hidden_dim=128 // W_DIV)
+
+    def forward(self, net, inp, corr, flow):
+        motion_features = self.encoder(flow, corr)
+        inp = torch.cat([inp, motion_features], dim=1)
+        net = self.gru(net, inp)
+        delta_flow = self.flow_head(net)
+
+        return net, None, delta_flow
 
 
 class BasicUpdateBlock(nn.Module):
@@ -375,10 +558,17 @@ class RAFT(nn.Module):
         super(RAFT, self).__init__()
         self.args = args
 
-        self.hidden_dim = hdim = 128 // W_DIV
-        self.context_dim = cdim = 128 // W_DIV
-        args.corr_levels = 4
-        args.corr_radius = 4
+        if args.small:
+            self.hidden_dim = hdim = 96 // W_DIV
+            self.context_dim = cdim = 64 // W_DIV
+            args.corr_levels = 4
+            args.corr_radius = 3
+
+        else:
+            self.hidden_dim = hdim = 128 // W_DIV
+            self.context_dim = cdim = 128 // W_DIV
+            args.corr_levels = 4
+            args.corr_radius = 4
 
         if 'dropout' not in self.args:
             self.args.dropout = 0
@@ -387,9 +577,15 @@ class RAFT(nn.Module):
             self.args.alternate_corr = False
 
         # feature network, context network, and update block
-        self.fnet = BasicEncoder(output_dim=256 // W_DIV, norm_fn='instance', dropout=args.dropout)
-        self.cnet = BasicEncoder(output_dim=hdim+cdim, norm_fn='batch', dropout=args.dropout)
-        self.update_block = BasicUpdateBlock(self.args, hidden_dim=hdim)
+        if args.small:
+            self.fnet = SmallEncoder(output_dim=128 // W_DIV, norm_fn='instance', dropout=args.dropout)
+            self.cnet = SmallEncoder(output_dim=hdim+cdim, norm_fn='none', dropout=args.dropout)
+            self.update_block = SmallUpdateBlock(self.args, hidden_dim=hdim)
+
+        else:
+            self.fnet = BasicEncoder(output_dim=256 // W_DIV, norm_fn='instance', dropout=args.dropout)
+            self.cnet = BasicEncoder(output_dim=hdim+cdim, norm_fn='batch', dropout=args.dropout)
+            self.update_block = BasicUpdateBlock(self.args, hidden_dim=hdim)
 
     def freeze_bn(self):
         for m in self.modules():
@@ -643,6 +839,24 @@ print("running mean", fmt(model.cnet.norm1.running_mean), model.cnet.norm1.num_b
 model.freeze_bn()
 print("frozen bn", model.cnet.norm1.training, model.cnet.layer1[0].norm1.training, model.fnet.norm1.training,
       model.training)
+
+
+# RAFT-small: bottleneck encoders, ConvGRU, no mask (upflow8 upsampling)
+small_args = argparse.Namespace(small=True, mixed_precision=False)
+small = RAFT(small_args)
+load_numpy(small, 5)
+print("small", small_args.corr_radius, small_args.dropout, "Parameter Count: %d" % count_parameters(small))
+small_opt = optim.AdamW(small.parameters(), lr=1e-3, weight_decay=1e-5, eps=1e-8)
+small_preds = small(image1[:1], image2[:1], iters=2)
+small_loss, small_metrics = sequence_loss(small_preds, flow_gt[:1], valid[:1], args.gamma)
+small_loss.backward()
+small_opt.step()
+print("small loss", f"{small_loss.item():.4f}", f"epe {small_metrics['epe']:.4f}",
+      fmt(small_preds[0][0, 0, 40], 4), fmt(small.update_block.gru.convq.weight.grad, 4))
+small.eval()
+with torch.no_grad():
+    low, up = small(image1[1:], image2[1:], iters=2, test_mode=True)
+print("small test_mode", tuple(low.shape), tuple(up.shape), fmt(low[0, :, 3], 4), torch.allclose(up, upflow8(low)))
 
 
 # the update block (called args.iters times a forward with the same shapes)
