@@ -105,3 +105,62 @@ def test_fitting_boolean_list_and_mask_indexing_still_reads_and_writes(lib):
     t = lib.arange(24.).view(2, 3, 4)
     assert t[0, [True, False, True]].tolist() == [[0., 1., 2., 3.], [8., 9., 10., 11.]]
     assert t[..., lib.tensor([True, False, False, True])].shape == (2, 3, 2)
+
+
+def _shape_error_cases(lib):
+    """Operands that do not broadcast (or broadcast past an in-place op's
+    output), and a where() condition that is not boolean."""
+    o = lib.ones
+    return {
+        "masked_fill mask": lambda: o(3, 4).masked_fill(o(3, dtype=lib.bool), 0.),
+        "masked_select mask": lambda: lib.masked_select(o(3, 1), o(2, 4, dtype=lib.bool)),
+        "where cond / input": lambda: lib.where(o(3, dtype=lib.bool), o(2), o(3)),
+        "where after broadcasting": lambda: lib.where(o(3, dtype=lib.bool), o(3), o(2, 2)),
+        "where 3-d cond": lambda: lib.where(o(2, 1, 3, dtype=lib.bool), o(4), o(3)),
+        "where float condition": lambda: lib.where(o(3), o(3), o(3)),
+        "where long condition": lambda: lib.where(o(3, dtype=lib.long), o(3), o(3)),
+        "addcmul": lambda: lib.addcmul(o(3), o(2), o(3)),
+        "addcdiv": lambda: lib.addcdiv(o(3), o(2), o(3)),
+        "lerp weight": lambda: lib.lerp(o(3), o(3), o(4)),
+        "add_ grows": lambda: o(3, 4).add_(o(2, 3, 4)),
+        "mul_ grows a dim of 1": lambda: o(3, 1).mul_(o(3, 4)),
+        "masked_fill_ grows": lambda: o(3, 4).masked_fill_(o(2, 3, 4, dtype=lib.bool), 0.),
+        "addcmul_ grows": lambda: o(3).addcmul_(o(2, 3), o(3)),
+        "copy_ grows": lambda: o(3, 4).copy_(o(2, 3, 4)),
+        "copy_ mismatch": lambda: o(3, 4).copy_(o(3, 5)),
+    }
+
+
+@pytest.mark.parametrize("case", list(_shape_error_cases(pt)))
+def test_broadcast_errors_name_the_pair_pytorch_names(case):
+    # nflows' torch.where masks, monodepth2's automask, RAFT's valid masks:
+    # a shape slip there is PyTorch's RuntimeError naming the sizes of the
+    # pair its TensorIterator meets (the shape so far against the next
+    # operand: where's condition before its input; a mask before the
+    # tensor it selects from; addcmul's input before tensor1), or "output
+    # with shape ... doesn't match the broadcast shape ..." for an in-place
+    # op whose result would be larger.  tracec named the pair its own
+    # composite met first (addcmul's tensor1 * tensor2), NumPy's "Attempting
+    # to broadcast ..." / "input operand has more dimensions than allowed by
+    # the axis remapping", a "shapes ... cannot be broadcast together" of
+    # its own for three operands, and a TypeError for a float condition.
+    with pytest.raises(Exception) as want:
+        _shape_error_cases(pt)[case]()
+    with pytest.raises(Exception) as got:
+        _shape_error_cases(tracec)[case]()
+    assert isinstance(got.value, RuntimeError) and type(want.value) is RuntimeError
+    # (tracec adds the shapes after PyTorch's sentence)
+    assert str(got.value).split(" (broadcasting shapes")[0] == str(want.value)
+
+
+@pytest.mark.parametrize("lib", [tracec, pt], ids=["tracec", "torch"])
+def test_broadcasting_in_place_ops_and_copies_still_write(lib):
+    o = lib.ones
+    a = o(3, 4)
+    a.copy_(lib.arange(4.))
+    a.add_(o(1, 4)).mul_(lib.tensor(2.))
+    a.masked_fill_(lib.tensor([True, False, False, True]), -1.)
+    b = lib.zeros(2, 3).lerp_(o(3), lib.tensor([[0.5], [1.0]]))
+    assert a.tolist() == [[-1., 4., 6., -1.]] * 3
+    assert b.tolist() == [[0.5] * 3, [1.0] * 3]
+    assert lib.where(lib.tensor([True, False]), o(2), lib.zeros(2, 1)).tolist() == [[1., 0.], [1., 0.]]
