@@ -164,3 +164,54 @@ def test_broadcasting_in_place_ops_and_copies_still_write(lib):
     assert a.tolist() == [[-1., 4., 6., -1.]] * 3
     assert b.tolist() == [[0.5] * 3, [1.0] * 3]
     assert lib.where(lib.tensor([True, False]), o(2), lib.zeros(2, 1)).tolist() == [[1., 0.], [1., 0.]]
+
+
+#: (input shape, target shape, target dtype name) for class-index losses
+_TARGET_CASES = [
+    ((2, 3), (2, 4), "long"),        # LoRA's GPT-2 loss on an unflattened target
+    ((2, 3), (2, 1), "long"),
+    ((2, 3), (2, 4), "float32"),     # the shape is named before the dtype
+    ((2, 3), (3,), "float32"),
+    ((3,), (2, 2), "long"),
+    ((3,), (3,), "int32"),
+    ((3,), (2,), "long"),
+    ((2, 3, 5), (2,), "long"),
+    ((2, 3, 5), (2, 4), "long"),
+    ((2, 3, 5), (2, 5, 1), "int32"),
+    ((2, 3, 4, 5), (2, 4), "long"),
+    ((2, 3, 4, 5), (2, 4, 4), "long"),
+    ((2, 3, 4, 5), (2, 4, 4), "float32"),
+    ((2, 3, 4, 5, 2), (2, 4, 5, 3), "long"),
+    ((3,), (3,), "long"),            # cross_entropy: probabilities of an int dtype
+]
+
+
+@pytest.mark.parametrize("loss", ["cross_entropy", "nll_loss"])
+@pytest.mark.parametrize("shapes", _TARGET_CASES, ids=lambda c: f"{c[0]}-{c[1]}-{c[2]}")
+def test_class_target_errors_are_pytorchs(loss, shapes):
+    # A target of the wrong shape or dtype for cross_entropy / nll_loss:
+    # PyTorch's checks in its order (batch size, then the shape checks of
+    # the kernel the input's rank picks, then the target dtype, then the
+    # 1-D and 4-D size checks) and its words; tracec had its own sentences
+    # and checked the dtype first.
+    def run(lib):
+        f = getattr(lib.nn.functional, loss)
+        return f(lib.ones(*shapes[0]), lib.zeros(*shapes[1], dtype=getattr(lib, shapes[2])))
+    with pytest.raises(Exception) as want:
+        run(pt)
+    with pytest.raises(Exception) as got:
+        run(tracec)
+    assert (type(got.value).__name__, str(got.value)) == (type(want.value).__name__,
+                                                          str(want.value))
+
+
+@pytest.mark.parametrize("lib", [tracec, pt], ids=["tracec", "torch"])
+def test_a_one_element_target_of_a_1d_input_is_unbatched(lib):
+    # PyTorch reads a 1-D input with a 1-D target of one element as one
+    # unbatched sample (tracec refused every 1-D target of a 1-D input)
+    F = lib.nn.functional
+    x = lib.tensor([0.5, 1.0, -1.0])
+    assert F.cross_entropy(x, lib.tensor([1]), reduction="none").shape == ()
+    assert abs(F.cross_entropy(x, lib.tensor([1])).item() -
+               F.cross_entropy(x, lib.tensor(1)).item()) < 1e-7
+    assert abs(F.nll_loss(x, lib.tensor([2])).item() - 1.0) < 1e-7
