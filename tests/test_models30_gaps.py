@@ -215,3 +215,33 @@ def test_a_one_element_target_of_a_1d_input_is_unbatched(lib):
     assert abs(F.cross_entropy(x, lib.tensor([1])).item() -
                F.cross_entropy(x, lib.tensor(1)).item()) < 1e-7
     assert abs(F.nll_loss(x, lib.tensor([2])).item() - 1.0) < 1e-7
+
+
+def _fold_pad_cases(lib):
+    F, o = lib.nn.functional, lib.ones
+    return {
+        "unfold kernel past the image": lambda: F.unfold(o(1, 2, 4, 4), 5),
+        "unfold dilated past the image": lambda: F.unfold(o(1, 2, 4, 4), 3, dilation=2),
+        "unfold negative blocks": lambda: F.unfold(o(1, 2, 4, 4), 7),
+        "fold channels": lambda: F.fold(o(1, 4, 4), (2, 2), 3),
+        "fold zero blocks": lambda: F.fold(o(1, 9, 1), (2, 2), 3),
+        "fold negative blocks": lambda: F.fold(o(1, 9, 1), (1, 1), 3),
+        "pad mode": lambda: F.pad(o(1, 2, 4), (1, 1), mode="wrap"),
+        "pad mode before length": lambda: F.pad(o(1, 2, 4), (1, 1, 1), mode="Reflect"),
+    }
+
+
+@pytest.mark.parametrize("case", list(_fold_pad_cases(pt)))
+def test_unfold_fold_and_pad_refusals_are_pytorchs(case):
+    # RAFT's F.unfold(8 * flow, [3, 3], padding=1) and the padders' F.pad:
+    # PyTorch's words for a kernel larger than the (padded) image, a fold
+    # whose block count does not fit (checked before a non-positive count),
+    # and an unknown padding mode (checked before the amounts).  tracec
+    # prefixed "unfold: " / "fold: ", printed the sizes as lists, checked
+    # fold's block shape first and had its own sentence for the mode.
+    with pytest.raises(Exception) as want:
+        _fold_pad_cases(pt)[case]()
+    with pytest.raises(Exception) as got:
+        _fold_pad_cases(tracec)[case]()
+    assert (type(got.value).__name__, str(got.value)) == (type(want.value).__name__,
+                                                          str(want.value))
