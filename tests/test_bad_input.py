@@ -178,7 +178,8 @@ def test_dtype_errors():
     # (~ on integers is bitwise not: tests/test_ops_math_elementwise.py).
     _raises(RuntimeError, "not implemented for 'Float'", lambda: tracec.ones(2) & tracec.ones(2))
     _raises(RuntimeError, "not implemented for 'Float'", lambda: ~tracec.ones(2))
-    _raises(TypeError, "bool", lambda: tracec.where(tracec.ones(2), 1.0, 0.0))
+    _raises(RuntimeError, "boolean tensor, but got a tensor with dtype Float",
+            lambda: tracec.where(tracec.ones(2), 1.0, 0.0))   # (PyTorch: RuntimeError)
     _raises(RuntimeError, "boolean masks", lambda: tracec.ones(2).masked_fill(
         tracec.ones(2), 0.0))
     _raises(RuntimeError, "int64", lambda: tracec.ones(2).gather(0, tracec.tensor([0.0])))

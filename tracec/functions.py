@@ -573,8 +573,11 @@ def where(condition, input=None, other=None):
                       "and will be removed in a future version of PyTorch. Use a boolean "
                       "condition instead.", UserWarning, stacklevel=2)
         condition = ops.ne(condition, 0)
-    if not isinstance(condition, Tensor) or condition.dtype is not dt.bool_:
+    if not isinstance(condition, Tensor):
         raise TypeError("where(): the condition must be a bool tensor")
+    if condition.dtype is not dt.bool_:
+        raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor "
+                           f"with dtype {dt.scalar_type_name(condition.dtype)}")
     (input, other), d = promote("where", input, other)
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         # Two scalars: the result has their promoted dtype, not the condition's.

@@ -368,7 +368,71 @@ def _bool_scalars(x: Tensor, key):
     return r
 
 
+def _mask_shape(k):
+    """The shape of ``k`` where it is a boolean (or uint8) mask of one or
+    more dims, else None."""
+    if isinstance(k, Tensor):
+        return tuple(k.shape) if k.dtype in (dt.bool_, dt.uint8) and k.ndim else None
+    if isinstance(k, (list, np.ndarray)):
+        arr = np.asarray(k)
+        return arr.shape if arr.dtype == np.bool_ and arr.ndim else None
+    return None
+
+
+def _check_masks(x: Tensor, key) -> None:
+    """PyTorch's refusal of a boolean mask whose shape is not that of the
+    dims it indexes (NumPy's words, or none: a short mask read as its
+    nonzero positions, would do otherwise).  PyTorch applies the basic
+    indices first (an int drops its dim, None or a bool scalar adds one of
+    size 1, a slice shortens its dim) and checks each mask against the dims
+    of that tensor from where the mask stands; its message names both
+    shapes.  Keys that run past ``x``'s dims are left to the "too many
+    indices" check."""
+    keys = key if isinstance(key, tuple) else (key,)
+    if not any(_mask_shape(k) is not None for k in keys if _is_adv(k)):
+        return
+
+    def span(k):    # the dims of x that k indexes
+        if k is None or k is Ellipsis or _is_bool0(k):
+            return 0
+        m = _mask_shape(k)
+        return 1 if m is None else len(m)
+    rest = x.ndim - sum(span(k) for k in keys)
+    if rest < 0:
+        return
+    shape, masks, dim = [], [], 0    # the basic-indexed shape; (start, mask shape)
+    for k in keys:
+        if k is Ellipsis:
+            shape += x.shape[dim:dim + rest]
+            dim += rest
+        elif k is None or _is_bool0(k):
+            shape.append(1)
+        elif isinstance(k, slice):
+            if k.step is not None and int(k.step) <= 0:
+                return    # (refused by the indexing itself)
+            a, b, c = _indices(k, x.shape[dim])    # (a symbolic size stays one)
+            shape.append((max(a, b) - a + c - 1) // c)
+            dim += 1
+        elif isinstance(k, numbers.Integral) or (isinstance(k, Tensor) and k.ndim == 0):
+            dim += 1
+        else:
+            m = _mask_shape(k)
+            n = 1 if m is None else len(m)
+            if m is not None:
+                masks.append((len(shape), m))
+            shape += x.shape[dim:dim + n]
+            dim += n
+    shape += x.shape[dim:]
+    for start, m in masks:
+        for j, s in enumerate(m):
+            if s != shape[start + j]:
+                raise IndexError(f"The shape of the mask {list(m)} at index {j} does not match "
+                                 f"the shape of the indexed tensor {list(shape)} at index "
+                                 f"{start + j}")
+
+
 def _getitem(x: Tensor, key):
+    _check_masks(x, key)
     special = _bool_scalars(x, key)
     if special is not None:
         return special
@@ -425,7 +489,7 @@ def _getitem(x: Tensor, key):
 def _advanced(y, adv):
     positions = [p for p, _ in adv]
     idx = [i if i.dtype is dt.int64 else ops.cast(i, dt.int64) for _, i in adv]
-    bshape = np.broadcast_shapes(*[i.shape for i in idx])
+    bshape = _index_broadcast([i.shape for i in idx])
     idx = [ops.broadcast_to(i, bshape) if i.shape != bshape else i for i in idx]
     negative = False
     for p, i in zip(positions, idx):
@@ -449,6 +513,15 @@ def _advanced(y, adv):
             flat = ops.add(ops.mul(flat, s), i)
         idx = [flat]
     return ops.take(y, idx[0], p0)
+
+
+def _index_broadcast(shapes):
+    """The shape the index arrays broadcast to, or PyTorch's refusal."""
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise IndexError("shape mismatch: indexing tensors could not be broadcast together "
+                         "with shapes " + ", ".join(str(list(s)) for s in shapes)) from None
 
 
 def _check_range(i, size, dim) -> bool:
@@ -481,6 +554,7 @@ def setitem(x: Tensor, key, value):
             not isinstance(value, (bool, np.bool_)):
         value = dt.wrap_int(int(value), x.dtype)
     items = key if isinstance(key, tuple) else (key,)
+    _check_masks(x, items)    # (before the uint8 refusal below, as PyTorch)
     if any(isinstance(k, Tensor) and k.dtype is dt.uint8 for k in items):
         if not isinstance(value, Tensor) or value.ndim == 0:
             # PyTorch sends a 0-d value to masked_fill_, which refuses uint8 masks.
@@ -548,6 +622,18 @@ def _setitem_advanced(x, key, value):
     except (IndexError, ValueError) as e:
         if str(e).startswith("too many indices"):      # numpy's words for it
             raise IndexError(f"too many indices for tensor of dimension {x.ndim}") from None
+        if str(e).startswith("shape mismatch: indexing arrays"):
+            # (a mask counts as one index array per dim, of its true count)
+            shapes = []
+            for k in np_key:
+                if _mask_shape(k) is not None:
+                    m = np.asarray(k)
+                    shapes += [(int(np.count_nonzero(m)),)] * m.ndim
+                elif _is_adv(k):
+                    shapes.append(np.shape(k))
+            _index_broadcast(shapes)
+        if str(e).startswith("shape mismatch: value array"):
+            broadcast_value(value, getitem(x, key).shape)   # (raises PyTorch's error)
         raise IndexError(str(e)) from None
     x._version[0] += 1
 

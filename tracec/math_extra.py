@@ -409,7 +409,18 @@ def float_power(input, exponent):  # noqa: A002
     return F.pow(f64(input), f64(exponent))
 
 
+def _check_broadcast(*operands) -> None:
+    """PyTorch's error for operands that do not broadcast together, which
+    names the pair as its TensorIterator meets them (the shape so far
+    against the next operand), not the pair a composite's first step
+    combines."""
+    shapes = [tuple(x.shape) for x in operands if isinstance(x, Tensor)]
+    if any(s != shapes[0] for s in shapes[1:]):
+        ops.core.broadcast_shapes(*shapes)
+
+
 def lerp(input, end, weight):  # noqa: A002
+    _check_broadcast(input, end, weight)
     (a, b, w), d = promote("lerp", input, end, weight)
     # PyTorch's two-sided form: exact at both ends.
     lo = ops.add(a, ops.mul(w, ops.sub(b, a)))
@@ -423,6 +434,7 @@ def addcmul(input, tensor1, tensor2, *deprecated, value=1):  # noqa: A002
     if deprecated:   # addcmul(input, Number value, Tensor tensor1, Tensor tensor2)
         value, (tensor1, tensor2) = tensor1, F._number_first("addcmul", tensor1, (tensor2,) + deprecated,
                                                              value, "value", 2)
+    _check_broadcast(input, tensor1, tensor2)
     return _named(F.add(input, F.mul(F.mul(tensor1, tensor2), value)), "AddcmulBackward0")
 
 
@@ -430,6 +442,7 @@ def addcdiv(input, tensor1, tensor2, *deprecated, value=1):  # noqa: A002
     if deprecated:   # addcdiv(input, Number value, Tensor tensor1, Tensor tensor2)
         value, (tensor1, tensor2) = tensor1, F._number_first("addcdiv", tensor1, (tensor2,) + deprecated,
                                                              value, "value", 2)
+    _check_broadcast(input, tensor1, tensor2)
     if (isinstance(tensor1, Tensor) and not tensor1.dtype.is_floating_point
             and isinstance(tensor2, Tensor) and not tensor2.dtype.is_floating_point):
         raise RuntimeError("Integer division with addcdiv is no longer supported, and in a "

@@ -13,6 +13,7 @@ from tracec import creation, graph
 from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import indexing, shape_ops as S
+from tracec.ops.core import broadcast_shapes as _broadcast_shapes
 from tracec.runtime_int import RuntimeInt, operand as runtime_operand
 from tracec.symbolic import Sym
 from tracec.sym_scalar import SymScalar
@@ -257,13 +258,12 @@ def _copy(self, src, non_blocking=False):
     if src.dtype is not self.dtype:
         src = src.to(self.dtype)
     if tuple(src.shape) != tuple(self.shape):
-        try:
-            np.broadcast_shapes(src.shape, self.shape)
-            if np.broadcast_shapes(src.shape, self.shape) != tuple(self.shape):
-                raise ValueError
-        except ValueError:
-            raise RuntimeError(f"copy_: the source of shape {tuple(src.shape)} cannot be "
-                               f"broadcast to the destination of shape {tuple(self.shape)}") from None
+        # PyTorch's errors: the sizes that do not broadcast, or a source
+        # that broadcasts to more than the destination holds
+        full = _broadcast_shapes(tuple(self.shape), tuple(src.shape))
+        if full != tuple(self.shape):
+            raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the "
+                               f"broadcast shape {list(full)}")
         src = S.expand(src, *self.shape)
     if self.requires_grad and graph.is_grad_enabled():   # PyTorch keeps self's history
         src = filled(self, src, "CopyBackwards")

@@ -99,7 +99,8 @@ def _bool_mask(mask, name):
 
 def masked_select(input, mask):
     mask = _bool_mask(mask, "masked_select")
-    shape = tuple(broadcast_shapes(input.shape, mask.shape))
+    # (the mask first: PyTorch's error names it tensor a)
+    shape = ops.core.broadcast_shapes(tuple(mask.shape), tuple(input.shape))
     x = ops.broadcast_to(input, shape) if tuple(input.shape) != shape else input
     m = concrete(mask, "masked_select (its result's size depends on the mask)")
     pos = np.flatnonzero(np.broadcast_to(m, shape)).astype(np.int64)

@@ -802,6 +802,11 @@ class Tensor:
                                    "written-to tensor refers to a single memory location. "
                                    "Please clone() the tensor before performing the "
                                    "operation.") from None
+            if new.shape != self.shape:
+                # (an in-place op's result, broadcast with the operands,
+                # is larger than the tensor it is written to)
+                raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the "
+                                   f"broadcast shape {list(new.shape)}") from None
             raise RuntimeError(f"{op}: {e}") from None
         self._version[0] += 1
 

@@ -1006,6 +1006,9 @@ def pad(input, pad, mode: str = "constant", value=None):
     the last dimension backwards; negative amounts crop."""
     if not isinstance(input, Tensor):
         raise TypeError(f"pad(): argument 'input' must be Tensor, not {type(input).__name__}")
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        # (PyTorch's words, before it looks at the amounts)
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
     pad = [int(p) for p in pad]
     if len(pad) % 2:
         raise RuntimeError("Padding length must be divisible by 2")
@@ -1029,9 +1032,6 @@ def pad(input, pad, mode: str = "constant", value=None):
         if not any(lo) and not any(hi):
             return x if x is not input else ops.reshape(x, tuple(x.shape))
         return ops.pad(x, lo, hi, (0,) * nd, 0.0 if value is None else value)
-    if mode not in ("reflect", "replicate", "circular"):
-        raise NotImplementedError(f"pad: mode '{mode}' is not supported (use 'constant', "
-                                  "'reflect', 'replicate' or 'circular')")
     if value not in (None, 0):
         warnings.warn(f"pad: value is ignored in mode '{mode}'", stacklevel=2)
     if mode == "reflect":

@@ -103,29 +103,44 @@ def huber_loss(input, target, reduction="mean", delta: float = 1.0, weight=None)
 # --- classification ------------------------------------------------------------------------
 
 def _class_targets(input: Tensor, target: Tensor, name: str):
-    """(input as [N, C, ...], target as [N, ...], unbatched?) with checks."""
+    """(input as [N, C, ...], target as [N, ...], unbatched?) with checks.
+
+    In PyTorch's order and words: nll_loss_nd's batch-size check, then the
+    shape checks of the kernel the input's rank picks (nll_loss for 1-D /
+    2-D input, nll_loss2d for 4-D, a target of the input's spatial size for
+    3-D and 5-D or more), then the kernel's target dtype check; a shape
+    slip is named before a float target is.  A 1-D input takes a 0-D target
+    or a 1-D target of one element (both unbatched)."""
     if input.ndim < 1:
         raise ValueError(f"{name}: input tensor should be 1D or more, got 0D")
+    n, t = input.ndim, target.ndim
+    if n != 1 and (target.shape[0] if t else 0) != input.shape[0]:
+        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
+                         f"batch_size ({target.shape[0] if t else 0}).")
+    if n <= 2 and t > 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if n == 4 and t != 3:
+        raise RuntimeError("only batches of spatial targets supported (3D tensors) but got "
+                           f"targets of dimension: {t}")
+    if n == 3 or n > 4:
+        if tuple(target.shape[1:]) != tuple(input.shape[2:]):
+            raise RuntimeError(f"Expected target size "
+                               f"{[input.shape[0]] + list(input.shape[2:])}, got "
+                               f"{list(target.shape)}")
     if target.dtype not in (dt.int64, dt.uint8):     # PyTorch's nll_loss takes these two
         raise RuntimeError("expected target dtype to be Long or Byte, but got "
                            f"{dt.scalar_type_name(target.dtype)}")
+    if n == 1 and t == 1 and target.shape[0] != 1:
+        raise ValueError("For 1D input, 1D target must have size 1, but got target size: "
+                         f"{target.shape[0]}")
+    if n == 4 and tuple(target.shape[1:]) != tuple(input.shape[2:]):
+        # (PyTorch's words, its unclosed parenthesis included)
+        raise RuntimeError(f"size mismatch (got input: {list(input.shape)} , target: "
+                           f"{list(target.shape)}")
     if target.dtype is not dt.int64:
         target = ops.cast(target, dt.int64)
-    if input.ndim == 1:
-        if target.ndim != 0:
-            raise RuntimeError(f"{name}: for an unbatched (1-D) input the target must be a "
-                               f"0-D tensor, got target of shape {list(target.shape)}")
+    if n == 1:
         return ops.reshape(input, (1,) + tuple(input.shape)), ops.reshape(target, (1,)), True
-    if target.ndim != input.ndim - 1 or target.shape[0] != input.shape[0]:
-        if target.ndim >= 1 and target.shape[0] != input.shape[0]:
-            raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
-                             f"batch_size ({target.shape[0]}).")
-        want = [input.shape[0]] + list(input.shape[2:])
-        raise RuntimeError(f"{name}: expected target of shape {want} for input of shape "
-                           f"{list(input.shape)}, got {list(target.shape)}")
-    if tuple(target.shape[1:]) != tuple(input.shape[2:]):
-        raise RuntimeError(f"{name}: expected target of shape "
-                           f"{[input.shape[0]] + list(input.shape[2:])}, got {list(target.shape)}")
     return input, target, False
 
 
@@ -204,7 +219,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
         # Class probabilities.
         if not target.dtype.is_floating_point:
             raise RuntimeError(f"Expected floating point type for target with class "
-                               f"probabilities, got {target.dtype}")
+                               f"probabilities, got {dt.scalar_type_name(target.dtype)}")
         if ignore_index >= 0:
             raise RuntimeError("ignore_index is not supported for floating point target")
         t = _as(target, logp.dtype)

@@ -216,17 +216,18 @@ def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode: bool = Fals
 
 # --- im2col / col2im ----------------------------------------------------------------------
 
-def _col_table(sp, kernel, dilation, padding, stride, name):
+def _col_table(sp, kernel, dilation, padding, stride):
     """Flat positions in the padded image of every (kernel offset, output
     location) pair, ``[prod(kernel) * L]``, and the output grid."""
     padded = tuple(s + 2 * p for s, p in zip(sp, padding))
     out = tuple((pd - d * (k - 1) - 1) // st + 1
                 for pd, k, d, st in zip(padded, kernel, dilation, stride))
     if any(o <= 0 for o in out):
-        raise RuntimeError(f"{name}: Given input with spatial size {list(sp)}, "
-                           f"kernel_size={list(kernel)}, dilation={list(dilation)}, "
-                           f"padding={list(padding)}, calculated shape of the array of sliding "
-                           f"blocks as {list(out)}, but its components must be at least one.")
+        # (PyTorch's words, the sizes as tuples)
+        raise RuntimeError(f"Given input with spatial size {tuple(sp)}, "
+                           f"kernel_size={tuple(kernel)}, dilation={tuple(dilation)}, "
+                           f"padding={tuple(padding)}, calculated shape of the array of sliding "
+                           f"blocks as {tuple(out)}, but its components must be at least one.")
     rows = []
     for offs in itertools.product(*[range(k) for k in kernel]):
         grids = np.meshgrid(*[np.arange(o) * st + off * d for o, st, off, d in
@@ -242,8 +243,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     kernel, dilation = _ntuple(kernel_size, 2, "kernel_size"), _ntuple(dilation, 2, "dilation")
     padding, stride = _ntuple(padding, 2, "padding"), _ntuple(stride, 2, "stride")
     n, c = x.shape[:2]
-    table, padded, out = _col_table(tuple(x.shape[2:]), kernel, dilation, padding, stride,
-                                    "unfold")
+    table, padded, out = _col_table(tuple(x.shape[2:]), kernel, dilation, padding, stride)
     if any(padding):
         x = ops.pad(x, (0, 0) + padding, (0, 0) + padding, (0,) * 4, 0.0)
     cols = ops.take(ops.reshape(x, (n, c, math.prod(padded))), _index(table), 2)
@@ -269,14 +269,23 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     if ck % kk:
         raise RuntimeError(f"Expected size of input's dimension 1 to be divisible by the "
                            f"product of kernel_size, but got input.size(1)={ck} and "
-                           f"kernel_size={kernel}")
-    table, padded, out = _col_table(size, kernel, dilation, padding, stride, "fold")
+                           f"kernel_size={kernel}.")
+    # (the block count checked first, as PyTorch does: an output too small
+    # for the kernel is "0 * 0 = 0" blocks)
+    out = tuple((s + 2 * p - d * (k - 1) - 1) // st + 1
+                for s, p, k, d, st in zip(size, padding, kernel, dilation, stride))
     if math.prod(out) != length:
         raise RuntimeError(f"Given output_size={size}, kernel_size={kernel}, "
                            f"dilation={dilation}, padding={padding}, stride={stride}, expected "
                            f"size of input's dimension 2 to match the calculated number of "
                            f"sliding blocks {out[0]} * {out[1]} = {math.prod(out)}, but got "
                            f"input.size(2)={length}.")
+    if any(o <= 0 for o in out):     # (a count of (-1) * (-1) blocks passes the one above)
+        raise RuntimeError(f"Given output_size={size}, kernel_size={kernel}, "
+                           f"dilation={dilation}, padding={padding}, stride={stride}, "
+                           f"calculated shape of the array of sliding blocks as {out}, which "
+                           f"is too small (non-positive)")
+    table, padded, out = _col_table(size, kernel, dilation, padding, stride)
     c = ck // kk
     src = ops.reshape(x, (n, c, kk * length))
     img = ops.index_add(ops.zeros((n, c, math.prod(padded)), x.dtype, like=x), _index(table),

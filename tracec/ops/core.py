@@ -170,6 +170,12 @@ def broadcast_shapes(*shapes: tuple) -> tuple:
                             f"The size of tensor a ({da}) must match the size of tensor b "
                             f"({db}) at non-singleton dimension {k} (broadcasting shapes "
                             f"{both})")
+                    # three or more (where's condition, input and other):
+                    # PyTorch broadcasts them in turn, the shape so far
+                    # against the next, and names the pair that fails
+                    acc = shapes[0]
+                    for s in shapes[1:]:
+                        acc = broadcast_shapes(acc, s)
                     raise ShapeError(f"shapes {both} cannot be broadcast together (size "
                                      f"{size} vs {d} at dimension {i - ndim})")
                 size = d
