@@ -118,15 +118,17 @@ class _Encoder:
     # --- structure -------------------------------------------------------------
 
     def node(self, obj, path: str):
+        if isinstance(obj, np.generic):
+            # A NumPy scalar (an lr from a np.linspace schedule, a metric)
+            # is no Python number to torch.save: it pickles it, and
+            # torch.load's default refuses it.  Pickled here too, so it
+            # loads back as the same NumPy type and under the same terms.
+            return self.pickled(obj, path)
         if obj is None or isinstance(obj, (bool, str)):
             return obj
-        if isinstance(obj, (np.bool_,)):
-            return bool(obj)
         if isinstance(obj, int):
             return int(obj)
-        if isinstance(obj, np.integer):
-            return int(obj)
-        if isinstance(obj, (float, np.floating)):
+        if isinstance(obj, float):
             x = float(obj)
             if math.isnan(x):
                 return {"float": "nan"}
@@ -183,8 +185,7 @@ class _Encoder:
         return {"pickle": [self.ndarray(arr, f"{path}.pickle"), what]}
 
     def key(self, k, path):
-        if k is None or isinstance(k, (bool, int, str, float, np.integer, np.floating,
-                                       np.bool_)):
+        if k is None or isinstance(k, (bool, int, str, float, np.generic)):
             return self.node(k, path)
         if isinstance(k, tuple):
             return {"tuple": [self.key(x, path) for x in k]}
@@ -760,26 +761,22 @@ class _Decoder:
         caller opted in (``weights_only=False``), as PyTorch asks."""
         from tracec import serialization_pickle
         from tracec.torch_checkpoint import _safe_global_names
-        safe = _safe_global_names() if self.weights_only else None
-        if safe:
+        if self.weights_only:
             # Only the classes and functions the user allowed (a checkpoint's
-            # argparse.Namespace), as PyTorch's weights-only unpickler does.
+            # argparse.Namespace, NumPy's scalar and dtype), as PyTorch's
+            # weights-only unpickler does: the first other name refuses the
+            # object, before anything it names runs.
             data = self.node({"ndarray": index})
             try:
-                return serialization_pickle.loads(data.tobytes(), self.node, safe)
+                return serialization_pickle.loads(data.tobytes(), self.node,
+                                                  _safe_global_names())
             except serialization_pickle._Refused as e:
                 raise WeightsOnlyError(str(self.reader.error(
-                    f"Weights only load failed. It holds a pickled {what} naming {e}, which "
-                    f"is not among the safe globals; if you trust it, allow it with "
-                    f"torch.serialization.add_safe_globals([{e}]), or load with "
-                    f"weights_only=False"))) from None
-        if self.weights_only:
-            raise WeightsOnlyError(str(self.reader.error(
-                f"Weights only load failed. It holds a pickled {what} (an object tracec.save "
-                f"could not store as data, "
-                f"such as a whole Module); loading it imports and runs code the file names. "
-                f"If you trust the file, load it with weights_only=False; or save and load "
-                f"its state_dict()")))
+                    f"Weights only load failed. It holds a pickled {what}: "
+                    f"Unsupported global: GLOBAL {e} was not an allowed global by default "
+                    f"(loading it imports and runs code the file names). If you trust it, "
+                    f"allow it with torch.serialization.add_safe_globals([{e}]), or load "
+                    f"with weights_only=False"))) from None
         data = self.node({"ndarray": index})
         if data.dtype != np.uint8 or data.ndim != 1:
             raise ValueError("a pickle entry must be 1-D uint8")

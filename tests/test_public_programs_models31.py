@@ -1,0 +1,36 @@
+"""Public self-supervised, speech, traffic-forecasting, reading-comprehension
+and segmentation programs, small configurations (``tests/programs/models31``):
+facebookresearch/swav's SwAV (the multi-crop forward grouped by
+unique_consecutive / cumsum of the crops' resolutions, per-group trunk runs
+joined by torch.cat, the projection head and bias-free prototypes
+normalized under no_grad through weight.data.clone() / copy_, the
+distributed_sinkhorn with its guarded all_reduce calls and in-place
+normalizations, the feature queue and its torch.mm against the prototypes,
+the swapped prediction loss, prototype gradients set to None while frozen,
+numpy float64 learning rates written into param_group["lr"], and the
+checkpoint restart whose torch.load refuses those numpy scalars until they
+are allowed with safe_globals).
+
+Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
+``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
+the same steps run eagerly, and print the verdict); weights and data come
+from numpy, and lines marked ``[rng]`` are not compared numerically.
+"""
+import pathlib
+
+import pytest
+
+from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixture
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROGS = ROOT / "tests" / "programs" / "models31"
+
+CASES = ["swav.py"]
+EAGER_FALLBACK = set()
+
+torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
+
+
+@pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
+def test_models31_program_matches_torch(script, torch_refs, tmp_path):
+    check_program(PROGS / script, torch_refs(script), tmp_path, script in EAGER_FALLBACK)
