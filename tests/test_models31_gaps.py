@@ -54,3 +54,46 @@ def test_an_optimizer_state_dict_with_a_numpy_lr_round_trips_like_torch(tmp_path
         lr = fresh.param_groups[0]["lr"]
         types.append((type(lr), lr, fresh.state_dict()["state"][0]["momentum_buffer"].tolist()))
     assert types[0] == types[1]
+
+
+def _conv_cases(lib):
+    nn = lib.nn
+    out = []
+
+    def case(name, f):
+        try:
+            r = f()
+            out.append((name, "ok", tuple(r) if isinstance(r, (tuple, list)) else r))
+        except RuntimeError as e:
+            out.append((name, "RuntimeError", str(e).splitlines()[0]))
+
+    gate = nn.Conv1d(3, 4, kernel_size=(1, 2), dilation=2)
+    case("tuple kernel weight", lambda: (tuple(gate.weight.shape), gate.kernel_size, gate.dilation,
+                                         gate.stride, gate.padding))
+    case("tuple kernel on 4-D input", lambda: gate(lib.ones(2, 3, 5, 7)).shape)
+    case("tuple kernel on 3-D input", lambda: gate(lib.ones(2, 3, 7)).shape)
+    case("tuple kernel unbatched", lambda: gate(lib.ones(3, 7)).shape)
+    case("1x1 Conv1d on 4-D input", lambda: nn.Conv1d(3, 4, kernel_size=(1, 1))(lib.ones(2, 3, 5, 7)).shape)
+    case("Conv2d kernel [3]", lambda: tuple(nn.Conv2d(3, 4, [3]).weight.shape))
+    case("Conv2d kernel [3] forward", lambda: nn.Conv2d(3, 4, [3])(lib.ones(1, 3, 5, 5)).shape)
+    case("Conv1d stride (1, 2)", lambda: nn.Conv1d(3, 4, 3, stride=(1, 2))(lib.ones(1, 3, 7)).shape)
+    case("F.conv2d 3-D weight", lambda: nn.functional.conv2d(lib.ones(1, 3, 5, 5), lib.ones(4, 3, 2)).shape)
+    case("same padding pairs", lambda: nn.Conv2d(3, 4, (3, 4), padding="same",
+                                                 dilation=(1, 2))._reversed_padding_repeated_twice)
+    return [(n, k, tuple(v) if k == "ok" and not isinstance(v, str) else v) for n, k, v in out]
+
+
+def test_conv1d_with_a_2d_kernel_like_torch():
+    # Graph WaveNet (nnzhan/Graph-WaveNet) builds its gate / residual / skip
+    # convolutions as nn.Conv1d(kernel_size=(1, 2)) and (1, 1): PyTorch
+    # keeps the kernel as given (a 4-D weight) and refuses the 4-D input in
+    # forward, which is what its users meet under torch 2 (issue #34).
+    # tracec refused the kernel when building the layer.
+    got, want = _conv_cases(tracec), _conv_cases(pt)
+    assert [g[:2] for g in got] == [w[:2] for w in want]
+    for (name, kind, g), (_, _, w) in zip(got, want):
+        if kind == "RuntimeError":
+            assert g == w, name
+        else:
+            assert tuple(int(v) if not isinstance(v, tuple) else v for v in g) == \
+                tuple(int(v) if not isinstance(v, tuple) else v for v in w), name

@@ -17,7 +17,14 @@ frozen sinusoid table Parameter, the VarianceAdaptor's bucketize into pitch
 LengthRegulator with its F.pad helper and zero-length expansions at
 inference, the PostNet, FastSpeech2Loss's masked_select, ScheduledOptim's
 numpy Noam learning rate, gradient accumulation with clip_grad_norm_, and
-checkpoints read back by get_model with its `model.requires_grad_ = False`).
+checkpoints read back by get_model with its `model.requires_grad_ = False`);
+nnzhan/Graph-WaveNet (its Conv1d(kernel_size=(1, 2)) gate convolution and
+PyTorch's refusal of its 4-D input, then the Conv2d the users' fix puts
+there; einsum graph convolutions over np.matrix supports and the adaptive
+softmax(relu(mm)) adjacency from Parameters made with .to(device), gated
+dilated convolutions, skip crops in a bare try / except, masked MAE / MAPE /
+RMSE with NaN guards, the numpy-scaled StandardScaler, per-epoch state_dict
+checkpoints and the np.argmin best-epoch reload).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -33,7 +40,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models31"
 
-CASES = ["swav.py", "fastspeech2.py"]
+CASES = ["swav.py", "fastspeech2.py", "graph_wavenet.py"]
 # FastSpeech2Loss's masked_select sizes its result by the masks (torch.compile
 # breaks the graph there too)
 EAGER_FALLBACK = {"fastspeech2.py"}
