@@ -97,3 +97,53 @@ def test_conv1d_with_a_2d_kernel_like_torch():
         else:
             assert tuple(int(v) if not isinstance(v, tuple) else v for v in g) == \
                 tuple(int(v) if not isinstance(v, tuple) else v for v in w), name
+
+
+def _multi_output_view_cases(lib):
+    out = []
+
+    def case(name, f):
+        x = lib.zeros(8, requires_grad=True)
+        try:
+            f(x)
+            out.append((name, "ok", x.tolist()))
+        except RuntimeError as e:
+            out.append((name, "RuntimeError", str(e).splitlines()[0]))
+
+    case("leaf chunk fill_", lambda x: x.chunk(4)[1].fill_(1))
+    case("leaf split fill_", lambda x: x.split(2)[1].fill_(1))
+    case("split_with_sizes add_", lambda x: x.split([3, 5])[0].add_(1))
+    case("unbind fill_", lambda x: x.view(4, 2).unbind(0)[1].fill_(1))
+    case("non-leaf chunk mul_", lambda x: (x * 2).chunk(4)[1].mul_(2))
+    case("view of a chunk", lambda x: (x * 1).chunk(2)[0].view(2, 2).fill_(1))
+    case("single chunk", lambda x: (x * 1).chunk(1)[0].zero_())
+    case("under no_grad", lambda x: _no_grad(lib, lambda: x.chunk(4)[1].fill_(1)))
+    case("chunk made, filled under no_grad", lambda x: (lambda v: _no_grad(lib, lambda: v.fill_(1)))(x.chunk(4)[1]))
+    case(".data chunk", lambda x: x.data.chunk(4)[1].fill_(1))
+    case("detached chunk", lambda x: x.chunk(4)[1].detach().fill_(1))
+    case("unsafe_chunk", lambda x: (x * 1).unsafe_chunk(4)[1].fill_(1))
+    case("unsafe_split", lambda x: lib.unsafe_split(x * 1, 2)[1].fill_(1))
+    case("tensor_split", lambda x: (x * 1).tensor_split(2)[0].fill_(1))
+    case("narrow of a leaf", lambda x: x.narrow(0, 2, 2).fill_(1))
+    case("no grad anywhere", lambda x: x.detach().clone().chunk(4)[1].fill_(1))
+    return out
+
+
+def _no_grad(lib, f):
+    with lib.no_grad():
+        f()
+
+
+def test_inplace_on_a_multi_output_view_is_refused_like_torch():
+    # BiDAF (galsang/BiDAF-pytorch) initializes its LSTMs' forget-gate bias
+    # with bias_hh.chunk(4)[1].fill_(1): PyTorch refuses an in-place op on
+    # an output of split / chunk / unbind (or a view of one) when autograd
+    # tracks it.  tracec let it through on non-leaf tensors, and named the
+    # leaf-view rule for leaves.
+    got, want = _multi_output_view_cases(tracec), _multi_output_view_cases(pt)
+    assert [g[:2] for g in got] == [w[:2] for w in want]
+    for (name, kind, g), (_, _, w) in zip(got, want):
+        if kind == "RuntimeError":
+            assert g.endswith(w), (name, g, w)   # (tracec prefixes the op's name on one)
+        else:
+            assert g == w, name

@@ -26,6 +26,7 @@ from tracec.rearrange import _slice, flip, narrow, repeat
 from tracec.symbolic import Sym
 from tracec.tensor import RECORDERS
 from tracec.shape_ops import (_one_keyword, _shape_arg, cat, expand, reshape, split, stack,
+                              unsafe_chunk, unsafe_split,  # noqa: F401 (PyTorch's names)
                               transpose, unsqueeze)
 from tracec.tensor import Size, Tensor
 
@@ -206,13 +207,6 @@ def split_with_sizes(input, split_sizes, dim=0):
     return split(input, list(split_sizes), dim)
 
 
-def unsafe_split(input, split_size, dim=0):
-    return split(input, split_size, dim)
-
-
-def unsafe_chunk(input, chunks, dim=0):
-    from tracec.shape_ops import chunk
-    return chunk(input, chunks, dim)
 
 
 def _pair(x, dim1, dim2, what):

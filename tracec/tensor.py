@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import numbers
+import re
 
 import sys
 
@@ -777,6 +778,17 @@ class Tensor:
                                "(.real, .imag, view_as_real, view_as_complex) of a tensor that "
                                "requires grad is not supported by tracec; write under "
                                "torch.no_grad() or into a clone.")
+        mo = self.__dict__.get("_multi_output") if self._view_chain else None
+        if mo is not None and self.requires_grad:
+            # PyTorch's handle_view_on_rebase: a view made by split / chunk /
+            # unbind (or a view of one) cannot be rebased onto an in-place
+            # op's node, since its grad_fn serves its siblings too.
+            name = re.sub(r"Backward\d*$", "", self.grad_fn.name())
+            raise RuntimeError(f"Output {mo} of {name} is a view and is being modified inplace. "
+                               "This view is the output of a function that returns multiple "
+                               "views. Such functions do not allow the output views to be "
+                               "modified inplace. You should replace the inplace operation by "
+                               "an out-of-place one.")
         if not self._view_chain:  # a root or a detach() alias
             if self.requires_grad and self._node is None:
                 raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used "
@@ -1050,8 +1062,21 @@ def _link_view(out: Tensor, prim, params, src: Tensor, src_data: np.ndarray) -> 
     step = ((prim, params, core.Aval.of(src_data.shape, src.dtype)),)
     if src._view_chain:  # a view of a view: the chain starts at the root
         out._base, out._view_chain = src._base, src._view_chain + step
+        if "_multi_output" in src.__dict__ and graph.is_grad_enabled():
+            # (a view of split's output is one too, as its own output 0)
+            out._multi_output = 0
     else:  # of a root, or of a detach() alias (no autograd link beyond it)
         out._base, out._view_chain = src, step
+
+
+def mark_multi_output(pieces) -> None:
+    """Mark the views ``pieces`` (split / chunk / unbind's outputs, made
+    with grad mode on) as outputs of one multi-output view function, whose
+    in-place modification ``_check_inplace`` refuses, as PyTorch does."""
+    if graph.is_grad_enabled():
+        for k, p in enumerate(pieces):
+            if p._view_chain:
+                p._multi_output = k
 
 
 def attach_node(prim, params, args, out: Tensor) -> None:
