@@ -24,7 +24,14 @@ there; einsum graph convolutions over np.matrix supports and the adaptive
 softmax(relu(mm)) adjacency from Parameters made with .to(device), gated
 dilated convolutions, skip crops in a bare try / except, masked MAE / MAPE /
 RMSE with NaN guards, the numpy-scaled StandardScaler, per-epoch state_dict
-checkpoints and the np.argmin best-epoch reload).
+checkpoints and the np.argmin best-epoch reload); galsang/BiDAF-pytorch's
+BiDAF (the character CNN with its view-not-transpose reshape and squeezes,
+the frozen from_pretrained word embedding, the setattr / getattr highway,
+LSTMs whose forget-gate init chunk(4)[1].fill_ PyTorch refuses outside
+no_grad, sorted and enforce_sorted=False packing, the trilinear attention
+flow, Adadelta over filter()ed parameters, the parameter EMA swapped in
+through .data.copy_ for the dev pass, the -inf tril span decoding beside
+AllenNLP's triu / flattened-max search, SQuAD EM / F1).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -40,10 +47,11 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models31"
 
-CASES = ["swav.py", "fastspeech2.py", "graph_wavenet.py"]
+CASES = ["swav.py", "fastspeech2.py", "graph_wavenet.py", "bidaf.py"]
 # FastSpeech2Loss's masked_select sizes its result by the masks (torch.compile
 # breaks the graph there too)
-EAGER_FALLBACK = {"fastspeech2.py"}
+# breaks there too); BiDAF's pack_padded_sequence reads the lengths
+EAGER_FALLBACK = {"fastspeech2.py", "bidaf.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
 
