@@ -48,9 +48,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models31"
 
 CASES = ["swav.py", "fastspeech2.py", "graph_wavenet.py", "bidaf.py"]
-# FastSpeech2Loss's masked_select sizes its result by the masks (torch.compile
-# breaks the graph there too)
-# breaks there too); BiDAF's pack_padded_sequence reads the lengths
+# FastSpeech2Loss's masked_select sizes its result by the masks, and BiDAF's
+# pack_padded_sequence reads the lengths (torch.compile breaks the graph there
+# too)
 EAGER_FALLBACK = {"fastspeech2.py", "bidaf.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
