@@ -31,7 +31,15 @@ LSTMs whose forget-gate init chunk(4)[1].fill_ PyTorch refuses outside
 no_grad, sorted and enforce_sorted=False packing, the trilinear attention
 flow, Adadelta over filter()ed parameters, the parameter EMA swapped in
 through .data.copy_ for the dev pass, the -inf tril span decoding beside
-AllenNLP's triu / flattened-max search, SQuAD EM / F1).
+AllenNLP's triu / flattened-max search, SQuAD EM / F1); and NVlabs/SegFormer's
+MiT backbone and SegFormerHead (overlapping patch embeddings returning H /
+W, spatial-reduction attention, DWConv Mlp, timm's DropPath and erfinv
+trunc_normal_, _init_weights through apply with fan_out //= groups,
+reset_drop_path, bilinear resize to the first stage with a torch.Size
+size, the ConvModule fuse, CrossEntropyLoss(ignore_index=255) beside
+mmseg's mean over every pixel, topk accuracy, AdamW with one group per
+parameter and mmcv's warm-up poly schedule, histc and bincount mIoU under
+inference_mode; its compiled step trains the decode head).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -47,7 +55,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models31"
 
-CASES = ["swav.py", "fastspeech2.py", "graph_wavenet.py", "bidaf.py"]
+CASES = ["swav.py", "fastspeech2.py", "graph_wavenet.py", "bidaf.py", "segformer.py"]
 # FastSpeech2Loss's masked_select sizes its result by the masks, and BiDAF's
 # pack_padded_sequence reads the lengths (torch.compile breaks the graph there
 # too)
