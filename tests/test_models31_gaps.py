@@ -147,3 +147,25 @@ def test_inplace_on_a_multi_output_view_is_refused_like_torch():
             assert g.endswith(w), (name, g, w)   # (tracec prefixes the op's name on one)
         else:
             assert g == w, name
+
+
+@pytest.mark.parametrize("lib", [tracec, pt], ids=["tracec", "torch"])
+def test_numpy_arrays_in_a_checkpoint_need_numpys_globals_like_torch(lib, tmp_path):
+    # torch.save pickles a NumPy array (numpy._core.multiarray._reconstruct,
+    # numpy.ndarray, numpy.dtype, the dtype's class): a weights-only load
+    # refuses it until all of them are allowed; tracec stored it as data and
+    # loaded it whatever weights_only said.  A NumPy scalar needs its
+    # dtype's class too, not only numpy's scalar and dtype.
+    lib.save({"a": np.arange(3.0), "b": np.zeros((2, 2), np.int64), "s": np.float32(2.5)}, tmp_path / "n.pth")
+    rebuild, scalar = np._core.multiarray._reconstruct, np._core.multiarray.scalar
+    steps = [rebuild, np.ndarray, np.dtype, np.dtypes.Float64DType, np.dtypes.Int64DType, scalar,
+             np.dtypes.Float32DType]
+    for k in range(len(steps)):
+        with lib.serialization.safe_globals(steps[:k]):
+            with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+                lib.load(tmp_path / "n.pth")
+    with lib.serialization.safe_globals(steps):
+        d = lib.load(tmp_path / "n.pth")
+    assert d["a"].tolist() == [0.0, 1.0, 2.0] and d["b"].dtype == np.int64
+    assert type(d["s"]) is np.float32 and d["s"] == 2.5
+    assert type(lib.load(tmp_path / "n.pth", weights_only=False)["a"]) is np.ndarray

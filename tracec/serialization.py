@@ -23,7 +23,10 @@ finite floats and lists, or a one-key object: {"float": "nan"|"inf"|"-inf"},
 ref), {"dtype": "float32"}, {"device": "cpu"}, and (format version 2)
 {"pickle": [i, "module.Class"]}: an object pickled, its bytes the i-th ref
 (uint8), its tensors refs too (``tracec.serialization_pickle``; loaded only
-with ``weights_only=False``).  A ref names its entry
+with ``weights_only=False`` or the globals it names allowed).  NumPy arrays
+and scalars load under ``weights_only`` only with the globals PyTorch's
+unpickler needs for them allowed (``add_safe_globals``), as torch.save
+pickles them.  A ref names its entry
 ("key"), its tracec dtype, "requires_grad", "device", and optionally "kind"
 ("parameter"/"buffer") and a view ("offset", "shape", "strides" in elements).
 
@@ -741,12 +744,12 @@ class _Decoder:
         if tag == "float":
             return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}[v]
         if tag in ("tensor", "ndarray"):
-            if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < len(self.refs):
-                raise ValueError(f"bad {tag} index {v!r}")
-            if v not in self.cache:
-                self.cache[v] = self.tensor(self.refs[v]) if tag == "tensor" \
-                    else self.ndarray(self.refs[v])
-            return self.cache[v]
+            out = self.entry(tag, v)
+            if tag == "ndarray":
+                # torch.save pickles an array: a weights-only load needs
+                # numpy's globals allowed, as PyTorch's does
+                self.numpy_allowed("array", out.dtype)
+            return out
         if tag == "dtype":
             return dt.to_dtype(v)
         if tag == "device":
@@ -755,6 +758,34 @@ class _Decoder:
         if tag == "pickle":
             return self.pickled(*v)
         raise ValueError(f"unknown node tag {tag!r}")
+
+    def entry(self, tag: str, v):
+        """The ``v``-th entry as a tensor or an ndarray (one object each)."""
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < len(self.refs):
+            raise ValueError(f"bad {tag} index {v!r}")
+        if v not in self.cache:
+            self.cache[v] = self.tensor(self.refs[v]) if tag == "tensor" \
+                else self.ndarray(self.refs[v])
+        return self.cache[v]
+
+    def numpy_allowed(self, kind: str, dtype) -> None:
+        """Under ``weights_only``, refuse a NumPy array or scalar unless the
+        globals PyTorch's weights-only unpickler needs for it are allowed
+        (its reconstruct function, ``numpy.ndarray`` for arrays,
+        ``numpy.dtype`` and the dtype's class), naming the first missing."""
+        if not self.weights_only:
+            return
+        from tracec.torch_checkpoint import _safe_global_names
+        safe = _safe_global_names()
+        for obj in _numpy_globals(kind, dtype):
+            name = (obj.__module__, obj.__qualname__)
+            if name not in safe:
+                g = ".".join(name)
+                raise WeightsOnlyError(str(self.reader.error(
+                    f"Weights only load failed. It holds a NumPy {kind}: Unsupported global: "
+                    f"GLOBAL {g} was not an allowed global by default. If you trust it, allow "
+                    f"it with torch.serialization.add_safe_globals([{g}]), or load with "
+                    f"weights_only=False")))
 
     def pickled(self, index, what: str):
         """A whole object ``tracec.save`` pickled: unpickled only when the
@@ -766,10 +797,13 @@ class _Decoder:
             # argparse.Namespace, NumPy's scalar and dtype), as PyTorch's
             # weights-only unpickler does: the first other name refuses the
             # object, before anything it names runs.
-            data = self.node({"ndarray": index})
+            data = self.entry("ndarray", index)
             try:
-                return serialization_pickle.loads(data.tobytes(), self.node,
-                                                  _safe_global_names())
+                obj = serialization_pickle.loads(data.tobytes(), self.node,
+                                                 _safe_global_names())
+                if isinstance(obj, np.generic):
+                    self.numpy_allowed("scalar", obj.dtype)
+                return obj
             except serialization_pickle._Refused as e:
                 raise WeightsOnlyError(str(self.reader.error(
                     f"Weights only load failed. It holds a pickled {what}: "
@@ -777,7 +811,7 @@ class _Decoder:
                     f"(loading it imports and runs code the file names). If you trust it, "
                     f"allow it with torch.serialization.add_safe_globals([{e}]), or load "
                     f"with weights_only=False"))) from None
-        data = self.node({"ndarray": index})
+        data = self.entry("ndarray", index)
         if data.dtype != np.uint8 or data.ndim != 1:
             raise ValueError("a pickle entry must be 1-D uint8")
         try:
@@ -847,6 +881,14 @@ class _Decoder:
         if st == "BF16" or st not in _ST_NATIVE:
             raise ValueError(f"bad ndarray dtype {st!r}")
         return a
+
+
+def _numpy_globals(kind: str, dtype) -> list:
+    """What ``torch.load(weights_only=True)`` resolves for a pickled NumPy
+    array (``kind`` "array") or scalar of ``dtype``, in the order it asks."""
+    probe = np.zeros(0, dtype) if kind == "array" else np.zeros((), dtype)[()]
+    rebuild = probe.__reduce__()[0]
+    return [rebuild] + ([np.ndarray] if kind == "array" else []) + [np.dtype, type(np.dtype(dtype))]
 
 
 def _view(a, offset, shape, strides):
