@@ -338,6 +338,7 @@ class MixVisionTransformer(InitWeights, nn.Module):
     def freeze_patch_emb(self):
         self.patch_embed1.requires_grad = False
 
+    @torch.jit.ignore
     def no_weight_decay(self):
         return {'pos_embed1', 'pos_embed2', 'pos_embed3', 'pos_embed4', 'cls_token'}  # has pos_embed may be better
 
@@ -652,6 +653,9 @@ print("[rng] train forward with drop path", tuple(probe.decode_head(probe.backbo
 model.train()
 model.backbone.reset_drop_path(0.)
 model.decode_head.dropout.p = 0.
+model.backbone.freeze_patch_emb()
+print("freeze_patch_emb", model.backbone.patch_embed1.requires_grad,
+      model.backbone.patch_embed1.proj.weight.requires_grad, sorted(model.backbone.no_weight_decay())[:2])
 print("reset drop path", [b[0].drop_path.drop_prob for b in [model.backbone.block2, model.backbone.block4]])
 
 # evaluation (mmseg's single_gpu_test / torchvision's evaluate): mIoU two ways,
