@@ -14,7 +14,8 @@
 # torch.linspace(0, drop_path_rate, sum(depths)) decay rule read by
 # .item(), _init_weights through self.apply (trunc_normal_ std .02,
 # constant_ LayerNorms, the fan_out //= m.groups normal_ init of convs
-# through .data), reset_drop_path, the stage outputs reshaped (B, H, W,
+# through .data), reset_drop_path, freeze_patch_emb (a module attribute)
+# and the @torch.jit.ignore no_weight_decay, the stage outputs reshaped (B, H, W,
 # -1).permute(0, 3, 1, 2).contiguous(); SegFormerHead (per-stage MLP linear
 # embeddings, .permute(0, 2, 1).reshape(n, -1, h, w), resize(...,
 # size=c1.size()[2:], mode='bilinear', align_corners=False) with its
