@@ -25,9 +25,8 @@ from tracec.shape_ops import swapaxes as _swapaxes
 from tracec.rearrange import _slice, flip, narrow, repeat
 from tracec.symbolic import Sym
 from tracec.tensor import RECORDERS
-from tracec.shape_ops import (_one_keyword, _shape_arg, cat, expand, reshape, split, stack,
-                              unsafe_chunk, unsafe_split,  # noqa: F401 (PyTorch's names)
-                              transpose, unsqueeze)
+from tracec.shape_ops import (_one_keyword, _shape_arg, cat, expand, reshape, split, split_views,
+                              stack, transpose, unsafe_chunk, unsqueeze)
 from tracec.tensor import Size, Tensor
 
 __all__ = ["movedim", "moveaxis", "swapdims", "swapaxes", "atleast_1d", "atleast_2d",
@@ -205,6 +204,10 @@ def dsplit(input, indices_or_sections):
 
 def split_with_sizes(input, split_sizes, dim=0):
     return split(input, list(split_sizes), dim)
+
+
+def unsafe_split(input, split_size, dim=0):
+    return split_views(input, split_size, dim)
 
 
 

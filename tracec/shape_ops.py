@@ -292,15 +292,15 @@ def split_method(self, split_size, dim=0):
 
 
 def split(tensor, split_size_or_sections, dim=0):
-    pieces = unsafe_split(tensor, split_size_or_sections, dim)
+    pieces = split_views(tensor, split_size_or_sections, dim)
     mark_multi_output(pieces)
     return pieces
 
 
-def unsafe_split(tensor, split_size_or_sections, dim=0):
+def split_views(tensor, split_size_or_sections, dim=0):
     """``split`` without marking the pieces as one multi-output view
     function's, so that in-place ops may modify them (PyTorch's
-    ``unsafe_split``)."""
+    ``unsafe_split`` / ``unsafe_chunk``)."""
     x = tensor
     d = normalize_axis(dim, x.ndim)
     n = x.shape[d]
@@ -340,17 +340,17 @@ def chunk(input, chunks, dim=0):
 
 
 def unsafe_chunk(input, chunks, dim=0):
-    """``chunk`` without the multi-output marking (``unsafe_split``)."""
+    """``chunk`` without the multi-output marking (``split_views``)."""
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     d = normalize_axis(dim, input.ndim)
     size = -(-input.shape[d] // chunks) if input.shape[d] else 1
-    return unsafe_split(input, size, d)
+    return split_views(input, size, d)
 
 
 def unbind(input, dim=0):
     d = normalize_axis(dim, input.ndim)
-    pieces = tuple(_named(squeeze(s, d), "UnbindBackward0") for s in unsafe_split(input, 1, d))
+    pieces = tuple(_named(squeeze(s, d), "UnbindBackward0") for s in split_views(input, 1, d))
     mark_multi_output(pieces)
     return pieces
 
