@@ -169,3 +169,48 @@ def test_numpy_arrays_in_a_checkpoint_need_numpys_globals_like_torch(lib, tmp_pa
     assert d["a"].tolist() == [0.0, 1.0, 2.0] and d["b"].dtype == np.int64
     assert type(d["s"]) is np.float32 and d["s"] == 2.5
     assert type(lib.load(tmp_path / "n.pth", weights_only=False)["a"]) is np.ndarray
+
+
+def _no_grad_view_cases(lib):
+    out = []
+
+    def case(name, f):
+        try:
+            r = f()
+            out.append((name, "ok", r))
+        except RuntimeError as e:
+            out.append((name, "RuntimeError", str(e)))
+
+    def made_in_no_grad(x, view):
+        with lib.no_grad():
+            return view(x)
+
+    def nonleaf():
+        return lib.zeros(8, requires_grad=True) * 1
+
+    case("slice fill_", lambda: made_in_no_grad(nonleaf(), lambda x: x[2:4]).fill_(1).tolist())
+    case("view mul_", lambda: made_in_no_grad(nonleaf(), lambda x: x.view(2, 4)).mul_(2).tolist())
+    case("leaf slice fill_", lambda: made_in_no_grad(lib.zeros(4, requires_grad=True), lambda x: x[1:3]).fill_(1)
+         .tolist())
+    case("plain view, grad source", lambda: made_in_no_grad(lib.zeros(4), lambda x: x[1:3])
+         .copy_(lib.ones(2, requires_grad=True)).tolist())
+    case("plain view, plain source", lambda: made_in_no_grad(lib.zeros(4), lambda x: x[1:3]).fill_(1).tolist())
+    case("view of it made with grad", lambda: made_in_no_grad(nonleaf(), lambda x: x[1:5])[0:2].fill_(5).tolist())
+    case("detached slice", lambda: made_in_no_grad(nonleaf(), lambda x: x.detach()[1:3]).fill_(3).tolist())
+    case("int view", lambda: made_in_no_grad(lib.arange(6), lambda x: x[1:3]).fill_(7).tolist())
+
+    def both_in_no_grad():
+        x = nonleaf()
+        with lib.no_grad():
+            x[1:3].fill_(1)
+        return x.tolist()
+    case("made and filled in no_grad", both_in_no_grad)
+    return out
+
+
+def test_inplace_on_a_view_made_in_no_grad_is_refused_like_torch():
+    # PyTorch refuses an in-place op with grad mode on, on a view made under
+    # no_grad, when the write would be tracked (its base requires grad, or
+    # the written value does); tracec applied it to the base's graph.
+    got, want = _no_grad_view_cases(tracec), _no_grad_view_cases(pt)
+    assert got == want

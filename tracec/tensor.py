@@ -768,9 +768,24 @@ class Tensor:
 
     # --- in-place machinery ---------------------------------------------------
 
-    def _check_inplace(self, op: str) -> None:
+    def _check_inplace(self, op: str, others_require_grad: bool = False) -> None:
+        """Refuse the in-place ops PyTorch refuses with grad mode on
+        (``others_require_grad``: an operand other than this tensor requires
+        grad)."""
         if not graph.is_grad_enabled():
             return
+        ng = self.__dict__.get("_no_grad_view") if self._view_chain else None
+        if ng is not None and (self._base.requires_grad or others_require_grad):
+            # PyTorch's creation meta NO_GRAD_MODE: whether the write should
+            # reach the base's graph is ambiguous, so it is refused
+            head = ("A view was created in no_grad mode" if ng is True else
+                    f"Output 0 of {ng} is a view of a view which was created in no_grad mode")
+            raise RuntimeError(f"{head} and is being modified inplace with grad mode enabled. "
+                               "Given that this use case is ambiguous and error-prone, it is "
+                               "forbidden. You can clarify your code by moving both the view and "
+                               "the inplace either both inside the no_grad block (if you don't "
+                               "want the inplace to be tracked) or both outside (if you want the "
+                               "inplace to be tracked).")
         if self.requires_grad and self.__dict__.get("_component_view"):
             # .real/.imag/view_as_real/view_as_complex share memory with a
             # tensor in the graph, but autograd does not see writes through them.
@@ -816,7 +831,7 @@ class Tensor:
     def _assign(self, new: "Tensor", op: str) -> "Tensor":
         """Write ``new`` (already of this shape and dtype) into this tensor's
         storage; autograd and the tracer see the functional update."""
-        self._check_inplace(op)
+        self._check_inplace(op, new.requires_grad and not self.requires_grad)
         if new.dtype is not self.dtype:
             new = ew.cast(new, self.dtype)
         root = self._base
@@ -1067,6 +1082,17 @@ def _link_view(out: Tensor, prim, params, src: Tensor, src_data: np.ndarray) -> 
             out._multi_output = 0
     else:  # of a root, or of a detach() alias (no autograd link beyond it)
         out._base, out._view_chain = src, step
+    if not graph.is_grad_enabled():
+        if not INFERENCE[0] and (out.dtype.is_floating_point or out.dtype.is_complex):
+            out._no_grad_view = True    # (_check_inplace: PyTorch's NO_GRAD_MODE views)
+    elif src._view_chain and src.__dict__.get("_no_grad_view") is not None:
+        out._no_grad_view = _VIEW_NODE_NAMES.get(prim.name, prim.name.capitalize())
+
+
+#: PyTorch's backward-node names of the view primitives' most common uses,
+#: for the message about a view of a view made in no_grad mode
+_VIEW_NODE_NAMES = {"slice": "Slice", "reshape": "View", "transpose": "Permute",
+                    "broadcast_to": "Expand"}
 
 
 def mark_multi_output(pieces) -> None:
