@@ -30,7 +30,7 @@
 # pad_1D / pad_2D numpy helpers with length-sorted batches, checkpoints saved
 # every save_step and read back by get_model (torch.load, load_state_dict,
 # model.eval() and its `model.requires_grad_ = False`, which shadows the
-# method). Changes for a
+# method; a resume from a later step, whose numpy lr torch.load refuses). Changes for a
 # CPU test: a tiny config (hidden 16, one layer each, 10 mel channels, 8
 # bins), dropout 0 (the PostNet's hard-coded 0.5 is a constructor argument
 # here, exercised once under [rng]), synthetic phoneme / duration / mel data
@@ -39,6 +39,7 @@
 import copy
 import json
 import os
+import pickle
 from collections import OrderedDict
 
 import numpy as np
@@ -1263,6 +1264,13 @@ print("frozen untouched", torch.equal(inner.encoder.position_enc[0, 1], get_sinu
 # the keys' biases, whose gradients are rounding noise, as BatchNorm and the
 # softmax cancel them, which Adam's normalization turns into lr-sized steps,
 # in torch as here; eval-mode BatchNorm would show them.)
+# (resuming training from step 3 reads the optimizer's state_dict, whose lr
+# ScheduledOptim computed with numpy: torch.load's weights_only refuses it)
+args.restore_step = 3
+try:
+    get_model(args, configs, device, train=True)
+except pickle.UnpicklingError as e:
+    print("resume from step 3: UnpicklingError", "GLOBAL numpy._core.multiarray.scalar" in str(e))
 args.restore_step = 1
 synth_model = get_model(args, configs, device, train=False)
 print("restored", synth_model.training, synth_model.requires_grad_,
