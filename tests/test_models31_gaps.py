@@ -126,6 +126,10 @@ def _multi_output_view_cases(lib):
     case("tensor_split", lambda x: (x * 1).tensor_split(2)[0].fill_(1))
     case("narrow of a leaf", lambda x: x.narrow(0, 2, 2).fill_(1))
     case("no grad anywhere", lambda x: x.detach().clone().chunk(4)[1].fill_(1))
+    case("plain chunk, grad value", lambda x: lib.zeros(4).chunk(2)[0].copy_(lib.ones(2, requires_grad=True)))
+    case("view of a plain chunk, grad value",
+         lambda x: lib.zeros(4).chunk(2)[0][0:1].copy_(lib.ones(1, requires_grad=True)))
+    case("plain unbind, grad value", lambda x: lib.zeros(4).unbind(0)[1].add_(lib.ones((), requires_grad=True)))
     return out
 
 

@@ -210,8 +210,6 @@ def unsafe_split(input, split_size, dim=0):
     return split_views(input, split_size, dim)
 
 
-
-
 def _pair(x, dim1, dim2, what):
     a, b = normalize_axis(dim1, x.ndim), normalize_axis(dim2, x.ndim)
     if a == b:

@@ -794,15 +794,18 @@ class Tensor:
                                "requires grad is not supported by tracec; write under "
                                "torch.no_grad() or into a clone.")
         mo = self.__dict__.get("_multi_output") if self._view_chain else None
-        if mo is not None and self.requires_grad:
+        if mo is not None and (self.requires_grad or others_require_grad):
             # PyTorch's handle_view_on_rebase: a view made by split / chunk /
             # unbind (or a view of one) cannot be rebased onto an in-place
             # op's node, since its grad_fn serves its siblings too.
-            name = re.sub(r"Backward\d*$", "", self.grad_fn.name())
-            raise RuntimeError(f"Output {mo} of {name} is a view and is being modified inplace. "
-                               "This view is the output of a function that returns multiple "
-                               "views. Such functions do not allow the output views to be "
-                               "modified inplace. You should replace the inplace operation by "
+            gf = self.grad_fn if self.requires_grad else None
+            head = (f"Output {mo} of {re.sub(r'Backward[0-9]*$', '', gf.name())} is a view and is "
+                    "being modified inplace." if gf is not None else
+                    "A view was created in no_grad mode and is being modified inplace with grad "
+                    "mode enabled.")
+            raise RuntimeError(f"{head} This view is the output of a function that returns "
+                               "multiple views. Such functions do not allow the output views to "
+                               "be modified inplace. You should replace the inplace operation by "
                                "an out-of-place one.")
         if not self._view_chain:  # a root or a detach() alias
             if self.requires_grad and self._node is None:
@@ -1083,10 +1086,17 @@ def _link_view(out: Tensor, prim, params, src: Tensor, src_data: np.ndarray) -> 
     else:  # of a root, or of a detach() alias (no autograd link beyond it)
         out._base, out._view_chain = src, step
     if not graph.is_grad_enabled():
-        if not INFERENCE[0] and (out.dtype.is_floating_point or out.dtype.is_complex):
+        if not INFERENCE[0] and _differentiable(out):
             out._no_grad_view = True    # (_check_inplace: PyTorch's NO_GRAD_MODE views)
     elif src._view_chain and src.__dict__.get("_no_grad_view") is not None:
-        out._no_grad_view = _VIEW_NODE_NAMES.get(prim.name, prim.name.capitalize())
+        # a view of one made with grad mode on: PyTorch names its node when
+        # it has one (its root requires grad)
+        out._no_grad_view = _VIEW_NODE_NAMES.get(prim.name, prim.name.capitalize()) \
+            if out._base.requires_grad else True
+
+
+def _differentiable(t: Tensor) -> bool:
+    return t.dtype.is_floating_point or t.dtype.is_complex
 
 
 #: PyTorch's backward-node names of the view primitives' most common uses,
@@ -1098,10 +1108,12 @@ _VIEW_NODE_NAMES = {"slice": "Slice", "reshape": "View", "transpose": "Permute",
 def mark_multi_output(pieces) -> None:
     """Mark the views ``pieces`` (split / chunk / unbind's outputs, made
     with grad mode on) as outputs of one multi-output view function, whose
-    in-place modification ``_check_inplace`` refuses, as PyTorch does."""
+    in-place modification ``_check_inplace`` refuses when autograd would
+    track it (the base requires grad, or the value written does), as
+    PyTorch does."""
     if graph.is_grad_enabled():
         for k, p in enumerate(pieces):
-            if p._view_chain:
+            if p._view_chain and _differentiable(p):
                 p._multi_output = k
 
 
