@@ -23,7 +23,10 @@ finite floats and lists, or a one-key object: {"float": "nan"|"inf"|"-inf"},
 ref), {"dtype": "float32"}, {"device": "cpu"}, and (format version 2)
 {"pickle": [i, "module.Class"]}: an object pickled, its bytes the i-th ref
 (uint8), its tensors refs too (``tracec.serialization_pickle``; loaded only
-with ``weights_only=False``).  A ref names its entry
+with ``weights_only=False`` or the globals it names allowed).  NumPy arrays
+and scalars load under ``weights_only`` only with the globals PyTorch's
+unpickler needs for them allowed (``add_safe_globals``), as torch.save
+pickles them.  A ref names its entry
 ("key"), its tracec dtype, "requires_grad", "device", and optionally "kind"
 ("parameter"/"buffer") and a view ("offset", "shape", "strides" in elements).
 
@@ -118,15 +121,17 @@ class _Encoder:
     # --- structure -------------------------------------------------------------
 
     def node(self, obj, path: str):
+        if isinstance(obj, np.generic):
+            # A NumPy scalar (an lr from a np.linspace schedule, a metric)
+            # is no Python number to torch.save: it pickles it, and
+            # torch.load's default refuses it.  Pickled here too, so it
+            # loads back as the same NumPy type and under the same terms.
+            return self.pickled(obj, path)
         if obj is None or isinstance(obj, (bool, str)):
             return obj
-        if isinstance(obj, (np.bool_,)):
-            return bool(obj)
         if isinstance(obj, int):
             return int(obj)
-        if isinstance(obj, np.integer):
-            return int(obj)
-        if isinstance(obj, (float, np.floating)):
+        if isinstance(obj, float):
             x = float(obj)
             if math.isnan(x):
                 return {"float": "nan"}
@@ -183,8 +188,7 @@ class _Encoder:
         return {"pickle": [self.ndarray(arr, f"{path}.pickle"), what]}
 
     def key(self, k, path):
-        if k is None or isinstance(k, (bool, int, str, float, np.integer, np.floating,
-                                       np.bool_)):
+        if k is None or isinstance(k, (bool, int, str, float, np.generic)):
             return self.node(k, path)
         if isinstance(k, tuple):
             return {"tuple": [self.key(x, path) for x in k]}
@@ -740,12 +744,12 @@ class _Decoder:
         if tag == "float":
             return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}[v]
         if tag in ("tensor", "ndarray"):
-            if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < len(self.refs):
-                raise ValueError(f"bad {tag} index {v!r}")
-            if v not in self.cache:
-                self.cache[v] = self.tensor(self.refs[v]) if tag == "tensor" \
-                    else self.ndarray(self.refs[v])
-            return self.cache[v]
+            out = self.entry(tag, v)
+            if tag == "ndarray":
+                # torch.save pickles an array: a weights-only load needs
+                # numpy's globals allowed, as PyTorch's does
+                self.numpy_allowed("array", out.dtype)
+            return out
         if tag == "dtype":
             return dt.to_dtype(v)
         if tag == "device":
@@ -755,32 +759,59 @@ class _Decoder:
             return self.pickled(*v)
         raise ValueError(f"unknown node tag {tag!r}")
 
+    def entry(self, tag: str, v):
+        """The ``v``-th entry as a tensor or an ndarray (one object each)."""
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < len(self.refs):
+            raise ValueError(f"bad {tag} index {v!r}")
+        if v not in self.cache:
+            self.cache[v] = self.tensor(self.refs[v]) if tag == "tensor" \
+                else self.ndarray(self.refs[v])
+        return self.cache[v]
+
+    def numpy_allowed(self, kind: str, dtype) -> None:
+        """Under ``weights_only``, refuse a NumPy array or scalar unless the
+        globals PyTorch's weights-only unpickler needs for it are allowed
+        (its reconstruct function, ``numpy.ndarray`` for arrays,
+        ``numpy.dtype`` and the dtype's class), naming the first missing."""
+        if not self.weights_only:
+            return
+        from tracec.torch_checkpoint import _safe_global_names
+        safe = _safe_global_names()
+        for obj in _numpy_globals(kind, dtype):
+            name = (obj.__module__, obj.__qualname__)
+            if name not in safe:
+                g = ".".join(name)
+                raise WeightsOnlyError(str(self.reader.error(
+                    f"Weights only load failed. It holds a NumPy {kind}: Unsupported global: "
+                    f"GLOBAL {g} was not an allowed global by default. If you trust it, allow "
+                    f"it with torch.serialization.add_safe_globals([{g}]), or load with "
+                    f"weights_only=False")))
+
     def pickled(self, index, what: str):
         """A whole object ``tracec.save`` pickled: unpickled only when the
         caller opted in (``weights_only=False``), as PyTorch asks."""
         from tracec import serialization_pickle
         from tracec.torch_checkpoint import _safe_global_names
-        safe = _safe_global_names() if self.weights_only else None
-        if safe:
+        if self.weights_only:
             # Only the classes and functions the user allowed (a checkpoint's
-            # argparse.Namespace), as PyTorch's weights-only unpickler does.
-            data = self.node({"ndarray": index})
+            # argparse.Namespace, NumPy's scalar and dtype), as PyTorch's
+            # weights-only unpickler does: the first other name refuses the
+            # object, before anything it names runs.
+            data = self.entry("ndarray", index)
             try:
-                return serialization_pickle.loads(data.tobytes(), self.node, safe)
+                obj = serialization_pickle.loads(data.tobytes(), self.node,
+                                                 _safe_global_names())
+                if isinstance(obj, np.generic):
+                    self.numpy_allowed("scalar", obj.dtype)
+                return obj
             except serialization_pickle._Refused as e:
                 raise WeightsOnlyError(str(self.reader.error(
-                    f"Weights only load failed. It holds a pickled {what} naming {e}, which "
-                    f"is not among the safe globals; if you trust it, allow it with "
-                    f"torch.serialization.add_safe_globals([{e}]), or load with "
-                    f"weights_only=False"))) from None
-        if self.weights_only:
-            raise WeightsOnlyError(str(self.reader.error(
-                f"Weights only load failed. It holds a pickled {what} (an object tracec.save "
-                f"could not store as data, "
-                f"such as a whole Module); loading it imports and runs code the file names. "
-                f"If you trust the file, load it with weights_only=False; or save and load "
-                f"its state_dict()")))
-        data = self.node({"ndarray": index})
+                    f"Weights only load failed. It holds a pickled {what}: "
+                    f"Unsupported global: GLOBAL {e} was not an allowed global by default "
+                    f"(loading it imports and runs code the file names). If you trust it, "
+                    f"allow it with torch.serialization.add_safe_globals([{e}]), or load "
+                    f"with weights_only=False"))) from None
+        data = self.entry("ndarray", index)
         if data.dtype != np.uint8 or data.ndim != 1:
             raise ValueError("a pickle entry must be 1-D uint8")
         try:
@@ -850,6 +881,14 @@ class _Decoder:
         if st == "BF16" or st not in _ST_NATIVE:
             raise ValueError(f"bad ndarray dtype {st!r}")
         return a
+
+
+def _numpy_globals(kind: str, dtype) -> list:
+    """What ``torch.load(weights_only=True)`` resolves for a pickled NumPy
+    array (``kind`` "array") or scalar of ``dtype``, in the order it asks."""
+    probe = np.zeros(0, dtype) if kind == "array" else np.zeros((), dtype)[()]
+    rebuild = probe.__reduce__()[0]
+    return [rebuild] + ([np.ndarray] if kind == "array" else []) + [np.dtype, type(np.dtype(dtype))]
 
 
 def _view(a, offset, shape, strides):

@@ -25,8 +25,8 @@ from tracec.shape_ops import swapaxes as _swapaxes
 from tracec.rearrange import _slice, flip, narrow, repeat
 from tracec.symbolic import Sym
 from tracec.tensor import RECORDERS
-from tracec.shape_ops import (_one_keyword, _shape_arg, cat, expand, reshape, split, stack,
-                              transpose, unsqueeze)
+from tracec.shape_ops import (_one_keyword, _shape_arg, cat, expand, reshape, split, split_views,
+                              stack, transpose, unsafe_chunk, unsqueeze)
 from tracec.tensor import Size, Tensor
 
 __all__ = ["movedim", "moveaxis", "swapdims", "swapaxes", "atleast_1d", "atleast_2d",
@@ -207,12 +207,7 @@ def split_with_sizes(input, split_sizes, dim=0):
 
 
 def unsafe_split(input, split_size, dim=0):
-    return split(input, split_size, dim)
-
-
-def unsafe_chunk(input, chunks, dim=0):
-    from tracec.shape_ops import chunk
-    return chunk(input, chunks, dim)
+    return split_views(input, split_size, dim)
 
 
 def _pair(x, dim1, dim2, what):

@@ -16,8 +16,8 @@ from tracec import ops
 from tracec.functions import _named, _operand, promote
 from tracec.ops.core import normalize_axis
 from tracec.symbolic import Sym, count_of
-from tracec.tensor import RECORDERS, SPARSE, SYM_SHAPES, Tensor, _new_tensor, bind_movement, \
-    concrete, eager_direct
+from tracec.tensor import (RECORDERS, SPARSE, SYM_SHAPES, Tensor, _new_tensor, bind_movement,
+                           concrete, eager_direct, mark_multi_output)
 
 
 def _shape_arg(shape):
@@ -292,6 +292,15 @@ def split_method(self, split_size, dim=0):
 
 
 def split(tensor, split_size_or_sections, dim=0):
+    pieces = split_views(tensor, split_size_or_sections, dim)
+    mark_multi_output(pieces)
+    return pieces
+
+
+def split_views(tensor, split_size_or_sections, dim=0):
+    """``split`` without marking the pieces as one multi-output view
+    function's, so that in-place ops may modify them (PyTorch's
+    ``unsafe_split`` / ``unsafe_chunk``)."""
     x = tensor
     d = normalize_axis(dim, x.ndim)
     n = x.shape[d]
@@ -325,16 +334,25 @@ def split(tensor, split_size_or_sections, dim=0):
 
 
 def chunk(input, chunks, dim=0):
+    pieces = unsafe_chunk(input, chunks, dim)
+    mark_multi_output(pieces)
+    return pieces
+
+
+def unsafe_chunk(input, chunks, dim=0):
+    """``chunk`` without the multi-output marking (``split_views``)."""
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     d = normalize_axis(dim, input.ndim)
     size = -(-input.shape[d] // chunks) if input.shape[d] else 1
-    return split(input, size, d)
+    return split_views(input, size, d)
 
 
 def unbind(input, dim=0):
     d = normalize_axis(dim, input.ndim)
-    return tuple(_named(squeeze(s, d), "UnbindBackward0") for s in split(input, 1, d))
+    pieces = tuple(_named(squeeze(s, d), "UnbindBackward0") for s in split_views(input, 1, d))
+    mark_multi_output(pieces)
+    return pieces
 
 
 # The C type names PyTorch's dtype messages use.

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import numbers
+import re
 
 import sys
 
@@ -771,9 +772,24 @@ class Tensor:
 
     # --- in-place machinery ---------------------------------------------------
 
-    def _check_inplace(self, op: str) -> None:
+    def _check_inplace(self, op: str, others_require_grad: bool = False) -> None:
+        """Refuse the in-place ops PyTorch refuses with grad mode on
+        (``others_require_grad``: an operand other than this tensor requires
+        grad)."""
         if not graph.is_grad_enabled():
             return
+        ng = self.__dict__.get("_no_grad_view") if self._view_chain else None
+        if ng is not None and (self._base.requires_grad or others_require_grad):
+            # PyTorch's creation meta NO_GRAD_MODE: whether the write should
+            # reach the base's graph is ambiguous, so it is refused
+            head = ("A view was created in no_grad mode" if ng is True else
+                    f"Output 0 of {ng} is a view of a view which was created in no_grad mode")
+            raise RuntimeError(f"{head} and is being modified inplace with grad mode enabled. "
+                               "Given that this use case is ambiguous and error-prone, it is "
+                               "forbidden. You can clarify your code by moving both the view and "
+                               "the inplace either both inside the no_grad block (if you don't "
+                               "want the inplace to be tracked) or both outside (if you want the "
+                               "inplace to be tracked).")
         if self.requires_grad and self.__dict__.get("_component_view"):
             # .real/.imag/view_as_real/view_as_complex share memory with a
             # tensor in the graph, but autograd does not see writes through them.
@@ -781,6 +797,20 @@ class Tensor:
                                "(.real, .imag, view_as_real, view_as_complex) of a tensor that "
                                "requires grad is not supported by tracec; write under "
                                "torch.no_grad() or into a clone.")
+        mo = self.__dict__.get("_multi_output") if self._view_chain else None
+        if mo is not None and (self.requires_grad or others_require_grad):
+            # PyTorch's handle_view_on_rebase: a view made by split / chunk /
+            # unbind (or a view of one) cannot be rebased onto an in-place
+            # op's node, since its grad_fn serves its siblings too.
+            gf = self.grad_fn if self.requires_grad else None
+            head = (f"Output {mo} of {re.sub(r'Backward[0-9]*$', '', gf.name())} is a view and is "
+                    "being modified inplace." if gf is not None else
+                    "A view was created in no_grad mode and is being modified inplace with grad "
+                    "mode enabled.")
+            raise RuntimeError(f"{head} This view is the output of a function that returns "
+                               "multiple views. Such functions do not allow the output views to "
+                               "be modified inplace. You should replace the inplace operation by "
+                               "an out-of-place one.")
         if not self._view_chain:  # a root or a detach() alias
             if self.requires_grad and self._node is None:
                 raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used "
@@ -813,7 +843,7 @@ class Tensor:
     def _assign(self, new: "Tensor", op: str) -> "Tensor":
         """Write ``new`` (already of this shape and dtype) into this tensor's
         storage; autograd and the tracer see the functional update."""
-        self._check_inplace(op)
+        self._check_inplace(op, new.requires_grad and not self.requires_grad)
         if new.dtype is not self.dtype:
             new = ew.cast(new, self.dtype)
         root = self._base
@@ -1059,8 +1089,41 @@ def _link_view(out: Tensor, prim, params, src: Tensor, src_data: np.ndarray) -> 
     step = ((prim, params, core.Aval.of(src_data.shape, src.dtype)),)
     if src._view_chain:  # a view of a view: the chain starts at the root
         out._base, out._view_chain = src._base, src._view_chain + step
+        if "_multi_output" in src.__dict__ and graph.is_grad_enabled():
+            # (a view of split's output is one too, as its own output 0)
+            out._multi_output = 0
     else:  # of a root, or of a detach() alias (no autograd link beyond it)
         out._base, out._view_chain = src, step
+    if not graph.is_grad_enabled():
+        if not INFERENCE[0] and _differentiable(out):
+            out._no_grad_view = True    # (_check_inplace: PyTorch's NO_GRAD_MODE views)
+    elif src._view_chain and src.__dict__.get("_no_grad_view") is not None:
+        # a view of one made with grad mode on: PyTorch names its node when
+        # it has one (its root requires grad)
+        out._no_grad_view = _VIEW_NODE_NAMES.get(prim.name, prim.name.capitalize()) \
+            if out._base.requires_grad else True
+
+
+def _differentiable(t: Tensor) -> bool:
+    return t.dtype.is_floating_point or t.dtype.is_complex
+
+
+#: PyTorch's backward-node names of the view primitives' most common uses,
+#: for the message about a view of a view made in no_grad mode
+_VIEW_NODE_NAMES = {"slice": "Slice", "reshape": "View", "transpose": "Permute",
+                    "broadcast_to": "Expand"}
+
+
+def mark_multi_output(pieces) -> None:
+    """Mark the views ``pieces`` (split / chunk / unbind's outputs, made
+    with grad mode on) as outputs of one multi-output view function, whose
+    in-place modification ``_check_inplace`` refuses when autograd would
+    track it (the base requires grad, or the value written does), as
+    PyTorch does."""
+    if graph.is_grad_enabled():
+        for k, p in enumerate(pieces):
+            if p._view_chain and _differentiable(p):
+                p._multi_output = k
 
 
 def attach_node(prim, params, args, out: Tensor) -> None:

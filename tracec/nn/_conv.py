@@ -125,9 +125,20 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, nsp, name):
     if autocast_mode.ACTIVE:
         input, weight, bias = autocast_mode.lower_precision(input, weight, bias)
     x, unbatched = _batched(input, nsp, name)
-    if weight.ndim != nsp + 2:
+    if weight.ndim < 3:
         raise RuntimeError(f"{name}: expected weight to be {nsp + 2}-dimensional, got weight "
                            f"of size {list(weight.shape)}")
+    if weight.ndim != nsp + 2:
+        # PyTorch sizes stride / padding / dilation by the weight's spatial
+        # dimensions, then compares the ranks (a Conv1d built with
+        # kernel_size=(1, 2) has a 4-D weight)
+        wsp = weight.ndim - 2
+        for v, what in ((stride, "stride"), (padding, "padding"), (dilation, "dilation")):
+            if not isinstance(v, str):
+                _ntuple(tuple(v) if isinstance(v, (list, tuple)) else (v,) * nsp, wsp, what)
+        raise RuntimeError(f"Expected {weight.ndim}-dimensional input for {weight.ndim}-"
+                           f"dimensional weight {list(weight.shape)}, but got {x.ndim}-"
+                           f"dimensional input of size {list(x.shape)} instead")
     if x.dtype is not weight.dtype or (bias is not None and bias.dtype is not weight.dtype):
         raise RuntimeError(f"Input type ({x.dtype}) and weight type ({weight.dtype}) should be "
                            "the same" if x.dtype is not weight.dtype else

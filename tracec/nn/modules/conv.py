@@ -40,10 +40,14 @@ class _ConvNd(Module):
         if padding_mode not in valid_modes:
             raise ValueError(f"padding_mode must be one of {valid_modes}, but got "
                              f"padding_mode='{padding_mode}'")
-        stride_arg, padding_arg, dilation_arg = stride, padding, dilation
-        kernel_size = _ntuple(kernel_size, n, "kernel_size")
-        stride = _ntuple(stride, n, "stride")
-        dilation = _ntuple(dilation, n, "dilation")
+        # PyTorch's _single / _pair / _triple keep a list or tuple as given
+        # (stride=[2] is (2,), which F.conv2d repeats), and the weight takes
+        # the kernel's dimensions as given: Graph WaveNet's
+        # Conv1d(kernel_size=(1, 2)) holds a 4-D weight; F.conv1d refuses it
+        # in forward, not here.
+        kernel_size = _as_given(kernel_size, n)
+        stride = _as_given(stride, n)
+        dilation = _as_given(dilation, n)
         if isinstance(padding, str):
             if padding not in ("same", "valid"):
                 raise ValueError(f"Invalid padding string {padding!r}, should be one of "
@@ -51,29 +55,28 @@ class _ConvNd(Module):
             if padding == "same" and any(s != 1 for s in stride):
                 raise ValueError("padding='same' is not supported for strided convolutions")
         else:
-            padding = _ntuple(padding, n, "padding")
+            padding = _as_given(padding, n)
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.kernel_size = kernel_size
-        # PyTorch's _pair keeps a list or tuple as given: stride=[2] is (2,) (F.conv2d
-        # repeats it), which layers that read self.stride back rely on.
-        self.stride = _as_given(stride_arg, n)
-        self.padding = padding if isinstance(padding, str) else _as_given(padding_arg, n)
-        self.dilation = _as_given(dilation_arg, n)
+        self.stride = stride
+        self.padding = padding
+        self.dilation = dilation
         self.transposed = transposed
         self.output_padding = _ntuple(output_padding, n, "output_padding")
         self.groups = groups
         self.padding_mode = padding_mode
         # F.pad's (low, high) pairs, last dimension first.
         if isinstance(padding, str):
-            pairs = [0, 0] * n
+            nk = len(kernel_size)
+            pairs = [0, 0] * nk
             if padding == "same":
-                for d, k, i in zip(dilation, kernel_size, range(n - 1, -1, -1)):
+                for d, k, i in zip(dilation, kernel_size, range(nk - 1, -1, -1)):
                     total = d * (k - 1)
                     pairs[2 * i] = total // 2
                     pairs[2 * i + 1] = total - total // 2
         else:
-            pairs = [p for p in reversed(padding) for _ in range(2)]
+            pairs = tuple(p for p in reversed(padding) for _ in range(2))
         self._reversed_padding_repeated_twice = pairs
         if transposed:
             shape = (in_channels, out_channels // groups) + kernel_size
