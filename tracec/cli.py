@@ -20,6 +20,7 @@ import click
 import tracec
 from tracec import dtypes as dt
 from tracec.aot import TARGET_NAMES
+from tracec.stages import STAGES
 
 _ARG_RE = re.compile(r"^([A-Za-z_][A-Za-z_0-9]*)=([a-z0-9]+)\[([^\]]*)\]$")
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
@@ -201,7 +202,7 @@ def main():
 @click.argument("target")
 @click.option("--arg", "arg_specs", multiple=True, help="NAME=DTYPE[SHAPE], e.g. x=f32[8,4]")
 @click.option("--stage", default="optimized", show_default=True,
-              type=click.Choice(list(tracec.compiler.STAGES) + ["ptx"]))
+              type=click.Choice(list(STAGES) + ["ptx"]))
 @click.option("--backend", default=None, help="backend (default: the platform's)")
 @click.option("--format", "fmt", default="text", show_default=True,
               type=click.Choice(["text", "dot", "html"]),

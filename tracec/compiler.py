@@ -33,8 +33,8 @@ from tracec.sym_shapes import SymbolTable, bind, choose_dynamic, pattern_key
 from tracec.tensor import RECORDERS
 from tracec.version import __version__
 from tracec.tracing import ChangedPlainObject, LiftRefused, Trace, TraceError, function_label, record  # noqa: F401
+from tracec.stages import STAGES  # noqa: F401  (tracec.compiler.STAGES)
 
-STAGES = ("trace", "autodiff", "optimized", "lowered", "llvm", "asm")
 #: Traces a compiled function keeps at most (torch.compile's limit is 8).
 DEFAULT_MAX_TRACES = 16
 #: Call keys whose fast path is remembered (``CompiledFunction._recent``).
