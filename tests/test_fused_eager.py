@@ -269,3 +269,15 @@ def test_avg_pool2d_kernels(shape, k, div, kernels_on, monkeypatch):
     results = _three_ways(lambda L, ts: L.nn.functional.avg_pool2d(ts[0], k, divisor_override=div),
                           (x,), monkeypatch)
     _agree(results, "avg_pool2d", rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name,run", [
+    ("sum", lambda L, x: x.sum()), ("mean", lambda L, x: x.mean()),
+    ("mean", lambda L, x: x.mean(-1)), ("sum", lambda L, x: x.sum(-1, keepdim=True)),
+    ("mean", lambda L, x: L.mean(x, 2, True)), ("sum", lambda L, x: x.sum((0, 1, 2)))])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_sum_and_mean_kernels(name, run, dtype, kernels_on, monkeypatch):
+    x = np.random.default_rng(4).standard_normal((3, N // 100 + 1, 100)).astype(dtype)
+    results = _three_ways(lambda L, ts: run(L, ts[0]), (x,), monkeypatch)
+    _agree(results, name, **(dict(rtol=2e-5, atol=2e-4) if dtype == "float32"
+                             else dict(rtol=1e-12, atol=1e-12)))
