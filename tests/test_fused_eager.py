@@ -274,7 +274,9 @@ def test_avg_pool2d_kernels(shape, k, div, kernels_on, monkeypatch):
 @pytest.mark.parametrize("name,run", [
     ("sum", lambda L, x: x.sum()), ("mean", lambda L, x: x.mean()),
     ("mean", lambda L, x: x.mean(-1)), ("sum", lambda L, x: x.sum(-1, keepdim=True)),
-    ("mean", lambda L, x: L.mean(x, 2, True)), ("sum", lambda L, x: x.sum((0, 1, 2)))])
+    ("mean", lambda L, x: L.mean(x, 2, True)), ("sum", lambda L, x: x.sum((0, 1, 2))),
+    ("mean", lambda L, x: x.mean((1, 2))), ("sum", lambda L, x: x.sum((0, 1, 2), keepdim=True)),
+    ("mean", lambda L, x: L.nn.functional.adaptive_avg_pool2d(x, 1))])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_sum_and_mean_kernels(name, run, dtype, kernels_on, monkeypatch):
     x = np.random.default_rng(4).standard_normal((3, N // 100 + 1, 100)).astype(dtype)
