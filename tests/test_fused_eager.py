@@ -276,9 +276,11 @@ def test_avg_pool2d_kernels(shape, k, div, kernels_on, monkeypatch):
     ("mean", lambda L, x: x.mean(-1)), ("sum", lambda L, x: x.sum(-1, keepdim=True)),
     ("mean", lambda L, x: L.mean(x, 2, True)), ("sum", lambda L, x: x.sum((0, 1, 2))),
     ("mean", lambda L, x: x.mean((1, 2))), ("sum", lambda L, x: x.sum((0, 1, 2), keepdim=True)),
-    ("mean", lambda L, x: L.nn.functional.adaptive_avg_pool2d(x, 1))])
+    ("mean", lambda L, x: L.nn.functional.adaptive_avg_pool2d(x, 1)),
+    ("norm2", lambda L, x: x.norm()), ("norm2", lambda L, x: L.linalg.vector_norm(x, dim=-1)),
+    ("norm2", lambda L, x: L.nn.functional.normalize(x, dim=-1))])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_sum_and_mean_kernels(name, run, dtype, kernels_on, monkeypatch):
+def test_reduction_kernels(name, run, dtype, kernels_on, monkeypatch):
     x = np.random.default_rng(4).standard_normal((3, N // 100 + 1, 100)).astype(dtype)
     results = _three_ways(lambda L, ts: run(L, ts[0]), (x,), monkeypatch)
     _agree(results, name, **(dict(rtol=2e-5, atol=2e-4) if dtype == "float32"

@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from tracec import autocast_mode
+from tracec import autocast_mode, fused_eager
 from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import ops
@@ -94,6 +94,9 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     elif ord == 1:
         y = ops.reduce_sum(ax, axes)
     elif ord == 2:
+        fast = _two_norm_kernels(x, axes, keepdim)
+        if fast is not None:
+            return fast
         y = _safe_root(ops.reduce_sum(ops.mul(x, x), axes), 2)
     elif ord < 1:
         # |x| ** (ord - 1) is infinite at 0: PyTorch's norm_backward gives the
@@ -106,6 +109,30 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     if keepdim:
         y = ops.reshape(y, tuple(1 if i in axes else s for i, s in enumerate(x.shape)))
     return _named(y, "LinalgVectorNormBackward0")
+
+
+def _two_norm_kernels(x, axes, keepdim):
+    """The 2-norm of a large float tensor over every axis or the last one
+    through native kernels (``fused_eager.nary``: one pass, no ``x * x``
+    temporary; 4M float32: 1.5 ms in NumPy), else None."""
+    if x.dtype not in (dt.float32, dt.float64) or not x.ndim:
+        return None
+    shape, nd = tuple(x._data.shape), x.ndim
+    if len(axes) == nd and not keepdim:
+        return fused_eager.nary((x,), ((-1,),), ("norm2", "all"), _two_norm_all,
+                                "LinalgVectorNormBackward0", out_shape=())
+    if axes == (nd - 1,) and shape[-1] > 1:
+        return fused_eager.nary((x,), ((-1, shape[-1]),), ("norm2", "last", bool(keepdim)),
+                                _TWO_NORM_LAST[bool(keepdim)], "LinalgVectorNormBackward0",
+                                out_shape=shape[:-1] + ((1,) if keepdim else ()))
+    return None
+
+
+def _two_norm_all(t):
+    return vector_norm(t)
+
+
+_TWO_NORM_LAST = {kd: (lambda t, kd=kd: vector_norm(t, 2, -1, kd)) for kd in (False, True)}
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # noqa: A002
