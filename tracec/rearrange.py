@@ -313,7 +313,19 @@ def cumsum(input, dim, *, dtype=None):
     if isinstance(x, Tensor) and x.dtype in (dt.float32, dt.float64) and x.ndim \
             and type(x._data) is np.ndarray and eager_direct(x):
         return _cumsum_eager().apply(x, normalize_axis(dim, x.ndim))
-    return _scan(input, dim, dtype, ops.add, 0, "CumsumBackward0")
+    return _cumsum_prims(x, dim)
+
+
+def _cumsum_prims(x, dim):
+    """The compiled (and recorded) cumsum: the log-step scan, over float64
+    for a float32 input (PyTorch's CPU accumulate type), so each prefix is
+    rounded to float32 once, as the eager pass rounds it: the two agree to
+    float64's rounding (a NeRF's inverse-CDF sampling searches the cumsum:
+    a float32 scan's rounding moved samples across bins)."""
+    if isinstance(x, Tensor) and x.dtype is dt.float32:
+        y = _scan(ops.cast(x, dt.float64), dim, None, ops.add, 0, "CumsumBackward0")
+        return _named(ops.cast(y, dt.float32), "CumsumBackward0")
+    return _scan(x, dim, None, ops.add, 0, "CumsumBackward0")
 
 
 _CUMSUM_EAGER: list = []
@@ -349,7 +361,7 @@ def _cumsum_eager():
             if graph.is_grad_enabled():
                 x = ctx.x
                 with graph.enable_grad():
-                    y = _scan(x, d, None, ops.add, 0, "CumsumBackward0")
+                    y = _cumsum_prims(x, d)
                 return _grad(y, (x,), g, create_graph=True)[0], None
             gd = np.flip(scan(np.flip(g._data, d), d), d)
             return Tensor._make(np.ascontiguousarray(gd), g.dtype), None
