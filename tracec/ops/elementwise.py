@@ -242,7 +242,18 @@ neg_p = _unary("neg", np.negative, lambda g, x, out: (neg(g),), float_only=False
 # ``detach()`` inside a trace: the value itself, through which autodiff does
 # not differentiate (no VJP); canonicalization removes it once autodiff ran.
 stop_gradient_p = _unary("stop_gradient", np.copy, None, float_only=False, save=())
-exp_p = _unary("exp", np.exp, lambda g, x, out: (mul(g, conj(out)),), save=(), save_out=True)
+def _exp(x):
+    """``exp`` as PyTorch's CPU kernel rounds it: float32 computed in float64
+    and rounded once (NumPy's float32 SIMD exp is off by an ulp on about
+    four inputs in ten, PyTorch's on about one in a hundred, and the ulp
+    moves a ``floor`` downstream: HashNeRF's ``floor(base * b ** i)`` with
+    ``b = exp(log(8 / 2) / 3)``); as fast as NumPy's float32 exp."""
+    if getattr(x, "dtype", None) == np.float32:
+        return np.exp(x.astype(np.float64)).astype(np.float32)
+    return np.exp(x)
+
+
+exp_p = _unary("exp", _exp, lambda g, x, out: (mul(g, conj(out)),), save=(), save_out=True)
 log_p = _unary("log", np.log, lambda g, x, out: (div(g, conj(x)),))
 # exp(x) - 1 and log(1 + x) without the cancellation near 0 (elu's, selu's
 # and softplus' -0.0 and small values as PyTorch's).  expm1's gradient is
@@ -486,6 +497,26 @@ logical_and_p = _cmp("logical_and", np.logical_and)
 logical_or_p = _cmp("logical_or", np.logical_or)
 
 
+def _bitwise(name, f):
+    """``name`` of two integer arrays of one dtype (two's complement, as C's
+    operators): no gradient; bool operands take the logical primitives
+    (``math_int``), floats are refused there in PyTorch's words."""
+    same = _same_dtype(name)
+
+    def rule(a, b, **_):
+        d = same(a, b)
+        if d.category != 1:
+            raise ShapeError(f"{name}: expected integer operands, got {d}")
+        return d
+    return Primitive(name, kind="elementwise", impl=f, shape_rule=_binary_shape,
+                     dtype_rule=rule, vjp=None)
+
+
+bitwise_and_p = _bitwise("bitwise_and", np.bitwise_and)
+bitwise_or_p = _bitwise("bitwise_or", np.bitwise_or)
+bitwise_xor_p = _bitwise("bitwise_xor", np.bitwise_xor)
+
+
 def add(x, y): return add_p.bind(x, y)
 def sub(x, y): return sub_p.bind(x, y)
 def mul(x, y): return mul_p.bind(x, y)
@@ -502,6 +533,9 @@ def gt(x, y): return gt_p.bind(x, y)
 def ge(x, y): return ge_p.bind(x, y)
 def logical_and(x, y): return logical_and_p.bind(x, y)
 def logical_or(x, y): return logical_or_p.bind(x, y)
+def bitwise_and(x, y): return bitwise_and_p.bind(x, y)
+def bitwise_or(x, y): return bitwise_or_p.bind(x, y)
+def bitwise_xor(x, y): return bitwise_xor_p.bind(x, y)
 
 
 # --- where, cast ---------------------------------------------------------------
