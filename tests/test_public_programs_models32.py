@@ -17,7 +17,11 @@ infer, remove_weightnorm, a pickled-model checkpoint); and
 yashbhalgat/HashNeRF-pytorch (the int64 xor spatial hash, voxel vertices,
 the multiresolution HashEmbedder with trilinear interpolation, SHEncoder,
 NeRFSmall, raw2outputs with the Categorical sparsity loss, the total
-variation loss, RAdam parameter groups and the decay written into them).
+variation loss, RAdam parameter groups and the decay written into them);
+and lucidrains/electra-pytorch (prob_mask_like, mask_with_tokens' reduce,
+get_mask_subset_with_prob's topk / scatter_, the hidden-layer hook,
+nonzero-indexed generator logits and replaced-token detection, the
+transposed cross_entropy with ignore_index, tied embeddings).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13
 with ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps
@@ -34,7 +38,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models32"
 
-CASES = ["ldm_unet.py", "waveglow.py", "hashnerf.py"]
+CASES = ["ldm_unet.py", "waveglow.py", "hashnerf.py", "electra.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
