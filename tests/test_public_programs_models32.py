@@ -21,7 +21,12 @@ variation loss, RAdam parameter groups and the decay written into them);
 and lucidrains/electra-pytorch (prob_mask_like, mask_with_tokens' reduce,
 get_mask_subset_with_prob's topk / scatter_, the hidden-layer hook,
 nonzero-indexed generator logits and replaced-token detection, the
-transposed cross_entropy with ignore_index, tied embeddings).
+transposed cross_entropy with ignore_index, tied embeddings); and
+facebookresearch/deit's distillation (the distilled ViT's cls + dist
+tokens and eval-mode average, DistillationLoss soft / hard with kl_div's
+log_target, RASampler, timm's smoothing / soft-target losses and topk
+accuracy, MAE-style layer-wise lr groups with a warm-up cosine by
+fractional epoch, clip_grad_norm_, a no_grad CNN teacher).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13
 with ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps
@@ -38,7 +43,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models32"
 
-CASES = ["ldm_unet.py", "waveglow.py", "hashnerf.py", "electra.py"]
+CASES = ["ldm_unet.py", "waveglow.py", "hashnerf.py", "electra.py", "deit_distill.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
