@@ -247,7 +247,9 @@ def _exp(x):
     and rounded once (NumPy's float32 SIMD exp is off by an ulp on about
     four inputs in ten, PyTorch's on about one in a hundred, and the ulp
     moves a ``floor`` downstream: HashNeRF's ``floor(base * b ** i)`` with
-    ``b = exp(log(8 / 2) / 3)``); as fast as NumPy's float32 exp."""
+    ``b = exp(log(8 / 2) / 3)``), and bit for bit as the compiled kernels'
+    correctly rounded ``expf`` (``backends/cpu/mathfns``); as fast as
+    NumPy's float32 exp."""
     if getattr(x, "dtype", None) == np.float32:
         return np.exp(x.astype(np.float64)).astype(np.float32)
     return np.exp(x)
