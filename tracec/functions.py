@@ -322,9 +322,10 @@ subtract = sub
 #: float32 / float64 tensor, as PyTorch computes them: exact formulas where
 #: the general ``pow`` (``powf``) rounds differently by an ulp, enough to
 #: move a ``floor`` (HashNeRF's per-level resolution ``floor(base * b ** i)``
-#: with ``b ** 3``).  A tensor exponent, even 0-d, takes the general ``pow``,
-#: as in PyTorch.
-_SCALAR_POW = {3: lambda x: ops.mul(ops.mul(x, x), x), -2: lambda x: ops.div(1.0, ops.mul(x, x)),
+#: with ``b ** 3``).  (PyTorch's ``1 / (x * x)`` for -2 is left to ``pow``:
+#: as a composite its gradient at 0 would be NaN, not PyTorch's -inf.)  A
+#: tensor exponent, even 0-d, takes the general ``pow``, as in PyTorch.
+_SCALAR_POW = {3: lambda x: ops.mul(ops.mul(x, x), x),
                0.5: lambda x: ops.sqrt(x), -0.5: lambda x: ops.rsqrt(x)}
 
 
