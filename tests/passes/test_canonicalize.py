@@ -125,7 +125,7 @@ CHECK-NEXT: func.return %x, [[B]]
   %s = tracec.reduce_sum %k axes [0] : tensor<3xf32> -> tensor<f32>
   %io = tracec.iota shape [2, 1] dtype f32 axis 0 : tensor<2x1xf32>""", "%e, %s, %io"),
      """
-CHECK:      [[E:%.+]] = tracec.constant dense<[1.000000e+00, 2.71828175, 7.38905621]> : tensor<3xf32>
+CHECK:      [[E:%.+]] = tracec.constant dense<[1.000000e+00, 2.71828198, 7.38905573]> : tensor<3xf32>
 CHECK-NEXT: [[S:%.+]] = tracec.constant dense<3.000000e+00> : tensor<f32>
 CHECK-NEXT: [[I:%.+]] = tracec.constant dense<{{\\[\\[}}0.000000e+00], [1.000000e+00]]> : tensor<2x1xf32>
 CHECK-NEXT: func.return [[E]], [[S]], [[I]]

@@ -242,20 +242,7 @@ neg_p = _unary("neg", np.negative, lambda g, x, out: (neg(g),), float_only=False
 # ``detach()`` inside a trace: the value itself, through which autodiff does
 # not differentiate (no VJP); canonicalization removes it once autodiff ran.
 stop_gradient_p = _unary("stop_gradient", np.copy, None, float_only=False, save=())
-def _exp(x):
-    """``exp`` as PyTorch's CPU kernel rounds it: float32 computed in float64
-    and rounded once (NumPy's float32 SIMD exp is off by an ulp on about
-    four inputs in ten, PyTorch's on about one in a hundred, and the ulp
-    moves a ``floor`` downstream: HashNeRF's ``floor(base * b ** i)`` with
-    ``b = exp(log(8 / 2) / 3)``), and bit for bit as the compiled kernels'
-    correctly rounded ``expf`` (``backends/cpu/mathfns``); as fast as
-    NumPy's float32 exp."""
-    if getattr(x, "dtype", None) == np.float32:
-        return np.exp(x.astype(np.float64)).astype(np.float32)
-    return np.exp(x)
-
-
-exp_p = _unary("exp", _exp, lambda g, x, out: (mul(g, conj(out)),), save=(), save_out=True)
+exp_p = _unary("exp", np.exp, lambda g, x, out: (mul(g, conj(out)),), save=(), save_out=True)
 log_p = _unary("log", np.log, lambda g, x, out: (div(g, conj(x)),))
 # exp(x) - 1 and log(1 + x) without the cancellation near 0 (elu's, selu's
 # and softplus' -0.0 and small values as PyTorch's).  expm1's gradient is

@@ -18,7 +18,7 @@
 # loss, img2mse / mse2psnr's -10. * torch.log(x) / torch.log(torch.Tensor([10.])),
 # RAdam parameter groups with betas=(0.9, 0.99) and eps=1e-15 for the
 # embeddings, the learning-rate decay written into every param group).
-# Changes for a CPU test: 4 levels of 2 ** 8 entries, resolutions 2 to 8, a
+# Changes for a CPU test: 4 levels of 2 ** 8 entries, resolutions 2 to 10, a
 # 16-wide NeRFSmall, 6 rays of 8 samples from numpy, weights from numpy,
 # tv_loss_weight=0.0 in training (its torch.randint cube differs between
 # libraries; the level-0 cube, the only draw from randint(0, 1), is
@@ -441,7 +441,7 @@ print("voxel", fmt(vmin, 6), fmt(vmax, 3), hashed.tolist()[1], hashed.dtype, kee
 
 torch.manual_seed(0)
 embed_fn = HashEmbedder(bounding_box, n_levels=4, n_features_per_level=2, log2_hashmap_size=8,
-                        base_resolution=2, finest_resolution=8)
+                        base_resolution=2, finest_resolution=10)
 print("b", f"{embed_fn.b.item():.5f}", embed_fn.b.dtype, embed_fn.base_resolution.dtype,
       "resolutions", [torch.floor(embed_fn.base_resolution * embed_fn.b ** i).item() for i in range(4)],
       "[rng] init range", bool(embed_fn.embeddings[0].weight.abs().max() <= 1e-4))
