@@ -318,6 +318,17 @@ multiply = mul
 subtract = sub
 
 
+#: pow_tensor_scalar's CPU specializations for a Python-scalar exponent on a
+#: float32 / float64 tensor, as PyTorch computes them: exact formulas where
+#: the general ``pow`` (``powf``) rounds differently by an ulp, enough to
+#: move a ``floor`` (HashNeRF's per-level resolution ``floor(base * b ** i)``
+#: with ``b ** 3``).  (PyTorch's ``1 / (x * x)`` for -2 is left to ``pow``:
+#: as a composite its gradient at 0 would be NaN, not PyTorch's -inf.)  A
+#: tensor exponent, even 0-d, takes the general ``pow``, as in PyTorch.
+_SCALAR_POW = {3: lambda x: ops.mul(ops.mul(x, x), x),
+               0.5: lambda x: ops.sqrt(x), -0.5: lambda x: ops.rsqrt(x)}
+
+
 def pow(input, exponent):  # noqa: A001 - PyTorch's name
     (input, exponent), d = promote("pow", input, exponent)
     if isinstance(exponent, _NUM) and isinstance(input, Tensor) and input.dtype.category < 2 \
@@ -329,6 +340,9 @@ def pow(input, exponent):  # noqa: A001 - PyTorch's name
             return _named(ops.mul(input, input), "PowBackward0")
         if exponent == 1:
             return _named(ops.mul(input, 1), "PowBackward0")
+        if isinstance(input, Tensor) and input.dtype in (dt.float32, dt.float64) \
+                and not isinstance(exponent, (bool, np.bool_)) and exponent in _SCALAR_POW:
+            return _named(_SCALAR_POW[exponent](input), "PowBackward0")
         return _named(ops.pow_(input, exponent), "PowBackward0")
     if isinstance(input, _NUM) and not isinstance(exponent, _NUM):
         return _named(ops.pow_(input, exponent), "PowBackward2")

@@ -566,13 +566,12 @@ def setitem(x: Tensor, key, value):
     if RECORDERS and _mask_fill_key(x, key, value):
         # ``x[mask] = scalar``: PyTorch's masked_fill_; no data-dependent shape
         # to trace (``deg_inv_sqrt[deg_inv_sqrt == inf] = 0`` in a compiled GCN)
-        m = ops.reshape(key, tuple(key.shape) + (1,) * (x.ndim - key.ndim))
-        v = value if isinstance(value, Tensor) else Tensor._from_data(np.array(value),
-                                                                       dtype=x.dtype)
-        if v.dtype is not x.dtype:
-            v = ops.cast(v, x.dtype)
-        x._assign(ops.where(m, ops.reshape(v, ()), x), "setitem")
-        return
+        return _masked_fill(x, key, value)
+    if RECORDERS and _mask_rest_fill_key(x, key, value):
+        # ``x[mask, -1] = scalar`` (HashNeRF's ``outputs_flat[~keep_mask, -1]
+        # = 0``): the same masked fill on the basic view the rest selects
+        return _masked_fill(getitem(x, (slice(None),) * key[0].ndim + tuple(key[1:])),
+                            key[0], value)
     if any(_is_adv(k) or isinstance(k, (bool, np.bool_)) for k in items):
         return _setitem_advanced(x, key, value)
     view = getitem(x, key)
@@ -596,11 +595,31 @@ def broadcast_value(new, shape):
                            f"{list(shape)}") from None
 
 
+def _masked_fill(x, mask, value):
+    """``x`` (a tensor or a view) takes one-element ``value`` where the bool
+    ``mask`` over its leading dims holds, as a ``where`` (a traceable fill)."""
+    m = ops.reshape(mask, tuple(mask.shape) + (1,) * (x.ndim - mask.ndim))
+    v = value if isinstance(value, Tensor) else Tensor._from_data(np.array(value), dtype=x.dtype)
+    if v.dtype is not x.dtype:
+        v = ops.cast(v, x.dtype)
+    x._assign(ops.where(m, ops.reshape(v, ()), x), "setitem")
+
+
 def _mask_fill_key(x, key, value) -> bool:
     """``key`` a bool mask over ``x``'s leading dims and ``value`` one element."""
     return (isinstance(key, Tensor) and key.dtype is dt.bool_ and 0 < key.ndim <= x.ndim
             and tuple(key.shape) == tuple(x.shape[:key.ndim])
             and (not isinstance(value, Tensor) or value.ndim == 0))
+
+
+def _mask_rest_fill_key(x, key, value) -> bool:
+    """``key`` a bool mask over ``x``'s leading dims followed by basic
+    indices that keep those dims first (ints, slices, an ellipsis), and
+    ``value`` one element: a fill with no data-dependent shape."""
+    return (isinstance(key, tuple) and len(key) > 1 and _mask_fill_key(x, key[0], value)
+            and all(k is Ellipsis or isinstance(k, slice) or
+                    (isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)))
+                    for k in key[1:]))
 
 
 def _drop_leading_ones(t, ndim):

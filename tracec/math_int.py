@@ -5,9 +5,10 @@ operators ``& | ^ ~ << >>`` on integer and bool tensors.
 Invariant: on bool tensors every function is a composite of the logical
 primitives, and ``not`` and the shifts are integer arithmetic composites
 (``~a == -a - 1``, ``a << b == a * 2**b``, ``a >> b == floor(a / 2**b)``),
-so they trace; ``and/or/xor`` of integer tensors and ``gcd lcm`` read their
-operands' values (``concrete``): eager only, a ``TraceError`` naming the
-function inside ``tracec.compile``.
+so they trace; ``and/or/xor`` of integer tensors are primitives
+(``ops.bitwise_*``), so they trace too (HashNeRF's spatial hash);
+``gcd lcm`` read their operands' values (``concrete``): eager only, a
+``TraceError`` naming the function inside ``tracec.compile``.
 """
 from __future__ import annotations
 
@@ -53,19 +54,19 @@ def _eager(name, f, a, b, d):
     return Tensor._make(np.array(r, dtype=d.np, order="C"), d)
 
 
-def _bitwise(name, logical, npf):
+def _bitwise(name, logical, prim):
     def fn(input, other):  # noqa: A002
         a, b, d = _ints(name, input, other)
         if d is dt.bool_:
             return logical(a, b)
-        return _eager(name, npf, a, b, d)
+        return prim(a, b)
     fn.__name__ = name
     return fn
 
 
-bitwise_and = _bitwise("bitwise_and", ops.logical_and, np.bitwise_and)
-bitwise_or = _bitwise("bitwise_or", ops.logical_or, np.bitwise_or)
-bitwise_xor = _bitwise("bitwise_xor", ops.ne, np.bitwise_xor)
+bitwise_and = _bitwise("bitwise_and", ops.logical_and, ops.bitwise_and)
+bitwise_or = _bitwise("bitwise_or", ops.logical_or, ops.bitwise_or)
+bitwise_xor = _bitwise("bitwise_xor", ops.ne, ops.bitwise_xor)
 
 
 def bitwise_not(input):  # noqa: A002

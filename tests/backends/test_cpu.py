@@ -201,6 +201,11 @@ def _cases(name):
             (special[0].astype(d), special[1].astype(d)))]
     if name in ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"):
         return _cmp_cases()
+    if name in ("bitwise_and", "bitwise_or", "bitwise_xor"):   # two's complement, big products
+        big = ints(-3, 3, 4, 5) * 2654435761
+        return [([big, ints(-(1 << 40), 1 << 40, 5)], {}),
+                ([ints(-100, 100, 6, dtype=np.int32), ints(-100, 100, 6, dtype=np.int32)], {})] + \
+            [([edges(d), edges(d)[::-1].copy()], {}) for d in SMALL_INTS]
     if name == "where":
         return [([bools(3, 4), randn(3, 4), randn(4)], {}),
                 ([bools(4), randn(3, 1, dtype=np.float64), randn(dtype=np.float64)], {}),

@@ -78,7 +78,7 @@ def _specs() -> dict[str, PrimSpec]:
     for n in "neg abs sign stop_gradient".split():
         add(n, "unary", ["x"])
     add("logical_not", "not", ["x"])
-    for n in "add sub mul div pow maximum minimum fmod".split():
+    for n in "add sub mul div pow maximum minimum fmod bitwise_and bitwise_or bitwise_xor".split():
         add(n, "binary", ["lhs", "rhs"])
     for n in "eq ne lt le gt ge logical_and logical_or".split():
         add(n, "compare", ["lhs", "rhs"])

@@ -486,6 +486,26 @@ logical_and_p = _cmp("logical_and", np.logical_and)
 logical_or_p = _cmp("logical_or", np.logical_or)
 
 
+def _bitwise(name, f):
+    """``name`` of two integer arrays of one dtype (two's complement, as C's
+    operators): no gradient; bool operands take the logical primitives
+    (``math_int``), floats are refused there in PyTorch's words."""
+    same = _same_dtype(name)
+
+    def rule(a, b, **_):
+        d = same(a, b)
+        if d.category != 1:
+            raise ShapeError(f"{name}: expected integer operands, got {d}")
+        return d
+    return Primitive(name, kind="elementwise", impl=f, shape_rule=_binary_shape,
+                     dtype_rule=rule, vjp=None)
+
+
+bitwise_and_p = _bitwise("bitwise_and", np.bitwise_and)
+bitwise_or_p = _bitwise("bitwise_or", np.bitwise_or)
+bitwise_xor_p = _bitwise("bitwise_xor", np.bitwise_xor)
+
+
 def add(x, y): return add_p.bind(x, y)
 def sub(x, y): return sub_p.bind(x, y)
 def mul(x, y): return mul_p.bind(x, y)
@@ -502,6 +522,9 @@ def gt(x, y): return gt_p.bind(x, y)
 def ge(x, y): return ge_p.bind(x, y)
 def logical_and(x, y): return logical_and_p.bind(x, y)
 def logical_or(x, y): return logical_or_p.bind(x, y)
+def bitwise_and(x, y): return bitwise_and_p.bind(x, y)
+def bitwise_or(x, y): return bitwise_or_p.bind(x, y)
+def bitwise_xor(x, y): return bitwise_xor_p.bind(x, y)
 
 
 # --- where, cast ---------------------------------------------------------------

@@ -47,7 +47,8 @@ def int_pred(d: dt.DType, pred: str) -> str:
 ELEMENTWISE = frozenset(
     "neg exp expm1 log log1p sqrt rsqrt sin cos tanh logistic abs sign erf logical_not stop_gradient add "
     "sub mul div "
-    "pow maximum minimum fmod eq ne lt le gt ge logical_and logical_or where cast check".split())
+    "pow maximum minimum fmod eq ne lt le gt ge logical_and logical_or bitwise_and bitwise_or bitwise_xor "
+    "where cast check".split())
 
 
 def storage_type(d: dt.DType):
@@ -404,6 +405,8 @@ def _binary(fb: FuncBuilder, name: str, x, y, d: dt.DType):
             return fb.select(fb.icmp(int_pred(d, "lt"), x, y), x, y)
         if name == "pow":
             return _int_pow(fb, x, y, d.is_signed)
+        if name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+            return fb.ibin(name[len("bitwise_"):], x, y)
         raise TypeError(f"no scalar lowering for {name}")
     if name in ("add", "sub", "mul", "div"):
         return fb.fbin("f" + name, x, y)
