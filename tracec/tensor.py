@@ -828,7 +828,8 @@ class Tensor:
                       else np.broadcast_to(new._data, self.shape))
         except ValueError as e:
             if not self._data.flags.writeable:
-                raise RuntimeError(f"{op}: unsupported operation: more than one element of the "
+                # (PyTorch's internal-overlap check names no op)
+                raise RuntimeError("unsupported operation: more than one element of the "
                                    "written-to tensor refers to a single memory location. "
                                    "Please clone() the tensor before performing the "
                                    "operation.") from None
