@@ -149,3 +149,34 @@ def test_acos_gradient_compiled_matches_eager():
     compiled = tracec.autograd.grad(tracec.compile(f)(x), x)[0].tolist()
     assert eager[0] == compiled[0] == float("-inf") and eager[3] == compiled[3] == float("-inf")
     assert compiled[1:3] == pytest.approx(eager[1:3], rel=1e-6)
+
+
+def _set_data(L, value, requires_grad=True):
+    p = L.nn.Parameter(L.tensor([-1.0, 1.0]), requires_grad=requires_grad)
+    p.data = value(L) if callable(value) else value
+    return [str(p.dtype).split(".")[-1], list(p.shape), p.requires_grad]
+
+
+@pytest.mark.parametrize("case", [
+    # LTC's apply_weight_constraints: w.data = relu(w.data); a float64 or
+    # reshaped value is taken, an integer one refused on a parameter that
+    # requires grad, a non-tensor refused naming its type
+    lambda L: _set_data(L, lambda L: L.ones(3, dtype=L.float64)),
+    lambda L: _set_data(L, lambda L: L.tensor([1, 2])),
+    lambda L: _set_data(L, lambda L: L.tensor([1, 2]), requires_grad=False),
+    lambda L: _set_data(L, [1.0]),
+    lambda L: _set_data(L, __import__("numpy").ones(2)),
+    # factories and Parameter with requires_grad=True on an integer dtype
+    lambda L: L.nn.Parameter(L.ones(2, dtype=L.long)),
+    lambda L: L.nn.Parameter(L.ones(2, dtype=L.bool)),
+    lambda L: L.ones(2, dtype=L.long, requires_grad=True),
+    lambda L: L.tensor([1, 2], requires_grad=True),
+    lambda L: L.zeros_like(L.ones(2, dtype=L.long), requires_grad=True),
+    lambda L: L.full((2,), 3, requires_grad=True),
+    lambda L: L.arange(3, requires_grad=True),
+    lambda L: L.ones(2, dtype=L.long).requires_grad_(),
+    lambda L: L.tensor([1j], requires_grad=True).requires_grad,
+], ids=["float64", "int", "int-no-grad", "list", "ndarray", "param-int", "param-bool", "ones",
+        "tensor", "zeros_like", "full", "arange", "requires_grad_", "complex"])
+def test_data_assignment_and_integer_requires_grad_like_torch(case):
+    _same(case)

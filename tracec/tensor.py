@@ -248,6 +248,13 @@ def legacy_sizes(args) -> tuple | None:
     return None if None in sizes else sizes
 
 
+
+def py_type_name(value) -> str:
+    """``value``'s type as PyTorch's argument errors name it: a builtin's
+    bare name (``list``), else module-qualified (``numpy.ndarray``)."""
+    t = type(value)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
 class Tensor:
     """A multi-dimensional array with define-by-run autograd (API.md §1-2)."""
 
@@ -513,7 +520,10 @@ class Tensor:
     @data.setter
     def data(self, value: "Tensor"):
         if not isinstance(value, Tensor):
-            raise TypeError("data must be a Tensor")
+            raise TypeError(f"Variable data has to be a tensor, but got {py_type_name(value)}")
+        if self.requires_grad and not (value.dtype.is_floating_point or value.dtype.category == 3):
+            raise RuntimeError("data set to a tensor that requires gradients must be floating "
+                               "point or complex dtype")
         same = value._data.shape == self._data.shape and value.dtype is self.dtype
         if RECORDERS and not same:
             # A traced tensor given another shape or dtype: not recordable.
@@ -720,6 +730,15 @@ class Tensor:
         self._node = None
         self.requires_grad = False
         return self
+
+    def _creation_requires_grad(self) -> "Tensor":
+        """A factory's or Parameter's ``requires_grad=True``: PyTorch's
+        creation check says "Only ... floating point and complex dtype"
+        where ``requires_grad_()`` says "only ... floating point dtype"."""
+        if not (self.dtype.is_floating_point or self.dtype.category == 3):
+            raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                               "gradients")
+        return self.requires_grad_(True)
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         if not self.is_leaf and not requires_grad:
