@@ -180,3 +180,33 @@ def _set_data(L, value, requires_grad=True):
         "tensor", "zeros_like", "full", "arange", "requires_grad_", "complex"])
 def test_data_assignment_and_integer_requires_grad_like_torch(case):
     _same(case)
+
+
+@pytest.mark.parametrize("case", [
+    # cleanrl's torch.zeros((num_steps, num_envs) + obs_shape): with a Size
+    # on the right (a tensor's .shape[1:]) the sum is a Size, printed as one
+    lambda L: repr((8, 4) + L.ones(2, 3, 5).shape[1:]).split(".", 1)[-1],
+    lambda L: type((2,) + L.Size([3])).__name__,
+    lambda L: type(() + L.Size([3])).__name__,
+    lambda L: type(L.Size([1]) + L.Size([3])).__name__,
+    lambda L: type(L.Size([2]) * 2).__name__,
+    lambda L: type(2 * L.Size([2])).__name__,
+    lambda L: L.zeros((4,) + L.Size([2])).shape == (4, 2),
+    lambda L: [1] + L.Size([3]),
+], ids=["repr", "tuple+size", "empty+size", "size+size", "size*n", "n*size", "zeros", "list+size"])
+def test_size_arithmetic_like_torch(case):
+    got, want = _outcome(lambda: case(tracec)), _outcome(lambda: case(pt))
+    if got[0] == "TypeError":     # (the type's printed name differs: torch.Size)
+        assert want[0] == "TypeError"
+    else:
+        assert got == want
+
+
+@pytest.mark.parametrize("case", [
+    lambda L: L.clamp(L.ones(2)),
+    lambda L: L.ones(2).clamp(),
+    lambda L: L.ones(2).clamp_(),
+    lambda L: L.clip(L.ones(2)),
+], ids=["fn", "method", "inplace", "clip"])
+def test_clamp_without_bounds_message_like_torch(case):
+    _same(case)

@@ -208,6 +208,19 @@ class Size(tuple):
     def __add__(self, other):
         return Size(tuple.__add__(self, other))
 
+    def __radd__(self, other):
+        # (batch,) + x.shape[1:] is a Size too (Python asks the subclass's
+        # reflected method first)
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return Size(tuple.__add__(other, self))
+
+    def __mul__(self, n):
+        r = tuple.__mul__(self, n)
+        return r if r is NotImplemented else Size(r)
+
+    __rmul__ = __mul__
+
     def __reduce__(self):
         return (Size, (tuple(self),))
 
