@@ -210,3 +210,46 @@ def test_size_arithmetic_like_torch(case):
 ], ids=["fn", "method", "inplace", "clip"])
 def test_clamp_without_bounds_message_like_torch(case):
     _same(case)
+
+
+def _dtype(t):
+    return str(t.dtype).split(".")[-1]
+
+
+@pytest.mark.parametrize("case", [
+    # DGI's b_xent(logits, lbl): BCEWithLogitsLoss composes (1 - target)
+    # .mul_(input).sub_(log_sigmoid(input)), so the loss takes the target's
+    # float dtype and an integer / bool target is refused by those steps
+    lambda L: _dtype(L.nn.functional.binary_cross_entropy_with_logits(
+        L.zeros(1, 4), L.ones(1, 4, dtype=L.float64))),
+    lambda L: _dtype(L.nn.functional.binary_cross_entropy_with_logits(
+        L.zeros(1, 4, dtype=L.float64), L.ones(1, 4))),
+    lambda L: _dtype(L.nn.BCEWithLogitsLoss(pos_weight=L.ones(4, dtype=L.float64))(
+        L.zeros(1, 4), L.ones(1, 4))),
+    lambda L: _dtype(L.nn.BCEWithLogitsLoss(weight=L.ones(4, dtype=L.float64))(
+        L.zeros(1, 4), L.ones(1, 4))),
+    lambda L: L.nn.BCEWithLogitsLoss()(L.zeros(1, 4), L.ones(1, 4, dtype=L.long)),
+    lambda L: L.nn.BCEWithLogitsLoss(reduction="sum")(L.zeros(1, 4), L.ones(1, 4, dtype=L.int32)),
+    lambda L: L.nn.BCEWithLogitsLoss()(L.zeros(1, 4), L.ones(1, 4, dtype=L.bool)),
+    # binary_cross_entropy's kernel wants the target in the input's dtype
+    lambda L: L.nn.functional.binary_cross_entropy(L.full((1, 4), 0.5), L.ones(1, 4, dtype=L.long)),
+    lambda L: L.nn.functional.binary_cross_entropy(L.full((1, 4), 0.5), L.ones(1, 4, dtype=L.float64)),
+], ids=["f64-target", "f64-input", "f64-pos_weight", "f64-weight", "long", "int32", "bool",
+        "bce-long", "bce-f64"])
+def test_bce_dtypes_like_torch(case):
+    _same(case)
+
+
+def test_bce_with_logits_float64_target_values_and_gradient():
+    out = []
+    for L in (tracec, pt):
+        x = L.tensor([[0.3, -1.2, 2.0, -0.5]], requires_grad=True)
+        t = L.tensor([[1.0, 0.0, 0.5, 1.0]], dtype=L.float64)
+        loss = L.nn.functional.binary_cross_entropy_with_logits(
+            x, t, pos_weight=L.tensor([2.0, 1.0, 0.5, 3.0]), weight=L.tensor([1.0, 0.5, 2.0, 1.0]))
+        loss.backward()
+        out.append((str(loss.dtype).split(".")[-1], loss.item(), str(x.grad.dtype).split(".")[-1],
+                    x.grad.tolist()[0]))
+    assert out[0][0] == out[1][0] == "float64" and out[0][2] == out[1][2] == "float32"
+    assert out[0][1] == pytest.approx(out[1][1], rel=1e-6)
+    assert out[0][3] == pytest.approx(out[1][3], rel=1e-6)
