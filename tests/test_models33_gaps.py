@@ -253,3 +253,23 @@ def test_bce_with_logits_float64_target_values_and_gradient():
     assert out[0][0] == out[1][0] == "float64" and out[0][2] == out[1][2] == "float32"
     assert out[0][1] == pytest.approx(out[1][1], rel=1e-6)
     assert out[0][3] == pytest.approx(out[1][3], rel=1e-6)
+
+
+@pytest.mark.parametrize("case", [
+    # PixelCNN++'s nn.ZeroPad2d((0, 0, 1, 0)); PyTorch's padding modules keep
+    # a tuple of any length and F.pad judges it in forward
+    lambda L: tuple(L.nn.ZeroPad2d((1, 2))(L.ones(1, 1, 4, 4)).shape),
+    lambda L: tuple(L.nn.ZeroPad1d((1, 2, 3, 4))(L.ones(1, 1, 4, 4)).shape),
+    lambda L: tuple(L.nn.ConstantPad2d((1, 2, 3, 4, 5, 6), 0.5)(L.ones(1, 1, 4, 4)).shape),
+    lambda L: L.nn.ZeroPad2d((1, 2, 3))(L.ones(1, 1, 4, 4)),
+    lambda L: tuple(L.nn.ReplicationPad2d((1, 2, 3, 4, 5, 6))(L.ones(1, 1, 4, 4)).shape),
+    lambda L: L.nn.ReflectionPad2d((1, 2))(L.ones(1, 1, 4, 4)),
+    lambda L: L.nn.functional.pad(L.ones(4), (1, 1), mode="reflect"),
+    lambda L: L.nn.functional.pad(L.ones(1, 4), (1, 1, 1, 1), mode="replicate"),
+    lambda L: L.nn.functional.pad(L.ones(1, 1, 2, 4, 4), (1,) * 8, mode="circular"),
+    lambda L: L.nn.functional.pad(L.arange(10.0).reshape(2, 5), (1, 2), mode="reflect"),
+], ids=["zero2d-2", "zero1d-4", "const2d-6", "odd", "replicate-6", "reflect-2-on-4d",
+        "reflect-1d", "replicate-2d-4", "circular-8", "reflect-2d"])
+def test_padding_lengths_like_torch(case):
+    got, want = _outcome(lambda: case(tracec)), _outcome(lambda: case(pt))
+    assert got[0] == want[0] and str(got[1]).split("\n")[0] == str(want[1]).split("\n")[0]
