@@ -30,7 +30,7 @@ def _finish(t: Tensor, requires_grad: bool, device) -> Tensor:
     if is_meta(device):     # the device given, or the default (``with device("meta")``)
         t._data, t._base, t._view_chain = MetaArray.of(t._data.shape, t._data.dtype), None, None
     if requires_grad:
-        t.requires_grad_(True)
+        t._creation_requires_grad()
     return t
 
 
@@ -130,7 +130,7 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False) -> 
         elif copy:
             out = out.clone()
         return _finish(out, requires_grad, device) if out is not obj else \
-            (obj.requires_grad_(True) if requires_grad else obj)
+            (obj._creation_requires_grad() if requires_grad else obj)
     if copy is False:
         raise ValueError("can't alias arbitrary sequence into a tensor.")
     return _finish(Tensor._from_data(obj, want), requires_grad, device)
@@ -267,7 +267,7 @@ def _formatted(t: Tensor, input, memory_format, requires_grad) -> Tensor:
     PyTorch's ``*_like`` lay it out: ``preserve_format`` keeps ``input``'s
     channels-last layout where it has one; then ``requires_grad``."""
     if memory_format is None and input._data.flags.c_contiguous:    # the common case
-        return t.requires_grad_(True) if requires_grad else t
+        return t._creation_requires_grad() if requires_grad else t
     from tracec import tensor_meta as tm
     if memory_format is None:
         memory_format = tm.preserve_format
@@ -284,7 +284,7 @@ def _formatted(t: Tensor, input, memory_format, requires_grad) -> Tensor:
             memory_format = tm.contiguous_format
     if memory_format is not tm.contiguous_format:
         t = t.contiguous(memory_format=memory_format)     # checks the rank
-    return t.requires_grad_(True) if requires_grad else t
+    return t._creation_requires_grad() if requires_grad else t
 
 
 def zeros_like(input, *, dtype=None, layout=None, device=None,

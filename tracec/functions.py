@@ -601,7 +601,7 @@ def where(condition, input=None, other=None):
 
 def clamp(input, min=None, max=None):  # noqa: A002
     if min is None and max is None:
-        raise RuntimeError("clamp: At least one of 'min' or 'max' must not be None")
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     input = _operand(input, "clamp")
     if isinstance(input, Tensor):
         for bound in (min, max):

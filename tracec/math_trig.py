@@ -54,6 +54,18 @@ def _atan(x):
 
 
 def _atan2(y, x):
+    """atan2 with PyTorch's gradient: ``x * recip`` to ``y`` and ``-y *
+    recip`` to ``x``, recip = 1 / (x*x + y*y) with an infinite recip (the
+    origin, or an underflowed sum) taken as 0, as PyTorch masks it (the
+    composite's own ``abs`` would give 0 on the axes)."""
+    recip = ops.div(1.0, ops.add(ops.mul(y, y), ops.mul(x, x)))
+    recip = ops.where(ops.eq(recip, float("inf")), 0.0, recip)
+    cy = ops.mul(x, recip)
+    cx = ops.mul(ops.neg(y), recip)
+    return _with_grad(_atan2_value(y, x), (cy, y), (cx, x))
+
+
+def _atan2_value(y, x):
     ax, ay = ops.abs_(x), ops.abs_(y)
     swap = ops.gt(ay, ax)
     num = ops.where(swap, ax, ay)
@@ -76,16 +88,49 @@ def _sqrt_1m_x2(x):
     return ops.sqrt(ops.mul(ops.sub(1.0, x), ops.add(1.0, x)))
 
 
+def _with_grad(value, *terms):
+    """``value``'s numbers with the derivative of ``sum(c * (u - u))`` over
+    ``terms`` of ``(c, u)``: each ``c`` a coefficient (its gradient stopped)
+    and ``u - stop_gradient(u)`` exactly 0 where ``u`` is finite.  For
+    composites whose own chain of primitives differentiates badly at a
+    point (``abs`` at 0 inside ``atan2``, inf * 0 at |x| = 1 in asin /
+    acos): the terms carry PyTorch's derivative formula instead."""
+    out = ops.stop_gradient(value)
+    # where the value is a number, a non-finite coefficient or operand (an
+    # infinite input: inf - inf, inf * 0) counts as 0 so the value stays;
+    # where it is nan, nan gradients go through as PyTorch's
+    num = ops.eq(out, out)
+    for c, u in terms:
+        c, su = ops.stop_gradient(ops.neg(c)), ops.stop_gradient(u)
+        c = ops.where(ops.logical_and(num, ops.logical_not(_finite(c))), 0.0, c)
+        d = ops.where(ops.logical_and(num, ops.logical_not(_finite(su))), 0.0, ops.sub(u, su))
+        # out - (-c * 0 + 0.0): the + 0.0 makes the zero +0.0 whatever c's
+        # sign, and x - (+0.0) is x for every x, -0.0 included
+        out = ops.sub(out, ops.add(ops.mul(c, d), 0.0))
+    return out
+
+
+def _finite(v):
+    return ops.lt(ops.abs_(v), float("inf"))
+
+
 def _asin(x):
     s = _sqrt_1m_x2(x)
     inside = ops.le(ops.abs_(x), 1.0)
-    return ops.where(inside, _atan2(x, _safe(inside, s, 1.0)), ops.add(s, x))
+    v = ops.where(inside, _atan2_value(x, _safe(inside, s, 1.0)), ops.add(s, x))
+    # d/dx = 1 / t with t = sqrt(1 - x*x) (PyTorch's rsqrt(-x*x + 1)),
+    # written x^2/t + t = x * (x / t) + t: t's own gradient -x / t gives
+    # the infinities at |x| = 1, the coefficients stay finite
+    t = ops.sqrt(ops.sub(1.0, ops.mul(x, x)))
+    return _with_grad(v, (ops.neg(x), t), (t, x))
 
 
 def _acos(x):
     s = _sqrt_1m_x2(x)
     inside = ops.le(ops.abs_(x), 1.0)
-    return ops.where(inside, _atan2(_safe(inside, s, 1.0), x), ops.add(s, x))
+    v = ops.where(inside, _atan2_value(_safe(inside, s, 1.0), x), ops.add(s, x))
+    t = ops.sqrt(ops.sub(1.0, ops.mul(x, x)))          # d/dx = -1 / t
+    return _with_grad(v, (x, t), (ops.neg(t), x))
 
 
 atan = arctan = _float_unary("atan", lambda x: _named(_atan(x), "AtanBackward0"))

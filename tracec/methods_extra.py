@@ -274,7 +274,22 @@ _METHODS = {
 for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
 
+def _same_shape_inplace(fn):
+    """``fn`` for a structured in-place kernel (``addmm_``, ``baddbmm_``):
+    PyTorch refuses a ``self`` that only broadcasts to the result, after
+    the operands' own checks, with its resize words (an elementwise
+    ``add_`` says "doesn't match the broadcast shape" instead)."""
+    def checked(self, *args, **kwargs):
+        new = fn(self, *args, **kwargs)
+        if tuple(new.shape) != tuple(self.shape):
+            raise RuntimeError(f"Bad in-place call: input tensor size {list(self.shape)} and "
+                               f"output tensor size {list(new.shape)} should match")
+        return new
+    return checked
+
+
 for _name, _fn in {"clamp_min_": clamp_min, "clamp_max_": clamp_max, "tril_": R.tril,
                    "triu_": R.triu, "cumsum_": R.cumsum, "cumprod_": R.cumprod,
-                   "addmm_": C.addmm, "baddbmm_": C.baddbmm}.items():
+                   "addmm_": _same_shape_inplace(C.addmm),
+                   "baddbmm_": _same_shape_inplace(C.baddbmm)}.items():
     setattr(Tensor, _name, _inplace(_name, _fn))

@@ -34,12 +34,15 @@ def _index_dtype(index, name):
     return index if index.dtype is dt.int64 else ops.cast(index, dt.int64)
 
 
-def _check_range(index, size, dim, prefix=""):
+def _check_range(index, size, dim, prefix="", error=IndexError):
+    """Refuses an index outside ``[0, size)`` with PyTorch's message; its
+    kernels raise it as ``error`` (IndexError for index_fill_ / index_copy_,
+    RuntimeError for the scatter family and index_add_)."""
     data = index._data  # a range check only: the result does not depend on it
     if data.size and (data.min() < 0 or data.max() >= size):
         bad = data[(data < 0) | (data >= size)].flat[0]
-        raise IndexError(f"{prefix}index {bad} is out of bounds for dimension {dim} with "
-                         f"size {size}")
+        raise error(f"{prefix}index {bad} is out of bounds for dimension {dim} with "
+                    f"size {size}")
 
 
 def _fit(t, shape):
@@ -69,7 +72,7 @@ def _scatter_args(name, input, dim, index, src):
         src = _fit(src, index.shape)
     else:
         src = ops.full(tuple(index.shape), src, input.dtype, like=input)
-    _check_range(index, input.shape[d] if input.ndim else 1, d)
+    _check_range(index, input.shape[d] if input.ndim else 1, d, error=RuntimeError)
     if input.ndim == 0:  # a 0-d self: the one element along a unit axis
         return 0, ops.reshape(index, (1,)), ops.reshape(src, (1,))
     return d, index, src
@@ -240,10 +243,7 @@ def _along(name, input, dim, index, source=None):
         if data.size and (data.min() < 0 or data.max() >= n):
             raise IndexError("index out of range in self")
     elif name in ("index_add_", "index_reduce_"):
-        try:
-            _check_range(index, n, d)
-        except IndexError as e:
-            raise RuntimeError(str(e)) from None
+        _check_range(index, n, d, error=RuntimeError)
     else:
         _check_range(index, n, d)
     return d, index

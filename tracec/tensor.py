@@ -208,6 +208,19 @@ class Size(tuple):
     def __add__(self, other):
         return Size(tuple.__add__(self, other))
 
+    def __radd__(self, other):
+        # (batch,) + x.shape[1:] is a Size too (Python asks the subclass's
+        # reflected method first)
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return Size(tuple.__add__(other, self))
+
+    def __mul__(self, n):
+        r = tuple.__mul__(self, n)
+        return r if r is NotImplemented else Size(r)
+
+    __rmul__ = __mul__
+
     def __reduce__(self):
         return (Size, (tuple(self),))
 
@@ -247,6 +260,13 @@ def legacy_sizes(args) -> tuple | None:
     sizes = tuple(_size_int(a) for a in args)
     return None if None in sizes else sizes
 
+
+
+def py_type_name(value) -> str:
+    """``value``'s type as PyTorch's argument errors name it: a builtin's
+    bare name (``list``), else module-qualified (``numpy.ndarray``)."""
+    t = type(value)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 class Tensor:
     """A multi-dimensional array with define-by-run autograd (API.md §1-2)."""
@@ -513,7 +533,10 @@ class Tensor:
     @data.setter
     def data(self, value: "Tensor"):
         if not isinstance(value, Tensor):
-            raise TypeError("data must be a Tensor")
+            raise TypeError(f"Variable data has to be a tensor, but got {py_type_name(value)}")
+        if self.requires_grad and not (value.dtype.is_floating_point or value.dtype.category == 3):
+            raise RuntimeError("data set to a tensor that requires gradients must be floating "
+                               "point or complex dtype")
         same = value._data.shape == self._data.shape and value.dtype is self.dtype
         if RECORDERS and not same:
             # A traced tensor given another shape or dtype: not recordable.
@@ -721,6 +744,15 @@ class Tensor:
         self.requires_grad = False
         return self
 
+    def _creation_requires_grad(self) -> "Tensor":
+        """A factory's or Parameter's ``requires_grad=True``: PyTorch's
+        creation check says "Only ... floating point and complex dtype"
+        where ``requires_grad_()`` says "only ... floating point dtype"."""
+        if not (self.dtype.is_floating_point or self.dtype.category == 3):
+            raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                               "gradients")
+        return self.requires_grad_(True)
+
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         if not self.is_leaf and not requires_grad:
             raise RuntimeError("you can only change requires_grad flags of leaf variables. If you "
@@ -828,7 +860,8 @@ class Tensor:
                       else np.broadcast_to(new._data, self.shape))
         except ValueError as e:
             if not self._data.flags.writeable:
-                raise RuntimeError(f"{op}: unsupported operation: more than one element of the "
+                # (PyTorch's internal-overlap check names no op)
+                raise RuntimeError("unsupported operation: more than one element of the "
                                    "written-to tensor refers to a single memory location. "
                                    "Please clone() the tensor before performing the "
                                    "operation.") from None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import warnings
 
-from tracec.tensor import Tensor
+from tracec.tensor import Tensor, py_type_name
 
 __all__ = ["Variable"]
 
@@ -28,5 +28,5 @@ class Variable(metaclass=_VariableMeta):
             from tracec.creation import zeros
             data = zeros(0)
         if not isinstance(data, Tensor):
-            raise TypeError(f"Variable data has to be a tensor, but got {type(data).__name__}")
+            raise TypeError(f"Variable data has to be a tensor, but got {py_type_name(data)}")
         return data.detach().requires_grad_(bool(requires_grad))

@@ -51,8 +51,8 @@ class Bernoulli(ExponentialFamily):
         return logits_to_probs(self.logits, is_binary=True)
 
     @property
-    def param_shape(self) -> tuple:
-        return tuple(self._param.shape)
+    def param_shape(self):
+        return self._param.shape      # a Size, as PyTorch's
 
     @property
     def mean(self):

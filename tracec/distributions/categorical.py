@@ -71,8 +71,8 @@ class Categorical(Distribution):
         return logits_to_probs(self.logits)
 
     @property
-    def param_shape(self) -> tuple:
-        return tuple(self._param.shape)
+    def param_shape(self):
+        return self._param.shape      # a Size, as PyTorch's
 
     @property
     def mean(self):

@@ -44,7 +44,7 @@ class OneHotCategorical(Distribution):
         return self._categorical.logits
 
     @property
-    def param_shape(self) -> tuple:
+    def param_shape(self):
         return self._categorical.param_shape
 
     @property

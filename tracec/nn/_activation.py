@@ -46,17 +46,27 @@ def threshold_(input, threshold_: float, value: float):
 
 
 def prelu(input, weight):
-    """``max(0, x) + weight * min(0, x)``, one slope per channel (dim 1;
-    dim 0 of a 1-D input) or one shared slope."""
+    """``max(0, x) + weight * min(0, x)``, one slope per channel (dim 1) or
+    one shared slope.  PyTorch's checks, in its order: one dtype; more than
+    one slope needs an input of 1 or more dims whose channel count (dim 1;
+    1 for a 1-D input) is the slope count; the slopes are 0-d or 1-D."""
     x = _tensor(input, "prelu")
+    if isinstance(weight, Tensor) and weight.dtype is not x.dtype:
+        raise RuntimeError(f"prelu: Type promoting not supported. Got {dt.scalar_type_name(x.dtype)} "
+                           f"and {dt.scalar_type_name(weight.dtype)}")
     n = weight.numel()
     if n != 1:
-        ch = x.shape[1] if x.ndim >= 2 else (x.shape[0] if x.ndim == 1 else 1)
-        if x.ndim == 0 or n != ch:
+        if x.ndim == 0:
+            raise RuntimeError("Not allow zero-dim input tensor.")
+        ch = x.shape[1] if x.ndim >= 2 else 1
+        if n != ch:
             raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found "
                                f"parameter numbers = {n} and channel size = {ch}.")
-        shape = (n,) + (1,) * (x.ndim - 2) if x.ndim >= 2 else (n,)
-        w = ops.reshape(weight, shape)
+    if weight.ndim > 1:
+        raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: "
+                           f"ndim = {weight.ndim}")
+    if n != 1:
+        w = ops.reshape(weight, (n,) + (1,) * (x.ndim - 2))
     else:
         w = ops.reshape(weight, ())
     return TF.where(ops.gt(x, 0), x, TF.mul(w, x))

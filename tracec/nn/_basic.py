@@ -18,6 +18,7 @@ from tracec import functions as TF
 from tracec import autocast_mode, graph, ops
 from tracec import shape_ops as S
 from tracec.tensor import Tensor, apply_direct, eager_direct, weak_scalar
+from tracec.ops.core import normalize_axis
 
 _ADD = ops.elementwise.add_p
 _HALF = (dt.bfloat16, dt.float16)
@@ -80,7 +81,31 @@ def _linear_named(y, ndim: int, bias: bool, wdim: int):
     return y
 
 
+def _bilinear_checks(input1, input2, weight, bias):
+    """PyTorch's refusals of mismatched ``bilinear`` operands, in its order
+    and words (a size read past ``weight``'s dims is its IndexError)."""
+    def size(t, i):
+        return t.shape[normalize_axis(i, t.ndim)] if t.ndim else 1
+    if input1.ndim != input2.ndim:
+        raise RuntimeError(f"bilinear(): input dimensions do not match: got {input1.ndim} and "
+                           f"{input2.ndim}")
+    for i in range(input1.ndim - 1):
+        if input1.shape[i] != input2.shape[i]:
+            raise RuntimeError(f"bilinear(): input batch dimensions do not match at dim {i}: got "
+                               f"{input1.shape[i]} and {input2.shape[i]}")
+    if size(input1, -1) != size(weight, 1):
+        raise RuntimeError(f"bilinear(): input1 size does not match weight size: got "
+                           f"{size(input1, -1)} but expected {size(weight, 1)}")
+    if size(input2, -1) != size(weight, 2):
+        raise RuntimeError(f"bilinear(): input2 size does not match weight size: got "
+                           f"{size(input2, -1)} but expected {size(weight, 2)}")
+    if bias is not None and size(bias, 0) != size(weight, 0):
+        raise RuntimeError(f"bilinear(): bias size does not match weight size: got "
+                           f"{size(bias, 0)} but expected {size(weight, 0)}")
+
+
 def bilinear(input1, input2, weight, bias=None):
+    _bilinear_checks(input1, input2, weight, bias)
     # y[n, o] = sum_ij x1[n, i] W[o, i, j] x2[n, j]
     t = TF.matmul(S.unsqueeze(S.unsqueeze(input1, -2), -3), weight)      # [..., O, 1, J]
     y = S.squeeze(TF.matmul(t, S.unsqueeze(S.unsqueeze(input2, -2), -1)), (-1, -2))

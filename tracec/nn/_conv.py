@@ -1043,6 +1043,15 @@ def pad(input, pad, mode: str = "constant", value=None):
         if not any(lo) and not any(hi):
             return x if x is not input else ops.reshape(x, tuple(x.shape))
         return ops.pad(x, lo, hi, (0,) * nd, 0.0 if value is None else value)
+    if len(pad) not in (2, 4, 6) or nd - len(pad) // 2 not in (1, 2):
+        # the non-constant kernels pad the last 1-3 dims of a (C, ...) or
+        # (N, C, ...) input only: ReflectionPad2d((1, 2)) on 4-D is refused
+        raise NotImplementedError(
+            f"Padding size {len(pad)} is not supported for {nd}D input tensor.\n"
+            "Supported combinations for non-constant padding:\n"
+            "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
+            "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
+            "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
     if value not in (None, 0):
         warnings.warn(f"pad: value is ignored in mode '{mode}'", stacklevel=2)
     if mode == "reflect":

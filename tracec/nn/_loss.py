@@ -288,6 +288,9 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         raise ValueError(f"Using a target size ({target.shape}) that is different to the "
                          f"input size ({input.shape}) is deprecated. Please ensure they "
                          "have the same size.")
+    if target.dtype is not input.dtype:     # (PyTorch's kernel: one dtype, input's)
+        raise RuntimeError(f"Found dtype {dt.scalar_type_name(target.dtype)} but expected "
+                           f"{dt.scalar_type_name(input.dtype)}")
     input, target = [_probabilities(v, what) for what, v in (("input", input),
                                                               ("target", target))]
     t = _as(target, input.dtype)
@@ -320,16 +323,28 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Target size (torch.Size({list(target.shape)})) must be the same as "
                          f"input size (torch.Size({list(input.shape)}))")
-    t = _as(target, input.dtype)
-    # softplus(-x) = m + log(exp(-m) + exp(-x - m)) with m = max(-x, 0): stable.
+    # PyTorch's composition, whose in-place steps decide the dtypes:
+    # log_sigmoid(input) (input's dtype) .mul_(pos_weight term); then
+    # (1 - target).mul_(input).sub_(...) and .mul_(weight), in target's
+    # dtype: a float64 target gives a float64 loss, an integer or bool
+    # target is refused by those in-place steps.
+    T = target.dtype
+    if T is dt.bool_:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                           "supported. Use the `^` or `logical_xor()` operator instead.")
+    if not (T.is_floating_point or T.category == 3):
+        raise RuntimeError(f"result type {dt.scalar_type_name(TF.result_type(target, input))} "
+                           f"can't be cast to the desired output type {dt.scalar_type_name(T)}")
+    # softplus(-x) = -log_sigmoid(x) = m + log(exp(-m) + exp(-x - m)) with
+    # m = max(-x, 0): stable.
     m = TF.clamp(TF.neg(input), min=0.0)
     sp = TF.add(m, TF.log(TF.add(TF.exp(TF.neg(m)), TF.exp(TF.sub(TF.neg(input), m)))))
     if pos_weight is not None:
-        lw = TF.add(TF.mul(TF.sub(_as(pos_weight, input.dtype), 1.0), t), 1.0)
-        sp = TF.mul(lw, sp)
-    loss = TF.add(TF.mul(TF.sub(1.0, t), input), sp)
+        lw = TF.add(TF.mul(TF.sub(pos_weight, 1.0), target), 1.0)
+        sp = _as(TF.mul(lw, sp), input.dtype)
+    loss = _as(TF.add(_as(TF.mul(TF.sub(1.0, target), input), T), sp), T)
     if weight is not None:
-        loss = TF.mul(loss, _as(weight, input.dtype))
+        loss = _as(TF.mul(loss, weight), T)
     return _reduce(loss, reduction)
 
 

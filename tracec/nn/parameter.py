@@ -56,7 +56,7 @@ class Parameter(Tensor):
         p._version = data._version
         _share_value(p, data)
         if requires_grad:
-            Tensor.requires_grad_(p, True)
+            Tensor._creation_requires_grad(p)
         return p
 
     def __init__(self, data=None, requires_grad: bool = True):

@@ -14,10 +14,10 @@ __all__ = ["ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ZeroPad1d", "Zero
 
 
 def _pairs(padding, nsp: int) -> tuple:
-    """An int repeated ``2 * nsp`` times, or the given ``2 * nsp`` values."""
+    """An int repeated ``2 * nsp`` times, or the given values as they are
+    (PyTorch's _ntuple keeps a sequence of any length: ``F.pad`` judges it
+    in forward, so ZeroPad2d((1, 2)) pads the last dim only)."""
     if isinstance(padding, (list, tuple)):
-        if len(padding) != 2 * nsp:
-            raise ValueError(f"expected padding of length {2 * nsp}, got {len(padding)}")
         return tuple(padding)
     return (padding,) * (2 * nsp)
 
