@@ -10,6 +10,8 @@ for an empty spec and raises ``TypeError`` for any other spec).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from tracec import contraction as C
@@ -279,6 +281,7 @@ def _same_shape_inplace(fn):
     PyTorch refuses a ``self`` that only broadcasts to the result, after
     the operands' own checks, with its resize words (an elementwise
     ``add_`` says "doesn't match the broadcast shape" instead)."""
+    @functools.wraps(fn)     # (its signature: PyTorch's keyword names)
     def checked(self, *args, **kwargs):
         new = fn(self, *args, **kwargs)
         if tuple(new.shape) != tuple(self.shape):
