@@ -60,3 +60,16 @@ def pytest_collection_modifyitems(session, config, items):
     def first(item):
         return 0 if os.path.basename(item.nodeid.split("::")[0]).startswith(_LONG_MODULES) else 1
     items.sort(key=first)     # stable: every module keeps its tests' order
+
+
+@pytest.fixture
+def counter_rng():
+    """Eager draws from the counter-based stream compiled code draws from
+    (``torch_rng.counter_draws``) for a test that checks a compiled step
+    with random ops against the same step run eagerly, bit for bit: by
+    default eager draws follow PyTorch's Mersenne Twister
+    (tests/test_torch_rng.py) and, as with ``torch.compile``, a compiled
+    dropout mask is not the eager one."""
+    from tracec import torch_rng
+    with torch_rng.counter_draws():
+        yield

@@ -10,7 +10,7 @@ LAYERS = [
     ("base", ["tracec.dtypes", "tracec._C", "tracec.version", "tracec.torch_version", "tracec.data", "tracec.symbolic",
               "tracec.sdp_flags",
               "tracec.return_types",
-              "tracec.mutation", "tracec.threads", "tracec.stages"]),
+              "tracec.mutation", "tracec.threads", "tracec.stages", "tracec.torch_rng"]),
     ("ir", ["tracec.ir"]),
     ("ops", ["tracec.ops"]),
     ("frontend", ["tracec.device", "tracec.meta_array", "tracec.graph", "tracec.tensor", "tracec.functions",

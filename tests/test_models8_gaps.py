@@ -229,6 +229,7 @@ def test_cat_of_permuted_tensors_is_contiguous():
     assert res["tracec"] == res["torch"]
 
 
+@pytest.mark.usefixtures("counter_rng")
 def test_item_of_mask_from_factories_compiles(recwarn):
     # Transformer-XL: `if attn_mask is not None and attn_mask.any().item():` on a mask made
     # by triu(new_ones(...)) in the compiled function: a constant, so Python may read it

@@ -896,6 +896,7 @@ def test_bilinear_module():
     run_module(a, b, rnd(rng, 5, 3, dtype=np.float32), extra=(x2,))
 
 
+@pytest.mark.usefixtures("counter_rng")
 def test_layers_compile_to_the_same_step():
     """Every layer family is primitives only: a compiled training step (the
     interp backend) equals eager, running stats and RNG state included, and

@@ -320,6 +320,7 @@ def test_multinomial_distribution():
 
 @pytest.mark.parametrize("backend", ["interp", "cpu"])
 @pytest.mark.parametrize("replacement", [False, True])
+@pytest.mark.usefixtures("counter_rng")
 def test_multinomial_compiled_draws_like_eager(backend, replacement):
     p = tracec.tensor([[0.1, 0.2, 0.3, 0.4], [0.4, 0.0, 0.3, 0.3]])
 
@@ -336,6 +337,7 @@ def test_multinomial_compiled_draws_like_eager(backend, replacement):
 
 
 @pytest.mark.parametrize("backend", ["interp", "cpu"])
+@pytest.mark.usefixtures("counter_rng")
 def test_randperm_compiled_is_recorded(backend):
     comp = tracec.compile(lambda x: x[tracec.randperm(6)], backend=backend)
     x = tracec.arange(6)

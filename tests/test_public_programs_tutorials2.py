@@ -100,9 +100,16 @@ def torch_refs_fixture(progs, cases, env):
     return torch_refs
 
 
-def run_tracec(path, cwd):
+#: The environment for a program whose compiled step draws random numbers
+#: and is checked against its eager step bit for bit: eager draws from the
+#: compiled code's counter-based stream (by default they follow PyTorch's
+#: Mersenne Twister, and, as with torch.compile, compiled draws do not).
+COUNTER_RNG_ENV = {**ENV, "TRACEC_TORCH_RNG": "0"}
+
+
+def run_tracec(path, cwd, env=None):
     """``tracec run path`` in ``cwd``: (stdout, stderr); fails the test if it fails."""
-    r = run_cli(["run", path], cwd, ENV, timeout=600)
+    r = run_cli(["run", path], cwd, ENV if env is None else env, timeout=600)
     assert r.returncode == 0, f"tracec failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
     return r.stdout, r.stderr
 
@@ -111,11 +118,11 @@ def run_tracec(path, cwd):
 FALLBACK_WARNINGS = ("running eagerly", "a Python side effect that compiled calls would not repeat")
 
 
-def check_program(path, ref, cwd, eager_fallback: bool):
+def check_program(path, ref, cwd, eager_fallback: bool, env=None):
     """``tracec run path`` prints torch's ``ref`` (``assert_output_matches``,
     strict), and says its compiled step ran eagerly exactly when
     ``eager_fallback``."""
-    out, err = run_tracec(path, cwd)
+    out, err = run_tracec(path, cwd, env)
     assert any(w in err for w in FALLBACK_WARNINGS) == eager_fallback, err[-3000:]
     assert_output_matches(out, ref, strict=True)
 

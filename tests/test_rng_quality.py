@@ -22,11 +22,22 @@ import numpy as np
 import pytest
 
 import tracec
+from tracec import torch_rng
 import tracec.nn.functional as F
 from tracec import ops
 from tracec.creation import Generator
 from tracec.distributions import Bernoulli, Categorical
 from tracec.ops import random as random_op
+
+
+@pytest.fixture(autouse=True)
+def _counter_stream():
+    """These tests are about the counter-based stream compiled code draws from:
+    eager draws use it too here (``torch_rng.counter_draws``; by default
+    they follow PyTorch's Mersenne Twister, tests/test_torch_rng.py)."""
+    with torch_rng.counter_draws():
+        yield
+
 
 Z = 4.5
 

@@ -1,9 +1,11 @@
 """Tensor creation and random numbers.
 
-Invariant: tensors made here are leaves; random tensors are drawn through
-the ``random_uniform`` primitive from a generator whose state is itself a
-tensor (``int64[2]``: seed, offset), advanced in place, so a traced function
-that draws random numbers carries that state like any other.
+Invariant: tensors made here are leaves.  Random tensors drawn while
+tracing go through the ``random_uniform`` primitive from a generator whose
+state is itself a tensor (``int64[2]``: seed, offset), advanced in place, so
+a traced function that draws random numbers carries that state like any
+other.  Eager draws come from the generator's Mersenne Twister with
+PyTorch's transforms (``torch_rng``): PyTorch's numbers for the same seed.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import weakref
 import numpy as np
 
 from tracec import dtypes as dt
-from tracec import graph, ops
+from tracec import graph, ops, torch_rng
 from tracec.device import is_meta, to_device
 from tracec.meta_array import MetaArray
 from tracec.runtime_int import RuntimeInt, operand as runtime_operand
@@ -558,6 +560,18 @@ class Generator:
         self.device = to_device(device)
         # PyTorch seeds a new generator with its default seed, 67280421310721.
         self.state._data[0] = 67280421310721
+        #: PyTorch's Mersenne Twister: eager draws (``eager_mt``) follow
+        #: PyTorch's CPU streams (``torch_rng``).
+        self.mt = torch_rng.MTState(67280421310721)
+
+    def eager_mt(self):
+        """The Mersenne Twister to draw from when nothing records (eager
+        draws give PyTorch's numbers), else None: a traced draw goes through
+        the ``random_uniform`` primitive on ``state``, so compiled calls draw
+        afresh."""
+        if RECORDERS or not torch_rng.STREAMS[0] or type(self.state._data) is not np.ndarray:
+            return None
+        return self.mt
 
     def seed(self) -> int:
         """Seed from the operating system's entropy; returns the seed."""
@@ -576,6 +590,7 @@ class Generator:
 
     def manual_seed(self, seed: int) -> "Generator":
         new = np.array([int(seed) & 0x7FFFFFFFFFFFFFFF, 0], np.int64)
+        self.mt.seed(int(seed))
         if RECORDERS:
             with graph.no_grad():
                 self.state._assign(Tensor._make(new, dt.int64), "manual_seed")
@@ -588,14 +603,33 @@ class Generator:
         return int(concrete(self.state, "initial_seed()")[0])
 
     def get_state(self) -> Tensor:
-        return ops.cast(self.state, dt.int64)   # a copy (recorded when traced)
+        """Eagerly, PyTorch's ``uint8[5056]`` state (its Mersenne Twister,
+        byte for byte; tracec's compiled-draw offset in a field PyTorch
+        leaves 0).  While tracing, a recorded copy of the ``int64[2]``
+        (seed, offset) state that compiled draws use."""
+        if self.eager_mt() is None:
+            return ops.cast(self.state, dt.int64)   # a copy (recorded when traced)
+        seed, offset = (int(v) for v in self.state._data)
+        raw = np.frombuffer(self.mt.to_bytes(seed, offset), np.uint8).copy()
+        return Tensor._make(raw, dt.uint8)
 
     def set_state(self, state: Tensor) -> None:
-        if tuple(state.shape) != (2,):
-            raise RuntimeError(f"set_rng_state: expected a state of shape (2,) (seed, offset), "
-                               f"got {tuple(state.shape)}")
+        """Either of ``get_state``'s forms: PyTorch's bytes (also a state
+        saved by PyTorch itself) or tracec's traced (seed, offset)."""
+        if not isinstance(state, Tensor):
+            raise TypeError(f"expected a torch.ByteTensor, but got {type(state).__name__}")
+        if tuple(state.shape) == (2,) and state.dtype is not dt.uint8:
+            with graph.no_grad():
+                self.state._assign(ops.cast(state.detach(), dt.int64), "set_rng_state")
+            return
+        if state.dtype is not dt.uint8:
+            raise TypeError(f"expected a torch.ByteTensor, but got {state.dtype}")
+        raw = np.ascontiguousarray(concrete(state, "set_rng_state() with PyTorch's state"))
+        mt, seed, offset = torch_rng.MTState.from_bytes(raw.tobytes())
+        new = np.array([seed & 0x7FFFFFFFFFFFFFFF, offset], np.int64)
         with graph.no_grad():
-            self.state._assign(ops.cast(state.detach(), dt.int64), "set_rng_state")
+            self.state._assign(Tensor._make(new, dt.int64), "set_rng_state")
+        self.mt = mt
 
     def uniform(self, shape, dtype: dt.DType) -> Tensor:
         """``shape`` draws in [0, 1); advances the offset by their count."""
@@ -661,6 +695,31 @@ def _complex_draw(draw, size, d, generator, scale):
     return Tensor._make(a.view(d.np)[..., 0], d)
 
 
+def drawn(values: np.ndarray, shape, d) -> Tensor:
+    """A new tensor of dtype ``d`` and ``shape`` holding eager draws
+    (``torch_rng``'s, in the dtype's carrier; bfloat16 rounded from float32)."""
+    v = values.reshape(tuple(shape))
+    if d is dt.bfloat16:
+        return ops.cast(Tensor._make(v.astype(np.float32, copy=False), dt.float32), d)
+    return Tensor._make(v.astype(d.np, copy=False), d)
+
+
+def memory_order_draw(t: Tensor, draw) -> np.ndarray:
+    """``draw(n)`` (n flat draws) laid out in ``t``'s shape in the order of
+    its storage: PyTorch's TensorIterator fills a strided tensor (a
+    transpose, a channels-last map) in memory order, not in index order."""
+    shape = tuple(t.shape)
+    st = t.stride() if t.ndim else ()
+    perm = sorted(range(len(shape)), key=lambda i: -st[i])    # stable
+    v = np.asarray(draw(t.numel())).reshape([shape[i] for i in perm])
+    return np.transpose(v, np.argsort(perm))
+
+
+def carrier(d) -> np.dtype:
+    """The NumPy dtype eager draws for ``d`` are made in."""
+    return np.dtype(np.float32) if d is dt.bfloat16 else d.np
+
+
 @_factory(varsize=True)
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     if is_meta(device):
@@ -669,7 +728,13 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) ->
     if dtype is not None and dt.to_dtype(dtype).category == 3:
         return _finish(_complex_draw(rand, size, dt.to_dtype(dtype), generator, 1),
                        requires_grad, device)
-    u = g.uniform(_size(size), _float_dtype(dtype))
+    d = _float_dtype(dtype)
+    shape = _size(size)
+    mt = g.eager_mt()
+    if mt is not None and all(isinstance(k, int) for k in shape):
+        u = drawn(torch_rng.uniform(mt, math.prod(shape), carrier(d)), shape, d)
+        return _finish(u, requires_grad, device)
+    u = g.uniform(shape, d)
     return _finish(u, requires_grad, device)
 
 
@@ -685,6 +750,9 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -
     d = _float_dtype(dtype)
     shape = _size(size)
     n = math.prod(shape)
+    mt = g.eager_mt()
+    if mt is not None and isinstance(n, int):
+        return _finish(drawn(torch_rng.normal(mt, n, carrier(d)), shape, d), requires_grad, device)
     if not RECORDERS and isinstance(n, int) and n >= _BLOCKED_RANDN and \
             d in (dt.float32, dt.float64) and type(g.state._data) is np.ndarray:
         return _finish(_blocked_randn(g, shape, n, d), requires_grad, device)
@@ -782,10 +850,16 @@ def randint(*args, size=None, generator=None, dtype=None, device=None, requires_
         return _on_meta(size if isinstance(size, (tuple, list)) else (size,),
                           dt.to_dtype(dtype) if dtype is not None else dt.int64, requires_grad)
     g = generator or default_generator
+    shape = _size(size if isinstance(size, (tuple, list)) else (size,))
+    d = dt.to_dtype(dtype) if dtype is not None else dt.int64
+    mt = g.eager_mt()
+    if mt is not None and all(isinstance(k, int) for k in shape) and \
+            isinstance(low, (int, np.integer)) and isinstance(high, (int, np.integer)):
+        r = torch_rng.randint(mt, math.prod(shape), int(low), int(high)).reshape(shape)
+        return _finish(Tensor._make(r.astype(d.np, copy=False), d), requires_grad, device)
     with graph.no_grad():
-        u = g.uniform(_size(size if isinstance(size, (tuple, list)) else (size,)), dt.float64)
+        u = g.uniform(shape, dt.float64)
         r = ops.add(ops.cast(ops.mul(u, float(high - low)), dt.int64), low)
-        d = dt.to_dtype(dtype) if dtype is not None else dt.int64
         if d is not dt.int64:
             r = ops.cast(r, d)
     return _finish(r, requires_grad, device)
@@ -822,9 +896,16 @@ def randperm(n, *, generator=None, dtype=None, device=None) -> Tensor:
     # compiled function draws a new permutation at every call.
     if is_meta(device):
         return _on_meta((n,), dt.to_dtype(dtype or dt.int64), False)
-    u = (generator or default_generator).uniform((n,), dt.float64)
-    perm = ops.argsort(u, 0)
+    g = generator or default_generator
     d = dt.to_dtype(dtype or dt.int64)
+    mt = g.eager_mt()
+    if mt is not None and isinstance(n, (int, np.integer)):
+        if n < 0:
+            raise RuntimeError(f"n must be non-negative, got{n}")
+        perm = torch_rng.randperm(mt, int(n))
+        return _finish(Tensor._make(perm.astype(d.np, copy=False), d), False, device)
+    u = g.uniform((n,), dt.float64)
+    perm = ops.argsort(u, 0)
     return _finish(perm if d is dt.int64 else ops.cast(perm, d), False, device)
 
 
@@ -845,9 +926,15 @@ def checked_probabilities(p: Tensor) -> Tensor:
 
 def bernoulli(input, *, generator=None) -> Tensor:
     input = checked_probabilities(input)
-    u = (generator or default_generator).uniform(input.shape, input.dtype)
-    with graph.no_grad():
-        draws = ops.cast(ops.lt(u, input), input.dtype)
+    g = generator or default_generator
+    mt = g.eager_mt()
+    if mt is not None and type(input._data) is np.ndarray:
+        hit = torch_rng.bernoulli_tensor(mt, np.asarray(input._data))
+        draws = Tensor._make(hit.astype(input.dtype.np), input.dtype)
+    else:
+        u = g.uniform(input.shape, input.dtype)
+        with graph.no_grad():
+            draws = ops.cast(ops.lt(u, input), input.dtype)
     if not (input.requires_grad and graph.is_grad_enabled()):
         return draws
     from tracec.methods import filled   # PyTorch's result keeps input's history (zero gradient)

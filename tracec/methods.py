@@ -12,7 +12,7 @@ import numpy as np
 from tracec import creation, graph
 from tracec import dtypes as dt
 from tracec import functions as F
-from tracec import indexing, shape_ops as S
+from tracec import indexing, shape_ops as S, torch_rng
 from tracec.ops.core import broadcast_shapes as _broadcast_shapes
 from tracec.runtime_int import RuntimeInt, operand as runtime_operand
 from tracec.symbolic import Sym
@@ -279,18 +279,33 @@ def _uniform(self, from_=0.0, to=1.0, *, generator=None, **kwargs):
         from_ = kwargs["from"]
     if self.is_meta:        # nothing to write, nothing drawn (as PyTorch)
         return self
-    with graph.no_grad():
-        u = creation.rand(self.shape, dtype=self.dtype, generator=generator)
-        u = F.add(F.mul(u, to - from_), from_)
+    mt = (generator or creation.default_generator).eager_mt()
+    if mt is not None and self.dtype.is_floating_point:
+        # PyTorch's stream and arithmetic: x * (to - from) + from in the dtype
+        u = creation.memory_order_draw(self, lambda n: torch_rng.uniform(
+            mt, n, creation.carrier(self.dtype), float(from_), float(to)))
+        u = creation.drawn(u, self.shape, self.dtype)
+    else:
+        with graph.no_grad():
+            u = creation.rand(self.shape, dtype=self.dtype, generator=generator)
+            u = F.add(F.mul(u, to - from_), from_)
     return self._assign(filled(self, u, "UniformBackward0"), "uniform_")
 
 
 def _normal(self, mean=0.0, std=1.0, generator=None):
     if self.is_meta:
         return self
-    with graph.no_grad():
-        z = creation.randn(self.shape, dtype=self.dtype, generator=generator)
-        z = F.add(F.mul(z, std), mean)
+    mt = (generator or creation.default_generator).eager_mt()
+    if mt is not None and self.dtype.is_floating_point:
+        # PyTorch's stream; mean and std enter its Box-Muller kernel
+        z = creation.memory_order_draw(self, lambda n: torch_rng.normal(
+            mt, n, creation.carrier(self.dtype), float(mean), float(std),
+            contiguous=self.is_contiguous()))
+        z = creation.drawn(z, self.shape, self.dtype)
+    else:
+        with graph.no_grad():
+            z = creation.randn(self.shape, dtype=self.dtype, generator=generator)
+            z = F.add(F.mul(z, std), mean)
     return self._assign(filled(self, z, "NormalBackward0"), "normal_")
 
 

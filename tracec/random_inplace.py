@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from tracec import creation, graph, ops
+from tracec import creation, graph, ops, torch_rng
 from tracec import dtypes as dt
 from tracec.math_extra import ceil, floor
 from tracec.tensor import Tensor
@@ -45,6 +45,13 @@ def _fill(self, values: Tensor, op: str):
     return self._assign(filled(self, values, _GRAD_FN[op]), op)
 
 
+def _broadcasts(src, dst) -> bool:
+    try:
+        return np.broadcast_shapes(tuple(src), tuple(dst)) == tuple(dst)
+    except ValueError:
+        return False
+
+
 def _floating(self, op):
     if not self.dtype.is_floating_point:
         raise RuntimeError(f"{op} expects a floating point tensor, got {self.dtype}")
@@ -61,6 +68,22 @@ def bernoulli_(self, p=0.5, *, generator=None):
         pv = float(p)
         if not 0 <= pv <= 1:
             raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
+    mt = (generator or creation.default_generator).eager_mt()
+    if mt is not None and not self.is_meta and (
+            not isinstance(pv, Tensor) or type(pv._data) is np.ndarray):
+        # PyTorch's stream: float64 uniforms for a number p, float32 ones
+        # (one per element of self) for a tensor p
+        if isinstance(pv, Tensor):
+            p_b = np.broadcast_to(np.asarray(pv._data), tuple(self.shape)) \
+                if _broadcasts(pv.shape, self.shape) else None
+            if p_b is None:
+                raise RuntimeError(f"bernoulli_: p of shape {tuple(p.shape)} cannot be broadcast "
+                                   f"to self of shape {tuple(self.shape)}")
+            hit = torch_rng.bernoulli_tensor(mt, p_b)
+        else:
+            hit = creation.memory_order_draw(
+                self, lambda n: torch_rng.bernoulli_scalar(mt, n, pv))
+        return _fill(self, Tensor._make(np.ascontiguousarray(hit), dt.bool_), "bernoulli_")
     with graph.no_grad():
         pt = ops.cast(pv.detach(), _WORK) if isinstance(pv, Tensor) else pv
         hit = ops.lt(_uniform(self, generator), pt)
@@ -76,6 +99,11 @@ def exponential_(self, lambd=1.0, *, generator=None):
         # (the number as C++ prints a double: 0, -1.5, -1e-07)
         raise RuntimeError("exponential_ expects lambda > 0.0, but found "
                            f"lambda={float(lambd):g}")
+    mt = (generator or creation.default_generator).eager_mt()
+    if mt is not None and not self.is_meta:
+        x = creation.memory_order_draw(self, lambda n: torch_rng.exponential(
+            mt, n, creation.carrier(self.dtype), float(lambd)))
+        return _fill(self, creation.drawn(x, self.shape, self.dtype), "exponential_")
     with graph.no_grad():
         # 1 - u lies in (0, 1]: the log is finite.
         x = ops.div(ops.log(ops.sub(1.0, _uniform(self, generator))), -float(lambd))
@@ -145,6 +173,16 @@ def random_(self, from_=None, to=_UNSET, *, generator=None, **kw):
     if hi <= lo:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={lo} "
                            f">= to={hi}")
+    mt = (generator or creation.default_generator).eager_mt()
+    if mt is not None and not self.is_meta:
+        if to is _UNSET and from_ is None or to is None and not from_:
+            def draw(n):                  # PyTorch's unbounded draw
+                return torch_rng.random_full(mt, n, creation.carrier(self.dtype))
+        else:
+            def draw(n):
+                return torch_rng.randint(mt, n, lo, hi)
+        vals = creation.memory_order_draw(self, draw)
+        return _fill(self, creation.drawn(vals, self.shape, self.dtype), "random_")
     with graph.no_grad():
         u = _uniform(self, generator)
         # In float64, as PyTorch's bound checks: u * span < span, and the

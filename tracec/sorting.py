@@ -223,6 +223,15 @@ def multinomial(input, num_samples: int, replacement: bool = False, *,  # noqa: 
                            "replacement")
     if not RECORDERS:
         _check_distribution(input)
+    if not replacement and (generator or creation.default_generator).eager_mt() is not None:
+        # PyTorch's eager algorithm on its stream: q ~ Exp(1) like input,
+        # the top num_samples of input / q
+        with graph.no_grad():
+            q = ops.div(input.detach(), creation.empty(tuple(input.shape), dtype=input.dtype)
+                        .exponential_(1, generator=generator))
+            if num_samples == 1:
+                return ops.reshape(ops.argmax(q, q.ndim - 1), tuple(q.shape[:-1]) + (1,))
+            return topk(q, num_samples, -1).indices
     with graph.no_grad():
         p = input.detach() if input.ndim == 2 else ops.reshape(input.detach(), (1, n))
         rows = p.shape[0]

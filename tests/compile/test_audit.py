@@ -448,6 +448,7 @@ def test_fallback_eager_runs_side_effects_every_call():
 
 
 @pytest.mark.parametrize("backend", ["interp", "cpu"])
+@pytest.mark.usefixtures("counter_rng")
 def test_tracec_rng_and_manual_seed_between_calls(backend):
     def f(x):
         return x + tracec.randn(3) + tracec.nn.functional.dropout(x, 0.5)

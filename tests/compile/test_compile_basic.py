@@ -142,6 +142,7 @@ def test_trace_returns_ir_without_compiling():
     assert "tracec.matmul" in text and "tracec.reduce_sum" in text
 
 
+@pytest.mark.usefixtures("counter_rng")
 def test_rng_state_is_carried():
     @tracec.compile(backend="interp")
     def f(x):
@@ -248,6 +249,7 @@ def test_returned_arguments_and_parameters_are_the_objects_themselves():
 
 
 @pytest.mark.parametrize("backend", ["interp", "cpu"])
+@pytest.mark.usefixtures("counter_rng")
 def test_a_compiled_model_backpropagates_like_eager(backend):
     """compile(model), loss.backward() outside: a compiled backward (the
     forward recomputed, the dropout mask from the RNG state of the forward,

@@ -48,6 +48,7 @@ def _setup():
 
 
 @pytest.mark.parametrize("backend", ["interp", "cpu"])
+@pytest.mark.usefixtures("counter_rng")
 def test_cnn_with_dropout2d_compiled_equals_eager(backend):
     me, se, she = _setup()
     mc, sc, shc = _setup()

@@ -59,6 +59,7 @@ def _setup(kind):
 
 @pytest.mark.parametrize("backend", ["interp", "cpu"])
 @pytest.mark.parametrize("kind", ["mlp_sgd", "mlp_adam", "cnn", "tokens"])
+@pytest.mark.usefixtures("counter_rng")
 def test_compiled_model_training_equals_eager(kind, backend):
     me, oe, se = _setup(kind)
     mc, oc, sc = _setup(kind)

@@ -103,6 +103,7 @@ OPTS.update({
     ("adamw_amsgrad", lambda o: tracec.optim.lr_scheduler.CyclicLR(
         o, 0.001, 0.01, step_size_up=2)),
 ], ids=["onecycle-rmsprop", "onecycle-sgd", "onecycle-adamw", "cyclic-adamw"])
+@pytest.mark.usefixtures("counter_rng")
 def test_cycled_momentum_does_not_retrace(opt_name, make, backend):
     """OneCycleLR / CyclicLR cycle the momentum (betas[0] for Adam) every
     step: the compiled step reads it from a holder, as the lr."""

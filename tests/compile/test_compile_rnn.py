@@ -41,6 +41,7 @@ def _setup():
 
 
 @pytest.mark.parametrize("backend", ["interp", "cpu"])
+@pytest.mark.usefixtures("counter_rng")
 def test_compiled_lstm_lm_step_carrying_hidden_equals_eager(backend):
     me, se = _setup()
     mc, sc = _setup()

@@ -48,6 +48,7 @@ def _setup(dropout: float):
 
 @pytest.mark.parametrize("backend", ["interp", "cpu"])
 @pytest.mark.parametrize("dropout", [0.0, 0.2])
+@pytest.mark.usefixtures("counter_rng")
 def test_compiled_causal_lm_training_equals_eager(backend, dropout):
     me, se = _setup(dropout)
     mc, sc = _setup(dropout)

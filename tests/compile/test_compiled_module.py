@@ -55,6 +55,7 @@ def _train(model, opt, steps=5, seed=0):
 
 
 @pytest.mark.parametrize("how", ["wrapper", "method"])
+@pytest.mark.usefixtures("counter_rng")
 def test_a_compiled_lm_trains_like_eager(how):
     def build():
         tracec.manual_seed(0)
@@ -145,6 +146,7 @@ def _train_scaled(model, opt, seed_on):
 
 
 @pytest.mark.parametrize("seed_on", [99, 4])
+@pytest.mark.usefixtures("counter_rng")
 def test_a_compiled_model_computes_the_losss_gradients_with_its_forward(seed_on):
     """After a backward seeded at the scalar loss alone, calls run the
     forward and the loss's gradients as one compiled function (no forward
@@ -221,6 +223,7 @@ def _generic_subs(cm):
 SIZES = (3, 4, 5, 4, 6, 5, 4, 3)
 
 
+@pytest.mark.usefixtures("counter_rng")
 def test_joint_calls_of_a_size_generic_forward_over_batch_sizes():
     cm = _against_eager(TinyCNN, lambda m, x, y: m(x, y)[1], SIZES, 7)
     subs = _generic_subs(cm)
@@ -240,6 +243,7 @@ def _logits_loss(m, x, y):
 
 
 @pytest.mark.parametrize("backend", ["interp", "cpu"])
+@pytest.mark.usefixtures("counter_rng")
 def test_a_compiled_model_saves_residuals_for_its_backward(backend):
     """compile(model) with the loss outside: each call runs the forward and
     returns what the backward reads (activations, dropout masks), and the
@@ -250,6 +254,7 @@ def test_a_compiled_model_saves_residuals_for_its_backward(backend):
     assert "split_compile_s" in e.timings and not e.backward_plan._exe, e.timings
 
 
+@pytest.mark.usefixtures("counter_rng")
 def test_residuals_of_a_size_generic_forward_over_batch_sizes():
     cm = _against_eager(LogitsCNN, _logits_loss, SIZES, 9)
     subs = _generic_subs(cm)
@@ -287,6 +292,7 @@ def test_residuals_are_freed_by_a_backward_that_keeps_no_graph():
         out.pow(2).mean().backward()
 
 
+@pytest.mark.usefixtures("counter_rng")
 def test_a_model_the_split_cannot_handle_trains_with_the_recomputing_backward(monkeypatch):
     from tracec import compiled_backward
 

@@ -453,6 +453,7 @@ def test_batchnorm_training_step_keeps_the_batch_symbolic():
     _close(m2[1].running_var.numpy(), m1[1].running_var.numpy(), 1e-5)
 
 
+@pytest.mark.usefixtures("counter_rng")
 def test_random_draws_and_batchmean_keep_the_batch_symbolic():
     """Dropout (any draw whose count is a symbolic size) advances the RNG
     offset by the symbol at run time, and kl_div's batchmean divides by it:

@@ -91,6 +91,7 @@ def _close(a, b):
 
 
 @pytest.mark.parametrize("name", sorted(RANDOM))
+@pytest.mark.usefixtures("counter_rng")
 def test_compiled_random_draws_fresh_values_equal_to_eager(name):
     """Failed before the fix (compiled calls replayed the first call's draws,
     NumPy transforms of them): random_ (all forms), bernoulli_ (both),
@@ -166,6 +167,7 @@ def _inputs(k):
 
 
 @pytest.mark.parametrize("name", sorted(RECORDED))
+@pytest.mark.usefixtures("counter_rng")
 def test_values_read_from_traced_tensors_are_recorded(name):
     """Each of these was silently wrong before the fix: the compiled calls
     gave the first call's values."""

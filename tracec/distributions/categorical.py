@@ -15,7 +15,8 @@ import numpy as np
 from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import graph
-from tracec.creation import arange, full, rand
+from tracec.creation import arange, default_generator, full, rand
+from tracec.sorting import multinomial
 from tracec.distributions import constraints
 from tracec.distributions.distribution import Distribution
 from tracec.distributions.utils import broadcast_shape, lazy_property, logits_to_probs, \
@@ -91,6 +92,12 @@ class Categorical(Distribution):
         k = self._num_events
         with graph.no_grad():
             p = self.probs.detach()
+            if default_generator.eager_mt() is not None:
+                # PyTorch's draw (its stream, eagerly): multinomial with
+                # replacement over the flattened batch, transposed
+                n = math.prod(tuple(sample_shape)) if len(tuple(sample_shape)) else 1
+                s2 = multinomial(p.reshape(-1, k), n, True).T
+                return s2.reshape(shape)
             work = dt.float64 if p.dtype is dt.float64 else dt.float32
             p = p.to(work)
             cdf = p.cumsum(-1)                              # batch + (k,)

@@ -296,9 +296,9 @@ def gumbel_softmax(logits, tau: float = 1, hard: bool = False, eps: float = 1e-1
     if eps != 1e-10:
         warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
     x = _tensor(logits, "gumbel_softmax")
-    u = creation.rand(tuple(x.shape), dtype=x.dtype)
-    # -log(Exp(1)) with Exp(1) = -log(U), U in (0, 1]
-    gumbels = TF.neg(TF.log(TF.neg(TF.log(TF.sub(1.0, u)))))
+    # PyTorch's noise, -log(Exp(1)): eagerly its stream (exponential_)
+    with graph.no_grad():
+        gumbels = TF.neg(TF.log(creation.empty(tuple(x.shape), dtype=x.dtype).exponential_()))
     y_soft = TF.softmax(TF.div(TF.add(x, gumbels), tau), dim)
     if not hard:
         return y_soft

@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 
-from tracec import creation
+from tracec import creation, torch_rng
 from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import autocast_mode, graph, ops
@@ -140,6 +140,13 @@ def _keep_mask(shape, p: float, x: Tensor) -> Tensor:
     """Scale 1/(1-p) where kept (probability 1-p), else 0; drawn with
     ``tracec.rand`` so the generator state is a tensor."""
     work = x.dtype if x.dtype.is_floating_point else dt.get_default_dtype()
+    mt = creation.default_generator.eager_mt()
+    if mt is not None and all(isinstance(k, int) for k in shape):
+        # PyTorch's mask: empty_like(x).bernoulli_(1 - p).div_(1 - p)
+        keep = torch_rng.bernoulli_scalar(mt, int(np.prod(shape)), 1.0 - p)
+        one = work.np.type(1)
+        mask = keep.reshape(tuple(shape)).astype(work.np) * (one / work.np.type(1.0 - p))
+        return Tensor._make(mask, work)
     u = creation.rand(tuple(shape), dtype=work)
     return ops.mul(ops.cast(ops.lt(u, 1.0 - p), work), 1.0 / (1.0 - p))
 

@@ -181,6 +181,11 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
                       "The distribution of values may be incorrect.", stacklevel=2)
     lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
+    if tensor.is_meta:          # no storage: nothing drawn (as PyTorch)
+        return tensor
+    if (generator or creation.default_generator).eager_mt() is not None \
+            and tensor.dtype.is_floating_point:
+        return _trunc_normal_torch(tensor, mean, std, a, b, hi - lo, generator)
     if hi - lo >= 0.5 and not RECORDERS and tensor.numel() >= 4096:
         # Most draws land inside [a, b] (``std`` well below the bounds, as
         # trunc_normal_(std=.02) of ViT-style inits): normals redrawn where
@@ -209,6 +214,47 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
         return tensor.copy_(ops.cast(z, tensor.dtype))
 
 
+def _trunc_normal_torch(tensor, mean, std, a, b, p, generator):
+    """torch 2.13's ``_no_grad_trunc_normal_``, step for step on PyTorch's
+    stream (eager): normals redrawn where outside [a, b] when the mass
+    ``p`` inside exceeds 0.3, else rejection sampling from uniforms on
+    [a, b] against the density's log."""
+    with graph.no_grad():
+        if p > 0.3:
+            lo = float(np.asarray(a, tensor.dtype.np)) if tensor.dtype is not dt.bfloat16 else a
+            hi = float(np.asarray(b, tensor.dtype.np)) if tensor.dtype is not dt.bfloat16 else b
+            result = tensor.normal_(mean, std, generator=generator)
+            while True:
+                mask = (result < lo) | (result > hi)
+                if not bool(mask.any()):
+                    break
+                result = TF.where(mask, creation.empty_like(result).normal_(
+                    mean, std, generator=generator), result)
+            if tensor is not result:
+                tensor.copy_(result)
+            return tensor
+        mode = max(a, min(mean, b))
+        log_peak = -0.5 * ((mode - mean) / std) ** 2
+        candidates = creation.empty_like(tensor)
+        accept_buf = creation.empty_like(tensor)
+        tensor.uniform_(a, b, generator=generator)
+        candidates.copy_(tensor)
+        candidates.sub_(mean).div_(std).pow_(2).mul_(-0.5).sub_(log_peak)
+        pending = accept_buf.uniform_(generator=generator).log_().gt(candidates)
+        if bool(pending.any()):
+            result = tensor
+            while True:
+                candidates.uniform_(a, b, generator=generator)
+                result = TF.where(pending, candidates, result)
+                candidates.sub_(mean).div_(std).pow_(2).mul_(-0.5).sub_(log_peak)
+                pending = TF.where(pending, accept_buf.uniform_(generator=generator).log_()
+                                   .gt(candidates), pending)
+                if not bool(pending.any()):
+                    break
+            tensor.copy_(result)
+        return tensor
+
+
 def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     """A (semi-)orthogonal matrix from the QR decomposition of a normal
     draw, signs fixed by diag(R), as PyTorch does.  Initialization is not
@@ -219,7 +265,10 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
         return tensor
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
-    a = creation.randn(rows, cols, dtype=dt.float64, generator=generator).numpy()
+    # PyTorch's draw: new_empty((rows, cols)).normal_(0, 1) in the tensor's
+    # dtype (its stream, eagerly), then the QR in float64
+    a = creation.empty(rows, cols, dtype=tensor.dtype).normal_(0, 1, generator=generator)
+    a = a.numpy().astype(np.float64)
     if rows < cols:
         a = a.T
     q, r = np.linalg.qr(a)

@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import warnings
 
+from tracec import creation
+from tracec import dtypes as dt
+from tracec.tensor import concrete
+
 from tracec.utils.data.collate import default_collate, default_convert
 from tracec.utils.data.dataset import IterableDataset
 from tracec.utils.data.sampler import (BatchSampler, RandomSampler, Sampler,
@@ -150,9 +154,13 @@ class DataLoader:
 
     def __iter__(self):
         self._warn_pin_memory()
+        # PyTorch's iterator draws its workers' base seed when it is made,
+        # with or without workers: the global stream advances as PyTorch's.
+        base = int(concrete(creation.empty((), dtype=dt.int64).random_(generator=self.generator),
+                            "a DataLoader's base seed"))
         if self._iterable:
-            return self._iter_iterable()
-        return self._iter_map()
+            return self._iter_iterable(base)
+        return self._iter_map(base)
 
     def _fetch(self, dataset, index):
         if self._auto_collation:
@@ -162,9 +170,9 @@ class DataLoader:
             samples = dataset[index]
         return self.collate_fn(samples)
 
-    def _iter_map(self):
+    def _iter_map(self, base):
         if self.num_workers > 0:
-            yield from Workers(self).map_batches(self, self._fetch)
+            yield from Workers(self, base).map_batches(self, self._fetch)
             return
         for index in self._index_sampler:
             yield self._fetch(self.dataset, index)
@@ -184,9 +192,9 @@ class DataLoader:
             return self.collate_fn(batch)
         return None
 
-    def _iter_iterable(self):
+    def _iter_iterable(self, base):
         if self.num_workers > 0:
-            yield from Workers(self).iterable_batches(self._next_batch)
+            yield from Workers(self, base).iterable_batches(self._next_batch)
             return
         it = iter(self.dataset)
         while (batch := self._next_batch(it)) is not None:

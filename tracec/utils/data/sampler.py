@@ -2,15 +2,16 @@
 
 Random samplers draw from a ``tracec.Generator``; without one they seed a
 fresh generator from the default one (as PyTorch does), so the order is
-fixed by ``tracec.manual_seed`` yet differs from epoch to epoch.  The order
-need not match PyTorch's bit for bit.
+fixed by ``tracec.manual_seed`` yet differs from epoch to epoch.  Eagerly the
+orders are PyTorch's (its seed draw, ``randperm`` and ``randint`` streams).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from tracec import dtypes as dt
-from tracec.creation import Generator, default_generator, randperm
+from tracec.creation import Generator, default_generator, empty, randint, randperm
+from tracec.sorting import multinomial
 from tracec.tensor import Tensor, concrete
 
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
@@ -23,10 +24,11 @@ def _uniform64(generator, n: int) -> np.ndarray:
 
 
 def draw_seed(generator=None) -> int:
-    """A 63-bit seed drawn from ``generator`` (default: the global one)."""
-    u = concrete((generator or default_generator).uniform((3,), dt.float64), "drawing a seed")
-    bits = [int(x * (1 << 24)) for x in u]     # the top 24 of each draw's 53 bits
-    return ((bits[0] << 48) | (bits[1] << 24) | bits[2]) & 0x7FFFFFFFFFFFFFFF
+    """A 63-bit seed drawn from ``generator`` (default: the global one) as
+    PyTorch draws it: ``int(torch.empty((), dtype=torch.int64).random_().item())``
+    (so an eager run's shuffles are PyTorch's)."""
+    t = empty((), dtype=dt.int64).random_(generator=generator or default_generator)
+    return int(concrete(t, "drawing a seed"))
 
 
 def seeded_generator(generator=None) -> Generator:
@@ -86,11 +88,10 @@ class RandomSampler(Sampler):
         if self.replacement:
             # Drawn 32 at a time, as PyTorch does: num_samples may be huge
             # (minGPT asks for 1e10 and stops when it has trained enough).
-            left = self.num_samples
-            while left > 0:
-                u = _uniform64(g, min(32, left))
-                left -= len(u)
-                yield from np.minimum((u * n).astype(np.int64), n - 1).tolist()
+            for _ in range(self.num_samples // 32):
+                yield from randint(0, n, (32,), dtype=dt.int64, generator=g).tolist()
+            yield from randint(0, n, (self.num_samples % 32,), dtype=dt.int64,
+                               generator=g).tolist()
             return
         for _ in range(self.num_samples // n):
             yield from randperm(n, generator=g).tolist()
@@ -144,23 +145,15 @@ class WeightedRandomSampler(Sampler):
         self.generator = generator
 
     def __iter__(self):
-        g = seeded_generator(self.generator)
         # (the attribute may have been replaced, as PyTorch's may: a tensor
         # or a sequence of weights)
         w = self.weights
         w = np.asarray(concrete(w, "WeightedRandomSampler(weights)") if isinstance(w, Tensor)
                        else w, np.float64)
-        if self.replacement:
-            cdf = np.cumsum(w)
-            u = _uniform64(g, self.num_samples) * cdf[-1]
-            idx = np.minimum(np.searchsorted(cdf, u, side="right"), len(w) - 1)
-        else:
-            # Exponential-race keys: the order of -log(u) / w is a draw
-            # without replacement proportional to w.
-            u = _uniform64(g, len(w))
-            with np.errstate(divide="ignore"):
-                keys = -np.log1p(-u) / w
-            idx = np.argsort(keys, kind="stable")[:self.num_samples]
+        # PyTorch's draw: torch.multinomial(weights, num_samples, replacement,
+        # generator=self.generator), its stream eagerly
+        idx = multinomial(Tensor._make(w, dt.float64), self.num_samples, self.replacement,
+                          generator=self.generator)
         yield from idx.tolist()
 
     def __len__(self) -> int:

@@ -21,7 +21,6 @@ import random
 import numpy as np
 
 from tracec import creation
-from tracec import dtypes as dt
 
 __all__ = ["WorkerInfo", "current", "Workers"]
 
@@ -89,11 +88,10 @@ class _Worker:
 class Workers:
     """The emulated workers of one ``DataLoader`` iteration."""
 
-    def __init__(self, loader):
+    def __init__(self, loader, base: int):
+        """``base``: the seed the loader's iterator drew (from its generator
+        or the global one, once per iteration, as PyTorch's)."""
         n = loader.num_workers
-        # PyTorch draws the base seed from the loader's generator (or the
-        # global one) once per iteration.
-        base = int(creation.empty((), dtype=dt.int64).random_(generator=loader.generator).item())
         self.workers = [_Worker(i, n, base + i, loader.dataset) for i in range(n)]
         for w in self.workers:
             if loader.worker_init_fn is not None:

@@ -1,0 +1,174 @@
+"""Eager random draws follow PyTorch's CPU streams (``tracec.torch_rng``):
+after the same ``manual_seed`` every eager draw, initializer, dropout mask,
+sampler order and generator state equals torch 2.13's (float32 normals to
+a few ulp: PyTorch's kernel uses SLEEF's vector log/sin/cos)."""
+import numpy as np
+import pytest
+
+import tracec
+from tracec import torch_rng
+
+torch = pytest.importorskip("torch")
+
+CASES = {
+    "rand": lambda L: L.rand(3, 40),
+    "rand float64": lambda L: L.rand(7, dtype=L.float64),
+    "rand float16": lambda L: L.rand(20, dtype=L.float16).float(),
+    "rand bfloat16": lambda L: L.rand(20, dtype=L.bfloat16).float(),
+    "randn small (cached second sample)": lambda L: L.cat([L.randn(3), L.randn(3), L.randn(1)]),
+    "randn 16-blocks and a tail": lambda L: L.randn(37, 3),
+    "randn float64": lambda L: L.randn(33, dtype=L.float64),
+    "randn_like": lambda L: L.randn_like(L.zeros(3, 40)),
+    "normal(mean, std, size)": lambda L: L.normal(2.0, 3.0, size=(40,)),
+    "uniform_": lambda L: L.empty(50, 7).uniform_(-0.2, 0.3),
+    "uniform_ on a transpose": lambda L: L.empty(20, 30).t().uniform_(),
+    "normal_": lambda L: L.empty(50, 7).normal_(0.5, 2.0),
+    "normal_ small": lambda L: L.empty(5).normal_(0.5, 2.0),
+    "normal_ on a transpose": lambda L: L.empty(20, 30).t().normal_(),
+    "randint": lambda L: L.randint(0, 7, (9, 4)),
+    "randint wide": lambda L: L.randint(-5, 2 ** 33, (6,)),
+    "randint_like": lambda L: L.randint_like(L.zeros(12), 3, 9),
+    "randperm": lambda L: L.randperm(300),
+    "bernoulli(p)": lambda L: L.bernoulli(L.full((4, 20), 0.4)),
+    "bernoulli_(0.3)": lambda L: L.empty(100).bernoulli_(0.3),
+    "bernoulli_(p tensor)": lambda L: L.empty(4, 25).bernoulli_(L.full((25,), 0.6)),
+    "exponential_": lambda L: L.empty(40).exponential_(2.0),
+    "random_()": lambda L: L.empty(10, dtype=L.int64).random_(),
+    "random_(from, to)": lambda L: L.empty(10).random_(3, 17),
+    "dropout": lambda L: L.nn.functional.dropout(L.ones(64, 30), 0.3, True),
+    "dropout2d": lambda L: L.nn.functional.dropout2d(L.ones(4, 6, 3, 3), 0.5, True),
+    "nn.Dropout module": lambda L: L.nn.Dropout(0.1)(L.ones(8, 50)),
+    "Linear init": lambda L: L.cat([p.flatten() for p in L.nn.Linear(30, 20).parameters()]),
+    "Conv2d init": lambda L: L.cat([p.flatten() for p in L.nn.Conv2d(3, 8, 3).parameters()]),
+    "LSTM init": lambda L: L.cat([p.flatten() for p in L.nn.LSTM(5, 7, 2).parameters()]),
+    "Embedding init": lambda L: L.nn.Embedding(100, 16).weight,
+    "xavier_uniform_": lambda L: L.nn.init.xavier_uniform_(L.empty(10, 20)),
+    "kaiming_normal_": lambda L: L.nn.init.kaiming_normal_(L.empty(10, 20)),
+    "trunc_normal_ (redraws)": lambda L: L.nn.init.trunc_normal_(L.empty(100, 20), std=0.02),
+    "trunc_normal_ (rejection)": lambda L: L.nn.init.trunc_normal_(L.empty(50, 20), a=-0.1, b=0.2),
+    "orthogonal_": lambda L: L.nn.init.orthogonal_(L.empty(3, 8), gain=2.0),
+    "gumbel_softmax": lambda L: L.nn.functional.gumbel_softmax(L.zeros(4, 5), tau=0.5),
+    "multinomial with replacement": lambda L: L.multinomial(L.tensor([[0.1, 0.2, 0.7], [0.5, 0.25, 0.25]]), 9, True),
+    "multinomial without": lambda L: L.multinomial(L.tensor([0.1, 0.2, 0.3, 0.4]), 3),
+    "Categorical.sample": lambda L: L.distributions.Categorical(logits=L.zeros(3, 6)).sample((4,)),
+    "Normal.sample": lambda L: L.distributions.Normal(L.zeros(20), L.ones(20)).sample(),
+    "a Generator of its own": lambda L: L.rand(5, generator=L.Generator().manual_seed(3)),
+    "get / set_rng_state": lambda L: (lambda s: (L.rand(3), L.set_rng_state(s), L.rand(3))[2])(
+        L.get_rng_state()),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_eager_draw_equals_torch(name):
+    f = CASES[name]
+    tracec.manual_seed(7)
+    torch.manual_seed(7)
+    with tracec.no_grad():
+        a = np.asarray(f(tracec).detach().numpy(), np.float64)
+    with torch.no_grad():
+        b = np.asarray(f(torch).detach().numpy(), np.float64)
+    assert a.shape == b.shape
+    # float32 normals: SLEEF's log/sin/cos against NumPy's, a few ulp
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+    # the streams stay aligned afterwards
+    assert float(tracec.rand(())) == float(torch.rand(()))
+
+
+def test_rng_state_is_pytorchs_bytes_and_loads_a_state_torch_saved():
+    torch.manual_seed(123)
+    torch.rand(700)
+    torch.randn(3)                        # leaves a cached second normal sample
+    tracec.manual_seed(123)
+    tracec.rand(700)
+    tracec.randn(3)
+    ours, theirs = tracec.get_rng_state(), torch.get_rng_state()
+    assert ours.dtype == tracec.uint8 and tuple(ours.shape) == (torch_rng.STATE_BYTES,)
+    assert bytes(ours.numpy()) == bytes(theirs.numpy())
+    tracec.set_rng_state(tracec.tensor(theirs.numpy()))
+    np.testing.assert_array_equal(tracec.randn(5).numpy(), torch.randn(5).numpy())
+    with pytest.raises(RuntimeError, match="RNG state size"):
+        tracec.set_rng_state(tracec.zeros(100, dtype=tracec.uint8))
+
+
+def _loader_orders(L):
+    L.manual_seed(0)
+    ds = L.utils.data.TensorDataset(L.arange(20))
+    out = []
+    for _ in range(2):
+        for (b,) in L.utils.data.DataLoader(ds, batch_size=6, shuffle=True):
+            out += b.tolist()
+    out += L.utils.data.random_split(range(10), [3, 7])[0].indices
+    out += list(L.utils.data.RandomSampler(range(10), replacement=True, num_samples=40))
+    out += list(L.utils.data.SubsetRandomSampler([5, 6, 7, 8]))
+    out.append(float(L.rand(())))
+    return out
+
+
+def test_dataloader_shuffles_splits_and_samplers_equal_torch():
+    assert _loader_orders(tracec) == _loader_orders(torch)
+
+
+def test_a_seeded_training_loop_prints_pytorchs_losses():
+    """A program as users write it: manual_seed, default init, dropout, a
+    shuffled DataLoader, Adam; every loss equals PyTorch's."""
+    def run(L):
+        L.manual_seed(42)
+        model = L.nn.Sequential(L.nn.Linear(8, 32), L.nn.ReLU(), L.nn.Dropout(0.2),
+                                L.nn.Linear(32, 3))
+        x, y = L.randn(40, 8), L.randint(0, 3, (40,))
+        loader = L.utils.data.DataLoader(L.utils.data.TensorDataset(x, y), batch_size=8,
+                                         shuffle=True)
+        opt = L.optim.Adam(model.parameters(), lr=1e-2)
+        losses = []
+        for _ in range(3):
+            for xb, yb in loader:
+                opt.zero_grad()
+                loss = L.nn.functional.cross_entropy(model(xb), yb)
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+        return losses
+    np.testing.assert_allclose(run(tracec), run(torch), rtol=1e-5)
+
+
+def test_mersenne_twister_seeding_and_words():
+    """The engine itself: init_genrand of the seed's low 32 bits, then the
+    tempered words std::mt19937 gives (its 10000th output is 4123659995)."""
+    mt = torch_rng.MTState(5489)
+    assert int(mt.random(10000)[-1]) == 4123659995
+    a, b = torch_rng.MTState(7), torch_rng.MTState(7 + (1 << 32))
+    assert np.array_equal(a.random(5), b.random(5))
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_compiled_draws_repeat_under_a_seed_and_stay_fresh(backend):
+    """Compiled code draws from the counter-based stream (not PyTorch's, as
+    torch.compile's Philox): every call fresh numbers, the same numbers
+    after the same seed, one trace; eager draws around it stay PyTorch's."""
+    def f(x):
+        return x + tracec.randn(3) + tracec.nn.functional.dropout(x, 0.5)
+    comp = tracec.compile(f, backend=backend)
+    x = tracec.ones(3)
+    comp(x)
+    tracec.manual_seed(0)
+    a, b = comp(x).tolist(), comp(x).tolist()
+    tracec.manual_seed(0)
+    c = comp(x).tolist()
+    assert a == c and a != b
+    assert comp.cache_info().traces == 1
+    tracec.manual_seed(5)
+    torch.manual_seed(5)
+    assert tracec.rand(4).tolist() == torch.rand(4).tolist()
+
+
+def test_counter_draws_make_eager_equal_compiled():
+    def f(x):
+        return x + tracec.nn.functional.dropout(x, 0.5)
+    comp = tracec.compile(f, backend="interp")
+    x = tracec.ones(50)
+    with torch_rng.counter_draws():
+        comp(x)
+        tracec.manual_seed(3)
+        want = f(x).tolist()
+        tracec.manual_seed(3)
+        assert comp(x).tolist() == want

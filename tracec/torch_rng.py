@@ -1,0 +1,282 @@
+"""PyTorch's CPU random streams, drawn with NumPy: eager ``manual_seed(s)``
+followed by ``rand``, ``randn``, ``uniform_``, ``normal_``, ``randint``,
+``randperm``, ``bernoulli_`` (dropout) gives PyTorch's numbers.
+
+PyTorch's CPU generator (``CPUGeneratorImpl``) is a 32-bit Mersenne
+Twister seeded with ``init_genrand(seed & 0xffffffff)``, plus a cached
+second Box-Muller sample for its scalar normal path.  NumPy's ``MT19937``
+bit generator is the same engine: ``random_raw`` yields its tempered 32-bit
+words in C, so only the seeding (``_key``) and PyTorch's transforms of the
+words are written here.  The transforms (ATen's ``TransformationHelper.h``,
+``DistributionTemplates.h`` and ``cpu/DistributionKernels.cpp`` at torch
+2.13), each checked against torch 2.13 by ``tests/test_torch_rng.py``:
+
+- ``random()``: one word; ``random64()``: two, the first the high half.
+- uniform float32 (float16, bfloat16): the word's low 24 (11, 8) bits
+  times 2**-24, then ``x * (to - from) + from`` in the dtype; float64: the
+  low 53 bits of ``random64()`` times 2**-53.  Bit-exact.
+- normal, float tensors of >= 16 contiguous elements (``normal_fill``):
+  the tensor filled with uniforms, then each block of 16 turned by
+  Box-Muller in place (``u1 = 1 - data[j]``, ``u2 = data[j + 8]``), the
+  last partial block redone from 16 fresh uniforms over the tensor's last
+  16 elements.  float64: bit-exact.  float32: PyTorch's AVX2 kernel uses
+  SLEEF's vector log/sin/cos; here the log is NumPy's float64 one rounded
+  and sin/cos NumPy's float32 ones: ~8% of values differ, by 1-2 ulp.
+- normal, fewer than 16 elements (or not contiguous): ``normal_distribution
+  <double>``: ``u1``, ``u2`` from ``random64()``, ``r = sqrt(-2 log1p(-u2))``,
+  ``theta = 2 pi u1``, returns ``r cos(theta)`` and caches ``r sin(theta)``
+  for the next such draw (the generator's ``next_double_normal_sample``).
+- ``randint`` / ``random_(from, to)``: ``random()`` (``random64()`` when the
+  range is >= 2**32) modulo the range, plus ``from``.
+- ``randperm(n)``: Fisher-Yates, ``z = random() % (n - i)``, swap ``i, z + i``.
+- ``bernoulli_(p)`` with a number ``p``: ``uniform64 < p``; with a tensor
+  ``p``: float32 uniforms ``< p``.
+
+These are the eager draws only.  A compiled function draws from the
+counter-based ``random_uniform`` primitive (``creation.Generator.state``),
+as ``torch.compile``'s kernels draw from Philox rather than from eager
+PyTorch's stream: after the same seed, a compiled step's dropout mask is
+not the eager step's.  ``TRACEC_TORCH_RNG=0`` (or ``counter_draws()``)
+makes eager draws use the counter-based stream too, so that eager and
+compiled draws are bit-identical (as ``torch._inductor.config.
+fallback_random`` makes them in PyTorch, from the other side).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+
+import numpy as np
+
+#: ``[enabled]``: whether eager draws follow PyTorch's streams.
+STREAMS = [os.environ.get("TRACEC_TORCH_RNG", "1") != "0"]
+
+
+@contextlib.contextmanager
+def counter_draws():
+    """Eager draws from the compiled code's counter-based stream for a block."""
+    old = STREAMS[0]
+    STREAMS[0] = False
+    try:
+        yield
+    finally:
+        STREAMS[0] = old
+
+_N = 624
+_U64 = np.uint64
+
+
+def _key(seed: int) -> np.ndarray:
+    """MT19937's ``init_genrand`` of the low 32 bits of ``seed``."""
+    key = np.empty(_N, np.uint32)
+    x = int(seed) & 0xFFFFFFFF
+    key[0] = x
+    for j in range(1, _N):
+        x = (1812433253 * (x ^ (x >> 30)) + j) & 0xFFFFFFFF
+        key[j] = x
+    return key
+
+
+class MTState:
+    """One generator's Mersenne Twister and its cached normal sample."""
+
+    __slots__ = ("bits", "next_double", "next_float")
+
+    def __init__(self, seed: int = 67280421310721):
+        self.bits = np.random.MT19937()
+        self.seed(seed)
+
+    def seed(self, seed: int) -> None:
+        self.bits.state = {"bit_generator": "MT19937",
+                           "state": {"key": _key(seed), "pos": _N}}
+        self.next_double = None
+        self.next_float = None
+
+    def copy(self) -> "MTState":
+        c = MTState.__new__(MTState)
+        c.bits = np.random.MT19937()
+        c.bits.state = self.bits.state
+        c.next_double, c.next_float = self.next_double, self.next_float
+        return c
+
+    # --- raw words ---------------------------------------------------------------
+
+    def random(self, n: int) -> np.ndarray:
+        """``n`` words (uint64 holding 32 bits)."""
+        return self.bits.random_raw(n)
+
+    def random64(self, n: int) -> np.ndarray:
+        r = self.bits.random_raw(2 * n).reshape(n, 2)
+        return (r[:, 0] << _U64(32)) | r[:, 1]
+
+    # --- PyTorch's byte layout (THGeneratorStateNew, 5056 bytes) -------------------
+
+    def to_bytes(self, initial_seed: int, extra: int = 0) -> bytes:
+        """``torch.get_rng_state()``'s bytes; ``extra`` (tracec's compiled
+        offset) rides in the legacy ``normal_x`` field PyTorch writes as 0."""
+        st = self.bits.state["state"]
+        pos = int(st["pos"])
+        # PyTorch's engine: ``left`` words remain before its next twist,
+        # ``next`` indexes the next one; freshly seeded, left = 1, next = 0.
+        left, nxt = (1, 0) if pos >= _N else (_N - pos + 1, pos)
+        head = struct.pack("<QiiQ", initial_seed & 0xFFFFFFFFFFFFFFFF, left, 1, nxt)
+        words = np.asarray(st["key"], np.uint64).astype("<u8").tobytes()
+        valid = self.next_double is not None
+        tail = struct.pack("<qdd", extra, float(self.next_double) if valid else 0.0, 0.0)
+        tail += struct.pack("<i4x", int(valid))
+        fvalid = self.next_float is not None
+        tail += struct.pack("<f?3x", float(self.next_float) if fvalid else 0.0, fvalid)
+        out = head + words + tail
+        assert len(out) == STATE_BYTES
+        return out
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> tuple["MTState", int, int]:
+        """(state, initial seed, extra) from ``to_bytes``' layout."""
+        if len(data) != STATE_BYTES:
+            raise RuntimeError(f"Expected either a THGeneratorState of size {STATE_BYTES - 8} or "
+                               f"a THGeneratorStateNew of size {STATE_BYTES} but found the input "
+                               f"RNG state size to be {len(data)}")
+        seed, left, _, nxt = struct.unpack_from("<QiiQ", data, 0)
+        words = np.frombuffer(data, "<u8", _N, 24).astype(np.uint32)
+        extra, normal_y, _ = struct.unpack_from("<qdd", data, 24 + 8 * _N)
+        (valid,) = struct.unpack_from("<i", data, 48 + 8 * _N)
+        fsample, fvalid = struct.unpack_from("<f?", data, 56 + 8 * _N)
+        s = cls.__new__(cls)
+        s.bits = np.random.MT19937()
+        pos = _N if left <= 1 else int(nxt)
+        s.bits.state = {"bit_generator": "MT19937", "state": {"key": words, "pos": pos}}
+        s.next_double = normal_y if valid else None
+        s.next_float = fsample if fvalid else None
+        return s, seed, extra
+
+
+STATE_BYTES = 5056
+
+_DIGITS = {"float16": 11, "bfloat16": 8, "float32": 24}
+
+
+def uniform(mt: MTState, n: int, np_dtype, lo: float = 0.0, hi: float = 1.0) -> np.ndarray:
+    """``n`` uniforms in [lo, hi) of ``np_dtype``: float64 from 53 bits,
+    every other float type as float32 from 24 bits (PyTorch draws half and
+    bfloat16 through float: measured, torch 2.13), then rounded."""
+    d = np.dtype(np_dtype)
+    if d == np.float64:
+        x = (mt.random64(n) & _U64((1 << 53) - 1)).astype(np.float64) * 2.0 ** -53
+        return x * (hi - lo) + lo
+    raw = mt.random(n)
+    np.bitwise_and(raw, _U64(0xFFFFFF), out=raw)
+    x = raw.astype(np.float32)
+    x *= np.float32(2.0 ** -24)
+    if (lo, hi) != (0.0, 1.0):            # (x * 1 + 0 is x: skipped)
+        x *= np.float32(hi) - np.float32(lo)
+        x += np.float32(lo)
+    return x if d == np.float32 else x.astype(d)
+
+
+def exponential(mt: MTState, n: int, np_dtype, lambd: float) -> np.ndarray:
+    """``exponential_(lambd)``: ``-log1p(-u) / lambd`` of float64 uniforms."""
+    u = uniform(mt, n, np.float64)
+    return (-1.0 / lambd * np.log1p(-u)).astype(np_dtype)
+
+
+def normal(mt: MTState, n: int, np_dtype, mean: float = 0.0, std: float = 1.0,
+           contiguous: bool = True) -> np.ndarray:
+    """``n`` normal draws as PyTorch's ``normal_`` fills a tensor of ``n``
+    elements (``contiguous``: whether that tensor is)."""
+    d = np.dtype(np_dtype)
+    if n >= 16 and contiguous and d in (np.float32, np.float64):
+        return _normal_fill(mt, n, d, mean, std)
+    out = np.empty(n, np.float64)
+    for i in range(n):
+        out[i] = _normal_double(mt) * std + mean
+    return out.astype(d)
+
+
+def _normal_double(mt: MTState) -> float:
+    if mt.next_double is not None:
+        z, mt.next_double = mt.next_double, None
+        return z
+    u1, u2 = uniform(mt, 2, np.float64)
+    r = np.sqrt(-2.0 * np.log1p(-u2))
+    theta = 2.0 * np.pi * u1
+    mt.next_double = float(r * np.sin(theta))
+    return float(r * np.cos(theta))
+
+
+def _normal_fill(mt, n, d, mean, std):
+    data = uniform(mt, n, d)
+    m = n - n % 16
+    if m:
+        data[:m] = _box_muller16(data[:m].reshape(-1, 2, 8), d, mean, std)
+    if n % 16:
+        data[n - 16:] = _box_muller16(uniform(mt, 16, d).reshape(1, 2, 8), d, mean, std)
+    return data
+
+
+def _box_muller16(blocks, d, mean, std):
+    """``normal_fill_16`` over blocks of ``[u(8), u(8)]``: ``[z cos, z sin]``."""
+    u1 = d.type(1) - blocks[:, 0]                  # (contiguous copies)
+    theta = d.type(2.0 * np.pi) * blocks[:, 1]
+    if d == np.float32:
+        radius = np.log(u1.astype(np.float64)).astype(np.float32)
+    else:
+        radius = np.log(u1, out=u1)
+    radius *= d.type(-2)
+    np.sqrt(radius, out=radius)
+    pair = np.empty(blocks.shape, d)
+    np.multiply(radius, np.cos(theta), out=pair[:, 0])
+    np.multiply(radius, np.sin(theta, out=theta), out=pair[:, 1])
+    if (mean, std) == (0.0, 1.0):
+        pass                                      # (z * 1 + 0 is z)
+    elif d == np.float32:
+        # the AVX2 kernel's fmadd: one rounding of pair * std + mean
+        pair = (pair.astype(np.float64) * np.float32(std) + np.float32(mean)).astype(np.float32)
+    else:
+        pair = pair * std + mean
+    return pair.reshape(-1)
+
+
+def randint(mt: MTState, n: int, lo: int, hi: int) -> np.ndarray:
+    """``n`` integers in [lo, hi) (int64)."""
+    span = hi - lo
+    raw = mt.random64(n) if span >= 1 << 32 else mt.random(n)
+    return (raw % _U64(span)).astype(np.int64) + lo
+
+
+def random_full(mt: MTState, n: int, np_dtype) -> np.ndarray:
+    """``random_()`` without bounds: [0, 2**digits] for floats, [0, max]
+    for integers (int64 and float64 from ``random64()``)."""
+    d = np.dtype(np_dtype)
+    if d.kind == "f":
+        digits = _DIGITS.get(d.name, 53)
+        raw = mt.random64(n) if d == np.float64 else mt.random(n)
+        return (raw % _U64((1 << digits) + 1)).astype(d)
+    if d == np.bool_:
+        return (mt.random(n) % _U64(2)).astype(d)
+    top = int(np.iinfo(d).max) + 1
+    raw = mt.random64(n) if d == np.int64 else mt.random(n)
+    return (raw % _U64(top)).astype(d)
+
+
+def randperm(mt: MTState, n: int) -> np.ndarray:
+    perm = list(range(n))
+    if n > 1:
+        # PyTorch draws 64-bit words only past 2**32 / 20 elements
+        raw = (mt.random(n - 1) if n < 0xFFFFFFFF // 20 else mt.random64(n - 1)).tolist()
+        for i in range(n - 1):
+            z = raw[i] % (n - i) + i
+            perm[i], perm[z] = perm[z], perm[i]
+    return np.array(perm, np.int64)
+
+
+def bernoulli_scalar(mt: MTState, n: int, p: float) -> np.ndarray:
+    """``n`` draws of ``bernoulli_(p)``: True with probability ``p``."""
+    return uniform(mt, n, np.float64) < p
+
+
+def bernoulli_tensor(mt: MTState, p: np.ndarray) -> np.ndarray:
+    """``bernoulli_(p_tensor)`` / ``torch.bernoulli(p)``: one float32
+    uniform per element of ``p`` (broadcast to the output), ``u < p``."""
+    return uniform(mt, p.size, np.float32).reshape(p.shape) < p
