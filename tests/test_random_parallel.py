@@ -9,17 +9,12 @@ import numpy as np
 import pytest
 
 import tracec
-from tracec import torch_rng
 from tracec.ops import random as R
 
 
-@pytest.fixture(autouse=True)
-def _counter_stream():
-    """These tests are about the counter-based stream (threaded eager draws):
-    eager draws use it too here (``torch_rng.counter_draws``; by default
-    they follow PyTorch's Mersenne Twister, tests/test_torch_rng.py)."""
-    with torch_rng.counter_draws():
-        yield
+# About the counter-based stream compiled code draws from: eager draws use
+# it too here (by default they follow PyTorch's, tests/test_torch_rng.py).
+pytestmark = pytest.mark.usefixtures("counter_rng")
 
 
 N = R.PARALLEL_MIN + 12345

@@ -22,7 +22,6 @@ import numpy as np
 import pytest
 
 import tracec
-from tracec import torch_rng
 import tracec.nn.functional as F
 from tracec import ops
 from tracec.creation import Generator
@@ -30,13 +29,9 @@ from tracec.distributions import Bernoulli, Categorical
 from tracec.ops import random as random_op
 
 
-@pytest.fixture(autouse=True)
-def _counter_stream():
-    """These tests are about the counter-based stream compiled code draws from:
-    eager draws use it too here (``torch_rng.counter_draws``; by default
-    they follow PyTorch's Mersenne Twister, tests/test_torch_rng.py)."""
-    with torch_rng.counter_draws():
-        yield
+# About the counter-based stream compiled code draws from: eager draws use
+# it too here (by default they follow PyTorch's, tests/test_torch_rng.py).
+pytestmark = pytest.mark.usefixtures("counter_rng")
 
 
 Z = 4.5
