@@ -59,7 +59,7 @@ def _run_tracec(script, cwd):
     return run_tracec(PROGS / script, cwd)
 
 
-SLOW = {"yolov1.py", "pytorch_cifar.py"}   # 20-40 s each with a cold compile cache
+SLOW = {"yolov1.py"}   # 20-40 s with a cold compile cache
 
 
 @pytest.mark.parametrize("script", [
