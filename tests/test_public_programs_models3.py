@@ -50,7 +50,7 @@ def _run_tracec(script, cwd):
     return run_tracec(PROGS / script, cwd)
 
 
-SLOW = {"mamba_minimal.py", "convnext.py", "swin.py", "capsnet.py"}   # 20-30 s each with a cold compile cache
+SLOW = {"mamba_minimal.py", "convnext.py", "swin.py"}   # 20-30 s each with a cold compile cache
 
 
 @pytest.mark.parametrize("script", [

@@ -59,7 +59,7 @@ def _run_tracec(script, cwd):
     return run_tracec(PROGS / script, cwd)
 
 
-SLOW = {"mobilenet_v2.py", "yolov1.py", "pytorch_cifar.py"}   # 20-40 s each with a cold compile cache
+SLOW: set = set()   # none: mobilenet_v2, pytorch_cifar and yolov1 take 5-7 s with a cold compile cache
 
 
 @pytest.mark.parametrize("script", [

@@ -13,7 +13,9 @@
 # and the classifier (log_softmax head, NLL loss) trained with Adam and
 # StepLR as train_classification.py does, with its pc_normalize /
 # random_scale_point_cloud / shift_point_cloud numpy augmentations from
-# provider.py. Changes for a CPU test: small sizes, weights and clouds from
+# provider.py. Changes for a CPU test: small sizes (12-point clouds, the
+# largest ball's nsample 12: the compiled step unrolls both levels' FPS
+# loops, one iteration per point), weights and clouds from
 # numpy, dropout p = 0 for the numeric steps (dropout's draws differ between
 # tracec and torch; one dropout step is printed on an [rng] line). Every
 # set-abstraction level samples all its input points (npoint = N) and the
@@ -352,7 +354,7 @@ class get_model(nn.Module):
         in_channel = 3 if normal_channel else 0
         self.normal_channel = normal_channel
         w = width
-        self.sa1 = PointNetSetAbstractionMsg(npoints[0], [0.1, 0.2, 0.4], [4, 8, 16], in_channel,[[4*w, 4*w, 8*w], [8*w, 8*w, 16*w], [8*w, 12*w, 16*w]])
+        self.sa1 = PointNetSetAbstractionMsg(npoints[0], [0.1, 0.2, 0.4], [4, 8, 12], in_channel,[[4*w, 4*w, 8*w], [8*w, 8*w, 16*w], [8*w, 12*w, 16*w]])
         self.sa2 = PointNetSetAbstractionMsg(npoints[1], [8.0, 16.0], [npoints[0], npoints[0]], 40*w,[[8*w, 8*w, 16*w], [16*w, 16*w, 32*w]])
         self.sa3 = PointNetSetAbstraction(None, None, None, 48*w + 3, [32*w, 64*w, 128*w], True)
         self.fc1 = nn.Linear(128*w, 64*w)
@@ -435,7 +437,7 @@ def load_numpy(module, r, std=0.3):
 
 r = np.random.default_rng(0)
 np.random.seed(0)
-B, N = 4, 24
+B, N = 4, 12
 
 # the utilities on fixed clouds
 src = torch.from_numpy(r.normal(size=(2, 5, 3)).astype(np.float32))

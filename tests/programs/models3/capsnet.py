@@ -4,10 +4,11 @@
 # selecting capsules through torch.eye(...).index_select, CapsuleLoss with
 # the legacy nn.MSELoss(size_average=False), the random-shift augmentation),
 # without .cuda() (a CPU run), with .contiguous() before the decoder's view
-# (torch 0.3 allowed that view; today's torch refuses it), and without torchnet's engine: its training
-# loop written out.  MNIST-shaped random images; weights and data come from
-# numpy (route_weights' torch.randn is numpy's draw) so tracec and torch
-# compute the same numbers.  Then the training step under torch.compile.
+# (torch 0.3 allowed that view; today's torch refuses it), and without
+# torchnet's engine: its training loop written out.  Small MNIST-like random
+# images (15x15, see the sizes below); weights and data come from numpy
+# (route_weights' torch.randn is numpy's draw) so tracec and torch compute
+# the same numbers.  Then the training step under torch.compile.
 import copy
 import sys
 sys.setrecursionlimit(15000)
@@ -23,6 +24,16 @@ BATCH_SIZE = 4
 NUM_CLASSES = 10
 NUM_EPOCHS = 2
 NUM_ROUTING_ITERATIONS = 3
+# Sizes shrunk from the repository's (28x28 images, 9x9 kernels, 256 conv1
+# channels, 32 channels per primary capsule, a 512-1024 decoder) so that the
+# test runs in a few seconds (a cold compile of the training step dominates);
+# the primary capsules' grid stays 6x6, and their col2im gradient still has
+# more windows (8 x 3 x 3) than one padsum_blocked kernel takes.
+IMAGE_SIZE = 15
+KERNEL_SIZE = 3
+CONV1_CHANNELS = 32
+PRIMARY_CHANNELS = 8
+DECODER_WIDTHS = (128, 256)
 
 
 def softmax(input, dim=1):
@@ -91,18 +102,18 @@ class CapsuleNet(nn.Module):
     def __init__(self):
         super(CapsuleNet, self).__init__()
 
-        self.conv1 = nn.Conv2d(in_channels=1, out_channels=256, kernel_size=9, stride=1)
-        self.primary_capsules = CapsuleLayer(num_capsules=8, num_route_nodes=-1, in_channels=256, out_channels=32,
-                                             kernel_size=9, stride=2)
-        self.digit_capsules = CapsuleLayer(num_capsules=NUM_CLASSES, num_route_nodes=32 * 6 * 6, in_channels=8,
+        self.conv1 = nn.Conv2d(in_channels=1, out_channels=CONV1_CHANNELS, kernel_size=KERNEL_SIZE, stride=1)
+        self.primary_capsules = CapsuleLayer(num_capsules=8, num_route_nodes=-1, in_channels=CONV1_CHANNELS, out_channels=PRIMARY_CHANNELS,
+                                             kernel_size=KERNEL_SIZE, stride=2)
+        self.digit_capsules = CapsuleLayer(num_capsules=NUM_CLASSES, num_route_nodes=PRIMARY_CHANNELS * 6 * 6, in_channels=8,
                                            out_channels=16)
 
         self.decoder = nn.Sequential(
-            nn.Linear(16 * NUM_CLASSES, 512),
+            nn.Linear(16 * NUM_CLASSES, DECODER_WIDTHS[0]),
             nn.ReLU(inplace=True),
-            nn.Linear(512, 1024),
+            nn.Linear(DECODER_WIDTHS[0], DECODER_WIDTHS[1]),
             nn.ReLU(inplace=True),
-            nn.Linear(1024, 784),
+            nn.Linear(DECODER_WIDTHS[1], IMAGE_SIZE * IMAGE_SIZE),
             nn.Sigmoid()
         )
 
@@ -167,7 +178,7 @@ if __name__ == "__main__":
     capsule_loss = CapsuleLoss()
 
     np.random.seed(0)
-    data = torch.from_numpy((np.random.rand(12, 28, 28) < 0.2).astype(np.float32) * 255).byte()
+    data = torch.from_numpy((np.random.rand(12, IMAGE_SIZE, IMAGE_SIZE) < 0.2).astype(np.float32) * 255).byte()
     labels_all = torch.from_numpy(np.random.randint(0, 10, 12))
 
     def processor(sample):

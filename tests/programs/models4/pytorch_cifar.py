@@ -2,8 +2,8 @@
 # torch.cat, Transition with avg_pool2d, densenet_cifar / DenseNet121
 # builders and test()) and models/preact_resnet.py (PreActBlock,
 # PreActBottleneck, PreActResNet with `out += shortcut`) as published, with
-# tiny widths (growth_rate 4, [2, 2, 2, 2] dense blocks; PreActResNet's
-# 64..512 planes as 8..64), and main.py's train / test functions (SGD with
+# tiny widths (growth_rate 4, [2, 2, 2, 2] dense blocks, [1, 1, 1, 1] for the
+# compiled step; PreActResNet's 64..512 planes as 8..64), and main.py's train / test functions (SGD with
 # momentum and weight decay, CosineAnnealingLR, `predicted.eq(targets).sum()
 # .item()` accuracy counting, best-accuracy checkpoints in ./checkpoint and
 # --resume) on synthetic 32x32 "CIFAR" batches from numpy, then the same for
@@ -373,7 +373,9 @@ for epoch in range(2):
     print("lr %.8f" % scheduler.get_last_lr()[0])
 
 # --- a training step: torch.compile against eager ----------------------------
-model = numpy_init(densenet_tiny(), 4)
+# (a DenseNet with one Bottleneck per dense block: densenet_tiny's training
+# step took ~5 s to compile cold)
+model = numpy_init(DenseNet(Bottleneck, [1, 1, 1, 1], growth_rate=4), 4)
 opt = optim.SGD(model.parameters(), lr=0.02, momentum=0.9, weight_decay=5e-4, nesterov=True)
 xb, yb = torch.from_numpy(train_x[:16]), torch.from_numpy(train_y[:16])
 
@@ -395,7 +397,7 @@ opt.load_state_dict(opt_state)
 cstep = torch.compile(train_step)
 compiled = [cstep(xb, yb).item() for _ in range(3)]
 print("compiled losses", [f"{v:.6f}" for v in compiled])
-# (weights to 1e-4: the first layers' gradients come through eleven BatchNorms
+# (weights to 1e-4: the first layers' gradients come through the BatchNorms
 # over 16 images, and differ with the summation order in their fifth digit)
 print("compiled == eager:", all(abs(a - b) <= 1e-4 * max(1.0, abs(b)) for a, b in zip(compiled, eager)),
       all(torch.allclose(model.state_dict()[k].float(), after[k].float(), rtol=1e-4, atol=1e-4) for k in after))

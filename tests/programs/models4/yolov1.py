@@ -6,11 +6,11 @@
 # save_checkpoint / load_checkpoint), dataset.py's VOCDataset label matrix and
 # train.py's train_fn / main loop (Adam, the mAP before each epoch), as
 # published, with S=7, B=2, C=20 (the code hard-codes them) but a tiny
-# darknet (architecture_config's channels and depth cut, 112x112 images,
-# 16 * S * S features into the fully connected head) on synthetic images and
-# boxes from numpy; then a training step under torch.compile against the same
-# step run eagerly.  The layers' own inits draw from torch's generator; the
-# weights are then reset from numpy.
+# darknet (architecture_config's channels and depth cut, its repeated pair
+# once, 112x112 images, 16 * S * S features into the fully connected head) on
+# synthetic images and boxes from numpy; then a training step under
+# torch.compile against the same step run eagerly.  The layers' own inits
+# draw from torch's generator; the weights are then reset from numpy.
 import copy
 import io
 from collections import Counter
@@ -38,7 +38,7 @@ architecture_config = [
     (1, 8, 1, 0),
     (3, 16, 1, 1),
     "M",
-    [(1, 8, 1, 0), (3, 16, 1, 1), 2],
+    [(1, 8, 1, 0), (3, 16, 1, 1), 1],
     (1, 16, 1, 0),
     (3, 16, 1, 1),
     (3, 16, 1, 1),
