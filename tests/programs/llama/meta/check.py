@@ -73,7 +73,7 @@ for again in ("", ".again"):
 # greedy generation (temperature 0) with prompts of different lengths
 prompts = [[3, 1, 4, 1, 5], [9, 2, 6], [5, 3, 5, 8, 9, 7, 9]]
 for again in ("", ".again"):
-    out, lp = generate(model, prompts, max_gen_len=6, pad_id=-1, eos_id=39, temperature=0.0,
+    out, lp = generate(model, prompts, max_gen_len=2, pad_id=-1, eos_id=39, temperature=0.0,
                        logprobs=True, echo=True)
     width = max(map(len, out))
     R["generated" + again] = np.array([t + [-2] * (width - len(t)) for t in out])
