@@ -1108,10 +1108,23 @@ def matmul(input, other):
     if vb:
         other = ops.reshape(other, other.shape + (1,))
     out = ops.matmul(input, other)
+    if other.ndim == 2 and not vb and isinstance(out._node, graph.Node):
+        # PyTorch's mm backward gives a column-major operand a column-major
+        # gradient (its matmul folds an N-D @ 2-D product into one mm, so
+        # for ``other`` at any rank of ``input``): tell the VJP which.
+        col = (input.ndim == 2 and _column_major(input), _column_major(other))
+        if col[0] or col[1]:
+            out._node.params = {**out._node.params, "column_major": col}
     if va or vb:
         shape = out.shape[:-2] + (() if va else (out.shape[-2],)) + (() if vb else (out.shape[-1],))
         out = ops.reshape(out, shape)
     return _named(out, _matmul_name(1 if va else input.ndim, 1 if vb else other.ndim))
+
+
+def _column_major(t) -> bool:
+    """PyTorch's test in mm's backward: ``strides == (1, sizes[0])``."""
+    a = t._data
+    return isinstance(a, np.ndarray) and a.strides == (a.itemsize, a.itemsize * a.shape[0])
 
 
 def _matmul_name(na: int, nb: int) -> str:

@@ -1,0 +1,56 @@
+"""Gaps the models34 programs (tests/programs/models34) and the corners of
+the APIs they use found in tracec, each checked against torch 2.13."""
+import pytest
+
+import tracec
+
+pt = pytest.importorskip("torch")
+
+
+def _grad_layouts(L, case):
+    """The strides of ``autograd.grad``'s results for ``case``."""
+    w = L.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True)      # [2, 3]
+    a = L.tensor([[1.0, -1.0, 2.0, 0.5]] * 3, requires_grad=True)          # [3, 4]
+    x = L.tensor([[0.5, -1.0, 2.0]] * 4)                                   # [4, 3]
+    x3 = L.tensor([[[0.5, -1.0, 2.0]] * 4] * 2)                            # [2, 4, 3]
+    xr = x.clone().requires_grad_()
+    if case == "linear":
+        outs, wrt = L.nn.functional.linear(x, w), [w]
+    elif case == "linear-3d":
+        outs, wrt = L.nn.functional.linear(x3, w), [w]
+    elif case == "matmul-t-both":
+        outs, wrt = xr @ w.t(), [w, xr]
+    elif case == "mat1-t":
+        outs, wrt = a.t() @ L.ones(3, 2), [a]
+    elif case == "mat2-t":
+        outs, wrt = L.ones(2, 4) @ a.t(), [a]
+    elif case == "vec-mat-t":
+        outs, wrt = L.ones(3) @ w.t(), [w]
+    elif case == "addmm":
+        outs, wrt = L.addmm(L.zeros(4, 2), xr, w.t()), [w, xr]
+    elif case == "batched":
+        a3 = L.ones(2, 3, 4, requires_grad=True)
+        outs, wrt = a3.transpose(1, 2) @ L.ones(3, 2), [a3]
+    grads = L.autograd.grad((outs * outs).sum(), wrt)
+    return [(tuple(g.stride()), g.is_contiguous(), g.tolist()) for g in grads]
+
+
+@pytest.mark.parametrize("case", ["linear", "linear-3d", "matmul-t-both", "mat1-t", "mat2-t",
+                                  "vec-mat-t", "addmm", "batched"])
+def test_mm_gradient_of_a_transposed_operand_keeps_its_layout(case):
+    # DARTS's Architect flattens autograd.grad(loss, model.parameters()) by
+    # torch.cat([g.view(-1) ...]): PyTorch's mm backward makes a column-
+    # major operand's gradient column-major, so a Linear weight's gradient
+    # (through weight.t()) comes back contiguous and .view(-1) works
+    assert _grad_layouts(tracec, case) == _grad_layouts(pt, case)
+
+
+def test_darts_concat_of_linear_weight_grads_views():
+    def run(L):
+        lin = L.nn.Linear(3, 2)
+        with L.no_grad():
+            lin.weight.copy_(L.tensor([[0.1, 0.2, 0.3], [-0.4, 0.5, -0.6]]))
+            lin.bias.zero_()
+        loss = lin(L.tensor([[1.0, 2.0, 3.0]])).pow(2).sum()
+        return L.cat([g.view(-1) for g in L.autograd.grad(loss, lin.parameters())]).tolist()
+    assert run(tracec) == pytest.approx(run(pt))

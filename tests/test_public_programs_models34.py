@@ -1,0 +1,35 @@
+"""Public architecture-search, point-cloud, volumetric-segmentation,
+detection and tree-structured programs, small configurations
+(``tests/programs/models34``): quark0/darts's search (the OPS dict of
+lambdas, MixedOp / Cell / Network with softmaxed alphas made by
+Variable(..., requires_grad=True), genotype()'s numpy parse, the Architect's
+second-order unrolled step: params flattened by torch.cat of views, the
+momentum buffers read from the SGD state behind a bare except, autograd.grad
+over the parameters, _construct_model_from_theta through load_state_dict,
+the finite-difference Hessian-vector product through p.data.add_ /
+sub_, v.grad = Variable(g.data); utils.accuracy's transposed-top-k view that
+PyTorch refuses, clip_grad_norm_, CosineAnnealingLR).
+
+Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
+``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
+the same steps run eagerly, and print the verdict); weights and data come
+from numpy, and lines marked ``[rng]`` are not compared numerically.
+"""
+import pathlib
+
+import pytest
+
+from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixture
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROGS = ROOT / "tests" / "programs" / "models34"
+
+CASES = ["darts.py"]
+EAGER_FALLBACK = set()
+
+torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
+
+
+@pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
+def test_models34_program_matches_torch(script, torch_refs, tmp_path):
+    check_program(PROGS / script, torch_refs(script), tmp_path, script in EAGER_FALLBACK)
