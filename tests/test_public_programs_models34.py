@@ -8,7 +8,12 @@ momentum buffers read from the SGD state behind a bare except, autograd.grad
 over the parameters, _construct_model_from_theta through load_state_dict,
 the finite-difference Hessian-vector product through p.data.add_ /
 sub_, v.grad = Variable(g.data); utils.accuracy's transposed-top-k view that
-PyTorch refuses, clip_grad_norm_, CosineAnnealingLR).
+PyTorch refuses, clip_grad_norm_, CosineAnnealingLR); WangYueFT/dgcnn's
+DGCNN (knn by matmul / topk, get_graph_feature's flat-index gather, repeat
+and permute(...).contiguous(), EdgeConv Conv2d + BatchNorm2d shared as
+attributes + LeakyReLU, max over neighbours, adaptive max / avg pool1d,
+cal_loss's scatter label smoothing, SGD momentum + CosineAnnealingLR,
+balanced accuracy in numpy).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -24,7 +29,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models34"
 
-CASES = ["darts.py"]
+CASES = ["darts.py", "dgcnn.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
