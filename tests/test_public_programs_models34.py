@@ -13,7 +13,13 @@ DGCNN (knn by matmul / topk, get_graph_feature's flat-index gather, repeat
 and permute(...).contiguous(), EdgeConv Conv2d + BatchNorm2d shared as
 attributes + LeakyReLU, max over neighbours, adaptive max / avg pool1d,
 cal_loss's scatter label smoothing, SGD momentum + CosineAnnealingLR,
-balanced accuracy in numpy).
+balanced accuracy in numpy); wolny/pytorch-3dunet's UNet3D and
+ResidualUNet3D (create_conv from 'gcr' / 'cbr' order strings, DoubleConv /
+SingleConv Sequentials, MaxPool3d encoders, nearest-interpolation + concat
+and ConvTranspose3d + interpolate-to-size + sum decoders, the final
+Softmax / Sigmoid only when testing, Dice / BCEDice losses over flatten's
+permute().contiguous().view, expand_as_one_hot's scatter_ and ignore_index,
+Adam + ReduceLROnPlateau).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -29,7 +35,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models34"
 
-CASES = ["darts.py", "dgcnn.py"]
+CASES = ["darts.py", "dgcnn.py", "unet3d.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
