@@ -54,3 +54,25 @@ def test_darts_concat_of_linear_weight_grads_views():
         loss = lin(L.tensor([[1.0, 2.0, 3.0]])).pow(2).sum()
         return L.cat([g.view(-1) for g in L.autograd.grad(loss, lin.parameters())]).tolist()
     assert run(tracec) == pytest.approx(run(pt))
+
+
+@pytest.mark.parametrize("case", [
+    # a slice of SSD's vgg ModuleList called as a layer: PyTorch's containers
+    # have no forward of their own, so Module's refusal names them
+    lambda L: L.nn.ModuleList([L.nn.ReLU()])(L.ones(2)),
+    lambda L: L.nn.ModuleList([L.nn.ReLU(), L.nn.ReLU()])[:1](L.ones(2)),
+    lambda L: L.nn.ModuleDict({"a": L.nn.ReLU()})(L.ones(2)),
+    lambda L: L.nn.ParameterList([L.nn.Parameter(L.ones(1))])(L.ones(2)),
+    lambda L: L.nn.ParameterDict({"a": L.nn.Parameter(L.ones(1))})(),
+    lambda L: L.nn.ParameterDict()(1),
+    lambda L: L.nn.ParameterList()(),
+], ids=["module-list", "module-list-slice", "module-dict", "parameter-list", "parameter-dict",
+        "parameter-dict-input", "parameter-list-empty"])
+def test_containers_refuse_a_call_like_torch(case):
+    def outcome(L):
+        try:
+            case(L)
+        except Exception as e:      # noqa: BLE001 - the type is what is compared
+            return type(e).__name__, str(e)
+        return "ok", None
+    assert outcome(tracec) == outcome(pt)

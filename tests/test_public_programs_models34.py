@@ -19,7 +19,11 @@ SingleConv Sequentials, MaxPool3d encoders, nearest-interpolation + concat
 and ConvTranspose3d + interpolate-to-size + sum decoders, the final
 Softmax / Sigmoid only when testing, Dice / BCEDice losses over flatten's
 permute().contiguous().view, expand_as_one_hot's scatter_ and ignore_index,
-Adam + ReduceLROnPlateau).
+Adam + ReduceLROnPlateau); amdegroot/ssd.pytorch's MultiBoxLoss, PriorBox,
+L2Norm and Detect (jaccard / match with index_fill_ and the bipartite
+for-loop, encode / decode, log_sum_exp, hard negative mining by double sort
+and its unviewed loss_c[pos] = 0 refusal, bool-mask sums, the greedy nms
+with index_select(out=) into resized tensors).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -35,7 +39,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models34"
 
-CASES = ["darts.py", "dgcnn.py", "unet3d.py"]
+CASES = ["darts.py", "dgcnn.py", "unet3d.py", "ssd.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
