@@ -23,7 +23,12 @@ Adam + ReduceLROnPlateau); amdegroot/ssd.pytorch's MultiBoxLoss, PriorBox,
 L2Norm and Detect (jaccard / match with index_fill_ and the bipartite
 for-loop, encode / decode, log_sum_exp, hard negative mining by double sort
 and its unviewed loss_c[pos] = 0 refusal, bool-mask sums, the greedy nms
-with index_select(out=) into resized tensors).
+with index_select(out=) into resized tensors); and dasguptar/treelstm.pytorch's
+Child-Sum Tree-LSTM (recursive forward over Python Tree objects, leaf states
+from inputs[0].detach().new(...).fill_(0.).requires_grad_(), split / repeat
+gates, the Similarity head, a frozen padding_idx Embedding, the floor / ceil
+target distribution, KLDivLoss, Adagrad with weight decay stepped every
+batchsize pairs, Pearson / MSE metrics).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -39,7 +44,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models34"
 
-CASES = ["darts.py", "dgcnn.py", "unet3d.py", "ssd.py"]
+CASES = ["darts.py", "dgcnn.py", "unet3d.py", "ssd.py", "treelstm.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
