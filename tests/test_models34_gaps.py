@@ -28,15 +28,22 @@ def _grad_layouts(L, case):
         outs, wrt = L.ones(3) @ w.t(), [w]
     elif case == "addmm":
         outs, wrt = L.addmm(L.zeros(4, 2), xr, w.t()), [w, xr]
+    elif case == "linear-bf16":
+        wh = w.detach().to(L.bfloat16).requires_grad_()
+        outs, wrt = L.nn.functional.linear(x.to(L.bfloat16), wh, L.ones(2, dtype=L.bfloat16)).float(), [wh]
+    elif case == "create-graph":
+        inner = L.autograd.grad(L.nn.functional.linear(xr, w).pow(2).sum(), [w], create_graph=True)[0]
+        outs, wrt = inner, [w, xr]
     elif case == "batched":
         a3 = L.ones(2, 3, 4, requires_grad=True)
         outs, wrt = a3.transpose(1, 2) @ L.ones(3, 2), [a3]
     grads = L.autograd.grad((outs * outs).sum(), wrt)
-    return [(tuple(g.stride()), g.is_contiguous(), g.tolist()) for g in grads]
+    return [(tuple(g.stride()), g.is_contiguous(), [round(v, 3) for v in g.float().flatten().tolist()])
+            for g in grads]
 
 
 @pytest.mark.parametrize("case", ["linear", "linear-3d", "matmul-t-both", "mat1-t", "mat2-t",
-                                  "vec-mat-t", "addmm", "batched"])
+                                  "vec-mat-t", "addmm", "linear-bf16", "create-graph", "batched"])
 def test_mm_gradient_of_a_transposed_operand_keeps_its_layout(case):
     # DARTS's Architect flattens autograd.grad(loss, model.parameters()) by
     # torch.cat([g.view(-1) ...]): PyTorch's mm backward makes a column-
