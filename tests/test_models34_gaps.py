@@ -83,3 +83,27 @@ def test_containers_refuse_a_call_like_torch(case):
             return type(e).__name__, str(e)
         return "ok", None
     assert outcome(tracec) == outcome(pt)
+
+
+@pytest.mark.parametrize("name", ["cat", "concat", "concatenate", "stack", "hstack", "vstack",
+                                  "dstack", "column_stack", "row_stack"])
+def test_joining_refuses_a_single_tensor_like_torch(name):
+    # ssd.pytorch's center_size calls torch.cat(t1, t2, 1); a single
+    # tensor where a sequence is asked is refused by PyTorch's argument
+    # parser (tracec iterated its rows and joined them)
+    def outcome(L):
+        try:
+            r = getattr(L, name)(L.ones(2, 3))
+        except Exception as e:      # noqa: BLE001 - the type is what is compared
+            return type(e).__name__, str(e)
+        return "ok", tuple(r.shape)
+    assert outcome(tracec) == outcome(pt)
+
+
+@pytest.mark.parametrize("name", ["cat", "concat", "concatenate", "stack", "hstack", "vstack",
+                                  "dstack", "column_stack", "row_stack"])
+def test_joining_still_takes_lists_and_tuples(name):
+    def run(L):
+        a, b = L.ones(2, 3), L.zeros(2, 3)
+        return [tuple(getattr(L, name)(seq).shape) for seq in ([a, b], (a, b), [a])]
+    assert run(tracec) == run(pt)
