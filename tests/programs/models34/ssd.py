@@ -567,7 +567,7 @@ print("point_form", fmt(point_form(torch.tensor([[0.5, 0.5, 0.2, 0.4]])), 4))
 try:
     center_size(truths)
 except TypeError as e:
-    print("center_size:", type(e).__name__)
+    print("center_size:", type(e).__name__, str(e).split("\n")[0])
 priors = PriorBox(cfg).forward()
 print("priors", tuple(priors.shape), fmt(priors[0], 4), fmt(priors[-1], 4), f"{priors.max().item():.4f}",
       priors.dtype)
