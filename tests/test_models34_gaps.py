@@ -107,3 +107,31 @@ def test_joining_still_takes_lists_and_tuples(name):
         a, b = L.ones(2, 3), L.zeros(2, 3)
         return [tuple(getattr(L, name)(seq).shape) for seq in ([a, b], (a, b), [a])]
     assert run(tracec) == run(pt)
+
+
+def _sparse_adagrad(L, **kw):
+    emb = L.nn.Embedding(6, 3, padding_idx=0, sparse=True)
+    with L.no_grad():
+        emb.weight.copy_(L.arange(18.).view(6, 3) / 10)
+    opt = L.optim.Adagrad(emb.parameters(), lr=0.1, **kw)
+    try:
+        for ids in ([0, 2, 2, 5], [1, 2]):
+            opt.zero_grad()
+            emb(L.tensor(ids)).pow(2).sum().backward()
+            opt.step()
+    except RuntimeError as e:
+        return "RuntimeError", str(e), opt.state[emb.weight]["step"].item()
+    return ([round(v, 5) for v in emb.weight.flatten().tolist()],
+            [round(v, 4) for v in opt.state[emb.weight]["sum"].flatten().tolist()],
+            opt.state[emb.weight]["step"].item(), emb.weight.grad.is_sparse)
+
+
+@pytest.mark.parametrize("kw", [{}, {"lr_decay": 0.5}, {"initial_accumulator_value": 0.3},
+                                {"maximize": True}, {"weight_decay": 1e-4}],
+                         ids=["plain", "lr-decay", "initial", "maximize", "weight-decay"])
+def test_adagrad_sparse_gradients_like_torch(kw):
+    # treelstm.pytorch's --sparse Embedding stepped by Adagrad: PyTorch's
+    # sparse branch updates the looked-up rows only (tracec divided a
+    # sparse gradient by a dense tensor and failed) and refuses weight
+    # decay (tracec made the gradient dense)
+    assert _sparse_adagrad(tracec, **kw) == _sparse_adagrad(pt, **kw)
