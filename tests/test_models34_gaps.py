@@ -135,3 +135,25 @@ def test_adagrad_sparse_gradients_like_torch(kw):
     # sparse gradient by a dense tensor and failed) and refuses weight
     # decay (tracec made the gradient dense)
     assert _sparse_adagrad(tracec, **kw) == _sparse_adagrad(pt, **kw)
+
+
+@pytest.mark.parametrize("case", [
+    # DARTS writes Variable(1e-3 * torch.randn(k, n), requires_grad=True);
+    # PyTorch's Variable is a C constructor with five parameters (the last,
+    # name, set on the tensor) parsed by its argument parser
+    lambda L, V: V(L.ones(2), True, False, None, "x").name,
+    lambda L, V: V(L.ones(2), name="alphas").name,
+    lambda L, V: V(L.ones(2), True, False, None, "x", 1),
+    lambda L, V: V(L.ones(2), foo=1),
+    lambda L, V: V(L.ones(2), data=L.ones(2)),
+    lambda L, V: V(L.ones(2), requires_grad="yes"),
+    lambda L, V: V(L.ones(2), requires_grad=1).requires_grad,
+    lambda L, V: V(L.ones(2), _grad_fn=None).is_leaf,
+], ids=["name-positional", "name", "six", "unknown-keyword", "twice", "str-flag", "int-flag", "grad-fn"])
+def test_variable_arguments_like_torch(case):
+    def outcome(L):
+        try:
+            return "ok", case(L, L.autograd.Variable)
+        except Exception as e:      # noqa: BLE001 - the type is what is compared
+            return type(e).__name__, str(e)
+    assert outcome(tracec) == outcome(pt)
