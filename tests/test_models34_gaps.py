@@ -157,3 +157,51 @@ def test_variable_arguments_like_torch(case):
         except Exception as e:      # noqa: BLE001 - the type is what is compared
             return type(e).__name__, str(e)
     assert outcome(tracec) == outcome(pt)
+
+
+@pytest.mark.parametrize("case", [
+    # PyTorch has no add(sparse, dense): SGD's grad.add(param,
+    # alpha=weight_decay) over an Embedding(sparse=True)'s gradient raises
+    # (tracec made the sum dense); dense + sparse stays allowed
+    lambda L, s, d: s.add(d),
+    lambda L, s, d: s + d,
+    lambda L, s, d: L.add(s, d, alpha=0.5),
+    lambda L, s, d: s - d,
+    lambda L, s, d: s.sub(d),
+    lambda L, s, d: s + 1,
+    lambda L, s, d: s.clone().add_(d),
+    lambda L, s, d: (d + s).tolist(),
+    lambda L, s, d: (d - s).tolist(),
+    lambda L, s, d: d.clone().add_(s, alpha=2).tolist(),
+    lambda L, s, d: (s + s).to_dense().tolist(),
+], ids=["add", "plus", "torch-add", "minus", "sub", "number", "add_", "dense-first", "dense-minus",
+        "dense-add_", "sparse-sparse"])
+def test_sparse_plus_dense_like_torch(case):
+    def outcome(L):
+        s = L.sparse_coo_tensor([[0, 2]], [1.0, 2.0], (3,))
+        try:
+            return "ok", case(L, s, L.ones(3))
+        except RuntimeError as e:
+            return "RuntimeError", str(e)
+    assert outcome(tracec) == outcome(pt)
+
+
+@pytest.mark.parametrize("dense_term", [False, True])
+def test_sgd_weight_decay_over_a_sparse_gradient_like_torch(dense_term):
+    def run(L, wd):
+        emb = L.nn.Embedding(6, 3, sparse=True)
+        with L.no_grad():
+            emb.weight.copy_(L.arange(18.).view(6, 3) / 10)
+        opt = L.optim.SGD(emb.parameters(), lr=0.1, momentum=0.9, weight_decay=wd)
+        try:
+            for ids in ([0, 2, 2, 5], [1, 2]):
+                opt.zero_grad()
+                emb(L.tensor(ids)).pow(2).sum().backward()
+                if dense_term:      # a dense term makes the sparse grad dense
+                    (emb.weight ** 2).sum().mul(0.01).backward()
+                opt.step()
+        except RuntimeError as e:
+            return str(e)
+        return [round(v, 5) for v in emb.weight.flatten().tolist()]
+    assert run(tracec, 0.1) == run(pt, 0.1)
+    assert run(tracec, 0.0) == run(pt, 0.0)

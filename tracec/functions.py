@@ -211,6 +211,8 @@ def _number_first(name, scalar, tensors, given, kw, count):
 def add(input, other, *deprecated, alpha=1):
     if deprecated:   # add(input, Number alpha, Tensor other)
         alpha, (other,) = other, _number_first("add", other, deprecated, alpha, "alpha", 1)
+    if SPARSE:
+        _refuse_sparse_dense(input, other)
     given = (input, other)
     input = _wrapped_number(input, other)
     (input, other), d = promote("add", input, other)
@@ -222,6 +224,17 @@ def add(input, other, *deprecated, alpha=1):
             other = ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
     out = ops.add(input, other)
     return _sparse_sum(out, *given, alpha) if SPARSE else out
+
+
+def _refuse_sparse_dense(a, b) -> None:
+    """PyTorch has no ``add(sparse, dense)`` (nor ``sub``): a COO tensor
+    plus a dense tensor or a number is refused, the other order is dense
+    (SGD's ``grad.add(param, alpha=weight_decay)`` over an
+    ``Embedding(sparse=True)``'s gradient raises there)."""
+    from tracec.contraction import sparse_info
+    if isinstance(a, Tensor) and sparse_info(a) is not None and \
+            not (isinstance(b, Tensor) and sparse_info(b) is not None):
+        raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) instead.")
 
 
 def _sparse_sum(out, a, b, alpha):
@@ -239,6 +252,8 @@ def _is_bool(v) -> bool:
 def sub(input, other, *deprecated, alpha=1):
     if deprecated:   # sub(input, Number alpha, Tensor other)
         alpha, (other,) = other, _number_first("sub", other, deprecated, alpha, "alpha", 1)
+    if SPARSE:
+        _refuse_sparse_dense(input, other)
     given = (input, other)
     input = _wrapped_number(input, other)
     bools = _is_bool(input) or _is_bool(other)
