@@ -169,12 +169,14 @@ def test_variable_arguments_like_torch(case):
     lambda L, s, d: s - d,
     lambda L, s, d: s.sub(d),
     lambda L, s, d: s + 1,
+    lambda L, s, d: 1 + s,
+    lambda L, s, d: (1 + d).tolist(),
     lambda L, s, d: s.clone().add_(d),
     lambda L, s, d: (d + s).tolist(),
     lambda L, s, d: (d - s).tolist(),
     lambda L, s, d: d.clone().add_(s, alpha=2).tolist(),
     lambda L, s, d: (s + s).to_dense().tolist(),
-], ids=["add", "plus", "torch-add", "minus", "sub", "number", "add_", "dense-first", "dense-minus",
+], ids=["add", "plus", "torch-add", "minus", "sub", "number", "number-first", "number-dense", "add_", "dense-first", "dense-minus",
         "dense-add_", "sparse-sparse"])
 def test_sparse_plus_dense_like_torch(case):
     def outcome(L):

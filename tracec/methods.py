@@ -82,8 +82,15 @@ def _binop(fn, reflected=False):
     return op
 
 
+def _reflected_add(other, self):
+    # PyTorch's __radd__ is self.add(other): ``1 + coo`` is refused there too
+    if SPARSE:
+        F._refuse_sparse_dense(self, other)
+    return F.add(other, self)
+
+
 Tensor.__add__ = _binop(F.add)
-Tensor.__radd__ = _binop(F.add, True)
+Tensor.__radd__ = _binop(_reflected_add, True)
 Tensor.__sub__ = _binop(F.sub)
 Tensor.__rsub__ = _binop(lambda a, b: F._named(F.sub(a, b), "RsubBackward1"), True)
 Tensor.__mul__ = _binop(F.mul)
