@@ -211,6 +211,8 @@ def _number_first(name, scalar, tensors, given, kw, count):
 def add(input, other, *deprecated, alpha=1):
     if deprecated:   # add(input, Number alpha, Tensor other)
         alpha, (other,) = other, _number_first("add", other, deprecated, alpha, "alpha", 1)
+    if SPARSE:
+        _refuse_sparse_dense(input, other)
     given = (input, other)
     input = _wrapped_number(input, other)
     (input, other), d = promote("add", input, other)
@@ -222,6 +224,17 @@ def add(input, other, *deprecated, alpha=1):
             other = ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
     out = ops.add(input, other)
     return _sparse_sum(out, *given, alpha) if SPARSE else out
+
+
+def _refuse_sparse_dense(a, b) -> None:
+    """PyTorch has no ``add(sparse, dense)`` (nor ``sub``): a COO tensor
+    plus a dense tensor or a number is refused, the other order is dense
+    (SGD's ``grad.add(param, alpha=weight_decay)`` over an
+    ``Embedding(sparse=True)``'s gradient raises there)."""
+    from tracec.contraction import sparse_info
+    if isinstance(a, Tensor) and sparse_info(a) is not None and \
+            not (isinstance(b, Tensor) and sparse_info(b) is not None):
+        raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) instead.")
 
 
 def _sparse_sum(out, a, b, alpha):
@@ -239,6 +252,8 @@ def _is_bool(v) -> bool:
 def sub(input, other, *deprecated, alpha=1):
     if deprecated:   # sub(input, Number alpha, Tensor other)
         alpha, (other,) = other, _number_first("sub", other, deprecated, alpha, "alpha", 1)
+    if SPARSE:
+        _refuse_sparse_dense(input, other)
     given = (input, other)
     input = _wrapped_number(input, other)
     bools = _is_bool(input) or _is_bool(other)
@@ -1108,10 +1123,23 @@ def matmul(input, other):
     if vb:
         other = ops.reshape(other, other.shape + (1,))
     out = ops.matmul(input, other)
+    if other.ndim == 2 and not vb and isinstance(out._node, graph.Node):
+        # PyTorch's mm backward gives a column-major operand a column-major
+        # gradient (its matmul folds an N-D @ 2-D product into one mm, so
+        # for ``other`` at any rank of ``input``): tell the VJP which.
+        col = (input.ndim == 2 and _column_major(input), _column_major(other))
+        if col[0] or col[1]:
+            out._node.params = {**out._node.params, "column_major": col}
     if va or vb:
         shape = out.shape[:-2] + (() if va else (out.shape[-2],)) + (() if vb else (out.shape[-1],))
         out = ops.reshape(out, shape)
     return _named(out, _matmul_name(1 if va else input.ndim, 1 if vb else other.ndim))
+
+
+def _column_major(t) -> bool:
+    """PyTorch's test in mm's backward: ``strides == (1, sizes[0])``."""
+    a = t._data
+    return isinstance(a, np.ndarray) and a.strides == (a.itemsize, a.itemsize * a.shape[0])
 
 
 def _matmul_name(na: int, nb: int) -> str:

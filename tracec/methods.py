@@ -17,7 +17,7 @@ from tracec.ops.core import broadcast_shapes as _broadcast_shapes
 from tracec.runtime_int import RuntimeInt, operand as runtime_operand
 from tracec.symbolic import Sym
 from tracec.sym_scalar import SymScalar
-from tracec.tensor import OP_OBSERVERS, RECORDERS, Tensor, weak_scalar
+from tracec.tensor import OP_OBSERVERS, RECORDERS, SPARSE, Tensor, weak_scalar
 
 _METHODS = {
     # math
@@ -82,8 +82,15 @@ def _binop(fn, reflected=False):
     return op
 
 
+def _reflected_add(other, self):
+    # PyTorch's __radd__ is self.add(other): ``1 + coo`` is refused there too
+    if SPARSE:
+        F._refuse_sparse_dense(self, other)
+    return F.add(other, self)
+
+
 Tensor.__add__ = _binop(F.add)
-Tensor.__radd__ = _binop(F.add, True)
+Tensor.__radd__ = _binop(_reflected_add, True)
 Tensor.__sub__ = _binop(F.sub)
 Tensor.__rsub__ = _binop(lambda a, b: F._named(F.sub(a, b), "RsubBackward1"), True)
 Tensor.__mul__ = _binop(F.mul)
@@ -179,7 +186,12 @@ def _inplace_direct(name, self, args, kwargs):
 def _inplace(name, fn):
     direct = name in _DIRECT_UFUNC
 
+    sparse_checked = name in ("add_", "sub_")
+
     def method(self, *args, **kwargs):
+        if sparse_checked and SPARSE and args:
+            # (before the direct path, which writes the dense data in place)
+            F._refuse_sparse_dense(self, args[0])
         if direct and _inplace_direct(name, self, args, kwargs):
             return self
         new = fn(self, *args, **kwargs)

@@ -26,7 +26,7 @@ from tracec.rearrange import _slice, flip, narrow, repeat
 from tracec.symbolic import Sym
 from tracec.tensor import RECORDERS
 from tracec.shape_ops import (_one_keyword, _shape_arg, cat, expand, reshape, split, split_views,
-                              stack, transpose, unsafe_chunk, unsqueeze)
+                              stack, tensor_sequence, transpose, unsafe_chunk, unsqueeze)
 from tracec.tensor import Size, Tensor
 
 __all__ = ["movedim", "moveaxis", "swapdims", "swapaxes", "atleast_1d", "atleast_2d",
@@ -95,7 +95,7 @@ def atleast_3d(*tensors):
 
 
 def _each(tensors, make, name):
-    out = [make(t) for t in tensors]
+    out = [make(t) for t in tensor_sequence(tensors, name)]
     if not out:
         raise RuntimeError(f"{name} expects a non-empty TensorList")
     return out
@@ -110,7 +110,9 @@ def vstack(tensors):
     return cat(_each(tensors, atleast_2d, "vstack"), 0)
 
 
-row_stack = vstack
+def row_stack(tensors):
+    """``torch.row_stack``: ``vstack`` under its alias's name."""
+    return cat(_each(tensors, atleast_2d, "row_stack"), 0)
 
 
 def dstack(tensors):

@@ -245,8 +245,18 @@ def unflatten(input, dim, sizes):
     return reshape(input, tuple(input.shape[:d]) + sizes + tuple(input.shape[d + 1:]))
 
 
+def tensor_sequence(tensors, name: str) -> list:
+    """``tensors`` as a list; a single Tensor is refused as PyTorch's
+    argument parser refuses it (iterating it would join its rows: SSD's
+    ``center_size`` passes ``torch.cat(t, t, 1)``'s first tensor alone)."""
+    if isinstance(tensors, Tensor):
+        raise TypeError(f"{name}(): argument 'tensors' (position 1) must be tuple of Tensors, "
+                        "not Tensor")
+    return list(tensors)
+
+
 def cat(tensors, dim=0):
-    tensors = list(tensors)
+    tensors = tensor_sequence(tensors, "cat")
     if not tensors:
         raise ValueError("torch.cat(): expected a non-empty list of Tensors")
     for t_ in tensors:
@@ -264,11 +274,18 @@ def cat(tensors, dim=0):
     return ops.concatenate(tensors, d)
 
 
-concat = concatenate = cat
+def concat(tensors, dim=0):
+    """``torch.concat``: ``cat`` under its alias's name."""
+    return cat(tensor_sequence(tensors, "concat"), dim)
+
+
+def concatenate(tensors, dim=0):
+    """``torch.concatenate``: ``cat`` under its alias's name."""
+    return cat(tensor_sequence(tensors, "concatenate"), dim)
 
 
 def stack(tensors, dim=0):
-    tensors = list(tensors)
+    tensors = tensor_sequence(tensors, "stack")
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")
     shape = tensors[0].shape

@@ -134,12 +134,14 @@ def _accumulate(create_graph):
             g = g.expand(*leaf.shape)
         if functional and not create_graph:
             with graph.no_grad():
-                leaf.grad = g + 0 if leaf.grad is None else leaf.grad + g
+                # (a sparse gradient second: PyTorch has no sparse + dense)
+                leaf.grad = g + 0 if leaf.grad is None else \
+                    g + leaf.grad if leaf.grad.is_sparse else leaf.grad + g
         elif leaf.grad is None:
             leaf.grad = g if create_graph or g.is_meta else \
                 Tensor._make(_grad_copy(g._data, leaf._data), g.dtype)
         elif create_graph:
-            leaf.grad = leaf.grad + g
+            leaf.grad = g + leaf.grad if leaf.grad.is_sparse else leaf.grad + g
         else:
             with graph.no_grad():
                 leaf.grad._data += g._data

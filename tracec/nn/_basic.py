@@ -43,8 +43,11 @@ def linear(input, weight, bias=None):
         # in float32 and rounds once; rounding the product, then the sum,
         # can land one ulp away.
         with autocast_mode.autocast("cpu", enabled=False):
-            y = TF.matmul(ops.cast(input, dt.float32),
-                          ops.cast(S.t(weight) if weight.ndim == 2 else weight, dt.float32))
+            # (the weight cast before its transpose: the product sees a
+            # column-major operand, whose gradient mm's backward makes
+            # column-major, so the weight's comes back contiguous)
+            w32 = ops.cast(weight, dt.float32)
+            y = TF.matmul(ops.cast(input, dt.float32), S.t(w32) if weight.ndim == 2 else w32)
             out = ops.cast(TF.add(y, ops.cast(bias, dt.float32)), input.dtype)
         if out._node is not None and input.ndim >= 2:
             out._node._name = "AddmmBackward0" if input.ndim == 2 else "ViewBackward0"

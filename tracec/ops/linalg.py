@@ -36,16 +36,30 @@ def _swap(x):
     return movement.transpose(x, tuple(range(n - 2)) + (n - 1, n - 2))
 
 
-def _matmul_vjp(g, a, b, out):
+def _matmul_vjp(g, a, b, out, column_major=(False, False)):
     # An unsaved partner (an Aval) means that cotangent is not wanted: the
     # tape keeps ``b`` only if ``a`` needs a gradient, and ``a`` likewise.
     # Complex operands (eager only): the cotangents read the conjugates.
-    ga = ew.sum_to(matmul(g, _swap(ew.conj(b))), tuple(a.shape)) \
-        if not isinstance(b, Aval) else None
+    # ``column_major`` (set by the eager front end only; values do not
+    # depend on it): which 2-D operand was column-major (a transpose, as
+    # Linear's ``weight.t()``); its cotangent is then made column-major too,
+    # as PyTorch's mm backward does (``(g.t() @ a).t()``), so the gradient
+    # that a transpose hands back to a contiguous weight is contiguous
+    # (DARTS's ``torch.cat([g.view(-1) for g in autograd.grad(...)])``).
+    ga = None
+    if not isinstance(b, Aval):
+        if column_major[0]:
+            ga = _swap(matmul(ew.conj(b), _swap(g)))
+        else:
+            ga = ew.sum_to(matmul(g, _swap(ew.conj(b))), tuple(a.shape))
     gb = None
     if not isinstance(a, Aval):
         a = ew.conj(a)
-        if len(a.shape) > 2 and math.prod(b.shape[:-2]) == 1:
+        if column_major[1]:
+            rows = math.prod(a.shape[:-1])
+            gb = _swap(matmul(_swap(movement.reshape(g, (rows, g.shape[-1]))),
+                              movement.reshape(a, (rows, a.shape[-1]))))
+        elif len(a.shape) > 2 and math.prod(b.shape[:-2]) == 1:
             # One B for the whole batch of A (a Linear on a [T, B, F] input):
             # its gradient is one product over every row of the batch, not a
             # batch of products summed afterwards (which would materialize

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from tracec import creation
 from tracec import dtypes as dt
+from tracec.contraction import sparse_coo_tensor
 from tracec import functions as F
 from tracec.optim import _functional as _f
 from tracec.optim.optimizer import Optimizer, _scalar_dtype, reads_lr_by_lr
@@ -29,6 +30,10 @@ class Adagrad(Optimizer):
         clr = lr / (1 + (step - 1) * lr_decay)
         sum = sum + g * g
         p = p - clr * g / (sqrt(sum) + eps)
+
+    A sparse gradient (``Embedding(sparse=True)``'s, as treelstm.pytorch's
+    ``--sparse`` runs) takes PyTorch's sparse branch: weight decay refused,
+    ``sum`` and ``p`` updated on the gradient's rows only.
 
     ``foreach`` and ``fused`` are accepted and change nothing.
     """
@@ -87,6 +92,9 @@ class Adagrad(Optimizer):
             if len(self.state[p]) == 0:  # a parameter added by add_param_group
                 self._new_state(p)
             grad = p.grad if not maximize else -p.grad
+            if grad.is_sparse:
+                self._sparse_update(p, grad, self.state[p], lr, lr_decay, eps, weight_decay)
+                continue
             p, grad, state = _f.as_real(p, grad, self.state[p])
             step_t, state_sum = state["step"], state["sum"]
             step_t.add_(1)
@@ -101,3 +109,22 @@ class Adagrad(Optimizer):
             _f.addcmul_(state_sum, grad, grad)
             std = state_sum.sqrt().add(eps)
             _f.addcdiv_(p, grad, std, value=_f.neg(clr))
+
+    @staticmethod
+    def _sparse_update(p, grad, state, lr, lr_decay, eps, weight_decay) -> None:
+        """PyTorch's sparse-gradient branch of ``_single_tensor_adagrad``:
+        the step counts before weight decay is refused; then ``sum`` gains
+        the squared values of the coalesced gradient, and ``p`` moves on
+        those rows only by ``-clr * g / (sqrt(sum) + eps)``."""
+        step_t, state_sum = state["step"], state["sum"]
+        step_t.add_(1)
+        if weight_decay != 0:
+            raise RuntimeError("weight_decay option is not compatible with sparse gradients")
+        clr = lr / (1 + (step_t.item() - 1) * lr_decay)
+        if isinstance(clr, Tensor):
+            clr = clr.item()
+        grad = grad.coalesce()
+        indices, values = grad._indices(), grad._values()
+        state_sum.add_(sparse_coo_tensor(indices, values.pow(2), grad.size()))
+        std_values = state_sum[tuple(indices)].sqrt().add(eps)
+        p.add_(sparse_coo_tensor(indices, values / std_values, grad.size()), alpha=-clr)

@@ -81,7 +81,9 @@ class SparseAdam(Optimizer):
                 state["exp_avg_sq"] = creation.zeros_like(p)
             state["step"].add_(1)
             step = state["step"].to(dt.float64)
-            grad = p.grad if not maximize else -p.grad
+            # (its values as a dense tensor: the masked update below is dense
+            # arithmetic, and a COO tensor minus a dense one is refused)
+            grad = (p.grad if not maximize else -p.grad).to_dense()
             rows = grad.ne(0)
             if grad.dim() > 1:
                 rows = rows.flatten(1).any(1).reshape((-1,) + (1,) * (grad.dim() - 1))

@@ -212,9 +212,6 @@ class ModuleList(Module):
             lines.append(_addindent(s, 2))
         return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
 
-    def forward(self, *args, **kwargs):
-        raise NotImplementedError("ModuleList has no forward(); iterate over it instead")
-
 
 class ModuleDict(Module):
     """An ordered dict of registered submodules."""
@@ -269,9 +266,6 @@ class ModuleDict(Module):
                     raise ValueError(f"ModuleDict update sequence element #{j} has length "
                                      f"{len(kv)}; 2 is required")
                 self[kv[0]] = kv[1]
-
-    def forward(self, *args, **kwargs):
-        raise NotImplementedError("ModuleDict has no forward(); index it instead")
 
 
 def _params_repr(items, typename: bool = False) -> str:
@@ -333,8 +327,9 @@ class ParameterList(Module):
     def extra_repr(self) -> str:
         return _params_repr(enumerate(self))
 
-    def forward(self, *args, **kwargs):
-        raise NotImplementedError("ParameterList has no forward()")
+    def __call__(self, *args, **kwargs):
+        # (PyTorch's words; ModuleList / ModuleDict reach Module's refusal)
+        raise RuntimeError("ParameterList should not be called.")
 
 
 class ParameterDict(Module):
@@ -392,5 +387,5 @@ class ParameterDict(Module):
         for k, v in items:
             self[k] = v
 
-    def forward(self, *args, **kwargs):
-        raise NotImplementedError("ParameterDict has no forward()")
+    def __call__(self, input):  # noqa: A002 - PyTorch's signature
+        raise RuntimeError("ParameterDict should not be called.")
