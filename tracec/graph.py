@@ -22,6 +22,7 @@ import threading
 import weakref
 import numpy as np
 
+from tracec.ops import elementwise
 from tracec.ops.core import _VALUE_TYPES, Aval, is_value
 
 #: ``tensor.SYM_SHAPES`` (see there): while a symbolic trace is recorded, the
@@ -443,7 +444,12 @@ def protect_saved(node, box, stops) -> None:
         seen.add(id(n))
         for key, (t, version) in list((n.saved or {}).items()):
             if version is not None and t._version is box:
-                copy = type(t)._make(t._data.copy(), t.dtype)
+                # The copy is a recorded op (a same-dtype cast), so that a
+                # trace that records this backward eagerly (a graph with a
+                # custom autograd.Function) reads the traced value, not a
+                # constant of the first call's numbers.
+                with no_grad():
+                    copy = elementwise.cast(t, t.dtype)
                 copy._version = [version]
                 n.saved[key] = (copy, version)
         stack.extend(n.edges)

@@ -1,0 +1,32 @@
+"""Public self-supervised / embedding programs, small configurations
+(``tests/programs/models35``): facebookresearch/vicreg's main_vicreg.py
+(the Projector from an mlp spec string, the invariance / variance /
+covariance loss with off_diagonal's flatten-view trick and its in-place
+pow_, FullGatherLayer as an autograd.Function outside an initialized
+process group, the LARS optimizer with its weight-decay and adaptation
+filters and nested torch.where, adjust_learning_rate's warmup and cosine,
+torch.cuda.amp's GradScaler / autocast disabled on CPU).
+
+Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
+``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
+the same steps run eagerly, and print the verdict); weights and data come
+from numpy, and lines marked ``[rng]`` are not compared numerically.
+"""
+import pathlib
+
+import pytest
+
+from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixture
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROGS = ROOT / "tests" / "programs" / "models35"
+
+CASES = ["vicreg.py"]
+EAGER_FALLBACK = set()
+
+torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
+
+
+@pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
+def test_models35_program_matches_torch(script, torch_refs, tmp_path):
+    check_program(PROGS / script, torch_refs(script), tmp_path, script in EAGER_FALLBACK)
