@@ -5,7 +5,12 @@ covariance loss with off_diagonal's flatten-view trick and its in-place
 pow_, FullGatherLayer as an autograd.Function outside an initialized
 process group, the LARS optimizer with its weight-decay and adaptation
 filters and nested torch.where, adjust_learning_rate's warmup and cosine,
-torch.cuda.amp's GradScaler / autocast disabled on CPU).
+torch.cuda.amp's GradScaler / autocast disabled on CPU); and
+pyg-team/pytorch_geometric's Node2Vec in plain torch (a sparse=True
+nn.Embedding stepped by SparseAdam, the DataLoader with collate_fn=sample,
+pos_sample / neg_sample windows, the log-sigmoid losses with EPS, a numpy
+logistic-regression test, the sparse gradient's layout and coalesce(),
+rw.unfold windows, DeepWalk-style EmbeddingBag(sparse=True) bags with SGD).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -21,7 +26,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models35"
 
-CASES = ["vicreg.py"]
+CASES = ["vicreg.py", "node2vec.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
