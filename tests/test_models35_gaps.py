@@ -50,3 +50,30 @@ def test_compiled_custom_function_then_inplace_pow_matches_torch_each_call():
             np.testing.assert_allclose(wc.grad.numpy(), grad, rtol=1e-4, atol=1e-5,
                                        err_msg=f"call {i}")
         np.testing.assert_allclose(wc.detach().numpy(), wt.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _grid_fn(lib):
+    import math
+
+    def f(t, x, step_size):
+        # torchdiffeq's _grid_constructor_from_step_size
+        niters = lib.ceil((t[-1] - t[0]) / step_size + 1).item()
+        grid = lib.arange(0, niters, dtype=t.dtype) * step_size + t[0]
+        grid[-1] = t[-1]
+        rows = math.floor(x.abs().sum().item())
+        return grid, x[:rows].sum(0)
+    return f
+
+
+def test_compiled_ceil_floor_of_item_speculated_per_value():
+    x0 = np.arange(12, dtype=np.float32).reshape(6, 2) / 10
+    cases = [([0.0, 0.5], 0.25, 1.0), ([0.0, 0.5], 0.25, 0.5), ([0.0, 0.55], 0.25, 1.0),
+             ([0.0, 1.0], 0.3, 0.2), ([0.0, 0.5], 0.25, 1.0)]
+    ref = _grid_fn(torch)
+    step = tracec.compile(_grid_fn(tracec))
+    for t, step_size, scale in cases:
+        want = ref(torch.tensor(t), torch.tensor(x0 * scale), step_size)
+        got = step(tracec.tensor(t), tracec.tensor(x0 * scale), step_size)
+        for g, w in zip(got, want):
+            assert tuple(g.shape) == tuple(w.shape), (t, step_size, scale)
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6, atol=1e-7)

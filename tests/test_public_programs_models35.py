@@ -10,7 +10,13 @@ pyg-team/pytorch_geometric's Node2Vec in plain torch (a sparse=True
 nn.Embedding stepped by SparseAdam, the DataLoader with collate_fn=sample,
 pos_sample / neg_sample windows, the log-sigmoid losses with EPS, a numpy
 logistic-regression test, the sparse gradient's layout and coalesce(),
-rw.unfold windows, DeepWalk-style EmbeddingBag(sparse=True) bags with SGD).
+rw.unfold windows, DeepWalk-style EmbeddingBag(sparse=True) bags with SGD);
+and rtqichen/ffjord's CNF on 8gaussians (ConcatLinear_v2 / ConcatSquashLinear
+in an ODEnet, ODEfunc's Hutchinson and brute-force divergences through
+autograd.grad(create_graph=True) under set_grad_enabled(True), torchdiffeq's
+fixed-grid rk4 written out with its torch.ceil(...).item() grid, the
+standard-normal log-likelihood loss, RunningAverageMeter, Adam; the compiled
+step differentiates through the double backward).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -26,7 +32,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models35"
 
-CASES = ["vicreg.py", "node2vec.py"]
+CASES = ["vicreg.py", "node2vec.py", "ffjord.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
