@@ -16,7 +16,13 @@ in an ODEnet, ODEfunc's Hutchinson and brute-force divergences through
 autograd.grad(create_graph=True) under set_grad_enabled(True), torchdiffeq's
 fixed-grid rk4 written out with its torch.ceil(...).item() grid, the
 standard-normal log-likelihood loss, RunningAverageMeter, Adam; the compiled
-step differentiates through the double backward).
+step differentiates through the double backward); and
+descriptinc/melgan-neurips' MelGAN (weight-normed Conv1d / ConvTranspose1d
+with output_padding, ReflectionPad1d ResnetBlocks, Audio2Mel's reflect pad /
+stft(return_complex=False) / numpy mel filterbank / log10 clamp, the
+multi-scale NLayerDiscriminator with grouped convs and the
+count_include_pad=False AvgPool1d, hinge and feature-matching losses, Adam
+with betas=(0.5, 0.9)).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -32,7 +38,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models35"
 
-CASES = ["vicreg.py", "node2vec.py", "ffjord.py"]
+CASES = ["vicreg.py", "node2vec.py", "ffjord.py", "melgan.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
