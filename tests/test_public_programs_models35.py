@@ -1,4 +1,5 @@
-"""Public self-supervised / embedding programs, small configurations
+"""Public self-supervised, graph-embedding, normalizing-flow, vocoder and
+MLP / vision-transformer programs, small configurations
 (``tests/programs/models35``): facebookresearch/vicreg's main_vicreg.py
 (the Projector from an mlp spec string, the invariance / variance /
 covariance loss with off_diagonal's flatten-view trick and its in-place
@@ -22,7 +23,11 @@ with output_padding, ReflectionPad1d ResnetBlocks, Audio2Mel's reflect pad /
 stft(return_complex=False) / numpy mel filterbank / log10 clamp, the
 multi-scale NLayerDiscriminator with grouped convs and the
 count_include_pad=False AvgPool1d, hinge and feature-matching losses, Adam
-with betas=(0.5, 0.9)).
+with betas=(0.5, 0.9)); and lucidrains/g-mlp-pytorch's gMLP (the Conv1d
+SpatialGatingUnit with its causal triu_ mask and F.conv1d, the tiny-attention
+gate residual) with facebookresearch/deit's CaiT (talking-heads attention,
+LayerScale blocks, class attention over the expanded cls token, AdamW groups
+from no_weight_decay, timm's DropPath and LabelSmoothingCrossEntropy).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -38,7 +43,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models35"
 
-CASES = ["vicreg.py", "node2vec.py", "ffjord.py", "melgan.py"]
+CASES = ["vicreg.py", "node2vec.py", "ffjord.py", "melgan.py", "gmlp_cait.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
