@@ -22,6 +22,7 @@ import threading
 import weakref
 import numpy as np
 
+from tracec.ops import elementwise
 from tracec.ops.core import _VALUE_TYPES, Aval, is_value
 
 #: ``tensor.SYM_SHAPES`` (see there): while a symbolic trace is recorded, the
@@ -429,12 +430,16 @@ def reached_leaves(tensors):
         stack.extend(n.edges)
 
 
-def protect_saved(node, box, stops) -> None:
+def protect_saved(node, box, stops, recorded: bool = False) -> None:
     """Before an in-place write to the storage whose version box is ``box``:
     nodes of the subgraph above ``stops`` (ids of nodes that existed before
     the op) that saved a tensor of that storage keep a copy of its current
     value instead, so that computing ``x.mul_(y)`` from ``x`` itself does not
-    trip the version check (PyTorch saves the original ``self`` likewise)."""
+    trip the version check (PyTorch saves the original ``self`` likewise).
+    ``recorded``: a tracer is recording, so the copy is made by a recorded
+    op (a same-dtype cast): a trace that records this backward eagerly (a
+    graph with a custom autograd.Function) then reads the traced value, not
+    a constant of the first call's numbers."""
     stack, seen = [node], set()
     while stack:
         n = stack.pop()
@@ -443,7 +448,11 @@ def protect_saved(node, box, stops) -> None:
         seen.add(id(n))
         for key, (t, version) in list((n.saved or {}).items()):
             if version is not None and t._version is box:
-                copy = type(t)._make(t._data.copy(), t.dtype)
+                if recorded:
+                    with no_grad():
+                        copy = elementwise.cast(t, t.dtype)
+                else:
+                    copy = type(t)._make(t._data.copy(), t.dtype)
                 copy._version = [version]
                 n.saved[key] = (copy, version)
         stack.extend(n.edges)

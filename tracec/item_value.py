@@ -21,6 +21,9 @@ give a new ``ItemValue`` whose tensor the tracer computes in float64 from
 the others (``derive``): the same IEEE double operations Python does, so
 compiled calls return the very float eager calls do.
 
+``math.ceil`` / ``math.floor`` give the plain int, speculated likewise by
+the two comparisons that pin it.
+
 Any other use while recording (``float()``, formatting, an
 operand of a tensor op, ``math.exp``, ``//``, ``**``) would freeze the first
 call's value into the trace or into Python state: it is refused with a
@@ -129,12 +132,36 @@ for _name, _op, _what in (("neg", operator.neg, "arithmetic"), ("pos", operator.
                           ("float", float, "float()"), ("int", int, "int()"),
                           ("index", operator.index, "an index"),
                           ("complex", complex, "complex()"), ("round", round, "round()"),
-                          ("trunc", int, "math.trunc()"), ("floor", math.floor, "math.floor()"),
-                          ("ceil", math.ceil, "math.ceil()"),
+                          ("trunc", int, "math.trunc()"),
                           ("str", str, "str()"), ("format", format, "a format string"),
                           ("hash", hash, "hashing")):
     setattr(ItemValue, f"__{_name}__", _unary(_op, _what, derivable=_name in DERIVABLE))
 del _name, _op
+
+
+def _rounding(op, what, lower_gt: bool):
+    """``math.ceil`` / ``math.floor`` of the number: the int Python gives,
+    speculated on the tensor by the two comparisons that pin it (for ceil,
+    ``r - 1 < x <= r``; for floor, ``r <= x < r + 1``), each a decision the
+    trace guards, as ``err.item() < thresh`` is; so a grid size from
+    ``torch.ceil(...).item()`` (torchdiffeq's fixed-step grid) is one trace
+    per size.  Refused as a use where the comparisons cannot be derived."""
+    def f(self):
+        if self.refuse is None or self.derive is None:
+            return op(self.use(what))
+        r = op(self.value)
+        if lower_gt:
+            pinned = (_derived(self, r - 1, operator.gt, False), _derived(self, r, operator.le, False))
+        else:
+            pinned = (_derived(self, r, operator.ge, False), _derived(self, r + 1, operator.lt, False))
+        if None in pinned:
+            return op(self.use(what))
+        return r
+    return f
+
+
+ItemValue.__ceil__ = _rounding(math.ceil, "math.ceil()", True)
+ItemValue.__floor__ = _rounding(math.floor, "math.floor()", False)
 
 
 class DrawValue(ItemValue):

@@ -201,7 +201,7 @@ def _inplace(name, fn):
         if new._node is not None and new is not self:
             stops = {id(graph.edge_of(a)) for a in (self,) + args
                      if isinstance(a, Tensor) and a.requires_grad}
-            graph.protect_saved(new._node, self._version, stops)
+            graph.protect_saved(new._node, self._version, stops, recorded=bool(RECORDERS))
         return self._assign(new, name)
     method.__name__ = name
     method.__wrapped__ = fn   # its keywords are fn's (inspect.signature shows them)
