@@ -129,9 +129,20 @@ def _read(path):
         return f.read()
 
 
+#: The public programs run without the IR verifier between passes
+#: (``TRACEC_CHECKS``, which conftest turns on for the tests in-process):
+#: on a whole training step it was a third of the compile's CPU (U-Net's:
+#: 3.5 s of 11.5), verifying thousands of ops that the in-process tests
+#: already verify pass by pass, op by op; the programs check their results
+#: against PyTorch's.  A test may still ask for it in ``env``
+#: (``TRACEC_PROGRAM_CHECKS=1``).
+PROGRAM_CHECKS = "TRACEC_PROGRAM_CHECKS"
+
+
 def run_cli(args, cwd, env, timeout=600):
     """``python -m tracec.cli *args`` in ``cwd`` with ``env`` (see the
-    module docstring)."""
+    module docstring; ``TRACEC_CHECKS`` from ``PROGRAM_CHECKS``)."""
+    env = {**env, "TRACEC_CHECKS": env.get(PROGRAM_CHECKS, "0")}
     if not hasattr(os, "fork"):
         return subprocess.run([sys.executable, "-m", "tracec.cli", *map(str, args)], cwd=cwd,
                               env=env, capture_output=True, text=True, timeout=timeout)
