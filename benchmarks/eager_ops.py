@@ -98,6 +98,12 @@ OPS = {
         a["Ig"], a["Kg"], padding=1).backward(a["GI"]),
     "linear 512->512 fwd+bwd": lambda L, a: L.nn.functional.linear(
         a["Hg"], a["Wl"]).backward(a["G"]),
+    # random draws: PyTorch's streams (tracec/torch_rng.py), same sizes
+    "randn 64x128x512": lambda L, a: L.randn(64, 128, 512),
+    "rand 64x128x512": lambda L, a: L.rand(64, 128, 512),
+    "randint 1M": lambda L, a: L.randint(0, 1000, (1 << 20,)),
+    "randperm 60000": lambda L, a: L.randperm(60000),
+    "kaiming_uniform_ 512x512": lambda L, a: L.nn.init.kaiming_uniform_(L.empty(512, 512)),
 }
 
 
