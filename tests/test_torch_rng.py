@@ -51,6 +51,11 @@ CASES = {
     "multinomial with replacement": lambda L: L.multinomial(L.tensor([[0.1, 0.2, 0.7], [0.5, 0.25, 0.25]]), 9, True),
     "multinomial without": lambda L: L.multinomial(L.tensor([0.1, 0.2, 0.3, 0.4]), 3),
     "Categorical.sample": lambda L: L.distributions.Categorical(logits=L.zeros(3, 6)).sample((4,)),
+    # one sample with replacement takes ATen's exponential fast path
+    "multinomial one sample with replacement": lambda L: L.cat(
+        [L.multinomial(L.tensor([[0.3, 0.7], [0.6, 0.4]]), 1, True) for _ in range(8)]),
+    "Categorical.sample() (one draw)": lambda L: L.stack(
+        [L.distributions.Categorical(L.tensor([[0.3, 0.7]])).sample() for _ in range(8)]),
     "Normal.sample": lambda L: L.distributions.Normal(L.zeros(20), L.ones(20)).sample(),
     "a Generator of its own": lambda L: L.rand(5, generator=L.Generator().manual_seed(3)),
     "get / set_rng_state": lambda L: (lambda s: (L.rand(3), L.set_rng_state(s), L.rand(3))[2])(
