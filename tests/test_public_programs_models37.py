@@ -3,7 +3,13 @@
 (``tests/programs/models37``): pytorch/examples' REINFORCE and actor-critic
 (a tiny numpy CartPole-like env with ``reset(seed=...)``, ``Categorical``
 sampling, ``np.finfo(np.float32).eps`` return normalization, SavedAction,
-``F.smooth_l1_loss``, running reward).
+``F.smooth_l1_loss``, running reward); pytorch/examples' DCGAN (weights_init
+through ``.data.normal_`` / ``fill_``, ``fixed_noise = torch.randn``,
+``torch.full(..., dtype=real_cpu.dtype)``, BCELoss, ``label.fill_``, the
+D_x / D_G_z1 / D_G_z2 prints, a shuffle=True DataLoader); and
+time_sequence_prediction (``np.random.randint`` sine waves, the
+double-precision LSTMCell Sequence with its ``future`` loop, LBFGS with a
+closure) with its ``torch.manual_seed(0)`` default init.
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled part against
@@ -20,7 +26,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models37"
 
-CASES = ["reinforce.py", "actor_critic.py"]
+CASES = ["reinforce.py", "actor_critic.py", "dcgan.py", "time_sequence.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
