@@ -9,7 +9,11 @@ through ``.data.normal_`` / ``fill_``, ``fixed_noise = torch.randn``,
 D_x / D_G_z1 / D_G_z2 prints, a shuffle=True DataLoader); and
 time_sequence_prediction (``np.random.randint`` sine waves, the
 double-precision LSTMCell Sequence with its ``future`` loop, LBFGS with a
-closure) with its ``torch.manual_seed(0)`` default init.
+closure) with its ``torch.manual_seed(0)`` default init; and a timm-style
+loop (``random_split`` with a seeded Generator, WeightedRandomSampler,
+mixup with ``np.random.beta`` and ``torch.randperm``, label smoothing,
+CosineAnnealingWarmRestarts stepped fractionally, gradient accumulation,
+an AveragedModel EMA with a custom ``avg_fn`` and ``update_bn``).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled part against
@@ -26,7 +30,8 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models37"
 
-CASES = ["reinforce.py", "actor_critic.py", "dcgan.py", "time_sequence.py"]
+CASES = ["reinforce.py", "actor_critic.py", "dcgan.py", "time_sequence.py",
+         "timm_loop.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
