@@ -13,7 +13,13 @@ closure) with its ``torch.manual_seed(0)`` default init; and a timm-style
 loop (``random_split`` with a seeded Generator, WeightedRandomSampler,
 mixup with ``np.random.beta`` and ``torch.randperm``, label smoothing,
 CosineAnnealingWarmRestarts stepped fractionally, gradient accumulation,
-an AveragedModel EMA with a custom ``avg_fn`` and ``update_bn``).
+an AveragedModel EMA with a custom ``avg_fn`` and ``update_bn``); and a
+BERT masked-LM pretraining step with transformers'
+DataCollatorForLanguageModeling masking (``torch.bernoulli`` of
+``torch.full`` probability matrices, ``labels[~masked_indices] = -100``,
+``torch.randint(len(tokenizer), ...)`` random words), a tiny
+nn.TransformerEncoder BERT with dropout 0.1 trained in train mode, tied
+decoder weights, AdamW no-decay groups and a linear warm-up LambdaLR.
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled part against
@@ -31,7 +37,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models37"
 
 CASES = ["reinforce.py", "actor_critic.py", "dcgan.py", "time_sequence.py",
-         "timm_loop.py"]
+         "timm_loop.py", "bert_mlm.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})

@@ -36,6 +36,10 @@ CASES = {
     "random_()": lambda L: L.empty(10, dtype=L.int64).random_(),
     "random_(from, to)": lambda L: L.empty(10).random_(3, 17),
     "dropout": lambda L: L.nn.functional.dropout(L.ones(64, 30), 0.3, True),
+    # empty_like keeps the strides: the mask is drawn in storage order
+    "dropout on a transpose": lambda L: L.nn.functional.dropout(L.ones(6, 5, 8).transpose(0, 1), 0.3),
+    "dropout on batch_first attention's output": lambda L: L.nn.Dropout(0.2)(
+        L.nn.MultiheadAttention(16, 2, batch_first=True)(*[L.ones(3, 4, 16)] * 3)[0]),
     "dropout2d": lambda L: L.nn.functional.dropout2d(L.ones(4, 6, 3, 3), 0.5, True),
     "nn.Dropout module": lambda L: L.nn.Dropout(0.1)(L.ones(8, 50)),
     "Linear init": lambda L: L.cat([p.flatten() for p in L.nn.Linear(30, 20).parameters()]),

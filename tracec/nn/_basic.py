@@ -145,10 +145,18 @@ def _keep_mask(shape, p: float, x: Tensor) -> Tensor:
     work = x.dtype if x.dtype.is_floating_point else dt.get_default_dtype()
     mt = creation.default_generator.eager_mt()
     if mt is not None and all(isinstance(k, int) for k in shape):
-        # PyTorch's mask: empty_like(x).bernoulli_(1 - p).div_(1 - p)
-        keep = torch_rng.bernoulli_scalar(mt, int(np.prod(shape)), 1.0 - p)
+        # PyTorch's mask: empty_like(x).bernoulli_(1 - p).div_(1 - p).
+        # empty_like keeps x's strides and bernoulli_ fills in memory
+        # order, so a transposed x (attention's batch_first output) draws
+        # its mask in its storage order; the feature-dropout noise
+        # (``shape`` is not x's) is a fresh contiguous tensor.
+        n = int(np.prod(shape))
+        if tuple(shape) == tuple(x.shape):
+            keep = creation.memory_order_draw(x, lambda k: torch_rng.bernoulli_scalar(mt, k, 1.0 - p))
+        else:
+            keep = torch_rng.bernoulli_scalar(mt, n, 1.0 - p).reshape(tuple(shape))
         one = work.np.type(1)
-        mask = keep.reshape(tuple(shape)).astype(work.np) * (one / work.np.type(1.0 - p))
+        mask = np.ascontiguousarray(keep).astype(work.np) * (one / work.np.type(1.0 - p))
         return Tensor._make(mask, work)
     u = creation.rand(tuple(shape), dtype=work)
     return ops.mul(ops.cast(ops.lt(u, 1.0 - p), work), 1.0 / (1.0 - p))
