@@ -40,6 +40,15 @@ CASES = {
     "dropout on a transpose": lambda L: L.nn.functional.dropout(L.ones(6, 5, 8).transpose(0, 1), 0.3),
     "dropout on batch_first attention's output": lambda L: L.nn.Dropout(0.2)(
         L.nn.MultiheadAttention(16, 2, batch_first=True)(*[L.ones(3, 4, 16)] * 3)[0]),
+    # *_like fill empty_like(input), which keeps a strided input's order
+    "rand_like of a transpose": lambda L: L.rand_like(L.zeros(5, 6).t()),
+    "randn_like of a permute (scalar normal path)": lambda L: L.randn_like(
+        L.zeros(4, 6, 5).permute(2, 0, 1)),
+    "randint_like of a permute": lambda L: L.randint_like(L.zeros(4, 6, 5).permute(2, 0, 1), 3, 9),
+    "randn_like channels_last": lambda L: L.randn_like(
+        L.zeros(2, 3, 4, 4).to(memory_format=L.channels_last)),
+    "bernoulli_(p tensor) on a transpose": lambda L: L.empty(5, 6).t().bernoulli_(
+        L.full((6, 5), 0.5)),
     "dropout2d": lambda L: L.nn.functional.dropout2d(L.ones(4, 6, 3, 3), 0.5, True),
     "nn.Dropout module": lambda L: L.nn.Dropout(0.1)(L.ones(8, 50)),
     "Linear init": lambda L: L.cat([p.flatten() for p in L.nn.Linear(30, 20).parameters()]),

@@ -79,7 +79,12 @@ def bernoulli_(self, p=0.5, *, generator=None):
             if p_b is None:
                 raise RuntimeError(f"bernoulli_: p of shape {tuple(p.shape)} cannot be broadcast "
                                    f"to self of shape {tuple(self.shape)}")
-            hit = torch_rng.bernoulli_tensor(mt, p_b)
+            # one uniform per element of self in self's storage order (the
+            # TensorIterator follows its output's strides)
+            st = self.stride() if self.ndim else ()
+            perm = sorted(range(self.ndim), key=lambda i: -st[i])
+            hit = np.transpose(torch_rng.bernoulli_tensor(mt, np.transpose(p_b, perm)),
+                               np.argsort(perm))
         else:
             hit = creation.memory_order_draw(
                 self, lambda n: torch_rng.bernoulli_scalar(mt, n, pv))
