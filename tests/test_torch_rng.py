@@ -69,6 +69,10 @@ CASES = {
         [L.multinomial(L.tensor([[0.3, 0.7], [0.6, 0.4]]), 1, True) for _ in range(8)]),
     "Categorical.sample() (one draw)": lambda L: L.stack(
         [L.distributions.Categorical(L.tensor([[0.3, 0.7]])).sample() for _ in range(8)]),
+    # ATen's sample_poisson: products of uniforms below rate 10, PTRS above
+    "poisson (small and large rates)": lambda L: L.poisson(
+        L.tensor([[0.5, 3.0, 9.9, 10.0], [40.0, 0.0, 150.5, 1e4]]).repeat(6, 1)),
+    "Poisson.sample": lambda L: L.distributions.Poisson(L.full((3, 4), 2.5)).sample((2,)),
     "Normal.sample": lambda L: L.distributions.Normal(L.zeros(20), L.ones(20)).sample(),
     "a Generator of its own": lambda L: L.rand(5, generator=L.Generator().manual_seed(3)),
     "get / set_rng_state": lambda L: (lambda s: (L.rand(3), L.set_rng_state(s), L.rand(3))[2])(

@@ -91,7 +91,12 @@ def poisson(input, generator=None):  # noqa: A002
         raise RuntimeError(f"\"poisson_cpu\" not implemented for '{str(input.dtype)[6:]}'")
     if np.any(rates < 0) or np.any(np.isnan(rates)):
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
-    draws = host_generator(generator, "torch.poisson").poisson(rates.astype(np.float64))
+    mt = (generator or default_generator).eager_mt()
+    if mt is not None:          # PyTorch's sampler on its stream
+        from tracec import torch_rng
+        draws = torch_rng.poisson(mt, rates)
+    else:
+        draws = host_generator(generator, "torch.poisson").poisson(rates.astype(np.float64))
     return Tensor._make(np.asarray(draws).astype(input.dtype.np), input.dtype)
 
 

@@ -47,6 +47,7 @@ fallback_random`` makes them in PyTorch, from the other side).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import struct
 
@@ -310,3 +311,49 @@ def bernoulli_tensor(mt: MTState, p: np.ndarray) -> np.ndarray:
     """``bernoulli_(p_tensor)`` / ``torch.bernoulli(p)``: one float32
     uniform per element of ``p`` (broadcast to the output), ``u < p``."""
     return uniform(mt, p.size, np.float32).reshape(p.shape) < p
+
+
+def poisson(mt: MTState, lam: np.ndarray) -> np.ndarray:
+    """``torch.poisson(lam)`` (``_s_poisson_cpu``): one ``sample_poisson``
+    per rate in index order, each drawing float64 uniforms as it needs
+    them: rates >= 10 by Hormann's transformed rejection (PTRS), smaller
+    ones by multiplying uniforms until the product falls to exp(-rate)."""
+    rates = np.asarray(lam, np.float64).ravel()
+    out = np.empty(rates.size, np.float64)
+
+    def u():
+        return float((mt.random64(1)[0] & _U64((1 << 53) - 1))) * 2.0 ** -53
+
+    for i, r in enumerate(rates.tolist()):
+        out[i] = _sample_poisson(r, u)
+    return out.reshape(np.shape(lam))
+
+
+def _sample_poisson(lam: float, u) -> int:
+    if lam >= 10:
+        slam, loglam = math.sqrt(lam), math.log(lam)
+        b = 0.931 + 2.53 * slam
+        a = -0.059 + 0.02483 * b
+        invalpha = 1.1239 + 1.1328 / (b - 3.4)
+        vr = 0.9277 - 3.6224 / (b - 2)
+        while True:
+            U = u() - 0.5
+            V = u()
+            us = 0.5 - abs(U)
+            k = math.floor((2 * a / us + b) * U + lam + 0.43)
+            if us >= 0.07 and V <= vr:
+                return k
+            if k < 0 or (us < 0.013 and V > us):
+                continue
+            if (math.log(V) + math.log(invalpha) - math.log(a / (us * us) + b)) <= \
+                    (-lam + k * loglam - math.lgamma(k + 1.0)):
+                return k
+    if lam == 0:
+        return 0
+    enlam, x, prod = math.exp(-lam), 0, 1.0
+    while True:
+        prod *= u()
+        if prod > enlam:
+            x += 1
+        else:
+            return x
