@@ -73,6 +73,15 @@ CASES = {
     "poisson (small and large rates)": lambda L: L.poisson(
         L.tensor([[0.5, 3.0, 9.9, 10.0], [40.0, 0.0, 150.5, 1e4]]).repeat(6, 1)),
     "Poisson.sample": lambda L: L.distributions.Poisson(L.full((3, 4), 2.5)).sample((2,)),
+    # ATen's sample_gamma (Marsaglia-Tsang over the scalar double normals)
+    "Gamma.sample (alpha below and above 1)": lambda L: L.distributions.Gamma(
+        L.tensor([0.3, 1.0, 2.5, 7.0, 50.0]), L.tensor(2.0)).sample((6,)),
+    "Gamma.sample float64": lambda L: L.distributions.Gamma(
+        L.tensor([0.3, 4.0], dtype=L.float64), L.tensor(1.0, dtype=L.float64)).sample((5,)),
+    "_sample_dirichlet": lambda L: L._sample_dirichlet(L.tensor([[0.2, 1.0, 3.0]]).repeat(8, 1)),
+    "Dirichlet.sample": lambda L: L.distributions.Dirichlet(L.tensor([0.4, 1.0, 3.0])).sample((8,)),
+    "Beta.sample (mixup's lam)": lambda L: L.distributions.Beta(
+        L.tensor([0.4]), L.tensor([0.4])).sample((8,)),
     "Normal.sample": lambda L: L.distributions.Normal(L.zeros(20), L.ones(20)).sample(),
     "a Generator of its own": lambda L: L.rand(5, generator=L.Generator().manual_seed(3)),
     "get / set_rng_state": lambda L: (lambda s: (L.rand(3), L.set_rng_state(s), L.rand(3))[2])(

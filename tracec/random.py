@@ -106,6 +106,18 @@ def _sample_dirichlet(input, generator=None):  # noqa: A002
     alpha = concrete(input, "torch._sample_dirichlet")
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"\"dirichlet\" not implemented for '{str(input.dtype)[6:]}'")
+    mt = (generator or default_generator).eager_mt()
+    if mt is not None:
+        # ATen's _s_dirichlet_cpu: float64 gammas (at least the smallest
+        # normal double), normalized in float64, cast, clamped to
+        # [smallest normal, the float below 1]
+        from tracec import torch_rng
+        g = np.maximum(torch_rng.gamma(mt, alpha.astype(np.float64), False),
+                       np.finfo(np.float64).tiny)
+        d = input.dtype.np
+        x = (g / g.sum(-1, keepdims=True)).astype(d)
+        x = np.minimum(np.nextafter(d.type(1), d.type(0)), np.maximum(np.finfo(d).tiny, x))
+        return Tensor._make(np.asarray(x, d), input.dtype)
     g = host_generator(generator, "torch._sample_dirichlet").standard_gamma(
         alpha.astype(np.float64))
     total = g.sum(-1, keepdims=True)

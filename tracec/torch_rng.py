@@ -313,6 +313,12 @@ def bernoulli_tensor(mt: MTState, p: np.ndarray) -> np.ndarray:
     return uniform(mt, p.size, np.float32).reshape(p.shape) < p
 
 
+def _uniform_double(mt: MTState) -> float:
+    """One ``uniform_real_distribution<double>(0, 1)`` draw (ATen's
+    samplers' ``standard_uniform``)."""
+    return float((mt.random64(1)[0] & _U64((1 << 53) - 1))) * 2.0 ** -53
+
+
 def poisson(mt: MTState, lam: np.ndarray) -> np.ndarray:
     """``torch.poisson(lam)`` (``_s_poisson_cpu``): one ``sample_poisson``
     per rate in index order, each drawing float64 uniforms as it needs
@@ -321,11 +327,8 @@ def poisson(mt: MTState, lam: np.ndarray) -> np.ndarray:
     rates = np.asarray(lam, np.float64).ravel()
     out = np.empty(rates.size, np.float64)
 
-    def u():
-        return float((mt.random64(1)[0] & _U64((1 << 53) - 1))) * 2.0 ** -53
-
     for i, r in enumerate(rates.tolist()):
-        out[i] = _sample_poisson(r, u)
+        out[i] = _sample_poisson(r, lambda: _uniform_double(mt))
     return out.reshape(np.shape(lam))
 
 
@@ -357,3 +360,47 @@ def _sample_poisson(lam: float, u) -> int:
             x += 1
         else:
             return x
+
+
+_THIRD_F = float(np.float32(1.0) / np.float32(3.0))     # C++'s 1.0f / 3.0f
+_C0331_F = float(np.float32(0.0331))                     # 0.0331f
+
+
+def gamma(mt: MTState, alpha: np.ndarray, in_float32: bool) -> np.ndarray:
+    """``torch._standard_gamma(alpha)`` (``_s_gamma_cpu``; ``_s_dirichlet_cpu``
+    draws its gammas the same way with float64 ``alpha``): ATen's
+    ``sample_gamma`` per element in index order, float64 except that
+    ``alpha``'s own updates (``1.0f / alpha``, ``alpha += 1``,
+    ``alpha - 1.0f / 3.0f``) are in float32 when ``in_float32`` (float32
+    ``alpha``: its ``scalar_t``).  Marsaglia and Tsang's method, alpha < 1
+    boosted by ``(1 - u) ** (1 / alpha)``; the normals are the generator's
+    scalar double normals (with their cached second sample).  Float64
+    results, before the caller's cast and clamp to the smallest normal."""
+    a = np.asarray(alpha, np.float64).ravel()
+    out = np.empty(a.size, np.float64)
+
+    f32 = np.float32
+    for i, al in enumerate(a.tolist()):
+        scale = 1.0
+        if al < 1.0:
+            if al == 0.0:
+                out[i] = 0.0
+                continue
+            inv = float(f32(1.0) / f32(al)) if in_float32 else 1.0 / al
+            scale *= (1.0 - _uniform_double(mt)) ** inv
+            al = float(f32(al) + f32(1.0)) if in_float32 else al + 1.0
+        d = float(f32(al) - f32(_THIRD_F)) if in_float32 else al - _THIRD_F
+        c = 1.0 / math.sqrt(9.0 * d)
+        while True:
+            while True:
+                x = _normal_double(mt)
+                y = 1.0 + c * x
+                if y > 0:
+                    break
+            v = y * y * y
+            uu = 1.0 - _uniform_double(mt)
+            xx = x * x
+            if uu < 1.0 - _C0331_F * xx * xx or math.log(uu) < 0.5 * xx + d * (1.0 - v + math.log(v)):
+                out[i] = scale * d * v
+                break
+    return out.reshape(np.shape(alpha))
