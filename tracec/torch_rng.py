@@ -34,6 +34,12 @@ words are written here.  The transforms (ATen's ``TransformationHelper.h``,
 - ``randperm(n)``: Fisher-Yates, ``z = random() % (n - i)``, swap ``i, z + i``.
 - ``bernoulli_(p)`` with a number ``p``: ``uniform64 < p``; with a tensor
   ``p``: float32 uniforms ``< p``.
+- In-place fills and ``*_like`` draws follow the filled tensor's storage
+  order (``empty_like`` keeps a strided input's order).
+- ``poisson``: ATen's ``sample_poisson``; ``gamma``: its ``sample_gamma``
+  (Gamma, Chi2, Dirichlet, Beta), both from float64 uniforms drawn one at
+  a time.  (``multinomial``, without replacement or for one sample, is
+  ``exponential_`` then argmax / topk, in ``sorting.multinomial``.)
 
 These are the eager draws only.  A compiled function draws from the
 counter-based ``random_uniform`` primitive (``creation.Generator.state``),
