@@ -82,6 +82,13 @@ CASES = {
     "Dirichlet.sample": lambda L: L.distributions.Dirichlet(L.tensor([0.4, 1.0, 3.0])).sample((8,)),
     "Beta.sample (mixup's lam)": lambda L: L.distributions.Beta(
         L.tensor([0.4]), L.tensor([0.4])).sample((8,)),
+    "Exponential.sample (exponential_)": lambda L: L.distributions.Exponential(L.ones(5) * 2).sample((2,)),
+    "Cauchy.sample (cauchy_)": lambda L: L.distributions.Cauchy(L.zeros(3), L.ones(3)).sample((3,)),
+    "log_normal_ (scalar double normals)": lambda L: L.empty(5, 6).t().log_normal_(0.5, 0.3),
+    "geometric_ (ceil(log(u) / log1p(-p)))": lambda L: L.empty(30).geometric_(0.3),
+    "alpha_dropout (bernoulli_ noise)": lambda L: L.nn.functional.alpha_dropout(
+        L.arange(80.).view(8, 10).t(), 0.3, True),
+    "feature_alpha_dropout": lambda L: L.nn.functional.feature_alpha_dropout(L.ones(4, 6, 3), 0.3, True),
     "Normal.sample": lambda L: L.distributions.Normal(L.zeros(20), L.ones(20)).sample(),
     "a Generator of its own": lambda L: L.rand(5, generator=L.Generator().manual_seed(3)),
     "get / set_rng_state": lambda L: (lambda s: (L.rand(3), L.set_rng_state(s), L.rand(3))[2])(

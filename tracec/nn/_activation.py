@@ -23,7 +23,7 @@ from tracec import graph, ops
 from tracec import shape_ops as S
 from tracec.autograd import Function
 from tracec.ops.elementwise import _where_impl
-from tracec.nn._basic import _apply, _check_p, _elu, _feature_dropout, _hardtanh, _tensor
+from tracec.nn._basic import _apply, _check_p, _elu, _feature_dropout, eager_keep, _hardtanh, _tensor
 from tracec.tensor import Tensor, eager_direct, weak_scalar
 
 __all__ = ["threshold", "threshold_", "prelu", "selu", "selu_", "celu", "celu_", "glu",
@@ -326,7 +326,9 @@ def _alpha_dropout(x: Tensor, p: float, training: bool, inplace: bool, feature: 
         if x.ndim < 2:
             raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
         shape = shape[:2] + (1,) * (x.ndim - 2)
-    keep = ops.cast(ops.lt(creation.rand(shape, dtype=x.dtype), 1.0 - p), x.dtype)
+    drawn = eager_keep(shape, p, x)      # PyTorch's noise.bernoulli_(1 - p), eagerly
+    keep = Tensor._make(drawn.astype(x.dtype.np), x.dtype) if drawn is not None else \
+        ops.cast(ops.lt(creation.rand(shape, dtype=x.dtype), 1.0 - p), x.dtype)
     # PyTorch's affine correction (zero mean, unit variance for SELU
     # activations), in its rounding order: y = x * (a * keep) + b.
     a = 1.0 / ((_ALPHA_PRIME ** 2 * p + 1) * (1 - p)) ** 0.5
