@@ -89,6 +89,9 @@ CASES = {
     "alpha_dropout (bernoulli_ noise)": lambda L: L.nn.functional.alpha_dropout(
         L.arange(80.).view(8, 10).t(), 0.3, True),
     "feature_alpha_dropout": lambda L: L.nn.functional.feature_alpha_dropout(L.ones(4, 6, 3), 0.3, True),
+    # one draw per element <= 0 only, none for the positive ones
+    "rrelu in training": lambda L: L.nn.functional.rrelu(L.linspace(-3, 3, 40), training=True),
+    "nn.RReLU float64": lambda L: L.nn.RReLU(0.1, 0.3).train()(L.randn(4, 5, dtype=L.float64)),
     "Normal.sample": lambda L: L.distributions.Normal(L.zeros(20), L.ones(20)).sample(),
     "a Generator of its own": lambda L: L.rand(5, generator=L.Generator().manual_seed(3)),
     "get / set_rng_state": lambda L: (lambda s: (L.rand(3), L.set_rng_state(s), L.rand(3))[2])(
