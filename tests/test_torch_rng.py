@@ -92,6 +92,11 @@ CASES = {
     # one draw per element <= 0 only, none for the positive ones
     "rrelu in training": lambda L: L.nn.functional.rrelu(L.linspace(-3, 3, 40), training=True),
     "nn.RReLU float64": lambda L: L.nn.RReLU(0.1, 0.3).train()(L.randn(4, 5, dtype=L.float64)),
+    # ATen's sample_binomial: inversion below count * p = 10, BTRS above
+    "binomial (inversion and BTRS, p on both sides of 1/2)": lambda L: L.binomial(
+        L.tensor([5.0, 5.0, 40.0, 200.0, 1000.0, 0.0, 7.0]).repeat(30),
+        L.tensor([0.3, 0.8, 0.4, 0.7, 0.05, 0.3, 1.0]).repeat(30)),
+    "Binomial.sample": lambda L: L.distributions.Binomial(10, L.tensor([0.2, 0.7])).sample((5,)),
     "Normal.sample": lambda L: L.distributions.Normal(L.zeros(20), L.ones(20)).sample(),
     "a Generator of its own": lambda L: L.rand(5, generator=L.Generator().manual_seed(3)),
     "get / set_rng_state": lambda L: (lambda s: (L.rand(3), L.set_rng_state(s), L.rand(3))[2])(

@@ -132,6 +132,11 @@ def binomial(count, prob, generator=None):
         raise RuntimeError(f"\"binomial_cpu\" not implemented for '{str(count.dtype)[6:]}'")
     if np.any((p < 0) | (p > 1)):
         raise RuntimeError("binomial: probabilities must be in [0, 1]")
+    mt = (generator or default_generator).eager_mt()
+    if mt is not None:          # PyTorch's sampler on its stream
+        from tracec import torch_rng
+        draws = torch_rng.binomial(mt, n, p, count.dtype.np)
+        return Tensor._make(np.asarray(draws), count.dtype)
     n_b, p_b = np.broadcast_arrays(n.astype(np.float64), p.astype(np.float64))
     draws = host_generator(generator, "torch.binomial").binomial(n_b.astype(np.int64), p_b)
     return Tensor._make(np.asarray(draws).astype(count.dtype.np), count.dtype)

@@ -410,3 +410,80 @@ def gamma(mt: MTState, alpha: np.ndarray, in_float32: bool) -> np.ndarray:
                 out[i] = scale * d * v
                 break
     return out.reshape(np.shape(alpha))
+
+
+_STIRLING_TAIL = (0.0810614667953272, 0.0413406959554092, 0.0276779256849983,
+                  0.02079067210376509, 0.0166446911898211, 0.0138761288230707,
+                  0.0118967099458917, 0.0104112652619720, 0.00925546218271273,
+                  0.00833056343336287)
+
+
+def _stirling_tail(k: float) -> float:
+    if k <= 9:
+        return _STIRLING_TAIL[int(k)]
+    kp1sq = (k + 1) * (k + 1)
+    return (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (k + 1)
+
+
+def binomial(mt: MTState, count: np.ndarray, prob: np.ndarray, np_dtype) -> np.ndarray:
+    """``torch.binomial(count, prob)`` (``_s_binomial_cpu``): ATen's
+    ``sample_binomial`` per element in index order: inversion (geometric
+    waiting times) when ``count * prob < 10``, else Kachitvichyanukul and
+    Schmeiser's BTRS, on ``min(prob, 1 - prob)``; the products of ``count``
+    and ``prob`` in their dtype (``np_dtype``), the rest in float64."""
+    t = np.dtype(np_dtype).type
+    n_b, p_b = np.broadcast_arrays(np.asarray(count, np_dtype), np.asarray(prob, np_dtype))
+    out = np.empty(n_b.size, np.float64)
+    for i, (n, p) in enumerate(zip(n_b.ravel().tolist(), p_b.ravel().tolist())):
+        n, p = t(n), t(p)
+        if n <= 0 or p <= 0:
+            out[i] = 0
+        elif p >= 1:
+            out[i] = n
+        elif p <= 0.5:
+            out[i] = _binomial_half(mt, n, p, t)
+        else:
+            q = t(t(1) - p)
+            out[i] = n - t(_binomial_half(mt, n, q, t))
+    return out.reshape(n_b.shape).astype(np_dtype)
+
+
+def _binomial_half(mt: MTState, n, p, t) -> float:
+    if float(t(n * p)) >= 10.0:
+        return _btrs(mt, n, p, t)
+    logprob = math.log1p(-float(p))
+    geom_sum, num = 0.0, 0
+    while True:
+        geom_sum += math.ceil(math.log(_uniform_double(mt)) / logprob)
+        if geom_sum > float(n):
+            return float(num)
+        num += 1
+
+
+def _btrs(mt: MTState, n, p, t) -> float:
+    stddev = float(np.sqrt(t(t(n * p) * t(t(1) - p))))
+    b = 1.15 + 2.53 * stddev
+    a = -0.0873 + 0.0248 * b + 0.01 * float(p)
+    c = float(t(n * p)) + 0.5
+    v_r = 0.92 - 4.2 / b
+    r = float(t(p / t(t(1) - p)))
+    alpha = (2.83 + 5.1 / b) * stddev
+    m = float(np.floor(t(t(n + t(1)) * p)))
+    nf = float(n)
+    while True:
+        U = _uniform_double(mt) - 0.5
+        V = _uniform_double(mt)
+        us = 0.5 - abs(U)
+        k = float(t(math.floor((2 * a / us + b) * U + c)))
+        if k < 0 or k > nf:
+            continue
+        if us >= 0.07 and V <= v_r:
+            return k
+        V = math.log(V * alpha / (a / (us * us) + b))
+        upper = ((m + 0.5) * math.log((m + 1) / (r * (nf - m + 1)))
+                 + float(t(n + t(1))) * math.log((nf - m + 1) / float(t(t(n - t(k)) + t(1))))
+                 + (k + 0.5) * math.log(r * float(t(t(n - t(k)) + t(1))) / float(t(t(k) + t(1))))
+                 + _stirling_tail(m) + _stirling_tail(nf - m)
+                 - _stirling_tail(k) - _stirling_tail(float(t(n - t(k)))))
+        if V <= upper:
+            return k
