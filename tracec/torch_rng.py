@@ -37,8 +37,10 @@ words are written here.  The transforms (ATen's ``TransformationHelper.h``,
 - In-place fills and ``*_like`` draws follow the filled tensor's storage
   order (``empty_like`` keeps a strided input's order).
 - ``poisson``: ATen's ``sample_poisson``; ``gamma``: its ``sample_gamma``
-  (Gamma, Chi2, Dirichlet, Beta), both from float64 uniforms drawn one at
-  a time.  (``multinomial``, without replacement or for one sample, is
+  (Gamma, Chi2, Dirichlet, Beta); ``binomial``: its ``sample_binomial``;
+  all from float64 uniforms drawn one at a time.  ``log_normal_``,
+  ``geometric_``, ``rrelu`` and the alpha-dropout noise are filled by the
+  callers (``random_inplace``, ``nn._activation``) from these draws.  (``multinomial``, without replacement or for one sample, is
   ``exponential_`` then argmax / topk, in ``sorting.multinomial``.)
 
 These are the eager draws only.  A compiled function draws from the
