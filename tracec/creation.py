@@ -865,20 +865,48 @@ def randint(*args, size=None, generator=None, dtype=None, device=None, requires_
     return _finish(r, requires_grad, device)
 
 
+def _drawn_like(input, dtype, memory_format, generator, draw, fill) -> Tensor:
+    """A random ``*_like`` of ``input``: ``draw(shape)``, or, on PyTorch's
+    stream for a strided input, ``fill(t)`` of an empty ``t`` with
+    ``input``'s dimension order: PyTorch fills ``empty_like(input)``
+    (preserve_format keeps a transpose's order) in storage order, and a
+    normal_ of a non-contiguous tensor takes its scalar path.  Returned as
+    a fresh contiguous tensor (tracec's ``*_like`` layout)."""
+    from tracec import tensor_meta as tm
+    shape = tuple(input.shape)
+    if memory_format not in (None, tm.preserve_format) or input.ndim < 2 or \
+            (generator or default_generator).eager_mt() is None or input.is_contiguous():
+        return draw(shape)
+    st = input.stride()
+    perm = sorted(range(input.ndim), key=lambda i: -st[i])          # stable
+    if perm == list(range(input.ndim)):
+        return draw(shape)
+    t = empty(tuple(shape[i] for i in perm), dtype=dtype)
+    t = t.permute(*[int(i) for i in np.argsort(perm)])
+    fill(t)
+    return t.contiguous()
+
+
 def rand_like(input, *, generator=None, dtype=None, layout=None, device=None,
               requires_grad=False, memory_format=None) -> Tensor:
     if layout is not None:
         _check_layout(layout)
-    return _formatted(rand(input.shape, dtype=_like(input, dtype), generator=generator,
-                           device=_like_device(input, device)), input, memory_format, requires_grad)
+    d = _like(input, dtype)
+    return _formatted(_drawn_like(
+        input, d, memory_format, generator,
+        lambda s: rand(s, dtype=d, generator=generator, device=_like_device(input, device)),
+        lambda t: t.uniform_(generator=generator)), input, memory_format, requires_grad)
 
 
 def randn_like(input, *, generator=None, dtype=None, layout=None, device=None,
                requires_grad=False, memory_format=None) -> Tensor:
     if layout is not None:
         _check_layout(layout)
-    return _formatted(randn(input.shape, dtype=_like(input, dtype), generator=generator,
-                            device=_like_device(input, device)), input, memory_format, requires_grad)
+    d = _like(input, dtype)
+    return _formatted(_drawn_like(
+        input, d, memory_format, generator,
+        lambda s: randn(s, dtype=d, generator=generator, device=_like_device(input, device)),
+        lambda t: t.normal_(generator=generator)), input, memory_format, requires_grad)
 
 
 def randint_like(input, low, high=None, *, generator=None, dtype=None, layout=None,
@@ -886,9 +914,13 @@ def randint_like(input, low, high=None, *, generator=None, dtype=None, layout=No
     if layout is not None:
         _check_layout(layout)
     bounds = (low,) if high is None else (low, high)
-    return _formatted(randint(*bounds, input.shape, dtype=_like(input, dtype),
-                              generator=generator, device=_like_device(input, device)),
-                      input, memory_format, requires_grad)
+    lo, hi = (0, low) if high is None else (low, high)
+    d = _like(input, dtype)
+    return _formatted(_drawn_like(
+        input, d, memory_format, generator,
+        lambda s: randint(*bounds, s, dtype=d, generator=generator,
+                          device=_like_device(input, device)),
+        lambda t: t.random_(lo, hi, generator=generator)), input, memory_format, requires_grad)
 
 
 def randperm(n, *, generator=None, dtype=None, device=None) -> Tensor:

@@ -91,7 +91,12 @@ def poisson(input, generator=None):  # noqa: A002
         raise RuntimeError(f"\"poisson_cpu\" not implemented for '{str(input.dtype)[6:]}'")
     if np.any(rates < 0) or np.any(np.isnan(rates)):
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
-    draws = host_generator(generator, "torch.poisson").poisson(rates.astype(np.float64))
+    mt = (generator or default_generator).eager_mt()
+    if mt is not None:          # PyTorch's sampler on its stream
+        from tracec import torch_rng
+        draws = torch_rng.poisson(mt, rates)
+    else:
+        draws = host_generator(generator, "torch.poisson").poisson(rates.astype(np.float64))
     return Tensor._make(np.asarray(draws).astype(input.dtype.np), input.dtype)
 
 
@@ -101,6 +106,18 @@ def _sample_dirichlet(input, generator=None):  # noqa: A002
     alpha = concrete(input, "torch._sample_dirichlet")
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"\"dirichlet\" not implemented for '{str(input.dtype)[6:]}'")
+    mt = (generator or default_generator).eager_mt()
+    if mt is not None:
+        # ATen's _s_dirichlet_cpu: float64 gammas (at least the smallest
+        # normal double), normalized in float64, cast, clamped to
+        # [smallest normal, the float below 1]
+        from tracec import torch_rng
+        g = np.maximum(torch_rng.gamma(mt, alpha.astype(np.float64), False),
+                       np.finfo(np.float64).tiny)
+        d = input.dtype.np
+        x = (g / g.sum(-1, keepdims=True)).astype(d)
+        x = np.minimum(np.nextafter(d.type(1), d.type(0)), np.maximum(np.finfo(d).tiny, x))
+        return Tensor._make(np.asarray(x, d), input.dtype)
     g = host_generator(generator, "torch._sample_dirichlet").standard_gamma(
         alpha.astype(np.float64))
     total = g.sum(-1, keepdims=True)
@@ -115,6 +132,11 @@ def binomial(count, prob, generator=None):
         raise RuntimeError(f"\"binomial_cpu\" not implemented for '{str(count.dtype)[6:]}'")
     if np.any((p < 0) | (p > 1)):
         raise RuntimeError("binomial: probabilities must be in [0, 1]")
+    mt = (generator or default_generator).eager_mt()
+    if mt is not None:          # PyTorch's sampler on its stream
+        from tracec import torch_rng
+        draws = torch_rng.binomial(mt, n, p, count.dtype.np)
+        return Tensor._make(np.asarray(draws), count.dtype)
     n_b, p_b = np.broadcast_arrays(n.astype(np.float64), p.astype(np.float64))
     draws = host_generator(generator, "torch.binomial").binomial(n_b.astype(np.int64), p_b)
     return Tensor._make(np.asarray(draws).astype(count.dtype.np), count.dtype)

@@ -79,7 +79,12 @@ def bernoulli_(self, p=0.5, *, generator=None):
             if p_b is None:
                 raise RuntimeError(f"bernoulli_: p of shape {tuple(p.shape)} cannot be broadcast "
                                    f"to self of shape {tuple(self.shape)}")
-            hit = torch_rng.bernoulli_tensor(mt, p_b)
+            # one uniform per element of self in self's storage order (the
+            # TensorIterator follows its output's strides)
+            st = self.stride() if self.ndim else ()
+            perm = sorted(range(self.ndim), key=lambda i: -st[i])
+            hit = np.transpose(torch_rng.bernoulli_tensor(mt, np.transpose(p_b, perm)),
+                               np.argsort(perm))
         else:
             hit = creation.memory_order_draw(
                 self, lambda n: torch_rng.bernoulli_scalar(mt, n, pv))
@@ -114,6 +119,13 @@ def geometric_(self, p, *, generator=None):
     """Trials until the first success (support 1, 2, ...)."""
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+    mt = (generator or creation.default_generator).eager_mt()
+    if mt is not None and not self.is_meta:
+        # PyTorch's geometric_distribution<double>: ceil(log(u) / log1p(-p))
+        # of a float64 uniform per element, memory order
+        k = creation.memory_order_draw(self, lambda n: np.ceil(
+            np.log(torch_rng.uniform(mt, n, np.float64)) / math.log1p(-p)))
+        return _fill(self, creation.drawn(k, self.shape, self.dtype), "geometric_")
     with graph.no_grad():
         u = _uniform(self, generator)
         k = ceil(ops.div(ops.log(ops.sub(1.0, u)), math.log1p(-p)))
@@ -137,6 +149,13 @@ def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
     _floating(self, "log_normal_")
     if not std > 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
+    mt = (generator or creation.default_generator).eager_mt()
+    if mt is not None and not self.is_meta:
+        # PyTorch's lognormal_distribution<double>: exp of one scalar double
+        # normal (with its cached second sample) per element, memory order
+        x = creation.memory_order_draw(self, lambda n: np.exp(torch_rng.normal(
+            mt, n, np.float64, float(mean), float(std), contiguous=False)))
+        return _fill(self, creation.drawn(x, self.shape, self.dtype), "log_normal_")
     with graph.no_grad():
         z = creation.randn(tuple(self.shape), dtype=_WORK, generator=generator)
         x = ops.exp(ops.add(ops.mul(z, float(std)), float(mean)))

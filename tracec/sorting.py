@@ -223,9 +223,12 @@ def multinomial(input, num_samples: int, replacement: bool = False, *,  # noqa: 
                            "replacement")
     if not RECORDERS:
         _check_distribution(input)
-    if not replacement and (generator or creation.default_generator).eager_mt() is not None:
+    if (not replacement or num_samples == 1) and \
+            (generator or creation.default_generator).eager_mt() is not None:
         # PyTorch's eager algorithm on its stream: q ~ Exp(1) like input,
-        # the top num_samples of input / q
+        # the top num_samples of input / q (also one draw with replacement,
+        # the same distribution: ATen takes this fast path for it, so
+        # Categorical.sample() draws this way)
         with graph.no_grad():
             q = ops.div(input.detach(), creation.empty(tuple(input.shape), dtype=input.dtype)
                         .exponential_(1, generator=generator))

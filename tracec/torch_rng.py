@@ -14,7 +14,10 @@ words are written here.  The transforms (ATen's ``TransformationHelper.h``,
 - ``random()``: one word; ``random64()``: two, the first the high half.
 - uniform float32 (float16, bfloat16): the word's low 24 (11, 8) bits
   times 2**-24, then ``x * (to - from) + from`` in the dtype; float64: the
-  low 53 bits of ``random64()`` times 2**-53.  Bit-exact.
+  low 53 bits of ``random64()`` times 2**-53.  ``x * (to - from) + from`` is
+  one fused multiply-add (the compiler contracts it in ATen's AVX2 / AVX512
+  kernels; a build dispatching to its scalar kernel would round twice).
+  Bit-exact.
 - normal, float tensors of >= 16 contiguous elements (``normal_fill``):
   the tensor filled with uniforms, then each block of 16 turned by
   Box-Muller in place (``u1 = 1 - data[j]``, ``u2 = data[j + 8]``), the
@@ -31,6 +34,14 @@ words are written here.  The transforms (ATen's ``TransformationHelper.h``,
 - ``randperm(n)``: Fisher-Yates, ``z = random() % (n - i)``, swap ``i, z + i``.
 - ``bernoulli_(p)`` with a number ``p``: ``uniform64 < p``; with a tensor
   ``p``: float32 uniforms ``< p``.
+- In-place fills and ``*_like`` draws follow the filled tensor's storage
+  order (``empty_like`` keeps a strided input's order).
+- ``poisson``: ATen's ``sample_poisson``; ``gamma``: its ``sample_gamma``
+  (Gamma, Chi2, Dirichlet, Beta); ``binomial``: its ``sample_binomial``;
+  all from float64 uniforms drawn one at a time.  ``log_normal_``,
+  ``geometric_``, ``rrelu`` and the alpha-dropout noise are filled by the
+  callers (``random_inplace``, ``nn._activation``) from these draws.  (``multinomial``, without replacement or for one sample, is
+  ``exponential_`` then argmax / topk, in ``sorting.multinomial``.)
 
 These are the eager draws only.  A compiled function draws from the
 counter-based ``random_uniform`` primitive (``creation.Generator.state``),
@@ -44,6 +55,7 @@ fallback_random`` makes them in PyTorch, from the other side).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import struct
 
@@ -164,15 +176,42 @@ def uniform(mt: MTState, n: int, np_dtype, lo: float = 0.0, hi: float = 1.0) -> 
     d = np.dtype(np_dtype)
     if d == np.float64:
         x = (mt.random64(n) & _U64((1 << 53) - 1)).astype(np.float64) * 2.0 ** -53
-        return x * (hi - lo) + lo
+        return x if (lo, hi) == (0.0, 1.0) else _fma64(x, hi - lo, lo)
     raw = mt.random(n)
     np.bitwise_and(raw, _U64(0xFFFFFF), out=raw)
     x = raw.astype(np.float32)
     x *= np.float32(2.0 ** -24)
     if (lo, hi) != (0.0, 1.0):            # (x * 1 + 0 is x: skipped)
-        x *= np.float32(hi) - np.float32(lo)
-        x += np.float32(lo)
+        # one fused multiply-add, as the compiler contracts ATen's
+        # x * (to - from) + from in its AVX2 / AVX512 kernels: the 24-bit
+        # by 24-bit product is exact in float64, and the float64 sum
+        # rounded to float32 gives the fused result (checked bitwise
+        # against torch 2.13 on 800k draws)
+        f = np.float32(lo)
+        x = (x.astype(np.float64) * float(np.float32(hi) - f) + float(f)).astype(np.float32)
     return x if d == np.float32 else x.astype(d)
+
+
+def _split(a: np.ndarray):
+    # Veltkamp's split: a == hi + lo, each with at most 26 significant bits
+    c = a * 134217729.0                   # 2**27 + 1
+    hi = c - (c - a)
+    return hi, a - hi
+
+
+def _fma64(x: np.ndarray, m: float, c: float) -> np.ndarray:
+    """``x * m + c`` with one rounding, as a fused multiply-add computes it
+    (PyTorch's float64 ``uniform_(from, to)``): Dekker's exact product and
+    Knuth's exact sum, their error terms added back before the last
+    rounding (NumPy has no vector fma)."""
+    ph = x * m
+    xh, xl = _split(x)
+    mh, ml = _split(np.float64(m))
+    pl = ((xh * mh - ph) + xh * ml + xl * mh) + xl * ml
+    s = ph + c
+    bb = s - ph
+    e = (ph - (s - bb)) + (c - bb)
+    return s + (e + pl)
 
 
 def exponential(mt: MTState, n: int, np_dtype, lambd: float) -> np.ndarray:
@@ -280,3 +319,173 @@ def bernoulli_tensor(mt: MTState, p: np.ndarray) -> np.ndarray:
     """``bernoulli_(p_tensor)`` / ``torch.bernoulli(p)``: one float32
     uniform per element of ``p`` (broadcast to the output), ``u < p``."""
     return uniform(mt, p.size, np.float32).reshape(p.shape) < p
+
+
+def _uniform_double(mt: MTState) -> float:
+    """One ``uniform_real_distribution<double>(0, 1)`` draw (ATen's
+    samplers' ``standard_uniform``)."""
+    return float((mt.random64(1)[0] & _U64((1 << 53) - 1))) * 2.0 ** -53
+
+
+def poisson(mt: MTState, lam: np.ndarray) -> np.ndarray:
+    """``torch.poisson(lam)`` (``_s_poisson_cpu``): one ``sample_poisson``
+    per rate in index order, each drawing float64 uniforms as it needs
+    them: rates >= 10 by Hormann's transformed rejection (PTRS), smaller
+    ones by multiplying uniforms until the product falls to exp(-rate)."""
+    rates = np.asarray(lam, np.float64).ravel()
+    out = np.empty(rates.size, np.float64)
+
+    for i, r in enumerate(rates.tolist()):
+        out[i] = _sample_poisson(r, lambda: _uniform_double(mt))
+    return out.reshape(np.shape(lam))
+
+
+def _sample_poisson(lam: float, u) -> int:
+    if lam >= 10:
+        slam, loglam = math.sqrt(lam), math.log(lam)
+        b = 0.931 + 2.53 * slam
+        a = -0.059 + 0.02483 * b
+        invalpha = 1.1239 + 1.1328 / (b - 3.4)
+        vr = 0.9277 - 3.6224 / (b - 2)
+        while True:
+            U = u() - 0.5
+            V = u()
+            us = 0.5 - abs(U)
+            k = math.floor((2 * a / us + b) * U + lam + 0.43)
+            if us >= 0.07 and V <= vr:
+                return k
+            if k < 0 or (us < 0.013 and V > us):
+                continue
+            if (math.log(V) + math.log(invalpha) - math.log(a / (us * us) + b)) <= \
+                    (-lam + k * loglam - math.lgamma(k + 1.0)):
+                return k
+    if lam == 0:
+        return 0
+    enlam, x, prod = math.exp(-lam), 0, 1.0
+    while True:
+        prod *= u()
+        if prod > enlam:
+            x += 1
+        else:
+            return x
+
+
+_THIRD_F = float(np.float32(1.0) / np.float32(3.0))     # C++'s 1.0f / 3.0f
+_C0331_F = float(np.float32(0.0331))                     # 0.0331f
+
+
+def gamma(mt: MTState, alpha: np.ndarray, in_float32: bool) -> np.ndarray:
+    """``torch._standard_gamma(alpha)`` (``_s_gamma_cpu``; ``_s_dirichlet_cpu``
+    draws its gammas the same way with float64 ``alpha``): ATen's
+    ``sample_gamma`` per element in index order, float64 except that
+    ``alpha``'s own updates (``1.0f / alpha``, ``alpha += 1``,
+    ``alpha - 1.0f / 3.0f``) are in float32 when ``in_float32`` (float32
+    ``alpha``: its ``scalar_t``).  Marsaglia and Tsang's method, alpha < 1
+    boosted by ``(1 - u) ** (1 / alpha)``; the normals are the generator's
+    scalar double normals (with their cached second sample).  Float64
+    results, before the caller's cast and clamp to the smallest normal."""
+    a = np.asarray(alpha, np.float64).ravel()
+    out = np.empty(a.size, np.float64)
+
+    f32 = np.float32
+    for i, al in enumerate(a.tolist()):
+        scale = 1.0
+        if al < 1.0:
+            if al == 0.0:
+                out[i] = 0.0
+                continue
+            inv = float(f32(1.0) / f32(al)) if in_float32 else 1.0 / al
+            scale *= (1.0 - _uniform_double(mt)) ** inv
+            al = float(f32(al) + f32(1.0)) if in_float32 else al + 1.0
+        d = float(f32(al) - f32(_THIRD_F)) if in_float32 else al - _THIRD_F
+        c = 1.0 / math.sqrt(9.0 * d)
+        while True:
+            while True:
+                x = _normal_double(mt)
+                y = 1.0 + c * x
+                if y > 0:
+                    break
+            v = y * y * y
+            uu = 1.0 - _uniform_double(mt)
+            xx = x * x
+            if uu < 1.0 - _C0331_F * xx * xx or math.log(uu) < 0.5 * xx + d * (1.0 - v + math.log(v)):
+                out[i] = scale * d * v
+                break
+    return out.reshape(np.shape(alpha))
+
+
+_STIRLING_TAIL = (0.0810614667953272, 0.0413406959554092, 0.0276779256849983,
+                  0.02079067210376509, 0.0166446911898211, 0.0138761288230707,
+                  0.0118967099458917, 0.0104112652619720, 0.00925546218271273,
+                  0.00833056343336287)
+
+
+def _stirling_tail(k: float) -> float:
+    if k <= 9:
+        return _STIRLING_TAIL[int(k)]
+    kp1sq = (k + 1) * (k + 1)
+    return (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (k + 1)
+
+
+def binomial(mt: MTState, count: np.ndarray, prob: np.ndarray, np_dtype) -> np.ndarray:
+    """``torch.binomial(count, prob)`` (``_s_binomial_cpu``): ATen's
+    ``sample_binomial`` per element in index order: inversion (geometric
+    waiting times) when ``count * prob < 10``, else Kachitvichyanukul and
+    Schmeiser's BTRS, on ``min(prob, 1 - prob)``; the products of ``count``
+    and ``prob`` in their dtype (``np_dtype``), the rest in float64."""
+    t = np.dtype(np_dtype).type
+    n_b, p_b = np.broadcast_arrays(np.asarray(count, np_dtype), np.asarray(prob, np_dtype))
+    out = np.empty(n_b.size, np.float64)
+    for i, (n, p) in enumerate(zip(n_b.ravel().tolist(), p_b.ravel().tolist())):
+        n, p = t(n), t(p)
+        if n <= 0 or p <= 0:
+            out[i] = 0
+        elif p >= 1:
+            out[i] = n
+        elif p <= 0.5:
+            out[i] = _binomial_half(mt, n, p, t)
+        else:
+            q = t(t(1) - p)
+            out[i] = n - t(_binomial_half(mt, n, q, t))
+    return out.reshape(n_b.shape).astype(np_dtype)
+
+
+def _binomial_half(mt: MTState, n, p, t) -> float:
+    if float(t(n * p)) >= 10.0:
+        return _btrs(mt, n, p, t)
+    logprob = math.log1p(-float(p))
+    geom_sum, num = 0.0, 0
+    while True:
+        geom_sum += math.ceil(math.log(_uniform_double(mt)) / logprob)
+        if geom_sum > float(n):
+            return float(num)
+        num += 1
+
+
+def _btrs(mt: MTState, n, p, t) -> float:
+    stddev = float(np.sqrt(t(t(n * p) * t(t(1) - p))))
+    b = 1.15 + 2.53 * stddev
+    a = -0.0873 + 0.0248 * b + 0.01 * float(p)
+    c = float(t(n * p)) + 0.5
+    v_r = 0.92 - 4.2 / b
+    r = float(t(p / t(t(1) - p)))
+    alpha = (2.83 + 5.1 / b) * stddev
+    m = float(np.floor(t(t(n + t(1)) * p)))
+    nf = float(n)
+    while True:
+        U = _uniform_double(mt) - 0.5
+        V = _uniform_double(mt)
+        us = 0.5 - abs(U)
+        k = float(t(math.floor((2 * a / us + b) * U + c)))
+        if k < 0 or k > nf:
+            continue
+        if us >= 0.07 and V <= v_r:
+            return k
+        V = math.log(V * alpha / (a / (us * us) + b))
+        upper = ((m + 0.5) * math.log((m + 1) / (r * (nf - m + 1)))
+                 + float(t(n + t(1))) * math.log((nf - m + 1) / float(t(t(n - t(k)) + t(1))))
+                 + (k + 0.5) * math.log(r * float(t(t(n - t(k)) + t(1))) / float(t(t(k) + t(1))))
+                 + _stirling_tail(m) + _stirling_tail(nf - m)
+                 - _stirling_tail(k) - _stirling_tail(float(t(n - t(k)))))
+        if V <= upper:
+            return k

@@ -8,7 +8,7 @@ from tracec.creation import arange
 from tracec.distributions import constraints
 from tracec.distributions.distribution import Distribution
 from tracec.distributions.utils import broadcast_all, from_host, host_array, \
-    host_generator, lazy_property, logits_to_probs, probs_to_logits
+    lazy_property, logits_to_probs, probs_to_logits
 from tracec.math_special import lgamma
 
 __all__ = ["Binomial"]
@@ -73,9 +73,11 @@ class Binomial(Distribution):
     def sample(self, sample_shape=()):
         shape = tuple(self._extended_shape(sample_shape))
         with graph.no_grad():
-            n = host_array(self.total_count.expand(shape)).astype("int64")
-            p = host_array(self.probs.expand(shape))
-            return from_host(host_generator().binomial(n, p), self.probs)
+            # torch.binomial(total_count.expand(shape), probs.expand(shape)),
+            # as PyTorch's sample (its stream, eagerly)
+            from tracec.random import binomial
+            n = self.total_count.expand(shape).to(self.probs.dtype)
+            return from_host(host_array(binomial(n, self.probs.expand(shape))), self.probs)
 
     def log_prob(self, value):
         if self._validate_args:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 import numbers
 
-from tracec.creation import full, rand
+from tracec import graph
+from tracec.creation import full
 from tracec.distributions import constraints
 from tracec.distributions.distribution import Distribution
 from tracec.distributions.utils import broadcast_all
@@ -41,8 +42,9 @@ class Cauchy(Distribution):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        u = rand(shape, dtype=self.loc.dtype).to(self.loc.device)
-        eps = (math.pi * (u - 0.5)).tan()
+        # PyTorch's self.loc.new(shape).cauchy_()
+        with graph.no_grad():
+            eps = self.loc.new_empty(shape).cauchy_()
         return self.loc + eps * self.scale
 
     def log_prob(self, value):

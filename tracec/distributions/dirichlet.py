@@ -34,7 +34,8 @@ class Dirichlet(ExponentialFamily):
 
     def rsample(self, sample_shape=()):
         shape = tuple(self._extended_shape(sample_shape))
-        g = standard_gamma(self.concentration.expand(shape))
+        # (torch._sample_dirichlet draws its gammas with float64 alpha)
+        g = standard_gamma(self.concentration.expand(shape), alpha_in_float64=True)
         x = g / g.sum(-1, True)
         return x.clamp(min=finfo_tiny(x.dtype), max=1 - finfo_eps(x.dtype))
 

@@ -1,8 +1,8 @@
 """Standard gamma draws with implicit reparameterization gradients.
 
-``standard_gamma(alpha)`` draws ``x ~ Gamma(alpha, 1)`` on the host (NumPy's
-Marsaglia-Tsang sampler, seeded from tracec's generator: see
-``utils.host_generator``) and differentiates it implicitly: with ``F`` the
+``standard_gamma(alpha)`` draws ``x ~ Gamma(alpha, 1)`` on the host (eagerly
+ATen's Marsaglia-Tsang sampler on PyTorch's stream, ``torch_rng.gamma``;
+else NumPy's, seeded from tracec's generator: see ``utils.host_generator``) and differentiates it implicitly: with ``F`` the
 CDF, ``F(x; alpha) = u`` fixed gives ``dx/dalpha = -(dF/dalpha) / f(x; alpha)``
 (Figurnov et al. 2018; PyTorch's ``_standard_gamma_grad`` is the same
 quantity, approximated). Here it is evaluated to float64 accuracy:
@@ -80,11 +80,23 @@ def standard_gamma_grad(alpha: np.ndarray, x: np.ndarray) -> np.ndarray:
     return out.reshape(shape)
 
 
+def host_standard_gamma(alpha: Tensor, a: np.ndarray, alpha_in_float64: bool = False) -> np.ndarray:
+    """Float64 ``Gamma(a, 1)`` draws for ``alpha``'s values ``a``: on
+    PyTorch's stream (eagerly) ATen's sampler, its ``alpha`` arithmetic in
+    ``alpha``'s float32 unless ``alpha_in_float64`` (``_sample_dirichlet``
+    casts it); else NumPy's, seeded from tracec's generator."""
+    from tracec import creation, torch_rng
+    mt = creation.default_generator.eager_mt()
+    if mt is not None:
+        return torch_rng.gamma(mt, a, alpha.dtype is dt.float32 and not alpha_in_float64)
+    return host_generator().standard_gamma(a)
+
+
 class _StandardGamma(autograd.Function):
     @staticmethod
-    def forward(ctx, alpha):
+    def forward(ctx, alpha, alpha_in_float64=False):
         a = host_array(alpha)
-        x = host_generator().standard_gamma(a)
+        x = host_standard_gamma(alpha, a, alpha_in_float64)
         x = np.maximum(x, finfo_tiny(alpha.dtype))
         out = from_host(x, alpha)
         ctx.a, ctx.x = a, host_array(out)
@@ -93,10 +105,10 @@ class _StandardGamma(autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         g = host_array(grad) * standard_gamma_grad(ctx.a, ctx.x)
-        return from_host(g, grad)
+        return from_host(g, grad), None
 
 
-def standard_gamma(alpha: Tensor) -> Tensor:
+def standard_gamma(alpha: Tensor, alpha_in_float64: bool = False) -> Tensor:
     """Draws ``Gamma(alpha, 1)`` of ``alpha``'s shape, differentiable in
-    ``alpha``."""
-    return _StandardGamma.apply(alpha)
+    ``alpha`` (``alpha_in_float64``: as ``_sample_dirichlet`` draws them)."""
+    return _StandardGamma.apply(alpha, alpha_in_float64)

@@ -1,5 +1,6 @@
-"""``Poisson(rate)``: counts; drawn on the host (NumPy's sampler seeded
-from tracec's generator), no ``rsample``."""
+"""``Poisson(rate)``: counts; drawn on the host by ``torch.poisson`` (as
+PyTorch's ``sample`` calls it: on PyTorch's stream in eager mode), no
+``rsample``."""
 from __future__ import annotations
 
 import numbers
@@ -7,7 +8,7 @@ import numbers
 from tracec import graph
 from tracec.distributions import constraints
 from tracec.distributions.exp_family import ExponentialFamily
-from tracec.distributions.utils import broadcast_all, from_host, host_array, host_generator
+from tracec.distributions.utils import broadcast_all, from_host, host_array
 from tracec.math_extra import xlogy
 from tracec.math_special import lgamma
 
@@ -17,7 +18,8 @@ __all__ = ["Poisson"]
 def host_poisson(rate):
     """Poisson draws with ``rate``'s shape, dtype and device."""
     with graph.no_grad():
-        return from_host(host_generator().poisson(host_array(rate)), rate)
+        from tracec.random import poisson
+        return from_host(host_array(poisson(rate.detach())), rate)
 
 
 class Poisson(ExponentialFamily):
