@@ -18,7 +18,7 @@ import contextlib
 
 import numpy as np
 
-from tracec import creation, graph
+from tracec import creation, graph, torch_rng
 from tracec import dtypes as dt
 from tracec.creation import (default_generator, get_rng_state, initial_seed,  # noqa: F401
                              manual_seed, seed, set_rng_state)
@@ -91,7 +91,12 @@ def poisson(input, generator=None):  # noqa: A002
         raise RuntimeError(f"\"poisson_cpu\" not implemented for '{str(input.dtype)[6:]}'")
     if np.any(rates < 0) or np.any(np.isnan(rates)):
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
-    draws = host_generator(generator, "torch.poisson").poisson(rates.astype(np.float64))
+    mt = (generator or default_generator).eager_mt()
+    if mt is not None:
+        # PyTorch's sampler on PyTorch's stream
+        draws = torch_rng.poisson(mt, np.ascontiguousarray(rates, np.float64))
+    else:
+        draws = host_generator(generator, "torch.poisson").poisson(rates.astype(np.float64))
     return Tensor._make(np.asarray(draws).astype(input.dtype.np), input.dtype)
 
 

@@ -114,6 +114,10 @@ def geometric_(self, p, *, generator=None):
     """Trials until the first success (support 1, 2, ...)."""
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+    mt = (generator or creation.default_generator).eager_mt()
+    if mt is not None and not self.is_meta:
+        k = creation.memory_order_draw(self, lambda n: torch_rng.geometric(mt, n, float(p)))
+        return _fill(self, creation.drawn(k, self.shape, self.dtype), "geometric_")
     with graph.no_grad():
         u = _uniform(self, generator)
         k = ceil(ops.div(ops.log(ops.sub(1.0, u)), math.log1p(-p)))

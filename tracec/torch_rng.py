@@ -31,6 +31,12 @@ words are written here.  The transforms (ATen's ``TransformationHelper.h``,
 - ``randperm(n)``: Fisher-Yates, ``z = random() % (n - i)``, swap ``i, z + i``.
 - ``bernoulli_(p)`` with a number ``p``: ``uniform64 < p``; with a tensor
   ``p``: float32 uniforms ``< p``.
+- ``geometric_(p)``: ``ceil(log(uniform64) / log1p(-p))``.
+- ``poisson(rates)``: ATen's ``sample_poisson`` per rate in index order:
+  below 10 the product of ``uniform64``s against ``exp(-rate)``, from 10 on
+  Hoermann's transformed rejection (two ``uniform64`` per try).
+- ``rrelu`` in training: one ``uniform64`` in ``[lower, upper)`` per element
+  ``<= 0``, in index order (the bounds rounded to the input's float type).
 
 These are the eager draws only.  A compiled function draws from the
 counter-based ``random_uniform`` primitive (``creation.Generator.state``),
@@ -44,6 +50,7 @@ fallback_random`` makes them in PyTorch, from the other side).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import struct
 
@@ -269,6 +276,68 @@ def randperm(mt: MTState, n: int) -> np.ndarray:
             z = raw[i] % (n - i) + i
             perm[i], perm[z] = perm[z], perm[i]
     return np.array(perm, np.int64)
+
+
+def geometric(mt: MTState, n: int, p: float) -> np.ndarray:
+    """``n`` draws of ``geometric_(p)`` (float64): trials to the first success."""
+    u = uniform(mt, n, np.float64)
+    with np.errstate(divide="ignore"):            # (u == 0: an infinite count, as PyTorch's)
+        return np.ceil(np.log(u) / np.log1p(-p))
+
+
+def poisson(mt: MTState, rates: np.ndarray) -> np.ndarray:
+    """Counts (float64) drawn as ATen's ``sample_poisson`` draws them, one
+    rate after another (``rates`` in C order, each >= 0)."""
+    out = np.empty(rates.size, np.float64)
+    for i, lam in enumerate(rates.reshape(-1).tolist()):
+        out[i] = _poisson_one(mt, lam)
+    return out.reshape(rates.shape)
+
+
+def _u64(mt: MTState) -> float:
+    return float(uniform(mt, 1, np.float64)[0])
+
+
+def _poisson_one(mt: MTState, lam: float) -> int:
+    if lam >= 10:
+        # transformed rejection (Hoermann 1993), PyTorch's constants
+        slam, loglam = math.sqrt(lam), math.log(lam)
+        b = 0.931 + 2.53 * slam
+        a = -0.059 + 0.02483 * b
+        invalpha = 1.1239 + 1.1328 / (b - 3.4)
+        vr = 0.9277 - 3.6224 / (b - 2)
+        while True:
+            u = _u64(mt) - 0.5
+            v = _u64(mt)
+            us = 0.5 - abs(u)
+            k = math.floor((2 * a / us + b) * u + lam + 0.43)
+            if us >= 0.07 and v <= vr:
+                return k
+            if k < 0 or (us < 0.013 and v > us):
+                continue
+            if (math.log(v) + math.log(invalpha) - math.log(a / (us * us) + b)
+                    <= -lam + k * loglam - math.lgamma(k + 1.0)):
+                return k
+    if lam == 0:
+        return 0
+    enlam, x, prod = math.exp(-lam), 0, 1.0
+    while True:
+        prod *= _u64(mt)
+        if prod > enlam:
+            x += 1
+        else:
+            return x
+
+
+def rrelu_slopes(mt: MTState, x: np.ndarray, lower: float, upper: float) -> np.ndarray:
+    """The training slopes of ``rrelu`` for ``x`` (its C order): a
+    ``uniform64`` in ``[lower, upper)`` for each element ``<= 0`` (NaN draws
+    nothing), 1 elsewhere; float64."""
+    flat = x.reshape(-1)
+    slopes = np.ones(flat.shape, np.float64)
+    neg = flat <= 0
+    slopes[neg] = uniform(mt, int(neg.sum()), np.float64, lower, upper)
+    return slopes.reshape(x.shape)
 
 
 def bernoulli_scalar(mt: MTState, n: int, p: float) -> np.ndarray:

@@ -21,6 +21,7 @@ from tracec import functions as TF
 from tracec import fused_eager
 from tracec import graph, ops
 from tracec import shape_ops as S
+from tracec import torch_rng
 from tracec.autograd import Function
 from tracec.ops.elementwise import _where_impl
 from tracec.nn._basic import _apply, _check_p, _elu, _feature_dropout, _hardtanh, _tensor
@@ -279,8 +280,17 @@ def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool 
         slope = (lower + upper) / 2
         # x <= 0 takes the slope (0 included), as PyTorch's leaky_relu / rrelu
         return _apply(lambda v: TF.where(ops.gt(v, 0), v, TF.mul(v, slope)), x, inplace)
-    u = creation.rand(tuple(x.shape), dtype=x.dtype)
-    a = TF.add(TF.mul(u, upper - lower), lower)
+    mt = creation.default_generator.eager_mt()
+    if mt is not None and x.dtype in (dt.float32, dt.float64) and not x.is_meta:
+        # PyTorch's stream: a float64 uniform per element <= 0, between the
+        # bounds as the input's float type holds them
+        f = x.dtype.np.type
+        slopes = torch_rng.rrelu_slopes(mt, np.asarray(x.detach().numpy()),
+                                        float(f(lower)), float(f(upper)))
+        a = Tensor._make(slopes.astype(x.dtype.np), x.dtype)
+    else:
+        u = creation.rand(tuple(x.shape), dtype=x.dtype)
+        a = TF.add(TF.mul(u, upper - lower), lower)
     return _apply(lambda v: TF.where(ops.gt(v, 0), v, TF.mul(v, a)), x, inplace)
 
 
@@ -326,7 +336,13 @@ def _alpha_dropout(x: Tensor, p: float, training: bool, inplace: bool, feature: 
         if x.ndim < 2:
             raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
         shape = shape[:2] + (1,) * (x.ndim - 2)
-    keep = ops.cast(ops.lt(creation.rand(shape, dtype=x.dtype), 1.0 - p), x.dtype)
+    mt = creation.default_generator.eager_mt()
+    if mt is not None and all(isinstance(k, int) for k in shape):
+        # PyTorch's mask: empty(shape).bernoulli_(1 - p), float64 uniforms
+        keep = creation.drawn(torch_rng.bernoulli_scalar(mt, int(np.prod(shape)), 1.0 - p),
+                              shape, x.dtype)
+    else:
+        keep = ops.cast(ops.lt(creation.rand(shape, dtype=x.dtype), 1.0 - p), x.dtype)
     # PyTorch's affine correction (zero mean, unit variance for SELU
     # activations), in its rounding order: y = x * (a * keep) + b.
     a = 1.0 / ((_ALPHA_PRIME ** 2 * p + 1) * (1 - p)) ** 0.5
