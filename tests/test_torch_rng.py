@@ -38,6 +38,17 @@ CASES = {
     "poisson (both samplers)": lambda L: L.poisson(L.tensor([[0., 0.5, 3.0], [9.99, 10.0, 250.0]])),
     "poisson float64, many": lambda L: L.poisson(L.full((200,), 30.0, dtype=L.float64)),
     "Poisson.sample": lambda L: L.distributions.Poisson(L.tensor([2.0, 40.0])).sample((5,)),
+    "Gamma.sample (boosted and not)": lambda L: L.distributions.Gamma(L.tensor([0.3, 1.0, 2.5, 10.0, 0.05] * 4), 1.0).sample(),
+    "Gamma.rsample float64": lambda L: L.distributions.Gamma(
+        L.tensor([0.5, 2.0], dtype=L.float64), L.tensor(2.0, dtype=L.float64)).rsample((6,)),
+    "Beta.sample (mixup's)": lambda L: L.distributions.Beta(0.4, 0.4).sample((8,)),
+    "Beta.rsample of tensors": lambda L: L.distributions.Beta(L.tensor([1.0, 3.0]), L.tensor([2.0, 0.5])).rsample((3,)),
+    "Dirichlet.sample": lambda L: L.distributions.Dirichlet(L.tensor([0.3, 1.0, 4.0, 2.0])).sample((5,)),
+    "_sample_dirichlet": lambda L: L._sample_dirichlet(L.tensor([[1.0, 1.0, 1.0], [0.1, 0.2, 0.3]])),
+    "Chi2 / StudentT / NegativeBinomial": lambda L: L.cat([
+        L.distributions.Chi2(L.tensor([3.0, 1.0])).sample((3,)).flatten(),
+        L.distributions.StudentT(L.tensor([3.0, 10.0])).sample((3,)).flatten(),
+        L.distributions.NegativeBinomial(5.0, probs=L.tensor([0.3, 0.6])).sample((3,)).flatten()]),
     "rrelu in training": lambda L: L.nn.functional.rrelu(L.linspace(-3, 3, 40).reshape(5, 8), training=True),
     "rrelu float64 on a transpose": lambda L: L.nn.functional.rrelu(
         L.linspace(-2, 1, 30, dtype=L.float64).reshape(5, 6).t(), 0.1, 0.4, training=True),

@@ -106,10 +106,19 @@ def _sample_dirichlet(input, generator=None):  # noqa: A002
     alpha = concrete(input, "torch._sample_dirichlet")
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"\"dirichlet\" not implemented for '{str(input.dtype)[6:]}'")
-    g = host_generator(generator, "torch._sample_dirichlet").standard_gamma(
-        alpha.astype(np.float64))
+    mt = (generator or default_generator).eager_mt()
+    if mt is not None:
+        # PyTorch's: float64 gammas on its stream, at least the smallest normal
+        g = torch_rng.standard_gamma(mt, np.ascontiguousarray(alpha, np.float64), False)
+        g = np.maximum(g, np.finfo(np.float64).tiny)
+    else:
+        g = host_generator(generator, "torch._sample_dirichlet").standard_gamma(
+            alpha.astype(np.float64))
     total = g.sum(-1, keepdims=True)
-    return Tensor._make(np.asarray(g / total).astype(input.dtype.np), input.dtype)
+    d = input.dtype.np
+    # normalized in float64, cast, kept in [tiny, the float below 1]
+    x = np.clip(np.asarray(g / total).astype(d), np.finfo(d).tiny, np.nextafter(d.type(1), d.type(0)))
+    return Tensor._make(x, input.dtype)
 
 
 def binomial(count, prob, generator=None):

@@ -35,6 +35,11 @@ words are written here.  The transforms (ATen's ``TransformationHelper.h``,
 - ``poisson(rates)``: ATen's ``sample_poisson`` per rate in index order:
   below 10 the product of ``uniform64``s against ``exp(-rate)``, from 10 on
   Hoermann's transformed rejection (two ``uniform64`` per try).
+- standard gamma (``_standard_gamma``, ``_sample_dirichlet``): ATen's
+  ``sample_gamma`` per alpha in index order: for alpha < 1 a ``uniform64``
+  boost, then Marsaglia-Tsang with the scalar normal path (its cached
+  second sample included) and ``1 - uniform64``; ``single``: the float32
+  kernel's float arithmetic on alpha (``alpha - 1.0f / 3.0f``).
 - ``rrelu`` in training: one ``uniform64`` in ``[lower, upper)`` per element
   ``<= 0``, in index order (the bounds rounded to the input's float type).
 
@@ -205,11 +210,13 @@ def _normal_double(mt: MTState) -> float:
     if mt.next_double is not None:
         z, mt.next_double = mt.next_double, None
         return z
-    u1, u2 = uniform(mt, 2, np.float64)
-    r = np.sqrt(-2.0 * np.log1p(-u2))
-    theta = 2.0 * np.pi * u1
-    mt.next_double = float(r * np.sin(theta))
-    return float(r * np.cos(theta))
+    u1, u2 = uniform(mt, 2, np.float64).tolist()
+    # the C library's scalar functions, as ATen's ::log1p / ::sin / ::cos
+    # (NumPy's vectorized ones may differ by an ulp)
+    r = math.sqrt(-2.0 * math.log1p(-u2))
+    theta = 2.0 * math.pi * u1
+    mt.next_double = r * math.sin(theta)
+    return r * math.cos(theta)
 
 
 def _normal_fill(mt, n, d, mean, std):
@@ -327,6 +334,46 @@ def _poisson_one(mt: MTState, lam: float) -> int:
             x += 1
         else:
             return x
+
+
+_THIRD_F = float(np.float32(1.0) / np.float32(3.0))    # C++'s 1.0f / 3.0f
+_C0331_F = float(np.float32(0.0331))                  # 0.0331f, promoted
+
+
+def standard_gamma(mt: MTState, alpha: np.ndarray, single: bool) -> np.ndarray:
+    """``Gamma(alpha, 1)`` draws (float64, before the cast to the tensor's
+    dtype) as ATen's ``sample_gamma`` draws them, one alpha after another
+    (``alpha`` in C order); ``single``: alpha is float32."""
+    out = np.empty(alpha.size, np.float64)
+    for i, a in enumerate(alpha.reshape(-1).tolist()):
+        out[i] = _gamma_one(mt, a, single)
+    return out.reshape(alpha.shape)
+
+
+def _gamma_one(mt: MTState, alpha: float, single: bool) -> float:
+    f32 = np.float32
+    scale = 1.0
+    if alpha < 1.0:
+        if alpha == 0.0:
+            return 0.0
+        expo = float(f32(1.0) / f32(alpha)) if single else 1.0 / alpha
+        scale *= (1 - _u64(mt)) ** expo
+        alpha = float(f32(alpha) + f32(1.0)) if single else alpha + 1.0
+    d = float(f32(alpha) - f32(_THIRD_F)) if single else alpha - _THIRD_F
+    c = 1.0 / math.sqrt(9.0 * d)
+    while True:
+        while True:
+            x = _normal_double(mt)
+            y = 1.0 + c * x
+            if y > 0:
+                break
+        v = y * y * y
+        u = 1 - _u64(mt)
+        xx = x * x
+        if u < 1.0 - _C0331_F * xx * xx:
+            return scale * d * v
+        if math.log(u) < 0.5 * xx + d * (1.0 - v + math.log(v)):
+            return scale * d * v
 
 
 def rrelu_slopes(mt: MTState, x: np.ndarray, lower: float, upper: float) -> np.ndarray:

@@ -34,9 +34,12 @@ class Dirichlet(ExponentialFamily):
 
     def rsample(self, sample_shape=()):
         shape = tuple(self._extended_shape(sample_shape))
-        g = standard_gamma(self.concentration.expand(shape))
-        x = g / g.sum(-1, True)
-        return x.clamp(min=finfo_tiny(x.dtype), max=1 - finfo_eps(x.dtype))
+        c = self.concentration.expand(shape)
+        # PyTorch's _sample_dirichlet: float64 gammas normalized in float64,
+        # then cast and kept in [tiny, the float below 1]
+        g = standard_gamma(c.double())
+        x = (g / g.sum(-1, True)).to(c.dtype)
+        return x.clamp(min=finfo_tiny(x.dtype), max=1 - finfo_eps(x.dtype) / 2)
 
     def log_prob(self, value):
         if self._validate_args:

@@ -1,8 +1,8 @@
 """Standard gamma draws with implicit reparameterization gradients.
 
-``standard_gamma(alpha)`` draws ``x ~ Gamma(alpha, 1)`` on the host (NumPy's
-Marsaglia-Tsang sampler, seeded from tracec's generator: see
-``utils.host_generator``) and differentiates it implicitly: with ``F`` the
+``standard_gamma(alpha)`` draws ``x ~ Gamma(alpha, 1)`` on the host (eagerly
+PyTorch's Marsaglia-Tsang sampler on its stream, ``torch_rng.standard_gamma``;
+else NumPy's, seeded from tracec's generator: see ``utils.host_generator``) and differentiates it implicitly: with ``F`` the
 CDF, ``F(x; alpha) = u`` fixed gives ``dx/dalpha = -(dF/dalpha) / f(x; alpha)``
 (Figurnov et al. 2018; PyTorch's ``_standard_gamma_grad`` is the same
 quantity, approximated). Here it is evaluated to float64 accuracy:
@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracec import autograd
+from tracec import autograd, torch_rng
 from tracec import dtypes as dt
-from tracec.creation import tensor
+from tracec.creation import default_generator, tensor
 from tracec.distributions.utils import finfo_tiny, from_host, host_array, host_generator
 from tracec.math_special import digamma
 from tracec.tensor import Tensor
@@ -84,7 +84,12 @@ class _StandardGamma(autograd.Function):
     @staticmethod
     def forward(ctx, alpha):
         a = host_array(alpha)
-        x = host_generator().standard_gamma(a)
+        mt = default_generator.eager_mt()
+        if mt is not None:
+            # PyTorch's sampler on PyTorch's stream
+            x = torch_rng.standard_gamma(mt, a, alpha.dtype is dt.float32)
+        else:
+            x = host_generator().standard_gamma(a)
         x = np.maximum(x, finfo_tiny(alpha.dtype))
         out = from_host(x, alpha)
         ctx.a, ctx.x = a, host_array(out)
