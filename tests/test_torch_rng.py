@@ -49,6 +49,16 @@ CASES = {
         L.distributions.Chi2(L.tensor([3.0, 1.0])).sample((3,)).flatten(),
         L.distributions.StudentT(L.tensor([3.0, 10.0])).sample((3,)).flatten(),
         L.distributions.NegativeBinomial(5.0, probs=L.tensor([0.3, 0.6])).sample((3,)).flatten()]),
+    "Exponential.rsample": lambda L: L.distributions.Exponential(L.tensor([1.0, 2.0])).rsample((3,)),
+    "Cauchy.rsample": lambda L: L.distributions.Cauchy(0.0, 1.0).rsample((5,)),
+    "Weibull / Pareto (Exponential-based)": lambda L: L.cat([
+        L.distributions.Weibull(1.0, 2.0).rsample((3,)), L.distributions.Pareto(1.0, 2.0).rsample((3,))]),
+    "log_normal_ (scalar path past 16)": lambda L: L.empty(40).log_normal_(0.5, 0.7),
+    "log_normal_ float64 on a transpose": lambda L: L.empty(6, 4, dtype=L.float64).t().log_normal_(),
+    "dropout on a transpose (memory order)": lambda L: L.nn.functional.dropout(
+        L.arange(1.0, 31.0).reshape(6, 5).t(), 0.5, True),
+    "dropout on a permuted 3-d view": lambda L: L.nn.Dropout(0.3)(L.ones(2, 5, 4).permute(2, 0, 1)),
+    "dropout on a strided slice (C order)": lambda L: L.nn.functional.dropout(L.ones(8, 6)[:, ::2], 0.5, True),
     "rrelu in training": lambda L: L.nn.functional.rrelu(L.linspace(-3, 3, 40).reshape(5, 8), training=True),
     "rrelu float64 on a transpose": lambda L: L.nn.functional.rrelu(
         L.linspace(-2, 1, 30, dtype=L.float64).reshape(5, 6).t(), 0.1, 0.4, training=True),

@@ -141,6 +141,13 @@ def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
     _floating(self, "log_normal_")
     if not std > 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
+    mt = (generator or creation.default_generator).eager_mt()
+    if mt is not None and not self.is_meta:
+        # PyTorch's: exp of the scalar normal path per element (never the
+        # 16-block fill), in memory order
+        x = creation.memory_order_draw(self, lambda n: np.exp(torch_rng.normal(
+            mt, n, np.float64, float(mean), float(std), contiguous=False)))
+        return _fill(self, creation.drawn(x, self.shape, self.dtype), "log_normal_")
     with graph.no_grad():
         z = creation.randn(tuple(self.shape), dtype=_WORK, generator=generator)
         x = ops.exp(ops.add(ops.mul(z, float(std)), float(mean)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from tracec.creation import full, rand
+from tracec.creation import empty, full
 from tracec.distributions import constraints
 from tracec.distributions.distribution import Distribution
 from tracec.distributions.utils import broadcast_all
@@ -41,8 +41,8 @@ class Cauchy(Distribution):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        u = rand(shape, dtype=self.loc.dtype).to(self.loc.device)
-        eps = (math.pi * (u - 0.5)).tan()
+        # PyTorch's loc.new(shape).cauchy_() (eagerly its stream)
+        eps = empty(tuple(shape), dtype=self.loc.dtype).cauchy_().to(self.loc.device)
         return self.loc + eps * self.scale
 
     def log_prob(self, value):

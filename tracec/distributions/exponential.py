@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numbers
 
-from tracec.creation import rand
+from tracec.creation import empty
 from tracec.distributions import constraints
 from tracec.distributions.exp_family import ExponentialFamily
-from tracec.distributions.utils import broadcast_all, finfo_tiny
+from tracec.distributions.utils import broadcast_all
 
 __all__ = ["Exponential"]
 
@@ -43,9 +43,8 @@ class Exponential(ExponentialFamily):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        u = rand(shape, dtype=self.rate.dtype).to(self.rate.device)
-        # -log(u) with u in (0, 1]: a standard exponential draw.
-        e = -(1 - u).clamp(min=finfo_tiny(self.rate.dtype)).log()
+        # PyTorch's rate.new(shape).exponential_() / rate (eagerly its stream)
+        e = empty(tuple(shape), dtype=self.rate.dtype).exponential_().to(self.rate.device)
         return e / self.rate
 
     def log_prob(self, value):

@@ -139,16 +139,34 @@ def _check_p(p: float) -> None:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
 
 
+def _dense(x: Tensor) -> bool:
+    """Whether ``x``'s elements fill their storage span without gaps or
+    overlaps, in some order of its dimensions (PyTorch's
+    ``is_non_overlapping_and_dense``: ``empty_like`` keeps such a layout)."""
+    expect = 1
+    for st, sz in sorted((st, sz) for st, sz in zip(x.stride(), x.shape) if sz != 1):
+        if st != expect:
+            return False
+        expect *= sz
+    return True
+
+
 def _keep_mask(shape, p: float, x: Tensor) -> Tensor:
     """Scale 1/(1-p) where kept (probability 1-p), else 0; drawn with
     ``tracec.rand`` so the generator state is a tensor."""
     work = x.dtype if x.dtype.is_floating_point else dt.get_default_dtype()
     mt = creation.default_generator.eager_mt()
     if mt is not None and all(isinstance(k, int) for k in shape):
-        # PyTorch's mask: empty_like(x).bernoulli_(1 - p).div_(1 - p)
-        keep = torch_rng.bernoulli_scalar(mt, int(np.prod(shape)), 1.0 - p)
+        # PyTorch's mask: empty_like(x).bernoulli_(1 - p).div_(1 - p), filled
+        # in the memory order of x's layout when empty_like keeps it (x dense)
+        def draw(n):
+            return torch_rng.bernoulli_scalar(mt, n, 1.0 - p)
+        if tuple(shape) == tuple(x.shape) and _dense(x):
+            keep = creation.memory_order_draw(x, draw)
+        else:
+            keep = draw(int(np.prod(shape))).reshape(tuple(shape))
         one = work.np.type(1)
-        mask = keep.reshape(tuple(shape)).astype(work.np) * (one / work.np.type(1.0 - p))
+        mask = keep.astype(work.np) * (one / work.np.type(1.0 - p))
         return Tensor._make(mask, work)
     u = creation.rand(tuple(shape), dtype=work)
     return ops.mul(ops.cast(ops.lt(u, 1.0 - p), work), 1.0 / (1.0 - p))
