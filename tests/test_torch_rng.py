@@ -59,6 +59,12 @@ CASES = {
         L.arange(1.0, 31.0).reshape(6, 5).t(), 0.5, True),
     "dropout on a permuted 3-d view": lambda L: L.nn.Dropout(0.3)(L.ones(2, 5, 4).permute(2, 0, 1)),
     "dropout on a strided slice (C order)": lambda L: L.nn.functional.dropout(L.ones(8, 6)[:, ::2], 0.5, True),
+    "binomial (inversion and BTRS, both tails)": lambda L: L.binomial(
+        L.tensor([10., 50, 200, 0, 5, 1000, 30, 7, 100, 64]),
+        L.tensor([0.3, 0.5, 0.9, 0.5, 1.0, 0.01, 0.75, 0.2, 0.45, 0.999])),
+    "binomial float64, broadcast prob": lambda L: L.binomial(
+        L.full((4, 5), 40.0, dtype=L.float64), L.tensor([0.1, 0.3, 0.5, 0.7, 0.95], dtype=L.float64)),
+    "Binomial.sample": lambda L: L.distributions.Binomial(10, L.tensor([0.2, 0.8])).sample((3,)),
     "rrelu in training": lambda L: L.nn.functional.rrelu(L.linspace(-3, 3, 40).reshape(5, 8), training=True),
     "rrelu float64 on a transpose": lambda L: L.nn.functional.rrelu(
         L.linspace(-2, 1, 30, dtype=L.float64).reshape(5, 6).t(), 0.1, 0.4, training=True),

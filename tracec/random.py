@@ -129,8 +129,15 @@ def binomial(count, prob, generator=None):
         raise RuntimeError(f"\"binomial_cpu\" not implemented for '{str(count.dtype)[6:]}'")
     if np.any((p < 0) | (p > 1)):
         raise RuntimeError("binomial: probabilities must be in [0, 1]")
-    n_b, p_b = np.broadcast_arrays(n.astype(np.float64), p.astype(np.float64))
-    draws = host_generator(generator, "torch.binomial").binomial(n_b.astype(np.int64), p_b)
+    mt = (generator or default_generator).eager_mt()
+    if mt is not None:
+        # PyTorch's sampler on PyTorch's stream, in count's dtype
+        d = count.dtype.np
+        n_b, p_b = np.broadcast_arrays(n.astype(d), p.astype(d))
+        draws = torch_rng.binomial(mt, np.ascontiguousarray(n_b), np.ascontiguousarray(p_b))
+    else:
+        n_b, p_b = np.broadcast_arrays(n.astype(np.float64), p.astype(np.float64))
+        draws = host_generator(generator, "torch.binomial").binomial(n_b.astype(np.int64), p_b)
     return Tensor._make(np.asarray(draws).astype(count.dtype.np), count.dtype)
 
 

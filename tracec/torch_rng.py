@@ -40,6 +40,11 @@ words are written here.  The transforms (ATen's ``TransformationHelper.h``,
   boost, then Marsaglia-Tsang with the scalar normal path (its cached
   second sample included) and ``1 - uniform64``; ``single``: the float32
   kernel's float arithmetic on alpha (``alpha - 1.0f / 3.0f``).
+- ``binomial(count, prob)``: ATen's ``sample_binomial`` per pair in index
+  order: inversion by geometric jumps when ``count * p < 10`` (p the
+  smaller of prob and 1 - prob), else BTRS (two ``uniform64`` per try),
+  with the float32 kernel's float arithmetic where ATen's is in
+  ``scalar_t``.
 - ``rrelu`` in training: one ``uniform64`` in ``[lower, upper)`` per element
   ``<= 0``, in index order (the bounds rounded to the input's float type).
 
@@ -374,6 +379,87 @@ def _gamma_one(mt: MTState, alpha: float, single: bool) -> float:
             return scale * d * v
         if math.log(u) < 0.5 * xx + d * (1.0 - v + math.log(v)):
             return scale * d * v
+
+
+_STIRLING_TAIL = (0.0810614667953272, 0.0413406959554092, 0.0276779256849983,
+                  0.02079067210376509, 0.0166446911898211, 0.0138761288230707,
+                  0.0118967099458917, 0.0104112652619720, 0.00925546218271273,
+                  0.00833056343336287)
+
+
+def _stirling_tail(k: float) -> float:
+    if k <= 9:
+        return _STIRLING_TAIL[int(k)]
+    kp1sq = (k + 1) * (k + 1)
+    return (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (k + 1)
+
+
+def binomial(mt: MTState, count: np.ndarray, prob: np.ndarray) -> np.ndarray:
+    """Successes (float64, before the cast) as ATen's ``sample_binomial``
+    draws them, pair after pair (``count``, ``prob`` broadcast, C order,
+    in the tensors' dtype: float32 arithmetic is kept where ATen's is)."""
+    f = count.dtype.type
+    out = np.empty(count.size, np.float64)
+    for i, (n, p) in enumerate(zip(count.reshape(-1), prob.reshape(-1))):
+        out[i] = _binomial_one(mt, f(n), f(p), f)
+    return out.reshape(count.shape)
+
+
+def _binomial_one(mt, n, p, f):
+    with np.errstate(all="ignore"):
+        if n <= 0.0 or p <= 0.0:
+            return 0.0
+        if p >= 1.0:
+            return float(n)
+        if p <= 0.5:
+            return _btrs(mt, n, p, f) if n * p >= 10.0 else _binomial_inversion(mt, n, p, f)
+        if p > 0.5:
+            q = f(1.0 - float(p))
+            k = _btrs(mt, n, q, f) if n * q >= 10.0 else _binomial_inversion(mt, n, q, f)
+            return float(n - f(k))
+        return math.nan
+
+
+def _binomial_inversion(mt, n, p, f):
+    logprob = float(np.log1p(-p))                 # in scalar_t
+    geom_sum, num_geom = 0.0, f(0)
+    while True:
+        geom = math.ceil(math.log(_u64(mt)) / logprob)
+        geom_sum += geom
+        if geom_sum > n:
+            return float(num_geom)
+        num_geom = f(num_geom + f(1))
+
+
+def _btrs(mt, n, p, f):
+    one = f(1)
+    stddev = float(np.sqrt(n * p * (one - p)))    # in scalar_t
+    b = 1.15 + 2.53 * stddev
+    a = -0.0873 + 0.0248 * b + 0.01 * float(p)
+    c = float(n * p) + 0.5
+    v_r = 0.92 - 4.2 / b
+    r = float(p / (one - p))
+    alpha = (2.83 + 5.1 / b) * stddev
+    m = float(np.floor((n + one) * p))
+    nf = float(n)
+    while True:
+        u = _u64(mt) - 0.5
+        v = _u64(mt)
+        us = 0.5 - abs(u)
+        k = f(math.floor((2 * a / us + b) * u + c))
+        if k < 0 or k > n:
+            continue
+        if us >= 0.07 and v <= v_r:
+            return float(k)
+        v = math.log(v * alpha / (a / (us * us) + b))
+        kf, nk1 = float(k), float(n - k + one)
+        upper = ((m + 0.5) * math.log((m + 1) / (r * (nf - m + 1)))
+                 + (nf + 1) * math.log((nf - m + 1) / nk1)
+                 + (kf + 0.5) * math.log(r * nk1 / float(k + one))
+                 + _stirling_tail(m) + _stirling_tail(nf - m)
+                 - _stirling_tail(kf) - _stirling_tail(float(n - k)))
+        if v <= upper:
+            return float(k)
 
 
 def rrelu_slopes(mt: MTState, x: np.ndarray, lower: float, upper: float) -> np.ndarray:
