@@ -65,6 +65,16 @@ CASES = {
     "binomial float64, broadcast prob": lambda L: L.binomial(
         L.full((4, 5), 40.0, dtype=L.float64), L.tensor([0.1, 0.3, 0.5, 0.7, 0.95], dtype=L.float64)),
     "Binomial.sample": lambda L: L.distributions.Binomial(10, L.tensor([0.2, 0.8])).sample((3,)),
+    "multinomial one sample with replacement": lambda L: L.multinomial(
+        L.tensor([[0.1, 0.2, 0.7], [0.5, 0.25, 0.25]]), 1, True),
+    "Categorical.sample() (one draw per row)": lambda L: L.distributions.Categorical(
+        logits=L.tensor([[0.0, 1.0, 2.0], [2.0, 0.0, -1.0]])).sample(),
+    "multinomial of a transpose (memory order)": lambda L: L.multinomial(L.arange(1., 16.).reshape(3, 5).t(), 2),
+    "rand_like of a transpose": lambda L: L.rand_like(L.zeros(5, 4).t()),
+    "randn_like of a transpose (scalar path)": lambda L: L.randn_like(L.zeros(8, 5).t()),
+    "randint_like of a permute": lambda L: L.randint_like(L.zeros(2, 3, 4).permute(2, 0, 1), 10),
+    "rand_like of a channels-last tensor": lambda L: L.rand_like(
+        L.zeros(2, 3, 4, 4).to(memory_format=L.channels_last)),
     "rrelu in training": lambda L: L.nn.functional.rrelu(L.linspace(-3, 3, 40).reshape(5, 8), training=True),
     "rrelu float64 on a transpose": lambda L: L.nn.functional.rrelu(
         L.linspace(-2, 1, 30, dtype=L.float64).reshape(5, 6).t(), 0.1, 0.4, training=True),

@@ -865,19 +865,55 @@ def randint(*args, size=None, generator=None, dtype=None, device=None, requires_
     return _finish(r, requires_grad, device)
 
 
+def _fill_order(input, memory_format, generator):
+    """The dimensions of ``input`` from outermost to innermost in memory
+    when a random ``*_like`` of it draws in that order, else None: PyTorch's
+    ``preserve_format`` gives a dense, non-overlapping input's strides to
+    the new tensor (a transpose, a permute, channels-last), and its kernels
+    fill it in memory order.  Eager PyTorch-stream draws only."""
+    from tracec import tensor_meta as tm
+    if memory_format not in (None, tm.preserve_format) or type(input._data) is not np.ndarray \
+            or input._data.flags.c_contiguous or (generator or default_generator).eager_mt() is None:
+        return None
+    st, sh = input.stride(), tuple(input.shape)
+    expect = 1
+    for stride, size in sorted((st[i], sh[i]) for i in range(len(sh)) if sh[i] != 1):
+        if stride != expect:
+            return None                        # not dense: a C-order fill
+        expect *= size
+    return sorted(range(len(sh)), key=lambda i: -st[i])
+
+
+def _in_order(t: Tensor, order) -> Tensor:
+    """``t``, drawn C-order in the shape permuted by ``order``, permuted back
+    (a C-contiguous copy: the values sit where the memory-order fill puts them)."""
+    return Tensor._make(np.ascontiguousarray(np.transpose(t._data, np.argsort(order))), t.dtype)
+
+
 def rand_like(input, *, generator=None, dtype=None, layout=None, device=None,
               requires_grad=False, memory_format=None) -> Tensor:
     if layout is not None:
         _check_layout(layout)
-    return _formatted(rand(input.shape, dtype=_like(input, dtype), generator=generator,
-                           device=_like_device(input, device)), input, memory_format, requires_grad)
+    order = _fill_order(input, memory_format, generator)
+    shape = input.shape if order is None else [input.shape[i] for i in order]
+    t = rand(shape, dtype=_like(input, dtype), generator=generator, device=_like_device(input, device))
+    return _formatted(t if order is None else _in_order(t, order), input, memory_format, requires_grad)
 
 
 def randn_like(input, *, generator=None, dtype=None, layout=None, device=None,
                requires_grad=False, memory_format=None) -> Tensor:
     if layout is not None:
         _check_layout(layout)
-    return _formatted(randn(input.shape, dtype=_like(input, dtype), generator=generator,
+    order = _fill_order(input, memory_format, generator)
+    d = _like(input, dtype)
+    if order is not None and device is None and d in (dt.float32, dt.float64, dt.float16, dt.bfloat16):
+        # PyTorch's normal_ on a tensor that is not contiguous: the scalar
+        # path per element, in memory order
+        mt = (generator or default_generator).eager_mt()
+        shape = [input.shape[i] for i in order]
+        t = drawn(torch_rng.normal(mt, math.prod(shape), carrier(d), contiguous=False), shape, d)
+        return _formatted(_in_order(t, order), input, memory_format, requires_grad)
+    return _formatted(randn(input.shape, dtype=d, generator=generator,
                             device=_like_device(input, device)), input, memory_format, requires_grad)
 
 
@@ -886,9 +922,11 @@ def randint_like(input, low, high=None, *, generator=None, dtype=None, layout=No
     if layout is not None:
         _check_layout(layout)
     bounds = (low,) if high is None else (low, high)
-    return _formatted(randint(*bounds, input.shape, dtype=_like(input, dtype),
-                              generator=generator, device=_like_device(input, device)),
-                      input, memory_format, requires_grad)
+    order = _fill_order(input, memory_format, generator)
+    shape = input.shape if order is None else [input.shape[i] for i in order]
+    t = randint(*bounds, shape, dtype=_like(input, dtype), generator=generator,
+                device=_like_device(input, device))
+    return _formatted(t if order is None else _in_order(t, order), input, memory_format, requires_grad)
 
 
 def randperm(n, *, generator=None, dtype=None, device=None) -> Tensor:

@@ -223,12 +223,17 @@ def multinomial(input, num_samples: int, replacement: bool = False, *,  # noqa: 
                            "replacement")
     if not RECORDERS:
         _check_distribution(input)
-    if not replacement and (generator or creation.default_generator).eager_mt() is not None:
-        # PyTorch's eager algorithm on its stream: q ~ Exp(1) like input,
-        # the top num_samples of input / q
+    if (not replacement or num_samples == 1) and \
+            (generator or creation.default_generator).eager_mt() is not None:
+        # PyTorch's eager algorithm on its stream (its fast path for one
+        # sample too, with replacement or not): q = empty_like(input)
+        # .exponential_(1), filled in the memory order of input's layout,
+        # then the top num_samples of input / q
         with graph.no_grad():
-            q = ops.div(input.detach(), creation.empty(tuple(input.shape), dtype=input.dtype)
-                        .exponential_(1, generator=generator))
+            order = creation._fill_order(input, None, generator)
+            shape = tuple(input.shape) if order is None else [input.shape[i] for i in order]
+            e = creation.empty(shape, dtype=input.dtype).exponential_(1, generator=generator)
+            q = ops.div(input.detach(), e if order is None else creation._in_order(e, order))
             if num_samples == 1:
                 return ops.reshape(ops.argmax(q, q.ndim - 1), tuple(q.shape[:-1]) + (1,))
             return topk(q, num_samples, -1).indices
