@@ -75,6 +75,8 @@ CASES = {
     "randint_like of a permute": lambda L: L.randint_like(L.zeros(2, 3, 4).permute(2, 0, 1), 10),
     "rand_like of a channels-last tensor": lambda L: L.rand_like(
         L.zeros(2, 3, 4, 4).to(memory_format=L.channels_last)),
+    "VonMises.sample (rejection rounds)": lambda L: L.distributions.VonMises(
+        L.tensor([0.0, 1.0]), L.tensor([2.0, 0.5])).sample((3,)),
     "rrelu in training": lambda L: L.nn.functional.rrelu(L.linspace(-3, 3, 40).reshape(5, 8), training=True),
     "rrelu float64 on a transpose": lambda L: L.nn.functional.rrelu(
         L.linspace(-2, 1, 30, dtype=L.float64).reshape(5, 6).t(), 0.1, 0.4, training=True),
