@@ -33,6 +33,57 @@ CASES = {
     "bernoulli_(0.3)": lambda L: L.empty(100).bernoulli_(0.3),
     "bernoulli_(p tensor)": lambda L: L.empty(4, 25).bernoulli_(L.full((25,), 0.6)),
     "exponential_": lambda L: L.empty(40).exponential_(2.0),
+    "geometric_": lambda L: L.empty(30).geometric_(0.3),
+    "geometric_ int64 on a transpose": lambda L: L.empty(4, 6, dtype=L.int64).t().geometric_(0.2),
+    "poisson (both samplers)": lambda L: L.poisson(L.tensor([[0., 0.5, 3.0], [9.99, 10.0, 250.0]])),
+    "poisson float64, many": lambda L: L.poisson(L.full((200,), 30.0, dtype=L.float64)),
+    "Poisson.sample": lambda L: L.distributions.Poisson(L.tensor([2.0, 40.0])).sample((5,)),
+    "Gamma.sample (boosted and not)": lambda L: L.distributions.Gamma(L.tensor([0.3, 1.0, 2.5, 10.0, 0.05] * 4), 1.0).sample(),
+    "Gamma.rsample float64": lambda L: L.distributions.Gamma(
+        L.tensor([0.5, 2.0], dtype=L.float64), L.tensor(2.0, dtype=L.float64)).rsample((6,)),
+    "Beta.sample (mixup's)": lambda L: L.distributions.Beta(0.4, 0.4).sample((8,)),
+    "Beta.rsample of tensors": lambda L: L.distributions.Beta(L.tensor([1.0, 3.0]), L.tensor([2.0, 0.5])).rsample((3,)),
+    "Dirichlet.sample": lambda L: L.distributions.Dirichlet(L.tensor([0.3, 1.0, 4.0, 2.0])).sample((5,)),
+    "_sample_dirichlet": lambda L: L._sample_dirichlet(L.tensor([[1.0, 1.0, 1.0], [0.1, 0.2, 0.3]])),
+    "Chi2 / StudentT / NegativeBinomial": lambda L: L.cat([
+        L.distributions.Chi2(L.tensor([3.0, 1.0])).sample((3,)).flatten(),
+        L.distributions.StudentT(L.tensor([3.0, 10.0])).sample((3,)).flatten(),
+        L.distributions.NegativeBinomial(5.0, probs=L.tensor([0.3, 0.6])).sample((3,)).flatten()]),
+    "Exponential.rsample": lambda L: L.distributions.Exponential(L.tensor([1.0, 2.0])).rsample((3,)),
+    "Cauchy.rsample": lambda L: L.distributions.Cauchy(0.0, 1.0).rsample((5,)),
+    "Weibull / Pareto (Exponential-based)": lambda L: L.cat([
+        L.distributions.Weibull(1.0, 2.0).rsample((3,)), L.distributions.Pareto(1.0, 2.0).rsample((3,))]),
+    "log_normal_ (scalar path past 16)": lambda L: L.empty(40).log_normal_(0.5, 0.7),
+    "log_normal_ float64 on a transpose": lambda L: L.empty(6, 4, dtype=L.float64).t().log_normal_(),
+    "dropout on a transpose (memory order)": lambda L: L.nn.functional.dropout(
+        L.arange(1.0, 31.0).reshape(6, 5).t(), 0.5, True),
+    "dropout on a permuted 3-d view": lambda L: L.nn.Dropout(0.3)(L.ones(2, 5, 4).permute(2, 0, 1)),
+    "dropout on a strided slice (C order)": lambda L: L.nn.functional.dropout(L.ones(8, 6)[:, ::2], 0.5, True),
+    "binomial (inversion and BTRS, both tails)": lambda L: L.binomial(
+        L.tensor([10., 50, 200, 0, 5, 1000, 30, 7, 100, 64]),
+        L.tensor([0.3, 0.5, 0.9, 0.5, 1.0, 0.01, 0.75, 0.2, 0.45, 0.999])),
+    "binomial float64, broadcast prob": lambda L: L.binomial(
+        L.full((4, 5), 40.0, dtype=L.float64), L.tensor([0.1, 0.3, 0.5, 0.7, 0.95], dtype=L.float64)),
+    "Binomial.sample": lambda L: L.distributions.Binomial(10, L.tensor([0.2, 0.8])).sample((3,)),
+    "multinomial one sample with replacement": lambda L: L.multinomial(
+        L.tensor([[0.1, 0.2, 0.7], [0.5, 0.25, 0.25]]), 1, True),
+    "Categorical.sample() (one draw per row)": lambda L: L.distributions.Categorical(
+        logits=L.tensor([[0.0, 1.0, 2.0], [2.0, 0.0, -1.0]])).sample(),
+    "multinomial of a transpose (memory order)": lambda L: L.multinomial(L.arange(1., 16.).reshape(3, 5).t(), 2),
+    "rand_like of a transpose": lambda L: L.rand_like(L.zeros(5, 4).t()),
+    "randn_like of a transpose (scalar path)": lambda L: L.randn_like(L.zeros(8, 5).t()),
+    "randint_like of a permute": lambda L: L.randint_like(L.zeros(2, 3, 4).permute(2, 0, 1), 10),
+    "rand_like of a channels-last tensor": lambda L: L.rand_like(
+        L.zeros(2, 3, 4, 4).to(memory_format=L.channels_last)),
+    "VonMises.sample (rejection rounds)": lambda L: L.distributions.VonMises(
+        L.tensor([0.0, 1.0]), L.tensor([2.0, 0.5])).sample((3,)),
+    "rrelu in training": lambda L: L.nn.functional.rrelu(L.linspace(-3, 3, 40).reshape(5, 8), training=True),
+    "rrelu float64 on a transpose": lambda L: L.nn.functional.rrelu(
+        L.linspace(-2, 1, 30, dtype=L.float64).reshape(5, 6).t(), 0.1, 0.4, training=True),
+    "nn.RReLU module": lambda L: L.nn.RReLU(0.1, 0.3)(L.linspace(-1, 1, 31)),
+    "alpha_dropout": lambda L: L.nn.functional.alpha_dropout(L.ones(40, 5), 0.3, True),
+    "feature_alpha_dropout": lambda L: L.nn.functional.feature_alpha_dropout(L.ones(4, 6, 3), 0.5, True),
+    "nn.AlphaDropout module": lambda L: L.nn.AlphaDropout(0.2)(L.ones(50)),
     "random_()": lambda L: L.empty(10, dtype=L.int64).random_(),
     "random_(from, to)": lambda L: L.empty(10).random_(3, 17),
     "dropout": lambda L: L.nn.functional.dropout(L.ones(64, 30), 0.3, True),

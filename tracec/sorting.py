@@ -16,7 +16,7 @@ import numpy as np
 
 from tracec import creation
 from tracec import dtypes as dt
-from tracec import graph, ops
+from tracec import graph, ops, torch_rng
 from tracec.functions import _named
 from tracec.ops.core import normalize_axis
 from tracec.rearrange import cumsum
@@ -229,9 +229,13 @@ def multinomial(input, num_samples: int, replacement: bool = False, *,  # noqa: 
         # the top num_samples of input / q (also one draw with replacement,
         # the same distribution: ATen takes this fast path for it, so
         # Categorical.sample() draws this way)
+        # (q = empty_like(input).exponential_(1): filled in the memory
+        # order of input's layout, a transpose's too)
+        mt = (generator or creation.default_generator).eager_mt()
         with graph.no_grad():
-            q = ops.div(input.detach(), creation.empty(tuple(input.shape), dtype=input.dtype)
-                        .exponential_(1, generator=generator))
+            e = creation.memory_order_draw(input, lambda n: torch_rng.exponential(
+                mt, n, creation.carrier(input.dtype), 1.0))
+            q = ops.div(input.detach(), creation.drawn(e, input.shape, input.dtype))
             if num_samples == 1:
                 return ops.reshape(ops.argmax(q, q.ndim - 1), tuple(q.shape[:-1]) + (1,))
             return topk(q, num_samples, -1).indices
