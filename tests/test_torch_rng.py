@@ -52,6 +52,40 @@ CASES = {
     "multinomial without": lambda L: L.multinomial(L.tensor([0.1, 0.2, 0.3, 0.4]), 3),
     "Categorical.sample": lambda L: L.distributions.Categorical(logits=L.zeros(3, 6)).sample((4,)),
     "Normal.sample": lambda L: L.distributions.Normal(L.zeros(20), L.ones(20)).sample(),
+    "randn float16 (blocks, a tail)": lambda L: L.randn(40, dtype=L.float16).float(),
+    "randn bfloat16 (blocks, a tail)": lambda L: L.randn(1000, dtype=L.bfloat16).float(),
+    "normal_ float16": lambda L: L.empty(37, dtype=L.float16).normal_(0.5, 2.0).float(),
+    "randn float16 small": lambda L: L.randn(5, dtype=L.float16).float(),
+    "log_normal_": lambda L: L.empty(40).log_normal_(0.5, 0.7),
+    "geometric_": lambda L: L.empty(40).geometric_(0.3),
+    "cauchy_": lambda L: L.empty(40).cauchy_(0.5, 2.0),
+    "random_() bfloat16": lambda L: L.empty(10, dtype=L.bfloat16).random_().float(),
+    "random_() float16": lambda L: L.empty(10, dtype=L.float16).random_().float(),
+    "random_() bool / uint8 / int32": lambda L: L.cat([
+        L.empty(10, dtype=t).random_().to(L.float64) for t in (L.bool, L.uint8, L.int32)]),
+    "rrelu training": lambda L: L.nn.functional.rrelu(L.linspace(-3, 3, 41), training=True),
+    "nn.RReLU module": lambda L: L.nn.RReLU(0.1, 0.4)(L.randn(6, 7)),
+    "alpha_dropout": lambda L: L.nn.functional.alpha_dropout(L.ones(64, 30), 0.3, True),
+    "feature_alpha_dropout": lambda L: L.nn.functional.feature_alpha_dropout(
+        L.ones(4, 6, 3, 3), 0.3, True),
+    "dropout1d / dropout3d": lambda L: L.cat([
+        L.nn.functional.dropout1d(L.ones(4, 6, 5), 0.5, True).flatten(),
+        L.nn.functional.dropout3d(L.ones(2, 6, 2, 3, 3), 0.5, True).flatten()]),
+    "dropout float16": lambda L: L.nn.functional.dropout(
+        L.ones(64, 30, dtype=L.float16), 0.3, True).float(),
+    "dropout bfloat16": lambda L: L.nn.functional.dropout(
+        L.ones(64, 30, dtype=L.bfloat16), 0.3, True).float(),
+    "Exponential.sample": lambda L: L.distributions.Exponential(L.full((20,), 2.0)).sample(),
+    "Cauchy.rsample": lambda L: L.distributions.Cauchy(L.zeros(20), L.ones(20)).rsample(),
+    "rand_like of a transpose": lambda L: L.rand_like(L.zeros(20, 30).t()),
+    "rand_like channels_last": lambda L: L.rand_like(
+        L.zeros(2, 3, 4, 5).to(memory_format=L.channels_last)).contiguous(),
+    "randn_like channels_last (scalar path)": lambda L: L.randn_like(
+        L.zeros(2, 3, 4, 5).to(memory_format=L.channels_last)),
+    "randn_like of a transpose": lambda L: L.randn_like(L.zeros(20, 30).t()),
+    "randint_like of a transpose": lambda L: L.randint_like(L.zeros(20, 30).t(), 0, 9),
+    "rand_like memory_format=channels_last": lambda L: L.rand_like(
+        L.zeros(2, 3, 4, 5), memory_format=L.channels_last),
     "a Generator of its own": lambda L: L.rand(5, generator=L.Generator().manual_seed(3)),
     "get / set_rng_state": lambda L: (lambda s: (L.rand(3), L.set_rng_state(s), L.rand(3))[2])(
         L.get_rng_state()),

@@ -312,7 +312,7 @@ def _normal(self, mean=0.0, std=1.0, generator=None):
         # PyTorch's stream; mean and std enter its Box-Muller kernel
         z = creation.memory_order_draw(self, lambda n: torch_rng.normal(
             mt, n, creation.carrier(self.dtype), float(mean), float(std),
-            contiguous=self.is_contiguous()))
+            contiguous=self.is_contiguous(), reduced=self.dtype in (dt.float16, dt.bfloat16)))
         z = creation.drawn(z, self.shape, self.dtype)
     else:
         with graph.no_grad():

@@ -6,7 +6,8 @@ that it records inside ``tracec.compile``).
 Invariants: each fills ``self`` (keeping its shape and dtype) with draws
 from tracec's RNG (``tracec.creation``'s generators, ``generator=`` or the
 default one) transformed by the distribution's inverse CDF from float64
-uniforms in [0, 1); the streams are not PyTorch's, the distributions are.
+uniforms in [0, 1); eagerly (``Generator.eager_mt``) PyTorch's own draws
+and transforms (``torch_rng``), so that the numbers are PyTorch's.
 The transforms are primitives on the drawn tensors, written back with
 ``_assign``, so a compiled function records them and draws fresh values at
 every call (a NumPy transform of the draws would be a constant of the
@@ -114,6 +115,11 @@ def geometric_(self, p, *, generator=None):
     """Trials until the first success (support 1, 2, ...)."""
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+    mt = (generator or creation.default_generator).eager_mt()
+    if mt is not None and not self.is_meta:
+        k = creation.memory_order_draw(self, lambda n: torch_rng.geometric(
+            mt, n, creation.carrier(self.dtype), float(p)))
+        return _fill(self, creation.drawn(k, self.shape, self.dtype), "geometric_")
     with graph.no_grad():
         u = _uniform(self, generator)
         k = ceil(ops.div(ops.log(ops.sub(1.0, u)), math.log1p(-p)))
@@ -137,6 +143,11 @@ def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
     _floating(self, "log_normal_")
     if not std > 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
+    mt = (generator or creation.default_generator).eager_mt()
+    if mt is not None and not self.is_meta:
+        x = creation.memory_order_draw(self, lambda n: torch_rng.log_normal(
+            mt, n, creation.carrier(self.dtype), float(mean), float(std)))
+        return _fill(self, creation.drawn(x, self.shape, self.dtype), "log_normal_")
     with graph.no_grad():
         z = creation.randn(tuple(self.shape), dtype=_WORK, generator=generator)
         x = ops.exp(ops.add(ops.mul(z, float(std)), float(mean)))
@@ -177,7 +188,8 @@ def random_(self, from_=None, to=_UNSET, *, generator=None, **kw):
     if mt is not None and not self.is_meta:
         if to is _UNSET and from_ is None or to is None and not from_:
             def draw(n):                  # PyTorch's unbounded draw
-                return torch_rng.random_full(mt, n, creation.carrier(self.dtype))
+                return torch_rng.random_full(mt, n, creation.carrier(self.dtype),
+                                             8 if self.dtype is dt.bfloat16 else None)
         else:
             def draw(n):
                 return torch_rng.randint(mt, n, lo, hi)

@@ -26,6 +26,15 @@ words are written here.  The transforms (ATen's ``TransformationHelper.h``,
   <double>``: ``u1``, ``u2`` from ``random64()``, ``r = sqrt(-2 log1p(-u2))``,
   ``theta = 2 pi u1``, returns ``r cos(theta)`` and caches ``r sin(theta)``
   for the next such draw (the generator's ``next_double_normal_sample``).
+- normal, float16 / bfloat16 tensors of >= 16 contiguous elements: as
+  float32 but without the fill of the whole tensor: each block of 16 (and
+  the redone last 16) from its own 16 fresh float32 uniforms, Box-Muller in
+  float32, then rounded: ``n - n % 16`` words, plus 16 for a partial block.
+- ``log_normal_(mean, std)``: ``exp`` of the scalar ``normal_distribution
+  <double>`` below (cached second sample included) for every size.
+- ``geometric_(p)``: ``ceil(log(u) / log1p(-p))`` of float64 uniforms.
+- ``rrelu`` training: one float64 uniform in [lower, upper) per element
+  ``<= 0``, in memory order, none for positive elements.
 - ``randint`` / ``random_(from, to)``: ``random()`` (``random64()`` when the
   range is >= 2**32) modulo the range, plus ``from``.
 - ``randperm(n)``: Fisher-Yates, ``z = random() % (n - i)``, swap ``i, z + i``.
@@ -181,11 +190,27 @@ def exponential(mt: MTState, n: int, np_dtype, lambd: float) -> np.ndarray:
     return (-1.0 / lambd * np.log1p(-u)).astype(np_dtype)
 
 
+def geometric(mt: MTState, n: int, np_dtype, p: float) -> np.ndarray:
+    """``geometric_(p)``: ``ceil(log(u) / log1p(-p))`` of float64 uniforms."""
+    u = uniform(mt, n, np.float64)
+    with np.errstate(divide="ignore"):          # (u = 0: PyTorch's inf too)
+        return np.ceil(np.log(u) / np.log1p(-p)).astype(np_dtype)
+
+
+def log_normal(mt: MTState, n: int, np_dtype, mean: float, std: float) -> np.ndarray:
+    """``log_normal_(mean, std)``: ``exp`` of scalar float64 normals."""
+    return np.exp(normal(mt, n, np.float64, mean, std, contiguous=False)).astype(np_dtype)
+
+
 def normal(mt: MTState, n: int, np_dtype, mean: float = 0.0, std: float = 1.0,
-           contiguous: bool = True) -> np.ndarray:
+           contiguous: bool = True, reduced: bool = False) -> np.ndarray:
     """``n`` normal draws as PyTorch's ``normal_`` fills a tensor of ``n``
-    elements (``contiguous``: whether that tensor is)."""
+    elements (``contiguous``: whether that tensor is; ``reduced``: whether
+    it is float16 or bfloat16, whose carrier ``np_dtype`` may be float32)."""
     d = np.dtype(np_dtype)
+    reduced = reduced or d == np.float16
+    if n >= 16 and contiguous and reduced:
+        return _normal_blocks(mt, n, mean, std).astype(d)
     if n >= 16 and contiguous and d in (np.float32, np.float64):
         return _normal_fill(mt, n, d, mean, std)
     out = np.empty(n, np.float64)
@@ -213,6 +238,19 @@ def _normal_fill(mt, n, d, mean, std):
     if n % 16:
         data[n - 16:] = _box_muller16(uniform(mt, 16, d).reshape(1, 2, 8), d, mean, std)
     return data
+
+
+def _normal_blocks(mt, n, mean, std):
+    """float16 / bfloat16 ``normal_fill`` (as float32): the full blocks of
+    16, then the last 16 elements redone, each block from its own 16 fresh
+    uniforms (no fill of the whole tensor first)."""
+    m = n - n % 16
+    f32 = np.dtype(np.float32)
+    out = np.empty(n, f32)
+    out[:m] = _box_muller16(uniform(mt, m, f32).reshape(-1, 2, 8), f32, mean, std)
+    if m != n:
+        out[n - 16:] = _box_muller16(uniform(mt, 16, f32).reshape(1, 2, 8), f32, mean, std)
+    return out
 
 
 def _box_muller16(blocks, d, mean, std):
@@ -245,12 +283,13 @@ def randint(mt: MTState, n: int, lo: int, hi: int) -> np.ndarray:
     return (raw % _U64(span)).astype(np.int64) + lo
 
 
-def random_full(mt: MTState, n: int, np_dtype) -> np.ndarray:
+def random_full(mt: MTState, n: int, np_dtype, digits: int | None = None) -> np.ndarray:
     """``random_()`` without bounds: [0, 2**digits] for floats, [0, max]
-    for integers (int64 and float64 from ``random64()``)."""
+    for integers (int64 and float64 from ``random64()``).  ``digits``: the
+    float's when ``np_dtype`` is only its carrier (bfloat16: 8, float32)."""
     d = np.dtype(np_dtype)
     if d.kind == "f":
-        digits = _DIGITS.get(d.name, 53)
+        digits = digits or _DIGITS.get(d.name, 53)
         raw = mt.random64(n) if d == np.float64 else mt.random(n)
         return (raw % _U64((1 << digits) + 1)).astype(d)
     if d == np.bool_:

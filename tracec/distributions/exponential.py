@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numbers
 
-from tracec.creation import rand
+from tracec.creation import default_generator, empty, rand
+from tracec.graph import no_grad
 from tracec.distributions import constraints
 from tracec.distributions.exp_family import ExponentialFamily
 from tracec.distributions.utils import broadcast_all, finfo_tiny
@@ -43,6 +44,11 @@ class Exponential(ExponentialFamily):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
+        if default_generator.eager_mt() is not None:
+            # PyTorch's draw, eagerly its stream: new(shape).exponential_() / rate
+            with no_grad():
+                e = empty(shape, dtype=self.rate.dtype, device=self.rate.device).exponential_()
+            return e / self.rate
         u = rand(shape, dtype=self.rate.dtype).to(self.rate.device)
         # -log(u) with u in (0, 1]: a standard exponential draw.
         e = -(1 - u).clamp(min=finfo_tiny(self.rate.dtype)).log()

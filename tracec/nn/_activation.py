@@ -19,7 +19,7 @@ from tracec import creation
 from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import fused_eager
-from tracec import graph, ops
+from tracec import graph, ops, torch_rng
 from tracec import shape_ops as S
 from tracec.autograd import Function
 from tracec.ops.elementwise import _where_impl
@@ -279,8 +279,18 @@ def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool 
         slope = (lower + upper) / 2
         # x <= 0 takes the slope (0 included), as PyTorch's leaky_relu / rrelu
         return _apply(lambda v: TF.where(ops.gt(v, 0), v, TF.mul(v, slope)), x, inplace)
-    u = creation.rand(tuple(x.shape), dtype=x.dtype)
-    a = TF.add(TF.mul(u, upper - lower), lower)
+    mt = creation.default_generator.eager_mt()
+    if mt is not None and type(x._data) is np.ndarray:
+        # PyTorch's draws: one float64 uniform in [lower, upper) per element
+        # <= 0 of the contiguous input (row-major), none for the others
+        neg = np.asarray(x._data) <= 0
+        slopes = np.ones(neg.shape, np.float32 if x.dtype.itemsize <= 4 else np.float64)
+        slopes[neg] = torch_rng.uniform(mt, int(neg.sum()), np.float64, float(lower),
+                                        float(upper))
+        a = creation.drawn(slopes, tuple(x.shape), x.dtype)
+    else:
+        u = creation.rand(tuple(x.shape), dtype=x.dtype)
+        a = TF.add(TF.mul(u, upper - lower), lower)
     return _apply(lambda v: TF.where(ops.gt(v, 0), v, TF.mul(v, a)), x, inplace)
 
 
@@ -326,7 +336,13 @@ def _alpha_dropout(x: Tensor, p: float, training: bool, inplace: bool, feature: 
         if x.ndim < 2:
             raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
         shape = shape[:2] + (1,) * (x.ndim - 2)
-    keep = ops.cast(ops.lt(creation.rand(shape, dtype=x.dtype), 1.0 - p), x.dtype)
+    mt = creation.default_generator.eager_mt()
+    if mt is not None and all(isinstance(k, int) for k in shape):
+        # PyTorch's noise: empty(shape).bernoulli_(1 - p), float64 uniforms
+        hit = torch_rng.bernoulli_scalar(mt, int(np.prod(shape)), 1.0 - p)
+        keep = creation.drawn(hit.astype(np.float32), shape, x.dtype)
+    else:
+        keep = ops.cast(ops.lt(creation.rand(shape, dtype=x.dtype), 1.0 - p), x.dtype)
     # PyTorch's affine correction (zero mean, unit variance for SELU
     # activations), in its rounding order: y = x * (a * keep) + b.
     a = 1.0 / ((_ALPHA_PRIME ** 2 * p + 1) * (1 - p)) ** 0.5

@@ -147,9 +147,10 @@ def _keep_mask(shape, p: float, x: Tensor) -> Tensor:
     if mt is not None and all(isinstance(k, int) for k in shape):
         # PyTorch's mask: empty_like(x).bernoulli_(1 - p).div_(1 - p)
         keep = torch_rng.bernoulli_scalar(mt, int(np.prod(shape)), 1.0 - p)
-        one = work.np.type(1)
-        mask = keep.reshape(tuple(shape)).astype(work.np) * (one / work.np.type(1.0 - p))
-        return Tensor._make(mask, work)
+        # div_(1 - p) in the dtype's opmath (float32 for float16 / bfloat16)
+        op = np.float64 if work is dt.float64 else np.float32
+        mask = keep.reshape(tuple(shape)).astype(op) * (op(1) / op(1.0 - p))
+        return creation.drawn(mask, shape, work)
     u = creation.rand(tuple(shape), dtype=work)
     return ops.mul(ops.cast(ops.lt(u, 1.0 - p), work), 1.0 / (1.0 - p))
 
