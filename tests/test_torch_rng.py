@@ -29,6 +29,9 @@ CASES = {
     "randint wide": lambda L: L.randint(-5, 2 ** 33, (6,)),
     "randint_like": lambda L: L.randint_like(L.zeros(12), 3, 9),
     "randperm": lambda L: L.randperm(300),
+    "randperm large (block swaps)": lambda L: L.randperm(100000),
+    "randperm int32 / float32": lambda L: L.cat([L.randperm(50, dtype=L.int32).double(),
+                                                 L.randperm(50, dtype=L.float32).double()]),
     "bernoulli(p)": lambda L: L.bernoulli(L.full((4, 20), 0.4)),
     "bernoulli_(0.3)": lambda L: L.empty(100).bernoulli_(0.3),
     "bernoulli_(p tensor)": lambda L: L.empty(4, 25).bernoulli_(L.full((25,), 0.6)),
@@ -206,3 +209,62 @@ def test_counter_draws_make_eager_equal_compiled():
         want = f(x).tolist()
         tracec.manual_seed(3)
         assert comp(x).tolist() == want
+
+
+def _sampler_orders(L):
+    out = []
+    ds = L.utils.data.DistributedSampler(range(23), num_replicas=3, rank=1, shuffle=True, seed=5)
+    for epoch in range(2):            # g.manual_seed(seed + epoch); randperm
+        ds.set_epoch(epoch)
+        out += list(ds)
+    g = L.Generator().manual_seed(3)
+    out += [i for b in L.utils.data.BatchSampler(
+        L.utils.data.RandomSampler(range(17), generator=g), 4, False) for i in b]
+    out += list(L.utils.data.SubsetRandomSampler([3, 5, 9, 11, 20], generator=g))
+    out += list(L.utils.data.WeightedRandomSampler([0.1, 0.5, 0.2, 0.2], 12))
+    out += list(L.utils.data.WeightedRandomSampler([0.1, 0.5, 0.2, 0.2], 3, replacement=False))
+    out.append(float(L.rand(())))
+    return out
+
+
+def test_distributed_batch_weighted_samplers_equal_torch():
+    tracec.manual_seed(1)
+    torch.manual_seed(1)
+    assert _sampler_orders(tracec) == _sampler_orders(torch)
+
+
+def _transformed(L, T):
+    import random
+    # torchvision's RandomChoice / RandomOrder draw from Python's random
+    random.seed(5)
+    L.manual_seed(3)
+    img = (L.arange(3 * 8 * 8, dtype=L.float32).reshape(3, 8, 8) % 17) / 17
+    img8 = (img * 255).to(L.uint8)
+    ts = [T.RandomCrop(5, padding=1), T.RandomHorizontalFlip(), T.RandomVerticalFlip(),
+          T.RandomResizedCrop(6, antialias=True), T.RandomRotation(30),
+          T.RandomAffine(20, translate=(0.1, 0.2), scale=(0.8, 1.2), shear=(5, 10, -5, 5)),
+          T.RandomErasing(p=1.0), T.RandomErasing(p=1.0, value="random"),
+          T.ColorJitter(0.3, 0.3, 0.3, 0.1), T.GaussianBlur(3, (0.1, 2.0)),
+          T.RandomApply([T.RandomHorizontalFlip(1.0)], p=0.5),
+          T.RandomChoice([T.RandomHorizontalFlip(1.0), T.RandomVerticalFlip(1.0)]),
+          T.RandomOrder([T.RandomHorizontalFlip(0.5), T.RandomRotation(10)]),
+          T.RandomGrayscale(0.5), T.RandomInvert(), T.RandomSolarize(0.5),
+          T.RandomAdjustSharpness(2.0), T.RandomAutocontrast()]
+    out = [t(img).numpy() for t in ts for _ in range(3)]
+    ts8 = [T.RandomPosterize(4), T.RandomEqualize(), T.AutoAugment(), T.RandAugment(),
+           T.TrivialAugmentWide()]
+    out += [t(img8).numpy() for t in ts8 for _ in range(3)]
+    return out, float(L.rand(()))
+
+
+def test_vision_transforms_draw_torchvisions_numbers():
+    from vision_oracle import optional
+    tv, _ = optional()
+    if tv is None:
+        pytest.skip("torchvision (the test oracle) is not installed")
+    from tracec.vision import transforms as T
+    ours, our_next = _transformed(tracec, T)
+    theirs, their_next = _transformed(torch, tv.transforms)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a.astype(np.float64), b.astype(np.float64), atol=1e-4)
+    assert our_next == their_next

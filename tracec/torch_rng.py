@@ -37,7 +37,8 @@ words are written here.  The transforms (ATen's ``TransformationHelper.h``,
   ``<= 0``, in memory order, none for positive elements.
 - ``randint`` / ``random_(from, to)``: ``random()`` (``random64()`` when the
   range is >= 2**32) modulo the range, plus ``from``.
-- ``randperm(n)``: Fisher-Yates, ``z = random() % (n - i)``, swap ``i, z + i``.
+- ``randperm(n)``: Fisher-Yates, ``z = random() % (n - i)``, swap ``i, z + i``
+  (``random64()`` from ``n >= 2**32 / 20``).
 - ``bernoulli_(p)`` with a number ``p``: ``uniform64 < p``; with a tensor
   ``p``: float32 uniforms ``< p``.
 
@@ -300,14 +301,49 @@ def random_full(mt: MTState, n: int, np_dtype, digits: int | None = None) -> np.
 
 
 def randperm(mt: MTState, n: int) -> np.ndarray:
-    perm = list(range(n))
-    if n > 1:
-        # PyTorch draws 64-bit words only past 2**32 / 20 elements
-        raw = (mt.random(n - 1) if n < 0xFFFFFFFF // 20 else mt.random64(n - 1)).tolist()
-        for i in range(n - 1):
-            z = raw[i] % (n - i) + i
-            perm[i], perm[z] = perm[z], perm[i]
-    return np.array(perm, np.int64)
+    """PyTorch's Fisher-Yates: for i in 0 .. n-2, swap ``i`` with ``z_i =
+    random() % (n - i) + i``.  The ``z_i`` are computed at once; then the
+    swaps run in blocks ``[a, a + k)`` that NumPy does in one go where that
+    is provably the sequential result: every target ``z_j`` of the block
+    lies past it and no two coincide, so the swaps touch disjoint pairs of
+    positions and commute.  A block stops before its first swap that breaks
+    this (it starts the next block); blocks of ~2 sqrt(n - a) meet about
+    one such swap each.  The last 4096 swaps, where blocks get short, run
+    one by one on a list (3-5x faster than the plain loop from 10**6
+    elements; as fast below)."""
+    if n <= 1:
+        return np.arange(n, dtype=np.int64)
+    # PyTorch draws 64-bit words only past 2**32 / 20 elements
+    raw = mt.random(n - 1) if n < 0xFFFFFFFF // 20 else mt.random64(n - 1)
+    steps = np.arange(n - 1, dtype=np.uint64)
+    zs = (raw % (_U64(n) - steps) + steps).astype(np.int64)
+    perm = np.arange(n, dtype=np.int64)
+    first = np.empty(n, np.int64)            # target -> its first index in a block
+    a = 0
+    while n - a > 4096:
+        b = min(a + int(2 * (n - a) ** 0.5), n - 1)
+        z = zs[a:b]
+        past = np.flatnonzero(z < b)         # a target inside the block
+        k = int(past[0]) if past.size else b - a
+        z = z[:k]
+        first[z[::-1]] = np.arange(k - 1, -1, -1)
+        dup = np.flatnonzero(first[z] != np.arange(k))
+        if dup.size:
+            k = int(dup[0])
+            z = z[:k]
+        if k == 0:                           # the block's first swap: alone
+            t = int(zs[a])
+            perm[a], perm[t] = perm[t], perm[a]
+            a += 1
+            continue
+        head = perm[a:a + k].copy()
+        perm[a:a + k] = perm[z]
+        perm[z] = head
+        a += k
+    rest = perm.tolist()
+    for i, t in enumerate(zs[a:].tolist(), a):
+        rest[i], rest[t] = rest[t], rest[i]
+    return np.array(rest, np.int64)
 
 
 def bernoulli_scalar(mt: MTState, n: int, p: float) -> np.ndarray:
