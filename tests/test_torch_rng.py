@@ -89,6 +89,20 @@ CASES = {
     "randint_like of a transpose": lambda L: L.randint_like(L.zeros(20, 30).t(), 0, 9),
     "rand_like memory_format=channels_last": lambda L: L.rand_like(
         L.zeros(2, 3, 4, 5), memory_format=L.channels_last),
+    "poisson (inversion and rejection)": lambda L: L.poisson(
+        L.tensor([0.5, 1.0, 3.0, 9.9, 10.0, 20.0, 100.0, 0.0]).repeat(4)),
+    "Poisson.sample": lambda L: L.distributions.Poisson(L.full((20,), 3.0)).sample(),
+    "NegativeBinomial.sample": lambda L: L.distributions.NegativeBinomial(
+        L.full((20,), 3.0), probs=L.full((20,), 0.4)).sample(),
+    "Gamma.sample (alpha < 1 boost, float32)": lambda L: L.distributions.Gamma(
+        L.tensor([0.1, 0.5, 2.0, 30.0]), L.tensor([1.0, 3.0, 0.5, 2.0])).sample((5,)),
+    "Gamma.rsample float64": lambda L: L.distributions.Gamma(
+        L.tensor([0.3, 4.0], dtype=L.float64), L.ones(2, dtype=L.float64)).rsample((6,)),
+    "Dirichlet.sample": lambda L: L.distributions.Dirichlet(L.tensor([0.5, 1.0, 2.0])).sample((4,)),
+    "_sample_dirichlet": lambda L: L._sample_dirichlet(L.tensor([[0.2, 1.0, 5.0], [1.0, 1.0, 1.0]])),
+    "Beta.sample": lambda L: L.distributions.Beta(L.tensor([0.5, 2.0]), L.tensor([1.0, 3.0])).sample((4,)),
+    "Chi2.sample": lambda L: L.distributions.Chi2(L.full((20,), 3.0)).sample(),
+    "StudentT.sample": lambda L: L.distributions.StudentT(L.full((20,), 3.0)).sample(),
     "a Generator of its own": lambda L: L.rand(5, generator=L.Generator().manual_seed(3)),
     "get / set_rng_state": lambda L: (lambda s: (L.rand(3), L.set_rng_state(s), L.rand(3))[2])(
         L.get_rng_state()),
@@ -252,7 +266,7 @@ def _transformed(L, T):
           T.RandomAdjustSharpness(2.0), T.RandomAutocontrast()]
     out = [t(img).numpy() for t in ts for _ in range(3)]
     ts8 = [T.RandomPosterize(4), T.RandomEqualize(), T.AutoAugment(), T.RandAugment(),
-           T.TrivialAugmentWide()]
+           T.TrivialAugmentWide(), T.AugMix()]
     out += [t(img8).numpy() for t in ts8 for _ in range(3)]
     return out, float(L.rand(()))
 

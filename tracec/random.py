@@ -18,7 +18,7 @@ import contextlib
 
 import numpy as np
 
-from tracec import creation, graph
+from tracec import creation, graph, torch_rng
 from tracec import dtypes as dt
 from tracec.creation import (default_generator, get_rng_state, initial_seed,  # noqa: F401
                              manual_seed, seed, set_rng_state)
@@ -91,7 +91,11 @@ def poisson(input, generator=None):  # noqa: A002
         raise RuntimeError(f"\"poisson_cpu\" not implemented for '{str(input.dtype)[6:]}'")
     if np.any(rates < 0) or np.any(np.isnan(rates)):
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
-    draws = host_generator(generator, "torch.poisson").poisson(rates.astype(np.float64))
+    mt = (generator or default_generator).eager_mt()
+    if mt is not None:          # PyTorch's sampler on its stream
+        draws = torch_rng.poisson(mt, np.asarray(rates)).reshape(np.shape(rates))
+    else:
+        draws = host_generator(generator, "torch.poisson").poisson(rates.astype(np.float64))
     return Tensor._make(np.asarray(draws).astype(input.dtype.np), input.dtype)
 
 
@@ -101,8 +105,13 @@ def _sample_dirichlet(input, generator=None):  # noqa: A002
     alpha = concrete(input, "torch._sample_dirichlet")
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"\"dirichlet\" not implemented for '{str(input.dtype)[6:]}'")
-    g = host_generator(generator, "torch._sample_dirichlet").standard_gamma(
-        alpha.astype(np.float64))
+    mt = (generator or default_generator).eager_mt()
+    if mt is not None:          # PyTorch's: gamma draws in double, normalized
+        g = torch_rng.standard_gamma(mt, np.asarray(alpha), False).reshape(np.shape(alpha))
+        g = np.maximum(g, np.finfo(np.float64).tiny)
+    else:
+        g = host_generator(generator, "torch._sample_dirichlet").standard_gamma(
+            alpha.astype(np.float64))
     total = g.sum(-1, keepdims=True)
     return Tensor._make(np.asarray(g / total).astype(input.dtype.np), input.dtype)
 

@@ -35,6 +35,17 @@ words are written here.  The transforms (ATen's ``TransformationHelper.h``,
 - ``geometric_(p)``: ``ceil(log(u) / log1p(-p))`` of float64 uniforms.
 - ``rrelu`` training: one float64 uniform in [lower, upper) per element
   ``<= 0``, in memory order, none for positive elements.
+- ``_standard_gamma(alpha)`` (``sample_gamma``, Marsaglia-Tsang): per
+  element in order, for ``alpha < 1`` first ``scale = (1 - u) ** (1 /
+  alpha)``, ``alpha += 1``; then ``d = alpha - 1/3`` (``1.0f / 3.0f``),
+  ``c = 1 / sqrt(9 d)``, loop: scalar double normals ``x`` until ``y = 1
+  + c x > 0``, ``v = y**3``, ``u = 1 - uniform``, accept when ``u < 1 -
+  0.0331f x**4`` or ``log u < x**2 / 2 + d (1 - v + log v)``; returns
+  ``scale d v``.  float32 ``alpha``: ``alpha + 1`` and ``d`` in float;
+  ``_sample_dirichlet`` samples in double throughout.
+- ``poisson(rate)``: ``rate >= 10``: Hoermann's transformed rejection
+  (two float64 uniforms a try); else multiply uniforms until the product
+  is ``<= exp(-rate)``.
 - ``randint`` / ``random_(from, to)``: ``random()`` (``random64()`` when the
   range is >= 2**32) modulo the range, plus ``from``.
 - ``randperm(n)``: Fisher-Yates, ``z = random() % (n - i)``, swap ``i, z + i``
@@ -54,6 +65,7 @@ fallback_random`` makes them in PyTorch, from the other side).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import struct
 
@@ -344,6 +356,101 @@ def randperm(mt: MTState, n: int) -> np.ndarray:
     for i, t in enumerate(zs[a:].tolist(), a):
         rest[i], rest[t] = rest[t], rest[i]
     return np.array(rest, np.int64)
+
+
+def _uniform1(mt: MTState) -> float:
+    """One float64 uniform (``uniform_real_distribution<double>``)."""
+    hi, lo = mt.bits.random_raw(2).tolist()
+    return (((hi << 32) | lo) & ((1 << 53) - 1)) * 2.0 ** -53
+
+
+def _normal1(mt: MTState) -> float:
+    """One ``normal_distribution<double>(0, 1)`` draw (with the cache)."""
+    if mt.next_double is not None:
+        z, mt.next_double = mt.next_double, None
+        return z
+    u1, u2 = _uniform1(mt), _uniform1(mt)
+    r = math.sqrt(-2.0 * math.log1p(-u2))
+    theta = 2.0 * math.pi * u1
+    mt.next_double = r * math.sin(theta)
+    return r * math.cos(theta)
+
+
+_F32 = np.float32
+_THIRD_F = float(_F32(1) / _F32(3))         # ``1.0f / 3.0f``
+_C0331_F = float(_F32(0.0331))
+
+
+def standard_gamma(mt: MTState, alpha: np.ndarray, single: bool) -> np.ndarray:
+    """``Gamma(alpha, 1)`` draws (float64), one per element of ``alpha`` in
+    order; ``single``: ``alpha`` is float32 (``_standard_gamma`` of a float
+    tensor), else double arithmetic (float64, ``_sample_dirichlet``)."""
+    out = np.empty(alpha.size, np.float64)
+    for i, a in enumerate(np.asarray(alpha, np.float64).ravel().tolist()):
+        scale = 1.0
+        if a < 1.0:
+            if a == 0.0:
+                out[i] = 0.0
+                continue
+            if single:
+                scale *= (1.0 - _uniform1(mt)) ** float(_F32(1) / _F32(a))
+                a = float(_F32(a) + _F32(1))
+            else:
+                scale *= (1.0 - _uniform1(mt)) ** (1.0 / a)
+                a += 1.0
+        d = float(_F32(a) - _F32(_THIRD_F)) if single else a - _THIRD_F
+        c = 1.0 / math.sqrt(9.0 * d)
+        while True:
+            x = _normal1(mt)
+            y = 1.0 + c * x
+            while y <= 0:
+                x = _normal1(mt)
+                y = 1.0 + c * x
+            v = y * y * y
+            u = 1.0 - _uniform1(mt)
+            xx = x * x
+            if u < 1.0 - _C0331_F * xx * xx or \
+                    math.log(u) < 0.5 * xx + d * (1.0 - v + math.log(v)):
+                out[i] = scale * d * v
+                break
+    return out
+
+
+def poisson(mt: MTState, rates: np.ndarray) -> np.ndarray:
+    """``torch.poisson``: one count (int64) per rate, in order."""
+    out = np.empty(rates.size, np.int64)
+    for i, lam in enumerate(np.asarray(rates, np.float64).ravel().tolist()):
+        if lam >= 10:
+            slam, loglam = math.sqrt(lam), math.log(lam)
+            b = 0.931 + 2.53 * slam
+            a = -0.059 + 0.02483 * b
+            invalpha = 1.1239 + 1.1328 / (b - 3.4)
+            vr = 0.9277 - 3.6224 / (b - 2)
+            while True:
+                u = _uniform1(mt) - 0.5
+                v = _uniform1(mt)
+                us = 0.5 - abs(u)
+                k = math.floor((2 * a / us + b) * u + lam + 0.43)
+                if us >= 0.07 and v <= vr:
+                    break
+                if k < 0 or (us < 0.013 and v > us):
+                    continue
+                if math.log(v) + math.log(invalpha) - math.log(a / (us * us) + b) <= \
+                        -lam + k * loglam - math.lgamma(k + 1.0):
+                    break
+            out[i] = k
+        elif lam == 0:
+            out[i] = 0
+        else:
+            enlam, k, prod = math.exp(-lam), 0, 1.0
+            while True:
+                prod *= _uniform1(mt)
+                if prod > enlam:
+                    k += 1
+                else:
+                    break
+            out[i] = k
+    return out
 
 
 def bernoulli_scalar(mt: MTState, n: int, p: float) -> np.ndarray:

@@ -34,7 +34,7 @@ class Dirichlet(ExponentialFamily):
 
     def rsample(self, sample_shape=()):
         shape = tuple(self._extended_shape(sample_shape))
-        g = standard_gamma(self.concentration.expand(shape))
+        g = standard_gamma(self.concentration.expand(shape), dirichlet=True)
         x = g / g.sum(-1, True)
         return x.clamp(min=finfo_tiny(x.dtype), max=1 - finfo_eps(x.dtype))
 

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracec import autograd
+from tracec import autograd, torch_rng
 from tracec import dtypes as dt
-from tracec.creation import tensor
+from tracec.creation import default_generator, tensor
 from tracec.distributions.utils import finfo_tiny, from_host, host_array, host_generator
 from tracec.math_special import digamma
 from tracec.tensor import Tensor
@@ -82,9 +82,17 @@ def standard_gamma_grad(alpha: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 class _StandardGamma(autograd.Function):
     @staticmethod
-    def forward(ctx, alpha):
+    def forward(ctx, alpha, dirichlet):
         a = host_array(alpha)
-        x = host_generator().standard_gamma(a)
+        mt = default_generator.eager_mt()
+        if mt is not None:
+            # PyTorch's sampler on its stream: ``_standard_gamma`` (float
+            # arithmetic for a float32 alpha) or ``_sample_dirichlet``'s
+            # (double throughout)
+            single = alpha.dtype is dt.float32 and not dirichlet
+            x = torch_rng.standard_gamma(mt, a, single).reshape(a.shape)
+        else:
+            x = host_generator().standard_gamma(a)
         x = np.maximum(x, finfo_tiny(alpha.dtype))
         out = from_host(x, alpha)
         ctx.a, ctx.x = a, host_array(out)
@@ -93,10 +101,11 @@ class _StandardGamma(autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         g = host_array(grad) * standard_gamma_grad(ctx.a, ctx.x)
-        return from_host(g, grad)
+        return from_host(g, grad), None
 
 
-def standard_gamma(alpha: Tensor) -> Tensor:
+def standard_gamma(alpha: Tensor, dirichlet: bool = False) -> Tensor:
     """Draws ``Gamma(alpha, 1)`` of ``alpha``'s shape, differentiable in
-    ``alpha``."""
-    return _StandardGamma.apply(alpha)
+    ``alpha``; eagerly PyTorch's numbers: ``torch._standard_gamma``'s, or
+    with ``dirichlet`` the gamma draws ``torch._sample_dirichlet`` makes."""
+    return _StandardGamma.apply(alpha, dirichlet)

@@ -1,5 +1,5 @@
-"""``Poisson(rate)``: counts; drawn on the host (NumPy's sampler seeded
-from tracec's generator), no ``rsample``."""
+"""``Poisson(rate)``: counts drawn by ``tracec.random.poisson`` (eagerly
+PyTorch's sampler and numbers), no ``rsample``."""
 from __future__ import annotations
 
 import numbers
@@ -7,7 +7,7 @@ import numbers
 from tracec import graph
 from tracec.distributions import constraints
 from tracec.distributions.exp_family import ExponentialFamily
-from tracec.distributions.utils import broadcast_all, from_host, host_array, host_generator
+from tracec.distributions.utils import broadcast_all
 from tracec.math_extra import xlogy
 from tracec.math_special import lgamma
 
@@ -15,9 +15,11 @@ __all__ = ["Poisson"]
 
 
 def host_poisson(rate):
-    """Poisson draws with ``rate``'s shape, dtype and device."""
+    """Poisson draws with ``rate``'s shape, dtype and device
+    (``torch.poisson``'s: eagerly PyTorch's numbers)."""
+    from tracec.random import poisson
     with graph.no_grad():
-        return from_host(host_generator().poisson(host_array(rate)), rate)
+        return poisson(rate.detach()).to(rate.device)
 
 
 class Poisson(ExponentialFamily):
