@@ -103,6 +103,12 @@ CASES = {
     "Beta.sample": lambda L: L.distributions.Beta(L.tensor([0.5, 2.0]), L.tensor([1.0, 3.0])).sample((4,)),
     "Chi2.sample": lambda L: L.distributions.Chi2(L.full((20,), 3.0)).sample(),
     "StudentT.sample": lambda L: L.distributions.StudentT(L.full((20,), 3.0)).sample(),
+    "binomial (BTRS, inversion, p > 0.5)": lambda L: L.binomial(
+        L.tensor([5.0, 10.0, 100.0, 3.0, 50.0, 1000.0, 0.0, 7.0]).repeat(6),
+        L.tensor([0.2, 0.5, 0.9, 0.1, 0.3, 0.77, 0.5, 1.0]).repeat(6)),
+    "binomial float64": lambda L: L.binomial(L.full((30,), 40.0, dtype=L.float64),
+                                             L.full((30,), 0.35, dtype=L.float64)),
+    "Binomial.sample": lambda L: L.distributions.Binomial(10, L.full((20,), 0.3)).sample(),
     "a Generator of its own": lambda L: L.rand(5, generator=L.Generator().manual_seed(3)),
     "get / set_rng_state": lambda L: (lambda s: (L.rand(3), L.set_rng_state(s), L.rand(3))[2])(
         L.get_rng_state()),

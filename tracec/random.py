@@ -125,7 +125,11 @@ def binomial(count, prob, generator=None):
     if np.any((p < 0) | (p > 1)):
         raise RuntimeError("binomial: probabilities must be in [0, 1]")
     n_b, p_b = np.broadcast_arrays(n.astype(np.float64), p.astype(np.float64))
-    draws = host_generator(generator, "torch.binomial").binomial(n_b.astype(np.int64), p_b)
+    mt = (generator or default_generator).eager_mt()
+    if mt is not None:          # PyTorch's sampler on its stream
+        draws = torch_rng.binomial(mt, n_b, p_b, count.dtype is dt.float32).reshape(n_b.shape)
+    else:
+        draws = host_generator(generator, "torch.binomial").binomial(n_b.astype(np.int64), p_b)
     return Tensor._make(np.asarray(draws).astype(count.dtype.np), count.dtype)
 
 

@@ -46,6 +46,11 @@ words are written here.  The transforms (ATen's ``TransformationHelper.h``,
 - ``poisson(rate)``: ``rate >= 10``: Hoermann's transformed rejection
   (two float64 uniforms a try); else multiply uniforms until the product
   is ``<= exp(-rate)``.
+- ``binomial(count, prob)`` (``sample_binomial``): ``prob > 0.5`` draws
+  ``count - X`` with ``1 - prob``; ``count * prob >= 10``: BTRS (two
+  float64 uniforms a try), else inversion (sum ``ceil(log u / log1p(-p))``
+  until past ``count``); float32 tensors round ``count * prob``,
+  ``1 - prob``, ``k`` and ``log1p(-p)`` in float as the template does.
 - ``randint`` / ``random_(from, to)``: ``random()`` (``random64()`` when the
   range is >= 2**32) modulo the range, plus ``from``.
 - ``randperm(n)``: Fisher-Yates, ``z = random() % (n - i)``, swap ``i, z + i``
@@ -451,6 +456,78 @@ def poisson(mt: MTState, rates: np.ndarray) -> np.ndarray:
                     break
             out[i] = k
     return out
+
+
+_TAIL = (0.0810614667953272, 0.0413406959554092, 0.0276779256849983, 0.02079067210376509,
+         0.0166446911898211, 0.0138761288230707, 0.0118967099458917, 0.0104112652619720,
+         0.00925546218271273, 0.00833056343336287)
+
+
+def _stirling_tail(k: float) -> float:
+    if k <= 9:
+        return _TAIL[int(k)]
+    kp1sq = (k + 1) * (k + 1)
+    return (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (k + 1)
+
+
+def binomial(mt: MTState, count: np.ndarray, prob: np.ndarray, single: bool) -> np.ndarray:
+    """``torch.binomial``: one draw (float64) per element of the broadcast
+    ``count``, ``prob`` in order; ``single``: float32 tensors (their
+    scalar_t arithmetic rounded to float)."""
+    f = (lambda x: float(_F32(x))) if single else float
+    out = np.empty(count.size, np.float64)
+    for i, (n, p) in enumerate(zip(np.asarray(count, np.float64).ravel().tolist(),
+                                   np.asarray(prob, np.float64).ravel().tolist())):
+        if n <= 0.0 or p <= 0.0:
+            out[i] = 0.0
+        elif p >= 1.0:
+            out[i] = n
+        elif p <= 0.5:
+            out[i] = _btrs(mt, n, p, f) if f(n * p) >= 10.0 else _inversion(mt, n, p, f)
+        elif p > 0.5:
+            q = f(1.0 - p)
+            out[i] = f(n - (_btrs(mt, n, q, f) if f(n * q) >= 10.0 else _inversion(mt, n, q, f)))
+        else:
+            out[i] = math.nan
+    return out
+
+
+def _inversion(mt, n, p, f):
+    logprob = f(math.log1p(-p))
+    geom_sum, k = 0.0, 0.0
+    while True:
+        geom_sum += math.ceil(math.log(_uniform1(mt)) / logprob)
+        if geom_sum > n:
+            return k
+        k = f(k + 1)
+
+
+def _btrs(mt, n, p, f):
+    stddev = math.sqrt(f(f(n * p) * f(1 - p)))
+    b = 1.15 + 2.53 * stddev
+    a = -0.0873 + 0.0248 * b + 0.01 * p
+    c = f(n * p) + 0.5
+    v_r = 0.92 - 4.2 / b
+    r = p / f(1 - p)
+    alpha = (2.83 + 5.1 / b) * stddev
+    m = math.floor(f(f(n + 1) * p))
+    while True:
+        u = _uniform1(mt) - 0.5
+        v = _uniform1(mt)
+        us = 0.5 - abs(u)
+        k = f(math.floor((2 * a / us + b) * u + c))
+        if k < 0 or k > n:
+            continue
+        if us >= 0.07 and v <= v_r:
+            return k
+        v = math.log(v * alpha / (a / (us * us) + b))
+        upper = ((m + 0.5) * math.log((m + 1) / (r * (n - m + 1)))
+                 + f(n + 1) * math.log((n - m + 1) / f(f(n - k) + 1))
+                 + (k + 0.5) * math.log(r * f(f(n - k) + 1) / f(k + 1))
+                 + _stirling_tail(m) + _stirling_tail(n - m)
+                 - _stirling_tail(k) - _stirling_tail(f(n - k)))
+        if v <= upper:
+            return k
 
 
 def bernoulli_scalar(mt: MTState, n: int, p: float) -> np.ndarray:
