@@ -109,6 +109,8 @@ CASES = {
     "binomial float64": lambda L: L.binomial(L.full((30,), 40.0, dtype=L.float64),
                                              L.full((30,), 0.35, dtype=L.float64)),
     "Binomial.sample": lambda L: L.distributions.Binomial(10, L.full((20,), 0.3)).sample(),
+    "bernoulli(input, p) / Tensor.bernoulli(p)": lambda L: L.cat([
+        L.bernoulli(L.zeros(30), 0.3), L.zeros(30).bernoulli(0.6)]),
     "a Generator of its own": lambda L: L.rand(5, generator=L.Generator().manual_seed(3)),
     "get / set_rng_state": lambda L: (lambda s: (L.rand(3), L.set_rng_state(s), L.rand(3))[2])(
         L.get_rng_state()),

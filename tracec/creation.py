@@ -986,7 +986,9 @@ def checked_probabilities(p: Tensor) -> Tensor:
     return p
 
 
-def bernoulli(input, *, generator=None) -> Tensor:
+def bernoulli(input, p=None, *, generator=None) -> Tensor:
+    if p is not None:           # bernoulli(input, p): input's shape and dtype, probability p
+        return input.bernoulli(p, generator=generator)
     input = checked_probabilities(input)
     g = generator or default_generator
     mt = g.eager_mt()

@@ -207,6 +207,9 @@ def random_(self, from_=None, to=_UNSET, *, generator=None, **kw):
 def _bernoulli(self, p=None, *, generator=None):
     """``x.bernoulli()``: 0/1 draws with probabilities ``x`` (or the number
     ``p`` for every element), in ``x``'s dtype."""
+    if p is not None and (generator or creation.default_generator).eager_mt() is not None:
+        # PyTorch's: empty_like(x).bernoulli_(p), float64 uniforms < p
+        return bernoulli_(creation.empty_like(self), p, generator=generator)
     probs = self if p is None else creation.full_like(self, float(p))
     pv = probs._data
     if pv.size and not ((pv >= 0) & (pv <= 1)).all():
