@@ -111,6 +111,17 @@ CASES = {
     "Binomial.sample": lambda L: L.distributions.Binomial(10, L.full((20,), 0.3)).sample(),
     "bernoulli(input, p) / Tensor.bernoulli(p)": lambda L: L.cat([
         L.bernoulli(L.zeros(30), 0.3), L.zeros(30).bernoulli(0.6)]),
+    "VonMises.sample (rejection loop)": lambda L: L.distributions.VonMises(
+        L.zeros(20), L.full((20,), 2.0)).sample(),
+    "dropout of a transpose / channels_last (memory order)": lambda L: L.cat([
+        L.nn.functional.dropout(L.ones(30, 20).t(), 0.3, True).flatten(),
+        L.nn.functional.dropout(L.ones(2, 3, 4, 5).to(memory_format=L.channels_last), 0.3,
+                                True).flatten()]),
+    "alpha_dropout of a transpose": lambda L: L.nn.functional.alpha_dropout(
+        L.ones(30, 20).t(), 0.3, True),
+    "in-place draws on a transpose": lambda L: L.cat([
+        L.empty(30, 20).t().cauchy_().flatten(), L.empty(30, 20).t().geometric_(0.3).flatten(),
+        L.empty(30, 20).t().log_normal_().flatten(), L.empty(30, 20).t().exponential_().flatten()]),
     "a Generator of its own": lambda L: L.rand(5, generator=L.Generator().manual_seed(3)),
     "get / set_rng_state": lambda L: (lambda s: (L.rand(3), L.set_rng_state(s), L.rand(3))[2])(
         L.get_rng_state()),

@@ -131,6 +131,11 @@ def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
     _floating(self, "cauchy_")
     if not sigma > 0:
         raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
+    mt = (generator or creation.default_generator).eager_mt()
+    if mt is not None and not self.is_meta:
+        x = creation.memory_order_draw(self, lambda n: torch_rng.cauchy(
+            mt, n, creation.carrier(self.dtype), float(median), float(sigma)))
+        return _fill(self, creation.drawn(x, self.shape, self.dtype), "cauchy_")
     with graph.no_grad():
         a = ops.mul(ops.sub(_uniform(self, generator), 0.5), math.pi)
         # tan as sin / cos (no tan primitive); at u = 0, cos(-pi/2) is ~6e-17,

@@ -32,7 +32,8 @@ words are written here.  The transforms (ATen's ``TransformationHelper.h``,
   float32, then rounded: ``n - n % 16`` words, plus 16 for a partial block.
 - ``log_normal_(mean, std)``: ``exp`` of the scalar ``normal_distribution
   <double>`` below (cached second sample included) for every size.
-- ``geometric_(p)``: ``ceil(log(u) / log1p(-p))`` of float64 uniforms.
+- ``geometric_(p)``: ``ceil(log(u) / log1p(-p))`` of float64 uniforms;
+  ``cauchy_(median, sigma)``: ``median + sigma tan(pi (u - 1/2))``.
 - ``rrelu`` training: one float64 uniform in [lower, upper) per element
   ``<= 0``, in memory order, none for positive elements.
 - ``_standard_gamma(alpha)`` (``sample_gamma``, Marsaglia-Tsang): per
@@ -213,6 +214,13 @@ def geometric(mt: MTState, n: int, np_dtype, p: float) -> np.ndarray:
     u = uniform(mt, n, np.float64)
     with np.errstate(divide="ignore"):          # (u = 0: PyTorch's inf too)
         return np.ceil(np.log(u) / np.log1p(-p)).astype(np_dtype)
+
+
+def cauchy(mt: MTState, n: int, np_dtype, median: float, sigma: float) -> np.ndarray:
+    """``cauchy_(median, sigma)``: ``median + sigma tan(pi (u - 1/2))`` of
+    float64 uniforms."""
+    u = uniform(mt, n, np.float64)
+    return (median + sigma * np.tan(np.pi * (u - 0.5))).astype(np_dtype)
 
 
 def log_normal(mt: MTState, n: int, np_dtype, mean: float, std: float) -> np.ndarray:

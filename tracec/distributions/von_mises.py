@@ -9,7 +9,7 @@ import math
 from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import graph
-from tracec.creation import rand
+from tracec.creation import rand, zeros
 from tracec.distributions import constraints
 from tracec.distributions.distribution import Distribution, _all
 from tracec.distributions.utils import broadcast_all, lazy_property
@@ -76,7 +76,9 @@ class VonMises(Distribution):
             loc = self.loc.detach().to(dt.float64)
             kappa = self.concentration.detach().to(dt.float64)
             r = self._proposal_r.detach()
-            x = TF.mul(rand(shape, dtype=dt.float64), 0.0)
+            # PyTorch's rejection loop draw for draw (torch.empty: no draw
+            # for x; an element accepted again takes the later sample)
+            x = zeros(shape, dtype=dt.float64)
             done = TF.ne(x, x)                         # all False
             while not _all(done):
                 u = rand((3,) + shape, dtype=dt.float64)
@@ -85,7 +87,6 @@ class VonMises(Distribution):
                 c = kappa * (r - f)
                 accept = TF.logical_or(TF.gt(c * (2 - c) - u[1], 0),
                                        TF.ge((c / u[1]).log() + 1 - c, 0))
-                accept = TF.logical_and(accept, TF.logical_not(done))
                 x = TF.where(accept, (u[2] - 0.5).sign() * f.acos(), x)
                 done = TF.logical_or(done, accept)
             return ((x + math.pi + loc) % (2 * math.pi) - math.pi).to(self.loc.dtype)

@@ -338,8 +338,11 @@ def _alpha_dropout(x: Tensor, p: float, training: bool, inplace: bool, feature: 
         shape = shape[:2] + (1,) * (x.ndim - 2)
     mt = creation.default_generator.eager_mt()
     if mt is not None and all(isinstance(k, int) for k in shape):
-        # PyTorch's noise: empty(shape).bernoulli_(1 - p), float64 uniforms
-        hit = torch_rng.bernoulli_scalar(mt, int(np.prod(shape)), 1.0 - p)
+        # PyTorch's noise: empty_like(x) (x's memory order) or, for the
+        # feature variant, empty(shape), .bernoulli_(1 - p): float64 uniforms
+        def draw(n):
+            return torch_rng.bernoulli_scalar(mt, n, 1.0 - p)
+        hit = draw(int(np.prod(shape))) if feature else creation.memory_order_draw(x, draw)
         keep = creation.drawn(hit.astype(np.float32), shape, x.dtype)
     else:
         keep = ops.cast(ops.lt(creation.rand(shape, dtype=x.dtype), 1.0 - p), x.dtype)

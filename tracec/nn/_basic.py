@@ -145,8 +145,13 @@ def _keep_mask(shape, p: float, x: Tensor) -> Tensor:
     work = x.dtype if x.dtype.is_floating_point else dt.get_default_dtype()
     mt = creation.default_generator.eager_mt()
     if mt is not None and all(isinstance(k, int) for k in shape):
-        # PyTorch's mask: empty_like(x).bernoulli_(1 - p).div_(1 - p)
-        keep = torch_rng.bernoulli_scalar(mt, int(np.prod(shape)), 1.0 - p)
+        # PyTorch's mask: empty_like(x).bernoulli_(1 - p).div_(1 - p), filled
+        # in x's memory order (a transpose, channels-last); a feature
+        # dropout's (N, C, 1, ...) noise is a new contiguous tensor
+        def draw(n):
+            return torch_rng.bernoulli_scalar(mt, n, 1.0 - p)
+        keep = creation.memory_order_draw(x, draw) if tuple(shape) == tuple(x.shape) \
+            and type(x._data) is np.ndarray else draw(int(np.prod(shape)))
         # div_(1 - p) in the dtype's opmath (float32 for float16 / bfloat16)
         op = np.float64 if work is dt.float64 else np.float32
         mask = keep.reshape(tuple(shape)).astype(op) * (op(1) / op(1.0 - p))
