@@ -74,7 +74,9 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
 def host_generator(generator=None, why: str = "sampling on the host") -> np.random.Generator:
     """A NumPy generator seeded by one draw from tracec's ``generator`` (the
     default one): samplers that need rejection loops (Poisson, binomial,
-    gamma, von Mises) run on the host with it, so ``tracec.manual_seed``
+    gamma) run on the host with it when eager draws do not follow
+    PyTorch's stream (``torch_rng.counter_draws``; otherwise they run
+    PyTorch's own samplers, ``torch_rng``), so ``tracec.manual_seed``
     still fixes them.  Eager only: it reads the draw's value (``why`` says
     what needed it, in the error a compiled function gets)."""
     g = generator or default_generator

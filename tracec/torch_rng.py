@@ -31,11 +31,11 @@ words are written here.  The transforms (ATen's ``TransformationHelper.h``,
   the redone last 16) from its own 16 fresh float32 uniforms, Box-Muller in
   float32, then rounded: ``n - n % 16`` words, plus 16 for a partial block.
 - ``log_normal_(mean, std)``: ``exp`` of the scalar ``normal_distribution
-  <double>`` below (cached second sample included) for every size.
+  <double>`` above (cached second sample included) for every size.
 - ``geometric_(p)``: ``ceil(log(u) / log1p(-p))`` of float64 uniforms;
   ``cauchy_(median, sigma)``: ``median + sigma tan(pi (u - 1/2))``.
 - ``rrelu`` training: one float64 uniform in [lower, upper) per element
-  ``<= 0``, in memory order, none for positive elements.
+  ``<= 0`` of the contiguous input (row-major), none for the others.
 - ``_standard_gamma(alpha)`` (``sample_gamma``, Marsaglia-Tsang): per
   element in order, for ``alpha < 1`` first ``scale = (1 - u) ** (1 /
   alpha)``, ``alpha += 1``; then ``d = alpha - 1/3`` (``1.0f / 3.0f``),
@@ -58,6 +58,10 @@ words are written here.  The transforms (ATen's ``TransformationHelper.h``,
   (``random64()`` from ``n >= 2**32 / 20``).
 - ``bernoulli_(p)`` with a number ``p``: ``uniform64 < p``; with a tensor
   ``p``: float32 uniforms ``< p``.
+
+A strided tensor is filled in memory order (``creation.memory_order_draw``):
+``uniform_`` and the other in-place draws, dropout's ``empty_like(x)``
+mask, and a random ``*_like`` in the layout ``empty_like`` gives it.
 
 These are the eager draws only.  A compiled function draws from the
 counter-based ``random_uniform`` primitive (``creation.Generator.state``),

@@ -1,8 +1,10 @@
 """Standard gamma draws with implicit reparameterization gradients.
 
-``standard_gamma(alpha)`` draws ``x ~ Gamma(alpha, 1)`` on the host (NumPy's
-Marsaglia-Tsang sampler, seeded from tracec's generator: see
-``utils.host_generator``) and differentiates it implicitly: with ``F`` the
+``standard_gamma(alpha)`` draws ``x ~ Gamma(alpha, 1)`` on the host
+(PyTorch's Marsaglia-Tsang sampler on its stream, ``torch_rng.standard_gamma``,
+so the numbers are PyTorch's; under ``torch_rng.counter_draws`` NumPy's,
+seeded from tracec's generator: ``utils.host_generator``) and
+differentiates it implicitly: with ``F`` the
 CDF, ``F(x; alpha) = u`` fixed gives ``dx/dalpha = -(dF/dalpha) / f(x; alpha)``
 (Figurnov et al. 2018; PyTorch's ``_standard_gamma_grad`` is the same
 quantity, approximated). Here it is evaluated to float64 accuracy:
