@@ -301,3 +301,28 @@ def test_vision_transforms_draw_torchvisions_numbers():
     for a, b in zip(ours, theirs):
         np.testing.assert_allclose(a.astype(np.float64), b.astype(np.float64), atol=1e-4)
     assert our_next == their_next
+
+
+class _SeedEcho:
+    """Each item: the worker's seed and a draw made in the worker."""
+
+    def __init__(self, lib):
+        self.lib = lib
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return self.lib.tensor([float(self.lib.initial_seed() % 1000003), float(self.lib.rand(()))])
+
+
+def _worker_draws(L):
+    L.manual_seed(11)
+    loader = L.utils.data.DataLoader(_SeedEcho(L), batch_size=1, num_workers=2, shuffle=True)
+    return [b.tolist() for b in loader], float(L.rand(()))
+
+
+def test_dataloader_workers_get_pytorchs_base_seed():
+    """num_workers > 0: the base seed drawn from the loader's generator
+    (worker k seeded base + k) and the main stream after it are PyTorch's."""
+    assert _worker_draws(tracec) == _worker_draws(torch)
