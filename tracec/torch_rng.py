@@ -31,9 +31,8 @@ words are written here.  The transforms (ATen's ``TransformationHelper.h``,
 - normal, float16 / bfloat16 tensors of >= 16 contiguous elements: as
   float32 but without the fill of the whole tensor: each block of 16 (and
   the redone last 16) from its own 16 fresh float32 uniforms, Box-Muller in
-  float32 with the C library's log/sin/cos (NumPy's here: a rounded result
-  differs in ~1 of 10**5), then rounded: ``n - n % 16`` words, plus 16 for
-  a partial block.
+  float32 as the AVX2 kernel computes it, then rounded: ``n - n % 16``
+  words, plus 16 for a partial block.  Bit-exact.
 - ``log_normal_(mean, std)``: ``exp`` of the scalar ``normal_distribution
   <double>`` above (cached second sample included) for every size.
 - ``geometric_(p)``: ``ceil(log(u) / log1p(-p))`` of float64 uniforms;
@@ -281,29 +280,24 @@ def _normal_blocks(mt, n, mean, std):
     m = n - n % 16
     f32 = np.dtype(np.float32)
     out = np.empty(n, f32)
-    out[:m] = _box_muller16(uniform(mt, m, f32).reshape(-1, 2, 8), f32, mean, std, False)
+    out[:m] = _box_muller16(uniform(mt, m, f32).reshape(-1, 2, 8), f32, mean, std)
     if m != n:
-        out[n - 16:] = _box_muller16(uniform(mt, 16, f32).reshape(1, 2, 8), f32, mean, std,
-                                     False)
+        out[n - 16:] = _box_muller16(uniform(mt, 16, f32).reshape(1, 2, 8), f32, mean, std)
     return out
 
 
-def _box_muller16(blocks, d, mean, std, vector: bool = True):
-    """``normal_fill_16`` over blocks of ``[u(8), u(8)]``: ``[z cos, z sin]``.
-    float32 with ``vector``: the AVX2 kernel's own log and sincos
-    (``_log_ps``, ``_sincos_ps``); otherwise NumPy's (float16 / bfloat16
-    blocks, which PyTorch computes with the C library's)."""
+def _box_muller16(blocks, d, mean, std):
+    """``normal_fill_16`` over blocks of ``[u(8), u(8)]``: ``[z cos, z sin]``;
+    float32 with the AVX2 kernel's own log and sincos (``_log_ps``,
+    ``_sincos_ps``), float64 with NumPy's."""
     u1 = d.type(1) - blocks[:, 0]                  # (contiguous copies)
     theta = d.type(2.0 * np.pi) * blocks[:, 1]
-    if d == np.float32 and vector:
+    if d == np.float32:
         with np.errstate(invalid="ignore", divide="ignore"):
             radius = _log_ps(u1)
         sin, cos = _sincos_ps(theta)
     else:
-        if d == np.float32:
-            radius = np.log(u1.astype(np.float64)).astype(np.float32)
-        else:
-            radius = np.log(u1, out=u1)
+        radius = np.log(u1, out=u1)
         sin, cos = np.sin(theta), np.cos(theta)
     radius *= d.type(-2)
     np.sqrt(radius, out=radius)
