@@ -775,7 +775,9 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) ->
     shape = _size(size)
     mt = g.eager_mt()
     if mt is not None and all(isinstance(k, int) for k in shape):
-        u = drawn(torch_rng.uniform(mt, math.prod(shape), carrier(d)), shape, d)
+        u = drawn(torch_rng.uniform(mt, math.prod(shape), carrier(d),
+                                    reduced=d.name if d in (dt.float16, dt.bfloat16) else None),
+                  shape, d)
         return _finish(u, requires_grad, device)
     u = g.uniform(shape, d)
     return _finish(u, requires_grad, device)
@@ -915,7 +917,9 @@ def rand_like(input, *, generator=None, dtype=None, layout=None, device=None,
         _check_layout(layout)
     d = _like(input, dtype)
     t = _drawn_like(input, memory_format, generator, _like_device(input, device), d,
-                    lambda mt, n: torch_rng.uniform(mt, n, carrier(d))) \
+                    lambda mt, n: torch_rng.uniform(
+                        mt, n, carrier(d),
+                        reduced=d.name if d in (dt.float16, dt.bfloat16) else None)) \
         if d.is_floating_point and d.category != 3 else None
     if t is None:
         t = rand(input.shape, dtype=d, generator=generator, device=_like_device(input, device))

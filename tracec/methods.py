@@ -295,7 +295,8 @@ def _uniform(self, from_=0.0, to=1.0, *, generator=None, **kwargs):
     if mt is not None and self.dtype.is_floating_point:
         # PyTorch's stream and arithmetic: x * (to - from) + from in the dtype
         u = creation.memory_order_draw(self, lambda n: torch_rng.uniform(
-            mt, n, creation.carrier(self.dtype), float(from_), float(to)))
+            mt, n, creation.carrier(self.dtype), float(from_), float(to),
+            self.dtype.name if self.dtype in (dt.float16, dt.bfloat16) else None))
         u = creation.drawn(u, self.shape, self.dtype)
     else:
         with graph.no_grad():

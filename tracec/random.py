@@ -47,8 +47,15 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
                             "numbers for mean and std, a size is required")
         if not std >= 0:
             raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
-        z = creation.randn(size, generator=generator, dtype=dtype, device=device)
-        result = z * std + mean
+        if (generator or default_generator).eager_mt() is not None and not \
+                creation.is_meta(device):
+            # PyTorch's: empty(size).normal_(mean, std), mean and std inside
+            # its kernel (one rounding), eagerly its stream
+            result = creation.empty(size, dtype=dtype, device=device).normal_(
+                mean, std, generator=generator)
+        else:
+            z = creation.randn(size, generator=generator, dtype=dtype, device=device)
+            result = z * std + mean
         result = result.requires_grad_(True) if requires_grad else result
     else:
         if size is not None:

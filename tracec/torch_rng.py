@@ -12,9 +12,11 @@ words are written here.  The transforms (ATen's ``TransformationHelper.h``,
 2.13), each checked against torch 2.13 by ``tests/test_torch_rng.py``:
 
 - ``random()``: one word; ``random64()``: two, the first the high half.
-- uniform float32 (float16, bfloat16): the word's low 24 (11, 8) bits
-  times 2**-24, then ``x * (to - from) + from`` in the dtype; float64: the
-  low 53 bits of ``random64()`` times 2**-53.  Bit-exact.
+- uniform float32 (float16, bfloat16 too): the word's low 24 bits times
+  2**-24, then ``fma(x, to - from, from)`` in float, then rounded to the
+  dtype; float64: the low 53
+  bits of ``random64()`` times 2**-53, the same fma in double.  A value
+  that rounds up to ``to`` becomes ``from``.  Bit-exact.
 - normal, float tensors of >= 16 contiguous elements (``normal_fill``):
   the tensor filled with uniforms, then each block of 16 turned by
   Box-Muller in place (``u1 = 1 - data[j]``, ``u2 = data[j + 8]``), the
@@ -192,47 +194,95 @@ STATE_BYTES = 5056
 _DIGITS = {"float16": 11, "bfloat16": 8, "float32": 24}
 
 
-def uniform(mt: MTState, n: int, np_dtype, lo: float = 0.0, hi: float = 1.0) -> np.ndarray:
+def uniform(mt: MTState, n: int, np_dtype, lo: float = 0.0, hi: float = 1.0,
+            reduced: str | None = None, fused: bool = True) -> np.ndarray:
     """``n`` uniforms in [lo, hi) of ``np_dtype``: float64 from 53 bits,
     every other float type as float32 from 24 bits (PyTorch draws half and
-    bfloat16 through float: measured, torch 2.13), then rounded."""
+    bfloat16 through float: measured, torch 2.13), then rounded.  The
+    range: ``x * (to - from) + from`` with one rounding (the compiler's
+    fused multiply-add), in float for float16 / bfloat16, and a value that
+    rounds up to ``to`` in the dtype replaced by ``from`` (PyTorch keeps
+    the draws below ``to``); ``reduced``
+    names the dtype ("float16", "bfloat16") when ``np_dtype`` is only its
+    carrier.  ``fused=False``: float64 ``x * (to - from) + from`` rounded
+    twice, as ATen code outside its per-CPU kernels computes it (rrelu)."""
     d = np.dtype(np_dtype)
     if d == np.float64:
         x = (mt.random64(n) & _U64((1 << 53) - 1)).astype(np.float64) * 2.0 ** -53
-        return x * (hi - lo) + lo
+        if (lo, hi) == (0.0, 1.0):
+            return x
+        x = _fma64(x, hi - lo, lo) if fused else x * (hi - lo) + lo
+        x[x >= hi] = lo
+        return x
     raw = mt.random(n)
     np.bitwise_and(raw, _U64(0xFFFFFF), out=raw)
     x = raw.astype(np.float32)
     x *= np.float32(2.0 ** -24)
+    lo32, hi32 = np.float32(lo), np.float32(hi)
     if (lo, hi) != (0.0, 1.0):            # (x * 1 + 0 is x: skipped)
-        x *= np.float32(hi) - np.float32(lo)
-        x += np.float32(lo)
+        x = _fma(x, hi32 - lo32, lo32)
+    rnd = _ROUND.get(reduced or d.name)
+    if rnd is not None:                   # the dtype's rounding, then the check
+        x = rnd(x)
+        x[x >= rnd(hi32)] = rnd(lo32)
+    elif (lo, hi) != (0.0, 1.0):          # (x < 1 in float32)
+        x[x >= hi32] = lo32
     return x if d == np.float32 else x.astype(d)
+
+
+def _fma64(a: np.ndarray, b: float, c: float) -> np.ndarray:
+    """float64 ``a * b + c`` rounded once, from the exact product and sum
+    (Dekker's product, Knuth's sum): ``p + e == a * b``, ``s + t == p + c``."""
+    def split(v):
+        big = v * 134217729.0                 # 2**27 + 1
+        hi = big - (big - v)
+        return hi, v - hi
+    p = a * b
+    ah, al = split(a)
+    bh, bl = split(np.float64(b))
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    s = p + c
+    v = s - p
+    t = (p - (s - v)) + (c - v)
+    return s + (t + e)
+
+
+def _round_bf16(x):
+    """float32 -> bfloat16 (round to nearest even), as float32."""
+    bits = np.atleast_1d(np.asarray(x, np.float32)).view(np.uint32)
+    bits = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) \
+        & np.uint32(0xFFFF0000)
+    return bits.view(np.float32)[0] if np.ndim(x) == 0 else bits.view(np.float32)
+
+
+_ROUND = {"float16": lambda v: np.asarray(v, np.float16).astype(np.float32),
+          "bfloat16": _round_bf16}
 
 
 def exponential(mt: MTState, n: int, np_dtype, lambd: float) -> np.ndarray:
     """``exponential_(lambd)``: ``-log1p(-u) / lambd`` of float64 uniforms."""
     u = uniform(mt, n, np.float64)
-    return (-1.0 / lambd * np.log1p(-u)).astype(np_dtype)
+    return (-1.0 / lambd * _libm(math.log1p, -u)).astype(np_dtype)
 
 
 def geometric(mt: MTState, n: int, np_dtype, p: float) -> np.ndarray:
     """``geometric_(p)``: ``ceil(log(u) / log1p(-p))`` of float64 uniforms."""
     u = uniform(mt, n, np.float64)
     with np.errstate(divide="ignore"):          # (u = 0: PyTorch's inf too)
-        return np.ceil(np.log(u) / np.log1p(-p)).astype(np_dtype)
+        return np.ceil(_libm(math.log, u) / math.log1p(-p)).astype(np_dtype)
 
 
 def cauchy(mt: MTState, n: int, np_dtype, median: float, sigma: float) -> np.ndarray:
     """``cauchy_(median, sigma)``: ``median + sigma tan(pi (u - 1/2))`` of
     float64 uniforms."""
     u = uniform(mt, n, np.float64)
-    return (median + sigma * np.tan(np.pi * (u - 0.5))).astype(np_dtype)
+    return _fma64(_libm(math.tan, np.pi * (u - 0.5)), sigma, median).astype(np_dtype)
 
 
 def log_normal(mt: MTState, n: int, np_dtype, mean: float, std: float) -> np.ndarray:
     """``log_normal_(mean, std)``: ``exp`` of scalar float64 normals."""
-    return np.exp(normal(mt, n, np.float64, mean, std, contiguous=False)).astype(np_dtype)
+    return _libm(math.exp, normal(mt, n, np.float64, mean, std, contiguous=False)).astype(
+        np_dtype)
 
 
 def normal(mt: MTState, n: int, np_dtype, mean: float = 0.0, std: float = 1.0,
@@ -246,21 +296,18 @@ def normal(mt: MTState, n: int, np_dtype, mean: float = 0.0, std: float = 1.0,
         return _normal_blocks(mt, n, mean, std).astype(d)
     if n >= 16 and contiguous and d in (np.float32, np.float64):
         return _normal_fill(mt, n, d, mean, std)
-    out = np.empty(n, np.float64)
-    for i in range(n):
-        out[i] = _normal_double(mt) * std + mean
+    out = np.array([_normal1(mt) for _ in range(n)], np.float64)
+    if (mean, std) != (0.0, 1.0):
+        out = _fma64(out, std, mean)              # (the kernel's fused z * std + mean)
     return out.astype(d)
 
 
-def _normal_double(mt: MTState) -> float:
-    if mt.next_double is not None:
-        z, mt.next_double = mt.next_double, None
-        return z
-    u1, u2 = uniform(mt, 2, np.float64)
-    r = np.sqrt(-2.0 * np.log1p(-u2))
-    theta = 2.0 * np.pi * u1
-    mt.next_double = float(r * np.sin(theta))
-    return float(r * np.cos(theta))
+def _libm(fn, x: np.ndarray) -> np.ndarray:
+    """The C library's ``fn`` (``math``'s: PyTorch's ``std::log`` & co.)
+    element by element: NumPy's own vector log, log1p, exp and tan differ
+    from it in the last bit for 0.5-8% of float64 arguments."""
+    x = np.asarray(x, np.float64)
+    return np.fromiter(map(fn, x.ravel().tolist()), np.float64, x.size).reshape(x.shape)
 
 
 def _normal_fill(mt, n, d, mean, std):
@@ -297,8 +344,8 @@ def _box_muller16(blocks, d, mean, std):
             radius = _log_ps(u1)
         sin, cos = _sincos_ps(theta)
     else:
-        radius = np.log(u1, out=u1)
-        sin, cos = np.sin(theta), np.cos(theta)
+        radius = _libm(math.log, u1)
+        sin, cos = np.sin(theta), np.cos(theta)      # (NumPy's are the C library's)
     radius *= d.type(-2)
     np.sqrt(radius, out=radius)
     pair = np.empty(blocks.shape, d)
@@ -310,7 +357,7 @@ def _box_muller16(blocks, d, mean, std):
         # the AVX2 kernel's fmadd: one rounding of pair * std + mean
         pair = _fma(pair, np.float32(std), np.float32(mean))
     else:
-        pair = pair * std + mean
+        pair = _fma64(pair, std, mean)
     return pair.reshape(-1)
 
 

@@ -283,10 +283,12 @@ def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool 
     if mt is not None and type(x._data) is np.ndarray:
         # PyTorch's draws: one float64 uniform in [lower, upper) per element
         # <= 0 of the contiguous input (row-major), none for the others
+        # (lower and upper first in the opmath type: float32 for float32)
         neg = np.asarray(x._data) <= 0
-        slopes = np.ones(neg.shape, np.float32 if x.dtype.itemsize <= 4 else np.float64)
-        slopes[neg] = torch_rng.uniform(mt, int(neg.sum()), np.float64, float(lower),
-                                        float(upper))
+        op = np.float32 if x.dtype.itemsize <= 4 else np.float64
+        slopes = np.ones(neg.shape, op)
+        slopes[neg] = torch_rng.uniform(mt, int(neg.sum()), np.float64, float(op(lower)),
+                                        float(op(upper)), fused=False)
         a = creation.drawn(slopes, tuple(x.shape), x.dtype)
     else:
         u = creation.rand(tuple(x.shape), dtype=x.dtype)
