@@ -382,8 +382,20 @@ _MIN_NORM = np.array([0x00800000], np.uint32).view(np.float32)[0]
 
 def _fma(a, b, c):
     """float32 ``a * b + c`` rounded once (the float64 product of two
-    float32 is exact)."""
-    return (np.asarray(a, np.float64) * b + c).astype(np.float32)
+    float32 is exact); ``b``, ``c`` arrays of ``a``'s shape or scalars.
+    Block by block, so that the float64 temporaries stay small."""
+    a = np.asarray(a, np.float32)
+    out = np.empty(a.shape, np.float32)
+    fa, fo = a.reshape(-1), out.reshape(-1)
+    fb = np.broadcast_to(np.asarray(b, np.float32), a.shape).reshape(-1)
+    fc = np.broadcast_to(np.asarray(c, np.float32), a.shape).reshape(-1)
+    step = 1 << 18
+    for i in range(0, fa.size, step):
+        t = fa[i:i + step].astype(np.float64)
+        t *= fb[i:i + step]
+        t += fc[i:i + step]
+        fo[i:i + step] = t
+    return out
 
 
 def _log_ps(x):
