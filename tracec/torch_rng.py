@@ -337,6 +337,11 @@ def _box_muller16(blocks, d, mean, std):
     """``normal_fill_16`` over blocks of ``[u(8), u(8)]``: ``[z cos, z sin]``;
     float32 with the AVX2 kernel's own log and sincos (``_log_ps``,
     ``_sincos_ps``), float64 with NumPy's."""
+    if d == np.float32 and len(blocks) > 2048:
+        # in chunks that stay in cache: the emulated log / sincos make
+        # ~40 passes over their arrays
+        return np.concatenate([_box_muller16(blocks[i:i + 2048], d, mean, std)
+                               for i in range(0, len(blocks), 2048)])
     u1 = d.type(1) - blocks[:, 0]                  # (contiguous copies)
     theta = d.type(2.0 * np.pi) * blocks[:, 1]
     if d == np.float32:
