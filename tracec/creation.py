@@ -710,9 +710,52 @@ def memory_order_draw(t: Tensor, draw) -> np.ndarray:
     transpose, a channels-last map) in memory order, not in index order."""
     shape = tuple(t.shape)
     st = t.stride() if t.ndim else ()
-    perm = sorted(range(len(shape)), key=lambda i: -st[i])    # stable
-    v = np.asarray(draw(t.numel())).reshape([shape[i] for i in perm])
+    return ordered_draw(shape, sorted(range(len(shape)), key=lambda i: -st[i]), draw)
+
+
+def ordered_draw(shape, perm, draw) -> np.ndarray:
+    """``draw(n)`` laid out in ``shape`` filling dimension ``perm[0]``
+    outermost, ``perm[-1]`` innermost."""
+    v = np.asarray(draw(math.prod(shape))).reshape([shape[i] for i in perm])
     return np.transpose(v, np.argsort(perm))
+
+
+def _like_fill_order(input, memory_format):
+    """The dimension order (outermost first) in which PyTorch fills the new
+    tensor of a random ``*_like`` (``empty_like(input).uniform_()``): a
+    non-overlapping dense input's own layout under ``preserve_format`` (a
+    transpose, a channels-last map), the format's for an explicit one;
+    None for row-major."""
+    from tracec import tensor_meta as tm
+    shape, st = tuple(input.shape), (input.stride() if input.ndim else ())
+    if memory_format is None or memory_format is tm.preserve_format:
+        perm = sorted(range(len(shape)), key=lambda i: -st[i])
+        expected = 1
+        for i in reversed(perm):
+            if shape[i] != 1 and st[i] != expected:
+                return None                    # overlapping or with gaps: row-major here
+            expected *= shape[i]
+    elif memory_format in tm._ORDERS and input.ndim == tm._ORDERS[memory_format][0]:
+        perm = list(tm._ORDERS[memory_format][1])
+    else:
+        return None
+    rank = [i for i in perm if shape[i] != 1]
+    return None if rank == sorted(rank) else perm
+
+
+def _drawn_like(input, memory_format, generator, device, d, draw):
+    """Eagerly, when PyTorch fills a random ``*_like`` out of row-major
+    order (``_like_fill_order``): a tensor of dtype ``d`` holding
+    ``draw(mt, n)`` in that order; else None (the row-major draw is it)."""
+    if memory_format is None and input._data.flags.c_contiguous or is_meta(device):
+        return None
+    mt = (generator or default_generator).eager_mt()
+    perm = None if mt is None or type(input._data) is not np.ndarray else \
+        _like_fill_order(input, memory_format)
+    if perm is None:
+        return None
+    t = drawn(ordered_draw(tuple(input.shape), perm, lambda n: draw(mt, n)), input.shape, d)
+    return _finish(t, False, device)
 
 
 def carrier(d) -> np.dtype:
@@ -732,7 +775,9 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) ->
     shape = _size(size)
     mt = g.eager_mt()
     if mt is not None and all(isinstance(k, int) for k in shape):
-        u = drawn(torch_rng.uniform(mt, math.prod(shape), carrier(d)), shape, d)
+        u = drawn(torch_rng.uniform(mt, math.prod(shape), carrier(d),
+                                    reduced=d.name if d in (dt.float16, dt.bfloat16) else None),
+                  shape, d)
         return _finish(u, requires_grad, device)
     u = g.uniform(shape, d)
     return _finish(u, requires_grad, device)
@@ -752,7 +797,8 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -
     n = math.prod(shape)
     mt = g.eager_mt()
     if mt is not None and isinstance(n, int):
-        return _finish(drawn(torch_rng.normal(mt, n, carrier(d)), shape, d), requires_grad, device)
+        z = torch_rng.normal(mt, n, carrier(d), reduced=d in (dt.float16, dt.bfloat16))
+        return _finish(drawn(z, shape, d), requires_grad, device)
     if not RECORDERS and isinstance(n, int) and n >= _BLOCKED_RANDN and \
             d in (dt.float32, dt.float64) and type(g.state._data) is np.ndarray:
         return _finish(_blocked_randn(g, shape, n, d), requires_grad, device)
@@ -865,37 +911,19 @@ def randint(*args, size=None, generator=None, dtype=None, device=None, requires_
     return _finish(r, requires_grad, device)
 
 
-def _drawn_like(input, dtype, memory_format, generator, draw, fill) -> Tensor:
-    """A random ``*_like`` of ``input``: ``draw(shape)``, or, on PyTorch's
-    stream for a strided input, ``fill(t)`` of an empty ``t`` with
-    ``input``'s dimension order: PyTorch fills ``empty_like(input)``
-    (preserve_format keeps a transpose's order) in storage order, and a
-    normal_ of a non-contiguous tensor takes its scalar path.  Returned as
-    a fresh contiguous tensor (tracec's ``*_like`` layout)."""
-    from tracec import tensor_meta as tm
-    shape = tuple(input.shape)
-    if memory_format not in (None, tm.preserve_format) or input.ndim < 2 or \
-            (generator or default_generator).eager_mt() is None or input.is_contiguous():
-        return draw(shape)
-    st = input.stride()
-    perm = sorted(range(input.ndim), key=lambda i: -st[i])          # stable
-    if perm == list(range(input.ndim)):
-        return draw(shape)
-    t = empty(tuple(shape[i] for i in perm), dtype=dtype)
-    t = t.permute(*[int(i) for i in np.argsort(perm)])
-    fill(t)
-    return t.contiguous()
-
-
 def rand_like(input, *, generator=None, dtype=None, layout=None, device=None,
               requires_grad=False, memory_format=None) -> Tensor:
     if layout is not None:
         _check_layout(layout)
     d = _like(input, dtype)
-    return _formatted(_drawn_like(
-        input, d, memory_format, generator,
-        lambda s: rand(s, dtype=d, generator=generator, device=_like_device(input, device)),
-        lambda t: t.uniform_(generator=generator)), input, memory_format, requires_grad)
+    t = _drawn_like(input, memory_format, generator, _like_device(input, device), d,
+                    lambda mt, n: torch_rng.uniform(
+                        mt, n, carrier(d),
+                        reduced=d.name if d in (dt.float16, dt.bfloat16) else None)) \
+        if d.is_floating_point and d.category != 3 else None
+    if t is None:
+        t = rand(input.shape, dtype=d, generator=generator, device=_like_device(input, device))
+    return _formatted(t, input, memory_format, requires_grad)
 
 
 def randn_like(input, *, generator=None, dtype=None, layout=None, device=None,
@@ -903,10 +931,13 @@ def randn_like(input, *, generator=None, dtype=None, layout=None, device=None,
     if layout is not None:
         _check_layout(layout)
     d = _like(input, dtype)
-    return _formatted(_drawn_like(
-        input, d, memory_format, generator,
-        lambda s: randn(s, dtype=d, generator=generator, device=_like_device(input, device)),
-        lambda t: t.normal_(generator=generator)), input, memory_format, requires_grad)
+    # (the new tensor is not contiguous: PyTorch's scalar normal path)
+    t = _drawn_like(input, memory_format, generator, _like_device(input, device), d,
+                    lambda mt, n: torch_rng.normal(mt, n, carrier(d), contiguous=False)) \
+        if d.is_floating_point and d.category != 3 else None
+    if t is None:
+        t = randn(input.shape, dtype=d, generator=generator, device=_like_device(input, device))
+    return _formatted(t, input, memory_format, requires_grad)
 
 
 def randint_like(input, low, high=None, *, generator=None, dtype=None, layout=None,
@@ -914,13 +945,16 @@ def randint_like(input, low, high=None, *, generator=None, dtype=None, layout=No
     if layout is not None:
         _check_layout(layout)
     bounds = (low,) if high is None else (low, high)
-    lo, hi = (0, low) if high is None else (low, high)
     d = _like(input, dtype)
-    return _formatted(_drawn_like(
-        input, d, memory_format, generator,
-        lambda s: randint(*bounds, s, dtype=d, generator=generator,
-                          device=_like_device(input, device)),
-        lambda t: t.random_(lo, hi, generator=generator)), input, memory_format, requires_grad)
+    lo, hi = (0, low) if high is None else (low, high)
+    t = _drawn_like(input, memory_format, generator, _like_device(input, device), d,
+                    lambda mt, n: torch_rng.randint(mt, n, int(lo), int(hi))) \
+        if isinstance(lo, (int, np.integer)) and isinstance(hi, (int, np.integer)) and lo < hi \
+        else None
+    if t is None:
+        t = randint(*bounds, input.shape, dtype=d, generator=generator,
+                    device=_like_device(input, device))
+    return _formatted(t, input, memory_format, requires_grad)
 
 
 def randperm(n, *, generator=None, dtype=None, device=None) -> Tensor:
@@ -956,7 +990,9 @@ def checked_probabilities(p: Tensor) -> Tensor:
     return p
 
 
-def bernoulli(input, *, generator=None) -> Tensor:
+def bernoulli(input, p=None, *, generator=None) -> Tensor:
+    if p is not None:           # bernoulli(input, p): input's shape and dtype, probability p
+        return input.bernoulli(p, generator=generator)
     input = checked_probabilities(input)
     g = generator or default_generator
     mt = g.eager_mt()

@@ -295,7 +295,8 @@ def _uniform(self, from_=0.0, to=1.0, *, generator=None, **kwargs):
     if mt is not None and self.dtype.is_floating_point:
         # PyTorch's stream and arithmetic: x * (to - from) + from in the dtype
         u = creation.memory_order_draw(self, lambda n: torch_rng.uniform(
-            mt, n, creation.carrier(self.dtype), float(from_), float(to)))
+            mt, n, creation.carrier(self.dtype), float(from_), float(to),
+            self.dtype.name if self.dtype in (dt.float16, dt.bfloat16) else None))
         u = creation.drawn(u, self.shape, self.dtype)
     else:
         with graph.no_grad():
@@ -312,7 +313,7 @@ def _normal(self, mean=0.0, std=1.0, generator=None):
         # PyTorch's stream; mean and std enter its Box-Muller kernel
         z = creation.memory_order_draw(self, lambda n: torch_rng.normal(
             mt, n, creation.carrier(self.dtype), float(mean), float(std),
-            contiguous=self.is_contiguous()))
+            contiguous=self.is_contiguous(), reduced=self.dtype in (dt.float16, dt.bfloat16)))
         z = creation.drawn(z, self.shape, self.dtype)
     else:
         with graph.no_grad():

@@ -18,7 +18,7 @@ import contextlib
 
 import numpy as np
 
-from tracec import creation, graph
+from tracec import creation, graph, torch_rng
 from tracec import dtypes as dt
 from tracec.creation import (default_generator, get_rng_state, initial_seed,  # noqa: F401
                              manual_seed, seed, set_rng_state)
@@ -47,8 +47,15 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
                             "numbers for mean and std, a size is required")
         if not std >= 0:
             raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
-        z = creation.randn(size, generator=generator, dtype=dtype, device=device)
-        result = z * std + mean
+        if (generator or default_generator).eager_mt() is not None and not \
+                creation.is_meta(device):
+            # PyTorch's: empty(size).normal_(mean, std), mean and std inside
+            # its kernel (one rounding), eagerly its stream
+            result = creation.empty(size, dtype=dtype, device=device).normal_(
+                mean, std, generator=generator)
+        else:
+            z = creation.randn(size, generator=generator, dtype=dtype, device=device)
+            result = z * std + mean
         result = result.requires_grad_(True) if requires_grad else result
     else:
         if size is not None:
@@ -74,7 +81,9 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
 def host_generator(generator=None, why: str = "sampling on the host") -> np.random.Generator:
     """A NumPy generator seeded by one draw from tracec's ``generator`` (the
     default one): samplers that need rejection loops (Poisson, binomial,
-    gamma, von Mises) run on the host with it, so ``tracec.manual_seed``
+    gamma) run on the host with it when eager draws do not follow
+    PyTorch's stream (``torch_rng.counter_draws``; otherwise they run
+    PyTorch's own samplers, ``torch_rng``), so ``tracec.manual_seed``
     still fixes them.  Eager only: it reads the draw's value (``why`` says
     what needed it, in the error a compiled function gets)."""
     g = generator or default_generator
@@ -93,8 +102,7 @@ def poisson(input, generator=None):  # noqa: A002
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
     mt = (generator or default_generator).eager_mt()
     if mt is not None:          # PyTorch's sampler on its stream
-        from tracec import torch_rng
-        draws = torch_rng.poisson(mt, rates)
+        draws = torch_rng.poisson(mt, np.asarray(rates)).reshape(np.shape(rates))
     else:
         draws = host_generator(generator, "torch.poisson").poisson(rates.astype(np.float64))
     return Tensor._make(np.asarray(draws).astype(input.dtype.np), input.dtype)
@@ -107,19 +115,12 @@ def _sample_dirichlet(input, generator=None):  # noqa: A002
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"\"dirichlet\" not implemented for '{str(input.dtype)[6:]}'")
     mt = (generator or default_generator).eager_mt()
-    if mt is not None:
-        # ATen's _s_dirichlet_cpu: float64 gammas (at least the smallest
-        # normal double), normalized in float64, cast, clamped to
-        # [smallest normal, the float below 1]
-        from tracec import torch_rng
-        g = np.maximum(torch_rng.gamma(mt, alpha.astype(np.float64), False),
-                       np.finfo(np.float64).tiny)
-        d = input.dtype.np
-        x = (g / g.sum(-1, keepdims=True)).astype(d)
-        x = np.minimum(np.nextafter(d.type(1), d.type(0)), np.maximum(np.finfo(d).tiny, x))
-        return Tensor._make(np.asarray(x, d), input.dtype)
-    g = host_generator(generator, "torch._sample_dirichlet").standard_gamma(
-        alpha.astype(np.float64))
+    if mt is not None:          # PyTorch's: gamma draws in double, normalized
+        g = torch_rng.standard_gamma(mt, np.asarray(alpha), False).reshape(np.shape(alpha))
+        g = np.maximum(g, np.finfo(np.float64).tiny)
+    else:
+        g = host_generator(generator, "torch._sample_dirichlet").standard_gamma(
+            alpha.astype(np.float64))
     total = g.sum(-1, keepdims=True)
     return Tensor._make(np.asarray(g / total).astype(input.dtype.np), input.dtype)
 
@@ -132,13 +133,12 @@ def binomial(count, prob, generator=None):
         raise RuntimeError(f"\"binomial_cpu\" not implemented for '{str(count.dtype)[6:]}'")
     if np.any((p < 0) | (p > 1)):
         raise RuntimeError("binomial: probabilities must be in [0, 1]")
+    n_b, p_b = np.broadcast_arrays(n.astype(np.float64), p.astype(np.float64))
     mt = (generator or default_generator).eager_mt()
     if mt is not None:          # PyTorch's sampler on its stream
-        from tracec import torch_rng
-        draws = torch_rng.binomial(mt, n, p, count.dtype.np)
-        return Tensor._make(np.asarray(draws), count.dtype)
-    n_b, p_b = np.broadcast_arrays(n.astype(np.float64), p.astype(np.float64))
-    draws = host_generator(generator, "torch.binomial").binomial(n_b.astype(np.int64), p_b)
+        draws = torch_rng.binomial(mt, n_b, p_b, count.dtype is dt.float32).reshape(n_b.shape)
+    else:
+        draws = host_generator(generator, "torch.binomial").binomial(n_b.astype(np.int64), p_b)
     return Tensor._make(np.asarray(draws).astype(count.dtype.np), count.dtype)
 
 

@@ -6,7 +6,8 @@ that it records inside ``tracec.compile``).
 Invariants: each fills ``self`` (keeping its shape and dtype) with draws
 from tracec's RNG (``tracec.creation``'s generators, ``generator=`` or the
 default one) transformed by the distribution's inverse CDF from float64
-uniforms in [0, 1); the streams are not PyTorch's, the distributions are.
+uniforms in [0, 1); eagerly (``Generator.eager_mt``) PyTorch's own draws
+and transforms (``torch_rng``), so that the numbers are PyTorch's.
 The transforms are primitives on the drawn tensors, written back with
 ``_assign``, so a compiled function records them and draws fresh values at
 every call (a NumPy transform of the draws would be a constant of the
@@ -121,10 +122,8 @@ def geometric_(self, p, *, generator=None):
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
     mt = (generator or creation.default_generator).eager_mt()
     if mt is not None and not self.is_meta:
-        # PyTorch's geometric_distribution<double>: ceil(log(u) / log1p(-p))
-        # of a float64 uniform per element, memory order
-        k = creation.memory_order_draw(self, lambda n: np.ceil(
-            np.log(torch_rng.uniform(mt, n, np.float64)) / math.log1p(-p)))
+        k = creation.memory_order_draw(self, lambda n: torch_rng.geometric(
+            mt, n, creation.carrier(self.dtype), float(p)))
         return _fill(self, creation.drawn(k, self.shape, self.dtype), "geometric_")
     with graph.no_grad():
         u = _uniform(self, generator)
@@ -137,6 +136,11 @@ def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
     _floating(self, "cauchy_")
     if not sigma > 0:
         raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
+    mt = (generator or creation.default_generator).eager_mt()
+    if mt is not None and not self.is_meta:
+        x = creation.memory_order_draw(self, lambda n: torch_rng.cauchy(
+            mt, n, creation.carrier(self.dtype), float(median), float(sigma)))
+        return _fill(self, creation.drawn(x, self.shape, self.dtype), "cauchy_")
     with graph.no_grad():
         a = ops.mul(ops.sub(_uniform(self, generator), 0.5), math.pi)
         # tan as sin / cos (no tan primitive); at u = 0, cos(-pi/2) is ~6e-17,
@@ -151,10 +155,8 @@ def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
     mt = (generator or creation.default_generator).eager_mt()
     if mt is not None and not self.is_meta:
-        # PyTorch's lognormal_distribution<double>: exp of one scalar double
-        # normal (with its cached second sample) per element, memory order
-        x = creation.memory_order_draw(self, lambda n: np.exp(torch_rng.normal(
-            mt, n, np.float64, float(mean), float(std), contiguous=False)))
+        x = creation.memory_order_draw(self, lambda n: torch_rng.log_normal(
+            mt, n, creation.carrier(self.dtype), float(mean), float(std)))
         return _fill(self, creation.drawn(x, self.shape, self.dtype), "log_normal_")
     with graph.no_grad():
         z = creation.randn(tuple(self.shape), dtype=_WORK, generator=generator)
@@ -196,7 +198,8 @@ def random_(self, from_=None, to=_UNSET, *, generator=None, **kw):
     if mt is not None and not self.is_meta:
         if to is _UNSET and from_ is None or to is None and not from_:
             def draw(n):                  # PyTorch's unbounded draw
-                return torch_rng.random_full(mt, n, creation.carrier(self.dtype))
+                return torch_rng.random_full(mt, n, creation.carrier(self.dtype),
+                                             8 if self.dtype is dt.bfloat16 else None)
         else:
             def draw(n):
                 return torch_rng.randint(mt, n, lo, hi)
@@ -214,6 +217,9 @@ def random_(self, from_=None, to=_UNSET, *, generator=None, **kw):
 def _bernoulli(self, p=None, *, generator=None):
     """``x.bernoulli()``: 0/1 draws with probabilities ``x`` (or the number
     ``p`` for every element), in ``x``'s dtype."""
+    if p is not None and (generator or creation.default_generator).eager_mt() is not None:
+        # PyTorch's: empty_like(x).bernoulli_(p), float64 uniforms < p
+        return bernoulli_(creation.empty_like(self), p, generator=generator)
     probs = self if p is None else creation.full_like(self, float(p))
     pv = probs._data
     if pv.size and not ((pv >= 0) & (pv <= 1)).all():

@@ -12,36 +12,61 @@ words are written here.  The transforms (ATen's ``TransformationHelper.h``,
 2.13), each checked against torch 2.13 by ``tests/test_torch_rng.py``:
 
 - ``random()``: one word; ``random64()``: two, the first the high half.
-- uniform float32 (float16, bfloat16): the word's low 24 (11, 8) bits
-  times 2**-24, then ``x * (to - from) + from`` in the dtype; float64: the
-  low 53 bits of ``random64()`` times 2**-53.  ``x * (to - from) + from`` is
-  one fused multiply-add (the compiler contracts it in ATen's AVX2 / AVX512
-  kernels; a build dispatching to its scalar kernel would round twice).
-  Bit-exact.
+- uniform float32 (float16, bfloat16 too): the word's low 24 bits times
+  2**-24, then ``fma(x, to - from, from)`` in float, then rounded to the
+  dtype; float64: the low 53
+  bits of ``random64()`` times 2**-53, the same fma in double.  A value
+  that rounds up to ``to`` becomes ``from``.  Bit-exact.
 - normal, float tensors of >= 16 contiguous elements (``normal_fill``):
   the tensor filled with uniforms, then each block of 16 turned by
   Box-Muller in place (``u1 = 1 - data[j]``, ``u2 = data[j + 8]``), the
   last partial block redone from 16 fresh uniforms over the tensor's last
-  16 elements.  float64: bit-exact.  float32: PyTorch's AVX2 kernel uses
-  SLEEF's vector log/sin/cos; here the log is NumPy's float64 one rounded
-  and sin/cos NumPy's float32 ones: ~8% of values differ, by 1-2 ulp.
+  16 elements.  float64: bit-exact.  float32: PyTorch's AVX2 kernel
+  (``normal_fill_16_AVX2``, taken on this AVX2 / AVX-512 CPU) with its
+  own float32 log and sincos (``avx_mathfun.h``), emulated operation by
+  operation (``_log_ps``, ``_sincos_ps``): bit-exact in every value
+  measured (64000 of them).
 - normal, fewer than 16 elements (or not contiguous): ``normal_distribution
   <double>``: ``u1``, ``u2`` from ``random64()``, ``r = sqrt(-2 log1p(-u2))``,
   ``theta = 2 pi u1``, returns ``r cos(theta)`` and caches ``r sin(theta)``
   for the next such draw (the generator's ``next_double_normal_sample``).
+- normal, float16 / bfloat16 tensors of >= 16 contiguous elements: as
+  float32 but without the fill of the whole tensor: each block of 16 (and
+  the redone last 16) from its own 16 fresh float32 uniforms, Box-Muller in
+  float32 as the AVX2 kernel computes it, then rounded: ``n - n % 16``
+  words, plus 16 for a partial block.  Bit-exact.
+- ``log_normal_(mean, std)``: ``exp`` of the scalar ``normal_distribution
+  <double>`` above (cached second sample included) for every size.
+- ``geometric_(p)``: ``ceil(log(u) / log1p(-p))`` of float64 uniforms;
+  ``cauchy_(median, sigma)``: ``median + sigma tan(pi (u - 1/2))``.
+- ``rrelu`` training: one float64 uniform in [lower, upper) per element
+  ``<= 0`` of the contiguous input (row-major), none for the others.
+- ``_standard_gamma(alpha)`` (``sample_gamma``, Marsaglia-Tsang): per
+  element in order, for ``alpha < 1`` first ``scale = (1 - u) ** (1 /
+  alpha)``, ``alpha += 1``; then ``d = alpha - 1/3`` (``1.0f / 3.0f``),
+  ``c = 1 / sqrt(9 d)``, loop: scalar double normals ``x`` until ``y = 1
+  + c x > 0``, ``v = y**3``, ``u = 1 - uniform``, accept when ``u < 1 -
+  0.0331f x**4`` or ``log u < x**2 / 2 + d (1 - v + log v)``; returns
+  ``scale d v``.  float32 ``alpha``: ``alpha + 1`` and ``d`` in float;
+  ``_sample_dirichlet`` samples in double throughout.
+- ``poisson(rate)``: ``rate >= 10``: Hoermann's transformed rejection
+  (two float64 uniforms a try); else multiply uniforms until the product
+  is ``<= exp(-rate)``.
+- ``binomial(count, prob)`` (``sample_binomial``): ``prob > 0.5`` draws
+  ``count - X`` with ``1 - prob``; ``count * prob >= 10``: BTRS (two
+  float64 uniforms a try), else inversion (sum ``ceil(log u / log1p(-p))``
+  until past ``count``); float32 tensors round ``count * prob``,
+  ``1 - prob``, ``k`` and ``log1p(-p)`` in float as the template does.
 - ``randint`` / ``random_(from, to)``: ``random()`` (``random64()`` when the
   range is >= 2**32) modulo the range, plus ``from``.
-- ``randperm(n)``: Fisher-Yates, ``z = random() % (n - i)``, swap ``i, z + i``.
+- ``randperm(n)``: Fisher-Yates, ``z = random() % (n - i)``, swap ``i, z + i``
+  (``random64()`` from ``n >= 2**32 / 20``).
 - ``bernoulli_(p)`` with a number ``p``: ``uniform64 < p``; with a tensor
   ``p``: float32 uniforms ``< p``.
-- In-place fills and ``*_like`` draws follow the filled tensor's storage
-  order (``empty_like`` keeps a strided input's order).
-- ``poisson``: ATen's ``sample_poisson``; ``gamma``: its ``sample_gamma``
-  (Gamma, Chi2, Dirichlet, Beta); ``binomial``: its ``sample_binomial``;
-  all from float64 uniforms drawn one at a time.  ``log_normal_``,
-  ``geometric_``, ``rrelu`` and the alpha-dropout noise are filled by the
-  callers (``random_inplace``, ``nn._activation``) from these draws.  (``multinomial``, without replacement or for one sample, is
-  ``exponential_`` then argmax / topk, in ``sorting.multinomial``.)
+
+A strided tensor is filled in memory order (``creation.memory_order_draw``):
+``uniform_`` and the other in-place draws, dropout's ``empty_like(x)``
+mask, and a random ``*_like`` in the layout ``empty_like`` gives it.
 
 These are the eager draws only.  A compiled function draws from the
 counter-based ``random_uniform`` primitive (``creation.Generator.state``),
@@ -169,79 +194,120 @@ STATE_BYTES = 5056
 _DIGITS = {"float16": 11, "bfloat16": 8, "float32": 24}
 
 
-def uniform(mt: MTState, n: int, np_dtype, lo: float = 0.0, hi: float = 1.0) -> np.ndarray:
+def uniform(mt: MTState, n: int, np_dtype, lo: float = 0.0, hi: float = 1.0,
+            reduced: str | None = None, fused: bool = True) -> np.ndarray:
     """``n`` uniforms in [lo, hi) of ``np_dtype``: float64 from 53 bits,
     every other float type as float32 from 24 bits (PyTorch draws half and
-    bfloat16 through float: measured, torch 2.13), then rounded."""
+    bfloat16 through float: measured, torch 2.13), then rounded.  The
+    range: ``x * (to - from) + from`` with one rounding (the compiler's
+    fused multiply-add), in float for float16 / bfloat16, and a value that
+    rounds up to ``to`` in the dtype replaced by ``from`` (PyTorch keeps
+    the draws below ``to``); ``reduced``
+    names the dtype ("float16", "bfloat16") when ``np_dtype`` is only its
+    carrier.  ``fused=False``: float64 ``x * (to - from) + from`` rounded
+    twice, as ATen code outside its per-CPU kernels computes it (rrelu)."""
     d = np.dtype(np_dtype)
     if d == np.float64:
         x = (mt.random64(n) & _U64((1 << 53) - 1)).astype(np.float64) * 2.0 ** -53
-        return x if (lo, hi) == (0.0, 1.0) else _fma64(x, hi - lo, lo)
+        if (lo, hi) == (0.0, 1.0):
+            return x
+        x = _fma64(x, hi - lo, lo) if fused else x * (hi - lo) + lo
+        x[x >= hi] = lo
+        return x
     raw = mt.random(n)
     np.bitwise_and(raw, _U64(0xFFFFFF), out=raw)
     x = raw.astype(np.float32)
     x *= np.float32(2.0 ** -24)
+    lo32, hi32 = np.float32(lo), np.float32(hi)
     if (lo, hi) != (0.0, 1.0):            # (x * 1 + 0 is x: skipped)
-        # one fused multiply-add, as the compiler contracts ATen's
-        # x * (to - from) + from in its AVX2 / AVX512 kernels: the 24-bit
-        # by 24-bit product is exact in float64, and the float64 sum
-        # rounded to float32 gives the fused result (checked bitwise
-        # against torch 2.13 on 800k draws)
-        f = np.float32(lo)
-        x = (x.astype(np.float64) * float(np.float32(hi) - f) + float(f)).astype(np.float32)
+        x = _fma(x, hi32 - lo32, lo32)
+    rnd = _ROUND.get(reduced or d.name)
+    if rnd is not None:                   # the dtype's rounding, then the check
+        x = rnd(x)
+        x[x >= rnd(hi32)] = rnd(lo32)
+    elif (lo, hi) != (0.0, 1.0):          # (x < 1 in float32)
+        x[x >= hi32] = lo32
     return x if d == np.float32 else x.astype(d)
 
 
-def _split(a: np.ndarray):
-    # Veltkamp's split: a == hi + lo, each with at most 26 significant bits
-    c = a * 134217729.0                   # 2**27 + 1
-    hi = c - (c - a)
-    return hi, a - hi
+def _fma64(a: np.ndarray, b: float, c: float) -> np.ndarray:
+    """float64 ``a * b + c`` rounded once, from the exact product and sum
+    (Dekker's product, Knuth's sum): ``p + e == a * b``, ``s + t == p + c``."""
+    def split(v):
+        big = v * 134217729.0                 # 2**27 + 1
+        hi = big - (big - v)
+        return hi, v - hi
+    p = a * b
+    ah, al = split(a)
+    bh, bl = split(np.float64(b))
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    s = p + c
+    v = s - p
+    t = (p - (s - v)) + (c - v)
+    return s + (t + e)
 
 
-def _fma64(x: np.ndarray, m: float, c: float) -> np.ndarray:
-    """``x * m + c`` with one rounding, as a fused multiply-add computes it
-    (PyTorch's float64 ``uniform_(from, to)``): Dekker's exact product and
-    Knuth's exact sum, their error terms added back before the last
-    rounding (NumPy has no vector fma)."""
-    ph = x * m
-    xh, xl = _split(x)
-    mh, ml = _split(np.float64(m))
-    pl = ((xh * mh - ph) + xh * ml + xl * mh) + xl * ml
-    s = ph + c
-    bb = s - ph
-    e = (ph - (s - bb)) + (c - bb)
-    return s + (e + pl)
+def _round_bf16(x):
+    """float32 -> bfloat16 (round to nearest even), as float32."""
+    bits = np.atleast_1d(np.asarray(x, np.float32)).view(np.uint32)
+    bits = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) \
+        & np.uint32(0xFFFF0000)
+    return bits.view(np.float32)[0] if np.ndim(x) == 0 else bits.view(np.float32)
+
+
+_ROUND = {"float16": lambda v: np.asarray(v, np.float16).astype(np.float32),
+          "bfloat16": _round_bf16}
 
 
 def exponential(mt: MTState, n: int, np_dtype, lambd: float) -> np.ndarray:
     """``exponential_(lambd)``: ``-log1p(-u) / lambd`` of float64 uniforms."""
     u = uniform(mt, n, np.float64)
-    return (-1.0 / lambd * np.log1p(-u)).astype(np_dtype)
+    return (-1.0 / lambd * _libm(math.log1p, -u)).astype(np_dtype)
+
+
+def geometric(mt: MTState, n: int, np_dtype, p: float) -> np.ndarray:
+    """``geometric_(p)``: ``ceil(log(u) / log1p(-p))`` of float64 uniforms."""
+    u = uniform(mt, n, np.float64)
+    with np.errstate(divide="ignore"):          # (u = 0: PyTorch's inf too)
+        return np.ceil(_libm(math.log, u) / math.log1p(-p)).astype(np_dtype)
+
+
+def cauchy(mt: MTState, n: int, np_dtype, median: float, sigma: float) -> np.ndarray:
+    """``cauchy_(median, sigma)``: ``median + sigma tan(pi (u - 1/2))`` of
+    float64 uniforms."""
+    u = uniform(mt, n, np.float64)
+    return _fma64(_libm(math.tan, np.pi * (u - 0.5)), sigma, median).astype(np_dtype)
+
+
+def log_normal(mt: MTState, n: int, np_dtype, mean: float, std: float) -> np.ndarray:
+    """``log_normal_(mean, std)``: ``exp`` of scalar float64 normals."""
+    return _libm(math.exp, normal(mt, n, np.float64, mean, std, contiguous=False)).astype(
+        np_dtype)
 
 
 def normal(mt: MTState, n: int, np_dtype, mean: float = 0.0, std: float = 1.0,
-           contiguous: bool = True) -> np.ndarray:
+           contiguous: bool = True, reduced: bool = False) -> np.ndarray:
     """``n`` normal draws as PyTorch's ``normal_`` fills a tensor of ``n``
-    elements (``contiguous``: whether that tensor is)."""
+    elements (``contiguous``: whether that tensor is; ``reduced``: whether
+    it is float16 or bfloat16, whose carrier ``np_dtype`` may be float32)."""
     d = np.dtype(np_dtype)
+    reduced = reduced or d == np.float16
+    if n >= 16 and contiguous and reduced:
+        return _normal_blocks(mt, n, mean, std).astype(d)
     if n >= 16 and contiguous and d in (np.float32, np.float64):
         return _normal_fill(mt, n, d, mean, std)
-    out = np.empty(n, np.float64)
-    for i in range(n):
-        out[i] = _normal_double(mt) * std + mean
+    out = np.array([_normal1(mt) for _ in range(n)], np.float64)
+    if (mean, std) != (0.0, 1.0):
+        out = _fma64(out, std, mean)              # (the kernel's fused z * std + mean)
     return out.astype(d)
 
 
-def _normal_double(mt: MTState) -> float:
-    if mt.next_double is not None:
-        z, mt.next_double = mt.next_double, None
-        return z
-    u1, u2 = uniform(mt, 2, np.float64)
-    r = np.sqrt(-2.0 * np.log1p(-u2))
-    theta = 2.0 * np.pi * u1
-    mt.next_double = float(r * np.sin(theta))
-    return float(r * np.cos(theta))
+def _libm(fn, x: np.ndarray) -> np.ndarray:
+    """The C library's ``fn`` (``math``'s: PyTorch's ``std::log`` & co.)
+    element by element: NumPy's own vector log, log1p, exp and tan differ
+    from it in the last bit for 0.5-8% of float64 arguments."""
+    x = np.asarray(x, np.float64)
+    return np.fromiter(map(fn, x.ravel().tolist()), np.float64, x.size).reshape(x.shape)
 
 
 def _normal_fill(mt, n, d, mean, std):
@@ -254,27 +320,141 @@ def _normal_fill(mt, n, d, mean, std):
     return data
 
 
+def _normal_blocks(mt, n, mean, std):
+    """float16 / bfloat16 ``normal_fill`` (as float32): the full blocks of
+    16, then the last 16 elements redone, each block from its own 16 fresh
+    uniforms (no fill of the whole tensor first)."""
+    m = n - n % 16
+    f32 = np.dtype(np.float32)
+    out = np.empty(n, f32)
+    out[:m] = _box_muller16(uniform(mt, m, f32).reshape(-1, 2, 8), f32, mean, std)
+    if m != n:
+        out[n - 16:] = _box_muller16(uniform(mt, 16, f32).reshape(1, 2, 8), f32, mean, std)
+    return out
+
+
 def _box_muller16(blocks, d, mean, std):
-    """``normal_fill_16`` over blocks of ``[u(8), u(8)]``: ``[z cos, z sin]``."""
+    """``normal_fill_16`` over blocks of ``[u(8), u(8)]``: ``[z cos, z sin]``;
+    float32 with the AVX2 kernel's own log and sincos (``_log_ps``,
+    ``_sincos_ps``), float64 with NumPy's."""
+    if d == np.float32 and len(blocks) > 2048:
+        # in chunks that stay in cache: the emulated log / sincos make
+        # ~40 passes over their arrays
+        return np.concatenate([_box_muller16(blocks[i:i + 2048], d, mean, std)
+                               for i in range(0, len(blocks), 2048)])
     u1 = d.type(1) - blocks[:, 0]                  # (contiguous copies)
     theta = d.type(2.0 * np.pi) * blocks[:, 1]
     if d == np.float32:
-        radius = np.log(u1.astype(np.float64)).astype(np.float32)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            radius = _log_ps(u1)
+        sin, cos = _sincos_ps(theta)
     else:
-        radius = np.log(u1, out=u1)
+        radius = _libm(math.log, u1)
+        sin, cos = np.sin(theta), np.cos(theta)      # (NumPy's are the C library's)
     radius *= d.type(-2)
     np.sqrt(radius, out=radius)
     pair = np.empty(blocks.shape, d)
-    np.multiply(radius, np.cos(theta), out=pair[:, 0])
-    np.multiply(radius, np.sin(theta, out=theta), out=pair[:, 1])
+    np.multiply(radius, cos, out=pair[:, 0])
+    np.multiply(radius, sin, out=pair[:, 1])
     if (mean, std) == (0.0, 1.0):
         pass                                      # (z * 1 + 0 is z)
     elif d == np.float32:
         # the AVX2 kernel's fmadd: one rounding of pair * std + mean
-        pair = (pair.astype(np.float64) * np.float32(std) + np.float32(mean)).astype(np.float32)
+        pair = _fma(pair, np.float32(std), np.float32(mean))
     else:
-        pair = pair * std + mean
+        pair = _fma64(pair, std, mean)
     return pair.reshape(-1)
+
+
+# --- the AVX2 kernel's float32 log and sincos -------------------------------------
+# ATen's ``cpu/avx_mathfun.h`` (Pommier's cephes-based ``log256_ps`` and
+# ``sincos256_ps``), operation by operation in float32.  Built with FMA
+# enabled, the compiler contracts some of its multiply-adds into one
+# rounding: which ones (``_fma`` below) was found by experiment, every
+# float32 randn of 64000 values then bit-exact to torch 2.13's.
+
+_F = np.float32
+_LOG_P = tuple(_F(v) for v in (7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1,
+                                -1.2420140846E-1, 1.4249322787E-1, -1.6668057665E-1,
+                                2.0000714765E-1, -2.4999993993E-1, 3.3333331174E-1))
+_LOG_Q1, _LOG_Q2, _SQRTHF = _F(-2.12194440e-4), _F(0.693359375), _F(0.707106781186547524)
+_DP = (_F(-0.78515625), _F(-2.4187564849853515625e-4), _F(-3.77489497744594108e-8))
+_SINCOF = (_F(-1.9515295891E-4), _F(8.3321608736E-3), _F(-1.6666654611E-1))
+_COSCOF = (_F(2.443315711809948E-005), _F(-1.388731625493765E-003), _F(4.166664568298827E-002))
+_FOPI = _F(1.27323954473516)                      # 4 / pi
+_MIN_NORM = np.array([0x00800000], np.uint32).view(np.float32)[0]
+
+
+def _fma(a, b, c):
+    """float32 ``a * b + c`` rounded once (the float64 product of two
+    float32 is exact); ``b``, ``c`` arrays of ``a``'s shape or scalars.
+    Block by block, so that the float64 temporaries stay small."""
+    a = np.asarray(a, np.float32)
+    out = np.empty(a.shape, np.float32)
+    fa, fo = a.reshape(-1), out.reshape(-1)
+    fb = np.broadcast_to(np.asarray(b, np.float32), a.shape).reshape(-1)
+    fc = np.broadcast_to(np.asarray(c, np.float32), a.shape).reshape(-1)
+    step = 1 << 18
+    for i in range(0, fa.size, step):
+        t = fa[i:i + step].astype(np.float64)
+        t *= fb[i:i + step]
+        t += fc[i:i + step]
+        fo[i:i + step] = t
+    return out
+
+
+def _log_ps(x):
+    """``log256_ps``: x = m 2**e with m in [sqrt(1/2), sqrt(2)), a degree-9
+    polynomial in m - 1; NaN for x <= 0."""
+    invalid = x <= 0
+    x = np.maximum(x, _MIN_NORM)
+    bits = x.view(np.uint32)
+    e = ((bits >> np.uint32(23)).astype(np.int32) - 0x7F).astype(np.float32) + _F(1)
+    x = ((bits & np.uint32(0x807FFFFF)) | np.uint32(0x3F000000)).view(np.float32)
+    small = x < _SQRTHF
+    tmp = np.where(small, x, _F(0))
+    x = x - _F(1)
+    e = e - small.astype(np.float32)
+    x = x + tmp
+    z = x * x
+    y = np.full_like(x, _LOG_P[0])
+    for p in _LOG_P[1:]:
+        y = _fma(y, x, p)
+    y = y * x
+    y = _fma(y, z, e * _LOG_Q1)
+    y = y - z * _F(0.5)
+    x = x + y
+    x = _fma(e, _LOG_Q2, x)
+    x[invalid] = np.nan
+    return x
+
+
+def _sincos_ps(x):
+    """``sincos256_ps``: reduce by multiples of pi/4 (cephes' three-part
+    pi), then the sine and cosine polynomials, swapped and signed by the
+    octant."""
+    sign = x.view(np.uint32) & np.uint32(0x80000000)
+    x = np.abs(x)
+    j = ((x * _FOPI).astype(np.int32) + 1) & ~1
+    y = j.astype(np.float32)
+    swap = ((j & 4) << 29).astype(np.uint32)
+    first = (j & 2) == 0
+    for dp in _DP:
+        x = _fma(y, dp, x)
+    sign_cos = ((~(j - 2) & 4) << 29).astype(np.uint32)
+    z = x * x
+    yc = _fma(np.full_like(x, _COSCOF[0]), z, _COSCOF[1])
+    yc = _fma(yc, z, _COSCOF[2])
+    yc = yc * z
+    yc = _fma(yc, z, -(z * _F(0.5)))
+    yc = yc + _F(1)
+    ys = _fma(np.full_like(x, _SINCOF[0]), z, _SINCOF[1])
+    ys = _fma(ys, z, _SINCOF[2])
+    ys = ys * z
+    ys = _fma(ys, x, x)
+    sin = np.where(first, ys, yc).view(np.uint32) ^ (sign ^ swap)
+    cos = np.where(first, yc, ys).view(np.uint32) ^ sign_cos
+    return sin.view(np.float32), cos.view(np.float32)
 
 
 def randint(mt: MTState, n: int, lo: int, hi: int) -> np.ndarray:
@@ -284,12 +464,13 @@ def randint(mt: MTState, n: int, lo: int, hi: int) -> np.ndarray:
     return (raw % _U64(span)).astype(np.int64) + lo
 
 
-def random_full(mt: MTState, n: int, np_dtype) -> np.ndarray:
+def random_full(mt: MTState, n: int, np_dtype, digits: int | None = None) -> np.ndarray:
     """``random_()`` without bounds: [0, 2**digits] for floats, [0, max]
-    for integers (int64 and float64 from ``random64()``)."""
+    for integers (int64 and float64 from ``random64()``).  ``digits``: the
+    float's when ``np_dtype`` is only its carrier (bfloat16: 8, float32)."""
     d = np.dtype(np_dtype)
     if d.kind == "f":
-        digits = _DIGITS.get(d.name, 53)
+        digits = digits or _DIGITS.get(d.name, 53)
         raw = mt.random64(n) if d == np.float64 else mt.random(n)
         return (raw % _U64((1 << digits) + 1)).astype(d)
     if d == np.bool_:
@@ -300,14 +481,216 @@ def random_full(mt: MTState, n: int, np_dtype) -> np.ndarray:
 
 
 def randperm(mt: MTState, n: int) -> np.ndarray:
-    perm = list(range(n))
-    if n > 1:
-        # PyTorch draws 64-bit words only past 2**32 / 20 elements
-        raw = (mt.random(n - 1) if n < 0xFFFFFFFF // 20 else mt.random64(n - 1)).tolist()
-        for i in range(n - 1):
-            z = raw[i] % (n - i) + i
-            perm[i], perm[z] = perm[z], perm[i]
-    return np.array(perm, np.int64)
+    """PyTorch's Fisher-Yates: for i in 0 .. n-2, swap ``i`` with ``z_i =
+    random() % (n - i) + i``.  The ``z_i`` are computed at once; then the
+    swaps run in blocks ``[a, a + k)`` that NumPy does in one go where that
+    is provably the sequential result: every target ``z_j`` of the block
+    lies past it and no two coincide, so the swaps touch disjoint pairs of
+    positions and commute.  A block stops before its first swap that breaks
+    this (it starts the next block); blocks of ~2 sqrt(n - a) meet about
+    one such swap each.  The last 4096 swaps, where blocks get short, run
+    one by one on a list (3-5x faster than the plain loop from 10**6
+    elements; as fast below)."""
+    if n <= 1:
+        return np.arange(n, dtype=np.int64)
+    # PyTorch draws 64-bit words only past 2**32 / 20 elements
+    raw = mt.random(n - 1) if n < 0xFFFFFFFF // 20 else mt.random64(n - 1)
+    steps = np.arange(n - 1, dtype=np.uint64)
+    zs = (raw % (_U64(n) - steps) + steps).astype(np.int64)
+    perm = np.arange(n, dtype=np.int64)
+    first = np.empty(n, np.int64)            # target -> its first index in a block
+    a = 0
+    while n - a > 4096:
+        b = min(a + int(2 * (n - a) ** 0.5), n - 1)
+        z = zs[a:b]
+        past = np.flatnonzero(z < b)         # a target inside the block
+        k = int(past[0]) if past.size else b - a
+        z = z[:k]
+        first[z[::-1]] = np.arange(k - 1, -1, -1)
+        dup = np.flatnonzero(first[z] != np.arange(k))
+        if dup.size:
+            k = int(dup[0])
+            z = z[:k]
+        if k == 0:                           # the block's first swap: alone
+            t = int(zs[a])
+            perm[a], perm[t] = perm[t], perm[a]
+            a += 1
+            continue
+        head = perm[a:a + k].copy()
+        perm[a:a + k] = perm[z]
+        perm[z] = head
+        a += k
+    rest = perm.tolist()
+    for i, t in enumerate(zs[a:].tolist(), a):
+        rest[i], rest[t] = rest[t], rest[i]
+    return np.array(rest, np.int64)
+
+
+def _uniform1(mt: MTState) -> float:
+    """One float64 uniform (``uniform_real_distribution<double>``)."""
+    hi, lo = mt.bits.random_raw(2).tolist()
+    return (((hi << 32) | lo) & ((1 << 53) - 1)) * 2.0 ** -53
+
+
+def _normal1(mt: MTState) -> float:
+    """One ``normal_distribution<double>(0, 1)`` draw (with the cache)."""
+    if mt.next_double is not None:
+        z, mt.next_double = mt.next_double, None
+        return z
+    u1, u2 = _uniform1(mt), _uniform1(mt)
+    r = math.sqrt(-2.0 * math.log1p(-u2))
+    theta = 2.0 * math.pi * u1
+    mt.next_double = r * math.sin(theta)
+    return r * math.cos(theta)
+
+
+_F32 = np.float32
+_THIRD_F = float(_F32(1) / _F32(3))         # ``1.0f / 3.0f``
+_C0331_F = float(_F32(0.0331))
+
+
+def standard_gamma(mt: MTState, alpha: np.ndarray, single: bool) -> np.ndarray:
+    """``Gamma(alpha, 1)`` draws (float64), one per element of ``alpha`` in
+    order; ``single``: ``alpha`` is float32 (``_standard_gamma`` of a float
+    tensor), else double arithmetic (float64, ``_sample_dirichlet``)."""
+    out = np.empty(alpha.size, np.float64)
+    for i, a in enumerate(np.asarray(alpha, np.float64).ravel().tolist()):
+        scale = 1.0
+        if a < 1.0:
+            if a == 0.0:
+                out[i] = 0.0
+                continue
+            if single:
+                scale *= (1.0 - _uniform1(mt)) ** float(_F32(1) / _F32(a))
+                a = float(_F32(a) + _F32(1))
+            else:
+                scale *= (1.0 - _uniform1(mt)) ** (1.0 / a)
+                a += 1.0
+        d = float(_F32(a) - _F32(_THIRD_F)) if single else a - _THIRD_F
+        c = 1.0 / math.sqrt(9.0 * d)
+        while True:
+            x = _normal1(mt)
+            y = 1.0 + c * x
+            while y <= 0:
+                x = _normal1(mt)
+                y = 1.0 + c * x
+            v = y * y * y
+            u = 1.0 - _uniform1(mt)
+            xx = x * x
+            if u < 1.0 - _C0331_F * xx * xx or \
+                    math.log(u) < 0.5 * xx + d * (1.0 - v + math.log(v)):
+                out[i] = scale * d * v
+                break
+    return out
+
+
+def poisson(mt: MTState, rates: np.ndarray) -> np.ndarray:
+    """``torch.poisson``: one count (int64) per rate, in order."""
+    out = np.empty(rates.size, np.int64)
+    for i, lam in enumerate(np.asarray(rates, np.float64).ravel().tolist()):
+        if lam >= 10:
+            slam, loglam = math.sqrt(lam), math.log(lam)
+            b = 0.931 + 2.53 * slam
+            a = -0.059 + 0.02483 * b
+            invalpha = 1.1239 + 1.1328 / (b - 3.4)
+            vr = 0.9277 - 3.6224 / (b - 2)
+            while True:
+                u = _uniform1(mt) - 0.5
+                v = _uniform1(mt)
+                us = 0.5 - abs(u)
+                k = math.floor((2 * a / us + b) * u + lam + 0.43)
+                if us >= 0.07 and v <= vr:
+                    break
+                if k < 0 or (us < 0.013 and v > us):
+                    continue
+                if math.log(v) + math.log(invalpha) - math.log(a / (us * us) + b) <= \
+                        -lam + k * loglam - math.lgamma(k + 1.0):
+                    break
+            out[i] = k
+        elif lam == 0:
+            out[i] = 0
+        else:
+            enlam, k, prod = math.exp(-lam), 0, 1.0
+            while True:
+                prod *= _uniform1(mt)
+                if prod > enlam:
+                    k += 1
+                else:
+                    break
+            out[i] = k
+    return out
+
+
+_TAIL = (0.0810614667953272, 0.0413406959554092, 0.0276779256849983, 0.02079067210376509,
+         0.0166446911898211, 0.0138761288230707, 0.0118967099458917, 0.0104112652619720,
+         0.00925546218271273, 0.00833056343336287)
+
+
+def _stirling_tail(k: float) -> float:
+    if k <= 9:
+        return _TAIL[int(k)]
+    kp1sq = (k + 1) * (k + 1)
+    return (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (k + 1)
+
+
+def binomial(mt: MTState, count: np.ndarray, prob: np.ndarray, single: bool) -> np.ndarray:
+    """``torch.binomial``: one draw (float64) per element of the broadcast
+    ``count``, ``prob`` in order; ``single``: float32 tensors (their
+    scalar_t arithmetic rounded to float)."""
+    f = (lambda x: float(_F32(x))) if single else float
+    out = np.empty(count.size, np.float64)
+    for i, (n, p) in enumerate(zip(np.asarray(count, np.float64).ravel().tolist(),
+                                   np.asarray(prob, np.float64).ravel().tolist())):
+        if n <= 0.0 or p <= 0.0:
+            out[i] = 0.0
+        elif p >= 1.0:
+            out[i] = n
+        elif p <= 0.5:
+            out[i] = _btrs(mt, n, p, f) if f(n * p) >= 10.0 else _inversion(mt, n, p, f)
+        elif p > 0.5:
+            q = f(1.0 - p)
+            out[i] = f(n - (_btrs(mt, n, q, f) if f(n * q) >= 10.0 else _inversion(mt, n, q, f)))
+        else:
+            out[i] = math.nan
+    return out
+
+
+def _inversion(mt, n, p, f):
+    logprob = f(math.log1p(-p))
+    geom_sum, k = 0.0, 0.0
+    while True:
+        geom_sum += math.ceil(math.log(_uniform1(mt)) / logprob)
+        if geom_sum > n:
+            return k
+        k = f(k + 1)
+
+
+def _btrs(mt, n, p, f):
+    stddev = math.sqrt(f(f(n * p) * f(1 - p)))
+    b = 1.15 + 2.53 * stddev
+    a = -0.0873 + 0.0248 * b + 0.01 * p
+    c = f(n * p) + 0.5
+    v_r = 0.92 - 4.2 / b
+    r = p / f(1 - p)
+    alpha = (2.83 + 5.1 / b) * stddev
+    m = math.floor(f(f(n + 1) * p))
+    while True:
+        u = _uniform1(mt) - 0.5
+        v = _uniform1(mt)
+        us = 0.5 - abs(u)
+        k = f(math.floor((2 * a / us + b) * u + c))
+        if k < 0 or k > n:
+            continue
+        if us >= 0.07 and v <= v_r:
+            return k
+        v = math.log(v * alpha / (a / (us * us) + b))
+        upper = ((m + 0.5) * math.log((m + 1) / (r * (n - m + 1)))
+                 + f(n + 1) * math.log((n - m + 1) / f(f(n - k) + 1))
+                 + (k + 0.5) * math.log(r * f(f(n - k) + 1) / f(k + 1))
+                 + _stirling_tail(m) + _stirling_tail(n - m)
+                 - _stirling_tail(k) - _stirling_tail(f(n - k)))
+        if v <= upper:
+            return k
 
 
 def bernoulli_scalar(mt: MTState, n: int, p: float) -> np.ndarray:
@@ -319,173 +702,3 @@ def bernoulli_tensor(mt: MTState, p: np.ndarray) -> np.ndarray:
     """``bernoulli_(p_tensor)`` / ``torch.bernoulli(p)``: one float32
     uniform per element of ``p`` (broadcast to the output), ``u < p``."""
     return uniform(mt, p.size, np.float32).reshape(p.shape) < p
-
-
-def _uniform_double(mt: MTState) -> float:
-    """One ``uniform_real_distribution<double>(0, 1)`` draw (ATen's
-    samplers' ``standard_uniform``)."""
-    return float((mt.random64(1)[0] & _U64((1 << 53) - 1))) * 2.0 ** -53
-
-
-def poisson(mt: MTState, lam: np.ndarray) -> np.ndarray:
-    """``torch.poisson(lam)`` (``_s_poisson_cpu``): one ``sample_poisson``
-    per rate in index order, each drawing float64 uniforms as it needs
-    them: rates >= 10 by Hormann's transformed rejection (PTRS), smaller
-    ones by multiplying uniforms until the product falls to exp(-rate)."""
-    rates = np.asarray(lam, np.float64).ravel()
-    out = np.empty(rates.size, np.float64)
-
-    for i, r in enumerate(rates.tolist()):
-        out[i] = _sample_poisson(r, lambda: _uniform_double(mt))
-    return out.reshape(np.shape(lam))
-
-
-def _sample_poisson(lam: float, u) -> int:
-    if lam >= 10:
-        slam, loglam = math.sqrt(lam), math.log(lam)
-        b = 0.931 + 2.53 * slam
-        a = -0.059 + 0.02483 * b
-        invalpha = 1.1239 + 1.1328 / (b - 3.4)
-        vr = 0.9277 - 3.6224 / (b - 2)
-        while True:
-            U = u() - 0.5
-            V = u()
-            us = 0.5 - abs(U)
-            k = math.floor((2 * a / us + b) * U + lam + 0.43)
-            if us >= 0.07 and V <= vr:
-                return k
-            if k < 0 or (us < 0.013 and V > us):
-                continue
-            if (math.log(V) + math.log(invalpha) - math.log(a / (us * us) + b)) <= \
-                    (-lam + k * loglam - math.lgamma(k + 1.0)):
-                return k
-    if lam == 0:
-        return 0
-    enlam, x, prod = math.exp(-lam), 0, 1.0
-    while True:
-        prod *= u()
-        if prod > enlam:
-            x += 1
-        else:
-            return x
-
-
-_THIRD_F = float(np.float32(1.0) / np.float32(3.0))     # C++'s 1.0f / 3.0f
-_C0331_F = float(np.float32(0.0331))                     # 0.0331f
-
-
-def gamma(mt: MTState, alpha: np.ndarray, in_float32: bool) -> np.ndarray:
-    """``torch._standard_gamma(alpha)`` (``_s_gamma_cpu``; ``_s_dirichlet_cpu``
-    draws its gammas the same way with float64 ``alpha``): ATen's
-    ``sample_gamma`` per element in index order, float64 except that
-    ``alpha``'s own updates (``1.0f / alpha``, ``alpha += 1``,
-    ``alpha - 1.0f / 3.0f``) are in float32 when ``in_float32`` (float32
-    ``alpha``: its ``scalar_t``).  Marsaglia and Tsang's method, alpha < 1
-    boosted by ``(1 - u) ** (1 / alpha)``; the normals are the generator's
-    scalar double normals (with their cached second sample).  Float64
-    results, before the caller's cast and clamp to the smallest normal."""
-    a = np.asarray(alpha, np.float64).ravel()
-    out = np.empty(a.size, np.float64)
-
-    f32 = np.float32
-    for i, al in enumerate(a.tolist()):
-        scale = 1.0
-        if al < 1.0:
-            if al == 0.0:
-                out[i] = 0.0
-                continue
-            inv = float(f32(1.0) / f32(al)) if in_float32 else 1.0 / al
-            scale *= (1.0 - _uniform_double(mt)) ** inv
-            al = float(f32(al) + f32(1.0)) if in_float32 else al + 1.0
-        d = float(f32(al) - f32(_THIRD_F)) if in_float32 else al - _THIRD_F
-        c = 1.0 / math.sqrt(9.0 * d)
-        while True:
-            while True:
-                x = _normal_double(mt)
-                y = 1.0 + c * x
-                if y > 0:
-                    break
-            v = y * y * y
-            uu = 1.0 - _uniform_double(mt)
-            xx = x * x
-            if uu < 1.0 - _C0331_F * xx * xx or math.log(uu) < 0.5 * xx + d * (1.0 - v + math.log(v)):
-                out[i] = scale * d * v
-                break
-    return out.reshape(np.shape(alpha))
-
-
-_STIRLING_TAIL = (0.0810614667953272, 0.0413406959554092, 0.0276779256849983,
-                  0.02079067210376509, 0.0166446911898211, 0.0138761288230707,
-                  0.0118967099458917, 0.0104112652619720, 0.00925546218271273,
-                  0.00833056343336287)
-
-
-def _stirling_tail(k: float) -> float:
-    if k <= 9:
-        return _STIRLING_TAIL[int(k)]
-    kp1sq = (k + 1) * (k + 1)
-    return (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (k + 1)
-
-
-def binomial(mt: MTState, count: np.ndarray, prob: np.ndarray, np_dtype) -> np.ndarray:
-    """``torch.binomial(count, prob)`` (``_s_binomial_cpu``): ATen's
-    ``sample_binomial`` per element in index order: inversion (geometric
-    waiting times) when ``count * prob < 10``, else Kachitvichyanukul and
-    Schmeiser's BTRS, on ``min(prob, 1 - prob)``; the products of ``count``
-    and ``prob`` in their dtype (``np_dtype``), the rest in float64."""
-    t = np.dtype(np_dtype).type
-    n_b, p_b = np.broadcast_arrays(np.asarray(count, np_dtype), np.asarray(prob, np_dtype))
-    out = np.empty(n_b.size, np.float64)
-    for i, (n, p) in enumerate(zip(n_b.ravel().tolist(), p_b.ravel().tolist())):
-        n, p = t(n), t(p)
-        if n <= 0 or p <= 0:
-            out[i] = 0
-        elif p >= 1:
-            out[i] = n
-        elif p <= 0.5:
-            out[i] = _binomial_half(mt, n, p, t)
-        else:
-            q = t(t(1) - p)
-            out[i] = n - t(_binomial_half(mt, n, q, t))
-    return out.reshape(n_b.shape).astype(np_dtype)
-
-
-def _binomial_half(mt: MTState, n, p, t) -> float:
-    if float(t(n * p)) >= 10.0:
-        return _btrs(mt, n, p, t)
-    logprob = math.log1p(-float(p))
-    geom_sum, num = 0.0, 0
-    while True:
-        geom_sum += math.ceil(math.log(_uniform_double(mt)) / logprob)
-        if geom_sum > float(n):
-            return float(num)
-        num += 1
-
-
-def _btrs(mt: MTState, n, p, t) -> float:
-    stddev = float(np.sqrt(t(t(n * p) * t(t(1) - p))))
-    b = 1.15 + 2.53 * stddev
-    a = -0.0873 + 0.0248 * b + 0.01 * float(p)
-    c = float(t(n * p)) + 0.5
-    v_r = 0.92 - 4.2 / b
-    r = float(t(p / t(t(1) - p)))
-    alpha = (2.83 + 5.1 / b) * stddev
-    m = float(np.floor(t(t(n + t(1)) * p)))
-    nf = float(n)
-    while True:
-        U = _uniform_double(mt) - 0.5
-        V = _uniform_double(mt)
-        us = 0.5 - abs(U)
-        k = float(t(math.floor((2 * a / us + b) * U + c)))
-        if k < 0 or k > nf:
-            continue
-        if us >= 0.07 and V <= v_r:
-            return k
-        V = math.log(V * alpha / (a / (us * us) + b))
-        upper = ((m + 0.5) * math.log((m + 1) / (r * (nf - m + 1)))
-                 + float(t(n + t(1))) * math.log((nf - m + 1) / float(t(t(n - t(k)) + t(1))))
-                 + (k + 0.5) * math.log(r * float(t(t(n - t(k)) + t(1))) / float(t(t(k) + t(1))))
-                 + _stirling_tail(m) + _stirling_tail(nf - m)
-                 - _stirling_tail(k) - _stirling_tail(float(t(n - t(k)))))
-        if V <= upper:
-            return k

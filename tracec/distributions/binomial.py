@@ -1,14 +1,14 @@
 """``Binomial(total_count, probs= | logits=)``: successes in
 ``total_count`` trials; ``log_prob`` in the stable logits form PyTorch
-uses; draws on the host."""
+uses; draws by ``tracec.random.binomial`` (eagerly PyTorch's sampler)."""
 from __future__ import annotations
 
 from tracec import graph
 from tracec.creation import arange
 from tracec.distributions import constraints
 from tracec.distributions.distribution import Distribution
-from tracec.distributions.utils import broadcast_all, from_host, host_array, \
-    lazy_property, logits_to_probs, probs_to_logits
+from tracec.distributions.utils import broadcast_all, lazy_property, logits_to_probs, \
+    probs_to_logits
 from tracec.math_special import lgamma
 
 __all__ = ["Binomial"]
@@ -72,12 +72,10 @@ class Binomial(Distribution):
 
     def sample(self, sample_shape=()):
         shape = tuple(self._extended_shape(sample_shape))
-        with graph.no_grad():
-            # torch.binomial(total_count.expand(shape), probs.expand(shape)),
-            # as PyTorch's sample (its stream, eagerly)
-            from tracec.random import binomial
+        from tracec.random import binomial
+        with graph.no_grad():     # torch.binomial's draws (eagerly PyTorch's numbers)
             n = self.total_count.expand(shape).to(self.probs.dtype)
-            return from_host(host_array(binomial(n, self.probs.expand(shape))), self.probs)
+            return binomial(n.detach(), self.probs.expand(shape).detach()).to(self.probs.device)
 
     def log_prob(self, value):
         if self._validate_args:

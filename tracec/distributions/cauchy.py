@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 import numbers
 
-from tracec import graph
-from tracec.creation import full
+from tracec.creation import default_generator, empty, full, rand
+from tracec.graph import no_grad
 from tracec.distributions import constraints
 from tracec.distributions.distribution import Distribution
 from tracec.distributions.utils import broadcast_all
@@ -42,9 +42,13 @@ class Cauchy(Distribution):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        # PyTorch's self.loc.new(shape).cauchy_()
-        with graph.no_grad():
-            eps = self.loc.new_empty(shape).cauchy_()
+        if default_generator.eager_mt() is not None:
+            # PyTorch's draw, eagerly its stream: new(shape).cauchy_()
+            with no_grad():
+                eps = empty(shape, dtype=self.loc.dtype, device=self.loc.device).cauchy_()
+        else:
+            u = rand(shape, dtype=self.loc.dtype).to(self.loc.device)
+            eps = (math.pi * (u - 0.5)).tan()
         return self.loc + eps * self.scale
 
     def log_prob(self, value):

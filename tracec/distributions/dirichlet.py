@@ -5,6 +5,7 @@ is not PyTorch's ``_dirichlet_grad`` formula per sample, but has the same
 expectation)."""
 from __future__ import annotations
 
+from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec.distributions import constraints
 from tracec.distributions.exp_family import ExponentialFamily
@@ -34,10 +35,12 @@ class Dirichlet(ExponentialFamily):
 
     def rsample(self, sample_shape=()):
         shape = tuple(self._extended_shape(sample_shape))
-        # (torch._sample_dirichlet draws its gammas with float64 alpha)
-        g = standard_gamma(self.concentration.expand(shape), alpha_in_float64=True)
-        x = g / g.sum(-1, True)
-        return x.clamp(min=finfo_tiny(x.dtype), max=1 - finfo_eps(x.dtype))
+        # PyTorch's _sample_dirichlet: gamma draws and their normalization
+        # in float64, then the dtype, kept inside (0, 1)
+        c = self.concentration.expand(shape)
+        g = standard_gamma(c.to(dt.float64), dirichlet=True)
+        x = (g / g.sum(-1, True)).to(c.dtype)
+        return x.clamp(min=finfo_tiny(x.dtype), max=1 - finfo_eps(x.dtype) / 2)
 
     def log_prob(self, value):
         if self._validate_args:

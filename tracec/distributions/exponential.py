@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import numbers
 
-from tracec import graph
+from tracec.creation import default_generator, empty, rand
+from tracec.graph import no_grad
 from tracec.distributions import constraints
 from tracec.distributions.exp_family import ExponentialFamily
-from tracec.distributions.utils import broadcast_all
+from tracec.distributions.utils import broadcast_all, finfo_tiny
 
 __all__ = ["Exponential"]
 
@@ -43,9 +44,14 @@ class Exponential(ExponentialFamily):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        # PyTorch's self.rate.new(shape).exponential_() / self.rate
-        with graph.no_grad():
-            e = self.rate.new_empty(shape).exponential_()
+        if default_generator.eager_mt() is not None:
+            # PyTorch's draw, eagerly its stream: new(shape).exponential_() / rate
+            with no_grad():
+                e = empty(shape, dtype=self.rate.dtype, device=self.rate.device).exponential_()
+            return e / self.rate
+        u = rand(shape, dtype=self.rate.dtype).to(self.rate.device)
+        # -log(u) with u in (0, 1]: a standard exponential draw.
+        e = -(1 - u).clamp(min=finfo_tiny(self.rate.dtype)).log()
         return e / self.rate
 
     def log_prob(self, value):

@@ -1,8 +1,10 @@
 """Standard gamma draws with implicit reparameterization gradients.
 
-``standard_gamma(alpha)`` draws ``x ~ Gamma(alpha, 1)`` on the host (eagerly
-ATen's Marsaglia-Tsang sampler on PyTorch's stream, ``torch_rng.gamma``;
-else NumPy's, seeded from tracec's generator: see ``utils.host_generator``) and differentiates it implicitly: with ``F`` the
+``standard_gamma(alpha)`` draws ``x ~ Gamma(alpha, 1)`` on the host
+(PyTorch's Marsaglia-Tsang sampler on its stream, ``torch_rng.standard_gamma``,
+so the numbers are PyTorch's; under ``torch_rng.counter_draws`` NumPy's,
+seeded from tracec's generator: ``utils.host_generator``) and
+differentiates it implicitly: with ``F`` the
 CDF, ``F(x; alpha) = u`` fixed gives ``dx/dalpha = -(dF/dalpha) / f(x; alpha)``
 (Figurnov et al. 2018; PyTorch's ``_standard_gamma_grad`` is the same
 quantity, approximated). Here it is evaluated to float64 accuracy:
@@ -24,9 +26,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracec import autograd
+from tracec import autograd, torch_rng
 from tracec import dtypes as dt
-from tracec.creation import tensor
+from tracec.creation import default_generator, tensor
 from tracec.distributions.utils import finfo_tiny, from_host, host_array, host_generator
 from tracec.math_special import digamma
 from tracec.tensor import Tensor
@@ -80,23 +82,19 @@ def standard_gamma_grad(alpha: np.ndarray, x: np.ndarray) -> np.ndarray:
     return out.reshape(shape)
 
 
-def host_standard_gamma(alpha: Tensor, a: np.ndarray, alpha_in_float64: bool = False) -> np.ndarray:
-    """Float64 ``Gamma(a, 1)`` draws for ``alpha``'s values ``a``: on
-    PyTorch's stream (eagerly) ATen's sampler, its ``alpha`` arithmetic in
-    ``alpha``'s float32 unless ``alpha_in_float64`` (``_sample_dirichlet``
-    casts it); else NumPy's, seeded from tracec's generator."""
-    from tracec import creation, torch_rng
-    mt = creation.default_generator.eager_mt()
-    if mt is not None:
-        return torch_rng.gamma(mt, a, alpha.dtype is dt.float32 and not alpha_in_float64)
-    return host_generator().standard_gamma(a)
-
-
 class _StandardGamma(autograd.Function):
     @staticmethod
-    def forward(ctx, alpha, alpha_in_float64=False):
+    def forward(ctx, alpha, dirichlet):
         a = host_array(alpha)
-        x = host_standard_gamma(alpha, a, alpha_in_float64)
+        mt = default_generator.eager_mt()
+        if mt is not None:
+            # PyTorch's sampler on its stream: ``_standard_gamma`` (float
+            # arithmetic for a float32 alpha) or ``_sample_dirichlet``'s
+            # (double throughout)
+            single = alpha.dtype is dt.float32 and not dirichlet
+            x = torch_rng.standard_gamma(mt, a, single).reshape(a.shape)
+        else:
+            x = host_generator().standard_gamma(a)
         x = np.maximum(x, finfo_tiny(alpha.dtype))
         out = from_host(x, alpha)
         ctx.a, ctx.x = a, host_array(out)
@@ -108,7 +106,8 @@ class _StandardGamma(autograd.Function):
         return from_host(g, grad), None
 
 
-def standard_gamma(alpha: Tensor, alpha_in_float64: bool = False) -> Tensor:
+def standard_gamma(alpha: Tensor, dirichlet: bool = False) -> Tensor:
     """Draws ``Gamma(alpha, 1)`` of ``alpha``'s shape, differentiable in
-    ``alpha`` (``alpha_in_float64``: as ``_sample_dirichlet`` draws them)."""
-    return _StandardGamma.apply(alpha, alpha_in_float64)
+    ``alpha``; eagerly PyTorch's numbers: ``torch._standard_gamma``'s, or
+    with ``dirichlet`` the gamma draws ``torch._sample_dirichlet`` makes."""
+    return _StandardGamma.apply(alpha, dirichlet)

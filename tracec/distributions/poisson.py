@@ -1,6 +1,5 @@
-"""``Poisson(rate)``: counts; drawn on the host by ``torch.poisson`` (as
-PyTorch's ``sample`` calls it: on PyTorch's stream in eager mode), no
-``rsample``."""
+"""``Poisson(rate)``: counts drawn by ``tracec.random.poisson`` (eagerly
+PyTorch's sampler and numbers), no ``rsample``."""
 from __future__ import annotations
 
 import numbers
@@ -8,7 +7,7 @@ import numbers
 from tracec import graph
 from tracec.distributions import constraints
 from tracec.distributions.exp_family import ExponentialFamily
-from tracec.distributions.utils import broadcast_all, from_host, host_array
+from tracec.distributions.utils import broadcast_all
 from tracec.math_extra import xlogy
 from tracec.math_special import lgamma
 
@@ -16,10 +15,11 @@ __all__ = ["Poisson"]
 
 
 def host_poisson(rate):
-    """Poisson draws with ``rate``'s shape, dtype and device."""
+    """Poisson draws with ``rate``'s shape, dtype and device
+    (``torch.poisson``'s: eagerly PyTorch's numbers)."""
+    from tracec.random import poisson
     with graph.no_grad():
-        from tracec.random import poisson
-        return from_host(host_array(poisson(rate.detach())), rate)
+        return poisson(rate.detach()).to(rate.device)
 
 
 class Poisson(ExponentialFamily):

@@ -76,7 +76,8 @@ class VonMises(Distribution):
             loc = self.loc.detach().to(dt.float64)
             kappa = self.concentration.detach().to(dt.float64)
             r = self._proposal_r.detach()
-            # (PyTorch's x starts as torch.empty: no draws)
+            # PyTorch's rejection loop draw for draw (torch.empty: no draw
+            # for x; an element accepted again takes the later sample)
             x = zeros(shape, dtype=dt.float64)
             done = TF.ne(x, x)                         # all False
             while not _all(done):
@@ -86,8 +87,6 @@ class VonMises(Distribution):
                 c = kappa * (r - f)
                 accept = TF.logical_or(TF.gt(c * (2 - c) - u[1], 0),
                                        TF.ge((c / u[1]).log() + 1 - c, 0))
-                # PyTorch's _rejection_sample: a later acceptance overwrites an
-                # earlier one (the draws stay PyTorch's either way)
                 x = TF.where(accept, (u[2] - 0.5).sign() * f.acos(), x)
                 done = TF.logical_or(done, accept)
             return ((x + math.pi + loc) % (2 * math.pi) - math.pi).to(self.loc.dtype)

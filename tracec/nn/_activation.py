@@ -15,16 +15,16 @@ import warnings
 
 import numpy as np
 
-from tracec import creation, torch_rng
+from tracec import creation
 from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import fused_eager
-from tracec import graph, ops
+from tracec import graph, ops, torch_rng
 from tracec import shape_ops as S
 from tracec.autograd import Function
 from tracec.ops.elementwise import _where_impl
-from tracec.nn._basic import _apply, _check_p, _elu, _feature_dropout, eager_keep, _hardtanh, _tensor
-from tracec.tensor import RECORDERS, Tensor, eager_direct, weak_scalar
+from tracec.nn._basic import _apply, _check_p, _elu, _feature_dropout, _hardtanh, _tensor
+from tracec.tensor import Tensor, eager_direct, weak_scalar
 
 __all__ = ["threshold", "threshold_", "prelu", "selu", "selu_", "celu", "celu_", "glu",
            "hardshrink", "softshrink", "softsign", "tanhshrink", "hardswish", "hardsigmoid",
@@ -280,16 +280,16 @@ def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool 
         # x <= 0 takes the slope (0 included), as PyTorch's leaky_relu / rrelu
         return _apply(lambda v: TF.where(ops.gt(v, 0), v, TF.mul(v, slope)), x, inplace)
     mt = creation.default_generator.eager_mt()
-    if mt is not None and x.dtype.is_floating_point and not RECORDERS:
-        # PyTorch's CPU kernel: for each element x <= 0 in index order, one
-        # uniform_real_distribution<double>(lower, upper) draw (the bounds
-        # in x's dtype), cast to x's dtype; no draw for the others
-        xv = np.asarray(x.detach().numpy())
-        neg = xv <= 0
-        lo, hi = (float(x.dtype.np.type(lower)), float(x.dtype.np.type(upper)))
-        slopes = np.ones(xv.shape, x.dtype.np)
-        slopes[neg] = torch_rng.uniform(mt, int(neg.sum()), np.float64, lo, hi).astype(x.dtype.np)
-        a = Tensor._make(slopes, x.dtype)
+    if mt is not None and type(x._data) is np.ndarray:
+        # PyTorch's draws: one float64 uniform in [lower, upper) per element
+        # <= 0 of the contiguous input (row-major), none for the others
+        # (lower and upper first in the opmath type: float32 for float32)
+        neg = np.asarray(x._data) <= 0
+        op = np.float32 if x.dtype.itemsize <= 4 else np.float64
+        slopes = np.ones(neg.shape, op)
+        slopes[neg] = torch_rng.uniform(mt, int(neg.sum()), np.float64, float(op(lower)),
+                                        float(op(upper)), fused=False)
+        a = creation.drawn(slopes, tuple(x.shape), x.dtype)
     else:
         u = creation.rand(tuple(x.shape), dtype=x.dtype)
         a = TF.add(TF.mul(u, upper - lower), lower)
@@ -338,9 +338,16 @@ def _alpha_dropout(x: Tensor, p: float, training: bool, inplace: bool, feature: 
         if x.ndim < 2:
             raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
         shape = shape[:2] + (1,) * (x.ndim - 2)
-    drawn = eager_keep(shape, p, x)      # PyTorch's noise.bernoulli_(1 - p), eagerly
-    keep = Tensor._make(drawn.astype(x.dtype.np), x.dtype) if drawn is not None else \
-        ops.cast(ops.lt(creation.rand(shape, dtype=x.dtype), 1.0 - p), x.dtype)
+    mt = creation.default_generator.eager_mt()
+    if mt is not None and all(isinstance(k, int) for k in shape):
+        # PyTorch's noise: empty_like(x) (x's memory order) or, for the
+        # feature variant, empty(shape), .bernoulli_(1 - p): float64 uniforms
+        def draw(n):
+            return torch_rng.bernoulli_scalar(mt, n, 1.0 - p)
+        hit = draw(int(np.prod(shape))) if feature else creation.memory_order_draw(x, draw)
+        keep = creation.drawn(hit.astype(np.float32), shape, x.dtype)
+    else:
+        keep = ops.cast(ops.lt(creation.rand(shape, dtype=x.dtype), 1.0 - p), x.dtype)
     # PyTorch's affine correction (zero mean, unit variance for SELU
     # activations), in its rounding order: y = x * (a * keep) + b.
     a = 1.0 / ((_ALPHA_PRIME ** 2 * p + 1) * (1 - p)) ** 0.5

@@ -139,33 +139,23 @@ def _check_p(p: float) -> None:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
 
 
-def eager_keep(shape, p: float, x: Tensor):
-    """On PyTorch's stream (eagerly): the boolean keep mask (probability
-    ``1 - p``) of PyTorch's dropout noise ``empty_like(x).bernoulli_(1 - p)``
-    (or, for feature dropout, whose ``shape`` is not x's, a fresh contiguous
-    noise tensor); else None.  empty_like keeps x's strides and bernoulli_
-    fills in memory order, so a transposed x (attention's batch_first
-    output) draws its mask in its storage order."""
-    mt = creation.default_generator.eager_mt()
-    if mt is None or not all(isinstance(k, int) for k in shape):
-        return None
-    if tuple(shape) == tuple(x.shape):
-        keep = creation.memory_order_draw(x, lambda k: torch_rng.bernoulli_scalar(mt, k, 1.0 - p))
-    else:
-        keep = torch_rng.bernoulli_scalar(mt, int(np.prod(shape)), 1.0 - p).reshape(tuple(shape))
-    return np.ascontiguousarray(keep)
-
-
 def _keep_mask(shape, p: float, x: Tensor) -> Tensor:
-    """Scale 1/(1-p) where kept (probability 1-p), else 0: eagerly
-    PyTorch's mask (``eager_keep``, then ``div_(1 - p)``), else drawn with
+    """Scale 1/(1-p) where kept (probability 1-p), else 0; drawn with
     ``tracec.rand`` so the generator state is a tensor."""
     work = x.dtype if x.dtype.is_floating_point else dt.get_default_dtype()
-    keep = eager_keep(shape, p, x)
-    if keep is not None:
-        one = work.np.type(1)
-        mask = keep.astype(work.np) * (one / work.np.type(1.0 - p))
-        return Tensor._make(mask, work)
+    mt = creation.default_generator.eager_mt()
+    if mt is not None and all(isinstance(k, int) for k in shape):
+        # PyTorch's mask: empty_like(x).bernoulli_(1 - p).div_(1 - p), filled
+        # in x's memory order (a transpose, channels-last); a feature
+        # dropout's (N, C, 1, ...) noise is a new contiguous tensor
+        def draw(n):
+            return torch_rng.bernoulli_scalar(mt, n, 1.0 - p)
+        keep = creation.memory_order_draw(x, draw) if tuple(shape) == tuple(x.shape) \
+            and type(x._data) is np.ndarray else draw(int(np.prod(shape)))
+        # div_(1 - p) in the dtype's opmath (float32 for float16 / bfloat16)
+        op = np.float64 if work is dt.float64 else np.float32
+        mask = keep.reshape(tuple(shape)).astype(op) * (op(1) / op(1.0 - p))
+        return creation.drawn(mask, shape, work)
     u = creation.rand(tuple(shape), dtype=work)
     return ops.mul(ops.cast(ops.lt(u, 1.0 - p), work), 1.0 / (1.0 - p))
 
