@@ -691,7 +691,9 @@ def test_detection_fasterrcnn_resnet50_fpn_matches_torchvision(monkeypatch):
         gfeat = gm.backbone(gm.transform([tracec.from_numpy(img)])[0].tensors)
     assert list(gfeat) == list(tfeat) == ["0", "1", "2", "3", "pool"]
     for k in tfeat:
-        np.testing.assert_allclose(gfeat[k].numpy(), tfeat[k].numpy(), rtol=1e-3, atol=1e-4)
+        # (features of magnitude ~20 after ResNet-50 + FPN in float32: an
+        # element that cancels to ~1e-4 carries ~1e-4 of rounding)
+        np.testing.assert_allclose(gfeat[k].numpy(), tfeat[k].numpy(), rtol=1e-3, atol=1e-3)
     # (a random network's scores lie close together: the top detection only)
     assert len(got["boxes"]) == len(want["boxes"]) == 3
     assert got["labels"][0].item() == want["labels"][0].item()
