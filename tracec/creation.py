@@ -708,9 +708,13 @@ def memory_order_draw(t: Tensor, draw) -> np.ndarray:
     """``draw(n)`` (n flat draws) laid out in ``t``'s shape in the order of
     its storage: PyTorch's TensorIterator fills a strided tensor (a
     transpose, a channels-last map) in memory order, not in index order."""
-    shape = tuple(t.shape)
+    return ordered_draw(tuple(t.shape), memory_order(t), draw)
+
+
+def memory_order(t: Tensor) -> list[int]:
+    """``t``'s dimensions from the outermost in its storage to the innermost."""
     st = t.stride() if t.ndim else ()
-    return ordered_draw(shape, sorted(range(len(shape)), key=lambda i: -st[i]), draw)
+    return sorted(range(t.ndim), key=lambda i: -st[i])
 
 
 def ordered_draw(shape, perm, draw) -> np.ndarray:

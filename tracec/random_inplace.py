@@ -82,10 +82,9 @@ def bernoulli_(self, p=0.5, *, generator=None):
                                    f"to self of shape {tuple(self.shape)}")
             # one uniform per element of self in self's storage order (the
             # TensorIterator follows its output's strides)
-            st = self.stride() if self.ndim else ()
-            perm = sorted(range(self.ndim), key=lambda i: -st[i])
-            hit = np.transpose(torch_rng.bernoulli_tensor(mt, np.transpose(p_b, perm)),
-                               np.argsort(perm))
+            perm = creation.memory_order(self)
+            hit = creation.ordered_draw(tuple(self.shape), perm, lambda n: torch_rng.bernoulli_tensor(
+                mt, np.transpose(p_b, perm)))
         else:
             hit = creation.memory_order_draw(
                 self, lambda n: torch_rng.bernoulli_scalar(mt, n, pv))
