@@ -3,7 +3,9 @@
 A module's large matmuls call two shape-generic routines per element type
 and operand layout (``gemm.py``): ``gemm_run`` (an unbatched product's work
 units) and ``gemm_block`` (one column block), which call the packing
-functions and the micro-kernel.  They depend on nothing but the element
+functions and the micro-kernel; its short products (few rows of C, B not
+transposed) call ``gemm_small`` (``gemm_small.py``: column panels of one
+unpacked product, per layout of A).  They depend on nothing but the element
 type, the layouts and the target, yet they are more than half of LLVM's
 work on a training step (the 784-512-512-10 SGD step: 537 of 225 + 537 ms
 of O3 and code generation, measured), so every module compiled them again.
@@ -55,7 +57,8 @@ _building_lock = threading.Lock()     # not _lock: addresses() holds that in obj
 
 
 def symbol(kind: str, d: str, ta: bool, tb: bool) -> str:
-    """The routine's symbol: ``kind`` "run" or "block", ``d`` the dtype's name."""
+    """The routine's symbol: ``kind`` "run", "block" or "small" (``tb`` False),
+    ``d`` the dtype's name."""
     return f"{_PREFIX}gemm_{kind}_{'t' if ta else 'n'}{'t' if tb else 'n'}_{_elt_name(d)}"
 
 
@@ -69,7 +72,8 @@ def declare(mb, kind: str, d: dt.DType, ta: bool, tb: bool) -> str:
     from tracec.backends.cpu.builder import I32, I64, PTR
     # The routines' signatures (gemm._run_fn / gemm._block_fn).
     args, ret = {"run": ([PTR] * 3 + [I64] * 8, I32),
-                 "block": ([PTR] * 5 + [I64] * 7, None)}[kind]
+                 "block": ([PTR] * 5 + [I64] * 7, None),
+                 "small": ([PTR] * 3 + [I64] * 5, None)}[kind]
     if d.name not in mb.libraries:
         mb.libraries.add(d.name)
         _prefetch(d.name)
@@ -101,11 +105,12 @@ _LAYOUTS = ((False, False), (False, True), (True, False), (True, True))
 
 
 def _names(d: str) -> list[str]:
-    return [symbol(k, d, ta, tb) for ta, tb in _LAYOUTS for k in _KINDS]
+    return [symbol(k, d, ta, tb) for ta, tb in _LAYOUTS for k in _KINDS] + \
+        [symbol("small", d, ta, False) for ta in (False, True)]
 
 
 def _module(d: str):
-    from tracec.backends.cpu import gemm
+    from tracec.backends.cpu import gemm, gemm_small
     from tracec.backends.cpu.builder import F32, F64, ModuleBuilder
     dtype = dt.to_dtype(d)
     elt = F32 if dtype is dt.float32 else F64
@@ -115,6 +120,7 @@ def _module(d: str):
     for ta, tb in _LAYOUTS:
         made += [gemm._run_fn(mb, elt, vl, mr, nr, ta, tb),
                  gemm._block_fn(mb, elt, vl, mr, nr, ta, tb)]
+    made += [gemm_small._small_fn(mb, dtype, ta) for ta in (False, True)]
     if made != _names(d):
         raise AssertionError(f"gemm library names {made} differ from symbol()")
     return mb, set(made)
