@@ -90,10 +90,15 @@ def _prefetch(d: str) -> None:
             return
         slot = _building[(d, target)] = [None, None]
 
+    # The cores the compile may use, less the one this thread's lowering
+    # keeps busy: the library in parts on idle cores (a first compile on a
+    # many-core machine), whole on a busy or two-core one.
+    jobs = max(1, codegen.compile_jobs() - 1)
+
     def build():
         codegen._local.target = target      # targeting() is per thread
         try:
-            slot[1] = _object_code(d, jobs=1, concurrent=True)
+            slot[1] = _object_code(d, jobs=jobs, concurrent=True)
         except Exception:   # noqa: BLE001 - object_code builds it again and reports
             pass
 
