@@ -68,6 +68,17 @@ A strided tensor is filled in memory order (``creation.memory_order_draw``):
 ``uniform_`` and the other in-place draws, dropout's ``empty_like(x)``
 mask, and a random ``*_like`` in the layout ``empty_like`` gives it.
 
+The float32 / float64 / float16 / bfloat16 normals of ``normal_fill`` and
+``randperm`` also run as native kernels (``NATIVE``: the cpu backend's
+``rng_kernels``, the same operations in LLVM IR, compiled once per
+machine): the same words drawn in the same order, the same values bit for
+bit, 8-90x faster than the NumPy transforms here.  They are used once a
+process has drawn ``NATIVE_WARMUP`` elements' worth through these paths
+(loading them costs a process ~10-30 ms, the first process on a machine
+~0.1 s more to compile them), never with ``TRACEC_NATIVE_RNG=0``
+(``NATIVE_ON``), and where they cannot be made (no llvmlite, a failed
+build) the NumPy path runs, after one warning.
+
 These are the eager draws only.  A compiled function draws from the
 counter-based ``random_uniform`` primitive (``creation.Generator.state``),
 as ``torch.compile``'s kernels draw from Philox rather than from eager
@@ -102,6 +113,46 @@ def counter_draws():
 
 _N = 624
 _U64 = np.uint64
+
+#: Makers of the native kernels: ``maker() -> kernels`` (raising where they
+#: cannot be made; ``tracec.backends.cpu.rng_kernels.Kernels``), registered
+#: by the package at import: this base layer may not import the backend.
+NATIVE: list = []
+#: ``[enabled]``: whether draws may use the native kernels.
+NATIVE_ON = [os.environ.get("TRACEC_NATIVE_RNG", "1") != "0"]
+#: The native kernels are made once this many elements' worth of draws
+#: (each call counted as ``NATIVE_CALL`` more, for the NumPy path's fixed
+#: cost) went through the NumPy paths they replace: ~15 ms of float32
+#: normals, about what loading the kernels costs, so a script drawing a
+#: few small tensors never pays for it.  Counted in elements, not time, so
+#: a program switches at the same call on every run (the values are the
+#: same either way).
+NATIVE_WARMUP = 1 << 19
+NATIVE_CALL = 8192
+_native_seen = [0]
+_native_made: list = []       # [kernels, or None after a failure] once made
+
+
+def _native(n: int):
+    """The native kernels for a draw of ``n`` elements, or None (the NumPy
+    path then runs: not enabled, not yet warmed up, or not buildable)."""
+    if _native_made:
+        return _native_made[0] if NATIVE_ON[0] else None
+    if not NATIVE or not NATIVE_ON[0]:
+        return None
+    _native_seen[0] += n + NATIVE_CALL
+    if _native_seen[0] < NATIVE_WARMUP:
+        return None
+    try:
+        kernels = NATIVE[0]()
+    except Exception as e:  # noqa: BLE001  (any failure: the NumPy path stays correct)
+        import warnings
+        warnings.warn(f"tracec: no native random kernels ({type(e).__name__}: {e}); "
+                      f"the NumPy transforms run instead (same values)", RuntimeWarning,
+                      stacklevel=3)
+        kernels = None
+    _native_made[:] = [kernels]
+    return kernels
 
 
 def _key(seed: int) -> np.ndarray:
@@ -311,6 +362,11 @@ def _libm(fn, x: np.ndarray) -> np.ndarray:
 
 
 def _normal_fill(mt, n, d, mean, std):
+    kernels = _native(n)
+    if kernels is not None:
+        # the fill's n uniforms (2n words in double), the last 16 redone
+        per = 2 if d == np.float64 else 1
+        return _native_blocks(kernels, mt, n, d, mean, std, mt.random(per * n))
     data = uniform(mt, n, d)
     m = n - n % 16
     if m:
@@ -326,10 +382,29 @@ def _normal_blocks(mt, n, mean, std):
     uniforms (no fill of the whole tensor first)."""
     m = n - n % 16
     f32 = np.dtype(np.float32)
+    kernels = _native(n)
+    if kernels is not None:
+        return _native_blocks(kernels, mt, n, f32, mean, std, mt.random(m))
     out = np.empty(n, f32)
     out[:m] = _box_muller16(uniform(mt, m, f32).reshape(-1, 2, 8), f32, mean, std)
     if m != n:
         out[n - 16:] = _box_muller16(uniform(mt, 16, f32).reshape(1, 2, 8), f32, mean, std)
+    return out
+
+
+def _native_blocks(kernels, mt, n, d, mean, std, words):
+    """``normal_fill``'s blocks by the native kernels: the full blocks of 16
+    from the first ``words`` (one per float32 uniform, two per float64),
+    then, for a partial last block, the last 16 elements from 16 fresh
+    uniforms."""
+    m, per = n - n % 16, (2 if d == np.float64 else 1)
+    fill = kernels.normal_f64 if d == np.float64 else kernels.normal_f32
+    out = np.empty(n, d)
+    fill(words[:per * m], out[:m], mean, std)
+    if m != n:
+        tail = np.empty(16, d)
+        fill(mt.random(per * 16), tail, mean, std)
+        out[n - 16:] = tail
     return out
 
 
@@ -480,6 +555,10 @@ def random_full(mt: MTState, n: int, np_dtype, digits: int | None = None) -> np.
     return (raw % _U64(top)).astype(d)
 
 
+#: Below this size the NumPy path's loop costs as little as the kernel's call.
+RANDPERM_NATIVE_MIN = 64
+
+
 def randperm(mt: MTState, n: int) -> np.ndarray:
     """PyTorch's Fisher-Yates: for i in 0 .. n-2, swap ``i`` with ``z_i =
     random() % (n - i) + i``.  The ``z_i`` are computed at once; then the
@@ -494,7 +573,11 @@ def randperm(mt: MTState, n: int) -> np.ndarray:
     if n <= 1:
         return np.arange(n, dtype=np.int64)
     # PyTorch draws 64-bit words only past 2**32 / 20 elements
-    raw = mt.random(n - 1) if n < 0xFFFFFFFF // 20 else mt.random64(n - 1)
+    wide = n >= 0xFFFFFFFF // 20
+    raw = mt.random64(n - 1) if wide else mt.random(n - 1)
+    kernels = _native(n) if n >= RANDPERM_NATIVE_MIN else None
+    if kernels is not None:
+        return kernels.randperm(raw, n, wide)
     steps = np.arange(n - 1, dtype=np.uint64)
     zs = (raw % (_U64(n) - steps) + steps).astype(np.int64)
     perm = np.arange(n, dtype=np.int64)

@@ -1,0 +1,469 @@
+"""Native kernels for PyTorch's eager random transforms (``torch_rng``).
+
+``torch_rng`` reproduces PyTorch's CPU streams with NumPy: the Mersenne
+Twister's words come from NumPy's ``MT19937`` (cheap), but PyTorch's
+float32 normals need its AVX2 kernel's own log and sincos
+(``avx_mathfun.h``), emulated there in ~40 float32 NumPy passes; float64
+normals call the C library's ``log`` once per element from Python; and
+``randperm``'s Fisher-Yates swaps are sequential.  Here the same
+transforms are LLVM IR, written as text in this one module (no library
+provides PyTorch's ``avx_mathfun`` bit-exactly, and tracec's compiler
+would not keep this exact float32 operation order: its ``log``/``sin`` are
+its own), compiled at O3 for the host with the cpu backend's code
+generator, kept in the disk cache and loaded like compiled modules
+(``runtime._link``: a shared library from the second process on, no LLVM).
+
+The kernels (C ABI; ``words`` are NumPy's ``random_raw`` words, uint64
+holding 32 bits each):
+
+* ``tracec_rng_normal_f32(words, out, nblocks, mean, std, affine)``: for
+  each block ``b`` of 16, ``u = (w & 0xffffff) * 2**-24`` of
+  ``words[16 b:16 b + 16]``, then ``normal_fill_16_AVX2``:
+  ``u1 = 1 - u[j]``, ``theta = 2 pi u[j + 8]``, ``r = sqrt(-2 log(u1))``,
+  ``out[j] = r cos``, ``out[j + 8] = r sin``, and with ``affine`` one
+  rounding of ``out * std + mean``.  ``log`` / ``sincos`` are
+  ``torch_rng._log_ps`` / ``_sincos_ps``, operation by operation with the
+  same constants: an ``llvm.fma`` exactly where those call ``_fma``, every
+  other operation a plain IEEE float32 one (no fast-math flags, so LLVM
+  neither contracts nor reorders them).
+* ``tracec_rng_normal_f64(words, out, nblocks, mean, std, affine)``: the
+  same in double, ``u`` the low 53 bits of ``(w[2k] << 32) | w[2k + 1]``
+  times 2**-53 (``random64()``), with the C library's ``log``, ``cos`` and
+  ``sin`` (as PyTorch's ``normal_fill_16`` and NumPy's ``sin``/``cos``,
+  which are the C library's, call them) and ``llvm.fma`` for the affine step.
+* ``tracec_rng_randperm(r, perm, n, wide)``: ``perm = arange(n)``, then
+  for ``i`` in ``0 .. n - 2`` swap ``i`` and ``r[i] % (n - i) + i``; ``r``
+  holds 32-bit words unless ``wide`` (``random64()`` values), and then (and
+  for ``n >= 2**32``) the division is 64-bit, else 32-bit (2-3x faster).
+
+Invariants: every value equals the NumPy path's (``torch_rng``) bit for bit,
+and the kernels consume no words themselves, so the stream's position is
+the caller's business (``tests/test_torch_rng_native.py`` checks both);
+``load()`` makes the kernels once per process, from the disk cache or
+compiled, and a failure is remembered and answered with None (the caller
+then runs its NumPy path, same values).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import struct
+import threading
+import time
+
+import numpy as np
+
+from tracec import torch_rng as R
+
+__all__ = ["Kernels", "load", "ir_text", "INFO"]
+
+_PREFIX = "tracec_rng_"
+NAMES = (f"{_PREFIX}normal_f32", f"{_PREFIX}normal_f64", f"{_PREFIX}randperm")
+
+#: How this process got its kernels: ``source`` ("compiled", "disk cache"),
+#: ``seconds`` (the whole ``load``), or ``error``.
+INFO: dict = {}
+_lock = threading.Lock()
+_made: list = []          # [Kernels or None] once tried
+
+
+# --- the IR ---------------------------------------------------------------------------
+
+def _f32(v) -> str:
+    """A float32 constant as LLVM writes it (the double of the same value)."""
+    return "0x%016X" % struct.unpack("<Q", struct.pack("<d", float(np.float32(v))))[0]
+
+
+def _f64(v) -> str:
+    return "0x%016X" % struct.unpack("<Q", struct.pack("<d", float(v)))[0]
+
+
+def _splat(ty: str, v: str, lanes: int = 8) -> str:
+    return "<" + ", ".join([f"{ty} {v}"] * lanes) + ">"
+
+
+class _Body:
+    """Straight-line SSA over ``<8 x float>`` / ``<8 x i32>`` values."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.n = 0
+
+    def __call__(self, rhs: str) -> str:
+        self.n += 1
+        name = f"%v{self.n}"
+        self.lines.append(f"  {name} = {rhs}")
+        return name
+
+
+V, I = "<8 x float>", "<8 x i32>"
+
+
+def _fc(v) -> str:
+    return _splat("float", _f32(v))
+
+
+def _ic(v: int) -> str:
+    return _splat("i32", str(v))
+
+
+def _fma(b: _Body, x, y, z) -> str:
+    """One rounding of ``x * y + z`` (``torch_rng._fma``)."""
+    return b(f"call {V} @llvm.fma.v8f32({V} {x}, {V} {y}, {V} {z})")
+
+
+def _log_ps(b: _Body, x0: str) -> str:
+    """``torch_rng._log_ps``, line by line."""
+    invalid = b(f"fcmp ole {V} {x0}, zeroinitializer")
+    keep = b(f"fcmp uge {V} {x0}, {_fc(R._MIN_NORM)}")          # np.maximum (NaN kept)
+    x = b(f"select <8 x i1> {keep}, {V} {x0}, {V} {_fc(R._MIN_NORM)}")
+    bits = b(f"bitcast {V} {x} to {I}")
+    e = b(f"lshr {I} {bits}, {_ic(23)}")
+    e = b(f"sub {I} {e}, {_ic(0x7F)}")
+    e = b(f"sitofp {I} {e} to {V}")
+    e = b(f"fadd {V} {e}, {_fc(1)}")
+    m = b(f"and {I} {bits}, {_ic(0x807FFFFF)}")
+    m = b(f"or {I} {m}, {_ic(0x3F000000)}")
+    x = b(f"bitcast {I} {m} to {V}")
+    small = b(f"fcmp olt {V} {x}, {_fc(R._SQRTHF)}")
+    tmp = b(f"select <8 x i1> {small}, {V} {x}, {V} zeroinitializer")
+    x = b(f"fsub {V} {x}, {_fc(1)}")
+    one = b(f"select <8 x i1> {small}, {V} {_fc(1)}, {V} zeroinitializer")
+    e = b(f"fsub {V} {e}, {one}")
+    x = b(f"fadd {V} {x}, {tmp}")
+    z = b(f"fmul {V} {x}, {x}")
+    y = _fc(R._LOG_P[0])
+    for p in R._LOG_P[1:]:
+        y = _fma(b, y, x, _fc(p))
+    y = b(f"fmul {V} {y}, {x}")
+    eq1 = b(f"fmul {V} {e}, {_fc(R._LOG_Q1)}")
+    y = _fma(b, y, z, eq1)
+    hz = b(f"fmul {V} {z}, {_fc(0.5)}")
+    y = b(f"fsub {V} {y}, {hz}")
+    x = b(f"fadd {V} {x}, {y}")
+    x = _fma(b, e, _fc(R._LOG_Q2), x)
+    return b(f"select <8 x i1> {invalid}, {V} {_fc(np.nan)}, {V} {x}")
+
+
+def _sincos_ps(b: _Body, x0: str) -> tuple[str, str]:
+    """``torch_rng._sincos_ps``, line by line: (sin, cos)."""
+    xb = b(f"bitcast {V} {x0} to {I}")
+    sign = b(f"and {I} {xb}, {_ic(-0x80000000)}")
+    ab = b(f"and {I} {xb}, {_ic(0x7FFFFFFF)}")                  # np.abs
+    x = b(f"bitcast {I} {ab} to {V}")
+    q = b(f"fmul {V} {x}, {_fc(R._FOPI)}")
+    j = b(f"fptosi {V} {q} to {I}")
+    j = b(f"add {I} {j}, {_ic(1)}")
+    j = b(f"and {I} {j}, {_ic(-2)}")
+    y = b(f"sitofp {I} {j} to {V}")
+    j4 = b(f"and {I} {j}, {_ic(4)}")
+    swap = b(f"shl {I} {j4}, {_ic(29)}")
+    j2 = b(f"and {I} {j}, {_ic(2)}")
+    first = b(f"icmp eq {I} {j2}, zeroinitializer")
+    for dp in R._DP:
+        x = _fma(b, y, _fc(dp), x)
+    jm2 = b(f"sub {I} {j}, {_ic(2)}")
+    njm2 = b(f"xor {I} {jm2}, {_ic(-1)}")
+    sc = b(f"and {I} {njm2}, {_ic(4)}")
+    sign_cos = b(f"shl {I} {sc}, {_ic(29)}")
+    z = b(f"fmul {V} {x}, {x}")
+    yc = _fma(b, _fc(R._COSCOF[0]), z, _fc(R._COSCOF[1]))
+    yc = _fma(b, yc, z, _fc(R._COSCOF[2]))
+    yc = b(f"fmul {V} {yc}, {z}")
+    hz = b(f"fmul {V} {z}, {_fc(0.5)}")
+    nhz = b(f"fneg {V} {hz}")
+    yc = _fma(b, yc, z, nhz)
+    yc = b(f"fadd {V} {yc}, {_fc(1)}")
+    ys = _fma(b, _fc(R._SINCOF[0]), z, _fc(R._SINCOF[1]))
+    ys = _fma(b, ys, z, _fc(R._SINCOF[2]))
+    ys = b(f"fmul {V} {ys}, {z}")
+    ys = _fma(b, ys, x, x)
+    s = b(f"select <8 x i1> {first}, {V} {ys}, {V} {yc}")
+    c = b(f"select <8 x i1> {first}, {V} {yc}, {V} {ys}")
+    sb = b(f"bitcast {V} {s} to {I}")
+    ss = b(f"xor {I} {sign}, {swap}")
+    sb = b(f"xor {I} {sb}, {ss}")
+    cb = b(f"bitcast {V} {c} to {I}")
+    cb = b(f"xor {I} {cb}, {sign_cos}")
+    return b(f"bitcast {I} {sb} to {V}"), b(f"bitcast {I} {cb} to {V}")
+
+
+def _uniform8(b: _Body, ptr: str) -> str:
+    """Eight float32 uniforms from eight words: ``(w & 0xffffff) * 2**-24``."""
+    w = b(f"load <8 x i64>, ptr {ptr}, align 8")
+    t = b(f"trunc <8 x i64> {w} to {I}")
+    t = b(f"and {I} {t}, {_ic(0xFFFFFF)}")
+    f = b(f"sitofp {I} {t} to {V}")                   # (< 2**24: exact)
+    return b(f"fmul {V} {f}, {_fc(2.0 ** -24)}")
+
+
+def _normal_f32() -> str:
+    b = _Body()
+    base = b("shl i64 %blk, 4")
+    pa = b(f"getelementptr i64, ptr %words, i64 {base}")
+    base8 = b(f"or i64 {base}, 8")
+    pb = b(f"getelementptr i64, ptr %words, i64 {base8}")
+    ua = _uniform8(b, pa)
+    ub = _uniform8(b, pb)
+    u1 = b(f"fsub {V} {_fc(1)}, {ua}")
+    theta = b(f"fmul {V} {_fc(2.0 * np.pi)}, {ub}")
+    radius = _log_ps(b, u1)
+    sin, cos = _sincos_ps(b, theta)
+    radius = b(f"fmul {V} {radius}, {_fc(-2)}")
+    radius = b(f"call {V} @llvm.sqrt.v8f32({V} {radius})")
+    p0 = b(f"fmul {V} {radius}, {cos}")
+    p1 = b(f"fmul {V} {radius}, {sin}")
+    sv = b(f"insertelement {V} poison, float %std, i64 0")
+    sv = b(f"shufflevector {V} {sv}, {V} poison, <8 x i32> zeroinitializer")
+    mv = b(f"insertelement {V} poison, float %mean, i64 0")
+    mv = b(f"shufflevector {V} {mv}, {V} poison, <8 x i32> zeroinitializer")
+    q0 = _fma(b, p0, sv, mv)
+    q1 = _fma(b, p1, sv, mv)
+    p0 = b(f"select i1 %aff, {V} {q0}, {V} {p0}")
+    p1 = b(f"select i1 %aff, {V} {q1}, {V} {p1}")
+    oa = b(f"getelementptr float, ptr %out, i64 {base}")
+    ob = b(f"getelementptr float, ptr %out, i64 {base8}")
+    body = "\n".join(b.lines)
+    return f"""
+define void @{_PREFIX}normal_f32(ptr noalias nocapture readonly %words, ptr noalias nocapture %out,
+                                 i64 %nblocks, float %mean, float %std, i32 %affine) nounwind {{
+entry:
+  %aff = icmp ne i32 %affine, 0
+  %any = icmp sgt i64 %nblocks, 0
+  br i1 %any, label %loop, label %done
+loop:
+  %blk = phi i64 [ 0, %entry ], [ %next, %loop ]
+{body}
+  store {V} {p0}, ptr {oa}, align 4
+  store {V} {p1}, ptr {ob}, align 4
+  %next = add nuw nsw i64 %blk, 1
+  %more = icmp slt i64 %next, %nblocks
+  br i1 %more, label %loop, label %done
+done:
+  ret void
+}}
+"""
+
+
+def _normal_f64() -> str:
+    two_pi, mask = _f64(2.0 * np.pi), (1 << 53) - 1
+    return f"""
+define void @{_PREFIX}normal_f64(ptr noalias nocapture readonly %words, ptr noalias nocapture %out,
+                                 i64 %nblocks, double %mean, double %std, i32 %affine) nounwind {{
+entry:
+  %aff = icmp ne i32 %affine, 0
+  %n = shl i64 %nblocks, 3
+  %any = icmp sgt i64 %n, 0
+  br i1 %any, label %loop, label %done
+loop:
+  %k = phi i64 [ 0, %entry ], [ %next, %loop ]
+  %blk = lshr i64 %k, 3
+  %j = and i64 %k, 7
+  %b16 = shl i64 %blk, 4
+  %e1 = or i64 %b16, %j
+  %e2 = or i64 %e1, 8
+  %u1 = call double @{_PREFIX}u53(ptr %words, i64 %e1)
+  %u2 = call double @{_PREFIX}u53(ptr %words, i64 %e2)
+  %x = fsub double 1.0, %u1
+  %theta = fmul double {two_pi}, %u2
+  %lg = call double @log(double %x)
+  %r2 = fmul double %lg, -2.0
+  %r = call double @llvm.sqrt.f64(double %r2)
+  %c = call double @cos(double %theta)
+  %s = call double @sin(double %theta)
+  %p0 = fmul double %r, %c
+  %p1 = fmul double %r, %s
+  %q0 = call double @llvm.fma.f64(double %p0, double %std, double %mean)
+  %q1 = call double @llvm.fma.f64(double %p1, double %std, double %mean)
+  %o0 = select i1 %aff, double %q0, double %p0
+  %o1 = select i1 %aff, double %q1, double %p1
+  %d0 = getelementptr double, ptr %out, i64 %e1
+  %d1 = getelementptr double, ptr %out, i64 %e2
+  store double %o0, ptr %d0, align 8
+  store double %o1, ptr %d1, align 8
+  %next = add nuw nsw i64 %k, 1
+  %more = icmp slt i64 %next, %n
+  br i1 %more, label %loop, label %done
+done:
+  ret void
+}}
+
+define internal double @{_PREFIX}u53(ptr %words, i64 %e) alwaysinline nounwind {{
+  %i = shl i64 %e, 1
+  %ph = getelementptr i64, ptr %words, i64 %i
+  %hi = load i64, ptr %ph, align 8
+  %i2 = or i64 %i, 1
+  %pl = getelementptr i64, ptr %words, i64 %i2
+  %lo = load i64, ptr %pl, align 8
+  %h = shl i64 %hi, 32
+  %w = or i64 %h, %lo
+  %m = and i64 %w, {mask}
+  %f = uitofp i64 %m to double
+  %u = fmul double %f, {_f64(2.0 ** -53)}
+  ret double %u
+}}
+"""
+
+
+def _swaps(bits: int) -> str:
+    """The Fisher-Yates loop, dividing in ``bits``-bit integers."""
+    rem = (f"  %r{bits} = trunc i64 %rw{bits} to i32\n"
+           f"  %s{bits} = trunc i64 %span{bits} to i32\n"
+           f"  %q{bits} = urem i32 %r{bits}, %s{bits}\n"
+           f"  %z{bits} = zext i32 %q{bits} to i64\n") if bits == 32 else \
+        f"  %z{bits} = urem i64 %rw{bits}, %span{bits}\n"
+    return f"""loop{bits}:
+  %i{bits} = phi i64 [ 0, %pick ], [ %inext{bits}, %loop{bits} ]
+  %pr{bits} = getelementptr i64, ptr %r, i64 %i{bits}
+  %rw{bits} = load i64, ptr %pr{bits}, align 8
+  %span{bits} = sub i64 %n, %i{bits}
+{rem}  %t{bits} = add i64 %z{bits}, %i{bits}
+  %pi{bits} = getelementptr i64, ptr %perm, i64 %i{bits}
+  %pt{bits} = getelementptr i64, ptr %perm, i64 %t{bits}
+  %a{bits} = load i64, ptr %pi{bits}, align 8
+  %b{bits} = load i64, ptr %pt{bits}, align 8
+  store i64 %b{bits}, ptr %pi{bits}, align 8
+  store i64 %a{bits}, ptr %pt{bits}, align 8
+  %inext{bits} = add nuw nsw i64 %i{bits}, 1
+  %more{bits} = icmp slt i64 %inext{bits}, %last
+  br i1 %more{bits}, label %loop{bits}, label %done
+"""
+
+
+def _randperm() -> str:
+    return f"""
+define void @{_PREFIX}randperm(ptr noalias nocapture readonly %r, ptr noalias nocapture %perm,
+                               i64 %n, i32 %wide) nounwind {{
+entry:
+  %any = icmp sgt i64 %n, 0
+  br i1 %any, label %fill, label %done
+fill:
+  %f = phi i64 [ 0, %entry ], [ %fnext, %fill ]
+  %pf = getelementptr i64, ptr %perm, i64 %f
+  store i64 %f, ptr %pf, align 8
+  %fnext = add nuw nsw i64 %f, 1
+  %fmore = icmp slt i64 %fnext, %n
+  br i1 %fmore, label %fill, label %start
+start:
+  %last = sub i64 %n, 1
+  %swaps = icmp sgt i64 %last, 0
+  br i1 %swaps, label %pick, label %done
+pick:
+  %w = icmp ne i32 %wide, 0
+  %big = icmp ugt i64 %n, 4294967295
+  %slow = or i1 %w, %big
+  br i1 %slow, label %loop64, label %loop32
+{_swaps(32)}{_swaps(64)}done:
+  ret void
+}}
+"""
+
+
+def ir_text() -> str:
+    """The kernels' LLVM IR (without a target: ``_compile`` adds it)."""
+    return "".join([
+        "declare <8 x float> @llvm.fma.v8f32(<8 x float>, <8 x float>, <8 x float>)\n",
+        "declare <8 x float> @llvm.sqrt.v8f32(<8 x float>)\n",
+        "declare double @llvm.fma.f64(double, double, double)\n",
+        "declare double @llvm.sqrt.f64(double)\n",
+        "declare double @log(double)\ndeclare double @sin(double)\ndeclare double @cos(double)\n",
+        _normal_f32(), _normal_f64(), _randperm()])
+
+
+# --- making and loading ---------------------------------------------------------------
+
+class Kernels:
+    """The loaded kernels, called on NumPy arrays (C-contiguous, of the
+    dtypes named; the caller checks sizes)."""
+
+    _F32 = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                            ctypes.c_float, ctypes.c_float, ctypes.c_int32)
+    _F64 = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                            ctypes.c_double, ctypes.c_double, ctypes.c_int32)
+    _PERM = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                             ctypes.c_int32)
+
+    def __init__(self, library):
+        self._library = library              # keeps the code mapped
+        self._f32 = self._F32(int(library[NAMES[0]]))
+        self._f64 = self._F64(int(library[NAMES[1]]))
+        self._perm = self._PERM(int(library[NAMES[2]]))
+
+    def normal_f32(self, words: np.ndarray, out: np.ndarray, mean: float, std: float) -> None:
+        """``out`` (float32, a multiple of 16) from as many ``words``."""
+        assert words.dtype == np.uint64 and out.dtype == np.float32
+        assert words.size == out.size and out.size % 16 == 0
+        assert words.flags.c_contiguous and out.flags.c_contiguous
+        self._f32(words.ctypes.data, out.ctypes.data, out.size // 16, mean, std,
+                  int((mean, std) != (0.0, 1.0)))
+
+    def normal_f64(self, words: np.ndarray, out: np.ndarray, mean: float, std: float) -> None:
+        """``out`` (float64, a multiple of 16) from twice as many ``words``."""
+        assert words.dtype == np.uint64 and out.dtype == np.float64
+        assert words.size == 2 * out.size and out.size % 16 == 0
+        assert words.flags.c_contiguous and out.flags.c_contiguous
+        self._f64(words.ctypes.data, out.ctypes.data, out.size // 16, mean, std,
+                  int((mean, std) != (0.0, 1.0)))
+
+    def randperm(self, r: np.ndarray, n: int, wide: bool) -> np.ndarray:
+        """The permutation of ``n`` from its ``n - 1`` draws ``r`` (uint64:
+        32-bit words, or ``random64()`` values where ``wide``)."""
+        assert r.dtype == np.uint64 and r.size == max(n - 1, 0) and r.flags.c_contiguous
+        perm = np.empty(n, np.int64)
+        self._perm(r.ctypes.data, perm.ctypes.data, n, int(wide))
+        return perm
+
+
+def load() -> Kernels | None:
+    """This process's kernels (made on the first call), or None where they
+    could not be made (the reason in ``INFO["error"]``)."""
+    if _made:
+        return _made[0]
+    with _lock:
+        if not _made:
+            start = time.perf_counter()
+            try:
+                _made.append(Kernels(_library()))
+            except Exception as e:  # noqa: BLE001  (any failure: the NumPy path stays correct)
+                INFO["error"] = f"{type(e).__name__}: {e}"
+                _made.append(None)
+            INFO["seconds"] = time.perf_counter() - start
+    return _made[0]
+
+
+def _library():
+    from tracec.backends.cpu import runtime
+    return runtime._link(_object_code(), list(NAMES))
+
+
+def _object_code() -> bytes:
+    """The kernels' object code for the host: from the disk cache
+    (``<cache>/runtime``, keyed by the target, the cpu backend's code and
+    this IR), else compiled now and stored (the cache's writes are atomic
+    and locked: a reader sees no entry or a whole one)."""
+    from tracec.backends import cache
+    from tracec.backends.cpu import codegen
+    text = ir_text()
+    key = hashlib.sha256(f"tracec-rng-kernels|{codegen.target_id()}|{text}".encode()).hexdigest()
+    disk = None if os.environ.get("TRACEC_NO_CACHE") else \
+        cache.DiskCache(os.path.join(cache.cache_root(), "runtime"))
+    hit = disk.get(key) if disk is not None else None
+    if hit is not None:
+        INFO["source"] = "disk cache"
+        return bytes(hit[1])
+    obj = _compile(text)
+    INFO["source"] = "compiled"
+    if disk is not None:
+        try:
+            disk.put(key, {"kind": "rng kernels"}, obj)
+        except OSError:
+            pass   # no cache: compiled again next time
+    return obj
+
+
+def _compile(text: str) -> bytes:
+    from tracec.backends.cpu import codegen
+    tm = codegen.target_machine()
+    head = f'target triple = "{codegen.target()[0]}"\ntarget datalayout = "{tm.target_data}"\n'
+    return codegen._compile_parts([head + text], want_asm=False).object_code
