@@ -107,21 +107,49 @@ def test_kernels_on_extreme_words(modes):
     million random words."""
     k = R._native(16)
     rng = np.random.default_rng(11)
-    w = rng.integers(0, 1 << 32, size=1 << 20, dtype=np.uint64)
+    w = rng.integers(0, 1 << 32, size=1 << 20, dtype=np.uint32)
     w[:16], w[16:32], w[32:64] = 0, 0xFFFFFF, np.arange(32)
+    w64 = w.astype(np.uint64)
     f32 = np.dtype(np.float32)
     for mean, std in ((0.0, 1.0), (0.25, 3.0)):
         out = np.empty(w.size, np.float32)
-        k.normal_f32(w, out, mean, std)
-        u = (w & np.uint64(0xFFFFFF)).astype(np.float32) * np.float32(2.0 ** -24)
+        k.normal(w, out, mean, std)
+        u = (w64 & np.uint64(0xFFFFFF)).astype(np.float32) * np.float32(2.0 ** -24)
         ref = R._box_muller16(u.reshape(-1, 2, 8), f32, mean, std)
         assert np.array_equal(_bits(out), _bits(ref)), (mean, std)
         out64 = np.empty(w.size // 2, np.float64)
-        k.normal_f64(w, out64, mean, std)
-        u64 = (((w[0::2] << np.uint64(32)) | w[1::2]) & np.uint64((1 << 53) - 1)) \
+        k.normal(w, out64, mean, std)
+        u64 = (((w64[0::2] << np.uint64(32)) | w64[1::2]) & np.uint64((1 << 53) - 1)) \
             .astype(np.float64) * 2.0 ** -53
         ref64 = R._box_muller16(u64.reshape(-1, 2, 8), np.dtype(np.float64), mean, std)
         assert np.array_equal(_bits(out64), _bits(ref64)), (mean, std)
+
+
+def test_native_twister(modes):
+    """The kernels' Mersenne Twister, on NumPy's state, draws ``random_raw``'s
+    words and leaves NumPy's state where ``random_raw`` leaves it, from
+    any position (a fresh seed: 624), across several twists."""
+    k = R._native(16)
+    assert k.native_words
+    for seed in (0, 5):
+        for before in (0, 1, 623, 624, 700):
+            for n in (0, 1, 623, 624, 625, 5000):
+                a, b = R.MTState(seed), R.MTState(seed)
+                a.random(before), b.random(before)
+                got, want = k.words(a, n), b.random(n)
+                assert got.dtype == np.uint32 and np.array_equal(got, want), (seed, before, n)
+                sa, sb = a.bits.state["state"], b.bits.state["state"]
+                assert sa["pos"] == sb["pos"] and np.array_equal(sa["key"], sb["key"])
+
+
+def test_words_without_the_twister(modes, monkeypatch):
+    """Where NumPy's state layout did not check out, the words come from
+    ``random_raw``: the same draws."""
+    k = R._native(16)
+    monkeypatch.setattr(k, "native_words", False)
+    _check(9, lambda: tracec.randn(1000).numpy(), lambda: torch.randn(1000).numpy(), modes)
+    _check(9, lambda: tracec.randperm(1000).numpy(), lambda: torch.randperm(1000).numpy(),
+           modes)
 
 
 def test_warmup_counts_elements(monkeypatch):

@@ -366,7 +366,7 @@ def _normal_fill(mt, n, d, mean, std):
     if kernels is not None:
         # the fill's n uniforms (2n words in double), the last 16 redone
         per = 2 if d == np.float64 else 1
-        return _native_blocks(kernels, mt, n, d, mean, std, mt.random(per * n))
+        return _native_blocks(kernels, mt, n, d, mean, std, kernels.words(mt, per * n))
     data = uniform(mt, n, d)
     m = n - n % 16
     if m:
@@ -384,7 +384,7 @@ def _normal_blocks(mt, n, mean, std):
     f32 = np.dtype(np.float32)
     kernels = _native(n)
     if kernels is not None:
-        return _native_blocks(kernels, mt, n, f32, mean, std, mt.random(m))
+        return _native_blocks(kernels, mt, n, f32, mean, std, kernels.words(mt, m))
     out = np.empty(n, f32)
     out[:m] = _box_muller16(uniform(mt, m, f32).reshape(-1, 2, 8), f32, mean, std)
     if m != n:
@@ -398,12 +398,11 @@ def _native_blocks(kernels, mt, n, d, mean, std, words):
     then, for a partial last block, the last 16 elements from 16 fresh
     uniforms."""
     m, per = n - n % 16, (2 if d == np.float64 else 1)
-    fill = kernels.normal_f64 if d == np.float64 else kernels.normal_f32
     out = np.empty(n, d)
-    fill(words[:per * m], out[:m], mean, std)
+    kernels.normal(words[:per * m], out[:m], mean, std)
     if m != n:
         tail = np.empty(16, d)
-        fill(mt.random(per * 16), tail, mean, std)
+        kernels.normal(kernels.words(mt, per * 16), tail, mean, std)
         out[n - 16:] = tail
     return out
 
@@ -574,10 +573,10 @@ def randperm(mt: MTState, n: int) -> np.ndarray:
         return np.arange(n, dtype=np.int64)
     # PyTorch draws 64-bit words only past 2**32 / 20 elements
     wide = n >= 0xFFFFFFFF // 20
-    raw = mt.random64(n - 1) if wide else mt.random(n - 1)
     kernels = _native(n) if n >= RANDPERM_NATIVE_MIN else None
     if kernels is not None:
-        return kernels.randperm(raw, n, wide)
+        return kernels.randperm(mt.random64(n - 1) if wide else kernels.words(mt, n - 1), n)
+    raw = mt.random64(n - 1) if wide else mt.random(n - 1)
     steps = np.arange(n - 1, dtype=np.uint64)
     zs = (raw % (_U64(n) - steps) + steps).astype(np.int64)
     perm = np.arange(n, dtype=np.int64)

@@ -59,7 +59,8 @@ from tracec import torch_rng as R
 __all__ = ["Kernels", "load", "ir_text", "INFO"]
 
 _PREFIX = "tracec_rng_"
-NAMES = (f"{_PREFIX}normal_f32", f"{_PREFIX}normal_f64", f"{_PREFIX}randperm")
+NAMES = (f"{_PREFIX}normal_f32", f"{_PREFIX}normal_f64", f"{_PREFIX}randperm",
+         f"{_PREFIX}mt_words")
 
 #: How this process got its kernels: ``source`` ("compiled", "disk cache"),
 #: ``seconds`` (the whole ``load``), or ``error``.
@@ -191,9 +192,8 @@ def _sincos_ps(b: _Body, x0: str) -> tuple[str, str]:
 
 def _uniform8(b: _Body, ptr: str) -> str:
     """Eight float32 uniforms from eight words: ``(w & 0xffffff) * 2**-24``."""
-    w = b(f"load <8 x i64>, ptr {ptr}, align 8")
-    t = b(f"trunc <8 x i64> {w} to {I}")
-    t = b(f"and {I} {t}, {_ic(0xFFFFFF)}")
+    w = b(f"load {I}, ptr {ptr}, align 4")
+    t = b(f"and {I} {w}, {_ic(0xFFFFFF)}")
     f = b(f"sitofp {I} {t} to {V}")                   # (< 2**24: exact)
     return b(f"fmul {V} {f}, {_fc(2.0 ** -24)}")
 
@@ -201,9 +201,9 @@ def _uniform8(b: _Body, ptr: str) -> str:
 def _normal_f32() -> str:
     b = _Body()
     base = b("shl i64 %blk, 4")
-    pa = b(f"getelementptr i64, ptr %words, i64 {base}")
+    pa = b(f"getelementptr i32, ptr %words, i64 {base}")
     base8 = b(f"or i64 {base}, 8")
-    pb = b(f"getelementptr i64, ptr %words, i64 {base8}")
+    pb = b(f"getelementptr i32, ptr %words, i64 {base8}")
     ua = _uniform8(b, pa)
     ub = _uniform8(b, pb)
     u1 = b(f"fsub {V} {_fc(1)}, {ua}")
@@ -291,11 +291,13 @@ done:
 
 define internal double @{_PREFIX}u53(ptr %words, i64 %e) alwaysinline nounwind {{
   %i = shl i64 %e, 1
-  %ph = getelementptr i64, ptr %words, i64 %i
-  %hi = load i64, ptr %ph, align 8
+  %ph = getelementptr i32, ptr %words, i64 %i
+  %hi32 = load i32, ptr %ph, align 4
   %i2 = or i64 %i, 1
-  %pl = getelementptr i64, ptr %words, i64 %i2
-  %lo = load i64, ptr %pl, align 8
+  %pl = getelementptr i32, ptr %words, i64 %i2
+  %lo32 = load i32, ptr %pl, align 4
+  %hi = zext i32 %hi32 to i64
+  %lo = zext i32 %lo32 to i64
   %h = shl i64 %hi, 32
   %w = or i64 %h, %lo
   %m = and i64 %w, {mask}
@@ -308,15 +310,14 @@ define internal double @{_PREFIX}u53(ptr %words, i64 %e) alwaysinline nounwind {
 
 def _swaps(bits: int) -> str:
     """The Fisher-Yates loop, dividing in ``bits``-bit integers."""
-    rem = (f"  %r{bits} = trunc i64 %rw{bits} to i32\n"
-           f"  %s{bits} = trunc i64 %span{bits} to i32\n"
-           f"  %q{bits} = urem i32 %r{bits}, %s{bits}\n"
+    rem = (f"  %s{bits} = trunc i64 %span{bits} to i32\n"
+           f"  %q{bits} = urem i32 %rw{bits}, %s{bits}\n"
            f"  %z{bits} = zext i32 %q{bits} to i64\n") if bits == 32 else \
         f"  %z{bits} = urem i64 %rw{bits}, %span{bits}\n"
     return f"""loop{bits}:
   %i{bits} = phi i64 [ 0, %pick ], [ %inext{bits}, %loop{bits} ]
-  %pr{bits} = getelementptr i64, ptr %r, i64 %i{bits}
-  %rw{bits} = load i64, ptr %pr{bits}, align 8
+  %pr{bits} = getelementptr i{bits}, ptr %r, i64 %i{bits}
+  %rw{bits} = load i{bits}, ptr %pr{bits}, align {bits // 8}
   %span{bits} = sub i64 %n, %i{bits}
 {rem}  %t{bits} = add i64 %z{bits}, %i{bits}
   %pi{bits} = getelementptr i64, ptr %perm, i64 %i{bits}
@@ -351,10 +352,120 @@ start:
   br i1 %swaps, label %pick, label %done
 pick:
   %w = icmp ne i32 %wide, 0
-  %big = icmp ugt i64 %n, 4294967295
-  %slow = or i1 %w, %big
-  br i1 %slow, label %loop64, label %loop32
+  br i1 %w, label %loop64, label %loop32
 {_swaps(32)}{_swaps(64)}done:
+  ret void
+}}
+"""
+
+
+def _mt() -> str:
+    """NumPy's ``mt19937_next32`` over ``n`` words, on NumPy's own state
+    (``{uint32_t key[624]; int pos;}``, ``mt19937.h``), in runs of the
+    words left before the next twist (``mt19937_gen``)."""
+    n, m = R._N, 397
+    twist = []
+    for lo, hi, off, name in ((0, n - m, m, "a"), (n - m, n - 1, m - n, "b")):
+        twist.append(f"""
+twist_{name}:
+  %i{name} = phi i64 [ {lo}, %twist_{name}_pre ], [ %i{name}n, %twist_{name} ]
+  %i{name}n = add nuw nsw i64 %i{name}, 1
+  %y{name} = call i32 @{_PREFIX}mt_y(ptr %st, i64 %i{name}, i64 %i{name}n)
+  %j{name} = add i64 %i{name}, {off}
+  call void @{_PREFIX}mt_set(ptr %st, i64 %i{name}, i64 %j{name}, i32 %y{name})
+  %more{name} = icmp slt i64 %i{name}n, {hi}
+  br i1 %more{name}, label %twist_{name}, label %twist_{name}_end
+twist_{name}_end:""")
+    return f"""
+define internal i32 @{_PREFIX}mt_y(ptr %st, i64 %i, i64 %i1) alwaysinline nounwind {{
+  %pa = getelementptr i32, ptr %st, i64 %i
+  %a = load i32, ptr %pa, align 4
+  %pb = getelementptr i32, ptr %st, i64 %i1
+  %b = load i32, ptr %pb, align 4
+  %ua = and i32 %a, -2147483648
+  %lb = and i32 %b, 2147483647
+  %y = or i32 %ua, %lb
+  ret i32 %y
+}}
+
+define internal void @{_PREFIX}mt_set(ptr %st, i64 %i, i64 %j, i32 %y) alwaysinline nounwind {{
+  %pj = getelementptr i32, ptr %st, i64 %j
+  %kj = load i32, ptr %pj, align 4
+  %h = lshr i32 %y, 1
+  %bit = and i32 %y, 1
+  %neg = sub i32 0, %bit
+  %mag = and i32 %neg, -1727483681
+  %x = xor i32 %kj, %h
+  %v = xor i32 %x, %mag
+  %pi = getelementptr i32, ptr %st, i64 %i
+  store i32 %v, ptr %pi, align 4
+  ret void
+}}
+
+define internal void @{_PREFIX}mt_twist(ptr noalias nocapture %st) noinline nounwind {{
+twist_a_pre:
+  br label %twist_a{twist[0]}
+  br label %twist_b_pre
+twist_b_pre:
+  br label %twist_b{twist[1]}
+  %yl = call i32 @{_PREFIX}mt_y(ptr %st, i64 {n - 1}, i64 0)
+  call void @{_PREFIX}mt_set(ptr %st, i64 {n - 1}, i64 {m - 1}, i32 %yl)
+  ret void
+}}
+
+define void @{_PREFIX}mt_words(ptr noalias nocapture %st, ptr noalias nocapture %out,
+                               i64 %n) nounwind {{
+entry:
+  %pp = getelementptr i8, ptr %st, i64 {4 * n}
+  %pos0 = load i32, ptr %pp, align 4
+  br label %head
+head:
+  %k = phi i64 [ 0, %entry ], [ %k2, %chunk_end ]
+  %pos = phi i32 [ %pos0, %entry ], [ %pos2, %chunk_end ]
+  %done = icmp sge i64 %k, %n
+  br i1 %done, label %exit, label %check
+check:
+  %full = icmp uge i32 %pos, {n}
+  br i1 %full, label %twist, label %chunk
+twist:
+  call void @{_PREFIX}mt_twist(ptr %st)
+  br label %chunk
+chunk:
+  %p = phi i32 [ %pos, %check ], [ 0, %twist ]
+  %p64 = zext i32 %p to i64
+  %avail = sub i64 {n}, %p64
+  %left = sub i64 %n, %k
+  %short = icmp ult i64 %avail, %left
+  %take = select i1 %short, i64 %avail, i64 %left
+  br label %inner
+inner:
+  %j = phi i64 [ 0, %chunk ], [ %j2, %inner ]
+  %src = add i64 %p64, %j
+  %ps = getelementptr i32, ptr %st, i64 %src
+  %y0 = load i32, ptr %ps, align 4
+  %t1 = lshr i32 %y0, 11
+  %y1 = xor i32 %y0, %t1
+  %t2 = shl i32 %y1, 7
+  %t2m = and i32 %t2, -1658038656
+  %y2 = xor i32 %y1, %t2m
+  %t3 = shl i32 %y2, 15
+  %t3m = and i32 %t3, -272236544
+  %y3 = xor i32 %y2, %t3m
+  %t4 = lshr i32 %y3, 18
+  %y4 = xor i32 %y3, %t4
+  %dst = add i64 %k, %j
+  %pd = getelementptr i32, ptr %out, i64 %dst
+  store i32 %y4, ptr %pd, align 4
+  %j2 = add nuw nsw i64 %j, 1
+  %more = icmp ult i64 %j2, %take
+  br i1 %more, label %inner, label %chunk_end
+chunk_end:
+  %k2 = add i64 %k, %take
+  %pend = add i64 %p64, %take
+  %pos2 = trunc i64 %pend to i32
+  br label %head
+exit:
+  store i32 %pos, ptr %pp, align 4
   ret void
 }}
 """
@@ -368,7 +479,7 @@ def ir_text() -> str:
         "declare double @llvm.fma.f64(double, double, double)\n",
         "declare double @llvm.sqrt.f64(double)\n",
         "declare double @log(double)\ndeclare double @sin(double)\ndeclare double @cos(double)\n",
-        _normal_f32(), _normal_f64(), _randperm()])
+        _normal_f32(), _normal_f64(), _randperm(), _mt()])
 
 
 # --- making and loading ---------------------------------------------------------------
@@ -377,42 +488,68 @@ class Kernels:
     """The loaded kernels, called on NumPy arrays (C-contiguous, of the
     dtypes named; the caller checks sizes)."""
 
-    _F32 = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
-                            ctypes.c_float, ctypes.c_float, ctypes.c_int32)
-    _F64 = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
-                            ctypes.c_double, ctypes.c_double, ctypes.c_int32)
+    _NORMAL = {np.dtype(t): ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p,
+                                            ctypes.c_int64, c, c, ctypes.c_int32)
+               for t, c in ((np.float32, ctypes.c_float), (np.float64, ctypes.c_double))}
     _PERM = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
                              ctypes.c_int32)
+    _WORDS = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 
     def __init__(self, library):
         self._library = library              # keeps the code mapped
-        self._f32 = self._F32(int(library[NAMES[0]]))
-        self._f64 = self._F64(int(library[NAMES[1]]))
+        self._normal = {d: f(int(library[NAMES[i]]))
+                        for i, (d, f) in enumerate(self._NORMAL.items())}
         self._perm = self._PERM(int(library[NAMES[2]]))
+        self._mt = self._WORDS(int(library[NAMES[3]]))
+        #: whether ``words`` runs the twister here (NumPy's state layout checked)
+        self.native_words = _twister_ok(self)
+        INFO["native words"] = self.native_words
 
-    def normal_f32(self, words: np.ndarray, out: np.ndarray, mean: float, std: float) -> None:
-        """``out`` (float32, a multiple of 16) from as many ``words``."""
-        assert words.dtype == np.uint64 and out.dtype == np.float32
-        assert words.size == out.size and out.size % 16 == 0
-        assert words.flags.c_contiguous and out.flags.c_contiguous
-        self._f32(words.ctypes.data, out.ctypes.data, out.size // 16, mean, std,
-                  int((mean, std) != (0.0, 1.0)))
+    def words(self, mt: R.MTState, n: int) -> np.ndarray:
+        """``mt.random(n)``'s words as uint32, and ``mt`` advanced as far."""
+        if not self.native_words:
+            return mt.random(n).astype(np.uint32)
+        return self._words(mt.bits, n)
 
-    def normal_f64(self, words: np.ndarray, out: np.ndarray, mean: float, std: float) -> None:
-        """``out`` (float64, a multiple of 16) from twice as many ``words``."""
-        assert words.dtype == np.uint64 and out.dtype == np.float64
-        assert words.size == 2 * out.size and out.size % 16 == 0
-        assert words.flags.c_contiguous and out.flags.c_contiguous
-        self._f64(words.ctypes.data, out.ctypes.data, out.size // 16, mean, std,
-                  int((mean, std) != (0.0, 1.0)))
+    def _words(self, bits, n: int) -> np.ndarray:
+        out = np.empty(n, np.uint32)
+        with bits.lock:                      # (as NumPy's random_raw holds it)
+            self._mt(bits.ctypes.state_address, out.ctypes.data, n)
+        return out
 
-    def randperm(self, r: np.ndarray, n: int, wide: bool) -> np.ndarray:
-        """The permutation of ``n`` from its ``n - 1`` draws ``r`` (uint64:
-        32-bit words, or ``random64()`` values where ``wide``)."""
-        assert r.dtype == np.uint64 and r.size == max(n - 1, 0) and r.flags.c_contiguous
+    def normal(self, words: np.ndarray, out: np.ndarray, mean: float, std: float) -> None:
+        """``out`` (float32 or float64, a multiple of 16 elements) from as
+        many ``words`` (uint32; twice as many for float64)."""
+        per = 2 if out.dtype == np.float64 else 1
+        assert words.dtype == np.uint32 and words.size == per * out.size
+        assert out.size % 16 == 0 and words.flags.c_contiguous and out.flags.c_contiguous
+        self._normal[out.dtype](words.ctypes.data, out.ctypes.data, out.size // 16,
+                                mean, std, int((mean, std) != (0.0, 1.0)))
+
+    def randperm(self, r: np.ndarray, n: int) -> np.ndarray:
+        """The permutation of ``n`` from its ``n - 1`` draws ``r``: uint32
+        words, or uint64 ``random64()`` values."""
+        assert r.dtype in (np.uint32, np.uint64) and r.size == max(n - 1, 0)
+        assert r.flags.c_contiguous
         perm = np.empty(n, np.int64)
-        self._perm(r.ctypes.data, perm.ctypes.data, n, int(wide))
+        self._perm(r.ctypes.data, perm.ctypes.data, n, int(r.dtype == np.uint64))
         return perm
+
+
+def _twister_ok(kernels: Kernels) -> bool:
+    """Whether the native twister, on NumPy's ``MT19937`` state, draws what
+    ``random_raw`` draws and leaves the same state (the layout it assumes
+    is NumPy's, not its API): from the middle of a block, over two twists."""
+    try:
+        a, b = np.random.MT19937(20261130), np.random.MT19937(20261130)
+        a.random_raw(100), b.random_raw(100)
+        got = kernels._words(a, 1500)
+        want = b.random_raw(1500)
+        sa, sb = a.state["state"], b.state["state"]
+        return bool(np.array_equal(got, want) and sa["pos"] == sb["pos"]
+                    and np.array_equal(sa["key"], sb["key"]))
+    except (AttributeError, TypeError, ValueError):
+        return False
 
 
 def load() -> Kernels | None:
