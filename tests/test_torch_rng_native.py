@@ -101,6 +101,23 @@ def test_randperm(modes, n):
                modes)
 
 
+@pytest.mark.parametrize("n", (1023, 1024, 4097, 100003))
+def test_uniform_draws(modes, n):
+    """rand / uniform_ / dropout / bernoulli_ take their words from the
+    native twister from ``WORDS_NATIVE_MIN`` words on."""
+    for seed in (0, 8):
+        for dtype in DTYPES:
+            tc, th = DTYPES[dtype]
+            _check(seed, lambda: tracec.rand(n, dtype=tc).numpy(),
+                   lambda: torch.rand(n, dtype=th).numpy(), modes)
+            _check(seed, lambda: tracec.empty(n, dtype=tc).uniform_(-2.0, 3.0).numpy(),
+                   lambda: torch.empty(n, dtype=th).uniform_(-2.0, 3.0).numpy(), modes)
+        _check(seed, lambda: tracec.nn.functional.dropout(tracec.ones(n), 0.3).numpy(),
+               lambda: torch.nn.functional.dropout(torch.ones(n), 0.3).numpy(), modes)
+        _check(seed, lambda: tracec.empty(n).bernoulli_(0.25).numpy(),
+               lambda: torch.empty(n).bernoulli_(0.25).numpy(), modes)
+
+
 def test_kernels_on_extreme_words(modes):
     """The kernels against the NumPy transforms on the same uniforms,
     including the extremes (u = 0: log(1) = 0; u = 1 - 2**-24) and a

@@ -259,14 +259,14 @@ def uniform(mt: MTState, n: int, np_dtype, lo: float = 0.0, hi: float = 1.0,
     twice, as ATen code outside its per-CPU kernels computes it (rrelu)."""
     d = np.dtype(np_dtype)
     if d == np.float64:
-        x = (mt.random64(n) & _U64((1 << 53) - 1)).astype(np.float64) * 2.0 ** -53
+        x = (_words64(mt, n) & _U64((1 << 53) - 1)).astype(np.float64) * 2.0 ** -53
         if (lo, hi) == (0.0, 1.0):
             return x
         x = _fma64(x, hi - lo, lo) if fused else x * (hi - lo) + lo
         x[x >= hi] = lo
         return x
-    raw = mt.random(n)
-    np.bitwise_and(raw, _U64(0xFFFFFF), out=raw)
+    raw = _words(mt, n)
+    np.bitwise_and(raw, raw.dtype.type(0xFFFFFF), out=raw)
     x = raw.astype(np.float32)
     x *= np.float32(2.0 ** -24)
     lo32, hi32 = np.float32(lo), np.float32(hi)
@@ -279,6 +279,26 @@ def uniform(mt: MTState, n: int, np_dtype, lo: float = 0.0, hi: float = 1.0,
     elif (lo, hi) != (0.0, 1.0):          # (x < 1 in float32)
         x[x >= hi32] = lo32
     return x if d == np.float32 else x.astype(d)
+
+
+#: Draws of at least this many words take them from the native twister
+#: (``NATIVE``): below it NumPy's ``random_raw`` costs less than the call.
+WORDS_NATIVE_MIN = 1024
+
+
+def _words(mt: MTState, n: int) -> np.ndarray:
+    """``mt.random(n)``'s words: uint32 from the native twister, else uint64."""
+    kernels = _native(n) if n >= WORDS_NATIVE_MIN else None
+    return mt.random(n) if kernels is None else kernels.words(mt, n)
+
+
+def _words64(mt: MTState, n: int) -> np.ndarray:
+    """``mt.random64(n)``, from the native twister where ``_words`` would."""
+    kernels = _native(2 * n) if n >= WORDS_NATIVE_MIN else None
+    if kernels is None:
+        return mt.random64(n)
+    r = kernels.words(mt, 2 * n).view("<u8")     # (the pair's first word in the low half)
+    return (r << _U64(32)) | (r >> _U64(32))
 
 
 def _fma64(a: np.ndarray, b: float, c: float) -> np.ndarray:
