@@ -1,7 +1,7 @@
 """Native kernels for PyTorch's eager random transforms (``torch_rng``).
 
 ``torch_rng`` reproduces PyTorch's CPU streams with NumPy: the Mersenne
-Twister's words come from NumPy's ``MT19937`` (cheap), but PyTorch's
+Twister's words come from NumPy's ``MT19937`` (~2.7 ns a word), but PyTorch's
 float32 normals need its AVX2 kernel's own log and sincos
 (``avx_mathfun.h``), emulated there in ~40 float32 NumPy passes; float64
 normals call the C library's ``log`` once per element from Python; and
@@ -13,15 +13,26 @@ its own), compiled at O3 for the host with the cpu backend's code
 generator, kept in the disk cache and loaded like compiled modules
 (``runtime._link``: a shared library from the second process on, no LLVM).
 
-The kernels (C ABI; ``words`` are NumPy's ``random_raw`` words, uint64
-holding 32 bits each):
+The kernels (C ABI; ``words`` are the generator's 32-bit words, uint32):
+
+* ``tracec_rng_mt_words(state, words, n)``: ``n`` words of NumPy's
+  ``MT19937`` bit generator, advancing it as ``random_raw(n)`` does:
+  NumPy's ``mt19937_next32`` (and ``mt19937_gen``'s twist) on NumPy's own
+  state struct (``{uint32_t key[624]; int pos;}`` at
+  ``bits.ctypes.state_address``), 3-5x faster than ``random_raw`` (the
+  twist and the tempering are loops LLVM vectorizes; no uint64 array).  The
+  struct's layout is NumPy's, not its API: ``Kernels`` checks it once
+  per process against ``random_raw`` (``_twister_ok``) and draws through
+  ``random_raw`` where it differs.
 
 * ``tracec_rng_normal_f32(words, out, nblocks, mean, std, affine)``: for
   each block ``b`` of 16, ``u = (w & 0xffffff) * 2**-24`` of
-  ``words[16 b:16 b + 16]``, then ``normal_fill_16_AVX2``:
+  ``words[16 b:16 b + 16]``, then ``normal_fill_16_AVX2`` (on
+  ``<8 x float>`` vectors, as its AVX2 code):
   ``u1 = 1 - u[j]``, ``theta = 2 pi u[j + 8]``, ``r = sqrt(-2 log(u1))``,
   ``out[j] = r cos``, ``out[j + 8] = r sin``, and with ``affine`` one
-  rounding of ``out * std + mean``.  ``log`` / ``sincos`` are
+  rounding of ``out * std + mean``; the uniforms' words in order, so the
+  stream advances as ``uniform(n)`` advances it.  ``log`` / ``sincos`` are
   ``torch_rng._log_ps`` / ``_sincos_ps``, operation by operation with the
   same constants: an ``llvm.fma`` exactly where those call ``_fma``, every
   other operation a plain IEEE float32 one (no fast-math flags, so LLVM
@@ -30,15 +41,17 @@ holding 32 bits each):
   same in double, ``u`` the low 53 bits of ``(w[2k] << 32) | w[2k + 1]``
   times 2**-53 (``random64()``), with the C library's ``log``, ``cos`` and
   ``sin`` (as PyTorch's ``normal_fill_16`` and NumPy's ``sin``/``cos``,
-  which are the C library's, call them) and ``llvm.fma`` for the affine step.
+  which are the C library's, call them: separate calls, which LLVM
+  leaves unmerged, no ``sincos``) and ``llvm.fma`` for the affine step.
 * ``tracec_rng_randperm(r, perm, n, wide)``: ``perm = arange(n)``, then
   for ``i`` in ``0 .. n - 2`` swap ``i`` and ``r[i] % (n - i) + i``; ``r``
-  holds 32-bit words unless ``wide`` (``random64()`` values), and then (and
-  for ``n >= 2**32``) the division is 64-bit, else 32-bit (2-3x faster).
+  holds 32-bit words (a 32-bit division: 2-3x faster) unless ``wide``
+  (``random64()`` values, ``n >= 2**32 / 20``: a 64-bit division).
 
 Invariants: every value equals the NumPy path's (``torch_rng``) bit for bit,
-and the kernels consume no words themselves, so the stream's position is
-the caller's business (``tests/test_torch_rng_native.py`` checks both);
+and the transforms consume no words themselves (``words`` draws exactly
+the words asked for), so the stream stays where NumPy's draws leave it
+(``tests/test_torch_rng_native.py`` checks both);
 ``load()`` makes the kernels once per process, from the disk cache or
 compiled, and a failure is remembered and answered with None (the caller
 then runs its NumPy path, same values).
