@@ -33,7 +33,7 @@ def modes(monkeypatch):
 
 def _bits(a: np.ndarray) -> np.ndarray:
     a = np.ascontiguousarray(a)
-    return a.view(np.uint32 if a.dtype == np.float32 else np.uint64)
+    return a.view(f"u{a.dtype.itemsize}") if a.dtype.kind == "f" else a
 
 
 def _tracec_draw(seed, fn):
@@ -116,6 +116,20 @@ def test_uniform_draws(modes, n):
                lambda: torch.nn.functional.dropout(torch.ones(n), 0.3).numpy(), modes)
         _check(seed, lambda: tracec.empty(n).bernoulli_(0.25).numpy(),
                lambda: torch.empty(n).bernoulli_(0.25).numpy(), modes)
+
+
+@pytest.mark.parametrize("n", (1023, 1024, 4097))
+def test_integer_draws(modes, n):
+    """randint (32- and 64-bit ranges) and random_ without bounds."""
+    for seed in (0, 8):
+        _check(seed, lambda: tracec.randint(-5, 1000, (n,)).numpy(),
+               lambda: torch.randint(-5, 1000, (n,)).numpy(), modes)
+        _check(seed, lambda: tracec.randint(0, 1 << 40, (n,)).numpy(),
+               lambda: torch.randint(0, 1 << 40, (n,)).numpy(), modes)
+        for name in ("int64", "int32", "float32", "float64", "bool"):
+            tc, th = getattr(tracec, name), getattr(torch, name)
+            _check(seed, lambda: tracec.empty(n, dtype=tc).random_().numpy(),
+                   lambda: torch.empty(n, dtype=th).random_().numpy(), modes)
 
 
 def test_kernels_on_extreme_words(modes):
@@ -270,3 +284,20 @@ def test_env_switch_off(tmp_path):
     assert out["made"] == [] and not out["llvm"]
     torch.manual_seed(3)
     assert out["sum"] == _digest(torch.randn(5000).numpy())
+
+
+def test_small_draws_load_no_compiler(tmp_path):
+    """A script drawing a few small tensors never loads the kernels (nor
+    llvmlite, xDSL or the cpu backend): the warmup is not spent."""
+    code = ("import sys, tracec\n"
+            "tracec.manual_seed(0)\n"
+            "for _ in range(3):\n"
+            "    tracec.randn(1000), tracec.rand(2000), tracec.randperm(500)\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('llvmlite', 'xdsl')\n"
+            "               or m.startswith('tracec.backends.cpu'))\n"
+            "assert not heavy, heavy\n"
+            "from tracec import torch_rng as R\n"
+            "assert R._native_made == [] and 0 < R._native_seen[0] < R.NATIVE_WARMUP\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ, TRACEC_CACHE_DIR=str(tmp_path)), timeout=300)
+    assert r.returncode == 0, r.stderr

@@ -262,7 +262,11 @@ def uniform(mt: MTState, n: int, np_dtype, lo: float = 0.0, hi: float = 1.0,
     twice, as ATen code outside its per-CPU kernels computes it (rrelu)."""
     d = np.dtype(np_dtype)
     if d == np.float64:
-        x = (_words64(mt, n) & _U64((1 << 53) - 1)).astype(np.float64) * 2.0 ** -53
+        kernels = _native(2 * n) if n >= WORDS_NATIVE_MIN else None
+        if kernels is not None:
+            x = kernels.words64(mt, n, np.float64)
+        else:
+            x = (mt.random64(n) & _U64((1 << 53) - 1)).astype(np.float64) * 2.0 ** -53
         if (lo, hi) == (0.0, 1.0):
             return x
         x = _fma64(x, hi - lo, lo) if fused else x * (hi - lo) + lo
@@ -298,10 +302,7 @@ def _words(mt: MTState, n: int) -> np.ndarray:
 def _words64(mt: MTState, n: int) -> np.ndarray:
     """``mt.random64(n)``, from the native twister where ``_words`` would."""
     kernels = _native(2 * n) if n >= WORDS_NATIVE_MIN else None
-    if kernels is None:
-        return mt.random64(n)
-    r = kernels.words(mt, 2 * n).view("<u8")     # (the pair's first word in the low half)
-    return (r << _U64(32)) | (r >> _U64(32))
+    return mt.random64(n) if kernels is None else kernels.words64(mt, n)
 
 
 def _fma64(a: np.ndarray, b: float, c: float) -> np.ndarray:
@@ -557,7 +558,7 @@ def _sincos_ps(x):
 def randint(mt: MTState, n: int, lo: int, hi: int) -> np.ndarray:
     """``n`` integers in [lo, hi) (int64)."""
     span = hi - lo
-    raw = mt.random64(n) if span >= 1 << 32 else mt.random(n)
+    raw = _words64(mt, n) if span >= 1 << 32 else _words(mt, n)
     return (raw % _U64(span)).astype(np.int64) + lo
 
 
@@ -568,12 +569,12 @@ def random_full(mt: MTState, n: int, np_dtype, digits: int | None = None) -> np.
     d = np.dtype(np_dtype)
     if d.kind == "f":
         digits = digits or _DIGITS.get(d.name, 53)
-        raw = mt.random64(n) if d == np.float64 else mt.random(n)
+        raw = _words64(mt, n) if d == np.float64 else _words(mt, n)
         return (raw % _U64((1 << digits) + 1)).astype(d)
     if d == np.bool_:
-        return (mt.random(n) % _U64(2)).astype(d)
+        return (_words(mt, n) % _U64(2)).astype(d)
     top = int(np.iinfo(d).max) + 1
-    raw = mt.random64(n) if d == np.int64 else mt.random(n)
+    raw = _words64(mt, n) if d == np.int64 else _words(mt, n)
     return (raw % _U64(top)).astype(d)
 
 
@@ -598,7 +599,7 @@ def randperm(mt: MTState, n: int) -> np.ndarray:
     wide = n >= 0xFFFFFFFF // 20
     kernels = _native(n) if n >= RANDPERM_NATIVE_MIN else None
     if kernels is not None:
-        return kernels.randperm(mt.random64(n - 1) if wide else kernels.words(mt, n - 1), n)
+        return kernels.randperm(kernels.words64(mt, n - 1) if wide else kernels.words(mt, n - 1), n)
     raw = mt.random64(n - 1) if wide else mt.random(n - 1)
     steps = np.arange(n - 1, dtype=np.uint64)
     zs = (raw % (_U64(n) - steps) + steps).astype(np.int64)

@@ -43,6 +43,9 @@ The kernels (C ABI; ``words`` are the generator's 32-bit words, uint32):
   ``sin`` (as PyTorch's ``normal_fill_16`` and NumPy's ``sin``/``cos``,
   which are the C library's, call them: separate calls, which LLVM
   leaves unmerged, no ``sincos``) and ``llvm.fma`` for the affine step.
+* ``tracec_rng_words64(words, out, n)``: ``random64()``'s values, ``(w[2k]
+  << 32) | w[2k + 1]``; ``tracec_rng_uniform_f64(words, out, n)``: float64
+  uniforms, their low 53 bits times 2**-53 (as ``normal_f64``'s).
 * ``tracec_rng_randperm(r, perm, n, wide)``: ``perm = arange(n)``, then
   for ``i`` in ``0 .. n - 2`` swap ``i`` and ``r[i] % (n - i) + i``; ``r``
   holds 32-bit words (a 32-bit division: 2-3x faster) unless ``wide``
@@ -73,7 +76,7 @@ __all__ = ["Kernels", "load", "ir_text", "INFO"]
 
 _PREFIX = "tracec_rng_"
 NAMES = (f"{_PREFIX}normal_f32", f"{_PREFIX}normal_f64", f"{_PREFIX}randperm",
-         f"{_PREFIX}mt_words")
+         f"{_PREFIX}mt_words", f"{_PREFIX}words64", f"{_PREFIX}uniform_f64")
 
 #: How this process got its kernels: ``source`` ("compiled", "disk cache"),
 #: ``seconds`` (the whole ``load``), or ``error``.
@@ -302,7 +305,7 @@ done:
   ret void
 }}
 
-define internal double @{_PREFIX}u53(ptr %words, i64 %e) alwaysinline nounwind {{
+define internal i64 @{_PREFIX}w64(ptr %words, i64 %e) alwaysinline nounwind {{
   %i = shl i64 %e, 1
   %ph = getelementptr i32, ptr %words, i64 %i
   %hi32 = load i32, ptr %ph, align 4
@@ -313,10 +316,37 @@ define internal double @{_PREFIX}u53(ptr %words, i64 %e) alwaysinline nounwind {
   %lo = zext i32 %lo32 to i64
   %h = shl i64 %hi, 32
   %w = or i64 %h, %lo
+  ret i64 %w
+}}
+
+define internal double @{_PREFIX}u53(ptr %words, i64 %e) alwaysinline nounwind {{
+  %w = call i64 @{_PREFIX}w64(ptr %words, i64 %e)
   %m = and i64 %w, {mask}
   %f = uitofp i64 %m to double
   %u = fmul double %f, {_f64(2.0 ** -53)}
   ret double %u
+}}
+"""
+
+
+def _map64(name: str, elt: str, fn: str) -> str:
+    """``out[e] = fn(words, e)`` for ``e`` in ``0 .. n - 1``."""
+    return f"""
+define void @{_PREFIX}{name}(ptr noalias nocapture readonly %words, ptr noalias nocapture %out,
+                             i64 %n) nounwind {{
+entry:
+  %any = icmp sgt i64 %n, 0
+  br i1 %any, label %loop, label %done
+loop:
+  %e = phi i64 [ 0, %entry ], [ %next, %loop ]
+  %v = call {elt} @{_PREFIX}{fn}(ptr %words, i64 %e)
+  %p = getelementptr {elt}, ptr %out, i64 %e
+  store {elt} %v, ptr %p, align 8
+  %next = add nuw nsw i64 %e, 1
+  %more = icmp slt i64 %next, %n
+  br i1 %more, label %loop, label %done
+done:
+  ret void
 }}
 """
 
@@ -492,7 +522,8 @@ def ir_text() -> str:
         "declare double @llvm.fma.f64(double, double, double)\n",
         "declare double @llvm.sqrt.f64(double)\n",
         "declare double @log(double)\ndeclare double @sin(double)\ndeclare double @cos(double)\n",
-        _normal_f32(), _normal_f64(), _randperm(), _mt()])
+        _normal_f32(), _normal_f64(), _randperm(), _mt(),
+        _map64("words64", "i64", "w64"), _map64("uniform_f64", "double", "u53")])
 
 
 # --- making and loading ---------------------------------------------------------------
@@ -514,6 +545,8 @@ class Kernels:
                         for i, (d, f) in enumerate(self._NORMAL.items())}
         self._perm = self._PERM(int(library[NAMES[2]]))
         self._mt = self._WORDS(int(library[NAMES[3]]))
+        self._pack = {np.dtype(np.uint64): self._WORDS(int(library[NAMES[4]])),
+                      np.dtype(np.float64): self._WORDS(int(library[NAMES[5]]))}
         #: whether ``words`` runs the twister here (NumPy's state layout checked)
         self.native_words = _twister_ok(self)
         INFO["native words"] = self.native_words
@@ -528,6 +561,14 @@ class Kernels:
         out = np.empty(n, np.uint32)
         with bits.lock:                      # (as NumPy's random_raw holds it)
             self._mt(bits.ctypes.state_address, out.ctypes.data, n)
+        return out
+
+    def words64(self, mt: R.MTState, n: int, dtype=np.uint64) -> np.ndarray:
+        """``mt.random64(n)`` (uint64), or, for ``dtype`` float64, the
+        uniforms of their low 53 bits (``uniform``'s float64 draws)."""
+        words = self.words(mt, 2 * n)
+        out = np.empty(n, dtype)
+        self._pack[out.dtype](words.ctypes.data, out.ctypes.data, n)
         return out
 
     def normal(self, words: np.ndarray, out: np.ndarray, mean: float, std: float) -> None:
