@@ -53,6 +53,8 @@ DRAWS = {
     "randperm(60000)": lambda L: lambda: L.randperm(60000),
     "randperm(1M)": lambda L: lambda: L.randperm(1 << 20),
     "dropout(1M, 0.1)": lambda L: _dropout(L, 1 << 20),
+    "rand(1M) float64": lambda L: lambda: L.rand(1 << 20, dtype=L.float64),
+    "randint(0, 10, 1M)": lambda L: lambda: L.randint(0, 10, (1 << 20,)),
 }
 
 

@@ -71,14 +71,15 @@ mask, and a random ``*_like`` in the layout ``empty_like`` gives it.
 The float32 / float64 / float16 / bfloat16 normals of ``normal_fill`` and
 ``randperm`` also run as native kernels (``NATIVE``: the cpu backend's
 ``rng_kernels``, the same operations in LLVM IR, compiled once per
-machine), with their words, and those of ``uniform`` from
-``WORDS_NATIVE_MIN`` words on, from a native Mersenne Twister working on
-NumPy's own ``MT19937`` state: the same words in the same order, the same
-values bit for bit, 4-90x faster than the NumPy transforms here (3-4x for
-``rand``'s words).  They are used once a
+machine), with their words, and those of ``uniform``, ``randint`` and
+``random_full`` from ``WORDS_NATIVE_MIN`` draws on, from a native
+Mersenne Twister working on NumPy's own ``MT19937`` state: the same words
+in the same order, the same values bit for bit, 3-90x faster than the
+NumPy paths here (one core, 1M elements: ``rand`` 6x, ``randn`` 30x,
+float64 ``randn`` 4.5x; ``randperm(60000)`` 85x).  They are used once a
 process has drawn ``NATIVE_WARMUP`` elements' worth through these paths
 (loading them costs a process ~10-30 ms, the first process on a machine
-~0.1 s more to compile them), never with ``TRACEC_NATIVE_RNG=0``
+~0.1-0.3 s more to compile them), never with ``TRACEC_NATIVE_RNG=0``
 (``NATIVE_ON``), and where they cannot be made (no llvmlite, a failed
 build) the NumPy path runs, after one warning.
 
