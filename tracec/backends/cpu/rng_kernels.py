@@ -148,14 +148,16 @@ def _library():
 
 
 def _object_code() -> bytes:
-    """The kernels' object code for the host: from the disk cache
+    """The kernels' object code for this machine (the host's CPU even inside
+    ``codegen.targeting``: they run here): from the disk cache
     (``<cache>/runtime``, keyed by the target, the cpu backend's code and
     this IR), else compiled now and stored (the cache's writes are atomic
     and locked: a reader sees no entry or a whole one)."""
     from tracec.backends import cache
     from tracec.backends.cpu import codegen
     text = ir_text()
-    key = hashlib.sha256(f"tracec-rng-kernels|{codegen.target_id()}|{text}".encode()).hexdigest()
+    target = codegen._target_id(codegen.host())
+    key = hashlib.sha256(f"tracec-rng-kernels|{target}|{text}".encode()).hexdigest()
     disk = None if os.environ.get("TRACEC_NO_CACHE") else \
         cache.DiskCache(os.path.join(cache.cache_root(), "runtime"))
     hit = disk.get(key) if disk is not None else None
@@ -173,7 +175,9 @@ def _object_code() -> bytes:
 
 
 def _compile(text: str) -> bytes:
+    """O3 for the host, on this thread (a target machine of its own)."""
     from tracec.backends.cpu import codegen
-    tm = codegen.target_machine()
-    head = f'target triple = "{codegen.target()[0]}"\ntarget datalayout = "{tm.target_data}"\n'
-    return codegen._compile_parts([head + text], want_asm=False).object_code
+    host = codegen.host()
+    layout = codegen._target_machine(host).target_data
+    head = f'target triple = "{host[0]}"\ntarget datalayout = "{layout}"\n'
+    return codegen._compile_part(head + text, host, want_asm=False)[1]
