@@ -78,6 +78,19 @@ def test_normal_mean_std(modes, mean, std, dtype):
                lambda: torch.empty(n, dtype=th).normal_(mean, std).numpy(), modes)
 
 
+def test_affine_step_is_one_fma(modes):
+    """The kernels' ``z * std + mean`` is the hardware's fused multiply-add,
+    as PyTorch's: exact also where the NumPy path's emulated one
+    (``torch_rng._fma64``, Dekker's product) is not, a subnormal product."""
+    modes("native")
+    for mean, std in ((0.0, 1e-310), (1e308, 1e300), (-2.5, 1e-30)):
+        tracec.manual_seed(0)
+        got = tracec.empty(4096, dtype=tracec.float64).normal_(mean, std).numpy()
+        torch.manual_seed(0)
+        want = torch.empty(4096, dtype=torch.float64).normal_(mean, std).numpy()
+        assert np.array_equal(_bits(got), _bits(want)), (mean, std)
+
+
 def test_many_seeds(modes):
     for seed in range(40):
         for n in (33, 1000):
