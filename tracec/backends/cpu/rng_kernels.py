@@ -79,7 +79,7 @@ class Kernels:
     def _words(self, bits, n: int) -> np.ndarray:
         out = np.empty(n, np.uint32)
         with bits.lock:                      # (as NumPy's random_raw holds it)
-            self._mt(bits.ctypes.state_address, out.ctypes.data, n)
+            self._mt(bits.ctypes.state_address, _ptr(out), n)
         return out
 
     def words64(self, mt: R.MTState, n: int, dtype=np.uint64) -> np.ndarray:
@@ -87,7 +87,7 @@ class Kernels:
         uniforms of their low 53 bits (``uniform``'s float64 draws)."""
         words = self.words(mt, 2 * n)
         out = np.empty(n, dtype)
-        self._pack[out.dtype](words.ctypes.data, out.ctypes.data, n)
+        self._pack[out.dtype](_ptr(words), _ptr(out), n)
         return out
 
     def normal(self, words: np.ndarray, out: np.ndarray, mean: float, std: float) -> None:
@@ -96,7 +96,7 @@ class Kernels:
         per = 2 if out.dtype == np.float64 else 1
         assert words.dtype == np.uint32 and words.size == per * out.size
         assert out.size % 16 == 0 and words.flags.c_contiguous and out.flags.c_contiguous
-        self._normal[out.dtype](words.ctypes.data, out.ctypes.data, out.size // 16,
+        self._normal[out.dtype](_ptr(words), _ptr(out), out.size // 16,
                                 mean, std, int((mean, std) != (0.0, 1.0)))
 
     def randperm(self, r: np.ndarray, n: int) -> np.ndarray:
@@ -105,8 +105,14 @@ class Kernels:
         assert r.dtype in (np.uint32, np.uint64) and r.size == max(n - 1, 0)
         assert r.flags.c_contiguous
         perm = np.empty(n, np.int64)
-        self._perm(r.ctypes.data, perm.ctypes.data, n, int(r.dtype == np.uint64))
+        self._perm(_ptr(r), _ptr(perm), n, int(r.dtype == np.uint64))
         return perm
+
+
+def _ptr(a: np.ndarray) -> int:
+    """The address of ``a``'s data (C-contiguous, writable): ~0.3 µs where
+    ``a.ctypes.data`` costs ~1 µs, a tenth of a small draw's call."""
+    return ctypes.addressof(ctypes.c_char.from_buffer(a)) if a.size else 0
 
 
 def _twister_ok(kernels: Kernels) -> bool:
