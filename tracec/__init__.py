@@ -233,6 +233,7 @@ def _eager_kernels(key, composite, dtype, ranks, examples):
 from tracec import fused_eager as _fused_eager  # noqa: E402
 _fused_eager.PROVIDERS.append(_eager_kernels)
 
+
 def _rng_kernels():
     # Native kernels for PyTorch's random transforms (tracec/torch_rng.py):
     # the cpu backend loads (or compiles) them on the first draws that want them.

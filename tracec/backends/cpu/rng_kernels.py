@@ -51,17 +51,16 @@ class Kernels:
     """The loaded kernels, called on NumPy arrays (C-contiguous, of the
     dtypes named; the caller checks sizes)."""
 
-    _NORMAL = {np.dtype(t): ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p,
-                                            ctypes.c_int64, c, c, ctypes.c_int32)
-               for t, c in ((np.float32, ctypes.c_float), (np.float64, ctypes.c_double))}
+    _NORMAL = [ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, c, c,
+                                ctypes.c_int32) for c in (ctypes.c_float, ctypes.c_double)]
     _PERM = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
                              ctypes.c_int32)
     _WORDS = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 
     def __init__(self, library):
         self._library = library              # keeps the code mapped
-        self._normal = {d: f(int(library[NAMES[i]]))
-                        for i, (d, f) in enumerate(self._NORMAL.items())}
+        self._normal = {np.dtype(np.float32): self._NORMAL[0](int(library[NAMES[0]])),
+                        np.dtype(np.float64): self._NORMAL[1](int(library[NAMES[1]]))}
         self._perm = self._PERM(int(library[NAMES[2]]))
         self._mt = self._WORDS(int(library[NAMES[3]]))
         self._pack = {np.dtype(np.uint64): self._WORDS(int(library[NAMES[4]])),
