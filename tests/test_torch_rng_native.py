@@ -271,8 +271,11 @@ def test_second_process_loads_cached_kernels(tmp_path):
     want = _digest(torch.randn(5000).numpy())
     assert first["info"]["source"] == "compiled" and first["made"] == [True]
     assert second["info"]["source"] == "disk cache" and second["made"] == [True]
-    # loaded as a shared library: no LLVM in the second process at all
-    assert not second["llvm"]
+    # loaded as a shared library (linked by the C compiler, where there is
+    # one): no LLVM in the second process at all
+    from tracec.backends.cpu import shared_objects
+    if shared_objects._compiler() is not None:
+        assert not second["llvm"]
     assert first["sum"] == second["sum"] == want
 
 
