@@ -233,6 +233,20 @@ def _eager_kernels(key, composite, dtype, ranks, examples):
 from tracec import fused_eager as _fused_eager  # noqa: E402
 _fused_eager.PROVIDERS.append(_eager_kernels)
 
+
+def _rng_kernels():
+    # Native kernels for PyTorch's random transforms (tracec/torch_rng.py):
+    # the cpu backend loads (or compiles) them on the first draws that want them.
+    from tracec.backends.cpu import rng_kernels
+    kernels = rng_kernels.load()
+    if kernels is None:
+        raise RuntimeError(rng_kernels.INFO.get("error", "not made"))
+    return kernels
+
+
+from tracec import torch_rng as _torch_rng  # noqa: E402
+_torch_rng.NATIVE.append(_rng_kernels)
+
 from tracec import numpy_names as _numpy_names  # noqa: E402
 _numpy_names.install(globals(), Tensor, special)  # axis= / keepdims=, after out= and methods
 

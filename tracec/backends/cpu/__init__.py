@@ -31,9 +31,9 @@ import os
 import re
 import secrets
 
-from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.printer import Printer
+# xDSL is imported by the functions that use it: loading cached code (the
+# runtime, ``rng_kernels``) imports this package and must not pay ~0.2 s
+# of xDSL's imports for it.  (``ModuleOp`` in annotations only.)
 
 __all__ = ["compile_module", "compile_object", "load_object", "target_id", "CpuExecutable", "CpuRuntimeError",
            "CpuIndexError", "LoweringError", "LowerToLLVM", "entry_symbol"]
@@ -59,6 +59,7 @@ def entry_symbol(module: ModuleOp) -> str:
     """``tracec_<function name>_<random hex>``: distinct per compiled module
     (so objects of several functions, from any number of processes, link
     into one AOT library without clashes)."""
+    from xdsl.dialects import func
     fn = next((op for op in module.ops if isinstance(op, func.FuncOp)), None)
     base = re.sub(r"\W", "_", fn.sym_name.data if fn is not None else "main")
     return f"tracec_{base}_{secrets.token_hex(6)}"
@@ -132,6 +133,7 @@ def _compile(module, asm, symbol, donate, size_guards=None, profile=False, jobs=
 
 
 def _print(module: ModuleOp) -> str:
+    from xdsl.printer import Printer
     text = io.StringIO()
     Printer(stream=text).print_op(module)
     return text.getvalue() + "\n"
