@@ -183,20 +183,25 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
             keep = keep or (outer and _reaches_outside(
                 _leaves(out), [x for a in ins for x in _leaves(a)]))
 
+            # the inputs' leaves: an argument may be a pytree (NTK's
+            # functional_call parameter dict), its Jacobian the same pytree
+            flat = [x for a in ins for x in _leaves(a)]
+
             def jac_of(o):
-                rows = [[] for _ in ins]
+                rows = [[] for _ in flat]
                 for k in range(o.numel()):
                     seed = _zeros(o).reshape(-1)
                     seed._data[k] = 1
-                    gs = (autograd.grad(o, ins, seed.reshape(*o.shape), retain_graph=True,
+                    gs = (autograd.grad(o, flat, seed.reshape(*o.shape), retain_graph=True,
                                         create_graph=True, allow_unused=True)
-                          if o.requires_grad else [None] * len(ins))
-                    for r, x, g in zip(rows, ins, gs):
+                          if o.requires_grad else [None] * len(flat))
+                    for r, x, g in zip(rows, flat, gs):
                         g = _zeros(x) if g is None else g
                         r.append(g if keep else g.detach())
-                per = tuple(stack(r).reshape(*o.shape, *x.shape) if r
-                            else _zeros(x).reshape(*o.shape, *x.shape).detach()
-                            for r, x in zip(rows, ins))
+                it = iter([stack(r).reshape(*o.shape, *x.shape) if r
+                           else _zeros(x).reshape(*o.shape, *x.shape).detach()
+                           for r, x in zip(rows, flat)])
+                per = tuple(_map(lambda _: next(it), a) for a in ins)
                 return per if isinstance(argnums, tuple) else per[0]
             result = _map(jac_of, out)
         if has_aux:

@@ -1,0 +1,139 @@
+"""Gaps the public programs of ``tests/programs/models38`` found, each against
+torch: ``torch.func.jacrev`` of a function whose differentiated argument is a
+pytree (the Neural Tangent Kernels tutorial's
+``vmap(jacrev(fnet_single), (None, 0))(params, x)`` over a parameter dict),
+its Jacobian the same pytree."""
+import numpy as np
+import torch
+
+import tracec
+
+
+def _arr(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def test_jacrev_of_a_dict_argument_is_a_dict_of_jacobians():
+    w, b, x = _arr(3, 4), _arr(3, seed=1), _arr(2, 4, seed=2)
+
+    def run(lib):
+        params = {"w": lib.tensor(w), "b": lib.tensor(b)}
+
+        def f(p, xx):
+            return (xx @ p["w"].T + p["b"]).tanh()
+        jac = lib.func.jacrev(f)(params, lib.tensor(x))
+        both = lib.func.jacrev(f, argnums=(0, 1))(params, lib.tensor(x))
+        batched = lib.func.vmap(lib.func.jacrev(f), (None, 0))(params, lib.tensor(x))
+        return jac, both, batched
+
+    (tj, tboth, tb), (cj, cboth, cb) = run(torch), run(tracec)
+    assert isinstance(cj, dict) and list(cj) == ["w", "b"]
+    for k in tj:
+        np.testing.assert_allclose(cj[k].numpy(), tj[k].numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(cb[k].numpy(), tb[k].numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(cboth[0][k].numpy(), tboth[0][k].numpy(), rtol=1e-5, atol=1e-6)
+    assert tuple(cb["w"].shape) == tuple(tb["w"].shape) == (2, 3, 3, 4)
+    np.testing.assert_allclose(cboth[1].numpy(), tboth[1].numpy(), rtol=1e-5, atol=1e-6)
+
+
+# --- forward-mode AD (the "Forward-mode Automatic Differentiation" tutorial) ---
+
+def _fwad_tangents(lib, fn_cls_factory):
+    fwAD = lib.autograd.forward_ad
+    p = lib.tensor(_arr(3, 3).astype(np.float64), requires_grad=True)
+    t = lib.tensor(_arr(3, 3, seed=1).astype(np.float64))
+    with fwAD.dual_level():
+        out = fn_cls_factory(lib).apply(fwAD.make_dual(p, t))
+        return fwAD.unpack_dual(out).tangent.detach().numpy()
+
+
+def _exp_fn(lib):
+    class Fn(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, foo):
+            result = lib.exp(foo)
+            ctx.result = result
+            return result
+
+        @staticmethod
+        def jvp(ctx, gI):
+            gO = gI * ctx.result
+            del ctx.result      # jvp runs once per application
+            return gO
+    return Fn
+
+
+def test_custom_function_jvp_without_backward_gives_the_tangent():
+    np.testing.assert_allclose(_fwad_tangents(tracec, _exp_fn), _fwad_tangents(torch, _exp_fn),
+                               rtol=1e-12)
+
+
+def _mulsin_fn(lib, wrong=False):
+    class MulSin(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            ctx.save_for_forward(x, y)
+            ctx.save_for_backward(x, y)
+            return x * lib.sin(y)
+
+        @staticmethod
+        def jvp(ctx, gx, gy):
+            x, y = ctx.saved_tensors
+            return gx * lib.sin(y) + x * lib.cos(y) * gy * (2 if wrong else 1)
+
+        @staticmethod
+        def backward(ctx, gO):
+            x, y = ctx.saved_tensors
+            return gO * lib.sin(y), gO * x * lib.cos(y)
+    return MulSin
+
+
+def test_custom_function_jvp_is_used_over_backward_and_reads_save_for_forward():
+    # a deliberately wrong jvp: the tangent is the jvp's, not the backward's
+    def run(lib):
+        fwAD = lib.autograd.forward_ad
+        x = lib.tensor(_arr(2, 3).astype(np.float64))
+        y = lib.tensor(_arr(2, 3, seed=1).astype(np.float64))
+        tx, ty = lib.ones(2, 3, dtype=lib.float64), lib.full((2, 3), 0.5, dtype=lib.float64)
+        with fwAD.dual_level():
+            out = _mulsin_fn(lib, wrong=True).apply(fwAD.make_dual(x, tx), fwAD.make_dual(y, ty))
+            return fwAD.unpack_dual(out).tangent.detach().numpy()
+    np.testing.assert_allclose(run(tracec), run(torch), rtol=1e-12)
+
+
+def test_gradcheck_check_forward_ad():
+    def run(lib, wrong):
+        a = lib.tensor(_arr(2, 2).astype(np.float64), requires_grad=True)
+        b = lib.tensor(_arr(2, 2, seed=1).astype(np.float64), requires_grad=True)
+        return lib.autograd.gradcheck(_mulsin_fn(lib, wrong).apply, (a, b), check_forward_ad=True,
+                                      check_backward_ad=False, check_undefined_grad=False,
+                                      check_batched_grad=False, raise_exception=False)
+    assert run(tracec, False) is run(torch, False) is True
+    assert run(tracec, True) is run(torch, True) is False
+    p = tracec.tensor(_arr(2, 2).astype(np.float64), requires_grad=True)
+    try:
+        q = tracec.tensor(_arr(2, 2, seed=3).astype(np.float64), requires_grad=True)
+        tracec.autograd.gradcheck(_mulsin_fn(tracec, True).apply, (p, q),
+                                  check_forward_ad=True)
+    except tracec.autograd.GradcheckError as e:
+        assert str(e).startswith("Jacobian computed with forward mode mismatch for output 0 "
+                                 "with respect to input 1")
+    else:
+        raise AssertionError("no GradcheckError")
+
+
+def test_make_dual_tangent_as_given_or_copied_and_primal_history_kept():
+    def run(lib):
+        fwAD = lib.autograd.forward_ad
+        p = lib.tensor(_arr(3, 3), requires_grad=True)
+        t = lib.tensor(_arr(3, 3, seed=1))
+        with fwAD.dual_level():
+            same = fwAD.unpack_dual(fwAD.make_dual(p, t)).tangent is t
+            alt = fwAD.unpack_dual(fwAD.make_dual(p, t.T)).tangent
+            d = fwAD.make_dual(p, t)
+            (d * d).sum().backward()
+        return same, alt is t.T, alt.is_contiguous(), alt.numpy(), p.grad.numpy()
+    got, want = run(tracec), run(torch)
+    assert got[:3] == want[:3] == (True, False, True)
+    np.testing.assert_array_equal(got[3], want[3])
+    np.testing.assert_allclose(got[4], want[4], rtol=1e-6)

@@ -1,0 +1,34 @@
+"""PyTorch tutorials on function transforms and custom autograd, written as
+the tutorials write them, seeded with ``torch.manual_seed`` and default
+initialization, small sizes (``tests/programs/models38``): "Jacobians,
+Hessians, hvp, vhp, and more" and "Neural Tangent Kernels" (``torch.func``
+jacrev / jacfwd / hessian / vjp / jvp / vmap with ``argnums`` tuples and
+``functools.partial``, ``vmap(jacrev(fnet_single), (None, 0))`` over a
+``functional_call`` parameter dict, the NTK einsum contractions and the
+vjp / jvp ntk_vps variant); "Forward-mode Automatic Differentiation"
+(``fwAD.dual_level`` / ``make_dual`` / ``unpack_dual``, dual parameters set
+on a module and passed to ``functional_call``, custom Functions with
+``jvp`` and ``ctx.save_for_forward``, ``gradcheck(check_forward_ad=True)``).
+
+Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
+``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled part against
+the same computation run eagerly, and print the verdict).
+"""
+import pathlib
+
+import pytest
+
+from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixture
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROGS = ROOT / "tests" / "programs" / "models38"
+
+CASES = ["jacobians_ntk.py", "forward_ad.py"]
+EAGER_FALLBACK = set()
+
+torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
+
+
+@pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
+def test_models38_program_matches_torch(script, torch_refs, tmp_path):
+    check_program(PROGS / script, torch_refs(script), tmp_path, script in EAGER_FALLBACK)
