@@ -4,6 +4,7 @@ pytree (the Neural Tangent Kernels tutorial's
 ``vmap(jacrev(fnet_single), (None, 0))(params, x)`` over a parameter dict),
 its Jacobian the same pytree."""
 import numpy as np
+import pytest
 import torch
 
 import tracec
@@ -137,3 +138,81 @@ def test_make_dual_tangent_as_given_or_copied_and_primal_history_kept():
     assert got[:3] == want[:3] == (True, False, True)
     np.testing.assert_array_equal(got[3], want[3])
     np.testing.assert_allclose(got[4], want[4], rtol=1e-6)
+
+
+# --- "Double Backward with Custom Functions" / "Fusing Convolution and Batch Norm" ---
+
+def _sinh_bad(lib):
+    class SinhBad(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.expx, ctx.expnegx = lib.exp(x), lib.exp(-x)
+            return (ctx.expx - ctx.expnegx) / 2
+
+        @staticmethod
+        def backward(ctx, grad_out):
+            return grad_out * (ctx.expx + ctx.expnegx) / 2
+    return SinhBad
+
+
+def test_gradgradcheck_draws_grad_outputs_as_torch_and_flags_a_constant_first_derivative():
+    def run(lib):
+        lib.manual_seed(0)
+        x = lib.rand(2, 3, dtype=lib.float64, requires_grad=True)
+        ok = lib.autograd.gradgradcheck(lambda t: t ** 3, x)
+        after = lib.rand(3, dtype=lib.float64)      # the grad_outputs' draws came before
+        bad = lib.autograd.gradgradcheck(_sinh_bad(lib).apply, x, raise_exception=False)
+        return ok, after.numpy(), bad
+    (tok, tafter, tbad), (cok, cafter, cbad) = run(torch), run(tracec)
+    assert cok is tok is True
+    np.testing.assert_array_equal(cafter, tafter)
+    assert cbad is tbad is False
+    with pytest.raises(tracec.autograd.GradcheckError,
+                       match="Jacobian mismatch for output 0 with respect to input 0"):
+        tracec.autograd.gradgradcheck(_sinh_bad(tracec).apply,
+                                      tracec.rand(2, dtype=tracec.float64, requires_grad=True))
+    # no differentiable output at all: the numerical Jacobian must be zero
+    with pytest.raises(tracec.autograd.GradcheckError,
+                       match="Numerical gradient for function expected to be zero"):
+        tracec.autograd.gradcheck(lambda t: _sinh_bad(tracec).apply(t.detach()),
+                                  tracec.tensor(1., dtype=tracec.float64, requires_grad=True))
+
+
+@pytest.mark.parametrize("dtype,noncontiguous", [("float32", False), ("float64", True)])
+def test_make_tensor_draws_as_torch(dtype, noncontiguous):
+    def run(lib):
+        lib.manual_seed(5)
+        t = lib.testing.make_tensor((3, 4), dtype=getattr(lib, dtype), device="cpu", low=-1,
+                                    high=1, noncontiguous=noncontiguous)
+        return t.numpy(), t.is_contiguous()
+    (tv, tc), (cv, cc) = run(torch), run(tracec)
+    np.testing.assert_array_equal(cv, tv)
+    assert cc == tc
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(stride=2, padding=1), dict(groups=2, dilation=2)])
+def test_nn_grad_conv2d_input_and_weight(kw):
+    x, w, = _arr(2, 4, 9, 9), _arr(6, 4 // kw.get("groups", 1), 3, 3, seed=1)
+    out_shape = tuple(torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), **kw).shape)
+    go = _arr(*out_shape, seed=2)
+
+    def run(lib):
+        gi = lib.nn.grad.conv2d_input(x.shape, lib.tensor(w), lib.tensor(go), **kw)
+        gw = lib.nn.grad.conv2d_weight(lib.tensor(x), w.shape, lib.tensor(go), **kw)
+        return gi.numpy(), gw.numpy(), gi.requires_grad
+    (ti, tw, tr), (ci, cw, cr) = run(torch), run(tracec)
+    np.testing.assert_allclose(ci, ti, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(cw, tw, rtol=1e-4, atol=1e-4)
+    assert cr is tr is False
+
+
+def test_nn_grad_conv1d_weight_is_differentiable_in_grad_output():
+    x, go = _arr(1, 2, 7), _arr(1, 3, 5, seed=1)
+
+    def run(lib):
+        g = lib.tensor(go, requires_grad=True)
+        gw = lib.nn.grad.conv1d_weight(lib.tensor(x), (3, 2, 3), g)
+        (gw ** 2).sum().backward()
+        return gw.detach().numpy(), g.grad.numpy()
+    for a, b in zip(run(tracec), run(torch)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)

@@ -8,7 +8,13 @@ jacrev / jacfwd / hessian / vjp / jvp / vmap with ``argnums`` tuples and
 vjp / jvp ntk_vps variant); "Forward-mode Automatic Differentiation"
 (``fwAD.dual_level`` / ``make_dual`` / ``unpack_dual``, dual parameters set
 on a module and passed to ``functional_call``, custom Functions with
-``jvp`` and ``ctx.save_for_forward``, ``gradcheck(check_forward_ad=True)``).
+``jvp`` and ``ctx.save_for_forward``, ``gradcheck(check_forward_ad=True)``);
+"Double Backward with Custom Functions" and "Fusing Convolution and Batch
+Norm using Custom Function" (Square / Exp / Sinh / SinhBad / Cube with
+gradcheck and gradgradcheck, whose random grad_outputs follow PyTorch's
+draws; ``once_differentiable``, ``torch.nn.grad.conv2d_input`` /
+``conv2d_weight``, the hand-written batch-norm backward, the fused
+Conv+BN module trained beside the unfused Net with Adadelta and StepLR).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled part against
@@ -23,7 +29,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models38"
 
-CASES = ["jacobians_ntk.py", "forward_ad.py"]
+CASES = ["jacobians_ntk.py", "forward_ad.py", "double_backward_fused.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})

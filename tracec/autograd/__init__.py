@@ -634,6 +634,19 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     if not check_backward_ad:
         return True
     outs = _as_tuple(fn(*inputs))
+    if not any(isinstance(o, Tensor) and o.requires_grad for o in outs):
+        # no differentiable output: the numerical Jacobian must be zero
+        # (PyTorch's _check_no_differentiable_outputs; SinhBad's first
+        # derivative under gradgradcheck)
+        for oi, out in enumerate(outs):
+            if isinstance(out, Tensor) and out.dtype.is_floating_point:
+                for i in diff:
+                    if np.any(_numeric_jacobian(fn, inputs, oi, i, eps, out.numel()) != 0):
+                        if raise_exception:
+                            raise GradcheckError("Numerical gradient for function expected to "
+                                                 "be zero")
+                        return False
+        return True
     for oi, out in enumerate(outs):
         if not isinstance(out, Tensor) or not out.requires_grad:
             continue
@@ -716,21 +729,50 @@ def _check_forward_ad(fn, inputs, diff, eps, atol, rtol, raise_exception) -> boo
     return True
 
 
-def gradgradcheck(fn, inputs, **kw) -> bool:
-    """gradcheck of the first derivative (along all-ones output cotangents)."""
-    inputs = _as_tuple(inputs)
-    diff = [x for x in inputs if isinstance(x, Tensor) and x.requires_grad]
+def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
+                  gen_non_contig_grad_outputs=False, raise_exception=True, nondet_tol=0.0,
+                  check_undefined_grad=True, check_grad_dtypes=False, check_batched_grad=False,
+                  check_fwd_over_rev=False, check_rev_over_rev=True, fast_mode=False,
+                  masked=False) -> bool:
+    """PyTorch's gradgradcheck: gradcheck of ``grad(outputs, inputs,
+    grad_outputs, create_graph=True)`` in the inputs and the grad_outputs,
+    which by default are drawn as PyTorch draws them
+    (``testing.make_tensor(low=-1, high=1)`` per differentiable output, from
+    the global generator, so that later draws follow PyTorch's)."""
+    from tracec.testing import make_tensor
+    tupled_inputs = _as_tuple(inputs)
+    if grad_outputs is None:
+        outputs = [o for o in _as_tuple(func(*tupled_inputs))
+                   if isinstance(o, Tensor) and o.requires_grad]
+        tupled_grad_outputs = tuple(
+            make_tensor(tuple(x.shape), dtype=x.dtype if x.dtype.is_floating_point
+                        else dt.float64, device=x.device, low=-1, high=1,
+                        requires_grad=True, noncontiguous=gen_non_contig_grad_outputs)
+            for x in outputs)
+    else:
+        tupled_grad_outputs = _as_tuple(grad_outputs)
+    num_outputs = len(tupled_grad_outputs)
+    diff_inputs = {i for i, x in enumerate(tupled_inputs)
+                   if isinstance(x, Tensor) and x.requires_grad}
+    diff_grad_outputs = {i for i, x in enumerate(tupled_grad_outputs) if x.requires_grad}
 
-    def first(*xs):
-        outs = _as_tuple(fn(*xs))
-        total = None
-        for o in outs:
-            s = o.sum()
-            total = s if total is None else total + s
-        return grad(total, [x for x in xs if isinstance(x, Tensor) and x.requires_grad],
-                    create_graph=True, allow_unused=True, materialize_grads=True)
-    del diff
-    return gradcheck(first, inputs, **kw)
+    def new_func(*args):
+        input_args = tuple(x.requires_grad_() if i in diff_inputs else x
+                           for i, x in enumerate(args[:len(args) - num_outputs]))
+        outputs = [o for o in _as_tuple(func(*input_args))
+                   if isinstance(o, Tensor) and o.requires_grad]
+        gos = tuple(x.requires_grad_() if i in diff_grad_outputs else x
+                    for i, x in enumerate(args[len(args) - num_outputs:]))
+        grad_inputs = grad(outputs, [x for i, x in enumerate(input_args) if i in diff_inputs],
+                           gos, create_graph=True, allow_unused=True)
+        return tuple(g for g in grad_inputs if g is not None)
+
+    return gradcheck(new_func, tupled_inputs + tupled_grad_outputs, eps=eps, atol=atol,
+                     rtol=rtol, raise_exception=raise_exception, nondet_tol=nondet_tol,
+                     check_undefined_grad=check_undefined_grad,
+                     check_grad_dtypes=check_grad_dtypes, check_batched_grad=check_batched_grad,
+                     fast_mode=fast_mode, check_forward_ad=check_fwd_over_rev,
+                     check_backward_ad=check_rev_over_rev, masked=masked)
 
 
 class GradcheckError(RuntimeError):
