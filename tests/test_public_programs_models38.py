@@ -14,17 +14,25 @@ Norm using Custom Function" (Square / Exp / Sinh / SinhBad / Cube with
 gradcheck and gradgradcheck, whose random grad_outputs follow PyTorch's
 draws; ``once_differentiable``, ``torch.nn.grad.conv2d_input`` /
 ``conv2d_weight``, the hand-written batch-norm backward, the fused
-Conv+BN module trained beside the unfused Net with Adadelta and StepLR).
+Conv+BN module trained beside the unfused Net with Adadelta and StepLR);
+"Transfer Learning for Computer Vision" (a seeded torchvision resnet18
+finetuned and used as a fixed feature extractor, train_model's phases with
+``set_grad_enabled``, the best weights through ``torch.save`` /
+``torch.load(weights_only=True)`` in a TemporaryDirectory; its reference
+runs torchvision's Python code, ``vision_oracle.torch_command``).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled part against
 the same computation run eagerly, and print the verdict).
 """
 import pathlib
+import subprocess
 
 import pytest
 
+import torch_recordings
 from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixture
+from vision_oracle import needs_torchvision, torch_command
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models38"
@@ -38,3 +46,21 @@ torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "
 @pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
 def test_models38_program_matches_torch(script, torch_refs, tmp_path):
     check_program(PROGS / script, torch_refs(script), tmp_path, script in EAGER_FALLBACK)
+
+
+@needs_torchvision
+def test_models38_transfer_learning_matches_torch(tmp_path):
+    script = PROGS / "transfer_learning.py"
+    env = {**ENV, "TORCH_COMPILE_DISABLE": "1"}
+
+    def run():
+        r = subprocess.run(torch_command(script, []), cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, "torch failed:\n" + r.stderr[-4000:]
+        return r.stdout
+
+    ref = torch_recordings.torch_output(
+        f"{PROGS.name}/{script.stem}", torch_recordings.program_files(script), [],
+        "TORCH_COMPILE_DISABLE=1 OMP_NUM_THREADS=1 torchvision==0.28.0 vision_oracle.torch_command",
+        run)
+    check_program(script, ref, tmp_path, False)
