@@ -19,7 +19,13 @@ Conv+BN module trained beside the unfused Net with Adadelta and StepLR);
 finetuned and used as a fixed feature extractor, train_model's phases with
 ``set_grad_enabled``, the best weights through ``torch.save`` /
 ``torch.load(weights_only=True)`` in a TemporaryDirectory; its reference
-runs torchvision's Python code, ``vision_oracle.torch_command``).
+runs torchvision's Python code, ``vision_oracle.torch_command``); and the
+character-level RNN name classification (2024 version: NamesDataset,
+``random_split`` with a seeded Generator, nn.RNN, ``clip_grad_norm_``, the
+confusion matrix) and generation tutorials (Dropout(0.1) left on while
+sampling with ``topk``, the manual ``p.data.add_`` update): tracec's eager
+draws follow PyTorch's, so the split, the dropout masks and the samples
+are compared too.
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled part against
@@ -37,7 +43,7 @@ from vision_oracle import needs_torchvision, torch_command
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models38"
 
-CASES = ["jacobians_ntk.py", "forward_ad.py", "double_backward_fused.py"]
+CASES = ["jacobians_ntk.py", "forward_ad.py", "double_backward_fused.py", "char_rnn.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
