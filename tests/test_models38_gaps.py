@@ -216,3 +216,41 @@ def test_nn_grad_conv1d_weight_is_differentiable_in_grad_output():
         return gw.detach().numpy(), g.grad.numpy()
     for a, b in zip(run(tracec), run(torch)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+# --- torch.func / autograd.functional inside torch.compile ---------------------
+
+def _predict(lib, w, b, x):
+    return lib.nn.functional.linear(x, w, b).tanh()
+
+
+_TRANSFORMS = {
+    "hvp": lambda lib, w, b, x: lib.func.jvp(lib.func.grad(lambda xx: _predict(lib, w, b, xx).sum()),
+                                             (x,), (x * 2,))[1],
+    "vjp": lambda lib, w, b, x: lib.func.vjp(lambda xx: _predict(lib, w, b, xx), x)[1](
+        lib.ones(5))[0],
+    "jacrev": lambda lib, w, b, x: lib.func.jacrev(lambda ww, bb, xx: _predict(lib, ww, bb, xx),
+                                                   argnums=(0, 1))(w, b, x)[0],
+    "hessian": lambda lib, w, b, x: lib.func.hessian(
+        lambda xx: _predict(lib, w, b, xx).sum())(x),
+    "vmap_jacrev": lambda lib, w, b, x: lib.func.vmap(
+        lib.func.jacrev(lambda ww, bb, xx: _predict(lib, ww, bb, xx), argnums=2),
+        in_dims=(None, None, 0))(w, b, lib.stack([x, x * 3])),
+    "functional_jacobian": lambda lib, w, b, x: lib.autograd.functional.jacobian(
+        lambda xx: _predict(lib, w, b, xx), x),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_TRANSFORMS))
+def test_function_transforms_compile_to_eager_values(name):
+    w, b = _arr(5, 4), _arr(5, seed=1)
+    xs = [_arr(4, seed=2), _arr(4, seed=3)]
+    fn = _TRANSFORMS[name]
+
+    def cfn(w, b, x):
+        return fn(tracec, w, b, x)
+    compiled = tracec.compile(cfn)
+    for x in xs:     # the first call traces, the second runs the compiled code
+        got = compiled(tracec.tensor(w), tracec.tensor(b), tracec.tensor(x))
+        want = fn(torch, torch.tensor(w), torch.tensor(b), torch.tensor(x))
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)

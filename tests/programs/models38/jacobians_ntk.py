@@ -13,7 +13,7 @@
 # small sizes (D=16, batch 8, 8x8 images, 4 channels, 4 classes, 3 train
 # and 2 test images; the vps variant's trace / diagonal einsums applied to
 # its one 'full' result), the Timer
-# comparisons left out, and a compiled predict checked against eager.
+# comparisons left out, and a compiled predict + hvp checked against eager.
 from functools import partial
 
 import torch
@@ -278,7 +278,7 @@ print('vps shape', result_from_ntk_vps.shape)
 print('vps trace', torch.einsum('NMKK->NM', result_from_ntk_vps))
 print('vps diagonal [1]', torch.einsum('NMKK->NMK', result_from_ntk_vps)[1])
 
-# compiled: the tutorial's predict, checked against eager
+# compiled: the tutorial's predict and hvp, checked against eager
 weight = torch.randn(D, D)
 bias = torch.randn(D)
 xs = torch.randn(4, D)
@@ -287,3 +287,13 @@ out_c = compiled_predict(weight, bias, xs)
 out_e = predict(weight, bias, xs)
 print('compiled == eager (predict)', torch.allclose(out_c, out_e, atol=1e-6))
 
+
+def hvp_predict(w, b, x, v):
+    return hvp(lambda xx: predict(w, b, xx).sum(), (x,), (v,))
+
+
+compiled_hvp = torch.compile(hvp_predict)
+v = torch.randn(D)
+compiled_hvp(weight, bias, xs[0], v)
+print('compiled == eager (hvp)',
+      torch.allclose(compiled_hvp(weight, bias, xs[1], v), hvp_predict(weight, bias, xs[1], v), atol=1e-5))
