@@ -254,3 +254,46 @@ def test_function_transforms_compile_to_eager_values(name):
         got = compiled(tracec.tensor(w), tracec.tensor(b), tracec.tensor(x))
         want = fn(torch, torch.tensor(w), torch.tensor(b), torch.tensor(x))
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _two_outputs(lib, calls):
+    class Two(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, k):
+            ctx.save_for_forward(x)
+            ctx.save_for_backward(x)
+            ctx.k = k
+            return x.sin() * k, x.exp()
+
+        @staticmethod
+        def jvp(ctx, gx, gk):
+            calls.append(gk)
+            x, = ctx.saved_tensors
+            return gx * x.cos() * ctx.k, gx * x.exp()
+
+        @staticmethod
+        def backward(ctx, ga, gb):
+            x, = ctx.saved_tensors
+            return ga * x.cos() * ctx.k + gb * x.exp(), None
+    return Two
+
+
+def test_multi_output_function_jvp_and_jvp_called_only_for_tangents():
+    def run(lib):
+        calls = []
+        Two = _two_outputs(lib, calls)
+        fw = lib.autograd.forward_ad
+        x = lib.tensor(np.linspace(-1, 1, 5), requires_grad=True)
+        with fw.dual_level():
+            plain_a, _ = Two.apply(x, 2.0)              # no tangent: jvp not called
+            n_plain = len(calls)
+            a, b = Two.apply(fw.make_dual(x, lib.ones(5, dtype=lib.float64)), 3.0)
+            y = a * b + a
+            tangents = [fw.unpack_dual(t).tangent.detach().numpy() for t in (a, b, y)]
+        plain_a.sum().backward()
+        return n_plain, calls[-1], tangents, x.grad.numpy()
+    (tn, tk, tt, tg), (cn, ck, ct, cg) = run(torch), run(tracec)
+    assert cn == tn == 0 and ck is tk is None
+    for g, w in zip(ct, tt):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+    np.testing.assert_allclose(cg, tg, rtol=1e-12)

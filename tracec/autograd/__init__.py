@@ -487,8 +487,10 @@ class Function:
             if RECORDERS and isinstance(out, Tensor) and out.requires_grad:
                 _record_vjp(cls, ctx, args, out)
             if cls.jvp is not Function.jvp:
+                # (only where an input carries a tangent: PyTorch calls jvp
+                # then only, and a jvp may consume ctx state, `del ctx.result`)
                 from tracec.autograd import forward_ad
-                if forward_ad._LEVELS:
+                if forward_ad.has_tangent([a for a in args if isinstance(a, Tensor)]):
                     ctx._jvp_transpose = _jvp_transpose(cls, ctx, args, outs)
         return out
 

@@ -88,6 +88,32 @@ def make_dual(tensor: Tensor, tangent: Tensor, *, level=None) -> Tensor:
     return dual
 
 
+def has_tangent(tensors) -> bool:
+    """Whether any of ``tensors`` is, or was computed from, a dual of the
+    open level (a walk of their graphs to the duals' leaves or views)."""
+    duals = _LEVELS[-1] if _LEVELS else []
+    if not duals:
+        return False
+    ids = {id(d) for d, _ in duals}
+    nodes = {id(d._node) for d, _ in duals if d._node is not None}
+    if any(id(t) in ids for t in tensors):
+        return True
+    stack, seen = [graph.edge_of(t) for t in tensors], set()
+    while stack:
+        n = stack.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        if id(n) in nodes:
+            return True
+        if isinstance(n, graph.AccumulateGrad):
+            if id(n.variable) in ids:
+                return True
+            continue
+        stack.extend(n.edges)
+    return False
+
+
 def unpack_dual(tensor: Tensor, *, level=None) -> UnpackedDualTensor:
     """``(primal, tangent)`` of ``tensor``: the tangent by reverse mode twice."""
     duals = _LEVELS[-1] if _LEVELS else []
