@@ -297,3 +297,50 @@ def test_multi_output_function_jvp_and_jvp_called_only_for_tangents():
     for g, w in zip(ct, tt):
         np.testing.assert_allclose(g, w, rtol=1e-12)
     np.testing.assert_allclose(cg, tg, rtol=1e-12)
+
+
+# --- torch.utils.benchmark (the Jacobians tutorial's Timer comparisons) --------
+
+@pytest.mark.parametrize("raw", [[2.5e-3], [1e-6, 1.2e-6, 0.9e-6, 3e-6, 1.1e-6],
+                                 [0.4, 0.41, 0.39, 0.4, 0.42, 0.38]])
+def test_benchmark_measurement_statistics_and_repr(raw):
+    import re
+    import torch.utils.benchmark as tb
+    import tracec.utils.benchmark as cb
+
+    def make(b):
+        spec = b.TaskSpec(stmt="jacrev(predict, argnums=2)(weight, bias, x)", setup="pass",
+                          num_threads=1)
+        return b.Measurement(number_per_run=500, raw_times=list(raw), task_spec=spec)
+    t, c = make(tb), make(cb)
+    assert c.times == t.times
+    for name in ("median", "iqr", "significant_figures", "has_warnings", "title"):
+        assert getattr(c, name) == getattr(t, name), name
+    # (a float64 mean: PyTorch's vectorized sum may round the last bit otherwise)
+    assert c.mean == pytest.approx(t.mean, rel=1e-15)
+
+    def shown(m):
+        return re.sub(r"<\w+\.utils\.benchmark\.utils\.common\.Measurement object at 0x[0-9a-f]+>",
+                      "<Measurement>", repr(m))
+    assert shown(c) == shown(t)
+    merged_c, merged_t = cb.Measurement.merge([c, c]), tb.Measurement.merge([t, t])
+    assert merged_c[0].times == merged_t[0].times and merged_c[0].number_per_run == 1
+    for x in (3.14159e-7, 0.02, 12.5):
+        assert cb.select_unit(x) == tb.select_unit(x)
+        assert cb.trim_sigfig(x, 2) == tb.trim_sigfig(x, 2)
+
+
+def test_benchmark_timer_runs_the_statement():
+    from tracec.utils.benchmark import Timer
+    calls = []
+    t = Timer(stmt="""
+        f(x)
+    """, setup="x = torch.ones(2)", globals={"f": calls.append}, label="append", sub_label="ones")
+    m = t.timeit(10)
+    assert len(calls) == 2 + 10      # the warm-up's max(10 // 100, 2) runs, then 10
+    assert m.number_per_run == 10 and len(m.times) == 1 and m.title == "append: ones"
+    assert m.stmt == "f(x)" and m.setup == "x = torch.ones(2)"
+    b = t.blocked_autorange(min_run_time=0.01)
+    assert sum(b.raw_times) >= 0.01 and b.number_per_run >= 1
+    with pytest.raises(ValueError, match="global_setup is C\\+\\+ only"):
+        Timer("pass", global_setup="#include <x>")
