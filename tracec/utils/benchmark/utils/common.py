@@ -15,7 +15,8 @@ import dataclasses
 import textwrap
 from typing import Any, Iterable, Iterator
 
-import tracec
+from tracec import config, dtypes
+from tracec.creation import tensor as _tensor
 
 __all__ = ["TaskSpec", "Measurement", "select_unit", "unit_to_english", "trim_sigfig",
            "ordered_unique", "set_torch_threads"]
@@ -105,11 +106,11 @@ class Measurement:
         """From the interquartile points' spread (z = 1.645), between 1 and 4."""
         self._lazy_init()
         n = len(self._sorted_times)
-        points = self._sorted_times[n // 4:int(tracec.tensor(3 * n / 4).ceil())]
-        std = tracec.tensor(points).std(unbiased=False).item()
-        sqrt_n = tracec.tensor(len(points)).sqrt().item()
+        points = self._sorted_times[n // 4:int(_tensor(3 * n / 4).ceil())]
+        std = _tensor(points).std(unbiased=False).item()
+        sqrt_n = _tensor(len(points)).sqrt().item()
         ci = max(1.645 * std / sqrt_n, _MIN_CONFIDENCE_INTERVAL)
-        figures = int(tracec.tensor(tracec.tensor(self._median / ci).log10().item()).floor())
+        figures = int(_tensor(_tensor(self._median / ci).log10().item()).floor())
         return min(max(figures, 1), _MAX_SIGNIFICANT_FIGURES)
 
     @property
@@ -120,7 +121,7 @@ class Measurement:
     def _lazy_init(self) -> None:
         if self.raw_times and not self._sorted_times:
             self._sorted_times = tuple(sorted(self.times))
-            st = tracec.tensor(self._sorted_times, dtype=tracec.float64)
+            st = _tensor(self._sorted_times, dtype=dtypes.float64)
             self._median = st.quantile(.5).item()
             self._mean = st.mean().item()
             self._p25 = st.quantile(.25).item()
@@ -178,7 +179,7 @@ class Measurement:
 
 def select_unit(t: float) -> tuple:
     """The unit (and its scale) that puts ``t`` seconds in [1, 1000)."""
-    unit = {-3: "ns", -2: "us", -1: "ms"}.get(int(tracec.tensor(t).log10().item() // 3), "s")
+    unit = {-3: "ns", -2: "us", -1: "ms"}.get(int(_tensor(t).log10().item() // 3), "s")
     return unit, {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1}[unit]
 
 
@@ -190,9 +191,9 @@ def trim_sigfig(x: float, n: int) -> float:
     """``x`` to ``n`` significant figures."""
     if n != int(n):
         raise AssertionError("Number of significant figures must be an integer")
-    magnitude = int(tracec.tensor(x).abs().log10().ceil().item())
+    magnitude = int(_tensor(x).abs().log10().ceil().item())
     scale = 10 ** (magnitude - n)
-    return float(tracec.tensor(x / scale).round() * scale)
+    return float(_tensor(x / scale).round() * scale)
 
 
 def ordered_unique(elements: Iterable[Any]) -> list:
@@ -201,9 +202,9 @@ def ordered_unique(elements: Iterable[Any]) -> list:
 
 @contextlib.contextmanager
 def set_torch_threads(n: int) -> Iterator[None]:
-    prior = tracec.get_num_threads()
+    prior = config.get_num_threads()
     try:
-        tracec.set_num_threads(n)
+        config.set_num_threads(n)
         yield
     finally:
-        tracec.set_num_threads(prior)
+        config.set_num_threads(prior)

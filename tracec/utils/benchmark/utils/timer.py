@@ -18,7 +18,6 @@ import textwrap
 import timeit as _timeit
 from typing import Any, Callable
 
-import tracec
 from tracec.utils.benchmark.utils import common
 
 __all__ = ["Timer", "timer", "Language"]
@@ -47,7 +46,10 @@ class Timer:
             raise ValueError("Currently only a `str` stmt is supported.")
         self._globals = dict(globals or {})
         if language in (Language.PYTHON, "py", "python"):
-            self._globals.setdefault("torch", tracec)
+            import sys
+            # (the package itself, as PyTorch's Timer puts torch there; tracec
+            # is imported by the time a Timer exists)
+            self._globals.setdefault("torch", sys.modules["tracec"])
             self._language = Language.PYTHON
             if global_setup:
                 raise ValueError(f"global_setup is C++ only, got `{global_setup}`. Most likely "
@@ -102,7 +104,7 @@ class Timer:
 
     def _estimate_block_size(self, min_run_time: float) -> int:
         with common.set_torch_threads(self._task_spec.num_threads):
-            overhead = tracec.tensor([self._timeit(0) for _ in range(5)]).median().item()
+            overhead = common._tensor([self._timeit(0) for _ in range(5)]).median().item()
             number = 1
             while True:
                 taken = self._timeit(number)
