@@ -1,6 +1,8 @@
 """``tracec.autograd.functional``: PyTorch's ``jacobian``, ``hessian``,
 ``vjp``, ``jvp``, ``hvp`` and ``vhp``, built on ``tracec.autograd.grad``
-with one reverse pass per output element (eager only).
+with one reverse pass per output element.  Inside ``tracec.compile`` they
+trace like any ``autograd.grad`` call (the recorded passes are the compiled
+code).
 
 Invariants (PyTorch's): results mirror the tuple-ness of ``inputs`` and of
 what ``func`` returns (a Jacobian of output ``i`` with respect to input
@@ -20,15 +22,9 @@ import numpy as np
 
 from tracec import autograd, graph
 from tracec.shape_ops import stack
-from tracec.tensor import RECORDERS, Tensor
+from tracec.tensor import Tensor
 
 __all__ = ["jacobian", "hessian", "vjp", "jvp", "hvp", "vhp"]
-
-
-def eager_only(name: str):
-    if RECORDERS:
-        raise RuntimeError(f"{name} runs eagerly only: call it outside tracec.compile "
-                           "(or move it out of the compiled function)")
 
 
 def _as_tuple(x, arg: str, fn: str):
@@ -88,7 +84,6 @@ def _post(res, tuple_flags):
 
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
              strategy="reverse-mode"):
-    eager_only("jacobian")
     if strategy not in ("forward-mode", "reverse-mode"):
         raise ValueError('Expected strategy to be either "forward-mode" or "reverse-mode". '
                          f'Hint: If your function has more outputs than inputs, "forward-mode" '
@@ -125,7 +120,6 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
 
 def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
             outer_jacobian_strategy="reverse-mode"):
-    eager_only("hessian")
     in_tuple, xs = _as_tuple(inputs, "inputs", "hessian")
 
     def scalar(*a):
@@ -163,7 +157,6 @@ def _check_v(v, outs, fn):
 
 
 def vjp(func, inputs, v=None, create_graph=False, strict=False):
-    eager_only("vjp")
     with graph.enable_grad():
         in_tuple, xs = _as_tuple(inputs, "inputs", "vjp")
         xs = _prepare(xs, create_graph)
@@ -177,7 +170,6 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
 
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
     """``J v`` as the contraction of the Jacobian with ``v``."""
-    eager_only("jvp")
     in_tuple, xs = _as_tuple(inputs, "inputs", "jvp")
     if v is None:
         if len(xs) != 1 or xs[0].numel() != 1:
@@ -211,7 +203,6 @@ def _normalise(jac, out_tuple, in_tuple):
 
 
 def _second(func, inputs, v, create_graph, strict, fn):
-    eager_only(fn)
     with graph.enable_grad():
         in_tuple, xs = _as_tuple(inputs, "inputs", fn)
         xs = _prepare(xs, create_graph)

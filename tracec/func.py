@@ -1,6 +1,9 @@
 """``tracec.func``: PyTorch's function transforms (``grad``,
 ``grad_and_value``, ``vjp``, ``jacrev``, ``jacfwd``, ``hessian``, ``vmap``,
-``functional_call``), eager only.
+``functional_call``).  Inside ``tracec.compile`` they trace as the
+``autograd.grad`` calls and per-example loops they are made of (the
+tutorials' compiled ``jvp(grad(f))`` hvp), as ``torch.compile`` traces
+``torch.func``.
 
 Invariants: a transformed function gives PyTorch's values and structure
 (``argnums`` tuple -> tuple of results; ``has_aux`` -> aux returned
@@ -15,8 +18,10 @@ random numbers (PyTorch's ``"different"``).  ``jacfwd`` uses reverse mode
 """
 from __future__ import annotations
 
+import numpy as np
+
 from tracec import autograd, graph
-from tracec.autograd_functional import _zeros, eager_only
+from tracec.autograd_functional import _zeros
 from tracec.nn.utils.stateless import call_with
 from tracec.shape_ops import stack
 from tracec.tensor import Tensor
@@ -43,6 +48,15 @@ def _map(fn, tree):
     if isinstance(tree, dict):
         return {k: _map(fn, v) for k, v in tree.items()}
     return tree
+
+
+def _unit(o, k: int) -> Tensor:
+    """A fresh constant of ``o``'s shape and dtype: 1 at flat index ``k``,
+    0 elsewhere (no write into another tensor's data: inside a trace that
+    data is not what the compiled code reads)."""
+    a = np.zeros(tuple(o.shape), o.dtype.np)
+    a.reshape(-1)[k] = 1
+    return Tensor._make(a, o.dtype)
 
 
 def _argnums(argnums, n, fn):
@@ -82,7 +96,6 @@ def _reaches_outside(outs, inside) -> bool:
 
 
 def _grad_and_value(func, argnums, has_aux, args, kwargs, name):
-    eager_only(f"tracec.func.{name}")
     nums = _argnums(argnums, len(args), name)
     outer = graph.is_grad_enabled()
     keep = _keep_graph(args, nums)
@@ -129,7 +142,6 @@ def grad(func, argnums=0, has_aux=False):
 def vjp(func, *primals, has_aux=False):
     """``(output, vjp_fn[, aux])``; ``vjp_fn(cotangents)`` returns a tuple
     with one gradient per primal."""
-    eager_only("tracec.func.vjp")
     nums = tuple(range(len(primals)))
     outer = graph.is_grad_enabled()
     keep = _keep_graph(primals, nums)
@@ -169,7 +181,6 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
     shape ``out.shape + in.shape``; nesting follows the outputs, then the
     argnums tuple."""
     def wrapper(*args, **kwargs):
-        eager_only("tracec.func.jacrev")
         nums = _argnums(argnums, len(args), "jacrev")
         outer = graph.is_grad_enabled()
         keep = _keep_graph(args, nums)
@@ -183,20 +194,23 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
             keep = keep or (outer and _reaches_outside(
                 _leaves(out), [x for a in ins for x in _leaves(a)]))
 
+            # the inputs' leaves: an argument may be a pytree (NTK's
+            # functional_call parameter dict), its Jacobian the same pytree
+            flat = [x for a in ins for x in _leaves(a)]
+
             def jac_of(o):
-                rows = [[] for _ in ins]
+                rows = [[] for _ in flat]
                 for k in range(o.numel()):
-                    seed = _zeros(o).reshape(-1)
-                    seed._data[k] = 1
-                    gs = (autograd.grad(o, ins, seed.reshape(*o.shape), retain_graph=True,
+                    gs = (autograd.grad(o, flat, _unit(o, k), retain_graph=True,
                                         create_graph=True, allow_unused=True)
-                          if o.requires_grad else [None] * len(ins))
-                    for r, x, g in zip(rows, ins, gs):
+                          if o.requires_grad else [None] * len(flat))
+                    for r, x, g in zip(rows, flat, gs):
                         g = _zeros(x) if g is None else g
                         r.append(g if keep else g.detach())
-                per = tuple(stack(r).reshape(*o.shape, *x.shape) if r
-                            else _zeros(x).reshape(*o.shape, *x.shape).detach()
-                            for r, x in zip(rows, ins))
+                it = iter([stack(r).reshape(*o.shape, *x.shape) if r
+                           else _zeros(x).reshape(*o.shape, *x.shape).detach()
+                           for r, x in zip(rows, flat)])
+                per = tuple(_map(lambda _: next(it), a) for a in ins)
                 return per if isinstance(argnums, tuple) else per[0]
             result = _map(jac_of, out)
         if has_aux:
@@ -208,7 +222,6 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """``(output, J @ tangents[, aux])`` by reverse mode twice: ``J^T u`` for a
     dummy cotangent ``u``, then the gradient of ``<J^T u, v>`` in ``u``."""
-    eager_only("tracec.func.jvp")
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to have "
@@ -368,7 +381,6 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     where = getattr(func, "__name__", repr(func))
 
     def wrapper(*args, **kwargs):
-        eager_only("tracec.func.vmap")
         if isinstance(in_dims, tuple) and len(in_dims) != len(args):
             raise ValueError(f"vmap({where}, in_dims={in_dims}, ...)(<inputs>): in_dims is not "
                              f"compatible with the structure of `inputs`. in_dims has "

@@ -340,6 +340,12 @@ class AccumulateGrad:
         return f"<AccumulateGrad object at {id(self):#x}>"
 
 
+#: Nonzero while ``autograd.forward_ad`` computes a tangent by reverse mode:
+#: a custom Function with a ``jvp`` then contributes that jvp's transpose
+#: instead of calling its ``backward``.
+FORWARD_AD_BACKWARD = [0]
+
+
 class FunctionNode:
     """The backward of a user ``autograd.Function`` application."""
 
@@ -369,7 +375,14 @@ class FunctionNode:
     def apply(self, g):
         if self.freed:
             raise RuntimeError(_FREED_MSG)
-        if self.outputs is not None:     # one gradient per output, in its slot
+        transpose = getattr(self.ctx, "_jvp_transpose", None)
+        if transpose is not None and FORWARD_AD_BACKWARD[0]:
+            # forward_ad's unpack_dual differentiates through this node: the
+            # transpose of the Function's own jvp (forward_ad's docstring)
+            grads = (list(g.slots.get(i) for i in range(len(self.outputs)))
+                     if self.outputs is not None else [g])
+            res = transpose(grads)
+        elif self.outputs is not None:     # one gradient per output, in its slot
             grads = []
             for i, o in enumerate(self.outputs):
                 gi = g.slots.get(i)

@@ -146,7 +146,14 @@ def make_tensor(*shape, dtype, device=None, low=None, high=None, requires_grad=F
         hi = 9.0 if high is None else float(high)
         if lo > hi:
             raise ValueError(f"`low` must be less than or equal to `high`, but got {lo} > {hi}")
-        t = (creation.rand(shape, dtype=dt.float64) * (hi - lo) + lo).to(d)
+        # PyTorch's draws: uniform_ on a tensor of the dtype itself, twice
+        # as wide in the last dim and every other element kept when
+        # noncontiguous (so that a seed gives PyTorch's values)
+        wide = noncontiguous and math.prod(shape) > 1
+        t = creation.empty((*shape[:-1], 2 * shape[-1]) if wide else shape, dtype=d)
+        t.uniform_(lo, hi)
+        if wide:
+            t = t[..., 1::2]
         if exclude_zero:
             t = t.masked_fill(t == 0, float(np.finfo(d.np).tiny if d.np != object else 1e-3))
     else:

@@ -338,6 +338,10 @@ class FunctionCtx:
         self._saved = tensors
         self._versions = tuple(t._version[0] if isinstance(t, Tensor) else None for t in tensors)
 
+    def save_for_forward(self, *tensors):
+        """Tensors the Function's ``jvp`` reads as ``ctx.saved_tensors``."""
+        self._saved_forward = tensors
+
     def mark_non_differentiable(self, *tensors):
         self._non_diff = tensors
 
@@ -352,6 +356,8 @@ class FunctionCtx:
 
     @property
     def saved_tensors(self):
+        if getattr(self, "_in_jvp", False):
+            return getattr(self, "_saved_forward", ())
         if self.saved_tensors_freed:
             raise RuntimeError(graph._FREED_MSG)
         for t, v in zip(self._saved, self._versions):
@@ -480,7 +486,51 @@ class Function:
                 o._node = _FunctionOutput(node, i) if isinstance(out, tuple) else node
             if RECORDERS and isinstance(out, Tensor) and out.requires_grad:
                 _record_vjp(cls, ctx, args, out)
+            if cls.jvp is not Function.jvp:
+                # (only where an input carries a tangent: PyTorch calls jvp
+                # then only, and a jvp may consume ctx state, `del ctx.result`)
+                from tracec.autograd import forward_ad
+                if forward_ad.has_tangent([a for a in args if isinstance(a, Tensor)]):
+                    ctx._jvp_transpose = _jvp_transpose(cls, ctx, args, outs)
         return out
+
+    @staticmethod
+    def jvp(ctx, *grad_inputs):
+        raise NotImplementedError("You must implement the jvp function for custom "
+                                  "autograd.Function to use it with forward mode AD.")
+
+
+def _jvp_transpose(cls, ctx, args, outs):
+    """The transpose of ``cls.jvp`` at this application, for forward_ad's
+    reverse-mode tangents: ``jvp`` runs once (it may ``del`` what it reads
+    from ctx, as PyTorch's tutorial's does) on zero tangents that require
+    grad, recording the linear map ``v -> jvp(v)``; the transpose of a
+    cotangent list is that map's vector-Jacobian product, itself
+    differentiable in the cotangents (forward_ad differentiates it again)."""
+    vs = [a.detach().new_zeros(tuple(a.shape)).requires_grad_(True)
+          if isinstance(a, Tensor) and (a.dtype.is_floating_point or a.dtype.category == 3)
+          else None for a in args]
+    ctx._in_jvp = True
+    try:
+        with graph.enable_grad():
+            jv = cls.jvp(ctx, *vs)
+    finally:
+        ctx._in_jvp = False
+    jv = jv if isinstance(jv, tuple) else (jv,)
+    if len(jv) != len(outs):
+        raise RuntimeError(f"Function jvp returned an incorrect number of forward gradients "
+                           f"(expected {len(outs)}, got {len(jv)})")
+    ins = [v for v in vs if v is not None]
+
+    def transpose(cotangents):
+        pairs = [(j, c) for j, c in zip(jv, cotangents)
+                 if isinstance(j, Tensor) and j.requires_grad and c is not None]
+        if not pairs or not ins:
+            return (None,) * len(args)
+        gs = iter(grad([j for j, _ in pairs], ins, [c for _, c in pairs], retain_graph=True,
+                       create_graph=True, allow_unused=True))
+        return tuple(None if v is None else next(gs) for v in vs)
+    return transpose
 
 
 def _check_dirty(dirty, out) -> None:
@@ -563,16 +613,14 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     """Compare analytic gradients with central finite differences (in the
     inputs' dtype: use float64).  Raises ``GradcheckError`` on a mismatch
     naming the input and the largest difference.  ``fast_mode`` runs the
-    full check (stronger than PyTorch's fast one); the forward-mode and
-    batched checks are not available and say so."""
-    for flag, name in ((check_forward_ad, "check_forward_ad"),
-                       (check_batched_grad, "check_batched_grad"),
+    full check (stronger than PyTorch's fast one); ``check_forward_ad``
+    checks forward mode (``forward_ad``) likewise; the batched checks are not
+    available and say so."""
+    for flag, name in ((check_batched_grad, "check_batched_grad"),
                        (check_batched_forward_grad, "check_batched_forward_grad")):
         if flag:
             raise NotImplementedError(f"gradcheck({name}=True): tracec checks reverse-mode "
                                       f"gradients only")
-    if not check_backward_ad:
-        return True
     fn = func
     inputs = _as_tuple(inputs)
     diff = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
@@ -582,7 +630,25 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
             warnings.warn(f"Input #{i} requires gradient and is not a double precision floating "
                           "point or complex. This check will likely fail if all the inputs are "
                           "not of double precision floating point or complex. ", stacklevel=2)
+    if check_forward_ad and not _check_forward_ad(fn, inputs, diff, eps, atol, rtol,
+                                                  raise_exception):
+        return False
+    if not check_backward_ad:
+        return True
     outs = _as_tuple(fn(*inputs))
+    if not any(isinstance(o, Tensor) and o.requires_grad for o in outs):
+        # no differentiable output: the numerical Jacobian must be zero
+        # (PyTorch's _check_no_differentiable_outputs; SinhBad's first
+        # derivative under gradgradcheck)
+        for oi, out in enumerate(outs):
+            if isinstance(out, Tensor) and out.dtype.is_floating_point:
+                for i in diff:
+                    if np.any(_numeric_jacobian(fn, inputs, oi, i, eps, out.numel()) != 0):
+                        if raise_exception:
+                            raise GradcheckError("Numerical gradient for function expected to "
+                                                 "be zero")
+                        return False
+        return True
     for oi, out in enumerate(outs):
         if not isinstance(out, Tensor) or not out.requires_grad:
             continue
@@ -597,20 +663,7 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
                          retain_graph=True, allow_unused=True)[0]
                 if g is not None:
                     analytic[:, j] = g._data.reshape(-1)
-            numeric = np.zeros_like(analytic)
-            flat = x._data.reshape(-1)
-            for k in range(x.numel()):
-                orig = flat[k]
-                # Grad mode stays as the caller set it: gradgradcheck's fn
-                # itself differentiates.
-                try:
-                    flat[k] = orig + eps
-                    hi = _as_tuple(fn(*inputs))[oi]._data.reshape(-1).astype(np.float64)
-                    flat[k] = orig - eps
-                    lo = _as_tuple(fn(*inputs))[oi]._data.reshape(-1).astype(np.float64)
-                finally:
-                    flat[k] = orig
-                numeric[k] = (hi - lo) / (2 * eps)
+            numeric = _numeric_jacobian(fn, inputs, oi, i, eps, n_out)
             if not np.allclose(analytic, numeric, atol=atol, rtol=rtol):
                 err = np.abs(analytic - numeric).max()
                 if raise_exception:
@@ -622,21 +675,106 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     return True
 
 
-def gradgradcheck(fn, inputs, **kw) -> bool:
-    """gradcheck of the first derivative (along all-ones output cotangents)."""
-    inputs = _as_tuple(inputs)
-    diff = [x for x in inputs if isinstance(x, Tensor) and x.requires_grad]
+def _numeric_jacobian(fn, inputs, oi, i, eps, n_out):
+    """Central differences of output ``oi`` in input ``i``: one row per
+    element of the input (float64)."""
+    x = inputs[i]
+    numeric = np.zeros((x.numel(), n_out))
+    flat = x._data.reshape(-1)
+    for k in range(x.numel()):
+        orig = flat[k]
+        # Grad mode stays as the caller set it: gradgradcheck's fn
+        # itself differentiates.
+        try:
+            flat[k] = orig + eps
+            hi = _as_tuple(fn(*inputs))[oi]._data.reshape(-1).astype(np.float64)
+            flat[k] = orig - eps
+            lo = _as_tuple(fn(*inputs))[oi]._data.reshape(-1).astype(np.float64)
+        finally:
+            flat[k] = orig
+        numeric[k] = (hi - lo) / (2 * eps)
+    return numeric
 
-    def first(*xs):
-        outs = _as_tuple(fn(*xs))
-        total = None
-        for o in outs:
-            s = o.sum()
-            total = s if total is None else total + s
-        return grad(total, [x for x in xs if isinstance(x, Tensor) and x.requires_grad],
-                    create_graph=True, allow_unused=True, materialize_grads=True)
-    del diff
-    return gradcheck(first, inputs, **kw)
+
+def _check_forward_ad(fn, inputs, diff, eps, atol, rtol, raise_exception) -> bool:
+    """gradcheck's ``check_forward_ad``: each column of the Jacobian from
+    forward mode (``forward_ad`` duals, one unit tangent per input element)
+    against central differences, with PyTorch's message on a mismatch."""
+    from tracec.autograd import forward_ad
+    outs = _as_tuple(fn(*inputs))
+    for i in diff:
+        x = inputs[i]
+        cols = []
+        for k in range(x.numel()):
+            t = np.zeros(x.numel(), x.dtype.np)
+            t[k] = 1
+            with forward_ad.dual_level():
+                args = list(inputs)
+                args[i] = forward_ad.make_dual(x, Tensor._make(t.reshape(x.shape), x.dtype))
+                res = _as_tuple(fn(*args))
+                cols.append([None if not isinstance(o, Tensor) else
+                             forward_ad.unpack_dual(o).tangent for o in res])
+        for oi, out in enumerate(outs):
+            if not isinstance(out, Tensor) or not out.dtype.is_floating_point:
+                continue
+            analytic = np.zeros((x.numel(), out.numel()))
+            for k, col in enumerate(cols):
+                if col[oi] is not None:
+                    analytic[k] = col[oi]._data.reshape(-1)
+            numeric = _numeric_jacobian(fn, inputs, oi, i, eps, out.numel())
+            if not np.allclose(analytic, numeric, atol=atol, rtol=rtol):
+                if raise_exception:
+                    raise GradcheckError(
+                        f"Jacobian computed with forward mode mismatch for output {oi} with "
+                        f"respect to input {i},\nnumerical:{numeric}\nanalytical:{analytic}\n")
+                return False
+    return True
+
+
+def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
+                  gen_non_contig_grad_outputs=False, raise_exception=True, nondet_tol=0.0,
+                  check_undefined_grad=True, check_grad_dtypes=False, check_batched_grad=False,
+                  check_fwd_over_rev=False, check_rev_over_rev=True, fast_mode=False,
+                  masked=False) -> bool:
+    """PyTorch's gradgradcheck: gradcheck of ``grad(outputs, inputs,
+    grad_outputs, create_graph=True)`` in the inputs and the grad_outputs,
+    which by default are drawn as PyTorch draws them
+    (``testing.make_tensor(low=-1, high=1)`` per differentiable output, from
+    the global generator, so that later draws follow PyTorch's)."""
+    from tracec.testing import make_tensor
+    tupled_inputs = _as_tuple(inputs)
+    if grad_outputs is None:
+        outputs = [o for o in _as_tuple(func(*tupled_inputs))
+                   if isinstance(o, Tensor) and o.requires_grad]
+        tupled_grad_outputs = tuple(
+            make_tensor(tuple(x.shape), dtype=x.dtype if x.dtype.is_floating_point
+                        else dt.float64, device=x.device, low=-1, high=1,
+                        requires_grad=True, noncontiguous=gen_non_contig_grad_outputs)
+            for x in outputs)
+    else:
+        tupled_grad_outputs = _as_tuple(grad_outputs)
+    num_outputs = len(tupled_grad_outputs)
+    diff_inputs = {i for i, x in enumerate(tupled_inputs)
+                   if isinstance(x, Tensor) and x.requires_grad}
+    diff_grad_outputs = {i for i, x in enumerate(tupled_grad_outputs) if x.requires_grad}
+
+    def new_func(*args):
+        input_args = tuple(x.requires_grad_() if i in diff_inputs else x
+                           for i, x in enumerate(args[:len(args) - num_outputs]))
+        outputs = [o for o in _as_tuple(func(*input_args))
+                   if isinstance(o, Tensor) and o.requires_grad]
+        gos = tuple(x.requires_grad_() if i in diff_grad_outputs else x
+                    for i, x in enumerate(args[len(args) - num_outputs:]))
+        grad_inputs = grad(outputs, [x for i, x in enumerate(input_args) if i in diff_inputs],
+                           gos, create_graph=True, allow_unused=True)
+        return tuple(g for g in grad_inputs if g is not None)
+
+    return gradcheck(new_func, tupled_inputs + tupled_grad_outputs, eps=eps, atol=atol,
+                     rtol=rtol, raise_exception=raise_exception, nondet_tol=nondet_tol,
+                     check_undefined_grad=check_undefined_grad,
+                     check_grad_dtypes=check_grad_dtypes, check_batched_grad=check_batched_grad,
+                     fast_mode=fast_mode, check_forward_ad=check_fwd_over_rev,
+                     check_backward_ad=check_rev_over_rev, masked=masked)
 
 
 class GradcheckError(RuntimeError):

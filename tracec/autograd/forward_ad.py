@@ -7,8 +7,14 @@ linear in ``u``, ``J t = ∂⟨g(u), t⟩/∂u``).  So every op between a dual a
 the unpacked result must be twice differentiable, and each ``unpack_dual``
 costs two backward passes (PyTorch's forward mode costs one forward).
 
-Invariants: ``make_dual(p, t)`` is a new leaf with ``p``'s values (gradient
-recording on) whose tangent is ``t``; ``unpack_dual(y).tangent`` is
+A custom ``autograd.Function`` with a ``jvp`` enters these passes through
+the transpose of its ``jvp`` (``Function.apply`` records it when a level is
+open; ``graph.FORWARD_AD_BACKWARD`` says a pass is a tangent's), so that its
+``jvp``, not its ``backward``, defines its tangents, as in PyTorch.
+
+Invariants: ``make_dual(p, t)`` has ``p``'s values and requires grad (a
+view of ``p`` when ``p`` requires grad, else a new leaf); its tangent is
+``t`` itself when ``t`` has ``p``'s strides, else a copy with them; ``unpack_dual(y).tangent`` is
 ``Σ_duals J_{y,dual} · tangent``, or None when ``y`` depends on no dual of
 the current level; duals are forgotten when their ``dual_level`` exits.
 """
@@ -65,9 +71,47 @@ def make_dual(tensor: Tensor, tangent: Tensor, *, level=None) -> Tensor:
     if not tensor.dtype.is_floating_point:
         raise ValueError(f"Expected primal to be floating point or complex, but got: "
                          f"{tensor.dtype}")
-    dual = tensor.detach().requires_grad_(True)
-    _LEVELS[-1].append((dual, tangent.detach()))
+    if tangent.stride() != tensor.stride():
+        # PyTorch's rule: a tangent of another layout is copied into one
+        # with the primal's metadata; otherwise it is used as it is
+        from tracec.strided_views import empty_strided
+        laid = empty_strided(tuple(tensor.shape), tensor.stride(), dtype=tangent.dtype)
+        with graph.no_grad():
+            laid.copy_(tangent)
+        tangent = laid
+    # a view of a primal that requires grad keeps its history (reverse mode
+    # through a dual reaches the primal, as in PyTorch); otherwise a fresh
+    # leaf, which requires grad so that tangents can be computed through it
+    dual = tensor.view_as(tensor) if tensor.requires_grad else \
+        tensor.detach().requires_grad_(True)
+    _LEVELS[-1].append((dual, tangent))
     return dual
+
+
+def has_tangent(tensors) -> bool:
+    """Whether any of ``tensors`` is, or was computed from, a dual of the
+    open level (a walk of their graphs to the duals' leaves or views)."""
+    duals = _LEVELS[-1] if _LEVELS else []
+    if not duals:
+        return False
+    ids = {id(d) for d, _ in duals}
+    nodes = {id(d._node) for d, _ in duals if d._node is not None}
+    if any(id(t) in ids for t in tensors):
+        return True
+    stack, seen = [graph.edge_of(t) for t in tensors], set()
+    while stack:
+        n = stack.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        if id(n) in nodes:
+            return True
+        if isinstance(n, graph.AccumulateGrad):
+            if id(n.variable) in ids:
+                return True
+            continue
+        stack.extend(n.edges)
+    return False
 
 
 def unpack_dual(tensor: Tensor, *, level=None) -> UnpackedDualTensor:
@@ -80,6 +124,14 @@ def unpack_dual(tensor: Tensor, *, level=None) -> UnpackedDualTensor:
     if not duals or not tensor.requires_grad or not tensor.dtype.is_floating_point:
         return UnpackedDualTensor(primal, None)
     from tracec.autograd import grad
+    graph.FORWARD_AD_BACKWARD[0] += 1
+    try:
+        return _tangent_by_reverse_mode(tensor, primal, duals, grad)
+    finally:
+        graph.FORWARD_AD_BACKWARD[0] -= 1
+
+
+def _tangent_by_reverse_mode(tensor, primal, duals, grad) -> UnpackedDualTensor:
     with graph.enable_grad():
         u = primal.new_zeros(tuple(primal.shape)).requires_grad_(True)
         vjps = grad([tensor], [d for d, _ in duals], [u], retain_graph=True,
@@ -89,7 +141,7 @@ def unpack_dual(tensor: Tensor, *, level=None) -> UnpackedDualTensor:
             used = any(g is not None for g in vjps)
             return UnpackedDualTensor(primal, primal.new_zeros(tuple(primal.shape)) if used
                                       else None)
-        tangent, = grad([g for g, _ in pairs], [u], [t.to(g.dtype) for g, t in pairs],
+        tangent, = grad([g for g, _ in pairs], [u], [t.detach().to(g.dtype) for g, t in pairs],
                         retain_graph=True, allow_unused=True)
     if tangent is None:
         tangent = primal.new_zeros(tuple(primal.shape))

@@ -9,7 +9,7 @@ from tracec.nn.parameter import (Buffer, Parameter, UninitializedBuffer,  # noqa
                                  UninitializedParameter)
 from tracec.nn.modules import *  # noqa: F401,F403
 from tracec.nn.modules import Module  # noqa: F401
-from tracec.nn import functional, init, utils  # noqa: F401
+from tracec.nn import functional, grad, init, utils  # noqa: F401
 # The packages, not ``modules.attention`` / ``modules.utils``, which the star
 # import above brings in under the same names (``from tracec.nn import utils``
 # would return that attribute): as after ``import torch``.

@@ -1,0 +1,1 @@
+"""``torch.utils.benchmark.utils``: the Timer's modules."""
