@@ -16,7 +16,13 @@ train_gpt2.py (flash ``scaled_dot_product_attention(is_causal=True)``, the
 tied wte / lm_head, NANOGPT_SCALE_INIT, decay / no-decay AdamW groups with
 the ``inspect.signature`` fused check, bfloat16 ``torch.autocast`` on the
 CPU with gradient accumulation, clip_grad_norm_, the cosine schedule set
-through param_groups, top-k sampling from a seeded ``torch.Generator``).
+through param_groups, top-k sampling from a seeded ``torch.Generator``);
+and karpathy/makemore part 4 ("Becoming a Backprop Ninja": every
+intermediate's retain_grad, the manual backward compared with autograd's
+by ``torch.all(dt == t.grad)`` -- whose exact / approximate verdicts must
+agree, tanh's fused ``1 - y*y`` included --, the batchnorm and
+cross-entropy shortcuts, no_grad training with the manual gradients,
+sampling from a ``torch.Generator``).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check one compiled block or LoRA
@@ -31,7 +37,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models39"
 
-CASES = ["llm_gpt.py", "llm_classifier_lora.py", "build_nanogpt.py"]
+CASES = ["llm_gpt.py", "llm_classifier_lora.py", "build_nanogpt.py", "makemore_backprop.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
