@@ -22,7 +22,10 @@ intermediate's retain_grad, the manual backward compared with autograd's
 by ``torch.all(dt == t.grad)`` -- whose exact / approximate verdicts must
 agree, tanh's fused ``1 - y*y`` included --, the batchnorm and
 cross-entropy shortcuts, no_grad training with the manual gradients,
-sampling from a ``torch.Generator``).
+sampling from a ``torch.Generator``); and makemore part 5's WaveNet (the
+torch.nn-like classes by hand: BatchNorm1d over ``dim=(0, 1)`` with its
+buffers reassigned under no_grad, FlattenConsecutive's view / squeeze,
+``layer.training = False`` for evaluation, multinomial sampling).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check one compiled block or LoRA
@@ -37,7 +40,8 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models39"
 
-CASES = ["llm_gpt.py", "llm_classifier_lora.py", "build_nanogpt.py", "makemore_backprop.py"]
+CASES = ["llm_gpt.py", "llm_classifier_lora.py", "build_nanogpt.py", "makemore_backprop.py",
+         "makemore_wavenet.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
