@@ -179,3 +179,36 @@ def test_compiled_tanh_backward_matches_eager_bitwise():
     want = f(tracec.tensor(x, requires_grad=True)).numpy()
     got = tracec.compile(f)(tracec.tensor(x, requires_grad=True)).numpy()
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("math_only", [False, True])
+def test_half_sdpa_math_kernel_computes_in_float32_as_torch(math_only):
+    # 3-d inputs (or the math backend chosen) take PyTorch's math kernel,
+    # which upcasts a reduced type on the CPU and rounds the result once
+    r = np.random.default_rng(9)
+    shape = (1, 2, 12, 8) if math_only else (3, 12, 8)
+    q, k, v = (r.normal(size=shape).astype(np.float32) for _ in range(3))
+    g = r.normal(size=shape).astype(np.float32)
+    res = []
+    for lib in (torch, tracec):
+        from contextlib import nullcontext
+        ctx = nullcontext()
+        if math_only:
+            ctx = lib.nn.attention.sdpa_kernel(lib.nn.attention.SDPBackend.MATH)
+        ts = [lib.tensor(a).bfloat16().requires_grad_() for a in (q, k, v)]
+        with ctx:
+            y = lib.nn.functional.scaled_dot_product_attention(*ts, is_causal=True)
+        y.backward(lib.tensor(g).bfloat16())
+        res.append([y.detach().double().numpy()] + [t.grad.double().numpy() for t in ts])
+    for name, a, b in zip(("out", "dq", "dk", "dv"), res[1], res[0]):
+        assert (a != b).mean() < 0.01, name
+        np.testing.assert_allclose(a, b, rtol=2 ** -7, atol=1e-6, err_msg=name)
+
+
+def test_sdpa_head_mismatch_without_gqa_raises_torch_error():
+    q, k = np.zeros((1, 4, 5, 8), np.float32), np.zeros((1, 2, 5, 8), np.float32)
+    for lib in (torch, tracec):
+        with pytest.raises(RuntimeError, match=r"The size of tensor a \(4\) must match the size "
+                                               r"of tensor b \(2\) at non-singleton dimension 1"):
+            lib.nn.functional.scaled_dot_product_attention(lib.tensor(q), lib.tensor(k),
+                                                           lib.tensor(k))

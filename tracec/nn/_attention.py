@@ -93,6 +93,19 @@ def _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal) -> None:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {dropout_p}")
 
 
+def _check_batch_dims(query, key) -> None:
+    """PyTorch's broadcasting error for query and key batch (and head)
+    dimensions that differ and are not 1 (heads that differ without
+    ``enable_gqa``)."""
+    qb, kb = tuple(query.shape[:-2]), tuple(key.shape[:-2])
+    n = max(len(qb), len(kb))
+    qb, kb = (1,) * (n - len(qb)) + qb, (1,) * (n - len(kb)) + kb
+    for i, (a, b) in enumerate(zip(qb, kb)):
+        if a != b and a != 1 and b != 1:
+            raise RuntimeError(f"The size of tensor a ({a}) must match the size of tensor b "
+                               f"({b}) at non-singleton dimension {i}")
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale=None, enable_gqa: bool = False):
     """``softmax(q k^T * scale + bias) v`` over the last two axes.  A bool
@@ -108,10 +121,27 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     if enable_gqa and query.ndim >= 3:
         key = _repeat_heads(key, query.shape[-3], "key")
         value = _repeat_heads(value, query.shape[-3], "value")
+    _check_batch_dims(query, key)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    if (query.dtype in (dt.bfloat16, dt.float16) and query.device.type == "cpu"
-            and _cpu_flash(query, key, value, attn_mask, dropout_p)):
-        return _flash_reduced(query, key, value, attn_mask, is_causal, scale)
+    if query.dtype in (dt.bfloat16, dt.float16) and query.device.type == "cpu":
+        if _cpu_flash(query, key, value, attn_mask, dropout_p):
+            return _flash_reduced(query, key, value, attn_mask, is_causal, scale)
+        # PyTorch's math kernel computes a reduced type in float32 on the
+        # CPU and rounds the result once (the casts' VJPs do the same for
+        # the gradients); no autocast region may cast it back down
+        half = query.dtype
+        query, key, value = (ops.cast(t, dt.float32) for t in (query, key, value))
+        if attn_mask is not None and attn_mask.dtype is half:
+            attn_mask = ops.cast(attn_mask, dt.float32)
+        with autocast_mode.autocast("cpu", enabled=False):
+            return ops.cast(_math(query, key, value, attn_mask, dropout_p, is_causal, scale),
+                            half)
+    return _math(query, key, value, attn_mask, dropout_p, is_causal, scale)
+
+
+def _math(query, key, value, attn_mask, dropout_p: float, is_causal: bool, scale: float):
+    """PyTorch's math kernel: ``softmax(q k^T * scale + mask) v``, the
+    softmax safe for fully masked rows, dropout on the weights."""
     scores = _masked(TF.mul(TF.matmul(query, S.transpose(key, -2, -1)), scale), attn_mask,
                      is_causal)
     attn = _safe_softmax(scores)
