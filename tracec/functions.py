@@ -478,6 +478,12 @@ def _relu_prims(x):
 
 def gelu(x, approximate: str = "none"):
     x = _operand(x, "gelu")
+    if isinstance(x, Tensor) and x.dtype in _HALF and approximate in ("none", "tanh"):
+        # PyTorch's kernels compute a half-precision GELU in float32 and
+        # round once (each primitive rounding would move ~40% of the values
+        # by an ulp); the casts' VJPs make the backward do the same.
+        y = _gelu_prims(ops.cast(x, dt.float32), approximate)
+        return _named(ops.cast(y, x.dtype), "GeluBackward0")
     if approximate in ("none", "tanh"):
         y = fused_eager.unary(x, ("gelu", approximate), _GELU_COMPOSITES[approximate],
                               "GeluBackward0")

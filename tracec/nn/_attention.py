@@ -19,6 +19,9 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
+
+from tracec import aten_vec, autocast_mode
 from tracec import dtypes as dt
 from tracec import sdp_flags
 from tracec import functions as TF
@@ -26,7 +29,7 @@ from tracec import ops
 from tracec import shape_ops as S
 from tracec.nn._basic import dropout, linear
 from tracec.nn._conv import pad
-from tracec.tensor import Tensor
+from tracec.tensor import Tensor, eager_direct
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
@@ -90,33 +93,266 @@ def _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal) -> None:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {dropout_p}")
 
 
+def _check_batch_dims(query, key) -> None:
+    """PyTorch's broadcasting error for query and key batch (and head)
+    dimensions that differ and are not 1 (heads that differ without
+    ``enable_gqa``)."""
+    qb, kb = tuple(query.shape[:-2]), tuple(key.shape[:-2])
+    n = max(len(qb), len(kb))
+    qb, kb = (1,) * (n - len(qb)) + qb, (1,) * (n - len(kb)) + kb
+    for i, (a, b) in enumerate(zip(qb, kb)):
+        if a != b and a != 1 and b != 1:
+            raise RuntimeError(f"The size of tensor a ({a}) must match the size of tensor b "
+                               f"({b}) at non-singleton dimension {i}")
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale=None, enable_gqa: bool = False):
     """``softmax(q k^T * scale + bias) v`` over the last two axes.  A bool
     ``attn_mask`` says where to attend (True); a float one is added; the
     causal mask is lower-triangular aligned to the top-left corner."""
+    if autocast_mode.ACTIVE:
+        # on PyTorch's lower-precision list: every floating argument, a
+        # float mask included, is cast before the kernel (and its checks)
+        query, key, value, attn_mask = autocast_mode.lower_precision(query, key, value, attn_mask)
     _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal)
     if not sdp_flags.runnable():     # sdpa_kernel / enable_math_sdp left no kernel
         raise RuntimeError(sdp_flags.NO_KERNEL)
     if enable_gqa and query.ndim >= 3:
         key = _repeat_heads(key, query.shape[-3], "key")
         value = _repeat_heads(value, query.shape[-3], "value")
-    L, Sk = query.shape[-2], key.shape[-2]
+    _check_batch_dims(query, key)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    scores = TF.mul(TF.matmul(query, S.transpose(key, -2, -1)), scale)
+    if query.dtype in (dt.bfloat16, dt.float16) and query.device.type == "cpu":
+        if _cpu_flash(query, key, value, attn_mask, dropout_p):
+            return _flash_reduced(query, key, value, attn_mask, is_causal, scale)
+        # PyTorch's math kernel computes a reduced type in float32 on the
+        # CPU and rounds the result once (the casts' VJPs do the same for
+        # the gradients); no autocast region may cast it back down
+        half = query.dtype
+        query, key, value = (ops.cast(t, dt.float32) for t in (query, key, value))
+        if attn_mask is not None and attn_mask.dtype is half:
+            attn_mask = ops.cast(attn_mask, dt.float32)
+        with autocast_mode.autocast("cpu", enabled=False):
+            return ops.cast(_math(query, key, value, attn_mask, dropout_p, is_causal, scale),
+                            half)
+    return _math(query, key, value, attn_mask, dropout_p, is_causal, scale)
+
+
+def _math(query, key, value, attn_mask, dropout_p: float, is_causal: bool, scale: float):
+    """PyTorch's math kernel: ``softmax(q k^T * scale + mask) v``, the
+    softmax safe for fully masked rows, dropout on the weights."""
+    scores = _masked(TF.mul(TF.matmul(query, S.transpose(key, -2, -1)), scale), attn_mask,
+                     is_causal)
+    attn = _safe_softmax(scores)
+    if dropout_p > 0.0:
+        attn = dropout(attn, dropout_p, training=True)
+    return TF.matmul(attn, value)
+
+
+def _masked(scores: Tensor, attn_mask, is_causal: bool) -> Tensor:
+    """``scores`` ``-inf`` above the causal diagonal (aligned to the top
+    left) and where a bool mask is False, plus a float mask."""
     if is_causal:
-        rows = ops.iota((L, Sk), dt.int64, 0, like=query)
-        cols = ops.iota((L, Sk), dt.int64, 1, like=query)
+        L, Sk = scores.shape[-2], scores.shape[-1]
+        rows = ops.iota((L, Sk), dt.int64, 0, like=scores)
+        cols = ops.iota((L, Sk), dt.int64, 1, like=scores)
         scores = ops.where(ops.ge(rows, cols), scores, _NEG_INF)
     if attn_mask is not None:
         if attn_mask.dtype is dt.bool_:
             scores = TF.where(attn_mask, scores, _NEG_INF)
         else:
             scores = TF.add(scores, attn_mask)
-    attn = _safe_softmax(scores)
-    if dropout_p > 0.0:
-        attn = dropout(attn, dropout_p, training=True)
-    return TF.matmul(attn, value)
+    return scores
+
+
+#: PyTorch's CPU flash kernel's key block (its query block, 32 / 64 / 256 by
+#: the query length, matters only to the backward's accumulations)
+_KV_SPLIT = 512
+
+
+def _q_split(length: int) -> int:
+    return 256 if length >= 768 else 64 if length >= 192 else 32
+
+
+def _round(x: Tensor, half) -> Tensor:
+    """float32 ``x`` rounded to ``half`` and back (a kernel's reduced buffer)."""
+    return ops.cast(ops.cast(x, half), dt.float32)
+
+
+def _flash_scores(q, k, attn_mask, is_causal: bool, scale: float) -> Tensor:
+    """``scale * q k^T`` (+ the mask, ``-inf`` above the causal diagonal) in
+    float32, from float32 ``q``, ``k``: the scores both flash passes use."""
+    if attn_mask is not None and attn_mask.dtype is not dt.bool_:
+        attn_mask = ops.cast(attn_mask, dt.float32)
+    # (the primitive: TF.matmul would cast float32 operands back down in an
+    # autocast region)
+    return _masked(TF.mul(ops.matmul(q, S.transpose(k, -2, -1)), scale), attn_mask, is_causal)
+
+
+def _flash_forward(scores, v, half):
+    """PyTorch's CPU flash forward over float32 ``scores`` and ``v``:
+    key blocks of 512 with the online softmax (running max and sum in
+    float32, ``exp(s - max)`` rounded to ``half`` before its product with
+    ``v``, the float32 accumulator rescaled per block), then ``* (1 / sum)``
+    rounded once.  Fully masked rows give zeros.  Returns ``(out, lse)``,
+    ``lse = max + log(sum)`` per row (what the backward normalizes by)."""
+    Sk = scores.shape[-1]
+    ninf = ops.full(tuple(scores.shape[:-1]) + (1,), _NEG_INF, dt.float32, like=scores)
+    zero = ops.zeros((), dt.float32, like=scores)
+    one = ops.full((), 1.0, dt.float32, like=scores)
+    top, total, dst = ninf, ops.zeros(tuple(ninf.shape), dt.float32, like=scores), None
+    for n in range(0, Sk, _KV_SPLIT):
+        blk = scores[..., n:n + _KV_SPLIT]
+        new = TF.maximum(top, TF.amax(blk.detach(), -1, keepdim=True))
+        alive = ops.ne(new, _NEG_INF)
+        base = ops.where(alive, new, zero)
+        e = ops.exp(ops.sub(blk, base))                   # 0 on a dead row
+        rescale = ops.exp(ops.sub(top, base))             # exp(max[row] - max)
+        total = ops.where(alive, TF.add(TF.sum(e, -1, keepdim=True), TF.mul(rescale, total)),
+                          total)
+        top = ops.where(alive, new, top)
+        # the rounded weights, with e's own gradient: rounding's cast pair
+        # would round the gradient too, which the sum's path does not
+        # (their exact cancellation, a one-key row's zero, would be lost);
+        # e + (round(e) - e) is round(e) exactly (Sterbenz)
+        p = TF.add(e, ops.stop_gradient(TF.sub(_round(e, half), e)))
+        pv = ops.matmul(p, v[..., n:n + _KV_SPLIT, :])
+        dst = pv if dst is None else TF.add(ops.where(alive, TF.mul(dst, rescale), dst), pv)
+    top = ops.where(ops.eq(top, _NEG_INF), zero, top)
+    total = ops.where(ops.eq(total, 0.0), one, total)
+    out = ops.cast(TF.mul(dst, TF.div(1.0, total)), half)
+    return out, TF.add(top, TF.log(total))
+
+
+def _flash_backward(scores, lse, q, k, v, out, grad_out, scale: float, is_causal: bool, half):
+    """PyTorch's CPU flash backward: ``attn = exp(scores - lse)``,
+    ``dsum = rowsum(grad_out * out)``, ``grad_attn = attn * (grad_out v^T
+    - dsum)`` in float32; ``attn`` and ``grad_attn`` rounded to ``half``
+    for the products ``grad_v += attn^T grad_out``, ``grad_q += scale *
+    grad_attn k``, ``grad_k += scale * grad_attn^T q``, each accumulated
+    into the ``half`` gradients block by block (query blocks of 32 / 64 /
+    256, key blocks of 512; causal: a query block stops at its diagonal),
+    so rounded once per block, as the kernel's gemms write them."""
+    L, Sk = q.shape[-2], k.shape[-2]
+    go = ops.cast(grad_out, dt.float32)
+    dsum = TF.sum(TF.mul(go, ops.cast(out, dt.float32)), -1, keepdim=True)
+    attn = ops.exp(ops.sub(scores, lse))                  # 0 where masked
+    grad_attn = TF.mul(attn, ops.sub(ops.matmul(go, S.transpose(v, -2, -1)), dsum))
+    attn_r, grad_attn_r = _round(attn, half), _round(grad_attn, half)
+    qs = _q_split(L)
+    gq, gk, gv = {}, {}, {}
+
+    def acc(blocks, key, value):
+        prev = blocks.get(key)
+        blocks[key] = _round(value if prev is None else TF.add(prev, value), half)
+
+    for m in range(0, L, qs):
+        rows = slice(m, m + qs)
+        num_keys = min(m + qs, Sk) if is_causal else Sk
+        for n in range(0, num_keys, _KV_SPLIT):
+            cols = slice(n, n + _KV_SPLIT)
+            a_r, g_r = attn_r[..., rows, cols], grad_attn_r[..., rows, cols]
+            acc(gv, n, ops.matmul(S.transpose(a_r, -2, -1), go[..., rows, :]))
+            acc(gq, m, TF.mul(ops.matmul(g_r, k[..., cols, :]), scale))
+            acc(gk, n, TF.mul(ops.matmul(S.transpose(g_r, -2, -1), q[..., rows, :]), scale))
+
+    def gather(blocks, starts, length, like):
+        parts = []
+        for s0 in starts:
+            width = min(s0 + (qs if blocks is gq else _KV_SPLIT), length) - s0
+            part = blocks.get(s0)
+            parts.append(part if part is not None else ops.zeros(
+                tuple(like.shape[:-2]) + (width, like.shape[-1]), dt.float32, like=like))
+        return ops.cast(S.cat(parts, -2) if len(parts) > 1 else parts[0], half)
+
+    return (gather(gq, range(0, L, qs), L, q), gather(gk, range(0, Sk, _KV_SPLIT), Sk, k),
+            gather(gv, range(0, Sk, _KV_SPLIT), Sk, v))
+
+
+def _round_np(x: np.ndarray, half) -> np.ndarray:
+    return (dt.round_bfloat16(x) if half is dt.bfloat16
+            else x.astype(np.float16).astype(np.float32))
+
+
+def _flash_forward_np(scores: np.ndarray, v: np.ndarray, half):
+    """``_flash_forward`` in NumPy with the kernel's own exponential and
+    row sums (``aten_vec``): ``exp(s - max)`` is ATen's ``fexp_u20`` on
+    each row's whole vectors (off by ~1e-4 in float32, which the sum, and
+    so every output, carries).  Returns float32 arrays ``(out, lse)``,
+    ``out`` not yet rounded."""
+    Sk = scores.shape[-1]
+    lead = scores.shape[:-1] + (1,)
+    top = np.full(lead, -np.inf, np.float32)
+    total = np.zeros(lead, np.float32)
+    dst = None
+    with np.errstate(invalid="ignore", over="ignore"):
+        for n in range(0, Sk, _KV_SPLIT):
+            blk = scores[..., n:n + _KV_SPLIT]
+            new = np.maximum(top, blk.max(-1, keepdims=True))
+            alive = new != -np.inf
+            base = np.where(alive, new, np.float32(0))
+            e = aten_vec.exp_rows(blk - base)              # 0 on a dead row
+            rescale = np.exp(top - base)
+            total = np.where(alive, aten_vec.row_sum(e) + rescale * total, total)
+            top = np.where(alive, new, top)
+            pv = np.matmul(_round_np(e, half), v[..., n:n + _KV_SPLIT, :])
+            dst = pv if dst is None else np.where(alive, dst * rescale, dst) + pv
+        top = np.where(top == -np.inf, np.float32(0), top)
+        total = np.where(total == 0, np.float32(1), total)
+        out = dst * (np.float32(1) / total)
+        return out.astype(np.float32), (top + np.log(total)).astype(np.float32)
+
+
+_FLASH_FUNCTION = []
+
+
+def _flash_function():
+    """The eager autograd Function of the reduced-precision flash path
+    (made on first use: ``autograd`` imports this layer's modules)."""
+    if _FLASH_FUNCTION:
+        return _FLASH_FUNCTION[0]
+    from tracec.autograd import Function
+
+    class _FlashReduced(Function):
+        node_name = "ScaledDotProductFlashAttentionForCpuBackward0"
+
+        @staticmethod
+        def forward(ctx, query, key, value, attn_mask, is_causal, scale):
+            half = query.dtype
+            q, k, v = (ops.cast(t, dt.float32) for t in (query, key, value))
+            scores = _flash_scores(q, k, attn_mask, is_causal, scale)
+            out, lse = _flash_forward_np(scores._data, v._data, half)
+            out = ops.cast(Tensor._make(out, dt.float32), half)
+            ctx.save_for_backward(query, key, value, out)
+            ctx.scores, ctx.lse = scores, Tensor._make(lse, dt.float32)
+            ctx.is_causal, ctx.scale = is_causal, scale
+            return out
+
+        @staticmethod
+        def backward(ctx, grad_out):
+            query, key, value, out = ctx.saved_tensors
+            q, k, v = (ops.cast(t, dt.float32) for t in (query, key, value))
+            grads = _flash_backward(ctx.scores, ctx.lse, q, k, v, out, grad_out, ctx.scale,
+                                    ctx.is_causal, query.dtype)
+            return grads + (None, None, None)
+
+    _FLASH_FUNCTION.append(_FlashReduced)
+    return _FlashReduced
+
+
+def _flash_reduced(query, key, value, attn_mask, is_causal: bool, scale: float) -> Tensor:
+    """SDPA on bfloat16 / float16 inputs as PyTorch's CPU flash kernel
+    computes it (``_flash_forward``; rounding every step to the input type
+    instead, as the math path does, moves about a tenth of the outputs by
+    an ulp), with its backward (``_flash_backward``) when run eagerly.  A
+    traced call records the forward's primitives, and the autodiff pass
+    differentiates them (float32-level differences from the kernel's
+    gradients)."""
+    if eager_direct(query) and (attn_mask is None or not attn_mask.requires_grad):
+        return _flash_function().apply(query, key, value, attn_mask, is_causal, scale)
+    q, k, v = (ops.cast(t, dt.float32) for t in (query, key, value))
+    return _flash_forward(_flash_scores(q, k, attn_mask, is_causal, scale), v, query.dtype)[0]
 
 
 # --- masks -----------------------------------------------------------------------------------
