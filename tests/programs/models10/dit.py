@@ -549,7 +549,7 @@ print("timestep_embedding", tuple(emb.shape), [f"{v:.5f}" for v in emb[1].tolist
 print("timestep_embedding 256", f"{TimestepEmbedder.timestep_embedding(torch.tensor([0.5, 17.25]), 256).sum().item():.4f}")
 le = model.y_embedder
 print("token_drop forced", le.token_drop(y, force_drop_ids=torch.tensor([1, 0, 1, 0])).tolist())
-print("[rng] token_drop", le.token_drop(y).tolist())
+print("token_drop", le.token_drop(y).tolist())
 
 numpy_weights(model, 1)
 model.eval()
@@ -592,7 +592,7 @@ print("ema frozen", all(not p.requires_grad for p in ema.parameters()),
 model.y_embedder.dropout_prob = 0.1
 model.train()
 torch.manual_seed(1)
-print("[rng] dropped-label loss", f"{diffusion.training_losses(model, xb, t, dict(y=yb), noise=noise)['loss'].mean().item():.5f}")
+print("dropped-label loss", f"{diffusion.training_losses(model, xb, t, dict(y=yb), noise=noise)['loss'].mean().item():.5f}")
 model.y_embedder.dropout_prob = 0.0
 
 # the training step under torch.compile against the same step run eagerly

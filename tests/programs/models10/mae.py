@@ -580,7 +580,7 @@ x_masked, mask, ids_restore = model.random_masking(model.patch_embed(imgs), 0.75
 print("masking", tuple(x_masked.shape), tuple(mask.shape), mask.sum(1).tolist(),
       torch.equal(torch.sort(ids_restore, dim=1).values, torch.arange(16).expand(4, 16)))
 loss, pred, mask = model(imgs)
-print("[rng] loss", f"{loss.item():.4f}", tuple(pred.shape), mask.sum().item())
+print("loss", f"{loss.item():.4f}", tuple(pred.shape), mask.sum().item())
 
 # numpy noise and weights: same numbers under torch and tracec
 nmodel = numpy_weights(NumpyNoiseMAE(img_size=16, patch_size=4, embed_dim=32, depth=2, num_heads=4,

@@ -518,7 +518,7 @@ images = torch.from_numpy(g.standard_normal((32, 3, 32, 32)).astype(np.float32))
 labels = torch.from_numpy(g.integers(0, 10, 32))
 x = images[:4]
 model.train()
-print("[rng] train-mode dropout logits", f"{model(x).sum().item():.4f}")
+print("train-mode dropout logits", f"{model(x).sum().item():.4f}")
 
 model = numpy_weights(mobilenet_v3_small(width_mult=0.5, reduced_tail=True, num_classes=10, dropout=0.0), 1)
 model.eval()

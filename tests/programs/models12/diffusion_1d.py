@@ -721,15 +721,15 @@ for objective in ('pred_v', 'pred_x0'):
     print("  model_predictions", f"{mp.pred_noise.abs().mean().item():.5f}", f"{mp.pred_x_start.abs().max().item():.4f}")
 
 torch.manual_seed(0)
-print("[rng] forward loss", f"{diffusion(next(dl)).item():.5f}")
+print("forward loss", f"{diffusion(next(dl)).item():.5f}")
 pm, _, plv, xs = diffusion.p_mean_variance(xt, t)
 print("p_mean_variance", f"{pm.sum().item():.5f}", [f"{v:.4f}" for v in plv.flatten().tolist()], f"{xs.abs().max().item():.4f}")
 img, x_start = diffusion.p_sample(xt, 0)
 print("p_sample t=0", tuple(img.shape), f"{img.sum().item():.5f}", torch.equal(img, pm.new_tensor(0) + diffusion.q_posterior(x_start, xt, torch.zeros(4, dtype=torch.long))[0]))
 img, _ = diffusion.p_sample(xt, 5)
-print("[rng] p_sample t=5", f"{img.sum().item():.4f}")
+print("p_sample t=5", f"{img.sum().item():.4f}")
 samples = diffusion.sample(batch_size = 2)
-print("[rng] sample", tuple(samples.shape), f"{samples.mean().item():.4f}")
+print("sample", tuple(samples.shape), f"{samples.mean().item():.4f}")
 
 optimizer = Adam(diffusion.parameters(), lr = 1e-3, betas = (0.9, 0.99))
 steps = [(torch.from_numpy(g.integers(0, 20, 4)), torch.from_numpy(g.standard_normal((4, 2, 16)).astype(np.float32)))

@@ -1027,7 +1027,7 @@ generator.zero_grad()
 weighted_path_loss = args.path_regularize * args.g_reg_every * path_loss
 weighted_path_loss += 0 * fake_img[0, 0, 0, 0]
 weighted_path_loss.backward()
-print("[rng] path", f"{path_loss.item():.6f}", f"{mean_path_length.item():.6f}", tuple(path_lengths.shape),
+print("path", f"{path_loss.item():.6f}", f"{mean_path_length.item():.6f}", tuple(path_lengths.shape),
       f"{generator.style[1].weight.grad.norm().item():.6f}")
 
 # the G step under torch.compile against the same step run eagerly

@@ -640,7 +640,7 @@ criterion = Tacotron2Loss()
 model.train()
 torch.manual_seed(0)
 out = copy.deepcopy(model)(x)   # (a copy: its batch norms' running stats see the dropout draws)
-print("[rng] dropout loss", f"{criterion(out, y).item():.5f}")
+print("dropout loss", f"{criterion(out, y).item():.5f}")
 
 P_DROP = 0.0
 hparams.p_attention_dropout = hparams.p_decoder_dropout = 0.0

@@ -366,7 +366,7 @@ train_loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x_trai
 test_loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x_test, y_test), batch_size=batch_size, shuffle=False)
 
 sc = SpectralConv1d(width, width, modes)
-print("[rng] cfloat init", sc.weights1.dtype, tuple(sc.weights1.shape), f"{sc.weights1.abs().max().item():.4f}")
+print("cfloat init", sc.weights1.dtype, tuple(sc.weights1.shape), f"{sc.weights1.abs().max().item():.4f}")
 print("cfloat init", sc.weights1.dtype, tuple(sc.weights1.shape), sc.weights1.is_complex(),
       bool((sc.weights1.real >= 0).all()), bool((sc.weights1.imag <= sc.scale).all()))
 model = numpy_init(FNO1d(modes, width), 0)

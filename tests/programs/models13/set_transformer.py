@@ -146,7 +146,7 @@ def numpy_init(module, seed):
 torch.manual_seed(0)
 isab = ISAB(3, 8, 2, 4)
 bound = math.sqrt(6.0 / (4 * 8 + 1 * 8))
-print("[rng] xavier", f"{isab.I.sum().item():.5f}")
+print("xavier", f"{isab.I.sum().item():.5f}")
 print("xavier bound", tuple(isab.I.shape), bool(isab.I.abs().max() <= bound), isab.I.requires_grad)
 
 # the amortized clustering model, with layer norms

@@ -378,7 +378,7 @@ kwargs["noise_clip"] = 0.5 * max_action
 p3 = TD3(**kwargs)
 for _ in range(4):
     p3.train(replay_buffer, batch_size)
-print("[rng] noisy critic", f"{p3.critic.l6.bias.item():.6f}")
+print("noisy critic", f"{p3.critic.l6.bias.item():.6f}")
 z = torch.from_numpy(np.random.standard_normal((16, 1)).astype(np.float32))
 noise = (z * kwargs["policy_noise"]).clamp(-kwargs["noise_clip"], kwargs["noise_clip"])
 print("noise clamp", f"{noise.abs().max().item():.4f}", f"{noise.sum().item():.5f}")

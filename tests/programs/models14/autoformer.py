@@ -642,7 +642,7 @@ vali_batches = [windows(series, marks, [120 + j * 5 for j in range(args.batch_si
 
 torch.manual_seed(0)
 tok = TokenEmbedding(3, 16)
-print("[rng] kaiming", f"{tok.tokenConv.weight.std().item():.4f}")
+print("kaiming", f"{tok.tokenConv.weight.std().item():.4f}")
 print("kaiming", tuple(tok.tokenConv.weight.shape), tok.tokenConv.padding_mode, tok.tokenConv.padding)
 fe = FixedEmbedding(24, 16)
 print("fixed embedding", fe.emb.weight.requires_grad, f"{fe.emb.weight[5].sum().item():.5f}")

@@ -538,7 +538,7 @@ with torch.no_grad():
 print("samples", tuple(samples.shape), f"{samples.sum().item():.4f}", "round trip",
       torch.allclose(back, noise, atol=1e-4))
 with torch.no_grad():
-    print("[rng] sample", tuple(best_model.sample(num_samples=5).shape))
+    print("sample", tuple(best_model.sample(num_samples=5).shape))
 
 # realnvp and glow flows (InvertibleMM: slogdet, inverse), Sigmoid / Logit,
 # ActNorm and Shuffle

@@ -768,7 +768,7 @@ torch.manual_seed(0)
 net = TabNet(6, 2, n_d=8, n_a=8, n_steps=2, cat_idxs=cat_idxs, cat_dims=cat_dims, cat_emb_dim=[2, 3],
              virtual_batch_size=8, mask_type="sparsemax")
 w = net.tabnet.final_mapping.weight
-print("[rng] xavier", f"{w.std().item():.4f}")
+print("xavier", f"{w.std().item():.4f}")
 print("xavier gain", f"{np.sqrt((8 + 2) / np.sqrt(4 * 8)):.5f}", tuple(w.shape),
       net.post_embed_dim, net.embedder.continuous_idx.tolist())
 shared = net.tabnet.encoder.feat_transformers[0].shared.glu_layers[0].fc

@@ -134,7 +134,7 @@ with torch.no_grad():
     print("post entropy", f"{post.entropy().item():.5f}", "log_prob(mean)", f"{post.log_prob(fmean).item():.5f}")
     torch.manual_seed(0)
     samples = post.sample((5,))
-    print("[rng] samples", tuple(samples.shape))
+    print("samples", tuple(samples.shape))
     eps = torch.from_numpy(rng.standard_normal((3, len(test_x))))
     draws = fmean + eps @ Lf.T
     print("draws", [f"{v:.4f}" for v in draws.mean(0).tolist()])

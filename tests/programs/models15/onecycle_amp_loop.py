@@ -84,7 +84,7 @@ rng = np.random.default_rng(0)
 dataset = SeqDataset(48, 12, rng)
 train_set, val_set = random_split(dataset, [0.75, 0.25], generator=torch.Generator().manual_seed(42))
 print("split sizes", len(train_set), len(val_set), type(train_set).__name__)
-print("[rng] split", sorted(train_set.indices)[:5])
+print("split", sorted(train_set.indices)[:5])
 print("int split", [len(s) for s in random_split(range(10), [0.34, 0.33, 0.33], generator=torch.Generator().manual_seed(0))])
 try:
     random_split(dataset, [30, 10])

@@ -219,7 +219,7 @@ print("alive", alive.dtype, tuple(alive.shape), alive.sum().item())
 with torch.no_grad():
     ca_pub.fc1.weight.normal_(0, 0.1)
     out = ca_pub(torch.from_numpy(seed[None].repeat(2, 0)), steps=3)
-print("[rng] public stochastic update", f"{out.abs().sum().item():.4f}")
+print("public stochastic update", f"{out.abs().sum().item():.4f}")
 print("fire_rate 1: no update", out.shape, ca_pub(torch.from_numpy(seed[None]), steps=1, fire_rate=1.0).sum().item())
 
 # ---- training.ipynb ----
@@ -352,7 +352,7 @@ for i in range(5):
         lr_sched.step()
         pool2[batch_idx] = x  # update the pool
     print("texture", i, f"{loss.item():.6f}", f"lr {lr_sched.get_last_lr()[0]:.6f}", batch_idx.tolist())
-print("[rng] texture update mask", f"{tca(pool2, update_rate=0.5).abs().sum().item():.4f}")
+print("texture update mask", f"{tca(pool2, update_rate=0.5).abs().sum().item():.4f}")
 
 
 # one training step under torch.compile against the same step eagerly

@@ -308,10 +308,10 @@ hard = F.gumbel_softmax(logits, tau=0.5, hard=True)
 print("soft", tuple(soft.shape), torch.allclose(soft.sum(-1), torch.ones(4)), soft.requires_grad)
 print("hard one-hot", torch.equal(hard.detach(), F.one_hot(hard.argmax(-1), 6).float()),
       torch.allclose(hard.sum(-1), torch.ones(4)))
-print("[rng] soft draws", [f"{v:.4f}" for v in soft[0].tolist()], hard.argmax(-1).tolist())
+print("soft draws", [f"{v:.4f}" for v in soft[0].tolist()], hard.argmax(-1).tolist())
 (hard * torch.arange(6.0)).sum().backward()
 print("straight-through grad", tuple(logits.grad.shape), torch.allclose(logits.grad.sum(-1), torch.zeros(4), atol=1e-5))
-print("[rng] straight-through grad", f"{logits.grad.abs().sum().item():.5f}")
+print("straight-through grad", f"{logits.grad.abs().sum().item():.5f}")
 print("dim=0", tuple(F.gumbel_softmax(logits.detach(), tau=2.0, hard=True, dim=0).sum(0).tolist()))
 
 # the categorical VAE's KL to the uniform prior, and dalle's as F.kl_div
@@ -336,7 +336,7 @@ print("encoder", [type(m).__name__ for m in vae_pub.encoder], "decoder", [type(m
 print("normalization", vae_pub.normalization, f"{vae_pub.norm(images).mean().item():.5f}", f"{images.mean().item():.5f}")
 logits_pub = vae_pub(images[:2], return_logits=True)
 print("logits", tuple(logits_pub.shape), f"{logits_pub.abs().sum().item():.4f}")
-print("[rng] public loss", f"{vae_pub(images[:2], return_loss=True).item():.5f}")
+print("public loss", f"{vae_pub(images[:2], return_loss=True).item():.5f}")
 try:
     vae_pub(images[:, :, :8, :8])
 except AssertionError as e:

@@ -627,7 +627,7 @@ data_train = dataset_train.generate_curves()
 print("train curves", cx.shape[0], cx.shape[-1], tx.shape[-1], data_train.target_y.shape[-1],
       data_train.num_total_points == tx.shape[1], 3 <= data_train.num_context_points < 12,
       torch.equal(tx[:, :data_train.num_context_points], cx))
-print("[rng] train curves", data_train.num_context_points, data_train.num_total_points, fmt(cy, 3))
+print("train curves", data_train.num_context_points, data_train.num_total_points, fmt(cy, 3))
 dataset_test = GPCurvesReader(batch_size=1, max_num_context=12, testing=True, random_kernel_parameters=False)
 data_test = dataset_test.generate_curves()
 print("test curves", tuple(data_test.query[1].shape), tuple(data_test.target_y.shape), data_test.num_total_points,

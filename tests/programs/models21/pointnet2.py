@@ -463,7 +463,7 @@ xyz = torch.from_numpy(cloud)
 torch.manual_seed(0)
 fps = farthest_point_sample(xyz, 8)
 print("fps", fps.dtype, tuple(fps.shape), all(len(set(row)) == 8 for row in fps.tolist()))
-print("[rng] fps", fps[0].tolist())
+print("fps", fps[0].tolist())
 full = farthest_point_sample(xyz, N)
 print("fps npoint=N is a permutation", torch.equal(full.sort(dim=1)[0], torch.arange(N).expand(B, N)))
 # the second sample is the point farthest from the first
@@ -515,7 +515,7 @@ points, target = make_batch()
 points = torch.Tensor(points)
 points = points.transpose(2, 1)
 pred, trans_feat = copy.deepcopy(classifier).train()(points)
-print("[rng] dropout step loss", f"{criterion(pred, torch.Tensor(target).long(), trans_feat).item():.5f}")
+print("dropout step loss", f"{criterion(pred, torch.Tensor(target).long(), trans_feat).item():.5f}")
 
 classifier.drop1.p = classifier.drop2.p = 0.0
 for epoch in range(3):

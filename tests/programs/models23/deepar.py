@@ -319,7 +319,7 @@ print("ND relative", f"{rel[0]:.5f}", rel[1], accuracy_RMSE(sample_mu, z[:, 6:],
 torch.manual_seed(0)
 samples, s_mu, s_sigma, _ = evaluate(model, [(x.clone(), ids, v, z)], params, sample=True)
 print("samples", tuple(samples.shape), tuple(s_mu.shape), tuple(s_sigma.shape), bool((s_sigma > 0).all()))
-print("[rng] sample median", fmt(s_mu, 4), fmt(s_sigma, 4))
+print("sample median", fmt(s_mu, 4), fmt(s_sigma, 4))
 q = torch.quantile(samples, torch.tensor([0.1, 0.5, 0.9]), dim=0)
 print("quantiles", tuple(q.shape), bool((q[0] <= q[1]).all() and (q[1] <= q[2]).all()),
       "[rng]", fmt(q[:, 0, 0], 3))

@@ -328,7 +328,7 @@ print("score", tuple(s.shape), fmt(s[2, 0, 10], 4), f"{s.abs().mean().item():.4f
 # the colab's loss (its own draws)
 torch.manual_seed(0)
 l0 = loss_fn(score_model, torch.from_numpy(digits[:4]), marginal_prob_std_fn)
-print("[rng] loss_fn", f"{l0.item():.3f}", l0.requires_grad, tuple(l0.shape))
+print("loss_fn", f"{l0.item():.3f}", l0.requires_grad, tuple(l0.shape))
 
 optimizer = Adam(score_model.parameters(), lr=lr)
 ema = ExponentialMovingAverage(score_model.parameters(), decay=0.999)
@@ -468,10 +468,10 @@ torch.manual_seed(1)
 samples = Euler_Maruyama_sampler(score_model, marginal_prob_std_fn, diffusion_coeff_fn,
                                  sample_batch_size, device=device)
 samples = samples.clamp(0.0, 1.0)
-print("[rng] Euler-Maruyama", tuple(samples.shape), samples.requires_grad, f"{samples.mean().item():.3f}")
+print("Euler-Maruyama", tuple(samples.shape), samples.requires_grad, f"{samples.mean().item():.3f}")
 samples = pc_sampler(score_model, marginal_prob_std_fn, diffusion_coeff_fn, sample_batch_size,
                      num_steps=2, device=device)
-print("[rng] pc", tuple(samples.shape), samples.dtype, f"{samples.mean().item():.3f}")
+print("pc", tuple(samples.shape), samples.dtype, f"{samples.mean().item():.3f}")
 samples = pc_sampler_np(score_model, marginal_prob_std_fn, diffusion_coeff_fn,
                         numpy_noise(3, (sample_batch_size, 1, 28, 28)), sample_batch_size,
                         num_steps=2, device=device)

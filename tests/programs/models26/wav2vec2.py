@@ -1131,11 +1131,11 @@ q.train()
 # the original draws (torch.randint, gumbel_softmax): [rng]
 model.train()
 out = model(source)
-print("[rng] forward", tuple(out["x"].shape), out["x"].dtype, f"{out['prob_perplexity'].item():.3f}",
+print("forward", tuple(out["x"].shape), out["x"].dtype, f"{out['prob_perplexity'].item():.3f}",
       bool(torch.isinf(out["x"][1:]).sum() >= 0), out["num_vars"], out["temp"])
 res = q(torch.from_numpy(r.standard_normal((2, 5, 16)).astype(np.float32)), produce_targets=True)
 onehot = (res["x"].view(10, 2, 8) != 0).sum(-1) if False else None
-print("[rng] gumbel targets", tuple(res["targets"].shape), res["targets"].dtype,
+print("gumbel targets", tuple(res["targets"].shape), res["targets"].dtype,
       bool((res["targets"] < 8).all()), f"{res['code_perplexity'].item():.3f}")
 
 # the criterion and training, with numpy draws

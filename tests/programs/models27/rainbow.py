@@ -454,7 +454,7 @@ def load_numpy(net, r):
 # NoisyLinear on its own
 nl = NoisyLinear(5, 3, std_init=0.4)
 print("noisy params", [n for n, _ in nl.named_parameters()], "buffers", [n for n, _ in nl.named_buffers()])
-print("sigma fill", fmt(nl.weight_sigma, 2), fmt(nl.bias_sigma, 2), "[rng] mu range",
+print("sigma fill", fmt(nl.weight_sigma, 2), fmt(nl.bias_sigma, 2), "mu range",
       bool(nl.weight_mu.abs().max() <= 1 / math.sqrt(5)))
 eps_in, eps_out = nl._scale_noise(5), nl._scale_noise(3)
 print("eps", fmt(eps_in, 5), "ger", fmt(eps_out.ger(eps_in), 6), tuple(eps_out.ger(eps_in).shape),

@@ -345,7 +345,7 @@ model = make_model()
 print("params", sum(p.numel() for p in model.parameters()), [n for n, _ in model.named_parameters()][:6])
 print("buffers", [n for n, _ in model.named_buffers()])
 print("embedding pad row", model.representation.embedding.padding_idx,
-      "[rng] xavier bound", bool(Dense(16, 8).weight.abs().max() <= math.sqrt(6 / 24)),
+      "xavier bound", bool(Dense(16, 8).weight.abs().max() <= math.sqrt(6 / 24)),
       Dense(16, 8).bias.abs().sum().item())
 out = model(make_inputs())
 print("energy", fmt(out["energy"], 3), "forces", fmt(out["forces"], 6), out["forces"].requires_grad)

@@ -467,7 +467,7 @@ train_sampler = DSRandomSampler(dataset=train_dataset, batch_size=2)
 train_loader = AudioDataLoader(dataset=train_dataset, num_workers=0, batch_sampler=train_sampler)
 np.random.seed(0)
 loaded = [(tuple(b[0].shape), b[1].tolist(), b[3].tolist()) for b in train_loader]
-print("[rng] loader batch sizes", [x[0][0] for x in loaded], "longest", [x[0][3] for x in loaded])
+print("loader batch sizes", [x[0][0] for x in loaded], "longest", [x[0][3] for x in loaded])
 print("loader", len(train_loader), sorted(x[0][0] for x in loaded), sorted(len(x[1]) for x in loaded),
       train_loader.collate_fn is _collate_fn)
 try:

@@ -706,7 +706,7 @@ print("y standardized", f"{y_mean:.4f}", f"{y_std:.4f}", fmt(y['val'], 3))
 # the tokenizers and the CLS token on their own
 torch.manual_seed(0)
 num_tok = NumericalFeatureTokenizer(4, 8, True, 'uniform')
-print("[rng] uniform init within 1/sqrt(d)", bool(num_tok.weight.abs().max() <= 1 / math.sqrt(8)),
+print("uniform init within 1/sqrt(d)", bool(num_tok.weight.abs().max() <= 1 / math.sqrt(8)),
       num_tok.n_tokens, num_tok.d_token)
 cat_tok = CategoricalFeatureTokenizer(cardinalities, 8, True, 'normal')
 print("category_offsets", cat_tok.category_offsets.tolist(), cat_tok.category_offsets.dtype,
@@ -732,7 +732,7 @@ except ValueError as e:
 # attention init: xavier with gain 1/sqrt(2) for W_q / W_k / W_v, zero biases
 attn_x = MultiheadAttention(d_token=16, n_heads=4, dropout=0.0, bias=True, initialization='xavier')
 bound = (1 / math.sqrt(2)) * math.sqrt(6 / 32)
-print("[rng] xavier bound", all(bool(m.weight.abs().max() <= bound) for m in [attn_x.W_q, attn_x.W_k, attn_x.W_v]),
+print("xavier bound", all(bool(m.weight.abs().max() <= bound) for m in [attn_x.W_q, attn_x.W_k, attn_x.W_v]),
       "zero biases", all(m.bias.abs().sum().item() == 0 for m in [attn_x.W_q, attn_x.W_k, attn_x.W_v, attn_x.W_out]))
 attn_1 = MultiheadAttention(d_token=16, n_heads=1, dropout=0.0, bias=True, initialization='xavier')
 print("single head W_out", attn_1.W_out, "W_v kaiming bound", bool(attn_1.W_v.weight.abs().max() <= 1 / math.sqrt(16)))

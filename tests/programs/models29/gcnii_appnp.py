@@ -250,7 +250,7 @@ print("ties", out.tolist(), src.grad.tolist())
 # GCNII (dropout 0 here: the compared runs)
 torch.manual_seed(0)
 model = GCNII(nfeat=nfeat, nlayers=4, nhidden=16, nclass=nclass, dropout=0.0, lamda=0.5, alpha=0.1, variant=False)
-print("[rng] reset bound", all(bool(c.weight.abs().max() <= 1 / math.sqrt(16)) for c in model.convs))
+print("reset bound", all(bool(c.weight.abs().max() <= 1 / math.sqrt(16)) for c in model.convs))
 load_numpy(model, 1)
 print("params1", len(model.params1), "params2", len(model.params2), "thetas",
       [f"{math.log(0.5 / l + 1):.4f}" for l in range(1, 5)])
@@ -326,7 +326,7 @@ print("variant", [tuple(c.weight.shape) for c in variant.convs], fmt(variant(fea
 variant.dropout = 0.6
 variant.train()
 out_d = variant(features, adj)
-print("[rng] dropout step", tuple(out_d.shape), bool(torch.allclose(out_d.exp().sum(1), torch.ones(num_nodes), atol=1e-5)))
+print("dropout step", tuple(out_d.shape), bool(torch.allclose(out_d.exp().sum(1), torch.ones(num_nodes), atol=1e-5)))
 
 # APPNP with the L2 term on the first layer
 torch.manual_seed(0)

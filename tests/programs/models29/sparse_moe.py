@@ -349,7 +349,7 @@ model.train()
 torch.manual_seed(1)
 y_hat, aux = model(x)
 gates_n, load_n = model.noisy_top_k_gating(x, True)
-print("[rng] noisy", tuple(y_hat.shape), bool(torch.allclose(y_hat.sum(1), torch.ones(batch_size), atol=1e-5)),
+print("noisy", tuple(y_hat.shape), bool(torch.allclose(y_hat.sum(1), torch.ones(batch_size), atol=1e-5)),
       f"{aux.item():.4f}", "gates per row", (gates_n > 0).sum(1).unique().tolist(),
       bool(torch.allclose(gates_n.sum(1), torch.ones(batch_size), atol=1e-5)),
       tuple(load_n.shape), bool(((load_n >= 0) & (load_n <= batch_size)).all()))

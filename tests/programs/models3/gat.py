@@ -399,5 +399,5 @@ print("compiled == eager:", all(abs(a - b) <= 1e-4 * max(1.0, abs(b)) for a, b i
 # the paper's dropout 0.6 in training mode: the draws differ, the shapes do not
 drop = GAT(features.shape[1], 8, 4, 3, dropout=0.6)
 drop.train()
-print("[rng] dropout output", tuple(drop(features, adj_mat).shape),
+print("dropout output", tuple(drop(features, adj_mat).shape),
       f"{drop(features, adj_mat).exp().sum(1).mean().item():.4f}")

@@ -773,7 +773,7 @@ def arr(*shape, std=1.0):
 torch.manual_seed(0)
 lin = Linear(6, 4, r=2, lora_alpha=4)
 print("Linear", lin.weight.requires_grad, lin.lora_A.requires_grad, lin.scaling, lin.merged,
-      "B zero", lin.lora_B.abs().sum().item(), "[rng] A bound", bool(lin.lora_A.abs().max() <= 1 / math.sqrt(6)))
+      "B zero", lin.lora_B.abs().sum().item(), "A bound", bool(lin.lora_A.abs().max() <= 1 / math.sqrt(6)))
 print("lora_dropout is identity", lin.lora_dropout(torch.ones(2)).tolist(), type(lin.lora_dropout).__name__)
 lin_t = Linear(6, 4, r=2, lora_alpha=4, fan_in_fan_out=True)
 print("fan_in_fan_out weight", tuple(lin_t.weight.shape), lin_t.weight.is_contiguous(), tuple(lin_t.weight.stride()))
@@ -796,7 +796,7 @@ print("fan_in_fan_out merged == unmerged", torch.allclose(lin_t(x), yt, atol=1e-
 lin_t.train()
 
 emb = Embedding(10, 4, r=2, lora_alpha=2, padding_idx=0)
-print("Embedding init", emb.lora_A.abs().sum().item(), "[rng] B normal", f"{emb.lora_B.std().item():.1f}",
+print("Embedding init", emb.lora_A.abs().sum().item(), "B normal", f"{emb.lora_B.std().item():.1f}",
       emb.weight.requires_grad, "padding row", emb.weight[0].abs().sum().item())
 with torch.no_grad():
     emb.lora_A.copy_(arr(2, 10, std=0.5))

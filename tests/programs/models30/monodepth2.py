@@ -806,7 +806,7 @@ class Trainer:
             " ".join("{:.4f}".format(losses["loss/{}".format(s)].item()) for s in self.opt.scales),
             self.model_lr_scheduler.get_last_lr()))
         print("  depth metrics " + " ".join("{} {:.4f}".format(k, float(losses[k])) for k in self.depth_metric_names))
-        print("  [rng] identity selection", ["{:.4f}".format(outputs["identity_selection/{}".format(s)].mean().item())
+        print("  identity selection", ["{:.4f}".format(outputs["identity_selection/{}".format(s)].mean().item())
                                              for s in self.opt.scales])
 
 
@@ -901,7 +901,7 @@ print("depth errors", [f"{v.item():.4f}" for v in e])
 # a "pretrained" single-image encoder and the model
 torch.manual_seed(0)
 imagenet = ResNetMultiImageInput(BasicBlock, [1, 1, 1, 1])
-print("[rng] kaiming fan_out", f"{imagenet.conv1.weight.std().item():.3f}", "bn init",
+print("kaiming fan_out", f"{imagenet.conv1.weight.std().item():.3f}", "bn init",
       imagenet.bn1.weight.sum().item(), imagenet.bn1.bias.sum().item())
 load_numpy(imagenet, 1)
 pretrained_state = imagenet.state_dict()
@@ -940,7 +940,7 @@ print("grads", fmt(trainer.models["depth"].convs[("dispconv", 0)].conv.weight.gr
       fmt(trainer.models["pose"].convs[("pose", 2)].bias.grad, 6))
 # (the tie-breaking noise decides a few pixels' minimum, which the small
 # gradients at the input layer feel)
-print("[rng] encoder conv1 grad", [f"{v:.4e}" for v in trainer.models["encoder"].encoder.conv1.weight.grad.view(-1)[:4].tolist()])
+print("encoder conv1 grad", [f"{v:.4e}" for v in trainer.models["encoder"].encoder.conv1.weight.grad.view(-1)[:4].tolist()])
 print("bn running", fmt(trainer.models["encoder"].encoder.bn1.running_var))
 
 

@@ -782,7 +782,7 @@ args = argparse.Namespace(small=False, mixed_precision=False, lr=4e-4, wdecay=1e
 torch.manual_seed(0)
 model = RAFT(args)
 print("args", args.corr_levels, args.corr_radius, args.dropout, args.alternate_corr)
-print("[rng] kaiming fan_out std", f"{model.fnet.conv1.weight.std().item():.2f}",
+print("kaiming fan_out std", f"{model.fnet.conv1.weight.std().item():.2f}",
       "norm init", model.cnet.norm1.weight.sum().item(), model.cnet.norm1.bias.sum().item(),
       "instance affine", model.fnet.norm1.weight)
 load_numpy(model, 0)

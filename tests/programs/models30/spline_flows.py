@@ -780,7 +780,7 @@ flow = Flow(transform, StandardNormal([num_features]))
 coupling = transform._transforms[1]
 print("coupling buffers", coupling.identity_features.tolist(), coupling.transform_features.tolist(),
       coupling.identity_features.dtype, "net out", coupling.transform_net.final_layer.out_features)
-print("[rng] near-zero init", bool(coupling.transform_net.blocks[0].linear_layers[-1].weight.abs().max() <= 1e-3))
+print("near-zero init", bool(coupling.transform_net.blocks[0].linear_layers[-1].weight.abs().max() <= 1e-3))
 print("state_dict", [k for k in flow.state_dict() if not k.endswith(("weight", "bias"))])
 print("log_z", flow._distribution._log_z.dtype, f"{flow._distribution._log_z.item():.6f}")
 load_numpy(flow, 1)
@@ -828,7 +828,7 @@ with torch.no_grad():
     samples, _ = transform.inverse(noise)
     print("samples from numpy noise", fmt(samples, 8))
     torch.manual_seed(0)
-    print("[rng] sample", tuple(flow.sample(7).shape), bool(torch.isfinite(flow.sample(7)).all()))
+    print("sample", tuple(flow.sample(7).shape), bool(torch.isfinite(flow.sample(7)).all()))
 
 # RealNVP with torch.where masks, trained the same way, then its step under
 # torch.compile against the same step eagerly

@@ -583,7 +583,7 @@ marks = torch.tensor([[[7, 14, 3, 9], [12, 31, 6, 23]]]).float()
 print("TemporalEmbedding", fmt(te(marks)[0, 1], 6), [n for n, p in te.named_parameters()][:2])
 torch.manual_seed(0)
 tok = TokenEmbedding(3, 8)
-print("[rng] kaiming leaky_relu fan_in std", f"{tok.tokenConv.weight.std().item():.2f}")
+print("kaiming leaky_relu fan_in std", f"{tok.tokenConv.weight.std().item():.2f}")
 with torch.no_grad():
     tok.tokenConv.weight.copy_(torch.from_numpy(rng.normal(0, 0.5, (8, 3, 3)).astype(np.float32)))
 emb = tok(x)

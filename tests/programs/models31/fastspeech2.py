@@ -1192,7 +1192,7 @@ print("init_lr", type(optimizer.init_lr).__name__, f"{optimizer.init_lr:.4f}",
 # one pass with the PostNet's 0.5 dropout, as the repo has it
 rng_net = PostNet(n_mel_channels=10, postnet_embedding_dim=16)
 rng_net.train()
-print("[rng] postnet dropout", tuple(rng_net(torch.ones(2, 7, 10)).shape))
+print("postnet dropout", tuple(rng_net(torch.ones(2, 7, 10)).shape))
 
 step = 1
 total_step = train_config["step"]["total_step"]

@@ -559,7 +559,7 @@ if args.aptonly:
 engine = trainer(scaler, args.in_dim, args.seq_length, args.num_nodes, args.nhid, args.dropout,
                  args.learning_rate, args.weight_decay, device, supports, args.gcn_bool, args.addaptadj,
                  adjinit)
-print("[rng] nodevec randn", f"{engine.model.nodevec1.std().item():.1f}")
+print("nodevec randn", f"{engine.model.nodevec1.std().item():.1f}")
 load_numpy(engine.model, 1)
 print("receptive field", engine.model.receptive_field, "supports_len", engine.model.supports_len,
       "params", sum(p.numel() for p in engine.model.parameters()),

@@ -628,7 +628,7 @@ labels = torch.from_numpy(labels)
 
 torch.manual_seed(0)
 backbone = mit_tiny()
-print("[rng] trunc_normal std", f"{backbone.block1[0].attn.q.weight.std().item():.3f}",
+print("trunc_normal std", f"{backbone.block1[0].attn.q.weight.std().item():.3f}",
       "conv std", f"{backbone.patch_embed1.proj.weight.std().item():.3f}")
 print("init", backbone.block1[0].norm1.weight[:2].tolist(), backbone.block1[0].attn.q.bias.abs().sum().item(),
       backbone.block2[0].mlp.dwconv.dwconv.bias.abs().sum().item(),
@@ -650,7 +650,7 @@ with torch.no_grad():
     logits = model.encode_decode(imgs[:2])
 print("eval logits", tuple(logits.shape), fmt(logits[0, :, 5, 7]), fmt(logits[1, 2, 30]))
 probe = copy.deepcopy(model).train()
-print("[rng] train forward with drop path", tuple(probe.decode_head(probe.backbone(imgs[:2])).shape))
+print("train forward with drop path", tuple(probe.decode_head(probe.backbone(imgs[:2])).shape))
 model.train()
 model.backbone.reset_drop_path(0.)
 model.decode_head.dropout.p = 0.

@@ -389,7 +389,7 @@ fix_random_seeds()
 torch.backends.cudnn.benchmark = True
 model = resnet_small(normalize=True, hidden_mlp=args.hidden_mlp, output_dim=args.feat_dim,
                      nmb_prototypes=args.nmb_prototypes)
-print("[rng] kaiming fan_out", f"{model.conv1.weight.std().item():.2f}")
+print("kaiming fan_out", f"{model.conv1.weight.std().item():.2f}")
 load_numpy(model, 1)
 multi = resnet_small(normalize=True, hidden_mlp=args.hidden_mlp, output_dim=args.feat_dim, nmb_prototypes=[5, 3])
 load_numpy(multi, 2)

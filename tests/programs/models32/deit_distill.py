@@ -517,7 +517,7 @@ first = list(sampler)
 print("RASampler", len(sampler), sampler.num_samples, sampler.total_size, len(first),
       "same epoch same order", first == list(sampler))
 sampler.set_epoch(1)
-print("[rng] epoch 1 differs", list(sampler) != first, "[rng] first", first[:4])
+print("epoch 1 differs", list(sampler) != first, "[rng] first", first[:4])
 plain = RASampler(dataset, num_replicas=8, rank=3, shuffle=False)
 print("unshuffled rank 3", list(plain)[:8], "repeats", torch.repeat_interleave(torch.arange(3), repeats=3, dim=0).tolist())
 try:
@@ -529,7 +529,7 @@ torch.manual_seed(0)
 model = DistilledVisionTransformer(img_size=8, patch_size=4, num_classes=10, embed_dim=16, depth=2, num_heads=2,
                                    mlp_ratio=2, qkv_bias=True, norm_layer=partial(nn.LayerNorm, eps=1e-6))
 print("pos_embed", tuple(model.pos_embed.shape), "dist_token", tuple(model.dist_token.shape),
-      "[rng] trunc_normal std", f"{model.pos_embed.std().item():.2f}",
+      "trunc_normal std", f"{model.pos_embed.std().item():.2f}",
       "head_dist bias", model.head_dist.bias.abs().sum().item(), "no_weight_decay", sorted(model.no_weight_decay()))
 with torch.no_grad():
     for n, p in model.named_parameters():

@@ -302,7 +302,7 @@ print("data", data.tolist()[0])
 no_mask = mask_with_tokens(data, {PAD, CLS, SEP})
 print("mask_with_tokens", no_mask.sum(dim=-1).tolist(), no_mask.dtype)
 sub = get_mask_subset_with_prob(~no_mask, 0.3)
-print("subset counts", sub.sum(dim=-1).tolist(), sub.dtype, "[rng] within mask", bool((sub & no_mask).sum() == 0))
+print("subset counts", sub.sum(dim=-1).tolist(), sub.dtype, "within mask", bool((sub & no_mask).sum() == 0))
 everything = get_mask_subset_with_prob(~no_mask, 1.0)
 print("prob 1.0 masks every position", everything.all().item())
 pm = prob_mask_like(data, 0.5)
@@ -312,7 +312,7 @@ t = torch.from_numpy(rng.normal(0, 1, (6, num_tokens)).astype(np.float32))
 print("gumbel_sample at low temperature is argmax", torch.equal(gumbel_sample(t, temperature=1e-4), t.argmax(dim=-1)),
       "[rng] at 1.0", gumbel_sample(t).tolist())
 noise = gumbel_noise(t)
-print("[rng] gumbel noise finite", bool(torch.isfinite(noise).all()), tuple(noise.shape))
+print("gumbel noise finite", bool(torch.isfinite(noise).all()), tuple(noise.shape))
 
 torch.manual_seed(0)
 generator = TransformerLM(num_tokens=num_tokens, dim=16, depth=1, heads=2, max_seq_len=seq_len)
@@ -359,7 +359,7 @@ rand_trainer = Electra(generator, discriminator, num_tokens=num_tokens, discr_di
                        random_token_prob=0.3, mask_ignore_token_ids=[CLS, SEP])
 rand_trainer.discriminator = trainer.discriminator
 r = rand_trainer(data)
-print("[rng] random tokens", f"{r.loss.item():.3f}", tuple(r.disc_labels.shape), r.disc_predictions.dtype)
+print("random tokens", f"{r.loss.item():.3f}", tuple(r.disc_labels.shape), r.disc_predictions.dtype)
 
 optimizer = torch.optim.AdamW(trainer.parameters(), lr=3e-3)
 trainer.zero_grad()

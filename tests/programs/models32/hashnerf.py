@@ -444,7 +444,7 @@ embed_fn = HashEmbedder(bounding_box, n_levels=4, n_features_per_level=2, log2_h
                         base_resolution=2, finest_resolution=10)
 print("b", f"{embed_fn.b.item():.5f}", embed_fn.b.dtype, embed_fn.base_resolution.dtype,
       "resolutions", [torch.floor(embed_fn.base_resolution * embed_fn.b ** i).item() for i in range(4)],
-      "[rng] init range", bool(embed_fn.embeddings[0].weight.abs().max() <= 1e-4))
+      "init range", bool(embed_fn.embeddings[0].weight.abs().max() <= 1e-4))
 with torch.no_grad():
     for emb in embed_fn.embeddings:
         emb.weight.copy_(arr(*emb.weight.shape, std=0.5))

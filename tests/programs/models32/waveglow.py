@@ -360,7 +360,7 @@ torch.manual_seed(0)
 model = WaveGlow(**waveglow_config)
 inv = model.convinv[0]
 W0 = inv.conv.weight.squeeze()
-print("[rng] init W orthonormal", torch.allclose(W0 @ W0.T, torch.eye(4), atol=1e-5), "det > 0", bool(torch.det(W0) > 0))
+print("init W orthonormal", torch.allclose(W0 @ W0.T, torch.eye(4), atol=1e-5), "det > 0", bool(torch.det(W0) > 0))
 print("convinv sizes", [c.conv.weight.shape[0] for c in model.convinv], "n_remaining", model.n_remaining_channels,
       "WN in", [w.start.weight_v.shape[1] for w in model.WN])
 print("weight norm params", [n for n, _ in model.WN[0].named_parameters()][:6])
@@ -416,7 +416,7 @@ print("inverse recovers audio", torch.allclose(rec, audio, atol=1e-4), "W_invers
 with torch.no_grad():
     quiet = model.infer(mel, sigma=0.0)
     noisy = model.infer(mel, sigma=0.6)
-print("infer sigma=0", tuple(quiet.shape), fmt(quiet[1, 4:], 4), "[rng] sigma=0.6", tuple(noisy.shape),
+print("infer sigma=0", tuple(quiet.shape), fmt(quiet[1, 4:], 4), "sigma=0.6", tuple(noisy.shape),
       bool(torch.isfinite(noisy).all()))
 
 learning_rate = 1e-3

@@ -247,7 +247,7 @@ idx_test = torch.LongTensor(np.sort(perm0[15:]))
 torch.manual_seed(0)
 model = DGI(ft_size, hid_units, nonlinearity)
 bound = (6 / (ft_size + hid_units)) ** 0.5
-print("[rng] xavier", bool(model.gcn.fc.weight.abs().max() <= bound), model.gcn.bias.abs().sum().item(),
+print("xavier", bool(model.gcn.fc.weight.abs().max() <= bound), model.gcn.bias.abs().sum().item(),
       model.disc.f_k.bias.item(), tuple(model.disc.f_k.weight.shape))
 print("prelu", model.gcn.act.weight.tolist(), [n for n, _ in model.named_parameters()])
 load_numpy(model, 1)

@@ -566,7 +566,7 @@ print("synapses", int(wiring.synapse_count), int(wiring.sensory_synapse_count),
       "params", [n for n, p in cell.named_parameters() if p.requires_grad])
 print("masks", [(n, p.requires_grad) for n, p in cell.named_parameters() if not p.requires_grad],
       cell._params["sparsity_mask"].sum().item(), cell._params["erev"].sum().item())
-print("[rng] init ranges", bool(((cell._params["sigma"] >= 3) & (cell._params["sigma"] <= 8)).all()),
+print("init ranges", bool(((cell._params["sigma"] >= 3) & (cell._params["sigma"] <= 8)).all()),
       bool(((cell._params["cm"] >= 0.4) & (cell._params["cm"] <= 0.6)).all()))
 load_numpy(ltc, 1)
 print("dict aliases parameter", cell._params["w"] is cell.w, len(list(ltc.parameters())))

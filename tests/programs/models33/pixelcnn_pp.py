@@ -562,7 +562,7 @@ print("down_shift", down_shift(x)[0, 0, :, 0].tolist() == [0.0] + x[0, 0, :3, 0]
 torch.manual_seed(0)
 dsc = down_shifted_conv2d(3, 4, shift_output_down=True)
 print("wn params", sorted(n for n, _ in dsc.named_parameters()), tuple(dsc.conv.weight_g.shape))
-print("[rng] wn init", torch.allclose(dsc.conv.weight_g.flatten(), dsc.conv.weight_v.flatten(1).norm(dim=1)))
+print("wn init", torch.allclose(dsc.conv.weight_g.flatten(), dsc.conv.weight_v.flatten(1).norm(dim=1)))
 load_numpy(dsc, 1)
 y = dsc(x)
 print("down_shifted_conv2d", tuple(y.shape), fmt(y[0, 0, :, 1]),
@@ -634,7 +634,7 @@ for epoch in range(2):
 with torch.no_grad():
     out = model(data[0][:1] * 0, sample=True)
     s = sample_from_discretized_mix_logistic(out, nr_mix)
-    print("[rng] sample", tuple(s.shape), bool(s.min() >= -1), bool(s.max() <= 1))
+    print("sample", tuple(s.shape), bool(s.min() >= -1), bool(s.max() <= 1))
     u_mix = torch.from_numpy(rng.uniform(1e-5, 1 - 1e-5, (1, 8, 8, nr_mix)).astype(np.float32))
     u_lin = torch.from_numpy(rng.uniform(1e-5, 1 - 1e-5, (1, 8, 8, 3)).astype(np.float32))
     s = sample_from_discretized_mix_logistic(out, nr_mix, u_mix, u_lin)

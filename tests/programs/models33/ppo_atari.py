@@ -200,7 +200,7 @@ if __name__ == "__main__":
             actions[step] = action
             logprobs[step] = logprob
             if step == 0:
-                print("[rng] sample", sampled.dtype, tuple(sampled.shape), bool(((sampled >= 0) & (sampled < 3)).all()))
+                print("sample", sampled.dtype, tuple(sampled.shape), bool(((sampled >= 0) & (sampled < 3)).all()))
 
             next_obs, reward, done, info = envs.step(action.cpu().numpy())
             rewards[step] = torch.tensor(reward).to(device).view(-1)
@@ -294,7 +294,7 @@ if __name__ == "__main__":
         explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
         print("  charts", f"{optimizer.param_groups[0]['lr']:.6f}", f"{old_approx_kl.item():.6f}",
               f"{approx_kl.item():.6f}", f"{np.mean(clipfracs):.4f}", f"{explained_var:.4f}", global_step)
-        print("[rng] SPS", int(global_step / max(time.time() - start_time, 1e-9)) > 0)
+        print("SPS", int(global_step / max(time.time() - start_time, 1e-9)) > 0)
 
     print("critic", fmt(agent.critic.weight), "actor", fmt(agent.actor.weight), "step",
           optimizer.state_dict()["state"][0]["step"].item())

@@ -360,7 +360,7 @@ print("lr", f"{opt.param_groups[0]['lr']:.6f}", "bn5", fmt(model.bn5.running_var
 model.dp1.p = model.dp2.p = 0.5
 model.train()
 out = model(data)
-print("[rng] dropout logits", tuple(out.shape), fmt(out, 2))
+print("dropout logits", tuple(out.shape), fmt(out, 2))
 model.dp1.p = model.dp2.p = 0.0
 
 # one step of the classifier's last Linear / BatchNorm1d / Linear under

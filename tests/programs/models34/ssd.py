@@ -602,7 +602,7 @@ net = ssd_net
 ssd_net.extras.apply(weights_init)
 ssd_net.loc.apply(weights_init)
 ssd_net.conf.apply(weights_init)
-print("[rng] xavier", bool(ssd_net.loc[0].bias.abs().sum() == 0), ssd_net.L2Norm.weight[:3].tolist())
+print("xavier", bool(ssd_net.loc[0].bias.abs().sum() == 0), ssd_net.L2Norm.weight[:3].tolist())
 r = np.random.default_rng(1)
 with torch.no_grad():
     for name, p in net.named_parameters():

@@ -412,8 +412,8 @@ with torch.set_grad_enabled(True):
     ap = divergence_approx(dy, y, e1) + divergence_approx(dy, y, e2)
 print("divergence", fmt(bf), torch.allclose(bf, ap, atol=1e-5), bf.requires_grad)
 r = sample_rademacher_like(y)
-print("[rng] rademacher", tuple(r.shape), r.dtype, sorted(set(r.reshape(-1).tolist())) in ([-1.0, 1.0], [-1.0], [1.0]))
-print("[rng] gaussian", tuple(sample_gaussian_like(y).shape))
+print("rademacher", tuple(r.shape), r.dtype, sorted(set(r.reshape(-1).tolist())) in ([-1.0, 1.0], [-1.0], [1.0]))
+print("gaussian", tuple(sample_gaussian_like(y).shape))
 
 # evaluation: brute-force divergence for 2-D data in eval mode
 model.eval()

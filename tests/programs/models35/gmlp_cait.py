@@ -485,7 +485,7 @@ rng = np.random.default_rng(0)
 torch.manual_seed(0)
 lm = gMLP(num_tokens=16, dim=16, depth=2, seq_len=8, ff_mult=2, attn_dim=8, causal=True)
 sgu = lm.layers[0].fn.fn.sgu
-print("[rng] sgu init", bool((sgu.proj.weight.abs() <= 1e-3 / 8).all()), sgu.proj.bias.tolist()[:3])
+print("sgu init", bool((sgu.proj.weight.abs() <= 1e-3 / 8).all()), sgu.proj.bias.tolist()[:3])
 load_numpy(lm, 1, skip=("sgu.proj.bias",))
 tokens = torch.from_numpy(rng.integers(0, 16, (4, 9)))
 opt = torch.optim.AdamW(lm.parameters(), lr=3e-3)
@@ -510,7 +510,7 @@ torch.manual_seed(0)
 cait = cait_models(img_size=8, patch_size=4, in_chans=3, num_classes=3, embed_dim=16, depth=1, num_heads=2,
                    mlp_ratio=2, qkv_bias=True, norm_layer=partial(nn.LayerNorm, eps=1e-6), init_scale=1e-1,
                    depth_token_only=1, mlp_ratio_clstk=2)
-print("[rng] trunc_normal", bool((cait.pos_embed.abs() <= 2).all()), float(cait.blocks[0].attn.qkv.bias.abs().sum()))
+print("trunc_normal", bool((cait.pos_embed.abs() <= 2).all()), float(cait.blocks[0].attn.qkv.bias.abs().sum()))
 print("gammas", fmt(cait.blocks[0].gamma_1, 2), cait.blocks[0].gamma_1.requires_grad, sorted(cait.no_weight_decay()))
 load_numpy(cait, 2, skip=("gamma",))
 images = torch.from_numpy(rng.normal(0, 1, (6, 3, 8, 8)).astype(np.float32))
@@ -542,7 +542,7 @@ dp = DropPath(0.5)
 x = torch.ones(64, 3, 2)
 y = dp(x)
 kept = y[:, 0, 0]
-print("[rng] drop_path", dp, bool(((kept == 0) | (kept == 2)).all()), bool((y == y[:, :1, :1]).all()))
+print("drop_path", dp, bool(((kept == 0) | (kept == 2)).all()), bool((y == y[:, :1, :1]).all()))
 dp.eval()
 print("drop_path eval", torch.equal(dp(x), x))
 

@@ -331,7 +331,7 @@ config.n_layer, config.n_head, config.n_embd = 2, 2, 32
 config.vocab_size, config.block_size = len(chars), 16
 config.embd_pdrop = config.resid_pdrop = config.attn_pdrop = 0.0
 model = GPT(config)
-print("[rng] init std", f"{model.transformer.wte.weight.std().item():.3f}",
+print("init std", f"{model.transformer.wte.weight.std().item():.3f}",
       f"{model.transformer.h[0].attn.c_proj.weight.std().item():.3f}")
 r = np.random.default_rng(0)
 with torch.no_grad():

@@ -366,7 +366,7 @@ class Model():
         y_sample = np.cumsum(seq_y, 0)
         z_sample = np.array(seq_z)
         sequence = np.stack([x_sample,y_sample,z_sample]).T
-        print("[rng] sequence", sequence.shape, np.round(sequence[:2], 3).tolist())
+        print("sequence", sequence.shape, np.round(sequence[:2], 3).tolist())
 
     def sample_next_state(self):
 

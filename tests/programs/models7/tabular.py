@@ -324,7 +324,7 @@ for epoch in range(2):
         loss = criterion(tab(xc, xn), yb)
         loss.backward()
         opt.step()
-    print(f"[rng] weighted sampler epoch {epoch} loss {loss.item():.4f}")
+    print(f"weighted sampler epoch {epoch} loss {loss.item():.4f}")
 tab = numpy_init(TabularModel(emb_szs, 4, 2, [16, 8], y_range=None), 1)
 opt = torch.optim.Adam(tab.parameters(), lr=1e-2)
 for epoch in range(2):

@@ -51,7 +51,7 @@ print(list(module.named_buffers()))
 prune.random_unstructured(module, name="weight", amount=0.3)
 print([name for name, _ in module.named_parameters()])
 print([(name, tuple(b.shape), int(b.sum().item())) for name, b in module.named_buffers()])
-print('[rng] zeros', int((module.weight == 0).sum()), module.weight.shape)
+print('zeros', int((module.weight == 0).sum()), module.weight.shape)
 print(module._forward_pre_hooks.__class__.__name__, len(module._forward_pre_hooks))
 
 prune.l1_unstructured(module, name="bias", amount=3)

@@ -155,7 +155,7 @@ with torch.no_grad():
     data = images[:4].to(device)
     input_tensor = data.cpu()
     transformed_input_tensor = model.stn(data).cpu()
-    print('[rng] visualized', convert_image_np(input_tensor[0]).shape,
+    print('visualized', convert_image_np(input_tensor[0]).shape,
           convert_image_np(transformed_input_tensor[0]).shape)
 
 # every option of the sampler, forward and backward

@@ -140,7 +140,7 @@ num_train = int(len(train_dataset) * 0.95)
 split_train_, split_valid_ = random_split(
     train_dataset, [num_train, len(train_dataset) - num_train]
 )
-print('[rng] split', len(split_train_), len(split_valid_))
+print('split', len(split_train_), len(split_valid_))
 # the tutorial shuffles; the numbers are compared with torch's, so in order here
 train_dataloader = DataLoader(
     train_dataset, batch_size=BATCH_SIZE, shuffle=False, collate_fn=collate_batch
