@@ -27,6 +27,9 @@ CASES = {
     "randint": lambda L: L.randint(0, 7, (9, 4)),
     "randint wide": lambda L: L.randint(-5, 2 ** 33, (6,)),
     "randint_like": lambda L: L.randint_like(L.zeros(12), 3, 9),
+    "randint with 0-d tensor bounds (hashnerf's cube corner)": lambda L: L.cat(
+        [L.randint(0, L.tensor(5.0).int() - 1, (3,)), L.randint(L.tensor(2), L.tensor(9), (7,)),
+         L.randint(L.tensor(6), (4,))]),
     "randperm": lambda L: L.randperm(300),
     "randperm large (block swaps)": lambda L: L.randperm(100000),
     "randperm int32 / float32": lambda L: L.cat([L.randperm(50, dtype=L.int32).double(),

@@ -903,6 +903,13 @@ def randint(*args, size=None, generator=None, dtype=None, device=None, requires_
     shape = _size(size if isinstance(size, (tuple, list)) else (size,))
     d = dt.to_dtype(dtype) if dtype is not None else dt.int64
     mt = g.eager_mt()
+    if mt is not None:
+        # Eager, a one-element integer tensor bound (hashnerf's
+        # ``randint(0, resolution - cube_size, (3,))``) is its value, as torch
+        # reads it: the draw then takes torch's stream.
+        low, high = (int(v.item()) if isinstance(v, Tensor) and v.numel() == 1
+                     and v.dtype.category == 1 else v
+                     for v in (low, high))
     if mt is not None and all(isinstance(k, int) for k in shape) and \
             isinstance(low, (int, np.integer)) and isinstance(high, (int, np.integer)):
         r = torch_rng.randint(mt, math.prod(shape), int(low), int(high)).reshape(shape)

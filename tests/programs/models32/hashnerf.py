@@ -20,9 +20,9 @@
 # embeddings, the learning-rate decay written into every param group).
 # Changes for a CPU test: 4 levels of 2 ** 8 entries, resolutions 2 to 10, a
 # 16-wide NeRFSmall, 6 rays of 8 samples from numpy, weights from numpy,
-# tv_loss_weight=0.0 in training (its torch.randint cube differs between
-# libraries; the level-0 cube, the only draw from randint(0, 1), is
-# compared on its own), a few steps; then one training step under
+# tv_loss_weight=0.0 in training (each level's TV loss, its cube corner
+# drawn by torch.randint after torch.manual_seed(0), is compared on its
+# own), a few steps; then one training step under
 # torch.compile against the same step eagerly.
 import copy
 import math
@@ -465,7 +465,7 @@ embed_fn.zero_grad()
 tv0 = total_variation_loss(embed_fn.embeddings[0], embed_fn.base_resolution, embed_fn.finest_resolution, 0, 8, n_levels=4)
 tvs = [total_variation_loss(embed_fn.embeddings[i], embed_fn.base_resolution, embed_fn.finest_resolution, i, 8,
                             n_levels=4) for i in range(4)]
-print("TV level 0", f"{tv0.item():.5f}", tv0.dtype, "[rng] TV levels", [f"{t.item():.4f}" for t in tvs])
+print("TV level 0", f"{tv0.item():.5f}", tv0.dtype, "TV levels", [f"{t.item():.4f}" for t in tvs])
 
 model = NeRFSmall(num_layers=2, hidden_dim=16, geo_feat_dim=7, num_layers_color=3, hidden_dim_color=16,
                   input_ch=embed_fn.out_dim, input_ch_views=embeddirs_fn.out_dim)
