@@ -31,6 +31,8 @@ CASES = {
         [L.randint(0, L.tensor(5.0).int() - 1, (3,)), L.randint(L.tensor(2), L.tensor(9), (7,)),
          L.randint(L.tensor(6), (4,))]),
     "randperm": lambda L: L.randperm(300),
+    "randperm of a 0-d tensor count (orobix's batch sampler)": lambda L: L.cat(
+        [L.randperm(L.tensor(9)), L.randperm(L.zeros(4, dtype=L.int64).sum() + 6)]),
     "randperm large (block swaps)": lambda L: L.randperm(100000),
     "randperm int32 / float32": lambda L: L.cat([L.randperm(50, dtype=L.int32).double(),
                                                  L.randperm(50, dtype=L.float32).double()]),

@@ -890,6 +890,17 @@ def _randint_bounds(args, bounds, size):
 
 
 @_factory()
+def _eager_int(v):
+    """``v``, or its value where it is a one-element integer tensor: eager
+    draws read such a count or bound as torch does (hashnerf's
+    ``randint(0, resolution - cube_size, (3,))``, orobix's
+    ``randperm(self.numel_per_class[label_idx])``), so they take torch's
+    stream. Only for eager draws: traced, the tensor's value is not known."""
+    if isinstance(v, Tensor) and v.numel() == 1 and v.dtype.category == 1:
+        return int(v.item())
+    return v
+
+
 def randint(*args, size=None, generator=None, dtype=None, device=None, requires_grad=False,
             **bounds) -> Tensor:
     low, high, size = _randint_bounds(args, bounds, size)
@@ -904,12 +915,7 @@ def randint(*args, size=None, generator=None, dtype=None, device=None, requires_
     d = dt.to_dtype(dtype) if dtype is not None else dt.int64
     mt = g.eager_mt()
     if mt is not None:
-        # Eager, a one-element integer tensor bound (hashnerf's
-        # ``randint(0, resolution - cube_size, (3,))``) is its value, as torch
-        # reads it: the draw then takes torch's stream.
-        low, high = (int(v.item()) if isinstance(v, Tensor) and v.numel() == 1
-                     and v.dtype.category == 1 else v
-                     for v in (low, high))
+        low, high = _eager_int(low), _eager_int(high)
     if mt is not None and all(isinstance(k, int) for k in shape) and \
             isinstance(low, (int, np.integer)) and isinstance(high, (int, np.integer)):
         r = torch_rng.randint(mt, math.prod(shape), int(low), int(high)).reshape(shape)
@@ -976,6 +982,8 @@ def randperm(n, *, generator=None, dtype=None, device=None) -> Tensor:
     g = generator or default_generator
     d = dt.to_dtype(dtype or dt.int64)
     mt = g.eager_mt()
+    if mt is not None:
+        n = _eager_int(n)
     if mt is not None and isinstance(n, (int, np.integer)):
         if n < 0:
             raise RuntimeError(f"n must be non-negative, got{n}")
