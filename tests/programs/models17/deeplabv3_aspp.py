@@ -10,8 +10,8 @@
 # IoU, the checkpoint and --resume.  Changes for a CPU test: a tiny
 # dilated backbone instead of ResNet-50, 32x32 images with 4 classes from
 # numpy (borders labelled 255), ASPP width 16 with rates (1, 2, 3), weights
-# from numpy; the projection's Dropout(0.5) draws differ in tracec, so one
-# train-mode forward prints an [rng] line and the training runs with p=0.
+# from numpy; torch seeded with manual_seed(0), one train-mode forward with
+# the projection's Dropout(0.5), and the training with p=0.
 # Then one training step under torch.compile against the same step eagerly.
 import copy
 from collections import OrderedDict
@@ -19,6 +19,7 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 import torch
+torch.manual_seed(0)  # (test change) torch seeds its default generator at random in every process: seeded, its draws are compared
 from torch import nn
 from torch.nn import functional as F
 
@@ -304,7 +305,7 @@ pooled = classifier[0].convs[-1](feat)
 print("features", tuple(feat.shape), "pooling branch", tuple(pooled.shape),
       torch.allclose(pooled, pooled[..., :1, :1].expand_as(pooled)))
 out = copy.deepcopy(model)(image)    # (a copy: its BatchNorm statistics stay out of the run)
-print("[rng] train-mode dropout loss", f"{criterion(out, target).item():.4f}")
+print("train-mode dropout loss", f"{criterion(out, target).item():.4f}")
 classifier[0].project[3].p = 0.0    # the compared runs: no dropout draws
 out = model(image)
 print("out", list(out.keys()), tuple(out["out"].shape), f"{criterion(out, target).item():.4f}",
