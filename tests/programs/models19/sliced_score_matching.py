@@ -8,13 +8,14 @@
 # Langevin dynamics sampling from the learned energy. Changes for a CPU
 # test: small MLPs, data from numpy, and the projection vectors passed in
 # from numpy (the losses draw them with torch.randn_like when none are
-# given, as the repository does; torch's and tracec's generators differ),
+# given, as the repository does; one line compares that draw, seeded),
 # a few steps; then one training step under torch.compile against the
 # same step eagerly.
 import copy
 
 import numpy as np
 import torch
+torch.manual_seed(0)  # (test change) torch seeds its default generator at random in every process: seeded, its draws are compared
 import torch.autograd as autograd
 import torch.nn as nn
 import torch.optim as optim
@@ -185,7 +186,7 @@ xs = x.clone().requires_grad_(True)
 g1 = autograd.grad(-energy(xs).sum(), xs, create_graph=True)[0]
 hess_tr = sum(autograd.grad(g1[:, i].sum(), xs, retain_graph=True)[0][:, i] for i in range(2))
 print("hessian trace", fmt(hess_tr, 4), torch.allclose(esm, 0.5 * g1.norm(dim=-1) ** 2 + hess_tr, atol=1e-5))
-print("[rng] ssm with torch's vectors", f"{sliced_score_matching(energy, x)[0].item():.4f}")
+print("ssm with torch's vectors", f"{sliced_score_matching(energy, x)[0].item():.4f}")
 print("samples untouched", x.requires_grad, x.grad is None)
 
 # train the energy with SSM-VR, a score network with SSE-VR
