@@ -13,8 +13,8 @@
 # train.py loop (time_step counters, update_timestep, action_std decay
 # frequency, running episode rewards). Changes for a CPU test: a tiny numpy
 # point-mass environment instead of gym, small networks with weights from
-# numpy, actions sampled by torch's generator are [rng] so the rollout's
-# actions are drawn once from numpy and replayed through evaluate(); then one
+# numpy, torch seeded with manual_seed(0) for act()'s sampled action, the
+# rollout's actions drawn once from numpy and replayed through evaluate(); then one
 # PPO update under torch.compile against the same update eagerly.
 import copy
 import os
@@ -22,6 +22,7 @@ import tempfile
 
 import numpy as np
 import torch
+torch.manual_seed(0)  # (test change) torch seeds its default generator at random in every process: seeded, its draws are compared
 import torch.nn as nn
 from torch.distributions import MultivariateNormal
 from torch.distributions import Categorical
@@ -334,14 +335,14 @@ load_numpy(ppo_agent.policy, np.random.default_rng(0))
 ppo_agent.policy_old.load_state_dict(ppo_agent.policy.state_dict())
 print("action_var", fmt(ppo_agent.policy.action_var, 2), [g['lr'] for g in ppo_agent.optimizer.param_groups])
 
-# act(): the distribution's shapes; the sampled action itself is [rng]
+# act(): the distribution's shapes and the sampled action
 with torch.no_grad():
     s0 = torch.FloatTensor(env.reset())
     a0, lp0, v0 = ppo_agent.policy_old.act(s0)
     mean0 = ppo_agent.policy_old.actor(s0)
     d0 = MultivariateNormal(mean0, torch.diag(ppo_agent.policy_old.action_var).unsqueeze(dim=0))
 print("act", tuple(a0.shape), tuple(lp0.shape), tuple(v0.shape), tuple(d0.batch_shape), tuple(d0.event_shape),
-      "[rng]", fmt(a0, 2))
+      fmt(a0, 2))
 print("log_prob agrees", torch.allclose(d0.log_prob(a0), lp0), f"{d0.entropy().item():.5f}",
       fmt(d0.covariance_matrix, 4), fmt(d0.scale_tril, 4))
 
