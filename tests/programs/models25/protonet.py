@@ -27,9 +27,9 @@
 # 0-d tensor today) as .item(), float64 by torch.set_default_dtype (the conv
 # biases before BatchNorm have a zero gradient up to rounding, which Adam's
 # eps = 1e-8 turns into lr-sized steps in float32, so two float32 runs
-# drift apart by rounding alone); the samplers' torch.randperm draws differ
-# between tracec and torch, so their episodes are printed on [rng] lines
-# with checks that hold for any draw, and the compared training draws its
+# drift apart by rounding alone); torch seeded with manual_seed(0), the
+# samplers' torch.randperm episodes are printed with checks that hold for
+# any draw, and the compared training draws its
 # episodes from numpy (a sampler subclass); then one episode's training
 # step under torch.compile against the same step eagerly.
 import copy
@@ -38,6 +38,7 @@ import tempfile
 
 import numpy as np
 import torch
+torch.manual_seed(0)  # (test change) torch seeds its default generator at random in every process: seeded, its draws are compared
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.autograd import Variable
@@ -375,7 +376,7 @@ episodes = list(sampler)
 print("episodic sampler", len(sampler), [len(e) for e in episodes],
       all(len(set(e.tolist())) == n_way and max(e.tolist()) < N_CLASSES for e in episodes),
       episodes[0].dtype)
-print("episodes [rng]", [e.tolist() for e in episodes])
+print("episodes", [e.tolist() for e in episodes])
 
 
 def make_sample(classes, rs):
@@ -426,7 +427,7 @@ batches = list(iter(torch.utils.data.DataLoader(dataset, batch_sampler=sampler))
 print("prototypical batches", len(batches), [tuple(b[0].shape) for b in batches][:1],
       all(sorted(np.bincount(b[1].numpy(), minlength=N_CLASSES).tolist())[-3:] == [5, 5, 5] for b in batches),
       all(len(set(b[1].tolist())) == 3 for b in batches))
-print("batch labels [rng]", [b[1].tolist() for b in batches])
+print("batch labels", [b[1].tolist() for b in batches])
 raw = next(iter(sampler))
 print("raw batch", raw.dtype, tuple(raw.shape), len(set(raw.tolist())) == 15)
 
