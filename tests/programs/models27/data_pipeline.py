@@ -14,15 +14,16 @@
 # training steps from the loader.
 # Changes for a CPU test: 8 x 8 images from numpy instead of CIFAR files,
 # the transforms' random parameters from np.random (torchvision draws them
-# from torch's generator); lines marked [rng] print orders that come from
-# torch's generator (random_split, the samplers), whose stream tracec does
-# not reproduce: their invariants are printed instead. Then one training
+# from torch's generator); torch seeded with manual_seed(0), the orders
+# from torch's generators (random_split, the samplers) are printed with
+# their invariants. Then one training
 # step under torch.compile against the same step eagerly.
 import copy
 import math
 
 import numpy as np
 import torch
+torch.manual_seed(0)  # (test change) torch seeds its default generator at random in every process: seeded, its draws are compared
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import (BatchSampler, ConcatDataset, DataLoader, Dataset, IterableDataset,
@@ -168,7 +169,7 @@ lengths = [45, 15]
 train_part, val_part = random_split(trainset, lengths, generator=torch.Generator().manual_seed(42))
 print("split", type(train_part).__name__, len(train_part), len(val_part),
       sorted(train_part.indices + val_part.indices) == list(range(60)),
-      "[rng]", train_part.indices[:5])
+      train_part.indices[:5])
 again = random_split(range(60), lengths, generator=torch.Generator().manual_seed(42))
 print("split repeats", list(again[0]) == list(train_part.indices), list(again[1])[:0])
 fracs = random_split(range(10), [0.7, 0.2, 0.1], generator=torch.Generator().manual_seed(0))
@@ -199,7 +200,7 @@ sampler = WeightedRandomSampler(sample_weights, num_samples=400, replacement=Tru
 drawn = torch.tensor(list(sampler))
 hist = torch.bincount(torch.from_numpy(labels)[drawn], minlength=4)
 print("counts", counts.tolist(), "weighted", len(sampler), sample_weights.dtype,
-      "balanced", bool((hist.float() / 400 - 0.25).abs().max() < 0.1), "[rng]", hist.tolist())
+      "balanced", bool((hist.float() / 400 - 0.25).abs().max() < 0.1), hist.tolist())
 no_rep = list(WeightedRandomSampler([0.1, 0.0, 0.5, 0.4], 3, replacement=False))
 print("without replacement", sorted(no_rep), len(set(no_rep)))
 try:
@@ -237,7 +238,7 @@ for _ in range(2):
                     generator=torch.Generator().manual_seed(7))
     epochs.append([torch.cat([b[0] for b in dl]).tolist() for _ in range(2)])
 print("shuffle", len(dl), len(epochs[0][0]), epochs[0] == epochs[1], epochs[0][0] != epochs[0][1],
-      sorted(epochs[0][0]) != list(range(48)), len(set(epochs[0][0])) == 48, "[rng]", epochs[0][0][:4])
+      sorted(epochs[0][0]) != list(range(48)), len(set(epochs[0][0])) == 48, epochs[0][0][:4])
 bs = BatchSampler(SequentialSampler(range(10)), batch_size=4, drop_last=False)
 print("batch sampler", list(bs), len(bs), len(BatchSampler(range(10), 4, True)))
 bl = DataLoader(testset, batch_sampler=BatchSampler(SequentialSampler(range(7)), 3, False))
