@@ -10,7 +10,7 @@
 # A tiny BERT is pretrained a few steps.  Weights come from numpy, the
 # dataset's masking from Python's random (seeded), and the compared runs have
 # dropout 0 (MultiHeadedAttention's own dropout is always 0.1, so it is set
-# to 0 on the modules); a dropout run is marked [rng].  Then the pretraining
+# to 0 on the modules); a dropout run follows torch.manual_seed(0).  Then the pretraining
 # step under torch.compile against the same step run eagerly (the step
 # advances ScheduledOptim's Python counter and sets the lr from it: tracec
 # traces the counter as an input and writes it and the lr back).
@@ -21,6 +21,7 @@ import random
 
 import numpy as np
 import torch
+torch.manual_seed(0)  # (test change) torch seeds its default generator at random in every process: seeded, its draws are compared
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.optim import Adam
@@ -700,4 +701,4 @@ print("compiled == eager:", all(abs(a - b) <= 1e-4 * max(1.0, abs(b)) for a, b i
 # with BERT's dropout (0.1): the draws differ between tracec and torch
 drop = numpy_init(BERTLM(BERT(len(vocab), hidden=32, n_layers=1, attn_heads=4), len(vocab)), 2)
 ns, lm = drop(batch["bert_input"], batch["segment_label"])
-print("[rng] dropout loss", f"{(criterion(ns, batch['is_next']) + criterion(lm.transpose(1, 2), batch['bert_label'])).item():.4f}")
+print("dropout loss", f"{(criterion(ns, batch['is_next']) + criterion(lm.transpose(1, 2), batch['bert_label'])).item():.4f}")
