@@ -14,8 +14,8 @@
 # get_cosine_schedule_with_warmup (LambdaLR) and ReduceLROnPlateau on the
 # validation loss; nn.CrossEntropyLoss(label_smoothing=...) and with soft
 # targets.  Changes for a CPU test: a tiny CNN, 4 steps per epoch on fixed
-# batches, and torch.randperm's permutation (whose draws differ between
-# tracec and torch) is printed on an [rng] line and then replaced by numpy's,
+# batches, torch seeded with manual_seed(0), and torch.randperm's
+# permutation printed and then replaced by numpy's,
 # so tracec and torch compute the same numbers.  Then the training step
 # (soft-target loss, accumulation, clipping, AdamW) and the EMA update under
 # torch.compile against the same steps run eagerly.
@@ -25,6 +25,7 @@ from copy import deepcopy
 
 import numpy as np
 import torch
+torch.manual_seed(0)  # (test change) torch seeds its default generator at random in every process: seeded, its draws are compared
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.optim.lr_scheduler import (CosineAnnealingLR, LambdaLR, LinearLR, ReduceLROnPlateau,
@@ -242,7 +243,7 @@ def mixup_data(x, y, alpha=1.0, use_cuda=True):
 
     batch_size = x.size()[0]
     index = torch.randperm(batch_size)
-    print("[rng] randperm", index.tolist())
+    print("randperm", index.tolist())
     print("randperm", index.dtype, sorted(index.tolist()) == list(range(batch_size)))
     index = torch.from_numpy(np.random.permutation(batch_size))
 
