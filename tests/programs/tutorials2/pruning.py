@@ -3,10 +3,11 @@
 # its history, remove, serialization keys, pruning several parameters,
 # global_unstructured, a custom BasePruningMethod), then a few training
 # steps of the pruned model.  Weights come from numpy so tracec and torch
-# run the same numbers; random draws only decide which entries
-# random_unstructured prunes (their count is exact).
+# run the same numbers; random draws (torch seeded with manual_seed(0))
+# decide which entries random_unstructured prunes.
 import numpy as np
 import torch
+torch.manual_seed(0)  # (test change) torch seeds its default generator at random in every process: seeded, its draws are compared
 from torch import nn
 import torch.nn.utils.prune as prune
 import torch.nn.functional as F
@@ -61,7 +62,7 @@ print(module.bias)
 print(len(module._forward_pre_hooks))
 
 prune.ln_structured(module, name="weight", amount=0.5, n=2, dim=0)
-print('[rng] channels kept', (module.weight.abs().sum((1, 2, 3)) != 0).int().tolist())
+print('channels kept', (module.weight.abs().sum((1, 2, 3)) != 0).int().tolist())
 for hook in module._forward_pre_hooks.values():
     if hook._tensor_name == "weight":  # select out the correct hook
         break
