@@ -1,12 +1,23 @@
 """Gaps the public programs of ``tests/programs/models40`` found, each against
 torch: the ``grad_fn`` names of recurrent layers' outputs (the "Sequence
 Models and LSTM Networks" tutorial prints ``lstm(inputs, hidden)``'s output,
-``grad_fn=<MkldnnRnnLayerBackward0>`` under PyTorch's CPU kernels)."""
+``grad_fn=<MkldnnRnnLayerBackward0>`` under PyTorch's CPU kernels);
+``torch.fx`` (the Conv/BN fuser and FX profiler tutorials: symbolic_trace,
+the printed graph and generated code, graph edits, recompile, Interpreter);
+and ``tracec run`` leaking its own ``from __future__ import annotations``
+into the script (annotations became strings)."""
+import copy
+import os
+import pathlib
+
 import numpy as np
 import pytest
 import torch
 
 import tracec
+from program_runner import run_cli
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def _arr(*shape, seed=0):
@@ -46,3 +57,176 @@ def test_lstm_tutorial_output_prints_like_torch():
         out, hidden = lib.nn.LSTM(3, 3)(lib.tensor(x))
         return repr(out).split("grad_fn=")[1], [repr(h).split("grad_fn=")[1] for h in hidden]
     assert run(tracec) == run(torch) == ("<MkldnnRnnLayerBackward0>)", ["<StackBackward0>)"] * 2)
+
+
+# --- torch.fx ---------------------------------------------------------------------------
+
+def _fx_model(lib):
+    nn, F = lib.nn, lib.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(2, 2, 3, padding=1, bias=False)
+            self.bn = nn.BatchNorm2d(2)
+            self.relu = nn.ReLU()
+
+        def forward(self, x):
+            return self.relu(self.bn(self.conv(x)) + x)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = nn.Sequential(Block(), Block())
+            self.scale = nn.Parameter(lib.ones(2, 1, 1) * 0.5)
+            self.register_buffer("shift", lib.full((2, 1, 1), 0.25))
+            self.fc = nn.Linear(8, 3)
+
+        def forward(self, x, y: lib.Tensor):
+            h = self.layer(x) * self.scale - self.shift
+            h = F.relu(h).view(x.size(0), -1)
+            h = lib.flatten(h, 1)[:, :8]
+            return self.fc(h) + y.transpose(0, 1), -h.mean(dim=1, keepdim=True)
+
+    lib.manual_seed(0)
+    return Net().eval()
+
+
+def _fx_inputs(lib):
+    return lib.tensor(_arr(2, 2, 3, 3)), lib.tensor(_arr(3, 2, seed=1))
+
+
+def test_symbolic_trace_graph_code_and_outputs_match_torch():
+    def run(lib):
+        m = _fx_model(lib)
+        gm = lib.fx.symbolic_trace(m)
+        outs = gm(*_fx_inputs(lib))
+        dup = copy.deepcopy(gm)
+        return (str(gm.graph), gm.code, type(gm).__name__, [n for n, _ in gm.named_children()],
+                [n for n, _ in gm.named_parameters()], [n for n, _ in gm.named_buffers()],
+                type(dup).__name__, dup.code == gm.code, dup.fc.weight is gm.fc.weight,
+                bool((dup(*_fx_inputs(lib))[0] == outs[0]).all()),
+                [o.detach().numpy() for o in outs], [o.detach().numpy() for o in m(*_fx_inputs(lib))])
+    t, c = run(torch), run(tracec)
+    assert c[:10] == t[:10]
+    for a, b in zip(c[10] + c[11], t[10] + t[11]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_fx_graph_edits_recompile_and_interpreter_match_torch():
+    def run(lib):
+        gm = lib.fx.symbolic_trace(_fx_model(lib))
+        got = []
+        for node in gm.graph.nodes:
+            if node.op == "call_module" and node.target.endswith(".bn"):
+                conv = node.args[0]
+                try:
+                    gm.graph.erase_node(conv)
+                except RuntimeError as e:
+                    got.append(str(e))
+                node.replace_all_uses_with(conv)
+                gm.graph.erase_node(node)
+        # a node inserted after the placeholder, read by the first conv
+        x = next(iter(gm.graph.nodes))
+        with gm.graph.inserting_after(x):
+            neg = gm.graph.call_function(lib.neg, (x,))
+        first = next(n for n in gm.graph.nodes if n.op == "call_module")
+        first.replace_input_with(x, neg)
+        gm.graph.lint()
+        gm.recompile()
+        got += [gm.code, str(gm.graph), [len(n.users) for n in gm.graph.nodes]]
+
+        class Count(lib.fx.Interpreter):
+            def __init__(self, mod):
+                super().__init__(mod)
+                self.calls = {}
+
+            def run_node(self, n):
+                self.calls[n.name] = self.calls.get(n.name, 0) + 1
+                return super().run_node(n)
+        interp = Count(gm)
+        out = [interp.run(*_fx_inputs(lib)) for _ in range(2)][-1]
+        direct = gm(*_fx_inputs(lib))
+        return got, interp.calls, [o.detach().numpy() for o in out], \
+            [o.detach().numpy() for o in direct]
+    t, c = run(torch), run(tracec)
+    assert c[0] == t[0] and c[1] == t[1]
+    for a, b in zip(c[2] + c[3], t[2] + t[3]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_fx_lint_and_proxy_control_flow_errors_match_torch():
+    def run(lib):
+        class Branchy(lib.nn.Module):
+            def forward(self, x):
+                if x.sum() > 0:
+                    return x
+                return -x
+        errs = []
+        try:
+            lib.fx.symbolic_trace(Branchy())
+        except Exception as e:
+            errs.append((type(e).__name__, str(e)))
+        g = lib.fx.Graph()
+        a = g.placeholder("a")
+        b = g.call_function(lib.relu, (a,))
+        g.output(b)
+        try:
+            g.erase_node(a)
+        except RuntimeError as e:
+            errs.append(str(e))
+        return errs, str(g), g.python_code("self").src
+    assert run(tracec) == run(torch)
+
+
+def test_tracec_run_keeps_the_scripts_annotations(tmp_path):
+    script = tmp_path / "ann.py"
+    script.write_text("import torch\n"
+                      "def f(x: torch.Tensor, n: int = 2) -> torch.Tensor:\n"
+                      "    return x\n"
+                      "print(f.__annotations__)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = run_cli(["run", str(script)], tmp_path, env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == ("{'x': <class 'torch.Tensor'>, 'n': <class 'int'>, "
+                                "'return': <class 'torch.Tensor'>}")
+
+
+def _lib(F):
+    return torch if F is torch.nn.functional else tracec
+
+
+_FX_CALLS = {
+    "relu": lambda F, x: F.relu(x), "softmax": lambda F, x: F.softmax(x, dim=1),
+    "log_softmax": lambda F, x: F.log_softmax(x, 1), "dropout": lambda F, x: F.dropout(x, 0.2),
+    "gelu": lambda F, x: F.gelu(x), "layer_norm": lambda F, x: F.layer_norm(x, (4,)),
+    "linear": lambda F, x: F.linear(x, x),
+    "max_pool2d": lambda F, x: F.max_pool2d(x.view(1, 1, 2, 4), 2),
+    "pad": lambda F, x: F.pad(x, (1, 1)),
+    "cross_entropy": lambda F, x: F.cross_entropy(x, x.argmax(1)),
+    "adaptive_avg_pool2d": lambda F, x: F.adaptive_avg_pool2d(x.view(1, 1, 2, 4), 1),
+    "conv2d": lambda F, x: F.conv2d(x.view(1, 1, 2, 4), x.view(1, 1, 2, 4)[:, :, :, :2], padding=1),
+    "sigmoid": lambda F, x: F.sigmoid(x), "logsigmoid": lambda F, x: F.logsigmoid(x),
+    "cat": lambda F, x: _lib(F).cat([x, x], 1), "mean": lambda F, x: _lib(F).mean(x, dim=1),
+    "getitem_shape": lambda F, x: x[:, 1:2, None].view(x.shape[0], -1),
+    "math_and_reflected": lambda F, x: 1 - x * __import__("math").sqrt(x.size(1)) ** 2,
+}
+
+
+@pytest.mark.parametrize("name", list(_FX_CALLS))
+def test_fx_records_calls_as_torch_does(name):
+    """A traced function's call is recorded as PyTorch records it: the
+    target's printed name (``torch._C._nn.gelu``, ``torch.nn.functional.relu``,
+    ``torch.flatten``), functionals' arguments with their defaults
+    (``relu(x, inplace=False)``), ``F.sigmoid`` as a method call; the
+    generated code runs and gives torch's values."""
+    def run(lib):
+        F = lib.nn.functional
+
+        def f(x):
+            return _FX_CALLS[name](F, x)
+        gm = lib.fx.symbolic_trace(f)
+        return str(gm.graph), gm.code, gm(lib.tensor(_arr(2, 4))).numpy()
+    (tg, tc, tv), (cg, cc, cv) = run(torch), run(tracec)
+    assert (cg, cc) == (tg, tc)
+    np.testing.assert_allclose(cv, tv, rtol=1e-5, atol=1e-6)

@@ -12,7 +12,10 @@ LSTM warm-up printing ``grad_fn=<MkldnnRnnLayerBackward0>``, LSTMTagger,
 NGramLanguageModeler, CBOW); "Learning PyTorch with Examples" (every
 variant: NumPy, tensors, autograd, LegendrePolynomial3, nn with
 ``Flatten(0, 1)``, RMSprop, Polynomial3, DynamicNet with
-``random.randint``); and "Language Modeling with nn.Transformer"
+``random.randint``); the FX Conv/BN fuser and FX profiler tutorials
+(``torch.fx.symbolic_trace``, the printed ``GraphModule.code`` and graph,
+node edits, ``recompile``, a ``torch.fx.Interpreter`` subclass); and
+"Language Modeling with nn.Transformer"
 (PositionalEncoding's buffer, the ``triu`` causal mask, clip_grad_norm_,
 SGD with StepLR, dropout in training, the best state dict saved and
 reloaded).
@@ -32,7 +35,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models40"
 
 CASES = ["saving_loading.py", "lstm_word_embeddings.py", "pytorch_with_examples.py",
-         "transformer_lm.py"]
+         "fx_fuser_profiler.py", "transformer_lm.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
