@@ -230,3 +230,35 @@ def test_fx_records_calls_as_torch_does(name):
     (tg, tc, tv), (cg, cc, cv) = run(torch), run(tracec)
     assert (cg, cc) == (tg, tc)
     np.testing.assert_allclose(cv, tv, rtol=1e-5, atol=1e-6)
+
+
+def test_fx_unpacks_a_proxy_as_torch_does():
+    """``B, T, C = x.size()`` and ``q, k, v = t.split(...)`` in traced code
+    become ``getitem`` nodes (PyTorch reads the caller's UNPACK_SEQUENCE);
+    a loop over a proxy is refused with PyTorch's TraceError."""
+    def run(lib):
+        class Attn(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.qkv = lib.nn.Linear(8, 24)
+
+            def forward(self, x):
+                B, T, C = x.size()
+                q, k, v = self.qkv(x).split(C, dim=2)
+                att = (q @ k.transpose(-2, -1)) * (1.0 / C ** 0.5)
+                return lib.softmax(att, dim=-1) @ v
+        lib.manual_seed(0)
+        gm = lib.fx.symbolic_trace(Attn())
+
+        def loop(x):
+            for r in x:
+                x = x + r
+            return x
+        try:
+            lib.fx.symbolic_trace(loop)
+        except Exception as e:
+            err = (type(e).__name__, str(e))
+        return gm.code, str(gm.graph), gm(lib.tensor(_arr(2, 3, 8))).detach().numpy(), err
+    t, c = run(torch), run(tracec)
+    assert c[:2] == t[:2] and c[3] == t[3]
+    np.testing.assert_allclose(c[2], t[2], rtol=1e-5, atol=1e-6)

@@ -29,9 +29,11 @@ fails on the ``Proxy``, where PyTorch would record it.
 """
 from __future__ import annotations
 
+import bisect
 import builtins
 import contextlib
 import copy
+import dis
 import inspect
 import keyword
 import math
@@ -728,6 +730,13 @@ class Proxy:
         return self.tracer.create_proxy("call_method", "__call__", (self,) + args, kwargs)
 
     def __iter__(self):
+        # `a, b = proxy` (B, T, C = x.size()): PyTorch reads the calling
+        # bytecode and, at an UNPACK_SEQUENCE of n, yields proxy[0..n-1]
+        frame = inspect.currentframe().f_back
+        insts = list(dis.get_instructions(frame.f_code))
+        i = bisect.bisect_left([ins.offset for ins in insts], frame.f_lasti)
+        if i < len(insts) and insts[i].opname == "UNPACK_SEQUENCE":
+            return (self[k] for k in range(insts[i].argval))
         raise TraceError("Proxy object cannot be iterated. This can be attempted when the Proxy "
                          "is used in a loop or as a *args or **kwargs function argument. See "
                          "the torch.fx docs on pytorch.org for a more detailed explanation of "
