@@ -262,3 +262,37 @@ def test_fx_unpacks_a_proxy_as_torch_does():
     t, c = run(torch), run(tracec)
     assert c[:2] == t[:2] and c[3] == t[3]
     np.testing.assert_allclose(c[2], t[2], rtol=1e-5, atol=1e-6)
+
+
+_REFUSED = """import os, pickle, sys, tempfile, torch
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(2, 2)
+path = os.path.join(tempfile.mkdtemp(), "whole.pth")
+torch.save(Net(), path)
+try:
+    torch.load(path)
+except Exception as e:
+    print(type(e), type(e).__name__, isinstance(e, pickle.UnpicklingError),
+          "Weights only load failed" in str(e))
+print(type(torch.load(path, weights_only=False)).__name__)
+"""
+
+
+def test_weights_only_refusal_is_shown_as_pickles_unpicklingerror(tmp_path):
+    """``torch.load`` of a whole pickled model under the default
+    ``weights_only=True`` raises what PyTorch raises as far as a script can
+    print it: ``<class '_pickle.UnpicklingError'>``."""
+    import subprocess
+    import sys
+    script = tmp_path / "refused.py"
+    script.write_text(_REFUSED)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = run_cli(["run", str(script)], tmp_path, env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    t = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert t.returncode == 0, t.stderr[-2000:]
+    assert r.stdout == t.stdout == ("<class '_pickle.UnpicklingError'> UnpicklingError True True\n"
+                                    "Net\n")

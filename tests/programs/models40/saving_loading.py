@@ -118,7 +118,8 @@ with tempfile.TemporaryDirectory() as tmp:
     try:
         torch.load(PATH_ENTIRE)
     except Exception as e:
-        print('weights_only default refuses', isinstance(e, pickle.UnpicklingError), 'Weights only load failed' in str(e))
+        print('weights_only default refuses', type(e).__name__, isinstance(e, pickle.UnpicklingError),
+              'Weights only load failed' in str(e))
 
     # Saving & Loading a General Checkpoint for Inference and/or Resuming Training
     CKPT = os.path.join(tmp, 'checkpoint.tar')
