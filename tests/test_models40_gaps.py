@@ -296,3 +296,23 @@ def test_weights_only_refusal_is_shown_as_pickles_unpicklingerror(tmp_path):
     assert t.returncode == 0, t.stderr[-2000:]
     assert r.stdout == t.stdout == ("<class '_pickle.UnpicklingError'> UnpicklingError True True\n"
                                     "Net\n")
+
+
+def test_consume_prefix_in_state_dict_if_present_matches_torch():
+    """A DataParallel / DDP checkpoint's ``module.`` prefix stripped from the
+    keys (renamed ones move to the end) and from ``_metadata``."""
+    def run(lib):
+        lib.manual_seed(0)
+        net = lib.nn.Sequential(lib.nn.Linear(2, 3), lib.nn.BatchNorm1d(3))
+        wrapped = lib.nn.DataParallel(net)
+        sd = wrapped.state_dict()
+        sd["extra"] = lib.zeros(1)
+        lib.nn.modules.utils.consume_prefix_in_state_dict_if_present(sd, "module.")
+        fresh = lib.nn.Sequential(lib.nn.Linear(2, 3), lib.nn.BatchNorm1d(3))
+        del sd["extra"]
+        res = fresh.load_state_dict(sd)
+        return list(sd.keys()), list(sd._metadata.items()), repr(res), \
+            fresh[0].weight.detach().numpy()
+    (tk, tm, tr, tw), (ck, cm, cr, cw) = run(torch), run(tracec)
+    assert (ck, cm, cr) == (tk, tm, tr)
+    np.testing.assert_array_equal(cw, tw)

@@ -10,7 +10,9 @@
 # dict (epoch / model / optimizer / loss) resumed with model.train(), several
 # models in one file, warmstarting a different model with
 # load_state_dict(strict=False), and map_location as 'cpu',
-# torch.device('cpu') and a lambda; model.eval() before inference.  Changes
+# torch.device('cpu') and a lambda, a DataParallel model saved through
+# model.module.state_dict() and its "module." keys stripped by
+# consume_prefix_in_state_dict_if_present; model.eval() before inference.  Changes
 # for a CPU test: files in a TemporaryDirectory, a 2-step CIFAR-sized
 # training with torch.randn data instead of CIFAR10, the zeroing-gradients
 # recipe's loop over 2 batches, and one training step under torch.compile
@@ -220,6 +222,19 @@ with tempfile.TemporaryDirectory() as tmp:
     model5.eval()
     with torch.no_grad():
         print('map_location model out', torch.allclose(model5(inputs), out))
+
+    # Saving torch.nn.DataParallel Models: save model.module.state_dict();
+    # a wrapper's own state_dict has "module." keys, stripped before loading
+    dp_model = torch.nn.DataParallel(model2)
+    DP = os.path.join(tmp, 'dp.pth')
+    torch.save(dp_model.module.state_dict(), DP)
+    print('DataParallel keys', list(dp_model.state_dict().keys())[:2])
+    model6 = TheModelClass()
+    print('DataParallel module load', model6.load_state_dict(torch.load(DP, weights_only=True)))
+    torch.save(dp_model.state_dict(), DP)
+    sd = torch.load(DP, weights_only=True)
+    torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(sd, 'module.')
+    print('consumed prefix', list(sd.keys())[:2], model6.load_state_dict(sd))
 
 # "What is a state_dict": the recipe's Net prints
 class Net(nn.Module):
