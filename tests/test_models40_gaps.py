@@ -316,3 +316,55 @@ def test_consume_prefix_in_state_dict_if_present_matches_torch():
     (tk, tm, tr, tw), (ck, cm, cr, cw) = run(torch), run(tracec)
     assert (ck, cm, cr) == (tk, tm, tr)
     np.testing.assert_array_equal(cw, tw)
+
+
+def _fx_attr_model(lib):
+    nn = lib.nn
+
+    class Inner(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(lib.ones(4))
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x, scale=2.0):
+            return self.lin(input=x) * self.w * scale
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+            self.register_buffer("mask", lib.tril(lib.ones(4, 4)))
+            self.drop = nn.Dropout(0.1)
+            self.layers = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+            self.const = lib.arange(4.0)
+
+        def forward(self, x, y=None):
+            h = self.inner(x, scale=3.0)
+            for layer in self.layers:
+                h = layer(h)
+            h = h.masked_fill(self.mask[:2, :] == 0, float("-inf"))
+            z = x.new_zeros(x.size(0), 4)
+            h = lib.cat([h, z + self.const], dim=-1).relu_()
+            h = self.drop(h)
+            if y is not None:
+                h = h + y
+            return {"out": h.sum(-1), "shape": h.shape}
+    lib.manual_seed(0)
+    return M().eval()
+
+
+def test_fx_module_attributes_constants_and_containers_match_torch():
+    """Traced through: a non-leaf submodule called with keywords, a
+    ModuleList loop, a buffer sliced, a plain tensor attribute read as
+    ``get_attr`` of its own name, a new tensor constant
+    (``_tensor_constant0``), a dict output with ``h.shape``."""
+    def run(lib):
+        gm = lib.fx.symbolic_trace(_fx_attr_model(lib))
+        out = gm(lib.tensor(_arr(2, 4)), lib.tensor(_arr(2, 8, seed=1)))
+        return (gm.code, str(gm.graph), sorted(k for k, _ in gm.named_buffers()),
+                sorted(k for k, _ in gm.named_parameters()), tuple(out["shape"]),
+                out["out"].detach().numpy())
+    t, c = run(torch), run(tracec)
+    assert c[:5] == t[:5]
+    np.testing.assert_allclose(c[5], t[5], rtol=1e-5, atol=1e-6)

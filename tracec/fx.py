@@ -845,6 +845,7 @@ class Tracer:
     def __init__(self, autowrap_modules=(math,), autowrap_functions=()):
         self.graph: Optional[Graph] = None
         self.root: Optional[Module] = None
+        self._tensor_attrs: Dict[int, tuple] = {}
 
     def is_leaf_module(self, m: Module, module_qualified_name: str) -> bool:
         """PyTorch's rule: the modules of ``torch.nn`` are leaves, except
@@ -869,11 +870,16 @@ class Tracer:
             for name, b in self.root.named_buffers():
                 if a is b:
                     return self.create_node("get_attr", name, (), {})
-            i = 0
-            while hasattr(self.root, f"_tensor_constant{i}"):
-                i += 1
-            qual = f"_tensor_constant{i}"
-            setattr(self.root, qual, a)
+            # a plain tensor attribute of a module (self.const = ...), else a
+            # new constant on the root, reused if read again
+            qual = self._tensor_attrs.get(id(a), (None, None))[1]
+            if qual is None:
+                i = 0
+                while hasattr(self.root, f"_tensor_constant{i}"):
+                    i += 1
+                qual = f"_tensor_constant{i}"
+                self._tensor_attrs[id(a)] = (a, qual)
+                setattr(self.root, qual, a)
             return self.create_node("get_attr", qual, (), {})
         if isinstance(a, tuple):
             items = [self.create_arg(x) for x in a]
@@ -976,6 +982,17 @@ class Tracer:
             fn = root
             skip = 0
         self.graph = Graph()
+        # id -> (tensor, qualified name) of the tensors held as plain module
+        # attributes (the tensor kept too, so its id stays its own)
+        self._tensor_attrs: Dict[int, tuple] = {}
+
+        def collect(m, prefix):
+            for k, v in vars(m).items():
+                if isinstance(v, Tensor):
+                    self._tensor_attrs[id(v)] = (v, ".".join(prefix + [k]))
+            for k, child in m.named_children():
+                collect(child, prefix + [k])
+        collect(self.root, [])
         concrete_args = concrete_args or {}
         sig = inspect.signature(fn)
         params = list(sig.parameters.values())[skip:]
