@@ -368,3 +368,36 @@ def test_fx_module_attributes_constants_and_containers_match_torch():
     t, c = run(torch), run(tracec)
     assert c[:5] == t[:5]
     np.testing.assert_allclose(c[5], t[5], rtol=1e-5, atol=1e-6)
+
+
+def test_fx_transformer_rewrites_like_torch():
+    """The torch.fx docs' Transformer: call_function / call_method
+    overrides calling torch functions and methods on proxies build the new
+    graph; placeholders keep their defaults."""
+    def run(lib):
+        class M(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = lib.nn.Linear(3, 3)
+
+            def forward(self, x, k: int = 2):
+                return lib.sigmoid(self.lin(x)).relu() + lib.neg(x) * k
+
+        class NegSigmSwapXformer(lib.fx.Transformer):
+            def call_function(self, target, args, kwargs):
+                if target == lib.sigmoid:
+                    return lib.neg(*args, **kwargs)
+                return super().call_function(target, args, kwargs)
+
+            def call_method(self, target, args, kwargs):
+                if target == "relu":
+                    call_self, *args_tail = args
+                    return call_self.sigmoid(*args_tail, **kwargs)
+                return super().call_method(target, args, kwargs)
+        lib.manual_seed(0)
+        traced = lib.fx.symbolic_trace(M())
+        t = NegSigmSwapXformer(traced).transform()
+        return type(t).__name__, t.code, str(t.graph), t(lib.tensor(_arr(2, 3))).detach().numpy()
+    t, c = run(torch), run(tracec)
+    assert c[:3] == t[:3]
+    np.testing.assert_allclose(c[3], t[3], rtol=1e-5, atol=1e-6)

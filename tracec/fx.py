@@ -51,7 +51,7 @@ from tracec.nn.parameter import Parameter
 from tracec.tensor import Tensor
 
 __all__ = ["wrap", "symbolic_trace", "Tracer", "Graph", "GraphModule", "Node", "Proxy",
-           "Interpreter", "map_arg", "TraceError"]
+           "Interpreter", "Transformer", "map_arg", "TraceError"]
 
 
 def wrap(fn_or_name):
@@ -839,6 +839,38 @@ def _functional_call_args(fn, args, kwargs):
             {k: v for k, v in bound.arguments.items() if k not in required})
 
 
+class _Recorder:
+    """What a public function is while a trace runs: called with a ``Proxy``
+    among its arguments it records the call (``kind``: "" as called,
+    "normalize" with PyTorch's functional arguments, "method" as a
+    ``call_method``), otherwise it calls the function.  It equals (and
+    hashes as) the function, so passes comparing ``node.target ==
+    torch.sigmoid`` while the patches are on still match."""
+
+    __slots__ = ("fn", "tracer", "kind", "name")
+
+    def __init__(self, fn, tracer, kind: str, name: str):
+        self.fn, self.tracer, self.kind, self.name = fn, tracer, kind, name
+
+    def __call__(self, *args, **kwargs):
+        if _has_proxy(args) or _has_proxy(kwargs):
+            if self.kind == "method":
+                return self.tracer.create_proxy("call_method", self.name, args, kwargs)
+            if self.kind == "normalize":
+                args, kwargs = _functional_call_args(self.fn, args, kwargs)
+            return self.tracer.create_proxy("call_function", self.fn, args, kwargs)
+        return self.fn(*args, **kwargs)
+
+    def __eq__(self, other):
+        return other is self.fn or (isinstance(other, _Recorder) and other.fn is self.fn)
+
+    def __hash__(self):
+        return hash(self.fn)
+
+    def __getattr__(self, k):
+        return getattr(self.fn, k)
+
+
 class Tracer:
     """Records a module's ``forward`` (or a function) into a ``Graph``."""
 
@@ -923,9 +955,9 @@ class Tracer:
         return attr_val
 
     @contextlib.contextmanager
-    def _patched(self):
-        """Module calls / parameter reads and the public functions recorded
-        while tracing; all restored on exit."""
+    def _patched(self, modules: bool = True):
+        """The public functions recorded while tracing (and, with
+        ``modules``, module calls and parameter reads); all restored on exit."""
         tracer = self
         orig_call, orig_getattr = Module.__call__, Module.__getattr__
         cache: dict = {}
@@ -953,17 +985,10 @@ class Tracer:
                 kind = ("method" if name in _METHOD_FUNCTIONALS else "normalize"
                         if name not in FUNCTIONAL_NAMES else "") if functional else ""
 
-                def wrapper(*args, _fn=fn, _kind=kind, _name=name, **kwargs):
-                    if _has_proxy(args) or _has_proxy(kwargs):
-                        if _kind == "method":
-                            return tracer.create_proxy("call_method", _name, args, kwargs)
-                        if _kind == "normalize":
-                            args, kwargs = _functional_call_args(_fn, args, kwargs)
-                        return tracer.create_proxy("call_function", _fn, args, kwargs)
-                    return _fn(*args, **kwargs)
                 undo.append((ns, name, fn))
-                setattr(ns, name, wrapper)
-        Module.__call__, Module.__getattr__ = module_call, module_getattr
+                setattr(ns, name, _Recorder(fn, tracer, kind, name))
+        if modules:
+            Module.__call__, Module.__getattr__ = module_call, module_getattr
         try:
             yield
         finally:
@@ -1112,3 +1137,62 @@ class Interpreter:
                                    "Graph.lint() to diagnose such issues")
             return self.env[n_arg]
         return map_arg(args, load_arg)
+
+
+class Transformer(Interpreter):
+    """Runs a graph on ``Proxy`` s to build a new one: ``transform()``
+    returns a ``GraphModule`` of the new graph; overriding ``call_function``
+    etc. rewrites nodes (PyTorch's ``torch.fx.Transformer``).  Every
+    submodule call stays a ``call_module``."""
+
+    def __init__(self, module: GraphModule):
+        super().__init__(module)
+        self.new_graph = Graph()
+
+        class TransformerTracer(Tracer):
+            def __init__(self, graph: Graph):
+                super().__init__()
+                self.graph = graph
+
+            def is_leaf_module(self, _, __) -> bool:
+                return True
+        self.tracer = TransformerTracer(self.new_graph)
+        self.tracer.root = module
+
+    def placeholder(self, target, args, kwargs) -> Proxy:
+        default = next(iter(args)) if args else inspect.Signature.empty
+        return Proxy(self.new_graph.placeholder(target, default_value=default), self.tracer)
+
+    def get_attr(self, target, args, kwargs) -> Proxy:
+        return self.tracer.create_proxy("get_attr", target, args, kwargs)
+
+    def call_module(self, target, args, kwargs):
+        submod = self.fetch_attr(target)
+        return self.tracer.call_module(submod, submod.forward, args, kwargs)
+
+    def call_function(self, target, args, kwargs):
+        return self.tracer.create_proxy("call_function", target, args, kwargs)
+
+    def transform(self) -> GraphModule:
+        # (the overrides call torch functions on proxies: recorded, as
+        # PyTorch's __torch_function__ records them)
+        with self.tracer._patched(modules=False):
+            result = super().run()
+        if result is not None:
+            self.new_graph.output(map_aggregate_proxies(result))
+        return GraphModule(self.module, self.new_graph)
+
+
+def map_aggregate_proxies(a):
+    """``a`` with each ``Proxy`` in it (nested in tuples, lists, dicts)
+    replaced by its node."""
+    if isinstance(a, Proxy):
+        return a.node
+    if isinstance(a, tuple):
+        items = [map_aggregate_proxies(x) for x in a]
+        return type(a)(*items) if hasattr(a, "_fields") else tuple(items)
+    if isinstance(a, list):
+        return [map_aggregate_proxies(x) for x in a]
+    if isinstance(a, dict):
+        return {k: map_aggregate_proxies(v) for k, v in a.items()}
+    return a
