@@ -106,7 +106,8 @@ def test_symbolic_trace_graph_code_and_outputs_match_torch():
                 [n for n, _ in gm.named_parameters()], [n for n, _ in gm.named_buffers()],
                 type(dup).__name__, dup.code == gm.code, dup.fc.weight is gm.fc.weight,
                 bool((dup(*_fx_inputs(lib))[0] == outs[0]).all()),
-                [o.detach().numpy() for o in outs], [o.detach().numpy() for o in m(*_fx_inputs(lib))])
+                [o.detach().numpy() for o in outs],
+                [o.detach().numpy() for o in m(*_fx_inputs(lib))])
     t, c = run(torch), run(tracec)
     assert c[:10] == t[:10]
     for a, b in zip(c[10] + c[11], t[10] + t[11]):
@@ -401,3 +402,30 @@ def test_fx_transformer_rewrites_like_torch():
     t, c = run(torch), run(tracec)
     assert c[:3] == t[:3]
     np.testing.assert_allclose(c[3], t[3], rtol=1e-5, atol=1e-6)
+
+
+def test_fx_submodules_and_shape_prop_match_torch():
+    """``torch.fx.node.Node`` / ``graph_module.GraphModule`` / ... import as
+    in PyTorch; ``ShapeProp(gm).propagate(x)`` leaves each node's
+    ``tensor_meta`` (shape, dtype, requires_grad, stride, memory format)."""
+    import importlib
+
+    def run(lib):
+        name = lib.__name__
+        mods = [importlib.import_module(f"{name}.fx.{m}") for m in
+                ("node", "graph", "graph_module", "interpreter", "proxy", "_symbolic_trace",
+                 "passes.shape_prop")]
+        assert mods[0].Node is lib.fx.Node and mods[2].GraphModule is lib.fx.GraphModule
+        gm = lib.fx.symbolic_trace(_fx_model(lib))
+        mods[-1].ShapeProp(gm).propagate(*_fx_inputs(lib))
+        out = []
+        for n in gm.graph.nodes:
+            m = n.meta.get("tensor_meta")
+            metas = m if isinstance(m, tuple) and not hasattr(m, "_fields") else (m,)
+            out.append((n.name, n.meta["type"].__name__, [
+                None if t is None else (tuple(t.shape), str(t.dtype).split(".")[-1],
+                                        t.requires_grad, tuple(t.stride), str(t.memory_format),
+                                        t.is_quantized)
+                for t in metas]))
+        return out
+    assert run(tracec) == run(torch)

@@ -14,15 +14,22 @@ transformation (``torch.fx``), as FX passes written for PyTorch use it.
   dead = None`` lines); ``recompile()`` regenerates it after the graph is
   edited (``erase_node``, ``replace_all_uses_with``, ``inserting_after``).
 - ``Interpreter(gm).run(*args)`` executes a graph node by node through the
-  overridable ``run_node`` / ``call_module`` / ... methods.
+  overridable ``run_node`` / ``call_module`` / ... methods; ``Transformer``
+  runs it on proxies to build a rewritten graph; ``passes.shape_prop``'s
+  ``ShapeProp`` records each node's ``tensor_meta``.
+- PyTorch's submodule names (``torch.fx.node``, ``.graph``,
+  ``.graph_module``, ``.interpreter``, ``.proxy``, ``._symbolic_trace``)
+  re-export what they hold from here.
 
 How calls are captured: PyTorch's proxies see ``torch.*`` functions through
 ``__torch_function__``; tracec's functions do not dispatch on argument
 types, so while a trace runs the public functions of ``torch`` (tracec),
 ``torch.nn.functional`` and ``math`` are replaced by wrappers that record a
 ``call_function`` node when an argument holds a ``Proxy`` and call the
-function otherwise; ``Module.__call__`` / ``__getattr__`` are wrapped the
-same way (PyTorch's tracer patches those too).  Invariant: every patch is
+function otherwise (a ``_Recorder``, equal to the function it stands for);
+``Module.__call__`` / ``__getattr__`` are wrapped the same way (PyTorch's
+tracer patches those too); ``Transformer.transform`` patches the functions
+only.  Invariant: every patch is
 undone when the trace ends, raising or not.  A function bound to another
 name before tracing (``from torch import flatten``) is not seen; it then
 fails on the ``Proxy``, where PyTorch would record it.
@@ -62,11 +69,6 @@ def wrap(fn_or_name):
         raise AssertionError("Unsupported type for global function! Must be either a callable "
                              "or string name")
     return fn_or_name
-
-
-#: ``torch.fx._symbolic_trace``: this module (generated code calls
-#: ``torch.fx._symbolic_trace.wrap``)
-_symbolic_trace = sys.modules[__name__]
 
 
 class TraceError(ValueError):
@@ -569,7 +571,8 @@ class Graph:
                         isinstance(node.args[1], str) and node.args[1].isidentifier():
                     line = f"{node.name}{ann} = {node.args[0]!r}.{node.args[1]}"
                 else:
-                    line = f"{node.name}{ann} = {add_global(fn)}({fmt_args(node.args, node.kwargs)})"
+                    line = (f"{node.name}{ann} = {add_global(fn)}"
+                            f"({fmt_args(node.args, node.kwargs)})")
             dead = list(to_free.get(node, []))
             if not node.users:
                 dead.append(node)
@@ -1196,3 +1199,10 @@ def map_aggregate_proxies(a):
     if isinstance(a, dict):
         return {k: map_aggregate_proxies(v) for k, v in a.items()}
     return a
+
+
+# PyTorch's submodules (``from torch.fx.node import Node``; generated code
+# calls ``torch.fx._symbolic_trace.wrap``), each naming what it holds here
+from tracec.fx import (_symbolic_trace, graph, graph_module, interpreter, node,  # noqa: E402,F401
+                       proxy)
+from tracec.fx import passes  # noqa: E402,F401
