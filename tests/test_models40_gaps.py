@@ -429,3 +429,40 @@ def test_fx_submodules_and_shape_prop_match_torch():
                 for t in metas]))
         return out
     assert run(tracec) == run(torch)
+
+
+_GENERIC_DATA = """from typing import Iterator, Tuple
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
+class Pairs(Dataset[Tuple[Tensor, Tensor]]):
+    def __init__(self): self.x = torch.arange(6.0).view(3, 2)
+    def __len__(self) -> int: return 3
+    def __getitem__(self, i: int) -> Tuple[Tensor, Tensor]: return self.x[i], self.x[i] * 2
+class Evens(Sampler[int]):
+    def __init__(self, n: int): self.n = n
+    def __iter__(self) -> Iterator[int]: return iter(range(0, self.n, 2))
+    def __len__(self) -> int: return (self.n + 1) // 2
+class Stream(IterableDataset[int]):
+    def __iter__(self): return iter(range(4))
+def make(ds: Dataset[Tuple[Tensor, Tensor]]) -> DataLoader[Tuple[Tensor, Tensor]]:
+    return DataLoader(ds, batch_size=2, sampler=Evens(len(ds)))
+print([b[1].tolist() for b in make(Pairs())], list(DataLoader(Stream(), batch_size=3)))
+print(isinstance(Pairs(), Dataset), make.__annotations__['ds'].__origin__.__name__)
+"""
+
+
+def test_data_classes_are_generic_as_in_torch(tmp_path):
+    """``Dataset[...]`` / ``Sampler[int]`` / ``IterableDataset[int]`` as base
+    classes and ``DataLoader[...]`` in (now evaluated) annotations, under
+    ``tracec run`` as under torch."""
+    import subprocess
+    import sys
+    script = tmp_path / "generic.py"
+    script.write_text(_GENERIC_DATA)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = run_cli(["run", str(script)], tmp_path, env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    t = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.stdout == t.stdout and "Dataset" in t.stdout
