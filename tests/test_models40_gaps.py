@@ -102,7 +102,7 @@ def test_symbolic_trace_graph_code_and_outputs_match_torch():
         gm = lib.fx.symbolic_trace(m)
         outs = gm(*_fx_inputs(lib))
         dup = copy.deepcopy(gm)
-        return (str(gm.graph), gm.code, type(gm).__name__, [n for n, _ in gm.named_children()],
+        return (str(gm.graph), str(gm), type(gm).__name__, [n for n, _ in gm.named_children()],
                 [n for n, _ in gm.named_parameters()], [n for n, _ in gm.named_buffers()],
                 type(dup).__name__, dup.code == gm.code, dup.fc.weight is gm.fc.weight,
                 bool((dup(*_fx_inputs(lib))[0] == outs[0]).all()),

@@ -697,7 +697,8 @@ class GraphModule(Module):
         return res
 
     def __str__(self) -> str:
-        return Module.__repr__(self) + "\n\n" + self._code
+        return (Module.__repr__(self) + "\n" + self._code + "\n# To see more debug info, "
+                "please use `graph_module.print_readable()`")
 
 
 # --- symbolic tracing ------------------------------------------------------------------
