@@ -466,3 +466,16 @@ def test_data_classes_are_generic_as_in_torch(tmp_path):
     t = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True,
                        text=True, timeout=300)
     assert r.stdout == t.stdout and "Dataset" in t.stdout
+
+
+def test_assert_allclose_warns_as_deprecated_like_torch():
+    """The FX fuser tutorial's ``torch.testing.assert_allclose``: PyTorch's
+    FutureWarning, the same text."""
+    import warnings
+
+    def run(lib):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            lib.testing.assert_allclose(lib.ones(2), lib.ones(2))
+        return [(x.category, str(x.message)) for x in w]
+    assert run(tracec) == run(torch) and len(run(torch)) == 1

@@ -10,8 +10,8 @@
 # nn.BatchNorm2d / nn.Conv2d checks, len(node.args[0].users) > 1,
 # node.replace_all_uses_with(node.args[0]), fx_model.graph.erase_node(node),
 # graph.lint() and recompile(), copy.deepcopy(model), and the fused model
-# checked against the unfused one (torch.testing.assert_close, the
-# tutorial's assert_allclose having been removed from torch); then the
+# checked against the unfused one with the tutorial's (deprecated)
+# torch.testing.assert_allclose; then the
 # ProfilingInterpreter (a torch.fx.Interpreter subclass overriding run and
 # run_node, a per-node list of runtimes keyed by the Node, a summary table)
 # over a symbolic_trace'd ResNet, with print(traced.graph).  Changes for a
@@ -168,7 +168,7 @@ for m in model.modules():
 fused_model = fuse(model)
 print(fused_model.code)
 inp = torch.randn(5, 1, 1, 1)
-torch.testing.assert_close(fused_model(inp), model(inp))
+torch.testing.assert_allclose(fused_model(inp), model(inp))
 print('fused == unfused', torch.allclose(fused_model(inp), model(inp), atol=1e-6))
 print('fused modules', [name for name, _ in fused_model.named_children()])
 print('original untouched', [type(m).__name__ for m in model.nested])
