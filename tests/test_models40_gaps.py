@@ -299,6 +299,24 @@ def test_weights_only_refusal_is_shown_as_pickles_unpicklingerror(tmp_path):
                                     "Net\n")
 
 
+def test_weights_only_refusal_message_is_torchs(tmp_path):
+    """The refusal's text is PyTorch's, naming the global (a pickled class,
+    a NumPy scalar's reconstruct function) and the calls that allow it."""
+    import argparse
+
+    def run(lib, sub):
+        (tmp_path / sub).mkdir()
+        msgs = []
+        for obj in ({"args": argparse.Namespace(a=1)}, {"s": np.float64(1.5)}):
+            lib.save(obj, tmp_path / sub / "f.pth")
+            try:
+                lib.load(tmp_path / sub / "f.pth")
+            except Exception as e:
+                msgs.append(str(e))
+        return msgs
+    assert run(tracec, "c") == run(torch, "t")
+
+
 def test_consume_prefix_in_state_dict_if_present_matches_torch():
     """A DataParallel / DDP checkpoint's ``module.`` prefix stripped from the
     keys (renamed ones move to the end) and from ``_metadata``."""
