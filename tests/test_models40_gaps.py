@@ -3,9 +3,14 @@ torch: the ``grad_fn`` names of recurrent layers' outputs (the "Sequence
 Models and LSTM Networks" tutorial prints ``lstm(inputs, hidden)``'s output,
 ``grad_fn=<MkldnnRnnLayerBackward0>`` under PyTorch's CPU kernels);
 ``torch.fx`` (the Conv/BN fuser and FX profiler tutorials: symbolic_trace,
-the printed graph and generated code, graph edits, recompile, Interpreter);
-and ``tracec run`` leaking its own ``from __future__ import annotations``
-into the script (annotations became strings)."""
+the printed graph and generated code, graph edits, recompile, Interpreter,
+Transformer, ShapeProp, PyTorch's submodule names); ``tracec run`` leaking
+its own ``from __future__ import annotations`` into the script (annotations
+became strings), and the generic data classes evaluated annotations need;
+the weights-only refusal of a pickled model (its type shown as
+``_pickle.UnpicklingError``, PyTorch's message);
+``consume_prefix_in_state_dict_if_present`` (a DataParallel checkpoint);
+``testing.assert_allclose``'s deprecation warning."""
 import copy
 import os
 import pathlib
