@@ -108,15 +108,16 @@ def _type_repr(obj) -> str:
 
 # --- qualified names of the functions a trace records ----------------------------------
 
-#: id(function) -> the name PyTorch prints for it (``torch.flatten``,
-#: ``torch.nn.functional.relu``), filled by the patches a trace installs.
-_PUBLIC_NAMES: Dict[int, str] = {}
+#: id(function) -> (the function, the name PyTorch prints for it:
+#: ``torch.flatten``, ``torch.nn.functional.relu``), filled by the patches a
+#: trace installs (the function kept, so its id stays its own).
+_PUBLIC_NAMES: Dict[int, tuple] = {}
 
 
 def _qualified_name(fn) -> str:
-    name = _PUBLIC_NAMES.get(id(fn))
-    if name is not None:
-        return name
+    entry = _PUBLIC_NAMES.get(id(fn))
+    if entry is not None and entry[0] is fn:
+        return entry[1]
     module = getattr(fn, "__module__", None) or ""
     if module == "_operator":
         module = "operator"
@@ -984,11 +985,10 @@ class Tracer:
                     continue
                 functional = public == "torch.nn.functional" and top.get(name) is not fn
                 if functional and name in FUNCTIONAL_NAMES:
-                    _PUBLIC_NAMES.setdefault(id(fn), f"torch._C._nn.{FUNCTIONAL_NAMES[name]}")
-                _PUBLIC_NAMES.setdefault(id(fn), f"{public}.{name}")
+                    _PUBLIC_NAMES.setdefault(id(fn), (fn, f"torch._C._nn.{FUNCTIONAL_NAMES[name]}"))
+                _PUBLIC_NAMES.setdefault(id(fn), (fn, f"{public}.{name}"))
                 kind = ("method" if name in _METHOD_FUNCTIONALS else "normalize"
                         if name not in FUNCTIONAL_NAMES else "") if functional else ""
-
                 undo.append((ns, name, fn))
                 setattr(ns, name, _Recorder(fn, tracer, kind, name))
         if modules:
