@@ -4,7 +4,8 @@
 # written the way the tutorials have them: the WrappedBatchNorm / nested
 # Sequential model M in eval mode, the tutorial's own fuse_conv_bn_eval and
 # fuse_conv_bn_weights (rsqrt of running_var + eps, the reshaped scale, new
-# nn.Parameters), _parent_name's rsplit, replace_node_module's setattr on
+# nn.Parameters) beside torch.nn.utils.fusion.fuse_conv_bn_eval,
+# _parent_name's rsplit, replace_node_module's setattr on
 # the parent from dict(fx_model.named_modules()), fuse() iterating
 # fx_model.graph.nodes with node.op == 'call_module', type(...) is
 # nn.BatchNorm2d / nn.Conv2d checks, len(node.args[0].users) > 1,
@@ -172,6 +173,12 @@ torch.testing.assert_allclose(fused_model(inp), model(inp))
 print('fused == unfused', torch.allclose(fused_model(inp), model(inp), atol=1e-6))
 print('fused modules', [name for name, _ in fused_model.named_children()])
 print('original untouched', [type(m).__name__ for m in model.nested])
+# PyTorch ships the same fusion: torch.nn.utils.fusion.fuse_conv_bn_eval
+lib_fused = torch.nn.utils.fusion.fuse_conv_bn_eval(model.conv1, model.bn1)
+own_fused = fuse_conv_bn_eval(model.conv1, model.bn1)
+print('library fusion', type(lib_fused).__name__, lib_fused.weight.requires_grad,
+      torch.allclose(lib_fused.weight, own_fused.weight), torch.allclose(lib_fused.bias, own_fused.bias),
+      lib_fused.weight.flatten().tolist(), lib_fused.bias.tolist())
 
 
 # ---- Benchmarking our Fusion on a ResNet-like model ----
