@@ -502,3 +502,22 @@ def test_assert_allclose_warns_as_deprecated_like_torch():
             lib.testing.assert_allclose(lib.ones(2), lib.ones(2))
         return [(x.category, str(x.message)) for x in w]
     assert run(tracec) == run(torch) and len(run(torch)) == 1
+
+
+def test_fx_graph_module_saves_and_loads_like_torch(tmp_path):
+    """``torch.save(traced)`` / ``torch.load(..., weights_only=False)``: a
+    GraphModule (its class made per instance) comes back as a
+    ``GraphModule`` with the same code and outputs; deepcopy of the loaded
+    one works too."""
+    def run(lib, name):
+        gm = lib.fx.symbolic_trace(_fx_model(lib))
+        lib.save(gm, tmp_path / name)
+        back = lib.load(tmp_path / name, weights_only=False)
+        again = copy.deepcopy(back)
+        x = _fx_inputs(lib)
+        return (type(back).__name__, back.code == gm.code, str(back.graph) == str(gm.graph),
+                again.code == gm.code, back(*x)[0].detach().numpy(), gm(*x)[0].detach().numpy())
+    t, c = run(torch, "t.pt"), run(tracec, "c.pt")
+    assert c[:4] == t[:4]
+    np.testing.assert_array_equal(c[4], c[5])
+    np.testing.assert_allclose(c[4], t[4], rtol=1e-5, atol=1e-6)

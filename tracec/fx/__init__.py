@@ -352,6 +352,18 @@ class Graph:
     def nodes(self) -> _NodeList:
         return _NodeList(self)
 
+    def __getstate__(self) -> dict:
+        # (the owning module is set again by the GraphModule built on load;
+        # the insertion point is the end of the graph)
+        state = dict(self.__dict__)
+        state["owning_module"] = None
+        del state["_insert"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._insert = self._root.prepend
+
     def _target_to_str(self, target) -> str:
         if isinstance(target, str):
             if target.startswith("__") and target.endswith("__"):
@@ -687,6 +699,13 @@ class GraphModule(Module):
         type(self).forward = glbls["forward"]
         return python_code
 
+    def __reduce__(self):
+        # (its class is made per instance and cannot be pickled by name: the
+        # state and the graph are, and a fresh GraphModule is built on load,
+        # named "GraphModule" as PyTorch's reloaded ones are)
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_graph", "_code")}
+        return (_rebuild_graph_module, (state, self._graph))
+
     def __deepcopy__(self, memo):
         # PyTorch's: a GraphModule over a deep copy of this one's state and
         # graph, named (like its class, which the copy shares) "GraphModule"
@@ -700,6 +719,13 @@ class GraphModule(Module):
     def __str__(self) -> str:
         return (Module.__repr__(self) + "\n" + self._code + "\n# To see more debug info, "
                 "please use `graph_module.print_readable()`")
+
+
+def _rebuild_graph_module(state: dict, graph: Graph) -> GraphModule:
+    """Unpickling a ``GraphModule``: its saved state and graph."""
+    fake = Module()
+    fake.__dict__.update(state)
+    return GraphModule(fake, graph)
 
 
 # --- symbolic tracing ------------------------------------------------------------------
