@@ -70,13 +70,18 @@ _FINDER = _TorchAliasFinder()
 
 def _public_classes():
     """(class, PyTorch's module, PyTorch's name) of the classes PyTorch
-    shows as ``torch.X``: ``print(type(x))`` is ``<class 'torch.Tensor'>``."""
+    shows as ``torch.X``: ``print(type(x))`` is ``<class 'torch.Tensor'>``
+    (and of the error ``torch.load`` refuses a pickle with)."""
     from tracec.device import device
     from tracec.nn.parameter import Buffer, Parameter
     from tracec.tensor import Size, Tensor
+    from tracec.torch_checkpoint import WeightsOnlyError
+    # (torch.load's weights-only refusal is a plain pickle.UnpicklingError:
+    # `type(e).__name__` and tracebacks show _pickle.UnpicklingError)
     return ((Tensor, "torch", "Tensor"), (Size, "torch", "Size"), (dt.DType, "torch", "dtype"),
             (device, "torch", "device"), (Parameter, "torch.nn.parameter", "Parameter"),
-            (Buffer, "torch.nn.parameter", "Buffer"))
+            (Buffer, "torch.nn.parameter", "Buffer"),
+            (WeightsOnlyError, "_pickle", "UnpicklingError"))
 
 
 # class -> its own (__module__, __name__, __qualname__), while renamed

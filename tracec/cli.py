@@ -375,7 +375,9 @@ def _run_main(path: str) -> None:
     import importlib.machinery
     import types
     with open(path, "rb") as f:
-        code = compile(f.read(), path, "exec")
+        # dont_inherit: the script gets no __future__ flags of this file
+        # (its `annotations` would turn the script's annotations to strings)
+        code = compile(f.read(), path, "exec", dont_inherit=True)
     module = types.ModuleType("__main__")
     module.__dict__.update(__file__=path, __cached__=None, __package__=None, __spec__=None,
                            __loader__=importlib.machinery.SourceFileLoader("__main__", path),

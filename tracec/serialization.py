@@ -60,7 +60,8 @@ import numpy as np
 from tracec import dtypes as dt
 from tracec import torch_save
 from tracec.tensor import Tensor
-from tracec.torch_checkpoint import CheckpointError, WeightsOnlyError, load_torch
+from tracec.torch_checkpoint import (CheckpointError, WeightsOnlyError, load_torch,
+                                     weights_only_message)
 from tracec.torch_checkpoint import (add_safe_globals, clear_safe_globals,  # noqa: F401
                                      get_safe_globals, safe_globals)
 
@@ -781,11 +782,7 @@ class _Decoder:
             name = (obj.__module__, obj.__qualname__)
             if name not in safe:
                 g = ".".join(name)
-                raise WeightsOnlyError(str(self.reader.error(
-                    f"Weights only load failed. It holds a NumPy {kind}: Unsupported global: "
-                    f"GLOBAL {g} was not an allowed global by default. If you trust it, allow "
-                    f"it with torch.serialization.add_safe_globals([{g}]), or load with "
-                    f"weights_only=False")))
+                raise WeightsOnlyError(weights_only_message(g))
 
     def pickled(self, index, what: str):
         """A whole object ``tracec.save`` pickled: unpickled only when the
@@ -805,12 +802,8 @@ class _Decoder:
                     self.numpy_allowed("scalar", obj.dtype)
                 return obj
             except serialization_pickle._Refused as e:
-                raise WeightsOnlyError(str(self.reader.error(
-                    f"Weights only load failed. It holds a pickled {what}: "
-                    f"Unsupported global: GLOBAL {e} was not an allowed global by default "
-                    f"(loading it imports and runs code the file names). If you trust it, "
-                    f"allow it with torch.serialization.add_safe_globals([{e}]), or load "
-                    f"with weights_only=False"))) from None
+                # (PyTorch's text: the global named, no path)
+                raise WeightsOnlyError(weights_only_message(str(e))) from None
         data = self.entry("ndarray", index)
         if data.dtype != np.uint8 or data.ndim != 1:
             raise ValueError("a pickle entry must be 1-D uint8")

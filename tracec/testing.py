@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections.abc
 import math
+import warnings
 
 import numpy as np
 
@@ -126,7 +127,12 @@ def assert_close(actual, expected, *, allow_subclasses=True, rtol=None, atol=Non
 
 
 def assert_allclose(actual, expected, rtol=None, atol=None, equal_nan=True, msg=""):
-    """The deprecated form: dtypes need not match; numbers become tensors."""
+    """The deprecated form: dtypes need not match; numbers become tensors.
+    Warns as PyTorch does (a FutureWarning pointing at assert_close)."""
+    warnings.warn("`torch.testing.assert_allclose()` is deprecated since 1.12 and will be removed "
+                  "in a future release. Please use `torch.testing.assert_close()` instead. You "
+                  "can find detailed upgrade instructions in "
+                  "https://github.com/pytorch/pytorch/issues/61844.", FutureWarning, stacklevel=2)
     assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=equal_nan,
                  check_dtype=False, msg=msg or None)
 

@@ -40,7 +40,7 @@ from tracec.tensor import Size
 from tracec.tensor import Tensor
 
 __all__ = ["load_torch", "CheckpointError", "WeightsOnlyError", "add_safe_globals",
-           "clear_safe_globals", "get_safe_globals", "safe_globals"]
+           "clear_safe_globals", "get_safe_globals", "safe_globals", "weights_only_message"]
 
 #: What ``add_safe_globals`` allowed (PyTorch's API for the names a
 #: weights-only load may resolve): classes and functions, or
@@ -113,6 +113,27 @@ class WeightsOnlyError(CheckpointError, pickle.UnpicklingError):
     global outside the allow-list (always).  A ``pickle.UnpicklingError``,
     as ``torch.load``'s refusal is, so ``except pickle.UnpicklingError``
     code catches it."""
+
+def weights_only_message(global_name: str) -> str:
+    """PyTorch's text for a weights-only load refused at the global
+    ``global_name`` (``torch.load``'s ``UnpicklingError``), verbatim: the
+    two ways out, then the ``WeightsUnpickler error`` naming the global and
+    the ``add_safe_globals`` / ``safe_globals`` call that allows it."""
+    return ("Weights only load failed. This file can still be loaded, to do so you have two "
+            "options, \x1b[1mdo those steps only if you trust the source of the "
+            "checkpoint\x1b[0m. \n\t(1) In PyTorch 2.6, we changed the default value of the "
+            "`weights_only` argument in `torch.load` from `False` to `True`. Re-running "
+            "`torch.load` with `weights_only` set to `False` will likely succeed, but it can "
+            "result in arbitrary code execution. Do it only if you got the file from a trusted "
+            "source.\n\t(2) Alternatively, to load with `weights_only=True` please check the "
+            "recommended steps in the following error message.\n\tWeightsUnpickler error: "
+            f"Unsupported global: GLOBAL {global_name} was not an allowed global by default. "
+            f"Please use `torch.serialization.add_safe_globals([{global_name}])` or the "
+            f"`torch.serialization.safe_globals([{global_name}])` context manager to allowlist "
+            "this global if you trust this class/function.\n\nCheck the documentation of "
+            "torch.load to learn more about types accepted by default with weights_only "
+            "https://pytorch.org/docs/stable/generated/torch.load.html.")
+
 
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 _LEGACY_PROTOCOL = 1001

@@ -393,8 +393,25 @@ class RNNBase(Module):
                     hs.append(state[0])
                     cs.append(state[1])
             x = outs[0] if num_directions == 1 else S.cat(outs, -1)
-        out = S.transpose(x, 0, 1) if self.batch_first and sizes is None else x
+        out = self._name_output(x) if sizes is None else x
         return out, S.stack(hs, 0), (S.stack(cs, 0) if cs else None)
+
+    def _name_output(self, x):
+        """The returned output of the time-major output ``x``, its
+        ``grad_fn`` named as PyTorch's CPU kernels name them (programs print
+        ``lstm_out``): one direction's output is the oneDNN layer's for a
+        float32 LSTM without projections (``MkldnnRnnLayerBackward0``), else
+        the stacked steps' (``StackBackward0``); two directions' is a
+        ``CatBackward0``.  Batch-first, LSTM transposes its result
+        (``TransposeBackward0``), RNN and GRU transpose it in place
+        (``TransposeBackward1``).  Only names change."""
+        if not self.bidirectional:
+            mkldnn = self.mode == "LSTM" and self.proj_size == 0 and x.dtype is dtypes.float32
+            TF._named(x, "MkldnnRnnLayerBackward0" if mkldnn else "StackBackward0")
+        if not self.batch_first:
+            return x
+        return TF._named(S.transpose(x, 0, 1),
+                         "TransposeBackward0" if self.mode == "LSTM" else "TransposeBackward1")
 
     def _forward_packed(self, packed, hx):
         """``forward`` on a ``PackedSequence``: the output is packed like the

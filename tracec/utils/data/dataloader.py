@@ -12,6 +12,7 @@ checked and otherwise unused.
 from __future__ import annotations
 
 import warnings
+from typing import Generic, TypeVar
 
 from tracec import creation
 from tracec import dtypes as dt
@@ -46,8 +47,12 @@ _FIXED_AFTER_INIT = frozenset(["batch_size", "batch_sampler", "sampler", "drop_l
                                "persistent_workers"])
 
 
-class DataLoader:
-    """Iterate over ``dataset`` in batches (see the module docstring)."""
+T_co = TypeVar("T_co", covariant=True)
+
+
+class DataLoader(Generic[T_co]):
+    """Iterate over ``dataset`` in batches (see the module docstring);
+    generic, as PyTorch's (``DataLoader[Tensor]`` annotations)."""
 
     __initialized = False
 

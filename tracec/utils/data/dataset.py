@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import math
 import warnings
+from typing import Generic, TypeVar
 
 from tracec.creation import default_generator, randperm
 from tracec.tensor import Tensor
@@ -19,9 +20,13 @@ __all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Chai
            "Subset", "random_split"]
 
 
-class Dataset:
+T_co = TypeVar("T_co", covariant=True)
+
+
+class Dataset(Generic[T_co]):
     """A map-style data set: subclasses define ``__getitem__`` (and usually
-    ``__len__``, which samplers need)."""
+    ``__len__``, which samplers need).  Generic, as PyTorch's
+    (``Dataset[Tuple[Tensor, Tensor]]`` as a base class or an annotation)."""
 
     def __getitem__(self, index):
         raise NotImplementedError("Subclasses of Dataset should implement __getitem__.")
@@ -30,7 +35,7 @@ class Dataset:
         return ConcatDataset([self, other])
 
 
-class IterableDataset(Dataset):
+class IterableDataset(Dataset[T_co]):
     """An iterable-style data set: subclasses define ``__iter__``."""
 
     def __iter__(self):

@@ -7,6 +7,8 @@ orders are PyTorch's (its seed draw, ``randperm`` and ``randint`` streams).
 """
 from __future__ import annotations
 
+from typing import Generic, TypeVar
+
 import numpy as np
 
 from tracec import dtypes as dt
@@ -38,8 +40,12 @@ def seeded_generator(generator=None) -> Generator:
     return Generator().manual_seed(draw_seed())
 
 
-class Sampler:
-    """Base class: subclasses define ``__iter__`` over indices (and ``__len__``)."""
+T_co = TypeVar("T_co", covariant=True)
+
+
+class Sampler(Generic[T_co]):
+    """Base class: subclasses define ``__iter__`` over indices (and
+    ``__len__``); generic, as PyTorch's (``Sampler[int]``)."""
 
     def __init__(self, data_source=None) -> None:
         pass
