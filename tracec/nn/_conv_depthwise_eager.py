@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import warnings
 
 import numpy as np
 
@@ -195,3 +197,86 @@ def input_grad(gd: np.ndarray, wk: np.ndarray, plan: Plan) -> np.ndarray:
             dst = plan.rows(part, k)
             dst += t
     return gxp.reshape((n, c) + plan.padded)
+
+
+# --- native kernels -----------------------------------------------------------------
+
+#: The native kernels' maker, registered by the package (``tracec/__init__``:
+#: the backend's ``depthwise_kernels.load``; this layer may not import the
+#: backend): ``NATIVE[0]()`` returns an object with ``forward``,
+#: ``input_grad`` and ``weight_grad`` on NumPy arrays, or raises.
+NATIVE: list = []
+#: Input elements the NumPy paths see before the kernels are made (their
+#: first load compiles them, ~1 s once per machine, then a disk cache hit):
+#: a script with a few small depthwise convolutions never pays it; a
+#: training loop passes it in a step.  Counted in elements, so a program
+#: switches at the same call on every run.
+NATIVE_WARMUP = 1 << 20
+_NATIVE = {"seen": 0, "kernels": None, "tried": False}
+
+
+def native_kernels(a: np.ndarray, w: np.ndarray):
+    """The native kernels for a depthwise convolution of ``a`` (``[N, C,
+    L]`` or ``[N, C, H, W]``, float32/float64) by ``w`` (``[C, 1, *k]``),
+    or None: no maker registered, ``TRACEC_EAGER_KERNELS=0``, before
+    ``NATIVE_WARMUP`` elements, or the kernels could not be made."""
+    if (not NATIVE or a.ndim not in (3, 4) or a.dtype not in (np.float32, np.float64)
+            or w.dtype != a.dtype or os.environ.get("TRACEC_EAGER_KERNELS", "1") == "0"):
+        return None
+    if _NATIVE["seen"] < NATIVE_WARMUP:
+        _NATIVE["seen"] += a.size
+        return None
+    if not _NATIVE["tried"]:
+        _NATIVE["tried"] = True
+        try:
+            _NATIVE["kernels"] = NATIVE[0]()
+        except Exception as e:  # noqa: BLE001  (the NumPy paths stay correct)
+            warnings.warn(f"tracec: no native depthwise convolution kernels ({e}); the NumPy "
+                          "path runs instead", RuntimeWarning, stacklevel=3)
+    return _NATIVE["kernels"]
+
+
+def _planes(a: np.ndarray, low, high, stride, dilation, out, kernel):
+    """The 2-d geometry of a 1-d or 2-d convolution (1-d: height 1)."""
+    if a.ndim == 3:
+        a = a[:, :, None, :]
+        low, high, stride, dilation, out, kernel = ((0,) + tuple(low), (0,) + tuple(high),
+                                                   (1,) + tuple(stride),
+                                                   (1,) + tuple(dilation), (1,) + tuple(out),
+                                                   (1,) + tuple(kernel))
+    return a, low, high, stride, dilation, out, kernel
+
+
+def native_forward(kern, a: np.ndarray, w: np.ndarray, stride, low, high, dilation,
+                   out) -> np.ndarray:
+    """``[N, C, *out]``: the depthwise convolution by the native kernel."""
+    a4, low, high, stride, dilation, out4, kernel = _planes(a, low, high, stride, dilation,
+                                                            out, w.shape[2:])
+    plan = Plan(a4.shape[2:], kernel, stride, low, high, dilation, out4)
+    xp = pad(a4, plan)
+    wk = np.ascontiguousarray(w.reshape(w.shape[0], -1))
+    return kern.forward(xp, wk, out4, kernel, stride, dilation).reshape(a.shape[:2]
+                                                                        + tuple(out))
+
+
+def native_backward(kern, a: np.ndarray, w: np.ndarray, gd: np.ndarray, stride, low, high,
+                    dilation, need_x: bool, need_w: bool):
+    """``(gx, gw)`` (None where not needed) of the depthwise convolution
+    at input ``a`` (as it is now) and weight ``w`` for the output gradient
+    ``gd``, by the native kernels."""
+    out = gd.shape[2:]
+    a4, low, high, stride, dilation, out4, kernel = _planes(a, low, high, stride, dilation,
+                                                            out, w.shape[2:])
+    plan = Plan(a4.shape[2:], kernel, stride, low, high, dilation, out4)
+    g = np.ascontiguousarray(gd).reshape(gd.shape[:2] + tuple(out4))
+    gx = gw = None
+    if need_w:
+        gw = kern.weight_grad(pad(a4, plan), g, kernel, stride, dilation).reshape(w.shape)
+    if need_x:
+        wk = np.ascontiguousarray(w.reshape(w.shape[0], -1))
+        gxp = kern.input_grad(g, wk, plan.padded, kernel, stride, dilation)
+        if plan.padded != tuple(a4.shape[2:]):
+            gxp = np.ascontiguousarray(gxp[(slice(None), slice(None)) + tuple(
+                slice(lo, lo + s) for s, lo in zip(a4.shape[2:], low))])
+        gx = gxp.reshape(a.shape)
+    return gx, gw

@@ -556,6 +556,15 @@ def _where_impl(c, a, b):
     is bit for bit ``np.where``'s (each element's bits are ``a``'s or
     ``b``'s)."""
     a, b = np.asarray(a), np.asarray(b)
+    if np.ndim(c) == 0 and a.dtype == b.dtype:
+        # One branch taken everywhere (``filled``'s where(True, v, self),
+        # which every in-place op on a tensor that requires grad records,
+        # and its VJP's two wheres): a copy of it, one pass in place of the
+        # bit select's five (MobileNetV2's in-place ReLU6: 20 -> 6 ms a
+        # step, measured).
+        src = a if c else b
+        shape = np.broadcast_shapes(np.shape(c), a.shape, b.shape)
+        return np.array(np.broadcast_to(src, shape), order="C")
     if (a.dtype != b.dtype or a.dtype.kind not in "fiub" or a.dtype.itemsize not in _BITS
             or max(np.size(c), a.size, b.size) < WHERE_BIT_SELECT_MIN):
         return np.where(c, a, b)

@@ -153,27 +153,31 @@ def _library():
 
 
 def _object_code() -> bytes:
-    """The kernels' object code for this machine (the host's CPU even inside
+    return ir_object_code("rng kernels", ir_text(), INFO)
+
+
+def ir_object_code(kind: str, text: str, info: dict) -> bytes:
+    """The object code of the LLVM IR ``text`` (hand-written kernels
+    named ``kind``) for this machine (the host's CPU even inside
     ``codegen.targeting``: they run here): from the disk cache
-    (``<cache>/runtime``, keyed by the target, the cpu backend's code and
-    this IR), else compiled now and stored (the cache's writes are atomic
-    and locked: a reader sees no entry or a whole one)."""
+    (``<cache>/runtime``, keyed by ``kind``, the target and the IR), else
+    compiled now and stored (the cache's writes are atomic and locked: a
+    reader sees no entry or a whole one); ``info["source"]`` says which."""
     from tracec.backends import cache
     from tracec.backends.cpu import codegen
-    text = ir_text()
     target = codegen._target_id(codegen.host())
-    key = hashlib.sha256(f"tracec-rng-kernels|{target}|{text}".encode()).hexdigest()
+    key = hashlib.sha256(f"tracec {kind}|{target}|{text}".encode()).hexdigest()
     disk = None if os.environ.get("TRACEC_NO_CACHE") else \
         cache.DiskCache(os.path.join(cache.cache_root(), "runtime"))
     hit = disk.get(key) if disk is not None else None
     if hit is not None:
-        INFO["source"] = "disk cache"
+        info["source"] = "disk cache"
         return bytes(hit[1])
     obj = _compile(text)
-    INFO["source"] = "compiled"
+    info["source"] = "compiled"
     if disk is not None:
         try:
-            disk.put(key, {"kind": "rng kernels"}, obj)
+            disk.put(key, {"kind": kind}, obj)
         except OSError:
             pass   # no cache: compiled again next time
     return obj
