@@ -249,14 +249,13 @@ def _planes(a: np.ndarray, low, high, stride, dilation, out, kernel):
 
 def native_forward(kern, a: np.ndarray, w: np.ndarray, stride, low, high, dilation,
                    out) -> np.ndarray:
-    """``[N, C, *out]``: the depthwise convolution by the native kernel."""
+    """``[N, C, *out]``: the depthwise convolution by the native kernel
+    (the zero padding inside it: no padded copy)."""
     a4, low, high, stride, dilation, out4, kernel = _planes(a, low, high, stride, dilation,
                                                             out, w.shape[2:])
-    plan = Plan(a4.shape[2:], kernel, stride, low, high, dilation, out4)
-    xp = pad(a4, plan)
     wk = np.ascontiguousarray(w.reshape(w.shape[0], -1))
-    return kern.forward(xp, wk, out4, kernel, stride, dilation).reshape(a.shape[:2]
-                                                                        + tuple(out))
+    return kern.forward(np.ascontiguousarray(a4), wk, out4, kernel, stride, dilation,
+                        low).reshape(a.shape[:2] + tuple(out))
 
 
 def native_backward(kern, a: np.ndarray, w: np.ndarray, gd: np.ndarray, stride, low, high,
@@ -267,16 +266,13 @@ def native_backward(kern, a: np.ndarray, w: np.ndarray, gd: np.ndarray, stride, 
     out = gd.shape[2:]
     a4, low, high, stride, dilation, out4, kernel = _planes(a, low, high, stride, dilation,
                                                             out, w.shape[2:])
-    plan = Plan(a4.shape[2:], kernel, stride, low, high, dilation, out4)
     g = np.ascontiguousarray(gd).reshape(gd.shape[:2] + tuple(out4))
     gx = gw = None
     if need_w:
-        gw = kern.weight_grad(pad(a4, plan), g, kernel, stride, dilation).reshape(w.shape)
+        gw = kern.weight_grad(np.ascontiguousarray(a4), g, kernel, stride, dilation,
+                              low).reshape(w.shape)
     if need_x:
         wk = np.ascontiguousarray(w.reshape(w.shape[0], -1))
-        gxp = kern.input_grad(g, wk, plan.padded, kernel, stride, dilation)
-        if plan.padded != tuple(a4.shape[2:]):
-            gxp = np.ascontiguousarray(gxp[(slice(None), slice(None)) + tuple(
-                slice(lo, lo + s) for s, lo in zip(a4.shape[2:], low))])
-        gx = gxp.reshape(a.shape)
+        gx = kern.input_grad(g, wk, a4.shape[2:], kernel, stride, dilation,
+                             low).reshape(a.shape)
     return gx, gw

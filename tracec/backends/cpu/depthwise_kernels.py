@@ -47,7 +47,7 @@ _made: list = []
 _PREFIX = "tracec_dwconv_"
 _TYPES = {"f32": ("float", 4), "f64": ("double", 8)}
 NAMES = tuple(f"{_PREFIX}{k}_{t}" for k in ("fwd", "dx", "dw") for t in _TYPES)
-_GEO = ("P", "C", "H", "W", "OH", "OW", "KH", "KW", "sh", "sw", "dh", "dw")
+_GEO = ("P", "C", "H", "W", "OH", "OW", "KH", "KW", "sh", "sw", "dh", "dw", "ph", "pw")
 
 
 class _Fn:
@@ -79,8 +79,9 @@ class _Fn:
     def load(self, ptr: str) -> str:
         return self.v(f"load {self.ty}, ptr {ptr}")
 
-    def loop(self, count: str, body):
-        """``for i in range(count): body(i)`` (count >= 0)."""
+    def loop(self, count: str, body, hint: str = ""):
+        """``for i in range(count): body(i)`` (count >= 0); ``hint``: the
+        loop's ``!llvm.loop`` metadata (``_META``)."""
         pre, head, inner, done = self.block, self.label(), self.label(), self.label()
         self.op(f"br label %{head}")
         self.start(head)
@@ -93,7 +94,7 @@ class _Fn:
         self.start(inner)
         body(i)
         self.op(f"{nxt} = add nsw i64 {i}, 1")
-        self.op(f"br label %{head}")
+        self.op(f"br label %{head}" + (f", !llvm.loop {hint}" if hint else ""))
         self.lines[slot] = f"  {i} = phi i64 [0, %{pre}], [{nxt}, %{self.block}]"
         self.start(done)
 
@@ -112,7 +113,7 @@ class _Fn:
         """``body(i, j)`` for ``i in range(count)``, ``j = i * sw``: a loop
         of its own for ``sw == 1`` (unit stride: vectorized)."""
         unit = self.v(f"icmp eq i64 {g['sw']}, 1")
-        self.branch(unit, lambda: self.loop(count, lambda i: body(i, i)),
+        self.branch(unit, lambda: self.loop(count, lambda i: body(i, i), _meta(self.ty)),
                     lambda: self.loop(count, lambda i: body(i, self.v(f"mul nsw i64 {i}, "
                                                                       f"{g['sw']}"))))
 
@@ -128,23 +129,38 @@ def _header(f: _Fn):
     return g
 
 
-def _offsets(f: _Fn, g: dict, xb: str, oh: str, body):
-    """``body(k, row)`` per kernel offset in row-major order: ``k`` its
-    index, ``row`` the address of its window's row ``oh`` in plane ``xb``."""
+def _windows(f: _Fn, g: dict, xb: str, oh: str, body):
+    """``body(k, xs, lo, count)`` per kernel offset ``k`` (row-major) whose
+    input row for output row ``oh`` lies inside the (unpadded) plane
+    ``xb``: output columns ``lo .. lo + count`` read input columns inside
+    the plane (the others read padding: zeros, skipped), the first of
+    them at address ``xs``; consecutive columns ``sw`` apart."""
     top = f.v(f"mul nsw i64 {oh}, {g['sh']}")
+    top = f.v(f"sub nsw i64 {top}, {g['ph']}")
 
     def per_kh(kh):
-        r = f.v(f"mul nsw i64 {kh}, {g['dh']}")
-        r = f.v(f"add nsw i64 {top}, {r}")
-        r = f.v(f"mul nsw i64 {r}, {g['W']}")
-        xr = f.gep(xb, r)
+        ih = f.v(f"mul nsw i64 {kh}, {g['dh']}")
+        ih = f.v(f"add nsw i64 {top}, {ih}")
+        inside = f.v(f"icmp ult i64 {ih}, {g['H']}")      # 0 <= ih < H
 
-        def per_kw(kw):
-            k = f.v(f"mul nsw i64 {kh}, {g['KW']}")
-            k = f.v(f"add nsw i64 {k}, {kw}")
-            col = f.v(f"mul nsw i64 {kw}, {g['dw']}")
-            body(k, f.gep(xr, col))
-        f.loop(g["KW"], per_kw)
+        def row():
+            xr = f.gep(xb, f.v(f"mul nsw i64 {ih}, {g['W']}"))
+
+            def per_kw(kw):
+                k = f.v(f"mul nsw i64 {kh}, {g['KW']}")
+                k = f.v(f"add nsw i64 {k}, {kw}")
+                # the offset's columns (``Kernels._geo``: after the sizes)
+                at = f.v(f"mul nsw i64 {kw}, 3")
+                at = f.v(f"add nsw i64 {at}, {len(_GEO)}")
+                cols = []
+                for q in range(3):
+                    i = f.v(f"add nsw i64 {at}, {q}")
+                    ptr = f.v(f"getelementptr inbounds i64, ptr %geo, i64 {i}")
+                    cols.append(f.v(f"load i64, ptr {ptr}"))
+                lo, count, first = cols
+                body(k, f.gep(xr, first), lo, count)
+            f.loop(g["KW"], per_kw)
+        f.branch(inside, row, lambda: None)
     f.loop(g["KH"], per_kh)
 
 
@@ -154,127 +170,134 @@ def _plane(f: _Fn, g: dict, p: str):
             f.v(f"mul nsw i64 {c}, {g['KK']}"))
 
 
+def _madd(f: _Fn, dst: str, a: str, b: str):
+    """``*dst += a * b``."""
+    ty = f.ty
+    prod = f.v(f"fmul {ty} {a}, {b}")
+    f.op(f"store {ty} {f.v(f'fadd {ty} {f.load(dst)}, {prod}')}, ptr {dst}")
+
+
+def _zero(f: _Fn, base: str, count: str):
+    f.loop(count, lambda i: f.op(f"store {f.ty} 0.0, ptr {f.gep(base, i)}"))
+
+
+def _define(name: str, args: str, f: _Fn) -> str:
+    return (f"define void @{_PREFIX}{name}({args}, ptr noalias nocapture readonly %geo) "
+            f"nounwind {{\nentry:\n" + "\n".join(f.lines) + "\n  ret void\n}\n")
+
+
 def _forward(suffix: str) -> str:
-    ty = _TYPES[suffix][0]
-    f = _Fn(ty)
+    f = _Fn(_TYPES[suffix][0])
     g = _header(f)
 
     def per_plane(p):
         xo, yo, wo = _plane(f, g, p)
         xb, yb, wb = f.gep("%x", xo), f.gep("%y", yo), f.gep("%w", wo)
+        _zero(f, yb, g["OHW"])
 
         def per_row(oh):
             yr = f.gep(yb, f.v(f"mul nsw i64 {oh}, {g['OW']}"))
 
-            def per_offset(k, xs):
+            def per_offset(k, xs, lo, count):
                 wv = f.load(f.gep(wb, k))
-
-                def first():
-                    def store(i, j):
-                        f.op(f"store {ty} {f.v(f'fmul {ty} {wv}, {f.load(f.gep(xs, j))}')}, "
-                             f"ptr {f.gep(yr, i)}")
-                    f.strided(g, g["OW"], store)
-
-                def add():
-                    def acc(i, j):
-                        dst = f.gep(yr, i)
-                        prod = f.v(f"fmul {ty} {wv}, {f.load(f.gep(xs, j))}")
-                        f.op(f"store {ty} {f.v(f'fadd {ty} {f.load(dst)}, {prod}')}, "
-                             f"ptr {dst}")
-                    f.strided(g, g["OW"], acc)
-                f.branch(f.v(f"icmp eq i64 {k}, 0"), first, add)
-            _offsets(f, g, xb, oh, per_offset)
+                ys = f.gep(yr, lo)
+                f.strided(g, count, lambda i, j: _madd(f, f.gep(ys, i), wv,
+                                                       f.load(f.gep(xs, j))))
+            _windows(f, g, xb, oh, per_offset)
         f.loop(g["OH"], per_row)
     f.loop(g["P"], per_plane)
-    return (f"define void @{_PREFIX}fwd_{suffix}(ptr noalias nocapture readonly %x, "
-            f"ptr noalias nocapture readonly %w, ptr noalias nocapture %y, "
-            f"ptr noalias nocapture readonly %geo) nounwind {{\nentry:\n"
-            + "\n".join(f.lines) + "\n  ret void\n}\n")
+    return _define(f"fwd_{suffix}", "ptr noalias nocapture readonly %x, ptr noalias nocapture "
+                   "readonly %w, ptr noalias nocapture %y", f)
 
 
 def _input_grad(suffix: str) -> str:
-    ty = _TYPES[suffix][0]
-    f = _Fn(ty)
+    f = _Fn(_TYPES[suffix][0])
     g = _header(f)
 
     def per_plane(p):
         xo, go, wo = _plane(f, g, p)
         xb, gb, wb = f.gep("%gx", xo), f.gep("%g", go), f.gep("%w", wo)
-        f.loop(g["HW"], lambda i: f.op(f"store {ty} 0.0, ptr {f.gep(xb, i)}"))
+        _zero(f, xb, g["HW"])
 
         def per_row(oh):
             gr = f.gep(gb, f.v(f"mul nsw i64 {oh}, {g['OW']}"))
 
-            def per_offset(k, xs):
+            def per_offset(k, xs, lo, count):
                 wv = f.load(f.gep(wb, k))
-
-                def acc(i, j):
-                    dst = f.gep(xs, j)
-                    prod = f.v(f"fmul {ty} {wv}, {f.load(f.gep(gr, i))}")
-                    f.op(f"store {ty} {f.v(f'fadd {ty} {f.load(dst)}, {prod}')}, ptr {dst}")
-                f.strided(g, g["OW"], acc)
-            _offsets(f, g, xb, oh, per_offset)
+                gs = f.gep(gr, lo)
+                f.strided(g, count, lambda i, j: _madd(f, f.gep(xs, j), wv,
+                                                       f.load(f.gep(gs, i))))
+            _windows(f, g, xb, oh, per_offset)
         f.loop(g["OH"], per_row)
     f.loop(g["P"], per_plane)
-    return (f"define void @{_PREFIX}dx_{suffix}(ptr noalias nocapture readonly %g, "
-            f"ptr noalias nocapture readonly %w, ptr noalias nocapture %gx, "
-            f"ptr noalias nocapture readonly %geo) nounwind {{\nentry:\n"
-            + "\n".join(f.lines) + "\n  ret void\n}\n")
+    return _define(f"dx_{suffix}", "ptr noalias nocapture readonly %g, ptr noalias nocapture "
+                   "readonly %w, ptr noalias nocapture %gx", f)
 
 
 def _weight_grad(suffix: str) -> str:
     ty = _TYPES[suffix][0]
     f = _Fn(ty)
     g = _header(f)
+    accn = f.v(f"mul nsw i64 {g['KK']}, {g['OW']}")
 
     def per_plane(p):
         xo, go, wo = _plane(f, g, p)
         xb, gb, wb = f.gep("%x", xo), f.gep("%g", go), f.gep("%gw", wo)
+        _zero(f, "%acc", accn)
 
-        def per_kh(kh):
-            def per_kw(kw):
-                k = f.v(f"mul nsw i64 {kh}, {g['KW']}")
-                k = f.v(f"add nsw i64 {k}, {kw}")
-                f.loop(g["OW"], lambda i: f.op(f"store {ty} 0.0, ptr {f.gep('%acc', i)}"))
+        def per_row(oh):
+            gr = f.gep(gb, f.v(f"mul nsw i64 {oh}, {g['OW']}"))
 
-                def per_row(oh):
-                    gr = f.gep(gb, f.v(f"mul nsw i64 {oh}, {g['OW']}"))
-                    dh = f.v(f"mul nsw i64 {kh}, {g['dh']}")
-                    dw = f.v(f"mul nsw i64 {kw}, {g['dw']}")
-                    r = f.v(f"mul nsw i64 {oh}, {g['sh']}")
-                    r = f.v(f"add nsw i64 {r}, {dh}")
-                    r = f.v(f"mul nsw i64 {r}, {g['W']}")
-                    xs = f.gep(xb, f.v(f"add nsw i64 {r}, {dw}"))
+            def per_offset(k, xs, lo, count):
+                start = f.v(f"mul nsw i64 {k}, {g['OW']}")
+                start = f.v(f"add nsw i64 {start}, {lo}")
+                acc, gs = f.gep("%acc", start), f.gep(gr, lo)
+                f.strided(g, count, lambda i, j: _madd(f, f.gep(acc, i), f.load(f.gep(gs, i)),
+                                                       f.load(f.gep(xs, j))))
+            _windows(f, g, xb, oh, per_offset)
+        f.loop(g["OH"], per_row)
 
-                    def acc(i, j):
-                        dst = f.gep("%acc", i)
-                        prod = f.v(f"fmul {ty} {f.load(f.gep(gr, i))}, {f.load(f.gep(xs, j))}")
-                        f.op(f"store {ty} {f.v(f'fadd {ty} {f.load(dst)}, {prod}')}, ptr {dst}")
-                    f.strided(g, g["OW"], acc)
-                f.loop(g["OH"], per_row)
-                # the row's sum, in order, added to gw[c, k] (``%sum``: a
-                # stack slot of the entry block, promoted to a register)
-                f.op(f"store {ty} 0.0, ptr %sum")
+        # each offset's row of products summed in order, added to gw[c, k]
+        # (``%sum``: a stack slot of the entry block, promoted to a register)
+        def per_k(k):
+            row = f.gep("%acc", f.v(f"mul nsw i64 {k}, {g['OW']}"))
+            f.op(f"store {ty} 0.0, ptr %sum")
 
-                def total(i):
-                    s = f.v(f"fadd {ty} {f.load('%sum')}, {f.load(f.gep('%acc', i))}")
-                    f.op(f"store {ty} {s}, ptr %sum")
-                f.loop(g["OW"], total)
-                dst = f.gep(wb, k)
-                s = f.v(f"fadd {ty} {f.load(dst)}, {f.load('%sum')}")
-                f.op(f"store {ty} {s}, ptr {dst}")
-            f.loop(g["KW"], per_kw)
-        f.loop(g["KH"], per_kh)
+            def total(i):
+                s = f.v(f"fadd {ty} {f.load('%sum')}, {f.load(f.gep(row, i))}")
+                f.op(f"store {ty} {s}, ptr %sum")
+            f.loop(g["OW"], total)
+            dst = f.gep(wb, k)
+            s = f.v(f"fadd {ty} {f.load(dst)}, {f.load('%sum')}")
+            f.op(f"store {ty} {s}, ptr {dst}")
+        f.loop(g["KK"], per_k)
     f.lines.insert(0, f"  %sum = alloca {ty}")
     f.loop(g["P"], per_plane)
-    return (f"define void @{_PREFIX}dw_{suffix}(ptr noalias nocapture readonly %x, "
-            f"ptr noalias nocapture readonly %g, ptr noalias nocapture %gw, "
-            f"ptr noalias nocapture %acc, ptr noalias nocapture readonly %geo) nounwind {{\n"
-            f"entry:\n" + "\n".join(f.lines) + "\n  ret void\n}\n")
+    return _define(f"dw_{suffix}", "ptr noalias nocapture readonly %x, ptr noalias nocapture "
+                   "readonly %g, ptr noalias nocapture %gw, ptr noalias nocapture %acc", f)
+
+
+#: Loop metadata: the unit-stride row loops are vectorized 256 bits wide,
+#: not interleaved.  The rows are short (MobileNet's 4 to 32 columns): the
+#: vectorizer's own choice on AVX-512 (16 lanes, interleaved: 32 or 64
+#: elements an iteration) left a 16-column row to the scalar remainder.
+_META: list = []
+
+
+def _meta(ty: str) -> str:
+    n = len(_META)
+    width = 8 if ty == "float" else 4
+    _META.append(f"!{n} = distinct !{{!{n}, !{n + 1}, !{n + 2}}}\n"
+                 f'!{n + 1} = !{{!"llvm.loop.vectorize.width", i32 {width}}}\n'
+                 f'!{n + 2} = !{{!"llvm.loop.interleave.count", i32 1}}\n')
+    _META.extend(["", ""])
+    return f"!{n}"
 
 
 def ir_text() -> str:
-    return "".join(make(s) for make in (_forward, _input_grad, _weight_grad) for s in _TYPES)
+    _META.clear()
+    body = "".join(make(s) for make in (_forward, _input_grad, _weight_grad) for s in _TYPES)
+    return body + "".join(_META)
 
 
 class Kernels:
@@ -296,41 +319,53 @@ class Kernels:
                 make(int(library[name]))
 
     @staticmethod
-    def _geo(planes, c, padded, out, kernel, stride, dilation) -> np.ndarray:
-        return np.array((planes, c) + tuple(padded) + tuple(out) + tuple(kernel)
-                        + tuple(stride) + tuple(dilation), np.int64)
+    def _geo(planes, c, sp, out, kernel, stride, dilation, low) -> np.ndarray:
+        """The sizes (``_GEO``), then per kernel column ``kw`` the output
+        columns that read inside the input: the first (``lo``), their
+        count and the input column ``lo`` reads (the kernels' row loops
+        would otherwise divide, per row and offset)."""
+        cols = []
+        w, ow, sw, dw, pw = sp[1], out[1], stride[1], dilation[1], low[1]
+        for kw in range(kernel[1]):
+            t = pw - kw * dw                   # output column o reads o * sw - t
+            lo = max(0, -(-t // sw))
+            hi = min(ow, (w - 1 + t) // sw + 1) if w - 1 + t >= 0 else 0
+            cols += [lo, max(0, hi - lo), lo * sw - t]
+        return np.array((planes, c) + tuple(sp) + tuple(out) + tuple(kernel) + tuple(stride)
+                        + tuple(dilation) + tuple(low) + tuple(cols), np.int64)
 
-    def forward(self, xp: np.ndarray, wk: np.ndarray, out, kernel, stride,
-                dilation) -> np.ndarray:
-        """``xp`` ``[N, C, H, W]`` (padded), ``wk`` ``[C, KH*KW]`` ->
+    def forward(self, x: np.ndarray, wk: np.ndarray, out, kernel, stride, dilation,
+                low) -> np.ndarray:
+        """``x`` ``[N, C, H, W]``, ``wk`` ``[C, KH*KW]``, zero padding
+        ``low`` (top, left; the bottom and right follow from ``out``) ->
         ``[N, C, OH, OW]``."""
-        n, c = xp.shape[:2]
-        y = np.empty((n, c) + tuple(out), xp.dtype)
-        geo = self._geo(n * c, c, xp.shape[2:], out, kernel, stride, dilation)
-        self._fns[("fwd", xp.dtype)](xp.ctypes.data, wk.ctypes.data, y.ctypes.data,
-                                     geo.ctypes.data)
+        n, c = x.shape[:2]
+        y = np.empty((n, c) + tuple(out), x.dtype)
+        geo = self._geo(n * c, c, x.shape[2:], out, kernel, stride, dilation, low)
+        self._fns[("fwd", x.dtype)](x.ctypes.data, wk.ctypes.data, y.ctypes.data,
+                                    geo.ctypes.data)
         return y
 
-    def input_grad(self, g: np.ndarray, wk: np.ndarray, padded, kernel, stride,
-                   dilation) -> np.ndarray:
-        """``g`` ``[N, C, OH, OW]`` -> the padded input's gradient
-        ``[N, C, H, W]``."""
+    def input_grad(self, g: np.ndarray, wk: np.ndarray, sp, kernel, stride, dilation,
+                   low) -> np.ndarray:
+        """``g`` ``[N, C, OH, OW]`` -> the input's gradient ``[N, C, *sp]``."""
         n, c = g.shape[:2]
-        gx = np.empty((n, c) + tuple(padded), g.dtype)
-        geo = self._geo(n * c, c, padded, g.shape[2:], kernel, stride, dilation)
+        gx = np.empty((n, c) + tuple(sp), g.dtype)
+        geo = self._geo(n * c, c, sp, g.shape[2:], kernel, stride, dilation, low)
         self._fns[("dx", g.dtype)](g.ctypes.data, wk.ctypes.data, gx.ctypes.data,
                                    geo.ctypes.data)
         return gx
 
-    def weight_grad(self, xp: np.ndarray, g: np.ndarray, kernel, stride,
-                    dilation) -> np.ndarray:
-        """``xp`` (padded) and ``g`` -> ``[C, KH*KW]``."""
-        n, c = xp.shape[:2]
-        gw = np.zeros((c, kernel[0] * kernel[1]), xp.dtype)
-        acc = np.empty(g.shape[-1], xp.dtype)
-        geo = self._geo(n * c, c, xp.shape[2:], g.shape[2:], kernel, stride, dilation)
-        self._fns[("dw", xp.dtype)](xp.ctypes.data, g.ctypes.data, gw.ctypes.data,
-                                    acc.ctypes.data, geo.ctypes.data)
+    def weight_grad(self, x: np.ndarray, g: np.ndarray, kernel, stride, dilation,
+                    low) -> np.ndarray:
+        """``x`` and ``g`` -> ``[C, KH*KW]``."""
+        n, c = x.shape[:2]
+        kk = kernel[0] * kernel[1]
+        gw = np.zeros((c, kk), x.dtype)
+        acc = np.empty(kk * g.shape[-1], x.dtype)
+        geo = self._geo(n * c, c, x.shape[2:], g.shape[2:], kernel, stride, dilation, low)
+        self._fns[("dw", x.dtype)](x.ctypes.data, g.ctypes.data, gw.ctypes.data,
+                                   acc.ctypes.data, geo.ctypes.data)
         return gw
 
 
