@@ -31,9 +31,9 @@ CASES = [
 @pytest.fixture
 def column_free(monkeypatch):
     # the NumPy column-free path: not the native kernels (which a process
-    # takes once its depthwise convolutions passed NATIVE_WARMUP elements)
+    # takes once its depthwise convolutions passed NATIVE.warmup elements)
     monkeypatch.setattr(_dw, "COLUMNS_BYTES", 0)
-    monkeypatch.setattr(_dw, "NATIVE", [])
+    monkeypatch.setattr(_dw.NATIVE, "makers", [])
 
 
 def _fn(lib, nsp):

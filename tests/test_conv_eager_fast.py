@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 @pytest.fixture
 def native(monkeypatch):
     """The native kernels from the first call (no warm-up), counted."""
-    monkeypatch.setattr(_dw, "NATIVE_WARMUP", 0)
+    monkeypatch.setattr(_dw.NATIVE, "warmup", 0)
     monkeypatch.delenv("TRACEC_EAGER_KERNELS", raising=False)
     calls = {"forward": 0, "backward": 0}
     for name in calls:
@@ -155,3 +155,64 @@ def test_native_depthwise_not_for_other_convolutions(native):
         tracec.nn.functional.conv2d(x, w, padding=1, groups=groups) if len(xs) == 4 else \
             tracec.nn.functional.conv3d(x, w, padding=1, groups=groups)
     assert native["forward"] == 0
+
+
+# --- batch norm's native backward ----------------------------------------------------
+
+@pytest.fixture
+def bn_native(monkeypatch):
+    from tracec.nn import _batch_norm_eager as bn
+    monkeypatch.setattr(bn.NATIVE, "warmup", 0)
+    monkeypatch.delenv("TRACEC_EAGER_KERNELS", raising=False)
+    calls = [0]
+    real = bn._native_backward
+
+    def counted(*a, **k):
+        calls[0] += 1
+        return real(*a, **k)
+    monkeypatch.setattr(bn, "_native_backward", counted)
+    if bn._native(np.zeros((2, 2, bn.NATIVE_MIN), np.float32)) is None:
+        pytest.skip("no native batch-norm kernels here (no LLVM)")
+    return calls
+
+
+@pytest.mark.parametrize("xs", [(8, 6, 32, 32), (16, 5, 1100), (4, 3, 6, 30, 40)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("affine", [True, False])
+def test_native_batch_norm_backward_matches_pytorch(bn_native, xs, dtype, affine):
+    rng = np.random.default_rng(len(xs))
+    x = (rng.standard_normal(xs) * 3 + 1.5).astype(dtype)
+    g = rng.standard_normal(xs).astype(dtype)
+    res = []
+    for lib in (tracec, torch):
+        cls = {3: lib.nn.BatchNorm1d, 4: lib.nn.BatchNorm2d, 5: lib.nn.BatchNorm3d}[len(xs)]
+        m = cls(xs[1], affine=affine).to(getattr(lib, np.dtype(dtype).name))
+        if affine:
+            with lib.no_grad():
+                m.weight.copy_(lib.tensor(np.linspace(0.5, 2, xs[1]).astype(dtype)))
+                m.bias.copy_(lib.tensor(np.linspace(-1, 1, xs[1]).astype(dtype)))
+        xt = lib.tensor(x, requires_grad=True)
+        y = m(xt)
+        # a non-contiguous output gradient
+        y.backward(lib.tensor(np.ascontiguousarray(np.swapaxes(g, 0, 1))).transpose(0, 1))
+        res.append([y.detach().numpy(), xt.grad.numpy()]
+                   + ([m.weight.grad.numpy(), m.bias.grad.numpy()] if affine else []))
+    assert bn_native[0] == 1
+    for i, (a, b) in enumerate(zip(*res)):
+        # (the weight's and bias's gradients: sums over 8K-30K elements)
+        t = (1e-5 if i < 2 else 1e-4) if dtype == np.float32 else 1e-10
+        assert a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=t, atol=t)
+
+
+def test_native_batch_norm_backward_only_for_large_inputs(bn_native, monkeypatch):
+    from tracec.nn import _batch_norm_eager as bn
+    m = tracec.nn.BatchNorm2d(4)
+    m(tracec.randn(2, 4, 5, 5, requires_grad=True)).sum().backward()    # below NATIVE_MIN
+    assert bn_native[0] == 0
+    m(tracec.randn(8, 4, 32, 32, requires_grad=True)).sum().backward()
+    assert bn_native[0] == 1
+    monkeypatch.setenv("TRACEC_EAGER_KERNELS", "0")
+    m(tracec.randn(8, 4, 32, 32, requires_grad=True)).sum().backward()
+    assert bn_native[0] == 1
+    assert bn.NATIVE_MIN > 2 * 4 * 5 * 5

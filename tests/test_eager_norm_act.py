@@ -118,11 +118,12 @@ def test_batch_norm_train_matches_pytorch(shape, dtype, affine):
 @pytest.mark.parametrize("affine", [True, False])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("xs", [(4, 6, 5, 3), (1, 3, 7), (5, 4), (3, 2, 1, 4)])
-def test_batch_norm_train_eager_is_the_composites_bits(affine, dtype, xs):
+def test_batch_norm_train_eager_is_the_composites_bits(affine, dtype, xs, monkeypatch):
     """The NumPy forward and backward are the composite's primitives and
     VJPs in the tape's order: value, batch statistics and every gradient
-    bit for bit."""
+    bit for bit (the native backward, for large tensors, is not: off)."""
     from tracec.nn import _batch_norm_eager as bn
+    monkeypatch.setattr(bn.NATIVE, "makers", [])
     rng = np.random.default_rng(5)
     x = (rng.standard_normal(xs) * 2 + 0.5).astype(dtype)
     c = xs[1]

@@ -259,7 +259,20 @@ def _depthwise_kernels():
 
 
 from tracec.nn import _conv_depthwise_eager as _dw_eager  # noqa: E402
-_dw_eager.NATIVE.append(_depthwise_kernels)
+_dw_eager.NATIVE.makers.append(_depthwise_kernels)
+
+
+def _batch_norm_kernels():
+    # Native kernels for eager batch norm's backward (tracec/nn/_batch_norm_eager.py).
+    from tracec.backends.cpu import batch_norm_kernels
+    kernels = batch_norm_kernels.load()
+    if kernels is None:
+        raise RuntimeError(batch_norm_kernels.INFO.get("error", "not made"))
+    return kernels
+
+
+from tracec.nn import _batch_norm_eager as _bn_eager  # noqa: E402
+_bn_eager.NATIVE.makers.append(_batch_norm_kernels)
 
 from tracec import numpy_names as _numpy_names  # noqa: E402
 _numpy_names.install(globals(), Tensor, special)  # axis= / keepdims=, after out= and methods

@@ -17,7 +17,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import functions as TF
-from tracec import graph, ops
+from tracec import fused_eager, graph, ops
 from tracec.autograd import Function
 from tracec.ops import elementwise as ew
 from tracec.ops import reduce as red
@@ -93,6 +93,10 @@ class BatchNormTrainEager(Function):
             return tuple(next(it) if nd else None for nd in (need_x, need_w, need_b)) + (None,)
         gd, dev, rs = g._data, ctx.dev, ctx.rs
         d_ = x.dtype
+        kern = _native(dev) if need_x else None
+        if kern is not None:
+            return _native_backward(kern, gd, dev, rs, weight, bias, count, need_w, need_b,
+                                    d_)
 
         def total(a):            # reduce_sum's impl over the batch and spatial axes
             return red.reduce_sum_p.impl(a, axes=axes)
@@ -121,6 +125,50 @@ class BatchNormTrainEager(Function):
                 acc += gmean.reshape(shape)
                 gx = Tensor._make(acc, d_)
         return gx, gw, gb, None
+
+
+# --- native backward -----------------------------------------------------------------
+
+#: The native kernels (``fused_eager.NativeSet``; the package registers the
+#: backend's ``batch_norm_kernels.load``).
+NATIVE = fused_eager.NativeSet("batch norm", 1 << 20)
+#: Elements from which the backward runs natively: below, NumPy's passes
+#: cost little, and the composite's bits are kept.
+NATIVE_MIN = 1 << 14
+
+
+def _native(dev: np.ndarray):
+    """The native kernels for a backward at ``dev`` (``x - mean``), or None."""
+    if (dev.ndim < 3 or dev.size < NATIVE_MIN or dev.dtype not in (np.float32, np.float64)
+            or not dev.flags.c_contiguous):
+        return None
+    return NATIVE.get(dev.size)
+
+
+def _native_backward(kern, gd, dev, rs, weight, bias, count, need_w, need_b, dtype):
+    """The composite's gradients from three channel sums and one pass
+    (``batch_norm_kernels``): ``gx = g * w * rs + dev * 2 * gs2 + gmean``
+    with ``gs2 = w * sum(g * dev) * rs ** 3 * -0.5 / n`` (the variance's
+    gradient) and ``gmean = -(w * rs * sum(g) + 2 * gs2 * sum(dev)) / n``
+    (the mean's); ``gw = rs * sum(g * dev)``, ``gb = sum(g)``.  Values
+    within float rounding of the NumPy path's, not its bits."""
+    n, c = dev.shape[:2]
+    g3 = np.ascontiguousarray(gd).reshape(n, c, -1)
+    d3 = dev.reshape(n, c, -1)
+    d_ = dev.dtype.type
+    with np.errstate(all="ignore"):
+        sg, sgd, sd = kern.sums(g3, d3)
+        w = weight._data if weight is not None else d_(1)
+        gs2 = w * sgd * (rs * rs * rs * d_(-0.5)) / count
+        a = w * rs
+        coef = np.empty((3, c), dev.dtype)
+        coef[0] = a
+        coef[1] = gs2 + gs2
+        coef[2] = -(a * sg + (gs2 + gs2) * sd) / count
+        gx = kern.apply(g3, d3, coef).reshape(dev.shape)
+        gw = Tensor._make(rs * sgd, weight.dtype) if need_w else None
+        gb = Tensor._make(sg, bias.dtype) if need_b else None
+    return Tensor._make(gx, dtype), gw, gb, None
 
 
 def apply_train(x: Tensor, weight, bias, axes: tuple, shape: tuple, eps: float):

@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
-import warnings
 
 import numpy as np
+
+from tracec import fused_eager
 
 # Above this many bytes of im2col columns (the input's size times kk) the
 # column-free path is the faster one (measured, float32, one thread: at 150
@@ -201,39 +201,19 @@ def input_grad(gd: np.ndarray, wk: np.ndarray, plan: Plan) -> np.ndarray:
 
 # --- native kernels -----------------------------------------------------------------
 
-#: The native kernels' maker, registered by the package (``tracec/__init__``:
-#: the backend's ``depthwise_kernels.load``; this layer may not import the
-#: backend): ``NATIVE[0]()`` returns an object with ``forward``,
-#: ``input_grad`` and ``weight_grad`` on NumPy arrays, or raises.
-NATIVE: list = []
-#: Input elements the NumPy paths see before the kernels are made (their
-#: first load compiles them, ~1 s once per machine, then a disk cache hit):
-#: a script with a few small depthwise convolutions never pays it; a
-#: training loop passes it in a step.  Counted in elements, so a program
-#: switches at the same call on every run.
-NATIVE_WARMUP = 1 << 20
-_NATIVE = {"seen": 0, "kernels": None, "tried": False}
+#: The native kernels (``fused_eager.NativeSet``; the package registers the
+#: backend's ``depthwise_kernels.load``): ``forward``, ``input_grad`` and
+#: ``weight_grad`` on NumPy arrays.
+NATIVE = fused_eager.NativeSet("depthwise convolution", 1 << 20)
 
 
 def native_kernels(a: np.ndarray, w: np.ndarray):
     """The native kernels for a depthwise convolution of ``a`` (``[N, C,
     L]`` or ``[N, C, H, W]``, float32/float64) by ``w`` (``[C, 1, *k]``),
-    or None: no maker registered, ``TRACEC_EAGER_KERNELS=0``, before
-    ``NATIVE_WARMUP`` elements, or the kernels could not be made."""
-    if (not NATIVE or a.ndim not in (3, 4) or a.dtype not in (np.float32, np.float64)
-            or w.dtype != a.dtype or os.environ.get("TRACEC_EAGER_KERNELS", "1") == "0"):
+    or None (see ``fused_eager.NativeSet``)."""
+    if a.ndim not in (3, 4) or a.dtype not in (np.float32, np.float64) or w.dtype != a.dtype:
         return None
-    if _NATIVE["seen"] < NATIVE_WARMUP:
-        _NATIVE["seen"] += a.size
-        return None
-    if not _NATIVE["tried"]:
-        _NATIVE["tried"] = True
-        try:
-            _NATIVE["kernels"] = NATIVE[0]()
-        except Exception as e:  # noqa: BLE001  (the NumPy paths stay correct)
-            warnings.warn(f"tracec: no native depthwise convolution kernels ({e}); the NumPy "
-                          "path runs instead", RuntimeWarning, stacklevel=3)
-    return _NATIVE["kernels"]
+    return NATIVE.get(a.size)
 
 
 def _planes(a: np.ndarray, low, high, stride, dilation, out, kernel):

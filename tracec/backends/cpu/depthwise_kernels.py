@@ -372,19 +372,10 @@ class Kernels:
 def load() -> Kernels | None:
     """This process's kernels (made on the first call), or None where they
     could not be made (the reason in ``INFO["error"]``)."""
-    if _made:
-        return _made[0]
-    with _lock:
-        if not _made:
-            try:
-                from tracec.backends.cpu import runtime
-                _made.append(Kernels(runtime._link(_object_code(), list(NAMES))))
-            except Exception as e:  # noqa: BLE001  (any failure: the NumPy path stays correct)
-                INFO["error"] = f"{type(e).__name__}: {e}"
-                _made.append(None)
-    return _made[0]
+    from tracec.backends.cpu import rng_kernels, runtime
 
+    def make():
+        code = rng_kernels.ir_object_code("depthwise conv kernels", ir_text(), INFO)
+        return Kernels(runtime._link(code, list(NAMES)))
+    return rng_kernels.load_once(_made, _lock, INFO, make)
 
-def _object_code() -> bytes:
-    from tracec.backends.cpu.rng_kernels import ir_object_code
-    return ir_object_code("depthwise conv kernels", ir_text(), INFO)

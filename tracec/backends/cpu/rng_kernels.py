@@ -133,18 +133,25 @@ def _twister_ok(kernels: Kernels) -> bool:
 def load() -> Kernels | None:
     """This process's kernels (made on the first call), or None where they
     could not be made (the reason in ``INFO["error"]``)."""
-    if _made:
-        return _made[0]
-    with _lock:
-        if not _made:
+    return load_once(_made, _lock, INFO, lambda: Kernels(_library()))
+
+
+def load_once(made: list, lock, info: dict, make):
+    """``made[0]``, after ``make()`` ran once under ``lock`` (None where it
+    raised: the reason in ``info["error"]``, its time in
+    ``info["seconds"]``): a kernel set's per-process load."""
+    if made:
+        return made[0]
+    with lock:
+        if not made:
             start = time.perf_counter()
             try:
-                _made.append(Kernels(_library()))
+                made.append(make())
             except Exception as e:  # noqa: BLE001  (any failure: the NumPy path stays correct)
-                INFO["error"] = f"{type(e).__name__}: {e}"
-                _made.append(None)
-            INFO["seconds"] = time.perf_counter() - start
-    return _made[0]
+                info["error"] = f"{type(e).__name__}: {e}"
+                made.append(None)
+            info["seconds"] = time.perf_counter() - start
+    return made[0]
 
 
 def _library():
