@@ -157,7 +157,7 @@ def test_native_depthwise_not_for_other_convolutions(native):
     assert native["forward"] == 0
 
 
-# --- batch norm's native backward ----------------------------------------------------
+# --- batch norm's native forward and backward -----------------------------------------
 
 @pytest.fixture
 def bn_native(monkeypatch):
@@ -195,12 +195,13 @@ def test_native_batch_norm_backward_matches_pytorch(bn_native, xs, dtype, affine
         y = m(xt)
         # a non-contiguous output gradient
         y.backward(lib.tensor(np.ascontiguousarray(np.swapaxes(g, 0, 1))).transpose(0, 1))
-        res.append([y.detach().numpy(), xt.grad.numpy()]
+        res.append([y.detach().numpy(), xt.grad.numpy(), m.running_mean.numpy(),
+                    m.running_var.numpy()]
                    + ([m.weight.grad.numpy(), m.bias.grad.numpy()] if affine else []))
     assert bn_native[0] == 1
     for i, (a, b) in enumerate(zip(*res)):
         # (the weight's and bias's gradients: sums over 8K-30K elements)
-        t = (1e-5 if i < 2 else 1e-4) if dtype == np.float32 else 1e-10
+        t = (1e-5 if i < 4 else 1e-4) if dtype == np.float32 else 1e-10
         assert a.dtype == b.dtype
         np.testing.assert_allclose(a, b, rtol=t, atol=t)
 

@@ -10,6 +10,12 @@ the sign of a zero mean-gradient, ``-sum(g)`` for ``sum(-g)``, and the
 order of the input's gradient sum when the input has other consumers):
 what the eager path saves is the thirty-odd binds, nodes and temporaries.
 Double backward (``create_graph``) differentiates the composite.
+
+Inputs of ``NATIVE_MIN`` elements and more (C-contiguous, rank >= 3) take
+the backend's native kernels instead (``NATIVE``, registered by the
+package; ``_native_forward`` / ``_native_backward``: three passes forward,
+two backward, in place of the composite's dozen): values and gradients
+within float rounding of the composite's, not its bits.
 """
 from __future__ import annotations
 
@@ -57,6 +63,9 @@ class BatchNormTrainEager(Function):
         d_ = x.dtype
         n = xd.size // xd.shape[1]
         count = weak_scalar(float(n), d_)
+        ctx.native = kern = _native(xd)
+        if kern is not None:
+            return _native_forward(ctx, kern, x, weight, bias, params, count)
         with np.errstate(all="ignore"):
             mean = ew.div_p.impl(red.reduce_sum_p.impl(xd, axes=axes), count)
             dev = ew.sub_p.impl(xd, mean.reshape(shape))
@@ -93,10 +102,9 @@ class BatchNormTrainEager(Function):
             return tuple(next(it) if nd else None for nd in (need_x, need_w, need_b)) + (None,)
         gd, dev, rs = g._data, ctx.dev, ctx.rs
         d_ = x.dtype
-        kern = _native(dev) if need_x else None
-        if kern is not None:
-            return _native_backward(kern, gd, dev, rs, weight, bias, count, need_w, need_b,
-                                    d_)
+        if ctx.native is not None:
+            return _native_backward(ctx.native, gd, dev, rs, weight, bias, count, need_x,
+                                    need_w, need_b, d_)
 
         def total(a):            # reduce_sum's impl over the batch and spatial axes
             return red.reduce_sum_p.impl(a, axes=axes)
@@ -137,15 +145,41 @@ NATIVE = fused_eager.NativeSet("batch norm", 1 << 20)
 NATIVE_MIN = 1 << 14
 
 
-def _native(dev: np.ndarray):
-    """The native kernels for a backward at ``dev`` (``x - mean``), or None."""
-    if (dev.ndim < 3 or dev.size < NATIVE_MIN or dev.dtype not in (np.float32, np.float64)
-            or not dev.flags.c_contiguous):
+def _native(x: np.ndarray):
+    """The native kernels for a forward (and its backward) at ``x``, or None."""
+    if (type(x) is not np.ndarray or x.ndim < 3 or x.size < NATIVE_MIN
+            or x.dtype not in (np.float32, np.float64) or not x.flags.c_contiguous):
         return None
-    return NATIVE.get(dev.size)
+    return NATIVE.get(x.size)
 
 
-def _native_backward(kern, gd, dev, rs, weight, bias, count, need_w, need_b, dtype):
+def _native_forward(ctx, kern, x, weight, bias, params, count):
+    """``BatchNormTrainEager.forward`` by the native kernels: the channel
+    sums (the mean), ``dev = x - mean`` with its sum of squares (the biased
+    variance), then ``y = dev * (rs * w) + b`` in one pass.  Values within
+    float rounding of the NumPy path's (``(dev * rs) * w``), not its bits."""
+    axes, shape, eps, stats = params
+    xd = x._data
+    n, c = xd.shape[:2]
+    x3 = xd.reshape(n, c, -1)
+    with np.errstate(all="ignore"):
+        mean = ew.div_p.impl(kern.sums(x3, x3)[0], count)
+        dev, ssq = kern.center(x3, mean)
+        var = ew.div_p.impl(ssq, count)
+        rs = ew.rsqrt_p.impl(ew.add_p.impl(var, weak_scalar(eps, x.dtype)))
+        coef = np.zeros((3, c), xd.dtype)
+        coef[0] = rs if weight is None else rs * weight._data
+        if bias is not None:
+            coef[2] = bias._data
+        y = kern.apply(dev, dev, coef).reshape(xd.shape)
+    stats.extend((mean, var))
+    ctx.x, ctx.weight, ctx.bias = x, weight, bias
+    ctx.params = (axes, shape, eps, count)
+    ctx.dev, ctx.rs, ctx.xhat = dev.reshape(xd.shape), rs, None
+    return Tensor._make(y, x.dtype)
+
+
+def _native_backward(kern, gd, dev, rs, weight, bias, count, need_x, need_w, need_b, dtype):
     """The composite's gradients from three channel sums and one pass
     (``batch_norm_kernels``): ``gx = g * w * rs + dev * 2 * gs2 + gmean``
     with ``gs2 = w * sum(g * dev) * rs ** 3 * -0.5 / n`` (the variance's
@@ -165,10 +199,11 @@ def _native_backward(kern, gd, dev, rs, weight, bias, count, need_w, need_b, dty
         coef[0] = a
         coef[1] = gs2 + gs2
         coef[2] = -(a * sg + (gs2 + gs2) * sd) / count
-        gx = kern.apply(g3, d3, coef).reshape(dev.shape)
+        gx = Tensor._make(kern.apply(g3, d3, coef).reshape(dev.shape), dtype) if need_x \
+            else None
         gw = Tensor._make(rs * sgd, weight.dtype) if need_w else None
         gb = Tensor._make(sg, bias.dtype) if need_b else None
-    return Tensor._make(gx, dtype), gw, gb, None
+    return gx, gw, gb, None
 
 
 def apply_train(x: Tensor, weight, bias, axes: tuple, shape: tuple, eps: float):

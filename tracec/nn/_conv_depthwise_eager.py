@@ -17,6 +17,11 @@ the weight's gradient needs no saved columns: the padded input is enough.
 ``COLUMNS_BYTES``, and for the input's gradient alone also at stride 1 with
 output rows of at least ``ROWS_MIN``.
 
+1-d and 2-d float32/float64 depthwise convolutions take the backend's
+native kernels instead once a process has warmed up (``NATIVE``,
+``native_forward`` / ``native_backward``: ``depthwise_kernels``, with the
+zero padding inside the loops); the NumPy paths here serve the rest.
+
 Invariant: every result is the sum over kernel offsets in row-major order
 of ``w[c, k] * x`` (forward, input gradient; elementwise IEEE products and
 adds, so the same bits on every machine) or a dot product per channel

@@ -564,6 +564,10 @@ def _where_impl(c, a, b):
         # step, measured).
         src = a if c else b
         shape = np.broadcast_shapes(np.shape(c), a.shape, b.shape)
+        if (src.ndim == 0 and src.dtype.kind in "fiub" and src.itemsize in _BITS
+                and not src.view(_BITS[src.itemsize])):
+            # (+)0 everywhere (the VJP's other branch): calloc's pages
+            return np.zeros(shape, src.dtype)
         return np.array(np.broadcast_to(src, shape), order="C")
     if (a.dtype != b.dtype or a.dtype.kind not in "fiub" or a.dtype.itemsize not in _BITS
             or max(np.size(c), a.size, b.size) < WHERE_BIT_SELECT_MIN):

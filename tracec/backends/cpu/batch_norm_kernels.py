@@ -40,7 +40,7 @@ _lock = threading.Lock()
 _made: list = []
 _PREFIX = "tracec_bnorm_"
 _TYPES = {"f32": "float", "f64": "double"}
-NAMES = tuple(f"{_PREFIX}{k}_{t}" for k in ("sums", "apply") for t in _TYPES)
+NAMES = tuple(f"{_PREFIX}{k}_{t}" for k in ("sums", "apply", "center") for t in _TYPES)
 
 
 def _header(f: _Fn):
@@ -112,8 +112,39 @@ def _apply(suffix: str) -> str:
             f"entry:\n" + "\n".join(f.lines) + "\n  ret void\n}\n")
 
 
+def _center(suffix: str) -> str:
+    ty = _TYPES[suffix]
+    f = _Fn(ty)
+    n, c, s, cs = _header(f)
+
+    def per_channel(ch):
+        m = f.load(f.gep("%mean", ch))
+        f.op(f"store {ty} 0.0, ptr %ss")
+
+        def per_image(i):
+            at = f.v(f"mul nsw i64 {i}, {cs}")
+            at = f.v(f"add nsw i64 {at}, {f.v(f'mul nsw i64 {ch}, {s}')}")
+            xr, dr = f.gep("%x", at), f.gep("%dev", at)
+
+            def per_elt(j):
+                d = f.v(f"fsub {ty} {f.load(f.gep(xr, j))}, {m}")
+                f.op(f"store {ty} {d}, ptr {f.gep(dr, j)}")
+                sq = f.v(f"fmul {ty} {d}, {d}")
+                acc = f.v(f"fadd reassoc nsz {ty} {f.load('%ss')}, {sq}")
+                f.op(f"store {ty} {acc}, ptr %ss")
+            f.loop(s, per_elt)
+        f.loop(n, per_image)
+        f.op(f"store {ty} {f.load('%ss')}, ptr {f.gep('%out', ch)}")
+    f.lines.insert(0, f"  %ss = alloca {ty}")
+    f.loop(c, per_channel)
+    return (f"define void @{_PREFIX}center_{suffix}(ptr noalias nocapture readonly %x, "
+            f"ptr noalias nocapture readonly %mean, ptr noalias nocapture %dev, "
+            f"ptr noalias nocapture %out, ptr noalias nocapture readonly %geo) nounwind {{\n"
+            f"entry:\n" + "\n".join(f.lines) + "\n  ret void\n}\n")
+
+
 def ir_text() -> str:
-    return "".join(make(s) for make in (_sums, _apply) for s in _TYPES)
+    return "".join(make(s) for make in (_sums, _apply, _center) for s in _TYPES)
 
 
 class Kernels:
@@ -139,6 +170,15 @@ class Kernels:
         self._fns[("sums", g.dtype)](g.ctypes.data, dev.ctypes.data, out.ctypes.data,
                                      geo.ctypes.data)
         return out
+
+    def center(self, x: np.ndarray, mean: np.ndarray):
+        """``(x - mean[c], sum((x - mean[c]) ** 2))`` (the second ``[C]``)."""
+        dev = np.empty_like(x)
+        out = np.empty(x.shape[1], x.dtype)
+        geo = np.array(x.shape, np.int64)
+        self._fns[("center", x.dtype)](x.ctypes.data, mean.ctypes.data, dev.ctypes.data,
+                                       out.ctypes.data, geo.ctypes.data)
+        return dev, out
 
     def apply(self, g: np.ndarray, dev: np.ndarray, coef: np.ndarray) -> np.ndarray:
         """``g * coef[0, c] + dev * coef[1, c] + coef[2, c]`` (``coef``
