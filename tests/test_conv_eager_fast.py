@@ -217,3 +217,72 @@ def test_native_batch_norm_backward_only_for_large_inputs(bn_native, monkeypatch
     m(tracec.randn(8, 4, 32, 32, requires_grad=True)).sum().backward()
     assert bn_native[0] == 1
     assert bn.NATIVE_MIN > 2 * 4 * 5 * 5
+
+
+# --- group norm by the batch-norm kernels ------------------------------------------------
+
+def _count_group_norm(monkeypatch) -> list:
+    """``[n]``: the calls of ``GroupNormEager.forward`` from now on."""
+    from tracec.nn import _batch_norm_eager as bn
+    calls = [0]
+    real = bn.GroupNormEager.forward
+
+    def counted(*a, **k):
+        calls[0] += 1
+        return real(*a, **k)
+    monkeypatch.setattr(bn.GroupNormEager, "forward", staticmethod(counted))
+    return calls
+
+
+@pytest.mark.parametrize("xs,groups", [((16, 64, 64), 4), ((4, 6, 30, 40), 3), ((3, 8, 700), 8),
+                                       ((2, 12, 5, 6, 70), 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("affine", [True, False])
+def test_native_group_norm_matches_pytorch(bn_native, monkeypatch, xs, groups, dtype, affine):
+    calls = _count_group_norm(monkeypatch)
+    rng = np.random.default_rng(len(xs) + groups)
+    x = (rng.standard_normal(xs) * 3 + 1.5).astype(dtype)
+    g = rng.standard_normal(xs).astype(dtype)
+    res = []
+    for lib in (tracec, torch):
+        m = lib.nn.GroupNorm(groups, xs[1], affine=affine).to(getattr(lib, np.dtype(dtype).name))
+        if affine:
+            with lib.no_grad():
+                m.weight.copy_(lib.tensor(np.linspace(0.5, 2, xs[1]).astype(dtype)))
+                m.bias.copy_(lib.tensor(np.linspace(-1, 1, xs[1]).astype(dtype)))
+        xt = lib.tensor(x, requires_grad=True)
+        y = m(xt)
+        y.backward(lib.tensor(np.ascontiguousarray(np.swapaxes(g, 0, 1))).transpose(0, 1))
+        res.append([y.detach().numpy(), xt.grad.numpy()]
+                   + ([m.weight.grad.numpy(), m.bias.grad.numpy()] if affine else []))
+    assert calls[0] == 1
+    for i, (a, b) in enumerate(zip(*res)):
+        t = (1e-5 if i < 2 else 1e-4) if dtype == np.float32 else 1e-10
+        assert a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=t, atol=t)
+
+
+def test_native_group_norm_double_backward_matches_pytorch(bn_native):
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((4, 8, 1024)).astype(np.float64)
+    res = []
+    for lib in (tracec, torch):
+        xt = lib.tensor(x, requires_grad=True)
+        w = lib.tensor(np.linspace(0.5, 2, 8), requires_grad=True)
+        y = lib.nn.functional.group_norm(xt, 2, w, None)
+        (gx,) = lib.autograd.grad((y * y * y).sum(), xt, create_graph=True)
+        gx.sum().backward()
+        res.append([gx.detach().numpy(), xt.grad.numpy(), w.grad.numpy()])
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
+
+
+def test_native_group_norm_only_for_large_inputs(bn_native, monkeypatch):
+    calls = _count_group_norm(monkeypatch)
+    tracec.nn.functional.group_norm(tracec.randn(2, 4, 5, requires_grad=True), 2)
+    assert calls[0] == 0
+    y = tracec.nn.functional.group_norm(tracec.randn(16, 64, 64, requires_grad=True), 4)
+    assert calls[0] == 1 and type(y.grad_fn).__name__ == "NativeGroupNormBackward0"
+    monkeypatch.setenv("TRACEC_EAGER_KERNELS", "0")
+    tracec.nn.functional.group_norm(tracec.randn(16, 64, 64, requires_grad=True), 4)
+    assert calls[0] == 1

@@ -19,6 +19,8 @@ within float rounding of the composite's, not its bits.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tracec import dtypes as dt
@@ -222,3 +224,110 @@ def eager_ok(x: Tensor, weight, bias, eps) -> bool:
             and all(p is None or (isinstance(p, Tensor) and p.dtype is x.dtype
                                   and tuple(p.shape) == (x.shape[1],) and eager_direct(p))
                     for p in (weight, bias)))
+
+
+# --- group norm ------------------------------------------------------------------------
+
+def group_norm_prims(x: Tensor, groups: int, weight, bias, eps: float) -> Tensor:
+    """Group normalization as primitives (``F.group_norm``'s composite):
+    the statistics over each image's group of ``C / groups`` channels and
+    the spatial axes, then the per-channel affine."""
+    n, c = x.shape[:2]
+    # the group size from the shape, not numel // n, so an empty batch (n == 0) works
+    g = ops.reshape(x, (n, groups, (c // groups) * math.prod(x.shape[2:])))
+    mean = TF.mean(g, 2, keepdim=True)
+    d = TF.sub(g, mean)
+    var = TF.mean(TF.mul(d, d), 2, keepdim=True)
+    y = ops.reshape(TF.mul(d, TF.rsqrt(TF.add(var, eps))), tuple(x.shape))
+    return _affine_prims(y, weight, bias, (1, c) + (1,) * (x.ndim - 2))
+
+
+def group_norm_kernels(x: Tensor, groups: int, weight, bias, eps):
+    """The native kernels for ``GroupNormEager`` on these operands, or None
+    (the caller runs the composite): float32/float64 C-contiguous ``x`` of
+    rank >= 3 and ``NATIVE_MIN`` elements, weight and bias of its dtype."""
+    from tracec.tensor import eager_direct
+    xd = x._data
+    if (x.dtype not in (dt.float32, dt.float64) or type(xd) is not np.ndarray or xd.ndim < 3
+            or xd.size < NATIVE_MIN or not xd.flags.c_contiguous
+            or not isinstance(eps, (int, float)) or not eager_direct(x)
+            or not all(p is None or (isinstance(p, Tensor) and p.dtype is x.dtype and p.ndim == 1
+                                     and eager_direct(p) and type(p._data) is np.ndarray)
+                       for p in (weight, bias))):
+        return None
+    return NATIVE.get(xd.size)
+
+
+class GroupNormEager(Function):
+    """``group_norm_prims`` by the native batch-norm kernels: ``x`` viewed
+    as ``[1, N * groups, C / groups * L]`` is a batch norm's input with one
+    "channel" per image and group (the statistics), and as ``[1, N * C,
+    L]`` one whose per-"channel" coefficients are per image and channel
+    (the affine, the gradient's pass).  Values and gradients within float
+    rounding of the composite's; double backward differentiates it."""
+
+    node_name = "NativeGroupNormBackward0"
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, params):
+        groups, eps, kern = params
+        xd = x._data
+        n, c = xd.shape[:2]
+        cg, length = c // groups, xd.size // (n * c)
+        count = weak_scalar(float(cg * length), x.dtype)
+        xg = xd.reshape(1, n * groups, cg * length)
+        with np.errstate(all="ignore"):
+            mean = ew.div_p.impl(kern.sums(xg, xg)[0], count)
+            dev, ssq = kern.center(xg, mean)
+            rs = ew.rsqrt_p.impl(ew.add_p.impl(ew.div_p.impl(ssq, count),
+                                               weak_scalar(eps, x.dtype)))
+            rsc = np.repeat(rs.reshape(n, groups), cg, axis=1)            # [n, c]
+            coef = np.zeros((3, n * c), xd.dtype)
+            coef[0] = (rsc if weight is None else rsc * weight._data).reshape(-1)
+            if bias is not None:
+                coef[2] = np.tile(bias._data, n)
+            dc = dev.reshape(1, n * c, length)
+            y = kern.apply(dc, dc, coef).reshape(xd.shape)
+        ctx.x, ctx.weight, ctx.bias = x, weight, bias
+        ctx.params, ctx.dev, ctx.rs, ctx.count = params, dc, rs, count
+        return Tensor._make(y, x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, weight, bias = ctx.x, ctx.weight, ctx.bias
+        groups, eps, kern = ctx.params
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        if graph.is_grad_enabled():
+            from tracec.autograd import grad as _grad
+            wrt = [t for t, nd in ((x, need_x), (weight, need_w), (bias, need_b)) if nd]
+            with graph.enable_grad():
+                y = group_norm_prims(x, groups, weight, bias, eps)
+            it = iter(_grad(y, wrt, g, create_graph=True, allow_unused=True))
+            return tuple(next(it) if nd else None for nd in (need_x, need_w, need_b)) + (None,)
+        dc, count = ctx.dev, ctx.count
+        n, c = x.shape[:2]
+        cg = c // groups
+        g3 = np.ascontiguousarray(g._data).reshape(dc.shape)
+        gx = gw = gb = None
+        with np.errstate(all="ignore"):
+            sg, sgd, sd = (s.reshape(n, c) for s in kern.sums(g3, dc))     # per image, channel
+            rs = ctx.rs.reshape(n, groups)
+            if need_x:
+                w = weight._data if weight is not None else np.ones(c, g3.dtype)
+
+                def per_group(a):
+                    return np.add.reduce(a.reshape(n, groups, cg), axis=2)
+                gs2 = per_group(w * sgd) * (rs * rs * rs * g3.dtype.type(-0.5)) / count
+                gmean = -(rs * per_group(w * sg) + (gs2 + gs2) * per_group(sd)) / count
+                coef = np.empty((3, n, c), g3.dtype)
+                coef[0] = w * np.repeat(rs, cg, axis=1)
+                coef[1] = np.repeat(gs2 + gs2, cg, axis=1)
+                coef[2] = np.repeat(gmean, cg, axis=1)
+                gx = Tensor._make(kern.apply(g3, dc, coef.reshape(3, n * c))
+                                  .reshape(x.shape), x.dtype)
+            if need_w:
+                gw = Tensor._make(np.add.reduce(np.repeat(rs, cg, axis=1) * sgd, axis=0),
+                                  weight.dtype)
+            if need_b:
+                gb = Tensor._make(np.add.reduce(sg, axis=0), bias.dtype)
+        return gx, gw, gb, None
