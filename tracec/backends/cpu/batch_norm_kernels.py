@@ -49,9 +49,9 @@ def _header(f: _Fn):
     return n, c, s, f.v(f"mul nsw i64 {c}, {s}")
 
 
-def _sums(suffix: str) -> str:
+def _sums(suffix: str, meta: list) -> str:
     ty = _TYPES[suffix]
-    f = _Fn(ty)
+    f = _Fn(ty, meta)
     n, c, s, cs = _header(f)
     slots = ("%sg", "%sgd", "%sd")
 
@@ -70,7 +70,7 @@ def _sums(suffix: str) -> str:
                 for p, v in zip(slots, (gv, prod, dv)):
                     f.op(f"store {ty} {f.v(f'fadd reassoc nsz {ty} {f.load(p)}, {v}')}, "
                          f"ptr {p}")
-            f.loop(s, per_elt)
+            f.loop(s, per_elt)      # (sums: the vectorizer's own width, faster at S=256)
         f.loop(n, per_image)
         for q, p in enumerate(slots):
             at = f.v(f"mul nsw i64 {q}, {c}")
@@ -84,9 +84,9 @@ def _sums(suffix: str) -> str:
             + "\n".join(f.lines) + "\n  ret void\n}\n")
 
 
-def _apply(suffix: str) -> str:
+def _apply(suffix: str, meta: list) -> str:
     ty = _TYPES[suffix]
-    f = _Fn(ty)
+    f = _Fn(ty, meta)
     n, c, s, cs = _header(f)
 
     def per_image(i):
@@ -103,7 +103,7 @@ def _apply(suffix: str) -> str:
                 u = f.v(f"fmul {ty} {f.load(f.gep(dr, j))}, {b}")
                 v = f.v(f"fadd {ty} {f.v(f'fadd {ty} {t}, {u}')}, {k}")
                 f.op(f"store {ty} {v}, ptr {f.gep(xr, j)}")
-            f.loop(s, per_elt)
+            f.loop(s, per_elt, f.short_rows())
         f.loop(c, per_channel)
     f.loop(n, per_image)
     return (f"define void @{_PREFIX}apply_{suffix}(ptr noalias nocapture readonly %g, "
@@ -112,9 +112,9 @@ def _apply(suffix: str) -> str:
             f"entry:\n" + "\n".join(f.lines) + "\n  ret void\n}\n")
 
 
-def _center(suffix: str) -> str:
+def _center(suffix: str, meta: list) -> str:
     ty = _TYPES[suffix]
-    f = _Fn(ty)
+    f = _Fn(ty, meta)
     n, c, s, cs = _header(f)
 
     def per_channel(ch):
@@ -132,7 +132,7 @@ def _center(suffix: str) -> str:
                 sq = f.v(f"fmul {ty} {d}, {d}")
                 acc = f.v(f"fadd reassoc nsz {ty} {f.load('%ss')}, {sq}")
                 f.op(f"store {ty} {acc}, ptr %ss")
-            f.loop(s, per_elt)
+            f.loop(s, per_elt, f.short_rows())
         f.loop(n, per_image)
         f.op(f"store {ty} {f.load('%ss')}, ptr {f.gep('%out', ch)}")
     f.lines.insert(0, f"  %ss = alloca {ty}")
@@ -144,7 +144,9 @@ def _center(suffix: str) -> str:
 
 
 def ir_text() -> str:
-    return "".join(make(s) for make in (_sums, _apply, _center) for s in _TYPES)
+    meta: list = []
+    body = "".join(make(s, meta) for make in (_sums, _apply, _center) for s in _TYPES)
+    return body + "".join(line + "\n" for line in meta)
 
 
 class Kernels:

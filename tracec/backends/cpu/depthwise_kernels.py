@@ -53,8 +53,22 @@ _GEO = ("P", "C", "H", "W", "OH", "OW", "KH", "KW", "sh", "sw", "dh", "dw", "ph"
 class _Fn:
     """One function's IR: numbered values, blocks, and counted loops."""
 
-    def __init__(self, ty: str):
+    def __init__(self, ty: str, meta: list):
         self.ty, self.lines, self.n, self.block = ty, [], 0, "entry"
+        self.meta = meta         # the module's metadata lines (``short_rows``)
+
+    def short_rows(self) -> str:
+        """``!llvm.loop`` metadata for a loop over short rows: vectorized
+        256 bits wide, not interleaved.  (MobileNet's rows are 4 to 32
+        elements: the vectorizer's own choice on AVX-512, 16 lanes
+        interleaved, 32 or 64 elements an iteration, left a 16-element row
+        to the scalar remainder.)"""
+        n = len(self.meta)
+        width = 8 if self.ty == "float" else 4
+        self.meta += [f"!{n} = distinct !{{!{n}, !{n + 1}, !{n + 2}}}",
+                      f'!{n + 1} = !{{!"llvm.loop.vectorize.width", i32 {width}}}',
+                      f'!{n + 2} = !{{!"llvm.loop.interleave.count", i32 1}}']
+        return f"!{n}"
 
     def v(self, expr: str) -> str:
         self.n += 1
@@ -81,7 +95,7 @@ class _Fn:
 
     def loop(self, count: str, body, hint: str = ""):
         """``for i in range(count): body(i)`` (count >= 0); ``hint``: the
-        loop's ``!llvm.loop`` metadata (``_META``)."""
+        loop's ``!llvm.loop`` metadata (``short_rows``)."""
         pre, head, inner, done = self.block, self.label(), self.label(), self.label()
         self.op(f"br label %{head}")
         self.start(head)
@@ -113,7 +127,7 @@ class _Fn:
         """``body(i, j)`` for ``i in range(count)``, ``j = i * sw``: a loop
         of its own for ``sw == 1`` (unit stride: vectorized)."""
         unit = self.v(f"icmp eq i64 {g['sw']}, 1")
-        self.branch(unit, lambda: self.loop(count, lambda i: body(i, i), _meta(self.ty)),
+        self.branch(unit, lambda: self.loop(count, lambda i: body(i, i), self.short_rows()),
                     lambda: self.loop(count, lambda i: body(i, self.v(f"mul nsw i64 {i}, "
                                                                       f"{g['sw']}"))))
 
@@ -186,8 +200,8 @@ def _define(name: str, args: str, f: _Fn) -> str:
             f"nounwind {{\nentry:\n" + "\n".join(f.lines) + "\n  ret void\n}\n")
 
 
-def _forward(suffix: str) -> str:
-    f = _Fn(_TYPES[suffix][0])
+def _forward(suffix: str, meta: list) -> str:
+    f = _Fn(_TYPES[suffix][0], meta)
     g = _header(f)
 
     def per_plane(p):
@@ -210,8 +224,8 @@ def _forward(suffix: str) -> str:
                    "readonly %w, ptr noalias nocapture %y", f)
 
 
-def _input_grad(suffix: str) -> str:
-    f = _Fn(_TYPES[suffix][0])
+def _input_grad(suffix: str, meta: list) -> str:
+    f = _Fn(_TYPES[suffix][0], meta)
     g = _header(f)
 
     def per_plane(p):
@@ -234,9 +248,9 @@ def _input_grad(suffix: str) -> str:
                    "readonly %w, ptr noalias nocapture %gx", f)
 
 
-def _weight_grad(suffix: str) -> str:
+def _weight_grad(suffix: str, meta: list) -> str:
     ty = _TYPES[suffix][0]
-    f = _Fn(ty)
+    f = _Fn(ty, meta)
     g = _header(f)
     accn = f.v(f"mul nsw i64 {g['KK']}, {g['OW']}")
 
@@ -277,27 +291,11 @@ def _weight_grad(suffix: str) -> str:
                    "readonly %g, ptr noalias nocapture %gw, ptr noalias nocapture %acc", f)
 
 
-#: Loop metadata: the unit-stride row loops are vectorized 256 bits wide,
-#: not interleaved.  The rows are short (MobileNet's 4 to 32 columns): the
-#: vectorizer's own choice on AVX-512 (16 lanes, interleaved: 32 or 64
-#: elements an iteration) left a 16-column row to the scalar remainder.
-_META: list = []
-
-
-def _meta(ty: str) -> str:
-    n = len(_META)
-    width = 8 if ty == "float" else 4
-    _META.append(f"!{n} = distinct !{{!{n}, !{n + 1}, !{n + 2}}}\n"
-                 f'!{n + 1} = !{{!"llvm.loop.vectorize.width", i32 {width}}}\n'
-                 f'!{n + 2} = !{{!"llvm.loop.interleave.count", i32 1}}\n')
-    _META.extend(["", ""])
-    return f"!{n}"
-
-
 def ir_text() -> str:
-    _META.clear()
-    body = "".join(make(s) for make in (_forward, _input_grad, _weight_grad) for s in _TYPES)
-    return body + "".join(_META)
+    meta: list = []
+    body = "".join(make(s, meta) for make in (_forward, _input_grad, _weight_grad)
+                   for s in _TYPES)
+    return body + "".join(line + "\n" for line in meta)
 
 
 class Kernels:
