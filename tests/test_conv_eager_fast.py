@@ -5,6 +5,8 @@ weight (and bias) gradients, and that each path is taken.
   and 2-d) by the backend's ``depthwise_kernels`` (``_conv_depthwise_eager.
   native_forward`` / ``native_backward``)
 """
+import os
+
 import numpy as np
 import pytest
 
@@ -163,6 +165,7 @@ def test_native_depthwise_not_for_other_convolutions(native):
 def bn_native(monkeypatch):
     from tracec.nn import _batch_norm_eager as bn
     monkeypatch.setattr(bn.NATIVE, "warmup", 0)
+    monkeypatch.setattr(bn, "NATIVE_BATCH_NORM", True)
     monkeypatch.delenv("TRACEC_EAGER_KERNELS", raising=False)
     calls = [0]
     real = bn._native_backward
@@ -204,6 +207,17 @@ def test_native_batch_norm_backward_matches_pytorch(bn_native, xs, dtype, affine
         t = (1e-5 if i < 4 else 1e-4) if dtype == np.float32 else 1e-10
         assert a.dtype == b.dtype
         np.testing.assert_allclose(a, b, rtol=t, atol=t)
+
+
+@pytest.mark.skipif(os.environ.get("TRACEC_NATIVE_BATCH_NORM") == "1",
+                    reason="batch norm's native kernels turned on")
+def test_native_batch_norm_is_off_by_default(monkeypatch):
+    # (eager batch norm keeps the composite's bits unless asked: see
+    # _batch_norm_eager.NATIVE_BATCH_NORM)
+    from tracec.nn import _batch_norm_eager as bn
+    monkeypatch.setattr(bn.NATIVE, "warmup", 0)
+    assert not bn.NATIVE_BATCH_NORM
+    assert bn._native(np.zeros((8, 4, 1024), np.float32)) is None
 
 
 def test_native_batch_norm_backward_only_for_large_inputs(bn_native, monkeypatch):

@@ -49,6 +49,18 @@ def _header(f: _Fn):
     return n, c, s, f.v(f"mul nsw i64 {c}, {s}")
 
 
+def _wide(f: _Fn, v: str) -> str:
+    """``v`` as a double (the sums' accumulator: float32 sums of 30K
+    terms in 16 lanes lose ~1e-5 relative, which the gradient's
+    cancellation of its three terms turns into differences Adam trains
+    apart: PointNet's compiled-against-eager check, measured)."""
+    return v if f.ty == "double" else f.v(f"fpext float {v} to double")
+
+
+def _narrow(f: _Fn, v: str) -> str:
+    return v if f.ty == "double" else f.v(f"fptrunc double {v} to float")
+
+
 def _sums(suffix: str, meta: list) -> str:
     ty = _TYPES[suffix]
     f = _Fn(ty, meta)
@@ -57,7 +69,7 @@ def _sums(suffix: str, meta: list) -> str:
 
     def per_channel(ch):
         for p in slots:
-            f.op(f"store {ty} 0.0, ptr {p}")
+            f.op(f"store double 0.0, ptr {p}")
 
         def per_image(i):
             at = f.v(f"mul nsw i64 {i}, {cs}")
@@ -65,18 +77,19 @@ def _sums(suffix: str, meta: list) -> str:
             gr, dr = f.gep("%g", at), f.gep("%dev", at)
 
             def per_elt(j):
-                gv, dv = f.load(f.gep(gr, j)), f.load(f.gep(dr, j))
-                prod = f.v(f"fmul {ty} {gv}, {dv}")
+                gv, dv = (_wide(f, f.load(f.gep(r, j))) for r in (gr, dr))
+                prod = f.v(f"fmul double {gv}, {dv}")
                 for p, v in zip(slots, (gv, prod, dv)):
-                    f.op(f"store {ty} {f.v(f'fadd reassoc nsz {ty} {f.load(p)}, {v}')}, "
-                         f"ptr {p}")
+                    acc = f.v(f"fadd reassoc nsz double {f.v(f'load double, ptr {p}')}, {v}")
+                    f.op(f"store double {acc}, ptr {p}")
             f.loop(s, per_elt)      # (sums: the vectorizer's own width, faster at S=256)
         f.loop(n, per_image)
         for q, p in enumerate(slots):
             at = f.v(f"mul nsw i64 {q}, {c}")
-            f.op(f"store {ty} {f.load(p)}, ptr {f.gep('%out', f.v(f'add nsw i64 {at}, {ch}'))}")
+            total = _narrow(f, f.v(f"load double, ptr {p}"))
+            f.op(f"store {ty} {total}, ptr {f.gep('%out', f.v(f'add nsw i64 {at}, {ch}'))}")
     for p in slots:
-        f.lines.insert(0, f"  {p} = alloca {ty}")
+        f.lines.insert(0, f"  {p} = alloca double")
     f.loop(c, per_channel)
     return (f"define void @{_PREFIX}sums_{suffix}(ptr noalias nocapture readonly %g, "
             f"ptr noalias nocapture readonly %dev, ptr noalias nocapture %out, "
@@ -119,7 +132,7 @@ def _center(suffix: str, meta: list) -> str:
 
     def per_channel(ch):
         m = f.load(f.gep("%mean", ch))
-        f.op(f"store {ty} 0.0, ptr %ss")
+        f.op("store double 0.0, ptr %ss")
 
         def per_image(i):
             at = f.v(f"mul nsw i64 {i}, {cs}")
@@ -129,13 +142,15 @@ def _center(suffix: str, meta: list) -> str:
             def per_elt(j):
                 d = f.v(f"fsub {ty} {f.load(f.gep(xr, j))}, {m}")
                 f.op(f"store {ty} {d}, ptr {f.gep(dr, j)}")
-                sq = f.v(f"fmul {ty} {d}, {d}")
-                acc = f.v(f"fadd reassoc nsz {ty} {f.load('%ss')}, {sq}")
-                f.op(f"store {ty} {acc}, ptr %ss")
+                dd = _wide(f, d)
+                sq = f.v(f"fmul double {dd}, {dd}")
+                acc = f.v(f"fadd reassoc nsz double {f.v('load double, ptr %ss')}, {sq}")
+                f.op(f"store double {acc}, ptr %ss")
             f.loop(s, per_elt, f.short_rows())
         f.loop(n, per_image)
-        f.op(f"store {ty} {f.load('%ss')}, ptr {f.gep('%out', ch)}")
-    f.lines.insert(0, f"  %ss = alloca {ty}")
+        total = _narrow(f, f.v("load double, ptr %ss"))
+        f.op(f"store {ty} {total}, ptr {f.gep('%out', ch)}")
+    f.lines.insert(0, "  %ss = alloca double")
     f.loop(c, per_channel)
     return (f"define void @{_PREFIX}center_{suffix}(ptr noalias nocapture readonly %x, "
             f"ptr noalias nocapture readonly %mean, ptr noalias nocapture %dev, "
