@@ -10,20 +10,23 @@ by the cpu backend's code generator (its loop vectorizer vectorizes each
 output row's multiply-add), kept in the disk cache and loaded like the rng
 kernels (``rng_kernels``: a shared library from the second process on).
 
-Layout: NCHW planes, ``P = N * C`` of them, each ``[H, W]`` (the *padded*
-input; 1-d convolutions are ``H = 1``), the output planes ``[OH, OW]``, the
-weight ``[C, KH * KW]``; ``geo`` is int64 ``[P, C, H, W, OH, OW, KH, KW,
-sh, sw, dh, dw]``.  Every array is C-contiguous.
+Layout: NCHW planes, ``P = N * C`` of them, each ``[H, W]`` (the input,
+not padded: 1-d convolutions are ``H = 1``), the output planes ``[OH,
+OW]``, the weight ``[C, KH * KW]``; ``geo`` is int64 ``[P, C, H, W, OH,
+OW, KH, KW, sh, sw, dh, dw, ph, pw]`` (``ph``, ``pw``: the zero padding
+above and left; below and right follow from ``OH``, ``OW``) and then, per
+kernel column ``kw``, the first output column reading inside the input,
+how many do, and the input column the first reads (``Kernels._geo``).
+Every array is C-contiguous.  Padding positions are skipped, never read.
 
-* ``forward``: ``y[p, oh, ow] = sum_k w[c, k] * x[p, oh*sh + kh*dh,
-  ow*sw + kw*dw]``, the kernel offsets ``k = (kh, kw)`` in row-major order,
-  the first product stored and the others added (elementwise IEEE
-  operations: the NumPy column-free path's bits).
-* ``input_grad``: the padded input's gradient, each plane zeroed, then
-  ``w[c, k] * g`` added into each offset's window, output rows outer.
-* ``weight_grad``: ``gw[c, k] += sum_{oh, ow} g * window_k(x)`` per plane:
-  the products added into a row ``acc`` (``[OW]``, scratch) over ``oh``,
-  then the row summed in order.
+* ``forward``: each output plane zeroed, then per output row and kernel
+  offset ``k = (kh, kw)`` (row-major) ``y[p, oh, ow] += w[c, k] * x[p,
+  oh*sh + kh*dh - ph, ow*sw + kw*dw - pw]`` over the columns inside.
+* ``input_grad``: the input's gradient, each plane zeroed, then ``w[c, k]
+  * g`` added into each offset's window, output rows outer.
+* ``weight_grad``: per plane, the products ``g * window_k(x)`` added into
+  rows ``acc[k]`` (``[KK, OW]``, scratch) over the output rows, then each
+  row summed in order into ``gw[c, k]``.
 
 Invariants: no fast-math flags (no reassociation, no FMA contraction), so
 each result is a fixed sequence of IEEE operations on every machine; the
