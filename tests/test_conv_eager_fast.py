@@ -300,3 +300,20 @@ def test_native_group_norm_only_for_large_inputs(bn_native, monkeypatch):
     monkeypatch.setenv("TRACEC_EAGER_KERNELS", "0")
     tracec.nn.functional.group_norm(tracec.randn(16, 64, 64, requires_grad=True), 4)
     assert calls[0] == 1
+
+
+def test_native_depthwise_double_backward_matches_pytorch(native):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 4, 9, 9))
+    w = rng.standard_normal((4, 1, 3, 3))
+    res = []
+    for lib in (tracec, torch):
+        xt = lib.tensor(x, requires_grad=True)
+        wt = lib.tensor(w, requires_grad=True)
+        y = lib.nn.functional.conv2d(xt, wt, padding=1, stride=2, groups=4)
+        (gx,) = lib.autograd.grad((y * y).sum(), xt, create_graph=True)
+        gx.pow(2).sum().backward()
+        res.append([gx.detach().numpy(), xt.grad.numpy(), wt.grad.numpy()])
+    assert native["forward"] == 1
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
