@@ -30,7 +30,10 @@ CASES = [
 
 @pytest.fixture
 def column_free(monkeypatch):
+    # the NumPy column-free path: not the native kernels (which a process
+    # takes once its depthwise convolutions passed NATIVE.warmup elements)
     monkeypatch.setattr(_dw, "COLUMNS_BYTES", 0)
+    monkeypatch.setattr(_dw.NATIVE, "makers", [])
 
 
 def _fn(lib, nsp):

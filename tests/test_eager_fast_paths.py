@@ -71,6 +71,25 @@ def test_where_bit_select_matches_np_where(dtype, shape):
         np.testing.assert_array_equal(_bits(ew._where_impl(*args)), _bits(np.where(*args)))
 
 
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.bool_])
+def test_where_scalar_condition_is_a_copy_of_one_branch(dtype):
+    """A 0-d condition (``fill_``/``copy_``'s where(True, v, self) on a
+    tensor that requires grad): np.where's values, dtype and shape, in a
+    fresh C-contiguous array (never an operand), for broadcast operands."""
+    rng = np.random.default_rng(2)
+    a = (rng.standard_normal((3, 1, 50)) * 9).astype(dtype)
+    b = (rng.standard_normal((4, 50)) * 9).astype(dtype)
+    full = (rng.standard_normal((3, 4, 50)) * 9).astype(dtype)
+    for c in (np.bool_(True), np.array(False), np.array(True)):
+        for x, y in ((a, b), (full, np.zeros((), dtype)), (np.ones((), dtype), full),
+                     (full, full[::-1])):
+            got, want = ew._where_impl(c, x, y), np.where(c, x, y)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert got.flags.c_contiguous and got.flags.owndata
+            assert got is not x and got is not y
+            np.testing.assert_array_equal(_bits(got), _bits(want))
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_relu_large_special_values_match_pytorch(dtype):
     """ReLU on arrays past the bit-select threshold: NaN (with its sign)

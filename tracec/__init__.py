@@ -249,6 +249,33 @@ def _rng_kernels():
 from tracec import torch_rng as _torch_rng  # noqa: E402
 _torch_rng.NATIVE.append(_rng_kernels)
 
+
+def _depthwise_kernels():
+    # Native kernels for eager depthwise convolution (tracec/nn/_conv_depthwise_eager.py):
+    # the cpu backend loads (or compiles) them once a program's convolutions want them.
+    from tracec.backends.cpu import depthwise_kernels
+    kernels = depthwise_kernels.load()
+    if kernels is None:
+        raise RuntimeError(depthwise_kernels.INFO.get("error", "not made"))
+    return kernels
+
+
+from tracec.nn import _conv_depthwise_eager as _dw_eager  # noqa: E402
+_dw_eager.NATIVE.makers.append(_depthwise_kernels)
+
+
+def _batch_norm_kernels():
+    # Native kernels for eager batch norm's backward (tracec/nn/_batch_norm_eager.py).
+    from tracec.backends.cpu import batch_norm_kernels
+    kernels = batch_norm_kernels.load()
+    if kernels is None:
+        raise RuntimeError(batch_norm_kernels.INFO.get("error", "not made"))
+    return kernels
+
+
+from tracec.nn import _batch_norm_eager as _bn_eager  # noqa: E402
+_bn_eager.NATIVE.makers.append(_batch_norm_kernels)
+
 from tracec import numpy_names as _numpy_names  # noqa: E402
 _numpy_names.install(globals(), Tensor, special)  # axis= / keepdims=, after out= and methods
 

@@ -35,6 +35,7 @@ Invariants:
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 
@@ -42,7 +43,7 @@ from tracec import dtypes as dt
 from tracec import graph
 from tracec.tensor import Tensor, eager_direct
 
-__all__ = ["PROVIDERS", "MIN_NUMEL", "unary", "nary", "fused"]
+__all__ = ["PROVIDERS", "MIN_NUMEL", "unary", "nary", "fused", "NativeSet"]
 
 #: The kernel maker, registered by the compile layer: ``maker(key,
 #: composite, dtype, ranks, examples) -> (forward, vjp)`` or None where it
@@ -169,3 +170,35 @@ def fused(key: tuple, composite, node_name: str):
         y = unary(x, key, composite, node_name)
         return y if y is not None else composite(x)
     return f
+
+
+class NativeSet:
+    """A set of hand-written native kernels an eager op takes (the depthwise
+    convolution's, batch norm's backward): ``makers`` holds the compile
+    layer's maker (registered at import, as ``PROVIDERS``: this layer may
+    not import it), ``get(size)`` answers the kernels, or None (the caller
+    runs its NumPy path): with no maker, with ``TRACEC_EAGER_KERNELS=0``,
+    until the op's NumPy path has seen ``warmup`` elements (the first make
+    compiles them, ~1 s once per machine: a script with a few small calls
+    never pays it; counted in elements, so a program switches at the same
+    call on every run), and where the maker failed (reported once as a
+    warning, never as a wrong result)."""
+
+    def __init__(self, what: str, warmup: int):
+        self.what, self.warmup, self.makers = what, warmup, []
+        self.seen, self.kernels, self.tried = 0, None, False
+
+    def get(self, size: int):
+        if not self.makers or os.environ.get("TRACEC_EAGER_KERNELS", "1") == "0":
+            return None
+        if self.seen < self.warmup:
+            self.seen += size
+            return None
+        if not self.tried:
+            self.tried = True
+            try:
+                self.kernels = self.makers[0]()
+            except Exception as e:  # noqa: BLE001  (the NumPy path stays correct)
+                warnings.warn(f"tracec: no native {self.what} kernels ({e}); the NumPy path "
+                              "runs instead", RuntimeWarning, stacklevel=3)
+        return self.kernels

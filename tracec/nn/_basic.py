@@ -129,6 +129,15 @@ def _apply(fn, x: Tensor, inplace: bool) -> Tensor:
         # x for every x (x + 0.0 turns -0.0 into 0.0, and the activation's
         # value at -0.0 with it).
         src = ops.add(x, -0.0)
+        y = fn(src)
+        if (isinstance(y, Tensor) and y.dtype is x.dtype
+                and tuple(y.shape) == tuple(x.shape)):
+            # x takes y's history, as PyTorch's in-place activation rebases
+            # x onto its node: the old x's gradient is the activation's
+            # (copy_'s where(True, y, x) would add a zero gradient to it, and
+            # cost a copy forward and two passes back: MobileNetV2's ReLU6)
+            return x._assign(y, "copy_")
+        return x.copy_(y)
     return x.copy_(fn(src))
 
 

@@ -358,6 +358,17 @@ class _ConvEager(Function):
         o, cg = w.shape[:2]
         kernel = w.shape[2:]
         plan = None
+        native = _dw.native_kernels(a, w) if cg == 1 and o == groups else None
+        ctx.native = native
+        if native is not None:
+            # a depthwise convolution by the native kernels (no columns;
+            # the weight's gradient pads the input again as it is then)
+            y = _dw.native_forward(native, a, w, stride, low, high, dilation, out)
+            if bias is not None:
+                y += bias._data.reshape((1, o) + (1,) * len(kernel))
+            ctx.save_for_backward(x, weight, bias)
+            ctx.geometry, ctx.plan, ctx.cols, ctx.x_seen = geometry, None, None, None
+            return Tensor._make(y, x.dtype)
         if cg == 1 and o == groups and a.nbytes * math.prod(kernel) > _dw.COLUMNS_BYTES:
             plan = _dw.Plan(a.shape[2:], kernel, stride, low, high, dilation, out)
             plan = plan if plan.ok else None
@@ -430,6 +441,14 @@ class _ConvEager(Function):
         g3 = gd.reshape(shape)
         gx = gw = gb = None
         plan = ctx.plan
+        if ctx.native is not None:
+            gx, gw = _dw.native_backward(ctx.native, x._data, w, gd, stride, low, high,
+                                         dilation, need_x, need_w)
+            if need_b:
+                gb = Tensor._make(np.add.reduce(gd, axis=(0,) + tuple(range(2, gd.ndim))),
+                                  bias.dtype)
+            return (None if gx is None else Tensor._make(gx, x.dtype),
+                    None if gw is None else Tensor._make(gw, weight.dtype), gb, None)
         if need_w:
             if plan is not None:
                 cols = ctx.cols

@@ -17,6 +17,11 @@ the weight's gradient needs no saved columns: the padded input is enough.
 ``COLUMNS_BYTES``, and for the input's gradient alone also at stride 1 with
 output rows of at least ``ROWS_MIN``.
 
+1-d and 2-d float32/float64 depthwise convolutions take the backend's
+native kernels instead once a process has warmed up (``NATIVE``,
+``native_forward`` / ``native_backward``: ``depthwise_kernels``, with the
+zero padding inside the loops); the NumPy paths here serve the rest.
+
 Invariant: every result is the sum over kernel offsets in row-major order
 of ``w[c, k] * x`` (forward, input gradient; elementwise IEEE products and
 adds, so the same bits on every machine) or a dot product per channel
@@ -31,6 +36,8 @@ import itertools
 import math
 
 import numpy as np
+
+from tracec import fused_eager
 
 # Above this many bytes of im2col columns (the input's size times kk) the
 # column-free path is the faster one (measured, float32, one thread: at 150
@@ -195,3 +202,62 @@ def input_grad(gd: np.ndarray, wk: np.ndarray, plan: Plan) -> np.ndarray:
             dst = plan.rows(part, k)
             dst += t
     return gxp.reshape((n, c) + plan.padded)
+
+
+# --- native kernels -----------------------------------------------------------------
+
+#: The native kernels (``fused_eager.NativeSet``; the package registers the
+#: backend's ``depthwise_kernels.load``): ``forward``, ``input_grad`` and
+#: ``weight_grad`` on NumPy arrays.
+NATIVE = fused_eager.NativeSet("depthwise convolution", 1 << 20)
+
+
+def native_kernels(a: np.ndarray, w: np.ndarray):
+    """The native kernels for a depthwise convolution of ``a`` (``[N, C,
+    L]`` or ``[N, C, H, W]``, float32/float64) by ``w`` (``[C, 1, *k]``),
+    or None (see ``fused_eager.NativeSet``)."""
+    if a.ndim not in (3, 4) or a.dtype not in (np.float32, np.float64) or w.dtype != a.dtype:
+        return None
+    return NATIVE.get(a.size)
+
+
+def _planes(a: np.ndarray, low, high, stride, dilation, out, kernel):
+    """The 2-d geometry of a 1-d or 2-d convolution (1-d: height 1)."""
+    if a.ndim == 3:
+        a = a[:, :, None, :]
+        low, high, stride, dilation, out, kernel = ((0,) + tuple(low), (0,) + tuple(high),
+                                                   (1,) + tuple(stride),
+                                                   (1,) + tuple(dilation), (1,) + tuple(out),
+                                                   (1,) + tuple(kernel))
+    return a, low, high, stride, dilation, out, kernel
+
+
+def native_forward(kern, a: np.ndarray, w: np.ndarray, stride, low, high, dilation,
+                   out) -> np.ndarray:
+    """``[N, C, *out]``: the depthwise convolution by the native kernel
+    (the zero padding inside it: no padded copy)."""
+    a4, low, high, stride, dilation, out4, kernel = _planes(a, low, high, stride, dilation,
+                                                            out, w.shape[2:])
+    wk = np.ascontiguousarray(w.reshape(w.shape[0], -1))
+    return kern.forward(np.ascontiguousarray(a4), wk, out4, kernel, stride, dilation,
+                        low).reshape(a.shape[:2] + tuple(out))
+
+
+def native_backward(kern, a: np.ndarray, w: np.ndarray, gd: np.ndarray, stride, low, high,
+                    dilation, need_x: bool, need_w: bool):
+    """``(gx, gw)`` (None where not needed) of the depthwise convolution
+    at input ``a`` (as it is now) and weight ``w`` for the output gradient
+    ``gd``, by the native kernels."""
+    out = gd.shape[2:]
+    a4, low, high, stride, dilation, out4, kernel = _planes(a, low, high, stride, dilation,
+                                                            out, w.shape[2:])
+    g = np.ascontiguousarray(gd).reshape(gd.shape[:2] + tuple(out4))
+    gx = gw = None
+    if need_w:
+        gw = kern.weight_grad(np.ascontiguousarray(a4), g, kernel, stride, dilation,
+                              low).reshape(w.shape)
+    if need_x:
+        wk = np.ascontiguousarray(w.reshape(w.shape[0], -1))
+        gx = kern.input_grad(g, wk, a4.shape[2:], kernel, stride, dilation,
+                             low).reshape(a.shape)
+    return gx, gw

@@ -12,7 +12,6 @@ is a tensor, and running statistics are updated in place under ``no_grad``.
 from __future__ import annotations
 
 import functools
-import math
 import warnings
 
 import numpy as np
@@ -404,18 +403,10 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
             raise RuntimeError(f"Expected {what} to be a vector of size equal to the number of "
                                f"channels in input, but got {what} of shape "
                                f"{list(shown.shape)} and input of shape {list(x.shape)}")
-    # the group size from the shape, not numel // n, so an empty batch (n == 0) works
-    g = ops.reshape(x, (n, num_groups, (c // num_groups) * math.prod(x.shape[2:])))
-    mean = TF.mean(g, 2, keepdim=True)
-    d = TF.sub(g, mean)
-    var = TF.mean(TF.mul(d, d), 2, keepdim=True)
-    y = ops.reshape(TF.mul(d, TF.rsqrt(TF.add(var, eps))), tuple(x.shape))
-    shape = _channel_shape(x)
-    if weight is not None:
-        y = TF.mul(y, ops.reshape(weight, shape))
-    if bias is not None:
-        y = TF.add(y, ops.reshape(bias, shape))
-    return y
+    kern = _bn.group_norm_kernels(x, num_groups, weight, bias, eps)
+    if kern is not None:
+        return _bn.GroupNormEager.apply(x, weight, bias, (num_groups, eps, kern))
+    return _bn.group_norm_prims(x, num_groups, weight, bias, eps)
 
 
 # --- embedding --------------------------------------------------------------------------------

@@ -581,6 +581,19 @@ def _where_impl(c, a, b):
     is bit for bit ``np.where``'s (each element's bits are ``a``'s or
     ``b``'s)."""
     a, b = np.asarray(a), np.asarray(b)
+    if np.ndim(c) == 0 and a.dtype == b.dtype:
+        # One branch taken everywhere (``filled``'s where(True, v, self),
+        # which fill_ / copy_ on a tensor that requires grad record, and
+        # its VJP's two wheres): a copy of it, one pass in place of the bit
+        # select's five (when in-place ReLU6 went through copy_,
+        # MobileNetV2's where: 21 -> 10 ms a step, measured).
+        src = a if c else b
+        shape = np.broadcast_shapes(np.shape(c), a.shape, b.shape)
+        if (src.ndim == 0 and src.dtype.kind in "fiub" and src.itemsize in _BITS
+                and not src.view(_BITS[src.itemsize])):
+            # (+)0 everywhere (the VJP's other branch): calloc's pages
+            return np.zeros(shape, src.dtype)
+        return np.array(np.broadcast_to(src, shape), order="C")
     if (a.dtype != b.dtype or a.dtype.kind not in "fiub" or a.dtype.itemsize not in _BITS
             or max(np.size(c), a.size, b.size) < WHERE_BIT_SELECT_MIN):
         return np.where(c, a, b)

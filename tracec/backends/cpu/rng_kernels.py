@@ -133,18 +133,25 @@ def _twister_ok(kernels: Kernels) -> bool:
 def load() -> Kernels | None:
     """This process's kernels (made on the first call), or None where they
     could not be made (the reason in ``INFO["error"]``)."""
-    if _made:
-        return _made[0]
-    with _lock:
-        if not _made:
+    return load_once(_made, _lock, INFO, lambda: Kernels(_library()))
+
+
+def load_once(made: list, lock, info: dict, make):
+    """``made[0]``, after ``make()`` ran once under ``lock`` (None where it
+    raised: the reason in ``info["error"]``, its time in
+    ``info["seconds"]``): a kernel set's per-process load."""
+    if made:
+        return made[0]
+    with lock:
+        if not made:
             start = time.perf_counter()
             try:
-                _made.append(Kernels(_library()))
+                made.append(make())
             except Exception as e:  # noqa: BLE001  (any failure: the NumPy path stays correct)
-                INFO["error"] = f"{type(e).__name__}: {e}"
-                _made.append(None)
-            INFO["seconds"] = time.perf_counter() - start
-    return _made[0]
+                info["error"] = f"{type(e).__name__}: {e}"
+                made.append(None)
+            info["seconds"] = time.perf_counter() - start
+    return made[0]
 
 
 def _library():
@@ -153,27 +160,31 @@ def _library():
 
 
 def _object_code() -> bytes:
-    """The kernels' object code for this machine (the host's CPU even inside
+    return ir_object_code("rng kernels", ir_text(), INFO)
+
+
+def ir_object_code(kind: str, text: str, info: dict) -> bytes:
+    """The object code of the LLVM IR ``text`` (hand-written kernels
+    named ``kind``) for this machine (the host's CPU even inside
     ``codegen.targeting``: they run here): from the disk cache
-    (``<cache>/runtime``, keyed by the target, the cpu backend's code and
-    this IR), else compiled now and stored (the cache's writes are atomic
-    and locked: a reader sees no entry or a whole one)."""
+    (``<cache>/runtime``, keyed by ``kind``, the target and the IR), else
+    compiled now and stored (the cache's writes are atomic and locked: a
+    reader sees no entry or a whole one); ``info["source"]`` says which."""
     from tracec.backends import cache
     from tracec.backends.cpu import codegen
-    text = ir_text()
     target = codegen._target_id(codegen.host())
-    key = hashlib.sha256(f"tracec-rng-kernels|{target}|{text}".encode()).hexdigest()
+    key = hashlib.sha256(f"tracec {kind}|{target}|{text}".encode()).hexdigest()
     disk = None if os.environ.get("TRACEC_NO_CACHE") else \
         cache.DiskCache(os.path.join(cache.cache_root(), "runtime"))
     hit = disk.get(key) if disk is not None else None
     if hit is not None:
-        INFO["source"] = "disk cache"
+        info["source"] = "disk cache"
         return bytes(hit[1])
     obj = _compile(text)
-    INFO["source"] = "compiled"
+    info["source"] = "compiled"
     if disk is not None:
         try:
-            disk.put(key, {"kind": "rng kernels"}, obj)
+            disk.put(key, {"kind": kind}, obj)
         except OSError:
             pass   # no cache: compiled again next time
     return obj
