@@ -345,7 +345,7 @@ def run(config_model, GMF_model=None, MLP_model=None, seed=1):
 		HR, NDCG = metrics(model, test_loader, args.top_k)
 
 		elapsed_time = time.time() - start_time
-		print("The time elapse of epoch {:03d}".format(epoch) + " is: " +
+		print("[rng] The time elapse of epoch {:03d}".format(epoch) + " is: " +
 				time.strftime("%H: %M: %S", time.gmtime(elapsed_time)))
 		print("HR: {:.3f}\tNDCG: {:.3f}".format(np.mean(HR), np.mean(NDCG)))
 		print("loss {:.6f} steps {}".format(loss.item(), count))

@@ -374,7 +374,7 @@ try:
         train_loss = train(Data, Data.train[0], Data.train[1], model, criterion, optim_, args.batch_size)
         val_loss, val_rae, val_corr = evaluate(Data, Data.valid[0], Data.valid[1], model, evaluateL2, evaluateL1, args.batch_size);
         print('| end of epoch {:3d} | train_loss {:5.4f} | valid rse {:5.4f} | valid rae {:5.4f} | valid corr  {:5.4f}'.format(epoch, train_loss, val_loss, val_rae, val_corr))
-        print('time: {:5.2f}s'.format((time.time() - epoch_start_time)))
+        print('[rng] time: {:5.2f}s'.format((time.time() - epoch_start_time)))
         # Save the model if the validation loss is the best we've seen so far.
 
         if val_loss < best_val:
