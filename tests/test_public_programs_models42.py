@@ -1,0 +1,36 @@
+"""Public udacity/deep-learning-v2-pytorch notebooks, small configurations
+(``tests/programs/models42``): the character-level LSTM (numpy one-hot
+encoding, the get_batches generator, CharRNN's multi-layer dropout LSTM,
+init_hidden through ``next(self.parameters()).data`` and
+``weight.new(...).zero_()``, hidden states re-wrapped with ``.data``,
+clip_grad_norm_, the validation loop, a torch.save'd checkpoint reloaded,
+and top-k sampling with ``F.softmax(out, dim=1).data``, ``p.topk`` and
+``np.random.choice``); and the sentiment RNN (Counter vocabulary, numpy
+pad_features, TensorDataset / DataLoader(shuffle=True), Embedding + LSTM +
+Sigmoid with ``sig_out.view(batch_size, -1)[:, -1]``, BCELoss on
+``output.squeeze()``, ``torch.round`` / ``pred.eq(labels.float().view_as(pred))``
+/ ``np.squeeze(correct_tensor.numpy())`` accuracy, predict on a review).
+
+Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
+``TORCH_COMPILE_DISABLE=1`` (the programs check a compiled step against the
+same step run eagerly, and print the verdict); tracec's eager draws follow
+PyTorch's, so initialization, data order and dropout masks are compared too.
+"""
+import pathlib
+
+import pytest
+
+from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixture
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROGS = ROOT / "tests" / "programs" / "models42"
+
+CASES = ["char_rnn.py", "sentiment_rnn.py"]
+EAGER_FALLBACK = set()
+
+torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
+
+
+@pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
+def test_models42_program_matches_torch(script, torch_refs, tmp_path):
+    check_program(PROGS / script, torch_refs(script), tmp_path, script in EAGER_FALLBACK)
