@@ -9,7 +9,11 @@ and top-k sampling with ``F.softmax(out, dim=1).data``, ``p.topk`` and
 pad_features, TensorDataset / DataLoader(shuffle=True), Embedding + LSTM +
 Sigmoid with ``sig_out.view(batch_size, -1)[:, -1]``, BCELoss on
 ``output.squeeze()``, ``torch.round`` / ``pred.eq(labels.float().view_as(pred))``
-/ ``np.squeeze(correct_tensor.numpy())`` accuracy, predict on a review).
+/ ``np.squeeze(correct_tensor.numpy())`` accuracy, predict on a review);
+and the CIFAR-10 CNN (np.random.shuffle'd indices into two
+SubsetRandomSamplers, three conv / pool blocks with dropout, the validation
+loss tracked from ``np.inf`` with model_cifar.pt saved and reloaded, per-class
+test accuracy from ``class_correct`` / ``class_total``).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check a compiled step against the
@@ -25,7 +29,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models42"
 
-CASES = ["char_rnn.py", "sentiment_rnn.py"]
+CASES = ["char_rnn.py", "sentiment_rnn.py", "cifar_cnn.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
