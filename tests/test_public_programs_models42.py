@@ -13,7 +13,13 @@ Sigmoid with ``sig_out.view(batch_size, -1)[:, -1]``, BCELoss on
 and the CIFAR-10 CNN (np.random.shuffle'd indices into two
 SubsetRandomSamplers, three conv / pool blocks with dropout, the validation
 loss tracked from ``np.inf`` with model_cifar.pt saved and reloaded, per-class
-test accuracy from ``class_correct`` / ``class_total``).
+test accuracy from ``class_correct`` / ``class_total``); and
+eriklindernoren/PyTorch-GAN's InfoGAN (weights_init_normal via .apply,
+numpy to_categorical, nn.Upsample generator, BatchNorm2d(c, 0.8) whose 0.8
+is eps, Dropout2d discriminator with adv / implicit-dim Softmax aux / latent
+heads, the ``torch.FloatTensor`` / ``LongTensor`` aliases built from numpy
+arrays and sizes, ``imgs.type(FloatTensor)``, ``Variable``, an
+``itertools.chain`` Adam for the information loss).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check a compiled step against the
@@ -29,7 +35,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models42"
 
-CASES = ["char_rnn.py", "sentiment_rnn.py", "cifar_cnn.py"]
+CASES = ["char_rnn.py", "sentiment_rnn.py", "cifar_cnn.py", "infogan.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
