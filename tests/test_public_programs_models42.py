@@ -19,7 +19,10 @@ numpy to_categorical, nn.Upsample generator, BatchNorm2d(c, 0.8) whose 0.8
 is eps, Dropout2d discriminator with adv / implicit-dim Softmax aux / latent
 heads, the ``torch.FloatTensor`` / ``LongTensor`` aliases built from numpy
 arrays and sizes, ``imgs.type(FloatTensor)``, ``Variable``, an
-``itertools.chain`` Adam for the information loss).
+``itertools.chain`` Adam for the information loss) and AC-GAN
+(``torch.mul(self.label_emb(labels), noise)`` conditioning, Sigmoid / BCELoss
+adversarial and softmax auxiliary heads, ``labels.type(LongTensor)``, the
+discriminator accuracy from ``np.concatenate`` and ``np.argmax``).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check a compiled step against the
@@ -35,7 +38,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models42"
 
-CASES = ["char_rnn.py", "sentiment_rnn.py", "cifar_cnn.py", "infogan.py"]
+CASES = ["char_rnn.py", "sentiment_rnn.py", "cifar_cnn.py", "infogan.py", "acgan.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})

@@ -18,8 +18,8 @@
 # as transforms.Normalize([0.5], [0.5])) in a TensorDataset instead of
 # datasets.MNIST; img_size=16, n_classes=5 (sample_image's n_row=10 becomes
 # n_row=opt.n_classes: the static labels have n_classes ** 2 rows),
-# latent_dim=8, batch_size=8, 16 images, one epoch (2 iterations); argparse given an empty argv; save_image (torchvision)
-# replaced by printing each sample grid's shape, mean and std; np.random.seed
+# latent_dim=8, batch_size=8, 16 images, one epoch (2 iterations); argparse
+# given an empty argv; save_image (torchvision) replaced by printing each sample grid's shape, mean and std; np.random.seed
 # and torch.manual_seed; and one information step (discriminator.eval(): no
 # Dropout2d) under torch.compile checked against eager.
 import argparse
