@@ -22,7 +22,15 @@ arrays and sizes, ``imgs.type(FloatTensor)``, ``Variable``, an
 ``itertools.chain`` Adam for the information loss) and AC-GAN
 (``torch.mul(self.label_emb(labels), noise)`` conditioning, Sigmoid / BCELoss
 adversarial and softmax auxiliary heads, ``labels.type(LongTensor)``, the
-discriminator accuracy from ``np.concatenate`` and ``np.argmax``).
+discriminator accuracy from ``np.concatenate`` and ``np.argmax``); and
+aladdinpersson/Machine-Learning-Collection's PyTorch basics (the
+fully-connected net, RNN / GRU / LSTM reading every time step's hidden state
+through ``out.reshape(out.shape[0], -1)``, the bidirectional LSTM,
+check_accuracy's eval / no_grad / train toggling and its accuracy tensor
+formatted by an f-string, LeNet-5 with tuple conv arguments, the
+kaiming_uniform_ loop over ``self.modules()``, the Identity head swap on a
+frozen network, and ReduceLROnPlateau, whose removed ``verbose`` argument
+must raise PyTorch 2.13's TypeError).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check a compiled step against the
@@ -38,7 +46,8 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models42"
 
-CASES = ["char_rnn.py", "sentiment_rnn.py", "cifar_cnn.py", "infogan.py", "acgan.py"]
+CASES = ["char_rnn.py", "sentiment_rnn.py", "cifar_cnn.py", "infogan.py", "acgan.py",
+         "ml_collection_basics.py", "ml_collection_finetune.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
