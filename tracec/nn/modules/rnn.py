@@ -285,8 +285,8 @@ class RNNBase(Module):
                              f"({w.dtype}). Convert input: input.to({w.dtype}), or convert "
                              f"model: model.to({input.dtype})")
         want = 2 if batch_sizes is not None else 3
-        if input.ndim != want:
-            raise RuntimeError(f"input must have {want} dimensions, got {input.ndim}")
+        if input.dim() != want:
+            raise RuntimeError(f"input must have {want} dimensions, got {input.dim()}")
         if self.input_size != input.shape[-1]:
             raise RuntimeError("input.size(-1) must be equal to input_size. Expected "
                                f"{self.input_size}, got {input.shape[-1]}")
@@ -327,22 +327,26 @@ class RNNBase(Module):
     def _batched_hx(self, input, hx):
         """Unbatched 2-D input: add the batch dim to input and to ``hx``
         (torch's checks, RNN and GRU; LSTM overrides)."""
-        if input.ndim not in (2, 3):
+        # The checks here, in LSTM.forward, check_input and the cells call
+        # dim(), as torch's do: an LSTM-style (h, c) tuple given to a GRU, or
+        # a numpy array given as input, must fail with torch's AttributeError
+        # naming 'dim' (numpy arrays have ndim and went on to other errors).
+        if input.dim() not in (2, 3):
             # torch's two wordings differ by one word
-            raise ValueError((f"RNN: Expected input to be 2D or 3D, got {input.ndim}D tensor "
+            raise ValueError((f"RNN: Expected input to be 2D or 3D, got {input.dim()}D tensor "
                               "instead") if self.mode != "GRU" else
-                             f"GRU: Expected input to be 2D or 3D, got {input.ndim}D instead")
-        batched = input.ndim == 3
+                             f"GRU: Expected input to be 2D or 3D, got {input.dim()}D instead")
+        batched = input.dim() == 3
         if not batched:
             input = S.unsqueeze(input, 0 if self.batch_first else 1)
             if hx is not None:
-                if hx.ndim != 2:
+                if hx.dim() != 2:
                     raise RuntimeError("For unbatched 2-D input, hx should also be 2-D but got "
-                                       f"{hx.ndim}-D tensor")
+                                       f"{hx.dim()}-D tensor")
                 hx = S.unsqueeze(hx, 1)
-        elif hx is not None and hx.ndim != 3:
+        elif hx is not None and hx.dim() != 3:
             raise RuntimeError("For batched 3-D input, hx should also be 3-D but got "
-                               f"{hx.ndim}-D tensor")
+                               f"{hx.dim()}-D tensor")
         if hx is None:
             hx = self._zeros(input, self.hidden_size)
         self.check_forward_args(input, hx)
@@ -504,9 +508,9 @@ class LSTM(RNNBase):
     def forward(self, input, hx=None):
         if isinstance(input, PackedSequence):
             return self._forward_packed(input, hx)
-        if input.ndim not in (2, 3):
-            raise ValueError(f"LSTM: Expected input to be 2D or 3D, got {input.ndim}D instead")
-        batched = input.ndim == 3
+        if input.dim() not in (2, 3):
+            raise ValueError(f"LSTM: Expected input to be 2D or 3D, got {input.dim()}D instead")
+        batched = input.dim() == 3
         if not batched:
             input = S.unsqueeze(input, 0 if self.batch_first else 1)
         if hx is None:
@@ -514,10 +518,10 @@ class LSTM(RNNBase):
             hx = (self._zeros(input, real), self._zeros(input, self.hidden_size))
         else:
             want = 3 if batched else 2
-            if hx[0].ndim != want or hx[1].ndim != want:
+            if hx[0].dim() != want or hx[1].dim() != want:
                 kind = "batched 3-D" if batched else "unbatched 2-D"
                 raise RuntimeError(f"For {kind} input, hx and cx should also be {want}-D but "
-                                   f"got ({hx[0].ndim}-D, {hx[1].ndim}-D) tensors")
+                                   f"got ({hx[0].dim()}-D, {hx[1].dim()}-D) tensors")
             if not batched:
                 hx = (S.unsqueeze(hx[0], 1), S.unsqueeze(hx[1], 1))
         self.check_forward_args(input, hx)
@@ -567,16 +571,16 @@ class RNNCellBase(Module):
         """Checks (torch's wording) and batching: returns the 2-D input, the
         2-D states (zeros when ``hx`` is None) and whether input was batched."""
         name = type(self).__name__
-        if input.ndim not in (1, 2):
-            raise ValueError(f"{name}: Expected input to be 1D or 2D, got {input.ndim}D instead")
+        if input.dim() not in (1, 2):
+            raise ValueError(f"{name}: Expected input to be 1D or 2D, got {input.dim()}D instead")
         states = None if hx is None else (tuple(hx) if n_states > 1 else (hx,))
         if states is not None:
             for idx, value in enumerate(states):
-                if value.ndim not in (1, 2):
+                if value.dim() not in (1, 2):
                     what = f"hx[{idx}]" if n_states > 1 else "hidden"
                     raise ValueError(f"{name}: Expected {what} to be 1D or 2D, got "
-                                     f"{value.ndim}D instead")
-        batched = input.ndim == 2
+                                     f"{value.dim()}D instead")
+        batched = input.dim() == 2
         if not batched:
             input = S.unsqueeze(input, 0)
         if states is None:

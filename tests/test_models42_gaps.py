@@ -1,0 +1,61 @@
+"""Gaps the models42 programs (tests/programs/models42: udacity's char-RNN and
+sentiment RNN, PyTorch-GAN's InfoGAN / AC-GAN, Machine-Learning-Collection's
+RNN / GRU / LSTM basics) and their probes found in tracec, each against torch."""
+import numpy as np
+import pytest
+import torch as real_torch
+
+import tracec as torch
+
+
+def _err(fn):
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - the type and message are compared
+        return type(e).__name__, str(e)
+    return None
+
+
+def _pair(make):
+    """The same module built by tracec and by torch, torch's weights copied in."""
+    real_torch.manual_seed(0)
+    r = make(real_torch)
+    t = make(torch)
+    t.load_state_dict({k: torch.tensor(v.detach().numpy()) for k, v in r.state_dict().items()})
+    return t, r
+
+
+@pytest.mark.parametrize("mode", ["GRU", "RNN"])
+def test_rnn_gru_given_an_lstm_style_tuple_state_fail_as_torch(mode):
+    # A GRU swapped in for an LSTM keeps the (h0, c0) tuple: torch's check
+    # calls hx.dim() and fails with an AttributeError naming 'dim'; tracec's
+    # checks read .ndim and named 'ndim'.
+    t, r = _pair(lambda m: getattr(m.nn, mode)(4, 3, batch_first=True))
+    x = np.random.default_rng(0).standard_normal((2, 5, 4)).astype(np.float32)
+    h = np.zeros((1, 2, 3), np.float32)
+    got = _err(lambda: t(torch.tensor(x), (torch.tensor(h), torch.tensor(h))))
+    want = _err(lambda: r(real_torch.tensor(x), (real_torch.tensor(h), real_torch.tensor(h))))
+    assert want is not None and got == want
+    # the valid call still agrees
+    np.testing.assert_allclose(t(torch.tensor(x), torch.tensor(h))[0].detach().numpy(),
+                               r(real_torch.tensor(x), real_torch.tensor(h))[0].detach().numpy(),
+                               rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell"])
+def test_recurrent_layers_given_a_numpy_input_fail_as_torch(mode):
+    # one_hot_encode's numpy array passed without torch.from_numpy: torch
+    # fails on input.dim(); tracec's ndim check let the array through to a
+    # different error.
+    t, r = _pair(lambda m: getattr(m.nn, mode)(4, 3))
+    x = np.zeros((5, 2, 4) if "Cell" not in mode else (2, 4), np.float32)
+    want = _err(lambda: r(x))
+    assert want is not None and _err(lambda: t(x)) == want
+
+
+def test_lstm_given_numpy_states_fails_as_torch():
+    t, r = _pair(lambda m: m.nn.LSTM(4, 3, 2, batch_first=True))
+    x = np.zeros((2, 5, 4), np.float32)
+    h = (np.zeros((2, 2, 3), np.float32), np.zeros((2, 2, 3), np.float32))
+    want = _err(lambda: r(real_torch.tensor(x), h))
+    assert want is not None and _err(lambda: t(torch.tensor(x), h)) == want
