@@ -59,3 +59,53 @@ def test_lstm_given_numpy_states_fails_as_torch():
     h = (np.zeros((2, 2, 3), np.float32), np.zeros((2, 2, 3), np.float32))
     want = _err(lambda: r(real_torch.tensor(x), h))
     assert want is not None and _err(lambda: t(torch.tensor(x), h)) == want
+
+
+_INPLACE_ON_LEAF = {
+    "add_": lambda x, m: x.add_(1), "mul_": lambda x, m: x.mul_(2), "iadd": lambda x, m: x.__iadd__(1),
+    "isub_grad": lambda x, m: x.__isub__(0.1 * m.ones(2)), "zero_": lambda x, m: x.zero_(),
+    "copy_": lambda x, m: x.copy_(m.zeros(2)), "relu_": lambda x, m: m.relu_(x),
+    "F.relu(inplace)": lambda x, m: m.nn.functional.relu(x, inplace=True),
+    "uniform_": lambda x, m: x.uniform_(), "masked_fill_": lambda x, m: x.masked_fill_(
+        m.tensor([True, False]), 0.0),
+    "setitem": lambda x, m: x.__setitem__(0, 3.0), "view.mul_": lambda x, m: x.view(2).mul_(2),
+}
+
+
+@pytest.mark.parametrize("op", list(_INPLACE_ON_LEAF))
+def test_inplace_on_a_leaf_requiring_grad_fails_with_torchs_message(op):
+    # The from-scratch update ``w -= lr * w.grad`` outside torch.no_grad():
+    # PyTorch's message names no op; tracec's began "add_: " (or "copy_: "
+    # for relu_, whose in-place write goes through copy_).
+    f = _INPLACE_ON_LEAF[op]
+    want = _err(lambda: f(real_torch.ones(2, requires_grad=True), real_torch))
+    assert want is not None and _err(lambda: f(torch.ones(2, requires_grad=True), torch)) == want
+
+
+@pytest.mark.parametrize("make", [
+    lambda m: m.ones(2, requires_grad=True).view(2),
+    lambda m: m.ones(2, requires_grad=True)[0],
+    lambda m: m.ones(3).view(3),
+    lambda m: m.ones(2, 2, requires_grad=True).t(),
+])
+def test_detach_in_place_of_a_view_fails_as_torch(make):
+    # PyTorch refuses detach_() on a view (its base would keep the graph the
+    # view shares); tracec detached the view alone.
+    want = _err(lambda: make(real_torch).detach_())
+    assert want is not None and _err(lambda: make(torch).detach_()) == want
+
+
+def test_detach_in_place_of_a_root_or_detach_alias_still_works():
+    for m in (torch, real_torch):
+        x = m.ones(2, requires_grad=True)
+        y = x * 2
+        assert y.detach_() is y and not y.requires_grad and y.grad_fn is None
+        d = x.detach()
+        assert d.detach_() is d
+        # zero_grad detaches a grad made with create_graph=True in place
+        w = m.nn.Parameter(m.ones(2))
+        (g,) = m.autograd.grad((w * w).sum(), w, create_graph=True)
+        w.grad = g
+        opt = m.optim.SGD([w], lr=0.1)
+        opt.zero_grad(set_to_none=False)
+        assert w.grad.grad_fn is None and w.grad.tolist() == [0.0, 0.0]

@@ -33,6 +33,14 @@ from tracec.symbolic import Sym
 
 _WARNED = {"float_requires_grad": False}
 
+#: PyTorch's refusal of ``detach_()`` on a view (``VariableTypeManual.cpp``)
+_DETACH_VIEW_MSG = (
+    "Can't detach views in-place. Use detach() instead. If you are using "
+    "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is set as True, "
+    "gradients are views of DDP buckets, and hence detach_() cannot be called on these "
+    "gradients. To fix this error, please refer to the Optimizer.zero_grad() function in "
+    "torch/optim/optimizer.py as the solution.")
+
 __all__ = ["Size", "Tensor", "RECORDERS", "made_before_call", "apply_direct", "as_tensor_operand",
            "attach_node",
            "bind_movement", "eager_direct", "weak_scalar"]
@@ -740,6 +748,10 @@ class Tensor:
         return t
 
     def detach_(self) -> "Tensor":
+        """Detaches in place; a view (not a root or a detach() alias) is
+        refused, as by PyTorch: its base would keep a graph it shares."""
+        if self._view_chain:
+            raise RuntimeError(_DETACH_VIEW_MSG)
         self._node = None
         self.requires_grad = False
         return self
@@ -843,12 +855,14 @@ class Tensor:
                                "multiple views. Such functions do not allow the output views to "
                                "be modified inplace. You should replace the inplace operation by "
                                "an out-of-place one.")
+        # (PyTorch's wording exactly, without the op's name: tutorials print
+        # this error for ``w -= lr * w.grad`` outside no_grad)
         if not self._view_chain:  # a root or a detach() alias
             if self.requires_grad and self._node is None:
-                raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used "
+                raise RuntimeError("a leaf Variable that requires grad is being used "
                                    "in an in-place operation.")
         elif self._base.requires_grad and self._base._node is None:
-            raise RuntimeError(f"{op}: a view of a leaf Variable that requires grad is "
+            raise RuntimeError("a view of a leaf Variable that requires grad is "
                                "being used in an in-place operation.")
 
     def _write_data(self, new: "Tensor", op: str) -> None:
