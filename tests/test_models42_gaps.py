@@ -109,3 +109,15 @@ def test_detach_in_place_of_a_root_or_detach_alias_still_works():
         opt = m.optim.SGD([w], lr=0.1)
         opt.zero_grad(set_to_none=False)
         assert w.grad.grad_fn is None and w.grad.tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128", "uint16", "uint32", "uint64",
+                                   "float32", "bfloat16", "bool"])
+def test_type_name_of_every_dtype_matches_torch(dtype):
+    # t.type() of a complex (or unsigned 16/32/64-bit) tensor raised KeyError
+    # in tracec; PyTorch names them and parses the names back, though it has
+    # no torch.ComplexFloatTensor class.
+    t, r = torch.zeros(2, dtype=getattr(torch, dtype)), real_torch.zeros(2, dtype=getattr(real_torch, dtype))
+    assert t.type() == r.type() and torch.typename(t) == real_torch.typename(r)
+    assert torch.ones(2).type(r.type()).dtype == getattr(torch, dtype)
+    assert hasattr(torch, r.type()[len("torch."):]) == hasattr(real_torch, r.type()[len("torch."):])

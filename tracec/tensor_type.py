@@ -15,12 +15,18 @@ _NAMES = {dt.float32: "FloatTensor", dt.float64: "DoubleTensor", dt.float16: "Ha
           dt.bfloat16: "BFloat16Tensor", dt.int32: "IntTensor", dt.int64: "LongTensor",
           dt.bool_: "BoolTensor", dt.uint8: "ByteTensor", dt.int8: "CharTensor",
           dt.int16: "ShortTensor"}
-_BY_NAME = {name: d for d, name in _NAMES.items()}
+#: dtypes PyTorch names in ``t.type()`` / ``torch.typename`` and accepts as
+#: ``t.type('torch.ComplexFloatTensor')``, but has no legacy class for
+#: (no ``torch.ComplexFloatTensor`` attribute): not in LEGACY
+_TYPE_ONLY_NAMES = {dt.complex64: "ComplexFloatTensor", dt.complex128: "ComplexDoubleTensor",
+                    dt.uint16: "UInt16Tensor", dt.uint32: "UInt32Tensor",
+                    dt.uint64: "UInt64Tensor"}
+_BY_NAME = {name: d for d, name in (*_NAMES.items(), *_TYPE_ONLY_NAMES.items())}
 
 
 def type_name(t: Tensor) -> str:
     prefix = "torch.cuda." if t.device.type == "cuda" else "torch."
-    return prefix + _NAMES[t.dtype]
+    return prefix + (_NAMES.get(t.dtype) or _TYPE_ONLY_NAMES[t.dtype])
 
 
 def typename(obj) -> str:
