@@ -1,6 +1,11 @@
 """Gaps the models42 programs (tests/programs/models42: udacity's char-RNN and
 sentiment RNN, PyTorch-GAN's InfoGAN / AC-GAN, Machine-Learning-Collection's
-RNN / GRU / LSTM basics) and their probes found in tracec, each against torch."""
+RNN / GRU / LSTM basics) and their probes found in tracec, each against torch:
+the recurrent layers' rank checks through dim() (an (h, c) tuple given to a
+GRU, numpy inputs); PyTorch's exact message for an in-place op on a leaf
+that requires grad, and its refusal of detach_() on a view; Tensor.type() of
+complex and unsigned 16/32/64-bit tensors; default_collate's dtype inference
+for an int-first batch mixing ints, bools and floats."""
 import numpy as np
 import pytest
 import torch as real_torch
@@ -121,3 +126,26 @@ def test_type_name_of_every_dtype_matches_torch(dtype):
     assert t.type() == r.type() and torch.typename(t) == real_torch.typename(r)
     assert torch.ones(2).type(r.type()).dtype == getattr(torch, dtype)
     assert hasattr(torch, r.type()[len("torch."):]) == hasattr(real_torch, r.type()[len("torch."):])
+
+
+@pytest.mark.parametrize("batch", [
+    [1, 2.5], [True, 2], [True, 2.5], [True, False], [1, 2], [1, np.float32(2.5)],
+    [True, np.bool_(False)], [(1, 0), (2, 0.5)],
+])
+def test_default_collate_infers_the_dtype_of_a_mixed_number_batch_as_torch(batch):
+    # PyTorch collates a batch whose first element is an int (or bool) with
+    # torch.tensor(batch): an int label beside float ones gives float32
+    # (a target written 0 in one sample and 0.5 in the next); tracec refused
+    # any element not of the first one's kind.
+    from torch.utils.data import default_collate as real_collate
+    from tracec.utils.data import default_collate
+    got, want = default_collate(batch), real_collate(batch)
+    if isinstance(want, list):
+        got, want = got[1], want[1]
+    assert got.dtype.name == str(want.dtype)[len("torch."):] and got.tolist() == want.tolist()
+
+
+def test_default_collate_still_refuses_a_non_number_beside_an_int():
+    from tracec.utils.data import default_collate
+    with pytest.raises(TypeError, match="batch item 1 is str but item 0 is int"):
+        default_collate([1, "x"])

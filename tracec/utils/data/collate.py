@@ -2,8 +2,10 @@
 samples into batches.
 
 Rules (PyTorch's): tensors are stacked along a new first dimension; NumPy
-arrays and NumPy scalars become tensors and are stacked; Python ints become
-int64, floats float64 and bools bool tensors; strings and bytes stay lists;
+arrays and NumPy scalars become tensors and are stacked; a batch whose
+first element is a Python int or bool becomes the tensor of the whole batch
+with its inferred dtype (int64, bool, or float32 when floats are mixed in),
+one whose first element is a float a float64 tensor; strings and bytes stay lists;
 dicts, namedtuples, tuples and lists are collated field by field (a tuple
 comes back as a list, as in PyTorch).  A failure names the batch item, the
 field path inside the sample, and why.
@@ -67,10 +69,12 @@ def _collate(batch, path):
         if isinstance(elem, np.ndarray):
             return _stack_tensors([as_tensor(a) for a in batch], path)
         return as_tensor(np.array(batch))
-    if isinstance(elem, bool):
-        return tensor(_same_kind(batch, bool, path))
     if isinstance(elem, numbers.Integral):
-        return tensor(_same_kind(batch, numbers.Integral, path), dtype=dt.int64)
+        # PyTorch's collate_int_fn (bools too) is torch.tensor(batch): the
+        # dtype is inferred from the whole batch, so ints mixed with floats
+        # (a regression target written 0 in one sample, 0.5 in another)
+        # make a float32 tensor and bools mixed with ints an int64 one.
+        return tensor(_same_kind(batch, (numbers.Real, np.bool_), path))
     if isinstance(elem, float):
         return tensor(_same_kind(batch, numbers.Real, path), dtype=dt.float64)
     if isinstance(elem, (str, bytes)):
