@@ -5,7 +5,8 @@ the recurrent layers' rank checks through dim() (an (h, c) tuple given to a
 GRU, numpy inputs); PyTorch's exact message for an in-place op on a leaf
 that requires grad, and its refusal of detach_() on a view; Tensor.type() of
 complex and unsigned 16/32/64-bit tensors; default_collate's dtype inference
-for an int-first batch mixing ints, bools and floats."""
+for an int-first batch mixing ints, bools and floats; torch.load's message
+for a missing file."""
 import numpy as np
 import pytest
 import torch as real_torch
@@ -149,3 +150,14 @@ def test_default_collate_still_refuses_a_non_number_beside_an_int():
     from tracec.utils.data import default_collate
     with pytest.raises(TypeError, match="batch item 1 is str but item 0 is int"):
         default_collate([1, "x"])
+
+
+def test_load_of_a_missing_checkpoint_says_what_torch_says(tmp_path):
+    # torch.load("model_cifar.pt") before any save: PyTorch's message is
+    # open()'s; tracec's read "[Errno 2] tracec.load: no such file: ...".
+    path = str(tmp_path / "model_cifar.pt")
+    want = _err(lambda: real_torch.load(path))
+    got = _err(lambda: torch.load(path))
+    assert want[0] == "FileNotFoundError" and got[1] == want[1]
+    with pytest.raises(FileNotFoundError):
+        torch.load(path)

@@ -46,6 +46,7 @@ it, so the destination holds the old file or the complete new one.
 """
 from __future__ import annotations
 
+import errno
 import io
 import json
 import math
@@ -607,7 +608,10 @@ def _open_source(f):
         try:
             fh = open(path, "rb")
         except FileNotFoundError:
-            raise CheckpointNotFoundError(2, "tracec.load: no such file", path) from None
+            # open()'s own wording, as PyTorch's load reports it:
+            # "[Errno 2] No such file or directory: 'model.pt'"
+            raise CheckpointNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT),
+                                          path) from None
         except IsADirectoryError:
             raise CheckpointError(f"tracec.load: {path}: is a directory, not a checkpoint "
                                   "file") from None
