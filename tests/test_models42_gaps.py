@@ -6,7 +6,8 @@ GRU, numpy inputs); PyTorch's exact message for an in-place op on a leaf
 that requires grad, and its refusal of detach_() on a view; Tensor.type() of
 complex and unsigned 16/32/64-bit tensors; default_collate's dtype inference
 for an int-first batch mixing ints, bools and floats; torch.load's message
-for a missing file."""
+for a missing file; F.linear's refusal of operands of different dtypes, and
+autocast leaving float64 inputs alone."""
 import numpy as np
 import pytest
 import torch as real_torch
@@ -161,3 +162,34 @@ def test_load_of_a_missing_checkpoint_says_what_torch_says(tmp_path):
     assert want[0] == "FileNotFoundError" and got[1] == want[1]
     with pytest.raises(FileNotFoundError):
         torch.load(path)
+
+
+@pytest.mark.parametrize("xdtype", ["float64", "int64", "float16", "float32"])
+@pytest.mark.parametrize("bdtype", [None, "float32", "float64"])
+@pytest.mark.parametrize("shape", [(2,), (1, 2), (3, 1, 2)])
+def test_linear_refuses_operands_of_different_dtypes_as_torch(xdtype, bdtype, shape):
+    # torch.from_numpy of a float64 array (or an int64 one) fed to a float32
+    # nn.Linear: PyTorch's addmm / mm refuse it; tracec promoted to float64
+    # (or to float32) and went on.
+    def run(m):
+        x = m.ones(*shape, dtype=getattr(m, xdtype))
+        b = None if bdtype is None else m.ones(2, dtype=getattr(m, bdtype))
+        return m.nn.functional.linear(x, m.ones(2, 2), b)
+    want = _err(lambda: run(real_torch))
+    got = _err(lambda: run(torch))
+    assert got == want
+    if want is None:
+        np.testing.assert_array_equal(run(torch).detach().numpy(), run(real_torch).numpy())
+
+
+def test_autocast_leaves_float64_inputs_alone_as_torch():
+    # PyTorch's autocast casts only eligible (non-double) floating tensors:
+    # a float64 batch meets the bfloat16 weight and fails; tracec cast it.
+    def run(m):
+        lin = m.nn.Linear(2, 2)
+        with m.autocast("cpu", dtype=m.bfloat16):
+            ok = lin(m.ones(1, 2)).dtype
+            return ok, _err(lambda: lin(m.ones(1, 2, dtype=m.float64)))
+    (ok_t, err_t), (ok_r, err_r) = run(torch), run(real_torch)
+    assert ok_t.name == "bfloat16" and str(ok_r) == "torch.bfloat16"
+    assert err_r is not None and err_t == err_r

@@ -100,11 +100,13 @@ def get_autocast_dtype(device_type: str = "cpu"):
 
 
 def lower_precision(*xs):
-    """``xs`` with floating tensors cast to the active autocast dtype."""
+    """``xs`` with floating tensors cast to the active autocast dtype;
+    float64 ones are left as they are (PyTorch's ``is_eligible`` excludes
+    Double, so a float64 input meets a lower-precision weight and fails)."""
     d = ACTIVE[-1]
     from tracec.tensor import Tensor
     return tuple(x.to(d) if isinstance(x, Tensor) and x.dtype.is_floating_point
-                 and x.dtype is not d else x for x in xs)
+                 and x.dtype is not d and x.dtype is not dt.float64 else x for x in xs)
 
 
 def fp32_inputs(fn):
