@@ -7,7 +7,8 @@ that requires grad, and its refusal of detach_() on a view; Tensor.type() of
 complex and unsigned 16/32/64-bit tensors; default_collate's dtype inference
 for an int-first batch mixing ints, bools and floats; torch.load's message
 for a missing file; F.linear's refusal of operands of different dtypes, and
-autocast leaving float64 inputs alone."""
+autocast leaving float64 inputs alone; the message of an in-place op whose
+result cannot be cast to the tensor's dtype."""
 import numpy as np
 import pytest
 import torch as real_torch
@@ -193,3 +194,23 @@ def test_autocast_leaves_float64_inputs_alone_as_torch():
     (ok_t, err_t), (ok_r, err_r) = run(torch), run(real_torch)
     assert ok_t.name == "bfloat16" and str(ok_r) == "torch.bfloat16"
     assert err_r is not None and err_t == err_r
+
+
+@pytest.mark.parametrize("op", ["add_", "iadd", "mul_", "div_", "sub_", "bool_add", "u8_mul_",
+                                "f_add_complex"])
+def test_inplace_result_that_cannot_be_cast_fails_with_torchs_message(op):
+    # ``labels += 0.5`` on an int64 tensor: PyTorch's message names no op and
+    # uses ScalarType names (Float, Long); tracec's read
+    # "add_: result type tracec.float32 can't be cast ... tracec.int64".
+    calls = {
+        "add_": lambda m: m.ones(2, dtype=m.long).add_(0.5),
+        "iadd": lambda m: m.ones(2, dtype=m.long).__iadd__(0.5),
+        "mul_": lambda m: m.ones(2, dtype=m.long).mul_(m.ones(2)),
+        "div_": lambda m: m.ones(2, dtype=m.long).div_(2),
+        "sub_": lambda m: m.ones(2, dtype=m.long).sub_(m.tensor(0.5)),
+        "bool_add": lambda m: m.ones(2, dtype=m.bool).add_(1),
+        "u8_mul_": lambda m: m.ones(2, dtype=m.uint8).mul_(1.5),
+        "f_add_complex": lambda m: m.ones(2).add_(m.ones(2, dtype=m.complex64)),
+    }
+    want = _err(lambda: calls[op](real_torch))
+    assert want is not None and _err(lambda: calls[op](torch)) == want

@@ -196,8 +196,9 @@ def _inplace(name, fn):
             return self
         new = fn(self, *args, **kwargs)
         if not dt.can_cast(new.dtype, self.dtype):
-            raise RuntimeError(f"{name}: result type {new.dtype} can't be cast to the "
-                               f"desired output type {self.dtype}")
+            # PyTorch's words, its ScalarType names, no op name
+            raise RuntimeError(f"result type {dt.scalar_type_name(new.dtype)} can't be cast "
+                               f"to the desired output type {dt.scalar_type_name(self.dtype)}")
         if new._node is not None and new is not self:
             stops = {id(graph.edge_of(a)) for a in (self,) + args
                      if isinstance(a, Tensor) and a.requires_grad}
