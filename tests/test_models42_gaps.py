@@ -8,7 +8,8 @@ complex and unsigned 16/32/64-bit tensors; default_collate's dtype inference
 for an int-first batch mixing ints, bools and floats; torch.load's message
 for a missing file; F.linear's refusal of operands of different dtypes, and
 autocast leaving float64 inputs alone; the message of an in-place op whose
-result cannot be cast to the tensor's dtype."""
+result cannot be cast to the tensor's dtype; softmax / log_softmax refusing
+integer and bool inputs without dtype=."""
 import numpy as np
 import pytest
 import torch as real_torch
@@ -214,3 +215,19 @@ def test_inplace_result_that_cannot_be_cast_fails_with_torchs_message(op):
     }
     want = _err(lambda: calls[op](real_torch))
     assert want is not None and _err(lambda: calls[op](torch)) == want
+
+
+@pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype,shape,dim", [("int64", (2, 3), 1), ("int64", (2, 3), 0),
+                                             ("int32", (2, 3), -1), ("bool", (3,), 0),
+                                             ("int64", (), 0)])
+def test_softmax_of_an_integer_tensor_fails_as_torch(fn, dtype, shape, dim):
+    # F.softmax(torch.tensor([1, 2, 3]), 0): PyTorch's kernels have no
+    # integer instance; tracec promoted to float as exp does. With dtype=
+    # both cast first and agree.
+    def run(m, **kw):
+        return getattr(m.nn.functional, fn)(m.ones(shape, dtype=getattr(m, dtype)), dim, **kw)
+    want = _err(lambda: run(real_torch))
+    assert want is not None and _err(lambda: run(torch)) == want
+    np.testing.assert_allclose(run(torch, dtype=torch.float32).numpy(),
+                               run(real_torch, dtype=real_torch.float32).numpy(), rtol=1e-6)

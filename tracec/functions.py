@@ -976,7 +976,21 @@ def logsumexp(input, dim, keepdim=False):
 _HALF = (dt.bfloat16, dt.float16)
 
 
+def _refuse_integer_softmax(name, input, dim, dtype):
+    """PyTorch's CPU softmax / log_softmax kernels have no integer or bool
+    instances: without ``dtype=`` such an input is its NotImplementedError
+    (the kernel named by whether ``dim`` is the last one), not promoted as
+    ``exp`` would promote it."""
+    if dtype is None and isinstance(input, Tensor) and not (
+            input.dtype.is_floating_point or input.dtype.is_complex):
+        last = input.ndim == 0 or normalize_axis(dim, input.ndim) == input.ndim - 1
+        kernel = f"{name}_lastdim_kernel_impl" if last else f"{name}_kernel_impl"
+        raise NotImplementedError(f'"{kernel}" not implemented for '
+                                  f"'{dt.scalar_type_name(input.dtype)}'")
+
+
 def softmax(input, dim, dtype=None):
+    _refuse_integer_softmax("softmax", input, dim, dtype)
     input = _float_unary("softmax", lambda t: t)(input)
     if dtype is not None:
         input = _to(input, dt.to_dtype(dtype))
@@ -994,6 +1008,7 @@ def softmax(input, dim, dtype=None):
 
 
 def log_softmax(input, dim, dtype=None):
+    _refuse_integer_softmax("log_softmax", input, dim, dtype)
     input = _float_unary("log_softmax", lambda t: t)(input)
     if dtype is not None:
         input = _to(input, dt.to_dtype(dtype))
