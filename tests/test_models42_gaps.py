@@ -9,7 +9,8 @@ for an int-first batch mixing ints, bools and floats; torch.load's message
 for a missing file; F.linear's refusal of operands of different dtypes, and
 autocast leaving float64 inputs alone; the message of an in-place op whose
 result cannot be cast to the tensor's dtype; softmax / log_softmax refusing
-integer and bool inputs without dtype=."""
+integer and bool inputs without dtype=; convolutions' dtype-mismatch
+messages."""
 import numpy as np
 import pytest
 import torch as real_torch
@@ -231,3 +232,27 @@ def test_softmax_of_an_integer_tensor_fails_as_torch(fn, dtype, shape, dim):
     assert want is not None and _err(lambda: run(torch)) == want
     np.testing.assert_allclose(run(torch, dtype=torch.float32).numpy(),
                                run(real_torch, dtype=real_torch.float32).numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("xdtype", ["float64", "int64", "float16"])
+@pytest.mark.parametrize("layer", ["Conv2d", "Conv2d-nobias", "Conv1d", "ConvTranspose2d"])
+def test_conv_given_another_dtype_fails_with_torchs_message(xdtype, layer):
+    # A float64 image batch (torch.from_numpy) into a float32 conv: PyTorch
+    # names the bias first (C type names) or "expected scalar type Double
+    # but found Float"; tracec said "Input type (torch.float64) and weight
+    # type (torch.float32) should be the same" for all of them.
+    def run(m):
+        name, _, nb = layer.partition("-")
+        mod = getattr(m.nn, name)(1, 1, 2, bias=not nb)
+        x = m.ones((1, 1, 4) if name == "Conv1d" else (1, 1, 4, 4), dtype=getattr(m, xdtype))
+        return mod(x)
+    want = _err(lambda: run(real_torch))
+    assert want is not None and _err(lambda: run(torch)) == want
+
+
+def test_conv_bias_of_another_dtype_fails_with_torchs_message():
+    def run(m):
+        return m.nn.functional.conv2d(m.ones(1, 1, 3, 3), m.ones(1, 1, 2, 2),
+                                      m.ones(1, dtype=m.float64))
+    want = _err(lambda: run(real_torch))
+    assert want is not None and _err(lambda: run(torch)) == want

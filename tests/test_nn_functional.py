@@ -83,8 +83,11 @@ def test_conv2d_errors():
         F.conv2d(x, tracec.randn(2, 3, 3, 3), stride=2, padding="same")
     with pytest.raises(RuntimeError, match="Kernel size can't be greater"):
         F.conv2d(x, tracec.randn(2, 3, 7, 7))
-    with pytest.raises(RuntimeError, match="should be the same"):
-        F.conv2d(x.double(), tracec.randn(2, 3, 3, 3))
+    with pytest.raises(RuntimeError, match="^expected scalar type Double but found Float$"):
+        F.conv2d(x.double(), tracec.randn(2, 3, 3, 3))       # (torch's words)
+    with pytest.raises(RuntimeError, match=r"^Input type \(double\) and bias type \(float\) "
+                                           "should be the same$"):
+        F.conv2d(x.double(), tracec.randn(2, 3, 3, 3), tracec.randn(2))
 
 
 @pytest.mark.parametrize("kw", [{}, dict(stride=2, padding=1), dict(dilation=2, groups=2)])

@@ -140,10 +140,14 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, nsp, name):
                            f"dimensional weight {list(weight.shape)}, but got {x.ndim}-"
                            f"dimensional input of size {list(x.shape)} instead")
     if x.dtype is not weight.dtype or (bias is not None and bias.dtype is not weight.dtype):
-        raise RuntimeError(f"Input type ({x.dtype}) and weight type ({weight.dtype}) should be "
-                           "the same" if x.dtype is not weight.dtype else
-                           f"Input type ({x.dtype}) and bias type ({bias.dtype}) should be the "
-                           "same")
+        # PyTorch's CPU checks, in its order and words: the bias against the
+        # input (C type names), then the weight (ScalarType names)
+        from tracec.shape_ops import _C_TYPE_NAMES
+        if bias is not None and bias.dtype is not x.dtype:
+            raise RuntimeError(f"Input type ({_C_TYPE_NAMES[x.dtype.name]}) and bias type "
+                               f"({_C_TYPE_NAMES[bias.dtype.name]}) should be the same")
+        raise RuntimeError(f"expected scalar type {dt.scalar_type_name(x.dtype)} but found "
+                           f"{dt.scalar_type_name(weight.dtype)}")
     n, c = x.shape[:2]
     o, cg = weight.shape[:2]
     kernel = tuple(weight.shape[2:])
@@ -542,6 +546,11 @@ def _conv_transposend(input, weight, bias, stride, padding, output_padding, grou
         raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected "
                            f"input{list(x.shape)} to have {cin} channels, but got {c} channels "
                            "instead")
+    if x.dtype is not weight.dtype:
+        # (PyTorch's transposed convolution checks the weight first; the
+        # correlation below would name the bias)
+        raise RuntimeError(f"expected scalar type {dt.scalar_type_name(x.dtype)} but found "
+                           f"{dt.scalar_type_name(weight.dtype)}")
     kernel = tuple(weight.shape[2:])
     stride = _ntuple(stride, nsp, "stride")
     padding = _ntuple(padding, nsp, "padding")
