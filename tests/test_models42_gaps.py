@@ -10,7 +10,8 @@ for a missing file; F.linear's refusal of operands of different dtypes, and
 autocast leaving float64 inputs alone; the message of an in-place op whose
 result cannot be cast to the tensor's dtype; softmax / log_softmax refusing
 integer and bool inputs without dtype=; convolutions' dtype-mismatch
-messages."""
+messages; batch_norm / layer_norm refusing mixed dtypes as PyTorch's CPU
+kernels do."""
 import numpy as np
 import pytest
 import torch as real_torch
@@ -256,3 +257,33 @@ def test_conv_bias_of_another_dtype_fails_with_torchs_message():
                                       m.ones(1, dtype=m.float64))
     want = _err(lambda: run(real_torch))
     assert want is not None and _err(lambda: run(torch)) == want
+
+
+_NORM_CASES = [(x, p) for x in ("float64", "int64", "bfloat16", "float16", "float32")
+               for p in ("float32", "float64", "bfloat16")
+               # (bfloat16 parameters beside a float32 / float16 input: not refused,
+               # see nn.functional._check_norm_dtypes)
+               if not (p == "bfloat16" and x in ("float32", "float16"))]
+
+
+@pytest.mark.parametrize("xdtype,pdtype", _NORM_CASES)
+@pytest.mark.parametrize("kind", ["bn_train", "bn_eval", "bn_stats_only", "ln", "bn_none",
+                                  "ln_none"])
+def test_batch_and_layer_norm_dtype_checks_match_torch(xdtype, pdtype, kind):
+    # A float64 batch (torch.from_numpy) into a float32 BatchNorm2d /
+    # LayerNorm: PyTorch's CPU kernels refuse mixed dtypes (only float32
+    # parameters beside a half input are allowed); tracec promoted and ran.
+    def run(m):
+        F = m.nn.functional
+        x = m.ones(2, 3, dtype=getattr(m, xdtype))
+        w = m.ones(3, dtype=getattr(m, pdtype))
+        return {"bn_train": lambda: F.batch_norm(x, None, None, w, w, True),
+                "bn_eval": lambda: F.batch_norm(x, w.clone(), w.clone(), w, w, False),
+                "bn_stats_only": lambda: F.batch_norm(x, w.clone(), w.clone(), None, None, True),
+                "ln": lambda: F.layer_norm(x, (3,), w, w),
+                "bn_none": lambda: F.batch_norm(x, None, None, None, None, True),
+                "ln_none": lambda: F.layer_norm(x, (3,))}[kind]()
+    want, got = _err(lambda: run(real_torch)), _err(lambda: run(torch))
+    assert got == want
+    if want is None:
+        assert run(torch).dtype.name == str(run(real_torch).dtype)[len("torch."):]

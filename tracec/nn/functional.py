@@ -199,6 +199,30 @@ def _in_float32(fn):
     return wrapper
 
 
+def _check_norm_dtypes(name: str, kernel: str, x, params) -> None:
+    """PyTorch's CPU dtype checks of batch_norm / layer_norm: an integer
+    input has no kernel (batch_norm's refusal comes first; layer_norm's only
+    without parameters); parameters of another dtype than the input are
+    allowed only as float32 beside a bfloat16 / float16 input ("mixed
+    type"), else refused, not promoted (a float64 batch into a float32
+    BatchNorm2d fails there).  ``x`` is what ``_in_float32`` passes on: a
+    half input arrives as float32, so half parameters beside a float32 ``x``
+    are let through (as beside their own half input; PyTorch's refusal of
+    bfloat16 parameters beside a float32 or float16 input is not made)."""
+    params = [p for p in params if p is not None]
+    if not (x.dtype.is_floating_point or x.dtype.is_complex) and (
+            name == "batch_norm" or not params):
+        raise NotImplementedError(f'"{kernel}" not implemented for '
+                                  f"'{dt.scalar_type_name(x.dtype)}'")
+    odd = [p for p in params if p.dtype is not x.dtype]
+    if odd and not (x.dtype is dt.float32 and all(p.dtype in (dt.bfloat16, dt.float16)
+                                                  for p in odd)):
+        if any(p.dtype is not dt.float32 for p in params):
+            raise RuntimeError("mixed dtype (CPU): expect parameter to have scalar type of Float")
+        if x.dtype not in (dt.bfloat16, dt.float16):
+            raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
+
+
 @_in_float32
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5):
@@ -218,6 +242,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                         ("weight", weight), ("bias", bias)):
             if t is not None and t.numel() != c:
                 raise RuntimeError(f"{name} should contain {c} elements not {t.numel()}")
+    _check_norm_dtypes("batch_norm", "batch_norm", x,
+                       (weight, bias, running_mean, running_var))
     shape = _channel_shape(x)
     axes = (0,) + tuple(range(2, x.ndim))
     if training:
@@ -342,6 +368,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
         raise RuntimeError(f"Given normalized_shape={list(ns)}, expected input with shape "
                            f"[*, {', '.join(map(str, ns))}], but got input of size"
                            f"{list(x.shape)}")
+    _check_norm_dtypes("layer_norm", "LayerNormKernelImpl", x, (weight, bias))
     if k == 1:
         # Over one dimension (LayerNorm(d_model)), large: native kernels.
         wb = tuple(t for t in (weight, bias) if t is not None)
