@@ -1,0 +1,35 @@
+"""Official PyTorch tutorials, small configurations (``tests/programs/
+models41``): "Introduction to torch.compile" (torch.compile of a function,
+the decorator, a nested function, a module; mode="reduce-overhead" /
+"max-autotune", torch._dynamo.reset(), a compiled Adam training step checked
+against eager, dynamic=True over changing sizes).
+
+Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
+``TORCH_COMPILE_DISABLE=1`` (the programs check a compiled step against the
+same step run eagerly, and print the verdict); tracec's eager draws follow
+PyTorch's, so initialization and data are compared too.
+
+The tutorial's graph-break section (``torch._dynamo.explain(bar)(...)``
+counting Dynamo's graphs and breaks, ``fullgraph=True`` raising on one) is
+not among the programs: tracec records a branch on tensor data as a guard
+of one trace rather than breaking the graph (``tracec._dynamo.explain``
+says 1 graph, 0 breaks where Dynamo says 2 graphs, 1 break), by design.
+"""
+import pathlib
+
+import pytest
+
+from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixture
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROGS = ROOT / "tests" / "programs" / "models41"
+
+CASES = ["torch_compile_intro.py"]
+EAGER_FALLBACK = set()
+
+torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
+
+
+@pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
+def test_models41_program_matches_torch(script, torch_refs, tmp_path):
+    check_program(PROGS / script, torch_refs(script), tmp_path, script in EAGER_FALLBACK)
