@@ -2,7 +2,11 @@
 models41``): "Introduction to torch.compile" (torch.compile of a function,
 the decorator, a nested function, a module; mode="reduce-overhead" /
 "max-autotune", torch._dynamo.reset(), a compiled Adam training step checked
-against eager, dynamic=True over changing sizes).
+against eager, dynamic=True over changing sizes) and "Channels Last Memory
+Format" (strides through to / contiguous / empty / clone / empty_like /
+casts and pointwise ops, is_contiguous's special cases, Conv2d / BatchNorm2d
+/ MaxPool2d / Conv3d results and a conv weight's gradient laid out
+channels-last, a compiled conv + batch norm step on channels-last input).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check a compiled step against the
@@ -24,7 +28,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models41"
 
-CASES = ["torch_compile_intro.py"]
+CASES = ["torch_compile_intro.py", "channels_last.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})

@@ -1,0 +1,102 @@
+"""Gaps the public programs of ``tests/programs/models41`` found, each against
+torch: the "Channels Last Memory Format" tutorial's layouts.  PyTorch keeps a
+channels-last (channels-last-3d) layout through ``clone()`` /
+``clone(memory_format=torch.preserve_format)`` and a dtype cast (``to``,
+``.double()``), lays out a convolution's result channels-last when its input
+or its weight is, and a batch norm's and a pooling's when the input is;
+an accumulated ``.grad`` takes its parameter's strides (the layout contract:
+a channels-last conv weight's gradient is channels-last);
+``to(memory_format=torch.contiguous_format)`` / ``.contiguous()`` still give
+row-major."""
+import numpy as np
+import pytest
+import torch
+
+import tracec
+
+
+def _arr(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _both(fn):
+    """``fn(lib)`` under torch and tracec."""
+    return fn(torch), fn(tracec)
+
+
+def _cl(lib, shape=(2, 3, 4, 5), fmt="channels_last"):
+    return lib.tensor(_arr(*shape)).to(memory_format=getattr(lib, fmt))
+
+
+@pytest.mark.parametrize("op", ["clone", "clone_preserve", "clone_contiguous", "double", "to_copy",
+                                "contiguous", "to_contiguous", "clone_cl_from_contiguous"])
+def test_clone_and_cast_keep_channels_last(op):
+    def run(lib):
+        x = _cl(lib)
+        y = {"clone": lambda: x.clone(),
+             "clone_preserve": lambda: x.clone(memory_format=lib.preserve_format),
+             "clone_contiguous": lambda: x.clone(memory_format=lib.contiguous_format),
+             "double": lambda: x.double(),
+             "to_copy": lambda: x.to(lib.float32, copy=True),
+             "contiguous": lambda: x.contiguous(),
+             "to_contiguous": lambda: x.to(memory_format=lib.contiguous_format),
+             "clone_cl_from_contiguous": lambda: x.contiguous().clone(
+                 memory_format=lib.channels_last)}[op]()
+        return y.stride(), y.data_ptr() != x.data_ptr(), y.double().sum().item()
+    t, c = _both(run)
+    assert c[:2] == t[:2]
+    assert c[2] == pytest.approx(t[2], rel=1e-6)
+
+
+def test_clone_keeps_channels_last_3d_and_a_rank_error():
+    t, c = _both(lambda lib: _cl(lib, (2, 3, 4, 5, 6), "channels_last_3d").clone().stride())
+    assert c == t
+    for lib in (torch, tracec):
+        with pytest.raises(RuntimeError, match="required rank 4 tensor to use channels_last format"):
+            lib.tensor(_arr(2, 3, 4)).clone(memory_format=lib.channels_last)
+
+
+@pytest.mark.parametrize("where", ["input", "weight", "both"])
+def test_conv2d_result_and_weight_grad_follow_channels_last(where):
+    def run(lib):
+        lib.manual_seed(0)
+        conv = lib.nn.Conv2d(4, 3, 3)
+        if where != "input":
+            conv = conv.to(memory_format=lib.channels_last)
+        x = lib.tensor(_arr(2, 4, 6, 5), requires_grad=True)
+        if where != "weight":
+            x = x.to(memory_format=lib.channels_last)
+        y = conv(x)
+        (y * y).sum().backward()
+        return (y.stride(), y.grad_fn.name(), conv.weight.grad.stride(),
+                y.detach().numpy().copy(), conv.weight.grad.numpy().copy())
+    t, c = _both(run)
+    assert c[:3] == t[:3]
+    np.testing.assert_allclose(c[3], t[3], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(c[4], t[4], rtol=1e-4, atol=1e-4)
+
+
+def test_conv3d_batch_norm_and_pooling_keep_channels_last():
+    def run(lib):
+        lib.manual_seed(0)
+        x = _cl(lib, (2, 3, 6, 6))
+        bn = lib.nn.BatchNorm2d(3)
+        y = bn(x)
+        m = lib.nn.MaxPool2d(2)(y)
+        a = lib.nn.AvgPool2d(2)(y)
+        conv3 = lib.nn.Conv3d(3, 2, 3)
+        z = conv3(_cl(lib, (2, 3, 4, 5, 6), "channels_last_3d"))
+        return (y.stride(), m.stride(), a.stride(), z.stride(),
+                m.sum().item(), z.sum().item())
+    t, c = _both(run)
+    assert c[:4] == t[:4]
+    assert c[4:] == pytest.approx(t[4:], rel=1e-5, abs=1e-5)
+
+
+def test_grad_of_a_permuted_parameter_takes_its_strides():
+    def run(lib):
+        w = lib.nn.Parameter(lib.tensor(_arr(3, 4)).t())    # strides (1, 4)
+        (w * 2).sum().backward()
+        return w.grad.stride(), w.grad.sum().item()
+    t, c = _both(run)
+    assert c == t
