@@ -100,3 +100,15 @@ def test_grad_of_a_permuted_parameter_takes_its_strides():
         return w.grad.stride(), w.grad.sum().item()
     t, c = _both(run)
     assert c == t
+
+
+@pytest.mark.parametrize("shapes", [((2, 3), (3, 2)), ((4, 3, 2), (4, 3)), ((4, 3, 2), (0,))])
+def test_broadcast_error_is_pytorchs_sentence_word_for_word(shapes):
+    # the "Introduction to PyTorch Tensors" tutorial prints it; tracec
+    # appended "(broadcasting shapes ... and ...)"
+    def run(lib):
+        with pytest.raises(RuntimeError) as e:
+            lib.ones(*shapes[0]) * lib.ones(*shapes[1])
+        return str(e.value)
+    t, c = _both(run)
+    assert c == t

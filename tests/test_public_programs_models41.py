@@ -6,7 +6,14 @@ against eager, dynamic=True over changing sizes) and "Channels Last Memory
 Format" (strides through to / contiguous / empty / clone / empty_like /
 casts and pointwise ops, is_contiguous's special cases, Conv2d / BatchNorm2d
 / MaxPool2d / Conv3d results and a conv weight's gradient laid out
-channels-last, a compiled conv + batch norm step on channels-last input).
+channels-last, a compiled conv + batch norm step on channels-last input); and the "Intro
+to PyTorch" YouTube series' "Introduction to PyTorch Tensors" (creation,
+manual_seed(1729), *_like, dtypes, broadcasting and its errors, math and
+linear algebra, in-place ops, out=, clone / detach, squeeze / unsqueeze /
+reshape, the NumPy bridge) and "Building Models" / "Training with PyTorch"
+(TinyModel, LeNet, LSTMTagger, MaxPool2d / BatchNorm1d / Dropout, a
+FashionMNIST-shaped GarmentClassifier trained with train_one_epoch, eval
+under no_grad, the best checkpoint saved and loaded, a compiled step).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check a compiled step against the
@@ -28,7 +35,8 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models41"
 
-CASES = ["torch_compile_intro.py", "channels_last.py"]
+CASES = ["torch_compile_intro.py", "channels_last.py", "introyt_tensors.py",
+         "introyt_models_training.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
