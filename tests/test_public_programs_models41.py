@@ -13,7 +13,11 @@ linear algebra, in-place ops, out=, clone / detach, squeeze / unsqueeze /
 reshape, the NumPy bridge) and "Building Models" / "Training with PyTorch"
 (TinyModel, LeNet, LSTMTagger, MaxPool2d / BatchNorm1d / Dropout, a
 FashionMNIST-shaped GarmentClassifier trained with train_one_epoch, eval
-under no_grad, the best checkpoint saved and loaded, a compiled step).
+under no_grad, the best checkpoint saved and loaded, a compiled step); and
+"(beta) Dynamic Quantization on an LSTM Word Language Model" (LSTMModel with
+init_weights, the Corpus tokenizer, multinomial text generation,
+quantize_dynamic over nn.LSTM and nn.Linear and its printed model, the
+saved sizes, evaluate with repackage_hidden for both models).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check a compiled step against the
@@ -36,7 +40,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models41"
 
 CASES = ["torch_compile_intro.py", "channels_last.py", "introyt_tensors.py",
-         "introyt_models_training.py"]
+         "introyt_models_training.py", "dynamic_quantization_lstm.py"]
 EAGER_FALLBACK = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
