@@ -7,12 +7,23 @@ or its weight is, and a batch norm's and a pooling's when the input is;
 an accumulated ``.grad`` takes its parameter's strides (the layout contract:
 a channels-last conv weight's gradient is channels-last);
 ``to(memory_format=torch.contiguous_format)`` / ``.contiguous()`` still give
-row-major."""
+row-major.  A broadcasting error is PyTorch's sentence word for word.
+
+And, from the "Writing Distributed Applications" tutorial (not among the
+programs: tracec.distributed runs on MPI only): under ``tracec run``,
+processes started with the ``spawn`` start method imported the real torch;
+``init_process_group(backend='gloo')`` says what is supported."""
+import os
+import pathlib
+
 import numpy as np
 import pytest
 import torch
 
 import tracec
+from program_runner import run_cli
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def _arr(*shape, seed=0):
@@ -112,3 +123,43 @@ def test_broadcast_error_is_pytorchs_sentence_word_for_word(shapes):
         return str(e.value)
     t, c = _both(run)
     assert c == t
+
+
+SPAWN_SCRIPT = """
+import torch
+import torch.multiprocessing as mp
+
+
+def work(rank, q):
+    q.put((rank, "tracec" in torch.__file__, float(torch.ones(2).sum())))
+
+
+if __name__ == "__main__":
+    mp.set_start_method("spawn")
+    q = mp.Queue()
+    ps = [mp.Process(target=work, args=(r, q)) for r in range(2)]
+    for p in ps:
+        p.start()
+    for p in ps:
+        p.join()
+    print(sorted(q.get() for _ in ps), [p.exitcode for p in ps])
+    try:
+        import torch.distributed as dist
+        dist.init_process_group("gloo", rank=0, world_size=2)
+    except ValueError as e:
+        print(e)
+"""
+
+
+def test_spawned_children_of_tracec_run_import_tracec_as_torch(tmp_path):
+    # the dist tutorial's mp.set_start_method("spawn") + mp.Process: the
+    # children are fresh interpreters, and their `import torch` found the
+    # installed torch
+    (tmp_path / "spawn_children.py").write_text(SPAWN_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    r = run_cli(["run", "spawn_children.py"], tmp_path, env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    assert lines[0] == "[(0, True, 2.0), (1, True, 2.0)] [0, 0]"
+    assert "supports backend='mpi' only, got 'gloo'" in lines[1]
+    assert "send / recv / isend / irecv are not implemented" in lines[1]

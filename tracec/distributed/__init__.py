@@ -80,8 +80,15 @@ def init_process_group(backend: str = "mpi", init_method=None, timeout=None,
     if backend is None:
         backend = "mpi"
     if str(backend).lower() != "mpi":
-        raise ValueError(f"tracec.distributed supports backend='mpi' only, got {backend!r} "
-                         "(start the script with mpiexec)")
+        # (gloo / nccl rendezvous through MASTER_ADDR / MASTER_PORT among
+        # processes the script starts itself, and point-to-point send /
+        # recv, are not implemented: say what is)
+        raise ValueError(f"tracec.distributed supports backend='mpi' only, got {backend!r}: "
+                         "start the script with mpiexec (rank and world size come from "
+                         "the launcher) and use the collectives all_reduce, broadcast, "
+                         "all_gather, barrier; process groups over processes the script "
+                         "starts itself (MASTER_ADDR / MASTER_PORT) and send / recv / "
+                         "isend / irecv are not implemented")
     if group.WORLD is not None:
         raise RuntimeError("trying to initialize the default process group twice!")
     MPI = _c.mpi()
