@@ -243,3 +243,84 @@ def test_gloo_backend_over_processes_the_script_starts(tmp_path):
 def test_unknown_backend_names_the_supported_ones():
     with pytest.raises(ValueError, match="supports backend='mpi' .* and 'gloo' .* got 'nccl'"):
         tracec.distributed.init_process_group("nccl", rank=0, world_size=1)
+
+
+DDP_SCRIPT = """
+import os
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+class ToyModel(nn.Module):
+    def __init__(self):
+        super(ToyModel, self).__init__()
+        self.net1 = nn.Linear(10, 10)
+        self.relu = nn.ReLU()
+        self.net2 = nn.Linear(10, 5)
+
+    def forward(self, x):
+        return self.net2(self.relu(self.net1(x)))
+
+
+def setup(rank, world_size):
+    os.environ['MASTER_ADDR'] = 'localhost'
+    os.environ['MASTER_PORT'] = os.environ['GLOO_TEST_PORT']
+    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+
+
+def demo_basic(rank, world_size, q):
+    setup(rank, world_size)
+    torch.manual_seed(rank)          # different initial weights: DDP broadcasts rank 0's
+    model = ToyModel()
+    ddp_model = DDP(model)
+    loss_fn = nn.MSELoss()
+    optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(4, 10, generator=g), torch.randn(4, 5, generator=g)
+    for _ in range(3):
+        optimizer.zero_grad()
+        loss_fn(ddp_model(x[2 * rank:2 * rank + 2]), y[2 * rank:2 * rank + 2]).backward()
+        optimizer.step()
+    q.put((rank, [round(v, 5) for v in model.net2.bias.tolist()]))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    mp.set_start_method("spawn")
+    q = mp.Queue()
+    ps = [mp.Process(target=demo_basic, args=(r, 2, q)) for r in range(2)]
+    for p in ps:
+        p.start()
+    res = dict(q.get(timeout=60) for _ in ps)
+    for p in ps:
+        p.join()
+    torch.manual_seed(0)
+    model = ToyModel()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(4, 10, generator=g), torch.randn(4, 5, generator=g)
+    for _ in range(3):
+        optimizer.zero_grad()
+        nn.MSELoss()(model(x), y).backward()
+        optimizer.step()
+    print(res[0] == res[1], res[0] == [round(v, 5) for v in model.net2.bias.tolist()], res[0])
+    print([p.exitcode for p in ps])
+"""
+
+
+def test_ddp_over_gloo_equals_one_process_on_the_whole_batch(tmp_path):
+    # the "Getting Started with DDP" pattern: DDP(model) in spawned ranks on
+    # init_process_group("gloo"); rank 0's weights are broadcast and the
+    # gradients averaged, so both ranks end with the parameters one process
+    # gets on the concatenated batch (DDP reduced through pg.fint, MPI's)
+    (tmp_path / "ddp.py").write_text(DDP_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
+           "GLOO_TEST_PORT": str(29600 + os.getpid() % 300 * 3 + 1)}
+    r = run_cli(["run", "ddp.py"], tmp_path, env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("True True ["), r.stdout
+    assert lines[1] == "[0, 0]"

@@ -276,6 +276,9 @@ def reduce_tensor(t: Tensor, op, pg: ProcessGroup) -> Tensor:
     """The reduction of ``t`` over ``pg`` as a new tensor (traced like any
     op); AVG divides the sum by the world size when it runs (the size is
     not traced)."""
+    if isinstance(pg, _tcp.TCPGroup):
+        raise NotImplementedError("a differentiable all_reduce (SyncBatchNorm) needs "
+                                  "backend='mpi'; backend='gloo' reduces tensors in place only")
     op = ReduceOp(op.value if isinstance(op, ReduceOp) else str(op).lower())
     if op is ReduceOp.AVG and not t.dtype.is_floating_point:
         raise TypeError(f"all_reduce(AVG) needs a floating point tensor, got {t.dtype}")
