@@ -15,6 +15,7 @@ processes started with the ``spawn`` start method imported the real torch;
 isend / irecv / new_group were missing."""
 import os
 import pathlib
+import socket
 
 import numpy as np
 import pytest
@@ -221,13 +222,30 @@ if __name__ == "__main__":
 """
 
 
+def _free_ports(n: int) -> int:
+    """A port p with p .. p + n - 1 free now (rank r of a gloo group
+    listens on MASTER_PORT + r; xdist workers run these tests at once)."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            p = s.getsockname()[1]
+        try:
+            for k in range(1, n):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p + k))
+            return p
+        except OSError:
+            continue
+    raise RuntimeError("no free ports")
+
+
 def test_gloo_backend_over_processes_the_script_starts(tmp_path):
     # the dist tutorial's init_process: backend='gloo' with MASTER_ADDR /
     # MASTER_PORT among mp.Process ranks; tracec had backend='mpi' only and
     # no send / recv / isend / irecv
     (tmp_path / "gloo.py").write_text(GLOO_SCRIPT)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
-           "GLOO_TEST_PORT": str(29600 + os.getpid() % 300 * 3)}
+           "GLOO_TEST_PORT": str(_free_ports(2))}
     r = run_cli(["run", "gloo.py"], tmp_path, env, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     lines = r.stdout.splitlines()
@@ -318,7 +336,7 @@ def test_ddp_over_gloo_equals_one_process_on_the_whole_batch(tmp_path):
     # gets on the concatenated batch (DDP reduced through pg.fint, MPI's)
     (tmp_path / "ddp.py").write_text(DDP_SCRIPT)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
-           "GLOO_TEST_PORT": str(29600 + os.getpid() % 300 * 3 + 1)}
+           "GLOO_TEST_PORT": str(_free_ports(1))}
     r = run_cli(["run", "ddp.py"], tmp_path, env, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     lines = r.stdout.splitlines()
