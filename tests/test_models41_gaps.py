@@ -342,3 +342,10 @@ def test_ddp_over_gloo_equals_one_process_on_the_whole_batch(tmp_path):
     lines = r.stdout.splitlines()
     assert lines[0].startswith("True True ["), r.stdout
     assert lines[1] == "[0, 0]"
+
+
+def test_backend_availability_checks():
+    # tutorials test `dist.is_gloo_available()` before choosing the backend
+    dist = tracec.distributed
+    assert dist.is_gloo_available() is True and dist.is_nccl_available() is False
+    assert dist.is_mpi_available() == dist.is_available()

@@ -35,7 +35,7 @@ __all__ = ["init_process_group", "destroy_process_group", "is_initialized", "is_
            "get_rank", "get_world_size", "get_backend", "barrier", "all_reduce", "broadcast",
            "all_gather", "all_gather_into_tensor", "ReduceOp", "ProcessGroup",
            "CollectiveShapeError", "default_group", "group", "new_group", "send", "recv",
-           "isend", "irecv"]
+           "isend", "irecv", "is_mpi_available", "is_gloo_available", "is_nccl_available"]
 
 
 class ReduceOp(enum.Enum):
@@ -77,6 +77,19 @@ def is_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def is_mpi_available() -> bool:
+    return is_available()
+
+
+def is_gloo_available() -> bool:
+    """The TCP backend needs nothing beyond Python's sockets."""
+    return True
+
+
+def is_nccl_available() -> bool:
+    return False
 
 
 def init_process_group(backend: str = "mpi", init_method=None, timeout=None,
