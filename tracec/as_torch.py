@@ -8,7 +8,8 @@ An import hook first in ``sys.meta_path`` claims the name ``torch`` and every
 ``torch.*``: ``torch.X.Y`` is the module ``tracec.X.Y`` itself (not a copy,
 so ``torch.nn.Module is tracec.nn.Module``), and a ``torch.X`` that tracec
 lacks raises ``ModuleNotFoundError`` naming it, never falling back to the
-real torch.
+real torch.  Processes started with the ``spawn`` start method run the
+install first (``_spawn_children_alias``), as forked ones inherit it.
 """
 from __future__ import annotations
 
@@ -97,6 +98,35 @@ def _rename_classes(install: bool) -> None:
             cls.__module__, cls.__name__, cls.__qualname__ = _RENAMED.pop(cls)
 
 
+#: what a ``spawn``ed child runs first (before unpickling its target or
+#: importing the parent's ``__main__`` as ``__mp_main__``)
+_SPAWN_PRELUDE = "import tracec.as_torch; tracec.as_torch.install_as_torch(); "
+_SPAWN_ORIGINAL: list = []
+
+
+def _spawn_command_line(**kwds) -> list:
+    cmd = _SPAWN_ORIGINAL[0](**kwds)
+    if "-c" in cmd:      # (a frozen executable takes no program)
+        i = cmd.index("-c")
+        cmd = cmd[:i + 1] + [_SPAWN_PRELUDE + cmd[i + 1]] + cmd[i + 2:]
+    return cmd
+
+
+def _spawn_children_alias(install: bool) -> None:
+    """Processes started with the ``spawn`` start method (``mp.Process``
+    after ``set_start_method("spawn")``, ``torch.multiprocessing.spawn``,
+    DataLoader workers in a spawn context) are fresh interpreters: without
+    this their ``import torch`` would find the real torch (or none).  Their
+    command line installs the alias first, as ``fork``ed children inherit
+    it."""
+    import multiprocessing.spawn as spawn
+    if install and not _SPAWN_ORIGINAL:
+        _SPAWN_ORIGINAL.append(spawn.get_command_line)
+        spawn.get_command_line = _spawn_command_line
+    elif not install and _SPAWN_ORIGINAL:
+        spawn.get_command_line = _SPAWN_ORIGINAL.pop()
+
+
 def install_as_torch() -> None:
     """Make ``import torch`` and ``import torch.<sub>`` give tracec's modules.
 
@@ -113,6 +143,7 @@ def install_as_torch() -> None:
         sys.meta_path.insert(0, _FINDER)
     dt.PUBLIC_NAME[0] = "torch"
     _rename_classes(True)
+    _spawn_children_alias(True)
 
 
 def installed() -> bool:
@@ -126,6 +157,7 @@ def uninstall_as_torch() -> None:
         sys.meta_path.remove(_FINDER)
     dt.PUBLIC_NAME[0] = "tracec"
     _rename_classes(False)
+    _spawn_children_alias(False)
     for name in [n for n in sys.modules if n.partition(".")[0] in _ALIASES]:
         if getattr(sys.modules[name], "__name__", "").startswith("tracec"):
             del sys.modules[name]

@@ -476,17 +476,26 @@ def one_hot(tensor, num_classes=-1):
 
 
 def clone(input, *, memory_format=None):
+    """A copy of ``input``; under ``preserve_format`` (the default) a
+    channels-last input's copy is channels-last, as PyTorch's; an explicit
+    format lays the copy out so."""
+    from tracec import tensor_meta as tm
     out = _named(ops.cast(input, input.dtype), "CloneBackward0")
     if SPARSE:
         from tracec.contraction import keep_sparse
         keep_sparse(out, input)
+    if memory_format in tm._ORDERS:
+        return tm.contiguous(out, memory_format)    # (a copy already: laid out in place)
+    if memory_format is None or memory_format is tm.preserve_format:
+        tm.keep_memory_format(out, input)
     return out
 
 
 def contiguous(x, memory_format=None):
     if x._data.flags.c_contiguous:
         return x
-    return clone(x)
+    from tracec.tensor_meta import contiguous_format
+    return clone(x, memory_format=contiguous_format)
 
 
 def to(x, *args, **kwargs):
@@ -536,6 +545,9 @@ def to(x, *args, **kwargs):
         if SPARSE:      # a COO tensor's cast is COO (its values cast)
             from tracec.contraction import keep_sparse
             keep_sparse(out, x, dt.to_dtype(dtype))
+        if memory_format is None or memory_format is preserve_format:
+            from tracec.tensor_meta import keep_memory_format
+            keep_memory_format(out, x)      # (PyTorch's preserve_format cast)
         return out
     if not copy:
         return x
@@ -543,6 +555,9 @@ def to(x, *args, **kwargs):
     if SPARSE:
         from tracec.contraction import keep_sparse
         keep_sparse(out, x)
+    if memory_format is None or memory_format is preserve_format:
+        from tracec.tensor_meta import keep_memory_format
+        keep_memory_format(out, x)
     return out
 
 

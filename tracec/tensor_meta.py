@@ -132,6 +132,42 @@ def contiguous(self, memory_format=contiguous_format):
         self._data.shape, _strides(self), tuple(range(self.ndim))) else self
 
 
+def suggest_memory_format(t: Tensor) -> memory_format:
+    """PyTorch's ``Tensor.suggest_memory_format`` for the layouts tracec
+    makes: ``channels_last`` (``channels_last_3d``) for a 4-d (5-d) tensor
+    laid out densely in that order and not row-major, else
+    ``contiguous_format`` (a tensor dense in both, e.g. C == 1, is
+    row-major)."""
+    if isinstance(t._data, np.ndarray) and not t._data.flags.c_contiguous:
+        for fmt, (rank, _) in _ORDERS.items():
+            if t.ndim == rank and _is_contiguous(t, fmt):
+                return fmt
+    return contiguous_format
+
+
+def keep_memory_format(y: Tensor, *inputs) -> Tensor:
+    """``y``, a result just made from ``inputs``, laid out in the
+    channels-last format the first input that suggests one suggests, as
+    PyTorch lays out a convolution's, batch norm's, pooling's, clone's or
+    cast's result; else ``y`` unchanged.
+
+    Eagerly only, and only a fresh result (not a view): its array is
+    replaced by an equal one in the new layout, so its autograd node and
+    identity stay (a traced value's layout is the compiled code's)."""
+    from tracec.tensor import RECORDERS
+    if RECORDERS or y._base is not None or type(y._data) is not np.ndarray:
+        return y
+    for t in inputs:
+        fmt = suggest_memory_format(t) if isinstance(t, Tensor) else contiguous_format
+        if fmt is not contiguous_format:
+            rank, order = _ORDERS[fmt]
+            if y.ndim == rank and not _is_contiguous(y, fmt):
+                y._data = np.ascontiguousarray(y._data.transpose(order)).transpose(
+                    tuple(np.argsort(order)))
+            return y
+    return y
+
+
 def _root(t: Tensor) -> Tensor:
     return t._base if t._base is not None else t
 

@@ -68,7 +68,25 @@ def _grad_copy(g: np.ndarray, param) -> np.ndarray:
                 and g.shape[1] >= 8 * g.shape[0] and g.size >= 1 << 16):
             return _transposed_copy(g)
         return np.array(g, copy=True, order="C")
+    if isinstance(param, np.ndarray) and _dense(param):
+        # a permuted dense parameter (channels-last conv weight): the
+        # gradient takes its strides, as PyTorch's
+        out = np.empty_like(param, order="K")
+        out[...] = g
+        return out
     return np.array(g, copy=True)
+
+
+def _dense(a: np.ndarray) -> bool:
+    """``a``'s elements fill its memory without gaps or overlap, in some
+    order of its dimensions (PyTorch's non-overlapping-and-dense)."""
+    expected = a.itemsize
+    for size, stride in sorted(((n, abs(s)) for n, s in zip(a.shape, a.strides) if n != 1),
+                               key=lambda p: p[1]):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def _transposed_copy(g: np.ndarray, block: int = 64) -> np.ndarray:

@@ -1,4 +1,7 @@
-"""``tracec.distributed``: PyTorch's process-group API on MPI (API.md §6).
+"""``tracec.distributed``: PyTorch's process-group API on MPI (API.md §6),
+and eagerly over TCP for ``backend='gloo'`` (``_tcp``: ranks the script
+starts itself, meeting at ``MASTER_ADDR`` / ``MASTER_PORT``; the
+collectives plus ``send`` / ``recv`` / ``isend`` / ``irecv``).
 
 One default process group over ``MPI_COMM_WORLD`` (mpi4py): rank and world
 size come from the launcher (``mpiexec -n 4 python train.py``); a script
@@ -18,17 +21,21 @@ of leaving the other ranks waiting forever.
 from __future__ import annotations
 
 import enum
+import threading
+
+import numpy as np
 
 from tracec import graph
 from tracec.ops import collective as _c
 from tracec.ops.collective import CollectiveShapeError
 from tracec.tensor import Tensor
-from tracec.distributed import faults
+from tracec.distributed import _tcp, faults
 
 __all__ = ["init_process_group", "destroy_process_group", "is_initialized", "is_available",
            "get_rank", "get_world_size", "get_backend", "barrier", "all_reduce", "broadcast",
            "all_gather", "all_gather_into_tensor", "ReduceOp", "ProcessGroup",
-           "CollectiveShapeError", "default_group", "group"]
+           "CollectiveShapeError", "default_group", "group", "new_group", "send", "recv",
+           "isend", "irecv", "is_mpi_available", "is_gloo_available", "is_nccl_available"]
 
 
 class ReduceOp(enum.Enum):
@@ -72,6 +79,19 @@ def is_available() -> bool:
     return True
 
 
+def is_mpi_available() -> bool:
+    return is_available()
+
+
+def is_gloo_available() -> bool:
+    """The TCP backend needs nothing beyond Python's sockets."""
+    return True
+
+
+def is_nccl_available() -> bool:
+    return False
+
+
 def init_process_group(backend: str = "mpi", init_method=None, timeout=None,
                        world_size: int = -1, rank: int = -1, store=None,
                        group_name: str = "", pg_options=None, device_id=None) -> None:
@@ -79,9 +99,17 @@ def init_process_group(backend: str = "mpi", init_method=None, timeout=None,
     ``rank``, if given, must agree with the launcher's."""
     if backend is None:
         backend = "mpi"
+    if str(backend).lower() == "gloo":
+        # ranks the script starts itself, meeting over TCP (eager only)
+        if group.WORLD is not None:
+            raise RuntimeError("trying to initialize the default process group twice!")
+        group.WORLD = _tcp.rendezvous(init_method, rank, world_size, timeout)
+        return
     if str(backend).lower() != "mpi":
-        raise ValueError(f"tracec.distributed supports backend='mpi' only, got {backend!r} "
-                         "(start the script with mpiexec)")
+        raise ValueError(f"tracec.distributed supports backend='mpi' (ranks started by "
+                         f"mpiexec; collectives traced by torch.compile) and 'gloo' (ranks "
+                         f"the script starts, meeting at MASTER_ADDR / MASTER_PORT; eager "
+                         f"only), got {backend!r}")
     if group.WORLD is not None:
         raise RuntimeError("trying to initialize the default process group twice!")
     MPI = _c.mpi()
@@ -95,7 +123,10 @@ def init_process_group(backend: str = "mpi", init_method=None, timeout=None,
 
 
 def destroy_process_group(group_=None) -> None:
-    """Forget the default group (MPI itself finalizes at exit)."""
+    """Forget the default group (MPI itself finalizes at exit; a gloo
+    group's sockets close)."""
+    if isinstance(group.WORLD, _tcp.TCPGroup):
+        group.WORLD.close()
     group.WORLD = None
     faults.uninstall()
 
@@ -123,13 +154,115 @@ def get_world_size(group: ProcessGroup | None = None) -> int:
 
 
 def get_backend(group: ProcessGroup | None = None) -> str:
-    default_group(group)
-    return "mpi"
+    return getattr(default_group(group), "backend", "mpi")
 
 
 def barrier(group: ProcessGroup | None = None, async_op: bool = False, device_ids=None):
-    default_group(group).comm.Barrier()
+    pg = default_group(group)
+    if isinstance(pg, _tcp.TCPGroup):
+        pg.exchange(np.zeros(1, np.uint8))
+    else:
+        pg.comm.Barrier()
     return _done(async_op)
+
+
+def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization=False,
+              group_desc=None):
+    """The default group, when ``ranks`` is all of it (subgroups are not
+    implemented)."""
+    pg = default_group()
+    if ranks is not None and sorted(ranks) != list(range(pg.size())):
+        raise NotImplementedError(f"new_group: tracec.distributed has the default group only, "
+                                  f"not a subgroup of ranks {list(ranks)}")
+    return pg
+
+
+def _tcp_group(pg, what: str):
+    """``pg`` if it is a gloo group and nothing is being traced, else why not."""
+    from tracec.tensor import RECORDERS
+    if not isinstance(pg, _tcp.TCPGroup):
+        raise NotImplementedError(f"{what}: point-to-point operations need backend='gloo' "
+                                  "(tracec's MPI backend has the collectives only)")
+    if RECORDERS:
+        raise NotImplementedError(f"{what} under backend='gloo' runs eagerly only; inside "
+                                  "torch.compile use backend='mpi'")
+    return pg
+
+
+def _array(t: Tensor, what: str) -> np.ndarray:
+    _check_tensor(t, what)
+    return t._data
+
+
+def _store(t: Tensor, arr: np.ndarray) -> None:
+    with graph.no_grad():
+        t.copy_(Tensor._make(np.array(arr, t._data.dtype), t.dtype))
+
+
+def _reduce_rankwise(arrays: list, op) -> np.ndarray:
+    """The ranks' arrays combined in rank order (the same bits on every rank)."""
+    op = ReduceOp(op.value if isinstance(op, ReduceOp) else str(op).lower())
+    if op is ReduceOp.AVG and arrays[0].dtype.kind not in "fc":
+        raise TypeError(f"all_reduce(AVG) needs a floating point tensor, got {arrays[0].dtype}")
+    acc = arrays[0]
+    for a in arrays[1:]:
+        acc = np.maximum(acc, a) if op is ReduceOp.MAX else acc + a
+    return acc / len(arrays) if op is ReduceOp.AVG else acc
+
+
+def send(tensor: Tensor, dst: int, group=None, tag: int = 0, group_dst=None) -> None:
+    """Send ``tensor`` to rank ``dst`` (gloo); returns once it is sent."""
+    _tcp_group(default_group(group), "send").send(_array(tensor, "send"), dst)
+
+
+def recv(tensor: Tensor, src: int | None = None, group=None, tag: int = 0, group_src=None) -> int:
+    """Fill ``tensor`` with the next message from rank ``src`` (gloo); the
+    sender's rank.  ``src=None`` (any sender) only in a group of two."""
+    pg = _tcp_group(default_group(group), "recv")
+    if src is None:
+        if pg.size() != 2:
+            raise NotImplementedError("recv(src=None): receiving from any rank is implemented "
+                                      "for a group of two only")
+        src = 1 - pg.rank()
+    _store(tensor, pg.recv(_array(tensor, "recv"), src))
+    return src
+
+
+class _Request:
+    """``isend`` / ``irecv``'s handle: the transfer runs on a thread;
+    ``wait()`` joins it (raising what it raised)."""
+
+    def __init__(self, fn):
+        self._error: list = []
+
+        def run():
+            try:
+                fn()
+            except BaseException as e:        # handed to wait()
+                self._error.append(e)
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+
+    def wait(self, timeout=None) -> bool:
+        self._thread.join()
+        if self._error:
+            raise self._error[0]
+        return True
+
+    def is_completed(self) -> bool:
+        return not self._thread.is_alive()
+
+
+def isend(tensor: Tensor, dst: int, group=None, tag: int = 0, group_dst=None) -> _Request:
+    pg = _tcp_group(default_group(group), "isend")
+    data = np.array(_array(tensor, "isend"))     # (the bytes as they are now)
+    return _Request(lambda: pg.send(data, dst))
+
+
+def irecv(tensor: Tensor, src: int | None = None, group=None, tag: int = 0,
+          group_src=None) -> _Request:
+    _tcp_group(default_group(group), "irecv")
+    return _Request(lambda: recv(tensor, src, group))
 
 
 class _Work:
@@ -156,6 +289,9 @@ def reduce_tensor(t: Tensor, op, pg: ProcessGroup) -> Tensor:
     """The reduction of ``t`` over ``pg`` as a new tensor (traced like any
     op); AVG divides the sum by the world size when it runs (the size is
     not traced)."""
+    if isinstance(pg, _tcp.TCPGroup):
+        raise NotImplementedError("a differentiable all_reduce (SyncBatchNorm) needs "
+                                  "backend='mpi'; backend='gloo' reduces tensors in place only")
     op = ReduceOp(op.value if isinstance(op, ReduceOp) else str(op).lower())
     if op is ReduceOp.AVG and not t.dtype.is_floating_point:
         raise TypeError(f"all_reduce(AVG) needs a floating point tensor, got {t.dtype}")
@@ -168,6 +304,9 @@ def all_reduce(tensor: Tensor, op=ReduceOp.SUM, group: ProcessGroup | None = Non
     """Replace ``tensor`` (in place) by its reduction over all ranks."""
     _check_tensor(tensor, "all_reduce")
     pg = default_group(group)
+    if isinstance(pg, _tcp.TCPGroup):
+        _store(tensor, _reduce_rankwise(_tcp_group(pg, "all_reduce").exchange(tensor._data), op))
+        return _done(async_op)
     with graph.no_grad():
         tensor.copy_(reduce_tensor(tensor, op, pg))
     return _done(async_op)
@@ -180,6 +319,14 @@ def broadcast(tensor: Tensor, src: int = 0, group: ProcessGroup | None = None,
     pg = default_group(group)
     if not 0 <= src < pg.size():
         raise ValueError(f"broadcast: src={src} is not a rank of a group of size {pg.size()}")
+    if isinstance(pg, _tcp.TCPGroup):
+        _tcp_group(pg, "broadcast")
+        if pg.rank() == src:
+            for peer in sorted(pg.peers):
+                pg.send(tensor._data, peer)
+        else:
+            _store(tensor, pg.recv(tensor._data, src))
+        return _done(async_op)
     with graph.no_grad():
         tensor.copy_(_c.broadcast(tensor, src, pg.fint))
     return _done(async_op)
@@ -193,6 +340,10 @@ def all_gather(tensor_list: list, tensor: Tensor, group: ProcessGroup | None = N
     if len(tensor_list) != pg.size():
         raise ValueError(f"all_gather: tensor_list has {len(tensor_list)} tensors for a "
                          f"group of size {pg.size()}")
+    if isinstance(pg, _tcp.TCPGroup):
+        for out, arr in zip(tensor_list, _tcp_group(pg, "all_gather").exchange(tensor._data)):
+            _store(out, arr)
+        return _done(async_op)
     with graph.no_grad():
         gathered = _c.all_gather(tensor, pg.size(), pg.fint)
         for r, out in enumerate(tensor_list):

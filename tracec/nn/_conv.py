@@ -23,6 +23,7 @@ from tracec import autocast_mode, fused_eager, graph, ops
 from tracec.autograd import Function
 from tracec.symbolic import Sym, same
 from tracec.tensor import RECORDERS, Tensor, eager_direct
+from tracec.tensor_meta import keep_memory_format
 from tracec.nn import _conv_depthwise_eager as _dw
 from tracec.nn import _conv_transpose_eager as _ct
 
@@ -517,11 +518,15 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    return _convnd(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
+    # (PyTorch's result is channels-last when the input or the weight is)
+    return keep_memory_format(_convnd(input, weight, bias, stride, padding, dilation, groups, 2,
+                                      "conv2d"), input, weight)
 
 
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    return _convnd(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d")
+    # (PyTorch's result is channels-last when the input or the weight is)
+    return keep_memory_format(_convnd(input, weight, bias, stride, padding, dilation, groups, 3,
+                                      "conv3d"), input, weight)
 
 
 def _flip(x: Tensor, axes) -> Tensor:
@@ -849,14 +854,18 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
-    return _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode,
-                       return_indices, 2, "max_pool2d")
+    out = _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode,
+                      return_indices, 2, "max_pool2d")
+    # (with indices: both are views of one private result, left row-major)
+    return out if return_indices else keep_memory_format(out, input)
 
 
 def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
-    return _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode,
-                       return_indices, 3, "max_pool3d")
+    out = _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode,
+                      return_indices, 3, "max_pool3d")
+    # (with indices: both are views of one private result, left row-major)
+    return out if return_indices else keep_memory_format(out, input)
 
 
 def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
@@ -928,14 +937,16 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
-    return _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                       divisor_override, 2, "avg_pool2d")
+    return keep_memory_format(_avg_poolnd(input, kernel_size, stride, padding, ceil_mode,
+                                          count_include_pad, divisor_override, 2,
+                                          "avg_pool2d"), input)
 
 
 def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
-    return _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                       divisor_override, 3, "avg_pool3d")
+    return keep_memory_format(_avg_poolnd(input, kernel_size, stride, padding, ceil_mode,
+                                          count_include_pad, divisor_override, 3,
+                                          "avg_pool3d"), input)
 
 
 def _adaptive_avg(x: Tensor, axis: int, out: int) -> Tensor:

@@ -229,7 +229,14 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     """Batch normalization over every axis but 1.  In training mode the batch
     statistics normalize and the running ones (if given) are updated in
     place: ``r = (1 - momentum) * r + momentum * stat``, with the unbiased
-    variance, as in PyTorch."""
+    variance, as in PyTorch.  A channels-last input gives a channels-last
+    result."""
+    from tracec.tensor_meta import keep_memory_format
+    y = _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+    return keep_memory_format(y, input) if isinstance(input, Tensor) and y is not input else y
+
+
+def _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps):
     x = _tensor(input, "batch_norm")
     if x.ndim < 2:         # PyTorch's: an empty input passes through, else no channel dim 1
         if x.numel() == 0:

@@ -158,18 +158,20 @@ def broadcast_shapes(*shapes: tuple) -> tuple:
                 if size != 1 and size != d:
                     both = " and ".join(str(tuple(s)) for s in shapes)
                     if len(shapes) == 2:
-                        # PyTorch's sentence, for the last dimension that
-                        # differs (its check runs from the trailing end),
-                        # then both shapes
+                        # PyTorch's sentence, word for word (programs
+                        # print it), for the last dimension that differs
+                        # (its check runs from the trailing end); both
+                        # shapes in a note, which a traceback shows
                         k, da, db = next(
                             (k, da, db) for k in reversed(range(ndim))
                             for da, db in [(_size_at(shapes[0], k, ndim),
                                             _size_at(shapes[1], k, ndim))]
                             if da != db and da != 1 and db != 1)
-                        raise ShapeError(
+                        err = ShapeError(
                             f"The size of tensor a ({da}) must match the size of tensor b "
-                            f"({db}) at non-singleton dimension {k} (broadcasting shapes "
-                            f"{both})")
+                            f"({db}) at non-singleton dimension {k}")
+                        err.add_note(f"(broadcasting shapes {both})")
+                        raise err
                     # three or more (where's condition, input and other):
                     # PyTorch broadcasts them in turn, the shape so far
                     # against the next, and names the pair that fails

@@ -36,6 +36,7 @@ import weakref
 
 from tracec import autograd, graph
 from tracec import distributed as dist
+from tracec.distributed import _tcp
 from tracec.nn.modules.module import Module
 from tracec.ops import collective as _c
 from tracec.shape_ops import cat
@@ -130,7 +131,11 @@ class DistributedDataParallel(Module):
                 flat = cat([g.reshape(-1) for g in grads]) if len(grads) > 1 \
                     else grads[0].reshape(-1)
                 try:
-                    mean = _c.all_reduce(flat, _c.AVG, pg.fint)
+                    if isinstance(pg, _tcp.TCPGroup):       # gloo: eagerly, over TCP
+                        mean = flat.clone()
+                        dist.all_reduce(mean, dist.ReduceOp.AVG, pg)
+                    else:
+                        mean = _c.all_reduce(flat, _c.AVG, pg.fint)
                 except _c.CollectiveShapeError as e:
                     names = ", ".join(self._names[id(p)] for p in bucket)
                     missing = [self._names[id(p)] for p in bucket if p.grad is None]
