@@ -1363,7 +1363,11 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         if loc is None:
             raise
         try:
-            err = type(e)(f"{format_location(loc)}: {e}{_size_values(e, symbols)}")
+            # An eager error's notes (a broadcast's two shapes: the message
+            # itself is PyTorch's sentence) join the located message here,
+            # which is tracec's own anyway.
+            notes = "".join(f" {n}" for n in getattr(e, "__notes__", ()))
+            err = type(e)(f"{format_location(loc)}: {e}{notes}{_size_values(e, symbols)}")
         except Exception:
             raise e from None
         raise err.with_traceback(e.__traceback__) from None
