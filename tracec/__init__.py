@@ -236,45 +236,31 @@ from tracec import fused_eager as _fused_eager  # noqa: E402
 _fused_eager.PROVIDERS.append(_eager_kernels)
 
 
-def _rng_kernels():
-    # Native kernels for PyTorch's random transforms (tracec/torch_rng.py):
-    # the cpu backend loads (or compiles) them on the first draws that want them.
-    from tracec.backends.cpu import rng_kernels
-    kernels = rng_kernels.load()
-    if kernels is None:
-        raise RuntimeError(rng_kernels.INFO.get("error", "not made"))
-    return kernels
+def _native_maker(module: str):
+    """A maker of the cpu backend's hand-written native kernels in
+    ``tracec.backends.cpu.<module>`` (its ``load()``, None on failure with
+    the reason in ``INFO``), registered where a lower layer asks for them:
+    the backend is imported (and the kernels loaded or compiled) only when a
+    program's draws or ops first want them."""
+    def make():
+        import importlib
+        mod = importlib.import_module(f"tracec.backends.cpu.{module}")
+        kernels = mod.load()
+        if kernels is None:
+            raise RuntimeError(mod.INFO.get("error", "not made"))
+        return kernels
+    make.__name__ = f"_{module}"
+    return make
 
 
 from tracec import torch_rng as _torch_rng  # noqa: E402
-_torch_rng.NATIVE.append(_rng_kernels)
-
-
-def _depthwise_kernels():
-    # Native kernels for eager depthwise convolution (tracec/nn/_conv_depthwise_eager.py):
-    # the cpu backend loads (or compiles) them once a program's convolutions want them.
-    from tracec.backends.cpu import depthwise_kernels
-    kernels = depthwise_kernels.load()
-    if kernels is None:
-        raise RuntimeError(depthwise_kernels.INFO.get("error", "not made"))
-    return kernels
-
-
 from tracec.nn import _conv_depthwise_eager as _dw_eager  # noqa: E402
-_dw_eager.NATIVE.makers.append(_depthwise_kernels)
-
-
-def _batch_norm_kernels():
-    # Native kernels for eager batch norm's backward (tracec/nn/_batch_norm_eager.py).
-    from tracec.backends.cpu import batch_norm_kernels
-    kernels = batch_norm_kernels.load()
-    if kernels is None:
-        raise RuntimeError(batch_norm_kernels.INFO.get("error", "not made"))
-    return kernels
-
-
 from tracec.nn import _batch_norm_eager as _bn_eager  # noqa: E402
-_bn_eager.NATIVE.makers.append(_batch_norm_kernels)
+# PyTorch's random transforms (tracec/torch_rng.py), eager depthwise
+# convolution (nn/_conv_depthwise_eager.py), eager batch norm (nn/_batch_norm_eager.py).
+_torch_rng.NATIVE.append(_native_maker("rng_kernels"))
+_dw_eager.NATIVE.makers.append(_native_maker("depthwise_kernels"))
+_bn_eager.NATIVE.makers.append(_native_maker("batch_norm_kernels"))
 
 from tracec import numpy_names as _numpy_names  # noqa: E402
 _numpy_names.install(globals(), Tensor, special)  # axis= / keepdims=, after out= and methods
