@@ -471,6 +471,42 @@ def test_dataloader_workers_get_pytorchs_base_seed():
     assert _worker_draws(tracec) == _worker_draws(torch)
 
 
+class _Stream:
+    """An iterable data set: each worker yields its id and two draws."""
+
+    def __init__(self, lib):
+        self.lib = lib
+
+    def __iter__(self):
+        info = self.lib.utils.data.get_worker_info()
+        for _ in range(2):
+            yield self.lib.tensor([float(info.id), float(self.lib.rand(()))])
+
+
+def _epochs(L, iterable, persistent):
+    L.manual_seed(5)
+    inits = []
+    data = type("S", (_Stream, L.utils.data.IterableDataset), {})(L) if iterable else _SeedEcho(L)
+    loader = L.utils.data.DataLoader(data, batch_size=1, num_workers=2, shuffle=None if iterable else True,
+                                     persistent_workers=persistent,
+                                     worker_init_fn=lambda wid: inits.append(wid))
+    epochs = [[b.tolist() for b in loader] for _ in range(3)]
+    return epochs, float(L.rand(())), len(inits) if L is tracec else None
+
+
+@pytest.mark.parametrize("iterable", [False, True], ids=["map", "iterable"])
+@pytest.mark.parametrize("persistent", [False, True], ids=["fresh", "persistent"])
+def test_dataloader_epochs_with_persistent_workers_are_pytorchs(iterable, persistent):
+    """persistent_workers=True: one base seed for the loader's life, the
+    workers' random streams go on across epochs (an iterable data set is
+    iterated again in each), worker_init_fn runs once per worker; without
+    it, every epoch draws a new base seed and starts new workers."""
+    ours, our_next, inits = _epochs(tracec, iterable, persistent)
+    theirs, their_next, _ = _epochs(torch, iterable, persistent)
+    assert ours == theirs and our_next == their_next
+    assert inits == (2 if persistent else 6)
+
+
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_uniform_range_is_bit_exact(dtype):

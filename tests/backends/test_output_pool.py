@@ -14,6 +14,13 @@ N = 400_000          # 1.6 MB of float32: above output_pool.MIN_BYTES
 assert N * 4 >= output_pool.MIN_BYTES
 
 
+def _collect():
+    """Collect the young generations: the objects these tests make and drop.
+    (A full collection walks every object the test process holds, about a
+    second per call in a worker that has run hundreds of tests.)"""
+    gc.collect(1)
+
+
 def _reused():
     return output_pool.stats()["reused"]
 
@@ -26,7 +33,7 @@ def test_pool_keeps_blocks_while_views_live_and_reuses_them_after():
     v = a[10:20]
     addr = a.ctypes.data
     del a
-    gc.collect()
+    _collect()
     b = output_pool.empty((N,), np.float32)        # the block is still reachable via v
     assert b.ctypes.data != addr and not np.shares_memory(b, v)
     b[:] = 1.0
@@ -75,7 +82,7 @@ def test_held_outputs_views_and_derived_tensors_keep_their_values(comp):
         else:
             derived.append((k, y.view(-1, 100)))
         del y
-        gc.collect()
+        _collect()
     for y, k in zip(held, (0, 3)):
         np.testing.assert_allclose(y.numpy(), wants[k], rtol=1e-6)
     for k, v in views:
@@ -93,7 +100,7 @@ def test_dropped_outputs_are_reused(comp):
     before = _reused()
     for k in range(4):
         comp(*_args(k))
-        gc.collect()
+        _collect()
     assert _reused() >= before + 3
 
 
@@ -105,10 +112,10 @@ def test_tensor_saved_for_backward_is_not_overwritten(comp):
     loss = (y * w).sum()                     # saves y for backward
     want = y.numpy().copy()
     del y
-    gc.collect()
+    _collect()
     for k in range(3):                       # fresh outputs meanwhile
         comp(*_args(k))
-        gc.collect()
+        _collect()
     loss.backward()
     np.testing.assert_allclose(w.grad.numpy(), want, rtol=1e-6)
 
@@ -143,7 +150,7 @@ def test_a_held_grad_keeps_its_values_and_a_dropped_one_is_reused_in_place():
     assert not np.shares_memory(held._data, w.grad._data)
     assert output_pool.fresh(w.grad._data)
     del held
-    gc.collect()
+    _collect()
     addr = w.grad._data.ctypes.data
     comp(tracec.full((N,), 6.0))        # nothing else holds the old .grad: computed into it
     assert w.grad._data.ctypes.data == addr and w.grad.numpy()[-1] == 6.0

@@ -129,6 +129,8 @@ class DataLoader(Generic[T_co]):
         if collate_fn is None:
             collate_fn = default_collate if self._auto_collation else default_convert
         self.collate_fn = collate_fn
+        #: The emulated workers kept across epochs with ``persistent_workers``.
+        self._workers = None
         self.__initialized = True
 
     def __setattr__(self, attr, val):
@@ -158,14 +160,24 @@ class DataLoader(Generic[T_co]):
                           "then device pinned memory won't be used.")
 
     def __iter__(self):
-        self._warn_pin_memory()
-        # PyTorch's iterator draws its workers' base seed when it is made,
-        # with or without workers: the global stream advances as PyTorch's.
-        base = int(concrete(creation.empty((), dtype=dt.int64).random_(generator=self.generator),
-                            "a DataLoader's base seed"))
+        persistent = self.persistent_workers and self.num_workers > 0
+        if persistent and self._workers is not None:
+            # PyTorch keeps one iterator for the loader's life and resets it:
+            # no new base seed, and the workers go on with their own random
+            # state (and data set copies) from the previous epoch.
+            workers = self._workers
+        else:
+            self._warn_pin_memory()
+            # PyTorch's iterator draws its workers' base seed when it is made,
+            # with or without workers: the global stream advances as PyTorch's.
+            base = int(concrete(creation.empty((), dtype=dt.int64).random_(
+                generator=self.generator), "a DataLoader's base seed"))
+            workers = Workers(self, base) if self.num_workers > 0 else None
+            if persistent:
+                self._workers = workers
         if self._iterable:
-            return self._iter_iterable(base)
-        return self._iter_map(base)
+            return self._iter_iterable(workers)
+        return self._iter_map(workers)
 
     def _fetch(self, dataset, index):
         if self._auto_collation:
@@ -175,9 +187,9 @@ class DataLoader(Generic[T_co]):
             samples = dataset[index]
         return self.collate_fn(samples)
 
-    def _iter_map(self, base):
-        if self.num_workers > 0:
-            yield from Workers(self, base).map_batches(self, self._fetch)
+    def _iter_map(self, workers):
+        if workers is not None:
+            yield from workers.map_batches(self, self._fetch)
             return
         for index in self._index_sampler:
             yield self._fetch(self.dataset, index)
@@ -197,9 +209,9 @@ class DataLoader(Generic[T_co]):
             return self.collate_fn(batch)
         return None
 
-    def _iter_iterable(self, base):
-        if self.num_workers > 0:
-            yield from Workers(self, base).iterable_batches(self._next_batch)
+    def _iter_iterable(self, workers):
+        if workers is not None:
+            yield from workers.iterable_batches(self._next_batch)
             return
         it = iter(self.dataset)
         while (batch := self._next_batch(it)) is not None:
