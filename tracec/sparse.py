@@ -13,7 +13,9 @@ import warnings
 import numpy as np
 
 from tracec import dtypes as dt
-from tracec.contraction import coalesced_indices, mark_sparse, sparse_coo_tensor, sparse_info, spmm
+from tracec.contraction import (coalesced_indices, mark_sparse, raw_record, sparse_coo_tensor,
+                                sparse_info, spmm)
+from tracec.functions import _named
 from tracec.creation import tensor as _tensor
 from tracec.functions import user_stacklevel
 
@@ -22,7 +24,10 @@ __all__ = ["mm", "sum", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Te
 
 
 def mm(mat1, mat2):
-    return spmm(mat1, mat2)
+    """``torch.sparse.mm``: the dense product; PyTorch computes a sparse
+    ``mat1``'s as an addmm (its result's node is ``SparseAddmmBackward0``)."""
+    out = spmm(mat1, mat2)
+    return _named(out, "SparseAddmmBackward0") if raw_record(mat1) is not None else out
 
 
 _LEGACY_WARNED: set = set()

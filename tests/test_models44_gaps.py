@@ -1,0 +1,118 @@
+"""Gaps the models44 programs (tests/programs/models44: a PyG-free GCN /
+GraphSAGE over sparse COO and CSR adjacencies) found in tracec, each
+against torch: the compressed layouts torch.sparse_csr / sparse_csc
+(to_sparse_csr / to_sparse_csc from strided, COO and each other,
+crow_indices / col_indices / ccol_indices / row_indices / values / _nnz,
+torch.sparse_csr_tensor with gradients into its values, printing,
+to_dense, products, to_sparse back to COO, and the layout errors);
+torch.sparse.mm's SparseAddmmBackward0 node."""
+import numpy as np
+import pytest
+import torch as real_torch
+
+import tracec as torch
+
+A = np.array([[0., 1.5, 0., 0.], [2., 0., 3., 0.], [0., 0., 0., 4.]], np.float32)
+
+
+def _err(fn):
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - the type and message are compared
+        return type(e).__name__, str(e)
+    return None
+
+
+def _text(t):
+    """``repr(t)`` with tracec's module name as torch's (run in-process,
+    tracec's dtypes print as ``tracec.float64``; under ``tracec run``, as torch's)."""
+    return repr(t).replace("tracec.", "torch.")
+
+
+def _both(fn):
+    return fn(torch), fn(real_torch)
+
+
+@pytest.mark.parametrize("source", ["dense", "coo", "csc"])
+def test_to_sparse_csr_indices_values_and_text_match_torch(source):
+    def make(m):
+        x = m.tensor(A)
+        if source == "coo":
+            x = x.to_sparse()
+        elif source == "csc":
+            x = x.to_sparse_csc()
+        return x.to_sparse_csr()
+    t, r = _both(make)
+    assert t.layout is torch.sparse_csr and repr(t.layout) == repr(r.layout)
+    assert t.crow_indices().tolist() == r.crow_indices().tolist()
+    assert t.col_indices().tolist() == r.col_indices().tolist()
+    assert t.values().tolist() == r.values().tolist()
+    assert t._nnz() == r._nnz() and tuple(t.shape) == tuple(r.shape)
+    assert (t.is_sparse, t.is_sparse_csr) == (r.is_sparse, r.is_sparse_csr) == (False, True)
+    assert _text(t) == _text(r)
+    assert np.array_equal(t.to_dense().numpy(), r.to_dense().numpy())
+    assert t.to_dense().layout is torch.strided
+
+
+def test_to_sparse_csc_order_and_text_match_torch():
+    # a non-symmetric matrix: CSC lists values column by column
+    t, r = _both(lambda m: m.tensor(A).to_sparse_csc())
+    assert t.ccol_indices().tolist() == r.ccol_indices().tolist()
+    assert t.row_indices().tolist() == r.row_indices().tolist()
+    assert t.values().tolist() == r.values().tolist()
+    assert _text(t) == _text(r)
+    t2, r2 = _both(lambda m: m.tensor(A).to_sparse(layout=m.sparse_csc).to_sparse())
+    assert _text(t2) == _text(r2)
+
+
+def test_sparse_csr_tensor_text_copies_and_casts_match_torch():
+    def make(m):
+        return m.sparse_csr_tensor(m.tensor([0, 2, 3]), m.tensor([0, 2, 1]), m.tensor([1., 2., 3.]))
+    t, r = _both(make)
+    assert _text(t) == _text(r)
+    assert _text(t.double()) == _text(r.double())
+    assert _text(t.clone()) == _text(r.clone()) and t.detach().layout is torch.sparse_csr
+    t, r = _both(lambda m: m.sparse_csr_tensor([0, 1, 1], [3], [5.], size=(2, 4), dtype=m.float64))
+    assert _text(t) == _text(r)
+    t, r = _both(lambda m: m.zeros(2, 2).to_sparse_csr())     # empty: sizes shown
+    assert _text(t) == _text(r)
+
+
+def test_compressed_layout_errors_match_torch():
+    cases = [lambda m: m.tensor(A).to_sparse_csr().indices(),
+             lambda m: m.tensor(A).to_sparse().crow_indices(),
+             lambda m: m.tensor(A).crow_indices(),
+             lambda m: m.tensor(A).to_sparse_csc().col_indices(),
+             lambda m: m.tensor(A).to_sparse_csr().row_indices(),
+             lambda m: m.sparse_csr_tensor(m.tensor([0, 1, 2]), m.tensor([1, 7]), m.tensor([5., 6.]),
+                                           (2, 3), check_invariants=True)]
+    for f in cases:
+        got, want = _both(lambda m: _err(lambda: f(m)))
+        assert want is not None and got == want
+
+
+def test_products_with_csr_and_gradients_into_values_match_torch():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+
+    def run(m):
+        base = m.tensor(A).to_sparse_csr()
+        v = m.tensor(rng_vals, requires_grad=True)
+        w = m.tensor(x, requires_grad=True)
+        s = m.sparse_csr_tensor(base.crow_indices(), base.col_indices(), v * 2, base.size())
+        y = (s @ w).tanh() + m.sparse.mm(s, w) + m.spmm(s, w) + m.mm(s, w)
+        y.pow(2).sum().backward()
+        return y.detach().numpy(), v.grad.numpy(), w.grad.numpy(), m.sparse.mm(s, w).grad_fn.name()
+    rng_vals = rng.standard_normal(4).astype(np.float32)
+    t, r = _both(run)
+    for a, b in zip(t[:3], r[:3]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert t[3] == r[3] == "SparseAddmmBackward0"
+
+
+def test_sparse_mm_of_a_coo_tensor_names_sparse_addmm_as_torch():
+    def run(m):
+        s = m.sparse_coo_tensor(m.tensor([[0, 1], [1, 0]]), m.tensor([1., 2.], requires_grad=True), (2, 2))
+        return m.sparse.mm(s, m.ones(2, 2)).grad_fn.name(), m.spmm(s, m.ones(2, 2)).grad_fn.name()
+    t, r = _both(run)
+    assert t == r
