@@ -116,3 +116,53 @@ def test_sparse_mm_of_a_coo_tensor_names_sparse_addmm_as_torch():
         return m.sparse.mm(s, m.ones(2, 2)).grad_fn.name(), m.spmm(s, m.ones(2, 2)).grad_fn.name()
     t, r = _both(run)
     assert t == r
+
+
+# --- torch.quasirandom.SobolEngine (tests/programs/models44/bayesopt_sobol.py) ---
+
+@pytest.mark.parametrize("dim", [1, 2, 7, 200, 21201])
+def test_sobol_engine_direction_numbers_equal_torch(dim):
+    t = torch.quasirandom.SobolEngine(dim)
+    r = real_torch.quasirandom.SobolEngine(dim)
+    assert np.array_equal(t.sobolstate.numpy(), r.sobolstate.numpy())
+    assert t.sobolstate.dtype is torch.int64
+
+
+@pytest.mark.parametrize("dim,scramble,seed", [(1, False, None), (3, False, None), (2, True, 0),
+                                               (5, True, 123), (40, True, 7)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_sobol_engine_draws_equal_torch_bit_for_bit(dim, scramble, seed, dtype):
+    t = torch.quasirandom.SobolEngine(dim, scramble=scramble, seed=seed)
+    r = real_torch.quasirandom.SobolEngine(dim, scramble=scramble, seed=seed)
+    assert np.array_equal(t.shift.numpy(), r.shift.numpy())
+    assert np.array_equal(t.sobolstate.numpy(), r.sobolstate.numpy())
+    steps = [lambda e, m: e.draw(1, dtype=getattr(m, dtype)),       # the float32 first point
+             lambda e, m: e.draw(7, dtype=getattr(m, dtype)),
+             lambda e, m: e.fast_forward(5).draw(4, dtype=getattr(m, dtype)),
+             lambda e, m: e.reset().fast_forward(3).draw(2, dtype=getattr(m, dtype)),
+             lambda e, m: e.reset().draw(3, dtype=getattr(m, dtype)),
+             lambda e, m: e.reset().draw_base2(3, dtype=getattr(m, dtype))]
+    for f in steps:
+        a, b = f(t, torch), f(r, real_torch)
+        assert a.dtype.itemsize == b.dtype.itemsize
+        assert np.array_equal(a.numpy(), b.numpy())
+        assert t.num_generated == r.num_generated
+        assert np.array_equal(t.quasi.numpy(), r.quasi.numpy())
+
+
+def test_sobol_engine_without_seed_draws_from_the_default_generator_as_torch():
+    torch.manual_seed(3)
+    real_torch.manual_seed(3)
+    t = torch.quasirandom.SobolEngine(3, scramble=True)
+    r = real_torch.quasirandom.SobolEngine(3, scramble=True)
+    assert np.array_equal(t.draw(5).numpy(), r.draw(5).numpy())
+    assert np.array_equal(torch.rand(4).numpy(), real_torch.rand(4).numpy())
+    assert repr(t) == repr(r) == "SobolEngine(dimension=3, scramble=True)"
+
+
+def test_sobol_engine_errors_match_torch():
+    for f in (lambda m: m.quasirandom.SobolEngine(0), lambda m: m.quasirandom.SobolEngine(21202),
+              lambda m: m.quasirandom.SobolEngine(2).draw(3) and None or
+              m.quasirandom.SobolEngine(2).fast_forward(3).draw_base2(2)):
+        got, want = _both(lambda m: _err(lambda: f(m)))
+        assert want is not None and got == want

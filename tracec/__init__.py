@@ -69,6 +69,7 @@ from tracec.methods_compat import adjoint as _adjoint  # noqa: E402
 def adjoint(input):  # noqa: A002  (torch.adjoint's keyword)
     return _adjoint(input)
 from tracec import sparse  # noqa: E402,F401
+from tracec import quasirandom  # noqa: E402,F401
 from tracec import signal  # noqa: E402,F401  (torch.signal.windows)
 from tracec import amp, cpu, jit, _dynamo, _inductor  # noqa: E402,F401
 from tracec import version  # noqa: E402,F401  (torch.version.cuda)
