@@ -166,3 +166,70 @@ def test_sobol_engine_errors_match_torch():
               m.quasirandom.SobolEngine(2).fast_forward(3).draw_base2(2)):
         got, want = _both(lambda m: _err(lambda: f(m)))
         assert want is not None and got == want
+
+
+# --- torch.special Bessel functions and orthogonal polynomials
+#     (tests/programs/models44/chebykan_dimenet.py) ---
+
+BESSEL = ["bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0",
+          "modified_bessel_i1", "modified_bessel_k0", "modified_bessel_k1",
+          "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "spherical_bessel_j0"]
+POLYS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+         "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u",
+         "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w", "hermite_polynomial_h",
+         "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p"]
+_BX = np.concatenate([np.linspace(-30, 30, 241), [0., 1e-6, -1e-6, 1e-3, 0.3, 1.9999, 2.0, 2.0001,
+                                                  4.9999, 5.0, 5.0001, 7.99, 8.0, 8.01, 50., 100.,
+                                                  700., np.inf, -np.inf, np.nan]])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", BESSEL)
+def test_special_bessel_functions_match_torch(name, dtype):
+    x = _BX.astype(dtype)
+    with np.errstate(all="ignore"):
+        got = getattr(torch.special, name)(torch.tensor(x)).numpy()
+        want = getattr(real_torch.special, name)(real_torch.tensor(x)).numpy()
+    assert got.dtype == want.dtype
+    # float32: the same Cephes rules in float32 (a cancellation near a zero of Y1 excepted)
+    np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == "float32" else 1e-13,
+                               atol=1e-8 if dtype == "float32" else 1e-300, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", POLYS)
+def test_special_polynomials_match_torch(name):
+    xs = np.concatenate([np.linspace(-1.5, 1.5, 31), [-1., 1., 0., 0.5, 0.25, 0.75, 1e-3]])
+    for dtype in ("float32", "float64"):
+        x = xs.astype(dtype)
+        for n in list(range(-1, 14)) + [2.7]:
+            got = getattr(torch.special, name)(torch.tensor(x), n).numpy()
+            want = getattr(real_torch.special, name)(real_torch.tensor(x), n).numpy()
+            assert got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, rtol=1e-4 if dtype == "float32" else 1e-12,
+                                       atol=1e-5 if dtype == "float32" else 1e-12)
+    # a tensor of degrees, a scalar x; integer x; a float64 x with a float n
+    t, r = _both(lambda m: getattr(m.special, name)(0.3, m.arange(-1, 12)).numpy())
+    np.testing.assert_allclose(t, r, rtol=1e-4, atol=1e-5)      # (float32 trigonometric forms)
+    t, r = _both(lambda m: getattr(m.special, name)(m.tensor([0, 1, 2]), 3))
+    assert t.dtype.itemsize == r.dtype.itemsize == 4
+    np.testing.assert_allclose(t.numpy(), r.numpy(), rtol=1e-6)
+    t, r = _both(lambda m: getattr(m.special, name)(m.tensor([0.3], dtype=m.float64), 2.0).dtype)
+    assert str(t).split(".")[-1] == str(r).split(".")[-1] == "float64"
+
+
+def test_special_bessel_and_polynomials_have_no_gradient_as_torch():
+    for m in (torch, real_torch):
+        x = m.tensor([0.25, 0.7], requires_grad=True)
+        assert not m.special.bessel_j0(x).requires_grad
+        assert m.special.chebyshev_polynomial_t(x, 3).grad_fn is None
+
+
+def test_special_bessel_and_chebyshev_compile():
+    x = torch.tensor(np.linspace(0.1, 12, 40).astype(np.float32))
+
+    def f(x):
+        return torch.special.bessel_j0(x) + torch.special.modified_bessel_k1(x) + \
+            torch.special.chebyshev_polynomial_t(torch.tanh(x), 4)
+    got = torch.compile(f)(x).numpy()
+    want = f(x).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

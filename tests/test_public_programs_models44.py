@@ -13,7 +13,11 @@ aggregation; and a BoTorch-free Bayesian optimization loop on Branin
 and Matern-5/2 kernels over torch.cdist, softplus-constrained
 hyperparameters fitted by Adam on the Cholesky marginal log likelihood,
 Expected Improvement from Normal(0, 1).cdf / log_prob maximized by L-BFGS
-with the strong Wolfe line search from Sobol starts).
+with the strong Wolfe line search from Sobol starts); SynodicMusic/ChebyKAN's
+ChebyKANLayer (tanh / acos / in-place `*= arange` / cos / einsum) fitted
+to a toy function and PyG's DimeNet radial basis (Envelope,
+BesselBasisLayer's arange(out=Parameter)), with torch.special's Bessel
+functions and orthogonal polynomials.
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -29,7 +33,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models44"
 
-CASES = ["gcn_sparse_csr.py", "bayesopt_sobol.py"]
+CASES = ["gcn_sparse_csr.py", "bayesopt_sobol.py", "chebykan_dimenet.py"]
 # tracec's torch.linalg.cholesky (and cholesky_solve) run LAPACK through
 # NumPy, eagerly only: the GP's compiled fitting step runs eagerly
 EAGER_FALLBACK = {"bayesopt_sobol.py"}
