@@ -17,7 +17,14 @@ with the strong Wolfe line search from Sobol starts); SynodicMusic/ChebyKAN's
 ChebyKANLayer (tanh / acos / in-place `*= arange` / cos / einsum) fitted
 to a toy function and PyG's DimeNet radial basis (Envelope,
 BesselBasisLayer's arange(out=Parameter)), with torch.special's Bessel
-functions and orthogonal polynomials.
+functions and orthogonal polynomials; and two pytorch/examples programs:
+vision_transformer/main.py (PatchExtractor's unfold patches, the
+(batch_size, 1, latent) class token and positional Parameters moved by
+.to(device), MultiheadAttention without batch_first, TrainEval saving the
+best weights, its argparse command line) and the
+distributed/ddp-tutorial-series single_gpu.py Trainer (MyTrainDataset,
+pin_memory / shuffle DataLoader, the one-class cross_entropy that is always
+0, torch.save of the state_dict every save_every epochs).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check their compiled steps against
@@ -33,7 +40,8 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models44"
 
-CASES = ["gcn_sparse_csr.py", "bayesopt_sobol.py", "chebykan_dimenet.py"]
+CASES = ["gcn_sparse_csr.py", "bayesopt_sobol.py", "chebykan_dimenet.py", "vit_main.py",
+         "ddp_single_gpu.py"]
 # tracec's torch.linalg.cholesky (and cholesky_solve) run LAPACK through
 # NumPy, eagerly only: the GP's compiled fitting step runs eagerly
 EAGER_FALLBACK = {"bayesopt_sobol.py"}
