@@ -23,7 +23,7 @@ from tracec.math_igamma import igamma as gammainc, igammac as gammaincc
 from tracec.math_special import (_cf_erfc_tail, _in_f64, digamma, erfc, erfinv, i0,  # noqa: F401
                                  lgamma, mvlgamma, polygamma)
 from tracec.math_trig import sinc  # noqa: F401
-from tracec.special_bessel import (bessel_j0, bessel_j1, bessel_y0, bessel_y1,  # noqa: F401
+from tracec.special_bessel import (airy_ai, bessel_j0, bessel_j1, bessel_y0, bessel_y1,  # noqa: F401
                                    modified_bessel_i0, modified_bessel_i1, modified_bessel_k0,
                                    modified_bessel_k1, scaled_modified_bessel_k0,
                                    scaled_modified_bessel_k1, spherical_bessel_j0)
@@ -43,7 +43,7 @@ __all__ = ["digamma", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2", "expit",
            "logit", "logsumexp", "multigammaln", "ndtr", "ndtri", "polygamma", "psi", "round",
            "sinc", "softmax", "xlog1py", "xlogy", "zeta",
            # Cephes' Bessel functions and the orthogonal polynomials (no gradient, as PyTorch)
-           "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0",
+           "airy_ai", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0",
            "modified_bessel_i1", "modified_bessel_k0", "modified_bessel_k1",
            "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "spherical_bessel_j0",
            "chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",

@@ -20,7 +20,8 @@ from tracec.tensor import Tensor
 
 __all__ = ["bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0",
            "modified_bessel_i1", "modified_bessel_k0", "modified_bessel_k1",
-           "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "spherical_bessel_j0"]
+           "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "spherical_bessel_j0",
+           "airy_ai"]
 
 _INF = float("inf")
 _NAN = float("nan")
@@ -144,6 +145,31 @@ _K1_B = [-5.75674448366501715755e-18, 1.79405087314755922667e-17, -5.68946255844
          -3.50196060308781257119e-07, 2.40648494783721712015e-06, -1.93619797416608296024e-05,
          1.95215518471351631108e-04, -2.85781685962277938680e-03, 1.03923736576817238437e-01,
          2.72062619048444266945e+00]
+
+# Cephes airy.c: Ai's asymptotic factors for x >= 2.09 (AN / AD in 1 / zeta)
+# and for x < -2.09 (AFN / AFD and AGN / AGD in z^2)
+_AI_AN = [3.46538101525629032477e-01, 1.20075952739645805542e+01, 7.62796053615234516538e+01,
+          1.68089224934630576269e+02, 1.59756391350164413639e+02, 7.05360906840444183113e+01,
+          1.40264691163389668864e+01, 9.99999999999999995305e-01]
+_AI_AD = [5.67594532638770212846e-01, 1.47562562584847203173e+01, 8.45138970141474626562e+01,
+          1.77318088145400459522e+02, 1.64234692871529701831e+02, 7.14778400825575695274e+01,
+          1.40959135607834029598e+01, 1.00000000000000000470e+00]
+_AI_AFN = [-1.31696323418331795333e-01, -6.26456544431912369773e-01, -6.93158036036933542233e-01,
+           -2.79779981545119124951e-01, -4.91900132609500318020e-02, -4.06265923594885404393e-03,
+           -1.59276496239262096340e-04, -2.77649108155232920844e-06, -1.67787698489114633780e-08]
+_AI_AFD = [1.33560420706553243746e+01, 3.26825032795224613948e+01, 2.67367040941499554804e+01,
+           9.18707402907259625840e+00, 1.47529146771666414581e+00, 1.15687173795188044134e-01,
+           4.40291641615211203805e-03, 7.54720348287414296618e-05, 4.51850092970580378464e-07]
+_AI_AGN = [1.97339932091685679179e-02, 3.91103029615688277255e-01, 1.06579897599595591108e+00,
+           9.39169229816650230044e-01, 3.51465656105547619242e-01, 6.33888919628925490927e-02,
+           5.85804113048388458567e-03, 2.82851600836737019778e-04, 6.98793669997260967291e-06,
+           8.11789239554389293311e-08, 3.41551784765923618484e-10]
+_AI_AGD = [9.30892908077441974853e+00, 1.98352928718312140417e+01, 1.55646628932864612953e+01,
+           5.47686069422975497931e+00, 9.54293611618961883998e-01, 8.64580826352392193095e-02,
+           4.12656523824222607191e-03, 1.01259085116509135510e-04, 1.17166733214413521882e-06,
+           4.91834570062930015649e-09]
+_SQPII = 5.64189583547756286948e-01        # 1 / sqrt(pi)
+_AI_C1, _AI_C2 = 0.355028053887817239260, 0.258819403792806798405
 
 
 def _unary(name, body):
@@ -280,6 +306,54 @@ def _spherical_j0(x):
     return ops.where(inf, 0.0, ops.where(small, series, ops.div(ops.sin(xb), xb)))
 
 
+def _airy_ai(x):
+    """Ai(x): Cephes' asymptotic forms beyond |x| = 2.09, the Maclaurin
+    series c1 f(x) - c2 g(x) between, summed (per element) until a term is
+    below 2^-53 of the sum, as PyTorch's loop."""
+    neg = ops.lt(x, -2.09)
+    pos = ops.ge(x, 2.09)
+    xn = ops.where(neg, x, -3.0)
+    r = ops.div(ops.mul(ops.mul(xn, -2.0), ops.sqrt(ops.neg(xn))), 3.0)
+    z = ops.div(1.0, r)
+    zz = ops.mul(z, z)
+    f_ = ops.div(_polyval(zz, _AI_AFN), _polyval(zz, _AI_AFD))
+    g_ = ops.div(_polyval(zz, _AI_AGN), _polyval(zz, _AI_AGD))
+    t = ops.add(r, 0.25 * 3.14159265358979323846)
+    low = ops.mul(ops.div(_SQPII, ops.sqrt(ops.sqrt(ops.neg(xn)))),
+                  ops.sub(ops.mul(ops.sin(t), ops.add(ops.mul(zz, f_), 1.0)),
+                          ops.mul(ops.cos(t), ops.mul(z, g_))))
+    xp = ops.where(pos, x, 3.0)
+    zeta = ops.div(ops.mul(ops.mul(xp, 2.0), ops.sqrt(xp)), 3.0)
+    iz = ops.div(1.0, zeta)
+    high = ops.div(ops.mul(ops.div(_polyval(iz, _AI_AN), _polyval(iz, _AI_AD)), _SQPII),
+                   ops.mul(ops.mul(ops.sqrt(ops.sqrt(xp)), 2.0), ops.exp(zeta)))
+    xm = ops.where(ops.logical_or(neg, pos), 0.0, x)
+    f = ops.full(tuple(x.shape), 1.0, x.dtype, like=x)
+    g, m, n, k, tt = xm, f, xm, f, f
+    cube = ops.mul(ops.mul(xm, xm), xm)
+    for _ in range(40):       # |x| < 2.09: converged within about 20 terms in float64
+        go = ops.gt(tt, 1.11022302462515654042e-16)
+        m2 = ops.mul(m, cube)
+        k2 = ops.add(k, 1.0)
+        m2 = ops.div(m2, k2)
+        n2 = ops.mul(n, cube)
+        k2 = ops.add(k2, 1.0)
+        n2 = ops.div(n2, k2)
+        m2 = ops.div(m2, k2)
+        f2 = ops.add(f, m2)
+        k2 = ops.add(k2, 1.0)
+        n2 = ops.div(n2, k2)
+        g2 = ops.add(g, n2)
+        t2 = ops.abs_(ops.div(m2, f2))
+        m, n, k, f, g, tt = (ops.where(go, a, b) for a, b in
+                             ((m2, m), (n2, n), (k2, k), (f2, f), (g2, g), (t2, tt)))
+    mid = ops.sub(ops.mul(f, _AI_C1), ops.mul(g, _AI_C2))
+    out = ops.where(neg, low, ops.where(pos, high, mid))
+    out = ops.where(ops.gt(x, 103.892), 0.0, out)
+    return ops.where(ops.eq(ops.abs_(x), _INF), _NAN, out)
+
+
+airy_ai = _unary("airy_ai", _airy_ai)
 bessel_j0 = _unary("bessel_j0", _j0)
 bessel_j1 = _unary("bessel_j1", _j1)
 bessel_y0 = _unary("bessel_y0", _y0)
