@@ -233,3 +233,43 @@ def test_special_bessel_and_chebyshev_compile():
     got = torch.compile(f)(x).numpy()
     want = f(x).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_compressed_transpose_swaps_the_layout_as_torch():
+    t, r = _both(lambda m: m.tensor(A).to_sparse_csr().t())
+    assert t.layout is torch.sparse_csc and _text(t) == _text(r)
+    t, r = _both(lambda m: m.tensor(A).to_sparse_csc().transpose(0, 1))
+    assert t.layout is torch.sparse_csr and _text(t) == _text(r)
+    for f in (lambda m: m.tensor(A).to_sparse_csr().is_coalesced(),
+              lambda m: m.tensor(A).to_sparse_csr().coalesce()):
+        got, want = _both(lambda m: _err(lambda: f(m)))
+        assert want is not None and got == want
+
+
+def test_sparse_addmm_matches_torch():
+    x = np.arange(8.0, dtype=np.float32).reshape(4, 2)
+    for conv in (lambda t: t.to_sparse(), lambda t: t.to_sparse_csr()):
+        t, r = _both(lambda m: m.sparse.addmm(m.ones(3, 2), conv(m.tensor(A)), m.tensor(x), beta=0.5,
+                                              alpha=2.0).numpy())
+        np.testing.assert_allclose(t, r)
+
+
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_sparse_softmax_over_specified_entries_matches_torch(log, dim):
+    # an explicit zero entry counts; a row without entries stays empty
+    idx = np.array([[0, 0, 1, 1, 3], [0, 2, 1, 2, 3]])
+    val = np.array([0.5, -1.0, 0.0, 2.0, 1.5], np.float32)
+    w = np.random.default_rng(1).standard_normal((4, 4)).astype(np.float32)
+
+    def run(m):
+        v = m.tensor(val, requires_grad=True)
+        s = m.sparse_coo_tensor(m.tensor(idx), v, (4, 4))
+        y = (m.sparse.log_softmax if log else m.sparse.softmax)(s, dim)
+        (y.to_dense() * m.tensor(w)).sum().backward()
+        yc = y.coalesce()
+        return y.layout, yc.indices().tolist(), yc.values().detach().numpy(), v.grad.numpy()
+    t, r = _both(run)
+    assert repr(t[0]) == repr(r[0]) and t[1] == r[1]
+    np.testing.assert_allclose(t[2], r[2], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(t[3], r[3], rtol=1e-5, atol=1e-6)

@@ -141,7 +141,8 @@ Tensor.__format__ = _format
 def _sparse_or_raise(self, name: str):
     info = C.sparse_info(self)
     if info is None:
-        raise RuntimeError(f"{name} expected sparse coordinate tensor layout but got Strided")
+        raise RuntimeError(f"{name} expected sparse coordinate tensor layout but got "
+                           f"{SC.layout_name(self)}")
     return info
 
 

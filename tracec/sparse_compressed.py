@@ -28,7 +28,7 @@ from tracec.tensor_meta import sparse_csc, sparse_csr
 
 __all__ = ["Compressed", "compressed_info", "sparse_csr_tensor", "sparse_csc_tensor",
            "to_sparse_csr", "to_sparse_csc", "compressed_values", "compressed_to_coo",
-           "layout_name"]
+           "compressed_transposed", "layout_name"]
 
 _BETA_WARNED: set = set()
 _BETA_MSG = ("Sparse {} tensor support is in beta state. If you miss a functionality in the "
@@ -105,6 +105,16 @@ def compressed_to_coo(t: Tensor, rec: Compressed) -> Tensor:
     csr = rec.layout is sparse_csr
     values = None if csr else compressed_values(t, rec).detach()
     return mark_sparse(out, Tensor._make(np.stack([rows, cols]), dt.int64), values, csr)
+
+
+def compressed_transposed(out: Tensor, src: Tensor, a: int, b: int) -> Tensor:
+    """``out``, the transpose of ``src``: when ``src`` is CSR (CSC), the CSC
+    (CSR) matrix of the same index arrays, as PyTorch's ``t()``."""
+    rec = compressed_info(src)
+    if rec is None or a == b:
+        return out
+    other = sparse_csc if rec.layout is sparse_csr else sparse_csr
+    return set_record(out, Compressed(other, rec.compressed, rec.plain))
 
 
 def _convert(self, layout, name):

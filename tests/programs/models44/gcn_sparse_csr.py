@@ -208,6 +208,19 @@ loss = torch.sparse.mm(adj_coo_w, features @ w).tanh().pow(2).sum()
 loss.backward()
 print("coo grads", f"{loss.item():.4f}", fmt(w.grad[0]), torch.allclose(edge_weight.grad, g_csr, atol=1e-5))
 
+# edge attention over the sparse adjacency (GAT-style scores, normalized per
+# row by torch.sparse.softmax), torch.sparse.addmm, and the CSR transpose
+a_src, a_dst = torch.randn(nfeat, requires_grad=True), torch.randn(nfeat, requires_grad=True)
+row, col = adj.indices()
+scores = F.leaky_relu(features[row] @ a_src + features[col] @ a_dst, 0.2)
+att = torch.sparse.softmax(torch.sparse_coo_tensor(adj.indices(), scores, adj.size()), dim=1)
+h_att = torch.sparse.mm(att, features)
+h_att.pow(2).sum().backward()
+print("attention", att.layout, att._nnz(), fmt(torch.sparse.sum(att, dim=1).to_dense()[:4]),
+      fmt(h_att[0, :4]), fmt(a_src.grad[:4]))
+print("addmm", fmt(torch.sparse.addmm(features[:, :3], adj_csr, features[:, :3], beta=0.5)[1]))
+print("csr.t()", adj_csr.t().layout, torch.equal(adj_csr.t().to_dense(), adj.to_dense().t()))
+
 # pygcn's train.py, on the CSR and on the COO adjacency
 for kind, A in (("csr", adj_csr), ("coo", adj)):
     torch.manual_seed(0)
