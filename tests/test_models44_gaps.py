@@ -160,8 +160,16 @@ def test_sobol_engine_without_seed_draws_from_the_default_generator_as_torch():
     assert repr(t) == repr(r) == "SobolEngine(dimension=3, scramble=True)"
 
 
+def test_sobol_engine_draw_into_out_matches_torch():
+    t, r = _both(lambda m: (m.quasirandom.SobolEngine(3, scramble=True, seed=5), m.empty(0)))
+    a, b = t[0].draw(4, out=t[1]), r[0].draw(4, out=r[1])
+    assert a is t[1] and np.array_equal(t[1].numpy(), r[1].numpy())
+
+
 def test_sobol_engine_errors_match_torch():
-    for f in (lambda m: m.quasirandom.SobolEngine(0), lambda m: m.quasirandom.SobolEngine(21202),
+    for f in (lambda m: m.quasirandom.SobolEngine(2).draw(0),
+              lambda m: m.quasirandom.SobolEngine(2).draw(3, dtype=m.float16),
+              lambda m: m.quasirandom.SobolEngine(0), lambda m: m.quasirandom.SobolEngine(21202),
               lambda m: m.quasirandom.SobolEngine(2).draw(3) and None or
               m.quasirandom.SobolEngine(2).fast_forward(3).draw_base2(2)):
         got, want = _both(lambda m: _err(lambda: f(m)))

@@ -124,8 +124,15 @@ class SobolEngine:
         return pts
 
     def _points(self, n: int, start: int, dtype) -> Tensor:
+        d = dt.to_dtype(dtype)
+        if n < 0:       # (draw(0) as the first call asks ATen for n - 1 = -1 points)
+            raise RuntimeError(f"Trying to create tensor with negative dimension {n}: "
+                               f"[{n}, {self.dimension}]")
+        if d not in (dt.float32, dt.float64):      # ATen dispatches float and double only
+            raise NotImplementedError(f'"_sobol_engine_draw" not implemented for '
+                                      f"'{dt.scalar_type_name(d)}'")
         ints = self._advance(n, start)
-        return Tensor._make(ints, dt.int64).to(dt.to_dtype(dtype)) * (1.0 / (1 << self.MAXBIT))
+        return Tensor._make(ints, dt.int64).to(d) * (1.0 / (1 << self.MAXBIT))
 
     def draw(self, n=1, out=None, dtype=None):
         r"""The next ``n`` points, ``[n, dimension]`` of ``dtype`` (default:
