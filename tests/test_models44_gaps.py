@@ -281,3 +281,21 @@ def test_sparse_softmax_over_specified_entries_matches_torch(log, dim):
     assert repr(t[0]) == repr(r[0]) and t[1] == r[1]
     np.testing.assert_allclose(t[2], r[2], rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(t[3], r[3], rtol=1e-5, atol=1e-6)
+
+
+def test_special_functions_refuse_bad_input_as_torch():
+    cases = [lambda m: m.special.bessel_j0(2.5),
+             lambda m: m.special.airy_ai(m.tensor([0.5], dtype=m.float16)),
+             lambda m: m.special.modified_bessel_k0(m.tensor([0.5j])),
+             lambda m: m.special.chebyshev_polynomial_t(0.3, 2),
+             lambda m: m.special.hermite_polynomial_h(m.tensor([0.5], dtype=m.float16), 2),
+             lambda m: m.special.legendre_polynomial_p(m.tensor([0.3j]), 2)]
+    for f in cases:
+        got, want = _both(lambda m: _err(lambda: f(m)))
+        assert want is not None and got == want
+    got, want = _both(lambda m: _err(lambda: m.special.chebyshev_polynomial_t(m.tensor([0.3, 0.5]),
+                                                                              m.tensor([1, 2, 3]))))
+    assert got[1] == want[1]
+    # bool and integer inputs compute in the default dtype, as in torch
+    t, r = _both(lambda m: m.special.bessel_j0(m.tensor([True, False])).numpy())
+    np.testing.assert_allclose(t, r)

@@ -176,10 +176,15 @@ def _unary(name, body):
     """A torch.special Bessel function: ``body`` on the detached input in its
     float dtype (integers as the default dtype)."""
     def fn(input):
-        from tracec.creation import tensor as _tensor
-        x = input.detach() if isinstance(input, Tensor) else _tensor(input)
-        if not x.dtype.is_floating_point:
+        if not isinstance(input, Tensor):
+            raise TypeError(f"special_{name}(): argument 'input' (position 1) must be Tensor, "
+                            f"not {type(input).__name__}")
+        x = input.detach()
+        if x.dtype.category < 2:      # integer and bool inputs: the default float dtype
             x = ops.cast(x, dt.get_default_dtype())
+        if x.dtype not in (dt.float32, dt.float64):      # ATen dispatches float and double only
+            raise NotImplementedError(f'"{name}_cpu" not implemented for '
+                                      f"'{dt.scalar_type_name(x.dtype)}'")
         return body(x)
     fn.__name__ = name
     fn.__doc__ = f"``torch.special.{name}`` (Cephes' approximation, as PyTorch's)."

@@ -12,11 +12,10 @@ PyTorch the result has no gradient (it never requires grad).
 """
 from __future__ import annotations
 
-import numpy as np
-
 from tracec import dtypes as dt
 from tracec import ops
 from tracec.math_trig import acos
+from tracec.ops.core import broadcast_shapes
 from tracec.tensor import Tensor, concrete
 
 __all__ = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
@@ -26,26 +25,34 @@ __all__ = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polyno
            "laguerre_polynomial_l", "legendre_polynomial_p"]
 
 
-def _operands(x, n):
+def _operands(x, n, name):
     """(x as the result dtype, n as int64, both broadcast, without grad; the
     degree itself when n is a Python number, else None)."""
     from tracec.creation import tensor as _tensor
     xt = x if isinstance(x, Tensor) else None
     nt = n if isinstance(n, Tensor) else None
     if xt is None and nt is None:
-        raise TypeError("expected at least one Tensor operand (x or n)")
+        got = ", ".join(type(v).__name__ for v in (x, n))
+        raise TypeError(f"special_{name}() received an invalid combination of arguments - got "
+                        f"({got}), but expected one of:\n"
+                        " * (Tensor x, Tensor n, *, Tensor out = None)\n"
+                        " * (Number x, Tensor n, *, Tensor out = None)\n"
+                        " * (Tensor x, Number n, *, Tensor out = None)\n")
     tensors = [v for v in (xt, nt) if v is not None]
     scalars = [2 if isinstance(v, float) else 1 for v in (x, n)      # (categories)
                if not isinstance(v, Tensor)]
     d = dt.result_type([v.dtype for v in tensors if v.ndim], [v.dtype for v in tensors if not v.ndim],
                        scalars)
-    if not d.is_floating_point:       # integer operands: the default float dtype
+    if d.category < 2:       # integer and bool operands: the default float dtype
         d = dt.get_default_dtype()
+    if d not in (dt.float32, dt.float64):      # ATen dispatches float and double only
+        raise NotImplementedError(f'"{name}_cpu" not implemented for '
+                                  f"'{dt.scalar_type_name(d)}'")
     xs = xt.detach() if xt is not None else _tensor(float(x), dtype=d)
     ns = nt.detach() if nt is not None else _tensor(n)
     xs = ops.cast(xs, d) if xs.dtype is not d else xs
     ni = ops.cast(ns, dt.int64)       # (a float n truncates, as PyTorch's static_cast)
-    shape = tuple(np.broadcast_shapes(tuple(xs.shape), tuple(ni.shape)))
+    shape = broadcast_shapes(tuple(xs.shape), tuple(ni.shape))
     if tuple(xs.shape) != shape:
         xs = ops.broadcast_to(xs, shape)
     if tuple(ni.shape) != shape:
@@ -91,7 +98,7 @@ def _chebyshev(kind: str, shifted: bool):
         {"t": 6, "u": 6, "v": 6, "w": 4}[kind]
 
     def fn(input, n):
-        x, n, top = _operands(input, n)
+        x, n, top = _operands(input, n, fn.__name__)
         y = ops.sub(ops.add(x, x), 1.0) if shifted else x      # PyTorch's x + x - 1
         two_y = ops.add(y, y)
         first = {"t": y, "u": two_y, "v": ops.sub(two_y, 1.0), "w": ops.add(two_y, 1.0)}[kind]
@@ -150,7 +157,7 @@ def _chebyshev(kind: str, shifted: bool):
 
 def hermite_polynomial_h(input, n):
     """``torch.special.hermite_polynomial_h``: the physicists' Hermite H_n(x)."""
-    x, n, top = _operands(input, n)
+    x, n, top = _operands(input, n, "hermite_polynomial_h")
     two_x = ops.add(x, x)
     res = _recurrence(x, n, two_x,
                       lambda m, q, p: ops.sub(ops.mul(two_x, q), ops.mul(p, float(2 * (m - 1)))),
@@ -160,7 +167,7 @@ def hermite_polynomial_h(input, n):
 
 def hermite_polynomial_he(input, n):
     """``torch.special.hermite_polynomial_he``: the probabilists' Hermite He_n(x)."""
-    x, n, top = _operands(input, n)
+    x, n, top = _operands(input, n, "hermite_polynomial_he")
     res = _recurrence(x, n, x, lambda m, q, p: ops.sub(ops.mul(x, q), ops.mul(p, float(m - 1))),
                       ops.lt(n, 0), top)
     return ops.where(ops.lt(n, 0), 0.0, res)
@@ -168,7 +175,7 @@ def hermite_polynomial_he(input, n):
 
 def laguerre_polynomial_l(input, n):
     """``torch.special.laguerre_polynomial_l``: the Laguerre L_n(x) (1 at x = 0)."""
-    x, n, top = _operands(input, n)
+    x, n, top = _operands(input, n, "laguerre_polynomial_l")
     one_minus = ops.add(ops.neg(x), 1.0)      # 1 - x (exactly)
 
     def step(m, q, p):
@@ -182,7 +189,7 @@ def laguerre_polynomial_l(input, n):
 
 def legendre_polynomial_p(input, n):
     """``torch.special.legendre_polynomial_p``: the Legendre P_n(x)."""
-    x, n, top = _operands(input, n)
+    x, n, top = _operands(input, n, "legendre_polynomial_p")
 
     def step(m, q, p):
         k = m - 1
