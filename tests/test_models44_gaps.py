@@ -299,3 +299,21 @@ def test_special_functions_refuse_bad_input_as_torch():
     # bool and integer inputs compute in the default dtype, as in torch
     t, r = _both(lambda m: m.special.bessel_j0(m.tensor([True, False])).numpy())
     np.testing.assert_allclose(t, r)
+
+
+def test_compressed_times_a_number_and_sums_keep_the_layout_as_torch():
+    B = np.array([[1., 0., 0., 0.], [2., 0., 0., 5.], [0., 0., 0., 0.]], np.float32)
+    for conv in ("to_sparse_csr", "to_sparse_csc"):
+        for f in (lambda m, c: c(m.tensor(A)) * 2, lambda m, c: 0.5 * c(m.tensor(A)),
+                  lambda m, c: c(m.tensor(A)).mul(m.tensor(3.0))):
+            t, r = _both(lambda m: f(m, lambda x: getattr(x, conv)()))
+            assert _text(t) == _text(r)
+        # a division or a difference is refused, and a sum of CSC matrices
+        for f in (lambda m, c: c(m.tensor(A)) / 4, lambda m, c: c(m.tensor(A)) - c(m.tensor(B)),
+                  lambda m, c: c(m.tensor(A)) + c(m.tensor(B))):
+            got, want = _both(lambda m: _err(lambda: f(m, lambda x: getattr(x, conv)())))
+            if want is None:       # CSR + CSR: over the union of the entries
+                t, r = _both(lambda m: f(m, lambda x: getattr(x, conv)()))
+                assert _text(t) == _text(r)
+            else:
+                assert got == want

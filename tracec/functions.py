@@ -238,10 +238,12 @@ def _refuse_sparse_dense(a, b) -> None:
 
 
 def _sparse_sum(out, a, b, alpha):
-    """A COO tensor plus (minus) a COO tensor is COO (``contraction.sparse_added``)."""
+    """A COO tensor plus (minus) a COO tensor is COO (``contraction.sparse_added``),
+    a CSR (CSC) one plus one of its layout is too (``sparse_compressed.compressed_added``)."""
     if isinstance(a, Tensor) and isinstance(b, Tensor):
         from tracec.contraction import sparse_added
-        return sparse_added(out, a, b, alpha)
+        from tracec.sparse_compressed import compressed_added
+        return compressed_added(sparse_added(out, a, b, alpha), a, b, alpha)
     return out
 
 
@@ -301,11 +303,17 @@ def _sparse_scaled(out, input, other, commutes: bool):
     times / divided by a number or a 0-d tensor: PyTorch's result is COO
     too, with the same indices and coalesced state (APPNP's
     ``(1 - alpha) * A_hat`` buffer); any other product stays dense."""
-    from tracec.contraction import mark_sparse, sparse_entries, sparse_info
+    from tracec.contraction import mark_sparse, raw_record, set_record, sparse_entries, sparse_info
     pairs = ((input, other), (other, input)) if commutes else ((input, other),)
     for s, n in pairs:
         info = sparse_info(s) if isinstance(s, Tensor) else None
         if info is None:
+            rec = raw_record(s) if isinstance(s, Tensor) else None
+            if rec is not None and not commutes:      # PyTorch has no CSR / CSC division
+                from tracec.sparse_compressed import layout_name
+                raise RuntimeError(f"unsupported tensor layout: {layout_name(s)}")
+            if rec is not None and (isinstance(n, _NUM) or (isinstance(n, Tensor) and n.ndim == 0)):
+                return set_record(out, rec)     # CSR / CSC times a number: same entries
             continue
         if isinstance(n, _NUM) or (isinstance(n, Tensor) and n.ndim == 0):
             values = None if info[1] is None else (mul(info[1], n) if commutes else div(info[1], n))

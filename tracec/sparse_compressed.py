@@ -28,7 +28,7 @@ from tracec.tensor_meta import sparse_csc, sparse_csr
 
 __all__ = ["Compressed", "compressed_info", "sparse_csr_tensor", "sparse_csc_tensor",
            "to_sparse_csr", "to_sparse_csc", "compressed_values", "compressed_to_coo",
-           "compressed_transposed", "layout_name"]
+           "compressed_transposed", "compressed_added", "layout_name"]
 
 _BETA_WARNED: set = set()
 _BETA_MSG = ("Sparse {} tensor support is in beta state. If you miss a functionality in the "
@@ -115,6 +115,25 @@ def compressed_transposed(out: Tensor, src: Tensor, a: int, b: int) -> Tensor:
         return out
     other = sparse_csc if rec.layout is sparse_csr else sparse_csr
     return set_record(out, Compressed(other, rec.compressed, rec.plain))
+
+
+def compressed_added(out: Tensor, a: Tensor, b: Tensor, alpha) -> Tensor:
+    """``out`` = ``a + alpha * b``: when both are CSR matrices of one shape, the
+    CSR matrix over the union of their entries, as PyTorch's; PyTorch refuses a
+    difference of compressed tensors and (its kernel reading crow_indices) a
+    sum of CSC ones."""
+    ra, rb = compressed_info(a), compressed_info(b)
+    if ra is None or rb is None or ra.layout is not rb.layout or tuple(a.shape) != tuple(b.shape):
+        return out
+    if alpha == -1:
+        raise RuntimeError(f"unsupported tensor layout: {layout_name(a)}")
+    if ra.layout is sparse_csc:
+        raise RuntimeError("crow_indices expected sparse row compressed tensor layout but got "
+                           "SparseCsc")
+    (ia, ja), (ib, jb) = _positions(ra), _positions(rb)
+    n = a.shape[1]
+    flat = np.union1d(ia * n + ja, ib * n + jb)
+    return _mark(out, ra.layout, flat // n, flat % n, tuple(a.shape))
 
 
 def _convert(self, layout, name):
