@@ -317,3 +317,27 @@ def test_compressed_times_a_number_and_sums_keep_the_layout_as_torch():
                 assert _text(t) == _text(r)
             else:
                 assert got == want
+
+
+@pytest.mark.parametrize("conv", ["to_sparse", "to_sparse_csr", "to_sparse_csc"])
+def test_zero_preserving_unary_ops_keep_a_sparse_layout_as_torch(conv):
+    ops_ = {"neg": lambda m, s: -s, "abs": lambda m, s: s.abs(), "relu": lambda m, s: m.relu(s),
+            "sqrt": lambda m, s: m.sqrt(s.abs()), "tanh": lambda m, s: m.tanh(s),
+            "sin": lambda m, s: s.sin(), "sign": lambda m, s: s.sign(),
+            "square": lambda m, s: s.square(), "pow": lambda m, s: s.pow(2),
+            "exp": lambda m, s: s.exp(), "sigmoid": lambda m, s: m.sigmoid(s)}
+    for name, f in ops_.items():
+        got, want = _both(lambda m: _err(lambda: f(m, getattr(m.tensor(A), conv)())))
+        if want is not None:
+            assert got[0] == want[0] and got[1] == want[1].split(" This")[0], name
+            continue
+        t, r = _both(lambda m: f(m, getattr(m.tensor(A), conv)()))
+        assert _text(t) == _text(r), name
+
+
+def test_neg_of_an_uncoalesced_coo_tensor_keeps_its_entries_as_torch():
+    def make(m):
+        s = m.sparse_coo_tensor(m.tensor([[1, 0, 1], [2, 0, 2]]), m.tensor([1., 2., 3.]), (2, 3))
+        return -s, s.abs()
+    (tn, ta), (rn, ra) = _both(make)
+    assert _text(tn) == _text(rn) and _text(ta) == _text(ra)
