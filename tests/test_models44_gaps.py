@@ -341,3 +341,11 @@ def test_neg_of_an_uncoalesced_coo_tensor_keeps_its_entries_as_torch():
         return -s, s.abs()
     (tn, ta), (rn, ra) = _both(make)
     assert _text(tn) == _text(rn) and _text(ta) == _text(ra)
+
+
+def test_sparse_sum_of_a_compressed_tensor_fails_as_torch():
+    for f in (lambda m: m.sparse.sum(m.tensor(A).to_sparse_csr()),
+              lambda m: m.sparse.sum(m.tensor(A).to_sparse_csc(), dim=1),
+              lambda m: m.sparse.sum(m.tensor(A))):
+        got, want = _both(lambda m: _err(lambda: f(m)))
+        assert want is not None and got[0] == want[0] and got[1] == want[1].split(" This")[0]

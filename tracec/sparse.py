@@ -133,7 +133,13 @@ def sum(input, dim=None, dtype=None):  # noqa: A001 - PyTorch's name
     summed (all of them when ``dim`` is None), else a coalesced COO tensor."""
     info = sparse_info(input)
     if info is None:
-        raise RuntimeError("coalesce expected sparse coordinate tensor layout but got Strided")
+        from tracec.sparse_compressed import layout_name
+        name = layout_name(input)
+        if dim is not None and name.startswith("SparseCs"):
+            # PyTorch's COO-only kernel; CSR and CSC share one dispatch key
+            raise NotImplementedError("Could not run 'aten::_indices' with arguments from the "
+                                      "'SparseCsrCPU' backend.")
+        raise RuntimeError(f"coalesce expected sparse coordinate tensor layout but got {name}")
     if dim is None:
         return input.sum(dtype=dtype)
     dims = tuple(d % input.ndim for d in ((dim,) if isinstance(dim, int) else dim))
