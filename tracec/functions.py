@@ -237,13 +237,13 @@ def _refuse_sparse_dense(a, b) -> None:
         raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) instead.")
 
 
-def _sparse_sum(out, a, b, alpha):
+def _sparse_sum(out, a, b, alpha, subtract=False):
     """A COO tensor plus (minus) a COO tensor is COO (``contraction.sparse_added``),
     a CSR (CSC) one plus one of its layout is too (``sparse_compressed.compressed_added``)."""
     if isinstance(a, Tensor) and isinstance(b, Tensor):
         from tracec.contraction import sparse_added
         from tracec.sparse_compressed import compressed_added
-        return compressed_added(sparse_added(out, a, b, alpha), a, b, alpha)
+        return compressed_added(sparse_added(out, a, b, alpha), a, b, subtract)
     return out
 
 
@@ -274,7 +274,7 @@ def sub(input, other, *deprecated, alpha=1):
         else:
             other = ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
     out = ops.sub(input, other)
-    return _sparse_sum(out, *given, -alpha) if SPARSE else out
+    return _sparse_sum(out, *given, -alpha, True) if SPARSE else out
 
 
 def mul(input, other):

@@ -117,15 +117,15 @@ def compressed_transposed(out: Tensor, src: Tensor, a: int, b: int) -> Tensor:
     return set_record(out, Compressed(other, rec.compressed, rec.plain))
 
 
-def compressed_added(out: Tensor, a: Tensor, b: Tensor, alpha) -> Tensor:
-    """``out`` = ``a + alpha * b``: when both are CSR matrices of one shape, the
+def compressed_added(out: Tensor, a: Tensor, b: Tensor, subtract: bool) -> Tensor:
+    """``out`` = ``a + alpha * b`` (``a - alpha * b`` if ``subtract``): when both are CSR matrices of one shape, the
     CSR matrix over the union of their entries, as PyTorch's; PyTorch refuses a
     difference of compressed tensors and (its kernel reading crow_indices) a
     sum of CSC ones."""
     ra, rb = compressed_info(a), compressed_info(b)
     if ra is None or rb is None or ra.layout is not rb.layout or tuple(a.shape) != tuple(b.shape):
         return out
-    if alpha == -1:
+    if subtract:
         raise RuntimeError(f"unsupported tensor layout: {layout_name(a)}")
     if ra.layout is sparse_csc:
         raise RuntimeError("crow_indices expected sparse row compressed tensor layout but got "
