@@ -3,8 +3,10 @@
 legacy ``FloatTensor(indices, values, size)`` constructors (``DoubleTensor``,
 ``LongTensor``, ...: the values keep their dtype, a size alone makes an empty
 tensor of the class's dtype) are ``sparse_coo_tensor`` without its invariants
-warning, each form warning PyTorch's deprecation once; ``sum`` sums the dense data, a COO tensor again while
-sparse dimensions remain.
+warning, each form warning PyTorch's deprecation once; ``sum`` sums the
+dense data, a COO tensor again while sparse dimensions remain; ``addmm`` is
+``beta * mat + alpha * mat1 @ mat2``; ``softmax`` / ``log_softmax``
+normalize over a COO tensor's specified entries only.
 """
 from __future__ import annotations
 
@@ -20,8 +22,9 @@ from tracec.functions import _named
 from tracec.creation import tensor as _tensor
 from tracec.functions import user_stacklevel
 
-__all__ = ["mm", "addmm", "softmax", "log_softmax", "sum", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor",
-           "IntTensor", "ShortTensor", "CharTensor", "ByteTensor"]
+__all__ = ["mm", "addmm", "softmax", "log_softmax", "sum", "FloatTensor", "DoubleTensor",
+           "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor", "ShortTensor", "CharTensor",
+           "ByteTensor"]
 
 
 def mm(mat1, mat2):

@@ -118,10 +118,10 @@ def compressed_transposed(out: Tensor, src: Tensor, a: int, b: int) -> Tensor:
 
 
 def compressed_added(out: Tensor, a: Tensor, b: Tensor, subtract: bool) -> Tensor:
-    """``out`` = ``a + alpha * b`` (``a - alpha * b`` if ``subtract``): when both are CSR matrices of one shape, the
-    CSR matrix over the union of their entries, as PyTorch's; PyTorch refuses a
-    difference of compressed tensors and (its kernel reading crow_indices) a
-    sum of CSC ones."""
+    """``out`` = ``a + alpha * b`` (``a - alpha * b`` if ``subtract``): when
+    both are CSR matrices of one shape, the CSR matrix over the union of their
+    entries, as PyTorch's; PyTorch refuses a difference of compressed tensors
+    and (its kernel reading crow_indices) a sum of CSC ones."""
     ra, rb = compressed_info(a), compressed_info(b)
     if ra is None or rb is None or ra.layout is not rb.layout or tuple(a.shape) != tuple(b.shape):
         return out
@@ -215,7 +215,8 @@ def _compressed_tensor(layout, comp, plain, values, size, dtype, device, require
                      (len(ci) == n_outer + 1,
                       f"`{c}.shape[-1] == {'nrows' if layout is sparse_csr else 'ncols'} + 1`"),
                      (ci[-1] == nnz if len(ci) else True, f"`{c}[..., -1] == nnz`"),
-                     (bool((np.diff(ci) >= 0).all()), f"`0 <= {c}[..., 1:] - {c}[..., :-1] <= {names[2]}`"),
+                     (bool((np.diff(ci) >= 0).all()),
+                      f"`0 <= {c}[..., 1:] - {c}[..., :-1] <= {names[2]}`"),
                      (bool(((pi >= 0) & (pi < n_plain)).all()), f"`0 <= {names[1]} < {names[2]}`")):
         if not ok:
             raise RuntimeError(f"{cond} is not satisfied.")

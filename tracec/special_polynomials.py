@@ -41,8 +41,8 @@ def _operands(x, n, name):
     tensors = [v for v in (xt, nt) if v is not None]
     scalars = [2 if isinstance(v, float) else 1 for v in (x, n)      # (categories)
                if not isinstance(v, Tensor)]
-    d = dt.result_type([v.dtype for v in tensors if v.ndim], [v.dtype for v in tensors if not v.ndim],
-                       scalars)
+    d = dt.result_type([v.dtype for v in tensors if v.ndim],
+                       [v.dtype for v in tensors if not v.ndim], scalars)
     if d.category < 2:       # integer and bool operands: the default float dtype
         d = dt.get_default_dtype()
     if d not in (dt.float32, dt.float64):      # ATen dispatches float and double only
@@ -88,8 +88,9 @@ def _even(n):
 
 
 def _sel(cond, a, b, like):
-    return ops.where(cond, a if isinstance(a, Tensor) else ops.full(tuple(like.shape), a, like.dtype,
-                                                                   like=like), b)
+    if not isinstance(a, Tensor):
+        a = ops.full(tuple(like.shape), a, like.dtype, like=like)
+    return ops.where(cond, a, b)
 
 
 def _chebyshev(kind: str, shifted: bool):
