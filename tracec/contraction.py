@@ -21,11 +21,11 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import autocast_mode, ops
-from tracec.functions import _named, add, matmul, mul, promote
+from tracec.functions import _named, add, matmul, mul, promote, user_stacklevel
 from tracec.tensor import SPARSE, Tensor, concrete
 
 __all__ = ["addmm", "baddbmm", "einsum", "sparse_coo_tensor", "spmm", "sparse_info",
-           "mark_sparse", "coalesced_indices"]
+           "mark_sparse", "coalesced_indices", "raw_record", "set_record", "invariants_warn_once"]
 
 
 def integral_scalars(input, prod, beta, alpha, name=None):
@@ -297,19 +297,43 @@ _INVARIANTS_MSG = (
 
 
 
-def sparse_info(t):
-    """``[indices, values, coalesced]`` of the COO tensor ``t`` stands for, or None."""
+def raw_record(t):
+    """``t``'s entry in ``SPARSE`` (a COO list, or a compressed layout's
+    record: ``tracec.sparse_compressed``), or None for a strided tensor."""
     e = SPARSE.get(id(t))
     return e[1] if e is not None and e[0]() is t else None
+
+
+def set_record(t, record):
+    """``t`` is from now on the non-strided tensor that ``record`` describes."""
+    key = id(t)
+    SPARSE[key] = (weakref.ref(t, lambda r, k=key: SPARSE.pop(k, None)), record)
+    return t
+
+
+def sparse_info(t):
+    """``[indices, values, coalesced]`` of the COO tensor ``t`` stands for, or None."""
+    rec = raw_record(t)
+    return rec if type(rec) is list else None
+
+
+def invariants_warn_once():
+    """PyTorch's warning, once per process, that a sparse constructor
+    called without ``check_invariants`` does not check them."""
+    if not _INVARIANTS_WARNED:
+        _INVARIANTS_WARNED.append(True)
+        warnings.warn(_INVARIANTS_MSG, UserWarning, stacklevel=user_stacklevel())
 
 
 def keep_sparse(out, src, dtype=None):
     """``out`` (a copy of ``src``'s data: clone, detach, deepcopy, or its
     cast to ``dtype``) is a COO tensor when ``src`` is one, with its indices
     and coalesced state, as PyTorch's copies of a sparse tensor are sparse."""
-    info = sparse_info(src)
+    info = raw_record(src)
     if info is None:
         return out
+    if type(info) is not list:      # a compressed layout: its values are the data
+        return set_record(out, info)
     values = info[1] if info[1] is None or dtype is None else ops.cast(info[1], dtype)
     return mark_sparse(out, info[0], values, info[2])
 
@@ -380,10 +404,7 @@ def _merged(out, lin, values, sizes, sd, coalesced):
 def mark_sparse(t, indices, values, coalesced: bool):
     """``t`` (dense data) is from now on a COO tensor with these ``indices``
     and, uncoalesced, these ``values``; returns ``t``."""
-    key = id(t)
-    SPARSE[key] = (weakref.ref(t, lambda r, k=key: SPARSE.pop(k, None)),
-                   [indices, None if coalesced else values, coalesced])
-    return t
+    return set_record(t, [indices, None if coalesced else values, coalesced])
 
 
 def coalesced_indices(indices, size) -> np.ndarray:
@@ -403,9 +424,8 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None,
     layout's meaning once coalesced); ``indices`` is ``[sparse_dims, nnz]``,
     ``values`` is ``[nnz, *dense_dims]``."""
     from tracec.creation import _finish, tensor as _tensor
-    if check_invariants is None and not _INVARIANTS_WARNED:
-        _INVARIANTS_WARNED.append(True)     # PyTorch warns once per process
-        warnings.warn(_INVARIANTS_MSG, UserWarning, stacklevel=2)
+    if check_invariants is None:
+        invariants_warn_once()
     if not isinstance(indices, Tensor):
         indices = _tensor(np.asarray(indices), dtype=dt.int64)
     if not isinstance(values, Tensor):

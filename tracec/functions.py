@@ -237,11 +237,13 @@ def _refuse_sparse_dense(a, b) -> None:
         raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) instead.")
 
 
-def _sparse_sum(out, a, b, alpha):
-    """A COO tensor plus (minus) a COO tensor is COO (``contraction.sparse_added``)."""
+def _sparse_sum(out, a, b, alpha, subtract=False):
+    """A COO tensor plus (minus) a COO tensor is COO (``contraction.sparse_added``),
+    a CSR (CSC) one plus one of its layout is too (``sparse_compressed.compressed_added``)."""
     if isinstance(a, Tensor) and isinstance(b, Tensor):
         from tracec.contraction import sparse_added
-        return sparse_added(out, a, b, alpha)
+        from tracec.sparse_compressed import compressed_added
+        return compressed_added(sparse_added(out, a, b, alpha), a, b, subtract)
     return out
 
 
@@ -272,7 +274,7 @@ def sub(input, other, *deprecated, alpha=1):
         else:
             other = ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
     out = ops.sub(input, other)
-    return _sparse_sum(out, *given, -alpha) if SPARSE else out
+    return _sparse_sum(out, *given, -alpha, True) if SPARSE else out
 
 
 def mul(input, other):
@@ -301,11 +303,17 @@ def _sparse_scaled(out, input, other, commutes: bool):
     times / divided by a number or a 0-d tensor: PyTorch's result is COO
     too, with the same indices and coalesced state (APPNP's
     ``(1 - alpha) * A_hat`` buffer); any other product stays dense."""
-    from tracec.contraction import mark_sparse, sparse_entries, sparse_info
+    from tracec.contraction import mark_sparse, raw_record, set_record, sparse_entries, sparse_info
     pairs = ((input, other), (other, input)) if commutes else ((input, other),)
     for s, n in pairs:
         info = sparse_info(s) if isinstance(s, Tensor) else None
         if info is None:
+            rec = raw_record(s) if isinstance(s, Tensor) else None
+            if rec is not None and not commutes:      # PyTorch has no CSR / CSC division
+                from tracec.sparse_compressed import layout_name
+                raise RuntimeError(f"unsupported tensor layout: {layout_name(s)}")
+            if rec is not None and (isinstance(n, _NUM) or (isinstance(n, Tensor) and n.ndim == 0)):
+                return set_record(out, rec)     # CSR / CSC times a number: same entries
             continue
         if isinstance(n, _NUM) or (isinstance(n, Tensor) and n.ndim == 0):
             values = None if info[1] is None else (mul(info[1], n) if commutes else div(info[1], n))
@@ -345,6 +353,11 @@ _SCALAR_POW = {3: lambda x: ops.mul(ops.mul(x, x), x),
 
 
 def pow(input, exponent):  # noqa: A001 - PyTorch's name
+    out = _pow(input, exponent)
+    return _sparse_unary("pow", out, input, exponent) if SPARSE else out
+
+
+def _pow(input, exponent):
     (input, exponent), d = promote("pow", input, exponent)
     if isinstance(exponent, _NUM) and isinstance(input, Tensor) and input.dtype.category < 2 \
             and isinstance(exponent, numbers.Integral) and exponent < 0:
@@ -370,7 +383,8 @@ def neg(input):
         raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If "
                            "you are trying to invert a mask, use the `~` or `logical_not()` "
                            "operator instead.")
-    return ops.neg(input)
+    out = ops.neg(input)
+    return _sparse_unary("neg", out, input) if SPARSE else out
 
 
 negative = neg
@@ -385,11 +399,10 @@ def _float_unary(name, f, node_name=None):
             input = Tensor._from_data(input)
         if input.dtype.category < 2:
             input = ops.cast(input, dt.get_default_dtype())
-        if node_name is not None:
-            y = fused_eager.unary(input, (name,), f, node_name)
-            if y is not None:
-                return y
-        return f(input)
+        y = fused_eager.unary(input, (name,), f, node_name) if node_name is not None else None
+        if y is None:
+            y = f(input)
+        return _sparse_unary(name, y, input) if SPARSE else y
     fn.__name__ = name
     fn.__doc__ = f"Elementwise {name} (integer inputs become the default float dtype)."
     return fn
@@ -407,18 +420,60 @@ erf = _float_unary("erf", ops.erf, "ErfBackward0")
 
 
 def abs(input):  # noqa: A001
-    return ops.abs_(_operand(input, "abs"))
+    input = _operand(input, "abs")
+    out = ops.abs_(input)
+    return _sparse_unary("abs", out, input) if SPARSE else out
 
 
 absolute = abs
 
 
 def sign(input):
-    return ops.sign(_operand(input, "sign"))
+    input = _operand(input, "sign")
+    out = ops.sign(input)
+    return _sparse_unary("sign", out, input) if SPARSE else out
 
 
 def square(input):
-    return _named(mul(input, input), "PowBackward0")
+    if SPARSE:
+        _sparse_unary("square", None, input)       # (PyTorch's refusals, before computing)
+    out = _named(mul(input, input), "PowBackward0")
+    return _sparse_unary("square", out, input) if SPARSE else out
+
+
+# The unary ops PyTorch runs on sparse tensors, keeping the layout (they map
+# 0 to 0), and those it refuses, per layout (its kernels' registrations).
+_SPARSE_UNARY = {"neg", "abs", "relu", "sqrt", "tanh", "sin", "sign", "pow", "square"}
+_SPARSE_REFUSED = {"exp", "sigmoid"}
+_COMPRESSED_REFUSED = {"exp", "sigmoid", "pow", "square"}
+
+
+def _sparse_unary(name, out, input, exponent=None):
+    """``out`` = ``name``(``input``) as PyTorch's result when ``input`` is a
+    sparse tensor: a zero-preserving op keeps the COO (coalesced: its entries
+    at ``input``'s coalesced indices; ``neg`` keeps uncoalesced entries too)
+    or CSR / CSC layout; PyTorch's refusals raise; other ops stay dense."""
+    from tracec.contraction import coalesced_indices, mark_sparse, raw_record, set_record
+    rec = raw_record(input) if isinstance(input, Tensor) else None
+    if rec is None:
+        return out
+    coo = type(rec) is list
+    if name in (_SPARSE_REFUSED if coo else _COMPRESSED_REFUSED) or (
+            name == "pow" and not (isinstance(exponent, _NUM) and exponent > 0)):
+        if coo:
+            raise NotImplementedError(f"Could not run 'aten::{name}' with arguments from the "
+                                      "'SparseCPU' backend.")
+        from tracec.sparse_compressed import layout_name
+        raise RuntimeError(f"unsupported tensor layout: {layout_name(input)}")
+    if name not in _SPARSE_UNARY or out is None:
+        return out
+    if not coo:
+        return set_record(out, rec)
+    if name == "neg" and not rec[2]:
+        return mark_sparse(out, rec[0], ops.neg(rec[1]), False)
+    idx = rec[0] if rec[2] else Tensor._make(
+        coalesced_indices(rec[0]._data, tuple(input.shape)), dt.int64)
+    return mark_sparse(out, idx, None, True)
 
 
 def reciprocal(input):
@@ -441,6 +496,11 @@ _LE, _WHERE = ops.elementwise.le_p, ops.elementwise.where_p
 
 
 def relu(input):
+    out = _relu(input)
+    return _sparse_unary("relu", out, input) if SPARSE else out
+
+
+def _relu(input):
     """PyTorch's relu: ``x <= 0 ? (x < 0 ? 0 : x) : x``, so NaN and the
     sign of a zero go through (``clamp_min``), and the gradient is its
     ``threshold_backward``: the incoming one where ``x <= 0`` is false (NaN

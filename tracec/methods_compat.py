@@ -259,6 +259,5 @@ for _f in (new, fill_diagonal_, resize_as_, adjoint, prelu, hardshrink, apply_,
 Tensor.H = property(_H)
 Tensor.mH = property(_mH)
 Tensor.volatile = property(_volatile)
-for _flag in ("is_xpu", "is_mps", "is_mtia", "is_ipu", "is_xla", "is_vulkan", "is_maia",
-              "is_sparse_csr"):
+for _flag in ("is_xpu", "is_mps", "is_mtia", "is_ipu", "is_xla", "is_vulkan", "is_maia"):
     setattr(Tensor, _flag, property(lambda self: False))

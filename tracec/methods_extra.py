@@ -20,6 +20,7 @@ from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import rearrange as R
 from tracec import sorting
+from tracec import sparse_compressed as SC
 from tracec.methods import _inplace
 from tracec.tensor import Tensor
 
@@ -140,7 +141,8 @@ Tensor.__format__ = _format
 def _sparse_or_raise(self, name: str):
     info = C.sparse_info(self)
     if info is None:
-        raise RuntimeError(f"{name} expected sparse coordinate tensor layout but got Strided")
+        raise RuntimeError(f"{name} expected sparse coordinate tensor layout but got "
+                           f"{SC.layout_name(self)}")
     return info
 
 
@@ -153,7 +155,7 @@ def _sparse_values(self, indices):
 
 
 def _to_dense(self, dtype=None, *, masked_grad=None):
-    if C.sparse_info(self) is None:
+    if C.raw_record(self) is None:
         return self if dtype is None else self.to(dtype)
     out = F._named(ops.cast(self, self.dtype), "ToDenseBackward0")
     return out if dtype is None else out.to(dtype)
@@ -182,6 +184,9 @@ def _raw_info(self, op: str):
 
 
 def _nnz(self) -> int:
+    rec = SC.compressed_info(self)
+    if rec is not None:
+        return int(rec.plain.shape[0])
     return int(_raw_info(self, "_nnz")[0].shape[1])
 
 
@@ -198,7 +203,7 @@ def _coalesced_info(self, what: str, layout: str):
     """The COO record of a coalesced ``self`` (``indices()`` / ``values()``)."""
     info = C.sparse_info(self)
     if info is None:
-        raise RuntimeError(f"{what} expected {layout} layout but got Strided")
+        raise RuntimeError(f"{what} expected {layout} layout but got {SC.layout_name(self)}")
     if not info[2]:
         raise RuntimeError(f"Cannot get {what} on an uncoalesced tensor, please call "
                            ".coalesce() first")
@@ -210,10 +215,15 @@ def _indices(self):
 
 
 def _values(self):
+    rec = SC.compressed_info(self)
+    if rec is not None:
+        return SC.compressed_values(self, rec)
     return _sparse_values(self, _coalesced_info(self, "values", "sparse tensor")[0])
 
 
 def _sparse_dim(self) -> int:
+    if SC.compressed_info(self) is not None:
+        return 2
     info = C.sparse_info(self)
     return 0 if info is None else int(info[0].shape[0])
 
@@ -225,7 +235,7 @@ def _dense_dim(self) -> int:
 def _to_sparse(self, sparseDim=None, *, layout=None, blocksize=None, dense_dim=None):  # noqa: N803
     """``x.to_sparse()``: the coalesced COO tensor of ``x``'s non-zero entries
     (over its first ``sparseDim`` dims); only the COO layout."""
-    from tracec.tensor_meta import sparse_coo
+    from tracec.tensor_meta import sparse_coo, sparse_csc, sparse_csr
     if sparseDim is not None:
         if layout is not None or blocksize is not None or dense_dim is not None:
             raise RuntimeError("to_sparse(): sparse_dim cannot be given together with "
@@ -233,8 +243,15 @@ def _to_sparse(self, sparseDim=None, *, layout=None, blocksize=None, dense_dim=N
         if not 0 <= int(sparseDim) <= self.ndim:
             raise RuntimeError(f"dense_to_sparse: sparse_dim argument must be in [0,{self.ndim}] "
                                f"range, but {int(sparseDim)} is given")
+    elif layout is sparse_csr:
+        return SC.to_sparse_csr(self)
+    elif layout is sparse_csc:
+        return SC.to_sparse_csc(self)
     elif layout is not None and layout is not sparse_coo:
-        raise NotImplementedError(f"tracec: to_sparse(layout={layout}) (only torch.sparse_coo)")
+        raise NotImplementedError(f"tracec: to_sparse(layout={layout}) (COO, CSR and CSC only)")
+    rec = SC.compressed_info(self)
+    if rec is not None:
+        return SC.compressed_to_coo(self, rec)
     if C.sparse_info(self) is not None:
         return self
     sd = self.ndim if sparseDim is None else int(sparseDim)

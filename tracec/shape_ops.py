@@ -131,11 +131,13 @@ def transpose(input, dim0, dim1):
 
 def _sparse_transposed(out, input, a, b):
     """The transpose of a COO tensor over two of its sparse dims: a COO
-    tensor, its index rows swapped (uncoalesced, as PyTorch's)."""
+    tensor, its index rows swapped (uncoalesced, as PyTorch's); of a CSR
+    (CSC) matrix: the CSC (CSR) matrix of the same index arrays."""
     from tracec.contraction import mark_sparse, sparse_info
     info = sparse_info(input)
     if info is None:
-        return out
+        from tracec.sparse_compressed import compressed_transposed
+        return compressed_transposed(out, input, a, b)
     indices = info[0]
     if max(a, b) >= indices.shape[0]:
         raise RuntimeError("transpose(): can only transpose sparse dims of a sparse COO tensor "

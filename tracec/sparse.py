@@ -3,8 +3,10 @@
 legacy ``FloatTensor(indices, values, size)`` constructors (``DoubleTensor``,
 ``LongTensor``, ...: the values keep their dtype, a size alone makes an empty
 tensor of the class's dtype) are ``sparse_coo_tensor`` without its invariants
-warning, each form warning PyTorch's deprecation once; ``sum`` sums the dense data, a COO tensor again while
-sparse dimensions remain.
+warning, each form warning PyTorch's deprecation once; ``sum`` sums the
+dense data, a COO tensor again while sparse dimensions remain; ``addmm`` is
+``beta * mat + alpha * mat1 @ mat2``; ``softmax`` / ``log_softmax``
+normalize over a COO tensor's specified entries only.
 """
 from __future__ import annotations
 
@@ -13,16 +15,61 @@ import warnings
 import numpy as np
 
 from tracec import dtypes as dt
-from tracec.contraction import coalesced_indices, mark_sparse, sparse_coo_tensor, sparse_info, spmm
+from tracec.contraction import (coalesced_indices, mark_sparse, raw_record, sparse_coo_tensor,
+                                sparse_info, spmm)
+from tracec.contraction import addmm as _addmm
+from tracec.functions import _named
 from tracec.creation import tensor as _tensor
 from tracec.functions import user_stacklevel
 
-__all__ = ["mm", "sum", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor",
-           "IntTensor", "ShortTensor", "CharTensor", "ByteTensor"]
+__all__ = ["mm", "addmm", "softmax", "log_softmax", "sum", "FloatTensor", "DoubleTensor",
+           "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor", "ShortTensor", "CharTensor",
+           "ByteTensor"]
 
 
 def mm(mat1, mat2):
-    return spmm(mat1, mat2)
+    """``torch.sparse.mm``: the dense product; PyTorch computes a sparse
+    ``mat1``'s as an addmm (its result's node is ``SparseAddmmBackward0``)."""
+    out = spmm(mat1, mat2)
+    return _named(out, "SparseAddmmBackward0") if raw_record(mat1) is not None else out
+
+
+def addmm(mat, mat1, mat2, *, beta=1.0, alpha=1.0):
+    """``torch.sparse.addmm``: ``beta * mat + alpha * (mat1 @ mat2)`` (dense)."""
+    return _named(_addmm(mat, mat1, mat2, beta=beta, alpha=alpha), "SparseAddmmBackward0")
+
+
+def _masked(input, dim, log: bool, dtype):
+    """``torch.sparse.softmax`` / ``log_softmax`` of a COO tensor: over its
+    specified entries only (the unspecified ones count as -inf), a COO
+    tensor of the same indices; a row without entries stays empty."""
+    from tracec import functions as F
+    from tracec import ops
+    info = sparse_info(input)
+    if info is None:
+        raise RuntimeError(f"{'log_' if log else ''}softmax: expected a sparse COO tensor "
+                           "(tracec: only the COO layout)")
+    x = input if dtype is None else input.to(dtype)
+    idx = coalesced_indices(info[0].numpy(), tuple(input.shape))
+    present = np.zeros(tuple(input.shape[:idx.shape[0]]), bool)
+    present[tuple(idx)] = True
+    present = present.reshape(present.shape + (1,) * (input.ndim - present.ndim))
+    mask = _tensor(np.broadcast_to(present, tuple(input.shape)).copy())
+    d = dim % input.ndim
+    empty = _tensor(~np.broadcast_to(present, tuple(input.shape)).any(axis=d, keepdims=True))
+    filled = ops.where(mask, x, float("-inf"))
+    filled = ops.where(empty, 0.0, filled)       # (an empty row: no NaN, nothing kept)
+    y = (F.log_softmax if log else F.softmax)(filled, d)
+    out = _named(ops.where(mask, y, 0.0), "LogSoftmaxBackward0" if log else "SoftmaxBackward0")
+    return mark_sparse(out, _tensor(idx, dtype=dt.int64), None, True)
+
+
+def softmax(input, dim, *, dtype=None):
+    return _masked(input, dim, False, dtype)
+
+
+def log_softmax(input, dim, *, dtype=None):
+    return _masked(input, dim, True, dtype)
 
 
 _LEGACY_WARNED: set = set()
@@ -89,7 +136,13 @@ def sum(input, dim=None, dtype=None):  # noqa: A001 - PyTorch's name
     summed (all of them when ``dim`` is None), else a coalesced COO tensor."""
     info = sparse_info(input)
     if info is None:
-        raise RuntimeError("coalesce expected sparse coordinate tensor layout but got Strided")
+        from tracec.sparse_compressed import layout_name
+        name = layout_name(input)
+        if dim is not None and name.startswith("SparseCs"):
+            # PyTorch's COO-only kernel; CSR and CSC share one dispatch key
+            raise NotImplementedError("Could not run 'aten::_indices' with arguments from the "
+                                      "'SparseCsrCPU' backend.")
+        raise RuntimeError(f"coalesce expected sparse coordinate tensor layout but got {name}")
     if dim is None:
         return input.sum(dtype=dtype)
     dims = tuple(d % input.ndim for d in ((dim,) if isinstance(dim, int) else dim))

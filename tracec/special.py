@@ -5,7 +5,10 @@ names PyTorch also has elsewhere are the same functions: ``special.erf is
 tracec.erf``); the functions only here are built from them in float64 and
 cast back: ``entr erfcx expit ndtr ndtri log_ndtr i0e i1 i1e xlog1py zeta``
 (``erfcx`` and ``log_ndtr`` keep their precision far in the tails, where
-``exp(x^2) * erfc(x)`` would overflow or underflow).
+``exp(x^2) * erfc(x)`` would overflow or underflow).  The Bessel functions
+(``tracec.special_bessel``) and orthogonal polynomials
+(``tracec.special_polynomials``) follow PyTorch's element rules in the
+input's dtype and, as PyTorch's, have no gradient.
 """
 from __future__ import annotations
 
@@ -20,13 +23,34 @@ from tracec.math_igamma import igamma as gammainc, igammac as gammaincc
 from tracec.math_special import (_cf_erfc_tail, _in_f64, digamma, erfc, erfinv, i0,  # noqa: F401
                                  lgamma, mvlgamma, polygamma)
 from tracec.math_trig import sinc  # noqa: F401
+from tracec.special_bessel import (airy_ai, bessel_j0, bessel_j1, bessel_y0, bessel_y1,  # noqa: F401
+                                   modified_bessel_i0, modified_bessel_i1, modified_bessel_k0,
+                                   modified_bessel_k1, scaled_modified_bessel_k0,
+                                   scaled_modified_bessel_k1, spherical_bessel_j0)
+from tracec.special_polynomials import (chebyshev_polynomial_t, chebyshev_polynomial_u,  # noqa: F401
+                                        chebyshev_polynomial_v, chebyshev_polynomial_w,
+                                        hermite_polynomial_h, hermite_polynomial_he,
+                                        laguerre_polynomial_l, legendre_polynomial_p,
+                                        shifted_chebyshev_polynomial_t,
+                                        shifted_chebyshev_polynomial_u,
+                                        shifted_chebyshev_polynomial_v,
+                                        shifted_chebyshev_polynomial_w)
 from tracec.out_arg import with_out
 
 __all__ = ["digamma", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2", "expit", "gammainc",
            "gammaincc",
            "expm1", "gammaln", "i0", "i0e", "i1", "i1e", "log1p", "log_ndtr", "log_softmax",
            "logit", "logsumexp", "multigammaln", "ndtr", "ndtri", "polygamma", "psi", "round",
-           "sinc", "softmax", "xlog1py", "xlogy", "zeta"]
+           "sinc", "softmax", "xlog1py", "xlogy", "zeta",
+           # Cephes' Bessel functions and the orthogonal polynomials (no gradient, as PyTorch)
+           "airy_ai", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0",
+           "modified_bessel_i1", "modified_bessel_k0", "modified_bessel_k1",
+           "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "spherical_bessel_j0",
+           "chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+           "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
+           "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+           "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+           "laguerre_polynomial_l", "legendre_polynomial_p"]
 
 erf = F.erf
 expit = F.sigmoid

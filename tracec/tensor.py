@@ -61,8 +61,9 @@ GRAD_HOOKS: list = []
 # (an optimizer's hyperparameters, the shape of its state) reports a function
 # returning that state, so a compiled caller can guard on it.
 GUARD_HOOKS: list = []
-# The COO records of sparse tensors' dense stand-ins (tracec.contraction):
-# id(tensor) -> (weakref to it, [indices, values or None, coalesced]).
+# The records of sparse tensors' dense stand-ins (tracec.contraction):
+# id(tensor) -> (weakref to it, [indices, values or None, coalesced]) for
+# COO, or -> (weakref, a tracec.sparse_compressed.Compressed) for CSR / CSC.
 SPARSE: dict = {}
 
 # While a symbolic trace is recorded: one callable ``(tensor) -> shape or
@@ -628,8 +629,12 @@ class Tensor:
         a = self._data
         if type(a) is MetaArray:
             return f"tensor(..., {', '.join(extra)})"
-        from tracec.contraction import sparse_info
-        if sparse_info(self) is not None:
+        from tracec.contraction import raw_record
+        rec = raw_record(self)
+        if rec is not None:
+            if type(rec) is not list:       # CSR / CSC (tracec.sparse_compressed)
+                from tracec.sparse_compressed import compressed_repr
+                return compressed_repr(self, rec, extra)
             return self._sparse_repr(extra)
         if self.dtype is dt.bfloat16 or self.dtype is dt.float16:
             a = a.astype(np.float32)

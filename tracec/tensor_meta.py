@@ -24,7 +24,8 @@ from tracec.ops.core import normalize_axis
 from tracec.shape_ops import contiguous as _contiguous
 from tracec.tensor import Tensor
 
-__all__ = ["layout", "strided", "sparse_coo", "memory_format", "contiguous_format",
+__all__ = ["layout", "strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc",
+           "memory_format", "contiguous_format",
            "channels_last", "channels_last_3d", "preserve_format", "legacy_contiguous_format",
            "is_signed",
            "get_device", "is_inference", "UntypedStorage"]
@@ -58,6 +59,10 @@ class memory_format:  # noqa: N801
 
 strided = layout("strided")
 sparse_coo = layout("sparse_coo")
+sparse_csr = layout("sparse_csr")
+sparse_csc = layout("sparse_csc")
+sparse_bsr = layout("sparse_bsr")
+sparse_bsc = layout("sparse_bsc")
 contiguous_format = memory_format("contiguous_format")
 channels_last = memory_format("channels_last")
 channels_last_3d = memory_format("channels_last_3d")
@@ -326,13 +331,22 @@ def _sparse_info(t):
     return sparse_info(t)
 
 
+def _layout(t):
+    """``t.layout``: strided, or the layout of its record in ``SPARSE``."""
+    from tracec.contraction import raw_record
+    rec = raw_record(t)
+    if rec is None:
+        return strided
+    return sparse_coo if type(rec) is list else rec.layout
+
+
 Tensor.share_memory_ = _share_memory_
 Tensor.is_pinned = _false
 Tensor.is_shared = _is_shared
 Tensor.nbytes = property(lambda self: int(self._data.size) * self.dtype.itemsize)
 Tensor.itemsize = property(lambda self: self.dtype.itemsize)
 Tensor.is_cpu = property(lambda self: not self.is_meta)
-Tensor.layout = property(lambda self: sparse_coo if _sparse_info(self) is not None else strided)
+Tensor.layout = property(_layout)
 Tensor.is_sparse = property(lambda self: _sparse_info(self) is not None)
 Tensor.is_quantized = property(lambda self: False)
 Tensor.is_mkldnn = property(lambda self: False)
