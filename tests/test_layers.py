@@ -7,7 +7,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "tracec"
 
 # Lowest first.  A module belongs to the first prefix that matches.
 LAYERS = [
-    ("base", ["tracec.dtypes", "tracec._C", "tracec.version", "tracec.torch_version", "tracec.data", "tracec.symbolic",
+    ("base", ["tracec.dtypes", "tracec._C", "tracec.torch_function_switch", "tracec.version", "tracec.torch_version", "tracec.data", "tracec.symbolic",
               "tracec.sdp_flags",
               "tracec.return_types",
               "tracec.mutation", "tracec.threads", "tracec.stages", "tracec.torch_rng",
@@ -35,6 +35,7 @@ LAYERS = [
                   "tracec.math_methods", "tracec.reductions_extra", "tracec.linalg",
                   "tracec.linalg_lapack", "tracec.linalg_grads", "tracec.lowrank", "tracec.special",
                   "tracec.control_flow", "tracec.fx", "tracec.overrides", "tracec.__config__",
+                  "tracec.subclass_dispatch",
                   "tracec.onnx",
                   "tracec.binning",
                   "tracec.differences", "tracec.autograd_functional", "tracec.func",

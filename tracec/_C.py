@@ -36,3 +36,15 @@ class _LinAlgError(RuntimeError):
 def _get_tracing_state():
     """The TorchScript tracer's state: tracec never runs under ``torch.jit.trace``'s tracer."""
     return None
+
+
+
+def __getattr__(name):
+    # The __torch_function__ protocol's switches (tracec.torch_function_switch).
+    local = {"DisableTorchFunction": "DisableTorchFunction",
+             "DisableTorchFunctionSubclass": "DisableTorchFunctionSubclass",
+             "_disabled_torch_function_impl": "disabled_torch_function_impl"}.get(name)
+    if local is None:
+        raise AttributeError(f"module 'torch._C' has no attribute '{name}'")
+    from tracec import torch_function_switch
+    return getattr(torch_function_switch, local)

@@ -342,3 +342,11 @@ from tracec.control_flow import (cond, from_dlpack, frombuffer, sym_float, sym_i
                                  sym_ite, sym_max, sym_min, sym_not, sym_sqrt, sym_sum,
                                  to_dlpack)
 from tracec.control_flow import range  # noqa: E402,F401,A004
+
+# The namespaces a Tensor subclass's __torch_function__ reaches, wrapped
+# only once such a subclass is defined (tracec/subclass_dispatch.py).
+import sys as _sys  # noqa: E402
+from tracec import subclass_dispatch as _subclass_dispatch  # noqa: E402
+_subclass_dispatch.register(
+    [(_sys.modules[__name__], "torch"), (nn.functional, "torch.nn.functional"),
+     (linalg, "torch.linalg"), (fft, "torch.fft"), (special, "torch.special")], autograd)

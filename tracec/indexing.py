@@ -20,6 +20,7 @@ from tracec import runtime_index, runtime_int
 from tracec.runtime_int import ACTIVE as _RUNTIME_INTS, RuntimeInt
 from tracec.symbolic import Sym
 from tracec.tensor import RECORDERS, SYM_SHAPES, Tensor, bind_movement
+from tracec.torch_function_switch import caller
 
 _SLICE, _RESHAPE = ops.movement.slice_p, ops.movement.reshape_p
 
@@ -140,7 +141,7 @@ def getitem(x: Tensor, key):
     elif tk is Tensor and key.dtype is dt.int64 and ndim and not RECORDERS:
         return _take_rows(x, key)
     elif RECORDERS and tk is Tensor and key.dtype is dt.bool_ and _mask_fill_key(x, key, None):
-        use = _masked_read_use(sys._getframe(1))
+        use = _masked_read_use(caller(sys._getframe(1)))
         if use:
             return _MaskedRead(x, key, use == "copy")
     return _getitem(x, key)

@@ -2,26 +2,27 @@
 functions copied from PyTorch call them (``if has_torch_function(...):
 return handle_torch_function(...)``).
 
-Invariant: an argument overrides when its type defines a
-``__torch_function__`` other than tracec.Tensor's (tracec's own tensors
-define none), and ``handle_torch_function`` calls the overriding types'
+Invariant: an argument overrides when its type is not Tensor and has a
+``__torch_function__`` other than ``_disabled_torch_function_impl`` (every
+Tensor subclass inherits ``Tensor.__torch_function__``, PyTorch's default:
+``tracec.subclass_dispatch``), and ``handle_torch_function`` calls the overriding types'
 ``__torch_function__(func, types, args, kwargs)`` in PyTorch's order
 (subclasses before their bases, else left to right) until one does not
 return ``NotImplemented``.
 """
 from __future__ import annotations
 
+from tracec.subclass_dispatch import dispatch, get_default_nowrap_functions  # noqa: F401
+from tracec.torch_function_switch import disabled_torch_function_impl
 from tracec.tensor import Tensor
 
-__all__ = ["has_torch_function", "has_torch_function_unary", "has_torch_function_variadic",
+__all__ = ["get_default_nowrap_functions", "has_torch_function", "has_torch_function_unary", "has_torch_function_variadic",
            "handle_torch_function", "is_tensor_like"]
 
-_BASE = getattr(Tensor, "__torch_function__", None)
-
-
 def _overrides(a) -> bool:
-    tf = getattr(type(a), "__torch_function__", None)
-    return tf is not None and tf is not _BASE
+    t = type(a)
+    tf = getattr(t, "__torch_function__", None)
+    return tf is not None and t is not Tensor and tf is not disabled_torch_function_impl
 
 
 def has_torch_function(relevant_args) -> bool:
@@ -57,13 +58,4 @@ def _overloaded(relevant_args) -> list:
 
 
 def handle_torch_function(public_api, relevant_args, *args, **kwargs):
-    overloaded = _overloaded(relevant_args)
-    types = tuple(type(a) for a in overloaded)
-    for a in overloaded:
-        result = type(a).__torch_function__(public_api, types, args, kwargs)
-        if result is not NotImplemented:
-            return result
-    raise TypeError(f"no implementation found for '{getattr(public_api, '__module__', '')}."
-                    f"{getattr(public_api, '__name__', public_api)}' on types that implement "
-                    f"__torch_function__: {[type(a) for a in overloaded]}")
-
+    return dispatch(public_api, _overloaded(relevant_args), args, kwargs)

@@ -16,6 +16,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec.runtime_int import ACTIVE, SPECIALIZE_ON_REPLAY, RuntimeInt
+from tracec.torch_function_switch import caller as skip_wrappers, unwrapped
 
 __all__ = ["Reader", "on_item"]
 
@@ -166,9 +167,9 @@ def on_item(rec, t, caller):
     if source is None:
         return None
     code = caller.f_code
-    is_int = code is Tensor.__int__.__code__
-    if is_int or code is Tensor.__index__.__code__:
-        user = caller.f_back
+    is_int = code is unwrapped(Tensor.__int__).__code__
+    if is_int or code is unwrapped(Tensor.__index__).__code__:
+        user = skip_wrappers(caller.f_back)
         if user is None or sys.gettrace() is not None or _PENDING or _own(user.f_code):
             return None
         target = _store_after_call(user, is_int)

@@ -20,10 +20,12 @@ from __future__ import annotations
 import io
 import json
 import pickle
+import types
 
 import numpy as np
 
 from tracec.tensor import Tensor
+from tracec.torch_function_switch import public_of, unwrapped
 
 __all__ = ["dumps", "loads"]
 
@@ -34,6 +36,16 @@ class _Pickler(pickle.Pickler):
         self._to_node = to_node
         self._ids: dict = {}
         self._keep: list = []      # stable ids while pickling
+
+    def reducer_override(self, obj):
+        # A function whose name a __torch_function__ wrapper now holds
+        # (tracec.subclass_dispatch; an fx graph's call targets): saved as
+        # that name, loaded as the implementation behind it again.
+        if type(obj) is types.FunctionType:
+            public = public_of(obj)
+            if public is not None:
+                return unwrapped, (public,)
+        return NotImplemented
 
     def persistent_id(self, obj):
         if isinstance(obj, (Tensor, np.ndarray)):

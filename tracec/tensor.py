@@ -30,6 +30,7 @@ from tracec.ops.core import ShapeError
 from tracec.runtime_int import SPECIALIZE_ON_REPLAY, RuntimeInt, operand as runtime_operand, \
     view_replayed
 from tracec.symbolic import Sym
+from tracec.torch_function_switch import caller
 
 _WARNED = {"float_requires_grad": False}
 
@@ -285,6 +286,7 @@ class Tensor:
                  "__dict__")
 
     __array_priority__ = 1000  # make ndarray <op> Tensor defer to Tensor
+    _plain_repr = True         # printed as "tensor(...)" (a subclass: its name)
 
     def __new__(cls, *data, dtype=None, requires_grad=False):
         if cls is Tensor and len(data) == 1 and isinstance(data[0], Tensor) and \
@@ -639,10 +641,13 @@ class Tensor:
         if self.dtype is dt.bfloat16 or self.dtype is dt.float16:
             a = a.astype(np.float32)
         default = dt.get_default_dtype()
+        # A subclass shows its own name (``MyT([1., 2.])``), as PyTorch's
+        # _str_intern; Tensor and Parameter (``_plain_repr``) show "tensor(".
+        prefix = "tensor(" if type(self).__dict__.get("_plain_repr") else f"{type(self).__name__}("
         return tensor_str.tensor_repr(
             a, self.dtype.is_floating_point or self.dtype.category == 3, extra, repr(self.dtype),
             self.dtype in (default, dt.int64, dt.bool_, dt.get_default_complex()),
-            self.dtype is default)
+            self.dtype is default, prefix)
 
     def _sparse_repr(self, extra) -> str:
         """PyTorch's text of a COO tensor: its indices and values, then its
@@ -704,7 +709,7 @@ class Tensor:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be "
                                "converted to Scalar")
         for hook in ITEM_HOOKS:
-            r = hook(self, sys._getframe(1))
+            r = hook(self, caller(sys._getframe(1)))
             if r is not None:
                 return r
         return concrete(self, "item()").reshape(()).item()

@@ -56,6 +56,7 @@ from tracec.nn.modules.container import Sequential
 from tracec.nn.modules.module import Module
 from tracec.nn.parameter import Parameter
 from tracec.tensor import Tensor
+from tracec.torch_function_switch import unwrapped
 
 __all__ = ["wrap", "symbolic_trace", "Tracer", "Graph", "GraphModule", "Node", "Proxy",
            "Interpreter", "Transformer", "map_arg", "TraceError"]
@@ -115,8 +116,9 @@ _PUBLIC_NAMES: Dict[int, tuple] = {}
 
 
 def _qualified_name(fn) -> str:
-    entry = _PUBLIC_NAMES.get(id(fn))
-    if entry is not None and entry[0] is fn:
+    inner = unwrapped(fn)       # (a __torch_function__ wrapper: its implementation's name)
+    entry = _PUBLIC_NAMES.get(id(inner))
+    if entry is not None and entry[0] is inner:
         return entry[1]
     module = getattr(fn, "__module__", None) or ""
     if module == "_operator":
@@ -520,7 +522,9 @@ class Graph:
             found = root
             for atom in path:
                 found = getattr(found, atom, None)
-            if root is not None and found is obj:     # the name resolves to it
+            # the name resolves to it (or to the same implementation, behind
+            # a __torch_function__ wrapper)
+            if root is not None and (found is obj or unwrapped(found) is unwrapped(obj)):
                 glbls.setdefault(top, root)
                 return name
             # (a prefix no node name has: a global must not be shadowed by a local)
@@ -1009,13 +1013,16 @@ class Tracer:
                 if name.startswith("_") or not isinstance(
                         fn, (types.FunctionType, types.BuiltinFunctionType)):
                     continue
-                functional = public == "torch.nn.functional" and top.get(name) is not fn
+                undo.append((ns, name, fn))
+                # (the trace records the implementation behind a
+                # __torch_function__ wrapper: the graph is the same either way)
+                fn = unwrapped(fn)
+                functional = public == "torch.nn.functional" and unwrapped(top.get(name)) is not fn
                 if functional and name in FUNCTIONAL_NAMES:
                     _PUBLIC_NAMES.setdefault(id(fn), (fn, f"torch._C._nn.{FUNCTIONAL_NAMES[name]}"))
                 _PUBLIC_NAMES.setdefault(id(fn), (fn, f"{public}.{name}"))
                 kind = ("method" if name in _METHOD_FUNCTIONALS else "normalize"
                         if name not in FUNCTIONAL_NAMES else "") if functional else ""
-                undo.append((ns, name, fn))
                 setattr(ns, name, _Recorder(fn, tracer, kind, name))
         if modules:
             Module.__call__, Module.__getattr__ = module_call, module_getattr

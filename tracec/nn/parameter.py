@@ -11,6 +11,7 @@ import numpy as np
 from tracec import dtypes as dt
 from tracec import graph
 from tracec.tensor import RECORDERS, Tensor, _tell_recorders
+from tracec.torch_function_switch import disabled_torch_function_impl
 
 __all__ = ["Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer", "is_lazy"]
 
@@ -28,6 +29,10 @@ _REQUIRES_GRAD = Tensor.requires_grad   # the slot Tensor keeps the flag in
 
 class Parameter(Tensor):
     """A Tensor that is a module parameter (``isinstance(p, nn.Parameter)``)."""
+
+    # Out of the __torch_function__ protocol, as PyTorch's: ``p * 2`` is a Tensor.
+    __torch_function__ = disabled_torch_function_impl
+    _plain_repr = True
 
     @property
     def requires_grad(self) -> bool:
@@ -89,6 +94,9 @@ def _rebuild_parameter(data, dtype_name, requires_grad):
 class Buffer(Tensor):
     """PyTorch's ``nn.Buffer`` marker: assigning one to a module attribute
     registers it as a buffer (``persistent`` as given)."""
+
+    __torch_function__ = disabled_torch_function_impl     # PyTorch's Buffer is a plain tensor
+    _plain_repr = True
 
     def __new__(cls, data=None, *, persistent: bool = True):
         if data is None:
@@ -159,6 +167,7 @@ class UninitializedParameter(UninitializedTensorMixin, Parameter):
 
 class UninitializedBuffer(UninitializedTensorMixin, Tensor):
     cls_to_become = Tensor
+    __torch_function__ = disabled_torch_function_impl
 
     def __new__(cls, requires_grad: bool = False, device=None, dtype=None):
         b = object.__new__(cls)

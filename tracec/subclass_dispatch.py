@@ -1,0 +1,270 @@
+"""Tensor subclasses as PyTorch runs them: the ``__torch_function__`` protocol.
+
+In PyTorch every public function and Tensor method first looks for an
+argument whose type is a Tensor subclass with a ``__torch_function__`` of
+its own (every subclass inherits ``Tensor.__torch_function__``; only
+``Parameter``'s is ``_disabled_torch_function_impl``) and, if one is there,
+calls ``type(arg).__torch_function__(func, types, args, kwargs)`` instead.
+The inherited default runs ``func`` with the protocol off for the subclass
+and converts tensor results to it (``as_subclass``), so ``MyT + 1`` is a
+``MyT``; a subclass that overrides it sees every call (logging tensors,
+unit-carrying tensors, wrappers).
+
+Here the protocol costs nothing until it is needed: ``Tensor.__init_subclass__``
+turns it on the first time a subclass with a live ``__torch_function__`` is
+defined.  Only then are the public entry points (the names PyTorch's own
+protocol covers, ``tracec/data/overridable.json``, written from torch by
+``scripts/overridable_names.py``) replaced by dispatching wrappers: in the
+``tracec`` namespace, ``nn.functional``, ``linalg``, ``fft``, ``special``
+and on ``Tensor`` (methods, and the properties that return tensors).
+
+Invariants: tracec's own code calls the wrapped functions with the protocol
+off (``DisableTorchFunctionSubclass``) or calls the unwrapped ones it
+imported, so a subclass sees only the user's calls, as in PyTorch, where
+the library runs in C++; the autograd engine runs with it off, so gradients
+are plain tensors, as PyTorch's are; ``func`` handed to ``__torch_function__``
+is the public object (``func is torch.add`` holds).
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import threading
+
+from tracec.tensor import Tensor
+from tracec.torch_function_switch import (DisableTorchFunction,  # noqa: F401
+                                          DisableTorchFunctionSubclass,
+                                          disabled_torch_function_impl)
+from tracec.torch_function_switch import PUBLIC_OF, WRAPPER_CODES
+from tracec.torch_function_switch import off as _off
+
+__all__ = ["DisableTorchFunctionSubclass", "DisableTorchFunction", "disabled_torch_function_impl",
+           "enabled", "as_subclass", "dispatch", "get_default_nowrap_functions"]
+
+_on = [False]
+_enable_lock = threading.Lock()
+#: Properties of the protocol's list whose values are tensors: these are
+#: wrapped (the rest -- shape, dtype, device, flags -- answer directly).
+_TENSOR_PROPERTIES = ("T", "mT", "H", "mH", "data", "real", "imag")
+#: Methods tracec defines beside PyTorch's list whose PyTorch version
+#: dispatches too (``-x`` is ``neg``, ``x ** 2`` is ``pow``).
+_EXTRA_METHODS = ("__neg__", "__pos__", "__abs__", "__pow__", "__ipow__", "__rtruediv__",
+                  "__itruediv__", "__imatmul__")
+#: Never wrapped: object protocol, construction, and what the protocol
+#: itself uses.
+_NEVER = frozenset(("__new__", "__init__", "__init_subclass__", "__torch_function__",
+                    "__getattribute__", "__getattr__", "__setattr__", "__delattr__", "__del__",
+                    "__hash__", "__reduce_ex__", "__setstate__", "__deepcopy__", "__repr__",
+                    "__format__", "__array__", "__array_wrap__", "__dlpack__",
+                    "__dlpack_device__", "as_subclass", "_make_subclass"))
+
+
+def enabled() -> bool:
+    """Whether a Tensor subclass has turned the protocol on in this process."""
+    return _on[0]
+
+
+def _default_torch_function(cls, func, types, args=(), kwargs=None):
+    """``Tensor.__torch_function__``: run ``func`` with the protocol off and
+    make its tensor results ``cls`` (PyTorch's ``_convert``)."""
+    if kwargs is None:
+        kwargs = {}
+    if not all(issubclass(cls, t) for t in types):
+        return NotImplemented
+    with DisableTorchFunctionSubclass():
+        ret = func(*args, **kwargs)
+        if func in _NOWRAP:
+            return ret
+        return _convert(ret, cls)
+
+
+def _convert(ret, cls):
+    if cls is Tensor:
+        return ret
+    t = type(ret)
+    if issubclass(t, Tensor) and not issubclass(t, cls):
+        return as_subclass(ret, cls)
+    if issubclass(t, (tuple, list)):
+        items = [_convert(r, cls) for r in ret]
+        if hasattr(ret, "_fields"):                 # a namedtuple (return_types.max)
+            return type(ret)(*items)
+        return type(ret)(items)
+    return ret
+
+
+def as_subclass(self, cls):
+    """``Tensor.as_subclass(cls)``: a ``cls`` that aliases ``self`` (its
+    memory, and its autograd history through an alias node)."""
+    if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+        raise TypeError(f"as_subclass(): argument 'cls' must be a Tensor subclass, "
+                        f"not {getattr(cls, '__name__', type(cls).__name__)}")
+    with DisableTorchFunctionSubclass():
+        out = self[...]                 # AliasBackward0, PyTorch's self.alias()
+    # Same instance layout (Tensor's slots hold __dict__ and __weakref__, so a
+    # Python subclass adds none): the alias becomes a cls in place.
+    out.__class__ = cls
+    return out
+
+
+def _live(t: type) -> bool:
+    tf = getattr(t, "__torch_function__", None)
+    return tf is not None and tf is not disabled_torch_function_impl and t is not Tensor
+
+
+def _overloaded(args, kwargs) -> list:
+    """The arguments (and list items) whose types take part, PyTorch's order:
+    first appearance, subclasses before their bases."""
+    types, out = [], []
+
+    # (type() and issubclass only: isinstance would read a traced number's
+    # __class__, which specializes it: tracec.runtime_int)
+    def visit(a):
+        t = type(a)
+        if t is Tensor or not issubclass(t, Tensor) or t in types or not _live(t):
+            return
+        at = len(out)
+        for i, other in enumerate(types):
+            if issubclass(t, other):
+                at = i
+                break
+        types.insert(at, t)
+        out.insert(at, a)
+
+    for a in args:
+        if issubclass(type(a), (list, tuple)):
+            for b in a:
+                visit(b)
+        else:
+            visit(a)
+    for a in kwargs.values():
+        visit(a)
+    return out
+
+
+def dispatch(public, overloaded, args, kwargs):
+    """Call the ``__torch_function__`` of each of ``overloaded``'s types in turn
+    until one does not return ``NotImplemented`` (PyTorch's handler)."""
+    types = tuple(type(a) for a in overloaded)
+    for a in overloaded:
+        result = type(a).__torch_function__(public, types, args, kwargs)
+        if result is not NotImplemented:
+            return result
+    raise TypeError(f"no implementation found for '{getattr(public, '__module__', '')}."
+                    f"{getattr(public, '__qualname__', public)}' on types that implement "
+                    f"__torch_function__: {list(types)}")
+
+
+def _wrap(fn, module: str, qualname: str):
+    """The dispatching wrapper of ``fn``, installed as ``module.qualname``
+    (its names say so: pickle finds the wrapper there)."""
+    @functools.wraps(fn)
+    def public(*args, **kwargs):
+        if not _off():
+            over = _overloaded(args, kwargs)
+            if over:
+                return dispatch(public, over, args, kwargs)
+        return fn(*args, **kwargs)
+    public.__tracec_unwrapped__ = fn
+    public.__module__, public.__qualname__ = module, qualname
+    WRAPPER_CODES.add(public.__code__)
+    PUBLIC_OF[id(fn)] = public
+    return public
+
+
+def _wrap_property(prop: property) -> property:
+    getter = prop.fget
+
+    def fget(self):
+        if not _off() and type(self) is not Tensor and _live(type(self)):
+            # PyTorch hands the property's __get__ to __torch_function__.
+            return dispatch(public.__get__, [self], (self,), {})
+        return getter(self)
+    public = property(fget, prop.fset, prop.fdel, prop.__doc__)
+    WRAPPER_CODES.add(fget.__code__)
+    return public
+
+
+def _names() -> dict:
+    here = os.path.join(os.path.dirname(__file__), "data", "overridable.json")
+    with open(here) as f:
+        return json.load(f)
+
+
+def _wrap_namespace(ns, names) -> None:
+    for name in names:
+        fn = ns.__dict__.get(name) if hasattr(ns, "__dict__") else None
+        if callable(fn) and not isinstance(fn, type) and not hasattr(fn, "__tracec_unwrapped__"):
+            setattr(ns, name, _wrap(fn, ns.__name__, name))
+
+
+#: (namespace module, key in overridable.json), and the autograd module:
+#: given by tracec/__init__ (``register``), which sits above every layer.
+_NAMESPACES: list = []
+_ENGINE: list = []
+
+
+def register(namespaces, engine) -> None:
+    """Name the modules ``enable`` wraps: ``namespaces`` as (module, key)
+    pairs, ``engine`` the autograd module (its backward and grad run with
+    the protocol off)."""
+    _NAMESPACES[:] = namespaces
+    _ENGINE[:] = [engine]
+
+
+def enable() -> None:
+    """Turn the protocol on for this process (once): wrap the entry points."""
+    with _enable_lock:
+        if _on[0]:
+            return
+        names = _names()
+        for ns, key in _NAMESPACES:
+            _wrap_namespace(ns, names[key])
+        for name in set(names["torch.Tensor"]) | set(_EXTRA_METHODS):
+            if name in _NEVER:
+                continue
+            fn = Tensor.__dict__.get(name)
+            if callable(fn) and not isinstance(fn, (type, staticmethod, classmethod)) and \
+                    not hasattr(fn, "__tracec_unwrapped__"):
+                setattr(Tensor, name, _wrap(fn, Tensor.__module__, f"Tensor.{name}"))
+        for name in _TENSOR_PROPERTIES:
+            prop = Tensor.__dict__.get(name)
+            if isinstance(prop, property):
+                setattr(Tensor, name, _wrap_property(prop))
+        # The autograd engine runs with the protocol off: a subclass's
+        # __torch_function__ does not see the backward's own arithmetic,
+        # and gradients are plain tensors, as PyTorch's C++ engine makes them.
+        for autograd in _ENGINE:
+            for name in ("backward", "grad"):
+                setattr(autograd, name, _protocol_off(getattr(autograd, name)))
+        _on[0] = True
+
+
+def _protocol_off(fn):
+    @functools.wraps(fn)
+    def off(*args, **kwargs):
+        with DisableTorchFunctionSubclass():
+            return fn(*args, **kwargs)
+    return off
+
+
+def _init_subclass(cls, **kwargs):
+    super(Tensor, cls).__init_subclass__(**kwargs)
+    if not _on[0] and _live(cls):
+        enable()
+
+
+def get_default_nowrap_functions() -> set:
+    """``torch.overrides.get_default_nowrap_functions``: what the default
+    ``__torch_function__`` returns unconverted."""
+    return set(_NOWRAP)
+
+
+_NOWRAP: set = set()
+Tensor.__torch_function__ = classmethod(_default_torch_function)
+Tensor.__init_subclass__ = classmethod(_init_subclass)
+Tensor.as_subclass = as_subclass
+for _p in ("grad", "_base"):
+    _prop = Tensor.__dict__.get(_p)
+    if isinstance(_prop, property):
+        _NOWRAP.add(_prop.__get__)
