@@ -12,7 +12,7 @@ return ``NotImplemented``.
 """
 from __future__ import annotations
 
-from tracec.subclass_dispatch import dispatch, get_default_nowrap_functions  # noqa: F401
+from tracec.subclass_dispatch import dispatch, get_default_nowrap_functions, place  # noqa: F401
 from tracec.torch_function_switch import disabled_torch_function_impl
 from tracec.tensor import Tensor
 
@@ -44,16 +44,8 @@ def is_tensor_like(inp) -> bool:
 def _overloaded(relevant_args) -> list:
     types, out = [], []
     for a in relevant_args:
-        t = type(a)
-        if _overrides(a) and t not in types:
-            # subclasses go before their base classes
-            at = len(out)
-            for i, other in enumerate(types):
-                if issubclass(t, other):
-                    at = i
-                    break
-            types.insert(at, t)
-            out.insert(at, a)
+        if _overrides(a):
+            place(types, out, a)
     return out
 
 

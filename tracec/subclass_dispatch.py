@@ -40,7 +40,7 @@ from tracec.torch_function_switch import PUBLIC_OF, WRAPPER_CODES
 from tracec.torch_function_switch import off as _off
 
 __all__ = ["DisableTorchFunctionSubclass", "DisableTorchFunction", "disabled_torch_function_impl",
-           "enabled", "as_subclass", "dispatch", "get_default_nowrap_functions"]
+           "enabled", "as_subclass", "dispatch", "place", "get_default_nowrap_functions"]
 
 _on = [False]
 _enable_lock = threading.Lock()
@@ -121,15 +121,8 @@ def _overloaded(args, kwargs) -> list:
     # __class__, which specializes it: tracec.runtime_int)
     def visit(a):
         t = type(a)
-        if t is Tensor or not issubclass(t, Tensor) or t in types or not _live(t):
-            return
-        at = len(out)
-        for i, other in enumerate(types):
-            if issubclass(t, other):
-                at = i
-                break
-        types.insert(at, t)
-        out.insert(at, a)
+        if t is not Tensor and issubclass(t, Tensor) and _live(t):
+            place(types, out, a)
 
     for a in args:
         if issubclass(type(a), (list, tuple)):
@@ -140,6 +133,21 @@ def _overloaded(args, kwargs) -> list:
     for a in kwargs.values():
         visit(a)
     return out
+
+
+def place(types: list, out: list, a) -> None:
+    """Add argument ``a`` to ``out`` (its type to ``types``) unless its type is
+    there: PyTorch's order, first appearance, subclasses before their bases."""
+    t = type(a)
+    if t in types:
+        return
+    at = len(out)
+    for i, other in enumerate(types):
+        if issubclass(t, other):
+            at = i
+            break
+    types.insert(at, t)
+    out.insert(at, a)
 
 
 def dispatch(public, overloaded, args, kwargs):
