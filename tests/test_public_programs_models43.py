@@ -8,7 +8,15 @@ torch.polar / stack rotary cache, GQA by repeat_interleave, the bool causal
 mask indexed by input_pos into scaled_dot_product_attention, the
 exponential_-based multinomial_sample_one_no_sync, top-k by a topk pivot and
 torch.where, int8 weight-only quantization, and decode_one_token under
-``torch.compile(mode="reduce-overhead", fullgraph=True)``).
+``torch.compile(mode="reduce-overhead", fullgraph=True)``); karpathy/llama2.c's
+model.py and train.py loop (a memmap'd uint16-shard IterableDataset with
+get_worker_info, weight tying and the scaled w3 / wo init, the
+decay / no-decay AdamW groups and the inspect.signature fused check,
+get_lr's warmup and cosine written into param_groups, gradient accumulation
+through a disabled GradScaler, clip_grad_norm_, the ckpt.pt checkpoint with
+its ``_orig_mod.`` prefix stripped, inference_mode generation with top-k by
+mask assignment and multinomial, and a compiled model's ``self.last_loss``
+backpropagated outside the compiled call).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13; most
 with ``TORCH_COMPILE_DISABLE=1`` (they check a compiled step against the
@@ -26,7 +34,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models43"
 
-CASES = []
+CASES = ["llama2c_train.py"]
 # torch's reference runs these under torch.compile itself
 COMPILED_CASES = ["gpt_fast.py"]
 EAGER_FALLBACK = set()
