@@ -16,7 +16,13 @@ get_lr's warmup and cosine written into param_groups, gradient accumulation
 through a disabled GradScaler, clip_grad_norm_, the ckpt.pt checkpoint with
 its ``_orig_mod.`` prefix stripped, inference_mode generation with top-k by
 mask assignment and multinomial, and a compiled model's ``self.last_loss``
-backpropagated outside the compiled call).
+backpropagated outside the compiled call); meta-llama/llama's Llama 2
+model.py and generation.py without fairscale (torch.polar / view_as_complex /
+view_as_real rotary embeddings, plain-tensor KV caches written by slice
+assignment under inference_mode, the triu / hstack mask, text_completion
+with top-p sampling by sort / cumsum / div_ / multinomial / gather,
+logprobs by a K-dimensional cross_entropy with ignore_index=-1, echo, and
+a compiled prefill and decode step).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13; most
 with ``TORCH_COMPILE_DISABLE=1`` (they check a compiled step against the
@@ -34,7 +40,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models43"
 
-CASES = ["llama2c_train.py"]
+CASES = ["llama2c_train.py", "meta_llama.py"]
 # torch's reference runs these under torch.compile itself
 COMPILED_CASES = ["gpt_fast.py"]
 EAGER_FALLBACK = set()
