@@ -2,10 +2,14 @@
 train.py, meta's llama, modded-nanogpt, airbench) and their probes found in
 tracec, each against torch: a compiled model whose forward sets a module
 attribute to a tensor that requires grad (llama2.c's ``self.last_loss``)
-read and backpropagated outside the compiled call."""
+read and backpropagated outside the compiled call; lerp / addcmul / addcdiv
+of bfloat16 / float16 tensors computed in float32 and rounded once, and
+float32 ones rounded left to right, as PyTorch's CPU kernels (Adam on
+modded-nanogpt's bfloat16 parameters)."""
 import warnings
 
 import numpy as np
+import pytest
 import torch as real_torch
 
 import tracec as torch
@@ -63,3 +67,70 @@ def test_compiled_model_setting_last_loss_backpropagates_outside_compiled():
         assert c.last_loss is None
     info = c.cache_info()
     assert info.eager_signatures == 0 and info.traces >= 1
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_lerp_addcmul_addcdiv_round_as_torch(dtype):
+    # PyTorch's CPU kernels compute a bfloat16 / float16 lerp / addcmul /
+    # addcdiv in float32 and round once, and a float32 one as
+    # self + value * t1 (op) t2 left to right; tracec rounded each step to
+    # the tensor's dtype, and multiplied by value last.
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.standard_normal(4096).astype(np.float32) for _ in range(3))
+    c = np.abs(c) + 0.1
+    def run(m):
+        d = getattr(m, dtype)
+        x, y, z = (m.tensor(v).to(d) for v in (a, b, c))
+        w = m.tensor(rng2.random(4096).astype(np.float32)).to(d)
+        out = [m.lerp(x, y, 0.3), m.lerp(x, y, 0.8), m.lerp(x, y, w),
+               m.addcmul(x, y, z, value=0.37), m.addcdiv(x, y, z, value=-0.013),
+               x.clone().lerp_(y, 0.05), x.clone().addcmul_(y, z, value=1e-3),
+               x.clone().addcdiv_(y, z, value=0.7)]
+        return [o.float().numpy() for o in out]
+    rng2 = np.random.default_rng(1)
+    got = run(torch)
+    rng2 = np.random.default_rng(1)
+    want = run(real_torch)
+    for i, (g, w) in enumerate(zip(got, want)):
+        np.testing.assert_array_equal(g, w, err_msg=str(i))
+
+
+@pytest.mark.parametrize("opt", ["Adam", "AdamW"])
+def test_adam_on_bfloat16_parameters_matches_torch(opt):
+    # modded-nanogpt's model.bfloat16(): Adam's moments and the update of a
+    # bfloat16 parameter (lerp_, addcmul_, addcdiv_ rounded once from float32).
+    rng = np.random.default_rng(0)
+    p0 = rng.standard_normal(64).astype(np.float32)
+    grads = [rng.standard_normal(64).astype(np.float32) * 0.05 for _ in range(5)]
+
+    def run(m):
+        p = m.nn.Parameter(m.tensor(p0).to(m.bfloat16))
+        o = getattr(m.optim, opt)([p], lr=0.04, betas=(0.8, 0.95))
+        for g in grads:
+            p.grad = m.tensor(g).to(m.bfloat16)
+            o.step()
+        st = o.state[p]
+        return [t.detach().float().numpy() for t in (p, st["exp_avg"], st["exp_avg_sq"])]
+    for g, w in zip(run(torch), run(real_torch)):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_tensor_with_scalar_operands_rounds_as_torch(dtype):
+    # PyTorch casts a number added to / subtracted from a bfloat16 tensor to
+    # bfloat16 (tracec kept it in float32), and reads a one-element float
+    # tensor of another dtype multiplying / dividing it in float32 (tracec
+    # cast it to the half type): Adam's exp_avg_sq.sqrt() / bias_correction2_sqrt.
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(4096).astype(np.float32)
+
+    def run(m):
+        x = m.tensor(a).to(getattr(m, dtype))
+        s64 = m.tensor(0.9486833, dtype=m.float64)
+        out = [x + 1e-3, x - 0.3337, 1.3337 - x, x.add(0.3337, alpha=2), x.clone().add_(1e-8),
+               x / s64, x * s64, m.mul(x, m.tensor(0.9486833)), x.clone().div_(s64),
+               m.tensor(0.9486833) * x, x * 0.9486833, x / 0.9486833,
+               x + m.tensor(0.3337, dtype=m.float64), x / m.tensor([0.37])]
+        return [o.float().numpy() for o in out]
+    for i, (g, w) in enumerate(zip(run(torch), run(real_torch))):
+        np.testing.assert_array_equal(g, w, err_msg=str(i))

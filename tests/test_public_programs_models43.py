@@ -22,7 +22,13 @@ view_as_real rotary embeddings, plain-tensor KV caches written by slice
 assignment under inference_mode, the triu / hstack mask, text_completion
 with top-p sampling by sort / cumsum / div_ / multinomial / gather,
 logprobs by a K-dimensional cross_entropy with ignore_index=-1, echo, and
-a compiled prefill and decode step).
+a compiled prefill and decode step); KellerJordan/modded-nanogpt's late-2024
+train_gpt2.py on one device (Muon with the @torch.compile'd bfloat16
+Newton-Schulz iteration, Rotary's bfloat16 cos / sin cache, CastedLinear in a
+bfloat16 model, QK rms_norm, the value residual, relu().square(), the U-net
+skip weights, the tanh logit softcap, headered uint16 .bin shards, Adam on
+bfloat16 embeddings and scalars beside Muon, initial_lr scheduling and the
+Muon momentum warmup).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13; most
 with ``TORCH_COMPILE_DISABLE=1`` (they check a compiled step against the
@@ -40,7 +46,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models43"
 
-CASES = ["llama2c_train.py", "meta_llama.py"]
+CASES = ["llama2c_train.py", "meta_llama.py", "modded_nanogpt.py"]
 # torch's reference runs these under torch.compile itself
 COMPILED_CASES = ["gpt_fast.py"]
 EAGER_FALLBACK = set()

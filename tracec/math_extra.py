@@ -419,15 +419,75 @@ def _check_broadcast(*operands) -> None:
         ops.core.broadcast_shapes(*shapes)
 
 
+#: Result dtypes whose lerp / addcmul / addcdiv PyTorch's CPU kernels
+#: compute in float32 and round once (``at::opmath_type``): each op of the
+#: formula rounded to bfloat16 differs by an ulp (Adam on a bfloat16
+#: parameter, modded-nanogpt's scalars).
+_OPMATH_FLOAT32 = (dt.bfloat16, dt.float16)
+
+
+def _in_float32(*xs):
+    """The tensors of ``xs`` cast to float32 (numbers left as they are)."""
+    return [ops.cast(x, dt.float32) if isinstance(x, Tensor) else x for x in xs]
+
+
+def _lerp_fused(a, b, w):
+    """PyTorch's vectorized CPU lerp of float32 ``a``, ``b`` (``lerp_vec``):
+    ``fma(w, b - a, a)`` where ``|w| < 0.5``, else ``fma(w - 1, b - a, b)``,
+    the product and the sum rounded once (through float64, where the
+    product of two float32 is exact); ``w`` a float32 tensor or a number."""
+    diff = ops.cast(ops.sub(b, a), dt.float64)
+    if isinstance(w, Tensor):
+        small = ops.lt(ops.abs_(w), 0.5)
+        coeff = ops.cast(ops.where(small, w, ops.sub(w, 1.0)), dt.float64)
+        base = ops.where(small, a, b)
+    else:
+        w32 = np.float32(w)
+        coeff = float(w32) if abs(w) < 0.5 else float(np.float32(w32 - np.float32(1)))
+        base = a if abs(w) < 0.5 else b
+    return ops.cast(ops.add(ops.cast(base, dt.float64), ops.mul(diff, coeff)), dt.float32)
+
+
 def lerp(input, end, weight):  # noqa: A002
     _check_broadcast(input, end, weight)
     (a, b, w), d = promote("lerp", input, end, weight)
-    # PyTorch's two-sided form: exact at both ends.
-    lo = ops.add(a, ops.mul(w, ops.sub(b, a)))
-    hi = ops.sub(b, ops.mul(ops.sub(b, a), ops.sub(1.0, w) if isinstance(w, Tensor) else 1.0 - w))
-    if isinstance(w, Tensor):
-        return _named(ops.where(ops.lt(ops.abs_(w), 0.5), lo, hi), "LerpBackward1")
-    return _named(lo if abs(w) < 0.5 else hi, "LerpBackward0")
+    if d is dt.float32 or d in _OPMATH_FLOAT32:
+        # fused, and for bfloat16 / float16 in float32, rounded once at the end
+        if d is not dt.float32:
+            a, b, w = _in_float32(a, b, w)
+        out = _lerp_fused(a, b, w)
+        if d is not dt.float32:
+            out = ops.cast(out, d)
+    else:
+        # PyTorch's two-sided form: exact at both ends.  (float64 keeps two
+        # roundings: without a wider type the fused value is not at hand.)
+        lo = ops.add(a, ops.mul(w, ops.sub(b, a)))
+        hi = ops.sub(b, ops.mul(ops.sub(b, a),
+                                ops.sub(1.0, w) if isinstance(w, Tensor) else 1.0 - w))
+        out = ops.where(ops.lt(ops.abs_(w), 0.5), lo, hi) if isinstance(w, Tensor) else \
+            (lo if abs(w) < 0.5 else hi)
+    return _named(out, "LerpBackward1" if isinstance(w, Tensor) else "LerpBackward0")
+
+
+def _pointwise3(name, input, tensor1, tensor2, value, combine):  # noqa: A002
+    """``input + combine(value * tensor1, tensor2)`` rounded as PyTorch's
+    CPU kernel (``self + value * t1 op t2`` left to right, in float32 for a
+    bfloat16 / float16 result, rounded once at the end).  Its float32
+    addcmul is compiled fused, ``fma(value * t1, t2, self)``: the product
+    and sum rounded once (through float64, where a float32 product is exact)."""
+    d = promote(name, input, tensor1, tensor2)[1]
+    reduced = d in _OPMATH_FLOAT32
+    if reduced:
+        input, tensor1, tensor2 = _in_float32(input, tensor1, tensor2)
+    if (reduced or d is dt.float32) and combine is F.mul:
+        scaled = F.mul(tensor1, value)
+        out = ops.cast(F.add(ops.cast(F.mul(ops.cast(scaled, dt.float64), ops.cast(tensor2, dt.float64)),
+                                      dt.float64),
+                             ops.cast(input, dt.float64) if isinstance(input, Tensor) else input),
+                       dt.float32)
+    else:
+        out = F.add(input, combine(F.mul(tensor1, value), tensor2))
+    return ops.cast(out, d) if reduced else out
 
 
 def addcmul(input, tensor1, tensor2, *deprecated, value=1):  # noqa: A002
@@ -435,7 +495,8 @@ def addcmul(input, tensor1, tensor2, *deprecated, value=1):  # noqa: A002
         value, (tensor1, tensor2) = tensor1, F._number_first("addcmul", tensor1, (tensor2,) + deprecated,
                                                              value, "value", 2)
     _check_broadcast(input, tensor1, tensor2)
-    return _named(F.add(input, F.mul(F.mul(tensor1, tensor2), value)), "AddcmulBackward0")
+    return _named(_pointwise3("addcmul", input, tensor1, tensor2, value, F.mul),
+                  "AddcmulBackward0")
 
 
 def addcdiv(input, tensor1, tensor2, *deprecated, value=1):  # noqa: A002
@@ -453,7 +514,8 @@ def addcdiv(input, tensor1, tensor2, *deprecated, value=1):  # noqa: A002
                            "float inputs. The future addcdiv behavior is just the latter "
                            "implementation: (input + value * tensor1 / tensor2), for all "
                            "dtypes.")
-    return _named(F.add(input, F.mul(F.div(tensor1, tensor2), value)), "AddcdivBackward0")
+    return _named(_pointwise3("addcdiv", input, tensor1, tensor2, value, F.div),
+                  "AddcdivBackward0")
 
 
 # --- signs, predicates, float representation -----------------------------------------
