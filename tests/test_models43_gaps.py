@@ -134,3 +134,18 @@ def test_half_tensor_with_scalar_operands_rounds_as_torch(dtype):
         return [o.float().numpy() for o in out]
     for i, (g, w) in enumerate(zip(run(torch), run(real_torch))):
         np.testing.assert_array_equal(g, w, err_msg=str(i))
+
+
+def test_normalize_with_tensor_mean_and_std_does_not_warn():
+    # airbench's T.Normalize(CIFAR_MEAN, CIFAR_STD) with tensors: torchvision
+    # converts them with torch.as_tensor, silently; tracec used
+    # torch.tensor and warned "To copy construct from a tensor ...".
+    from tracec.vision import transforms as T
+    mean, std = torch.tensor((0.4914, 0.4822, 0.4465)), torch.tensor((0.2470, 0.2435, 0.2616))
+    x = torch.rand(2, 3, 4, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = T.Normalize(mean, std)(x)
+        y16 = T.Normalize(mean, std)(x.half())
+    np.testing.assert_allclose(y.numpy(), ((x - mean.view(-1, 1, 1)) / std.view(-1, 1, 1)).numpy())
+    assert y16.dtype == torch.float16
