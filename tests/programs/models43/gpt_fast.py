@@ -25,7 +25,7 @@
 # 2 local heads, vocab 128, block_size 64) added to transformer_configs;
 # random initialization after torch.manual_seed instead of a downloaded
 # checkpoint (saved to model.pth and reloaded as generate.py does); device
-# "cpu"; float32 precision (generate.py's default is bfloat16 on GPU); a fixed
+# "cpu" (in generate.py's default bfloat16 precision); a fixed
 # prompt of token ids instead of a tokenizer; 8 new tokens, top-k and greedy
 # (temperature 0) sampling; the compiled decode is checked against eager on
 # greedy decoding (a compiled step's random draws differ from eager ones,
@@ -501,11 +501,11 @@ for i in range(source.config.n_layer):
 torch.save(sd, checkpoint_dir / "model.pth")
 
 device = "cpu"
-precision = torch.float32
+precision = torch.bfloat16
 model = _load_model(checkpoint_dir / "model.pth", device, precision)
 print("meta-built model on", next(model.parameters()).device, next(model.parameters()).dtype,
-      "equal to source:", all(torch.equal(a, b) for a, b in zip(model.state_dict().values(),
-                                                              source.state_dict().values())))
+      "equal to source:", all(torch.equal(a, b.to(precision)) for a, b in zip(
+          model.state_dict().values(), source.state_dict().values())))
 
 encoded = torch.tensor([1, 15, 27, 99, 3, 64], dtype=torch.int, device=device)
 prompt_length = encoded.size(0)
