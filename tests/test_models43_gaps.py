@@ -149,3 +149,20 @@ def test_normalize_with_tensor_mean_and_std_does_not_warn():
         y16 = T.Normalize(mean, std)(x.half())
     np.testing.assert_allclose(y.numpy(), ((x - mean.view(-1, 1, 1)) / std.view(-1, 1, 1)).numpy())
     assert y16.dtype == torch.float16
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_compiled_lerp_addcmul_addcdiv_and_bfloat16_addends_match_torch(dtype):
+    # The same roundings in compiled code (the fused forms are casts and
+    # float64 arithmetic, which the backend must not fold away).
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.standard_normal(1000).astype(np.float32) for _ in range(3))
+
+    def f(m, x, y, z):
+        return [m.lerp(x, y, 0.3), m.lerp(x, y, 0.8), m.addcmul(x, y, z, value=0.37),
+                m.addcdiv(x, y, z.abs() + 1, value=-0.013), x + 0.3337, 1.3337 - x]
+    got = torch.compile(lambda x, y, z: f(torch, x, y, z))(
+        *(torch.tensor(v).to(getattr(torch, dtype)) for v in (a, b, c)))
+    want = f(real_torch, *(real_torch.tensor(v).to(getattr(real_torch, dtype)) for v in (a, b, c)))
+    for i, (g, w) in enumerate(zip(got, want)):
+        np.testing.assert_array_equal(g.float().numpy(), w.float().numpy(), err_msg=str(i))
