@@ -301,14 +301,16 @@ def _opmath_scalar_operand(name, input, other):
             isinstance(other, (float, int, np.floating, np.integer)) and \
             not isinstance(other, (bool, np.bool_)):
         op = ops.mul if name == "mul" else ops.div
-        return ops.cast(op(ops.cast(input, dt.float32), other), dt.float16)
+        return _named(ops.cast(op(ops.cast(input, dt.float32), other), dt.float16),
+                      "MulBackward0" if name == "mul" else "DivBackward0")
     if not (isinstance(input, Tensor) and isinstance(other, Tensor)) or \
             input.dtype not in _HALF or other.dtype is input.dtype or \
             other.dtype.category != 2 or other.numel() != 1 or \
             promote(name, input, other)[1] is not input.dtype:
         return None
     op = ops.mul if name == "mul" else ops.div
-    return ops.cast(op(ops.cast(input, dt.float32), ops.cast(other, dt.float32)), input.dtype)
+    return _named(ops.cast(op(ops.cast(input, dt.float32), ops.cast(other, dt.float32)), input.dtype),
+                  "MulBackward0" if name == "mul" else "DivBackward0")
 
 
 def mul(input, other):

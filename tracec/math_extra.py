@@ -81,7 +81,9 @@ def half_in_float32(fn):
         out = fn(*[ops.cast(a, dt.float32) if isinstance(a, Tensor) and a.dtype in _HALF
                    else a for a in args], **kwargs)
         if isinstance(out, Tensor) and out.dtype is dt.float32:
-            return ops.cast(out, d)
+            # the composite's node name (LerpBackward0), not the cast's
+            return _named(ops.cast(out, d), out._node.name()) if out._node is not None \
+                else ops.cast(out, d)
         return out
     return wrapper
 
@@ -419,18 +421,6 @@ def _check_broadcast(*operands) -> None:
         ops.core.broadcast_shapes(*shapes)
 
 
-#: Result dtypes whose lerp / addcmul / addcdiv PyTorch's CPU kernels
-#: compute in float32 and round once (``at::opmath_type``): each op of the
-#: formula rounded to bfloat16 differs by an ulp (Adam on a bfloat16
-#: parameter, modded-nanogpt's scalars).
-_OPMATH_FLOAT32 = (dt.bfloat16, dt.float16)
-
-
-def _in_float32(*xs):
-    """The tensors of ``xs`` cast to float32 (numbers left as they are)."""
-    return [ops.cast(x, dt.float32) if isinstance(x, Tensor) else x for x in xs]
-
-
 def _lerp_fused(a, b, w):
     """PyTorch's vectorized CPU lerp of float32 ``a``, ``b`` (``lerp_vec``):
     ``fma(w, b - a, a)`` where ``|w| < 0.5``, else ``fma(w - 1, b - a, b)``,
@@ -449,15 +439,11 @@ def _lerp_fused(a, b, w):
 
 
 def lerp(input, end, weight):  # noqa: A002
+    # (half inputs arrive in float32: half_in_float32, below)
     _check_broadcast(input, end, weight)
     (a, b, w), d = promote("lerp", input, end, weight)
-    if d is dt.float32 or d in _OPMATH_FLOAT32:
-        # fused, and for bfloat16 / float16 in float32, rounded once at the end
-        if d is not dt.float32:
-            a, b, w = _in_float32(a, b, w)
+    if d is dt.float32:
         out = _lerp_fused(a, b, w)
-        if d is not dt.float32:
-            out = ops.cast(out, d)
     else:
         # PyTorch's two-sided form: exact at both ends.  (float64 keeps two
         # roundings: without a wider type the fused value is not at hand.)
@@ -471,23 +457,16 @@ def lerp(input, end, weight):  # noqa: A002
 
 def _pointwise3(name, input, tensor1, tensor2, value, combine):  # noqa: A002
     """``input + combine(value * tensor1, tensor2)`` rounded as PyTorch's
-    CPU kernel (``self + value * t1 op t2`` left to right, in float32 for a
-    bfloat16 / float16 result, rounded once at the end).  Its float32
-    addcmul is compiled fused, ``fma(value * t1, t2, self)``: the product
-    and sum rounded once (through float64, where a float32 product is exact)."""
-    d = promote(name, input, tensor1, tensor2)[1]
-    reduced = d in _OPMATH_FLOAT32
-    if reduced:
-        input, tensor1, tensor2 = _in_float32(input, tensor1, tensor2)
-    if (reduced or d is dt.float32) and combine is F.mul:
-        scaled = F.mul(tensor1, value)
-        out = ops.cast(F.add(ops.cast(F.mul(ops.cast(scaled, dt.float64), ops.cast(tensor2, dt.float64)),
-                                      dt.float64),
-                             ops.cast(input, dt.float64) if isinstance(input, Tensor) else input),
-                       dt.float32)
-    else:
-        out = F.add(input, combine(F.mul(tensor1, value), tensor2))
-    return ops.cast(out, d) if reduced else out
+    CPU kernel: ``self + value * t1 op t2`` left to right (half inputs
+    arrive in float32: half_in_float32, below).  Its float32 addcmul is
+    compiled fused, ``fma(value * t1, t2, self)``: the product and the sum
+    rounded once (through float64, where a float32 product is exact)."""
+    if combine is F.mul and promote(name, input, tensor1, tensor2)[1] is dt.float32:
+        scaled = ops.cast(F.mul(tensor1, value), dt.float64)
+        return ops.cast(F.add(F.mul(scaled, ops.cast(tensor2, dt.float64)),
+                              ops.cast(input, dt.float64) if isinstance(input, Tensor) else input),
+                        dt.float32)
+    return F.add(input, combine(F.mul(tensor1, value), tensor2))
 
 
 def addcmul(input, tensor1, tensor2, *deprecated, value=1):  # noqa: A002
@@ -703,5 +682,5 @@ is_neg = is_conj
 
 # Half-precision inputs of the multi-step composites are computed in float32.
 for _name in ("log1p expm1 log2 log10 exp2 logaddexp logaddexp2 fmod remainder "
-              "floor_divide xlogy logit lerp addcdiv").split():
+              "floor_divide xlogy logit lerp addcmul addcdiv").split():
     globals()[_name] = half_in_float32(globals()[_name])
