@@ -166,3 +166,16 @@ def test_compiled_lerp_addcmul_addcdiv_and_bfloat16_addends_match_torch(dtype):
     want = f(real_torch, *(real_torch.tensor(v).to(getattr(real_torch, dtype)) for v in (a, b, c)))
     for i, (g, w) in enumerate(zip(got, want)):
         np.testing.assert_array_equal(g.float().numpy(), w.float().numpy(), err_msg=str(i))
+
+
+def test_half_precision_composites_keep_torch_grad_fn_names():
+    # computed in float32 and cast back, their grad_fn was the cast's
+    # (ToCopyBackward0); PyTorch's is the op's own
+    def names(m):
+        x = m.randn(3, dtype=m.float16, requires_grad=True)
+        y = m.randn(3, dtype=m.bfloat16, requires_grad=True)
+        outs = (m.lerp(y, y.detach(), 0.3), m.addcmul(y, y, y, value=0.1),
+                m.addcdiv(x, x, x.detach() + 2), x * 0.5, x / 3,
+                y * m.tensor(0.3, dtype=m.float64), y / m.tensor(0.3))
+        return [o.grad_fn.name() for o in outs]
+    assert names(torch) == names(real_torch)
