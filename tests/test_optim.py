@@ -74,8 +74,9 @@ def run_th(make_opt, steps=10, dtype="float32", lr_changes=None):
     return traj, opt, ps
 
 
-def assert_traj_close(a, b, dtype):
-    rtol, atol = (1e-5, 1e-6) if dtype == "float32" else (1e-12, 1e-13)
+def assert_traj_close(a, b, dtype, rtol=None):
+    rtol, atol = ((1e-5, 1e-6) if dtype == "float32" else (1e-12, 1e-13)) if rtol is None \
+        else (rtol, 1e-6)
     assert len(a) == len(b)
     for step, (pa, pb) in enumerate(zip(a, b)):
         for name, x, y in zip(NAMES, pa, pb):

@@ -106,7 +106,10 @@ def test_lr_change_is_read_at_step_time(name):
     changes = {3: 0.002, 6: 0.03}
     a, _, _ = run_tc(lambda ps: getattr(toptim, name)(ps, lr=0.01), lr_changes=changes)
     b, _, _ = run_th(lambda ps: getattr(torch.optim, name)(ps, lr=0.01), lr_changes=changes)
-    assert_traj_close(a, b, "float32")
+    # RMSprop's normalized steps at lr 0.03 amplify the 1e-6 gradient
+    # differences (matmul sums) to ~5e-5 relative by step 7, whatever the
+    # update's own rounding; a step reading the old lr would be off by far more
+    assert_traj_close(a, b, "float32", rtol=2e-4 if name == "RMSprop" else None)
 
 
 def _groups(lib, ps, name):

@@ -388,6 +388,7 @@ class Entry:
             self.mispredicted = 0
         seen = {id(a) for a in arrays}
         returned = []
+        by_value = {}   # a result's index among the traced values -> its returned slot or tensor
         parts: list = []     # the tensors of the tuple an "attr_seq" sets
         it = iter(outs)
         for spec in self.trace.outputs:
@@ -407,6 +408,8 @@ class Entry:
                 parts = []
                 continue
             arr = next(it)
+            k_value = len(by_value)
+            by_value[k_value] = None
             if spec.kind == "data_guard":
                 continue
             if spec.kind in ("attr", "attr_part"):
@@ -417,12 +420,14 @@ class Entry:
                 if spec.kind == "attr_part":
                     parts.append(Tensor._make(arr, dtype))
                 else:
-                    _store(mod, name, Tensor._make(arr, dtype))
+                    by_value[k_value] = Tensor._make(arr, dtype)
+                    _store(mod, name, by_value[k_value])
                 continue
             if spec.kind == "return":
                 if id(arr) in seen or not (arr.flags.owndata or fresh(arr)):
                     arr = arr.copy()
                 seen.add(id(arr))
+                by_value[k_value] = len(returned)
                 returned.append(arr)
             elif spec.kind == "write":
                 t = spec.target
@@ -450,8 +455,12 @@ class Entry:
         if plan is not None:
             results = []
             for k, d in zip(plan.out_indices, plan.out_dtypes):
-                results.append(Tensor._make(returned[k], d))
-                returned[k] = results[-1]
+                slot = by_value[k]
+                if isinstance(slot, Tensor):     # an attribute the call set (tracing.finish)
+                    results.append(slot)
+                else:
+                    results.append(Tensor._make(returned[slot], d))
+                    returned[slot] = results[-1]
             compiled_backward.attach(plan, results, saved, args, kwargs, joint, split)
         for commit in self.committers:
             commit()

@@ -548,8 +548,8 @@ class CompiledFunction:
         backward_out = None
         why = None
         if trace.attr_needs_grad is not None and not self.values_only:
-            # e.g. llama2.c: model(X, Y) sets self.last_loss, then
-            # last_loss.backward() runs outside: compiled calls set values only.
+            # a tuple of tensors that require grad set as an attribute
+            # (a tensor set alone is a result with a backward: tracing.finish)
             why = (f"it sets the module attribute {trace.attr_needs_grad} to a tensor that "
                    "requires grad (a backward outside the compiled function would need its "
                    "graph); compile the whole training step (forward, backward and optimizer "

@@ -216,6 +216,8 @@ def add(input, other, *deprecated, alpha=1):
     given = (input, other)
     input = _wrapped_number(input, other)
     (input, other), d = promote("add", input, other)
+    if d is dt.bfloat16:
+        input, other = _bfloat16_addend(input), _bfloat16_addend(other)
     if alpha != 1:
         _check_alpha(alpha, d)
         if type(alpha).__name__ == "SymScalar":   # a lifted number (a traced lr): an operand
@@ -224,6 +226,16 @@ def add(input, other, *deprecated, alpha=1):
             other = ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
     out = ops.add(input, other)
     return _sparse_sum(out, *given, alpha) if SPARSE else out
+
+
+def _bfloat16_addend(x):
+    """A real Python number added to (or subtracted from) a bfloat16
+    tensor, rounded to bfloat16: PyTorch casts it to the tensor's dtype
+    (its CPU kernels keep a multiplier or divisor in float32 instead,
+    which a weak float32 scalar already is)."""
+    if isinstance(x, (float, int, np.floating, np.integer)) and not isinstance(x, bool):
+        return float(dt.round_bfloat16(np.asarray(x, np.float32)))
+    return x
 
 
 def _refuse_sparse_dense(a, b) -> None:
@@ -260,6 +272,8 @@ def sub(input, other, *deprecated, alpha=1):
     input = _wrapped_number(input, other)
     bools = _is_bool(input) or _is_bool(other)
     (input, other), d = promote("sub", input, other)
+    if d is dt.bfloat16:
+        input, other = _bfloat16_addend(input), _bfloat16_addend(other)
     if d is dt.bool_:
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
                            "supported. Use the `^` or `logical_xor()` operator instead.")
@@ -277,8 +291,36 @@ def sub(input, other, *deprecated, alpha=1):
     return _sparse_sum(out, *given, -alpha, True) if SPARSE else out
 
 
+def _opmath_scalar_operand(name, input, other):
+    """``input * other`` / ``input / other`` for a bfloat16 / float16
+    ``input`` and a one-element float ``other`` of another dtype (Adam's
+    0-d float64 bias correction), as PyTorch's CPU kernel makes it: the
+    scalar read in float32 (not rounded to the half type), the product or
+    quotient rounded once; the same for a float16 ``input`` and a Python
+    number (a bfloat16 one computes with the number in float32 already:
+    its storage is float32); None for any other operands."""
+    if isinstance(input, Tensor) and input.dtype is dt.float16 and \
+            isinstance(other, (float, int, np.floating, np.integer)) and \
+            not isinstance(other, (bool, np.bool_)):
+        op = ops.mul if name == "mul" else ops.div
+        return _named(ops.cast(op(ops.cast(input, dt.float32), other), dt.float16),
+                      "MulBackward0" if name == "mul" else "DivBackward0")
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)) or \
+            input.dtype not in _HALF or other.dtype is input.dtype or \
+            other.dtype.category != 2 or other.numel() != 1 or \
+            promote(name, input, other)[1] is not input.dtype:
+        return None
+    op = ops.mul if name == "mul" else ops.div
+    return _named(ops.cast(op(ops.cast(input, dt.float32), ops.cast(other, dt.float32)), input.dtype),
+                  "MulBackward0" if name == "mul" else "DivBackward0")
+
+
 def mul(input, other):
     given = (input, other)
+    if not SPARSE:
+        out = _opmath_scalar_operand("mul", input, other)
+        if out is not None:
+            return out
     input = _wrapped_number(input, other)
     (input, other), d = promote("mul", input, other)
     if d is dt.bool_:
@@ -292,6 +334,10 @@ def div(input, other, *, rounding_mode=None):
         from tracec.math_extra import div as rounding_div
         return rounding_div(input, other, rounding_mode=rounding_mode)
     given = (input, other)
+    if not SPARSE:
+        out = _opmath_scalar_operand("div", input, other)
+        if out is not None:
+            return out
     input = _wrapped_number(input, other)
     (input, other), d = promote("div", input, other, min_dtype=dt.get_default_dtype())
     out = ops.div(input, other)

@@ -81,7 +81,9 @@ def half_in_float32(fn):
         out = fn(*[ops.cast(a, dt.float32) if isinstance(a, Tensor) and a.dtype in _HALF
                    else a for a in args], **kwargs)
         if isinstance(out, Tensor) and out.dtype is dt.float32:
-            return ops.cast(out, d)
+            # the composite's node name (LerpBackward0), not the cast's
+            return _named(ops.cast(out, d), out._node.name()) if out._node is not None \
+                else ops.cast(out, d)
         return out
     return wrapper
 
@@ -419,15 +421,52 @@ def _check_broadcast(*operands) -> None:
         ops.core.broadcast_shapes(*shapes)
 
 
+def _lerp_fused(a, b, w):
+    """PyTorch's vectorized CPU lerp of float32 ``a``, ``b`` (``lerp_vec``):
+    ``fma(w, b - a, a)`` where ``|w| < 0.5``, else ``fma(w - 1, b - a, b)``,
+    the product and the sum rounded once (through float64, where the
+    product of two float32 is exact); ``w`` a float32 tensor or a number."""
+    diff = ops.cast(ops.sub(b, a), dt.float64)
+    if isinstance(w, Tensor):
+        small = ops.lt(ops.abs_(w), 0.5)
+        coeff = ops.cast(ops.where(small, w, ops.sub(w, 1.0)), dt.float64)
+        base = ops.where(small, a, b)
+    else:
+        w32 = np.float32(w)
+        coeff = float(w32) if abs(w) < 0.5 else float(np.float32(w32 - np.float32(1)))
+        base = a if abs(w) < 0.5 else b
+    return ops.cast(ops.add(ops.cast(base, dt.float64), ops.mul(diff, coeff)), dt.float32)
+
+
 def lerp(input, end, weight):  # noqa: A002
+    # (half inputs arrive in float32: half_in_float32, below)
     _check_broadcast(input, end, weight)
     (a, b, w), d = promote("lerp", input, end, weight)
-    # PyTorch's two-sided form: exact at both ends.
-    lo = ops.add(a, ops.mul(w, ops.sub(b, a)))
-    hi = ops.sub(b, ops.mul(ops.sub(b, a), ops.sub(1.0, w) if isinstance(w, Tensor) else 1.0 - w))
-    if isinstance(w, Tensor):
-        return _named(ops.where(ops.lt(ops.abs_(w), 0.5), lo, hi), "LerpBackward1")
-    return _named(lo if abs(w) < 0.5 else hi, "LerpBackward0")
+    if d is dt.float32:
+        out = _lerp_fused(a, b, w)
+    else:
+        # PyTorch's two-sided form: exact at both ends.  (float64 keeps two
+        # roundings: without a wider type the fused value is not at hand.)
+        lo = ops.add(a, ops.mul(w, ops.sub(b, a)))
+        hi = ops.sub(b, ops.mul(ops.sub(b, a),
+                                ops.sub(1.0, w) if isinstance(w, Tensor) else 1.0 - w))
+        out = ops.where(ops.lt(ops.abs_(w), 0.5), lo, hi) if isinstance(w, Tensor) else \
+            (lo if abs(w) < 0.5 else hi)
+    return _named(out, "LerpBackward1" if isinstance(w, Tensor) else "LerpBackward0")
+
+
+def _pointwise3(name, input, tensor1, tensor2, value, combine):  # noqa: A002
+    """``input + combine(value * tensor1, tensor2)`` rounded as PyTorch's
+    CPU kernel: ``self + value * t1 op t2`` left to right (half inputs
+    arrive in float32: half_in_float32, below).  Its float32 addcmul is
+    compiled fused, ``fma(value * t1, t2, self)``: the product and the sum
+    rounded once (through float64, where a float32 product is exact)."""
+    if combine is F.mul and promote(name, input, tensor1, tensor2)[1] is dt.float32:
+        scaled = ops.cast(F.mul(tensor1, value), dt.float64)
+        return ops.cast(F.add(F.mul(scaled, ops.cast(tensor2, dt.float64)),
+                              ops.cast(input, dt.float64) if isinstance(input, Tensor) else input),
+                        dt.float32)
+    return F.add(input, combine(F.mul(tensor1, value), tensor2))
 
 
 def addcmul(input, tensor1, tensor2, *deprecated, value=1):  # noqa: A002
@@ -435,7 +474,8 @@ def addcmul(input, tensor1, tensor2, *deprecated, value=1):  # noqa: A002
         value, (tensor1, tensor2) = tensor1, F._number_first("addcmul", tensor1, (tensor2,) + deprecated,
                                                              value, "value", 2)
     _check_broadcast(input, tensor1, tensor2)
-    return _named(F.add(input, F.mul(F.mul(tensor1, tensor2), value)), "AddcmulBackward0")
+    return _named(_pointwise3("addcmul", input, tensor1, tensor2, value, F.mul),
+                  "AddcmulBackward0")
 
 
 def addcdiv(input, tensor1, tensor2, *deprecated, value=1):  # noqa: A002
@@ -453,7 +493,8 @@ def addcdiv(input, tensor1, tensor2, *deprecated, value=1):  # noqa: A002
                            "float inputs. The future addcdiv behavior is just the latter "
                            "implementation: (input + value * tensor1 / tensor2), for all "
                            "dtypes.")
-    return _named(F.add(input, F.mul(F.div(tensor1, tensor2), value)), "AddcdivBackward0")
+    return _named(_pointwise3("addcdiv", input, tensor1, tensor2, value, F.div),
+                  "AddcdivBackward0")
 
 
 # --- signs, predicates, float representation -----------------------------------------
@@ -641,5 +682,5 @@ is_neg = is_conj
 
 # Half-precision inputs of the multi-step composites are computed in float32.
 for _name in ("log1p expm1 log2 log10 exp2 logaddexp logaddexp2 fmod remainder "
-              "floor_divide xlogy logit lerp addcdiv").split():
+              "floor_divide xlogy logit lerp addcmul addcdiv").split():
     globals()[_name] = half_in_float32(globals()[_name])

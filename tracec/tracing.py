@@ -156,9 +156,10 @@ class Trace:
     guards: list = field(default_factory=list)  # (snapshot fn, value)
     grad_guards: list = field(default_factory=list)  # (leaf, had a grad at entry)
     grad_mode: bool = True
-    #: Some returned tensor (computed in the call) requires grad and no
-    #: backward ran inside: eager code could backpropagate through it later,
-    #: the compiled code cannot.
+    #: The indices (among the traced function's results) of the tensors the
+    #: call returns or sets as a module attribute that were computed in the
+    #: call and require grad, when no backward ran inside: eager code could
+    #: backpropagate through them later (compiled_backward gives them a node).
     returns_grad: tuple = ()
     #: ``(path, tensor)``: arguments that were also reached as state (a
     #: module's parameter passed in): reused only for that very object.
@@ -174,8 +175,9 @@ class Trace:
     #: Notes of a trace whose symbolic sizes were all specialized (its
     #: ``symbolic`` then None): for ``cache_info().notes``.
     size_notes: list = field(default_factory=list)
-    #: The module attribute the call set to a tensor that requires grad with
-    #: no backward inside (a backward outside would need its graph), or None.
+    #: The module attribute the call set to a tuple holding a tensor that
+    #: requires grad with no backward inside (a backward outside would need
+    #: its graph), or None.
     attr_needs_grad: str | None = None
     #: ``[(snapshot path, Location)]`` when the numbers there are all the
     #: Python state the call changed (a retrace may lift them), else None.
@@ -1165,6 +1167,11 @@ class Recording:
                 outputs.append(OutputSpec("attr_arg", (mod, name),
                                           arg=self.arg_position[id(value)]))
             elif isinstance(value, Tensor) and value._birth == self.epoch:
+                if value.requires_grad:
+                    # llama2.c's model(X, Y) sets self.last_loss and the
+                    # backward runs outside: the attribute's tensor is a
+                    # result of the call like a returned one (compiled_backward)
+                    returns_grad.append(len(values))
                 values.append(self.value_of(value))
                 outputs.append(OutputSpec("attr", (mod, name, value.dtype)))
             else:   # None, or a tensor that existed before the call: that object
@@ -1179,10 +1186,11 @@ class Recording:
         for v, decision, loc in self.data_guards:
             values.append(v)
             outputs.append(OutputSpec("data_guard", (decision, loc)))
+        # (a tensor set as the attribute itself is a result with a backward,
+        # above; one inside a tuple is not)
         attr_grad = next((name for _, name, v in self.attr_writes.values()
-                          if any(isinstance(x, Tensor) and x.requires_grad
-                                 for x in (tensor_leaves(v) or () if type(v) is tuple
-                                           else (v,)))), None)
+                          if type(v) is tuple and any(isinstance(x, Tensor) and x.requires_grad
+                                                      for x in tensor_leaves(v) or ())), None)
         self._coarsen_guards()
         ir.set_returns(self.func, values)
         module = ir.new_module([self.func])

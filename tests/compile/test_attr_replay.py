@@ -94,20 +94,54 @@ def test_attribute_read_then_set_is_never_stale():
     np.testing.assert_allclose(c.avg.numpy(), e.avg.numpy())
 
 
-def test_attribute_that_needs_a_backward_outside_runs_eagerly():
+def test_attribute_that_needs_a_backward_outside_gets_a_compiled_backward():
     """compile(model), then model.last_loss.backward() outside (llama2.c's
-    train.py with compile=True): the signature runs eagerly, and says why."""
+    train.py with compile=True): the attribute's tensor is a result of the
+    compiled call with a backward, as a returned loss is; the gradients are
+    eager's."""
     tracec.manual_seed(0)
-    m = Net()
-    f = tracec.compile(m, backend="interp")
+    m, e = Net(), Net()
+    e.load_state_dict(m.state_dict())
+    f = tracec.compile(m, backend="interp", fullgraph=True)
     x, y = tracec.randn(4, 3), tracec.randn(4, 2)
-    with pytest.warns(UserWarning, match="sets the module attribute last_loss to a tensor "
-                                         "that requires grad"):
+    for _ in range(3):
         f(x, y)
-    for _ in range(2):
-        f(x, y)
+        e(x, y)
         m.zero_grad()
-        m.last_loss.backward()
+        e.zero_grad()
+        (m.last_loss / 2).backward()
+        (e.last_loss / 2).backward()
+        np.testing.assert_allclose(m.lin.weight.grad.numpy(), e.lin.weight.grad.numpy(),
+                                   rtol=1e-6)
+        np.testing.assert_allclose(m.lin.bias.grad.numpy(), e.lin.bias.grad.numpy(), rtol=1e-6)
+    assert f.cache_info().eager_signatures == 0
+
+
+def test_tuple_attribute_that_needs_a_backward_outside_runs_eagerly():
+    """A tuple of tensors that require grad set as an attribute (an RNN's
+    ``self.hidden = (h, c)`` under grad): the signature runs eagerly, and says why."""
+    class Pair(tracec.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = tracec.nn.Linear(3, 2)
+            self.pair = None
+
+        def forward(self, x):
+            out = self.lin(x)
+            self.pair = (out.sum(), out.mean())
+            return out.detach()
+
+    tracec.manual_seed(0)
+    m = Pair()
+    f = tracec.compile(m, backend="interp")
+    x = tracec.randn(4, 3)
+    with pytest.warns(UserWarning, match="sets the module attribute pair to a tensor "
+                                         "that requires grad"):
+        f(x)
+    for _ in range(2):
+        f(x)
+        m.zero_grad()
+        m.pair[0].backward()
         assert m.lin.weight.grad is not None
 
 

@@ -74,6 +74,11 @@ def _matmul_vjp(g, a, b, out, column_major=(False, False)):
 
 
 def _matmul_impl(a, b):
+    if a.dtype == np.float16 and b.dtype == np.float16:
+        # float16: NumPy has no BLAS for it (a loop ~100x slower than the
+        # float32 GEMM); PyTorch's CPU kernels accumulate in float32 and
+        # round the result once, as the float32 GEMM rounded to float16 does
+        return _matmul_impl(a.astype(np.float32), b.astype(np.float32)).astype(np.float16)
     if a.ndim > 2 and (b.ndim == 2 or all(d == 1 for d in b.shape[:-2])):
         # One B for the whole batch of A (a Linear on [T, B, F]): one GEMM
         # over every row of A.  NumPy's batched loop calls a GEMM per batch

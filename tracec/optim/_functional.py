@@ -15,12 +15,12 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import functions as F
-from tracec import graph
+from tracec import graph, math_extra
 from tracec.complex_ops import view_as_real
 from tracec.tensor import OP_OBSERVERS, RECORDERS, Tensor
 
 __all__ = ["neg", "one_minus", "scaled", "add_", "addcmul_", "addcdiv_", "lerp_", "as_real",
-           "direct_arrays", "bump"]
+           "direct_arrays", "bump", "fma32_"]
 
 
 def neg(x):
@@ -40,15 +40,28 @@ def add_(t: Tensor, other: Tensor, alpha=1) -> Tensor:
     return t.add_(scaled(other, alpha))
 
 
+def _reduced(t: Tensor) -> bool:
+    """Whether PyTorch's CPU kernels compute ``t``'s lerp / addcmul /
+    addcdiv in float32 and round once (bfloat16, float16: opmath)."""
+    return t.dtype is dt.bfloat16 or t.dtype is dt.float16
+
+
 def addcmul_(t: Tensor, a: Tensor, b: Tensor, value=1) -> Tensor:
     """``t.addcmul_(a, b, value=value)``: ``t + value * a * b``, with
-    PyTorch's left-to-right rounding."""
+    PyTorch's left-to-right rounding (once, from float32, for bfloat16 /
+    float16 ``t``)."""
+    if t.dtype is dt.float32 or _reduced(t):
+        # fused (float32) or rounded once from float32 (math_extra.addcmul)
+        return t.copy_(math_extra.addcmul(t, a, b, value=value))
     return t.add_(scaled(a, value).mul(b))
 
 
 def addcdiv_(t: Tensor, a: Tensor, b: Tensor, value=1) -> Tensor:
     """``t.addcdiv_(a, b, value=value)``: ``t + value * a / b``, with
-    PyTorch's left-to-right rounding."""
+    PyTorch's left-to-right rounding (once, from float32, for bfloat16 /
+    float16 ``t``)."""
+    if _reduced(t):
+        return t.copy_(math_extra.addcdiv(t, a, b, value=value))
     return t.add_(scaled(a, value).div(b))
 
 
@@ -61,11 +74,25 @@ def lerp_(t: Tensor, end: Tensor, weight, small: bool | None = None) -> Tensor:
     """``t.lerp_(end, weight)`` with PyTorch's two-sided formula (exact at
     both ends); ``small`` is ``abs(weight) < 0.5``, given by the caller
     when ``weight`` is a tensor (a lifted hyperparameter)."""
+    if t.dtype is dt.float32 or _reduced(t):
+        # PyTorch's vectorized kernel fuses the multiply-add (math_extra.lerp)
+        return t.copy_(math_extra.lerp(t, end, weight))
     if small is None:
         small = abs(weight) < 0.5
     if small:
         return t.add_(end.sub(t).mul(weight))
     return t.copy_(end.sub(end.sub(t).mul(one_minus(weight))))
+
+
+def fma32_(out: np.ndarray, a: np.ndarray, b, c: np.ndarray) -> None:
+    """``out[...] = a * b + c`` for float32 arrays, the product and the sum
+    rounded once (through float64, where a float32 product is exact): the
+    NumPy form of a fused float32 ``addcmul_`` / ``lerp_`` for the direct
+    optimizer paths (``math_extra.addcmul`` / ``lerp`` are their tensor ops)."""
+    f = a.astype(np.float64)
+    f *= b
+    f += c
+    out[...] = f
 
 
 def as_real(p: Tensor, grad: Tensor, state: dict):

@@ -5,7 +5,7 @@ dtype; hue goes through HSV."""
 from __future__ import annotations
 
 from tracec import dtypes as dt
-from tracec.creation import arange, ones_like, tensor as _tensor, zeros_like
+from tracec.creation import arange, as_tensor, ones_like, zeros_like
 from tracec.shape_ops import stack
 from tracec.tensor import Tensor
 from tracec.vision.transforms import _functional_pil as F_pil
@@ -21,8 +21,10 @@ def normalize(tensor: Tensor, mean, std, inplace: bool = False) -> Tensor:
     if tensor.ndim < 3:
         raise ValueError("Expected tensor to be a tensor image of size (..., C, H, W). Got "
                          f"tensor.size() = {tuple(tensor.shape)}")
-    mean = _tensor(mean, dtype=tensor.dtype)
-    std = _tensor(std, dtype=tensor.dtype)
+    # as torchvision: torch.as_tensor (a mean / std given as a tensor, as
+    # airbench's CIFAR_MEAN, is converted without torch.tensor's copy warning)
+    mean = as_tensor(mean, dtype=tensor.dtype)
+    std = as_tensor(std, dtype=tensor.dtype)
     if (std == 0).any():
         raise ValueError(f"std evaluated to zero after conversion to {tensor.dtype}, "
                          "leading to division by zero.")
