@@ -22,7 +22,7 @@ LAYERS = [
                   "tracec.torch_checkpoint", "tracec.torch_save", "tracec.accelerator",
                   "tracec.cuda",
                   "tracec.rearrange", "tracec.sorting", "tracec.topk_order", "tracec.contraction",
-                  "tracec.methods_extra", "tracec.sparse",
+                  "tracec.methods_extra", "tracec.sparse", "tracec.nested", "tracec.nested_protocol",
                   "tracec.tensor_type", "tracec.amp",
                   "tracec.reductions_bool", "tracec.out_arg", "tracec.numpy_names", "tracec.distributed",
                   "tracec.tensor_meta", "tracec.shape_extra", "tracec.scatter_ops",

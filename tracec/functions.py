@@ -20,6 +20,7 @@ from tracec.symbolic import Sym, known
 from tracec.ops.core import normalize_axis
 from tracec.tensor import SPARSE, Tensor, _new_tensor, apply_direct, concrete, eager_direct, weak_scalar
 from tracec.return_types import structseq
+from tracec.nested_protocol import nested_operand
 from tracec.sym_scalar import SymScalar, concrete_operand
 from tracec.item_value import ItemValue
 
@@ -990,6 +991,9 @@ def _refuse_integer_softmax(name, input, dim, dtype):
 
 
 def softmax(input, dim, dtype=None):
+    nt = nested_operand(input, dim)
+    if nt is not None:
+        return nt.__nested_call__(softmax, (input, dim,), {"dtype": dtype})
     _refuse_integer_softmax("softmax", input, dim, dtype)
     input = _float_unary("softmax", lambda t: t)(input)
     if dtype is not None:
@@ -1008,6 +1012,9 @@ def softmax(input, dim, dtype=None):
 
 
 def log_softmax(input, dim, dtype=None):
+    nt = nested_operand(input, dim)
+    if nt is not None:
+        return nt.__nested_call__(log_softmax, (input, dim,), {"dtype": dtype})
     _refuse_integer_softmax("log_softmax", input, dim, dtype)
     input = _float_unary("log_softmax", lambda t: t)(input)
     if dtype is not None:
@@ -1119,6 +1126,9 @@ def _log_softmax_eager():
 # --- linear algebra ---------------------------------------------------------------
 
 def matmul(input, other):
+    nt = nested_operand(input, other)
+    if nt is not None:
+        return nt.__nested_call__(matmul, (input, other,), {})
     if not isinstance(input, Tensor) or not isinstance(other, Tensor):
         raise TypeError("matmul(): both operands must be Tensors, got "
                         f"{type(input).__name__} and {type(other).__name__}")
@@ -1182,6 +1192,9 @@ def mm(input, mat2):
 def bmm(input, mat2):
     """``torch.bmm``: PyTorch's checks (no batch broadcasting, no dtype
     promotion), then a batched matmul."""
+    nt = nested_operand(input, mat2)
+    if nt is not None:
+        return nt.__nested_call__(bmm, (input, mat2,), {})
     if input.ndim != 3:
         raise RuntimeError("batch1 must be a 3D tensor")
     if mat2.ndim != 3:

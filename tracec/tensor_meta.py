@@ -24,7 +24,7 @@ from tracec.ops.core import normalize_axis
 from tracec.shape_ops import contiguous as _contiguous
 from tracec.tensor import Tensor
 
-__all__ = ["layout", "strided", "sparse_coo", "memory_format", "contiguous_format",
+__all__ = ["layout", "strided", "sparse_coo", "jagged", "memory_format", "contiguous_format",
            "channels_last", "channels_last_3d", "preserve_format", "legacy_contiguous_format",
            "is_signed",
            "get_device", "is_inference", "UntypedStorage"]
@@ -58,6 +58,8 @@ class memory_format:  # noqa: N801
 
 strided = layout("strided")
 sparse_coo = layout("sparse_coo")
+# nested tensors with one ragged dimension (tracec.nested)
+jagged = layout("jagged")
 contiguous_format = memory_format("contiguous_format")
 channels_last = memory_format("channels_last")
 channels_last_3d = memory_format("channels_last_3d")

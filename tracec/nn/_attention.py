@@ -30,6 +30,7 @@ from tracec import shape_ops as S
 from tracec.nn._basic import dropout, linear
 from tracec.nn._conv import pad
 from tracec.tensor import Tensor, eager_direct
+from tracec.nested_protocol import nested_operand
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
@@ -111,6 +112,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     """``softmax(q k^T * scale + bias) v`` over the last two axes.  A bool
     ``attn_mask`` says where to attend (True); a float one is added; the
     causal mask is lower-triangular aligned to the top-left corner."""
+    nt = nested_operand(query, key, value, attn_mask)
+    if nt is not None:
+        return nt.__nested_call__(scaled_dot_product_attention, (query, key, value, attn_mask),
+                                  {"dropout_p": dropout_p, "is_causal": is_causal,
+                                   "scale": scale, "enable_gqa": enable_gqa})
     if autocast_mode.ACTIVE:
         # on PyTorch's lower-precision list: every floating argument, a
         # float mask included, is cast before the kernel (and its checks)

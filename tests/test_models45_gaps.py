@@ -1,0 +1,135 @@
+"""Gaps the public programs of ``tests/programs/models45`` found, each
+against torch: tracec had no ``torch.nested`` (the "Getting Started with
+Nested Tensors" tutorial).  Nested tensors are now ``tracec.nested``'s
+``NestedTensor``: construction and its checks, printing, sizes, padding,
+PyTorch's packed-buffer dropout (which draws even for p == 0), and the
+dense functions (matmul, bmm, softmax, linear, dropout, scaled dot-product
+attention) applied entry by entry with gradients reaching the entries."""
+import re
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import tracec
+
+
+def _entries(lib, shapes, seed=0, requires_grad=False):
+    rng = np.random.default_rng(seed)
+    return [lib.tensor(rng.normal(size=s).astype(np.float32), requires_grad=requires_grad)
+            for s in shapes]
+
+
+def _quiet(fn):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn()
+
+
+def _both(fn):
+    return [_quiet(lambda: fn(lib)) for lib in (torch, tracec)]
+
+
+def test_nested_tensor_prints_as_torch():
+    def make(lib):
+        nt = lib.nested.nested_tensor([lib.arange(12).reshape(2, 6),
+                                       lib.arange(18).reshape(3, 6)], dtype=lib.float)
+        w = lib.nested.as_nested_tensor(_entries(lib, [(2, 3), (1, 3)], requires_grad=True))
+        leaf = lib.nested.nested_tensor(_entries(lib, [(1, 2)]), requires_grad=True)
+        return [repr(nt), repr(nt.reshape(2, -1, 2, 3)), repr(w), repr(leaf)]
+    want, got = _both(make)
+    assert got == want
+
+
+def test_jagged_layout_size_offsets_and_repr():
+    def make(lib):
+        q = lib.nested.nested_tensor(_entries(lib, [(2, 4), (3, 4)]), layout=lib.jagged)
+        return [str(q.layout), q.dim(), q.size(0), q.size(2), q.offsets().tolist(),
+                # (the ragged size's j-number counts the process's jagged tensors)
+                re.sub(r"j\d+", "j#", repr(q)),
+                re.sub(r"j\d+", "j#", str(q.shape)).replace("tracec.", "torch."),
+                q.is_contiguous()]
+    want, got = _both(make)
+    assert got == want
+
+
+def test_nested_dropout_draws_one_packed_mask_like_torch():
+    # PyTorch's nested dropout draws Bernoulli over the packed entries,
+    # also for p == 0; dense dropout at p == 0 draws nothing
+    def make(lib, p):
+        lib.manual_seed(3)
+        nt = lib.nested.nested_tensor([lib.ones(2, 3), lib.ones(4, 3)])
+        out = lib.nn.functional.dropout(nt, p)
+        return [u.tolist() for u in out.unbind()], lib.randn(3).tolist()
+    for p in (0.0, 0.5, 1.0):
+        want, got = _both(lambda lib: make(lib, p))
+        assert got[0] == want[0]
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
+
+
+def test_to_padded_tensor_values_output_size_and_gradient():
+    def make(lib):
+        es = _entries(lib, [(2, 3), (4, 1)], requires_grad=True)
+        nt = lib.nested.as_nested_tensor(es)
+        p = lib.nested.to_padded_tensor(nt, -1.5, (2, 5, 4))
+        (p * lib.arange(40.).reshape(2, 5, 4)).sum().backward()
+        return p.detach().numpy(), [e.grad.numpy() for e in es]
+    want, got = _both(make)
+    np.testing.assert_array_equal(got[0], want[0])
+    for g, w in zip(got[1], want[1]):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_nested_refusals_use_torch_words():
+    def msgs(lib):
+        x = lib.nested.nested_tensor(_entries(lib, [(2, 3), (4, 3)]))
+        out = []
+        for f in (lambda: lib.nested.nested_tensor(_entries(lib, [(2, 3), (3,)])),
+                  lambda: x.size(1), lambda: x.view(-1), lambda: x.reshape(-1, 2, 3),
+                  lambda: x.transpose(0, 1), lambda: x.size(),
+                  lambda: x + lib.nested.nested_tensor(_entries(lib, [(2, 3)])),
+                  lambda: x + lib.ones(3),
+                  lambda: lib.nested.nested_tensor(_entries(lib, [(2, 4), (3, 5)]),
+                                                   layout=lib.jagged)):
+            with pytest.raises(RuntimeError) as e:
+                f()
+            out.append(str(e.value))
+        return out
+    want, got = _both(msgs)
+    assert got == want
+
+
+def test_nested_attention_block_matches_torch_with_gradients():
+    # the tutorial's projection / unflatten / transpose / SDPA / flatten on
+    # jagged inputs, and matmul / bmm / softmax on strided ones
+    def run(lib):
+        F = lib.nn.functional
+        lib.manual_seed(0)
+        proj = lib.nn.Linear(8, 8)
+        es = _entries(lib, [(3, 8), (5, 8)], seed=1, requires_grad=True)
+        q = lib.nested.as_nested_tensor(es, layout=lib.jagged)
+        h = proj(q).unflatten(-1, [2, 4]).transpose(1, 2)
+        o = F.scaled_dot_product_attention(h, h, h).transpose(1, 2).flatten(-2)
+        a = lib.nested.nested_tensor(_entries(lib, [(2, 3), (4, 3)], seed=2))
+        b = lib.nested.nested_tensor(_entries(lib, [(3, 5), (3, 2)], seed=3))
+        s = F.softmax(lib.bmm(a, b), -1)
+        m = lib.matmul(a, b)
+        loss = sum((u ** 2).sum() for u in o.unbind())
+        loss.backward()
+        return ([u.detach().numpy() for u in o.unbind()] + [u.numpy() for u in s.unbind()]
+                + [u.numpy() for u in m.unbind()] + [e.grad.numpy() for e in es]
+                + [proj.weight.grad.numpy()])
+    want, got = _both(run)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_narrow_jagged_entries():
+    def make(lib):
+        base = lib.arange(20.).reshape(4, 5)
+        nt = lib.nested.narrow(base, 1, lib.tensor([0, 1, 2, 0]), lib.tensor([2, 3, 1, 5]),
+                               layout=lib.jagged)
+        return [u.tolist() for u in nt.unbind()], nt.is_contiguous(), nt.dim()
+    want, got = _both(make)
+    assert got == want
