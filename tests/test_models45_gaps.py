@@ -133,3 +133,111 @@ def test_narrow_jagged_entries():
         return [u.tolist() for u in nt.unbind()], nt.is_contiguous(), nt.dim()
     want, got = _both(make)
     assert got == want
+
+
+# --- torch.masked (the MaskedTensor tutorials) -------------------------------------------
+
+def _mt(lib, data, mask, **kw):
+    return _quiet(lambda: lib.masked.masked_tensor(lib.tensor(data), lib.tensor(mask), **kw))
+
+
+def test_masked_tensor_prints_as_torch():
+    def make(lib):
+        x = lib.arange(24).reshape(2, 3, 4)
+        mt = _quiet(lambda: lib.masked.masked_tensor(x.float(), x % 2 == 0))
+        ints = _mt(lib, [[0, 0, 3], [4, 0, 5]], [[False, False, True], [False, False, True]])
+        return [repr(mt[0]), repr(mt[:, :, 2:4]), repr(ints), repr(ints.to_sparse_coo()),
+                repr(_mt(lib, 2.5, True)), repr(_mt(lib, 2.5, False)),
+                repr(_mt(lib, [1.0, 2.0], [True, True]))]
+    want, got = _both(make)
+    assert got == want
+
+
+def test_masked_where_gradients_mask_the_branch_not_taken():
+    def run(lib):
+        x = lib.tensor([-10., -5, 0, 5, 10, 50, 100])
+        mask = x < 0
+        mx = _quiet(lambda: lib.masked.masked_tensor(x, mask, requires_grad=True))
+        my = _quiet(lambda: lib.masked.masked_tensor(lib.ones_like(x), ~mask, requires_grad=True))
+        _quiet(lambda: lib.where(mask, lib.exp(mx), my).sum().backward())
+        a = _mt(lib, 0.7, True, requires_grad=True)
+        g = _quiet(lambda: lib.autograd.grad(lib.where(lib.tensor(False), a / 0, lib.ones(())),
+                                             a))
+        return repr(mx.grad), repr(my.grad), repr(g)
+    want, got = _both(run)
+    assert got == want
+
+
+def test_masked_gradient_of_a_dense_operand_is_a_masked_sum():
+    # the masked-out nan takes no part (a dense VJP would sum it in)
+    def run(lib):
+        b = lib.tensor(1.5, requires_grad=True)
+        x = lib.tensor([1., 2., float("nan")])
+        mt = _quiet(lambda: lib.masked.masked_tensor(x, ~lib.isnan(x)))
+        c = mt * b
+        g, = _quiet(lambda: lib.autograd.grad(lib.sum(c), b, retain_graph=True))
+        w = _mt(lib, [[1., 2., 3.], [4., 5., 6.]], [[True, False, True], [False, True, True]],
+                requires_grad=True)
+        loss = (w * w).sum()
+        _quiet(lambda: loss.backward())
+        return repr(g), repr(lib.mean(c)), repr(w.grad), repr(loss)
+    want, got = _both(run)
+    assert got == want
+
+
+def test_masked_tensor_reductions_and_semantics_match_torch():
+    def run(lib):
+        nan = float("nan")
+        x = lib.tensor([[1., nan, 3.], [nan, nan, 6.], [nan, nan, nan]])
+        mt = _quiet(lambda: lib.masked.masked_tensor(x, ~lib.isnan(x)))
+        out = [repr(r) for r in (mt.sum(), mt.mean(), mt.amax(), mt.argmax(), mt.sum(1),
+                                 mt.sum(dim=0, keepdim=True), mt.mean(1), mt.amin(0),
+                                 mt.argmax(1), mt.softmax(1), mt.prod(1), lib.exp(mt),
+                                 mt * 2 - 1, mt / 0)]
+        other = _mt(lib, [[1., 2., 3.]] * 3, [[True, True, False]] * 3)
+        with pytest.raises(ValueError) as e:
+            mt + other
+        out.append(str(e.value))
+        out.append(mt.to_tensor(0).tolist())
+        return out
+    want, got = _both(run)
+    assert got == want
+
+
+@pytest.mark.parametrize("name,args,kw", [
+    ("sum", (1,), {}), ("sum", (0,), {"keepdim": True}), ("sum", ((0, 1),), {}),
+    ("mean", (1,), {}), ("amax", (1,), {}), ("amin", (0,), {}), ("argmax", (1,), {}),
+    ("argmin", (0,), {}), ("prod", (1,), {}), ("softmax", (1,), {}), ("log_softmax", (0,), {}),
+    ("softmin", (1,), {}), ("norm", (2.0, 1), {}), ("norm", (float("-inf"), 1), {}),
+    ("norm", (1.0, None), {}), ("var", (1,), {"unbiased": False}), ("var", (1,), {}),
+    ("std", (0,), {"correction": 0}), ("mean", (None,), {})])
+def test_masked_functional_ops_match_torch(name, args, kw):
+    x = np.random.default_rng(4).normal(size=(4, 5)).astype(np.float32)
+    m = np.random.default_rng(5).random((4, 5)) > 0.5
+    m[2] = False        # a fully masked-out row
+    m[3] = [True, False, False, False, False]
+
+    def run(lib, mask):
+        fn = getattr(lib.masked, name)
+        kwargs = dict(kw)
+        if mask:
+            kwargs["mask"] = lib.tensor(m)
+        return fn(lib.tensor(x), *args, **kwargs).numpy()
+    for mask in (True, False):
+        want, got = [run(lib, mask) for lib in (torch, tracec)]
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_sparse_mask_keeps_the_mask_pattern():
+    def run(lib):
+        d = lib.arange(6.).reshape(2, 3)
+        out = []
+        for mask in (lib.tensor([[1., 0, 2], [0, 0, 3]]).to_sparse(),
+                     lib.sparse_coo_tensor([[1, 0, 1], [2, 0, 2]], [1., 2., 3.], (2, 3))):
+            r = d.sparse_mask(mask)
+            out.append((r._indices().tolist(), r._values().tolist(), r.is_coalesced(),
+                        r.to_dense().tolist()))
+        return out
+    want, got = _both(run)
+    assert got == want

@@ -6,7 +6,13 @@ to_padded_tensor, torch.nested.narrow, reshape / transpose / matmul / bmm /
 softmax / dropout / F.linear / nn.Linear on nested tensors, PyTorch's
 refusals, and the tutorial's MultiHeadAttention with
 F.scaled_dot_product_attention on jagged inputs compared with the padded
-computation, its gradients, and a compiled padded call against eager).
+computation, its gradients, and a compiled padded call against eager);
+the MaskedTensor overview / sparsity / Adagrad tutorials (masked_tensor /
+as_masked_tensor printing and indexing, the torch.where / a / 0 / nansum
+gradient issues with MaskedTensor gradients, safe softmax, masked
+reductions with and without dim, mask-matching semantics, to_sparse_coo,
+the sparse-gradient Adagrad step (sparse_mask, _values, sqrt_) against the
+MaskedTensor one) and torch.masked's functional reductions with mask=.
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1``; the programs seed torch and draw their data
@@ -22,7 +28,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models45"
 
-CASES = ["nested_tensor.py"]
+CASES = ["nested_tensor.py", "masked_tensor.py"]
 EAGER_FALLBACK: set = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})

@@ -86,7 +86,7 @@ from tracec.tensor_meta import (channels_last, channels_last_3d, contiguous_form
                                 get_device, is_inference, is_signed, layout,
                                 legacy_contiguous_format, memory_format, preserve_format,
                                 jagged, sparse_coo, strided)
-from tracec import nested  # noqa: E402,F401  (torch.nested)
+from tracec import masked, nested  # noqa: E402,F401  (torch.masked, torch.nested)
 from tracec.shape_extra import (atleast_1d, atleast_2d, atleast_3d, block_diag,  # noqa: E402,F401
                                 broadcast_shapes, broadcast_tensors, cartesian_prod,
                                 column_stack, combinations, diag_embed, diagflat, diagonal,

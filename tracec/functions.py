@@ -20,7 +20,7 @@ from tracec.symbolic import Sym, known
 from tracec.ops.core import normalize_axis
 from tracec.tensor import SPARSE, Tensor, _new_tensor, apply_direct, concrete, eager_direct, weak_scalar
 from tracec.return_types import structseq
-from tracec.nested_protocol import nested_operand
+from tracec.wrapper_dispatch import dispatching_operand
 from tracec.sym_scalar import SymScalar, concrete_operand
 from tracec.item_value import ItemValue
 
@@ -381,6 +381,9 @@ def _float_unary(name, f, node_name=None):
     """``node_name``: the op's PyTorch node, where a large eager call runs
     as native kernels (``fused_eager``)."""
     def fn(input):
+        w = dispatching_operand(input)
+        if w is not None:
+            return w.__tracec_dispatch__(fn, (input,), {})
         input = _operand(input, name)
         if not isinstance(input, Tensor):
             input = Tensor._from_data(input)
@@ -602,6 +605,9 @@ def where(condition, input=None, other=None):
         return nonzero(_operand(condition, "where"), as_tuple=True)
     if (input is None) != (other is None):
         raise TypeError("where() takes the condition alone or with both input and other")
+    w = dispatching_operand(condition, input, other)
+    if w is not None:
+        return w.__tracec_dispatch__(where, (condition, input, other), {})
     condition = _operand(condition, "where")
     if isinstance(condition, Tensor) and condition.dtype is dt.uint8:
         import warnings
@@ -747,6 +753,9 @@ def _keep(x, y, axes, keepdim):
 
 
 def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
+    w = dispatching_operand(input, dim, keepdim)
+    if w is not None:
+        return w.__tracec_dispatch__(sum, (input, dim, keepdim), {"dtype": dtype})
     input = _operand(input, "sum")
     if dtype is not None:
         input = _to(input, dt.to_dtype(dtype))
@@ -803,6 +812,9 @@ def _trailing_reduce(kind, _, nd, k, keepdim):
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None):
+    w = dispatching_operand(input, dim, keepdim)
+    if w is not None:
+        return w.__tracec_dispatch__(mean, (input, dim, keepdim), {"dtype": dtype})
     input = _operand(input, "mean")
     if dtype is not None:
         input = _to(input, dt.to_dtype(dtype))
@@ -991,9 +1003,9 @@ def _refuse_integer_softmax(name, input, dim, dtype):
 
 
 def softmax(input, dim, dtype=None):
-    nt = nested_operand(input, dim)
-    if nt is not None:
-        return nt.__nested_call__(softmax, (input, dim,), {"dtype": dtype})
+    w = dispatching_operand(input, dim)
+    if w is not None:
+        return w.__tracec_dispatch__(softmax, (input, dim), {"dtype": dtype})
     _refuse_integer_softmax("softmax", input, dim, dtype)
     input = _float_unary("softmax", lambda t: t)(input)
     if dtype is not None:
@@ -1012,9 +1024,9 @@ def softmax(input, dim, dtype=None):
 
 
 def log_softmax(input, dim, dtype=None):
-    nt = nested_operand(input, dim)
-    if nt is not None:
-        return nt.__nested_call__(log_softmax, (input, dim,), {"dtype": dtype})
+    w = dispatching_operand(input, dim)
+    if w is not None:
+        return w.__tracec_dispatch__(log_softmax, (input, dim), {"dtype": dtype})
     _refuse_integer_softmax("log_softmax", input, dim, dtype)
     input = _float_unary("log_softmax", lambda t: t)(input)
     if dtype is not None:
@@ -1126,9 +1138,9 @@ def _log_softmax_eager():
 # --- linear algebra ---------------------------------------------------------------
 
 def matmul(input, other):
-    nt = nested_operand(input, other)
-    if nt is not None:
-        return nt.__nested_call__(matmul, (input, other,), {})
+    w = dispatching_operand(input, other)
+    if w is not None:
+        return w.__tracec_dispatch__(matmul, (input, other), {})
     if not isinstance(input, Tensor) or not isinstance(other, Tensor):
         raise TypeError("matmul(): both operands must be Tensors, got "
                         f"{type(input).__name__} and {type(other).__name__}")
@@ -1192,9 +1204,9 @@ def mm(input, mat2):
 def bmm(input, mat2):
     """``torch.bmm``: PyTorch's checks (no batch broadcasting, no dtype
     promotion), then a batched matmul."""
-    nt = nested_operand(input, mat2)
-    if nt is not None:
-        return nt.__nested_call__(bmm, (input, mat2,), {})
+    w = dispatching_operand(input, mat2)
+    if w is not None:
+        return w.__tracec_dispatch__(bmm, (input, mat2), {})
     if input.ndim != 3:
         raise RuntimeError("batch1 must be a 3D tensor")
     if mat2.ndim != 3:

@@ -202,7 +202,7 @@ class NestedTensor:
 
     # --- ops ----------------------------------------------------------------------------
 
-    def __nested_call__(self, fn, args, kwargs):
+    def __tracec_dispatch__(self, fn, args, kwargs):
         """``fn(*args, **kwargs)`` applied entry by entry: each nested
         argument gives its ``i``-th entry, the rest are passed as they are;
         a ``dim`` argument names a nested dimension."""

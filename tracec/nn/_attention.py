@@ -30,7 +30,7 @@ from tracec import shape_ops as S
 from tracec.nn._basic import dropout, linear
 from tracec.nn._conv import pad
 from tracec.tensor import Tensor, eager_direct
-from tracec.nested_protocol import nested_operand
+from tracec.wrapper_dispatch import dispatching_operand
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
@@ -112,9 +112,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     """``softmax(q k^T * scale + bias) v`` over the last two axes.  A bool
     ``attn_mask`` says where to attend (True); a float one is added; the
     causal mask is lower-triangular aligned to the top-left corner."""
-    nt = nested_operand(query, key, value, attn_mask)
-    if nt is not None:
-        return nt.__nested_call__(scaled_dot_product_attention, (query, key, value, attn_mask),
+    w = dispatching_operand(query, key, value, attn_mask)
+    if w is not None:
+        return w.__tracec_dispatch__(scaled_dot_product_attention, (query, key, value, attn_mask),
                                   {"dropout_p": dropout_p, "is_causal": is_causal,
                                    "scale": scale, "enable_gqa": enable_gqa})
     if autocast_mode.ACTIVE:

@@ -19,7 +19,7 @@ from tracec import autocast_mode, graph, ops
 from tracec import shape_ops as S
 from tracec.tensor import Tensor, apply_direct, eager_direct, weak_scalar
 from tracec.ops.core import normalize_axis
-from tracec.nested_protocol import nested_operand
+from tracec.wrapper_dispatch import dispatching_operand
 
 _ADD = ops.elementwise.add_p
 _HALF = (dt.bfloat16, dt.float16)
@@ -35,9 +35,9 @@ def _tensor(x, name: str) -> Tensor:
 
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias``."""
-    nt = nested_operand(input, weight, bias)
-    if nt is not None:
-        return nt.__nested_call__(linear, (input, weight, bias,), {})
+    w = dispatching_operand(input, weight, bias)
+    if w is not None:
+        return w.__tracec_dispatch__(linear, (input, weight, bias), {})
     _tensor(input, "linear")
     if autocast_mode.ACTIVE:
         input, weight, bias = autocast_mode.lower_precision(input, weight, bias)
@@ -194,9 +194,9 @@ def _keep_mask(shape, p: float, x: Tensor) -> Tensor:
 
 
 def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False):
-    nt = nested_operand(input, p, training, inplace)
-    if nt is not None:
-        return nt.__nested_call__(dropout, (input, p, training, inplace,), {})
+    w = dispatching_operand(input, p, training, inplace)
+    if w is not None:
+        return w.__tracec_dispatch__(dropout, (input, p, training, inplace), {})
     _tensor(input, "dropout")
     _check_p(p)
     if not training or p == 0.0:
