@@ -23,7 +23,7 @@ LAYERS = [
                   "tracec.cuda",
                   "tracec.rearrange", "tracec.sorting", "tracec.topk_order", "tracec.contraction",
                   "tracec.methods_extra", "tracec.sparse", "tracec.nested", "tracec.wrapper_dispatch",
-                  "tracec.masked",
+                  "tracec.masked", "tracec.aten_report",
                   "tracec.tensor_type", "tracec.amp",
                   "tracec.reductions_bool", "tracec.out_arg", "tracec.numpy_names", "tracec.distributed",
                   "tracec.tensor_meta", "tracec.shape_extra", "tracec.scatter_ops",

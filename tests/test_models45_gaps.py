@@ -241,3 +241,85 @@ def test_sparse_mask_keeps_the_mask_pattern():
         return out
     want, got = _both(run)
     assert got == want
+
+
+# --- torch.utils.flop_counter ------------------------------------------------------------
+
+def _counts(fc):
+    return {mod: {str(op): n for op, n in ops.items()} for mod, ops in fc.get_flop_counts().items()}
+
+
+_FLOP_CASES = {
+    "linear2d_bias": lambda lib, x, w3: lib.nn.functional.linear(x[0], w3[0], w3[1][0]),
+    "linear3d_bias": lambda lib, x, w3: lib.nn.functional.linear(x, w3[0], w3[1][0]),
+    "linear3d_nobias": lambda lib, x, w3: lib.nn.functional.linear(x, w3[0]),
+    "linear3d_noncontig": lambda lib, x, w3: lib.nn.functional.linear(
+        x.transpose(0, 1), w3[0], w3[1][0]),
+    "matmul_3d_2d_const": lambda lib, x, w3: lib.matmul(x.transpose(0, 1), w3[0].detach().t()),
+    "matmul_2d_3d": lambda lib, x, w3: lib.matmul(w3[0], x.transpose(1, 2)),
+    "matmul_4d": lambda lib, x, w3: x.view(2, 1, 3, 4) @ x.view(2, 1, 3, 4).transpose(-2, -1),
+    "matmul_1d_2d": lambda lib, x, w3: x[0, 0] @ w3[0].t(),
+    "bmm": lambda lib, x, w3: lib.bmm(x, x.transpose(1, 2)),
+    "addmm": lambda lib, x, w3: lib.addmm(w3[1][0], x[0], w3[0].t()),
+    "baddbmm": lambda lib, x, w3: lib.baddbmm(x[:, :, :1], x, x.transpose(1, 2)),
+    "sdpa_flash": lambda lib, x, w3: lib.nn.functional.scaled_dot_product_attention(
+        x.view(2, 1, 3, 4), x.view(2, 1, 3, 4), x.view(2, 1, 3, 4), is_causal=True),
+    "sdpa_math_3d": lambda lib, x, w3: lib.nn.functional.scaled_dot_product_attention(
+        x, x, x[:, :, :2]),
+}
+
+
+@pytest.mark.parametrize("case", list(_FLOP_CASES))
+def test_flop_counter_counts_torchs_aten_ops(case):
+    def run(lib):
+        from importlib import import_module
+        FlopCounterMode = import_module(lib.__name__ + ".utils.flop_counter").FlopCounterMode
+        rng = np.random.default_rng(6)
+        x = lib.tensor(rng.normal(size=(2, 3, 4)).astype(np.float32), requires_grad=True)
+        w = lib.tensor(rng.normal(size=(5, 4)).astype(np.float32), requires_grad=True)
+        b = lib.tensor(rng.normal(size=(1, 5)).astype(np.float32), requires_grad=True)
+        with FlopCounterMode(display=False) as fc:
+            out = _FLOP_CASES[case](lib, x, (w, b))
+            out.sum().backward()
+        return _counts(fc)
+    want, got = _both(run)
+    assert got == want
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_flop_counter_convolution_and_table_match_torch(transposed):
+    def run(lib):
+        from importlib import import_module
+        FlopCounterMode = import_module(lib.__name__ + ".utils.flop_counter").FlopCounterMode
+        lib.manual_seed(0)
+        conv = (lib.nn.ConvTranspose2d(3, 4, 3, stride=2) if transposed
+                else lib.nn.Conv2d(3, 4, 3, padding=1))
+        net = lib.nn.Sequential(conv, lib.nn.ReLU())
+        x = lib.randn(2, 3, 5, 5)
+        with FlopCounterMode(display=False) as fc:
+            net(x).sum().backward()
+        # an op outside any module: Global is then not subsumed by a module
+        with FlopCounterMode(display=False) as fc2:
+            net(x)
+            lib.mm(lib.ones(4, 8), lib.ones(8, 2))
+        return _counts(fc), fc.get_table(), fc2.get_table(), fc2.get_table(depth=0)
+    want, got = _both(run)
+    assert got == want
+
+
+def test_global_module_forward_hooks_run_before_the_modules_own():
+    def run(lib):
+        seen = []
+        lin = lib.nn.Linear(2, 2)
+        lin.register_forward_pre_hook(lambda m, a: seen.append("own pre"))
+        lin.register_forward_hook(lambda m, a, o: seen.append("own post"))
+        mod = lib.nn.modules.module
+        h1 = mod.register_module_forward_pre_hook(lambda m, a: seen.append(f"pre {type(m).__name__}"))
+        h2 = mod.register_module_forward_hook(lambda m, a, o: seen.append(f"post {type(m).__name__}"))
+        lib.nn.Sequential(lin)(lib.ones(1, 2))
+        h1.remove()
+        h2.remove()
+        lin(lib.ones(1, 2))
+        return seen
+    want, got = _both(run)
+    assert got == want

@@ -12,7 +12,11 @@ as_masked_tensor printing and indexing, the torch.where / a / 0 / nansum
 gradient issues with MaskedTensor gradients, safe softmax, masked
 reductions with and without dim, mask-matching semantics, to_sparse_coo,
 the sparse-gradient Adagrad step (sparse_mask, _values, sqrt_) against the
-MaskedTensor one) and torch.masked's functional reductions with mask=.
+MaskedTensor one) and torch.masked's functional reductions with mask=;
+and torch.utils.flop_counter.FlopCounterMode on karpathy/nanoGPT's GPT
+(forward, forward + backward, per-module and per-op counts, estimate_mfu's
+6N + 12LHQT estimate against the count) and on a small CNN (display=True's
+table, get_table(depth)), with a compiled Block training step against eager.
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1``; the programs seed torch and draw their data
@@ -28,7 +32,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models45"
 
-CASES = ["nested_tensor.py", "masked_tensor.py"]
+CASES = ["nested_tensor.py", "masked_tensor.py", "flop_counter.py"]
 EAGER_FALLBACK: set = set()
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})

@@ -23,6 +23,8 @@ from tracec import dtypes as dt
 from tracec import autocast_mode, ops
 from tracec.functions import _named, add, matmul, mul, promote
 from tracec.tensor import SPARSE, Tensor, concrete
+from tracec import aten_report
+from tracec.aten_report import AtenCall
 
 __all__ = ["addmm", "baddbmm", "einsum", "sparse_coo_tensor", "spmm", "sparse_info",
            "mark_sparse", "coalesced_indices"]
@@ -55,6 +57,8 @@ def _scaled_sum(input, prod, beta, alpha, name):
     return _named(add(input, prod), name)
 
 
+@aten_report.reports(lambda out, input, mat1, mat2, **kw: [AtenCall(
+    "addmm", (tuple(mat1.shape), tuple(mat2.shape)), (mat1.requires_grad, mat2.requires_grad))])
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """``beta * input + alpha * (mat1 @ mat2)``."""
     if mat1.ndim != 2 or mat2.ndim != 2:
@@ -68,6 +72,9 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     return _scaled_sum(input, matmul(mat1, mat2), beta, alpha, "AddmmBackward0")
 
 
+@aten_report.reports(lambda out, input, batch1, batch2, **kw: [AtenCall(
+    "baddbmm", (tuple(batch1.shape), tuple(batch2.shape)),
+    (batch1.requires_grad, batch2.requires_grad))])
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * (batch1 @ batch2)`` over a batch of matrices."""
     if batch1.ndim != 3 or batch2.ndim != 3:

@@ -21,6 +21,8 @@ from tracec.ops.core import normalize_axis
 from tracec.tensor import SPARSE, Tensor, _new_tensor, apply_direct, concrete, eager_direct, weak_scalar
 from tracec.return_types import structseq
 from tracec.wrapper_dispatch import dispatching_operand
+from tracec import aten_report
+from tracec.aten_report import AtenCall
 from tracec.sym_scalar import SymScalar, concrete_operand
 from tracec.item_value import ItemValue
 
@@ -1137,6 +1139,13 @@ def _log_softmax_eager():
 
 # --- linear algebra ---------------------------------------------------------------
 
+def _matmul_calls(out, input, other):
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        return []
+    return aten_report.tensor_matmul_calls(input, other)
+
+
+@aten_report.reports(_matmul_calls)
 def matmul(input, other):
     w = dispatching_operand(input, other)
     if w is not None:
@@ -1201,6 +1210,14 @@ def mm(input, mat2):
     return matmul(input, mat2)
 
 
+def _bmm_calls(out, input, mat2):
+    if not (isinstance(input, Tensor) and isinstance(mat2, Tensor)):
+        return []
+    return [AtenCall("bmm", (tuple(input.shape), tuple(mat2.shape)),
+                     (input.requires_grad, mat2.requires_grad))]
+
+
+@aten_report.reports(_bmm_calls)
 def bmm(input, mat2):
     """``torch.bmm``: PyTorch's checks (no batch broadcasting, no dtype
     promotion), then a batched matmul."""

@@ -31,6 +31,7 @@ from tracec.nn._basic import dropout, linear
 from tracec.nn._conv import pad
 from tracec.tensor import Tensor, eager_direct
 from tracec.wrapper_dispatch import dispatching_operand
+from tracec import aten_report
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
@@ -107,6 +108,20 @@ def _check_batch_dims(query, key) -> None:
                                f"({b}) at non-singleton dimension {i}")
 
 
+def _sdpa_calls(out, query, key, value, attn_mask=None, dropout_p: float = 0.0, *args, **kwargs):
+    """What PyTorch's CPU attention dispatches to: its flash kernel (which
+    has no flop formula: nothing counted), or the math kernel's two
+    matmuls, ``q @ k^T`` and ``attn @ v``."""
+    if not isinstance(query, Tensor) or _cpu_flash(query, key, value, attn_mask, dropout_p):
+        return []
+    rq, rk, rv = query.requires_grad, key.requires_grad, value.requires_grad
+    kt = tuple(key.shape[:-2]) + (key.shape[-1], key.shape[-2])
+    scores = tuple(out.shape[:-1]) + (key.shape[-2],)
+    return (aten_report.matmul_calls(tuple(query.shape), kt, rq, rk)
+            + aten_report.matmul_calls(scores, tuple(value.shape), rq or rk, rv))
+
+
+@aten_report.reports(_sdpa_calls)
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale=None, enable_gqa: bool = False):
     """``softmax(q k^T * scale + bias) v`` over the last two axes.  A bool

@@ -20,6 +20,7 @@ from tracec import shape_ops as S
 from tracec.tensor import Tensor, apply_direct, eager_direct, weak_scalar
 from tracec.ops.core import normalize_axis
 from tracec.wrapper_dispatch import dispatching_operand
+from tracec import aten_report
 
 _ADD = ops.elementwise.add_p
 _HALF = (dt.bfloat16, dt.float16)
@@ -33,6 +34,23 @@ def _tensor(x, name: str) -> Tensor:
 
 # --- linear ------------------------------------------------------------------------------
 
+def _linear_calls(out, input, weight, bias=None):
+    """ATen's ``linear``: one ``addmm`` on the flattened input when there is
+    a bias and the input is 2-D or contiguous (``_flatten_nd_linear``),
+    else ``matmul(input, weight.t())``."""
+    if not (isinstance(input, Tensor) and isinstance(weight, Tensor)) or weight.ndim != 2:
+        return []
+    rx, rw = input.requires_grad, weight.requires_grad
+    w_t = (weight.shape[1], weight.shape[0])
+    if bias is not None and (input.ndim == 2 or input.ndim >= 3 and input.is_contiguous()
+                             and getattr(bias, "ndim", 0) == 1):
+        rows = int(np.prod(input.shape[:-1]))
+        return [aten_report.AtenCall("addmm", ((rows, input.shape[-1]), w_t), (rx, rw))]
+    return aten_report.matmul_calls(tuple(input.shape), w_t, rx, rw,
+                                    input.stride() if input.ndim >= 3 else None)
+
+
+@aten_report.reports(_linear_calls)
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias``."""
     w = dispatching_operand(input, weight, bias)
