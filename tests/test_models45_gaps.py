@@ -323,3 +323,47 @@ def test_global_module_forward_hooks_run_before_the_modules_own():
         return seen
     want, got = _both(run)
     assert got == want
+
+
+_RNN_CASES = {
+    "rnn": (lambda lib: lib.nn.RNN(8, 6), lambda m, x: m(x)[0]),
+    "rnn_relu_bf_2l": (lambda lib: lib.nn.RNN(8, 6, num_layers=2, nonlinearity="relu",
+                                               batch_first=True), lambda m, x: m(x)[0]),
+    "rnn_nobias": (lambda lib: lib.nn.RNN(8, 6, bias=False), lambda m, x: m(x)[0]),
+    "gru_bi_h_n": (lambda lib: lib.nn.GRU(8, 6, bidirectional=True), lambda m, x: m(x)[1]),
+    "lstm_onednn": (lambda lib: lib.nn.LSTM(8, 6, num_layers=2, bidirectional=True),
+                    lambda m, x: m(x)[0]),
+    "lstm_proj": (lambda lib: lib.nn.LSTM(8, 6, proj_size=3), lambda m, x: m(x)[0]),
+    "lstm_packed": (lambda lib: lib.nn.LSTM(8, 6), lambda m, x: m(
+        _packed(x))[0].data),
+    "lstmcell": (lambda lib: lib.nn.LSTMCell(8, 6), lambda m, x: m(x[0])[0]),
+    "grucell_1d": (lambda lib: lib.nn.GRUCell(8, 6), lambda m, x: m(x[0, 0])),
+    "rnncell": (lambda lib: lib.nn.RNNCell(8, 6, bias=False), lambda m, x: m(x[0])),
+}
+
+
+def _packed(x):
+    lib = torch if isinstance(x, torch.Tensor) else tracec
+    return lib.nn.utils.rnn.pack_padded_sequence(x, [3, 2, 2, 1, 1], enforce_sorted=True)
+
+
+@pytest.mark.parametrize("case", list(_RNN_CASES))
+def test_flop_counter_counts_recurrent_layers_as_torchs_cpu_kernels(case):
+    # oneDNN's LSTM layer has no formula (nothing counted); the others run
+    # a linear over the sequence and one per step
+    make, run = _RNN_CASES[case]
+
+    def count(lib, train):
+        from importlib import import_module
+        FlopCounterMode = import_module(lib.__name__ + ".utils.flop_counter").FlopCounterMode
+        lib.manual_seed(0)
+        m = make(lib)
+        x = lib.randn(3, 5, 8)
+        with FlopCounterMode(display=False) as fc:
+            out = run(m, x)
+            if train:
+                out.sum().backward()
+        return _counts(fc)
+    for train in (False, True):
+        want, got = _both(lambda lib: count(lib, train))
+        assert got == want

@@ -6,8 +6,8 @@ PyTorch's ``FlopCounterMode`` sees the ATen ops a call dispatches to
 ``x @ w`` with a 2-D ``w`` one folded ``aten.mm``, 4-D ``q @ k.mT`` one
 ``aten.bmm``); tracec computes the same products with its own primitives.
 A composite decorated with ``@reports(describe)`` tells each listener in
-``LISTENERS``, after it ran, ``(call, out)`` for every ``AtenCall`` that
-``describe(out, *args, **kwargs)`` lists: PyTorch's op name, its operand
+``LISTENERS``, after it ran, ``(calls, out)``: the ``AtenCall`` list that
+``describe(out, *args, **kwargs)`` gives, in PyTorch's order, for PyTorch's op name, its operand
 shapes, and which operands require grad (so an observer knows which
 gradients PyTorch's backward computes).
 
@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 __all__ = ["AtenCall", "LISTENERS", "reports", "matmul_calls", "tensor_matmul_calls"]
 
-#: callables ``(call: AtenCall, out) -> None``
+#: callables ``(calls: list[AtenCall], out) -> None``
 LISTENERS: list = []
 _DEPTH = [0]
 
@@ -51,9 +51,10 @@ def reports(describe):
             finally:
                 _DEPTH[0] -= 1
             if _DEPTH[0] == 0:
-                for call in describe(out, *args, **kwargs):
+                calls = describe(out, *args, **kwargs)
+                if calls:
                     for listener in list(LISTENERS):
-                        listener(call, out)
+                        listener(calls, out)
             return out
         return wrapper
     return deco

@@ -203,18 +203,30 @@ class FlopCounterMode:
         for par in parents:
             self.flop_counts[par][key] += flops
 
-    def _on_call(self, call, out) -> None:
+    def _on_call(self, calls, out) -> None:
         if not self._active:
             return
         parents = set(self._stack) | {"Global"}
-        self._add(parents, call.name, self._forward_flops(call))
-        backward = self._backward_flops(call)
-        if backward and getattr(out, "requires_grad", False):
+        backward = []
+        for call in calls:
+            self._add(parents, call.name, self._forward_flops(call))
+            backward += self._backward_flops(call)
+        outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,))
+                if getattr(t, "requires_grad", False)]
+        if backward and outs:
+            # counted once, when the first of the op's outputs gets its
+            # gradient (a recurrent layer's loss may use h_n or the outputs);
+            # PyTorch's backward runs each op's backward in reverse order
+            backward.reverse()
+            fired = [False]
+
             def hook(grad, parents=parents, backward=backward):
-                if self._active:
+                if self._active and not fired[0]:
+                    fired[0] = True
                     for op, flops in backward:
                         self._add(parents, op, flops)
-            out.register_hook(hook)
+            for t in outs:
+                t.register_hook(hook)
 
     @staticmethod
     def _forward_flops(call) -> int:
