@@ -367,3 +367,57 @@ def test_flop_counter_counts_recurrent_layers_as_torchs_cpu_kernels(case):
     for train in (False, True):
         want, got = _both(lambda lib: count(lib, train))
         assert got == want
+
+
+def _entries_of(r):
+    if getattr(r, "is_nested", False):
+        return [u.detach().numpy() for u in r.unbind()]
+    if isinstance(r, (tuple, list)):
+        return [_entries_of(x) for x in r]
+    return r.detach().numpy() if hasattr(r, "detach") else r
+
+
+@pytest.mark.parametrize("case", ["add_dense", "mul_2d", "relu", "gelu", "silu", "layer_norm",
+                                  "block", "values", "from_jagged", "from_jagged_lengths",
+                                  "sum_last", "mean_keepdim", "sum_ragged", "mean_ragged",
+                                  "chunk", "len_numel"])
+def test_jagged_transformer_ops_match_torch(case):
+    # what a transformer block does to jagged activations: dense bias
+    # broadcasts, activations, layer norm, residual adds, reductions
+    def run(lib):
+        F = lib.nn.functional
+        lib.manual_seed(0)
+        q = lib.nested.nested_tensor([lib.randn(2, 4), lib.randn(3, 4)], layout=lib.jagged)
+        ln, lin = lib.nn.LayerNorm(4), lib.nn.Linear(4, 4)
+        values = lib.arange(10.).reshape(5, 2)
+        cases = {
+            "add_dense": lambda: q + lib.ones(4),
+            "mul_2d": lambda: q * lib.arange(4.).reshape(1, 4),
+            "relu": lambda: F.relu(q), "gelu": lambda: F.gelu(q), "silu": lambda: F.silu(q),
+            "layer_norm": lambda: F.layer_norm(q, (4,)),
+            "block": lambda: q + lin(F.gelu(ln(q))),
+            "values": lambda: q.values(),
+            "from_jagged": lambda: lib.nested.nested_tensor_from_jagged(
+                values, lib.tensor([0, 2, 5])),
+            "from_jagged_lengths": lambda: lib.nested.nested_tensor_from_jagged(
+                values, lib.tensor([0, 2, 5]), lengths=lib.tensor([1, 2])),
+            "sum_last": lambda: q.sum(-1), "mean_keepdim": lambda: q.mean(-1, keepdim=True),
+            "sum_ragged": lambda: q.sum(1), "mean_ragged": lambda: q.mean(1),
+            "chunk": lambda: q.chunk(2, -1), "len_numel": lambda: (len(q), q.numel()),
+        }
+        return _entries_of(cases[case]())
+    want, got = _both(run)
+    assert _shapes(got) == _shapes(want)
+    np.testing.assert_allclose(_flat(got), _flat(want), rtol=1e-5, atol=1e-6)
+
+
+def _shapes(x):
+    if isinstance(x, (list, tuple)):
+        return [_shapes(v) for v in x]
+    return np.shape(x)
+
+
+def _flat(x):
+    if isinstance(x, (list, tuple)):
+        return np.concatenate([_flat(v) for v in x]) if x else np.zeros(0)
+    return np.asarray(x, dtype=np.float64).reshape(-1)

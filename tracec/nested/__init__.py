@@ -15,7 +15,8 @@ from tracec.creation import as_tensor
 from tracec.nested.nested_tensor import NestedTensor, new_ragged_id
 from tracec.tensor import Tensor
 
-__all__ = ["NestedTensor", "nested_tensor", "as_nested_tensor", "to_padded_tensor", "narrow"]
+__all__ = ["NestedTensor", "nested_tensor", "as_nested_tensor", "to_padded_tensor", "narrow",
+           "nested_tensor_from_jagged"]
 
 _STRIDED_WARNING = (
     "The PyTorch API of nested tensors is in prototype stage and will change in the near "
@@ -97,3 +98,27 @@ def narrow(tensor: Tensor, dim: int, start, length, layout=None) -> NestedTensor
         return as_nested_tensor([tensor[i].narrow(0, starts[i], lengths[i]) for i in range(n)])
     entries = [tensor[i].narrow(0, starts[i], lengths[i]) for i in range(n)]
     return _build(entries, layout, contiguous=False)
+
+
+def nested_tensor_from_jagged(values: Tensor, offsets=None, lengths=None, jagged_dim=None,
+                              min_seqlen=None, max_seqlen=None) -> NestedTensor:
+    """A jagged nested tensor whose entry ``i`` is ``values[offsets[i]:
+    offsets[i + 1]]`` (or ``lengths[i]`` rows from ``offsets[i]``), keeping
+    ``values`` in the autograd graph."""
+    if jagged_dim not in (None, 1):
+        raise RuntimeError("nested_tensor_from_jagged(): only jagged_dim=1 is supported")
+    if offsets is None:
+        if lengths is None:
+            raise RuntimeError("nested_tensor_from_jagged(): At least one of offsets or lengths "
+                               "is required.")
+        ends = lengths.cumsum(0).tolist()
+        starts, lens = [0] + ends[:-1], lengths.tolist()
+    else:
+        offs = offsets.tolist()
+        starts = offs[:-1]
+        lens = (lengths.tolist() if lengths is not None
+                else [b - a for a, b in zip(offs[:-1], offs[1:])])
+    entries = [values.narrow(0, a, n) for a, n in zip(starts, lens)]
+    contiguous = lengths is None
+    op = "nested_view_from_values_offsets" if values.requires_grad else None
+    return _build(entries, tensor_meta.jagged, op, contiguous=contiguous)

@@ -235,7 +235,10 @@ class NestedTensor:
                 raise RuntimeError(f"{op} does not support broadcasting when given a "
                                    "NestedTensor")
             pairs = zip(self._components, other._components)
-        elif isinstance(other, Tensor) and other.ndim > 0:
+        elif isinstance(other, Tensor) and other.ndim > 0 and not (
+                self._layout is tensor_meta.jagged and other.ndim < self.ndim):
+            # (a jagged tensor broadcasts a dense one over its entries'
+            # trailing dimensions; strided ones refuse any)
             raise RuntimeError("Expected both self and other to be nested, but got a nested "
                                "self and non-nested other")
         else:
@@ -271,6 +274,45 @@ class NestedTensor:
     def tanh(self): return self._map("tanh", lambda c: c.tanh())
     def sigmoid(self): return self._map("sigmoid", lambda c: c.sigmoid())
     def abs(self): return self._map("abs", lambda c: c.abs())
+
+    def __len__(self) -> int:
+        return len(self._components)
+
+    def numel(self) -> int:
+        return sum(c.numel() for c in self._components)
+
+    def values(self) -> Tensor:
+        """The entries packed end to end along the ragged dimension (jagged
+        layout, ragged dimension 1)."""
+        if self._layout is not tensor_meta.jagged or self._ragged != 1:
+            raise RuntimeError("values(): only supported for the jagged layout with the "
+                               "ragged dimension at 1")
+        return cat(self._components, 0)
+
+    def _reduce(self, op: str, fn, dim, keepdim: bool):
+        """A reduction over nested dimension(s) ``dim``: of the ragged one
+        (jagged) a dense ``[N, ...]`` result, else a nested one."""
+        if dim is None:
+            raise RuntimeError(f"{op}(): reducing a nested tensor over all its dimensions is "
+                               "not supported")
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        entry = tuple(self._entry_dim(d, op) for d in dims)
+        outs = [fn(c, entry, keepdim) for c in self._components]
+        if self._layout is tensor_meta.jagged and self._ragged - 1 in entry:
+            return stack(outs)
+        return self._derived(outs, op)
+
+    def sum(self, dim=None, keepdim: bool = False, dtype=None):
+        return self._reduce("sum", lambda c, d, k: c.sum(d, keepdim=k, dtype=dtype), dim, keepdim)
+
+    def mean(self, dim=None, keepdim: bool = False, dtype=None):
+        return self._reduce("mean", lambda c, d, k: c.mean(d, keepdim=k, dtype=dtype), dim,
+                            keepdim)
+
+    def chunk(self, chunks: int, dim: int = 0):
+        d = self._entry_dim(dim, "chunk")
+        parts = [c.chunk(chunks, d) for c in self._components]
+        return tuple(self._derived([p[i] for p in parts], "chunk") for i in range(len(parts[0])))
 
     def softmax(self, dim, dtype=None):
         return softmax(self, dim, dtype=dtype)
