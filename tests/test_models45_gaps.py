@@ -421,3 +421,22 @@ def _flat(x):
     if isinstance(x, (list, tuple)):
         return np.concatenate([_flat(v) for v in x]) if x else np.zeros(0)
     return np.asarray(x, dtype=np.float64).reshape(-1)
+
+
+@pytest.mark.parametrize("equation,shapes", [
+    ("ij,jk->ik", [(3, 4), (4, 5)]), ("bij,jk->bik", [(2, 3, 4), (4, 5)]),
+    ("bhid,bhjd->bhij", [(2, 2, 3, 4), (2, 2, 5, 4)]), ("ij,ij->", [(3, 4), (3, 4)]),
+    ("bi,bj->bij", [(2, 3), (2, 4)]), ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),
+    ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)]), ("bij,bkj->bik", [(2, 3, 4), (2, 5, 4)]),
+    ("iij,jk->ik", [(3, 3, 4), (4, 2)]), ("ij,jk", [(3, 4), (4, 5)])])
+def test_flop_counter_counts_einsum_as_torchs_pairwise_bmm(equation, shapes):
+    def run(lib):
+        from importlib import import_module
+        FlopCounterMode = import_module(lib.__name__ + ".utils.flop_counter").FlopCounterMode
+        lib.manual_seed(0)
+        ops = [lib.randn(*s, requires_grad=i == 0) for i, s in enumerate(shapes)]
+        with FlopCounterMode(display=False) as fc:
+            lib.einsum(equation, *ops).sum().backward()
+        return _counts(fc)
+    want, got = _both(run)
+    assert got == want

@@ -241,6 +241,43 @@ def _sublist_equation(args):
     return eq, tuple(ops_)
 
 
+def _einsum_calls(out, equation, *operands):
+    """ATen's einsum without opt_einsum: operands contracted left to right,
+    each pair with a summed dimension as one ``bmm`` (batch: the labels both
+    keep; then the left-only, summed and right-only labels), a pair without
+    one as a product (nothing counted)."""
+    if isinstance(equation, Tensor):
+        equation, operands = _sublist_equation((equation,) + operands)
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    labels, final = _parse(equation, operands)
+    sizes: dict = {}
+    for x, ls in zip(operands, labels):
+        for c, n in zip(ls, x.shape):
+            if n != 1 or c not in sizes:
+                sizes[c] = n
+    terms = [list(dict.fromkeys(ls)) for ls in labels]
+    calls, ly, grad = [], terms[0], operands[0].requires_grad
+    for i in range(1, len(terms)):
+        lb = terms[i]
+        after = set(final).union(*[set(t) for t in terms[i + 1:]])
+        ly = [c for c in ly if c in after or c in lb]
+        lb = [c for c in lb if c in after or c in ly]
+        both = [c for c in ly if c in lb]
+        summed = [c for c in both if c not in after]
+        if summed:
+            batch = math.prod(sizes[c] for c in both if c in after)
+            lo = math.prod(sizes[c] for c in ly if c not in lb)
+            ro = math.prod(sizes[c] for c in lb if c not in ly)
+            k = math.prod(sizes[c] for c in summed)
+            calls.append(AtenCall("bmm", ((batch, lo, k), (batch, k, ro)),
+                                  (grad, operands[i].requires_grad)))
+        ly = [c for c in ly if c not in summed] + [c for c in lb if c not in ly]
+        grad = grad or operands[i].requires_grad
+    return calls
+
+
+@aten_report.reports(_einsum_calls)
 def einsum(equation, *operands):
     """``torch.einsum``: letters, ``...``, implicit or explicit output,
     repeated letters within an operand (diagonals) and size-1 broadcasting;
