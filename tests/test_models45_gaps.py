@@ -440,3 +440,35 @@ def test_flop_counter_counts_einsum_as_torchs_pairwise_bmm(equation, shapes):
         return _counts(fc)
     want, got = _both(run)
     assert got == want
+
+
+_MISC_FLOP_CASES = {
+    "mm": lambda lib, a, b: lib.mm(a, b),
+    "addbmm_uncounted": lambda lib, a, b: lib.addbmm(lib.zeros(3, 5), a.expand(2, 3, 4), b.expand(2, 4, 5)),
+    "bilinear_uncounted": lambda lib, a, b: lib.nn.functional.bilinear(a, a, lib.ones(2, 4, 4)),
+    "linear_1d_bias": lambda lib, a, b: lib.nn.functional.linear(a[0], b.t(), lib.ones(5)),
+    "mha_masked_baddbmm": lambda lib, a, b: lib.nn.MultiheadAttention(4, 2, batch_first=True)(
+        a[None], a[None], a[None], attn_mask=lib.ones(3, 3).bool().triu(1))[0],
+    "multi_dot_3": lambda lib, a, b: lib.linalg.multi_dot([a, b, lib.ones(5, 2)]),
+    "multi_dot_5_vectors": lambda lib, a, b: lib.linalg.multi_dot(
+        [a[0], b, lib.ones(5, 7), lib.ones(7, 2), lib.ones(2)]),
+    "tensordot": lambda lib, a, b: lib.tensordot(a.expand(2, 3, 4), b, dims=([2], [0])),
+}
+
+
+@pytest.mark.parametrize("case", list(_MISC_FLOP_CASES))
+def test_flop_counter_misc_ops_and_multi_dot_order_match_torch(case):
+    def run(lib):
+        from importlib import import_module
+        FlopCounterMode = import_module(lib.__name__ + ".utils.flop_counter").FlopCounterMode
+        lib.manual_seed(0)
+        a = lib.randn(3, 4, requires_grad=True)
+        b = lib.randn(4, 5)
+        with FlopCounterMode(display=False) as fc:
+            out = _MISC_FLOP_CASES[case](lib, a, b)
+            out.sum().backward()
+        return _counts(fc), out.detach().numpy(), a.grad.numpy()
+    want, got = _both(run)
+    assert got[0] == want[0]
+    for g, w in zip(got[1:], want[1:]):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)

@@ -108,6 +108,13 @@ def _check_batch_dims(query, key) -> None:
                                f"({b}) at non-singleton dimension {i}")
 
 
+@aten_report.reports(lambda out, mask, q, kt: [aten_report.AtenCall(
+    "baddbmm", (tuple(q.shape), tuple(kt.shape)), (q.requires_grad, kt.requires_grad))])
+def _masked_scores(mask, q, kt):
+    """Multi-head attention's masked scores, ``torch.baddbmm(attn_mask, q, k^T)``."""
+    return TF.add(mask, TF.matmul(q, kt))
+
+
 def _sdpa_calls(out, query, key, value, attn_mask=None, dropout_p: float = 0.0, *args, **kwargs):
     """What PyTorch's CPU attention dispatches to: its flash kernel (which
     has no flop formula: nothing counted), or the math kernel's two
@@ -579,9 +586,10 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check: int, num
         dropout_p = 0.0
     if need_weights:
         q_scaled = TF.mul(q, math.sqrt(1.0 / float(head_dim)))
-        weights = TF.matmul(q_scaled, S.transpose(k, -2, -1))
         if attn_mask is not None:
-            weights = TF.add(attn_mask, weights)   # baddbmm(attn_mask, q, k^T)
+            weights = _masked_scores(attn_mask, q_scaled, S.transpose(k, -2, -1))
+        else:
+            weights = TF.matmul(q_scaled, S.transpose(k, -2, -1))
         weights = TF.softmax(weights, -1)
         if dropout_p > 0.0:
             weights = dropout(weights, p=dropout_p)

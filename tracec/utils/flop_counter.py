@@ -105,6 +105,9 @@ def conv_backward_flop(grad_out_shape, x_shape, w_shape, transposed, output_mask
 
 
 _FORMULAS = {"mm": mm_flop, "addmm": addmm_flop, "bmm": bmm_flop, "baddbmm": baddbmm_flop}
+#: ATen ops with no flop formula whose backward runs counted ops (addbmm's
+#: gradients are bmm's)
+_UNCOUNTED = {"addbmm"}
 
 
 def register_flop_formula(targets, get_raw=False):
@@ -209,7 +212,8 @@ class FlopCounterMode:
         parents = set(self._stack) | {"Global"}
         backward = []
         for call in calls:
-            self._add(parents, call.name, self._forward_flops(call))
+            if call.name not in _UNCOUNTED:
+                self._add(parents, call.name, self._forward_flops(call))
             backward += self._backward_flops(call)
         outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,))
                 if getattr(t, "requires_grad", False)]
