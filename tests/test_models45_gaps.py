@@ -472,3 +472,23 @@ def test_flop_counter_misc_ops_and_multi_dot_order_match_torch(case):
     assert got[0] == want[0]
     for g, w in zip(got[1:], want[1:]):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_flop_counter_counts_compiled_calls_as_their_eager_ops():
+    # a compiled call inside the mode runs eagerly, so its ops are counted
+    # (as torch counts a compiled call)
+    from tracec.utils.flop_counter import FlopCounterMode
+    tracec.manual_seed(0)
+    model = tracec.nn.Sequential(tracec.nn.Linear(4, 8), tracec.nn.ReLU(), tracec.nn.Linear(8, 2))
+    compiled = tracec.compile(model)
+    x = tracec.randn(3, 4)
+    compiled(x)                      # traced and compiled outside the mode
+    counts = []
+    for fn in (model, compiled):
+        with FlopCounterMode(display=False) as fc:
+            out = fn(x)
+            out.sum().backward()
+        counts.append(_counts(fc)["Global"])
+    assert counts[0] == counts[1]
+    assert counts[0] == {"aten.addmm": 2 * 3 * 4 * 8 + 2 * 3 * 8 * 2,
+                                   "aten.mm": 2 * 3 * 8 * 2 * 2 + 2 * 3 * 4 * 8}
