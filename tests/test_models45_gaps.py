@@ -492,3 +492,33 @@ def test_flop_counter_counts_compiled_calls_as_their_eager_ops():
     assert counts[0] == counts[1]
     assert counts[0] == {"aten.addmm": 2 * 3 * 4 * 8 + 2 * 3 * 8 * 2,
                                    "aten.mm": 2 * 3 * 8 * 2 * 2 + 2 * 3 * 4 * 8}
+
+
+@pytest.mark.parametrize("input_grad", [False, True])
+def test_flop_counter_module_attribution_keeps_torchs_identity_module_quirk(input_grad):
+    # PyTorch's ModuleTracker leaves a module that returns its input (an
+    # Identity, a Dropout with p=0) "in backward" for the rest of that
+    # backward: its row then holds every later backward op
+    def run(lib):
+        from importlib import import_module
+        FlopCounterMode = import_module(lib.__name__ + ".utils.flop_counter").FlopCounterMode
+        nn = lib.nn
+        lib.manual_seed(0)
+        m = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.0), nn.Linear(8, 8), nn.Identity(),
+                          nn.Linear(8, 2))
+        enc = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
+        x = lib.randn(3, 4).requires_grad_(input_grad)
+        out = []
+        with FlopCounterMode(display=False) as fc:
+            m(x).sum().backward()
+        out.append(_counts(fc))
+        with FlopCounterMode(display=False) as fc:      # two steps: reset in between
+            m(x).sum().backward()
+            m(x).sum().backward()
+        out.append(_counts(fc))
+        with FlopCounterMode(display=False) as fc:
+            enc(lib.randn(3, 5, 8)).sum().backward()
+        out.append(_counts(fc))
+        return out
+    want, got = _both(run)
+    assert got == want

@@ -13,6 +13,10 @@ operand that requires grad, one ``convolution_backward`` for a
 convolution's input and weight gradients; both are attributed to the
 modules the forward op ran in.
 
+Module attribution follows PyTorch's ``ModuleTracker``, its corner
+included: a module that returns its input tensor (an ``Identity``, a
+``Dropout`` with p=0) stays entered for the rest of that backward.
+
 Invariants: ``get_total_flops()`` is the sum of ``get_flop_counts()["Global"]``;
 a module's name is its class name for the outermost module called and
 ``parent.child`` below it (PyTorch's ``ModuleTracker``); counts are taken
@@ -25,6 +29,8 @@ from collections import defaultdict
 
 from tracec import aten_report
 from tracec.nn.modules import module as _module
+from tracec.tensor import Tensor
+from tracec.utils._pytree import tree_flatten
 
 __all__ = ["FlopCounterMode", "register_flop_formula", "get_suffix_str",
            "convert_num_with_suffix", "convert_to_percent_str", "mm_flop", "addmm_flop",
@@ -150,6 +156,20 @@ def _table(rows, header, colalign) -> str:
                      + [line(r) for r in rows])
 
 
+def _tensors(x) -> list:
+    """The tensors in a module's arguments or output (PyTorch's tracker
+    flattens them as a pytree)."""
+    return [t for t in tree_flatten(x)[0] if isinstance(t, Tensor)]
+
+
+def _hook_first(t: Tensor, fn) -> None:
+    """Register ``fn`` on ``t``'s gradient ahead of its other hooks (as the
+    first hook PyTorch's tracker put on that tensor)."""
+    t.register_hook(fn)
+    hooks = t._node.pre_hooks if t._node is not None else t._hooks
+    hooks.insert(0, hooks.pop())
+
+
 class FlopCounterMode:
     """Counts the FLOPs of the eager ops run inside ``with``; prints the
     table on exit when ``display``."""
@@ -171,6 +191,7 @@ class FlopCounterMode:
         self._known: dict = {}          # module -> its name
         self._seen: set = set()
         self._handles: list = []
+        self._leaked: set = set()       # modules stuck "in backward" (see _post)
 
     # --- counting ---------------------------------------------------------------------
 
@@ -193,6 +214,7 @@ class FlopCounterMode:
         return name
 
     def _pre(self, mod, args):
+        self._leaked.clear()        # (a backward has ended before a forward)
         self._stack.append(self._name(mod))
 
     def _post(self, mod, args, out):
@@ -200,6 +222,18 @@ class FlopCounterMode:
         if name in self._stack:
             # (the last entry of this name: a module may call itself)
             del self._stack[len(self._stack) - 1 - self._stack[::-1].index(name)]
+        # PyTorch's ModuleTracker enters a module's backward when its
+        # outputs' gradients are ready and leaves it when its inputs' are,
+        # by hooks registered in that order on those tensors.  A module
+        # that returns one of its inputs (an Identity, a Dropout with p=0)
+        # hooks the same tensor twice, the exit first: it stays entered for
+        # the rest of that backward, and every op whose backward runs from
+        # then on is counted under it too.
+        ins = {id(t) for t in _tensors(args) if t.requires_grad}
+        for t in _tensors(out):
+            if id(t) in ins:
+                _hook_first(t, lambda grad, name=name: self._leaked.add(name))
+                break
 
     def _add(self, parents, op: str, flops: int) -> None:
         key = _AtenOp(op)
@@ -228,7 +262,7 @@ class FlopCounterMode:
                 if self._active and not fired[0]:
                     fired[0] = True
                     for op, flops in backward:
-                        self._add(parents, op, flops)
+                        self._add(parents | self._leaked, op, flops)
             for t in outs:
                 t.register_hook(hook)
 
@@ -262,6 +296,7 @@ class FlopCounterMode:
     def __enter__(self):
         self.flop_counts.clear()
         self._stack.clear()
+        self._leaked.clear()
         self._handles = [_module.register_module_forward_pre_hook(self._pre),
                          _module.register_module_forward_hook(self._post)]
         aten_report.LISTENERS.append(self._on_call)
