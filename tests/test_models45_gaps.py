@@ -522,3 +522,28 @@ def test_flop_counter_module_attribution_keeps_torchs_identity_module_quirk(inpu
         return out
     want, got = _both(run)
     assert got == want
+
+
+def test_sparse_masked_tensor_ops_keep_the_mask_indices_as_torch():
+    # the MaskedTensor sparsity / Adagrad tutorials: results of a sparse
+    # COO MaskedTensor are sparse with its mask's indices; masked_tensor
+    # restricts sparse data to the mask's pattern
+    def run(lib):
+        mtc = lib.masked.masked_tensor
+        i = [[0, 1, 1], [2, 0, 2]]
+        grad = lib.sparse_coo_tensor(i, [3., 4., 5.], [2, 4])
+        mask = (grad.to_dense() != 0).to_sparse()
+        mg = _quiet(lambda: mtc(grad, mask))
+        state = lib.full((2, 4), 0.5) + mg.pow(2).get_data()
+        std = _quiet(lambda: mtc(state.to_sparse(), mask))
+        std = std.sqrt().add(1e-10)
+        upd = mg / std
+        s1 = lib.sparse_coo_tensor(i, [3, 4, 5], (2, 3))
+        s2 = lib.sparse_coo_tensor(i, [20, 30, 40], (2, 3))
+        m = lib.sparse_coo_tensor(i, lib.tensor([True, False, True]), (2, 3))
+        mt1, mt2 = _quiet(lambda: mtc(s1, m)), _quiet(lambda: mtc(s2, m))
+        return [repr(x) for x in (mg, mg.pow(2).get_data(), std.get_data(), std,
+                                  upd.get_data(), mt2 / mt1, mt1 * mt2, (mt1 * mt2).get_data(),
+                                  mt1.sum(), mt1.amin(), mt1.to_dense())]
+    want, got = _both(run)
+    assert got == want

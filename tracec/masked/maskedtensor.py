@@ -1,6 +1,7 @@
 """``MaskedTensor``: data and a same-shaped bool mask, PyTorch's
-``torch.masked.MaskedTensor`` (strided data, or sparse COO through
-``to_sparse_coo``).
+``torch.masked.MaskedTensor`` (strided, or sparse COO data and mask: ops
+compute on the dense values and a sparse MaskedTensor's results keep its
+mask's indices, as PyTorch's computed on the values do).
 
 Masked-out elements take no part in what is shown or reduced: elementwise
 ops keep the mask (two masked operands must have equal masks), reductions
@@ -92,6 +93,10 @@ class MaskedTensor:
     def _result(cls, data, mask, parents=()):
         """An op's result; ``parents`` as in ``_Record`` (kept only when
         some operand requires grad)."""
+        if mask.is_sparse and not data.is_sparse:
+            # a sparse MaskedTensor's results are sparse with its mask's
+            # indices (PyTorch computes on the values)
+            data = data.sparse_mask(mask)
         out = cls(data, mask)
         kept, seen = [], set()
         for p in parents:
@@ -150,6 +155,11 @@ class MaskedTensor:
     @property
     def is_leaf(self) -> bool:
         return self._record is None
+
+    def _dense_data(self) -> Tensor:
+        """The data as a dense tensor (what the ops compute on; a sparse
+        MaskedTensor's results go back to its mask's indices)."""
+        return self._masked_data.to_dense() if self.is_sparse else self._masked_data
 
     def get_data(self) -> Tensor:
         return self._masked_data
@@ -214,14 +224,15 @@ class MaskedTensor:
                                     [(self, self._masked_data, rule)])
 
     def _unary(self, fn):
-        return MaskedTensor._result(fn(self._masked_data), self._masked_mask,
-                                    [(self, self._masked_data, _same)])
+        data = self._dense_data()
+        return MaskedTensor._result(fn(data), self._masked_mask, [(self, data, _same)])
 
     def _binary(self, other, fn, reflected=False):
         if isinstance(other, MaskedTensor) and not _masks_equal(self, other):
             raise ValueError(_MASKS_MATCH)
-        od = other._masked_data if isinstance(other, MaskedTensor) else other
-        a, b = (od, self._masked_data) if reflected else (self._masked_data, od)
+        od = other._dense_data() if isinstance(other, MaskedTensor) else other
+        sd = self._dense_data()
+        a, b = (od, sd) if reflected else (sd, od)
         shape = broadcast_shapes(*(tuple(t.shape) for t in (a, b) if isinstance(t, Tensor)))
         # operands expanded to the result's shape first: their VJPs are then
         # elementwise, and a broadcast operand's gradient is reduced below
@@ -233,7 +244,7 @@ class MaskedTensor:
         for orig, used in ((a, ea), (b, eb)):
             if not isinstance(orig, Tensor):
                 continue
-            owner = self if orig is self._masked_data else (
+            owner = self if orig is sd else (
                 other if isinstance(other, MaskedTensor) else orig)
             parents.append((owner, used, _masked_sum_to(tuple(orig.shape))))
         return MaskedTensor._result(data, mask, parents)
@@ -272,7 +283,7 @@ class MaskedTensor:
     def _reduce(self, op, dim=None, keepdim=False, dtype=None):
         """PyTorch's MaskedTensor reduction: ``torch.masked.<op>`` of the
         data under the mask, masked where no element was masked in."""
-        data, mask = self._masked_data, self._masked_mask
+        data, mask = self._dense_data(), self._masked_mask.to_dense()
         fn = getattr(_ops, op)
         kw = {} if op in ("amax", "amin") and dtype is None else {"dtype": dtype}
         if dim is None:
@@ -296,9 +307,9 @@ class MaskedTensor:
     def prod(self, dim=None, keepdim=False, dtype=None): return self._reduce("prod", dim, keepdim, dtype)
 
     def _normalize(self, op, dim):
-        mask = self._masked_mask
-        data = getattr(_ops, op)(self._masked_data, dim, mask=mask)
-        return MaskedTensor._result(data, mask, [(self, self._masked_data, _within(mask))])
+        mask, dense = self._masked_mask, self._dense_data()
+        data = getattr(_ops, op)(dense, dim, mask=mask.to_dense())
+        return MaskedTensor._result(data, mask, [(self, dense, _within(mask.to_dense()))])
 
     def softmax(self, dim): return self._normalize("softmax", dim)
     def log_softmax(self, dim): return self._normalize("log_softmax", dim)
@@ -409,7 +420,7 @@ def _where(cond, x, y):
     not taken is masked out."""
     def parts(t):
         if isinstance(t, MaskedTensor):
-            return t._masked_data, t._masked_mask
+            return t._dense_data(), t._masked_mask.to_dense()
         t = t if isinstance(t, Tensor) else tensor(t)
         return t, ones_like(t, dtype=dt.bool_)
     (xd, xm), (yd, ym) = parts(x), parts(y)
@@ -503,9 +514,14 @@ def masked_tensor(data, mask, requires_grad: bool = False) -> MaskedTensor:
         warnings.warn("It is not recommended to create a MaskedTensor with a tensor that "
                       "requires_grad. To avoid this, you can use data.detach().clone()",
                       UserWarning, stacklevel=2)
-    if isinstance(data, Tensor) and isinstance(mask, Tensor) and not mask.is_sparse:
-        if data.is_sparse:
+    if isinstance(data, Tensor) and isinstance(mask, Tensor):
+        if data.is_sparse != mask.is_sparse:
             raise TypeError("data and mask must have the same layout.")
+        if mask.is_sparse:
+            data, mask = data.coalesce(), mask.coalesce()
+            if data._nnz() != mask._nnz():
+                # (PyTorch's _sparse_coo_where: the data at the mask's indices)
+                data = data.to_dense().sparse_mask(mask)
         data = data.detach().clone().requires_grad_(requires_grad)
         mask = mask.clone()
     return MaskedTensor(data, mask, requires_grad)

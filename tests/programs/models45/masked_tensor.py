@@ -7,8 +7,9 @@
 # masked amax / argmax / mean with and without dim), get_data / get_mask,
 # gradients through masked ops (x.grad printed as a MaskedTensor), the
 # elementwise / reduction semantics (masks must match), to_sparse_coo on
-# a MaskedTensor, the Adagrad-with-MaskedTensor update against the
-# sparse-gradient Adagrad of torch.optim._functional, and
+# a MaskedTensor, the Adagrad-with-MaskedTensor update (a sparse COO
+# masked gradient) against the sparse-gradient Adagrad, the sparsity
+# tutorial's sparse COO MaskedTensor ops, and
 # torch.masked.sum / mean / amax / softmax / log_softmax / norm with
 # mask=. Changes for a CPU test: small sizes; the tutorials' random data
 # drawn after torch.manual_seed.
@@ -202,22 +203,46 @@ param.add_(_make_sparse(grad, grad_indices, grad_values / std_values), alpha=-cl
 print("param:\n", param)
 
 # We've been conflating sparse storage and mask semantics: MaskedTensor
-# keeps them apart (dense storage here, mask from the gradient's indices)
-mask = (grad.to_dense() != 0)
-masked_state_sum = masked_tensor(state_sum2, mask)
-masked_grad = masked_tensor(grad.to_dense(), mask)
+# keeps them apart (the tutorial's sparse masked gradient)
+mask = (grad.to_dense() != 0).to_sparse()
+masked_grad = masked_tensor(grad, mask)
+print("masked_grad:\n", masked_grad)
 
-# (the update on the masked entries only)
 state_sum2 = state_sum2 + masked_grad.pow(2).get_data()
-masked_state_sum = masked_tensor(state_sum2, mask)
-std2 = masked_state_sum.sqrt().add(eps)
-update = masked_grad / std2
+std2 = masked_tensor(state_sum2.to_sparse(), mask)
+print("std2 data (restricted to the mask):\n", std2.get_data())
+
+# We can add support for in-place operations later. Notice how this doesn't
+# need to access any storage internals and is in general a lot shorter
+std2 = std2.sqrt().add(eps)
 print("std2:\n", std2)
-print("update:\n", update)
-param2 = param2.add(update.to_tensor(0), alpha=-clr)
+update = masked_grad / std2
+print("update data:\n", update.get_data())
+param2 = param2.add(update.get_data(), alpha=-clr)
 print("state_sum2:\n", state_sum2)
 print("param2:\n", param2)
 print("same params:", torch.allclose(param, param2), torch.allclose(state_sum, state_sum2))
+
+# the sparsity tutorial's appendix: sparse COO MaskedTensors
+i = [[0, 1, 1],
+     [2, 0, 2]]
+v1 = [3, 4, 5]
+v2 = [20, 30, 40]
+m = torch.tensor([True, False, True])
+s1 = torch.sparse_coo_tensor(i, v1, (2, 3))
+s2 = torch.sparse_coo_tensor(i, v2, (2, 3))
+mask = torch.sparse_coo_tensor(i, m, (2, 3))
+mt1 = masked_tensor(s1, mask)
+mt2 = masked_tensor(s2, mask)
+print("mt1:\n", mt1)
+print("mt2:\n", mt2)
+print("mt2 / mt1:\n", mt2 / mt1)
+print("mt1 * mt2:\n", mt1 * mt2)
+print("(mt1 * mt2).get_data():\n", (mt1 * mt2).get_data())
+print("mt1.sum():\n", mt1.sum())
+print("mt1.amin():\n", mt1.amin())
+print("mt1.to_dense():\n", mt1.to_dense())
+print(mt1.is_sparse, mt1.to_dense().is_sparse, mt1.get_mask().layout)
 
 ######################################################################
 # torch.masked's functional reductions with mask=
