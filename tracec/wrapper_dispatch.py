@@ -24,9 +24,17 @@ from __future__ import annotations
 __all__ = ["dispatching_operand"]
 
 
+#: type -> whether it dispatches (looked up once per type: the check runs
+#: at the top of hot eager functions)
+_DISPATCHES: dict = {}
+
+
 def dispatching_operand(*args):
     """The first of ``args`` that is a wrapper tensor, or None."""
     for a in args:
-        if getattr(type(a), "__tracec_dispatch__", None) is not None:
+        d = _DISPATCHES.get(type(a))
+        if d is None:
+            d = _DISPATCHES[type(a)] = getattr(type(a), "__tracec_dispatch__", None) is not None
+        if d:
             return a
     return None
