@@ -547,3 +547,37 @@ def test_sparse_masked_tensor_ops_keep_the_mask_indices_as_torch():
                                   mt1.sum(), mt1.amin(), mt1.to_dense())]
     want, got = _both(run)
     assert got == want
+
+
+def test_nested_tensors_pass_through_tracec_compile():
+    # a compiled call reads a nested tensor's entries as its tensors and
+    # returns nested results; a new batch of other lengths reuses the
+    # (then symbolic) trace; the training step matches eager
+    import copy
+    F = tracec.nn.functional
+    tracec.manual_seed(0)
+    lin = tracec.nn.Linear(8, 8)
+    lin2 = copy.deepcopy(lin)
+
+    def step(m, opt, x):
+        opt.zero_grad()
+        q = m(x).unflatten(-1, [2, 4]).transpose(1, 2)
+        out = F.scaled_dot_product_attention(q, q, q).transpose(1, 2).flatten(-2)
+        loss = sum(u.pow(2).sum() for u in out.unbind())
+        loss.backward()
+        opt.step()
+        return loss.detach(), out.detach()
+    opt, opt2 = tracec.optim.SGD(lin.parameters(), lr=0.1), tracec.optim.SGD(lin2.parameters(), lr=0.1)
+    compiled = tracec.compile(step)
+    for lens in ([3, 5], [2, 4], [4, 6]):
+        x = tracec.nested.nested_tensor([tracec.randn(n, 8) for n in lens], layout=tracec.jagged)
+        (la, oa), (lb, ob) = compiled(lin, opt, x), step(lin2, opt2, x)
+        assert oa.is_nested and oa.layout is tracec.jagged
+        np.testing.assert_allclose(la.numpy(), lb.numpy(), rtol=1e-5)
+        for a, b in zip(oa.unbind(), ob.unbind()):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+        for p, q in zip(lin.parameters(), lin2.parameters()):
+            np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5,
+                                       atol=1e-6)
+    info = compiled.cache_info()
+    assert info.eager_signatures == 0 and info.traces == 2, info

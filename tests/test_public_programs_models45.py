@@ -6,7 +6,7 @@ to_padded_tensor, torch.nested.narrow, reshape / transpose / matmul / bmm /
 softmax / dropout / F.linear / nn.Linear on nested tensors, PyTorch's
 refusals, and the tutorial's MultiHeadAttention with
 F.scaled_dot_product_attention on jagged inputs compared with the padded
-computation, its gradients, and a compiled padded call against eager);
+computation, its gradients, and compiled nested and padded calls against eager);
 the MaskedTensor overview / sparsity / Adagrad tutorials (masked_tensor /
 as_masked_tensor printing and indexing, the torch.where / a / 0 / nansum
 gradient issues with MaskedTensor gradients, safe softmax, masked

@@ -178,6 +178,20 @@ class NestedTensor:
     def to(self, *args, **kwargs):
         return self._derived([c.to(*args, **kwargs) for c in self._components], "to_copy")
 
+    # --- tracec.compile: its entries are the tensors a compiled call reads / returns ---
+
+    def __tracec_flatten__(self):
+        """(entries, the hashable rest): a compiled call's arguments and
+        results hold a nested tensor's entries as tensors (the ragged
+        size's j-number is not part of it: a new batch reuses the trace)."""
+        return self._components, (self._layout, self._ragged, self._contiguous, self._op)
+
+    @classmethod
+    def __tracec_unflatten__(cls, aux, entries):
+        layout, ragged, contiguous, op = aux
+        rid = new_ragged_id() if layout is tensor_meta.jagged else None
+        return cls(entries, layout, ragged=ragged, ragged_id=rid, contiguous=contiguous, op=op)
+
     # --- printing ---------------------------------------------------------------------
 
     def __repr__(self):
