@@ -86,9 +86,10 @@ from tracec import tensor_meta as _tensor_meta  # noqa: E402,F401  (Tensor.strid
 from tracec.tensor_meta import (channels_last, channels_last_3d, contiguous_format,  # noqa: E402,F401
                                 get_device, is_inference, is_signed, layout,
                                 legacy_contiguous_format, memory_format, preserve_format,
-                                sparse_bsc, sparse_bsr, sparse_coo, sparse_csc, sparse_csr,
-                                strided)
+                                jagged, sparse_bsc, sparse_bsr, sparse_coo, sparse_csc,
+                                sparse_csr, strided)
 from tracec.sparse_compressed import sparse_csc_tensor, sparse_csr_tensor  # noqa: E402,F401
+from tracec import masked, nested  # noqa: E402,F401  (torch.masked, torch.nested)
 from tracec.shape_extra import (atleast_1d, atleast_2d, atleast_3d, block_diag,  # noqa: E402,F401
                                 broadcast_shapes, broadcast_tensors, cartesian_prod,
                                 column_stack, combinations, diag_embed, diagflat, diagonal,

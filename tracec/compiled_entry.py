@@ -568,6 +568,9 @@ def _rebuild(tpl, returned, args, kwargs):
     if kind == "dict":
         d = {k: _rebuild(v, returned, args, kwargs) for k, v in tpl[2]}
         return d if tpl[1] is dict else tpl[1](d)
+    if kind == "wrapper":
+        return tpl[1].__tracec_unflatten__(tpl[2], [_rebuild(t, returned, args, kwargs)
+                                                   for t in tpl[3]])
     if kind == "dataclass":
         vals = [(name, init, _rebuild(v, returned, args, kwargs)) for name, init, v in tpl[2]]
         obj = tpl[1](**{n: v for n, init, v in vals if init})

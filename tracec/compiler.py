@@ -17,6 +17,7 @@ import types
 import warnings
 from dataclasses import dataclass, field
 
+from tracec import aten_report
 from tracec import dtypes as dt
 from tracec import autocast_mode, compiled_backward, fast_call, graph, ir, lifted_state
 from tracec import size_generic
@@ -284,6 +285,10 @@ class CompiledFunction:
         if RECORDERS:
             # Called while another compiled function is being traced: its ops
             # simply become part of that trace (as torch.compile inlines).
+            return self.fn(*args, **kwargs)
+        if aten_report.LISTENERS:
+            # Inside a FlopCounterMode: run eagerly (the same effects, by
+            # the compile contract) so the ops it counts are reported.
             return self.fn(*args, **kwargs)
         fast = self._fast
         if fast is not None and not kwargs and fast[0](args):

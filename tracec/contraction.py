@@ -23,6 +23,8 @@ from tracec import dtypes as dt
 from tracec import autocast_mode, ops
 from tracec.functions import _named, add, matmul, mul, promote, user_stacklevel
 from tracec.tensor import SPARSE, Tensor, concrete
+from tracec import aten_report
+from tracec.aten_report import AtenCall
 
 __all__ = ["addmm", "baddbmm", "einsum", "sparse_coo_tensor", "spmm", "sparse_info",
            "mark_sparse", "coalesced_indices", "raw_record", "set_record", "invariants_warn_once"]
@@ -55,6 +57,8 @@ def _scaled_sum(input, prod, beta, alpha, name):
     return _named(add(input, prod), name)
 
 
+@aten_report.reports(lambda out, input, mat1, mat2, **kw: [AtenCall(
+    "addmm", (tuple(mat1.shape), tuple(mat2.shape)), (mat1.requires_grad, mat2.requires_grad))])
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """``beta * input + alpha * (mat1 @ mat2)``."""
     if mat1.ndim != 2 or mat2.ndim != 2:
@@ -68,6 +72,9 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     return _scaled_sum(input, matmul(mat1, mat2), beta, alpha, "AddmmBackward0")
 
 
+@aten_report.reports(lambda out, input, batch1, batch2, **kw: [AtenCall(
+    "baddbmm", (tuple(batch1.shape), tuple(batch2.shape)),
+    (batch1.requires_grad, batch2.requires_grad))])
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * (batch1 @ batch2)`` over a batch of matrices."""
     if batch1.ndim != 3 or batch2.ndim != 3:
@@ -234,6 +241,43 @@ def _sublist_equation(args):
     return eq, tuple(ops_)
 
 
+def _einsum_calls(out, equation, *operands):
+    """ATen's einsum without opt_einsum: operands contracted left to right,
+    each pair with a summed dimension as one ``bmm`` (batch: the labels both
+    keep; then the left-only, summed and right-only labels), a pair without
+    one as a product (nothing counted)."""
+    if isinstance(equation, Tensor):
+        equation, operands = _sublist_equation((equation,) + operands)
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    labels, final = _parse(equation, operands)
+    sizes: dict = {}
+    for x, ls in zip(operands, labels):
+        for c, n in zip(ls, x.shape):
+            if n != 1 or c not in sizes:
+                sizes[c] = n
+    terms = [list(dict.fromkeys(ls)) for ls in labels]
+    calls, ly, grad = [], terms[0], operands[0].requires_grad
+    for i in range(1, len(terms)):
+        lb = terms[i]
+        after = set(final).union(*[set(t) for t in terms[i + 1:]])
+        ly = [c for c in ly if c in after or c in lb]
+        lb = [c for c in lb if c in after or c in ly]
+        both = [c for c in ly if c in lb]
+        summed = [c for c in both if c not in after]
+        if summed:
+            batch = math.prod(sizes[c] for c in both if c in after)
+            lo = math.prod(sizes[c] for c in ly if c not in lb)
+            ro = math.prod(sizes[c] for c in lb if c not in ly)
+            k = math.prod(sizes[c] for c in summed)
+            calls.append(AtenCall("bmm", ((batch, lo, k), (batch, k, ro)),
+                                  (grad, operands[i].requires_grad)))
+        ly = [c for c in ly if c not in summed] + [c for c in lb if c not in ly]
+        grad = grad or operands[i].requires_grad
+    return calls
+
+
+@aten_report.reports(_einsum_calls)
 def einsum(equation, *operands):
     """``torch.einsum``: letters, ``...``, implicit or explicit output,
     repeated letters within an operand (diagonals) and size-1 broadcasting;

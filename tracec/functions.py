@@ -20,6 +20,9 @@ from tracec.symbolic import Sym, known
 from tracec.ops.core import normalize_axis
 from tracec.tensor import SPARSE, Tensor, _new_tensor, apply_direct, concrete, eager_direct, weak_scalar
 from tracec.return_types import structseq
+from tracec.wrapper_dispatch import dispatching_operand
+from tracec import aten_report
+from tracec.aten_report import AtenCall
 from tracec.sym_scalar import SymScalar, concrete_operand
 from tracec.item_value import ItemValue
 
@@ -440,6 +443,9 @@ def _float_unary(name, f, node_name=None):
     """``node_name``: the op's PyTorch node, where a large eager call runs
     as native kernels (``fused_eager``)."""
     def fn(input):
+        w = dispatching_operand(input)
+        if w is not None:
+            return w.__tracec_dispatch__(fn, (input,), {})
         input = _operand(input, name)
         if not isinstance(input, Tensor):
             input = Tensor._from_data(input)
@@ -707,6 +713,9 @@ def where(condition, input=None, other=None):
         return nonzero(_operand(condition, "where"), as_tuple=True)
     if (input is None) != (other is None):
         raise TypeError("where() takes the condition alone or with both input and other")
+    w = dispatching_operand(condition, input, other)
+    if w is not None:
+        return w.__tracec_dispatch__(where, (condition, input, other), {})
     condition = _operand(condition, "where")
     if isinstance(condition, Tensor) and condition.dtype is dt.uint8:
         import warnings
@@ -852,6 +861,9 @@ def _keep(x, y, axes, keepdim):
 
 
 def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
+    w = dispatching_operand(input, dim, keepdim)
+    if w is not None:
+        return w.__tracec_dispatch__(sum, (input, dim, keepdim), {"dtype": dtype})
     input = _operand(input, "sum")
     if dtype is not None:
         input = _to(input, dt.to_dtype(dtype))
@@ -908,6 +920,9 @@ def _trailing_reduce(kind, _, nd, k, keepdim):
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None):
+    w = dispatching_operand(input, dim, keepdim)
+    if w is not None:
+        return w.__tracec_dispatch__(mean, (input, dim, keepdim), {"dtype": dtype})
     input = _operand(input, "mean")
     if dtype is not None:
         input = _to(input, dt.to_dtype(dtype))
@@ -1096,6 +1111,9 @@ def _refuse_integer_softmax(name, input, dim, dtype):
 
 
 def softmax(input, dim, dtype=None):
+    w = dispatching_operand(input, dim)
+    if w is not None:
+        return w.__tracec_dispatch__(softmax, (input, dim), {"dtype": dtype})
     _refuse_integer_softmax("softmax", input, dim, dtype)
     input = _float_unary("softmax", lambda t: t)(input)
     if dtype is not None:
@@ -1114,6 +1132,9 @@ def softmax(input, dim, dtype=None):
 
 
 def log_softmax(input, dim, dtype=None):
+    w = dispatching_operand(input, dim)
+    if w is not None:
+        return w.__tracec_dispatch__(log_softmax, (input, dim), {"dtype": dtype})
     _refuse_integer_softmax("log_softmax", input, dim, dtype)
     input = _float_unary("log_softmax", lambda t: t)(input)
     if dtype is not None:
@@ -1224,7 +1245,17 @@ def _log_softmax_eager():
 
 # --- linear algebra ---------------------------------------------------------------
 
+def _matmul_calls(out, input, other):
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        return []
+    return aten_report.tensor_matmul_calls(input, other)
+
+
+@aten_report.reports(_matmul_calls)
 def matmul(input, other):
+    w = dispatching_operand(input, other)
+    if w is not None:
+        return w.__tracec_dispatch__(matmul, (input, other), {})
     if not isinstance(input, Tensor) or not isinstance(other, Tensor):
         raise TypeError("matmul(): both operands must be Tensors, got "
                         f"{type(input).__name__} and {type(other).__name__}")
@@ -1285,9 +1316,20 @@ def mm(input, mat2):
     return matmul(input, mat2)
 
 
+def _bmm_calls(out, input, mat2):
+    if not (isinstance(input, Tensor) and isinstance(mat2, Tensor)):
+        return []
+    return [AtenCall("bmm", (tuple(input.shape), tuple(mat2.shape)),
+                     (input.requires_grad, mat2.requires_grad))]
+
+
+@aten_report.reports(_bmm_calls)
 def bmm(input, mat2):
     """``torch.bmm``: PyTorch's checks (no batch broadcasting, no dtype
     promotion), then a batched matmul."""
+    w = dispatching_operand(input, mat2)
+    if w is not None:
+        return w.__tracec_dispatch__(bmm, (input, mat2), {})
     if input.ndim != 3:
         raise RuntimeError("batch1 must be a 3D tensor")
     if mat2.ndim != 3:

@@ -18,6 +18,7 @@ import numpy as np
 
 from tracec import autocast_mode, fused_eager
 from tracec import dtypes as dt
+from tracec import aten_report
 from tracec import functions as F
 from tracec import ops
 from tracec import shape_ops as S
@@ -338,7 +339,49 @@ def multi_dot(tensors):
     if len(tensors) < 2:
         raise RuntimeError("multi_dot(): expected at least 2 tensors but got "
                            f"{len(tensors)}")
-    return functools.reduce(F.matmul, tensors)
+    # ATen's order: a 1-D first / last operand as a row / column, then the
+    # cheapest parenthesization (three operands: (AB)C unless A(BC) costs
+    # less; more: the matrix-chain table, first split on ties), each product
+    # one matrix product, so the rounding and the FLOPs are PyTorch's
+    first_1d, last_1d = tensors[0].ndim == 1, tensors[-1].ndim == 1
+    if first_1d:
+        tensors[0] = S.unsqueeze(tensors[0], 0)
+    if last_1d:
+        tensors[-1] = S.unsqueeze(tensors[-1], -1)
+    dims = [t.shape[0] for t in tensors] + [tensors[-1].shape[-1]]
+    out = _chain_product(tensors, _chain_order(dims), 0, len(tensors) - 1)
+    if first_1d:
+        out = S.squeeze(out, 0)
+    if last_1d:
+        out = S.squeeze(out, -1)
+    return out
+
+
+def _chain_order(dims) -> dict:
+    """The split point of each sub-chain ``(i, j)`` of matrices ``dims[k] x
+    dims[k + 1]`` that multiplies it with the fewest scalar products."""
+    n = len(dims) - 1
+    if n == 3:
+        a, b, c, d = dims
+        return {(0, 2): 0 if a * c * (b + d) > b * d * (a + c) else 1, (1, 2): 1, (0, 1): 0}
+    cost = {(i, i): 0 for i in range(n)}
+    split = {}
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i, j] = None
+            for k in range(i, j):
+                q = cost[i, k] + cost[k + 1, j] + dims[i] * dims[k + 1] * dims[j + 1]
+                if cost[i, j] is None or q < cost[i, j]:
+                    cost[i, j], split[i, j] = q, k
+    return split
+
+
+def _chain_product(tensors, split, i, j):
+    if i == j:
+        return tensors[i]
+    k = split[i, j]
+    return F.matmul(_chain_product(tensors, split, i, k), _chain_product(tensors, split, k + 1, j))
 
 
 def _eye_like(A):
@@ -414,6 +457,9 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     return _named(vector_norm(diff, p, -1), "CdistBackward0")
 
 
+@aten_report.reports(lambda out, input, batch1, batch2, **kw: [aten_report.AtenCall(
+    "addbmm", (tuple(batch1.shape), tuple(batch2.shape)),
+    (batch1.requires_grad, batch2.requires_grad))])
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
     b1, b2 = tensor_arg(batch1, "addbmm"), tensor_arg(batch2, "addbmm")
     if b1.ndim != 3 or b2.ndim != 3:

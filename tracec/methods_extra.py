@@ -266,6 +266,22 @@ def _to_sparse_coo(self):
     return _to_sparse(self)
 
 
+def _sparse_mask(self, mask):
+    """``x.sparse_mask(mask)``: a COO tensor with ``mask``'s indices (as
+    they are, coalesced or not) and ``x``'s values at them."""
+    info = C.sparse_info(mask)
+    if info is None:
+        raise NotImplementedError("Could not run 'aten::sparse_mask' with arguments from the "
+                                  "'CPU' backend.")
+    if tuple(mask.shape) != tuple(self.shape):
+        raise RuntimeError("sparse_mask(): operands have incompatible sizes; self has size "
+                           f"{list(self.shape)} but mask has size {list(mask.shape)}")
+    idx = info[0]
+    values = self[tuple(idx[d] for d in range(idx.shape[0]))]
+    return C.sparse_coo_tensor(idx, values, tuple(self.shape), check_invariants=False,
+                               is_coalesced=info[2])
+
+
 Tensor.to_dense = _to_dense
 Tensor.coalesce = _coalesce
 Tensor.is_coalesced = _is_coalesced
@@ -278,6 +294,7 @@ Tensor.sparse_dim = _sparse_dim
 Tensor.dense_dim = _dense_dim
 Tensor.to_sparse = _to_sparse
 Tensor.to_sparse_coo = _to_sparse_coo
+Tensor.sparse_mask = _sparse_mask
 
 _METHODS = {
     "clamp_min": clamp_min, "clamp_max": clamp_max, "isinf": isinf, "isfinite": isfinite,

@@ -96,6 +96,12 @@ def flatten(x, path: tuple, leaves: list, others: list | None = None):
             return ("O", tx.__name__, id(x))
         return ("d", tx, tuple((k, flatten(v, path + (("k", k),), leaves, others))
                                for k, v in x.items()))
+    if getattr(tx, "__tracec_flatten__", None) is not None:
+        # a wrapper tensor (tracec.nested's NestedTensor): its tensors, as
+        # items ``x[i]``, and the hashable rest of its structure
+        children, aux = x.__tracec_flatten__()
+        return ("W", tx, aux, tuple(flatten(c, path + (("i", i),), leaves, others)
+                                    for i, c in enumerate(children)))
     if is_dataclass_instance(x):
         names = _dataclass_fields(x)
         return ("D", tx, names, tuple(flatten(getattr(x, n), path + (("a", n),), leaves, others)

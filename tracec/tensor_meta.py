@@ -24,7 +24,7 @@ from tracec.ops.core import normalize_axis
 from tracec.shape_ops import contiguous as _contiguous
 from tracec.tensor import Tensor
 
-__all__ = ["layout", "strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc",
+__all__ = ["layout", "strided", "sparse_coo", "jagged", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc",
            "memory_format", "contiguous_format",
            "channels_last", "channels_last_3d", "preserve_format", "legacy_contiguous_format",
            "is_signed",
@@ -63,6 +63,8 @@ sparse_csr = layout("sparse_csr")
 sparse_csc = layout("sparse_csc")
 sparse_bsr = layout("sparse_bsr")
 sparse_bsc = layout("sparse_bsc")
+# nested tensors with one ragged dimension (tracec.nested)
+jagged = layout("jagged")
 contiguous_format = memory_format("contiguous_format")
 channels_last = memory_format("channels_last")
 channels_last_3d = memory_format("channels_last_3d")

@@ -1106,6 +1106,9 @@ class Recording:
                 return (type(x).__name__, tuple(flatten(v) for v in x))
             if isinstance(x, dict):
                 return ("dict", type(x), tuple((k, flatten(v)) for k, v in x.items()))
+            if getattr(type(x), "__tracec_flatten__", None) is not None:
+                children, aux = x.__tracec_flatten__()
+                return ("wrapper", type(x), aux, tuple(flatten(c) for c in children))
             if is_dataclass_instance(x):
                 return ("dataclass", type(x), tuple((f.name, f.init, flatten(getattr(x, f.name)))
                                                     for f in dataclasses.fields(x)))

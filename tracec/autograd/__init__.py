@@ -19,6 +19,7 @@ from tracec import dtypes as dt
 from tracec import graph
 from tracec.graph import enable_grad, no_grad, set_grad_enabled, is_grad_enabled  # noqa: F401
 from tracec.tensor import RECORDERS, Tensor
+from tracec.wrapper_dispatch import dispatching_operand
 from tracec.methods_compat import POST_ACCUMULATE_HOOKS, run_post_accumulate_hooks
 
 __all__ = ["backward", "grad", "gradcheck", "gradgradcheck", "Function", "no_grad",
@@ -252,6 +253,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if is_grads_batched:
         return _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph,
                              allow_unused, materialize_grads)
+    w = dispatching_operand(*(outputs if isinstance(outputs, (list, tuple)) else (outputs,)))
+    if w is not None:     # a MaskedTensor's gradients are MaskedTensors (tracec.masked)
+        return w.__tracec_dispatch__(grad, (outputs, inputs),
+                                     {"grad_outputs": grad_outputs, "retain_graph": retain_graph,
+                                      "create_graph": create_graph, "allow_unused": allow_unused})
     keys = list(inputs.keys()) if type(inputs) is dict else None   # a dict in, a dict out
     outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     inputs = _inputs_list(inputs, "grad")

@@ -30,6 +30,8 @@ from tracec import shape_ops as S
 from tracec.nn._basic import dropout, linear
 from tracec.nn._conv import pad
 from tracec.tensor import Tensor, eager_direct
+from tracec.wrapper_dispatch import dispatching_operand
+from tracec import aten_report
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
@@ -106,11 +108,37 @@ def _check_batch_dims(query, key) -> None:
                                f"({b}) at non-singleton dimension {i}")
 
 
+@aten_report.reports(lambda out, mask, q, kt: [aten_report.AtenCall(
+    "baddbmm", (tuple(q.shape), tuple(kt.shape)), (q.requires_grad, kt.requires_grad))])
+def _masked_scores(mask, q, kt):
+    """Multi-head attention's masked scores, ``torch.baddbmm(attn_mask, q, k^T)``."""
+    return TF.add(mask, TF.matmul(q, kt))
+
+
+def _sdpa_calls(out, query, key, value, attn_mask=None, dropout_p: float = 0.0, *args, **kwargs):
+    """What PyTorch's CPU attention dispatches to: its flash kernel (which
+    has no flop formula: nothing counted), or the math kernel's two
+    matmuls, ``q @ k^T`` and ``attn @ v``."""
+    if not isinstance(query, Tensor) or _cpu_flash(query, key, value, attn_mask, dropout_p):
+        return []
+    rq, rk, rv = query.requires_grad, key.requires_grad, value.requires_grad
+    kt = tuple(key.shape[:-2]) + (key.shape[-1], key.shape[-2])
+    scores = tuple(out.shape[:-1]) + (key.shape[-2],)
+    return (aten_report.matmul_calls(tuple(query.shape), kt, rq, rk)
+            + aten_report.matmul_calls(scores, tuple(value.shape), rq or rk, rv))
+
+
+@aten_report.reports(_sdpa_calls)
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale=None, enable_gqa: bool = False):
     """``softmax(q k^T * scale + bias) v`` over the last two axes.  A bool
     ``attn_mask`` says where to attend (True); a float one is added; the
     causal mask is lower-triangular aligned to the top-left corner."""
+    w = dispatching_operand(query, key, value, attn_mask)
+    if w is not None:
+        return w.__tracec_dispatch__(scaled_dot_product_attention, (query, key, value, attn_mask),
+                                  {"dropout_p": dropout_p, "is_causal": is_causal,
+                                   "scale": scale, "enable_gqa": enable_gqa})
     if autocast_mode.ACTIVE:
         # on PyTorch's lower-precision list: every floating argument, a
         # float mask included, is cast before the kernel (and its checks)
@@ -558,9 +586,10 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check: int, num
         dropout_p = 0.0
     if need_weights:
         q_scaled = TF.mul(q, math.sqrt(1.0 / float(head_dim)))
-        weights = TF.matmul(q_scaled, S.transpose(k, -2, -1))
         if attn_mask is not None:
-            weights = TF.add(attn_mask, weights)   # baddbmm(attn_mask, q, k^T)
+            weights = _masked_scores(attn_mask, q_scaled, S.transpose(k, -2, -1))
+        else:
+            weights = TF.matmul(q_scaled, S.transpose(k, -2, -1))
         weights = TF.softmax(weights, -1)
         if dropout_p > 0.0:
             weights = dropout(weights, p=dropout_p)

@@ -19,6 +19,8 @@ from tracec import autocast_mode, graph, ops
 from tracec import shape_ops as S
 from tracec.tensor import Tensor, apply_direct, eager_direct, weak_scalar
 from tracec.ops.core import normalize_axis
+from tracec.wrapper_dispatch import dispatching_operand
+from tracec import aten_report
 
 _ADD = ops.elementwise.add_p
 _HALF = (dt.bfloat16, dt.float16)
@@ -32,8 +34,28 @@ def _tensor(x, name: str) -> Tensor:
 
 # --- linear ------------------------------------------------------------------------------
 
+def _linear_calls(out, input, weight, bias=None):
+    """ATen's ``linear``: one ``addmm`` on the flattened input when there is
+    a bias and the input is 2-D or contiguous (``_flatten_nd_linear``),
+    else ``matmul(input, weight.t())``."""
+    if not (isinstance(input, Tensor) and isinstance(weight, Tensor)) or weight.ndim != 2:
+        return []
+    rx, rw = input.requires_grad, weight.requires_grad
+    w_t = (weight.shape[1], weight.shape[0])
+    if bias is not None and (input.ndim == 2 or input.is_contiguous()
+                             and getattr(bias, "ndim", 0) == 1):
+        rows = int(np.prod(input.shape[:-1]))
+        return [aten_report.AtenCall("addmm", ((rows, input.shape[-1]), w_t), (rx, rw))]
+    return aten_report.matmul_calls(tuple(input.shape), w_t, rx, rw,
+                                    input.stride() if input.ndim >= 3 else None)
+
+
+@aten_report.reports(_linear_calls)
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias``."""
+    w = dispatching_operand(input, weight, bias)
+    if w is not None:
+        return w.__tracec_dispatch__(linear, (input, weight, bias), {})
     _tensor(input, "linear")
     if autocast_mode.ACTIVE:
         input, weight, bias = autocast_mode.lower_precision(input, weight, bias)
@@ -127,6 +149,7 @@ def _bilinear_checks(input1, input2, weight, bias):
                            f"{size(bias, 0)} but expected {size(weight, 0)}")
 
 
+@aten_report.reports(lambda *args, **kwargs: [])   # (ATen's _trilinear: no flop formula)
 def bilinear(input1, input2, weight, bias=None):
     _bilinear_checks(input1, input2, weight, bias)
     # y[n, o] = sum_ij x1[n, i] W[o, i, j] x2[n, j]
@@ -190,6 +213,9 @@ def _keep_mask(shape, p: float, x: Tensor) -> Tensor:
 
 
 def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    w = dispatching_operand(input, p, training, inplace)
+    if w is not None:
+        return w.__tracec_dispatch__(dropout, (input, p, training, inplace), {})
     _tensor(input, "dropout")
     _check_p(p)
     if not training or p == 0.0:

@@ -23,6 +23,7 @@ from tracec import autocast_mode, fused_eager, graph, ops
 from tracec.autograd import Function
 from tracec.symbolic import Sym, same
 from tracec.tensor import RECORDERS, Tensor, eager_direct
+from tracec import aten_report
 from tracec.tensor_meta import keep_memory_format
 from tracec.nn import _conv_depthwise_eager as _dw
 from tracec.nn import _conv_transpose_eager as _ct
@@ -122,6 +123,20 @@ def _conv_padding(padding, kernel, stride, dilation, nsp):
     return p, p
 
 
+def _conv_calls(transposed):
+    """ATen's ``convolution``: the batched input's, the weight's and the
+    output's shapes (an unbatched input gains a batch of 1)."""
+    def calls(out, input, weight, *args):
+        nsp = args[-2]
+        x, o = tuple(input.shape), tuple(out.shape)
+        if len(x) == nsp + 1:
+            x, o = (1,) + x, (1,) + o
+        return [aten_report.AtenCall("convolution", (x, tuple(weight.shape), o, transposed),
+                                     (input.requires_grad, weight.requires_grad))]
+    return calls
+
+
+@aten_report.reports(_conv_calls(False))
 def _convnd(input, weight, bias, stride, padding, dilation, groups, nsp, name):
     if autocast_mode.ACTIVE:
         input, weight, bias = autocast_mode.lower_precision(input, weight, bias)
@@ -537,6 +552,7 @@ def _flip(x: Tensor, axes) -> Tensor:
     return x
 
 
+@aten_report.reports(_conv_calls(True))
 def _conv_transposend(input, weight, bias, stride, padding, output_padding, groups,
                       dilation, nsp, name):
     """The adjoint of a strided convolution: spread the input with

@@ -20,6 +20,7 @@ from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import graph, ops
 from tracec import shape_ops as S
+from tracec.wrapper_dispatch import dispatching_operand
 from tracec.nn._basic import (_apply, _elu, _hardtanh, _logsigmoid, _tensor, bilinear, dropout, dropout1d,  # noqa: F401
                               dropout2d, linear)
 from tracec.nn._activation import *  # noqa: F401,F403
@@ -51,6 +52,9 @@ unflatten = S.unflatten
 # --- activations ----------------------------------------------------------------------------
 
 def relu(input, inplace: bool = False):
+    w = dispatching_operand(input)
+    if w is not None:
+        return w.__tracec_dispatch__(relu, (input, inplace), {})
     return _apply(TF.relu, _tensor(input, "relu"), inplace)
 
 
@@ -81,10 +85,16 @@ def elu(input, alpha: float = 1.0, inplace: bool = False):
 
 
 def gelu(input, approximate: str = "none"):
+    w = dispatching_operand(input)
+    if w is not None:
+        return w.__tracec_dispatch__(gelu, (input,), {"approximate": approximate})
     return TF.gelu(_tensor(input, "gelu"), approximate=approximate)
 
 
 def silu(input, inplace: bool = False):
+    w = dispatching_operand(input)
+    if w is not None:
+        return w.__tracec_dispatch__(silu, (input, inplace), {})
     return _apply(TF.silu, _tensor(input, "silu"), inplace)
 
 
@@ -368,6 +378,9 @@ def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.7
 
 @_in_float32
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+    w = dispatching_operand(input)
+    if w is not None:
+        return w.__tracec_dispatch__(layer_norm, (input, normalized_shape, weight, bias, eps), {})
     x = _tensor(input, "layer_norm")
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     k = len(ns)

@@ -135,6 +135,28 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
     __str__ = __repr__
 
 
+#: hooks every module's call runs before its own (PyTorch's
+#: ``register_module_forward_pre_hook`` / ``register_module_forward_hook``)
+_global_forward_pre_hooks: dict = OrderedDict()
+_global_forward_hooks: dict = OrderedDict()
+
+
+def register_module_forward_pre_hook(hook) -> _RemovableHandle:
+    """``hook(module, args)`` before every module's forward (and before the
+    module's own pre-hooks); a non-None result replaces ``args``."""
+    handle = _RemovableHandle(_global_forward_pre_hooks)
+    _global_forward_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_forward_hook(hook, *, always_call: bool = False) -> _RemovableHandle:
+    """``hook(module, args, output)`` after every module's forward (and
+    before the module's own hooks); a non-None result replaces the output."""
+    handle = _RemovableHandle(_global_forward_hooks)
+    _global_forward_hooks[handle.id] = hook
+    return handle
+
+
 def _addindent(s: str, n: int) -> str:
     lines = s.split("\n")
     if len(lines) == 1:
@@ -208,6 +230,11 @@ class Module:
             # is reused only while both stay as they are.
             note_guard(self.mode_and_tensors)
         d = self.__dict__
+        if _global_forward_pre_hooks:
+            for hook in list(_global_forward_pre_hooks.values()):
+                res = hook(self, args)
+                if res is not None:
+                    args = res if isinstance(res, tuple) else (res,)
         pre_kw = d.get("_forward_pre_hooks_with_kwargs") or ()
         for hid, hook in list(self._forward_pre_hooks.items()):
             if hid in pre_kw:
@@ -236,6 +263,11 @@ class Module:
                     except Exception:
                         pass
             raise
+        if _global_forward_hooks:
+            for hook in list(_global_forward_hooks.values()):
+                res = hook(self, args, out)
+                if res is not None:
+                    out = res
         for hid, hook in list(self._forward_hooks.items()):
             res = self._run_forward_hook(hid, hook, args, kwargs, out)
             if res is not None:

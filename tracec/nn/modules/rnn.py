@@ -25,6 +25,7 @@ import math
 import numbers
 import warnings
 
+from tracec import aten_report
 from tracec import creation
 from tracec import dtypes
 from tracec import functions as TF
@@ -187,6 +188,75 @@ def _permute_hidden(hx, permutation):
     if isinstance(hx, tuple):
         return tuple(h.index_select(1, permutation) for h in hx)
     return hx.index_select(1, permutation)
+
+
+# --- the ATen ops PyTorch's CPU kernels run (tracec.aten_report) ----------------------------
+
+def _linear_call(shape, contiguous, w, bias, x_grad):
+    """``at::linear`` of an input of ``shape`` with weight ``w``."""
+    out_f = w.shape[0]
+    if bias and (len(shape) == 2 or contiguous):
+        rows = math.prod(shape[:-1])
+        return [aten_report.AtenCall("addmm", ((rows, shape[-1]), (shape[-1], out_f)),
+                                     (x_grad, w.requires_grad))]
+    return aten_report.matmul_calls(shape, (w.shape[1], w.shape[0]), x_grad, w.requires_grad,
+                                    None if contiguous else (0,) * len(shape))
+
+
+def _rnn_calls(result, self, input, h0, c0=None, sizes=None):
+    """PyTorch's CPU recurrence: a float32 LSTM without projections runs
+    oneDNN's layer (no flop formula: nothing); otherwise, per layer and
+    direction, ``linear`` over the whole input sequence, then per step
+    ``linear(h, W_hh, b_hh)`` (and LSTM's ``h @ W_hr^T``)."""
+    if (self.mode == "LSTM" and self.proj_size == 0 and sizes is None
+            and input.dtype in (dtypes.float32, dtypes.bfloat16) and input.numel()):
+        return []
+    if sizes is None:
+        T, N = (input.shape[1], input.shape[0]) if self.batch_first else input.shape[:2]
+        steps = [N] * T
+        shape = (T, N, input.shape[-1])
+        contiguous = not self.batch_first and input.is_contiguous() or T == 1 or N == 1
+    else:
+        steps, shape, contiguous = list(sizes), tuple(input.shape), True
+    params_grad = any(p.requires_grad for p in self.parameters())
+    x_grad = input.requires_grad
+    dirs = 2 if self.bidirectional else 1
+    h_out = self.proj_size if self.proj_size > 0 else self.hidden_size
+    calls = []
+    for layer in range(self.num_layers):
+        for direction in range(dirs):
+            w = self.all_weights[layer * dirs + direction]
+            calls += _linear_call(shape, contiguous, w[0], self.bias, x_grad)
+            h_grad = h0.requires_grad or (c0 is not None and c0.requires_grad)
+            for n in (reversed(steps) if direction == 1 else steps):
+                w_hh = w[1]
+                calls.append(aten_report.AtenCall(
+                    "addmm" if self.bias else "mm", ((n, h_out), (h_out, w_hh.shape[0])),
+                    (h_grad, w_hh.requires_grad)))
+                if self.proj_size > 0:
+                    calls.append(aten_report.AtenCall(
+                        "mm", ((n, self.hidden_size), (self.hidden_size, self.proj_size)),
+                        (h_grad or params_grad or x_grad, w[-1].requires_grad)))
+                h_grad = h_grad or params_grad or x_grad
+        x_grad = x_grad or params_grad
+        shape = shape[:-1] + (h_out * dirs,)
+        contiguous = True
+    return calls
+
+
+def _cell_calls(out, self, mode, input, hx, n_states):
+    """A cell: ``linear(input, W_ih, b_ih)`` and ``linear(hx, W_hh, b_hh)``
+    on the 2-D (batched) input and state."""
+    n = input.shape[0] if input.dim() == 2 else 1
+    states = () if hx is None else (tuple(hx) if n_states > 1 else (hx,))
+    h_grad = bool(states) and states[0].requires_grad
+    name = "addmm" if self.bias else "mm"
+    return [aten_report.AtenCall(name, ((n, self.input_size), (self.input_size,
+                                                                self.weight_ih.shape[0])),
+                                 (input.requires_grad, self.weight_ih.requires_grad)),
+            aten_report.AtenCall(name, ((n, self.hidden_size), (self.hidden_size,
+                                                                 self.weight_hh.shape[0])),
+                                 (h_grad, self.weight_hh.requires_grad))]
 
 
 class RNNBase(Module):
@@ -359,6 +429,7 @@ class RNNBase(Module):
         return creation.zeros(self.num_layers * num_directions, batch, size, dtype=input.dtype,
                               device=input.device)
 
+    @aten_report.reports(_rnn_calls)
     def _run(self, input, h0, c0=None, sizes=None):
         """The layer stack over time-major or batch-first 3-D ``input`` (or,
         with ``sizes``, a packed ``data`` ``[N, F]`` whose steps have those
@@ -601,6 +672,7 @@ class RNNCellBase(Module):
                                    f"expected {self.hidden_size}")
         return input, states, batched
 
+    @aten_report.reports(_cell_calls)
     def _cell(self, mode, input, hx, n_states):
         input, states, batched = self._prepare(input, hx, n_states)
         gi = _input_projection(mode, input, self.weight_ih, self.bias_ih, self.bias_hh)
