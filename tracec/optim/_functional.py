@@ -20,7 +20,7 @@ from tracec.complex_ops import view_as_real
 from tracec.tensor import OP_OBSERVERS, RECORDERS, Tensor
 
 __all__ = ["neg", "one_minus", "scaled", "add_", "addcmul_", "addcdiv_", "lerp_", "as_real",
-           "direct_arrays", "bump", "fma32_"]
+           "direct_arrays", "bump"]
 
 
 def neg(x):
@@ -50,8 +50,10 @@ def addcmul_(t: Tensor, a: Tensor, b: Tensor, value=1) -> Tensor:
     """``t.addcmul_(a, b, value=value)``: ``t + value * a * b``, with
     PyTorch's left-to-right rounding (once, from float32, for bfloat16 /
     float16 ``t``)."""
-    if t.dtype is dt.float32 or _reduced(t):
-        # fused (float32) or rounded once from float32 (math_extra.addcmul)
+    if _reduced(t):
+        # rounded once from float32 (math_extra.addcmul).  (float32 stays
+        # unfused here: the compiled step's kernels are, and a compiled
+        # training step must equal the eager one.)
         return t.copy_(math_extra.addcmul(t, a, b, value=value))
     return t.add_(scaled(a, value).mul(b))
 
@@ -74,25 +76,14 @@ def lerp_(t: Tensor, end: Tensor, weight, small: bool | None = None) -> Tensor:
     """``t.lerp_(end, weight)`` with PyTorch's two-sided formula (exact at
     both ends); ``small`` is ``abs(weight) < 0.5``, given by the caller
     when ``weight`` is a tensor (a lifted hyperparameter)."""
-    if t.dtype is dt.float32 or _reduced(t):
-        # PyTorch's vectorized kernel fuses the multiply-add (math_extra.lerp)
+    if _reduced(t):
+        # rounded once from float32, as PyTorch's kernel (math_extra.lerp)
         return t.copy_(math_extra.lerp(t, end, weight))
     if small is None:
         small = abs(weight) < 0.5
     if small:
         return t.add_(end.sub(t).mul(weight))
     return t.copy_(end.sub(end.sub(t).mul(one_minus(weight))))
-
-
-def fma32_(out: np.ndarray, a: np.ndarray, b, c: np.ndarray) -> None:
-    """``out[...] = a * b + c`` for float32 arrays, the product and the sum
-    rounded once (through float64, where a float32 product is exact): the
-    NumPy form of a fused float32 ``addcmul_`` / ``lerp_`` for the direct
-    optimizer paths (``math_extra.addcmul`` / ``lerp`` are their tensor ops)."""
-    f = a.astype(np.float64)
-    f *= b
-    f += c
-    out[...] = f
 
 
 def as_real(p: Tensor, grad: Tensor, state: dict):

@@ -105,11 +105,8 @@ def _adadelta_numpy(arrays, lr, rho, eps, weight_decay):
             np.multiply(g, np.asarray(1 - rho, d), out=tmp)
         else:
             np.copyto(tmp, g)
-        if d == np.float32:   # PyTorch's float32 addcmul is fused (_functional.fma32_)
-            _f.fma32_(v, tmp, g, v)
-        else:
-            np.multiply(tmp, g, out=tmp)
-            np.add(v, tmp, out=v)
+        np.multiply(tmp, g, out=tmp)
+        np.add(v, tmp, out=v)
         std = np.add(v, np.asarray(eps, d), out=np.empty_like(v))  # sqrt(v + eps)
         np.sqrt(std, out=std)
         delta = np.add(u, np.asarray(eps, d), out=np.empty_like(u))  # sqrt(u + eps) / std * g
@@ -119,13 +116,10 @@ def _adadelta_numpy(arrays, lr, rho, eps, weight_decay):
         np.multiply(u, np.asarray(rho, d), out=u)   # u * rho + (delta * (1 - rho)) * delta
         if 1 - rho != 1:
             np.multiply(delta, np.asarray(1 - rho, d), out=tmp)
-        else:
-            np.copyto(tmp, delta)
-        if d == np.float32:
-            _f.fma32_(u, tmp, delta, u)
-        else:
             np.multiply(tmp, delta, out=tmp)
-            np.add(u, tmp, out=u)
+        else:
+            np.multiply(delta, delta, out=tmp)
+        np.add(u, tmp, out=u)
         if -lr != 1:                                          # p + delta * -lr
             np.multiply(delta, np.asarray(-lr, d), out=delta)
         np.add(p, delta, out=p)

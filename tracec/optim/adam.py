@@ -157,30 +157,19 @@ def _adam_numpy(arrays, lr, beta1, beta2, eps, weight_decay, decoupled, lerp_sma
                 g = np.add(g, np.multiply(p, np.asarray(weight_decay, d)))
         w = 1 - beta1
         tmp = np.subtract(g, m, out=np.empty_like(m))
-        if d == np.float32:
-            # fused as PyTorch's vectorized lerp (math_extra._lerp_fused):
-            # fma(w, g - m, m), or fma(w - 1, g - m, g), rounded once
-            w32 = np.float32(w)
-            coeff = w32 if lerp_small else np.float32(w32 - np.float32(1))
-            _f.fma32_(m, tmp, np.float64(coeff), m if lerp_small else g)
-        elif lerp_small:                     # m + (g - m) * w
+        if lerp_small:                       # m + (g - m) * w
             np.multiply(tmp, np.asarray(w, d), out=tmp)
             np.add(m, tmp, out=m)
         else:                                # g - (g - m) * (1 - w)
             np.multiply(tmp, np.asarray(1 - w, d), out=tmp)
             np.subtract(g, tmp, out=m)
         np.multiply(v, np.asarray(beta2, d), out=v)
-        if d == np.float32:
-            # PyTorch's float32 addcmul is fused: fma(g * (1 - beta2), g, v)
+        if 1 - beta2 != 1:                   # v + (g * (1 - beta2)) * g
             np.multiply(g, np.asarray(1 - beta2, d), out=tmp)
-            _f.fma32_(v, tmp, g, v)
-        else:                                # v + (g * (1 - beta2)) * g
-            if 1 - beta2 != 1:
-                np.multiply(g, np.asarray(1 - beta2, d), out=tmp)
-                np.multiply(tmp, g, out=tmp)
-            else:
-                np.multiply(g, g, out=tmp)
-            np.add(v, tmp, out=v)
+            np.multiply(tmp, g, out=tmp)
+        else:
+            np.multiply(g, g, out=tmp)
+        np.add(v, tmp, out=v)
         f64 = np.float64
         step64 = step.astype(f64)
         bc1 = np.subtract(np.asarray(1, f64), np.power(np.asarray(beta1, f64), step64))

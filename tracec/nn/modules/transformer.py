@@ -27,6 +27,7 @@ from tracec import shape_ops as S
 from tracec.nn import functional as F
 from tracec.nn import init
 from tracec.nn.modules.activation import GELU, ReLU
+from tracec.torch_function_switch import public_of
 from tracec.nn.modules.attention import MultiheadAttention
 from tracec.nn.modules.container import ModuleList
 from tracec.nn.modules.dropout import Dropout
@@ -118,6 +119,10 @@ class TransformerEncoderLayer(_LayerBase):
                                     norm_first, bias, fk)
         if isinstance(activation, str):
             activation = _get_activation_fn(activation)
+        # The default F.relu, captured when this module was imported, is
+        # F.relu's implementation: once a Tensor subclass has turned the
+        # __torch_function__ protocol on, F.relu is its wrapper (the public one).
+        activation = public_of(activation) or activation
         if activation is F.relu or isinstance(activation, ReLU):
             self.activation_relu_or_gelu = 1
         elif activation is F.gelu or isinstance(activation, GELU):
@@ -169,7 +174,7 @@ class TransformerDecoderLayer(_LayerBase):
         self._feedforward_and_norms(3, d_model, dim_feedforward, dropout, layer_norm_eps,
                                     norm_first, bias, fk)
         self.activation = (_get_activation_fn(activation) if isinstance(activation, str)
-                           else activation)
+                           else public_of(activation) or activation)
 
     def __setstate__(self, state):
         state.setdefault("activation", F.relu)
