@@ -527,3 +527,13 @@ def test_optimizer_state_prints_as_pytorchs_defaultdict():
         opt.step()
         outs.append((before, repr(opt.state).replace("tracec.", "torch.")))
     assert outs[0] == outs[1]
+
+
+def test_detect_anomaly_warns_that_it_is_on_as_torch_does():
+    def messages(lib):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            with lib.autograd.detect_anomaly():
+                pass
+        return [str(x.message) for x in w]
+    assert messages(torch) == messages(pt) and messages(torch)

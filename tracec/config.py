@@ -263,6 +263,9 @@ class detect_anomaly(_FlagContext):  # noqa: N801
     def __init__(self, check_nan: bool = True):
         super().__init__("anomaly", True)
         self.check_nan = bool(check_nan)
+        import warnings
+        warnings.warn("Anomaly Detection has been enabled. This mode will increase the runtime "
+                      "and should only be enabled for debugging.", stacklevel=2)
 
     def __enter__(self):
         self.prev_nan = _flags["anomaly_check_nan"]
