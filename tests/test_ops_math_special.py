@@ -101,6 +101,9 @@ def test_incomplete_gamma():
 
 
 def _unwrapped(f):
+    # (the implementation behind a __torch_function__ wrapper, once a Tensor
+    # subclass has turned the protocol on in this process: tracec.subclass_dispatch)
+    f = getattr(f, "__tracec_unwrapped__", f)
     return getattr(f, "__wrapped_without_out__", f)   # the out= wrapper's function
 
 
