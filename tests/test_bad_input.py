@@ -286,3 +286,22 @@ def test_bool_subtraction_refused_as_pytorch(expr):
     with pytest.raises(RuntimeError) as got:
         expr(tracec)
     assert str(got.value) == str(want.value)
+
+
+def test_errors_are_named_as_pytorchs_in_tracebacks_and_pickle_as_them():
+    """A shape error reads ``RuntimeError`` (type name, traceback line), a
+    missing checkpoint ``FileNotFoundError``, as PyTorch's; both still pickle."""
+    import pickle
+    import traceback
+
+    import torch
+    for run in (lambda L: L.nn.Linear(3, 2)(L.ones(4, 5)), lambda L: L.load("/nonexistent/x.pt")):
+        got = []
+        for L in (tracec, torch):
+            try:
+                run(L)
+            except Exception as e:      # noqa: BLE001 - comparing what each raises
+                got.append((type(e).__name__, traceback.format_exception_only(e)[-1].strip()))
+                back = pickle.loads(pickle.dumps(e))
+                assert type(back).__name__ == type(e).__name__ and back.args == e.args
+        assert got[0] == got[1]

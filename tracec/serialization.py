@@ -75,7 +75,15 @@ _MAX_HEADER = 100 * 1024 * 1024
 
 
 class CheckpointNotFoundError(FileNotFoundError, ValueError):
-    """``tracec.load`` of a path that does not exist."""
+    """``tracec.load`` of a path that does not exist (named as PyTorch's
+    error is: ``FileNotFoundError`` in a traceback and ``type(e).__name__``)."""
+
+    def __reduce__(self):
+        return FileNotFoundError, self.args
+
+
+CheckpointNotFoundError.__name__ = CheckpointNotFoundError.__qualname__ = "FileNotFoundError"
+CheckpointNotFoundError.__module__ = "builtins"
 
 
 # safetensors dtype <-> (NumPy little-endian dtype of the raw bytes)

@@ -36,7 +36,17 @@ _new_object = object.__new__
 
 
 class ShapeError(RuntimeError):
-    """A shape or dtype rule refused its operands."""
+    """A shape or dtype rule refused its operands.  Named as PyTorch's error
+    is (``type(e).__name__`` and a traceback's last line read
+    ``RuntimeError``); tracec's code catches it by this class."""
+
+    def __reduce__(self):
+        # (pickled as what it is named: a RuntimeError in another process)
+        return RuntimeError, self.args
+
+
+ShapeError.__name__ = ShapeError.__qualname__ = "RuntimeError"
+ShapeError.__module__ = "builtins"
 
 
 class Aval:
