@@ -6,6 +6,7 @@ subclass appears.  Run with the torch the tests pin:
 
     python scripts/overridable_names.py
 """
+import inspect
 import json
 import os
 
@@ -49,6 +50,12 @@ def names() -> dict:
             elif name:
                 out[key].add(name)
     out = {k: sorted(v) for k, v in out.items()}
+    # nn.functional's functions bound from C++ (linear, conv2d): their
+    # kwargs reach __torch_function__ as None when empty; the Python ones
+    # pass their parameters by keyword
+    out["torch.nn.functional builtins"] = sorted(
+        n for n in out["torch.nn.functional"]
+        if not inspect.isfunction(getattr(torch.nn.functional, n, None)))
     out["torch.Tensor properties"] = sorted(p for p in props if p)
     return out
 

@@ -161,3 +161,34 @@ def test_with_the_protocol_on_fx_graphs_name_and_save_their_calls_as_before():
     x = tracec.tensor([[[-1.0, 2.0]], [[3.0, -4.0]]])
     assert back(x).tolist() == [[0.0, 4.0], [6.0, 0.0]]
     assert type(back(x.as_subclass(MyT))) is MyT
+
+
+def _docs_logging_tensor(L):
+    """PyTorch's docs ("Extending PyTorch: Subclassing torch.Tensor"): the
+    LoggingTensor example, its log lines collected."""
+    lines = []
+
+    class LoggingTensor(L.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            # NOTE: Logging calls Tensor.__repr__, so we can't log __repr__ without infinite recursion
+            if func is not L.Tensor.__repr__:
+                lines.append(f"func: {func.__name__}, args: {args!r}, kwargs: {kwargs!r}")
+            if kwargs is None:
+                kwargs = {}
+            return super().__torch_function__(func, types, args, kwargs)
+
+    t = L.tensor([1.0, 2.0]).as_subclass(LoggingTensor)
+    u = t * 2 + 1
+    v = L.nn.functional.relu(u - 4).sum()
+    w = (1 - t) / 2 + 3 * t
+    lin = L.nn.Linear(2, 1)
+    with L.no_grad():
+        lin.weight.fill_(0.5)
+        lin.bias.zero_()
+    out = lin(t)
+    return lines, repr(v), repr(w), repr(out)
+
+
+def test_the_docs_logging_tensor_logs_what_pytorchs_does():
+    assert _docs_logging_tensor(tracec) == _docs_logging_tensor(torch)

@@ -28,6 +28,7 @@ is the public object (``func is torch.add`` holds).
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import os
 import threading
@@ -163,18 +164,62 @@ def dispatch(public, overloaded, args, kwargs):
                     f"__torch_function__: {list(types)}")
 
 
-def _wrap(fn, module: str, qualname: str):
+#: Operators PyTorch hands to __torch_function__ as the named method they
+#: call (``t * 2`` is ``Tensor.mul``, ``1 + t`` is ``Tensor.add``), measured
+#: against torch 2.13.
+_OPERATOR_AS = {"__add__": "add", "__radd__": "add", "__sub__": "sub", "__mul__": "mul",
+                "__rmul__": "mul", "__truediv__": "div", "__mod__": "remainder", "__pow__": "pow",
+                "__matmul__": "matmul", "__neg__": "neg", "__abs__": "abs", "__pos__": "positive",
+                "__ne__": "ne", "__lt__": "lt", "__le__": "le", "__gt__": "gt", "__ge__": "ge",
+                "__iadd__": "add_", "__isub__": "sub_", "__imul__": "mul_", "__itruediv__": "div_",
+                "__rtruediv__": "__rdiv__"}
+#: Those PyTorch defines in Python: their kwargs reach __torch_function__ as
+#: a dict even when empty (the C-bound ones give None).
+_PYTHON_DEFINED = frozenset(("__rsub__", "__rdiv__", "__rtruediv__", "__floordiv__",
+                             "__rfloordiv__", "__pow__", "__rpow__", "__len__"))
+
+
+def _by_keyword(fn, args, kwargs):
+    """``(first argument,), {every other parameter by name}``, as PyTorch's
+    Python functions hand their calls to __torch_function__ (``F.relu(x)``
+    gives ``kwargs={'inplace': False}``); the call as given where its
+    signature has no such form."""
+    try:
+        sig = _SIGNATURES.get(fn) or _SIGNATURES.setdefault(fn, inspect.signature(fn))
+        bound = sig.bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return args, kwargs
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in sig.parameters.values()):
+        return args, kwargs
+    bound.apply_defaults()
+    items = list(bound.arguments.items())
+    return (items[0][1],), dict(items[1:])
+
+
+_SIGNATURES: dict = {}
+
+
+def _wrap(fn, module: str, qualname: str, as_method: str | None = None,
+          none_kwargs: bool | None = True):
     """The dispatching wrapper of ``fn``, installed as ``module.qualname``
-    (its names say so: pickle finds the wrapper there)."""
+    (its names say so: pickle finds the wrapper there).  ``as_method``: the
+    Tensor method handed to __torch_function__ instead (an operator's);
+    ``none_kwargs``: no keyword arguments reach it as None, not {} (None:
+    every parameter after the first reaches it by keyword, ``_by_keyword``)."""
     @functools.wraps(fn)
     def public(*args, **kwargs):
         if not _off():
             over = _overloaded(args, kwargs)
             if over:
-                return dispatch(public, over, args, kwargs)
+                func = getattr(Tensor, as_method, None) if as_method else public
+                if none_kwargs is None:       # a Python function of PyTorch's
+                    args, kwargs = _by_keyword(fn, args, kwargs)
+                return dispatch(func or public, over, args,
+                                None if none_kwargs and not kwargs else kwargs)
         return fn(*args, **kwargs)
     public.__tracec_unwrapped__ = fn
     public.__module__, public.__qualname__ = module, qualname
+    public.__name__ = qualname.rpartition(".")[2]      # (a method made by a factory: "op")
     WRAPPER_CODES.add(public.__code__)
     PUBLIC_OF[id(fn)] = public
     return public
@@ -199,11 +244,12 @@ def _names() -> dict:
         return json.load(f)
 
 
-def _wrap_namespace(ns, names) -> None:
+def _wrap_namespace(ns, names, by_keyword=()) -> None:
     for name in names:
         fn = ns.__dict__.get(name) if hasattr(ns, "__dict__") else None
         if callable(fn) and not isinstance(fn, type) and not hasattr(fn, "__tracec_unwrapped__"):
-            setattr(ns, name, _wrap(fn, ns.__name__, name))
+            setattr(ns, name, _wrap(fn, ns.__name__, name,
+                                    none_kwargs=None if name in by_keyword else True))
 
 
 #: (namespace module, key in overridable.json), and the autograd module:
@@ -227,14 +273,20 @@ def enable() -> None:
             return
         names = _names()
         for ns, key in _NAMESPACES:
-            _wrap_namespace(ns, names[key])
+            # (most of torch.nn.functional's functions are Python in PyTorch:
+            # they pass their parameters by keyword)
+            python = set(names[key]) - set(names["torch.nn.functional builtins"]) \
+                if key == "torch.nn.functional" else ()
+            _wrap_namespace(ns, names[key], python)
         for name in set(names["torch.Tensor"]) | set(_EXTRA_METHODS):
             if name in _NEVER:
                 continue
             fn = Tensor.__dict__.get(name)
             if callable(fn) and not isinstance(fn, (type, staticmethod, classmethod)) and \
                     not hasattr(fn, "__tracec_unwrapped__"):
-                setattr(Tensor, name, _wrap(fn, Tensor.__module__, f"Tensor.{name}"))
+                setattr(Tensor, name, _wrap(fn, Tensor.__module__, f"Tensor.{name}",
+                                            _OPERATOR_AS.get(name),
+                                            name not in _PYTHON_DEFINED))
         for name in _TENSOR_PROPERTIES:
             prop = Tensor.__dict__.get(name)
             if isinstance(prop, property):
