@@ -166,6 +166,8 @@ from tracec.backends import cuda as _backends_cuda, openmp as _openmp  # noqa: E
 from tracec.backends import mkldnn as _mkldnn, opt_einsum as _opt_einsum  # noqa: E402,F401
 from tracec import __config__, fx, onnx, overrides  # noqa: E402,F401  (torch.__config__/fx.wrap/onnx/overrides)
 from tracec import library, ops  # noqa: E402,F401  (torch.library; torch.ops.<namespace>)
+from tracec import aten_ops as _aten_ops  # noqa: E402
+_aten_ops.register()   # torch.ops.aten (tracec/aten_ops.py)
 from tracec import ao, quantization  # noqa: E402,F401  (torch.ao / torch.quantization: quantize_dynamic)
 from tracec.ao._qparams import (per_channel_affine, per_channel_symmetric,  # noqa: E402,F401
                                 per_tensor_affine, per_tensor_symmetric, qint8, qint32, quint8)
@@ -282,6 +284,9 @@ _LAZY = {
     # torch`` (PyTorch imports it eagerly); ~8 ms, so on first use here.
     "multiprocessing": ("tracec.multiprocessing", None),
     "types": ("tracec.types", None),
+    "futures": ("tracec.futures", None),
+    "_ops": ("tracec._ops", None),
+    "_tensor_str": ("tracec._tensor_str", None),
     "TraceError": ("tracec.tracing", "TraceError"),
     "compile": ("tracec.compiler", "compile"),
     "mark_dynamic": ("tracec.sym_shapes", "mark_dynamic"),

@@ -130,13 +130,31 @@ def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
     return _finish(Tensor._make(arr, d), requires_grad, None)
 
 
+class _Capsule:
+    """A DLPack capsule (``to_dlpack``'s result) as the producer object
+    ``np.from_dlpack`` takes: NumPy imports only through ``__dlpack__``."""
+
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack__(self, stream=None, **kwargs):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)   # kDLCPU: a capsule tracec can import holds host memory
+
+
 def from_dlpack(ext_tensor):
     """A tensor sharing the memory of a DLPack-capable object (a NumPy
-    array, a CPU torch tensor, ...)."""
+    array, a CPU torch tensor, ...) or of a DLPack capsule."""
     from tracec.creation import from_numpy
+    if type(ext_tensor).__name__ == "PyCapsule":
+        ext_tensor = _Capsule(ext_tensor)
     return from_numpy(np.from_dlpack(ext_tensor))
 
 
 def to_dlpack(tensor):
-    """The DLPack capsule of ``tensor``'s memory."""
-    return tensor.numpy().__dlpack__()
+    """The DLPack capsule of ``tensor``'s memory: a versioned one
+    ("dltensor_versioned", which PyTorch reads too), since NumPy imports a
+    legacy capsule read-only."""
+    return tensor.numpy().__dlpack__(max_version=(1, 0))

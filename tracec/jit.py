@@ -19,6 +19,7 @@ import typing
 import warnings
 
 from tracec.nn.modules.module import Module
+from tracec.futures import Future
 
 __all__ = ["Attribute", "Error", "Final", "Future", "ScriptFunction", "ScriptModule", "annotate",
            "enable_onednn_fusion", "export", "fork", "freeze", "ignore", "interface",
@@ -125,24 +126,13 @@ def isinstance(obj, target_type) -> bool:  # noqa: A001 - PyTorch's name
     return _builtin_isinstance(obj, target_type)
 
 
-class Future:
-    """A finished computation (``fork`` runs its function at once)."""
-
-    def __init__(self, value):
-        self._value = value
-
-    def wait(self):
-        return self._value
-
-    def value(self):
-        return self._value
-
-    def done(self) -> bool:
-        return True
-
-
 def fork(func, *args, **kwargs) -> Future:
-    return Future(func(*args, **kwargs))
+    """A completed ``torch.futures.Future`` of ``func(*args, **kwargs)``,
+    run at once (PyTorch runs a fork of Python code inline too, and an
+    exception raises from ``fork`` itself)."""
+    out = Future()
+    out.set_result(func(*args, **kwargs))
+    return out
 
 
 def wait(future: Future):

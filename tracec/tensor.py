@@ -695,6 +695,17 @@ class Tensor:
         a = concrete(self, "conversion to a NumPy array (np.asarray, __array__)")
         return a if dtype is None else a.astype(dtype)
 
+    def __dlpack__(self, stream=None, **kwargs):
+        """The DLPack capsule of this tensor's memory (shared, as PyTorch's
+        ``__dlpack__``; NumPy makes it, so NumPy's limits apply: bfloat16
+        has no DLPack form there)."""
+        if self.requires_grad:
+            raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
+        return self.numpy().__dlpack__(stream=stream, **kwargs)
+
+    def __dlpack_device__(self):
+        return (1, 0)   # (kDLCPU, device 0): tracec tensors live in host memory
+
     def __array_wrap__(self, array, context=None, return_scalar=False):
         """A NumPy ufunc on a tensor gives a tensor back, as in PyTorch
         (``np.sin(t)``, ``np.isnan(t)``, ``np.maximum(t, arr)``; a 0-d result

@@ -27,6 +27,46 @@ from tracec.utils.data.workers import Workers, current
 __all__ = ["DataLoader", "get_worker_info"]
 
 
+class _BaseDataLoaderIter:
+    """The iterator ``iter(loader)`` returns, with PyTorch's names, which
+    subclasses of ``DataLoader`` and libraries built on it use (PyG's
+    loaders wrap ``_get_iterator()``'s result and call ``_reset``).
+    ``_reset(loader)`` starts a new epoch (a persistent loader's iterator is
+    reset, not remade); ``_num_yielded`` counts this epoch's batches."""
+
+    def __init__(self, loader):
+        self._reset(loader, first_iter=True)
+
+    def _reset(self, loader, first_iter: bool = False):
+        self._loader = loader
+        self._dataset = loader.dataset
+        self._num_yielded = 0
+        self._batches = loader._epoch()
+
+    def __iter__(self):
+        return self
+
+    def _next_data(self):
+        return next(self._batches)
+
+    def __next__(self):
+        data = self._next_data()
+        self._num_yielded += 1
+        return data
+
+    def __len__(self) -> int:
+        return len(self._loader)
+
+
+class _SingleProcessDataLoaderIter(_BaseDataLoaderIter):
+    """``iter(loader)`` of a loader with ``num_workers=0``."""
+
+
+class _MultiProcessingDataLoaderIter(_BaseDataLoaderIter):
+    """``iter(loader)`` of a loader with workers (emulated: see the module
+    docstring)."""
+
+
 def get_worker_info():
     """The current (emulated) worker's ``WorkerInfo``; ``None`` in the main
     process, as in PyTorch."""
@@ -131,6 +171,7 @@ class DataLoader(Generic[T_co]):
         self.collate_fn = collate_fn
         #: The emulated workers kept across epochs with ``persistent_workers``.
         self._workers = None
+        self._iterator = None
         self.__initialized = True
 
     def __setattr__(self, attr, val):
@@ -159,7 +200,23 @@ class DataLoader(Generic[T_co]):
             warnings.warn("'pin_memory' argument is set as true but no accelerator is found, "
                           "then device pinned memory won't be used.")
 
-    def __iter__(self):
+    def _get_iterator(self) -> _BaseDataLoaderIter:
+        if self.num_workers == 0:
+            return _SingleProcessDataLoaderIter(self)
+        return _MultiProcessingDataLoaderIter(self)
+
+    def __iter__(self) -> _BaseDataLoaderIter:
+        # PyTorch keeps a persistent loader's one iterator and resets it
+        if self.persistent_workers and self.num_workers > 0:
+            if self._iterator is None:
+                self._iterator = self._get_iterator()
+            else:
+                self._iterator._reset(self)
+            return self._iterator
+        return self._get_iterator()
+
+    def _epoch(self):
+        """A generator of one epoch's batches (the iterators' source)."""
         persistent = self.persistent_workers and self.num_workers > 0
         if persistent and self._workers is not None:
             # PyTorch keeps one iterator for the loader's life and resets it:

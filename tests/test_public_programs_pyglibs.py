@@ -1,0 +1,40 @@
+"""Published libraries built on PyTorch, from PyPI, run unmodified on
+tracec (``tests/programs/pyglibs``): PyTorch Geometric's karate-club
+introduction (KarateClub ships with PyG: GCNConv, GATConv, SAGEConv, a
+compiled SGD step, which runs eagerly after PyG's data-dependent
+self-loop removal) and a graph classification network on random graphs
+(PyG's DataLoader, GIN / Graph / Cheb / Transformer / GATv2 convolutions,
+a custom MessagePassing, BatchNorm, GraphNorm, TopKPooling, readouts and
+torch_geometric.utils); torchdiffeq's ode_demo (odeint and the adjoint
+through every solver); torchmetrics' module and functional metrics.
+
+Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
+``TORCH_COMPILE_DISABLE=1``.  The libraries import ``torch``, which is
+tracec there, so every torch call they make is tracec's.  (torchmetrics
+imports torchvision where one is installed, and the pinned torchvision
+wheel's compiled ops do not load here: its torch recording was made with
+torchvision uninstalled, ``pip uninstall torchvision``, then put back.)
+"""
+import pathlib
+
+import pytest
+
+from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixture
+
+pytest.importorskip("torch_geometric")
+pytest.importorskip("torchdiffeq")
+pytest.importorskip("torchmetrics")
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROGS = ROOT / "tests" / "programs" / "pyglibs"
+
+CASES = ["pyg_karate_club.py", "pyg_graph_classification.py", "torchdiffeq_ode_demo.py",
+         "torchmetrics_eval.py"]
+EAGER_FALLBACK = {"pyg_karate_club.py"}
+
+torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
+
+
+@pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
+def test_pyglibs_program_matches_torch(script, torch_refs, tmp_path):
+    check_program(PROGS / script, torch_refs(script), tmp_path, script in EAGER_FALLBACK)

@@ -1,0 +1,198 @@
+"""What PyTorch Geometric, torchdiffeq and torchmetrics needed from tracec
+(tests/test_public_programs_pyglibs.py runs the libraries themselves),
+each against torch 2.13 without the libraries: ``torch.ops.aten``,
+``torch._ops``, ``torch.utils.dlpack`` and ``Tensor.__dlpack__``,
+``torch._tensor_str``, ``torch.distributed.rpc``, ``torch.futures`` and
+the DataLoader's iterator classes."""
+import importlib.util
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import tracec
+
+HERE = os.path.dirname(__file__)
+
+
+def test_aten_table_is_what_the_script_writes_from_torch():
+    spec = importlib.util.spec_from_file_location(
+        "aten_names", os.path.join(HERE, "..", "scripts", "aten_names.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with open(os.path.join(HERE, "..", "tracec", "data", "aten_ops.json")) as f:
+        assert json.load(f) == mod.names()
+
+
+def test_aten_names_overloads_and_identity_are_torchs():
+    a, ta = tracec.ops.aten, torch.ops.aten
+    assert a.add.Tensor is a.add.Tensor and a.add is a.add     # usable as keys
+    assert {a.sort.default: 1}[a.sort.default] == 1
+    for obj, ref in [(a.add.Tensor, ta.add.Tensor), (a.sort.stable, ta.sort.stable)]:
+        assert str(obj) == str(ref) and repr(obj) == repr(ref)
+        assert obj.name() == ref.name() and obj.__name__ == ref.__name__
+        assert obj._overloadname == ref._overloadname
+        assert str(obj.overloadpacket) == str(ref.overloadpacket)
+    assert repr(a.add) == repr(ta.add) and str(a.add) == str(ta.add)
+    assert sorted(a.add.overloads()) == sorted(ta.add.overloads())
+    assert isinstance(a.clone.default, tracec._ops.OpOverload)
+    assert isinstance(a.clone, tracec._ops.OpOverloadPacket)
+    for bad, ns in [(lambda m: m.not_an_op, (a, ta)), (lambda m: m.add.nope, (a, ta))]:
+        msgs = []
+        for m in ns:
+            with pytest.raises(AttributeError) as e:
+                bad(m)
+            msgs.append(str(e.value))
+        assert msgs[0] == msgs[1]
+
+
+def _both(fn):
+    """fn(library) under tracec and torch; results as NumPy arrays."""
+    def arr(x):
+        if isinstance(x, (list, tuple)):
+            return [arr(v) for v in x]
+        return np.asarray(x.detach().numpy() if hasattr(x, "detach") else x)
+    return arr(fn(tracec)), arr(fn(torch))
+
+
+@pytest.mark.parametrize("call", [
+    lambda L: L.ops.aten.add.Tensor(L.ones(2), L.ones(2), alpha=3),
+    lambda L: L.ops.aten.add(L.ones(2), 2),
+    lambda L: L.ops.aten.mm.default(L.arange(6.).reshape(2, 3), L.ones(3, 2)),
+    lambda L: L.ops.aten.slice.Tensor(L.arange(10), 0, 2, 8, 2),
+    lambda L: L.ops.aten.index.Tensor(L.arange(12).reshape(3, 4), [None, L.tensor([1, 3])]),
+    lambda L: L.ops.aten._to_copy.default(L.ones(2), dtype=L.float64),
+    lambda L: L.ops.aten.sum.dim_IntList(L.arange(6.).reshape(2, 3), [1]),
+    lambda L: L.ops.aten.view.default(L.arange(6), [2, 3]),
+    lambda L: L.ops.aten.t.default(L.arange(6).reshape(2, 3)),
+    lambda L: L.ops.aten.relu_(L.tensor([-1., 1.])),
+    lambda L: L.ops.aten.sort.default(L.tensor([3., 1., 2.]), 0, True),
+    lambda L: L.ops.aten.cat.default([L.ones(2), L.zeros(1)]),
+    lambda L: L.ops.aten.split.Tensor(L.arange(6), 2),
+    lambda L: L.ops.aten.convolution.default(L.arange(16.).reshape(1, 1, 4, 4), L.ones(1, 1, 3, 3),
+                                             None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1),
+    lambda L: L.ops.aten.native_layer_norm.default(L.arange(6.).reshape(2, 3), [3], None, None, 1e-5),
+    lambda L: L.ops.aten.linalg_vector_norm.default(L.tensor([3., 4.])),
+    lambda L: L.ops.aten.special_expit.default(L.tensor([0.])),
+])
+def test_aten_calls_give_torchs_values(call):
+    got, want = _both(call)
+    if not isinstance(want, list):
+        got, want = [got], [want]
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+def test_an_aten_op_tracec_lacks_says_which():
+    with pytest.raises(NotImplementedError, match=r"aten::_fused_moving_avg_obs_fq_helper\.default"):
+        tracec.ops.aten._fused_moving_avg_obs_fq_helper.default(tracec.ones(1))
+
+
+def test_dlpack_shares_memory_both_ways_as_torchs():
+    from tracec.utils.dlpack import from_dlpack, to_dlpack
+    t = tracec.arange(4.)
+    u = from_dlpack(to_dlpack(t))
+    u[0] = 9
+    assert t.tolist() == [9., 1., 2., 3.]
+    a = np.from_dlpack(t)       # Tensor.__dlpack__ / __dlpack_device__
+    a[1] = 7
+    assert t[1].item() == 7
+    assert tuple(t.__dlpack_device__()) == tuple(torch.arange(1.).__dlpack_device__())
+    v = from_dlpack(np.arange(3.))
+    assert v.dtype == tracec.float64
+    with pytest.raises(BufferError, match="require gradient"):
+        tracec.ones(2, requires_grad=True).__dlpack__()
+    # torch reads tracec's capsules
+    w = torch.utils.dlpack.from_dlpack(to_dlpack(t))
+    assert w.tolist() == t.tolist()
+
+
+def test_tensor_str_is_torchs():
+    from tracec._tensor_str import PRINT_OPTS, _tensor_str
+    from torch._tensor_str import _tensor_str as torch_tensor_str
+    cases = [lambda L: L.tensor([[1.5, 2], [3, 4]]), lambda L: L.tensor([1, 2]),
+             lambda L: L.tensor([True]), lambda L: L.zeros(0), lambda L: L.arange(2000.),
+             lambda L: L.tensor([1e-8, 1e8])]
+    for make in cases:
+        for indent in (0, 7):
+            assert _tensor_str(make(tracec), indent) == torch_tensor_str(make(torch), indent)
+    assert PRINT_OPTS.precision == 4
+
+
+def test_rpc_is_the_module_of_a_build_without_rpc():
+    from tracec.distributed import rpc
+    assert rpc.is_available() is False and not hasattr(rpc, "api")
+
+
+def test_futures_behave_as_torchs():
+    for L in (tracec, torch):
+        f = L.futures.Future()
+        assert not f.done()
+        g = f.then(lambda x: x.value() + 1)
+        seen = []
+        f.add_done_callback(lambda x: seen.append(x.value()))
+        f.set_result(2)
+        assert f.done() and g.wait() == 3 and seen == [2]
+        with pytest.raises(RuntimeError, match="can only be marked completed once"):
+            f.set_result(3)
+        assert L.futures.wait_all([f, g]) == [2, 3]
+        assert [x.value() for x in L.futures.collect_all([f, g]).wait()] == [2, 3]
+        h = L.futures.Future()
+        h.set_exception(ValueError("bad"))
+        with pytest.raises(ValueError, match="bad"):
+            h.wait()
+        k = h.then(lambda x: x.value())
+        with pytest.raises(RuntimeError, match="when running the callback: ValueError: bad"):
+            k.wait()
+        assert L.jit.fork(lambda: 3).wait() == 3
+        assert hasattr(L.jit.fork(lambda: 3), "then")
+
+        def boom():
+            raise KeyError("now")
+        with pytest.raises(KeyError):
+            L.jit.fork(boom)        # raised by fork itself, as torch's
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_dataloader_iterators_are_torchs_classes(workers):
+    names = []
+    for L in (tracec, torch):
+        dl = L.utils.data.DataLoader(list(range(6)), batch_size=2, num_workers=workers)
+        it = iter(dl)
+        first = next(it)
+        names.append((type(it).__name__, type(it).__mro__[1].__name__, first.tolist(),
+                      it._num_yielded, len(it)))
+    assert names[0] == names[1]
+
+
+def test_a_loader_that_wraps_get_iterator_and_resets_a_persistent_one():
+    """PyG's loaders subclass DataLoader and wrap ``_get_iterator()``; a
+    persistent loader's iterator is the same object every epoch, reset."""
+    out = []
+    for L in (tracec, torch):
+        class Doubled(L.utils.data.DataLoader):
+            def _get_iterator(self):
+                inner = super()._get_iterator()
+
+                class It:
+                    def __iter__(self):
+                        return self
+
+                    def __next__(self):
+                        return next(inner) * 2
+
+                    def __len__(self):
+                        return len(inner)
+                return It()
+        d = Doubled(list(range(4)), batch_size=2)
+        p = L.utils.data.DataLoader(list(range(4)), batch_size=2, num_workers=1,
+                                    persistent_workers=True)
+        a = iter(p)
+        e1 = [b.tolist() for b in a]
+        b = iter(p)
+        out.append(([x.tolist() for x in d], a is b, e1, [x.tolist() for x in b], b._num_yielded))
+    assert out[0] == out[1]
