@@ -57,6 +57,12 @@ def names() -> dict:
         n for n in out["torch.nn.functional"]
         if not inspect.isfunction(getattr(torch.nn.functional, n, None)))
     out["torch.Tensor properties"] = sorted(p for p in props if p)
+    # torch.nn.init's functions that hand their calls to the protocol
+    # (has_torch_function_variadic), every argument by keyword
+    out["torch.nn.init"] = sorted(
+        n for n, f in vars(torch.nn.init).items()
+        if inspect.isfunction(f) and not n.startswith("_") and f.__module__ == "torch.nn.init"
+        and "has_torch_function" in inspect.getsource(f))
     return out
 
 

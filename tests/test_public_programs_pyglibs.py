@@ -6,14 +6,13 @@ self-loop removal) and a graph classification network on random graphs
 (PyG's DataLoader, GIN / Graph / Cheb / Transformer / GATv2 convolutions,
 a custom MessagePassing, BatchNorm, GraphNorm, TopKPooling, readouts and
 torch_geometric.utils); torchdiffeq's ode_demo (odeint and the adjoint
-through every solver); torchmetrics' module and functional metrics.
+through every solver); torchmetrics' module and functional metrics;
+PyTorch Lightning's README LitAutoEncoder (Trainer fit / validate / test /
+predict, ModelCheckpoint, EarlyStopping, a scheduler, load_from_checkpoint).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1``.  The libraries import ``torch``, which is
-tracec there, so every torch call they make is tracec's.  (torchmetrics
-imports torchvision where one is installed, and the pinned torchvision
-wheel's compiled ops do not load here: its torch recording was made with
-torchvision uninstalled, ``pip uninstall torchvision``, then put back.)
+tracec there, so every torch call they make is tracec's.
 """
 import pathlib
 
@@ -24,12 +23,13 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 pytest.importorskip("torch_geometric")
 pytest.importorskip("torchdiffeq")
 pytest.importorskip("torchmetrics")
+pytest.importorskip("pytorch_lightning")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "pyglibs"
 
 CASES = ["pyg_karate_club.py", "pyg_graph_classification.py", "torchdiffeq_ode_demo.py",
-         "torchmetrics_eval.py"]
+         "torchmetrics_eval.py", "lightning_autoencoder.py"]
 EAGER_FALLBACK = {"pyg_karate_club.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})

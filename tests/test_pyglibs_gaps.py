@@ -196,3 +196,135 @@ def test_a_loader_that_wraps_get_iterator_and_resets_a_persistent_one():
         b = iter(p)
         out.append(([x.tolist() for x in d], a is b, e1, [x.tolist() for x in b], b._num_yielded))
     assert out[0] == out[1]
+
+
+# --- what PyTorch Lightning needed ---------------------------------------
+
+def _mode_log(L):
+    log = []
+
+    class Logging(L.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            log.append((func.__name__, tuple(t.__name__ for t in types),
+                        None if kwargs is None else sorted(kwargs)))
+            return func(*args, **(kwargs or {}))
+
+    class Sub(L.Tensor):
+        pass
+
+    a = L.ones(2)
+    with Logging():
+        b = a + 1
+        L.add(a, b, alpha=2)
+        L.nn.init.uniform_(a)
+        s = a.as_subclass(Sub)
+        log.append(type(s * 2).__name__)
+        L.nn.functional.relu(a)
+        a.sum(dim=0)
+        with L._C.DisableTorchFunctionSubclass():
+            a.sum()
+        with L._C.DisableTorchFunction():
+            a.mean()
+    (a * 2).sum()           # after the block: not seen
+    return log
+
+
+def test_torch_function_mode_sees_the_calls_torchs_sees():
+    assert _mode_log(tracec) == _mode_log(torch)
+
+
+def test_torch_function_modes_nest_and_can_skip_nn_init():
+    for L in (tracec, torch):
+        order = []
+
+        class Outer(L.overrides.TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                order.append("outer")
+                return func(*args, **(kwargs or {}))
+
+        class Inner(L.overrides.TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                order.append("inner")
+                return func(*args, **(kwargs or {}))
+
+        one = L.ones(1)     # (torch's modes see factories too; tracec's do not)
+        with Outer(), Inner():
+            L.mul(one, 2)
+        assert order == ["inner", "outer"]
+
+        class SkipInit(L.overrides.TorchFunctionMode):   # Lightning's _EmptyInit
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                if func.__name__.endswith("_") and "tensor" in kwargs:
+                    return kwargs["tensor"]
+                return func(*args, **kwargs)
+        L.manual_seed(0)
+        with SkipInit():
+            w = L.nn.init.uniform_(L.zeros(3))
+        assert w.tolist() == [0., 0., 0.]
+        assert L.overrides.has_torch_function_unary(L.ones(1)) is False
+
+
+def test_names_lightning_imports_exist_as_torchs():
+    from tracec.distributed.constants import default_pg_timeout
+    from torch.distributed.constants import default_pg_timeout as torch_timeout
+    assert default_pg_timeout == torch_timeout
+    assert tracec.distributed.ReduceOp.RedOpType.SUM == tracec.distributed.ReduceOp.SUM
+    assert isinstance(tracec.distributed.ReduceOp.SUM, tracec.distributed.ReduceOp.RedOpType)
+    assert isinstance(tracec.Tensor, tracec._C._TensorMeta)
+    assert tracec.UntypedStorage(8).nbytes() == torch.UntypedStorage(8).nbytes() == 8
+    assert isinstance(tracec.ones(2).untyped_storage(), tracec.UntypedStorage)
+    assert tracec.ScriptModule is tracec.jit.ScriptModule
+    from tracec._dynamo import OptimizedModule
+    assert isinstance(tracec.compile(tracec.nn.Linear(2, 2)), OptimizedModule)
+    assert tracec.profiler.kineto_available() is False      # tracec's profiler is its own
+    with tracec.autograd.profiler.emit_nvtx(enabled=False):
+        pass
+    with pytest.raises(AssertionError, match="CUDA"):
+        with tracec.autograd.profiler.emit_nvtx():
+            pass
+    assert tracec.distributed.is_torchelastic_launched() == torch.distributed.is_torchelastic_launched()
+
+
+def test_parse_to_is_torchs():
+    def norm(r):
+        return tuple(None if x is None else str(x).replace("tracec.", "torch.") for x in r)
+    cases = [(("cpu",), {}), ((lambda L: L.float64,), {}), (("cpu", lambda L: L.float16), {"non_blocking": True}),
+             ((lambda L: L.ones(1, dtype=L.int32),), {}), ((), {"device": "cpu", "dtype": lambda L: L.float32}),
+             ((), {"memory_format": lambda L: L.channels_last})]
+    for args, kwargs in cases:
+        got = []
+        for L in (tracec, torch):
+            a = [x(L) if callable(x) else x for x in args]
+            k = {n: (v(L) if callable(v) else v) for n, v in kwargs.items()}
+            got.append(norm(L._C._nn._parse_to(*a, **k)))
+        assert got[0] == got[1]
+
+
+def test_pytorch_file_reader_reads_torchs_archives(tmp_path):
+    path = str(tmp_path / "ck.pt")
+    torch.save({"a": torch.arange(3.), "b": torch.ones(2, dtype=torch.bfloat16)}, path)
+    mine, theirs = tracec.PyTorchFileReader(path), torch.PyTorchFileReader(path)
+    assert sorted(mine.get_all_records()) == sorted(theirs.get_all_records())
+    for name in theirs.get_all_records():
+        assert mine.get_record(name) == theirs.get_record(name)
+        assert mine.has_record(name)
+    assert not mine.has_record("nope")
+    with pytest.raises(RuntimeError, match="failed locating file nope"):
+        mine.get_record("nope")
+    keys = sorted(n for n in mine.get_all_records() if n.startswith("data/"))
+    vals = [mine.get_storage_from_record(k, n, d).tolist()
+            for k, n, d in zip(keys, (3, 2), (tracec.float32, tracec.bfloat16))]
+    assert vals == [[0., 1., 2.], [1., 1.]]
+
+
+def test_pytree_internals_libraries_use_are_torchs():
+    from tracec.utils import _pytree as mine
+    from torch.utils import _pytree as theirs
+    for m in (mine, theirs):
+        node = m.SUPPORTED_NODES[dict]
+        assert node.type is dict and m._get_node_type({"a": 1}) is dict
+        children, context = node.flatten_fn({"a": 1, "b": 2})
+        assert list(children) == [1, 2] and list(context) == ["a", "b"]
+        spec = m.TreeSpec(dict, ["a", "b"], [m.LeafSpec(), m.LeafSpec()])
+        assert m.tree_unflatten([5, 6], spec) == {"a": 5, "b": 6}

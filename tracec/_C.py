@@ -38,6 +38,10 @@ def _get_tracing_state():
     return None
 
 
+#: The metaclass of Tensor (PyTorch's is ``torch._C._TensorMeta``; tracec's
+#: Tensor is a plain Python class, so its metaclass is ``type``).
+_TensorMeta = type
+
 
 def __getattr__(name):
     # The __torch_function__ protocol's switches (tracec.torch_function_switch).

@@ -50,6 +50,7 @@ def _assert(condition, message):
 
 from tracec import nn, optim  # noqa: E402,F401
 from tracec.serialization import load, save  # noqa: E402,F401
+from tracec.torch_checkpoint import PyTorchFileReader  # noqa: E402,F401
 from tracec import utils  # noqa: E402,F401
 from tracec import _C  # noqa: E402,F401  (torch._C's names that Python code calls)
 from tracec.nn import _aten_nn  # noqa: E402
@@ -72,6 +73,7 @@ from tracec import sparse  # noqa: E402,F401
 from tracec import quasirandom  # noqa: E402,F401
 from tracec import signal  # noqa: E402,F401  (torch.signal.windows)
 from tracec import amp, cpu, jit, _dynamo, _inductor  # noqa: E402,F401
+from tracec.jit import ScriptFunction, ScriptModule  # noqa: E402,F401  (torch.ScriptModule)
 from tracec import version  # noqa: E402,F401  (torch.version.cuda)
 from tracec.reductions_bool import all, any  # noqa: E402,F401,A004
 from tracec import tensor_type as _tensor_type  # noqa: E402,F401  (Tensor.type)
@@ -83,7 +85,7 @@ vars(cuda).update(_tensor_type.CUDA_LEGACY)   # torch.cuda.FloatTensor, ... (nam
 
 
 from tracec import tensor_meta as _tensor_meta  # noqa: E402,F401  (Tensor.stride, ...)
-from tracec.tensor_meta import (channels_last, channels_last_3d, contiguous_format,  # noqa: E402,F401
+from tracec.tensor_meta import (UntypedStorage, TypedStorage, channels_last, channels_last_3d, contiguous_format,  # noqa: E402,F401
                                 get_device, is_inference, is_signed, layout,
                                 legacy_contiguous_format, memory_format, preserve_format,
                                 jagged, sparse_bsc, sparse_bsr, sparse_coo, sparse_csc,
@@ -355,4 +357,5 @@ import sys as _sys  # noqa: E402
 from tracec import subclass_dispatch as _subclass_dispatch  # noqa: E402
 _subclass_dispatch.register(
     [(_sys.modules[__name__], "torch"), (nn.functional, "torch.nn.functional"),
-     (linalg, "torch.linalg"), (fft, "torch.fft"), (special, "torch.special")], autograd)
+     (linalg, "torch.linalg"), (fft, "torch.fft"), (special, "torch.special"),
+     (nn.init, "torch.nn.init")], autograd)

@@ -139,3 +139,13 @@ def explain(f, *extra_args, **extra_kwargs):
         return ExplainOutput([ir.print_module(module)], 1, 0, [], len(ops), [names], guards,
                              None)
     return inner
+
+
+def __getattr__(name):
+    # ``from torch._dynamo import OptimizedModule`` (isinstance checks on a
+    # compiled module), imported when asked for: the compiler's modules are
+    # not loaded by ``import tracec``.
+    if name == "OptimizedModule":
+        from tracec.compiled_module import OptimizedModule
+        return OptimizedModule
+    raise AttributeError(f"module 'torch._dynamo' has no attribute {name!r}")

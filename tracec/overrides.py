@@ -12,12 +12,53 @@ return ``NotImplemented``.
 """
 from __future__ import annotations
 
+from tracec import subclass_dispatch
 from tracec.subclass_dispatch import dispatch, get_default_nowrap_functions, place  # noqa: F401
-from tracec.torch_function_switch import disabled_torch_function_impl
+from tracec.torch_function_switch import ENTERED, disabled_torch_function_impl, mode_stack, modes_on
 from tracec.tensor import Tensor
 
 __all__ = ["get_default_nowrap_functions", "has_torch_function", "has_torch_function_unary", "has_torch_function_variadic",
-           "handle_torch_function", "is_tensor_like"]
+           "handle_torch_function", "is_tensor_like", "TorchFunctionMode"]
+
+
+class TorchFunctionMode:
+    """``torch.overrides.TorchFunctionMode``: inside ``with mode:``, every
+    call of a function the protocol covers (and of the ``nn.init``
+    functions PyTorch routes through it) goes to
+    ``mode.__torch_function__(func, types, args, kwargs)`` first, with the
+    mode off while that runs; modes nest (innermost first) and are per
+    thread.  Entering one turns the protocol's wrappers on
+    (``subclass_dispatch.enable``).  Calls of creation functions outside
+    PyTorch's overridable list (``torch.ones``) are not handed to modes
+    here."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        raise NotImplementedError
+
+    def __enter__(self):
+        subclass_dispatch.enable()
+        mode_stack().append(self)
+        ENTERED[0] += 1
+        return self
+
+    def __exit__(self, exc_type, exc_val, exc_tb):
+        stack = mode_stack()
+        if stack and stack[-1] is self:
+            stack.pop()
+        else:
+            stack.remove(self)
+        ENTERED[0] -= 1
+        return False
+
+    @classmethod
+    def push(cls, *args, **kwargs):
+        instance = cls(*args, **kwargs)
+        instance.__enter__()
+        return instance
+
+
+def _get_current_function_mode_stack() -> list:
+    return list(mode_stack())
 
 def _overrides(a) -> bool:
     t = type(a)
@@ -26,15 +67,15 @@ def _overrides(a) -> bool:
 
 
 def has_torch_function(relevant_args) -> bool:
-    return any(_overrides(a) for a in relevant_args)
+    return modes_on() or any(_overrides(a) for a in relevant_args)
 
 
 def has_torch_function_unary(a) -> bool:
-    return _overrides(a)
+    return modes_on() or _overrides(a)
 
 
 def has_torch_function_variadic(*args) -> bool:
-    return any(_overrides(a) for a in args)
+    return modes_on() or any(_overrides(a) for a in args)
 
 
 def is_tensor_like(inp) -> bool:
@@ -50,4 +91,15 @@ def _overloaded(relevant_args) -> list:
 
 
 def handle_torch_function(public_api, relevant_args, *args, **kwargs):
+    if modes_on():
+        types = tuple(type(a) for a in _overloaded(relevant_args)) or \
+            tuple(dict.fromkeys(type(a) for a in relevant_args if issubclass(type(a), Tensor)))
+        stack = mode_stack()
+        mode = stack.pop()
+        try:
+            r = mode.__torch_function__(public_api, types, args, kwargs)
+        finally:
+            stack.append(mode)
+        if r is not NotImplemented:
+            return r
     return dispatch(public_api, _overloaded(relevant_args), args, kwargs)

@@ -29,7 +29,12 @@ from tracec.tensor import OP_OBSERVERS, Tensor
 
 __all__ = ["profile", "record_function", "ProfilerActivity", "ProfilerAction", "schedule",
            "tensorboard_trace_handler", "supported_activities", "EventList", "FunctionEvent",
-           "FunctionEventAvg"]
+           "FunctionEventAvg", "kineto_available"]
+
+
+def kineto_available() -> bool:
+    """Whether the Kineto tracing library is in: tracec's profiler is its own."""
+    return False
 
 
 class ProfilerActivity(enum.Enum):

@@ -37,7 +37,7 @@ from tracec.tensor import Tensor
 from tracec.torch_function_switch import (DisableTorchFunction,  # noqa: F401
                                           DisableTorchFunctionSubclass,
                                           disabled_torch_function_impl)
-from tracec.torch_function_switch import PUBLIC_OF, WRAPPER_CODES
+from tracec.torch_function_switch import ENTERED, PUBLIC_OF, WRAPPER_CODES, mode_stack, modes_on
 from tracec.torch_function_switch import off as _off
 
 __all__ = ["DisableTorchFunctionSubclass", "DisableTorchFunction", "disabled_torch_function_impl",
@@ -100,7 +100,7 @@ def as_subclass(self, cls):
     if not (isinstance(cls, type) and issubclass(cls, Tensor)):
         raise TypeError(f"as_subclass(): argument 'cls' must be a Tensor subclass, "
                         f"not {getattr(cls, '__name__', type(cls).__name__)}")
-    with DisableTorchFunctionSubclass():
+    with DisableTorchFunction():        # (modes do not see it either)
         out = self[...]                 # AliasBackward0, PyTorch's self.alias()
     # Same instance layout (Tensor's slots hold __dict__ and __weakref__, so a
     # Python subclass adds none): the alias becomes a cls in place.
@@ -179,10 +179,11 @@ _PYTHON_DEFINED = frozenset(("__rsub__", "__rdiv__", "__rtruediv__", "__floordiv
                              "__rfloordiv__", "__pow__", "__rpow__", "__len__"))
 
 
-def _by_keyword(fn, args, kwargs):
+def _by_keyword(fn, args, kwargs, first_too: bool = False):
     """``(first argument,), {every other parameter by name}``, as PyTorch's
     Python functions hand their calls to __torch_function__ (``F.relu(x)``
-    gives ``kwargs={'inplace': False}``); the call as given where its
+    gives ``kwargs={'inplace': False}``; ``first_too``: ``(), {every
+    parameter}``, as ``nn.init``'s do); the call as given where its
     signature has no such form."""
     try:
         sig = _SIGNATURES.get(fn) or _SIGNATURES.setdefault(fn, inspect.signature(fn))
@@ -193,21 +194,53 @@ def _by_keyword(fn, args, kwargs):
         return args, kwargs
     bound.apply_defaults()
     items = list(bound.arguments.items())
+    if first_too:
+        return (), dict(items)
     return (items[0][1],), dict(items[1:])
 
 
 _SIGNATURES: dict = {}
 
 
+def _to_mode(func, fn, args, kwargs, none_kwargs, first_too):
+    """Hand the call to the innermost TorchFunctionMode, popped while its
+    ``__torch_function__`` runs (calls it makes go to the next mode or the
+    implementation), as PyTorch does; what it returns, or NotImplemented."""
+    if none_kwargs is None:
+        # A Python function of PyTorch's: its tensor arguments take part,
+        # plain ones too (F.relu hands types=(Tensor,)), parameters by keyword.
+        args, kwargs = _by_keyword(fn, args, kwargs, first_too)
+        seen, out = [], []
+        for a in list(args) + list(kwargs.values()):
+            if type(a) is Tensor or (issubclass(type(a), Tensor) and _live(type(a))):
+                place(seen, out, a)
+        types = tuple(type(a) for a in out)
+    else:
+        types = tuple(type(a) for a in _overloaded(args, kwargs))
+        kwargs = None if none_kwargs and not kwargs else kwargs
+    stack = mode_stack()
+    mode = stack.pop()
+    try:
+        return mode.__torch_function__(func, types, args, kwargs)
+    finally:
+        stack.append(mode)
+
+
 def _wrap(fn, module: str, qualname: str, as_method: str | None = None,
-          none_kwargs: bool | None = True):
+          none_kwargs: bool | None = True, first_too: bool = False):
     """The dispatching wrapper of ``fn``, installed as ``module.qualname``
     (its names say so: pickle finds the wrapper there).  ``as_method``: the
     Tensor method handed to __torch_function__ instead (an operator's);
     ``none_kwargs``: no keyword arguments reach it as None, not {} (None:
-    every parameter after the first reaches it by keyword, ``_by_keyword``)."""
+    every parameter after the first reaches it by keyword, ``_by_keyword``;
+    ``first_too``: the first as well)."""
     @functools.wraps(fn)
     def public(*args, **kwargs):
+        if ENTERED[0] and modes_on():
+            func = getattr(Tensor, as_method, None) if as_method else public
+            r = _to_mode(func or public, fn, args, kwargs, none_kwargs, first_too)
+            if r is not NotImplemented:
+                return r
         if not _off():
             over = _overloaded(args, kwargs)
             if over:
@@ -244,12 +277,13 @@ def _names() -> dict:
         return json.load(f)
 
 
-def _wrap_namespace(ns, names, by_keyword=()) -> None:
+def _wrap_namespace(ns, names, by_keyword=(), first_too: bool = False) -> None:
     for name in names:
         fn = ns.__dict__.get(name) if hasattr(ns, "__dict__") else None
         if callable(fn) and not isinstance(fn, type) and not hasattr(fn, "__tracec_unwrapped__"):
             setattr(ns, name, _wrap(fn, ns.__name__, name,
-                                    none_kwargs=None if name in by_keyword else True))
+                                    none_kwargs=None if name in by_keyword else True,
+                                    first_too=first_too))
 
 
 #: (namespace module, key in overridable.json), and the autograd module:
@@ -277,7 +311,9 @@ def enable() -> None:
             # they pass their parameters by keyword)
             python = set(names[key]) - set(names["torch.nn.functional builtins"]) \
                 if key == "torch.nn.functional" else ()
-            _wrap_namespace(ns, names[key], python)
+            if key == "torch.nn.init":      # Python, every argument by keyword
+                python = set(names[key])
+            _wrap_namespace(ns, names[key], python, first_too=key == "torch.nn.init")
         for name in set(names["torch.Tensor"]) | set(_EXTRA_METHODS):
             if name in _NEVER:
                 continue
@@ -303,7 +339,7 @@ def enable() -> None:
 def _protocol_off(fn):
     @functools.wraps(fn)
     def off(*args, **kwargs):
-        with DisableTorchFunctionSubclass():
+        with DisableTorchFunction():
             return fn(*args, **kwargs)
     return off
 

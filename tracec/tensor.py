@@ -784,7 +784,9 @@ class Tensor:
         if not (self.dtype.is_floating_point or self.dtype.category == 3):
             raise RuntimeError("Only Tensors of floating point and complex dtype can require "
                                "gradients")
-        return self.requires_grad_(True)
+        # (the class's own method: a __torch_function__ wrapper installed on
+        # Tensor would show this internal call to subclasses and modes)
+        return _REQUIRES_GRAD_(self, True)
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         if not self.is_leaf and not requires_grad:
@@ -1017,6 +1019,9 @@ class Tensor:
         if grad_mode or not root.requires_grad:
             self._view_version = self._version[0]  # else stale until grad mode is back
 
+
+#: Tensor.requires_grad_ itself, before any __torch_function__ wrapper replaces it.
+_REQUIRES_GRAD_ = Tensor.requires_grad_
 
 # The per-tensor fields (every slot but __weakref__ and __dict__).
 _IN_TENSOR_COPY = "tracec.tensor: copying inside a tensor"   # a deepcopy memo key

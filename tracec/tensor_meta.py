@@ -193,8 +193,9 @@ class UntypedStorage:
     ``Tensor.untyped_storage()`` returns, for code that compares or sizes
     storages."""
 
-    def __init__(self, root: np.ndarray):
-        self._root = root
+    def __init__(self, root=0):
+        # torch.UntypedStorage(nbytes): fresh zeroed bytes
+        self._root = root if isinstance(root, np.ndarray) else np.zeros(int(root), np.uint8)
 
     def data_ptr(self) -> int:
         return int(self._root.ctypes.data)

@@ -505,3 +505,41 @@ def load_torch(fh, kind: str, error, finish, map_location=None):
     if kind == "zip":
         return _load_zip(fh, error, finish, map_location)
     return _load_stream(fh, error, finish)
+
+
+class PyTorchFileReader:
+    """``torch.PyTorchFileReader``: the records of a ``torch.save`` zip
+    archive by name (the archive's top folder left out: ``"data.pkl"``,
+    ``"data/0"``), as lazy loaders read them (Lightning's ``_lazy_load``)."""
+
+    def __init__(self, file):
+        self._zip = zipfile.ZipFile(file)
+        names = self._zip.namelist()
+        top = names[0].split("/", 1)[0] + "/" if names and "/" in names[0] else ""
+        self._prefix = top if all(n.startswith(top) for n in names) else ""
+        self._records = [n[len(self._prefix):] for n in names]
+
+    def get_all_records(self) -> list:
+        return list(self._records)
+
+    def has_record(self, name: str) -> bool:
+        return name in self._records
+
+    def get_record(self, name: str) -> bytes:
+        if name not in self._records:
+            raise RuntimeError(f"PytorchStreamReader failed locating file {name}: file not found")
+        return self._zip.read(self._prefix + name)
+
+    def get_record_size(self, name: str) -> int:
+        return len(self.get_record(name))
+
+    def get_storage_from_record(self, name: str, numel: int, dtype) -> Tensor:
+        """The record's first ``numel`` elements of ``dtype`` as a 1-D tensor."""
+        from tracec import dtypes as dt
+        d = dt.to_dtype(dtype)
+        raw = self.get_record(name)
+        if d is dt.bfloat16:        # held as float32 here: the high half of each
+            arr = (np.frombuffer(raw, np.uint16, numel).astype(np.uint32) << 16).view(np.float32)
+        else:
+            arr = np.frombuffer(raw, dtype=d.np, count=numel).copy()
+        return Tensor._make(arr, d)

@@ -3,15 +3,21 @@
 ``_disabled_torch_function_impl``); the protocol itself is
 ``tracec.subclass_dispatch``.
 
-Invariant: the switch is per thread and nests; ``off()`` is true inside
-any ``DisableTorchFunctionSubclass`` block on this thread.
+Also the stack of ``TorchFunctionMode``s (``tracec.overrides``) entered on
+this thread, which see every call first.
+
+Invariant: the switches are per thread and nest; ``off()`` is true inside
+any ``DisableTorchFunctionSubclass`` or ``DisableTorchFunction`` block on
+this thread, ``modes_on()`` false inside a ``DisableTorchFunction`` one or
+with no mode entered.
 """
 from __future__ import annotations
 
 import threading
 
 __all__ = ["DisableTorchFunctionSubclass", "DisableTorchFunction", "disabled_torch_function_impl",
-           "off", "WRAPPER_CODES", "caller", "unwrapped", "public_of"]
+           "off", "WRAPPER_CODES", "caller", "unwrapped", "public_of", "mode_stack", "modes_on",
+           "ENTERED"]
 
 _state = threading.local()
 
@@ -43,8 +49,26 @@ def public_of(fn):
 
 
 def off() -> bool:
-    """Whether calls on this thread go straight to their implementations."""
+    """Whether calls on this thread skip Tensor subclasses' __torch_function__."""
     return getattr(_state, "depth", 0) > 0
+
+
+#: How many TorchFunctionModes are entered, on all threads (a cheap test
+#: that lets every call skip the per-thread stack when none is).
+ENTERED = [0]
+
+
+def mode_stack() -> list:
+    """This thread's entered TorchFunctionModes, innermost last."""
+    stack = getattr(_state, "modes", None)
+    if stack is None:
+        stack = _state.modes = []
+    return stack
+
+
+def modes_on() -> bool:
+    """Whether calls on this thread go to the innermost TorchFunctionMode."""
+    return ENTERED[0] > 0 and bool(mode_stack()) and getattr(_state, "all_off", 0) == 0
 
 
 class DisableTorchFunctionSubclass:
@@ -60,9 +84,16 @@ class DisableTorchFunctionSubclass:
         return False
 
 
-#: ``torch._C.DisableTorchFunction`` also turns off torch-function modes,
-#: which tracec does not have: the same block.
-DisableTorchFunction = DisableTorchFunctionSubclass
+class DisableTorchFunction(DisableTorchFunctionSubclass):
+    """``torch._C.DisableTorchFunction``: turns off TorchFunctionModes too."""
+
+    def __enter__(self):
+        _state.all_off = getattr(_state, "all_off", 0) + 1
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        _state.all_off -= 1
+        return super().__exit__(*exc)
 
 
 def disabled_torch_function_impl(func, types, args=(), kwargs=None):

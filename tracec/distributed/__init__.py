@@ -33,7 +33,7 @@ from tracec.distributed import _tcp, faults
 
 __all__ = ["init_process_group", "destroy_process_group", "is_initialized", "is_available",
            "get_rank", "get_world_size", "get_backend", "barrier", "all_reduce", "broadcast",
-           "all_gather", "all_gather_into_tensor", "ReduceOp", "ProcessGroup",
+           "all_gather", "all_gather_into_tensor", "ReduceOp", "ProcessGroup", "is_torchelastic_launched",
            "CollectiveShapeError", "default_group", "group", "new_group", "send", "recv",
            "isend", "irecv", "is_mpi_available", "is_gloo_available", "is_nccl_available"]
 
@@ -43,6 +43,11 @@ class ReduceOp(enum.Enum):
     SUM = "sum"
     AVG = "avg"
     MAX = "max"
+
+
+# torch's ops are members of the nested enum ReduceOp.RedOpType (type hints
+# and isinstance checks name it): here the one enum is both.
+ReduceOp.RedOpType = ReduceOp
 
 
 class ProcessGroup:
@@ -68,6 +73,13 @@ class ProcessGroup:
 class group:  # noqa: N801 - PyTorch's name
     """``dist.group.WORLD``: the default group (None until initialized)."""
     WORLD: ProcessGroup | None = None
+
+
+def is_torchelastic_launched() -> bool:
+    """Whether torchrun (torch elastic) started this process: it sets
+    ``TORCHELASTIC_RUN_ID`` in every worker's environment."""
+    import os
+    return os.getenv("TORCHELASTIC_RUN_ID") is not None
 
 
 def is_available() -> bool:

@@ -10,7 +10,7 @@ own argument flattening, which also keys on scalars and identities."""
 from __future__ import annotations
 
 from collections import OrderedDict, defaultdict, deque, namedtuple
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 __all__ = ["TreeSpec", "LeafSpec", "register_pytree_node", "tree_is_leaf", "tree_flatten",
            "tree_unflatten", "tree_iter", "tree_leaves", "tree_structure", "tree_map",
@@ -18,7 +18,20 @@ __all__ = ["TreeSpec", "LeafSpec", "register_pytree_node", "tree_is_leaf", "tree
            "tree_all_only", "tree_any_only", "is_namedtuple", "is_namedtuple_class",
            "is_namedtuple_instance"]
 
-# node type -> (flatten(node) -> (children, context), unflatten(children, context) -> node)
+PyTree = Any
+Context = Any
+
+
+class NodeDef(NamedTuple):
+    """How a node type flattens: ``flatten_fn(node) -> (children, context)``,
+    ``unflatten_fn(children, context) -> node`` (PyTorch's record)."""
+    type: Any
+    flatten_fn: Callable
+    unflatten_fn: Callable
+    flatten_with_keys_fn: Any = None
+
+
+#: node type -> its NodeDef
 SUPPORTED_NODES: dict = {}
 
 
@@ -29,7 +42,7 @@ def register_pytree_node(cls, flatten_fn: Callable, unflatten_fn: Callable, *,
     ``unflatten_fn(children, context) -> x``."""
     if cls in SUPPORTED_NODES:
         raise ValueError(f"{cls} is already registered as pytree node.")
-    SUPPORTED_NODES[cls] = (flatten_fn, unflatten_fn)
+    SUPPORTED_NODES[cls] = NodeDef(cls, flatten_fn, unflatten_fn, flatten_with_keys_fn)
 
 
 def is_namedtuple_class(cls) -> bool:
@@ -49,6 +62,9 @@ def is_namedtuple(obj) -> bool:
 def _node_type(tree):
     t = type(tree)
     return namedtuple if is_namedtuple_class(t) else t
+
+
+_get_node_type = _node_type     # PyTorch's name, which libraries import
 
 
 register_pytree_node(tuple, lambda t: (list(t), None), lambda v, c: tuple(v))
@@ -122,7 +138,7 @@ class TreeSpec:
 
     def _build(self, it):
         children = [c._build(it) for c in self._children]
-        return SUPPORTED_NODES[self.type][1](children, self.context)
+        return SUPPORTED_NODES[self.type].unflatten_fn(children, self.context)
 
 
 class LeafSpec(TreeSpec):
@@ -152,7 +168,7 @@ def _flatten(tree, is_leaf, leaves) -> TreeSpec:
         leaves.append(tree)
         return LeafSpec()
     t = _node_type(tree)
-    children, context = SUPPORTED_NODES[t][0](tree)
+    children, context = SUPPORTED_NODES[t].flatten_fn(tree)
     return TreeSpec(t, context, [_flatten(c, is_leaf, leaves) for c in children])
 
 
@@ -187,7 +203,7 @@ def _flatten_like(spec: TreeSpec, tree, is_leaf) -> list:
         return [tree]
     if _node_type(tree) != spec.type:
         raise ValueError(f"Node type mismatch; expected {spec.type}, but got {type(tree)}.")
-    children, context = SUPPORTED_NODES[spec.type][0](tree)
+    children, context = SUPPORTED_NODES[spec.type].flatten_fn(tree)
     if len(children) != spec.num_children or (spec.type in (dict, OrderedDict) and
                                               set(context) != set(spec.context)):
         raise ValueError(f"Node arity or keys mismatch; expected {spec.context}, "
