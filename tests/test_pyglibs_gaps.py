@@ -328,3 +328,50 @@ def test_pytree_internals_libraries_use_are_torchs():
         assert list(children) == [1, 2] and list(context) == ["a", "b"]
         spec = m.TreeSpec(dict, ["a", "b"], [m.LeafSpec(), m.LeafSpec()])
         assert m.tree_unflatten([5, 6], spec) == {"a": 5, "b": 6}
+
+
+# --- what Hugging Face Accelerate needed -----------------------------------
+
+def test_device_equals_only_devices_as_torchs():
+    for L in (tracec, torch):
+        d = L.device("cpu")
+        got = (d == "cpu", d == "npu", d == "cuda:0", d == L.device("cpu", 0), d != "cpu",
+               d == None, d == 5)   # noqa: E711 - the comparison under test
+        assert got == (False, False, False, False, True, False, False)
+
+
+def test_types_libraries_check_against_exist_and_refuse_construction():
+    from tracec.distributed.algorithms.join import Join, Joinable, JoinHook
+    from tracec.distributed.fsdp import FullyShardedDataParallel
+    from tracec.distributed.tensor import DTensor
+    from tracec._dynamo import eval_frame
+    assert not isinstance(tracec.nn.Parameter(tracec.ones(1)), DTensor)
+    with pytest.raises(NotImplementedError, match="sharded"):
+        DTensor.from_local(tracec.ones(1))
+    with pytest.raises(NotImplementedError, match="FullyShardedDataParallel"):
+        FullyShardedDataParallel(tracec.nn.Linear(1, 1))
+    assert eval_frame.OptimizedModule is tracec._dynamo.OptimizedModule
+
+    posts = []
+
+    class Hook(JoinHook):
+        def post_hook(self, is_last_joiner):
+            posts.append(is_last_joiner)
+
+    class Part(Joinable):
+        def join_hook(self, **kwargs):
+            return Hook()
+
+        @property
+        def join_device(self):
+            return tracec.device("cpu")
+
+        @property
+        def join_process_group(self):
+            return None
+
+    with Join([Part()]):
+        pass
+    assert posts == [True]
+    with pytest.raises(ValueError, match="at least one joinable"):
+        Join([])

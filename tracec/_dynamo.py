@@ -141,11 +141,25 @@ def explain(f, *extra_args, **extra_kwargs):
     return inner
 
 
+class _EvalFrame(types.ModuleType):
+    """``torch._dynamo.eval_frame``: where ``OptimizedModule`` lives
+    (Accelerate's ``is_compiled_module`` reads it there)."""
+
+    def __getattr__(self, name):
+        if name == "OptimizedModule":
+            # imported when asked for: ``import tracec`` loads no compiler module
+            from tracec.compiled_module import OptimizedModule
+            return OptimizedModule
+        raise AttributeError(f"module 'torch._dynamo.eval_frame' has no attribute {name!r}")
+
+
+eval_frame = _EvalFrame(f"{__name__}.eval_frame")
+sys.modules[eval_frame.__name__] = eval_frame
+
+
 def __getattr__(name):
     # ``from torch._dynamo import OptimizedModule`` (isinstance checks on a
-    # compiled module), imported when asked for: the compiler's modules are
-    # not loaded by ``import tracec``.
+    # compiled module)
     if name == "OptimizedModule":
-        from tracec.compiled_module import OptimizedModule
-        return OptimizedModule
+        return eval_frame.OptimizedModule
     raise AttributeError(f"module 'torch._dynamo' has no attribute {name!r}")

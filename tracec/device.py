@@ -33,13 +33,17 @@ class device:
         self.index = int(idx) if idx else index
 
     def __eq__(self, other):
-        if isinstance(other, str):
-            other = device(other)
-        return isinstance(other, device) and self.type == other.type and \
-            (self.index or 0) == (other.index or 0)
+        # Only a device equals a device: PyTorch's ``torch.device("cpu") ==
+        # "cpu"`` is False (measured, torch 2.13), and a string naming a
+        # device this build lacks ("npu") compares False, not an error.
+        # and an index given differs from none given: device("cpu", 0) !=
+        # device("cpu"), as in PyTorch.
+        if not isinstance(other, device):
+            return False
+        return self.type == other.type and self.index == other.index
 
     def __hash__(self):
-        return hash((self.type, self.index or 0))
+        return hash((self.type, self.index))
 
     def __repr__(self):
         return f"device(type='{self.type}'" + (f", index={self.index})" if self.index is not None else ")")
