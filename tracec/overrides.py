@@ -12,12 +12,13 @@ return ``NotImplemented``.
 """
 from __future__ import annotations
 
+from tracec import subclass_dispatch as _sd
 from tracec.subclass_dispatch import dispatch, get_default_nowrap_functions, place  # noqa: F401
 from tracec.torch_function_switch import disabled_torch_function_impl
 from tracec.tensor import Tensor
 
 __all__ = ["get_default_nowrap_functions", "has_torch_function", "has_torch_function_unary", "has_torch_function_variadic",
-           "handle_torch_function", "is_tensor_like"]
+           "handle_torch_function", "is_tensor_like", "TorchFunctionMode"]
 
 def _overrides(a) -> bool:
     t = type(a)
@@ -51,3 +52,24 @@ def _overloaded(relevant_args) -> list:
 
 def handle_torch_function(public_api, relevant_args, *args, **kwargs):
     return dispatch(public_api, _overloaded(relevant_args), args, kwargs)
+
+
+class TorchFunctionMode:
+    """``with MyMode():``: every public call on this thread (functions,
+    Tensor methods and operators, tensor-valued properties) goes to
+    ``MyMode().__torch_function__(func, types, args, kwargs)`` first, with
+    the mode itself off while that runs (so calling ``func(*args,
+    **kwargs)`` inside does the work); ``types`` are the overriding
+    subclasses among the arguments.  Modes nest, the innermost first; they
+    are per thread (``tracec.subclass_dispatch``)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        raise NotImplementedError
+
+    def __enter__(self):
+        _sd.push_mode(self)
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        _sd.pop_mode(self)
+        return False

@@ -41,7 +41,8 @@ from tracec.torch_function_switch import PUBLIC_OF, WRAPPER_CODES
 from tracec.torch_function_switch import off as _off
 
 __all__ = ["DisableTorchFunctionSubclass", "DisableTorchFunction", "disabled_torch_function_impl",
-           "enabled", "as_subclass", "dispatch", "place", "get_default_nowrap_functions"]
+           "enabled", "as_subclass", "dispatch", "place", "get_default_nowrap_functions",
+           "push_mode", "pop_mode", "dispatch_mode"]
 
 _on = [False]
 _enable_lock = threading.Lock()
@@ -164,6 +165,54 @@ def dispatch(public, overloaded, args, kwargs):
                     f"__torch_function__: {list(types)}")
 
 
+# The TorchFunctionMode stack of this thread (innermost last).
+_modes = threading.local()
+
+
+def _mode_stack() -> list:
+    stack = getattr(_modes, "stack", None)
+    if stack is None:
+        stack = _modes.stack = []
+    return stack
+
+
+def push_mode(mode) -> None:
+    """Make ``mode`` the innermost TorchFunctionMode of this thread (turning
+    the protocol on: every entry point then dispatches)."""
+    enable()
+    _mode_stack().append(mode)
+
+
+def pop_mode(mode) -> None:
+    """Leave ``mode``, which must be the innermost one."""
+    stack = _mode_stack()
+    if not stack or stack[-1] is not mode:
+        raise RuntimeError("TorchFunctionMode exited out of order")
+    stack.pop()
+
+
+def _tensor_args(args, kwargs) -> list:
+    types: list = []
+    out: list = []
+    for a in list(args) + list((kwargs or {}).values()):
+        if isinstance(a, Tensor):
+            place(types, out, a)
+    return out
+
+
+def dispatch_mode(public, overloaded, args, kwargs):
+    """Hand the call to the innermost mode's ``__torch_function__``, with
+    that mode off while it runs (PyTorch's rule: what it calls reaches the
+    next mode out, then the subclasses, then the implementation)."""
+    stack = _mode_stack()
+    mode = stack.pop()
+    try:
+        return mode.__torch_function__(public, tuple(type(a) for a in overloaded), args,
+                                       kwargs if kwargs is not None else {})
+    finally:
+        stack.append(mode)
+
+
 #: Operators PyTorch hands to __torch_function__ as the named method they
 #: call (``t * 2`` is ``Tensor.mul``, ``1 + t`` is ``Tensor.add``), measured
 #: against torch 2.13.
@@ -210,12 +259,18 @@ def _wrap(fn, module: str, qualname: str, as_method: str | None = None,
     def public(*args, **kwargs):
         if not _off():
             over = _overloaded(args, kwargs)
-            if over:
+            modes = _mode_stack()
+            if over or modes:
                 func = getattr(Tensor, as_method, None) if as_method else public
                 if none_kwargs is None:       # a Python function of PyTorch's
                     args, kwargs = _by_keyword(fn, args, kwargs)
-                return dispatch(func or public, over, args,
-                                None if none_kwargs and not kwargs else kwargs)
+                kwargs = None if none_kwargs and not kwargs else kwargs
+                if modes:
+                    # (PyTorch's Python functions hand a mode their tensor
+                    # arguments' types; its C-bound ones only subclasses')
+                    return dispatch_mode(func or public, _tensor_args(args, kwargs)
+                                         if none_kwargs is None else over, args, kwargs)
+                return dispatch(func or public, over, args, kwargs)
         return fn(*args, **kwargs)
     public.__tracec_unwrapped__ = fn
     public.__module__, public.__qualname__ = module, qualname
@@ -229,6 +284,8 @@ def _wrap_property(prop: property) -> property:
     getter = prop.fget
 
     def fget(self):
+        if not _off() and _mode_stack():
+            return dispatch_mode(public.__get__, [self] if _live(type(self)) else [], (self,), {})
         if not _off() and type(self) is not Tensor and _live(type(self)):
             # PyTorch hands the property's __get__ to __torch_function__.
             return dispatch(public.__get__, [self], (self,), {})

@@ -196,6 +196,40 @@ class UntypedStorage:
     def __init__(self, root: np.ndarray):
         self._root = root
 
+    @classmethod
+    def from_file(cls, filename, shared: bool = False, nbytes: int = 0) -> "UntypedStorage":
+        """``nbytes`` bytes of ``filename`` memory-mapped: written through to
+        the file when ``shared`` (which creates or grows it as needed), else
+        private copy-on-write pages (the file must hold ``nbytes`` bytes)."""
+        import os
+        filename = os.fspath(filename)
+        if shared:
+            if not os.path.exists(filename) or os.path.getsize(filename) < nbytes:
+                with open(filename, "ab") as f:
+                    f.truncate(nbytes)
+            mode = "r+"
+        else:
+            if os.path.getsize(filename) < nbytes:
+                raise RuntimeError(f"unable to mmap {nbytes} bytes from file <{filename}>: "
+                                   "Cannot allocate memory (12)")
+            mode = "c"
+        if nbytes == 0:
+            return cls(np.zeros(0, np.uint8))
+        return cls(np.memmap(filename, dtype=np.uint8, mode=mode, shape=(nbytes,)))
+
+    def untyped(self) -> "UntypedStorage":
+        return self
+
+    def _bytes(self) -> np.ndarray:
+        """The storage's memory as a flat uint8 array (no copy)."""
+        return self._root.reshape(-1).view(np.uint8)
+
+    def __getitem__(self, i):
+        """A byte (``int``), or a slice of the storage sharing its memory."""
+        if isinstance(i, slice):
+            return UntypedStorage(self._bytes()[i])
+        return int(self._bytes()[i])
+
     def data_ptr(self) -> int:
         return int(self._root.ctypes.data)
 

@@ -1,0 +1,247 @@
+"""Gaps Hugging Face transformers 5.24 (tests/programs/hflibs) found in
+tracec, each checked against torch 2.13 without transformers: what its
+``import`` probes (torch.utils._pytree's key paths, the float8 dtypes,
+torch.cuda's graph / stream classes, torch.autograd.graph, torch._dynamo's
+assume_constant_result and _trace_wrapped_higher_order_op with
+TorchFunctionMode, torch.distributed's tensor / fsdp / checkpoint /
+functional-collective modules, torchvision.io)."""
+import importlib
+
+import numpy as np
+import pytest
+
+import tracec
+
+pt = pytest.importorskip("torch")
+
+
+def test_pytree_key_paths_are_pytorchs():
+    # transformers registers its ModelOutput nodes with
+    # flatten_with_keys_fn=torch.utils._pytree._dict_flatten_with_keys
+    from tracec.utils import _pytree as mine
+    from torch.utils import _pytree as theirs
+    d = {"a": 1, "b": [2, 3]}
+    for lib in (mine, theirs):
+        assert [(str(k), v) for k, v in lib._dict_flatten_with_keys(d)[0]] == \
+            [("['a']", 1), ("['b']", [2, 3])]
+        assert lib._dict_flatten_with_keys(d)[1] == ["a", "b"]
+        assert [str(k) for k, _ in lib._list_flatten_with_keys([4, 5])[0]] == ["[0]", "[1]"]
+        assert [str(k) for k, _ in lib._tuple_flatten_with_keys((4,))[0]] == ["[0]"]
+        kp = (lib.MappingKey("b"), lib.SequenceKey(1))
+        assert lib.keystr(kp) == "['b'][1]" and lib.key_get(d, kp) == 3
+        assert str(lib.GetAttrKey("x")) == ".x"
+        assert lib.MappingKey("b") == lib.MappingKey("b")
+        assert hash(lib.SequenceKey(1)) == hash(lib.SequenceKey(1))
+
+
+_F8 = ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu"]
+
+
+def _dtype_facts(lib, name):
+    d = getattr(lib, name)
+    f = lib.finfo(d)
+    return (str(d).split(".")[1], d.is_floating_point, d.is_signed, d.itemsize,
+            isinstance(d, lib.dtype), d == lib.float16,
+            (f.bits, f.eps, f.max, f.min, f.tiny, f.smallest_normal, f.resolution),
+            repr(f))
+
+
+@pytest.mark.parametrize("name", _F8)
+def test_float8_dtypes_are_named_and_described_as_pytorchs(name):
+    # transformers' cache_utils reads torch.float8_e4m3fn at class definition
+    assert _dtype_facts(tracec, name) == _dtype_facts(pt, name)
+
+
+def test_float8_tensors_are_refused_naming_the_type():
+    d = tracec.float4_e2m1fn_x2
+    assert str(d) == "tracec.float4_e2m1fn_x2" and d.itemsize == 1
+    for lib in (tracec, pt):
+        f = lib.finfo(lib.float4_e2m1fn_x2)
+        assert f.bits == 8
+        with pytest.raises(NotImplementedError, match="\"epsilon\" not implemented for "
+                                                      "'Float4_e2m1fn_x2'"):
+            f.eps
+        with pytest.raises(NotImplementedError, match="\"max\" not implemented"):
+            f.max
+    for make in (lambda: tracec.zeros(2, dtype=tracec.float8_e4m3fn),
+                 lambda: tracec.ones(2).to(tracec.float8_e5m2),
+                 lambda: tracec.tensor([1.0], dtype=tracec.float8_e4m3fn)):
+        with pytest.raises(TypeError, match="no float8_e(4m3fn|5m2) tensors"):
+            make()
+
+
+def test_finfo_prints_resolution_as_pytorch():
+    for name in ("float32", "float64", "float16", "bfloat16"):
+        assert repr(tracec.finfo(getattr(tracec, name))) == repr(pt.finfo(getattr(pt, name)))
+
+
+def _cuda_refusals(lib):
+    out = []
+    for make in (lambda: lib.cuda.CUDAGraph(), lambda: lib.cuda.graph(None),
+                 lambda: lib.cuda.Stream()):
+        with pytest.raises(RuntimeError) as e:
+            make()
+        out.append(str(e.value))
+    ctx = lib.cuda.stream(None)
+    with ctx:
+        pass
+    return out, type(ctx).__name__, isinstance(ctx, lib.cuda.StreamContext)
+
+
+def test_cuda_graph_and_stream_context_classes_as_a_cpu_build_has_them():
+    assert _cuda_refusals(tracec) == _cuda_refusals(pt)
+
+
+def test_autograd_graph_module_and_save_on_cpu():
+    graph = importlib.import_module("tracec.autograd.graph")
+    assert tracec.autograd.graph is graph
+    x = tracec.ones(2, requires_grad=True)
+    assert isinstance((x * 3).grad_fn, graph.Node)
+
+    def run(lib, graph):
+        torch_x = lib.tensor([1.0, -2.0, 3.0], requires_grad=True)
+        with graph.save_on_cpu(pin_memory=False, device_type="cpu"):
+            y = (torch_x.exp() * torch_x).sum()
+        y.backward()
+        return torch_x.grad.tolist()
+    assert run(tracec, graph) == pytest.approx(run(pt, pt.autograd.graph))
+    with pytest.raises(NotImplementedError, match="saved_tensors_hooks"):
+        with graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+            pass
+    # (the engine's own module is untouched: backward still runs)
+    tracec.autograd.backward([(x * x).sum()])
+    assert x.grad.tolist() == [2.0, 2.0]
+
+
+def test_dynamo_assume_constant_result_returns_the_function():
+    def f():
+        return 3
+    assert tracec._dynamo.assume_constant_result(f) is f
+    assert pt._dynamo.assume_constant_result(f)() == 3
+
+
+def _mode_log(lib):
+    class Log(lib.overrides.TorchFunctionMode):
+        def __init__(self):
+            self.seen = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.seen.append((func.__name__, [t.__name__ for t in types]))
+            return func(*args, **(kwargs or {}))
+
+    x = lib.arange(6.0).reshape(2, 3)
+    with Log() as outer:
+        with Log() as inner:
+            y = lib.nn.functional.relu(lib.add(x, 1) * 2 - 5).sum(dim=0)
+    after = x + 1          # no mode left: not seen
+    return outer.seen, inner.seen, y.tolist(), after.tolist()
+
+
+def test_torch_function_mode_sees_each_call_once_per_mode():
+    assert _mode_log(tracec) == _mode_log(pt)
+
+
+def test_transform_getitem_to_index_indexes_with_tensors():
+    mod = importlib.import_module("tracec._dynamo._trace_wrapped_higher_order_op")
+    from torch._dynamo._trace_wrapped_higher_order_op import TransformGetItemToIndex
+
+    def run(lib, Mode):
+        x = lib.arange(12.0).reshape(3, 4)
+        with Mode():
+            a = x[lib.tensor(1), 2]
+            b = x[lib.tensor([0, 2])]
+            c = x[1]
+        return [(t.tolist(), tuple(t.shape)) for t in (a, b, c)]
+    assert run(tracec, mod.TransformGetItemToIndex) == run(pt, TransformGetItemToIndex)
+
+
+def _placements(lib):
+    from importlib import import_module
+    pt_ = import_module(lib.__name__ + ".distributed.tensor.placement_types")
+    S, R, P, SS = pt_.Shard, pt_.Replicate, pt_.Partial, pt_._StridedShard
+    facts = [repr(S(1)), str(S(1)), repr(R()), str(R()), repr(P()), str(P("max")),
+             repr(SS(0, split_factor=2)), S(1) == S(1), S(1) == S(0), R() == R(),
+             P() == P("sum"), SS(0, split_factor=2) == S(0), hash(S(2)) == hash(S(2)),
+             S(0).is_shard(), S(0).is_shard(1), R().is_replicate(), P().is_partial(),
+             P().reduce_op, S(0).is_replicate(), isinstance(SS(0, split_factor=2), S)]
+    sizes = [S.local_shard_size_and_offset(n, k, r)
+             for n in (0, 2, 7, 10) for k in (1, 3, 4) for r in range(k)]
+    return facts, sizes
+
+
+def test_distributed_tensor_placement_types_are_pytorchs():
+    assert _placements(tracec) == _placements(pt)
+
+
+class _Mesh:
+    """What compute_local_shape_and_global_offset reads of a DeviceMesh."""
+
+    def __init__(self, shape, coord):
+        self.shape, self.coord = shape, coord
+
+    def _is_current_rank_part_of_mesh(self):
+        return self.coord is not None
+
+    def _sym_get_coordinate(self, dim):
+        return self.coord[dim]
+
+
+def test_compute_local_shape_and_global_offset_as_pytorchs():
+    from tracec.distributed.tensor import Replicate, Shard
+    from tracec.distributed.tensor._utils import compute_local_shape_and_global_offset as mine
+    from torch.distributed.tensor import Replicate as PR, Shard as PS
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset as theirs
+    for placements, pplacements in (([Shard(1), Shard(1)], [PS(1), PS(1)]),
+                                    ([Replicate(), Shard(0)], [PR(), PS(0)]),
+                                    ([Shard(0), Shard(1)], [PS(0), PS(1)]),
+                                    ([Shard(1), Shard(0)], [PS(1), PS(0)])):
+        for shape in ((2, 5), (1, 3)):
+            for coord in ([0, 0], [0, 1], [1, 0], [1, 1], None):
+                assert mine(shape, _Mesh((2, 2), coord), placements) == \
+                    theirs(shape, _Mesh((2, 2), coord), pplacements)
+
+
+def test_dtensor_fsdp_and_dcp_names_refuse_clearly():
+    from tracec.distributed import fsdp
+    from tracec.distributed._composable.fsdp import fully_shard
+    from tracec.distributed.checkpoint.hf_storage import HuggingFaceStorageReader
+    from tracec.distributed.device_mesh import DeviceMesh, init_device_mesh
+    from tracec.distributed.tensor import DTensor, distribute_tensor
+    assert not isinstance(tracec.ones(2), DTensor)
+    for make in (lambda: DTensor(), lambda: distribute_tensor(tracec.ones(2)),
+                 lambda: DeviceMesh("cpu", [0]), lambda: init_device_mesh("cpu", (1,)),
+                 lambda: fully_shard(tracec.nn.Linear(2, 2)),
+                 lambda: fsdp.FullyShardedDataParallel(tracec.nn.Linear(2, 2)),
+                 lambda: HuggingFaceStorageReader("x"),
+                 lambda: tracec.distributed.checkpoint.save({})):
+        with pytest.raises(NotImplementedError, match="tracec.distributed has no"):
+            make()
+    assert fsdp.MixedPrecisionPolicy(param_dtype=tracec.bfloat16).param_dtype is tracec.bfloat16
+    assert fsdp.CPUOffloadPolicy().pin_memory is True
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy
+    assert CPUOffloadPolicy().pin_memory is True and MixedPrecisionPolicy().cast_forward_inputs
+
+
+def test_functional_collectives_wait_tensor():
+    from tracec.distributed._functional_collectives import wait_tensor
+    from torch.distributed._functional_collectives import wait_tensor as pwait
+    x = tracec.ones(2)
+    assert wait_tensor(x) is x
+    assert pwait is not None
+
+
+def test_vision_io_png_round_trip_and_modes(tmp_path):
+    pytest.importorskip("PIL")
+    from tracec.vision.io import (ImageReadMode, decode_image, encode_png, read_file,
+                                  read_image, write_png)
+    assert [m.value for m in ImageReadMode] == [0, 1, 2, 3, 4]
+    x = (tracec.arange(3 * 4 * 10) % 251).to(tracec.uint8).reshape(3, 4, 10)
+    write_png(x, tmp_path / "a.png")
+    y = read_image(str(tmp_path / "a.png"))
+    assert y.dtype is tracec.uint8 and tracec.equal(x, y)
+    rgba = decode_image(read_file(str(tmp_path / "a.png")), mode=ImageReadMode.RGB_ALPHA)
+    assert rgba.shape == (4, 4, 10) and rgba[3].tolist() == [[255] * 10] * 4
+    g = x[:1]
+    assert tracec.equal(decode_image(encode_png(g)), g)
+    assert np.frombuffer(bytes(read_file(str(tmp_path / "a.png")).tolist()[:8]),
+                         np.uint8).tolist() == [137, 80, 78, 71, 13, 10, 26, 10]
