@@ -245,3 +245,101 @@ def test_vision_io_png_round_trip_and_modes(tmp_path):
     assert tracec.equal(decode_image(encode_png(g)), g)
     assert np.frombuffer(bytes(read_file(str(tmp_path / "a.png")).tolist()[:8]),
                          np.uint8).tolist() == [137, 80, 78, 71, 13, 10, 26, 10]
+
+
+# --- what safetensors' torch API does with tensors (it reads and writes raw
+# memory: UntypedStorage.from_file, asarray(storage), data_ptr) ---
+
+def _storage_reads(lib, path):
+    s = lib.UntypedStorage.from_file(str(path), shared=False, nbytes=16)
+    part = s.untyped()[4:12]
+    u8 = lib.asarray(part, dtype=lib.uint8)
+    out = [len(s), s.nbytes(), s[5], type(part).__name__, u8.tolist(),
+           lib.asarray(part, dtype=lib.float32).tolist(),
+           lib.asarray(part, dtype=lib.int16).tolist(),
+           lib.asarray(part, dtype=lib.bfloat16).float().tolist(),
+           lib.asarray(part).dtype == lib.int64]
+    u8[0] = 99                      # shares the (private) mapping
+    out.append(s[4])
+    return out
+
+
+def test_untyped_storage_from_file_and_asarray_as_pytorchs(tmp_path):
+    path = tmp_path / "raw.bin"
+    path.write_bytes(bytes(range(16)))
+    assert _storage_reads(tracec, path) == _storage_reads(pt, path)
+    assert path.read_bytes() == bytes(range(16))       # shared=False: the file is unchanged
+
+
+def _bf16_views(lib):
+    x = lib.tensor([[1.5, -2.25, 3.0e10, 0.1]]).bfloat16()
+    out = [x.view(d).tolist() for d in (lib.uint8, lib.int16, lib.float16, lib.int32, lib.bfloat16)]
+    for d in (lib.uint8, lib.int16, lib.int32, lib.float16):
+        out.append(x.view(d).view(lib.bfloat16).float().tolist())
+    out.append(lib.tensor(16256, dtype=lib.int16).view(lib.bfloat16).float().item())
+    out.append(lib.frombuffer(bytearray(b"\x80\x3f\x00\x40\x00\xc0"), dtype=lib.bfloat16,
+                              offset=2).float().tolist())
+    with pytest.raises(RuntimeError) as e:
+        lib.tensor([1, 2, 3], dtype=lib.uint8).view(lib.bfloat16)
+    out.append(str(e.value))
+    return out
+
+
+def test_bfloat16_views_and_frombuffer_read_the_bits_as_pytorch():
+    # safetensors loads a bfloat16 tensor as asarray(bytes).view(bfloat16)
+    assert _bf16_views(tracec) == _bf16_views(pt)
+
+
+def _bf16_raw(lib):
+    import ctypes
+    x = lib.tensor([[1.5, -2.0, 3.25], [0.5, 7.0, -1.0]]).bfloat16()
+    v = x[1]
+    s = x.untyped_storage()
+    out = [v.data_ptr() - x.data_ptr(), s.nbytes(), s.data_ptr() == x.data_ptr(),
+           x.t().data_ptr() == x.data_ptr(), x[:, 1].data_ptr() - x.data_ptr(),
+           list((ctypes.c_ubyte * 6).from_address(v.data_ptr()))]
+    x.mul_(2)                        # a later read sees the new values
+    out.append(list((ctypes.c_ubyte * 4).from_address(x[0, 1:].data_ptr())))
+    return out
+
+
+def test_bfloat16_data_ptr_addresses_bfloat16_bytes():
+    # safetensors writes a tensor's numel * element_size bytes at data_ptr():
+    # tracec keeps bfloat16 values as float32, and wrote their halves
+    assert _bf16_raw(tracec) == _bf16_raw(pt)
+
+
+def _extra_state(lib):
+    class WithExtra(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = lib.nn.Linear(2, 2)
+            self.note = {"step": 0}
+
+        def get_extra_state(self):
+            return dict(self.note)
+
+        def set_extra_state(self, state):
+            self.note = dict(state)
+
+    outer = lib.nn.Sequential(WithExtra())
+    outer[0].note["step"] = 7
+    sd = outer.state_dict()
+    keys = list(sd)
+    fresh = lib.nn.Sequential(WithExtra())
+    fresh.load_state_dict(sd)
+    missing = fresh.load_state_dict({k: v for k, v in sd.items() if "extra" not in k},
+                                    strict=False)
+    plain = lib.nn.Sequential(lib.nn.Linear(2, 2))
+    unexpected = plain.load_state_dict({"0.weight": sd["0.lin.weight"], "0.bias": sd["0.lin.bias"],
+                                        "0._extra_state": 1}, strict=False)
+    with pytest.raises(RuntimeError) as e:
+        lib.nn.Linear(1, 1).get_extra_state()
+    return (keys, sd["0._extra_state"], fresh[0].note, list(missing.missing_keys),
+            list(unexpected.unexpected_keys), str(e.value),
+            lib.nn.modules.module._EXTRA_STATE_KEY_SUFFIX)
+
+
+def test_module_extra_state_in_state_dicts_as_pytorchs():
+    # transformers' loader compares keys with nn.modules.module._EXTRA_STATE_KEY_SUFFIX
+    assert _extra_state(tracec) == _extra_state(pt)

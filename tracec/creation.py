@@ -21,6 +21,7 @@ from tracec.meta_array import MetaArray
 from tracec.runtime_int import RuntimeInt, operand as runtime_operand
 from tracec.symbolic import Sym
 from tracec.tensor import RECORDERS, Tensor, concrete
+from tracec.tensor_meta import UntypedStorage
 
 
 def _finish(t: Tensor, requires_grad: bool, device) -> Tensor:
@@ -116,7 +117,6 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False) -> 
     (numbers, nested sequences) as ``tensor()`` would make it.
     ``requires_grad=True`` sets it on the result, an alias included."""
     want = None if dtype is None else dt.to_dtype(dtype)
-    from tracec.tensor_meta import UntypedStorage
     if isinstance(obj, UntypedStorage):
         return _finish(_from_storage(obj, want), requires_grad, device)
     if isinstance(obj, (np.ndarray, np.generic)) and not isinstance(obj, np.ndarray):
@@ -148,10 +148,9 @@ def _from_storage(storage, want) -> Tensor:
     raw = storage._bytes()
     want = dt.int64 if want is None else want
     if want is dt.bfloat16:
-        bits = raw[:raw.size // 2 * 2].view(np.uint16)
-        return Tensor._make((bits.astype(np.uint32) << 16).view(np.float32), dt.bfloat16)
+        return Tensor._make(dt.bfloat16_from_bits(raw[:raw.size // 2 * 2]), dt.bfloat16)
     width = np.dtype(want.np).itemsize
-    return from_numpy(raw[:raw.size // width * width].view(want.np))
+    return Tensor._make(raw[:raw.size // width * width].view(want.np), want)
 
 
 def from_numpy(a: np.ndarray) -> Tensor:

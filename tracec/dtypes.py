@@ -385,3 +385,17 @@ def round_bfloat16(a: np.ndarray) -> np.ndarray:
     rounding = ((bits >> 16) & 1) + np.uint32(0x7FFF)
     out = ((bits + rounding) & np.uint32(0xFFFF0000)).view(np.float32)
     return np.where(np.isnan(a), a, out)
+
+
+def bfloat16_from_bits(bits: np.ndarray) -> np.ndarray:
+    """bfloat16 values given as their 16-bit patterns (any 2-byte integer
+    array) in tracec's storage, float32: the bits are its upper half."""
+    return (np.ascontiguousarray(bits).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def bfloat16_bits(a: np.ndarray) -> np.ndarray:
+    """The 16-bit patterns (uint16) of bfloat16 values stored as float32
+    (already rounded: the lower half is zero)."""
+    shape = np.shape(a)
+    a = np.ascontiguousarray(a, dtype=np.float32).reshape(shape)
+    return (a.view(np.uint32) >> 16).astype(np.uint16)

@@ -3,6 +3,8 @@
 from it, ``TransformGetItemToIndex``."""
 from __future__ import annotations
 
+from tracec import dtypes as dt
+from tracec.creation import tensor
 from tracec.overrides import TorchFunctionMode
 from tracec.tensor import Tensor
 from tracec.utils import _pytree
@@ -20,8 +22,6 @@ class TransformGetItemToIndex(TorchFunctionMode):
             x = args[0]
             leaves = _pytree.tree_leaves(args[1])
             if all(isinstance(i, (Tensor, int)) for i in leaves):
-                from tracec.creation import tensor
-                from tracec import int64
-                index = tuple(tensor(i, dtype=int64) if isinstance(i, int) else i for i in leaves)
+                index = tuple(tensor(i, dtype=dt.int64) if isinstance(i, int) else i for i in leaves)
                 return x[index]
         return func(*args, **(kwargs or {}))
