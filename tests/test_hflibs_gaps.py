@@ -6,11 +6,15 @@ assume_constant_result and _trace_wrapped_higher_order_op with
 TorchFunctionMode, torch.distributed's tensor / fsdp / checkpoint /
 functional-collective modules, torchvision.io)."""
 import importlib
+import os
+import pathlib
 
 import numpy as np
 import pytest
 
 import tracec
+from program_runner import run_cli
+from test_models41_gaps import _free_ports
 
 pt = pytest.importorskip("torch")
 
@@ -343,3 +347,57 @@ def _extra_state(lib):
 def test_module_extra_state_in_state_dicts_as_pytorchs():
     # transformers' loader compares keys with nn.modules.module._EXTRA_STATE_KEY_SUFFIX
     assert _extra_state(tracec) == _extra_state(pt)
+
+
+A2A_SCRIPT = """
+import os
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.distributed._functional_collectives import all_to_all_single_autograd, wait_tensor
+
+
+def work(rank, size, q):
+    os.environ['MASTER_ADDR'] = '127.0.0.1'
+    os.environ['MASTER_PORT'] = os.environ['GLOO_TEST_PORT']
+    dist.init_process_group('gloo', rank=rank, world_size=size)
+    x = torch.arange(4.0 * size).reshape(2 * size, 2) + 100 * rank
+    out = torch.empty_like(x)
+    dist.all_to_all_single(out, x)
+    w = torch.arange(2.0 * size, requires_grad=True)
+    y = wait_tensor(all_to_all_single_autograd(w * (rank + 1), None, None, dist.group.WORLD))
+    (y * torch.arange(2.0 * size)).sum().backward()
+    q.put((rank, out.tolist(), y.tolist(), w.grad.tolist(),
+           dist.get_process_group_ranks(dist.group.WORLD)))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    mp.set_start_method("spawn")
+    q = mp.Queue()
+    ps = [mp.Process(target=work, args=(r, 2, q)) for r in range(2)]
+    for p in ps:
+        p.start()
+    res = sorted(q.get() for _ in ps)
+    for p in ps:
+        p.join()
+    for r in res:
+        print(r)
+"""
+
+
+def test_all_to_all_single_and_its_autograd_form_over_gloo(tmp_path):
+    # transformers' expert parallelism imports all_to_all_single,
+    # get_process_group_ranks and _functional_collectives'
+    # all_to_all_single_autograd / wait_tensor; the lines are torch 2.13's
+    # (gloo, the same script)
+    (tmp_path / "a2a.py").write_text(A2A_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(pathlib.Path(__file__).resolve().parent.parent),
+           "OMP_NUM_THREADS": "1", "GLOO_TEST_PORT": str(_free_ports(2))}
+    r = run_cli(["run", "a2a.py"], tmp_path, env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.splitlines() == [
+        "(0, [[0.0, 1.0], [2.0, 3.0], [100.0, 101.0], [102.0, 103.0]], [0.0, 1.0, 0.0, 2.0], "
+        "[0.0, 1.0, 0.0, 1.0], [0, 1])",
+        "(1, [[4.0, 5.0], [6.0, 7.0], [104.0, 105.0], [106.0, 107.0]], [2.0, 3.0, 4.0, 6.0], "
+        "[4.0, 6.0, 4.0, 6.0], [0, 1])"]
