@@ -3,11 +3,19 @@ downloads): BertForSequenceClassification, GPT2LMHeadModel and
 LlamaForCausalLM (rotary embeddings, RMSNorm, grouped-query attention)
 trained a few AdamW steps with get_linear_schedule_with_warmup, and
 T5ForConditionalGeneration; greedy generate() on GPT-2, Llama and T5;
-train / eval modes (dropout on, then off)."""
+train / eval modes (dropout on, then off).  Then the Auto classes
+(from_config), eager attention with output_attentions / hidden states on a
+left-padded batch, greedy and seeded top-k sampling generate, gradient
+checkpointing, resize_token_embeddings (mean-resizing draws new rows from a
+multivariate normal), DistilBERT, RoBERTa token classification, BERT masked
+LM, ViT on images, Qwen2 and Mistral (sliding window)."""
 import torch
-from transformers import (BertConfig, BertForSequenceClassification, GPT2Config, GPT2LMHeadModel,
-                          LlamaConfig, LlamaForCausalLM, T5Config, T5ForConditionalGeneration,
-                          get_linear_schedule_with_warmup)
+from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, BertConfig,
+                          BertForSequenceClassification, DistilBertConfig,
+                          DistilBertForSequenceClassification, GPT2Config, GPT2LMHeadModel,
+                          LlamaConfig, LlamaForCausalLM, MistralConfig, Qwen2Config, RobertaConfig,
+                          RobertaForTokenClassification, T5Config, T5ForConditionalGeneration,
+                          ViTConfig, ViTForImageClassification, get_linear_schedule_with_warmup)
 
 
 def train(name, model, steps, **batch):
@@ -72,3 +80,61 @@ t5.eval()
 with torch.no_grad():
     print("t5 logits", t5(input_ids=src, decoder_input_ids=tgt[:, :3]).logits[1, -1, :6])
 print("t5 generate", t5.generate(src, max_new_tokens=5, do_sample=False))
+
+torch.manual_seed(4)
+cfg = AutoConfig.for_model("gpt2", vocab_size=40, n_positions=32, n_embd=16, n_layer=2, n_head=2)
+m = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager").eval()
+ids = torch.tensor([[0, 0, 5, 6, 7], [3, 4, 5, 6, 7]])
+mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+out = m(ids, attention_mask=mask, output_attentions=True, output_hidden_states=True)
+print("attentions", len(out.attentions), tuple(out.attentions[0].shape), out.attentions[0][0, 0, -1],
+      len(out.hidden_states))
+print("greedy", m.generate(ids, attention_mask=mask, max_new_tokens=4, do_sample=False,
+                           pad_token_id=0))
+torch.manual_seed(3)
+print("sampled", m.generate(ids, attention_mask=mask, max_new_tokens=4, do_sample=True, top_k=5,
+                            temperature=0.8, pad_token_id=0))
+m.train()
+m.gradient_checkpointing_enable()
+loss = m(ids, labels=ids).loss
+loss.backward()
+print("checkpointed", loss.item(), m.transformer.h[0].attn.c_attn.weight.grad.norm().item())
+m.resize_token_embeddings(44)
+print("resized", tuple(m.get_input_embeddings().weight.shape), tuple(m.lm_head.weight.shape),
+      m.get_input_embeddings().weight[42:].std().item())
+
+torch.manual_seed(5)
+x = torch.randint(0, 30, (2, 6))
+db = DistilBertForSequenceClassification(DistilBertConfig(
+    vocab_size=30, dim=16, n_layers=2, n_heads=2, hidden_dim=32, max_position_embeddings=16,
+    num_labels=2))
+o = db(x, labels=torch.tensor([1, 0]))
+o.loss.backward()
+print("distilbert", o.loss.item(), o.logits)
+rb = RobertaForTokenClassification(RobertaConfig(
+    vocab_size=30, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+    intermediate_size=32, max_position_embeddings=20, num_labels=3))
+o = rb(x, labels=torch.tensor([[0, 1, 2, 0, 1, 2]] * 2))
+o.loss.backward()
+print("roberta", o.loss.item())
+mlm = AutoModelForMaskedLM.from_config(AutoConfig.for_model(
+    "bert", vocab_size=30, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+    intermediate_size=32))
+print("masked lm", mlm(x, labels=x).loss.item())
+vit = ViTForImageClassification(ViTConfig(
+    image_size=16, patch_size=8, num_channels=3, hidden_size=16, num_hidden_layers=1,
+    num_attention_heads=2, intermediate_size=32, num_labels=4))
+o = vit(pixel_values=torch.randn(2, 3, 16, 16), labels=torch.tensor([1, 3]))
+o.loss.backward()
+print("vit", o.loss.item(), o.logits[0])
+qwen = AutoModelForCausalLM.from_config(Qwen2Config(
+    vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32))
+o = qwen(x, labels=x)
+o.loss.backward()
+print("qwen2", o.loss.item())
+mistral = AutoModelForCausalLM.from_config(MistralConfig(
+    vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=1, sliding_window=4,
+    max_position_embeddings=32)).eval()
+print("mistral", mistral.generate(x[:1], max_new_tokens=4, do_sample=False, pad_token_id=0))
