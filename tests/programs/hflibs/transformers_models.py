@@ -8,10 +8,16 @@ train / eval modes (dropout on, then off).  Then the Auto classes
 left-padded batch, greedy and seeded top-k sampling generate, gradient
 checkpointing, resize_token_embeddings (mean-resizing draws new rows from a
 multivariate normal), DistilBERT, RoBERTa token classification, BERT masked
-LM, ViT on images, Qwen2 and Mistral (sliding window)."""
+LM, ViT on images, Qwen2 and Mistral (sliding window).  Last, a
+BertTokenizer from an in-memory vocabulary with return_tensors="pt",
+DataCollatorWithPadding / DataCollatorForSeq2Seq, and
+DataCollatorForLanguageModeling's seeded random masking feeding a
+BertForMaskedLM step."""
 import torch
 from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, BertConfig,
-                          BertForSequenceClassification, DistilBertConfig,
+                          BertForMaskedLM, BertForSequenceClassification, BertTokenizer,
+                          DataCollatorForLanguageModeling, DataCollatorForSeq2Seq,
+                          DataCollatorWithPadding, DistilBertConfig,
                           DistilBertForSequenceClassification, GPT2Config, GPT2LMHeadModel,
                           LlamaConfig, LlamaForCausalLM, MistralConfig, Qwen2Config, RobertaConfig,
                           RobertaForTokenClassification, T5Config, T5ForConditionalGeneration,
@@ -138,3 +144,19 @@ mistral = AutoModelForCausalLM.from_config(MistralConfig(
     num_attention_heads=4, num_key_value_heads=1, sliding_window=4,
     max_position_embeddings=32)).eval()
 print("mistral", mistral.generate(x[:1], max_new_tokens=4, do_sample=False, pad_token_id=0))
+
+words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a", "dog",
+         "ran", "##s"]
+tok = BertTokenizer(vocab={w: i for i, w in enumerate(words)})
+enc = tok(["the cats sat on the mat", "a dog ran"], padding=True, return_tensors="pt")
+print("tokens", enc["input_ids"], enc["attention_mask"], tok.decode(enc["input_ids"][1]))
+feats = [tok("the cat sat on the mat a dog"), tok("a dog ran on the mat")]
+print("padded", DataCollatorWithPadding(tok)(feats)["input_ids"])
+print("seq2seq", DataCollatorForSeq2Seq(tok)([{"input_ids": [5, 6], "labels": [7]},
+                                              {"input_ids": [5], "labels": [8, 9, 10]}]))
+torch.manual_seed(6)
+batch = DataCollatorForLanguageModeling(tok, mlm_probability=0.3)(feats)
+print("masked", batch["input_ids"], batch["labels"])
+bert_mlm = BertForMaskedLM(BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=1,
+                                      num_attention_heads=2, intermediate_size=32))
+train("bert-mlm", bert_mlm, 2, **batch)
