@@ -401,3 +401,68 @@ def test_all_to_all_single_and_its_autograd_form_over_gloo(tmp_path):
         "[0.0, 1.0, 0.0, 1.0], [0, 1])",
         "(1, [[4.0, 5.0], [6.0, 7.0], [104.0, 105.0], [106.0, 107.0]], [2.0, 3.0, 4.0, 6.0], "
         "[4.0, 6.0, 4.0, 6.0], [0, 1])"]
+
+
+# --- what accelerate (Trainer's engine) probes ---
+
+def test_device_equals_an_unknown_device_name_is_false():
+    # accelerate's send_to_device asks `device == "npu"` on every batch
+    for lib in (tracec, pt):
+        assert (lib.device("cpu") == "npu") is False
+        assert lib.device("cpu") != "npu"
+        with pytest.raises(RuntimeError, match="device type at start of device string: npu"):
+            lib.device("npu")
+
+
+def test_dynamo_eval_frame_names_compiled_modules_class():
+    # accelerate unwraps torch.compile(model) by
+    # isinstance(m, torch._dynamo.eval_frame.OptimizedModule), never importing it
+    net = tracec.nn.Linear(2, 2)
+    compiled = tracec.compile(net)
+    assert isinstance(compiled, tracec._dynamo.eval_frame.OptimizedModule)
+    assert not isinstance(net, tracec._dynamo.eval_frame.OptimizedModule)
+    assert compiled._orig_mod is net
+    assert pt._dynamo.eval_frame.OptimizedModule.__name__ == "OptimizedModule"
+
+
+def _join(lib):
+    from importlib import import_module
+    join = import_module(lib.__name__ + ".distributed.algorithms.join")
+    fsdp = import_module(lib.__name__ + ".distributed.fsdp.fully_sharded_data_parallel")
+    net = lib.nn.Linear(2, 1)
+    out = []
+    for make in (lambda: join.Join([]), lambda: join.Join([net], enable=False)):
+        with pytest.raises((ValueError, AttributeError)) as e:
+            make()
+        out.append((type(e.value).__name__, str(e.value)))
+    return out, fsdp.FullyShardedDataParallel.__name__, \
+        isinstance(net, fsdp.FullyShardedDataParallel), join.JoinHook().main_hook()
+
+
+def test_join_context_and_fsdp_module_as_accelerate_imports_them():
+    assert _join(tracec) == _join(pt)
+
+
+METADATA_SCRIPT = """
+import importlib.metadata as md
+real = md.MetadataPathFinder.find_distributions
+print(md.version("torch"))          # the installed torch's, when there is one
+def without_torch(context=md.DistributionFinder.Context()):
+    return (d for d in real(context)
+            if (d.metadata["Name"] or "").lower() not in ("torch", "torchvision"))
+md.MetadataPathFinder.find_distributions = staticmethod(without_torch)
+import torch, torchvision
+print(md.version("torch") == torch.__version__, md.version("torchvision") == torchvision.__version__)
+print(md.distribution("torch").metadata["Name"])
+"""
+
+
+def test_torch_metadata_is_tracecs_where_no_torch_is_installed(tmp_path):
+    # accelerate (imported by transformers) reads importlib.metadata.version("torch")
+    # at import time: with tracec standing in for an absent torch it raised
+    # PackageNotFoundError
+    (tmp_path / "meta.py").write_text(METADATA_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(pathlib.Path(__file__).resolve().parent.parent)}
+    r = run_cli(["run", "meta.py"], tmp_path, env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.splitlines() == [str(pt.__version__), "True True", "torch"]

@@ -11,7 +11,8 @@ compared.  ``safetensors_pretrained.py``: safetensors' torch API (files,
 bytes, models, ``safe_open`` slices, bfloat16), a torch-written file read,
 and ``save_pretrained`` / ``from_pretrained``; its own file
 (``written.safetensors``) is then read here with torch, so files cross
-both ways.
+both ways.  ``transformers_trainer.py``: Trainer (through accelerate)
+training and evaluating a GPT-2, its log history compared.
 
 The references run under torch 2.13 through torchvision's Python code
 (``vision_oracle.torch_command``: transformers imports torchvision when
@@ -29,12 +30,14 @@ from vision_oracle import torch_command
 
 pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
+pytest.importorskip("accelerate")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "hflibs"
-CASES = ["transformers_models.py", "safetensors_pretrained.py"]
+CASES = ["transformers_models.py", "safetensors_pretrained.py", "transformers_trainer.py"]
 VERSIONS = " ".join(f"{p}=={importlib.metadata.version(p)}"
-                    for p in ("transformers", "safetensors", "huggingface_hub", "torchvision"))
+                    for p in ("transformers", "safetensors", "huggingface_hub", "accelerate",
+                              "torchvision"))
 
 
 def _torch_ref(script, cwd):

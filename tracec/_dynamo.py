@@ -147,3 +147,8 @@ def explain(f, *extra_args, **extra_kwargs):
                              None)
     return inner
 
+
+
+# torch._dynamo imports it: code reads torch._dynamo.eval_frame.OptimizedModule
+# without importing the submodule
+from tracec._dynamo import eval_frame  # noqa: E402,F401

@@ -21,7 +21,6 @@ from tracec.meta_array import MetaArray
 from tracec.runtime_int import RuntimeInt, operand as runtime_operand
 from tracec.symbolic import Sym
 from tracec.tensor import RECORDERS, Tensor, concrete
-from tracec.tensor_meta import UntypedStorage
 
 
 def _finish(t: Tensor, requires_grad: bool, device) -> Tensor:
@@ -117,7 +116,8 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False) -> 
     (numbers, nested sequences) as ``tensor()`` would make it.
     ``requires_grad=True`` sets it on the result, an alias included."""
     want = None if dtype is None else dt.to_dtype(dtype)
-    if isinstance(obj, UntypedStorage):
+    from tracec import tensor_meta as tm       # (as _formatted: it patches Tensor on import)
+    if isinstance(obj, tm.UntypedStorage):
         return _finish(_from_storage(obj, want), requires_grad, device)
     if isinstance(obj, (np.ndarray, np.generic)) and not isinstance(obj, np.ndarray):
         obj = np.asarray(obj)

@@ -34,7 +34,10 @@ class device:
 
     def __eq__(self, other):
         if isinstance(other, str):
-            other = device(other)
+            try:
+                other = device(other)
+            except RuntimeError:        # not a device name: unequal, as PyTorch's
+                return NotImplemented   # (accelerate asks ``device == "npu"``)
         return isinstance(other, device) and self.type == other.type and \
             (self.index or 0) == (other.index or 0)
 
