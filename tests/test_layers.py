@@ -59,7 +59,7 @@ LAYERS = [
                   "tracec.kernel_profiler", "tracec.size_generic", "tracec.fast_call",
                   "tracec.fast_run", "tracec.eager_kernels"]),
     ("tools", ["tracec.aot", "tracec.demo", "tracec.cli", "tracec.__init__", "tracec.graphview",
-               "tracec.explain", "tracec._dynamo", "tracec._inductor",
+               "tracec.explain", "tracec._dynamo", "tracec._dynamo_parts", "tracec._inductor",
                "tracec.as_torch", "tracec.einops_backend", "tracec.library",
                "tracec.export", "tracec.aten_ops", "tracec._ops"]),
 ]

@@ -89,7 +89,7 @@ from tracec.tensor_meta import (UntypedStorage, TypedStorage, channels_last, cha
                                 get_device, is_inference, is_signed, layout,
                                 legacy_contiguous_format, memory_format, preserve_format,
                                 jagged, sparse_bsc, sparse_bsr, sparse_coo, sparse_csc,
-                                sparse_csr, strided)
+                                sparse_csr, strided, UntypedStorage)
 from tracec.sparse_compressed import sparse_csc_tensor, sparse_csr_tensor  # noqa: E402,F401
 from tracec import masked, nested  # noqa: E402,F401  (torch.masked, torch.nested)
 from tracec.shape_extra import (atleast_1d, atleast_2d, atleast_3d, block_diag,  # noqa: E402,F401
@@ -154,6 +154,8 @@ from tracec.complex_ops import (angle, complex, conj, conj_physical,  # noqa: E4
                                 imag, is_conj, polar, real, resolve_conj, sgn, view_as_complex,
                                 view_as_real)
 from tracec.dtypes import (cdouble, cfloat, complex64, complex128)  # noqa: E402,F401
+from tracec.dtypes import (float8_e4m3fn, float8_e5m2, float8_e4m3fnuz,  # noqa: E402,F401
+                           float8_e5m2fnuz, float8_e8m0fnu, float4_e2m1fn_x2)
 from tracec import fft  # noqa: E402,F401
 from tracec.stft import istft, stft  # noqa: E402,F401
 from tracec.aten_functional import *  # noqa: E402,F401,F403

@@ -8,10 +8,11 @@ change nothing, except ``cache_size_limit``, which is what tracec calls
 """
 from __future__ import annotations
 
+import os
 import sys
 import types
 
-__all__ = ["allow_in_graph", "config", "disable", "explain", "is_compiling", "mark_dynamic", "mark_static",
+__all__ = ["allow_in_graph", "assume_constant_result", "config", "disable", "explain", "is_compiling", "mark_dynamic", "mark_static",
            "reset"]
 
 
@@ -33,9 +34,9 @@ class _Config(types.ModuleType):
 
 
 config = _Config()
-# A package of one submodule, so that ``import torch._dynamo.config`` (gpt-fast)
-# finds it.
-__path__: list = []
+# A package: ``import torch._dynamo.config`` (gpt-fast) finds the module
+# above; its other submodules live in ``tracec/_dynamo_parts``.
+__path__: list = [os.path.join(os.path.dirname(__file__), "_dynamo_parts")]
 sys.modules[config.__name__] = config
 
 
@@ -70,6 +71,12 @@ def mark_static(t, index=None) -> None:
 
 def allow_in_graph(fn):
     """``fn`` itself: tracec records what any Python function computes."""
+    return fn
+
+
+def assume_constant_result(fn):
+    """``fn`` itself: while tracing, a Python function's non-tensor result is
+    a constant of the trace already (guards decide when to retrace)."""
     return fn
 
 

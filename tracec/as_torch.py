@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.metadata
 import sys
 
 from tracec import dtypes as dt
@@ -66,6 +67,35 @@ class _TorchAliasFinder(importlib.abc.MetaPathFinder):
             fullname, loader, is_package=hasattr(module, "__path__"))
 
 
+class _AliasDistribution(importlib.metadata.Distribution):
+    """The installed-package metadata of ``torch`` (``torchvision``) where
+    no real distribution of it is installed: its version is the stand-in's
+    ``__version__`` (libraries read ``importlib.metadata.version("torch")``
+    at import time, accelerate among them)."""
+
+    def __init__(self, name: str, version: str):
+        self._text = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+
+    def read_text(self, filename):
+        return self._text if filename in ("METADATA", "PKG-INFO") else None
+
+    def locate_file(self, path):
+        return path
+
+
+def _find_distributions(context=importlib.metadata.DistributionFinder.Context()):
+    """``importlib.metadata``'s hook: a real torch / torchvision distribution
+    wins (the path finder finds it); else the stand-in's."""
+    name = (context.name or "").lower()
+    if name not in _ALIASES or not installed():
+        return iter(())
+    if next(iter(importlib.metadata.MetadataPathFinder.find_distributions(context)), None):
+        return iter(())
+    version = importlib.import_module(_ALIASES[name]).__version__
+    return iter((_AliasDistribution(name, str(version)),))
+
+
+_TorchAliasFinder.find_distributions = staticmethod(_find_distributions)
 _FINDER = _TorchAliasFinder()
 
 

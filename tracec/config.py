@@ -65,6 +65,14 @@ class finfo:  # noqa: N801 - PyTorch's name
     resolution dtype``."""
 
     def __init__(self, type=None):  # noqa: A002
+        if isinstance(type, dt.NoTensorDType):      # (the 8-bit floats: PyTorch's values)
+            if type.finfo is None:      # (only its width is known: PyTorch's)
+                self.bits, self._unknown = 8, type.name[0].upper() + type.name[1:]
+                return
+            self.dtype = type.name
+            self.bits, self.eps, self.max, self.min, self.tiny = type.finfo
+            self.smallest_normal, self.resolution = self.tiny, 1.0
+            return
         d = dt.real_of(_dtype_arg(type, "finfo"))   # a complex type's: its components'
         if not d.is_floating_point:
             raise TypeError("torch.finfo() requires a floating point input type. Use "
@@ -80,8 +88,16 @@ class finfo:  # noqa: N801 - PyTorch's name
         self.min = -self.max
         self.smallest_normal = self.tiny
 
+    def __getattr__(self, name):
+        # a NoTensorDType without limits (float4_e2m1fn_x2): PyTorch's refusal
+        unknown = self.__dict__.get("_unknown")
+        if unknown is None or name.startswith("__"):
+            raise AttributeError(name)
+        raise NotImplementedError(f'"{"epsilon" if name == "eps" else name}" not implemented '
+                                  f"for '{unknown}'")
+
     def __repr__(self):
-        return (f"finfo(resolution={self.resolution}, min={self.min:g}, max={self.max:g}, "
+        return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, "
                 f"eps={self.eps:g}, smallest_normal={self.tiny:g}, tiny={self.tiny:g}, "
                 f"dtype={self.dtype})")
 

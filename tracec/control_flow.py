@@ -114,7 +114,7 @@ def range(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad=F
 
 def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
     """A 1-D tensor sharing ``buffer``'s memory (an object with the buffer
-    protocol), as ``torch.frombuffer``."""
+    protocol), as ``torch.frombuffer``; bfloat16 is read into a copy."""
     from tracec.creation import _finish
     d = dt.to_dtype(dtype)
     nbytes = memoryview(buffer).nbytes
@@ -126,6 +126,9 @@ def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
     if count == -1 and (nbytes - offset) % d.itemsize:
         raise ValueError(f"buffer length ({nbytes - offset} bytes) after offset ({offset} "
                          f"bytes) must be a multiple of element size ({d.itemsize})")
+    if d is dt.bfloat16:    # (a copy: tracec keeps bfloat16 values as float32)
+        bits = np.frombuffer(buffer, dtype=np.uint16, count=count, offset=offset)
+        return _finish(Tensor._make(dt.bfloat16_from_bits(bits), d), requires_grad, None)
     arr = np.frombuffer(buffer, dtype=d.np, count=count, offset=offset)
     return _finish(Tensor._make(arr, d), requires_grad, None)
 

@@ -116,6 +116,9 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False) -> 
     (numbers, nested sequences) as ``tensor()`` would make it.
     ``requires_grad=True`` sets it on the result, an alias included."""
     want = None if dtype is None else dt.to_dtype(dtype)
+    from tracec import tensor_meta as tm       # (as _formatted: it patches Tensor on import)
+    if isinstance(obj, tm.UntypedStorage):
+        return _finish(_from_storage(obj, want), requires_grad, device)
     if isinstance(obj, (np.ndarray, np.generic)) and not isinstance(obj, np.ndarray):
         obj = np.asarray(obj)
     if isinstance(obj, (Tensor, np.ndarray)):
@@ -136,6 +139,18 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False) -> 
     if copy is False:
         raise ValueError("can't alias arbitrary sequence into a tensor.")
     return _finish(Tensor._from_data(obj, want), requires_grad, device)
+
+
+def _from_storage(storage, want) -> Tensor:
+    """``asarray(storage, dtype=want)``: the storage's bytes read as ``want``
+    (int64 when None, as PyTorch 2.13 reads one), sharing its memory; a
+    bfloat16 read is a copy (tracec keeps bfloat16 values as float32)."""
+    raw = storage._bytes()
+    want = dt.int64 if want is None else want
+    if want is dt.bfloat16:
+        return Tensor._make(dt.bfloat16_from_bits(raw[:raw.size // 2 * 2]), dt.bfloat16)
+    width = np.dtype(want.np).itemsize
+    return Tensor._make(raw[:raw.size // width * width].view(want.np), want)
 
 
 def from_numpy(a: np.ndarray) -> Tensor:

@@ -140,8 +140,8 @@ class device_of(device):
         super().__init__(obj.get_device() if obj.is_cuda else -1)
 
 
-class stream:
-    """``with torch.cuda.stream(s):``: ``None`` does nothing."""
+class StreamContext:
+    """What ``torch.cuda.stream(s)`` returns: ``None`` does nothing."""
 
     def __init__(self, stream):
         self.stream = stream
@@ -154,6 +154,11 @@ class stream:
         return False
 
 
+def stream(stream) -> StreamContext:
+    """``with torch.cuda.stream(s):``."""
+    return StreamContext(stream)
+
+
 class Stream:
     def __new__(cls, *args, **kwargs):
         raise RuntimeError("torch.cuda.Stream requires CUDA support")
@@ -162,10 +167,26 @@ class Stream:
 class Event:
     def __new__(cls, *args, **kwargs):
         raise RuntimeError("Tried to instantiate dummy base class Event")
+
+
+class CUDAGraph:
+    """``torch.cuda.CUDAGraph``: named in annotations; capturing a graph
+    needs a CUDA build (PyTorch's CPU build refuses the same way)."""
+
+    def __new__(cls, *args, **kwargs):
+        raise RuntimeError("Tried to instantiate dummy base class CUDAGraph")
+
+
+class graph:
+    """``with torch.cuda.graph(g):``: capture needs a CUDA stream."""
+
+    def __init__(self, cuda_graph, pool=None, stream=None, capture_error_mode="global"):
+        Stream()
 __all__ += ["empty_cache", "memory_allocated", "max_memory_allocated", "memory_reserved",
             "max_memory_reserved", "reset_peak_memory_stats", "is_bf16_supported",
             "is_initialized", "synchronize", "get_device_name", "current_device", "set_device",
             "get_device_capability", "get_device_properties", "get_rng_state", "initial_seed",
             "mem_get_info", "current_stream", "default_stream", "seed", "seed_all",
             "set_rng_state", "set_rng_state_all", "get_rng_state_all", "get_arch_list",
-            "memory_stats", "device", "device_of", "stream", "Stream", "Event"]
+            "memory_stats", "device", "device_of", "stream", "Stream", "Event", "CUDAGraph", "StreamContext",
+            "graph"]

@@ -33,11 +33,10 @@ class device:
         self.index = int(idx) if idx else index
 
     def __eq__(self, other):
-        # Only a device equals a device: PyTorch's ``torch.device("cpu") ==
-        # "cpu"`` is False (measured, torch 2.13), and a string naming a
-        # device this build lacks ("npu") compares False, not an error.
-        # and an index given differs from none given: device("cpu", 0) !=
-        # device("cpu"), as in PyTorch.
+        # Only a device equals a device, as in PyTorch (measured, torch 2.13):
+        # ``torch.device("cpu") == "cpu"`` is False, a string naming a device
+        # this build lacks ("npu", accelerate asks) compares False rather than
+        # raising, and device("cpu", 0) != device("cpu").
         if not isinstance(other, device):
             return False
         return self.type == other.type and self.index == other.index

@@ -22,7 +22,7 @@ import numpy as np
 PUBLIC_NAME = ["tracec"]
 
 __all__ = [
-    "DType", "float32", "float64", "float16", "bfloat16", "int32", "int64",
+    "DType", "NoTensorDType", "no_tensor_dtypes", "float32", "float64", "float16", "bfloat16", "int32", "int64",
     "int16", "int8", "uint8", "uint16", "uint32", "uint64",
     "bool_", "float", "double", "half", "long", "int", "short", "all_dtypes",
     "complex64", "complex128", "complex_dtypes", "cfloat", "cdouble", "complex_of", "real_of", "get_default_complex",
@@ -93,6 +93,42 @@ bool_ = DType("bool", np.bool_, 0, "i1")
 complex64 = DType("complex64", np.complex64, 3, "c64")
 complex128 = DType("complex128", np.complex128, 3, "c128")
 
+
+
+class NoTensorDType(DType):
+    """A dtype PyTorch has and tracec names but holds no tensors of: the
+    8-bit (and packed 4-bit) float formats.  It compares, prints and
+    answers ``is_floating_point`` / ``itemsize`` / ``torch.finfo`` as
+    PyTorch's does; making or casting a tensor to it raises (its ``np``
+    storage type is missing, which every tensor path reads)."""
+
+    __slots__ = ("finfo",)
+
+    def __init__(self, name: str, signed: bool, finfo):
+        self.name, self.category, self.itemsize, self.short = name, 2, 1, None
+        self.is_signed = signed
+        #: (bits, eps, max, min, tiny) as torch.finfo gives them, or None
+        #: where PyTorch's finfo refuses the type
+        self.finfo = finfo
+
+    @property
+    def np(self):
+        raise TypeError(f"tracec has no {self.name} tensors (the type exists for comparisons "
+                        "and torch.finfo only)")
+
+
+float8_e4m3fn = NoTensorDType("float8_e4m3fn", True, (8, 0.125, 448.0, -448.0, 2.0 ** -6))
+float8_e5m2 = NoTensorDType("float8_e5m2", True, (8, 0.25, 57344.0, -57344.0, 2.0 ** -14))
+float8_e4m3fnuz = NoTensorDType("float8_e4m3fnuz", True, (8, 0.125, 240.0, -240.0, 2.0 ** -7))
+float8_e5m2fnuz = NoTensorDType("float8_e5m2fnuz", True,
+                                (8, 0.125, 57344.0, -57344.0, 2.0 ** -15))
+float8_e8m0fnu = NoTensorDType("float8_e8m0fnu", False, (8, 1.0, 2.0 ** 127, 2.0 ** -127,
+                                                         2.0 ** -127))
+float4_e2m1fn_x2 = NoTensorDType("float4_e2m1fn_x2", True, None)
+#: The types above, by name (``tracec.float8_e4m3fn`` ...).
+no_tensor_dtypes = (float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz, float8_e8m0fnu,
+                    float4_e2m1fn_x2)
+
 # PyTorch's aliases.
 float = float32  # noqa: A001 - PyTorch's public name
 double = float64
@@ -162,8 +198,11 @@ def from_numpy_dtype(npd) -> DType:
 
 
 def to_dtype(d) -> DType:
-    """Accept a DType, its name, a NumPy dtype or a Python type."""
+    """Accept a DType, its name, a NumPy dtype or a Python type (a
+    ``NoTensorDType`` is refused: nothing is made of it)."""
     if isinstance(d, DType):
+        if isinstance(d, NoTensorDType):
+            d.np    # raises, naming it
         return d
     if isinstance(d, str):
         if d in _BY_NAME:
@@ -346,3 +385,17 @@ def round_bfloat16(a: np.ndarray) -> np.ndarray:
     rounding = ((bits >> 16) & 1) + np.uint32(0x7FFF)
     out = ((bits + rounding) & np.uint32(0xFFFF0000)).view(np.float32)
     return np.where(np.isnan(a), a, out)
+
+
+def bfloat16_from_bits(bits: np.ndarray) -> np.ndarray:
+    """bfloat16 values given as their 16-bit patterns (any 2-byte integer
+    array) in tracec's storage, float32: the bits are its upper half."""
+    return (np.ascontiguousarray(bits).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def bfloat16_bits(a: np.ndarray) -> np.ndarray:
+    """The 16-bit patterns (uint16) of bfloat16 values stored as float32
+    (already rounded: the lower half is zero)."""
+    shape = np.shape(a)
+    a = np.ascontiguousarray(a, dtype=np.float32).reshape(shape)
+    return (a.view(np.uint32) >> 16).astype(np.uint16)

@@ -103,3 +103,4 @@ def handle_torch_function(public_api, relevant_args, *args, **kwargs):
         if r is not NotImplemented:
             return r
     return dispatch(public_api, _overloaded(relevant_args), args, kwargs)
+

@@ -206,6 +206,21 @@ def _new_empty_strided(self, size, stride, *, dtype=None, layout=None, device=No
                          requires_grad=requires_grad)
 
 
+def _check_view_dtype(self, a, d) -> None:
+    """PyTorch's refusals of ``view(dtype)`` across element sizes."""
+    if self.ndim == 0 and d.itemsize != self.dtype.itemsize:
+        raise RuntimeError("self.dim() cannot be 0 to view "
+                           f"{self.dtype} as {d} (different element sizes)")
+    if a.ndim and a.strides[-1] != a.itemsize and d.itemsize != self.dtype.itemsize:
+        raise RuntimeError("self.stride(-1) must be 1 to view "
+                           f"{self.dtype} as {d} (different element sizes)")
+    if a.ndim and (a.shape[-1] * self.dtype.itemsize) % d.itemsize:
+        ratio = d.itemsize // self.dtype.itemsize
+        raise RuntimeError(f"self.size(-1) must be divisible by {ratio} to view "
+                           f"{dt.scalar_type_name(self.dtype)} as {dt.scalar_type_name(d)} "
+                           f"(different element sizes), but got {a.shape[-1]}")
+
+
 def _view(self, *shape, size=None, dtype=None):
     """``view(*shape)``, or ``view(dtype)``: the same bytes read as a dtype
     (sharing memory; the last dimension scales by the size ratio; no
@@ -215,20 +230,22 @@ def _view(self, *shape, size=None, dtype=None):
                                "size" if dtype is None else "dtype", "view")
     if len(shape) == 1 and isinstance(shape[0], dt.DType):
         d = shape[0]
-        if dt.bfloat16 in (d, self.dtype):
-            raise RuntimeError("tracec: view(dtype) to or from bfloat16 is not supported "
-                               "(tracec stores bfloat16 as float32)")
         a = self._data
-        if self.ndim == 0 and d.itemsize != self.dtype.itemsize:
-            raise RuntimeError("self.dim() cannot be 0 to view "
-                               f"{self.dtype} as {d} (different element sizes)")
-        if a.ndim and a.strides[-1] != a.itemsize and d.itemsize != self.dtype.itemsize:
-            raise RuntimeError("self.stride(-1) must be 1 to view "
-                               f"{self.dtype} as {d} (different element sizes)")
-        if a.ndim and (a.shape[-1] * self.dtype.itemsize) % d.itemsize:
-            ratio = d.itemsize // self.dtype.itemsize
-            raise RuntimeError(f"self.size(-1) must be divisible by {ratio} to view "
-                               f"{self.dtype} as {d} (different element sizes)")
+        if dt.bfloat16 in (d, self.dtype) and d is not self.dtype:
+            # tracec keeps bfloat16 values as float32: the bytes PyTorch
+            # would reinterpret are made (their 16-bit patterns), and the
+            # result is a copy, not sharing memory
+            _check_view_dtype(self, a, d)
+            if RECORDERS:
+                concrete(self, f"view({d}) (a reinterpretation of the bytes)")
+            raw = np.ascontiguousarray(dt.bfloat16_bits(a) if self.dtype is dt.bfloat16 else a)
+            raw = raw.reshape(a.shape if a.ndim else (1,))
+            if d is dt.bfloat16:
+                out = dt.bfloat16_from_bits(raw.view(np.uint16))
+            else:
+                out = raw.view(d.np)
+            return Tensor._make(out.reshape(out.shape if a.ndim else ()), d)
+        _check_view_dtype(self, a, d)
         if RECORDERS and d is not self.dtype:
             # No primitive reinterprets bytes: a traced tensor's value cannot
             # be recorded (TraceError); a constant's view is a constant.

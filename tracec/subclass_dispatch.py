@@ -262,6 +262,11 @@ def _wrap_property(prop: property) -> property:
     getter = prop.fget
 
     def fget(self):
+        if ENTERED[0] and modes_on():
+            # (a property's __get__ reaches modes too, as in PyTorch)
+            r = _to_mode(public.__get__, getter, (self,), {}, True, False)
+            if r is not NotImplemented:
+                return r
         if not _off() and type(self) is not Tensor and _live(type(self)):
             # PyTorch hands the property's __get__ to __torch_function__.
             return dispatch(public.__get__, [self], (self,), {})

@@ -14,6 +14,8 @@ for differs from the one the tensor has.
 from __future__ import annotations
 
 import mmap
+import os
+import weakref
 
 import numpy as np
 
@@ -185,7 +187,38 @@ def _storage_offset(self) -> int:
 
 
 def _data_ptr(self) -> int:
+    """The address of the tensor's first element.  A bfloat16 tensor's
+    values are float32 here, so its address is in ``_bf16_bits`` (the
+    2-byte patterns PyTorch would hold, refreshed by this call): code that
+    reads ``numel * element_size()`` bytes from it (safetensors, ctypes)
+    reads bfloat16 bytes."""
+    root = _root(self)
+    if root.dtype is dt.bfloat16:
+        bits = _bf16_bits(root._data)
+        return int(bits.ctypes.data) + (self._data.ctypes.data - root._data.ctypes.data) // 2
     return int(self._data.ctypes.data)
+
+
+# id(float32 storage of bfloat16 values) -> (weakref to it, its uint16 mirror)
+_BF16_MIRRORS: dict = {}
+
+
+def _bf16_bits(root: np.ndarray) -> np.ndarray:
+    """A uint16 buffer laid out as ``root`` (at half its byte strides), now
+    holding its values' bfloat16 bit patterns; the same buffer for the same
+    storage, so pointers into it compare and offset as PyTorch's do."""
+    key = id(root)
+    entry = _BF16_MIRRORS.get(key)
+    if entry is None or entry[0]() is not root:
+        extent = 4 + sum((n - 1) * st for n, st in zip(root.shape, root.strides) if n > 0) \
+            if root.size else 0
+        ref = weakref.ref(root, lambda _, k=key: _BF16_MIRRORS.pop(k, None))
+        entry = _BF16_MIRRORS[key] = (ref, np.zeros(max(extent // 4, 1), np.uint16))
+    mirror = entry[1]
+    if root.size:
+        np.lib.stride_tricks.as_strided(mirror, root.shape, tuple(st // 2 for st in root.strides))[
+            ...] = dt.bfloat16_bits(root)
+    return mirror
 
 
 class UntypedStorage:
@@ -193,15 +226,56 @@ class UntypedStorage:
     ``Tensor.untyped_storage()`` returns, for code that compares or sizes
     storages."""
 
-    def __init__(self, root=0):
+    def __init__(self, root=0, bfloat16: bool = False):
         # torch.UntypedStorage(nbytes): fresh zeroed bytes
         self._root = root if isinstance(root, np.ndarray) else np.zeros(int(root), np.uint8)
+        #: ``root`` holds bfloat16 values as float32: the storage's bytes
+        #: are their 2-byte patterns (``_bf16_bits``)
+        self._bfloat16 = bfloat16
+
+    @classmethod
+    def from_file(cls, filename, shared: bool = False, nbytes: int = 0) -> "UntypedStorage":
+        """``nbytes`` bytes of ``filename`` memory-mapped: written through to
+        the file when ``shared`` (which creates or grows it as needed), else
+        private copy-on-write pages (the file must hold ``nbytes`` bytes)."""
+        filename = os.fspath(filename)
+        if shared:
+            if not os.path.exists(filename) or os.path.getsize(filename) < nbytes:
+                with open(filename, "ab") as f:
+                    f.truncate(nbytes)
+            mode = "r+"
+        else:
+            if os.path.getsize(filename) < nbytes:
+                raise RuntimeError(f"unable to mmap {nbytes} bytes from file <{filename}>: "
+                                   "Cannot allocate memory (12)")
+            mode = "c"
+        if nbytes == 0:
+            return cls(np.zeros(0, np.uint8))
+        return cls(np.memmap(filename, dtype=np.uint8, mode=mode, shape=(nbytes,)))
+
+    def untyped(self) -> "UntypedStorage":
+        return self
+
+    def _bytes(self) -> np.ndarray:
+        """The storage's memory as a flat uint8 array (no copy; bfloat16's
+        bit patterns as of now)."""
+        if self._bfloat16:
+            return _bf16_bits(self._root).view(np.uint8)
+        return self._root.reshape(-1).view(np.uint8)
+
+    def __getitem__(self, i):
+        """A byte (``int``), or a slice of the storage sharing its memory."""
+        if isinstance(i, slice):
+            return UntypedStorage(self._bytes()[i])
+        return int(self._bytes()[i])
 
     def data_ptr(self) -> int:
+        if self._bfloat16:
+            return int(_bf16_bits(self._root).ctypes.data)
         return int(self._root.ctypes.data)
 
     def nbytes(self) -> int:
-        return int(self._root.nbytes)
+        return int(self._root.nbytes) // (2 if self._bfloat16 else 1)
 
     def size(self) -> int:
         return self.nbytes()
@@ -218,7 +292,8 @@ class UntypedStorage:
 
 
 def _untyped_storage(self) -> UntypedStorage:
-    return UntypedStorage(_root(self)._data)
+    root = _root(self)
+    return UntypedStorage(root._data, root.dtype is dt.bfloat16)
 
 
 class TypedStorage(UntypedStorage):
@@ -226,7 +301,7 @@ class TypedStorage(UntypedStorage):
     elements of the tensor's dtype."""
 
     def __init__(self, root: np.ndarray, dtype):
-        super().__init__(root)
+        super().__init__(root, dtype is dt.bfloat16)
         self.dtype = dtype
 
     def size(self) -> int:
@@ -235,7 +310,7 @@ class TypedStorage(UntypedStorage):
     __len__ = size
 
     def element_size(self) -> int:
-        return int(self._root.itemsize)
+        return int(self.dtype.itemsize)
 
     def tolist(self) -> list:
         return self._root.reshape(-1).tolist()

@@ -16,7 +16,7 @@ import numpy as np
 from tracec.meta_array import meta_like
 
 from tracec import dtypes as dt
-from tracec import graph
+from tracec import graph as _engine
 from tracec.graph import enable_grad, no_grad, set_grad_enabled, is_grad_enabled  # noqa: F401
 from tracec.tensor import RECORDERS, Tensor
 from tracec.wrapper_dispatch import dispatching_operand
@@ -152,7 +152,7 @@ def _accumulate(create_graph):
         if tuple(g.shape) != tuple(leaf.shape):
             g = g.expand(*leaf.shape)
         if functional and not create_graph:
-            with graph.no_grad():
+            with _engine.no_grad():
                 # (a sparse gradient second: PyTorch has no sparse + dense)
                 leaf.grad = g + 0 if leaf.grad is None else \
                     g + leaf.grad if leaf.grad.is_sparse else leaf.grad + g
@@ -162,7 +162,7 @@ def _accumulate(create_graph):
         elif create_graph:
             leaf.grad = g + leaf.grad if leaf.grad.is_sparse else leaf.grad + g
         else:
-            with graph.no_grad():
+            with _engine.no_grad():
                 leaf.grad._data += g._data
                 leaf.grad._version[0] += 1
         if getattr(leaf, "_tracec_sparse_grad", False) and not functional \
@@ -219,10 +219,10 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
               for listener in list(BACKWARD_LISTENERS)]
     capture = None
     if inputs is not None:
-        capture = {id(graph.edge_of(x)): i for i, x in enumerate(inputs)}
+        capture = {id(_engine.edge_of(x)): i for i, x in enumerate(inputs)}
     # with ``inputs``, only they accumulate (PyTorch): every other leaf the
     # propagation reaches is left alone
-    captured = graph.run_backward(tensors, grads, retain_graph=retain_graph,
+    captured = _engine.run_backward(tensors, grads, retain_graph=retain_graph,
                                   create_graph=create_graph,
                                   accumulate=_accumulate(create_graph) if inputs is None
                                   else (lambda leaf, g, sparse=False: None), capture=capture)
@@ -284,9 +284,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     # (x, x))) gets the same gradient at both places, as in PyTorch.
     capture, slot_of = {}, []
     for x in inputs:
-        slot_of.append(capture.setdefault(id(graph.edge_of(x)), len(capture)))
+        slot_of.append(capture.setdefault(id(_engine.edge_of(x)), len(capture)))
     try:
-        by_slot = graph.run_backward(outputs, grads, retain_graph=retain_graph,
+        by_slot = _engine.run_backward(outputs, grads, retain_graph=retain_graph,
                                      create_graph=create_graph,
                                      accumulate=lambda leaf, g, sparse=False: None, capture=capture)
     finally:
@@ -383,10 +383,10 @@ class FunctionCtx:
         if getattr(self, "_in_jvp", False):
             return getattr(self, "_saved_forward", ())
         if self.saved_tensors_freed:
-            raise RuntimeError(graph._FREED_MSG)
+            raise RuntimeError(_engine._FREED_MSG)
         for t, v in zip(self._saved, self._versions):
             if isinstance(t, Tensor) and t._version[0] != v:
-                raise graph.modified_error(t, v)
+                raise _engine.modified_error(t, v)
         return self._saved
 
 
@@ -460,7 +460,7 @@ class Function:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        graph.function_node_type(cls)   # its grad_fn class, cls._backward_cls, as PyTorch makes it
+        _engine.function_node_type(cls)   # its grad_fn class, cls._backward_cls, as PyTorch makes it
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
@@ -486,15 +486,15 @@ class Function:
         # collects them): a forward that shifts its input in place
         # (tabnet's sparsemax: ``input -= max_val``) must not change where
         # the gradient flows.
-        nexts = tuple(graph.edge_of(a) if isinstance(a, Tensor) else None for a in args)
-        with graph.no_grad():
+        nexts = tuple(_engine.edge_of(a) if isinstance(a, Tensor) else None for a in args)
+        with _engine.no_grad():
             out = cls.forward(*args, **kwargs) if separate else cls.forward(ctx, *args, **kwargs)
         if separate:
             cls.setup_context(ctx, args, out)
         if getattr(ctx, "_dirty", ()):
             _check_dirty(ctx._dirty, out)
-        if graph.is_grad_enabled() and any(ctx.needs_input_grad):
-            node = graph.function_node_type(cls)(cls, ctx, nexts, len(args))
+        if _engine.is_grad_enabled() and any(ctx.needs_input_grad):
+            node = _engine.function_node_type(cls)(cls, ctx, nexts, len(args))
             outs = out if isinstance(out, tuple) else (out,)
             non_diff = {id(t) for t in getattr(ctx, "_non_diff", ())}
             if isinstance(out, tuple):
@@ -536,7 +536,7 @@ def _jvp_transpose(cls, ctx, args, outs):
           else None for a in args]
     ctx._in_jvp = True
     try:
-        with graph.enable_grad():
+        with _engine.enable_grad():
             jv = cls.jvp(ctx, *vs)
     finally:
         ctx._in_jvp = False
@@ -570,7 +570,7 @@ def _check_dirty(dirty, out) -> None:
         if d.requires_grad and d._node is None:
             raise RuntimeError("a leaf Variable that requires grad has been used in an in-place "
                                "operation.")
-        if d._base is not None and graph.is_grad_enabled() and \
+        if d._base is not None and _engine.is_grad_enabled() and \
                 (d.requires_grad or d._base.requires_grad):
             # (PyTorch rebases the view's base through CopySlices)
             raise NotImplementedError("ctx.mark_dirty on a view of a tensor that requires grad "
@@ -603,7 +603,7 @@ def _record_vjp(cls, ctx, args, out) -> None:
         return
     from tracec import ops
     xs = [i for i, a in enumerate(args) if isinstance(a, Tensor) and ctx.needs_input_grad[i]]
-    with graph.no_grad():
+    with _engine.no_grad():
         seed = ops.full(tuple(out.shape), 1.0, out.dtype, like=out)
         BACKWARD_LISTENERS.insert(0, _refuse_inner_backward)
         try:
@@ -809,6 +809,7 @@ from tracec.autograd.variable import Variable  # noqa: E402,F401  (after Functio
 from tracec.autograd import function  # noqa: E402,F401
 from tracec.autograd import profiler  # noqa: E402,F401
 from tracec.autograd import forward_ad  # noqa: E402,F401
+from tracec.autograd import graph  # noqa: E402,F401  (torch.autograd.graph)
 import importlib as _importlib  # noqa: E402
 
 # The module torch.autograd.gradcheck; importing it binds its name on this

@@ -373,3 +373,41 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor,
         gathered = _c.all_gather(input_tensor, pg.size(), pg.fint)
         output_tensor.copy_(gathered.reshape(output_tensor.shape))
     return _done(async_op)
+
+
+def get_process_group_ranks(group: ProcessGroup) -> list:
+    """The global ranks of ``group``: all of them (tracec has the default
+    group only, ``new_group``)."""
+    return list(range(default_group(group).size()))
+
+
+def all_to_all_single(output: Tensor, input: Tensor, output_split_sizes=None,  # noqa: A002
+                      input_split_sizes=None, group: ProcessGroup | None = None,
+                      async_op: bool = False):
+    """``output`` := chunk ``rank`` of every rank's ``input`` (split evenly
+    along dimension 0), concatenated in rank order.  Uneven splits are not
+    supported."""
+    _check_tensor(input, "all_to_all_single")
+    pg = default_group(group)
+    n = pg.size()
+    if output_split_sizes is not None or input_split_sizes is not None:
+        if any(list(s) != [input.shape[0] // n] * n
+               for s in (output_split_sizes, input_split_sizes) if s is not None):
+            raise NotImplementedError("all_to_all_single: tracec.distributed supports even "
+                                      "splits only")
+    if input.shape[0] % n:
+        raise RuntimeError(f"all_to_all_single: dimension 0 ({input.shape[0]}) is not divisible "
+                           f"by the world size {n}")
+    me = pg.rank()
+    if isinstance(pg, _tcp.TCPGroup):
+        arrays = _tcp_group(pg, "all_to_all_single").exchange(input._data)
+        _store(output, np.concatenate([np.split(a, n)[me] for a in arrays]))
+        return _done(async_op)
+    with graph.no_grad():
+        gathered = _c.all_gather(input, n, pg.fint)       # every rank's whole input
+        rows = input.shape[0] // n
+        output.copy_(gathered[:, me * rows:(me + 1) * rows].reshape(output.shape))
+    return _done(async_op)
+
+
+__all__ += ["get_process_group_ranks", "all_to_all_single"]

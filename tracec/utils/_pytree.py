@@ -9,6 +9,7 @@ PyTorch's (not a dependency of tracec); ``tracec.pytree`` is the compiler's
 own argument flattening, which also keys on scalars and identities."""
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict, defaultdict, deque, namedtuple
 from typing import Any, Callable, Iterable, NamedTuple
 
@@ -16,7 +17,8 @@ __all__ = ["TreeSpec", "LeafSpec", "register_pytree_node", "tree_is_leaf", "tree
            "tree_unflatten", "tree_iter", "tree_leaves", "tree_structure", "tree_map",
            "tree_map_", "tree_map_only", "tree_map_only_", "tree_all", "tree_any",
            "tree_all_only", "tree_any_only", "is_namedtuple", "is_namedtuple_class",
-           "is_namedtuple_instance"]
+           "is_namedtuple_instance", "SequenceKey", "MappingKey", "GetAttrKey", "keystr",
+           "key_get"]
 
 PyTree = Any
 Context = Any
@@ -258,3 +260,68 @@ def tree_all_only(type_or_types, pred: Callable, tree, is_leaf: Callable | None 
 
 def tree_any_only(type_or_types, pred: Callable, tree, is_leaf: Callable | None = None) -> bool:
     return any(pred(x) for x in tree_iter(tree, is_leaf) if isinstance(x, type_or_types))
+
+
+# Key paths: where a leaf sits in its tree, one entry per level (what
+# ``flatten_with_keys_fn`` hands back next to each child).
+@dataclasses.dataclass(frozen=True, slots=True)
+class SequenceKey:
+    """A list's / tuple's element ``idx``; ``str`` is ``[idx]``."""
+    idx: int
+
+    def __str__(self) -> str:
+        return f"[{self.idx!r}]"
+
+    def get(self, sequence):
+        return sequence[self.idx]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MappingKey:
+    """A mapping's value at ``key``; ``str`` is ``[key!r]``."""
+    key: Any
+
+    def __str__(self) -> str:
+        return f"[{self.key!r}]"
+
+    def get(self, mapping):
+        return mapping[self.key]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GetAttrKey:
+    """An object's attribute ``name``; ``str`` is ``.name``."""
+    name: str
+
+    def __str__(self) -> str:
+        return f".{self.name}"
+
+    def get(self, obj):
+        return getattr(obj, self.name)
+
+
+def keystr(kp) -> str:
+    """A key path printed (``[0]['a'].b``)."""
+    return "".join(str(k) for k in kp)
+
+
+def key_get(obj, kp):
+    """The value at key path ``kp`` in ``obj``."""
+    for k in kp:
+        obj = k.get(obj)
+    return obj
+
+
+# PyTorch's flatten-with-keys functions of the built-in nodes (libraries
+# pass them as ``flatten_with_keys_fn`` for their own dict-like nodes).
+def _tuple_flatten_with_keys(d):
+    return [(SequenceKey(i), v) for i, v in enumerate(d)], None
+
+
+def _list_flatten_with_keys(d):
+    return [(SequenceKey(i), v) for i, v in enumerate(d)], None
+
+
+def _dict_flatten_with_keys(d):
+    keys = list(d.keys())
+    return [(MappingKey(k), d[k]) for k in keys], keys

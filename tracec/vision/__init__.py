@@ -2,7 +2,7 @@
 datasets, models, utils, ops).  ``tracec.install_as_torch()`` makes
 ``import torchvision`` resolve here.  PIL images need Pillow (the ``vision``
 extra); tensors, models and ops do not."""
-from tracec.vision import datasets, models, ops, transforms, utils
+from tracec.vision import datasets, io, models, ops, transforms, utils
 
 __version__ = "0.28.0"
 
@@ -22,5 +22,5 @@ def get_image_backend():
     return _image_backend
 
 
-__all__ = ["datasets", "models", "ops", "transforms", "utils", "set_image_backend",
+__all__ = ["datasets", "io", "models", "ops", "transforms", "utils", "set_image_backend",
            "get_image_backend"]

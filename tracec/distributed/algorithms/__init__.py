@@ -1,4 +1,2 @@
-"""``torch.distributed.algorithms``: ``Join`` for uneven inputs."""
+"""``torch.distributed.algorithms``: ``join`` (uneven inputs across ranks)."""
 from tracec.distributed.algorithms.join import Join, Joinable, JoinHook  # noqa: F401
-
-__all__ = ["Join", "Joinable", "JoinHook"]

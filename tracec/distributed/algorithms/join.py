@@ -1,22 +1,18 @@
-"""``torch.distributed.algorithms.join``: the context manager that lets
-ranks with fewer inputs than others finish (``Join``), and the interface
-its participants implement (``Joinable``, ``JoinHook``).
-
-tracec runs the single-process case, where every rank is this one and no
-rank can run out early: ``Join`` checks its participants and runs their
-hooks' ``post_hook`` on exit as PyTorch's does.  With more than one process
-an enabled ``Join`` raises ``NotImplementedError`` (shadowing the
-collectives of ranks that ran out is not built), never a hang."""
+"""``torch.distributed.algorithms.join``: training on uneven inputs
+across ranks.  With one process there is nothing to even out, so ``Join``
+runs its block as is; shadowing the collectives of ranks that ran out of
+inputs is not implemented, and ``Join`` over several processes refuses
+when entered."""
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from tracec import distributed as dist
 
-__all__ = ["Join", "Joinable", "JoinHook"]
+__all__ = ["JoinHook", "Joinable", "Join"]
 
 
 class JoinHook:
-    """What a joined rank runs: ``main_hook`` per iteration it shadows,
-    ``post_hook(is_last_joiner)`` once all have joined."""
+    """What a joined rank runs per collective (``main_hook``) and at the end
+    (``post_hook``)."""
 
     def main_hook(self) -> None:
         pass
@@ -25,57 +21,48 @@ class JoinHook:
         pass
 
 
-class Joinable(ABC):
-    """A participant in ``Join`` (DistributedDataParallel, ZeroRedundancyOptimizer)."""
+class Joinable:
+    """A class ``Join`` can manage (PyTorch's DDP and ZeroRedundancyOptimizer
+    subclass it)."""
 
-    def __init__(self):
-        super().__init__()
-        self._join_config = None
-
-    @abstractmethod
     def join_hook(self, **kwargs) -> JoinHook:
-        ...
+        raise NotImplementedError
 
     @property
-    @abstractmethod
     def join_device(self):
-        ...
+        raise NotImplementedError
 
     @property
-    @abstractmethod
     def join_process_group(self):
-        ...
+        raise NotImplementedError
 
 
 class Join:
-    """``with Join([model, optimizer]):`` around a training loop."""
+    """``with Join([model, ...], enable=True):``."""
 
     def __init__(self, joinables, enable: bool = True, throw_on_early_termination: bool = False,
                  **kwargs):
         if len(joinables) == 0:
             raise ValueError("The join context manager requires at least one joinable")
-        self._joinables = list(joinables)
+        self._joinables, self._enable = list(joinables), enable
         self._join_hooks = [j.join_hook(**kwargs) for j in self._joinables]
-        self._enable = enable
         self._throw_on_early_termination = throw_on_early_termination
 
     def __enter__(self):
-        if self._enable:
-            from tracec import distributed as dist
-            if dist.is_initialized() and dist.get_world_size() > 1:
-                raise NotImplementedError(
-                    "Join with more than one process is not supported by tracec")
+        if self._enable and dist.is_initialized() and dist.get_world_size() > 1:
+            raise NotImplementedError("torch.distributed.algorithms.Join over several processes: "
+                                      "tracec.distributed does not shadow the collectives of "
+                                      "ranks that ran out of inputs")
         return self
 
     def __exit__(self, exc_type, exc_value, traceback):
-        if not self._enable or exc_type is not None:
-            return False
-        for hook in self._join_hooks:
-            hook.post_hook(True)
+        # every rank (this one) has joined: the hooks' post_hook, as PyTorch
+        # runs them once all ranks are out of inputs
+        if self._enable and exc_type is None:
+            for hook in self._join_hooks:
+                hook.post_hook(True)
         return False
 
     @staticmethod
     def notify_join_context(joinable):
-        """Called by a joinable before its per-iteration collectives: the
-        all-reduce PyTorch uses to count the ranks still running, here none."""
         return None

@@ -1,54 +1,45 @@
-"""``torch.distributed.tensor``: the DTensor type, for the ``isinstance(p,
-DTensor)`` checks that libraries make on parameters (Accelerate's
-``model_has_dtensor``).  tracec has no sharded tensors, so no DTensor is
-ever made here: ``DTensor.from_local`` and ``distribute_tensor`` raise
-``NotImplementedError`` saying so."""
+"""``torch.distributed.tensor`` (DTensor) as far as tracec has it.
+
+The placement types are real (``placement_types``).  tracec has no device
+mesh and no DTensor: ``DTensor``, ``distribute_tensor`` and
+``distribute_module`` exist so that libraries importing them (and testing
+``isinstance(t, DTensor)``, false for every tracec tensor) load, and
+refuse with ``NotImplementedError`` naming what is missing when called.
+"""
 from __future__ import annotations
 
+from tracec.distributed.tensor.placement_types import Partial, Placement, Replicate, Shard
+from tracec.subclass_dispatch import disabled_torch_function_impl
 from tracec.tensor import Tensor
 
-__all__ = ["DTensor", "DeviceMesh", "distribute_tensor", "Shard", "Replicate", "Partial"]
+__all__ = ["DTensor", "distribute_tensor", "distribute_module", "Shard", "Replicate", "Partial",
+           "Placement"]
 
-_NONE = "tracec has no distributed (sharded) tensors: torch.distributed.tensor.{} is not supported"
+
+def _missing(what: str):
+    raise NotImplementedError(f"{what}: tracec.distributed has no DTensor or DeviceMesh "
+                              "(data parallelism is tracec.distributed's process groups)")
 
 
 class DTensor(Tensor):
-    """A tensor sharded over a device mesh (none exist in tracec)."""
+    """A tensor laid over a device mesh: never made by tracec."""
 
-    # a type to test against, outside the __torch_function__ protocol
-    __torch_function__ = Tensor.__dict__.get("_disabled_torch_function_impl") or \
-        Tensor.__torch_function__
+    # no __torch_function__ of its own: defining the class must not turn the
+    # protocol on for the process (tracec.subclass_dispatch)
+    __torch_function__ = disabled_torch_function_impl
 
     def __new__(cls, *args, **kwargs):
-        raise NotImplementedError(_NONE.format("DTensor"))
+        _missing("torch.distributed.tensor.DTensor")
 
-    @classmethod
-    def from_local(cls, *args, **kwargs):
-        raise NotImplementedError(_NONE.format("DTensor.from_local"))
-
-
-class Placement:
-    """How a DTensor lies over one mesh dimension."""
+    @staticmethod
+    def from_local(*args, **kwargs):
+        _missing("DTensor.from_local")
 
 
-class Shard(Placement):
-    def __init__(self, dim: int):
-        self.dim = dim
+def distribute_tensor(tensor, device_mesh=None, placements=None, **kwargs):
+    _missing("torch.distributed.tensor.distribute_tensor")
 
 
-class Replicate(Placement):
-    pass
-
-
-class Partial(Placement):
-    def __init__(self, reduce_op: str = "sum"):
-        self.reduce_op = reduce_op
-
-
-class DeviceMesh:
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError(_NONE.format("DeviceMesh"))
-
-
-def distribute_tensor(*args, **kwargs):
-    raise NotImplementedError(_NONE.format("distribute_tensor"))
+def distribute_module(module, device_mesh=None, partition_fn=None, input_fn=None,
+                      output_fn=None):
+    _missing("torch.distributed.tensor.distribute_module")

@@ -32,6 +32,10 @@ from tracec.tensor_type import typename
 from tracec.nn.modules.backward_hooks import has_backward_hooks, wrap_inputs, wrap_outputs
 from tracec.utils.hooks import RemovableHandle as _RemovableHandle
 
+#: The state_dict key (after a module's prefix) of what ``get_extra_state``
+#: returns.
+_EXTRA_STATE_KEY_SUFFIX = "_extra_state"
+
 #: Attribute types a module's guard compares by value.
 _NO_ATTR = object()
 _PLAIN = frozenset((bool, int, float, str, type(None), tuple))
@@ -665,6 +669,20 @@ class Module:
 
     # --- state dicts -----------------------------------------------------------------
 
+    def get_extra_state(self) -> Any:
+        """What a subclass that overrides it saves in ``state_dict`` under
+        ``prefix + "_extra_state"`` (and ``set_extra_state`` gets back)."""
+        raise RuntimeError(
+            "Reached a code path in Module.get_extra_state() that should never be called. "
+            "Please file an issue at https://github.com/pytorch/pytorch/issues/new?template=bug-report.yml "
+            "to report this bug.")
+
+    def set_extra_state(self, state: Any) -> None:
+        raise RuntimeError(
+            "Reached a code path in Module.set_extra_state() that should never be called. "
+            "Please file an issue at https://github.com/pytorch/pytorch/issues/new?template=bug-report.yml "
+            "to report this bug.")
+
     def _save_to_state_dict(self, destination, prefix, keep_vars) -> None:
         for name, p in self._parameters.items():
             if p is not None:
@@ -672,6 +690,8 @@ class Module:
         for name, b in self._buffers.items():
             if b is not None and name not in self._non_persistent_buffers_set:
                 destination[prefix + name] = b if keep_vars else b.detach()
+        if type(self).get_extra_state is not Module.get_extra_state:
+            destination[prefix + _EXTRA_STATE_KEY_SUFFIX] = self.get_extra_state()
 
     def state_dict(self, *, destination=None, prefix: str = "", keep_vars: bool = False):
         if destination is None:
@@ -730,9 +750,17 @@ class Module:
                                   f"in the model are {_size(param.shape)} and whose dimensions "
                                   f"in the checkpoint are {_size(value.shape)}, an exception "
                                   f"occurred : {ex.args}.")
+        extra_key = prefix + _EXTRA_STATE_KEY_SUFFIX
+        if type(self).set_extra_state is not Module.set_extra_state:
+            if extra_key in state_dict:
+                self.set_extra_state(state_dict[extra_key])
+            elif strict:
+                missing_keys.append(extra_key)
+        elif strict and extra_key in state_dict:
+            unexpected_keys.append(extra_key)
         if strict:
             for key in state_dict:
-                if key.startswith(prefix):
+                if key.startswith(prefix) and key != extra_key:
                     parts = key[len(prefix):].split(".", 1)
                     if len(parts) > 1:
                         if parts[0] not in self._modules:

@@ -1,0 +1,1 @@
+"""``torch.distributed._composable``: see ``tracec.distributed.fsdp``."""
