@@ -48,7 +48,7 @@ LAYERS = [
                   "tracec.config", "tracec.vision", "tracec.complex_ops", "tracec.fft",
                   "tracec.stft", "tracec.signal", "tracec.sym_scalar", "tracec.item_value",
                   "tracec.runtime_int", "tracec.runtime_index", "tracec.fused_eager",
-                  "tracec.ao", "tracec.quantization", "tracec.futures", "tracec._tensor_str"]),
+                  "tracec.ao", "tracec.quantization", "tracec.futures", "tracec._tensor_str", "tracec.streams"]),
     ("tracing", ["tracec.tracing", "tracec.guards", "tracec.sym_shapes", "tracec.naming",
                  "tracec.complex_trace", "tracec.attr_replay", "tracec.lifted_state",
                  "tracec.runtime_reads"]),

@@ -10,7 +10,10 @@ through every solver); torchmetrics' module and functional metrics;
 PyTorch Lightning's README LitAutoEncoder (Trainer fit / validate / test /
 predict, ModelCheckpoint, EarlyStopping, a scheduler, load_from_checkpoint);
 Hugging Face Accelerate's README loop (prepare, accumulate, backward,
-clip_grad_norm_, gather_for_metrics, unwrap_model, save).
+clip_grad_norm_, gather_for_metrics, unwrap_model, save); diffusers'
+"Train a diffusion model" tutorial (UNet2DModel, DDPMScheduler, a cosine
+warmup schedule, DDPMPipeline and DDIM sampling, save_pretrained /
+from_pretrained).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1``.  The libraries import ``torch``, which is
@@ -27,12 +30,14 @@ pytest.importorskip("torchdiffeq")
 pytest.importorskip("torchmetrics")
 pytest.importorskip("pytorch_lightning")
 pytest.importorskip("accelerate")
+pytest.importorskip("diffusers")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "pyglibs"
 
 CASES = ["pyg_karate_club.py", "pyg_graph_classification.py", "torchdiffeq_ode_demo.py",
-         "torchmetrics_eval.py", "lightning_autoencoder.py", "accelerate_loop.py"]
+         "torchmetrics_eval.py", "lightning_autoencoder.py", "accelerate_loop.py",
+         "diffusers_ddpm.py"]
 EAGER_FALLBACK = {"pyg_karate_club.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})

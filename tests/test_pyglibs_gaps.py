@@ -375,3 +375,55 @@ def test_types_libraries_check_against_exist_and_refuse_construction():
     assert posts == [True]
     with pytest.raises(ValueError, match="at least one joinable"):
         Join([])
+
+
+# --- what diffusers needed ----------------------------------------------------
+
+def test_infer_schema_reads_string_annotations_and_pep604_unions():
+    """A module with ``from __future__ import annotations`` hands custom_op
+    string annotations ('torch.Tensor | None'): resolved as PyTorch does."""
+    from torch.library import infer_schema as torch_infer
+    from tracec.library.schema import infer_schema
+    src = (
+        "from __future__ import annotations\n"
+        "import torch\n"
+        "def f(q: torch.Tensor, k: torch.Tensor | None = None, scale: float | None = None,\n"
+        "      causal: bool = False, n: int = 1) -> tuple[torch.Tensor, torch.Tensor]:\n"
+        "    return q, q\n")
+    schemas = []
+    for lib in (tracec, torch):
+        scope = {}
+        exec(compile(src.replace("import torch", ""), "<op>", "exec"), {"torch": lib}, scope)
+        fn = scope["f"]
+        fn.__globals__["torch"] = lib
+        schemas.append((infer_schema if lib is tracec else torch_infer)(fn, mutates_args=()))
+    assert schemas[0] == schemas[1]
+
+
+def test_streams_and_events_are_torchs_cpu_ones():
+    for L in (tracec, torch):
+        s = L.Stream()
+        assert (s.query(), s.synchronize(), s.device_type, s.device_index, s.stream_id) == \
+            (True, None, 0, -1, 0)
+        assert s == L.Stream() and str(s.device) == "cpu"
+        with s:
+            pass
+        with pytest.raises(RuntimeError, match="cpu backend doesn't support events"):
+            s.record_event()
+        with pytest.raises(RuntimeError, match="cpu backend doesn't support events"):
+            L.Event().record()
+        with pytest.raises(RuntimeError, match="not linked with support for cuda"):
+            L.Stream("cuda")
+    assert repr(tracec.Stream()) == repr(torch.Stream())
+
+
+def test_get_device_module_and_device_mesh_names():
+    assert tracec.get_device_module() is tracec.cpu
+    assert tracec.get_device_module("cuda:0") is tracec.cuda
+    assert tracec.get_device_module(tracec.device("cpu")) is tracec.cpu
+    assert hasattr(tracec.distributed, "device_mesh")        # torch imports it with distributed
+    from tracec.utils import _pytree as mine
+    from torch.utils import _pytree as theirs
+    for m in (mine, theirs):
+        values, context = m._dict_flatten({"a": 1, "b": 2})
+        assert m._dict_unflatten(values, context) == {"a": 1, "b": 2}

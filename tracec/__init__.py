@@ -9,6 +9,7 @@ from tracec.dtypes import (DType as dtype, bfloat16, bool_, double, float, float
                            int32, int64, long, set_default_dtype, short, uint8, uint16, uint32,
                            uint64)
 from tracec.device import device  # noqa: F401
+from tracec.streams import Event, Stream  # noqa: F401
 from tracec.graph import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
 from tracec.tensor import Size, Tensor  # noqa: F401
 from tracec import methods as _methods  # noqa: F401  (attaches Tensor methods)
@@ -176,6 +177,24 @@ from tracec import ao, quantization  # noqa: E402,F401  (torch.ao / torch.quanti
 from tracec.ao._qparams import (per_channel_affine, per_channel_symmetric,  # noqa: E402,F401
                                 per_tensor_affine, per_tensor_symmetric, qint8, qint32, quint8)
 from tracec.config import e, inf, nan, pi  # noqa: E402,F401
+
+def get_device_module(device=None):
+    """``torch.get_device_module``: the module of a device type
+    (``torch.cpu``, ``torch.cuda``, ``torch.mps``, ``torch.xpu``); the
+    default device's when none is given."""
+    from tracec.device import DEFAULT
+    if device is None:
+        kind = DEFAULT[-1]
+    elif isinstance(device, str) and device.partition(":")[0] in ("mps", "xpu"):
+        kind = device.partition(":")[0]
+    else:
+        kind = globals()["device"](device).type
+    module = {"cpu": cpu, "cuda": cuda, "mps": mps, "xpu": xpu}.get(kind)
+    if module is None:
+        raise RuntimeError(f"Device '{kind}' does not have a corresponding module registered "
+                           f"as 'torch.{kind}'.")
+    return module
+
 
 def trace(fn, *args, **kwargs):
     """``tracec.trace(fn, *example_args)``: the traced IR (API.md); given only

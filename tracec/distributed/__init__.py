@@ -29,7 +29,7 @@ from tracec import graph
 from tracec.ops import collective as _c
 from tracec.ops.collective import CollectiveShapeError
 from tracec.tensor import Tensor
-from tracec.distributed import _tcp, faults
+from tracec.distributed import _tcp, device_mesh, faults  # noqa: F401  (torch.distributed.device_mesh: PyTorch imports it)
 
 __all__ = ["init_process_group", "destroy_process_group", "is_initialized", "is_available",
            "get_rank", "get_world_size", "get_backend", "barrier", "all_reduce", "broadcast",

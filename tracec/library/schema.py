@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import types
 import typing
 
 from tracec import dtypes as dt
@@ -21,7 +22,7 @@ __all__ = ["Schema", "infer_schema"]
 def _type_name(ann, where: str, error) -> str:
     """PyTorch's schema type for the annotation ``ann``."""
     origin, args = typing.get_origin(ann), typing.get_args(ann)
-    if origin is typing.Union and len(args) == 2 and type(None) in args:
+    if origin in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
         inner = args[0] if args[1] is type(None) else args[1]
         return _type_name(inner, where, error) + "?"
     if origin in (list, tuple, typing.Sequence) or \
@@ -44,10 +45,31 @@ def _default_text(v) -> str:
     return repr(v)
 
 
+def _resolve(ann, fn):
+    """A string annotation (a module with ``from __future__ import
+    annotations``: ``'torch.Tensor | None'``) evaluated as PyTorch does,
+    with ``torch`` and ``typing``'s names at hand, then the function's
+    globals; anything else as given."""
+    if not isinstance(ann, str):
+        return ann
+    import tracec
+    scope = {**vars(typing), "torch": tracec, "Tensor": Tensor, "typing": typing}
+    scope.update(getattr(fn, "__globals__", {}))
+    scope["torch"] = tracec     # (under install_as_torch the global is tracec already)
+    try:
+        return eval(ann, scope)  # noqa: S307 - an annotation of the user's own function
+    except Exception:  # noqa: BLE001 - reported as the unsupported type it is
+        return ann
+
+
 def infer_schema(prototype_function, /, *, mutates_args, op_name=None) -> str:
     """The schema string of a type-annotated function, as PyTorch infers
     it: ``(Tensor(a0!) x, float s=1.0) -> Tensor``."""
     sig = inspect.signature(prototype_function)
+    sig = sig.replace(
+        parameters=[p.replace(annotation=_resolve(p.annotation, prototype_function))
+                    for p in sig.parameters.values()],
+        return_annotation=_resolve(sig.return_annotation, prototype_function))
 
     def error(what):
         raise ValueError(f"infer_schema(func): {what} Got func with signature {sig})")

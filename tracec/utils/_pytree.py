@@ -69,6 +69,32 @@ def _node_type(tree):
 _get_node_type = _node_type     # PyTorch's name, which libraries import
 
 
+def _dict_flatten(d):
+    """PyTorch's flatten function of dict nodes (libraries reuse it for their
+    dict-like outputs: diffusers' and transformers' ModelOutput)."""
+    return list(d.values()), list(d.keys())
+
+
+def _dict_unflatten(values, context):
+    return dict(zip(context, values))
+
+
+def _list_flatten(d):
+    return list(d), None
+
+
+def _list_unflatten(values, context):
+    return list(values)
+
+
+def _tuple_flatten(d):
+    return list(d), None
+
+
+def _tuple_unflatten(values, context):
+    return tuple(values)
+
+
 register_pytree_node(tuple, lambda t: (list(t), None), lambda v, c: tuple(v))
 register_pytree_node(list, lambda t: (list(t), None), lambda v, c: list(v))
 register_pytree_node(dict, lambda d: (list(d.values()), list(d.keys())),
