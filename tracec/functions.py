@@ -689,6 +689,11 @@ def _gelu_eager():
 
 def silu(x):
     x = _operand(x, "silu")
+    if isinstance(x, Tensor) and x.dtype in _HALF:
+        # as gelu: PyTorch computes a half-precision SiLU in float32 and
+        # rounds once (rounding the sigmoid first moved ~30% of the values)
+        y = _silu_prims(ops.cast(x, dt.float32))
+        return _named(ops.cast(y, x.dtype), "SiluBackward0")
     y = fused_eager.unary(x, ("silu",), _silu_prims, "SiluBackward0")
     return y if y is not None else _named(_silu_prims(x), "SiluBackward0")
 

@@ -423,6 +423,7 @@ def _layer_norm_composite(k, eps, has_weight, has_bias):
     return f
 
 
+@_in_float32
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     x = _tensor(input, "rms_norm")
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
