@@ -520,3 +520,40 @@ def _cudnn_flags(lib):
 def test_cudnn_flags_block_sets_and_restores_the_flags():
     # wav2vec2's positional conv runs under torch.backends.cudnn.flags(...)
     assert _cudnn_flags(tracec) == _cudnn_flags(pt)
+
+
+_HALF_ACTS = ["mish", "softplus", "hardswish", "hardsigmoid", "selu", "logsigmoid", "elu",
+              "leaky_relu"]
+
+
+def _half_act_values(lib, d):
+    g = np.random.default_rng(1)
+    base = lib.tensor(g.standard_normal(1024).astype(np.float32) * 4).to(getattr(lib, d))
+    out = []
+    for name in _HALF_ACTS:
+        x = base.clone().requires_grad_()
+        y = getattr(lib.nn.functional, name)(x)
+        y.backward(lib.ones_like(y))
+        out.append((name, type(y.grad_fn).__name__, y.detach().float().numpy(),
+                    x.grad.float().numpy()))
+    x = base.clone().reshape(32, 32).requires_grad_()
+    y = lib.nn.functional.glu(x)
+    y.backward(lib.ones_like(y))
+    out.append(("glu", type(y.grad_fn).__name__, y.detach().float().numpy(),
+                x.grad.float().numpy()))
+    return out
+
+
+@pytest.mark.parametrize("d", ["bfloat16", "float16"])
+def test_half_activations_round_once_as_pytorch(d):
+    # MobileNet's hardswish, Mixtral/Llama-style gated MLPs (glu), mish,
+    # softplus ... in bfloat16: PyTorch's CPU kernels compute them in
+    # float32 and round the result once; tracec rounded every primitive
+    for (name, node, y, gx), (_, pnode, py, pgx) in zip(_half_act_values(tracec, d),
+                                                       _half_act_values(pt, d)):
+        assert node == pnode, name
+        assert (y != py).sum() <= 1, (name, (y != py).sum())
+        # (PyTorch's logsigmoid and glu backwards round intermediates of
+        # their own in d, which tracec does not reproduce: values only)
+        if name not in ("logsigmoid", "glu"):
+            assert (gx != pgx).sum() <= 8, (name, (gx != pgx).sum())
