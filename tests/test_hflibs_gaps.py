@@ -557,3 +557,23 @@ def test_half_activations_round_once_as_pytorch(d):
         # their own in d, which tracec does not reproduce: values only)
         if name not in ("logsigmoid", "glu"):
             assert (gx != pgx).sum() <= 8, (name, (gx != pgx).sum())
+
+
+def _half_addmm(lib):
+    g = np.random.default_rng(2)
+    m = lib.tensor(g.standard_normal((48, 48)).astype(np.float32) * 2).to(lib.bfloat16)
+    a = m.clone().requires_grad_()
+    y = lib.addmm(m[0], a, m, beta=2, alpha=0.5)      # (GPT-2's Conv1D: addmm(bias, x, w))
+    y.sum().backward()
+    z = lib.baddbmm(m[None], m[None], m[None], beta=0.5, alpha=2)
+    return (y.detach().float().numpy(), a.grad.float().numpy(), z.float().numpy(),
+            type(y.grad_fn).__name__, str(z.dtype)[-8:])
+
+
+def test_half_addmm_and_baddbmm_scale_in_float32_as_pytorch():
+    ours, theirs = _half_addmm(tracec), _half_addmm(pt)
+    for a, b in zip(ours, theirs):
+        if isinstance(a, str):
+            assert a == b
+        else:
+            assert (a != b).sum() == 0, (a != b).sum()
