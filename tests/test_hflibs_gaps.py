@@ -577,3 +577,24 @@ def test_half_addmm_and_baddbmm_scale_in_float32_as_pytorch():
             assert a == b
         else:
             assert (a != b).sum() == 0, (a != b).sum()
+
+
+def _half_reductions(lib, d):
+    g = np.random.default_rng(3)
+    x = lib.tensor(g.standard_normal((64, 64)).astype(np.float32) * 3).to(getattr(lib, d))
+    xr = x.clone().requires_grad_()
+    ys = [xr.var(-1), xr.std(-1, keepdim=True), xr.norm(dim=-1), lib.linalg.vector_norm(xr, 3, -1),
+          xr.var(0, correction=0)]
+    sum(y.float().sum() for y in ys).backward()
+    return [(type(y.grad_fn).__name__, y.detach().float().numpy()) for y in ys], \
+        xr.grad.float().numpy()
+
+
+@pytest.mark.parametrize("d", ["bfloat16", "float16"])
+def test_half_var_std_norm_accumulate_in_float32_as_pytorch(d):
+    (ours, g), (theirs, pg) = _half_reductions(tracec, d), _half_reductions(pt, d)
+    for (node, y), (pnode, py) in zip(ours, theirs):
+        assert node == pnode
+        assert (y != py).sum() <= 1, (node, (y != py).sum())
+    # (the five backwards' sum is rounded in d at each accumulation: close)
+    np.testing.assert_allclose(g, pg, rtol=2e-2, atol=2e-3)

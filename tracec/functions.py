@@ -1043,6 +1043,10 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
         dim, unbiased = None, dim
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
+    if isinstance(input, Tensor) and input.dtype in _HALF:
+        # PyTorch's kernel works in float32 and rounds the result once
+        y = var(ops.cast(input, dt.float32), dim, keepdim=keepdim, correction=correction)
+        return _named(ops.cast(y, input.dtype), "VarBackward0")
     axes = _dims(input, dim)
     n = math.prod(input.shape[a] for a in axes) if input.ndim else 1
     m = mean(input, axes, keepdim=True)
@@ -1070,6 +1074,9 @@ def _safe_root(s, p):
 
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     # A constant slice has std 0 and, as in PyTorch, gradient 0 (not NaN).
+    if isinstance(input, Tensor) and input.dtype in _HALF:     # (as var)
+        y = std(ops.cast(input, dt.float32), dim, unbiased, keepdim, correction=correction)
+        return _named(ops.cast(y, input.dtype), "StdBackward0")
     return _named(_safe_root(var(input, dim, unbiased, keepdim, correction=correction), 2),
                   "StdBackward0")
 
