@@ -598,3 +598,17 @@ def test_half_var_std_norm_accumulate_in_float32_as_pytorch(d):
         assert (y != py).sum() <= 1, (node, (y != py).sum())
     # (the five backwards' sum is rounded in d at each accumulation: close)
     np.testing.assert_allclose(g, pg, rtol=2e-2, atol=2e-3)
+
+
+@pytest.mark.parametrize("d", ["bfloat16", "float16"])
+def test_half_cumsum_accumulates_in_float32_as_pytorch(d):
+    def run(lib):
+        g = np.random.default_rng(4)
+        x = lib.tensor(g.standard_normal((16, 256)).astype(np.float32)).to(getattr(lib, d))
+        xr = x.clone().requires_grad_()
+        y = xr.cumsum(-1)
+        (y.float() * lib.arange(256.0)).sum().backward()
+        return type(y.grad_fn).__name__, y.detach().float().numpy(), xr.grad.float().numpy()
+    (node, y, gx), (pnode, py, pgx) = run(tracec), run(pt)
+    assert node == pnode and (y != py).sum() == 0, (y != py).sum()
+    np.testing.assert_allclose(gx, pgx, rtol=1e-2)
