@@ -111,7 +111,7 @@ def test_import_torchvision_under_tracec_run(tmp_path):
         x = torch.rand(3, 10, 12)
         print(tuple(T.Resize(5)(x).shape), type(datasets.MNIST).__name__)
         try:
-            import torchvision.io
+            import torchvision.tv_tensors
         except ModuleNotFoundError as e:
             print(e.name, '|', e)
         try:
@@ -125,6 +125,6 @@ def test_import_torchvision_under_tracec_run(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == [
         "(3, 5, 6) type",
-        "torchvision.io | No module named 'torchvision.io': tracec (installed as torchvision "
-        "by tracec.install_as_torch) has no 'tracec.vision.io'",
+        "torchvision.tv_tensors | No module named 'torchvision.tv_tensors': tracec (installed "
+        "as torchvision by tracec.install_as_torch) has no 'tracec.vision.tv_tensors'",
         "torch.vision"]

@@ -689,6 +689,11 @@ def _gelu_eager():
 
 def silu(x):
     x = _operand(x, "silu")
+    if isinstance(x, Tensor) and x.dtype in _HALF:
+        # as gelu: PyTorch computes a half-precision SiLU in float32 and
+        # rounds once (rounding the sigmoid first moved ~30% of the values)
+        y = _silu_prims(ops.cast(x, dt.float32))
+        return _named(ops.cast(y, x.dtype), "SiluBackward0")
     y = fused_eager.unary(x, ("silu",), _silu_prims, "SiluBackward0")
     return y if y is not None else _named(_silu_prims(x), "SiluBackward0")
 
@@ -1038,6 +1043,10 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
         dim, unbiased = None, dim
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
+    if isinstance(input, Tensor) and input.dtype in _HALF:
+        # PyTorch's kernel works in float32 and rounds the result once
+        y = var(ops.cast(input, dt.float32), dim, keepdim=keepdim, correction=correction)
+        return _named(ops.cast(y, input.dtype), "VarBackward0")
     axes = _dims(input, dim)
     n = math.prod(input.shape[a] for a in axes) if input.ndim else 1
     m = mean(input, axes, keepdim=True)
@@ -1065,6 +1074,9 @@ def _safe_root(s, p):
 
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     # A constant slice has std 0 and, as in PyTorch, gradient 0 (not NaN).
+    if isinstance(input, Tensor) and input.dtype in _HALF:     # (as var)
+        y = std(ops.cast(input, dt.float32), dim, unbiased, keepdim, correction=correction)
+        return _named(ops.cast(y, input.dtype), "StdBackward0")
     return _named(_safe_root(var(input, dim, unbiased, keepdim, correction=correction), 2),
                   "StdBackward0")
 

@@ -78,6 +78,10 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
         x = ops.cast(x, want)
     if x.dtype.is_complex:      # the norm of the moduli (a real result)
         return vector_norm(F.abs(x), ord, dim, keepdim)
+    if x.dtype in (dt.bfloat16, dt.float16):
+        # PyTorch's kernel accumulates in float32 and rounds the norm once
+        y = vector_norm(ops.cast(x, dt.float32), ord, dim, keepdim)
+        return F._named(ops.cast(y, x.dtype), "LinalgVectorNormBackward0")
     axes = _axes(x, dim)
     if x.ndim == 0:       # (keepdim keeps no dim of a 0-d input)
         x, axes, keepdim = ops.reshape(x, (1,)), (0,), False

@@ -11,6 +11,7 @@ data-dependence error) and the post-accumulate hooks (eager backward only).
 """
 from __future__ import annotations
 
+import numbers
 import operator
 import warnings
 import weakref
@@ -261,3 +262,16 @@ Tensor.mH = property(_mH)
 Tensor.volatile = property(_volatile)
 for _flag in ("is_xpu", "is_mps", "is_mtia", "is_ipu", "is_xla", "is_vulkan", "is_maia"):
     setattr(Tensor, _flag, property(lambda self: False))
+
+
+def __contains__(self, element) -> bool:
+    """``x in t``: whether any element of ``t`` equals ``x`` (PyTorch's;
+    without it Python iterates ``t``'s rows and asks each for a bool).
+    Only tensors and numbers are accepted."""
+    if isinstance(element, (Tensor, numbers.Number)):
+        return bool((element == self).any().item())
+    raise RuntimeError(f"Tensor.__contains__ only supports Tensor or scalar, but you passed "
+                       f"in a {type(element)}.")
+
+
+Tensor.__contains__ = __contains__

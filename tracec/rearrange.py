@@ -310,6 +310,11 @@ def cumsum(input, dim, *, dtype=None):
     x = input
     if dtype is not None and isinstance(x, Tensor) and dt.to_dtype(dtype) is not x.dtype:
         x = ops.cast(x, dt.to_dtype(dtype))
+    if isinstance(x, Tensor) and x.dtype in (dt.bfloat16, dt.float16):
+        # PyTorch accumulates a half-precision cumsum in float32 and rounds
+        # each prefix once (rounding every partial sum drifted by many ulps)
+        y = cumsum(ops.cast(x, dt.float32), dim)
+        return _named(ops.cast(y, x.dtype), "CumsumBackward0")
     if isinstance(x, Tensor) and x.dtype in (dt.float32, dt.float64) and x.ndim \
             and type(x._data) is np.ndarray and eager_direct(x):
         return _cumsum_eager().apply(x, normalize_axis(dim, x.ndim))

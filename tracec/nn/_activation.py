@@ -23,7 +23,8 @@ from tracec import graph, ops, torch_rng
 from tracec import shape_ops as S
 from tracec.autograd import Function
 from tracec.ops.elementwise import _where_impl
-from tracec.nn._basic import _apply, _check_p, _elu, _feature_dropout, _hardtanh, _tensor
+from tracec.nn._basic import (_apply, _check_p, _elu, _feature_dropout, _hardtanh, _tensor,
+                              half_once)
 from tracec.tensor import Tensor, eager_direct, weak_scalar
 
 __all__ = ["threshold", "threshold_", "prelu", "selu", "selu_", "celu", "celu_", "glu",
@@ -73,8 +74,9 @@ def prelu(input, weight):
 
 
 def selu(input, inplace: bool = False):
-    return _apply(lambda x: _elu(x, _SELU_SCALE * _SELU_ALPHA, _SELU_SCALE),
-                  _tensor(input, "selu"), inplace)
+    def f(x):
+        return _elu(x, _SELU_SCALE * _SELU_ALPHA, _SELU_SCALE)
+    return _apply(half_once(f, "EluBackward0", f), _tensor(input, "selu"), inplace)
 
 
 def selu_(input):
@@ -107,6 +109,8 @@ def hardtanh_(input, min_val: float = -1.0, max_val: float = 1.0):
 def glu(input, dim: int = -1):
     """``a * sigmoid(b)`` for the two halves ``a, b`` of ``dim``."""
     x = _tensor(input, "glu")
+    if x.dtype in (dt.bfloat16, dt.float16):     # through float32, rounded once (half_once)
+        return half_once(lambda t: glu(t, dim), "GluBackward0", None)(x)
     if x.ndim == 0:
         raise RuntimeError("glu does not support scalars because halving size must be even")
     d = dim % x.ndim
@@ -153,7 +157,8 @@ def hardswish(input, inplace: bool = False):
         if x.dtype in (dt.float32, dt.float64) and x.ndim and eager_direct(x):
             return _HardswishEager.apply(x)
         return _hardswish_prims(x)
-    return _apply(f, _tensor(input, "hardswish"), inplace)
+    return _apply(half_once(_hardswish_prims, "HardswishBackward0", f),
+                  _tensor(input, "hardswish"), inplace)
 
 
 def _hardswish_prims(x):
@@ -222,7 +227,8 @@ def hardsigmoid(input, inplace: bool = False):
         if x.dtype in (dt.float32, dt.float64) and x.ndim and eager_direct(x):
             return _HardsigmoidEager.apply(x)
         return _hardsigmoid_prims(x)
-    return _apply(f, _tensor(input, "hardsigmoid"), inplace)
+    return _apply(half_once(_hardsigmoid_prims, "HardsigmoidBackward0", f),
+                  _tensor(input, "hardsigmoid"), inplace)
 
 
 def _hardsigmoid_prims(x):

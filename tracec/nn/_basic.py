@@ -158,6 +158,20 @@ def bilinear(input1, input2, weight, bias=None):
     return y if bias is None else TF.add(y, bias)
 
 
+def half_once(composite, node_name: str, fallback):
+    """``x -> composite(x)`` for an elementwise activation: a bfloat16 /
+    float16 ``x`` through float32, rounded once at the end, as PyTorch's CPU
+    kernels compute it (rounding each primitive's result moved a quarter
+    to a third of the values by an ulp); other dtypes by ``fallback``.  The
+    casts' VJPs make the backward do the same."""
+    def f(x):
+        if isinstance(x, Tensor) and x.dtype in (dt.bfloat16, dt.float16):
+            y = ops.cast(composite(ops.cast(x, dt.float32)), x.dtype)
+            return TF._named(y, node_name)
+        return fallback(x)
+    return f
+
+
 def _apply(fn, x: Tensor, inplace: bool) -> Tensor:
     """``fn(x)``, or written into ``x`` for ``inplace=True``.  In place, the
     math reads a copy when autograd records it, so the values its backward

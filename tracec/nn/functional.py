@@ -21,8 +21,8 @@ from tracec import functions as TF
 from tracec import graph, ops
 from tracec import shape_ops as S
 from tracec.wrapper_dispatch import dispatching_operand
-from tracec.nn._basic import (_apply, _elu, _hardtanh, _logsigmoid, _tensor, bilinear, dropout, dropout1d,  # noqa: F401
-                              dropout2d, linear)
+from tracec.nn._basic import (_apply, _elu, _hardtanh, _logsigmoid, _tensor, bilinear,  # noqa: F401
+                              dropout, dropout1d, dropout2d, half_once, linear)
 from tracec.nn._activation import *  # noqa: F401,F403
 from tracec.nn._attention import (_canonical_mask, _mha_shape_check,  # noqa: F401
                                   _none_or_dtype, multi_head_attention_forward,
@@ -43,6 +43,12 @@ from tracec.nn._sampling import *  # noqa: F401,F403
 from tracec.tensor import Tensor, eager_direct
 from tracec.fused_eager import fused as _fused, nary as _fused_nary
 from tracec.nn import _batch_norm_eager as _bn
+
+def _half_fused(key, composite, node_name):
+    """``fused_eager.fused``, with half-precision inputs computed in float32
+    and rounded once (``half_once``)."""
+    return half_once(composite, node_name, _fused(key, composite, node_name))
+
 
 one_hot = S.one_hot
 flatten = S.flatten
@@ -75,12 +81,12 @@ def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool =
 def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
     def f(x):
         return ops.where(ops.gt(x, 0), x, TF.mul(x, negative_slope))
-    return _apply(_fused(("leaky_relu", negative_slope), f, "LeakyReluBackward0"),
+    return _apply(_half_fused(("leaky_relu", negative_slope), f, "LeakyReluBackward0"),
                   input, inplace)
 
 
 def elu(input, alpha: float = 1.0, inplace: bool = False):
-    return _apply(_fused(("elu", alpha), lambda x: _elu(x, alpha), "EluBackward0"),
+    return _apply(_half_fused(("elu", alpha), lambda x: _elu(x, alpha), "EluBackward0"),
                   input, inplace)
 
 
@@ -99,7 +105,7 @@ def silu(input, inplace: bool = False):
 
 
 def mish(input, inplace: bool = False):
-    return _apply(_fused(("mish",), _mish, "MishBackward0"), input, inplace)
+    return _apply(_half_fused(("mish",), _mish, "MishBackward0"), input, inplace)
 
 
 def _mish(x):
@@ -118,7 +124,7 @@ def softplus(input, beta: float = 1.0, threshold: float = 20.0):
     """PyTorch's formula: ``x`` where ``beta * x > threshold``, else
     ``log1p(exp(beta * x)) / beta`` (its gradient is sigmoid(beta * x): 0.5
     at 0); exp sees only arguments up to the threshold."""
-    return _fused(("softplus", beta, threshold),
+    return _half_fused(("softplus", beta, threshold),
                   lambda x: _softplus(x, beta, threshold), "SoftplusBackward0")(input)
 
 
@@ -132,7 +138,7 @@ def _softplus(input, beta, threshold):
 
 
 def logsigmoid(input):
-    return _fused(("logsigmoid",), _logsigmoid, "LogSigmoidBackward0")(
+    return _half_fused(("logsigmoid",), _logsigmoid, "LogSigmoidBackward0")(
         _tensor(input, "log_sigmoid"))
 
 
@@ -423,6 +429,7 @@ def _layer_norm_composite(k, eps, has_weight, has_bias):
     return f
 
 
+@_in_float32
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     x = _tensor(input, "rms_norm")
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)

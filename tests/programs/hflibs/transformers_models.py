@@ -12,9 +12,22 @@ LM, ViT on images, Qwen2 and Mistral (sliding window).  Last, a
 BertTokenizer from an in-memory vocabulary with return_tensors="pt",
 DataCollatorWithPadding / DataCollatorForSeq2Seq, and
 DataCollatorForLanguageModeling's seeded random masking feeding a
-BertForMaskedLM step."""
+BertForMaskedLM step; and lower precision: a Llama under
+torch.autocast("cpu", dtype=torch.bfloat16) (loss, float32 gradients), a
+bfloat16 Llama and a float16 GPT-2.  Then one training loss (and
+backward) each of BART, CLIP (contrastive loss), wav2vec2 with CTC (conv
+feature extractor, group norm, weight-normed positional conv), DeBERTa-v2
+(relative attention), Whisper, ResNet, GPT-NeoX (partial rotary), Phi,
+Gemma-2 (soft-capping, sliding window) and Mixtral (mixture of experts,
+router auxiliary loss)."""
 import torch
-from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, BertConfig,
+from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, BartConfig,
+                          BartForConditionalGeneration, CLIPConfig, CLIPModel, DebertaV2Config,
+                          DebertaV2ForSequenceClassification, Gemma2Config, Gemma2ForCausalLM,
+                          GPTNeoXConfig, GPTNeoXForCausalLM, MixtralConfig, MixtralForCausalLM,
+                          PhiConfig, PhiForCausalLM, ResNetConfig, ResNetForImageClassification,
+                          Wav2Vec2Config, Wav2Vec2ForCTC, WhisperConfig,
+                          WhisperForConditionalGeneration, BertConfig,
                           BertForMaskedLM, BertForSequenceClassification, BertTokenizer,
                           DataCollatorForLanguageModeling, DataCollatorForSeq2Seq,
                           DataCollatorWithPadding, DistilBertConfig,
@@ -160,3 +173,75 @@ print("masked", batch["input_ids"], batch["labels"])
 bert_mlm = BertForMaskedLM(BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=1,
                                       num_attention_heads=2, intermediate_size=32))
 train("bert-mlm", bert_mlm, 2, **batch)
+
+torch.manual_seed(7)
+lcfg = LlamaConfig(vocab_size=48, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+ids = torch.randint(0, 48, (2, 6))
+amp_llama = LlamaForCausalLM(lcfg)
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    out = amp_llama(ids, labels=ids)
+out.loss.backward()
+grad = amp_llama.model.layers[0].self_attn.q_proj.weight.grad
+print("autocast", out.logits.dtype, out.loss.item(), grad.dtype, grad.norm().item())
+bf16_llama = LlamaForCausalLM(lcfg).to(torch.bfloat16)
+print("bfloat16 llama", bf16_llama(ids).logits[0, -1, :4])
+half_gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=48, n_positions=16, n_embd=16, n_layer=1,
+                                       n_head=2)).half().eval()
+print("float16 gpt2", half_gpt2.dtype, half_gpt2(ids).logits[0, -1, :3])
+
+
+def loss_of(name, model, **batch):
+    out = model(**batch)
+    out.loss.backward()
+    grads = sum(p.grad.double().norm() ** 2 for p in model.parameters() if p.grad is not None)
+    print(name, f"loss {out.loss.item():.5f} grad-norm {grads.sqrt().item():.5f}")
+    return out
+
+
+torch.manual_seed(8)
+ids = torch.randint(3, 30, (2, 7))
+loss_of("bart", BartForConditionalGeneration(BartConfig(
+    vocab_size=32, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+    decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=32)),
+    input_ids=ids, labels=ids)
+clip = loss_of("clip", CLIPModel(CLIPConfig(
+    text_config=dict(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                     num_attention_heads=2, max_position_embeddings=16),
+    vision_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                       num_attention_heads=2, image_size=16, patch_size=8), projection_dim=8)),
+    input_ids=ids, pixel_values=torch.randn(2, 3, 16, 16), return_loss=True)
+print("clip logits", clip.logits_per_image)
+loss_of("wav2vec2", Wav2Vec2ForCTC(Wav2Vec2Config(
+    vocab_size=12, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+    intermediate_size=32, conv_dim=(8, 8), conv_stride=(5, 2), conv_kernel=(10, 3),
+    num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, mask_time_prob=0.0)),
+    input_values=torch.randn(2, 400), labels=torch.randint(1, 12, (2, 5)))
+loss_of("deberta-v2", DebertaV2ForSequenceClassification(DebertaV2Config(
+    vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+    intermediate_size=32, max_position_embeddings=32, relative_attention=True,
+    pos_att_type=["p2c", "c2p"], num_labels=2, position_buckets=8)),
+    input_ids=ids, labels=torch.tensor([0, 1]))
+loss_of("whisper", WhisperForConditionalGeneration(WhisperConfig(
+    vocab_size=40, num_mel_bins=8, d_model=16, encoder_layers=1, decoder_layers=1,
+    encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
+    max_source_positions=10, max_target_positions=16, decoder_start_token_id=1, pad_token_id=0)),
+    input_features=torch.randn(2, 8, 20), labels=ids)
+loss_of("resnet", ResNetForImageClassification(ResNetConfig(
+    num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], num_labels=3)),
+    pixel_values=torch.randn(2, 3, 32, 32), labels=torch.tensor([0, 2]))
+loss_of("gpt-neox", GPTNeoXForCausalLM(GPTNeoXConfig(
+    vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+    intermediate_size=32, max_position_embeddings=32, rotary_pct=0.5)), input_ids=ids, labels=ids)
+loss_of("phi", PhiForCausalLM(PhiConfig(
+    vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+    intermediate_size=32, max_position_embeddings=32)), input_ids=ids, labels=ids)
+loss_of("gemma-2", Gemma2ForCausalLM(Gemma2Config(
+    vocab_size=32, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+    num_key_value_heads=1, head_dim=8, intermediate_size=32, max_position_embeddings=32,
+    sliding_window=4)), input_ids=ids, labels=ids)
+moe = loss_of("mixtral", MixtralForCausalLM(MixtralConfig(
+    vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+    num_key_value_heads=1, intermediate_size=32, max_position_embeddings=32, num_local_experts=4,
+    num_experts_per_tok=2)), input_ids=ids, labels=ids, output_router_logits=True)
+print("mixtral aux loss", moe.aux_loss.item())
