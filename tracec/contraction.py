@@ -45,16 +45,34 @@ def integral_scalars(input, prod, beta, alpha, name=None):
     return int(beta), int(alpha)
 
 
-def _scaled_sum(input, prod, beta, alpha, name):
+def _scaled(input, prod, beta, alpha):
     if isinstance(input, Tensor):
         beta, alpha = integral_scalars(input, prod, beta, alpha)
     if alpha != 1:
         prod = mul(prod, alpha)
     if beta == 0:  # input is ignored (its NaNs do not propagate), as in PyTorch
-        return _named(prod, name)
-    if beta != 1:
-        input = mul(input, beta)
-    return _named(add(input, prod), name)
+        return prod
+    return add(mul(input, beta) if beta != 1 else input, prod)
+
+
+def _scaled_sum(input, mat1, mat2, beta, alpha, name):
+    """``beta * input + alpha * (mat1 @ mat2)``.  In float16 / bfloat16 it is
+    computed in float32 and rounded once, as PyTorch's CPU GEMM does (its
+    kernel scales and adds in the float32 accumulator): rounding the product
+    first, then the sums, differs by an ulp, and Newton-Schulz iterations
+    written with ``addmm(..., beta=b, alpha=c)`` (timm's Muon) amplify it."""
+    if autocast_mode.ACTIVE:
+        input, mat1, mat2 = autocast_mode.lower_precision(input, mat1, mat2)
+    low = mat1.dtype if mat1.dtype in (dt.float16, dt.bfloat16) and mat2.dtype is mat1.dtype \
+        and getattr(input, "dtype", mat1.dtype) is mat1.dtype else None
+    if low is None:
+        out = _scaled(input, matmul(mat1, mat2), beta, alpha)
+    else:
+        # (autocast off: it would lower the float32 operands again)
+        with autocast_mode.autocast("cpu", enabled=False):
+            out = _scaled(input.float() if isinstance(input, Tensor) else input,
+                          matmul(mat1.float(), mat2.float()), beta, alpha)
+    return _named(out.to(low) if low is not None else out, name)
 
 
 @aten_report.reports(lambda out, input, mat1, mat2, **kw: [AtenCall(
@@ -67,9 +85,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     if mat1.shape[1] != mat2.shape[0]:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({mat1.shape[0]}x"
                            f"{mat1.shape[1]} and {mat2.shape[0]}x{mat2.shape[1]})")
-    if autocast_mode.ACTIVE:
-        (input,) = autocast_mode.lower_precision(input)
-    return _scaled_sum(input, matmul(mat1, mat2), beta, alpha, "AddmmBackward0")
+    return _scaled_sum(input, mat1, mat2, beta, alpha, "AddmmBackward0")
 
 
 @aten_report.reports(lambda out, input, batch1, batch2, **kw: [AtenCall(
@@ -87,9 +103,7 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{batch1.shape[0]}, {batch1.shape[2]}] but got: "
                            f"[{batch2.shape[0]}, {batch2.shape[1]}].")
-    if autocast_mode.ACTIVE:
-        (input,) = autocast_mode.lower_precision(input)
-    return _scaled_sum(input, matmul(batch1, batch2), beta, alpha, "BaddbmmBackward0")
+    return _scaled_sum(input, batch1, batch2, beta, alpha, "BaddbmmBackward0")
 
 
 # --- einsum ----------------------------------------------------------------------------
