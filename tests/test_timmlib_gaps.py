@@ -87,3 +87,100 @@ def test_addmm_under_autocast_rounds_once():
         assert y.dtype == lib.bfloat16
         outs.append(_bits(y))
     np.testing.assert_array_equal(outs[1], outs[0])
+
+
+# --- torch._foreach_* (timm's ModelEmaV3: _foreach_lerp_, or _foreach_mul_ + _foreach_add_) ---
+
+def _lists(lib, r, dtype="float32"):
+    return [lib.tensor(r.standard_normal(s), dtype=getattr(lib, dtype)) for s in ((3,), (2, 4))]
+
+
+def _cases():
+    return [
+        ("_foreach_add", lambda L, a, b: (1.5,), {}),
+        ("_foreach_add", lambda L, a, b: (b,), {"alpha": 0.25}),
+        ("_foreach_add", lambda L, a, b: ([2.0, -1.0],), {}),
+        ("_foreach_add", lambda L, a, b: (L.tensor(0.5),), {"alpha": 2}),
+        ("_foreach_sub", lambda L, a, b: (b,), {"alpha": 2}),
+        ("_foreach_mul", lambda L, a, b: (), {"scalar": 0.5}),
+        ("_foreach_mul", lambda L, a, b: (L.tensor(3.0),), {}),
+        ("_foreach_div", lambda L, a, b: (b,), {}),
+        ("_foreach_maximum", lambda L, a, b: (b,), {}),
+        ("_foreach_minimum", lambda L, a, b: (0.1,), {}),
+        ("_foreach_clamp_min", lambda L, a, b: ([0.0, 0.2],), {}),
+        ("_foreach_clamp_max", lambda L, a, b: (0.3,), {}),
+        ("_foreach_pow", lambda L, a, b: (2,), {}),
+        ("_foreach_lerp", lambda L, a, b: (b, 0.25), {}),
+        ("_foreach_lerp", lambda L, a, b: (b, [0.1, 0.9]), {}),
+        ("_foreach_addcmul", lambda L, a, b: (b, b), {"value": 0.5}),
+        ("_foreach_addcdiv", lambda L, a, b: (b, [x.abs() + 1 for x in b], [1.0, -2.0]), {}),
+        ("_foreach_sqrt", lambda L, a, b: None, {}),
+        ("_foreach_exp", lambda L, a, b: None, {}),
+        ("_foreach_neg", lambda L, a, b: None, {}),
+        ("_foreach_sign", lambda L, a, b: None, {}),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_cases())))
+def test_foreach_ops_match_torch_in_and_out_of_place(case):
+    name, args, kw = _cases()[case]
+    res = []
+    for lib in (torch, tracec):
+        r = np.random.default_rng(case)
+        a, b = _lists(lib, r), _lists(lib, r)
+        if name == "_foreach_sqrt":
+            a = [x.abs() for x in a]
+        extra = args(lib, a, b) or ()
+        out = getattr(lib, name)(a, *extra, **kw)
+        assert isinstance(out, tuple) and len(out) == 2
+        inplace = [x.clone() for x in a]
+        ret = getattr(lib, name + "_")(inplace, *extra, **kw)
+        assert ret is inplace          # the in-place form returns its first list
+        res.append([o.numpy() for o in out] + [x.numpy() for x in inplace])
+    for x, y in zip(res[1], res[0]):
+        np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-7)
+
+
+def test_foreach_reductions_copy_zero_clone_and_pow_of_scalar():
+    res = []
+    for lib in (torch, tracec):
+        r = np.random.default_rng(7)
+        a, b = _lists(lib, r), _lists(lib, r)
+        vals = list(lib._foreach_norm(a)) + list(lib._foreach_norm(a, 1)) + \
+            list(lib._foreach_norm(a, float("inf"))) + list(lib._foreach_max(a)) + \
+            list(lib._foreach_pow(2.0, a)) + list(lib._foreach_clone(b))
+        assert lib._foreach_copy_(a, b) is a
+        vals += [x.clone() for x in a]
+        lib._foreach_zero_(b)
+        vals += b
+        res.append([v.numpy() for v in vals])
+    for x, y in zip(res[1], res[0]):
+        np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-7)
+
+
+def test_foreach_out_of_place_is_differentiable():
+    grads = []
+    for lib in (torch, tracec):
+        p = [lib.ones(2, requires_grad=True), lib.full((3,), 2.0, requires_grad=True)]
+        out = lib._foreach_mul(lib._foreach_add(p, p, alpha=0.5), 3.0)
+        sum(o.pow(2).sum() for o in out).backward()
+        grads.append([x.grad.numpy() for x in p])
+    for x, y in zip(grads[1], grads[0]):
+        np.testing.assert_allclose(x, y)
+
+
+@pytest.mark.parametrize("call", [
+    lambda L, a: L._foreach_add(a, [L.ones(2)]),
+    lambda L, a: L._foreach_add([], 1),
+    lambda L, a: L._foreach_add(a, [1.0]),
+    lambda L, a: L._foreach_mul(a, L.ones(3)),
+    lambda L, a: L._foreach_add_([L.ones(2, dtype=L.long)], 1.5),
+    lambda L, a: L._foreach_add_([L.ones(2, requires_grad=True)], 1),
+])
+def test_foreach_errors_are_pytorchs(call):
+    msgs = []
+    for lib in (torch, tracec):
+        with pytest.raises(RuntimeError) as e:
+            call(lib, [lib.ones(2), lib.ones(3)])
+        msgs.append(str(e.value).split("\n")[0])
+    assert msgs[1] == msgs[0]

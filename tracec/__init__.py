@@ -157,6 +157,7 @@ from tracec.stft import istft, stft  # noqa: E402,F401
 from tracec.aten_functional import *  # noqa: E402,F401,F403
 from tracec.windows import *  # noqa: E402,F401,F403
 from tracec.aten_extra import *  # noqa: E402,F401,F403
+from tracec.foreach_ops import *  # noqa: E402,F401,F403  (torch._foreach_*)
 from tracec import hub, mps, return_types, testing, xpu  # noqa: E402,F401
 from tracec.tensor_type import set_default_tensor_type  # noqa: E402,F401
 from tracec.amp import GradScaler  # noqa: E402,F401
