@@ -16,6 +16,15 @@ forward, loss, backward and optimizer steps -- whose output under
 timm imports torchvision; under torch that is the real torchvision, whose
 compiled ops this environment lacks, so the reference runs through
 ``vision_oracle.torch_command`` (as tests/test_public_programs_models38.py).
+- ``api.py``: the model API around a network: ``list_models`` /
+  ``is_model``, ``pretrained_cfg`` / ``default_cfg`` and
+  ``resolve_data_config``, ``forward_features`` / ``forward_head``,
+  ``reset_classifier``, ``features_only=True`` feature maps (hooks and
+  ``forward_intermediates``), ``timm.layers`` pieces and initializers,
+  ``DropPath`` / ``drop_path_rate``, ``set_grad_checkpointing``,
+  ``dispatch_clip_grad`` (norm, AGC), ``get_state_dict`` through
+  ``torch.save`` / ``torch.load``.
+
 The references are recorded (tests/torch_recordings.py); a test skips when
 timm is not installed.
 """
@@ -30,7 +39,7 @@ pytest.importorskip("timm")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "timmlib"
-CASES = ["train.py"]
+CASES = ["train.py", "api.py"]
 EXTRA = "TORCH_COMPILE_DISABLE=1 OMP_NUM_THREADS=1 timm==1.0.31 vision_oracle.torch_command"
 
 
