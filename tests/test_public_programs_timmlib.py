@@ -4,6 +4,11 @@ as a user of timm writes them -- tiny models from configs (no downloads),
 forward, loss, backward and optimizer steps -- whose output under
 ``tracec run`` must equal torch 2.13's.
 
+- ``models.py``: architectures from timm's zoo at their smallest variants
+  (ResNet, MobileNetV3, RegNet, ConvNeXt, DenseNet, ViT, DeiT distilled,
+  Swin, LeViT, CoAtNet, MaxViT, MambaOut, NFNet, ByobNet, relative-position
+  ViT; config kwargs shrink them): a training-mode forward, cross entropy,
+  backward, gradient norm, an SGD step and an eval-mode forward.
 - ``train.py``: timm's training utilities as its train.py wires them:
   ``create_optimizer_v2`` (sgd with nesterov, adamw, lamb, lars, adabelief,
   rmsproptf, lion, adan, nadamw, adafactorbv, lookahead; layer-wise decay),
@@ -39,7 +44,7 @@ pytest.importorskip("timm")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "timmlib"
-CASES = ["train.py", "api.py"]
+CASES = ["models.py", "train.py", "api.py"]
 EXTRA = "TORCH_COMPILE_DISABLE=1 OMP_NUM_THREADS=1 timm==1.0.31 vision_oracle.torch_command"
 
 
