@@ -184,3 +184,28 @@ def test_foreach_errors_are_pytorchs(call):
             call(lib, [lib.ones(2), lib.ones(3)])
         msgs.append(str(e.value).split("\n")[0])
     assert msgs[1] == msgs[0]
+
+
+# --- an eager-only op under compile (timm's Kron: torch.compile(fullgraph=True) around
+# linalg.solve_triangular) is named as such, not as data-dependent control flow ---
+
+def _solve_right(X, A):
+    return tracec.linalg.solve_triangular(A, X, upper=True, left=False)
+
+
+def test_eager_only_op_under_fullgraph_compile_says_what_it_is():
+    X, A = tracec.randn(3, 4), tracec.eye(4) + tracec.randn(4, 4).triu()
+    fn = tracec.compile(_solve_right, fullgraph=True)
+    with pytest.raises(tracec.TraceError) as e:
+        fn(X, A)
+    msg = str(e.value)
+    assert "LinalgSolveTriangular() (eager only: LAPACK through NumPy) cannot be recorded" in msg
+    assert "control flow" not in msg and 'fallback="eager"' in msg
+
+
+def test_eager_only_op_under_eager_fallback_runs_as_torch():
+    r = np.random.default_rng(3)
+    x, a = r.standard_normal((3, 4)), np.eye(4) + np.triu(r.standard_normal((4, 4)))
+    ref = torch.linalg.solve_triangular(torch.tensor(a), torch.tensor(x), upper=True, left=False)
+    got = tracec.compile(_solve_right, fallback="eager")(tracec.tensor(x), tracec.tensor(a))
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-12)
