@@ -209,3 +209,46 @@ def test_eager_only_op_under_eager_fallback_runs_as_torch():
     ref = torch.linalg.solve_triangular(torch.tensor(a), torch.tensor(x), upper=True, left=False)
     got = tracec.compile(_solve_right, fallback="eager")(tracec.tensor(x), tracec.tensor(a))
     np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-12)
+
+
+# --- torch.fx: torch._assert bound before the trace (timm's layers do
+# `from torch import _assert` and check shapes with it) is recorded, as PyTorch's
+# _assert hands a Proxy condition to Proxy.__torch_function__ ---
+
+def _bound_assert_module(lib):
+    check = lib._assert          # bound before tracing, as `from torch import _assert`
+
+    class Net(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = lib.nn.Conv2d(3, 4, 3)
+
+        def forward(self, x):
+            y = self.conv(x)
+            check(y.ndim == 4, "expected 4D input")
+            return y.flatten(1).relu()
+    return Net()
+
+
+def test_fx_records_assert_bound_before_the_trace():
+    codes, outs = [], []
+    for lib in (torch, tracec):
+        lib.manual_seed(0)
+        m = _bound_assert_module(lib)
+        gm = lib.fx.symbolic_trace(m)
+        asserts = [n for n in gm.graph.nodes if n.name == "_assert"]
+        assert len(asserts) == 1 and asserts[0].op == "call_function"
+        assert asserts[0].target is lib._assert
+        codes.append(gm.code)
+        x = lib.ones(2, 3, 6, 6)
+        outs.append((gm(x).detach().numpy(), m(x).detach().numpy()))
+    assert codes[1] == codes[0]
+    np.testing.assert_allclose(outs[1][0], outs[1][1])
+    np.testing.assert_allclose(outs[1][0], outs[0][0], rtol=1e-6, atol=1e-6)
+
+
+def test_assert_outside_tracing_still_asserts():
+    for lib in (torch, tracec):
+        lib._assert(True, "fine")
+        with pytest.raises(AssertionError, match="shape"):
+            lib._assert(False, "shape")

@@ -45,7 +45,11 @@ def is_floating_point(input) -> "builtins.bool":
 
 
 def _assert(condition, message):
-    """``torch._assert``: a scriptable ``assert condition, message``."""
+    """``torch._assert``: a scriptable ``assert condition, message``; a
+    condition with ``__torch_function__`` (an FX Proxy) gets the call, as
+    in PyTorch, so traced code may check shapes with it."""
+    if type(condition) is not Tensor and overrides.has_torch_function((condition,)):
+        return overrides.handle_torch_function(_assert, (condition,), condition, message)
     assert condition, message
 
 from tracec import nn, optim  # noqa: E402,F401

@@ -746,6 +746,18 @@ def _has_proxy(a) -> bool:
     return False
 
 
+def _proxies(a):
+    """The Proxies in ``a`` (nested tuples, lists and dicts), in order."""
+    if isinstance(a, Proxy):
+        yield a
+    elif isinstance(a, (tuple, list)):
+        for x in a:
+            yield from _proxies(x)
+    elif isinstance(a, dict):
+        for x in a.values():
+            yield from _proxies(x)
+
+
 class Proxy:
     """A value being traced: operations on it add nodes to its tracer's graph."""
 
@@ -789,6 +801,18 @@ class Proxy:
 
     def keys(self):
         return self.tracer.create_proxy("call_method", "keys", (self,), {})
+
+    @classmethod
+    def __torch_function__(cls, orig_method, types, args=(), kwargs=None):
+        """A ``torch`` function reached with a Proxy through a name bound
+        before the trace (``from torch import _assert``, as timm's layers
+        do), which the patched namespaces cannot see: recorded as a
+        ``call_function`` of it, as PyTorch's Proxy does."""
+        kwargs = kwargs or {}
+        tracer = next(a.tracer for a in _proxies((args, kwargs)))
+        if isinstance(orig_method, _Recorder):   # (a module global, patched while tracing)
+            orig_method = orig_method.fn
+        return tracer.create_proxy("call_function", unwrapped(orig_method), args, kwargs)
 
 
 def _install_magic():
@@ -843,6 +867,12 @@ def _function_namespaces():
             out.append((mod, public))
     out.append((math, "math"))
     return out
+
+
+#: private functions of ``torch`` that traced code calls on Proxies, recorded
+#: under their public name (``torch._assert``: timm's layers check shapes with
+#: it precisely so that they stay symbolically traceable)
+_RECORDED_PRIVATE = {"_assert"}
 
 
 #: (torch.nn.functional's names for ATen functions, printed torch._C._nn.X:
@@ -1010,7 +1040,7 @@ class Tracer:
         top = dict(vars(sys.modules["tracec"])) if "tracec" in sys.modules else {}
         for ns, public in _function_namespaces():
             for name, fn in list(vars(ns).items()):
-                if name.startswith("_") or not isinstance(
+                if (name.startswith("_") and name not in _RECORDED_PRIVATE) or not isinstance(
                         fn, (types.FunctionType, types.BuiltinFunctionType)):
                     continue
                 undo.append((ns, name, fn))
