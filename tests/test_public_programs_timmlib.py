@@ -24,8 +24,9 @@ compiled ops this environment lacks, so the reference runs through
 - ``api.py``: the model API around a network: ``list_models`` /
   ``is_model``, ``pretrained_cfg`` / ``default_cfg`` and
   ``resolve_data_config``, ``forward_features`` / ``forward_head``,
-  ``reset_classifier``, ``features_only=True`` feature maps (hooks and
-  ``forward_intermediates``), ``timm.layers`` pieces and initializers,
+  ``reset_classifier``, ``features_only=True`` feature maps (hooks,
+  ``forward_intermediates`` and torch.fx through torchvision's
+  ``create_feature_extractor``), ``timm.layers`` pieces and initializers,
   ``DropPath`` / ``drop_path_rate``, ``set_grad_checkpointing``,
   ``dispatch_clip_grad`` (norm, AGC), ``get_state_dict`` through
   ``torch.save`` / ``torch.load``.

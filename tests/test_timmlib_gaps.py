@@ -252,3 +252,72 @@ def test_assert_outside_tracing_still_asserts():
         lib._assert(True, "fine")
         with pytest.raises(AssertionError, match="shape"):
             lib._assert(False, "shape")
+
+
+# --- torchvision.models.feature_extraction (timm's features_only=True, feature_cls='fx'),
+# against the real torchvision's on the same module ---
+
+def _fe_net(lib):
+    nn = lib.nn
+
+    class Leaf(nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(4, 4, 3, padding=1)
+            self.bn = nn.BatchNorm2d(4)
+
+        def forward(self, x):
+            y = lib.relu(self.bn(self.conv(x)))
+            y = y + x
+            return lib.relu(y + 1)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())
+            self.layer1 = nn.Sequential(Block(), Block())
+            self.leaf = Leaf()
+            self.drop = nn.Dropout(0.5)
+            self.fc = nn.Linear(4, 5)
+
+        def forward(self, x):
+            x = self.layer1(self.stem(x))
+            x = self.leaf(x).mean((2, 3))
+            return self.fc(self.drop(x))
+    return Net(), Leaf
+
+
+def test_feature_extraction_matches_torchvision():
+    from vision_oracle import optional
+    tv, _ = optional()
+    if tv is None:
+        pytest.skip("torchvision (the test oracle) is not installed")
+    from torchvision.models import feature_extraction as tv_fe
+    from tracec.vision.models import feature_extraction as tc_fe
+    res = []
+    for lib, fe in ((torch, tv_fe), (tracec, tc_fe)):
+        lib.manual_seed(0)
+        net, leaf = _fe_net(lib)
+        kw = {"leaf_modules": [leaf]}
+        names = fe.get_graph_node_names(net, tracer_kwargs=kw)
+        ext = fe.create_feature_extractor(
+            net, {"layer1.0": "b0", "layer1.1.add_1": "last_add", "leaf": "leaf", "fc": "out"},
+            tracer_kwargs=kw)
+        x = lib.ones(2, 3, 8, 8)
+        lib.manual_seed(1)
+        train = ext(x)
+        ext.eval()
+        ev = ext(x)
+        with pytest.raises(ValueError) as e:
+            fe.create_feature_extractor(net, ["nope"])
+        res.append((names, list(train), [v.detach().numpy() for v in train.values()],
+                    [v.detach().numpy() for v in ev.values()], ext.training, net.training,
+                    str(e.value)))
+    (n0, k0, t0, e0, *rest0), (n1, k1, t1, e1, *rest1) = res
+    assert n1 == n0 and k1 == k0 and rest1 == rest0
+    for a, b in zip(t1 + e1, t0 + e0):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
