@@ -321,3 +321,51 @@ def test_feature_extraction_matches_torchvision():
     assert n1 == n0 and k1 == k0 and rest1 == rest0
     for a, b in zip(t1 + e1, t0 + e0):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+# --- torch.fx leaf functions: fx.wrap("name") at module scope and a tracer's
+# autowrap_functions (timm registers its no-trace helpers this way) are recorded as
+# call_function nodes, not traced through ---
+
+def int_of_leaf(x):
+    return int(x)
+
+
+def half_width_leaf(x):
+    return x.shape[-1] // 2 if x.shape[-1] > 2 else 1
+
+
+torch.fx.wrap("half_width_leaf")
+tracec.fx.wrap("half_width_leaf")
+
+
+def _leafy(lib):
+    class Net(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = lib.nn.Conv2d(3, 2, 3)
+
+        def forward(self, x):
+            int_of_leaf(x.shape[0])
+            y = self.conv(x)
+            return y * half_width_leaf(y)
+    return Net()
+
+
+def test_fx_wrap_and_autowrap_functions_are_leaves():
+    res = []
+    for lib in (torch, tracec):
+        lib.manual_seed(0)
+        net = _leafy(lib)
+        with pytest.raises(TypeError):       # int() of a Proxy, traced through
+            lib.fx.symbolic_trace(net)
+        graph = lib.fx.Tracer(autowrap_functions=(int_of_leaf,)).trace(net)
+        gm = lib.fx.GraphModule(net, graph)
+        calls = [(n.name, n.target) for n in graph.nodes if n.op == "call_function"]
+        assert calls[-2:] == [("half_width_leaf", half_width_leaf), ("mul", calls[-1][1])]
+        assert ("int_of_leaf", int_of_leaf) in calls
+        res.append(([c[0] for c in calls], gm(lib.ones(2, 3, 6, 6)).detach().numpy()))
+    # the globals are restored after the trace
+    assert globals()["int_of_leaf"].__name__ == "int_of_leaf" and type(half_width_leaf).__name__ == "function"
+    assert res[1][0] == res[0][0]
+    np.testing.assert_allclose(res[1][1], res[0][1], rtol=1e-6, atol=1e-6)

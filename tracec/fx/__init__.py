@@ -62,13 +62,25 @@ __all__ = ["wrap", "symbolic_trace", "Tracer", "Graph", "GraphModule", "Node", "
            "Interpreter", "Transformer", "map_arg", "TraceError"]
 
 
+#: (globals of the module that called ``wrap``, name): the leaf functions
+#: every trace patches there, as PyTorch's ``_wrapped_fns_to_patch``
+_WRAPPED: list = []
+_UNSET = object()   # (a name a trace added to a module's globals: removed after)
+
+
 def wrap(fn_or_name):
-    """Marks a function as a leaf for the symbolic tracer (PyTorch's
-    ``torch.fx.wrap``); tracec's tracer records any patched public function
-    already, so the function is returned as given."""
+    """Marks a module-level function as a leaf for the symbolic tracer
+    (PyTorch's ``torch.fx.wrap``, called at module scope): while a trace
+    runs, the name in the calling module records a ``call_function`` of it
+    when called with a Proxy, instead of being traced through."""
     if not (callable(fn_or_name) or isinstance(fn_or_name, str)):
         raise AssertionError("Unsupported type for global function! Must be either a callable "
                              "or string name")
+    name = fn_or_name if isinstance(fn_or_name, str) else fn_or_name.__name__
+    frame = inspect.currentframe().f_back
+    if frame.f_code.co_name != "<module>":
+        raise NotImplementedError("wrap must be called at the top level of a module")
+    _WRAPPED.append((frame.f_globals, name))
     return fn_or_name
 
 
@@ -940,6 +952,9 @@ class Tracer:
     """Records a module's ``forward`` (or a function) into a ``Graph``."""
 
     def __init__(self, autowrap_modules=(math,), autowrap_functions=()):
+        # leaf functions: where a traced forward's module holds one of these
+        # under a global name, calls through that name are recorded
+        self._autowrap_function_ids = {id(f) for f in autowrap_functions}
         self.graph: Optional[Graph] = None
         self.root: Optional[Module] = None
         self._tensor_attrs: Dict[int, tuple] = {}
@@ -1027,7 +1042,24 @@ class Tracer:
         orig_call, orig_getattr = Module.__call__, Module.__getattr__
         cache: dict = {}
 
+        undo = []
+
+        def leaf(globals_, name, fn):
+            undo.append((globals_, name, fn))
+            globals_[name] = _Recorder(fn, tracer, "", name)
+
+        def autowrap(globals_):
+            """The leaf functions of ``autowrap_functions`` among ``globals_``."""
+            if tracer._autowrap_function_ids:
+                for name, value in list(globals_.items()):
+                    # (as PyTorch's _autowrap_check: public names only)
+                    if not name.startswith("_") and not isinstance(value, _Recorder) and \
+                            id(value) in tracer._autowrap_function_ids:
+                        leaf(globals_, name, value)
+
         def module_call(mod, *args, **kwargs):
+            autowrap(getattr(type(mod).forward, "__globals__", {}))
+
             def forward(*a, **k):
                 return orig_call(mod, *a, **k)
             return tracer.call_module(mod, forward, args, kwargs)
@@ -1035,7 +1067,14 @@ class Tracer:
         def module_getattr(mod, attr):
             return tracer.getattr(attr, orig_getattr(mod, attr), cache)
 
-        undo = []
+        for globals_, name in _WRAPPED:
+            if name in globals_ and not isinstance(globals_[name], _Recorder):
+                leaf(globals_, name, globals_[name])
+            elif name not in globals_ and hasattr(builtins, name):
+                # a builtin (fx.wrap("len")): shadowed in that module while tracing
+                leaf(globals_, name, getattr(builtins, name))
+                undo[-1] = (globals_, name, _UNSET)
+        autowrap(getattr(self, "_root_globals", {}))
         # (a copy: the loop below replaces tracec's functions by wrappers)
         top = dict(vars(sys.modules["tracec"])) if "tracec" in sys.modules else {}
         for ns, public in _function_namespaces():
@@ -1061,7 +1100,12 @@ class Tracer:
         finally:
             Module.__call__, Module.__getattr__ = orig_call, orig_getattr
             for ns, name, fn in reversed(undo):
-                setattr(ns, name, fn)
+                if isinstance(ns, dict) and fn is _UNSET:
+                    del ns[name]
+                elif isinstance(ns, dict):
+                    ns[name] = fn
+                else:
+                    setattr(ns, name, fn)
 
     def trace(self, root, concrete_args: Optional[Dict[str, Any]] = None) -> Graph:
         """The graph of ``root.forward`` (``root`` a Module) or of the function ``root``."""
@@ -1100,6 +1144,7 @@ class Tracer:
             args.append(self.create_proxy("placeholder", p.name,
                                           () if p.default is p.empty else (p.default,), {},
                                           type_expr=ann))
+        self._root_globals = getattr(fn, "__globals__", {})
         with self._patched():
             result = fn(*args)
         ret = sig.return_annotation
