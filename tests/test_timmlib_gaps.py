@@ -369,3 +369,26 @@ def test_fx_wrap_and_autowrap_functions_are_leaves():
     assert globals()["int_of_leaf"].__name__ == "int_of_leaf" and type(half_width_leaf).__name__ == "function"
     assert res[1][0] == res[0][0]
     np.testing.assert_allclose(res[1][1], res[0][1], rtol=1e-6, atol=1e-6)
+
+
+# --- torch.fx code for typed signatures (timm's ViT: forward(x, attn_mask:
+# Optional[torch.Tensor] = None)) is valid and written as PyTorch writes it ---
+
+def _typed(lib):
+    from typing import Dict, List, Optional, Tuple
+
+    class Net(lib.nn.Module):
+        def forward(self, x, mask: Optional[lib.Tensor] = None, ks: List[int] = [1],
+                    t: Tuple[int, float] = (1, 2.0), d: Dict[str, lib.Tensor] = None,
+                    z: int = 3) -> lib.Tensor:
+            return x + z
+    return Net()
+
+
+def test_fx_code_of_typed_signature_is_pytorchs():
+    codes = []
+    for lib in (torch, tracec):
+        gm = lib.fx.symbolic_trace(_typed(lib))
+        assert gm(lib.ones(2)).tolist() == [4.0, 4.0]
+        codes.append(gm.code)
+    assert codes[1] == codes[0]

@@ -48,6 +48,7 @@ import operator
 import re
 import sys
 import types
+import typing
 import warnings
 from typing import Any, Callable, Dict, Optional
 
@@ -549,7 +550,22 @@ class Graph:
             return cand
 
         def type_str(t) -> str:
-            return add_global(t) if isinstance(t, type) else _type_repr(t)
+            if isinstance(t, type) and t.__module__ == "builtins" and t is not type(None):
+                return t.__qualname__           # (int, str: as PyTorch writes them)
+            if isinstance(t, type) and t is not type(None):
+                return add_global(t)
+            origin, args = typing.get_origin(t), typing.get_args(t)
+            if origin is not None and args:
+                # a typing generic, as PyTorch writes it (typing_Union[torch.Tensor,NoneType]),
+                # its typing name a global of the code
+                name = "Union" if origin is typing.Union else getattr(t, "_name", None)
+                if name and hasattr(typing, name):
+                    glbls["typing_" + name] = getattr(typing, name)
+                    base = "typing_" + name
+                else:
+                    base = add_global(origin)
+                return f"{base}[{','.join(type_str(a) for a in args)}]"
+            return _type_repr(t)
 
         last_use: Dict[Node, Node] = {}
         to_free: Dict[Node, list] = {}

@@ -13,9 +13,8 @@ feature_cls='fx'`` builds on it).
   one otherwise).  A requested name that is a module's prefix selects the
   last node inside it (``"layer2"`` is layer2's output).
 
-``tracer_kwargs``' ``leaf_modules`` are kept whole; ``autowrap_functions``
-are accepted but not wrapped (``tracec.fx.Tracer`` does not yet), so a
-helper that branches on a traced value fails as it does in any trace.
+``tracer_kwargs``' ``leaf_modules`` are kept whole and its
+``autowrap_functions`` recorded as calls (``tracec.fx.Tracer``).
 
 Invariant: the extractor computes the same values the model computes for
 those nodes: it is the model's own graph, cut after the last requested node
