@@ -135,9 +135,9 @@ mf = timm.create_model("test_vit", img_size=32, features_only=True, out_indices=
 print(type(mf).__name__, [tuple(f.shape) for f in mf(torch.randn(1, 3, 32, 32))])
 
 # features through torch.fx (torchvision's create_feature_extractor)
-for name in ("test_resnet", "test_byobnet"):
+for name, kw in [("test_resnet", {}), ("test_byobnet", {}), ("test_vit", dict(img_size=64))]:
     torch.manual_seed(0)
-    mf = timm.create_model(name, features_only=True, feature_cls="fx", out_indices=(1, 2, 3))
+    mf = timm.create_model(name, features_only=True, feature_cls="fx", out_indices=(1, 2, 3), **kw)
     feats = mf(torch.randn(2, 3, 64, 64))
     print(type(mf).__name__, mf.feature_info.channels(), [tuple(f.shape) for f in feats],
           [r(f.abs().mean().item()) for f in feats])
