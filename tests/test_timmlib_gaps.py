@@ -7,7 +7,15 @@ on tracec found, each checked against torch without timm:
   densenet imports ``List`` from it;
 - ``addmm`` / ``baddbmm`` in float16 / bfloat16 round once (the float32
   accumulator scales and adds), as PyTorch's CPU GEMM does: timm's Muon
-  orthogonalizes with ``addmm(A, A, A, beta=b, alpha=c, out=B)`` in bfloat16.
+  orthogonalizes with ``addmm(A, A, A, beta=b, alpha=c, out=B)`` in bfloat16;
+- ``torch._foreach_*`` (timm's ModelEmaV3 updates with ``_foreach_lerp_``);
+- an eager-only op met by ``compile`` (timm's Kron compiles
+  ``linalg.solve_triangular`` with ``fullgraph=True``) is named as such, not
+  as data-dependent control flow;
+- ``torch.fx``: ``torch._assert`` bound before the trace (timm's layers),
+  ``fx.wrap`` / ``autowrap_functions`` leaves, typed signatures' code, and
+  ``torchvision.models.feature_extraction`` (timm's ``feature_cls='fx'``)
+  against the real torchvision.
 """
 import importlib
 
