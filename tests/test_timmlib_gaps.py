@@ -401,3 +401,29 @@ def test_fx_code_of_typed_signature_is_pytorchs():
         assert gm(lib.ones(2)).tolist() == [4.0, 4.0]
         codes.append(gm.code)
     assert codes[1] == codes[0]
+
+
+def test_fx_sees_functions_bound_in_traced_modules_torchvision_models():
+    """tracec.vision's models call ``flatten`` bound at import (``from
+    tracec.shape_ops import flatten``), as torchvision's call torch.flatten:
+    traced, it is recorded as torch.flatten; torchvision.ops modules are
+    leaves of get_graph_node_names by default."""
+    from vision_oracle import optional
+    tv, _ = optional()
+    if tv is None:
+        pytest.skip("torchvision (the test oracle) is not installed")
+    from torchvision.models.feature_extraction import get_graph_node_names as tv_names
+    import tracec.vision as tcv
+    from tracec.vision.models.feature_extraction import get_graph_node_names as tc_names
+    out = []
+    for lib, vis, names in ((torch, tv, tv_names), (tracec, tcv, tc_names)):
+        lib.manual_seed(0)
+        res = vis.models.resnet18(num_classes=3).eval()
+        gm = lib.fx.symbolic_trace(res)
+        mob = vis.models.mobilenet_v3_small(num_classes=3)
+        # (the body: tracec.vision's forward signatures carry no annotations)
+        body = [ln for ln in gm.code.splitlines() if not ln.startswith("def forward")]
+        out.append((body, names(mob), gm(lib.ones(1, 3, 32, 32)).detach().numpy()))
+    assert out[1][0] == out[0][0]
+    assert out[1][1] == out[0][1]
+    np.testing.assert_allclose(out[1][2], out[0][2], rtol=1e-4, atol=1e-5)

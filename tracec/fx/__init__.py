@@ -30,9 +30,14 @@ function otherwise (a ``_Recorder``, equal to the function it stands for);
 ``Module.__call__`` / ``__getattr__`` are wrapped the same way (PyTorch's
 tracer patches those too); ``Transformer.transform`` patches the functions
 only.  Invariant: every patch is
-undone when the trace ends, raising or not.  A function bound to another
-name before tracing (``from torch import flatten``) is not seen; it then
-fails on the ``Proxy``, where PyTorch would record it.
+undone when the trace ends, raising or not.  A public function bound before
+tracing (``from torch import flatten``) is seen where a traced ``forward``'s
+module holds it as a global (those globals are patched alike, as PyTorch
+patches its autowrap functions there); bound elsewhere (a local name, a
+helper module no traced forward belongs to) it fails on the ``Proxy``,
+where PyTorch would record it.  ``torch._assert`` hands a Proxy condition
+to ``Proxy.__torch_function__`` wherever it is bound, as in PyTorch.
+``fx.wrap`` and a tracer's ``autowrap_functions`` name leaf functions.
 """
 from __future__ import annotations
 
@@ -1064,14 +1069,27 @@ class Tracer:
             undo.append((globals_, name, fn))
             globals_[name] = _Recorder(fn, tracer, "", name)
 
+        # id(a patched public function, and its implementation) -> its recorder
+        recorders: dict = {}
+        seen: set = set()
+
         def autowrap(globals_):
-            """The leaf functions of ``autowrap_functions`` among ``globals_``."""
-            if tracer._autowrap_function_ids:
-                for name, value in list(globals_.items()):
-                    # (as PyTorch's _autowrap_check: public names only)
-                    if not name.startswith("_") and not isinstance(value, _Recorder) and \
-                            id(value) in tracer._autowrap_function_ids:
-                        leaf(globals_, name, value)
+            """In a traced forward's module: the leaf functions of
+            ``autowrap_functions``, and the public functions bound there
+            under their own names (``from tracec.shape_ops import flatten``:
+            PyTorch's functions dispatch to a Proxy wherever they are bound)."""
+            if id(globals_) in seen:
+                return
+            seen.add(id(globals_))
+            for name, value in list(globals_.items()):
+                # (as PyTorch's _autowrap_check: public names only)
+                if name.startswith("_") or isinstance(value, _Recorder):
+                    continue
+                if id(value) in tracer._autowrap_function_ids:
+                    leaf(globals_, name, value)
+                elif id(value) in recorders and callable(value):
+                    undo.append((globals_, name, value))
+                    globals_[name] = recorders[id(value)]
 
         def module_call(mod, *args, **kwargs):
             autowrap(getattr(type(mod).forward, "__globals__", {}))
@@ -1090,7 +1108,6 @@ class Tracer:
                 # a builtin (fx.wrap("len")): shadowed in that module while tracing
                 leaf(globals_, name, getattr(builtins, name))
                 undo[-1] = (globals_, name, _UNSET)
-        autowrap(getattr(self, "_root_globals", {}))
         # (a copy: the loop below replaces tracec's functions by wrappers)
         top = dict(vars(sys.modules["tracec"])) if "tracec" in sys.modules else {}
         for ns, public in _function_namespaces():
@@ -1108,7 +1125,11 @@ class Tracer:
                 _PUBLIC_NAMES.setdefault(id(fn), (fn, f"{public}.{name}"))
                 kind = ("method" if name in _METHOD_FUNCTIONALS else "normalize"
                         if name not in FUNCTIONAL_NAMES else "") if functional else ""
-                setattr(ns, name, _Recorder(fn, tracer, kind, name))
+                rec = _Recorder(fn, tracer, kind, name)
+                setattr(ns, name, rec)
+                for f in (undo[-1][2], fn):
+                    recorders.setdefault(id(f), rec)
+        autowrap(getattr(self, "_root_globals", {}))
         if modules:
             Module.__call__, Module.__getattr__ = module_call, module_getattr
         try:

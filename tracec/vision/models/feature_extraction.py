@@ -22,6 +22,7 @@ those nodes: it is the model's own graph, cut after the last requested node
 """
 from __future__ import annotations
 
+import inspect
 import math
 import re
 import warnings
@@ -116,8 +117,21 @@ def _warn_if_nodes_differ(train_nodes, eval_nodes) -> None:
     warnings.warn(msg)
 
 
+def _leaf_modules_for_ops() -> list:
+    """The module classes of ``torchvision.ops`` (Conv2dNormActivation,
+    SqueezeExcitation, ...): leaves by default, as in torchvision."""
+    from tracec.nn import Module
+    from tracec.vision import ops
+    return [m for _, m in inspect.getmembers(ops) if inspect.isclass(m) and issubclass(m, Module)]
+
+
 def _tracer_kwargs(tracer_kwargs):
-    return {"autowrap_modules": (math,), "leaf_modules": [], **(tracer_kwargs or {})}
+    """``tracer_kwargs`` with torchvision's defaults merged in."""
+    kwargs = dict(tracer_kwargs or {})
+    kwargs["autowrap_modules"] = tuple(set(kwargs.get("autowrap_modules", ())) | {math})
+    kwargs["leaf_modules"] = list(set(kwargs.get("leaf_modules", [])) |
+                                  set(_leaf_modules_for_ops()))
+    return kwargs
 
 
 def get_graph_node_names(model, tracer_kwargs=None, suppress_diff_warning: bool = False,
