@@ -406,8 +406,9 @@ def test_fx_code_of_typed_signature_is_pytorchs():
 def test_fx_sees_functions_bound_in_traced_modules_torchvision_models():
     """tracec.vision's models call ``flatten`` bound at import (``from
     tracec.shape_ops import flatten``), as torchvision's call torch.flatten:
-    traced, it is recorded as torch.flatten; torchvision.ops modules are
-    leaves of get_graph_node_names by default."""
+    traced, it is recorded as torch.flatten (a ResNet's code equals
+    torchvision's); torchvision.ops modules are leaves of
+    get_graph_node_names by default."""
     from vision_oracle import optional
     tv, _ = optional()
     if tv is None:
@@ -418,9 +419,11 @@ def test_fx_sees_functions_bound_in_traced_modules_torchvision_models():
     out = []
     for lib, vis, names in ((torch, tv, tv_names), (tracec, tcv, tc_names)):
         lib.manual_seed(0)
-        res = vis.models.resnet18(num_classes=3).eval()
+        rn = vis.models.resnet
+        res = rn.ResNet(rn.BasicBlock, [1, 1, 1, 1], num_classes=3).eval()
         gm = lib.fx.symbolic_trace(res)
-        mob = vis.models.mobilenet_v3_small(num_classes=3)
+        mob = lib.nn.Sequential(vis.ops.Conv2dNormActivation(3, 4),
+                                vis.ops.SqueezeExcitation(4, 2), lib.nn.Flatten())
         # (the body: tracec.vision's forward signatures carry no annotations)
         body = [ln for ln in gm.code.splitlines() if not ln.startswith("def forward")]
         out.append((body, names(mob), gm(lib.ones(1, 3, 32, 32)).detach().numpy()))
