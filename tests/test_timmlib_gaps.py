@@ -426,6 +426,10 @@ def test_fx_sees_functions_bound_in_traced_modules_torchvision_models():
                                 vis.ops.SqueezeExcitation(4, 2), lib.nn.Flatten())
         # (the body: tracec.vision's forward signatures carry no annotations)
         body = [ln for ln in gm.code.splitlines() if not ln.startswith("def forward")]
+        # densenet's layer concatenates its inputs with a bound cat (an out= wrapper's inner
+        # function in tracec)
+        dl = lib.fx.symbolic_trace(vis.models.densenet._DenseBlock(2, 4, 2, 2, 0.0).eval())
+        body += [ln for ln in dl.code.splitlines() if not ln.startswith("def forward")]
         # torchvision.ops.stochastic_depth is an fx.wrap leaf (its draw reads the shape)
         sd = lib.fx.symbolic_trace(vis.ops.StochasticDepth(0.2, "row"))
         leaves = [(n.op, n.name, n.args[1:]) for n in sd.graph.nodes if n.op == "call_function"]

@@ -1128,7 +1128,10 @@ class Tracer:
                 rec = _Recorder(fn, tracer, kind, name)
                 setattr(ns, name, rec)
                 for f in (undo[-1][2], fn):
-                    recorders.setdefault(id(f), rec)
+                    # (and what it wraps: out= / axis= wrappers over shape_ops.cat)
+                    while f is not None and id(f) not in recorders:
+                        recorders[id(f)] = rec
+                        f = getattr(f, "__wrapped__", None)
         autowrap(getattr(self, "_root_globals", {}))
         if modules:
             Module.__call__, Module.__getattr__ = module_call, module_getattr
