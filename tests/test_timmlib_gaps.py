@@ -433,8 +433,12 @@ def test_fx_sees_functions_bound_in_traced_modules_torchvision_models():
         # torchvision.ops.stochastic_depth is an fx.wrap leaf (its draw reads the shape)
         sd = lib.fx.symbolic_trace(vis.ops.StochasticDepth(0.2, "row"))
         leaves = [(n.op, n.name, n.args[1:]) for n in sd.graph.nodes if n.op == "call_function"]
+        # and swin's _patch_merging_pad (it reads the shape to pad)
+        pm = lib.fx.symbolic_trace(vis.models.swin_transformer.PatchMerging(4))
+        leaves += [(n.op, n.name) for n in pm.graph.nodes if n.op == "call_function"]
         out.append((body, names(mob), gm(lib.ones(1, 3, 32, 32)).detach().numpy(), leaves))
     assert out[1][0] == out[0][0]
     assert out[1][1] == out[0][1]
-    assert out[1][3] == out[0][3] == [("call_function", "stochastic_depth", (0.2, "row", True))]
+    assert out[1][3] == out[0][3] == [("call_function", "stochastic_depth", (0.2, "row", True)),
+                                      ("call_function", "_patch_merging_pad")]
     np.testing.assert_allclose(out[1][2], out[0][2], rtol=1e-4, atol=1e-5)
