@@ -42,7 +42,7 @@ LAYERS = [
                   "tracec.differences", "tracec.autograd_functional", "tracec.func",
                   "tracec.random_inplace",
                   "tracec.aten_functional", "tracec.random", "tracec.windows",
-                  "tracec.aten_extra", "tracec.hub", "tracec.mps", "tracec.xpu",
+                  "tracec.aten_extra", "tracec.foreach_ops", "tracec.hub", "tracec.mps", "tracec.xpu",
                   "tracec.testing", "tracec.methods_compat", "tracec.profiler",
                   "tracec.numpy_names",
                   "tracec.config", "tracec.vision", "tracec.complex_ops", "tracec.fft",

@@ -65,3 +65,21 @@ def torch_command(script, args):
             "sys.path.insert(0, __import__('os').path.dirname(sys.argv[0]))\n"
             "runpy.run_path(sys.argv[0], run_name='__main__')\n")
     return [sys.executable, "-c", code, str(script), *map(str, args)]
+
+
+def recorded_torch_output(script, cwd, env, extra):
+    """torch's stdout for ``script`` run by ``torch_command`` in ``cwd``:
+    its recording ``<folder>/<name>`` when current (tests/torch_recordings.py),
+    else a live run; ``extra`` names the inputs beyond the program's files."""
+    import subprocess
+
+    import torch_recordings
+
+    def run():
+        r = subprocess.run(torch_command(script, []), cwd=cwd, env=env, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, "torch failed:\n" + r.stderr[-4000:]
+        return r.stdout
+
+    return torch_recordings.torch_output(f"{script.parent.name}/{script.stem}",
+                                         torch_recordings.program_files(script), [], extra, run)

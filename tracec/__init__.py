@@ -46,7 +46,11 @@ def is_floating_point(input) -> "builtins.bool":
 
 
 def _assert(condition, message):
-    """``torch._assert``: a scriptable ``assert condition, message``."""
+    """``torch._assert``: a scriptable ``assert condition, message``; a
+    condition with ``__torch_function__`` (an FX Proxy) gets the call, as
+    in PyTorch, so traced code may check shapes with it."""
+    if type(condition) is not Tensor and overrides.has_torch_function((condition,)):
+        return overrides.handle_torch_function(_assert, (condition,), condition, message)
     assert condition, message
 
 from tracec import nn, optim  # noqa: E402,F401
@@ -162,6 +166,7 @@ from tracec.stft import istft, stft  # noqa: E402,F401
 from tracec.aten_functional import *  # noqa: E402,F401,F403
 from tracec.windows import *  # noqa: E402,F401,F403
 from tracec.aten_extra import *  # noqa: E402,F401,F403
+from tracec.foreach_ops import *  # noqa: E402,F401,F403  (torch._foreach_*)
 from tracec import hub, mps, return_types, testing, xpu  # noqa: E402,F401
 from tracec.tensor_type import set_default_tensor_type  # noqa: E402,F401
 from tracec.amp import GradScaler  # noqa: E402,F401

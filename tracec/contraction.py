@@ -83,7 +83,11 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({mat1.shape[0]}x"
                            f"{mat1.shape[1]} and {mat2.shape[0]}x{mat2.shape[1]})")
     if autocast_mode.ACTIVE:
-        (input,) = autocast_mode.lower_precision(input)
+        # all three lowered, then the sum in float32 rounded once (autocast
+        # off inside, or the float32 product would be lowered again)
+        input, mat1, mat2 = autocast_mode.lower_precision(input, mat1, mat2)
+        with autocast_mode.autocast("cpu", enabled=False):
+            return _product_sum(input, mat1, mat2, beta, alpha, "AddmmBackward0")
     return _product_sum(input, mat1, mat2, beta, alpha, "AddmmBackward0")
 
 
@@ -103,7 +107,11 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
                            f"[{batch1.shape[0]}, {batch1.shape[2]}] but got: "
                            f"[{batch2.shape[0]}, {batch2.shape[1]}].")
     if autocast_mode.ACTIVE:
-        (input,) = autocast_mode.lower_precision(input)
+        # all three lowered, then the sum in float32 rounded once (autocast
+        # off inside, or the float32 product would be lowered again)
+        input, batch1, batch2 = autocast_mode.lower_precision(input, batch1, batch2)
+        with autocast_mode.autocast("cpu", enabled=False):
+            return _product_sum(input, batch1, batch2, beta, alpha, "BaddbmmBackward0")
     return _product_sum(input, batch1, batch2, beta, alpha, "BaddbmmBackward0")
 
 

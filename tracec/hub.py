@@ -18,6 +18,9 @@ import os
 import re
 import shutil
 import sys
+# torch.hub's own module-level name: code imports it from there (timm's _hub.py
+# does `from torch.hub import HASH_REGEX, download_url_to_file, urlparse`).
+from urllib.parse import urlparse
 
 __all__ = ["get_dir", "set_dir", "load", "list", "help", "load_state_dict_from_url",
            "download_url_to_file"]

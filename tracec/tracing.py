@@ -822,6 +822,14 @@ class Recording:
             if t.dtype.category == 3 or "complex values are eager only" in why:
                 op = why.split(" (")[0]
                 return self.fail(complex_trace.message(op, format_location(loc)))
+            if "(eager only" in why:
+                # an op tracec computes only eagerly (LAPACK through NumPy,
+                # a data-driven plan): no control flow of the user's is involved
+                return self.fail(
+                    f"{format_location(loc)}: {why} cannot be recorded by tracec.compile: "
+                    "tracec computes it eagerly only. Call it outside the compiled function, "
+                    "or compile with fallback=\"eager\" (torch.compile's default, "
+                    "fullgraph=False, runs such a call eagerly).")
             self.fail(
                 f"{format_location(loc)}: {why} on a traced tensor makes Python control flow "
                 "depend on tensor data, which tracec.compile cannot record. Keep the decision "

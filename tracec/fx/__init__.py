@@ -30,9 +30,14 @@ function otherwise (a ``_Recorder``, equal to the function it stands for);
 ``Module.__call__`` / ``__getattr__`` are wrapped the same way (PyTorch's
 tracer patches those too); ``Transformer.transform`` patches the functions
 only.  Invariant: every patch is
-undone when the trace ends, raising or not.  A function bound to another
-name before tracing (``from torch import flatten``) is not seen; it then
-fails on the ``Proxy``, where PyTorch would record it.
+undone when the trace ends, raising or not.  A public function bound before
+tracing (``from torch import flatten``) is seen where a traced ``forward``'s
+module holds it as a global (those globals are patched alike, as PyTorch
+patches its autowrap functions there); bound elsewhere (a local name, a
+helper module no traced forward belongs to) it fails on the ``Proxy``,
+where PyTorch would record it.  ``torch._assert`` hands a Proxy condition
+to ``Proxy.__torch_function__`` wherever it is bound, as in PyTorch.
+``fx.wrap`` and a tracer's ``autowrap_functions`` name leaf functions.
 """
 from __future__ import annotations
 
@@ -48,6 +53,7 @@ import operator
 import re
 import sys
 import types
+import typing
 import warnings
 from typing import Any, Callable, Dict, Optional
 
@@ -62,13 +68,25 @@ __all__ = ["wrap", "symbolic_trace", "Tracer", "Graph", "GraphModule", "Node", "
            "Interpreter", "Transformer", "map_arg", "TraceError"]
 
 
+#: (globals of the module that called ``wrap``, name): the leaf functions
+#: every trace patches there, as PyTorch's ``_wrapped_fns_to_patch``
+_WRAPPED: list = []
+_UNSET = object()   # (a name a trace added to a module's globals: removed after)
+
+
 def wrap(fn_or_name):
-    """Marks a function as a leaf for the symbolic tracer (PyTorch's
-    ``torch.fx.wrap``); tracec's tracer records any patched public function
-    already, so the function is returned as given."""
+    """Marks a module-level function as a leaf for the symbolic tracer
+    (PyTorch's ``torch.fx.wrap``, called at module scope): while a trace
+    runs, the name in the calling module records a ``call_function`` of it
+    when called with a Proxy, instead of being traced through."""
     if not (callable(fn_or_name) or isinstance(fn_or_name, str)):
         raise AssertionError("Unsupported type for global function! Must be either a callable "
                              "or string name")
+    name = fn_or_name if isinstance(fn_or_name, str) else fn_or_name.__name__
+    frame = inspect.currentframe().f_back
+    if frame.f_code.co_name != "<module>":
+        raise NotImplementedError("wrap must be called at the top level of a module")
+    _WRAPPED.append((frame.f_globals, name))
     return fn_or_name
 
 
@@ -537,7 +555,22 @@ class Graph:
             return cand
 
         def type_str(t) -> str:
-            return add_global(t) if isinstance(t, type) else _type_repr(t)
+            if isinstance(t, type) and t.__module__ == "builtins" and t is not type(None):
+                return t.__qualname__           # (int, str: as PyTorch writes them)
+            if isinstance(t, type) and t is not type(None):
+                return add_global(t)
+            origin, args = typing.get_origin(t), typing.get_args(t)
+            if origin is not None and args:
+                # a typing generic, as PyTorch writes it (typing_Union[torch.Tensor,NoneType]),
+                # its typing name a global of the code
+                name = "Union" if origin is typing.Union else getattr(t, "_name", None)
+                if name and hasattr(typing, name):
+                    glbls["typing_" + name] = getattr(typing, name)
+                    base = "typing_" + name
+                else:
+                    base = add_global(origin)
+                return f"{base}[{','.join(type_str(a) for a in args)}]"
+            return _type_repr(t)
 
         last_use: Dict[Node, Node] = {}
         to_free: Dict[Node, list] = {}
@@ -746,6 +779,18 @@ def _has_proxy(a) -> bool:
     return False
 
 
+def _proxies(a):
+    """The Proxies in ``a`` (nested tuples, lists and dicts), in order."""
+    if isinstance(a, Proxy):
+        yield a
+    elif isinstance(a, (tuple, list)):
+        for x in a:
+            yield from _proxies(x)
+    elif isinstance(a, dict):
+        for x in a.values():
+            yield from _proxies(x)
+
+
 class Proxy:
     """A value being traced: operations on it add nodes to its tracer's graph."""
 
@@ -789,6 +834,18 @@ class Proxy:
 
     def keys(self):
         return self.tracer.create_proxy("call_method", "keys", (self,), {})
+
+    @classmethod
+    def __torch_function__(cls, orig_method, types, args=(), kwargs=None):
+        """A ``torch`` function reached with a Proxy through a name bound
+        before the trace (``from torch import _assert``, as timm's layers
+        do), which the patched namespaces cannot see: recorded as a
+        ``call_function`` of it, as PyTorch's Proxy does."""
+        kwargs = kwargs or {}
+        tracer = next(a.tracer for a in _proxies((args, kwargs)))
+        if isinstance(orig_method, _Recorder):   # (a module global, patched while tracing)
+            orig_method = orig_method.fn
+        return tracer.create_proxy("call_function", unwrapped(orig_method), args, kwargs)
 
 
 def _install_magic():
@@ -843,6 +900,12 @@ def _function_namespaces():
             out.append((mod, public))
     out.append((math, "math"))
     return out
+
+
+#: private functions of ``torch`` that traced code calls on Proxies, recorded
+#: under their public name (``torch._assert``: timm's layers check shapes with
+#: it precisely so that they stay symbolically traceable)
+_RECORDED_PRIVATE = {"_assert"}
 
 
 #: (torch.nn.functional's names for ATen functions, printed torch._C._nn.X:
@@ -910,6 +973,9 @@ class Tracer:
     """Records a module's ``forward`` (or a function) into a ``Graph``."""
 
     def __init__(self, autowrap_modules=(math,), autowrap_functions=()):
+        # leaf functions: where a traced forward's module holds one of these
+        # under a global name, calls through that name are recorded
+        self._autowrap_function_ids = {id(f) for f in autowrap_functions}
         self.graph: Optional[Graph] = None
         self.root: Optional[Module] = None
         self._tensor_attrs: Dict[int, tuple] = {}
@@ -997,7 +1063,37 @@ class Tracer:
         orig_call, orig_getattr = Module.__call__, Module.__getattr__
         cache: dict = {}
 
+        undo = []
+
+        def leaf(globals_, name, fn):
+            undo.append((globals_, name, fn))
+            globals_[name] = _Recorder(fn, tracer, "", name)
+
+        # id(a patched public function, and its implementation) -> its recorder
+        recorders: dict = {}
+        seen: set = set()
+
+        def autowrap(globals_):
+            """In a traced forward's module: the leaf functions of
+            ``autowrap_functions``, and the public functions bound there
+            under their own names (``from tracec.shape_ops import flatten``:
+            PyTorch's functions dispatch to a Proxy wherever they are bound)."""
+            if id(globals_) in seen:
+                return
+            seen.add(id(globals_))
+            for name, value in list(globals_.items()):
+                # (as PyTorch's _autowrap_check: public names only)
+                if name.startswith("_") or isinstance(value, _Recorder):
+                    continue
+                if id(value) in tracer._autowrap_function_ids:
+                    leaf(globals_, name, value)
+                elif id(value) in recorders and callable(value):
+                    undo.append((globals_, name, value))
+                    globals_[name] = recorders[id(value)]
+
         def module_call(mod, *args, **kwargs):
+            autowrap(getattr(type(mod).forward, "__globals__", {}))
+
             def forward(*a, **k):
                 return orig_call(mod, *a, **k)
             return tracer.call_module(mod, forward, args, kwargs)
@@ -1005,12 +1101,18 @@ class Tracer:
         def module_getattr(mod, attr):
             return tracer.getattr(attr, orig_getattr(mod, attr), cache)
 
-        undo = []
+        for globals_, name in _WRAPPED:
+            if name in globals_ and not isinstance(globals_[name], _Recorder):
+                leaf(globals_, name, globals_[name])
+            elif name not in globals_ and hasattr(builtins, name):
+                # a builtin (fx.wrap("len")): shadowed in that module while tracing
+                leaf(globals_, name, getattr(builtins, name))
+                undo[-1] = (globals_, name, _UNSET)
         # (a copy: the loop below replaces tracec's functions by wrappers)
         top = dict(vars(sys.modules["tracec"])) if "tracec" in sys.modules else {}
         for ns, public in _function_namespaces():
             for name, fn in list(vars(ns).items()):
-                if name.startswith("_") or not isinstance(
+                if (name.startswith("_") and name not in _RECORDED_PRIVATE) or not isinstance(
                         fn, (types.FunctionType, types.BuiltinFunctionType)):
                     continue
                 undo.append((ns, name, fn))
@@ -1023,7 +1125,14 @@ class Tracer:
                 _PUBLIC_NAMES.setdefault(id(fn), (fn, f"{public}.{name}"))
                 kind = ("method" if name in _METHOD_FUNCTIONALS else "normalize"
                         if name not in FUNCTIONAL_NAMES else "") if functional else ""
-                setattr(ns, name, _Recorder(fn, tracer, kind, name))
+                rec = _Recorder(fn, tracer, kind, name)
+                setattr(ns, name, rec)
+                for f in (undo[-1][2], fn):
+                    # (and what it wraps: out= / axis= wrappers over shape_ops.cat)
+                    while f is not None and id(f) not in recorders:
+                        recorders[id(f)] = rec
+                        f = getattr(f, "__wrapped__", None)
+        autowrap(getattr(self, "_root_globals", {}))
         if modules:
             Module.__call__, Module.__getattr__ = module_call, module_getattr
         try:
@@ -1031,7 +1140,12 @@ class Tracer:
         finally:
             Module.__call__, Module.__getattr__ = orig_call, orig_getattr
             for ns, name, fn in reversed(undo):
-                setattr(ns, name, fn)
+                if isinstance(ns, dict) and fn is _UNSET:
+                    del ns[name]
+                elif isinstance(ns, dict):
+                    ns[name] = fn
+                else:
+                    setattr(ns, name, fn)
 
     def trace(self, root, concrete_args: Optional[Dict[str, Any]] = None) -> Graph:
         """The graph of ``root.forward`` (``root`` a Module) or of the function ``root``."""
@@ -1070,6 +1184,7 @@ class Tracer:
             args.append(self.create_proxy("placeholder", p.name,
                                           () if p.default is p.empty else (p.default,), {},
                                           type_expr=ann))
+        self._root_globals = getattr(fn, "__globals__", {})
         with self._patched():
             result = fn(*args)
         ret = sig.return_annotation

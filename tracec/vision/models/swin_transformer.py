@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from functools import partial
 
-from tracec import dtypes, nn
+from tracec import dtypes, fx, nn
 from tracec.creation import arange, ones, zeros
 from tracec.nn import functional as F
 from tracec.rearrange import roll
@@ -32,12 +32,19 @@ def _patch_merging_pad(x):
     return cat([x0, x1, x2, x3], -1)        # ... H/2 W/2 4*C
 
 
+# (leaves of symbolic traces: they read shapes, as torchvision marks them)
+fx.wrap("_patch_merging_pad")
+
+
 def _get_relative_position_bias(relative_position_bias_table, relative_position_index,
                                 window_size):
     N = window_size[0] * window_size[1]
     relative_position_bias = relative_position_bias_table[relative_position_index]
     relative_position_bias = relative_position_bias.view(N, N, -1)
     return relative_position_bias.permute(2, 0, 1).contiguous().unsqueeze(0)
+
+
+fx.wrap("_get_relative_position_bias")
 
 
 class PatchMerging(nn.Module):
@@ -143,6 +150,9 @@ def shifted_window_attention(input, qkv_weight, proj_weight, relative_position_b
     if sum(shift_size) > 0:
         x = roll(x, shifts=(shift_size[0], shift_size[1]), dims=(1, 2))
     return x[:, :H, :W, :].contiguous()
+
+
+fx.wrap("shifted_window_attention")
 
 
 class ShiftedWindowAttention(nn.Module):

@@ -5,7 +5,7 @@ probability ``p`` and scale the survivors by ``1 / (1 - p)``; identity in
 eval or at ``p == 0``."""
 from __future__ import annotations
 
-from tracec import nn
+from tracec import fx, nn
 from tracec.creation import empty
 
 
@@ -22,6 +22,11 @@ def stochastic_depth(input, p: float, mode: str, training: bool = True):
     if survival_rate > 0.0:
         noise = noise.div_(survival_rate)
     return input * noise
+
+
+# a leaf of symbolic traces (its noise draw depends on the input's shape), as
+# torchvision marks it
+fx.wrap("stochastic_depth")
 
 
 class StochasticDepth(nn.Module):
