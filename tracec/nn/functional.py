@@ -389,6 +389,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
                            f"[*, {', '.join(map(str, ns))}], but got input of size"
                            f"{list(x.shape)}")
     _check_norm_dtypes("layer_norm", "LayerNormKernelImpl", x, (weight, bias))
+    x = TF._contiguous_input(x)
     if k == 1:
         # Over one dimension (LayerNorm(d_model)), large: native kernels.
         wb = tuple(t for t in (weight, bias) if t is not None)
