@@ -32,13 +32,11 @@ Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 the same computation run eagerly, and print the verdict).
 """
 import pathlib
-import subprocess
 
 import pytest
 
-import torch_recordings
 from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixture
-from vision_oracle import needs_torchvision, torch_command
+from vision_oracle import needs_torchvision, recorded_torch_stdout
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "models38"
@@ -59,14 +57,7 @@ def test_models38_transfer_learning_matches_torch(tmp_path):
     script = PROGS / "transfer_learning.py"
     env = {**ENV, "TORCH_COMPILE_DISABLE": "1"}
 
-    def run():
-        r = subprocess.run(torch_command(script, []), cwd=tmp_path, env=env, capture_output=True,
-                           text=True, timeout=600)
-        assert r.returncode == 0, "torch failed:\n" + r.stderr[-4000:]
-        return r.stdout
-
-    ref = torch_recordings.torch_output(
-        f"{PROGS.name}/{script.stem}", torch_recordings.program_files(script), [],
-        "TORCH_COMPILE_DISABLE=1 OMP_NUM_THREADS=1 torchvision==0.28.0 vision_oracle.torch_command",
-        run)
+    ref = recorded_torch_stdout(
+        script, tmp_path, env,
+        "TORCH_COMPILE_DISABLE=1 OMP_NUM_THREADS=1 torchvision==0.28.0 vision_oracle.torch_command")
     check_program(script, ref, tmp_path, False)

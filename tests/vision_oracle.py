@@ -65,3 +65,21 @@ def torch_command(script, args):
             "sys.path.insert(0, __import__('os').path.dirname(sys.argv[0]))\n"
             "runpy.run_path(sys.argv[0], run_name='__main__')\n")
     return [sys.executable, "-c", code, str(script), *map(str, args)]
+
+
+def recorded_torch_stdout(script, cwd, env, extra: str) -> str:
+    """What ``script`` (in ``tests/programs/<group>/``) prints under the
+    real torch run by ``torch_command``: its recording when the key (the
+    program's files, ``extra``: the environment and the packages' versions
+    it depends on) is current, else a live run, recorded."""
+    import subprocess
+
+    import torch_recordings
+
+    def run():
+        r = subprocess.run(torch_command(script, []), cwd=cwd, env=env, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, "torch failed:\n" + r.stderr[-4000:]
+        return r.stdout
+    return torch_recordings.torch_output(f"{script.parent.name}/{script.stem}",
+                                         torch_recordings.program_files(script), [], extra, run)
