@@ -35,3 +35,47 @@ def test_normalizations_of_a_permuted_input_are_contiguous(op):
     assert (s1, c1) == (s0, c0) == ((60, 20, 5, 1), True)
     np.testing.assert_allclose(d1, d0, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(g1, g0, rtol=1e-5, atol=1e-6)
+
+
+def _layouts():
+    """(shape, permutation) pairs: 4-d tensors with sizes of one in various
+    places, seen through every permutation of a row-major array."""
+    import itertools
+    shapes = [(2, 3, 4, 5), (1, 3, 4, 5), (1, 8, 1, 5), (2, 1, 4, 1), (1, 3, 1, 1), (2, 3, 1, 1)]
+    return [(s, p) for s in shapes for p in itertools.permutations(range(4))]
+
+
+def test_convolution_result_layout_follows_torchs_suggested_memory_format():
+    """A Conv2d's result is channels-last exactly when PyTorch's
+    ``suggest_memory_format`` says its input is, with torch's exact strides:
+    that test counts the strides of size-one dimensions (vit_pytorch's
+    ScalableViT feeds a batch of one rearranged ``b h (x y) d -> b (h d) x y``
+    to a Conv2d, which torch does not take for channels-last, and a dropout
+    mask follows the layout)."""
+    bad = []
+    for shape, perm in _layouts():
+        inv = tuple(perm.index(i) for i in range(4))
+        strides = []
+        for lib in (torch, tracec):
+            base = lib.arange(float(np.prod(shape))).reshape(tuple(shape[i] for i in perm))
+            x = base.permute(*inv)                       # shape `shape`, permuted strides
+            y = lib.nn.Conv2d(shape[1], 2, 1)(x)
+            z = lib.nn.Conv2d(2, 2, 1)(y)                # reads y's size-one strides
+            strides.append((y.stride(), z.stride()))
+        if strides[0] != strides[1]:
+            bad.append((shape, perm, strides))
+    assert not bad, bad[:5]
+
+
+def test_scalable_vit_rearranged_batch_of_one_dropout():
+    outs = []
+    for lib in (torch, tracec):
+        lib.manual_seed(0)
+        q = lib.randn(1, 1, 256, 8)
+        x = q.permute(0, 1, 3, 2).reshape(1, 8, 16, 16)          # strides (2048, 1, 128, 8)
+        conv = lib.nn.Conv2d(8, 8, 1)
+        lib.manual_seed(1)
+        y = lib.nn.functional.dropout(conv(x), 0.5)
+        outs.append((y.stride(), y.detach().numpy()))
+    assert outs[0][0] == outs[1][0] == (2048, 256, 16, 1)
+    np.testing.assert_allclose(outs[1][1], outs[0][1], rtol=1e-5, atol=1e-6)
