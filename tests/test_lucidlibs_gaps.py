@@ -79,3 +79,22 @@ def test_scalable_vit_rearranged_batch_of_one_dropout():
         outs.append((y.stride(), y.detach().numpy()))
     assert outs[0][0] == outs[1][0] == (2048, 256, 16, 1)
     np.testing.assert_allclose(outs[1][1], outs[0][1], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_convolution_refuses_too_few_or_indivisible_weight_channels(transposed):
+    """A convolution whose weight's first dimension has fewer than
+    ``groups`` (zero) channels, or a number not divisible by ``groups``,
+    raises PyTorch's error (vit_pytorch's CrossFormer, with a stage
+    dimension its cross-embed layer splits into zero channels), not a
+    reshape's, before the channels are compared."""
+    for first, other, g in [(0, 8, 1), (2, 2, 4), (6, 2, 4), (0, 3, 2)]:
+        msgs = []
+        for lib in (torch, tracec):
+            f = lib.nn.functional
+            w = lib.zeros(first, other, 1, 1)
+            x = lib.randn(1, first if transposed else other * g + 1, 4, 4)
+            with pytest.raises(RuntimeError) as e:
+                (f.conv_transpose2d if transposed else f.conv2d)(x, w, groups=g)
+            msgs.append(str(e.value).splitlines()[0])
+        assert msgs[1] == msgs[0], (first, other, g, msgs)
