@@ -3,7 +3,9 @@ packages, which many public programs import (``tests/programs/lucidlibs``):
 
 - vit-pytorch: ViT (cls and mean pooling), SimpleViT, CaiT (talking heads,
   layer scale, layer dropout), MAE pretraining a SimpleViT, DINO with its
-  torchvision augmentations and EMA teacher (``vit_models.py``);
+  torchvision augmentations and EMA teacher (``vit_models.py``); two dozen
+  of its other variants, forward and backward in training mode, and a
+  configuration torch refuses (``vit_variants.py``);
 - x-transformers: a decoder LM in its AutoregressiveWrapper (rotary xpos,
   memory tokens and key/values) trained and sampled (greedy with and
   without the kv cache, top-k, top-p), an XTransformer encoder-decoder, a
@@ -32,6 +34,7 @@ PROGS = ROOT / "tests" / "programs" / "lucidlibs"
 #: program -> the pip packages it imports (pinned in pyproject's test extra)
 CASES = {
     "vit_models.py": ("vit-pytorch",),
+    "vit_variants.py": ("vit-pytorch",),
     "x_transformers_lm.py": ("x-transformers",),
     "x_transformers_encoders.py": ("x-transformers",),
 }
