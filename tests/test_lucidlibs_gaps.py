@@ -98,3 +98,56 @@ def test_convolution_refuses_too_few_or_indivisible_weight_channels(transposed):
                 (f.conv_transpose2d if transposed else f.conv2d)(x, w, groups=g)
             msgs.append(str(e.value).splitlines()[0])
         assert msgs[1] == msgs[0], (first, other, g, msgs)
+
+
+DIFFERENTIABLE_COLLECTIVES = """
+import torch
+import torch.distributed as dist
+import torch.distributed.nn as dnn
+from torch.distributed.nn import all_gather, all_reduce, broadcast   # LFQ's import
+
+x = torch.arange(6.).reshape(2, 3).requires_grad_()
+w = torch.arange(6.).reshape(2, 3)
+y = dnn.all_reduce(x * 2)
+print(y.detach(), type(y.grad_fn).__name__)
+(y * w).sum().backward()
+print(x.grad)
+x.grad = None
+b = broadcast(x * 3, 0)
+(b ** 2).sum().backward()
+print(b.detach(), x.grad)
+x.grad = None
+g = all_gather(x + 1)
+(g[0] * w).sum().backward()
+print(type(g).__name__, len(g), g[0].detach(), x.grad)
+print(all_reduce(x, op=dist.ReduceOp.MAX).detach())
+"""
+
+
+def test_differentiable_collectives_in_a_world_of_one(tmp_path):
+    """``torch.distributed.nn``'s all_reduce / broadcast / all_gather
+    (vector-quantize-pytorch's LFQ imports the module): new tensors with
+    gradients, as torch's on a world of one."""
+    import contextlib
+    import io
+    import warnings
+
+    from program_runner import run_cli
+    from test_public_programs_tutorials2 import ENV
+
+    buf = io.StringIO()
+    torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0,
+                                         world_size=1)
+    try:
+        with contextlib.redirect_stdout(buf), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exec(DIFFERENTIABLE_COLLECTIVES, {"__name__": "__main__"})
+    finally:
+        torch.distributed.destroy_process_group()
+    script = tmp_path / "collectives.py"
+    script.write_text(DIFFERENTIABLE_COLLECTIVES.replace(
+        "import torch.distributed.nn as dnn\n",
+        "import torch.distributed.nn as dnn\ndist.init_process_group('mpi')\n"))
+    r = run_cli(["run", str(script)], tmp_path, ENV, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout == buf.getvalue(), (r.stdout, buf.getvalue())
