@@ -10,7 +10,13 @@ packages, which many public programs import (``tests/programs/lucidlibs``):
   memory tokens and key/values) trained and sampled (greedy with and
   without the kv cache, top-k, top-p), an XTransformer encoder-decoder, a
   continuous autoregressive model (``x_transformers_lm.py``), and encoders
-  under many attention / norm / positional flags (``x_transformers_encoders.py``).
+  under many attention / norm / positional flags (``x_transformers_encoders.py``);
+- vector-quantize-pytorch: a VQ-VAE trained with VectorQuantize's EMA
+  codebook and commitment loss, cosine / multi-head / k-means VQ,
+  ResidualVQ with a learnable codebook, GroupedResidualVQ, FSQ, LFQ
+  (``vector_quantize.py``);
+- rotary-embedding-torch and lion-pytorch: rotary / xpos / axial / learned
+  rotary embeddings in a small causal LM trained by Lion (``rotary_lion.py``).
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
@@ -37,6 +43,8 @@ CASES = {
     "vit_variants.py": ("vit-pytorch",),
     "x_transformers_lm.py": ("x-transformers",),
     "x_transformers_encoders.py": ("x-transformers",),
+    "vector_quantize.py": ("vector-quantize-pytorch",),
+    "rotary_lion.py": ("rotary-embedding-torch", "lion-pytorch"),
 }
 
 
