@@ -39,10 +39,12 @@ def test_normalizations_of_a_permuted_input_are_contiguous(op):
 
 def _layouts():
     """(shape, permutation) pairs: 4-d tensors with sizes of one in various
-    places, seen through every permutation of a row-major array."""
+    places, seen through permutations of a row-major array (every third
+    pair of all 144: each shape meets 8 of the 24 orders)."""
     import itertools
     shapes = [(2, 3, 4, 5), (1, 3, 4, 5), (1, 8, 1, 5), (2, 1, 4, 1), (1, 3, 1, 1), (2, 3, 1, 1)]
-    return [(s, p) for s in shapes for p in itertools.permutations(range(4))]
+    pairs = [(s, p) for s in shapes for p in itertools.permutations(range(4))]
+    return pairs[::3]
 
 
 def test_convolution_result_layout_follows_torchs_suggested_memory_format():
