@@ -11,6 +11,10 @@ packages, which many public programs import (``tests/programs/lucidlibs``):
   without the kv cache, top-k, top-p), an XTransformer encoder-decoder, a
   continuous autoregressive model (``x_transformers_lm.py``), and encoders
   under many attention / norm / positional flags (``x_transformers_encoders.py``);
+  decoders under two dozen more of its features (flash attention, cross
+  attention, adaptive norm, hyper-connections, value residuals, ...),
+  ViTransformerWrapper, NonAutoregressiveWrapper, XLAutoregressiveWrapper
+  (``x_transformers_features.py``);
 - vector-quantize-pytorch: a VQ-VAE trained with VectorQuantize's EMA
   codebook and commitment loss, cosine / multi-head / k-means VQ,
   ResidualVQ with a learnable codebook, GroupedResidualVQ, FSQ, LFQ
@@ -43,6 +47,7 @@ CASES = {
     "vit_variants.py": ("vit-pytorch",),
     "x_transformers_lm.py": ("x-transformers",),
     "x_transformers_encoders.py": ("x-transformers",),
+    "x_transformers_features.py": ("x-transformers",),
     "vector_quantize.py": ("vector-quantize-pytorch",),
     "rotary_lion.py": ("rotary-embedding-torch", "lion-pytorch"),
 }
