@@ -153,3 +153,32 @@ def test_differentiable_collectives_in_a_world_of_one(tmp_path):
     r = run_cli(["run", str(script)], tmp_path, ENV, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout == buf.getvalue(), (r.stdout, buf.getvalue())
+
+
+ROW_MAJOR_RESULTS = {
+    "sum": lambda lib, t: t.sum(0),
+    "mean": lambda lib, t: t.mean(0),
+    "amax": lambda lib, t: t.amax(0),
+    "std": lambda lib, t: t.std(0),
+    "argmax": lambda lib, t: t.argmax(0),
+    "masked_fill": lambda lib, t: t.masked_fill(t > 0, 0.),
+    "cumsum": lambda lib, t: t.cumsum(1),
+    "cumprod": lambda lib, t: t.cumprod(-1),
+    "rms_norm": lambda lib, t: lib.nn.functional.rms_norm(t, (3,)),
+}
+
+
+@pytest.mark.parametrize("op", list(ROW_MAJOR_RESULTS))
+def test_results_pytorch_allocates_row_major_view_as_torchs(op):
+    """Reductions, masked_fill, cumsum / cumprod and rms_norm of a
+    transposed tensor are contiguous, as PyTorch allocates them, so a
+    ``view`` of the result works as under torch (x-transformers-style
+    ``masked_fill(...).view(...)`` after a ``transpose``)."""
+    outs = []
+    for lib in (torch, tracec):
+        x = lib.from_numpy(np.random.default_rng(0).standard_normal((2, 3, 4))
+                           .astype(np.float32)).transpose(1, 2)
+        y = ROW_MAJOR_RESULTS[op](lib, x)
+        outs.append((y.stride(), y.is_contiguous(), y.view(-1).numpy()))
+    assert outs[1][:2] == outs[0][:2]
+    np.testing.assert_allclose(outs[1][2], outs[0][2], rtol=1e-5, atol=1e-6)

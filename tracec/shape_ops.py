@@ -391,7 +391,8 @@ def masked_fill(input, mask, value):
         if value.ndim:
             raise RuntimeError("masked_fill only supports a 0-dimensional value tensor")
         value = ops.cast(value, input.dtype) if value.dtype is not input.dtype else value
-    return _named(ops.where(mask, value, input), "MaskedFillBackward0")
+    from tracec import tensor_meta as tm
+    return tm.row_major(_named(ops.where(mask, value, input), "MaskedFillBackward0"))
 
 
 def gather(input, dim, index, *, sparse_grad=False):

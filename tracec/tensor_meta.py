@@ -183,6 +183,21 @@ def _dense_strides(shape, order) -> tuple:
     return tuple(strides)
 
 
+def row_major(y: Tensor) -> Tensor:
+    """``y``, a result just made, laid out row-major, as PyTorch lays out
+    the result of a kernel that allocates a contiguous output whatever its
+    input's strides (masked_fill's copy, cumsum / cumprod); NumPy's
+    elementwise ops would keep a permuted input's order, and a ``view`` of
+    the result would fail where torch's succeeds.  Eagerly only, and only a
+    fresh result, as ``keep_memory_format``."""
+    from tracec.tensor import RECORDERS
+    if RECORDERS or y._base is not None or type(y._data) is not np.ndarray \
+            or y._data.flags.c_contiguous:
+        return y
+    y._data = np.ascontiguousarray(y._data)
+    return y
+
+
 def keep_memory_format(y: Tensor, *inputs) -> Tensor:
     """``y``, a result just made from ``inputs``, laid out in the
     channels-last format the first input that suggests one suggests, as

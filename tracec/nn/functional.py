@@ -425,7 +425,7 @@ def _layer_norm_composite(k, eps, has_weight, has_bias):
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):
-    x = _tensor(input, "rms_norm")
+    x = TF._contiguous_input(_tensor(input, "rms_norm"))
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     axes = tuple(range(x.ndim - len(ns), x.ndim))
     if eps is None:
