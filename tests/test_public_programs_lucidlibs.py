@@ -17,8 +17,9 @@ packages, which many public programs import (``tests/programs/lucidlibs``):
   (``x_transformers_features.py``);
 - vector-quantize-pytorch: a VQ-VAE trained with VectorQuantize's EMA
   codebook and commitment loss, cosine / multi-head / k-means VQ,
-  ResidualVQ with a learnable codebook, GroupedResidualVQ, FSQ, LFQ
-  (``vector_quantize.py``);
+  ResidualVQ with a learnable codebook, GroupedResidualVQ, FSQ, LFQ, and
+  eight more quantizers (rotation trick, SimVQ, residual FSQ / LFQ, FSP,
+  ...) forward and backward (``vector_quantize.py``);
 - rotary-embedding-torch and lion-pytorch: rotary / xpos / axial / learned
   rotary embeddings in a small causal LM trained by Lion (``rotary_lion.py``).
 
