@@ -182,3 +182,36 @@ def test_results_pytorch_allocates_row_major_view_as_torchs(op):
         outs.append((y.stride(), y.is_contiguous(), y.view(-1).numpy()))
     assert outs[1][:2] == outs[0][:2]
     np.testing.assert_allclose(outs[1][2], outs[0][2], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape,key,value", [
+    ((10, 16), slice(None, 5), (5, 8)),         # rotary-embedding-torch's freqs cache
+    ((10, 16), slice(None, 5), (1, 5, 8)),      # leading ones dropped first
+    ((10, 16), slice(None, 5), (2, 5, 16)),
+    ((10, 16), (slice(None, 5), 0), (5, 2)),
+    ((10, 16), 3, (8,)),
+    ((10, 16), (Ellipsis, slice(1, 3)), (10, 3)),
+    ((10, 16), [1, 2], (2, 8)),                 # advanced: index_put_'s message
+])
+def test_setitem_of_a_wrong_shape_raises_torchs_error(shape, key, value):
+    """``x[basic index] = value`` of a value that does not broadcast raises
+    PyTorch's error: it copies into the view (``copy_``, so ``expand``'s
+    message, the tensor's type and sizes named when it has too many
+    dimensions); an advanced index keeps index_put_'s "shape mismatch"."""
+    msgs = []
+    for lib in (torch, tracec):
+        k = lib.tensor(key) if isinstance(key, list) else key
+        with pytest.raises(RuntimeError) as e:
+            lib.zeros(*shape)[k] = lib.zeros(*value)
+        msgs.append(str(e.value).splitlines()[0])
+    assert msgs[1] == msgs[0]
+
+
+def test_expand_to_fewer_dimensions_names_the_tensor():
+    msgs = []
+    for lib in (torch, tracec):
+        for x in (lib.zeros(3, 5, 8), lib.zeros(2, 3, dtype=lib.int64)):
+            with pytest.raises(RuntimeError) as e:
+                x.expand(5, 16) if x.ndim == 3 else x.expand(3)
+            msgs.append(str(e.value))
+    assert msgs[2:] == msgs[:2]

@@ -199,7 +199,8 @@ def expand(x, *sizes, size=None, implicit=False):
         sizes = _one_keyword(sizes, size, "size", "expand")
     sizes = _shape_arg(sizes)
     if len(sizes) < x.ndim:
-        raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be "
+        raise RuntimeError(f"expand({x.type()}{{{list(x.shape)}}}, size={list(sizes)}): the "
+                           f"number of sizes provided ({len(sizes)}) must be "
                            f"greater or equal to the number of dimensions in the tensor "
                            f"({x.ndim})")
     lead = len(sizes) - x.ndim
