@@ -215,3 +215,17 @@ def test_expand_to_fewer_dimensions_names_the_tensor():
                 x.expand(5, 16) if x.ndim == 3 else x.expand(3)
             msgs.append(str(e.value))
     assert msgs[2:] == msgs[:2]
+
+
+@pytest.mark.parametrize("shapes", [((3, 1, 4), (1, 5, 2)), ((2, 3), (4, 3)),
+                                    ((2, 1), (1, 3), (4, 3)), ((3, 1), (1, 2), (1, 3))])
+def test_broadcast_tensors_refuses_as_torch(shapes):
+    """``broadcast_tensors`` of shapes that do not broadcast raises the
+    binary ops' sentence, the shapes met pairwise (rotary-embedding-torch's
+    ``broadcat``), not ``broadcast_shapes``' own message."""
+    msgs = []
+    for lib in (torch, tracec):
+        with pytest.raises(RuntimeError) as e:
+            lib.broadcast_tensors(*[lib.zeros(*s) for s in shapes])
+        msgs.append(str(e.value).splitlines()[0])
+    assert msgs[1] == msgs[0]
