@@ -21,7 +21,9 @@ packages, which many public programs import (``tests/programs/lucidlibs``):
   eight more quantizers (rotation trick, SimVQ, residual FSQ / LFQ, FSP,
   ...) forward and backward (``vector_quantize.py``);
 - rotary-embedding-torch and lion-pytorch: rotary / xpos / axial / learned
-  rotary embeddings in a small causal LM trained by Lion (``rotary_lion.py``).
+  rotary embeddings in a small causal LM trained by Lion, the rotary
+  library's other options and two configurations torch refuses, Lion with
+  decoupled weight decay (``rotary_lion.py``).
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
