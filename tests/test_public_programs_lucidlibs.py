@@ -4,8 +4,10 @@ packages, which many public programs import (``tests/programs/lucidlibs``):
 - vit-pytorch: ViT (cls and mean pooling), SimpleViT, CaiT (talking heads,
   layer scale, layer dropout), MAE pretraining a SimpleViT, DINO with its
   torchvision augmentations and EMA teacher (``vit_models.py``); two dozen
-  of its other variants, forward and backward in training mode, and a
-  configuration torch refuses (``vit_variants.py``);
+  of its other variants (MobileViT, LeViT, ViViT, ...), forward and
+  backward in training mode, its Recorder / Extractor / DistillWrapper /
+  memory Adapter tools, and a configuration torch refuses
+  (``vit_variants.py``);
 - x-transformers: a decoder LM in its AutoregressiveWrapper (rotary xpos,
   memory tokens and key/values) trained and sampled (greedy with and
   without the kv cache, top-k, top-p), an XTransformer encoder-decoder, a

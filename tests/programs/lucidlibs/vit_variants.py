@@ -1,8 +1,10 @@
 """lucidrains/vit-pytorch (the pip package, unmodified): the zoo of vision
 transformer variants a user picks from (DeepViT, CrossViT, PiT, CvT,
 Twins-SVT, CCT, MaxViT, RegionViT, NesT, ScalableViT,
-NaViT, ATS, UViT, nViT, ...), tiny configurations in training mode (their
-dropouts on): one forward and backward each, seeded as a user seeds them;
+NaViT, ATS, UViT, nViT, MobileViT, LeViT, ViViT, ...), tiny configurations
+in training mode (their dropouts on): one forward and backward each, seeded
+as a user seeds them; its tools (Recorder's attention maps, Extractor's
+embeddings, DistillWrapper's distillation loss, learnable-memory Adapter);
 and a configuration the library cannot build (a stage too narrow for
 CrossFormer's cross-embedding split), refused as torch refuses it."""
 import random
@@ -14,12 +16,18 @@ from vit_pytorch.cross_vit import CrossViT
 from vit_pytorch.crossformer import CrossFormer
 from vit_pytorch.cvt import CvT
 from vit_pytorch.deepvit import DeepViT
+from vit_pytorch.distill import DistillableViT, DistillWrapper
+from vit_pytorch.extractor import Extractor
+from vit_pytorch.learnable_memory_vit import Adapter, ViT as MemoryViT
+from vit_pytorch.levit import LeViT
 from vit_pytorch.max_vit import MaxViT
+from vit_pytorch.mobile_vit import MobileViT
 from vit_pytorch.na_vit import NaViT
 from vit_pytorch.nest import NesT
 from vit_pytorch.normalized_vit import nViT
 from vit_pytorch.parallel_vit import ViT as ParallelViT
 from vit_pytorch.pit import PiT
+from vit_pytorch.recorder import Recorder
 from vit_pytorch.regionvit import RegionViT
 from vit_pytorch.scalable_vit import ScalableViT
 from vit_pytorch.simple_flash_attn_vit import SimpleViT as FlashViT
@@ -30,7 +38,9 @@ from vit_pytorch.simple_vit_with_register_tokens import SimpleViT as RegisterViT
 from vit_pytorch.twins_svt import TwinsSVT
 from vit_pytorch.vit_1d import ViT as ViT1d
 from vit_pytorch.vit_3d import ViT as ViT3d
+from vit_pytorch.vit import ViT
 from vit_pytorch.vit_for_small_dataset import ViT as SmallDatasetViT
+from vit_pytorch.vivit import ViViT
 
 torch.manual_seed(0)
 images = torch.randn(2, 3, 32, 32)
@@ -113,6 +123,36 @@ check("vit1d", lambda: ViT1d(seq_len=32, patch_size=8, depth=1, channels=3, **sm
       torch.randn(2, 3, 32))
 check("vit3d", lambda: ViT3d(image_size=16, frames=4, image_patch_size=8, frame_patch_size=2,
                              depth=1, **small), torch.randn(2, 3, 4, 16, 16))
+
+check("mobilevit", lambda: MobileViT(image_size=(64, 64), dims=[16, 16, 16],
+                                     channels=[8] * 10 + [16], num_classes=5),
+      torch.randn(2, 3, 64, 64))
+check("levit", lambda: LeViT(image_size=32, num_classes=5, stages=2, dim=(16, 24), depth=1,
+                             heads=(2, 2), mlp_mult=2, dropout=0.1))
+for variant in ("factorized_encoder", "factorized_self_attention"):
+    check(variant[:12], lambda: ViViT(image_size=16, frames=4, image_patch_size=8,
+                                      frame_patch_size=2, spatial_depth=1, temporal_depth=1,
+                                      variant=variant, **small), torch.randn(2, 3, 4, 16, 16))
+
+torch.manual_seed(0)
+vit = ViT(image_size=16, patch_size=4, depth=2, **small)
+recorder = Recorder(vit)
+preds, attns = recorder(images[:1, :, :16, :16])
+print("recorder", tuple(attns.shape), attns[0, 1, 1, 0, :4])
+vit = recorder.eject()
+embeddings = Extractor(vit, return_embeddings_only=True)(images[:1, :, :16, :16])
+print("extractor", tuple(embeddings.shape), embeddings[0, 0, :4])
+teacher = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 16 * 16, 5))
+student = DistillableViT(image_size=16, patch_size=4, depth=1, **small)
+distill = DistillWrapper(student=student, teacher=teacher, temperature=3, alpha=0.5, hard=False)
+loss = distill(images[:, :, :16, :16], torch.tensor([1, 3]))
+loss.backward()
+print(f"distillation loss {loss.item():.6f}")
+adapter = Adapter(vit=MemoryViT(image_size=16, patch_size=4, depth=2, **small), num_classes=3,
+                  num_memories_per_layer=2)
+logits = adapter(images[:, :, :16, :16])
+logits.sum().backward()
+print("memory adapter", logits[0])
 
 # a stage of 8 channels split over cross-embedding kernels (4, 8, 16, 32):
 # a 1x1 conv with zero output channels, which torch refuses
