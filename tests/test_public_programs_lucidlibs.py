@@ -10,7 +10,8 @@ packages, which many public programs import (``tests/programs/lucidlibs``):
   (``vit_variants.py``);
 - x-transformers: a decoder LM in its AutoregressiveWrapper (rotary xpos,
   memory tokens and key/values) trained and sampled (greedy with and
-  without the kv cache, top-k, top-p), an XTransformer encoder-decoder, a
+  without the kv cache, top-k, top-p, top-a, min-p, eos, ragged prompts,
+  contrastive decoding, beam search), an XTransformer encoder-decoder, a
   continuous autoregressive model (``x_transformers_lm.py``), and encoders
   under many attention / norm / positional flags (``x_transformers_encoders.py``);
   decoders under two dozen more of its features (flash attention, cross

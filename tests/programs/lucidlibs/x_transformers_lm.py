@@ -1,7 +1,10 @@
 """lucidrains/x-transformers (the pip package, unmodified): a decoder-only
 language model (TransformerWrapper(Decoder) in an AutoregressiveWrapper)
 trained a few steps and sampled greedily (with and without its key/value
-cache) and with top-k / top-p filtering; an XTransformer encoder-decoder
+cache) and with top-k / top-p / top-a / min-p filtering, an end-of-sequence
+token, variable-length prompts, contrastive decoding against an amateur
+model and beam search, after training with token masking and the attention
+z-loss; an XTransformer encoder-decoder
 with a source mask and tied embeddings, trained and decoding; a continuous
 autoregressive model.  Tiny configurations, seeded as a user seeds them."""
 import random
@@ -45,6 +48,28 @@ torch.manual_seed(2)
 print("top-p", ar.generate(prompt, 6, filter_logits_fn="top_p", filter_kwargs=dict(thres=0.9)))
 logits, cache = lm(prompt, return_intermediates=True)
 print("logits", logits[0, -1, :6])
+
+# sampling options, on a model trained with token masking and the z-loss
+torch.manual_seed(0)
+masked = AutoregressiveWrapper(TransformerWrapper(num_tokens=20, max_seq_len=16,
+                                                  attn_layers=Decoder(dim=16, depth=2, heads=2,
+                                                                      rotary_pos_emb=True)),
+                               mask_prob=0.15, add_attn_z_loss=True)
+amateur = TransformerWrapper(num_tokens=20, max_seq_len=16,
+                             attn_layers=Decoder(dim=16, depth=1, heads=2))
+train("masked lm", masked, seqs, steps=1)
+masked.eval()
+for name, kwargs in [("top_a", dict(min_p_pow=2.0, min_p_ratio=0.02)), ("min_p", dict(min_p=0.1)),
+                     ("top_k", dict(frac_num_tokens=0.2)), ("top_p", dict(thres=0.5))]:
+    torch.manual_seed(3)
+    print(name, masked.generate(prompt, 5, filter_logits_fn=name, filter_kwargs=kwargs,
+                                temperature=0.7).tolist())
+torch.manual_seed(4)
+print("eos", masked.generate(prompt, 8, eos_token=5, temperature=1.).tolist())
+print("list prompts", masked.generate([seqs[0, :2], seqs[1, :4]], 4, temperature=0.).tolist())
+print("contrastive", masked.generate(prompt, 4, temperature=0., amateur_model=amateur).tolist())
+torch.manual_seed(7)
+print("beam search", masked.beam_search(prompt, 4, beams=3).tolist())
 
 # encoder-decoder
 xt = XTransformer(dim=16, enc_num_tokens=20, enc_depth=1, enc_heads=2, enc_max_seq_len=12,
