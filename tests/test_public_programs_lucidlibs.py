@@ -13,7 +13,9 @@ packages, which many public programs import (``tests/programs/lucidlibs``):
   without the kv cache, top-k, top-p, top-a, min-p, eos, ragged prompts,
   contrastive decoding, beam search), an XTransformer encoder-decoder, a
   continuous autoregressive model (``x_transformers_lm.py``), and encoders
-  under many attention / norm / positional flags (``x_transformers_encoders.py``);
+  under many attention / norm / positional flags and the library's other
+  wrappers (belief state, multi-input, NeoMLP, prefix LM, probabilistic
+  continuous, XVal, CrossAttender) (``x_transformers_encoders.py``);
   decoders under two dozen more of its features (flash attention, cross
   attention, adaptive norm, hyper-connections, value residuals, ...),
   ViTransformerWrapper, NonAutoregressiveWrapper, XLAutoregressiveWrapper
