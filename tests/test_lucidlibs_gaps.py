@@ -229,3 +229,31 @@ def test_broadcast_tensors_refuses_as_torch(shapes):
             lib.broadcast_tensors(*[lib.zeros(*s) for s in shapes])
         msgs.append(str(e.value).splitlines()[0])
     assert msgs[1] == msgs[0]
+
+
+CHANNELS_LAST_KEPT = {
+    "nearest": lambda F, x: F.interpolate(x, scale_factor=2),
+    "bilinear": lambda F, x: F.interpolate(x, size=(5, 7), mode="bilinear", align_corners=True),
+    "bicubic": lambda F, x: F.interpolate(x, scale_factor=2, mode="bicubic"),
+    "area": lambda F, x: F.interpolate(x, size=(2, 2), mode="area"),
+    "adaptive_avg": lambda F, x: F.adaptive_avg_pool2d(x, 3),
+    "pixel_shuffle": lambda F, x: F.pixel_shuffle(F.pad(x, (0, 0, 0, 0, 0, 1)), 2),
+    "pad": lambda F, x: F.pad(x, (1, 1, 1, 1)),
+    "pad_reflect": lambda F, x: F.pad(x, (1, 2, 1, 0), mode="reflect"),
+}
+
+
+@pytest.mark.parametrize("op", list(CHANNELS_LAST_KEPT))
+def test_resampling_and_padding_keep_channels_last(op):
+    """interpolate (every mode), adaptive average pooling, pixel_shuffle
+    and pad lay a channels-last input's result out channels-last, as
+    PyTorch's kernels do (a UNet's upsampling under channels_last; the next
+    convolution and a dropout mask follow the layout)."""
+    outs = []
+    for lib in (torch, tracec):
+        x = lib.from_numpy(np.random.default_rng(0).standard_normal((2, 3, 4, 4))
+                           .astype(np.float32)).to(memory_format=lib.channels_last)
+        y = CHANNELS_LAST_KEPT[op](lib.nn.functional, x)
+        outs.append((y.stride(), y.contiguous().numpy()))
+    assert outs[1][0] == outs[0][0]
+    np.testing.assert_allclose(outs[1][1], outs[0][1], rtol=1e-5, atol=1e-6)

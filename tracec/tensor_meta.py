@@ -144,8 +144,11 @@ def suggest_memory_format(t: Tensor) -> memory_format:
     (``channels_last_3d``) for a 4-d (5-d) strided tensor whose strides are
     like that format's (``_strides_like_channels_last``), else
     ``contiguous_format``."""
-    if isinstance(t._data, np.ndarray):
-        shape, strides = t._data.shape, _strides(t)
+    a = t._data
+    if isinstance(a, np.ndarray) and not (a.flags.c_contiguous and min(a.shape[1:], default=0) > 1):
+        # (row-major with no size-one dimension past the batch: its strides
+        # are the standard ones, never channels-last-like)
+        shape, strides = a.shape, _strides(t)
         for fmt, (rank, order) in _ORDERS.items():
             if t.ndim == rank and _strides_like_channels_last(shape, strides, order):
                 return fmt

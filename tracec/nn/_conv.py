@@ -1034,7 +1034,7 @@ def _adaptive_avg_poolnd(input, output_size, nsp, name):
         x = _adaptive_avg(x, 2 + i, o)
     if half is not None:
         x = ops.cast(x, half)
-    return _unbatch(x, unbatched)
+    return keep_memory_format(_unbatch(x, unbatched), input)   # (as PyTorch's kernel)
 
 
 def adaptive_avg_pool1d(input, output_size):
@@ -1114,7 +1114,9 @@ def pad(input, pad, mode: str = "constant", value=None):
         lo, hi = [max(v, 0) for v in low], [max(v, 0) for v in high]
         if not any(lo) and not any(hi):
             return x if x is not input else ops.reshape(x, tuple(x.shape))
-        return ops.pad(x, lo, hi, (0,) * nd, 0.0 if value is None else value)
+        # (PyTorch's padded result is laid out as the input suggests)
+        return keep_memory_format(ops.pad(x, lo, hi, (0,) * nd, 0.0 if value is None else value),
+                                  input)
     if len(pad) not in (2, 4, 6) or nd - len(pad) // 2 not in (1, 2):
         # the non-constant kernels pad the last 1-3 dims of a (C, ...) or
         # (N, C, ...) input only: ReflectionPad2d((1, 2)) on 4-D is refused
@@ -1147,4 +1149,4 @@ def pad(input, pad, mode: str = "constant", value=None):
             idx = Tensor._make(_index_table(n, low[d], high[d], mode).astype(np.int64),
                                dt.int64)
         x = ops.take(x, idx, d)
-    return x
+    return x if x is input else keep_memory_format(x, input)
