@@ -165,12 +165,13 @@ ROW_MAJOR_RESULTS = {
     "cumsum": lambda lib, t: t.cumsum(1),
     "cumprod": lambda lib, t: t.cumprod(-1),
     "rms_norm": lambda lib, t: lib.nn.functional.rms_norm(t, (3,)),
+    "instance_norm": lambda lib, t: lib.nn.functional.instance_norm(t),
 }
 
 
 @pytest.mark.parametrize("op", list(ROW_MAJOR_RESULTS))
 def test_results_pytorch_allocates_row_major_view_as_torchs(op):
-    """Reductions, masked_fill, cumsum / cumprod and rms_norm of a
+    """Reductions, masked_fill, cumsum / cumprod, rms_norm and instance_norm of a
     transposed tensor are contiguous, as PyTorch allocates them, so a
     ``view`` of the result works as under torch (x-transformers-style
     ``masked_fill(...).view(...)`` after a ``transpose``)."""

@@ -1158,8 +1158,8 @@ def log_softmax(input, dim, dtype=None):
 
 
 def _contiguous_input(x):
-    """``x`` as PyTorch's softmax / log_softmax / layer_norm / rms_norm
-    kernels read it: contiguous.  Their results are contiguous whatever the input's
+    """``x`` as PyTorch's softmax / log_softmax / layer_norm / rms_norm /
+    instance_norm kernels read it: contiguous.  Their results are contiguous whatever the input's
     strides (numpy's elementwise ops would keep a permuted input's order),
     and that order is the one a dropout mask drawn over the result follows
     (talking-heads attention permutes heads before its softmax)."""

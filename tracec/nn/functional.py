@@ -317,6 +317,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     x = _tensor(input, "instance_norm")
     if x.ndim < 3:
         raise ValueError(f"instance_norm: expected at least 3D input (got {x.ndim}D input)")
+    x = TF._contiguous_input(x)     # (PyTorch's reads input.contiguous(): a row-major result)
     shape = _channel_shape(x)
     if not use_input_stats:
         if running_mean is None or running_var is None:
