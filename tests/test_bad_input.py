@@ -72,7 +72,11 @@ def test_other_shape_errors():
         [x, tracec.ones(2, 4)]))
     _raises(RuntimeError, "equal size", lambda: tracec.stack([x, tracec.ones(2, 4)]))
     _raises(RuntimeError, "sum exactly to 3", lambda: x.split([1, 1], dim=1))
-    _raises(RuntimeError, "shape mismatch", lambda: x.__setitem__(0, tracec.ones(4)))
+    # (a basic index: PyTorch's copy_ into the view, expand's error)
+    _raises(RuntimeError, r"expanded size of the tensor \(3\) must match the existing size \(4\)",
+            lambda: x.__setitem__(0, tracec.ones(4)))
+    _raises(RuntimeError, "shape mismatch", lambda: x.__setitem__(tracec.tensor([0]),
+                                                                  tracec.ones(4)))
     _raises(RuntimeError, "duplicate", lambda: x.permute(0, 0))
     _raises(RuntimeError, "number of dimensions|len", lambda: x.permute(0))
     _raises(RuntimeError, "start_dim", lambda: x.flatten(1, 0))

@@ -1130,6 +1130,7 @@ def softmax(input, dim, dtype=None):
     input = _float_unary("softmax", lambda t: t)(input)
     if dtype is not None:
         input = _to(input, dt.to_dtype(dtype))
+    input = _contiguous_input(input)
     half = input.dtype if input.dtype in _HALF else None
     axes = _dims(input, dim)
     y = _last_axis_kernels(input, axes, "softmax", _softmax_last, "SoftmaxBackward0")
@@ -1151,6 +1152,7 @@ def log_softmax(input, dim, dtype=None):
     input = _float_unary("log_softmax", lambda t: t)(input)
     if dtype is not None:
         input = _to(input, dt.to_dtype(dtype))
+    input = _contiguous_input(input)
     axes = _dims(input, dim)
     y = _last_axis_kernels(input, axes, "log_softmax", _log_softmax_last, "LogSoftmaxBackward0")
     if y is not None:
@@ -1165,6 +1167,17 @@ def log_softmax(input, dim, dtype=None):
         y = ops.cast(_log_softmax_prims(ops.cast(input, dt.float32), axes), input.dtype)
         return _named(y, "LogSoftmaxBackward0")
     return _log_softmax_prims(input, axes)
+
+
+def _contiguous_input(x):
+    """``x`` as PyTorch's softmax / log_softmax / layer_norm / rms_norm /
+    instance_norm kernels read it: contiguous.  Their results are contiguous whatever the input's
+    strides (numpy's elementwise ops would keep a permuted input's order),
+    and that order is the one a dropout mask drawn over the result follows
+    (talking-heads attention permutes heads before its softmax)."""
+    if isinstance(x, Tensor) and not x.is_contiguous():
+        return x.contiguous()
+    return x
 
 
 def _last_axis_kernels(x, axes, name, composite, node_name):

@@ -18,6 +18,7 @@ from tracec import dtypes as dt
 from tracec import ops
 from tracec import runtime_index, runtime_int
 from tracec.runtime_int import ACTIVE as _RUNTIME_INTS, RuntimeInt
+from tracec.shape_ops import expand
 from tracec.symbolic import Sym
 from tracec.tensor import RECORDERS, SYM_SHAPES, Tensor, bind_movement
 from tracec.torch_function_switch import caller
@@ -581,7 +582,9 @@ def setitem(x: Tensor, key, value):
     if new.dtype is not x.dtype:
         new = ops.cast(new, x.dtype)
     if tuple(new.shape) != tuple(view.shape):
-        new = broadcast_value(new, view.shape)
+        # (PyTorch copies the value into the view: copy_'s expand, and its
+        # errors, after dropping the value's leading ones)
+        new = expand(_drop_leading_ones(new, view.ndim), *view.shape)
     view._assign(new, "setitem")
 
 

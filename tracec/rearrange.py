@@ -19,6 +19,7 @@ from tracec.ops.core import normalize_axis
 from tracec.shape_ops import _shape_arg, reshape
 from tracec.symbolic import Sym, hint_of
 from tracec.tensor import Tensor, concrete, eager_direct
+from tracec.tensor_meta import row_major
 
 __all__ = ["narrow", "index_select", "repeat", "repeat_interleave", "flip", "fliplr", "flipud",
            "roll", "tril", "triu", "diag", "cumsum", "cumprod"]
@@ -303,7 +304,7 @@ def _scan(x, dim, dtype, combine, fill, name):
         k *= 2
     if y is x:
         y = ops.cast(x, x.dtype)
-    return _named(y, name)
+    return row_major(_named(y, name))     # (PyTorch's scans allocate row-major)
 
 
 def cumsum(input, dim, *, dtype=None):
@@ -358,7 +359,7 @@ def _cumsum_eager():
         @staticmethod
         def forward(ctx, x, d):
             ctx.x, ctx.d = x, d
-            return Tensor._make(scan(x._data, d), x.dtype)
+            return Tensor._make(np.ascontiguousarray(scan(x._data, d)), x.dtype)
 
         @staticmethod
         def backward(ctx, g):

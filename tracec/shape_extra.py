@@ -20,7 +20,7 @@ import numpy as np
 from tracec import dtypes as dt
 from tracec import graph, ops
 from tracec.functions import _named, promote
-from tracec.ops.core import normalize_axis
+from tracec.ops.core import broadcast_shapes as _broadcast_pair, normalize_axis
 from tracec.shape_ops import swapaxes as _swapaxes
 from tracec.rearrange import _slice, flip, narrow, repeat
 from tracec.symbolic import Sym
@@ -410,7 +410,11 @@ def broadcast_shapes(*shapes):
 def broadcast_tensors(*tensors):
     if len(tensors) == 1 and isinstance(tensors[0], (tuple, list)):
         tensors = tuple(tensors[0])
-    shape = broadcast_shapes(*[t.shape for t in tensors])
+    # PyTorch's infer_size, pairwise over the tensors: the binary ops'
+    # error ("The size of tensor a ..."), not broadcast_shapes'
+    shape = ()
+    for t in tensors:
+        shape = _broadcast_pair(shape, tuple(t.shape))
     return tuple(expand(t, *shape) for t in tensors)
 
 

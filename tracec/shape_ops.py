@@ -199,7 +199,8 @@ def expand(x, *sizes, size=None, implicit=False):
         sizes = _one_keyword(sizes, size, "size", "expand")
     sizes = _shape_arg(sizes)
     if len(sizes) < x.ndim:
-        raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be "
+        raise RuntimeError(f"expand({x.type()}{{{list(x.shape)}}}, size={list(sizes)}): the "
+                           f"number of sizes provided ({len(sizes)}) must be "
                            f"greater or equal to the number of dimensions in the tensor "
                            f"({x.ndim})")
     lead = len(sizes) - x.ndim
@@ -391,7 +392,8 @@ def masked_fill(input, mask, value):
         if value.ndim:
             raise RuntimeError("masked_fill only supports a 0-dimensional value tensor")
         value = ops.cast(value, input.dtype) if value.dtype is not input.dtype else value
-    return _named(ops.where(mask, value, input), "MaskedFillBackward0")
+    from tracec import tensor_meta as tm
+    return tm.row_major(_named(ops.where(mask, value, input), "MaskedFillBackward0"))
 
 
 def gather(input, dim, index, *, sparse_grad=False):

@@ -142,16 +142,65 @@ def contiguous(self, memory_format=contiguous_format):
 
 
 def suggest_memory_format(t: Tensor) -> memory_format:
-    """PyTorch's ``Tensor.suggest_memory_format`` for the layouts tracec
-    makes: ``channels_last`` (``channels_last_3d``) for a 4-d (5-d) tensor
-    laid out densely in that order and not row-major, else
-    ``contiguous_format`` (a tensor dense in both, e.g. C == 1, is
-    row-major)."""
-    if isinstance(t._data, np.ndarray) and not t._data.flags.c_contiguous:
-        for fmt, (rank, _) in _ORDERS.items():
-            if t.ndim == rank and _is_contiguous(t, fmt):
+    """PyTorch's ``Tensor.suggest_memory_format``: ``channels_last``
+    (``channels_last_3d``) for a 4-d (5-d) strided tensor whose strides are
+    like that format's (``_strides_like_channels_last``), else
+    ``contiguous_format``."""
+    a = t._data
+    if isinstance(a, np.ndarray) and not (a.flags.c_contiguous and min(a.shape[1:], default=0) > 1):
+        # (row-major with no size-one dimension past the batch: its strides
+        # are the standard ones, never channels-last-like)
+        shape, strides = a.shape, _strides(t)
+        for fmt, (rank, order) in _ORDERS.items():
+            if t.ndim == rank and _strides_like_channels_last(shape, strides, order):
                 return fmt
     return contiguous_format
+
+
+def _strides_like_channels_last(shape, strides, order) -> bool:
+    """PyTorch's ``is_channels_last_strides_2d`` / ``_3d`` (c10's
+    MemoryFormat.h), the test behind ``suggest_memory_format``: the strides
+    do not decrease from the channel dimension outwards in ``order``
+    (innermost first: C, W, H, N), the running bound growing by each size
+    above 1, so the strides of size-1 dimensions count (a batch of one whose
+    batch stride is smaller than C*H*W is not channels-last); ambiguous
+    cases (a zero channel stride, N111-like ties) are row-major."""
+    if strides[1] == 0:
+        return False
+    bound = 0
+    for d in (order[-1],) + tuple(reversed(order[1:-1])) + (0,):
+        if shape[d] == 0 or strides[d] < bound:
+            return False
+        if d == 0 and bound == strides[1]:
+            return False
+        bound = strides[d] * (shape[d] if shape[d] > 1 else 1)
+    return True
+
+
+def _dense_strides(shape, order) -> tuple:
+    """The strides of a tensor of ``shape`` laid out densely in ``order``
+    (outermost first), as PyTorch computes them (a size-one dimension
+    strides as if of size one)."""
+    strides, step = [0] * len(shape), 1
+    for d in reversed(order):
+        strides[d] = step
+        step *= max(shape[d], 1)
+    return tuple(strides)
+
+
+def row_major(y: Tensor) -> Tensor:
+    """``y``, a result just made, laid out row-major, as PyTorch lays out
+    the result of a kernel that allocates a contiguous output whatever its
+    input's strides (masked_fill's copy, cumsum / cumprod); NumPy's
+    elementwise ops would keep a permuted input's order, and a ``view`` of
+    the result would fail where torch's succeeds.  Eagerly only, and only a
+    fresh result, as ``keep_memory_format``."""
+    from tracec.tensor import RECORDERS
+    if RECORDERS or y._base is not None or type(y._data) is not np.ndarray \
+            or y._data.flags.c_contiguous:
+        return y
+    y._data = np.ascontiguousarray(y._data)
+    return y
 
 
 def keep_memory_format(y: Tensor, *inputs) -> Tensor:
@@ -170,9 +219,15 @@ def keep_memory_format(y: Tensor, *inputs) -> Tensor:
         fmt = suggest_memory_format(t) if isinstance(t, Tensor) else contiguous_format
         if fmt is not contiguous_format:
             rank, order = _ORDERS[fmt]
-            if y.ndim == rank and not _is_contiguous(y, fmt):
-                y._data = np.ascontiguousarray(y._data.transpose(order)).transpose(
-                    tuple(np.argsort(order)))
+            # (PyTorch's exact strides, those of size-one dimensions
+            # included: the next suggest_memory_format reads them)
+            if y.ndim == rank and _strides(y) != _dense_strides(y._data.shape, order):
+                # (a fresh array: ascontiguousarray keeps one numpy deems
+                # contiguous already, whatever its size-one strides)
+                moved = y._data.transpose(order)
+                dense = np.empty(moved.shape, moved.dtype)
+                dense[...] = moved
+                y._data = dense.transpose(tuple(np.argsort(order)))
             return y
     return y
 

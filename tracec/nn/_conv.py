@@ -167,7 +167,8 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, nsp, name):
     n, c = x.shape[:2]
     o, cg = weight.shape[:2]
     kernel = tuple(weight.shape[2:])
-    if groups < 1 or c != cg * groups or o % groups:
+    _check_weight_groups(weight, groups)
+    if groups < 1 or c != cg * groups:
         raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, "
                            f"expected input{list(x.shape)} to have {cg * groups} channels, "
                            f"but got {c} channels instead")
@@ -553,6 +554,21 @@ def _flip(x: Tensor, axes) -> Tensor:
 
 
 @aten_report.reports(_conv_calls(True))
+def _check_weight_groups(weight, groups):
+    """PyTorch's check_shape_forward on the weight's first dimension
+    (output channels, or input channels transposed) against ``groups``,
+    before the channels are compared: at least ``groups`` of them (a Conv2d
+    with zero output channels is refused), a multiple of ``groups``.  (Its
+    second message prints the sizes in brackets twice.)"""
+    o = weight.shape[0]
+    if groups >= 1 and (o < groups or o % groups):
+        size = list(weight.shape)
+        raise RuntimeError(f"Given groups={groups}, expected weight to be "
+                           + (f"at least {groups} at dimension 0, but got weight of size {size} "
+                              if o < groups else f"divisible by {groups} at dimension 0, but "
+                              f"got weight of size [{size}] ") + "instead")
+
+
 def _conv_transposend(input, weight, bias, stride, padding, output_padding, groups,
                       dilation, nsp, name):
     """The adjoint of a strided convolution: spread the input with
@@ -563,6 +579,7 @@ def _conv_transposend(input, weight, bias, stride, padding, output_padding, grou
     x, unbatched = _batched(input, nsp, name)
     n, c = x.shape[:2]
     cin, og = weight.shape[:2]
+    _check_weight_groups(weight, groups)
     if c != cin:
         raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected "
                            f"input{list(x.shape)} to have {cin} channels, but got {c} channels "
@@ -1017,7 +1034,7 @@ def _adaptive_avg_poolnd(input, output_size, nsp, name):
         x = _adaptive_avg(x, 2 + i, o)
     if half is not None:
         x = ops.cast(x, half)
-    return _unbatch(x, unbatched)
+    return keep_memory_format(_unbatch(x, unbatched), input)   # (as PyTorch's kernel)
 
 
 def adaptive_avg_pool1d(input, output_size):
@@ -1097,7 +1114,9 @@ def pad(input, pad, mode: str = "constant", value=None):
         lo, hi = [max(v, 0) for v in low], [max(v, 0) for v in high]
         if not any(lo) and not any(hi):
             return x if x is not input else ops.reshape(x, tuple(x.shape))
-        return ops.pad(x, lo, hi, (0,) * nd, 0.0 if value is None else value)
+        # (PyTorch's padded result is laid out as the input suggests)
+        return keep_memory_format(ops.pad(x, lo, hi, (0,) * nd, 0.0 if value is None else value),
+                                  input)
     if len(pad) not in (2, 4, 6) or nd - len(pad) // 2 not in (1, 2):
         # the non-constant kernels pad the last 1-3 dims of a (C, ...) or
         # (N, C, ...) input only: ReflectionPad2d((1, 2)) on 4-D is refused
@@ -1130,4 +1149,4 @@ def pad(input, pad, mode: str = "constant", value=None):
             idx = Tensor._make(_index_table(n, low[d], high[d], mode).astype(np.int64),
                                dt.int64)
         x = ops.take(x, idx, d)
-    return x
+    return x if x is input else keep_memory_format(x, input)

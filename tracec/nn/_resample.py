@@ -20,6 +20,7 @@ from tracec import functions as TF
 from tracec import ops
 from tracec import shape_ops as S
 from tracec.tensor import Tensor
+from tracec.tensor_meta import keep_memory_format
 
 __all__ = ["pixel_shuffle", "pixel_unshuffle", "interpolate", "upsample", "upsample_nearest",
            "upsample_bilinear", "channel_shuffle", "native_channel_shuffle"]
@@ -48,8 +49,8 @@ def pixel_shuffle(input, upscale_factor: int):
     y = ops.reshape(input, (*lead, c // (r * r), r, r, h, w))
     perm = tuple(range(k)) + tuple(k + i for i in (0, 3, 1, 4, 2))
     y = ops.transpose(y, perm)
-    return TF._named(ops.reshape(y, (*lead, c // (r * r), h * r, w * r)),
-                     "PixelShuffleBackward0")
+    return keep_memory_format(TF._named(ops.reshape(y, (*lead, c // (r * r), h * r, w * r)),
+                                        "PixelShuffleBackward0"), input)
 
 
 def pixel_unshuffle(input, downscale_factor: int):
@@ -399,14 +400,16 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
     resize = _resize_axis_aa if antialias else _resize_axis
     for i, (n, s) in enumerate(zip(sizes, scales)):
         y = resize(y, 2 + i, n, s, mode, align_corners)
+    # (PyTorch's upsampling kernels lay the result out as the input
+    # suggests: channels-last stays so)
     if antialias:
         name = "Upsample" + mode.title() + "2DAaBackward0"
-        return TF._named(ops.cast(y, input.dtype), name)
+        return keep_memory_format(TF._named(ops.cast(y, input.dtype), name), input)
     if y is input or half:
         y = ops.cast(y, input.dtype)
     name = {"nearest": "UpsampleNearest", "nearest-exact": "UpsampleNearestExact"}.get(
         mode, "Upsample" + mode.title()) + f"{nsp}DBackward0"
-    return TF._named(y, name)
+    return keep_memory_format(TF._named(y, name), input)
 
 
 def upsample(input, size=None, scale_factor=None, mode: str = "nearest", align_corners=None):

@@ -323,6 +323,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     x = _tensor(input, "instance_norm")
     if x.ndim < 3:
         raise ValueError(f"instance_norm: expected at least 3D input (got {x.ndim}D input)")
+    x = TF._contiguous_input(x)     # (PyTorch's reads input.contiguous(): a row-major result)
     shape = _channel_shape(x)
     if not use_input_stats:
         if running_mean is None or running_var is None:
@@ -395,6 +396,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
                            f"[*, {', '.join(map(str, ns))}], but got input of size"
                            f"{list(x.shape)}")
     _check_norm_dtypes("layer_norm", "LayerNormKernelImpl", x, (weight, bias))
+    x = TF._contiguous_input(x)
     if k == 1:
         # Over one dimension (LayerNorm(d_model)), large: native kernels.
         wb = tuple(t for t in (weight, bias) if t is not None)
@@ -431,7 +433,7 @@ def _layer_norm_composite(k, eps, has_weight, has_bias):
 
 @_in_float32
 def rms_norm(input, normalized_shape, weight=None, eps=None):
-    x = _tensor(input, "rms_norm")
+    x = TF._contiguous_input(_tensor(input, "rms_norm"))
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     axes = tuple(range(x.ndim - len(ns), x.ndim))
     if eps is None:

@@ -3,7 +3,10 @@ of axes, and ``argmax`` / ``argmin`` over one axis.
 
 Invariant: ``axes`` are normalized (non-negative, sorted, unique) and the
 reduced axes are removed from the result (the front end reshapes for
-``keepdim``).  A full reduction of a 0-d value is the identity.
+``keepdim``).  A full reduction of a 0-d value is the identity.  Eager
+results are row-major whatever the input's strides, as PyTorch allocates a
+reduction's output (NumPy's would follow a permuted input's order, and a
+``view`` of it would fail where torch's succeeds).
 """
 from __future__ import annotations
 
@@ -25,6 +28,10 @@ def _keep_shape(shape, axes):
     return tuple(1 if i in axes else d for i, d in enumerate(shape))
 
 
+def _row_major(a):
+    return a if a.flags.c_contiguous else a.copy(order="C")
+
+
 def _sum_impl(x, *, axes):
     # bool sums count (int64), as the dtype rule says; others keep their dtype.
     acc = np.int64 if x.dtype == np.bool_ else x.dtype
@@ -33,8 +40,8 @@ def _sum_impl(x, *, axes):
     if x.dtype == np.float16:
         # In float32, rounded once, as PyTorch (and the compiled kernels) do:
         # NumPy's float16 sum along an outer axis rounds at every step.
-        return np.add.reduce(x, axis=axes, dtype=np.float32).astype(np.float16)
-    return np.add.reduce(x, axis=axes, dtype=acc)
+        return _row_major(np.add.reduce(x, axis=axes, dtype=np.float32).astype(np.float16))
+    return _row_major(np.add.reduce(x, axis=axes, dtype=acc))
 
 
 def _sum_dtype(d, *, axes):
@@ -67,7 +74,7 @@ def _extreme_impl(f):
             return x.copy()
         if x.size == 0 and any(x.shape[a] == 0 for a in axes):
             raise RuntimeError("max/min(): cannot reduce over a zero-size dimension")
-        return f(x, axis=axes)
+        return _row_major(f(x, axis=axes))
     return impl
 
 
@@ -95,7 +102,7 @@ def _arg_impl(f):
     def impl(x, *, axis):
         if x.ndim == 0:
             return np.zeros((), np.int64)
-        return f(x, axis=axis).astype(np.int64)
+        return _row_major(f(x, axis=axis).astype(np.int64))
     return impl
 
 
