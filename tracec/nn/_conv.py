@@ -553,7 +553,6 @@ def _flip(x: Tensor, axes) -> Tensor:
     return x
 
 
-@aten_report.reports(_conv_calls(True))
 def _check_weight_groups(weight, groups):
     """PyTorch's check_shape_forward on the weight's first dimension
     (output channels, or input channels transposed) against ``groups``,
@@ -569,6 +568,7 @@ def _check_weight_groups(weight, groups):
                               f"got weight of size [{size}] ") + "instead")
 
 
+@aten_report.reports(_conv_calls(True))
 def _conv_transposend(input, weight, bias, stride, padding, output_padding, groups,
                       dilation, nsp, name):
     """The adjoint of a strided convolution: spread the input with
