@@ -13,7 +13,9 @@ Hugging Face Accelerate's README loop (prepare, accumulate, backward,
 clip_grad_norm_, gather_for_metrics, unwrap_model, save); diffusers'
 "Train a diffusion model" tutorial (UNet2DModel, DDPMScheduler, a cosine
 warmup schedule, DDPMPipeline and DDIM sampling, save_pretrained /
-from_pretrained).
+from_pretrained); Pyro's Bayesian regression and SVI Part I tutorials
+(AutoNormal, SVI with Trace_ELBO, Predictive, pyro.param with a
+constraint).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1``.  The libraries import ``torch``, which is
@@ -31,13 +33,14 @@ pytest.importorskip("torchmetrics")
 pytest.importorskip("pytorch_lightning")
 pytest.importorskip("accelerate")
 pytest.importorskip("diffusers")
+pytest.importorskip("pyro")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "pyglibs"
 
 CASES = ["pyg_karate_club.py", "pyg_graph_classification.py", "torchdiffeq_ode_demo.py",
          "torchmetrics_eval.py", "lightning_autoencoder.py", "accelerate_loop.py",
-         "diffusers_ddpm.py"]
+         "diffusers_ddpm.py", "pyro_svi.py"]
 EAGER_FALLBACK = {"pyg_karate_club.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})

@@ -427,3 +427,32 @@ def test_get_device_module_and_device_mesh_names():
     for m in (mine, theirs):
         values, context = m._dict_flatten({"a": 1, "b": 2})
         assert m._dict_unflatten(values, context) == {"a": 1, "b": 2}
+
+
+# --- what Pyro needed -----------------------------------------------------------
+
+def test_under_tracec_run_torch_is_named_torch(tmp_path):
+    """``torch.__name__`` is "torch" once tracec stands in for it (Pyro's
+    patch_dependency asserts it), and its AttributeErrors name torch;
+    uninstalling gives the name back."""
+    import subprocess
+    import sys
+    code = ("import tracec, tracec.as_torch as a; a.install_as_torch(); import torch\n"
+            "print(torch.__name__, torch is tracec)\n"
+            "try:\n    torch.no_such_name\nexcept AttributeError as e:\n    print(e)\n"
+            "a.install_as_torch()\n"      # idempotent with the new name
+            "a.uninstall_as_torch(); print(tracec.__name__)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["torch True", "module 'torch' has no attribute "
+                                       "'no_such_name'", "tracec"]
+
+
+def test_distributions_have_docstrings_and_map_location_exists():
+    import inspect
+    from tracec import distributions as D
+    bare = [n for n, c in vars(D).items()
+            if inspect.isclass(c) and issubclass(c, D.Distribution) and not c.__doc__]
+    assert bare == []       # Pyro concatenates each torch distribution's docstring
+    from tracec.serialization import MAP_LOCATION   # noqa: F401  (Pyro's param store imports it)

@@ -327,7 +327,7 @@ _LAZY = {
 def __getattr__(name: str):
     """PEP 562: import a compiler-side name the first time it is asked for."""
     if name not in _LAZY:
-        raise AttributeError(f"module 'tracec' has no attribute {name!r}")
+        raise AttributeError(f"module '{__name__}' has no attribute {name!r}")
     import importlib
     module_name, attr = _LAZY[name]
     module = importlib.import_module(module_name)

@@ -163,15 +163,18 @@ def install_as_torch() -> None:
     Idempotent.  Raises ``RuntimeError`` when the real torch is already
     imported in this process (its modules are in use and cannot be swapped).
     """
-    for top in _ALIASES:
+    for top, target in _ALIASES.items():
         mod = sys.modules.get(top)
-        if mod is not None and not getattr(mod, "__name__", "").startswith("tracec"):
+        if mod is not None and mod is not importlib.import_module(target):
             raise RuntimeError(f"tracec.install_as_torch(): the real {top} is already imported "
                                "in this process; call install_as_torch() before any "
                                f"`import {top}`")
     if _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)
     dt.PUBLIC_NAME[0] = "torch"
+    # ``torch.__name__`` is "torch" (pyro's patch_dependency checks it; a
+    # module's repr and its AttributeErrors name it)
+    sys.modules["tracec"].__name__ = "torch"
     _rename_classes(True)
     _spawn_children_alias(True)
 
@@ -186,6 +189,7 @@ def uninstall_as_torch() -> None:
     if _FINDER in sys.meta_path:
         sys.meta_path.remove(_FINDER)
     dt.PUBLIC_NAME[0] = "tracec"
+    sys.modules["tracec"].__name__ = "tracec"
     _rename_classes(False)
     _spawn_children_alias(False)
     for name in [n for n in sys.modules if n.partition(".")[0] in _ALIASES]:

@@ -66,6 +66,14 @@ from tracec.torch_checkpoint import (CheckpointError, WeightsOnlyError, load_tor
 from tracec.torch_checkpoint import (add_safe_globals, clear_safe_globals,  # noqa: F401
                                      get_safe_globals, safe_globals)
 
+import typing as _typing  # noqa: E402
+
+from tracec.device import device as _device  # noqa: E402
+
+#: ``torch.serialization.MAP_LOCATION``: what ``load(map_location=...)``
+#: takes (libraries annotate with it: pyro's param store).
+MAP_LOCATION = _typing.Optional[_typing.Union[_typing.Callable, _device, str, dict]]
+
 __all__ = ["save", "load", "CheckpointError", "CheckpointNotFoundError", "WeightsOnlyError",
            "add_safe_globals", "clear_safe_globals", "get_safe_globals", "safe_globals"]
 

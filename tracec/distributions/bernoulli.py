@@ -20,6 +20,7 @@ __all__ = ["Bernoulli"]
 
 
 class Bernoulli(ExponentialFamily):
+    """PyTorch's ``torch.distributions.Bernoulli``, parameterized by ``probs``, ``logits``."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.boolean
     has_enumerate_support = True

@@ -17,6 +17,8 @@ __all__ = ["Beta"]
 
 
 class Beta(ExponentialFamily):
+    """PyTorch's ``torch.distributions.Beta``, parameterized by ``concentration1``,
+    ``concentration0``."""
     arg_constraints = {"concentration1": constraints.positive,
                        "concentration0": constraints.positive}
     support = constraints.unit_interval

@@ -20,6 +20,8 @@ def clamp_by_zero(x):
 
 
 class Binomial(Distribution):
+    """PyTorch's ``torch.distributions.Binomial``, parameterized by ``total_count``, ``probs``,
+    ``logits``."""
     arg_constraints = {"total_count": constraints.nonnegative_integer,
                        "probs": constraints.unit_interval, "logits": constraints.real}
     has_enumerate_support = True

@@ -27,6 +27,7 @@ __all__ = ["Categorical"]
 
 
 class Categorical(Distribution):
+    """PyTorch's ``torch.distributions.Categorical``, parameterized by ``probs``, ``logits``."""
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
     has_enumerate_support = True
 

@@ -15,6 +15,7 @@ __all__ = ["Cauchy"]
 
 
 class Cauchy(Distribution):
+    """PyTorch's ``torch.distributions.Cauchy``, parameterized by ``loc``, ``scale``."""
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
     has_rsample = True

@@ -11,6 +11,7 @@ __all__ = ["Chi2"]
 
 
 class Chi2(Gamma):
+    """PyTorch's ``torch.distributions.Chi2``, parameterized by ``df``."""
     arg_constraints = {"df": constraints.positive}
 
     def __init__(self, df, validate_args=None):

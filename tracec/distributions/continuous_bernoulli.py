@@ -21,6 +21,8 @@ __all__ = ["ContinuousBernoulli"]
 
 
 class ContinuousBernoulli(ExponentialFamily):
+    """PyTorch's ``torch.distributions.ContinuousBernoulli``, parameterized by ``probs``,
+    ``logits``."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.unit_interval
     _mean_carrier_measure = 0

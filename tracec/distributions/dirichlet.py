@@ -19,6 +19,7 @@ __all__ = ["Dirichlet"]
 
 
 class Dirichlet(ExponentialFamily):
+    """PyTorch's ``torch.distributions.Dirichlet``, parameterized by ``concentration``."""
     arg_constraints = {"concentration": constraints.independent(constraints.positive, 1)}
     support = constraints.simplex
     has_rsample = True

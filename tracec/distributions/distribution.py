@@ -62,6 +62,8 @@ def _show(t: Tensor):
 
 
 class Distribution:
+    """The base of every distribution, with PyTorch's ``torch.distributions.Distribution``
+    interface."""
     has_rsample = False
     has_enumerate_support = False
     _validate_args = __debug__

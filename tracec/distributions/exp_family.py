@@ -10,6 +10,8 @@ __all__ = ["ExponentialFamily"]
 
 
 class ExponentialFamily(Distribution):
+    """The base of distributions in the exponential family (PyTorch's ``ExponentialFamily``:
+    entropy by the Bregman divergence of the log normalizer)."""
     @property
     def _natural_params(self):
         raise NotImplementedError

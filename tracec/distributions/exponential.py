@@ -13,6 +13,7 @@ __all__ = ["Exponential"]
 
 
 class Exponential(ExponentialFamily):
+    """PyTorch's ``torch.distributions.Exponential``, parameterized by ``rate``."""
     arg_constraints = {"rate": constraints.positive}
     support = constraints.nonnegative
     has_rsample = True

@@ -16,6 +16,7 @@ __all__ = ["FisherSnedecor"]
 
 
 class FisherSnedecor(Distribution):
+    """PyTorch's ``torch.distributions.FisherSnedecor``, parameterized by ``df1``, ``df2``."""
     arg_constraints = {"df1": constraints.positive, "df2": constraints.positive}
     support = constraints.positive
     has_rsample = True

@@ -17,6 +17,7 @@ __all__ = ["Gamma"]
 
 
 class Gamma(ExponentialFamily):
+    """PyTorch's ``torch.distributions.Gamma``, parameterized by ``concentration``, ``rate``."""
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
     support = constraints.nonnegative
     has_rsample = True

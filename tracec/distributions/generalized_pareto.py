@@ -16,6 +16,8 @@ __all__ = ["GeneralizedPareto"]
 
 
 class GeneralizedPareto(Distribution):
+    """PyTorch's ``torch.distributions.GeneralizedPareto``, parameterized by ``loc``,
+    ``scale``, ``concentration``."""
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive,
                        "concentration": constraints.real}
     has_rsample = True

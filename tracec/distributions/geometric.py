@@ -17,6 +17,7 @@ __all__ = ["Geometric"]
 
 
 class Geometric(Distribution):
+    """PyTorch's ``torch.distributions.Geometric``, parameterized by ``probs``, ``logits``."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.nonnegative_integer
 

@@ -16,6 +16,7 @@ _EULER_GAMMA = 0.57721566490153286060
 
 
 class Gumbel(TransformedDistribution):
+    """PyTorch's ``torch.distributions.Gumbel``, parameterized by ``loc``, ``scale``."""
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
 

@@ -14,6 +14,7 @@ __all__ = ["HalfCauchy"]
 
 
 class HalfCauchy(TransformedDistribution):
+    """PyTorch's ``torch.distributions.HalfCauchy``, parameterized by ``scale``."""
     arg_constraints = {"scale": constraints.positive}
     support = constraints.nonnegative
     has_rsample = True

@@ -13,6 +13,7 @@ __all__ = ["HalfNormal"]
 
 
 class HalfNormal(TransformedDistribution):
+    """PyTorch's ``torch.distributions.HalfNormal``, parameterized by ``scale``."""
     arg_constraints = {"scale": constraints.positive}
     support = constraints.nonnegative
     has_rsample = True

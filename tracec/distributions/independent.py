@@ -13,6 +13,7 @@ __all__ = ["Independent"]
 
 
 class Independent(Distribution):
+    """PyTorch's ``torch.distributions.Independent``."""
     arg_constraints: dict = {}
 
     def __init__(self, base_distribution, reinterpreted_batch_ndims, validate_args=None):

@@ -15,6 +15,8 @@ __all__ = ["InverseGamma"]
 
 
 class InverseGamma(TransformedDistribution):
+    """PyTorch's ``torch.distributions.InverseGamma``, parameterized by ``concentration``,
+    ``rate``."""
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
     support = constraints.positive
     has_rsample = True

@@ -25,6 +25,8 @@ def _moments(a, b, n):
 
 
 class Kumaraswamy(TransformedDistribution):
+    """PyTorch's ``torch.distributions.Kumaraswamy``, parameterized by ``concentration1``,
+    ``concentration0``."""
     arg_constraints = {"concentration1": constraints.positive,
                        "concentration0": constraints.positive}
     support = constraints.unit_interval

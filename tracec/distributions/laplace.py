@@ -12,6 +12,7 @@ __all__ = ["Laplace"]
 
 
 class Laplace(Distribution):
+    """PyTorch's ``torch.distributions.Laplace``, parameterized by ``loc``, ``scale``."""
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
     has_rsample = True

@@ -19,6 +19,7 @@ __all__ = ["LKJCholesky"]
 
 
 class LKJCholesky(Distribution):
+    """PyTorch's ``torch.distributions.LKJCholesky``, parameterized by ``concentration``."""
     arg_constraints = {"concentration": constraints.positive}
     support = constraints.corr_cholesky
 

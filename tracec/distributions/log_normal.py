@@ -10,6 +10,7 @@ __all__ = ["LogNormal"]
 
 
 class LogNormal(TransformedDistribution):
+    """PyTorch's ``torch.distributions.LogNormal``, parameterized by ``loc``, ``scale``."""
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.positive
     has_rsample = True

@@ -11,6 +11,7 @@ __all__ = ["LogisticNormal"]
 
 
 class LogisticNormal(TransformedDistribution):
+    """PyTorch's ``torch.distributions.LogisticNormal``, parameterized by ``loc``, ``scale``."""
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.simplex
     has_rsample = True

@@ -35,6 +35,8 @@ def lowrank_mahalanobis(W, D, x, cap_tril):
 
 
 class LowRankMultivariateNormal(Distribution):
+    """PyTorch's ``torch.distributions.LowRankMultivariateNormal``, parameterized by ``loc``,
+    ``cov_factor``, ``cov_diag``."""
     arg_constraints = {"loc": constraints.real_vector,
                        "cov_factor": constraints.independent(constraints.real, 2),
                        "cov_diag": constraints.independent(constraints.positive, 1)}

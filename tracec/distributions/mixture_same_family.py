@@ -12,6 +12,7 @@ __all__ = ["MixtureSameFamily"]
 
 
 class MixtureSameFamily(Distribution):
+    """PyTorch's ``torch.distributions.MixtureSameFamily``."""
     arg_constraints: dict = {}
     has_rsample = False
 

@@ -18,6 +18,7 @@ __all__ = ["Multinomial"]
 
 
 class Multinomial(Distribution):
+    """PyTorch's ``torch.distributions.Multinomial``, parameterized by ``probs``, ``logits``."""
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
 
     def __init__(self, total_count=1, probs=None, logits=None, validate_args=None):

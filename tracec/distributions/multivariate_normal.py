@@ -46,6 +46,8 @@ def precision_to_scale_tril(P):
 
 
 class MultivariateNormal(Distribution):
+    """PyTorch's ``torch.distributions.MultivariateNormal``, parameterized by ``loc``,
+    ``covariance_matrix``, ``precision_matrix``, ``scale_tril``."""
     arg_constraints = {"loc": constraints.real_vector,
                        "covariance_matrix": constraints.positive_definite,
                        "precision_matrix": constraints.positive_definite,

@@ -17,6 +17,8 @@ __all__ = ["NegativeBinomial"]
 
 
 class NegativeBinomial(Distribution):
+    """PyTorch's ``torch.distributions.NegativeBinomial``, parameterized by ``total_count``,
+    ``probs``, ``logits``."""
     arg_constraints = {"total_count": constraints.greater_than_eq(0),
                        "probs": constraints.half_open_interval(0.0, 1.0),
                        "logits": constraints.real}

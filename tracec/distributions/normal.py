@@ -15,6 +15,7 @@ __all__ = ["Normal"]
 
 
 class Normal(ExponentialFamily):
+    """PyTorch's ``torch.distributions.Normal``, parameterized by ``loc``, ``scale``."""
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
     has_rsample = True

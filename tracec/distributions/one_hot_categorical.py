@@ -15,6 +15,8 @@ __all__ = ["OneHotCategorical", "OneHotCategoricalStraightThrough"]
 
 
 class OneHotCategorical(Distribution):
+    """PyTorch's ``torch.distributions.OneHotCategorical``, parameterized by ``probs``,
+    ``logits``."""
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
     support = constraints.one_hot
     has_enumerate_support = True
@@ -84,6 +86,8 @@ class OneHotCategorical(Distribution):
 
 
 class OneHotCategoricalStraightThrough(OneHotCategorical):
+    """PyTorch's ``torch.distributions.OneHotCategoricalStraightThrough``, parameterized by
+    ``probs``, ``logits``."""
     has_rsample = True
 
     def rsample(self, sample_shape=()):

@@ -11,6 +11,7 @@ __all__ = ["Pareto"]
 
 
 class Pareto(TransformedDistribution):
+    """PyTorch's ``torch.distributions.Pareto``, parameterized by ``alpha``, ``scale``."""
     arg_constraints = {"alpha": constraints.positive, "scale": constraints.positive}
 
     def __init__(self, scale, alpha, validate_args=None):

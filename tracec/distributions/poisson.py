@@ -23,6 +23,7 @@ def host_poisson(rate):
 
 
 class Poisson(ExponentialFamily):
+    """PyTorch's ``torch.distributions.Poisson``, parameterized by ``rate``."""
     arg_constraints = {"rate": constraints.nonnegative}
     support = constraints.nonnegative_integer
 

@@ -17,6 +17,8 @@ __all__ = ["LogitRelaxedBernoulli", "RelaxedBernoulli"]
 
 
 class LogitRelaxedBernoulli(Distribution):
+    """PyTorch's ``torch.distributions.LogitRelaxedBernoulli``, parameterized by ``probs``,
+    ``logits``."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.real
 
@@ -68,6 +70,8 @@ class LogitRelaxedBernoulli(Distribution):
 
 
 class RelaxedBernoulli(TransformedDistribution):
+    """PyTorch's ``torch.distributions.RelaxedBernoulli``, parameterized by ``probs``,
+    ``logits``."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.unit_interval
     has_rsample = True

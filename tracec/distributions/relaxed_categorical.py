@@ -17,6 +17,8 @@ __all__ = ["ExpRelaxedCategorical", "RelaxedOneHotCategorical"]
 
 
 class ExpRelaxedCategorical(Distribution):
+    """PyTorch's ``torch.distributions.ExpRelaxedCategorical``, parameterized by ``probs``,
+    ``logits``."""
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
     support = constraints.real_vector
     has_rsample = True
@@ -68,6 +70,8 @@ class ExpRelaxedCategorical(Distribution):
 
 
 class RelaxedOneHotCategorical(TransformedDistribution):
+    """PyTorch's ``torch.distributions.RelaxedOneHotCategorical``, parameterized by ``probs``,
+    ``logits``."""
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
     support = constraints.simplex
     has_rsample = True

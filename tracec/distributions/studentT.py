@@ -17,6 +17,7 @@ __all__ = ["StudentT"]
 
 
 class StudentT(Distribution):
+    """PyTorch's ``torch.distributions.StudentT``, parameterized by ``df``, ``loc``, ``scale``."""
     arg_constraints = {"df": constraints.positive, "loc": constraints.real,
                        "scale": constraints.positive}
     support = constraints.real

@@ -16,6 +16,7 @@ __all__ = ["TransformedDistribution"]
 
 
 class TransformedDistribution(Distribution):
+    """PyTorch's ``torch.distributions.TransformedDistribution``."""
     arg_constraints: dict = {}
 
     def __init__(self, base_distribution, transforms, validate_args=None):

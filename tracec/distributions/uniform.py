@@ -14,6 +14,7 @@ __all__ = ["Uniform"]
 
 
 class Uniform(Distribution):
+    """PyTorch's ``torch.distributions.Uniform``."""
     # PyTorch's: low must be below high (checked as LessThan(high)).
     has_rsample = True
 

@@ -45,6 +45,7 @@ def log_modified_bessel(x, order=0):
 
 
 class VonMises(Distribution):
+    """PyTorch's ``torch.distributions.VonMises``, parameterized by ``loc``, ``concentration``."""
     arg_constraints = {"loc": constraints.real, "concentration": constraints.positive}
     support = constraints.real
     has_rsample = False

@@ -16,6 +16,7 @@ _EULER_GAMMA = 0.57721566490153286060
 
 
 class Weibull(TransformedDistribution):
+    """PyTorch's ``torch.distributions.Weibull``, parameterized by ``scale``, ``concentration``."""
     arg_constraints = {"scale": constraints.positive, "concentration": constraints.positive}
     support = constraints.positive
 

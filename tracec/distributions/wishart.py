@@ -36,6 +36,7 @@ def mvdigamma(x, p: int):
 
 
 class Wishart(ExponentialFamily):
+    """PyTorch's ``torch.distributions.Wishart``."""
     support = constraints.positive_definite
     has_rsample = True
     _mean_carrier_measure = 0
