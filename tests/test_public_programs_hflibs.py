@@ -19,6 +19,7 @@ The references run under torch 2.13 through torchvision's Python code
 Pillow is there), recorded with the packages' versions in the key.
 """
 import importlib.metadata
+import importlib.util
 import pathlib
 import subprocess
 
@@ -28,9 +29,11 @@ import torch_recordings
 from test_public_programs_tutorials2 import ENV, check_program
 from vision_oracle import torch_command
 
-pytest.importorskip("transformers")
-pytest.importorskip("safetensors")
-pytest.importorskip("accelerate")
+# Skipped where a library is missing, without importing it here: an import in
+# the test process would cost every worker its import time, and some patch
+# the real torch they import (Pyro re-registers torch.distributions' biject_to).
+_MISSING = [m for m in ('transformers', 'safetensors', 'accelerate') if importlib.util.find_spec(m) is None]
+pytestmark = pytest.mark.skipif(bool(_MISSING), reason=f"not installed: {_MISSING}")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "hflibs"

@@ -21,19 +21,19 @@ Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1``.  The libraries import ``torch``, which is
 tracec there, so every torch call they make is tracec's.
 """
+import importlib.util
 import pathlib
 
 import pytest
 
 from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixture
 
-pytest.importorskip("torch_geometric")
-pytest.importorskip("torchdiffeq")
-pytest.importorskip("torchmetrics")
-pytest.importorskip("pytorch_lightning")
-pytest.importorskip("accelerate")
-pytest.importorskip("diffusers")
-pytest.importorskip("pyro")
+# Skipped where a library is missing, without importing it here: an import in
+# the test process would cost every worker its import time, and some patch
+# the real torch they import (Pyro re-registers torch.distributions' biject_to).
+_MISSING = [m for m in ('torch_geometric', 'torchdiffeq', 'torchmetrics', 'pytorch_lightning',
+                        'accelerate', 'diffusers', 'pyro') if importlib.util.find_spec(m) is None]
+pytestmark = pytest.mark.skipif(bool(_MISSING), reason=f"not installed: {_MISSING}")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "pyglibs"

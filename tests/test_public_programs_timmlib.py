@@ -34,6 +34,7 @@ compiled ops this environment lacks, so the reference runs through
 The references are recorded (tests/torch_recordings.py); a test skips when
 timm is not installed.
 """
+import importlib.util
 import pathlib
 
 import pytest
@@ -41,7 +42,11 @@ import pytest
 from test_public_programs_tutorials2 import ENV, check_program
 from vision_oracle import recorded_torch_output
 
-pytest.importorskip("timm")
+# Skipped where a library is missing, without importing it here: an import in
+# the test process would cost every worker its import time, and some patch
+# the real torch they import (Pyro re-registers torch.distributions' biject_to).
+_MISSING = [m for m in ('timm',) if importlib.util.find_spec(m) is None]
+pytestmark = pytest.mark.skipif(bool(_MISSING), reason=f"not installed: {_MISSING}")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "timmlib"
