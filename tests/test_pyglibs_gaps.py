@@ -456,3 +456,22 @@ def test_distributions_have_docstrings_and_map_location_exists():
             if inspect.isclass(c) and issubclass(c, D.Distribution) and not c.__doc__]
     assert bare == []       # Pyro concatenates each torch distribution's docstring
     from tracec.serialization import MAP_LOCATION   # noqa: F401  (Pyro's param store imports it)
+
+
+# --- what kornia's import needed (kornia itself does not run yet: see the note) ---
+
+def test_names_kornia_imports_are_torchs():
+    assert tracec.torch is tracec and torch.torch is torch
+    from tracec._subclasses.fake_tensor import is_fake
+    from torch._subclasses.fake_tensor import is_fake as torch_is_fake
+    for L, f in ((tracec, is_fake), (torch, torch_is_fake)):
+        assert f(L.ones(1)) is False and f(3) is False
+    from tracec.fx.experimental.proxy_tensor import get_proxy_mode
+    from torch.fx.experimental.proxy_tensor import get_proxy_mode as torch_get_proxy_mode
+    assert get_proxy_mode() is None and torch_get_proxy_mode() is None
+    assert not isinstance(3, tracec.SymInt) and not isinstance(3.0, tracec.SymFloat)
+    c, tc = tracec.complex32, torch.complex32
+    assert (tracec.chalf is c, c.itemsize, c.is_complex, c.is_floating_point) == \
+        (torch.chalf is tc, tc.itemsize, tc.is_complex, tc.is_floating_point)
+    with pytest.raises(TypeError, match="complex32"):
+        tracec.ones(1, dtype=c)

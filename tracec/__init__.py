@@ -160,7 +160,7 @@ from tracec.complex_ops import (angle, complex, conj, conj_physical,  # noqa: E4
                                 view_as_real)
 from tracec.dtypes import (cdouble, cfloat, complex64, complex128)  # noqa: E402,F401
 from tracec.dtypes import (float8_e4m3fn, float8_e5m2, float8_e4m3fnuz,  # noqa: E402,F401
-                           float8_e5m2fnuz, float8_e8m0fnu, float4_e2m1fn_x2)
+                           float8_e5m2fnuz, float8_e8m0fnu, float4_e2m1fn_x2, complex32, chalf)
 from tracec import fft  # noqa: E402,F401
 from tracec.stft import istft, stft  # noqa: E402,F401
 from tracec.aten_functional import *  # noqa: E402,F401,F403
@@ -380,6 +380,12 @@ from tracec.control_flow import range  # noqa: E402,F401,A004
 # The namespaces a Tensor subclass's __torch_function__ reaches, wrapped
 # only once such a subclass is defined (tracec/subclass_dispatch.py).
 import sys as _sys  # noqa: E402
+# ``torch.torch`` is torch itself (PyTorch's package imports its own name; kornia
+# annotates with ``torch.torch.Tensor``).
+torch = _sys.modules[__name__]
+# torch.SymInt is a symbolic size: tracec's is symbolic.Sym (kornia checks
+# ``isinstance(n, (int, torch.SymInt))``)
+from tracec.symbolic import Sym as SymInt, SymBool, SymFloat  # noqa: E402,F401
 from tracec import subclass_dispatch as _subclass_dispatch  # noqa: E402
 _subclass_dispatch.register(
     [(_sys.modules[__name__], "torch"), (nn.functional, "torch.nn.functional"),

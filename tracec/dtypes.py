@@ -104,8 +104,8 @@ class NoTensorDType(DType):
 
     __slots__ = ("finfo",)
 
-    def __init__(self, name: str, signed: bool, finfo):
-        self.name, self.category, self.itemsize, self.short = name, 2, 1, None
+    def __init__(self, name: str, signed: bool, finfo, category: int = 2, itemsize: int = 1):
+        self.name, self.category, self.itemsize, self.short = name, category, itemsize, None
         self.is_signed = signed
         #: (bits, eps, max, min, tiny) as torch.finfo gives them, or None
         #: where PyTorch's finfo refuses the type
@@ -125,9 +125,11 @@ float8_e5m2fnuz = NoTensorDType("float8_e5m2fnuz", True,
 float8_e8m0fnu = NoTensorDType("float8_e8m0fnu", False, (8, 1.0, 2.0 ** 127, 2.0 ** -127,
                                                          2.0 ** -127))
 float4_e2m1fn_x2 = NoTensorDType("float4_e2m1fn_x2", True, None)
+#: complex32 (``chalf``): two float16 halves; PyTorch's finfo refuses it
+complex32 = chalf = NoTensorDType("complex32", True, None, category=3, itemsize=4)
 #: The types above, by name (``tracec.float8_e4m3fn`` ...).
 no_tensor_dtypes = (float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz, float8_e8m0fnu,
-                    float4_e2m1fn_x2)
+                    float4_e2m1fn_x2, complex32)
 
 # PyTorch's aliases.
 float = float32  # noqa: A001 - PyTorch's public name

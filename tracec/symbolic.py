@@ -759,3 +759,16 @@ def free_symbols(x) -> set:
     if isinstance(x, Sym):
         walk(x.terms)
     return out
+
+
+class SymFloat:
+    """``torch.SymFloat``, for ``isinstance`` checks: tracec traces no
+    symbolic floats (a lifted Python number is ``sym_scalar.SymScalar``), so
+    none is ever made."""
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("tracec makes no SymFloat: its symbolic values are sizes (SymInt)")
+
+
+class SymBool(SymFloat):
+    """``torch.SymBool``, for ``isinstance`` checks (never made, as SymFloat)."""

@@ -1,0 +1,1 @@
+"""``torch._subclasses``: see ``fake_tensor``."""

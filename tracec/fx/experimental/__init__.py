@@ -1,0 +1,1 @@
+"""``torch.fx.experimental``: see ``proxy_tensor``."""
