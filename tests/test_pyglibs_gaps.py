@@ -475,3 +475,20 @@ def test_names_kornia_imports_are_torchs():
         (torch.chalf is tc, tc.itemsize, tc.is_complex, tc.is_floating_point)
     with pytest.raises(TypeError, match="complex32"):
         tracec.ones(1, dtype=c)
+
+
+def test_functorch_transforms_active_inside_torch_func_only():
+    """kornia's box_blur asks ``torch._C._are_functorch_transforms_active()``."""
+    for L in (tracec, torch):
+        seen = []
+
+        def f(x):
+            seen.append(L._C._are_functorch_transforms_active())
+            return (x * x).sum()
+        assert L._C._are_functorch_transforms_active() is False
+        L.func.grad(f)(L.ones(2))
+        L.func.vmap(f)(L.ones(2, 3))
+        L.func.vjp(f, L.ones(2))
+        L.func.jvp(f, (L.ones(2),), (L.ones(2),))
+        assert L._C._are_functorch_transforms_active() is False
+        assert seen and all(seen)

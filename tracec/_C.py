@@ -38,6 +38,17 @@ def _get_tracing_state():
     return None
 
 
+#: How many ``torch.func`` transforms (vmap, grad, vjp, jvp) enclose the
+#: code running now; ``tracec.func`` counts them.
+FUNCTORCH_DEPTH = [0]
+
+
+def _are_functorch_transforms_active() -> bool:
+    """Whether code runs inside a ``torch.func`` transform (kornia picks its
+    box filter's formulation by it)."""
+    return FUNCTORCH_DEPTH[0] > 0
+
+
 #: The metaclass of Tensor (PyTorch's is ``torch._C._TensorMeta``; tracec's
 #: Tensor is a plain Python class, so its metaclass is ``type``).
 _TensorMeta = type

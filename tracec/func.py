@@ -18,9 +18,11 @@ random numbers (PyTorch's ``"different"``).  ``jacfwd`` uses reverse mode
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
-from tracec import autograd, graph
+from tracec import _C, autograd, graph
 from tracec.autograd_functional import _zeros
 from tracec.nn.utils.stateless import call_with
 from tracec.shape_ops import stack
@@ -95,13 +97,25 @@ def _reaches_outside(outs, inside) -> bool:
                for leaf in graph.reached_leaves([o for o in outs if isinstance(o, Tensor)]))
 
 
+@contextlib.contextmanager
+def _transformed():
+    """The function a transform runs is inside it (``torch._C.
+    _are_functorch_transforms_active()`` is True there)."""
+    _C.FUNCTORCH_DEPTH[0] += 1
+    try:
+        yield
+    finally:
+        _C.FUNCTORCH_DEPTH[0] -= 1
+
+
 def _grad_and_value(func, argnums, has_aux, args, kwargs, name):
     nums = _argnums(argnums, len(args), name)
     outer = graph.is_grad_enabled()
     keep = _keep_graph(args, nums)
     with graph.enable_grad():
         targs = _track(args, nums)
-        out = func(*targs, **kwargs)
+        with _transformed():
+            out = func(*targs, **kwargs)
         aux = None
         if has_aux:
             if not (isinstance(out, tuple) and len(out) == 2):
@@ -147,7 +161,8 @@ def vjp(func, *primals, has_aux=False):
     keep = _keep_graph(primals, nums)
     with graph.enable_grad():
         targs = _track(primals, nums)
-        out = func(*targs)
+        with _transformed():
+            out = func(*targs)
         aux = None
         if has_aux:
             out, aux = out
@@ -232,7 +247,8 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     keep = _keep_graph(primals, nums)
     with graph.enable_grad():
         targs = _track(primals, nums)
-        out = func(*targs)
+        with _transformed():
+            out = func(*targs)
         aux = None
         if has_aux:
             out, aux = out
@@ -405,6 +421,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
                              f"tensors to have the same size in the mapped dimension, got "
                              f"sizes {sorted(sizes)} for the mapped dimension")
         n = sizes.pop()
-        outs = [func(*_select(tuple(args), dims, i), **kwargs) for i in range(n)]
+        with _transformed():
+            outs = [func(*_select(tuple(args), dims, i), **kwargs) for i in range(n)]
         return _stack_out(outs, out_dims, where)
     return wrapper
