@@ -220,7 +220,7 @@ class _Evil:
 
 
 @pytest.mark.parametrize("writer", ["zip", "legacy", "pickle", "pickle0"])
-def test_malicious_pickles_are_refused_without_running_code(writer, tmp_path):
+def test_malicious_pickles_are_refused_unless_trusted(writer, tmp_path):
     marker = tmp_path / "pwned"
     path = tmp_path / f"evil.{writer}"
     payload = {"w": torch.ones(2), "evil": _Evil(marker)}
@@ -229,13 +229,17 @@ def test_malicious_pickles_are_refused_without_running_code(writer, tmp_path):
     else:
         payload = {"w": [1.0], "evil": _Evil(marker)}
         path.write_bytes(pickle.dumps(payload, protocol=0 if writer == "pickle0" else 4))
-    for weights_only in (True, False):
+    for weights_only in (True, None):         # (None: PyTorch's default, True)
         with pytest.raises(CheckpointError) as e:
             tracec.load(path, weights_only=weights_only)
         msg = str(e.value)
-        assert f"refusing to unpickle {__name__}._touch" in msg, msg
-        assert str(path) in msg
+        assert f"GLOBAL {__name__}._touch was not an allowed global" in msg, msg
+        assert str(path) in msg and "Weights only load failed" in msg
         assert not marker.exists()
+    # weights_only=False says the file is trusted: it runs, as in torch.load
+    tracec.load(path, weights_only=False)
+    assert marker.exists()
+    marker.unlink()
     # the payload really is malicious: plain pickle runs it
     if writer.startswith("pickle"):
         pickle.loads(path.read_bytes())
@@ -245,7 +249,7 @@ def test_malicious_pickles_are_refused_without_running_code(writer, tmp_path):
 def test_other_refusals_and_corrupt_files(tmp_path):
     import os
     torch.save({"f": os.system}, tmp_path / "sys.pt")
-    with pytest.raises(CheckpointError, match=r"refusing to unpickle (posix|os|nt)\.system"):
+    with pytest.raises(CheckpointError, match=r"GLOBAL (posix|os|nt)\.system was not an allowed"):
         tracec.load(tmp_path / "sys.pt")
     torch.save(torch.zeros(2, dtype=torch.float8_e4m3fn), tmp_path / "f8.pt")
     with pytest.raises(CheckpointError, match="torch.float8_e4m3fn, which tracec does not "

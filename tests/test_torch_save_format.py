@@ -1,11 +1,14 @@
 """A PyTorch script run on tracec (``tracec run``) saves checkpoints in
 PyTorch's own zip format (tracec/torch_save.py), which the real
 ``torch.load`` reads (weights_only and mmap too) and ``tracec.load`` reads
-back; what ``weights_only`` loading would refuse keeps tracec's format."""
+back; objects outside the weights-only set are pickled whole in PyTorch's
+format too (tests/test_whole_model_checkpoints.py)."""
 import io
+import pickle
 import subprocess
 import sys
 import textwrap
+import zipfile
 
 import numpy as np
 import pytest
@@ -78,12 +81,41 @@ def test_tracec_loads_it_back(saved):
     assert ck["view"].tolist() == [1.0, 5.0, 9.0] and ck["dtype"] is tracec.float16
 
 
-def test_what_weights_only_would_refuse_keeps_tracecs_format(saved):
+def test_what_weights_only_would_refuse_needs_weights_only_false_in_both(saved):
+    # An object outside the weights-only set (DINO's argparse.Namespace) is
+    # pickled whole in PyTorch's format too: both libraries load it only
+    # when the caller says the file is trusted.
     d, _ = saved
-    with open(d / "args.pt", "rb") as f:
-        assert f.read(2) != b"PK"            # not a zip: tracec's own format
-    ck = tracec.load(str(d / "args.pt"), weights_only=False)
-    assert ck["args"].lr == 0.1 and ck["w"].tolist() == [1.0, 1.0]
+    assert zipfile.is_zipfile(d / "args.pt")
+    for load in (torch.load, tracec.load):
+        with pytest.raises(pickle.UnpicklingError, match="weights_only"):
+            load(str(d / "args.pt"))
+        ck = load(str(d / "args.pt"), weights_only=False)
+        assert ck["args"].lr == 0.1 and ck["w"].tolist() == [1.0, 1.0]
+
+
+def test_a_tensor_subclass_crosses_as_in_pytorch(tmp_path):
+    # A user's Tensor subclass pickles as PyTorch pickles it (the class by
+    # name, the instance's attributes): PyTorch and tracec load it back as
+    # that class with weights_only=False.
+    script = tmp_path / "sub.py"
+    script.write_text(textwrap.dedent("""
+        import sys, torch
+        class Mine(torch.Tensor):
+            pass
+        t = torch.ones(2).as_subclass(Mine)
+        t.tag = "x"
+        torch.save({"t": t}, sys.argv[1])
+        if sys.argv[2] == "load":
+            u = torch.load(sys.argv[1], weights_only=False)["t"]
+            print(type(u).__name__, u.tag, u.tolist())
+    """))
+    for run in ([sys.executable, "-m", "tracec.cli", "run"], [sys.executable]):
+        r = subprocess.run([*run, str(script), str(tmp_path / "s.pt"), "load"],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == "Mine x [1.0, 1.0]"
+        assert zipfile.is_zipfile(tmp_path / "s.pt")
 
 
 def test_encodable_is_what_weights_only_loading_accepts():

@@ -37,7 +37,9 @@ bfloat16 is stored as real BF16.
 
 ``load`` reads only JSON and raw bytes here; files written by ``torch.save``
 (zip or legacy) and plain pickles go to ``tracec.torch_checkpoint``, which
-unpickles through an allow-list that never runs code.  A refused object,
+unpickles through an allow-list that runs no code (``weights_only=True``,
+the default), or, with ``weights_only=False`` (the caller trusts the file),
+any object, PyTorch's classes as tracec's (``tracec.torch_names``).  A refused object,
 a truncated, corrupt or foreign file raises ``CheckpointError`` (a
 ``RuntimeError`` and a ``ValueError``) naming the file; a missing file raises ``CheckpointNotFoundError`` (a
 ``FileNotFoundError`` and a ``ValueError``).  ``save`` is atomic: it writes a
@@ -412,12 +414,14 @@ def save(obj, f, pickle_module=None, pickle_protocol=None,
     """Save ``obj`` (tensors in nested dicts, lists and tuples with numbers,
     strings, bools and None) to ``f``, a path or a binary file object.
     In tracec's format; in PyTorch's zip format (``tracec.torch_save``) when
-    tracec runs a script as PyTorch (``tracec run``, ``install_as_torch``)
-    and ``obj`` is made only of what ``torch.load(weights_only=True)``
-    accepts, so that PyTorch reads what such a script saved.
-    Other objects (a whole Module, as ``torch.save(model, f)``) are pickled
-    with their tensors stored as data (``tracec.serialization_pickle``);
-    loading them needs ``tracec.load(f, weights_only=False)``.
+    tracec runs a script as PyTorch (``tracec run``, ``install_as_torch``),
+    so that PyTorch reads what such a script saved: a whole Module too
+    (``torch.save(model, f)``; PyTorch loads it with
+    ``weights_only=False``), unless it reaches something PyTorch has no
+    form for (a tracec-only class, a tensor subclass), which keeps tracec's
+    format.  Objects other than tensors and containers are pickled with
+    their tensors stored as data (``tracec.serialization_pickle``); loading
+    them needs ``tracec.load(f, weights_only=False)``, as in PyTorch.
 
     Writing to a path is atomic: a temporary file in the same folder is
     written, fsynced and renamed over ``f``; on any failure the previous
@@ -425,11 +429,17 @@ def save(obj, f, pickle_module=None, pickle_protocol=None,
     ``pickle_*`` arguments are accepted for PyTorch compatibility and
     ignored.
     """
-    if dt.PUBLIC_NAME[0] == "torch" and torch_save.encodable(obj):
+    records = None
+    if dt.PUBLIC_NAME[0] == "torch":
         # A script run as PyTorch (tracec run): PyTorch's own format, which
         # torch.load reads (tracec.load reads both).
+        try:
+            records = torch_save.torch_records(obj)
+        except torch_save.NotEncodable:
+            pass
+    if records is not None:
         def write(fh, stem):
-            torch_save.save_torch(obj, fh, stem)
+            torch_save.write_records(records, fh, stem)
     else:
         head, raws = _encode(obj)
 
@@ -655,11 +665,13 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
          **pickle_load_args):
     """Load an object saved by ``tracec.save`` from a path or binary file.
 
-    Also reads ``torch.save`` files (zip and legacy) and plain pickles of
-    what ``torch.load(weights_only=True)`` accepts; no code from the file
-    runs, except for objects ``tracec.save`` pickled (a whole Module), which
-    load only with ``weights_only=False`` (else a ``CheckpointError`` says
-    so, as ``torch.load`` does).  A plain safetensors file (without
+    Also reads ``torch.save`` files (zip and legacy) and plain pickles.
+    Under ``weights_only=True`` (the default) only what
+    ``torch.load(weights_only=True)`` accepts loads and no code from the
+    file runs (else a ``CheckpointError``, a ``pickle.UnpicklingError``
+    with PyTorch's text); ``weights_only=False`` loads whole objects (a
+    model PyTorch saved with ``torch.save(model, f)`` becomes tracec's),
+    running what the pickle names, as ``torch.load`` does.  A plain safetensors file (without
     tracec's metadata) loads as a dict of entry name to tensor.  ``map_location``
     (a device, a device string, a dict mapping saved to new device strings,
     or a callable ``(tensor, saved_device) -> tensor``) moves loaded tensors.
@@ -670,7 +682,8 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
         kind = reader.sniff()
         if kind is not None:  # a torch.save file or a pickle: read through an allow-list
             return load_torch(fh, kind, reader.error,
-                              lambda t, saved: _finish(t, saved, map_location), map_location)
+                              lambda t, saved: _finish(t, saved, map_location), map_location,
+                              weights_only=weights_only is not False)
         meta, entries, data_start = reader.header()
         tracec_file = meta.get("format") == "tracec"
         crc = None

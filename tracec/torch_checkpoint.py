@@ -34,6 +34,7 @@ import zipfile
 import numpy as np
 
 from tracec import dtypes as dt
+from tracec import torch_names
 from tracec.device import device
 from tracec.nn.parameter import Parameter
 from tracec.tensor import Size
@@ -108,9 +109,9 @@ class CheckpointError(RuntimeError, ValueError):
 class WeightsOnlyError(CheckpointError, pickle.UnpicklingError):
     """A checkpoint ``tracec.load`` refuses because loading it would import
     a class or function the file names: a ``tracec.save`` file holding a
-    pickled object (DINO's checkpoint with its ``argparse.Namespace``) under
-    ``weights_only=True``, the default, or a ``torch.save`` file naming a
-    global outside the allow-list (always).  A ``pickle.UnpicklingError``,
+    pickled object (DINO's checkpoint with its ``argparse.Namespace``), or a
+    ``torch.save`` file naming a global outside the allow-list, under
+    ``weights_only=True``, the default.  A ``pickle.UnpicklingError``,
     as ``torch.load``'s refusal is, so ``except pickle.UnpicklingError``
     code catches it."""
 
@@ -253,6 +254,12 @@ class _Builder:
         t = func(*args)
         if new_type is Parameter and not isinstance(t, Parameter):
             t = Parameter(t, t.requires_grad)
+        elif isinstance(new_type, type) and issubclass(new_type, Tensor) and \
+                not isinstance(t, new_type):
+            # a user's Tensor subclass (only named under weights_only=False)
+            t = t.as_subclass(new_type)
+            for k, v in ((state[0] if isinstance(state, tuple) else state) or {}).items():
+                setattr(t, k, v)
         return t
 
 
@@ -313,9 +320,10 @@ def _allowed(builder: _Builder) -> dict:
 class _Unpickler(pickle.Unpickler):
     """Resolves only allow-listed names; storages come from ``storages``."""
 
-    def __init__(self, fh, allowed, storages, error):
+    def __init__(self, fh, allowed, storages, error, open_globals=False):
         super().__init__(fh)
         self.allowed, self.storages, self.error = allowed, storages, error
+        self.open_globals = open_globals
 
     def find_class(self, module, name):
         # Protocol-2 pickles use Python 2 names (__builtin__.set).
@@ -324,15 +332,17 @@ class _Unpickler(pickle.Unpickler):
         elif module in _compat_pickle.IMPORT_MAPPING:
             module = _compat_pickle.IMPORT_MAPPING[module]
         obj = self.allowed.get((module, name))
+        if obj is None and self.open_globals:
+            # weights_only=False: the caller trusts the file, as torch.load
+            # then does: any global, PyTorch's names as tracec's objects.
+            try:
+                return torch_names.resolve(module, name)
+            except (ImportError, AttributeError) as e:
+                raise self.error(f"cannot load {module}.{name} ({e})") from None
         if obj is None:
-            # (whatever weights_only says: tracec runs no code from a torch.save file)
-            raise WeightsOnlyError(str(self.error(
-                f"refusing to unpickle {module}.{name}: tracec.load never runs "
-                "code from a checkpoint and accepts only what "
-                "torch.load(weights_only=True) does (tensors, parameters, dicts, "
-                "lists, tuples, sets, numbers, strings, dtypes, devices); if you trust "
-                f"{module}.{name}, allow it with "
-                f"torch.serialization.add_safe_globals([{module}.{name}])")))
+            # PyTorch's refusal, verbatim (naming the global and the ways to
+            # allow it), after the file's name
+            raise WeightsOnlyError(str(self.error(weights_only_message(f"{module}.{name}"))))
         return obj
 
     def persistent_load(self, pid):
@@ -342,10 +352,10 @@ class _Unpickler(pickle.Unpickler):
         return self.storages(pid[1:])
 
 
-def _unpickle(data, allowed, storages, error):
+def _unpickle(data, allowed, storages, error, open_globals=False):
     try:
         return _Unpickler(io.BytesIO(data) if isinstance(data, bytes) else data,
-                          allowed, storages, error).load()
+                          allowed, storages, error, open_globals).load()
     except RuntimeError:
         raise
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError,
@@ -359,7 +369,7 @@ def _storage_type(st, error):
     return st.dtype or "uint8"
 
 
-def _load_zip(fh, error, finish, map_location):
+def _load_zip(fh, error, finish, map_location, open_globals=False):
     try:
         z = zipfile.ZipFile(fh)
         names = z.namelist()
@@ -390,7 +400,7 @@ def _load_zip(fh, error, finish, map_location):
         return cache[key]
 
     return _unpickle(read(prefix + "data.pkl"), _allowed(_Builder(error, finish)), storages,
-                     error)
+                     error, open_globals)
 
 
 def _zip_reader(z, error):
@@ -410,14 +420,14 @@ def _decode(location):
     return location.decode("ascii") if isinstance(location, bytes) else str(location)
 
 
-def _load_stream(fh, error, finish):
+def _load_stream(fh, error, finish, open_globals=False):
     """A legacy ``torch.save`` stream, or a plain pickle."""
     builder = _Builder(error, finish)
     allowed = _allowed(builder)
 
     def no_storages(args):
         raise error("a plain pickle refers to tensor storages it does not hold")
-    first = _unpickle(fh, allowed, no_storages, error)
+    first = _unpickle(fh, allowed, no_storages, error, open_globals)
     if first != _LEGACY_MAGIC:
         return first  # a plain pickle of allowed objects
     protocol = _unpickle(fh, allowed, no_storages, error)
@@ -440,7 +450,7 @@ def _load_stream(fh, error, finish):
     # Storages are filled in after the object is unpickled, so tensors are
     # built afterwards too: rebuild calls are recorded, then replayed.
     deferred = _Deferred(builder, allowed)
-    result = _unpickle(fh, deferred.allowed, storages, error)
+    result = _unpickle(fh, deferred.allowed, storages, error, open_globals)
     keys = _unpickle(fh, allowed, no_storages, error)
     for key in keys:
         key = _decode(key)
@@ -497,14 +507,17 @@ class _Deferred:
         return obj
 
 
-def load_torch(fh, kind: str, error, finish, map_location=None):
+def load_torch(fh, kind: str, error, finish, map_location=None, weights_only=True):
     """The object in a ``torch.save`` file or plain pickle ``fh`` (seekable,
     at offset 0).  ``kind`` is ``"zip"`` or ``"pickle"``; ``error(msg)``
     makes the exception to raise; ``finish(tensor, saved_location)``
-    applies ``map_location``."""
+    applies ``map_location``.  ``weights_only=False`` (the caller trusts
+    the file) resolves every global the pickle names (``torch_names``: a
+    whole ``nn.Module`` PyTorch saved loads as tracec's); otherwise only
+    what ``torch.load(weights_only=True)`` accepts."""
     if kind == "zip":
-        return _load_zip(fh, error, finish, map_location)
-    return _load_stream(fh, error, finish)
+        return _load_zip(fh, error, finish, map_location, not weights_only)
+    return _load_stream(fh, error, finish, not weights_only)
 
 
 class PyTorchFileReader:

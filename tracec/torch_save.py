@@ -15,9 +15,16 @@ requires_grad, OrderedDict())``, a Parameter ``torch._utils._rebuild_parameter
 ``("storage", torch.<Type>Storage, key, "cpu", numel)``; tensors that share
 memory share a storage.  dtypes, devices and ``torch.Size`` are pickled as
 PyTorch's.  
-``encodable(obj)`` says whether an object is written this way: only what
-``torch.load(weights_only=True)`` accepts; anything else (a whole module,
-an ``argparse.Namespace``) keeps tracec's own format, as before.
+``encodable(obj)`` says whether an object is only what
+``torch.load(weights_only=True)`` accepts.  Other objects (a whole module,
+``torch.save(model, f)``; an ``argparse.Namespace``) are pickled whole,
+with tracec's classes and functions under PyTorch's names
+(``tracec.torch_names``: ``nn.Linear`` as ``torch.nn.modules.linear.Linear``)
+and tracec's watched containers as the plain ones PyTorch has, so that
+``torch.load(f, weights_only=False)`` rebuilds PyTorch's own objects; an
+object reaching a tracec class PyTorch has no name for, or a tensor it has
+no storage for, raises ``NotEncodable`` (``tracec.save`` then keeps
+tracec's own format).
 
 The pickle globals ``torch.*`` are written by name (the pure-Python
 pickler with one dispatch entry): torch need not be installed, and under
@@ -30,15 +37,19 @@ import os
 import pickle
 import struct
 import sys
+import types
 import zipfile
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict
 
 import numpy as np
 
 from tracec import dtypes as dt
+from tracec import mutation
+from tracec.device import device
 from tracec.tensor import Size, Tensor
+from tracec.torch_names import torch_name
 
-__all__ = ["encodable", "save_torch"]
+__all__ = ["encodable", "save_torch", "torch_records", "write_records", "NotEncodable"]
 
 _STORAGE = {"float32": "FloatStorage", "float64": "DoubleStorage", "float16": "HalfStorage",
             "bfloat16": "BFloat16Storage", "int64": "LongStorage", "int32": "IntStorage",
@@ -84,6 +95,7 @@ class _Pickler(pickle._Pickler):
     def __init__(self, fh):
         super().__init__(fh, protocol=2)
         self.storages: dict = {}        # id(root array) -> _StorageRef
+        self.plain: dict = {}           # id(watched container) -> (it, its plain copy)
 
     def save_ref(self, obj: _Ref):
         self.write(pickle.GLOBAL + f"{obj.module}\n{obj.name}\n".encode("utf-8"))
@@ -96,16 +108,67 @@ class _Pickler(pickle._Pickler):
         return None
 
     def save(self, obj, save_persistent_id=True):
+        if id(obj) in self.memo:
+            # saved before (a tensor two entries share): the pickler's memo
+            # reference, not a second copy (whose POP weights-only loading refuses)
+            return super().save(obj, save_persistent_id)
         if isinstance(obj, dt.DType):
             return self.save_ref(_Ref("torch", obj.name))
         if isinstance(obj, Size):
             return self.save_reduce(_Ref("torch", "Size"), (tuple(int(d) for d in obj),),
                                     obj=obj)
-        if type(obj).__name__ == "device" and type(obj).__module__ == "tracec.device":
+        if type(obj) is device:
             return self.save_reduce(_Ref("torch", "device"), (str(obj),), obj=obj)
         if isinstance(obj, Tensor):
-            return self.save_reduce(*self._tensor(obj), obj=obj)
+            if type(obj).__name__ in ("Tensor", "Parameter"):
+                return self.save_reduce(*self._tensor(obj), obj=obj)
+            if torch_name(type(obj)) is not None or \
+                    type(obj).__module__.partition(".")[0] in ("tracec", "torch"):
+                raise NotEncodable(f"a tensor of class {type(obj).__qualname__}")
+            # A user's subclass, as PyTorch pickles one: the plain tensor's
+            # rebuild, the class by name and the instance's attributes.
+            fn, args = self._tensor(obj)
+            return self.save_reduce(_Ref("torch._tensor", "_rebuild_from_type_v2"),
+                                    (fn, type(obj), args, dict(vars(obj))), obj=obj)
+        if isinstance(obj, _module_class()) and self.memo.get(id(obj)) is None:
+            return self._module(obj)
+        if type(obj) in _PLAIN:
+            # (one plain copy per container: objects sharing it still do)
+            kept = self.plain.get(id(obj))
+            if kept is None:
+                kept = self.plain[id(obj)] = (obj, _PLAIN[type(obj)](obj))
+            return super().save(kept[1], save_persistent_id)
         return super().save(obj, save_persistent_id)
+
+    def _module(self, m):
+        """A module as PyTorch pickles one (``copyreg.__newobj__`` and its
+        ``__dict__``), with the hook tables PyTorch's ``Module`` has and
+        tracec makes only on first use: PyTorch's ``__setstate__`` does not
+        add them all, and its ``__call__`` reads them."""
+        func, args, state, *rest = m.__reduce_ex__(2)
+        if isinstance(state, dict):
+            state = dict(state)
+            for table in _TORCH_MODULE_TABLES:
+                if state.get(table) is None:
+                    state[table] = OrderedDict()
+            state.setdefault("_is_full_backward_hook", None)
+        self.save_reduce(func, args, state, *rest, obj=m)
+
+    def save_global(self, obj, name=None):
+        """A class or function by PyTorch's name for it (``torch_names``)."""
+        named = torch_name(obj)
+        if named is not None:
+            if len(named) == 2:
+                return self.save_ref(_Ref(*named))
+            return self.save_reduce(getattr, (_Ref(named[0], named[1]), named[2]), obj=obj)
+        module = getattr(obj, "__module__", None) or ""
+        if module.partition(".")[0] in ("tracec", "torch", "torchvision"):
+            raise NotEncodable(f"{module}.{getattr(obj, '__qualname__', obj)}, which PyTorch "
+                               "has no name for")
+        return super().save_global(obj, name)
+    # (the copied table holds the base class's function for these)
+    dispatch[types.FunctionType] = save_global
+    dispatch[types.BuiltinFunctionType] = save_global
 
     def _tensor(self, t: Tensor):
         from tracec.nn.parameter import Parameter
@@ -113,7 +176,7 @@ class _Pickler(pickle._Pickler):
         d = t.dtype
         kind = _STORAGE.get(d.name)
         if kind is None:
-            raise _NotEncodable(f"a {d.name} tensor")
+            raise NotEncodable(f"a {d.name} tensor")
         root = _root(a)
         if not (root.flags.c_contiguous and root.dtype == a.dtype) or \
                 any(st < 0 for st in a.strides):
@@ -152,8 +215,27 @@ class _Rebuilt:
         return self.fn, self.args
 
 
-class _NotEncodable(Exception):
-    pass
+class NotEncodable(TypeError):
+    """An object with no form ``torch.load`` rebuilds (see the module doc)."""
+
+
+#: the hook tables of PyTorch's ``nn.Module`` (``Module.__init__``)
+_TORCH_MODULE_TABLES = (
+    "_backward_pre_hooks", "_backward_hooks", "_forward_hooks", "_forward_hooks_with_kwargs",
+    "_forward_hooks_always_called", "_forward_pre_hooks", "_forward_pre_hooks_with_kwargs",
+    "_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks",
+    "_load_state_dict_post_hooks", "_modules")
+
+
+def _module_class():
+    from tracec.nn.modules.module import Module   # (nn imports this module's users)
+    return Module
+
+
+#: tracec's watched containers -> the plain ones PyTorch's objects hold
+_PLAIN = {mutation.WatchedOrderedDict: dict, mutation.WatchedDict: dict,
+          mutation.WatchedList: list,
+          mutation.WatchedState: lambda d: defaultdict(dict, d)}
 
 
 def encodable(obj, _seen=None) -> bool:
@@ -172,7 +254,7 @@ def encodable(obj, _seen=None) -> bool:
             and not getattr(obj, "is_meta", False)
     if type(obj) in (dt.DType, Size, str, bytes, int, float, complex, bool, type(None)):
         return True
-    if type(obj).__name__ == "device" and type(obj).__module__ == "tracec.device":
+    if type(obj) is device:
         return True
     if type(obj) in (list, tuple):
         return all(encodable(v, seen) for v in obj)
@@ -181,22 +263,30 @@ def encodable(obj, _seen=None) -> bool:
     return False
 
 
-def save_torch(obj, fh, name: str) -> None:
-    """Write ``obj`` in PyTorch's zip format to the binary file ``fh``; the
-    records sit under the folder ``name`` (PyTorch uses the file's stem).
-    Raises ``TypeError`` for what has no PyTorch form."""
+def torch_records(obj) -> list:
+    """The records of a PyTorch zip holding ``obj`` (``write_records``
+    writes them).  Raises ``NotEncodable`` for what has no PyTorch form."""
     data = io.BytesIO()
     p = _Pickler(data)
-    try:
-        p.dump(obj)
-    except _NotEncodable as e:
-        raise TypeError(f"cannot save {e} in PyTorch's format") from None
+    p.dump(obj)
     records = [("data.pkl", data.getvalue()), (".format_version", b"1"),
                (".storage_alignment", str(_ALIGN).encode()),
                ("byteorder", sys.byteorder.encode())]
     records += [(f"data/{r.key}", r.data) for r in p.storages.values()]
     records += [("version", b"3\n"),
                 (".data/serialization_id", os.urandom(20).hex().encode())]
+    return records
+
+
+def save_torch(obj, fh, name: str) -> None:
+    """Write ``obj`` in PyTorch's zip format to the binary file ``fh``; the
+    records sit under the folder ``name`` (PyTorch uses the file's stem).
+    Raises ``NotEncodable`` (a ``TypeError``) for what has no PyTorch form."""
+    write_records(torch_records(obj), fh, name)
+
+
+def write_records(records: list, fh, name: str) -> None:
+    """The zip of ``records`` (``torch_records``) under the folder ``name``."""
     seekable = getattr(fh, "seekable", lambda: False)()
     with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
         for rec, payload in records:

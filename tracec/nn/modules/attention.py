@@ -1,6 +1,6 @@
 """``MultiheadAttention`` (PyTorch keeps it in ``activation.py``, which
-re-exports it from here) and the ``NonDynamicallyQuantizableLinear`` its
-output projection is.
+re-exports it from here); its output projection is a
+``NonDynamicallyQuantizableLinear`` (``linear.py``, where PyTorch has it).
 
 Parameters, names, shapes and init are PyTorch's: a packed
 ``in_proj_weight [3E, E]`` (or ``q/k/v_proj_weight`` when ``kdim`` / ``vdim``
@@ -13,17 +13,12 @@ from __future__ import annotations
 
 from tracec.nn import functional as F
 from tracec.nn import init
-from tracec.nn.modules.linear import Linear, _empty
+from tracec.nn.modules.linear import NonDynamicallyQuantizableLinear, _empty
 from tracec.nn.modules.module import Module
 from tracec.nn.parameter import Parameter
 from tracec import shape_ops as S
 
 __all__ = ["MultiheadAttention", "NonDynamicallyQuantizableLinear"]
-
-
-class NonDynamicallyQuantizableLinear(Linear):
-    """A ``Linear`` (PyTorch's marker class for the attention output
-    projection)."""
 
 
 class MultiheadAttention(Module):

@@ -11,7 +11,7 @@ from tracec.nn import init
 from tracec.nn.modules.module import Module
 from tracec.nn.parameter import Parameter
 
-__all__ = ["Identity", "Linear", "Bilinear"]
+__all__ = ["Identity", "Linear", "Bilinear", "NonDynamicallyQuantizableLinear"]
 
 
 def _empty(shape, device, dtype):
@@ -56,6 +56,11 @@ class Linear(Module):
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"bias={self.bias is not None}")
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """A ``Linear`` (PyTorch's marker class for the attention output
+    projection)."""
 
 
 class Bilinear(Module):

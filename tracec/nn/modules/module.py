@@ -535,8 +535,21 @@ class Module:
         return sorted(k for k in set(keys) if not k[0].isdigit())
 
     def __setstate__(self, state):
+        """Also a module PyTorch pickled (``torch.load(f, weights_only=False)``
+        of a whole model): its plain ``_parameters`` / ``_buffers`` dicts
+        become watched ones (``tracec.mutation``), tables an older pickle
+        lacks are made, and PyTorch's empty hook tables are kept as they are
+        (tracec reads them as PyTorch does)."""
         EPOCH[0] += 1
         self.__dict__.update(state)
+        d = self.__dict__
+        for table in ("_parameters", "_buffers"):
+            if type(d.get(table)) is not WatchedOrderedDict:
+                d[table] = WatchedOrderedDict(d.get(table) or ())
+        d.setdefault("_non_persistent_buffers_set", set())
+        for table in ("_modules", "_forward_hooks", "_forward_pre_hooks"):
+            if d.get(table) is None:
+                d[table] = OrderedDict()
 
     def get_submodule(self, target: str) -> "Module":
         if target == "":

@@ -334,6 +334,20 @@ class RNNBase(Module):
     def _flat_weights(self) -> list:
         return [getattr(self, n, None) for n in self._flat_weights_names]
 
+    def __getstate__(self):
+        # PyTorch's RNNBase keeps the weights' list in its __dict__ and its
+        # __setstate__ reads it: a pickle of this layer carries it, so that
+        # PyTorch loads it (torch.save(model) under tracec run).
+        state = self.__dict__.copy()
+        state["_flat_weights"] = self._flat_weights
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        state.pop("_flat_weights", None)      # (the property above computes it)
+        state.pop("_flat_weight_refs", None)
+        super().__setstate__(state)
+
     @property
     def all_weights(self) -> list:
         return [[getattr(self, n) for n in names] for names in self._all_weights]

@@ -88,13 +88,16 @@ class _LayerBase(Module):
             setattr(self, f"norm{i}", LayerNorm(d_model, eps=eps, bias=bias, **fk))
         for i in range(1, n + 1):
             setattr(self, f"dropout{i}", Dropout(dropout))
-        # The dropout after the feed-forward block is the last one.
-        self._ff_dropout = f"dropout{n}"
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal: bool = False):
         x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
                            need_weights=False, is_causal=is_causal)[0]
         return self.dropout1(x)
+
+    #: the dropout after the feed-forward block (the last one).  A class
+    #: attribute: an instance has only PyTorch's attributes, so that a layer
+    #: pickled by either library runs in the other.
+    _ff_dropout = "dropout2"
 
     def _ff_block(self, x):
         x = self.linear2(self.dropout(self.activation(self.linear1(x))))
@@ -158,6 +161,8 @@ class TransformerEncoderLayer(_LayerBase):
 class TransformerDecoderLayer(_LayerBase):
     """Self-attention, attention over the encoder's memory and feed-forward
     blocks with residuals and LayerNorm."""
+
+    _ff_dropout = "dropout3"
 
     __constants__ = ["norm_first"]
 
