@@ -1,5 +1,6 @@
 """``torch.jit`` in passing: scripted and traced callables run as Python and
-give eager's numbers; TorchScript archives are refused with a clear error."""
+give eager's numbers; ``jit.save`` / ``jit.load`` round-trip the module
+pickled whole; PyTorch's TorchScript archives are refused with a clear error."""
 import numpy as np
 import pytest
 import torch
@@ -22,11 +23,52 @@ def test_script_and_trace_give_eager_results():
     assert tracec.jit.annotate(list, [1]) == [1]
 
 
-def test_archives_are_refused():
-    with pytest.raises(NotImplementedError, match="no TorchScript"):
-        tracec.jit.save(tracec.nn.Linear(2, 2), "m.pt")
-    with pytest.raises(NotImplementedError, match="tracec.save"):
-        tracec.jit.load("m.pt")
+JIT_SCRIPT = """
+import sys, torch, torch.nn as nn
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+    def forward(self, x):
+        return torch.relu(self.fc(x)) if x.sum() > 0 else self.fc(x)
+torch.manual_seed(0)
+model = Net().eval()
+x = torch.randn(4, 3)
+torch.jit.save(torch.jit.script(model), sys.argv[1])      # the tutorial's export
+loaded = torch.jit.load(sys.argv[1])
+loaded.eval()
+print(torch.equal(loaded(x), model(x)), [round(v, 5) for v in loaded(x).flatten().tolist()])
+"""
+
+
+def test_jit_save_and_load_round_trip_as_the_saving_tutorial_does(tmp_path):
+    # "Export/Load Model in TorchScript Format": the module is saved whole
+    # and loads back computing what it computed; real torch prints the same
+    import subprocess
+    import sys
+    script = tmp_path / "export.py"
+    script.write_text(JIT_SCRIPT)
+    out = {}
+    for name, cmd in (("tracec", [sys.executable, "-m", "tracec.cli", "run"]),
+                      ("torch", [sys.executable])):
+        r = subprocess.run([*cmd, str(script), str(tmp_path / f"{name}.pt")], cwd=tmp_path,
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        out[name] = r.stdout
+    assert out["tracec"] == out["torch"] and out["tracec"].startswith("True")
+
+
+def test_a_torchscript_archive_is_refused_saying_so(tmp_path):
+    m = torch.jit.script(torch.nn.Linear(2, 2))
+    torch.jit.save(m, str(tmp_path / "ts.pt"))
+    with pytest.raises(tracec.serialization.CheckpointError, match="TorchScript archive"):
+        tracec.jit.load(str(tmp_path / "ts.pt"))
+    tracec.save({"w": tracec.ones(2)}, str(tmp_path / "sd.pt"))
+    with pytest.raises(RuntimeError, match="not a module saved with torch.jit.save"):
+        tracec.jit.load(str(tmp_path / "sd.pt"))
+    with pytest.raises(NotImplementedError, match="extra files"):
+        tracec.jit.save(tracec.nn.Linear(2, 2), str(tmp_path / "e.pt"),
+                        _extra_files={"a.txt": "x"})
 
 
 def test_names_match_torch_jit():

@@ -377,10 +377,12 @@ def _load_zip(fh, error, finish, map_location, open_globals=False):
         raise error(f"the zip archive is corrupt ({e})") from None
     pkls = sorted((n for n in names if n.endswith("data.pkl") and n.count("/") <= 1),
                   key=len)
+    if any(n.endswith("constants.pkl") for n in names):
+        # (its pickle names TorchScript classes, __torch__.*, whose code is TorchScript)
+        raise error("this is a TorchScript archive (torch.jit.save), not a torch.save "
+                    "checkpoint: tracec does not run TorchScript code; save the model's "
+                    "state_dict (or the model with torch.save) in PyTorch instead")
     if not pkls:
-        if any(n.endswith("constants.pkl") for n in names):
-            raise error("this is a TorchScript archive (torch.jit.save), not a torch.save "
-                        "checkpoint")
         raise error("this is a zip archive, but neither a torch.save checkpoint (no data.pkl) "
                     "nor a tracec checkpoint")
     prefix = pkls[0][:-len("data.pkl")]

@@ -5,8 +5,12 @@ on a helper, ``torch.jit.trace(model, x)`` before inference, the
 tracec has no TorchScript: ``script`` and ``trace`` return what they were
 given, which runs as the Python it is (TorchScript promises the same
 numbers as that Python, so results are unchanged; ``tracec.compile`` is the
-way to compile it).  What cannot be honoured -- ``save``/``load`` of a
-TorchScript archive -- raises ``NotImplementedError`` saying so, never a
+way to compile it).  ``save`` writes that module pickled whole, as
+``torch.save(module, f)`` does (PyTorch's zip format under ``tracec run``),
+and ``load`` reads it back, so "export to TorchScript, load for inference"
+runs; the file is not a TorchScript archive: PyTorch's ``torch.load(f,
+weights_only=False)`` reads it, ``torch.jit.load`` and libtorch do not, and
+``load`` refuses a real TorchScript archive, saying so.  Neither is ever a
 silently different result.
 """
 from __future__ import annotations
@@ -166,19 +170,33 @@ def enable_onednn_fusion(enabled: bool) -> None:
     """Accepted; tracec fuses in its own compiler."""
 
 
-def _no_archives(what):
-    raise NotImplementedError(
-        f"torch.jit.{what}: tracec has no TorchScript, so it cannot {what} a TorchScript "
-        "archive; save the state_dict (tracec.save) and rebuild the module, or use "
-        "`tracec build` for a native library")
-
-
 def save(m, f, _extra_files=None):
-    _no_archives("save")
+    """``m`` (what ``script`` / ``trace`` returned: the module or function
+    itself) pickled whole to ``f`` (see the module doc).  Raises
+    ``NotImplementedError`` for ``_extra_files``, which only a TorchScript
+    archive holds."""
+    if _extra_files:
+        raise NotImplementedError(
+            "torch.jit.save(_extra_files=...): tracec has no TorchScript archive to put extra "
+            "files in; save them beside the model")
+    from tracec.serialization import save as _save
+    _save(m, f)
 
 
 def load(f, map_location=None, _extra_files=None, _restore_shapes=False):
-    _no_archives("load")
+    """The module ``save`` wrote to ``f`` (its classes must be importable,
+    as for ``torch.load(f, weights_only=False)``).  A TorchScript archive
+    PyTorch wrote raises ``CheckpointError`` saying so: tracec does not run
+    TorchScript code."""
+    from tracec.serialization import load as _load
+    obj = _load(f, map_location=map_location, weights_only=False)
+    if not callable(obj):
+        raise RuntimeError(f"torch.jit.load: {f!r} holds a {type(obj).__name__}, not a module "
+                           "saved with torch.jit.save")
+    if _extra_files:
+        raise NotImplementedError("torch.jit.load(_extra_files=...): tracec's saved modules "
+                                  "hold no extra files")
+    return obj
 
 
 class _ScriptModuleMeta(type):
