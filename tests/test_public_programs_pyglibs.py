@@ -15,7 +15,12 @@ clip_grad_norm_, gather_for_metrics, unwrap_model, save); diffusers'
 warmup schedule, DDPMPipeline and DDIM sampling, save_pretrained /
 from_pretrained); Pyro's Bayesian regression and SVI Part I tutorials
 (AutoNormal, SVI with Trace_ELBO, Predictive, pyro.param with a
-constraint); kornia's color, filter, warp, augmentation and loss functions.
+constraint); kornia's color, filter, warp, augmentation and loss functions;
+MONAI's 3D segmentation tutorial (synthetic volumes, array and dictionary
+transforms under set_determinism, MetaTensor batches through its collate,
+a 3D UNet, DiceLoss, sliding-window inference, DiceMetric) and its network
+zoo (UNet variants, SegResNet, DynUNet, UNETR, SwinUNETR, DenseNet, ResNet,
+autoencoders, ViT) with its losses and metrics.
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1``.  The libraries import ``torch``, which is
@@ -32,7 +37,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 # the test process would cost every worker its import time, and some patch
 # the real torch they import (Pyro re-registers torch.distributions' biject_to).
 _MISSING = [m for m in ('torch_geometric', 'torchdiffeq', 'torchmetrics', 'pytorch_lightning',
-                        'accelerate', 'diffusers', 'pyro', 'kornia')
+                        'accelerate', 'diffusers', 'pyro', 'kornia', 'monai')
             if importlib.util.find_spec(m) is None]
 pytestmark = pytest.mark.skipif(bool(_MISSING), reason=f"not installed: {_MISSING}")
 
@@ -41,7 +46,7 @@ PROGS = ROOT / "tests" / "programs" / "pyglibs"
 
 CASES = ["pyg_karate_club.py", "pyg_graph_classification.py", "torchdiffeq_ode_demo.py",
          "torchmetrics_eval.py", "lightning_autoencoder.py", "accelerate_loop.py",
-         "diffusers_ddpm.py", "pyro_svi.py", "kornia_augment.py"]
+         "diffusers_ddpm.py", "pyro_svi.py", "kornia_augment.py", "monai_tutorials.py"]
 EAGER_FALLBACK = {"pyg_karate_club.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})

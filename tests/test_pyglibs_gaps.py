@@ -492,3 +492,62 @@ def test_functorch_transforms_active_inside_torch_func_only():
         L.func.jvp(f, (L.ones(2),), (L.ones(2),))
         assert L._C._are_functorch_transforms_active() is False
         assert seen and all(seen)
+
+
+def test_dispatching_wrappers_keep_keyword_defaults():
+    # MONAI's SwinUNETR feature-tests torch.meshgrid.__kwdefaults__ for
+    # `indexing`; the wrapper a Tensor subclass turns on must keep it
+    class Marked(tracec.Tensor):
+        pass
+    tracec.ones(1).as_subclass(Marked)
+    assert tracec.meshgrid.__kwdefaults__ == torch.meshgrid.__kwdefaults__ == {"indexing": None}
+
+
+def test_collate_fn_map_extends_default_collate_as_in_torch():
+    # MONAI registers its MetaTensor's collate in default_collate_fn_map
+    # (torch.utils.data._utils.collate) and calls collate_tensor_fn, whose
+    # torch.stack a Tensor subclass's __torch_function__ sees
+    import torch.utils.data._utils.collate as tcoll
+    import tracec.utils.data._utils.collate as ccoll
+    from tracec.utils.data import default_collate
+
+    for lib, coll, default in ((torch, tcoll, torch.utils.data.default_collate),
+                               (tracec, ccoll, default_collate)):
+        class Tagged(lib.Tensor):
+            pass
+
+        def collate_tagged(batch, *, collate_fn_map=None, coll=coll):
+            out = coll.collate_tensor_fn(batch)
+            return type(out).__name__, out.shape[0]
+
+        coll.default_collate_fn_map[Tagged] = collate_tagged
+        try:
+            batch = [{"x": lib.ones(2).as_subclass(Tagged), "y": 1.5, "s": "a"}] * 3
+            got = default(batch)
+            assert got["x"] == ("Tagged", 3), lib
+            assert got["y"].dtype == lib.float64 and got["s"] == ["a"] * 3
+            assert coll.collate([1, 2], collate_fn_map=coll.default_collate_fn_map).tolist() \
+                == [1, 2]
+            assert coll.np_str_obj_array_pattern.search(np.array(["a"]).dtype.str)
+        finally:
+            del coll.default_collate_fn_map[Tagged]
+    import tracec.utils.data._utils as u
+    assert u.MP_STATUS_CHECK_INTERVAL == torch.utils.data._utils.MP_STATUS_CHECK_INTERVAL
+
+
+def test_serialization_constants_and_backends_mutation_guard_are_torchs():
+    import torch.backends
+    import torch.serialization as ts
+
+    import tracec.backends
+    import tracec.serialization as cs
+    for name in ("DEFAULT_PROTOCOL", "PROTOCOL_VERSION", "MAGIC_NUMBER", "LONG_SIZE",
+                 "INT_SIZE", "SHORT_SIZE", "MAP_SHARED", "MAP_PRIVATE",
+                 "STORAGE_KEY_SEPARATOR", "IS_WINDOWS"):
+        assert getattr(cs, name) == getattr(ts, name), name
+    # (MONAI's set_determinism sets cudnn flags inside it)
+    with getattr(tracec.backends, "__allow_nonbracketed_mutation")():
+        tracec.backends.cudnn.deterministic = True
+    with getattr(torch.backends, "__allow_nonbracketed_mutation")():
+        pass
+    tracec.backends.cudnn.deterministic = False

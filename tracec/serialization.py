@@ -72,6 +72,16 @@ import typing as _typing  # noqa: E402
 
 from tracec.device import device as _device  # noqa: E402
 
+#: ``torch.serialization``'s constants, PyTorch's values (MONAI imports
+#: DEFAULT_PROTOCOL: the pickle protocol torch.save writes)
+DEFAULT_PROTOCOL = 2
+PROTOCOL_VERSION = 1001
+MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
+LONG_SIZE, INT_SIZE, SHORT_SIZE = 4, 4, 2
+MAP_SHARED, MAP_PRIVATE = 1, 2
+STORAGE_KEY_SEPARATOR = ","
+IS_WINDOWS = os.name == "nt"
+
 #: ``torch.serialization.MAP_LOCATION``: what ``load(map_location=...)``
 #: takes (libraries annotate with it: pyro's param store).
 MAP_LOCATION = _typing.Optional[_typing.Union[_typing.Callable, _device, str, dict]]

@@ -251,6 +251,9 @@ def _wrap(fn, module: str, qualname: str, as_method: str | None = None,
                                 None if none_kwargs and not kwargs else kwargs)
         return fn(*args, **kwargs)
     public.__tracec_unwrapped__ = fn
+    # (the keyword defaults code reads to feature-test an argument: MONAI
+    # checks torch.meshgrid.__kwdefaults__ for `indexing`)
+    public.__kwdefaults__ = getattr(fn, "__kwdefaults__", None)
     public.__module__, public.__qualname__ = module, qualname
     public.__name__ = qualname.rpartition(".")[2]      # (a method made by a factory: "op")
     WRAPPER_CODES.add(public.__code__)

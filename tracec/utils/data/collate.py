@@ -9,11 +9,20 @@ one whose first element is a float a float64 tensor; strings and bytes stay list
 dicts, namedtuples, tuples and lists are collated field by field (a tuple
 comes back as a list, as in PyTorch).  A failure names the batch item, the
 field path inside the sample, and why.
+
+PyTorch's extension point is here too: ``collate(batch, collate_fn_map=)``
+and ``default_collate_fn_map`` (type -> ``fn(batch, *, collate_fn_map)``),
+which libraries extend (MONAI registers its MetaTensor's collate).  An entry
+for the batch's first element (its exact type, else the first key it is an
+instance of) that is not one of the built-in ones below decides the
+element's collation; the built-in ones are the rules above.
 """
 from __future__ import annotations
 
 import collections.abc
 import numbers
+import re
+import sys
 
 import numpy as np
 
@@ -22,7 +31,16 @@ from tracec.creation import as_tensor, tensor
 from tracec.shape_ops import stack
 from tracec.tensor import Tensor
 
-__all__ = ["default_collate", "default_convert"]
+__all__ = ["default_collate", "default_convert", "collate", "default_collate_fn_map",
+           "collate_tensor_fn", "collate_numpy_array_fn", "collate_numpy_scalar_fn",
+           "collate_float_fn", "collate_int_fn", "collate_str_fn", "np_str_obj_array_pattern",
+           "default_collate_err_msg_format"]
+
+#: PyTorch's: NumPy dtypes that do not collate (strings and objects)
+np_str_obj_array_pattern = re.compile(r"[SaUO]")
+default_collate_err_msg_format = (
+    "default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; "
+    "found {}")
 
 _ERR = ("default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; "
         "found {}")
@@ -50,11 +68,30 @@ def _stack_tensors(batch, path):
         if t.shape != first.shape:
             raise RuntimeError(f"default_collate: batch item {i}{_where(path)} has shape "
                                f"{tuple(t.shape)} but item 0 has {tuple(first.shape)}")
-    return stack(list(batch), 0)
+    # torch.stack as PyTorch's collate calls it, the package's public entry
+    # (looked up, not imported: this layer is below the package's top), so
+    # that a Tensor subclass's __torch_function__ sees it (MONAI's
+    # MetaTensor batches stay MetaTensors)
+    return getattr(sys.modules.get("tracec"), "stack", stack)(list(batch), 0)
 
 
-def _collate(batch, path):
+def _registered(elem, fn_map):
+    """The non-built-in entry of ``fn_map`` for ``elem``, or None."""
+    fn = fn_map.get(type(elem))
+    if fn is None:
+        for key, f in fn_map.items():
+            if isinstance(elem, key):
+                fn = f
+                break
+    return None if fn in _BUILT_IN else fn
+
+
+def _collate(batch, path, fn_map=None):
     elem = batch[0]
+    if fn_map:
+        fn = _registered(elem, fn_map)
+        if fn is not None:
+            return fn(batch, collate_fn_map=fn_map)
     if isinstance(elem, Tensor):
         return _stack_tensors(batch, path)
     if isinstance(elem, np.ndarray) or isinstance(elem, (np.bool_, np.number)):
@@ -84,19 +121,19 @@ def _collate(batch, path):
             if not isinstance(d, collections.abc.Mapping) or d.keys() != elem.keys():
                 raise RuntimeError(f"default_collate: batch item {i}{_where(path)} has keys "
                                    f"{_keys(d)} but item 0 has {_keys(elem)}")
-        out = {k: _collate([d[k] for d in batch], f"{path}[{k!r}]") for k in elem}
+        out = {k: _collate([d[k] for d in batch], f"{path}[{k!r}]", fn_map) for k in elem}
         try:
             return type(elem)(out)
         except TypeError:
             return out
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # namedtuple
         _equal_lengths(batch, path)
-        return type(elem)(*(_collate(s, f"{path}.{f}")
+        return type(elem)(*(_collate(s, f"{path}.{f}", fn_map)
                             for f, s in zip(elem._fields, zip(*batch))))
     if isinstance(elem, collections.abc.Sequence):
         _equal_lengths(batch, path)
         # Each field's batch is a tuple, as in PyTorch (strings come back as one).
-        out = [_collate(s, f"{path}[{j}]") for j, s in enumerate(zip(*batch))]
+        out = [_collate(s, f"{path}[{j}]", fn_map) for j, s in enumerate(zip(*batch))]
         if isinstance(elem, tuple):
             return out
         try:
@@ -131,11 +168,53 @@ def _equal_lengths(batch, path):
                                f"item 0 has {n}")
 
 
-def default_collate(batch):
-    """Collate a list of samples into a batch (see the module docstring)."""
+def collate(batch, *, collate_fn_map=None):
+    """Collate a list of samples into a batch, with the entries of
+    ``collate_fn_map`` (see the module docstring)."""
     if len(batch) == 0:
         raise ValueError("default_collate: the batch is empty")
-    return _collate(batch, "")
+    return _collate(batch, "", collate_fn_map)
+
+
+def default_collate(batch):
+    """Collate a list of samples into a batch (see the module docstring)."""
+    return collate(batch, collate_fn_map=default_collate_fn_map)
+
+
+# PyTorch's per-type collate functions (what a registered entry may call,
+# as MONAI's MetaTensor collate calls collate_tensor_fn).
+def collate_tensor_fn(batch, *, collate_fn_map=None):
+    return _stack_tensors(batch, "")
+
+
+def collate_numpy_array_fn(batch, *, collate_fn_map=None):
+    return _collate(list(batch), "")
+
+
+def collate_numpy_scalar_fn(batch, *, collate_fn_map=None):
+    return _collate(list(batch), "")
+
+
+def collate_float_fn(batch, *, collate_fn_map=None):
+    return tensor(list(batch), dtype=dt.float64)
+
+
+def collate_int_fn(batch, *, collate_fn_map=None):
+    return tensor(list(batch))
+
+
+def collate_str_fn(batch, *, collate_fn_map=None):
+    return batch
+
+
+_BUILT_IN = frozenset((collate_tensor_fn, collate_numpy_array_fn, collate_numpy_scalar_fn,
+                       collate_float_fn, collate_int_fn, collate_str_fn))
+
+#: type -> collate function, as PyTorch's (extended by libraries)
+default_collate_fn_map: dict = {
+    Tensor: collate_tensor_fn, np.ndarray: collate_numpy_array_fn,
+    (np.bool_, np.number, np.object_): collate_numpy_scalar_fn, float: collate_float_fn,
+    int: collate_int_fn, str: collate_str_fn, bytes: collate_str_fn}
 
 
 def default_convert(data):
