@@ -1,0 +1,54 @@
+"""Real published packages run unmodified on tracec: Stable-Baselines3 and
+the Gymnasium classic-control environments it trains on
+(``tests/programs/rllibs``):
+
+- ``ppo_cartpole.py``: SB3's README quickstart, PPO on CartPole-v1 over
+  four vectorized envs (make_vec_env), a short learn(), the logger's train/
+  values, deterministic predict, evaluate_actions, evaluate_policy, a
+  save / load round-trip through a zip in a temporary folder; then A2C.
+
+Each program runs under ``tracec run`` (SB3's and Gymnasium's own ``import
+torch`` is tracec) and, as the reference, under torch 2.13 (recorded, keyed
+by the packages' installed versions).  The programs seed torch, NumPy and
+Python's ``random`` as SB3's ``set_random_seed`` / ``seed=`` do; tracec's
+draws equal PyTorch's, so sampled actions, rollouts and losses compare
+strictly.
+"""
+import importlib.metadata
+import importlib.util
+import pathlib
+
+import pytest
+
+from test_public_programs_tutorials2 import ENV, check_program
+from vision_oracle import recorded_torch_output
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROGS = ROOT / "tests" / "programs" / "rllibs"
+
+#: program -> the pip packages it imports (pinned in pyproject's test extra)
+CASES = {
+    "ppo_cartpole.py": ("stable-baselines3", "gymnasium"),
+}
+
+
+def _versions(packages):
+    """``name==version`` of each installed package, or None if one is missing."""
+    try:
+        return " ".join(f"{p}=={importlib.metadata.version(p)}" for p in packages)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+@pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
+def test_rllibs_program_matches_torch(script, tmp_path):
+    versions = _versions(CASES[script])
+    if versions is None or importlib.util.find_spec("torch") is None:
+        pytest.skip(f"{' / '.join(CASES[script])} (the test extra) not installed")
+    path = PROGS / script
+    env = {**ENV, "TORCH_COMPILE_DISABLE": "1"}
+
+    ref = recorded_torch_output(
+        path, tmp_path, env,
+        f"TORCH_COMPILE_DISABLE=1 OMP_NUM_THREADS=1 {versions} vision_oracle.torch_command")
+    check_program(path, ref, tmp_path, False)
