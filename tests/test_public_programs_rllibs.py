@@ -5,7 +5,13 @@ the Gymnasium classic-control environments it trains on
 - ``ppo_cartpole.py``: SB3's README quickstart, PPO on CartPole-v1 over
   four vectorized envs (make_vec_env), a short learn(), the logger's train/
   values, deterministic predict, evaluate_actions, evaluate_policy, a
-  save / load round-trip through a zip in a temporary folder; then A2C.
+  save / load round-trip through a zip in a temporary folder; then A2C;
+- ``offpolicy_pendulum.py``: the off-policy algorithms of SB3's docs: DQN
+  on CartPole-v1 (its Q-network, target network, exploration schedule and
+  replay buffer), SAC on Pendulum-v1 (the learned entropy coefficient, the
+  squashed Gaussian actor's log-probabilities), TD3 with NormalActionNoise
+  (saved and loaded with its replay buffer), DDPG with
+  OrnsteinUhlenbeckActionNoise on MountainCarContinuous-v0.
 
 Each program runs under ``tracec run`` (SB3's and Gymnasium's own ``import
 torch`` is tracec) and, as the reference, under torch 2.13 (recorded, keyed
@@ -29,6 +35,7 @@ PROGS = ROOT / "tests" / "programs" / "rllibs"
 #: program -> the pip packages it imports (pinned in pyproject's test extra)
 CASES = {
     "ppo_cartpole.py": ("stable-baselines3", "gymnasium"),
+    "offpolicy_pendulum.py": ("stable-baselines3", "gymnasium"),
 }
 
 
