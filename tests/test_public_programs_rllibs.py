@@ -11,7 +11,14 @@ the Gymnasium classic-control environments it trains on
   replay buffer), SAC on Pendulum-v1 (the learned entropy coefficient, the
   squashed Gaussian actor's log-probabilities), TD3 with NormalActionNoise
   (saved and loaded with its replay buffer), DDPG with
-  OrnsteinUhlenbeckActionNoise on MountainCarContinuous-v0.
+  OrnsteinUhlenbeckActionNoise on MountainCarContinuous-v0;
+- ``custom_policy.py``: the custom-policy and callback guides: net_arch /
+  activation_fn, a custom BaseFeaturesExtractor (separate actor / critic
+  extractors), a custom ActorCriticPolicy's own network, a custom
+  BaseCallback with EvalCallback (best model saved and loaded),
+  StopTrainingOnRewardThreshold and CheckpointCallback, VecNormalize's
+  running statistics saved and loaded, gSDE exploration (SAC, PPO), and
+  MultiDiscrete / MultiBinary action spaces.
 
 Each program runs under ``tracec run`` (SB3's and Gymnasium's own ``import
 torch`` is tracec) and, as the reference, under torch 2.13 (recorded, keyed
@@ -36,6 +43,7 @@ PROGS = ROOT / "tests" / "programs" / "rllibs"
 CASES = {
     "ppo_cartpole.py": ("stable-baselines3", "gymnasium"),
     "offpolicy_pendulum.py": ("stable-baselines3", "gymnasium"),
+    "custom_policy.py": ("stable-baselines3", "gymnasium"),
 }
 
 
