@@ -18,7 +18,12 @@ the Gymnasium classic-control environments it trains on
   BaseCallback with EvalCallback (best model saved and loaded),
   StopTrainingOnRewardThreshold and CheckpointCallback, VecNormalize's
   running statistics saved and loaded, gSDE exploration (SAC, PPO), and
-  MultiDiscrete / MultiBinary action spaces.
+  MultiDiscrete / MultiBinary action spaces;
+- ``images_her.py``: CnnPolicy (NatureCNN behind VecTransposeImage and
+  VecFrameStack) with PPO and DQN on FakeImageEnv, MultiInputPolicy
+  (CombinedExtractor) on SimpleMultiObsEnv, HerReplayBuffer with DQN and
+  SAC on BitFlippingEnv, get_parameters / set_parameters, a policy saved and
+  loaded alone, and the docs' export of a policy traced by torch.jit.
 
 Each program runs under ``tracec run`` (SB3's and Gymnasium's own ``import
 torch`` is tracec) and, as the reference, under torch 2.13 (recorded, keyed
@@ -44,6 +49,7 @@ CASES = {
     "ppo_cartpole.py": ("stable-baselines3", "gymnasium"),
     "offpolicy_pendulum.py": ("stable-baselines3", "gymnasium"),
     "custom_policy.py": ("stable-baselines3", "gymnasium"),
+    "images_her.py": ("stable-baselines3", "gymnasium"),
 }
 
 
