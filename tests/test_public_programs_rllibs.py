@@ -23,7 +23,13 @@ the Gymnasium classic-control environments it trains on
   VecFrameStack) with PPO and DQN on FakeImageEnv, MultiInputPolicy
   (CombinedExtractor) on SimpleMultiObsEnv, HerReplayBuffer with DQN and
   SAC on BitFlippingEnv, get_parameters / set_parameters, a policy saved and
-  loaded alone, and the docs' export of a policy traced by torch.jit.
+  loaded alone, and the docs' export of a policy traced by torch.jit;
+- ``gym_torch_loop.py``: Gymnasium's NumpyToTorch wrappers (single and
+  vector env; array-api-compat's torch namespace and DLPack under them)
+  driving a hand-written REINFORCE loop, numpy_to_torch / torch_to_numpy,
+  and SB3's custom-env example through check_env and PPO with linear
+  learning-rate / clip-range schedules and target_kl, its CSV log read
+  back.
 
 Each program runs under ``tracec run`` (SB3's and Gymnasium's own ``import
 torch`` is tracec) and, as the reference, under torch 2.13 (recorded, keyed
@@ -50,6 +56,7 @@ CASES = {
     "offpolicy_pendulum.py": ("stable-baselines3", "gymnasium"),
     "custom_policy.py": ("stable-baselines3", "gymnasium"),
     "images_her.py": ("stable-baselines3", "gymnasium"),
+    "gym_torch_loop.py": ("stable-baselines3", "gymnasium", "array-api-compat"),
 }
 
 
