@@ -29,7 +29,15 @@ the Gymnasium classic-control environments it trains on
   driving a hand-written REINFORCE loop, numpy_to_torch / torch_to_numpy,
   and SB3's custom-env example through check_env and PPO with linear
   learning-rate / clip-range schedules and target_kl, its CSV log read
-  back.
+  back;
+- ``variants.py``: options beyond the defaults: DQN's n-step returns,
+  gradient clipping and optimize_memory_usage; SAC trained per episode with
+  gradient_steps=-1, three critics, a fixed or "auto_0.3" entropy
+  coefficient and gSDE with expln; PPO's squashed gSDE with a clipped value
+  function; A2C with Adam logging to TensorBoard (the docs' HParam
+  callback; the event files read back), learn() continued; VecMonitor /
+  VecCheckNan; ReplayBuffer and RolloutBuffer (GAE) on their own;
+  polyak_update and LinearSchedule.
 
 Each program runs under ``tracec run`` (SB3's and Gymnasium's own ``import
 torch`` is tracec) and, as the reference, under torch 2.13 (recorded, keyed
@@ -57,6 +65,7 @@ CASES = {
     "custom_policy.py": ("stable-baselines3", "gymnasium"),
     "images_her.py": ("stable-baselines3", "gymnasium"),
     "gym_torch_loop.py": ("stable-baselines3", "gymnasium", "array-api-compat"),
+    "variants.py": ("stable-baselines3", "gymnasium", "tensorboard"),
 }
 
 

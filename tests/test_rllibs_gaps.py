@@ -1,5 +1,7 @@
 """Gaps that Stable-Baselines3 / Gymnasium programs (``tests/programs/rllibs``)
 found in tracec, each checked against torch without the libraries."""
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -39,3 +41,48 @@ def test_numpy_conversion_of_a_tensor_that_requires_grad(how):
         got.append(np.asarray(f(w.detach())))
     np.testing.assert_array_equal(got[0], got[2])
     np.testing.assert_array_equal(got[1], got[3])
+
+
+def _hparam_protos(lib):
+    from importlib import import_module
+    summary = import_module(lib.__name__ + ".utils.tensorboard.summary")
+    hp = {"algorithm": "A2C", "learning rate": 7e-4, "gamma": 0.99, "n": 5, "flag": True,
+          "skip": None, "t": lib.tensor([0.25])}
+    exp, ssi, sei = summary.hparams(hp, {"rollout/ep_len_mean": 0, "train/value_loss": 0.0},
+                                    hparam_domain_discrete={"algorithm": ["A2C", "PPO"]})
+    return [p.SerializeToString(deterministic=True) for p in (exp, ssi, sei)]
+
+
+def test_tensorboard_hparams_protos_match_torch():
+    """``torch.utils.tensorboard.summary.hparams`` exists and makes PyTorch's
+    three protos, and ``SummaryWriter.file_writer.add_summary`` writes them
+    (Stable-Baselines3's logger imports ``hparams`` with ``SummaryWriter``
+    and took tensorboard for not installed when it failed)."""
+    pytest.importorskip("tensorboard")
+    assert _hparam_protos(tracec) == _hparam_protos(torch)
+
+
+def test_tensorboard_add_hparams_and_file_writer(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from torch.utils.tensorboard import SummaryWriter as TorchWriter
+
+    from tracec.utils.tensorboard import SummaryWriter
+    from tracec.utils.tensorboard.summary import hparams
+
+    def tags(folder):
+        out = []
+        for root, _, files in sorted(os.walk(folder)):
+            for f in sorted(files):
+                for e in EventFileLoader(os.path.join(root, f)).Load():
+                    out += [(os.path.relpath(root, folder), e.step, v.tag,
+                             v.metadata.plugin_data.content) for v in e.summary.value]
+        return sorted(out)
+
+    for lib, writer in (("torch", TorchWriter), ("tracec", SummaryWriter)):
+        with writer(log_dir=str(tmp_path / lib)) as w:
+            w.add_hparams({"lr": 0.1, "bs": 4}, {"hparam/acc": 0.5}, run_name="run", global_step=3)
+            for s in hparams({"lr": 0.2}, {"m": 1.0}):
+                w.file_writer.add_summary(s)
+            assert w.file_writer.get_logdir() == str(tmp_path / lib)
+    assert tags(tmp_path / "tracec") == tags(tmp_path / "torch")
