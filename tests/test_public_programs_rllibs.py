@@ -37,7 +37,11 @@ the Gymnasium classic-control environments it trains on
   function; A2C with Adam logging to TensorBoard (the docs' HParam
   callback; the event files read back), learn() continued; VecMonitor /
   VecCheckNan; ReplayBuffer and RolloutBuffer (GAE) on their own;
-  polyak_update and LinearSchedule.
+  polyak_update and LinearSchedule;
+- ``toy_text.py``: discrete observations (SB3's one-hot preprocess_obs):
+  PPO on FrozenLake-v1, DQN on Taxi-v4, A2C on CliffWalking-v1 over a
+  forked SubprocVecEnv; PPO on CartPole behind a stack of Gymnasium
+  wrappers (NormalizeObservation, FrameStackObservation, ...).
 
 Each program runs under ``tracec run`` (SB3's and Gymnasium's own ``import
 torch`` is tracec) and, as the reference, under torch 2.13 (recorded, keyed
@@ -66,6 +70,7 @@ CASES = {
     "images_her.py": ("stable-baselines3", "gymnasium"),
     "gym_torch_loop.py": ("stable-baselines3", "gymnasium", "array-api-compat"),
     "variants.py": ("stable-baselines3", "gymnasium", "tensorboard"),
+    "toy_text.py": ("stable-baselines3", "gymnasium"),
 }
 
 
