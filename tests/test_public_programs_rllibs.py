@@ -41,7 +41,12 @@ the Gymnasium classic-control environments it trains on
 - ``toy_text.py``: discrete observations (SB3's one-hot preprocess_obs):
   PPO on FrozenLake-v1, DQN on Taxi-v4, A2C on CliffWalking-v1 over a
   forked SubprocVecEnv; PPO on CartPole behind a stack of Gymnasium
-  wrappers (NormalizeObservation, FrameStackObservation, ...).
+  wrappers (NormalizeObservation, FrameStackObservation, ...);
+- ``distributions.py``: SB3's action distributions on their own
+  (categorical, multi-categorical, Bernoulli, diagonal and squashed
+  Gaussian with its TanhBijector at the bounds, gSDE with expln and learned
+  features): samples, modes, log-probs, entropies, KL divergences and
+  gradients.
 
 Each program runs under ``tracec run`` (SB3's and Gymnasium's own ``import
 torch`` is tracec) and, as the reference, under torch 2.13 (recorded, keyed
@@ -71,6 +76,7 @@ CASES = {
     "gym_torch_loop.py": ("stable-baselines3", "gymnasium", "array-api-compat"),
     "variants.py": ("stable-baselines3", "gymnasium", "tensorboard"),
     "toy_text.py": ("stable-baselines3", "gymnasium"),
+    "distributions.py": ("stable-baselines3", "gymnasium"),
 }
 
 
