@@ -12,9 +12,8 @@ import torch as th
 from gymnasium import spaces
 
 from stable_baselines3.common.distributions import (
-    BernoulliDistribution, CategoricalDistribution, DiagGaussianDistribution,
-    MultiCategoricalDistribution, SquashedDiagGaussianDistribution,
-    StateDependentNoiseDistribution, TanhBijector, kl_divergence, make_proba_distribution)
+    DiagGaussianDistribution, SquashedDiagGaussianDistribution, StateDependentNoiseDistribution,
+    TanhBijector, kl_divergence, make_proba_distribution)
 
 
 def fmt(t):
