@@ -61,11 +61,11 @@ print(f"dqn eval {mean:.2f} +/- {std:.2f}")
 
 # SAC (the docs' example on Pendulum)
 set_random_seed(1)
-env = gym.make("Pendulum-v1")
-model = SAC("MlpPolicy", env, learning_starts=100, batch_size=64, buffer_size=1000,
+env = gym.make("Pendulum-v1", max_episode_steps=100)
+model = SAC("MlpPolicy", env, learning_starts=60, batch_size=64, buffer_size=1000,
             policy_kwargs=dict(net_arch=[64, 64]), seed=1, verbose=0)
 print(f"sac init actor {psum(model.actor):.5f} critic {psum(model.critic):.5f}")
-model.learn(total_timesteps=200)
+model.learn(total_timesteps=120)
 print(f"sac actor {psum(model.actor):.5f} critic {psum(model.critic):.5f} "
       f"critic_target {psum(model.critic_target):.5f}")
 print(f"sac log_ent_coef {model.log_ent_coef.item():.5f}")
@@ -86,9 +86,9 @@ print(f"sac eval {mean:.3f}")
 env = gym.make("Pendulum-v1")
 n_actions = env.action_space.shape[-1]
 action_noise = NormalActionNoise(mean=np.zeros(n_actions), sigma=0.1 * np.ones(n_actions))
-model = TD3("MlpPolicy", env, action_noise=action_noise, learning_starts=100, batch_size=64,
+model = TD3("MlpPolicy", env, action_noise=action_noise, learning_starts=60, batch_size=64,
             buffer_size=1000, policy_delay=2, policy_kwargs=dict(net_arch=[64, 64]), seed=2)
-model.learn(total_timesteps=200)
+model.learn(total_timesteps=120)
 print(f"td3 actor {psum(model.actor):.5f} critic {psum(model.critic):.5f} "
       f"actor_target {psum(model.actor_target):.5f}")
 logged(model, ("train/actor_loss", "train/critic_loss", "train/n_updates"))

@@ -48,7 +48,7 @@ model = DQN("MlpPolicy", venv, n_steps=3, max_grad_norm=1.0, learning_starts=40,
             buffer_size=400, train_freq=2, gradient_steps=2, target_update_interval=30,
             exploration_initial_eps=0.5, policy_kwargs=dict(net_arch=[32]), seed=0)
 print(type(model.replay_buffer).__name__)
-model.learn(200)
+model.learn(120)
 print(f"dqn n-step {psum(model.q_net):.5f} {psum(model.q_net_target):.5f}")
 logged(model, ("train/loss", "train/n_updates", "rollout/exploration_rate"))
 
@@ -59,10 +59,10 @@ model.learn(150)
 print(f"dqn memory {psum(model.q_net):.5f}")
 logged(model, ("train/loss",))
 
-model = SAC("MlpPolicy", gym.make("Pendulum-v1", max_episode_steps=40), train_freq=(1, "episode"), gradient_steps=-1, ent_coef=0.05,
+model = SAC("MlpPolicy", gym.make("Pendulum-v1", max_episode_steps=30), train_freq=(1, "episode"), gradient_steps=-1, ent_coef=0.05,
             learning_starts=0, batch_size=32, buffer_size=1000, tau=0.02,
             policy_kwargs=dict(net_arch=dict(pi=[32], qf=[32, 32]), n_critics=3), seed=2)
-model.learn(80)   # two 40-step episodes
+model.learn(60)   # two 30-step episodes
 print(f"sac episodes {psum(model.actor):.5f} {psum(model.critic):.5f} {psum(model.critic_target):.5f}")
 logged(model, ("train/actor_loss", "train/critic_loss", "train/ent_coef", "train/n_updates"))
 
