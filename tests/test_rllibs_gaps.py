@@ -86,3 +86,73 @@ def test_tensorboard_add_hparams_and_file_writer(tmp_path):
                 w.file_writer.add_summary(s)
             assert w.file_writer.get_logdir() == str(tmp_path / lib)
     assert tags(tmp_path / "tracec") == tags(tmp_path / "torch")
+
+
+_ARRAY_OPERATORS = ["t * a", "t + a", "t - a", "t / a", "t // a", "t % a", "t ** a", "t @ m",
+                    "t == a", "t != a", "a == t", "t > a", "a < t", "a * t", "a - t",
+                    "t * z", "i / a", "h * f", "t * s"]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("expr", _ARRAY_OPERATORS)
+def test_operators_with_a_numpy_array_defer_to_numpy(expr):
+    """PyTorch's tensor operators return NotImplemented for a NumPy array
+    (``__eq__`` alone takes it), so NumPy computes ``t * arr`` with its own
+    type promotion (float32 tensor * int64 array is float64) and wraps the
+    result back into a tensor, and ``arr * t`` / ``t > arr`` are TypeErrors;
+    tracec converted the array and promoted as for two tensors (float32)."""
+    got = []
+    for lib in (torch, tracec):
+        env = dict(t=lib.ones(2), i=lib.tensor([3, 4]), h=lib.ones(2, dtype=lib.float16),
+                   a=np.array([1, 2]), m=np.eye(2), z=np.array(2), f=np.array([1.5], np.float32),
+                   s=np.float64(2.5))
+        try:
+            r = eval(expr, {}, env)
+        except Exception as e:      # noqa: BLE001 - the error is the result compared
+            got.append(type(e).__name__)
+            continue
+        got.append((type(r).__name__, str(r.dtype).split(".")[-1], np.asarray(r).tolist())
+                   if hasattr(r, "dtype") else r)
+    assert got[1] == got[0]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("op", ["+=", "-=", "*=", "/=", "//=", "%=", "**="])
+def test_inplace_operators_with_a_numpy_array_rebind(op):
+    """``t += arr`` in PyTorch is ``t = t + arr`` through NumPy: a new
+    (float64) tensor, the original left unchanged; tracec wrote in place."""
+    got = []
+    for lib in (torch, tracec):
+        t = lib.ones(2)
+        env = {"t": t, "a": np.array([1, 3])}
+        exec(f"t {op} a", {}, env)
+        got.append((env["t"] is t, str(env["t"].dtype).split(".")[-1], env["t"].tolist(), t.tolist()))
+        w = lib.ones(2, requires_grad=True)
+        with pytest.raises(RuntimeError, match="requires grad"):
+            exec(f"w {op} a", {}, {"w": w, "a": np.array([1, 3])})
+    assert got[1] == got[0]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("expr", ["t * a", "t + a", "t - a", "t / a", "t // a", "t % a",
+                                  "t ** a", "t @ m", "i / a", "i * a", "h * f", "t == a"])
+def test_traced_operators_with_a_numpy_array_give_numpys_result(expr):
+    """Inside tracec.compile NumPy cannot read a traced tensor, so the
+    operator computes NumPy's result in tensor ops (its dtypes): the
+    compiled call returns what eager tracec and PyTorch return."""
+    def env(lib):
+        return dict(t=lib.arange(1.0, 3.0), i=lib.tensor([3, 4]), h=lib.ones(2, dtype=lib.float16),
+                    a=np.array([1, 2]), m=np.eye(2), f=np.array([1.5], np.float32))
+
+    def run(lib, **kw):
+        e = env(lib)
+        return eval(expr, {}, {**e, **kw})
+
+    want = run(torch)
+    eager = run(tracec)
+    f = tracec.compile(lambda t, i, h: run(tracec, t=t, i=i, h=h))
+    e = env(tracec)
+    compiled = [f(e["t"], e["i"], e["h"]) for _ in range(2)][-1]
+    for got in (eager, compiled):
+        assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
