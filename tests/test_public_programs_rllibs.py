@@ -46,7 +46,10 @@ the Gymnasium classic-control environments it trains on
   (categorical, multi-categorical, Bernoulli, diagonal and squashed
   Gaussian with its TanhBijector at the bounds, gSDE with expln and learned
   features): samples, modes, log-probs, entropies, KL divergences and
-  gradients.
+  gradients;
+- ``pretrained_zip.py``: PPO and SAC zips saved under torch
+  (``tests/fixtures/rllibs``, as RL Zoo / Hub checkpoints are) loaded,
+  predicting and training on with their optimizers' state, saved again.
 
 Each program runs under ``tracec run`` (SB3's and Gymnasium's own ``import
 torch`` is tracec) and, as the reference, under torch 2.13 (recorded, keyed
@@ -58,11 +61,13 @@ strictly.
 import importlib.metadata
 import importlib.util
 import pathlib
+import subprocess
 
 import pytest
 
+import torch_recordings
 from test_public_programs_tutorials2 import ENV, check_program
-from vision_oracle import recorded_torch_output
+from vision_oracle import torch_command
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "rllibs"
@@ -77,6 +82,13 @@ CASES = {
     "variants.py": ("stable-baselines3", "gymnasium", "tensorboard"),
     "toy_text.py": ("stable-baselines3", "gymnasium"),
     "distributions.py": ("stable-baselines3", "gymnasium"),
+    "pretrained_zip.py": ("stable-baselines3", "gymnasium"),
+}
+
+#: program -> the data files it reads (part of its torch recording's key)
+DATA = {
+    "pretrained_zip.py": [ROOT / "tests" / "fixtures" / "rllibs" / f
+                          for f in ("ppo_cartpole_torch.zip", "sac_pendulum_torch.zip")],
 }
 
 
@@ -96,7 +108,13 @@ def test_rllibs_program_matches_torch(script, tmp_path):
     path = PROGS / script
     env = {**ENV, "TORCH_COMPILE_DISABLE": "1"}
 
-    ref = recorded_torch_output(
-        path, tmp_path, env,
-        f"TORCH_COMPILE_DISABLE=1 OMP_NUM_THREADS=1 {versions} vision_oracle.torch_command")
+    def run():
+        r = subprocess.run(torch_command(path, []), cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, "torch failed:\n" + r.stderr[-4000:]
+        return r.stdout
+
+    ref = torch_recordings.torch_output(
+        f"rllibs/{path.stem}", torch_recordings.program_files(path, DATA.get(script, ())), [],
+        f"TORCH_COMPILE_DISABLE=1 OMP_NUM_THREADS=1 {versions} vision_oracle.torch_command", run)
     check_program(path, ref, tmp_path, False)
