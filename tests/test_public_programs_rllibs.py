@@ -49,7 +49,9 @@ the Gymnasium classic-control environments it trains on
   gradients;
 - ``pretrained_zip.py``: PPO and SAC zips saved under torch
   (``tests/fixtures/rllibs``, as RL Zoo / Hub checkpoints are) loaded,
-  predicting and training on with their optimizers' state, saved again.
+  predicting and training on with their optimizers' state, saved again;
+- ``dqn_tutorial.py``: PyTorch's DQN tutorial as written, on Gymnasium's
+  real CartPole-v1 (no SB3).
 
 Each program runs under ``tracec run`` (SB3's and Gymnasium's own ``import
 torch`` is tracec) and, as the reference, under torch 2.13 (recorded, keyed
@@ -83,6 +85,7 @@ CASES = {
     "toy_text.py": ("stable-baselines3", "gymnasium"),
     "distributions.py": ("stable-baselines3", "gymnasium"),
     "pretrained_zip.py": ("stable-baselines3", "gymnasium"),
+    "dqn_tutorial.py": ("gymnasium",),
 }
 
 #: program -> the data files it reads (part of its torch recording's key)
