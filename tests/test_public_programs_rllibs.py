@@ -1,6 +1,6 @@
 """Real published packages run unmodified on tracec: Stable-Baselines3 and
-the Gymnasium classic-control environments it trains on
-(``tests/programs/rllibs``):
+the Gymnasium environments it trains on (classic control, toy text; its
+PyTorch wrappers too) (``tests/programs/rllibs``):
 
 - ``ppo_cartpole.py``: SB3's README quickstart, PPO on CartPole-v1 over
   four vectorized envs (make_vec_env), a short learn(), the logger's train/
@@ -55,7 +55,7 @@ the Gymnasium classic-control environments it trains on
 
 Each program runs under ``tracec run`` (SB3's and Gymnasium's own ``import
 torch`` is tracec) and, as the reference, under torch 2.13 (recorded, keyed
-by the packages' installed versions).  The programs seed torch, NumPy and
+by the packages' installed versions and the data files a program reads).  The programs seed torch, NumPy and
 Python's ``random`` as SB3's ``set_random_seed`` / ``seed=`` do; tracec's
 draws equal PyTorch's, so sampled actions, rollouts and losses compare
 strictly.
