@@ -51,7 +51,10 @@ PyTorch wrappers too) (``tests/programs/rllibs``):
   (``tests/fixtures/rllibs``, as RL Zoo / Hub checkpoints are) loaded,
   predicting and training on with their optimizers' state, saved again;
 - ``dqn_tutorial.py``: PyTorch's DQN tutorial as written, on Gymnasium's
-  real CartPole-v1 (no SB3).
+  real CartPole-v1 (no SB3);
+- ``cleanrl_ppo.py``: CleanRL's single-file PPO as written (a Gymnasium
+  SyncVectorEnv with RecordEpisodeStatistics, GAE and the clipped losses
+  in torch, TensorBoard logging).
 
 Each program runs under ``tracec run`` (SB3's and Gymnasium's own ``import
 torch`` is tracec) and, as the reference, under torch 2.13 (recorded, keyed
@@ -86,6 +89,7 @@ CASES = {
     "distributions.py": ("stable-baselines3", "gymnasium"),
     "pretrained_zip.py": ("stable-baselines3", "gymnasium"),
     "dqn_tutorial.py": ("gymnasium",),
+    "cleanrl_ppo.py": ("gymnasium", "tensorboard"),
 }
 
 #: program -> the data files it reads (part of its torch recording's key)
