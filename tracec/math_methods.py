@@ -9,14 +9,16 @@ raises, as PyTorch's does).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from tracec import functions as F
 from tracec import math_extra as M
 from tracec import math_igamma as G
 from tracec import math_int as I
 from tracec import math_special as S
 from tracec import math_trig as T
-from tracec.methods import _inplace
-from tracec.tensor import Tensor
+from tracec.methods import _inplace, _inplace_operator, defers_to_numpy, numpy_operator
+from tracec.tensor import RECORDERS, Tensor
 
 # name -> function, for the names PyTorch has both as ``x.name()`` and ``x.name_()``.
 _WITH_INPLACE = {
@@ -74,12 +76,26 @@ for _name, _fn in _OLDER_INPLACE.items():
     setattr(Tensor, _name, _inplace(_name, _fn))
 Tensor.polygamma = _polygamma
 Tensor.polygamma_ = _inplace("polygamma_", _polygamma)
-Tensor.__floordiv__ = lambda self, other: M.floor_divide(self, other)
-Tensor.__rfloordiv__ = lambda self, other: M.floor_divide(other, self)
-Tensor.__ifloordiv__ = _inplace("floor_divide_", M.floor_divide)
-Tensor.__mod__ = lambda self, other: M.remainder(self, other)
-Tensor.__rmod__ = lambda self, other: M.remainder(other, self)
-Tensor.__imod__ = _inplace("remainder_", M.remainder)
+
+
+def _operator(fn, ufunc, reflected=False):
+    """``fn`` as an operator; a NumPy array operand is NumPy's (as
+    PyTorch's; tracec.methods.defers_to_numpy / numpy_operator)."""
+    def op(self, other):
+        if defers_to_numpy(other):
+            if RECORDERS and not reflected:
+                return numpy_operator(ufunc, fn, self, other)
+            return NotImplemented
+        return fn(other, self) if reflected else fn(self, other)
+    return op
+
+
+Tensor.__floordiv__ = _operator(M.floor_divide, np.floor_divide)
+Tensor.__rfloordiv__ = _operator(M.floor_divide, np.floor_divide, True)
+Tensor.__ifloordiv__ = _inplace_operator("floor_divide_", M.floor_divide)
+Tensor.__mod__ = _operator(M.remainder, np.remainder)
+Tensor.__rmod__ = _operator(M.remainder, np.remainder, True)
+Tensor.__imod__ = _inplace_operator("remainder_", M.remainder)
 Tensor.__pos__ = M.positive
 # PyTorch's real/imag are attributes; a real tensor's real part is itself.
 Tensor.real = property(M.real)

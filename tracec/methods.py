@@ -71,14 +71,63 @@ Tensor.__getitem__ = indexing.getitem
 Tensor.__setitem__ = indexing.setitem
 
 
-def _binop(fn, reflected=False):
+def defers_to_numpy(other) -> bool:
+    """Whether an operator of a tensor and ``other`` is left to NumPy, as
+    in PyTorch: its ``Tensor.__mul__`` (every arithmetic, comparison and
+    in-place operator but ``__eq__``) returns NotImplemented for a NumPy
+    array, so ``t * arr`` is NumPy's ``arr.__rmul__``: the tensor read
+    through ``__array__`` (refused while it requires grad), NumPy's type
+    promotion (float32 * int64 is float64), the result wrapped back by
+    ``__array_wrap__`` (bool as uint8); ``arr * t`` and ``t < arr`` are
+    TypeErrors, ``t != arr`` is Python's identity test (True) and
+    ``t += arr`` rebinds ``t`` to a new tensor.  ``t == arr`` alone is a
+    tensor comparison."""
+    return type(other) is np.ndarray
+
+
+def numpy_operator(ufunc, fn, self, other):
+    """``self <op> other`` (a NumPy array) while a call is traced, where
+    NumPy cannot read the traced tensor: NumPy's result (as
+    defers_to_numpy says) computed by ``fn`` in tensor ops: the ufunc's
+    loop dtypes and result dtype, bool as uint8, no autograd history."""
+    self._no_numpy_of_grad()
+    a = np.dtype(self.dtype.np)
+    try:
+        i1, i2, out = ufunc.resolve_dtypes((a, other.dtype, None))
+    except (TypeError, ValueError, AttributeError):     # (no loop: NumPy's promotion)
+        i1 = i2 = out = np.result_type(a, other.dtype)
+    out = np.dtype(np.uint8) if out == np.bool_ else out
+    x = self.detach().to(dt.from_numpy_dtype(i1))
+    y = Tensor._from_data(np.asarray(other, dtype=i2))
+    return fn(x, y).to(dt.from_numpy_dtype(out))
+
+
+def _binop(fn, reflected=False, arrays=False, ufunc=None):
+    """An operator over ``fn``; ``arrays``: it takes a NumPy array itself
+    (PyTorch's ``__eq__`` alone does), else NumPy does (defers_to_numpy;
+    ``ufunc``: NumPy's, for traced calls: numpy_operator)."""
     def op(self, other):
         if type(other) is RuntimeInt:
             other = runtime_int_operand(self, other)
         if not isinstance(other, (Tensor, int, float, bool, complex, np.number, np.bool_, np.ndarray,
                                   Sym, SymScalar)):
             return NotImplemented
+        if not arrays and defers_to_numpy(other):
+            if RECORDERS and ufunc is not None and not reflected:
+                return numpy_operator(ufunc, fn, self, other)
+            return NotImplemented
         return fn(other, self) if reflected else fn(self, other)
+    return op
+
+
+def _inplace_operator(name, fn):
+    """``t += other`` and the like: ``name`` in place, NotImplemented for
+    a NumPy array (PyTorch's; Python then rebinds ``t`` to ``t + other``)."""
+    method = _inplace(name, fn)
+
+    def op(self, other):
+        return NotImplemented if defers_to_numpy(other) else method(self, other)
+    op.__name__ = method.__name__
     return op
 
 
@@ -89,24 +138,24 @@ def _reflected_add(other, self):
     return F.add(other, self)
 
 
-Tensor.__add__ = _binop(F.add)
+Tensor.__add__ = _binop(F.add, ufunc=np.add)
 Tensor.__radd__ = _binop(_reflected_add, True)
-Tensor.__sub__ = _binop(F.sub)
+Tensor.__sub__ = _binop(F.sub, ufunc=np.subtract)
 Tensor.__rsub__ = _binop(lambda a, b: F._named(F.sub(a, b), "RsubBackward1"), True)
-Tensor.__mul__ = _binop(F.mul)
+Tensor.__mul__ = _binop(F.mul, ufunc=np.multiply)
 Tensor.__rmul__ = _binop(F.mul, True)
-Tensor.__truediv__ = _binop(F.div)
+Tensor.__truediv__ = _binop(F.div, ufunc=np.true_divide)
 # ``number / tensor`` is ``tensor.reciprocal() * number``, as PyTorch's
 # Tensor.__rdiv__ computes it (its rounding, not a division's: 255 / t then
 # differs from a true quotient in the last bit, which truncating casts see).
 Tensor.__rtruediv__ = _binop(lambda a, b: F._named(F.mul(F.reciprocal(b), a), "MulBackward0"),
                              True)
-Tensor.__pow__ = _binop(F.pow)
+Tensor.__pow__ = _binop(F.pow, ufunc=np.power)
 Tensor.__rpow__ = _binop(F.pow, True)
-Tensor.__matmul__ = _binop(F.matmul)
+Tensor.__matmul__ = _binop(F.matmul, ufunc=np.matmul)
 Tensor.__rmatmul__ = _binop(F.matmul, True)
-Tensor.__eq__ = _binop(F.eq)
-Tensor.__ne__ = _binop(F.ne)
+Tensor.__eq__ = _binop(F.eq, arrays=True)
+Tensor.__ne__ = _binop(F.ne)     # (t != arr: NumPy defers back, Python compares identities)
 Tensor.__lt__ = _binop(F.lt)
 Tensor.__le__ = _binop(F.le)
 Tensor.__gt__ = _binop(F.gt)
@@ -216,10 +265,10 @@ for _name, _fn in {"add_": F.add, "sub_": F.sub, "mul_": F.mul, "div_": F.div,
                    "tanh_": F.tanh}.items():
     setattr(Tensor, _name, _inplace(_name, _fn))
 
-Tensor.__iadd__ = _inplace("add_", F.add)
-Tensor.__isub__ = _inplace("sub_", F.sub)
-Tensor.__imul__ = _inplace("mul_", F.mul)
-Tensor.__itruediv__ = _inplace("div_", F.div)
+Tensor.__iadd__ = _inplace_operator("add_", F.add)
+Tensor.__isub__ = _inplace_operator("sub_", F.sub)
+Tensor.__imul__ = _inplace_operator("mul_", F.mul)
+Tensor.__itruediv__ = _inplace_operator("div_", F.div)
 
 
 _TRUE = Tensor._make(np.array(True), dt.bool_)

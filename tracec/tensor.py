@@ -678,11 +678,8 @@ class Tensor:
     def numpy(self, *, force: bool = False) -> np.ndarray:
         """The NumPy array (shared memory); ``force=True``: of a tensor that
         requires grad too (``detach()`` first, as PyTorch's ``force``)."""
-        if self.requires_grad and not force and graph.is_grad_enabled():
-            # (PyTorch checks grad mode too: under no_grad, as in a custom
-            # op's body, numpy() of a tensor that requires grad is allowed)
-            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
-                               "Use tensor.detach().numpy() instead.")
+        if not force:
+            self._no_numpy_of_grad()
         concrete(self, "numpy()")
         if self.__dict__.get("_conj_bit"):
             raise RuntimeError("Can't call numpy() on Tensor that has conjugate bit set. Use "
@@ -691,7 +688,18 @@ class Tensor:
             return self._data.copy()
         return self._data
 
+    def _no_numpy_of_grad(self):
+        """PyTorch's refusal of a NumPy view of a tensor that requires grad
+        (``numpy()``, and ``np.asarray`` / ``np.array`` / NumPy functions,
+        which go through ``__array__`` -> ``numpy()``)."""
+        if self.requires_grad and graph.is_grad_enabled():
+            # (PyTorch checks grad mode too: under no_grad, as in a custom
+            # op's body, numpy() of a tensor that requires grad is allowed)
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
+
     def __array__(self, dtype=None, copy=None):
+        self._no_numpy_of_grad()
         a = concrete(self, "conversion to a NumPy array (np.asarray, __array__)")
         return a if dtype is None else a.astype(dtype)
 

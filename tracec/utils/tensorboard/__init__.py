@@ -4,8 +4,10 @@ or the ``tensorboard`` extra, to log).
 
 Covered: scalars (``add_scalar``, ``add_scalars`` with its one sub-run per
 tag), histograms (``add_histogram``, TensorBoard's default exponential
-buckets), text, ``add_hparams``-free flows, ``flush``/``close`` and the
-context manager; the run folder defaults to ``runs/<date>_<host><comment>``.
+buckets), text, hyperparameters (``add_hparams``; ``summary.hparams``'
+protos written through ``file_writer``, as Stable-Baselines3 does),
+``flush``/``close`` and the context manager; the run folder defaults to
+``runs/<date>_<host><comment>``.
 Image, audio, graph, embedding and mesh summaries raise
 ``NotImplementedError`` naming the method rather than writing nothing.
 Invariant: values are read eagerly (``.item()``/NumPy) -- a writer called
@@ -75,7 +77,12 @@ class _FileWriter:
         self.log_dir = str(log_dir)
         self.events = EventFileWriter(self.log_dir, max_queue, flush_secs, filename_suffix)
 
-    def add_summary(self, summary, step, walltime):
+    def get_logdir(self) -> str:
+        return self.log_dir
+
+    def add_summary(self, summary, global_step=None, walltime=None):
+        """PyTorch's ``FileWriter.add_summary``: one event for ``summary``."""
+        step = global_step
         event = Event(summary=summary, wall_time=time.time() if walltime is None else walltime)
         if step is not None:
             event.step = int(step)
@@ -109,6 +116,26 @@ class SummaryWriter:
 
     def get_logdir(self) -> str:
         return self.log_dir
+
+    @property
+    def file_writer(self) -> _FileWriter:
+        """The run folder's event writer (PyTorch's ``FileWriter``)."""
+        return self._main()
+
+    def add_hparams(self, hparam_dict, metric_dict, hparam_domain_discrete=None, run_name=None,
+                    global_step=None) -> None:
+        """PyTorch's: the hparams protos and the metrics as scalars, in a
+        sub-run ``run_name`` (default: the current time)."""
+        from tracec.utils.tensorboard.summary import hparams
+        if type(hparam_dict) is not dict or type(metric_dict) is not dict:
+            raise TypeError("hparam_dict and metric_dict should be dictionary.")
+        exp, ssi, sei = hparams(hparam_dict, metric_dict, hparam_domain_discrete)
+        logdir = os.path.join(self.log_dir, run_name or str(time.time()))
+        with SummaryWriter(log_dir=logdir) as w_hp:
+            for s in (exp, ssi, sei):
+                w_hp.file_writer.add_summary(s, global_step)
+            for k, v in metric_dict.items():
+                w_hp.add_scalar(k, v, global_step)
 
     def add_scalar(self, tag, scalar_value, global_step=None, walltime=None,
                    new_style: bool = False, double_precision: bool = False) -> None:
@@ -152,12 +179,12 @@ class SummaryWriter:
     def _unsupported(self, name):
         def method(*args, **kwargs):
             raise NotImplementedError(f"SummaryWriter.{name}: tracec's writer logs scalars, "
-                                      "histograms and text only")
+                                      "histograms, text and hparams only")
         return method
 
     def __getattr__(self, name):
         if name in ("add_image", "add_images", "add_figure", "add_video", "add_audio",
-                    "add_graph", "add_embedding", "add_mesh", "add_pr_curve", "add_hparams",
+                    "add_graph", "add_embedding", "add_mesh", "add_pr_curve",
                     "add_custom_scalars", "add_image_with_boxes"):
             return self._unsupported(name)
         raise AttributeError(name)
