@@ -1,0 +1,52 @@
+"""Real published Gaussian-process packages run unmodified on tracec
+(``tests/programs/gplibs``): GPyTorch with its linear-operator backend, and
+BoTorch built on them.
+
+- ``gpytorch_regression.py``: GPyTorch's "Simple GP Regression" tutorial:
+  an ExactGP (ConstantMean, ScaleKernel(RBFKernel), GaussianLikelihood)
+  trained by Adam on the exact marginal log likelihood, its posterior
+  predictive mean / variance / confidence region in eval mode with and
+  without fast_pred_var, prior mode, save / load of the state dict.
+
+Each program runs under ``tracec run`` (the packages' own ``import torch``
+is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
+packages' installed versions).
+"""
+import importlib.metadata
+import importlib.util
+import pathlib
+
+import pytest
+
+from test_public_programs_tutorials2 import ENV, check_program
+from vision_oracle import recorded_torch_output
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROGS = ROOT / "tests" / "programs" / "gplibs"
+
+#: program -> the pip packages it imports (pinned in pyproject's test extra)
+CASES = {
+    "gpytorch_regression.py": ("gpytorch", "linear-operator"),
+}
+
+
+def _versions(packages):
+    """``name==version`` of each installed package, or None if one is missing."""
+    try:
+        return " ".join(f"{p}=={importlib.metadata.version(p)}" for p in packages)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+@pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
+def test_gplibs_program_matches_torch(script, tmp_path):
+    versions = _versions(CASES[script])
+    if versions is None or importlib.util.find_spec("torch") is None:
+        pytest.skip(f"{' / '.join(CASES[script])} (the test extra) not installed")
+    path = PROGS / script
+    env = {**ENV, "TORCH_COMPILE_DISABLE": "1"}
+
+    ref = recorded_torch_output(
+        path, tmp_path, env,
+        f"TORCH_COMPILE_DISABLE=1 OMP_NUM_THREADS=1 {versions} vision_oracle.torch_command")
+    check_program(path, ref, tmp_path, False)
