@@ -6,7 +6,13 @@ BoTorch built on them.
   an ExactGP (ConstantMean, ScaleKernel(RBFKernel), GaussianLikelihood)
   trained by Adam on the exact marginal log likelihood, its posterior
   predictive mean / variance / confidence region in eval mode with and
-  without fast_pred_var, prior mode, save / load of the state dict.
+  without fast_pred_var, prior mode, save / load of the state dict;
+- ``gpytorch_kernels.py``: Matern, periodic, RQ, linear, polynomial,
+  cosine, spectral mixture (initialized from data), sums and products,
+  additive / product structure kernels, ARD with priors and an interval
+  constraint in float64, and exact inference switched from Cholesky to
+  CG / Lanczos by ``max_cholesky_size`` (stochastic trace estimates with
+  torch's draws), fast_pred_var and skip_posterior_variances;
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
@@ -27,6 +33,7 @@ PROGS = ROOT / "tests" / "programs" / "gplibs"
 #: program -> the pip packages it imports (pinned in pyproject's test extra)
 CASES = {
     "gpytorch_regression.py": ("gpytorch", "linear-operator"),
+    "gpytorch_kernels.py": ("gpytorch", "linear-operator"),
 }
 
 
