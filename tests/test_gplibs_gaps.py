@@ -20,3 +20,43 @@ def test_standard_normal_draws_as_torch():
     assert outs[0][:2] == outs[1][:2] == (True, True)
     np.testing.assert_allclose(outs[1][2], outs[0][2], rtol=1e-12)
     np.testing.assert_allclose(outs[1][3], outs[0][3], rtol=1e-6)
+
+
+def _index_cases(lib):
+    import warnings
+    x = lib.arange(24.).reshape(4, 3, 2)
+    keys = [(Ellipsis, []), [], (slice(None), []), ([], 0),       # empty lists: long indices
+            [[0, 1], [1, 0]], [[0, 2]], [[]], [1, []], [[], []],   # lists read as tuples
+            [0, slice(None)], [0, None], [Ellipsis, 1], [lib.tensor([0, 2]), 1],
+            [0, 1], [[0, 1], 1, [1, 0]]]
+    out = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for k in keys:
+            r = x[k]
+            y = x.clone()
+            y[k] = -1.0
+            out.append((tuple(r.shape), r.sum().item(), y.sum().item()))
+    return out
+
+
+def test_list_keys_index_as_torch():
+    """An empty list is an empty long index (BoTorch's test functions check
+    ``X[..., discrete_inds]`` with ``discrete_inds == []``), and a short list
+    holding a sequence, slice, tensor, ``...`` or ``None`` is a tuple of
+    indices (torch's deprecated NumPy heuristic, still torch 2.13's
+    reading): tracec read ``x[[[0, 1], [1, 0]]]`` as one index and
+    returned other numbers."""
+    assert _index_cases(tracec) == _index_cases(torch)
+
+
+def test_list_key_read_as_tuple_warns_as_torch():
+    import warnings
+    msgs = []
+    for lib in (torch, tracec):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            lib.zeros(3, 2)[[0, slice(None)]]
+            lib.zeros(3, 2)[[0, 1]]
+        msgs.append([(type(m.message), str(m.message)) for m in w])
+    assert msgs[1] == msgs[0] and len(msgs[0]) == 1

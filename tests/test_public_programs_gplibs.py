@@ -23,6 +23,12 @@ BoTorch built on them.
   inducing points round chaotically (tracec's float32 steps agree with
   torch's to 1e-4 at first and drift after a few Adam steps; in float64
   they agree to every printed digit);
+- ``botorch_bo.py``: BoTorch's getting-started and closed-loop tutorials:
+  SingleTaskGP with Normalize / Standardize transforms fitted by
+  fit_gpytorch_mll (scipy L-BFGS-B on tracec tensors), posterior,
+  UpperConfidenceBound, LogExpectedImprovement, qLogExpectedImprovement
+  with a Sobol QMC sampler, optimize_acqf (raw samples, restarts, q=2), and
+  four steps of Bayesian optimization on the Branin test function;
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
@@ -45,6 +51,7 @@ CASES = {
     "gpytorch_regression.py": ("gpytorch", "linear-operator"),
     "gpytorch_kernels.py": ("gpytorch", "linear-operator"),
     "gpytorch_variational.py": ("gpytorch", "linear-operator"),
+    "botorch_bo.py": ("botorch", "gpytorch", "linear-operator"),
 }
 
 

@@ -5,7 +5,6 @@ in float64 too; each trained a few Adam steps on the exact marginal log
 likelihood, then the predictive mean / variance; and the settings that
 switch exact inference from Cholesky to CG / Lanczos (max_cholesky_size,
 cg_tolerance, num_trace_samples, fast_pred_var / skip_posterior_variances)."""
-import math
 
 import torch
 import gpytorch
