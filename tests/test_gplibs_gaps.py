@@ -60,3 +60,23 @@ def test_list_key_read_as_tuple_warns_as_torch():
             lib.zeros(3, 2)[[0, 1]]
         msgs.append([(type(m.message), str(m.message)) for m in w])
     assert msgs[1] == msgs[0] and len(msgs[0]) == 1
+
+
+def test_dsmm_as_torch():
+    """``torch.dsmm`` (linear_operator's interpolation, KISS-GP): a sparse
+    COO matrix times a dense one, a dense result with ``MmBackward0``."""
+    import warnings
+    outs = []
+    for lib in (torch, tracec):
+        v = lib.tensor([3., 4., 5.], dtype=lib.float64, requires_grad=True)
+        d = lib.tensor(np.arange(6.).reshape(3, 2) - 2, dtype=lib.float64, requires_grad=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            s = lib.sparse_coo_tensor(lib.tensor([[0, 1, 1], [2, 0, 2]]), v, (2, 3))
+        r = lib.dsmm(s, d)
+        (r * lib.tensor([[1., 2.], [3., 4.]], dtype=lib.float64)).sum().backward()
+        outs.append((r.layout == lib.strided, r.grad_fn.name(), r.detach().numpy(),
+                     v.grad.numpy(), d.grad.numpy()))
+    assert outs[1][:2] == outs[0][:2] == (True, "MmBackward0")
+    for a, b in zip(outs[1][2:], outs[0][2:]):
+        np.testing.assert_allclose(a, b, rtol=1e-12)

@@ -23,6 +23,12 @@ BoTorch built on them.
   inducing points round chaotically (tracec's float32 steps agree with
   torch's to 1e-4 at first and drift after a few Adam steps; in float64
   they agree to every printed digit);
+- ``gpytorch_scalable.py``: KISS-GP (GridInterpolationKernel, through
+  ``torch.dsmm``) with LOVE variances, SGPR (InducingPointKernel), deep
+  kernel learning (an nn.Sequential feature extractor, ScaleToBounds), a
+  batch-independent multi-output GP, FixedNoiseGaussianLikelihood,
+  Dirichlet GP classification, natural-gradient SVGP (gpytorch.optim.NGD),
+  an LMC multitask SVGP, priors' log densities and samples;
 - ``botorch_bo.py``: BoTorch's getting-started and closed-loop tutorials:
   SingleTaskGP with Normalize / Standardize transforms fitted by
   fit_gpytorch_mll (scipy L-BFGS-B on tracec tensors), posterior,
@@ -51,6 +57,7 @@ CASES = {
     "gpytorch_regression.py": ("gpytorch", "linear-operator"),
     "gpytorch_kernels.py": ("gpytorch", "linear-operator"),
     "gpytorch_variational.py": ("gpytorch", "linear-operator"),
+    "gpytorch_scalable.py": ("gpytorch", "linear-operator"),
     "botorch_bo.py": ("botorch", "gpytorch", "linear-operator"),
 }
 
