@@ -80,3 +80,54 @@ def test_dsmm_as_torch():
     assert outs[1][:2] == outs[0][:2] == (True, "MmBackward0")
     for a, b in zip(outs[1][2:], outs[0][2:]):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_grad_fn_register_hook_and_prehook_as_torch():
+    """``grad_fn.register_hook(fn(grad_inputs, grad_outputs))`` (GPyTorch
+    clears its prediction caches from one) and ``register_prehook``: called
+    as torch calls them, their returned tuples replace the gradients, a
+    removed hook is not called, a wrong number of values is refused."""
+    def run(lib):
+        x = lib.tensor([1.0, -2.0, 3.0], requires_grad=True)
+        calls = []
+        y = (x * x).sum()
+
+        def post(gi, go):
+            calls.append(("post", len(gi), tuple(gi[0].shape), len(go), go[0].item()))
+            return (gi[0] * 10,)
+
+        def pre(go):
+            calls.append(("pre", go[0].item()))
+            return (go[0] * 3,)
+        y.grad_fn.register_hook(post)
+        y.grad_fn.register_prehook(pre)
+        h = y.grad_fn.next_functions[0][0].register_hook(lambda gi, go: calls.append("gone"))
+        h.remove()
+        y.backward()
+        z = (x * 3).sum()
+        z.grad_fn.register_hook(lambda gi, go: (1, 2, 3))
+        try:
+            z.backward()
+        except RuntimeError as e:
+            calls.append(str(e))
+        return calls, x.grad.tolist()
+    assert run(tracec) == run(torch)
+
+
+def test_float32_exp_expm1_log1p_round_as_torch():
+    """float32 ``exp`` / ``expm1`` / ``log1p`` are computed in float64 and
+    rounded once: NumPy's float32 kernels were an ulp off torch's for 40% /
+    12% / 8% of the values (``exp(-5.0)``: BoTorch's initial noise level,
+    stored in float32, then a float64 fit started elsewhere)."""
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-10, 10, 20000).astype(np.float32)
+    x[:3] = [-5.0, 0.0066379469, 0.3]
+    for name in ("exp", "expm1", "log1p"):
+        a = x if name != "log1p" else np.abs(x)
+        want = getattr(torch, name)(torch.from_numpy(a)).numpy()
+        got = getattr(tracec, name)(tracec.from_numpy(a)).numpy()
+        assert (got[:3] == want[:3]).all(), name
+        assert np.mean(got != want) < 0.02, name
+        np.testing.assert_allclose(got, want, rtol=2e-7)
+    sp = tracec.nn.functional.softplus(tracec.tensor([-5.0])).item()
+    assert sp == torch.nn.functional.softplus(torch.tensor([-5.0])).item()

@@ -35,6 +35,20 @@ BoTorch built on them.
   UpperConfidenceBound, LogExpectedImprovement, qLogExpectedImprovement
   with a Sobol QMC sampler, optimize_acqf (raw samples, restarts, q=2), and
   four steps of Bayesian optimization on the Branin test function;
+- ``botorch_more.py``: Hartmann6 with Sobol initial points, qLogNEI,
+  qUCB, PosteriorMean, qKnowledgeGradient (fantasy models), optimize_acqf
+  under linear inequality constraints and fixed features,
+  optimize_acqf_discrete, seeded QMC / IID posterior samples, ModelListGP,
+  a batched two-output SingleTaskGP, the Pareto front and hypervolume of
+  BraninCurrin, qLogNEHVI (its pure-Python path: tracec has no
+  cpp_extension; torch's fused kernel computes the same values), a
+  MultiTaskGP, fit_gpytorch_mll_torch, and a state dict saved with
+  torch.save and loaded back.
+
+(L-BFGS-B fits stop on a relative-reduction test, so a last-bit
+difference moves the fitted hyperparameters by ~1e-5: torch itself moves
+them as much for a 1e-15 change of the data.  The programs print fitted
+values to a few digits only.)
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
@@ -59,6 +73,7 @@ CASES = {
     "gpytorch_variational.py": ("gpytorch", "linear-operator"),
     "gpytorch_scalable.py": ("gpytorch", "linear-operator"),
     "botorch_bo.py": ("botorch", "gpytorch", "linear-operator"),
+    "botorch_more.py": ("botorch", "gpytorch", "linear-operator"),
 }
 
 
