@@ -29,6 +29,12 @@ BoTorch built on them.
   batch-independent multi-output GP, FixedNoiseGaussianLikelihood,
   Dirichlet GP classification, natural-gradient SVGP (gpytorch.optim.NGD),
   an LMC multitask SVGP, priors' log densities and samples;
+- ``linear_operator_ops.py``: linear_operator's structured operators
+  (low-rank plus diagonal, Kronecker, Toeplitz, block-diagonal,
+  triangular, sums, products) against dense torch.linalg: solves,
+  inv_quad_logdet, eigh / svd, root and inverse-root decompositions
+  (Cholesky, Lanczos), pivoted Cholesky, linear_cg / minres / Lanczos,
+  stochastic log-determinants, gradients in float64 and float32;
 - ``botorch_bo.py``: BoTorch's getting-started and closed-loop tutorials:
   SingleTaskGP with Normalize / Standardize transforms fitted by
   fit_gpytorch_mll (scipy L-BFGS-B on tracec tensors), posterior,
@@ -72,6 +78,7 @@ CASES = {
     "gpytorch_kernels.py": ("gpytorch", "linear-operator"),
     "gpytorch_variational.py": ("gpytorch", "linear-operator"),
     "gpytorch_scalable.py": ("gpytorch", "linear-operator"),
+    "linear_operator_ops.py": ("linear-operator",),
     "botorch_bo.py": ("botorch", "gpytorch", "linear-operator"),
     "botorch_more.py": ("botorch", "gpytorch", "linear-operator"),
 }
