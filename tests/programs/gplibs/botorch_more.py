@@ -59,7 +59,7 @@ print("kg", fmt(kg(xkg.reshape(2, 5, 6)), 4))
 
 # constraints: x0 + x1 <= 0.5 and a fixed feature
 A = (torch.tensor([0, 1], dtype=torch.long), torch.tensor([-1.0, -1.0], dtype=dtype), -0.5)
-cand, val = optimize_acqf(pm, bounds=bounds6, q=1, num_restarts=2, raw_samples=16,
+cand, val = optimize_acqf(pm, bounds=bounds6, q=1, num_restarts=1, raw_samples=16,
                           inequality_constraints=[A], options={"maxiter": 30})
 print("constrained cand", fmt(cand, 3), "x0+x1", f"{(cand[0, 0] + cand[0, 1]).item():.4f}")
 cand, val = optimize_acqf(pm, bounds=bounds6, q=1, num_restarts=2, raw_samples=16,
@@ -110,7 +110,7 @@ print("nehvi cand", fmt(cand, 2))
 Xt = torch.cat([torch.rand(8, 2, dtype=dtype), torch.cat([torch.zeros(4, 1), torch.ones(4, 1)]).to(dtype)], -1)
 Yt = (torch.sin(4 * Xt[:, :1]) + 0.3 * Xt[:, 2:]).to(dtype)
 mt = MultiTaskGP(Xt, Yt, task_feature=-1)
-fit_gpytorch_mll(ExactMarginalLogLikelihood(mt.likelihood, mt))
+fit_gpytorch_mll(ExactMarginalLogLikelihood(mt.likelihood, mt), optimizer_kwargs={"options": {"maxiter": 20}})
 print("multitask posterior", fmt(mt.posterior(torch.rand(3, 2, dtype=dtype)).mean, 3))
 
 # --- fit with torch's Adam (fit_gpytorch_mll_torch), save / load -----------
