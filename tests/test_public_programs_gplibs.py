@@ -49,7 +49,14 @@ BoTorch built on them.
   BraninCurrin, qLogNEHVI (its pure-Python path: tracec has no
   cpp_extension; torch's fused kernel computes the same values), a
   MultiTaskGP, fit_gpytorch_mll_torch, and a state dict saved with
-  torch.save and loaded back.
+  torch.save and loaded back;
+- ``botorch_models.py``: input warping (Kumaraswamy), Log + Standardize
+  outcome transforms and their untransform, MixedSingleTaskGP with
+  optimize_acqf_mixed, SingleTaskMultiFidelityGP, KroneckerMultiTaskGP,
+  HigherOrderGP, SingleTaskVariationalGP, qMaxValueEntropy,
+  qNegIntegratedPosteriorVariance, Chebyshev scalarization over QMC
+  simplex weights.  (BoTorch 0.18's fully Bayesian SAAS models need JAX /
+  NumPyro, not Pyro: not covered.)
 
 (L-BFGS-B fits stop on a relative-reduction test, so a last-bit
 difference moves the fitted hyperparameters by ~1e-5: torch itself moves
@@ -81,6 +88,7 @@ CASES = {
     "linear_operator_ops.py": ("linear-operator",),
     "botorch_bo.py": ("botorch", "gpytorch", "linear-operator"),
     "botorch_more.py": ("botorch", "gpytorch", "linear-operator"),
+    "botorch_models.py": ("botorch", "gpytorch", "linear-operator"),
 }
 
 
