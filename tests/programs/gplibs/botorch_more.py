@@ -59,8 +59,10 @@ print("kg", fmt(kg(xkg.reshape(2, 5, 6)), 4))
 
 # constraints: x0 + x1 <= 0.5 and a fixed feature
 A = (torch.tensor([0, 1], dtype=torch.long), torch.tensor([-1.0, -1.0], dtype=dtype), -0.5)
-cand, val = optimize_acqf(pm, bounds=bounds6, q=1, num_restarts=1, raw_samples=16,
-                          inequality_constraints=[A], options={"maxiter": 30})
+# (raw samples from the constrained polytope: a short hit-and-run chain)
+cand, val = optimize_acqf(pm, bounds=bounds6, q=1, num_restarts=2, raw_samples=16,
+                          inequality_constraints=[A],
+                          options={"maxiter": 30, "n_burnin": 200, "n_thinning": 4})
 print("constrained cand", fmt(cand, 3), "x0+x1", f"{(cand[0, 0] + cand[0, 1]).item():.4f}")
 cand, val = optimize_acqf(pm, bounds=bounds6, q=1, num_restarts=2, raw_samples=16,
                           fixed_features={5: 0.25}, options={"maxiter": 30})
