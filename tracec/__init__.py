@@ -66,7 +66,7 @@ from tracec.backends import cudnn as _cudnn, mps as _mps  # noqa: E402,F401  (tr
 from tracec.rearrange import (cumprod, cumsum, diag, flip, fliplr, flipud,  # noqa: E402,F401
                               index_select, narrow, repeat_interleave, roll, tril, triu)
 from tracec.sorting import argsort, msort, multinomial, sort, topk  # noqa: E402,F401
-from tracec.contraction import addmm, baddbmm, einsum, sparse_coo_tensor, spmm  # noqa: E402,F401
+from tracec.contraction import addmm, baddbmm, dsmm, einsum, sparse_coo_tensor, spmm  # noqa: E402,F401
 from tracec.methods_extra import (clamp_max, clamp_min, isfinite, isinf,  # noqa: E402,F401
                                   isneginf, isposinf)
 from tracec.methods_compat import adjoint as _adjoint  # noqa: E402

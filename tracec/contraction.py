@@ -26,7 +26,7 @@ from tracec.tensor import SPARSE, Tensor, concrete
 from tracec import aten_report
 from tracec.aten_report import AtenCall
 
-__all__ = ["addmm", "baddbmm", "einsum", "sparse_coo_tensor", "spmm", "sparse_info",
+__all__ = ["addmm", "baddbmm", "einsum", "sparse_coo_tensor", "spmm", "dsmm", "sparse_info",
            "mark_sparse", "coalesced_indices", "raw_record", "set_record", "invariants_warn_once"]
 
 
@@ -538,3 +538,9 @@ def spmm(input, mat2):
     if input.ndim != 2 or mat2.ndim != 2:
         raise RuntimeError(f"spmm: expected 2-D tensors, got {input.ndim}-D and {mat2.ndim}-D")
     return matmul(input, mat2)
+
+
+def dsmm(input, mat2):
+    """``torch.dsmm``: sparse ``input`` times dense ``mat2``, a dense result
+    (``spmm``'s product and autograd node; linear_operator's interpolation)."""
+    return spmm(input, mat2)

@@ -181,7 +181,90 @@ def modified_error(t, version, node=None) -> RuntimeError:
         f"{t._version[0]}; expected version {version} instead. Hint: {hint}")
 
 
-class Node:
+#: node -> {handle id: fn} of the hooks ``grad_fn.register_hook(fn)`` added
+#: (PyTorch's Node post hooks): ``fn(grad_inputs, grad_outputs)`` runs once
+#: the node has computed the gradients of its inputs, and a tuple it returns
+#: (one entry per input) replaces them.  Kept beside the nodes, so the hot
+#: path pays one emptiness test.
+NODE_POST_HOOKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+class _NodeHookHandle:
+    """What a node's ``register_hook`` / ``register_prehook`` returns:
+    ``remove()`` takes the hook out (a no-op the second time)."""
+
+    _next_id = 0
+
+    def __init__(self, table: dict, fn):
+        self.id = _NodeHookHandle._next_id
+        _NodeHookHandle._next_id += 1
+        self._table = table
+        table[self.id] = fn
+
+    def remove(self) -> None:
+        self._table.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+
+class NodeHooks:
+    """PyTorch's ``Node.register_hook`` / ``register_prehook`` on a
+    ``grad_fn``: a prehook ``fn(grad_outputs)`` sees (and may replace, by
+    returning a tuple) the gradient flowing into the node, a hook
+    ``fn(grad_inputs, grad_outputs)`` the gradients it sends to its inputs
+    (GPyTorch clears its prediction caches from one)."""
+
+    __slots__ = ()
+
+    def register_hook(self, fn):
+        return _NodeHookHandle(NODE_POST_HOOKS.setdefault(self, {}), fn)
+
+    def register_prehook(self, fn):
+        def pre(g):
+            r = fn((g,))
+            return None if r is None else r[0]
+        if self.pre_hooks is None:
+            self.pre_hooks = []
+        self.pre_hooks.append(pre)
+        hooks = self.pre_hooks
+        return _PreHookHandle(hooks, pre)
+
+
+class _PreHookHandle:
+    def __init__(self, hooks: list, fn):
+        self._hooks, self._fn = hooks, fn
+
+    def remove(self) -> None:
+        if self._fn in self._hooks:
+            self._hooks.remove(self._fn)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+
+def run_post_hooks(hooks: dict, node, grads_in, g) -> tuple:
+    """``grads_in`` after ``node``'s post hooks (``NODE_POST_HOOKS``)."""
+    grads_in = tuple(grads_in)
+    for fn in list(hooks.values()):
+        r = fn(grads_in, (g,))
+        if r is not None:
+            r = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+            if len(r) != len(grads_in):
+                name = getattr(fn, "__name__", type(fn).__name__)
+                raise RuntimeError(f"hook '{name}' has returned an incorrect number of values "
+                                   f"(got {len(r)}, but expected {len(grads_in)})")
+            grads_in = r
+    return grads_in
+
+
+class Node(NodeHooks):
     """The backward of one primitive application (``grad_fn``)."""
 
     __slots__ = ("prim", "params", "saved", "avals", "edges", "_name",
@@ -293,7 +376,7 @@ def hold_constant(t, index: int) -> None:
         node.avals = tuple(avals)
 
 
-class FreedNode:
+class FreedNode(NodeHooks):
     """The ``grad_fn`` of a compiled call's result that eager code returns
     with a graph already consumed by a ``backward()`` inside the call (an
     RNN's new hidden state): it requires grad, as eagerly, and a backward
@@ -346,7 +429,7 @@ class AccumulateGrad:
 FORWARD_AD_BACKWARD = [0]
 
 
-class FunctionNode:
+class FunctionNode(NodeHooks):
     """The backward of a user ``autograd.Function`` application."""
 
     __slots__ = ("fn_cls", "ctx", "edges", "pre_hooks", "freed", "n_inputs", "outputs",
@@ -557,6 +640,10 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
             elif needed is not None and id(node) not in needed:
                 continue
             grads_in = node.apply(g)
+            if NODE_POST_HOOKS:
+                post = NODE_POST_HOOKS.get(node)
+                if post:
+                    grads_in = run_post_hooks(post, node, grads_in, g)
             if not retain_graph:
                 node.release()
             for child, gi in zip(node.edges, grads_in):

@@ -34,6 +34,9 @@ def _to_index_tensor(k):
     if isinstance(k, Tensor):
         return k
     arr = np.asarray(k)
+    if arr.size == 0 and isinstance(k, (list, range)):
+        # an empty list indexes nothing: torch reads it as an empty long index
+        arr = arr.astype(np.int64)
     if arr.dtype.kind == "f":
         raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
     return Tensor._from_data(arr)
@@ -106,6 +109,30 @@ def _expand_key(x, key):
     return items
 
 
+_SEQUENCE_KEY_WARNING = (
+    "Using a non-tuple sequence for multidimensional indexing is deprecated and will be "
+    "changed in pytorch 2.9; use x[tuple(seq)] instead of x[seq]. In pytorch 2.9 this will "
+    "be interpreted as tensor index, x[torch.tensor(seq)], which will result either in an "
+    "error or a different result (Triggered internally at "
+    "/__w/pytorch/pytorch/torch/csrc/autograd/python_variable_indexing.cpp:349.)")
+
+
+def sequence_key(key: list):
+    """A list key as PyTorch 2.13 reads it (``treatSequenceAsTuple``, NumPy's
+    old heuristic): a list shorter than 32 holding a tensor, a sequence, a
+    slice, ``...`` or ``None`` is a tuple of indices (with torch's
+    deprecation warning), ``x[[[0, 1], [1, 0]]]`` is ``x[[0, 1], [1, 0]]``;
+    any other list is one index."""
+    if len(key) < 32:
+        for k in key:
+            if isinstance(k, (Tensor, slice, list, tuple, range, str, np.ndarray)) or \
+                    k is Ellipsis or k is None:
+                import warnings
+                warnings.warn(_SEQUENCE_KEY_WARNING, UserWarning, stacklevel=3)
+                return tuple(key)
+    return key
+
+
 def _concrete(t: Tensor) -> np.ndarray:
     from tracec.tensor import concrete
     return concrete(t, "boolean-mask indexing")
@@ -117,6 +144,9 @@ def getitem(x: Tensor, key):
     if _RUNTIME_INTS and runtime_index.in_key(key):
         return runtime_index.getitem(x, key)    # an offset read at run time (ptr:ptr + B)
     tk = type(key)
+    if tk is list:
+        key = sequence_key(key)
+        tk = type(key)
     ndim = x._data.ndim
     if tk is int or tk is slice or tk is Sym:
         # (a symbolic size as an index, ``x[T // 2 - 1]``: a slice from
@@ -548,6 +578,8 @@ def setitem(x: Tensor, key, value):
         value = runtime_int.operand(value)
     if _RUNTIME_INTS and runtime_index.in_key(key):
         return runtime_index.setitem(x, key, value)
+    if type(key) is list:
+        key = sequence_key(key)
     if isinstance(value, (list, tuple, np.ndarray)):
         value = Tensor._from_data(np.asarray(value), dtype=x.dtype)
     if not isinstance(value, (Tensor, numbers.Number, np.number, np.bool_)):

@@ -1058,7 +1058,7 @@ class Recording:
                                      f"({n.fn_cls.__name__}) inside a compiled backward is "
                                      "not supported yet")
                 custom.append(n)
-            if n.pre_hooks:
+            if n.pre_hooks or graph.NODE_POST_HOOKS.get(n):
                 raise TraceError(f"{format_location(loc)}: tensor hooks are not supported "
                                  "inside a compiled function")
             stack.extend(reversed([e for e in n.edges if e is not None]))

@@ -140,5 +140,13 @@ def vec_to_tril_matrix(vec: Tensor, diag: int = 0) -> Tensor:
     return padded[..., tensor(src)].reshape(tuple(vec.shape[:-1]) + (n, n))
 
 
+def standard_normal(shape, dtype=None, device=None) -> Tensor:
+    """Standard normal draws of ``shape`` (PyTorch's ``_standard_normal``:
+    ``empty(shape).normal_()``, the same draws as ``randn(shape)``)."""
+    from tracec.creation import randn
+    return randn(tuple(shape), dtype=dtype, device=device)
+
+
 # PyTorch's private names, which some programs import.
 _sum_rightmost = sum_rightmost
+_standard_normal = standard_normal
