@@ -1,0 +1,54 @@
+"""Real published packages run unmodified on tracec (``tests/programs/hf2libs``):
+libraries built on PyTorch's module hooks, autograd and transformers' models.
+
+- peft: LoRA on a tiny Llama as its quickstart writes it (print_trainable_
+  parameters, a training loop, save_pretrained / PeftModel.from_pretrained,
+  merge_and_unload) (``peft_lora.py``).
+
+Each program runs under ``tracec run`` (the packages' own ``import torch``
+is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
+packages' installed versions; transformers imports torchvision, whose
+compiled ops ``vision_oracle.torch_command`` leaves out).  The programs
+seed torch and Python's ``random`` as a user does; tracec's draws equal
+PyTorch's, so dropout and sampling compare strictly.
+"""
+import importlib.metadata
+import importlib.util
+import pathlib
+
+import pytest
+
+from test_public_programs_tutorials2 import ENV, check_program
+from vision_oracle import recorded_torch_output
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROGS = ROOT / "tests" / "programs" / "hf2libs"
+
+#: transformers' stack, which peft imports (its versions key the recordings)
+_HF = ("transformers", "huggingface_hub", "safetensors", "accelerate", "torchvision")
+#: program -> the pip packages it imports (pinned in pyproject's test extra)
+CASES = {
+    "peft_lora.py": ("peft",) + _HF,
+}
+
+
+def _versions(packages):
+    """``name==version`` of each installed package, or None if one is missing."""
+    try:
+        return " ".join(f"{p}=={importlib.metadata.version(p)}" for p in packages)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+@pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
+def test_hf2libs_program_matches_torch(script, tmp_path):
+    versions = _versions(CASES[script])
+    if versions is None or importlib.util.find_spec("torch") is None:
+        pytest.skip(f"{' / '.join(CASES[script])} (the test extra) not installed")
+    path = PROGS / script
+    env = {**ENV, "TORCH_COMPILE_DISABLE": "1"}
+
+    ref = recorded_torch_output(
+        path, tmp_path, env,
+        f"TORCH_COMPILE_DISABLE=1 OMP_NUM_THREADS=1 {versions} vision_oracle.torch_command")
+    check_program(path, ref, tmp_path, False)
