@@ -29,3 +29,46 @@ def test_tensor_on_a_device_this_build_lacks_is_refused():
         torch.empty(1, device="mps")
     with pytest.raises(NotImplementedError, match="MPS"):
         tracec.empty(1, device="mps")
+
+
+def test_future_is_generic_and_named_at_the_top():
+    """``torch.futures.Future[Tensor]`` evaluates (captum annotates with it)
+    and ``torch.Future`` is the futures' class (captum's isinstance)."""
+    for lib in (torch, tracec):
+        assert lib.futures.Future[lib.Tensor] is not None
+        f = lib.futures.Future()
+        assert isinstance(f, lib.Future)
+        f.set_result(3)
+        assert f.wait() == 3
+
+
+def test_module_hook_tables_exist_from_the_start():
+    """Every hook table PyTorch's Module.__init__ makes can be read, empty
+    (captum's DeepLift: ``len(module._backward_hooks)``), and fills as
+    hooks are registered."""
+    names = ["_backward_hooks", "_backward_pre_hooks", "_forward_hooks", "_forward_pre_hooks",
+             "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
+             "_forward_pre_hooks_with_kwargs", "_state_dict_hooks", "_state_dict_pre_hooks",
+             "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks"]
+    for lib in (torch, tracec):
+        m = lib.nn.Linear(2, 2)
+        assert [len(getattr(m, n)) for n in names] == [0] * len(names)
+        h = m.register_full_backward_hook(lambda *a: None)
+        assert len(m._backward_hooks) == 1
+        h.remove()
+        assert len(m._backward_hooks) == 0
+
+
+def test_scatter_gather_on_one_device():
+    """torch.nn.parallel.scatter_gather (captum's import): scatter chunks
+    tensors per target (torch.chunk's pieces; PyTorch's own needs GPUs to
+    run) and repeats other objects; gather concatenates."""
+    from tracec.nn.parallel import scatter_gather as got
+    x = torch.arange(10.0).reshape(5, 2)
+    t = tracec.tensor(x.numpy())
+    ins, kws = got.scatter_kwargs((t, "a"), {"k": t}, [0, 1, 2], dim=0)
+    assert [i[0].tolist() for i in ins] == [c.tolist() for c in x.chunk(3, 0)]
+    assert [i[1] for i in ins] == ["a"] * 3
+    assert [k["k"].tolist() for k in kws] == [c.tolist() for c in x.chunk(3, 0)]
+    assert got.gather([i[0] for i in ins], "cpu").tolist() == x.tolist()
+    assert got.scatter_kwargs((), {"k": t}, ["cpu"])[0] == ((),)

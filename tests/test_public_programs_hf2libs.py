@@ -3,7 +3,12 @@ libraries built on PyTorch's module hooks, autograd and transformers' models.
 
 - peft: LoRA on a tiny Llama as its quickstart writes it (print_trainable_
   parameters, a training loop, save_pretrained / PeftModel.from_pretrained,
-  merge_and_unload) (``peft_lora.py``).
+  merge_and_unload) (``peft_lora.py``);
+- captum: its attribution algorithms (integrated gradients with
+  convergence deltas, saliency, DeepLift / DeepLiftShap through its module
+  hooks, seeded GradientShap and NoiseTunnel, occlusion and ablation,
+  layer / neuron conductance, Grad-CAM, layer integrated gradients on an
+  embedding) on an MLP, a CNN and a text classifier (``captum_attr.py``).
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
@@ -29,6 +34,7 @@ _HF = ("transformers", "huggingface_hub", "safetensors", "accelerate", "torchvis
 #: program -> the pip packages it imports (pinned in pyproject's test extra)
 CASES = {
     "peft_lora.py": ("peft",) + _HF,
+    "captum_attr.py": ("captum",),
 }
 
 
