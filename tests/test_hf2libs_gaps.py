@@ -72,3 +72,37 @@ def test_scatter_gather_on_one_device():
     assert [k["k"].tolist() for k in kws] == [c.tolist() for c in x.chunk(3, 0)]
     assert got.gather([i[0] for i in ins], "cpu").tolist() == x.tolist()
     assert got.scatter_kwargs((), {"k": t}, ["cpu"])[0] == ((),)
+
+
+def test_private_import_paths_libraries_use():
+    """Names opacus imports from PyTorch's private and old paths."""
+    import importlib
+    for path, name in [("torch.distributed._tensor.experimental", "implicit_replication"),
+                       ("torch.distributed._tensor", "DTensor"),
+                       ("torch.utils.data._utils.collate", "default_collate"),
+                       ("torch.utils.data.dataloader", "_collate_fn_t")]:
+        assert hasattr(importlib.import_module(path), name)
+        assert hasattr(importlib.import_module(path.replace("torch", "tracec", 1)), name)
+    from tracec.distributed._tensor.experimental import implicit_replication
+    with implicit_replication():          # no DTensors: nothing to replicate
+        pass
+    from tracec.utils.data._utils.collate import default_collate
+    assert default_collate([tracec.ones(2), tracec.zeros(2)]).tolist() == [[1, 1], [0, 0]]
+
+
+def test_full_backward_hook_warns_when_no_input_needs_grad():
+    """PyTorch warns when a full backward hook fires at the outputs because
+    no input requires grad (the first layer of every opacus model), naming
+    the caller's line."""
+    import warnings
+    msgs = []
+    for lib in (torch, tracec):
+        m = lib.nn.Linear(2, 2)
+        seen = []
+        m.register_full_backward_hook(lambda mod, gi, go: seen.append((gi, go[0].shape)))
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            m(lib.ones(3, 2)).sum().backward()
+        assert seen == [((None,), (3, 2))]
+        msgs.append([(str(x.message), x.filename) for x in w])
+    assert msgs[1] == msgs[0] and len(msgs[0]) == 1 and msgs[0][0][1] == __file__

@@ -8,7 +8,12 @@ libraries built on PyTorch's module hooks, autograd and transformers' models.
   convergence deltas, saliency, DeepLift / DeepLiftShap through its module
   hooks, seeded GradientShap and NoiseTunnel, occlusion and ablation,
   layer / neuron conductance, Grad-CAM, layer integrated gradients on an
-  embedding) on an MLP, a CNN and a text classifier (``captum_attr.py``).
+  embedding) on an MLP, a CNN and a text classifier (``captum_attr.py``);
+- opacus: ModuleValidator.fix, PrivacyEngine.make_private with Poisson
+  sampling and a seeded noise generator, DP-SGD epochs with the RDP
+  accountant's epsilon, make_private_with_epsilon (PRV accountant), and
+  GradSampleModule's per-sample gradients (conv, layer norm, linear,
+  embedding hooks) against one backward per sample (``opacus_dpsgd.py``).
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
@@ -35,6 +40,7 @@ _HF = ("transformers", "huggingface_hub", "safetensors", "accelerate", "torchvis
 CASES = {
     "peft_lora.py": ("peft",) + _HF,
     "captum_attr.py": ("captum",),
+    "opacus_dpsgd.py": ("opacus",),
 }
 
 
