@@ -3,7 +3,11 @@ libraries built on PyTorch's module hooks, autograd and transformers' models.
 
 - peft: LoRA on a tiny Llama as its quickstart writes it (print_trainable_
   parameters, a training loop, save_pretrained / PeftModel.from_pretrained,
-  merge_and_unload) (``peft_lora.py``);
+  merge_and_unload) (``peft_lora.py``); LoRA on a BERT classifier
+  (modules_to_save, DoRA and its merge) and on GPT-2's Conv1D layers,
+  several adapters on one model (set_adapter, disable_adapter,
+  add_weighted_adapter, delete_adapter), IA3, LoHa, LoKr, OFT, VeRA, prompt
+  / prefix / p-tuning trained, AdaLoRA's rank allocation (``peft_tuners.py``);
 - captum: its attribution algorithms (integrated gradients with
   convergence deltas, saliency, DeepLift / DeepLiftShap through its module
   hooks, seeded GradientShap and NoiseTunnel, occlusion and ablation,
@@ -39,6 +43,7 @@ _HF = ("transformers", "huggingface_hub", "safetensors", "accelerate", "torchvis
 #: program -> the pip packages it imports (pinned in pyproject's test extra)
 CASES = {
     "peft_lora.py": ("peft",) + _HF,
+    "peft_tuners.py": ("peft",) + _HF,
     "captum_attr.py": ("captum",),
     "opacus_dpsgd.py": ("opacus",),
 }
