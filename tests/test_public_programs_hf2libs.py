@@ -13,6 +13,10 @@ libraries built on PyTorch's module hooks, autograd and transformers' models.
   hooks, seeded GradientShap and NoiseTunnel, occlusion and ablation,
   layer / neuron conductance, Grad-CAM, layer integrated gradients on an
   embedding) on an MLP, a CNN and a text classifier (``captum_attr.py``);
+  guided backprop, deconvolution, guided Grad-CAM and LRP (backward hooks
+  replacing ReLU gradients), KernelShap / Lime / Shapley sampling / feature
+  permutation, layer and neuron methods, the infidelity and sensitivity
+  metrics, FGSM and PGD (``captum_more.py``);
 - opacus: ModuleValidator.fix, PrivacyEngine.make_private with Poisson
   sampling and a seeded noise generator, DP-SGD epochs with the RDP
   accountant's epsilon, make_private_with_epsilon (PRV accountant), and
@@ -45,6 +49,7 @@ CASES = {
     "peft_lora.py": ("peft",) + _HF,
     "peft_tuners.py": ("peft",) + _HF,
     "captum_attr.py": ("captum",),
+    "captum_more.py": ("captum",),
     "opacus_dpsgd.py": ("opacus",),
 }
 
