@@ -21,7 +21,12 @@ libraries built on PyTorch's module hooks, autograd and transformers' models.
   sampling and a seeded noise generator, DP-SGD epochs with the RDP
   accountant's epsilon, make_private_with_epsilon (PRV accountant), and
   GradSampleModule's per-sample gradients (conv, layer norm, linear,
-  embedding hooks) against one backward per sample (``opacus_dpsgd.py``).
+  embedding hooks) against one backward per sample (``opacus_dpsgd.py``);
+  its DPLSTM / DPMultiheadAttention trained with per-layer clipping
+  (ModuleValidator.fix clones the model through torch.save / torch.load),
+  the functorch, expanded-weights and ghost-clipping engines, group /
+  instance norm per-sample gradients, BatchMemoryManager's virtual
+  batches, save_checkpoint / load_checkpoint (``opacus_more.py``).
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
@@ -51,6 +56,7 @@ CASES = {
     "captum_attr.py": ("captum",),
     "captum_more.py": ("captum",),
     "opacus_dpsgd.py": ("opacus",),
+    "opacus_more.py": ("opacus",),
 }
 
 
