@@ -26,7 +26,12 @@ libraries built on PyTorch's module hooks, autograd and transformers' models.
   (ModuleValidator.fix clones the model through torch.save / torch.load),
   the functorch, expanded-weights and ghost-clipping engines, group /
   instance norm per-sample gradients, BatchMemoryManager's virtual
-  batches, save_checkpoint / load_checkpoint (``opacus_more.py``).
+  batches, save_checkpoint / load_checkpoint (``opacus_more.py``);
+- sentence-transformers: a SentenceTransformer from modules over a tiny
+  BERT (encode, similarity, semantic search, paraphrase mining), trained
+  with in-batch negatives, cosine and Matryoshka losses, saved and
+  reloaded; a CrossEncoder's scores and rank
+  (``sentence_transformers_embed.py``).
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
@@ -57,6 +62,7 @@ CASES = {
     "captum_more.py": ("captum",),
     "opacus_dpsgd.py": ("opacus",),
     "opacus_more.py": ("opacus",),
+    "sentence_transformers_embed.py": ("sentence-transformers",) + _HF,
 }
 
 
