@@ -16,7 +16,10 @@ libraries built on PyTorch's module hooks, autograd and transformers' models.
   guided backprop, deconvolution, guided Grad-CAM and LRP (backward hooks
   replacing ReLU gradients), KernelShap / Lime / Shapley sampling / feature
   permutation, layer and neuron methods, the infidelity and sensitivity
-  metrics, FGSM and PGD (``captum_more.py``);
+  metrics, FGSM and PGD (``captum_more.py``); layer integrated gradients
+  and conductance inside a BERT classifier, LLMAttribution (feature
+  ablation, layer integrated gradients) on a Llama, TracInCP's influence
+  scores from saved checkpoints (``captum_nlp.py``);
 - opacus: ModuleValidator.fix, PrivacyEngine.make_private with Poisson
   sampling and a seeded noise generator, DP-SGD epochs with the RDP
   accountant's epsilon, make_private_with_epsilon (PRV accountant), and
@@ -60,6 +63,7 @@ CASES = {
     "peft_tuners.py": ("peft",) + _HF,
     "captum_attr.py": ("captum",),
     "captum_more.py": ("captum",),
+    "captum_nlp.py": ("captum",) + _HF,
     "opacus_dpsgd.py": ("opacus",),
     "opacus_more.py": ("opacus",),
     "sentence_transformers_embed.py": ("sentence-transformers",) + _HF,
