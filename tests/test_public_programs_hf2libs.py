@@ -8,6 +8,11 @@ libraries built on PyTorch's module hooks, autograd and transformers' models.
   several adapters on one model (set_adapter, disable_adapter,
   add_weighted_adapter, delete_adapter), IA3, LoHa, LoKr, OFT, VeRA, prompt
   / prefix / p-tuning trained, AdaLoRA's rank allocation (``peft_tuners.py``);
+  LoRA on a user's own MLP / CNN (Linear, Embedding, Conv2d,
+  modules_to_save) with PiSSA (SVD, randomized SVD), OLoRA (QR) and rsLoRA
+  initializations, adapter state dicts, inject_adapter_in_model, and a
+  Llama under gradient checkpointing with enable_input_require_grads
+  (``peft_custom.py``);
 - captum: its attribution algorithms (integrated gradients with
   convergence deltas, saliency, DeepLift / DeepLiftShap through its module
   hooks, seeded GradientShap and NoiseTunnel, occlusion and ablation,
@@ -61,6 +66,7 @@ _HF = ("transformers", "huggingface_hub", "safetensors", "accelerate", "torchvis
 CASES = {
     "peft_lora.py": ("peft",) + _HF,
     "peft_tuners.py": ("peft",) + _HF,
+    "peft_custom.py": ("peft",) + _HF,
     "captum_attr.py": ("captum",),
     "captum_more.py": ("captum",),
     "captum_nlp.py": ("captum",) + _HF,
