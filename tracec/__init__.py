@@ -313,6 +313,7 @@ _LAZY = {
     "multiprocessing": ("tracec.multiprocessing", None),
     "types": ("tracec.types", None),
     "futures": ("tracec.futures", None),
+    "Future": ("tracec.futures", "Future"),     # torch.Future (torch._C.Future's name)
     "_ops": ("tracec._ops", None),
     "_tensor_str": ("tracec._tensor_str", None),
     "TraceError": ("tracec.tracing", "TraceError"),

@@ -13,6 +13,13 @@ from __future__ import annotations
 #: more per ``with device(...)`` block.
 DEFAULT = ["cpu"]
 
+#: The device types PyTorch's ``torch.device`` parses, in the order its
+#: error message lists them.  All can be named (peft compares a device with
+#: ``torch.device("mps")``); tensors live only on cpu and meta
+#: (``to_device``).
+TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve",
+         "fpga", "maia", "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone")
+
 
 class device:
     """A device, as ``tracec.device("cpu")`` or ``tracec.device("cuda:0")``."""
@@ -26,8 +33,8 @@ class device:
         if not isinstance(spec, str):
             raise TypeError(f"device(): expected a string like 'cpu' or 'cuda', got {spec!r}")
         kind, _, idx = spec.partition(":")
-        if kind not in ("cpu", "cuda", "meta"):
-            raise RuntimeError(f"Expected one of cpu, cuda, meta device type at start of "
+        if kind not in TYPES:
+            raise RuntimeError(f"Expected one of {', '.join(TYPES)} device type at start of "
                                f"device string: {spec}")
         self.type = kind
         self.index = int(idx) if idx else index
@@ -76,6 +83,10 @@ def to_device(spec) -> device:
         raise RuntimeError("eager CUDA tensors are not supported by this build of tracec: "
                            "no CUDA device is available (use backend='cuda' of "
                            "tracec.compile on a machine with a GPU)")
+    if d.type not in ("cpu", "meta"):
+        raise NotImplementedError(f"Could not run 'aten::empty.memory_format' with arguments "
+                                  f"from the '{d.type.upper()}' backend: this build of tracec "
+                                  f"holds tensors on cpu and meta only")
     return d
 
 

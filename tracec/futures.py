@@ -7,12 +7,17 @@ library has ``then`` chaining with these rules)."""
 from __future__ import annotations
 
 import threading
+from typing import Generic, TypeVar
 
 __all__ = ["Future", "collect_all", "wait_all"]
 
 
-class Future:
-    """``torch.futures.Future``."""
+T = TypeVar("T")
+
+
+class Future(Generic[T]):
+    """``torch.futures.Future``; generic as PyTorch's is, so annotations such
+    as ``Future[Tensor]`` (captum's) evaluate."""
 
     def __init__(self, *, devices=None):
         self._cond = threading.Condition()

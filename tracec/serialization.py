@@ -535,6 +535,12 @@ class _Reader:
         if self.size == 0:
             return None
         head = self.fh.read(min(self.size, 16))
+        if len(head) > 8 and head[8:9] == b"{" and \
+                2 <= struct.unpack("<Q", head[:8])[0] <= self.size - 8:
+            # a safetensors container: its header's length may begin with
+            # bytes that also open a pickle (0x80 0x05: 1408 bytes of JSON)
+            self.fh.seek(0)
+            return None
         self.fh.seek(self.size - 1)
         kind = _pickle_kind(head, self.fh.read(1))
         self.fh.seek(0)

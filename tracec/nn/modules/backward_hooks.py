@@ -15,9 +15,18 @@ a replaced ``grad_input`` reaches the inputs whose gradient arrives last.
 """
 from __future__ import annotations
 
+import warnings
+
 from tracec import graph
 from tracec.autograd import Function
+from tracec.functions import user_stacklevel
 from tracec.tensor import RECORDERS, Tensor
+
+
+_NO_INPUT_GRAD = (
+    "Full backward hook is firing when gradients are computed with respect to module outputs "
+    "since no inputs require gradients. See https://docs.pytorch.org/docs/main/generated/"
+    "torch.nn.Module.html#torch.nn.Module.register_full_backward_hook for more details.")
 
 
 class _State:
@@ -75,6 +84,7 @@ class _OutputHook(Function):
         if st.pending_out == 0:
             st.run_pre()
             if not any(st.needs_in):
+                warnings.warn(_NO_INPUT_GRAD, stacklevel=user_stacklevel())   # as PyTorch warns
                 st.run_full()
                 g_out = st.grad_out[ctx.index]
                 st.reset()

@@ -139,6 +139,13 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
     __str__ = __repr__
 
 
+#: The hook tables PyTorch's Module.__init__ makes that tracec's makes on
+#: first use (``Module._hook_table``): reading one makes it, empty.
+_LAZY_HOOK_TABLES = frozenset((
+    "_backward_hooks", "_backward_pre_hooks", "_forward_hooks_with_kwargs",
+    "_forward_hooks_always_called", "_forward_pre_hooks_with_kwargs", "_state_dict_hooks",
+    "_state_dict_pre_hooks", "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks"))
+
 #: hooks every module's call runs before its own (PyTorch's
 #: ``register_module_forward_pre_hook`` / ``register_module_forward_hook``)
 _global_forward_pre_hooks: dict = OrderedDict()
@@ -449,6 +456,10 @@ class Module:
         for table in ("_parameters", "_buffers", "_modules"):
             if table in d and name in d[table]:
                 return d[table][name]
+        if name in _LAZY_HOOK_TABLES:
+            # PyTorch makes every hook table in __init__; libraries read
+            # them (captum's DeepLift: ``len(module._backward_hooks)``)
+            return self._hook_table(name)
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __setattr__(self, name: str, value: Any) -> None:

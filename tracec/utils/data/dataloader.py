@@ -12,7 +12,7 @@ checked and otherwise unused.
 from __future__ import annotations
 
 import warnings
-from typing import Generic, TypeVar
+from typing import Any, Callable, Generic, TypeVar
 
 from tracec import creation
 from tracec import dtypes as dt
@@ -88,6 +88,10 @@ _FIXED_AFTER_INIT = frozenset(["batch_size", "batch_sampler", "sampler", "drop_l
 
 
 T_co = TypeVar("T_co", covariant=True)
+_T = TypeVar("_T")
+#: PyTorch's annotation aliases, which libraries import (opacus: _collate_fn_t)
+_worker_init_fn_t = Callable[[int], None]
+_collate_fn_t = Callable[[list[_T]], Any]
 
 
 class DataLoader(Generic[T_co]):

@@ -1,0 +1,97 @@
+"""sentence-transformers as its quickstart uses it, on a tiny BERT built from
+a config and a BertTokenizer over an in-memory vocabulary (saved to a
+temporary folder, no downloads): SentenceTransformer from modules
+(Transformer, mean Pooling, Normalize), encode to tensors and NumPy,
+similarity, util.cos_sim / semantic_search / paraphrase_mining, a few
+training steps with MultipleNegativesRankingLoss, CosineSimilarityLoss and
+MatryoshkaLoss, save / load round trip, and a CrossEncoder's scores and
+rank."""
+import random
+import tempfile
+
+import numpy as np
+import torch
+from sentence_transformers import CrossEncoder, SentenceTransformer, util
+from sentence_transformers.sentence_transformer import losses
+from sentence_transformers.sentence_transformer import modules as models
+from transformers import BertConfig, BertForSequenceClassification, BertModel, BertTokenizer
+
+torch.manual_seed(0)
+random.seed(0)
+np.random.seed(0)
+
+words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "cat", "dog", "sat", "ran",
+         "on", "mat", "park", "in", "big", "small", "sun", "is", "hot", "cold", "fish", "swims",
+         "bird", "flies", "sky", "blue", "red", "car", "fast"]
+sentences = ["the cat sat on the mat", "a dog ran in the park", "the sun is hot",
+             "a fish swims", "the bird flies in the blue sky", "a red car is fast",
+             "the big dog sat", "a small cat ran"]
+
+
+def fmt(t, n=5):
+    return " ".join(f"{v:.5f}" for v in np.asarray(t).flatten()[:n].tolist())
+
+
+def bert_dir(d, cls=BertModel, **kw):
+    torch.manual_seed(1)
+    cfg = BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=2,
+                     num_attention_heads=2, intermediate_size=32, max_position_embeddings=32,
+                     **kw)
+    cls(cfg).save_pretrained(d)
+    BertTokenizer(vocab={w: i for i, w in enumerate(words)}).save_pretrained(d)
+    return d
+
+
+with tempfile.TemporaryDirectory() as root:
+    word = models.Transformer(bert_dir(f"{root}/bert"), max_seq_length=16)
+    pool = models.Pooling(word.get_word_embedding_dimension(), pooling_mode="mean")
+    model = SentenceTransformer(modules=[word, pool, models.Normalize()], device="cpu")
+    print(model)
+    emb = model.encode(sentences)
+    print("encode", type(emb).__name__, emb.shape, fmt(emb[0]))
+    emb_t = model.encode(sentences[:3], convert_to_tensor=True, batch_size=2)
+    print("tensor", tuple(emb_t.shape), fmt(emb_t[2]), "norms", fmt(emb_t.norm(dim=1)))
+    sim = model.similarity(emb_t, emb_t)
+    print("similarity", fmt(sim, 9))
+    hits = util.semantic_search(emb_t[:1], model.encode(sentences, convert_to_tensor=True),
+                                top_k=3)
+    print("semantic_search", [(h["corpus_id"], f"{h['score']:.5f}") for h in hits[0]])
+    pairs = util.paraphrase_mining(model, sentences, top_k=1)
+    print("paraphrase_mining", [(i, j, f"{s:.5f}") for s, i, j in pairs[:4]])
+    print("cos_sim", fmt(util.cos_sim(emb_t[0], emb_t[1:])), "dot",
+          fmt(util.dot_score(emb_t[:2], emb_t[:2]), 4))
+
+    # training: in-batch negatives, then cosine regression, then Matryoshka
+    feats = lambda texts: model.tokenize(texts)     # noqa: E731
+    anchors, positives = sentences[:4], sentences[4:]
+    mnrl = losses.MultipleNegativesRankingLoss(model)
+    cos = losses.CosineSimilarityLoss(model)
+    mat = losses.MatryoshkaLoss(model, losses.MultipleNegativesRankingLoss(model), [16, 8, 4])
+    opt = torch.optim.AdamW(model.parameters(), lr=5e-3)
+    model.train()
+    torch.manual_seed(2)
+    for step in range(3):
+        for name, loss_fn, labels in [("mnrl", mnrl, None),
+                                      ("cosine", cos, torch.tensor([0.9, 0.1, 0.2, 0.8])),
+                                      ("matryoshka", mat, None)]:
+            loss = loss_fn([feats(anchors), feats(positives)], labels)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            print("train", step, name, f"{loss.item():.5f}")
+    model.eval()
+    after = model.encode(sentences[:2], convert_to_tensor=True)
+    print("after training", fmt(after[1]))
+
+    model.save(f"{root}/st")
+    again = SentenceTransformer(f"{root}/st", device="cpu")
+    diff = (again.encode(sentences[:2], convert_to_tensor=True) - after).abs().max().item()
+    print("reloaded max diff", f"{diff:.6f}")
+
+    ce = CrossEncoder(bert_dir(f"{root}/ce", BertForSequenceClassification, num_labels=1,
+                              initializer_range=0.5),
+                      device="cpu")
+    scores = ce.predict([(sentences[0], s) for s in sentences[1:4]])
+    print("cross-encoder", type(scores).__name__, fmt(scores))
+    ranks = ce.rank(sentences[2], sentences, top_k=3)
+    print("rank", [(r["corpus_id"], f"{r['score']:.5f}") for r in ranks])

@@ -1,0 +1,98 @@
+"""Real published packages run unmodified on tracec (``tests/programs/hf2libs``):
+libraries built on PyTorch's module hooks, autograd and transformers' models.
+
+- peft: LoRA on a tiny Llama as its quickstart writes it (print_trainable_
+  parameters, a training loop, save_pretrained / PeftModel.from_pretrained,
+  merge_and_unload) (``peft_lora.py``); LoRA on a BERT classifier
+  (modules_to_save, DoRA and its merge) and on GPT-2's Conv1D layers,
+  several adapters on one model (set_adapter, disable_adapter,
+  add_weighted_adapter, delete_adapter), IA3, LoHa, LoKr, OFT, VeRA, prompt
+  / prefix / p-tuning trained, AdaLoRA's rank allocation (``peft_tuners.py``);
+  LoRA on a user's own MLP / CNN (Linear, Embedding, Conv2d,
+  modules_to_save) with PiSSA (SVD, randomized SVD), OLoRA (QR) and rsLoRA
+  initializations, adapter state dicts, inject_adapter_in_model, and a
+  Llama under gradient checkpointing with enable_input_require_grads
+  (``peft_custom.py``);
+- captum: its attribution algorithms (integrated gradients with
+  convergence deltas, saliency, DeepLift / DeepLiftShap through its module
+  hooks, seeded GradientShap and NoiseTunnel, occlusion and ablation,
+  layer / neuron conductance, Grad-CAM, layer integrated gradients on an
+  embedding) on an MLP, a CNN and a text classifier (``captum_attr.py``);
+  guided backprop, deconvolution, guided Grad-CAM and LRP (backward hooks
+  replacing ReLU gradients), KernelShap / Lime / Shapley sampling / feature
+  permutation, layer and neuron methods, the infidelity and sensitivity
+  metrics, FGSM and PGD (``captum_more.py``); layer integrated gradients
+  and conductance inside a BERT classifier, LLMAttribution (feature
+  ablation, layer integrated gradients) on a Llama, TracInCP's influence
+  scores from saved checkpoints (``captum_nlp.py``);
+- opacus: ModuleValidator.fix, PrivacyEngine.make_private with Poisson
+  sampling and a seeded noise generator, DP-SGD epochs with the RDP
+  accountant's epsilon, make_private_with_epsilon (PRV accountant), and
+  GradSampleModule's per-sample gradients (conv, layer norm, linear,
+  embedding hooks) against one backward per sample (``opacus_dpsgd.py``);
+  its DPLSTM / DPMultiheadAttention trained with per-layer clipping
+  (ModuleValidator.fix clones the model through torch.save / torch.load),
+  the functorch, expanded-weights and ghost-clipping engines, group /
+  instance norm per-sample gradients, BatchMemoryManager's virtual
+  batches, save_checkpoint / load_checkpoint (``opacus_more.py``);
+- sentence-transformers: a SentenceTransformer from modules over a tiny
+  BERT (encode, similarity, semantic search, paraphrase mining), trained
+  with in-batch negatives, cosine and Matryoshka losses, saved and
+  reloaded; a CrossEncoder's scores and rank
+  (``sentence_transformers_embed.py``).
+
+Each program runs under ``tracec run`` (the packages' own ``import torch``
+is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
+packages' installed versions; transformers imports torchvision, whose
+compiled ops ``vision_oracle.torch_command`` leaves out).  The programs
+seed torch and Python's ``random`` as a user does; tracec's draws equal
+PyTorch's, so dropout and sampling compare strictly.
+"""
+import importlib.metadata
+import importlib.util
+import pathlib
+
+import pytest
+
+from test_public_programs_tutorials2 import ENV, check_program
+from vision_oracle import recorded_torch_output
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROGS = ROOT / "tests" / "programs" / "hf2libs"
+
+#: transformers' stack, which peft imports (its versions key the recordings)
+_HF = ("transformers", "huggingface_hub", "safetensors", "accelerate", "torchvision")
+#: program -> the pip packages it imports (pinned in pyproject's test extra)
+CASES = {
+    "peft_lora.py": ("peft",) + _HF,
+    "peft_tuners.py": ("peft",) + _HF,
+    "peft_custom.py": ("peft",) + _HF,
+    "captum_attr.py": ("captum",),
+    "captum_more.py": ("captum",),
+    "captum_nlp.py": ("captum",) + _HF,
+    "opacus_dpsgd.py": ("opacus",),
+    "opacus_more.py": ("opacus",),
+    "sentence_transformers_embed.py": ("sentence-transformers",) + _HF,
+}
+
+
+def _versions(packages):
+    """``name==version`` of each installed package, or None if one is missing."""
+    try:
+        return " ".join(f"{p}=={importlib.metadata.version(p)}" for p in packages)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+@pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
+def test_hf2libs_program_matches_torch(script, tmp_path):
+    versions = _versions(CASES[script])
+    if versions is None or importlib.util.find_spec("torch") is None:
+        pytest.skip(f"{' / '.join(CASES[script])} (the test extra) not installed")
+    path = PROGS / script
+    env = {**ENV, "TORCH_COMPILE_DISABLE": "1"}
+
+    ref = recorded_torch_output(
+        path, tmp_path, env,
+        f"TORCH_COMPILE_DISABLE=1 OMP_NUM_THREADS=1 {versions} vision_oracle.torch_command")
+    check_program(path, ref, tmp_path, False)
