@@ -20,7 +20,10 @@ MONAI's 3D segmentation tutorial (synthetic volumes, array and dictionary
 transforms under set_determinism, MetaTensor batches through its collate,
 a 3D UNet, DiceLoss, sliding-window inference, DiceMetric) and its network
 zoo (UNet variants, SegResNet, DynUNet, UNETR, SwinUNETR, DenseNet, ResNet,
-autoencoders, ViT) with its losses and metrics.
+autoencoders, ViT) with its losses and metrics; segmentation_models_pytorch's
+README training loop (a Unet on torchvision's ResNet-18 encoder, Dice and
+Focal losses, its metrics) and its decoders (Unet++, FPN, Linknet, PSPNet,
+MAnet, DeepLabV3+, UPerNet, Segformer) on timm and torchvision encoders.
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1``.  The libraries import ``torch``, which is
@@ -37,7 +40,8 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 # the test process would cost every worker its import time, and some patch
 # the real torch they import (Pyro re-registers torch.distributions' biject_to).
 _MISSING = [m for m in ('torch_geometric', 'torchdiffeq', 'torchmetrics', 'pytorch_lightning',
-                        'accelerate', 'diffusers', 'pyro', 'kornia', 'monai')
+                        'accelerate', 'diffusers', 'pyro', 'kornia', 'monai',
+                        'segmentation_models_pytorch')
             if importlib.util.find_spec(m) is None]
 pytestmark = pytest.mark.skipif(bool(_MISSING), reason=f"not installed: {_MISSING}")
 
@@ -46,7 +50,8 @@ PROGS = ROOT / "tests" / "programs" / "pyglibs"
 
 CASES = ["pyg_karate_club.py", "pyg_graph_classification.py", "torchdiffeq_ode_demo.py",
          "torchmetrics_eval.py", "lightning_autoencoder.py", "accelerate_loop.py",
-         "diffusers_ddpm.py", "pyro_svi.py", "kornia_augment.py", "monai_tutorials.py"]
+         "diffusers_ddpm.py", "pyro_svi.py", "kornia_augment.py", "monai_tutorials.py",
+         "smp_segmentation.py"]
 EAGER_FALLBACK = {"pyg_karate_club.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
