@@ -29,6 +29,11 @@ BoTorch built on them.
   batch-independent multi-output GP, FixedNoiseGaussianLikelihood,
   Dirichlet GP classification, natural-gradient SVGP (gpytorch.optim.NGD),
   an LMC multitask SVGP, priors' log densities and samples;
+- ``gpytorch_pyro.py``: GPyTorch with Pyro: a PyroGP trained by
+  pyro.infer.SVI (Trace_ELBO, pyro.module), NUTS over an ExactGP's
+  hyperparameter priors (pyro_sample_from_prior, pyro_load_from_samples,
+  batch predictions over the samples), NaN observations under the "mask"
+  and "fill" policies, an Interval constraint and priors' log densities;
 - ``linear_operator_ops.py``: linear_operator's structured operators
   (low-rank plus diagonal, Kronecker, Toeplitz, block-diagonal,
   triangular, sums, products) against dense torch.linalg: solves,
@@ -85,6 +90,7 @@ CASES = {
     "gpytorch_kernels.py": ("gpytorch", "linear-operator"),
     "gpytorch_variational.py": ("gpytorch", "linear-operator"),
     "gpytorch_scalable.py": ("gpytorch", "linear-operator"),
+    "gpytorch_pyro.py": ("gpytorch", "linear-operator", "pyro-ppl"),
     "linear_operator_ops.py": ("linear-operator",),
     "botorch_bo.py": ("botorch", "gpytorch", "linear-operator"),
     "botorch_more.py": ("botorch", "gpytorch", "linear-operator"),
