@@ -62,6 +62,12 @@ BoTorch built on them.
   qNegIntegratedPosteriorVariance, Chebyshev scalarization over QMC
   simplex weights.  (BoTorch 0.18's fully Bayesian SAAS models need JAX /
   NumPyro, not Pyro: not covered.)
+- ``botorch_acqf.py``: analytic EI / LogEI / PI / LogPI / UCB / posterior
+  standard deviation / constrained EI / fantasy-based LogNEI, MC qEI / qPI /
+  qLogEI / qSimpleRegret through a scalarized posterior transform,
+  fixed-feature wrappers, fantasize / condition_on_observations /
+  subset_output, leave-one-out cross-validation, gen_candidates_torch,
+  prune_inferior_points, log_ndtr and the smooth maxima of safe_math;
 
 (L-BFGS-B fits stop on a relative-reduction test, so a last-bit
 difference moves the fitted hyperparameters by ~1e-5: torch itself moves
@@ -95,6 +101,7 @@ CASES = {
     "botorch_bo.py": ("botorch", "gpytorch", "linear-operator"),
     "botorch_more.py": ("botorch", "gpytorch", "linear-operator"),
     "botorch_models.py": ("botorch", "gpytorch", "linear-operator"),
+    "botorch_acqf.py": ("botorch", "gpytorch", "linear-operator"),
 }
 
 
