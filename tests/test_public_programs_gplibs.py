@@ -6,7 +6,9 @@ BoTorch built on them.
   an ExactGP (ConstantMean, ScaleKernel(RBFKernel), GaussianLikelihood)
   trained by Adam on the exact marginal log likelihood, its posterior
   predictive mean / variance / confidence region in eval mode with and
-  without fast_pred_var, prior mode, save / load of the state dict;
+  without fast_pred_var, prior mode, save / load of the state dict, then
+  the same model past max_cholesky_size in float32 (CG with a
+  pivoted-Cholesky preconditioner, stochastic Lanczos log-determinants);
 - ``gpytorch_kernels.py``: Matern, periodic, RQ, linear, polynomial,
   cosine, spectral mixture (initialized from data), sums and products,
   additive / product structure kernels, ARD with priors and an interval
