@@ -131,3 +131,55 @@ def test_float32_exp_expm1_log1p_round_as_torch():
         np.testing.assert_allclose(got, want, rtol=2e-7)
     sp = tracec.nn.functional.softplus(tracec.tensor([-5.0])).item()
     assert sp == torch.nn.functional.softplus(torch.tensor([-5.0])).item()
+
+
+def test_tensor_cdata_identifies_the_tensor_object():
+    """``Tensor._cdata`` (Pyro's ``pyro.module`` compares it): equal for the
+    same tensor, different for Parameter(t), t.detach() and views."""
+    outs = []
+    for lib in (torch, tracec):
+        t = lib.randn(3)
+        p = lib.nn.Parameter(t)
+        outs.append((isinstance(t._cdata, int), t._cdata == t._cdata, t._cdata == p._cdata,
+                     t.detach()._cdata == t._cdata, t.view(3)._cdata == t._cdata))
+    assert outs[1] == outs[0] == (True, True, False, False, False)
+
+
+def test_custom_function_gradients_are_validated_as_torch():
+    """A custom Function's backward returning another dtype or a broadcast
+    shape: torch's engine casts and sums it to the input's before passing
+    it on (GPyTorch's RBFCovariance returns the lengthscale's gradient at
+    the covariance's shape and float64 for a float32 lengthscale under
+    Pyro's NUTS); tracec passed it on as it was and a later VJP failed."""
+    def run(lib):
+        class Widen(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, s):
+                return x * s
+
+            @staticmethod
+            def backward(ctx, g):
+                return (g.double() * 3).expand(4, 2), g.unsqueeze(0).expand(5, 2) * 1.0
+
+        class Bad(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return lib.ones(3)
+        x = lib.tensor([0.5, 1.5], requires_grad=True)
+        s = lib.tensor([2.0], requires_grad=True)
+        y = Widen.apply(x.exp(), s.log1p())
+        (y * lib.tensor([1.0, 2.0])).sum().backward()
+        out = [x.grad.dtype == lib.float32, x.grad.tolist(), s.grad.tolist()]
+        try:
+            Bad.apply(lib.ones(2, requires_grad=True)).sum().backward()
+        except RuntimeError as e:
+            out.append(str(e).replace("Bad", "B"))
+        return out
+    a, b = run(tracec), run(torch)
+    assert a[0] == b[0] and a[3] == b[3]
+    np.testing.assert_allclose(a[1], b[1], rtol=1e-6)
+    np.testing.assert_allclose(a[2], b[2], rtol=1e-6)

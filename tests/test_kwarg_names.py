@@ -36,6 +36,7 @@ ALLOWED = {
     # ``out_dtype`` is the ``mm.dtype`` overload, which PyTorch runs on CUDA
     # only (its CPU build raises "Could not run 'aten::mm.dtype' ... CPU").
     "torch.mm": ("out_dtype",), "torch.bmm": ("out_dtype",), "torch.spmm": ("out_dtype",),
+    "torch.dsmm": ("out_dtype",),
     "Tensor.mm": ("out_dtype",), "Tensor.bmm": ("out_dtype",),
     # torch.norm takes out= as its 5th positional parameter, Tensor.norm
     # takes dtype there; tracec shares one function, so out= is keyword-only.

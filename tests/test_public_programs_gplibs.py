@@ -6,7 +6,9 @@ BoTorch built on them.
   an ExactGP (ConstantMean, ScaleKernel(RBFKernel), GaussianLikelihood)
   trained by Adam on the exact marginal log likelihood, its posterior
   predictive mean / variance / confidence region in eval mode with and
-  without fast_pred_var, prior mode, save / load of the state dict;
+  without fast_pred_var, prior mode, save / load of the state dict, then
+  the same model past max_cholesky_size in float32 (CG with a
+  pivoted-Cholesky preconditioner, stochastic Lanczos log-determinants);
 - ``gpytorch_kernels.py``: Matern, periodic, RQ, linear, polynomial,
   cosine, spectral mixture (initialized from data), sums and products,
   additive / product structure kernels, ARD with priors and an interval
@@ -29,6 +31,11 @@ BoTorch built on them.
   batch-independent multi-output GP, FixedNoiseGaussianLikelihood,
   Dirichlet GP classification, natural-gradient SVGP (gpytorch.optim.NGD),
   an LMC multitask SVGP, priors' log densities and samples;
+- ``gpytorch_pyro.py``: GPyTorch with Pyro: a PyroGP trained by
+  pyro.infer.SVI (Trace_ELBO, pyro.module), NUTS over an ExactGP's
+  hyperparameter priors (pyro_sample_from_prior, pyro_load_from_samples,
+  batch predictions over the samples), NaN observations under the "mask"
+  and "fill" policies, an Interval constraint and priors' log densities;
 - ``linear_operator_ops.py``: linear_operator's structured operators
   (low-rank plus diagonal, Kronecker, Toeplitz, block-diagonal,
   triangular, sums, products) against dense torch.linalg: solves,
@@ -57,6 +64,12 @@ BoTorch built on them.
   qNegIntegratedPosteriorVariance, Chebyshev scalarization over QMC
   simplex weights.  (BoTorch 0.18's fully Bayesian SAAS models need JAX /
   NumPyro, not Pyro: not covered.)
+- ``botorch_acqf.py``: analytic EI / LogEI / PI / LogPI / UCB / posterior
+  standard deviation / constrained EI / fantasy-based LogNEI, MC qEI / qPI /
+  qLogEI / qSimpleRegret through a scalarized posterior transform,
+  fixed-feature wrappers, fantasize / condition_on_observations /
+  subset_output, leave-one-out cross-validation, gen_candidates_torch,
+  prune_inferior_points, log_ndtr and the smooth maxima of safe_math;
 
 (L-BFGS-B fits stop on a relative-reduction test, so a last-bit
 difference moves the fitted hyperparameters by ~1e-5: torch itself moves
@@ -85,10 +98,12 @@ CASES = {
     "gpytorch_kernels.py": ("gpytorch", "linear-operator"),
     "gpytorch_variational.py": ("gpytorch", "linear-operator"),
     "gpytorch_scalable.py": ("gpytorch", "linear-operator"),
+    "gpytorch_pyro.py": ("gpytorch", "linear-operator", "pyro-ppl"),
     "linear_operator_ops.py": ("linear-operator",),
     "botorch_bo.py": ("botorch", "gpytorch", "linear-operator"),
     "botorch_more.py": ("botorch", "gpytorch", "linear-operator"),
     "botorch_models.py": ("botorch", "gpytorch", "linear-operator"),
+    "botorch_acqf.py": ("botorch", "gpytorch", "linear-operator"),
 }
 
 

@@ -670,7 +670,7 @@ def _gelu_eager():
             with np.errstate(all="ignore"):
                 t = np.multiply(u, u)
                 np.negative(t, out=t)
-                t = np.exp(t)                       # exp(-u * u)
+                t = ew.exp_p.impl(t)                # exp(-u * u), the primitive's
                 t *= c2
                 # each product with its operands in the VJPs' order (a NaN
                 # times a NaN is the first one)

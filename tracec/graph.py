@@ -433,7 +433,7 @@ class FunctionNode(NodeHooks):
     """The backward of a user ``autograd.Function`` application."""
 
     __slots__ = ("fn_cls", "ctx", "edges", "pre_hooks", "freed", "n_inputs", "outputs",
-                 "__weakref__")
+                 "in_meta", "__weakref__")
 
     def __init__(self, fn_cls, ctx, next_functions, n_inputs):
         self.fn_cls = fn_cls
@@ -443,6 +443,7 @@ class FunctionNode(NodeHooks):
         self.freed = False
         self.n_inputs = n_inputs
         self.outputs = None   # a multi-output Function's outputs (slot gradients)
+        self.in_meta = None   # (dtype, shape) of each tensor input (``validate_grads``)
 
     @property
     def next_functions(self):
@@ -479,12 +480,44 @@ class FunctionNode(NodeHooks):
             res = (res,)
         if len(res) < self.n_inputs:
             res = res + (None,) * (self.n_inputs - len(res))
+        if self.in_meta is not None:
+            res = validate_grads(self, res)
         return res
 
     def release(self):
         self.freed = True
         self.ctx.saved_tensors_freed = True
 
+
+def _expandable(shape: tuple, to: tuple) -> bool:
+    """Whether ``shape`` broadcasts to ``to`` (PyTorch's ``is_expandable_to``)."""
+    if len(shape) > len(to):
+        return False
+    return all(s == t or s == 1 for s, t in zip(reversed(shape), reversed(to)))
+
+
+def validate_grads(node, grads) -> tuple:
+    """The gradients a custom Function's ``backward`` returned, as PyTorch's
+    engine passes them on (``validate_outputs``): one of another shape that
+    the input's shape broadcasts to is summed down to it, any other shape is
+    refused, and one of another dtype is cast to the input's (GPyTorch's
+    RBFCovariance returns the lengthscale's gradient at the covariance's
+    shape and dtype)."""
+    out = list(grads)
+    for i, (g, meta) in enumerate(zip(grads, node.in_meta)):
+        if meta is None or g is None or not hasattr(g, "dtype"):
+            continue
+        dtype, shape = meta
+        if tuple(g.shape) != shape:
+            if not _expandable(shape, tuple(g.shape)):
+                raise RuntimeError(
+                    f"Function {node.name()} returned an invalid gradient at index {i} - got "
+                    f"{list(g.shape)} but expected shape compatible with {list(shape)}")
+            g = elementwise.sum_to(g, shape)
+        if g.dtype is not dtype:
+            g = elementwise.cast(g, dtype)
+        out[i] = g
+    return tuple(out)
 
 
 def function_node_type(fn_cls):

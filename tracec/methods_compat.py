@@ -2,7 +2,7 @@
 call: ``new``, ``fill_diagonal_``, ``resize_as_``, ``H``,
 ``mH``, ``adjoint``, ``prelu``, ``hardshrink``, ``apply_``/``map_``/``map2_``,
 ``register_post_accumulate_grad_hook``, the ``is_xpu``-style device flags
-(all False: tracec tensors live on the CPU) and ``volatile``.
+(all False: tracec tensors live on the CPU), ``volatile`` and ``_cdata``.
 
 Invariants: each is composed from recorded tensor operations, except
 ``apply_``/``map_``/``map2_`` (they run a Python callable per element,
@@ -260,6 +260,11 @@ for _f in (new, fill_diagonal_, resize_as_, adjoint, prelu, hardshrink, apply_,
 Tensor.H = property(_H)
 Tensor.mH = property(_mH)
 Tensor.volatile = property(_volatile)
+# ``_cdata``: PyTorch's address of the C++ tensor behind a Python tensor,
+# one per Python tensor object (Parameter(t), t.detach() and views are other
+# tensors).  Pyro's ``pyro.module`` compares it to tell whether the param
+# store returned the module's own parameter.
+Tensor._cdata = property(id)
 for _flag in ("is_xpu", "is_mps", "is_mtia", "is_ipu", "is_xla", "is_vulkan", "is_maia"):
     setattr(Tensor, _flag, property(lambda self: False))
 

@@ -495,6 +495,8 @@ class Function:
             _check_dirty(ctx._dirty, out)
         if _engine.is_grad_enabled() and any(ctx.needs_input_grad):
             node = _engine.function_node_type(cls)(cls, ctx, nexts, len(args))
+            node.in_meta = tuple((a.dtype, tuple(a.shape)) if isinstance(a, Tensor) else None
+                                 for a in args)
             outs = out if isinstance(out, tuple) else (out,)
             non_diff = {id(t) for t in getattr(ctx, "_non_diff", ())}
             if isinstance(out, tuple):

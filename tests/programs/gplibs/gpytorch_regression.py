@@ -1,7 +1,8 @@
 """GPyTorch's "Simple GP Regression" tutorial, small: an ExactGP with a
 ConstantMean and a ScaleKernel(RBFKernel), GaussianLikelihood, trained by
 Adam on the exact marginal log likelihood, then the posterior predictive
-mean / variance / confidence region in eval mode (fast_pred_var)."""
+mean / variance / confidence region in eval mode (fast_pred_var); then
+the same model past max_cholesky_size (float32 CG, preconditioned)."""
 import math
 
 import torch
@@ -92,3 +93,26 @@ model2.load_state_dict(state)
 model2.eval()
 with torch.no_grad():
     print("reloaded mean", [f"{v:.4f}" for v in model2(test_x).mean.tolist()[:4]])
+
+# more data than max_cholesky_size: float32 CG with a pivoted-Cholesky
+# preconditioner and stochastic Lanczos log-determinants (the default path
+# past 800 points, here forced at 150)
+torch.manual_seed(1)
+big_x = torch.linspace(0, 1, 150)
+big_y = torch.sin(big_x * (2 * math.pi)) + 0.1 * torch.randn(150)
+big_lik = gpytorch.likelihoods.GaussianLikelihood()
+big = ExactGPModel(big_x, big_y, big_lik)
+optimizer = torch.optim.Adam(big.parameters(), lr=0.1)
+mll = gpytorch.mlls.ExactMarginalLogLikelihood(big_lik, big)
+big.train()
+with gpytorch.settings.max_cholesky_size(100), gpytorch.settings.min_preconditioning_size(50):
+    for i in range(6):
+        optimizer.zero_grad()
+        loss = -mll(big(big_x), big_y)
+        loss.backward()
+        optimizer.step()
+        print(f"cg iter {i} loss {loss.item():.5f}", [f"{p.grad.item():.5f}" for p in big.parameters()])
+    big.eval()
+    with torch.no_grad(), gpytorch.settings.fast_pred_var():
+        p = big_lik(big(torch.linspace(0, 1, 5)))
+        print("cg mean", [f"{v:.4f}" for v in p.mean.tolist()], "var", [f"{v:.4f}" for v in p.variance.tolist()])
