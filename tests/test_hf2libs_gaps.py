@@ -155,3 +155,26 @@ def test_call_for_per_sample_grads_matches_torch(reduction, conv):
         assert a.shape == b.shape
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
     assert d0 == d1 == [None] * len(d0)
+
+
+def _sparse_rows(lib):
+    s = lib.tensor([[0., 1., 0.], [2., 0., 3.], [0., 0., 4.]]).to_sparse()
+    rows = list(s)
+    out = [(r.is_sparse, r.is_coalesced(), r._nnz(), r._indices().tolist(), r.to_dense().tolist())
+           for r in rows + [s[-1], s.select(1, 2), s.unbind(0)[1]]]
+    st = lib.stack(rows)
+    st1 = lib.stack([s[1], s[2]], 1)
+    out += [(t.is_sparse, t.is_coalesced(), t._indices().tolist(), t._values().tolist(),
+             t.to_dense().tolist()) for t in (st, st1)]
+    one = lib.tensor([0., 5., 6.]).to_sparse()
+    out.append((one[1].is_sparse, one[1].item(), lib.stack([one, one]).is_sparse))
+    return out
+
+
+def test_sparse_coo_rows_and_stack_stay_sparse():
+    """Iterating / indexing / selecting / unbinding a COO tensor's rows
+    gives COO tensors, and stacking them gives one back (sentence-
+    transformers' SparseEncoder.encode extends a list with the rows of each
+    batch's sparse embeddings, then stacks them): coalesced only with at
+    most one entry, as PyTorch's."""
+    assert _sparse_rows(tracec) == _sparse_rows(torch)

@@ -39,7 +39,11 @@ libraries built on PyTorch's module hooks, autograd and transformers' models.
   BERT (encode, similarity, semantic search, paraphrase mining), trained
   with in-batch negatives, cosine and Matryoshka losses, saved and
   reloaded; a CrossEncoder's scores and rank
-  (``sentence_transformers_embed.py``).
+  (``sentence_transformers_embed.py``); a SPLADE SparseEncoder (sparse COO
+  embeddings, decode, SpladeLoss with FLOPS regularizers), a CSR
+  SparseEncoder (top-k sparse autoencoder, CSRLoss), a StaticEmbedding
+  (EmbeddingBag) model trained with MatryoshkaLoss, truncate_dim and
+  embedding quantization (``sentence_transformers_sparse.py``).
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
@@ -73,6 +77,7 @@ CASES = {
     "opacus_dpsgd.py": ("opacus",),
     "opacus_more.py": ("opacus",),
     "sentence_transformers_embed.py": ("sentence-transformers",) + _HF,
+    "sentence_transformers_sparse.py": ("sentence-transformers",) + _HF,
 }
 
 
