@@ -178,3 +178,24 @@ def test_sparse_coo_rows_and_stack_stay_sparse():
     batch's sparse embeddings, then stacks them): coalesced only with at
     most one entry, as PyTorch's."""
     assert _sparse_rows(tracec) == _sparse_rows(torch)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int16", "uint8"])
+def test_sparse_coo_tensor_converts_its_indices_to_int64(dtype):
+    """torch.sparse_coo_tensor takes indices of any integer dtype (peft's
+    SHiRA builds int32 ones) and holds them as int64."""
+    got = []
+    for lib in (torch, tracec):
+        idx = lib.tensor([[0, 1, 1], [1, 0, 2]], dtype=getattr(lib, dtype))
+        s = lib.sparse_coo_tensor(idx, lib.tensor([1., 2., 3.]), (2, 3), check_invariants=False)
+        got.append((s._indices().dtype == lib.int64, s.to_dense().tolist()))
+    assert got[0] == got[1] == (True, [[0.0, 1.0, 0.0], [2.0, 0.0, 3.0]])
+
+
+def test_cpp_extension_load_fails_so_libraries_fall_back():
+    """torch.utils.cpp_extension imports; a JIT build raises (tracec has no
+    C++ ABI), which peft's BOFT catches to take its Python path."""
+    from tracec.utils import cpp_extension
+    assert cpp_extension.CUDA_HOME is None
+    with pytest.raises(RuntimeError, match="cannot build"):
+        cpp_extension.load(name="x", sources=["x.cpp"])

@@ -12,7 +12,10 @@ libraries built on PyTorch's module hooks, autograd and transformers' models.
   modules_to_save) with PiSSA (SVD, randomized SVD), OLoRA (QR) and rsLoRA
   initializations, adapter state dicts, inject_adapter_in_model, and a
   Llama under gradient checkpointing with enable_input_require_grads
-  (``peft_custom.py``);
+  (``peft_custom.py``); twenty more tuners (BOFT, C3A, FourierFT, HRA, MiSS,
+  RandLoRA, SHiRA, VB-LoRA, LN tuning, trainable tokens, LoRA patterns and
+  target_parameters, DeLoRA, RoAd, WaveFT, GraLoRA, OSF, PVeRA, TinyLoRA,
+  UniLoRA, Lily, HiRA) trained two steps each (``peft_more_tuners.py``);
 - captum: its attribution algorithms (integrated gradients with
   convergence deltas, saliency, DeepLift / DeepLiftShap through its module
   hooks, seeded GradientShap and NoiseTunnel, occlusion and ablation,
@@ -71,6 +74,7 @@ CASES = {
     "peft_lora.py": ("peft",) + _HF,
     "peft_tuners.py": ("peft",) + _HF,
     "peft_custom.py": ("peft",) + _HF,
+    "peft_more_tuners.py": ("peft",) + _HF,
     "captum_attr.py": ("captum",),
     "captum_more.py": ("captum",),
     "captum_nlp.py": ("captum",) + _HF,
