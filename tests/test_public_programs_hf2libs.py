@@ -7,7 +7,8 @@ libraries built on PyTorch's module hooks, autograd and transformers' models.
   (modules_to_save, DoRA and its merge) and on GPT-2's Conv1D layers,
   several adapters on one model (set_adapter, disable_adapter,
   add_weighted_adapter, delete_adapter), IA3, LoHa, LoKr, OFT, VeRA, prompt
-  / prefix / p-tuning trained, AdaLoRA's rank allocation (``peft_tuners.py``);
+  / prefix / p-tuning trained, AdaLoRA's rank allocation, greedy and top-k
+  generate through LoRA / prefix / prompt tuning (``peft_tuners.py``);
   LoRA on a user's own MLP / CNN (Linear, Embedding, Conv2d,
   modules_to_save) with PiSSA (SVD, randomized SVD), OLoRA (QR) and rsLoRA
   initializations, adapter state dicts, inject_adapter_in_model, and a
