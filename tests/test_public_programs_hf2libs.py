@@ -42,7 +42,8 @@ libraries built on PyTorch's module hooks, autograd and transformers' models.
 - sentence-transformers: a SentenceTransformer from modules over a tiny
   BERT (encode, similarity, semantic search, paraphrase mining), trained
   with in-batch negatives, cosine and Matryoshka losses, saved and
-  reloaded; a CrossEncoder's scores and rank
+  reloaded; a CrossEncoder's scores and rank, then trained with its BCE,
+  LambdaLoss, ListNet and in-batch-negative losses
   (``sentence_transformers_embed.py``); a SPLADE SparseEncoder (sparse COO
   embeddings, decode, SpladeLoss with FLOPS regularizers), a CSR
   SparseEncoder (top-k sparse autoencoder, CSRLoss), a StaticEmbedding
