@@ -33,7 +33,8 @@ libraries built on PyTorch's module hooks, autograd and transformers' models.
   sampling and a seeded noise generator, DP-SGD epochs with the RDP
   accountant's epsilon, make_private_with_epsilon (PRV accountant), and
   GradSampleModule's per-sample gradients (conv, layer norm, linear,
-  embedding hooks) against one backward per sample (``opacus_dpsgd.py``);
+  embedding hooks) against one backward per sample, its BERT fine-tuning
+  tutorial on a tiny transformers BERT (``opacus_dpsgd.py``);
   its DPLSTM / DPMultiheadAttention trained with per-layer clipping
   (ModuleValidator.fix clones the model through torch.save / torch.load),
   the functorch, expanded-weights and ghost-clipping engines, group /
@@ -80,7 +81,7 @@ CASES = {
     "captum_attr.py": ("captum",),
     "captum_more.py": ("captum",),
     "captum_nlp.py": ("captum",) + _HF,
-    "opacus_dpsgd.py": ("opacus",),
+    "opacus_dpsgd.py": ("opacus",) + _HF,
     "opacus_more.py": ("opacus",),
     "sentence_transformers_embed.py": ("sentence-transformers",) + _HF,
     "sentence_transformers_sparse.py": ("sentence-transformers",) + _HF,
