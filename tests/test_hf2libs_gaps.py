@@ -155,3 +155,47 @@ def test_call_for_per_sample_grads_matches_torch(reduction, conv):
         assert a.shape == b.shape
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
     assert d0 == d1 == [None] * len(d0)
+
+
+def _sparse_rows(lib):
+    s = lib.tensor([[0., 1., 0.], [2., 0., 3.], [0., 0., 4.]]).to_sparse()
+    rows = list(s)
+    out = [(r.is_sparse, r.is_coalesced(), r._nnz(), r._indices().tolist(), r.to_dense().tolist())
+           for r in rows + [s[-1], s.select(1, 2), s.unbind(0)[1]]]
+    st = lib.stack(rows)
+    st1 = lib.stack([s[1], s[2]], 1)
+    out += [(t.is_sparse, t.is_coalesced(), t._indices().tolist(), t._values().tolist(),
+             t.to_dense().tolist()) for t in (st, st1)]
+    one = lib.tensor([0., 5., 6.]).to_sparse()
+    out.append((one[1].is_sparse, one[1].item(), lib.stack([one, one]).is_sparse))
+    return out
+
+
+def test_sparse_coo_rows_and_stack_stay_sparse():
+    """Iterating / indexing / selecting / unbinding a COO tensor's rows
+    gives COO tensors, and stacking them gives one back (sentence-
+    transformers' SparseEncoder.encode extends a list with the rows of each
+    batch's sparse embeddings, then stacks them): coalesced only with at
+    most one entry, as PyTorch's."""
+    assert _sparse_rows(tracec) == _sparse_rows(torch)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int16", "uint8"])
+def test_sparse_coo_tensor_converts_its_indices_to_int64(dtype):
+    """torch.sparse_coo_tensor takes indices of any integer dtype (peft's
+    SHiRA builds int32 ones) and holds them as int64."""
+    got = []
+    for lib in (torch, tracec):
+        idx = lib.tensor([[0, 1, 1], [1, 0, 2]], dtype=getattr(lib, dtype))
+        s = lib.sparse_coo_tensor(idx, lib.tensor([1., 2., 3.]), (2, 3), check_invariants=False)
+        got.append((s._indices().dtype == lib.int64, s.to_dense().tolist()))
+    assert got[0] == got[1] == (True, [[0.0, 1.0, 0.0], [2.0, 0.0, 3.0]])
+
+
+def test_cpp_extension_load_fails_so_libraries_fall_back():
+    """torch.utils.cpp_extension imports; a JIT build raises (tracec has no
+    C++ ABI), which peft's BOFT catches to take its Python path."""
+    from tracec.utils import cpp_extension
+    assert cpp_extension.CUDA_HOME is None
+    with pytest.raises(RuntimeError, match="cannot build"):
+        cpp_extension.load(name="x", sources=["x.cpp"])

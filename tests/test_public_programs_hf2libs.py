@@ -7,12 +7,16 @@ libraries built on PyTorch's module hooks, autograd and transformers' models.
   (modules_to_save, DoRA and its merge) and on GPT-2's Conv1D layers,
   several adapters on one model (set_adapter, disable_adapter,
   add_weighted_adapter, delete_adapter), IA3, LoHa, LoKr, OFT, VeRA, prompt
-  / prefix / p-tuning trained, AdaLoRA's rank allocation (``peft_tuners.py``);
+  / prefix / p-tuning trained, AdaLoRA's rank allocation, greedy and top-k
+  generate through LoRA / prefix / prompt tuning (``peft_tuners.py``);
   LoRA on a user's own MLP / CNN (Linear, Embedding, Conv2d,
   modules_to_save) with PiSSA (SVD, randomized SVD), OLoRA (QR) and rsLoRA
   initializations, adapter state dicts, inject_adapter_in_model, and a
   Llama under gradient checkpointing with enable_input_require_grads
-  (``peft_custom.py``);
+  (``peft_custom.py``); twenty more tuners (BOFT, C3A, FourierFT, HRA, MiSS,
+  RandLoRA, SHiRA, VB-LoRA, LN tuning, trainable tokens, LoRA patterns and
+  target_parameters, DeLoRA, RoAd, WaveFT, GraLoRA, OSF, PVeRA, TinyLoRA,
+  UniLoRA, Lily, HiRA) trained two steps each (``peft_more_tuners.py``);
 - captum: its attribution algorithms (integrated gradients with
   convergence deltas, saliency, DeepLift / DeepLiftShap through its module
   hooks, seeded GradientShap and NoiseTunnel, occlusion and ablation,
@@ -29,7 +33,8 @@ libraries built on PyTorch's module hooks, autograd and transformers' models.
   sampling and a seeded noise generator, DP-SGD epochs with the RDP
   accountant's epsilon, make_private_with_epsilon (PRV accountant), and
   GradSampleModule's per-sample gradients (conv, layer norm, linear,
-  embedding hooks) against one backward per sample (``opacus_dpsgd.py``);
+  embedding hooks) against one backward per sample, its BERT fine-tuning
+  tutorial on a tiny transformers BERT (``opacus_dpsgd.py``);
   its DPLSTM / DPMultiheadAttention trained with per-layer clipping
   (ModuleValidator.fix clones the model through torch.save / torch.load),
   the functorch, expanded-weights and ghost-clipping engines, group /
@@ -38,8 +43,13 @@ libraries built on PyTorch's module hooks, autograd and transformers' models.
 - sentence-transformers: a SentenceTransformer from modules over a tiny
   BERT (encode, similarity, semantic search, paraphrase mining), trained
   with in-batch negatives, cosine and Matryoshka losses, saved and
-  reloaded; a CrossEncoder's scores and rank
-  (``sentence_transformers_embed.py``).
+  reloaded; a CrossEncoder's scores and rank, then trained with its BCE,
+  LambdaLoss, ListNet and in-batch-negative losses
+  (``sentence_transformers_embed.py``); a SPLADE SparseEncoder (sparse COO
+  embeddings, decode, SpladeLoss with FLOPS regularizers), a CSR
+  SparseEncoder (top-k sparse autoencoder, CSRLoss), a StaticEmbedding
+  (EmbeddingBag) model trained with MatryoshkaLoss, truncate_dim and
+  embedding quantization (``sentence_transformers_sparse.py``).
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
@@ -67,12 +77,14 @@ CASES = {
     "peft_lora.py": ("peft",) + _HF,
     "peft_tuners.py": ("peft",) + _HF,
     "peft_custom.py": ("peft",) + _HF,
+    "peft_more_tuners.py": ("peft",) + _HF,
     "captum_attr.py": ("captum",),
     "captum_more.py": ("captum",),
     "captum_nlp.py": ("captum",) + _HF,
-    "opacus_dpsgd.py": ("opacus",),
+    "opacus_dpsgd.py": ("opacus",) + _HF,
     "opacus_more.py": ("opacus",),
     "sentence_transformers_embed.py": ("sentence-transformers",) + _HF,
+    "sentence_transformers_sparse.py": ("sentence-transformers",) + _HF,
 }
 
 

@@ -500,7 +500,9 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None,
     if indices.ndim != 2:
         raise RuntimeError(f"indices must be sparse_dim x nnz, but got: {list(indices.shape)}")
     if indices.dtype is not dt.int64:
-        raise RuntimeError("indices must be an int64 tensor")
+        # PyTorch's binding converts the indices to int64 whatever their
+        # dtype (peft's SHiRA passes int32 ones)
+        indices = ops.cast(indices, dt.int64)
     sd, nnz = indices.shape
     if values.ndim < 1 or values.shape[0] != nnz:
         raise RuntimeError(f"indices and values must have same nnz, but got nnz from indices: "

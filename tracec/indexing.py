@@ -20,7 +20,7 @@ from tracec import runtime_index, runtime_int
 from tracec.runtime_int import ACTIVE as _RUNTIME_INTS, RuntimeInt
 from tracec.shape_ops import expand
 from tracec.symbolic import Sym
-from tracec.tensor import RECORDERS, SYM_SHAPES, Tensor, bind_movement
+from tracec.tensor import RECORDERS, SPARSE, SYM_SHAPES, Tensor, bind_movement
 from tracec.torch_function_switch import caller
 
 _SLICE, _RESHAPE = ops.movement.slice_p, ops.movement.reshape_p
@@ -152,6 +152,9 @@ def getitem(x: Tensor, key):
         # (a symbolic size as an index, ``x[T // 2 - 1]``: a slice from
         # ``k % size``, as ``x[-1]`` is, not a number that specializes T)
         if ndim:
+            if SPARSE and tk is int:     # a COO tensor's row is one (tracec.sparse_rows)
+                from tracec.sparse_rows import sparse_selected
+                return sparse_selected(_basic(x, (key,)), x, 0, key)
             return _basic(x, (key,))
     elif tk is tuple:
         if len(key) <= ndim:

@@ -23,7 +23,7 @@ from tracec.ops.core import normalize_axis
 from tracec.rearrange import cumsum
 from tracec.scatter_ops import _put_flat
 from tracec.shape_extra import broadcast_shapes, movedim
-from tracec.tensor import RECORDERS, Tensor, concrete
+from tracec.tensor import RECORDERS, SPARSE, Tensor, concrete
 
 __all__ = ["take", "take_along_dim", "put", "masked_select", "masked_scatter", "nonzero",
            "nonzero_static",
@@ -204,7 +204,11 @@ def select(input, dim, index):
     if not -n <= index < n:
         raise IndexError(f"select(): index {index} out of range for tensor of size "
                          f"{list(input.shape)} at dimension {d}")
-    return _named(getitem(input, (slice(None),) * d + (index,)), "SelectBackward0")
+    out = _named(getitem(input, (slice(None),) * d + (index,)), "SelectBackward0")
+    if SPARSE:
+        from tracec.sparse_rows import sparse_selected
+        return sparse_selected(out, input, d, index)
+    return out
 
 
 def _check_src(input, src, want):

@@ -297,7 +297,11 @@ def stack(tensors, dim=0):
             raise RuntimeError(f"stack expects each tensor to be equal size, but got "
                                f"{list(shape)} at entry 0 and {list(t_.shape)} at entry {k}")
     d = normalize_axis(dim, len(shape) + 1)
-    return _named(cat([unsqueeze(t_, d) for t_ in tensors], d), "StackBackward0")
+    out = _named(cat([unsqueeze(t_, d) for t_ in tensors], d), "StackBackward0")
+    if SPARSE:
+        from tracec.sparse_rows import sparse_stacked
+        return sparse_stacked(out, tensors, d)
+    return out
 
 
 def _slice_dim(x, d, start, stop):
@@ -371,6 +375,9 @@ def unsafe_chunk(input, chunks, dim=0):
 def unbind(input, dim=0):
     d = normalize_axis(dim, input.ndim)
     pieces = tuple(_named(squeeze(s, d), "UnbindBackward0") for s in split_views(input, 1, d))
+    if SPARSE:
+        from tracec.sparse_rows import sparse_selected
+        pieces = tuple(sparse_selected(p, input, d, i) for i, p in enumerate(pieces))
     mark_multi_output(pieces)
     return pieces
 

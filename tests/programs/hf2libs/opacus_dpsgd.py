@@ -3,7 +3,8 @@ fix (BatchNorm -> GroupNorm), PrivacyEngine.make_private on a small CNN
 with a DataLoader (Poisson sampling, seeded), DP-SGD training steps
 (per-sample gradients through GradSampleModule's hooks, clipping, noise),
 the RDP accountant's epsilon; make_private_with_epsilon; per-sample
-gradients of a GradSampleModule checked against a loop over samples."""
+gradients of a GradSampleModule checked against a loop over samples; and
+opacus' BERT tutorial (DP fine-tuning of a transformers BERT's last layer)."""
 import random
 
 import numpy as np
@@ -104,3 +105,39 @@ ids = torch.tensor([[1, 2, 2], [3, 1, 9]])
 gse(ids).sum().backward()
 print("embedding grad_sample", tuple(emb.weight.grad_sample.shape),
       emb.weight.grad_sample.sum((1, 2)).tolist(), emb.weight.grad_sample[0, 2].tolist())
+
+# opacus' BERT tutorial: DP fine-tuning of the last encoder layer and the head
+from transformers import BertConfig, BertForSequenceClassification  # noqa: E402
+
+torch.manual_seed(5)
+bert = BertForSequenceClassification(BertConfig(
+    vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+    intermediate_size=32, max_position_embeddings=16, num_labels=2))
+for p in bert.bert.parameters():
+    p.requires_grad = False
+for p in bert.bert.encoder.layer[-1].parameters():
+    p.requires_grad = True
+print("bert trainable", sum(p.numel() for p in bert.parameters() if p.requires_grad))
+ids = torch.randint(1, 40, (24, 8))
+mask = torch.ones_like(ids)
+mask[::3, 6:] = 0
+labels = torch.randint(0, 2, (24,))
+loader = DataLoader(TensorDataset(ids, mask, labels), batch_size=8)
+opt = torch.optim.AdamW([p for p in bert.parameters() if p.requires_grad], lr=5e-3)
+engine = PrivacyEngine()
+bert, opt, loader = engine.make_private(module=bert, optimizer=opt, data_loader=loader,
+                                        noise_multiplier=0.5, max_grad_norm=0.1,
+                                        noise_generator=torch.Generator().manual_seed(6))
+bert.train()
+torch.manual_seed(7)
+for epoch in range(2):
+    for xb, mb, yb in loader:
+        opt.zero_grad()
+        out = bert(input_ids=xb, attention_mask=mb, labels=yb)
+        out.loss.backward()
+        opt.step()
+        print("bert", epoch, len(xb), f"loss {out.loss.item():.5f}")
+print(f"bert epsilon {engine.get_epsilon(1e-5):.4f}")
+bert.eval()
+with torch.no_grad():
+    print("bert logits", bert(input_ids=ids[:2], attention_mask=mask[:2]).logits)

@@ -2,7 +2,8 @@
 ModuleValidator.fix on a text model, the other per-sample gradient engines
 (grad_sample_mode "functorch": torch.func's vmap / grad, "ew": expanded
 weights, "ghost": ghost clipping with DPLossFastGradientClipping),
-per-sample gradients of GroupNorm / InstanceNorm / Conv2d / RNN layers
+per-sample gradients of GroupNorm / InstanceNorm / LayerNorm / Conv1d / Conv2d
+(grouped, "same" padding) / Conv3d / ConvTranspose2d / DPGRU / DPRNN layers
 checked against a loop, BatchMemoryManager's virtual batches, clipping
 per layer, and save_checkpoint / load_checkpoint."""
 import os
@@ -13,7 +14,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 from opacus import GradSampleModule, PrivacyEngine
-from opacus.layers import DPLSTM, DPMultiheadAttention
+from opacus.layers import DPGRU, DPLSTM, DPRNN, DPMultiheadAttention
 from opacus.utils.batch_memory_manager import BatchMemoryManager
 from opacus.validators import ModuleValidator
 from torch.utils.data import DataLoader, TensorDataset
@@ -27,13 +28,12 @@ def fmt(t):
     return " ".join(f"{v:.5f}" for v in t.detach().flatten()[:5].tolist())
 
 
-def per_sample_check(name, module, inp, mode="hooks", **kw):
-    refs = {n: torch.stack([torch.autograd.grad(module(inp[i:i + 1]).pow(2).sum(), p)[0]
+def per_sample_check(name, module, inp, mode="hooks", out_fn=lambda o: o):
+    refs = {n: torch.stack([torch.autograd.grad(out_fn(module(inp[i:i + 1])).pow(2).sum(), p)[0]
                             for i in range(len(inp))])
             for n, p in module.named_parameters()}
-    gsm = GradSampleModule(module, loss_reduction="sum", **kw) if mode == "hooks" else \
-        GradSampleModule(module, loss_reduction="sum", force_functorch=True)
-    gsm(inp).pow(2).sum().backward()
+    gsm = GradSampleModule(module, loss_reduction="sum", force_functorch=mode == "functorch")
+    out_fn(gsm(inp)).pow(2).sum().backward()
     errs = {n: (p.grad_sample - refs[n]).abs().max().item()
             for n, p in module.named_parameters()}
     print(name, mode, {n: "equal" if e < 1e-4 else f"{e:.2e}" for n, e in errs.items()},
@@ -50,6 +50,17 @@ per_sample_check("instancenorm", nn.Sequential(nn.Conv2d(2, 4, 3, stride=2, grou
 per_sample_check("dilated-conv1d", nn.Sequential(nn.Conv1d(2, 3, 2, dilation=2),
                                                  nn.Linear(2, 3)),
                  torch.randn(4, 2, 4))
+per_sample_check("conv3d", nn.Sequential(nn.Conv3d(2, 3, 2), nn.Flatten(), nn.Linear(3 * 8, 2)),
+                 torch.randn(3, 2, 3, 3, 3))
+per_sample_check("conv-transpose", nn.Sequential(nn.ConvTranspose2d(2, 3, 2, stride=2),
+                                                 nn.Flatten()), torch.randn(3, 2, 2, 2))
+per_sample_check("grouped-same-conv", nn.Conv2d(4, 4, 3, padding="same", groups=2),
+                 torch.randn(3, 4, 5, 5))
+per_sample_check("layernorm-2d", nn.LayerNorm([3, 4]), torch.randn(3, 2, 3, 4))
+per_sample_check("dpgru", DPGRU(4, 5, batch_first=True), torch.randn(3, 6, 4),
+                 out_fn=lambda o: o[0])
+per_sample_check("dprnn", DPRNN(4, 5, batch_first=True, num_layers=2), torch.randn(3, 6, 4),
+                 out_fn=lambda o: o[0])
 per_sample_check("functorch", nn.Sequential(nn.Linear(3, 4), nn.ELU(), nn.Linear(4, 2)),
                  torch.randn(4, 3), mode="functorch")
 

@@ -3,7 +3,8 @@
 DoRA) and on GPT-2's Conv1D layers (fan_in_fan_out), several adapters on one
 model (add_adapter, set_adapter, disable_adapter, add_weighted_adapter,
 delete_adapter), IA3, LoHa, LoKr, AdaLoRA's rank allocation, OFT, VeRA,
-prompt tuning, prefix tuning and p-tuning, each trained a few steps."""
+prompt tuning, prefix tuning and p-tuning, each trained a few steps; greedy
+and top-k generate through LoRA, prefix and prompt tuning."""
 import random
 
 import torch
@@ -155,3 +156,21 @@ for step in range(5):
     e = model.base_model.model.model.layers[0].self_attn.q_proj.lora_E["default"]
     print("adalora", step, f"loss {out.loss.item():.5f}", ranks,
           "kept", int((e != 0).sum().item()))
+
+# --- generate through adapters: greedy and seeded top-k, a left-padded batch ---
+torch.manual_seed(15)
+prompt = torch.randint(2, 60, (2, 6))
+pmask = torch.ones_like(prompt)
+pmask[1, :2] = 0
+for name, cfg in [("lora", LoraConfig(task_type=TaskType.CAUSAL_LM, r=4, init_lora_weights=False,
+                                      target_modules=["q_proj", "v_proj"])),
+                  ("prefix", PrefixTuningConfig(task_type=TaskType.CAUSAL_LM, num_virtual_tokens=3)),
+                  ("prompt", PromptTuningConfig(task_type=TaskType.CAUSAL_LM, num_virtual_tokens=3))]:
+    torch.manual_seed(16)
+    model = get_peft_model(llama(), cfg).eval()
+    greedy = model.generate(input_ids=prompt, attention_mask=pmask, max_new_tokens=5,
+                            do_sample=False, pad_token_id=0)
+    torch.manual_seed(17)
+    sampled = model.generate(input_ids=prompt, attention_mask=pmask, max_new_tokens=4,
+                             do_sample=True, top_k=10, pad_token_id=0)
+    print(name, "generate", greedy[:, 6:].tolist(), "sampled", sampled[:, 6:].tolist())

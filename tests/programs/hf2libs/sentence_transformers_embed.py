@@ -5,13 +5,15 @@ temporary folder, no downloads): SentenceTransformer from modules
 similarity, util.cos_sim / semantic_search / paraphrase_mining, a few
 training steps with MultipleNegativesRankingLoss, CosineSimilarityLoss and
 MatryoshkaLoss, save / load round trip, and a CrossEncoder's scores and
-rank."""
+rank, then trained with its BCE, LambdaLoss, ListNet and in-batch-negative
+losses."""
 import random
 import tempfile
 
 import numpy as np
 import torch
 from sentence_transformers import CrossEncoder, SentenceTransformer, util
+from sentence_transformers.cross_encoder import losses as ce_losses
 from sentence_transformers.sentence_transformer import losses
 from sentence_transformers.sentence_transformer import modules as models
 from transformers import BertConfig, BertForSequenceClassification, BertModel, BertTokenizer
@@ -95,3 +97,27 @@ with tempfile.TemporaryDirectory() as root:
     print("cross-encoder", type(scores).__name__, fmt(scores))
     ranks = ce.rank(sentences[2], sentences, top_k=3)
     print("rank", [(r["corpus_id"], f"{r['score']:.5f}") for r in ranks])
+
+    # the CrossEncoder trained: pointwise, listwise and in-batch-negative losses
+    queries, docs = sentences[:4], sentences[4:]
+    ranking = [[docs[0], docs[1], docs[2]], [docs[3], docs[0], docs[1]]]
+    opt = torch.optim.AdamW(ce.parameters(), lr=1e-2)
+    ce.train()
+    torch.manual_seed(3)
+    for step in range(2):
+        for name, loss_fn, inputs, labels in [
+                ("bce", ce_losses.BinaryCrossEntropyLoss(ce), [queries, docs],
+                 torch.tensor([1.0, 0.0, 0.0, 1.0])),
+                ("lambda", ce_losses.LambdaLoss(ce), [queries[:2], ranking],
+                 [torch.tensor([2.0, 1.0, 0.0]), torch.tensor([0.0, 1.0, 2.0])]),
+                ("listnet", ce_losses.ListNetLoss(ce), [queries[:2], ranking],
+                 [torch.tensor([2.0, 1.0, 0.0]), torch.tensor([0.0, 1.0, 2.0])]),
+                ("mnrl", ce_losses.MultipleNegativesRankingLoss(ce, num_negatives=2),
+                 [queries, docs], None)]:
+            loss = loss_fn(inputs, labels)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            print("cross-encoder train", step, name, f"{loss.item():.5f}")
+    ce.eval()
+    print("cross-encoder after", fmt(ce.predict([(queries[0], d) for d in docs])))
