@@ -54,7 +54,12 @@ PyTorch wrappers too) (``tests/programs/rllibs``):
   real CartPole-v1 (no SB3);
 - ``cleanrl_ppo.py``: CleanRL's single-file PPO as written (a Gymnasium
   SyncVectorEnv with RecordEpisodeStatistics, GAE and the clipped losses
-  in torch, TensorBoard logging).
+  in torch, TensorBoard logging); ``cleanrl_sac.py``: its
+  sac_continuous_action.py (SB3's ReplayBuffer, twin soft Q-networks, the
+  tanh-squashed actor, automatic entropy tuning) on Pendulum-v1;
+- ``sb3_contrib_algos.py``: SB3-Contrib's RecurrentPPO (LSTM states
+  through predict), TRPO (conjugate gradient on Hessian-vector products),
+  QR-DQN, TQC, MaskablePPO, ARS and CrossQ (batch renormalization).
 
 Each program runs under ``tracec run`` (SB3's and Gymnasium's own ``import
 torch`` is tracec) and, as the reference, under torch 2.13 (recorded, keyed
@@ -90,6 +95,8 @@ CASES = {
     "pretrained_zip.py": ("stable-baselines3", "gymnasium"),
     "dqn_tutorial.py": ("gymnasium",),
     "cleanrl_ppo.py": ("gymnasium", "tensorboard"),
+    "cleanrl_sac.py": ("stable-baselines3", "gymnasium"),
+    "sb3_contrib_algos.py": ("sb3-contrib", "stable-baselines3", "gymnasium"),
 }
 
 #: program -> the data files it reads (part of its torch recording's key)

@@ -90,7 +90,7 @@ def test_tensorboard_add_hparams_and_file_writer(tmp_path):
 
 _ARRAY_OPERATORS = ["t * a", "t + a", "t - a", "t / a", "t // a", "t % a", "t ** a", "t @ m",
                     "t == a", "t != a", "a == t", "t > a", "a < t", "a * t", "a - t",
-                    "t * z", "i / a", "h * f", "t * s"]
+                    "t * z", "i / a", "h * f", "t * s", "a / t", "a / i", "z / t", "a // t"]
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -99,8 +99,10 @@ def test_operators_with_a_numpy_array_defer_to_numpy(expr):
     """PyTorch's tensor operators return NotImplemented for a NumPy array
     (``__eq__`` alone takes it), so NumPy computes ``t * arr`` with its own
     type promotion (float32 tensor * int64 array is float64) and wraps the
-    result back into a tensor, and ``arr * t`` / ``t > arr`` are TypeErrors;
-    tracec converted the array and promoted as for two tensors (float32)."""
+    result back into a tensor, and ``arr * t`` / ``t > arr`` are TypeErrors
+    while ``arr / t`` is ``t.reciprocal() * arr`` (torch's ``__rdiv__``:
+    float32 reciprocals in a float64 product); tracec converted the array
+    and promoted as for two tensors (float32)."""
     got = []
     for lib in (torch, tracec):
         env = dict(t=lib.ones(2), i=lib.tensor([3, 4]), h=lib.ones(2, dtype=lib.float16),
@@ -135,7 +137,8 @@ def test_inplace_operators_with_a_numpy_array_rebind(op):
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 @pytest.mark.parametrize("expr", ["t * a", "t + a", "t - a", "t / a", "t // a", "t % a",
-                                  "t ** a", "t @ m", "i / a", "i * a", "h * f", "t == a"])
+                                  "t ** a", "t @ m", "i / a", "i * a", "h * f", "t == a",
+                                  "a / t", "a / i"])
 def test_traced_operators_with_a_numpy_array_give_numpys_result(expr):
     """Inside tracec.compile NumPy cannot read a traced tensor, so the
     operator computes NumPy's result in tensor ops (its dtypes): the

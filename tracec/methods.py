@@ -79,7 +79,8 @@ def defers_to_numpy(other) -> bool:
     through ``__array__`` (refused while it requires grad), NumPy's type
     promotion (float32 * int64 is float64), the result wrapped back by
     ``__array_wrap__`` (bool as uint8); ``arr * t`` and ``t < arr`` are
-    TypeErrors, ``t != arr`` is Python's identity test (True) and
+    TypeErrors but ``arr / t`` is ``t.reciprocal() * arr`` (PyTorch's
+    ``__rdiv__``), ``t != arr`` is Python's identity test (True) and
     ``t += arr`` rebinds ``t`` to a new tensor.  ``t == arr`` alone is a
     tensor comparison."""
     return type(other) is np.ndarray
@@ -148,8 +149,19 @@ Tensor.__truediv__ = _binop(F.div, ufunc=np.true_divide)
 # ``number / tensor`` is ``tensor.reciprocal() * number``, as PyTorch's
 # Tensor.__rdiv__ computes it (its rounding, not a division's: 255 / t then
 # differs from a true quotient in the last bit, which truncating casts see).
-Tensor.__rtruediv__ = _binop(lambda a, b: F._named(F.mul(F.reciprocal(b), a), "MulBackward0"),
-                             True)
+_rtruediv = _binop(lambda a, b: F._named(F.mul(F.reciprocal(b), a), "MulBackward0"), True)
+
+
+def _rtruediv_or_array(self, other):
+    # ``arr / t``: PyTorch's __rdiv__ is ``self.reciprocal() * other`` in
+    # Python, whose product NumPy then computes (defers_to_numpy): the one
+    # reflected operator an array on the left gets a tensor from
+    if defers_to_numpy(other):
+        return F.reciprocal(self) * other
+    return _rtruediv(self, other)
+
+
+Tensor.__rtruediv__ = _rtruediv_or_array
 Tensor.__pow__ = _binop(F.pow, ufunc=np.power)
 Tensor.__rpow__ = _binop(F.pow, True)
 Tensor.__matmul__ = _binop(F.matmul, ufunc=np.matmul)

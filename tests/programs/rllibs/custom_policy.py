@@ -61,7 +61,7 @@ policy_kwargs = dict(features_extractor_class=CustomExtractor,
                      features_extractor_kwargs=dict(features_dim=16),
                      share_features_extractor=False, net_arch=[16])
 model = A2C("MlpPolicy", "CartPole-v1", policy_kwargs=policy_kwargs, n_steps=16, seed=1)
-model.learn(160)
+model.learn(96)
 print(f"a2c extractor {psum(model.policy.pi_features_extractor):.5f} "
       f"{psum(model.policy.vf_features_extractor):.5f} {psum(model.policy):.5f}")
 print("a2c predict", model.predict(np.array([0.1, 0.2, -0.1, 0.3], dtype=np.float32),
@@ -123,12 +123,12 @@ class CountingCallback(BaseCallback):
 with tempfile.TemporaryDirectory() as d:
     eval_env = make_vec_env("CartPole-v1", n_envs=1, seed=10)     # Monitor-wrapped, seeded
     stop = StopTrainingOnRewardThreshold(reward_threshold=500, verbose=0)
-    eval_cb = EvalCallback(eval_env, callback_on_new_best=stop, n_eval_episodes=2, eval_freq=50,
+    eval_cb = EvalCallback(eval_env, callback_on_new_best=stop, n_eval_episodes=2, eval_freq=25,
                            best_model_save_path=d, log_path=d, deterministic=True)
     counting = CountingCallback()
-    ckpt = CheckpointCallback(save_freq=100, save_path=d, name_prefix="a2c")
+    ckpt = CheckpointCallback(save_freq=50, save_path=d, name_prefix="a2c")
     model = A2C("MlpPolicy", make_vec_env("CartPole-v1", n_envs=2, seed=3), n_steps=5, seed=3)
-    model.learn(200, callback=CallbackList([counting, eval_cb, ckpt]))
+    model.learn(100, callback=CallbackList([counting, eval_cb, ckpt]))
     print("callback", counting.calls, counting.rollouts, f"{counting.reward_sum:.1f}")
     print("eval", eval_cb.evaluations_timesteps, f"{eval_cb.best_mean_reward:.2f}",
           [fmt(r) for r in eval_cb.evaluations_results])
@@ -159,7 +159,7 @@ with tempfile.TemporaryDirectory() as d:
 model = SAC("MlpPolicy", "Pendulum-v1", use_sde=True, sde_sample_freq=4, learning_starts=50,
             batch_size=32, buffer_size=500, policy_kwargs=dict(net_arch=[32, 32], log_std_init=-2),
             seed=5)
-model.learn(100)
+model.learn(75)
 print(f"sac gsde {psum(model.actor):.5f} log_std {fmt(model.actor.log_std.detach().sum())}")
 print(f"  ent_coef {float(model.logger.name_to_value['train/ent_coef']):.5f}")
 model = PPO("MlpPolicy", "Pendulum-v1", use_sde=True, n_steps=64, batch_size=32, n_epochs=2,
