@@ -114,23 +114,25 @@ def test_grad_fn_register_hook_and_prehook_as_torch():
     assert run(tracec) == run(torch)
 
 
-def test_float32_exp_expm1_log1p_round_as_torch():
-    """float32 ``exp`` / ``expm1`` / ``log1p`` are computed in float64 and
-    rounded once: NumPy's float32 kernels were an ulp off torch's for 40% /
-    12% / 8% of the values (``exp(-5.0)``: BoTorch's initial noise level,
-    stored in float32, then a float64 fit started elsewhere)."""
+def test_float32_expm1_log1p_round_as_torch():
+    """float32 ``expm1`` / ``log1p`` are computed in float64 and rounded
+    once: NumPy's float32 kernels were an ulp off torch's for 12% / 8% of
+    the values.  (``exp`` is not: rounded from float64 it was 3x slower in
+    eager code and an ulp away from the compiled kernels' exp, which Adam
+    turns into parameter differences: MLP-Mixer's and PointNet's
+    compiled-against-eager checks failed.)"""
     rng = np.random.default_rng(0)
     x = rng.uniform(-10, 10, 20000).astype(np.float32)
     x[:3] = [-5.0, 0.0066379469, 0.3]
-    for name in ("exp", "expm1", "log1p"):
+    for name in ("expm1", "log1p"):
         a = x if name != "log1p" else np.abs(x)
         want = getattr(torch, name)(torch.from_numpy(a)).numpy()
         got = getattr(tracec, name)(tracec.from_numpy(a)).numpy()
         assert (got[:3] == want[:3]).all(), name
         assert np.mean(got != want) < 0.02, name
         np.testing.assert_allclose(got, want, rtol=2e-7)
-    sp = tracec.nn.functional.softplus(tracec.tensor([-5.0])).item()
-    assert sp == torch.nn.functional.softplus(torch.tensor([-5.0])).item()
+    got = tracec.exp(tracec.from_numpy(x)).numpy()
+    np.testing.assert_allclose(got, torch.exp(torch.from_numpy(x)).numpy(), rtol=2.5e-7)
 
 
 def test_tensor_cdata_identifies_the_tensor_object():

@@ -235,7 +235,9 @@ REFUSED = {
     "unique": lambda x: tracec.unique((x > 0).long()).float().sum(),
     "bincount": lambda x: tracec.bincount((x > 0).long()).float().sum(),
     "repeat_interleave(tensor)": lambda x: tracec.repeat_interleave(x, (x > 0).long()).sum(),
-    "index list of 0-d tensors": lambda x: x[[(x > 0).long()[0], 1]],
+    # (32 entries: PyTorch reads a shorter list holding a tensor as a tuple
+    # of indices, a longer one as an index list made from the values)
+    "index list of 0-d tensors": lambda x: x[[(x > 0).long()[0], (x > 0).long()[1]] * 16],
     "init.orthogonal_": lambda x: nn.init.orthogonal_(tracec.empty(2, 2)).view(4) + x,
     "view(dtype)": lambda x: (x.view(tracec.int32) + 1).float(),
     # These read their targets with detach().numpy(), which the tracer let
