@@ -27,7 +27,8 @@ for _m in ("torchvision._meta_registrations", "torchvision._autograd_registratio
 import torch  # noqa: E402
 import torchvision  # noqa: E402,F401
 
-import tracec  # noqa: E402
+import tracec  # noqa: E402,F401
+from tracec import torch_names  # noqa: E402
 
 #: (tracec namespace, PyTorch namespace), most specific first: an object
 #: several namespaces export takes the first one's name
@@ -112,11 +113,9 @@ def names() -> dict:
             obj = getattr(tc_ns, name, None)
             if not (inspect.isclass(obj) or inspect.isfunction(obj)):
                 continue
-            module = getattr(obj, "__module__", None) or ""
-            if not module.startswith("tracec"):
-                continue
-            key = f"{module}:{obj.__qualname__}"
-            if key in out or not hasattr(t_ns, name):
+            key = torch_names.key(obj)
+            if key is None or not key.startswith("tracec") or key in out or \
+                    not hasattr(t_ns, name):
                 continue
             got = pickled_name(getattr(t_ns, name))
             if got is not None:

@@ -23,7 +23,7 @@ LAYERS = [
                   "tracec.accelerator",
                   "tracec.cuda",
                   "tracec.rearrange", "tracec.sorting", "tracec.topk_order", "tracec.contraction",
-                   "tracec.methods_extra", "tracec.sparse", "tracec.sparse_compressed",
+                   "tracec.methods_extra", "tracec.sparse", "tracec.sparse_rows", "tracec.sparse_compressed",
                    "tracec.quasirandom", "tracec.special_bessel", "tracec.special_polynomials",
                    "tracec.nested", "tracec.wrapper_dispatch", "tracec.masked", "tracec.aten_report",
                   "tracec.tensor_type", "tracec.amp",

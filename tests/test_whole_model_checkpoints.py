@@ -128,3 +128,18 @@ def test_the_names_table_is_the_pinned_torchs():
     spec.loader.exec_module(script)
     with open(HERE.parent / "tracec" / "data" / "torch_names.json") as f:
         assert json.load(f) == script.names()
+
+
+def test_functions_behind_dispatching_wrappers_keep_their_pytorch_names():
+    # A Tensor subclass installs dispatching wrappers named after their
+    # public location (tracec.relu): the table is keyed by the function
+    # behind them, so a module holding F.relu still saves in PyTorch's format
+    import tracec
+    from tracec.torch_names import torch_name
+
+    class Marked(tracec.Tensor):
+        pass
+    tracec.ones(1).as_subclass(Marked)
+    assert torch_name(tracec.relu) == ["torch._C", "_VariableFunctionsClass", "relu"]
+    assert torch_name(tracec.nn.functional.relu) == ["torch.nn.functional", "relu"]
+    assert torch_name(tracec.nn.Linear) == ["torch.nn.modules.linear", "Linear"]

@@ -20,7 +20,7 @@ import importlib
 import json
 import os
 
-__all__ = ["torch_name", "resolve"]
+__all__ = ["torch_name", "resolve", "key"]
 
 _DATA = os.path.join(os.path.dirname(__file__), "data", "torch_names.json")
 
@@ -59,11 +59,19 @@ def _reverse() -> dict:
 def torch_name(obj) -> list | None:
     """How PyTorch's pickle names ``obj`` (a tracec class or function), or
     None when PyTorch has no such public name."""
+    return _table().get(key(obj) or "")
+
+
+def key(obj) -> str | None:
+    """``obj``'s key in the table: ``"<module>:<qualname>"`` of the function
+    itself, not of the dispatching wrapper a Tensor subclass installs in
+    its place (``subclass_dispatch``: named after its public location)."""
+    obj = getattr(obj, "__tracec_unwrapped__", obj)
     module = getattr(obj, "__module__", None)
     qualname = getattr(obj, "__qualname__", None)
     if not isinstance(module, str) or not isinstance(qualname, str):
         return None
-    return _table().get(f"{module}:{qualname}")
+    return f"{module}:{qualname}"
 
 
 def _attribute(obj, dotted: str):
