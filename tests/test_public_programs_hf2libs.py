@@ -13,10 +13,10 @@ libraries built on PyTorch's module hooks, autograd and transformers' models.
   modules_to_save) with PiSSA (SVD, randomized SVD), OLoRA (QR) and rsLoRA
   initializations, adapter state dicts, inject_adapter_in_model, and a
   Llama under gradient checkpointing with enable_input_require_grads
-  (``peft_custom.py``); twenty more tuners (BOFT, C3A, FourierFT, HRA, MiSS,
+  (the second half of ``peft_lora.py``); twenty more tuners (BOFT, C3A, FourierFT, HRA, MiSS,
   RandLoRA, SHiRA, VB-LoRA, LN tuning, trainable tokens, LoRA patterns and
   target_parameters, DeLoRA, RoAd, WaveFT, GraLoRA, OSF, PVeRA, TinyLoRA,
-  UniLoRA, Lily, HiRA) trained two steps each (``peft_more_tuners.py``);
+  UniLoRA, Lily, HiRA) trained two steps each (the rest of ``peft_tuners.py``);
 - captum: its attribution algorithms (integrated gradients with
   convergence deltas, saliency, DeepLift / DeepLiftShap through its module
   hooks, seeded GradientShap and NoiseTunnel, occlusion and ablation,
@@ -25,7 +25,7 @@ libraries built on PyTorch's module hooks, autograd and transformers' models.
   guided backprop, deconvolution, guided Grad-CAM and LRP (backward hooks
   replacing ReLU gradients), KernelShap / Lime / Shapley sampling / feature
   permutation, layer and neuron methods, the infidelity and sensitivity
-  metrics, FGSM and PGD (``captum_more.py``); layer integrated gradients
+  metrics, FGSM and PGD (the rest of ``captum_attr.py``); layer integrated gradients
   and conductance inside a BERT classifier, LLMAttribution (feature
   ablation, layer integrated gradients) on a Llama, TracInCP's influence
   scores from saved checkpoints (``captum_nlp.py``);
@@ -39,7 +39,7 @@ libraries built on PyTorch's module hooks, autograd and transformers' models.
   (ModuleValidator.fix clones the model through torch.save / torch.load),
   the functorch, expanded-weights and ghost-clipping engines, group /
   instance norm per-sample gradients, BatchMemoryManager's virtual
-  batches, save_checkpoint / load_checkpoint (``opacus_more.py``);
+  batches, save_checkpoint / load_checkpoint (the rest of ``opacus_dpsgd.py``);
 - sentence-transformers: a SentenceTransformer from modules over a tiny
   BERT (encode, similarity, semantic search, paraphrase mining), trained
   with in-batch negatives, cosine and Matryoshka losses, saved and
@@ -49,9 +49,10 @@ libraries built on PyTorch's module hooks, autograd and transformers' models.
   embeddings, decode, SpladeLoss with FLOPS regularizers), a CSR
   SparseEncoder (top-k sparse autoencoder, CSRLoss), a StaticEmbedding
   (EmbeddingBag) model trained with MatryoshkaLoss, truncate_dim and
-  embedding quantization (``sentence_transformers_sparse.py``).
+  embedding quantization (the rest of ``sentence_transformers_embed.py``).
 
-Each program runs under ``tracec run`` (the packages' own ``import torch``
+Programs of one library are one file: importing transformers and the
+library is most of each program's time.  Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
 packages' installed versions; transformers imports torchvision, whose
 compiled ops ``vision_oracle.torch_command`` leaves out).  The programs
@@ -76,15 +77,10 @@ _HF = ("transformers", "huggingface_hub", "safetensors", "accelerate", "torchvis
 CASES = {
     "peft_lora.py": ("peft",) + _HF,
     "peft_tuners.py": ("peft",) + _HF,
-    "peft_custom.py": ("peft",) + _HF,
-    "peft_more_tuners.py": ("peft",) + _HF,
     "captum_attr.py": ("captum",),
-    "captum_more.py": ("captum",),
     "captum_nlp.py": ("captum",) + _HF,
     "opacus_dpsgd.py": ("opacus",) + _HF,
-    "opacus_more.py": ("opacus",),
     "sentence_transformers_embed.py": ("sentence-transformers",) + _HF,
-    "sentence_transformers_sparse.py": ("sentence-transformers",) + _HF,
 }
 
 
