@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import tracec as torch
+import tracec.functions as tracec_functions
 from tracec import nn
 
 pt = pytest.importorskip("torch")
@@ -118,6 +119,8 @@ def test_deprecated_number_first_overloads_compute_as_pytorch(name, fn):
     for lib in (torch, pt):
         ts = [lib.tensor(a, requires_grad=True) for a in arrs]
         if lib is torch:
+            # (once per process, as PyTorch's: forget an earlier test's)
+            tracec_functions._DEPRECATED_OVERLOAD_WARNED.clear()
             with pytest.warns(UserWarning, match=f"This overload of {name.rstrip('_')} is deprecated"):
                 y = fn(lib, *ts)
         else:       # (PyTorch warns once per process)

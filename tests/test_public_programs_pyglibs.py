@@ -23,7 +23,9 @@ zoo (UNet variants, SegResNet, DynUNet, UNETR, SwinUNETR, DenseNet, ResNet,
 autoencoders, ViT) with its losses and metrics; segmentation_models_pytorch's
 README training loop (a Unet on torchvision's ResNet-18 encoder, Dice and
 Focal losses, its metrics) and its decoders (Unet++, FPN, Linknet, PSPNet,
-MAnet, DeepLabV3+, UPerNet, Segformer) on timm and torchvision encoders.
+MAnet, DeepLabV3+, UPerNet, Segformer) on timm and torchvision encoders;
+torchinfo / torchsummary / thop model summaries and torch-optimizer's
+optimizers.
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1``.  The libraries import ``torch``, which is
@@ -41,7 +43,8 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 # the real torch they import (Pyro re-registers torch.distributions' biject_to).
 _MISSING = [m for m in ('torch_geometric', 'torchdiffeq', 'torchmetrics', 'pytorch_lightning',
                         'accelerate', 'diffusers', 'pyro', 'kornia', 'monai',
-                        'segmentation_models_pytorch')
+                        'segmentation_models_pytorch', 'torchinfo', 'torchsummary', 'thop',
+                        'torch_optimizer')
             if importlib.util.find_spec(m) is None]
 pytestmark = pytest.mark.skipif(bool(_MISSING), reason=f"not installed: {_MISSING}")
 
@@ -51,7 +54,7 @@ PROGS = ROOT / "tests" / "programs" / "pyglibs"
 CASES = ["pyg_karate_club.py", "pyg_graph_classification.py", "torchdiffeq_ode_demo.py",
          "torchmetrics_eval.py", "lightning_autoencoder.py", "accelerate_loop.py",
          "diffusers_ddpm.py", "pyro_svi.py", "kornia_augment.py", "monai_tutorials.py",
-         "smp_segmentation.py"]
+         "smp_segmentation.py", "model_tools.py"]
 EAGER_FALLBACK = {"pyg_karate_club.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})

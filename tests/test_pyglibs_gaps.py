@@ -551,3 +551,31 @@ def test_serialization_constants_and_backends_mutation_guard_are_torchs():
     with getattr(torch.backends, "__allow_nonbracketed_mutation")():
         pass
     tracec.backends.cudnn.deterministic = False
+
+
+def test_storage_sizeof_counts_its_bytes_as_torchs():
+    # torchinfo's "Input size (MB)" sums sys.getsizeof(t.untyped_storage())
+    import sys
+    for shape in ((2, 3, 16, 16), (7,)):
+        t, c = torch.ones(shape), tracec.ones(shape)
+        extra_t = sys.getsizeof(t.untyped_storage()) - t.untyped_storage().nbytes()
+        extra_c = sys.getsizeof(c.untyped_storage()) - c.untyped_storage().nbytes()
+        assert 0 < extra_c < 200 and 0 < extra_t < 200
+
+
+def test_deprecated_overload_warns_once_per_process_as_torch():
+    # PyTorch's argument parser warns once for all the deprecated
+    # scalar-first overloads (ranger's add_(1 - beta1, grad) in every step)
+    import subprocess
+    import sys
+    code = ("import warnings; warnings.simplefilter('default'); import {lib} as t\n"
+            "a, b = t.ones(2), t.ones(2)\n"
+            "for _ in range(3):\n"
+            "    a.add_(0.5, b); a.addcmul_(0.5, b, b); t.add(a, 2, b)\n")
+    counts = []
+    for lib in ("torch", "tracec"):
+        r = subprocess.run([sys.executable, "-c", code.format(lib=lib)], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        counts.append(r.stderr.count("is deprecated"))
+    assert counts == [1, 1], counts

@@ -204,11 +204,19 @@ def _number_first(name, scalar, tensors, given, kw, count):
             or not isinstance(scalar, numbers.Number) or given != 1):
         raise TypeError(f"{name}() received an invalid combination of arguments")
     names = ("Tensor other",) if count == 1 else ("Tensor tensor1", "Tensor tensor2")
-    warnings.warn(f"This overload of {name} is deprecated:\n\t{name}(Number {kw}, "
-                  f"{', '.join(names)})\nConsider using one of the following signatures "
-                  f"instead:\n\t{name}({', '.join(names)}, *, Number {kw} = 1)", UserWarning,
-                  stacklevel=user_stacklevel())
+    if not _DEPRECATED_OVERLOAD_WARNED:
+        # once per process, as PyTorch's (TORCH_WARN_ONCE in its argument
+        # parser: one warning for all the deprecated overloads together)
+        _DEPRECATED_OVERLOAD_WARNED.append(name)
+        warnings.warn(f"This overload of {name} is deprecated:\n\t{name}(Number {kw}, "
+                      f"{', '.join(names)})\nConsider using one of the following signatures "
+                      f"instead:\n\t{name}({', '.join(names)}, *, Number {kw} = 1)",
+                      UserWarning, stacklevel=user_stacklevel())
     return tensors
+
+
+#: the deprecated overload warned about (empty until one is)
+_DEPRECATED_OVERLOAD_WARNED: list = []
 
 
 def add(input, other, *deprecated, alpha=1):

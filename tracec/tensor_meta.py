@@ -337,6 +337,11 @@ class UntypedStorage:
 
     __len__ = size
 
+    def __sizeof__(self) -> int:
+        # PyTorch's: the object and its bytes (torchinfo sums
+        # sys.getsizeof(t.untyped_storage()) as "Input size (MB)")
+        return object.__sizeof__(self) + self.nbytes()
+
     @property
     def device(self):
         from tracec.device import cpu
