@@ -25,7 +25,8 @@ README training loop (a Unet on torchvision's ResNet-18 encoder, Dice and
 Focal losses, its metrics) and its decoders (Unet++, FPN, Linknet, PSPNet,
 MAnet, DeepLabV3+, UPerNet, Segformer) on timm and torchvision encoders;
 torchinfo / torchsummary / thop model summaries and torch-optimizer's
-optimizers.
+optimizers; PyTorch-Ignite's quickstart (supervised trainer and evaluator,
+metrics, handlers, EarlyStopping, Checkpoint, a parameter scheduler).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1``.  The libraries import ``torch``, which is
@@ -44,7 +45,7 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 _MISSING = [m for m in ('torch_geometric', 'torchdiffeq', 'torchmetrics', 'pytorch_lightning',
                         'accelerate', 'diffusers', 'pyro', 'kornia', 'monai',
                         'segmentation_models_pytorch', 'torchinfo', 'torchsummary', 'thop',
-                        'torch_optimizer')
+                        'torch_optimizer', 'ignite')
             if importlib.util.find_spec(m) is None]
 pytestmark = pytest.mark.skipif(bool(_MISSING), reason=f"not installed: {_MISSING}")
 
@@ -54,7 +55,7 @@ PROGS = ROOT / "tests" / "programs" / "pyglibs"
 CASES = ["pyg_karate_club.py", "pyg_graph_classification.py", "torchdiffeq_ode_demo.py",
          "torchmetrics_eval.py", "lightning_autoencoder.py", "accelerate_loop.py",
          "diffusers_ddpm.py", "pyro_svi.py", "kornia_augment.py", "monai_tutorials.py",
-         "smp_segmentation.py", "model_tools.py"]
+         "smp_segmentation.py", "model_tools.py", "ignite_quickstart.py"]
 EAGER_FALLBACK = {"pyg_karate_club.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})

@@ -579,3 +579,41 @@ def test_deprecated_overload_warns_once_per_process_as_torch():
         assert r.returncode == 0, r.stderr
         counts.append(r.stderr.count("is deprecated"))
     assert counts == [1, 1], counts
+
+
+def test_distributed_backend_and_reduce_op_names_are_torchs():
+    # PyTorch-Ignite reads dist.Backend.NCCL and dist.ReduceOp.PRODUCT at import
+    import torch.distributed as tdist
+
+    import tracec.distributed as cdist
+    for name in ("UNDEFINED", "GLOO", "NCCL", "XCCL", "UCC", "MPI", "FAKE"):
+        assert getattr(cdist.Backend, name) == getattr(tdist.Backend, name)
+    for arg in ("GLOO", "nccl", "Mpi", "custom"):
+        assert cdist.Backend(arg) == tdist.Backend(arg)
+    assert cdist.Backend.backend_list == tdist.Backend.backend_list
+    # (PyTorch's map grows when its fake backend registers: 'hpu': 'fake')
+    for device, backend in cdist.Backend.default_device_backend_map.items():
+        assert tdist.Backend.default_device_backend_map[device] == backend
+    for name in ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM"):
+        assert hasattr(tdist.ReduceOp, name) and hasattr(cdist.ReduceOp, name)
+    with pytest.raises(ValueError, match="string-ish"):
+        cdist.Backend(3)
+
+
+def test_rankwise_reductions_of_every_reduce_op():
+    import tracec.distributed as cdist
+    a, b = np.array([1, 6, 3]), np.array([4, 2, 5])
+    got = {op: cdist._reduce_rankwise([a, b], op).tolist() for op in
+           (cdist.ReduceOp.PRODUCT, cdist.ReduceOp.MIN, cdist.ReduceOp.BAND, cdist.ReduceOp.BXOR)}
+    assert got == {cdist.ReduceOp.PRODUCT: [4, 12, 15], cdist.ReduceOp.MIN: [1, 2, 3],
+                   cdist.ReduceOp.BAND: [0, 2, 1], cdist.ReduceOp.BXOR: [5, 4, 6]}
+    with pytest.raises(NotImplementedError, match="PREMUL_SUM"):
+        cdist._reduce_rankwise([a, b], cdist.ReduceOp.PREMUL_SUM)
+    with pytest.raises(TypeError, match="integer or bool"):
+        cdist._reduce_rankwise([a * 1.0, b * 1.0], cdist.ReduceOp.BOR)
+
+
+def test_zero_redundancy_optimizer_is_refused_saying_so():
+    from tracec.distributed.optim import ZeroRedundancyOptimizer
+    with pytest.raises(NotImplementedError, match="does not shard optimizer state.*SGD"):
+        ZeroRedundancyOptimizer(tracec.nn.Linear(2, 2).parameters(), tracec.optim.SGD, lr=0.1)

@@ -35,19 +35,50 @@ __all__ = ["init_process_group", "destroy_process_group", "is_initialized", "is_
            "get_rank", "get_world_size", "get_backend", "barrier", "all_reduce", "broadcast",
            "all_gather", "all_gather_into_tensor", "ReduceOp", "ProcessGroup", "is_torchelastic_launched",
            "CollectiveShapeError", "default_group", "group", "new_group", "send", "recv",
-           "isend", "irecv", "is_mpi_available", "is_gloo_available", "is_nccl_available"]
+           "isend", "irecv", "is_mpi_available", "is_gloo_available", "is_nccl_available",
+           "Backend"]
 
 
 class ReduceOp(enum.Enum):
-    """How ``all_reduce`` combines the ranks' tensors."""
+    """How ``all_reduce`` combines the ranks' tensors: PyTorch's members
+    (Ignite maps its names to them at import).  SUM, AVG and MAX run under
+    either backend; PRODUCT, MIN and the bitwise ones on ``gloo``'s eager
+    path only (``_reduce_rankwise``); PREMUL_SUM is not supported."""
     SUM = "sum"
     AVG = "avg"
+    PRODUCT = "product"
+    MIN = "min"
     MAX = "max"
+    BAND = "band"
+    BOR = "bor"
+    BXOR = "bxor"
+    PREMUL_SUM = "premul_sum"
+    UNUSED = "unused"
 
 
 # torch's ops are members of the nested enum ReduceOp.RedOpType (type hints
 # and isinstance checks name it): here the one enum is both.
 ReduceOp.RedOpType = ReduceOp
+
+
+class Backend(str):
+    """PyTorch's backend names (``dist.Backend.NCCL`` is ``"nccl"``; Ignite
+    reads them at import): ``Backend("GLOO")`` is ``"gloo"``, an unknown
+    name its lower case.  tracec's collectives run over MPI
+    (``init_process_group`` says which backends it accepts)."""
+    UNDEFINED, GLOO, NCCL, XCCL, UCC, MPI, FAKE = (
+        "undefined", "gloo", "nccl", "xccl", "ucc", "mpi", "fake")
+    backend_list = [UNDEFINED, GLOO, NCCL, XCCL, UCC, MPI, FAKE]
+    default_device_backend_map = {"cpu": GLOO, "cuda": NCCL, "xpu": XCCL, "mps": GLOO}
+    backend_capability = {GLOO: ["cpu", "cuda"], NCCL: ["cuda"], XCCL: ["xpu"],
+                          UCC: ["cpu", "cuda"], MPI: ["cpu", "cuda"],
+                          FAKE: ["cpu", "cuda", "hpu", "xpu"]}
+
+    def __new__(cls, name: str):
+        if not isinstance(name, str):
+            raise ValueError("Backend constructor parameter must be string-ish")
+        value = getattr(Backend, name.upper(), Backend.UNDEFINED)
+        return name.lower() if value == Backend.UNDEFINED else value
 
 
 class ProcessGroup:
@@ -216,9 +247,18 @@ def _reduce_rankwise(arrays: list, op) -> np.ndarray:
     op = ReduceOp(op.value if isinstance(op, ReduceOp) else str(op).lower())
     if op is ReduceOp.AVG and arrays[0].dtype.kind not in "fc":
         raise TypeError(f"all_reduce(AVG) needs a floating point tensor, got {arrays[0].dtype}")
+    combine = {ReduceOp.SUM: np.add, ReduceOp.AVG: np.add, ReduceOp.PRODUCT: np.multiply,
+               ReduceOp.MIN: np.minimum, ReduceOp.MAX: np.maximum,
+               ReduceOp.BAND: np.bitwise_and, ReduceOp.BOR: np.bitwise_or,
+               ReduceOp.BXOR: np.bitwise_xor}.get(op)
+    if combine is None:
+        raise NotImplementedError(f"all_reduce: ReduceOp.{op.name} is not supported by tracec")
+    if op in (ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR) and arrays[0].dtype.kind not in "biu":
+        raise TypeError(f"all_reduce({op.name}) needs an integer or bool tensor, "
+                        f"got {arrays[0].dtype}")
     acc = arrays[0]
     for a in arrays[1:]:
-        acc = np.maximum(acc, a) if op is ReduceOp.MAX else acc + a
+        acc = combine(acc, a)
     return acc / len(arrays) if op is ReduceOp.AVG else acc
 
 
@@ -307,7 +347,10 @@ def reduce_tensor(t: Tensor, op, pg: ProcessGroup) -> Tensor:
     op = ReduceOp(op.value if isinstance(op, ReduceOp) else str(op).lower())
     if op is ReduceOp.AVG and not t.dtype.is_floating_point:
         raise TypeError(f"all_reduce(AVG) needs a floating point tensor, got {t.dtype}")
-    code = {ReduceOp.SUM: _c.SUM, ReduceOp.MAX: _c.MAX, ReduceOp.AVG: _c.AVG}[op]
+    code = {ReduceOp.SUM: _c.SUM, ReduceOp.MAX: _c.MAX, ReduceOp.AVG: _c.AVG}.get(op)
+    if code is None:
+        raise NotImplementedError(f"all_reduce: ReduceOp.{op.name} runs only on backend='gloo' "
+                                  "(eagerly); backend='mpi' reduces with SUM, AVG or MAX")
     return _c.all_reduce(t, code, pg.fint)
 
 
