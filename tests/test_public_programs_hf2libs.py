@@ -59,14 +59,11 @@ compiled ops ``vision_oracle.torch_command`` leaves out).  The programs
 seed torch and Python's ``random`` as a user does; tracec's draws equal
 PyTorch's, so dropout and sampling compare strictly.
 """
-import importlib.metadata
-import importlib.util
 import pathlib
 
 import pytest
 
-from test_public_programs_tutorials2 import ENV, check_program
-from vision_oracle import recorded_torch_output
+from library_programs import check_library_program
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "hf2libs"
@@ -84,23 +81,6 @@ CASES = {
 }
 
 
-def _versions(packages):
-    """``name==version`` of each installed package, or None if one is missing."""
-    try:
-        return " ".join(f"{p}=={importlib.metadata.version(p)}" for p in packages)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 @pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
 def test_hf2libs_program_matches_torch(script, tmp_path):
-    versions = _versions(CASES[script])
-    if versions is None or importlib.util.find_spec("torch") is None:
-        pytest.skip(f"{' / '.join(CASES[script])} (the test extra) not installed")
-    path = PROGS / script
-    env = {**ENV, "TORCH_COMPILE_DISABLE": "1"}
-
-    ref = recorded_torch_output(
-        path, tmp_path, env,
-        f"TORCH_COMPILE_DISABLE=1 OMP_NUM_THREADS=1 {versions} vision_oracle.torch_command")
-    check_program(path, ref, tmp_path, False)
+    check_library_program(PROGS / script, CASES[script], tmp_path)

@@ -68,15 +68,14 @@ Python's ``random`` as SB3's ``set_random_seed`` / ``seed=`` do; tracec's
 draws equal PyTorch's, so sampled actions, rollouts and losses compare
 strictly.
 """
-import importlib.metadata
-import importlib.util
 import pathlib
 import subprocess
 
 import pytest
 
 import torch_recordings
-from test_public_programs_tutorials2 import ENV, check_program
+from library_programs import LIBRARY_ENV, recording_key, versions_or_skip
+from test_public_programs_tutorials2 import check_program
 from vision_oracle import torch_command
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -106,21 +105,11 @@ DATA = {
 }
 
 
-def _versions(packages):
-    """``name==version`` of each installed package, or None if one is missing."""
-    try:
-        return " ".join(f"{p}=={importlib.metadata.version(p)}" for p in packages)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 @pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
 def test_rllibs_program_matches_torch(script, tmp_path):
-    versions = _versions(CASES[script])
-    if versions is None or importlib.util.find_spec("torch") is None:
-        pytest.skip(f"{' / '.join(CASES[script])} (the test extra) not installed")
+    versions = versions_or_skip(CASES[script])
     path = PROGS / script
-    env = {**ENV, "TORCH_COMPILE_DISABLE": "1"}
+    env = LIBRARY_ENV
 
     def run():
         r = subprocess.run(torch_command(path, []), cwd=tmp_path, env=env, capture_output=True,
@@ -130,5 +119,5 @@ def test_rllibs_program_matches_torch(script, tmp_path):
 
     ref = torch_recordings.torch_output(
         f"rllibs/{path.stem}", torch_recordings.program_files(path, DATA.get(script, ())), [],
-        f"TORCH_COMPILE_DISABLE=1 OMP_NUM_THREADS=1 {versions} vision_oracle.torch_command", run)
+        recording_key(versions), run)
     check_program(path, ref, tmp_path, False)
