@@ -36,7 +36,8 @@ _C_SPACES = {
     ("torch", "Tensor"): "tracec.tensor:Tensor",
 }
 
-#: aliased top-level packages -> tracec's package standing in for them
+#: aliased top-level packages -> tracec's package standing in for them (as
+#: ``as_torch._ALIASES``, which sits in a layer above this one)
 _TOPS = {"torch": "tracec", "torchvision": "tracec.vision"}
 
 
