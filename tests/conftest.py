@@ -8,7 +8,7 @@ import tempfile
 
 import pytest
 
-os.environ["TRACEC_CHECKS"] = "1"
+os.environ.setdefault("TRACEC_CHECKS", "1")
 os.environ.setdefault("TRACEC_CACHE_DIR", tempfile.mkdtemp(prefix="tracec-test-cache-"))
 # No shared libraries linked from compiled code (a cc per compile, for a
 # later process's quick start): tests/backends/test_shared_objects.py

@@ -30,7 +30,7 @@ import sys
 import tempfile
 
 _ZYGOTE = r'''
-import json, os, sys, traceback
+import json, os, sys, tempfile, traceback
 # what every program run needs before its first line (the compile stack)
 import numpy, tracec, tracec.cli, tracec.as_torch, tracec.backends.cpu
 import tracec.backends.cpu.lower, tracec.passes.pipeline
@@ -45,6 +45,7 @@ for line in sys.stdin:
         try:
             os.setpgid(0, 0)
             os.environ.clear(); os.environ.update(req["env"])
+            tempfile.tempdir = None        # (read TMPDIR afresh, as a new process does)
             os.chdir(req["cwd"])
             for fd, path in ((1, req["stdout"]), (2, req["stderr"])):
                 f = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -75,7 +76,7 @@ for line in sys.stdin:
 
 _zygotes: dict = {}
 #: environment variables tracec reads only after import (the child sets them)
-_LATE = {"TRACEC_CACHE_DIR"}
+_LATE = {"TRACEC_CACHE_DIR", "TMPDIR"}
 
 
 class _Zygote:
@@ -141,7 +142,15 @@ PROGRAM_CHECKS = "TRACEC_PROGRAM_CHECKS"
 
 def run_cli(args, cwd, env, timeout=600):
     """``python -m tracec.cli *args`` in ``cwd`` with ``env`` (see the
-    module docstring; ``TRACEC_CHECKS`` from ``PROGRAM_CHECKS``)."""
+    module docstring; ``TRACEC_CHECKS`` from ``PROGRAM_CHECKS``).  The
+    command's ``TMPDIR`` is a folder of its own, removed afterwards: what a
+    program or library leaves in the temporary folder (Stable-Baselines3's
+    logger folders, for one) is not left behind on the machine."""
+    with tempfile.TemporaryDirectory(prefix="tracec-run-") as tmp:
+        return _run_cli(args, cwd, {**env, "TMPDIR": tmp}, timeout)
+
+
+def _run_cli(args, cwd, env, timeout):
     env = {**env, "TRACEC_CHECKS": env.get(PROGRAM_CHECKS, "0")}
     if not hasattr(os, "fork"):
         return subprocess.run([sys.executable, "-m", "tracec.cli", *map(str, args)], cwd=cwd,

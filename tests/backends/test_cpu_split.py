@@ -192,3 +192,20 @@ def test_compile_jobs_follow_idle_cores_and_the_environment(monkeypatch):
     assert codegen.compile_jobs() == 1
     monkeypatch.setenv("TRACEC_COMPILE_JOBS", "3")
     assert codegen.compile_jobs() == 3
+
+
+def test_llvm_verifier_checks_parts_under_tracec_checks():
+    """With ``verify`` (TRACEC_CHECKS, on in tests) each part goes through
+    LLVM's verifier before optimization: a use its definition does not
+    dominate, which LLVM's parser accepts, is refused with an error; without
+    it LLVM's optimizer aborts the whole process on an assertion."""
+    codegen._init()
+    bad = (f'target triple = "{codegen.target()[0]}"\n'
+           "define i64 @f(i1 %c, i64 %x) {\n"
+           "entry:\n  br i1 %c, label %a, label %b\n"
+           "a:\n  %y = add i64 %x, 1\n  br label %b\n"
+           "b:\n  %z = add i64 %y, 1\n  ret i64 %z\n}\n")
+    with pytest.raises(RuntimeError, match="dominate"):
+        codegen._compile_part(bad, codegen.target(), False, verify=True)
+    good = bad.replace("%z = add i64 %y, 1", "%z = add i64 %x, 1")
+    assert codegen._compile_part(good, codegen.target(), False, verify=True)[1]

@@ -314,7 +314,7 @@ def _tune(llmod, internal: set[str], wide: set[str] = frozenset(),
 def compile_llvm(module, *, exported: set[str], want_asm: bool = True,
                  wide: set[str] = frozenset(), helpers: dict[str, str] | None = None,
                  jobs: int = 1, concurrent: bool = False,
-                 straight: set[str] = frozenset()) -> Compiled:
+                 straight: set[str] = frozenset(), verify: bool = False) -> Compiled:
     """Convert, optimize (O3 for the host) and emit object code (and asm).
     ``straight``: functions compiled without optimization (``_tune``).
     ``helpers``: declared functions to define from LLVM IR text (spliced in
@@ -322,7 +322,9 @@ def compile_llvm(module, *, exported: set[str], want_asm: bool = True,
     may be split (``split.py``) and its parts compiled on as many threads,
     giving several objects (``pack_objects``).  ``concurrent``: compile
     outside llvmlite's lock, with a target machine of this call's own (a
-    background build must not hold up other threads' compiles)."""
+    background build must not hold up other threads' compiles).
+    ``verify``: LLVM's verifier checks each module part as parsed (before
+    optimization), raising on malformed IR."""
     import llvmlite.binding as lb
     # Imported here: loading cached object code needs none of xDSL's llvm
     # dialect (~0.1 s of imports in a new process).
@@ -338,14 +340,16 @@ def compile_llvm(module, *, exported: set[str], want_asm: bool = True,
         parts = split_module(text, jobs)
         if len(parts) > 1:
             try:
-                return _compile_parts(parts, want_asm)
+                return _compile_parts(parts, want_asm, verify)
             except RuntimeError as e:   # LLVM refused a part: compile the module whole
                 _warn_once(f"tracec: compiling a module in {len(parts)} parts failed ({e}); "
                            f"compiling it whole")
     if concurrent:
-        return _compile_parts([text], want_asm)
+        return _compile_parts([text], want_asm, verify)
     with _lock:  # one compile at a time per target machine
         mod = lb.parse_assembly(text, context=lb.create_context())
+        if verify:
+            mod.verify()
         pb = _pass_builder(tm)
         pb.getModulePassManager().run(mod, pb)
         optimized = str(mod)
@@ -384,7 +388,8 @@ def _unlocked(name: str):
     return getattr(fn, "_cfn", fn)
 
 
-def _compile_part(text: str, t, want_asm: bool) -> tuple[str, bytes, str | None]:
+def _compile_part(text: str, t, want_asm: bool,
+                  verify: bool = False) -> tuple[str, bytes, str | None]:
     """Optimize and emit one part on the calling thread, with a target
     machine of its own (a target machine is not shared between threads)."""
     import llvmlite.binding as lb
@@ -394,6 +399,8 @@ def _compile_part(text: str, t, want_asm: bool) -> tuple[str, bytes, str | None]
         cpu=cpu, features=feats, opt=3, reloc="pic", codemodel="default")
     mod = lb.parse_assembly(text, context=lb.create_context())
     try:
+        if verify:
+            mod.verify()
         pb = _pass_builder(tm)
         _unlocked("LLVMPY_RunNewModulePassManager")(pb.getModulePassManager(), mod, pb)
         with ffi.OutputString() as err:
@@ -413,7 +420,7 @@ def _compile_part(text: str, t, want_asm: bool) -> tuple[str, bytes, str | None]
         mod.close()
 
 
-def _compile_parts(parts: list[str], want_asm: bool) -> Compiled:
+def _compile_parts(parts: list[str], want_asm: bool, verify: bool = False) -> Compiled:
     """Each part on a thread of its own (the first on this one)."""
     _init()
     t = target()
@@ -421,7 +428,7 @@ def _compile_parts(parts: list[str], want_asm: bool) -> Compiled:
 
     def work(i):
         try:
-            results[i] = _compile_part(parts[i], t, want_asm)
+            results[i] = _compile_part(parts[i], t, want_asm, verify)
         except BaseException as e:  # re-raised on the calling thread, without
             results[i] = e.with_traceback(None)   # this thread's frames (LLVM objects)
 
