@@ -48,12 +48,12 @@ def test_two_ranks_collectives_ddp_sampler():
     (eager and compiled: after 5 steps every rank's parameters equal one
     process trained on the concatenated batch), no_sync, and the sampler's
     disjoint, covering shards -- one launch."""
-    cases = ["collectives", "ddp", "no_sync", "sampler", "comm_runtime", "syncbn"]
+    cases = ["collectives", "ddp", "no_sync", "sampler", "comm_runtime", "syncbn", "rooted"]
     _ok(run(*cases), cases, 2)
 
 
 def test_world_of_one_without_a_launcher():
-    cases = ["collectives", "ddp", "no_sync", "sampler", "comm_runtime", "syncbn"]
+    cases = ["collectives", "ddp", "no_sync", "sampler", "comm_runtime", "syncbn", "rooted"]
     _ok(run(*cases, n=0), cases, 0)
 
 

@@ -60,6 +60,62 @@ def case_collectives(rank, world):
     assert f.cache_info().traces == 1 if hasattr(f.cache_info(), "traces") else True
 
 
+def case_rooted(rank, world):
+    """reduce / gather / scatter / reduce-scatters / all_to_all and the
+    object collectives over MPI (tests/programs/dist checks them against
+    PyTorch's gloo); the tensor ones compiled too."""
+    t = torch.tensor([rank + 1.0, 2.0 * rank])
+    dist.reduce(t, dst=world - 1)
+    if rank == world - 1:
+        assert t.tolist() == [sum(r + 1.0 for r in range(world)), sum(2.0 * r for r in range(world))], t
+    else:
+        assert t.tolist() == [rank + 1.0, 2.0 * rank], t      # left as it was
+    g = [torch.zeros(2, dtype=torch.int64) for _ in range(world)] if rank == 0 else None
+    dist.gather(torch.tensor([rank, 7]), gather_list=g, dst=0)
+    if rank == 0:
+        assert [x.tolist() for x in g] == [[r, 7] for r in range(world)], g
+    s = torch.zeros(3)
+    dist.scatter(s, [torch.arange(3.0) + 10 * r for r in range(world)] if rank == 0 else None, src=0)
+    assert s.tolist() == [10.0 * rank + i for i in range(3)], s
+    rs = torch.zeros(2)
+    dist.reduce_scatter(rs, [torch.full((2,), float(rank + r)) for r in range(world)])
+    assert rs.tolist() == [float(sum(r + rank for r in range(world)))] * 2, rs
+    rst = torch.zeros(2)
+    dist.reduce_scatter_single(rst, torch.arange(2.0 * world) * (rank + 1))
+    tot = sum(r + 1 for r in range(world))
+    assert rst.tolist() == [(2.0 * rank) * tot, (2.0 * rank + 1) * tot], rst
+    outs = [torch.zeros(1) for _ in range(world)]
+    dist.all_to_all(outs, [torch.tensor([100.0 * rank + r]) for r in range(world)])
+    assert [o.item() for o in outs] == [100.0 * r + rank for r in range(world)], outs
+    objs = [None] * world
+    dist.all_gather_object(objs, {"rank": rank, "t": torch.tensor([rank * 0.5])})
+    assert [o["rank"] for o in objs] == list(range(world)) and objs[-1]["t"].item() == (world - 1) * 0.5
+    cfg = ["cfg", {"lr": 0.1}] if rank == 0 else [None, None]
+    dist.broadcast_object_list(cfg, src=0)
+    assert cfg == ["cfg", {"lr": 0.1}], cfg
+    got = [None] * world if rank == world - 1 else None
+    dist.gather_object(rank * 3, got, dst=world - 1)
+    assert rank != world - 1 or got == [3 * r for r in range(world)], got
+    box = [None]
+    dist.scatter_object_list(box, [("part", r) for r in range(world)] if rank == 0 else None, src=0)
+    assert box == [("part", rank)], box
+
+    @torch.compile
+    def f(x):
+        parts = torch.zeros(2)
+        dist.reduce_scatter_single(parts, x)
+        whole = [torch.zeros(2) for _ in range(world)] if rank == 0 else None
+        dist.gather(parts, whole, dst=0)
+        return parts * 1, (torch.stack(whole) if rank == 0 else parts * 0)
+    for k in range(3):
+        x = torch.arange(2.0 * world) + k + rank
+        parts, whole = f(x)
+        want = sum(torch.arange(2.0 * world) + k + r for r in range(world))
+        assert parts.tolist() == want[2 * rank:2 * rank + 2].tolist(), (parts, want)
+        if rank == 0:
+            assert whole.reshape(-1).tolist() == want.tolist(), whole
+
+
 def case_comm_runtime(rank, world):
     """The communicator's handle is data the native code reads when it runs
     (signature["comms"]), recorded with the IR it is part of: two groups

@@ -408,10 +408,31 @@ def all_gather(tensor_list: list, tensor: Tensor, group: ProcessGroup | None = N
 
 def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor,
                            group: ProcessGroup | None = None, async_op: bool = False):
+    """``all_gather_single``, deprecated by PyTorch 2.13 (the same warning)."""
+    import warnings
+    warnings.warn("`torch.distributed.all_gather_into_tensor` is deprecated. Please use "
+                  "`torch.distributed.all_gather_single` instead.", FutureWarning, stacklevel=2)
+    return all_gather_single(output_tensor, input_tensor, group, async_op)
+
+
+def all_gather_single(output_tensor: Tensor, input_tensor: Tensor,
+                      group: ProcessGroup | None = None, async_op: bool = False):
     """``output_tensor`` (world size times the input's first dimension) :=
     the ranks' inputs concatenated along dimension 0."""
-    _check_tensor(input_tensor, "all_gather_into_tensor")
+    _check_tensor(input_tensor, "all_gather_single")
+    _check_tensor(output_tensor, "all_gather_single")
     pg = default_group(group)
+    if output_tensor.dtype != input_tensor.dtype:
+        raise RuntimeError(f"all_gather_single: the output is {output_tensor.dtype}, the "
+                           f"input {input_tensor.dtype}; they must be of one dtype")
+    if output_tensor.numel() != input_tensor.numel() * pg.size():
+        raise ValueError(f"all_gather_single: the output has {output_tensor.numel()} "
+                         f"elements, not the world size ({pg.size()}) times the input's "
+                         f"{input_tensor.numel()}")
+    if isinstance(pg, _tcp.TCPGroup):
+        arrays = _tcp_group(pg, "all_gather_single").exchange(input_tensor._data)
+        _store(output_tensor, np.stack(arrays).reshape(output_tensor._data.shape))
+        return _done(async_op)
     with graph.no_grad():
         gathered = _c.all_gather(input_tensor, pg.size(), pg.fint)
         output_tensor.copy_(gathered.reshape(output_tensor.shape))
@@ -454,3 +475,22 @@ def all_to_all_single(output: Tensor, input: Tensor, output_split_sizes=None,  #
 
 
 __all__ += ["get_process_group_ranks", "all_to_all_single"]
+
+# (after the names above, which they import)
+from tracec.distributed.rooted import (all_to_all, gather, get_global_rank,  # noqa: E402
+                                       get_group_rank, reduce, reduce_scatter,
+                                       reduce_scatter_single, reduce_scatter_tensor, scatter)
+from tracec.distributed.objects import (P2POp, all_gather_object,  # noqa: E402
+                                        batch_isend_irecv, broadcast_object_list,
+                                        gather_object, get_node_local_rank,
+                                        is_backend_available, is_ucc_available,
+                                        is_xccl_available, monitored_barrier,
+                                        recv_object_list, scatter_object_list,
+                                        send_object_list)
+
+__all__ += ["all_gather_single", "reduce_scatter_single", "all_to_all", "gather", "get_global_rank", "get_group_rank", "reduce",
+            "reduce_scatter", "reduce_scatter_tensor", "scatter", "P2POp",
+            "all_gather_object", "batch_isend_irecv", "broadcast_object_list", "gather_object",
+            "get_node_local_rank", "is_backend_available", "is_ucc_available",
+            "is_xccl_available", "monitored_barrier", "recv_object_list",
+            "scatter_object_list", "send_object_list"]

@@ -125,6 +125,23 @@ class TCPGroup:
                                f"holds {like.nbytes} ({like.dtype}, shape {list(like.shape)})")
         return np.frombuffer(payload, like.dtype).reshape(like.shape)
 
+    def recv_bytes(self, peer: int) -> bytes:
+        """The next message from ``peer``, whatever its length."""
+        sock = self._peer(peer, "recv")
+        return self._read(sock, _LEN.unpack(self._read(sock, _LEN.size))[0])
+
+    def exchange_bytes(self, payload: bytes) -> list:
+        """Every rank's ``payload`` (of any length), in rank order."""
+        data = np.frombuffer(payload, np.uint8)
+        senders = [threading.Thread(target=self.send, args=(data, p)) for p in self.peers]
+        for t in senders:
+            t.start()
+        got = {p: self.recv_bytes(p) for p in sorted(self.peers)}
+        for t in senders:
+            t.join()
+        got[self._rank] = bytes(payload)
+        return [got[r] for r in range(self._size)]
+
     def exchange(self, data: np.ndarray) -> list:
         """Every rank's ``data``, in rank order (this rank's own included):
         sends on threads while receiving, so no pair waits on the other."""

@@ -10,7 +10,12 @@ import); the classes are generated from it.  Every class:
 * prints as ``%r = tracec.<name> %a, %b <kw> <param> ... : <types>`` where
   ``<types>`` is a single type when all operand types equal the result type
   (see ``tracec.ir.format.TypeSignature``);
-* is ``Pure`` (random numbers are a function of an explicit state operand);
+* is ``Pure`` (random numbers are a function of an explicit state operand),
+  except the collectives (``COLLECTIVES``): they have an effect beyond
+  their result (the other ranks wait for this rank to take part), so no
+  pass may erase one whose result is unused, or merge two (a rank whose
+  trace differs, as a ``gather``'s non-root does, would leave the others
+  waiting or pair the wrong calls);
 * verifies cheaply in ``verify_``: element types and how they relate, the
   result dtype, parameter lengths against operand ranks, broadcast shapes of
   elementwise ops, and result shapes fixed by a ``shape`` parameter.  The
@@ -38,7 +43,7 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
-from xdsl.traits import Pure
+from xdsl.traits import MemoryWriteEffect, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from tracec import dtypes as dt
@@ -295,6 +300,9 @@ class PrimitiveOp(IRDLOperation):
                                 f"{format_type(tensor_type(want_shape, want_dtype))}")
 
 
+#: primitives every rank of a communicator must take part in (module docstring)
+COLLECTIVES = frozenset({"all_reduce", "broadcast", "all_gather"})
+
 _PROP_CONSTRAINT = {
     "ints": lambda: prop_def(DenseArrayBase.constr(i64)),
     "int": lambda: prop_def(IntegerAttr[I64]),
@@ -316,7 +324,7 @@ def _make_class(spec: PrimSpec) -> type[PrimitiveOp]:
         "SPEC": spec,
         "PRIMITIVE": spec.name,
         "result": result_def(TensorType),
-        "traits": traits_def(Pure()),
+        "traits": traits_def(MemoryWriteEffect() if spec.name in COLLECTIVES else Pure()),
         "custom_directives": (TypeSignature, Scalar),
         "__doc__": f"``{spec.name}`` primitive: operands "
                    f"({', '.join(spec.operands) or 'none'}), params "
