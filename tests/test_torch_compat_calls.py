@@ -93,6 +93,24 @@ def test_cuda_queries_and_version_like_a_cpu_build():
     with pytest.raises(AssertionError, match="not compiled with CUDA"):
         tracec.cuda.synchronize()
     assert tracec.version.cuda is None and torch.version.cuda is None
+    # answered as a CPU build of PyTorch 2.13 answers them
+    for name in ("max_memory_cached", "memory_cached"):
+        with pytest.warns(FutureWarning, match="has been renamed"):
+            assert getattr(tracec.cuda, name)() == getattr(torch.cuda, name)() == 0
+    for name in ("memory_stats_as_nested_dict", "host_memory_stats", "get_gencode_flags",
+                 "is_tf32_supported", "list_gpu_processes"):
+        assert getattr(tracec.cuda, name)() == getattr(torch.cuda, name)(), name
+    assert (tracec.cuda.has_half, tracec.cuda.has_magma) == (torch.cuda.has_half, torch.cuda.has_magma)
+    for name in ("utilization", "temperature", "power_draw", "memory_usage"):
+        with pytest.raises(ModuleNotFoundError, match="nvidia-ml-py"):
+            getattr(tracec.cuda, name)()
+    for name in ("init", "get_per_process_memory_fraction", "get_sync_debug_mode"):
+        with pytest.raises(AssertionError, match="not compiled with CUDA"):
+            getattr(tracec.cuda, name)()
+    import tracec.cuda.nvtx as nvtx      # (profiling scripts import it at the top)
+    with pytest.raises(RuntimeError, match="NVTX functions not installed"):
+        with nvtx.range("step {}", 1):
+            pass
 
 
 def test_where_with_the_condition_alone_and_legacy_types():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 
 from tracec.device import EAGER_CUDA
+from tracec.cuda import nvtx  # noqa: F401  (torch.cuda.nvtx, imported by profiling scripts)
 
 __all__ = ["is_available", "device_count", "manual_seed", "manual_seed_all"]
 
@@ -65,6 +66,66 @@ def reset_peak_memory_stats(device=None) -> None:
     """Nothing to reset."""
 
 
+reset_max_memory_allocated = reset_max_memory_cached = reset_peak_memory_stats
+reset_accumulated_memory_stats = reset_peak_memory_stats
+
+
+def memory_cached(device=None) -> int:
+    """PyTorch's old name of ``memory_reserved`` (its warning)."""
+    import warnings
+    warnings.warn("`torch.cuda.memory_cached` has been renamed to `torch.cuda.memory_reserved`",
+                  FutureWarning, stacklevel=2)
+    return 0
+
+
+def max_memory_cached(device=None) -> int:
+    """PyTorch's old name of ``max_memory_reserved`` (its warning)."""
+    import warnings
+    warnings.warn("`torch.cuda.max_memory_cached` has been renamed to "
+                  "`torch.cuda.max_memory_reserved`", FutureWarning, stacklevel=2)
+    return 0
+
+
+def memory_stats_as_nested_dict(device=None) -> dict:
+    return {}
+
+
+def host_memory_stats() -> dict:
+    import collections
+    return collections.OrderedDict()
+
+
+def get_gencode_flags() -> str:
+    return ""
+
+
+def is_tf32_supported() -> bool:
+    return False
+
+
+def is_current_stream_capturing() -> bool:
+    """No CUDA graph is being captured (there is no stream)."""
+    return False
+
+
+has_half = True
+has_magma = False
+
+
+def list_gpu_processes(device=None) -> str:
+    """PyTorch's answer where NVML is not installed."""
+    return "pynvml module not found, please install nvidia-ml-py"
+
+
+def _no_nvml(device=None):
+    raise ModuleNotFoundError("nvidia-ml-py does not seem to be installed or it can't be "
+                              "imported.")
+
+
+utilization = temperature = power_draw = memory_usage = clock_rate = _no_nvml
+device_memory_used = _no_nvml
+
+
 def is_bf16_supported(including_emulation: bool = True) -> bool:
     return False
 
@@ -82,6 +143,8 @@ _initialized = False
 synchronize = get_device_name = current_device = set_device = ipc_collect = _no_cuda
 get_device_capability = get_device_properties = _no_cuda
 get_rng_state = initial_seed = mem_get_info = current_stream = default_stream = _no_cuda
+init = set_per_process_memory_fraction = get_per_process_memory_fraction = _no_cuda
+get_sync_debug_mode = set_sync_debug_mode = _no_cuda
 
 
 # The CUDA RNG calls PyTorch queues until CUDA initializes (never, here):
