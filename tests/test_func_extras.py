@@ -266,3 +266,37 @@ def test_transforms_trace_inside_compile():
     f = tracec.compile(lambda x: tracec.func.grad(lambda y: (y * y * y).sum())(x))
     f(tracec.ones(3))
     np.testing.assert_allclose(f(tracec.tensor([1.0, 2.0, -3.0])).numpy(), [3.0, 12.0, 27.0])
+
+
+def test_replace_all_batch_norm_modules_then_vmap_over_a_model_batch():
+    """torch.func's per-model-batch recipe: batch norms switched to batch
+    statistics (no running buffers), then vmap of functional_call, as torch."""
+    x = np.random.default_rng(1).standard_normal((3, 5, 3, 6, 6)).astype(np.float32)
+    weights = None
+    results = []
+    for lib in (torch, tracec):
+        nn = lib.nn
+        m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
+                          nn.Linear(64, 2), nn.BatchNorm1d(2))
+        if weights is None:
+            weights = {k: v.detach().numpy() for k, v in m.state_dict().items()}
+        m.load_state_dict({k: lib.tensor(v) for k, v in weights.items()})
+        assert lib.func.replace_all_batch_norm_modules_(m) is m
+        bns = [b for b in m.modules() if isinstance(b, nn.modules.batchnorm._BatchNorm)]
+        assert len(bns) == 2 and all(b.running_mean is None and b.num_batches_tracked is None
+                                     and not b.track_running_stats for b in bns)
+        params = {k: v.detach() for k, v in m.named_parameters()}
+        out = lib.func.vmap(lambda xb: lib.func.functional_call(m, params, (xb,)))(lib.tensor(x))
+        results.append((sorted(m.state_dict()), out.detach().numpy()))
+    assert results[1][0] == results[0][0]
+    np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-4, atol=1e-5)
+
+def test_increment_version_bumps_each_tensor_once_per_mention():
+    t = tracec.zeros(3)
+    v = t._version[0]
+    tracec.autograd.graph.increment_version(t)
+    tracec.autograd.graph.increment_version([t, t])
+    assert t._version[0] == v + 3
+    with tracec.inference_mode():
+        u = tracec.zeros(2)
+    tracec.autograd.graph.increment_version(u)      # no counter: nothing to bump, no error

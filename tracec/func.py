@@ -29,7 +29,21 @@ from tracec.shape_ops import stack
 from tracec.tensor import Tensor
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "linearize", "jacrev", "jacfwd", "hessian", "vmap",
-           "functional_call", "stack_module_state"]
+           "functional_call", "stack_module_state", "replace_all_batch_norm_modules_"]
+
+
+def replace_all_batch_norm_modules_(root):
+    """``root`` with every batch norm in it (``root`` included) switched to
+    batch statistics: running mean, variance and batch count None,
+    ``track_running_stats`` False (what vmap over a model's batch needs)."""
+    from tracec.nn.modules.batchnorm import _BatchNorm
+    for m in root.modules():
+        if isinstance(m, _BatchNorm) and m.track_running_stats:
+            m.running_mean = None
+            m.running_var = None
+            m.num_batches_tracked = None
+            m.track_running_stats = False
+    return root
 
 
 def _leaves(tree):

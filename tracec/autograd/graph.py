@@ -10,7 +10,22 @@ from __future__ import annotations
 
 from tracec.graph import Node
 
-__all__ = ["Node", "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks"]
+__all__ = ["Node", "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks",
+           "increment_version"]
+
+
+def increment_version(tensor) -> None:
+    """Bump the version counter of ``tensor`` (or of each tensor of a
+    list), as an in-place op does: for writes autograd cannot see (a
+    kernel writing through ``data_ptr``).  Inference tensors have no
+    counter to bump, as in PyTorch."""
+    from tracec.tensor import InferenceVersion, Tensor
+    for t in (tensor,) if isinstance(tensor, Tensor) else tensor:
+        if type(t._version) is InferenceVersion:
+            continue
+        t._version[0] += 1
+        if t._view_chain:
+            t._view_version = t._version[0]
 
 
 class saved_tensors_hooks:
