@@ -1,0 +1,160 @@
+"""skorch as its README and docs use it: a NeuralNetClassifier on
+make_classification (fit, predict_proba, history), in a Pipeline after a
+StandardScaler, a GridSearchCV over a tiny grid, a NeuralNetRegressor on
+make_regression with callbacks (EpochScoring, EarlyStopping, LRScheduler,
+Checkpoint / LoadInitState into the working folder), save_params /
+load_params, and pickling a fitted net."""
+import pickle
+import random
+
+import numpy as np
+import torch
+from sklearn.datasets import make_classification, make_regression
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
+from torch import nn
+
+from skorch import NeuralNetClassifier, NeuralNetRegressor
+from skorch.callbacks import (Checkpoint, EarlyStopping, EpochScoring, LoadInitState,
+                              LRScheduler)
+
+torch.manual_seed(0)
+random.seed(0)
+np.random.seed(0)
+
+
+def show_history(net, keys):
+    for row in net.history:
+        print("  epoch", row["epoch"], " ".join(
+            f"{k}={row[k]:.5f}" if isinstance(row[k], float) else f"{k}={row[k]}"
+            for k in keys if k in row))
+
+
+X, y = make_classification(120, 20, n_informative=10, random_state=0)
+X = X.astype(np.float32)
+y = y.astype(np.int64)
+
+
+class MyModule(nn.Module):
+    def __init__(self, num_units=10, nonlin=nn.ReLU()):
+        super().__init__()
+        self.dense0 = nn.Linear(20, num_units)
+        self.nonlin = nonlin
+        self.dropout = nn.Dropout(0.5)
+        self.dense1 = nn.Linear(num_units, num_units)
+        self.output = nn.Linear(num_units, 2)
+        self.softmax = nn.Softmax(dim=-1)
+
+    def forward(self, X, **kwargs):
+        X = self.nonlin(self.dense0(X))
+        X = self.dropout(X)
+        X = self.nonlin(self.dense1(X))
+        X = self.softmax(self.output(X))
+        return X
+
+
+net = NeuralNetClassifier(
+    MyModule,
+    max_epochs=4,
+    lr=0.1,
+    batch_size=32,
+    # Shuffle training data on each epoch
+    iterator_train__shuffle=True,
+    verbose=0,
+)
+net.fit(X, y)
+y_proba = net.predict_proba(X)
+print("classifier proba", y_proba.shape, y_proba.dtype)
+print(np.array2string(y_proba[:4], precision=5))
+print("predict", net.predict(X[:12]).tolist())
+print(f"score {net.score(X, y):.5f}")
+show_history(net, ["train_loss", "valid_loss", "valid_acc", "batches"])
+print("history[-1, 'train_loss'] =", f"{net.history[-1, 'train_loss']:.5f}")
+print("batches of the last epoch", len(net.history[-1, "batches"]))
+print("classes", net.classes_.tolist())
+
+# in an sklearn Pipeline
+pipe = Pipeline([
+    ("scale", StandardScaler()),
+    ("net", NeuralNetClassifier(MyModule, max_epochs=3, lr=0.1, batch_size=32,
+                                iterator_train__shuffle=True, verbose=0)),
+])
+pipe.fit(X, y)
+print("pipeline proba", np.array2string(pipe.predict_proba(X)[:3], precision=5))
+show_history(pipe.named_steps["net"], ["train_loss", "valid_loss", "valid_acc"])
+
+# grid search: skorch's own train/valid split off, as the README does
+net.set_params(train_split=False, verbose=0)
+params = {
+    "lr": [0.05, 0.1],
+    "module__num_units": [8, 12],
+}
+gs = GridSearchCV(net, params, refit=False, cv=2, scoring="accuracy")
+gs.fit(X, y)
+print("best score: {:.5f}, best params: {}".format(gs.best_score_, gs.best_params_))
+print("mean test scores", [f"{s:.5f}" for s in gs.cv_results_["mean_test_score"]])
+
+# regression with callbacks
+Xr, yr = make_regression(100, 8, n_informative=5, noise=0.5, random_state=0)
+Xr = Xr.astype(np.float32)
+yr = (yr / 100).astype(np.float32).reshape(-1, 1)
+
+
+class RegressorModule(nn.Module):
+    def __init__(self, num_units=16, nonlin=nn.Tanh()):
+        super().__init__()
+        self.dense0 = nn.Linear(8, num_units)
+        self.nonlin = nonlin
+        self.dense1 = nn.Linear(num_units, 8)
+        self.output = nn.Linear(8, 1)
+
+    def forward(self, X, **kwargs):
+        X = self.nonlin(self.dense0(X))
+        X = torch.relu(self.dense1(X))
+        return self.output(X)
+
+
+cp = Checkpoint(dirname="skorch_cp", monitor="valid_loss_best")
+reg = NeuralNetRegressor(
+    RegressorModule,
+    max_epochs=6,
+    lr=0.05,
+    batch_size=25,
+    optimizer=torch.optim.SGD,
+    optimizer__momentum=0.9,
+    callbacks=[
+        EpochScoring("r2", lower_is_better=False, name="valid_r2"),
+        EarlyStopping(patience=3),
+        LRScheduler(policy="StepLR", step_size=2, gamma=0.5),
+        cp,
+    ],
+    verbose=0,
+)
+reg.fit(Xr, yr)
+show_history(reg, ["train_loss", "valid_loss", "valid_r2", "valid_loss_best", "event_cp"])
+print("regressor predict", np.array2string(reg.predict(Xr[:4]).ravel(), precision=5))
+print(f"regressor score {reg.score(Xr, yr):.5f}")
+print("lr now", [f"{g['lr']:.5f}" for g in reg.optimizer_.param_groups])
+
+# save / load parameters, then a fresh net warm-started from the checkpoint
+reg.save_params(f_params="reg_params.pt", f_optimizer="reg_opt.pt", f_history="reg_history.json")
+reg2 = NeuralNetRegressor(RegressorModule, lr=0.05, optimizer=torch.optim.SGD,
+                          optimizer__momentum=0.9, verbose=0).initialize()
+reg2.load_params(f_params="reg_params.pt", f_optimizer="reg_opt.pt",
+                 f_history="reg_history.json")
+print("reloaded equal", np.allclose(reg2.predict(Xr), reg.predict(Xr)),
+      "history length", len(reg2.history))
+print("optimizer state keys", sorted(reg2.optimizer_.state_dict()["state"])[:4])
+
+reg3 = NeuralNetRegressor(RegressorModule, max_epochs=2, lr=0.05, batch_size=25,
+                          callbacks=[LoadInitState(cp)], verbose=0)
+reg3.fit(Xr, yr)
+print("resumed from checkpoint, epochs", [row["epoch"] for row in reg3.history])
+show_history(reg3, ["train_loss", "valid_loss"])
+
+# a fitted net pickles (the module, optimizer and history with it)
+blob = pickle.dumps(net)
+net_again = pickle.loads(blob)
+print("unpickled proba equal", np.allclose(net_again.predict_proba(X[:5]), net.predict_proba(X[:5])))
+print(repr(net.module_))

@@ -1,0 +1,35 @@
+"""Real published packages run unmodified on tracec: scikit-learn-style
+training wrappers and metric-learning / tabular libraries that public
+PyTorch programs import (``tests/programs/sklibs``):
+
+- skorch: NeuralNetClassifier / NeuralNetRegressor on sklearn's
+  make_classification / make_regression (fit, predict_proba, score,
+  history), in a Pipeline after a StandardScaler, GridSearchCV with cv=2,
+  callbacks (EpochScoring, EarlyStopping, LRScheduler, Checkpoint /
+  LoadInitState into the working folder), save_params / load_params and
+  pickling (``skorch_quickstart.py``).
+
+Each program runs under ``tracec run`` (the packages' own ``import torch``
+is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
+packages' installed versions).  The programs seed torch, numpy and
+Python's ``random``; tracec's draws equal PyTorch's, so shuffling, dropout
+and initialisation compare strictly.
+"""
+import pathlib
+
+import pytest
+
+from library_programs import check_library_program
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROGS = ROOT / "tests" / "programs" / "sklibs"
+
+#: program -> the pip packages it imports (pinned in pyproject's test extra)
+CASES = {
+    "skorch_quickstart.py": ("skorch", "scikit-learn"),
+}
+
+
+@pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
+def test_sklibs_program_matches_torch(script, tmp_path):
+    check_library_program(PROGS / script, CASES[script], tmp_path)
