@@ -7,7 +7,15 @@ PyTorch programs import (``tests/programs/sklibs``):
   history), in a Pipeline after a StandardScaler, GridSearchCV with cv=2,
   callbacks (EpochScoring, EarlyStopping, LRScheduler, Checkpoint /
   LoadInitState into the working folder), save_params / load_params and
-  pickling (``skorch_quickstart.py``).
+  pickling (``skorch_quickstart.py``);
+- pytorch-metric-learning: an embedding net trained with a
+  TripletMarginMiner / TripletMarginLoss (CosineSimilarity,
+  ThresholdReducer) on batches an MPerClassSampler draws, scored by
+  AccuracyCalculator with a torch k-NN (no faiss); five miners, five
+  distances, nineteen losses / reducer combinations forward and backward,
+  eight losses with their own parameters (ArcFace, CosFace, ProxyAnchor,
+  SoftTriple, ...) trained by their own optimizer, SelfSupervisedLoss,
+  CrossBatchMemory and regularizers (``metric_learning.py``).
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
@@ -27,6 +35,7 @@ PROGS = ROOT / "tests" / "programs" / "sklibs"
 #: program -> the pip packages it imports (pinned in pyproject's test extra)
 CASES = {
     "skorch_quickstart.py": ("skorch", "scikit-learn"),
+    "metric_learning.py": ("pytorch-metric-learning",),
 }
 
 
