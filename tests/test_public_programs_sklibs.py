@@ -15,7 +15,13 @@ PyTorch programs import (``tests/programs/sklibs``):
   distances, nineteen losses / reducer combinations forward and backward,
   eight losses with their own parameters (ArcFace, CosFace, ProxyAnchor,
   SoftTriple, ...) trained by their own optimizer, SelfSupervisedLoss,
-  CrossBatchMemory and regularizers (``metric_learning.py``).
+  CrossBatchMemory and regularizers (``metric_learning.py``);
+- pytorch-tabnet: TabNetClassifier (a categorical column embedded,
+  sparsemax masks, StepLR) and TabNetRegressor (entmax, two targets) fitted
+  two epochs with eval sets and metrics, predict / predict_proba, explain,
+  feature_importances_, save_model / load_model (a zip in the working
+  folder), TabNetMultiTaskClassifier, TabNetPretrainer whose weights start
+  a classifier (``tabnet_quickstart.py``).
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
@@ -36,6 +42,7 @@ PROGS = ROOT / "tests" / "programs" / "sklibs"
 CASES = {
     "skorch_quickstart.py": ("skorch", "scikit-learn"),
     "metric_learning.py": ("pytorch-metric-learning",),
+    "tabnet_quickstart.py": ("pytorch-tabnet", "scikit-learn"),
 }
 
 
