@@ -1,0 +1,69 @@
+"""Gaps that skorch / pytorch-metric-learning / pytorch-tabnet /
+torchensemble (``tests/programs/sklibs``) found in tracec, each checked
+against torch without the libraries."""
+import pickle
+
+import pytest
+import torch
+
+import tracec
+from tracec import serialization
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_globals():
+    serialization.clear_safe_globals()
+    yield
+    serialization.clear_safe_globals()
+
+
+@pytest.mark.parametrize("writer", ["torch", "tracec"])
+def test_safe_globals_allow_a_tracec_module_under_its_torch_name(writer, tmp_path):
+    """torchensemble's checkpoint pickles its criterion
+    (``{"_criterion": nn.CrossEntropyLoss(), ...}``); a weights-only load
+    refuses it until the user allows the class with ``safe_globals``.  The
+    file (torch.save's, or tracec.save's own format) names it
+    ``torch.nn.modules.loss.CrossEntropyLoss``, so allowing tracec's ``nn.CrossEntropyLoss``
+    allows that name, as allowing torch's does in torch."""
+    path = str(tmp_path / "ck.pt")
+    lib = torch if writer == "torch" else tracec
+    lib.save({"crit": lib.nn.CrossEntropyLoss(label_smoothing=0.1), "n": 3}, path)
+    torch_path = str(tmp_path / "torch.pt")       # (torch reads only its own format)
+    torch.save({"crit": torch.nn.CrossEntropyLoss(label_smoothing=0.1), "n": 3}, torch_path)
+    with pytest.raises(pickle.UnpicklingError, match="torch.nn.modules.loss.CrossEntropyLoss"):
+        torch.load(torch_path)
+    with pytest.raises(pickle.UnpicklingError, match="torch.nn.modules.loss.CrossEntropyLoss"):
+        tracec.load(path)
+    with torch.serialization.safe_globals([torch.nn.CrossEntropyLoss]):
+        want = torch.load(torch_path)
+    with serialization.safe_globals([tracec.nn.CrossEntropyLoss]):
+        got = tracec.load(path)
+    assert type(got["crit"]) is tracec.nn.CrossEntropyLoss and got["n"] == want["n"] == 3
+    assert got["crit"].label_smoothing == want["crit"].label_smoothing == 0.1
+    logits, target = [[1.0, 2.0, 0.5], [0.1, -1.0, 2.0]], [1, 0]
+    l_want = want["crit"](torch.tensor(logits), torch.tensor(target)).item()
+    l_got = got["crit"](tracec.tensor(logits), tracec.tensor(target)).item()
+    assert abs(l_got - l_want) < 1e-6
+    assert serialization.get_safe_globals() == []
+
+
+@pytest.mark.parametrize("writer", ["torch", "tracec"])
+def test_an_allowed_module_loads_with_its_parameters_and_hooks_tables(writer, tmp_path):
+    """A whole ``nn.Linear`` in a weights-only checkpoint: refused naming
+    ``torch.nn.modules.linear.Linear`` (tracec's own format too, whose
+    pickle names tracec's class), loaded once the class is allowed; the
+    module's parameter / buffer / hook tables (tracec's watched containers,
+    PyTorch's OrderedDicts) need no allowing, as in PyTorch."""
+    lib = torch if writer == "torch" else tracec
+    lib.manual_seed(0)
+    path = str(tmp_path / "lin.pt")
+    lib.save({"lin": lib.nn.Linear(3, 2)}, path)
+    with pytest.raises(pickle.UnpicklingError, match="GLOBAL torch.nn.modules.linear.Linear was"):
+        (torch if writer == "torch" else tracec).load(path)
+    with serialization.safe_globals([tracec.nn.Linear]):
+        lin = tracec.load(path)["lin"]
+    torch.manual_seed(0)
+    want = torch.nn.Linear(3, 2)
+    assert type(lin) is tracec.nn.Linear and [n for n, _ in lin.named_parameters()] == ["weight", "bias"]
+    x = [[1.0, -2.0, 0.5]]
+    assert lin(tracec.tensor(x)).tolist()[0] == pytest.approx(want(torch.tensor(x)).tolist()[0], abs=1e-6)
