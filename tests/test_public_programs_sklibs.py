@@ -21,7 +21,15 @@ PyTorch programs import (``tests/programs/sklibs``):
   two epochs with eval sets and metrics, predict / predict_proba, explain,
   feature_importances_, save_model / load_model (a zip in the working
   folder), TabNetMultiTaskClassifier, TabNetPretrainer whose weights start
-  a classifier (``tabnet_quickstart.py``).
+  a classifier (``tabnet_quickstart.py``);
+- torchensemble: the README's VotingClassifier (set_criterion /
+  set_optimizer / set_scheduler, fit with a test loader, evaluate,
+  predict, the checkpoint saved into the working folder, which
+  ``io.load`` reads once the pickled criterion is allowed with
+  ``torch.serialization.safe_globals``), Fusion, Bagging, Gradient
+  Boosting, Snapshot, Adversarial Training, Fast Geometric, Soft Gradient
+  Boosting and Neural Forest classifiers, five regressors; the library's
+  training log is part of the output (``torchensemble_quickstart.py``).
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
@@ -43,6 +51,7 @@ CASES = {
     "skorch_quickstart.py": ("skorch", "scikit-learn"),
     "metric_learning.py": ("pytorch-metric-learning",),
     "tabnet_quickstart.py": ("pytorch-tabnet", "scikit-learn"),
+    "torchensemble_quickstart.py": ("torchensemble",),
 }
 
 
