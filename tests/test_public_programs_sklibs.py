@@ -15,7 +15,11 @@ PyTorch programs import (``tests/programs/sklibs``):
   distances, nineteen losses / reducer combinations forward and backward,
   eight losses with their own parameters (ArcFace, CosFace, ProxyAnchor,
   SoftTriple, ...) trained by their own optimizer, SelfSupervisedLoss,
-  CrossBatchMemory and regularizers (``metric_learning.py``);
+  CrossBatchMemory and regularizers, then every other loss (Histogram,
+  PNP, SmoothAP, VICReg, LargeMarginSoftmax, SphereFace, ...), miner
+  (DistanceWeighted draws with torch.multinomial) and regularizer, and the
+  library's TrainWithClassifier trainer and GlobalEmbeddingSpaceTester
+  (``metric_learning.py``);
 - pytorch-tabnet: TabNetClassifier (a categorical column embedded,
   sparsemax masks, StepLR) and TabNetRegressor (entmax, two targets) fitted
   two epochs with eval sets and metrics, predict / predict_proba, explain,

@@ -5,7 +5,9 @@ MPerClassSampler feeding the DataLoader, the library's other losses
 (ContrastiveLoss, NTXentLoss, MultiSimilarityLoss with its miner,
 ArcFaceLoss with its own optimizer, SupCon, CircleLoss, ProxyAnchor,
 SelfSupervisedLoss, CrossBatchMemory), distances, reducers, miners, and
-AccuracyCalculator with a torch k-nearest-neighbour search (no faiss)."""
+AccuracyCalculator with a torch k-nearest-neighbour search (no faiss);
+then every other loss, miner and regularizer of the library, and its
+TrainWithClassifier trainer and GlobalEmbeddingSpaceTester."""
 import random
 
 import numpy as np
@@ -188,3 +190,111 @@ lp = losses.ContrastiveLoss(embedding_regularizer=regularizers.LpRegularizer())
 print("ContrastiveLoss + LpRegularizer", f5(lp(emb, lab)))
 print("loss repr", losses.TripletMarginLoss(margin=0.3))
 print("labels_to_indices", {int(k): v.tolist() for k, v in c_f.get_labels_to_indices(lab.numpy()).items()})
+
+# the remaining losses (labels, a miner's tuples, or two views)
+torch.manual_seed(4)
+emb = torch.randn(16, EMB, requires_grad=True)
+ref = torch.randn(16, EMB)
+more_losses = [
+    ("HistogramLoss", losses.HistogramLoss(n_bins=10), {}),
+    ("InstanceLoss", losses.InstanceLoss(gamma=16), {}),
+    ("IntraPairVarianceLoss", losses.IntraPairVarianceLoss(), {}),
+    ("ManifoldLoss", losses.ManifoldLoss(l=EMB, K=4), {"labels": False}),
+    ("PNPLoss", losses.PNPLoss(b=2, alpha=1, variant="Ds"), {}),
+    ("RankedListLoss", losses.RankedListLoss(margin=0.4, Tn=1, Tp=0.5), {}),
+    ("SmoothAPLoss", losses.SmoothAPLoss(temperature=0.05), {}),
+    ("DynamicSoftMarginLoss", losses.DynamicSoftMarginLoss(num_bins=5), {}),
+    ("ThresholdConsistentMarginLoss", losses.ThresholdConsistentMarginLoss(), {}),
+    ("SignalToNoiseRatioContrastiveLoss", losses.SignalToNoiseRatioContrastiveLoss(), {}),
+    ("NCALoss", losses.NCALoss(softmax_scale=2), {}),
+    ("MultipleLosses", losses.MultipleLosses(
+        [losses.ContrastiveLoss(), losses.TripletMarginLoss()], weights=[1.0, 0.5]), {}),
+    ("ContrastiveLoss ref_emb", losses.ContrastiveLoss(), {"ref": True}),
+    ("ContrastiveLoss PerAnchorReducer", losses.ContrastiveLoss(
+        reducer=reducers.PerAnchorReducer(reducers.AvgNonZeroReducer())), {}),
+    ("ContrastiveLoss MultipleReducers", losses.ContrastiveLoss(
+        reducer=reducers.MultipleReducers({"pos_loss": reducers.MeanReducer(),
+                                           "neg_loss": reducers.SumReducer()})), {}),
+]
+for name, fn, how in more_losses:
+    emb.grad = None
+    if how.get("labels") is False:
+        loss = fn(emb)
+    elif how.get("ref"):
+        loss = fn(emb, lab, ref_emb=ref, ref_labels=lab.flip(0))
+    else:
+        loss = fn(emb, lab)
+    loss.backward()
+    print(name, f5(loss), "grad", f5(emb.grad.norm()))
+
+vic = losses.VICRegLoss()
+emb.grad = None
+loss = vic(emb, ref_emb=emb * 0.9 + 0.1 * ref)
+loss.backward()
+print("VICRegLoss", f5(loss), f5(emb.grad.norm()))
+
+for name, fn in [
+    ("LargeMarginSoftmaxLoss", losses.LargeMarginSoftmaxLoss(num_classes=NUM_CLASSES, embedding_size=EMB, margin=4)),
+    ("SphereFaceLoss", losses.SphereFaceLoss(num_classes=NUM_CLASSES, embedding_size=EMB, margin=4)),
+    ("P2SGradLoss", losses.P2SGradLoss(descriptors_dim=EMB, num_classes=NUM_CLASSES)),
+]:
+    emb.grad = None
+    loss = fn(emb, lab)
+    loss.backward()
+    print(name, f5(loss), f5(emb.grad.norm()), f5(next(fn.parameters()).grad.norm()))
+
+for name, miner in [
+    ("AngularMiner", miners.AngularMiner(angle=20)),
+    ("BatchEasyHardMiner", miners.BatchEasyHardMiner(pos_strategy="easy", neg_strategy="semihard")),
+    ("BatchEasyHardMiner all", miners.BatchEasyHardMiner(pos_strategy="all", neg_strategy="hard")),
+    ("DistanceWeightedMiner", miners.DistanceWeightedMiner(cutoff=0.5, nonzero_loss_cutoff=1.4)),
+    ("HDCMiner", miners.HDCMiner(filter_percentage=0.5)),
+    ("UniformHistogramMiner", miners.UniformHistogramMiner(num_bins=10, pos_per_bin=3, neg_per_bin=3)),
+    ("EmbeddingsAlreadyPackagedAsTriplets", miners.EmbeddingsAlreadyPackagedAsTriplets()),
+]:
+    tup = miner(emb.detach()[:15] if "Packaged" in name else emb.detach(), lab[:15] if "Packaged" in name else lab)
+    print(name, [len(t) for t in tup], [t[:4].tolist() for t in tup])
+
+for name, reg in [("CenterInvariantRegularizer", regularizers.CenterInvariantRegularizer()),
+                  ("SparseCentersRegularizer", regularizers.SparseCentersRegularizer(
+                      num_classes=NUM_CLASSES, centers_per_class=3)),
+                  ("ZeroMeanRegularizer", regularizers.ZeroMeanRegularizer())]:
+    fn = losses.SoftTripleLoss(num_classes=NUM_CLASSES, embedding_size=EMB, centers_per_class=3,
+                               weight_regularizer=reg)
+    print(name, f5(fn(emb, lab)))
+
+# the library's trainer and tester on the same data (no workers, no faiss)
+from pytorch_metric_learning import testers, trainers  # noqa: E402
+
+torch.manual_seed(5)
+np.random.seed(5)
+trunk = nn.Sequential(nn.Linear(DIM, 16), nn.ReLU())
+embedder = nn.Linear(16, EMB)
+classifier = nn.Linear(EMB, NUM_CLASSES)
+dataset = TensorDataset(data_all, labels_all)
+iteration_losses = []
+trainer = trainers.TrainWithClassifier(
+    models={"trunk": trunk, "embedder": embedder, "classifier": classifier},
+    optimizers={k + "_optimizer": torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+                for k, m in [("trunk", trunk), ("embedder", embedder), ("classifier", classifier)]},
+    batch_size=16,
+    loss_funcs={"metric_loss": losses.MultiSimilarityLoss(),
+                "classifier_loss": nn.CrossEntropyLoss()},
+    mining_funcs={"tuple_miner": miners.MultiSimilarityMiner(epsilon=0.1)},
+    dataset=dataset,
+    sampler=samplers.MPerClassSampler(labels_all, m=4, length_before_new_iter=48),
+    loss_weights={"metric_loss": 1, "classifier_loss": 0.5},
+    dataloader_num_workers=0,
+    end_of_iteration_hook=lambda t: iteration_losses.append(
+        {k: float(v.detach() if torch.is_tensor(v) else v) for k, v in t.losses.items()}),
+)
+trainer.train(num_epochs=2)
+for i, l in enumerate(iteration_losses):
+    print("trainer iteration", i, {k: f5(v) for k, v in sorted(l.items())})
+tester = testers.GlobalEmbeddingSpaceTester(
+    dataloader_num_workers=0, batch_size=32,
+    accuracy_calculator=AccuracyCalculator(include=("precision_at_1", "r_precision"),
+                                           knn_func=CustomKNN(distances.LpDistance())))
+acc = tester.test({"val": dataset}, 1, trunk, embedder)
+print("tester", {s: {k: f5(v) for k, v in sorted(a.items()) if not k.startswith("epoch")}
+                 for s, a in acc.items()})
