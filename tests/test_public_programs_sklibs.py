@@ -25,7 +25,9 @@ PyTorch programs import (``tests/programs/sklibs``):
   two epochs with eval sets and metrics, predict / predict_proba, explain,
   feature_importances_, save_model / load_model (a zip in the working
   folder), TabNetMultiTaskClassifier, TabNetPretrainer whose weights start
-  a classifier (``tabnet_quickstart.py``);
+  a classifier, class weights (a WeightedRandomSampler), SMOTE
+  augmentations, grouped features, a custom metric and loss, warm_start
+  (``tabnet_quickstart.py``);
 - torchensemble: the README's VotingClassifier (set_criterion /
   set_optimizer / set_scheduler, fit with a test loader, evaluate,
   predict, the checkpoint saved into the working folder, which

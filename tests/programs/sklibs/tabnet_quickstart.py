@@ -3,8 +3,10 @@ categorical feature embedded) and a TabNetRegressor fitted on small
 synthetic data for two epochs (eval_set, eval_metric, patience,
 batch_size, virtual_batch_size, a StepLR scheduler), predict /
 predict_proba, explain, feature_importances_, save_model / load_model (a
-zip in the working folder), a multi-task classifier, and TabNetPretrainer
-self-supervised pretraining whose weights start a classifier."""
+zip in the working folder), a multi-task classifier, TabNetPretrainer
+self-supervised pretraining whose weights start a classifier, class
+weights (a WeightedRandomSampler), SMOTE augmentations, grouped features,
+a custom metric and loss, warm_start."""
 import random
 import warnings
 
@@ -101,4 +103,37 @@ clf2 = TabNetClassifier(seed=4, verbose=0, optimizer_params=dict(lr=2e-2))
 clf2.fit(X_train, y_train, eval_set=[(X_valid, y_valid)], from_unsupervised=pre, max_epochs=1,
          batch_size=32, virtual_batch_size=16)
 print("from_unsupervised proba", arr(clf2.predict_proba(X_valid), 3))
+# class balancing (a WeightedRandomSampler), SMOTE augmentation, grouped
+# features, a custom metric and loss, then warm-started training
+from pytorch_tabnet.augmentations import ClassificationSMOTE, RegressionSMOTE  # noqa: E402
+from pytorch_tabnet.metrics import Metric  # noqa: E402
+
+
+class Gini(Metric):
+    def __init__(self):
+        self._name = "gini"
+        self._maximize = True
+
+    def __call__(self, y_true, y_score):
+        from sklearn.metrics import roc_auc_score
+        return max(2 * roc_auc_score(y_true, y_score[:, 1]) - 1, 0.)
+
+
+clf3 = TabNetClassifier(n_d=8, n_a=8, n_steps=2, seed=5, verbose=0, momentum=0.1,
+                        lambda_sparse=1e-4, grouped_features=[[1, 2], [4, 5]],
+                        optimizer_params=dict(lr=2e-2))
+clf3.fit(X_train, y_train, eval_set=[(X_valid, y_valid)], eval_metric=[Gini, "balanced_accuracy"],
+         weights=1, augmentations=ClassificationSMOTE(p=0.5, seed=6), max_epochs=2,
+         patience=3, batch_size=32, virtual_batch_size=16,
+         loss_fn=torch.nn.CrossEntropyLoss(label_smoothing=0.05))
+print("balanced + smote history", {k: [f"{v:.5f}" for v in vs] for k, vs in clf3.history.history.items()})
+print("grouped importances", arr(clf3.feature_importances_, F))
+clf3.fit(X_train, y_train, eval_set=[(X_valid, y_valid)], max_epochs=1, batch_size=32,
+         virtual_batch_size=16, warm_start=True, weights={0: 1.0, 1: 2.0})
+print("warm start proba", arr(clf3.predict_proba(X_valid), 3))
+
+reg2 = TabNetRegressor(n_d=8, n_a=8, n_steps=2, seed=7, verbose=0)
+reg2.fit(X[:64], yr[:64, :1], eval_set=[(X[64:], yr[64:, :1])], max_epochs=2, batch_size=32,
+         virtual_batch_size=16, augmentations=RegressionSMOTE(p=0.5, seed=8))
+print("regression smote", {k: [f"{v:.5f}" for v in vs] for k, vs in reg2.history.history.items()})
 print("network", type(clf.network).__name__, sum(p.numel() for p in clf.network.parameters()))
