@@ -7,7 +7,11 @@ PyTorch programs import (``tests/programs/sklibs``):
   history), in a Pipeline after a StandardScaler, GridSearchCV with cv=2,
   callbacks (EpochScoring, EarlyStopping, LRScheduler, Checkpoint /
   LoadInitState into the working folder), save_params / load_params and
-  pickling (``skorch_quickstart.py``);
+  pickling; NeuralNetBinaryClassifier, several inputs in a SliceDict with
+  a predefined validation split, GradientNormClipping / BatchScoring /
+  WarmRestartLR / CyclicLR / Freezer / Initializer / TrainEndCheckpoint,
+  partial_fit, sklearn's clone and cross_val_score, a GRU classifier, a
+  plain NeuralNet (``skorch_quickstart.py``);
 - pytorch-metric-learning: an embedding net trained with a
   TripletMarginMiner / TripletMarginLoss (CosineSimilarity,
   ThresholdReducer) on batches an MPerClassSampler draws, scored by

@@ -3,7 +3,13 @@ make_classification (fit, predict_proba, history), in a Pipeline after a
 StandardScaler, a GridSearchCV over a tiny grid, a NeuralNetRegressor on
 make_regression with callbacks (EpochScoring, EarlyStopping, LRScheduler,
 Checkpoint / LoadInitState into the working folder), save_params /
-load_params, and pickling a fitted net."""
+load_params, and pickling a fitted net; then NeuralNetBinaryClassifier,
+several inputs in a SliceDict with a predefined validation split, more
+callbacks (GradientNormClipping, BatchScoring, WarmRestartLR, CyclicLR,
+Freezer, Initializer, TrainEndCheckpoint, ProgressBar), partial_fit,
+sklearn's clone and cross_val_score, a GRU classifier and a plain
+NeuralNet."""
+import os
 import pickle
 import random
 
@@ -158,3 +164,114 @@ blob = pickle.dumps(net)
 net_again = pickle.loads(blob)
 print("unpickled proba equal", np.allclose(net_again.predict_proba(X[:5]), net.predict_proba(X[:5])))
 print(repr(net.module_))
+
+# more of the API: a binary classifier on logits, several inputs in a
+# SliceDict, a predefined validation split, gradient clipping, freezing,
+# initialisation, warm restarts / cyclic learning rates, BatchScoring,
+# partial_fit, sklearn's clone and cross_val_score, an RNN module
+from sklearn.base import clone  # noqa: E402
+from sklearn.model_selection import cross_val_score  # noqa: E402
+
+from skorch import NeuralNet, NeuralNetBinaryClassifier  # noqa: E402
+from skorch.callbacks import (BatchScoring, Freezer, GradientNormClipping,  # noqa: E402
+                              Initializer, ProgressBar, TrainEndCheckpoint)
+from skorch.callbacks.lr_scheduler import CyclicLR, WarmRestartLR  # noqa: E402
+from skorch.dataset import Dataset  # noqa: E402
+from skorch.helper import SliceDict, predefined_split  # noqa: E402
+
+torch.manual_seed(1)
+
+
+class BinaryModule(nn.Module):
+    def __init__(self, hidden=8):
+        super().__init__()
+        self.seq = nn.Sequential(nn.Linear(20, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+
+    def forward(self, X):
+        return self.seq(X).squeeze(-1)
+
+
+bin_net = NeuralNetBinaryClassifier(
+    BinaryModule, max_epochs=3, lr=0.1, batch_size=40, threshold=0.4,
+    optimizer=torch.optim.Adam, optimizer__lr=0.01,
+    callbacks=[GradientNormClipping(gradient_clip_value=0.5),
+               BatchScoring("neg_log_loss", name="valid_nll", lower_is_better=False),
+               ("warm", LRScheduler(WarmRestartLR, min_lr=1e-3, max_lr=1e-2, base_period=2)),
+               ProgressBar(), TrainEndCheckpoint(dirname="skorch_end")],
+    verbose=0,
+)
+bin_net.fit(X, y.astype(np.float32))
+show_history(bin_net, ["train_loss", "valid_loss", "valid_acc", "valid_nll"])
+print("binary proba", np.array2string(bin_net.predict_proba(X[:3]), precision=5),
+      "predict", bin_net.predict(X[:10]).tolist())
+print("end checkpoint files", sorted(os.listdir("skorch_end")))
+
+
+class TwoInputs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(12, 6)
+        self.b = nn.Linear(8, 6)
+        self.out = nn.Linear(12, 2)
+
+    def forward(self, left, right):
+        return self.out(torch.cat([torch.tanh(self.a(left)), torch.tanh(self.b(right))], 1))
+
+
+Xd = SliceDict(left=X[:, :12], right=X[:, 12:])
+print("SliceDict", Xd.shape, sorted(Xd[:3].keys()), Xd[:3]["left"].shape)
+valid_ds = Dataset(SliceDict(left=X[100:, :12], right=X[100:, 12:]), y[100:])
+two = NeuralNetClassifier(
+    TwoInputs, criterion=nn.CrossEntropyLoss, max_epochs=3, lr=0.2, batch_size=25,
+    train_split=predefined_split(valid_ds),
+    callbacks=[Initializer("out.weight", fn=nn.init.zeros_),
+               Freezer("a.*"),
+               ("cyc", LRScheduler(CyclicLR, base_lr=0.05, max_lr=0.2, step_size_up=2,
+                                   step_every="batch"))],
+    verbose=0,
+)
+two.fit(Xd[:100], y[:100])
+show_history(two, ["train_loss", "valid_loss", "valid_acc"])
+print("lr now", f"{two.optimizer_.param_groups[0]['lr']:.5f}",
+      "out.bias", np.array2string(two.module_.out.bias.detach().numpy(), precision=5))
+a_before = two.module_.a.weight.detach().clone()
+b_before = two.module_.b.weight.detach().clone()
+two.partial_fit(Xd[:100], y[:100])
+print("frozen a unchanged", torch.equal(a_before, two.module_.a.weight.detach()),
+      "b changed", not torch.equal(b_before, two.module_.b.weight.detach()))
+print("after partial_fit epochs", len(two.history), f"{two.history[-1, 'train_loss']:.5f}")
+print("proba", np.array2string(two.predict_proba(Xd[100:104]), precision=5))
+
+cloned = clone(net)
+print("clone unfitted", not hasattr(cloned, "module_"), cloned.get_params()["lr"])
+cv_net = NeuralNetClassifier(MyModule, max_epochs=2, lr=0.1, batch_size=32,
+                             train_split=False, verbose=0)
+scores = cross_val_score(cv_net, X, y, cv=2, scoring="accuracy")
+print("cross_val_score", [f"{v:.5f}" for v in scores])
+
+
+class RNNClassifier(nn.Module):
+    def __init__(self, hidden=8):
+        super().__init__()
+        self.emb = nn.Embedding(10, 6)
+        self.rnn = nn.GRU(6, hidden, batch_first=True)
+        self.out = nn.Linear(hidden, 2)
+
+    def forward(self, X):
+        _, h = self.rnn(self.emb(X))
+        return self.out(h[-1])
+
+
+seqs = torch.randint(0, 10, (60, 7)).numpy()
+labels = (seqs.sum(1) > 31).astype(np.int64)
+rnn_net = NeuralNetClassifier(RNNClassifier, max_epochs=2, lr=0.05, batch_size=20,
+                              criterion=nn.CrossEntropyLoss, optimizer=torch.optim.RMSprop,
+                              iterator_train__shuffle=True, verbose=0)
+rnn_net.fit(seqs, labels)
+show_history(rnn_net, ["train_loss", "valid_loss", "valid_acc"])
+generic = NeuralNet(RegressorModule, criterion=nn.MSELoss, max_epochs=1, lr=0.01,
+                    batch_size=50, train_split=None, verbose=0)
+generic.fit(Xr, yr)
+print("NeuralNet forward", tuple(generic.forward(Xr[:5]).shape),
+      f"{generic.history[-1, 'train_loss']:.5f}",
+      "infer", np.array2string(generic.predict(Xr[:2]).ravel(), precision=5))
