@@ -11,7 +11,8 @@ PyTorch programs import (``tests/programs/sklibs``):
   a predefined validation split, GradientNormClipping / BatchScoring /
   WarmRestartLR / CyclicLR / Freezer / Initializer / TrainEndCheckpoint,
   partial_fit, sklearn's clone and cross_val_score, a GRU classifier, a
-  plain NeuralNet (``skorch_quickstart.py``);
+  plain NeuralNet, compile=True (tracec compiles the module and the
+  criterion; the reference runs eagerly) (``skorch_quickstart.py``);
 - pytorch-metric-learning: an embedding net trained with a
   TripletMarginMiner / TripletMarginLoss (CosineSimilarity,
   ThresholdReducer) on batches an MPerClassSampler draws, scored by

@@ -7,8 +7,8 @@ load_params, and pickling a fitted net; then NeuralNetBinaryClassifier,
 several inputs in a SliceDict with a predefined validation split, more
 callbacks (GradientNormClipping, BatchScoring, WarmRestartLR, CyclicLR,
 Freezer, Initializer, TrainEndCheckpoint, ProgressBar), partial_fit,
-sklearn's clone and cross_val_score, a GRU classifier and a plain
-NeuralNet."""
+sklearn's clone and cross_val_score, a GRU classifier, a plain NeuralNet,
+and compile=True (torch.compile; tracec compiles it)."""
 import os
 import pickle
 import random
@@ -275,3 +275,37 @@ generic.fit(Xr, yr)
 print("NeuralNet forward", tuple(generic.forward(Xr[:5]).shape),
       f"{generic.history[-1, 'train_loss']:.5f}",
       "infer", np.array2string(generic.predict(Xr[:2]).ravel(), precision=5))
+
+# compile=True wraps the module (and the criterion) in torch.compile (eager
+# in the reference run, TORCH_COMPILE_DISABLE=1; a module without dropout,
+# as compiled code draws its own random numbers); the saved parameters load
+# into a compiled net, and an uncompiled one refuses their _orig_mod. keys
+torch.manual_seed(2)
+
+
+class NoDropout(nn.Module):
+    def __init__(self, num_units=8):
+        super().__init__()
+        self.dense0 = nn.Linear(20, num_units)
+        self.output = nn.Linear(num_units, 2)
+
+    def forward(self, X):
+        return self.output(torch.relu(self.dense0(X)))
+
+
+compiled = NeuralNetClassifier(NoDropout, criterion=nn.CrossEntropyLoss, max_epochs=2, lr=0.1,
+                               batch_size=40, compile=True, verbose=0)
+compiled.fit(X, y)
+show_history(compiled, ["train_loss", "valid_loss", "valid_acc"])
+print("compiled module", type(compiled.module_).__name__,
+      np.array2string(compiled.predict_proba(X[:2]), precision=5))
+compiled.save_params(f_params="compiled_params.pt")
+again = NeuralNetClassifier(NoDropout, criterion=nn.CrossEntropyLoss, compile=True,
+                            verbose=0).initialize()
+again.load_params(f_params="compiled_params.pt")
+print("loaded into a compiled net", np.allclose(again.predict_proba(X), compiled.predict_proba(X), atol=1e-6))
+plain = NeuralNetClassifier(NoDropout, criterion=nn.CrossEntropyLoss, verbose=0).initialize()
+try:
+    plain.load_params(f_params="compiled_params.pt")
+except RuntimeError as e:
+    print("uncompiled net:", str(e).splitlines()[0], "_orig_mod.dense0.weight" in str(e))
