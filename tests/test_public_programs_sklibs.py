@@ -12,7 +12,9 @@ PyTorch programs import (``tests/programs/sklibs``):
   WarmRestartLR / CyclicLR / Freezer / Initializer / TrainEndCheckpoint,
   partial_fit, sklearn's clone and cross_val_score, a GRU classifier, a
   plain NeuralNet, compile=True (tracec compiles the module and the
-  criterion; the reference runs eagerly) (``skorch_quickstart.py``);
+  criterion; the reference runs eagerly), skorch's ExactGPRegressor on
+  GPyTorch (fit, predict with std, confidence_region, sample)
+  (``skorch_quickstart.py``);
 - pytorch-metric-learning: an embedding net trained with a
   TripletMarginMiner / TripletMarginLoss (CosineSimilarity,
   ThresholdReducer) on batches an MPerClassSampler draws, scored by
@@ -59,7 +61,7 @@ PROGS = ROOT / "tests" / "programs" / "sklibs"
 
 #: program -> the pip packages it imports (pinned in pyproject's test extra)
 CASES = {
-    "skorch_quickstart.py": ("skorch", "scikit-learn"),
+    "skorch_quickstart.py": ("skorch", "scikit-learn", "gpytorch"),
     "metric_learning.py": ("pytorch-metric-learning",),
     "tabnet_quickstart.py": ("pytorch-tabnet", "scikit-learn"),
     "torchensemble_quickstart.py": ("torchensemble",),

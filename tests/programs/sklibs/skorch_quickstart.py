@@ -8,7 +8,8 @@ several inputs in a SliceDict with a predefined validation split, more
 callbacks (GradientNormClipping, BatchScoring, WarmRestartLR, CyclicLR,
 Freezer, Initializer, TrainEndCheckpoint, ProgressBar), partial_fit,
 sklearn's clone and cross_val_score, a GRU classifier, a plain NeuralNet,
-and compile=True (torch.compile; tracec compiles it)."""
+compile=True (torch.compile; tracec compiles it), and an ExactGPRegressor
+on GPyTorch."""
 import os
 import pickle
 import random
@@ -309,3 +310,35 @@ try:
     plain.load_params(f_params="compiled_params.pt")
 except RuntimeError as e:
     print("uncompiled net:", str(e).splitlines()[0], "_orig_mod.dense0.weight" in str(e))
+
+# skorch's Gaussian-process regressor on GPyTorch (its GP tutorial)
+import gpytorch  # noqa: E402
+
+from skorch.probabilistic import ExactGPRegressor  # noqa: E402
+
+torch.manual_seed(3)
+Xg = torch.linspace(0, 1, 40).reshape(-1, 1)
+yg = torch.sin(Xg * 6).ravel() + 0.1 * torch.randn(40)
+
+
+class RbfModule(gpytorch.models.ExactGP):
+    def __init__(self, likelihood, noise_init=None):
+        super().__init__(train_inputs=None, train_targets=None, likelihood=likelihood)
+        self.mean_module = gpytorch.means.ConstantMean()
+        self.covar_module = gpytorch.kernels.RBFKernel()
+
+    def forward(self, x):
+        return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+
+
+gpr = ExactGPRegressor(RbfModule, optimizer=torch.optim.Adam, lr=0.1, max_epochs=5,
+                       batch_size=-1, verbose=0)
+gpr.fit(Xg, yg)
+show_history(gpr, ["train_loss"])
+y_pred, y_std = gpr.predict(Xg[:5], return_std=True)
+print("GP mean", y_pred.round(5), "std", y_std.round(5))
+lower, upper = gpr.confidence_region(Xg[:3])
+print("GP confidence", lower.detach().numpy().round(5), upper.detach().numpy().round(5))
+samples = gpr.sample(Xg[:4], n_samples=3)
+print("GP samples", tuple(samples.shape), samples.detach().numpy().round(5))
+print(f"GP lengthscale {gpr.module_.covar_module.lengthscale.item():.5f}")
