@@ -67,3 +67,38 @@ def test_an_allowed_module_loads_with_its_parameters_and_hooks_tables(writer, tm
     assert type(lin) is tracec.nn.Linear and [n for n, _ in lin.named_parameters()] == ["weight", "bias"]
     x = [[1.0, -2.0, 0.5]]
     assert lin(tracec.tensor(x)).tolist()[0] == pytest.approx(want(torch.tensor(x)).tolist()[0], abs=1e-6)
+
+
+_CHILDREN = r'''
+import json, subprocess, sys
+import torch
+child = """
+import json, sys
+if len(sys.argv) > 1:
+    sys.path[:] = json.loads(sys.argv[1])   # as loky's / multiprocessing's prepare()
+import torch
+x = torch.arange(6.0).reshape(2, 3)
+print(torch.__file__, type(x).__name__, round(x.softmax(-1).sum().item(), 4), isinstance(x, torch.Tensor))
+"""
+for argv in ([], [json.dumps(sys.path)]):
+    out = subprocess.run([sys.executable, "-c", child, *argv], capture_output=True, text=True,
+                         check=True).stdout.split()
+    print(out[0] == torch.__file__, *out[1:])
+'''
+
+
+def test_the_python_children_of_a_script_import_what_it_imports(tmp_path):
+    """Under ``tracec run`` a Python process the script starts (a
+    ``subprocess`` of ``sys.executable``; joblib's loky workers, which
+    scikit-learn's ``GridSearchCV(n_jobs=2)`` on a skorch net uses, first
+    adopt their parent's ``sys.path``) imports tracec as torch, as a
+    PyTorch script's children import its torch: before, they imported the
+    real torch and unpickled the parent's tracec modules next to it
+    (skorch's optimizer then found no parameters)."""
+    from test_public_programs_tutorials2 import run_tracec
+    prog = tmp_path / "children.py"
+    prog.write_text(_CHILDREN)
+    got, _ = run_tracec(str(prog), tmp_path)
+    # (what `python children.py` prints under torch 2.13; not rerun here:
+    # three imports of the real torch cost seconds)
+    assert got == "True Tensor 2.0 True\n" * 2
