@@ -102,3 +102,37 @@ def test_the_python_children_of_a_script_import_what_it_imports(tmp_path):
     # (what `python children.py` prints under torch 2.13; not rerun here:
     # three imports of the real torch cost seconds)
     assert got == "True Tensor 2.0 True\n" * 2
+
+
+def _pickled(lib):
+    """What pickling gives back for a non-leaf (a loss), a non-leaf view,
+    views of a plain tensor and of a parameter, as PyTorch prints it."""
+    import copy
+    lib.manual_seed(0)
+    m = lib.nn.Linear(3, 2)
+    x = lib.randn(4, 3)
+    out = m(x)
+    rows = []
+    for t in (out.sum(), (out * 2)[1:], m.weight, x, x[1:], x.t(), x[::2, 1], m.weight.t()):
+        r = pickle.loads(pickle.dumps(t))
+        rows.append((type(r).__name__, r.requires_grad, r.is_leaf, r.grad_fn is None,
+                     tuple(r.shape), r.detach().numpy().round(5).tolist()))
+    base, view = pickle.loads(pickle.dumps((x, x.t())))
+    base[1, 0] = 100.0                      # (each tensor's values copied)
+    rows.append(view[0, 1].item())
+    shallow = copy.copy(x[1:])
+    x[1, 0] = 7.0                           # (copy.copy shares the memory)
+    rows.append(shallow[0, 0].item())
+    loaded = pickle.loads(pickle.dumps((out * 2)[1:]))
+    (loaded * 2).sum().backward()           # a leaf of its own
+    rows.append(loaded.grad.tolist())
+    return rows
+
+
+def test_non_leaf_tensors_and_views_pickle_as_in_torch():
+    """torchensemble's ``n_jobs=2`` returns each estimator's optimizer and
+    last loss (a non-leaf) from joblib's workers, pickled: PyTorch pickles
+    a non-leaf as a leaf keeping requires_grad, without its graph, and a
+    view as a tensor of its own; tracec pickled the graph's nodes and the
+    views' replay chains (closures) and failed."""
+    assert _pickled(tracec) == _pickled(torch)
