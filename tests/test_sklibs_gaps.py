@@ -136,3 +136,25 @@ def test_non_leaf_tensors_and_views_pickle_as_in_torch():
     view as a tensor of its own; tracec pickled the graph's nodes and the
     views' replay chains (closures) and failed."""
     assert _pickled(tracec) == _pickled(torch)
+
+
+def _deep_copied_views(lib):
+    import copy
+    lib.manual_seed(0)
+    x = lib.randn(4, 3)
+    rows = []
+    for make in (lambda t: t[1:], lambda t: t.t(), lambda t: t[::2, 1], lambda t: t.view(12),
+                 lambda t: t.unsqueeze(0).expand(2, 4, 3), lambda t: t.flip(0)):
+        base, view = copy.deepcopy((x, make(x)))
+        base.fill_(5.0)                     # the copied view sees the copied base
+        rows.append((view.flatten()[:3].tolist(), tuple(view.shape), view.stride()))
+        alone = copy.deepcopy(make(x))
+        rows.append((alone.flatten()[:2].tolist(), tuple(alone.shape)))
+    return rows
+
+
+def test_a_deep_copied_view_shares_its_copied_base():
+    """``copy.deepcopy`` copies a storage once, so views copied with their
+    base stay views of the copy, as in PyTorch (tracec copied each view's
+    values apart from its base's); found next to the pickling gap above."""
+    assert _deep_copied_views(tracec) == _deep_copied_views(torch)

@@ -633,6 +633,8 @@ class Tensor:
             out = copy._reconstruct(self, memo, *reduce)
         finally:
             memo[_IN_TENSOR_COPY] = outer
+        if self._view_chain and out._base is not None:
+            _share_copied_base(out, self)
         if RECORDERS:   # a traced call: the copy holds this call's value, not a constant
             _tell_recorders(out, self.detach(), "deepcopy")
         if SPARSE:      # (a COO buffer in a deep-copied state_dict stays COO)
@@ -1048,6 +1050,25 @@ class Tensor:
                     r(None, (view,), {"inplace": "view"}, self)
         if grad_mode or not root.requires_grad:
             self._view_version = self._version[0]  # else stale until grad mode is back
+
+
+def _share_copied_base(out, view) -> None:
+    """A deep-copied view ``out`` sees its copied base's memory, as the
+    copy of ``view`` sees its base's (PyTorch deep-copies a storage once
+    per deepcopy: ``deepcopy((x, x[1:]))`` gives a view of the copied
+    ``x``), where the view is one NumPy can express (non-negative strides
+    into a C-contiguous base)."""
+    a, root, new_root = view._data, view._base._data, out._base._data
+    if not (type(a) is type(root) is type(new_root) is np.ndarray and root.flags.c_contiguous
+            and new_root.flags.c_contiguous and new_root.shape == root.shape) or SPARSE:
+        return
+    from tracec.serialization import _view_info
+    info = _view_info(a, root)
+    if info is None or any(s < 0 for s in info[1]):
+        return
+    offset, strides = info
+    out._data = np.lib.stride_tricks.as_strided(
+        new_root.reshape(-1)[offset:], shape=a.shape, strides=[s * a.itemsize for s in strides])
 
 
 #: Tensor.requires_grad_ itself, before any __torch_function__ wrapper replaces it.
