@@ -158,3 +158,31 @@ def test_a_deep_copied_view_shares_its_copied_base():
     base stay views of the copy, as in PyTorch (tracec copied each view's
     values apart from its base's); found next to the pickling gap above."""
     assert _deep_copied_views(tracec) == _deep_copied_views(torch)
+
+
+def _cdist_outcomes(lib):
+    def make(shape, dtype):
+        return lib.ones(*shape, dtype=getattr(lib, dtype))
+    cases = [((3,), "int64", (3,), "int64", 2.0), ((2, 3), "int64", (2, 4), "int64", 2.0),
+             ((2, 3), "float32", (3,), "float32", 2.0), ((2, 3), "float16", (2, 3), "float32", 2.0),
+             ((2, 3), "float64", (2, 3), "float32", 2.0), ((2, 3), "float32", (2, 3), "float32", -1.0),
+             ((2, 3), "int64", (2, 3), "int64", -1.0), ((0, 3), "float16", (2, 3), "float32", 2.0),
+             ((0, 3), "bfloat16", (0, 3), "bfloat16", 2.0), ((2, 3), "bfloat16", (2, 3), "bfloat16", 1.0),
+             ((2, 3), "float32", (2, 3), "int64", 2.0), ((2, 3), "complex64", (2, 3), "complex64", 2.0),
+             ((2, 2, 3), "float64", (2, 4, 3), "float64", 0.0)]
+    out = []
+    for s1, d1, s2, d2, p in cases:
+        try:
+            r = lib.cdist(make(s1, d1), make(s2, d2), p=p)
+            out.append((str(r.dtype).split(".")[-1], tuple(r.shape)))
+        except Exception as e:                      # noqa: BLE001 - the refusals compared
+            out.append((type(e).__name__, str(e)))
+    return out
+
+
+def test_cdist_refuses_what_torch_refuses():
+    """pytorch-metric-learning's LpDistance on bfloat16 embeddings: PyTorch's
+    CPU cdist has no Half / BFloat16 kernel (NotImplementedError), nor
+    mixed dtypes; tracec computed them.  Its other checks, in PyTorch's
+    order and words (X2's named as X2, negative p)."""
+    assert _cdist_outcomes(tracec) == _cdist_outcomes(torch)
