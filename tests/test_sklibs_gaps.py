@@ -186,3 +186,27 @@ def test_cdist_refuses_what_torch_refuses():
     mixed dtypes; tracec computed them.  Its other checks, in PyTorch's
     order and words (X2's named as X2, negative p)."""
     assert _cdist_outcomes(tracec) == _cdist_outcomes(torch)
+
+
+def test_multiprocessing_pickler_refuses_a_non_leaf_as_torch_does():
+    """Plain pickling turns a non-leaf into a leaf (above), but
+    multiprocessing's pickler (queues, spawned processes' arguments)
+    refuses one once torch.multiprocessing is loaded, as PyTorch's does;
+    leaves and views still go."""
+    import io
+    from multiprocessing.reduction import ForkingPickler
+
+    import tracec.multiprocessing  # noqa: F401  (what `import torch` does for PyTorch)
+    import torch.multiprocessing  # noqa: F401
+
+    def outcomes(lib):
+        x = lib.ones(3, requires_grad=True)
+        rows = []
+        for t in (x * 2, x, (x * 2).detach()[1:], lib.nn.Parameter(lib.ones(2))):
+            try:
+                ForkingPickler(io.BytesIO()).dump(t)
+                rows.append("ok")
+            except RuntimeError as e:
+                rows.append(str(e))
+        return rows
+    assert outcomes(tracec) == outcomes(torch)

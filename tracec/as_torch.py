@@ -199,6 +199,8 @@ def install_as_torch() -> None:
     sys.modules["tracec"].__name__ = "torch"
     _rename_classes(True)
     _spawn_children_alias(True)
+    # (multiprocessing's pickler refuses a non-leaf, as after `import torch`)
+    importlib.import_module("tracec.multiprocessing")
 
 
 def installed() -> bool:
