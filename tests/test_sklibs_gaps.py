@@ -1,6 +1,12 @@
 """Gaps that skorch / pytorch-metric-learning / pytorch-tabnet /
 torchensemble (``tests/programs/sklibs``) found in tracec, each checked
-against torch without the libraries."""
+against torch without the libraries: ``safe_globals`` with tracec's
+classes (torchensemble's checkpoint pickles its criterion); the Python
+processes a ``tracec run`` script starts import tracec as torch
+(scikit-learn's ``n_jobs`` through joblib's workers); pickling a non-leaf
+or a view, deep-copying views with their base, multiprocessing's refusal
+of a non-leaf (torchensemble's ``n_jobs`` returns the loss); cdist's
+refusals (bfloat16 embeddings)."""
 import pickle
 
 import pytest
