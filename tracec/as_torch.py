@@ -9,7 +9,9 @@ An import hook first in ``sys.meta_path`` claims the name ``torch`` and every
 so ``torch.nn.Module is tracec.nn.Module``), and a ``torch.X`` that tracec
 lacks raises ``ModuleNotFoundError`` naming it, never falling back to the
 real torch.  Processes started with the ``spawn`` start method run the
-install first (``_spawn_children_alias``), as forked ones inherit it.
+install first (``_spawn_children_alias``), as forked ones inherit it;
+under ``tracec run`` any other Python child does it at its first
+``import torch`` (``children_import_tracec``, ``tracec.torch_shim``).
 """
 from __future__ import annotations
 
@@ -157,6 +159,26 @@ def _spawn_children_alias(install: bool) -> None:
         spawn.get_command_line = _SPAWN_ORIGINAL.pop()
 
 
+def children_import_tracec() -> None:
+    """Make the Python processes this one starts from now on, by any means
+    (``subprocess`` running ``sys.executable``, loky's workers, ...),
+    import tracec as torch: ``tracec.torch_shim``'s folder goes first on the
+    ``PYTHONPATH`` they inherit, where their ``import torch`` /
+    ``import torchvision`` finds the stand-ins that install it.  It goes
+    first on this process's ``sys.path`` too, which workers that start by
+    adopting their parent's (multiprocessing's and loky's ``prepare``)
+    search; this process never reaches it, its ``import torch`` being
+    answered by the alias finder ahead of every path.  For ``tracec run``,
+    whose process runs the script alone."""
+    import os
+    shim = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_shim")
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if shim not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([shim, *paths])
+    if shim not in sys.path:
+        sys.path.insert(0, shim)
+
+
 def install_as_torch() -> None:
     """Make ``import torch`` and ``import torch.<sub>`` give tracec's modules.
 
@@ -177,6 +199,8 @@ def install_as_torch() -> None:
     sys.modules["tracec"].__name__ = "torch"
     _rename_classes(True)
     _spawn_children_alias(True)
+    # (multiprocessing's pickler refuses a non-leaf, as after `import torch`)
+    importlib.import_module("tracec.multiprocessing")
 
 
 def installed() -> bool:

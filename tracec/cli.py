@@ -343,13 +343,15 @@ def demo(epochs, backend, dump_dir):
 def run(script, script_args):
     """Run a PyTorch SCRIPT on tracec (``import torch`` gives tracec), as
     ``python SCRIPT [ARGS...]`` would: ``__main__``, ``sys.argv``, ``__file__``."""
-    from tracec.as_torch import install_as_torch
+    from tracec.as_torch import children_import_tracec, install_as_torch
     if not os.path.isfile(script):
         raise click.ClickException(f"no such file: {script}")
     try:
         install_as_torch()
     except RuntimeError as e:
         raise click.ClickException(str(e)) from None
+    # (the Python processes the script starts import tracec as torch too)
+    children_import_tracec()
     sys.argv = [script, *script_args]
     path = os.path.abspath(script)
     sys.path.insert(0, os.path.dirname(path))

@@ -450,12 +450,32 @@ def _torch_cross(input, other, dim=None):  # noqa: A002
 
 
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
-    a, b = _float_input(x1, "cdist"), _float_input(x2, "cdist")
-    if a.ndim < 2 or b.ndim < 2:
-        raise RuntimeError(f"cdist only supports at least 2D tensors, X1 got: {a.ndim}D")
+    """PyTorch's checks in its order: both at least 2-D, as many columns,
+    both floating, ``p >= 0``; then, unless a side is empty, its kernel's:
+    float32 / float64 only (``"cdist" not implemented for 'Half'``), one
+    dtype."""
+    a, b = tensor_arg(x1, "cdist"), tensor_arg(x2, "cdist")
+    for name, t in (("X1", a), ("X2", b)):
+        if t.ndim < 2:
+            raise RuntimeError(f"cdist only supports at least 2D tensors, {name} got: {t.ndim}D")
     if a.shape[-1] != b.shape[-1]:
         raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: "
                            f"{a.shape[-1]} X2: {b.shape[-1]}")
+    for name, t in (("X1", a), ("X2", b)):
+        if not t.dtype.is_floating_point:
+            raise RuntimeError(f"cdist only supports floating-point dtypes, {name} got: "
+                               f"{dt.scalar_type_name(t.dtype)}")
+    if p < 0:
+        raise RuntimeError("cdist only supports non-negative p values")
+    if a.numel() and b.numel():
+        if a.dtype not in (dt.float32, dt.float64):
+            raise NotImplementedError(
+                f'"cdist" not implemented for \'{dt.scalar_type_name(a.dtype)}\'')
+        if b.dtype is not a.dtype:
+            raise RuntimeError(f"expected scalar type {dt.scalar_type_name(a.dtype)} but found "
+                               f"{dt.scalar_type_name(b.dtype)}")
+    elif b.dtype is not a.dtype:
+        b = ops.cast(b, a.dtype)          # (an empty result has X1's dtype)
     diff = F.sub(ops.reshape(a, tuple(a.shape[:-1]) + (1, a.shape[-1])),
                  ops.reshape(b, tuple(b.shape[:-2]) + (1,) + tuple(b.shape[-2:])))
     return _named(vector_norm(diff, p, -1), "CdistBackward0")

@@ -17,6 +17,8 @@ the pickle is read.  Nothing else in a file ever runs code.
 """
 from __future__ import annotations
 
+import collections
+import importlib
 import io
 import json
 import pickle
@@ -24,6 +26,7 @@ import types
 
 import numpy as np
 
+from tracec import mutation
 from tracec.tensor import Tensor
 from tracec.torch_function_switch import public_of, unwrapped
 
@@ -74,9 +77,9 @@ class _Unpickler(pickle.Unpickler):
 
     def find_class(self, module, name):
         if self._allowed is not None:
-            obj = self._allowed.get((module, name))
+            obj = self._allowed.get((module, name)) or _CONTAINERS.get((module, name))
             if obj is None:
-                raise _Refused(f"{module}.{name}")
+                raise _Refused(_torch_spelling(module, name))
             return obj
         # Under ``tracec run`` these classes carry PyTorch's names
         # (``tracec.as_torch``); they are tracec's own wherever it loads.
@@ -85,8 +88,44 @@ class _Unpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
 
+#: Allowed under ``weights_only`` besides the user's safe globals: the
+#: containers PyTorch's weights-only unpickler allows by default, and
+#: tracec's watched ones standing for the plain dicts and OrderedDicts
+#: PyTorch's objects hold (a module's ``_parameters``, its hooks): the user
+#: who allows a module class allows what its ``__dict__`` holds, as in PyTorch
+_CONTAINERS = {
+    ("collections", "OrderedDict"): collections.OrderedDict,
+    ("collections", "Counter"): collections.Counter,
+    ("builtins", "set"): set,
+    ("builtins", "frozenset"): frozenset,
+    ("builtins", "complex"): complex,
+    ("builtins", "bytearray"): bytearray,
+    **{("tracec.mutation", c.__qualname__): c
+       for c in (mutation.WatchedList, mutation.WatchedDict, mutation.WatchedOrderedDict)},
+}
+
+
 class _Refused(pickle.UnpicklingError):
     """A weights-only load met a name outside the safe globals."""
+
+
+def _torch_spelling(module: str, name: str) -> str:
+    """How PyTorch's refusal names the global ``module.name``: a tracec
+    class or function by the name ``torch.save`` would have pickled
+    (``torch.nn.modules.loss.CrossEntropyLoss``), else as the file does.
+    Only tracec's own modules are imported to find out."""
+    if module.partition(".")[0] == "tracec":
+        from tracec import torch_names
+        try:
+            obj = importlib.import_module(module)
+            for part in name.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError):
+            return f"{module}.{name}"
+        pickled = torch_names.torch_name(obj)
+        if pickled is not None and len(pickled) == 2:
+            return ".".join(pickled)
+    return f"{module}.{name}"
 
 
 def dumps(obj, to_node) -> bytes:

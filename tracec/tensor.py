@@ -592,6 +592,24 @@ class Tensor:
     def __hash__(self):
         return id(self)
 
+    def __reduce_ex__(self, proto):
+        # Pickled as PyTorch pickles a tensor (a joblib worker's returned loss
+        # and model): a non-leaf as a leaf holding its values (requires_grad
+        # kept) without its graph, whose nodes hold closures; a view as a
+        # tensor of its own (its values copied, as PyTorch's pickle copies
+        # each tensor's storage), without its base and replay chain.
+        rv = object.__reduce_ex__(self, proto)
+        if (self._node is None and not self._view_chain) or not (
+                isinstance(rv, tuple) and len(rv) > 2 and isinstance(rv[2], tuple)
+                and len(rv[2]) == 2):
+            return rv
+        d, slots = rv[2]
+        slots = {**slots, "_node": None, "_accum": None, "_hooks": None, "_retains_grad": False,
+                 "_version": [0]}
+        if self._view_chain:
+            slots.update(_base=None, _view_chain=None)
+        return (*rv[:2], (d, slots), *rv[3:])
+
     def __deepcopy__(self, memo):
         # PyTorch's refusal of a non-leaf (an old-style weight_norm module hits
         # it); not for the tensors a copied tensor refers to inside (a detached
@@ -608,9 +626,15 @@ class Tensor:
         outer = memo.get(_IN_TENSOR_COPY)
         memo[_IN_TENSOR_COPY] = True
         try:
-            out = copy._reconstruct(self, memo, *self.__reduce_ex__(4))
+            # (a plain tensor copies every field, its graph and view chain
+            # too: Tensor.__reduce_ex__'s pickling forms are for pickles)
+            reduce = object.__reduce_ex__(self, 4) if type(self).__reduce_ex__ is \
+                Tensor.__reduce_ex__ else self.__reduce_ex__(4)
+            out = copy._reconstruct(self, memo, *reduce)
         finally:
             memo[_IN_TENSOR_COPY] = outer
+        if self._view_chain and out._base is not None:
+            _share_copied_base(out, self)
         if RECORDERS:   # a traced call: the copy holds this call's value, not a constant
             _tell_recorders(out, self.detach(), "deepcopy")
         if SPARSE:      # (a COO buffer in a deep-copied state_dict stays COO)
@@ -1026,6 +1050,25 @@ class Tensor:
                     r(None, (view,), {"inplace": "view"}, self)
         if grad_mode or not root.requires_grad:
             self._view_version = self._version[0]  # else stale until grad mode is back
+
+
+def _share_copied_base(out, view) -> None:
+    """A deep-copied view ``out`` sees its copied base's memory, as the
+    copy of ``view`` sees its base's (PyTorch deep-copies a storage once
+    per deepcopy: ``deepcopy((x, x[1:]))`` gives a view of the copied
+    ``x``), where the view is one NumPy can express (non-negative strides
+    into a C-contiguous base)."""
+    a, root, new_root = view._data, view._base._data, out._base._data
+    if not (type(a) is type(root) is type(new_root) is np.ndarray and root.flags.c_contiguous
+            and new_root.flags.c_contiguous and new_root.shape == root.shape) or SPARSE:
+        return
+    from tracec.serialization import _view_info
+    info = _view_info(a, root)
+    if info is None or any(s < 0 for s in info[1]):
+        return
+    offset, strides = info
+    out._data = np.lib.stride_tricks.as_strided(
+        new_root.reshape(-1)[offset:], shape=a.shape, strides=[s * a.itemsize for s in strides])
 
 
 #: Tensor.requires_grad_ itself, before any __torch_function__ wrapper replaces it.

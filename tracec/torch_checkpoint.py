@@ -90,6 +90,11 @@ class safe_globals:
 
 
 def _safe_global_names() -> dict:
+    """``(module, name)`` -> object for each allowed global: the name the
+    pair gives, else the object's own name and, for a tracec class or
+    function, PyTorch's name for it (``torch_names``: the name a checkpoint
+    pickles, ``torch.nn.modules.loss.CrossEntropyLoss`` for tracec's
+    ``nn.CrossEntropyLoss``)."""
     out = {}
     for g in _SAFE_GLOBALS:
         if isinstance(g, tuple):
@@ -97,6 +102,9 @@ def _safe_global_names() -> dict:
             module, _, attr = name.rpartition(".")
         else:
             obj, module, attr = g, getattr(g, "__module__", ""), getattr(g, "__qualname__", "")
+            pickled = torch_names.torch_name(g)
+            if pickled is not None and len(pickled) == 2:
+                out[pickled[0], pickled[1]] = obj
         out[module, attr] = obj
     return out
 

@@ -121,3 +121,32 @@ def spawn(fn, args=(), nprocs: int = 1, join: bool = True, daemon: bool = False,
           start_method: str = "spawn"):
     """``torch.multiprocessing.spawn``: ``fn(i, *args)`` for i in range(nprocs)."""
     return start_processes(fn, args, nprocs, join, daemon, start_method)
+
+
+def _reduce_tensor(tensor):
+    """What multiprocessing's pickler (queues, spawned processes' arguments)
+    does with a tensor, as PyTorch's ``reduce_tensor``: a non-leaf that
+    requires grad is refused; another pickles as ``Tensor.__reduce_ex__``
+    says (its values)."""
+    if tensor.requires_grad and not tensor.is_leaf:
+        raise RuntimeError(
+            "Cowardly refusing to serialize non-leaf tensor which requires_grad, "
+            "since autograd does not support crossing process boundaries.  "
+            "If you just want to transfer the data, call detach() on the tensor "
+            "before serializing (e.g., putting it on the queue).")
+    return tensor.__reduce_ex__(4)
+
+
+def init_reductions() -> None:
+    """Register ``_reduce_tensor`` with multiprocessing's ``ForkingPickler``
+    for tensors and parameters (PyTorch does it when torch is imported;
+    ``tracec run`` when it installs tracec as torch, else importing this)."""
+    from multiprocessing.reduction import ForkingPickler
+
+    from tracec.nn.parameter import Parameter
+    from tracec.tensor import Tensor
+    for cls in (Tensor, Parameter):
+        ForkingPickler.register(cls, _reduce_tensor)
+
+
+init_reductions()
