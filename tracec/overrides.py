@@ -28,9 +28,8 @@ class TorchFunctionMode:
     ``mode.__torch_function__(func, types, args, kwargs)`` first, with the
     mode off while that runs; modes nest (innermost first) and are per
     thread.  Entering one turns the protocol's wrappers on
-    (``subclass_dispatch.enable``).  Calls of creation functions outside
-    PyTorch's overridable list (``torch.ones``) are not handed to modes
-    here."""
+    (``subclass_dispatch.enable``), creation functions included
+    (``torch.ones``: ``subclass_dispatch.MODE_FACTORIES``)."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         raise NotImplementedError

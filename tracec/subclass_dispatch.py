@@ -261,6 +261,36 @@ def _wrap(fn, module: str, qualname: str, as_method: str | None = None,
     return public
 
 
+#: Creation functions outside PyTorch's overridable list that its C++
+#: argument parser still hands to TorchFunctionModes (measured against torch
+#: 2.13: not ``range``, ``from_numpy``, ``frombuffer`` or the legacy
+#: constructors); tensor arguments never make them dispatch to a subclass.
+MODE_FACTORIES = ("zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "eye",
+                  "rand", "randn", "randint", "randperm", "tensor", "as_tensor", "asarray",
+                  "scalar_tensor", "empty_strided", "empty_permuted", "hann_window",
+                  "hamming_window", "bartlett_window", "blackman_window", "kaiser_window",
+                  "tril_indices", "triu_indices", "sparse_coo_tensor")
+
+
+def _wrap_factory(fn, module: str, name: str):
+    """``fn`` as a TorchFunctionMode sees it: handed to the innermost mode
+    (``types`` empty, keyword arguments None when there are none, as
+    PyTorch's parser gives them), else called."""
+    @functools.wraps(fn)
+    def public(*args, **kwargs):
+        if ENTERED[0] and modes_on():
+            r = _to_mode(public, fn, args, kwargs, True, False)
+            if r is not NotImplemented:
+                return r
+        return fn(*args, **kwargs)
+    public.__tracec_unwrapped__ = fn
+    public.__kwdefaults__ = getattr(fn, "__kwdefaults__", None)
+    public.__module__, public.__qualname__, public.__name__ = module, name, name
+    WRAPPER_CODES.add(public.__code__)
+    PUBLIC_OF[id(fn)] = public
+    return public
+
+
 def _wrap_property(prop: property) -> property:
     getter = prop.fget
 
@@ -322,6 +352,11 @@ def enable() -> None:
             if key == "torch.nn.init":      # Python, every argument by keyword
                 python = set(names[key])
             _wrap_namespace(ns, names[key], python, first_too=key == "torch.nn.init")
+            if key == "torch":
+                for name in MODE_FACTORIES:
+                    fn = ns.__dict__.get(name)
+                    if callable(fn) and not hasattr(fn, "__tracec_unwrapped__"):
+                        setattr(ns, name, _wrap_factory(fn, ns.__name__, name))
         for name in set(names["torch.Tensor"]) | set(_EXTRA_METHODS):
             if name in _NEVER:
                 continue
