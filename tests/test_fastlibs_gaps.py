@@ -1,0 +1,152 @@
+"""Gaps that fastai (``tests/programs/fastlibs``) found in tracec, each
+checked against torch without fastai."""
+import io
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+import tracec
+
+
+def _fake_loader(lib, items):
+    """A loader-like object as fastai's ``_FakeLoader``: no DataLoader, only
+    the attributes PyTorch's iterators read; an iterable "data set" that is
+    the object itself, an infinite index sampler, no collation."""
+    kind = lib.utils.data.dataloader._DatasetKind
+
+    class Fake:
+        _IterableDataset_len_called, _auto_collation, drop_last, in_order = None, False, False, True
+        generator, prefetch_factor, dataset_kind = None, 2, kind.Iterable
+        _dataset_kind = kind.Iterable
+        num_workers, timeout, pin_memory, pin_memory_device = 0, 0, False, ""
+        persistent_workers, worker_init_fn, multiprocessing_context = False, None, None
+
+        def __init__(self):
+            self.dataset = self
+            self._index_sampler = itertools.count()
+
+        @staticmethod
+        def collate_fn(x):
+            return x
+
+        def __iter__(self):
+            return iter(items)
+    return Fake()
+
+
+def test_dataloader_iterator_reads_a_loader_like_object():
+    """``_SingleProcessDataLoaderIter(obj)`` needs only PyTorch's attribute
+    names on ``obj`` (fastai's DataLoader iterates its ``_FakeLoader`` so),
+    and draws the base seed from the global generator as PyTorch's does."""
+    got = []
+    for lib in (torch, tracec):
+        lib.manual_seed(0)
+        it = lib.utils.data.dataloader._SingleProcessDataLoaderIter(_fake_loader(lib, "abc"))
+        got.append((list(it), it._num_yielded, lib.rand(2).tolist()))
+    assert got[1] == got[0] and got[0][0] == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("auto", [True, False])
+def test_dataset_fetchers_are_pytorchs(auto):
+    """``_DatasetKind.create_fetcher`` and the fetchers' ``fetch``: a map
+    data set indexed by a batch of keys (or one key), an iterable one cut
+    into batches, a short last batch dropped or kept."""
+    out = []
+    for lib in (torch, tracec):
+        kind = lib.utils.data.dataloader._DatasetKind
+        res = [kind.Map, kind.Iterable]
+        f = kind.create_fetcher(kind.Map, [10, 11, 12, 13], auto, lambda x: x, False)
+        res.append(f.fetch([2, 0]) if auto else f.fetch(3))
+        for drop in (False, True):
+            f = kind.create_fetcher(kind.Iterable, range(5), auto, lambda x: x, drop)
+            got = []
+            try:
+                while True:
+                    got.append(f.fetch([None, None]))
+            except StopIteration:
+                pass
+            res.append(got)
+        out.append(res)
+    assert out[1] == out[0]
+
+
+def test_dataloader_with_workers_is_unchanged():
+    """The emulated workers (now fed by the iterator's indices) give
+    PyTorch's batches: map-style from worker i % n, an iterable data set
+    read by every worker until each ends, a persistent loader over two
+    epochs."""
+    class Squares(torch.utils.data.Dataset):
+        def __len__(self):
+            return 7
+
+        def __getitem__(self, i):
+            return i * i
+
+    def batches(lib, **kw):
+        lib.manual_seed(0)
+        ds = type("S", (lib.utils.data.Dataset,), dict(vars(Squares)))()
+        dl = lib.utils.data.DataLoader(ds, batch_size=2, num_workers=2, **kw)
+        return [[b.tolist() for b in dl] for _ in range(2)]
+    for kw in ({}, {"persistent_workers": True}, {"shuffle": True}):
+        assert batches(tracec, **kw) == batches(torch, **kw)
+
+
+def test_torch_amp_is_a_package_with_grad_scaler_and_autocast_mode():
+    """``from torch.amp.grad_scaler import OptState`` (fastai's fp16
+    callback) and ``torch.amp.autocast_mode.autocast``."""
+    import importlib
+    for path in ("amp.grad_scaler", "amp.autocast_mode"):
+        importlib.import_module("torch." + path)
+        importlib.import_module("tracec." + path)
+    from torch.amp.grad_scaler import OptState as want
+    from tracec.amp.grad_scaler import GradScaler, OptState
+    from tracec.amp.autocast_mode import autocast
+    assert [(s.name, s.value) for s in OptState] == [(s.name, s.value) for s in want]
+    assert GradScaler is tracec.amp.GradScaler and autocast is tracec.autocast
+
+
+def test_flatten_and_unflatten_dense_tensors():
+    """``torch._utils._flatten_dense_tensors`` / ``_unflatten_dense_tensors``
+    (fastai's fp16_utils): one contiguous flat tensor, and views of it."""
+    from torch._utils import _flatten_dense_tensors as f0, _unflatten_dense_tensors as u0
+    from tracec._utils import _flatten_dense_tensors as f1, _unflatten_dense_tensors as u1
+    out = []
+    for lib, f, u in ((torch, f0, u0), (tracec, f1, u1)):
+        a = lib.arange(6.).reshape(2, 3).t()
+        b = lib.ones(2)
+        flat = f([a, b])
+        parts = u(flat * 2, [a, b])
+        out.append((flat.tolist(), f([a]).tolist(), type(parts).__name__,
+                    [(p.tolist(), p.shape, p.stride()) for p in parts]))
+        flat.zero_()
+        assert u(flat, [a, b])[0].sum().item() == 0      # views of flat
+    assert out[1] == out[0]
+
+
+def test_save_with_cloudpickle_in_pytorchs_format():
+    """``torch.save(obj, f, pickle_module=cloudpickle)`` from a script run
+    as PyTorch (fastai's ``Learner.export``): a local function pickled by
+    value, the class ``torch.Tensor`` by PyTorch's name, so that torch
+    loads it."""
+    cloudpickle = pytest.importorskip("cloudpickle")
+    from tracec import as_torch, dtypes
+    scale = 3.0
+
+    def local(x):
+        return x * scale
+    dtypes.PUBLIC_NAME[0] = "torch"        # as `tracec run` installs it
+    as_torch._rename_classes(True)
+    try:
+        buf = io.BytesIO()
+        tracec.save({"fn": local, "cls": tracec.Tensor, "w": tracec.arange(3.)}, buf,
+                    pickle_module=cloudpickle, pickle_protocol=2)
+    finally:
+        as_torch._rename_classes(False)
+        dtypes.PUBLIC_NAME[0] = "tracec"
+    buf.seek(0)
+    got = torch.load(buf, weights_only=False)
+    assert got["cls"] is torch.Tensor
+    assert got["fn"](got["w"]).tolist() == [0.0, 3.0, 6.0]
+    assert np.array_equal(got["w"].numpy(), np.arange(3.0, dtype=np.float32))
