@@ -150,3 +150,48 @@ def test_save_with_cloudpickle_in_pytorchs_format():
     assert got["cls"] is torch.Tensor
     assert got["fn"](got["w"]).tolist() == [0.0, 3.0, 6.0]
     assert np.array_equal(got["w"].numpy(), np.arange(3.0, dtype=np.float32))
+
+
+def test_module_to_none_changes_nothing():
+    """``model.to(None)`` (fastai's TrainEvalCallback moves the model to
+    ``dls.device``, None for DataLoaders made from plain data sets)."""
+    for lib in (torch, tracec):
+        m = lib.nn.Linear(2, 2)
+        assert m.to(None) is m and m.to(None, None) is m
+        assert m.to(device=None, dtype=None).weight.dtype == lib.float32
+        assert m.to(None, lib.float64).weight.dtype == lib.float64
+
+
+@pytest.mark.parametrize("fn", ["new_empty", "new_zeros", "new_ones", "new_full"])
+def test_new_tensor_methods_take_layout_and_pin_memory(fn):
+    """``x.new_empty(*size, layout=torch.strided, pin_memory=False)``
+    (fastai's TensorBase.new_empty passes both on)."""
+    out = []
+    for lib in (torch, tracec):
+        x = lib.ones(2, dtype=lib.float64)
+        args = ((2, 3), 7.0) if fn == "new_full" else (2, 3)
+        y = getattr(x, fn)(*args, layout=lib.strided, pin_memory=False)
+        out.append((tuple(y.shape), y.dtype.itemsize, y.tolist() if fn != "new_empty" else None))
+    assert out[1] == out[0]
+    with pytest.raises(NotImplementedError):
+        getattr(tracec.ones(2), fn)(*(((2,), 1.0) if fn == "new_full" else (2,)),
+                                     layout=tracec.sparse_coo)
+
+
+def test_subclass_new_may_take_keywords_init_does_not_see():
+    """A Tensor subclass whose ``__new__`` takes keywords of its own
+    (fastai's ``TensorBase(x, img_size=(4, 4))``): PyTorch's Tensor has no
+    ``__init__`` to refuse them; a plain Tensor still refuses them."""
+    got = []
+    for lib in (torch, tracec):
+        class Meta(lib.Tensor):
+            def __new__(cls, x, **kwargs):
+                res = lib.as_tensor(x).as_subclass(cls)
+                for k, v in kwargs.items():
+                    setattr(res, k, v)
+                return res
+        t = Meta([1.0, 2.0], img_size=(4, 4))
+        got.append((type(t).__name__, t.img_size, t.tolist()))
+        with pytest.raises(TypeError):
+            lib.Tensor([1.0], img_size=3)
+    assert got[1] == got[0]

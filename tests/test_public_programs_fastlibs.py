@@ -6,7 +6,17 @@ unmodified on tracec (``tests/programs/fastlibs``):
   pretrained=False, metrics=error_rate)``, ``fit_one_cycle``, the
   recorder's losses and learning rates, ``predict``, ``get_preds``,
   ``validate``, ``save`` / ``load`` and ``export`` (cloudpickle) /
-  ``load_learner``.
+  ``load_learner``;
+- ``fastai_tabular_midlevel.py``: the tabular quickstart
+  (``TabularDataLoaders.from_df`` with Categorify / FillMissing /
+  Normalize, ``tabular_learner``, ``get_preds``, ``predict``, ``test_dl``);
+  the mid-level ``Learner`` over a plain model with fastai's SGD / ranger /
+  Adam, a custom ``Callback``, ``MixUp``, ``SaveModelCallback``,
+  ``EarlyStoppingCallback``, ``fit_flat_cos``, ``fit_sgdr``, ``lr_find``;
+  fastai's nine optimizers stepped by hand; a ``DataBlock`` of images with
+  ``aug_transforms`` (random affine / lighting batches); ``TensorBase`` /
+  ``TensorImage`` / ``TensorMask`` types and metadata kept through torch
+  functions, ``cast``, ``retain_type``, a saved ``TensorImage``.
 
 Each program runs under ``tracec run`` (fastai's own ``import torch`` is
 tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
@@ -30,6 +40,7 @@ FASTAI = ("fastai", "fastcore", "fasttransform", "fastprogress", "pandas", "timm
 #: program -> the pip packages it imports (pinned in pyproject's test extra)
 CASES = {
     "fastai_vision.py": FASTAI,
+    "fastai_tabular_midlevel.py": FASTAI,
 }
 
 

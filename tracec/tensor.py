@@ -297,11 +297,15 @@ class Tensor:
             return data[0][...]
         return _new_object(cls)
 
-    def __init__(self, *data, dtype=None, requires_grad=False):
+    def __init__(self, *data, dtype=None, requires_grad=False, **kwargs):
         if hasattr(self, "_data"):     # (a slot: unset until initialized)
             # Made by a subclass's __new__ (Tensor._make_subclass): as in
-            # PyTorch, whose tensors are built in __new__, nothing to do.
+            # PyTorch, whose tensors are built in __new__, nothing to do,
+            # whatever that __new__ took (fastai: ``TensorBase(x, img_size=..)``).
             return
+        if kwargs:
+            raise TypeError(f"Tensor.__init__() got an unexpected keyword argument "
+                            f"'{next(iter(kwargs))}'")
         sizes = legacy_sizes(data)
         if sizes is not None:
             # The legacy size constructor ``Tensor(3, 4)``: zeros (PyTorch leaves

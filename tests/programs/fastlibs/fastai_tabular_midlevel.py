@@ -1,0 +1,174 @@
+"""fastai beyond the vision quickstart, on synthetic data written or built in
+the working folder: the tabular quickstart (TabularDataLoaders.from_df with
+Categorify / FillMissing / Normalize, tabular_learner, fit_one_cycle,
+get_preds, predict, test_dl), the mid-level API (Learner over a plain model
+with fastai's SGD / ranger / Adam, a custom Callback, MixUp,
+SaveModelCallback, EarlyStoppingCallback, fit_flat_cos, fit_sgdr, lr_find),
+fastai's optimizer classes stepped by hand, a DataBlock of images with
+aug_transforms, and TensorBase / TensorImage type propagation through
+__torch_function__."""
+import random
+
+import numpy as np
+import pandas as pd
+import torch
+from PIL import Image
+from fastai.tabular.all import *
+from fastai.vision.core import *
+from fastai.vision.data import *
+from fastai.vision.augment import *
+
+
+def fmt(xs):
+    return " ".join(f"{float(x):.5f}" for x in xs)
+
+
+def quiet(learn):
+    learn.remove_cb(ProgressCallback)      # no progress bars, no timing table
+    learn.logger = noop
+    return learn
+
+
+def show(learn, what):
+    for i, v in enumerate(learn.recorder.values):
+        print(what, "epoch", i, fmt(v))
+    print(what, "lrs", fmt(learn.recorder.lrs))
+    print(what, "losses", fmt(learn.recorder.losses))
+
+
+set_seed(0, reproducible=True)
+torch.manual_seed(0)
+random.seed(0)
+
+# --- tabular ----------------------------------------------------------------
+rng = np.random.RandomState(0)
+n = 80
+df = pd.DataFrame({
+    "workclass": rng.choice(["private", "state", "self"], n),
+    "education": rng.choice(["hs", "college", "masters", "phd"], n),
+    "age": rng.randint(18, 70, n).astype(float),
+    "hours": rng.normal(40, 8, n).round(1),
+})
+df.loc[rng.choice(n, 6, replace=False), "age"] = np.nan
+score = (df["hours"] - 40) / 8 + (df["education"].isin(["masters", "phd"])) * 1.5
+df["salary"] = np.where(score + rng.normal(0, 0.5, n) > 0.5, ">=50k", "<50k")
+
+dls = TabularDataLoaders.from_df(
+    df, path=".", procs=[Categorify, FillMissing, Normalize],
+    cat_names=["workclass", "education"], cont_names=["age", "hours"],
+    y_names="salary", valid_idx=list(range(64, 80)), bs=16, num_workers=0)
+print("tabular classes", dls.vocab, "cats", dls.cat_names, "conts", dls.cont_names)
+xc, xn, yb = dls.one_batch()
+print("batch", tuple(xc.shape), xc.dtype, tuple(xn.shape), fmt(xn[:3].flatten()), yb[:6].flatten().tolist())
+learn = quiet(tabular_learner(dls, layers=[20, 10], metrics=accuracy))
+print(learn.model)
+learn.fit_one_cycle(2, 1e-2)
+show(learn, "tabular")
+preds, targs = learn.get_preds()
+print("tabular preds", tuple(preds.shape), fmt(preds[:5, 1]), targs[:5].flatten().tolist())
+row, clas, probs = learn.predict(df.iloc[0])
+print("tabular predict", int(clas), fmt(probs), fmt(row.items.iloc[0][["age", "hours"]]))
+tdl = learn.dls.test_dl(df.iloc[:5].drop(columns="salary"))
+tp, _ = learn.get_preds(dl=tdl)
+print("tabular test_dl", fmt(tp[:, 1]))
+
+# --- the mid-level API: a plain model, optimizers, callbacks, schedules ------
+x = torch.randn(96, 8)
+y = ((x[:, 0] + 0.5 * x[:, 1]) > 0).long()
+items = list(zip(x, y))
+dls2 = DataLoaders.from_dsets(items[:64], items[64:], bs=16, num_workers=0)
+
+
+def net():
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+
+
+class Tally(Callback):
+    "Counts batches and keeps every training loss and the lr it was taken at."
+    order = 60
+
+    def before_fit(self):
+        self.batches, self.seen = 0, []
+
+    def after_batch(self):
+        if self.training:
+            self.batches += 1
+            self.seen.append((self.loss.item(), self.opt.hypers[-1]["lr"]))
+
+
+set_seed(1, reproducible=True)
+tally = Tally()
+learn = quiet(Learner(dls2, net(), loss_func=CrossEntropyLossFlat(), opt_func=partial(SGD, mom=0.9),
+                      metrics=accuracy, cbs=tally))
+learn.fit_flat_cos(2, lr=0.1)
+show(learn, "sgd flat_cos")
+print("tally", tally.batches, " ".join(f"{l:.5f}@{r:.5f}" for l, r in tally.seen))
+
+set_seed(2, reproducible=True)
+learn = quiet(Learner(dls2, net(), loss_func=CrossEntropyLossFlat(), opt_func=ranger,
+                      metrics=accuracy))
+learn.fit_sgdr(2, 1, lr_max=1e-2)
+show(learn, "ranger sgdr")
+
+set_seed(3, reproducible=True)
+learn = quiet(Learner(dls2, net(), loss_func=CrossEntropyLossFlat(), opt_func=Adam,
+                      metrics=accuracy,
+                      cbs=[MixUp(0.4), SaveModelCallback(monitor="valid_loss", fname="best"),
+                           EarlyStoppingCallback(monitor="valid_loss", patience=1)]))
+learn.fit(3, 1e-2)
+show(learn, "adam mixup")
+print("best saved", (Path("models") / "best.pth").exists(),
+      f"{learn.model[0].weight.sum().item():.5f}")
+
+set_seed(4, reproducible=True)
+learn = quiet(Learner(dls2, net(), loss_func=CrossEntropyLossFlat(), opt_func=Adam))
+sug = learn.lr_find(start_lr=1e-4, end_lr=1, num_it=6, show_plot=False)
+print("lr_find", fmt(sug), fmt(learn.recorder.losses))
+
+# --- fastai's optimizers stepped by hand --------------------------------------
+opts = {"SGD": partial(SGD, mom=0.9, wd=1e-2), "RMSProp": partial(RMSProp, mom=0.9),
+        "Adam": partial(Adam, wd=0.1), "RAdam": RAdam, "QHAdam": QHAdam,
+        "Larc": partial(Larc, mom=0.9), "Lamb": Lamb, "ranger": ranger,
+        "OptimWrapper(AdamW)": partial(OptimWrapper, opt=torch.optim.AdamW)}
+for name, make in opts.items():
+    torch.manual_seed(5)
+    w = nn.Parameter(torch.randn(4, 3))
+    opt = make([w], lr=0.05)
+    for step in range(3):
+        opt.zero_grad()
+        loss = ((w * torch.arange(12.).view(4, 3)) ** 2).mean()
+        loss.backward()
+        opt.step()
+    print("opt", name, fmt(w.detach().flatten()[:6]))
+
+# --- a DataBlock of images with batch augmentations ----------------------------
+img_path = Path("shapes")
+img_path.mkdir(exist_ok=True)
+for i in range(8):
+    arr = np.zeros((20, 20, 3), np.uint8)
+    arr[4:16, 4:16, i % 3] = 200 + i
+    Image.fromarray(arr).save(img_path / f"{['red', 'green', 'blue'][i % 3]}_{i}.png")
+block = DataBlock(blocks=(ImageBlock, CategoryBlock), get_items=get_image_files,
+                  splitter=RandomSplitter(0.25, seed=7), get_y=using_attr(RegexLabeller(r"^([a-z]+)_"), "name"),
+                  item_tfms=Resize(16), batch_tfms=aug_transforms(size=12, max_rotate=20.))
+set_seed(5, reproducible=True)
+idls = block.dataloaders(img_path, bs=4, num_workers=0)
+xb, yb = idls.one_batch()
+print("datablock", idls.vocab, type(xb).__name__, tuple(xb.shape), yb.tolist(),
+      f"{xb.mean().item():.5f} {xb.std().item():.5f}", fmt(xb[0, :, 6, 6]))
+
+# --- TensorBase subclasses keep their type through torch functions --------------
+t = TensorImage(torch.rand(2, 3, 4, 4))
+m = TensorMask(torch.ones(2, 4, 4))
+tb = TensorBase(torch.arange(4.), img_size=(4, 4))
+print("types", type(t + 1).__name__, type(t.mean((2, 3))).__name__, type(torch.cat([t, t])).__name__,
+      type(t[0]).__name__, type(F.relu(t)).__name__, type(m.long()).__name__,
+      type(t * m[:, None]).__name__, type(torch.stack([m, m])).__name__)
+print("metadata", (tb * 2).img_size, type(tb.new_ones(2)).__name__, type(tb.clone()).__name__,
+      type(TensorImageBW(torch.zeros(1, 2, 2)) + 1).__name__)
+print("values", fmt((t * 2 - 1).sum((1, 2, 3))), fmt(torch.cat([t, t]).mean((1, 2, 3))))
+cast_t = cast(torch.ones(2), TensorCategory)
+print("cast", type(cast_t).__name__, type(retain_type(torch.zeros(2), t)).__name__)
+torch.save(t, "timg.pt")
+t2 = torch.load("timg.pt", weights_only=False)
+print("saved", type(t2).__name__, bool((t2 == t).all()))
