@@ -195,3 +195,17 @@ def test_subclass_new_may_take_keywords_init_does_not_see():
         with pytest.raises(TypeError):
             lib.Tensor([1.0], img_size=3)
     assert got[1] == got[0]
+
+
+def test_cuda_autocast_without_cuda_warns_pytorchs_words():
+    """``autocast('cuda')`` on a machine without CUDA (fastai's to_fp16 /
+    to_bf16 on CPU) disables itself with PyTorch 2.13's warning."""
+    import warnings
+    msgs = []
+    for lib in (torch, tracec):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            with lib.autocast("cuda", dtype=lib.float16):
+                y = lib.ones(2, 2) @ lib.ones(2, 2)
+        msgs.append(([(str(x.message), x.filename) for x in w], y.dtype.itemsize))
+    assert msgs[1] == msgs[0]

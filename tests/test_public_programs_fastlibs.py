@@ -9,10 +9,14 @@ unmodified on tracec (``tests/programs/fastlibs``):
   ``load_learner``;
 - ``fastai_tabular_midlevel.py``: the tabular quickstart
   (``TabularDataLoaders.from_df`` with Categorify / FillMissing /
-  Normalize, ``tabular_learner``, ``get_preds``, ``predict``, ``test_dl``);
-  the mid-level ``Learner`` over a plain model with fastai's SGD / ranger /
-  Adam, a custom ``Callback``, ``MixUp``, ``SaveModelCallback``,
-  ``EarlyStoppingCallback``, ``fit_flat_cos``, ``fit_sgdr``, ``lr_find``;
+  Normalize, ``tabular_learner``, ``get_preds``, ``predict``, ``test_dl``,
+  ``export`` / ``load_learner``); the mid-level ``Learner`` over a plain
+  model with fastai's SGD / ranger / Adam, a custom ``Callback``,
+  ``MixUp``, ``SaveModelCallback``, ``EarlyStoppingCallback``,
+  ``fit_flat_cos``, ``fit_sgdr``, ``lr_find``, ``freeze`` / ``unfreeze``
+  over a splitter with discriminative lrs, ``GradientAccumulation``,
+  ``GradientClip``, ``CSVLogger``, ``ReduceLROnPlateau``, F1 / ROC AUC
+  metrics, ``Learner.summary``, ``to_fp16`` (disabled on a CPU);
   fastai's nine optimizers stepped by hand; a ``DataBlock`` of images with
   ``aug_transforms`` (random affine / lighting batches); ``TensorBase`` /
   ``TensorImage`` / ``TensorMask`` types and metadata kept through torch

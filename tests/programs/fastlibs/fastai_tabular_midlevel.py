@@ -8,6 +8,7 @@ fastai's optimizer classes stepped by hand, a DataBlock of images with
 aug_transforms, and TensorBase / TensorImage type propagation through
 __torch_function__."""
 import random
+import re
 
 import numpy as np
 import pandas as pd
@@ -71,6 +72,11 @@ print("tabular predict", int(clas), fmt(probs), fmt(row.items.iloc[0][["age", "h
 tdl = learn.dls.test_dl(df.iloc[:5].drop(columns="salary"))
 tp, _ = learn.get_preds(dl=tdl)
 print("tabular test_dl", fmt(tp[:, 1]))
+learn.export("tabular.pkl")
+learn_inf = load_learner("tabular.pkl")
+learn_inf.remove_cb(ProgressCallback)
+row, clas, probs = learn_inf.predict(df.iloc[1])
+print("tabular exported predict", int(clas), fmt(probs))
 
 # --- the mid-level API: a plain model, optimizers, callbacks, schedules ------
 x = torch.randn(96, 8)
@@ -124,6 +130,34 @@ set_seed(4, reproducible=True)
 learn = quiet(Learner(dls2, net(), loss_func=CrossEntropyLossFlat(), opt_func=Adam))
 sug = learn.lr_find(start_lr=1e-4, end_lr=1, num_it=6, show_plot=False)
 print("lr_find", fmt(sug), fmt(learn.recorder.losses))
+
+# freeze / unfreeze over a splitter, discriminative lrs, gradient accumulation
+# and clipping, a CSV log, ReduceLROnPlateau, more metrics, the summary
+def net_bn():
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.BatchNorm1d(16), nn.Linear(16, 2))
+
+
+set_seed(6, reproducible=True)
+learn = quiet(Learner(dls2, net_bn(), loss_func=CrossEntropyLossFlat(),
+                      metrics=[accuracy, F1Score(), RocAucBinary()],
+                      splitter=lambda m: [params(m[:3]), params(m[3:])],
+                      cbs=[GradientAccumulation(32), GradientClip(0.5), CSVLogger(),
+                           ReduceLROnPlateau(monitor="valid_loss", patience=0, factor=2.)]))
+learn.freeze()
+print("frozen", [p.requires_grad for p in learn.model.parameters()])
+learn.fit(1, 1e-2)
+learn.unfreeze()
+learn.fit(2, slice(1e-3, 1e-2))
+show(learn, "accum")
+print("csv rows", len(pd.read_csv("history.csv")))
+print(re.sub(r" at 0x[0-9a-f]+", "", learn.summary()))
+
+# fastai's mixed precision (its autocast and GradScaler are CUDA's: disabled on a CPU)
+set_seed(7, reproducible=True)
+learn = quiet(Learner(dls2, net_bn(), loss_func=CrossEntropyLossFlat(), metrics=accuracy))
+learn.to_fp16()
+learn.fit(1, 1e-2)
+show(learn, "fp16")
 
 # --- fastai's optimizers stepped by hand --------------------------------------
 opts = {"SGD": partial(SGD, mom=0.9, wd=1e-2), "RMSProp": partial(RMSProp, mom=0.9),
