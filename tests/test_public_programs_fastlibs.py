@@ -18,7 +18,12 @@ unmodified on tracec (``tests/programs/fastlibs``):
   ``GradientClip``, ``CSVLogger``, ``ReduceLROnPlateau``, F1 / ROC AUC
   metrics, ``Learner.summary``, ``to_fp16`` (disabled on a CPU);
   fastai's nine optimizers stepped by hand; a ``DataBlock`` of images with
-  ``aug_transforms`` (random affine / lighting batches); ``TensorBase`` /
+  ``aug_transforms`` (random affine / lighting batches) and a small CNN of
+  fastai's layers trained on it with ``CutMix``, label smoothing,
+  ``ActivationStats``, ``tta``, ``ClassificationInterpretation``,
+  ``hook_outputs``, focal loss and channels-last training;
+  collaborative filtering (``CollabDataLoaders``, ``collab_learner`` dot
+  product and neural); ``TensorBase`` /
   ``TensorImage`` / ``TensorMask`` types and metadata kept through torch
   functions, ``cast``, ``retain_type``, a saved ``TensorImage``.
 

@@ -5,8 +5,9 @@ get_preds, predict, test_dl), the mid-level API (Learner over a plain model
 with fastai's SGD / ranger / Adam, a custom Callback, MixUp,
 SaveModelCallback, EarlyStoppingCallback, fit_flat_cos, fit_sgdr, lr_find),
 fastai's optimizer classes stepped by hand, a DataBlock of images with
-aug_transforms, and TensorBase / TensorImage type propagation through
-__torch_function__."""
+aug_transforms and a small CNN trained on it (CutMix, TTA, interpretation,
+hooks, channels last), collaborative filtering, and TensorBase /
+TensorImage type propagation through __torch_function__."""
 import random
 import re
 
@@ -18,6 +19,8 @@ from fastai.tabular.all import *
 from fastai.vision.core import *
 from fastai.vision.data import *
 from fastai.vision.augment import *
+from fastai.collab import *
+from fastai.callback.channelslast import *
 
 
 def fmt(xs):
@@ -190,6 +193,49 @@ idls = block.dataloaders(img_path, bs=4, num_workers=0)
 xb, yb = idls.one_batch()
 print("datablock", idls.vocab, type(xb).__name__, tuple(xb.shape), yb.tolist(),
       f"{xb.mean().item():.5f} {xb.std().item():.5f}", fmt(xb[0, :, 6, 6]))
+
+# a small CNN on them: CutMix, label smoothing, activation stats, TTA, the
+# interpretation's confusion matrix and top losses, hooks, focal loss,
+# channels-last training
+set_seed(6, reproducible=True)
+cnn = nn.Sequential(ConvLayer(3, 8, stride=2), ConvLayer(8, 16, stride=2), ResBlock(1, 16, 16),
+                    AdaptiveConcatPool2d(), Flatten(), nn.Linear(32, 3))
+learn = quiet(Learner(idls, cnn, loss_func=LabelSmoothingCrossEntropy(), metrics=accuracy,
+                      cbs=[CutMix(1.), ActivationStats(every=None)]))
+learn.fit_one_cycle(2, 1e-2)
+show(learn, "cutmix")
+st = learn.activation_stats.stats
+print("activation stats", len(st), len(st[0]), fmt([st[-1][0]["mean"], st[-1][0]["std"], st[-1][0]["near_zero"]]))
+preds, targs = learn.tta(n=2)
+print("tta", fmt(preds.flatten()), targs.tolist())
+interp = ClassificationInterpretation.from_learner(learn)
+print("confusion", interp.confusion_matrix().tolist(), fmt(interp.top_losses(2)[0]))
+with hook_outputs(learn.model[:3]) as hooks:
+    learn.model.eval()
+    learn.model(idls.one_batch()[0])
+    print("hooks", [tuple(h.stored.shape) for h in hooks], fmt([h.stored.mean() for h in hooks]))
+learn.loss_func = FocalLossFlat()
+print("focal", fmt(learn.validate()))
+learn.to_channelslast(use_amp=False)
+learn.fit(1, 1e-3)
+show(learn, "channels_last")
+print("channels_last weight", learn.model[0][0].weight.is_contiguous(memory_format=torch.channels_last))
+
+# --- collaborative filtering ----------------------------------------------------
+rng = np.random.RandomState(1)
+ratings = pd.DataFrame({"user": rng.randint(0, 12, 150), "movie": rng.randint(0, 15, 150)})
+ratings["rating"] = ((ratings.user % 3) + (ratings.movie % 4) * 0.7 + rng.normal(0, .3, 150)).round(1)
+set_seed(7, reproducible=True)
+cdls = CollabDataLoaders.from_df(ratings, bs=32, seed=2, num_workers=0)
+learn = quiet(collab_learner(cdls, n_factors=5, y_range=(0, 5.5)))
+learn.fit_one_cycle(2, 5e-3, wd=0.1)
+show(learn, "collab")
+print("collab bias", fmt(learn.model.bias(cdls.classes["movie"][1:4], is_item=True)),
+      fmt(learn.model.weight(cdls.classes["user"][1:2], is_item=False)[0]))
+learn = quiet(collab_learner(cdls, use_nn=True, layers=[10], emb_szs={"user": 4, "movie": 4},
+                             y_range=(0, 5.5)))
+learn.fit(1, 5e-3)
+show(learn, "collab nn")
 
 # --- TensorBase subclasses keep their type through torch functions --------------
 t = TensorImage(torch.rand(2, 3, 4, 4))
