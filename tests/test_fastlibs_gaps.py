@@ -209,3 +209,32 @@ def test_cuda_autocast_without_cuda_warns_pytorchs_words():
                 y = lib.ones(2, 2) @ lib.ones(2, 2)
         msgs.append(([(str(x.message), x.filename) for x in w], y.dtype.itemsize))
     assert msgs[1] == msgs[0]
+
+
+def _sharded_loader(lib):
+    """fastai's pattern: the worker_init_fn writes its shard onto an object
+    the data set holds (``info.dataset.d.offs = info.id``)."""
+    class Holder:
+        offs, n = 0, 1
+
+    class Stream(lib.utils.data.IterableDataset):
+        def __init__(self):
+            self.d = Holder()
+
+        def __iter__(self):
+            return iter([i for i in range(10) if i % self.d.n == self.d.offs])
+
+    def init(worker_id):
+        info = lib.utils.data.get_worker_info()
+        info.dataset.d.n, info.dataset.d.offs = info.num_workers, info.id
+    return lib.utils.data.DataLoader(Stream(), batch_size=2, num_workers=3, worker_init_fn=init)
+
+
+def test_workers_own_everything_their_data_set_reaches():
+    """Each emulated worker has a forked process's copy of the data set,
+    down to the objects it holds: a worker_init_fn's writes to one do not
+    reach the other workers (fastai's DataLoader with ``num_workers > 0``
+    gave the last worker's shard to every worker: wrong batches)."""
+    want = [b.tolist() for b in _sharded_loader(torch)]
+    got = [b.tolist() for b in _sharded_loader(tracec)]
+    assert got == want == [[0, 3], [1, 4], [2, 5], [6, 9], [7], [8]]

@@ -1,5 +1,5 @@
 """``num_workers > 0`` emulated in the calling process, with PyTorch's
-observable semantics: each worker has its own (shallow) copy of the data set, its
+observable semantics: each worker has its own (deep, as a fork's) copy of the data set, its
 ``worker_init_fn(id)`` call, its own ``get_worker_info()`` (``id``,
 ``num_workers``, ``seed``, ``dataset``) and its own random state (tracec's,
 NumPy's global and Python's ``random``, seeded from ``base_seed + id`` as
@@ -47,13 +47,19 @@ def current():
 
 class _Worker:
     def __init__(self, wid, n, seed, dataset):
-        # A forked worker's copy of the data set: attributes it (or its
-        # worker_init_fn) sets stay its own.  Shallow: a large array the
-        # data set holds is shared, as fork's copy-on-write shares it.
+        # A forked worker's copy of the data set: whatever it (or its
+        # worker_init_fn) changes stays its own, down to the objects it
+        # holds (fastai's worker_init_fn sets the shard of the DataLoader
+        # its fake loader holds: shared, every worker read the last one's
+        # shard).  A data set deepcopy refuses (an open file) is copied
+        # shallowly: its own attributes are still its own.
         try:
-            dataset = copy.copy(dataset)
+            dataset = copy.deepcopy(dataset)
         except Exception:
-            pass
+            try:
+                dataset = copy.copy(dataset)
+            except Exception:
+                pass
         self.info = WorkerInfo(id=wid, num_workers=n, seed=seed, dataset=dataset)
         saved = self._save()
         creation.manual_seed(seed)
