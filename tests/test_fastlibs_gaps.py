@@ -238,3 +238,30 @@ def test_workers_own_everything_their_data_set_reaches():
     want = [b.tolist() for b in _sharded_loader(torch)]
     got = [b.tolist() for b in _sharded_loader(tracec)]
     assert got == want == [[0, 3], [1, 4], [2, 5], [6, 9], [7], [8]]
+
+
+def test_deepcopy_of_a_subclass_whose_new_takes_the_data():
+    """``copy.deepcopy`` of a Tensor subclass whose ``__new__`` needs
+    arguments (fastai's ``TensorBase(x, **kwargs)``; its DataLoader's
+    batch transforms hold such tensors, and each emulated worker deep-copies
+    its data set): PyTorch makes the copy without calling ``__new__``."""
+    import copy
+    got = []
+    for lib in (torch, tracec):
+        class Base(lib.Tensor):
+            def __new__(cls, x, **kwargs):
+                res = lib.as_tensor(x).as_subclass(cls)
+                for k, v in kwargs.items():
+                    setattr(res, k, v)
+                return res
+
+            def new_empty(self, size, **kwargs):    # (fastai's; PyTorch's deepcopy calls it)
+                cls = type(self)
+                return self.as_subclass(lib.Tensor).new_empty(size, **kwargs).as_subclass(cls)
+        t = Base([1.0, 2.0], meta={"size": 2})
+        c = copy.deepcopy({"a": t, "b": t})
+        c["a"].add_(1)
+        c["a"].meta["size"] = 3
+        got.append((type(c["a"]).__name__, c["a"] is c["b"], c["a"].tolist(), t.tolist(),
+                    t.meta, c["b"].meta))
+    assert got[1] == got[0]

@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import copy
+import copyreg
 import numbers
 import re
 
@@ -612,7 +613,12 @@ class Tensor:
         outer = memo.get(_IN_TENSOR_COPY)
         memo[_IN_TENSOR_COPY] = True
         try:
-            out = copy._reconstruct(self, memo, *self.__reduce_ex__(4))
+            rv = self.__reduce_ex__(4)
+            if rv[0] is copyreg.__newobj__ and type(self) is not Tensor:
+                # A subclass's copy is made without its __new__, as PyTorch
+                # makes it (fastai's TensorBase.__new__ takes the data)
+                rv = (_new_object, *rv[1:])
+            out = copy._reconstruct(self, memo, *rv)
         finally:
             memo[_IN_TENSOR_COPY] = outer
         if RECORDERS:   # a traced call: the copy holds this call's value, not a constant

@@ -189,7 +189,7 @@ block = DataBlock(blocks=(ImageBlock, CategoryBlock), get_items=get_image_files,
                   splitter=RandomSplitter(0.25, seed=7), get_y=using_attr(RegexLabeller(r"^([a-z]+)_"), "name"),
                   item_tfms=Resize(16), batch_tfms=aug_transforms(size=12, max_rotate=20.))
 set_seed(5, reproducible=True)
-idls = block.dataloaders(img_path, bs=4, num_workers=0)
+idls = block.dataloaders(img_path, bs=4, num_workers=2)     # (fastai shards batches over workers)
 xb, yb = idls.one_batch()
 print("datablock", idls.vocab, type(xb).__name__, tuple(xb.shape), yb.tolist(),
       f"{xb.mean().item():.5f} {xb.std().item():.5f}", fmt(xb[0, :, 6, 6]))
