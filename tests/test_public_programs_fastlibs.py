@@ -7,7 +7,8 @@ unmodified on tracec (``tests/programs/fastlibs``):
   recorder's losses and learning rates, ``predict``, ``get_preds``,
   ``validate``, ``save`` / ``load`` and ``export`` (cloudpickle) /
   ``load_learner``;
-- ``fastai_tabular_midlevel.py``: the tabular quickstart
+- ``fastai_applications.py``: fastai's other applications and its
+  mid-level API: the tabular quickstart
   (``TabularDataLoaders.from_df`` with Categorify / FillMissing /
   Normalize, ``tabular_learner``, ``get_preds``, ``predict``, ``test_dl``,
   ``export`` / ``load_learner``); the mid-level ``Learner`` over a plain
@@ -17,13 +18,18 @@ unmodified on tracec (``tests/programs/fastlibs``):
   over a splitter with discriminative lrs, ``GradientAccumulation``,
   ``GradientClip``, ``CSVLogger``, ``ReduceLROnPlateau``, F1 / ROC AUC
   metrics, ``Learner.summary``, ``to_fp16`` (disabled on a CPU);
-  fastai's nine optimizers stepped by hand; a ``DataBlock`` of images with
+  fastai's nine optimizers stepped by hand; a ``DataBlock`` of images (read
+  by two workers, which fastai shards batches over) with
   ``aug_transforms`` (random affine / lighting batches) and a small CNN of
   fastai's layers trained on it with ``CutMix``, label smoothing,
   ``ActivationStats``, ``tta``, ``ClassificationInterpretation``,
   ``hook_outputs``, focal loss and channels-last training;
   collaborative filtering (``CollabDataLoaders``, ``collab_learner`` dot
-  product and neural); ``TensorBase`` /
+  product and neural); an AWD-LSTM language model trained from scratch
+  (``language_model_learner``, ``Perplexity``, ``predict`` sampling words,
+  ``save_encoder``) and a text classifier on its encoder
+  (``text_classifier_learner``, ``load_encoder``, ``freeze_to``);
+  ``TensorBase`` /
   ``TensorImage`` / ``TensorMask`` types and metadata kept through torch
   functions, ``cast``, ``retain_type``, a saved ``TensorImage``.
 
@@ -49,7 +55,7 @@ FASTAI = ("fastai", "fastcore", "fasttransform", "fastprogress", "pandas", "timm
 #: program -> the pip packages it imports (pinned in pyproject's test extra)
 CASES = {
     "fastai_vision.py": FASTAI,
-    "fastai_tabular_midlevel.py": FASTAI,
+    "fastai_applications.py": FASTAI,
 }
 
 

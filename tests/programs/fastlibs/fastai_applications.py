@@ -1,12 +1,14 @@
 """fastai beyond the vision quickstart, on synthetic data written or built in
-the working folder: the tabular quickstart (TabularDataLoaders.from_df with
+the working folder (fastai's other applications and its mid-level API):
+the tabular quickstart (TabularDataLoaders.from_df with
 Categorify / FillMissing / Normalize, tabular_learner, fit_one_cycle,
 get_preds, predict, test_dl), the mid-level API (Learner over a plain model
 with fastai's SGD / ranger / Adam, a custom Callback, MixUp,
 SaveModelCallback, EarlyStoppingCallback, fit_flat_cos, fit_sgdr, lr_find),
 fastai's optimizer classes stepped by hand, a DataBlock of images with
 aug_transforms and a small CNN trained on it (CutMix, TTA, interpretation,
-hooks, channels last), collaborative filtering, and TensorBase /
+hooks, channels last), collaborative filtering, an AWD-LSTM language model
+and text classifier from scratch, and TensorBase /
 TensorImage type propagation through __torch_function__."""
 import random
 import re
@@ -20,6 +22,7 @@ from fastai.vision.core import *
 from fastai.vision.data import *
 from fastai.vision.augment import *
 from fastai.collab import *
+from fastai.text.all import *
 from fastai.callback.channelslast import *
 
 
@@ -236,6 +239,48 @@ learn = quiet(collab_learner(cdls, use_nn=True, layers=[10], emb_szs={"user": 4,
                              y_range=(0, 5.5)))
 learn.fit(1, 5e-3)
 show(learn, "collab nn")
+
+# --- text: an AWD-LSTM language model from scratch, then a classifier -----------
+# (BaseTokenizer splits on spaces: spacy's tokenizer needs its language data)
+set_seed(8, reproducible=True)
+rng = np.random.RandomState(2)
+good, bad = "great fine lovely superb nice good".split(), "awful bad poor boring dull terrible".split()
+filler = "the movie was a plot and acting with some scenes".split()
+rows = []
+for i in range(48):
+    words = list(rng.choice(filler, 8)) + list(rng.choice(good if i % 2 == 0 else bad, 3))
+    rng.shuffle(words)
+    rows.append((" ".join(words), "pos" if i % 2 == 0 else "neg", i >= 36))
+tdf = pd.DataFrame(rows, columns=["text", "label", "is_valid"])
+dls_lm = DataBlock(blocks=TextBlock.from_df("text", is_lm=True, tok=BaseTokenizer(), n_workers=0),
+                   get_x=ColReader("text"), splitter=ColSplitter()
+                   ).dataloaders(tdf, bs=4, seq_len=12, num_workers=0)
+print("text vocab", len(dls_lm.vocab), dls_lm.vocab[:12])
+xb, yb = dls_lm.one_batch()
+print("lm batch", type(xb).__name__, tuple(xb.shape), xb[0].tolist()[:8], yb[0].tolist()[:8])
+cfg = awd_lstm_lm_config.copy()
+cfg.update(emb_sz=16, n_hid=24, n_layers=2)
+learn = quiet(language_model_learner(dls_lm, AWD_LSTM, config=cfg, pretrained=False,
+                                     metrics=[accuracy, Perplexity()]))
+learn.fit_one_cycle(1, 1e-2)
+show(learn, "lm")
+learn.save_encoder("enc")
+print("lm predict", learn.predict("the movie", n_words=4, temperature=0.75, no_bar=True))
+dls_clas = DataBlock(blocks=(TextBlock.from_df("text", vocab=dls_lm.vocab, tok=BaseTokenizer(),
+                                               n_workers=0), CategoryBlock),
+                     get_x=ColReader("text"), get_y=ColReader("label"), splitter=ColSplitter()
+                     ).dataloaders(tdf, bs=8, seq_len=12, num_workers=0)
+ccfg = awd_lstm_clas_config.copy()
+ccfg.update(emb_sz=16, n_hid=24, n_layers=2)
+learn = quiet(text_classifier_learner(dls_clas, AWD_LSTM, config=ccfg, pretrained=False,
+                                      drop_mult=0.5, metrics=accuracy))
+learn.load_encoder("enc")
+learn.fit_one_cycle(1, 1e-2)
+learn.freeze_to(-2)
+learn.fit_one_cycle(1, slice(1e-3, 1e-2))
+show(learn, "text classifier")
+label, idx, probs = learn.predict("the movie was great and superb")
+print("text predict", label, int(idx), fmt(probs))
 
 # --- TensorBase subclasses keep their type through torch functions --------------
 t = TensorImage(torch.rand(2, 3, 4, 4))
