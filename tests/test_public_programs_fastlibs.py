@@ -6,7 +6,8 @@ unmodified on tracec (``tests/programs/fastlibs``):
   pretrained=False, metrics=error_rate)``, ``fit_one_cycle``, the
   recorder's losses and learning rates, ``predict``, ``get_preds``,
   ``validate``, ``save`` / ``load`` and ``export`` (cloudpickle) /
-  ``load_learner``;
+  ``load_learner``; a WGAN (``GANLearner.wgan``, ``basic_generator`` /
+  ``basic_critic``, noise batches from a ``DataBlock``);
 - ``fastai_applications.py``: fastai's other applications and its
   mid-level API: the tabular quickstart
   (``TabularDataLoaders.from_df`` with Categorify / FillMissing /
