@@ -265,3 +265,31 @@ def test_deepcopy_of_a_subclass_whose_new_takes_the_data():
         got.append((type(c["a"]).__name__, c["a"] is c["b"], c["a"].tolist(), t.tolist(),
                     t.meta, c["b"].meta))
     assert got[1] == got[0]
+
+
+def test_tensor_from_a_read_only_array_shares_and_writes_through():
+    """pandas' copy-on-write ``.values`` is a read-only NumPy array (fastai's
+    ``tensor(df.values)``): PyTorch shares it, warns once that writing is
+    undefined, and in-place ops write through; a broadcast view stays
+    refused.  tracec raised an internal-overlap error for any write."""
+    import warnings
+    from tracec import creation
+    got = []
+    for lib in (torch, tracec):
+        base = np.arange(3.0)
+        a = base[:]
+        a.flags.writeable = False              # as pandas' .values
+        creation._READONLY_WARNED[0] = False
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            t = lib.as_tensor(a)
+            u = lib.from_numpy(a)
+        if lib is tracec:
+            assert [(str(x.message)[:42], x.filename) for x in w] == \
+                [("The given NumPy array is not writable, and", __file__)]
+        t.add_(1)
+        b = lib.from_numpy(np.broadcast_to(np.arange(2.0), (2, 2)))
+        with pytest.raises(RuntimeError, match="single memory location"):
+            b.add_(1)
+        got.append((t.tolist(), u.tolist(), base.tolist(), a.flags.writeable))
+    assert got[1] == got[0] == ([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [1.0, 2.0, 3.0], False)

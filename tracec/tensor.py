@@ -914,6 +914,12 @@ class Tensor:
             np.copyto(self._data, new._data if new.shape == self.shape
                       else np.broadcast_to(new._data, self.shape))
         except ValueError as e:
+            if not self._data.flags.writeable and not any(
+                    st == 0 and n > 1 for st, n in zip(self._data.strides, self._data.shape)):
+                raise RuntimeError(f"{op}: tracec cannot write to this tensor: it shares the "
+                                   "memory of a NumPy array marked read-only (PyTorch writes "
+                                   "there regardless); copy the array, or make it writable, "
+                                   "before converting it") from None
             if not self._data.flags.writeable:
                 # (PyTorch's internal-overlap check names no op)
                 raise RuntimeError("unsupported operation: more than one element of the "
