@@ -293,3 +293,45 @@ def test_tensor_from_a_read_only_array_shares_and_writes_through():
             b.add_(1)
         got.append((t.tolist(), u.tolist(), base.tolist(), a.flags.writeable))
     assert got[1] == got[0] == ([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [1.0, 2.0, 3.0], False)
+
+
+def test_flatten_modules_keep_a_tensor_subclass():
+    """``nn.Flatten`` / ``nn.Unflatten`` call the Tensor methods, which a
+    subclass's ``__torch_function__`` sees (a fastai TensorImage batch
+    through a plain torch model stays a TensorImage, so its loss
+    dispatches as in PyTorch)."""
+    got = []
+    for lib in (torch, tracec):
+        class Marked(lib.Tensor):
+            pass
+        x = lib.arange(24.).reshape(2, 3, 4).as_subclass(Marked)
+        f = lib.nn.Flatten()(x)
+        u = lib.nn.Unflatten(1, (2, -1))(f)
+        u2 = lib.nn.Unflatten(1, lib.Size([4, 3]))(f)
+        got.append([(type(t).__name__, tuple(t.shape), t.sum().item()) for t in (f, u, u2)])
+    assert got[1] == got[0]
+
+
+def test_no_handler_error_names_the_function_as_pytorch():
+    """Two subclasses that both decline (fastai's TensorImage logits with a
+    TensorCategory target in ``F.cross_entropy``): PyTorch's TypeError,
+    naming ``torch.nn.functional.cross_entropy`` under ``tracec run``."""
+    from tracec import dtypes
+    msgs = []
+    for lib in (torch, tracec):
+        class A(lib.Tensor):
+            pass
+
+        class B(lib.Tensor):
+            pass
+        a = lib.zeros(2, 3).as_subclass(A)
+        b = lib.tensor([0, 1]).as_subclass(B)
+        if lib is tracec:
+            dtypes.PUBLIC_NAME[0] = "torch"     # as `tracec run` installs it
+        try:
+            with pytest.raises(TypeError) as info:
+                lib.nn.functional.cross_entropy(a, b)
+        finally:
+            dtypes.PUBLIC_NAME[0] = "tracec"
+        msgs.append(str(info.value).split(":")[0])
+    assert msgs[1] == msgs[0]

@@ -33,6 +33,7 @@ import json
 import os
 import threading
 
+from tracec import dtypes as dt
 from tracec.tensor import Tensor
 from tracec.torch_function_switch import (DisableTorchFunction,  # noqa: F401
                                           DisableTorchFunctionSubclass,
@@ -49,9 +50,10 @@ _enable_lock = threading.Lock()
 #: wrapped (the rest -- shape, dtype, device, flags -- answer directly).
 _TENSOR_PROPERTIES = ("T", "mT", "H", "mH", "data", "real", "imag")
 #: Methods tracec defines beside PyTorch's list whose PyTorch version
-#: dispatches too (``-x`` is ``neg``, ``x ** 2`` is ``pow``).
+#: dispatches too (``-x`` is ``neg``, ``x ** 2`` is ``pow``; ``unflatten``
+#: is Python in PyTorch and missing from its list, yet dispatches).
 _EXTRA_METHODS = ("__neg__", "__pos__", "__abs__", "__pow__", "__ipow__", "__rtruediv__",
-                  "__itruediv__", "__imatmul__")
+                  "__itruediv__", "__imatmul__", "unflatten")
 #: Never wrapped: object protocol, construction, and what the protocol
 #: itself uses.
 _NEVER = frozenset(("__new__", "__init__", "__init_subclass__", "__torch_function__",
@@ -159,7 +161,10 @@ def dispatch(public, overloaded, args, kwargs):
         result = type(a).__torch_function__(public, types, args, kwargs)
         if result is not NotImplemented:
             return result
-    raise TypeError(f"no implementation found for '{getattr(public, '__module__', '')}."
+    module = getattr(public, "__module__", "") or ""
+    if module.partition(".")[0] == "tracec":     # (under tracec run: PyTorch's name)
+        module = dt.PUBLIC_NAME[0] + module[len("tracec"):]
+    raise TypeError(f"no implementation found for '{module}."
                     f"{getattr(public, '__qualname__', public)}' on types that implement "
                     f"__torch_function__: {list(types)}")
 
@@ -176,7 +181,7 @@ _OPERATOR_AS = {"__add__": "add", "__radd__": "add", "__sub__": "sub", "__mul__"
 #: Those PyTorch defines in Python: their kwargs reach __torch_function__ as
 #: a dict even when empty (the C-bound ones give None).
 _PYTHON_DEFINED = frozenset(("__rsub__", "__rdiv__", "__rtruediv__", "__floordiv__",
-                             "__rfloordiv__", "__pow__", "__rpow__", "__len__"))
+                             "__rfloordiv__", "__pow__", "__rpow__", "__len__", "unflatten"))
 
 
 def _by_keyword(fn, args, kwargs, first_too: bool = False):
