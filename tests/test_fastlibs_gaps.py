@@ -335,3 +335,32 @@ def test_no_handler_error_names_the_function_as_pytorch():
             dtypes.PUBLIC_NAME[0] = "tracec"
         msgs.append(str(info.value).split(":")[0])
     assert msgs[1] == msgs[0]
+
+
+def test_operators_between_declining_subclasses_follow_pythons_protocol():
+    """PyTorch's binary operators answer NotImplemented where every
+    ``__torch_function__`` declines, so Python raises its own TypeError
+    (``!=`` compares identities); ``==`` hands only the first overloaded
+    type to __torch_function__ (fastai's ``preds == TensorCategory``
+    accuracy works); functions raise PyTorch's dispatcher error."""
+    got = []
+    for lib in (torch, tracec):
+        class A(lib.Tensor):
+            pass
+
+        class B(lib.Tensor):
+            pass
+        a = lib.tensor([1, 0]).as_subclass(A)
+        b = lib.tensor([1, 1]).as_subclass(B)
+        t = lib.tensor([1, 1])
+        res = []
+        for f in (lambda: a == b, lambda: b == a, lambda: t == a, lambda: a != b,
+                  lambda: a < b, lambda: a + b, lambda: a * b, lambda: lib.add(a, b),
+                  lambda: lib.cat([a, b]), lambda: a.eq(b)):
+            try:
+                r = f()
+                res.append((type(r).__name__, r if isinstance(r, bool) else r.tolist()))
+            except TypeError as e:
+                res.append(str(e).replace("tracec", "torch").split(";")[0])
+        got.append(res)
+    assert got[1] == got[0]
