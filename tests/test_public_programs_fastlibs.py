@@ -24,7 +24,9 @@ unmodified on tracec (``tests/programs/fastlibs``):
   ``aug_transforms`` (random affine / lighting batches) and a small CNN of
   fastai's layers trained on it with ``CutMix``, label smoothing,
   ``ActivationStats``, ``tta``, ``ClassificationInterpretation``,
-  ``hook_outputs``, focal loss and channels-last training;
+  ``hook_outputs``, focal loss and channels-last training, and a plain
+  PyTorch loop over those DataLoaders (TensorImage batches through torch
+  modules, ``preds == TensorCategory``);
   collaborative filtering (``CollabDataLoaders``, ``collab_learner`` dot
   product and neural); an AWD-LSTM language model trained from scratch
   (``language_model_learner``, ``Perplexity``, ``predict`` sampling words,

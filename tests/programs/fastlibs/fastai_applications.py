@@ -7,7 +7,7 @@ with fastai's SGD / ranger / Adam, a custom Callback, MixUp,
 SaveModelCallback, EarlyStoppingCallback, fit_flat_cos, fit_sgdr, lr_find),
 fastai's optimizer classes stepped by hand, a DataBlock of images with
 aug_transforms and a small CNN trained on it (CutMix, TTA, interpretation,
-hooks, channels last), collaborative filtering, an AWD-LSTM language model
+hooks, channels last) and a plain PyTorch loop over them, collaborative filtering, an AWD-LSTM language model
 and text classifier from scratch, and TensorBase /
 TensorImage type propagation through __torch_function__."""
 import random
@@ -223,6 +223,28 @@ learn.to_channelslast(use_amp=False)
 learn.fit(1, 1e-3)
 show(learn, "channels_last")
 print("channels_last weight", learn.model[0][0].weight.is_contiguous(memory_format=torch.channels_last))
+
+# a plain PyTorch loop over fastai's DataLoaders: the TensorImage batch keeps its
+# type through torch modules, fastai's loss takes it with a TensorCategory target
+set_seed(9, reproducible=True)
+plain = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                      nn.Linear(4, 3))
+sgd = torch.optim.SGD(plain.parameters(), lr=0.1)
+loss_fn = CrossEntropyLossFlat()
+for epoch in range(2):
+    for xb, yb in idls.train:
+        sgd.zero_grad()
+        out = plain(xb)
+        loss = loss_fn(out, yb)
+        loss.backward()
+        sgd.step()
+        print("plain loop", epoch, type(xb).__name__, type(out).__name__, type(loss).__name__,
+              f"{loss.item():.5f}")
+with torch.no_grad():
+    for xb, yb in idls.valid:
+        out = plain(xb)
+        hit = out.argmax(1) == yb
+        print("plain valid", type(out).__name__, type(hit).__name__, hit.tolist())
 
 # --- collaborative filtering ----------------------------------------------------
 rng = np.random.RandomState(1)
