@@ -356,3 +356,11 @@ def _install_legacy_amp():
 
 
 _install_legacy_amp()
+
+
+# ``torch.amp`` is a package whose modules libraries import by name
+# (fastai: ``from torch.amp.grad_scaler import OptState``); both are this
+# module to the import system, as ``tracec.cuda.amp`` above.
+__path__: list = []
+grad_scaler = sys.modules[__name__ + ".grad_scaler"] = sys.modules[__name__]
+sys.modules[__name__ + ".autocast_mode"] = sys.modules[__name__]

@@ -48,8 +48,8 @@ class autocast:  # noqa: N801 - PyTorch's name
         if device_type == "cuda" and self._enabled:
             from tracec.cuda import is_available
             if not is_available():
-                warnings.warn("User provided device_type of 'cuda', but CUDA is not available. "
-                              "Disabling", stacklevel=2)
+                warnings.warn("CUDA is not available or torch_xla is imported. Disabling "
+                              "autocast.", stacklevel=2)
                 self._enabled = False
         elif device_type == "cpu" and self._enabled and \
                 self.fast_dtype not in _SUPPORTED["cpu"]:

@@ -153,10 +153,51 @@ def _from_storage(storage, want) -> Tensor:
     return Tensor._make(raw[:raw.size // width * width].view(want.np), want)
 
 
+#: PyTorch warns of a non-writable NumPy array once per program
+_READONLY_WARNED = [False]
+
+
+def _shared(a: np.ndarray) -> np.ndarray:
+    """``a``'s memory for a tensor that shares it.  A NumPy array marked
+    read-only (pandas' copy-on-write ``.values``, fastai's
+    ``tensor(df.values)``) is shared as PyTorch shares it, which ignores the
+    flag (writing is "undefined behavior") and warns once per program: where
+    NumPy allows, through a writable view of the same memory, so in-place
+    ops write through as in PyTorch; else (an array whose own flag it is) and
+    for a broadcast view (PyTorch refuses to write one) the read-only array,
+    which in-place ops refuse."""
+    if a.flags.writeable:
+        return a
+    if not _READONLY_WARNED[0]:
+        import sys
+        import warnings
+        _READONLY_WARNED[0] = True
+        level, f = 1, sys._getframe(0)     # the first frame outside tracec
+        while f is not None and f.f_globals.get("__name__", "").startswith("tracec."):
+            level, f = level + 1, f.f_back
+        warnings.warn(
+            "The given NumPy array is not writable, and PyTorch does not support non-writable "
+            "tensors. This means writing to this tensor will result in undefined behavior. You "
+            "may want to copy the array to protect its data or make it writable before "
+            "converting it to a tensor. This type of warning will be suppressed for the rest of "
+            "this program. (Triggered internally at "
+            "/__w/pytorch/pytorch/torch/csrc/utils/tensor_numpy.cpp:213.)", UserWarning,
+            stacklevel=level)
+    if any(st == 0 and n > 1 for st, n in zip(a.strides, a.shape)):
+        return a            # (elements sharing memory: PyTorch's in-place ops refuse them)
+    view = a.view()
+    try:
+        view.flags.writeable = True
+    except ValueError:
+        return a
+    return view
+
+
 def from_numpy(a: np.ndarray) -> Tensor:
-    """A tensor sharing memory with ``a``."""
+    """A tensor sharing memory with ``a`` (``_shared``)."""
     if not isinstance(a, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(a).__name__})")
+    a = _shared(a)
     return Tensor._make(a, dt.from_numpy_dtype(a.dtype)) if a.dtype in (
         np.float32, np.float64, np.float16, np.int32, np.int64, np.bool_) \
         else Tensor._from_data(a)

@@ -62,7 +62,10 @@ def isneginf(input):
 
 # --- new_* ---------------------------------------------------------------------------
 
-def _new(self, dtype, device, requires_grad, make):
+def _new(self, dtype, device, requires_grad, make, layout=None):
+    # (``pin_memory``, which the new_* methods take too, is a no-op: no
+    # accelerator pins host memory)
+    creation._check_layout(layout)
     d = self.dtype if dtype is None else dt.to_dtype(dtype)
     return make(d, device, requires_grad)
 
@@ -85,30 +88,31 @@ def _new_size(size, kw, fn):
     return size
 
 
-def _new_zeros(self, *size, dtype=None, device=None, requires_grad=False,
-               **kw):
+def _new_zeros(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
+               pin_memory=False, **kw):
     size = _new_size(size, kw, "new_zeros")
     return _new(self, dtype, device, requires_grad, lambda d, dev, rg: creation.zeros(
-        *size, dtype=d, device=dev, requires_grad=rg))
+        *size, dtype=d, device=dev, requires_grad=rg), layout)
 
 
-def _new_ones(self, *size, dtype=None, device=None, requires_grad=False,
-               **kw):
+def _new_ones(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
+               pin_memory=False, **kw):
     size = _new_size(size, kw, "new_ones")
     return _new(self, dtype, device, requires_grad, lambda d, dev, rg: creation.ones(
-        *size, dtype=d, device=dev, requires_grad=rg))
+        *size, dtype=d, device=dev, requires_grad=rg), layout)
 
 
-def _new_empty(self, *size, dtype=None, device=None, requires_grad=False,
-               **kw):
+def _new_empty(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
+               pin_memory=False, **kw):
     size = _new_size(size, kw, "new_empty")
     return _new(self, dtype, device, requires_grad, lambda d, dev, rg: creation.empty(
-        *size, dtype=d, device=dev, requires_grad=rg))
+        *size, dtype=d, device=dev, requires_grad=rg), layout)
 
 
-def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False,
+              layout=None, pin_memory=False):
     return _new(self, dtype, device, requires_grad, lambda d, dev, rg: creation.full(
-        size, fill_value, dtype=d, device=dev, requires_grad=rg))
+        size, fill_value, dtype=d, device=dev, requires_grad=rg), layout)
 
 
 def _new_tensor(self, data, dtype=None, device=None, requires_grad=False):

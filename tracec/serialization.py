@@ -141,7 +141,9 @@ class _Item:
 
 
 class _Encoder:
-    def __init__(self):
+    def __init__(self, user=None):
+        #: the pickler of ``save``'s ``pickle_module`` (``torch_save.user_pickler``)
+        self.user = user
         self.items: list[_Item] = []
         self.by_id: dict[int, int] = {}
         self.keep: list = []          # keeps encoded objects alive (stable ids)
@@ -206,7 +208,7 @@ class _Encoder:
             n[0] += 1
             return self.node(x, f"{path}[{n[0] - 1}]")
         try:
-            data = serialization_pickle.dumps(obj, to_node)
+            data = serialization_pickle.dumps(obj, to_node, self.user)
         except Exception as e:  # noqa: BLE001 - pickle raises many kinds
             if str(e).startswith("tracec.save"):   # a tensor inside it: said already
                 raise
@@ -376,9 +378,9 @@ def _raw(entry: _Entry) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.dtype(_ST_NP[entry.st]))
 
 
-def _encode(obj):
+def _encode(obj, user=None):
     """(header bytes, [raw arrays]) for ``obj``; raises before any I/O."""
-    enc = _Encoder()
+    enc = _Encoder(user)
     root = enc.node(obj, "obj")
     entries = _plan(enc.items)
     structure = json.dumps({"tensors": [it.ref for it in enc.items], "root": root},
@@ -435,23 +437,25 @@ def save(obj, f, pickle_module=None, pickle_protocol=None,
 
     Writing to a path is atomic: a temporary file in the same folder is
     written, fsynced and renamed over ``f``; on any failure the previous
-    file is left as it was and the temporary file is removed.  The
-    ``pickle_*`` arguments are accepted for PyTorch compatibility and
-    ignored.
+    file is left as it was and the temporary file is removed.  A
+    ``pickle_module`` with reductions of its own (cloudpickle's local
+    functions and classes) pickles those objects in either format
+    (``torch_save.user_pickler``); ``pickle_protocol`` is PyTorch's
+    format's (2 by default).
     """
     records = None
     if dt.PUBLIC_NAME[0] == "torch":
         # A script run as PyTorch (tracec run): PyTorch's own format, which
         # torch.load reads (tracec.load reads both).
         try:
-            records = torch_save.torch_records(obj)
+            records = torch_save.torch_records(obj, pickle_module, pickle_protocol)
         except torch_save.NotEncodable:
             pass
     if records is not None:
         def write(fh, stem):
             torch_save.write_records(records, fh, stem)
     else:
-        head, raws = _encode(obj)
+        head, raws = _encode(obj, torch_save.user_pickler(pickle_module, pickle_protocol or 2))
 
         def write(fh, stem):
             _write(fh, head, raws)

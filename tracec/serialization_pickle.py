@@ -34,11 +34,15 @@ __all__ = ["dumps", "loads"]
 
 
 class _Pickler(pickle.Pickler):
-    def __init__(self, fh, to_node):
+    def __init__(self, fh, to_node, user=None):
         super().__init__(fh, protocol=pickle.HIGHEST_PROTOCOL)
         self._to_node = to_node
         self._ids: dict = {}
         self._keep: list = []      # stable ids while pickling
+        #: the caller's pickle module's pickler (``torch_save.user_pickler``)
+        self._user = user
+        if user is not None and getattr(user, "dispatch_table", None) is not None:
+            self.dispatch_table = user.dispatch_table
 
     def reducer_override(self, obj):
         # A function whose name a __torch_function__ wrapper now holds
@@ -48,6 +52,8 @@ class _Pickler(pickle.Pickler):
             public = public_of(obj)
             if public is not None:
                 return unwrapped, (public,)
+        if self._user is not None and not isinstance(obj, (Tensor, np.ndarray)):
+            return self._user.reducer_override(obj)
         return NotImplemented
 
     def persistent_id(self, obj):
@@ -109,6 +115,7 @@ class _Refused(pickle.UnpicklingError):
     """A weights-only load met a name outside the safe globals."""
 
 
+<<<<<<< HEAD
 def _torch_spelling(module: str, name: str) -> str:
     """How PyTorch's refusal names the global ``module.name``: a tracec
     class or function by the name ``torch.save`` would have pickled
@@ -129,11 +136,16 @@ def _torch_spelling(module: str, name: str) -> str:
 
 
 def dumps(obj, to_node) -> bytes:
+=======
+def dumps(obj, to_node, user=None) -> bytes:
+>>>>>>> helper/fastlibs
     """The pickle of ``obj``, its tensors and arrays replaced by the
     structure nodes ``to_node(x)`` returns for them (registered in the
-    file's tensor table)."""
+    file's tensor table); ``user``: a pickler whose ``reducer_override``
+    is consulted too (``torch_save.user_pickler``: ``torch.save``'s
+    ``pickle_module``)."""
     fh = io.BytesIO()
-    _Pickler(fh, to_node).dump(obj)
+    _Pickler(fh, to_node, user).dump(obj)
     return fh.getvalue()
 
 

@@ -33,6 +33,7 @@ import json
 import os
 import threading
 
+from tracec import dtypes as dt
 from tracec.tensor import Tensor
 from tracec.torch_function_switch import (DisableTorchFunction,  # noqa: F401
                                           DisableTorchFunctionSubclass,
@@ -49,9 +50,10 @@ _enable_lock = threading.Lock()
 #: wrapped (the rest -- shape, dtype, device, flags -- answer directly).
 _TENSOR_PROPERTIES = ("T", "mT", "H", "mH", "data", "real", "imag")
 #: Methods tracec defines beside PyTorch's list whose PyTorch version
-#: dispatches too (``-x`` is ``neg``, ``x ** 2`` is ``pow``).
+#: dispatches too (``-x`` is ``neg``, ``x ** 2`` is ``pow``; ``unflatten``
+#: is Python in PyTorch and missing from its list, yet dispatches).
 _EXTRA_METHODS = ("__neg__", "__pos__", "__abs__", "__pow__", "__ipow__", "__rtruediv__",
-                  "__itruediv__", "__imatmul__")
+                  "__itruediv__", "__imatmul__", "unflatten")
 #: Never wrapped: object protocol, construction, and what the protocol
 #: itself uses.
 _NEVER = frozenset(("__new__", "__init__", "__init_subclass__", "__torch_function__",
@@ -151,16 +153,29 @@ def place(types: list, out: list, a) -> None:
     out.insert(at, a)
 
 
-def dispatch(public, overloaded, args, kwargs):
+def dispatch(public, overloaded, args, kwargs, builtin: bool = False):
     """Call the ``__torch_function__`` of each of ``overloaded``'s types in turn
-    until one does not return ``NotImplemented`` (PyTorch's handler)."""
+    until one does not return ``NotImplemented`` (PyTorch's handler); when
+    all do, PyTorch's TypeError: its C++ dispatcher's words for what
+    PyTorch binds in C++ (``builtin``), its Python handler's for the rest."""
     types = tuple(type(a) for a in overloaded)
     for a in overloaded:
         result = type(a).__torch_function__(public, types, args, kwargs)
         if result is not NotImplemented:
             return result
-    raise TypeError(f"no implementation found for '{getattr(public, '__module__', '')}."
-                    f"{getattr(public, '__qualname__', public)}' on types that implement "
+    module = getattr(public, "__module__", "") or ""
+    if module.partition(".")[0] == "tracec":     # (under tracec run: PyTorch's name)
+        module = dt.PUBLIC_NAME[0] + module[len("tracec"):]
+    qualname = getattr(public, "__qualname__", public)
+    if isinstance(qualname, str) and qualname.startswith("Tensor."):
+        module = dt.PUBLIC_NAME[0]                 # (torch.Tensor.eq)
+    name = f"{module}.{qualname}"
+    if builtin:
+        listed = "".join(f"  - tensor subclass {t}\n" for t in types)
+        raise TypeError(f"Multiple dispatch failed for '{name}'; all __torch_function__ "
+                        f"handlers returned NotImplemented:\n\n{listed}\nFor more information, "
+                        "try re-running with TORCH_LOGS=not_implemented")
+    raise TypeError(f"no implementation found for '{name}' on types that implement "
                     f"__torch_function__: {list(types)}")
 
 
@@ -173,10 +188,17 @@ _OPERATOR_AS = {"__add__": "add", "__radd__": "add", "__sub__": "sub", "__mul__"
                 "__ne__": "ne", "__lt__": "lt", "__le__": "le", "__gt__": "gt", "__ge__": "ge",
                 "__iadd__": "add_", "__isub__": "sub_", "__imul__": "mul_", "__itruediv__": "div_",
                 "__rtruediv__": "__rdiv__"}
+#: PyTorch's binary operators, which answer NotImplemented where every
+#: handler declines (``==`` hands only the first overloaded argument's type
+#: to __torch_function__, the others all of them)
+_BINARY_OPERATORS = frozenset(
+    f"__{p}{op}__" for op in ("add", "sub", "mul", "truediv", "div", "floordiv", "mod", "pow",
+                              "matmul", "and", "or", "xor", "lshift", "rshift")
+    for p in ("", "r", "i")) | {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"}
 #: Those PyTorch defines in Python: their kwargs reach __torch_function__ as
 #: a dict even when empty (the C-bound ones give None).
 _PYTHON_DEFINED = frozenset(("__rsub__", "__rdiv__", "__rtruediv__", "__floordiv__",
-                             "__rfloordiv__", "__pow__", "__rpow__", "__len__"))
+                             "__rfloordiv__", "__pow__", "__rpow__", "__len__", "unflatten"))
 
 
 def _by_keyword(fn, args, kwargs, first_too: bool = False):
@@ -234,6 +256,11 @@ def _wrap(fn, module: str, qualname: str, as_method: str | None = None,
     ``none_kwargs``: no keyword arguments reach it as None, not {} (None:
     every parameter after the first reaches it by keyword, ``_by_keyword``;
     ``first_too``: the first as well)."""
+    operator = qualname.rpartition(".")[2] in _BINARY_OPERATORS and qualname.startswith("Tensor.")
+    first_only = qualname == "Tensor.__eq__"
+    # (bound in C++ by PyTorch: what it does not define in Python)
+    builtin = bool(none_kwargs) and qualname.rpartition(".")[2] not in _PYTHON_DEFINED
+
     @functools.wraps(fn)
     def public(*args, **kwargs):
         if ENTERED[0] and modes_on():
@@ -247,8 +274,18 @@ def _wrap(fn, module: str, qualname: str, as_method: str | None = None,
                 func = getattr(Tensor, as_method, None) if as_method else public
                 if none_kwargs is None:       # a Python function of PyTorch's
                     args, kwargs = _by_keyword(fn, args, kwargs)
-                return dispatch(func or public, over, args,
-                                None if none_kwargs and not kwargs else kwargs)
+                if not operator:
+                    return dispatch(func or public, over, args,
+                                    None if none_kwargs and not kwargs else kwargs, builtin)
+                try:
+                    return dispatch(func or public, over[:1] if first_only else over, args,
+                                    None if none_kwargs and not kwargs else kwargs)
+                except TypeError:
+                    # PyTorch's binary operators turn a TypeError into
+                    # NotImplemented: Python then tries the reflected
+                    # operator, then raises its own TypeError (or, for
+                    # ``!=``, compares identities)
+                    return NotImplemented
         return fn(*args, **kwargs)
     public.__tracec_unwrapped__ = fn
     # (the keyword defaults code reads to feature-test an argument: MONAI

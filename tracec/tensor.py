@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import copy
+import copyreg
 import numbers
 import re
 
@@ -297,11 +298,15 @@ class Tensor:
             return data[0][...]
         return _new_object(cls)
 
-    def __init__(self, *data, dtype=None, requires_grad=False):
+    def __init__(self, *data, dtype=None, requires_grad=False, **kwargs):
         if hasattr(self, "_data"):     # (a slot: unset until initialized)
             # Made by a subclass's __new__ (Tensor._make_subclass): as in
-            # PyTorch, whose tensors are built in __new__, nothing to do.
+            # PyTorch, whose tensors are built in __new__, nothing to do,
+            # whatever that __new__ took (fastai: ``TensorBase(x, img_size=..)``).
             return
+        if kwargs:
+            raise TypeError(f"Tensor.__init__() got an unexpected keyword argument "
+                            f"'{next(iter(kwargs))}'")
         sizes = legacy_sizes(data)
         if sizes is not None:
             # The legacy size constructor ``Tensor(3, 4)``: zeros (PyTorch leaves
@@ -628,9 +633,13 @@ class Tensor:
         try:
             # (a plain tensor copies every field, its graph and view chain
             # too: Tensor.__reduce_ex__'s pickling forms are for pickles)
-            reduce = object.__reduce_ex__(self, 4) if type(self).__reduce_ex__ is \
+            rv = object.__reduce_ex__(self, 4) if type(self).__reduce_ex__ is \
                 Tensor.__reduce_ex__ else self.__reduce_ex__(4)
-            out = copy._reconstruct(self, memo, *reduce)
+            if rv[0] is copyreg.__newobj__ and type(self) is not Tensor:
+                # A subclass's copy is made without its __new__, as PyTorch
+                # makes it (fastai's TensorBase.__new__ takes the data)
+                rv = (_new_object, *rv[1:])
+            out = copy._reconstruct(self, memo, *rv)
         finally:
             memo[_IN_TENSOR_COPY] = outer
         if self._view_chain and out._base is not None:
@@ -928,6 +937,12 @@ class Tensor:
             np.copyto(self._data, new._data if new.shape == self.shape
                       else np.broadcast_to(new._data, self.shape))
         except ValueError as e:
+            if not self._data.flags.writeable and not any(
+                    st == 0 and n > 1 for st, n in zip(self._data.strides, self._data.shape)):
+                raise RuntimeError(f"{op}: tracec cannot write to this tensor: it shares the "
+                                   "memory of a NumPy array marked read-only (PyTorch writes "
+                                   "there regardless); copy the array, or make it writable, "
+                                   "before converting it") from None
             if not self._data.flags.writeable:
                 # (PyTorch's internal-overlap check names no op)
                 raise RuntimeError("unsupported operation: more than one element of the "

@@ -59,8 +59,17 @@ def _reverse() -> dict:
 
 def torch_name(obj) -> list | None:
     """How PyTorch's pickle names ``obj`` (a tracec class or function), or
-    None when PyTorch has no such public name."""
-    return _table().get(key(obj) or "")
+    None when PyTorch has no such public name.  A class that
+    ``install_as_torch`` renamed (``torch.Tensor``) already carries its
+    PyTorch name, which is the answer when it stands for ``obj``."""
+    k = key(obj) or ""
+    name = _table().get(k)
+    if name is None and k:
+        module, _, qualname = k.partition(":")
+        target = _reverse().get((module, qualname))
+        if target is not None and _load(target) is obj:
+            return [module, qualname]
+    return name
 
 
 def key(obj) -> str | None:

@@ -92,10 +92,23 @@ class _Pickler(pickle._Pickler):
 
     dispatch = dict(pickle._Pickler.dispatch)
 
-    def __init__(self, fh):
-        super().__init__(fh, protocol=2)
+    def __init__(self, fh, pickle_module=None, protocol=2):
+        super().__init__(fh, protocol=protocol)
         self.storages: dict = {}        # id(root array) -> _StorageRef
         self.plain: dict = {}           # id(watched container) -> (it, its plain copy)
+        self.user = user_pickler(pickle_module, protocol)
+        if self.user is not None and getattr(self.user, "dispatch_table", None) is not None:
+            self.dispatch_table = self.user.dispatch_table
+
+    def reducer_override(self, obj):
+        # what the caller's pickle module reduces its own way (cloudpickle:
+        # local functions and classes by value); the rest as pickle does,
+        # and tracec's classes and functions by PyTorch's names (save_global)
+        if self.user is None or (isinstance(obj, (type, types.FunctionType,
+                                                  types.BuiltinFunctionType))
+                                 and torch_name(obj) is not None):
+            return NotImplemented
+        return self.user.reducer_override(obj)
 
     def save_ref(self, obj: _Ref):
         self.write(pickle.GLOBAL + f"{obj.module}\n{obj.name}\n".encode("utf-8"))
@@ -263,11 +276,26 @@ def encodable(obj, _seen=None) -> bool:
     return False
 
 
-def torch_records(obj) -> list:
+def user_pickler(pickle_module, protocol):
+    """A pickler of ``torch.save``'s ``pickle_module`` whose
+    ``reducer_override`` (and ``dispatch_table``) the pickle of a checkpoint
+    consults, as PyTorch pickles with that module's ``Pickler``
+    (``cloudpickle``: fastai's ``Learner.export``); None for the standard
+    ``pickle`` or a module without that hook."""
+    cls = getattr(pickle_module, "Pickler", None)
+    if pickle_module is None or pickle_module is pickle or not isinstance(cls, type) or \
+            getattr(cls, "reducer_override", None) is None:
+        return None
+    return cls(io.BytesIO(), protocol=protocol)
+
+
+def torch_records(obj, pickle_module=None, pickle_protocol=2) -> list:
     """The records of a PyTorch zip holding ``obj`` (``write_records``
-    writes them).  Raises ``NotEncodable`` for what has no PyTorch form."""
+    writes them), pickled with ``pickle_module``'s reductions where it has
+    its own (``user_pickler``).  Raises ``NotEncodable`` for what has no
+    PyTorch form."""
     data = io.BytesIO()
-    p = _Pickler(data)
+    p = _Pickler(data, pickle_module, pickle_protocol or 2)
     p.dump(obj)
     records = [("data.pkl", data.getvalue()), (".format_version", b"1"),
                (".storage_alignment", str(_ALIGN).encode()),

@@ -1,7 +1,6 @@
 """``Flatten`` and ``Unflatten``."""
 from __future__ import annotations
 
-from tracec import shape_ops as S
 from tracec.nn.modules.module import Module
 
 __all__ = ["Flatten", "Unflatten"]
@@ -14,7 +13,8 @@ class Flatten(Module):
         self.end_dim = end_dim
 
     def forward(self, input):
-        return S.flatten(input, self.start_dim, self.end_dim)
+        # (the Tensor method, as PyTorch's: a subclass's __torch_function__ sees it)
+        return input.flatten(self.start_dim, self.end_dim)
 
     def extra_repr(self) -> str:
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
@@ -27,14 +27,7 @@ class Unflatten(Module):
         self.unflattened_size = unflattened_size
 
     def forward(self, input):
-        sizes = list(self.unflattened_size)
-        if -1 in sizes:
-            rest = 1
-            for s in sizes:
-                if s != -1:
-                    rest *= s
-            sizes[sizes.index(-1)] = input.shape[self.dim] // rest
-        return S.unflatten(input, self.dim, tuple(sizes))
+        return input.unflatten(self.dim, self.unflattened_size)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"

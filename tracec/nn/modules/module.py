@@ -891,8 +891,8 @@ class Module:
                 dev = a
             elif isinstance(a, Tensor):
                 dtype = a.dtype
-            elif isinstance(a, bool):
-                continue  # non_blocking given positionally
+            elif isinstance(a, bool) or a is None:
+                continue  # non_blocking given positionally; None: no device / dtype change
             else:
                 raise TypeError(f"to() received an invalid combination of arguments: {a!r}")
         if dev is not None:

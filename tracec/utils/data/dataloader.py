@@ -20,6 +20,7 @@ from tracec.tensor import concrete
 
 from tracec.utils.data.collate import default_collate, default_convert
 from tracec.utils.data.dataset import IterableDataset
+from tracec.utils.data.fetch import _IterableDatasetFetcher, _MapDatasetFetcher
 from tracec.utils.data.sampler import (BatchSampler, RandomSampler, Sampler,
                                        SequentialSampler)
 from tracec.utils.data.workers import Workers, current
@@ -27,44 +28,162 @@ from tracec.utils.data.workers import Workers, current
 __all__ = ["DataLoader", "get_worker_info"]
 
 
+class _DatasetKind:
+    """PyTorch's two kinds of data set (``loader._dataset_kind``) and the
+    fetcher that reads each (``fetch.py``)."""
+    Map = 0
+    Iterable = 1
+
+    @staticmethod
+    def create_fetcher(kind, dataset, auto_collation, collate_fn, drop_last):
+        cls = _MapDatasetFetcher if kind == _DatasetKind.Map else _IterableDatasetFetcher
+        return cls(dataset, auto_collation, collate_fn, drop_last)
+
+
+def _warn_pin_memory(loader):
+    # PyTorch warns as each iterator starts (not at construction), from
+    # one place inside the library, so the default filter shows it once.
+    if loader.pin_memory and loader.pin_memory_device:
+        warnings.warn("pin_memory_device is deprecated, the current accelerator will be used "
+                      f"as the device,ignore pin_memory_device='{loader.pin_memory_device}'.")
+    if loader.pin_memory:
+        warnings.warn("'pin_memory' argument is set as true but no accelerator is found, "
+                      "then device pinned memory won't be used.")
+
+
 class _BaseDataLoaderIter:
-    """The iterator ``iter(loader)`` returns, with PyTorch's names, which
-    subclasses of ``DataLoader`` and libraries built on it use (PyG's
-    loaders wrap ``_get_iterator()``'s result and call ``_reset``).
-    ``_reset(loader)`` starts a new epoch (a persistent loader's iterator is
-    reset, not remade); ``_num_yielded`` counts this epoch's batches."""
+    """The iterator ``iter(loader)`` returns, with PyTorch's names and
+    PyTorch's reading of the loader: only its torch-named attributes
+    (``dataset``, ``_dataset_kind``, ``_index_sampler``, ``_auto_collation``,
+    ``collate_fn``, ``drop_last``, ``num_workers``, ``generator``, ...), so a
+    library may drive it with a loader-like object of its own (fastai's
+    DataLoader iterates ``_SingleProcessDataLoaderIter(its _FakeLoader)``;
+    PyG's loaders wrap ``_get_iterator()``'s result and call ``_reset``).
+    Making one draws the workers' base seed from the loader's generator (or
+    the global one), with or without workers, as PyTorch's does;
+    ``_reset(loader)`` starts a new epoch of a persistent loader's iterator;
+    ``_num_yielded`` counts this epoch's batches."""
 
     def __init__(self, loader):
-        self._reset(loader, first_iter=True)
-
-    def _reset(self, loader, first_iter: bool = False):
-        self._loader = loader
         self._dataset = loader.dataset
+        self._shared_seed = None
+        self._dataset_kind = loader._dataset_kind
+        self._IterableDataset_len_called = loader._IterableDataset_len_called
+        self._auto_collation = loader._auto_collation
+        self._drop_last = loader.drop_last
+        self._index_sampler = loader._index_sampler
+        self._num_workers = loader.num_workers
+        self._world_size, self._rank = 1, 0
+        _warn_pin_memory(loader)
+        self._pin_memory = False            # (no accelerator pins host memory)
+        self._pin_memory_device = None
+        self._timeout = loader.timeout
+        self._collate_fn = loader.collate_fn
+        self._sampler_iter = iter(self._index_sampler)
+        self._base_seed = int(concrete(creation.empty((), dtype=dt.int64).random_(
+            generator=loader.generator), "a DataLoader's base seed"))
+        self._persistent_workers = loader.persistent_workers
         self._num_yielded = 0
-        self._batches = loader._epoch()
 
     def __iter__(self):
         return self
 
+    def _reset(self, loader, first_iter: bool = False):
+        self._sampler_iter = iter(self._index_sampler)
+        self._num_yielded = 0
+        self._IterableDataset_len_called = loader._IterableDataset_len_called
+
+    def _next_index(self):
+        return next(self._sampler_iter)          # may raise StopIteration
+
     def _next_data(self):
-        return next(self._batches)
+        raise NotImplementedError
 
     def __next__(self):
         data = self._next_data()
         self._num_yielded += 1
+        if (self._dataset_kind == _DatasetKind.Iterable
+                and self._IterableDataset_len_called is not None
+                and self._num_yielded > self._IterableDataset_len_called):
+            msg = (f"Length of IterableDataset {self._dataset} was reported to be "
+                   f"{self._IterableDataset_len_called}(when accessing len(dataloader)), but "
+                   f"{self._num_yielded} samples have been fetched. ")
+            if self._num_workers > 0:
+                msg += ("For multiprocessing data-loading, this could be caused by not properly "
+                        "configuring the IterableDataset replica at each worker. Please see "
+                        "https://pytorch.org/docs/stable/data.html#torch.utils.data.IterableDataset"
+                        " for examples.")
+            warnings.warn(msg, stacklevel=2)
         return data
 
     def __len__(self) -> int:
-        return len(self._loader)
+        return len(self._index_sampler)
+
+    def __getstate__(self):
+        raise NotImplementedError("{} cannot be pickled", self.__class__.__name__)
 
 
 class _SingleProcessDataLoaderIter(_BaseDataLoaderIter):
-    """``iter(loader)`` of a loader with ``num_workers=0``."""
+    """``iter(loader)`` of a loader with ``num_workers=0``: each index of the
+    loader's sampler fetched in this process."""
+
+    def __init__(self, loader):
+        super().__init__(loader)
+        if self._timeout != 0:
+            raise AssertionError("_SingleProcessDataLoaderIter requires timeout == 0")
+        if self._num_workers != 0:
+            raise AssertionError("_SingleProcessDataLoaderIter requires num_workers == 0")
+        self._dataset_fetcher = _DatasetKind.create_fetcher(
+            self._dataset_kind, self._dataset, self._auto_collation, self._collate_fn,
+            self._drop_last)
+
+    def _next_data(self):
+        index = self._next_index()
+        return self._dataset_fetcher.fetch(index)
 
 
 class _MultiProcessingDataLoaderIter(_BaseDataLoaderIter):
-    """``iter(loader)`` of a loader with workers (emulated: see the module
-    docstring)."""
+    """``iter(loader)`` of a loader with workers, emulated (``workers.py``):
+    index ``i`` goes to the next worker still reading, in turn (batch ``i``
+    of a map-style data set from worker ``i % num_workers``), each fetching
+    from its own data set copy with its own random state; a worker whose
+    iterable data set ends leaves the turn.  A persistent loader's iterator
+    keeps its workers (their random state, data set copies) across
+    ``_reset``."""
+
+    def __init__(self, loader):
+        super().__init__(loader)
+        self._workers = Workers(loader, self._base_seed)
+        self._start()
+
+    def _start(self):
+        for w in self._workers.workers:
+            with w.active():
+                w.fetcher = _DatasetKind.create_fetcher(
+                    self._dataset_kind, w.info.dataset, self._auto_collation, self._collate_fn,
+                    self._drop_last)
+        self._live = list(self._workers.workers)
+        self._turn = 0
+
+    def _reset(self, loader, first_iter: bool = False):
+        super()._reset(loader, first_iter)
+        if not first_iter:
+            self._start()
+
+    def _next_data(self):
+        while self._live:
+            index = self._next_index()
+            self._turn %= len(self._live)
+            w = self._live[self._turn]
+            try:
+                with w.active():
+                    data = w.fetcher.fetch(index)
+            except StopIteration:
+                del self._live[self._turn]          # this worker's data ran out
+                continue
+            self._turn += 1
+            return data
+        raise StopIteration
 
 
 def get_worker_info():
@@ -132,6 +251,8 @@ class DataLoader(Generic[T_co]):
         self.in_order = in_order
 
         self._iterable = isinstance(dataset, IterableDataset)
+        self._dataset_kind = _DatasetKind.Iterable if self._iterable else _DatasetKind.Map
+        self._IterableDataset_len_called = None
         if self._iterable:
             if shuffle not in (False, None):
                 raise ValueError(f"DataLoader with IterableDataset: expected unspecified "
@@ -173,8 +294,6 @@ class DataLoader(Generic[T_co]):
         if collate_fn is None:
             collate_fn = default_collate if self._auto_collation else default_convert
         self.collate_fn = collate_fn
-        #: The emulated workers kept across epochs with ``persistent_workers``.
-        self._workers = None
         self._iterator = None
         self.__initialized = True
 
@@ -194,16 +313,6 @@ class DataLoader(Generic[T_co]):
     def _index_sampler(self):
         return self.batch_sampler if self._auto_collation else self.sampler
 
-    def _warn_pin_memory(self):
-        # PyTorch warns as each iterator starts (not at construction), from
-        # one place inside the library, so the default filter shows it once.
-        if self.pin_memory and self.pin_memory_device:
-            warnings.warn("pin_memory_device is deprecated, the current accelerator will be used "
-                          f"as the device,ignore pin_memory_device='{self.pin_memory_device}'.")
-        if self.pin_memory:
-            warnings.warn("'pin_memory' argument is set as true but no accelerator is found, "
-                          "then device pinned memory won't be used.")
-
     def _get_iterator(self) -> _BaseDataLoaderIter:
         if self.num_workers == 0:
             return _SingleProcessDataLoaderIter(self)
@@ -219,68 +328,9 @@ class DataLoader(Generic[T_co]):
             return self._iterator
         return self._get_iterator()
 
-    def _epoch(self):
-        """A generator of one epoch's batches (the iterators' source)."""
-        persistent = self.persistent_workers and self.num_workers > 0
-        if persistent and self._workers is not None:
-            # PyTorch keeps one iterator for the loader's life and resets it:
-            # no new base seed, and the workers go on with their own random
-            # state (and data set copies) from the previous epoch.
-            workers = self._workers
-        else:
-            self._warn_pin_memory()
-            # PyTorch's iterator draws its workers' base seed when it is made,
-            # with or without workers: the global stream advances as PyTorch's.
-            base = int(concrete(creation.empty((), dtype=dt.int64).random_(
-                generator=self.generator), "a DataLoader's base seed"))
-            workers = Workers(self, base) if self.num_workers > 0 else None
-            if persistent:
-                self._workers = workers
-        if self._iterable:
-            return self._iter_iterable(workers)
-        return self._iter_map(workers)
-
-    def _fetch(self, dataset, index):
-        if self._auto_collation:
-            fetch = getattr(dataset, "__getitems__", None)
-            samples = fetch(index) if fetch else [dataset[i] for i in index]
-        else:
-            samples = dataset[index]
-        return self.collate_fn(samples)
-
-    def _iter_map(self, workers):
-        if workers is not None:
-            yield from workers.map_batches(self, self._fetch)
-            return
-        for index in self._index_sampler:
-            yield self._fetch(self.dataset, index)
-
-    def _next_batch(self, it):
-        """The next batch from a data set iterator, or None at its end."""
-        if not self._auto_collation:
-            for sample in it:
-                return self.collate_fn(sample)
-            return None
-        batch = []
-        for sample in it:
-            batch.append(sample)
-            if len(batch) == self.batch_size:
-                return self.collate_fn(batch)
-        if batch and not self.drop_last:
-            return self.collate_fn(batch)
-        return None
-
-    def _iter_iterable(self, workers):
-        if workers is not None:
-            yield from workers.iterable_batches(self._next_batch)
-            return
-        it = iter(self.dataset)
-        while (batch := self._next_batch(it)) is not None:
-            yield batch
-
     def __len__(self) -> int:
         if self._iterable:
-            n = len(self.dataset)
+            n = self._IterableDataset_len_called = len(self.dataset)
             if self.batch_size is not None:
                 n = n // self.batch_size if self.drop_last else -(-n // self.batch_size)
             return n

@@ -1,11 +1,13 @@
 """``num_workers > 0`` emulated in the calling process, with PyTorch's
-observable semantics: each worker has its own (shallow) copy of the data set, its
+observable semantics: each worker has its own (deep, as a fork's) copy of the data set, its
 ``worker_init_fn(id)`` call, its own ``get_worker_info()`` (``id``,
 ``num_workers``, ``seed``, ``dataset``) and its own random state (tracec's,
 NumPy's global and Python's ``random``, seeded from ``base_seed + id`` as
-PyTorch's workers are); batch ``i`` comes from worker ``i % num_workers``
-(``in_order``), and an iterable data set is read by every worker, each
-filling its own batches, round-robin until all are exhausted.  A worker that
+PyTorch's workers are).  The loader's iterator
+(``dataloader._MultiProcessingDataLoaderIter``) deals the indices: batch
+``i`` comes from worker ``i % num_workers`` (``in_order``), and an iterable
+data set is read by every worker, each filling its own batches, round-robin
+until all are exhausted.  A worker that
 shards its data with ``get_worker_info()`` (PyTorch's documented pattern)
 therefore gives PyTorch's batches in PyTorch's order.
 
@@ -45,13 +47,19 @@ def current():
 
 class _Worker:
     def __init__(self, wid, n, seed, dataset):
-        # A forked worker's copy of the data set: attributes it (or its
-        # worker_init_fn) sets stay its own.  Shallow: a large array the
-        # data set holds is shared, as fork's copy-on-write shares it.
+        # A forked worker's copy of the data set: whatever it (or its
+        # worker_init_fn) changes stays its own, down to the objects it
+        # holds (fastai's worker_init_fn sets the shard of the DataLoader
+        # its fake loader holds: shared, every worker read the last one's
+        # shard).  A data set deepcopy refuses (an open file) is copied
+        # shallowly: its own attributes are still its own.
         try:
-            dataset = copy.copy(dataset)
+            dataset = copy.deepcopy(dataset)
         except Exception:
-            pass
+            try:
+                dataset = copy.copy(dataset)
+            except Exception:
+                pass
         self.info = WorkerInfo(id=wid, num_workers=n, seed=seed, dataset=dataset)
         saved = self._save()
         creation.manual_seed(seed)
@@ -59,7 +67,8 @@ class _Worker:
         np.random.seed(seed % 2 ** 32)
         self.state = self._save()
         self._restore(saved)
-        self.it = None
+        #: this worker's fetcher (``fetch.py``), made by the loader's iterator
+        self.fetcher = None
 
     @staticmethod
     def _save():
@@ -97,26 +106,3 @@ class Workers:
             if loader.worker_init_fn is not None:
                 with w.active():
                     loader.worker_init_fn(w.info.id)
-
-    def map_batches(self, loader, fetch):
-        """Batch ``i`` (``fetch(dataset, index)``) read by worker ``i % n``."""
-        for i, index in enumerate(loader._index_sampler):
-            w = self.workers[i % len(self.workers)]
-            with w.active():
-                yield fetch(w.info.dataset, index)
-
-    def iterable_batches(self, produce):
-        """Round-robin over the workers' own batch streams
-        (``produce(dataset_iterator) -> batch or None when exhausted``)."""
-        live = list(self.workers)
-        for w in live:
-            with w.active():
-                w.it = iter(w.info.dataset)
-        while live:
-            for w in list(live):
-                with w.active():
-                    batch = produce(w.it)
-                if batch is None:
-                    live.remove(w)
-                else:
-                    yield batch
