@@ -115,7 +115,6 @@ class _Refused(pickle.UnpicklingError):
     """A weights-only load met a name outside the safe globals."""
 
 
-<<<<<<< HEAD
 def _torch_spelling(module: str, name: str) -> str:
     """How PyTorch's refusal names the global ``module.name``: a tracec
     class or function by the name ``torch.save`` would have pickled
@@ -135,10 +134,7 @@ def _torch_spelling(module: str, name: str) -> str:
     return f"{module}.{name}"
 
 
-def dumps(obj, to_node) -> bytes:
-=======
 def dumps(obj, to_node, user=None) -> bytes:
->>>>>>> helper/fastlibs
     """The pickle of ``obj``, its tensors and arrays replaced by the
     structure nodes ``to_node(x)`` returns for them (registered in the
     file's tensor table); ``user``: a pickler whose ``reducer_override``
