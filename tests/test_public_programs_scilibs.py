@@ -5,7 +5,12 @@
   BrownianInterval / BrownianTree / BrownianPath queries (space-time Levy
   area), diagonal-noise Ito and Stratonovich SDEs through every fixed-step
   solver and adaptive srk, a neural SDE trained by backprop with logqp's KL
-  term and by sdeint_adjoint (``torchsde_sdeint.py``).
+  term and by sdeint_adjoint (``torchsde_sdeint.py``);
+- schedulefree, prodigyopt, dadaptation: every schedule-free optimizer
+  (train() / eval(), closure, reference and paper variants, the wrapper),
+  Prodigy and five D-Adaptation optimizers training an MLP, and a
+  schedule-free optimizer resumed from another's live state_dict
+  (``adaptive_optimizers.py``).
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
@@ -24,6 +29,7 @@ PROGS = ROOT / "tests" / "programs" / "scilibs"
 #: program -> the pip packages it imports (pinned in pyproject's test extra)
 CASES = {
     "torchsde_sdeint.py": ("torchsde",),
+    "adaptive_optimizers.py": ("schedulefree", "prodigyopt", "dadaptation"),
 }
 
 
