@@ -10,7 +10,13 @@
   (train() / eval(), closure, reference and paper variants, the wrapper),
   Prodigy and five D-Adaptation optimizers training an MLP, and a
   schedule-free optimizer resumed from another's live state_dict
-  (``adaptive_optimizers.py``).
+  (``adaptive_optimizers.py``);
+- normflows: Real NVP (coupling blocks, masked affine flows) and a Neural
+  Spline Flow (autoregressive and coupled rational-quadratic splines,
+  LULinearPermute) trained by forward KL on TwoMoons, log_prob on a grid,
+  sampling, inversion, save / load; planar and radial flows by reverse KL
+  and alpha divergence; a residual flow with ActNorm; Glow blocks; a
+  conditional flow (``normflows_toy2d.py``).
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
@@ -30,6 +36,7 @@ PROGS = ROOT / "tests" / "programs" / "scilibs"
 CASES = {
     "torchsde_sdeint.py": ("torchsde",),
     "adaptive_optimizers.py": ("schedulefree", "prodigyopt", "dadaptation"),
+    "normflows_toy2d.py": ("normflows",),
 }
 
 

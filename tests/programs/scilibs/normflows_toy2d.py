@@ -1,0 +1,167 @@
+# VincentStimper/normalizing-flows (pip normflows), as its README and
+# example notebooks (real_nvp.ipynb, neural_spline_flow.ipynb,
+# planar.ipynb, glow.ipynb) write it, on 2-D toy densities: a Real NVP of
+# AffineCouplingBlocks and swap Permutes, and a Neural Spline Flow of
+# autoregressive / coupled rational-quadratic splines and LULinearPermute,
+# each trained a few Adam steps by forward KL on TwoMoons samples, then
+# log_prob on a grid, sample, inverse round trip and save / load; planar and
+# radial flows fitted by reverse KL to TwoModes; MaskedAffineFlow; a residual
+# flow with ActNorm; Glow blocks; a conditional flow forward and backward.
+# Changed for a CPU test: a few layers of small nets, 3 steps.
+import torch
+import numpy as np
+import normflows as nf
+
+torch.manual_seed(0)
+np.random.seed(0)
+
+
+def show(name, t):
+    print(name, tuple(t.shape), [f"{v:.5f}" for v in t.detach().flatten()[:6].tolist()])
+
+
+def train(model, target, steps=3, n=64, lr=5e-4):
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=1e-5)
+    for it in range(steps):
+        optimizer.zero_grad()
+        x = target.sample(n)
+        loss = model.forward_kld(x)
+        if ~(torch.isnan(loss) | torch.isinf(loss)):
+            loss.backward()
+            optimizer.step()
+        print('  step', it, f"{loss.item():.5f}")
+
+
+# Real NVP (README)
+base = nf.distributions.base.DiagGaussian(2)
+num_layers = 4
+flows = []
+for i in range(num_layers):
+    # Neural network with two hidden layers having 64 units each
+    # Last layer is initialized by zeros making training more stable
+    param_map = nf.nets.MLP([1, 16, 16, 2], init_zeros=True)
+    flows.append(nf.flows.AffineCouplingBlock(param_map))
+    flows.append(nf.flows.Permute(2, mode='swap'))
+model = nf.NormalizingFlow(base, flows)
+target = nf.distributions.TwoMoons()
+print('realnvp')
+train(model, target)
+grid_size = 5
+xx, yy = torch.meshgrid(torch.linspace(-3, 3, grid_size), torch.linspace(-3, 3, grid_size),
+                        indexing='ij')
+zz = torch.cat([xx.unsqueeze(2), yy.unsqueeze(2)], 2).view(-1, 2)
+model.eval()
+log_prob = model.log_prob(zz).to('cpu').view(*xx.shape)
+prob = torch.exp(log_prob)
+prob[torch.isnan(prob)] = 0
+show('realnvp prob', prob)
+show('target prob', torch.exp(target.log_prob(zz)))
+x, lp = model.sample(8)
+show('realnvp sample', x)
+show('realnvp sample lp', lp)
+z = model.inverse(x)
+show('realnvp roundtrip', model.forward(z) - x)
+model.save('nvp.pt')
+model2 = nf.NormalizingFlow(nf.distributions.base.DiagGaussian(2),
+                            [m for pair in zip([nf.flows.AffineCouplingBlock(nf.nets.MLP([1, 16, 16, 2]))
+                                                for _ in range(num_layers)],
+                                               [nf.flows.Permute(2, mode='swap') for _ in range(num_layers)])
+                             for m in pair])
+model2.load('nvp.pt')
+print('loaded', torch.allclose(model2.log_prob(zz), model.log_prob(zz)))
+
+# Neural Spline Flow (neural_spline_flow.ipynb)
+torch.manual_seed(1)
+K = 2
+latent_size = 2
+hidden_units = 16
+hidden_layers = 2
+flows = []
+for i in range(K):
+    flows += [nf.flows.AutoregressiveRationalQuadraticSpline(latent_size, hidden_layers,
+                                                             hidden_units)]
+    flows += [nf.flows.LULinearPermute(latent_size)]
+flows += [nf.flows.CoupledRationalQuadraticSpline(latent_size, hidden_layers, hidden_units)]
+q0 = nf.distributions.DiagGaussian(2, trainable=False)
+nfm = nf.NormalizingFlow(q0=q0, flows=flows)
+print('nsf')
+train(nfm, target)
+nfm.eval()
+show('nsf logprob', nfm.log_prob(zz))
+x, lp = nfm.sample(8)
+show('nsf sample', x)
+show('nsf sample lp', lp)
+show('nsf roundtrip', nfm.forward(nfm.inverse(x)) - x)
+
+# Planar flow by reverse KL (planar.ipynb)
+torch.manual_seed(2)
+flows = [nf.flows.Planar((2,), act='leaky_relu') for _ in range(4)]
+flows += [nf.flows.Radial((2,))]
+q0 = nf.distributions.DiagGaussian(2)
+pf = nf.NormalizingFlow(q0=q0, flows=flows, p=nf.distributions.TwoModes(2, 0.1))
+opt = torch.optim.Adam(pf.parameters(), lr=1e-3)
+for it in range(3):
+    opt.zero_grad()
+    loss = pf.reverse_kld(16)
+    loss.backward()
+    opt.step()
+    print('planar', it, f"{loss.item():.5f}")
+print('alpha div', f"{pf.reverse_alpha_div(16, alpha=0.5).item():.5f}")
+
+# Real NVP with masks (real_nvp_colab)
+torch.manual_seed(3)
+b = torch.Tensor([1 if i % 2 == 0 else 0 for i in range(2)])
+flows = []
+for i in range(3):
+    s = nf.nets.MLP([2, 8, 2], init_zeros=True)
+    t = nf.nets.MLP([2, 8, 2], init_zeros=True)
+    if i % 2 == 0:
+        flows += [nf.flows.MaskedAffineFlow(b, t, s)]
+    else:
+        flows += [nf.flows.MaskedAffineFlow(1 - b, t, s)]
+# (no ActNorm here: after its data-dependent init the gradients of its shift
+# and of the base's loc are zero up to rounding, which Adam at lr=1e-2 turns
+# into steps of +-lr whose signs are rounding noise, in torch as in tracec)
+mnvp = nf.NormalizingFlow(nf.distributions.DiagGaussian(2),
+                          flows, p=nf.distributions.TwoModes(2, 0.1))
+print('masked')
+train(mnvp, target, lr=1e-2)
+loss = mnvp.reverse_kld(8)
+loss.backward()
+print('masked rkld', f"{loss.item():.5f}")
+
+# Residual flow and Glow blocks
+torch.manual_seed(4)
+flows = []
+for i in range(2):
+    net = nf.nets.LipschitzMLP([2, 8, 2], init_zeros=False, lipschitz_const=0.9)
+    flows += [nf.flows.Residual(net, reduce_memory=True)]
+    flows += [nf.flows.ActNorm(2)]
+rf = nf.NormalizingFlow(nf.distributions.DiagGaussian(2), flows)
+print('residual')
+train(rf, target, steps=2)
+
+torch.manual_seed(5)
+glow = nf.NormalizingFlow(nf.distributions.DiagGaussian((2, 4, 4)),
+                          [nf.flows.GlowBlock(2, 8, split_mode='channel', scale=True),
+                           nf.flows.GlowBlock(2, 8, split_mode='checkerboard', scale=True)])
+x = torch.randn(3, 2, 4, 4)
+loss = glow.forward_kld(x)
+loss.backward()
+print('glow', f"{loss.item():.5f}", f"{sum(p.grad.abs().sum().item() for p in glow.parameters() if p.grad is not None):.5f}")
+
+# Conditional flow
+torch.manual_seed(6)
+ctx = 3
+flows = [nf.flows.MaskedAffineAutoregressive(2, 8, context_features=ctx, num_blocks=1),
+         nf.flows.LULinearPermute(2),
+         nf.flows.AutoregressiveRationalQuadraticSpline(2, 1, 8, num_context_channels=ctx)]
+q0 = nf.distributions.DiagGaussian(2, trainable=False)
+cf = nf.ConditionalNormalizingFlow(q0, flows, p=nf.distributions.target.ConditionalDiagGaussian())
+context = torch.rand(16, ctx)
+x = torch.randn(16, 2)
+loss = cf.forward_kld(x, context)
+loss.backward()
+print('conditional', f"{loss.item():.5f}")
+s, lp = cf.sample(4, context[:4])
+show('conditional sample', s)
