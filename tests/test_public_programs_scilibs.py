@@ -16,7 +16,13 @@
   LULinearPermute) trained by forward KL on TwoMoons, log_prob on a grid,
   sampling, inversion, save / load; planar and radial flows by reverse KL
   and alpha divergence; a residual flow with ActNorm; Glow blocks; a
-  conditional flow (``normflows_toy2d.py``).
+  conditional flow (``normflows_toy2d.py``);
+- deepxde (PyTorch backend, float64): PINNs for 1-D Poisson problems with
+  Dirichlet / Neumann / Robin boundaries (dde.grad.hessian: second
+  derivatives through create_graph autograd), an ODE system
+  (dde.grad.jacobian), 2-D Laplace with a PointSetBC, a hard-constraint
+  output transform and a PFNN; Adam with step decay and loss weights, then
+  L-BFGS; predict with an operator, save / restore (``deepxde_pinns.py``).
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
@@ -37,6 +43,7 @@ CASES = {
     "torchsde_sdeint.py": ("torchsde",),
     "adaptive_optimizers.py": ("schedulefree", "prodigyopt", "dadaptation"),
     "normflows_toy2d.py": ("normflows",),
+    "deepxde_pinns.py": ("deepxde", "scikit-optimize"),
 }
 
 
