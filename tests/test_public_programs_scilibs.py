@@ -22,7 +22,13 @@
   derivatives through create_graph autograd), an ODE system
   (dde.grad.jacobian), 2-D Laplace with a PointSetBC, a hard-constraint
   output transform and a PFNN; Adam with step decay and loss weights, then
-  L-BFGS; predict with an operator, save / restore (``deepxde_pinns.py``).
+  L-BFGS; predict with an operator, save / restore (``deepxde_pinns.py``);
+- neuraloperator: FNO (complex spectral convolutions through rfftn /
+  irfftn) trained by hand with its AdamW and H1Loss, TFNO (Tucker / CP /
+  dense factorized weights through tensorly / tltorch) trained by its
+  Trainer with LpLoss / H1Loss evaluation, a finer-resolution evaluation, a
+  1-D FNO with domain padding, group norm and super-resolution,
+  save_checkpoint / from_checkpoint (``neuraloperator_fno.py``).
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
@@ -44,6 +50,7 @@ CASES = {
     "adaptive_optimizers.py": ("schedulefree", "prodigyopt", "dadaptation"),
     "normflows_toy2d.py": ("normflows",),
     "deepxde_pinns.py": ("deepxde", "scikit-optimize"),
+    "neuraloperator_fno.py": ("neuraloperator", "tensorly", "tensorly-torch"),
 }
 
 

@@ -6,7 +6,10 @@ the packages:
   state tensors whose dtype and device already match, as PyTorch's policy
   does (``.to`` returns its input); tracec copied them, so resuming a
   schedule-free optimizer from another one in the same process gave other
-  weights than torch's."""
+  weights than torch's;
+- ``torch._utils._flatten_dense_tensors`` / ``_unflatten_dense_tensors``
+  (neuraloperator's model-parallel helpers import them at import time):
+  tracec had no ``torch._utils``."""
 import numpy as np
 import torch
 
@@ -43,3 +46,19 @@ def test_optimizer_load_state_dict_aliases_live_state_like_torch():
     assert c_shared == t_shared == (True, True, False, True, "float64", "float32")
     np.testing.assert_allclose(c_q, t_q, rtol=1e-6)
     np.testing.assert_allclose(c_m, t_m, rtol=1e-6)
+
+
+def test_flatten_unflatten_dense_tensors_like_torch():
+    outs = []
+    for lib in (torch, tracec):
+        mod = __import__(lib.__name__ + "._utils", fromlist=["_utils"])
+        a = lib.arange(6.0).view(2, 3).t()          # not contiguous
+        b, e = lib.ones(2), lib.zeros(0)
+        flat = mod._flatten_dense_tensors([a, b, e])
+        parts = mod._unflatten_dense_tensors(flat, [a, b, e])
+        one = mod._flatten_dense_tensors([b])
+        parts[1].mul_(3)                              # a view: writes flat
+        outs.append((flat.numpy().tolist(), type(parts).__name__,
+                     [tuple(p.shape) for p in parts], parts[0].numpy().tolist(),
+                     one.data_ptr() == b.data_ptr()))
+    assert outs[1] == outs[0]
