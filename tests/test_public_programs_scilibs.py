@@ -17,6 +17,11 @@
   sampling, inversion, save / load; planar and radial flows by reverse KL
   and alpha divergence; a residual flow with ActNorm; Glow blocks; a
   conditional flow (``normflows_toy2d.py``);
+- zuko: the README's conditional NSF trained by maximum likelihood,
+  sample / rsample_and_log_prob, the transform's inverse and log-det,
+  state_dict save / load; MAF, RealNVP, NICE, SOSPF, NAF, UNAF, BPF, GF,
+  GMM and a CNF (exact trace, zuko's own adaptive ODE solver) forward and
+  backward; a hand-built flow of its transforms (``zuko_flows.py``);
 - deepxde (PyTorch backend, float64): PINNs for 1-D Poisson problems with
   Dirichlet / Neumann / Robin boundaries (dde.grad.hessian: second
   derivatives through create_graph autograd), an ODE system
@@ -49,6 +54,7 @@ CASES = {
     "torchsde_sdeint.py": ("torchsde",),
     "adaptive_optimizers.py": ("schedulefree", "prodigyopt", "dadaptation"),
     "normflows_toy2d.py": ("normflows",),
+    "zuko_flows.py": ("zuko",),
     "deepxde_pinns.py": ("deepxde", "scikit-optimize"),
     "neuraloperator_fno.py": ("neuraloperator", "tensorly", "tensorly-torch"),
 }
