@@ -26,7 +26,9 @@
   Dirichlet / Neumann / Robin boundaries (dde.grad.hessian: second
   derivatives through create_graph autograd), an ODE system
   (dde.grad.jacobian), 2-D Laplace with a PointSetBC, a hard-constraint
-  output transform and a PFNN; Adam with step decay and loss weights, then
+  output transform and a PFNN, a diffusion TimePDE on GeometryXTime with
+  PDEPointResampler, an inverse problem with a trainable dde.Variable, a
+  DeepONet on aligned data; Adam with step decay and loss weights, then
   L-BFGS; predict with an operator, save / restore (``deepxde_pinns.py``);
 - neuraloperator: FNO (complex spectral convolutions through rfftn /
   irfftn) trained by hand with its AdamW and H1Loss, TFNO (Tucker / CP /

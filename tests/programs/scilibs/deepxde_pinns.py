@@ -171,3 +171,74 @@ model = dde.Model(data, net)
 model.compile("adam", lr=0.005, verbose=0)
 losshistory, train_state = model.train(iterations=3, display_every=1, verbose=0)
 report('laplace', losshistory, train_state, model, np.array([[0.3, 0.4], [0.9, 0.1]]))
+
+
+# ---- diffusion_1d (examples/pinn_forward/diffusion_1d.py): a TimePDE on
+# GeometryXTime, dde.grad.jacobian(i=0, j=1) and hessian(i=0, j=0), with
+# the PDE points resampled every two iterations (PDEPointResampler)
+def pde_heat(x, y):
+    dy_t = dde.grad.jacobian(y, x, i=0, j=1)
+    dy_xx = dde.grad.hessian(y, x, i=0, j=0)
+    return (dy_t - dy_xx + torch.exp(-x[:, 1:])
+            * (torch.sin(np.pi * x[:, 0:1]) - np.pi ** 2 * torch.sin(np.pi * x[:, 0:1])))
+
+
+def func_heat(x):
+    return np.sin(np.pi * x[:, 0:1]) * np.exp(-x[:, 1:])
+
+
+geom = dde.geometry.Interval(-1, 1)
+timedomain = dde.geometry.TimeDomain(0, 1)
+geomtime = dde.geometry.GeometryXTime(geom, timedomain)
+bc = dde.icbc.DirichletBC(geomtime, func_heat, lambda _, on_boundary: on_boundary)
+ic = dde.icbc.IC(geomtime, func_heat, lambda _, on_initial: on_initial)
+data = dde.data.TimePDE(geomtime, pde_heat, [bc, ic], num_domain=16, num_boundary=8,
+                        num_initial=6, solution=func_heat, num_test=20)
+net = dde.nn.FNN([2] + [12] * 2 + [1], "tanh", "Glorot uniform")
+model = dde.Model(data, net)
+model.compile("adam", lr=0.001, metrics=["l2 relative error"], verbose=0)
+resampler = dde.callbacks.PDEPointResampler(period=2)
+losshistory, train_state = model.train(iterations=4, display_every=2, callbacks=[resampler],
+                                       verbose=0)
+report('diffusion', losshistory, train_state, model, np.array([[0.5, 0.5], [-0.2, 0.9]]))
+
+
+# ---- an inverse problem (examples/pinn_inverse): y' = C y with C unknown,
+# a dde.Variable trained with the net from observations, VariableValue
+C = dde.Variable(2.0)
+
+
+def ode_inverse(x, y):
+    return dde.grad.jacobian(y, x) - C * y
+
+
+geom = dde.geometry.TimeDomain(0, 1)
+obs_x = np.linspace(0, 1, 5)[:, None]
+observe = dde.icbc.PointSetBC(obs_x, np.exp(-obs_x))
+ic = dde.icbc.IC(geom, lambda x: 1, lambda _, on_initial: on_initial)
+data = dde.data.PDE(geom, ode_inverse, [ic, observe], 12, 2, anchors=obs_x)
+net = dde.nn.FNN([1, 12, 12, 1], "tanh", "Glorot uniform")
+model = dde.Model(data, net)
+model.compile("adam", lr=0.01, external_trainable_variables=C, verbose=0)
+variable = dde.callbacks.VariableValue(C, period=2, precision=6)
+losshistory, train_state = model.train(iterations=4, callbacks=[variable], display_every=2,
+                                       verbose=0)
+report('inverse', losshistory, train_state)
+print('  C', f"{C.item():.6f}")
+
+
+# ---- DeepONet on aligned data (examples/operator/antiderivative_aligned.py,
+# with synthetic functions instead of the downloaded arrays)
+rng = np.random.default_rng(0)
+sensors = np.linspace(0, 1, 10)[:, None]
+coef = rng.normal(size=(12, 3))
+v = coef[:, :1] + coef[:, 1:2] * sensors.T + coef[:, 2:] * np.sin(3 * sensors.T)
+u = coef[:, :1] * sensors.T + coef[:, 1:2] * sensors.T ** 2 / 2 + coef[:, 2:] * (1 - np.cos(3 * sensors.T)) / 3
+data = dde.data.TripleCartesianProd(X_train=(v[:8], sensors), y_train=u[:8],
+                                    X_test=(v[8:], sensors), y_test=u[8:])
+net = dde.nn.DeepONetCartesianProd([10, 16, 16], [1, 16, 16], "relu", "Glorot normal")
+model = dde.Model(data, net)
+model.compile("adam", lr=0.001, metrics=["mean l2 relative error"], verbose=0)
+losshistory, train_state = model.train(iterations=3, display_every=1, verbose=0)
+report('deeponet', losshistory, train_state)
+print('  predict', [f"{v:.6f}" for v in model.predict((v[8:9], sensors)).ravel()[:5]])
