@@ -5,7 +5,10 @@
   BrownianInterval / BrownianTree / BrownianPath queries (space-time Levy
   area), diagonal-noise Ito and Stratonovich SDEs through every fixed-step
   solver and adaptive srk, a neural SDE trained by backprop with logqp's KL
-  term and by sdeint_adjoint (``torchsde_sdeint.py``);
+  term and by sdeint_adjoint, sde_gan.py's general-noise generator through
+  reversible_heun with its exact adjoint (equal to backprop's gradients),
+  log_ode, scalar and additive noise (davie / foster Levy areas), named
+  drift / diffusion, extra solver state (``torchsde_sdeint.py``);
 - schedulefree, prodigyopt, dadaptation: every schedule-free optimizer
   (train() / eval(), closure, reference and paper variants, the wrapper),
   Prodigy and five D-Adaptation optimizers training an MLP, and a

@@ -4,7 +4,9 @@
 # Levy area) and a Stratonovich one through reversible_heun; a small neural
 # SDE fitted a few Adam steps by sdeint_adjoint (gradients through the
 # adjoint SDE) and by plain backprop, with logqp's KL term as in
-# examples/latent_sde.py.  Seeded: torch, and numpy (BrownianInterval's
+# examples/latent_sde.py; examples/sde_gan.py's generator through
+# reversible_heun and its exact adjoint; log_ode, scalar and additive noise,
+# extra solver state.  Seeded: torch, and numpy (BrownianInterval's
 # default entropy); fixed steps (dt) so each solve is a few dozen steps.
 import numpy as np
 import torch
@@ -139,3 +141,92 @@ for adjoint in (False, True):
         opt.step()
         print('adjoint' if adjoint else 'backprop', step, f"{loss.item():.6f}",
               f"{model.log_sigma.grad.norm().item():.6f}")
+
+
+# examples/sde_gan.py's generator: a Stratonovich general-noise SDE solved
+# by reversible_heun, gradients by its exact adjoint
+class Generator(torch.nn.Module):
+    sde_type = 'stratonovich'
+    noise_type = 'general'
+
+    def __init__(self, hidden=4, noise=2):
+        super().__init__()
+        self.hidden, self.noise = hidden, noise
+        self.drift = torch.nn.Sequential(torch.nn.Linear(hidden + 1, 8), torch.nn.SiLU(),
+                                         torch.nn.Linear(8, hidden), torch.nn.Tanh())
+        self.diffusion = torch.nn.Sequential(torch.nn.Linear(hidden + 1, 8), torch.nn.SiLU(),
+                                             torch.nn.Linear(8, hidden * noise), torch.nn.Tanh())
+
+    def f_and_g(self, t, x):
+        tx = torch.cat([torch.full_like(x[:, :1], float(t)), x], dim=1)
+        return self.drift(tx), self.diffusion(tx).view(x.size(0), self.hidden, self.noise)
+
+
+torch.manual_seed(5)
+gen = Generator()
+x0 = torch.randn(batch_size, 4, requires_grad=True)
+ts3 = torch.linspace(0, 1, 5)
+bm = torchsde.BrownianInterval(t0=0., t1=1., size=(batch_size, 2), entropy=9)
+xs = torchsde.sdeint_adjoint(gen, x0, ts3, bm=bm, dt=0.125, method='reversible_heun',
+                             adjoint_method='adjoint_reversible_heun')
+xs.pow(2).mean().backward()
+print('sde_gan', [f"{v:.5f}" for v in xs[-1, 0].tolist()], f"{x0.grad.norm().item():.6f}",
+      f"{sum(p.grad.norm().item() for p in gen.parameters()):.6f}")
+x0.grad = None
+for p in gen.parameters():
+    p.grad = None
+xs = torchsde.sdeint(gen, x0, ts3, bm=bm, dt=0.125, method='reversible_heun')
+xs.pow(2).mean().backward()
+print('sde_gan backprop', f"{x0.grad.norm().item():.6f}",
+      f"{sum(p.grad.norm().item() for p in gen.parameters()):.6f}")
+with torch.no_grad():
+    # (log_ode calls g on its own: the Diagonal Stratonovich SDE above)
+    bm_f = torchsde.BrownianInterval(t0=0., t1=1., size=(batch_size, state_size), entropy=9,
+                                     levy_area_approximation='foster')
+    ys = torchsde.sdeint(Diagonal('stratonovich'), y0, ts3, bm=bm_f, dt=0.1, method='log_ode')
+print('log_ode', [f"{v:.5f}" for v in ys[-1, 0].tolist()])
+
+
+# scalar and additive noise, named drift / diffusion methods, extra state
+class Scalar(torch.nn.Module):
+    noise_type = 'scalar'
+    sde_type = 'ito'
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Parameter(torch.tensor(0.7))
+
+    def drift(self, t, y):
+        return -self.a * y
+
+    def diffusion(self, t, y):
+        return (0.2 * torch.sigmoid(y)).unsqueeze(-1)
+
+
+class Additive(torch.nn.Module):
+    noise_type = 'additive'
+    sde_type = 'ito'
+
+    def f(self, t, y):
+        return torch.sin(y) - 0.5 * y
+
+    def g(self, t, y):
+        return torch.tensor([[0.1, 0.0], [0.05, 0.2], [0.0, 0.1]]).expand(y.size(0), 3, 2)
+
+
+y0 = torch.tensor([[1.0, 0.5, -0.5]]).repeat(batch_size, 1)
+bm1 = torchsde.BrownianInterval(t0=0., t1=1., size=(batch_size, 1), entropy=3,
+                                levy_area_approximation='davie')
+for method in ('euler', 'milstein', 'srk'):
+    ys = torchsde.sdeint(Scalar(), y0, ts, bm=bm1, method=method, dt=0.05,
+                         names={'drift': 'drift', 'diffusion': 'diffusion'})
+    print('scalar', method, [f"{v:.5f}" for v in ys[-1, 0].tolist()])
+bm2 = torchsde.BrownianInterval(t0=0., t1=1., size=(batch_size, 2), entropy=4,
+                                levy_area_approximation='foster')
+with torch.no_grad():
+    for method in ('euler', 'srk'):
+        ys = torchsde.sdeint(Additive(), y0, ts, bm=bm2, method=method, dt=0.05)
+        print('additive', method, [f"{v:.5f}" for v in ys[-1, 0].tolist()])
+    ys, extra = torchsde.sdeint(Diagonal('stratonovich'), y0, ts, bm=bm_f, method='reversible_heun',
+                                dt=0.05, extra=True)
+    print('extra', len(extra), [f"{v:.5f}" for v in extra[0][0].tolist()])
