@@ -38,7 +38,10 @@
   dense factorized weights through tensorly / tltorch) trained by its
   Trainer with LpLoss / H1Loss evaluation, a finer-resolution evaluation, a
   1-D FNO with domain padding, group norm and super-resolution,
-  save_checkpoint / from_checkpoint (``neuraloperator_fno.py``).
+  save_checkpoint / from_checkpoint, a UNO with a DefaultDataProcessor of
+  UnitGaussianNormalizers, FiniteDiff / FourierDiff derivatives and
+  BurgersEqnLoss, tensor GaLore (its AdamW projecting the complex spectral
+  gradients by tensorly's Tucker, complex SVDs) (``neuraloperator_fno.py``).
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the

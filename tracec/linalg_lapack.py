@@ -384,13 +384,26 @@ def _svd_bwd(ctx, gu, gs, gvh):
 _svd = _factorization("LinalgSvdBackward0", _svd_fwd, _svd_bwd)
 
 
+def _svd_input(A, name):
+    """A real or complex (batch of) matrices; the complex decomposition's
+    derivative is not implemented (refused up front, as ``_hermitian``)."""
+    A = _matrix(A, name, complex_ok=True)
+    if A.dtype.is_complex and A.requires_grad:
+        raise NotImplementedError(f"{name}: the derivative for complex inputs is not "
+                                  "implemented by tracec yet (detach the input, or use a "
+                                  "real matrix)")
+    return A
+
+
 def svd(A, full_matrices=True, *, driver=None):
-    A = _matrix(A, "linalg.svd")
+    """``(U, S, Vh)``: a complex input's ``U`` / ``Vh`` are complex, ``S``
+    real (LAPACK's gesdd through NumPy, as PyTorch's on CPU)."""
+    A = _svd_input(A, "linalg.svd")
     return SVDResult(*_svd(A, full_matrices))
 
 
 def svdvals(A, *, driver=None):
-    A = _matrix(A, "linalg.svdvals")
+    A = _svd_input(A, "linalg.svdvals")
     return _svd(A, False)[1]
 
 
@@ -411,7 +424,8 @@ def _torch_svd(input, some=True, compute_uv=True):  # noqa: A002
         V = Tensor._make(np.zeros((*batch, n, n), input.dtype.np), input.dtype)
         return _SVD_TORCH(U, S_, V)
     U, S_, Vh = svd(input, full_matrices=not some)
-    return _SVD_TORCH(U, S_, S.mT(Vh))
+    V = S.mT(Vh)
+    return _SVD_TORCH(U, S_, V.conj() if V.dtype.is_complex else V)
 
 
 def _eigvalsh_fwd(ctx, a, uplo):

@@ -7,11 +7,14 @@
 # (verbose off: its log lines carry timings) with eval losses; TFNO with
 # Tucker / CP / dense factorized spectral weights (tensorly, tltorch), a
 # 1-D FNO with domain padding and super-resolution output, count_model_params,
-# save_checkpoint / from_checkpoint, evaluation at a finer resolution.
+# save_checkpoint / from_checkpoint, evaluation at a finer resolution; a UNO
+# on normalized data (DefaultDataProcessor, UnitGaussianNormalizer), its
+# FiniteDiff / FourierDiff derivatives and BurgersEqnLoss, and its AdamW with
+# tensor GaLore (Tucker projections of the complex spectral gradients).
 import torch
 from torch.utils.data import DataLoader, Dataset
 from neuralop.models import FNO, TFNO
-from neuralop import Trainer, LpLoss, H1Loss
+from neuralop import Trainer, LpLoss, H1Loss, BurgersEqnLoss, FiniteDiff, FourierDiff
 from neuralop.training import AdamW
 from neuralop.utils import count_model_params
 
@@ -122,3 +125,59 @@ print('fno1d loss', f"{loss.item():.5f}",
 m1.save_checkpoint('ckpt', 'fno1d')
 m2 = FNO.from_checkpoint('ckpt', 'fno1d')
 print('reloaded', type(m2).__name__, torch.allclose(m2(x1), y1))
+
+# a U-shaped neural operator (examples/plot_UNO_darcy.py's configuration,
+# smaller), its data normalized by a DefaultDataProcessor of
+# UnitGaussianNormalizers fitted on the training set
+from neuralop.models import UNO
+from neuralop.data.transforms.data_processors import DefaultDataProcessor
+from neuralop.data.transforms.normalizers import UnitGaussianNormalizer
+
+torch.manual_seed(4)
+in_norm = UnitGaussianNormalizer(dim=[0, 2, 3], eps=1e-6)
+out_norm = UnitGaussianNormalizer(dim=[0, 2, 3], eps=1e-6)
+in_norm.fit(x_train)
+out_norm.fit(y_train)
+processor = DefaultDataProcessor(in_normalizer=in_norm, out_normalizer=out_norm)
+uno = UNO(1, 1, hidden_channels=8, projection_channels=8, lifting_channels=8, n_layers=3,
+          uno_out_channels=[8, 8, 8], uno_n_modes=[[4, 4], [2, 2], [4, 4]],
+          uno_scalings=[[1.0, 1.0], [0.5, 0.5], [2, 2]], horizontal_skips_map={2: 0},
+          channel_mlp_skip='linear', domain_padding=0.1)
+batch = processor.preprocess({'x': x_train[:4], 'y': y_train[:4]})
+out = uno(batch['x'])
+out, batch = processor.postprocess(out, batch)
+loss = l2loss(out, batch['y'])
+loss.backward()
+print('uno', tuple(out.shape), f"{loss.item():.5f}",
+      f"{sum(p.grad.abs().sum().item() for p in uno.parameters() if p.grad is not None):.5f}")
+print('normalizer', [f"{v:.5f}" for v in in_norm.mean.flatten()[:3].tolist()],
+      [f"{v:.5f}" for v in out_norm.std.flatten()[:3].tolist()])
+
+# derivatives on the grid: FiniteDiff, FourierDiff (spectral), BurgersEqnLoss
+xs = torch.linspace(0, 2 * torch.pi, 33)[:-1]
+u = torch.sin(xs)[None, :].repeat(3, 1) * torch.cos(xs)[:, None][None, :3].squeeze(-1).T
+u2 = torch.sin(xs)[:, None] * torch.cos(2 * xs)[None, :]
+fd = FiniteDiff(dim=2, h=(xs[1] - xs[0]).item())
+fo = FourierDiff(dim=2, L=(2 * torch.pi, 2 * torch.pi))
+for name, d in (('finite', fd), ('fourier', fo)):
+    print(name, [f"{v:.5f}" for v in d.dx(u2)[3, :4].tolist()],
+          [f"{v:.5f}" for v in d.laplacian(u2)[5, :4].tolist()])
+burgers = BurgersEqnLoss(visc=0.01, method='fdm')
+ub = torch.randn(2, 1, 8, 16, requires_grad=True)
+lb = burgers(ub)
+lb.backward()
+print('burgers', f"{lb.item():.5f}", f"{ub.grad.abs().sum().item():.5f}")
+
+# tensor GaLore: the spectral weights' gradients projected onto a Tucker
+# subspace of their own (neuralop's AdamW with galore_params)
+torch.manual_seed(5)
+gm = FNO(n_modes=(4, 4), hidden_channels=4, in_channels=1, out_channels=1, n_layers=1)
+spectral = [p for n, p in gm.named_parameters() if 'convs' in n and 'weight' in n]
+others = [p for n, p in gm.named_parameters() if not ('convs' in n and 'weight' in n)]
+gopt = AdamW(others, lr=1e-2, galore_params=spectral, galore_rank=0.5, galore_update_proj_gap=2)
+for step in range(3):
+    gopt.zero_grad()
+    loss = l2loss(gm(x_train[:4]), y_train[:4])
+    loss.backward()
+    gopt.step()
+    print('galore', step, f"{loss.item():.5f}")
