@@ -242,3 +242,32 @@ model.compile("adam", lr=0.001, metrics=["mean l2 relative error"], verbose=0)
 losshistory, train_state = model.train(iterations=3, display_every=1, verbose=0)
 report('deeponet', losshistory, train_state)
 print('  predict', [f"{v:.6f}" for v in model.predict((v[8:9], sensors)).ravel()[:5]])
+
+
+# ---- float32 (deepxde's default), other optimizers and networks: a
+# layer-wise locally adaptive activation (LAAF), L2 regularization, a
+# PFNN, AdamW / RMSprop / SGD
+dde.config.set_default_float("float32")
+
+
+def pde32(x, y):
+    dy_xx = dde.grad.hessian(y, x)
+    return -dy_xx - np.pi ** 2 * torch.sin(np.pi * x)
+
+
+geom = dde.geometry.Interval(-1, 1)
+bc = dde.icbc.DirichletBC(geom, lambda x: np.sin(np.pi * x), lambda x, on_b: on_b)
+data = dde.data.PDE(geom, pde32, bc, 16, 2, solution=lambda x: np.sin(np.pi * x), num_test=20)
+for name, net, opt, kw in [
+    ('laaf', dde.nn.FNN([1, 12, 12, 1], "LAAF-5 tanh", "Glorot normal",
+                        regularization=["l2", 1e-4]), "adamw", dict(lr=1e-3)),
+    ("pfnn", dde.nn.PFNN([1, [6, 6], 6, 1], "sin", "Glorot uniform"), "rmsprop",
+     dict(lr=1e-3)),
+    ('sgd', dde.nn.FNN([1, 12, 12, 1], "swish", "He normal"), "sgd", dict(lr=1e-3)),
+]:
+    model = dde.Model(data, net)
+    model.compile(opt, metrics=["l2 relative error"], verbose=0, **kw)
+    losshistory, train_state = model.train(iterations=3, display_every=1, verbose=0)
+    print(name, [[f"{v:.6f}" for v in np.ravel(l)] for l in losshistory.loss_train],
+          [f"{v:.6f}" for v in np.ravel(losshistory.metrics_test)],
+          model.predict(np.array([[0.3]])).dtype)
