@@ -22,9 +22,10 @@
   conditional flow (``normflows_toy2d.py``);
 - zuko: the README's conditional NSF trained by maximum likelihood,
   sample / rsample_and_log_prob, the transform's inverse and log-det,
-  state_dict save / load; MAF, RealNVP, NICE, SOSPF, NAF, UNAF, BPF, GF,
-  GMM and a CNF (exact trace, zuko's own adaptive ODE solver) forward and
-  backward; a hand-built flow of its transforms (``zuko_flows.py``);
+  state_dict save / load; MAF, RealNVP, NICE, SOSPF, NAF, UNAF (sampled
+  by bisection), BPF, GF, GMM and a CNF (zuko's own adaptive ODE solver,
+  exact trace and Hutchinson's estimator) forward, backward and sampled; a
+  hand-built flow of its transforms (``zuko_flows.py``);
 - deepxde (PyTorch backend, float64): PINNs for 1-D Poisson problems with
   Dirichlet / Neumann / Robin boundaries (dde.grad.hessian: second
   derivatives through create_graph autograd), an ODE system

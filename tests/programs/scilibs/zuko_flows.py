@@ -2,9 +2,10 @@
 # learn_your_own) write it, on a 2-D toy density (a noisy ring; a 1-D
 # context: its radius): the README's conditional NSF trained a few Adam
 # steps by -flow(c).log_prob(x), sampled with rsample / log_prob /
-# rsample_and_log_prob; MAF, RealNVP, NICE, SOSPF, NAF, UNAF, BPF, GF and
-# GMM forward and backward; a CNF's log_prob (its own adaptive ODE solver
-# with the Hutchinson trace off); a flow built by hand from zuko's
+# rsample_and_log_prob; MAF, RealNVP, NICE, SOSPF, NAF, UNAF (sampled by
+# bisection), BPF, GF and GMM forward, backward and sampled; a CNF's
+# log_prob and samples (its own adaptive ODE solver, exact trace and
+# Hutchinson's estimator); a flow built by hand from zuko's
 # transforms and UnconditionalDistribution; the transform's inverse and
 # log-abs-det-Jacobian; state_dict save / load.
 import torch
@@ -78,7 +79,7 @@ for name, make in [
     lp = d.log_prob(x)
     (-lp.mean()).backward()
     g = sum(p.grad.abs().sum().item() for p in f.parameters() if p.grad is not None)
-    s = (f(c[:2]) if cond is not None else f()).sample((3,)) if name not in ('NAF', 'UNAF') else torch.zeros(1)
+    s = (f(c[:2]) if cond is not None else f()).sample((3,))
     print(name, f"{lp.mean().item():.5f}", f"{g:.5f}", fmt(s, 4))
 
 # a continuous normalizing flow (exact trace)
@@ -87,6 +88,14 @@ cnf = zuko.flows.CNF(2, 1, hidden_features=[16], exact=True)
 lp = cnf(c[:4]).log_prob(x[:4])
 lp.mean().backward()
 print('CNF', fmt(lp), f"{sum(p.grad.abs().sum().item() for p in cnf.parameters()):.5f}")
+with torch.no_grad():
+    print('CNF sample', fmt(cnf(c[:2]).sample((2,))))
+# Hutchinson's trace estimator (exact=False): a seeded Rademacher / normal draw
+torch.manual_seed(7)
+cnf2 = zuko.flows.CNF(2, hidden_features=[8], exact=False)
+lp = cnf2().log_prob(x[:3])
+lp.sum().backward()
+print('CNF hutchinson', fmt(lp))
 
 # a flow built by hand (learn_your_own tutorial)
 torch.manual_seed(3)
