@@ -80,7 +80,11 @@ train('ScheduleFreeWrapper', lambda p: schedulefree.ScheduleFreeWrapper(
 train('Prodigy', lambda p: Prodigy(p, lr=1., weight_decay=0.01))
 train('Prodigy bc', lambda p: Prodigy(p, lr=1., use_bias_correction=True, safeguard_warmup=True,
                                       d_coef=2.0))
+train('Prodigy sliced', lambda p: Prodigy(p, lr=1., slice_p=3, d0=1e-4, betas=(0.9, 0.99),
+                                          beta3=0.95, growth_rate=1.02))
 train('DAdaptAdam', lambda p: dadaptation.DAdaptAdam(p, lr=1.0, decouple=True, weight_decay=0.01))
+train('DAdaptAdam bc', lambda p: dadaptation.DAdaptAdam(p, lr=1.0, d0=1e-3,
+                                                       use_bias_correction=True))
 train('DAdaptSGD', lambda p: dadaptation.DAdaptSGD(p, lr=1.0, momentum=0.9))
 train('DAdaptAdaGrad', lambda p: dadaptation.DAdaptAdaGrad(p, lr=1.0))
 train('DAdaptAdan', lambda p: dadaptation.DAdaptAdan(p, lr=1.0))
