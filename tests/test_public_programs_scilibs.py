@@ -19,7 +19,9 @@
   LULinearPermute) trained by forward KL on TwoMoons, log_prob on a grid,
   sampling, inversion, save / load; planar and radial flows by reverse KL
   and alpha divergence; a residual flow with ActNorm; Glow blocks; a
-  conditional flow (``normflows_toy2d.py``);
+  conditional flow; Hamiltonian annealed importance sampling and a
+  stochastic flow with Metropolis-Hastings and HMC layers
+  (``normflows_toy2d.py``);
 - zuko: the README's conditional NSF trained by maximum likelihood,
   sample / rsample_and_log_prob, the transform's inverse and log-det,
   state_dict save / load; MAF, RealNVP, NICE, SOSPF, NAF, UNAF (sampled

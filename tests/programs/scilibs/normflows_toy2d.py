@@ -6,7 +6,8 @@
 # each trained a few Adam steps by forward KL on TwoMoons samples, then
 # log_prob on a grid, sample, inverse round trip and save / load; planar and
 # radial flows fitted by reverse KL to TwoModes; MaskedAffineFlow; a residual
-# flow with ActNorm; Glow blocks; a conditional flow forward and backward.
+# flow with ActNorm; Glow blocks; a conditional flow forward and backward;
+# HAIS and a stochastic flow with Metropolis-Hastings / HMC layers.
 # Changed for a CPU test: a few layers of small nets, 3 steps.
 import torch
 import numpy as np
@@ -165,3 +166,23 @@ loss.backward()
 print('conditional', f"{loss.item():.5f}")
 s, lp = cf.sample(4, context[:4])
 show('conditional sample', s)
+
+# Hamiltonian annealed importance sampling and a stochastic normalizing flow
+# (Metropolis-Hastings and HMC layers between coupling layers)
+torch.manual_seed(7)
+target2 = nf.distributions.TwoModes(2, 0.1)
+hais = nf.HAIS(torch.linspace(1, 0, 4), nf.distributions.DiagGaussian(2), target2,
+               num_leapfrog=3, step_size=0.1 * torch.ones(2), log_mass=torch.zeros(2))
+samples, log_weights = hais.sample(8)
+show('hais', samples)
+show('hais weights', log_weights)
+flows = [nf.flows.AffineCouplingBlock(nf.nets.MLP([1, 8, 2], init_zeros=True)),
+         nf.flows.MetropolisHastings(target2, nf.distributions.DiagGaussianProposal((2,), 0.1), 2),
+         nf.flows.Permute(2, mode='swap'),
+         nf.flows.HamiltonianMonteCarlo(target2, 2, torch.log(0.05 * torch.ones(2)),
+                                        torch.zeros(2))]
+snf = nf.NormalizingFlow(nf.distributions.DiagGaussian(2), flows, p=target2)
+loss = snf.reverse_kld(16)
+loss.backward()
+print('snf', f"{loss.item():.5f}",
+      f"{sum(p.grad.abs().sum().item() for p in snf.parameters() if p.grad is not None):.5f}")
