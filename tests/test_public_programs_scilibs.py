@@ -36,8 +36,9 @@
   PDEPointResampler, an inverse problem with a trainable dde.Variable, a
   DeepONet on aligned data; Adam with step decay and loss weights, then
   L-BFGS; predict with an operator, save / restore; float32 models with a
-  LAAF activation and L2 regularization, a PFNN, AdamW / RMSprop / SGD
-  (``deepxde_pinns.py``);
+  LAAF activation and L2 regularization, a PFNN, AdamW / RMSprop / SGD;
+  forward-mode autodiff (nested torch.func.jvp trained through by reverse
+  mode) (``deepxde_pinns.py``);
 - neuraloperator: FNO (complex spectral convolutions through rfftn /
   irfftn) trained by hand with its AdamW and H1Loss, TFNO (Tucker / CP /
   dense factorized weights through tensorly / tltorch) trained by its

@@ -7,7 +7,10 @@
 # Neumann and a Robin boundary and a 2-D Laplace problem on a rectangle,
 # each compiled with Adam and trained a few iterations, then L-BFGS
 # (dde.optimizers.config.set_LBFGS_options) a few, predict, the PDE
-# residual through model.predict(operator=...), save / restore.
+# residual through model.predict(operator=...), save / restore; a diffusion
+# TimePDE (examples/pinn_forward/diffusion_1d.py), an inverse problem with a
+# dde.Variable, a DeepONet; float32 models with LAAF, PFNN, AdamW / RMSprop /
+# SGD; forward-mode autodiff (nested torch.func.jvp).
 # Changed for a CPU test: small nets, few points, few iterations, verbose=0
 # (no timing lines) and the loss history printed here.
 import os
@@ -271,3 +274,20 @@ for name, net, opt, kw in [
     print(name, [[f"{v:.6f}" for v in np.ravel(l)] for l in losshistory.loss_train],
           [f"{v:.6f}" for v in np.ravel(losshistory.metrics_test)],
           model.predict(np.array([[0.3]])).dtype)
+
+
+# ---- forward-mode automatic differentiation (torch.func.jvp, nested for
+# the Hessian, differentiated in reverse by the optimizer)
+dde.config.set_default_autodiff("forward")
+
+
+def pde_fwd(x, y):
+    dy_xx = dde.grad.hessian(y, x)[0]  # forward mode: (value, its function)
+    return -dy_xx - np.pi ** 2 * torch.sin(np.pi * x)
+
+
+data = dde.data.PDE(geom, pde_fwd, bc, 16, 2, solution=lambda x: np.sin(np.pi * x), num_test=20)
+model = dde.Model(data, dde.nn.FNN([1, 12, 12, 1], "tanh", "Glorot normal"))
+model.compile("adam", lr=1e-3, metrics=["l2 relative error"], verbose=0)
+losshistory, train_state = model.train(iterations=3, display_every=1, verbose=0)
+report('forward-mode', losshistory, train_state)
