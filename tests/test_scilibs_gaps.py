@@ -14,7 +14,8 @@ the packages:
   (neuraloperator's tensor-GaLore AdamW projects the complex spectral
   weights' gradients with tensorly's Tucker decomposition): tracec refused
   complex inputs; now LAPACK's gesdd as PyTorch's (``torch.svd``'s ``V``
-  is ``Vh``'s conjugate transpose), the derivative still refused."""
+  is ``Vh``'s conjugate transpose), differentiated by PyTorch's complex
+  svd_backward."""
 import numpy as np
 import pytest
 import torch
@@ -93,5 +94,35 @@ def test_complex_svd_like_torch():
     np.testing.assert_allclose((tu * ts.to(tu.dtype)[..., None, :] @ tv.mH).numpy(), a.numpy(),
                                atol=1e-5)
     np.testing.assert_allclose(np.abs(tv.numpy()), np.abs(Tv.resolve_conj().numpy()), atol=1e-5)
-    with pytest.raises(NotImplementedError, match="linalg.svd: the derivative for complex"):
-        tracec.linalg.svd(c.requires_grad_())
+
+
+def _phase_free_losses(lib, A):
+    """Losses of a complex SVD that do not depend on the singular vectors'
+    phases (U diag(e^{i phi}), Vh's conjugate phases)."""
+    U, S, Vh = lib.linalg.svd(A, full_matrices=False)
+    w = lib.arange(float(A.shape[-1]))
+    return [(S * (lib.arange(float(S.shape[-1])) + 1)).sum(),
+            ((U @ Vh).abs() ** 2 * w).sum(),
+            ((U * S.to(U.dtype)[..., None, :]) @ Vh).abs().pow(3).sum(),
+            (U.abs() ** 2 * lib.arange(float(U.shape[-1]))).sum() + (Vh.abs() ** 3).sum(),
+            lib.linalg.svdvals(A).pow(2).sum()]
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4)])
+def test_complex_svd_gradients_like_torch(shape):
+    """PyTorch's svd_backward for complex matrices: conjugate transposes and
+    the imaginary diagonal term, on losses blind to the vectors' phases."""
+    torch.manual_seed(0)
+    a = torch.randn(*shape, dtype=torch.complex128)
+    for k in range(5):
+        grads = []
+        for lib in (torch, tracec):
+            A = lib.tensor(a.numpy()).requires_grad_()
+            _phase_free_losses(lib, A)[k].backward()
+            grads.append(A.grad.resolve_conj().numpy())
+        np.testing.assert_allclose(grads[1], grads[0], rtol=1e-8, atol=1e-10)
+    # a loss that depends on the phases: refused with PyTorch's message
+    for lib in (torch, tracec):
+        A = lib.tensor(a.numpy()).requires_grad_()
+        with pytest.raises(RuntimeError, match="specified up to multiplication by e"):
+            lib.linalg.svd(A, full_matrices=False).U.real.sum().backward()

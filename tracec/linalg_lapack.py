@@ -303,8 +303,12 @@ def _torch_cholesky(input, upper=False):  # noqa: A002
 
 
 def _grad_np(g):
-    return None if g is None else g._data.astype(np.float64 if g.dtype is dt.float64
-                                                 else np.float32, copy=False)
+    if g is None:
+        return None
+    if g.dtype.is_complex:
+        return g._data.astype(np.complex128 if g.dtype is dt.complex128 else np.complex64,
+                              copy=False)
+    return g._data.astype(np.float64 if g.dtype is dt.float64 else np.float32, copy=False)
 
 
 def _factorization(name, forward, backward):
@@ -385,14 +389,9 @@ _svd = _factorization("LinalgSvdBackward0", _svd_fwd, _svd_bwd)
 
 
 def _svd_input(A, name):
-    """A real or complex (batch of) matrices; the complex decomposition's
-    derivative is not implemented (refused up front, as ``_hermitian``)."""
-    A = _matrix(A, name, complex_ok=True)
-    if A.dtype.is_complex and A.requires_grad:
-        raise NotImplementedError(f"{name}: the derivative for complex inputs is not "
-                                  "implemented by tracec yet (detach the input, or use a "
-                                  "real matrix)")
-    return A
+    """A real or complex (batch of) matrices (``svd_vjp`` differentiates
+    both)."""
+    return _matrix(A, name, complex_ok=True)
 
 
 def svd(A, full_matrices=True, *, driver=None):
