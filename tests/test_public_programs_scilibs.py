@@ -47,7 +47,8 @@
   save_checkpoint / from_checkpoint, a UNO with a DefaultDataProcessor of
   UnitGaussianNormalizers, FiniteDiff / FourierDiff derivatives and
   BurgersEqnLoss, tensor GaLore (its AdamW projecting the complex spectral
-  gradients by tensorly's Tucker, complex SVDs) (``neuraloperator_fno.py``).
+  gradients by tensorly's Tucker, complex SVDs), an FNO on complex-valued
+  data (``neuraloperator_fno.py``).
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the

@@ -10,7 +10,8 @@
 # save_checkpoint / from_checkpoint, evaluation at a finer resolution; a UNO
 # on normalized data (DefaultDataProcessor, UnitGaussianNormalizer), its
 # FiniteDiff / FourierDiff derivatives and BurgersEqnLoss, and its AdamW with
-# tensor GaLore (Tucker projections of the complex spectral gradients).
+# tensor GaLore (Tucker projections of the complex spectral gradients); an
+# FNO on complex-valued data.
 import torch
 from torch.utils.data import DataLoader, Dataset
 from neuralop.models import FNO, TFNO
@@ -181,3 +182,15 @@ for step in range(3):
     loss.backward()
     gopt.step()
     print('galore', step, f"{loss.item():.5f}")
+
+# complex-valued data (complex_data=True: complex lifting / projection and
+# the ComplexValued activations)
+torch.manual_seed(6)
+cm = FNO(n_modes=(6,), hidden_channels=6, in_channels=1, out_channels=1, n_layers=2,
+         complex_data=True)
+xc = torch.randn(3, 1, 16, dtype=torch.cfloat)
+yc = cm(xc)
+print('complex fno', yc.dtype, tuple(yc.shape),
+      [f"{v:.5f}" for v in torch.view_as_real(yc).flatten()[:6].tolist()])
+yc.abs().pow(2).mean().backward()
+print('complex grad', f"{sum(p.grad.abs().sum().item() for p in cm.parameters() if p.grad is not None):.5f}")
