@@ -42,7 +42,8 @@
 - neuraloperator: FNO (complex spectral convolutions through rfftn /
   irfftn) trained by hand with its AdamW and H1Loss, TFNO (Tucker / CP /
   dense factorized weights through tensorly / tltorch) trained by its
-  Trainer with LpLoss / H1Loss evaluation, a finer-resolution evaluation, a
+  Trainer with LpLoss / H1Loss evaluation, its training-state checkpoint
+  resumed by a fresh Trainer, a finer-resolution evaluation, a
   1-D FNO with domain padding, group norm and super-resolution,
   save_checkpoint / from_checkpoint, a UNO with a DefaultDataProcessor of
   UnitGaussianNormalizers, FiniteDiff / FourierDiff derivatives and

@@ -4,7 +4,8 @@
 # squared version) instead of the downloaded Darcy data:
 # FNO with its grid positional embedding, LpLoss / H1Loss, neuralop's AdamW
 # with a StepLR, trained by hand a few steps and then by its Trainer
-# (verbose off: its log lines carry timings) with eval losses; TFNO with
+# (verbose off: its log lines carry timings) with eval losses, its training
+# state checkpointed and resumed by a fresh Trainer; TFNO with
 # Tucker / CP / dense factorized spectral weights (tensorly, tltorch), a
 # 1-D FNO with domain padding and super-resolution output, count_model_params,
 # save_checkpoint / from_checkpoint, evaluation at a finer resolution; a UNO
@@ -87,6 +88,22 @@ print('trainer', {k: f"{float(v):.5f}" for k, v in sorted(metrics.items())
                   if k != 'epoch_train_time' and v is not None})
 errs = trainer.evaluate({'h1': h1loss, 'l2': l2loss}, test_loaders[16], log_prefix='16')
 print('evaluate', {k: f"{float(v):.5f}" for k, v in sorted(errs.items())})
+# checkpoint the training state, then resume it in a fresh Trainer for one
+# more epoch (model, optimizer and scheduler state through torch.save / load)
+trainer.checkpoint('state')
+torch.manual_seed(1)
+model_r = TFNO(n_modes=(4, 4), hidden_channels=8, in_channels=1, out_channels=1, n_layers=2,
+               factorization='tucker', implementation='factorized', rank=0.42)
+optimizer_r = AdamW(model_r.parameters(), lr=8e-3, weight_decay=1e-4)
+scheduler_r = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer_r, T_max=30)
+trainer_r = Trainer(model=model_r, n_epochs=3, device='cpu', verbose=False)
+metrics = trainer_r.train(train_loader=train_loader, test_loaders=test_loaders,
+                          optimizer=optimizer_r, scheduler=scheduler_r, regularizer=False,
+                          training_loss=h1loss, eval_losses={'h1': h1loss, 'l2': l2loss},
+                          resume_from_dir='state')
+print('resumed', trainer_r.start_epoch, f"{scheduler_r.get_last_lr()[0]:.6f}",
+      {k: f"{float(v):.5f}" for k, v in sorted(metrics.items())
+       if k != 'epoch_train_time' and v is not None})
 
 # a finer resolution: the same operator, more grid points
 x_fine, y_fine = make_data(2, 24)
