@@ -8,7 +8,8 @@
   term and by sdeint_adjoint, sde_gan.py's general-noise generator through
   reversible_heun with its exact adjoint (equal to backprop's gradients),
   log_ode, scalar and additive noise (davie / foster Levy areas), named
-  drift / diffusion, extra solver state (``torchsde_sdeint.py``);
+  drift / diffusion, extra solver state, a float64 SDE solved adaptively
+  forward and by an adaptive adjoint (``torchsde_sdeint.py``);
 - schedulefree, prodigyopt, dadaptation: every schedule-free optimizer
   (train() / eval(), closure, reference and paper variants, the wrapper),
   Prodigy and five D-Adaptation optimizers training an MLP, and a

@@ -6,7 +6,7 @@
 # adjoint SDE) and by plain backprop, with logqp's KL term as in
 # examples/latent_sde.py; examples/sde_gan.py's generator through
 # reversible_heun and its exact adjoint; log_ode, scalar and additive noise,
-# extra solver state.  Seeded: torch, and numpy (BrownianInterval's
+# extra solver state; float64 adaptive solves forward and adjoint.  Seeded: torch, and numpy (BrownianInterval's
 # default entropy); fixed steps (dt) so each solve is a few dozen steps.
 import numpy as np
 import torch
@@ -230,3 +230,34 @@ with torch.no_grad():
     ys, extra = torchsde.sdeint(Diagonal('stratonovich'), y0, ts, bm=bm_f, method='reversible_heun',
                                 dt=0.05, extra=True)
     print('extra', len(extra), [f"{v:.5f}" for v in extra[0][0].tolist()])
+
+
+# float64: an Ornstein-Uhlenbeck SDE, adaptive srk forward, adaptive milstein
+# adjoint, a BrownianInterval with a halfway tree
+class OU(torch.nn.Module):
+    noise_type = 'diagonal'
+    sde_type = 'ito'
+
+    def __init__(self):
+        super().__init__()
+        self.theta = torch.nn.Parameter(torch.tensor([0.5, 1.0], dtype=torch.float64))
+        self.mu = torch.nn.Parameter(torch.tensor([0.1, -0.2], dtype=torch.float64))
+        self.sigma = torch.nn.Parameter(torch.tensor([0.3, 0.2], dtype=torch.float64))
+
+    def f(self, t, y):
+        return self.theta * (self.mu - y)
+
+    def g(self, t, y):
+        return self.sigma.expand_as(y)
+
+
+sde = OU()
+y0 = torch.tensor([[1.0, -1.0]] * 3, dtype=torch.float64, requires_grad=True)
+ts = torch.linspace(0, 1, 4, dtype=torch.float64)
+bm = torchsde.BrownianInterval(t0=0., t1=1., size=(3, 2), dtype=torch.float64, entropy=5,
+                               halfway_tree=True, tol=1e-5, levy_area_approximation='space-time')
+ys = torchsde.sdeint_adjoint(sde, y0, ts, bm=bm, method='srk', dt=0.05, adaptive=True, rtol=1e-3,
+                             atol=1e-4, adjoint_method='milstein', adjoint_adaptive=True)
+ys[-1].sum().backward()
+print('float64 adaptive adjoint', ys.dtype, [f"{v:.8f}" for v in ys[-1].flatten().tolist()])
+print('  grads', [f"{v:.8f}" for v in y0.grad.flatten().tolist()], [f"{p.grad.sum().item():.8f}" for p in sde.parameters()])
