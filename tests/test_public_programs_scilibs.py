@@ -21,7 +21,8 @@
   sampling, inversion, save / load; planar and radial flows by reverse KL
   and alpha divergence; a residual flow with ActNorm; Glow blocks; a
   conditional flow; Hamiltonian annealed importance sampling and a
-  stochastic flow with Metropolis-Hastings and HMC layers
+  stochastic flow with Metropolis-Hastings and HMC layers; a
+  class-conditional multiscale Glow (Squeeze / Merge, bits per dimension)
   (``normflows_toy2d.py``);
 - zuko: the README's conditional NSF trained by maximum likelihood,
   sample / rsample_and_log_prob, the transform's inverse and log-det,
