@@ -18,7 +18,10 @@ the packages:
   svd_backward;
 - seeding a generator (torchsde's BrownianInterval seeds a fresh
   ``torch.Generator`` for every draw) ran MT19937's ``init_genrand`` as a
-  Python loop, 0.2 ms a seed; now NumPy's C seeding (the same state)."""
+  Python loop, 0.2 ms a seed; now NumPy's C seeding (the same state);
+- ``torch.mm`` / ``torch.matmul`` (and the methods) given a NumPy array
+  (deepxde's IDE example passes its quadrature matrix) raise PyTorch's
+  TypeError naming the argument and its position."""
 import numpy as np
 import pytest
 import torch
@@ -143,3 +146,21 @@ def test_generator_per_draw_seeding_like_torch():
     np.testing.assert_array_equal(outs[1][0], outs[0][0])
     assert outs[1][1] == outs[0][1]
     np.testing.assert_array_equal(outs[1][2], outs[0][2])
+
+
+def test_mm_matmul_refuse_non_tensors_with_torchs_message():
+    class Foo:
+        pass
+    calls = [("mm", lambda l, t, o: l.mm(o, t)), ("mm", lambda l, t, o: l.mm(t, o)),
+             ("matmul", lambda l, t, o: l.matmul(o, t)), ("matmul", lambda l, t, o: l.matmul(t, o)),
+             ("Tensor.mm", lambda l, t, o: t.mm(o)), ("Tensor.matmul", lambda l, t, o: t.matmul(o))]
+    for other in (np.ones((2, 2)), [[1.0, 2.0], [3.0, 4.0]], Foo(), 3):
+        for name, call in calls:
+            msgs = []
+            for lib in (torch, tracec):
+                with pytest.raises(TypeError) as e:
+                    call(lib, lib.ones(2, 2), other)
+                msgs.append(str(e.value).split("\n")[0])
+            assert msgs[1] == msgs[0], (name, msgs)
+    a = tracec.ones(2, 3)
+    assert a.mm(mat2=a.t()).sum().item() == 12.0 and a.matmul(other=a.t()).shape == (2, 2)
