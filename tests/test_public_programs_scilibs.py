@@ -22,8 +22,8 @@
   and alpha divergence; a residual flow with ActNorm; Glow blocks; a
   conditional flow; Hamiltonian annealed importance sampling and a
   stochastic flow with Metropolis-Hastings and HMC layers; a
-  class-conditional multiscale Glow (Squeeze / Merge, bits per dimension)
-  (``normflows_toy2d.py``);
+  class-conditional multiscale Glow (Squeeze / Merge, bits per dimension);
+  a NormalizingFlowVAE with a planar-flow posterior (``normflows_toy2d.py``);
 - zuko: the README's conditional NSF trained by maximum likelihood,
   sample / rsample_and_log_prob, the transform's inverse and log-det,
   state_dict save / load; MAF, RealNVP, NICE, SOSPF, NAF, UNAF (sampled

@@ -8,7 +8,7 @@
 # radial flows fitted by reverse KL to TwoModes; MaskedAffineFlow; a residual
 # flow with ActNorm; Glow blocks; a conditional flow forward and backward;
 # HAIS and a stochastic flow with Metropolis-Hastings / HMC layers; a
-# class-conditional multiscale Glow (glow.ipynb).
+# class-conditional multiscale Glow (glow.ipynb); a VAE with a flow posterior.
 # Changed for a CPU test: a few layers of small nets, 3 steps.
 import torch
 import numpy as np
@@ -225,3 +225,22 @@ with torch.no_grad():
 show('multiscale sample', s)
 print('multiscale sample lp', [f"{v:.4f}" for v in lp.tolist()])
 print('bpd', f"{(-msglow.log_prob(x, y).mean() / (np.log(2) * np.prod(input_shape))).item():.5f}")
+
+torch.manual_seed(9)
+# a VAE whose posterior is a planar flow (examples/vae.py, tiny: 8-pixel
+# binary data, a 2-d latent)
+enc = nf.nets.MLP([8, 16, 4])
+dec = nf.nets.MLP([2, 16, 8])
+vae = nf.NormalizingFlowVAE(nf.distributions.DiagGaussian(2, trainable=False),
+                            nf.distributions.NNDiagGaussian(enc),
+                            [nf.flows.Planar((2,)) for _ in range(3)],
+                            nf.distributions.NNBernoulliDecoder(dec))
+opt = torch.optim.Adam(vae.parameters(), lr=1e-3)
+x = (torch.rand(6, 8) > 0.5).float()
+for it in range(2):
+    z, log_q, log_p = vae(x, num_samples=3)
+    loss = torch.mean(log_q - log_p)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print('vae', it, f"{loss.item():.5f}", tuple(z.shape))
