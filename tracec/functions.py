@@ -1289,9 +1289,7 @@ def matmul(input, other):
     w = dispatching_operand(input, other)
     if w is not None:
         return w.__tracec_dispatch__(matmul, (input, other), {})
-    if not isinstance(input, Tensor) or not isinstance(other, Tensor):
-        raise TypeError("matmul(): both operands must be Tensors, got "
-                        f"{type(input).__name__} and {type(other).__name__}")
+    _tensor_args("matmul", ("input", input), ("other", other))
     if input.ndim == 0 or other.ndim == 0:
         raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
                            f"{input.ndim}D and {other.ndim}D")
@@ -1343,7 +1341,27 @@ def _matmul_name(na: int, nb: int) -> str:
     return "UnsafeViewBackward0"
 
 
+def _arg_type_name(x) -> str:
+    """A non-tensor argument's type as PyTorch's argument parser names it
+    (CPython's ``tp_name``): a builtin's or a Python class's bare name,
+    an extension type's with its module (``numpy.ndarray``)."""
+    t = type(x)
+    if t.__module__ == "builtins" or t.__flags__ & (1 << 9):    # Py_TPFLAGS_HEAPTYPE
+        return t.__name__
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def _tensor_args(op: str, *named) -> None:
+    """PyTorch's TypeError for the first of ``(name, value)`` that is not a
+    Tensor: ``mm(): argument 'mat2' (position 2) must be Tensor, not int``."""
+    for i, (name, x) in enumerate(named):
+        if not isinstance(x, Tensor):
+            raise TypeError(f"{op}(): argument '{name}' (position {i + 1}) must be Tensor, "
+                            f"not {_arg_type_name(x)}")
+
+
 def mm(input, mat2):
+    _tensor_args("mm", ("input", input), ("mat2", mat2))
     if input.ndim != 2 or mat2.ndim != 2:
         raise RuntimeError(f"mm: expected 2D tensors, got {input.ndim}D and {mat2.ndim}D")
     return matmul(input, mat2)

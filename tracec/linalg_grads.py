@@ -2,7 +2,8 @@
 ``eigh``, ``svd``, ``qr`` (reduced) and ``pinv``, as PyTorch's
 ``FunctionsManual.cpp`` writes them (``linalg_eig_backward`` for the
 Hermitian case, ``svd_backward``, ``linalg_qr_backward``, ``pinv_backward``)
-for real matrices, batched over leading dimensions.
+for real matrices (``svd`` for complex ones too), batched over leading
+dimensions.
 
 Invariant: each takes the forward's outputs and the incoming gradients
 (``None`` for an output no gradient reached, which selects PyTorch's cheaper
@@ -21,6 +22,11 @@ __all__ = ["eigh_vjp", "svd_vjp", "qr_vjp", "pinv_vjp"]
 
 def _mT(a):
     return np.swapaxes(a, -1, -2)
+
+
+def _mH(a):
+    """The conjugate transpose (the transpose of a real array)."""
+    return np.conj(np.swapaxes(a, -1, -2)) if np.iscomplexobj(a) else np.swapaxes(a, -1, -2)
 
 
 def _diag_embed(d):
@@ -50,7 +56,10 @@ def eigh_vjp(w, v, gw, gv):
 
 
 def svd_vjp(u, s, vh, gu, gs, gvh):
-    """The reduced SVD ``A = U diag(S) Vh`` (``U`` m x k, ``Vh`` k x n)."""
+    """The reduced SVD ``A = U diag(S) Vh`` (``U`` m x k, ``Vh`` k x n),
+    real or complex (conjugate transposes; for a complex ``A`` PyTorch's
+    extra term ``diag(diag(U^H gU - gU^H U) / 2S)``, and its refusal of a
+    loss that depends on the singular vectors' phases)."""
     m, n = u.shape[-2], vh.shape[-1]
     if gu is None and gvh is None:
         g = np.zeros_like(s) if gs is None else gs
@@ -58,12 +67,20 @@ def svd_vjp(u, s, vh, gu, gs, gvh):
     s2 = s * s
     e = _set_diag(s2[..., None, :] - s2[..., :, None], 1.0)
     if gu is not None:
-        utgu = _mT(u) @ gu
-        utgu = utgu - _mT(utgu)
+        utgu = _mH(u) @ gu
+        utgu = utgu - _mH(utgu)
     if gvh is not None:
-        gv = _mT(gvh)
+        gv = _mH(gvh)
         vtgv = vh @ gv
-        vtgv = vtgv - _mT(vtgv)
+        vtgv = vtgv - _mH(vtgv)
+    if np.iscomplexobj(u):
+        im_u = np.zeros_like(s) if gu is None else np.diagonal(utgu, 0, -2, -1).imag
+        im_v = np.zeros_like(s) if gvh is None else np.diagonal(vtgv, 0, -2, -1).imag
+        if not np.allclose(im_u, -im_v, rtol=1e-2, atol=1e-2):
+            raise RuntimeError(
+                "svd_backward: The singular vectors in the complex case are specified up to "
+                "multiplication by e^{i phi}. The specified loss function depends on this "
+                "phase term, making it ill-defined.")
     if gu is not None and gvh is not None:
         ret = (utgu * s[..., None, :] + s[..., :, None] * vtgv) / e
     elif gu is not None:
@@ -72,15 +89,17 @@ def svd_vjp(u, s, vh, gu, gs, gvh):
         ret = s[..., :, None] * (vtgv / e)
     if gs is not None:
         ret = ret + _diag_embed(gs)
+    if np.iscomplexobj(u) and gu is not None and gvh is not None:
+        ret = ret + _diag_embed(np.diagonal(utgu, 0, -2, -1) / (2 * s))
     if m > n and gu is not None:
         ga = u @ ret
         gu_sinv = gu / s[..., None, :]
-        ga = ga + gu_sinv - u @ (_mT(u) @ gu_sinv)
+        ga = ga + gu_sinv - u @ (_mH(u) @ gu_sinv)
         return ga @ vh
     if m < n and gvh is not None:
         ga = ret @ vh
         sinv_gvh = gvh / s[..., :, None]
-        ga = ga + sinv_gvh - (sinv_gvh @ _mT(vh)) @ vh
+        ga = ga + sinv_gvh - (sinv_gvh @ _mH(vh)) @ vh
         return u @ ga
     return u @ ret @ vh
 

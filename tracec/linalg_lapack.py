@@ -303,8 +303,12 @@ def _torch_cholesky(input, upper=False):  # noqa: A002
 
 
 def _grad_np(g):
-    return None if g is None else g._data.astype(np.float64 if g.dtype is dt.float64
-                                                 else np.float32, copy=False)
+    if g is None:
+        return None
+    if g.dtype.is_complex:
+        return g._data.astype(np.complex128 if g.dtype is dt.complex128 else np.complex64,
+                              copy=False)
+    return g._data.astype(np.float64 if g.dtype is dt.float64 else np.float32, copy=False)
 
 
 def _factorization(name, forward, backward):
@@ -384,13 +388,21 @@ def _svd_bwd(ctx, gu, gs, gvh):
 _svd = _factorization("LinalgSvdBackward0", _svd_fwd, _svd_bwd)
 
 
+def _svd_input(A, name):
+    """A real or complex (batch of) matrices (``svd_vjp`` differentiates
+    both)."""
+    return _matrix(A, name, complex_ok=True)
+
+
 def svd(A, full_matrices=True, *, driver=None):
-    A = _matrix(A, "linalg.svd")
+    """``(U, S, Vh)``: a complex input's ``U`` / ``Vh`` are complex, ``S``
+    real (LAPACK's gesdd through NumPy, as PyTorch's on CPU)."""
+    A = _svd_input(A, "linalg.svd")
     return SVDResult(*_svd(A, full_matrices))
 
 
 def svdvals(A, *, driver=None):
-    A = _matrix(A, "linalg.svdvals")
+    A = _svd_input(A, "linalg.svdvals")
     return _svd(A, False)[1]
 
 
@@ -411,7 +423,8 @@ def _torch_svd(input, some=True, compute_uv=True):  # noqa: A002
         V = Tensor._make(np.zeros((*batch, n, n), input.dtype.np), input.dtype)
         return _SVD_TORCH(U, S_, V)
     U, S_, Vh = svd(input, full_matrices=not some)
-    return _SVD_TORCH(U, S_, S.mT(Vh))
+    V = S.mT(Vh)
+    return _SVD_TORCH(U, S_, V.conj() if V.dtype.is_complex else V)
 
 
 def _eigvalsh_fwd(ctx, a, uplo):

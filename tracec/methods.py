@@ -50,6 +50,31 @@ _METHODS = {
 for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
 
+
+def _tensor_operand(op: str, arg: str, x) -> None:
+    """``Tensor.<op>(arg)``: PyTorch's TypeError for a non-tensor ``arg``
+    counts positions after ``self`` (``x.mm(a)``: 'mat2' (position 1));
+    the function form (``F._tensor_args``) counts ``input`` too."""
+    if not isinstance(x, Tensor) and F.dispatching_operand(x) is None:
+        raise TypeError(f"{op}(): argument '{arg}' (position 1) must be Tensor, "
+                        f"not {F._arg_type_name(x)}")
+
+
+def _mm_method(self, mat2):
+    _tensor_operand("mm", "mat2", mat2)
+    return F.mm(self, mat2)
+
+
+def _matmul_method(self, other):
+    _tensor_operand("matmul", "other", other)
+    return F.matmul(self, other)
+
+
+_mm_method.__name__ = _mm_method.__qualname__ = "mm"
+_matmul_method.__name__ = _matmul_method.__qualname__ = "matmul"
+Tensor.mm = _mm_method
+Tensor.matmul = _matmul_method
+
 Tensor.T = property(S.T)
 Tensor.mT = property(S.mT)
 

@@ -170,6 +170,24 @@ def _key(seed: int) -> np.ndarray:
     return key
 
 
+def _legacy_seeding_is_init_genrand() -> bool:
+    """Whether NumPy's ``MT19937._legacy_seeding`` (its C ``mt19937_seed``,
+    RandomState's seeding) leaves the state ``_key`` makes: the same
+    ``init_genrand``, a hundred times faster than the Python loop (a
+    ``torch.Generator().manual_seed(s)`` per draw, as torchsde's Brownian
+    intervals do, spent most of its time there)."""
+    try:
+        bits = np.random.MT19937()
+        bits._legacy_seeding(5489)
+        st = bits.state["state"]
+        return int(st["pos"]) == _N and bool((st["key"] == _key(5489)).all())
+    except Exception:  # noqa: BLE001  (a NumPy without it: the Python loop)
+        return False
+
+
+_FAST_SEED = _legacy_seeding_is_init_genrand()
+
+
 class MTState:
     """One generator's Mersenne Twister and its cached normal sample."""
 
@@ -180,8 +198,12 @@ class MTState:
         self.seed(seed)
 
     def seed(self, seed: int) -> None:
-        self.bits.state = {"bit_generator": "MT19937",
-                           "state": {"key": _key(seed), "pos": _N}}
+        """``init_genrand`` of the low 32 bits of ``seed`` (PyTorch's)."""
+        if _FAST_SEED:
+            self.bits._legacy_seeding(int(seed) & 0xFFFFFFFF)
+        else:
+            self.bits.state = {"bit_generator": "MT19937",
+                               "state": {"key": _key(seed), "pos": _N}}
         self.next_double = None
         self.next_float = None
 

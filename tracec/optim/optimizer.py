@@ -575,23 +575,27 @@ class Optimizer:
         return {"state": packed_state, "param_groups": param_groups}
 
     @staticmethod
-    def _process_value(param: Tensor, value: Tensor, key) -> Tensor:
-        """A copy of a loaded state tensor: ``step`` keeps its dtype, other
-        floating state takes the parameter's dtype (PyTorch's policy)."""
-        with graph.no_grad():
-            if key == "step" or not param.dtype.is_floating_point:
-                out = value.detach().clone()
-            else:
-                out = value.detach().to(param.dtype)
-                if out is value or out._data is value._data:
-                    out = out.clone()
-        return out
+    def _process_value(param: Tensor, value: Tensor, key, group: dict) -> Tensor:
+        """A loaded state tensor under PyTorch's policy: ``step`` is kept as
+        it is (float32 on the parameter's device for a fused or capturable
+        group), other floating state takes the parameter's dtype and device.
+        Like PyTorch's, ``.to`` aliases the loaded tensor when nothing
+        changes, so an optimizer loaded from a live ``state_dict()`` shares
+        its state tensors with the one that made it."""
+        if key == "step":
+            if group.get("capturable", False) or group.get("fused", False):
+                return value.to(dtype=dt.float32, device=param.device)
+            return value
+        if param.dtype.is_floating_point:
+            return value.to(dtype=param.dtype, device=param.device)
+        return value.to(device=param.device)
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Load state made by ``state_dict()`` (of this optimizer, another
         instance, or a checkpoint). Groups must match in number and size;
-        hyperparameters (``lr`` ...) come from the loaded dict. Loaded
-        tensors are copied, never aliased."""
+        hyperparameters (``lr`` ...) come from the loaded dict (copied).
+        Loaded state tensors are aliased where dtype and device already
+        match, as PyTorch's are (``_process_value``)."""
         state_dict = state_dict.copy()
         groups = self.param_groups
         saved_groups = copy.deepcopy(state_dict["param_groups"])
@@ -603,21 +607,22 @@ class Optimizer:
 
         id_map = dict(zip(chain.from_iterable(g["params"] for g in saved_groups),
                           chain.from_iterable(g["params"] for g in groups)))
+        group_of = {i: g for g in saved_groups for i in g["params"]}
 
-        def cast(param, value, key=None):
+        def cast(param, value, group, key=None):
             if isinstance(value, Tensor):
-                return Optimizer._process_value(param, value, key)
+                return Optimizer._process_value(param, value, key, group)
             if isinstance(value, dict):
-                return {k: cast(param, v, key=k) for k, v in value.items()}
+                return {k: cast(param, v, group, key=k) for k, v in value.items()}
             if isinstance(value, (list, tuple)):
-                return type(value)(cast(param, v) for v in value)
+                return type(value)(cast(param, v, group) for v in value)
             return value
 
         state: defaultdict = defaultdict(dict)
         for k, v in state_dict["state"].items():
             if k in id_map:
                 param = id_map[k]
-                state[param] = cast(param, v)
+                state[param] = cast(param, v, group_of[k])
             else:
                 state[k] = v
 
