@@ -415,6 +415,81 @@ def _is_set_to(self, tensor) -> bool:
             and self.dtype is tensor.dtype)
 
 
+#: dtype name -> the C++ type PyTorch's messages name it by
+_C_TYPES = {"float32": "float", "float64": "double", "float16": "c10::Half",
+            "bfloat16": "c10::BFloat16", "int64": "long int", "int32": "int", "int16": "short int",
+            "int8": "signed char", "uint8": "unsigned char", "bool": "bool",
+            "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
+
+
+def _c_type(dtype) -> str:
+    return _C_TYPES.get(dtype.name, dtype.name)
+
+
+def _set_(self, source=None, storage_offset: int = 0, size=None, stride=None):
+    """``Tensor.set_``: ``self`` now lies in ``source``'s memory, in place
+    (fastai's HSV transforms, MONAI's MetaTensor unpickling, reversible
+    networks).  ``source`` a tensor: its elements as they are laid out
+    (or, given ``size``, from ``storage_offset`` of its storage with
+    ``size`` / ``stride``, contiguous by default); a storage: the same from
+    its bytes; nothing: an empty tensor.  Writes through either are seen
+    by the other.  ``self`` is no longer a view of what it viewed; its
+    ``storage_offset()`` counts from the memory it was set to, not from the
+    start of ``source``'s storage."""
+    from tracec import graph
+    from tracec.tensor import RECORDERS, concrete
+    if graph.is_grad_enabled() and self.requires_grad and self._node is None and \
+            self._base is None:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                           "operation.")
+    if RECORDERS:
+        concrete(self, "set_()")        # (not recordable: the trace runs eagerly)
+    np_dtype = self._data.dtype
+    if source is None:
+        arr = np.empty(0, np_dtype)
+    else:
+        if isinstance(source, Tensor):
+            if source.dtype is not self.dtype:
+                raise RuntimeError(f"Could not set tensor of type {_c_type(source.dtype)} to a "
+                                   f"tensor of type {_c_type(self.dtype)}")
+            if size is None and not storage_offset and stride is None:
+                arr = source._data
+            else:
+                source = _untyped_storage(source)
+        if not isinstance(source, Tensor):
+            if not isinstance(source, UntypedStorage):
+                raise TypeError(f"set_(): argument 'source' must be Tensor or Storage, not "
+                                f"{type(source).__name__}")
+            if source._bfloat16 or self.dtype is dt.bfloat16:
+                raise NotImplementedError("Tensor.set_ from a bfloat16 storage is not "
+                                          "supported by tracec")
+            flat = source._root.reshape(-1).view(np.uint8)
+            n = flat.nbytes // np_dtype.itemsize
+            typed = flat[:n * np_dtype.itemsize].view(np_dtype)
+            if size is None:
+                size = (n - storage_offset,)
+            size = tuple(int(d) for d in size)
+            if stride is None:
+                stride, acc = [], 1
+                for d in reversed(size):
+                    stride.insert(0, acc)
+                    acc *= max(d, 1)
+            extent = storage_offset + 1 + sum((d - 1) * st for d, st in zip(size, stride) if d)
+            if all(size) and extent > n:
+                raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, "
+                                   f"storage offset {storage_offset}, and itemsize "
+                                   f"{np_dtype.itemsize} requiring a storage size of "
+                                   f"{extent * np_dtype.itemsize} are out of bounds for "
+                                   f"storage of size {n * np_dtype.itemsize}")
+            arr = np.lib.stride_tricks.as_strided(
+                typed[storage_offset:], size, tuple(int(st) * np_dtype.itemsize for st in stride))
+    self._data = arr
+    if self._base is not None:
+        self._base, self._view_chain = None, None
+    self._version[0] += 1
+    return self
+
+
 def _self(self, *args, **kwargs):
     return self
 
@@ -461,6 +536,7 @@ Tensor.is_signed = is_signed
 Tensor.get_device = get_device
 Tensor.is_inference = is_inference
 Tensor.is_set_to = _is_set_to
+Tensor.set_ = _set_
 Tensor.ndimension = Tensor.dim
 Tensor.pin_memory = _self
 def _sparse_info(t):
