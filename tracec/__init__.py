@@ -142,8 +142,9 @@ from tracec.differences import *  # noqa: E402,F401,F403
 from tracec import linalg  # noqa: E402,F401
 from tracec.lowrank import pca_lowrank, svd_lowrank  # noqa: E402,F401
 from tracec.linalg import (addmv, addr, cdist, chain_matmul, det, dist, ger, inner,  # noqa: E402,F401
-                           inverse, kron, logdet, matrix_power, mv, pinverse, slogdet,
+                           inverse, kron, logdet, matrix_power, mv, pinverse,
                            tensordot, vdot)
+from tracec.linalg import _torch_slogdet as slogdet  # noqa: E402,F401
 from tracec.linalg import trace as _matrix_trace  # noqa: E402
 from tracec.linalg import _torch_cholesky as cholesky, _torch_cross as cross  # noqa: E402,F401
 from tracec.linalg import _torch_norm as norm, _torch_qr as qr, _torch_svd as svd  # noqa: E402,F401

@@ -121,8 +121,17 @@ def _public_classes():
 _RENAMED: dict = {}
 
 
+def _return_types():
+    """(class, "torch.return_types", its name) of ``torch.return_types``'
+    named tuples (``type(torch.max(x, 0)).__module__``)."""
+    from tracec import return_types
+    return [(c, "torch.return_types", c.__name__) for c in vars(return_types).values()
+            if isinstance(c, type) and c.__module__ == return_types.__name__
+            and issubclass(c, tuple)]
+
+
 def _rename_classes(install: bool) -> None:
-    for cls, module, name in _public_classes():
+    for cls, module, name in list(_public_classes()) + (_return_types() if install else []):
         if install and cls not in _RENAMED:
             _RENAMED[cls] = (cls.__module__, cls.__name__, cls.__qualname__)
             cls.__module__, cls.__name__, cls.__qualname__ = module, name, name

@@ -35,7 +35,7 @@ from tracec.linalg_lapack import (LinAlgError, _float_input, _square, cholesky, 
                                   qr, slogdet, solve, solve_ex, solve_triangular, svd, svdvals,
                                   triangular_solve, lu, lu_factor, lu_factor_ex, lu_solve,
                                   _torch_lu, _torch_lu_solve, _torch_cholesky,
-                                  _torch_qr, _torch_svd)
+                                  _torch_qr, _torch_slogdet, _torch_svd)
 from tracec.tensor import Tensor, concrete
 
 __all__ = ["norm", "vector_norm", "matrix_norm", "inv", "det", "slogdet", "solve", "cholesky",
@@ -599,7 +599,7 @@ def renorm(input, p, dim, maxnorm):  # noqa: A002
 
 _TENSOR_METHODS = {
     "mv": mv, "addmv": addmv, "addr": addr, "ger": ger, "inner": inner, "kron": kron,
-    "trace": trace, "det": det, "logdet": logdet, "slogdet": slogdet, "inverse": inv,
+    "trace": trace, "det": det, "logdet": logdet, "slogdet": _torch_slogdet, "inverse": inv,
     "pinverse": pinverse, "matrix_power": matrix_power, "cross": _torch_cross, "vdot": vdot,
     "norm": _torch_norm, "dist": dist, "addbmm": addbmm, "matrix_exp": matrix_exp,
     "cholesky_solve": cholesky_solve, "cholesky_inverse": cholesky_inverse,

@@ -33,19 +33,23 @@ __all__ = ["LinAlgError", "eig", "eigvals", "inv", "inverse", "det", "slogdet", 
            "cholesky_solve", "cholesky_inverse", "lu_factor", "lu_factor_ex", "lu", "lu_unpack",
            "lu_solve"]
 
-SlogdetResult = structseq("slogdet", ["sign", "logabsdet"])
-QRResult = structseq("qr", ["Q", "R"])
-SVDResult = structseq("svd", ["U", "S", "Vh"])
-EighResult = structseq("eigh", ["eigenvalues", "eigenvectors"])
-EigResult = structseq("eig", ["eigenvalues", "eigenvectors"])
-InvExResult = structseq("inv_ex", ["inverse", "info"])
-CholeskyExResult = structseq("cholesky_ex", ["L", "info"])
-SolveExResult = structseq("solve_ex", ["result", "info"])
-LstsqResult = structseq("lstsq", ["solution", "residuals", "rank", "singular_values"])
+# (torch.linalg's functions return ``torch.return_types.linalg_<name>``;
+# torch.slogdet / torch.qr / torch.svd their own ``slogdet`` / ``qr`` / ``svd``)
+SlogdetResult = structseq("linalg_slogdet", ["sign", "logabsdet"])
+_TorchSlogdet = structseq("slogdet", ["sign", "logabsdet"])
+_TorchQR = structseq("qr", ["Q", "R"])
+QRResult = structseq("linalg_qr", ["Q", "R"])
+SVDResult = structseq("linalg_svd", ["U", "S", "Vh"])
+EighResult = structseq("linalg_eigh", ["eigenvalues", "eigenvectors"])
+EigResult = structseq("linalg_eig", ["eigenvalues", "eigenvectors"])
+InvExResult = structseq("linalg_inv_ex", ["inverse", "info"])
+CholeskyExResult = structseq("linalg_cholesky_ex", ["L", "info"])
+SolveExResult = structseq("linalg_solve_ex", ["result", "info"])
+LstsqResult = structseq("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
 TriangularSolveResult = structseq("triangular_solve", ["solution", "cloned_coefficient"])
-LUFactorResult = structseq("lu_factor", ["LU", "pivots"])
-LUFactorExResult = structseq("lu_factor_ex", ["LU", "pivots", "info"])
-LUResult = structseq("lu", ["P", "L", "U"])
+LUFactorResult = structseq("linalg_lu_factor", ["LU", "pivots"])
+LUFactorExResult = structseq("linalg_lu_factor_ex", ["LU", "pivots", "info"])
+LUResult = structseq("linalg_lu", ["P", "L", "U"])
 LUUnpackResult = structseq("lu_unpack", ["P", "L", "U"])
 
 
@@ -366,7 +370,24 @@ def qr(A, mode="reduced"):
 
 
 def _torch_qr(input, some=True):  # noqa: A002
-    return qr(input, "reduced" if some else "complete")
+    """``torch.qr`` (deprecated: PyTorch's warning, once per process)."""
+    _warn_torch_qr()
+    return _TorchQR(*qr(input, "reduced" if some else "complete"))
+
+
+@functools.cache
+def _warn_torch_qr() -> None:
+    import warnings
+    warnings.warn("torch.qr is deprecated in favor of torch.linalg.qr and will be removed in a "
+                  "future PyTorch release.\nThe boolean parameter 'some' has been replaced "
+                  "with a string parameter 'mode'.\nQ, R = torch.qr(A, some)\nshould be "
+                  "replaced with\nQ, R = torch.linalg.qr(A, 'reduced' if some else 'complete')",
+                  UserWarning, stacklevel=3)
+
+
+def _torch_slogdet(input):  # noqa: A002
+    """``torch.slogdet`` / ``Tensor.slogdet``."""
+    return _TorchSlogdet(*slogdet(input))
 
 
 def _svd_fwd(ctx, a, full_matrices):
@@ -406,7 +427,7 @@ def svdvals(A, *, driver=None):
     return _svd(A, False)[1]
 
 
-_SVD_TORCH = structseq("svd_torch", ["U", "S", "V"])
+_SVD_TORCH = structseq("svd", ["U", "S", "V"])
 
 
 def _torch_svd(input, some=True, compute_uv=True):  # noqa: A002

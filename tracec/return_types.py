@@ -24,12 +24,21 @@ def _repr(self) -> str:
 
 
 def structseq(name: str, fields) -> type:
-    """The return type ``name`` with ``fields`` (made once per name)."""
+    """The return type ``name`` with ``fields`` (made once per name).  Its
+    constructor also takes PyTorch's structseq form, ``cls(sequence, dict)``,
+    which PyTorch's pickles call (``torch.return_types.max((v, i), {})``)."""
     module = sys.modules[__name__]
     existing = getattr(module, name, None)
     if existing is not None:
         return existing
-    cls = type(name, (namedtuple(name, fields),), {"__slots__": (), "__repr__": _repr,
-                                                     "__module__": __name__})
+    base = namedtuple(name, fields)
+
+    def __new__(cls, *args, **kwargs):
+        if len(args) == 2 and not kwargs and isinstance(args[1], dict) and not args[1] and \
+                isinstance(args[0], (tuple, list)) and len(args[0]) == len(base._fields):
+            args = tuple(args[0])
+        return base.__new__(cls, *args, **kwargs)
+    cls = type(name, (base,), {"__slots__": (), "__repr__": _repr, "__new__": __new__,
+                               "__module__": __name__})
     setattr(module, name, cls)
     return cls

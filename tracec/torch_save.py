@@ -48,6 +48,7 @@ from tracec import mutation
 from tracec.device import device
 from tracec.tensor import Size, Tensor
 from tracec.torch_names import torch_name
+from tracec import return_types as _return_types
 
 __all__ = ["encodable", "save_torch", "torch_records", "write_records", "NotEncodable"]
 
@@ -143,6 +144,10 @@ class _Pickler(pickle._Pickler):
             fn, args = self._tensor(obj)
             return self.save_reduce(_Ref("torch._tensor", "_rebuild_from_type_v2"),
                                     (fn, type(obj), args, dict(vars(obj))), obj=obj)
+        if isinstance(obj, tuple) and getattr(_return_types, type(obj).__name__, None) is type(obj):
+            # a torch.return_types named tuple, reduced as PyTorch's are
+            return self.save_reduce(_Ref("torch.return_types", type(obj).__name__),
+                                    (tuple(obj), {}), obj=obj)
         if isinstance(obj, _module_class()) and self.memo.get(id(obj)) is None:
             return self._module(obj)
         if type(obj) in _PLAIN:
