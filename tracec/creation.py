@@ -80,11 +80,19 @@ def copy_construct_warning(spelling: str, stacklevel: int) -> None:
     """PyTorch's warning for a tensor made from a tensor by ``spelling``
     (``torch.tensor``, ``tensor.new_tensor``), at the caller ``stacklevel``
     frames above the function that calls this."""
+    import sys
     import warnings
+
+    from tracec.torch_function_switch import WRAPPER_CODES
+    level = stacklevel + 1
+    # (a dispatching wrapper between the caller and the user, once a
+    # TorchFunctionMode made torch.tensor one, is not the line to blame)
+    while sys._getframe(level - 1).f_code in WRAPPER_CODES:
+        level += 1
     warnings.warn("To copy construct from a tensor, it is recommended to use "
                   "sourceTensor.detach().clone() or "
                   "sourceTensor.detach().clone().requires_grad_(True), rather than "
-                  f"{spelling}(sourceTensor).", UserWarning, stacklevel=stacklevel + 1)
+                  f"{spelling}(sourceTensor).", UserWarning, stacklevel=level)
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
