@@ -1,0 +1,153 @@
+"""snntorch's tutorials 1-5 on tiny synthetic MNIST-like data: spike
+encoding (spikegen.rate / latency / delta), Lapicque / Leaky / Synaptic /
+Alpha / RLeaky neurons stepped by hand, surrogate gradients, a two-layer
+spiking MLP trained with SF.ce_rate_loss and the accuracy helper, and an
+init_hidden Sequential trained with backprop.BPTT."""
+import random
+
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import snntorch as snn
+import snntorch.functional as SF
+from snntorch import backprop, spikegen, surrogate, utils
+
+torch.manual_seed(0)
+random.seed(0)
+
+
+def show(name, t):
+    t = t.detach().float()
+    print(f"{name} {tuple(t.shape)} sum={t.sum().item():.5f} mean={t.mean().item():.6f}")
+
+
+# --- tutorial 1: spike encoding
+img = torch.rand(4, 1, 6, 6)
+show("rate", spikegen.rate(img, num_steps=10))
+show("rate_gain", spikegen.rate(img, num_steps=10, gain=0.5))
+show("latency", spikegen.latency(img, num_steps=10, tau=5, threshold=0.01, normalize=True, linear=True))
+show("latency_lin", spikegen.latency(img, num_steps=10, tau=5, threshold=0.01,
+                                     normalize=True, clip=True))
+seq = torch.rand(10, 3, 5)
+show("delta", spikegen.delta(seq, threshold=0.1, off_spike=True))
+
+# --- tutorial 2: neurons stepped by hand
+cur_in = torch.cat((torch.zeros(5, 1), torch.ones(25, 1) * 0.3), 0)
+for name, neuron in [
+    ("lapicque", snn.Lapicque(R=5.1, C=5e-3, time_step=1e-3)),
+    ("leaky", snn.Leaky(beta=0.8)),
+    ("leaky_zero", snn.Leaky(beta=0.8, reset_mechanism="zero")),
+]:
+    mem = neuron.init_leaky() if hasattr(neuron, "init_leaky") else torch.zeros(1)
+    spikes, mems = [], []
+    for step in range(30):
+        spk, mem = neuron(cur_in[step], mem)
+        spikes.append(spk)
+        mems.append(mem)
+    show(name + "_spk", torch.stack(spikes))
+    show(name + "_mem", torch.stack(mems))
+
+syn_neuron = snn.Synaptic(alpha=0.8, beta=0.7)
+syn, mem = syn_neuron.init_synaptic()
+rec = []
+for step in range(30):
+    spk, syn, mem = syn_neuron(cur_in[step], syn, mem)
+    rec.append(torch.cat([spk, syn, mem]))
+show("synaptic", torch.stack(rec))
+
+alpha_neuron = snn.Alpha(alpha=0.8, beta=0.7)
+syn_exc, syn_inh, mem = alpha_neuron.init_alpha()
+rec = []
+for step in range(30):
+    spk, syn_exc, syn_inh, mem = alpha_neuron(cur_in[step], syn_exc, syn_inh, mem)
+    rec.append(torch.cat([spk, mem]))
+show("alpha", torch.stack(rec))
+
+rlif = snn.RLeaky(beta=0.9, linear_features=4)
+spk, mem = rlif.init_rleaky()
+rec = []
+x4 = torch.rand(30, 4)
+for step in range(30):
+    spk, mem = rlif(x4[step], spk, mem)
+    rec.append(mem)
+show("rleaky", torch.stack(rec))
+
+# --- surrogate gradients
+x = torch.linspace(-1, 1, 9, requires_grad=True)
+for name, sg in [("atan", surrogate.atan()), ("fast_sigmoid", surrogate.fast_sigmoid(slope=25)),
+                 ("sigmoid", surrogate.sigmoid()), ("straight", surrogate.straight_through_estimator()),
+                 ("triangular", surrogate.triangular()), ("spike_rate_escape", surrogate.spike_rate_escape())]:
+    y = sg(x)
+    (g,) = torch.autograd.grad(y.sum(), x)
+    print(name, [f"{v:.5f}" for v in y.tolist()], [f"{v:.5f}" for v in g.tolist()])
+
+# --- tutorial 5: a spiking MLP trained with ce_rate_loss
+num_inputs, num_hidden, num_outputs, num_steps, beta = 36, 20, 10, 8, 0.95
+data = torch.rand(32, 1, 6, 6)
+targets = torch.randint(0, 10, (32,))
+loader = DataLoader(TensorDataset(data, targets), batch_size=16, shuffle=True)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(num_inputs, num_hidden)
+        self.lif1 = snn.Leaky(beta=beta, spike_grad=surrogate.fast_sigmoid(slope=25))
+        self.fc2 = nn.Linear(num_hidden, num_outputs)
+        self.lif2 = snn.Leaky(beta=beta, spike_grad=surrogate.fast_sigmoid(slope=25))
+
+    def forward(self, x):
+        mem1 = self.lif1.init_leaky()
+        mem2 = self.lif2.init_leaky()
+        spk2_rec, mem2_rec = [], []
+        for step in range(num_steps):
+            cur1 = self.fc1(x[step].flatten(1))
+            spk1, mem1 = self.lif1(cur1, mem1)
+            cur2 = self.fc2(spk1)
+            spk2, mem2 = self.lif2(cur2, mem2)
+            spk2_rec.append(spk2)
+            mem2_rec.append(mem2)
+        return torch.stack(spk2_rec, dim=0), torch.stack(mem2_rec, dim=0)
+
+
+net = Net()
+optimizer = torch.optim.Adam(net.parameters(), lr=5e-3, betas=(0.9, 0.999))
+loss_fn = SF.ce_rate_loss()
+for epoch in range(2):
+    for x, y in loader:
+        spk_in = spikegen.rate(x, num_steps=num_steps)
+        spk_rec, mem_rec = net(spk_in)
+        loss = loss_fn(spk_rec, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        acc = SF.accuracy_rate(spk_rec, y)
+        print(f"epoch {epoch} loss {loss.item():.5f} acc {acc:.4f} spikes {spk_rec.sum().item():.0f}")
+
+mse_fn = SF.mse_count_loss(correct_rate=0.8, incorrect_rate=0.2)
+spk_rec, mem_rec = net(spikegen.rate(data[:8], num_steps=num_steps))
+print(f"mse_count {mse_fn(spk_rec, targets[:8]).item():.5f}")
+print(f"ce_count {SF.ce_count_loss()(spk_rec, targets[:8]).item():.5f}")
+print(f"ce_max_mem {SF.ce_max_membrane_loss()(mem_rec, targets[:8]).item():.5f}")
+print(f"mse_membrane {SF.mse_membrane_loss()(mem_rec, targets[:8]).item():.5f}")
+
+# --- init_hidden Sequential trained by backprop.BPTT (time-varying input)
+seq_net = nn.Sequential(
+    nn.Flatten(),
+    nn.Linear(num_inputs, num_hidden),
+    snn.Leaky(beta=0.9, init_hidden=True, spike_grad=surrogate.atan()),
+    nn.Linear(num_hidden, num_outputs),
+    snn.Leaky(beta=0.9, init_hidden=True, output=True, spike_grad=surrogate.atan()),
+)
+spk_data = spikegen.rate(data, num_steps=num_steps).transpose(0, 1)  # B x T x ...
+bptt_loader = DataLoader(TensorDataset(spk_data, targets), batch_size=16, shuffle=False)
+opt2 = torch.optim.Adam(seq_net.parameters(), lr=2e-3)
+for epoch in range(2):
+    avg = backprop.BPTT(seq_net, bptt_loader, optimizer=opt2, criterion=SF.mse_count_loss(),
+                        time_var=True, time_first=False, regularization=SF.l1_rate_sparsity())
+    print(f"bptt epoch {epoch} loss {avg.item():.5f}")
+utils.reset(seq_net)
+spk_out, mem_out = seq_net(spk_data[:, 0])
+show("seq_out_mem", mem_out)
+print(seq_net)

@@ -1,0 +1,31 @@
+"""Real published packages run unmodified on tracec (``tests/programs/misclibs``):
+
+- snntorch: its tutorials 1-5 on tiny synthetic MNIST-like data - spike
+  encoding (spikegen.rate / latency / delta), Lapicque / Leaky / Synaptic /
+  Alpha / RLeaky neurons stepped by hand, six surrogate gradients, a
+  spiking MLP trained with SF.ce_rate_loss, its other losses, and an
+  init_hidden Sequential trained by backprop.BPTT (``snntorch_tutorials.py``).
+
+Each program runs under ``tracec run`` (the packages' own ``import torch``
+is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
+packages' installed versions).  The programs seed torch and Python's
+``random``; tracec's draws equal PyTorch's, so spike trains compare strictly.
+"""
+import pathlib
+
+import pytest
+
+from library_programs import check_library_program
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROGS = ROOT / "tests" / "programs" / "misclibs"
+
+#: program -> the pip packages it imports (pinned in pyproject's test extra)
+CASES = {
+    "snntorch_tutorials.py": ("snntorch",),
+}
+
+
+@pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
+def test_misclibs_program_matches_torch(script, tmp_path):
+    check_library_program(PROGS / script, CASES[script], tmp_path)
