@@ -4,7 +4,12 @@
   encoding (spikegen.rate / latency / delta), Lapicque / Leaky / Synaptic /
   Alpha / RLeaky neurons stepped by hand, six surrogate gradients, a
   spiking MLP trained with SF.ce_rate_loss, its other losses, and an
-  init_hidden Sequential trained by backprop.BPTT (``snntorch_tutorials.py``).
+  init_hidden Sequential trained by backprop.BPTT (``snntorch_tutorials.py``);
+- pykan: its quickstart KAN(width=[2,5,1], grid=5, k=3) fitted with LBFGS
+  and with Adam (regularisation, grid updates) on create_dataset, attribution,
+  prune, symbolic edges and symbolic_formula, saveckpt / loadckpt, its
+  checkpoint folder in the working directory (``pykan_fit.py``; not
+  refine(): torch's CPU lstsq gives it run-to-run different coefficients).
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
@@ -23,6 +28,7 @@ PROGS = ROOT / "tests" / "programs" / "misclibs"
 #: program -> the pip packages it imports (pinned in pyproject's test extra)
 CASES = {
     "snntorch_tutorials.py": ("snntorch",),
+    "pykan_fit.py": ("pykan",),
 }
 
 
