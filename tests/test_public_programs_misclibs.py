@@ -9,7 +9,15 @@
   and with Adam (regularisation, grid updates) on create_dataset, attribution,
   prune, symbolic edges and symbolic_formula, saveckpt / loadckpt, its
   checkpoint folder in the working directory (``pykan_fit.py``; not
-  refine(): torch's CPU lstsq gives it run-to-run different coefficients).
+  refine(): torch's CPU lstsq gives it run-to-run different coefficients);
+- torchcde, einx, ema-pytorch, torch-ema (``cde_einx_ema.py``): a neural
+  CDE over natural cubic / Hermite / linear / rectilinear coefficients
+  (a missing value among them), cdeint with rk4, dopri5 and the adjoint,
+  two training steps; einx's dot / reductions / id / get_at / set_at /
+  softmax / argmax / flip / where and an einx attention with its gradient;
+  EMA (ema-pytorch, with a BatchNorm buffer) and ExponentialMovingAverage
+  (torch-ema) around an SGD loop, average_parameters / copy_to, the EMA's
+  state_dict saved and loaded in the working directory.
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
@@ -29,6 +37,7 @@ PROGS = ROOT / "tests" / "programs" / "misclibs"
 CASES = {
     "snntorch_tutorials.py": ("snntorch",),
     "pykan_fit.py": ("pykan",),
+    "cde_einx_ema.py": ("torchcde", "einx", "ema-pytorch", "torch-ema"),
 }
 
 

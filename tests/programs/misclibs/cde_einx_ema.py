@@ -1,0 +1,159 @@
+"""torchcde's README / time-series example: a neural CDE over natural cubic,
+Hermite (backward differences), linear and rectilinear interpolations,
+cdeint with rk4 / dopri5 / the adjoint, trained two steps on a spiral-like
+toy classification; einx's operations (dot, sum, id, get_at, set_at,
+softmax, ...) on torch tensors; and weight EMAs with ema-pytorch's EMA and
+torch-ema's ExponentialMovingAverage around a small training loop."""
+import math
+import random
+
+import torch
+import torch.nn as nn
+
+import einx
+import torchcde
+from ema_pytorch import EMA
+from torch_ema import ExponentialMovingAverage
+
+torch.manual_seed(0)
+random.seed(0)
+
+
+def fmt(t):
+    return [f"{v:.5f}" for v in t.detach().reshape(-1).tolist()]
+
+
+# ---------------- torchcde
+batch, length, input_channels, hidden_channels = 4, 6, 3, 5
+
+
+class CDEFunc(nn.Module):
+    def __init__(self, input_channels, hidden_channels):
+        super().__init__()
+        self.input_channels = input_channels
+        self.hidden_channels = hidden_channels
+        self.linear1 = nn.Linear(hidden_channels, 16)
+        self.linear2 = nn.Linear(16, input_channels * hidden_channels)
+
+    def forward(self, t, z):
+        z = self.linear1(z).relu()
+        z = self.linear2(z).tanh()
+        return z.view(z.size(0), self.hidden_channels, self.input_channels)
+
+
+class NeuralCDE(nn.Module):
+    def __init__(self, input_channels, hidden_channels, output_channels, interpolation="cubic"):
+        super().__init__()
+        self.func = CDEFunc(input_channels, hidden_channels)
+        self.initial = nn.Linear(input_channels, hidden_channels)
+        self.readout = nn.Linear(hidden_channels, output_channels)
+        self.interpolation = interpolation
+
+    def forward(self, coeffs, **kw):
+        if self.interpolation == "cubic":
+            X = torchcde.CubicSpline(coeffs)
+        else:
+            X = torchcde.LinearInterpolation(coeffs)
+        z0 = self.initial(X.evaluate(X.interval[0]))
+        z_T = torchcde.cdeint(X=X, z0=z0, func=self.func, t=X.interval, **kw)
+        return self.readout(z_T[:, 1])
+
+
+t = torch.linspace(0, 4 * math.pi, length)
+start = torch.rand(batch) * 2 * math.pi
+xs = torch.stack([torch.cos(start[:, None] + t) * (1 + t / 10),
+                  torch.sin(start[:, None] + t) * (1 + t / 10)], dim=2)
+xs[:2, :, 0] *= -1
+ys = torch.tensor([1.0, 1.0, 0.0, 0.0])
+X_data = torch.cat([t.unsqueeze(0).repeat(batch, 1).unsqueeze(-1), xs], dim=2)
+X_data[0, 2, 1] = float("nan")                  # a missing observation
+
+cubic = torchcde.natural_cubic_coeffs(X_data)
+print("natural cubic", tuple(cubic.shape), fmt(cubic[1, :2]))
+herm = torchcde.hermite_cubic_coefficients_with_backward_differences(X_data)
+print("hermite", tuple(herm.shape), fmt(herm[1, :2]))
+lin = torchcde.linear_interpolation_coeffs(X_data)
+print("linear", tuple(lin.shape), fmt(lin[0, :4]))
+rect = torchcde.linear_interpolation_coeffs(X_data, rectilinear=0)
+print("rectilinear", tuple(rect.shape), fmt(rect[0, :3]))
+spline = torchcde.CubicSpline(cubic)
+print("spline eval", fmt(spline.evaluate(torch.tensor(1.3))[1]), fmt(spline.derivative(torch.tensor(1.3))[1]))
+print("grid points", fmt(spline.grid_points), "interval", fmt(spline.interval))
+
+model = NeuralCDE(input_channels, 8, 1)
+optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+for step in range(2):
+    pred = model(cubic, method="rk4", options=dict(step_size=0.5)).squeeze(-1)
+    loss = nn.functional.binary_cross_entropy_with_logits(pred, ys)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    print(f"cde step {step} loss {loss.item():.5f}")
+
+hcoeffs = torchcde.hermite_cubic_coefficients_with_backward_differences(X_data)
+out = model(hcoeffs, method="dopri5", rtol=1e-3, atol=1e-5)
+print("hermite dopri5", fmt(out))
+lmodel = NeuralCDE(input_channels, 8, 1, interpolation="linear")
+out = lmodel(lin, method="rk4", options=dict(step_size=0.5))
+print("linear rk4", fmt(out))
+z0 = torch.rand(batch, 8, requires_grad=True)
+zt = torchcde.cdeint(X=spline, func=model.func, z0=z0, t=spline.grid_points, adjoint=True,
+                     method="rk4", options=dict(step_size=1.0))
+zt.sum().backward()
+print("adjoint zt", tuple(zt.shape), fmt(zt[:, -1, :2]), "z0 grad", fmt(z0.grad[0]))
+
+# ---------------- einx
+a = torch.randn(2, 3, 4)
+b = torch.randn(4, 5)
+print("dot", fmt(einx.dot("b s [c], [c] d -> b s d", a, b)[0, 0]))
+print("sum", fmt(einx.sum("b [s] c", a)[0]))
+print("mean", fmt(einx.mean("b s [c]", a)[1]))
+print("max", fmt(einx.max("[b] s c", a)[0]))
+print("id", tuple(einx.id("b s c -> c (b s)", a).shape), fmt(einx.id("b s c -> c (b s)", a)[0]))
+print("add", fmt(einx.add("b s c, c", a, torch.arange(4.0))[0, 0]))
+print("softmax", fmt(einx.softmax("b s [c]", a)[0, 0]))
+idx = torch.tensor([[0, 2], [1, 3]])
+print("get_at", fmt(einx.get_at("b s [c], b i -> b s i", a, idx)[0]))
+print("set_at", fmt(einx.set_at("b s [c], b i, b s i -> b s [c]", a, idx, torch.zeros(2, 3, 2))[0, 0]))
+print("argmax", einx.argmax("b s [c]", a).tolist())
+print("flip", fmt(einx.flip("b s [c]", a)[0, 0]))
+print("where", fmt(einx.where("b s c, , b s c", a > 0, 0.0, a)[0, 0]))
+q, k, v = torch.randn(3, 2, 4, 2, 3).unbind(0)          # b t h c
+att = einx.dot("b q h c, b k h c -> b h q k", q, k) / math.sqrt(3)
+att = einx.softmax("b h q [k]", att)
+o = einx.dot("b h q k, b k h c -> b q (h c)", att, v)
+print("attention", tuple(o.shape), fmt(o[0, 0]))
+w = torch.randn(4, 6, requires_grad=True)
+y = einx.dot("b s [c], [c] d -> b s d", a, w)
+y.square().mean().backward()
+print("dot grad", fmt(w.grad[0]))
+
+# ---------------- EMAs of weights
+net = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))
+ema = EMA(net, beta=0.9, update_after_step=1, update_every=1)
+tema = ExponentialMovingAverage(net.parameters(), decay=0.8)
+opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+data, target = torch.randn(16, 4), torch.randn(16, 2)
+for step in range(4):
+    loss = nn.functional.mse_loss(net(data), target)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    ema.update()
+    tema.update()
+    print(f"ema step {step} loss {loss.item():.5f} ema_step {int(ema.step)}")
+net.eval()
+ema.eval()
+print("online", fmt(net(data[:2])))
+print("ema_pytorch", fmt(ema(data[:2])))
+print("ema model bn", fmt(ema.ema_model[1].running_mean[:4]))
+with tema.average_parameters():
+    print("torch_ema", fmt(net(data[:2])))
+print("restored", fmt(net(data[:2])))
+state = tema.state_dict()
+tema.copy_to(net.parameters())
+print("copied", fmt(net(data[:2])), state["decay"], state["num_updates"])
+torch.save(ema.state_dict(), "ema.pt")
+ema2 = EMA(net, beta=0.9)
+ema2.load_state_dict(torch.load("ema.pt"))
+print("ema loaded", fmt(ema2(data[:2])), int(ema2.step))
