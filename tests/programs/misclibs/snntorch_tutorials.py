@@ -1,8 +1,11 @@
 """snntorch's tutorials 1-5 on tiny synthetic MNIST-like data: spike
 encoding (spikegen.rate / latency / delta), Lapicque / Leaky / Synaptic /
 Alpha / RLeaky neurons stepped by hand, surrogate gradients, a two-layer
-spiking MLP trained with SF.ce_rate_loss and the accuracy helper, and an
-init_hidden Sequential trained with backprop.BPTT."""
+spiking MLP trained with SF.ce_rate_loss and the accuracy helper, an
+init_hidden Sequential trained with backprop.BPTT, tutorial 6's
+convolutional SNN, SLSTM / SConv2dLSTM / RSynaptic, learnable beta and
+threshold, inhibition, graded spikes, state quantization, the temporal
+losses and population coding."""
 import random
 
 import torch
@@ -11,6 +14,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import snntorch as snn
 import snntorch.functional as SF
+import snntorch.functional.quant as sq
 from snntorch import backprop, spikegen, surrogate, utils
 
 torch.manual_seed(0)
@@ -151,3 +155,79 @@ utils.reset(seq_net)
 spk_out, mem_out = seq_net(spk_data[:, 0])
 show("seq_out_mem", mem_out)
 print(seq_net)
+
+# --- tutorial 6: a convolutional SNN (init_hidden) over a few steps
+torch.manual_seed(1)
+conv_net = nn.Sequential(
+    nn.Conv2d(1, 4, 3), nn.MaxPool2d(2),
+    snn.Leaky(beta=0.5, spike_grad=surrogate.fast_sigmoid(slope=25), init_hidden=True),
+    nn.Flatten(), nn.Linear(4 * 2 * 2, 10),
+    snn.Leaky(beta=0.5, spike_grad=surrogate.fast_sigmoid(slope=25), init_hidden=True, output=True),
+)
+copt = torch.optim.Adam(conv_net.parameters(), lr=1e-2)
+for it in range(2):
+    utils.reset(conv_net)
+    spk_rec = []
+    for step in range(num_steps):
+        spk_out, mem_out = conv_net(data[:8] * 4)
+        spk_rec.append(spk_out)
+    spk_rec = torch.stack(spk_rec)
+    loss = SF.ce_rate_loss()(spk_rec, targets[:8])
+    copt.zero_grad()
+    loss.backward()
+    copt.step()
+    print(f"conv iter {it} loss {loss.item():.5f} acc {SF.accuracy_rate(spk_rec, targets[:8]):.4f}")
+print("conv grad", [f"{v:.5f}" for v in conv_net[0].weight.grad.reshape(-1)[:6].tolist()])
+
+# --- recurrent / LSTM neurons and neuron options
+xs = torch.rand(6, 2, 4)
+slstm = snn.SLSTM(4, 3, spike_grad=surrogate.straight_through_estimator())
+syn, mem = slstm.init_slstm()
+rec = []
+for step in range(6):
+    spk, syn, mem = slstm(xs[step], syn, mem)
+    rec.append(torch.cat([spk, mem], 1))
+show("slstm", torch.stack(rec))
+sconv = snn.SConv2dLSTM(1, 2, 3, max_pool=2)
+syn, mem = sconv.init_sconv2dlstm()
+for step in range(3):
+    spk, syn, mem = sconv(data[:2] * 4, syn, mem)
+show("sconv2dlstm_spk", spk)
+show("sconv2dlstm_mem", mem)
+rsyn = snn.RSynaptic(alpha=0.9, beta=0.8, linear_features=4, reset_mechanism="zero")
+spk, syn, mem = rsyn.init_rsynaptic()
+rec = []
+for step in range(6):
+    spk, syn, mem = rsyn(xs[step] * 2, spk, syn, mem)
+    rec.append(mem)
+show("rsynaptic", torch.stack(rec))
+
+learn = snn.Leaky(beta=torch.full((4,), 0.7), threshold=torch.full((4,), 0.5), learn_beta=True,
+                  learn_threshold=True, spike_grad=surrogate.atan())
+inhib = snn.Leaky(beta=0.9, inhibition=True)
+graded = snn.Leaky(beta=0.9, graded_spikes_factor=torch.full((4,), 0.5), learn_graded_spikes_factor=True)
+quant = snn.Leaky(beta=0.9, state_quant=sq.state_quant(num_bits=4, uniform=True, threshold=1.0))
+delay = snn.Synaptic(alpha=0.7, beta=0.8, reset_delay=False)
+outs = {n: [] for n in ["learn", "inhib", "graded", "quant", "delay"]}
+m1, m2, m3, m4 = [torch.zeros(2, 4) for _ in range(4)]
+s5, m5 = torch.zeros(2, 4), torch.zeros(2, 4)
+for step in range(6):
+    spk, m1 = learn(xs[step] * 2, m1); outs["learn"].append(spk + m1)
+    spk, m2 = inhib(xs[step] * 2, m2); outs["inhib"].append(spk + m2)
+    spk, m3 = graded(xs[step] * 2, m3); outs["graded"].append(spk + m3)
+    spk, m4 = quant(xs[step] * 2, m4); outs["quant"].append(spk + m4)
+    spk, s5, m5 = delay(xs[step] * 2, s5, m5); outs["delay"].append(spk + m5)
+for n, v in outs.items():
+    show(n, torch.stack(v))
+torch.stack(outs["learn"]).sum().backward()
+print("learn grads", [f"{v:.5f}" for v in learn.beta.grad.tolist() + learn.threshold.grad.tolist()])
+
+# --- temporal losses, population code
+spk_t = (torch.rand(num_steps, 8, 10) > 0.7).float().requires_grad_()
+tl = SF.mse_temporal_loss(target_is_time=False, on_target=0, off_target=num_steps - 1)(spk_t, targets[:8])
+cl = SF.ce_temporal_loss()(spk_t, targets[:8])
+(tl + cl).backward()
+print(f"temporal mse {tl.item():.5f} ce {cl.item():.5f} grad {spk_t.grad.abs().sum().item():.5f}")
+print(f"temporal acc {SF.accuracy_temporal(spk_t, targets[:8]):.4f}")
+pop = (torch.rand(num_steps, 8, 20) > 0.5).float()
+print(f"population acc {SF.accuracy_rate(pop, targets[:8], population_code=True, num_classes=10):.4f}")
