@@ -21,7 +21,9 @@
   softmax / argmax / flip / where and an einx attention with its gradient;
   EMA (ema-pytorch, with a BatchNorm buffer) and ExponentialMovingAverage
   (torch-ema) around an SGD loop, average_parameters / copy_to, the EMA's
-  state_dict saved and loaded in the working directory.
+  state_dict saved and loaded in the working directory, and a PostHocEMA
+  (two profiles checkpointed in float16 into the working directory, a third
+  synthesized from them by least squares).
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the

@@ -3,7 +3,8 @@ Hermite (backward differences), linear and rectilinear interpolations,
 cdeint with rk4 / dopri5 / the adjoint, trained two steps on a spiral-like
 toy classification; einx's operations (dot, sum, id, get_at, set_at,
 softmax, ...) on torch tensors; and weight EMAs with ema-pytorch's EMA and
-torch-ema's ExponentialMovingAverage around a small training loop."""
+torch-ema's ExponentialMovingAverage around a small training loop, and
+ema-pytorch's PostHocEMA synthesizing a profile from its checkpoints."""
 import math
 import random
 
@@ -12,7 +13,7 @@ import torch.nn as nn
 
 import einx
 import torchcde
-from ema_pytorch import EMA
+from ema_pytorch import EMA, PostHocEMA
 from torch_ema import ExponentialMovingAverage
 
 torch.manual_seed(0)
@@ -127,6 +128,14 @@ w = torch.randn(4, 6, requires_grad=True)
 y = einx.dot("b s [c], [c] d -> b s d", a, w)
 y.square().mean().backward()
 print("dot grad", fmt(w.grad[0]))
+print("logsumexp", fmt(einx.logsumexp("b s [c]", a)[0]))
+print("var std", fmt(einx.var("b [s] c", a)[0]), fmt(einx.std("[b s] c", a)))
+print("sort", fmt(einx.sort("b s [c]", a)[1, 2]), "argsort", einx.argsort("b s [c]", a)[1, 2].tolist())
+print("roll", fmt(einx.roll("b s [c]", a, shift=1)[1, 2]))
+print("multiply", fmt(einx.multiply("b s c, s", a, torch.tensor([1.0, -2.0, 3.0]))[1, 2]))
+print("add_at", fmt(einx.add_at("[n] c, b, b c -> [n] c", torch.zeros(3, 2), torch.tensor([0, 2, 0]),
+                                torch.ones(3, 2))))
+print("matches", einx.matches("b s c", a), einx.matches("b c", a))
 
 # ---------------- EMAs of weights
 net = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))
@@ -157,3 +166,20 @@ torch.save(ema.state_dict(), "ema.pt")
 ema2 = EMA(net, beta=0.9)
 ema2.load_state_dict(torch.load("ema.pt"))
 print("ema loaded", fmt(ema2(data[:2])), int(ema2.step))
+
+# post-hoc EMA (Karras et al.): two EMA profiles checkpointed, a third synthesized
+net.train()
+emas = PostHocEMA(net, sigma_rels=(0.05, 0.28), update_every=1, checkpoint_every_num_steps=2,
+                  checkpoint_folder="./post-hoc-ema-checkpoints")
+for step in range(4):
+    loss = nn.functional.mse_loss(net(data), target)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    emas.update()
+net.eval()
+emas.eval()
+print("post-hoc", [fmt(out) for out in emas(data[:2])])
+synth = emas.synthesize_ema_model(sigma_rel=0.15)
+synth.eval()
+print("synthesized", fmt(synth(data[:2])))
