@@ -12,7 +12,9 @@
 - pykan: its quickstart KAN(width=[2,5,1], grid=5, k=3) fitted with LBFGS
   and with Adam (regularisation, grid updates) on create_dataset, attribution,
   prune, symbolic edges and symbolic_formula, saveckpt / loadckpt, its
-  checkpoint folder in the working directory (``pykan_fit.py``; not
+  checkpoint folder in the working directory, a KAN with multiplication
+  nodes (width [2, [2, 1], 1]) fitted with Adam and regularised LBFGS
+  (``pykan_fit.py``; not
   refine(): torch's CPU lstsq gives it run-to-run different coefficients);
 - torchcde, einx, ema-pytorch, torch-ema (``cde_einx_ema.py``): a neural
   CDE over natural cubic / Hermite / linear / rectilinear coefficients

@@ -1,7 +1,7 @@
 """pykan's quickstart (Kolmogorov-Arnold Networks): KAN(width=[2,5,1],
 grid=5, k=3) fitted to create_dataset's f(x, y) = exp(sin(pi x) + y^2) with
 LBFGS and with Adam (regularised, grid updates), attribution, prune,
-symbolic edges and the symbolic formula, checkpoint save / load;
+symbolic edges and the symbolic formula, checkpoint save / load, a KAN with multiplication nodes;
 plotting off, files only in the working directory."""
 import random
 
@@ -65,3 +65,14 @@ formula = fine.symbolic_formula()[0][0]
 print("formula ops", sorted({type(a).__name__ for a in formula.atoms()}))
 res = fine.fit(dataset, opt="Adam", steps=2, lr=0.01, update_grid=False)
 print("symbolic fit", fmt(res["train_loss"]))
+
+# multiplication nodes: width [2, [2, 1], 1] (two sum nodes and one product node)
+g = lambda x: x[:, [0]] * x[:, [1]] + torch.sin(x[:, [0]])
+mdata = create_dataset(g, n_var=2, train_num=48, test_num=16, seed=1)
+mkan = KAN(width=[2, [2, 1], 1], grid=3, k=3, seed=2, ckpt_path="./kan_mult")
+print("mult width", mkan.width, "mult_homo", mkan.mult_homo, mkan.mult_arity)
+res = mkan.fit(mdata, opt="Adam", steps=3, lr=0.02, update_grid=False)
+print("mult adam", fmt(res["train_loss"]), fmt(res["test_loss"]))
+res = mkan.fit(mdata, opt="LBFGS", steps=1, lamb=0.002, lamb_entropy=1.0)
+print("mult lbfgs", fmt(res["train_loss"]), fmt(res["reg"]))
+print("mult out", fmt(mkan(mdata["test_input"][:3]).detach()))
