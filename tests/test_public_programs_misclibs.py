@@ -18,8 +18,9 @@
   refine(): torch's CPU lstsq gives it run-to-run different coefficients);
 - torchcde, einx, ema-pytorch, torch-ema (``cde_einx_ema.py``): a neural
   CDE over natural cubic / Hermite / linear / rectilinear coefficients
-  (a missing value among them), cdeint with rk4, dopri5 and the adjoint,
-  two training steps; einx's dot / reductions / id / get_at / set_at /
+  (a missing value among them), cdeint with rk4, dopri5 (jump_t at a
+  linear interpolation's knots) and the adjoint, its torchsde backend
+  (reversible Heun with its adjoint), two training steps; einx's dot / reductions / id / get_at / set_at /
   softmax / argmax / flip / where and an einx attention with its gradient;
   EMA (ema-pytorch, with a BatchNorm buffer) and ExponentialMovingAverage
   (torch-ema) around an SGD loop, average_parameters / copy_to, the EMA's

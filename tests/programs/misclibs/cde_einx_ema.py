@@ -1,6 +1,6 @@
 """torchcde's README / time-series example: a neural CDE over natural cubic,
 Hermite (backward differences), linear and rectilinear interpolations,
-cdeint with rk4 / dopri5 / the adjoint, trained two steps on a spiral-like
+cdeint with rk4 / dopri5 / the adjoint / torchsde's reversible Heun, trained two steps on a spiral-like
 toy classification; einx's operations (dot, sum, id, get_at, set_at,
 softmax, ...) on torch tensors; and weight EMAs with ema-pytorch's EMA and
 torch-ema's ExponentialMovingAverage around a small training loop, and
@@ -97,6 +97,15 @@ print("hermite dopri5", fmt(out))
 lmodel = NeuralCDE(input_channels, 8, 1, interpolation="linear")
 out = lmodel(lin, method="rk4", options=dict(step_size=0.5))
 print("linear rk4", fmt(out))
+lout = lmodel(lin, method="dopri5", rtol=1e-4, atol=1e-6,
+              options=dict(jump_t=torchcde.LinearInterpolation(lin).grid_points))
+print("linear dopri5 jump_t", fmt(lout))
+# the torchsde backend: reversible Heun and its adjoint (torchcde's recommended solver)
+z0 = torch.rand(batch, 8, requires_grad=True)
+zs = torchcde.cdeint(X=spline, func=model.func, z0=z0, t=spline.interval, backend="torchsde",
+                     method="reversible_heun", adjoint_method="adjoint_reversible_heun", dt=0.5)
+zs[:, -1].square().sum().backward()
+print("sde reversible_heun", fmt(zs[:2, -1, :3]), "z0 grad", fmt(z0.grad[0, :4]))
 z0 = torch.rand(batch, 8, requires_grad=True)
 zt = torchcde.cdeint(X=spline, func=model.func, z0=z0, t=spline.grid_points, adjoint=True,
                      method="rk4", options=dict(step_size=1.0))
