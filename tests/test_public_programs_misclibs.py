@@ -7,8 +7,9 @@
   init_hidden Sequential trained by backprop.BPTT, tutorial 6's convolutional
   SNN trained two steps, SLSTM / SConv2dLSTM / RSynaptic, learnable beta and
   threshold (their gradients), inhibition, graded spikes, state quantization,
-  reset_delay, the temporal losses and population-coded accuracy
-  (``snntorch_tutorials.py``);
+  reset_delay, the temporal losses and population-coded accuracy, the 1.0
+  parallel / state-space neurons (LeakyParallel, StateLeaky, LinearLeaky,
+  DeltaLeaky, AssociativeLeaky) and BatchNormTT1d (``snntorch_tutorials.py``);
 - pykan: its quickstart KAN(width=[2,5,1], grid=5, k=3) fitted with LBFGS
   and with Adam (regularisation, grid updates) on create_dataset, attribution,
   prune, symbolic edges and symbolic_formula, saveckpt / loadckpt, its

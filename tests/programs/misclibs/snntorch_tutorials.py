@@ -5,7 +5,8 @@ spiking MLP trained with SF.ce_rate_loss and the accuracy helper, an
 init_hidden Sequential trained with backprop.BPTT, tutorial 6's
 convolutional SNN, SLSTM / SConv2dLSTM / RSynaptic, learnable beta and
 threshold, inhibition, graded spikes, state quantization, the temporal
-losses and population coding."""
+losses, population coding, LeakyParallel (an nn.RNN inside), StateLeaky,
+LinearLeaky, DeltaLeaky, AssociativeLeaky and BatchNormTT1d."""
 import random
 
 import torch
@@ -231,3 +232,35 @@ print(f"temporal mse {tl.item():.5f} ce {cl.item():.5f} grad {spk_t.grad.abs().s
 print(f"temporal acc {SF.accuracy_temporal(spk_t, targets[:8]):.4f}")
 pop = (torch.rand(num_steps, 8, 20) > 0.5).float()
 print(f"population acc {SF.accuracy_rate(pop, targets[:8], population_code=True, num_classes=10):.4f}")
+
+# --- snntorch 1.0's parallel / state-space neurons and BatchNormTT
+torch.manual_seed(3)
+x = torch.rand(6, 2, 4)
+lp = snn.LeakyParallel(input_size=4, hidden_size=3, beta=0.8, learn_beta=True)
+y = lp(x * 3)
+show("leakyparallel", y)
+y.sum().backward()
+show("leakyparallel grad", lp.rnn.weight_ih_l0.grad)
+sl = snn.StateLeaky(beta=0.8, channels=4)
+out = sl(x * 3)
+show("stateleaky", out[0] if isinstance(out, tuple) else out)
+ll = snn.LinearLeaky(beta=0.8, in_features=4, out_features=3)
+out = ll(x * 3)
+show("linearleaky", out[0] if isinstance(out, tuple) else out)
+(out[0] if isinstance(out, tuple) else out).sum().backward()
+show("linearleaky grad", ll.linear.weight.grad)
+dl = snn.DeltaLeaky(delta_threshold=0.1, beta=0.9)
+mem = (None, None)
+rec = []
+for t in range(6):
+    spk, mem = dl(x[t] * 2, mem)
+    rec.append(spk + mem[0])
+show("deltaleaky", torch.stack(rec))
+al = snn.AssociativeLeaky(in_dim=4, d_value=3, d_key=2, num_spiking_neurons=6)
+out = al(x * 3)
+show("associative", out[0] if isinstance(out, tuple) else out)
+bn = snn.BatchNormTT1d(4, 6)
+print(bn)
+bn_out = [bn[t](x[t]) for t in range(6)]
+show("bntt", torch.stack(bn_out).abs())
+show("bntt running", torch.stack([m.running_var for m in bn]))
