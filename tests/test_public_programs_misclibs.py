@@ -15,19 +15,23 @@
   prune, symbolic edges and symbolic_formula, saveckpt / loadckpt, its
   checkpoint folder in the working directory, a KAN with multiplication
   nodes (width [2, [2, 1], 1]) fitted with Adam and regularised LBFGS
-  (``pykan_fit.py``; not
-  refine(): torch's CPU lstsq gives it run-to-run different coefficients);
+  (``pykan_fit.py``; not refine(): torch 2.13's CPU lstsq (gelsy) is
+  wrong there - a leading all-zero column makes it report rank 0 - and
+  differs run to run);
 - torchcde, einx, ema-pytorch, torch-ema (``cde_einx_ema.py``): a neural
   CDE over natural cubic / Hermite / linear / rectilinear coefficients
   (a missing value among them), cdeint with rk4, dopri5 (jump_t at a
   linear interpolation's knots) and the adjoint, its torchsde backend
-  (reversible Heun with its adjoint), two training steps; einx's dot / reductions / id / get_at / set_at /
-  softmax / argmax / flip / where and an einx attention with its gradient;
-  EMA (ema-pytorch, with a BatchNorm buffer) and ExponentialMovingAverage
-  (torch-ema) around an SGD loop, average_parameters / copy_to, the EMA's
-  state_dict saved and loaded in the working directory, and a PostHocEMA
-  (two profiles checkpointed in float16 into the working directory, a third
-  synthesized from them by least squares).
+  (reversible Heun with its adjoint), two training steps; einx's dot,
+  reductions, id, get_at / set_at / add_at, softmax, sort, roll, argmax,
+  flip, where, an einx attention with its gradient, einx.torch's
+  adapt_with_vmap (a per-head attention under torch.vmap, backward) and
+  its numpy-like reduce / elementwise adapters; EMA (ema-pytorch, with a
+  BatchNorm buffer) and ExponentialMovingAverage (torch-ema) around an SGD
+  loop, average_parameters / copy_to, the EMA's state_dict saved and loaded
+  in the working directory, and a PostHocEMA (two profiles checkpointed in
+  float16 into the working directory, a third synthesized from them by
+  least squares).
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the

@@ -1,10 +1,11 @@
 """torchcde's README / time-series example: a neural CDE over natural cubic,
 Hermite (backward differences), linear and rectilinear interpolations,
-cdeint with rk4 / dopri5 / the adjoint / torchsde's reversible Heun, trained two steps on a spiral-like
-toy classification; einx's operations (dot, sum, id, get_at, set_at,
-softmax, ...) on torch tensors; and weight EMAs with ema-pytorch's EMA and
-torch-ema's ExponentialMovingAverage around a small training loop, and
-ema-pytorch's PostHocEMA synthesizing a profile from its checkpoints."""
+cdeint with rk4 / dopri5 / the adjoint / torchsde's reversible Heun,
+trained two steps on a spiral-like toy classification; einx's operations
+(dot, sum, id, get_at, set_at, softmax, ...) on torch tensors and its
+torch.vmap adapters; weight EMAs with ema-pytorch's EMA and torch-ema's
+ExponentialMovingAverage around a small training loop, and ema-pytorch's
+PostHocEMA synthesizing a profile from its checkpoints."""
 import math
 import random
 
@@ -12,6 +13,7 @@ import torch
 import torch.nn as nn
 
 import einx
+import einx.torch
 import torchcde
 from ema_pytorch import EMA, PostHocEMA
 from torch_ema import ExponentialMovingAverage
@@ -145,6 +147,23 @@ print("multiply", fmt(einx.multiply("b s c, s", a, torch.tensor([1.0, -2.0, 3.0]
 print("add_at", fmt(einx.add_at("[n] c, b, b c -> [n] c", torch.zeros(3, 2), torch.tensor([0, 2, 0]),
                                 torch.ones(3, 2))))
 print("matches", einx.matches("b s c", a), einx.matches("b c", a))
+
+# einx.torch's adapters: a per-item function vmapped (torch.vmap) over the named axes
+torch.manual_seed(5)
+x = torch.randn(3, 4); y = torch.randn(3, 4)
+vdot = einx.torch.adapt_with_vmap(lambda a, b: torch.dot(a, b))
+print("vmap dot", fmt(vdot("b [c], b [c] -> b", x, y)))
+def attn(q, k, v):
+    return torch.softmax(q @ k.T, -1) @ v
+vattn = einx.torch.adapt_with_vmap(attn)
+q = torch.randn(2, 3, 5, 4, requires_grad=True)
+o = vattn("b h [s c], b h [t c], b h [t d] -> b h [s d]", q, torch.randn(2, 3, 6, 4), torch.randn(2, 3, 6, 2))
+o.sum().backward()
+print("vmap attention", tuple(o.shape), fmt(o[0, 0, 0]), fmt(q.grad[0, 0, 0]))
+rsum = einx.torch.adapt_numpylike_reduce(lambda a, axis: torch.sum(a, dim=axis))
+print("reduce", fmt(rsum("b [c]", x)))
+emax = einx.torch.adapt_numpylike_elementwise(lambda a, b: torch.maximum(a, b))
+print("elementwise", fmt(emax("b c, c", x, y[0])[0]))
 
 # ---------------- EMAs of weights
 net = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))

@@ -47,7 +47,8 @@ print("pruned width", pruned.width)
 print("pruned out", fmt(pruned(dataset["test_input"][:4]).detach()))
 
 # (no refine(): torch 2.13's CPU lstsq (gelsy), which refine's curve2coef
-# calls, gives run-to-run different coefficients on its systems)
+# calls, is wrong on its B-spline systems - a leading all-zero column makes
+# it report rank 0 - and gives run-to-run different coefficients)
 fine = pruned
 res = fine.fit(dataset, opt="LBFGS", steps=2)
 print("pruned train", fmt(res["train_loss"]))
