@@ -4,7 +4,7 @@
   encoding (spikegen.rate / latency / delta), Lapicque / Leaky / Synaptic /
   Alpha / RLeaky neurons stepped by hand, six surrogate gradients, a
   spiking MLP trained with SF.ce_rate_loss, its other losses, and an
-  init_hidden Sequential trained by backprop.BPTT, tutorial 6's convolutional
+  init_hidden Sequential trained by backprop.BPTT / TBPTT / RTRL, tutorial 6's convolutional
   SNN trained two steps, SLSTM / SConv2dLSTM / RSynaptic, learnable beta and
   threshold (their gradients), inhibition, graded spikes, state quantization,
   reset_delay, the temporal losses and population-coded accuracy, the 1.0

@@ -2,7 +2,7 @@
 encoding (spikegen.rate / latency / delta), Lapicque / Leaky / Synaptic /
 Alpha / RLeaky neurons stepped by hand, surrogate gradients, a two-layer
 spiking MLP trained with SF.ce_rate_loss and the accuracy helper, an
-init_hidden Sequential trained with backprop.BPTT, tutorial 6's
+init_hidden Sequential trained with backprop.BPTT / TBPTT / RTRL, tutorial 6's
 convolutional SNN, SLSTM / SConv2dLSTM / RSynaptic, learnable beta and
 threshold, inhibition, graded spikes, state quantization, the temporal
 losses, population coding, LeakyParallel (an nn.RNN inside), StateLeaky,
@@ -264,3 +264,18 @@ print(bn)
 bn_out = [bn[t](x[t]) for t in range(6)]
 show("bntt", torch.stack(bn_out).abs())
 show("bntt running", torch.stack([m.running_var for m in bn]))
+
+# --- backprop.TBPTT (K=2) and RTRL on time-static input
+torch.manual_seed(7)
+tdata = torch.rand(16, 1, 6, 6)
+targets = torch.randint(0, 10, (16,))
+tnet = nn.Sequential(nn.Flatten(), nn.Linear(36, 12),
+                    snn.Leaky(beta=0.9, init_hidden=True, spike_grad=surrogate.atan()),
+                    nn.Linear(12, 10), snn.Leaky(beta=0.9, init_hidden=True, output=True, spike_grad=surrogate.atan()))
+loader = DataLoader(TensorDataset(tdata * 2, targets), batch_size=8)
+topt = torch.optim.Adam(tnet.parameters(), lr=2e-3)
+l = backprop.TBPTT(tnet, loader, optimizer=topt, criterion=SF.ce_rate_loss(), num_steps=6, time_var=False, K=2)
+print(f"tbptt {l.item():.5f}")
+l = backprop.RTRL(tnet, loader, optimizer=topt, criterion=SF.mse_count_loss(), num_steps=4, time_var=False)
+print(f"rtrl {l.item():.5f}")
+print([f"{v:.5f}" for v in tnet[1].weight.reshape(-1)[:4].tolist()])
