@@ -54,6 +54,18 @@ def _are_functorch_transforms_active() -> bool:
 _TensorMeta = type
 
 
+class Value:
+    """``torch._C.Value``: a value of a TorchScript IR graph.  tracec builds
+    no TorchScript graphs, so, as in torch, the class cannot be constructed
+    from Python; code imports it for annotations (snntorch's losses)."""
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("torch._C.Value: No constructor defined!")
+
+
+Value.__module__ = "torch"
+
+
 def __getattr__(name):
     # The __torch_function__ protocol's switches (tracec.torch_function_switch).
     local = {"DisableTorchFunction": "DisableTorchFunction",
