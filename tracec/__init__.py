@@ -322,6 +322,8 @@ _LAZY = {
     "ir": ("tracec.ir", None),
     "compiler": ("tracec.compiler", None),
     "export": ("tracec.export", None),     # torch.export: it records, so it loads the compiler
+    "Type": ("tracec.jit_types", "Type"),              # TorchScript's type objects,
+    "TensorType": ("tracec.jit_types", "TensorType"),  # imported to annotate with
 }
 
 

@@ -1,0 +1,104 @@
+"""open_clip (open_clip_torch) as its README uses it, on tiny model configs
+registered with ``add_model_config`` (no pretrained weights, no network):
+create_model_and_transforms + the eval preprocess on synthetic PIL images,
+get_tokenizer, encode_image / encode_text, logit_scale, a zero-shot
+classification (build_zero_shot_classifier with its templates), a ViT and
+a ModifiedResNet (attention-pool) CLIP trained two steps with ClipLoss, the
+train-time augmentations, and a state_dict save / load round trip."""
+import json
+import os
+import random
+
+import numpy as np
+import torch
+from PIL import Image
+
+import open_clip
+
+torch.manual_seed(0)
+random.seed(0)
+rng = np.random.default_rng(0)
+
+TEXT = {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 2}
+CONFIGS = {
+    "tiny-vit": {"embed_dim": 24,
+                 "vision_cfg": {"image_size": 32, "layers": 2, "width": 32,
+                                "head_width": 16, "patch_size": 8},
+                 "text_cfg": TEXT},
+    "tiny-rn": {"embed_dim": 24,
+                "vision_cfg": {"image_size": 32, "layers": [1, 1, 1, 1], "width": 8,
+                               "head_width": 16, "patch_size": None},
+                "text_cfg": TEXT},
+}
+os.makedirs("cfgs", exist_ok=True)
+for name, cfg in CONFIGS.items():
+    with open(f"cfgs/{name}.json", "w") as f:
+        json.dump(cfg, f)
+open_clip.add_model_config("cfgs")
+print("registered", [m for m in open_clip.list_models() if m.startswith("tiny")])
+
+
+def fmt(t, n=6):
+    return " ".join(f"{v:.5f}" for v in t.detach().flatten()[:n].tolist())
+
+
+images = [Image.fromarray(rng.integers(0, 256, (40 + 4 * i, 48, 3), dtype=np.uint8))
+          for i in range(4)]
+classnames = ["cat", "dog", "diagram", "car"]
+tokenizer = open_clip.get_tokenizer("tiny-vit")
+text = tokenizer(["a diagram", "a dog", "a cat", "a photo of a car"])
+print("tokens", tuple(text.shape), text.dtype, text[0, :6].tolist(), text[3, :8].tolist())
+
+for name in CONFIGS:
+    torch.manual_seed(1)
+    model, preprocess_train, preprocess = open_clip.create_model_and_transforms(name, pretrained=None)
+    model.eval()
+    print(name, type(model).__name__, type(model.visual).__name__,
+          sum(p.numel() for p in model.parameters()))
+    image = torch.stack([preprocess(im) for im in images])
+    print(" pixels", tuple(image.shape), fmt(image.mean(dim=(1, 2, 3))))
+    with torch.no_grad():
+        image_features = model.encode_image(image)
+        text_features = model.encode_text(text)
+        image_features /= image_features.norm(dim=-1, keepdim=True)
+        text_features /= text_features.norm(dim=-1, keepdim=True)
+        text_probs = (100.0 * image_features @ text_features.T).softmax(dim=-1)
+    print(" image_features", fmt(image_features))
+    print(" text_features", fmt(text_features))
+    print(" label probs", fmt(text_probs, 8), "scale", f"{model.logit_scale.exp().item():.5f}")
+    # zero-shot classification as the README's evaluation does
+    with torch.no_grad():
+        classifier = open_clip.build_zero_shot_classifier(
+            model, tokenizer=tokenizer, classnames=classnames,
+            templates=open_clip.SIMPLE_IMAGENET_TEMPLATES[:3], num_classes_per_batch=2,
+            device="cpu", use_tqdm=False)
+        logits = 100.0 * image_features @ classifier
+    print(" zero-shot", tuple(classifier.shape), logits.argmax(-1).tolist(), fmt(logits))
+    out = model(image, text)
+    print(" forward keys", sorted(out) if isinstance(out, dict) else len(out))
+
+    # contrastive training: ClipLoss on (image, caption) pairs, train-time transforms
+    model.train()
+    loss_fn = open_clip.ClipLoss()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
+    random.seed(0)
+    torch.manual_seed(2)
+    batch = torch.stack([preprocess_train(im) for im in images])
+    print(" train pixels", fmt(batch.mean(dim=(1, 2, 3))))
+    for step in range(2):
+        img_f, txt_f, scale = model(batch, text)
+        loss = loss_fn(img_f, txt_f, scale)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        with torch.no_grad():
+            model.logit_scale.clamp_(0, np.log(100))
+        print(f" step {step} loss {loss.item():.5f} grad {model.logit_scale.grad.item():.5f}")
+
+    torch.save(model.state_dict(), f"{name}.pt")
+    model2 = open_clip.create_model(name, pretrained=f"{name}.pt")
+    model2.eval()
+    model.eval()
+    with torch.no_grad():
+        same = torch.equal(model2.encode_text(text), model.encode_text(text))
+    print(" reloaded equal", same)

@@ -1,0 +1,31 @@
+"""Real published vision-model packages run unmodified on tracec
+(``tests/programs/visionlibs``):
+
+- open_clip_torch: tiny ViT and ModifiedResNet CLIP configs registered with
+  ``add_model_config`` (no weights, no network), create_model_and_transforms
+  with its preprocessing of PIL images, get_tokenizer, encode_image /
+  encode_text, a zero-shot classifier built from its templates, two ClipLoss
+  training steps with the train-time augmentations, save / reload
+  (``open_clip_models.py``).
+
+Each program runs under ``tracec run`` (the packages' own ``import torch``
+is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
+packages' installed versions)."""
+import pathlib
+
+import pytest
+
+from library_programs import check_library_program
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROGS = ROOT / "tests" / "programs" / "visionlibs"
+
+#: program -> the pip packages it imports (pinned in pyproject's test extra)
+CASES = {
+    "open_clip_models.py": ("open_clip_torch",),
+}
+
+
+@pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
+def test_visionlibs_program_matches_torch(script, tmp_path):
+    check_library_program(PROGS / script, CASES[script], tmp_path)
