@@ -6,7 +6,12 @@
   with its preprocessing of PIL images, get_tokenizer, encode_image /
   encode_text, a zero-shot classifier built from its templates, two ClipLoss
   training steps with the train-time augmentations, save / reload
-  (``open_clip_models.py``).
+  (``open_clip_models.py``);
+- segment-anything: a tiny SAM built as its build_sam does (windowed and
+  global attention with relative positions, prompt encoder, two-way
+  transformer mask decoder), SamPredictor with point, box, mask and batched
+  box prompts, and a fine-tuning step of the mask decoder
+  (``segment_anything_sam.py``).
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
@@ -23,6 +28,7 @@ PROGS = ROOT / "tests" / "programs" / "visionlibs"
 #: program -> the pip packages it imports (pinned in pyproject's test extra)
 CASES = {
     "open_clip_models.py": ("open_clip_torch",),
+    "segment_anything_sam.py": ("segment-anything",),
 }
 
 
