@@ -2,7 +2,8 @@
 does (ImageEncoderViT with windowed and global attention and relative
 positions, PromptEncoder, MaskDecoder over a TwoWayTransformer), no
 checkpoint: SamPredictor.set_image / predict with point, box and mask
-prompts and batched predict_torch, and a fine-tuning step of the mask decoder as SAM tutorials
+prompts and batched predict_torch, SamAutomaticMaskGenerator over a small
+point grid, and a fine-tuning step of the mask decoder as SAM tutorials
 write it (frozen image encoder, BCE + dice loss)."""
 import random
 from functools import partial
@@ -11,7 +12,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from segment_anything import SamPredictor
+from segment_anything import SamAutomaticMaskGenerator, SamPredictor
 from segment_anything.modeling import (ImageEncoderViT, MaskDecoder, PromptEncoder, Sam,
                                        TwoWayTransformer)
 
@@ -77,6 +78,15 @@ masks, iou, low = predictor.predict_torch(point_coords=None, point_labels=None,
                                           boxes=boxes, multimask_output=True)
 print("batched boxes", tuple(masks.shape), masks.sum(dim=(2, 3)).tolist(), fmt(iou, 9),
       tuple(low.shape))
+
+generator = SamAutomaticMaskGenerator(sam, points_per_side=3, points_per_batch=4,
+                                      pred_iou_thresh=0.0, stability_score_thresh=0.0,
+                                      box_nms_thresh=0.7)
+anns = generator.generate(image)
+print("automatic", len(anns), sorted(anns[0]))
+for a in sorted(anns, key=lambda a: (-a["area"], a["bbox"]))[:5]:
+    print(" ", a["area"], a["bbox"], f"{a['predicted_iou']:.4f}",
+          f"{a['stability_score']:.4f}", [round(v, 2) for v in a["point_coords"][0]])
 
 # fine-tune the mask decoder with a box prompt (the image encoder frozen)
 target = torch.from_numpy(((yy - 20) ** 2 + (xx - 30) ** 2 < 100).astype(np.float32))
