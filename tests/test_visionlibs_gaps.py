@@ -1,6 +1,6 @@
 """Gaps that vision-model packages (``tests/programs/visionlibs``:
-open_clip, ...) found in tracec, each checked against torch without the
-packages."""
+open_clip, segment-anything, ultralytics) found in tracec, each checked
+against torch without the packages."""
 import numpy as np
 import pytest
 import torch
@@ -38,3 +38,22 @@ def test_multi_head_attention_forward_out_proj_of_another_width(need_weights):
     assert s1 == s0 == (5, 2, 6)
     np.testing.assert_allclose(o1, o0, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(g1, g0, rtol=1e-4, atol=1e-4)
+
+
+def test_jit_tracer_warning():
+    """ultralytics filters ``torch.jit.TracerWarning`` at import."""
+    assert tracec.jit.TracerWarning.__name__ == torch.jit.TracerWarning.__name__
+    assert issubclass(tracec.jit.TracerWarning, Warning)
+    assert callable(tracec.jit.TracerWarning.ignore_lib_warnings)
+
+
+def test_utils_deterministic_flag():
+    """ultralytics' init_seeds sets ``torch.utils.deterministic.fill_uninitialized_memory``
+    after a plain ``import torch``."""
+    d = tracec.utils.deterministic
+    assert d.fill_uninitialized_memory is torch.utils.deterministic.fill_uninitialized_memory
+    d.fill_uninitialized_memory = False
+    try:
+        assert tracec.utils.deterministic.fill_uninitialized_memory is False
+    finally:
+        d.fill_uninitialized_memory = True
