@@ -60,3 +60,14 @@ print("trained epochs", trainer.epochs, "loss",
       " ".join(f"{k}={float(v):.4f}" for k, v in (tloss.items() if isinstance(tloss, dict)
                                                   else enumerate(tloss.tolist()))))
 print("saved", sorted(os.listdir(trainer.wdir)))
+print("val metrics", " ".join(f"{k}={v:.4f}" for k, v in sorted(trainer.metrics.items())))
+
+# inference as the README does, on the trained model (best.pt reloaded)
+best = YOLO(os.path.join(trainer.wdir, "best.pt"))
+results = best.predict(f"{root}/images/val/0.png", imgsz=64, conf=1e-4, verbose=False)
+r = results[0]
+print("predict", type(r).__name__, r.orig_shape, len(r.boxes), r.names)
+conf = r.boxes.conf
+print(" conf", " ".join(f"{v:.6f}" for v in conf[:5].tolist()),
+      "xyxy", " ".join(f"{v:.2f}" for v in r.boxes.xyxy[:2].flatten().tolist()),
+      "cls", r.boxes.cls[:5].tolist())
