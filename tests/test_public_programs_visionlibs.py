@@ -5,8 +5,8 @@
   ``add_model_config`` (no weights, no network), create_model_and_transforms
   with its preprocessing of PIL images, get_tokenizer, encode_image /
   encode_text, a zero-shot classifier built from its templates, two ClipLoss
-  training steps with the train-time augmentations, save / reload
-  (``open_clip_models.py``);
+  training steps with the train-time augmentations, save / reload, a CoCa
+  trained a step with CoCaLoss (``open_clip_models.py``);
 - segment-anything: a tiny SAM built as its build_sam does (windowed and
   global attention with relative positions, prompt encoder, two-way
   transformer mask decoder), SamPredictor with point, box, mask and batched

@@ -4,7 +4,10 @@ create_model_and_transforms + the eval preprocess on synthetic PIL images,
 get_tokenizer, encode_image / encode_text, logit_scale, a zero-shot
 classification (build_zero_shot_classifier with its templates), a ViT and
 a ModifiedResNet (attention-pool) CLIP trained two steps with ClipLoss, the
-train-time augmentations, and a state_dict save / load round trip."""
+train-time augmentations, a state_dict save / load round trip, and a CoCa
+(attentional pooler, multimodal text decoder) trained a step with CoCaLoss.
+(CoCa.generate needs transformers' BeamSearchScorer, which transformers 5
+removed, so captioning is left out.)"""
 import json
 import os
 import random
@@ -29,6 +32,16 @@ CONFIGS = {
                 "vision_cfg": {"image_size": 32, "layers": [1, 1, 1, 1], "width": 8,
                                "head_width": 16, "patch_size": None},
                 "text_cfg": TEXT},
+    "tiny-coca": {"embed_dim": 32,
+                  "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "head_width": 16,
+                                 "patch_size": 8, "attentional_pool": True,
+                                 "attn_pooler_heads": 2, "attn_pooler_queries": 9,
+                                 "output_tokens": True},
+                  "text_cfg": {**TEXT, "context_length": 76, "layers": 1, "embed_cls": True,
+                               "output_tokens": True},
+                  "multimodal_cfg": {**TEXT, "context_length": 76, "layers": 1,
+                                     "attn_pooler_heads": 2},
+                  "custom_text": True},
 }
 os.makedirs("cfgs", exist_ok=True)
 for name, cfg in CONFIGS.items():
@@ -49,7 +62,7 @@ tokenizer = open_clip.get_tokenizer("tiny-vit")
 text = tokenizer(["a diagram", "a dog", "a cat", "a photo of a car"])
 print("tokens", tuple(text.shape), text.dtype, text[0, :6].tolist(), text[3, :8].tolist())
 
-for name in CONFIGS:
+for name in ["tiny-vit", "tiny-rn"]:
     torch.manual_seed(1)
     model, preprocess_train, preprocess = open_clip.create_model_and_transforms(name, pretrained=None)
     model.eval()
@@ -102,3 +115,27 @@ for name in CONFIGS:
     with torch.no_grad():
         same = torch.equal(model2.encode_text(text), model.encode_text(text))
     print(" reloaded equal", same)
+
+# CoCa: a contrastive + captioning loss step, then its zero-shot probabilities
+torch.manual_seed(3)
+coca, _, preprocess = open_clip.create_model_and_transforms("tiny-coca", pretrained=None)
+print("tiny-coca", type(coca).__name__, sum(p.numel() for p in coca.parameters()))
+image = torch.stack([preprocess(im) for im in images])
+coca.train()
+loss_fn = open_clip.CoCaLoss(caption_loss_weight=2.0, clip_loss_weight=1.0)
+opt = torch.optim.AdamW(coca.parameters(), lr=1e-3)
+coca_text = tokenizer(["a diagram", "a dog", "a cat", "a photo of a car"], context_length=76)
+print(" coca tokens", tuple(coca_text.shape))
+out = coca(image, coca_text)
+losses = loss_fn(**out, output_dict=True)
+total = sum(losses.values())
+opt.zero_grad()
+total.backward()
+opt.step()
+print(" coca losses", " ".join(f"{k}={v.item():.5f}" for k, v in sorted(losses.items())))
+coca.eval()
+with torch.no_grad():
+    img_f = coca.encode_image(image, normalize=True)
+    txt_f = coca.encode_text(coca_text, normalize=True)
+    probs = (100.0 * img_f @ txt_f.T).softmax(dim=-1)
+print(" coca features", fmt(img_f), "|", fmt(txt_f), "| probs", fmt(probs, 8))
