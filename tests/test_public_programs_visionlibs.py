@@ -6,7 +6,7 @@
   with its preprocessing of PIL images, get_tokenizer, encode_image /
   encode_text, a zero-shot classifier built from its templates, two ClipLoss
   training steps with the train-time augmentations, save / reload, a CoCa
-  trained a step with CoCaLoss (``open_clip_models.py``);
+  trained a step with CoCaLoss, a SigLipLoss step (``open_clip_models.py``);
 - segment-anything: a tiny SAM built as its build_sam does (windowed and
   global attention with relative positions, prompt encoder, two-way
   transformer mask decoder), SamPredictor with point, box, mask and batched

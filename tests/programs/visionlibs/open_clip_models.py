@@ -4,7 +4,8 @@ create_model_and_transforms + the eval preprocess on synthetic PIL images,
 get_tokenizer, encode_image / encode_text, logit_scale, a zero-shot
 classification (build_zero_shot_classifier with its templates), a ViT and
 a ModifiedResNet (attention-pool) CLIP trained two steps with ClipLoss, the
-train-time augmentations, a state_dict save / load round trip, and a CoCa
+train-time augmentations, a state_dict save / load round trip, SigLIP's
+sigmoid loss (SigLipLoss, learnable logit bias) for a step, and a CoCa
 (attentional pooler, multimodal text decoder) trained a step with CoCaLoss.
 (CoCa.generate needs transformers' BeamSearchScorer, which transformers 5
 removed, so captioning is left out.)"""
@@ -17,6 +18,7 @@ import torch
 from PIL import Image
 
 import open_clip
+from open_clip.loss import SigLipLoss
 
 torch.manual_seed(0)
 random.seed(0)
@@ -108,6 +110,8 @@ for name in ["tiny-vit", "tiny-rn"]:
             model.logit_scale.clamp_(0, np.log(100))
         print(f" step {step} loss {loss.item():.5f} grad {model.logit_scale.grad.item():.5f}")
 
+    if name != "tiny-vit":
+        continue
     torch.save(model.state_dict(), f"{name}.pt")
     model2 = open_clip.create_model(name, pretrained=f"{name}.pt")
     model2.eval()
@@ -139,3 +143,20 @@ with torch.no_grad():
     txt_f = coca.encode_text(coca_text, normalize=True)
     probs = (100.0 * img_f @ txt_f.T).softmax(dim=-1)
 print(" coca features", fmt(img_f), "|", fmt(txt_f), "| probs", fmt(probs, 8))
+
+# SigLIP's sigmoid loss on a CLIP with a learnable logit bias
+torch.manual_seed(4)
+siglip = open_clip.create_model("tiny-vit", pretrained=None, init_logit_scale=np.log(10),
+                                init_logit_bias=-10, output_dict=True)
+siglip.train()
+opt = torch.optim.SGD(siglip.parameters(), lr=0.1, momentum=0.9)
+loss_fn = SigLipLoss()
+pixels = torch.stack([preprocess(im) for im in images])
+for step in range(1):
+    out = siglip(pixels, text)
+    loss = loss_fn(out["image_features"], out["text_features"], out["logit_scale"],
+                   out["logit_bias"])
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print(f" siglip step {step} loss {loss.item():.5f} bias {siglip.logit_bias.item():.5f}")
