@@ -27,13 +27,15 @@ def versions_or_skip(packages) -> str:
     return versions
 
 
-def recording_key(versions: str) -> str:
+def recording_key(versions: str, nms: bool = False) -> str:
     """The inputs of a recording beyond the program's files."""
-    return f"TORCH_COMPILE_DISABLE=1 OMP_NUM_THREADS=1 {versions} vision_oracle.torch_command"
+    return (f"TORCH_COMPILE_DISABLE=1 OMP_NUM_THREADS=1 {versions} vision_oracle.torch_command"
+            + (" nms" if nms else ""))
 
 
-def check_library_program(path, packages, tmp_path) -> None:
-    """``tracec run path`` prints what torch 2.13 printed (recorded)."""
+def check_library_program(path, packages, tmp_path, nms=False) -> None:
+    """``tracec run path`` prints what torch 2.13 printed (recorded; with
+    ``nms``, the reference has torchvision's ``nms``: vision_oracle._NMS)."""
     versions = versions_or_skip(packages)
-    ref = recorded_torch_output(path, tmp_path, LIBRARY_ENV, recording_key(versions))
+    ref = recorded_torch_output(path, tmp_path, LIBRARY_ENV, recording_key(versions, nms), nms)
     check_program(path, ref, tmp_path, False)

@@ -323,6 +323,8 @@ _LAZY = {
     "ir": ("tracec.ir", None),
     "compiler": ("tracec.compiler", None),
     "export": ("tracec.export", None),     # torch.export: it records, so it loads the compiler
+    "Type": ("tracec.jit.type_objects", "Type"),            # TorchScript's type objects,
+    "TensorType": ("tracec.jit.type_objects", "TensorType"),  # imported to annotate with
 }
 
 

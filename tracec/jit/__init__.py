@@ -29,10 +29,21 @@ __all__ = ["Attribute", "Error", "Final", "Future", "ScriptFunction", "ScriptMod
            "enable_onednn_fusion", "export", "fork", "freeze", "ignore", "interface",
            "is_scripting", "is_tracing", "isinstance", "load", "optimize_for_inference",
            "optimized_execution", "save", "script", "script_if_tracing", "script_method",
-           "set_fusion_strategy", "trace", "trace_module", "unused", "wait"]
+           "set_fusion_strategy", "trace", "trace_module", "TracerWarning", "unused", "wait"]
 
 Final = typing.Final
 Error = RuntimeError
+
+
+class TracerWarning(Warning):
+    """``torch.jit.TracerWarning``: what ``torch.jit.trace`` warns with;
+    libraries filter it (ultralytics ignores it at import)."""
+
+    @staticmethod
+    def ignore_lib_warnings():
+        warnings.filterwarnings("ignore", category=TracerWarning, module="torch.(?!jit)")
+
+
 _builtin_isinstance = isinstance
 
 

@@ -594,7 +594,8 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check: int, num
         if dropout_p > 0.0:
             weights = dropout(weights, p=dropout_p)
         out = S.reshape(S.transpose(TF.matmul(weights, v), 0, 1), (tgt_len * bsz, embed_dim))
-        out = S.reshape(linear(out, out_proj_weight, out_proj_bias), (tgt_len, bsz, embed_dim))
+        out = linear(out, out_proj_weight, out_proj_bias)
+        out = S.reshape(out, (tgt_len, bsz, out.shape[1]))
         weights = S.reshape(weights, (bsz, num_heads, tgt_len, src_len))
         if average_attn_weights:
             weights = TF.mean(weights, 1)
@@ -609,7 +610,9 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check: int, num
     v = S.reshape(v, (bsz, num_heads, src_len, head_dim))
     out = scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal)
     out = S.reshape(S.permute(out, 2, 0, 1, 3), (bsz * tgt_len, embed_dim))
-    out = S.reshape(linear(out, out_proj_weight, out_proj_bias), (tgt_len, bsz, embed_dim))
+    # out_proj's width may differ from embed_dim (CLIP's attention pool)
+    out = linear(out, out_proj_weight, out_proj_bias)
+    out = S.reshape(out, (tgt_len, bsz, out.shape[1]))
     if not is_batched:
         out = S.squeeze(out, 1)
     return out, None
