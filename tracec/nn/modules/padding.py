@@ -83,28 +83,39 @@ class ZeroPad3d(_ZeroPadNd, ConstantPad3d):
     _nsp = 3
 
 
-class ReflectionPad1d(_PadNd):
-    _nsp, _mode = 1, "reflect"
+class _ReflectionPadNd(_PadNd):
+    """The base PyTorch's ``ReflectionPad{1,2,3}d`` share (thop registers
+    its counting rule on it)."""
+    _mode = "reflect"
 
 
-class ReflectionPad2d(_PadNd):
-    _nsp, _mode = 2, "reflect"
+class ReflectionPad1d(_ReflectionPadNd):
+    _nsp = 1
 
 
-class ReflectionPad3d(_PadNd):
-    _nsp, _mode = 3, "reflect"
+class ReflectionPad2d(_ReflectionPadNd):
+    _nsp = 2
 
 
-class ReplicationPad1d(_PadNd):
-    _nsp, _mode = 1, "replicate"
+class ReflectionPad3d(_ReflectionPadNd):
+    _nsp = 3
 
 
-class ReplicationPad2d(_PadNd):
-    _nsp, _mode = 2, "replicate"
+class _ReplicationPadNd(_PadNd):
+    """The base PyTorch's ``ReplicationPad{1,2,3}d`` share."""
+    _mode = "replicate"
 
 
-class ReplicationPad3d(_PadNd):
-    _nsp, _mode = 3, "replicate"
+class ReplicationPad1d(_ReplicationPadNd):
+    _nsp = 1
+
+
+class ReplicationPad2d(_ReplicationPadNd):
+    _nsp = 2
+
+
+class ReplicationPad3d(_ReplicationPadNd):
+    _nsp = 3
 
 
 class _CircularPadNd(_PadNd):
