@@ -6,6 +6,11 @@
   unknown reals), TemporalFusionTransformer.from_dataset fitted one epoch by
   a lightning Trainer, raw predictions and ``interpret_output``, NBeats and
   DeepAR (a distribution loss, sampled quantiles) (``forecasting_tft.py``);
+- tsai (on fastai): the README's TSClassifier (InceptionTimePlus) fitted,
+  exported, reloaded with load_learner and predicting with get_X_preds;
+  get_ts_dls with ts_learner over InceptionTime, TST, LSTM and LSTM_FCN; a
+  TSRegressor (TSTPlus) and a TSForecaster on SlidingWindow / TimeSplitter
+  windows (``tsai_quickstart.py``).
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the
@@ -20,10 +25,12 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "tslibs"
 
 FORECASTING = ("pytorch-forecasting", "lightning", "pytorch-lightning", "pandas", "scikit-base")
+TSAI = ("tsai", "fastai", "fastcore", "fasttransform", "imbalanced-learn", "scikit-learn", "pandas")
 
 #: program -> the pip packages it imports (pinned in pyproject's test extra)
 CASES = {
     "forecasting_tft.py": FORECASTING,
+    "tsai_quickstart.py": TSAI,
 }
 
 

@@ -53,7 +53,6 @@ class Type:
     """``torch._C.Type`` (``torch.Type``): a TorchScript type.  tracec has no
     TorchScript; its subclasses exist for annotations such as
     ``str | torch.DeviceObjType`` and their ``get()`` singletons."""
-    __module__ = "torch"
     _STR = "Type"
 
     def __init__(self):
@@ -77,13 +76,11 @@ class Type:
 
 class DeviceObjType(Type):
     """``torch.DeviceObjType``: TorchScript's type of ``torch.device`` values."""
-    __module__ = "torch"
     _STR = "Device"
 
 
 class StreamObjType(Type):
     """``torch.StreamObjType``: TorchScript's type of streams."""
-    __module__ = "torch"
     _STR = "Stream"
 
 
