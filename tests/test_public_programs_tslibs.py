@@ -4,7 +4,8 @@
 - pytorch-forecasting (on the ``lightning`` package): a TimeSeriesDataSet
   on a synthetic pandas panel (group normalizer, label encoders, known and
   unknown reals), TemporalFusionTransformer.from_dataset fitted one epoch by
-  a lightning Trainer, raw predictions and ``interpret_output``, NBeats and
+  a lightning Trainer, raw predictions and ``interpret_output``,
+  a checkpoint reloaded with load_from_checkpoint, NBeats, N-HiTS and
   DeepAR (a distribution loss, sampled quantiles) (``forecasting_tft.py``);
 - tsai (on fastai): the README's TSClassifier (InceptionTimePlus) fitted,
   exported, reloaded with load_learner and predicting with get_X_preds;

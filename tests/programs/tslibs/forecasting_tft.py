@@ -2,7 +2,8 @@
 pandas panel: TimeSeriesDataSet (group normalizer, categorical encoders,
 lags-free known / unknown reals), TemporalFusionTransformer.from_dataset
 trained one epoch by a lightning Trainer (QuantileLoss), predict with
-mode="raw" and interpret_output, then NBeats and DeepAR from their datasets."""
+mode="raw" and interpret_output, a checkpoint saved and reloaded with
+load_from_checkpoint, then NBeats, N-HiTS and DeepAR from their datasets."""
 import random
 import warnings
 
@@ -10,7 +11,7 @@ import numpy as np
 import pandas as pd
 import torch
 import lightning.pytorch as pl
-from pytorch_forecasting import (DeepAR, NBeats, TemporalFusionTransformer,
+from pytorch_forecasting import (DeepAR, NBeats, NHiTS, TemporalFusionTransformer,
                                  TimeSeriesDataSet)
 from pytorch_forecasting.data import GroupNormalizer, NaNLabelEncoder
 from pytorch_forecasting.metrics import NormalDistributionLoss, QuantileLoss
@@ -84,6 +85,13 @@ for k in sorted(interp):
 pred = tft.predict(val_dl, trainer_kwargs=dict(accelerator="cpu", logger=False, enable_progress_bar=False))
 print("predict", tuple(pred.shape), fmt(pred))
 
+# the checkpoint round trip the tutorials do (best_model_path -> load_from_checkpoint)
+tr.save_checkpoint("tft.ckpt")
+best = TemporalFusionTransformer.load_from_checkpoint("tft.ckpt")
+pred2 = best.predict(val_dl, trainer_kwargs=dict(accelerator="cpu", logger=False, enable_progress_bar=False))
+print("reloaded", type(best).__name__, best.hparams.hidden_size, bool(torch.equal(pred, pred2)),
+      sorted(torch.load("tft.ckpt", weights_only=False))[:6])
+
 # --- N-BEATS: only the target, fixed lengths ----------------------------------
 nb_train = TimeSeriesDataSet(
     data[lambda x: x.time_idx <= cutoff], time_idx="time_idx", target="value",
@@ -99,6 +107,22 @@ print("nbeats fit", {k: f"{float(v):.5f}" for k, v in sorted(tr.callback_metrics
 p = nbeats.predict(nb_val.to_dataloader(train=False, batch_size=8, num_workers=0),
                    trainer_kwargs=dict(accelerator="cpu", logger=False, enable_progress_bar=False))
 print("nbeats predict", tuple(p.shape), fmt(p))
+
+# --- N-HiTS: known covariates, a quantile loss ------------------------------
+nh_train = TimeSeriesDataSet(
+    data[lambda x: x.time_idx <= cutoff], time_idx="time_idx", target="value",
+    group_ids=["series"], time_varying_known_reals=["temp"], time_varying_unknown_reals=["value"],
+    max_encoder_length=max_encoder_length, max_prediction_length=max_prediction_length)
+nh_val = TimeSeriesDataSet.from_dataset(nh_train, data, predict=True, stop_randomization=True)
+nhits = NHiTS.from_dataset(nh_train, learning_rate=1e-2, hidden_size=16, n_blocks=[1, 1, 1],
+                           loss=QuantileLoss(), log_interval=-1)
+tr = trainer()
+tr.fit(nhits, train_dataloaders=nh_train.to_dataloader(train=True, batch_size=8, num_workers=0),
+       val_dataloaders=nh_val.to_dataloader(train=False, batch_size=8, num_workers=0))
+print("nhits fit", {k: f"{float(v):.5f}" for k, v in sorted(tr.callback_metrics.items())})
+p = nhits.predict(nh_val.to_dataloader(train=False, batch_size=8, num_workers=0), mode="quantiles",
+                  trainer_kwargs=dict(accelerator="cpu", logger=False, enable_progress_bar=False))
+print("nhits quantiles", tuple(p.shape), fmt(p[0]))
 
 # --- DeepAR: a distribution loss, sampled predictions --------------------------
 ar_train = TimeSeriesDataSet(
