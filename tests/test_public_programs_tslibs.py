@@ -10,8 +10,10 @@
 - tsai (on fastai): the README's TSClassifier (InceptionTimePlus) fitted,
   exported, reloaded with load_learner and predicting with get_X_preds;
   get_ts_dls with ts_learner over InceptionTime, TST, LSTM and LSTM_FCN; a
-  TSRegressor (TSTPlus) and a TSForecaster on SlidingWindow / TimeSplitter
-  windows (``tsai_quickstart.py``).
+  TSRegressor (TSTPlus), a TSForecaster on SlidingWindow / TimeSplitter
+  windows, and 27 more of its architectures (ResNet, XceptionTime, TCN,
+  mWDN, XCM, gMLP, PatchTST, TSPerceiver, TSSequencerPlus, ...) forward and
+  backward (``tsai_quickstart.py``).
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``
 is tracec) and, as the reference, under torch 2.13 (recorded, keyed by the

@@ -2,7 +2,9 @@
 TSClassifier with InceptionTimePlus (TSClassification / TSStandardize,
 fit_one_cycle, export and load_learner, get_X_preds), get_ts_dls +
 ts_learner over InceptionTime / TST / LSTM / LSTM_FCN, a TSRegressor with
-TSTPlus, and a TSForecaster on a SlidingWindow split by TimeSplitter."""
+TSTPlus, a TSForecaster on a SlidingWindow split by TimeSplitter, and two
+dozen more of tsai's architectures forward and backward in training mode
+and forward in eval mode."""
 import random
 
 import numpy as np
@@ -14,6 +16,11 @@ from tsai.models.InceptionTime import InceptionTime
 from tsai.models.RNN import LSTM
 from tsai.models.RNN_FCN import LSTM_FCN
 from tsai.models.TST import TST
+from tsai.models.all import (FCN, GRU, MLP, MLSTM_FCN, TCN, XCM, FCNPlus, GRUAttention,
+                             InceptionTimePlus, LSTMPlus, OmniScaleCNN, PatchTST, ResCNN,
+                             ResNet, ResNetPlus, TransformerModel, TransformerRNNPlus, TSiTPlus,
+                             TSPerceiver, TSSequencerPlus, TSTPlus, XCMPlus, XceptionTime,
+                             XceptionTimePlus, gMLP, mWDN, xresnet1d18)
 
 
 def fmt(xs):
@@ -96,3 +103,53 @@ fcst.fit_one_cycle(1, 1e-3)
 show(fcst, "fcst")
 raw_preds, target, preds = fcst.get_X_preds(Xw[wsplits[1]], yw[wsplits[1]])
 print("fcst preds", tuple(raw_preds.shape), fmt(raw_preds[:4]))
+
+# --- more of tsai's architectures -------------------------------------------
+c_out, bs = 2, 4
+torch.manual_seed(0)
+x = torch.randn(bs, c_in, seq_len)
+zoo = {
+    "FCN": lambda: FCN(c_in, c_out, layers=[8, 16, 8]),
+    "FCNPlus": lambda: FCNPlus(c_in, c_out, layers=[8, 16, 8]),
+    "ResNet": lambda: ResNet(c_in, c_out),
+    "ResNetPlus": lambda: ResNetPlus(c_in, c_out, nf=8),
+    "ResCNN": lambda: ResCNN(c_in, c_out),
+    "XceptionTime": lambda: XceptionTime(c_in, c_out, nf=4),
+    "XceptionTimePlus": lambda: XceptionTimePlus(c_in, c_out, nf=4),
+    "OmniScaleCNN": lambda: OmniScaleCNN(c_in, c_out, seq_len),
+    "TCN": lambda: TCN(c_in, c_out, layers=[8, 8], ks=3),
+    "mWDN": lambda: mWDN(c_in, c_out, seq_len, levels=2),
+    "XCM": lambda: XCM(c_in, c_out, seq_len, nf=8),
+    "XCMPlus": lambda: XCMPlus(c_in, c_out, seq_len, nf=8),
+    "gMLP": lambda: gMLP(c_in, c_out, seq_len, patch_size=2, d_model=16, d_ffn=32, depth=2),
+    "MLP": lambda: MLP(c_in, c_out, seq_len, layers=[16, 16], ps=[0.1, 0.1]),
+    "GRU": lambda: GRU(c_in, c_out, hidden_size=8, bidirectional=True),
+    "LSTMPlus": lambda: LSTMPlus(c_in, c_out, seq_len, hidden_size=[8, 8]),
+    "GRUAttention": lambda: GRUAttention(c_in, c_out, seq_len, hidden_size=8, n_heads=2, d_ff=16,
+                                         encoder_layers=1),
+    "MLSTM_FCN": lambda: MLSTM_FCN(c_in, c_out, seq_len, hidden_size=8, conv_layers=[8, 8, 8]),
+    "TSTPlus": lambda: TSTPlus(c_in, c_out, seq_len, n_layers=1, d_model=16, n_heads=2, d_ff=16),
+    "TSiTPlus": lambda: TSiTPlus(c_in, c_out, seq_len, depth=1, d_model=16, n_heads=2),
+    "PatchTST": lambda: PatchTST(c_in, c_out, seq_len, pred_dim=3, n_layers=1, d_model=16, n_heads=2,
+                                 d_ff=16, patch_len=4, stride=2),
+    "TransformerModel": lambda: TransformerModel(c_in, c_out, d_model=16, n_head=2, d_ffn=16, n_layers=1),
+    "TSPerceiver": lambda: TSPerceiver(c_in, c_out, seq_len, n_latents=8, d_latent=16,
+                                       self_per_cross_attn=1, n_layers=1),
+    "TSSequencerPlus": lambda: TSSequencerPlus(c_in, c_out, seq_len, d_model=16, depth=1),
+    "xresnet1d18": lambda: xresnet1d18(c_in, c_out),
+    "InceptionTimePlus": lambda: InceptionTimePlus(c_in, c_out, nf=4, depth=3),
+    "TransformerRNNPlus": lambda: TransformerRNNPlus(c_in, c_out, seq_len, d_model=16, nhead=2,
+                                                     dim_feedforward=16, num_encoder_layers=1,
+                                                     num_rnn_layers=1),
+}
+for name, make in zoo.items():
+    torch.manual_seed(1)
+    np.random.seed(1)                  # mWDN draws its wavelet weights with numpy
+    m = make().train()
+    torch.manual_seed(2)
+    out = m(x)
+    out.pow(2).mean().backward()
+    gsum = sum(float(p.grad.abs().sum()) for p in m.parameters() if p.grad is not None)
+    with torch.no_grad():
+        ev = m.eval()(x)
+    print("zoo", name, tuple(out.shape), fmt(out.detach().flatten()[:4]), f"{gsum:.4f}", fmt(ev.flatten()[:4]))
