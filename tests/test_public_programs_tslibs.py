@@ -5,8 +5,10 @@
   on a synthetic pandas panel (group normalizer, label encoders, known and
   unknown reals), TemporalFusionTransformer.from_dataset fitted one epoch by
   a lightning Trainer, raw predictions and ``interpret_output``,
-  a checkpoint reloaded with load_from_checkpoint, NBeats, N-HiTS and
-  DeepAR (a distribution loss, sampled quantiles) (``forecasting_tft.py``);
+  a checkpoint reloaded with load_from_checkpoint, NBeats, N-HiTS,
+  DeepAR (normal, negative-binomial and low-rank multivariate normal
+  losses, sampled quantiles), RecurrentNetwork, TiDE and TimeXer
+  (``forecasting_tft.py``);
 - tsai (on fastai): the README's TSClassifier (InceptionTimePlus) fitted,
   exported, reloaded with load_learner and predicting with get_X_preds;
   get_ts_dls with ts_learner over InceptionTime, TST, LSTM and LSTM_FCN; a

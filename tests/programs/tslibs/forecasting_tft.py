@@ -3,7 +3,9 @@ pandas panel: TimeSeriesDataSet (group normalizer, categorical encoders,
 lags-free known / unknown reals), TemporalFusionTransformer.from_dataset
 trained one epoch by a lightning Trainer (QuantileLoss), predict with
 mode="raw" and interpret_output, a checkpoint saved and reloaded with
-load_from_checkpoint, then NBeats, N-HiTS and DeepAR from their datasets."""
+load_from_checkpoint, then NBeats, N-HiTS and DeepAR from their datasets,
+and RecurrentNetwork, TiDE, TimeXer and DeepAR under a negative-binomial
+and a low-rank multivariate normal loss."""
 import random
 import warnings
 
@@ -14,7 +16,10 @@ import lightning.pytorch as pl
 from pytorch_forecasting import (DeepAR, NBeats, NHiTS, TemporalFusionTransformer,
                                  TimeSeriesDataSet)
 from pytorch_forecasting.data import GroupNormalizer, NaNLabelEncoder
-from pytorch_forecasting.metrics import NormalDistributionLoss, QuantileLoss
+from pytorch_forecasting.metrics import (MultivariateNormalDistributionLoss,
+                                         NegativeBinomialDistributionLoss,
+                                         NormalDistributionLoss, QuantileLoss)
+from pytorch_forecasting.models import RecurrentNetwork, TiDEModel, TimeXer
 
 warnings.filterwarnings("ignore")
 
@@ -143,3 +148,46 @@ torch.manual_seed(1)
 p = deepar.predict(val_dl, mode="quantiles", n_samples=20,
                    trainer_kwargs=dict(accelerator="cpu", logger=False, enable_progress_bar=False))
 print("deepar quantiles", tuple(p.shape), fmt(p[0, 0]))
+
+# --- more models and distribution losses ------------------------------------
+data["count"] = rng.poisson(3 + data["series"].str[1:].astype(int)).astype(float)
+
+
+def small(target="value", **kw):
+    spec = dict(time_idx="time_idx", target=target, group_ids=["series"],
+                time_varying_known_reals=["temp"], time_varying_unknown_reals=[target],
+                max_encoder_length=max_encoder_length, max_prediction_length=max_prediction_length)
+    spec.update(kw)
+    tr = TimeSeriesDataSet(data[lambda x: x.time_idx <= cutoff], **spec)
+    va = TimeSeriesDataSet.from_dataset(tr, data, predict=True, stop_randomization=True)
+    return (tr, tr.to_dataloader(train=True, batch_size=8, num_workers=0),
+            va.to_dataloader(train=False, batch_size=8, num_workers=0))
+
+
+more = [
+    ("RecurrentNetwork", dict(static_categoricals=["series"]),
+     lambda tr: RecurrentNetwork.from_dataset(tr, cell_type="GRU", hidden_size=8, rnn_layers=2,
+                                              log_interval=-1)),
+    ("TiDE", {}, lambda tr: TiDEModel.from_dataset(tr, hidden_size=8, temporal_width_future=2,
+                                                   temporal_decoder_hidden=8, output_chunk_length=3,
+                                                   input_chunk_length=8, log_interval=-1)),
+    ("TimeXer", {}, lambda tr: TimeXer.from_dataset(tr, hidden_size=8, n_heads=2, e_layers=1, d_ff=16,
+                                                    patch_length=4, context_length=8,
+                                                    prediction_length=3, log_interval=-1)),
+    ("DeepAR-negbin", dict(target="count", target_normalizer=GroupNormalizer(groups=["series"], center=False)),
+     lambda tr: DeepAR.from_dataset(tr, hidden_size=8, rnn_layers=1, log_interval=-1,
+                                    loss=NegativeBinomialDistributionLoss())),
+    ("DeepAR-mvnormal", dict(target_normalizer=GroupNormalizer(groups=["series"])),
+     lambda tr: DeepAR.from_dataset(tr, hidden_size=8, rnn_layers=1, log_interval=-1,
+                                    loss=MultivariateNormalDistributionLoss(rank=2))),
+]
+for name, spec, make in more:
+    torch.manual_seed(1)
+    tr_ds, tdl, vdl = small(**spec)
+    model = make(tr_ds)
+    tr = trainer()
+    tr.fit(model, tdl, vdl)
+    print(name, "fit", {k: f"{float(v):.5f}" for k, v in sorted(tr.callback_metrics.items())})
+    torch.manual_seed(3)
+    p = model.predict(vdl, trainer_kwargs=dict(accelerator="cpu", logger=False, enable_progress_bar=False))
+    print(name, "predict", tuple(p.shape), fmt(p))
