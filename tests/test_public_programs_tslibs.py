@@ -13,8 +13,8 @@
   exported, reloaded with load_learner and predicting with get_X_preds;
   get_ts_dls with ts_learner over InceptionTime, TST, LSTM and LSTM_FCN; a
   TSRegressor (TSTPlus), a TSForecaster on SlidingWindow / TimeSplitter
-  windows, and 27 more of its architectures (ResNet, XceptionTime, TCN,
-  mWDN, XCM, gMLP, PatchTST, TSPerceiver, TSSequencerPlus, ...) forward and
+  windows, and 28 more of its architectures (ResNet, XceptionTime, TCN,
+  mWDN, XCM, gMLP, PatchTST, TSPerceiver, ConvTranPlus, ...) forward and
   backward (``tsai_quickstart.py``).
 
 Each program runs under ``tracec run`` (the packages' own ``import torch``

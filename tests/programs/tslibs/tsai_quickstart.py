@@ -16,7 +16,7 @@ from tsai.models.InceptionTime import InceptionTime
 from tsai.models.RNN import LSTM
 from tsai.models.RNN_FCN import LSTM_FCN
 from tsai.models.TST import TST
-from tsai.models.all import (FCN, GRU, MLP, MLSTM_FCN, TCN, XCM, FCNPlus, GRUAttention,
+from tsai.models.all import (FCN, ConvTranPlus, GRU, MLP, MLSTM_FCN, TCN, XCM, FCNPlus, GRUAttention,
                              InceptionTimePlus, LSTMPlus, OmniScaleCNN, PatchTST, ResCNN,
                              ResNet, ResNetPlus, TransformerModel, TransformerRNNPlus, TSiTPlus,
                              TSPerceiver, TSSequencerPlus, TSTPlus, XCMPlus, XceptionTime,
@@ -137,6 +137,7 @@ zoo = {
                                        self_per_cross_attn=1, n_layers=1),
     "TSSequencerPlus": lambda: TSSequencerPlus(c_in, c_out, seq_len, d_model=16, depth=1),
     "xresnet1d18": lambda: xresnet1d18(c_in, c_out),
+    "ConvTranPlus": lambda: ConvTranPlus(c_in, c_out, seq_len, d_model=16, dim_ff=32),
     "InceptionTimePlus": lambda: InceptionTimePlus(c_in, c_out, nf=4, depth=3),
     "TransformerRNNPlus": lambda: TransformerRNNPlus(c_in, c_out, seq_len, d_model=16, nhead=2,
                                                      dim_feedforward=16, num_encoder_layers=1,
