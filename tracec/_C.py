@@ -49,6 +49,41 @@ def _are_functorch_transforms_active() -> bool:
     return FUNCTORCH_DEPTH[0] > 0
 
 
+class Type:
+    """``torch._C.Type`` (``torch.Type``): a TorchScript type.  tracec has no
+    TorchScript; its subclasses exist for annotations such as
+    ``str | torch.DeviceObjType`` and their ``get()`` singletons."""
+    _STR = "Type"
+
+    def __init__(self):
+        raise TypeError(f"torch._C.{type(self).__name__}: No constructor defined!")
+
+    @classmethod
+    def get(cls):
+        """The type's single instance (``str()`` is TorchScript's spelling)."""
+        inst = cls.__dict__.get("_INSTANCE")
+        if inst is None:
+            inst = object.__new__(cls)
+            cls._INSTANCE = inst
+        return inst
+
+    def __str__(self):
+        return self._STR
+
+    def __repr__(self):
+        return self._STR
+
+
+class DeviceObjType(Type):
+    """``torch.DeviceObjType``: TorchScript's type of ``torch.device`` values."""
+    _STR = "Device"
+
+
+class StreamObjType(Type):
+    """``torch.StreamObjType``: TorchScript's type of streams."""
+    _STR = "Stream"
+
+
 #: The metaclass of Tensor (PyTorch's is ``torch._C._TensorMeta``; tracec's
 #: Tensor is a plain Python class, so its metaclass is ``type``).
 _TensorMeta = type

@@ -36,14 +36,18 @@ Error = RuntimeError
 
 
 class TracerWarning(Warning):
-    """``torch.jit.TracerWarning``: what ``torch.jit.trace`` warns with;
-    libraries filter it (ultralytics ignores it at import)."""
+    """``torch.jit.TracerWarning`` (torch.jit._trace's): the warning the
+    TorchScript tracer gives for code a trace cannot follow.  tracec's
+    ``trace`` never warns; libraries import the class to filter it."""
 
     @staticmethod
     def ignore_lib_warnings():
+        """torch's filters: TracerWarnings from torch's modules outside the JIT ignored."""
         warnings.filterwarnings("ignore", category=TracerWarning, module="torch.(?!jit)")
+        warnings.filterwarnings("ignore", "torch::jit::fuser::cuda")
 
 
+TracerWarning.ignore_lib_warnings()     # as importing torch.jit does
 _builtin_isinstance = isinstance
 
 
