@@ -15,6 +15,8 @@ fi
 # shellcheck disable=SC1091
 . "$VENV/bin/activate"
 python -m pip install -q -e ".[test]"
+# the test-nodeps extra (libraries whose own pins the test extra excludes)
+python scripts/install_nodeps.py
 
 set +e
 python -m pytest -q -n auto --dist worksteal "$@"
