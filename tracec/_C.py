@@ -74,6 +74,12 @@ class Type:
         return self._STR
 
 
+class TensorType(Type):
+    """``torch.TensorType``: TorchScript's type of a tensor (open_clip
+    annotates with it)."""
+    _STR = "Tensor"
+
+
 class DeviceObjType(Type):
     """``torch.DeviceObjType``: TorchScript's type of ``torch.device`` values."""
     _STR = "Device"

@@ -60,7 +60,7 @@ from tracec import utils  # noqa: E402,F401
 from tracec import _C  # noqa: E402,F401  (torch._C's names that Python code calls)
 from tracec.nn import _aten_nn  # noqa: E402
 _C._nn = _aten_nn  # torch._C._nn: F's ATen functions (tracec.nn._aten_nn)
-from tracec._C import DeviceObjType, StreamObjType, Type  # noqa: E402,F401  (TorchScript types)
+from tracec._C import DeviceObjType, StreamObjType, TensorType, Type  # noqa: E402,F401  (TorchScript types)
 from tracec import accelerator, cuda  # noqa: E402,F401
 from tracec.backends import cudnn as _cudnn, mps as _mps  # noqa: E402,F401  (tracec.backends.*)
 
@@ -324,8 +324,6 @@ _LAZY = {
     "ir": ("tracec.ir", None),
     "compiler": ("tracec.compiler", None),
     "export": ("tracec.export", None),     # torch.export: it records, so it loads the compiler
-    "Type": ("tracec.jit.type_objects", "Type"),            # TorchScript's type objects,
-    "TensorType": ("tracec.jit.type_objects", "TensorType"),  # imported to annotate with
 }
 
 

@@ -29,7 +29,7 @@ __all__ = ["Attribute", "Error", "Final", "Future", "ScriptFunction", "ScriptMod
            "enable_onednn_fusion", "export", "fork", "freeze", "ignore", "interface",
            "is_scripting", "is_tracing", "isinstance", "load", "optimize_for_inference",
            "optimized_execution", "save", "script", "script_if_tracing", "script_method",
-           "set_fusion_strategy", "trace", "trace_module", "TracerWarning", "unused", "wait"]
+           "set_fusion_strategy", "trace", "trace_module", "unused", "wait"]
 
 Final = typing.Final
 Error = RuntimeError
