@@ -1,5 +1,6 @@
-"""Test-wide settings: the IR verifier runs between passes (DESIGN.md), and
-compiled code is cached in a throwaway folder, never the user's cache."""
+"""Test-wide settings: the IR verifier runs after each pass stage (TRACEC_CHECKS=1;
+2 verifies after every pass), and compiled code is cached in a throwaway
+folder, never the user's cache."""
 import compileall
 import importlib.util
 import os
@@ -8,7 +9,7 @@ import tempfile
 
 import pytest
 
-os.environ.setdefault("TRACEC_CHECKS", "1")
+os.environ.setdefault("TRACEC_CHECKS", "1")  # (the IR verified after each stage; 2: after each pass)
 os.environ.setdefault("TRACEC_CACHE_DIR", tempfile.mkdtemp(prefix="tracec-test-cache-"))
 # No shared libraries linked from compiled code (a cc per compile, for a
 # later process's quick start): tests/backends/test_shared_objects.py

@@ -24,7 +24,7 @@ from tracec import compiled_backward, graph, size_generic, symbolic
 from tracec.backends import check
 from tracec.backends.cpu.output_pool import fresh
 from tracec.complex_ops import _as_real_view
-from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, run_passes
+from tracec.passes.pipeline import AUTODIFF, OPTIMIZE, checks_level, run_passes
 from tracec.mutation import EPOCH, guard_watched
 from tracec.pytree import resolve
 from tracec.tensor import Tensor
@@ -105,7 +105,7 @@ class Entry:
         """The optimized module (running autodiff and the passes on a copy of
         the trace the first time)."""
         if "optimized" not in self.stages:
-            verify = _checks_enabled()
+            verify = checks_level()
             t0 = time.perf_counter()
             module = self.stages["trace"].clone()
             run_passes(AUTODIFF, module, verify=verify)

@@ -28,6 +28,7 @@ from tracec.fast_run import MISS
 from tracec.ops import recurrent
 from tracec.backends import cache, cpu, cuda, interp
 from tracec.compiled_entry import Entry, _checks_enabled, donations  # noqa: F401
+from tracec.passes.pipeline import checks_level
 from tracec.naming import argument_names
 from tracec.pytree import flatten_args, path_name, resolve
 from tracec.sym_shapes import SymbolTable, bind, choose_dynamic, pattern_key
@@ -614,7 +615,7 @@ class CompiledFunction:
                 entry, backward_out,
                 lambda module, optimize: self._cached(backend, module, optimize,
                                                       tag="backward")[0],
-                _checks_enabled())
+                checks_level())
         return entry
 
     def _specialization(self, entry: Entry, env: dict, backward_out) -> Entry:

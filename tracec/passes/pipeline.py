@@ -53,19 +53,38 @@ def paused_gc():
             gc.enable()
 
 
-def run_passes(passes, module, *, verify: bool = False) -> None:
+def run_passes(passes, module, *, verify: bool | str = False) -> None:
     """Apply ``passes`` in order; with ``verify``, verify after each one and
-    name the pass whose output failed."""
+    name the pass whose output failed; ``verify="stage"``: once, after the
+    last (``TRACEC_CHECKS=1``: verifying after every pass was most of the
+    checks' cost on a training step; ``TRACEC_CHECKS=2`` names the pass)."""
     with paused_gc():
         _run(passes, module, verify)
 
 
-def _run(passes, module, verify: bool) -> None:
+def checks_level() -> bool | str:
+    """``run_passes``' ``verify`` for ``$TRACEC_CHECKS``: False when unset or
+    0, "stage" for 1, True (after every pass) for 2 and above."""
+    import os
+    level = os.environ.get("TRACEC_CHECKS", "")
+    if level in ("", "0"):
+        return False
+    return True if level not in ("1",) else "stage"
+
+
+def _run(passes, module, verify) -> None:
     ctx = _ctx()
     for p in passes:
         p.apply(ctx, module)
-        if verify:
+        if verify is True:
             try:
                 module.verify()
             except Exception as e:
                 raise RuntimeError(f"IR verification failed after pass {p.name}: {e}") from e
+    if verify == "stage":
+        try:
+            module.verify()
+        except Exception as e:
+            names = ", ".join(p.name for p in passes)
+            raise RuntimeError(f"IR verification failed after the passes {names} "
+                               f"(TRACEC_CHECKS=2 verifies after each one): {e}") from e
