@@ -53,6 +53,16 @@ class LazyModuleMixin:
             self.__class__ = self.cls_to_become
         return None
 
+    def _save_to_state_dict(self, destination, prefix, keep_vars) -> None:
+        # PyTorch's: an uninitialized parameter or buffer is saved itself,
+        # not detached (so reading its shape raises, as it should)
+        for name, p in self._parameters.items():
+            if p is not None:
+                destination[prefix + name] = p if is_lazy(p) or keep_vars else p.detach()
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent_buffers_set:
+                destination[prefix + name] = b if is_lazy(b) or keep_vars else b.detach()
+
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                               unexpected_keys, error_msgs):
         for table in (self._parameters, self._buffers):
