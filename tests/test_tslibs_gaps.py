@@ -2,8 +2,11 @@
 pytorch-forecasting, tsai) found in tracec, each checked against torch
 without the packages: ``torch.DeviceObjType`` / ``torch.StreamObjType``
 (TorchScript's types, which pytorch-forecasting's annotations name at
-import time) and ``torch.jit.TracerWarning`` (which tsai imports), with
-the filters importing torch.jit installs."""
+import time), ``torch.jit.TracerWarning`` (which tsai imports), with
+the filters importing torch.jit installs, and the layout of an
+elementwise result whose operands' layouts differ (TensorIterator's rule:
+tsai's ConvTranPlus drew its dropout masks in another order)."""
+import numpy as np
 import pytest
 import torch
 
@@ -37,3 +40,30 @@ def test_tracer_warning():
                    for f in warnings.filters]
         assert got == [("ignore", False, "torch::jit::fuser::cuda", None),
                        ("ignore", True, None, "torch.(?!jit)")]
+
+
+def _layout_cases(lib):
+    lib.manual_seed(0)
+    x = lib.randn(4, 16, 24).permute(0, 2, 1)            # strides (384, 1, 24)
+    pe = lib.randn(1, 24, 16)
+    img = lib.randn(2, 3, 4, 5).to(memory_format=lib.channels_last)
+    return [x + pe, pe + x, x * pe[0], x - 1.5, x + x, x.contiguous() + pe,
+            img + lib.randn(3, 1, 1), lib.randn(3, 1, 1) * img, img + lib.randn(2, 3, 4, 5),
+            lib.randn(2, 3, 4, 5) + img, x.transpose(1, 2) + x.transpose(1, 2).contiguous(),
+            lib.maximum(x, pe), lib.atan2(pe, x)]
+
+
+def test_elementwise_result_layout_follows_tensor_iterator():
+    """An elementwise result of operands with different layouts is laid
+    out by TensorIterator's rule (the first operand's order, the next where
+    it is broadcast), so a dropout mask drawn over it equals PyTorch's
+    (tsai's ConvTranPlus adds a positional table to a permuted activation)."""
+    ours, theirs = _layout_cases(tracec), _layout_cases(torch)
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        assert a.stride() == b.stride(), i
+        assert a.is_contiguous() == b.is_contiguous(), i
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-6)
+        for lib, t in ((tracec, a), (torch, b)):
+            lib.manual_seed(1)
+            t.dropout_mask = lib.nn.functional.dropout(t, 0.5).numpy()
+        np.testing.assert_allclose(a.dropout_mask, b.dropout_mask, rtol=1e-6, atol=1e-6)

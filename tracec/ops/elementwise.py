@@ -14,6 +14,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec.ops.core import Aval, Primitive, ShapeError, broadcast_shapes
+from tracec.ops.iter_layout import relayout
 # The VJP rules of one layer call each other: modules, resolved at call time.
 from tracec.ops import movement, reduce  # noqa: E402
 
@@ -350,8 +351,17 @@ def _binary_shape(a, b, **_):
     return broadcast_shapes(a, b)
 
 
+def _laid_out(impl):
+    """``impl`` whose result is laid out as PyTorch's TensorIterator lays it
+    out when the operands' layouts disagree (``iter_layout``)."""
+    def laid_out(*a, **kw):
+        return relayout(impl(*a, **kw), a)
+    laid_out.__name__ = impl.__name__
+    return laid_out
+
+
 def _binary(name, f, vjp, *, save=(0, 1), save_out=False, dtype_rule=None):
-    return Primitive(name, kind="elementwise", impl=_quiet_impl(f), shape_rule=_binary_shape,
+    return Primitive(name, kind="elementwise", impl=_laid_out(_quiet_impl(f)), shape_rule=_binary_shape,
                      dtype_rule=dtype_rule or _same_dtype(name), vjp=vjp,
                      save=save, save_out=save_out)
 
