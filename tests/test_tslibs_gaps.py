@@ -67,3 +67,18 @@ def test_elementwise_result_layout_follows_tensor_iterator():
             lib.manual_seed(1)
             t.dropout_mask = lib.nn.functional.dropout(t, 0.5).numpy()
         np.testing.assert_allclose(a.dropout_mask, b.dropout_mask, rtol=1e-6, atol=1e-6)
+
+
+def test_comparison_result_layout_follows_tensor_iterator():
+    """Comparisons and logical / bitwise ops lay out their bool results by
+    the same rule (the first operand's order)."""
+    def cases(lib):
+        lib.manual_seed(0)
+        x = lib.randn(4, 16, 24).permute(0, 2, 1)
+        pe = lib.randn(1, 24, 16)
+        i = lib.arange(4 * 24 * 16).reshape(4, 16, 24).permute(0, 2, 1)
+        return [x > pe, pe > x, x == pe[0], lib.logical_and(x > 0, pe > 0),
+                i & lib.arange(16), lib.arange(16) | i]
+    for k, (a, b) in enumerate(zip(cases(tracec), cases(torch))):
+        assert a.stride() == b.stride(), k
+        np.testing.assert_array_equal(a.numpy(), b.numpy())

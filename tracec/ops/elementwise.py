@@ -529,7 +529,7 @@ def _cmp(name, f):
     def rule(a, b, **_):
         same(a, b)
         return dt.bool_
-    return Primitive(name, kind="elementwise", impl=f, shape_rule=_binary_shape,
+    return Primitive(name, kind="elementwise", impl=_laid_out(f), shape_rule=_binary_shape,
                      dtype_rule=rule, vjp=None)
 
 
@@ -554,7 +554,7 @@ def _bitwise(name, f):
         if d.category != 1:
             raise ShapeError(f"{name}: expected integer operands, got {d}")
         return d
-    return Primitive(name, kind="elementwise", impl=f, shape_rule=_binary_shape,
+    return Primitive(name, kind="elementwise", impl=_laid_out(f), shape_rule=_binary_shape,
                      dtype_rule=rule, vjp=None)
 
 
