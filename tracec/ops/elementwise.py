@@ -66,6 +66,35 @@ def _quiet_impl(f):
     return impl
 
 
+def _quiet_binary_impl(f):
+    """``_quiet_impl(f)`` for a binary ``f`` whose result is laid out as
+    PyTorch's TensorIterator lays it out when the operands' layouts
+    disagree (``iter_layout``); one frame, as binary ops are the hottest."""
+    nd = np.ndarray
+    if _IGNORE_FP is None:
+        def impl(x, y, **_):
+            with np.errstate(all="ignore"):
+                out = f(x, y)
+            if (type(x) is not nd or x.flags.c_contiguous) and \
+                    (type(y) is not nd or y.flags.c_contiguous):
+                return out
+            return relayout(out, (x, y))
+    else:
+        def impl(x, y, **_):
+            token = _set_fp(_IGNORE_FP)
+            try:
+                out = f(x, y)
+            finally:
+                _reset_fp(token)
+            # (the common case: no operand in another layout than row-major)
+            if (type(x) is not nd or x.flags.c_contiguous) and \
+                    (type(y) is not nd or y.flags.c_contiguous):
+                return out
+            return relayout(out, (x, y))
+    impl.__name__ = getattr(f, "__name__", "impl")
+    return impl
+
+
 # --- helpers used by the VJP rules (primitives only) -------------------------
 
 def conj(v):
@@ -351,17 +380,24 @@ def _binary_shape(a, b, **_):
     return broadcast_shapes(a, b)
 
 
-def _laid_out(impl):
-    """``impl`` whose result is laid out as PyTorch's TensorIterator lays it
-    out when the operands' layouts disagree (``iter_layout``)."""
-    def laid_out(*a, **kw):
-        return relayout(impl(*a, **kw), a)
-    laid_out.__name__ = impl.__name__
-    return laid_out
+def _laid_out(f):
+    """A binary ``f`` (no floating point state to quiet: comparisons,
+    logical / bitwise ops) whose result is laid out as
+    ``_quiet_binary_impl``'s."""
+    nd = np.ndarray
+
+    def impl(x, y, **_):
+        out = f(x, y)
+        if (type(x) is not nd or x.flags.c_contiguous) and \
+                (type(y) is not nd or y.flags.c_contiguous):
+            return out
+        return relayout(out, (x, y))
+    impl.__name__ = getattr(f, "__name__", "impl")
+    return impl
 
 
 def _binary(name, f, vjp, *, save=(0, 1), save_out=False, dtype_rule=None):
-    return Primitive(name, kind="elementwise", impl=_laid_out(_quiet_impl(f)), shape_rule=_binary_shape,
+    return Primitive(name, kind="elementwise", impl=_quiet_binary_impl(f), shape_rule=_binary_shape,
                      dtype_rule=dtype_rule or _same_dtype(name), vjp=vjp,
                      save=save, save_out=save_out)
 
