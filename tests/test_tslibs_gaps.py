@@ -82,3 +82,34 @@ def test_comparison_result_layout_follows_tensor_iterator():
     for k, (a, b) in enumerate(zip(cases(tracec), cases(torch))):
         assert a.stride() == b.stride(), k
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def _copy_like_cases(lib):
+    lib.manual_seed(0)
+    cases = {"t": lib.randn(4, 3).t(), "perm3": lib.randn(2, 3, 4).permute(2, 0, 1),
+             "cl": lib.randn(2, 3, 4, 5).to(memory_format=lib.channels_last),
+             "slice": lib.randn(4, 6)[:, ::2], "tslice": lib.randn(6, 4).t()[:, ::2],
+             "expanded": lib.randn(3, 1).expand(3, 4)}
+    out = []
+    for name, a in cases.items():
+        b = lib.randn(a.shape)
+        out += [(name, "clone", a.clone()), (name, "double", a.double()), (name, "int", a.int()),
+                (name, "to", a.to(lib.float16)), (name, "zeros_like", lib.zeros_like(a)),
+                (name, "full_like", lib.full_like(a, 2)), (name, "randn_like", lib.randn_like(a)),
+                (name, "where", lib.where(a > 0, a, b)), (name, "where_b", lib.where(b > 0, b, a)),
+                (name, "addcmul", lib.addcmul(a, b, a)), (name, "addcmul_b", lib.addcmul(b, a, a)),
+                (name, "addcdiv", lib.addcdiv(a, b, a.abs() + 3)), (name, "lerp", lib.lerp(a, b, 0.3)),
+                (name, "tanh", a.tanh()), (name, "atan2", lib.atan2(b, a))]
+    return out
+
+
+def test_copies_casts_likes_and_ternary_ops_are_laid_out_as_pytorch():
+    """clone, casts and ``*_like`` keep the input's layout (PyTorch's
+    ``preserve_format``: any order, not only channels-last), and where /
+    addcmul / addcdiv / lerp lay out their result as one TensorIterator
+    kernel over their operands; values unchanged."""
+    for (name, op, a), (_, _, b) in zip(_copy_like_cases(tracec), _copy_like_cases(torch)):
+        assert a.stride() == b.stride(), (name, op, a.stride(), b.stride())
+        if op != "randn_like":
+            np.testing.assert_allclose(a.double().numpy(), b.double().numpy(), rtol=1e-6,
+                                       atol=1e-6, err_msg=f"{name} {op}")

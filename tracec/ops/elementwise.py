@@ -330,7 +330,7 @@ def _tanh_impl(x):
     # ten thousand.
     if x.dtype == np.float32:
         # (the float64 loop through NumPy's buffered casts: no float64 copy)
-        return np.tanh(x, out=np.empty(x.shape, np.float32), dtype=np.float64,
+        return np.tanh(x, out=np.empty_like(x, np.float32), dtype=np.float64,
                        casting="same_kind")
     return np.tanh(x)
 

@@ -58,17 +58,11 @@ def _perm(shape, strides):
     return perm
 
 
-def relayout(out, operands):
-    """``out`` (a fresh elementwise result of ``operands``) laid out as
-    TensorIterator lays it out."""
-    if type(out) is not np.ndarray or out.ndim < 2 or out.size < 2:
-        return out
-    arrays = [a for a in operands if type(a) is np.ndarray and a.ndim > 0]
-    if len(arrays) < 2 or all(a.flags.c_contiguous for a in arrays):
-        return out
+def in_order(out, perm):
+    """``out``'s values in a fresh array dense in ``perm``'s order
+    (dimensions innermost first); ``out`` itself when it is already so
+    laid out (size-one dimensions aside)."""
     shape = out.shape
-    perm = _perm(shape, _iter_strides(shape, arrays))
-    # the order of the dimensions above size one, innermost first
     want = [d for d in perm if shape[d] != 1]
     have = sorted((d for d in range(out.ndim) if shape[d] != 1),
                   key=lambda d: out.strides[d])
@@ -79,3 +73,28 @@ def relayout(out, operands):
     dense = np.empty(moved.shape, out.dtype)
     dense[...] = moved
     return dense.transpose(tuple(np.argsort(order)))
+
+
+def like(out, source):
+    """``out`` (a fresh result with ``source``'s shape) laid out as
+    PyTorch's ``preserve_format`` lays out a copy of ``source`` (clone,
+    a cast, ``*_like``): dense in the order of ``source``'s strides
+    (``infer_dense_strides``: a non-overlapping dense source's own
+    strides, a sliced one's order made dense)."""
+    if type(out) is not np.ndarray or out.ndim < 2 or out.size < 2 or \
+            type(source) is not np.ndarray or source.flags.c_contiguous or \
+            source.shape != out.shape:
+        return out
+    return in_order(out, _perm(out.shape, _iter_strides(out.shape, [source])))
+
+
+def relayout(out, operands):
+    """``out`` (a fresh elementwise result of ``operands``) laid out as
+    TensorIterator lays it out."""
+    if type(out) is not np.ndarray or out.ndim < 2 or out.size < 2:
+        return out
+    arrays = [a for a in operands if type(a) is np.ndarray and a.ndim > 0]
+    if len(arrays) < 2 or all(a.flags.c_contiguous for a in arrays):
+        return out
+    shape = out.shape
+    return in_order(out, _perm(shape, _iter_strides(shape, arrays)))
