@@ -347,6 +347,8 @@ def _formatted(t: Tensor, input, memory_format, requires_grad) -> Tensor:
                 memory_format = fmt
                 break
         else:
+            # (any other layout: dense in the order of input's strides)
+            t = tm.keep_layout(t, input)
             memory_format = tm.contiguous_format
     if memory_format is not tm.contiguous_format:
         t = t.contiguous(memory_format=memory_format)     # checks the rank

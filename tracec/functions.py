@@ -745,7 +745,12 @@ def where(condition, input=None, other=None):
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         # Two scalars: the result has their promoted dtype, not the condition's.
         input = Tensor._make(np.asarray(input, dtype=d.np), d)
-    return ops.where(condition, input, other)
+    out = ops.where(condition, input, other)
+    if type(out) is Tensor and out._data.ndim > 1:
+        # (one kernel's layout over the three, as PyTorch's TensorIterator)
+        from tracec.tensor_meta import keep_iter_layout
+        keep_iter_layout(out, condition, input, other)
+    return out
 
 
 def clamp(input, min=None, max=None):  # noqa: A002

@@ -452,6 +452,8 @@ def lerp(input, end, weight):  # noqa: A002
                                 ops.sub(1.0, w) if isinstance(w, Tensor) else 1.0 - w))
         out = ops.where(ops.lt(ops.abs_(w), 0.5), lo, hi) if isinstance(w, Tensor) else \
             (lo if abs(w) < 0.5 else hi)
+    from tracec.tensor_meta import keep_iter_layout
+    keep_iter_layout(out, input, end, weight)      # (one kernel's layout, as PyTorch's)
     return _named(out, "LerpBackward1" if isinstance(w, Tensor) else "LerpBackward0")
 
 
@@ -463,9 +465,13 @@ def _pointwise3(name, input, tensor1, tensor2, value, combine):  # noqa: A002
     rounded once (through float64, where a float32 product is exact)."""
     if combine is F.mul and promote(name, input, tensor1, tensor2)[1] is dt.float32:
         scaled = ops.cast(F.mul(tensor1, value), dt.float64)
-        return ops.cast(F.add(F.mul(scaled, ops.cast(tensor2, dt.float64)),
-                              ops.cast(input, dt.float64) if isinstance(input, Tensor) else input),
-                        dt.float32)
+        out = ops.cast(F.add(F.mul(scaled, ops.cast(tensor2, dt.float64)),
+                             ops.cast(input, dt.float64) if isinstance(input, Tensor) else input),
+                       dt.float32)
+        # (the casts are row-major: the layout TensorIterator gives the
+        # three operands' result)
+        from tracec.tensor_meta import keep_iter_layout
+        return keep_iter_layout(out, input, tensor1, tensor2)
     return F.add(input, combine(F.mul(tensor1, value), tensor2))
 
 

@@ -498,7 +498,7 @@ def clone(input, *, memory_format=None):
     if memory_format in tm._ORDERS:
         return tm.contiguous(out, memory_format)    # (a copy already: laid out in place)
     if memory_format is None or memory_format is tm.preserve_format:
-        tm.keep_memory_format(out, input)
+        tm.keep_layout(out, input)
     return out
 
 
@@ -557,8 +557,8 @@ def to(x, *args, **kwargs):
             from tracec.contraction import keep_sparse
             keep_sparse(out, x, dt.to_dtype(dtype))
         if memory_format is None or memory_format is preserve_format:
-            from tracec.tensor_meta import keep_memory_format
-            keep_memory_format(out, x)      # (PyTorch's preserve_format cast)
+            from tracec.tensor_meta import keep_layout
+            keep_layout(out, x)      # (PyTorch's preserve_format cast)
         return out
     if not copy:
         return x
@@ -567,8 +567,8 @@ def to(x, *args, **kwargs):
         from tracec.contraction import keep_sparse
         keep_sparse(out, x)
     if memory_format is None or memory_format is preserve_format:
-        from tracec.tensor_meta import keep_memory_format
-        keep_memory_format(out, x)
+        from tracec.tensor_meta import keep_layout
+        keep_layout(out, x)
     return out
 
 

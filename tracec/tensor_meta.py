@@ -232,6 +232,42 @@ def keep_memory_format(y: Tensor, *inputs) -> Tensor:
     return y
 
 
+def keep_layout(y: Tensor, x: Tensor) -> Tensor:
+    """``y``, a fresh copy-like result of ``x`` (clone, a cast, ``*_like``),
+    laid out as PyTorch's ``preserve_format`` lays it out: dense in the
+    order of ``x``'s strides (``iter_layout.like``); a channels-last ``x``
+    as ``keep_memory_format`` does (PyTorch's size-one strides too).
+    Eagerly only, as ``keep_memory_format``."""
+    from tracec.tensor import RECORDERS
+    if RECORDERS or y._base is not None or type(y._data) is not np.ndarray or \
+            not isinstance(x, Tensor) or type(x._data) is not np.ndarray or \
+            x._data.flags.c_contiguous:
+        return y
+    if suggest_memory_format(x) is not contiguous_format:
+        return keep_memory_format(y, x)
+    from tracec.ops.iter_layout import like
+    y._data = like(y._data, x._data)
+    return y
+
+
+def keep_iter_layout(y: Tensor, *inputs) -> Tensor:
+    """``y``, a fresh elementwise result of ``inputs`` computed through
+    row-major steps, laid out as TensorIterator lays out the result of
+    one kernel over ``inputs`` (``iter_layout.relayout``).  Eagerly only,
+    as ``keep_memory_format``."""
+    from tracec.tensor import RECORDERS
+    if RECORDERS or y._base is not None or type(y._data) is not np.ndarray:
+        return y
+    arrays = [t._data for t in inputs if isinstance(t, Tensor)]
+    if all(type(a) is not np.ndarray or a.flags.c_contiguous for a in arrays):
+        return y
+    from tracec.ops.iter_layout import like, relayout
+    arrays = [a for a in arrays if type(a) is np.ndarray and a.ndim > 0]
+    y._data = relayout(y._data, arrays) if len(arrays) > 1 else \
+        like(y._data, np.broadcast_to(arrays[0], y.shape)) if arrays else y._data
+    return y
+
+
 def _root(t: Tensor) -> Tensor:
     return t._base if t._base is not None else t
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec.ops.core import Aval, Primitive, ShapeError, broadcast_shapes
+from tracec.ops.iter_layout import relayout
 # The VJP rules of one layer call each other: modules, resolved at call time.
 from tracec.ops import movement, reduce  # noqa: E402
 
@@ -61,6 +62,35 @@ def _quiet_impl(f):
                 return f(*a)
             finally:
                 _reset_fp(token)
+    impl.__name__ = getattr(f, "__name__", "impl")
+    return impl
+
+
+def _quiet_binary_impl(f):
+    """``_quiet_impl(f)`` for a binary ``f`` whose result is laid out as
+    PyTorch's TensorIterator lays it out when the operands' layouts
+    disagree (``iter_layout``); one frame, as binary ops are the hottest."""
+    nd = np.ndarray
+    if _IGNORE_FP is None:
+        def impl(x, y, **_):
+            with np.errstate(all="ignore"):
+                out = f(x, y)
+            if (type(x) is not nd or x.flags.c_contiguous) and \
+                    (type(y) is not nd or y.flags.c_contiguous):
+                return out
+            return relayout(out, (x, y))
+    else:
+        def impl(x, y, **_):
+            token = _set_fp(_IGNORE_FP)
+            try:
+                out = f(x, y)
+            finally:
+                _reset_fp(token)
+            # (the common case: no operand in another layout than row-major)
+            if (type(x) is not nd or x.flags.c_contiguous) and \
+                    (type(y) is not nd or y.flags.c_contiguous):
+                return out
+            return relayout(out, (x, y))
     impl.__name__ = getattr(f, "__name__", "impl")
     return impl
 
@@ -300,7 +330,7 @@ def _tanh_impl(x):
     # ten thousand.
     if x.dtype == np.float32:
         # (the float64 loop through NumPy's buffered casts: no float64 copy)
-        return np.tanh(x, out=np.empty(x.shape, np.float32), dtype=np.float64,
+        return np.tanh(x, out=np.empty_like(x, np.float32), dtype=np.float64,
                        casting="same_kind")
     return np.tanh(x)
 
@@ -350,8 +380,24 @@ def _binary_shape(a, b, **_):
     return broadcast_shapes(a, b)
 
 
+def _laid_out(f):
+    """A binary ``f`` (no floating point state to quiet: comparisons,
+    logical / bitwise ops) whose result is laid out as
+    ``_quiet_binary_impl``'s."""
+    nd = np.ndarray
+
+    def impl(x, y, **_):
+        out = f(x, y)
+        if (type(x) is not nd or x.flags.c_contiguous) and \
+                (type(y) is not nd or y.flags.c_contiguous):
+            return out
+        return relayout(out, (x, y))
+    impl.__name__ = getattr(f, "__name__", "impl")
+    return impl
+
+
 def _binary(name, f, vjp, *, save=(0, 1), save_out=False, dtype_rule=None):
-    return Primitive(name, kind="elementwise", impl=_quiet_impl(f), shape_rule=_binary_shape,
+    return Primitive(name, kind="elementwise", impl=_quiet_binary_impl(f), shape_rule=_binary_shape,
                      dtype_rule=dtype_rule or _same_dtype(name), vjp=vjp,
                      save=save, save_out=save_out)
 
@@ -519,7 +565,7 @@ def _cmp(name, f):
     def rule(a, b, **_):
         same(a, b)
         return dt.bool_
-    return Primitive(name, kind="elementwise", impl=f, shape_rule=_binary_shape,
+    return Primitive(name, kind="elementwise", impl=_laid_out(f), shape_rule=_binary_shape,
                      dtype_rule=rule, vjp=None)
 
 
@@ -544,7 +590,7 @@ def _bitwise(name, f):
         if d.category != 1:
             raise ShapeError(f"{name}: expected integer operands, got {d}")
         return d
-    return Primitive(name, kind="elementwise", impl=f, shape_rule=_binary_shape,
+    return Primitive(name, kind="elementwise", impl=_laid_out(f), shape_rule=_binary_shape,
                      dtype_rule=rule, vjp=None)
 
 

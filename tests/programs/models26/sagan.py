@@ -525,7 +525,10 @@ cstep = torch.compile(g_step)
 compiled = [cstep(zc).item() for _ in range(2)]
 print("compiled losses", [f"{v:.5f}" for v in compiled])
 # the generator's conv biases feed BatchNorm2d, which removes them: their
-# gradients are rounding noise, which Adam scales up to +-lr (left out)
+# gradients are rounding noise, which Adam scales up to +-lr (left out); the
+# running means of those BatchNorms move with the biases (0.1 of them)
 print("compiled == eager:", all(abs(a - b) <= 1e-4 * max(1.0, abs(b)) for a, b in zip(compiled, eager)),
-      all(torch.allclose(m.state_dict()[k], a[k], rtol=1e-4, atol=1e-5) for m, a in zip(nets, after) for k in a
+      all(torch.allclose(m.state_dict()[k], a[k], rtol=1e-4,
+                         atol=1e-4 if m is config.G and k.endswith('running_mean') else 1e-5)
+          for m, a in zip(nets, after) for k in a
           if not (m is config.G and k.endswith('module.bias') and not k.startswith('last'))))

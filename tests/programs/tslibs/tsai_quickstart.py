@@ -137,11 +137,9 @@ zoo = {
                                        self_per_cross_attn=1, n_layers=1),
     "TSSequencerPlus": lambda: TSSequencerPlus(c_in, c_out, seq_len, d_model=16, depth=1),
     "xresnet1d18": lambda: xresnet1d18(c_in, c_out),
-    # (no encoder dropout: its input is a permuted activation plus a table,
-    # whose memory order decides torch's dropout mask; tracec's eager results
-    # are row-major so that they equal compiled code's)
-    "ConvTranPlus": lambda: ConvTranPlus(c_in, c_out, seq_len, d_model=16, dim_ff=32,
-                                         encoder_dropout=0.0),
+    # (its encoder dropout's input is a permuted activation plus a table,
+    # whose memory order decides the dropout mask)
+    "ConvTranPlus": lambda: ConvTranPlus(c_in, c_out, seq_len, d_model=16, dim_ff=32),
     "InceptionTimePlus": lambda: InceptionTimePlus(c_in, c_out, nf=4, depth=3),
     "TransformerRNNPlus": lambda: TransformerRNNPlus(c_in, c_out, seq_len, d_model=16, nhead=2,
                                                      dim_feedforward=16, num_encoder_layers=1,
