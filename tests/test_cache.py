@@ -130,3 +130,36 @@ def test_an_empty_entry_is_discarded(tmp_path):
     with pytest.warns(UserWarning, match="corrupt"):
         assert c.get("cd" * 32) is None
     assert not os.path.exists(path)
+
+
+def test_fingerprint_tells_apart_what_the_key_must():
+    """The cache key's fingerprint describes attributes from their parameters
+    (not xDSL's printer): values that compare or print alike but encode
+    differently (1, 1.0 and True; 0.0 and -0.0; another column) still get
+    their own keys, and equal modules built twice get the same one."""
+    from tracec import dtypes as dt
+    from tracec import ir
+    from tracec.backends.cache import fingerprint
+    from xdsl.builder import ImplicitBuilder
+    from xdsl.dialects import func
+    from xdsl.dialects.builtin import ModuleOp
+    from xdsl.ir import Block, Region
+
+    def module(scalar, col=0):
+        t = ir.tensor_type((2, 3), dt.float32)
+        block = Block(arg_types=[t])
+        with ImplicitBuilder(block):
+            op = ir.make_op("mul", [block.args[0],
+                                    ir.make_op("full", [], {"shape": (2, 3), "value": scalar,
+                                                            "dtype": dt.float32}, t,
+                                               loc=("f.py", 3, col))],
+                            {}, t, loc=("f.py", 4, 0))
+            func.ReturnOp(op.results[0])
+        return ModuleOp([func.FuncOp("f", ((t,), (t,)), Region(block))])
+
+    keys = [fingerprint(module(v), locations=True) for v in (1, 1.0, True, 0.0, -0.0)]
+    assert len(set(keys)) == 5
+    assert fingerprint(module(2.5), locations=True) == fingerprint(module(2.5), locations=True)
+    assert fingerprint(module(2.5, col=7), locations=True) != \
+        fingerprint(module(2.5), locations=True)
+    assert fingerprint(module(2.5, col=7)) == fingerprint(module(2.5))
