@@ -163,3 +163,31 @@ def test_fingerprint_tells_apart_what_the_key_must():
     assert fingerprint(module(2.5, col=7), locations=True) != \
         fingerprint(module(2.5), locations=True)
     assert fingerprint(module(2.5, col=7)) == fingerprint(module(2.5))
+
+
+def test_generated_code_is_compiled_once_per_machine(tmp_path, monkeypatch):
+    """tracec.code_cache: a generated function's code object is kept on disk
+    under the hash of its text; a corrupt file there is compiled again."""
+    import glob
+    from tracec import code_cache
+    monkeypatch.setenv("TRACEC_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TRACEC_NO_CACHE", raising=False)
+    monkeypatch.setattr(code_cache, "_MEMO", {})
+    src = "def run(a):\n    return a * 3 + 1\n"
+    env: dict = {}
+    exec(code_cache.compiled(src, "<t>"), env)
+    assert env["run"](2) == 7
+    files = glob.glob(str(tmp_path / "runtime" / "pycode" / "*" / "*.marshal"))
+    assert len(files) == 1
+    code_cache._MEMO.clear()
+    assert code_cache.compiled(src, "<t>").co_filename == "<t>"      # loaded from disk
+    with open(files[0], "wb") as f:
+        f.write(b"\x00garbage")
+    code_cache._MEMO.clear()
+    env = {}
+    exec(code_cache.compiled(src, "<t>"), env)
+    assert env["run"](1) == 4
+    code_cache._MEMO.clear()
+    other: dict = {}
+    exec(code_cache.compiled(src.replace("3", "5"), "<t>"), other)  # its own entry
+    assert other["run"](1) == 6

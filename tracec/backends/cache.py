@@ -22,7 +22,6 @@ import warnings
 
 import platformdirs
 from filelock import FileLock
-from xdsl.ir import Data, ParametrizedAttribute
 
 MAGIC = b"TRACEC-CACHE\x00\x01"
 FORMAT = 1
@@ -198,11 +197,12 @@ def attribute_text(a) -> str:
     """A text that identifies attribute ``a`` exactly: its class and its
     parameters (or data), recursively; where some part is a value of
     another kind, xDSL's printed form."""
+    from xdsl.ir import Data, ParametrizedAttribute   # (loaded: ``a`` is one of its)
     out: list = []
-    return "".join(out) if _describe(a, out) else str(a)
+    return "".join(out) if _describe(a, out, Data, ParametrizedAttribute) else str(a)
 
 
-def _describe(x, out: list) -> bool:
+def _describe(x, out: list, Data, ParametrizedAttribute) -> bool:
     tx = type(x)
     if tx in _EXACT_REPR or isinstance(x, enum.Enum):
         out.append(f"{tx.__name__}:{x!r}")
@@ -210,20 +210,20 @@ def _describe(x, out: list) -> bool:
     if tx is tuple or tx is list:
         out.append("(")
         for e in x:
-            if not _describe(e, out):
+            if not _describe(e, out, Data, ParametrizedAttribute):
                 return False
             out.append(",")
         out.append(")")
         return True
     if isinstance(x, ParametrizedAttribute):
         out.append(f"{tx.__module__}.{tx.__qualname__}<")
-        if not _describe(tuple(x.parameters), out):
+        if not _describe(tuple(x.parameters), out, Data, ParametrizedAttribute):
             return False
         out.append(">")
         return True
     if isinstance(x, Data):
         out.append(f"{tx.__module__}.{tx.__qualname__}[")
-        if not _describe(x.data, out):
+        if not _describe(x.data, out, Data, ParametrizedAttribute):
             return False
         out.append("]")
         return True
