@@ -137,7 +137,7 @@ def fingerprint(module, *, locations: bool = False) -> str:
     operand wiring), cheaper than printing it; with ``locations``, each op's
     source location too."""
     h = hashlib.sha256()
-    ids: dict = {}
+    ids: dict = {}       # by identity: the module keeps every value alive
     texts: dict = {}
 
     def text(v) -> str:
@@ -155,7 +155,7 @@ def fingerprint(module, *, locations: bool = False) -> str:
     def walk(block):
         put = parts.append
         for a in block.args:
-            ids[a] = len(ids)
+            ids[id(a)] = len(ids)
             put("a" + text(a.type))
             if locations:   # argument names (tracec.ir.names): compiled errors cite them
                 put(text(a.location))
@@ -168,9 +168,9 @@ def fingerprint(module, *, locations: bool = False) -> str:
                 put("attrs" + str(sorted((k, text(v)) for k, v in op.attributes.items())))
             if locations:
                 put(text(op.location))
-            put(str([ids.get(o, -1) for o in op.operands]))
+            put(str([ids.get(id(o), -1) for o in op.operands]))
             for r in op.results:
-                ids[r] = len(ids)
+                ids[id(r)] = len(ids)
                 put(text(r.type))
             for region in op.regions:
                 for b in region.blocks:
