@@ -166,8 +166,9 @@ def test_fingerprint_tells_apart_what_the_key_must():
 
 
 def test_generated_code_is_compiled_once_per_machine(tmp_path, monkeypatch):
-    """tracec.code_cache: a generated function's code object is kept on disk
-    under the hash of its text; a corrupt file there is compiled again."""
+    """tracec.code_cache: a generated function's code object is kept in the
+    disk cache (runtime/) under the hash of its text; a corrupt entry is
+    discarded and compiled again; another text gets its own entry."""
     import glob
     from tracec import code_cache
     monkeypatch.setenv("TRACEC_CACHE_DIR", str(tmp_path))
@@ -177,15 +178,17 @@ def test_generated_code_is_compiled_once_per_machine(tmp_path, monkeypatch):
     env: dict = {}
     exec(code_cache.compiled(src, "<t>"), env)
     assert env["run"](2) == 7
-    files = glob.glob(str(tmp_path / "runtime" / "pycode" / "*" / "*.marshal"))
+    files = glob.glob(str(tmp_path / "runtime" / "v*" / "*" / "*.tcc"))
     assert len(files) == 1
     code_cache._MEMO.clear()
     assert code_cache.compiled(src, "<t>").co_filename == "<t>"      # loaded from disk
-    with open(files[0], "wb") as f:
-        f.write(b"\x00garbage")
+    with open(files[0], "r+b") as f:
+        f.seek(-3, 2)
+        f.write(b"\xff\xfe\xfd")
     code_cache._MEMO.clear()
     env = {}
-    exec(code_cache.compiled(src, "<t>"), env)
+    with pytest.warns(UserWarning, match="corrupt"):
+        exec(code_cache.compiled(src, "<t>"), env)
     assert env["run"](1) == 4
     code_cache._MEMO.clear()
     other: dict = {}
