@@ -130,3 +130,67 @@ def test_an_empty_entry_is_discarded(tmp_path):
     with pytest.warns(UserWarning, match="corrupt"):
         assert c.get("cd" * 32) is None
     assert not os.path.exists(path)
+
+
+def test_fingerprint_tells_apart_what_the_key_must():
+    """The cache key's fingerprint describes attributes from their parameters
+    (not xDSL's printer): values that compare or print alike but encode
+    differently (1, 1.0 and True; 0.0 and -0.0; another column) still get
+    their own keys, and equal modules built twice get the same one."""
+    from tracec import dtypes as dt
+    from tracec import ir
+    from tracec.backends.cache import fingerprint
+    from xdsl.builder import ImplicitBuilder
+    from xdsl.dialects import func
+    from xdsl.dialects.builtin import ModuleOp
+    from xdsl.ir import Block, Region
+
+    def module(scalar, col=0):
+        t = ir.tensor_type((2, 3), dt.float32)
+        block = Block(arg_types=[t])
+        with ImplicitBuilder(block):
+            op = ir.make_op("mul", [block.args[0],
+                                    ir.make_op("full", [], {"shape": (2, 3), "value": scalar,
+                                                            "dtype": dt.float32}, t,
+                                               loc=("f.py", 3, col))],
+                            {}, t, loc=("f.py", 4, 0))
+            func.ReturnOp(op.results[0])
+        return ModuleOp([func.FuncOp("f", ((t,), (t,)), Region(block))])
+
+    keys = [fingerprint(module(v), locations=True) for v in (1, 1.0, True, 0.0, -0.0)]
+    assert len(set(keys)) == 5
+    assert fingerprint(module(2.5), locations=True) == fingerprint(module(2.5), locations=True)
+    assert fingerprint(module(2.5, col=7), locations=True) != \
+        fingerprint(module(2.5), locations=True)
+    assert fingerprint(module(2.5, col=7)) == fingerprint(module(2.5))
+
+
+def test_generated_code_is_compiled_once_per_machine(tmp_path, monkeypatch):
+    """tracec.code_cache: a generated function's code object is kept in the
+    disk cache (runtime/) under the hash of its text; a corrupt entry is
+    discarded and compiled again; another text gets its own entry."""
+    import glob
+    from tracec import code_cache
+    monkeypatch.setenv("TRACEC_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TRACEC_NO_CACHE", raising=False)
+    monkeypatch.setattr(code_cache, "_MEMO", {})
+    src = "def run(a):\n    return a * 3 + 1\n"
+    env: dict = {}
+    exec(code_cache.compiled(src, "<t>"), env)
+    assert env["run"](2) == 7
+    files = glob.glob(str(tmp_path / "runtime" / "v*" / "*" / "*.tcc"))
+    assert len(files) == 1
+    code_cache._MEMO.clear()
+    assert code_cache.compiled(src, "<t>").co_filename == "<t>"      # loaded from disk
+    with open(files[0], "r+b") as f:
+        f.seek(-3, 2)
+        f.write(b"\xff\xfe\xfd")
+    code_cache._MEMO.clear()
+    env = {}
+    with pytest.warns(UserWarning, match="corrupt"):
+        exec(code_cache.compiled(src, "<t>"), env)
+    assert env["run"](1) == 4
+    code_cache._MEMO.clear()
+    other: dict = {}
+    exec(code_cache.compiled(src.replace("3", "5"), "<t>"), other)  # its own entry
+    assert other["run"](1) == 6

@@ -59,7 +59,7 @@ LAYERS = [
     ("compiler", ["tracec.compiler", "tracec.compiled_backward", "tracec.compiled_entry",
                   "tracec.compiled_module",
                   "tracec.kernel_profiler", "tracec.size_generic", "tracec.fast_call",
-                  "tracec.fast_run", "tracec.eager_kernels"]),
+                  "tracec.fast_run", "tracec.eager_kernels", "tracec.code_cache"]),
     ("tools", ["tracec.aot", "tracec.demo", "tracec.cli", "tracec.__init__", "tracec.graphview",
                "tracec.explain", "tracec._dynamo", "tracec._dynamo_parts", "tracec._inductor",
                "tracec.as_torch", "tracec.einops_backend", "tracec.library",

@@ -799,15 +799,14 @@ LONG_TRACE_OPS = 2000
 def trace_size(trace: Trace) -> dict:
     """``{"ops": n}`` and, for a long trace, ``"long_trace"``: a sentence
     naming the user's line that recorded the most ops."""
-    counts: dict = {}
-    n = 0
-    for op in trace.module.walk():
-        n += 1
-        t = ir.loc_tuple(getattr(op, "location", None))
-        key = f"{t[0]}:{t[1]}" if t else "<unknown location>"
-        counts[key] = counts.get(key, 0) + 1
+    n = sum(1 for _ in trace.module.walk())
     out = {"ops": n}
     if n > LONG_TRACE_OPS:
+        counts: dict = {}
+        for op in trace.module.walk():
+            t = ir.loc_tuple(getattr(op, "location", None))
+            key = f"{t[0]}:{t[1]}" if t else "<unknown location>"
+            counts[key] = counts.get(key, 0) + 1
         where, k = max(counts.items(), key=lambda kv: kv[1])
         out["long_trace"] = (
             f"the trace has {n} ops, {k} of them recorded at {where} (a Python loop is "

@@ -28,7 +28,7 @@ import sys
 
 import numpy as np
 
-from tracec import graph
+from tracec import code_cache, graph
 from tracec.backends.cpu.output_pool import fresh
 from tracec.mutation import EPOCH, guard_watched
 from tracec import dtypes as dt
@@ -135,8 +135,17 @@ def runner(entry, args):
         env[name] = value
         return name
 
+    # (constants are named by first use, not by id: the same entry's code is
+    # the same text in every process, so code_cache finds it compiled)
+    tnames: dict = {}
+
     def tensor(target, path):
-        return x[path] if path is not None else const(f"T{id(target)}", target)
+        if path is not None:
+            return x[path]
+        name = tnames.get(id(target))
+        if name is None:
+            name = tnames[id(target)] = const(f"T{len(tnames)}", target)
+        return name
     # --- guards (Entry.failed_guard with the epoch unchanged) ---
     for i, (p, t) in enumerate(trace.arg_identity):
         lines.append(f"    if {x[p]} is not {const(f'I{i}', t)}: return MISS")
@@ -326,7 +335,8 @@ def runner(entry, args):
         env["rebuild"], env["TPL"], env["NOKW"] = _rebuild, tpl, {}
         lines.append(f"    return rebuild(TPL, [{', '.join(returned)}], args, NOKW)")
     env["SIZES"] = sized
-    exec("\n".join(lines), env)   # noqa: S102 - code made above from the entry's own specs
+    # (code made above from the entry's own specs)
+    exec(code_cache.compiled("\n".join(lines), "<tracec fast_run>"), env)  # noqa: S102
     return env["run"]
 
 

@@ -61,6 +61,8 @@ _PY_RANDOM = random.random
 _TRACEC_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _LIBRARY_DIRS = tuple({os.path.dirname(os.__file__) + os.sep})
 _POSITIONS: dict = {}
+#: file name -> whether it is tracec's own (frames ``user_location`` skips)
+_INSIDE: dict = {}
 
 
 class TraceError(RuntimeError):
@@ -99,7 +101,10 @@ def user_location():
     while f is not None:
         code = f.f_code
         fname = code.co_filename
-        if not fname.startswith(_TRACEC_DIR) or "/tests/" in fname:
+        inside = _INSIDE.get(fname)
+        if inside is None:
+            inside = _INSIDE[fname] = fname.startswith(_TRACEC_DIR) and "/tests/" not in fname
+        if not inside:
             pos = _POSITIONS.get(code)
             if pos is None:
                 pos = _POSITIONS[code] = list(code.co_positions())

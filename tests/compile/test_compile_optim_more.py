@@ -23,11 +23,11 @@ OPTS = {
 }
 
 
-def _setup(opt_name, seed=0):
+def _setup(opt_name, seed=0, table=OPTS):
     tracec.manual_seed(seed)
     params = [tracec.randn(6, 8).requires_grad_(), tracec.zeros(8, requires_grad=True),
               tracec.randn(8, 4).requires_grad_(), tracec.zeros(4, requires_grad=True)]
-    opt = OPTS[opt_name](params)
+    opt = table[opt_name](params)
 
     def step(x, y):
         opt.zero_grad()
@@ -37,6 +37,36 @@ def _setup(opt_name, seed=0):
         opt.step()
         return loss
     return params, opt, step
+
+
+STATE_FIRST = {
+    "adadelta": OPTS["adadelta"],
+    "rprop": lambda ps: tracec.optim.Rprop(ps, lr=0.02, etas=(0.4, 1.3)),
+    "rprop_maximize": lambda ps: tracec.optim.Rprop(ps, lr=0.01, maximize=True),
+    "rmsprop_centered_momentum": OPTS["rmsprop_centered_momentum"],
+    "adagrad_lr_decay": OPTS["adagrad_lr_decay"],
+}
+
+
+@pytest.mark.parametrize("opt_name", list(STATE_FIRST))
+def test_state_made_before_the_first_traced_step_serves_the_second_call(opt_name):
+    """Adadelta's and Rprop's state (zeros; Rprop's step size the first
+    step's lr) is made before the traced first step, as Adam's: the second
+    call runs that trace compiled instead of retracing, equal to eager,
+    state included."""
+    pe, oe, se = _setup(opt_name, table=STATE_FIRST)
+    pc, oc, sc = _setup(opt_name, table=STATE_FIRST)
+    sc = tracec.compile(sc, backend="cpu")
+    x, y = tracec.randn(16, 6), tracec.randint(0, 4, (16,))
+    for _ in range(4):
+        np.testing.assert_allclose(sc(x, y).item(), se(x, y).item(), rtol=1e-5, atol=1e-6)
+    info = sc.cache_info()
+    assert info.traces == 1 and info.hits == 3, info.reasons
+    for a, b in zip(pe, pc):
+        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-5, atol=1e-5)
+    for (ka, va), (kb, vb) in zip(_state(oe), _state(oc)):
+        assert ka == kb
+        np.testing.assert_allclose(vb, va, rtol=1e-5, atol=1e-5)
 
 
 def _state(opt):

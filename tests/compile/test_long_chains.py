@@ -37,3 +37,21 @@ def test_global_avg_pool_gradient_compiles_and_matches_torch():
     for _ in range(2):  # eager, then native
         v, g = step(xc)
         np.testing.assert_allclose(g.numpy(), xt.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_long_trace_is_counted_and_its_busiest_line_named():
+    def f(x):
+        y = x
+        for _ in range(1100):
+            y = y * 1.001 + 0.01
+        return y
+    cf = tracec.compile(f, backend="interp")
+    cf(tracec.ones(4))
+    info = cf.cache_info()
+    assert info.timings["ops"] > 2000
+    (note,) = info.notes
+    assert f"the trace has {info.timings['ops']} ops, 22" in note
+    assert "of them recorded at" in note and "test_long_chains.py:" in note
+    short = tracec.compile(lambda x: x * 2 + 1, backend="interp")
+    short(tracec.ones(4))
+    assert 3 <= short.cache_info().timings["ops"] < 10 and not short.cache_info().notes

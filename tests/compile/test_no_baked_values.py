@@ -295,3 +295,49 @@ def test_unrecordable_reads_run_eagerly_under_fallback(name):
         want = fn(_refused_inputs(k)).tolist()
         tracec.manual_seed(k)
         assert _close(f(_refused_inputs(k)).tolist(), want), name
+
+
+def test_the_global_names_scan_agrees_with_dis_on_every_loaded_function():
+    """tracec.guards finds the globals a function reads or writes from its
+    raw instructions (``_scan``, where the Python version's encoding is
+    known), instead of ``dis.get_instructions``: the same names for every
+    code object of tracec's modules and of some of the standard library's
+    (large functions, EXTENDED_ARG, comprehensions, nested functions)."""
+    import sys
+    import types
+    from tracec import guards
+    if not guards._FAST_SCAN:
+        return
+    seen, n = set(), 0
+
+    def codes(c):
+        if id(c) in seen:
+            return
+        seen.add(id(c))
+        yield c
+        for k in c.co_consts:
+            if isinstance(k, types.CodeType):
+                yield from codes(k)
+    mods = [m for name, m in list(sys.modules.items())
+            if name.startswith("tracec.") or name in ("dataclasses", "inspect", "argparse",
+                                                       "json.decoder", "typing")]
+    for mod in mods:
+        for v in list(getattr(mod, "__dict__", {}).values()):
+            fns = [v] + (list(vars(v).values()) if isinstance(v, type) else [])
+            for f in fns:
+                try:
+                    f = getattr(f, "__func__", f)
+                    code = getattr(f, "__code__", None)
+                except Exception:      # a lazy attribute that raises when read
+                    continue
+                if isinstance(code, types.CodeType):
+                    for c in codes(code):
+                        assert guards._scan(c) == guards._dis_names(c), c
+                        n += 1
+    assert n > 3000
+    # EXTENDED_ARG: a function naming 300 globals (and as many attributes)
+    src = "def f():\n" + "".join(f"    o.a{i} = g{i}\n    global s{i}\n    s{i} = 1\n"
+                                   for i in range(300))
+    code = compile(src, "<t>", "exec").co_consts[0]
+    assert guards._scan(code) == guards._dis_names(code)
+    assert len(guards._scan(code)) == 601 and "a5" not in guards._scan(code)

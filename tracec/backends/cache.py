@@ -12,6 +12,7 @@ either no entry or a whole one; nothing here executes cached bytes.
 """
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import os
@@ -136,48 +137,97 @@ def fingerprint(module, *, locations: bool = False) -> str:
     operand wiring), cheaper than printing it; with ``locations``, each op's
     source location too."""
     h = hashlib.sha256()
-    ids: dict = {}
+    ids: dict = {}       # by identity: the module keeps every value alive
     texts: dict = {}
 
     def text(v) -> str:
-        # Attributes are immutable and repeat (types above all): print each
-        # distinct one once (xDSL's printer costs ~40 us an attribute).
-        try:
-            t = texts.get(v)
-        except TypeError:      # an unhashable attribute
-            return str(v)
+        # Attributes are immutable and repeat (types above all): describe each
+        # distinct object once, from its parameters (xDSL's printer costs
+        # ~40 us an attribute, hashing one walks its parameters; a location is
+        # a new one for nearly every op).  By identity (equal attributes get
+        # equal texts anyway), each kept alive with its text, so no id is
+        # reused by another object during the walk.
+        t = texts.get(id(v))
         if t is None:
-            t = texts[v] = str(v)
-        return t
+            t = texts[id(v)] = (v, attribute_text(v))
+        return t[1]
 
     def walk(block):
+        put = parts.append
         for a in block.args:
-            ids[a] = len(ids)
-            h.update(f"a{text(a.type)}".encode())
+            ids[id(a)] = len(ids)
+            put("a" + text(a.type))
             if locations:   # argument names (tracec.ir.names): compiled errors cite them
-                h.update(str(a.location).encode())
+                put(text(a.location))
         for op in block.ops:
-            h.update(op.name.encode())
-            h.update(str(sorted((k, text(v)) for k, v in op.properties.items())).encode())
+            put(op.name)
+            props = op.properties
+            if props:
+                put("p" + str(sorted((k, text(v)) for k, v in props.items())))
             if op.attributes:
-                h.update(str(sorted((k, text(v)) for k, v in op.attributes.items())).encode())
+                put("attrs" + str(sorted((k, text(v)) for k, v in op.attributes.items())))
             if locations:
-                h.update(text(op.location).encode())
-            h.update(str([ids.get(o, -1) for o in op.operands]).encode())
+                put(text(op.location))
+            put(str([ids.get(id(o), -1) for o in op.operands]))
             for r in op.results:
-                ids[r] = len(ids)
-                h.update(text(r.type).encode())
+                ids[id(r)] = len(ids)
+                put(text(r.type))
             for region in op.regions:
                 for b in region.blocks:
-                    h.update(b"{")
+                    put("{")
                     walk(b)
-                    h.update(b"}")
+                    put("}")
 
+    # (the parts joined once: one hash update per part cost more than the text)
+    parts: list = []
     for op in module.ops:
         for region in op.regions:
             for b in region.blocks:
                 walk(b)
+    h.update("\0".join(parts).encode())
     return h.hexdigest()
+
+
+#: Python values an attribute's parameters may hold that ``repr`` writes
+#: exactly and distinctly (a float's ``repr`` keeps ``-0.0``).
+_EXACT_REPR = (int, float, str, bytes, bool, type(None))
+
+
+def attribute_text(a) -> str:
+    """A text that identifies attribute ``a`` exactly: its class and its
+    parameters (or data), recursively; where some part is a value of
+    another kind, xDSL's printed form."""
+    from xdsl.ir import Data, ParametrizedAttribute   # (loaded: ``a`` is one of its)
+    out: list = []
+    return "".join(out) if _describe(a, out, Data, ParametrizedAttribute) else str(a)
+
+
+def _describe(x, out: list, Data, ParametrizedAttribute) -> bool:
+    tx = type(x)
+    if tx in _EXACT_REPR or isinstance(x, enum.Enum):
+        out.append(f"{tx.__name__}:{x!r}")
+        return True
+    if tx is tuple or tx is list:
+        out.append("(")
+        for e in x:
+            if not _describe(e, out, Data, ParametrizedAttribute):
+                return False
+            out.append(",")
+        out.append(")")
+        return True
+    if isinstance(x, ParametrizedAttribute):
+        out.append(f"{tx.__module__}.{tx.__qualname__}<")
+        if not _describe(tuple(x.parameters), out, Data, ParametrizedAttribute):
+            return False
+        out.append(">")
+        return True
+    if isinstance(x, Data):
+        out.append(f"{tx.__module__}.{tx.__qualname__}[")
+        if not _describe(x.data, out, Data, ParametrizedAttribute):
+            return False
+        out.append("]")
+        return True
+    return False
 
 
 _digest: list = []

@@ -86,8 +86,41 @@ def decode_scalar(a: Attribute):
     raise TypeError(f"not a scalar attribute: {a}")
 
 
+#: Properties made before, by ``_param_key`` (xDSL attributes are immutable
+#: and shared freely): making and verifying one costs tens of microseconds,
+#: and a trace makes one or more per op, mostly the same few values.
+_PARAMS: dict = {}
+
+
+def _param_key(kind: str, v):
+    """A key that identifies ``encode_param(kind, v)``'s result exactly
+    (the value's type kept: ``True``, ``1`` and ``1.0`` encode differently,
+    and so do ``0.0`` and ``-0.0``), or None for a value not memoized."""
+    tv = type(v)
+    if tv is int or tv is bool or tv is str:
+        return (kind, tv, v)
+    if tv is float:
+        return (kind, tv, v.hex())
+    if tv is tuple and all(type(x) is int for x in v):
+        return (kind, tv, v)
+    return None
+
+
 def encode_param(kind: str, v, what: str = "param") -> Attribute:
     """Encode one Python parameter value as the property of its kind."""
+    key = _param_key(kind, v)
+    if key is None:
+        return _encode_param(kind, v, what)
+    a = _PARAMS.get(key)
+    if a is None:
+        a = _encode_param(kind, v, what)
+        if len(_PARAMS) > 4096:
+            _PARAMS.clear()
+        _PARAMS[key] = a
+    return a
+
+
+def _encode_param(kind: str, v, what: str) -> Attribute:
     if kind == "ints":
         if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
             raise TypeError(f"{what}: expected a tuple of ints, got {v!r}")
@@ -141,9 +174,22 @@ def format_scalar(v) -> str:
 
 # --- locations -----------------------------------------------------------------
 
+#: Locations made before (a trace makes one per op, from a few hundred lines).
+_LOCS: dict = {}
+
+
 def file_loc(filename: str, line: int, col: int = 0) -> FileLineColLoc:
-    """``loc("filename":line:col)``."""
-    return FileLineColLoc(StringAttr(str(filename)), IntAttr(int(line)), IntAttr(int(col)))
+    """``loc("filename":line:col)`` (the same attribute object for the same
+    place: attributes are immutable)."""
+    key = (filename, line, col)
+    loc = _LOCS.get(key)
+    if loc is None:
+        loc = FileLineColLoc(StringAttr(str(filename)), IntAttr(int(line)), IntAttr(int(col)))
+        if type(filename) is str and type(line) is int and type(col) is int:
+            if len(_LOCS) > 8192:
+                _LOCS.clear()
+            _LOCS[key] = loc
+    return loc
 
 
 def to_location(loc) -> LocationAttr:

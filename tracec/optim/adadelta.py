@@ -56,6 +56,17 @@ class Adadelta(Optimizer):
             group.setdefault("capturable", False)
         self._steps_as_tensors()
 
+    def _init_state(self, group, p) -> dict:
+        """``p``'s state, made (zeros) if it has none: before a traced first
+        step too (``Optimizer._state_before_traced_step``), so that the
+        second call reuses that trace."""
+        state = self.state[p]
+        if len(state) == 0:
+            state["step"] = creation.zeros((), dtype=_scalar_dtype())
+            state["square_avg"] = creation.zeros_like(p)
+            state["acc_delta"] = creation.zeros_like(p)
+        return state
+
     @reads_lr_by_lr
     def _update_group(self, group) -> None:
         lr = self._lr(group)
@@ -66,11 +77,7 @@ class Adadelta(Optimizer):
                 continue
             if p.grad.is_sparse:    # an Embedding(sparse=True)'s gradient
                 raise RuntimeError("Adadelta does not support sparse gradients")
-            state = self.state[p]
-            if len(state) == 0:
-                state["step"] = creation.zeros((), dtype=_scalar_dtype())
-                state["square_avg"] = creation.zeros_like(p)
-                state["acc_delta"] = creation.zeros_like(p)
+            state = self._init_state(group, p)
             square_avg, acc_delta = state["square_avg"], state["acc_delta"]
             grad = p.grad if not maximize else -p.grad
             arrays = _f.direct_arrays(p, grad, (square_avg, acc_delta, state["step"]), lr, rho,

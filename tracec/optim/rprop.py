@@ -44,6 +44,18 @@ class Rprop(Optimizer):
             group.setdefault("capturable", False)
         self._steps_as_tensors()
 
+    def _init_state(self, group, p) -> dict:
+        """``p``'s state, made if it has none (``p.grad`` exists): before a
+        traced first step too (``Optimizer._state_before_traced_step``), so
+        that the second call reuses that trace; the step size starts at the
+        lr of the first step (PyTorch's), a tensor the trace reads."""
+        state = self.state[p]
+        if len(state) == 0:
+            state["step"] = creation.zeros((), dtype=_scalar_dtype())
+            state["prev"] = creation.zeros_like(p)
+            state["step_size"] = creation.full_like(p.grad, float(group["lr"]))
+        return state
+
     def _update_group(self, group) -> None:
         etaminus, etaplus = group["etas"]
         step_size_min, step_size_max = group["step_sizes"]
@@ -53,12 +65,7 @@ class Rprop(Optimizer):
             if p.grad.is_sparse:    # an Embedding(sparse=True)'s gradient
                 raise RuntimeError("Rprop does not support sparse gradients")
             grad = p.grad if not group["maximize"] else -p.grad
-            state = self.state[p]
-            if len(state) == 0:
-                # The initial step size is the lr at the first step (PyTorch's).
-                state["step"] = creation.zeros((), dtype=_scalar_dtype())
-                state["prev"] = creation.zeros_like(p)
-                state["step_size"] = creation.full_like(grad, float(group["lr"]))
+            state = self._init_state(group, p)
             prev, step_size = state["prev"], state["step_size"]
             state["step"].add_(1)
             sign = grad.mul(prev).sign()

@@ -289,16 +289,15 @@ class FuncBuilder:
         key = (value if not isinstance(value, float) else ("f", value.hex()), t)
         v = self._consts.get(key)
         if v is None:
-            if is_float(t):
-                attr = FloatAttr(float(value), t)
-            elif t == i1:
-                attr = IntegerAttr(-1 if value else 0, t)
-            else:
-                w = bits_of(t)
-                iv = int(value) & ((1 << w) - 1)
-                if iv >= 1 << (w - 1):
-                    iv -= 1 << w
-                attr = IntegerAttr(iv, t)
+            # (keyed by exactly what the attribute is made from)
+            akey = (t, float(value).hex()) if is_float(t) else \
+                (t, bool(value)) if t == i1 else (t, int(value))
+            attr = _CONST_ATTRS.get(akey)
+            if attr is None:
+                attr = _const_attr(value, t)
+                if len(_CONST_ATTRS) > 8192:
+                    _CONST_ATTRS.clear()
+                _CONST_ATTRS[akey] = attr
             op = llvm.ConstantOp.create(result_types=[t], properties={"value": attr})
             self.entry.add_op(op)
             v = self._consts[key] = op.results[0]
@@ -554,3 +553,22 @@ class FuncBuilder:
         self.set_block(tb)
         self.ret_(value)
         self.set_block(join)
+
+
+#: Constant attributes made before, by type and the Python value they are
+#: made from (a float by its ``hex()``, so ``0.0`` and ``-0.0`` stay apart):
+#: attributes are immutable, and making and verifying one costs ~20 us.
+_CONST_ATTRS: dict = {}
+
+
+def _const_attr(value, t: Attribute) -> Attribute:
+    """The ``value`` property of an ``llvm.mlir.constant`` of type ``t``."""
+    if is_float(t):
+        return FloatAttr(float(value), t)
+    if t == i1:
+        return IntegerAttr(-1 if value else 0, t)
+    w = bits_of(t)
+    iv = int(value) & ((1 << w) - 1)
+    if iv >= 1 << (w - 1):
+        iv -= 1 << w
+    return IntegerAttr(iv, t)

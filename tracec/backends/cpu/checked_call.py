@@ -35,6 +35,7 @@ the time of the call.
 from __future__ import annotations
 
 import ctypes
+import functools
 
 import numpy as np
 
@@ -333,6 +334,7 @@ def context(kernel: int, in_rows: list, out_rows: list, slots=()) -> np.ndarray:
     return np.array(words, np.int64)
 
 
+@functools.lru_cache(maxsize=256)
 def slot_offset(cls: type, name: str) -> int | None:
     """The byte offset of ``__slots__`` field ``name`` in instances of
     ``cls`` (found by storing a marker there), or None."""

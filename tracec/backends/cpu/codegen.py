@@ -155,14 +155,13 @@ def target_id() -> str:
 
 @functools.cache
 def _target_id(t) -> str:
-    import hashlib
-    import pathlib
+    # The backend's code: tracec's source digest, which covers it (and is
+    # kept on disk under the files' sizes and times: reading and hashing
+    # this folder's files at every start cost ~5-10 ms).
+    from tracec.backends.cache import source_digest
     triple, cpu, feats = t
-    digest = hashlib.sha256()
-    for path in sorted(pathlib.Path(__file__).parent.glob("*.py")):
-        digest.update(path.read_bytes())
     import llvmlite
-    return f"{triple}/{cpu}/{feats}/llvmlite{llvmlite.__version__}/{digest.hexdigest()[:16]}"
+    return f"{triple}/{cpu}/{feats}/llvmlite{llvmlite.__version__}/{source_digest()[:16]}"
 
 
 def has_feature(name: str) -> bool:
