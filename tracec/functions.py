@@ -41,6 +41,8 @@ _NUM = (numbers.Number, np.number, np.bool_)
 
 
 def _operand(x, name):
+    if isinstance(x, Tensor):      # (the common case first: no RuntimeInt is a Tensor)
+        return x
     if type(x).__name__ == "RuntimeInt":     # read at run time (tracec.runtime_int)
         from tracec.runtime_int import operand
         return operand(x)
@@ -219,7 +221,21 @@ def _number_first(name, scalar, tensors, given, kw, count):
 _DEPRECATED_OVERLOAD_WARNED: list = []
 
 
+#: Dtypes whose tensors ``add`` / ``sub`` / ``mul`` / ``div`` may apply
+#: directly (``_plain_pair``): none of their special cases (bool,
+#: bfloat16 / float16 rounding, integer division's promotion) applies.
+_PLAIN_FLOATS = frozenset((dt.float32, dt.float64))
+_PLAIN_SCALARS = frozenset((int, float))
+
+
 def add(input, other, *deprecated, alpha=1):
+    if (isinstance(input, Tensor) and input.dtype in _PLAIN_FLOATS and not deprecated
+            and not SPARSE and type(alpha) is int and alpha == 1
+            and ((isinstance(other, Tensor) and other.dtype is input.dtype)
+                 or type(other) in _PLAIN_SCALARS)):
+        # (what the general path below does for these operands: promote
+        # leaves them as they are, no scaling, no sparse result)
+        return ops.add(input, other)
     if deprecated:   # add(input, Number alpha, Tensor other)
         alpha, (other,) = other, _number_first("add", other, deprecated, alpha, "alpha", 1)
     if SPARSE:
@@ -275,6 +291,11 @@ def _is_bool(v) -> bool:
 
 
 def sub(input, other, *deprecated, alpha=1):
+    if (isinstance(input, Tensor) and input.dtype in _PLAIN_FLOATS and not deprecated
+            and not SPARSE and type(alpha) is int and alpha == 1
+            and ((isinstance(other, Tensor) and other.dtype is input.dtype)
+                 or type(other) in _PLAIN_SCALARS)):
+        return ops.sub(input, other)     # (as add's fast path; no bool operand)
     if deprecated:   # sub(input, Number alpha, Tensor other)
         alpha, (other,) = other, _number_first("sub", other, deprecated, alpha, "alpha", 1)
     if SPARSE:
@@ -327,6 +348,10 @@ def _opmath_scalar_operand(name, input, other):
 
 
 def mul(input, other):
+    if (isinstance(input, Tensor) and input.dtype in _PLAIN_FLOATS and not SPARSE
+            and ((isinstance(other, Tensor) and other.dtype is input.dtype)
+                 or type(other) in _PLAIN_SCALARS)):
+        return ops.mul(input, other)     # (as add's fast path)
     given = (input, other)
     if not SPARSE:
         out = _opmath_scalar_operand("mul", input, other)
@@ -344,6 +369,10 @@ def div(input, other, *, rounding_mode=None):
     if rounding_mode is not None:
         from tracec.math_extra import div as rounding_div
         return rounding_div(input, other, rounding_mode=rounding_mode)
+    if (isinstance(input, Tensor) and input.dtype in _PLAIN_FLOATS and not SPARSE
+            and ((isinstance(other, Tensor) and other.dtype is input.dtype)
+                 or type(other) in _PLAIN_SCALARS)):
+        return ops.div(input, other)     # (as add's fast path; a float dtype: no promotion)
     given = (input, other)
     if not SPARSE:
         out = _opmath_scalar_operand("div", input, other)
@@ -898,6 +927,8 @@ def _reduce_kernels(x, axes, dim, keepdim, kind):
     0.30), else None."""
     if not isinstance(x, Tensor) or x.dtype not in (dt.float32, dt.float64) or not x.ndim:
         return None
+    if type(x._data) is np.ndarray and x._data.size < fused_eager.MIN_NUMEL:
+        return None       # (what fused_eager.nary answers for it, found sooner)
     name = ("SumBackward" if kind == "sum" else "MeanBackward") + ("0" if dim is None else "1")
     shape = tuple(x._data.shape)
     nd, k = x.ndim, len(axes)

@@ -128,11 +128,18 @@ def numpy_operator(ufunc, fn, self, other):
     return fn(x, y).to(dt.from_numpy_dtype(out))
 
 
+#: Operand types an operator passes straight to its function (what the
+#: checks of ``_binop``'s ``op`` let through unchanged).
+_PLAIN_OPERANDS = frozenset((Tensor, int, float, bool))
+
+
 def _binop(fn, reflected=False, arrays=False, ufunc=None):
     """An operator over ``fn``; ``arrays``: it takes a NumPy array itself
     (PyTorch's ``__eq__`` alone does), else NumPy does (defers_to_numpy;
     ``ufunc``: NumPy's, for traced calls: numpy_operator)."""
     def op(self, other):
+        if type(other) in _PLAIN_OPERANDS:   # (the common case: no check below applies)
+            return fn(other, self) if reflected else fn(self, other)
         if type(other) is RuntimeInt:
             other = runtime_int_operand(self, other)
         if not isinstance(other, (Tensor, int, float, bool, complex, np.number, np.bool_, np.ndarray,
