@@ -161,3 +161,76 @@ def test_numpy_array_operand_still_defers_to_numpy():
     arr = np.ones(3, np.float64)
     r, w = x * arr, torch.ones(3) * arr
     assert type(r).__name__ == type(w).__name__ and str(r.dtype)[-7:] == str(w.dtype)[-7:]
+
+
+def _grad_fn_name(t):
+    return None if t.grad_fn is None else type(t.grad_fn).__name__
+
+
+@pytest.mark.parametrize("shapes", [((3,), (3,)), ((3,), (3, 2)), ((2, 3), (3,)),
+                                    ((2, 3), (3, 4)), ((2, 2, 3), (3, 4)), ((3,), (2, 3, 4)),
+                                    ((2, 2, 3), (2, 3, 4)), ((4, 3), "t")])
+def test_matmul_values_names_and_grads_match_pytorch(shapes):
+    def run(L):
+        rng = np.random.default_rng(3)
+        a = L.tensor(rng.standard_normal(shapes[0]).astype(np.float32), requires_grad=True)
+        if shapes[1] == "t":    # a column-major right operand
+            b = L.tensor(rng.standard_normal((5, 3)).astype(np.float32)).t().requires_grad_()
+        else:
+            b = L.tensor(rng.standard_normal(shapes[1]).astype(np.float32), requires_grad=True)
+        out = a @ b
+        out.sum().backward()
+        return (_grad_fn_name(out), tuple(out.shape), out.detach().numpy(), a.grad.numpy(),
+                b.grad.numpy(), b.grad.stride() if shapes[1] == "t" else None)
+    got, want = run(tracec), run(torch)
+    assert got[:2] == want[:2] and got[5] == want[5]
+    for g, w in zip(got[2:5], want[2:5]):
+        assert g.shape == w.shape and np.allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_matmul_errors_match_pytorch():
+    for L in (tracec, torch):
+        with pytest.raises(RuntimeError, match="both arguments to matmul need to be at least 1D"):
+            L.ones(3) @ L.tensor(2.0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "bool", "float16"])
+@pytest.mark.parametrize("shape", [(), (5,), (3, 4), (2, 3, 4)])
+def test_sum_every_axis_matches_pytorch(dtype, shape):
+    def run(L):
+        x = L.tensor(np.random.default_rng(1).standard_normal(shape) * 4).to(getattr(L, dtype))
+        y = x.sum()
+        return str(y.dtype).split(".")[-1], tuple(y.shape), float(y), x
+    got, want = run(tracec), run(torch)
+    assert got[:2] == want[:2] and np.isclose(got[2], want[2], rtol=1e-3)
+    # (the value: NumPy's reduction over every axis, in the result's dtype)
+    data = got[3].numpy()
+    acc = np.int64 if data.dtype == np.bool_ else (np.float32 if dtype == "float16" else data.dtype)
+    ref = np.add.reduce(data, axis=tuple(range(data.ndim)), dtype=acc) if data.ndim else data
+    assert repr(got[2]) == repr(float(np.asarray(ref).astype(got[3].sum().numpy().dtype)))
+    x = tracec.tensor(np.random.default_rng(1).standard_normal((4, 5)).astype(np.float32)).t()
+    assert tracec.sum(x).item() == float(np.add.reduce(x.numpy(), axis=(0, 1)))
+
+
+def test_relu_slices_views_and_module_calls_match_pytorch():
+    def run(L):
+        x = L.tensor([[-1.0, -0.0, 0.0, 2.0], [float("nan"), 3.0, -4.0, 5.0]],
+                     requires_grad=True)
+        outs = [L.relu(x), x[1:2], x[:, 1:3], x[1], x[-1, ::2], x.view(-1), x.view(4, 2)]
+        names = [_grad_fn_name(o) for o in outs]
+        sum(o.sum() for o in outs[1:]).backward()
+        lin = L.nn.Linear(4, 3)
+        with L.no_grad():
+            lin.weight.copy_(L.arange(12.0).reshape(3, 4) / 10)
+            lin.bias.fill_(0.5)
+        calls = []
+        y1 = lin(x.detach().nan_to_num())
+        h = lin.register_forward_hook(lambda m, i, o: calls.append(o.shape) or o * 2)
+        y2 = lin(x.detach().nan_to_num())
+        h.remove()
+        y3 = lin(x.detach().nan_to_num())
+        return (names, [repr(v) for o in outs for v in o.detach().reshape(-1).tolist()],
+                x.grad.tolist(), y1.tolist(), y2.tolist(), y3.tolist(), [tuple(c) for c in calls])
+    assert run(tracec) == run(torch)
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        tracec.ones(3, 4).t().view(-1)

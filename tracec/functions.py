@@ -1321,14 +1321,15 @@ def matmul(input, other):
     if w is not None:
         return w.__tracec_dispatch__(matmul, (input, other), {})
     _tensor_args("matmul", ("input", input), ("other", other))
-    if input.ndim == 0 or other.ndim == 0:
+    na, nb = input.ndim, other.ndim     # (casts below keep them)
+    if na == 0 or nb == 0:
         raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
-                           f"{input.ndim}D and {other.ndim}D")
+                           f"{na}D and {nb}D")
     if autocast_mode.ACTIVE:
         input, other = autocast_mode.lower_precision(input, other)
     (input, other), _ = promote("matmul", input, other)
-    va, vb = input.ndim == 1, other.ndim == 1
-    if vb and input.ndim <= 2 and input.shape[-1] == other.shape[0] \
+    va, vb = na == 1, nb == 1
+    if vb and na <= 2 and input.shape[-1] == other.shape[0] \
             and (input.requires_grad or other.requires_grad) and graph.is_grad_enabled():
         # PyTorch's dot and mv (what its matmul calls for these ranks) save
         # their operands themselves, so a ``vec.data = ...`` between this
@@ -1343,7 +1344,7 @@ def matmul(input, other):
     if vb:
         other = ops.reshape(other, other.shape + (1,))
     out = ops.matmul(input, other)
-    if other.ndim == 2 and not vb and isinstance(out._node, graph.Node):
+    if nb == 2 and out._node is not None and isinstance(out._node, graph.Node):
         # PyTorch's mm backward gives a column-major operand a column-major
         # gradient (its matmul folds an N-D @ 2-D product into one mm, so
         # for ``other`` at any rank of ``input``): tell the VJP which.
@@ -1353,7 +1354,7 @@ def matmul(input, other):
     if va or vb:
         shape = out.shape[:-2] + (() if va else (out.shape[-2],)) + (() if vb else (out.shape[-1],))
         out = ops.reshape(out, shape)
-    return _named(out, _matmul_name(1 if va else input.ndim, 1 if vb else other.ndim))
+    return _named(out, _matmul_name(na, nb))
 
 
 def _column_major(t) -> bool:
@@ -1366,10 +1367,14 @@ def _matmul_name(na: int, nb: int) -> str:
     """The ``grad_fn`` name PyTorch's ``matmul`` gives its result for
     operands of ``na`` and ``nb`` dims (the ATen op its dispatch ends in)."""
     if na == 1:
-        return {1: "DotBackward0", 2: "SqueezeBackward4"}.get(nb, "UnsafeViewBackward0")
+        return _DOT_NAMES.get(nb, "UnsafeViewBackward0")
     if na == 2:
-        return {1: "MvBackward0", 2: "MmBackward0"}.get(nb, "CloneBackward0")
+        return _MM_NAMES.get(nb, "CloneBackward0")
     return "UnsafeViewBackward0"
+
+
+_DOT_NAMES = {1: "DotBackward0", 2: "SqueezeBackward4"}
+_MM_NAMES = {1: "MvBackward0", 2: "MmBackward0"}
 
 
 def _arg_type_name(x) -> str:

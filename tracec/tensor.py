@@ -1110,6 +1110,12 @@ def scalar_key(value, dtype: dt.DType) -> tuple:
 
 def weak_scalar(value, dtype: dt.DType) -> np.ndarray:
     """The read-only 0-d array a weakly typed scalar operand becomes."""
+    t = type(value)
+    if t is int or (t is float and value):
+        # (scalar_key's key for these, built inline: the hot case)
+        arr = _SCALAR_ARRAYS.get((t, value, dtype.name))
+        if arr is not None:
+            return arr
     key = scalar_key(value, dtype)
     arr = _SCALAR_ARRAYS.get(key)
     if arr is None:
