@@ -234,3 +234,38 @@ def test_relu_slices_views_and_module_calls_match_pytorch():
     assert run(tracec) == run(torch)
     with pytest.raises(RuntimeError, match="view size is not compatible"):
         tracec.ones(3, 4).t().view(-1)
+
+
+@pytest.mark.parametrize("kw", [dict(lr=0.1), dict(lr=0.05, momentum=0.9),
+                                dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01),
+                                dict(lr=0.2, momentum=0.5, dampening=0.3, maximize=True),
+                                dict(lr=1.0, momentum=1.0)])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_sgd_steps_are_the_tensor_ops_bits_and_match_pytorch(kw, dtype):
+    """SGD's ``p.add_(grad, alpha=-lr)`` (in place, no intermediate tensor)
+    gives the bits of ``p.add_(grad.mul(-lr))``, which an op observer
+    forces, and PyTorch's values and version counts."""
+    from tracec.tensor import OP_OBSERVERS
+
+    def run(L, observe=False):
+        rng = np.random.default_rng(5)
+        ps = [L.nn.Parameter(L.tensor(rng.standard_normal(s)).to(getattr(L, dtype)))
+              for s in [(4, 3), (3,), ()]]
+        opt = L.optim.SGD(ps, **kw)
+        for _ in range(3):
+            for p in ps:
+                p.grad = L.tensor(rng.standard_normal(tuple(p.shape))).to(getattr(L, dtype))
+            if observe:
+                OP_OBSERVERS.append(lambda *a: None)
+            try:
+                opt.step()
+            finally:
+                if observe:
+                    OP_OBSERVERS.pop()
+        return [p.detach().to(L.float64).numpy() for p in ps], [p._version for p in ps]
+
+    fast, slow, ref = run(tracec), run(tracec, True), run(torch)
+    for a, b, c in zip(fast[0], slow[0], ref[0]):
+        assert np.array_equal(a, b)
+        assert np.allclose(a, c, rtol=1e-2 if dtype == "float16" else 1e-5, atol=1e-6)
+    assert [v[0] for v in fast[1]] == [v[0] for v in slow[1]] == list(ref[1])

@@ -14,6 +14,7 @@ import warnings
 
 import numpy as np
 
+from tracec.ops.elementwise import quiet_fp
 from tracec import dtypes as dt
 from tracec import autocast_mode, fused_eager, graph, ops
 from tracec.symbolic import Sym, known
@@ -687,7 +688,7 @@ def _gelu_eager():
             c, half, one, _ = consts(x.dtype)
             u = ew.mul_p.impl(xd, c)
             b = ew.erf_p.impl(u)
-            with np.errstate(all="ignore"):
+            with quiet_fp():
                 np.add(b, one, out=b)
                 y = np.multiply(xd, half)
                 y *= b
@@ -704,7 +705,7 @@ def _gelu_eager():
                 return _grad(y, (x,), g, create_graph=True)[0]
             gd, u = g._data, ctx.u
             c, half, _, c2 = consts(x.dtype)
-            with np.errstate(all="ignore"):
+            with quiet_fp():
                 t = np.multiply(u, u)
                 np.negative(t, out=t)
                 t = ew.exp_p.impl(t)                # exp(-u * u), the primitive's
@@ -817,7 +818,7 @@ def _clip_values(x: np.ndarray, lo, hi) -> np.ndarray:
     t = x.dtype.type
     lo = None if lo is None else t(lo)
     hi = None if hi is None else t(hi)
-    with np.errstate(all="ignore"):
+    with quiet_fp():
         out = np.clip(x, lo, hi)
         if (lo is None or lo <= 0) and (hi is None or hi >= 0):
             np.copyto(out, x, where=(x == 0))
@@ -1279,7 +1280,7 @@ def _log_softmax_eager():
             e = ew.exp_p.impl(z)
             total = red.reduce_sum_p.impl(e, axes=axes)
             lse = ew.log_p.impl(total).reshape(keep)
-            with np.errstate(all="ignore"):
+            with quiet_fp():
                 np.subtract(z, lse, out=z)
             # x itself only for double backward, without a version check
             # (PyTorch's node keeps the result, which in-place ops on x
@@ -1295,7 +1296,7 @@ def _log_softmax_eager():
                     y = _log_softmax_prims(x, ctx.axes)
                 return _grad(y, (x,), g, create_graph=True)[0], None
             gd = g._data
-            with np.errstate(all="ignore"):
+            with quiet_fp():
                 q = red.reduce_sum_p.impl(gd, axes=ctx.axes).reshape(ctx.total.shape)
                 np.negative(q, out=q)
                 q = np.divide(q, ctx.total, out=q)

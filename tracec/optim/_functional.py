@@ -17,7 +17,7 @@ from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import graph, math_extra
 from tracec.complex_ops import view_as_real
-from tracec.tensor import OP_OBSERVERS, RECORDERS, Tensor
+from tracec.tensor import OP_OBSERVERS, RECORDERS, SPARSE, Tensor
 
 __all__ = ["neg", "one_minus", "scaled", "add_", "addcmul_", "addcdiv_", "lerp_", "as_real",
            "direct_arrays", "bump"]
@@ -37,6 +37,13 @@ def scaled(x: Tensor, value):
 
 def add_(t: Tensor, other: Tensor, alpha=1) -> Tensor:
     """``t.add_(other, alpha=alpha)``: ``t + alpha * other``."""
+    if (type(alpha) in _NUMBERS and alpha != 1 and isinstance(other, Tensor)
+            and t.dtype in _DIRECT_DTYPES and other.dtype is t.dtype and not SPARSE
+            and not graph.is_grad_enabled()):
+        # The same two ops (``other * alpha`` with alpha a weak scalar,
+        # then the sum) as add_'s alpha, which writes them in place
+        # without the intermediate tensor when it may.
+        return t.add_(other, alpha=alpha)
     return t.add_(scaled(other, alpha))
 
 
