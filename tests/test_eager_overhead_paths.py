@@ -239,12 +239,15 @@ def test_relu_slices_views_and_module_calls_match_pytorch():
 @pytest.mark.parametrize("kw", [dict(lr=0.1), dict(lr=0.05, momentum=0.9),
                                 dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01),
                                 dict(lr=0.2, momentum=0.5, dampening=0.3, maximize=True),
-                                dict(lr=1.0, momentum=1.0)])
+                                dict(lr=1.0, momentum=1.0),
+                                dict(lr=0.1, momentum=0.9, weight_decay=1, maximize=True,
+                                     nesterov=True)])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
 def test_sgd_steps_are_the_tensor_ops_bits_and_match_pytorch(kw, dtype):
-    """SGD's ``p.add_(grad, alpha=-lr)`` (in place, no intermediate tensor)
-    gives the bits of ``p.add_(grad.mul(-lr))``, which an op observer
-    forces, and PyTorch's values and version counts."""
+    """SGD's NumPy step (with a momentum buffer) and its
+    ``p.add_(grad, alpha=-lr)`` (in place, no intermediate tensor) give the
+    bits of the op-by-op tensor path, which an op observer forces, and
+    PyTorch's values and version counts."""
     from tracec.tensor import OP_OBSERVERS
 
     def run(L, observe=False):
