@@ -272,3 +272,51 @@ def test_sgd_steps_are_the_tensor_ops_bits_and_match_pytorch(kw, dtype):
         assert np.array_equal(a, b)
         assert np.allclose(a, c, rtol=1e-2 if dtype == "float16" else 1e-5, atol=1e-6)
     assert [v[0] for v in fast[1]] == [v[0] for v in slow[1]] == list(ref[1])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_clip_grad_norm_is_the_tensor_ops_bits(dtype):
+    """clip_grad_norm_'s 2-norms of small gradients (their primitives'
+    impls on the data) equal the op-by-op path's, which an op observer
+    forces, and PyTorch's within rounding; a large gradient and a
+    non-contiguous one included."""
+    from tracec.tensor import OP_OBSERVERS
+
+    def run(L, observe=False):
+        rng = np.random.default_rng(7)
+        shapes = [(6, 5), (5,), (), (200, 100)]
+        ps = [L.nn.Parameter(L.tensor(rng.standard_normal(s)).to(getattr(L, dtype)))
+              for s in shapes]
+        for p in ps:
+            p.grad = L.tensor(rng.standard_normal(tuple(p.shape)[::-1]) * 3).to(
+                getattr(L, dtype)).T if p.ndim == 2 else L.tensor(
+                rng.standard_normal(tuple(p.shape))).to(getattr(L, dtype))
+        if observe:
+            OP_OBSERVERS.append(lambda *a: None)
+        try:
+            total = L.nn.utils.clip_grad_norm_(ps, 1.0)
+        finally:
+            if observe:
+                OP_OBSERVERS.pop()
+        return total.numpy(), [p.grad.numpy() for p in ps], str(total.dtype)[-7:]
+
+    fast, slow, ref = run(tracec), run(tracec, True), run(torch)
+    assert fast[2] == slow[2] == ref[2]
+    assert np.array_equal(fast[0], slow[0]) and np.allclose(fast[0], ref[0], rtol=1e-5)
+    for a, b, c in zip(fast[1], slow[1], ref[1]):
+        assert np.array_equal(a, b) and np.allclose(a, c, rtol=1e-5, atol=1e-7)
+
+
+def test_to_own_dtype_stack_and_unsqueeze_match_pytorch():
+    def run(L):
+        x = L.arange(6.0).reshape(2, 3).requires_grad_()
+        same = x.to(x.dtype)
+        other = x.to(L.float64)
+        copied = x.to(x.dtype, copy=True)
+        u = [x.unsqueeze(d) for d in (0, 1, 2, -1, -3)]
+        s = L.stack([x, x * 2], 1)
+        (s.sum() + sum(t.sum() for t in u)).backward()
+        return (same is x, other is x, copied is x, str(other.dtype)[-7:],
+                [tuple(t.shape) for t in u], [type(t.grad_fn).__name__ for t in u],
+                tuple(s.shape), type(s.grad_fn).__name__, s.tolist(), x.grad.tolist())
+    assert run(tracec) == run(torch)

@@ -190,8 +190,8 @@ def squeeze(input, dim=None):
 
 def unsqueeze(input, dim):
     d = normalize_axis(dim, input.ndim + 1)
-    shape = tuple(input.shape[:d]) + (1,) + tuple(input.shape[d:])
-    return _named(ops.reshape(input, shape), "UnsqueezeBackward0")
+    s = tuple(input.shape)      # (once: each slice of a Size is a Size)
+    return _named(ops.reshape(input, s[:d] + (1,) + s[d:]), "UnsqueezeBackward0")
 
 
 def expand(x, *sizes, size=None, implicit=False):
@@ -513,6 +513,8 @@ def to(x, *args, **kwargs):
     """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``.
     In the device form either slot may be None (PyTorch's defaults, as in
     ``t.to(device)`` with ``device=None``): that slot is left as it is."""
+    if not kwargs and len(args) == 1 and args[0] is x.dtype:
+        return x     # (to(its own dtype): what the general path below returns)
     from tracec.device import device as _device, to_device
     dtype = kwargs.pop("dtype", None)
     dev = kwargs.pop("device", None)
