@@ -320,3 +320,40 @@ def test_to_own_dtype_stack_and_unsqueeze_match_pytorch():
                 [tuple(t.shape) for t in u], [type(t.grad_fn).__name__ for t in u],
                 tuple(s.shape), type(s.grad_fn).__name__, s.tolist(), x.grad.tolist())
     assert run(tracec) == run(torch)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool", "float16"])
+def test_stack_of_many_is_the_tensor_ops_result(dim, dtype):
+    """stack without autograd (a collate) from the impls on the arrays:
+    the values, dtype, strides and (no) grad_fn of the op path, which an
+    op observer forces, and PyTorch's values."""
+    from tracec.tensor import OP_OBSERVERS
+
+    def make(L):
+        rng = np.random.default_rng(2)
+        xs = [L.tensor(rng.standard_normal((3, 4)) * 3).to(getattr(L, dtype)) for _ in range(5)]
+        xs[1] = xs[1].t().contiguous().t()           # a transposed layout
+        return xs
+
+    def run(L, observe=False):
+        xs = make(L)
+        if observe:
+            OP_OBSERVERS.append(lambda *a: None)
+        try:
+            s = L.stack(xs, dim)
+        finally:
+            if observe:
+                OP_OBSERVERS.pop()
+        return s.numpy(), s.stride(), str(s.dtype).split(".")[-1], s.grad_fn, s.requires_grad
+
+    fast, slow, ref = run(tracec), run(tracec, True), run(torch)
+    assert np.array_equal(fast[0], slow[0]) and fast[1:] == slow[1:]
+    assert np.array_equal(fast[0], ref[0]) and fast[2] == ref[2]
+    if dtype == "float32":      # requiring grad: the op path, with its node
+        xs = make(tracec)
+        xs[0].requires_grad_()
+        s = tracec.stack(xs, dim)
+        assert type(s.grad_fn).__name__ == "StackBackward0"
+        with tracec.no_grad():
+            assert tracec.stack(xs, dim).grad_fn is None
