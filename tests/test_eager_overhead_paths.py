@@ -357,3 +357,17 @@ def test_stack_of_many_is_the_tensor_ops_result(dim, dtype):
         assert type(s.grad_fn).__name__ == "StackBackward0"
         with tracec.no_grad():
             assert tracec.stack(xs, dim).grad_fn is None
+
+
+@pytest.mark.parametrize("n", [7, 40000])
+def test_relu_with_grad_matches_pytorch_bits(n):
+    """ReLU requiring grad, small (np.where) and large (the bit select):
+    values and gradient bits (NaN, -0.0, +0.0, infinities) as PyTorch's."""
+    def run(L):
+        base = np.array([np.nan, -0.0, 0.0, -np.inf, np.inf, -1.5, 2.5], np.float32)
+        x = L.tensor(np.resize(base, n), requires_grad=True)
+        y = L.relu(x)
+        (y * L.arange(n, dtype=L.float32)).sum().backward()
+        return (y.detach().numpy().view(np.uint32).tolist(), x.grad.numpy().view(np.uint32).tolist(),
+                type(y.grad_fn).__name__)
+    assert run(tracec) == run(torch)

@@ -614,8 +614,12 @@ def _relu(input):
                 return _new_tensor(np.where(below, zero, xd)
                                    if xd.size < ops.elementwise.WHERE_BIT_SELECT_MIN
                                    else _WHERE.impl(below, zero, xd), d)
-            mask = apply_direct(_LE, {}, (input, 0), _LE.impl(xd, zero), dt.bool_)
-            value = _WHERE.impl(xd < zero, zero, xd)
+            # (le has no VJP and is no view: apply_direct's whole effect
+            # is the tensor; the value's where as the branch above)
+            mask = _new_tensor(_LE.impl(xd, zero), dt.bool_)
+            below = xd < zero
+            value = (np.where(below, zero, xd) if xd.size < ops.elementwise.WHERE_BIT_SELECT_MIN
+                     else _WHERE.impl(below, zero, xd))
             out = apply_direct(_WHERE, {}, (mask, 0, input), value, d)
             return _named(out, "ReluBackward0")
     return _named(_relu_prims(input), "ReluBackward0")
