@@ -14,6 +14,7 @@ import warnings
 
 import numpy as np
 
+from tracec.ops.elementwise import quiet_fp
 from tracec import dtypes as dt
 from tracec import autocast_mode, fused_eager, graph, ops
 from tracec.symbolic import Sym, known
@@ -41,6 +42,8 @@ _NUM = (numbers.Number, np.number, np.bool_)
 
 
 def _operand(x, name):
+    if isinstance(x, Tensor):      # (the common case first: no RuntimeInt is a Tensor)
+        return x
     if type(x).__name__ == "RuntimeInt":     # read at run time (tracec.runtime_int)
         from tracec.runtime_int import operand
         return operand(x)
@@ -219,7 +222,21 @@ def _number_first(name, scalar, tensors, given, kw, count):
 _DEPRECATED_OVERLOAD_WARNED: list = []
 
 
+#: Dtypes whose tensors ``add`` / ``sub`` / ``mul`` / ``div`` may apply
+#: directly (``_plain_pair``): none of their special cases (bool,
+#: bfloat16 / float16 rounding, integer division's promotion) applies.
+_PLAIN_FLOATS = frozenset((dt.float32, dt.float64))
+_PLAIN_SCALARS = frozenset((int, float))
+
+
 def add(input, other, *deprecated, alpha=1):
+    if (isinstance(input, Tensor) and input.dtype in _PLAIN_FLOATS and not deprecated
+            and not SPARSE and type(alpha) is int and alpha == 1
+            and ((isinstance(other, Tensor) and other.dtype is input.dtype)
+                 or type(other) in _PLAIN_SCALARS)):
+        # (what the general path below does for these operands: promote
+        # leaves them as they are, no scaling, no sparse result)
+        return ops.add(input, other)
     if deprecated:   # add(input, Number alpha, Tensor other)
         alpha, (other,) = other, _number_first("add", other, deprecated, alpha, "alpha", 1)
     if SPARSE:
@@ -275,6 +292,11 @@ def _is_bool(v) -> bool:
 
 
 def sub(input, other, *deprecated, alpha=1):
+    if (isinstance(input, Tensor) and input.dtype in _PLAIN_FLOATS and not deprecated
+            and not SPARSE and type(alpha) is int and alpha == 1
+            and ((isinstance(other, Tensor) and other.dtype is input.dtype)
+                 or type(other) in _PLAIN_SCALARS)):
+        return ops.sub(input, other)     # (as add's fast path; no bool operand)
     if deprecated:   # sub(input, Number alpha, Tensor other)
         alpha, (other,) = other, _number_first("sub", other, deprecated, alpha, "alpha", 1)
     if SPARSE:
@@ -327,6 +349,10 @@ def _opmath_scalar_operand(name, input, other):
 
 
 def mul(input, other):
+    if (isinstance(input, Tensor) and input.dtype in _PLAIN_FLOATS and not SPARSE
+            and ((isinstance(other, Tensor) and other.dtype is input.dtype)
+                 or type(other) in _PLAIN_SCALARS)):
+        return ops.mul(input, other)     # (as add's fast path)
     given = (input, other)
     if not SPARSE:
         out = _opmath_scalar_operand("mul", input, other)
@@ -344,6 +370,10 @@ def div(input, other, *, rounding_mode=None):
     if rounding_mode is not None:
         from tracec.math_extra import div as rounding_div
         return rounding_div(input, other, rounding_mode=rounding_mode)
+    if (isinstance(input, Tensor) and input.dtype in _PLAIN_FLOATS and not SPARSE
+            and ((isinstance(other, Tensor) and other.dtype is input.dtype)
+                 or type(other) in _PLAIN_SCALARS)):
+        return ops.div(input, other)     # (as add's fast path; a float dtype: no promotion)
     given = (input, other)
     if not SPARSE:
         out = _opmath_scalar_operand("div", input, other)
@@ -584,8 +614,12 @@ def _relu(input):
                 return _new_tensor(np.where(below, zero, xd)
                                    if xd.size < ops.elementwise.WHERE_BIT_SELECT_MIN
                                    else _WHERE.impl(below, zero, xd), d)
-            mask = apply_direct(_LE, {}, (input, 0), _LE.impl(xd, zero), dt.bool_)
-            value = _WHERE.impl(xd < zero, zero, xd)
+            # (le has no VJP and is no view: apply_direct's whole effect
+            # is the tensor; the value's where as the branch above)
+            mask = _new_tensor(_LE.impl(xd, zero), dt.bool_)
+            below = xd < zero
+            value = (np.where(below, zero, xd) if xd.size < ops.elementwise.WHERE_BIT_SELECT_MIN
+                     else _WHERE.impl(below, zero, xd))
             out = apply_direct(_WHERE, {}, (mask, 0, input), value, d)
             return _named(out, "ReluBackward0")
     return _named(_relu_prims(input), "ReluBackward0")
@@ -658,7 +692,7 @@ def _gelu_eager():
             c, half, one, _ = consts(x.dtype)
             u = ew.mul_p.impl(xd, c)
             b = ew.erf_p.impl(u)
-            with np.errstate(all="ignore"):
+            with quiet_fp():
                 np.add(b, one, out=b)
                 y = np.multiply(xd, half)
                 y *= b
@@ -675,7 +709,7 @@ def _gelu_eager():
                 return _grad(y, (x,), g, create_graph=True)[0]
             gd, u = g._data, ctx.u
             c, half, _, c2 = consts(x.dtype)
-            with np.errstate(all="ignore"):
+            with quiet_fp():
                 t = np.multiply(u, u)
                 np.negative(t, out=t)
                 t = ew.exp_p.impl(t)                # exp(-u * u), the primitive's
@@ -793,7 +827,7 @@ def _clip_values(x: np.ndarray, lo, hi) -> np.ndarray:
     t = x.dtype.type
     lo = None if lo is None else t(lo)
     hi = None if hi is None else t(hi)
-    with np.errstate(all="ignore"):
+    with quiet_fp():
         out = np.clip(x, lo, hi)
         if (lo is None or lo <= 0) and (hi is None or hi >= 0):
             np.copyto(out, x, where=(x == 0))
@@ -903,6 +937,8 @@ def _reduce_kernels(x, axes, dim, keepdim, kind):
     0.30), else None."""
     if not isinstance(x, Tensor) or x.dtype not in (dt.float32, dt.float64) or not x.ndim:
         return None
+    if type(x._data) is np.ndarray and x._data.size < fused_eager.MIN_NUMEL:
+        return None       # (what fused_eager.nary answers for it, found sooner)
     name = ("SumBackward" if kind == "sum" else "MeanBackward") + ("0" if dim is None else "1")
     shape = tuple(x._data.shape)
     nd, k = x.ndim, len(axes)
@@ -1253,7 +1289,7 @@ def _log_softmax_eager():
             e = ew.exp_p.impl(z)
             total = red.reduce_sum_p.impl(e, axes=axes)
             lse = ew.log_p.impl(total).reshape(keep)
-            with np.errstate(all="ignore"):
+            with quiet_fp():
                 np.subtract(z, lse, out=z)
             # x itself only for double backward, without a version check
             # (PyTorch's node keeps the result, which in-place ops on x
@@ -1269,7 +1305,7 @@ def _log_softmax_eager():
                     y = _log_softmax_prims(x, ctx.axes)
                 return _grad(y, (x,), g, create_graph=True)[0], None
             gd = g._data
-            with np.errstate(all="ignore"):
+            with quiet_fp():
                 q = red.reduce_sum_p.impl(gd, axes=ctx.axes).reshape(ctx.total.shape)
                 np.negative(q, out=q)
                 q = np.divide(q, ctx.total, out=q)
@@ -1295,14 +1331,15 @@ def matmul(input, other):
     if w is not None:
         return w.__tracec_dispatch__(matmul, (input, other), {})
     _tensor_args("matmul", ("input", input), ("other", other))
-    if input.ndim == 0 or other.ndim == 0:
+    na, nb = input.ndim, other.ndim     # (casts below keep them)
+    if na == 0 or nb == 0:
         raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
-                           f"{input.ndim}D and {other.ndim}D")
+                           f"{na}D and {nb}D")
     if autocast_mode.ACTIVE:
         input, other = autocast_mode.lower_precision(input, other)
     (input, other), _ = promote("matmul", input, other)
-    va, vb = input.ndim == 1, other.ndim == 1
-    if vb and input.ndim <= 2 and input.shape[-1] == other.shape[0] \
+    va, vb = na == 1, nb == 1
+    if vb and na <= 2 and input.shape[-1] == other.shape[0] \
             and (input.requires_grad or other.requires_grad) and graph.is_grad_enabled():
         # PyTorch's dot and mv (what its matmul calls for these ranks) save
         # their operands themselves, so a ``vec.data = ...`` between this
@@ -1317,7 +1354,7 @@ def matmul(input, other):
     if vb:
         other = ops.reshape(other, other.shape + (1,))
     out = ops.matmul(input, other)
-    if other.ndim == 2 and not vb and isinstance(out._node, graph.Node):
+    if nb == 2 and out._node is not None and isinstance(out._node, graph.Node):
         # PyTorch's mm backward gives a column-major operand a column-major
         # gradient (its matmul folds an N-D @ 2-D product into one mm, so
         # for ``other`` at any rank of ``input``): tell the VJP which.
@@ -1327,7 +1364,7 @@ def matmul(input, other):
     if va or vb:
         shape = out.shape[:-2] + (() if va else (out.shape[-2],)) + (() if vb else (out.shape[-1],))
         out = ops.reshape(out, shape)
-    return _named(out, _matmul_name(1 if va else input.ndim, 1 if vb else other.ndim))
+    return _named(out, _matmul_name(na, nb))
 
 
 def _column_major(t) -> bool:
@@ -1340,10 +1377,14 @@ def _matmul_name(na: int, nb: int) -> str:
     """The ``grad_fn`` name PyTorch's ``matmul`` gives its result for
     operands of ``na`` and ``nb`` dims (the ATen op its dispatch ends in)."""
     if na == 1:
-        return {1: "DotBackward0", 2: "SqueezeBackward4"}.get(nb, "UnsafeViewBackward0")
+        return _DOT_NAMES.get(nb, "UnsafeViewBackward0")
     if na == 2:
-        return {1: "MvBackward0", 2: "MmBackward0"}.get(nb, "CloneBackward0")
+        return _MM_NAMES.get(nb, "CloneBackward0")
     return "UnsafeViewBackward0"
+
+
+_DOT_NAMES = {1: "DotBackward0", 2: "SqueezeBackward4"}
+_MM_NAMES = {1: "MvBackward0", 2: "MmBackward0"}
 
 
 def _arg_type_name(x) -> str:

@@ -295,8 +295,8 @@ def _indices(k: slice, size):
     """``k.indices(size)``, also where a bound or the size is a symbolic
     size (``pos_emb[:, :T]`` in a symbolic trace: the bounds stay symbols,
     the clamping decisions become guards)."""
-    if not any(isinstance(v, Sym) for v in (k.start, k.stop, size)):
-        return k.indices(size)
+    if not (isinstance(k.start, Sym) or isinstance(k.stop, Sym) or isinstance(size, Sym)):
+        return k.indices(size)      # (no generator: this is the hot path of x[a:b])
     step = 1 if k.step is None else int(k.step)
 
     def clamp(v, default):

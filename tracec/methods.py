@@ -14,6 +14,7 @@ from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import indexing, shape_ops as S, torch_rng
 from tracec.ops.core import broadcast_shapes as _broadcast_shapes
+from tracec.ops.elementwise import _quiet_impl
 from tracec.runtime_int import RuntimeInt, operand as runtime_operand
 from tracec.symbolic import Sym
 from tracec.sym_scalar import SymScalar
@@ -128,11 +129,18 @@ def numpy_operator(ufunc, fn, self, other):
     return fn(x, y).to(dt.from_numpy_dtype(out))
 
 
+#: Operand types an operator passes straight to its function (what the
+#: checks of ``_binop``'s ``op`` let through unchanged).
+_PLAIN_OPERANDS = frozenset((Tensor, int, float, bool))
+
+
 def _binop(fn, reflected=False, arrays=False, ufunc=None):
     """An operator over ``fn``; ``arrays``: it takes a NumPy array itself
     (PyTorch's ``__eq__`` alone does), else NumPy does (defers_to_numpy;
     ``ufunc``: NumPy's, for traced calls: numpy_operator)."""
     def op(self, other):
+        if type(other) in _PLAIN_OPERANDS:   # (the common case: no check below applies)
+            return fn(other, self) if reflected else fn(self, other)
         if type(other) is RuntimeInt:
             other = runtime_int_operand(self, other)
         if not isinstance(other, (Tensor, int, float, bool, complex, np.number, np.bool_, np.ndarray,
@@ -214,6 +222,19 @@ _DIRECT_DTYPES = (dt.float32, dt.float64)
 _PY_NUMBERS = (int, float)
 
 
+def _write(ufunc, a, b, alpha, d):
+    if alpha != 1:
+        b = np.multiply(b, weak_scalar(alpha, d))
+    ufunc(a, b, out=a)
+
+
+#: ``a = a <ufunc> (b * alpha)`` in place (alpha a Python number, a weak
+#: scalar of ``d``), with
+#: NumPy's floating point warnings off (PyTorch computes inf / nan
+#: silently) as the primitives' impls turn them off (np.errstate costs more)
+_write_direct = _quiet_impl(_write)
+
+
 def _inplace_direct(name, self, args, kwargs):
     """``self.add_(other, alpha=a)`` (``sub_``, ``mul_``, ``div_``) on a
     float32 / float64 tensor written straight into its memory (``out=``)
@@ -259,10 +280,7 @@ def _inplace_direct(name, self, args, kwargs):
     if graph.is_grad_enabled() and (self.requires_grad or grad_read or (
             self._view_chain and self._base.requires_grad)):
         return False
-    with np.errstate(all="ignore"):
-        if alpha != 1:
-            b = np.multiply(b, weak_scalar(alpha, d))
-        _DIRECT_UFUNC[name](a, b, out=a)
+    _write_direct(_DIRECT_UFUNC[name], a, b, alpha, d)
     self._version[0] += 1
     if self._view_chain:
         self._view_version = self._version[0]

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from tracec import dtypes as dt
-from tracec import ops
+from tracec import graph, ops
 from tracec.functions import _named, _operand, promote
 from tracec.ops.core import normalize_axis
 from tracec.symbolic import Sym, count_of
@@ -190,8 +190,8 @@ def squeeze(input, dim=None):
 
 def unsqueeze(input, dim):
     d = normalize_axis(dim, input.ndim + 1)
-    shape = tuple(input.shape[:d]) + (1,) + tuple(input.shape[d:])
-    return _named(ops.reshape(input, shape), "UnsqueezeBackward0")
+    s = tuple(input.shape)      # (once: each slice of a Size is a Size)
+    return _named(ops.reshape(input, s[:d] + (1,) + s[d:]), "UnsqueezeBackward0")
 
 
 def expand(x, *sizes, size=None, implicit=False):
@@ -287,6 +287,30 @@ def concatenate(tensors, dim=0):
     return cat(tensor_sequence(tensors, "concatenate"), dim)
 
 
+_CONCATENATE = ops.movement.concatenate_p
+
+
+def _stack_direct(tensors, shape: tuple, d: int):
+    """``stack``'s result (a DataLoader's collate: many samples) from the
+    reshape and concatenate impls on the tensors' arrays, as the ops below
+    run them, when no node is recorded (nothing requires grad, or grad
+    mode is off), nothing traces or observes, and every tensor has one
+    dtype (no promotion; not bfloat16); else None."""
+    dtype = tensors[0].dtype
+    if dtype is dt.bfloat16:
+        return None
+    grad = graph.is_grad_enabled()
+    unsqueezed = shape[:d] + (1,) + shape[d:]
+    arrays = []
+    for t_ in tensors:
+        a = t_._data
+        if t_.dtype is not dtype or type(a) is not np.ndarray or not eager_direct(t_) or (
+                grad and t_.requires_grad):
+            return None
+        arrays.append(_RESHAPE.impl(a, shape=unsqueezed))
+    return _new_tensor(_CONCATENATE.impl(*arrays, axis=d), dtype)
+
+
 def stack(tensors, dim=0):
     tensors = tensor_sequence(tensors, "stack")
     if not tensors:
@@ -297,6 +321,10 @@ def stack(tensors, dim=0):
             raise RuntimeError(f"stack expects each tensor to be equal size, but got "
                                f"{list(shape)} at entry 0 and {list(t_.shape)} at entry {k}")
     d = normalize_axis(dim, len(shape) + 1)
+    if len(tensors) > 1 and not SPARSE:
+        out = _stack_direct(tensors, tuple(shape), d)
+        if out is not None:
+            return out
     out = _named(cat([unsqueeze(t_, d) for t_ in tensors], d), "StackBackward0")
     if SPARSE:
         from tracec.sparse_rows import sparse_stacked
@@ -513,6 +541,8 @@ def to(x, *args, **kwargs):
     """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``.
     In the device form either slot may be None (PyTorch's defaults, as in
     ``t.to(device)`` with ``device=None``): that slot is left as it is."""
+    if not kwargs and len(args) == 1 and args[0] is x.dtype:
+        return x     # (to(its own dtype): what the general path below returns)
     from tracec.device import device as _device, to_device
     dtype = kwargs.pop("dtype", None)
     dev = kwargs.pop("device", None)

@@ -426,12 +426,14 @@ class Tensor:
                 dtypes_.append(None)
         if scalars:
             _weak_scalars(prim, args, arrays, dtypes_)
-        out_dtype = prim.dtype_rule(*dtypes_, **params)
+        # (no ``**params`` when there are none: unpacking an empty dict
+        # costs as much as the rule)
+        out_dtype = prim.dtype_rule(*dtypes_, **params) if params else prim.dtype_rule(*dtypes_)
         if _META_USED[0] and any(type(a) is MetaArray for a in arrays):
             return _meta_bind(prim, args, params, arrays, out_dtype, needs_grad,
                               rec_args, rec_params)
         try:
-            res = prim.impl(*arrays, **params)
+            res = prim.impl(*arrays, **params) if params else prim.impl(*arrays)
         except (ValueError, TypeError) as e:
             prim.shape_rule(*[a.shape for a in arrays], **params)
             raise RuntimeError(f"{prim.name}: {e} (operand shapes "
@@ -1108,6 +1110,12 @@ def scalar_key(value, dtype: dt.DType) -> tuple:
 
 def weak_scalar(value, dtype: dt.DType) -> np.ndarray:
     """The read-only 0-d array a weakly typed scalar operand becomes."""
+    t = type(value)
+    if t is int or (t is float and value):
+        # (scalar_key's key for these, built inline: the hot case)
+        arr = _SCALAR_ARRAYS.get((t, value, dtype.name))
+        if arr is not None:
+            return arr
     key = scalar_key(value, dtype)
     arr = _SCALAR_ARRAYS.get(key)
     if arr is None:

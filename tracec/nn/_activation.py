@@ -15,6 +15,7 @@ import warnings
 
 import numpy as np
 
+from tracec.ops.elementwise import quiet_fp
 from tracec import creation
 from tracec import dtypes as dt
 from tracec import functions as TF
@@ -185,7 +186,7 @@ class _HardswishEager(Function):
         a = x._data
         d = x.dtype
         three, six, zero = (weak_scalar(v, d) for v in (3.0, 6.0, 0.0))
-        with np.errstate(all="ignore"):
+        with quiet_fp():
             low = np.less_equal(a, -three)
             mid = np.logical_and(np.greater(a, -three), np.less(a, three))
             below = np.true_divide(np.multiply(a, zero), six)
@@ -207,7 +208,7 @@ class _HardswishEager(Function):
         gd, mid, xm = g._data, ctx.mid, ctx.xm
         d = x.dtype
         three, six, zero = (weak_scalar(v, d) for v in (3.0, 6.0, 0.0))
-        with np.errstate(all="ignore"):
+        with quiet_fp():
             g2 = _where_impl(ctx.low, zero, gd)           # where(low, below, .)
             g_inner = _where_impl(mid, g2, zero)          # where(mid, inner, above)
             g_above = _where_impl(mid, zero, g2)
@@ -253,7 +254,7 @@ class _HardsigmoidEager(Function):
         a = x._data
         d = x.dtype
         three, six, half = (weak_scalar(v, d) for v in (3.0, 6.0, 0.5))
-        with np.errstate(all="ignore"):
+        with quiet_fp():
             inside = np.logical_and(np.greater(a, -three), np.less(a, three))
             edge = _where_impl(np.not_equal(a, a), a,
                                np.greater_equal(a, three).astype(a.dtype))
@@ -270,7 +271,7 @@ class _HardsigmoidEager(Function):
                 y = _hardsigmoid_prims(x)
             return _grad(y, (x,), g, create_graph=True)[0]
         d = x.dtype
-        with np.errstate(all="ignore"):
+        with quiet_fp():
             gx = np.true_divide(_where_impl(ctx.inside, g._data, weak_scalar(0.0, d)),
                                 weak_scalar(6.0, d))
         return Tensor._make(gx, d)

@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 
+from tracec.ops.elementwise import quiet_fp
 from tracec import creation, torch_rng
 from tracec import dtypes as dt
 from tracec import functions as TF
@@ -88,7 +89,7 @@ def linear(input, weight, bias=None):
             # its operands only, and add keeps nothing; a fresh result
             # would cost a page-faulted [.., out_features] array per call.
             yd = y._data
-            with np.errstate(all="ignore"):
+            with quiet_fp():
                 np.add(yd, bias._data.reshape(bias.shape[-1:]), out=yd)
             return _linear_named(apply_direct(_ADD, {}, (y, bias), yd, y.dtype), input.ndim,
                                  True, weight.ndim)

@@ -74,7 +74,7 @@ def _matmul_vjp(g, a, b, out, column_major=(False, False)):
 
 
 def _matmul_impl(a, b):
-    if a.dtype == np.float16 and b.dtype == np.float16:
+    if a.dtype.char == "e" and b.dtype.char == "e":    # (both float16; cheaper than ==)
         # float16: NumPy has no BLAS for it (a loop ~100x slower than the
         # float32 GEMM); PyTorch's CPU kernels accumulate in float32 and
         # round the result once, as the float32 GEMM rounded to float16 does

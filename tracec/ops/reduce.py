@@ -34,13 +34,19 @@ def _row_major(a):
 
 def _sum_impl(x, *, axes):
     # bool sums count (int64), as the dtype rule says; others keep their dtype.
-    acc = np.int64 if x.dtype == np.bool_ else x.dtype
+    # (dtype.char: '?' is bool, 'e' float16; cheaper than comparing dtypes)
+    c = x.dtype.char
+    acc = np.int64 if c == "?" else x.dtype
     if x.ndim == 0:
         return x.astype(acc)
-    if x.dtype == np.float16:
+    if c == "e":
         # In float32, rounded once, as PyTorch (and the compiled kernels) do:
         # NumPy's float16 sum along an outer axis rounds at every step.
         return _row_major(np.add.reduce(x, axis=axes, dtype=np.float32).astype(np.float16))
+    if len(axes) == x.ndim:
+        # every axis: into a 0-d array (NumPy's own result array, which it
+        # would unwrap to a scalar for the caller to wrap again)
+        return np.add.reduce(x, axis=axes, dtype=acc, out=np.empty((), acc))
     return _row_major(np.add.reduce(x, axis=axes, dtype=acc))
 
 

@@ -17,7 +17,7 @@ from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import graph, math_extra
 from tracec.complex_ops import view_as_real
-from tracec.tensor import OP_OBSERVERS, RECORDERS, Tensor
+from tracec.tensor import OP_OBSERVERS, RECORDERS, SPARSE, Tensor
 
 __all__ = ["neg", "one_minus", "scaled", "add_", "addcmul_", "addcdiv_", "lerp_", "as_real",
            "direct_arrays", "bump"]
@@ -37,6 +37,13 @@ def scaled(x: Tensor, value):
 
 def add_(t: Tensor, other: Tensor, alpha=1) -> Tensor:
     """``t.add_(other, alpha=alpha)``: ``t + alpha * other``."""
+    if (type(alpha) in _NUMBERS and alpha != 1 and isinstance(other, Tensor)
+            and t.dtype in _DIRECT_DTYPES and other.dtype is t.dtype and not SPARSE
+            and not graph.is_grad_enabled()):
+        # The same two ops (``other * alpha`` with alpha a weak scalar,
+        # then the sum) as add_'s alpha, which writes them in place
+        # without the intermediate tensor when it may.
+        return t.add_(other, alpha=alpha)
     return t.add_(scaled(other, alpha))
 
 
@@ -103,21 +110,23 @@ _NUMBERS = (int, float)
 _DIRECT_DTYPES = (dt.float32, dt.float64)
 
 
-def direct_arrays(p: Tensor, grad: Tensor, state: tuple, *numbers):
+def direct_arrays(p: Tensor, grad: Tensor, state: tuple, *numbers, step: bool = True):
     """The NumPy arrays of ``p``, ``grad`` and the ``state`` tensors when an
     optimizer may update them in place with NumPy (``out=``) instead of
     tensor ops, else None: eagerly only (nothing traces or observes the
     primitives, no gradient is recorded), each hyperparameter in
     ``numbers`` a Python number, ``p`` and ``state[:-1]`` (the moments) of
     one float32 / float64 dtype and shape as root tensors (no views, so a
-    write reaches nothing but them), ``state[-1]`` the 0-d ``step``.
+    write reaches nothing but them), ``state[-1]`` the 0-d ``step`` (with
+    ``step=False``: every state tensor a moment, no step; no sparse
+    gradient then either).
 
     Each formula then runs the same NumPy operations in the same order and
     dtypes as its tensor ops (each tensor op is one NumPy ufunc call of
     the same operands; a Python scalar rounded to the tensor's dtype as a
     weak scalar is), so the values are the same bits, without a tensor, a
     dispatch and a copy per operation."""
-    if RECORDERS or OP_OBSERVERS or graph.is_grad_enabled():
+    if RECORDERS or OP_OBSERVERS or graph.is_grad_enabled() or (not step and SPARSE):
         return None
     for v in numbers:
         if type(v) not in _NUMBERS:
@@ -141,11 +150,13 @@ def direct_arrays(p: Tensor, grad: Tensor, state: tuple, *numbers):
         elif t._view_chain and t._view_version != t._version[0]:
             return None
         out.append(a)
-    for t, a in zip(state[:-1], out[2:-1]):
+    moments = state[:-1] if step else state
+    for t, a in zip(moments, out[2:]):
         if t.dtype is not d or a.shape != shape:
             return None
-    step = state[-1]
-    if out[1].shape != shape or step.dtype not in _DIRECT_DTYPES or out[-1].shape != ():
+    if out[1].shape != shape:
+        return None
+    if step and (state[-1].dtype not in _DIRECT_DTYPES or out[-1].shape != ()):
         return None
     return out
 

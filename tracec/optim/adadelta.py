@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracec.ops.elementwise import quiet_fp
 from tracec import creation
 from tracec.optim import _functional as _f
 from tracec.optim.optimizer import Optimizer, _scalar_dtype, reads_lr_by_lr
@@ -100,7 +101,7 @@ def _adadelta_numpy(arrays, lr, rho, eps, weight_decay):
     """``Adadelta._update_group``'s tensor ops for one parameter as NumPy
     ufuncs in place: the same operations in the same order and dtypes (see
     ``_functional.direct_arrays``), so the same bits."""
-    with np.errstate(all="ignore"):   # PyTorch computes inf / nan silently
+    with quiet_fp():   # PyTorch computes inf / nan silently
         p, g, v, u, step = arrays
         d = p.dtype
         np.add(step, np.asarray(1, step.dtype), out=step)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracec.ops.elementwise import quiet_fp
 from tracec import creation
 from tracec import dtypes as dt
 from tracec import functions as F
@@ -144,7 +145,7 @@ def _adam_numpy(arrays, lr, beta1, beta2, eps, weight_decay, decoupled, lerp_sma
     """``Adam._update_group``'s tensor ops for one parameter as NumPy
     ufuncs in place: the same operations in the same order and dtypes (see
     ``_functional.direct_arrays``), so the same bits."""
-    with np.errstate(all="ignore"):   # PyTorch computes inf / nan silently
+    with quiet_fp():   # PyTorch computes inf / nan silently
         p, g, m, v = arrays[:4]
         vmax = arrays[4] if len(arrays) == 6 else None
         step = arrays[-1]

@@ -2,7 +2,10 @@
 (weight decay, momentum with dampening, Nesterov, maximize)."""
 from __future__ import annotations
 
+import numpy as np
+
 from tracec import creation
+from tracec.ops.elementwise import quiet_fp
 from tracec.optim import _functional as _f
 from tracec.optim.optimizer import Optimizer, reads_lifted
 
@@ -78,12 +81,20 @@ class SGD(Optimizer):
         for p in group["params"]:
             if p.grad is None:
                 continue
+            if group["momentum"] != 0:
+                state = self.state[p]
+                buf = state.get("momentum_buffer")
+                arrays = None if buf is None else _f.direct_arrays(
+                    p, p.grad, (buf,), lr, momentum, dampening, weight_decay, step=False)
+                if arrays is not None:     # (the ops below, in NumPy in place)
+                    _sgd_numpy(*arrays, lr, momentum, dampening, weight_decay, nesterov,
+                               maximize)
+                    _f.bump(buf, 2, p, 1)
+                    continue
             grad = p.grad if not maximize else -p.grad
             if weight_decay != 0:
                 grad = grad.add(p, alpha=weight_decay)
             if group["momentum"] != 0:
-                state = self.state[p]
-                buf = state.get("momentum_buffer")
                 if buf is None:
                     buf = grad.detach().clone()
                     state["momentum_buffer"] = buf
@@ -91,3 +102,28 @@ class SGD(Optimizer):
                     buf.mul_(momentum).add_(grad, alpha=1 - dampening)
                 grad = grad.add(_f.scaled(buf, momentum)) if nesterov else buf
             _f.add_(p, grad, alpha=_f.neg(lr))
+
+
+def _sgd_numpy(p, g, buf, lr, momentum, dampening, weight_decay, nesterov, maximize):
+    """``SGD._update_group``'s tensor ops for one parameter with a momentum
+    buffer, as NumPy ufuncs: the same operations in the same order and
+    dtypes (a Python number as a weak scalar of the tensors' (float)
+    dtype: ``np.asarray(number, d)``, what ``weak_scalar`` makes; see
+    ``_functional.direct_arrays``), so the same bits."""
+    d = p.dtype
+    with quiet_fp():
+        if maximize:                                  # -p.grad
+            g = np.negative(g)
+        if weight_decay != 0:                         # grad.add(p, alpha=weight_decay)
+            g = np.add(g, np.multiply(p, np.asarray(weight_decay, d))
+                       if weight_decay != 1 else p)
+        # buf.mul_(momentum).add_(grad, alpha=1 - dampening)
+        np.multiply(buf, np.asarray(momentum, d), out=buf)
+        a = 1 - dampening
+        np.add(buf, np.multiply(g, np.asarray(a, d)) if a != 1 else g, out=buf)
+        if nesterov:                                  # grad.add(scaled(buf, momentum))
+            g = np.add(g, np.multiply(buf, np.asarray(momentum, d)) if momentum != 1 else buf)
+        else:
+            g = buf
+        # add_(p, grad, alpha=-lr): p.add_(grad, alpha=-lr)
+        np.add(p, np.multiply(g, np.asarray(-lr, d)), out=p)

@@ -241,6 +241,13 @@ class Module:
             # is reused only while both stay as they are.
             note_guard(self.mode_and_tensors)
         d = self.__dict__
+        pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
+        if (not pre and not post and pre is not None and post is not None
+                and not _global_forward_pre_hooks and not _global_forward_hooks
+                and not d.get("_backward_hooks") and not d.get("_backward_pre_hooks")):
+            # No hook of any kind (the common case): what the general path
+            # below does then, without building its empty lists.
+            return self.forward(*args, **kwargs)
         if _global_forward_pre_hooks:
             for hook in list(_global_forward_pre_hooks.values()):
                 res = hook(self, args)

@@ -14,11 +14,18 @@ import math
 import types
 import warnings
 
+import numpy as np
+
+from tracec import dtypes as dt
+from tracec import fused_eager
 from tracec import functions as TF
 from tracec import graph, ops
 from tracec import shape_ops as S
 from tracec.creation import tensor as _tensor
-from tracec.tensor import Tensor
+from tracec.tensor import SPARSE, Tensor, _new_tensor, eager_direct
+
+_DIRECT_DTYPES = (dt.float32, dt.float64)
+_MUL, _SUM, _SQRT = ops.elementwise.mul_p, ops.reduce.reduce_sum_p, ops.elementwise.sqrt_p
 
 __all__ = ["clip_grad_norm", "clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_",
            "get_total_norm"]
@@ -31,6 +38,15 @@ def _as_list(tensors) -> list:
 def _vector_norm(x: Tensor, p: float) -> Tensor:
     """``torch.linalg.vector_norm(x, p)`` over all elements."""
     if p == 2:      # (x * x is |x| * |x| to the bit: no pass for abs)
+        a = x._data
+        if (type(x) is Tensor and x.dtype in _DIRECT_DTYPES and type(a) is np.ndarray
+                and a.size < fused_eager.MIN_NUMEL and not SPARSE and eager_direct(x)
+                and not graph.is_grad_enabled()):
+            # The three primitives' impls on the data, as the ops below run
+            # them for such a tensor (no sum kernel below MIN_NUMEL, no
+            # node under no_grad): the same bits, without three tensors.
+            sq = _MUL.impl(a, a)
+            return _new_tensor(_SQRT.impl(_SUM.impl(sq, axes=tuple(range(a.ndim)))), x.dtype)
         return TF.sqrt(TF.sum(TF.mul(x, x)))
     a = TF.abs(x)
     if p == math.inf:
