@@ -221,9 +221,14 @@ class NodeHooks:
     __slots__ = ()
 
     def register_hook(self, fn):
+        if UNRECORDABLE:
+            refuse_in_trace(f"{self.name()}.register_hook (a hook on a grad_fn)")
         return _NodeHookHandle(NODE_POST_HOOKS.setdefault(self, {}), fn)
 
     def register_prehook(self, fn):
+        if UNRECORDABLE:
+            refuse_in_trace(f"{self.name()}.register_prehook (a hook on a grad_fn)")
+
         def pre(g):
             r = fn((g,))
             return None if r is None else r[0]
@@ -303,6 +308,10 @@ class Node(NodeHooks):
         self._name = None
         self.pre_hooks = None
         self.freed = False
+        if SAVED_HOOKS and saved:
+            if "out" in saved:
+                out._node = self     # (the pack hook sees the output's grad_fn, as in PyTorch)
+            self.saved = pack_saved(saved)
 
     @property
     def next_functions(self):
@@ -318,6 +327,8 @@ class Node(NodeHooks):
 
     def _unpack(self, key):
         t, version = self.saved[key]
+        if t.__class__ is SavedPacked:
+            return t.unpack()
         if version is not None and t._version[0] != version:
             raise modified_error(t, version, self if key == "out" else None)
         return t
@@ -325,6 +336,10 @@ class Node(NodeHooks):
     def apply(self, g):
         if self.freed and self.saved is None:
             raise RuntimeError(_FREED_MSG)
+        if self.saved.__class__ is _PackedSaved:   # unpacked in the order they were packed
+            got = {k: self._unpack(k) for k in self.saved}
+            primals = [got[i] if i in got else a for i, a in enumerate(self.avals)]
+            return self.prim.vjp(g, *primals, out=got.get("out"), **self.params)
         primals = [self._unpack(i) if i in self.saved else a
                    for i, a in enumerate(self.avals)]
         out = self._unpack("out") if "out" in self.saved else None
@@ -334,6 +349,95 @@ class Node(NodeHooks):
         if self.saved:
             self.saved = None
         self.freed = True
+
+
+#: While ``tracec.compile`` records a call: one callable ``(what)`` that
+#: refuses an autograd feature whose effect the compiled code would not
+#: repeat (a saved-tensor pack hook, a hook on a ``grad_fn``): it raises
+#: ``TraceError`` naming the user's line, or (``fallback="eager"``) lets the
+#: call finish eagerly, where the feature works.
+UNRECORDABLE: list = []
+
+
+def refuse_in_trace(what: str) -> None:
+    """Tell the recording tracer, if one is, that ``what`` happened."""
+    for refuse in UNRECORDABLE:
+        refuse(what)
+
+
+# --- saved-tensor hooks ------------------------------------------------------------
+
+#: The ``saved_tensors_hooks`` contexts in effect, innermost last: objects
+#: with ``pack(tensor)`` and ``unpack(packed)``.  Only the innermost packs
+#: (PyTorch's stack); nodes created while it is empty save tensors as they
+#: are, paying one truth test.
+SAVED_HOOKS: list = []
+#: The messages of the ``disable_saved_tensors_hooks`` contexts in effect,
+#: innermost last: while one is, installing hooks raises it.
+SAVED_HOOKS_DISABLED: list = []
+
+_PACK_INPLACE = ("A saved tensor pack hook is modifying its input in place. Tensors provided as "
+                 "input to pack hook cannot be modified by in-place operations as this can lead "
+                 "to unexpected side-effects. Please open an issue if you need to perform "
+                 "in-place operations on the input to a pack hook.")
+
+
+class _PackedSaved(dict):
+    """A node's ``saved`` once its tensors were packed (by ``pack_saved``):
+    the order of its keys is the order they were packed and are unpacked."""
+
+    __slots__ = ()
+
+
+class SavedPacked:
+    """A tensor saved for backward under ``saved_tensors_hooks``: what its
+    pack hook returned, the unpack hook to call, and the tensor's place in
+    the graph.  As in PyTorch (``SavedVariable``), the version check is
+    skipped (the hooks own the value) and a tensor that required grad is
+    unpacked as a new tensor with the original's ``grad_fn`` (a leaf's:
+    accumulating into the leaf), so a double backward flows on."""
+
+    __slots__ = ("packed", "hooks", "requires_grad", "node", "leaf")
+
+    def __init__(self, t, hooks):
+        if UNRECORDABLE:
+            refuse_in_trace("a tensor saved for backward under "
+                            "torch.autograd.graph.saved_tensors_hooks")
+        self.hooks = hooks
+        version = t._version[0]
+        with no_grad():
+            self.packed = hooks.pack(t)
+        if t._version[0] != version:
+            raise RuntimeError(_PACK_INPLACE)
+        self.requires_grad = t.requires_grad
+        self.node = t._node
+        self.leaf = edge_of(t) if t.requires_grad and t._node is None else None
+
+    def unpack(self):
+        data = self.hooks.unpack(self.packed)
+        if not hasattr(data, "_version"):
+            raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but got "
+                            f"result of type {type(data).__name__}")
+        if not self.requires_grad:
+            return data
+        t = data.detach()
+        t.requires_grad = True
+        if self.node is not None:
+            t._node = self.node
+        else:
+            t._accum = self.leaf
+        return t
+
+
+def pack_saved(saved: dict) -> _PackedSaved:
+    """``saved`` (a node's operands by index, its output as "out") packed by
+    the innermost ``SAVED_HOOKS`` in PyTorch's order: the operands last to
+    first (PyTorch saves ``other`` before ``self``), then the output."""
+    hooks = SAVED_HOOKS[-1]
+    keys = sorted((k for k in saved if k != "out"), reverse=True)
+    if "out" in saved:
+        keys.append("out")
+    return _PackedSaved((k, (SavedPacked(saved[k][0], hooks), None)) for k in keys)
 
 
 _NODE_CLASSES: dict = {}

@@ -836,6 +836,15 @@ class Recording:
                 "in tensor ops (e.g. tracec.where), move it out of the compiled function, or "
                 "use tracec.compile(fn, fallback=\"eager\").")
 
+    def on_unrecordable(self, what: str) -> None:
+        """``graph.UNRECORDABLE``: ``what`` (an autograd hook) has an effect
+        the compiled code would not repeat: refused at the user's line."""
+        if self.suspended:
+            return
+        self.fail(f"{format_location(user_location())}: {what} is not supported inside a "
+                  "compiled function (compiled code would not call the hook); call it outside, "
+                  "or use tracec.compile(fn, fallback=\"eager\")")
+
     @contextlib.contextmanager
     def opaque_call(self, name: str):
         """``tracec.library``: while ``name`` (``"the custom op ns::op"``)
@@ -1326,6 +1335,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     rng_before = GlobalRNGs.state()
     hooks = ((RECORDERS, rec.on_primitive),
              (CONCRETE_CHECKS, rec.on_concrete),
+             (graph.UNRECORDABLE, rec.on_unrecordable),
              (OPAQUE_CALLS, rec.opaque_call),
              (ITEM_HOOKS, rec.on_item),
              (GRAD_HOOKS, rec.on_grad),

@@ -384,6 +384,9 @@ class FunctionCtx:
             return getattr(self, "_saved_forward", ())
         if self.saved_tensors_freed:
             raise RuntimeError(_engine._FREED_MSG)
+        if self._versions is None:     # packed by saved_tensors_hooks: unpacked at each read
+            return tuple(t.unpack() if t.__class__ is _engine.SavedPacked else t
+                         for t in self._saved)
         for t, v in zip(self._saved, self._versions):
             if isinstance(t, Tensor) and t._version[0] != v:
                 raise _engine.modified_error(t, v)
@@ -495,6 +498,12 @@ class Function:
             _check_dirty(ctx._dirty, out)
         if _engine.is_grad_enabled() and any(ctx.needs_input_grad):
             node = _engine.function_node_type(cls)(cls, ctx, nexts, len(args))
+            if _engine.SAVED_HOOKS and ctx._saved:
+                # (PyTorch packs what forward saved once it has returned)
+                hooks = _engine.SAVED_HOOKS[-1]
+                ctx._saved = tuple(_engine.SavedPacked(t, hooks) if isinstance(t, Tensor) else t
+                                   for t in ctx._saved)
+                ctx._versions = None
             node.in_meta = tuple((a.dtype, tuple(a.shape)) if isinstance(a, Tensor) else None
                                  for a in args)
             outs = out if isinstance(out, tuple) else (out,)

@@ -1,14 +1,17 @@
 """``torch.autograd.graph``: the autograd graph's public names.
 
-``Node`` is the class of every ``grad_fn`` (``tracec.graph``'s engine).
-``save_on_cpu`` keeps what backward saves in host memory, which is where
-tracec's CPU tensors are saved already; tracec's engine has no pack/unpack
-hooks for saved tensors, so ``saved_tensors_hooks`` (whose hooks would
-change what backward reads) refuses when entered rather than ignoring them.
+``Node`` is the class of every ``grad_fn`` (``tracec.graph``'s engine);
+``saved_tensors_hooks`` and the contexts built on it push onto the engine's
+``SAVED_HOOKS`` stack, which the engine consults whenever a node saves a
+tensor.
 """
 from __future__ import annotations
 
+import contextlib
+
+from tracec import graph as _graph
 from tracec.graph import Node
+from tracec.creation import empty_like
 
 __all__ = ["Node", "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks",
            "increment_version"]
@@ -29,45 +32,71 @@ def increment_version(tensor) -> None:
 
 
 class saved_tensors_hooks:
-    """``with saved_tensors_hooks(pack_hook, unpack_hook):``: refused when
-    entered (tracec's autograd saves tensors without hooks)."""
+    """``with saved_tensors_hooks(pack_hook, unpack_hook):``: every tensor an
+    op (or a custom Function's ``save_for_backward``) saves for backward
+    inside is stored as ``pack_hook(tensor)``, and backward reads
+    ``unpack_hook(packed)`` instead (``tracec.graph.SavedPacked``).  Nested,
+    the innermost pair packs.  Inside a call ``tracec.compile`` records,
+    packing is refused (``graph.UNRECORDABLE``: compiled code would not call
+    the hooks)."""
 
     def __init__(self, pack_hook, unpack_hook):
-        self.pack_hook, self.unpack_hook = pack_hook, unpack_hook
+        self.pack_hook = pack_hook
+        self.unpack_hook = unpack_hook
 
-    def __enter__(self):
-        raise NotImplementedError("torch.autograd.graph.saved_tensors_hooks: tracec's autograd "
-                                  "engine has no pack/unpack hooks for saved tensors")
+    def pack(self, tensor):
+        return self.pack_hook(tensor)
 
-    def __exit__(self, *exc):
-        return False
+    def unpack(self, packed):
+        return self.unpack_hook(packed)
+
+    def __enter__(self) -> None:
+        if _graph.SAVED_HOOKS_DISABLED:
+            raise RuntimeError(_graph.SAVED_HOOKS_DISABLED[-1])
+        _graph.SAVED_HOOKS.append(self)
+
+    def __exit__(self, *exc) -> None:
+        if self in _graph.SAVED_HOOKS:
+            _graph.SAVED_HOOKS.reverse()
+            _graph.SAVED_HOOKS.remove(self)     # (the innermost entry of it)
+            _graph.SAVED_HOOKS.reverse()
 
 
-class save_on_cpu:
+class save_on_cpu(saved_tensors_hooks):
     """``with save_on_cpu(pin_memory=False, device_type="cuda"):``: tensors
-    saved for backward live in host memory.  tracec's eager tensors are all
-    host arrays (``tracec.device.EAGER_CUDA`` is False), so what backward
-    saves is there already and reads back unchanged."""
+    saved for backward are packed as ``(device, tensor.cpu())`` and unpacked
+    with ``.to(device)``, PyTorch's hooks (tracec's eager tensors live in
+    host memory already, so the copies are cheap aliases)."""
 
     def __init__(self, pin_memory: bool = False, device_type: str = "cuda"):
-        self.pin_memory, self.device_type = pin_memory, device_type
+        def pack_to_cpu(tensor):
+            if not pin_memory:
+                return (tensor.device, tensor.cpu())
+            packed = empty_like(tensor, device="cpu")
+            packed.copy_(tensor)
+            return (tensor.device, packed)
 
-    def __enter__(self):
-        return self
+        def unpack_from_cpu(packed):
+            device, tensor = packed
+            return tensor.to(device, non_blocking=pin_memory)
 
-    def __exit__(self, *exc):
-        return False
+        super().__init__(pack_to_cpu, unpack_from_cpu)
 
 
-class disable_saved_tensors_hooks:
-    """``with disable_saved_tensors_hooks(message):``: no hooks can be
-    installed inside (tracec has none to install)."""
+class disable_saved_tensors_hooks(contextlib.ContextDecorator):
+    """``with disable_saved_tensors_hooks(error_message):``: installing
+    saved-tensor hooks inside raises ``RuntimeError(error_message)``, and so
+    does entering it while hooks are installed."""
 
     def __init__(self, error_message: str):
         self.error_message = error_message
 
     def __enter__(self):
-        return self
+        _graph.SAVED_HOOKS_DISABLED.append(self.error_message)
+        if _graph.SAVED_HOOKS:
+            _graph.SAVED_HOOKS_DISABLED.pop()
+            raise RuntimeError(self.error_message)
 
     def __exit__(self, *exc):
+        _graph.SAVED_HOOKS_DISABLED.pop()
         return False

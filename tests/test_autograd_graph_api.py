@@ -1,0 +1,176 @@
+"""``torch.autograd.graph``'s API on tracec, each behaviour compared with
+torch run on the same program (``lib`` is ``torch`` or ``tracec``): the
+saved-tensor hooks (pack / unpack calls, their order and arguments, nesting,
+``disable_saved_tensors_hooks``, ``save_on_cpu``, custom Functions), the
+hooks on ``grad_fn`` nodes, ``register_multi_grad_hook``, gradient edges,
+and their refusal inside ``tracec.compile``."""
+import numpy as np
+import pytest
+import torch
+
+import tracec
+
+
+def _run(prog):
+    """``prog(lib, log)`` on torch and on tracec: the two logs."""
+    logs = []
+    for lib in (torch, tracec):
+        log = []
+        lib.manual_seed(0)
+        prog(lib, log)
+        logs.append([_plain(e) for e in log])
+    return logs
+
+
+def _plain(e):
+    if isinstance(e, tuple):
+        return tuple(_plain(x) for x in e)
+    if hasattr(e, "detach"):
+        return np.round(e.detach().numpy().astype(np.float64), 4).tolist()
+    return e
+
+
+def _same(prog):
+    want, got = _run(prog)
+    assert got == want
+
+
+def _names(lib, **tensors):
+    def nm(t):
+        for n, v in tensors.items():
+            if t is v:
+                return n
+        return tuple(t.shape)
+    return nm
+
+
+def test_pack_and_unpack_order_arguments_and_grad_mode():
+    def prog(lib, log):
+        a = lib.randn(2, 3, requires_grad=True)
+        b = lib.randn(3, 4, requires_grad=True)
+        c = lib.randn(2, 3)
+        nm = _names(lib, a=a, b=b, c=c)
+
+        def pack(t):
+            log.append(("pack", nm(t), t.requires_grad, lib.is_grad_enabled(),
+                        t.grad_fn.name() if t.grad_fn is not None else None))
+            return ("box", t)
+
+        def unpack(p):
+            log.append(("unpack", nm(p[1]), lib.is_grad_enabled()))
+            return p[1]
+        with lib.autograd.graph.saved_tensors_hooks(pack, unpack):
+            y = a * c                  # saves c only
+            z = y.exp()                # saves its result
+            w = z @ b                  # saves b, then z
+            s = w.sin().sum()
+            q = (a * 0.5).exp().pow(a)     # result; a, the base, result
+        s.backward(retain_graph=True)
+        s.backward()
+        log.append(a.grad)
+        try:
+            s.backward()
+        except RuntimeError as e:
+            log.append(str(e))
+        q.sum().backward()
+        log.append(a.grad)
+    _same(prog)
+
+
+def test_nesting_disable_and_errors():
+    def prog(lib, log):
+        g = lib.autograd.graph
+        a = lib.randn(3, requires_grad=True)
+
+        def hooks(tag):
+            return (lambda t: (log.append(("pack", tag)), t)[1],
+                    lambda t: (log.append(("unpack", tag)), t)[1])
+        with g.saved_tensors_hooks(*hooks("outer")):
+            with g.saved_tensors_hooks(*hooks("inner")):
+                q = a.sin()
+            r = a.cos()
+        (q.sum() + r.sum()).backward()
+        with g.disable_saved_tensors_hooks("no hooks here"):
+            try:
+                with g.saved_tensors_hooks(*hooks("x")):
+                    log.append("entered")
+            except RuntimeError as e:
+                log.append(("disabled", str(e)))
+            try:
+                with g.save_on_cpu():
+                    log.append("entered")
+            except RuntimeError as e:
+                log.append(("disabled", str(e)))
+        with g.saved_tensors_hooks(*hooks("pre")):
+            try:
+                with g.disable_saved_tensors_hooks("msg2"):
+                    log.append("entered")
+            except RuntimeError as e:
+                log.append(("disable with hooks", str(e)))
+        with g.saved_tensors_hooks(*hooks("after")):
+            log.append("hooks again")
+        with g.saved_tensors_hooks(lambda t: t, lambda p: 3):
+            q = a.sin()
+        try:
+            q.sum().backward()
+        except TypeError as e:
+            log.append(("unpack", str(e)))
+        c = lib.ones(3)
+        with g.saved_tensors_hooks(lambda t: t if t.requires_grad else t.add_(1), lambda p: p):
+            try:
+                a * c
+            except RuntimeError as e:
+                log.append(("pack in place", str(e)))
+    _same(prog)
+
+
+def test_hooks_skip_the_version_check_and_custom_functions_pack_after_forward():
+    def prog(lib, log):
+        g = lib.autograd.graph
+        x = lib.randn(3, requires_grad=True)
+        with g.saved_tensors_hooks(lambda t: t, lambda p: p):
+            y = x * 1
+            z = y.sin()
+        with lib.no_grad():
+            y.mul_(2)
+        z.sum().backward()            # no "modified by an inplace operation"
+        log.append(x.grad)
+
+        class F(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, u, v):
+                log.append("forward")
+                ctx.save_for_backward(u, v)
+                log.append("saved")
+                return u * v
+
+            @staticmethod
+            def backward(ctx, go):
+                u, v = ctx.saved_tensors
+                u, v = ctx.saved_tensors
+                return go * v, go * u
+        c = lib.randn(3)
+        with g.saved_tensors_hooks(lambda t: (log.append(("pack", t.shape[0])), t)[1],
+                                   lambda t: (log.append("unpack"), t)[1]):
+            o = F.apply(x, c)
+            log.append("applied")
+        o.sum().backward()
+        log.append(x.grad)
+    _same(prog)
+
+
+def test_save_on_cpu_and_double_backward_through_unpacked_tensors():
+    def prog(lib, log):
+        x = lib.randn(3, requires_grad=True)
+        w = lib.randn(3, requires_grad=True)
+        with lib.autograd.graph.save_on_cpu():
+            y = (x.pow(3) * w).sin()
+            gx, = lib.autograd.grad(y.sum(), x, create_graph=True)
+        gx.sum().backward()
+        log.extend([gx, x.grad, w.grad])
+        with lib.autograd.graph.saved_tensors_hooks(lambda t: t.detach().clone(), lambda p: p):
+            y = (x * w).exp()
+            gx, = lib.autograd.grad(y.sum(), x, create_graph=True)
+        gx.sum().backward()
+        log.extend([gx, x.grad, w.grad])
+    _same(prog)
