@@ -5,7 +5,6 @@ saved-tensor hooks (pack / unpack calls, their order and arguments, nesting,
 hooks on ``grad_fn`` nodes, ``register_multi_grad_hook``, gradient edges,
 and their refusal inside ``tracec.compile``."""
 import numpy as np
-import pytest
 import torch
 
 import tracec
@@ -173,4 +172,87 @@ def test_save_on_cpu_and_double_backward_through_unpacked_tensors():
             gx, = lib.autograd.grad(y.sum(), x, create_graph=True)
         gx.sum().backward()
         log.extend([gx, x.grad, w.grad])
+    _same(prog)
+
+
+def _r(t):
+    return None if t is None else round(float(t.sum()), 4)
+
+
+def test_node_hooks_order_replacement_removal_and_metadata():
+    def prog(lib, log):
+        a = lib.randn(3, requires_grad=True)
+        b = lib.randn(3, requires_grad=True)
+        y = a * b
+        s = y.exp().sum()
+        node = y.grad_fn
+        log.append((node.name(), type(node).__name__, isinstance(node, lib.autograd.graph.Node)))
+        log.append([(type(n).__name__, n.name(), i) for n, i in node.next_functions])
+        log.append(dict(node.metadata))
+        node.metadata["k"] = 1
+        log.append(dict(y.grad_fn.metadata))
+        h1 = node.register_prehook(lambda go: (log.append(("pre", len(go), _r(go[0]))),
+                                               (go[0] * 2,))[1])
+        y.register_hook(lambda g: log.append(("tensor hook", _r(g))))     # (runs first)
+        h2 = node.register_hook(lambda gi, go: log.append(("post", [_r(g) for g in gi],
+                                                           [_r(g) for g in go])))
+        log.append((type(h1).__name__, type(h2).__name__))
+        s.backward(retain_graph=True)
+        log.append(a.grad)
+        h1.remove(), h2.remove(), h1.remove()
+        a.grad = None
+        s.backward(retain_graph=True)
+        log.append(a.grad)
+        h3 = node.register_hook(lambda gi, go: (gi[0] * 0, gi[1]))
+        a.grad = b.grad = None
+        s.backward(retain_graph=True)
+        log.extend([a.grad, b.grad])
+        h3.remove()
+        for h in (node.register_hook(lambda gi, go: (gi[0],)),
+                  node.register_prehook(lambda go: (go[0], go[0]))):
+            try:
+                s.backward(retain_graph=True)
+            except RuntimeError as e:
+                log.append(str(e))
+            h.remove()
+        acc = node.next_functions[0][0]
+        log.append((acc.name(), acc.variable is a, acc.next_functions, acc.metadata))
+        acc.register_hook(lambda gi, go: log.append(("acc post", gi, _r(go[0]))))
+        acc.register_prehook(lambda go: log.append(("acc pre", _r(go[0]))))
+        a.register_post_accumulate_grad_hook(lambda t: log.append(("post acc", _r(t.grad))))
+        s.backward(retain_graph=True)
+    _same(prog)
+
+
+def test_multi_grad_hook_and_gradient_edges():
+    def prog(lib, log):
+        g = lib.autograd.graph
+        a, b, c = (lib.randn(3, requires_grad=True) for _ in range(3))
+        h = g.register_multi_grad_hook((a, b, c), lambda gs: log.append([_r(x) for x in gs]))
+        (a * b).sum().backward()
+        (a * 2).sum().backward()
+        (a * b * c).sum().backward(inputs=(a,))
+        h.remove()
+        (a * b).sum().backward()
+        log.append(type(h).__name__)
+        h = g.register_multi_grad_hook((a, b, c), lambda x: log.append(("any", _r(x))), mode="any")
+        (a * b + c).sum().backward()
+        h.remove()
+        try:
+            g.register_multi_grad_hook((a, b), print, mode="bad")
+        except ValueError as e:
+            log.append(str(e))
+        y = a * b
+        s = y.exp().sum()
+        e = g.get_gradient_edge(y)
+        log.append((type(e).__name__, e.node is y.grad_fn, e.output_nr, isinstance(e, tuple)))
+        ea = g.get_gradient_edge(a)
+        log.append((ea.node.name(), ea.output_nr))
+        log.append(lib.autograd.grad(s, e, retain_graph=True))
+        log.append(lib.autograd.grad(s, (e, ea, b), retain_graph=True))
+        try:
+            g.get_gradient_edge(lib.randn(2))
+        except RuntimeError as err:
+            log.append(str(err))
+        log.append(lib._C._current_graph_task_id())
     _same(prog)

@@ -15,6 +15,7 @@ This module knows tensors only through their attributes (``_node``,
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import re
@@ -23,6 +24,7 @@ import weakref
 import numpy as np
 
 from tracec.ops import elementwise
+from tracec.removable_handle import RemovableHandle
 from tracec.ops.core import _VALUE_TYPES, Aval, is_value
 
 #: ``tensor.SYM_SHAPES`` (see there): while a symbolic trace is recorded, the
@@ -187,85 +189,87 @@ def modified_error(t, version, node=None) -> RuntimeError:
 #: (one entry per input) replaces them.  Kept beside the nodes, so the hot
 #: path pays one emptiness test.
 NODE_POST_HOOKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-class _NodeHookHandle:
-    """What a node's ``register_hook`` / ``register_prehook`` returns:
-    ``remove()`` takes the hook out (a no-op the second time)."""
-
-    _next_id = 0
-
-    def __init__(self, table: dict, fn):
-        self.id = _NodeHookHandle._next_id
-        _NodeHookHandle._next_id += 1
-        self._table = table
-        table[self.id] = fn
-
-    def remove(self) -> None:
-        self._table.pop(self.id, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.remove()
+#: node -> {handle id: fn} of ``grad_fn.register_prehook(fn)``:
+#: ``fn(grad_outputs)`` runs before the node, after the hooks of the tensors
+#: it produced (``pre_hooks``: ``Tensor.register_hook``, ``retain_grad``),
+#: and a tuple it returns replaces the gradients.
+NODE_PRE_HOOKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+#: node -> the dict ``grad_fn.metadata`` returns (empty until written).
+NODE_METADATA: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 class NodeHooks:
-    """PyTorch's ``Node.register_hook`` / ``register_prehook`` on a
-    ``grad_fn``: a prehook ``fn(grad_outputs)`` sees (and may replace, by
-    returning a tuple) the gradient flowing into the node, a hook
-    ``fn(grad_inputs, grad_outputs)`` the gradients it sends to its inputs
-    (GPyTorch clears its prediction caches from one)."""
+    """PyTorch's ``Node.register_hook`` / ``register_prehook`` /
+    ``metadata`` on a ``grad_fn`` (or an ``AccumulateGrad``): a prehook
+    ``fn(grad_outputs)`` sees (and may replace, by returning a tuple) the
+    gradients flowing into the node, a hook ``fn(grad_inputs,
+    grad_outputs)`` the gradients it sends to its inputs (GPyTorch clears
+    its prediction caches from one).  Both return a ``RemovableHandle``."""
 
     __slots__ = ()
 
     def register_hook(self, fn):
         if UNRECORDABLE:
             refuse_in_trace(f"{self.name()}.register_hook (a hook on a grad_fn)")
-        return _NodeHookHandle(NODE_POST_HOOKS.setdefault(self, {}), fn)
+        return _add_hook(NODE_POST_HOOKS, self, fn)
 
     def register_prehook(self, fn):
         if UNRECORDABLE:
             refuse_in_trace(f"{self.name()}.register_prehook (a hook on a grad_fn)")
+        return _add_hook(NODE_PRE_HOOKS, self, fn)
 
-        def pre(g):
-            r = fn((g,))
-            return None if r is None else r[0]
-        if self.pre_hooks is None:
-            self.pre_hooks = []
-        self.pre_hooks.append(pre)
-        hooks = self.pre_hooks
-        return _PreHookHandle(hooks, pre)
+    @property
+    def metadata(self) -> dict:
+        return NODE_METADATA.setdefault(self, {})
 
 
-class _PreHookHandle:
-    def __init__(self, hooks: list, fn):
-        self._hooks, self._fn = hooks, fn
+def _add_hook(table, node, fn):
+    hooks = table.get(node)
+    if hooks is None:
+        hooks = table[node] = {}
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = fn
+    return handle
 
-    def remove(self) -> None:
-        if self._fn in self._hooks:
-            self._hooks.remove(self._fn)
 
-    def __enter__(self):
-        return self
+def _checked(fn, r, n: int) -> tuple:
+    r = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+    if len(r) != n:
+        name = getattr(fn, "__name__", type(fn).__name__)
+        raise RuntimeError(f"hook '{name}' has returned an incorrect number of values "
+                           f"(got {len(r)}, but expected {n})")
+    return r
 
-    def __exit__(self, *exc) -> None:
-        self.remove()
+
+def _grad_outputs(node, g) -> tuple:
+    """The gradients ``g`` flowing into ``node`` as the tuple its hooks see,
+    one per output (a multi-output Function's ``_OutputGrads`` by slot)."""
+    slots = getattr(g, "slots", None)
+    if slots is None:
+        return (g,)
+    return tuple(slots.get(i) for i in range(len(node.outputs)))
+
+
+def run_pre_hooks(hooks: dict, node, g):
+    """``g`` after ``node``'s prehooks (``NODE_PRE_HOOKS``)."""
+    gs = _grad_outputs(node, g)
+    for fn in list(hooks.values()):
+        r = fn(gs)
+        if r is not None:
+            gs = _checked(fn, r, len(gs))
+    if getattr(g, "slots", None) is None:
+        return gs[0]
+    return type(g)({i: x for i, x in enumerate(gs) if x is not None})
 
 
 def run_post_hooks(hooks: dict, node, grads_in, g) -> tuple:
     """``grads_in`` after ``node``'s post hooks (``NODE_POST_HOOKS``)."""
     grads_in = tuple(grads_in)
+    gs = _grad_outputs(node, g)
     for fn in list(hooks.values()):
-        r = fn(grads_in, (g,))
+        r = fn(grads_in, gs)
         if r is not None:
-            r = tuple(r) if isinstance(r, (tuple, list)) else (r,)
-            if len(r) != len(grads_in):
-                name = getattr(fn, "__name__", type(fn).__name__)
-                raise RuntimeError(f"hook '{name}' has returned an incorrect number of values "
-                                   f"(got {len(r)}, but expected {len(grads_in)})")
-            grads_in = r
+            grads_in = _checked(fn, r, len(grads_in))
     return grads_in
 
 
@@ -509,7 +513,7 @@ class FreedNode(NodeHooks):
         pass
 
 
-class AccumulateGrad:
+class AccumulateGrad(NodeHooks):
     """The node of a leaf tensor: accumulates into ``.grad``."""
 
     __slots__ = ("variable", "__weakref__")
@@ -521,7 +525,7 @@ class AccumulateGrad:
         self.variable = variable
 
     def name(self) -> str:
-        return "AccumulateGrad"
+        return "torch::autograd::AccumulateGrad"
 
     def __repr__(self):
         return f"<AccumulateGrad object at {id(self):#x}>"
@@ -747,12 +751,18 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
         dense_into.add(id(e))
     captured = [None] * (len(capture) if capture else 0)
     ready = [e for e, _ in start if deps.get(id(e), 0) == 0]
+    leaves_ready: collections.deque = collections.deque()
     done = set()
     prev_mode = is_grad_enabled()
     _set_grad(create_graph)
+    GRAPH_TASKS.append(GraphTask(seen if needed is None else needed))
     try:
-        while ready:
-            node = ready.pop()
+        while ready or leaves_ready:
+            # PyTorch's ready queue runs the highest sequence number first,
+            # and an AccumulateGrad has the highest of all: a leaf whose
+            # gradient is complete accumulates (and runs its hooks) before
+            # any other node, leaves in the order they became ready.
+            node = leaves_ready.popleft() if leaves_ready else ready.pop()
             if id(node) in done:
                 continue
             done.add(id(node))
@@ -764,8 +774,12 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
                     g = r if r is not None else g
                 if capture is not None and id(node) in capture:
                     captured[capture[id(node)]] = g
-                else:
-                    accumulate(node.variable, g, id(node) not in dense_into)
+                    continue
+                if NODE_PRE_HOOKS and node in NODE_PRE_HOOKS:
+                    g = run_pre_hooks(NODE_PRE_HOOKS[node], node, g)
+                accumulate(node.variable, g, id(node) not in dense_into)
+                if NODE_POST_HOOKS and node in NODE_POST_HOOKS:
+                    run_post_hooks(NODE_POST_HOOKS[node], node, (), g)
                 continue
             for h in node.pre_hooks or ():
                 r = h(g)
@@ -776,6 +790,10 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
                     continue
             elif needed is not None and id(node) not in needed:
                 continue
+            if NODE_PRE_HOOKS:
+                pre = NODE_PRE_HOOKS.get(node)
+                if pre:
+                    g = run_pre_hooks(pre, node, g)
             grads_in = node.apply(g)
             if NODE_POST_HOOKS:
                 post = NODE_POST_HOOKS.get(node)
@@ -796,12 +814,45 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
                 deps[id(child)] -= 1
                 if deps[id(child)] == 0:
                     if id(child) in pending:
-                        ready.append(child)
+                        (leaves_ready if type(child) is AccumulateGrad else ready).append(child)
                     else:
                         _skip(child, deps, pending, ready, done)
     finally:
         _set_grad(prev_mode)
+        GRAPH_TASKS.pop()
     return captured
+
+
+class GraphTask:
+    """One run of ``run_backward``: its id (PyTorch's graph task id, which
+    ``register_multi_grad_hook`` keys its state by) and the ids of the nodes
+    it will execute."""
+
+    __slots__ = ("id", "nodes")
+    _next_id = 0
+
+    def __init__(self, nodes: set):
+        self.id = GraphTask._next_id
+        GraphTask._next_id += 1
+        self.nodes = nodes
+
+
+#: The backward runs in progress, innermost (a backward inside a hook) last.
+GRAPH_TASKS: list = []
+
+
+def current_graph_task_id() -> int:
+    """``torch._C._current_graph_task_id()``: -1 outside a backward."""
+    return GRAPH_TASKS[-1].id if GRAPH_TASKS else -1
+
+
+def will_engine_execute_node(node) -> bool:
+    """``torch._C._will_engine_execute_node``: whether the backward in
+    progress runs ``node`` (a ``grad_fn`` or an ``AccumulateGrad``)."""
+    if not GRAPH_TASKS:
+        raise RuntimeError("_get_should_execute_nodes should only be called during the backward "
+                           "pass")
+    return id(getattr(node, "public_node", node)) in GRAPH_TASKS[-1].nodes
 
 
 def _on_path_to(start, capture) -> set:

@@ -1044,7 +1044,8 @@ class Recording:
             if isinstance(n, graph.AccumulateGrad):
                 # (a complex leaf: its value in the trace is its real view, so
                 # the gradient is view_as_real of PyTorch's dL/da + i dL/db)
-                if n.variable._hooks:
+                if n.variable._hooks or graph.NODE_PRE_HOOKS.get(n) or \
+                        graph.NODE_POST_HOOKS.get(n):
                     raise TraceError(f"{format_location(loc)}: tensor hooks on leaves are not "
                                      "supported inside a compiled function")
                 out.append(n.variable)
@@ -1067,7 +1068,7 @@ class Recording:
                                      f"({n.fn_cls.__name__}) inside a compiled backward is "
                                      "not supported yet")
                 custom.append(n)
-            if n.pre_hooks or graph.NODE_POST_HOOKS.get(n):
+            if n.pre_hooks or graph.NODE_PRE_HOOKS.get(n) or graph.NODE_POST_HOOKS.get(n):
                 raise TraceError(f"{format_location(loc)}: tensor hooks are not supported "
                                  "inside a compiled function")
             stack.extend(reversed([e for e in n.edges if e is not None]))

@@ -180,7 +180,7 @@ def _inputs_list(inputs, fn: str) -> list:
     """``inputs`` of ``backward()`` / ``grad()`` as a list, as PyTorch reads
     it: one tensor, a dict's values (no other Mapping), or any iterable;
     never empty."""
-    if isinstance(inputs, Tensor):
+    if isinstance(inputs, Tensor) or _is_edge(inputs):
         out = [inputs]
     elif type(inputs) is dict:
         out = list(inputs.values())
@@ -274,7 +274,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have "
                                "a grad_fn")
     for x in inputs:
-        if not x.requires_grad:
+        if not _is_edge(x) and not x.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     grads = [_seed(o, g, create_graph, i)
              for i, (o, g) in enumerate(zip(outputs, grad_outputs))]
@@ -284,7 +284,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     # (x, x))) gets the same gradient at both places, as in PyTorch.
     capture, slot_of = {}, []
     for x in inputs:
-        slot_of.append(capture.setdefault(id(_engine.edge_of(x)), len(capture)))
+        # (a GradientEdge: the gradient flowing into its node)
+        node = x.node if _is_edge(x) else _engine.edge_of(x)
+        slot_of.append(capture.setdefault(id(node), len(capture)))
     try:
         by_slot = _engine.run_backward(outputs, grads, retain_graph=retain_graph,
                                      create_graph=create_graph,
@@ -296,6 +298,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     captured = [by_slot[j] for j in slot_of]
     out = []
     for i, (x, g) in enumerate(zip(inputs, captured)):
+        if _is_edge(x):
+            if getattr(g, "slots", None) is not None:    # a multi-output Function's node
+                g = g.slots.get(x.output_nr)
+            out.append(g)
+            continue
         if g is None:
             if materialize_grads:
                 g = Tensor._make(np.zeros(x.shape, x.dtype.np), x.dtype)
@@ -307,6 +314,12 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             g = g.expand(*x.shape)
         out.append(g)
     return dict(zip(keys, out)) if keys is not None else tuple(out)
+
+
+def _is_edge(x) -> bool:
+    """Whether an input of ``grad`` is a ``GradientEdge`` (a named tuple
+    ``(node, output_nr, ownership_token)``) rather than a tensor."""
+    return type(x) is not Tensor and isinstance(x, tuple) and hasattr(x, "output_nr")
 
 
 def _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,

@@ -8,13 +8,110 @@ tensor.
 from __future__ import annotations
 
 import contextlib
+import functools
+import threading
+from collections import defaultdict
+from typing import NamedTuple, Optional
 
 from tracec import graph as _graph
 from tracec.graph import Node
 from tracec.creation import empty_like
+from tracec.removable_handle import RemovableHandle
 
-__all__ = ["Node", "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks",
-           "increment_version"]
+__all__ = ["saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks",
+           "register_multi_grad_hook", "allow_mutation_on_saved_tensors", "Node", "GradientEdge",
+           "get_gradient_edge", "increment_version"]
+
+
+class GradientEdge(NamedTuple):
+    """Object representing a given gradient edge within the autograd graph.
+    To get the gradient edge where a given Tensor gradient will be computed,
+    you can do ``edge = autograd.graph.get_gradient_edge(tensor)``.
+    """
+
+    node: Node
+    output_nr: int
+    ownership_token: Optional[Node] = None
+
+
+def get_gradient_edge(tensor) -> GradientEdge:
+    """The edge ``autograd.grad`` computes ``tensor``'s gradient at: its
+    ``grad_fn`` (a leaf's ``AccumulateGrad``) and its output number."""
+    if not tensor.requires_grad:
+        raise RuntimeError("It is not possible to get the gradient edge for a Tensor "
+                           "that does not require gradients")
+    return GradientEdge(_graph.named(_graph.edge_of(tensor)), tensor.output_nr)
+
+
+def register_multi_grad_hook(tensors, fn, *, mode: str = "all"):
+    """``fn`` once per backward, after the gradients of every tensor of
+    ``tensors`` that the backward computes (``mode="all"``: ``fn(grads)``,
+    None for the others), or at the first of them (``mode="any"``:
+    ``fn(grad)``).  PyTorch's implementation: tensor hooks keyed by the
+    engine's graph task."""
+    supported_modes = ("all", "any")
+    lock = threading.Lock()
+    if mode not in supported_modes:
+        raise ValueError(f"Expects mode to be one of {supported_modes} but got {mode}")
+    if mode == "all":
+        count: dict = {}
+        nb_calls = None
+        buffer: dict = {}
+        grad_fns = [_graph.edge_of(t) for t in tensors]
+        len_tensors = len(tensors)
+
+        def get_inner_hook(idx):
+            def inner_hook(grad):
+                nonlocal count, nb_calls, buffer, fn
+                id = _graph.current_graph_task_id()
+                if id == -1:
+                    raise AssertionError("expected this hook to be called inside a backward call")
+                count[id] = count.get(id, 0)
+                buffer[id] = buffer.get(id, [None] * len_tensors)
+                with lock:
+                    curr_count, count[id] = count[id], count[id] + 1
+                    if curr_count == 0:
+                        nb_calls = sum(map(_graph.will_engine_execute_node, grad_fns))
+                buffer[id][idx] = grad
+                if curr_count == nb_calls - 1:
+                    fn(buffer[id])
+                    del count[id]
+                    del buffer[id]
+            return inner_hook
+        handles = tuple(t.register_hook(get_inner_hook(i)) for i, t in enumerate(tensors))
+    else:
+        ran_hook: dict = defaultdict(bool)
+
+        @functools.wraps(fn)
+        def wrapped_fn(grad):
+            nonlocal ran_hook
+            id = _graph.current_graph_task_id()
+            if id == -1:
+                raise AssertionError("expected this hook to be called inside a backward call")
+            with lock:
+                prev, ran_hook[id] = ran_hook[id], True
+            if prev:
+                return
+            fn(grad)
+        handles = tuple(t.register_hook(wrapped_fn) for t in tensors if t.requires_grad)
+    return _MultiHandle(handles)
+
+
+class _MultiHandle(RemovableHandle):
+    """The handle of ``register_multi_grad_hook``: removes every hook."""
+
+    def __init__(self, handles) -> None:
+        self.handles = handles
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+    def __getstate__(self):
+        return self.handles
+
+    def __setstate__(self, state) -> None:
+        self.handles = state
 
 
 def increment_version(tensor) -> None:
