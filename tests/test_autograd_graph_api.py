@@ -256,3 +256,34 @@ def test_multi_grad_hook_and_gradient_edges():
             log.append(str(err))
         log.append(lib._C._current_graph_task_id())
     _same(prog)
+
+
+def test_allow_mutation_on_saved_tensors():
+    def prog(lib, log):
+        g = lib.autograd.graph
+        with g.allow_mutation_on_saved_tensors() as ctx:
+            a = lib.ones(2, 3, requires_grad=True)
+            b = a.clone()
+            out = (b ** 2).sum()
+            b.sin_()
+            out.backward()
+            log.extend([a.grad, type(ctx).__name__])
+            c = lib.randn(3, requires_grad=True)
+            d = c * 1
+            e = (d * d).sum()
+            with lib.no_grad():
+                d.mul_(3)
+            e.backward()
+            log.extend([c.grad, d])
+            try:
+                with g.allow_mutation_on_saved_tensors():
+                    pass
+            except RuntimeError as err:
+                log.append(str(err))
+        with g.allow_mutation_on_saved_tensors():
+            out = (lib.ones(2, requires_grad=True).exp() * 2).sum()
+        try:
+            out.backward()
+        except AssertionError as err:
+            log.append(str(err))
+    _same(prog)

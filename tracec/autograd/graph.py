@@ -62,7 +62,7 @@ def register_multi_grad_hook(tensors, fn, *, mode: str = "all"):
 
         def get_inner_hook(idx):
             def inner_hook(grad):
-                nonlocal count, nb_calls, buffer, fn
+                nonlocal nb_calls
                 id = _graph.current_graph_task_id()
                 if id == -1:
                     raise AssertionError("expected this hook to be called inside a backward call")
@@ -84,7 +84,6 @@ def register_multi_grad_hook(tensors, fn, *, mode: str = "all"):
 
         @functools.wraps(fn)
         def wrapped_fn(grad):
-            nonlocal ran_hook
             id = _graph.current_graph_task_id()
             if id == -1:
                 raise AssertionError("expected this hook to be called inside a backward call")
@@ -178,6 +177,68 @@ class save_on_cpu(saved_tensors_hooks):
             return tensor.to(device, non_blocking=pin_memory)
 
         super().__init__(pack_to_cpu, unpack_from_cpu)
+
+
+class _AllowMutationOnSavedContext:
+    """What ``allow_mutation_on_saved_tensors`` yields: ``original`` maps
+    each pack handle to the tensor saved, ``cloned`` to the copy of its value
+    taken when it was saved (``clear()`` on exit)."""
+
+    def __init__(self) -> None:
+        self.cloned: dict = {}
+        self.original: dict = {}
+
+    def clear(self) -> None:
+        self.cloned.clear()
+        self.original.clear()
+
+
+_MUTATION_ALLOWED = [False]
+
+
+class _swap_with_cloned(saved_tensors_hooks):
+    """The hooks of ``allow_mutation_on_saved_tensors``.  PyTorch clones a
+    saved tensor just before an in-place op writes it (a dispatch mode);
+    tracec's in-place paths have no one place before the write, so the
+    value is copied when the tensor is saved, and backward reads the tensor
+    itself while its version is the saved one, else the copy: the same
+    values, paid for in memory up front."""
+
+    def __init__(self, ctx: _AllowMutationOnSavedContext) -> None:
+        def pack_hook(tensor):
+            handle = object.__new__(_Handle)
+            ctx.original[handle] = (tensor, tensor._version[0])
+            ctx.cloned[handle] = tensor.detach().clone()
+            return handle
+
+        def unpack_hook(handle):
+            error_msg = ("Trying to backward outside of the 'allow_mutation_on_saved_tensors' "
+                         "contextin which the graph was originally recorded.")
+            if not _MUTATION_ALLOWED[0] or handle not in ctx.original:
+                raise AssertionError(error_msg)
+            tensor, version = ctx.original[handle]
+            return tensor if tensor._version[0] == version else ctx.cloned[handle]
+        super().__init__(pack_hook, unpack_hook)
+
+
+class _Handle:
+    pass
+
+
+@contextlib.contextmanager
+def allow_mutation_on_saved_tensors():
+    """Context manager under which mutating tensors saved for backward is
+    allowed: backward reads the values they had when saved."""
+    ctx = _AllowMutationOnSavedContext()
+    with _swap_with_cloned(ctx):
+        try:
+            if _MUTATION_ALLOWED[0]:
+                raise RuntimeError("allow_mutation_on_saved_tensors contexts cannot be nested")
+            _MUTATION_ALLOWED[0] = True
+            yield ctx
+        finally:
+            ctx.clear()
+            _MUTATION_ALLOWED[0] = False
 
 
 class disable_saved_tensors_hooks(contextlib.ContextDecorator):
