@@ -287,3 +287,74 @@ def test_allow_mutation_on_saved_tensors():
         except AssertionError as err:
             log.append(str(err))
     _same(prog)
+
+
+def test_checkpoint_without_reentrant_recomputes_as_torch():
+    """Recomputation once per backward, stopped after the last saved tensor
+    (the ``after`` marks are not repeated), the forward's RNG restored,
+    ``context_fn``, nesting, ``checkpoint_sequential``, the determinism
+    check's error, a user's hooks seeing only the checkpoint's inputs, and
+    BatchNorm's running statistics updated by the recomputation."""
+    import contextlib
+
+    def prog(lib, log):
+        cp = lib.utils.checkpoint
+        nn = lib.nn
+        lin = nn.Linear(4, 4)
+
+        def f(x):
+            log.append(("start", lib.is_grad_enabled()))
+            y = nn.functional.dropout(lin(x).relu(), 0.5, training=True)
+            z = y.sin()
+            log.append("after")
+            return z * 2
+        x = lib.randn(2, 4, requires_grad=True)
+        out = cp.checkpoint(f, x, use_reentrant=False)
+        log.append(out.grad_fn.name())
+        out.sum().backward()
+        log.append(x.grad)
+
+        @contextlib.contextmanager
+        def tag(name):
+            log.append(("enter", name))
+            yield
+            log.append(("exit", name))
+        out = cp.checkpoint(f, x, use_reentrant=False, context_fn=lambda: (tag("fwd"), tag("rec")))
+        out.sum().backward()
+        s = cp.checkpoint(f, x, use_reentrant=False).sum()
+        s.backward(retain_graph=True)
+        s.backward()
+        try:
+            cp.checkpoint(f, x, use_reentrant=True, context_fn=lambda: (tag("a"), tag("b")))
+        except ValueError as e:
+            log.append(str(e))
+        with lib.autograd.graph.saved_tensors_hooks(lambda t: (log.append("pack"), t)[1],
+                                                    lambda t: (log.append("unpack"), t)[1]):
+            out = cp.checkpoint(f, x, use_reentrant=False)
+        out.sum().backward()
+        n = [0]
+
+        def g(x):
+            n[0] += 1
+            return (x[: 2 if n[0] == 1 else 1] * 2).sin()
+        try:
+            cp.checkpoint(g, x, use_reentrant=False).sum().backward()
+        except cp.CheckpointError as e:
+            log.append(str(e).replace("tracec.", "torch.").split("\n")[:4])
+
+        def inner(x):
+            log.append("inner")
+            return x.sin() * 2
+
+        def outer(x):
+            log.append("outer")
+            return cp.checkpoint(inner, x.cos(), use_reentrant=False).exp()
+        x.grad = None
+        cp.checkpoint(outer, x, use_reentrant=False).sum().backward()
+        log.append(x.grad)
+        seq = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.Linear(4, 4), nn.Tanh())
+        out = cp.checkpoint_sequential(seq, 2, x, use_reentrant=False)
+        log.append(out.grad_fn.name())
+        (out ** 2).sum().backward()
+        log.extend([seq[1].num_batches_tracked, seq[1].running_mean, seq[0].weight.grad])
+    _same(prog)

@@ -315,7 +315,13 @@ class Node(NodeHooks):
         if SAVED_HOOKS and saved:
             if "out" in saved:
                 out._node = self     # (the pack hook sees the output's grad_fn, as in PyTorch)
-            self.saved = pack_saved(saved)
+            if DEFERRED_PACKS:
+                DEFERRED_PACKS[-1].append(self._pack)
+            else:
+                self.saved = pack_saved(saved)
+
+    def _pack(self) -> None:
+        self.saved = pack_saved(self.saved)
 
     @property
     def next_functions(self):
@@ -431,6 +437,30 @@ class SavedPacked:
         else:
             t._accum = self.leaf
         return t
+
+
+#: While ``packs_deferred`` runs: lists of the packings to do at its end.
+DEFERRED_PACKS: list = []
+
+
+@contextlib.contextmanager
+def packs_deferred():
+    """Inside, the tensors nodes save are packed by the saved-tensor hooks
+    only when the block ends: for a composite op that PyTorch runs as one
+    native op, whose node saves (and so packs) after the op's side effects
+    (batch_norm's running statistics).  A checkpoint's recomputation, which
+    stops at the last pack, then still makes them, as PyTorch's does."""
+    if not SAVED_HOOKS:
+        yield
+        return
+    pending: list = []
+    DEFERRED_PACKS.append(pending)
+    try:
+        yield
+    finally:
+        DEFERRED_PACKS.pop()
+    for pack in pending:
+        pack()
 
 
 def pack_saved(saved: dict) -> _PackedSaved:

@@ -9,6 +9,7 @@ Invariant: ``backward`` accumulates into ``.grad`` of the leaves it reaches
 from __future__ import annotations
 from collections.abc import Mapping
 
+import functools
 import weakref
 
 import numpy as np
@@ -406,6 +407,14 @@ class FunctionCtx:
         return self._saved
 
 
+def _pack_ctx(ctx) -> None:
+    """``ctx``'s saved tensors packed by the innermost saved-tensor hooks."""
+    hooks = _engine.SAVED_HOOKS[-1]
+    ctx._saved = tuple(_engine.SavedPacked(t, hooks) if isinstance(t, Tensor) else t
+                       for t in ctx._saved)
+    ctx._versions = None
+
+
 class _OutputGrads:
     """The gradients a multi-output custom Function's node receives: one
     slot per output (those that received none stay absent); the engine
@@ -513,10 +522,10 @@ class Function:
             node = _engine.function_node_type(cls)(cls, ctx, nexts, len(args))
             if _engine.SAVED_HOOKS and ctx._saved:
                 # (PyTorch packs what forward saved once it has returned)
-                hooks = _engine.SAVED_HOOKS[-1]
-                ctx._saved = tuple(_engine.SavedPacked(t, hooks) if isinstance(t, Tensor) else t
-                                   for t in ctx._saved)
-                ctx._versions = None
+                if _engine.DEFERRED_PACKS:
+                    _engine.DEFERRED_PACKS[-1].append(functools.partial(_pack_ctx, ctx))
+                else:
+                    _pack_ctx(ctx)
             node.in_meta = tuple((a.dtype, tuple(a.shape)) if isinstance(a, Tensor) else None
                                  for a in args)
             outs = out if isinstance(out, tuple) else (out,)
