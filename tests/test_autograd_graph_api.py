@@ -358,3 +358,32 @@ def test_checkpoint_without_reentrant_recomputes_as_torch():
         (out ** 2).sum().backward()
         log.extend([seq[1].num_batches_tracked, seq[1].running_mean, seq[0].weight.grad])
     _same(prog)
+
+
+def test_checkpoint_reentrant_as_torch():
+    import warnings
+
+    def prog(lib, log):
+        cp = lib.utils.checkpoint
+        lin = lib.nn.Linear(4, 4)
+        lin.weight.register_hook(lambda g: log.append(("w hook", _r(g))))
+
+        def f(x):
+            log.append(("f", lib.is_grad_enabled()))
+            return lib.nn.functional.dropout(lin(x), 0.3, training=True).tanh()
+        x = lib.randn(2, 4, requires_grad=True)
+        out = cp.checkpoint(f, x, use_reentrant=True)
+        log.append((out.grad_fn.name(), out.requires_grad))
+        (out * x).sum().backward()
+        log.extend([x.grad, lin.weight.grad])
+        try:
+            lib.autograd.grad(cp.checkpoint(f, x, use_reentrant=True).sum(), x)
+        except RuntimeError as e:
+            log.append(str(e))
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            log.append(cp.checkpoint(f, lib.randn(2, 4), use_reentrant=True).requires_grad)
+            with lib.no_grad():
+                log.append(cp.checkpoint(f, x, use_reentrant=True).requires_grad)
+            log.append([str(i.message) for i in w])
+    _same(prog)

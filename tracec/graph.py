@@ -785,7 +785,7 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
     done = set()
     prev_mode = is_grad_enabled()
     _set_grad(create_graph)
-    GRAPH_TASKS.append(GraphTask(seen if needed is None else needed))
+    GRAPH_TASKS.append(GraphTask(seen if needed is None else needed, needed is not None))
     try:
         while ready or leaves_ready:
             # PyTorch's ready queue runs the highest sequence number first,
@@ -858,17 +858,25 @@ class GraphTask:
     ``register_multi_grad_hook`` keys its state by) and the ids of the nodes
     it will execute."""
 
-    __slots__ = ("id", "nodes")
+    __slots__ = ("id", "nodes", "partial")
     _next_id = 0
 
-    def __init__(self, nodes: set):
+    def __init__(self, nodes: set, partial: bool):
         self.id = GraphTask._next_id
         GraphTask._next_id += 1
         self.nodes = nodes
+        self.partial = partial
 
 
 #: The backward runs in progress, innermost (a backward inside a hook) last.
 GRAPH_TASKS: list = []
+
+
+def checkpoint_valid() -> bool:
+    """``torch.autograd._is_checkpoint_valid()``: false inside a backward
+    that computes only some gradients (``autograd.grad``, ``inputs=``),
+    where a reentrant checkpoint's inner backward cannot run."""
+    return not GRAPH_TASKS or not GRAPH_TASKS[-1].partial
 
 
 def current_graph_task_id() -> int:

@@ -30,7 +30,7 @@ import weakref
 from collections import defaultdict
 
 from tracec import autocast_mode, graph
-from tracec.autograd import Function
+from tracec.autograd import Function, backward as _autograd_backward
 from tracec.autograd.graph import saved_tensors_hooks
 from tracec.creation import get_rng_state, set_rng_state
 from tracec.tensor import RECORDERS, Tensor
@@ -69,6 +69,8 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn,
     if not use_reentrant and not RECORDERS:
         return _checkpoint_without_reentrant(function, preserve_rng_state, context_fn,
                                              determinism_check, debug, early_stop, args, kwargs)
+    if use_reentrant and not RECORDERS:
+        return CheckpointFunction.apply(function, preserve_rng_state, *args)
     if not graph.is_grad_enabled():
         return function(*args, **kwargs)
     if use_reentrant and not any(isinstance(a, Tensor) and a.requires_grad for a in args):
@@ -95,6 +97,75 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn,
     for i, r in zip(tracked, replayed):
         res[i] = r
     return res[0] if single else type(out)(res) if isinstance(out, list) else tuple(res)
+
+
+class CheckpointFunction(Function):
+    """``checkpoint(use_reentrant=True)``, PyTorch's: the forward runs
+    without gradient recording; backward runs the function again (the
+    forward's RNG and autocast state restored) on detached inputs and
+    backpropagates through that, reentrantly."""
+
+    @staticmethod
+    def forward(ctx, run_function, preserve_rng_state, *args):
+        check_backward_validity(args)
+        ctx.run_function = run_function
+        ctx.preserve_rng_state = preserve_rng_state
+        ctx.autocast = list(autocast_mode.ACTIVE)
+        if preserve_rng_state:
+            ctx.fwd_cpu_state = get_rng_state()
+        ctx.inputs = []
+        ctx.tensor_indices = []
+        tensor_inputs = []
+        for i, arg in enumerate(args):
+            if isinstance(arg, Tensor):
+                tensor_inputs.append(arg)
+                ctx.tensor_indices.append(i)
+                ctx.inputs.append(None)
+            else:
+                ctx.inputs.append(arg)
+        ctx.save_for_backward(*tensor_inputs)
+        with graph.no_grad():
+            outputs = run_function(*args)
+        return outputs
+
+    @staticmethod
+    def backward(ctx, *args):
+        if not graph.checkpoint_valid():
+            raise RuntimeError("When use_reentrant=True, torch.utils.checkpoint is incompatible "
+                               "with .grad() or passing an `inputs` parameter to .backward(). To "
+                               "resolve this error, you can either set use_reentrant=False, or "
+                               "call .backward() without passing the `inputs` argument.")
+        inputs = list(ctx.inputs)
+        tensors = ctx.saved_tensors
+        for i, idx in enumerate(ctx.tensor_indices):
+            inputs[idx] = tensors[i]
+        saved_rng = get_rng_state() if ctx.preserve_rng_state else None
+        saved_autocast = list(autocast_mode.ACTIVE)
+        try:
+            if ctx.preserve_rng_state:
+                set_rng_state(ctx.fwd_cpu_state)
+            autocast_mode.ACTIVE[:] = ctx.autocast
+            detached_inputs = detach_variable(tuple(inputs))
+            with graph.enable_grad():
+                outputs = ctx.run_function(*detached_inputs)
+        finally:
+            autocast_mode.ACTIVE[:] = saved_autocast
+            if saved_rng is not None:
+                set_rng_state(saved_rng)
+        if isinstance(outputs, Tensor):
+            outputs = (outputs,)
+        outputs_with_grad = []
+        args_with_grad = []
+        for i in range(len(outputs)):
+            if isinstance(outputs[i], Tensor) and outputs[i].requires_grad:
+                outputs_with_grad.append(outputs[i])
+                args_with_grad.append(args[i])
+        if len(outputs_with_grad) == 0:
+            raise RuntimeError("none of output has requires_grad=True, this checkpoint() is not "
+                               "necessary")
+        _autograd_backward(outputs_with_grad, args_with_grad)
+        grads = tuple(inp.grad if isinstance(inp, Tensor) else None for inp in detached_inputs)
+        return (None, None) + grads
 
 
 class _Recompute(Function):
