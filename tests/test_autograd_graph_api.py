@@ -387,3 +387,28 @@ def test_checkpoint_reentrant_as_torch():
                 log.append(cp.checkpoint(f, x, use_reentrant=True).requires_grad)
             log.append([str(i.message) for i in w])
     _same(prog)
+
+
+def test_saved_tensors_on_grad_fn():
+    def prog(lib, log):
+        a, b = lib.randn(3, requires_grad=True), lib.randn(3, requires_grad=True)
+        y, w = a * b, lib.where(a > 0, a, b)
+        z = y.exp()
+        for n in (y.grad_fn, z.grad_fn, w.grad_fn, a.sin().grad_fn):
+            log.append(sorted(x for x in dir(n) if x.startswith(("_saved_", "_raw_saved_"))))
+        log.append((y.grad_fn._saved_self is a, y.grad_fn._saved_other is b,
+                    z.grad_fn._saved_result is z, z.grad_fn._saved_result))
+        r = y.grad_fn._raw_saved_self
+        r.register_hooks(lambda t: (log.append(("pack", t.shape[0])), t)[1],
+                         lambda t: (log.append("unpack"), t)[1])
+        try:
+            r.register_hooks(lambda t: t, lambda t: t)
+        except RuntimeError as e:
+            log.append(str(e))
+        log.append(y.grad_fn._saved_self is a)
+        z.sum().backward()
+        try:
+            z.grad_fn._saved_result
+        except RuntimeError as e:
+            log.append(str(e))
+    _same(prog)

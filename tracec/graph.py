@@ -335,6 +335,47 @@ class Node(NodeHooks):
         # (PyTorch's repr shows the class, CopySlices, whose name() is qualified)
         return f"<{self.name().rpartition('::')[2]} object at {id(self):#x}>"
 
+    def __getattr__(self, name):
+        # (only names the slots lack: PyTorch's ``_saved_<name>`` and
+        # ``_raw_saved_<name>`` of the tensors the node saved)
+        if name.startswith(("_saved_", "_raw_saved_")):
+            raw = name.startswith("_raw_")
+            key = self._tensor_names().get(name[11:] if raw else name[7:])
+            if key is not None:
+                if self.saved is None:
+                    raise RuntimeError(_FREED_MSG)
+                return SavedTensor(self, key) if raw else self._unpack_public(key)
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __dir__(self):
+        names = [f"{p}{n}" for n in self._tensor_names() for p in ("_saved_", "_raw_saved_")]
+        return sorted(set(super().__dir__()) | set(names))
+
+    def _tensor_names(self) -> dict:
+        """PyTorch's names of the tensors this node saved -> their keys in
+        ``saved``: its operands as ``self``, ``other`` (``mat2`` of a
+        matmul; ``condition`` first for ``where``), its output ``result``."""
+        if not self.saved and not self.freed:
+            return {}
+        names = _OPERAND_NAMES.get(self.prim.name, ("self", "other"))
+        keys = {}
+        for i, a in enumerate(self.avals):
+            if a is None or (self.saved is not None and i in self.saved):
+                keys[names[i] if i < len(names) else f"input{i}"] = i
+        if self.prim.save_out:
+            keys["result"] = "out"
+        return keys
+
+    def _unpack_public(self, key):
+        """``_saved_<name>``: the tensor as backward reads it; a saved
+        output as a new tensor with the output's graph, as in PyTorch."""
+        t = self._unpack(key)
+        if key == "out" and self.saved[key][0].__class__ is not SavedPacked:
+            a = t.detach()
+            a.requires_grad, a._node = t.requires_grad, t._node
+            return a
+        return t
+
     def _unpack(self, key):
         t, version = self.saved[key]
         if t.__class__ is SavedPacked:
@@ -463,6 +504,43 @@ def packs_deferred():
         pack()
 
 
+#: PyTorch's names of the operands a primitive's node saves (default: self, other)
+_OPERAND_NAMES = {"matmul": ("self", "mat2"), "where": ("condition", "self", "other")}
+
+
+class _HookPair:
+    """The hooks ``SavedTensor.register_hooks`` gives one saved tensor."""
+
+    __slots__ = ("pack", "unpack")
+
+    def __init__(self, pack, unpack):
+        self.pack, self.unpack = pack, unpack
+
+
+class SavedTensor:
+    """``grad_fn._raw_saved_<name>`` (PyTorch's
+    ``torch._C._autograd.SavedTensor``): ``register_hooks(pack, unpack)``
+    packs that one tensor at once and unpacks it when backward reads it."""
+
+    __slots__ = ("node", "key")
+
+    def __init__(self, node, key):
+        self.node, self.key = node, key
+
+    def register_hooks(self, pack_hook, unpack_hook) -> None:
+        saved = self.node.saved
+        if saved is None:
+            raise RuntimeError(_FREED_MSG)
+        t, version = saved[self.key]
+        if t.__class__ is SavedPacked:
+            raise RuntimeError("Calling register_hooks on a saved tensor whose hooks have already "
+                               "been set. Hint: only one pair of hooks is allowed at a time.")
+        saved[self.key] = (SavedPacked(t, _HookPair(pack_hook, unpack_hook)), None)
+
+
+SavedTensor.__module__ = "torch._C._autograd"
+
+
 def pack_saved(saved: dict) -> _PackedSaved:
     """``saved`` (a node's operands by index, its output as "out") packed by
     the innermost ``SAVED_HOOKS`` in PyTorch's order: the operands last to
@@ -586,6 +664,12 @@ class FunctionNode(NodeHooks):
     @property
     def next_functions(self):
         return tuple((named(e), getattr(e, "index", 0)) for e in self.edges)
+
+    @property
+    def saved_tensors(self):
+        """What the Function's ``ctx.saved_tensors`` reads (PyTorch's node
+        attribute)."""
+        return self.ctx.saved_tensors
 
     def name(self) -> str:
         # Built-in ops made as Functions carry PyTorch's node name (FftR2CBackward0).
