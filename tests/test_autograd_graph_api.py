@@ -412,3 +412,38 @@ def test_saved_tensors_on_grad_fn():
         except RuntimeError as e:
             log.append(str(e))
     _same(prog)
+
+
+def test_retain_grad_after_tensor_hooks_node_classes_and_multi_output_edges():
+    """retain_grad keeps the gradient after every tensor hook (whatever the
+    order they were added in: a wrong .grad before), every grad_fn is a
+    torch.autograd.graph.Node, and a multi-output Function's second output
+    has output_nr 1 (autograd.grad at its edge gave the first output's
+    gradient before)."""
+    def prog(lib, log):
+        Node = lib.autograd.graph.Node
+        x = lib.randn(3, requires_grad=True)
+        for first in ("retain", "hook"):
+            y = x * 2
+            for step in ((first, "hook") if first == "retain" else (first, "retain")):
+                y.retain_grad() if step == "retain" else y.register_hook(lambda g: g * 10)
+            y.sum().backward()
+            log.append(y.grad)
+
+        class G(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, a):
+                return a * 2, a * 3
+
+            @staticmethod
+            def backward(ctx, g1, g2):
+                return g1 * 2 + g2 * 3
+        p, q = G.apply(x)
+        acc = (x * 1).grad_fn.next_functions[0][0]
+        log.append((isinstance(acc, Node), isinstance(p.grad_fn, Node),
+                    isinstance(lib.randn(2), Node), p.output_nr, q.output_nr))
+        p.grad_fn.register_prehook(lambda go: log.append([_r(g) for g in go]))
+        p.grad_fn.register_hook(lambda gi, go: log.append((len(gi), len(go))))
+        e = lib.autograd.graph.get_gradient_edge(q)
+        log.append(lib.autograd.grad(p.sum() + q.sum() * 2, e, retain_graph=True))
+    _same(prog)

@@ -114,7 +114,7 @@ def _public_classes():
     # (torch.load's weights-only refusal is a plain pickle.UnpicklingError:
     # `type(e).__name__` and tracebacks show _pickle.UnpicklingError)
     from tracec.autograd import Function
-    from tracec.graph import Node
+    from tracec.autograd.graph import Node
     return ((Function, "torch.autograd.function", "Function"),
             (Node, "torch.autograd.graph", "Node"),
             (Tensor, "torch", "Tensor"), (Size, "torch", "Size"), (dt.DType, "torch", "dtype"),

@@ -851,6 +851,7 @@ class Tensor:
                 self.grad = g.detach() if not graph.is_grad_enabled() else g
             else:
                 self.grad = self.grad + g
+        keep._retains_grad = True
         self._add_node_hook(keep)
 
     def register_hook(self, hook):
@@ -868,10 +869,15 @@ class Tensor:
         return _HookHandle(hooks, hook)
 
     def _add_node_hook(self, fn):
-        if self._node.pre_hooks is None:
-            self._node.pre_hooks = []
-        self._node.pre_hooks.append(fn)
-        return self._node.pre_hooks
+        hooks = self._node.pre_hooks
+        if hooks is None:
+            hooks = self._node.pre_hooks = []
+        if hooks and getattr(hooks[-1], "_retains_grad", False):
+            # PyTorch runs retain_grad's hook after every tensor hook
+            hooks.insert(len(hooks) - 1, fn)
+        else:
+            hooks.append(fn)
+        return hooks
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         from tracec.autograd import backward as _backward

@@ -7,6 +7,7 @@ tensor.
 """
 from __future__ import annotations
 
+import abc
 import contextlib
 import functools
 import threading
@@ -14,13 +15,45 @@ from collections import defaultdict
 from typing import NamedTuple, Optional
 
 from tracec import graph as _graph
-from tracec.graph import Node
 from tracec.creation import empty_like
 from tracec.removable_handle import RemovableHandle
 
 __all__ = ["saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks",
            "register_multi_grad_hook", "allow_mutation_on_saved_tensors", "Node", "GradientEdge",
            "get_gradient_edge", "increment_version"]
+
+
+class Node(abc.ABC):
+    """The class every ``grad_fn`` is an instance of, as PyTorch's abstract
+    ``torch.autograd.graph.Node``: the engine's node classes (a primitive's,
+    a custom Function's, ``AccumulateGrad``) are its virtual subclasses."""
+
+    @abc.abstractmethod
+    def name(self) -> str:
+        raise NotImplementedError
+
+    @property
+    @abc.abstractmethod
+    def next_functions(self):
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def metadata(self) -> dict:
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def register_hook(self, fn):
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def register_prehook(self, fn):
+        raise NotImplementedError
+
+    @classmethod
+    def __subclasshook__(cls, C):
+        if cls is Node and issubclass(C, _graph.NodeHooks):
+            return True
+        return NotImplemented
 
 
 class GradientEdge(NamedTuple):
