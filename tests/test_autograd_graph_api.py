@@ -416,7 +416,9 @@ def test_saved_tensors_on_grad_fn():
 
 def test_retain_grad_after_tensor_hooks_node_classes_and_multi_output_edges():
     """retain_grad keeps the gradient after every tensor hook (whatever the
-    order they were added in: a wrong .grad before), every grad_fn is a
+    order they were added in: a wrong .grad before); the hooks of a
+    multi-output Function's outputs see their own output's gradient (they
+    crashed on the node's gradient bundle before); every grad_fn is a
     torch.autograd.graph.Node, and a multi-output Function's second output
     has output_nr 1 (autograd.grad at its edge gave the first output's
     gradient before)."""
@@ -439,6 +441,12 @@ def test_retain_grad_after_tensor_hooks_node_classes_and_multi_output_edges():
             def backward(ctx, g1, g2):
                 return g1 * 2 + g2 * 3
         p, q = G.apply(x)
+        p.register_hook(lambda g: log.append(("p", _r(g))))        # (each its own output's)
+        q.register_hook(lambda g: (log.append(("q", _r(g))), g * 10)[1])
+        q.retain_grad()
+        (p.sum() + q.sum() * 2).backward()
+        log.extend([x.grad, q.grad])
+        p, q = G.apply(x)
         acc = (x * 1).grad_fn.next_functions[0][0]
         log.append((isinstance(acc, Node), isinstance(p.grad_fn, Node),
                     isinstance(lib.randn(2), Node), p.output_nr, q.output_nr))
@@ -446,4 +454,10 @@ def test_retain_grad_after_tensor_hooks_node_classes_and_multi_output_edges():
         p.grad_fn.register_hook(lambda gi, go: log.append((len(gi), len(go))))
         e = lib.autograd.graph.get_gradient_edge(q)
         log.append(lib.autograd.grad(p.sum() + q.sum() * 2, e, retain_graph=True))
+        h = lib.autograd.graph.register_multi_grad_hook((x, q), lambda gs: log.append(len(gs)))
+        try:
+            lib.autograd.grad(q.sum(), x)
+        except RuntimeError as err:
+            log.append(str(err))
+        h.remove()
     _same(prog)

@@ -250,6 +250,21 @@ def _grad_outputs(node, g) -> tuple:
     return tuple(slots.get(i) for i in range(len(node.outputs)))
 
 
+def slot_hook(fn, index: int):
+    """A tensor hook ``fn`` of output ``index`` of a multi-output custom
+    Function, as a hook of the Function's node (where PyTorch runs every
+    output's hooks, in the order they were added): it sees, and may
+    replace, that output's gradient alone, and is not called without one."""
+    def hook(g):
+        gi = g.slots.get(index)
+        if gi is None:
+            return None
+        r = fn(gi)
+        return None if r is None else type(g)({**g.slots, index: r})
+    hook._retains_grad = getattr(fn, "_retains_grad", False)
+    return hook
+
+
 def run_pre_hooks(hooks: dict, node, g):
     """``g`` after ``node``'s prehooks (``NODE_PRE_HOOKS``)."""
     gs = _grad_outputs(node, g)
@@ -824,7 +839,7 @@ def mark_sparse_grad_node(t) -> None:
 
 
 def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
-                 accumulate, capture=None):
+                 accumulate, capture=None, grad_call: bool = False):
     """Propagate ``grads`` from ``roots`` (tensors) to the leaves.
 
     ``accumulate(leaf, g, sparse)`` is called for each AccumulateGrad reached;
@@ -832,7 +847,8 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
     ``SPARSE_GRAD_NODES`` (PyTorch's gradient would be a sparse tensor);
     ``capture`` maps nodes (or AccumulateGrads) to a slot index: their
     incoming gradient is stored into the returned list instead of flowing on
-    (``autograd.grad``).
+    (``autograd.grad``, which says ``grad_call``; ``backward(inputs=...)``
+    captures too).
     """
     start = []
     for i, (t, g) in enumerate(zip(roots, grads)):
@@ -869,7 +885,8 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
     done = set()
     prev_mode = is_grad_enabled()
     _set_grad(create_graph)
-    GRAPH_TASKS.append(GraphTask(seen if needed is None else needed, needed is not None))
+    GRAPH_TASKS.append(GraphTask(seen if needed is None else needed, needed is not None,
+                                 capture if grad_call else None))
     try:
         while ready or leaves_ready:
             # PyTorch's ready queue runs the highest sequence number first,
@@ -942,14 +959,15 @@ class GraphTask:
     ``register_multi_grad_hook`` keys its state by) and the ids of the nodes
     it will execute."""
 
-    __slots__ = ("id", "nodes", "partial")
+    __slots__ = ("id", "nodes", "partial", "inputs")
     _next_id = 0
 
-    def __init__(self, nodes: set, partial: bool):
+    def __init__(self, nodes: set, partial: bool, inputs):
         self.id = GraphTask._next_id
         GraphTask._next_id += 1
         self.nodes = nodes
         self.partial = partial
+        self.inputs = inputs     # (autograd.grad's: the ids of the nodes it captures)
 
 
 #: The backward runs in progress, innermost (a backward inside a hook) last.
@@ -974,7 +992,11 @@ def will_engine_execute_node(node) -> bool:
     if not GRAPH_TASKS:
         raise RuntimeError("_get_should_execute_nodes should only be called during the backward "
                            "pass")
-    return id(getattr(node, "public_node", node)) in GRAPH_TASKS[-1].nodes
+    task = GRAPH_TASKS[-1]
+    if task.inputs and id(node) in task.inputs:
+        raise RuntimeError("A leaf node was passed to _will_engine_execute_node but we are "
+                           "currently running autograd.grad(). This is currently not supported.")
+    return id(getattr(node, "public_node", node)) in task.nodes
 
 
 def _on_path_to(start, capture) -> set:

@@ -865,19 +865,27 @@ class Tensor:
             self._hooks.append(hook)
             hooks = self._hooks
         else:
-            hooks = self._add_node_hook(hook)
+            hooks, hook = self._add_node_hook(hook)
         return _HookHandle(hooks, hook)
 
     def _add_node_hook(self, fn):
-        hooks = self._node.pre_hooks
+        """Add ``fn`` to the hooks the node producing this tensor runs on
+        its incoming gradient; returns the list and what was added (for an
+        output of a multi-output Function: ``fn`` on its slot, at the
+        Function's node)."""
+        node = self._node
+        index = getattr(node, "index", None)
+        if index is not None:
+            fn, node = graph.slot_hook(fn, index), node.node
+        hooks = node.pre_hooks
         if hooks is None:
-            hooks = self._node.pre_hooks = []
+            hooks = node.pre_hooks = []
         if hooks and getattr(hooks[-1], "_retains_grad", False):
             # PyTorch runs retain_grad's hook after every tensor hook
             hooks.insert(len(hooks) - 1, fn)
         else:
             hooks.append(fn)
-        return hooks
+        return hooks, fn
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         from tracec.autograd import backward as _backward

@@ -292,7 +292,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     try:
         by_slot = _engine.run_backward(outputs, grads, retain_graph=retain_graph,
                                      create_graph=create_graph,
-                                     accumulate=lambda leaf, g, sparse=False: None, capture=capture)
+                                     accumulate=lambda leaf, g, sparse=False: None, capture=capture,
+                                     grad_call=True)
     finally:
         for after in reversed(afters):
             if after is not None:
@@ -436,27 +437,23 @@ class _OutputGrads:
 class _FunctionOutput:
     """The ``grad_fn`` edge of output ``index`` of a multi-output custom
     Function: hands its gradient to the Function's node in its own slot
-    (PyTorch's ``output_nr``); it prints and hooks as that node."""
+    (PyTorch's ``output_nr``); it prints as that node, which its
+    ``register_hook`` / ``register_prehook`` reach (``named``); the hooks of
+    the output tensor run here, on that output's gradient."""
 
-    __slots__ = ("node", "index", "edges", "__weakref__")
+    __slots__ = ("node", "index", "edges", "pre_hooks", "__weakref__")
 
     def __init__(self, node, index):
         self.node = node
         self.index = index
         self.edges = (node,)
+        # (the hooks of this output's tensor: they see its gradient alone)
+        self.pre_hooks = None
 
     @property
     def public_node(self):
         """What ``grad_fn`` and ``next_functions`` show: the Function's node."""
         return self.node
-
-    @property
-    def pre_hooks(self):
-        return self.node.pre_hooks
-
-    @pre_hooks.setter
-    def pre_hooks(self, value):
-        self.node.pre_hooks = value
 
     @property
     def next_functions(self):
