@@ -461,3 +461,52 @@ def test_retain_grad_after_tensor_hooks_node_classes_and_multi_output_edges():
             log.append(str(err))
         h.remove()
     _same(prog)
+
+
+def test_compiled_functions_refuse_or_honour_the_hooks():
+    """Inside a traced call, a pack under saved_tensors_hooks and a hook
+    registered on a grad_fn are refused at the user's line (compiled code
+    would not call them), or with fallback="eager" the call runs eagerly;
+    a compiled function called under hooks runs eagerly, every pack seen."""
+    import re
+    w = tracec.randn(3, requires_grad=True)
+    g = tracec.autograd.graph
+
+    def packs(fn, *args):
+        n = [0]
+        with g.saved_tensors_hooks(lambda t: (n.__setitem__(0, n[0] + 1), t)[1], lambda t: t):
+            out = fn(*args)
+        return out, n[0]
+
+    @tracec.compile
+    def inner_hooks(x):
+        return packs(lambda: (x * w).sin().sum())[0]     # the line refused
+
+    @tracec.compile
+    def node_hook(x):
+        y = x * w
+        y.grad_fn.register_hook(lambda gi, go: None)
+        return y.sum()
+    for fn, what in ((inner_hooks, "saved_tensors_hooks"), (node_hook, "register_hook")):
+        try:
+            fn(tracec.randn(3))
+            raise AssertionError("not refused")
+        except tracec.TraceError as e:
+            assert re.match(r".*test_autograd_graph_api.py:\d+: .*" + what, str(e)), str(e)
+    lenient = tracec.compile(lambda x: packs(lambda: (x * w).sin().sum()), fallback="eager")
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert lenient(tracec.randn(3))[1] == 2
+
+    @tracec.compile
+    def f(x):
+        return (x * w).sin().sum()
+    x = tracec.randn(3)
+    f(x).backward()
+    loss, n = packs(f, x)
+    assert n == 2
+    w.grad = None
+    loss.backward()
+    want = (x * tracec.cos(x * w)).detach()
+    np.testing.assert_allclose(w.grad.numpy(), want.numpy(), rtol=1e-5)
