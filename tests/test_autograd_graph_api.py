@@ -254,6 +254,21 @@ def test_multi_grad_hook_and_gradient_edges():
             g.get_gradient_edge(lib.randn(2))
         except RuntimeError as err:
             log.append(str(err))
+        z = y.exp()
+        s = z.sum()
+        s.backward(inputs=[g.get_gradient_edge(y)], retain_graph=True)    # (accumulates nothing)
+        log.append(a.grad)
+        log.append(lib.autograd.grad(g.get_gradient_edge(z), a, grad_outputs=lib.ones(3),
+                                     retain_graph=True))
+        log.append(lib.autograd.grad([g.get_gradient_edge(z)], [g.get_gradient_edge(y)],
+                                     grad_outputs=[lib.ones(3)], retain_graph=True))
+        w = lib.randn(3, requires_grad=True)
+        log.append(lib.autograd.grad(s, [g.get_gradient_edge(w)], allow_unused=True,
+                                     retain_graph=True))
+        try:
+            lib.autograd.grad(s, [g.get_gradient_edge(w)], retain_graph=True)
+        except RuntimeError as err:
+            log.append(str(err))
         log.append(lib._C._current_graph_task_id())
     _same(prog)
 

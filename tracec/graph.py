@@ -852,7 +852,8 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
     """
     start = []
     for i, (t, g) in enumerate(zip(roots, grads)):
-        e = edge_of(t)
+        # (a GradientEdge root, ``(node, output_nr, token)``: its node)
+        e = t[0] if isinstance(t, tuple) and hasattr(t, "output_nr") else edge_of(t)
         if e is None:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not "
                                "have a grad_fn")

@@ -221,7 +221,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
               for listener in list(BACKWARD_LISTENERS)]
     capture = None
     if inputs is not None:
-        capture = {id(_engine.edge_of(x)): i for i, x in enumerate(inputs)}
+        capture = {id(x.node if _is_edge(x) else _engine.edge_of(x)): i
+                   for i, x in enumerate(inputs)}
     # with ``inputs``, only they accumulate (PyTorch): every other leaf the
     # propagation reaches is left alone
     captured = _engine.run_backward(tensors, grads, retain_graph=retain_graph,
@@ -231,7 +232,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     if inputs is not None:
         acc = _accumulate(create_graph)
         for x, g in zip(inputs, captured):
-            if g is not None:    # (as before: a sparse=True weight's gradient is sparse)
+            if g is not None and not _is_edge(x):    # (a sparse=True weight's: sparse)
                 acc(x, g, getattr(x, "_tracec_sparse_grad", False))
     # Last registered, first run (like nested context managers): the
     # tracer, which listens only while it records, maps the new gradients to
@@ -261,7 +262,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                                      {"grad_outputs": grad_outputs, "retain_graph": retain_graph,
                                       "create_graph": create_graph, "allow_unused": allow_unused})
     keys = list(inputs.keys()) if type(inputs) is dict else None   # a dict in, a dict out
-    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    outputs = [outputs] if isinstance(outputs, Tensor) or _is_edge(outputs) else list(outputs)
     inputs = _inputs_list(inputs, "grad")
     if grad_outputs is None:
         grad_outputs = [None] * len(outputs)
@@ -272,13 +273,13 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     # torch checks the outputs (naming the first that has no graph) before
     # the inputs: under no_grad it is the outputs' error that is raised
     for i, o in enumerate(outputs):
-        if not o.requires_grad:
+        if not _is_edge(o) and not o.requires_grad:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have "
                                "a grad_fn")
     for x in inputs:
         if not _is_edge(x) and not x.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
-    grads = [_seed(o, g, create_graph, i)
+    grads = [(g if create_graph else g.detach()) if _is_edge(o) else _seed(o, g, create_graph, i)
              for i, (o, g) in enumerate(zip(outputs, grad_outputs))]
     afters = [listener(outputs, grads, GRAD_CALL, create_graph)
               for listener in list(BACKWARD_LISTENERS)]
@@ -304,6 +305,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         if _is_edge(x):
             if getattr(g, "slots", None) is not None:    # a multi-output Function's node
                 g = g.slots.get(x.output_nr)
+            if g is None and not allow_unused and not materialize_grads:
+                raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have "
+                                   "been used in the graph. Set allow_unused=True if this is "
+                                   "the desired behavior.")
             out.append(g)
             continue
         if g is None:
