@@ -293,6 +293,10 @@ class Node(NodeHooks):
 
     __slots__ = ("prim", "params", "saved", "avals", "edges", "_name",
                  "pre_hooks", "freed", "__weakref__")
+    # (what ``named`` / ``next_functions`` / ``output_nr`` probe a node for:
+    # found here, not through ``__getattr__``, which costs microseconds)
+    public_node = None
+    index = 0
 
     def __init__(self, prim, params, inputs, out, next_functions):
         self.prim = prim
@@ -350,21 +354,21 @@ class Node(NodeHooks):
         # (PyTorch's repr shows the class, CopySlices, whose name() is qualified)
         return f"<{self.name().rpartition('::')[2]} object at {id(self):#x}>"
 
-    def __getattr__(self, name):
-        # (only names the slots lack: PyTorch's ``_saved_<name>`` and
-        # ``_raw_saved_<name>`` of the tensors the node saved)
-        if name.startswith(("_saved_", "_raw_saved_")):
-            raw = name.startswith("_raw_")
-            key = self._tensor_names().get(name[11:] if raw else name[7:])
-            if key is not None:
-                if self.saved is None:
-                    raise RuntimeError(_FREED_MSG)
-                return SavedTensor(self, key) if raw else self._unpack_public(key)
-        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+    def _saved_tensor(self, name: str, raw: bool):
+        """``_saved_<name>`` / ``_raw_saved_<name>`` (the properties made
+        below): the tensor this node saved under PyTorch's ``name``."""
+        key = self._tensor_names().get(name)
+        if key is None:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute "
+                                 f"'{'_raw_saved_' if raw else '_saved_'}{name}'")
+        if self.saved is None:
+            raise RuntimeError(_FREED_MSG)
+        return SavedTensor(self, key) if raw else self._unpack_public(key)
 
     def __dir__(self):
-        names = [f"{p}{n}" for n in self._tensor_names() for p in ("_saved_", "_raw_saved_")]
-        return sorted(set(super().__dir__()) | set(names))
+        names = {f"{p}{n}" for n in self._tensor_names() for p in ("_saved_", "_raw_saved_")}
+        return sorted({a for a in super().__dir__()
+                       if not a.startswith(("_saved_", "_raw_saved_"))} | names)
 
     def _tensor_names(self) -> dict:
         """PyTorch's names of the tensors this node saved -> their keys in
@@ -566,6 +570,13 @@ def pack_saved(saved: dict) -> _PackedSaved:
         keys.append("out")
     return _PackedSaved((k, (SavedPacked(saved[k][0], hooks), None)) for k in keys)
 
+
+for _n in ("self", "other", "mat2", "condition", "result", "input2"):
+    # (properties, not __getattr__: a class with __getattr__ pays for it on
+    # every attribute read, and the engine reads nodes' attributes a lot)
+    setattr(Node, f"_saved_{_n}", property(lambda self, n=_n: self._saved_tensor(n, False)))
+    setattr(Node, f"_raw_saved_{_n}", property(lambda self, n=_n: self._saved_tensor(n, True)))
+del _n
 
 _NODE_CLASSES: dict = {}
 
@@ -997,7 +1008,7 @@ def will_engine_execute_node(node) -> bool:
     if task.inputs and id(node) in task.inputs:
         raise RuntimeError("A leaf node was passed to _will_engine_execute_node but we are "
                            "currently running autograd.grad(). This is currently not supported.")
-    return id(getattr(node, "public_node", node)) in task.nodes
+    return id(getattr(node, "public_node", None) or node) in task.nodes
 
 
 def _on_path_to(start, capture) -> set:

@@ -874,9 +874,8 @@ class Tensor:
         output of a multi-output Function: ``fn`` on its slot, at the
         Function's node)."""
         node = self._node
-        index = getattr(node, "index", None)
-        if index is not None:
-            fn, node = graph.slot_hook(fn, index), node.node
+        if getattr(node, "public_node", None) is not None:     # (a multi-output Function's)
+            fn, node = graph.slot_hook(fn, node.index), node.node
         hooks = node.pre_hooks
         if hooks is None:
             hooks = node.pre_hooks = []
