@@ -23,7 +23,7 @@ import sys
 import numpy as np
 
 from tracec import dtypes as dt
-from tracec import graph, tensor_str
+from tracec import graph, graph_hooks, tensor_str
 from tracec.item_value import ItemValue
 from tracec.meta_array import USED as _META_USED, MetaArray
 from tracec.ops import core, creation as creation_ops, elementwise as ew, movement
@@ -875,7 +875,7 @@ class Tensor:
         Function's node)."""
         node = self._node
         if getattr(node, "public_node", None) is not None:     # (a multi-output Function's)
-            fn, node = graph.slot_hook(fn, node.index), node.node
+            fn, node = graph_hooks.slot_hook(fn, node.index), node.node
         hooks = node.pre_hooks
         if hooks is None:
             hooks = node.pre_hooks = []

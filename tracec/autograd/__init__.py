@@ -19,7 +19,7 @@ from tracec.meta_array import meta_like
 from tracec import dtypes as dt
 from tracec import graph as _engine
 from tracec.graph import enable_grad, no_grad, set_grad_enabled, is_grad_enabled  # noqa: F401
-from tracec.graph import checkpoint_valid as _is_checkpoint_valid  # noqa: F401
+from tracec.graph_hooks import checkpoint_valid as _is_checkpoint_valid  # noqa: F401
 from tracec.tensor import RECORDERS, Tensor
 from tracec.wrapper_dispatch import dispatching_operand
 from tracec.methods_compat import POST_ACCUMULATE_HOOKS, run_post_accumulate_hooks

@@ -15,6 +15,7 @@ from collections import defaultdict
 from typing import NamedTuple, Optional
 
 from tracec import graph as _graph
+from tracec import graph_hooks as _hooks
 from tracec.creation import empty_like
 from tracec.removable_handle import RemovableHandle
 
@@ -96,7 +97,7 @@ def register_multi_grad_hook(tensors, fn, *, mode: str = "all"):
         def get_inner_hook(idx):
             def inner_hook(grad):
                 nonlocal nb_calls
-                id = _graph.current_graph_task_id()
+                id = _hooks.current_graph_task_id()
                 if id == -1:
                     raise AssertionError("expected this hook to be called inside a backward call")
                 count[id] = count.get(id, 0)
@@ -104,7 +105,7 @@ def register_multi_grad_hook(tensors, fn, *, mode: str = "all"):
                 with lock:
                     curr_count, count[id] = count[id], count[id] + 1
                     if curr_count == 0:
-                        nb_calls = sum(map(_graph.will_engine_execute_node, grad_fns))
+                        nb_calls = sum(map(_hooks.will_engine_execute_node, grad_fns))
                 buffer[id][idx] = grad
                 if curr_count == nb_calls - 1:
                     fn(buffer[id])
@@ -117,7 +118,7 @@ def register_multi_grad_hook(tensors, fn, *, mode: str = "all"):
 
         @functools.wraps(fn)
         def wrapped_fn(grad):
-            id = _graph.current_graph_task_id()
+            id = _hooks.current_graph_task_id()
             if id == -1:
                 raise AssertionError("expected this hook to be called inside a backward call")
             with lock:
@@ -180,8 +181,8 @@ class saved_tensors_hooks:
         return self.unpack_hook(packed)
 
     def __enter__(self) -> None:
-        if _graph.SAVED_HOOKS_DISABLED:
-            raise RuntimeError(_graph.SAVED_HOOKS_DISABLED[-1])
+        if _hooks.SAVED_HOOKS_DISABLED:
+            raise RuntimeError(_hooks.SAVED_HOOKS_DISABLED[-1])
         _graph.SAVED_HOOKS.append(self)
 
     def __exit__(self, *exc) -> None:
@@ -283,11 +284,11 @@ class disable_saved_tensors_hooks(contextlib.ContextDecorator):
         self.error_message = error_message
 
     def __enter__(self):
-        _graph.SAVED_HOOKS_DISABLED.append(self.error_message)
+        _hooks.SAVED_HOOKS_DISABLED.append(self.error_message)
         if _graph.SAVED_HOOKS:
-            _graph.SAVED_HOOKS_DISABLED.pop()
+            _hooks.SAVED_HOOKS_DISABLED.pop()
             raise RuntimeError(self.error_message)
 
     def __exit__(self, *exc):
-        _graph.SAVED_HOOKS_DISABLED.pop()
+        _hooks.SAVED_HOOKS_DISABLED.pop()
         return False

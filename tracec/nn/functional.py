@@ -18,7 +18,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import functions as TF
-from tracec import graph, ops
+from tracec import graph, graph_hooks, ops
 from tracec import shape_ops as S
 from tracec.wrapper_dispatch import dispatching_operand
 from tracec.nn._basic import (_apply, _elu, _hardtanh, _logsigmoid, _tensor, bilinear,  # noqa: F401
@@ -280,7 +280,7 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
         # the running statistics: saved-tensor hooks see that order here,
         # so a checkpoint's recomputation, stopping at its last pack, makes
         # the update as PyTorch's does)
-        with graph.packs_deferred():
+        with graph_hooks.packs_deferred():
             if eager_direct(x) and _bn.eager_ok(x, weight, bias, eps):
                 # the same value in NumPy, the closed-form gradient (and its
                 # affine inside): _batch_norm_eager

@@ -29,7 +29,7 @@ import warnings
 import weakref
 from collections import defaultdict
 
-from tracec import autocast_mode, graph
+from tracec import autocast_mode, graph, graph_hooks
 from tracec.autograd import Function, backward as _autograd_backward
 from tracec.autograd.graph import saved_tensors_hooks
 from tracec.creation import get_rng_state, set_rng_state
@@ -130,7 +130,7 @@ class CheckpointFunction(Function):
 
     @staticmethod
     def backward(ctx, *args):
-        if not graph.checkpoint_valid():
+        if not graph_hooks.checkpoint_valid():
             raise RuntimeError("When use_reentrant=True, torch.utils.checkpoint is incompatible "
                                "with .grad() or passing an `inputs` parameter to .backward(). To "
                                "resolve this error, you can either set use_reentrant=False, or "
@@ -491,7 +491,7 @@ class _checkpoint_hook(saved_tensors_hooks):
         def unpack_hook(holder):
             gid = GraphExecGroup._get_current_group()
             if gid is None:
-                gid = graph.current_graph_task_id()
+                gid = graph_hooks.current_graph_task_id()
                 if gid == -1:
                     gid = int(uuid.uuid4())
             if not frame.is_recomputed[gid]:
