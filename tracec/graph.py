@@ -10,6 +10,14 @@ Invariants:
   * A saved tensor modified in place since it was saved makes the node
     raise (version counter); a freed node (``retain_graph=False``) raises
     naming ``retain_graph=True``.
+  * Under ``saved_tensors_hooks`` (``graph_hooks.SAVED_HOOKS``) a node keeps
+    what the innermost pack hook returned instead (``SavedPacked``: packed
+    in PyTorch's order, no version check, unpacked at each read with the
+    original's place in the graph).
+  * A leaf whose gradient is complete accumulates before any other ready
+    node runs (PyTorch's AccumulateGrad priority); node and tensor hooks run
+    in PyTorch's order: tensor hooks, retain_grad, prehooks, the node, its
+    post hooks.
 This module knows tensors only through their attributes (``_node``,
 ``requires_grad``, ``grad``, ``_version``); the Tensor class sits above it.
 """
