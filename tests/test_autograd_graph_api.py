@@ -197,6 +197,11 @@ def test_node_hooks_order_replacement_removal_and_metadata():
         h2 = node.register_hook(lambda gi, go: log.append(("post", [_r(g) for g in gi],
                                                            [_r(g) for g in go])))
         log.append((type(h1).__name__, type(h2).__name__))
+        handles = (a.register_hook(lambda g: g), y.register_hook(lambda g: g),
+                   a.register_post_accumulate_grad_hook(lambda t: None))
+        log.append([isinstance(h, lib.utils.hooks.RemovableHandle) for h in handles])
+        for h in handles:
+            h.remove()
         s.backward(retain_graph=True)
         log.append(a.grad)
         h1.remove(), h2.remove(), h1.remove()

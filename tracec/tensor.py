@@ -24,6 +24,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import graph, graph_hooks, tensor_str
+from tracec.removable_handle import RemovableHandle
 from tracec.item_value import ItemValue
 from tracec.meta_array import USED as _META_USED, MetaArray
 from tracec.ops import core, creation as creation_ops, elementwise as ew, movement
@@ -1441,9 +1442,16 @@ def as_tensor_operand(x):
     raise TypeError(f"expected a Tensor or a number, got {type(x).__name__}")
 
 
-class _HookHandle:
+class _HookHandle(RemovableHandle):
+    """What ``register_hook`` returns: a ``RemovableHandle`` (as PyTorch's)
+    whose ``remove`` takes ``fn`` out of the list of hooks it was added to."""
+
     def __init__(self, hooks, fn):
         self._hooks, self._fn = hooks, fn
+        self.id = RemovableHandle.next_id
+        RemovableHandle.next_id += 1
+        self.hooks_dict_ref = lambda: None
+        self.extra_dict_ref = ()
 
     def remove(self):
         if self._fn in self._hooks:
