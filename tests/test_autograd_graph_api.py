@@ -530,3 +530,24 @@ def test_compiled_functions_refuse_or_honour_the_hooks():
     loss.backward()
     want = (x * tracec.cos(x * w)).detach()
     np.testing.assert_allclose(w.grad.numpy(), want.numpy(), rtol=1e-5)
+
+
+def test_saved_tensor_hooks_are_per_thread():
+    import threading
+
+    def prog(lib, log):
+        g = lib.autograd.graph
+        x = lib.randn(3, requires_grad=True)
+
+        def work():
+            x.sin()                     # (the main thread's hooks do not pack here)
+            with g.saved_tensors_hooks(lambda t: (log.append("pack thread"), t)[1], lambda t: t):
+                x.cos()
+        with g.saved_tensors_hooks(lambda t: (log.append("pack main"), t)[1], lambda t: t):
+            t = threading.Thread(target=work)
+            t.start(), t.join()
+            x.exp()
+        with g.disable_saved_tensors_hooks("off"):
+            t = threading.Thread(target=work)
+            t.start(), t.join()
+    _same(prog)

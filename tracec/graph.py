@@ -10,7 +10,7 @@ Invariants:
   * A saved tensor modified in place since it was saved makes the node
     raise (version counter); a freed node (``retain_graph=False``) raises
     naming ``retain_graph=True``.
-  * Under ``saved_tensors_hooks`` (``graph_hooks.SAVED_HOOKS``) a node keeps
+  * Under ``saved_tensors_hooks`` (this thread's, ``graph_hooks.saved_hooks``) a node keeps
     what the innermost pack hook returned instead (``SavedPacked``: packed
     in PyTorch's order, no version check, unpacked at each read with the
     original's place in the graph).
@@ -34,7 +34,8 @@ import numpy as np
 from tracec.ops import elementwise
 from tracec.graph_hooks import (  # the hook state, below the engine (graph_hooks)
     DEFERRED_PACKS, GRAPH_TASKS, NODE_POST_HOOKS, NODE_PRE_HOOKS, SAVED_HOOKS, UNRECORDABLE,
-    _PACK_INPLACE, GraphTask, NodeHooks, refuse_in_trace, run_post_hooks, run_pre_hooks)
+    _PACK_INPLACE, GraphTask, NodeHooks, deferred_packs, refuse_in_trace, run_post_hooks,
+    run_pre_hooks, saved_hooks)
 from tracec.ops.core import _VALUE_TYPES, Aval, is_value
 
 #: ``tensor.SYM_SHAPES`` (see there): while a symbolic trace is recorded, the
@@ -237,15 +238,18 @@ class Node(NodeHooks):
         self.pre_hooks = None
         self.freed = False
         if SAVED_HOOKS and saved:
-            if "out" in saved:
-                out._node = self     # (the pack hook sees the output's grad_fn, as in PyTorch)
-            if DEFERRED_PACKS:
-                DEFERRED_PACKS[-1].append(self._pack)
-            else:
-                self.saved = pack_saved(saved)
+            hooks = saved_hooks()
+            if hooks is not None:
+                if "out" in saved:
+                    out._node = self   # (the pack hook sees the output's grad_fn, as PyTorch's)
+                pending = deferred_packs() if DEFERRED_PACKS else None
+                if pending is not None:
+                    pending.append(functools.partial(self._pack, hooks))
+                else:
+                    self.saved = pack_saved(saved, hooks)
 
-    def _pack(self) -> None:
-        self.saved = pack_saved(self.saved)
+    def _pack(self, hooks) -> None:
+        self.saved = pack_saved(self.saved, hooks)
 
     @property
     def next_functions(self):
@@ -412,11 +416,10 @@ class SavedTensor:
 SavedTensor.__module__ = "torch._C._autograd"
 
 
-def pack_saved(saved: dict) -> _PackedSaved:
+def pack_saved(saved: dict, hooks) -> _PackedSaved:
     """``saved`` (a node's operands by index, its output as "out") packed by
-    the innermost ``SAVED_HOOKS`` in PyTorch's order: the operands last to
-    first (PyTorch saves ``other`` before ``self``), then the output."""
-    hooks = SAVED_HOOKS[-1]
+    ``hooks`` in PyTorch's order: the operands last to first (PyTorch saves
+    ``other`` before ``self``), then the output."""
     keys = sorted((k for k in saved if k != "out"), reverse=True)
     if "out" in saved:
         keys.append("out")

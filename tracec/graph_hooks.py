@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
+from threading import get_ident
 
 from tracec.removable_handle import RemovableHandle
 
@@ -32,13 +33,15 @@ def refuse_in_trace(what: str) -> None:
         refuse(what)
 
 
-#: The ``saved_tensors_hooks`` contexts in effect, innermost last: objects
-#: with ``pack(tensor)`` and ``unpack(packed)``.  Only the innermost packs
-#: (PyTorch's stack); nodes created while it is empty save tensors as they
-#: are, paying one truth test.
+#: The ``saved_tensors_hooks`` contexts in effect, innermost last, as
+#: ``(thread id, hooks)``: ``hooks`` has ``pack(tensor)`` and
+#: ``unpack(packed)``.  As PyTorch's, the stack is per thread (``saved_hooks``
+#: reads this thread's innermost); nodes created while the list is empty
+#: save tensors as they are, paying one truth test.
 SAVED_HOOKS: list = []
-#: The messages of the ``disable_saved_tensors_hooks`` contexts in effect,
-#: innermost last: while one is, installing hooks raises it.
+#: ``(thread id, message)`` of the ``disable_saved_tensors_hooks`` contexts
+#: in effect, innermost last: while a thread is in one, installing hooks
+#: there raises its message.
 SAVED_HOOKS_DISABLED: list = []
 
 _PACK_INPLACE = ("A saved tensor pack hook is modifying its input in place. Tensors provided as "
@@ -47,8 +50,33 @@ _PACK_INPLACE = ("A saved tensor pack hook is modifying its input in place. Tens
                  "in-place operations on the input to a pack hook.")
 
 
-#: While ``packs_deferred`` runs: lists of the packings to do at its end.
+def _innermost(stack: list):
+    tid = get_ident()
+    for t, value in reversed(stack):
+        if t == tid:
+            return value
+    return None
+
+
+def saved_hooks():
+    """This thread's innermost saved-tensor hooks, or None."""
+    return _innermost(SAVED_HOOKS) if SAVED_HOOKS else None
+
+
+def disabled_message():
+    """The message of this thread's innermost ``disable_saved_tensors_hooks``,
+    or None."""
+    return _innermost(SAVED_HOOKS_DISABLED) if SAVED_HOOKS_DISABLED else None
+
+
+#: ``(thread id, list)`` while ``packs_deferred`` runs: the packings to do
+#: at its end.
 DEFERRED_PACKS: list = []
+
+
+def deferred_packs():
+    """This thread's list of packings to do later (``packs_deferred``), or None."""
+    return _innermost(DEFERRED_PACKS) if DEFERRED_PACKS else None
 
 
 @contextlib.contextmanager
@@ -58,15 +86,16 @@ def packs_deferred():
     native op, whose node saves (and so packs) after the op's side effects
     (batch_norm's running statistics).  A checkpoint's recomputation, which
     stops at the last pack, then still makes them, as PyTorch's does."""
-    if not SAVED_HOOKS:
+    if saved_hooks() is None:
         yield
         return
     pending: list = []
-    DEFERRED_PACKS.append(pending)
+    entry = (get_ident(), pending)
+    DEFERRED_PACKS.append(entry)
     try:
         yield
     finally:
-        DEFERRED_PACKS.pop()
+        DEFERRED_PACKS.remove(entry)
     for pack in pending:
         pack()
 

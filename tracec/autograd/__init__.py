@@ -414,9 +414,8 @@ class FunctionCtx:
         return self._saved
 
 
-def _pack_ctx(ctx) -> None:
-    """``ctx``'s saved tensors packed by the innermost saved-tensor hooks."""
-    hooks = _engine.SAVED_HOOKS[-1]
+def _pack_ctx(ctx, hooks) -> None:
+    """``ctx``'s saved tensors packed by ``hooks``."""
     ctx._saved = tuple(_engine.SavedPacked(t, hooks) if isinstance(t, Tensor) else t
                        for t in ctx._saved)
     ctx._versions = None
@@ -523,12 +522,14 @@ class Function:
             _check_dirty(ctx._dirty, out)
         if _engine.is_grad_enabled() and any(ctx.needs_input_grad):
             node = _engine.function_node_type(cls)(cls, ctx, nexts, len(args))
-            if _engine.SAVED_HOOKS and ctx._saved:
+            hooks = _engine.saved_hooks() if _engine.SAVED_HOOKS and ctx._saved else None
+            if hooks is not None:
                 # (PyTorch packs what forward saved once it has returned)
-                if _engine.DEFERRED_PACKS:
-                    _engine.DEFERRED_PACKS[-1].append(functools.partial(_pack_ctx, ctx))
+                pending = _engine.deferred_packs()
+                if pending is not None:
+                    pending.append(functools.partial(_pack_ctx, ctx, hooks))
                 else:
-                    _pack_ctx(ctx)
+                    _pack_ctx(ctx, hooks)
             node.in_meta = tuple((a.dtype, tuple(a.shape)) if isinstance(a, Tensor) else None
                                  for a in args)
             outs = out if isinstance(out, tuple) else (out,)

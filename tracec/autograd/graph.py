@@ -2,8 +2,8 @@
 
 ``Node`` is the class of every ``grad_fn`` (``tracec.graph``'s engine);
 ``saved_tensors_hooks`` and the contexts built on it push onto the engine's
-``SAVED_HOOKS`` stack, which the engine consults whenever a node saves a
-tensor.
+``SAVED_HOOKS`` stack (per thread, as PyTorch's), which the engine consults
+whenever a node saves a tensor.
 """
 from __future__ import annotations
 
@@ -181,15 +181,17 @@ class saved_tensors_hooks:
         return self.unpack_hook(packed)
 
     def __enter__(self) -> None:
-        if _hooks.SAVED_HOOKS_DISABLED:
-            raise RuntimeError(_hooks.SAVED_HOOKS_DISABLED[-1])
-        _graph.SAVED_HOOKS.append(self)
+        message = _hooks.disabled_message()
+        if message is not None:
+            raise RuntimeError(message)
+        _hooks.SAVED_HOOKS.append((threading.get_ident(), self))
 
     def __exit__(self, *exc) -> None:
-        if self in _graph.SAVED_HOOKS:
-            _graph.SAVED_HOOKS.reverse()
-            _graph.SAVED_HOOKS.remove(self)     # (the innermost entry of it)
-            _graph.SAVED_HOOKS.reverse()
+        stack, entry = _hooks.SAVED_HOOKS, (threading.get_ident(), self)
+        for i in range(len(stack) - 1, -1, -1):     # (this thread's innermost entry of it)
+            if stack[i][0] == entry[0] and stack[i][1] is self:
+                del stack[i]
+                break
 
 
 class save_on_cpu(saved_tensors_hooks):
@@ -284,11 +286,11 @@ class disable_saved_tensors_hooks(contextlib.ContextDecorator):
         self.error_message = error_message
 
     def __enter__(self):
-        _hooks.SAVED_HOOKS_DISABLED.append(self.error_message)
-        if _graph.SAVED_HOOKS:
-            _hooks.SAVED_HOOKS_DISABLED.pop()
+        if _hooks.saved_hooks() is not None:
             raise RuntimeError(self.error_message)
+        self._entry = (threading.get_ident(), self.error_message)
+        _hooks.SAVED_HOOKS_DISABLED.append(self._entry)
 
     def __exit__(self, *exc):
-        _hooks.SAVED_HOOKS_DISABLED.pop()
+        _hooks.SAVED_HOOKS_DISABLED.remove(self._entry)
         return False

@@ -368,8 +368,9 @@ def _make_saved_tensor(t):
     """``t`` kept as autograd keeps a saved input: packed by the saved-tensor
     hooks in effect (a checkpoint's input inside another checkpoint, or a
     user's hooks: PyTorch calls them here too), else with its version."""
-    if graph.SAVED_HOOKS:
-        return graph.SavedPacked(t, graph.SAVED_HOOKS[-1])
+    hooks = graph_hooks.saved_hooks()
+    if hooks is not None:
+        return graph.SavedPacked(t, hooks)
     return (t, t._version[0])
 
 
