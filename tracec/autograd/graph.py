@@ -17,11 +17,38 @@ from typing import NamedTuple, Optional
 from tracec import graph as _graph
 from tracec import graph_hooks as _hooks
 from tracec.creation import empty_like
+from tracec.tensor import RECORDERS
 from tracec.removable_handle import RemovableHandle
 
 __all__ = ["saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks",
            "register_multi_grad_hook", "allow_mutation_on_saved_tensors", "Node", "GradientEdge",
-           "get_gradient_edge", "increment_version"]
+           "get_gradient_edge", "increment_version", "region_activation_memory_budget",
+           "set_warn_on_accumulate_grad_stream_mismatch", "set_override_stale_capture_stream"]
+
+
+def region_activation_memory_budget(budget: float):
+    """``with region_activation_memory_budget(budget):`` inside a compiled
+    region (PyTorch's checks and errors).  It tunes which activations
+    torch.compile's partitioner saves or recomputes, never a value; tracec's
+    compiled backward keeps its own plan, so the region runs as it is."""
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)):
+        raise TypeError("torch.autograd.graph.region_activation_memory_budget: expects a "
+                        f"float, got {type(budget).__name__}")
+    if not 0.0 <= budget <= 1.0:
+        raise ValueError("torch.autograd.graph.region_activation_memory_budget: must be in "
+                         f"[0, 1], got {budget}")
+    if not RECORDERS:
+        raise RuntimeError("torch.autograd.graph.region_activation_memory_budget can only be "
+                           "used inside a torch.compile region; it has no effect in eager mode.")
+    return contextlib.nullcontext()
+
+
+def set_warn_on_accumulate_grad_stream_mismatch(enabled: bool) -> None:
+    """A CUDA-streams warning switch: tracec's backward runs on no streams."""
+
+
+def set_override_stale_capture_stream(enabled: bool) -> None:
+    """A CUDA-graph-capture switch: tracec captures no CUDA graphs."""
 
 
 class Node(abc.ABC):
