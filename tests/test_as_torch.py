@@ -133,6 +133,39 @@ def test_public_classes_carry_pytorchs_names_while_installed(tmp_path):
         "<class 'tracec.nn.parameter.Buffer'>"]
 
 
+def test_classes_carry_pytorchs_module_names_and_still_pickle(tmp_path):
+    """Under install_as_torch every class of the PyTorch names table that the
+    PyTorch name leads back to prints as PyTorch's (``nn.Linear.__module__``
+    is ``torch.nn.modules.linear``, also for modules imported later, as
+    ``torch.distributions``); pickles and whole-model saves made meanwhile
+    load, in this process and in plain tracec; uninstall restores."""
+    r = python(f"""
+        import pickle, tracec
+        tracec.install_as_torch()
+        import torch, torch.nn as nn
+        from torch.utils.data import DataLoader
+        m = nn.Sequential(nn.Linear(2, 3), nn.ReLU())
+        print(type(m[0]), nn.Linear.__module__, torch.optim.Adam.__module__,
+              DataLoader.__module__, torch.autograd.Function.__module__,
+              torch.autograd.graph.Node.__module__, torch.distributions.Normal.__module__,
+              repr(torch.nn.Module))
+        back = pickle.loads(pickle.dumps(m))
+        assert type(back[0]) is nn.Linear and back[0].weight.shape == (3, 2)
+        torch.save(m, {str(tmp_path / "m.pt")!r})
+        assert type(torch.load({str(tmp_path / "m.pt")!r}, weights_only=False)[1]) is nn.ReLU
+        tracec.uninstall_as_torch()
+        print(tracec.nn.Linear.__module__, tracec.optim.Adam.__module__)
+        m2 = tracec.load({str(tmp_path / "m.pt")!r}, weights_only=False)
+        assert type(m2[0]) is tracec.nn.Linear
+        """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "<class 'torch.nn.modules.linear.Linear'> torch.nn.modules.linear torch.optim.adam "
+        "torch.utils.data.dataloader torch.autograd.function torch.autograd.graph "
+        "torch.distributions.normal <class 'torch.nn.modules.module.Module'>",
+        "tracec.nn.modules.linear tracec.optim.adam"]
+
+
 def test_cli_run_is_like_python_script(tmp_path):
     (tmp_path / "helper.py").write_text("VALUE = 7\n")
     script = tmp_path / "prog.py"
@@ -152,7 +185,7 @@ def test_cli_run_is_like_python_script(tmp_path):
     r = python(None, str(script), "--epochs", "1", "-x", "3", cli=True)
     assert r.returncode == 3, r.stderr
     assert r.stdout.splitlines() == [
-        "torch tracec.nn.modules.linear 7",
+        "torch torch.nn.modules.linear 7",
         str([str(script), "--epochs", "1", "-x", "3"]),
         "True __main__",
         "6.0"]

@@ -112,6 +112,11 @@ def __getattr__(name):
     local = {"DisableTorchFunction": "DisableTorchFunction",
              "DisableTorchFunctionSubclass": "DisableTorchFunctionSubclass",
              "_disabled_torch_function_impl": "disabled_torch_function_impl"}.get(name)
+    if name in ("_current_graph_task_id", "_will_engine_execute_node"):
+        # (the autograd engine's state, which register_multi_grad_hook reads)
+        from tracec import graph_hooks
+        return {"_current_graph_task_id": graph_hooks.current_graph_task_id,
+                "_will_engine_execute_node": graph_hooks.will_engine_execute_node}[name]
     if local is None:
         raise AttributeError(f"module 'torch._C' has no attribute '{name}'")
     from tracec import torch_function_switch

@@ -336,7 +336,13 @@ def __getattr__(name: str):
     module = importlib.import_module(module_name)
     value = module if attr is None else getattr(module, attr)
     globals()[name] = value
+    for hook in LAZY_IMPORT_HOOKS:     # (install_as_torch renames the new modules' classes)
+        hook()
     return value
+
+
+#: Callables run after ``__getattr__`` imported a lazy module.
+LAZY_IMPORT_HOOKS: list = []
 
 
 def __dir__():

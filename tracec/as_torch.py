@@ -63,6 +63,8 @@ class _TorchAliasFinder(importlib.abc.MetaPathFinder):
                     f"No module named {fullname!r}: tracec (installed as {top} by "
                     f"tracec.install_as_torch) has no {real!r}", name=fullname) from None
             raise
+        if _PENDING:
+            _rename_table_classes()
         loader = _AliasLoader(module)
         loader.original_spec = module.__spec__
         return importlib.machinery.ModuleSpec(
@@ -111,7 +113,11 @@ def _public_classes():
     from tracec.torch_checkpoint import WeightsOnlyError
     # (torch.load's weights-only refusal is a plain pickle.UnpicklingError:
     # `type(e).__name__` and tracebacks show _pickle.UnpicklingError)
-    return ((Tensor, "torch", "Tensor"), (Size, "torch", "Size"), (dt.DType, "torch", "dtype"),
+    from tracec.autograd import Function
+    from tracec.autograd.graph import Node
+    return ((Function, "torch.autograd.function", "Function"),
+            (Node, "torch.autograd.graph", "Node"),
+            (Tensor, "torch", "Tensor"), (Size, "torch", "Size"), (dt.DType, "torch", "dtype"),
             (device, "torch", "device"), (Parameter, "torch.nn.parameter", "Parameter"),
             (Buffer, "torch.nn.parameter", "Buffer"),
             (WeightsOnlyError, "_pickle", "UnpicklingError"))
@@ -137,6 +143,88 @@ def _rename_classes(install: bool) -> None:
             cls.__module__, cls.__name__, cls.__qualname__ = module, name, name
         elif not install and cls in _RENAMED:
             cls.__module__, cls.__name__, cls.__qualname__ = _RENAMED.pop(cls)
+    _PENDING.clear()
+    hooks = sys.modules["tracec"].LAZY_IMPORT_HOOKS
+    if _rename_table_classes in hooks:
+        hooks.remove(_rename_table_classes)
+    if install:
+        hooks.append(_rename_table_classes)
+        from tracec import torch_names
+        for key, name in torch_names._table().items():
+            if len(name) == 2:
+                module, _, qualname = key.partition(":")
+                _PENDING.setdefault(module, []).append((qualname, name[0], name[1]))
+        _rename_table_classes()
+    else:
+        for cls in list(_RENAMED):
+            cls.__module__, cls.__name__, cls.__qualname__ = _RENAMED.pop(cls)
+
+
+#: tracec module -> [(qualname, PyTorch's module, PyTorch's qualname)] of
+#: the classes of ``torch_names``' table not renamed yet (while installed)
+_PENDING: dict = {}
+
+
+def _rename_table_classes() -> None:
+    """Give the classes of the imported modules among ``_PENDING`` PyTorch's
+    names (``type(nn.Linear(2, 2)).__module__`` is
+    ``torch.nn.modules.linear``, ``torch.optim.Adam.__module__``
+    ``torch.optim.adam``), as ``print(type(m))`` shows them under PyTorch.
+    Only where that name, imported through the alias, is the class itself
+    (so ``pickle`` finds it by that name); never an ``autograd.Function``
+    (the tracer tells tracec's own by their module).  Modules imported
+    later are renamed at the next ``import torch.X``."""
+    from tracec.autograd import Function
+    if _RENAMING:      # (an import _found_as makes comes back here)
+        return
+    _RENAMING.append(True)
+    try:
+        _rename_imported(Function)
+    finally:
+        _RENAMING.clear()
+
+
+_RENAMING: list = []
+
+
+def _rename_imported(Function) -> None:
+    while True:
+        ready = [m for m in _PENDING if m in sys.modules]
+        if not ready:
+            return
+        _rename_modules(ready, Function)
+
+
+def _rename_modules(ready: list, Function) -> None:
+    for module in ready:
+        for qualname, torch_module, torch_qualname in _PENDING.pop(module, ()):
+            obj = sys.modules[module]
+            try:
+                for part in qualname.split("."):
+                    obj = getattr(obj, part)
+            except AttributeError:
+                continue
+            if not isinstance(obj, type) or obj in _RENAMED or obj.__module__ != module or \
+                    obj.__qualname__ != qualname or issubclass(obj, Function) or \
+                    not _found_as(obj, torch_module, torch_qualname):
+                continue
+            _RENAMED[obj] = (obj.__module__, obj.__name__, obj.__qualname__)
+            obj.__module__, obj.__qualname__ = torch_module, torch_qualname
+            obj.__name__ = torch_qualname.rpartition(".")[2]
+
+
+def _found_as(obj, module: str, qualname: str) -> bool:
+    """Whether PyTorch's name ``module.qualname`` leads to ``obj`` here."""
+    top = module.partition(".")[0]
+    if top not in _ALIASES:
+        return False
+    try:
+        found = importlib.import_module(_ALIASES[top] + module[len(top):])
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except Exception:     # (an import that fails: no such name here)
+        return False
+    return found is obj
 
 
 #: what a ``spawn``ed child runs first (before unpickling its target or

@@ -291,6 +291,11 @@ class CompiledFunction:
             # Inside a FlopCounterMode: run eagerly (the same effects, by
             # the compile contract) so the ops it counts are reported.
             return self.fn(*args, **kwargs)
+        if graph.SAVED_HOOKS and graph.is_grad_enabled() and graph.saved_hooks() is not None:
+            # Under saved-tensor hooks (save_on_cpu, a checkpoint's forward):
+            # run eagerly, where the hooks see every tensor saved for
+            # backward; compiled code saves its own without calling them.
+            return self.fn(*args, **kwargs)
         fast = self._fast
         if fast is not None and not kwargs and fast[0](args):
             # The last entry's key, matched without building it (fast_call).

@@ -15,7 +15,7 @@ import weakref
 import numpy as np
 
 from tracec import dtypes as dt
-from tracec import graph, ops, torch_rng
+from tracec import _C, graph, ops, torch_rng
 from tracec.device import is_meta, to_device
 from tracec.meta_array import MetaArray
 from tracec.runtime_int import RuntimeInt, operand as runtime_operand
@@ -716,6 +716,8 @@ class Generator:
             self.state._assign(ops.add(self.state, step), "rng")
 
 
+# PyTorch's torch.Generator is torch._C.Generator (its pickled name): there too
+_C.Generator = Generator
 default_generator = Generator()
 default_generator.manual_seed(0)
 

@@ -10,11 +10,20 @@ Invariants:
   * A saved tensor modified in place since it was saved makes the node
     raise (version counter); a freed node (``retain_graph=False``) raises
     naming ``retain_graph=True``.
+  * Under ``saved_tensors_hooks`` (this thread's, ``graph_hooks.saved_hooks``) a node keeps
+    what the innermost pack hook returned instead (``SavedPacked``: packed
+    in PyTorch's order, no version check, unpacked at each read with the
+    original's place in the graph).
+  * A leaf whose gradient is complete accumulates before any other ready
+    node runs (PyTorch's AccumulateGrad priority); node and tensor hooks run
+    in PyTorch's order: tensor hooks, retain_grad, prehooks, the node, its
+    post hooks.
 This module knows tensors only through their attributes (``_node``,
 ``requires_grad``, ``grad``, ``_version``); the Tensor class sits above it.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import re
@@ -23,6 +32,10 @@ import weakref
 import numpy as np
 
 from tracec.ops import elementwise
+from tracec.graph_hooks import (  # the hook state, below the engine (graph_hooks)
+    DEFERRED_PACKS, GRAPH_TASKS, NODE_POST_HOOKS, NODE_PRE_HOOKS, SAVED_HOOKS, UNRECORDABLE,
+    _PACK_INPLACE, GraphTask, NodeHooks, deferred_packs, refuse_in_trace, run_post_hooks,
+    run_pre_hooks, saved_hooks)
 from tracec.ops.core import _VALUE_TYPES, Aval, is_value
 
 #: ``tensor.SYM_SHAPES`` (see there): while a symbolic trace is recorded, the
@@ -181,94 +194,15 @@ def modified_error(t, version, node=None) -> RuntimeError:
         f"{t._version[0]}; expected version {version} instead. Hint: {hint}")
 
 
-#: node -> {handle id: fn} of the hooks ``grad_fn.register_hook(fn)`` added
-#: (PyTorch's Node post hooks): ``fn(grad_inputs, grad_outputs)`` runs once
-#: the node has computed the gradients of its inputs, and a tuple it returns
-#: (one entry per input) replaces them.  Kept beside the nodes, so the hot
-#: path pays one emptiness test.
-NODE_POST_HOOKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-class _NodeHookHandle:
-    """What a node's ``register_hook`` / ``register_prehook`` returns:
-    ``remove()`` takes the hook out (a no-op the second time)."""
-
-    _next_id = 0
-
-    def __init__(self, table: dict, fn):
-        self.id = _NodeHookHandle._next_id
-        _NodeHookHandle._next_id += 1
-        self._table = table
-        table[self.id] = fn
-
-    def remove(self) -> None:
-        self._table.pop(self.id, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.remove()
-
-
-class NodeHooks:
-    """PyTorch's ``Node.register_hook`` / ``register_prehook`` on a
-    ``grad_fn``: a prehook ``fn(grad_outputs)`` sees (and may replace, by
-    returning a tuple) the gradient flowing into the node, a hook
-    ``fn(grad_inputs, grad_outputs)`` the gradients it sends to its inputs
-    (GPyTorch clears its prediction caches from one)."""
-
-    __slots__ = ()
-
-    def register_hook(self, fn):
-        return _NodeHookHandle(NODE_POST_HOOKS.setdefault(self, {}), fn)
-
-    def register_prehook(self, fn):
-        def pre(g):
-            r = fn((g,))
-            return None if r is None else r[0]
-        if self.pre_hooks is None:
-            self.pre_hooks = []
-        self.pre_hooks.append(pre)
-        hooks = self.pre_hooks
-        return _PreHookHandle(hooks, pre)
-
-
-class _PreHookHandle:
-    def __init__(self, hooks: list, fn):
-        self._hooks, self._fn = hooks, fn
-
-    def remove(self) -> None:
-        if self._fn in self._hooks:
-            self._hooks.remove(self._fn)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.remove()
-
-
-def run_post_hooks(hooks: dict, node, grads_in, g) -> tuple:
-    """``grads_in`` after ``node``'s post hooks (``NODE_POST_HOOKS``)."""
-    grads_in = tuple(grads_in)
-    for fn in list(hooks.values()):
-        r = fn(grads_in, (g,))
-        if r is not None:
-            r = tuple(r) if isinstance(r, (tuple, list)) else (r,)
-            if len(r) != len(grads_in):
-                name = getattr(fn, "__name__", type(fn).__name__)
-                raise RuntimeError(f"hook '{name}' has returned an incorrect number of values "
-                                   f"(got {len(r)}, but expected {len(grads_in)})")
-            grads_in = r
-    return grads_in
-
-
 class Node(NodeHooks):
     """The backward of one primitive application (``grad_fn``)."""
 
     __slots__ = ("prim", "params", "saved", "avals", "edges", "_name",
                  "pre_hooks", "freed", "__weakref__")
+    # (what ``named`` / ``next_functions`` / ``output_nr`` probe a node for:
+    # found here, not through ``__getattr__``, which costs microseconds)
+    public_node = None
+    index = 0
 
     def __init__(self, prim, params, inputs, out, next_functions):
         self.prim = prim
@@ -303,6 +237,19 @@ class Node(NodeHooks):
         self._name = None
         self.pre_hooks = None
         self.freed = False
+        if SAVED_HOOKS and saved:
+            hooks = saved_hooks()
+            if hooks is not None:
+                if "out" in saved:
+                    out._node = self   # (the pack hook sees the output's grad_fn, as PyTorch's)
+                pending = deferred_packs() if DEFERRED_PACKS else None
+                if pending is not None:
+                    pending.append(functools.partial(self._pack, hooks))
+                else:
+                    self.saved = pack_saved(saved, hooks)
+
+    def _pack(self, hooks) -> None:
+        self.saved = pack_saved(self.saved, hooks)
 
     @property
     def next_functions(self):
@@ -316,8 +263,51 @@ class Node(NodeHooks):
         # (PyTorch's repr shows the class, CopySlices, whose name() is qualified)
         return f"<{self.name().rpartition('::')[2]} object at {id(self):#x}>"
 
+    def _saved_tensor(self, name: str, raw: bool):
+        """``_saved_<name>`` / ``_raw_saved_<name>`` (the properties made
+        below): the tensor this node saved under PyTorch's ``name``."""
+        key = self._tensor_names().get(name)
+        if key is None:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute "
+                                 f"'{'_raw_saved_' if raw else '_saved_'}{name}'")
+        if self.saved is None:
+            raise RuntimeError(_FREED_MSG)
+        return SavedTensor(self, key) if raw else self._unpack_public(key)
+
+    def __dir__(self):
+        names = {f"{p}{n}" for n in self._tensor_names() for p in ("_saved_", "_raw_saved_")}
+        return sorted({a for a in super().__dir__()
+                       if not a.startswith(("_saved_", "_raw_saved_"))} | names)
+
+    def _tensor_names(self) -> dict:
+        """PyTorch's names of the tensors this node saved -> their keys in
+        ``saved``: its operands as ``self``, ``other`` (``mat2`` of a
+        matmul; ``condition`` first for ``where``), its output ``result``."""
+        if not self.saved and not self.freed:
+            return {}
+        names = _OPERAND_NAMES.get(self.prim.name, ("self", "other"))
+        keys = {}
+        for i, a in enumerate(self.avals):
+            if a is None or (self.saved is not None and i in self.saved):
+                keys[names[i] if i < len(names) else f"input{i}"] = i
+        if self.prim.save_out:
+            keys["result"] = "out"
+        return keys
+
+    def _unpack_public(self, key):
+        """``_saved_<name>``: the tensor as backward reads it; a saved
+        output as a new tensor with the output's graph, as in PyTorch."""
+        t = self._unpack(key)
+        if key == "out" and self.saved[key][0].__class__ is not SavedPacked:
+            a = t.detach()
+            a.requires_grad, a._node = t.requires_grad, t._node
+            return a
+        return t
+
     def _unpack(self, key):
         t, version = self.saved[key]
+        if t.__class__ is SavedPacked:
+            return t.unpack()
         if version is not None and t._version[0] != version:
             raise modified_error(t, version, self if key == "out" else None)
         return t
@@ -325,6 +315,10 @@ class Node(NodeHooks):
     def apply(self, g):
         if self.freed and self.saved is None:
             raise RuntimeError(_FREED_MSG)
+        if self.saved.__class__ is _PackedSaved:   # unpacked in the order they were packed
+            got = {k: self._unpack(k) for k in self.saved}
+            primals = [got[i] if i in got else a for i, a in enumerate(self.avals)]
+            return self.prim.vjp(g, *primals, out=got.get("out"), **self.params)
         primals = [self._unpack(i) if i in self.saved else a
                    for i, a in enumerate(self.avals)]
         out = self._unpack("out") if "out" in self.saved else None
@@ -335,6 +329,109 @@ class Node(NodeHooks):
             self.saved = None
         self.freed = True
 
+
+# --- saved-tensor hooks ------------------------------------------------------------
+
+class _PackedSaved(dict):
+    """A node's ``saved`` once its tensors were packed (by ``pack_saved``):
+    the order of its keys is the order they were packed and are unpacked."""
+
+    __slots__ = ()
+
+
+class SavedPacked:
+    """A tensor saved for backward under ``saved_tensors_hooks``: what its
+    pack hook returned, the unpack hook to call, and the tensor's place in
+    the graph.  As in PyTorch (``SavedVariable``), the version check is
+    skipped (the hooks own the value) and a tensor that required grad is
+    unpacked as a new tensor with the original's ``grad_fn`` (a leaf's:
+    accumulating into the leaf), so a double backward flows on."""
+
+    __slots__ = ("packed", "hooks", "requires_grad", "node", "leaf")
+
+    def __init__(self, t, hooks):
+        if UNRECORDABLE:
+            refuse_in_trace("a tensor saved for backward under "
+                            "torch.autograd.graph.saved_tensors_hooks")
+        self.hooks = hooks
+        version = t._version[0]
+        with no_grad():
+            self.packed = hooks.pack(t)
+        if t._version[0] != version:
+            raise RuntimeError(_PACK_INPLACE)
+        self.requires_grad = t.requires_grad
+        self.node = t._node
+        self.leaf = edge_of(t) if t.requires_grad and t._node is None else None
+
+    def unpack(self):
+        data = self.hooks.unpack(self.packed)
+        if not hasattr(data, "_version"):
+            raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but got "
+                            f"result of type {type(data).__name__}")
+        if not self.requires_grad:
+            return data
+        t = data.detach()
+        t.requires_grad = True
+        if self.node is not None:
+            t._node = self.node
+        else:
+            t._accum = self.leaf
+        return t
+
+
+#: PyTorch's names of the operands a primitive's node saves (default: self, other)
+_OPERAND_NAMES = {"matmul": ("self", "mat2"), "where": ("condition", "self", "other")}
+
+
+class _HookPair:
+    """The hooks ``SavedTensor.register_hooks`` gives one saved tensor."""
+
+    __slots__ = ("pack", "unpack")
+
+    def __init__(self, pack, unpack):
+        self.pack, self.unpack = pack, unpack
+
+
+class SavedTensor:
+    """``grad_fn._raw_saved_<name>`` (PyTorch's
+    ``torch._C._autograd.SavedTensor``): ``register_hooks(pack, unpack)``
+    packs that one tensor at once and unpacks it when backward reads it."""
+
+    __slots__ = ("node", "key")
+
+    def __init__(self, node, key):
+        self.node, self.key = node, key
+
+    def register_hooks(self, pack_hook, unpack_hook) -> None:
+        saved = self.node.saved
+        if saved is None:
+            raise RuntimeError(_FREED_MSG)
+        t, version = saved[self.key]
+        if t.__class__ is SavedPacked:
+            raise RuntimeError("Calling register_hooks on a saved tensor whose hooks have already "
+                               "been set. Hint: only one pair of hooks is allowed at a time.")
+        saved[self.key] = (SavedPacked(t, _HookPair(pack_hook, unpack_hook)), None)
+
+
+SavedTensor.__module__ = "torch._C._autograd"
+
+
+def pack_saved(saved: dict, hooks) -> _PackedSaved:
+    """``saved`` (a node's operands by index, its output as "out") packed by
+    ``hooks`` in PyTorch's order: the operands last to first (PyTorch saves
+    ``other`` before ``self``), then the output."""
+    keys = sorted((k for k in saved if k != "out"), reverse=True)
+    if "out" in saved:
+        keys.append("out")
+    return _PackedSaved((k, (SavedPacked(saved[k][0], hooks), None)) for k in keys)
+
+
+for _n in ("self", "other", "mat2", "condition", "result", "input2"):
+    # (properties, not __getattr__: a class with __getattr__ pays for it on
+    # every attribute read, and the engine reads nodes' attributes a lot)
+    setattr(Node, f"_saved_{_n}", property(lambda self, n=_n: self._saved_tensor(n, False)))
+    setattr(Node, f"_raw_saved_{_n}", property(lambda self, n=_n: self._saved_tensor(n, True)))
+del _n
 
 _NODE_CLASSES: dict = {}
 
@@ -405,7 +502,7 @@ class FreedNode(NodeHooks):
         pass
 
 
-class AccumulateGrad:
+class AccumulateGrad(NodeHooks):
     """The node of a leaf tensor: accumulates into ``.grad``."""
 
     __slots__ = ("variable", "__weakref__")
@@ -417,7 +514,7 @@ class AccumulateGrad:
         self.variable = variable
 
     def name(self) -> str:
-        return "AccumulateGrad"
+        return "torch::autograd::AccumulateGrad"
 
     def __repr__(self):
         return f"<AccumulateGrad object at {id(self):#x}>"
@@ -448,6 +545,12 @@ class FunctionNode(NodeHooks):
     @property
     def next_functions(self):
         return tuple((named(e), getattr(e, "index", 0)) for e in self.edges)
+
+    @property
+    def saved_tensors(self):
+        """What the Function's ``ctx.saved_tensors`` reads (PyTorch's node
+        attribute)."""
+        return self.ctx.saved_tensors
 
     def name(self) -> str:
         # Built-in ops made as Functions carry PyTorch's node name (FftR2CBackward0).
@@ -602,7 +705,7 @@ def mark_sparse_grad_node(t) -> None:
 
 
 def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
-                 accumulate, capture=None):
+                 accumulate, capture=None, grad_call: bool = False):
     """Propagate ``grads`` from ``roots`` (tensors) to the leaves.
 
     ``accumulate(leaf, g, sparse)`` is called for each AccumulateGrad reached;
@@ -610,11 +713,13 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
     ``SPARSE_GRAD_NODES`` (PyTorch's gradient would be a sparse tensor);
     ``capture`` maps nodes (or AccumulateGrads) to a slot index: their
     incoming gradient is stored into the returned list instead of flowing on
-    (``autograd.grad``).
+    (``autograd.grad``, which says ``grad_call``; ``backward(inputs=...)``
+    captures too).
     """
     start = []
     for i, (t, g) in enumerate(zip(roots, grads)):
-        e = edge_of(t)
+        # (a GradientEdge root, ``(node, output_nr, token)``: its node)
+        e = t[0] if isinstance(t, tuple) and hasattr(t, "output_nr") else edge_of(t)
         if e is None:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not "
                                "have a grad_fn")
@@ -643,12 +748,19 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
         dense_into.add(id(e))
     captured = [None] * (len(capture) if capture else 0)
     ready = [e for e, _ in start if deps.get(id(e), 0) == 0]
+    leaves_ready: collections.deque = collections.deque()
     done = set()
     prev_mode = is_grad_enabled()
     _set_grad(create_graph)
+    GRAPH_TASKS.append(GraphTask(seen if needed is None else needed, needed is not None,
+                                 capture if grad_call else None))
     try:
-        while ready:
-            node = ready.pop()
+        while ready or leaves_ready:
+            # PyTorch's ready queue runs the highest sequence number first,
+            # and an AccumulateGrad has the highest of all: a leaf whose
+            # gradient is complete accumulates (and runs its hooks) before
+            # any other node, leaves in the order they became ready.
+            node = leaves_ready.popleft() if leaves_ready else ready.pop()
             if id(node) in done:
                 continue
             done.add(id(node))
@@ -660,8 +772,12 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
                     g = r if r is not None else g
                 if capture is not None and id(node) in capture:
                     captured[capture[id(node)]] = g
-                else:
-                    accumulate(node.variable, g, id(node) not in dense_into)
+                    continue
+                if NODE_PRE_HOOKS and node in NODE_PRE_HOOKS:
+                    g = run_pre_hooks(NODE_PRE_HOOKS[node], node, g)
+                accumulate(node.variable, g, id(node) not in dense_into)
+                if NODE_POST_HOOKS and node in NODE_POST_HOOKS:
+                    run_post_hooks(NODE_POST_HOOKS[node], node, (), g)
                 continue
             for h in node.pre_hooks or ():
                 r = h(g)
@@ -672,6 +788,10 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
                     continue
             elif needed is not None and id(node) not in needed:
                 continue
+            if NODE_PRE_HOOKS:
+                pre = NODE_PRE_HOOKS.get(node)
+                if pre:
+                    g = run_pre_hooks(pre, node, g)
             grads_in = node.apply(g)
             if NODE_POST_HOOKS:
                 post = NODE_POST_HOOKS.get(node)
@@ -692,11 +812,12 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool,
                 deps[id(child)] -= 1
                 if deps[id(child)] == 0:
                     if id(child) in pending:
-                        ready.append(child)
+                        (leaves_ready if type(child) is AccumulateGrad else ready).append(child)
                     else:
                         _skip(child, deps, pending, ready, done)
     finally:
         _set_grad(prev_mode)
+        GRAPH_TASKS.pop()
     return captured
 
 

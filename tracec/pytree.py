@@ -57,7 +57,9 @@ try:
     _PLAIN_STDLIB.add(argparse.Namespace)
 except ImportError:  # pragma: no cover
     pass
-_NOT_PLAIN_TOP = frozenset(sys.stdlib_module_names) | {"tracec", "numpy", "builtins"}
+# (under ``tracec run`` tracec's public classes carry PyTorch's module names)
+_NOT_PLAIN_TOP = frozenset(sys.stdlib_module_names) | {"tracec", "torch", "torchvision", "numpy",
+                                                        "builtins"}
 _plain_class_cache: dict = {}
 _tracec_cache: dict = {}
 
@@ -177,8 +179,8 @@ def _fits_value(v, budget: list, depth: int) -> bool:
 def _tracec_class(tx) -> bool:
     ok = _tracec_cache.get(tx)
     if ok is None:
-        ok = _tracec_cache[tx] = any((getattr(c, "__module__", None) or "").startswith("tracec.")
-                                     for c in tx.__mro__)
+        ok = _tracec_cache[tx] = any((getattr(c, "__module__", None) or "").startswith(
+            ("tracec.", "torch.", "torchvision.")) for c in tx.__mro__)
     return ok
 
 

@@ -23,7 +23,8 @@ import sys
 import numpy as np
 
 from tracec import dtypes as dt
-from tracec import graph, tensor_str
+from tracec import graph, graph_hooks, tensor_str
+from tracec.removable_handle import RemovableHandle
 from tracec.item_value import ItemValue
 from tracec.meta_array import USED as _META_USED, MetaArray
 from tracec.ops import core, creation as creation_ops, elementwise as ew, movement
@@ -853,6 +854,7 @@ class Tensor:
                 self.grad = g.detach() if not graph.is_grad_enabled() else g
             else:
                 self.grad = self.grad + g
+        keep._retains_grad = True
         self._add_node_hook(keep)
 
     def register_hook(self, hook):
@@ -866,14 +868,26 @@ class Tensor:
             self._hooks.append(hook)
             hooks = self._hooks
         else:
-            hooks = self._add_node_hook(hook)
+            hooks, hook = self._add_node_hook(hook)
         return _HookHandle(hooks, hook)
 
     def _add_node_hook(self, fn):
-        if self._node.pre_hooks is None:
-            self._node.pre_hooks = []
-        self._node.pre_hooks.append(fn)
-        return self._node.pre_hooks
+        """Add ``fn`` to the hooks the node producing this tensor runs on
+        its incoming gradient; returns the list and what was added (for an
+        output of a multi-output Function: ``fn`` on its slot, at the
+        Function's node)."""
+        node = self._node
+        if getattr(node, "public_node", None) is not None:     # (a multi-output Function's)
+            fn, node = graph_hooks.slot_hook(fn, node.index), node.node
+        hooks = node.pre_hooks
+        if hooks is None:
+            hooks = node.pre_hooks = []
+        if hooks and getattr(hooks[-1], "_retains_grad", False):
+            # PyTorch runs retain_grad's hook after every tensor hook
+            hooks.insert(len(hooks) - 1, fn)
+        else:
+            hooks.append(fn)
+        return hooks, fn
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         from tracec.autograd import backward as _backward
@@ -1436,9 +1450,16 @@ def as_tensor_operand(x):
     raise TypeError(f"expected a Tensor or a number, got {type(x).__name__}")
 
 
-class _HookHandle:
+class _HookHandle(RemovableHandle):
+    """What ``register_hook`` returns: a ``RemovableHandle`` (as PyTorch's)
+    whose ``remove`` takes ``fn`` out of the list of hooks it was added to."""
+
     def __init__(self, hooks, fn):
         self._hooks, self._fn = hooks, fn
+        self.id = RemovableHandle.next_id
+        RemovableHandle.next_id += 1
+        self.hooks_dict_ref = lambda: None
+        self.extra_dict_ref = ()
 
     def remove(self):
         if self._fn in self._hooks:

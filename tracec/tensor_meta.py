@@ -605,4 +605,5 @@ Tensor.retains_grad = property(lambda self: bool(self._retains_grad))
 # Every tracec op has one output, except the tuple-returning composites
 # whose parts are slices (split/unbind): PyTorch numbers those outputs, a
 # detail no training program reads.
-Tensor.output_nr = property(lambda self: 0)
+# (which output of a multi-output custom Function's node: its edge's index)
+Tensor.output_nr = property(lambda self: getattr(self._node, "index", 0))

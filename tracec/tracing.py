@@ -841,6 +841,15 @@ class Recording:
                 "in tensor ops (e.g. tracec.where), move it out of the compiled function, or "
                 "use tracec.compile(fn, fallback=\"eager\").")
 
+    def on_unrecordable(self, what: str) -> None:
+        """``graph.UNRECORDABLE``: ``what`` (an autograd hook) has an effect
+        the compiled code would not repeat: refused at the user's line."""
+        if self.suspended:
+            return
+        self.fail(f"{format_location(user_location())}: {what} is not supported inside a "
+                  "compiled function (compiled code would not call the hook); call it outside, "
+                  "or use tracec.compile(fn, fallback=\"eager\")")
+
     @contextlib.contextmanager
     def opaque_call(self, name: str):
         """``tracec.library``: while ``name`` (``"the custom op ns::op"``)
@@ -1040,7 +1049,8 @@ class Recording:
             if isinstance(n, graph.AccumulateGrad):
                 # (a complex leaf: its value in the trace is its real view, so
                 # the gradient is view_as_real of PyTorch's dL/da + i dL/db)
-                if n.variable._hooks:
+                if n.variable._hooks or graph.NODE_PRE_HOOKS.get(n) or \
+                        graph.NODE_POST_HOOKS.get(n):
                     raise TraceError(f"{format_location(loc)}: tensor hooks on leaves are not "
                                      "supported inside a compiled function")
                 out.append(n.variable)
@@ -1063,7 +1073,7 @@ class Recording:
                                      f"({n.fn_cls.__name__}) inside a compiled backward is "
                                      "not supported yet")
                 custom.append(n)
-            if n.pre_hooks or graph.NODE_POST_HOOKS.get(n):
+            if n.pre_hooks or graph.NODE_PRE_HOOKS.get(n) or graph.NODE_POST_HOOKS.get(n):
                 raise TraceError(f"{format_location(loc)}: tensor hooks are not supported "
                                  "inside a compiled function")
             stack.extend(reversed([e for e in n.edges if e is not None]))
@@ -1331,6 +1341,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     rng_before = GlobalRNGs.state()
     hooks = ((RECORDERS, rec.on_primitive),
              (CONCRETE_CHECKS, rec.on_concrete),
+             (graph.UNRECORDABLE, rec.on_unrecordable),
              (OPAQUE_CALLS, rec.opaque_call),
              (ITEM_HOOKS, rec.on_item),
              (GRAD_HOOKS, rec.on_grad),

@@ -9,6 +9,7 @@ Invariant: ``backward`` accumulates into ``.grad`` of the leaves it reaches
 from __future__ import annotations
 from collections.abc import Mapping
 
+import functools
 import weakref
 
 import numpy as np
@@ -18,6 +19,7 @@ from tracec.meta_array import meta_like
 from tracec import dtypes as dt
 from tracec import graph as _engine
 from tracec.graph import enable_grad, no_grad, set_grad_enabled, is_grad_enabled  # noqa: F401
+from tracec.graph_hooks import checkpoint_valid as _is_checkpoint_valid  # noqa: F401
 from tracec.tensor import RECORDERS, Tensor
 from tracec.wrapper_dispatch import dispatching_operand
 from tracec.methods_compat import POST_ACCUMULATE_HOOKS, run_post_accumulate_hooks
@@ -180,7 +182,7 @@ def _inputs_list(inputs, fn: str) -> list:
     """``inputs`` of ``backward()`` / ``grad()`` as a list, as PyTorch reads
     it: one tensor, a dict's values (no other Mapping), or any iterable;
     never empty."""
-    if isinstance(inputs, Tensor):
+    if isinstance(inputs, Tensor) or _is_edge(inputs):
         out = [inputs]
     elif type(inputs) is dict:
         out = list(inputs.values())
@@ -219,7 +221,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
               for listener in list(BACKWARD_LISTENERS)]
     capture = None
     if inputs is not None:
-        capture = {id(_engine.edge_of(x)): i for i, x in enumerate(inputs)}
+        capture = {id(x.node if _is_edge(x) else _engine.edge_of(x)): i
+                   for i, x in enumerate(inputs)}
     # with ``inputs``, only they accumulate (PyTorch): every other leaf the
     # propagation reaches is left alone
     captured = _engine.run_backward(tensors, grads, retain_graph=retain_graph,
@@ -229,7 +232,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     if inputs is not None:
         acc = _accumulate(create_graph)
         for x, g in zip(inputs, captured):
-            if g is not None:    # (as before: a sparse=True weight's gradient is sparse)
+            if g is not None and not _is_edge(x):    # (a sparse=True weight's: sparse)
                 acc(x, g, getattr(x, "_tracec_sparse_grad", False))
     # Last registered, first run (like nested context managers): the
     # tracer, which listens only while it records, maps the new gradients to
@@ -259,7 +262,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                                      {"grad_outputs": grad_outputs, "retain_graph": retain_graph,
                                       "create_graph": create_graph, "allow_unused": allow_unused})
     keys = list(inputs.keys()) if type(inputs) is dict else None   # a dict in, a dict out
-    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    outputs = [outputs] if isinstance(outputs, Tensor) or _is_edge(outputs) else list(outputs)
     inputs = _inputs_list(inputs, "grad")
     if grad_outputs is None:
         grad_outputs = [None] * len(outputs)
@@ -270,13 +273,13 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     # torch checks the outputs (naming the first that has no graph) before
     # the inputs: under no_grad it is the outputs' error that is raised
     for i, o in enumerate(outputs):
-        if not o.requires_grad:
+        if not _is_edge(o) and not o.requires_grad:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have "
                                "a grad_fn")
     for x in inputs:
-        if not x.requires_grad:
+        if not _is_edge(x) and not x.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
-    grads = [_seed(o, g, create_graph, i)
+    grads = [(g if create_graph else g.detach()) if _is_edge(o) else _seed(o, g, create_graph, i)
              for i, (o, g) in enumerate(zip(outputs, grad_outputs))]
     afters = [listener(outputs, grads, GRAD_CALL, create_graph)
               for listener in list(BACKWARD_LISTENERS)]
@@ -284,11 +287,14 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     # (x, x))) gets the same gradient at both places, as in PyTorch.
     capture, slot_of = {}, []
     for x in inputs:
-        slot_of.append(capture.setdefault(id(_engine.edge_of(x)), len(capture)))
+        # (a GradientEdge: the gradient flowing into its node)
+        node = x.node if _is_edge(x) else _engine.edge_of(x)
+        slot_of.append(capture.setdefault(id(node), len(capture)))
     try:
         by_slot = _engine.run_backward(outputs, grads, retain_graph=retain_graph,
                                      create_graph=create_graph,
-                                     accumulate=lambda leaf, g, sparse=False: None, capture=capture)
+                                     accumulate=lambda leaf, g, sparse=False: None, capture=capture,
+                                     grad_call=True)
     finally:
         for after in reversed(afters):
             if after is not None:
@@ -296,6 +302,15 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     captured = [by_slot[j] for j in slot_of]
     out = []
     for i, (x, g) in enumerate(zip(inputs, captured)):
+        if _is_edge(x):
+            if getattr(g, "slots", None) is not None:    # a multi-output Function's node
+                g = g.slots.get(x.output_nr)
+            if g is None and not allow_unused and not materialize_grads:
+                raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have "
+                                   "been used in the graph. Set allow_unused=True if this is "
+                                   "the desired behavior.")
+            out.append(g)
+            continue
         if g is None:
             if materialize_grads:
                 g = Tensor._make(np.zeros(x.shape, x.dtype.np), x.dtype)
@@ -307,6 +322,12 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             g = g.expand(*x.shape)
         out.append(g)
     return dict(zip(keys, out)) if keys is not None else tuple(out)
+
+
+def _is_edge(x) -> bool:
+    """Whether an input of ``grad`` is a ``GradientEdge`` (a named tuple
+    ``(node, output_nr, ownership_token)``) rather than a tensor."""
+    return type(x) is not Tensor and isinstance(x, tuple) and hasattr(x, "output_nr")
 
 
 def _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
@@ -384,10 +405,20 @@ class FunctionCtx:
             return getattr(self, "_saved_forward", ())
         if self.saved_tensors_freed:
             raise RuntimeError(_engine._FREED_MSG)
+        if self._versions is None:     # packed by saved_tensors_hooks: unpacked at each read
+            return tuple(t.unpack() if t.__class__ is _engine.SavedPacked else t
+                         for t in self._saved)
         for t, v in zip(self._saved, self._versions):
             if isinstance(t, Tensor) and t._version[0] != v:
                 raise _engine.modified_error(t, v)
         return self._saved
+
+
+def _pack_ctx(ctx, hooks) -> None:
+    """``ctx``'s saved tensors packed by ``hooks``."""
+    ctx._saved = tuple(_engine.SavedPacked(t, hooks) if isinstance(t, Tensor) else t
+                       for t in ctx._saved)
+    ctx._versions = None
 
 
 class _OutputGrads:
@@ -410,27 +441,23 @@ class _OutputGrads:
 class _FunctionOutput:
     """The ``grad_fn`` edge of output ``index`` of a multi-output custom
     Function: hands its gradient to the Function's node in its own slot
-    (PyTorch's ``output_nr``); it prints and hooks as that node."""
+    (PyTorch's ``output_nr``); it prints as that node, which its
+    ``register_hook`` / ``register_prehook`` reach (``named``); the hooks of
+    the output tensor run here, on that output's gradient."""
 
-    __slots__ = ("node", "index", "edges", "__weakref__")
+    __slots__ = ("node", "index", "edges", "pre_hooks", "__weakref__")
 
     def __init__(self, node, index):
         self.node = node
         self.index = index
         self.edges = (node,)
+        # (the hooks of this output's tensor: they see its gradient alone)
+        self.pre_hooks = None
 
     @property
     def public_node(self):
         """What ``grad_fn`` and ``next_functions`` show: the Function's node."""
         return self.node
-
-    @property
-    def pre_hooks(self):
-        return self.node.pre_hooks
-
-    @pre_hooks.setter
-    def pre_hooks(self, value):
-        self.node.pre_hooks = value
 
     @property
     def next_functions(self):
@@ -495,6 +522,14 @@ class Function:
             _check_dirty(ctx._dirty, out)
         if _engine.is_grad_enabled() and any(ctx.needs_input_grad):
             node = _engine.function_node_type(cls)(cls, ctx, nexts, len(args))
+            hooks = _engine.saved_hooks() if _engine.SAVED_HOOKS and ctx._saved else None
+            if hooks is not None:
+                # (PyTorch packs what forward saved once it has returned)
+                pending = _engine.deferred_packs()
+                if pending is not None:
+                    pending.append(functools.partial(_pack_ctx, ctx, hooks))
+                else:
+                    _pack_ctx(ctx, hooks)
             node.in_meta = tuple((a.dtype, tuple(a.shape)) if isinstance(a, Tensor) else None
                                  for a in args)
             outs = out if isinstance(out, tuple) else (out,)

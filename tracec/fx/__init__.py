@@ -1025,7 +1025,7 @@ class Tracer:
             return slice(self.create_arg(a.start), self.create_arg(a.stop),
                          self.create_arg(a.step))
         if a is None or a is ... or isinstance(a, (str, int, float, bool, complex, range)) or \
-                type(a).__module__.startswith("tracec"):
+                type(a).__module__.startswith(("tracec", "torch")):
             return a          # (dtypes, devices, memory formats...)
         raise NotImplementedError(f"argument of type: {type(a)}")
 

@@ -82,7 +82,8 @@ class BatchNormTrainEager(Function):
             if bias is not None:
                 np.add(y, bias._data.reshape(shape), out=y)
         stats.extend((mean, var))
-        ctx.x, ctx.weight, ctx.bias = x, weight, bias
+        ctx.save_for_backward(x, weight)      # (as PyTorch's: saved-tensor hooks see them)
+        ctx.bias = bias
         ctx.params = (axes, shape, eps, count)
         # what the composite's products keep: d and rsqrt (x - mean times
         # its rsqrt), the normalized value (its product with the weight)
@@ -92,7 +93,7 @@ class BatchNormTrainEager(Function):
 
     @staticmethod
     def backward(ctx, g):
-        x, weight, bias = ctx.x, ctx.weight, ctx.bias
+        (x, weight), bias = ctx.saved_tensors, ctx.bias
         axes, shape, eps, count = ctx.params
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         if graph.is_grad_enabled():
@@ -189,7 +190,8 @@ def _native_forward(ctx, kern, x, weight, bias, params, count):
             coef[2] = bias._data
         y = kern.apply(dev, dev, coef).reshape(xd.shape)
     stats.extend((mean, var))
-    ctx.x, ctx.weight, ctx.bias = x, weight, bias
+    ctx.save_for_backward(x, weight)
+    ctx.bias = bias
     ctx.params = (axes, shape, eps, count)
     ctx.dev, ctx.rs, ctx.xhat = dev.reshape(xd.shape), rs, None
     return Tensor._make(y, x.dtype)
@@ -302,13 +304,14 @@ class GroupNormEager(Function):
                 coef[2] = np.tile(bias._data, n)
             dc = dev.reshape(1, n * c, length)
             y = kern.apply(dc, dc, coef).reshape(xd.shape)
-        ctx.x, ctx.weight, ctx.bias = x, weight, bias
+        ctx.save_for_backward(x, weight)      # (as PyTorch's: saved-tensor hooks see them)
+        ctx.bias = bias
         ctx.params, ctx.dev, ctx.rs, ctx.count = params, dc, rs, count
         return Tensor._make(y, x.dtype)
 
     @staticmethod
     def backward(ctx, g):
-        x, weight, bias = ctx.x, ctx.weight, ctx.bias
+        (x, weight), bias = ctx.saved_tensors, ctx.bias
         groups, eps, kern = ctx.params
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         if graph.is_grad_enabled():

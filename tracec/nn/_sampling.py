@@ -15,7 +15,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import functions as TF
-from tracec import graph
+from tracec import graph, graph_hooks
 from tracec import ops
 from tracec.tensor import Tensor
 
@@ -87,9 +87,10 @@ def affine_grid(theta, size, align_corners=None):
     base = np.stack(coords + [np.ones_like(coords[0])], -1)
     k = base.shape[-1]
     base_t = Tensor._make(np.ascontiguousarray(base.reshape(1, -1, k)), theta.dtype)
-    grid = TF.matmul(ops.broadcast_to(base_t, (n, base.size // k, k)),
-                     ops.transpose(theta, (0, 2, 1)))
-    graph.hold_constant(grid, 0)   # PyTorch's affine_grid saves no tensor
+    with graph_hooks.packs_deferred():     # (the constant is held before saved-tensor hooks see it)
+        grid = TF.matmul(ops.broadcast_to(base_t, (n, base.size // k, k)),
+                         ops.transpose(theta, (0, 2, 1)))
+        graph.hold_constant(grid, 0)   # PyTorch's affine_grid saves no tensor
     return ops.reshape(grid, (n,) + tuple(spatial) + (k - 1,))
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import functions as TF
-from tracec import graph, ops
+from tracec import graph, graph_hooks, ops
 from tracec import shape_ops as S
 from tracec.wrapper_dispatch import dispatching_operand
 from tracec.nn._basic import (_apply, _elu, _hardtanh, _logsigmoid, _tensor, bilinear,  # noqa: F401
@@ -276,25 +276,30 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
                              f"size {x.shape}")
         if n == 0:        # as PyTorch: an empty batch passes through, statistics untouched
             return _affine_channels(TF.mul(x, 1.0), weight, bias, shape)
-        if eager_direct(x) and _bn.eager_ok(x, weight, bias, eps):
-            # the same value in NumPy, the closed-form gradient (and its
-            # affine inside): _batch_norm_eager
-            y, mean, var = _bn.apply_train(x, weight, bias, axes, shape, eps)
-            weight = bias = None
-        else:
-            y, mean, var = _bn.normalize_prims(x, axes, shape, eps)
-        with graph.no_grad():
-            # momentum may be a 0-d tensor (BatchNorm's cumulative average).
-            if running_mean is not None:
-                running_mean.copy_(TF.add(TF.mul(running_mean, 1.0 - momentum),
-                                          TF.mul(mean.detach(), momentum)))
-            if running_var is not None:
-                # n / (n - 1) as two operations, not a Python float: n may be
-                # a symbolic size (a batch dimension), which must not
-                # specialize the trace.
-                unbiased = TF.div(TF.mul(var.detach(), n), n - 1)
-                running_var.copy_(TF.add(TF.mul(running_var, 1.0 - momentum),
-                                         TF.mul(unbiased, momentum)))
+        # (PyTorch's one native op saves for backward after it has updated
+        # the running statistics: saved-tensor hooks see that order here,
+        # so a checkpoint's recomputation, stopping at its last pack, makes
+        # the update as PyTorch's does)
+        with graph_hooks.packs_deferred():
+            if eager_direct(x) and _bn.eager_ok(x, weight, bias, eps):
+                # the same value in NumPy, the closed-form gradient (and its
+                # affine inside): _batch_norm_eager
+                y, mean, var = _bn.apply_train(x, weight, bias, axes, shape, eps)
+                weight = bias = None
+            else:
+                y, mean, var = _bn.normalize_prims(x, axes, shape, eps)
+            with graph.no_grad():
+                # momentum may be a 0-d tensor (BatchNorm's cumulative average).
+                if running_mean is not None:
+                    running_mean.copy_(TF.add(TF.mul(running_mean, 1.0 - momentum),
+                                              TF.mul(mean.detach(), momentum)))
+                if running_var is not None:
+                    # n / (n - 1) as two operations, not a Python float: n may be
+                    # a symbolic size (a batch dimension), which must not
+                    # specialize the trace.
+                    unbiased = TF.div(TF.mul(var.detach(), n), n - 1)
+                    running_var.copy_(TF.add(TF.mul(running_var, 1.0 - momentum),
+                                             TF.mul(unbiased, momentum)))
     else:
         if running_mean is None or running_var is None:
             raise RuntimeError("batch_norm: running_mean and running_var must be defined in "
