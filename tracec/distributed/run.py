@@ -279,7 +279,9 @@ def run(args) -> None:
     children_import_tracec()        # (a --no-python command's Python too)
     timeout = float(args.shutdown_timeout if args.shutdown_timeout is not None else
                     os.environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", 30))
-    name = os.path.basename(args.training_script) if not args.module else args.training_script
+    # (torch's entrypoint name: the first argument of the command not an option)
+    name = next((a for a in _command(args, 0)[1:] if not a.startswith("-")), "") \
+        if args.no_python and not args.run_path else args.training_script
     restart = 0
     while True:
         procs = []
