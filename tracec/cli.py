@@ -379,7 +379,9 @@ def torchrun(launcher_args):
     each running SCRIPT on tracec with torchrun's environment; ``--help``
     lists torchrun's options)."""
     _install_for_program()
-    _run_module_main("torch.distributed.run", launcher_args)
+    from tracec.distributed.run import main as torchrun_main
+    sys.argv = ["torchrun", *launcher_args]     # (as the torchrun console script's)
+    torchrun_main(list(launcher_args))
 
 
 def _install_for_program() -> None:

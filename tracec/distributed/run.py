@@ -227,6 +227,34 @@ def _command(args, local_rank: int) -> list:
     return cmd + list(args.training_script_args)
 
 
+class SignalException(Exception):
+    """The launcher got one of ``--signals-to-handle``: the workers are
+    stopped and this propagates (torchrun's ``SignalException``)."""
+
+    def __init__(self, msg: str, sigval: signal.Signals):
+        super().__init__(msg)
+        self.sigval = sigval
+
+
+def _terminate(signum, frame):
+    raise SignalException(f"Process {os.getpid()} got signal: {signum}",
+                          sigval=signal.Signals(signum))
+
+
+def _handle_signals(names: str) -> dict:
+    """Install ``_terminate`` for the signals named (those this platform
+    has); returns the handlers replaced.  Only the main thread can."""
+    import threading
+    old = {}
+    if threading.current_thread() is not threading.main_thread():
+        return old
+    for name in names.split(","):
+        sig = getattr(signal, name.strip(), None)
+        if isinstance(sig, signal.Signals):
+            old[sig] = signal.signal(sig, _terminate)
+    return old
+
+
 def _stop(procs, timeout: float) -> None:
     """SIGTERM to the workers still running, SIGKILL to those left after ``timeout``."""
     live = [p for p in procs if p.poll() is None]
@@ -282,6 +310,15 @@ def run(args) -> None:
     # (torch's entrypoint name: the first argument of the command not an option)
     name = next((a for a in _command(args, 0)[1:] if not a.startswith("-")), "") \
         if args.no_python and not args.run_path else args.training_script
+    old = _handle_signals(args.signals_to_handle)
+    try:
+        _launch(args, nproc, addr, port, timeout, name)
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def _launch(args, nproc, addr, port, timeout, name) -> None:
     restart = 0
     while True:
         procs = []
@@ -297,7 +334,11 @@ def run(args) -> None:
                    "TORCHELASTIC_RUN_ID": args.rdzv_id, "TORCHELASTIC_USE_AGENT_STORE": "True",
                    "TORCH_NCCL_ASYNC_ERROR_HANDLING":
                        os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")}
-            procs.append(subprocess.Popen(_command(args, r), env=env))
+            try:
+                procs.append(subprocess.Popen(_command(args, r), env=env))
+            except BaseException:
+                _stop(procs, timeout)
+                raise
         failures = _wait(procs, args.monitor_interval, timeout)
         if not failures:
             return
@@ -333,6 +374,10 @@ def _wait(procs, interval: float, timeout: float) -> dict:
                 # (seen at the same second: min() keeps the first as the root)
                 failures[q] = ProcessFailure(q, p.pid, p.returncode, timestamp=f.timestamp)
         return failures
+    except SignalException as e:
+        _log("W", f"Received {e.sigval} death signal, shutting down workers")
+        _stop(procs, timeout)
+        raise
     except BaseException:
         _stop(procs, timeout)
         raise
