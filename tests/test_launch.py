@@ -16,6 +16,7 @@ import json
 import os
 import pathlib
 import shutil
+import socket
 import subprocess
 import sys
 
@@ -95,7 +96,7 @@ def test_torchrun_gives_each_worker_torchruns_environment(tmp_path):
         assert e == {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
                      "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1",
                      "ROLE_RANK": str(rank), "ROLE_WORLD_SIZE": "2", "ROLE_NAME": "default",
-                     "MASTER_ADDR": "localhost", "MASTER_PORT": port,
+                     "MASTER_ADDR": socket.getfqdn(), "MASTER_PORT": port,
                      "TORCHELASTIC_RUN_ID": envs[0]["TORCHELASTIC_RUN_ID"],
                      "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0",
                      "OMP_NUM_THREADS": "1"}, e
@@ -105,6 +106,9 @@ def test_torchrun_gives_each_worker_torchruns_environment(tmp_path):
     assert [(e["MASTER_ADDR"], e["MASTER_PORT"], e["TORCHELASTIC_RUN_ID"]) for e in envs] == \
         [("127.0.0.1", "29511", "none")]
     assert "OMP_NUM_THREADS" not in r.stderr
+    # c10d: the workers' master is a free port whatever the endpoint (torch 2.13)
+    envs, r = _worker_envs(["--rdzv-backend=c10d", "--rdzv-endpoint=localhost:29400"], tmp_path)
+    assert envs[0]["MASTER_PORT"] != "29400" and envs[0]["TORCHELASTIC_RUN_ID"] == "none"
 
 
 def test_torchrun_failure_summary_restarts_and_single_node(tmp_path):

@@ -15,8 +15,8 @@ torchrun's warning, when unset and more than one worker runs), so that
 Follows PyTorch 2.13's ``torch/distributed/run.py``: the same options (and
 their ``PET_*`` environment defaults); ``--standalone``, or a single node
 with neither ``--master-port`` nor ``--rdzv-endpoint``, picks a free port
-(MASTER_ADDR ``localhost``), else ``--master-addr:--master-port`` (static)
-or the ``--rdzv-endpoint``; the workers inherit this process's stdout and
+(MASTER_ADDR this host's FQDN), else ``--master-addr:--master-port``
+(static); the workers inherit this process's stdout and
 stderr; when one fails the others get SIGTERM (SIGKILL after
 ``--shutdown-timeout``), the group restarts while ``--max-restarts`` allow,
 then ``ChildFailedError`` is raised with torch's summary (the process
@@ -198,16 +198,17 @@ def _free_port(n: int, host: str = "localhost") -> int:
 
 
 def _master(args, nproc: int) -> tuple[str, int]:
-    """(MASTER_ADDR, MASTER_PORT) the workers get."""
+    """(MASTER_ADDR, MASTER_PORT) the workers get: static, ``--master-addr``
+    and ``--master-port`` (or the ``--rdzv-endpoint``); c10d, as torch's
+    ``RendezvousStoreInfo.build``, ``--local-addr`` or this host's FQDN and a
+    free port (whatever the endpoint says)."""
     if args.rdzv_backend == "static":
         if args.rdzv_endpoint:
             host, _, port = args.rdzv_endpoint.rpartition(":")
             return host, int(port)
         return args.master_addr, args.master_port
-    host, _, port = args.rdzv_endpoint.rpartition(":") if ":" in args.rdzv_endpoint \
-        else (args.rdzv_endpoint, "", "29400")
-    host = host or "localhost"
-    return host, (int(port) or _free_port(nproc, host))
+    host = args.local_addr or socket.getfqdn()
+    return host, _free_port(nproc, host)
 
 
 def _command(args, local_rank: int) -> list:
