@@ -151,3 +151,23 @@ def test_run_m_is_python_m(tmp_path):
     got = _tracec(["run", "a.py", "-m", "x", "--help"], tmp_path)
     assert got.stdout == "['a.py', '-m', 'x', '--help']\n", got
     assert os.path.isfile(DDP)
+
+
+def test_local_ranks_filter_and_torchrun_started_by_the_program(tmp_path):
+    # --local-ranks-filter: only rank 1's output reaches the console
+    envs, _ = _worker_envs(["--nproc_per_node=2", "--local-ranks-filter=1"], tmp_path)
+    assert [e["RANK"] for e in envs] == ["1"]
+    # a program that runs `python -m torch.distributed.run` itself: the
+    # child python finds tracec as torch (children_import_tracec), so the
+    # launcher is tracec's (torch's sets TORCHELASTIC_ERROR_FILE)
+    (tmp_path / "outer.py").write_text(
+        "import subprocess, sys\n"
+        f"code = {_PRINT_ENV!r}\n"
+        "r = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node=2',\n"
+        "                    '--no-python', sys.executable, '-c', code, 'RANK,TORCHELASTIC_ERROR_FILE'],\n"
+        "                   capture_output=True, text=True)\n"
+        "print(r.returncode, sorted(r.stdout.splitlines()))\n")
+    got = _tracec(["run", "outer.py"], tmp_path)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == ("0 ['{\"RANK\": \"0\", \"TORCHELASTIC_ERROR_FILE\": null}', "
+                          "'{\"RANK\": \"1\", \"TORCHELASTIC_ERROR_FILE\": null}']\n"), got.stdout

@@ -25,8 +25,9 @@ exits 1, as torchrun does).
 Invariants: one node only (``--nnodes`` above 1 is refused with an error
 naming the limit); the port chosen leaves ``MASTER_PORT + r`` free for
 every rank r, where tracec's gloo ranks listen (``_tcp``); no TCPStore,
-error files or log redirection (``--redirects`` / ``--tee`` /
-``--log-dir`` are accepted and ignored)."""
+error files or log files (``--redirects`` / ``--tee`` / ``--log-dir`` are
+accepted and ignored: the workers write to the console; the output of
+ranks outside ``--local-ranks-filter`` is dropped, not logged)."""
 from __future__ import annotations
 
 import os
@@ -107,7 +108,8 @@ _OPTIONS = [
     (("--log-dir", "--log_dir"), env, str, None, "(ignored)"),
     (("-r", "--redirects"), env, str, "0", "(ignored: workers write to this console)"),
     (("-t", "--tee"), env, str, "0", "(ignored: workers write to this console)"),
-    (("--local-ranks-filter", "--local_ranks_filter"), env, str, "", "(ignored)"),
+    (("--local-ranks-filter", "--local_ranks_filter"), env, str, "",
+     "Only show the output of these local ranks on the console (e.g. 0,1)."),
     (("--node-rank", "--node_rank"), env, int, 0, "Rank of the node (0: a single node)."),
     (("--master-addr", "--master_addr"), env, str, "127.0.0.1",
      "Address of the master node (static rendezvous)."),
@@ -303,6 +305,14 @@ def run(args) -> None:
     if "OMP_NUM_THREADS" not in os.environ and nproc > 1:
         sys.stderr.write(_OMP_WARNING % 1 + "\n")
         os.environ["OMP_NUM_THREADS"] = "1"
+    shown = None
+    if args.local_ranks_filter:
+        try:
+            shown = set(map(int, args.local_ranks_filter.split(",")))
+        except Exception as e:
+            raise ValueError("--local_ranks_filter must be a comma-separated list of integers "
+                             "e.g. --local_ranks_filter=0,1,2") from e
+    args.shown_ranks = shown
     addr, port = _master(args, nproc)
     os.environ["TORCHELASTIC_SIGNALS_TO_HANDLE"] = args.signals_to_handle
     children_import_tracec()        # (a --no-python command's Python too)
@@ -336,7 +346,9 @@ def _launch(args, nproc, addr, port, timeout, name) -> None:
                    "TORCH_NCCL_ASYNC_ERROR_HANDLING":
                        os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")}
             try:
-                procs.append(subprocess.Popen(_command(args, r), env=env))
+                quiet = {} if args.shown_ranks is None or r in args.shown_ranks else \
+                    {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+                procs.append(subprocess.Popen(_command(args, r), env=env, **quiet))
             except BaseException:
                 _stop(procs, timeout)
                 raise
