@@ -20,6 +20,8 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 import torch_recordings
 from program_runner import run_cli
 from test_public_programs_tutorials2 import ENV, assert_output_matches
@@ -171,3 +173,27 @@ def test_local_ranks_filter_and_torchrun_started_by_the_program(tmp_path):
     assert got.returncode == 0, got.stderr
     assert got.stdout == ("0 ['{\"RANK\": \"0\", \"TORCHELASTIC_ERROR_FILE\": null}', "
                           "'{\"RANK\": \"1\", \"TORCHELASTIC_ERROR_FILE\": null}']\n"), got.stdout
+
+
+def test_deprecated_launch_passes_local_rank_and_record_reraises(tmp_path):
+    (tmp_path / "lr.py").write_text("import os, sys\n"
+                                    "sys.stdout.write(f'{sys.argv[1:]} {os.environ[\"LOCAL_RANK\"]}\\n')\n")
+    r = _tracec(["run", "-m", "torch.distributed.launch", "--nproc_per_node=2", "lr.py", "x"],
+                tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.splitlines()) == ["['--local-rank=0', 'x'] 0", "['--local-rank=1', 'x'] 1"]
+    assert "FutureWarning: The module torch.distributed.launch is deprecated" in r.stderr
+    r = _tracec(["run", "-m", "torch.distributed.launch", "--use-env", "--no-python", "true"],
+                tmp_path)
+    assert r.returncode == 0, r.stderr
+
+    from tracec.distributed.elastic.multiprocessing.errors import record
+
+    @record
+    def main(x):
+        if x:
+            raise KeyError(x)
+        return "ok"
+    assert main(0) == "ok" and main.__name__ == "main"
+    with pytest.raises(KeyError, match="5"):
+        main(5)
