@@ -38,6 +38,14 @@ class _AliasLoader(importlib.abc.Loader):
         # give tracec.X its own back (nothing else was overwritten).
         module.__spec__ = self.original_spec
 
+    def get_code(self, fullname):
+        """``tracec.X``'s code: what ``python -m torch.X`` (runpy) runs as
+        ``__main__`` (``tracec run -m torch.distributed.run``)."""
+        return self.original_spec.loader.get_code(self.original_spec.name)
+
+    def is_package(self, fullname):
+        return hasattr(self.target, "__path__")
+
 
 # aliased top-level name -> the tracec package standing in for it
 _ALIASES = {"torch": "tracec", "torchvision": "tracec.vision"}
@@ -67,8 +75,11 @@ class _TorchAliasFinder(importlib.abc.MetaPathFinder):
             _rename_table_classes()
         loader = _AliasLoader(module)
         loader.original_spec = module.__spec__
-        return importlib.machinery.ModuleSpec(
-            fullname, loader, is_package=hasattr(module, "__path__"))
+        spec = importlib.machinery.ModuleSpec(
+            fullname, loader, origin=getattr(module.__spec__, "origin", None),
+            is_package=hasattr(module, "__path__"))
+        spec.has_location = getattr(module.__spec__, "has_location", False)
+        return spec
 
 
 class _AliasDistribution(importlib.metadata.Distribution):

@@ -338,20 +338,22 @@ def demo(epochs, backend, dump_dir):
 
 @main.command(context_settings={"ignore_unknown_options": True,
                                 "allow_interspersed_args": False})
+@click.option("-m", "--module", "as_module", is_flag=True,
+              help="SCRIPT is a module name: run it as `python -m MODULE [ARGS...]` does "
+                   "(a package runs its __main__; `-m torch.distributed.run` is torchrun)")
 @click.argument("script")
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
-def run(script, script_args):
+def run(as_module, script, script_args):
     """Run a PyTorch SCRIPT on tracec (``import torch`` gives tracec), as
-    ``python SCRIPT [ARGS...]`` would: ``__main__``, ``sys.argv``, ``__file__``."""
-    from tracec.as_torch import children_import_tracec, install_as_torch
-    if not os.path.isfile(script):
+    ``python SCRIPT [ARGS...]`` would: ``__main__``, ``sys.argv``, ``__file__``;
+    with ``-m``, as ``python -m MODULE [ARGS...]`` would.  Options after
+    SCRIPT are the script's (``tracec run train.py -m x`` passes ``-m x``)."""
+    if not as_module and not os.path.isfile(script):
         raise click.ClickException(f"no such file: {script}")
-    try:
-        install_as_torch()
-    except RuntimeError as e:
-        raise click.ClickException(str(e)) from None
-    # (the Python processes the script starts import tracec as torch too)
-    children_import_tracec()
+    _install_for_program()
+    if as_module:
+        _run_module_main(script, script_args)
+        return
     sys.argv = [script, *script_args]
     path = os.path.abspath(script)
     sys.path.insert(0, os.path.dirname(path))
@@ -365,6 +367,62 @@ def run(script, script_args):
             tb = tb.tb_next
         traceback.print_exception(type(e), e, tb or e.__traceback__)
         sys.exit(1)
+
+
+@main.command(context_settings={"ignore_unknown_options": True,
+                                "allow_interspersed_args": False,
+                                "help_option_names": []})
+@click.argument("launcher_args", nargs=-1, type=click.UNPROCESSED)
+def torchrun(launcher_args):
+    """``torchrun [OPTIONS] SCRIPT [ARGS...]`` on tracec: the same as
+    ``tracec run -m torch.distributed.run ...`` (single node: N processes
+    each running SCRIPT on tracec with torchrun's environment; ``--help``
+    lists torchrun's options)."""
+    _install_for_program()
+    from tracec.distributed.run import main as torchrun_main
+    sys.argv = ["torchrun", *launcher_args]     # (as the torchrun console script's)
+    torchrun_main(list(launcher_args))
+
+
+def _install_for_program() -> None:
+    """tracec as ``torch`` here and in every Python process the program starts."""
+    from tracec.as_torch import children_import_tracec, install_as_torch
+    try:
+        install_as_torch()
+    except RuntimeError as e:
+        raise click.ClickException(str(e)) from None
+    # (the Python processes the script starts import tracec as torch too)
+    children_import_tracec()
+
+
+def _run_module_main(name: str, args) -> None:
+    """Run the module ``name`` as ``python -m name *args`` does (what python
+    itself calls: ``runpy._run_module_as_main``): ``sys.argv[0]`` the
+    module's file, the working folder first on ``sys.path``, a package's
+    ``__main__``; a module not found is python's one-line error, exit 1.
+    ``__main__`` is a fresh module (as python's, not this command's), which
+    ``spawn``ed workers find by its file.  The program's own error prints
+    its traceback as python prints it, from runpy's first frame, exit 1."""
+    import builtins
+    import runpy
+    import types
+    sys.argv = ["-m", *args]      # (python's argv while it looks the module up)
+    sys.path.insert(0, os.getcwd())
+    module = types.ModuleType("__main__")
+    module.__dict__.update(__builtins__=builtins)
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = module
+    runpy_file = runpy._run_module_as_main.__code__.co_filename
+    try:
+        runpy._run_module_as_main(name, alter_argv=True)
+    except Exception as e:
+        tb = e.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != runpy_file:
+            tb = tb.tb_next
+        traceback.print_exception(type(e), e, tb or e.__traceback__)
+        sys.exit(1)
+    finally:
+        sys.modules["__main__"] = saved
 
 
 def _run_main(path: str) -> None:
