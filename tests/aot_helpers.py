@@ -7,6 +7,7 @@ import sys
 import textwrap
 
 import pytest
+from program_runner import tracec_cli
 
 CC = shutil.which("cc") or shutil.which("gcc")
 needs_cc = pytest.mark.skipif(CC is None, reason="needs a C compiler")
@@ -81,10 +82,15 @@ DRIVER = textwrap.dedent(r"""
 
 
 def tracec_build(src, func, out, *args, env=None, umask=None):
-    cmd = [sys.executable, "-m", "tracec.cli", "build", f"{src}:{func}", *args, "-o", str(out)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **(env or {})},
-                          preexec_fn=(lambda: os.umask(umask)) if umask is not None else None)
+    """``python -m tracec.cli build src:func *args -o out`` (forked from a
+    zygote that has imported tracec, ``program_runner.tracec_cli``, except
+    where the command needs a umask of its own)."""
+    cmd = ["build", f"{src}:{func}", *args, "-o", str(out)]
+    env = {**os.environ, **(env or {})}
+    if umask is None:
+        return tracec_cli(cmd, env=env, timeout=300)
+    return subprocess.run([sys.executable, "-m", "tracec.cli", *cmd], capture_output=True,
+                          text=True, timeout=300, env=env, preexec_fn=lambda: os.umask(umask))
 
 
 def compile_c(src_text, exe, lib_dir, lib="step", name="main.c", compiler=None):

@@ -52,10 +52,20 @@ for line in sys.stdin:
                 os.dup2(f, fd); os.close(f)
             null = os.open(os.devnull, os.O_RDONLY); os.dup2(null, 0); os.close(null)
             sys.stdin = open(0, closefd=False)
-            sys.argv = [tracec.cli.__file__, *req["args"]]
-            sys.path[0] = os.getcwd()      # (python -m puts the working folder first)
+            if req.get("code") is None:    # python -m tracec.cli ARGS
+                sys.argv = [tracec.cli.__file__, *req["args"]]
+                sys.path[0] = os.getcwd()  # (python -m puts the working folder first)
+            else:                          # python -c CODE ARGS
+                sys.argv = ["-c", *req["args"]]
+                sys.path[0] = ""           # (as python -c: the working folder, as '')
             try:
-                tracec.cli.main()
+                if req.get("code") is None:
+                    tracec.cli.main()
+                else:
+                    main = type(sys)("__main__")
+                    main.__dict__.update(__builtins__=__builtins__, __spec__=None, __package__=None)
+                    sys.modules["__main__"] = main
+                    exec(compile(req["code"], "<string>", "exec"), main.__dict__)
                 code = 0
             except SystemExit as e:
                 code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
@@ -99,12 +109,14 @@ class _Zygote:
             raise EOFError("the zygote exited")
         return json.loads(line)
 
-    def run(self, args, cwd, env, timeout):
+    def run(self, args, cwd, env, timeout, code=None):
         import time
+        cmd = [sys.executable, "-m", "tracec.cli", *args] if code is None else \
+            [sys.executable, "-c", code, *args]
         with tempfile.TemporaryDirectory() as d:
             out, err = os.path.join(d, "out"), os.path.join(d, "err")
             self.proc.stdin.write(json.dumps({"args": list(args), "cwd": str(cwd), "env": env,
-                                              "stdout": out, "stderr": err}) + "\n")
+                                              "stdout": out, "stderr": err, "code": code}) + "\n")
             self.proc.stdin.flush()
             deadline = None if timeout is None else time.monotonic() + timeout
             pid = self._line(deadline)["pid"]
@@ -112,10 +124,8 @@ class _Zygote:
             if done is None:
                 os.killpg(pid, signal.SIGKILL)
                 self._line(None)
-                raise subprocess.TimeoutExpired([sys.executable, "-m", "tracec.cli", *args],
-                                                timeout, _read(out), _read(err))
-            return subprocess.CompletedProcess([sys.executable, "-m", "tracec.cli", *args],
-                                               done["rc"], _read(out), _read(err))
+                raise subprocess.TimeoutExpired(cmd, timeout, _read(out), _read(err))
+            return subprocess.CompletedProcess(cmd, done["rc"], _read(out), _read(err))
 
     def close(self):
         try:
@@ -148,6 +158,49 @@ def run_cli(args, cwd, env, timeout=600):
     logger folders, for one) is not left behind on the machine."""
     with tempfile.TemporaryDirectory(prefix="tracec-run-") as tmp:
         return _run_cli(args, cwd, {**env, "TMPDIR": tmp}, timeout)
+
+
+def tracec_cli(args, cwd=None, env=None, timeout=None):
+    """Exactly ``subprocess.run([sys.executable, "-m", "tracec.cli", *args],
+    cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)``
+    (``env`` None: this process's environment, as subprocess passes it;
+    ``cwd`` None: the current folder), forked from a zygote: for the tests
+    of the CLI itself (``build``, ``dump``, ``run``), which used to pay a
+    fresh interpreter's imports per command.  Unlike ``run_cli`` it sets
+    nothing in the environment (no ``TRACEC_CHECKS``, no ``TMPDIR``)."""
+    return _forked(None, [str(a) for a in args], cwd, env, timeout)
+
+
+def python_c(code, *args, cwd=None, env=None, timeout=None):
+    """``subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=env,
+    capture_output=True, text=True, timeout=timeout)``, forked from a
+    zygote: for a check that a *new process* (nothing compiled or loaded in
+    memory: a zygote has run only imports) finds what an earlier one left,
+    e.g. in the disk cache.  Not for code that looks at which modules are
+    imported (the zygote has imported tracec's compile stack, numpy, xDSL,
+    llvmlite), nor for tracec's import-time behaviour."""
+    return _forked(code, [str(a) for a in args], cwd, env, timeout)
+
+
+def _forked(code, args, cwd, env, timeout):
+    env = dict(os.environ if env is None else env)
+    cwd = os.getcwd() if cwd is None else str(cwd)
+    cmd = [sys.executable, "-m", "tracec.cli", *args] if code is None else \
+        [sys.executable, "-c", code, *args]
+    if not hasattr(os, "fork"):
+        return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    key = tuple(sorted((k, v) for k, v in env.items() if k not in _LATE))
+    z = _zygotes.get(key)
+    if z is None or z.proc.poll() is not None:
+        z = _zygotes[key] = _Zygote(env)
+    try:
+        return z.run(args, cwd, env, timeout, code)
+    except (EOFError, BrokenPipeError, OSError, TypeError):
+        _zygotes.pop(key, None)
+        z.close()
+        return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=timeout)
 
 
 def _run_cli(args, cwd, env, timeout):

@@ -5,11 +5,11 @@ import re
 import runpy
 import shutil
 import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
+from program_runner import tracec_cli
 
 USER = textwrap.dedent("""
     import tracec
@@ -66,10 +66,8 @@ C_MAIN = textwrap.dedent("""
 def test_built_training_step_runs_from_c_and_matches_eager(tmp_path):
     user = tmp_path / "step.py"
     user.write_text(USER)
-    r = subprocess.run([sys.executable, "-m", "tracec.cli", "build", f"{user}:train_step",
-                        "--arg", "x=f32[8,12]", "--arg", "y=i64[8]", "-o",
-                        str(tmp_path / "out" / "libstep.so")], capture_output=True, text=True,
-                       timeout=300)
+    r = tracec_cli(["build", f"{user}:train_step", "--arg", "x=f32[8,12]", "--arg",
+                    "y=i64[8]", "-o", str(tmp_path / "out" / "libstep.so")], timeout=300)
     assert r.returncode == 0, r.stderr
     header = (tmp_path / "out" / "libstep.h").read_text()
     decls = re.sub(r"\s+", " ", re.sub(r"/\*.*?\*/", " ", header, flags=re.S))
@@ -122,9 +120,8 @@ def test_library_exports_only_its_api_and_a_failed_call_changes_no_state(tmp_pat
     user = tmp_path / "step.py"
     user.write_text(USER)
     lib_path = tmp_path / "out" / "libstep.so"
-    r = subprocess.run([sys.executable, "-m", "tracec.cli", "build", f"{user}:train_step",
-                        "--arg", "x=f32[8,12]", "--arg", "y=i64[8]", "-o", str(lib_path)],
-                       capture_output=True, text=True, timeout=300)
+    r = tracec_cli(["build", f"{user}:train_step", "--arg", "x=f32[8,12]", "--arg",
+                    "y=i64[8]", "-o", str(lib_path)], timeout=300)
     assert r.returncode == 0, r.stderr
     lib = ctypes.CDLL(str(lib_path))
     assert lib.train_step and lib.train_step_error_message

@@ -1,11 +1,10 @@
 """The on-disk cache across real processes: reuse, corruption, atomicity."""
 import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from program_runner import python_c
 
 from tracec.backends.cache import DiskCache
 
@@ -35,8 +34,8 @@ SCRIPT = textwrap.dedent("""
 
 
 def _run(cache_dir):
-    r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
-                       timeout=300, env={**os.environ, "TRACEC_CACHE_DIR": str(cache_dir)})
+    # (a new process: forked from a zygote that has only imported tracec)
+    r = python_c(SCRIPT, timeout=300, env={**os.environ, "TRACEC_CACHE_DIR": str(cache_dir)})
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1])
 

@@ -1,10 +1,9 @@
 """The command line, run as a real subprocess."""
 import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from program_runner import tracec_cli as run_tracec_cli
 
 USER = textwrap.dedent("""
     import tracec
@@ -26,8 +25,7 @@ USER = textwrap.dedent("""
 
 
 def tracec_cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "tracec.cli", *args], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, **(env or {})})
+    return run_tracec_cli(args, env={**os.environ, **(env or {})}, timeout=120)
 
 
 @pytest.fixture(scope="module")
@@ -75,19 +73,15 @@ def test_cache_info_and_clear(tmp_path):
 def test_dump_and_build_a_forward_that_returns_tensors_needing_grad(tmp_path):
     """A model's forward (its result requires grad) dumps and builds: nothing
     backpropagates through tracec build / dump, so it is compiled as is."""
-    import subprocess
-    import sys
     src = tmp_path / "m.py"
     src.write_text("import tracec\nfrom tracec import nn\ntracec.manual_seed(0)\n"
                    "model = nn.Sequential(nn.Linear(4, 3), nn.ReLU())\n"
                    "def fwd(x):\n    return model(x)\n")
-    r = subprocess.run([sys.executable, "-m", "tracec.cli", "dump", f"{src}:fwd",
-                        "--arg", "x=f32[2,4]", "--stage", "optimized"],
-                       capture_output=True, text=True, timeout=120)
+    r = run_tracec_cli(["dump", f"{src}:fwd", "--arg", "x=f32[2,4]", "--stage", "optimized"],
+                       timeout=120)
     assert r.returncode == 0 and "tracec.matmul" in r.stdout, r.stderr
-    r = subprocess.run([sys.executable, "-m", "tracec.cli", "build", f"{src}:fwd",
-                        "--arg", "x=f32[2,4]", "-o", str(tmp_path / "libfwd.so")],
-                       capture_output=True, text=True, timeout=300)
+    r = run_tracec_cli(["build", f"{src}:fwd", "--arg", "x=f32[2,4]", "-o",
+                        str(tmp_path / "libfwd.so")], timeout=300)
     assert r.returncode == 0, r.stderr
     assert "float *out" in (tmp_path / "libfwd.h").read_text()
 

@@ -1,18 +1,15 @@
 """``tracec demo`` end to end, as a user runs it."""
 import os
 import re
-import subprocess
-import sys
 
 import pytest
+from program_runner import tracec_cli
 
 
 @pytest.mark.slow
 def test_demo_trains_to_95_percent_and_dumps_ir(tmp_path):
     env = {**os.environ, "TRACEC_CACHE_DIR": str(tmp_path / "cache")}
-    r = subprocess.run([sys.executable, "-m", "tracec.cli", "demo", "--dump-dir",
-                        str(tmp_path / "ir")], capture_output=True, text=True, timeout=600,
-                       env=env)
+    r = tracec_cli(["demo", "--dump-dir", str(tmp_path / "ir")], env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout
     accs = [float(a) for a in re.findall(r"test accuracy\s+([\d.]+)%", out)]

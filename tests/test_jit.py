@@ -49,10 +49,11 @@ def test_jit_save_and_load_round_trip_as_the_saving_tutorial_does(tmp_path):
     script = tmp_path / "export.py"
     script.write_text(JIT_SCRIPT)
     out = {}
-    for name, cmd in (("tracec", [sys.executable, "-m", "tracec.cli", "run"]),
-                      ("torch", [sys.executable])):
-        r = subprocess.run([*cmd, str(script), str(tmp_path / f"{name}.pt")], cwd=tmp_path,
-                           capture_output=True, text=True)
+    from program_runner import tracec_cli
+    for name in ("tracec", "torch"):
+        args = [str(script), str(tmp_path / f"{name}.pt")]
+        r = tracec_cli(["run", *args], cwd=tmp_path) if name == "tracec" else \
+            subprocess.run([sys.executable, *args], cwd=tmp_path, capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-2000:]
         out[name] = r.stdout
     assert out["tracec"] == out["torch"] and out["tracec"].startswith("True")

@@ -1,7 +1,5 @@
 """``tracec.multiprocessing``: shared-memory tensors seen across forked
 processes (Hogwild), and ``spawn`` with PyTorch's error reporting."""
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -9,6 +7,7 @@ import pytest
 
 import tracec
 import tracec.multiprocessing as mp
+from program_runner import tracec_cli
 
 
 def _hogwild_worker(model, rank):
@@ -71,7 +70,6 @@ def test_spawn_under_install_as_torch(tmp_path):
             mp.spawn(run, args=(2, q), nprocs=2, join=True)
             print(sorted([q.get(), q.get()]))
     """))
-    out = subprocess.run([sys.executable, "-m", "tracec.cli", "run", str(script)],
-                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    out = tracec_cli(["run", str(script)], cwd=tmp_path, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip() == "[(0, 2, 3.0), (1, 2, 3.0)]"

@@ -8,6 +8,7 @@ import torch
 
 import tracec
 import tracec.utils.checkpoint as tcp
+from program_runner import tracec_cli
 
 
 def test_torch_compile_arguments_are_accepted():
@@ -65,8 +66,7 @@ def test_config_submodules_import_as_in_gpt_fast(tmp_path):
     want = "True True 64 SDPBackend.MATH SDPBackend.FLASH_ATTENTION 0"
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == want, r.stderr   # real torch
-    r = subprocess.run([sys.executable, "-m", "tracec.cli", "run", str(script)],
-                       capture_output=True, text=True)
+    r = tracec_cli(["run", str(script)])
     assert r.returncode == 0 and r.stdout.strip() == want, r.stderr
 
 

@@ -15,6 +15,7 @@ import pytest
 
 import tracec
 from tracec.torch_save import encodable, save_torch
+from program_runner import tracec_cli
 
 torch = pytest.importorskip("torch")
 
@@ -43,8 +44,7 @@ SCRIPT = textwrap.dedent("""
 def saved(tmp_path_factory):
     d = tmp_path_factory.mktemp("torchfmt")
     (d / "prog.py").write_text(SCRIPT)
-    r = subprocess.run([sys.executable, "-m", "tracec.cli", "run", str(d / "prog.py"),
-                        str(d / "ckpt.pt"), str(d / "args.pt")], capture_output=True, text=True)
+    r = tracec_cli(["run", str(d / "prog.py"), str(d / "ckpt.pt"), str(d / "args.pt")])
     assert r.returncode == 0, r.stderr
     want = {line.split(" ", 1)[0]: eval(line.split(" ", 1)[1]) for line in r.stdout.splitlines()}
     return d, want
@@ -110,9 +110,10 @@ def test_a_tensor_subclass_crosses_as_in_pytorch(tmp_path):
             u = torch.load(sys.argv[1], weights_only=False)["t"]
             print(type(u).__name__, u.tag, u.tolist())
     """))
-    for run in ([sys.executable, "-m", "tracec.cli", "run"], [sys.executable]):
-        r = subprocess.run([*run, str(script), str(tmp_path / "s.pt"), "load"],
-                           capture_output=True, text=True)
+    for cli in (True, False):
+        args = [str(script), str(tmp_path / "s.pt"), "load"]
+        r = tracec_cli(["run", *args]) if cli else \
+            subprocess.run([sys.executable, *args], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
         assert r.stdout.strip() == "Mine x [1.0, 1.0]"
         assert zipfile.is_zipfile(tmp_path / "s.pt")

@@ -8,6 +8,7 @@ import pytest
 import tracec
 from tracec.utils import _pytree as tp
 from tracec.utils.hooks import RemovableHandle
+from program_runner import tracec_cli
 
 torch = pytest.importorskip("torch")
 import torch.utils._pytree as P  # noqa: E402
@@ -113,8 +114,6 @@ def test_removable_handle_as_torch():
 
 
 def test_type_alias_modules_import_under_tracec_run(tmp_path):
-    import subprocess
-    import sys
     prog = tmp_path / "p.py"
     prog.write_text(
         "from torch.types import _size, Number, Device, _dtype\n"
@@ -126,8 +125,7 @@ def test_type_alias_modules_import_under_tracec_run(tmp_path):
         "    return (x, x) if isinstance(x, int) else x\n"
         "leaves, spec = tree_flatten({'a': torch.ones(2), 'b': [torch.zeros(1)]})\n"
         "print(f(3, 1.0), len(leaves), tree_unflatten(leaves, spec)['b'][0].shape)\n")
-    r = subprocess.run([sys.executable, "-m", "tracec.cli", "run", str(prog)],
-                       capture_output=True, text=True, timeout=120)
+    r = tracec_cli(["run", str(prog)], timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "(3, 3) 2 torch.Size([1])", r.stdout
 

@@ -3,7 +3,6 @@ compile of a symbolic trace serves every size; the disk cache holds it for
 every size; a size guard of the passes or the lowering gets another
 version.  See tracec/size_generic.py and tracec/backends/cpu/sized.py."""
 import os
-import subprocess
 import sys
 import textwrap
 
@@ -17,6 +16,7 @@ import tracec.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "compile"))
 from lm_program import make_step, random_batches  # noqa: E402
+from program_runner import python_c  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -175,8 +175,8 @@ def _run_script(script: str, *sizes):
     """The last line ``script`` prints, evaluated: the script run in a new
     process with the sizes as arguments."""
     env = dict(os.environ, PYTHONPATH=ROOT)
-    out = subprocess.run([sys.executable, "-c", script, *map(str, sizes)], env=env,
-                         capture_output=True, text=True, cwd=ROOT)
+    # (a new process: forked from a zygote that has only imported tracec)
+    out = python_c(script, *sizes, env=env, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-3000:]
     return eval(out.stdout.strip().splitlines()[-1])
 

@@ -23,6 +23,7 @@ import tracec.nn.functional as F
 from tracec import ops
 from tracec.passes.fusion import count_kernels
 from tracec.ir import parse_module
+from program_runner import tracec_cli
 
 HERE = __file__.rsplit("/", 1)[-1]
 
@@ -278,15 +279,12 @@ def test_aot_library_returns_the_checks_error_code(tmp_path):
     """A ``tracec build`` library returns the failed check's code, which
     ``<fn>_error_message`` explains (the user's file:line, PyTorch's words)."""
     import ctypes
-    import subprocess
-    import sys
     user = tmp_path / "step.py"
     user.write_text(AOT_USER)
     lib_path = tmp_path / "libstep.so"
     # (the build traces with zeros: b + 1 is then no zero)
-    r = subprocess.run([sys.executable, "-m", "tracec.cli", "build", f"{user}:step",
-                        "--arg", "a=i64[4]", "--arg", "b=i64[4]", "-o", str(lib_path)],
-                       capture_output=True, text=True, timeout=300)
+    r = tracec_cli(["build", f"{user}:step", "--arg", "a=i64[4]", "--arg", "b=i64[4]",
+                    "-o", str(lib_path)], timeout=300)
     assert r.returncode == 0, r.stderr
     lib = ctypes.CDLL(str(lib_path))
     lib.step_error_message.restype = ctypes.c_char_p

@@ -1,19 +1,17 @@
 """Issue 15 item 4: ``tracec explain FILE.py:FUNC --arg ...``."""
 import os
-import subprocess
-import sys
 
 import tracec
 from tracec.explain import explain
 from inspect_programs import batch, mlp_step
+from program_runner import tracec_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAM = os.path.join(HERE, "inspect_programs.py")
 
 
 def _cli(*args):
-    r = subprocess.run([sys.executable, "-m", "tracec.cli", "explain", *args],
-                       capture_output=True, text=True, timeout=300)
+    r = tracec_cli(["explain", *args], timeout=300)
     assert r.returncode == 0, r.stderr
     return r.stdout
 

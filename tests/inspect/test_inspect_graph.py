@@ -4,7 +4,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 
 import pytest
 
@@ -12,6 +11,7 @@ import tracec
 from tracec import graphview
 from tracec.passes.fusion import count_kernels
 from inspect_programs import batch, mlp_step
+from program_runner import tracec_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAM = os.path.join(HERE, "inspect_programs.py")
@@ -31,9 +31,8 @@ def optimized():
 
 
 def _dump(fmt, out):
-    r = subprocess.run([sys.executable, "-m", "tracec.cli", "dump", PROGRAM + ":step", *ARGS,
-                        "--format", fmt, "-o", str(out)],
-                       capture_output=True, text=True, timeout=300)
+    r = tracec_cli(["dump", PROGRAM + ":step", *ARGS, "--format", fmt, "-o", str(out)],
+                   timeout=300)
     assert r.returncode == 0, r.stderr
     return out.read_text()
 

@@ -1,8 +1,6 @@
 """Issue 15 item 1: traced arguments and results carry the user's names, in
 the IR (surviving a print/parse round trip), in ``tracec dump``, in guard
 failures and in errors from compiled code."""
-import subprocess
-import sys
 import os
 
 import pytest
@@ -10,6 +8,7 @@ import pytest
 import tracec
 from tracec import ir
 from inspect_programs import batch, mlp_step
+from program_runner import tracec_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -61,10 +60,9 @@ def test_container_arguments_and_rng_are_named():
 
 
 def test_dump_shows_the_names():
-    r = subprocess.run([sys.executable, "-m", "tracec.cli", "dump",
-                        os.path.join(HERE, "inspect_programs.py") + ":step",
-                        "--arg", "x=f32[8,32]", "--arg", "y=i64[8]", "--stage", "trace"],
-                       capture_output=True, text=True, timeout=300)
+    r = tracec_cli(["dump", os.path.join(HERE, "inspect_programs.py") + ":step",
+                    "--arg", "x=f32[8,32]", "--arg", "y=i64[8]", "--stage", "trace"],
+                   timeout=300)
     assert r.returncode == 0, r.stderr
     assert 'loc("model.0.weight")' in r.stdout
     assert 'tracec.name = "model.0.weight.grad"' in r.stdout

@@ -1,5 +1,5 @@
 """fastai's vision quickstart on tiny generated images: ImageDataLoaders.from_name_func
-over 64-pixel PNGs written to the working folder, vision_learner(resnet18, pretrained=False),
+over 32-pixel PNGs written to the working folder, vision_learner(resnet18, pretrained=False),
 fit_one_cycle, predict, get_preds, export / load_learner, save / load, and a WGAN
 (GANLearner.wgan with basic_generator / basic_critic) on generated images."""
 import random
@@ -18,7 +18,7 @@ path.mkdir(exist_ok=True)
 rng = np.random.RandomState(0)
 for i in range(24):
     cat = i % 2 == 0
-    arr = rng.randint(0, 256, (64, 64, 3)).astype(np.uint8)
+    arr = rng.randint(0, 256, (32, 32, 3)).astype(np.uint8)
     if cat:
         arr[:, :, 0] = 255 - arr[:, :, 0] // 4
     name = ("Cat" if cat else "dog") + f"_{i}.png"
@@ -31,7 +31,7 @@ def is_cat(x): return x[0].isupper()
 
 dls = ImageDataLoaders.from_name_func(
     path, files, valid_pct=0.25, seed=42,
-    label_func=is_cat, item_tfms=Resize(64), bs=8, num_workers=0)
+    label_func=is_cat, item_tfms=Resize(32), bs=8, num_workers=0)
 print("vocab", dls.vocab, "train", len(dls.train_ds), "valid", len(dls.valid_ds))
 xb, yb = dls.one_batch()
 print(type(xb).__name__, tuple(xb.shape), xb.dtype, type(yb).__name__, yb.tolist())
