@@ -17,7 +17,6 @@ forward passes and training step under ``torch.compile`` (tracec's, the
 ``interp`` and ``cpu`` backends), where the compiled code must also have
 run (calls that hit a trace).
 """
-import base64
 import os
 import pathlib
 import re
@@ -26,7 +25,6 @@ import sys
 
 import numpy as np
 import pytest
-import torch_recordings
 from program_runner import run_cli
 
 pytest.importorskip("torch")
@@ -37,47 +35,22 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 PROGRAMS = ["meta", "llama2c"]
 
 
-#: the recording's extra key input: what the torch run's environment sets
-#: and how its two .npz files are stored in the recording's text
-REC_EXTRA = "OMP_NUM_THREADS=1 check.py eager; base64 npz: reference, weights"
-
-
-def _rec_key(prog):
-    files = torch_recordings.program_files(PROGS / prog / "check.py")
-    return f"llama/{prog}", files, ["eager"], REC_EXTRA
-
-
 @pytest.fixture(scope="module")
 def torch_refs(tmp_path_factory):
-    """``program -> (reference .npz, weights .npz)``: torch's run of the
-    program's check.py (its freshly initialized weights and everything it
-    computes), replayed from its recording (``torch_recordings``: the two
-    files' bytes, base64, in the recording's text) or run now, one torch
-    process per program, started together."""
+    """``program -> (reference .npz, weights .npz)``, from one torch run each."""
     out = tmp_path_factory.mktemp("llama_refs")
-    replay = {prog: torch_recordings.stored(*_rec_key(prog)) for prog in PROGRAMS}
     procs = {}
     for prog in PROGRAMS:
-        if replay[prog] is None:
-            procs[prog] = subprocess.Popen(
-                [sys.executable, "check.py", str(out / f"{prog}.npz"), str(out / f"{prog}.w.npz"),
-                 "eager"], cwd=PROGS / prog, env=ENV, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, text=True)
+        procs[prog] = subprocess.Popen(
+            [sys.executable, "check.py", str(out / f"{prog}.npz"), str(out / f"{prog}.w.npz"),
+             "eager"], cwd=PROGS / prog, env=ENV, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
     done = {}
-
-    def run(prog):
-        so, se = procs[prog].communicate(timeout=600)
-        assert procs[prog].returncode == 0, f"torch failed:\n{so[-2000:]}\n{se[-4000:]}"
-        return "\n".join(base64.b64encode((out / name).read_bytes()).decode()
-                         for name in (f"{prog}.npz", f"{prog}.w.npz")) + "\n"
 
     def get(prog):
         if prog not in done:
-            text = replay[prog] if replay[prog] is not None else \
-                torch_recordings.torch_output(*_rec_key(prog), lambda: run(prog))
-            ref, weights = text.split()
-            (out / f"{prog}.npz").write_bytes(base64.b64decode(ref))
-            (out / f"{prog}.w.npz").write_bytes(base64.b64decode(weights))
+            so, se = procs[prog].communicate(timeout=600)
+            assert procs[prog].returncode == 0, f"torch failed:\n{so[-2000:]}\n{se[-4000:]}"
             done[prog] = (out / f"{prog}.npz", out / f"{prog}.w.npz")
         return done[prog]
     yield get
