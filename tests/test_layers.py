@@ -64,7 +64,9 @@ LAYERS = [
     ("tools", ["tracec.aot", "tracec.demo", "tracec.cli", "tracec.__init__", "tracec.graphview",
                "tracec.explain", "tracec._dynamo", "tracec._dynamo_parts", "tracec._inductor",
                "tracec.as_torch", "tracec.einops_backend", "tracec.library",
-               "tracec.export", "tracec.aten_ops", "tracec._ops", "tracec.torch_shim"]),
+               "tracec.export", "tracec.aten_ops", "tracec._ops", "tracec.torch_shim",
+               # torchrun and torch.distributed.launch: launchers, as the CLI
+               "tracec.distributed.run", "tracec.distributed.launch"]),
 ]
 # What each layer may import besides itself (DESIGN.md's arrows).
 ALLOWED = {
@@ -81,11 +83,14 @@ ALLOWED = {
 
 
 def layer_of(module: str):
+    """The layer of the longest prefix of ``module`` listed (a tool module
+    inside a frontend package, as ``tracec.distributed.run``, is a tool)."""
+    best, best_len = None, -1
     for name, prefixes in LAYERS:
         for p in prefixes:
-            if module == p or module.startswith(p + "."):
-                return name
-    return None
+            if (module == p or module.startswith(p + ".")) and len(p) > best_len:
+                best, best_len = name, len(p)
+    return best
 
 
 def imports(path: pathlib.Path, module: str):
