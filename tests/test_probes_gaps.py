@@ -36,3 +36,32 @@ def test_index_put_dtype_mismatch_message():
             L.zeros(3).index_put_((L.tensor([1]),), L.tensor([1]), accumulate=True)
         msgs.append(str(e.value))
     assert msgs[1] == msgs[0]
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "int32", "int64"])
+def test_right_shift_past_the_value_bits(dtype):
+    # 2 ** count wrapped: int8 >> 7 gave 1 for -128, >> 8 raised ZeroDivisionError
+    def f(L):
+        d = getattr(L, dtype)
+        info = L.iinfo(d)
+        a = L.tensor([info.min, 200 if dtype == "uint8" else -1, 5, info.max], dtype=d)
+        out = []
+        for s in (0, 1, info.bits - 2, info.bits - 1, info.bits, info.bits + 3) + (
+                () if dtype == "uint8" else (-1,)):
+            out += [(a >> s).tolist(), (a >> L.full((4,), s, dtype=d)).tolist(),
+                    (a << s).tolist()]
+        return out
+    a, b = _both(f)
+    assert b == a
+
+
+@pytest.mark.parametrize("op", ["&=", "|=", "^=", "<<=", ">>=", "**="])
+def test_augmented_operators_write_views_in_place(op):
+    # without __iand__ & co. Python rebound ``v &= m`` to ``v & m``: x unchanged
+    def f(L):
+        x = L.tensor([12, 10, 7, -8])
+        v = x[1:]
+        exec(f"v {op} 2", {}, {"v": v})
+        return x.tolist()
+    a, b = _both(f)
+    assert b == a
