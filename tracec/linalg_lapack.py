@@ -181,7 +181,16 @@ def _det_fwd(ctx, a):
 
 
 def _det_bwd(ctx, g):
-    return ((g * ctx.det)[..., None, None] * _mT(np.linalg.inv(ctx.a)),)
+    """``g det A^-T``, as PyTorch's LU solve of ``A^H X = g det I`` gives it:
+    where det is 0 that right-hand side is zero and so is the gradient (a
+    singular matrix has no inverse to raise on)."""
+    d = g * ctx.det
+    a = ctx.a
+    singular = ctx.det == 0
+    if np.any(singular):
+        eye = np.eye(a.shape[-1], dtype=a.dtype)
+        a = np.where(singular[..., None, None], eye, a)   # any invertible stand-in
+    return (d[..., None, None] * _mT(np.linalg.inv(a)),)
 
 
 _det = _function("LinalgDet", _det_fwd, _det_bwd)
