@@ -77,3 +77,22 @@ def test_det_backward_of_singular_matrices():
         return [abs(v) for v in x.grad.flatten().tolist()]
     a, b = _both(f)
     assert b == pytest.approx(a)
+
+
+@pytest.mark.parametrize("key", ["rows", "elements"])
+def test_setitem_repeated_indices_gradient_of_every_value(key):
+    # y[idx] = v with idx repeating: the last write wins, but torch's
+    # index_put backward gives every v entry the gradient at its target
+    # (tracec gave the shadowed writes 0)
+    def f(L):
+        x = L.zeros(4, 3, dtype=L.float64, requires_grad=True)
+        v = L.arange(1., 7., dtype=L.float64).reshape(2, 3).requires_grad_()
+        y = x * 1
+        if key == "rows":
+            y[L.tensor([1, 1])] = v
+        else:
+            y[L.tensor([1, 1]), L.tensor([0, 0])] = v[:, 0]
+        (y * L.arange(1., 13., dtype=L.float64).reshape(4, 3)).sum().backward()
+        return y.tolist(), x.grad.tolist(), v.grad.tolist()
+    a, b = _both(f)
+    assert b == a
