@@ -96,3 +96,16 @@ def test_setitem_repeated_indices_gradient_of_every_value(key):
         return y.tolist(), x.grad.tolist(), v.grad.tolist()
     a, b = _both(f)
     assert b == a
+
+
+def test_out_resize_warning_text_and_line():
+    import warnings
+    msgs = []
+    for L in (torch, tracec):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            o = L.empty(())
+            L.sum(L.ones(2, 3), 0, out=o)
+        msgs.append([(str(x.message), x.filename) for x in w])
+    assert msgs[1] == msgs[0]
+    assert msgs[0][0][1] == __file__
