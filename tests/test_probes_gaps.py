@@ -109,3 +109,65 @@ def test_out_resize_warning_text_and_line():
         msgs.append([(str(x.message), x.filename) for x in w])
     assert msgs[1] == msgs[0]
     assert msgs[0][0][1] == __file__
+
+
+def _singular(L):
+    return L.stack([L.eye(2), L.tensor([[1.0, 2.0], [2.0, 4.0]]), L.zeros(2, 2)])
+
+
+def _same(a, b):
+    import numpy as np
+    np.testing.assert_array_equal(b.numpy(), a.numpy())
+    assert b.dtype.__repr__().split(".")[-1] == a.dtype.__repr__().split(".")[-1]
+
+
+def test_inv_ex_and_solve_ex_of_singular_matrices_report_info():
+    # tracec raised where torch returns LAPACK's info and its inf / NaN solve
+    for f in (lambda L: L.linalg.inv_ex(_singular(L)),
+              lambda L: L.linalg.solve_ex(_singular(L), L.ones(2)),
+              lambda L: L.linalg.solve_ex(_singular(L)[1], L.ones(3, 2), left=False)):
+        (xa, ia), (xb, ib) = _both(f)
+        _same(xa, xb)
+        _same(ia, ib)
+
+
+def test_singular_matrix_errors_name_the_pivot_and_batch_element():
+    for f in (lambda L: L.linalg.inv(_singular(L)), lambda L: L.linalg.solve(_singular(L), L.ones(2)),
+              lambda L: L.linalg.inv_ex(_singular(L)[1], check_errors=True)):
+        msgs = []
+        for L in (torch, tracec):
+            with pytest.raises(RuntimeError) as e:
+                f(L)
+            msgs.append(str(e.value))
+        assert msgs[1] == msgs[0]
+
+
+@pytest.mark.parametrize("p", ["fro", 1, float("inf")])
+def test_cond_of_singular_matrices_is_inf(p):
+    a, b = _both(lambda L: L.linalg.cond(_singular(L), p))
+    _same(a, b)
+
+
+@pytest.mark.parametrize("fn", ["slogdet", "logdet"])
+def test_logabsdet_gradient_of_singular_matrices(fn):
+    # backward raised LinAlgError; torch's LU solve leaves its zero pivot's inf / NaN
+    def f(L):
+        out = []
+        for m in ([[1.0, 2.0], [2.0, 4.0]], [[0.0, 0.0], [0.0, 0.0]],
+                  [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]]):
+            x = L.tensor(m, requires_grad=True)
+            (L.linalg.slogdet(x)[1] if fn == "slogdet" else L.logdet(x)).backward()
+            out.append(x.grad)
+        return out
+    a, b = _both(f)
+    for x, y in zip(a, b):
+        _same(x, y)
+
+
+def test_lu_factor_scales_by_the_pivot_reciprocal():
+    # getf2 multiplies by 1 / pivot: float32 factors differed in the last bit
+    def f(L):
+        return L.linalg.lu_factor(L.tensor([[0.3, 0.7, 0.1], [0.9, 0.2, 0.4], [0.6, 0.1, 0.5]]))
+    (la, pa), (lb, pb) = _both(f)
+    _same(la, lb)
+    _same(pa, pb)

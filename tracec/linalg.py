@@ -519,13 +519,20 @@ def _torch_vander(x, N=None, increasing=False):  # noqa: N803
 
 def cond(A, p=None):
     """Condition number: largest over smallest singular value (p None or 2,
-    -2 the reverse), else ``norm(A, p) * norm(inv(A), p)``."""
+    -2 the reverse), ``sum(s) * sum(1 / s)`` for 'nuc', else
+    ``norm(A, p) * norm(inv(A), p)`` (inf for a singular A)."""
     A = _float_input(A, "linalg.cond")
     if p is None or p in (2, -2):
         s = svdvals(A)
         hi, lo = F.amax(s, -1), F.amin(s, -1)
         return F.div(lo, hi) if p == -2 else F.div(hi, lo)
-    return F.mul(matrix_norm(A, p), matrix_norm(inv(A), p))
+    if p == "nuc":   # (PyTorch's: from the singular values, no inverse)
+        s = svdvals(A)
+        return F.mul(F.sum(s, -1), F.sum(F.reciprocal(s), -1))
+    # PyTorch's: inv_ex, and inf where A is singular (a zero A too)
+    inverse_, info = inv_ex(A)
+    return F.where(F.gt(info, 0), float("inf"),
+                   F.mul(matrix_norm(A, p), matrix_norm(inverse_, p)))
 
 
 def tensorinv(A, ind=2):
