@@ -171,3 +171,15 @@ def test_lu_factor_scales_by_the_pivot_reciprocal():
     (la, pa), (lb, pb) = _both(f)
     _same(la, lb)
     _same(pa, pb)
+
+
+@pytest.mark.parametrize("fn", ["ihfft", "ihfft2", "ihfftn"])
+def test_ihfftn_is_not_a_conjugate_view(fn):
+    # tracec's ihfft2 / ihfftn were conj views: view_as_real raised
+    def f(L):
+        L.manual_seed(0)
+        y = getattr(L.fft, fn)(L.randn(3, 4))
+        return y.is_conj(), L.view_as_real(y.resolve_conj() if y.is_conj() else y).flatten().tolist()
+    (ca, va), (cb, vb) = _both(f)
+    assert cb == ca
+    assert vb == pytest.approx(va, abs=1e-6)
