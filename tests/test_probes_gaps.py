@@ -183,3 +183,15 @@ def test_ihfftn_is_not_a_conjugate_view(fn):
     (ca, va), (cb, vb) = _both(f)
     assert cb == ca
     assert vb == pytest.approx(va, abs=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_cumprod_accumulates_wide(dtype):
+    # torch's CPU cumprod accumulates half in float and float in double,
+    # rounding each prefix once; tracec's scan rounded every partial product
+    def f(L):
+        L.manual_seed(0)
+        x = (L.rand(3, 200) * 0.2 + 0.9).to(getattr(L, dtype))
+        return x.cumprod(1).float()[:, ::7].tolist()
+    a, b = _both(f)
+    assert b == a
