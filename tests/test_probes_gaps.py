@@ -195,3 +195,15 @@ def test_cumprod_accumulates_wide(dtype):
         return x.cumprod(1).float()[:, ::7].tolist()
     a, b = _both(f)
     assert b == a
+
+
+@pytest.mark.parametrize("fn", ["sigmoid", "rsqrt", "exp", "tanh", "log1p"])
+def test_half_unary_ops_round_once(fn):
+    # float16 primitives ran NumPy float16 arithmetic step by step
+    # (1 / sqrt rounded twice); torch computes in float and rounds once
+    def f(L):
+        L.manual_seed(0)
+        x = L.randn(4000).abs().half()
+        return getattr(x, fn)().float().tolist()
+    a, b = _both(f)
+    assert b == a
