@@ -207,3 +207,30 @@ def test_half_unary_ops_round_once(fn):
         return getattr(x, fn)().float().tolist()
     a, b = _both(f)
     assert b == a
+
+
+@pytest.mark.parametrize("fn", ["std", "var", "std_mean", "var_mean"])
+def test_zero_degrees_of_freedom_warning(fn):
+    import warnings
+    msgs = []
+    for L in (torch, tracec):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            getattr(L, fn)(L.ones(1, 3), 0)
+        msgs.append([(str(x.message), x.filename) for x in w])
+    assert msgs[1] == msgs[0] and len(msgs[0]) == 1
+
+
+def test_no_numpy_warnings_leak():
+    # NumPy's RuntimeWarnings (softmax of an all -inf row's backward, a
+    # degenerate svd's backward) and torch.cross's warning line
+    import warnings
+    for L in (torch, tracec):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            x = L.tensor([[float("-inf"), float("-inf")], [1.0, 2.0]], requires_grad=True)
+            (x.softmax(1) * L.tensor([[1.0, 2.0], [3.0, 4.0]])).sum().backward()
+            a = L.eye(2, requires_grad=True)
+            L.linalg.svd(a)[0].sum().backward()
+            L.cross(L.ones(3, 3), L.eye(3))
+        assert [(x.category.__name__, x.filename) for x in w] == [("UserWarning", __file__)]

@@ -1086,6 +1086,11 @@ argmin = _arg("argmin", ops.argmin)
 
 
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return _var(input, dim, unbiased, keepdim, correction, "var")
+
+
+def _var(input, dim, unbiased, keepdim, correction, op):
+    """``var`` (``op`` names the function PyTorch's warning names)."""
     if isinstance(input, Tensor) and not (input.dtype.is_floating_point or input.dtype.is_complex):
         raise RuntimeError("std and var only support floating point and complex dtypes")
     if isinstance(dim, bool) and unbiased is None:  # var(x, False)
@@ -1094,13 +1099,18 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
         correction = 1 if unbiased is None or unbiased else 0
     if isinstance(input, Tensor) and input.dtype in _HALF:
         # PyTorch's kernel works in float32 and rounds the result once
-        y = var(ops.cast(input, dt.float32), dim, keepdim=keepdim, correction=correction)
+        y = _var(ops.cast(input, dt.float32), dim, None, keepdim, correction, op)
         return _named(ops.cast(y, input.dtype), "VarBackward0")
     axes = _dims(input, dim)
     n = math.prod(input.shape[a] for a in axes) if input.ndim else 1
     m = mean(input, axes, keepdim=True)
     d = sub(input, m)
     count = n - correction
+    if not isinstance(count, Sym) and count <= 0:
+        warnings.warn(f"{op}(): degrees of freedom is <= 0. Correction should be strictly less "
+                      "than the reduction factor (input numel divided by output numel). "
+                      "(Triggered internally at /__w/pytorch/pytorch/aten/src/ATen/native/"
+                      "ReduceOps.cpp:1861.)", UserWarning, stacklevel=user_stacklevel())
     if not (isinstance(count, Sym) and known(count, ">", 0) is True):
         count = float(builtin_max(count, 0))
     # (a symbolic count, as mean's, stays a run-time value: no specialization)
@@ -1126,7 +1136,7 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(input, Tensor) and input.dtype in _HALF:     # (as var)
         y = std(ops.cast(input, dt.float32), dim, unbiased, keepdim, correction=correction)
         return _named(ops.cast(y, input.dtype), "StdBackward0")
-    return _named(_safe_root(var(input, dim, unbiased, keepdim, correction=correction), 2),
+    return _named(_safe_root(_var(input, dim, unbiased, keepdim, correction, "std"), 2),
                   "StdBackward0")
 
 

@@ -104,7 +104,7 @@ def _moments(name, x, dim, unbiased, keepdim, correction):
     x = tensor_arg(x, name)
     if isinstance(dim, bool) and unbiased is None:
         dim, unbiased = None, dim
-    var = F.var(x, dim, unbiased, keepdim, correction=correction)
+    var = F._var(x, dim, unbiased, keepdim, correction, name)
     return var, F.mean(x, dim, keepdim)
 
 
