@@ -234,3 +234,29 @@ def test_no_numpy_warnings_leak():
             L.linalg.svd(a)[0].sum().backward()
             L.cross(L.ones(3, 3), L.eye(3))
         assert [(x.category.__name__, x.filename) for x in w] == [("UserWarning", __file__)]
+
+
+@pytest.mark.parametrize("case", ["min", "max", "both", "int"])
+def test_clamp_nan_bound_gives_nan(case):
+    # a NaN number bound was ignored (torch: every element NaN)
+    def f(L):
+        x = L.tensor([1.0, 5.0, float("nan")]) if case != "int" else L.tensor([1, 2])
+        nan = float("nan")
+        y = {"min": lambda: x.clamp(nan), "max": lambda: x.clamp(max=nan),
+             "both": lambda: x.clamp(0.0, nan), "int": lambda: x.clamp(nan)}[case]()
+        return str(y.dtype).split(".")[-1], [str(v) for v in y.tolist()]
+    a, b = _both(f)
+    assert b == a
+
+
+def test_hypot_promotes_integer_operands():
+    # refused any integer operand; torch refuses only an integer result type
+    def f(L):
+        i, h = L.tensor([3, 4]), L.tensor([1.5, 2.0], dtype=L.half)
+        return [(str(y.dtype).split(".")[-1], y.tolist()) for y in (
+            L.hypot(i, L.tensor(2.5, dtype=L.float64)), L.hypot(h, L.tensor(3)),
+            L.hypot(i, L.tensor([1.0, 2.0])))]
+    a, b = _both(f)
+    assert [d for d, _ in b] == [d for d, _ in a]
+    for (_, x), (_, y) in zip(a, b):
+        assert y == pytest.approx(x, rel=1e-6)

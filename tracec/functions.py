@@ -793,20 +793,30 @@ def clamp(input, min=None, max=None):  # noqa: A002
     input = _operand(input, "clamp")
     if isinstance(input, Tensor):
         for bound in (min, max):
-            dt.check_fits(bound, input.dtype)
+            if not (type(bound) is float and input.dtype.category < 2):   # (that promotes)
+                dt.check_fits(bound, input.dtype)
         if (input.dtype in _CLIP_DTYPES and _number_bound(min) and _number_bound(max)
                 and not (input.requires_grad and graph.is_grad_enabled()) and input.ndim
                 and eager_direct(input)):
             return _new_tensor(_clip_values(input._data, min, max), input.dtype)
     y = input
-    # where-based so the gradient passes on the boundary, as in PyTorch.
+    # where-based so the gradient passes on the boundary, as in PyTorch;
+    # a NaN number bound makes every element NaN, as PyTorch's kernel.
     if min is not None:
         (y, lo), _ = promote("clamp", y, min)
-        y = ops.where(ops.lt(y, lo), lo, y)
+        y = ops.where(_nan_bound(y) if _is_nan(min) else ops.lt(y, lo), lo, y)
     if max is not None:
         (y, hi), _ = promote("clamp", y, max)
-        y = ops.where(ops.gt(y, hi), hi, y)
+        y = ops.where(_nan_bound(y) if _is_nan(max) else ops.gt(y, hi), hi, y)
     return _named(y, "ClampBackward1")
+
+
+def _is_nan(b) -> bool:
+    return type(b) is float and b != b
+
+
+def _nan_bound(y):
+    return ops.full(tuple(y.shape), True, dt.bool_, like=y)
 
 
 clip = clamp
