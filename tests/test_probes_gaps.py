@@ -260,3 +260,18 @@ def test_hypot_promotes_integer_operands():
     assert [d for d, _ in b] == [d for d, _ in a]
     for (_, x), (_, y) in zip(a, b):
         assert y == pytest.approx(x, rel=1e-6)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda L: L.tensor([1.0]) & 1, lambda L: ~L.tensor([1.0]), lambda L: L.tensor([True]).frac(),
+    lambda L: L.tensor([1]).frac(), lambda L: L.fmod(L.tensor([True]), L.tensor([True])),
+    lambda L: L.tensor([True]) // L.tensor([True]), lambda L: L.tensor([True]).round(),
+    lambda L: L.floor(L.tensor([True]))])
+def test_unsupported_dtype_errors_have_torchs_type_and_text(fn):
+    # (RuntimeError where torch raises NotImplementedError / TypeError)
+    errs = []
+    for L in (torch, tracec):
+        with pytest.raises(Exception) as e:
+            fn(L)
+        errs.append((type(e.value).__name__, str(e.value)))
+    assert errs[1] == errs[0]

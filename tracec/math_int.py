@@ -30,7 +30,7 @@ _TORCH = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16"
 def _ints(name, a, b):
     (a, b), d = promote(name, a, b)
     if d.is_floating_point:
-        raise RuntimeError(f"\"{name}_cpu\" not implemented for '{_TORCH[d.name]}'")
+        raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{_TORCH[d.name]}'")
     if not isinstance(a, Tensor):
         a = ops.full(tuple(b.shape), _wrapped(a, d), d, like=b)
     if not isinstance(b, Tensor):
@@ -75,7 +75,8 @@ def bitwise_not(input):  # noqa: A002
     if not isinstance(x, Tensor):
         raise TypeError("bitwise_not(): argument 'input' must be Tensor")
     if x.dtype.is_floating_point:
-        raise RuntimeError(f"\"bitwise_not_cpu\" not implemented for '{_TORCH[x.dtype.name]}'")
+        raise NotImplementedError(f"\"bitwise_not_cpu\" not implemented for "
+                                  f"'{_TORCH[x.dtype.name]}'")
     if x.dtype is dt.bool_:
         return ops.logical_not(x)
     return ops.sub(ops.neg(x), 1)
@@ -137,7 +138,16 @@ Tensor.__or__ = _op(bitwise_or)
 Tensor.__ror__ = _op(bitwise_or, True)
 Tensor.__xor__ = _op(bitwise_xor)
 Tensor.__rxor__ = _op(bitwise_xor, True)
-Tensor.__invert__ = bitwise_not
+
+
+def _invert(self):
+    if self.dtype.is_floating_point or self.dtype.is_complex:   # (torch's Python operator)
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type "
+                        "tensors")
+    return bitwise_not(self)
+
+
+Tensor.__invert__ = _invert
 Tensor.__lshift__ = _op(bitwise_left_shift)
 Tensor.__rlshift__ = _op(bitwise_left_shift, True)
 Tensor.__rshift__ = _op(bitwise_right_shift)
