@@ -275,3 +275,38 @@ def test_unsupported_dtype_errors_have_torchs_type_and_text(fn):
             fn(L)
         errs.append((type(e.value).__name__, str(e.value)))
     assert errs[1] == errs[0]
+
+
+def test_cumsum_cumprod_keep_an_integer_dtype_asked_for():
+    # cumsum(dtype=int32) of int32 returned int64 (no wraparound)
+    def f(L):
+        x = L.full((3,), 2 ** 30, dtype=L.int32)
+        return [(str(y.dtype).split(".")[-1], y.tolist()) for y in (
+            x.cumsum(0, dtype=L.int32), x.cumprod(0, dtype=L.int32), x.cumsum(0),
+            L.tensor([200, 100], dtype=L.uint8).cumsum(0, dtype=L.uint8))]
+    a, b = _both(f)
+    assert b == a
+
+
+def test_cummax_cummin_index_moves_to_every_nan():
+    def f(L):
+        nan = float("nan")
+        out = []
+        for v in ([1.0, nan, 2.0, nan], [nan, 1.0, nan, nan, 3.0], [3.0, nan, 5.0, 1.0, nan] * 3):
+            t = L.tensor(v)
+            out += [t.cummax(0).indices.tolist(), t.cummin(0).indices.tolist()]
+        return out
+    a, b = _both(f)
+    assert b == a
+
+
+def test_searchsorted_nan_value_and_unique_keeps_every_nan():
+    def f(L):
+        nan = float("nan")
+        t = L.tensor([nan, 1.0, nan, 0.5, 1.0])
+        vals, inv, cnt = L.unique(t, return_inverse=True, return_counts=True)
+        return ([str(v) for v in vals.tolist()], inv.tolist(), cnt.tolist(),
+                L.searchsorted(L.tensor([1.0, 2.0, 3.0]), L.tensor([nan, 2.0])).tolist(),
+                L.searchsorted(L.tensor([1.0, 2.0]), L.tensor([nan, 2.0]), right=True).tolist())
+    a, b = _both(f)
+    assert b == a

@@ -319,6 +319,8 @@ def cumsum(input, dim, *, dtype=None):
     if isinstance(x, Tensor) and x.dtype in (dt.float32, dt.float64) and x.ndim \
             and type(x._data) is np.ndarray and eager_direct(x):
         return _cumsum_eager().apply(x, normalize_axis(dim, x.ndim))
+    if dtype is not None:   # (an integer dtype asked for is kept, not widened to int64)
+        return _scan(x, dim, dtype, ops.add, 0, "CumsumBackward0")
     return _cumsum_prims(x, dim)
 
 
@@ -387,5 +389,5 @@ def cumprod(input, dim, *, dtype=None):
     if isinstance(x, Tensor) and x.dtype in (dt.float16, dt.bfloat16, dt.float32):
         y = _scan(ops.cast(x, dt.float64), dim, None, ops.mul, 1, "CumprodBackward0")
         return _named(ops.cast(y, x.dtype), "CumprodBackward0")
-    return _scan(x, dim, None, ops.mul, 1, "CumprodBackward0")
+    return _scan(x, dim, dtype, ops.mul, 1, "CumprodBackward0")
 
