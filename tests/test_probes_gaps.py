@@ -310,3 +310,20 @@ def test_searchsorted_nan_value_and_unique_keeps_every_nan():
                 L.searchsorted(L.tensor([1.0, 2.0]), L.tensor([nan, 2.0]), right=True).tolist())
     a, b = _both(f)
     assert b == a
+
+
+def test_where_int_scalar_out_of_the_integer_range():
+    # torch.where(c, int8_tensor, 300) silently wrapped to 44
+    def f(L):
+        b = L.tensor([True, False])
+        out = []
+        for v in (300, -1, -300, 2 ** 40):
+            for t in (L.tensor([1, 2], dtype=L.int8), L.tensor([1, 2], dtype=L.uint8),
+                      L.tensor([1, 2], dtype=L.int32)):
+                try:
+                    out.append(L.where(b, t, v).tolist())
+                except RuntimeError as e:
+                    out.append(str(e))
+        return out
+    a, b = _both(f)
+    assert b == a

@@ -776,6 +776,8 @@ def where(condition, input=None, other=None):
         raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor "
                            f"with dtype {dt.scalar_type_name(condition.dtype)}")
     (input, other), d = promote("where", input, other)
+    if d.category == 1:   # an int number into an integer result: PyTorch's range check
+        input, other = (dt.check_fits(v, d) if type(v) is int else v for v in (input, other))
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         # Two scalars: the result has their promoted dtype, not the condition's.
         input = Tensor._make(np.asarray(input, dtype=d.np), d)
