@@ -349,3 +349,17 @@ def test_embedding_bag_include_last_offset(mode, dtype):
     assert b == a
     if mode != "sum":   # (torch's sum backward here reads uninitialized memory)
         assert gb == pytest.approx(ga, rel=1e-6)
+
+
+def test_argmax_argmin_refuse_bool():
+    msgs = []
+    for L in (torch, tracec):
+        b = L.tensor([True, False])
+        out = []
+        for f in (lambda: b.argmax(), lambda: b.argmin(0), lambda: b.max(0).indices.tolist()):
+            try:
+                out.append(f())
+            except RuntimeError as e:
+                out.append(str(e))
+        msgs.append(out)
+    assert msgs[1] == msgs[0]

@@ -1074,6 +1074,8 @@ def min(input, dim=None, keepdim=False, *, other=None):  # noqa: A001
 
 def _arg(name, prim):
     def fn(input, dim=None, keepdim=False):
+        if isinstance(input, Tensor) and input.dtype is dt.bool_:   # (max(0) takes bool)
+            raise RuntimeError(f"{name}(): does not support bool input")
         # PyTorch's IndexErrors for an empty reduction (a symbolic size is
         # never known to be 0 here)
         if dim is None:
