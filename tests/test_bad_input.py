@@ -183,7 +183,8 @@ def test_dtype_errors():
     # As PyTorch: & | ^ are bitwise on integers and bool, refused on floats
     # (~ on integers is bitwise not: tests/test_ops_math_elementwise.py).
     _raises(RuntimeError, "not implemented for 'Float'", lambda: tracec.ones(2) & tracec.ones(2))
-    _raises(RuntimeError, "not implemented for 'Float'", lambda: ~tracec.ones(2))
+    _raises(TypeError, "only implemented on integer and Boolean", lambda: ~tracec.ones(2))
+    _raises(RuntimeError, "not implemented for 'Float'", lambda: tracec.ones(2).bitwise_not())
     _raises(RuntimeError, "boolean tensor, but got a tensor with dtype Float",
             lambda: tracec.where(tracec.ones(2), 1.0, 0.0))   # (PyTorch: RuntimeError)
     _raises(RuntimeError, "boolean masks", lambda: tracec.ones(2).masked_fill(

@@ -63,7 +63,10 @@ def unravel_index(indices, shape):
 def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=False,
                   requires_grad=False):
     d = dt.to_dtype(dtype) if dtype is not None else dt.get_default_dtype()
-    return _finish(Tensor._make(np.array(s, dtype=d.np), d), requires_grad, device)
+    data = np.array(s, dtype=d.np)
+    if d is dt.bfloat16:   # float32 storage: the value rounded to bfloat16
+        data = dt.round_bfloat16(data)
+    return _finish(Tensor._make(data, d), requires_grad, device)
 
 
 def zero_(input):  # noqa: A002

@@ -454,6 +454,8 @@ def arange(*args, dtype=None, device=None, requires_grad=False, **bounds) -> Ten
         return _finish(Tensor._make(data, d), requires_grad, device)
     data = (start + np.arange(n, dtype=np.float64) * step).astype(d.np) if d.is_floating_point \
         else np.arange(start, end, step, dtype=d.np)
+    if d is dt.bfloat16:   # float32 storage: each value rounded to bfloat16
+        data = dt.round_bfloat16(data)
     return _finish(Tensor._make(data, d), requires_grad, device)
 
 

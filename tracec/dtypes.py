@@ -327,13 +327,15 @@ def check_fits(v, d: DType):
     RuntimeError (an int outside an integer dtype's range, a finite float
     beyond a floating dtype's largest value, as ``masked_fill(mask, -1e10)``
     on float16); infinities and NaN pass into floating dtypes. Returns the
-    value to fill with: ``v``, or a negative int wrapped into an unsigned
-    dtype (which PyTorch allows down to minus the dtype's largest value)."""
+    value to fill with: ``v``, a negative int wrapped into an unsigned
+    dtype (which PyTorch allows down to minus the dtype's largest value), or
+    for bfloat16 ``v`` rounded to it (its float32 storage would otherwise
+    hold 0.1 where PyTorch holds 0.10009765625)."""
     if isinstance(v, (builtins_bool, np.bool_)) or d.category not in (1, 2):
         return v
     if isinstance(v, (builtins_int, np.integer)):
         if d.category != 1:
-            return v
+            return _bf16_scalar(v) if d is bfloat16 else v
         info = np.iinfo(d.np)
         # (PyTorch lets a negative int down to -max into an unsigned dtype:
         # uint8 masked_fill(mask, -1) fills 255)
@@ -355,8 +357,16 @@ def check_fits(v, d: DType):
     if not lo <= v <= hi:
         raise RuntimeError(f"value cannot be converted to type {_C_NAMES.get(d.name, d.name + '_t')} "
                            f"without overflow")
+    if d is bfloat16:
+        return _bf16_scalar(v)
     return wrap_int(builtins_int(v), d) if d.category == 1 and v < 0 and isinstance(
         v, (builtins_int, np.integer)) else v
+
+
+def _bf16_scalar(v) -> float:
+    """The Python number ``v`` rounded to bfloat16 (through float32, as
+    c10::BFloat16's constructor takes it)."""
+    return builtins_float(round_bfloat16(np.asarray(v, np.float32)))
 
 
 _BF16_MAX = 3.3895313892515355e38      # (2 - 2 ** -7) * 2 ** 127

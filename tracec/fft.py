@@ -19,7 +19,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import functions as F
-from tracec.complex_ops import conj, np_function
+from tracec.complex_ops import conj, conj_physical, np_function
 from tracec.creation import arange
 from tracec.functions import tensor_arg
 from tracec.out_arg import with_out
@@ -268,9 +268,10 @@ def hfftn(input, s=None, dim=None, norm=None):  # noqa: A002
 
 def ihfftn(input, s=None, dim=None, norm=None):  # noqa: A002
     """The inverse of ``hfftn``: the conjugate of ``rfftn`` with the opposite
-    scaling."""
+    scaling, computed (PyTorch's ``ihfft`` is a conjugate view, its
+    ``ihfftn`` / ``ihfft2`` are not: ``view_as_real`` takes them)."""
     x = _input(input, "ihfftn", real=True)
-    return conj(_r2c_any(x, *_dims(x, s, dim, True), _SWAP[_norm(norm)]))
+    return conj_physical(_r2c_any(x, *_dims(x, s, dim, True), _SWAP[_norm(norm)]))
 
 
 def hfft2(input, s=None, dim=(-2, -1), norm=None):  # noqa: A002

@@ -776,6 +776,8 @@ def where(condition, input=None, other=None):
         raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor "
                            f"with dtype {dt.scalar_type_name(condition.dtype)}")
     (input, other), d = promote("where", input, other)
+    if d.category == 1:   # an int number into an integer result: PyTorch's range check
+        input, other = (dt.check_fits(v, d) if type(v) is int else v for v in (input, other))
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         # Two scalars: the result has their promoted dtype, not the condition's.
         input = Tensor._make(np.asarray(input, dtype=d.np), d)
@@ -793,20 +795,30 @@ def clamp(input, min=None, max=None):  # noqa: A002
     input = _operand(input, "clamp")
     if isinstance(input, Tensor):
         for bound in (min, max):
-            dt.check_fits(bound, input.dtype)
+            if not (type(bound) is float and input.dtype.category < 2):   # (that promotes)
+                dt.check_fits(bound, input.dtype)
         if (input.dtype in _CLIP_DTYPES and _number_bound(min) and _number_bound(max)
                 and not (input.requires_grad and graph.is_grad_enabled()) and input.ndim
                 and eager_direct(input)):
             return _new_tensor(_clip_values(input._data, min, max), input.dtype)
     y = input
-    # where-based so the gradient passes on the boundary, as in PyTorch.
+    # where-based so the gradient passes on the boundary, as in PyTorch;
+    # a NaN number bound makes every element NaN, as PyTorch's kernel.
     if min is not None:
         (y, lo), _ = promote("clamp", y, min)
-        y = ops.where(ops.lt(y, lo), lo, y)
+        y = ops.where(_nan_bound(y) if _is_nan(min) else ops.lt(y, lo), lo, y)
     if max is not None:
         (y, hi), _ = promote("clamp", y, max)
-        y = ops.where(ops.gt(y, hi), hi, y)
+        y = ops.where(_nan_bound(y) if _is_nan(max) else ops.gt(y, hi), hi, y)
     return _named(y, "ClampBackward1")
+
+
+def _is_nan(b) -> bool:
+    return type(b) is float and b != b
+
+
+def _nan_bound(y):
+    return ops.full(tuple(y.shape), True, dt.bool_, like=y)
 
 
 clip = clamp
@@ -1062,6 +1074,8 @@ def min(input, dim=None, keepdim=False, *, other=None):  # noqa: A001
 
 def _arg(name, prim):
     def fn(input, dim=None, keepdim=False):
+        if isinstance(input, Tensor) and input.dtype is dt.bool_:   # (max(0) takes bool)
+            raise RuntimeError(f"{name}(): does not support bool input")
         # PyTorch's IndexErrors for an empty reduction (a symbolic size is
         # never known to be 0 here)
         if dim is None:
@@ -1086,6 +1100,11 @@ argmin = _arg("argmin", ops.argmin)
 
 
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return _var(input, dim, unbiased, keepdim, correction, "var")
+
+
+def _var(input, dim, unbiased, keepdim, correction, op):
+    """``var`` (``op`` names the function PyTorch's warning names)."""
     if isinstance(input, Tensor) and not (input.dtype.is_floating_point or input.dtype.is_complex):
         raise RuntimeError("std and var only support floating point and complex dtypes")
     if isinstance(dim, bool) and unbiased is None:  # var(x, False)
@@ -1094,13 +1113,18 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
         correction = 1 if unbiased is None or unbiased else 0
     if isinstance(input, Tensor) and input.dtype in _HALF:
         # PyTorch's kernel works in float32 and rounds the result once
-        y = var(ops.cast(input, dt.float32), dim, keepdim=keepdim, correction=correction)
+        y = _var(ops.cast(input, dt.float32), dim, None, keepdim, correction, op)
         return _named(ops.cast(y, input.dtype), "VarBackward0")
     axes = _dims(input, dim)
     n = math.prod(input.shape[a] for a in axes) if input.ndim else 1
     m = mean(input, axes, keepdim=True)
     d = sub(input, m)
     count = n - correction
+    if not isinstance(count, Sym) and count <= 0:
+        warnings.warn(f"{op}(): degrees of freedom is <= 0. Correction should be strictly less "
+                      "than the reduction factor (input numel divided by output numel). "
+                      "(Triggered internally at /__w/pytorch/pytorch/aten/src/ATen/native/"
+                      "ReduceOps.cpp:1861.)", UserWarning, stacklevel=user_stacklevel())
     if not (isinstance(count, Sym) and known(count, ">", 0) is True):
         count = float(builtin_max(count, 0))
     # (a symbolic count, as mean's, stays a run-time value: no specialization)
@@ -1126,7 +1150,7 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(input, Tensor) and input.dtype in _HALF:     # (as var)
         y = std(ops.cast(input, dt.float32), dim, unbiased, keepdim, correction=correction)
         return _named(ops.cast(y, input.dtype), "StdBackward0")
-    return _named(_safe_root(var(input, dim, unbiased, keepdim, correction=correction), 2),
+    return _named(_safe_root(_var(input, dim, unbiased, keepdim, correction, "std"), 2),
                   "StdBackward0")
 
 

@@ -706,7 +706,18 @@ def _last_writes(pos, new, dtype):
     pos, new = ops.take(pos, order, 0), ops.take(new, order, 0)
     shadowed = ops.eq(ops.slice_(pos, (0,), (k - 1,), (1,)), ops.slice_(pos, (1,), (k,), (1,)))
     shadowed = ops.concatenate([shadowed, ops.full((1,), False, dt.bool_, like=pos)], 0)
-    return pos, ops.where(shadowed, ops.zeros((k,), dtype, like=new), new)
+    lost = _grad_only(new) if dtype.is_floating_point else ops.zeros((k,), dtype, like=new)
+    return pos, ops.where(shadowed, lost, new)
+
+
+def _grad_only(new):
+    """0 in value with ``new``'s gradient: a shadowed write's share, as
+    PyTorch's index_put backward (a gather) gives every value the output's
+    gradient at its target, the winner's or not.  (A non-finite ``new``
+    would make ``new - new`` NaN: 0 there.)"""
+    d = new.detach()
+    return ops.where(ops.eq(ops.sub(d, d), 0), ops.sub(new, d),
+                     ops.zeros((), new.dtype, like=new))
 
 
 def _setitem_functional(x, key, value):
@@ -714,7 +725,7 @@ def _setitem_functional(x, key, value):
     and the tracer see it): the flat positions ``key`` selects are found by
     indexing an iota, then ``where(hit, index_add(0, pos, value), x)``.  Of
     repeated positions the last write wins, as NumPy's (and, on CPU,
-    PyTorch's) assignment does."""
+    PyTorch's) assignment does; the others add 0 but get the gradient."""
     from tracec import graph
     n = x.numel()
     with graph.no_grad():
@@ -740,9 +751,15 @@ def _setitem_functional(x, key, value):
         flat = pos._data   # eager: the positions are this call's
         if np.unique(flat).size != k:  # keep the last write to each position
             _, first_rev = np.unique(flat[::-1], return_index=True)
-            keep = Tensor._from_data(np.sort(k - 1 - first_rev).astype(np.int64))
-            pos, new = ops.take(pos, keep, 0), ops.take(new, keep, 0)
-            k = keep.numel()
+            last = k - 1 - first_rev
+            if new.requires_grad and x.dtype.is_floating_point:
+                wins = np.zeros(k, bool)
+                wins[last] = True
+                new = ops.where(Tensor._from_data(wins), new, _grad_only(new))
+            else:
+                keep = Tensor._from_data(np.sort(last).astype(np.int64))
+                pos, new = ops.take(pos, keep, 0), ops.take(new, keep, 0)
+                k = keep.numel()
     written = ops.index_add(ops.zeros((n,), x.dtype, like=x), pos, new, 0)
     hit = ops.ne(ops.index_add(ops.zeros((n,), dt.int64, like=x), pos,
                                ops.full((k,), 1, dt.int64, like=x), 0), 0)

@@ -440,8 +440,9 @@ def _torch_cross(input, other, dim=None):  # noqa: A002
         warnings.warn("Using torch.cross without specifying the dim arg is deprecated.\n"
                       "Please either pass the dim explicitly or simply use "
                       "torch.linalg.cross.\nThe default value of dim will change to agree "
-                      "with that of linalg.cross in a future release.", UserWarning,
-                      stacklevel=2)
+                      "with that of linalg.cross in a future release. (Triggered internally at "
+                      "/__w/pytorch/pytorch/aten/src/ATen/native/Cross.cpp:63.)", UserWarning,
+                      stacklevel=F.user_stacklevel())
         shape = np.broadcast_shapes(tuple(input.shape), tuple(other.shape))
         dim = next((i for i, s in enumerate(shape) if s == 3), None)
         if dim is None:
@@ -519,13 +520,20 @@ def _torch_vander(x, N=None, increasing=False):  # noqa: N803
 
 def cond(A, p=None):
     """Condition number: largest over smallest singular value (p None or 2,
-    -2 the reverse), else ``norm(A, p) * norm(inv(A), p)``."""
+    -2 the reverse), ``sum(s) * sum(1 / s)`` for 'nuc', else
+    ``norm(A, p) * norm(inv(A), p)`` (inf for a singular A)."""
     A = _float_input(A, "linalg.cond")
     if p is None or p in (2, -2):
         s = svdvals(A)
         hi, lo = F.amax(s, -1), F.amin(s, -1)
         return F.div(lo, hi) if p == -2 else F.div(hi, lo)
-    return F.mul(matrix_norm(A, p), matrix_norm(inv(A), p))
+    if p == "nuc":   # (PyTorch's: from the singular values, no inverse)
+        s = svdvals(A)
+        return F.mul(F.sum(s, -1), F.sum(F.reciprocal(s), -1))
+    # PyTorch's: inv_ex, and inf where A is singular (a zero A too)
+    inverse_, info = inv_ex(A)
+    return F.where(F.gt(info, 0), float("inf"),
+                   F.mul(matrix_norm(A, p), matrix_norm(inverse_, p)))
 
 
 def tensorinv(A, ind=2):

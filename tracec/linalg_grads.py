@@ -81,12 +81,13 @@ def svd_vjp(u, s, vh, gu, gs, gvh):
                 "svd_backward: The singular vectors in the complex case are specified up to "
                 "multiplication by e^{i phi}. The specified loss function depends on this "
                 "phase term, making it ill-defined.")
-    if gu is not None and gvh is not None:
-        ret = (utgu * s[..., None, :] + s[..., :, None] * vtgv) / e
-    elif gu is not None:
-        ret = (utgu / e) * s[..., None, :]
-    else:
-        ret = s[..., :, None] * (vtgv / e)
+    with np.errstate(all="ignore"):   # (a repeated singular value: inf / NaN silently)
+        if gu is not None and gvh is not None:
+            ret = (utgu * s[..., None, :] + s[..., :, None] * vtgv) / e
+        elif gu is not None:
+            ret = (utgu / e) * s[..., None, :]
+        else:
+            ret = s[..., :, None] * (vtgv / e)
     if gs is not None:
         ret = ret + _diag_embed(gs)
     if np.iscomplexobj(u) and gu is not None and gvh is not None:

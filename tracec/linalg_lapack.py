@@ -23,6 +23,8 @@ from tracec import ops
 from tracec import shape_ops as S
 from tracec._C import _LinAlgError
 from tracec.functions import promote, tensor_arg
+from tracec import lapack_lu
+from tracec.lapack_lu import getrf as _lu_np
 from tracec.linalg_grads import eigh_vjp, pinv_vjp, qr_vjp, svd_vjp
 from tracec.tensor import Tensor, concrete
 from tracec.return_types import structseq
@@ -156,10 +158,22 @@ def _lapack(name, msg):
     return wrap
 
 
-@_lapack("inv", "linalg.inv: The diagonal element is zero, the inversion could not be "
-         "completed because the input matrix is singular.")
+def _singular_error(a, name):
+    """PyTorch's error for a singular ``a`` (NumPy raised): the first batch
+    element whose LU has a zero pivot, and that pivot's 1-based index."""
+    _, info = lapack_lu.lu_inverse(a)
+    flat = info.reshape(-1)
+    k = int(np.flatnonzero(flat)[0]) if flat.size else 0
+    where = f"(Batch element {k}): " if info.ndim else ""
+    return LinAlgError(f"{name}: {where}The diagonal element {int(flat[k])} is zero, the "
+                       "inversion could not be completed because the input matrix is singular.")
+
+
 def _inv_fwd(ctx, a):
-    ctx.inv = np.linalg.inv(a)
+    try:
+        ctx.inv = np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        raise _singular_error(a, "linalg.inv") from None
     return ctx.inv
 
 
@@ -181,7 +195,16 @@ def _det_fwd(ctx, a):
 
 
 def _det_bwd(ctx, g):
-    return ((g * ctx.det)[..., None, None] * _mT(np.linalg.inv(ctx.a)),)
+    """``g det A^-T``, as PyTorch's LU solve of ``A^H X = g det I`` gives it:
+    where det is 0 that right-hand side is zero and so is the gradient (a
+    singular matrix has no inverse to raise on)."""
+    d = g * ctx.det
+    a = ctx.a
+    singular = ctx.det == 0
+    if np.any(singular):
+        eye = np.eye(a.shape[-1], dtype=a.dtype)
+        a = np.where(singular[..., None, None], eye, a)   # any invertible stand-in
+    return (d[..., None, None] * _mT(np.linalg.inv(a)),)
 
 
 _det = _function("LinalgDet", _det_fwd, _det_bwd)
@@ -196,8 +219,18 @@ def _logabsdet_fwd(ctx, a):
     return np.linalg.slogdet(a)[1]
 
 
-_logabsdet = _function("LinalgSlogdet", _logabsdet_fwd,
-                       lambda ctx, g: (g[..., None, None] * _mT(np.linalg.inv(ctx.a)),))
+def _logabsdet_bwd(ctx, g):
+    """``g A^-H``; for a singular A PyTorch's LU solve of ``A^H X = I``
+    finishes with the infinities and NaNs of its zero pivot, as here."""
+    try:
+        inv_h = _mT(np.linalg.inv(ctx.a))
+    except np.linalg.LinAlgError:
+        inv_h = lapack_lu.lu_inverse(_mH(ctx.a))[0]
+    with np.errstate(invalid="ignore"):
+        return (g[..., None, None] * inv_h,)
+
+
+_logabsdet = _function("LinalgSlogdet", _logabsdet_fwd, _logabsdet_bwd)
 
 
 def slogdet(input):
@@ -211,14 +244,19 @@ def slogdet(input):
 
 def logdet(input):  # noqa: A002
     sign, lad = slogdet(input)
-    return F.where(F.lt(sign, 0), float("nan"), F.where(F.eq(sign, 0), float("-inf"), lad))
+    # (a singular matrix's logabsdet is -inf already, with its own gradient)
+    return F.where(F.lt(sign, 0), float("nan"), lad)
 
 
-@_lapack("solve", "torch.linalg.solve: The solver failed because the input matrix is "
-         "singular.")
 def _solve_fwd(ctx, a, b):
     ctx.a = a
-    ctx.x = np.linalg.solve(a, b)
+    try:
+        ctx.x = np.linalg.solve(a, b)
+    except np.linalg.LinAlgError:
+        info = lapack_lu.getrf(a)[2].reshape(-1)
+        where = f"(Batch element {int(np.flatnonzero(info)[0])}): " if a.ndim > 2 else ""
+        raise LinAlgError(f"torch.linalg.solve: {where}The solver failed because the input "
+                          "matrix is singular.") from None
     return ctx.x
 
 
@@ -576,9 +614,17 @@ def _info(A):
 
 
 def inv_ex(A, *, check_errors=False):
-    """``(inverse, info)``: info is 0 (a singular matrix raises, as with
-    check_errors=True)."""
-    inverse_ = inv(A)
+    """``(inverse, info)``: for a singular matrix info is the 1-based index
+    of LAPACK's first zero pivot and the inverse what its LU solve leaves
+    (infinities, NaNs), not differentiated; raising only with
+    ``check_errors=True``."""
+    try:
+        inverse_ = inv(A)
+    except LinAlgError as e:
+        if check_errors:
+            raise LinAlgError(str(e).replace("linalg.inv:", "linalg.inv_ex:", 1)) from None
+        out, info = lapack_lu.lu_inverse(_np(A, "linalg.inv_ex"))
+        return InvExResult(_wrap(out, A), Tensor._make(info, dt.int32))
     return InvExResult(inverse_, _info(inverse_))
 
 
@@ -632,8 +678,36 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
 
 
 def solve_ex(A, B, *, left=True, check_errors=False):
-    X = solve(A, B, left=left)
+    """``(X, info)``; for a singular A, info and X as LAPACK's LU solve
+    leaves them (see ``inv_ex``), raising only with ``check_errors=True``."""
+    try:
+        X = solve(A, B, left=left)
+    except LinAlgError:
+        if check_errors:
+            raise
+        return _singular_solve_ex(A, B, left)
     return SolveExResult(X, _info(_square(A, "linalg.solve_ex")))
+
+
+def _singular_solve_ex(A, B, left):
+    a, b = _np(A, "linalg.solve_ex"), _np(B, "linalg.solve_ex")
+    vector = b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
+    if vector:
+        b = b[..., None]
+    if not left:   # X A = B  <=>  A^T X^T = B^T
+        a, b = _mT(a), _mT(b)
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = np.broadcast_to(a, batch + a.shape[-2:]).reshape((-1,) + a.shape[-2:])
+    b = np.broadcast_to(b, batch + b.shape[-2:]).reshape((-1,) + b.shape[-2:])
+    lu, piv, info = lapack_lu.getrf(a)
+    x = np.stack([lapack_lu.lu_solve(m, p, r) for m, p, r in zip(lu, piv, b)]) if len(a) \
+        else np.empty(b.shape, lu.dtype)
+    x = x.reshape(batch + x.shape[-2:])
+    if not left:
+        x = _mT(x)
+    if vector:
+        x = x[..., 0]
+    return SolveExResult(_wrap(x, A), Tensor._make(info.reshape(batch), dt.int32))
 
 
 def matrix_rank(A, *, atol=None, rtol=None, hermitian=False):
@@ -757,32 +831,6 @@ def cholesky_inverse(input, upper=False):
 
 
 # --- LU (partial pivoting, LAPACK's getrf conventions) ------------------------------------
-
-def _lu_np(a):
-    """(LU, 1-based int32 pivots, int32 info) of a batch of m x n matrices:
-    getrf's row choice (the first largest magnitude) and layout."""
-    m, n = a.shape[-2:]
-    k = min(m, n)
-    work = np.array(a, dtype=np.float64 if a.dtype == np.float64 else np.float32)
-    batch = work.reshape((-1, m, n))
-    piv = np.zeros((batch.shape[0], k), np.int32)
-    info = np.zeros(batch.shape[0], np.int32)
-    rows = np.arange(batch.shape[0])
-    for j in range(k):
-        p = np.argmax(np.abs(batch[:, j:, j]), axis=1) + j
-        piv[:, j] = p + 1
-        top = batch[rows, j, :].copy()
-        batch[rows, j, :] = batch[rows, p, :]
-        batch[rows, p, :] = top
-        pivot = batch[:, j, j]
-        zero = pivot == 0
-        info = np.where(zero & (info == 0), j + 1, info)
-        scale = np.where(zero, 1.0, pivot)
-        batch[:, j + 1:, j] /= scale[:, None]
-        batch[:, j + 1:, j + 1:] -= batch[:, j + 1:, j, None] * batch[:, j, None, j + 1:]
-    lead = a.shape[:-2]
-    return work, piv.reshape(lead + (k,)), info.reshape(lead)
-
 
 def _permutation_np(piv, m):
     """P (m x m) with A = P L U, from getrf's sequential row swaps."""

@@ -129,7 +129,7 @@ def _rounder(name, body):
         input = _t(input, name)
         if not input.dtype.is_floating_point:
             if input.dtype is dt.bool_:
-                raise RuntimeError(f'"{name}" not implemented for \'Bool\'')
+                raise NotImplementedError(f'"{name}_vml_cpu" not implemented for \'Bool\'')
             return ops.cast(input, input.dtype)
         return _named(_no_grad_link(body(input.detach()), input), name.capitalize() + "Backward0")
     fn.__name__ = name
@@ -191,7 +191,8 @@ def round(input, *, decimals: int = 0):  # noqa: A001 - PyTorch's name
 def frac(input):
     input = _t(input, "frac")
     if not input.dtype.is_floating_point:
-        raise RuntimeError(f"\"frac_cpu\" not implemented for '{input.dtype}'")
+        raise NotImplementedError(f"\"frac_cpu\" not implemented for "
+                                  f"'{dt.scalar_type_name(input.dtype)}'")
     return _named(ops.sub(input, _trunc(input.detach())), "FracBackward0")
 
 
@@ -312,7 +313,7 @@ def _tensors(name, input, other):
 def fmod(input, other):  # noqa: A002
     a, b, d = _tensors("fmod", input, other)
     if d is dt.bool_:
-        raise RuntimeError("\"fmod_cpu\" not implemented for 'Bool'")
+        raise NotImplementedError("\"fmod_cpu\" not implemented for 'Bool'")
     return _named(_fmod(a, b, d), "FmodBackward0")
 
 
@@ -328,7 +329,7 @@ def floor_divide(input, other):  # noqa: A002
     a0, b0, d = _tensors("floor_divide", input, other)
     a, b = a0, b0
     if d is dt.bool_:
-        raise RuntimeError("\"div_floor_cpu\" not implemented for 'Bool'")
+        raise NotImplementedError("\"div_floor_cpu\" not implemented for 'Bool'")
     if d.category == 3:
         raise NotImplementedError(f"\"div_floor_cpu\" not implemented for "
                                   f"'{dt.scalar_type_name(d)}'")

@@ -4,7 +4,8 @@ operators ``& | ^ ~ << >>`` on integer and bool tensors.
 
 Invariant: on bool tensors every function is a composite of the logical
 primitives, and ``not`` and the shifts are integer arithmetic composites
-(``~a == -a - 1``, ``a << b == a * 2**b``, ``a >> b == floor(a / 2**b)``),
+(``~a == -a - 1``, ``a << b == a * 2**b``, ``a >> b == floor(a / 2**b)``, or
+the sign fill for a count past the value bits),
 so they trace; ``and/or/xor`` of integer tensors are primitives
 (``ops.bitwise_*``), so they trace too (HashNeRF's spatial hash);
 ``gcd lcm`` read their operands' values (``concrete``): eager only, a
@@ -29,7 +30,7 @@ _TORCH = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16"
 def _ints(name, a, b):
     (a, b), d = promote(name, a, b)
     if d.is_floating_point:
-        raise RuntimeError(f"\"{name}_cpu\" not implemented for '{_TORCH[d.name]}'")
+        raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{_TORCH[d.name]}'")
     if not isinstance(a, Tensor):
         a = ops.full(tuple(b.shape), _wrapped(a, d), d, like=b)
     if not isinstance(b, Tensor):
@@ -74,7 +75,8 @@ def bitwise_not(input):  # noqa: A002
     if not isinstance(x, Tensor):
         raise TypeError("bitwise_not(): argument 'input' must be Tensor")
     if x.dtype.is_floating_point:
-        raise RuntimeError(f"\"bitwise_not_cpu\" not implemented for '{_TORCH[x.dtype.name]}'")
+        raise NotImplementedError(f"\"bitwise_not_cpu\" not implemented for "
+                                  f"'{_TORCH[x.dtype.name]}'")
     if x.dtype is dt.bool_:
         return ops.logical_not(x)
     return ops.sub(ops.neg(x), 1)
@@ -91,7 +93,18 @@ def bitwise_right_shift(input, other):  # noqa: A002
     a, b, d = _ints("bitwise_right_shift", input, other)
     if d is dt.bool_:
         raise NotImplementedError("\"rshift_cpu\" not implemented for 'Bool'")
-    return floor_divide(a, ops.pow_(ops.full(tuple(b.shape), 2, d, like=b), b))
+    # PyTorch's arithmetic shift: a count past the value bits (or negative)
+    # gives the sign fill, -1 or 0; 2 ** count would wrap (int8 2**7 is
+    # -128, 2**8 is 0) there, so only counts below that reach the division.
+    signed = d is not dt.uint8
+    top = 8 * d.itemsize - 1 if signed else 8 * d.itemsize
+    ok = ops.logical_and(ops.ge(b, ops.full((), 0, d, like=b)),
+                         ops.lt(b, ops.full((), top, d, like=b)))
+    count = ops.where(ok, b, ops.full((), 0, d, like=b))
+    q = floor_divide(a, ops.pow_(ops.full(tuple(b.shape), 2, d, like=b), count))
+    zero = ops.full((), 0, d, like=a)
+    fill = ops.where(ops.lt(a, zero), ops.full((), -1, d, like=a), zero) if signed else zero
+    return ops.where(ok, q, fill)
 
 
 def gcd(input, other):  # noqa: A002
@@ -125,7 +138,16 @@ Tensor.__or__ = _op(bitwise_or)
 Tensor.__ror__ = _op(bitwise_or, True)
 Tensor.__xor__ = _op(bitwise_xor)
 Tensor.__rxor__ = _op(bitwise_xor, True)
-Tensor.__invert__ = bitwise_not
+
+
+def _invert(self):
+    if self.dtype.is_floating_point or self.dtype.is_complex:   # (torch's Python operator)
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type "
+                        "tensors")
+    return bitwise_not(self)
+
+
+Tensor.__invert__ = _invert
 Tensor.__lshift__ = _op(bitwise_left_shift)
 Tensor.__rlshift__ = _op(bitwise_left_shift, True)
 Tensor.__rshift__ = _op(bitwise_right_shift)

@@ -96,6 +96,12 @@ Tensor.__ifloordiv__ = _inplace_operator("floor_divide_", M.floor_divide)
 Tensor.__mod__ = _operator(M.remainder, np.remainder)
 Tensor.__rmod__ = _operator(M.remainder, np.remainder, True)
 Tensor.__imod__ = _inplace_operator("remainder_", M.remainder)
+# (without these Python rebinds ``v &= m`` to ``v & m``: a view's base unchanged)
+Tensor.__iand__ = _inplace_operator("bitwise_and_", I.bitwise_and)
+Tensor.__ior__ = _inplace_operator("bitwise_or_", I.bitwise_or)
+Tensor.__ixor__ = _inplace_operator("bitwise_xor_", I.bitwise_xor)
+Tensor.__ilshift__ = _inplace_operator("bitwise_left_shift_", I.bitwise_left_shift)
+Tensor.__irshift__ = _inplace_operator("bitwise_right_shift_", I.bitwise_right_shift)
 Tensor.__pos__ = M.positive
 # PyTorch's real/imag are attributes; a real tensor's real part is itself.
 Tensor.real = property(M.real)

@@ -14,10 +14,9 @@ from __future__ import annotations
 import math
 
 from tracec import ops
-from tracec.functions import _float_unary, _named
+from tracec.functions import _float_unary, _named, promote
 from tracec.math_extra import (_LN2, _binary_float, _const, _float, _log1p, _polyval,
                                _safe, _signbit, half_in_float32)
-from tracec.tensor import Tensor
 
 __all__ = ["acos", "acosh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctan2",
            "arctanh", "asin", "asinh", "atan", "atan2", "atanh", "cosh", "sinh", "tan", "hypot",
@@ -202,10 +201,11 @@ atanh = arctanh = _float_unary("atanh", lambda x: _named(_atanh(x), "AtanhBackwa
 
 
 def hypot(input, other):  # noqa: A002
-    for v in (input, other):
-        if isinstance(v, Tensor) and not v.dtype.is_floating_point:
-            raise NotImplementedError(f"\"hypot_cpu\" not implemented for "
-                                      f"'{_TORCH_INT[v.dtype.name]}'")
+    # (refused only where the operands promote to an integer dtype, as
+    # PyTorch's: an integer tensor with a float one, or a 0-d double, is fine)
+    _, d = promote("hypot", input, other)
+    if not d.is_floating_point:
+        raise NotImplementedError(f"\"hypot_cpu\" not implemented for '{_TORCH_INT[d.name]}'")
     a, b = _binary_float("hypot", input, other)
     # Scaled by the larger magnitude: no overflow of the squares.
     aa, ab = ops.abs_(a), ops.abs_(b)

@@ -324,6 +324,7 @@ Tensor.__iadd__ = _inplace_operator("add_", F.add)
 Tensor.__isub__ = _inplace_operator("sub_", F.sub)
 Tensor.__imul__ = _inplace_operator("mul_", F.mul)
 Tensor.__itruediv__ = _inplace_operator("div_", F.div)
+Tensor.__ipow__ = _inplace_operator("pow_", F.pow)   # (else ``v **= 2`` rebinds v)
 
 
 _TRUE = Tensor._make(np.array(True), dt.bool_)

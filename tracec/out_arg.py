@@ -17,6 +17,7 @@ import warnings
 import numpy as np
 
 from tracec import dtypes as dt, graph
+from tracec.functions import user_stacklevel
 from tracec.tensor import RECORDERS, Tensor
 
 __all__ = ["with_out", "write_out"]
@@ -42,7 +43,12 @@ def _write_one(name: str, result: Tensor, out) -> Tensor:
         if out.numel() != 0:
             warnings.warn(f"An output with one or more elements was resized since it had shape "
                           f"{list(out.shape)}, which does not match the required output shape "
-                          f"{list(result.shape)}.", UserWarning, stacklevel=4)
+                          f"{list(result.shape)}. This behavior is deprecated, and in a future "
+                          "PyTorch release outputs will not be resized unless they have zero "
+                          "elements. You can explicitly reuse an out tensor t by resizing it, "
+                          "inplace, to zero elements with t.resize_(0). (Triggered internally at "
+                          "/__w/pytorch/pytorch/aten/src/ATen/native/Resize.cpp:30.)",
+                          UserWarning, stacklevel=user_stacklevel())
         out._data = np.empty(tuple(result.shape), dtype=out._data.dtype)
         out._version[0] += 1
     with graph.no_grad():

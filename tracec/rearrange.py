@@ -319,6 +319,8 @@ def cumsum(input, dim, *, dtype=None):
     if isinstance(x, Tensor) and x.dtype in (dt.float32, dt.float64) and x.ndim \
             and type(x._data) is np.ndarray and eager_direct(x):
         return _cumsum_eager().apply(x, normalize_axis(dim, x.ndim))
+    if dtype is not None:   # (an integer dtype asked for is kept, not widened to int64)
+        return _scan(x, dim, dtype, ops.add, 0, "CumsumBackward0")
     return _cumsum_prims(x, dim)
 
 
@@ -377,5 +379,15 @@ def _cumsum_eager():
 
 
 def cumprod(input, dim, *, dtype=None):
-    return _scan(input, dim, dtype, ops.mul, 1, "CumprodBackward0")
+    """PyTorch's CPU kernel accumulates a floating cumprod in a wider type
+    (float for half and bfloat16, double for float) and rounds each prefix
+    once: the scan runs in float64 (a float16 scan, rounding every partial
+    product, was off by ulps)."""
+    x = input
+    if dtype is not None and isinstance(x, Tensor) and dt.to_dtype(dtype) is not x.dtype:
+        x = ops.cast(x, dt.to_dtype(dtype))
+    if isinstance(x, Tensor) and x.dtype in (dt.float16, dt.bfloat16, dt.float32):
+        y = _scan(ops.cast(x, dt.float64), dim, None, ops.mul, 1, "CumprodBackward0")
+        return _named(ops.cast(y, x.dtype), "CumprodBackward0")
+    return _scan(x, dim, dtype, ops.mul, 1, "CumprodBackward0")
 

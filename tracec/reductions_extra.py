@@ -104,7 +104,7 @@ def _moments(name, x, dim, unbiased, keepdim, correction):
     x = tensor_arg(x, name)
     if isinstance(dim, bool) and unbiased is None:
         dim, unbiased = None, dim
-    var = F.var(x, dim, unbiased, keepdim, correction=correction)
+    var = F._var(x, dim, unbiased, keepdim, correction, name)
     return var, F.mean(x, dim, keepdim)
 
 
@@ -357,10 +357,11 @@ def _cum_extreme(name, result, x, dim, better):
         else:
             pv = ops.pad(_slice(v, d, 0, n - k), low, zero, zero, 0)
             pi = ops.pad(_slice(i, d, 0, n - k), low, zero, zero, -1)
-        # Later wins on ties (and when it is NaN); a NaN already seen stays.
+        # Later wins on ties and when it is NaN (PyTorch's kernel moves the
+        # index to every NaN it meets); a NaN already seen stays otherwise.
         take = ops.logical_or(better(v, pv), ops.eq(pi, -1))
         if floating:
-            take = ops.logical_and(ops.logical_or(take, ops.ne(v, v)), ops.eq(pv, pv))
+            take = ops.logical_or(ops.logical_and(take, ops.eq(pv, pv)), ops.ne(v, v))
         v = ops.where(take, v, pv)
         i = ops.where(take, i, pi)
         k *= 2

@@ -406,7 +406,9 @@ def _values_for(input, values, shape, name):
     if not isinstance(values, Tensor):
         values = ops.full((), values, input.dtype, like=input)
     if values.dtype is not input.dtype:
-        raise RuntimeError(f"{name}(): Expected self.dtype to be equal to values.dtype")
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{dt.scalar_type_name(input.dtype)} for the destination and "
+                           f"{dt.scalar_type_name(values.dtype)} for the source.")
     if tuple(values.shape) != tuple(shape):
         try:
             values = ops.broadcast_to(values, tuple(shape))

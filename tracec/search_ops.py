@@ -32,7 +32,10 @@ def _insertion(seq, values, right, out_int32):
     cmp = ops.le if right else ops.lt
     v = ops.reshape(values, tuple(values.shape) + (1,))
     s = ops.reshape(seq, tuple(seq.shape[:-1]) + (1, seq.shape[-1])) if seq.ndim > 1 else seq
-    hits = ops.cast(cmp(s, v), dt.int64)
+    hit = cmp(s, v)
+    if v.dtype.is_floating_point:   # (PyTorch's binary search puts a NaN value past the end)
+        hit = ops.logical_or(hit, ops.ne(v, v))
+    hits = ops.cast(hit, dt.int64)
     out = ops.reduce_sum(hits, axes=(hits.ndim - 1,))
     return ops.cast(out, dt.int32) if out_int32 else out
 
@@ -88,7 +91,9 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     them), the inverse map and the counts."""
     a = concrete(input, "unique (its result's size depends on the values)")
     if dim is None:
-        vals, inv, cnt = np.unique(a.reshape(-1), return_inverse=True, return_counts=True)
+        # (NaN != NaN: PyTorch keeps every NaN, in the order they appear)
+        vals, inv, cnt = np.unique(a.reshape(-1), return_inverse=True, return_counts=True,
+                                   equal_nan=False)
         return _result(input, vals, inv.reshape(a.shape), cnt, return_inverse, return_counts)
     from tracec.ops.core import normalize_axis
     d = normalize_axis(dim, input.ndim)

@@ -20,15 +20,20 @@ from tracec.tensor import Tensor
 __all__ = ["embedding_bag"]
 
 
-def _bag_mask(idx: Tensor, offsets: Tensor, include_last_offset: bool) -> Tensor:
+def _bag_mask(idx: Tensor, offsets: Tensor, include_last_offset: bool,
+              to_end: bool = True) -> Tensor:
+    """[bags, M]: which input positions each bag holds.  With
+    ``include_last_offset`` PyTorch's kernels are of two minds about the
+    last bag: its float32 sums stop at the explicit last offset
+    (``to_end=False``), while its max, the count a mean divides by and the
+    gradient run to the end of the input (``to_end=True``)."""
     m = idx.shape[0]
     off = ops.cast(offsets, dt.int64) if offsets.dtype is not dt.int64 else offsets
     k = off.shape[0]
-    # The last bag runs to the end of the input even when an explicit last
-    # offset is given (PyTorch's kernels ignore its value).
     nb = k - 1 if include_last_offset else k
     starts = ops.slice_(off, (0,), (nb,), (1,))
-    tail = ops.full((1,), m, dt.int64, like=off)
+    tail = ops.full((1,), m, dt.int64, like=off) if to_end or not include_last_offset \
+        else ops.slice_(off, (nb,), (k,), (1,))
     ends = ops.concatenate([ops.slice_(off, (1,), (nb,), (1,)), tail], 0) if nb > 1 else tail
     b = starts.shape[0]
     pos = ops.iota((b, m), dt.int64, 1, like=off)
@@ -101,9 +106,15 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float =
     if max_norm is not None:
         embedding_renorm_(weight, idx, max_norm, norm_type)
     mask = _bag_mask(idx, offsets, include_last_offset)               # [B, M]
+    # (only PyTorch's fast path, float32 / half weights without a
+    # padding_idx, stops the sum there; its other path sums to the end)
+    summed = _bag_mask(idx, offsets, include_last_offset, False) if include_last_offset \
+        and padding_idx is None and weight.dtype in (dt.float32, dt.float16, dt.bfloat16) \
+        else mask
     if padding_idx is not None:
         pi = padding_idx + weight.shape[0] if padding_idx < 0 else padding_idx
-        mask = ops.logical_and(mask, ops.reshape(ops.ne(idx, pi), (1, idx.shape[0])))
+        keep = ops.reshape(ops.ne(idx, pi), (1, idx.shape[0]))
+        mask, summed = ops.logical_and(mask, keep), ops.logical_and(summed, keep)
     rows = ops.take(weight, idx, 0)                                     # [M, D]
     if sparse:
         from tracec.graph import mark_sparse_grad_node
@@ -123,6 +134,13 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float =
     if per_sample_weights is not None:
         maskf = TF.mul(maskf, ops.reshape(per_sample_weights, (1, idx.shape[0])))
     out = TF.matmul(maskf, rows)
+    if summed is not mask:
+        # the value stops at the last offset, the gradient runs to the end
+        # (PyTorch's backward takes the bag to the end of the input)
+        sumf = ops.cast(summed, weight.dtype)
+        if per_sample_weights is not None:
+            sumf = TF.mul(sumf, ops.reshape(per_sample_weights, (1, idx.shape[0])))
+        out = TF.add(out, TF.sub(TF.matmul(sumf, rows), out).detach())
     if mode == "mean":
         count = TF.sum(ops.cast(mask, weight.dtype), 1, keepdim=True)
         out = TF.div(out, TF.clamp(count, min=1.0))

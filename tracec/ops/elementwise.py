@@ -158,8 +158,19 @@ def sum_to(g, shape):
     return g
 
 
+def _half_in_float(f):
+    """``f`` computing a float16 array in float32 and rounding once, as
+    PyTorch's CPU kernels compute half (``1 / np.sqrt(x)`` in float16
+    rounded twice: rsqrt and sigmoid were an ulp off)."""
+    def g(x, **kw):
+        if getattr(x, "dtype", None) == np.float16:
+            return np.asarray(f(x.astype(np.float32), **kw)).astype(np.float16)
+        return f(x, **kw)
+    return g
+
+
 def _unary(name, f, vjp, *, float_only=True, save=(0,), save_out=False):
-    return Primitive(name, kind="elementwise", impl=_quiet_impl(f),
+    return Primitive(name, kind="elementwise", impl=_quiet_impl(_half_in_float(f)),
                      shape_rule=_unary_shape,
                      dtype_rule=_float_only(name) if float_only else (lambda d, **_: d),
                      vjp=vjp, save=save, save_out=save_out)

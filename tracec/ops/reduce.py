@@ -33,6 +33,11 @@ def _row_major(a):
 
 
 def _sum_impl(x, *, axes):
+    with ew.quiet_fp():   # (inf + -inf is NaN silently, as PyTorch's)
+        return _sum(x, axes)
+
+
+def _sum(x, axes):
     # bool sums count (int64), as the dtype rule says; others keep their dtype.
     # (dtype.char: '?' is bool, 'e' float16; cheaper than comparing dtypes)
     c = x.dtype.char
