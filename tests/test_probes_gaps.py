@@ -233,7 +233,11 @@ def test_no_numpy_warnings_leak():
             a = L.eye(2, requires_grad=True)
             L.linalg.svd(a)[0].sum().backward()
             L.cross(L.ones(3, 3), L.eye(3))
-        assert [(x.category.__name__, x.filename) for x in w] == [("UserWarning", __file__)]
+        got = [(x.category.__name__, x.filename) for x in w]
+        # (torch's cross warning is a C++ warn-once: absent when an earlier
+        # test in this process called cross without dim)
+        want = [("UserWarning", __file__)]
+        assert got == want or (L is torch and got == []), (L.__name__, got)
 
 
 @pytest.mark.parametrize("case", ["min", "max", "both", "int"])
