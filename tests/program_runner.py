@@ -35,6 +35,11 @@ import json, os, sys, tempfile, traceback
 import numpy, tracec, tracec.cli, tracec.as_torch, tracec.backends.cpu
 import tracec.backends.cpu.lower, tracec.passes.pipeline
 import xdsl.backend.llvm.convert, llvmlite.binding
+import gc
+if os.environ.get("TRACEC_TEST_GC_FREEZE", "1") != "0":
+    # (what the imports made is permanent: a child's full collections walk
+    # only the program's objects, and do not copy these pages)
+    gc.collect(); gc.freeze()
 reply = os.fdopen(int(sys.argv[1]), "w")
 for line in sys.stdin:
     req = json.loads(line)

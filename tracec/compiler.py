@@ -28,7 +28,7 @@ from tracec.fast_run import MISS
 from tracec.ops import recurrent
 from tracec.backends import cache, cpu, cuda, interp
 from tracec.compiled_entry import Entry, _checks_enabled, donations  # noqa: F401
-from tracec.passes.pipeline import checks_level
+from tracec.passes.pipeline import checks_level, paused_gc
 from tracec.naming import argument_names
 from tracec.pytree import flatten_args, path_name, resolve
 from tracec.sym_shapes import SymbolTable, bind, choose_dynamic, pattern_key
@@ -501,7 +501,10 @@ class CompiledFunction:
         t0 = time.perf_counter()
         dims = choose_dynamic(self.dynamic, key, args, kwargs, self._cache,
                               self._sym.get(pattern_key(key), ()))
-        with recurrent.scans(getattr(BACKENDS[self.backend], "SCANS", True)):
+        # (the collector off while recording: the trace builds its IR op by
+        # op, and each allocation burst set off a collection finding
+        # nothing: see passes.pipeline.paused_gc)
+        with recurrent.scans(getattr(BACKENDS[self.backend], "SCANS", True)), paused_gc():
             result, trace = record(self.fn, args, kwargs, self.__name__,
                                    fallback=self.fallback == "eager",
                                    symbols=SymbolTable(*dims) if dims else None,
