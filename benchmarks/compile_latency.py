@@ -18,7 +18,7 @@ with AdamW.  Goals: cold <= 0.4 s (MLP) and <= 1.0 s (transformer); warm
 all the process's threads over calls 1-3 (the cold compile runs LLVM on
 several threads where cores are idle: ``TRACEC_COMPILE_JOBS``).
 
-    python benchmarks/compile_latency.py [--backend interp] [--no-fresh]
+    python benchmarks/compile_latency.py [--backend interp] [--no-fresh] [--warm-breakdown]
 """
 from __future__ import annotations
 
@@ -87,10 +87,43 @@ def step(x, y):
     return loss
 
 
+PHASES = {}
+if len(sys.argv) > 2:
+    # --warm-breakdown: CPU time of this thread in the parts of calls 1-3
+    # (nested parts are included in their callers'); the wrappers cost ~1 us a call.
+    import tracec.backends.cache as cache_mod
+    import tracec.backends.cpu.runtime as runtime_mod
+    import tracec.compiler as compiler_mod
+    import tracec.compiled_entry as entry_mod
+    import tracec.tracing as tracing_mod
+
+    def timed(owner, name, label):
+        f = getattr(owner, name)
+
+        def w(*a, **k):
+            t = time.thread_time()
+            try:
+                return f(*a, **k)
+            finally:
+                PHASES[label] = PHASES.get(label, 0.0) + time.thread_time() - t
+        setattr(owner, name, w)
+    timed(compiler_mod, "record", "call 1: eager run + trace")
+    timed(tracing_mod.Recording, "on_primitive", "  of which recording primitives")
+    timed(cache_mod, "fingerprint", "key: trace fingerprint")
+    timed(cache_mod, "source_digest", "key: tracec source digest")
+    timed(cache_mod.DiskCache, "get", "disk cache read")
+    timed(runtime_mod, "load_object", "load the object code")
+    timed(entry_mod.Entry, "ensure_compiled", "first reuse: key, read, load")
+    timed(entry_mod.Entry, "fast_runner", "specialized call (fast_run) made")
+
 t0, c0 = time.perf_counter(), time.process_time()
-for _ in range(3):
+for i in range(3):
+    t1 = time.thread_time()
     step(x, y).item()
+    PHASES[f"call {i + 1}"] = time.thread_time() - t1
 print(time.perf_counter() - t0, step.cache_info().traces, time.process_time() - c0)
+for k, v in PHASES.items():
+    print(f"  {k:<40}{v * 1e3:8.1f} ms")
 """
 
 
@@ -121,13 +154,56 @@ def fresh_process_rows() -> None:
               f"{float(out[2][0]) * 1e3:>10.0f}{out[0][1]:>8}{float(out[0][2]) * 1e3:>13.0f}")
 
 
+def warm_breakdown(rounds: int = 5) -> None:
+    """Where the warm start's calls 1-3 go (issue 12, goal 2): the medians,
+    over ``rounds`` fresh processes on one core reading the cache a first
+    one filled, of the CPU time of each part (``FRESH``'s wrappers)."""
+    import statistics
+    import subprocess
+    import sys
+    import tempfile
+    for name in ("mlp", "transformer"):
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, TRACEC_CACHE_DIR=cache)
+            env.pop("TRACEC_NO_CACHE", None)
+            cmd = [sys.executable, "-c", FRESH, name, "breakdown"]
+            subprocess.run(cmd, env=env, capture_output=True, check=True)
+            rows: dict = {}
+            for _ in range(rounds):
+                r = subprocess.run(["taskset", "-c", "0"] + cmd if shutil_which("taskset")
+                                   else cmd, env=env, text=True, capture_output=True, check=True)
+                lines = r.stdout.splitlines()
+                rows.setdefault("calls 1-3 (process CPU)", []).append(float(lines[0].split()[2]))
+                for ln in lines[1:]:
+                    label, ms = ln.rsplit(None, 2)[0].strip(), float(ln.split()[-2])
+                    rows.setdefault(label, []).append(ms / 1e3)
+        print(f"\nwarm start, {name}: medians of {rounds} fresh processes, CPU ms")
+        order = ["calls 1-3 (process CPU)", "call 1", "call 1: eager run + trace",
+                 "  of which recording primitives", "call 2", "first reuse: key, read, load",
+                 "key: tracec source digest", "key: trace fingerprint", "disk cache read",
+                 "load the object code", "call 3", "specialized call (fast_run) made"]
+        for label, v in sorted(rows.items(), key=lambda kv: order.index(kv[0])
+                               if kv[0] in order else len(order)):
+            print(f"  {label:<40}{statistics.median(v) * 1e3:8.1f}")
+
+
+def shutil_which(cmd: str):
+    import shutil
+    return shutil.which(cmd)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--backend", default=None)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--no-fresh", action="store_true",
                     help="skip the fresh-process rows (calls 1-3, cold and warm)")
+    ap.add_argument("--warm-breakdown", action="store_true",
+                    help="only where the warm start's calls 1-3 go (one core, CPU time)")
     args = ap.parse_args()
+    if args.warm_breakdown:
+        warm_breakdown()
+        return
     if not args.no_fresh:
         fresh_process_rows()
     x = tracec.randn(args.batch, 784)

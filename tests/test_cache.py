@@ -164,6 +164,43 @@ def test_fingerprint_tells_apart_what_the_key_must():
     assert fingerprint(module(2.5, col=7)) == fingerprint(module(2.5))
 
 
+def test_fingerprint_key_texts_tell_apart_shapes_dtypes_params_and_names():
+    """The texts kept for attributes made from keys (tracec.ir.key_texts:
+    locations, static tensor types, parameters, argument names) keep the
+    fingerprint exact: a shape, a dtype, a parameter or an argument name
+    that differs gets another key; equal modules get equal keys, also
+    once those texts are dropped (the attributes are then described)."""
+    from tracec import dtypes as dt
+    from tracec import ir
+    from tracec.backends.cache import fingerprint
+    from tracec.ir import key_texts
+    from xdsl.builder import ImplicitBuilder
+    from xdsl.dialects import func
+    from xdsl.dialects.builtin import ModuleOp
+    from xdsl.ir import Block, Region
+
+    def module(shape=(2, 3), dtype=dt.float32, perm=(1, 0), name="x"):
+        t = ir.tensor_type(shape, dtype)
+        out = ir.tensor_type(tuple(shape[i] for i in perm), dtype)
+        block = Block(arg_types=[t])
+        ir.set_arg_name(block.args[0], name)
+        with ImplicitBuilder(block):
+            op = ir.make_op("transpose", [block.args[0]], {"perm": perm}, out,
+                            loc=("f.py", 4, 0))
+            func.ReturnOp(op.results[0])
+        return ModuleOp([func.FuncOp("f", ((t,), (out,)), Region(block))])
+
+    variants = [module(), module(shape=(3, 2)), module(dtype=dt.float64),
+                module(shape=(2, 3, 1), perm=(2, 0, 1)), module(shape=(2, 3, 1), perm=(1, 0, 2)),
+                module(name="y")]
+    keys = [fingerprint(m, locations=True) for m in variants]
+    assert len(set(keys)) == len(keys)
+    assert fingerprint(module(), locations=True) == keys[0]
+    key_texts.TEXTS.clear()
+    assert fingerprint(module(name="z"), locations=True) == \
+        fingerprint(module(name="z"), locations=True)
+
+
 def test_generated_code_is_compiled_once_per_machine(tmp_path, monkeypatch):
     """tracec.code_cache: a generated function's code object is kept in the
     disk cache (runtime/) under the hash of its text; a corrupt entry is

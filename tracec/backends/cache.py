@@ -23,6 +23,8 @@ import warnings
 import platformdirs
 from filelock import FileLock
 
+from tracec.ir import key_texts
+
 MAGIC = b"TRACEC-CACHE\x00\x01"
 FORMAT = 1
 
@@ -135,43 +137,59 @@ class DiskCache:
 def fingerprint(module, *, locations: bool = False) -> str:
     """A hash of a module's structure (ops, properties, attributes, types,
     operand wiring), cheaper than printing it; with ``locations``, each op's
-    source location too."""
-    h = hashlib.sha256()
+    source location too.
+
+    Invariant: two modules get the same fingerprint only if they have the
+    same ops (by name) in the same nesting, with equal properties,
+    attributes and result types (``attribute_text``), the same operand
+    wiring and, with ``locations``, the same locations of ops and block
+    arguments: the texts joined hold strings only as ``repr``s (or xDSL's
+    printed, escaped form), so the control characters separating the
+    parts (``\\x00``-``\\x03``) never occur inside one.  Computed at every
+    warm start: one text per op, each distinct attribute described once."""
     ids: dict = {}       # by identity: the module keeps every value alive
-    texts: dict = {}
+    # Attributes are immutable and repeat (types above all; a trace shares
+    # its locations and parameters): each distinct object described once,
+    # from its parameters (xDSL's printer costs ~40 us an attribute).  By
+    # identity (equal attributes get equal texts anyway), each kept alive
+    # with its text, so no id is reused by another object during the walk.
+    # The attributes a trace made from Python keys come with their texts
+    # (tracec.ir.key_texts); the others are described here.
+    texts: dict = dict(key_texts.TEXTS)
 
     def text(v) -> str:
-        # Attributes are immutable and repeat (types above all): describe each
-        # distinct object once, from its parameters (xDSL's printer costs
-        # ~40 us an attribute, hashing one walks its parameters; a location is
-        # a new one for nearly every op).  By identity (equal attributes get
-        # equal texts anyway), each kept alive with its text, so no id is
-        # reused by another object during the walk.
         t = texts.get(id(v))
         if t is None:
             t = texts[id(v)] = (v, attribute_text(v))
         return t[1]
 
+    def named(d: dict) -> str:
+        # (a property or attribute dict: names in order, each with its text)
+        return "\x02".join(f"{k}\x03{text(d[k])}" for k in sorted(d))
+
     def walk(block):
         put = parts.append
+        get_text = texts.get
         for a in block.args:
             ids[id(a)] = len(ids)
             put("a" + text(a.type))
             if locations:   # argument names (tracec.ir.names): compiled errors cite them
                 put(text(a.location))
         for op in block.ops:
-            put(op.name)
-            props = op.properties
-            if props:
-                put("p" + str(sorted((k, text(v)) for k, v in props.items())))
-            if op.attributes:
-                put("attrs" + str(sorted((k, text(v)) for k, v in op.attributes.items())))
+            props, attrs = op.properties, op.attributes
+            # one part per op: its name, properties, attributes, location,
+            # operands (numbered by definition order), result types
+            loc = ""
             if locations:
-                put(text(op.location))
-            put(str([ids.get(id(o), -1) for o in op.operands]))
-            for r in op.results:
+                t = get_text(id(op.location))
+                loc = t[1] if t is not None else text(op.location)
+            operands = ",".join([str(ids.get(id(o), -1)) for o in op.operands])
+            results = op.results
+            for r in results:
                 ids[id(r)] = len(ids)
-                put(text(r.type))
+            types = ",".join([text(r.type) for r in results])
+            put(f"{op.name}\x01{named(props) if props else ''}\x01"
+                f"{named(attrs) if attrs else ''}\x01{loc}\x01{operands}\x01{types}")
             for region in op.regions:
                 for b in region.blocks:
                     put("{")
@@ -184,8 +202,7 @@ def fingerprint(module, *, locations: bool = False) -> str:
         for region in op.regions:
             for b in region.blocks:
                 walk(b)
-    h.update("\0".join(parts).encode())
-    return h.hexdigest()
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
 #: Python values an attribute's parameters may hold that ``repr`` writes

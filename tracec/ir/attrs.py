@@ -43,6 +43,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute
 
+from tracec.ir import key_texts
 from tracec.ir.types import dtype_of_element, element_type
 
 __all__ = [
@@ -117,6 +118,7 @@ def encode_param(kind: str, v, what: str = "param") -> Attribute:
         if len(_PARAMS) > 4096:
             _PARAMS.clear()
         _PARAMS[key] = a
+        key_texts.register(a, "P", (key[0], key[1].__name__, key[2]))
     return a
 
 
@@ -189,11 +191,14 @@ def file_loc(filename: str, line: int, col: int = 0) -> FileLineColLoc:
             if len(_LOCS) > 8192:
                 _LOCS.clear()
             _LOCS[key] = loc
+            key_texts.register(loc, "L", key)
     return loc
 
 
 def to_location(loc) -> LocationAttr:
     """Accept None (unknown), a location attribute, or ``(file, line[, col])``."""
+    if type(loc) is tuple:     # (the tracer's; before the abstract-class check)
+        return file_loc(*loc)
     if loc is None:
         return UnknownLoc()
     if isinstance(loc, Attribute):

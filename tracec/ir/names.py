@@ -21,6 +21,8 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, NameLoc, NoneAttr, StringAttr
 from xdsl.ir import BlockArgument, SSAValue
 
+from tracec.ir import key_texts
+
 __all__ = ["set_arg_name", "arg_name", "set_result_names", "result_names", "value_name",
            "NAME_ATTR"]
 
@@ -41,7 +43,8 @@ def _ssa_hint(name: str) -> str:
 
 def set_arg_name(arg: BlockArgument, name: str) -> None:
     """Name a function argument (location and SSA name)."""
-    arg.location = NameLoc(StringAttr(name), NoneAttr())
+    arg.location = loc = NameLoc(StringAttr(name), NoneAttr())
+    key_texts.register(loc, "N", name)
     arg.name_hint = _ssa_hint(name)
 
 

@@ -33,7 +33,7 @@ from typing import Callable, ClassVar, Mapping, Sequence
 from xdsl.dialects.builtin import (
     ArrayAttr, DenseArrayBase, I64, IntegerAttr, StringAttr, TensorType, i64,
 )
-from xdsl.ir import Attribute, Operation, SSAValue, TypeAttribute
+from xdsl.ir import Attribute, BlockArgument, Operation, OpResult, SSAValue, TypeAttribute
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
@@ -365,13 +365,23 @@ def make_op(prim_name: str, operands: Sequence[SSAValue | Operation],
     except KeyError:
         raise ValueError(f"unknown primitive {prim_name!r}") from None
     spec = cls.SPEC
-    values = [o.results[0] if isinstance(o, Operation) else o for o in operands]
+    # (an SSA value's exact type checked first: isinstance against xDSL's
+    # abstract classes costs a microsecond an operand, and a trace makes
+    # thousands of ops)
+    values = [o if type(o) in _VALUE_TYPES else o.results[0] if isinstance(o, Operation) else o
+              for o in operands]
     if spec.variadic:
         if not values:
             raise ValueError(f"{prim_name}: expects at least one operand")
     elif len(values) != len(spec.operands):
         raise ValueError(f"{prim_name}: expects {len(spec.operands)} operands, "
                          f"got {len(values)}")
+    if not spec.params:
+        if params:
+            raise ValueError(f"{prim_name}: expects params [], got {sorted(params)}")
+        return cls.create(operands=values, result_types=[
+            result_type if type(result_type) in _TYPE_TYPES or isinstance(result_type, Attribute)
+            else tensor_type(*result_type)], location=to_location(loc))
     names = {n for n, _ in spec.params}
     if set(params) != names:
         raise ValueError(f"{prim_name}: expects params {sorted(names)}, got {sorted(params)}")
@@ -386,10 +396,17 @@ def make_op(prim_name: str, operands: Sequence[SSAValue | Operation],
             attrs[f"sym_{n}"] = sym
             v = tuple(-1 if isinstance(x, Sym) else x for x in v) if k == "ints" else 0
         props[n] = encode_param(k, v, f"{prim_name}.{n}")
-    if not isinstance(result_type, Attribute):
+    if type(result_type) not in _TYPE_TYPES and not isinstance(result_type, Attribute):
         result_type = tensor_type(*result_type)
     return cls.create(operands=values, result_types=[result_type], properties=props,
                       attributes=attrs, location=to_location(loc))
+
+
+#: The classes of SSA values (an op's result, a block's argument) and of
+#: tensor types, told apart from operations and ``(shape, dtype)`` pairs
+#: without an abstract-class check.
+_VALUE_TYPES = frozenset((OpResult, BlockArgument))
+_TYPE_TYPES = frozenset((TensorType,))
 
 
 def _symbolic_param(kind: str, v):

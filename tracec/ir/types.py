@@ -37,6 +37,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute
 
 from tracec import dtypes as dt
+from tracec.ir import key_texts
 from tracec.symbolic import Sym, parse
 
 __all__ = [
@@ -95,6 +96,7 @@ def tensor_type(shape: Iterable, dtype) -> TensorType:
         if len(_STATIC_TYPES) > 4096:
             _STATIC_TYPES.clear()
         t = _STATIC_TYPES[key] = TensorType(elt, shape)
+        key_texts.register(t, "T", (shape, _BY_ELEMENT[elt].name))
     return t
 
 
