@@ -1,6 +1,9 @@
 """Gaps found by probing the parts of training programs around the model
 (optimizers, schedulers, data loading, checkpoints, the nn.Module API),
 each checked against torch 2.13 in the same process."""
+import collections
+
+import pytest
 import torch
 
 import tracec
@@ -34,3 +37,33 @@ def test_optimizer_hooks_follow_torch():
     """State-dict hooks exist; step hooks see ``(self, *args)`` as PyTorch's
     ``profile_hook_step`` passes them; global step hooks run."""
     assert _hook_log(tracec) == _hook_log(torch)
+
+
+def _saved_by_torch(tmp_path, obj, legacy):
+    path = tmp_path / ("legacy.pt" if legacy else "zip.pt")
+    torch.save(obj, path, _use_new_zipfile_serialization=not legacy)
+    return path
+
+_Pair = collections.namedtuple("_Pair", "a b")
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_torch_saved_views_load_sharing_memory(tmp_path, legacy):
+    """Tensors saved over one storage load as views of one memory with
+    their strides (they were copies: a write to one no longer reached the
+    other); a 0-d bool tensor loads (it raised); a legacy stream keeps
+    torch.Size and namedtuples (they came back as plain tuples)."""
+    base = torch.arange(24.).reshape(4, 6)
+    obj = {"base": base, "sub": base[1:3, 2:5], "t": base.t(), "flag": torch.tensor(True),
+           "half": torch.arange(4, dtype=torch.bfloat16)[1:], "size": torch.Size([2, 3]),
+           "pair": _Pair(torch.ones(2), 3)}
+    got = tracec.load(_saved_by_torch(tmp_path, obj, legacy), weights_only=False)
+    assert got["sub"].stride() == (6, 1) and got["t"].stride() == (1, 6)
+    got["sub"].fill_(-1.0)
+    ref = torch.load(_saved_by_torch(tmp_path, obj, legacy), weights_only=False)
+    ref["sub"].fill_(-1.0)
+    assert got["base"].tolist() == ref["base"].tolist() and got["t"].tolist() == ref["t"].tolist()
+    assert got["flag"].dtype == tracec.bool and got["flag"].shape == () and bool(got["flag"])
+    assert got["half"].tolist() == [1.0, 2.0, 3.0]
+    assert type(got["size"]) is tracec.Size and got["size"] == (2, 3)
+    assert type(got["pair"]) is _Pair and got["pair"].b == 3
