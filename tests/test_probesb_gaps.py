@@ -67,3 +67,40 @@ def test_torch_saved_views_load_sharing_memory(tmp_path, legacy):
     assert got["half"].tolist() == [1.0, 2.0, 3.0]
     assert type(got["size"]) is tracec.Size and got["size"] == (2, 3)
     assert type(got["pair"]) is _Pair and got["pair"].b == 3
+
+
+def _module_hook_log(lib):
+    nn = lib.nn
+    log = []
+    lib.manual_seed(0)
+    m = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    m[0].register_forward_hook(lambda mod, a, out: log.append(("always", out is None)),
+                               always_call=True)
+    m[0].register_forward_pre_hook(lambda mod, a: (_ for _ in ()).throw(ValueError("pre")))
+    try:
+        m(lib.ones(1, 2))
+    except ValueError as e:
+        log.append(str(e))
+    m.register_state_dict_pre_hook(lambda mod, prefix, keep_vars: log.append(("pre", prefix)))
+    m[0].register_state_dict_post_hook(lambda mod, sd, prefix, meta: log.append(("post", prefix,
+                                                                                 sorted(sd))))
+    sd = m.state_dict(prefix="p.")
+    log.append(list(sd))
+    m[0].register_load_state_dict_post_hook(
+        lambda mod, keys: (log.append(("lpost", list(keys.missing_keys))),
+                           keys.missing_keys.clear())[0])
+    log.append(repr(m.load_state_dict({"0.weight": lib.ones(2, 2)})))
+    m[0].register_state_dict_post_hook(lambda mod, sd, prefix, meta: sd)
+    try:
+        m.state_dict()
+    except RuntimeError as e:
+        log.append(str(e))
+    return log
+
+
+def test_module_state_dict_hooks_and_always_call_follow_torch():
+    """``register_state_dict_pre_hook`` / ``_post_hook`` and
+    ``register_load_state_dict_post_hook`` exist (AttributeError before);
+    an ``always_call`` forward hook runs when a pre-hook raises (it ran
+    only when forward itself raised)."""
+    assert _module_hook_log(tracec) == _module_hook_log(torch)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import itertools
 import types
+import warnings
 import weakref
 from collections import OrderedDict, namedtuple
 from typing import Any, Callable, Iterator, Mapping
@@ -150,6 +151,7 @@ _LAZY_HOOK_TABLES = frozenset((
 #: ``register_module_forward_pre_hook`` / ``register_module_forward_hook``)
 _global_forward_pre_hooks: dict = OrderedDict()
 _global_forward_hooks: dict = OrderedDict()
+_global_forward_hooks_always_called: dict = OrderedDict()
 
 
 def register_module_forward_pre_hook(hook) -> _RemovableHandle:
@@ -163,8 +165,11 @@ def register_module_forward_pre_hook(hook) -> _RemovableHandle:
 def register_module_forward_hook(hook, *, always_call: bool = False) -> _RemovableHandle:
     """``hook(module, args, output)`` after every module's forward (and
     before the module's own hooks); a non-None result replaces the output."""
-    handle = _RemovableHandle(_global_forward_hooks)
+    handle = _RemovableHandle(_global_forward_hooks,
+                              extra_dict=_global_forward_hooks_always_called)
     _global_forward_hooks[handle.id] = hook
+    if always_call:
+        _global_forward_hooks_always_called[handle.id] = True
     return handle
 
 
@@ -248,11 +253,46 @@ class Module:
             # No hook of any kind (the common case): what the general path
             # below does then, without building its empty lists.
             return self.forward(*args, **kwargs)
+        state = {"args": args, "kwargs": kwargs, "out": None, "called": set()}
+        try:
+            return self._hooked_call(d, state)
+        except Exception:
+            # PyTorch's always_call: such forward hooks (global ones first)
+            # run when a pre-hook, forward or another hook raised, each at
+            # most once, with the output so far (None before forward
+            # returned); their own errors are silenced with a warning.
+            args, kwargs, out, called = (state["args"], state["kwargs"], state["out"],
+                                         state["called"])
+            for hid, hook in list(_global_forward_hooks.items()):
+                if hid in _global_forward_hooks_always_called and hid not in called:
+                    try:
+                        res = hook(self, args, out)
+                        out = out if res is None else res
+                    except Exception as e:  # noqa: BLE001
+                        warnings.warn("global module forward hook with ``always_call=True`` "
+                                      "raised an exception that was silenced as another error "
+                                      f"was raised in forward: {e}", stacklevel=2)
+            always = d.get("_forward_hooks_always_called") or ()
+            for hid, hook in list(self._forward_hooks.items()):
+                if hid in always and hid not in called:
+                    try:
+                        res = self._run_forward_hook(hid, hook, args, kwargs, out)
+                        out = out if res is None else res
+                    except Exception as e:  # noqa: BLE001
+                        warnings.warn("module forward hook with ``always_call=True`` raised an "
+                                      "exception that was silenced as another error was raised "
+                                      f"in forward: {e}", stacklevel=2)
+            raise
+
+    def _hooked_call(self, d, state):
+        """The call with its hooks; ``state`` records the args, the output
+        and the always-call hooks run so far, for ``_call_impl``'s error path."""
+        args, kwargs = state["args"], state["kwargs"]
         if _global_forward_pre_hooks:
             for hook in list(_global_forward_pre_hooks.values()):
                 res = hook(self, args)
                 if res is not None:
-                    args = res if isinstance(res, tuple) else (res,)
+                    args = state["args"] = res if isinstance(res, tuple) else (res,)
         pre_kw = d.get("_forward_pre_hooks_with_kwargs") or ()
         for hid, hook in list(self._forward_pre_hooks.items()):
             if hid in pre_kw:
@@ -262,34 +302,30 @@ class Module:
                         raise RuntimeError("forward pre-hook must return None or a tuple of "
                                            f"(new_args, new_kwargs), but got {res}.")
                     args, kwargs = res
+                    state["args"], state["kwargs"] = args, kwargs
             else:
                 res = hook(self, args)
                 if res is not None:
-                    args = res if isinstance(res, tuple) else (res,)
+                    args = state["args"] = res if isinstance(res, tuple) else (res,)
         bw_state = None
         if has_backward_hooks(self):
             args, bw_state = wrap_inputs(self, args)
-        always = d.get("_forward_hooks_always_called") or ()
-        try:
-            out = self.forward(*args, **kwargs)
-        except Exception:
-            # (PyTorch's always_call: such hooks run even when forward raises)
-            for hid, hook in list(self._forward_hooks.items()):
-                if hid in always:
-                    try:
-                        self._run_forward_hook(hid, hook, args, kwargs, None)
-                    except Exception:
-                        pass
-            raise
+        out = state["out"] = self.forward(*args, **kwargs)
+        called = state["called"]
         if _global_forward_hooks:
-            for hook in list(_global_forward_hooks.values()):
+            for hid, hook in list(_global_forward_hooks.items()):
+                if hid in _global_forward_hooks_always_called:
+                    called.add(hid)
                 res = hook(self, args, out)
                 if res is not None:
-                    out = res
+                    out = state["out"] = res
+        always = d.get("_forward_hooks_always_called") or ()
         for hid, hook in list(self._forward_hooks.items()):
+            if hid in always:
+                called.add(hid)
             res = self._run_forward_hook(hid, hook, args, kwargs, out)
             if res is not None:
-                out = res
+                out = state["out"] = res
         if bw_state is not None:
             out = wrap_outputs(bw_state, out)
         return out
@@ -408,6 +444,24 @@ class Module:
 
     def register_load_state_dict_pre_hook(self, hook: Callable) -> _RemovableHandle:
         return self._register_load_state_dict_pre_hook(hook, with_module=True)
+
+    def register_load_state_dict_post_hook(self, hook: Callable) -> _RemovableHandle:
+        """``hook(module, incompatible_keys)`` after ``load_state_dict`` loaded
+        this module and its children (before strict's error); it may edit
+        the keys' lists in place and must return None."""
+        return self._add_hook("_load_state_dict_post_hooks", hook, False)
+
+    def register_state_dict_pre_hook(self, hook: Callable) -> _RemovableHandle:
+        """``hook(module, prefix, keep_vars)`` before ``state_dict`` writes
+        this module's entries."""
+        return self._add_hook("_state_dict_pre_hooks", hook, False)
+
+    def register_state_dict_post_hook(self, hook: Callable) -> _RemovableHandle:
+        """``hook(module, state_dict, prefix, local_metadata)`` after this
+        module and its children wrote their entries; unlike the private
+        ``_register_state_dict_hook`` it edits in place and must return None."""
+        hook._from_public_api = True
+        return self._add_hook("_state_dict_hooks", hook, False)
 
     # --- registration ------------------------------------------------------------
 
@@ -731,6 +785,8 @@ class Module:
         local_metadata = {"version": self._version}
         if hasattr(destination, "_metadata"):
             destination._metadata[prefix[:-1]] = local_metadata
+        for hook in self.__dict__.get("_state_dict_pre_hooks", {}).values():
+            hook(self, prefix, keep_vars)
         self._save_to_state_dict(destination, prefix, keep_vars)
         for name, m in self._modules.items():
             if m is not None:
@@ -738,7 +794,10 @@ class Module:
                              keep_vars=keep_vars)
         for hook in self.__dict__.get("_state_dict_hooks", {}).values():
             result = hook(self, destination, prefix, local_metadata)
-            if result is not None:
+            if getattr(hook, "_from_public_api", False):
+                if result is not None:
+                    raise RuntimeError("state_dict post-hook must return None")
+            elif result is not None:
                 destination = result
         return destination
 
@@ -821,6 +880,13 @@ class Module:
                 if child is not None:
                     cp = prefix + name + "."
                     load(child, {k: v for k, v in local_sd.items() if k.startswith(cp)}, cp)
+            incompatible = _IncompatibleKeys(missing, unexpected)
+            for hook in module.__dict__.get("_load_state_dict_post_hooks", {}).values():
+                if hook(module, incompatible) is not None:
+                    raise AssertionError(
+                        "Hooks registered with ``register_load_state_dict_post_hook`` are not "
+                        "expected to return new values, if incompatible_keys need to be "
+                        "modified, it should be done inplace.")
 
         load(self, state_dict)
         if strict:
