@@ -3,6 +3,7 @@
 each checked against torch 2.13 in the same process."""
 import collections
 
+import numpy as np
 import pytest
 import torch
 
@@ -104,3 +105,25 @@ def test_module_state_dict_hooks_and_always_call_follow_torch():
     an ``always_call`` forward hook runs when a pre-hook raises (it ran
     only when forward itself raised)."""
     assert _module_hook_log(tracec) == _module_hook_log(torch)
+
+
+def _complex_steps(lib, name):
+    lib.manual_seed(0)
+    p = lib.nn.Parameter(lib.randn(3, dtype=lib.complex64))
+    opt = getattr(lib.optim, name)([p])
+    for _ in range(8):
+        opt.zero_grad()
+        (p.abs() ** 2).sum().backward()
+        opt.step()
+    return lib.view_as_real(p.detach()).tolist()
+
+
+@pytest.mark.parametrize("name", ["Adamax", "NAdam", "RAdam", "Adadelta", "Rprop", "ASGD"])
+def test_complex_parameters_update_as_pairs_of_reals(name):
+    """As PyTorch's (``view_as_real``), these optimizers update a complex
+    parameter's real and imaginary parts as independent reals (second
+    moments and maxima per component, Rprop's step size starting at lr for
+    both); they used complex arithmetic (NAdam's ``g * g``, Adamax's
+    ``|g|``, Rprop's complex sign and zero imaginary step size)."""
+    np.testing.assert_allclose(_complex_steps(tracec, name), _complex_steps(torch, name),
+                               rtol=1e-5, atol=1e-6)
