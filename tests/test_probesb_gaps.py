@@ -2,6 +2,7 @@
 (optimizers, schedulers, data loading, checkpoints, the nn.Module API),
 each checked against torch 2.13 in the same process."""
 import collections
+import warnings
 
 import numpy as np
 import pytest
@@ -127,3 +128,51 @@ def test_complex_parameters_update_as_pairs_of_reals(name):
     ``|g|``, Rprop's complex sign and zero imaginary step size)."""
     np.testing.assert_allclose(_complex_steps(tracec, name), _complex_steps(torch, name),
                                rtol=1e-5, atol=1e-6)
+
+
+def _backward_hook_log(lib):
+    import importlib
+    mm = importlib.import_module(lib.__name__ + ".nn.modules.module")
+    nn = lib.nn
+    log = []
+
+    class Two(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l = nn.Linear(2, 2)
+
+        def forward(self, a, b):
+            return self.l(a) * b, a.sum() * 2
+
+    class Dict(nn.Module):
+        def forward(self, x):
+            return {"y": x * 2}
+
+    lib.manual_seed(0)
+    m = Two()
+    m.register_full_backward_pre_hook(lambda mod, go: (go[0] * 10, go[1]))
+    m.register_full_backward_hook(lambda mod, gi, go: (gi[0], None))
+    g = mm.register_module_full_backward_hook(lambda mod, gi, go: log.append(type(mod).__name__))
+    a = lib.randn(3, 2, requires_grad=True)
+    b = lib.randn(3, 2, requires_grad=True)
+    o1, o2 = m(a, b)
+    (o1.sum() + o2).backward()
+    d = Dict()
+    d.register_full_backward_hook(lambda mod, gi, go: log.append("dict"))
+    x = lib.ones(2, requires_grad=True)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        d(x)["y"].sum().backward()
+    log += [str(m.message).replace("torch.", "") for m in w]
+    g.remove()
+    return log, np.round(np.array(a.grad.tolist()), 5).tolist(), b.grad
+
+
+def test_full_backward_hooks_see_and_replace_all_gradients_at_once():
+    """A full backward hook's replaced grad_input reaches every input (a
+    None there leaves that input without a gradient: b.grad was computed
+    anyway, since each input's gradient flowed on separately), a pre-hook's
+    grad_output replaces every output's; global full backward hooks exist;
+    a module returning a dict runs no full backward hook and warns, as in
+    PyTorch."""
+    assert _backward_hook_log(tracec) == _backward_hook_log(torch)

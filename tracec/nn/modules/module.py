@@ -30,7 +30,8 @@ from tracec.mutation import (EPOCH, WatchedOrderedDict, deep_immutable, epoch_co
 from tracec.sym_scalar import LIFTED, SymScalar
 from tracec.tensor import RECORDERS, Tensor, _tell_recorders, note_guard
 from tracec.tensor_type import typename
-from tracec.nn.modules.backward_hooks import has_backward_hooks, wrap_inputs, wrap_outputs
+from tracec.nn.modules.backward_hooks import (global_backward_hooks, global_backward_pre_hooks,
+                                              has_backward_hooks, wrap_inputs, wrap_outputs)
 from tracec.utils.hooks import RemovableHandle as _RemovableHandle
 
 #: The state_dict key (after a module's prefix) of what ``get_extra_state``
@@ -173,6 +174,22 @@ def register_module_forward_hook(hook, *, always_call: bool = False) -> _Removab
     return handle
 
 
+def register_module_full_backward_hook(hook) -> _RemovableHandle:
+    """``hook(module, grad_input, grad_output)`` for every module, before
+    the module's own full backward hooks."""
+    handle = _RemovableHandle(global_backward_hooks)
+    global_backward_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_full_backward_pre_hook(hook) -> _RemovableHandle:
+    """``hook(module, grad_output)`` for every module, before the module's
+    own backward pre-hooks."""
+    handle = _RemovableHandle(global_backward_pre_hooks)
+    global_backward_pre_hooks[handle.id] = hook
+    return handle
+
+
 def _addindent(s: str, n: int) -> str:
     lines = s.split("\n")
     if len(lines) == 1:
@@ -249,7 +266,8 @@ class Module:
         pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
         if (not pre and not post and pre is not None and post is not None
                 and not _global_forward_pre_hooks and not _global_forward_hooks
-                and not d.get("_backward_hooks") and not d.get("_backward_pre_hooks")):
+                and not d.get("_backward_hooks") and not d.get("_backward_pre_hooks")
+                and not global_backward_hooks and not global_backward_pre_hooks):
             # No hook of any kind (the common case): what the general path
             # below does then, without building its empty lists.
             return self.forward(*args, **kwargs)
