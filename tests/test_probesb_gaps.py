@@ -165,6 +165,15 @@ def _backward_hook_log(lib):
         d(x)["y"].sum().backward()
     log += [str(m.message).replace("torch.", "") for m in w]
     g.remove()
+
+    class Args(nn.Module):
+        def forward(self, x, mask, k, y):
+            return x * 2 + y
+
+    e = Args()
+    e.register_full_backward_hook(lambda mod, gi, go: log.append(
+        [None if t is None else t.tolist() for t in gi]))
+    e(x, None, 3, lib.ones(2)).sum().backward()
     return log, np.round(np.array(a.grad.tolist()), 5).tolist(), b.grad
 
 
@@ -174,5 +183,6 @@ def test_full_backward_hooks_see_and_replace_all_gradients_at_once():
     anyway, since each input's gradient flowed on separately), a pre-hook's
     grad_output replaces every output's; global full backward hooks exist;
     a module returning a dict runs no full backward hook and warns, as in
-    PyTorch."""
+    PyTorch; grad_input has an entry per positional argument, zeros for a
+    tensor that needs no gradient."""
     assert _backward_hook_log(tracec) == _backward_hook_log(torch)

@@ -25,6 +25,7 @@ from collections import OrderedDict
 from tracec import graph
 from tracec.autograd import Function
 from tracec.functions import user_stacklevel
+from tracec.creation import zeros_like
 from tracec.tensor import Tensor
 
 
@@ -41,17 +42,19 @@ global_backward_pre_hooks: dict = OrderedDict()
 
 
 class _State:
-    def __init__(self, module, n_in, wrapped_in):
+    def __init__(self, module, n_in, wrapped_in, constant_in):
         self.module = module
         self.n_in = n_in
         self.wrapped_in = wrapped_in      # positions of the wrapped inputs
+        self.constant_in = constant_in    # {position: tensor} of the others
+        self.constant_out = {}
         self.grad_out = None              # set by the outputs' stage, cleared by the inputs'
         self.wrapped_out = ()
         self.n_out = 0
 
     def run_pre(self, grads):
         """The outputs' gradients after the pre-hooks (as a list per output)."""
-        self.grad_out = [None] * self.n_out
+        self.grad_out = _zeros_at(self.n_out, self.constant_out)
         for i, g in zip(self.wrapped_out, grads):
             self.grad_out[i] = g
         for hook in [*global_backward_pre_hooks.values(),
@@ -70,7 +73,7 @@ class _State:
             # the gradient reached the inputs without passing the outputs
             # (an output PyTorch does not wrap, a dict): no hook, as PyTorch
             return list(grads)
-        grad_in = [None] * self.n_in
+        grad_in = _zeros_at(self.n_in, self.constant_in)
         for i, g in zip(self.wrapped_in, grads):
             grad_in[i] = g
         grad_in = tuple(grad_in)
@@ -85,6 +88,16 @@ class _State:
                 grad_in = res
         self.grad_out = None
         return [grad_in[i] for i in self.wrapped_in]
+
+
+def _zeros_at(n: int, constants: dict) -> list:
+    """``n`` entries, zeros like the tensors that need no gradient (PyTorch
+    passes its identity Function's non-differentiable outputs' gradients
+    materialized), None elsewhere."""
+    out = [None] * n
+    for i, t in constants.items():
+        out[i] = zeros_like(t)
+    return out
 
 
 class _OutputHook(Function):
@@ -130,7 +143,9 @@ def wrap_inputs(module, args):
     Function; the shared state for ``wrap_outputs``."""
     wrapped = [i for i, a in enumerate(args)
                if isinstance(a, Tensor) and a.requires_grad] if graph.is_grad_enabled() else []
-    state = _State(module, len(args), wrapped)
+    constant = {i: a for i, a in enumerate(args)
+                if wrapped and isinstance(a, Tensor) and not a.requires_grad}
+    state = _State(module, len(args), wrapped, constant)
     if not wrapped:
         return args, state
     args = list(args)
@@ -154,6 +169,8 @@ def wrap_outputs(state, out):
     state.wrapped_out = [i for i, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
     if not state.wrapped_out:
         return out
+    state.constant_out = {i: o for i, o in enumerate(outs)
+                          if isinstance(o, Tensor) and not o.requires_grad}
     for i, t in zip(state.wrapped_out,
                     _apply(_OutputHook, state, [outs[i] for i in state.wrapped_out])):
         outs[i] = t
