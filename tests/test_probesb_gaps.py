@@ -186,3 +186,35 @@ def test_full_backward_hooks_see_and_replace_all_gradients_at_once():
     PyTorch; grad_input has an entry per positional argument, zeros for a
     tensor that needs no gradient."""
     assert _backward_hook_log(tracec) == _backward_hook_log(torch)
+
+
+def _module_api_log(lib):
+    nn = lib.nn
+    shared = nn.Linear(2, 2)
+    seq = nn.Sequential(shared, nn.ReLU(), shared)
+    log = [len(list(seq.modules())), len(list(seq.modules(remove_duplicate=False)))]
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        sd = seq.state_dict(None, "p.", True)
+    log += [list(sd), type(sd["p.0.weight"]).__name__, [x.category.__name__ for x in w]]
+    seq.set_submodule("1", nn.Tanh())
+    log.append(type(seq[1]).__name__)
+    for bad in [lambda: seq.set_submodule("", nn.ReLU()), lambda: seq.set_submodule("0.weight", nn.ReLU()),
+                lambda: seq.set_submodule("5", nn.ReLU(), strict=True)]:
+        try:
+            bad()
+        except (ValueError, AttributeError) as e:
+            log.append((type(e).__name__, str(e)))
+    outer = nn.Sequential(nn.Linear(1, 1))
+    outer.register_buffer("b", lib.ones(1))
+    outer._apply(lambda t: t.double(), recurse=False)
+    log.append((str(outer.b.dtype).split(".")[-1], str(outer[0].weight.dtype).split(".")[-1]))
+    return log
+
+
+def test_module_api_signatures_follow_torch():
+    """``modules(remove_duplicate=)``, ``state_dict``'s deprecated positional
+    (destination, prefix, keep_vars) with its FutureWarning,
+    ``set_submodule`` and ``_apply(fn, recurse=)`` (TypeError /
+    AttributeError before)."""
+    assert _module_api_log(tracec) == _module_api_log(torch)

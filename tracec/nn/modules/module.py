@@ -653,6 +653,21 @@ class Module:
                 raise AttributeError(f"`{item}` is not an nn.Module")
         return mod
 
+    def set_submodule(self, target: str, module: "Module", strict: bool = False) -> None:
+        """Put ``module`` at the dotted path ``target`` (its parent must
+        exist; with ``strict`` the attribute too), as PyTorch's."""
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
+        atoms = target.split(".")
+        if not isinstance(module, Module):
+            raise ValueError(f"`module` is not an nn.Module, found {type(module)}")
+        parent = self if len(atoms) == 1 else self.get_submodule(".".join(atoms[:-1]))
+        if strict and not hasattr(parent, atoms[-1]):
+            raise AttributeError(parent._get_name() + " has no attribute `" + atoms[-1] + "`")
+        if hasattr(parent, atoms[-1]) and not isinstance(getattr(parent, atoms[-1]), Module):
+            raise AttributeError("`" + atoms[-1] + "` is not an nn.Module")
+        setattr(parent, atoms[-1], module)
+
     def get_parameter(self, target: str) -> Parameter:
         mod_path, _, name = target.rpartition(".")
         mod = self.get_submodule(mod_path)
@@ -684,8 +699,8 @@ class Module:
             yield from module.named_modules(memo, prefix + ("." if prefix else "") + name,
                                             remove_duplicate)
 
-    def modules(self) -> Iterator["Module"]:
-        for _, m in self.named_modules():
+    def modules(self, remove_duplicate: bool = True) -> Iterator["Module"]:
+        for _, m in self.named_modules(remove_duplicate=remove_duplicate):
             yield m
 
     def named_children(self) -> Iterator[tuple[str, "Module"]]:
@@ -796,7 +811,19 @@ class Module:
         if type(self).get_extra_state is not Module.get_extra_state:
             destination[prefix + _EXTRA_STATE_KEY_SUFFIX] = self.get_extra_state()
 
-    def state_dict(self, *, destination=None, prefix: str = "", keep_vars: bool = False):
+    def state_dict(self, *args, destination=None, prefix: str = "", keep_vars: bool = False):
+        if args:
+            # PyTorch's deprecated positional (destination, prefix, keep_vars)
+            warnings.warn("Positional args are being deprecated, use kwargs instead. Refer to "
+                          "https://pytorch.org/docs/main/generated/torch.nn.Module.html"
+                          "#torch.nn.Module.state_dict for details.", FutureWarning,
+                          stacklevel=2)
+            if destination is None:
+                destination = args[0]
+            if len(args) > 1 and prefix == "":
+                prefix = args[1]
+            if len(args) > 2 and keep_vars is False:
+                keep_vars = args[2]
         if destination is None:
             destination = OrderedDict()
             destination._metadata = OrderedDict()
@@ -921,11 +948,13 @@ class Module:
 
     # --- conversion --------------------------------------------------------------------
 
-    def _apply(self, fn: Callable[[Tensor], Tensor]) -> "Module":
+    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> "Module":
         """Apply ``fn`` to every parameter (in place of its data, so the
-        Parameter objects stay the same), gradient and buffer."""
-        for m in self.children():
-            m._apply(fn)
+        Parameter objects stay the same), gradient and buffer (of the
+        submodules too with ``recurse``)."""
+        if recurse:
+            for m in self.children():
+                m._apply(fn)
         with graph.no_grad():
             for p in self._parameters.values():
                 if p is None:
