@@ -218,3 +218,40 @@ def test_module_api_signatures_follow_torch():
     ``set_submodule`` and ``_apply(fn, recurse=)`` (TypeError /
     AttributeError before)."""
     assert _module_api_log(tracec) == _module_api_log(torch)
+
+
+def _weights_only_log(lib, path, monkeypatch):
+    import argparse
+    import pickle
+    log = []
+
+    def attempt(**kw):
+        try:
+            log.append(type(lib.load(path, **kw)["a"]).__name__)
+        except pickle.UnpicklingError:
+            log.append("refused")
+        except RuntimeError as e:
+            log.append(str(e))
+    torch.save({"a": argparse.Namespace(x=1)}, path)
+    attempt(pickle_module=pickle)
+    attempt(pickle_module=pickle, weights_only=True)
+    attempt()
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        attempt()
+    attempt(weights_only=True)
+    monkeypatch.delenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")
+    monkeypatch.setenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "1")
+    attempt(weights_only=False)
+    monkeypatch.delenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD")
+    return log
+
+
+def test_load_weights_only_default_follows_torch(tmp_path, monkeypatch):
+    """``weights_only`` left unset is False when a ``pickle_module`` is
+    given (tracec refused such a file), True with one is refused, and the
+    TORCH_FORCE_(NO_)WEIGHTS_ONLY_LOAD variables apply as in PyTorch."""
+    path = tmp_path / "ns.pt"
+    assert _weights_only_log(tracec, path, monkeypatch) == _weights_only_log(torch, path,
+                                                                            monkeypatch)

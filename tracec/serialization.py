@@ -681,7 +681,7 @@ def _open_source(f):
     return f, str(name), end, False
 
 
-def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None,
+def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None,
          **pickle_load_args):
     """Load an object saved by ``tracec.save`` from a path or binary file.
 
@@ -696,6 +696,7 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
     (a device, a device string, a dict mapping saved to new device strings,
     or a callable ``(tensor, saved_device) -> tensor``) moves loaded tensors.
     """
+    weights_only = _weights_only(weights_only, pickle_module)
     fh, name, size, close = _open_source(f)
     try:
         reader = _Reader(fh, name, size)
@@ -740,6 +741,33 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError) as e:
         raise reader.error(f"the file is corrupt: bad structure ({type(e).__name__}: "
                            f"{e})") from None
+
+
+def _weights_only(weights_only, pickle_module) -> bool:
+    """PyTorch's choice: unset means True, unless a ``pickle_module`` is
+    given; ``TORCH_FORCE_WEIGHTS_ONLY_LOAD`` forces True and
+    ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` False where the caller did not
+    say; True with a ``pickle_module`` is refused."""
+    import warnings
+    unset = weights_only is None
+    if unset:
+        weights_only = pickle_module is None
+    yes = ("1", "y", "yes", "true")
+    force = os.getenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "0").lower() in yes
+    force_no = os.getenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "0").lower() in yes
+    if force and force_no:
+        raise RuntimeError("Only one of `TORCH_FORCE_WEIGHTS_ONLY_LOAD` or "
+                           "`TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD` should be set, but both were set.")
+    if force:
+        weights_only = True
+    elif force_no and unset:
+        warnings.warn("Environment variable TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD detected, since the"
+                      "`weights_only` argument was not explicitly passed to `torch.load`, forcing "
+                      "weights_only=False.", UserWarning, stacklevel=3)
+        weights_only = False
+    if weights_only and pickle_module is not None:
+        raise RuntimeError("Can not safely load weights when explicit pickle_module is specified")
+    return bool(weights_only)
 
 
 def _plain_np(a: np.ndarray) -> np.ndarray:
