@@ -255,3 +255,18 @@ def test_load_weights_only_default_follows_torch(tmp_path, monkeypatch):
     path = tmp_path / "ns.pt"
     assert _weights_only_log(tracec, path, monkeypatch) == _weights_only_log(torch, path,
                                                                             monkeypatch)
+
+
+def test_load_with_map_location_meta_gives_meta_tensors(tmp_path):
+    """``map_location="meta"`` (or a dict to "meta") loads shapes only,
+    keeping Parameters and requires_grad leaves (tensors stayed on cpu)."""
+    path = tmp_path / "m.pt"
+    torch.save({"p": torch.nn.Parameter(torch.ones(2, 3)), "t": torch.ones(2, requires_grad=True),
+                "i": torch.arange(3)}, path)
+    for ml in ("meta", {"cpu": "meta"}):
+        got = tracec.load(path, map_location=ml)
+        ref = torch.load(path, map_location=ml)
+        assert [(k, type(v).__name__, v.device.type, tuple(v.shape), str(v.dtype).split(".")[1],
+                 v.requires_grad, v.is_leaf) for k, v in got.items()] == \
+            [(k, type(v).__name__, v.device.type, tuple(v.shape), str(v.dtype).split(".")[1],
+              v.requires_grad, v.is_leaf) for k, v in ref.items()]

@@ -793,7 +793,15 @@ def _finish(t: Tensor, saved_device: str, map_location):
     if str(target) != "cpu":
         from tracec.device import device as _device
         from tracec.device import to_device
-        to_device(_device(str(target)))  # raises clearly where the device is unavailable
+        d = to_device(_device(str(target)))  # raises clearly where the device is unavailable
+        if d.type == "meta":
+            # shapes and dtypes only, as torch.load(map_location="meta") gives
+            out = t.detach().to(d).requires_grad_(t.requires_grad)
+            if type(t) is not Tensor and hasattr(type(t), "__torch_function__"):
+                from tracec.nn.parameter import Parameter
+                if isinstance(t, Parameter):
+                    out = Parameter(out, t.requires_grad)
+            return out
     return t
 
 
