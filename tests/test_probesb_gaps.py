@@ -270,3 +270,27 @@ def test_load_with_map_location_meta_gives_meta_tensors(tmp_path):
                  v.requires_grad, v.is_leaf) for k, v in got.items()] == \
             [(k, type(v).__name__, v.device.type, tuple(v.shape), str(v.dtype).split(".")[1],
               v.requires_grad, v.is_leaf) for k, v in ref.items()]
+
+
+def _clip_log(lib):
+    nn = lib.nn
+    a = nn.Parameter(lib.zeros(3))
+    b = nn.Parameter(lib.zeros(2, dtype=lib.float64))
+    h = nn.Parameter(lib.zeros(3, dtype=lib.float16))
+    out = []
+    for params, norm_type in (([a, b], 2.0), ([h], 2.0), ([h, a], "inf")):
+        a.grad = lib.tensor([3.0, 4.0, 0.0])
+        b.grad = lib.tensor([1.0, 2.0], dtype=lib.float64)
+        h.grad = lib.tensor([100.0, -5.0, 2.0], dtype=lib.float16)
+        total = nn.utils.clip_grad_norm_(params, 10.0, norm_type=norm_type)
+        out.append((str(total.dtype).split(".")[1], total.item(),
+                    [p.grad.tolist() for p in params]))
+    return out
+
+
+def test_clip_grad_norm_of_half_and_mixed_gradients():
+    """A float16 gradient's norm accumulates in float32 as PyTorch's (it
+    was summed in float16: 100.1875 for 100.125, and the clipped gradients
+    differed); the total norm of mixed-dtype gradients has the promoted
+    dtype (float64 / float32 for float32 + float64 / float16 + float32)."""
+    assert _clip_log(tracec) == _clip_log(torch)
