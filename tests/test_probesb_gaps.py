@@ -294,3 +294,27 @@ def test_clip_grad_norm_of_half_and_mixed_gradients():
     differed); the total norm of mixed-dtype gradients has the promoted
     dtype (float64 / float32 for float32 + float64 / float16 + float32)."""
     assert _clip_log(tracec) == _clip_log(torch)
+
+
+def _sgd_half(lib, dtype_name, kw):
+    lib.manual_seed(0)
+    p = lib.nn.Parameter(lib.randn(70).to(getattr(lib, dtype_name)))   # 64 vectorized + 6
+    opt = lib.optim.SGD([p], **kw)
+    for _ in range(4):
+        opt.zero_grad()
+        (p.float() ** 2).sum().backward()
+        opt.step()
+    return p.float().tolist()
+
+
+@pytest.mark.parametrize("dtype_name", ["float16", "bfloat16"])
+def test_sgd_on_half_parameters_rounds_as_torchs_kernels(dtype_name):
+    """SGD's ``add_(..., alpha=)`` over float16 / bfloat16 parameters rounds
+    as PyTorch's CPU kernel: alpha rounded to the dtype, float32 arithmetic
+    rounded once over the vectorized 32-element blocks, the product
+    rounded first in the tail (it rounded the product everywhere: the
+    parameters drifted from PyTorch's by an ulp per step)."""
+    kw = dict(lr=0.03, momentum=0.9, nesterov=True, weight_decay=0.01)
+    assert _sgd_half(tracec, dtype_name, kw) == _sgd_half(torch, dtype_name, kw)
+    kw = dict(lr=0.05, momentum=0.5, dampening=0.3)
+    assert _sgd_half(tracec, dtype_name, kw) == _sgd_half(torch, dtype_name, kw)
