@@ -318,3 +318,21 @@ def test_sgd_on_half_parameters_rounds_as_torchs_kernels(dtype_name):
     assert _sgd_half(tracec, dtype_name, kw) == _sgd_half(torch, dtype_name, kw)
     kw = dict(lr=0.05, momentum=0.5, dampening=0.3)
     assert _sgd_half(tracec, dtype_name, kw) == _sgd_half(torch, dtype_name, kw)
+
+
+def test_unsigned_tensors_save_in_torchs_format(tmp_path):
+    """uint16 / uint32 / uint64 tensors are written as PyTorch writes them
+    (an UntypedStorage and ``_rebuild_tensor_v3`` naming the dtype), so
+    ``torch.load`` reads the checkpoint (a ``tracec run`` script's file
+    fell back to tracec's format, which torch cannot read)."""
+    from tracec import torch_save
+    obj = {n: tracec.arange(5).to(getattr(tracec, n))[1:] for n in ("uint16", "uint32", "uint64")}
+    obj["f"] = tracec.nn.Parameter(tracec.ones(2))
+    path = tmp_path / "u.pt"
+    with open(path, "wb") as fh:
+        torch_save.save_torch(obj, fh, "u")
+    got = torch.load(path)
+    assert {k: (str(v.dtype), v.tolist(), v.storage_offset()) for k, v in got.items()} == {
+        "uint16": ("torch.uint16", [1, 2, 3, 4], 1), "uint32": ("torch.uint32", [1, 2, 3, 4], 1),
+        "uint64": ("torch.uint64", [1, 2, 3, 4], 1), "f": ("torch.float32", [1.0, 1.0], 0)}
+    assert type(got["f"]) is torch.nn.Parameter
