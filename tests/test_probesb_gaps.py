@@ -336,3 +336,21 @@ def test_unsigned_tensors_save_in_torchs_format(tmp_path):
         "uint16": ("torch.uint16", [1, 2, 3, 4], 1), "uint32": ("torch.uint32", [1, 2, 3, 4], 1),
         "uint64": ("torch.uint64", [1, 2, 3, 4], 1), "f": ("torch.float32", [1.0, 1.0], 0)}
     assert type(got["f"]) is torch.nn.Parameter
+
+
+def _complex_module(lib):
+    lib.manual_seed(0)
+    m = lib.nn.Linear(3, 2)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        m.to(lib.complex64)
+    x = lib.randn(4, 3).to(lib.complex64)
+    out = m(x)
+    return ([str(p.dtype).split(".")[1] for p in m.parameters()], [x.category.__name__ for x in w],
+            np.round(lib.view_as_real(out.detach()).numpy(), 5).tolist())
+
+
+def test_module_to_a_complex_dtype():
+    """``Module.to(torch.complex64)`` converts the floating parameters with
+    PyTorch's UserWarning (it raised TypeError)."""
+    assert _complex_module(tracec) == _complex_module(torch)

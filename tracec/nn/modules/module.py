@@ -1028,10 +1028,18 @@ class Module:
         if dtype is None:
             return self
         dtype = dt.to_dtype(dtype)
-        if not dtype.is_floating_point:
-            raise TypeError("nn.Module.to only accepts floating point dtypes, but got "
-                            f"desired dtype={dtype}")
-        return self._apply(lambda t: t.to(dtype) if t.dtype.is_floating_point else t)
+        if not (dtype.is_floating_point or dtype.is_complex):
+            raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but "
+                            f"got desired dtype={dtype}")
+        if dtype.is_complex:
+            warnings.warn(
+                "Complex modules are a new feature under active development whose design may "
+                "change, and some modules might not work as expected when using complex tensors "
+                "as parameters or buffers. Please file an issue at https://github.com/pytorch/"
+                "pytorch/issues/new?template=bug-report.yml if a complex module does not work as "
+                "expected.", stacklevel=2)
+        return self._apply(lambda t: t.to(dtype)
+                           if t.dtype.is_floating_point or t.dtype.is_complex else t)
 
     def type(self, dst_type) -> "Module":
         d = dt.to_dtype(dst_type)
