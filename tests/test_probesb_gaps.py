@@ -354,3 +354,31 @@ def test_module_to_a_complex_dtype():
     """``Module.to(torch.complex64)`` converts the floating parameters with
     PyTorch's UserWarning (it raised TypeError)."""
     assert _complex_module(tracec) == _complex_module(torch)
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_torch_saved_conj_and_neg_views_load_their_values(tmp_path, legacy):
+    """A lazily conjugated (or negated) tensor that torch.save wrote as its
+    storage plus the conj / neg bit loads as the values it stands for (the
+    bit was ignored: x.conj() came back unconjugated, wrong numbers); an
+    nn.Buffer's flags come back as attributes, as torch.load sets them."""
+    c = torch.tensor([1 + 2j, 3 - 4j])
+    obj = {"conj": c.conj(), "neg": torch.tensor([1.5, -2.0])._neg_view(),
+           "buf": torch.nn.Buffer(torch.ones(2), persistent=False)}
+    got = tracec.load(_saved_by_torch(tmp_path, obj, legacy))
+    assert tracec.view_as_real(got["conj"]).tolist() == [[1.0, -2.0], [3.0, 4.0]]
+    assert got["neg"].tolist() == [-1.5, 2.0]
+    assert (got["buf"].persistent, got["buf"]._is_buffer) == (False, True)
+
+
+def test_buffers_save_in_torchs_format(tmp_path):
+    """An nn.Buffer is written as PyTorch writes one (a plain tensor with
+    its flags), so torch.load reads the file (a tracec run script's
+    checkpoint holding one fell back to tracec's format)."""
+    from tracec import torch_save
+    path = tmp_path / "b.pt"
+    with open(path, "wb") as fh:
+        torch_save.save_torch({"b": tracec.nn.Buffer(tracec.ones(2), persistent=False)}, fh, "b")
+    b = torch.load(path)["b"]
+    assert (type(b), b.tolist(), b.persistent, b._is_buffer) == (torch.Tensor, [1.0, 1.0], False,
+                                                                True)

@@ -260,6 +260,12 @@ class _Builder:
                 flat[offset:], size, [s * flat.itemsize for s in stride])
             if any(s == 0 and n > 1 for n, s in zip(size, stride)):
                 arr.flags.writeable = False
+        if isinstance(metadata, dict) and (metadata.get("conj") or metadata.get("neg")):
+            # PyTorch's conj / neg bit (a lazy ``x.conj()`` saved as its
+            # storage plus the bit): the values it stands for, materialized
+            arr = np.conj(arr) if metadata.get("conj") else arr.copy()
+            if metadata.get("neg"):
+                arr = np.negative(arr)
         t = Tensor._make(arr, dt.bfloat16 if name == "bfloat16" else dt.from_numpy_dtype(arr.dtype))
         if requires_grad:
             t.requires_grad_(True)
@@ -270,7 +276,8 @@ class _Builder:
 
     def tensor_v3(self, storage, offset, size, stride, requires_grad, hooks, dtype,
                   metadata=None):
-        return self.tensor(storage, offset, size, stride, requires_grad, hooks, dtype=dtype)
+        return self.tensor(storage, offset, size, stride, requires_grad, hooks, metadata,
+                           dtype=dtype)
 
     def parameter(self, data, requires_grad, hooks=None, state=None):
         if not isinstance(data, Tensor):
@@ -286,6 +293,11 @@ class _Builder:
             # a user's Tensor subclass (only named under weights_only=False)
             t = t.as_subclass(new_type)
             for k, v in ((state[0] if isinstance(state, tuple) else state) or {}).items():
+                setattr(t, k, v)
+        elif new_type is Tensor and isinstance(state, dict):
+            # a plain tensor's attributes (an nn.Buffer's persistent and
+            # _is_buffer flags), set as PyTorch's _set_obj_state does
+            for k, v in state.items():
                 setattr(t, k, v)
         return t
 
@@ -501,6 +513,7 @@ class _Deferred:
 
     def __init__(self, builder, allowed):
         self.allowed = dict(allowed)
+        self.real: dict = {}     # id(deferring stand-in) -> the rebuild function
         for key in (("torch._utils", "_rebuild_tensor"), ("torch._utils", "_rebuild_tensor_v2"),
                     ("torch._utils", "_rebuild_tensor_v3"),
                     ("torch._utils", "_rebuild_parameter"),
@@ -508,6 +521,7 @@ class _Deferred:
                     ("torch._tensor", "_rebuild_from_type_v2")):
             fn = allowed[key]
             self.allowed[key] = (lambda f: lambda *a: _Deferred.Pending(f, a))(fn)
+            self.real[id(self.allowed[key])] = fn
         self.done: dict = {}
 
     def resolve(self, obj, seen=None):
@@ -517,7 +531,10 @@ class _Deferred:
         seen = set() if seen is None else seen
         if isinstance(obj, _Deferred.Pending):
             if id(obj) not in self.done:
-                self.done[id(obj)] = obj.fn(*(self.resolve(a, seen) for a in obj.args))
+                # (a rebuild passed as an argument, _rebuild_from_type_v2's
+                # func, is called for real, not deferred again)
+                self.done[id(obj)] = obj.fn(*(self.real.get(id(a), None) or self.resolve(a, seen)
+                                              for a in obj.args))
             return self.done[id(obj)]
         if isinstance(obj, (Tensor, type, str, bytes, int, float, complex, type(None))):
             return obj

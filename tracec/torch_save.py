@@ -46,6 +46,7 @@ import numpy as np
 from tracec import dtypes as dt
 from tracec import mutation
 from tracec.device import device
+from tracec.nn.parameter import Buffer
 from tracec.tensor import Size, Tensor
 from tracec.torch_names import torch_name
 from tracec import return_types as _return_types
@@ -141,6 +142,14 @@ class _Pickler(pickle._Pickler):
         if isinstance(obj, Tensor):
             if type(obj).__name__ in ("Tensor", "Parameter"):
                 return self.save_reduce(*self._tensor(obj), obj=obj)
+            if type(obj) is Buffer:
+                # PyTorch pickles an nn.Buffer as a plain tensor with its flags
+                fn, args = self._tensor(obj)
+                return self.save_reduce(
+                    _Ref("torch._tensor", "_rebuild_from_type_v2"),
+                    (fn, _Ref("torch", "Tensor"), args,
+                     {"persistent": bool(getattr(obj, "persistent", True)), "_is_buffer": True}),
+                    obj=obj)
             if torch_name(type(obj)) is not None or \
                     type(obj).__module__.partition(".")[0] in ("tracec", "torch"):
                 raise NotEncodable(f"a tensor of class {type(obj).__qualname__}")
@@ -276,7 +285,7 @@ def encodable(obj, _seen=None) -> bool:
     seen.add(id(obj))
     if isinstance(obj, Tensor):
         return (obj.dtype.name in _STORAGE or obj.dtype.name in _UNTYPED) \
-            and type(obj).__name__ in ("Tensor", "Parameter") \
+            and type(obj).__name__ in ("Tensor", "Parameter", "Buffer") \
             and not getattr(obj, "is_meta", False)
     if type(obj) in (dt.DType, Size, str, bytes, int, float, complex, bool, type(None)):
         return True
