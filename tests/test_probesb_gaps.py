@@ -382,3 +382,30 @@ def test_buffers_save_in_torchs_format(tmp_path):
     b = torch.load(path)["b"]
     assert (type(b), b.tolist(), b.persistent, b._is_buffer) == (torch.Tensor, [1.0, 1.0], False,
                                                                 True)
+
+
+def _registration_log(lib):
+    import importlib
+    mm = importlib.import_module(lib.__name__ + ".nn.modules.module")
+    nn = lib.nn
+    log = []
+    hs = [mm.register_module_parameter_registration_hook(
+              lambda m, n, p: log.append(("p", type(m).__name__, n))),
+          mm.register_module_buffer_registration_hook(
+              lambda m, n, b: log.append(("b", type(m).__name__, n))),
+          mm.register_module_module_registration_hook(
+              lambda m, n, c: log.append(("m", type(m).__name__, n, type(c).__name__)))]
+    s = nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3))
+    s.extra = nn.ReLU()
+    s[1].running_mean = lib.zeros(3)
+    for h in hs:
+        h.remove()
+    nn.Linear(1, 1)
+    return log
+
+
+def test_global_registration_hooks():
+    """``register_module_{parameter,buffer,module}_registration_hook`` exist
+    and run at every registration, assignments included (AttributeError
+    before)."""
+    assert _registration_log(tracec) == _registration_log(torch)

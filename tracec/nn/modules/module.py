@@ -174,6 +174,43 @@ def register_module_forward_hook(hook, *, always_call: bool = False) -> _Removab
     return handle
 
 
+#: hooks every module's registrations run (PyTorch's
+#: ``register_module_{parameter,buffer,module}_registration_hook``):
+#: ``hook(module, name, value)``, a non-None result registered instead
+_global_parameter_registration_hooks: dict = OrderedDict()
+_global_buffer_registration_hooks: dict = OrderedDict()
+_global_module_registration_hooks: dict = OrderedDict()
+
+
+def _registration_hook(table: dict, hook) -> _RemovableHandle:
+    handle = _RemovableHandle(table)
+    table[handle.id] = hook
+    return handle
+
+
+def register_module_parameter_registration_hook(hook) -> _RemovableHandle:
+    """``hook(module, name, param)`` at every parameter registration."""
+    return _registration_hook(_global_parameter_registration_hooks, hook)
+
+
+def register_module_buffer_registration_hook(hook) -> _RemovableHandle:
+    """``hook(module, name, buffer)`` at every buffer registration."""
+    return _registration_hook(_global_buffer_registration_hooks, hook)
+
+
+def register_module_module_registration_hook(hook) -> _RemovableHandle:
+    """``hook(module, name, submodule)`` at every submodule registration."""
+    return _registration_hook(_global_module_registration_hooks, hook)
+
+
+def _registered(table: dict, module, name, value):
+    for hook in list(table.values()):
+        out = hook(module, name, value)
+        if out is not None:
+            value = out
+    return value
+
+
 def register_module_full_backward_hook(hook) -> _RemovableHandle:
     """``hook(module, grad_input, grad_output)`` for every module, before
     the module's own full backward hooks."""
@@ -498,7 +535,8 @@ class Module:
                              "as a function of another Tensor, compute the value in "
                              "the forward() method.")
         else:
-            self._parameters[name] = param
+            self._parameters[name] = _registered(_global_parameter_registration_hooks, self,
+                                                 name, param)
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         if "_buffers" not in self.__dict__:
@@ -509,7 +547,7 @@ class Module:
                             f"({dt.PUBLIC_NAME[0]} Tensor or None required)")
         if isinstance(tensor, Buffer):
             tensor = _plain(tensor)
-        self._buffers[name] = tensor
+        self._buffers[name] = _registered(_global_buffer_registration_hooks, self, name, tensor)
         if persistent:
             self._non_persistent_buffers_set.discard(name)
         else:
@@ -526,7 +564,7 @@ class Module:
             raise KeyError(f"module name can't contain \".\", got: {name}")
         if name == "":
             raise KeyError("module name can't be empty string \"\"")
-        self._modules[name] = module
+        self._modules[name] = _registered(_global_module_registration_hooks, self, name, module)
 
     register_module = add_module
 
@@ -571,13 +609,13 @@ class Module:
             if modules is None:
                 raise AttributeError("cannot assign module before Module.__init__() call")
             remove_from(d, self._parameters, self._buffers, self._non_persistent_buffers_set)
-            modules[name] = value
+            modules[name] = _registered(_global_module_registration_hooks, self, name, value)
             return
         if modules is not None and name in modules:
             if value is not None:
                 raise TypeError(f"cannot assign '{typename(value)}' as child module '{name}' "
                                 f"({dt.PUBLIC_NAME[0]}.nn.Module or None expected)")
-            modules[name] = value
+            modules[name] = _registered(_global_module_registration_hooks, self, name, value)
             return
         buffers = d.get("_buffers")
         if isinstance(value, Buffer) or (buffers is not None and name in buffers):
