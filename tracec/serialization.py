@@ -681,7 +681,7 @@ def _open_source(f):
     return f, str(name), end, False
 
 
-def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None,
+def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None,
          **pickle_load_args):
     """Load an object saved by ``tracec.save`` from a path or binary file.
 
@@ -696,6 +696,7 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
     (a device, a device string, a dict mapping saved to new device strings,
     or a callable ``(tensor, saved_device) -> tensor``) moves loaded tensors.
     """
+    weights_only = _weights_only(weights_only, pickle_module)
     fh, name, size, close = _open_source(f)
     try:
         reader = _Reader(fh, name, size)
@@ -742,6 +743,33 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
                            f"{e})") from None
 
 
+def _weights_only(weights_only, pickle_module) -> bool:
+    """PyTorch's choice: unset means True, unless a ``pickle_module`` is
+    given; ``TORCH_FORCE_WEIGHTS_ONLY_LOAD`` forces True and
+    ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` False where the caller did not
+    say; True with a ``pickle_module`` is refused."""
+    import warnings
+    unset = weights_only is None
+    if unset:
+        weights_only = pickle_module is None
+    yes = ("1", "y", "yes", "true")
+    force = os.getenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "0").lower() in yes
+    force_no = os.getenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "0").lower() in yes
+    if force and force_no:
+        raise RuntimeError("Only one of `TORCH_FORCE_WEIGHTS_ONLY_LOAD` or "
+                           "`TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD` should be set, but both were set.")
+    if force:
+        weights_only = True
+    elif force_no and unset:
+        warnings.warn("Environment variable TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD detected, since the"
+                      "`weights_only` argument was not explicitly passed to `torch.load`, forcing "
+                      "weights_only=False.", UserWarning, stacklevel=3)
+        weights_only = False
+    if weights_only and pickle_module is not None:
+        raise RuntimeError("Can not safely load weights when explicit pickle_module is specified")
+    return bool(weights_only)
+
+
 def _plain_np(a: np.ndarray) -> np.ndarray:
     """A plain safetensors array in its native byte order (every integer
     width safetensors has is a tracec dtype of the same name)."""
@@ -765,7 +793,15 @@ def _finish(t: Tensor, saved_device: str, map_location):
     if str(target) != "cpu":
         from tracec.device import device as _device
         from tracec.device import to_device
-        to_device(_device(str(target)))  # raises clearly where the device is unavailable
+        d = to_device(_device(str(target)))  # raises clearly where the device is unavailable
+        if d.type == "meta":
+            # shapes and dtypes only, as torch.load(map_location="meta") gives
+            out = t.detach().to(d).requires_grad_(t.requires_grad)
+            if type(t) is not Tensor and hasattr(type(t), "__torch_function__"):
+                from tracec.nn.parameter import Parameter
+                if isinstance(t, Parameter):
+                    out = Parameter(out, t.requires_grad)
+            return out
     return t
 
 

@@ -29,6 +29,7 @@ import collections
 import io
 import math
 import pickle
+import types
 import zipfile
 
 import numpy as np
@@ -188,6 +189,22 @@ class _Storage:
                         f"{dtype_name} elements")
         return np.frombuffer(self.data, dtype=raw)
 
+    def flat(self, dtype_name: str, error) -> np.ndarray:
+        """The elements as one writable native array of tracec's type
+        for ``dtype_name`` (bfloat16 as float32 values, bool as bool), made
+        once per dtype so every tensor over this storage views it."""
+        cache = self.__dict__.setdefault("_flat", {})
+        if dtype_name not in cache:
+            raw = self.elements(dtype_name, error)
+            if dtype_name == "bfloat16":
+                a = (raw.astype(np.uint32) << 16).view(np.float32)
+            elif dtype_name == "bool":
+                a = raw != 0
+            else:
+                a = raw.astype(raw.dtype.newbyteorder("="))   # a writable copy
+            cache[dtype_name] = a
+        return cache[dtype_name]
+
 
 class ForeignDType:
     """A torch dtype that tracec does not have, found as a value in a
@@ -226,7 +243,7 @@ class _Builder:
                 "long": "int64", "int": "int32", "short": "int16"}.get(name, name)
         if name not in _RAW:
             raise self.error(f"a tensor has dtype torch.{name}, which tracec does not support")
-        flat = storage.elements(name, self.error)
+        flat = storage.flat(name, self.error)
         size, stride = tuple(size), tuple(stride)
         ints = (offset, *size, *stride)
         if len(size) != len(stride) or not all(isinstance(x, int) and x >= 0 for x in ints):
@@ -240,8 +257,16 @@ class _Builder:
                 raise self.error(f"a tensor (offset {offset}, size {size}, stride {stride}) "
                                  f"reaches past its storage of {flat.size} elements")
             arr = np.lib.stride_tricks.as_strided(
-                flat[offset:], size, [s * flat.itemsize for s in stride]).copy()
-        t = _to_tensor(arr, name, self.error)
+                flat[offset:], size, [s * flat.itemsize for s in stride])
+            if any(s == 0 and n > 1 for n, s in zip(size, stride)):
+                arr.flags.writeable = False
+        if isinstance(metadata, dict) and (metadata.get("conj") or metadata.get("neg")):
+            # PyTorch's conj / neg bit (a lazy ``x.conj()`` saved as its
+            # storage plus the bit): the values it stands for, materialized
+            arr = np.conj(arr) if metadata.get("conj") else arr.copy()
+            if metadata.get("neg"):
+                arr = np.negative(arr)
+        t = Tensor._make(arr, dt.bfloat16 if name == "bfloat16" else dt.from_numpy_dtype(arr.dtype))
         if requires_grad:
             t.requires_grad_(True)
         return self.finish(t, storage.location)
@@ -251,7 +276,8 @@ class _Builder:
 
     def tensor_v3(self, storage, offset, size, stride, requires_grad, hooks, dtype,
                   metadata=None):
-        return self.tensor(storage, offset, size, stride, requires_grad, hooks, dtype=dtype)
+        return self.tensor(storage, offset, size, stride, requires_grad, hooks, metadata,
+                           dtype=dtype)
 
     def parameter(self, data, requires_grad, hooks=None, state=None):
         if not isinstance(data, Tensor):
@@ -268,18 +294,12 @@ class _Builder:
             t = t.as_subclass(new_type)
             for k, v in ((state[0] if isinstance(state, tuple) else state) or {}).items():
                 setattr(t, k, v)
+        elif new_type is Tensor and isinstance(state, dict):
+            # a plain tensor's attributes (an nn.Buffer's persistent and
+            # _is_buffer flags), set as PyTorch's _set_obj_state does
+            for k, v in state.items():
+                setattr(t, k, v)
         return t
-
-
-def _to_tensor(arr: np.ndarray, name: str, error) -> Tensor:
-    if name == "bfloat16":
-        f32 = (arr.astype(np.uint32) << 16).view(np.float32)
-        return Tensor._make(f32, dt.bfloat16)
-    if name == "bool":
-        arr = arr != 0
-    d = dt.from_numpy_dtype(arr.dtype.newbyteorder("="))
-    # astype, not ascontiguousarray: the latter turns a 0-d array into 1-d.
-    return Tensor._make(arr.astype(d.np, order="C"), d)
 
 
 def _encode(text, encoding="latin1"):
@@ -354,6 +374,11 @@ class _Unpickler(pickle.Unpickler):
         return obj
 
     def persistent_load(self, pid):
+        if isinstance(pid, tuple) and pid and pid[0] in ("module", b"module") \
+                and self.open_globals:
+            # a legacy stream's whole Module: (class, source file, source);
+            # PyTorch only warns when the source changed, and uses the class
+            return pid[1]
         if not (isinstance(pid, tuple) and pid and pid[0] in ("storage", b"storage")):
             raise self.error(f"unsupported persistent id {str(pid)[:60]!r} (only tensor "
                              "storages are read)")
@@ -488,6 +513,7 @@ class _Deferred:
 
     def __init__(self, builder, allowed):
         self.allowed = dict(allowed)
+        self.real: dict = {}     # id(deferring stand-in) -> the rebuild function
         for key in (("torch._utils", "_rebuild_tensor"), ("torch._utils", "_rebuild_tensor_v2"),
                     ("torch._utils", "_rebuild_tensor_v3"),
                     ("torch._utils", "_rebuild_parameter"),
@@ -495,25 +521,43 @@ class _Deferred:
                     ("torch._tensor", "_rebuild_from_type_v2")):
             fn = allowed[key]
             self.allowed[key] = (lambda f: lambda *a: _Deferred.Pending(f, a))(fn)
+            self.real[id(self.allowed[key])] = fn
         self.done: dict = {}
 
     def resolve(self, obj, seen=None):
+        """``obj`` with every placeholder replaced by its tensor: in dicts,
+        lists, tuples (of any tuple type: ``torch.Size``, namedtuples keep
+        theirs) and objects' attributes (a whole pickled Module)."""
         seen = set() if seen is None else seen
         if isinstance(obj, _Deferred.Pending):
             if id(obj) not in self.done:
-                self.done[id(obj)] = obj.fn(*(self.resolve(a, seen) for a in obj.args))
+                # (a rebuild passed as an argument, _rebuild_from_type_v2's
+                # func, is called for real, not deferred again)
+                self.done[id(obj)] = obj.fn(*(self.real.get(id(a), None) or self.resolve(a, seen)
+                                              for a in obj.args))
             return self.done[id(obj)]
-        if isinstance(obj, (dict, list, tuple)):
-            if id(obj) in seen:
-                return obj
-            seen.add(id(obj))
+        if isinstance(obj, (Tensor, type, str, bytes, int, float, complex, type(None))):
+            return obj
+        if id(obj) in seen:
+            return obj
+        seen.add(id(obj))
         if isinstance(obj, dict):
             for k in list(obj):
                 obj[k] = self.resolve(obj[k], seen)
         elif isinstance(obj, list):
             obj[:] = [self.resolve(x, seen) for x in obj]
         elif isinstance(obj, tuple):
-            return tuple(self.resolve(x, seen) for x in obj)
+            items = tuple(self.resolve(x, seen) for x in obj)
+            if all(a is b for a, b in zip(items, obj)):
+                return obj
+            if type(obj) is tuple:
+                return items
+            return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
+        if isinstance(getattr(obj, "__dict__", None), dict) and \
+                not isinstance(obj, types.ModuleType):
+            attrs = obj.__dict__
+            for k in list(attrs):
+                attrs[k] = self.resolve(attrs[k], seen)
         return obj
 
 

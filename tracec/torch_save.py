@@ -46,6 +46,7 @@ import numpy as np
 from tracec import dtypes as dt
 from tracec import mutation
 from tracec.device import device
+from tracec.nn.parameter import Buffer
 from tracec.tensor import Size, Tensor
 from tracec.torch_names import torch_name
 from tracec import return_types as _return_types
@@ -57,6 +58,10 @@ _STORAGE = {"float32": "FloatStorage", "float64": "DoubleStorage", "float16": "H
             "int16": "ShortStorage", "int8": "CharStorage", "uint8": "ByteStorage",
             "bool": "BoolStorage", "complex64": "ComplexFloatStorage",
             "complex128": "ComplexDoubleStorage"}
+#: dtypes without a typed storage class: PyTorch saves them over an
+#: ``UntypedStorage`` (its size in bytes) with ``_rebuild_tensor_v3``,
+#: which names the dtype
+_UNTYPED = frozenset(("uint16", "uint32", "uint64"))
 _ALIGN = 64
 
 
@@ -118,7 +123,8 @@ class _Pickler(pickle._Pickler):
 
     def persistent_id(self, obj):
         if type(obj) is _StorageRef:
-            return ("storage", _Ref("torch", obj.kind), obj.key, "cpu", obj.numel)
+            module = "torch.storage" if obj.kind == "UntypedStorage" else "torch"
+            return ("storage", _Ref(module, obj.kind), obj.key, "cpu", obj.numel)
         return None
 
     def save(self, obj, save_persistent_id=True):
@@ -136,6 +142,14 @@ class _Pickler(pickle._Pickler):
         if isinstance(obj, Tensor):
             if type(obj).__name__ in ("Tensor", "Parameter"):
                 return self.save_reduce(*self._tensor(obj), obj=obj)
+            if type(obj) is Buffer:
+                # PyTorch pickles an nn.Buffer as a plain tensor with its flags
+                fn, args = self._tensor(obj)
+                return self.save_reduce(
+                    _Ref("torch._tensor", "_rebuild_from_type_v2"),
+                    (fn, _Ref("torch", "Tensor"), args,
+                     {"persistent": bool(getattr(obj, "persistent", True)), "_is_buffer": True}),
+                    obj=obj)
             if torch_name(type(obj)) is not None or \
                     type(obj).__module__.partition(".")[0] in ("tracec", "torch"):
                 raise NotEncodable(f"a tensor of class {type(obj).__qualname__}")
@@ -192,7 +206,7 @@ class _Pickler(pickle._Pickler):
         from tracec.nn.parameter import Parameter
         a = t.detach().numpy()
         d = t.dtype
-        kind = _STORAGE.get(d.name)
+        kind = _STORAGE.get(d.name) or ("UntypedStorage" if d.name in _UNTYPED else None)
         if kind is None:
             raise NotEncodable(f"a {d.name} tensor")
         root = _root(a)
@@ -207,20 +221,22 @@ class _Pickler(pickle._Pickler):
             if d is dt.bfloat16:    # float32 storage in tracec: the bfloat16 bytes
                 raw = (np.ascontiguousarray(root).view(np.uint32) >> 16).astype("<u2")
             ref = self.storages[id(root)] = _StorageRef(
-                str(len(self.storages)), kind, int(root.size),
+                str(len(self.storages)), kind,
+                int(root.size) * (root.itemsize if kind == "UntypedStorage" else 1),
                 np.ascontiguousarray(raw).astype(raw.dtype.newbyteorder("<"), copy=False)
                 .tobytes(), root)
         item = a.itemsize
         offset = (a.__array_interface__["data"][0] - root.__array_interface__["data"][0]) // item
         stride = tuple(s // item for s in a.strides)
         size = Size(tuple(int(n) for n in a.shape))
+        v3 = (d,) if kind == "UntypedStorage" else ()
+        rebuild = _Ref("torch._utils", "_rebuild_tensor_v3" if v3 else "_rebuild_tensor_v2")
         if isinstance(t, Parameter):
-            inner = _Rebuilt(_Ref("torch._utils", "_rebuild_tensor_v2"),
-                             (ref, int(offset), size, stride, False, OrderedDict()))
+            inner = _Rebuilt(rebuild, (ref, int(offset), size, stride, False, OrderedDict(), *v3))
             return (_Ref("torch._utils", "_rebuild_parameter"),
                     (inner, bool(t.requires_grad), OrderedDict()))
-        return (_Ref("torch._utils", "_rebuild_tensor_v2"),
-                (ref, int(offset), size, stride, bool(t.requires_grad), OrderedDict()))
+        return (rebuild, (ref, int(offset), size, stride, bool(t.requires_grad), OrderedDict(),
+                          *v3))
 
 
 class _Rebuilt:
@@ -268,7 +284,8 @@ def encodable(obj, _seen=None) -> bool:
         return True
     seen.add(id(obj))
     if isinstance(obj, Tensor):
-        return obj.dtype.name in _STORAGE and type(obj).__name__ in ("Tensor", "Parameter") \
+        return (obj.dtype.name in _STORAGE or obj.dtype.name in _UNTYPED) \
+            and type(obj).__name__ in ("Tensor", "Parameter", "Buffer") \
             and not getattr(obj, "is_meta", False)
     if type(obj) in (dt.DType, Size, str, bytes, int, float, complex, bool, type(None)):
         return True

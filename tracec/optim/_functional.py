@@ -44,7 +44,37 @@ def add_(t: Tensor, other: Tensor, alpha=1) -> Tensor:
         # then the sum) as add_'s alpha, which writes them in place
         # without the intermediate tensor when it may.
         return t.add_(other, alpha=alpha)
+    if _reduced(t) and isinstance(other, Tensor) and other.dtype is t.dtype and \
+            type(alpha) in _NUMBERS and alpha != 1 and other.shape == t.shape and \
+            t.is_contiguous() and other.is_contiguous():
+        return _reduced_add_(t, other, alpha)
     return t.add_(scaled(other, alpha))
+
+
+def add(x: Tensor, other: Tensor, alpha=1) -> Tensor:
+    """``x.add(other, alpha=alpha)`` (``add_``'s rounding, out of place)."""
+    if _reduced(x) and type(alpha) in _NUMBERS and alpha != 1:
+        return add_(x.clone(), other, alpha)
+    return x.add(other, alpha=alpha)
+
+
+def _reduced_add_(t: Tensor, other: Tensor, alpha) -> Tensor:
+    """``t.add_(other, alpha=alpha)`` for bfloat16 / float16 ``t`` as
+    PyTorch's CPU kernel rounds it: alpha is rounded to the dtype; the
+    vectorized loop (the leading multiple of 32 elements) computes
+    ``t + alpha * other`` in float32 and rounds once, the scalar loop (the
+    rest) rounds the product first (SGD's ``p.add_(grad, alpha=-lr)``
+    over half parameters)."""
+    a = float(np.float16(alpha)) if t.dtype is dt.float16 else \
+        float(dt.round_bfloat16(np.asarray(alpha, np.float32)))
+    n = t.numel()
+    k = n - n % 32
+    flat, oflat = t.view(-1), other.view(-1)
+    if k:
+        flat[:k].copy_(flat[:k].to(dt.float32).add(oflat[:k].to(dt.float32).mul(a)))
+    if k < n:
+        flat[k:].add_(oflat[k:].to(dt.float32).mul(a).to(t.dtype))
+    return t
 
 
 def _reduced(t: Tensor) -> bool:

@@ -78,9 +78,9 @@ class Adadelta(Optimizer):
                 continue
             if p.grad.is_sparse:    # an Embedding(sparse=True)'s gradient
                 raise RuntimeError("Adadelta does not support sparse gradients")
-            state = self._init_state(group, p)
+            p, grad, state = _f.as_real(p, p.grad if not maximize else -p.grad,
+                                        self._init_state(group, p))
             square_avg, acc_delta = state["square_avg"], state["acc_delta"]
-            grad = p.grad if not maximize else -p.grad
             arrays = _f.direct_arrays(p, grad, (square_avg, acc_delta, state["step"]), lr, rho,
                                       eps, weight_decay)
             if arrays is not None:

@@ -58,7 +58,8 @@ class _AdamFamily(Optimizer):
 
     def _grads(self, group):
         """(param, grad (negated with maximize), state, step as float64)
-        for each parameter with a gradient; the step is counted first."""
+        for each parameter with a gradient; the step is counted first; a
+        complex parameter, its gradient and state come as real views."""
         for p in group["params"]:
             if p.grad is None:
                 continue
@@ -66,8 +67,9 @@ class _AdamFamily(Optimizer):
                 raise RuntimeError(f"{type(self).__name__} does not support sparse gradients")
             state = self._init_state(group, p)
             state["step"].add_(1)
-            yield p, (p.grad if not group["maximize"] else -p.grad), state, \
-                state["step"].to(dt.float64)
+            step = state["step"].to(dt.float64)
+            # a complex parameter as pairs of reals, as PyTorch's view_as_real
+            yield (*_f.as_real(p, p.grad if not group["maximize"] else -p.grad, state), step)
 
 
 class Adamax(_AdamFamily):

@@ -67,8 +67,8 @@ class ASGD(Optimizer):
                 continue
             if p.grad.is_sparse:    # an Embedding(sparse=True)'s gradient
                 raise RuntimeError("ASGD does not support sparse gradients")
-            grad = p.grad if not group["maximize"] else -p.grad
-            state = self._init_state(group, p)
+            p, grad, state = _f.as_real(p, p.grad if not group["maximize"] else -p.grad,
+                                        self._init_state(group, p))
             step_t, eta, mu, ax = state["step"], state["eta"], state["mu"], state["ax"]
             step_t.add_(1)
             if wd != 0:

@@ -58,6 +58,25 @@ def _scalar_dtype() -> dt.DType:
     return dt.float64 if dt.get_default_dtype() is dt.float64 else dt.float32
 
 
+#: Hooks every optimizer's ``step`` runs (``register_optimizer_step_*_hook``).
+_global_optimizer_pre_hooks: dict = OrderedDict()
+_global_optimizer_post_hooks: dict = OrderedDict()
+
+
+def register_optimizer_step_pre_hook(hook) -> _RemovableHandle:
+    """``hook(optimizer, args, kwargs)`` runs before every optimizer's step."""
+    handle = _RemovableHandle(_global_optimizer_pre_hooks)
+    _global_optimizer_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_optimizer_step_post_hook(hook) -> _RemovableHandle:
+    """``hook(optimizer, args, kwargs)`` runs after every optimizer's step."""
+    handle = _RemovableHandle(_global_optimizer_post_hooks)
+    _global_optimizer_post_hooks[handle.id] = hook
+    return handle
+
+
 def _with_hooks(step, guard: bool = False):
     """Wrap a subclass's ``step`` so that registered pre/post hooks run;
     ``guard``: a program's own ``step``, which the built-in steps' guards
@@ -82,16 +101,21 @@ def _with_hooks(step, guard: bool = False):
             # replay the first call's branch and numbers.
             note_guard(self.optimizer_state_and_hyperparameters)
             note_guard(self.parameters_and_state)
-        for hook in list(getattr(self, "_optimizer_step_pre_hooks", {}).values()):
+        # PyTorch's profile_hook_step: hooks see the bound call's args,
+        # ``self`` first, and a pre hook's new args replace them whole.
+        args = (self,) + args
+        for hook in [*_global_optimizer_pre_hooks.values(),
+                     *getattr(self, "_optimizer_step_pre_hooks", {}).values()]:
             result = hook(self, args, kwargs)
             if result is not None:
                 if not (isinstance(result, tuple) and len(result) == 2):
-                    raise RuntimeError(f"{hook} must return None or a tuple of "
+                    raise RuntimeError(f"{step} must return None or a tuple of "
                                        f"(new_args, new_kwargs), but got {result}.")
                 args, kwargs = result
-        out = step(self, *args, **kwargs)
+        out = step(*args, **kwargs)
         self._opt_called = True
-        for hook in list(getattr(self, "_optimizer_step_post_hooks", {}).values()):
+        for hook in [*getattr(self, "_optimizer_step_post_hooks", {}).values(),
+                     *_global_optimizer_post_hooks.values()]:
             hook(self, args, kwargs)
         return out
     wrapper._tracec_hooked = True
@@ -201,6 +225,7 @@ class Optimizer:
         self.defaults = defaults
         self._optimizer_step_pre_hooks: dict = OrderedDict()
         self._optimizer_step_post_hooks: dict = OrderedDict()
+        self._init_state_dict_hooks()
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable "
                             "of Tensors or dicts, but got " + typename(params))
@@ -245,6 +270,7 @@ class Optimizer:
                 group["params"] = WatchedList(group["params"])
         self.__dict__.setdefault("_optimizer_step_pre_hooks", OrderedDict())
         self.__dict__.setdefault("_optimizer_step_post_hooks", OrderedDict())
+        self._init_state_dict_hooks()
         self.defaults.setdefault("differentiable", False)
 
     def __repr__(self) -> str:
@@ -549,12 +575,48 @@ class Optimizer:
         self._optimizer_step_post_hooks[handle.id] = hook
         return handle
 
+    _STATE_DICT_HOOKS = ("_optimizer_state_dict_pre_hooks", "_optimizer_state_dict_post_hooks",
+                         "_optimizer_load_state_dict_pre_hooks",
+                         "_optimizer_load_state_dict_post_hooks")
+
+    def _init_state_dict_hooks(self) -> None:
+        for name in self._STATE_DICT_HOOKS:
+            self.__dict__.setdefault(name, OrderedDict())
+
+    def _register(self, table: str, hook, prepend: bool) -> _RemovableHandle:
+        hooks = self.__dict__[table]
+        handle = _RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_state_dict_pre_hook(self, hook, prepend: bool = False) -> _RemovableHandle:
+        """``hook(optimizer)`` runs before ``state_dict`` builds its dict."""
+        return self._register("_optimizer_state_dict_pre_hooks", hook, prepend)
+
+    def register_state_dict_post_hook(self, hook, prepend: bool = False) -> _RemovableHandle:
+        """``hook(optimizer, state_dict)`` runs on the built dict; a non-None
+        result replaces it."""
+        return self._register("_optimizer_state_dict_post_hooks", hook, prepend)
+
+    def register_load_state_dict_pre_hook(self, hook, prepend: bool = False) -> _RemovableHandle:
+        """``hook(optimizer, state_dict)`` runs on the (shallow-copied) dict
+        before loading; a non-None result replaces it."""
+        return self._register("_optimizer_load_state_dict_pre_hooks", hook, prepend)
+
+    def register_load_state_dict_post_hook(self, hook, prepend: bool = False) -> _RemovableHandle:
+        """``hook(optimizer)`` runs after ``load_state_dict`` has loaded."""
+        return self._register("_optimizer_load_state_dict_post_hooks", hook, prepend)
+
     # --- state dicts ------------------------------------------------------------
 
     def state_dict(self) -> dict:
         """``{'state': {index: {...}}, 'param_groups': [{..., 'params': [index, ...]}]}``
         as in PyTorch: parameters are replaced by their running index over
         the groups; state tensors are the optimizer's own (not copies)."""
+        for pre_hook in self._optimizer_state_dict_pre_hooks.values():
+            pre_hook(self)
         param_mappings: dict[int, int] = {}
         start_index = 0
 
@@ -572,7 +634,12 @@ class Optimizer:
         for k, v in self.state.items():
             key = param_mappings[id(k)] if isinstance(k, Tensor) else k
             packed_state[key] = dict(v) if isinstance(v, dict) else v
-        return {"state": packed_state, "param_groups": param_groups}
+        state_dict = {"state": packed_state, "param_groups": param_groups}
+        for post_hook in self._optimizer_state_dict_post_hooks.values():
+            result = post_hook(self, state_dict)
+            if result is not None:
+                state_dict = result
+        return state_dict
 
     @staticmethod
     def _process_value(param: Tensor, value: Tensor, key, group: dict) -> Tensor:
@@ -597,6 +664,10 @@ class Optimizer:
         Loaded state tensors are aliased where dtype and device already
         match, as PyTorch's are (``_process_value``)."""
         state_dict = state_dict.copy()
+        for pre_hook in self._optimizer_load_state_dict_pre_hooks.values():
+            result = pre_hook(self, state_dict)
+            if result is not None:
+                state_dict = result
         groups = self.param_groups
         saved_groups = copy.deepcopy(state_dict["param_groups"])
         if len(groups) != len(saved_groups):
@@ -634,6 +705,8 @@ class Optimizer:
 
         param_groups = [update_group(g, ng) for g, ng in zip(groups, saved_groups)]
         self.__setstate__({"state": state, "param_groups": param_groups})
+        for post_hook in self._optimizer_load_state_dict_post_hooks.values():
+            post_hook(self)
 
 
 # The base step is hooked once here; subclasses that inherit it get the hooks.

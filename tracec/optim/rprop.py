@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from tracec import creation
 from tracec import functions as F
+from tracec.optim import _functional as _f
 from tracec.optim.optimizer import Optimizer, _scalar_dtype
 from tracec.optim.sgd import _check_flags
 from tracec.tensor import Tensor
@@ -53,7 +54,10 @@ class Rprop(Optimizer):
         if len(state) == 0:
             state["step"] = creation.zeros((), dtype=_scalar_dtype())
             state["prev"] = creation.zeros_like(p)
-            state["step_size"] = creation.full_like(p.grad, float(group["lr"]))
+            lr = float(group["lr"])
+            # a complex parameter's components are two reals: both start at lr
+            state["step_size"] = creation.full_like(
+                p.grad, complex(lr, lr) if p.dtype.category == 3 else lr)
         return state
 
     def _update_group(self, group) -> None:
@@ -64,8 +68,8 @@ class Rprop(Optimizer):
                 continue
             if p.grad.is_sparse:    # an Embedding(sparse=True)'s gradient
                 raise RuntimeError("Rprop does not support sparse gradients")
-            grad = p.grad if not group["maximize"] else -p.grad
-            state = self._init_state(group, p)
+            p, grad, state = _f.as_real(p, p.grad if not group["maximize"] else -p.grad,
+                                        self._init_state(group, p))
             prev, step_size = state["prev"], state["step_size"]
             state["step"].add_(1)
             sign = grad.mul(prev).sign()

@@ -93,14 +93,14 @@ class SGD(Optimizer):
                     continue
             grad = p.grad if not maximize else -p.grad
             if weight_decay != 0:
-                grad = grad.add(p, alpha=weight_decay)
+                grad = _f.add(grad, p, alpha=weight_decay)
             if group["momentum"] != 0:
                 if buf is None:
                     buf = grad.detach().clone()
                     state["momentum_buffer"] = buf
                 else:
-                    buf.mul_(momentum).add_(grad, alpha=1 - dampening)
-                grad = grad.add(_f.scaled(buf, momentum)) if nesterov else buf
+                    _f.add_(buf.mul_(momentum), grad, alpha=1 - dampening)
+                grad = _f.add(grad, buf, alpha=momentum) if nesterov else buf
             _f.add_(p, grad, alpha=_f.neg(lr))
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import itertools
 import types
+import warnings
 import weakref
 from collections import OrderedDict, namedtuple
 from typing import Any, Callable, Iterator, Mapping
@@ -29,7 +30,8 @@ from tracec.mutation import (EPOCH, WatchedOrderedDict, deep_immutable, epoch_co
 from tracec.sym_scalar import LIFTED, SymScalar
 from tracec.tensor import RECORDERS, Tensor, _tell_recorders, note_guard
 from tracec.tensor_type import typename
-from tracec.nn.modules.backward_hooks import has_backward_hooks, wrap_inputs, wrap_outputs
+from tracec.nn.modules.backward_hooks import (global_backward_hooks, global_backward_pre_hooks,
+                                              has_backward_hooks, wrap_inputs, wrap_outputs)
 from tracec.utils.hooks import RemovableHandle as _RemovableHandle
 
 #: The state_dict key (after a module's prefix) of what ``get_extra_state``
@@ -150,6 +152,7 @@ _LAZY_HOOK_TABLES = frozenset((
 #: ``register_module_forward_pre_hook`` / ``register_module_forward_hook``)
 _global_forward_pre_hooks: dict = OrderedDict()
 _global_forward_hooks: dict = OrderedDict()
+_global_forward_hooks_always_called: dict = OrderedDict()
 
 
 def register_module_forward_pre_hook(hook) -> _RemovableHandle:
@@ -163,8 +166,64 @@ def register_module_forward_pre_hook(hook) -> _RemovableHandle:
 def register_module_forward_hook(hook, *, always_call: bool = False) -> _RemovableHandle:
     """``hook(module, args, output)`` after every module's forward (and
     before the module's own hooks); a non-None result replaces the output."""
-    handle = _RemovableHandle(_global_forward_hooks)
+    handle = _RemovableHandle(_global_forward_hooks,
+                              extra_dict=_global_forward_hooks_always_called)
     _global_forward_hooks[handle.id] = hook
+    if always_call:
+        _global_forward_hooks_always_called[handle.id] = True
+    return handle
+
+
+#: hooks every module's registrations run (PyTorch's
+#: ``register_module_{parameter,buffer,module}_registration_hook``):
+#: ``hook(module, name, value)``, a non-None result registered instead
+_global_parameter_registration_hooks: dict = OrderedDict()
+_global_buffer_registration_hooks: dict = OrderedDict()
+_global_module_registration_hooks: dict = OrderedDict()
+
+
+def _registration_hook(table: dict, hook) -> _RemovableHandle:
+    handle = _RemovableHandle(table)
+    table[handle.id] = hook
+    return handle
+
+
+def register_module_parameter_registration_hook(hook) -> _RemovableHandle:
+    """``hook(module, name, param)`` at every parameter registration."""
+    return _registration_hook(_global_parameter_registration_hooks, hook)
+
+
+def register_module_buffer_registration_hook(hook) -> _RemovableHandle:
+    """``hook(module, name, buffer)`` at every buffer registration."""
+    return _registration_hook(_global_buffer_registration_hooks, hook)
+
+
+def register_module_module_registration_hook(hook) -> _RemovableHandle:
+    """``hook(module, name, submodule)`` at every submodule registration."""
+    return _registration_hook(_global_module_registration_hooks, hook)
+
+
+def _registered(table: dict, module, name, value):
+    for hook in list(table.values()):
+        out = hook(module, name, value)
+        if out is not None:
+            value = out
+    return value
+
+
+def register_module_full_backward_hook(hook) -> _RemovableHandle:
+    """``hook(module, grad_input, grad_output)`` for every module, before
+    the module's own full backward hooks."""
+    handle = _RemovableHandle(global_backward_hooks)
+    global_backward_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_full_backward_pre_hook(hook) -> _RemovableHandle:
+    """``hook(module, grad_output)`` for every module, before the module's
+    own backward pre-hooks."""
+    handle = _RemovableHandle(global_backward_pre_hooks)
+    global_backward_pre_hooks[handle.id] = hook
     return handle
 
 
@@ -244,15 +303,51 @@ class Module:
         pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
         if (not pre and not post and pre is not None and post is not None
                 and not _global_forward_pre_hooks and not _global_forward_hooks
-                and not d.get("_backward_hooks") and not d.get("_backward_pre_hooks")):
+                and not d.get("_backward_hooks") and not d.get("_backward_pre_hooks")
+                and not global_backward_hooks and not global_backward_pre_hooks):
             # No hook of any kind (the common case): what the general path
             # below does then, without building its empty lists.
             return self.forward(*args, **kwargs)
+        state = {"args": args, "kwargs": kwargs, "out": None, "called": set()}
+        try:
+            return self._hooked_call(d, state)
+        except Exception:
+            # PyTorch's always_call: such forward hooks (global ones first)
+            # run when a pre-hook, forward or another hook raised, each at
+            # most once, with the output so far (None before forward
+            # returned); their own errors are silenced with a warning.
+            args, kwargs, out, called = (state["args"], state["kwargs"], state["out"],
+                                         state["called"])
+            for hid, hook in list(_global_forward_hooks.items()):
+                if hid in _global_forward_hooks_always_called and hid not in called:
+                    try:
+                        res = hook(self, args, out)
+                        out = out if res is None else res
+                    except Exception as e:  # noqa: BLE001
+                        warnings.warn("global module forward hook with ``always_call=True`` "
+                                      "raised an exception that was silenced as another error "
+                                      f"was raised in forward: {e}", stacklevel=2)
+            always = d.get("_forward_hooks_always_called") or ()
+            for hid, hook in list(self._forward_hooks.items()):
+                if hid in always and hid not in called:
+                    try:
+                        res = self._run_forward_hook(hid, hook, args, kwargs, out)
+                        out = out if res is None else res
+                    except Exception as e:  # noqa: BLE001
+                        warnings.warn("module forward hook with ``always_call=True`` raised an "
+                                      "exception that was silenced as another error was raised "
+                                      f"in forward: {e}", stacklevel=2)
+            raise
+
+    def _hooked_call(self, d, state):
+        """The call with its hooks; ``state`` records the args, the output
+        and the always-call hooks run so far, for ``_call_impl``'s error path."""
+        args, kwargs = state["args"], state["kwargs"]
         if _global_forward_pre_hooks:
             for hook in list(_global_forward_pre_hooks.values()):
                 res = hook(self, args)
                 if res is not None:
-                    args = res if isinstance(res, tuple) else (res,)
+                    args = state["args"] = res if isinstance(res, tuple) else (res,)
         pre_kw = d.get("_forward_pre_hooks_with_kwargs") or ()
         for hid, hook in list(self._forward_pre_hooks.items()):
             if hid in pre_kw:
@@ -262,34 +357,30 @@ class Module:
                         raise RuntimeError("forward pre-hook must return None or a tuple of "
                                            f"(new_args, new_kwargs), but got {res}.")
                     args, kwargs = res
+                    state["args"], state["kwargs"] = args, kwargs
             else:
                 res = hook(self, args)
                 if res is not None:
-                    args = res if isinstance(res, tuple) else (res,)
+                    args = state["args"] = res if isinstance(res, tuple) else (res,)
         bw_state = None
         if has_backward_hooks(self):
             args, bw_state = wrap_inputs(self, args)
-        always = d.get("_forward_hooks_always_called") or ()
-        try:
-            out = self.forward(*args, **kwargs)
-        except Exception:
-            # (PyTorch's always_call: such hooks run even when forward raises)
-            for hid, hook in list(self._forward_hooks.items()):
-                if hid in always:
-                    try:
-                        self._run_forward_hook(hid, hook, args, kwargs, None)
-                    except Exception:
-                        pass
-            raise
+        out = state["out"] = self.forward(*args, **kwargs)
+        called = state["called"]
         if _global_forward_hooks:
-            for hook in list(_global_forward_hooks.values()):
+            for hid, hook in list(_global_forward_hooks.items()):
+                if hid in _global_forward_hooks_always_called:
+                    called.add(hid)
                 res = hook(self, args, out)
                 if res is not None:
-                    out = res
+                    out = state["out"] = res
+        always = d.get("_forward_hooks_always_called") or ()
         for hid, hook in list(self._forward_hooks.items()):
+            if hid in always:
+                called.add(hid)
             res = self._run_forward_hook(hid, hook, args, kwargs, out)
             if res is not None:
-                out = res
+                out = state["out"] = res
         if bw_state is not None:
             out = wrap_outputs(bw_state, out)
         return out
@@ -409,6 +500,24 @@ class Module:
     def register_load_state_dict_pre_hook(self, hook: Callable) -> _RemovableHandle:
         return self._register_load_state_dict_pre_hook(hook, with_module=True)
 
+    def register_load_state_dict_post_hook(self, hook: Callable) -> _RemovableHandle:
+        """``hook(module, incompatible_keys)`` after ``load_state_dict`` loaded
+        this module and its children (before strict's error); it may edit
+        the keys' lists in place and must return None."""
+        return self._add_hook("_load_state_dict_post_hooks", hook, False)
+
+    def register_state_dict_pre_hook(self, hook: Callable) -> _RemovableHandle:
+        """``hook(module, prefix, keep_vars)`` before ``state_dict`` writes
+        this module's entries."""
+        return self._add_hook("_state_dict_pre_hooks", hook, False)
+
+    def register_state_dict_post_hook(self, hook: Callable) -> _RemovableHandle:
+        """``hook(module, state_dict, prefix, local_metadata)`` after this
+        module and its children wrote their entries; unlike the private
+        ``_register_state_dict_hook`` it edits in place and must return None."""
+        hook._from_public_api = True
+        return self._add_hook("_state_dict_hooks", hook, False)
+
     # --- registration ------------------------------------------------------------
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
@@ -426,7 +535,8 @@ class Module:
                              "as a function of another Tensor, compute the value in "
                              "the forward() method.")
         else:
-            self._parameters[name] = param
+            self._parameters[name] = _registered(_global_parameter_registration_hooks, self,
+                                                 name, param)
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         if "_buffers" not in self.__dict__:
@@ -437,7 +547,7 @@ class Module:
                             f"({dt.PUBLIC_NAME[0]} Tensor or None required)")
         if isinstance(tensor, Buffer):
             tensor = _plain(tensor)
-        self._buffers[name] = tensor
+        self._buffers[name] = _registered(_global_buffer_registration_hooks, self, name, tensor)
         if persistent:
             self._non_persistent_buffers_set.discard(name)
         else:
@@ -454,7 +564,7 @@ class Module:
             raise KeyError(f"module name can't contain \".\", got: {name}")
         if name == "":
             raise KeyError("module name can't be empty string \"\"")
-        self._modules[name] = module
+        self._modules[name] = _registered(_global_module_registration_hooks, self, name, module)
 
     register_module = add_module
 
@@ -499,13 +609,13 @@ class Module:
             if modules is None:
                 raise AttributeError("cannot assign module before Module.__init__() call")
             remove_from(d, self._parameters, self._buffers, self._non_persistent_buffers_set)
-            modules[name] = value
+            modules[name] = _registered(_global_module_registration_hooks, self, name, value)
             return
         if modules is not None and name in modules:
             if value is not None:
                 raise TypeError(f"cannot assign '{typename(value)}' as child module '{name}' "
                                 f"({dt.PUBLIC_NAME[0]}.nn.Module or None expected)")
-            modules[name] = value
+            modules[name] = _registered(_global_module_registration_hooks, self, name, value)
             return
         buffers = d.get("_buffers")
         if isinstance(value, Buffer) or (buffers is not None and name in buffers):
@@ -581,6 +691,21 @@ class Module:
                 raise AttributeError(f"`{item}` is not an nn.Module")
         return mod
 
+    def set_submodule(self, target: str, module: "Module", strict: bool = False) -> None:
+        """Put ``module`` at the dotted path ``target`` (its parent must
+        exist; with ``strict`` the attribute too), as PyTorch's."""
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
+        atoms = target.split(".")
+        if not isinstance(module, Module):
+            raise ValueError(f"`module` is not an nn.Module, found {type(module)}")
+        parent = self if len(atoms) == 1 else self.get_submodule(".".join(atoms[:-1]))
+        if strict and not hasattr(parent, atoms[-1]):
+            raise AttributeError(parent._get_name() + " has no attribute `" + atoms[-1] + "`")
+        if hasattr(parent, atoms[-1]) and not isinstance(getattr(parent, atoms[-1]), Module):
+            raise AttributeError("`" + atoms[-1] + "` is not an nn.Module")
+        setattr(parent, atoms[-1], module)
+
     def get_parameter(self, target: str) -> Parameter:
         mod_path, _, name = target.rpartition(".")
         mod = self.get_submodule(mod_path)
@@ -612,8 +737,8 @@ class Module:
             yield from module.named_modules(memo, prefix + ("." if prefix else "") + name,
                                             remove_duplicate)
 
-    def modules(self) -> Iterator["Module"]:
-        for _, m in self.named_modules():
+    def modules(self, remove_duplicate: bool = True) -> Iterator["Module"]:
+        for _, m in self.named_modules(remove_duplicate=remove_duplicate):
             yield m
 
     def named_children(self) -> Iterator[tuple[str, "Module"]]:
@@ -724,13 +849,27 @@ class Module:
         if type(self).get_extra_state is not Module.get_extra_state:
             destination[prefix + _EXTRA_STATE_KEY_SUFFIX] = self.get_extra_state()
 
-    def state_dict(self, *, destination=None, prefix: str = "", keep_vars: bool = False):
+    def state_dict(self, *args, destination=None, prefix: str = "", keep_vars: bool = False):
+        if args:
+            # PyTorch's deprecated positional (destination, prefix, keep_vars)
+            warnings.warn("Positional args are being deprecated, use kwargs instead. Refer to "
+                          "https://pytorch.org/docs/main/generated/torch.nn.Module.html"
+                          "#torch.nn.Module.state_dict for details.", FutureWarning,
+                          stacklevel=2)
+            if destination is None:
+                destination = args[0]
+            if len(args) > 1 and prefix == "":
+                prefix = args[1]
+            if len(args) > 2 and keep_vars is False:
+                keep_vars = args[2]
         if destination is None:
             destination = OrderedDict()
             destination._metadata = OrderedDict()
         local_metadata = {"version": self._version}
         if hasattr(destination, "_metadata"):
             destination._metadata[prefix[:-1]] = local_metadata
+        for hook in self.__dict__.get("_state_dict_pre_hooks", {}).values():
+            hook(self, prefix, keep_vars)
         self._save_to_state_dict(destination, prefix, keep_vars)
         for name, m in self._modules.items():
             if m is not None:
@@ -738,7 +877,10 @@ class Module:
                              keep_vars=keep_vars)
         for hook in self.__dict__.get("_state_dict_hooks", {}).values():
             result = hook(self, destination, prefix, local_metadata)
-            if result is not None:
+            if getattr(hook, "_from_public_api", False):
+                if result is not None:
+                    raise RuntimeError("state_dict post-hook must return None")
+            elif result is not None:
                 destination = result
         return destination
 
@@ -821,6 +963,13 @@ class Module:
                 if child is not None:
                     cp = prefix + name + "."
                     load(child, {k: v for k, v in local_sd.items() if k.startswith(cp)}, cp)
+            incompatible = _IncompatibleKeys(missing, unexpected)
+            for hook in module.__dict__.get("_load_state_dict_post_hooks", {}).values():
+                if hook(module, incompatible) is not None:
+                    raise AssertionError(
+                        "Hooks registered with ``register_load_state_dict_post_hook`` are not "
+                        "expected to return new values, if incompatible_keys need to be "
+                        "modified, it should be done inplace.")
 
         load(self, state_dict)
         if strict:
@@ -837,11 +986,13 @@ class Module:
 
     # --- conversion --------------------------------------------------------------------
 
-    def _apply(self, fn: Callable[[Tensor], Tensor]) -> "Module":
+    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> "Module":
         """Apply ``fn`` to every parameter (in place of its data, so the
-        Parameter objects stay the same), gradient and buffer."""
-        for m in self.children():
-            m._apply(fn)
+        Parameter objects stay the same), gradient and buffer (of the
+        submodules too with ``recurse``)."""
+        if recurse:
+            for m in self.children():
+                m._apply(fn)
         with graph.no_grad():
             for p in self._parameters.values():
                 if p is None:
@@ -915,10 +1066,18 @@ class Module:
         if dtype is None:
             return self
         dtype = dt.to_dtype(dtype)
-        if not dtype.is_floating_point:
-            raise TypeError("nn.Module.to only accepts floating point dtypes, but got "
-                            f"desired dtype={dtype}")
-        return self._apply(lambda t: t.to(dtype) if t.dtype.is_floating_point else t)
+        if not (dtype.is_floating_point or dtype.is_complex):
+            raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but "
+                            f"got desired dtype={dtype}")
+        if dtype.is_complex:
+            warnings.warn(
+                "Complex modules are a new feature under active development whose design may "
+                "change, and some modules might not work as expected when using complex tensors "
+                "as parameters or buffers. Please file an issue at https://github.com/pytorch/"
+                "pytorch/issues/new?template=bug-report.yml if a complex module does not work as "
+                "expected.", stacklevel=2)
+        return self._apply(lambda t: t.to(dtype)
+                           if t.dtype.is_floating_point or t.dtype.is_complex else t)
 
     def type(self, dst_type) -> "Module":
         d = dt.to_dtype(dst_type)

@@ -36,7 +36,11 @@ def _as_list(tensors) -> list:
 
 
 def _vector_norm(x: Tensor, p: float) -> Tensor:
-    """``torch.linalg.vector_norm(x, p)`` over all elements."""
+    """``torch.linalg.vector_norm(x, p)`` over all elements (a float16 /
+    bfloat16 tensor's in float32, rounded once at the end, as PyTorch's
+    kernels accumulate)."""
+    if x.dtype in (dt.float16, dt.bfloat16):
+        return _vector_norm(x.to(dt.float32), p).to(x.dtype)
     if p == 2:      # (x * x is |x| * |x| to the bit: no pass for abs)
         a = x._data
         if (type(x) is Tensor and x.dtype in _DIRECT_DTYPES and type(a) is np.ndarray
@@ -70,7 +74,8 @@ def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = F
         if not tensors:
             return _tensor(0.0)
         norms = [_vector_norm(t, norm_type) for t in tensors]
-        total = _vector_norm(S.stack([n.to(norms[0].dtype) for n in norms]), norm_type)
+        # torch.stack promotes: float16 and float32 norms give a float32 total
+        total = _vector_norm(S.stack(norms), norm_type)
         if error_if_nonfinite:
             # A recorded check (tracec.ops.check): a compiled step checks each
             # call's norm, where reading it in Python would stop the trace.
@@ -89,7 +94,9 @@ def clip_grads_with_norm_(parameters, max_norm: float, total_norm: Tensor,
     if not grads:
         return
     with graph.no_grad():
-        coef = TF.clamp(TF.div(float(max_norm), TF.add(total_norm, 1e-6)), max=1.0)
+        # PyTorch's ``max_norm / (total_norm + 1e-6)``: a number over a tensor
+        # is the tensor's reciprocal times the number (Tensor.__rtruediv__)
+        coef = TF.clamp(float(max_norm) / TF.add(total_norm, 1e-6), max=1.0)
         for g in grads:
             g.mul_(coef.to(g.dtype))
 
