@@ -1213,7 +1213,10 @@ def softmax(input, dim, dtype=None):
     e = ops.exp(ops.sub(x, _stop_max(x, axes, keep_inf=True)))
     s = ops.reshape(ops.reduce_sum(e, axes), tuple(1 if i in axes else n
                                                     for i, n in enumerate(input.shape)))
-    y = ops.div(e, s)
+    # (PyTorch's kernel over another dimension than the last sums the float32
+    # exponentials but stores them in the half output before dividing)
+    last = input.ndim and axes == (input.ndim - 1,)
+    y = ops.div(e if half is None or last else _rounded_to(e, half), s)
     return _named(y if half is None else ops.cast(y, half), "SoftmaxBackward0")
 
 
@@ -1227,6 +1230,8 @@ def log_softmax(input, dim, dtype=None):
         input = _to(input, dt.to_dtype(dtype))
     input = _contiguous_input(input)
     axes = _dims(input, dim)
+    if input.dtype in _HALF and input.ndim and axes == (input.ndim - 1,):
+        return _log_softmax_half_last(input)
     y = _last_axis_kernels(input, axes, "log_softmax", _log_softmax_last, "LogSoftmaxBackward0")
     if y is not None:
         return y
@@ -1273,6 +1278,27 @@ def _softmax_last(x):
 
 def _log_softmax_last(x):
     return _log_softmax_prims(x, (x.ndim - 1,))
+
+
+def _rounded_to(x, d):
+    """float32 ``x`` with the value of ``x.to(d).float()`` (a kernel's
+    buffer of dtype ``d``) and ``x``'s own gradient: the rounding error is
+    added as a constant."""
+    return ops.add(x, ops.stop_gradient(ops.sub(ops.cast(ops.cast(x, d), dt.float32), x)))
+
+
+def _log_softmax_half_last(x):
+    """log_softmax over the last dimension of a bfloat16 / float16 ``x`` as
+    PyTorch's CPU kernel computes it: in float32, but with the sum of the
+    exponentials and its log each stored in ``x``'s dtype, then ``(x - max)
+    - lse`` rounded once."""
+    h, axes = x.dtype, (x.ndim - 1,)
+    f = ops.cast(x, dt.float32)
+    z = ops.sub(f, _stop_max(f, axes, keep_inf=True))
+    s = _rounded_to(ops.reduce_sum(ops.exp(z), axes), h)
+    lse = _rounded_to(ops.log(s), h)
+    y = ops.sub(z, ops.reshape(lse, tuple(x.shape[:-1]) + (1,)))
+    return _named(ops.cast(y, h), "LogSoftmaxBackward0")
 
 
 def _log_softmax_prims(input, axes):
