@@ -8,6 +8,10 @@ import torch
 import tracec
 
 
+def _both(f):
+    return f(torch), f(tracec)
+
+
 def _same_input(L, shape, dtype, scale=3.0, seed=0):
     x = np.random.default_rng(seed).standard_normal(shape) * scale
     return L.tensor(x, dtype=getattr(L, dtype))
@@ -24,3 +28,25 @@ def test_half_softmax_and_log_softmax_round_as_torch_kernels(dtype, shape, dim):
         x = _same_input(L, shape, dtype)
         outs.append([x.softmax(dim).float().tolist(), x.log_softmax(dim).float().tolist()])
     assert outs[1] == outs[0]
+
+
+def test_householder_product_and_its_gradient():
+    # torch.linalg.householder_product / torch.orgqr were missing
+    def f(L):
+        rng = np.random.default_rng(1)
+        A = L.tensor(rng.standard_normal((2, 5, 3)), requires_grad=True)
+        tau = L.tensor(rng.random((2, 2)), requires_grad=True)
+        Q = L.linalg.householder_product(A, tau)
+        (Q * L.arange(15.0, dtype=L.float64).view(5, 3)).sum().backward()
+        msgs = []
+        for a, t in ((L.zeros(3), L.zeros(1)), (L.zeros(2, 3), L.zeros(1)), (L.zeros(3, 2), L.zeros(3)),
+                     (L.zeros(2, 3, 2), L.zeros(3, 1)), (L.zeros(3, 2), L.zeros(1, dtype=L.float64))):
+            with pytest.raises(RuntimeError) as e:
+                L.linalg.householder_product(a, t)
+            msgs.append(str(e.value))
+        return (Q.tolist(), A.grad.tolist(), tau.grad.tolist(), Q.grad_fn.name(),
+                L.orgqr(A, tau).sum().item(), msgs)
+    a, b = _both(f)
+    assert b[3:4] + b[5:] == a[3:4] + a[5:]
+    for x, y in zip(b[:3] + b[4:5], a[:3] + a[4:5]):
+        assert np.allclose(x, y, rtol=1e-12, atol=1e-12)

@@ -36,6 +36,7 @@ from tracec.linalg_lapack import (LinAlgError, _float_input, _square, cholesky, 
                                   triangular_solve, lu, lu_factor, lu_factor_ex, lu_solve,
                                   _torch_lu, _torch_lu_solve, _torch_cholesky,
                                   _torch_qr, _torch_slogdet, _torch_svd)
+from tracec.linalg_householder import householder_product  # noqa: F401
 from tracec.tensor import Tensor, concrete
 
 __all__ = ["norm", "vector_norm", "matrix_norm", "inv", "det", "slogdet", "solve", "cholesky",
@@ -43,7 +44,7 @@ __all__ = ["norm", "vector_norm", "matrix_norm", "inv", "det", "slogdet", "solve
            "matrix_power", "multi_dot", "inv_ex", "cholesky_ex", "solve_ex", "matrix_rank",
            "lstsq", "solve_triangular", "vander", "cond", "tensorinv", "tensorsolve",
            "matrix_exp", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "eig", "eigvals",
-           "LinAlgError", "diagonal"]
+           "LinAlgError", "diagonal", "householder_product"]
 
 matmul = F.matmul
 
