@@ -55,6 +55,22 @@ def _safe(cond, x, fill):
     return ops.where(cond, x, fill)
 
 
+def _singular_grad(mask, x, kind: str = "nan"):
+    """A zero whose gradient with respect to ``x`` is, where ``mask`` holds,
+    what PyTorch's derivative formula gives at a singular point there: NaN
+    (a ``0 / 0``; kind "nan"), or the incoming gradient times +inf / -inf
+    (kind "inf" / "-inf"; NaN for a zero incoming gradient), and 0 elsewhere.
+    Added to a composite whose own gradient is masked finite there.  ``x``
+    is finite where ``mask`` holds."""
+    d = ops.where(mask, ops.sub(x, ops.stop_gradient(x)), 1.0)   # 0 under mask, with x's gradient
+    if kind == "nan":
+        r = ops.sqrt(ops.mul(d, d))              # d/dd = d / |d| = 0 / 0
+    else:
+        r = ops.sqrt(d)                          # d/dd = 1 / (2 * 0)
+        r = ops.neg(r) if kind == "-inf" else r
+    return ops.where(mask, r, 0.0)
+
+
 def _no_grad_link(value, x):
     """``value`` (computed from ``x.detach()``) with a zero gradient to ``x``,
     as PyTorch's rounding functions have (the output requires grad)."""
@@ -390,12 +406,33 @@ def heaviside(input, values):  # noqa: A002
     return ops.where(ops.eq(a, 0), v, ops.cast(ops.gt(a, 0), d))
 
 
+def _xlog_grads(x, y, lo, log_fn):
+    """PyTorch's xlogy / xlog1py gradients where ``x == 0`` (``y`` not NaN),
+    as zeros to add to ``x * log_fn(1 or 0)``: ``log_fn(y)`` to ``x`` (0
+    where ``y <= lo``, infinite for an infinite ``y``), and ``x / (y - lo)``'s ``0 / 0`` (NaN)
+    to ``y`` where ``y == lo``."""
+    zero = ops.eq(x, 0.0)
+    ok = ops.logical_and(zero, ops.logical_and(ops.gt(y, lo), ops.lt(y, float("inf"))))
+    gx = ops.mul(_safe(ok, x, 0.0),
+                 ops.stop_gradient(ops.where(ok, log_fn(_safe(ok, y, lo + 1.0)), 0.0)))
+    gx = ops.add(gx, _singular_grad(ops.logical_and(zero, ops.eq(y, float("inf"))), x, "inf"))
+    return ops.add(gx, _singular_grad(ops.logical_and(zero, ops.eq(y, lo)), y))
+
+
+def _nan_of(x, y):
+    """``y`` where it is NaN (0 elsewhere), with NaN gradients to both
+    there (PyTorch's formulas): ``y * (x + y)`` on the NaN elements."""
+    nan = ops.ne(y, y)
+    ys = _safe(nan, y, 0.0)
+    return ops.mul(ys, ops.add(_safe(nan, x, 0.0), ys))
+
+
 def xlogy(input, other):  # noqa: A002
     x, y = _binary_float("xlogy", input, other)
     zero = ops.eq(x, 0.0)
-    r = ops.mul(x, ops.log(ops.where(zero, 1.0, y)))
-    r = ops.where(zero, 0.0, r)
-    return _named(ops.where(ops.ne(y, y), y, r), "XlogyBackward0")
+    r = ops.mul(x, ops.log(ops.where(zero, 1.0, y)))      # 0 where x == 0 (y not NaN)
+    r = ops.add(r, _xlog_grads(x, y, 0.0, ops.log))
+    return _named(ops.where(ops.ne(y, y), _nan_of(x, y), r), "XlogyBackward0")
 
 
 def logit(input, eps=None):  # noqa: A002

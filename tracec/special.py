@@ -17,7 +17,7 @@ import math
 from tracec import functions as F
 from tracec import ops
 from tracec.functions import _float_unary, _named, logsumexp, log_softmax, softmax  # noqa: F401
-from tracec.math_extra import (_binary_float, _const, _log1p, _polyval, _safe,  # noqa: F401
+from tracec.math_extra import (_binary_float, _nan_of, _xlog_grads, _const, _log1p, _polyval, _safe,  # noqa: F401
                                exp2, expm1, log1p, logit, round, xlogy)
 from tracec.math_igamma import igamma as gammainc, igammac as gammaincc
 from tracec.math_special import (_cf_erfc_tail, _in_f64, digamma, erfc, erfinv, i0,  # noqa: F401
@@ -174,8 +174,9 @@ i1e = _in_f64("i1e", lambda x: _bessel_i(1, x, True), "SpecialI1EBackward0")
 def xlog1py(input, other):  # noqa: A002
     x, y = _binary_float("xlog1py", input, other)
     zero = ops.eq(x, 0.0)
-    r = ops.where(zero, 0.0, ops.mul(x, _log1p(ops.where(zero, 0.0, y))))
-    return _named(ops.where(ops.ne(y, y), y, r), "SpecialXlog1PyBackward0")
+    r = ops.mul(x, _log1p(ops.where(zero, 0.0, y)))      # 0 where x == 0 (y not NaN)
+    r = ops.add(r, _xlog_grads(x, y, -1.0, ops.log1p))
+    return _named(ops.where(ops.ne(y, y), _nan_of(x, y), r), "SpecialXlog1PyBackward0")
 
 
 _B2K = [1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510]

@@ -13,6 +13,7 @@ import warnings
 from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import ops
+from tracec.math_extra import xlogy
 from tracec.tensor import RECORDERS, Tensor
 
 __all__ = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss",
@@ -362,11 +363,10 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
     if log_target:
         loss = TF.mul(TF.exp(target), TF.sub(target, input))
     else:
-        # xlogy(t, t) - t * input as PyTorch composes it: 0 * log 0 = 0, and
-        # a negative target gives NaN (t * log t), not a finite loss.
-        zero = ops.eq(target, 0.0)
-        xlogx = ops.where(zero, 0.0, TF.mul(target, ops.log(ops.where(zero, 1.0, target))))
-        loss = TF.sub(xlogx, TF.mul(target, input))
+        # xlogy(t, t) - t * input as PyTorch composes it: 0 * log 0 = 0, a
+        # negative target gives NaN (t * log t), not a finite loss, and a
+        # zero target's gradient is NaN (xlogy's t / t)
+        loss = TF.sub(xlogy(target, target), TF.mul(target, input))
     if reduction == "batchmean":
         # The batch size as it is (a symbolic size stays symbolic).
         return TF.div(TF.sum(loss), input.shape[0]) if input.ndim else TF.sum(loss)
