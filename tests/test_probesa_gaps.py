@@ -80,3 +80,26 @@ def test_xlogy_gradients_at_zero(case):
     a = _grads(torch, case, _X, _Y, seed=_G)
     b = _grads(tracec, case, _X, _Y, seed=_G)
     assert all(_same(u, v) for u, v in zip(b, a))
+
+
+def test_cdist_matmul_form_and_inf_ties():
+    # over 25 rows PyTorch's 2-norm cdist is sqrt(|a|^2 + |b|^2 - 2ab): a
+    # point's distance to itself is not 0 (0.0078125 here); p=inf gives each
+    # tied maximum the whole gradient (tracec split it: 1.5 for 2.0)
+    def f(L):
+        x = np.random.default_rng(0).standard_normal((30, 3)).astype(np.float32) * 10
+        a = L.tensor(x)
+        d = L.cdist(a, a)
+        modes = [L.cdist(a[:5], a[:5], compute_mode=m)[:2, :2].tolist()
+                 for m in ("use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")]
+        with pytest.raises(ValueError) as e:
+            L.cdist(a, a, compute_mode="x")
+        u = L.tensor([[0.0, 1.0], [2.0, 2.0]], dtype=L.float64, requires_grad=True)
+        v = L.tensor([[0.0, 1.0], [1.0, 1.0]], dtype=L.float64, requires_grad=True)
+        L.cdist(u, v, p=float("inf")).sum().backward()
+        return d.tolist(), modes, str(e.value), u.grad.tolist(), v.grad.tolist()
+    a, b = _both(f)
+    assert np.allclose(b[0], a[0], rtol=1e-6, atol=0)
+    assert np.array(a[0]).diagonal().max() > 0 and np.array(b[0]).diagonal().tolist() == \
+        np.array(a[0]).diagonal().tolist()
+    assert np.allclose(b[1], a[1], rtol=1e-6, atol=0) and b[2:] == a[2:]

@@ -451,11 +451,33 @@ def _torch_cross(input, other, dim=None):  # noqa: A002
     return cross(input, other, dim)
 
 
+_CDIST_MODES = {"use_mm_for_euclid_dist_if_necessary": 0, "use_mm_for_euclid_dist": 1,
+                "donot_use_mm_for_euclid_dist": 2}
+
+
+def _euclidean_dist(a, b):
+    """PyTorch's matmul form of the 2-norm cdist (its ``_euclidean_dist``,
+    taken for more than 25 rows on a side or when asked): ``sqrt(max(|a|^2
+    + |b|^2 - 2 a.b, 0))`` as one product of padded operands, so a
+    point's distance to itself is its rounding error (not 0)."""
+    an = ops.reduce_sum(F.mul(a, a), (a.ndim - 1,))
+    bn = ops.reduce_sum(F.mul(b, b), (b.ndim - 1,))
+    an, bn = S.unsqueeze(an, -1), S.unsqueeze(bn, -1)
+    a_ = S.cat([F.mul(a, -2.0), an, ops.full(tuple(an.shape), 1.0, a.dtype, like=a)], -1)
+    b_ = S.cat([b, ops.full(tuple(bn.shape), 1.0, b.dtype, like=b), bn], -1)
+    r = F.matmul(a_, b_.transpose(-2, -1))
+    pos = ops.gt(r, 0.0)            # clamped to 0, whose gradient is 0 (as PyTorch's backward)
+    return ops.where(pos, ops.sqrt(ops.where(pos, r, 1.0)), 0.0)
+
+
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """PyTorch's checks in its order: both at least 2-D, as many columns,
     both floating, ``p >= 0``; then, unless a side is empty, its kernel's:
     float32 / float64 only (``"cdist" not implemented for 'Half'``), one
     dtype."""
+    mode = _CDIST_MODES.get(compute_mode)
+    if mode is None:
+        raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
     a, b = tensor_arg(x1, "cdist"), tensor_arg(x2, "cdist")
     for name, t in (("X1", a), ("X2", b)):
         if t.ndim < 2:
@@ -478,8 +500,20 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
                                f"{dt.scalar_type_name(b.dtype)}")
     elif b.dtype is not a.dtype:
         b = ops.cast(b, a.dtype)          # (an empty result has X1's dtype)
+    if (p == 2 and a.numel() and b.numel() and a.shape[-1]
+            and (mode == 1 or (mode == 0 and (a.shape[-2] > 25 or b.shape[-2] > 25)))):
+        return _named(_euclidean_dist(a, b), "ViewBackward0")    # (PyTorch's last op)
     diff = F.sub(ops.reshape(a, tuple(a.shape[:-1]) + (1, a.shape[-1])),
                  ops.reshape(b, tuple(b.shape[:-2]) + (1,) + tuple(b.shape[-2:])))
+    if p == math.inf:
+        # (PyTorch's cdist backward gives every tied maximum the whole
+        # gradient, sign(diff), where vector_norm's splits it)
+        ad = ops.abs_(diff)
+        m = ops.stop_gradient(ops.reduce_max(ad, (diff.ndim - 1,)))
+        tie = ops.eq(ad, ops.reshape(m, tuple(m.shape) + (1,)))
+        lift = ops.reduce_sum(ops.where(tie, ops.sub(ad, ops.stop_gradient(ad)), 0.0),
+                              (diff.ndim - 1,))
+        return _named(ops.add(m, lift), "CdistBackward0")
     return _named(vector_norm(diff, p, -1), "CdistBackward0")
 
 
