@@ -103,3 +103,20 @@ def test_cdist_matmul_form_and_inf_ties():
     assert np.array(a[0]).diagonal().max() > 0 and np.array(b[0]).diagonal().tolist() == \
         np.array(a[0]).diagonal().tolist()
     assert np.allclose(b[1], a[1], rtol=1e-6, atol=0) and b[2:] == a[2:]
+
+
+def test_version_is_an_int_snapshot():
+    # x._version was the shared one-element list: a saved copy followed
+    # later writes, so "changed since?" checks never saw a change
+    def f(L):
+        x = L.zeros(3)
+        v = [x._version]
+        x.add_(1)
+        v.append(x._version)
+        x[0] = 2
+        v.append(x._version)
+        x[1:].zero_()
+        v.append(x._version)
+        return v, type(x._version).__name__, x[1:]._version, x.detach()._version
+    a, b = _both(f)
+    assert b == a
