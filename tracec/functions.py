@@ -39,6 +39,7 @@ __all__ = [
 ]
 
 _NUM = (numbers.Number, np.number, np.bool_)
+_REAL_NUM = (int, float, np.integer, np.floating)
 
 
 def _operand(x, name):
@@ -248,12 +249,29 @@ def add(input, other, *deprecated, alpha=1):
         input, other = _bfloat16_addend(input), _bfloat16_addend(other)
     if alpha != 1:
         _check_alpha(alpha, d)
+        if d in _HALF and isinstance(other, Tensor) and isinstance(alpha, _REAL_NUM):
+            out = _half_scaled_sum(ops.add, input, other, alpha, d)
+            return _sparse_sum(out, *given, alpha) if SPARSE else out
         if type(alpha).__name__ == "SymScalar":   # a lifted number (a traced lr): an operand
             other = mul(other, alpha)
         else:
             other = ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
     out = ops.add(input, other)
     return _sparse_sum(out, *given, alpha) if SPARSE else out
+
+
+def _half_scaled_sum(op, input, other, alpha, d):
+    """``input + alpha * other`` (``op`` add or sub) for a bfloat16 / float16
+    result as PyTorch's CPU kernel computes it: ``alpha`` rounded to ``d``,
+    the rest in float32, rounded once (tracec rounded the product too)."""
+    a = float(np.asarray(alpha, np.float32).astype(d.np)) if d is dt.float16 else \
+        float(dt.round_bfloat16(np.asarray(alpha, np.float32)))
+    f = [ops.cast(v, dt.float32) if isinstance(v, Tensor) else v for v in (input, other)]
+    # the product by alpha itself (the gradient's, grad * alpha as PyTorch's
+    # backward makes it) plus the constant, exact, step to alpha rounded
+    p = ops.mul(f[1], alpha)
+    p = ops.add(p, ops.stop_gradient(ops.sub(ops.mul(f[1], a), p)))
+    return ops.cast(op(f[0], p), d)
 
 
 def _bfloat16_addend(x):
@@ -316,6 +334,9 @@ def sub(input, other, *deprecated, alpha=1):
                            "operator instead.")
     if alpha != 1:
         _check_alpha(alpha, d)
+        if d in _HALF and isinstance(other, Tensor) and isinstance(alpha, _REAL_NUM):
+            out = _half_scaled_sum(ops.sub, input, other, alpha, d)
+            return _sparse_sum(out, *given, -alpha, True) if SPARSE else out
         if type(alpha).__name__ == "SymScalar":   # a lifted number (a traced lr): an operand
             other = mul(other, alpha)
         else:
@@ -458,6 +479,11 @@ def _pow(input, exponent):
         if isinstance(input, Tensor) and input.dtype in (dt.float32, dt.float64) \
                 and not isinstance(exponent, (bool, np.bool_)) and exponent in _SCALAR_POW:
             return _named(_SCALAR_POW[exponent](input), "PowBackward0")
+        if isinstance(input, Tensor) and input.dtype is dt.bfloat16 and \
+                isinstance(exponent, (float, np.floating)):
+            # (PyTorch casts the exponent to bfloat16, as NumPy does a weak
+            # scalar beside float16; tracec's bfloat16 is float32 storage)
+            exponent = float(dt.round_bfloat16(np.asarray(exponent, np.float32)))
         return _named(ops.pow_(input, exponent), "PowBackward0")
     if isinstance(input, _NUM) and not isinstance(exponent, _NUM):
         return _named(ops.pow_(input, exponent), "PowBackward2")
