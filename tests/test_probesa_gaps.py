@@ -139,3 +139,20 @@ def test_half_add_alpha_and_pow_exponent_round_as_torch(dtype):
                 (L.add(a, b, alpha=0.3), L.sub(a, b, alpha=0.7), p, a.abs() ** 1.7, b.grad)]
     for u, v in zip(*_both(f)):
         assert (u != v).sum() <= 5      # (PyTorch's own kernels differ on a few)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 6, 6), (4, 3, 10)])
+def test_float16_batch_and_instance_norm_round_statistics(shape):
+    # PyTorch keeps a float16 input's batch mean and inverse std in float16
+    # (no float32 parameter): tracec kept them in float32 (~40% one unit off)
+    def f(L):
+        x = _same_input(L, shape, "float16")
+        w = _same_input(L, (3,), "float16", seed=2)
+        b = _same_input(L, (3,), "float16", seed=3)
+        F = L.nn.functional
+        return [t.float().tolist() for t in (
+            F.batch_norm(x, None, None, w, b, training=True),
+            F.batch_norm(x, None, None, w.float(), b.float(), training=True),   # mixed: float32
+            F.instance_norm(x), F.batch_norm(x, None, None, training=True))]
+    a, b = _both(f)
+    assert b == a

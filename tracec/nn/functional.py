@@ -239,20 +239,44 @@ def _check_norm_dtypes(name: str, kernel: str, x, params) -> None:
             raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
 
 
-@_in_float32
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5):
     """Batch normalization over every axis but 1.  In training mode the batch
     statistics normalize and the running ones (if given) are updated in
     place: ``r = (1 - momentum) * r + momentum * stat``, with the unbiased
     variance, as in PyTorch.  A channels-last input gives a channels-last
-    result."""
+    result.  A bfloat16 / float16 input is computed in float32 (``_in_float32``);
+    in training without float32 parameters its batch mean and inverse
+    standard deviation are rounded to its dtype first (PyTorch's kernel
+    keeps them in the input's dtype)."""
+    stats = _half_stats(input, training, (weight, bias, running_mean, running_var))
+    return _in_float32(_batch_norm_kept)(input, running_mean, running_var, weight, bias,
+                                         training, momentum, eps, stats)
+
+
+def _half_stats(input, training, params):
+    """The dtype PyTorch's CPU batch norm keeps a bfloat16 / float16 input's
+    batch statistics in: the input's, unless a parameter or running
+    statistic is float32 ("mixed type": float32 statistics); None when they
+    are not rounded (float32 or float64 input, no batch statistics)."""
+    half = input.dtype if isinstance(input, Tensor) and input.dtype in (dt.bfloat16,
+                                                                          dt.float16) else None
+    if not training or half is None or any(p is not None and p.dtype is not half
+                                           for p in params):
+        return None
+    return half
+
+
+def _batch_norm_kept(input, running_mean, running_var, weight, bias, training, momentum, eps,
+                     stats):
     from tracec.tensor_meta import keep_memory_format
-    y = _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+    y = _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps,
+                    stats)
     return keep_memory_format(y, input) if isinstance(input, Tensor) and y is not input else y
 
 
-def _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps):
+def _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps,
+                stats=None):
     x = _tensor(input, "batch_norm")
     if x.ndim < 2:         # PyTorch's: an empty input passes through, else no channel dim 1
         if x.numel() == 0:
@@ -281,7 +305,9 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
         # so a checkpoint's recomputation, stopping at its last pack, makes
         # the update as PyTorch's does)
         with graph_hooks.packs_deferred():
-            if eager_direct(x) and _bn.eager_ok(x, weight, bias, eps):
+            if stats is not None:
+                y, mean, var = _bn.normalize_prims(x, axes, shape, eps, stats)
+            elif eager_direct(x) and _bn.eager_ok(x, weight, bias, eps):
                 # the same value in NumPy, the closed-form gradient (and its
                 # affine inside): _batch_norm_eager
                 y, mean, var = _bn.apply_train(x, weight, bias, axes, shape, eps)
@@ -317,14 +343,21 @@ def _affine_channels(y, weight, bias, shape):
     return y
 
 
-@_in_float32
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats: bool = True, momentum: float = 0.1, eps: float = 1e-5):
     """Normalize each (sample, channel) over its spatial axes.  With
     ``use_input_stats`` and running buffers, these are updated in place
     with the batch average of the per-instance mean and unbiased variance
     (PyTorch's batch norm over the (1, N*C, ...) view); without
-    ``use_input_stats`` the running statistics normalize."""
+    ``use_input_stats`` the running statistics normalize.  Half inputs as
+    ``batch_norm``'s."""
+    stats = _half_stats(input, use_input_stats, (weight, bias, running_mean, running_var))
+    return _in_float32(_instance_norm)(input, running_mean, running_var, weight, bias,
+                                       use_input_stats, momentum, eps, stats)
+
+
+def _instance_norm(input, running_mean, running_var, weight, bias, use_input_stats, momentum,
+                   eps, stats):
     x = _tensor(input, "instance_norm")
     if x.ndim < 3:
         raise ValueError(f"instance_norm: expected at least 3D input (got {x.ndim}D input)")
@@ -354,7 +387,10 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
                 v = TF.mean(ops.reshape(var.detach(), tuple(x.shape[:2])), 0)
                 running_var.copy_(TF.add(TF.mul(running_var, 1.0 - momentum),
                                          TF.mul(v, momentum * (n / (n - 1)))))
-        y = TF.mul(d, TF.rsqrt(TF.add(var, eps)))
+        invstd = TF.rsqrt(TF.add(var, eps))
+        if stats is not None:
+            d, invstd = TF.sub(x, TF._rounded_to(mean, stats)), TF._rounded_to(invstd, stats)
+        y = TF.mul(d, invstd)
     if weight is not None:
         y = TF.mul(y, ops.reshape(weight, shape))
     if bias is not None:
