@@ -60,8 +60,9 @@ def _singular_grad(mask, x, kind: str = "nan"):
     what PyTorch's derivative formula gives at a singular point there: NaN
     (a ``0 / 0``; kind "nan"), or the incoming gradient times +inf / -inf
     (kind "inf" / "-inf"; NaN for a zero incoming gradient), and 0 elsewhere.
-    Added to a composite whose own gradient is masked finite there.  ``x``
-    is finite where ``mask`` holds."""
+    Added to a composite whose own gradient is masked finite there.  Only
+    where ``x`` is finite (``x - x`` would be NaN)."""
+    mask = ops.logical_and(mask, ops.lt(ops.abs_(x), float("inf")))
     d = ops.where(mask, ops.sub(x, ops.stop_gradient(x)), 1.0)   # 0 under mask, with x's gradient
     if kind == "nan":
         r = ops.sqrt(ops.mul(d, d))              # d/dd = d / |d| = 0 / 0
@@ -406,6 +407,21 @@ def heaviside(input, values):  # noqa: A002
     return ops.where(ops.eq(a, 0), v, ops.cast(ops.gt(a, 0), d))
 
 
+def _with_singular_grads(out, *masked):
+    """``out`` whose gradient, where a ``(mask, x, kind)`` of ``masked``
+    holds, is ``_singular_grad``'s instead of the composite's own (PyTorch's
+    formula at a pole: ``hypot(0, 0)``, ``lgamma(0)``, ``erfinv(1)``).  The
+    composite must keep its own gradient finite there (its operands made
+    safe with ``_safe``), since it still receives a zero cotangent."""
+    any_mask = masked[0][0]
+    for m, _, _ in masked[1:]:
+        any_mask = ops.logical_or(any_mask, m)
+    held = ops.stop_gradient(out)
+    for m, x, kind in masked:
+        held = ops.add(held, _singular_grad(m, x, kind))
+    return ops.where(any_mask, held, out)       # (a -0.0 elsewhere stays -0.0)
+
+
 def _xlog_grads(x, y, lo, log_fn):
     """PyTorch's xlogy / xlog1py gradients where ``x == 0`` (``y`` not NaN),
     as zeros to add to ``x * log_fn(1 or 0)``: ``log_fn(y)`` to ``x`` (0
@@ -439,7 +455,13 @@ def logit(input, eps=None):  # noqa: A002
     x = _float(input, "logit")
     if eps is not None:
         x = ops.where(ops.lt(x, eps), eps, ops.where(ops.gt(x, 1.0 - eps), 1.0 - eps, x))
-    return _named(ops.log(ops.div(x, ops.sub(1.0, x))), "LogitBackward0")
+    if eps is not None and eps != 0:
+        return _named(ops.log(ops.div(x, ops.sub(1.0, x))), "LogitBackward0")
+    edge = ops.logical_or(ops.eq(x, 0.0), ops.eq(x, 1.0))   # grad / (x (1 - x)): infinite
+    xs = _safe(ops.logical_not(edge), x, 0.5)
+    y = ops.where(edge, ops.where(ops.eq(x, 0.0), _const(x, -math.inf), math.inf),
+                  ops.log(ops.div(xs, ops.sub(1.0, xs))))
+    return _named(_with_singular_grads(y, (edge, x, "inf")), "LogitBackward0")
 
 
 def float_power(input, exponent):  # noqa: A002
