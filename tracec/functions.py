@@ -1232,6 +1232,9 @@ def softmax(input, dim, dtype=None):
     input = _contiguous_input(input)
     half = input.dtype if input.dtype in _HALF else None
     axes = _dims(input, dim)
+    if half is not None and input.requires_grad and graph.is_grad_enabled():
+        y = softmax(ops.stop_gradient(input), dim)
+        return _named(_half_softmax_vjp(y, input, axes), "SoftmaxBackward0")
     y = _last_axis_kernels(input, axes, "softmax", _softmax_last, "SoftmaxBackward0")
     if y is not None:
         return y
@@ -1304,6 +1307,23 @@ def _softmax_last(x):
 
 def _log_softmax_last(x):
     return _log_softmax_prims(x, (x.ndim - 1,))
+
+
+def _half_softmax_vjp(y, x, axes):
+    """``y``, the bfloat16 / float16 softmax of ``x`` over ``axes`` computed
+    without a gradient, with the gradient PyTorch's CPU backward gives it:
+    ``(g - sum(g * y)) * y`` in float32 from the rounded output ``y``,
+    rounded once (the composite's own gradient used the unrounded float32
+    softmax).  The zero term ``w = v - y sum(v)``, ``v = y (x - x)``, is the
+    linear map whose transpose is that formula; infinite elements of ``x``
+    (a -inf mask) take no part (their gradient, ``(g - s) * 0``, is 0)."""
+    f = ops.cast(x, dt.float32)
+    d = ops.where(ops.lt(ops.abs_(f), float("inf")), ops.sub(f, ops.stop_gradient(f)), 0.0)
+    y32 = ops.stop_gradient(ops.cast(y, dt.float32))
+    v = ops.mul(y32, d)
+    keep = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
+    w = ops.sub(v, ops.mul(y32, ops.reshape(ops.reduce_sum(v, axes), keep)))
+    return ops.cast(ops.add(y32, w), y.dtype)
 
 
 def _rounded_to(x, d):
