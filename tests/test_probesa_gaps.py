@@ -181,8 +181,8 @@ def test_gradients_at_singular_points(case):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("shape,dim", [((64, 8), -1), ((8, 4, 5), 1)])
 def test_half_softmax_backward_uses_the_rounded_output(dtype, shape, dim):
-    # PyTorch's backward is (g - sum(g * y)) * y in float32 from the rounded
-    # output y; tracec's went through the unrounded float32 softmax (~4%
+    # PyTorch's backward is (g - sum(g * y)) * y (log_softmax: g - exp(y) *
+    # sum(g)) in float32 from the rounded output y; tracec's went through the unrounded float32 softmax (~4%
     # of the gradient one unit off)
     def f(L):
         x = _same_input(L, shape, dtype)
@@ -190,6 +190,9 @@ def test_half_softmax_backward_uses_the_rounded_output(dtype, shape, dim):
         x.requires_grad_()
         g = _same_input(L, shape, dtype, scale=1.0, seed=4)
         x.softmax(dim).backward(g)
-        return np.array(x.grad.float().tolist())
+        sm = np.array(x.grad.float().tolist())
+        x.grad = None
+        x.log_softmax(dim).backward(g)
+        return np.array([sm, np.array(x.grad.float().tolist())])
     a, b = _both(f)
     assert (a != b).sum() <= 2        # (float32 sums in another order)

@@ -1259,6 +1259,9 @@ def log_softmax(input, dim, dtype=None):
         input = _to(input, dt.to_dtype(dtype))
     input = _contiguous_input(input)
     axes = _dims(input, dim)
+    if input.dtype in _HALF and input.requires_grad and graph.is_grad_enabled():
+        y = log_softmax(ops.stop_gradient(input), dim)
+        return _named(_half_log_softmax_vjp(y, input, axes), "LogSoftmaxBackward0")
     if input.dtype in _HALF and input.ndim and axes == (input.ndim - 1,):
         return _log_softmax_half_last(input)
     y = _last_axis_kernels(input, axes, "log_softmax", _log_softmax_last, "LogSoftmaxBackward0")
@@ -1324,6 +1327,24 @@ def _half_softmax_vjp(y, x, axes):
     keep = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
     w = ops.sub(v, ops.mul(y32, ops.reshape(ops.reduce_sum(v, axes), keep)))
     return ops.cast(ops.add(y32, w), y.dtype)
+
+
+def _half_log_softmax_vjp(y, x, axes):
+    """``y``, the bfloat16 / float16 log_softmax of ``x`` computed without a
+    gradient, with PyTorch's CPU backward ``g - exp(y) * sum(g)`` in float32
+    from the rounded ``y``, rounded once: the transpose of ``d - sum(exp(y)
+    d)``, ``d = x - x`` (0 on infinite elements, whose own gradient ``g``
+    comes through ``x`` itself, their value)."""
+    f = ops.cast(x, dt.float32)
+    fin = ops.lt(ops.abs_(f), float("inf"))
+    d = ops.where(fin, ops.sub(f, ops.stop_gradient(f)), 0.0)
+    y32 = ops.stop_gradient(ops.cast(y, dt.float32))
+    keep = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
+    w = ops.sub(d, ops.reshape(ops.reduce_sum(ops.mul(ops.exp(y32), d), axes), keep))
+    # (a row of -inf: NaN, whose gradient is NaN too: f * y)
+    nan = ops.ne(y32, y32)
+    base = ops.where(fin, y32, ops.where(nan, ops.mul(f, ops.where(nan, y32, 0.0)), f))
+    return ops.cast(ops.add(base, w), y.dtype)
 
 
 def _rounded_to(x, d):
