@@ -196,3 +196,21 @@ def test_half_softmax_backward_uses_the_rounded_output(dtype, shape, dim):
         return np.array([sm, np.array(x.grad.float().tolist())])
     a, b = _both(f)
     assert (a != b).sum() <= 2        # (float32 sums in another order)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("params", [None, "half", "float32"])
+def test_half_layer_norm_input_gradient_as_torch(dtype, params):
+    # PyTorch's backward: rstd * (u - mean(u) - xhat * mean(u * xhat)) in
+    # float32 from the saved (half, unless a parameter is float32) mean and
+    # rstd; tracec's composite gradient was ~35% one unit off
+    def f(L):
+        x = _same_input(L, (64, 8), dtype)
+        x.requires_grad_()
+        w = None if params is None else _same_input(L, (8,), dtype if params == "half"
+                                                     else "float32", seed=5)
+        g = _same_input(L, (64, 8), dtype, scale=1.0, seed=4)
+        L.nn.functional.layer_norm(x, (8,), w, w).backward(g)
+        return np.array(x.grad.float().tolist())
+    a, b = _both(f)
+    assert (a != b).sum() <= 2        # (float32 sums in another order)

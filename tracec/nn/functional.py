@@ -424,11 +424,25 @@ def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.7
     return TF.div(x, div)
 
 
-@_in_float32
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+    """Layer normalization over the trailing ``normalized_shape``; a
+    bfloat16 / float16 input is computed in float32 and rounded once, its
+    gradient as PyTorch's backward makes it (``_half_layer_norm_vjp``)."""
     w = dispatching_operand(input)
     if w is not None:
         return w.__tracec_dispatch__(layer_norm, (input, normalized_shape, weight, bias, eps), {})
+    if isinstance(input, Tensor) and input.dtype in (dt.bfloat16, dt.float16) and \
+            input.requires_grad and graph.is_grad_enabled():
+        y = _layer_norm(ops.stop_gradient(input), normalized_shape, weight, bias, eps)
+        k = 1 if isinstance(normalized_shape, int) else len(tuple(normalized_shape))
+        stats = None if any(p is not None and p.dtype is not input.dtype
+                            for p in (weight, bias)) else input.dtype
+        return _half_layer_norm_vjp(y, TF._contiguous_input(input), k, weight, eps, stats)
+    return _layer_norm(input, normalized_shape, weight, bias, eps)
+
+
+@_in_float32
+def _layer_norm(input, normalized_shape, weight, bias, eps):
     x = _tensor(input, "layer_norm")
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     k = len(ns)
@@ -448,6 +462,31 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
         if y is not None:
             return y
     return _layer_norm_math(x, k, weight, bias, eps)
+
+
+def _half_layer_norm_vjp(y, x, k, weight, eps, stats):
+    """``y``, the bfloat16 / float16 layer_norm of ``x`` (computed with ``x``
+    detached; the parameters' gradients its own), with the input gradient
+    PyTorch's CPU backward gives: ``rstd * (u - mean(u) - xhat * mean(u *
+    xhat))``, ``u = g * weight``, in float32, rounded once, from the saved
+    mean and rstd (kept in ``stats``, the input's dtype, unless a parameter
+    is float32).  The added zero term is the linear map whose transpose is
+    that formula."""
+    axes = tuple(range(x.ndim - k, x.ndim))
+    f = ops.cast(x, dt.float32)
+    fs = ops.stop_gradient(f)
+    mean = TF.mean(fs, axes, keepdim=True)
+    c = TF.sub(fs, mean)
+    rstd = TF.rsqrt(TF.add(TF.mean(TF.mul(c, c), axes, keepdim=True), eps))
+    if stats is not None:
+        mean, rstd = (ops.cast(ops.cast(t, stats), dt.float32) for t in (mean, rstd))
+    xhat = TF.mul(TF.sub(fs, mean), rstd)
+    v = TF.mul(TF.sub(f, fs), rstd)               # 0, with x's gradient
+    pv = TF.sub(TF.sub(v, TF.mean(v, axes, keepdim=True)),
+                TF.mul(xhat, TF.mean(TF.mul(v, xhat), axes, keepdim=True)))
+    if weight is not None:
+        pv = TF.mul(pv, ops.stop_gradient(ops.cast(weight, dt.float32)))
+    return ops.cast(TF.add(ops.cast(y, dt.float32), pv), y.dtype)
 
 
 def _layer_norm_math(x, k, weight, bias, eps):
