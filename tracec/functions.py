@@ -1197,6 +1197,9 @@ def _stop_max(x, axes, keep_inf=False):
 def logsumexp(input, dim, keepdim=False):
     input = _float_unary("logsumexp", lambda t: t)(input)
     axes = _dims(input, dim)
+    if input.dtype in _HALF and input.requires_grad and graph.is_grad_enabled():
+        y = logsumexp(ops.stop_gradient(input), dim, keepdim)
+        return _named(_half_logsumexp_vjp(y, input, axes, keepdim), "LogsumexpBackward0")
     m = _stop_max(input, axes)
     s = ops.log(ops.reduce_sum(ops.exp(ops.sub(input, m)), axes))
     y = ops.add(s, ops.reshape(m, s.shape))
@@ -1310,6 +1313,26 @@ def _softmax_last(x):
 
 def _log_softmax_last(x):
     return _log_softmax_prims(x, (x.ndim - 1,))
+
+
+def _half_logsumexp_vjp(y, x, axes, keepdim):
+    """``y``, the bfloat16 / float16 logsumexp of ``x`` computed without a
+    gradient, with PyTorch's backward ``g * exp(x - y)`` made of half ops
+    (``x - y`` and its exp each rounded to ``x``'s dtype, the product
+    too): the zero term ``sum(c * (x - x))``, ``c`` that rounded exp
+    (infinite elements of ``x`` take no part: their gradient is 0)."""
+    h = x.dtype
+    keep = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
+    f = ops.cast(x, dt.float32)
+    fin = ops.lt(ops.abs_(f), float("inf"))
+    d = ops.where(fin, ops.sub(f, ops.stop_gradient(f)), 0.0)
+    y32 = ops.stop_gradient(ops.cast(y, dt.float32))
+    z = ops.cast(ops.sub(ops.stop_gradient(x), ops.cast(ops.reshape(y32, keep), h)), h)
+    c = ops.cast(ops.exp(z), dt.float32)
+    t = ops.reduce_sum(ops.mul(c, d), axes)
+    if keepdim:
+        t = ops.reshape(t, keep)
+    return ops.cast(ops.add(y32, t), h)
 
 
 def _half_softmax_vjp(y, x, axes):
