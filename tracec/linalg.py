@@ -648,7 +648,7 @@ _TENSOR_METHODS = {
     "cholesky_solve": cholesky_solve, "cholesky_inverse": cholesky_inverse,
     "triangular_solve": triangular_solve, "lstsq": lstsq, "renorm": renorm,
     "cholesky": _torch_cholesky, "qr": _torch_qr, "svd": _torch_svd, "lu": _torch_lu,
-    "lu_solve": _torch_lu_solve,
+    "lu_solve": _torch_lu_solve, "orgqr": householder_product,
 }
 for _name, _fn in _TENSOR_METHODS.items():
     setattr(Tensor, _name, _fn)
