@@ -229,3 +229,14 @@ def test_half_logsumexp_backward_as_half_ops(dtype):
         return np.array(y.float().tolist()), np.array(x.grad.float().tolist())
     a, b = _both(f)
     assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+
+
+def test_var_and_std_of_complex_are_real():
+    # tracec squared the complex deviations (a complex "variance")
+    def f(L):
+        rng = np.random.default_rng(0)
+        z = L.complex(L.tensor(rng.standard_normal((4, 5))), L.tensor(rng.standard_normal((4, 5))))
+        out = [z.std(), z.var(1), z.std(0, correction=0), L.var_mean(z, 1)[0]]
+        return [(str(t.dtype).split(".")[-1], np.array(t.tolist())) for t in out]
+    for (da, va), (db, vb) in zip(*_both(f)):
+        assert db == da and np.allclose(vb, va, rtol=1e-12)

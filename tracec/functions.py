@@ -1154,7 +1154,11 @@ def _var(input, dim, unbiased, keepdim, correction, op):
     if not (isinstance(count, Sym) and known(count, ">", 0) is True):
         count = float(builtin_max(count, 0))
     # (a symbolic count, as mean's, stays a run-time value: no specialization)
-    y = ops.div(ops.reduce_sum(ops.mul(d, d), axes), count)
+    if d.dtype.is_complex:      # |d|^2: a real variance (var(real) + var(imag) in PyTorch)
+        sq = ops.cast(ops.mul(d, d.conj()), dt.real_of(d.dtype))
+    else:
+        sq = ops.mul(d, d)
+    y = ops.div(ops.reduce_sum(sq, axes), count)
     return _named(_keep(input, y, axes, keepdim), "VarBackward0")
 
 
