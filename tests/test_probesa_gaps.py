@@ -240,3 +240,12 @@ def test_var_and_std_of_complex_are_real():
         return [(str(t.dtype).split(".")[-1], np.array(t.tolist())) for t in out]
     for (da, va), (db, vb) in zip(*_both(f)):
         assert db == da and np.allclose(vb, va, rtol=1e-12)
+
+
+def test_angle_of_infinities_and_negative_zero():
+    # x * 0 gave angle(inf) = NaN and angle(-0.0) = -0.0; PyTorch: 0.0
+    def f(L):
+        y = L.angle(L.tensor([float("inf"), -float("inf"), -0.0, float("nan"), -2.0]))
+        return [(v, np.signbit(v)) for v in y.tolist()]
+    a, b = _both(f)
+    assert str(b) == str(a)

@@ -718,7 +718,7 @@ def angle(input):  # noqa: A002
     no gradient flows (PyTorch's is zero for real inputs)."""
     x = _float(input, "angle")
     xd = x.detach()
-    a = ops.where(ops.lt(xd, 0.0), math.pi, ops.mul(xd, 0.0))
+    a = ops.where(ops.lt(xd, 0.0), math.pi, _const(xd, 0.0))     # (+0.0 for -0.0 and inf)
     return _named(_no_grad_link(ops.where(ops.ne(xd, xd), xd, a), x), "AngleBackward0")
 
 
