@@ -249,3 +249,15 @@ def test_angle_of_infinities_and_negative_zero():
         return [(v, np.signbit(v)) for v in y.tolist()]
     a, b = _both(f)
     assert str(b) == str(a)
+
+
+def test_same_padding_even_kernel_warning_text():
+    import warnings as w
+
+    def f(L):
+        with w.catch_warnings(record=True) as rec:
+            w.simplefilter("always")
+            L.nn.functional.conv1d(L.zeros(1, 1, 5), L.zeros(1, 1, 4), padding="same")
+        return [str(r.message) for r in rec]
+    a, b = _both(f)
+    assert b == a

@@ -112,8 +112,9 @@ def _conv_padding(padding, kernel, stride, dilation, nsp):
             total = [d * (k - 1) for k, d in zip(kernel, dilation)]
             if any(t % 2 for t in total):
                 warnings.warn("Using padding='same' with even kernel lengths and odd dilation "
-                              "may require a zero-padded copy of the input be created",
-                              stacklevel=4)
+                              "may require a zero-padded copy of the input be created "
+                              "(Triggered internally at /__w/pytorch/pytorch/aten/src/ATen/"
+                              "native/Convolution.cpp:1101.)", stacklevel=4)
             return tuple(t // 2 for t in total), tuple(t - t // 2 for t in total)
         raise RuntimeError(f"Invalid padding string '{padding}', should be one of "
                            "{'valid', 'same'}")
