@@ -261,3 +261,14 @@ def test_same_padding_even_kernel_warning_text():
         return [str(r.message) for r in rec]
     a, b = _both(f)
     assert b == a
+
+
+def test_copysign_gives_other_a_zero_gradient():
+    # other.grad was None; PyTorch's derivative for other is zeros
+    def f(L):
+        a = L.tensor([1.0, -2.0], requires_grad=True)
+        b = L.tensor([-0.0, 3.0], requires_grad=True)
+        L.copysign(a, b).sum().backward()
+        return a.grad.tolist(), None if b.grad is None else b.grad.tolist()
+    a, b = _both(f)
+    assert b == a

@@ -397,7 +397,10 @@ def copysign(input, other):  # noqa: A002
     a, b = _binary_float("copysign", input, other)
     neg = _signbit(b)
     aa = ops.abs_(a)
-    return _named(ops.where(neg, ops.neg(aa), aa), "CopysignBackward0")
+    y = ops.where(neg, ops.neg(aa), aa)
+    if isinstance(b, Tensor) and b.requires_grad:     # (PyTorch's gradient for other: zeros)
+        y = _no_grad_link(y, b)
+    return _named(y, "CopysignBackward0")
 
 
 def heaviside(input, values):  # noqa: A002
