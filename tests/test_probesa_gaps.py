@@ -272,3 +272,15 @@ def test_copysign_gives_other_a_zero_gradient():
         return a.grad.tolist(), None if b.grad is None else b.grad.tolist()
     a, b = _both(f)
     assert b == a
+
+
+def test_binary_cross_entropy_backward_epsilon_is_a_float():
+    # PyTorch clamps x (1 - x) at a C++ float 1e-12 (9.99999996e-13): a
+    # float64 gradient at a saturated 0 or 1 was 1e12, not 1000000003995.8
+    def f(L):
+        x = L.tensor([0.0, 1.0, 1e-13, 0.5], dtype=L.float64, requires_grad=True)
+        t = L.tensor([1.0, 0.0, 1.0, 0.0], dtype=L.float64)
+        L.nn.functional.binary_cross_entropy(x, t, reduction="sum").backward()
+        return x.grad.tolist()
+    a, b = _both(f)
+    assert b == a

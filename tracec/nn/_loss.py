@@ -280,6 +280,10 @@ def _probabilities(v: Tensor, what: str) -> Tensor:
     return v
 
 
+#: PyTorch's EPSILON of the binary_cross_entropy backward: a C++ float 1e-12
+_BCE_EPS = 9.999999960041972e-13
+
+
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction: str = "mean"):
     _check_tensor(input, "binary_cross_entropy", "input")
@@ -309,7 +313,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     # gradients) from the formula on a detached input; the input's gradient
     # rides on x - x.detach(), which is exactly 0.
     x0 = input.detach()
-    slope = TF.div(TF.sub(x0, t), TF.clamp(TF.mul(TF.sub(1.0, x0), x0), min=1e-12))
+    slope = TF.div(TF.sub(x0, t), TF.clamp(TF.mul(TF.sub(1.0, x0), x0), min=_BCE_EPS))
     if w is not None:
         slope = TF.mul(slope, w)
     loss = TF.add(value(x0), TF.mul(TF.sub(input, x0), slope.detach()))
