@@ -284,3 +284,19 @@ def test_binary_cross_entropy_backward_epsilon_is_a_float():
         return x.grad.tolist()
     a, b = _both(f)
     assert b == a
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_avg_pool_overlapping_windows(dtype):
+    # the window sum was rounded to the half dtype before the division
+    # (~20% of outputs one unit off); the gradient stays the half ops'
+    def f(L):
+        F = L.nn.functional
+        x = _same_input(L, (2, 4, 6, 6), dtype, scale=1.0)
+        x.requires_grad_()
+        y = F.avg_pool2d(x, 3, 1, 1)
+        y.backward(_same_input(L, (2, 4, 6, 6), dtype, scale=1.0, seed=4))
+        z = F.avg_pool1d(x[:, :, 0].detach(), 3, 1, 1)
+        return [np.array(t.float().tolist()) for t in (y, x.grad, z)]
+    for u, v in zip(*_both(f)):
+        assert np.array_equal(u, v)

@@ -917,6 +917,21 @@ def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pa
         y = _avg_poolnd(ops.cast(input, dt.float64), kernel_size, stride, padding, ceil_mode,
                         count_include_pad, divisor_override, nsp, name)
         return ops.cast(y, dt.int64)
+    args = (kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, nsp,
+            name)
+    if isinstance(input, Tensor) and input.dtype in (dt.float16, dt.bfloat16):
+        # PyTorch's kernel sums a window in float32 and rounds the mean once;
+        # its backward is the half ops' (each share rounded): the half
+        # composite's gradient, plus its value's exact (Sterbenz) step to
+        # the float32 one, as a constant
+        y = _avg_pool_windows(input, *args)
+        y32 = ops.cast(_avg_pool_windows(ops.cast(input, dt.float32), *args), input.dtype)
+        return ops.add(y, ops.stop_gradient(ops.sub(y32, y)))
+    return _avg_pool_windows(input, *args)
+
+
+def _avg_pool_windows(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                      divisor_override, nsp, name):
     x, unbatched = _batched(input, nsp, name)
     kernel, stride, padding, _, out, extra = _pool_geometry(
         x, kernel_size, stride, padding, 1, ceil_mode, nsp, name)
