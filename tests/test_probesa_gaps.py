@@ -300,3 +300,16 @@ def test_half_avg_pool_overlapping_windows(dtype):
         return [np.array(t.float().tolist()) for t in (y, x.grad, z)]
     for u, v in zip(*_both(f)):
         assert np.array_equal(u, v)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_sigmoid_backward(dtype):
+    # (g * (1 - y)) * y: float16 as half ops, bfloat16 in float32 rounded
+    # once (tracec: g * (y * (1 - y)) in half ops, ~35% one unit off)
+    def f(L):
+        x = _same_input(L, (2000,), dtype)
+        x.requires_grad_()
+        x.sigmoid().backward(_same_input(L, (2000,), dtype, scale=1.0, seed=4))
+        return np.array(x.grad.float().tolist())
+    a, b = _both(f)
+    assert np.array_equal(a, b)

@@ -370,9 +370,17 @@ def _tanh_impl(x):
 
 
 tanh_p = _unary("tanh", _tanh_impl, _tanh_vjp, save=(), save_out=True)
-logistic_p = _unary("logistic", _sigmoid,
-                    lambda g, x, out: (mul(g, conj(mul(out, sub(1.0, out)))),), save=(),
-                    save_out=True)
+def _logistic_vjp(g, x, out):
+    """``(g * (1 - y)) * y`` in PyTorch's sigmoid_backward order; float16
+    as half ops (each product rounded: its generic kernel), bfloat16 in
+    float32 rounded once (its vectorized one)."""
+    if out.dtype is dt.bfloat16:
+        y = cast(out, dt.float32)
+        return (cast(mul(mul(cast(g, dt.float32), sub(1.0, y)), y), dt.bfloat16),)
+    return (mul(mul(g, conj(sub(1.0, out))), conj(out)),)
+
+
+logistic_p = _unary("logistic", _sigmoid, _logistic_vjp, save=(), save_out=True)
 abs_p = Primitive("abs", kind="elementwise", impl=_quiet_impl(np.abs), shape_rule=_unary_shape,
                   dtype_rule=lambda d, **_: dt.real_of(d), vjp=_abs_vjp, save=(0,))
 def _sign_impl(x):
