@@ -333,3 +333,23 @@ def test_half_div_divisor_and_rsqrt_gradients(dtype):
     same = a[2] == b[2]          # (PyTorch's half rsqrt itself is not always correctly rounded)
     assert np.array_equal(a[0], b[0]) and same.mean() > 0.99
     assert np.array_equal(a[1][same], b[1][same])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_var_and_std_backward_as_half_ops(dtype):
+    # PyTorch's var backward (2 / (N - c)) * g * (x - mean) runs as half ops
+    # (std's g / (2 y) first); tracec's float32 composite: ~35% one unit off
+    def f(L):
+        x = _same_input(L, (40, 33), dtype)
+        x[0, 0:3] = 1.0
+        x.requires_grad_()
+        out = []
+        for kw in (dict(dim=1, keepdim=True), dict(dim=0, correction=0)):
+            for name in ("var", "std"):
+                x.grad = None
+                y = getattr(x, name)(**kw)
+                y.backward(L.linspace(-1, 1, y.numel()).reshape(tuple(y.shape)).to(x.dtype))
+                out.append(np.array(x.grad.float().tolist()))
+        return out
+    for u, v in zip(*_both(f)):
+        assert np.array_equal(u, v)

@@ -1139,6 +1139,10 @@ def _var(input, dim, unbiased, keepdim, correction, op):
         correction = 1 if unbiased is None or unbiased else 0
     if isinstance(input, Tensor) and input.dtype in _HALF:
         # PyTorch's kernel works in float32 and rounds the result once
+        if input.requires_grad and graph.is_grad_enabled():
+            y = _var(ops.stop_gradient(input), dim, None, keepdim, correction, op)
+            return _named(_half_var_vjp(y, input, _dims(input, dim), correction, keepdim),
+                          "VarBackward0")
         y = _var(ops.cast(input, dt.float32), dim, None, keepdim, correction, op)
         return _named(ops.cast(y, input.dtype), "VarBackward0")
     axes = _dims(input, dim)
@@ -1175,9 +1179,38 @@ def _safe_root(s, p):
     return ops.where(zero, 0.0, r)
 
 
+def _half_var_vjp(y, x, axes, correction, keepdim, std=False):
+    """``y``, the half var (``std``: std) of ``x`` computed without a
+    gradient, with PyTorch's backward as its half ops round it:
+    ``(c * g) * (x - mean(x))``, ``c = 2 / (N - correction)``, std's ``g``
+    first ``g / (2 * y)`` (0 where ``y`` is 0); the added zero term
+    ``(sum((x - mean) * (x - x)) * c) / (2 y)`` in ``x``'s dtype is the linear
+    map whose transpose that is."""
+    n = math.prod(x.shape[a] for a in axes) if x.ndim else 1
+    if not isinstance(n, int):                   # (a symbolic size: the composite's own)
+        return y
+    xs = ops.stop_gradient(x)
+    k = ops.sub(xs, mean(xs, axes, keepdim=True))
+    t = _keep(x, ops.reduce_sum(ops.mul(k, ops.sub(x, xs)), axes), axes, keepdim)
+    t = mul(t, 2.0 / (n - correction) if n != correction else math.inf)   # (opmath: c unrounded)
+    if std:
+        ys = ops.stop_gradient(y)
+        zero = ops.eq(ys, 0.0)
+        t = ops.where(zero, 0.0, ops.div(t, ops.where(zero, 1.0, ops.mul(ys, 2.0))))
+    return ops.add(y, t)
+
+
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     # A constant slice has std 0 and, as in PyTorch, gradient 0 (not NaN).
     if isinstance(input, Tensor) and input.dtype in _HALF:     # (as var)
+        if input.requires_grad and graph.is_grad_enabled():
+            y = std(ops.stop_gradient(input), dim, unbiased, keepdim, correction=correction)
+            if isinstance(dim, bool) and unbiased is None:
+                dim, unbiased = None, dim
+            corr = correction if correction is not None else (
+                1 if unbiased is None or unbiased else 0)
+            return _named(_half_var_vjp(y, input, _dims(input, dim), corr, keepdim, std=True),
+                          "StdBackward0")
         y = std(ops.cast(input, dt.float32), dim, unbiased, keepdim, correction=correction)
         return _named(ops.cast(y, input.dtype), "StdBackward0")
     return _named(_safe_root(_var(input, dim, unbiased, keepdim, correction, "std"), 2),
