@@ -522,8 +522,30 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     return y if weight is None else TF.mul(y, weight)
 
 
-@_in_float32
 def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
+    """Group normalization; a bfloat16 / float16 input is computed in
+    float32 and rounded once, its input gradient as PyTorch's backward makes
+    it: layer_norm's over each group (``_half_layer_norm_vjp``)."""
+    if isinstance(input, Tensor) and input.dtype in (dt.bfloat16, dt.float16) and \
+            input.requires_grad and graph.is_grad_enabled() and input.ndim >= 2:
+        y = _group_norm(ops.stop_gradient(input), num_groups, weight, bias, eps)
+        stats = None if any(p is not None and p.dtype is not input.dtype
+                            for p in (weight, bias)) else input.dtype
+        n, c = input.shape[:2]
+        shape = (n, num_groups, -1)
+        gamma = None
+        if weight is not None:      # per channel, over each group's (C / G) * HW elements
+            sp = int(np.prod(input.shape[2:]))
+            gamma = S.reshape(S.expand(S.reshape(weight, (num_groups, c // num_groups, 1)),
+                                       num_groups, c // num_groups, sp), (num_groups, -1))
+        out = _half_layer_norm_vjp(S.reshape(y, shape), S.reshape(input, shape), 1, gamma, eps,
+                                   stats)
+        return S.reshape(out, tuple(input.shape))
+    return _group_norm(input, num_groups, weight, bias, eps)
+
+
+@_in_float32
+def _group_norm(input, num_groups, weight, bias, eps):
     x = _tensor(input, "group_norm")
     if x.ndim < 2:
         raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {x.ndim}")
