@@ -366,3 +366,26 @@ def test_half_group_norm_input_gradient_as_torch(dtype):
         return np.array(x.grad.float().tolist())
     a, b = _both(f)
     assert (a != b).sum() <= 2
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("reduction", ["none", "mean"])
+def test_half_bce_with_logits_as_torch(dtype, reduction):
+    # forward: log_sigmoid in float32 rounded once (tracec rounded each step
+    # of softplus: ~30% of losses off); backward: (sigmoid(x) - t) * g (*
+    # weight) / n as half ops (~50% of gradients off)
+    def f(L):
+        d = getattr(L, dtype)
+        x = _same_input(L, (64, 8), dtype)
+        x.requires_grad_()
+        t = (_same_input(L, (64, 8), dtype, seed=1) > 0).to(d)
+        out = []
+        for kw in ({}, {"pos_weight": _same_input(L, (8,), dtype, seed=2).abs()},
+                   {"weight": _same_input(L, (8,), dtype, seed=3).abs()}):
+            x.grad = None
+            y = L.nn.functional.binary_cross_entropy_with_logits(x, t, reduction=reduction, **kw)
+            y.backward(L.ones(tuple(y.shape)).to(d) * 0.7)
+            out += [np.array(y.float().tolist()), np.array(x.grad.float().tolist())]
+        return out
+    for u, v in zip(*_both(f)):
+        assert (u != v).sum() <= 2     # (PyTorch's vectorized log1p / exp: an ulp here and there)
