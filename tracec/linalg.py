@@ -38,6 +38,7 @@ from tracec.linalg_lapack import (LinAlgError, _float_input, _square, cholesky, 
                                   _torch_qr, _torch_slogdet, _torch_svd)
 from tracec.linalg_householder import householder_product  # noqa: F401
 from tracec.tensor import Tensor, concrete
+from tracec.graph import is_grad_enabled as graph_enabled
 
 __all__ = ["norm", "vector_norm", "matrix_norm", "inv", "det", "slogdet", "solve", "cholesky",
            "qr", "svd", "svdvals", "eigh", "eigvalsh", "cross", "vecdot", "matmul", "pinv",
@@ -81,6 +82,10 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
         return vector_norm(F.abs(x), ord, dim, keepdim)
     if x.dtype in (dt.bfloat16, dt.float16):
         # PyTorch's kernel accumulates in float32 and rounds the norm once
+        if ord == 2 and x.requires_grad and graph_enabled():
+            y = vector_norm(ops.stop_gradient(x), ord, dim, keepdim)
+            return F._named(_half_norm2_vjp(y, x, _axes(x, dim), keepdim),
+                            "LinalgVectorNormBackward0")
         y = vector_norm(ops.cast(x, dt.float32), ord, dim, keepdim)
         return F._named(ops.cast(y, x.dtype), "LinalgVectorNormBackward0")
     axes = _axes(x, dim)
@@ -115,6 +120,22 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     if keepdim:
         y = ops.reshape(y, tuple(1 if i in axes else s for i, s in enumerate(x.shape)))
     return _named(y, "LinalgVectorNormBackward0")
+
+
+def _half_norm2_vjp(y, x, axes, keepdim):
+    """``y``, the half 2-norm of ``x`` computed without a gradient, with
+    PyTorch's backward as its half ops round it: ``(x / y) * g`` (0 where
+    ``y`` is 0); the added zero term ``sum(k * (x - x))``, ``k`` that
+    rounded ``x / y``, is the linear map whose transpose that is."""
+    xs = ops.stop_gradient(x)
+    keep = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+    yk = ops.reshape(ops.stop_gradient(y), keep)
+    zero = ops.eq(yk, 0.0)
+    k = ops.where(zero, 0.0, F.div(xs, ops.where(zero, 1.0, yk)))
+    t = ops.reduce_sum(ops.mul(k, ops.sub(x, xs)), axes) if axes else ops.mul(k, ops.sub(x, xs))
+    if keepdim:
+        t = ops.reshape(t, tuple(y.shape))
+    return ops.add(y, ops.reshape(t, tuple(y.shape)))
 
 
 def _two_norm_kernels(x, axes, keepdim):
