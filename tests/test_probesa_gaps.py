@@ -408,3 +408,15 @@ def test_half_two_norm_backward_as_half_ops(dtype):
         return out
     for u, v in zip(*_both(f)):
         assert np.array_equal(u, v)
+
+
+def test_bfloat16_pow_by_3_and_minus_2():
+    # PyTorch's bfloat16 kernel: x * (x * x) and 1 / (x * x), each step
+    # rounded (tracec: one rounding, ~25% of values one unit off)
+    def f(L):
+        x = _same_input(L, (2000,), "bfloat16")
+        x[:3] = L.tensor([0.0, -0.0, 1e-30])
+        return [np.array((x ** e).float().tolist()) for e in (3, -2)] + \
+            [np.signbit(np.array((x ** 3).float().tolist()))]
+    for u, v in zip(*_both(f)):
+        assert np.array_equal(u, v)

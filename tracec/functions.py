@@ -479,11 +479,20 @@ def _pow(input, exponent):
         if isinstance(input, Tensor) and input.dtype in (dt.float32, dt.float64) \
                 and not isinstance(exponent, (bool, np.bool_)) and exponent in _SCALAR_POW:
             return _named(_SCALAR_POW[exponent](input), "PowBackward0")
-        if isinstance(input, Tensor) and input.dtype is dt.bfloat16 and \
-                isinstance(exponent, (float, np.floating)):
-            # (PyTorch casts the exponent to bfloat16, as NumPy does a weak
-            # scalar beside float16; tracec's bfloat16 is float32 storage)
-            exponent = float(dt.round_bfloat16(np.asarray(exponent, np.float32)))
+        if isinstance(input, Tensor) and input.dtype is dt.bfloat16:
+            if isinstance(exponent, (float, np.floating)):
+                # (PyTorch casts the exponent to bfloat16, as NumPy does a weak
+                # scalar beside float16; tracec's bfloat16 is float32 storage)
+                exponent = float(dt.round_bfloat16(np.asarray(exponent, np.float32)))
+            if exponent in (3, -2):
+                # PyTorch's bfloat16 kernel: x * (x * x) and 1 / (x * x), each
+                # step rounded; the gradient pow's (the values' step exact)
+                y = ops.pow_(input, exponent)
+                sq = ops.mul(input, input)
+                z = ops.mul(input, sq) if exponent == 3 else ops.div(1.0, sq)
+                same = ops.eq(z, y)                    # (inf, -0.0: kept as they are)
+                step = ops.stop_gradient(ops.where(same, 0.0, ops.sub(z, y)))
+                return _named(ops.where(same, y, ops.add(y, step)), "PowBackward0")
         return _named(ops.pow_(input, exponent), "PowBackward0")
     if isinstance(input, _NUM) and not isinstance(exponent, _NUM):
         return _named(ops.pow_(input, exponent), "PowBackward2")
