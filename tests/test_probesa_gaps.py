@@ -420,3 +420,15 @@ def test_bfloat16_pow_by_3_and_minus_2():
             [np.signbit(np.array((x ** 3).float().tolist()))]
     for u, v in zip(*_both(f)):
         assert np.array_equal(u, v)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_prod_along_a_dim_rounds_each_step(dtype):
+    # PyTorch's CPU kernel multiplies a half row element by element, rounding
+    # each step; tracec's pairwise tree was one unit off on over half the rows
+    def f(L):
+        x = _same_input(L, (40, 50), dtype, scale=0.125) + 1
+        x[0, 0], x[1, 1] = 0.0, -0.0
+        return [np.array(t.float().tolist()) for t in (x.prod(1), x.prod(0, keepdim=True))]
+    for u, v in zip(*_both(f)):
+        assert np.array_equal(u, v)
