@@ -18,11 +18,11 @@ def test_unfold_is_a_view_writes_reach_the_base(shape, d, size, step):
     u, v = x.unfold(d, size, step), y.unfold(d, size, step)
     assert tuple(u.shape) == tuple(v.shape) and u.stride() == v.stride()
     np.testing.assert_array_equal(u.numpy(), v.numpy())
-    v0 = x._version[0]
+    v0 = x._version
     u[..., 0] = -1
     v[..., 0] = -1
     np.testing.assert_array_equal(x.numpy(), y.numpy())
-    assert x._version[0] == v0 + 1
+    assert x._version == v0 + 1
 
 
 def test_unfold_of_a_transposed_view_and_in_place_through_it():

@@ -521,7 +521,7 @@ class _Saved:
         self.wrt = wrt
         self.tensors = tensors
         self.watched = watched          # every input read by reference
-        self.versions = [t._version[0] for t in watched]
+        self.versions = [t._vbox[0] for t in watched]
         self._freed = False
         # Results given no gradient arrive as None (the backward makes zeros
         # for them and knows which inputs got no gradient at all).
@@ -558,7 +558,7 @@ class CompiledCall:
         if saved.saved_tensors_freed:
             raise RuntimeError(graph._FREED_MSG)
         for t, v in zip(saved.watched, saved.versions):
-            if t._version[0] != v:
+            if t._vbox[0] != v:
                 raise graph.modified_error(t, v)
         plan = saved.plan
         reached = frozenset().union(*(r for g, r in zip(gs, plan.reach) if g is not None))

@@ -435,7 +435,7 @@ class Entry:
                     t = resolve(spec.arg, args, kwargs)
                 if arr is not t._data:        # a donated output was updated in place
                     np.copyto(t._data, arr)
-                t._version[0] += 1
+                t._vbox[0] += 1
             else:
                 leaf = spec.target if spec.arg is None else resolve(spec.arg, args, kwargs)
                 cplx = leaf.dtype.category == 3   # computed as its real view [..., 2]
@@ -443,7 +443,7 @@ class Entry:
                     g = _as_real_view(leaf._grad._data) if cplx else leaf._grad._data
                     if arr is not g:
                         np.copyto(g, arr)
-                    leaf._grad._version[0] += 1
+                    leaf._grad._vbox[0] += 1
                 else:
                     if id(arr) in seen or not (arr.flags.owndata or fresh(arr)) or \
                             (cplx and not arr.flags.c_contiguous):

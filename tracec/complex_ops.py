@@ -229,7 +229,7 @@ def view_as_complex(input):  # noqa: A002
 def _shared(out: Tensor, base: Tensor) -> Tensor:
     """A view's result shares the version counter of the tensor it views,
     so in-place writes through either are seen by autograd's checks."""
-    out._version = base._version
+    out._vbox = base._vbox
     out._component_view = True
     return out
 

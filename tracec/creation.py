@@ -26,7 +26,7 @@ from tracec.tensor import RECORDERS, Tensor, concrete
 def _finish(t: Tensor, requires_grad: bool, device) -> Tensor:
     if t._base is not None and t._base._birth == t._birth and not RECORDERS:
         # A view of a temporary made in here: the new tensor owns that storage.
-        t._base, t._view_chain, t._version = None, None, [0]
+        t._base, t._view_chain, t._vbox = None, None, [0]
     if device is not None:
         to_device(device)
     if is_meta(device):     # the device given, or the default (``with device("meta")``)
@@ -664,7 +664,7 @@ class Generator:
                 self.state._assign(Tensor._make(new, dt.int64), "manual_seed")
             return self
         self.state._data[...] = new
-        self.state._version[0] += 1
+        self.state._vbox[0] += 1
         return self
 
     def initial_seed(self) -> int:

@@ -254,7 +254,7 @@ def runner(entry, args):
                       "            if (type(old) is Tensor and old._node is None and old._hooks is None"
                       " and old._base is None and old._grad is None and not old.requires_grad"
                       " and not old._retains_grad"
-                      " and len(old.__dict__) == NFIELDS and type(old._version) is list"
+                      " and len(old.__dict__) == NFIELDS and type(old._vbox) is list"
                       " and not INFER[0]):",
                       f"                keep{k} = old",
                       "        b = None",
@@ -294,15 +294,15 @@ def runner(entry, args):
                     and src.source is spec.target):
                 lines.append(f"    if {o} is not {t}._data: copyto({t}._data, {o})")
             # else: the output is the array read from that very tensor above
-            lines.append(f"    {t}._version[0] += 1")
+            lines.append(f"    {t}._vbox[0] += 1")
         elif spec.inplace:
             lf = tensor(spec.target, spec.arg)
             lines += [f"    g = {lf}._grad",
                       f"    if {o} is not g._data: copyto(g._data, {o})",
-                      "    g._version[0] += 1"]
+                      "    g._vbox[0] += 1"]
         elif (k - 1) in reuse:
             lf = tensor(spec.target, spec.arg)
-            lines += [f"    if keep{k - 1} is not None: keep{k - 1}._version[0] += 1",
+            lines += [f"    if keep{k - 1} is not None: keep{k - 1}._vbox[0] += 1",
                       f"    else: {lf}._grad = make({o}, {lf}.dtype)",
                       f"    keep{k - 1} = None"]
         else:

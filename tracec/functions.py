@@ -39,6 +39,7 @@ __all__ = [
 ]
 
 _NUM = (numbers.Number, np.number, np.bool_)
+_REAL_NUM = (int, float, np.integer, np.floating)
 
 
 def _operand(x, name):
@@ -248,12 +249,29 @@ def add(input, other, *deprecated, alpha=1):
         input, other = _bfloat16_addend(input), _bfloat16_addend(other)
     if alpha != 1:
         _check_alpha(alpha, d)
+        if d in _HALF and isinstance(other, Tensor) and isinstance(alpha, _REAL_NUM):
+            out = _half_scaled_sum(ops.add, input, other, alpha, d)
+            return _sparse_sum(out, *given, alpha) if SPARSE else out
         if type(alpha).__name__ == "SymScalar":   # a lifted number (a traced lr): an operand
             other = mul(other, alpha)
         else:
             other = ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
     out = ops.add(input, other)
     return _sparse_sum(out, *given, alpha) if SPARSE else out
+
+
+def _half_scaled_sum(op, input, other, alpha, d):
+    """``input + alpha * other`` (``op`` add or sub) for a bfloat16 / float16
+    result as PyTorch's CPU kernel computes it: ``alpha`` rounded to ``d``,
+    the rest in float32, rounded once (tracec rounded the product too)."""
+    a = float(np.asarray(alpha, np.float32).astype(d.np)) if d is dt.float16 else \
+        float(dt.round_bfloat16(np.asarray(alpha, np.float32)))
+    f = [ops.cast(v, dt.float32) if isinstance(v, Tensor) else v for v in (input, other)]
+    # the product by alpha itself (the gradient's, grad * alpha as PyTorch's
+    # backward makes it) plus the constant, exact, step to alpha rounded
+    p = ops.mul(f[1], alpha)
+    p = ops.add(p, ops.stop_gradient(ops.sub(ops.mul(f[1], a), p)))
+    return ops.cast(op(f[0], p), d)
 
 
 def _bfloat16_addend(x):
@@ -316,6 +334,9 @@ def sub(input, other, *deprecated, alpha=1):
                            "operator instead.")
     if alpha != 1:
         _check_alpha(alpha, d)
+        if d in _HALF and isinstance(other, Tensor) and isinstance(alpha, _REAL_NUM):
+            out = _half_scaled_sum(ops.sub, input, other, alpha, d)
+            return _sparse_sum(out, *given, -alpha, True) if SPARSE else out
         if type(alpha).__name__ == "SymScalar":   # a lifted number (a traced lr): an operand
             other = mul(other, alpha)
         else:
@@ -458,6 +479,20 @@ def _pow(input, exponent):
         if isinstance(input, Tensor) and input.dtype in (dt.float32, dt.float64) \
                 and not isinstance(exponent, (bool, np.bool_)) and exponent in _SCALAR_POW:
             return _named(_SCALAR_POW[exponent](input), "PowBackward0")
+        if isinstance(input, Tensor) and input.dtype is dt.bfloat16:
+            if isinstance(exponent, (float, np.floating)):
+                # (PyTorch casts the exponent to bfloat16, as NumPy does a weak
+                # scalar beside float16; tracec's bfloat16 is float32 storage)
+                exponent = float(dt.round_bfloat16(np.asarray(exponent, np.float32)))
+            if exponent in (3, -2):
+                # PyTorch's bfloat16 kernel: x * (x * x) and 1 / (x * x), each
+                # step rounded; the gradient pow's (the values' step exact)
+                y = ops.pow_(input, exponent)
+                sq = ops.mul(input, input)
+                z = ops.mul(input, sq) if exponent == 3 else ops.div(1.0, sq)
+                same = ops.eq(z, y)                    # (inf, -0.0: kept as they are)
+                step = ops.stop_gradient(ops.where(same, 0.0, ops.sub(z, y)))
+                return _named(ops.where(same, y, ops.add(y, step)), "PowBackward0")
         return _named(ops.pow_(input, exponent), "PowBackward0")
     if isinstance(input, _NUM) and not isinstance(exponent, _NUM):
         return _named(ops.pow_(input, exponent), "PowBackward2")
@@ -1113,6 +1148,10 @@ def _var(input, dim, unbiased, keepdim, correction, op):
         correction = 1 if unbiased is None or unbiased else 0
     if isinstance(input, Tensor) and input.dtype in _HALF:
         # PyTorch's kernel works in float32 and rounds the result once
+        if input.requires_grad and graph.is_grad_enabled():
+            y = _var(ops.stop_gradient(input), dim, None, keepdim, correction, op)
+            return _named(_half_var_vjp(y, input, _dims(input, dim), correction, keepdim),
+                          "VarBackward0")
         y = _var(ops.cast(input, dt.float32), dim, None, keepdim, correction, op)
         return _named(ops.cast(y, input.dtype), "VarBackward0")
     axes = _dims(input, dim)
@@ -1128,7 +1167,11 @@ def _var(input, dim, unbiased, keepdim, correction, op):
     if not (isinstance(count, Sym) and known(count, ">", 0) is True):
         count = float(builtin_max(count, 0))
     # (a symbolic count, as mean's, stays a run-time value: no specialization)
-    y = ops.div(ops.reduce_sum(ops.mul(d, d), axes), count)
+    if d.dtype.is_complex:      # |d|^2: a real variance (var(real) + var(imag) in PyTorch)
+        sq = ops.cast(ops.mul(d, d.conj()), dt.real_of(d.dtype))
+    else:
+        sq = ops.mul(d, d)
+    y = ops.div(ops.reduce_sum(sq, axes), count)
     return _named(_keep(input, y, axes, keepdim), "VarBackward0")
 
 
@@ -1145,9 +1188,38 @@ def _safe_root(s, p):
     return ops.where(zero, 0.0, r)
 
 
+def _half_var_vjp(y, x, axes, correction, keepdim, std=False):
+    """``y``, the half var (``std``: std) of ``x`` computed without a
+    gradient, with PyTorch's backward as its half ops round it:
+    ``(c * g) * (x - mean(x))``, ``c = 2 / (N - correction)``, std's ``g``
+    first ``g / (2 * y)`` (0 where ``y`` is 0); the added zero term
+    ``(sum((x - mean) * (x - x)) * c) / (2 y)`` in ``x``'s dtype is the linear
+    map whose transpose that is."""
+    n = math.prod(x.shape[a] for a in axes) if x.ndim else 1
+    if not isinstance(n, int):                   # (a symbolic size: the composite's own)
+        return y
+    xs = ops.stop_gradient(x)
+    k = ops.sub(xs, mean(xs, axes, keepdim=True))
+    t = _keep(x, ops.reduce_sum(ops.mul(k, ops.sub(x, xs)), axes), axes, keepdim)
+    t = mul(t, 2.0 / (n - correction) if n != correction else math.inf)   # (opmath: c unrounded)
+    if std:
+        ys = ops.stop_gradient(y)
+        zero = ops.eq(ys, 0.0)
+        t = ops.where(zero, 0.0, ops.div(t, ops.where(zero, 1.0, ops.mul(ys, 2.0))))
+    return ops.add(y, t)
+
+
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     # A constant slice has std 0 and, as in PyTorch, gradient 0 (not NaN).
     if isinstance(input, Tensor) and input.dtype in _HALF:     # (as var)
+        if input.requires_grad and graph.is_grad_enabled():
+            y = std(ops.stop_gradient(input), dim, unbiased, keepdim, correction=correction)
+            if isinstance(dim, bool) and unbiased is None:
+                dim, unbiased = None, dim
+            corr = correction if correction is not None else (
+                1 if unbiased is None or unbiased else 0)
+            return _named(_half_var_vjp(y, input, _dims(input, dim), corr, keepdim, std=True),
+                          "StdBackward0")
         y = std(ops.cast(input, dt.float32), dim, unbiased, keepdim, correction=correction)
         return _named(ops.cast(y, input.dtype), "StdBackward0")
     return _named(_safe_root(_var(input, dim, unbiased, keepdim, correction, "std"), 2),
@@ -1171,6 +1243,9 @@ def _stop_max(x, axes, keep_inf=False):
 def logsumexp(input, dim, keepdim=False):
     input = _float_unary("logsumexp", lambda t: t)(input)
     axes = _dims(input, dim)
+    if input.dtype in _HALF and input.requires_grad and graph.is_grad_enabled():
+        y = logsumexp(ops.stop_gradient(input), dim, keepdim)
+        return _named(_half_logsumexp_vjp(y, input, axes, keepdim), "LogsumexpBackward0")
     m = _stop_max(input, axes)
     s = ops.log(ops.reduce_sum(ops.exp(ops.sub(input, m)), axes))
     y = ops.add(s, ops.reshape(m, s.shape))
@@ -1206,6 +1281,9 @@ def softmax(input, dim, dtype=None):
     input = _contiguous_input(input)
     half = input.dtype if input.dtype in _HALF else None
     axes = _dims(input, dim)
+    if half is not None and input.requires_grad and graph.is_grad_enabled():
+        y = softmax(ops.stop_gradient(input), dim)
+        return _named(_half_softmax_vjp(y, input, axes), "SoftmaxBackward0")
     y = _last_axis_kernels(input, axes, "softmax", _softmax_last, "SoftmaxBackward0")
     if y is not None:
         return y
@@ -1213,7 +1291,10 @@ def softmax(input, dim, dtype=None):
     e = ops.exp(ops.sub(x, _stop_max(x, axes, keep_inf=True)))
     s = ops.reshape(ops.reduce_sum(e, axes), tuple(1 if i in axes else n
                                                     for i, n in enumerate(input.shape)))
-    y = ops.div(e, s)
+    # (PyTorch's kernel over another dimension than the last sums the float32
+    # exponentials but stores them in the half output before dividing)
+    last = input.ndim and axes == (input.ndim - 1,)
+    y = ops.div(e if half is None or last else _rounded_to(e, half), s)
     return _named(y if half is None else ops.cast(y, half), "SoftmaxBackward0")
 
 
@@ -1227,6 +1308,11 @@ def log_softmax(input, dim, dtype=None):
         input = _to(input, dt.to_dtype(dtype))
     input = _contiguous_input(input)
     axes = _dims(input, dim)
+    if input.dtype in _HALF and input.requires_grad and graph.is_grad_enabled():
+        y = log_softmax(ops.stop_gradient(input), dim)
+        return _named(_half_log_softmax_vjp(y, input, axes), "LogSoftmaxBackward0")
+    if input.dtype in _HALF and input.ndim and axes == (input.ndim - 1,):
+        return _log_softmax_half_last(input)
     y = _last_axis_kernels(input, axes, "log_softmax", _log_softmax_last, "LogSoftmaxBackward0")
     if y is not None:
         return y
@@ -1273,6 +1359,82 @@ def _softmax_last(x):
 
 def _log_softmax_last(x):
     return _log_softmax_prims(x, (x.ndim - 1,))
+
+
+def _half_logsumexp_vjp(y, x, axes, keepdim):
+    """``y``, the bfloat16 / float16 logsumexp of ``x`` computed without a
+    gradient, with PyTorch's backward ``g * exp(x - y)`` made of half ops
+    (``x - y`` and its exp each rounded to ``x``'s dtype, the product
+    too): the zero term ``sum(c * (x - x))``, ``c`` that rounded exp
+    (infinite elements of ``x`` take no part: their gradient is 0)."""
+    h = x.dtype
+    keep = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
+    f = ops.cast(x, dt.float32)
+    fin = ops.lt(ops.abs_(f), float("inf"))
+    d = ops.where(fin, ops.sub(f, ops.stop_gradient(f)), 0.0)
+    y32 = ops.stop_gradient(ops.cast(y, dt.float32))
+    z = ops.cast(ops.sub(ops.stop_gradient(x), ops.cast(ops.reshape(y32, keep), h)), h)
+    c = ops.cast(ops.exp(z), dt.float32)
+    t = ops.reduce_sum(ops.mul(c, d), axes)
+    if keepdim:
+        t = ops.reshape(t, keep)
+    return ops.cast(ops.add(y32, t), h)
+
+
+def _half_softmax_vjp(y, x, axes):
+    """``y``, the bfloat16 / float16 softmax of ``x`` over ``axes`` computed
+    without a gradient, with the gradient PyTorch's CPU backward gives it:
+    ``(g - sum(g * y)) * y`` in float32 from the rounded output ``y``,
+    rounded once (the composite's own gradient used the unrounded float32
+    softmax).  The zero term ``w = v - y sum(v)``, ``v = y (x - x)``, is the
+    linear map whose transpose is that formula; infinite elements of ``x``
+    (a -inf mask) take no part (their gradient, ``(g - s) * 0``, is 0)."""
+    f = ops.cast(x, dt.float32)
+    d = ops.where(ops.lt(ops.abs_(f), float("inf")), ops.sub(f, ops.stop_gradient(f)), 0.0)
+    y32 = ops.stop_gradient(ops.cast(y, dt.float32))
+    v = ops.mul(y32, d)
+    keep = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
+    w = ops.sub(v, ops.mul(y32, ops.reshape(ops.reduce_sum(v, axes), keep)))
+    return ops.cast(ops.add(y32, w), y.dtype)
+
+
+def _half_log_softmax_vjp(y, x, axes):
+    """``y``, the bfloat16 / float16 log_softmax of ``x`` computed without a
+    gradient, with PyTorch's CPU backward ``g - exp(y) * sum(g)`` in float32
+    from the rounded ``y``, rounded once: the transpose of ``d - sum(exp(y)
+    d)``, ``d = x - x`` (0 on infinite elements, whose own gradient ``g``
+    comes through ``x`` itself, their value)."""
+    f = ops.cast(x, dt.float32)
+    fin = ops.lt(ops.abs_(f), float("inf"))
+    d = ops.where(fin, ops.sub(f, ops.stop_gradient(f)), 0.0)
+    y32 = ops.stop_gradient(ops.cast(y, dt.float32))
+    keep = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
+    w = ops.sub(d, ops.reshape(ops.reduce_sum(ops.mul(ops.exp(y32), d), axes), keep))
+    # (a row of -inf: NaN, whose gradient is NaN too: f * y)
+    nan = ops.ne(y32, y32)
+    base = ops.where(fin, y32, ops.where(nan, ops.mul(f, ops.where(nan, y32, 0.0)), f))
+    return ops.cast(ops.add(base, w), y.dtype)
+
+
+def _rounded_to(x, d):
+    """float32 ``x`` with the value of ``x.to(d).float()`` (a kernel's
+    buffer of dtype ``d``) and ``x``'s own gradient: the rounding error is
+    added as a constant."""
+    return ops.add(x, ops.stop_gradient(ops.sub(ops.cast(ops.cast(x, d), dt.float32), x)))
+
+
+def _log_softmax_half_last(x):
+    """log_softmax over the last dimension of a bfloat16 / float16 ``x`` as
+    PyTorch's CPU kernel computes it: in float32, but with the sum of the
+    exponentials and its log each stored in ``x``'s dtype, then ``(x - max)
+    - lse`` rounded once."""
+    h, axes = x.dtype, (x.ndim - 1,)
+    f = ops.cast(x, dt.float32)
+    z = ops.sub(f, _stop_max(f, axes, keep_inf=True))
+    s = _rounded_to(ops.reduce_sum(ops.exp(z), axes), h)
+    lse = _rounded_to(ops.log(s), h)
+    y = ops.sub(z, ops.reshape(lse, tuple(x.shape[:-1]) + (1,)))
+    return _named(ops.cast(y, h), "LogSoftmaxBackward0")
 
 
 def _log_softmax_prims(input, axes):

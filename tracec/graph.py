@@ -19,7 +19,7 @@ Invariants:
     in PyTorch's order: tensor hooks, retain_grad, prehooks, the node, its
     post hooks.
 This module knows tensors only through their attributes (``_node``,
-``requires_grad``, ``grad``, ``_version``); the Tensor class sits above it.
+``requires_grad``, ``grad``, ``_vbox``); the Tensor class sits above it.
 """
 from __future__ import annotations
 
@@ -191,7 +191,7 @@ def modified_error(t, version, node=None) -> RuntimeError:
     return RuntimeError(
         "one of the variables needed for gradient computation has been modified by an "
         f"inplace operation: [{t.type()} {list(t.shape)}]{which} is at version "
-        f"{t._version[0]}; expected version {version} instead. Hint: {hint}")
+        f"{t._vbox[0]}; expected version {version} instead. Hint: {hint}")
 
 
 class Node(NodeHooks):
@@ -224,13 +224,13 @@ class Node(NodeHooks):
                 avals.append(a)
             elif i in save:
                 avals.append(None)
-                saved[i] = (a, a._version[0])
+                saved[i] = (a, a._vbox[0])
             else:
                 avals.append(aval_of(tuple(a.shape) if SYM_SHAPES else a._data.shape,
                                      a.dtype))
             i += 1
         if prim.save_out:
-            saved["out"] = (out, out._version[0])
+            saved["out"] = (out, out._vbox[0])
         self.avals = tuple(avals)
         self.saved = saved
         self.edges = next_functions
@@ -308,7 +308,7 @@ class Node(NodeHooks):
         t, version = self.saved[key]
         if t.__class__ is SavedPacked:
             return t.unpack()
-        if version is not None and t._version[0] != version:
+        if version is not None and t._vbox[0] != version:
             raise modified_error(t, version, self if key == "out" else None)
         return t
 
@@ -354,10 +354,10 @@ class SavedPacked:
             refuse_in_trace("a tensor saved for backward under "
                             "torch.autograd.graph.saved_tensors_hooks")
         self.hooks = hooks
-        version = t._version[0]
+        version = t._vbox[0]
         with no_grad():
             self.packed = hooks.pack(t)
-        if t._version[0] != version:
+        if t._vbox[0] != version:
             raise RuntimeError(_PACK_INPLACE)
         self.requires_grad = t.requires_grad
         self.node = t._node
@@ -679,13 +679,13 @@ def protect_saved(node, box, stops, recorded: bool = False) -> None:
             continue
         seen.add(id(n))
         for key, (t, version) in list((n.saved or {}).items()):
-            if version is not None and t._version is box:
+            if version is not None and t._vbox is box:
                 if recorded:
                     with no_grad():
                         copy = elementwise.cast(t, t.dtype)
                 else:
                     copy = type(t)._make(t._data.copy(), t.dtype)
-                copy._version = [version]
+                copy._vbox = [version]
                 n.saved[key] = (copy, version)
         stack.extend(n.edges)
 

@@ -693,7 +693,7 @@ def _setitem_advanced(x, key, value):
         if str(e).startswith("shape mismatch: value array"):
             broadcast_value(value, getitem(x, key).shape)   # (raises PyTorch's error)
         raise IndexError(str(e)) from None
-    x._version[0] += 1
+    x._vbox[0] += 1
 
 
 def _last_writes(pos, new, dtype):

@@ -36,14 +36,16 @@ from tracec.linalg_lapack import (LinAlgError, _float_input, _square, cholesky, 
                                   triangular_solve, lu, lu_factor, lu_factor_ex, lu_solve,
                                   _torch_lu, _torch_lu_solve, _torch_cholesky,
                                   _torch_qr, _torch_slogdet, _torch_svd)
+from tracec.linalg_householder import householder_product  # noqa: F401
 from tracec.tensor import Tensor, concrete
+from tracec.graph import is_grad_enabled as graph_enabled
 
 __all__ = ["norm", "vector_norm", "matrix_norm", "inv", "det", "slogdet", "solve", "cholesky",
            "qr", "svd", "svdvals", "eigh", "eigvalsh", "cross", "vecdot", "matmul", "pinv",
            "matrix_power", "multi_dot", "inv_ex", "cholesky_ex", "solve_ex", "matrix_rank",
            "lstsq", "solve_triangular", "vander", "cond", "tensorinv", "tensorsolve",
            "matrix_exp", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "eig", "eigvals",
-           "LinAlgError", "diagonal"]
+           "LinAlgError", "diagonal", "householder_product"]
 
 matmul = F.matmul
 
@@ -80,6 +82,10 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
         return vector_norm(F.abs(x), ord, dim, keepdim)
     if x.dtype in (dt.bfloat16, dt.float16):
         # PyTorch's kernel accumulates in float32 and rounds the norm once
+        if ord == 2 and x.requires_grad and graph_enabled():
+            y = vector_norm(ops.stop_gradient(x), ord, dim, keepdim)
+            return F._named(_half_norm2_vjp(y, x, _axes(x, dim), keepdim),
+                            "LinalgVectorNormBackward0")
         y = vector_norm(ops.cast(x, dt.float32), ord, dim, keepdim)
         return F._named(ops.cast(y, x.dtype), "LinalgVectorNormBackward0")
     axes = _axes(x, dim)
@@ -114,6 +120,22 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     if keepdim:
         y = ops.reshape(y, tuple(1 if i in axes else s for i, s in enumerate(x.shape)))
     return _named(y, "LinalgVectorNormBackward0")
+
+
+def _half_norm2_vjp(y, x, axes, keepdim):
+    """``y``, the half 2-norm of ``x`` computed without a gradient, with
+    PyTorch's backward as its half ops round it: ``(x / y) * g`` (0 where
+    ``y`` is 0); the added zero term ``sum(k * (x - x))``, ``k`` that
+    rounded ``x / y``, is the linear map whose transpose that is."""
+    xs = ops.stop_gradient(x)
+    keep = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+    yk = ops.reshape(ops.stop_gradient(y), keep)
+    zero = ops.eq(yk, 0.0)
+    k = ops.where(zero, 0.0, F.div(xs, ops.where(zero, 1.0, yk)))
+    t = ops.reduce_sum(ops.mul(k, ops.sub(x, xs)), axes) if axes else ops.mul(k, ops.sub(x, xs))
+    if keepdim:
+        t = ops.reshape(t, tuple(y.shape))
+    return ops.add(y, ops.reshape(t, tuple(y.shape)))
 
 
 def _two_norm_kernels(x, axes, keepdim):
@@ -450,11 +472,33 @@ def _torch_cross(input, other, dim=None):  # noqa: A002
     return cross(input, other, dim)
 
 
+_CDIST_MODES = {"use_mm_for_euclid_dist_if_necessary": 0, "use_mm_for_euclid_dist": 1,
+                "donot_use_mm_for_euclid_dist": 2}
+
+
+def _euclidean_dist(a, b):
+    """PyTorch's matmul form of the 2-norm cdist (its ``_euclidean_dist``,
+    taken for more than 25 rows on a side or when asked): ``sqrt(max(|a|^2
+    + |b|^2 - 2 a.b, 0))`` as one product of padded operands, so a
+    point's distance to itself is its rounding error (not 0)."""
+    an = ops.reduce_sum(F.mul(a, a), (a.ndim - 1,))
+    bn = ops.reduce_sum(F.mul(b, b), (b.ndim - 1,))
+    an, bn = S.unsqueeze(an, -1), S.unsqueeze(bn, -1)
+    a_ = S.cat([F.mul(a, -2.0), an, ops.full(tuple(an.shape), 1.0, a.dtype, like=a)], -1)
+    b_ = S.cat([b, ops.full(tuple(bn.shape), 1.0, b.dtype, like=b), bn], -1)
+    r = F.matmul(a_, b_.transpose(-2, -1))
+    pos = ops.gt(r, 0.0)            # clamped to 0, whose gradient is 0 (as PyTorch's backward)
+    return ops.where(pos, ops.sqrt(ops.where(pos, r, 1.0)), 0.0)
+
+
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """PyTorch's checks in its order: both at least 2-D, as many columns,
     both floating, ``p >= 0``; then, unless a side is empty, its kernel's:
     float32 / float64 only (``"cdist" not implemented for 'Half'``), one
     dtype."""
+    mode = _CDIST_MODES.get(compute_mode)
+    if mode is None:
+        raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
     a, b = tensor_arg(x1, "cdist"), tensor_arg(x2, "cdist")
     for name, t in (("X1", a), ("X2", b)):
         if t.ndim < 2:
@@ -477,8 +521,20 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
                                f"{dt.scalar_type_name(b.dtype)}")
     elif b.dtype is not a.dtype:
         b = ops.cast(b, a.dtype)          # (an empty result has X1's dtype)
+    if (p == 2 and a.numel() and b.numel() and a.shape[-1]
+            and (mode == 1 or (mode == 0 and (a.shape[-2] > 25 or b.shape[-2] > 25)))):
+        return _named(_euclidean_dist(a, b), "ViewBackward0")    # (PyTorch's last op)
     diff = F.sub(ops.reshape(a, tuple(a.shape[:-1]) + (1, a.shape[-1])),
                  ops.reshape(b, tuple(b.shape[:-2]) + (1,) + tuple(b.shape[-2:])))
+    if p == math.inf:
+        # (PyTorch's cdist backward gives every tied maximum the whole
+        # gradient, sign(diff), where vector_norm's splits it)
+        ad = ops.abs_(diff)
+        m = ops.stop_gradient(ops.reduce_max(ad, (diff.ndim - 1,)))
+        tie = ops.eq(ad, ops.reshape(m, tuple(m.shape) + (1,)))
+        lift = ops.reduce_sum(ops.where(tie, ops.sub(ad, ops.stop_gradient(ad)), 0.0),
+                              (diff.ndim - 1,))
+        return _named(ops.add(m, lift), "CdistBackward0")
     return _named(vector_norm(diff, p, -1), "CdistBackward0")
 
 
@@ -613,7 +669,7 @@ _TENSOR_METHODS = {
     "cholesky_solve": cholesky_solve, "cholesky_inverse": cholesky_inverse,
     "triangular_solve": triangular_solve, "lstsq": lstsq, "renorm": renorm,
     "cholesky": _torch_cholesky, "qr": _torch_qr, "svd": _torch_svd, "lu": _torch_lu,
-    "lu_solve": _torch_lu_solve,
+    "lu_solve": _torch_lu_solve, "orgqr": householder_product,
 }
 for _name, _fn in _TENSOR_METHODS.items():
     setattr(Tensor, _name, _fn)

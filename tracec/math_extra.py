@@ -55,6 +55,23 @@ def _safe(cond, x, fill):
     return ops.where(cond, x, fill)
 
 
+def _singular_grad(mask, x, kind: str = "nan"):
+    """A zero whose gradient with respect to ``x`` is, where ``mask`` holds,
+    what PyTorch's derivative formula gives at a singular point there: NaN
+    (a ``0 / 0``; kind "nan"), or the incoming gradient times +inf / -inf
+    (kind "inf" / "-inf"; NaN for a zero incoming gradient), and 0 elsewhere.
+    Added to a composite whose own gradient is masked finite there.  Only
+    where ``x`` is finite (``x - x`` would be NaN)."""
+    mask = ops.logical_and(mask, ops.lt(ops.abs_(x), float("inf")))
+    d = ops.where(mask, ops.sub(x, ops.stop_gradient(x)), 1.0)   # 0 under mask, with x's gradient
+    if kind == "nan":
+        r = ops.sqrt(ops.mul(d, d))              # d/dd = d / |d| = 0 / 0
+    else:
+        r = ops.sqrt(d)                          # d/dd = 1 / (2 * 0)
+        r = ops.neg(r) if kind == "-inf" else r
+    return ops.where(mask, r, 0.0)
+
+
 def _no_grad_link(value, x):
     """``value`` (computed from ``x.detach()``) with a zero gradient to ``x``,
     as PyTorch's rounding functions have (the output requires grad)."""
@@ -380,7 +397,10 @@ def copysign(input, other):  # noqa: A002
     a, b = _binary_float("copysign", input, other)
     neg = _signbit(b)
     aa = ops.abs_(a)
-    return _named(ops.where(neg, ops.neg(aa), aa), "CopysignBackward0")
+    y = ops.where(neg, ops.neg(aa), aa)
+    if isinstance(b, Tensor) and b.requires_grad:     # (PyTorch's gradient for other: zeros)
+        y = _no_grad_link(y, b)
+    return _named(y, "CopysignBackward0")
 
 
 def heaviside(input, values):  # noqa: A002
@@ -390,19 +410,61 @@ def heaviside(input, values):  # noqa: A002
     return ops.where(ops.eq(a, 0), v, ops.cast(ops.gt(a, 0), d))
 
 
+def _with_singular_grads(out, *masked):
+    """``out`` whose gradient, where a ``(mask, x, kind)`` of ``masked``
+    holds, is ``_singular_grad``'s instead of the composite's own (PyTorch's
+    formula at a pole: ``hypot(0, 0)``, ``lgamma(0)``, ``erfinv(1)``).  The
+    composite must keep its own gradient finite there (its operands made
+    safe with ``_safe``), since it still receives a zero cotangent."""
+    any_mask = masked[0][0]
+    for m, _, _ in masked[1:]:
+        any_mask = ops.logical_or(any_mask, m)
+    held = ops.stop_gradient(out)
+    for m, x, kind in masked:
+        held = ops.add(held, _singular_grad(m, x, kind))
+    return ops.where(any_mask, held, out)       # (a -0.0 elsewhere stays -0.0)
+
+
+def _xlog_grads(x, y, lo, log_fn):
+    """PyTorch's xlogy / xlog1py gradients where ``x == 0`` (``y`` not NaN),
+    as zeros to add to ``x * log_fn(1 or 0)``: ``log_fn(y)`` to ``x`` (0
+    where ``y <= lo``, infinite for an infinite ``y``), and ``x / (y - lo)``'s ``0 / 0`` (NaN)
+    to ``y`` where ``y == lo``."""
+    zero = ops.eq(x, 0.0)
+    ok = ops.logical_and(zero, ops.logical_and(ops.gt(y, lo), ops.lt(y, float("inf"))))
+    gx = ops.mul(_safe(ok, x, 0.0),
+                 ops.stop_gradient(ops.where(ok, log_fn(_safe(ok, y, lo + 1.0)), 0.0)))
+    gx = ops.add(gx, _singular_grad(ops.logical_and(zero, ops.eq(y, float("inf"))), x, "inf"))
+    return ops.add(gx, _singular_grad(ops.logical_and(zero, ops.eq(y, lo)), y))
+
+
+def _nan_of(x, y):
+    """``y`` where it is NaN (0 elsewhere), with NaN gradients to both
+    there (PyTorch's formulas): ``y * (x + y)`` on the NaN elements."""
+    nan = ops.ne(y, y)
+    ys = _safe(nan, y, 0.0)
+    return ops.mul(ys, ops.add(_safe(nan, x, 0.0), ys))
+
+
 def xlogy(input, other):  # noqa: A002
     x, y = _binary_float("xlogy", input, other)
     zero = ops.eq(x, 0.0)
-    r = ops.mul(x, ops.log(ops.where(zero, 1.0, y)))
-    r = ops.where(zero, 0.0, r)
-    return _named(ops.where(ops.ne(y, y), y, r), "XlogyBackward0")
+    r = ops.mul(x, ops.log(ops.where(zero, 1.0, y)))      # 0 where x == 0 (y not NaN)
+    r = ops.add(r, _xlog_grads(x, y, 0.0, ops.log))
+    return _named(ops.where(ops.ne(y, y), _nan_of(x, y), r), "XlogyBackward0")
 
 
 def logit(input, eps=None):  # noqa: A002
     x = _float(input, "logit")
     if eps is not None:
         x = ops.where(ops.lt(x, eps), eps, ops.where(ops.gt(x, 1.0 - eps), 1.0 - eps, x))
-    return _named(ops.log(ops.div(x, ops.sub(1.0, x))), "LogitBackward0")
+    if eps is not None and eps != 0:
+        return _named(ops.log(ops.div(x, ops.sub(1.0, x))), "LogitBackward0")
+    edge = ops.logical_or(ops.eq(x, 0.0), ops.eq(x, 1.0))   # grad / (x (1 - x)): infinite
+    xs = _safe(ops.logical_not(edge), x, 0.5)
+    y = ops.where(edge, ops.where(ops.eq(x, 0.0), _const(x, -math.inf), math.inf),
+                  ops.log(ops.div(xs, ops.sub(1.0, xs))))
+    return _named(_with_singular_grads(y, (edge, x, "inf")), "LogitBackward0")
 
 
 def float_power(input, exponent):  # noqa: A002
@@ -659,7 +721,7 @@ def angle(input):  # noqa: A002
     no gradient flows (PyTorch's is zero for real inputs)."""
     x = _float(input, "angle")
     xd = x.detach()
-    a = ops.where(ops.lt(xd, 0.0), math.pi, ops.mul(xd, 0.0))
+    a = ops.where(ops.lt(xd, 0.0), math.pi, _const(xd, 0.0))     # (+0.0 for -0.0 and inf)
     return _named(_no_grad_link(ops.where(ops.ne(xd, xd), xd, a), x), "AngleBackward0")
 
 

@@ -23,7 +23,7 @@ import math
 from tracec import dtypes as dt
 from tracec import ops
 from tracec.functions import _float_unary, _named
-from tracec.math_extra import _const, _polyval, _rint, _safe, _signbit
+from tracec.math_extra import _const, _polyval, _rint, _safe, _signbit, _with_singular_grads
 from tracec.tensor import RECORDERS, Tensor
 
 __all__ = ["lgamma", "digamma", "polygamma", "mvlgamma", "erfc", "erfinv", "i0"]
@@ -73,7 +73,13 @@ def _lgamma(x):
     # the value's own constant rounding error instead of replacing it.
     ones = ops.logical_or(ops.eq(x, 1.0), ops.eq(x, 2.0))
     out = ops.sub(out, ops.where(ones, ops.stop_gradient(out), 0.0))
-    return ops.where(inf, _INF, out)
+    out = ops.where(inf, _INF, out)
+    # the gradient digamma(x) at the poles: -inf at +0, inf at -0, NaN below
+    zero = ops.eq(x, 0.0)
+    neg_int = ops.logical_and(ops.lt(x, 0.0), ops.eq(_rint(x), x))
+    neg = _signbit(x)
+    return _with_singular_grads(out, (ops.logical_and(zero, ops.logical_not(neg)), x, "-inf"),
+                                (ops.logical_and(zero, neg), x, "inf"), (neg_int, x, "nan"))
 
 
 _PSI_COEF = [1 / 12, -1 / 120, 1 / 252, -1 / 240, 1 / 132, -691 / 32760, 1 / 12]
@@ -112,7 +118,8 @@ def _digamma(x):
     reflected = ops.where(pole, ops.where(ops.eq(x, 0.0), at0, _const(x, float("nan"))),
                           reflected)
     out = ops.where(refl, reflected, p)
-    return ops.where(inf, ops.where(ops.gt(x, 0.0), _INF, _const(x, float("nan"))), out)
+    out = ops.where(inf, ops.where(ops.gt(x, 0.0), _INF, _const(x, float("nan"))), out)
+    return _with_singular_grads(out, (ops.eq(x, 0.0), x, "inf"))    # trigamma(+-0)
 
 
 lgamma = _in_f64("lgamma", _lgamma, "LgammaBackward0")
@@ -203,7 +210,8 @@ def _erfinv(x):
         y = ops.sub(y, ops.div(ops.sub(ops.erf(y), xs), slope))
     edge = ops.where(ops.eq(x, 1.0), _INF, ops.where(ops.eq(x, -1.0), -_INF,
                                                  _const(x, float("nan"))))
-    return ops.where(inside, y, edge)
+    return _with_singular_grads(ops.where(inside, y, edge),
+                                (ops.eq(ops.abs_(x), 1.0), x, "inf"))   # exp(erfinv(x)^2)
 
 
 def _i0(x):

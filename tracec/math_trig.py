@@ -16,6 +16,7 @@ import math
 from tracec import ops
 from tracec.functions import _float_unary, _named, promote
 from tracec.math_extra import (_LN2, _binary_float, _const, _float, _log1p, _polyval,
+                               _with_singular_grads,
                                _safe, _signbit, half_in_float32)
 
 __all__ = ["acos", "acosh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctan2",
@@ -179,20 +180,23 @@ def _asinh(x):
 
 def _acosh(x):
     big = ops.gt(x, 2.0 ** 28)
-    ok = ops.logical_and(ops.ge(x, 1.0), ops.logical_not(big))
+    one = ops.eq(x, 1.0)
+    ok = ops.logical_and(ops.gt(x, 1.0), ops.logical_not(big))
     a = ops.sub(_safe(ok, x, 2.0), 1.0)
     r = _log1p(ops.add(a, ops.sqrt(ops.mul(a, ops.add(a, 2.0)))))
     r = ops.where(big, ops.add(ops.log(_safe(big, x, 1.0)), _LN2), r)
-    return ops.where(ops.logical_or(ok, big), r, ops.sqrt(ops.sub(x, 1.0)))  # nan below 1
+    r = ops.where(ops.logical_or(ok, big), r, _const(x, float("nan")))  # nan below 1
+    return _with_singular_grads(ops.where(one, 0.0, r), (one, x, "inf"))  # grad / sqrt(x^2 - 1)
 
 
 def _atanh(x):
     inside = ops.lt(ops.abs_(x), 1.0)
     a = _safe(inside, x, 0.0)
     r = ops.mul(_log1p(ops.div(ops.mul(a, 2.0), ops.sub(1.0, a))), 0.5)
-    edge = ops.div(x, ops.mul(ops.sub(1.0, ops.abs_(x)), 1.0))   # +-inf at +-1, nan beyond
-    edge = ops.where(ops.eq(ops.abs_(x), 1.0), edge, ops.sqrt(ops.sub(1.0, ops.abs_(x))))
-    return ops.where(inside, r, edge)
+    at1 = ops.eq(ops.abs_(x), 1.0)           # +-inf there (grad / (1 - x^2): inf), nan beyond
+    edge = ops.where(at1, ops.where(ops.gt(x, 0.0), _const(x, math.inf), -math.inf),
+                     _const(x, float("nan")))
+    return _with_singular_grads(ops.where(inside, r, edge), (at1, x, "inf"))
 
 
 asinh = arcsinh = _float_unary("asinh", lambda x: _named(_asinh(x), "AsinhBackward0"))
@@ -219,7 +223,8 @@ def hypot(input, other):  # noqa: A002
     y = ops.where(ok, y, ops.where(inf, float("inf"), ops.add(aa, ab)))
     y = ops.where(ops.logical_or(ops.eq(aa, float("inf")), ops.eq(ab, float("inf"))),
                   float("inf"), y)              # inf wins over nan, as C's hypot
-    return _named(y, "HypotBackward0")
+    zero = ops.logical_and(ops.eq(a, 0.0), ops.eq(b, 0.0))     # grad * a / y: 0 / 0
+    return _named(_with_singular_grads(y, (zero, a, "nan"), (zero, b, "nan")), "HypotBackward0")
 
 
 def deg2rad(input):

@@ -258,12 +258,12 @@ def _inplace_direct(name, self, args, kwargs):
         return False
     a = self._data
     if type(a) is not np.ndarray or not a.flags.writeable or (
-            self._view_chain and self._view_version != self._version[0]):
+            self._view_chain and self._view_version != self._vbox[0]):
         return False
     other = args[0]
     if isinstance(other, Tensor):
         if other.dtype is not d or type(other._data) is not np.ndarray or (
-                other._view_chain and other._view_version != other._version[0]):
+                other._view_chain and other._view_version != other._vbox[0]):
             return False
         b = other._data
         if b.shape != a.shape and (b.ndim > a.ndim or any(
@@ -281,9 +281,9 @@ def _inplace_direct(name, self, args, kwargs):
             self._view_chain and self._base.requires_grad)):
         return False
     _write_direct(_DIRECT_UFUNC[name], a, b, alpha, d)
-    self._version[0] += 1
+    self._vbox[0] += 1
     if self._view_chain:
-        self._view_version = self._version[0]
+        self._view_version = self._vbox[0]
     return True
 
 
@@ -306,7 +306,7 @@ def _inplace(name, fn):
         if new._node is not None and new is not self:
             stops = {id(graph.edge_of(a)) for a in (self,) + args
                      if isinstance(a, Tensor) and a.requires_grad}
-            graph.protect_saved(new._node, self._version, stops, recorded=bool(RECORDERS))
+            graph.protect_saved(new._node, self._vbox, stops, recorded=bool(RECORDERS))
         return self._assign(new, name)
     method.__name__ = name
     method.__wrapped__ = fn   # its keywords are fn's (inspect.signature shows them)

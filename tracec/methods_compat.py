@@ -245,7 +245,7 @@ def _make_subclass(cls, data, require_grad=False, **_):
         raise TypeError(f"cls must be a type (a Tensor subclass), got {cls!r}")
     t = object.__new__(cls)
     t._init(data._data, data.dtype)
-    t._version = data._version
+    t._vbox = data._vbox
     if require_grad:
         Tensor.requires_grad_(t, True)
     return t

@@ -50,7 +50,7 @@ def _write_one(name: str, result: Tensor, out) -> Tensor:
                           "/__w/pytorch/pytorch/aten/src/ATen/native/Resize.cpp:30.)",
                           UserWarning, stacklevel=user_stacklevel())
         out._data = np.empty(tuple(result.shape), dtype=out._data.dtype)
-        out._version[0] += 1
+        out._vbox[0] += 1
     with graph.no_grad():
         out.copy_(result)
     return out

@@ -74,7 +74,28 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     d = normalize_axis(dim, x.ndim)
     if x.ndim == 0:
         return _named(ops.cast(x, x.dtype), "ProdBackward1")
-    return _named(_keep(x, _prod_axis(x, d), (d,), keepdim), "ProdBackward1")
+    y = _prod_axis(x, d)
+    if x.dtype in (dt.float16, dt.bfloat16) and 1 < x.shape[d] <= _SEQ_PROD_MAX:
+        y = _sequential_value(y, x, d)
+    return _named(_keep(x, y, (d,), keepdim), "ProdBackward1")
+
+
+#: the longest half-precision row whose product is taken element by element
+_SEQ_PROD_MAX = 256
+
+
+def _sequential_value(y, x, d):
+    """``y`` (the product along ``d``) with the value PyTorch's CPU kernel
+    gives a bfloat16 / float16 row: the running product rounded at each
+    element (tracec's pairwise tree rounds differently: over half the rows
+    one unit off); the tree's gradient, plus the exact step between the two
+    values as a constant (none where they agree: infinities, -0.0)."""
+    xs = ops.stop_gradient(x)
+    acc = ops.reshape(_slice(xs, d, 0, 1), tuple(y.shape))
+    for j in range(1, x.shape[d]):
+        acc = ops.mul(acc, ops.reshape(_slice(xs, d, j, j + 1), tuple(y.shape)))
+    same = ops.eq(acc, y)
+    return ops.where(same, y, ops.add(y, ops.stop_gradient(ops.where(same, 0.0, ops.sub(acc, y)))))
 
 
 # --- nan-aware, moments, extremes --------------------------------------------------------

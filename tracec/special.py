@@ -17,7 +17,8 @@ import math
 from tracec import functions as F
 from tracec import ops
 from tracec.functions import _float_unary, _named, logsumexp, log_softmax, softmax  # noqa: F401
-from tracec.math_extra import (_binary_float, _const, _log1p, _polyval, _safe,  # noqa: F401
+from tracec.math_extra import (_binary_float, _nan_of, _with_singular_grads, _xlog_grads,  # noqa: F401
+                               _const, _log1p, _polyval, _safe,
                                exp2, expm1, log1p, logit, round, xlogy)
 from tracec.math_igamma import igamma as gammainc, igammac as gammaincc
 from tracec.math_special import (_cf_erfc_tail, _in_f64, digamma, erfc, erfinv, i0,  # noqa: F401
@@ -65,7 +66,9 @@ def _entr(x):
     pos = ops.gt(x, 0.0)
     r = ops.neg(ops.mul(x, ops.log(_safe(pos, x, 1.0))))
     r = ops.where(pos, r, ops.where(ops.eq(x, 0.0), 0.0, _const(x, -_INF)))
-    return ops.where(ops.ne(x, x), x, r)
+    r = ops.where(ops.ne(x, x), x, r)
+    # grad * -(1 + log(x)): inf at 0, NaN below
+    return _with_singular_grads(r, (ops.eq(x, 0.0), x, "inf"), (ops.lt(x, 0.0), x, "nan"))
 
 
 entr = _float_unary("entr", lambda x: _named(_entr(x), "SpecialEntrBackward0"))
@@ -129,7 +132,8 @@ def _ndtri(p):
     x = ops.where(upper, ops.neg(x), x)
     edge = ops.where(ops.eq(p, 0.0), -_INF, ops.where(ops.eq(p, 1.0), _INF,
                                                        _const(p, float("nan"))))
-    return ops.where(inside, x, edge)
+    return _with_singular_grads(ops.where(inside, x, edge),      # exp(ndtri(p)^2 / 2)
+                                (ops.logical_or(ops.eq(p, 0.0), ops.eq(p, 1.0)), p, "inf"))
 
 
 ndtri = _in_f64("ndtri", _ndtri, "SpecialNdtriBackward0")
@@ -174,8 +178,9 @@ i1e = _in_f64("i1e", lambda x: _bessel_i(1, x, True), "SpecialI1EBackward0")
 def xlog1py(input, other):  # noqa: A002
     x, y = _binary_float("xlog1py", input, other)
     zero = ops.eq(x, 0.0)
-    r = ops.where(zero, 0.0, ops.mul(x, _log1p(ops.where(zero, 0.0, y))))
-    return _named(ops.where(ops.ne(y, y), y, r), "SpecialXlog1PyBackward0")
+    r = ops.mul(x, _log1p(ops.where(zero, 0.0, y)))      # 0 where x == 0 (y not NaN)
+    r = ops.add(r, _xlog_grads(x, y, -1.0, ops.log1p))
+    return _named(ops.where(ops.ne(y, y), _nan_of(x, y), r), "SpecialXlog1PyBackward0")
 
 
 _B2K = [1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510]

@@ -36,7 +36,7 @@ def _alias(root: Tensor, arr: np.ndarray, dtype) -> Tensor:
     """A tensor over ``arr`` (memory of ``root``) that shares ``root``'s
     version counter, with no autograd link (a ``detach()``-style alias)."""
     t = Tensor._make(arr, dtype)
-    t._version = root._version
+    t._vbox = root._vbox
     t._base = root
     t._view_chain = ()
     return t
@@ -164,20 +164,20 @@ def _resize(self, *sizes, size=None, memory_format=None):
         return _rebind(self, S.reshape(new, tuple(size)), "resize_")
     if n == self._data.size and self._data.flags.c_contiguous:
         if tuple(size) != self._data.shape:
-            self._version[0] += 1     # a new shape counts as a write, as in PyTorch
+            self._vbox[0] += 1     # a new shape counts as a write, as in PyTorch
         self._data = self._data.reshape(size)
         return self
     old = self._data.reshape(-1)
     if n <= old.size and self._base is None and self._data.flags.c_contiguous:
         self._data = old[:n].reshape(size)  # the same storage, as PyTorch keeps it
-        self._version[0] += 1
+        self._vbox[0] += 1
         return self
     new = np.zeros(n, self.dtype.np)
     k = min(n, old.size)
     new[:k] = old[:k]
     self._data = new.reshape(size)
     self._base, self._view_chain = None, None
-    self._version[0] += 1
+    self._vbox[0] += 1
     return self
 
 

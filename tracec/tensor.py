@@ -4,7 +4,7 @@ Invariants:
   * ``_data`` is a NumPy array whose dtype is ``dtype.np``; bfloat16 data is
     float32 rounded to bfloat16 after every op.
   * A view (made by reshape/transpose/expand/slicing when NumPy can avoid
-    a copy) shares ``_data`` memory and the ``_version`` box with its root
+    a copy) shares ``_data`` memory and the ``_vbox`` version box with its root
     ``_base``, and records ``_view_chain``, the movement primitives that
     derive it from the root, so in-place writes through it can be replayed
     functionally for autograd and for the tracer.
@@ -145,7 +145,7 @@ class InferenceVersion(list):
     """The version box of an inference tensor: one made while
     ``inference_mode`` was on, and the views, ``detach()`` aliases and
     ``.data`` of it (they share or copy the box, so ``is_inference`` is
-    ``type(t._version) is InferenceVersion``).  As PyTorch's inference
+    ``type(t._vbox) is InferenceVersion``).  As PyTorch's inference
     tensors, it refuses any in-place update outside ``inference_mode``: a
     bump of the box is the one step every in-place path takes, after its
     write, which is when PyTorch raises too (its ADInplaceOrView kernel
@@ -169,7 +169,7 @@ def _new_tensor(data: np.ndarray, dtype: dt.DType) -> Tensor:
     t._birth = EPOCH[0]
     t._node = None
     t._accum = None
-    t._version = InferenceVersion((0,)) if INFERENCE[0] else [0]
+    t._vbox = InferenceVersion((0,)) if INFERENCE[0] else [0]
     t._base = None
     t._view_chain = None
     t._view_version = 0
@@ -283,12 +283,19 @@ def py_type_name(value) -> str:
 class Tensor:
     """A multi-dimensional array with define-by-run autograd (API.md §1-2)."""
 
-    __slots__ = ("_data", "dtype", "requires_grad", "_grad", "_birth", "_node", "_accum", "_version",
+    __slots__ = ("_data", "dtype", "requires_grad", "_grad", "_birth", "_node", "_accum", "_vbox",
                  "_base", "_view_chain", "_view_version", "_hooks", "_retains_grad", "__weakref__",
                  "__dict__")
 
     __array_priority__ = 1000  # make ndarray <op> Tensor defer to Tensor
     _plain_repr = True         # printed as "tensor(...)" (a subclass: its name)
+
+    @property
+    def _version(self) -> int:
+        """PyTorch's version counter, an int: the in-place writes so far to
+        this tensor's storage (through it or any view; ``_vbox``, the
+        one-element list they share, holds it)."""
+        return self._vbox[0]
 
     def __new__(cls, *data, dtype=None, requires_grad=False):
         if cls is Tensor and len(data) == 1 and isinstance(data[0], Tensor) and \
@@ -415,7 +422,7 @@ class Tensor:
             args, params = _size_values(args), _size_values(params)
         for a in args:
             if isinstance(a, Tensor):
-                if a._view_chain and a._view_version != a._version[0]:
+                if a._view_chain and a._view_version != a._vbox[0]:
                     a._refresh_view()
                 if a.requires_grad:
                     needs_grad = True
@@ -531,7 +538,7 @@ class Tensor:
 
     @property
     def grad_fn(self):
-        if self._view_chain and self._view_version != self._version[0]:
+        if self._view_chain and self._view_version != self._vbox[0]:
             self._refresh_view()
         return graph.named(self._node)
 
@@ -546,7 +553,7 @@ class Tensor:
         # optimizer's ``p.data.add_``) is hidden from autograd, so the saved
         # tensors of the ops that read ``self`` stay valid.
         t = self.detach()
-        t._version = [0] if type(self._version) is list else InferenceVersion((0,))
+        t._vbox = [0] if type(self._vbox) is list else InferenceVersion((0,))
         return t
 
     @data.setter
@@ -613,7 +620,7 @@ class Tensor:
             return rv
         d, slots = rv[2]
         slots = {**slots, "_node": None, "_accum": None, "_hooks": None, "_retains_grad": False,
-                 "_version": [0]}
+                 "_vbox": [0]}
         if self._view_chain:
             slots.update(_base=None, _view_chain=None)
         return (*rv[:2], (d, slots), *rv[3:])
@@ -802,7 +809,7 @@ class Tensor:
 
     def detach(self) -> "Tensor":
         t = Tensor._make(self._data, self.dtype)
-        t._version = self._version
+        t._vbox = self._vbox
         # An alias (``_view_chain`` empty) of this very tensor, or of the one
         # this aliases: same storage and version counter, no autograd link.
         t._base = self._base if self._base is not None and not self._view_chain else self
@@ -947,7 +954,7 @@ class Tensor:
 
     def _write_data(self, new: "Tensor", op: str) -> None:
         if type(self._data) is MetaArray:   # in-place ops on meta tensors do nothing
-            self._version[0] += 1
+            self._vbox[0] += 1
             return
         try:
             np.copyto(self._data, new._data if new.shape == self.shape
@@ -971,7 +978,7 @@ class Tensor:
                 raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the "
                                    f"broadcast shape {list(new.shape)}") from None
             raise RuntimeError(f"{op}: {e}") from None
-        self._version[0] += 1
+        self._vbox[0] += 1
 
     def _assign(self, new: "Tensor", op: str) -> "Tensor":
         """Write ``new`` (already of this shape and dtype) into this tensor's
@@ -1005,7 +1012,7 @@ class Tensor:
             self._rebase_view(root, new)
         self._write_data(new, op)
         if root is not None:
-            self._view_version = self._version[0]  # its node is the fresh one
+            self._view_version = self._vbox[0]  # its node is the fresh one
         if functional and root is None and (self._node is not None or new.requires_grad):
             # A non-leaf (or a leaf written with a value that requires grad)
             # takes the new value's place in the graph; a leaf stays a leaf.
@@ -1080,7 +1087,7 @@ class Tensor:
                 for r in RECORDERS:
                     r(None, (view,), {"inplace": "view"}, self)
         if grad_mode or not root.requires_grad:
-            self._view_version = self._version[0]  # else stale until grad mode is back
+            self._view_version = self._vbox[0]  # else stale until grad mode is back
 
 
 def _share_copied_base(out, view) -> None:
@@ -1202,7 +1209,7 @@ def apply_direct(prim, params, args, res: np.ndarray, dtype: dt.DType) -> "Tenso
 def bind_movement(prim, x: "Tensor", params: dict) -> "Tensor":
     """``prim.bind(x, **params)`` for a movement primitive (views, reshapes:
     the hottest front-end ops), applied directly when ``eager_direct``."""
-    if RECORDERS or OP_OBSERVERS or (x._view_chain and x._view_version != x._version[0]):
+    if RECORDERS or OP_OBSERVERS or (x._view_chain and x._view_version != x._vbox[0]):
         return prim.bind(x, **params)
     return apply_direct(prim, params, (x,), prim.impl(x._data, **params), x.dtype)
 
@@ -1212,7 +1219,7 @@ def eager_direct(x: "Tensor") -> bool:
     (building the same tensors and nodes ``_bind_primitive`` would)?  Only
     while no recorder or observer must see them and ``x`` is no stale view."""
     return not RECORDERS and not OP_OBSERVERS and not (
-        x._view_chain and x._view_version != x._version[0]) and not (
+        x._view_chain and x._view_version != x._vbox[0]) and not (
         _META_USED[0] and type(x._data) is MetaArray)
 
 
@@ -1244,8 +1251,8 @@ def _link_view(out: Tensor, prim, params, src: Tensor, src_data: np.ndarray) -> 
     if not ((rb is src_data or rb is src_data.base) and res.size) \
             and not np.may_share_memory(res, src_data):
         return
-    version = src._version
-    out._version = version
+    version = src._vbox
+    out._vbox = version
     out._view_version = version[0]
     step = ((prim, params, core.Aval.of(src_data.shape, src.dtype)),)
     if src._view_chain:  # a view of a view: the chain starts at the root

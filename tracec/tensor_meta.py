@@ -437,7 +437,7 @@ def is_inference(input) -> bool:
     """Whether ``input`` was made under ``inference_mode`` (or is a view or
     alias of such a tensor): its version box says so."""
     from tracec.tensor import InferenceVersion
-    return type(input._version) is InferenceVersion
+    return type(input._vbox) is InferenceVersion
 
 
 def _is_set_to(self, tensor) -> bool:
@@ -522,7 +522,7 @@ def _set_(self, source=None, storage_offset: int = 0, size=None, stride=None):
     self._data = arr
     if self._base is not None:
         self._base, self._view_chain = None, None
-    self._version[0] += 1
+    self._vbox[0] += 1
     return self
 
 

@@ -166,7 +166,7 @@ def _accumulate(create_graph):
         else:
             with _engine.no_grad():
                 leaf.grad._data += g._data
-                leaf.grad._version[0] += 1
+                leaf.grad._vbox[0] += 1
         if getattr(leaf, "_tracec_sparse_grad", False) and not functional \
                 and not create_graph and not leaf.grad.is_meta:
             if sparse and (fresh or was_sparse):
@@ -381,7 +381,7 @@ class FunctionCtx:
 
     def save_for_backward(self, *tensors):
         self._saved = tensors
-        self._versions = tuple(t._version[0] if isinstance(t, Tensor) else None for t in tensors)
+        self._versions = tuple(t._vbox[0] if isinstance(t, Tensor) else None for t in tensors)
 
     def save_for_forward(self, *tensors):
         """Tensors the Function's ``jvp`` reads as ``ctx.saved_tensors``."""
@@ -409,7 +409,7 @@ class FunctionCtx:
             return tuple(t.unpack() if t.__class__ is _engine.SavedPacked else t
                          for t in self._saved)
         for t, v in zip(self._saved, self._versions):
-            if isinstance(t, Tensor) and t._version[0] != v:
+            if isinstance(t, Tensor) and t._vbox[0] != v:
                 raise _engine.modified_error(t, v)
         return self._saved
 
@@ -612,7 +612,7 @@ def _check_dirty(dirty, out) -> None:
             # (PyTorch rebases the view's base through CopySlices)
             raise NotImplementedError("ctx.mark_dirty on a view of a tensor that requires grad "
                                       "is not supported by tracec")
-        d._version[0] += 1
+        d._vbox[0] += 1
 
 
 class _NotRecorded(Exception):

@@ -181,11 +181,11 @@ def increment_version(tensor) -> None:
     counter to bump, as in PyTorch."""
     from tracec.tensor import InferenceVersion, Tensor
     for t in (tensor,) if isinstance(tensor, Tensor) else tensor:
-        if type(t._version) is InferenceVersion:
+        if type(t._vbox) is InferenceVersion:
             continue
-        t._version[0] += 1
+        t._vbox[0] += 1
         if t._view_chain:
-            t._view_version = t._version[0]
+            t._view_version = t._vbox[0]
 
 
 class saved_tensors_hooks:
@@ -270,7 +270,7 @@ class _swap_with_cloned(saved_tensors_hooks):
     def __init__(self, ctx: _AllowMutationOnSavedContext) -> None:
         def pack_hook(tensor):
             handle = object.__new__(_Handle)
-            ctx.original[handle] = (tensor, tensor._version[0])
+            ctx.original[handle] = (tensor, tensor._vbox[0])
             ctx.cloned[handle] = tensor.detach().clone()
             return handle
 
@@ -280,7 +280,7 @@ class _swap_with_cloned(saved_tensors_hooks):
             if not _MUTATION_ALLOWED[0] or handle not in ctx.original:
                 raise AssertionError(error_msg)
             tensor, version = ctx.original[handle]
-            return tensor if tensor._version[0] == version else ctx.cloned[handle]
+            return tensor if tensor._vbox[0] == version else ctx.cloned[handle]
         super().__init__(pack_hook, unpack_hook)
 
 

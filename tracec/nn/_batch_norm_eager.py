@@ -34,14 +34,20 @@ from tracec.ops import reduce as red
 from tracec.tensor import Tensor, weak_scalar
 
 
-def normalize_prims(x: Tensor, axes: tuple, shape: tuple, eps: float):
+def normalize_prims(x: Tensor, axes: tuple, shape: tuple, eps: float, stats=None):
     """``((x - mean) * rsqrt(var + eps), mean, var)`` with the batch
     statistics over ``axes`` (biased variance) as primitives; ``shape`` is
-    the per-channel broadcast shape."""
+    the per-channel broadcast shape.  ``stats``: a half dtype the mean and
+    the inverse standard deviation are rounded to before normalizing (their
+    gradients unrounded)."""
     mean = TF.mean(x, axes)
     d = TF.sub(x, ops.reshape(mean, shape))
     var = TF.mean(TF.mul(d, d), axes)
-    return TF.mul(d, ops.reshape(TF.rsqrt(TF.add(var, eps)), shape)), mean, var
+    invstd = TF.rsqrt(TF.add(var, eps))
+    if stats is not None:
+        d = TF.sub(x, ops.reshape(TF._rounded_to(mean, stats), shape))
+        invstd = TF._rounded_to(invstd, stats)
+    return TF.mul(d, ops.reshape(invstd, shape)), mean, var
 
 
 def _affine_prims(y, weight, bias, shape):

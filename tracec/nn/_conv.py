@@ -112,8 +112,9 @@ def _conv_padding(padding, kernel, stride, dilation, nsp):
             total = [d * (k - 1) for k, d in zip(kernel, dilation)]
             if any(t % 2 for t in total):
                 warnings.warn("Using padding='same' with even kernel lengths and odd dilation "
-                              "may require a zero-padded copy of the input be created",
-                              stacklevel=4)
+                              "may require a zero-padded copy of the input be created "
+                              "(Triggered internally at /__w/pytorch/pytorch/aten/src/ATen/"
+                              "native/Convolution.cpp:1101.)", stacklevel=4)
             return tuple(t // 2 for t in total), tuple(t - t // 2 for t in total)
         raise RuntimeError(f"Invalid padding string '{padding}', should be one of "
                            "{'valid', 'same'}")
@@ -916,6 +917,21 @@ def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pa
         y = _avg_poolnd(ops.cast(input, dt.float64), kernel_size, stride, padding, ceil_mode,
                         count_include_pad, divisor_override, nsp, name)
         return ops.cast(y, dt.int64)
+    args = (kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, nsp,
+            name)
+    if isinstance(input, Tensor) and input.dtype in (dt.float16, dt.bfloat16):
+        # PyTorch's kernel sums a window in float32 and rounds the mean once;
+        # its backward is the half ops' (each share rounded): the half
+        # composite's gradient, plus its value's exact (Sterbenz) step to
+        # the float32 one, as a constant
+        y = _avg_pool_windows(input, *args)
+        y32 = ops.cast(_avg_pool_windows(ops.cast(input, dt.float32), *args), input.dtype)
+        return ops.add(y, ops.stop_gradient(ops.sub(y32, y)))
+    return _avg_pool_windows(input, *args)
+
+
+def _avg_pool_windows(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                      divisor_override, nsp, name):
     x, unbatched = _batched(input, nsp, name)
     kernel, stride, padding, _, out, extra = _pool_geometry(
         x, kernel_size, stride, padding, 1, ceil_mode, nsp, name)

@@ -13,6 +13,8 @@ import warnings
 from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import ops
+from tracec.math_extra import xlogy
+from tracec.graph import is_grad_enabled as graph_enabled
 from tracec.tensor import RECORDERS, Tensor
 
 __all__ = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss",
@@ -279,6 +281,10 @@ def _probabilities(v: Tensor, what: str) -> Tensor:
     return v
 
 
+#: PyTorch's EPSILON of the binary_cross_entropy backward: a C++ float 1e-12
+_BCE_EPS = 9.999999960041972e-13
+
+
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction: str = "mean"):
     _check_tensor(input, "binary_cross_entropy", "input")
@@ -308,7 +314,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     # gradients) from the formula on a detached input; the input's gradient
     # rides on x - x.detach(), which is exactly 0.
     x0 = input.detach()
-    slope = TF.div(TF.sub(x0, t), TF.clamp(TF.mul(TF.sub(1.0, x0), x0), min=1e-12))
+    slope = TF.div(TF.sub(x0, t), TF.clamp(TF.mul(TF.sub(1.0, x0), x0), min=_BCE_EPS))
     if w is not None:
         slope = TF.mul(slope, w)
     loss = TF.add(value(x0), TF.mul(TF.sub(input, x0), slope.detach()))
@@ -335,10 +341,19 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if not (T.is_floating_point or T.category == 3):
         raise RuntimeError(f"result type {dt.scalar_type_name(TF.result_type(target, input))} "
                            f"can't be cast to the desired output type {dt.scalar_type_name(T)}")
+    half = input.dtype in (dt.float16, dt.bfloat16)
+    if half and T is input.dtype and input.requires_grad and graph_enabled() and all(
+            p is None or p.dtype is T for p in (weight, pos_weight)):
+        y = binary_cross_entropy_with_logits(ops.stop_gradient(input), target, weight,
+                                             reduction=reduction, pos_weight=pos_weight)
+        return _half_bce_logits_vjp(y, input, target, weight, pos_weight, reduction)
     # softplus(-x) = -log_sigmoid(x) = m + log(exp(-m) + exp(-x - m)) with
-    # m = max(-x, 0): stable.
-    m = TF.clamp(TF.neg(input), min=0.0)
-    sp = TF.add(m, TF.log(TF.add(TF.exp(TF.neg(m)), TF.exp(TF.sub(TF.neg(input), m)))))
+    # m = max(-x, 0): stable; a half input's as PyTorch's log_sigmoid
+    # kernel makes it, in float32 rounded once
+    x = ops.cast(input, dt.float32) if half else input
+    m = TF.clamp(TF.neg(x), min=0.0)
+    sp = TF.add(m, TF.log(TF.add(TF.exp(TF.neg(m)), TF.exp(TF.sub(TF.neg(x), m)))))
+    sp = ops.cast(sp, input.dtype) if half else sp
     if pos_weight is not None:
         lw = TF.add(TF.mul(TF.sub(pos_weight, 1.0), target), 1.0)
         sp = _as(TF.mul(lw, sp), input.dtype)
@@ -346,6 +361,30 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if weight is not None:
         loss = _as(TF.mul(loss, weight), T)
     return _reduce(loss, reduction)
+
+
+def _half_bce_logits_vjp(y, x, target, weight, pos_weight, reduction):
+    """``y``, the half binary_cross_entropy_with_logits of ``x`` computed
+    with ``x`` detached, with the input gradient of PyTorch's backward as its
+    half ops round it: ``((sigmoid(x) - t) * g) * weight / numel`` (with
+    ``pos_weight``: ``((p t + 1 - t) sigmoid(x) - p t)`` first).  The added
+    zero term ``k * (w * ((x - x) / n))``, summed, is the linear map whose
+    transpose that is."""
+    xs = ops.stop_gradient(x)
+    s = TF.sigmoid(xs)
+    t = ops.stop_gradient(target)
+    if pos_weight is not None:
+        tp = TF.mul(ops.stop_gradient(pos_weight), t)
+        k = TF.sub(TF.mul(TF.sub(TF.add(tp, 1.0), t), s), tp)
+    else:
+        k = TF.sub(s, t)
+    d = TF.sub(x, xs)
+    if reduction == "mean":
+        d = TF.div(d, x.numel())
+    if weight is not None:
+        d = TF.mul(ops.stop_gradient(weight), d)
+    d = TF.mul(k, d)
+    return TF.add(y, TF.sum(d) if reduction != "none" else d)
 
 
 def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean",
@@ -362,11 +401,10 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
     if log_target:
         loss = TF.mul(TF.exp(target), TF.sub(target, input))
     else:
-        # xlogy(t, t) - t * input as PyTorch composes it: 0 * log 0 = 0, and
-        # a negative target gives NaN (t * log t), not a finite loss.
-        zero = ops.eq(target, 0.0)
-        xlogx = ops.where(zero, 0.0, TF.mul(target, ops.log(ops.where(zero, 1.0, target))))
-        loss = TF.sub(xlogx, TF.mul(target, input))
+        # xlogy(t, t) - t * input as PyTorch composes it: 0 * log 0 = 0, a
+        # negative target gives NaN (t * log t), not a finite loss, and a
+        # zero target's gradient is NaN (xlogy's t / t)
+        loss = TF.sub(xlogy(target, target), TF.mul(target, input))
     if reduction == "batchmean":
         # The batch size as it is (a symbolic size stays symbolic).
         return TF.div(TF.sum(loss), input.shape[0]) if input.ndim else TF.sum(loss)

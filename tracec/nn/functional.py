@@ -239,20 +239,44 @@ def _check_norm_dtypes(name: str, kernel: str, x, params) -> None:
             raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
 
 
-@_in_float32
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5):
     """Batch normalization over every axis but 1.  In training mode the batch
     statistics normalize and the running ones (if given) are updated in
     place: ``r = (1 - momentum) * r + momentum * stat``, with the unbiased
     variance, as in PyTorch.  A channels-last input gives a channels-last
-    result."""
+    result.  A bfloat16 / float16 input is computed in float32 (``_in_float32``);
+    in training without float32 parameters its batch mean and inverse
+    standard deviation are rounded to its dtype first (PyTorch's kernel
+    keeps them in the input's dtype)."""
+    stats = _half_stats(input, training, (weight, bias, running_mean, running_var))
+    return _in_float32(_batch_norm_kept)(input, running_mean, running_var, weight, bias,
+                                         training, momentum, eps, stats)
+
+
+def _half_stats(input, training, params):
+    """The dtype PyTorch's CPU batch norm keeps a bfloat16 / float16 input's
+    batch statistics in: the input's, unless a parameter or running
+    statistic is float32 ("mixed type": float32 statistics); None when they
+    are not rounded (float32 or float64 input, no batch statistics)."""
+    half = input.dtype if isinstance(input, Tensor) and input.dtype in (dt.bfloat16,
+                                                                          dt.float16) else None
+    if not training or half is None or any(p is not None and p.dtype is not half
+                                           for p in params):
+        return None
+    return half
+
+
+def _batch_norm_kept(input, running_mean, running_var, weight, bias, training, momentum, eps,
+                     stats):
     from tracec.tensor_meta import keep_memory_format
-    y = _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+    y = _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps,
+                    stats)
     return keep_memory_format(y, input) if isinstance(input, Tensor) and y is not input else y
 
 
-def _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps):
+def _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps,
+                stats=None):
     x = _tensor(input, "batch_norm")
     if x.ndim < 2:         # PyTorch's: an empty input passes through, else no channel dim 1
         if x.numel() == 0:
@@ -281,7 +305,9 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
         # so a checkpoint's recomputation, stopping at its last pack, makes
         # the update as PyTorch's does)
         with graph_hooks.packs_deferred():
-            if eager_direct(x) and _bn.eager_ok(x, weight, bias, eps):
+            if stats is not None:
+                y, mean, var = _bn.normalize_prims(x, axes, shape, eps, stats)
+            elif eager_direct(x) and _bn.eager_ok(x, weight, bias, eps):
                 # the same value in NumPy, the closed-form gradient (and its
                 # affine inside): _batch_norm_eager
                 y, mean, var = _bn.apply_train(x, weight, bias, axes, shape, eps)
@@ -317,14 +343,21 @@ def _affine_channels(y, weight, bias, shape):
     return y
 
 
-@_in_float32
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats: bool = True, momentum: float = 0.1, eps: float = 1e-5):
     """Normalize each (sample, channel) over its spatial axes.  With
     ``use_input_stats`` and running buffers, these are updated in place
     with the batch average of the per-instance mean and unbiased variance
     (PyTorch's batch norm over the (1, N*C, ...) view); without
-    ``use_input_stats`` the running statistics normalize."""
+    ``use_input_stats`` the running statistics normalize.  Half inputs as
+    ``batch_norm``'s."""
+    stats = _half_stats(input, use_input_stats, (weight, bias, running_mean, running_var))
+    return _in_float32(_instance_norm)(input, running_mean, running_var, weight, bias,
+                                       use_input_stats, momentum, eps, stats)
+
+
+def _instance_norm(input, running_mean, running_var, weight, bias, use_input_stats, momentum,
+                   eps, stats):
     x = _tensor(input, "instance_norm")
     if x.ndim < 3:
         raise ValueError(f"instance_norm: expected at least 3D input (got {x.ndim}D input)")
@@ -354,7 +387,10 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
                 v = TF.mean(ops.reshape(var.detach(), tuple(x.shape[:2])), 0)
                 running_var.copy_(TF.add(TF.mul(running_var, 1.0 - momentum),
                                          TF.mul(v, momentum * (n / (n - 1)))))
-        y = TF.mul(d, TF.rsqrt(TF.add(var, eps)))
+        invstd = TF.rsqrt(TF.add(var, eps))
+        if stats is not None:
+            d, invstd = TF.sub(x, TF._rounded_to(mean, stats)), TF._rounded_to(invstd, stats)
+        y = TF.mul(d, invstd)
     if weight is not None:
         y = TF.mul(y, ops.reshape(weight, shape))
     if bias is not None:
@@ -388,11 +424,25 @@ def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.7
     return TF.div(x, div)
 
 
-@_in_float32
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+    """Layer normalization over the trailing ``normalized_shape``; a
+    bfloat16 / float16 input is computed in float32 and rounded once, its
+    gradient as PyTorch's backward makes it (``_half_layer_norm_vjp``)."""
     w = dispatching_operand(input)
     if w is not None:
         return w.__tracec_dispatch__(layer_norm, (input, normalized_shape, weight, bias, eps), {})
+    if isinstance(input, Tensor) and input.dtype in (dt.bfloat16, dt.float16) and \
+            input.requires_grad and graph.is_grad_enabled():
+        y = _layer_norm(ops.stop_gradient(input), normalized_shape, weight, bias, eps)
+        k = 1 if isinstance(normalized_shape, int) else len(tuple(normalized_shape))
+        stats = None if any(p is not None and p.dtype is not input.dtype
+                            for p in (weight, bias)) else input.dtype
+        return _half_layer_norm_vjp(y, TF._contiguous_input(input), k, weight, eps, stats)
+    return _layer_norm(input, normalized_shape, weight, bias, eps)
+
+
+@_in_float32
+def _layer_norm(input, normalized_shape, weight, bias, eps):
     x = _tensor(input, "layer_norm")
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     k = len(ns)
@@ -412,6 +462,31 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
         if y is not None:
             return y
     return _layer_norm_math(x, k, weight, bias, eps)
+
+
+def _half_layer_norm_vjp(y, x, k, weight, eps, stats):
+    """``y``, the bfloat16 / float16 layer_norm of ``x`` (computed with ``x``
+    detached; the parameters' gradients its own), with the input gradient
+    PyTorch's CPU backward gives: ``rstd * (u - mean(u) - xhat * mean(u *
+    xhat))``, ``u = g * weight``, in float32, rounded once, from the saved
+    mean and rstd (kept in ``stats``, the input's dtype, unless a parameter
+    is float32).  The added zero term is the linear map whose transpose is
+    that formula."""
+    axes = tuple(range(x.ndim - k, x.ndim))
+    f = ops.cast(x, dt.float32)
+    fs = ops.stop_gradient(f)
+    mean = TF.mean(fs, axes, keepdim=True)
+    c = TF.sub(fs, mean)
+    rstd = TF.rsqrt(TF.add(TF.mean(TF.mul(c, c), axes, keepdim=True), eps))
+    if stats is not None:
+        mean, rstd = (ops.cast(ops.cast(t, stats), dt.float32) for t in (mean, rstd))
+    xhat = TF.mul(TF.sub(fs, mean), rstd)
+    v = TF.mul(TF.sub(f, fs), rstd)               # 0, with x's gradient
+    pv = TF.sub(TF.sub(v, TF.mean(v, axes, keepdim=True)),
+                TF.mul(xhat, TF.mean(TF.mul(v, xhat), axes, keepdim=True)))
+    if weight is not None:
+        pv = TF.mul(pv, ops.stop_gradient(ops.cast(weight, dt.float32)))
+    return ops.cast(TF.add(ops.cast(y, dt.float32), pv), y.dtype)
 
 
 def _layer_norm_math(x, k, weight, bias, eps):
@@ -447,8 +522,30 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     return y if weight is None else TF.mul(y, weight)
 
 
-@_in_float32
 def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
+    """Group normalization; a bfloat16 / float16 input is computed in
+    float32 and rounded once, its input gradient as PyTorch's backward makes
+    it: layer_norm's over each group (``_half_layer_norm_vjp``)."""
+    if isinstance(input, Tensor) and input.dtype in (dt.bfloat16, dt.float16) and \
+            input.requires_grad and graph.is_grad_enabled() and input.ndim >= 2:
+        y = _group_norm(ops.stop_gradient(input), num_groups, weight, bias, eps)
+        stats = None if any(p is not None and p.dtype is not input.dtype
+                            for p in (weight, bias)) else input.dtype
+        n, c = input.shape[:2]
+        shape = (n, num_groups, -1)
+        gamma = None
+        if weight is not None:      # per channel, over each group's (C / G) * HW elements
+            sp = int(np.prod(input.shape[2:]))
+            gamma = S.reshape(S.expand(S.reshape(weight, (num_groups, c // num_groups, 1)),
+                                       num_groups, c // num_groups, sp), (num_groups, -1))
+        out = _half_layer_norm_vjp(S.reshape(y, shape), S.reshape(input, shape), 1, gamma, eps,
+                                   stats)
+        return S.reshape(out, tuple(input.shape))
+    return _group_norm(input, num_groups, weight, bias, eps)
+
+
+@_in_float32
+def _group_norm(input, num_groups, weight, bias, eps):
     x = _tensor(input, "group_norm")
     if x.ndim < 2:
         raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {x.ndim}")

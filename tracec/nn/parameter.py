@@ -58,7 +58,7 @@ class Parameter(Tensor):
             raise TypeError(f"Parameter(): expected a Tensor as data, got {type(data).__name__}")
         p = object.__new__(cls)
         p._init(data._data, data.dtype)
-        p._version = data._version
+        p._vbox = data._vbox
         _share_value(p, data)
         if requires_grad:
             Tensor._creation_requires_grad(p)
@@ -104,7 +104,7 @@ class Buffer(Tensor):
                                 dt.get_default_dtype())
         b = object.__new__(cls)
         b._init(data._data, data.dtype)
-        b._version = data._version
+        b._vbox = data._vbox
         _share_value(b, data)
         b.persistent = persistent
         return b

@@ -338,9 +338,14 @@ log1p_p = _unary("log1p", _f32_through_f64(np.log1p),
                  lambda g, x, out: (div(g, conj(add(x, 1.0))),))
 sqrt_p = _unary("sqrt", np.sqrt, lambda g, x, out: (div(g, conj(mul(out, 2.0))),), save=(),
                  save_out=True)
-rsqrt_p = _unary("rsqrt", lambda x: 1 / np.sqrt(x),
-                 lambda g, x, out: (mul(g, conj(mul(pow_(out, 3.0), -0.5))),), save=(),
-                 save_out=True)
+def _rsqrt_vjp(g, x, out):
+    """``g * (y**3 * -0.5)``; a bfloat16 ``y**3`` is PyTorch's bfloat16 pow
+    by 3, ``y * (y * y)`` with each product rounded."""
+    y3 = mul(out, mul(out, out)) if out.dtype is dt.bfloat16 else pow_(out, 3.0)
+    return (mul(g, conj(mul(y3, -0.5))),)
+
+
+rsqrt_p = _unary("rsqrt", lambda x: 1 / np.sqrt(x), _rsqrt_vjp, save=(), save_out=True)
 sin_p = _unary("sin", np.sin, lambda g, x, out: (mul(g, conj(cos(x))),))
 cos_p = _unary("cos", np.cos, lambda g, x, out: (neg(mul(g, conj(sin(x)))),))
 def _tanh_vjp(g, x, out):
@@ -370,9 +375,17 @@ def _tanh_impl(x):
 
 
 tanh_p = _unary("tanh", _tanh_impl, _tanh_vjp, save=(), save_out=True)
-logistic_p = _unary("logistic", _sigmoid,
-                    lambda g, x, out: (mul(g, conj(mul(out, sub(1.0, out)))),), save=(),
-                    save_out=True)
+def _logistic_vjp(g, x, out):
+    """``(g * (1 - y)) * y`` in PyTorch's sigmoid_backward order; float16
+    as half ops (each product rounded: its generic kernel), bfloat16 in
+    float32 rounded once (its vectorized one)."""
+    if out.dtype is dt.bfloat16:
+        y = cast(out, dt.float32)
+        return (cast(mul(mul(cast(g, dt.float32), sub(1.0, y)), y), dt.bfloat16),)
+    return (mul(mul(g, conj(sub(1.0, out))), conj(out)),)
+
+
+logistic_p = _unary("logistic", _sigmoid, _logistic_vjp, save=(), save_out=True)
 abs_p = Primitive("abs", kind="elementwise", impl=_quiet_impl(np.abs), shape_rule=_unary_shape,
                   dtype_rule=lambda d, **_: dt.real_of(d), vjp=_abs_vjp, save=(0,))
 def _sign_impl(x):
@@ -472,9 +485,10 @@ def _mul_vjp(g, x, y, out):
 
 
 def _div_vjp(g, x, y, out):
-    gx = div(g, conj(y))
-    return (_red(gx, x) if _is_value(x) else None,
-            _red(neg(mul(gx, conj(div(x, y)))), y) if _is_value(y) and _readable(x) else None)
+    # (the divisor's as PyTorch's div_tensor_other_backward: -g * ((x / y) / y))
+    return (_red(div(g, conj(y)), x) if _is_value(x) else None,
+            _red(mul(neg(g), conj(div(div(x, y), y))), y) if _is_value(y) and _readable(x)
+            else None)
 
 
 def _pow_vjp(g, x, y, out):

@@ -177,7 +177,7 @@ def direct_arrays(p: Tensor, grad: Tensor, state: tuple, *numbers, step: bool = 
         if t is not grad:
             if t._base is not None or t._view_chain or not a.flags.writeable:
                 return None
-        elif t._view_chain and t._view_version != t._version[0]:
+        elif t._view_chain and t._view_version != t._vbox[0]:
             return None
         out.append(a)
     moments = state[:-1] if step else state
@@ -195,4 +195,4 @@ def bump(*counts) -> None:
     """Advance the version counters as the tensor ops' in-place writes
     would: ``counts`` alternates tensors and their number of writes."""
     for i in range(0, len(counts), 2):
-        counts[i]._version[0] += counts[i + 1]
+        counts[i]._vbox[0] += counts[i + 1]

@@ -371,14 +371,14 @@ def _make_saved_tensor(t):
     hooks = graph_hooks.saved_hooks()
     if hooks is not None:
         return graph.SavedPacked(t, hooks)
-    return (t, t._version[0])
+    return (t, t._vbox[0])
 
 
 def _unpack_saved_tensor(saved):
     if isinstance(saved, graph.SavedPacked):
         return saved.unpack()
     t, version = saved
-    if t._version[0] != version:
+    if t._vbox[0] != version:
         raise graph.modified_error(t, version)
     return t
 

@@ -1131,7 +1131,7 @@ def _size(shape) -> str:
 
 def _plain(t: Tensor) -> Tensor:
     out = Tensor._make(t._data, t.dtype)
-    out._version = t._version
+    out._vbox = t._vbox
     if RECORDERS:   # a traced call: the alias holds t's recorded value
         _tell_recorders(out, t, "register_buffer")
     return out
