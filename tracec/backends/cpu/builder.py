@@ -210,6 +210,10 @@ class ModuleBuilder:
             raise ValueError(f"{name} declared with two signatures")
         return name
 
+    def declared(self, name: str):
+        """The function type ``name`` was declared with here, or None."""
+        return self._decls.get(name)
+
     def global_constant(self, base: str, elt: Attribute, n: int, raw: bytes) -> str:
         """A private constant array of ``n`` elements of type ``elt`` whose
         little-endian bytes are ``raw``; its symbol name."""

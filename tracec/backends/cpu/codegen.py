@@ -2,7 +2,8 @@
 
 Owns the process's LLVM initialization and target machines.  Invariant: the
 object code is compiled at O3 for the host CPU name and features (loop and
-SLP vectorization on, the new pass manager), or, inside ``targeting(name)``
+SLP vectorization on, the new pass manager; loop strength reduction off:
+``_init``), or, inside ``targeting(name)``
 (this thread only; ``tracec build --target``), for a portable x86-64 level;
 ``target_id()`` names the target in effect so an object cached for one CPU
 is never loaded for another.  A module compiled with ``jobs`` > 1 may be
@@ -47,6 +48,17 @@ def _init() -> None:
     import llvmlite.binding as lb
     lb.initialize_native_target()
     lb.initialize_native_asmprinter()
+    # Loop strength reduction (a code-generation pass) was a third of
+    # code generation's time (emit_object: SAGAN's training step 1.33 ->
+    # 0.89 s, 10-17% of LLVM's whole time) for no measurable speed: the
+    # kernels address memory with GEPs on loop counters, which x86's
+    # base + index * scale addressing takes as they are (same outputs; a
+    # conv/Adam step, the elementwise, row-sum, softmax and GEMM rows of
+    # benchmarks/cpu_kernels.py no slower, within this machine's noise).
+    # An LLVM command-line option: process-wide, so it also holds for other
+    # llvmlite users in the process (numba), whose code it changes no
+    # result of either.
+    lb.set_option("tracec", "-disable-lsr")
 
 
 @functools.cache

@@ -35,8 +35,8 @@ import os
 import sys
 from dataclasses import dataclass
 
-from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects import func, llvm
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -189,8 +189,14 @@ SMALL_WORK = 512
 class Kernels:
     """Creates kernel functions and records how the entry calls them."""
 
-    def __init__(self, mb: ModuleBuilder, errors: list, buffer_of=lambda key: key):
+    def __init__(self, mb: ModuleBuilder, errors: list, buffer_of=lambda key: key,
+                 reuse: "Kernels | None" = None):
         self.mb = mb
+        #: the kernels of an earlier lowering of the same module, whose
+        #: functions this one may take over (``_take_over``)
+        self.reuse = reuse
+        #: a function of ``reuse`` -> its name here, once taken over
+        self.taken: dict[str, str] = {}
         self.errors = errors
         self.calls: list[Call] = []
         #: slot key -> a hashable name of the buffer it resolves to
@@ -275,6 +281,14 @@ class Kernels:
                 self._note_work(fn, declared)
                 self._call(fn, slots, n, par, can_fail, k, align, gate)
                 return
+            taken = self._take_over(key, name)
+            if taken is not None:
+                if taken != name:
+                    self.mb.release(name)
+                self.by_key[key] = (taken, False)
+                self._note_work(taken, declared)
+                self._call(taken, slots, n, par, False, k, align, gate)
+                return
         fb = self.mb.function(name, [PTR] * k + [PTR, I64, I64], I32,
                               noalias=[True] * k)
         ptrs, err, lo, hi = [fb.args[i] for i in where], fb.args[k], fb.args[k + 1], fb.args[k + 2]
@@ -304,6 +318,58 @@ class Kernels:
             self.by_key[key] = (name, can_fail)
         self._note_work(name, declared)
         self._call(name, slots, n, par, can_fail, k, align, gate)
+
+    def _take_over(self, key, name: str) -> str | None:
+        """Move the function an earlier lowering of this module (``reuse``)
+        built for ``key`` into this module, renamed ``name``, and return its
+        name here (another's, where an earlier key took it over already);
+        None where there is none or it is not self-contained.  The lowering without
+        donations (``lower_module``'s second run) emits the same steps in
+        the same order, so a key names the same body in both runs, except
+        where the body depends on run-wide numbering: a kernel that can fail
+        (its error codes) or that calls or addresses a symbol other than a
+        plain external declaration (module helpers, the GEMM library,
+        globals) is built again."""
+        reuse = self.reuse
+        if reuse is None or key not in reuse.by_key:
+            return None
+        old, can_fail = reuse.by_key[key]
+        if can_fail:
+            return None
+        if old in self.taken:
+            return self.taken[old]
+        funcs = reuse.functions()
+        fn = funcs.get(old)
+        if fn is None:
+            return None
+        needs = {}
+        for op in fn.walk():
+            for prop in ("callee", "global_name"):
+                ref = op.properties.get(prop)
+                if ref is None:
+                    continue
+                sym = ref.root_reference.data
+                fty = reuse.mb.declared(sym)
+                if fty is None or sym in reuse.mb.helpers or sym.startswith("tracec_"):
+                    return None
+                needs[sym] = fty
+        for sym, fty in needs.items():
+            self.mb.declare(sym, fty.inputs.data, fty.output)
+        del funcs[old]
+        fn.detach()
+        fn.sym_name = StringAttr(name)
+        self.mb.ops.append(fn)
+        if old in reuse.mb.wide:
+            self.mb.wide.add(name)
+        self.taken[old] = name
+        return name
+
+    def functions(self) -> dict:
+        """Function name -> ``llvm.func`` op of this lowering's module."""
+        if getattr(self, "_functions", None) is None:
+            self._functions = {op.sym_name.data: op for op in self.mb.ops
+                               if isinstance(op, llvm.FuncOp)}
+        return self._functions
 
     def _note_work(self, name: str, work) -> None:
         w = work if isinstance(work, int) else float("inf")
@@ -366,7 +432,8 @@ _COSTLY = frozenset({"exp", "expm1", "log", "log1p", "tanh", "logistic", "erf", 
 
 
 class Lowering:
-    def __init__(self, module: ModuleOp, symbol: str, profile: bool = False):
+    def __init__(self, module: ModuleOp, symbol: str, profile: bool = False,
+                 reuse: Kernels | None = None):
         #: A profiling build: the entry times every kernel call (profiling.py).
         self.profile = profile
         fns = [op for op in module.ops if isinstance(op, func.FuncOp)]
@@ -378,7 +445,7 @@ class Lowering:
         # The GEMM routines come from a library compiled once (gemm_lib).
         self.mb.use_libraries = os.environ.get("TRACEC_GEMM_LIBRARY", "1") != "0"
         self.errors: list[list[str]] = []
-        self.kernels = Kernels(self.mb, self.errors, self._buffer_of)
+        self.kernels = Kernels(self.mb, self.errors, self._buffer_of, reuse)
         self.plan = Plan()
         self.globals: dict[SSAValue, str] = {}
         self.programs: dict[Operation, tuple] = {}
@@ -1024,9 +1091,12 @@ def lower_module(module: ModuleOp, symbol: str = "tracec_main",
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 100_000))
     try:
-        low = Lowering(module, symbol, profile).run(donate)
+        first = Lowering(module, symbol, profile)
+        low = first.run(donate)
         if not low.signature["atomic"]:
-            low = Lowering(module, symbol, profile).run({})
+            # Again without donations, taking over the first run's kernels
+            # (most are the same: building them is most of the lowering).
+            low = Lowering(module, symbol, profile, reuse=first.kernels).run({})
     finally:
         sys.setrecursionlimit(limit)
     return low
