@@ -55,6 +55,8 @@ def add(x: Tensor, other: Tensor, alpha=1) -> Tensor:
     """``x.add(other, alpha=alpha)`` (``add_``'s rounding, out of place)."""
     if _reduced(x) and type(alpha) in _NUMBERS and alpha != 1:
         return add_(x.clone(), other, alpha)
+    if isinstance(alpha, Tensor):     # a lifted hyper-parameter (a 0-d tensor)
+        return x.add(scaled(other, alpha))
     return x.add(other, alpha=alpha)
 
 
