@@ -245,8 +245,9 @@ def _factory(varsize: bool = False, memory_format: bool = False):
                                        f"({fn.__name__})")
                 if memory_format is not contiguous_format:
                     rg = t.requires_grad
+                    from tracec.tensor_meta import dense_copy
                     with graph.no_grad():
-                        t = t.detach().contiguous(memory_format=memory_format)
+                        t = dense_copy(t.detach(), memory_format)
                     t.requires_grad_(rg)
             return t
         memory_format_ok = memory_format
@@ -332,7 +333,8 @@ def _formatted(t: Tensor, input, memory_format, requires_grad) -> Tensor:
     """``t`` (a new tensor like ``input``) in ``memory_format``'s layout, as
     PyTorch's ``*_like`` lay it out: ``preserve_format`` keeps ``input``'s
     channels-last layout where it has one; then ``requires_grad``."""
-    if memory_format is None and input._data.flags.c_contiguous:    # the common case
+    if memory_format is None and input._data.flags.c_contiguous and \
+            1 not in input._data.shape:    # the common case (size-one strides: keep_layout)
         return t._creation_requires_grad() if requires_grad else t
     from tracec import tensor_meta as tm
     if memory_format is None:
@@ -351,7 +353,7 @@ def _formatted(t: Tensor, input, memory_format, requires_grad) -> Tensor:
             t = tm.keep_layout(t, input)
             memory_format = tm.contiguous_format
     if memory_format is not tm.contiguous_format:
-        t = t.contiguous(memory_format=memory_format)     # checks the rank
+        t = tm.dense_copy(t, memory_format)     # checks the rank
     return t._creation_requires_grad() if requires_grad else t
 
 

@@ -81,7 +81,35 @@ _ORDERS = {channels_last: (4, (0, 2, 3, 1)), channels_last_3d: (5, (0, 2, 3, 4, 
 
 def _strides(t: Tensor) -> tuple:
     a = t._data
-    return tuple(s // a.itemsize for s in a.strides)
+    strides = a.strides
+    if not any(strides) and a.size == 0 and a.ndim:
+        # (NumPy 2 zeroes an empty array's strides; PyTorch's are those
+        # of its dense layout, each size counted as at least one)
+        return _dense_strides(a.shape, tuple(range(a.ndim)))
+    return tuple(s // a.itemsize for s in strides)
+
+
+def _restrided(a: np.ndarray, strides: tuple) -> np.ndarray:
+    """``a`` seen with ``strides`` (in elements) that differ from its own
+    only at size-one dimensions, which address nothing: the same memory,
+    the strides PyTorch reports."""
+    return np.lib.stride_tricks.as_strided(a, a.shape, tuple(s * a.itemsize for s in strides))
+
+
+def dense_copy(x: Tensor, fmt) -> Tensor:
+    """A new tensor equal to ``x`` laid out densely in ``fmt`` with
+    PyTorch's exact strides (those of size-one dimensions too), as
+    ``empty(..., memory_format=fmt)`` and ``to(memory_format=fmt)`` give."""
+    rank, order = _ORDERS.get(fmt, (x.ndim, tuple(range(x.ndim))))
+    if x.ndim != rank:
+        raise RuntimeError(f"required rank {rank} tensor to use {fmt._name} format")
+    inverse = tuple(order.index(i) for i in range(rank))
+    y = _named(ops.transpose(ops.cast(ops.transpose(x, order), x.dtype), inverse),
+               "CloneBackward0")
+    want = _dense_strides(y._data.shape, order)
+    if type(y._data) is np.ndarray and y._data.size and _strides(y) != want:
+        y._data = _restrided(y._data, want)
+    return y
 
 
 def _stride(self, dim=None):
@@ -240,8 +268,14 @@ def keep_layout(y: Tensor, x: Tensor) -> Tensor:
     Eagerly only, as ``keep_memory_format``."""
     from tracec.tensor import RECORDERS
     if RECORDERS or y._base is not None or type(y._data) is not np.ndarray or \
-            not isinstance(x, Tensor) or type(x._data) is not np.ndarray or \
-            x._data.flags.c_contiguous:
+            not isinstance(x, Tensor) or type(x._data) is not np.ndarray:
+        return y
+    if x._data.flags.c_contiguous:
+        # (dense row-major but for size-one strides: PyTorch's empty_like
+        # copies every stride of a non-overlapping, dense tensor)
+        if 1 in x._data.shape and y._data.size and y._data.shape == x._data.shape and \
+                y._data.flags.c_contiguous and _strides(y) != _strides(x):
+            y._data = _restrided(y._data, _strides(x))
         return y
     if suggest_memory_format(x) is not contiguous_format:
         return keep_memory_format(y, x)
