@@ -62,3 +62,26 @@ def test_differentiable_optimizer_steps_pass_gradients(name, kw):
     got, want = _meta_step(tracec, name, **kw), _meta_step(torch, name, **kw)
     assert got[0] == pytest.approx(want[0], rel=1e-6, abs=1e-6)
     assert got[1] == pytest.approx(want[1], rel=1e-5, abs=1e-5)
+
+
+def _storage_facts(lib, path):
+    d = lib.load(path)
+    b = d["base"]
+    facts = [(k, v.storage_offset(), v.untyped_storage().nbytes(),
+              v.untyped_storage().data_ptr() == b.untyped_storage().data_ptr(),
+              k == "other" or v.data_ptr() - b.data_ptr()) for k, v in sorted(d.items())]
+    x = lib.arange(10.)
+    z = lib.empty(0).set_(x.untyped_storage(), 2, (2, 2), (2, 1))
+    facts.append((z.storage_offset(), z.tolist(), x.untyped_storage().element_size()))
+    return facts
+
+
+def test_loaded_views_report_their_storage(tmp_path):
+    """Tensors loaded from one storage of a torch checkpoint report it:
+    ``storage_offset`` from its start, one ``untyped_storage`` (each
+    reported offset 0 and its own bytes before); ``set_(storage, offset,
+    ...)`` counts the offset from the storage's start."""
+    base = torch.arange(24.).reshape(4, 6)
+    torch.save({"base": base, "sub": base[1:3, 2:5], "row": base[2], "flat": base.view(-1)[5:],
+                "other": torch.ones(3)}, tmp_path / "v.pt")
+    assert _storage_facts(tracec, tmp_path / "v.pt") == _storage_facts(torch, tmp_path / "v.pt")
