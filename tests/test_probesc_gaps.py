@@ -85,3 +85,36 @@ def test_loaded_views_report_their_storage(tmp_path):
     torch.save({"base": base, "sub": base[1:3, 2:5], "row": base[2], "flat": base.view(-1)[5:],
                 "other": torch.ones(3)}, tmp_path / "v.pt")
     assert _storage_facts(tracec, tmp_path / "v.pt") == _storage_facts(torch, tmp_path / "v.pt")
+
+
+def _vmap_randomness(lib):
+    out = []
+    try:
+        lib.vmap(lambda a: a + lib.rand(3))(lib.ones(2, 3))
+    except RuntimeError as e:
+        out.append(str(e))
+    try:
+        lib.func.jacfwd(lambda a: a * lib.rand(3))(lib.ones(3))
+    except RuntimeError as e:
+        out.append(str(e))
+    lib.manual_seed(0)
+    same = lib.vmap(lambda a: lib.randn(20)[:3] + a, randomness="same")(lib.zeros(2, 3))
+    out.append([round(v, 5) for v in same.flatten().tolist()] + [round(lib.rand(1).item(), 5)])
+    lib.manual_seed(0)
+    drop = lib.vmap(lambda a: lib.nn.functional.dropout(lib.ones(8), 0.5), randomness="same")(
+        lib.zeros(2, 3))
+    out.append(drop.tolist())
+    for f in (lambda a: a * 2, lambda a: 3.0):
+        try:
+            lib.func.grad(f)(lib.ones(3))
+        except RuntimeError as e:
+            out.append(str(e))
+    return out
+
+
+def test_vmap_randomness_follows_torch():
+    """vmap's default ``randomness="error"`` raises at a draw (every
+    example drew before), also in ``jacfwd``; ``"same"`` gives each
+    example the same draws (each drew its own before: different dropout
+    masks); ``grad``'s messages are PyTorch's."""
+    assert _vmap_randomness(tracec) == _vmap_randomness(torch)

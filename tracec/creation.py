@@ -639,6 +639,11 @@ class Generator:
         draws give PyTorch's numbers), else None: a traced draw goes through
         the ``random_uniform`` primitive on ``state``, so compiled calls draw
         afresh."""
+        if torch_rng.VMAP_NO_RANDOM[0]:
+            raise RuntimeError(torch_rng.VMAP_RANDOM_MSG)
+        return self._eager()
+
+    def _eager(self):
         if RECORDERS or not torch_rng.STREAMS[0] or type(self.state._data) is not np.ndarray:
             return None
         return self.mt
@@ -677,7 +682,7 @@ class Generator:
         byte for byte; tracec's compiled-draw offset in a field PyTorch
         leaves 0).  While tracing, a recorded copy of the ``int64[2]``
         (seed, offset) state that compiled draws use."""
-        if self.eager_mt() is None:
+        if self._eager() is None:
             return ops.cast(self.state, dt.int64)   # a copy (recorded when traced)
         seed, offset = (int(v) for v in self.state._data)
         raw = np.frombuffer(self.mt.to_bytes(seed, offset), np.uint8).copy()
