@@ -118,3 +118,37 @@ def test_vmap_randomness_follows_torch():
     example the same draws (each drew its own before: different dropout
     masks); ``grad``'s messages are PyTorch's."""
     assert _vmap_randomness(tracec) == _vmap_randomness(torch)
+
+
+def _second_derivatives(lib):
+    lib.manual_seed(0)
+    m0 = lib.randn(3, 3, dtype=lib.float64)
+    eye = lib.eye(3, dtype=lib.float64)
+    ones = lib.ones(3, 1, dtype=lib.float64)
+    spd = lambda m: m @ m.t() + eye                              # noqa: E731
+    fns = [lib.det, lib.linalg.inv, lambda m: lib.logdet(spd(m)),
+           lambda m: lib.linalg.slogdet(spd(m)).logabsdet,
+           lambda m: lib.linalg.solve(m, ones),
+           lambda m: lib.linalg.cholesky(spd(m)),
+           lambda m: lib.cholesky_solve(ones, lib.linalg.cholesky(spd(m))),
+           lambda m: lib.linalg.solve_triangular(m.triu() + 3 * eye, ones, upper=True),
+           lambda m: lib.linalg.matrix_power(m, -2)]
+    v = lib.arange(9.0, dtype=lib.float64).reshape(3, 3) / 9
+    out = []
+    for f in fns:
+        m = m0.clone().requires_grad_()
+        g, = lib.autograd.grad(f(m).sum(), m, create_graph=True)
+        gg, = lib.autograd.grad((g * v).sum(), m)
+        out.append((g.detach().flatten().tolist(), gg.flatten().tolist()))
+    return out
+
+
+def test_linalg_second_derivatives_follow_torch():
+    """A ``create_graph`` backward through det, inv, slogdet / logdet,
+    solve, cholesky and solve_triangular gives a gradient with a graph
+    (it had none: an error, or, composed with other ops, WRONG second
+    derivatives: logdet, cholesky, cholesky_solve)."""
+    got, want = _second_derivatives(tracec), _second_derivatives(torch)
+    for (g1, gg1), (g2, gg2) in zip(got, want):
+        assert g1 == pytest.approx(g2, rel=1e-9, abs=1e-9)
+        assert gg1 == pytest.approx(gg2, rel=1e-9, abs=1e-9)

@@ -5,8 +5,10 @@ Invariant: each runs NumPy's LAPACK on its operands' values (``concrete``):
 eager only, a ``TraceError`` naming the op inside ``tracec.compile``.  Each
 is a custom ``autograd.Function``: ``inv det slogdet/logdet solve cholesky
 eigvalsh`` have their standard VJPs, ``eigh svd svdvals qr pinv pinverse
-lstsq`` PyTorch's (``linalg_grads``), all computed in NumPy (first order: a
-``create_graph`` backward through them gives a gradient without a graph).  LAPACK's failures become PyTorch's
+lstsq`` PyTorch's (``linalg_grads``), computed in NumPy; a ``create_graph``
+backward through ``inv det slogdet/logdet solve cholesky solve_triangular``
+runs their VJPs in tensor ops (a gradient with a graph: second
+derivatives), through the others gives a gradient without a graph.  LAPACK's failures become PyTorch's
 messages (singular matrix, not positive-definite).
 """
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 
 from tracec import autograd
 from tracec import dtypes as dt
+from tracec import graph as _graph
 from tracec import functions as F
 from tracec import ops
 from tracec import shape_ops as S
@@ -127,11 +130,18 @@ def _sum_to(g, shape):
     return g
 
 
-def _function(name, forward, backward=None):
+def _function(name, forward, backward=None, graph_backward=None):
     """A differentiable eager op: ``forward(ctx, *arrays) -> array`` in NumPy,
-    ``backward(ctx, g) -> tuple of arrays (or None)`` its VJP in NumPy."""
+    ``backward(ctx, g) -> tuple of arrays (or None)`` its VJP in NumPy.
+    ``graph_backward(g, *inputs) -> tuple of tensors, or None`` (the
+    inputs as given, real floating): the same VJP in differentiable tensor
+    ops, run by a ``create_graph`` backward, so the gradient has a graph
+    (a second derivative through the op); None where it does not apply
+    (the NumPy VJP then runs, its result without a graph)."""
     def fwd(ctx, *xs):
         ctx.like = xs[0]
+        if graph_backward is not None:
+            ctx.inputs = xs
         return _wrap(forward(ctx, *[_np(x, name) if isinstance(x, Tensor) else x for x in xs]),
                      xs[0])
 
@@ -139,6 +149,11 @@ def _function(name, forward, backward=None):
         if backward is None:
             raise RuntimeError(f"{name}: tracec does not implement the derivative of this "
                                "output")
+        if graph_backward is not None and _graph.is_grad_enabled() and \
+                ctx.like.dtype.is_floating_point and g.dtype.is_floating_point:
+            res = graph_backward(g, *ctx.inputs)
+            if res is not None:
+                return res
         grads = backward(ctx, _np(g, name))
         return tuple(None if r is None else _wrap(r, ctx.like) for r in grads)
     cls = type(name, (autograd.Function,), {"forward": staticmethod(fwd),
@@ -177,8 +192,13 @@ def _inv_fwd(ctx, a):
     return ctx.inv
 
 
+def _inv_graph_bwd(g, a):
+    y = inv(a).mT
+    return (-(y @ g @ y),)
+
+
 _inv = _function("LinalgInvEx", _inv_fwd,
-                 lambda ctx, g: (-_mH(ctx.inv) @ g @ _mH(ctx.inv),))
+                 lambda ctx, g: (-_mH(ctx.inv) @ g @ _mH(ctx.inv),), _inv_graph_bwd)
 
 
 def inv(input):
@@ -207,7 +227,14 @@ def _det_bwd(ctx, g):
     return (d[..., None, None] * _mT(np.linalg.inv(a)),)
 
 
-_det = _function("LinalgDet", _det_fwd, _det_bwd)
+def _det_graph_bwd(g, a):
+    d = det(a)
+    if bool((d == 0).any()):
+        return None
+    return ((g * d)[..., None, None] * inv(a).mT,)
+
+
+_det = _function("LinalgDet", _det_fwd, _det_bwd, _det_graph_bwd)
 
 
 def det(input):
@@ -230,7 +257,13 @@ def _logabsdet_bwd(ctx, g):
         return (g[..., None, None] * inv_h,)
 
 
-_logabsdet = _function("LinalgSlogdet", _logabsdet_fwd, _logabsdet_bwd)
+def _logabsdet_graph_bwd(g, a):
+    if bool((det(a.detach()) == 0).any()):
+        return None
+    return (g[..., None, None] * inv(a).mT,)
+
+
+_logabsdet = _function("LinalgSlogdet", _logabsdet_fwd, _logabsdet_bwd, _logabsdet_graph_bwd)
 
 
 def slogdet(input):
@@ -266,7 +299,23 @@ def _solve_bwd(ctx, g):
     return (_sum_to(ga, ctx.a.shape), gb)
 
 
-_solve = _function("LinalgSolveEx", _solve_fwd, _solve_bwd)
+def _sum_to_tensor(g, shape):
+    """``_sum_to`` in tensor ops."""
+    while g.ndim > len(shape):
+        g = g.sum(0)
+    for i, n in enumerate(shape):
+        if n == 1 and g.shape[i] != 1:
+            g = g.sum(i, keepdim=True)
+    return g
+
+
+def _solve_graph_bwd(g, a, b):
+    gb = _solve(a.mT, g)
+    ga = -(gb @ _solve(a, b).mT)
+    return (_sum_to_tensor(ga, tuple(a.shape)), _sum_to_tensor(gb, tuple(b.shape)))
+
+
+_solve = _function("LinalgSolveEx", _solve_fwd, _solve_bwd, _solve_graph_bwd)
 
 
 def solve(A, B, *, left=True):
@@ -296,7 +345,16 @@ def _cholesky_bwd(ctx, g):
     return (0.5 * (s + _mT(s)),)
 
 
-_cholesky = _function("LinalgCholeskyEx", _cholesky_fwd, _cholesky_bwd)
+def _cholesky_graph_bwd(g, a):
+    L = _cholesky(a)
+    phi = (L.mT @ g).tril()
+    phi = phi - 0.5 * phi.diagonal(0, -2, -1).diag_embed()
+    linv = inv(L)
+    s = linv.mT @ phi @ linv
+    return (0.5 * (s + s.mT),)
+
+
+_cholesky = _function("LinalgCholeskyEx", _cholesky_fwd, _cholesky_bwd, _cholesky_graph_bwd)
 
 
 def cholesky(A, *, upper=False):
@@ -791,9 +849,22 @@ def _tri_solve_bwd(ctx, g):
     return (_sum_to(ga, t.shape), _sum_to(gb, g.shape), None, None, None)
 
 
+def _tri_solve_graph_bwd(g, a, b, upper, left, unit):
+    x = _tri_solve(a, b, upper, left, unit)
+    if left:     # X = T^-1 B
+        gb = _tri_solve(a.mT, g, not upper, True, unit)
+        ga = -(gb @ x.mT)
+    else:        # X = B T^-1
+        gb = _tri_solve(a.mT, g, not upper, False, unit)
+        ga = -(x.mT @ gb)
+    ga = ga.triu(1 if unit else 0) if upper else ga.tril(-1 if unit else 0)
+    return (_sum_to_tensor(ga, tuple(a.shape)), _sum_to_tensor(gb, tuple(b.shape)),
+            None, None, None)
+
+
 _tri_solve = _lapack("solve_triangular", "linalg.solve_triangular: The solver failed because "
                      "the input matrix is singular.")(
-    _function("LinalgSolveTriangular", _tri_solve_fwd, _tri_solve_bwd))
+    _function("LinalgSolveTriangular", _tri_solve_fwd, _tri_solve_bwd, _tri_solve_graph_bwd))
 
 
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
