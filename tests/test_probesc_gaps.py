@@ -132,7 +132,12 @@ def _second_derivatives(lib):
            lambda m: lib.linalg.cholesky(spd(m)),
            lambda m: lib.cholesky_solve(ones, lib.linalg.cholesky(spd(m))),
            lambda m: lib.linalg.solve_triangular(m.triu() + 3 * eye, ones, upper=True),
-           lambda m: lib.linalg.matrix_power(m, -2)]
+           lambda m: lib.linalg.matrix_power(m, -2),
+           lambda m: lib.linalg.svdvals(spd(m)) * lib.arange(3.),
+           lambda m: lib.linalg.eigvalsh(spd(m)) * lib.arange(3.),
+           lambda m: lib.linalg.eigh(spd(m)).eigenvectors[:, 1:] ** 3,
+           lambda m: lib.linalg.pinv(spd(m)),
+           lambda m: lib.linalg.lstsq(spd(m), ones).solution]
     v = lib.arange(9.0, dtype=lib.float64).reshape(3, 3) / 9
     out = []
     for f in fns:
@@ -145,9 +150,10 @@ def _second_derivatives(lib):
 
 def test_linalg_second_derivatives_follow_torch():
     """A ``create_graph`` backward through det, inv, slogdet / logdet,
-    solve, cholesky and solve_triangular gives a gradient with a graph
-    (it had none: an error, or, composed with other ops, WRONG second
-    derivatives: logdet, cholesky, cholesky_solve)."""
+    solve, cholesky, solve_triangular, svdvals, eigvalsh, eigh, pinv and
+    lstsq gives a gradient with a graph (it had none: an error, or,
+    composed with other ops, WRONG second derivatives: logdet, cholesky,
+    cholesky_solve, svdvals, eigh, pinv, lstsq of m @ m.T)."""
     got, want = _second_derivatives(tracec), _second_derivatives(torch)
     for (g1, gg1), (g2, gg2) in zip(got, want):
         assert g1 == pytest.approx(g2, rel=1e-9, abs=1e-9)

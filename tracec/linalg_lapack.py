@@ -21,6 +21,7 @@ import numpy as np
 from tracec import autograd
 from tracec import dtypes as dt
 from tracec import graph as _graph
+from tracec.creation import eye as _eye
 from tracec import functions as F
 from tracec import ops
 from tracec import shape_ops as S
@@ -411,18 +412,27 @@ def _grad_np(g):
     return g._data.astype(np.float64 if g.dtype is dt.float64 else np.float32, copy=False)
 
 
-def _factorization(name, forward, backward):
+def _factorization(name, forward, backward, graph_backward=None):
     """A multi-output differentiable eager op: ``forward(ctx, a, *params)``
     returns NumPy arrays, ``backward(ctx, *grads)`` (None for an output no
-    gradient reached) the input's NumPy gradient."""
+    gradient reached) the input's NumPy gradient; ``graph_backward(grads,
+    a, *params)`` as ``_function``'s (the input's gradient tensor, or
+    None)."""
     def fwd(ctx, A, *params):
         ctx.like = A
+        if graph_backward is not None:
+            ctx.inputs = (A,) + params
         ctx.set_materialize_grads(False)
         return tuple(_wrap(o, A) for o in forward(ctx, _np(A, name), *params))
 
     def bwd(ctx, *grads):
         if all(g is None for g in grads):
             return (None,) * (1 + ctx.nparams)
+        if graph_backward is not None and _graph.is_grad_enabled() and \
+                ctx.like.dtype.is_floating_point:
+            ga = graph_backward(grads, *ctx.inputs)
+            if ga is not None:
+                return (ga,) + (None,) * ctx.nparams
         return (_wrap(backward(ctx, *[_grad_np(g) for g in grads]), ctx.like),) + \
             (None,) * ctx.nparams
     cls = type(name, (autograd.Function,), {"forward": staticmethod(fwd),
@@ -502,7 +512,16 @@ def _svd_bwd(ctx, gu, gs, gvh):
     return svd_vjp(ctx.u, ctx.s, ctx.vh, gu, gs, gvh)
 
 
-_svd = _factorization("LinalgSvdBackward0", _svd_fwd, _svd_bwd)
+def _svd_graph_bwd(grads, a, full_matrices):
+    """The singular values' part alone (``svdvals``, a loss of ``S``)."""
+    gu, gs, gvh = grads
+    if gu is not None or gvh is not None:
+        return None
+    u, s_, vh = _svd(a, False)
+    return (u * gs[..., None, :]) @ vh
+
+
+_svd = _factorization("LinalgSvdBackward0", _svd_fwd, _svd_bwd, _svd_graph_bwd)
 
 
 def _svd_input(A, name):
@@ -555,7 +574,11 @@ def _eigvalsh_bwd(ctx, g):
     return ((v * g[..., None, :]) @ _mT(v), None)
 
 
-_eigvalsh = _function("LinalgEigh", _eigvalsh_fwd, _eigvalsh_bwd)
+def _eigvalsh_graph_bwd(g, a, uplo):
+    return (_eigh_graph_bwd((g, None), a, uplo), None)
+
+
+_eigvalsh = _function("LinalgEigh", _eigvalsh_fwd, _eigvalsh_bwd, _eigvalsh_graph_bwd)
 
 
 def _hermitian(A, name):
@@ -579,8 +602,24 @@ def _eigh_fwd(ctx, a, uplo):
     return ctx.w, ctx.v
 
 
+def _eigh_graph_bwd(grads, a, uplo):
+    """``eigh_vjp`` in tensor ops."""
+    gw, gv = grads
+    w, v = _eigh(a, uplo)
+    if gv is None:
+        return (v * gw[..., None, :]) @ v.mT
+    vtgv = v.mT @ gv
+    eye = _eye(w.shape[-1], dtype=w.dtype)
+    e = w[..., None, :] - w[..., :, None] + eye
+    ret = (0.5 * (vtgv - vtgv.mT) / e) * (1 - eye)
+    if gw is not None:
+        ret = ret + gw.diag_embed()
+    return v @ ret @ v.mT
+
+
 _eigh = _factorization("LinalgEighBackward0",
-                       _eigh_fwd, lambda ctx, gw, gv: eigh_vjp(ctx.w, ctx.v, gw, gv))
+                       _eigh_fwd, lambda ctx, gw, gv: eigh_vjp(ctx.w, ctx.v, gw, gv),
+                       _eigh_graph_bwd)
 
 
 def eigh(A, UPLO="L"):  # noqa: N803
@@ -652,7 +691,9 @@ def _pinv_fwd(ctx, a, atol, rtol, hermitian=False):
 
 
 _pinv = _factorization("LinalgPinvBackward0", _pinv_fwd,
-                       lambda ctx, g: pinv_vjp(g, ctx.p, ctx.a))
+                       lambda ctx, g: pinv_vjp(g, ctx.p, ctx.a),
+                       lambda grads, a, atol, rtol, hermitian:
+                       pinv_vjp(grads[0], _pinv(a, atol, rtol, hermitian)[0], a))
 
 
 def pinv(A, *, atol=None, rtol=None, hermitian=False):
@@ -792,7 +833,13 @@ def _lstsq_bwd(ctx, g):
     return (_sum_to(ga, ctx.a.shape), _sum_to(_mT(p) @ g, ctx.b.shape), None)
 
 
-_lstsq = _function("LinalgLstsqBackward0", _lstsq_fwd, _lstsq_bwd)
+def _lstsq_graph_bwd(g, a, b, rcond):
+    p = pinv(a)
+    ga = pinv_vjp(g @ b.mT, p, a)
+    return (_sum_to_tensor(ga, tuple(a.shape)), _sum_to_tensor(p.mT @ g, tuple(b.shape)), None)
+
+
+_lstsq = _function("LinalgLstsqBackward0", _lstsq_fwd, _lstsq_bwd, _lstsq_graph_bwd)
 
 
 _LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
