@@ -158,3 +158,16 @@ def test_linalg_second_derivatives_follow_torch():
     for (g1, gg1), (g2, gg2) in zip(got, want):
         assert g1 == pytest.approx(g2, rel=1e-9, abs=1e-9)
         assert gg1 == pytest.approx(gg2, rel=1e-9, abs=1e-9)
+
+
+def _sdpa_dtype_message(lib):
+    try:
+        lib.nn.functional.scaled_dot_product_attention(
+            lib.ones(1, 2, 2), lib.ones(1, 2, 2, dtype=lib.float16), lib.ones(1, 2, 2))
+    except RuntimeError as e:
+        return str(e)
+
+
+def test_sdpa_dtype_mismatch_message_names_cpp_types():
+    """PyTorch's message names the C++ types (``float``, ``c10::Half``)."""
+    assert _sdpa_dtype_message(tracec) == _sdpa_dtype_message(torch)
