@@ -171,3 +171,26 @@ def _sdpa_dtype_message(lib):
 def test_sdpa_dtype_mismatch_message_names_cpp_types():
     """PyTorch's message names the C++ types (``float``, ``c10::Half``)."""
     assert _sdpa_dtype_message(tracec) == _sdpa_dtype_message(torch)
+
+
+def _sparse_grads(lib):
+    d = lib.tensor([[0., 2., 0.], [3., 0., 4.], [0., 0., 5.]])
+    out = []
+    for f in (lambda a: lib.sparse.mm(a, d).pow(2).sum(), lambda a: lib.sparse.sum(a * 3),
+              lambda a: (a.to_dense() + 1).pow(2).sum(),
+              lambda a: lib.sparse.addmm(lib.ones(3, 3), a, d).sum()):
+        a = d.to_sparse().requires_grad_()
+        f(a).backward()
+        out.append(a.grad.to_dense().tolist())
+    a = d.clone().requires_grad_()
+    (a.to_sparse().to_dense() * lib.arange(9.).reshape(3, 3)).sum().backward()
+    out.append(a.grad.tolist())
+    return out
+
+
+def test_sparse_input_gradients_are_masked_to_the_pattern():
+    """The gradient ``to_dense``, ``sparse.sum``, ``sparse.mm`` and
+    ``sparse.addmm`` give a COO input is zero off its specified entries,
+    as PyTorch's (WRONG values there before: the dense stand-in's
+    gradient everywhere)."""
+    assert _sparse_grads(tracec) == _sparse_grads(torch)
