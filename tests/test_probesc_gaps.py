@@ -194,3 +194,21 @@ def test_sparse_input_gradients_are_masked_to_the_pattern():
     as PyTorch's (WRONG values there before: the dense stand-in's
     gradient everywhere)."""
     assert _sparse_grads(tracec) == _sparse_grads(torch)
+
+
+def _complex_seed(lib):
+    z = lib.ones(3, dtype=lib.complex64, requires_grad=True)
+    out = []
+    for f in (lambda: z.sum().backward(), lambda: lib.autograd.grad(z.sum(), z)):
+        try:
+            f()
+            out.append(None)
+        except RuntimeError as e:
+            out.append(str(e).replace("tracec.", "torch."))    # (the dtype's module)
+    return out
+
+
+def test_backward_of_a_complex_scalar_needs_a_gradient():
+    """PyTorch creates the implicit gradient only for a real scalar (a
+    complex loss went through with a gradient of ones)."""
+    assert _complex_seed(tracec) == _complex_seed(torch)
