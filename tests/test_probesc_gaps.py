@@ -212,3 +212,20 @@ def test_backward_of_a_complex_scalar_needs_a_gradient():
     """PyTorch creates the implicit gradient only for a real scalar (a
     complex loss went through with a gradient of ones)."""
     assert _complex_seed(tracec) == _complex_seed(torch)
+
+
+def _masked_more(lib):
+    x = lib.tensor([[1., 2., 3.], [4., 5., 6.]])
+    m = lib.tensor([[True, False, True], [False, False, True]])
+    M = lib.masked
+    rs = [M.cumsum(x, 1, mask=m), M.cumprod(x, 1, mask=m), M.logsumexp(x, 1, mask=m),
+          M.logaddexp(x, x.flip(1), input_mask=m, other_mask=m.flip(0)),
+          M.median(x, 0, mask=m), M.median(lib.tensor([[1, 2, 3], [4, 5, 6]]), 1, mask=m),
+          M.normalize(x, 2.0, 1, mask=m)]
+    return [(str(r.dtype).split(".")[-1], repr(r.tolist())) for r in rs]    # (repr: nan == nan)
+
+
+def test_masked_cumulative_logsumexp_median_normalize_exist():
+    """torch.masked's cumsum, cumprod, logsumexp, logaddexp, median and
+    normalize (missing before: AttributeError)."""
+    assert _masked_more(tracec) == _masked_more(torch)
