@@ -137,7 +137,8 @@ def _second_derivatives(lib):
            lambda m: lib.linalg.eigvalsh(spd(m)) * lib.arange(3.),
            lambda m: lib.linalg.eigh(spd(m)).eigenvectors[:, 1:] ** 3,
            lambda m: lib.linalg.pinv(spd(m)),
-           lambda m: lib.linalg.lstsq(spd(m), ones).solution]
+           lambda m: lib.linalg.lstsq(spd(m), ones).solution,
+           lambda m: lib.linalg.lu_solve(*lib.linalg.lu_factor(spd(m)), ones)]
     v = lib.arange(9.0, dtype=lib.float64).reshape(3, 3) / 9
     out = []
     for f in fns:
@@ -150,10 +151,10 @@ def _second_derivatives(lib):
 
 def test_linalg_second_derivatives_follow_torch():
     """A ``create_graph`` backward through det, inv, slogdet / logdet,
-    solve, cholesky, solve_triangular, svdvals, eigvalsh, eigh, pinv and
-    lstsq gives a gradient with a graph (it had none: an error, or,
+    solve, cholesky, solve_triangular, svdvals, eigvalsh, eigh, pinv,
+    lstsq and lu_factor gives a gradient with a graph (it had none: an error, or,
     composed with other ops, WRONG second derivatives: logdet, cholesky,
-    cholesky_solve, svdvals, eigh, pinv, lstsq of m @ m.T)."""
+    cholesky_solve, svdvals, eigh, pinv, lstsq, lu_solve of m @ m.T)."""
     got, want = _second_derivatives(tracec), _second_derivatives(torch)
     for (g1, gg1), (g2, gg2) in zip(got, want):
         assert g1 == pytest.approx(g2, rel=1e-9, abs=1e-9)

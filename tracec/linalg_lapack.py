@@ -6,10 +6,11 @@ eager only, a ``TraceError`` naming the op inside ``tracec.compile``.  Each
 is a custom ``autograd.Function``: ``inv det slogdet/logdet solve cholesky
 eigvalsh`` have their standard VJPs, ``eigh svd svdvals qr pinv pinverse
 lstsq`` PyTorch's (``linalg_grads``), computed in NumPy; a ``create_graph``
-backward through ``inv det slogdet/logdet solve cholesky solve_triangular``
-runs their VJPs in tensor ops (a gradient with a graph: second
-derivatives), through the others gives a gradient without a graph.  LAPACK's failures become PyTorch's
-messages (singular matrix, not positive-definite).
+backward through ``inv det slogdet/logdet solve cholesky solve_triangular
+eigh eigvalsh svdvals pinv lstsq lu_factor`` runs their VJPs in tensor ops
+(a gradient with a graph: second derivatives), through the others (``qr``,
+``svd``'s singular vectors) gives a gradient without a graph.  LAPACK's
+failures become PyTorch's messages (singular matrix, not positive-definite).
 """
 from __future__ import annotations
 
@@ -1005,7 +1006,16 @@ def _lu_packed(A, lu_, piv):
         phi = np.tril(_mT(L) @ np.tril(g, -1), -1) + np.triu(np.triu(g) @ _mT(U))
         x = np.linalg.solve(_mT(L), phi)                      # L^-T phi
         return (ctx.P @ _mT(np.linalg.solve(U, _mT(x))),)     # ... U^-T
-    return _function("LinalgLuFactorExBackward0", forward, backward)(A)
+
+    def graph_backward(g, a):
+        if m != n:
+            return None
+        f = lu_factor(a)
+        P, L, U = lu_unpack(f.LU, f.pivots)
+        phi = (L.mT @ g.tril(-1)).tril(-1) + (g.triu() @ U.mT).triu()
+        x = solve(L.mT, phi)
+        return (P @ solve(U, x.mT).mT,)
+    return _function("LinalgLuFactorExBackward0", forward, backward, graph_backward)(A)
 
 
 def lu_factor(A, *, pivot=True):
