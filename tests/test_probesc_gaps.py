@@ -138,7 +138,8 @@ def _second_derivatives(lib):
            lambda m: lib.linalg.eigh(spd(m)).eigenvectors[:, 1:] ** 3,
            lambda m: lib.linalg.pinv(spd(m)),
            lambda m: lib.linalg.lstsq(spd(m), ones).solution,
-           lambda m: lib.linalg.lu_solve(*lib.linalg.lu_factor(spd(m)), ones)]
+           lambda m: lib.linalg.lu_solve(*lib.linalg.lu_factor(spd(m)), ones),
+           lambda m: lib.linalg.qr(spd(m)).R + lib.linalg.qr(spd(m)).Q ** 2]
     v = lib.arange(9.0, dtype=lib.float64).reshape(3, 3) / 9
     out = []
     for f in fns:
@@ -152,9 +153,10 @@ def _second_derivatives(lib):
 def test_linalg_second_derivatives_follow_torch():
     """A ``create_graph`` backward through det, inv, slogdet / logdet,
     solve, cholesky, solve_triangular, svdvals, eigvalsh, eigh, pinv,
-    lstsq and lu_factor gives a gradient with a graph (it had none: an error, or,
-    composed with other ops, WRONG second derivatives: logdet, cholesky,
-    cholesky_solve, svdvals, eigh, pinv, lstsq, lu_solve of m @ m.T)."""
+    lstsq, lu_factor and qr gives a gradient with a graph (it had none:
+    an error, or, composed with other ops, WRONG second derivatives:
+    logdet, cholesky, cholesky_solve, svdvals, eigh, pinv, lstsq,
+    lu_solve, qr of m @ m.T)."""
     got, want = _second_derivatives(tracec), _second_derivatives(torch)
     for (g1, gg1), (g2, gg2) in zip(got, want):
         assert g1 == pytest.approx(g2, rel=1e-9, abs=1e-9)

@@ -7,9 +7,10 @@ is a custom ``autograd.Function``: ``inv det slogdet/logdet solve cholesky
 eigvalsh`` have their standard VJPs, ``eigh svd svdvals qr pinv pinverse
 lstsq`` PyTorch's (``linalg_grads``), computed in NumPy; a ``create_graph``
 backward through ``inv det slogdet/logdet solve cholesky solve_triangular
-eigh eigvalsh svdvals pinv lstsq lu_factor`` runs their VJPs in tensor ops
-(a gradient with a graph: second derivatives), through the others (``qr``,
-``svd``'s singular vectors) gives a gradient without a graph.  LAPACK's
+eigh eigvalsh svdvals pinv lstsq lu_factor qr`` (a square or tall reduced
+``qr``) runs their VJPs in tensor ops (a gradient with a graph: second
+derivatives), through the others (a wide ``qr``, ``svd``'s singular
+vectors) gives a gradient without a graph.  LAPACK's
 failures become PyTorch's messages (singular matrix, not positive-definite).
 """
 from __future__ import annotations
@@ -462,7 +463,24 @@ def _qr_bwd(ctx, gq, gr):
     return qr_vjp(ctx.q, ctx.r, gq, gr)
 
 
-_qr = _factorization("LinalgQrBackward0", _qr_fwd, _qr_bwd)
+def _qr_graph_bwd(grads, a, mode):
+    """``qr_vjp``'s square-or-tall formula in tensor ops
+    (``gA = (gQ + Q copyltu(M)) R^-T``, ``M = R gR^T - gQ^T Q``); None
+    for a wide matrix or the modes ``_qr_bwd`` refuses."""
+    m, n = a.shape[-2], a.shape[-1]
+    if m < n or mode != "reduced":
+        return None
+    q, r = _qr(a, mode)
+    gq, gr = grads
+    gq = F.mul(q, 0.0) if gq is None else gq
+    gr = F.mul(r, 0.0) if gr is None else gr
+    mm = r @ gr.mT - gq.mT @ q
+    low = mm.tril(-1)
+    b = gq + q @ (low + low.mT + mm.diagonal(0, -2, -1).diag_embed())
+    return solve(r, b.mT).mT
+
+
+_qr = _factorization("LinalgQrBackward0", _qr_fwd, _qr_bwd, _qr_graph_bwd)
 
 
 def qr(A, mode="reduced"):
