@@ -405,6 +405,23 @@ def keep_sparse(out, src, dtype=None):
     return mark_sparse(out, info[0], values, info[2])
 
 
+def pattern_masked(t):
+    """``t`` itself when it is not a COO tensor needing a gradient, else
+    its values through an identity whose gradient is zero off its
+    specified entries: the gradient PyTorch's ``to_dense``,
+    ``sparse.sum`` and ``sparse.mm`` give a sparse input, only at its
+    pattern (the dense stand-in's other entries are no values of it)."""
+    info = sparse_info(t)
+    if info is None or not t.requires_grad:
+        return t
+    idx = np.asarray(info[0]._data)
+    sd = idx.shape[0]
+    mask = np.zeros(tuple(t.shape[:sd]), bool)
+    mask[tuple(idx)] = True
+    mask = mask.reshape(mask.shape + (1,) * (t.ndim - sd))
+    return ops.where(Tensor._make(mask, dt.bool_), t, ops.stop_gradient(t))
+
+
 def sparse_entries(t, info):
     """``(indices, values)`` of the COO tensor ``t`` as NumPy arrays: a
     coalesced one's values are its dense data at its indices."""

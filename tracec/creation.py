@@ -245,8 +245,9 @@ def _factory(varsize: bool = False, memory_format: bool = False):
                                        f"({fn.__name__})")
                 if memory_format is not contiguous_format:
                     rg = t.requires_grad
+                    from tracec.tensor_meta import dense_copy
                     with graph.no_grad():
-                        t = t.detach().contiguous(memory_format=memory_format)
+                        t = dense_copy(t.detach(), memory_format)
                     t.requires_grad_(rg)
             return t
         memory_format_ok = memory_format
@@ -332,7 +333,8 @@ def _formatted(t: Tensor, input, memory_format, requires_grad) -> Tensor:
     """``t`` (a new tensor like ``input``) in ``memory_format``'s layout, as
     PyTorch's ``*_like`` lay it out: ``preserve_format`` keeps ``input``'s
     channels-last layout where it has one; then ``requires_grad``."""
-    if memory_format is None and input._data.flags.c_contiguous:    # the common case
+    if memory_format is None and input._data.flags.c_contiguous and \
+            1 not in input._data.shape:    # the common case (size-one strides: keep_layout)
         return t._creation_requires_grad() if requires_grad else t
     from tracec import tensor_meta as tm
     if memory_format is None:
@@ -351,7 +353,7 @@ def _formatted(t: Tensor, input, memory_format, requires_grad) -> Tensor:
             t = tm.keep_layout(t, input)
             memory_format = tm.contiguous_format
     if memory_format is not tm.contiguous_format:
-        t = t.contiguous(memory_format=memory_format)     # checks the rank
+        t = tm.dense_copy(t, memory_format)     # checks the rank
     return t._creation_requires_grad() if requires_grad else t
 
 
@@ -637,6 +639,11 @@ class Generator:
         draws give PyTorch's numbers), else None: a traced draw goes through
         the ``random_uniform`` primitive on ``state``, so compiled calls draw
         afresh."""
+        if torch_rng.VMAP_NO_RANDOM[0]:
+            raise RuntimeError(torch_rng.VMAP_RANDOM_MSG)
+        return self._eager()
+
+    def _eager(self):
         if RECORDERS or not torch_rng.STREAMS[0] or type(self.state._data) is not np.ndarray:
             return None
         return self.mt
@@ -675,7 +682,7 @@ class Generator:
         byte for byte; tracec's compiled-draw offset in a field PyTorch
         leaves 0).  While tracing, a recorded copy of the ``int64[2]``
         (seed, offset) state that compiled draws use."""
-        if self.eager_mt() is None:
+        if self._eager() is None:
             return ops.cast(self.state, dt.int64)   # a copy (recorded when traced)
         seed, offset = (int(v) for v in self.state._data)
         raw = np.frombuffer(self.mt.to_bytes(seed, offset), np.uint8).copy()

@@ -12,8 +12,9 @@ alongside, untouched).  Differentiating transforms compose (``grad`` of
 detached result unless a caller's input already required grad.  ``vmap``
 slices each mapped input along its ``in_dims``, calls the function once per
 example and stacks the results along ``out_dims``: exact for pure
-functions; ``randomness`` is accepted, and every example draws its own
-random numbers (PyTorch's ``"different"``).  ``jacfwd`` uses reverse mode
+functions; ``randomness`` as PyTorch's: ``"error"`` (the default) raises
+at a draw, ``"same"`` gives every example the same draws, ``"different"``
+lets each example draw its own.  ``jacfwd`` uses reverse mode
 (same values).
 """
 from __future__ import annotations
@@ -122,6 +123,25 @@ def _transformed():
         _C.FUNCTORCH_DEPTH[0] -= 1
 
 
+@contextlib.contextmanager
+def _randomness(mode: str):
+    """vmap's ``randomness``: ``"error"`` makes a draw raise (PyTorch's
+    message); ``"same"`` starts every example from the default
+    generator's state at the call, so each draws what one unbatched call
+    draws, and the generator ends as after one; ``"different"`` lets the
+    examples draw in turn.  Yields what runs before each example."""
+    from tracec import creation, torch_rng
+    old = torch_rng.VMAP_NO_RANDOM[0]
+    # (the innermost vmap's mode decides)
+    torch_rng.VMAP_NO_RANDOM[0] = 1 if mode == "error" else 0
+    gen = creation.default_generator
+    state = gen.get_state() if mode == "same" and gen._eager() is not None else None
+    try:
+        yield (lambda: None) if state is None else (lambda: gen.set_state(state))
+    finally:
+        torch_rng.VMAP_NO_RANDOM[0] = old
+
+
 def _grad_and_value(func, argnums, has_aux, args, kwargs, name):
     nums = _argnums(argnums, len(args), name)
     outer = graph.is_grad_enabled()
@@ -136,9 +156,14 @@ def _grad_and_value(func, argnums, has_aux, args, kwargs, name):
                 raise RuntimeError(f"{name}(f)(*args): output of function f should be a tuple: "
                                    "(output, aux) if has_aux is True")
             out, aux = out
-        if not isinstance(out, Tensor) or out.numel() != 1 or out.dim() != 0:
-            raise RuntimeError(f"{name}(f)(*args): Expected f(*args) to return a scalar "
-                               f"Tensor, got {getattr(out, 'shape', type(out).__name__)}")
+        # (PyTorch's grad is its grad_and_value: its messages name that)
+        if not isinstance(out, Tensor):
+            raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a "
+                               f"Tensor, got {type(out)}")
+        if out.dim() != 0:
+            raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a "
+                               f"scalar Tensor, got tensor with {out.dim()} dims. Maybe you "
+                               "wanted to use the vjp or jacrev APIs instead?")
         leaves = [x for a in nums for x in _leaves(targs[a])]
         keep = keep or (outer and _reaches_outside([out], leaves))
         gs = (autograd.grad(out, leaves, create_graph=True, allow_unused=True)
@@ -335,7 +360,20 @@ def stack_module_state(models):
 
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
-    return jacrev(func, argnums, has_aux=has_aux)
+    """``jacrev``'s values; ``func`` runs under ``randomness`` as under
+    PyTorch's vmap of its jvp (``"error"``: a draw raises)."""
+    _check_randomness(randomness)
+
+    def run(*args, **kwargs):
+        with _randomness(randomness):
+            return func(*args, **kwargs)
+    return jacrev(run, argnums, has_aux=has_aux)
+
+
+def _check_randomness(randomness) -> None:
+    if randomness not in ("error", "different", "same"):
+        raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or "
+                           f"'same'. Got {randomness}")
 
 
 def hessian(func, argnums=0):
@@ -400,14 +438,12 @@ def _stack_out(outs, dims, where):
         return {k: _stack_out([o[k] for o in outs], dims[k] if isinstance(dims, dict) else dims,
                               where) for k in first}
     raise ValueError(f"vmap({where}, ...): `{where}` must only return Tensors, got type "
-                     f"{type(first).__name__}. Did you mean to set out_dims= to None for "
+                     f"{type(first)}. Did you mean to set out_dims= to None for "
                      "output?")
 
 
 def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
-    if randomness not in ("error", "different", "same"):
-        raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or "
-                           f"'same'. Got {randomness}")
+    _check_randomness(randomness)
     where = getattr(func, "__name__", repr(func))
 
     def wrapper(*args, **kwargs):
@@ -435,7 +471,10 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
                              f"tensors to have the same size in the mapped dimension, got "
                              f"sizes {sorted(sizes)} for the mapped dimension")
         n = sizes.pop()
-        with _transformed():
-            outs = [func(*_select(tuple(args), dims, i), **kwargs) for i in range(n)]
+        with _transformed(), _randomness(randomness) as before_each:
+            outs = []
+            for i in range(n):
+                before_each()
+                outs.append(func(*_select(tuple(args), dims, i), **kwargs))
         return _stack_out(outs, out_dims, where)
     return wrapper

@@ -21,7 +21,9 @@ __all__ = ["eigh_vjp", "svd_vjp", "qr_vjp", "pinv_vjp"]
 
 
 def _mT(a):
-    return np.swapaxes(a, -1, -2)
+    # (``.mT``: a NumPy array's or a tensor's, so that ``pinv_vjp``, which
+    # needs nothing else, also runs on tensors for a create_graph backward)
+    return a.mT
 
 
 def _mH(a):

@@ -5,9 +5,13 @@ Invariant: each runs NumPy's LAPACK on its operands' values (``concrete``):
 eager only, a ``TraceError`` naming the op inside ``tracec.compile``.  Each
 is a custom ``autograd.Function``: ``inv det slogdet/logdet solve cholesky
 eigvalsh`` have their standard VJPs, ``eigh svd svdvals qr pinv pinverse
-lstsq`` PyTorch's (``linalg_grads``), all computed in NumPy (first order: a
-``create_graph`` backward through them gives a gradient without a graph).  LAPACK's failures become PyTorch's
-messages (singular matrix, not positive-definite).
+lstsq`` PyTorch's (``linalg_grads``), computed in NumPy; a ``create_graph``
+backward through ``inv det slogdet/logdet solve cholesky solve_triangular
+eigh eigvalsh svdvals pinv lstsq lu_factor qr`` (a square or tall reduced
+``qr``) runs their VJPs in tensor ops (a gradient with a graph: second
+derivatives), through the others (a wide ``qr``, ``svd``'s singular
+vectors) gives a gradient without a graph.  LAPACK's
+failures become PyTorch's messages (singular matrix, not positive-definite).
 """
 from __future__ import annotations
 
@@ -18,6 +22,8 @@ import numpy as np
 
 from tracec import autograd
 from tracec import dtypes as dt
+from tracec import graph as _graph
+from tracec.creation import eye as _eye
 from tracec import functions as F
 from tracec import ops
 from tracec import shape_ops as S
@@ -127,11 +133,18 @@ def _sum_to(g, shape):
     return g
 
 
-def _function(name, forward, backward=None):
+def _function(name, forward, backward=None, graph_backward=None):
     """A differentiable eager op: ``forward(ctx, *arrays) -> array`` in NumPy,
-    ``backward(ctx, g) -> tuple of arrays (or None)`` its VJP in NumPy."""
+    ``backward(ctx, g) -> tuple of arrays (or None)`` its VJP in NumPy.
+    ``graph_backward(g, *inputs) -> tuple of tensors, or None`` (the
+    inputs as given, real floating): the same VJP in differentiable tensor
+    ops, run by a ``create_graph`` backward, so the gradient has a graph
+    (a second derivative through the op); None where it does not apply
+    (the NumPy VJP then runs, its result without a graph)."""
     def fwd(ctx, *xs):
         ctx.like = xs[0]
+        if graph_backward is not None:
+            ctx.inputs = xs
         return _wrap(forward(ctx, *[_np(x, name) if isinstance(x, Tensor) else x for x in xs]),
                      xs[0])
 
@@ -139,6 +152,11 @@ def _function(name, forward, backward=None):
         if backward is None:
             raise RuntimeError(f"{name}: tracec does not implement the derivative of this "
                                "output")
+        if graph_backward is not None and _graph.is_grad_enabled() and \
+                ctx.like.dtype.is_floating_point and g.dtype.is_floating_point:
+            res = graph_backward(g, *ctx.inputs)
+            if res is not None:
+                return res
         grads = backward(ctx, _np(g, name))
         return tuple(None if r is None else _wrap(r, ctx.like) for r in grads)
     cls = type(name, (autograd.Function,), {"forward": staticmethod(fwd),
@@ -177,8 +195,13 @@ def _inv_fwd(ctx, a):
     return ctx.inv
 
 
+def _inv_graph_bwd(g, a):
+    y = inv(a).mT
+    return (-(y @ g @ y),)
+
+
 _inv = _function("LinalgInvEx", _inv_fwd,
-                 lambda ctx, g: (-_mH(ctx.inv) @ g @ _mH(ctx.inv),))
+                 lambda ctx, g: (-_mH(ctx.inv) @ g @ _mH(ctx.inv),), _inv_graph_bwd)
 
 
 def inv(input):
@@ -207,7 +230,14 @@ def _det_bwd(ctx, g):
     return (d[..., None, None] * _mT(np.linalg.inv(a)),)
 
 
-_det = _function("LinalgDet", _det_fwd, _det_bwd)
+def _det_graph_bwd(g, a):
+    d = det(a)
+    if bool((d == 0).any()):
+        return None
+    return ((g * d)[..., None, None] * inv(a).mT,)
+
+
+_det = _function("LinalgDet", _det_fwd, _det_bwd, _det_graph_bwd)
 
 
 def det(input):
@@ -230,7 +260,13 @@ def _logabsdet_bwd(ctx, g):
         return (g[..., None, None] * inv_h,)
 
 
-_logabsdet = _function("LinalgSlogdet", _logabsdet_fwd, _logabsdet_bwd)
+def _logabsdet_graph_bwd(g, a):
+    if bool((det(a.detach()) == 0).any()):
+        return None
+    return (g[..., None, None] * inv(a).mT,)
+
+
+_logabsdet = _function("LinalgSlogdet", _logabsdet_fwd, _logabsdet_bwd, _logabsdet_graph_bwd)
 
 
 def slogdet(input):
@@ -266,7 +302,23 @@ def _solve_bwd(ctx, g):
     return (_sum_to(ga, ctx.a.shape), gb)
 
 
-_solve = _function("LinalgSolveEx", _solve_fwd, _solve_bwd)
+def _sum_to_tensor(g, shape):
+    """``_sum_to`` in tensor ops."""
+    while g.ndim > len(shape):
+        g = g.sum(0)
+    for i, n in enumerate(shape):
+        if n == 1 and g.shape[i] != 1:
+            g = g.sum(i, keepdim=True)
+    return g
+
+
+def _solve_graph_bwd(g, a, b):
+    gb = _solve(a.mT, g)
+    ga = -(gb @ _solve(a, b).mT)
+    return (_sum_to_tensor(ga, tuple(a.shape)), _sum_to_tensor(gb, tuple(b.shape)))
+
+
+_solve = _function("LinalgSolveEx", _solve_fwd, _solve_bwd, _solve_graph_bwd)
 
 
 def solve(A, B, *, left=True):
@@ -296,7 +348,16 @@ def _cholesky_bwd(ctx, g):
     return (0.5 * (s + _mT(s)),)
 
 
-_cholesky = _function("LinalgCholeskyEx", _cholesky_fwd, _cholesky_bwd)
+def _cholesky_graph_bwd(g, a):
+    L = _cholesky(a)
+    phi = (L.mT @ g).tril()
+    phi = phi - 0.5 * phi.diagonal(0, -2, -1).diag_embed()
+    linv = inv(L)
+    s = linv.mT @ phi @ linv
+    return (0.5 * (s + s.mT),)
+
+
+_cholesky = _function("LinalgCholeskyEx", _cholesky_fwd, _cholesky_bwd, _cholesky_graph_bwd)
 
 
 def cholesky(A, *, upper=False):
@@ -353,18 +414,27 @@ def _grad_np(g):
     return g._data.astype(np.float64 if g.dtype is dt.float64 else np.float32, copy=False)
 
 
-def _factorization(name, forward, backward):
+def _factorization(name, forward, backward, graph_backward=None):
     """A multi-output differentiable eager op: ``forward(ctx, a, *params)``
     returns NumPy arrays, ``backward(ctx, *grads)`` (None for an output no
-    gradient reached) the input's NumPy gradient."""
+    gradient reached) the input's NumPy gradient; ``graph_backward(grads,
+    a, *params)`` as ``_function``'s (the input's gradient tensor, or
+    None)."""
     def fwd(ctx, A, *params):
         ctx.like = A
+        if graph_backward is not None:
+            ctx.inputs = (A,) + params
         ctx.set_materialize_grads(False)
         return tuple(_wrap(o, A) for o in forward(ctx, _np(A, name), *params))
 
     def bwd(ctx, *grads):
         if all(g is None for g in grads):
             return (None,) * (1 + ctx.nparams)
+        if graph_backward is not None and _graph.is_grad_enabled() and \
+                ctx.like.dtype.is_floating_point:
+            ga = graph_backward(grads, *ctx.inputs)
+            if ga is not None:
+                return (ga,) + (None,) * ctx.nparams
         return (_wrap(backward(ctx, *[_grad_np(g) for g in grads]), ctx.like),) + \
             (None,) * ctx.nparams
     cls = type(name, (autograd.Function,), {"forward": staticmethod(fwd),
@@ -393,7 +463,24 @@ def _qr_bwd(ctx, gq, gr):
     return qr_vjp(ctx.q, ctx.r, gq, gr)
 
 
-_qr = _factorization("LinalgQrBackward0", _qr_fwd, _qr_bwd)
+def _qr_graph_bwd(grads, a, mode):
+    """``qr_vjp``'s square-or-tall formula in tensor ops
+    (``gA = (gQ + Q copyltu(M)) R^-T``, ``M = R gR^T - gQ^T Q``); None
+    for a wide matrix or the modes ``_qr_bwd`` refuses."""
+    m, n = a.shape[-2], a.shape[-1]
+    if m < n or mode != "reduced":
+        return None
+    q, r = _qr(a, mode)
+    gq, gr = grads
+    gq = F.mul(q, 0.0) if gq is None else gq
+    gr = F.mul(r, 0.0) if gr is None else gr
+    mm = r @ gr.mT - gq.mT @ q
+    low = mm.tril(-1)
+    b = gq + q @ (low + low.mT + mm.diagonal(0, -2, -1).diag_embed())
+    return solve(r, b.mT).mT
+
+
+_qr = _factorization("LinalgQrBackward0", _qr_fwd, _qr_bwd, _qr_graph_bwd)
 
 
 def qr(A, mode="reduced"):
@@ -444,7 +531,16 @@ def _svd_bwd(ctx, gu, gs, gvh):
     return svd_vjp(ctx.u, ctx.s, ctx.vh, gu, gs, gvh)
 
 
-_svd = _factorization("LinalgSvdBackward0", _svd_fwd, _svd_bwd)
+def _svd_graph_bwd(grads, a, full_matrices):
+    """The singular values' part alone (``svdvals``, a loss of ``S``)."""
+    gu, gs, gvh = grads
+    if gu is not None or gvh is not None:
+        return None
+    u, s_, vh = _svd(a, False)
+    return (u * gs[..., None, :]) @ vh
+
+
+_svd = _factorization("LinalgSvdBackward0", _svd_fwd, _svd_bwd, _svd_graph_bwd)
 
 
 def _svd_input(A, name):
@@ -497,7 +593,11 @@ def _eigvalsh_bwd(ctx, g):
     return ((v * g[..., None, :]) @ _mT(v), None)
 
 
-_eigvalsh = _function("LinalgEigh", _eigvalsh_fwd, _eigvalsh_bwd)
+def _eigvalsh_graph_bwd(g, a, uplo):
+    return (_eigh_graph_bwd((g, None), a, uplo), None)
+
+
+_eigvalsh = _function("LinalgEigh", _eigvalsh_fwd, _eigvalsh_bwd, _eigvalsh_graph_bwd)
 
 
 def _hermitian(A, name):
@@ -521,8 +621,24 @@ def _eigh_fwd(ctx, a, uplo):
     return ctx.w, ctx.v
 
 
+def _eigh_graph_bwd(grads, a, uplo):
+    """``eigh_vjp`` in tensor ops."""
+    gw, gv = grads
+    w, v = _eigh(a, uplo)
+    if gv is None:
+        return (v * gw[..., None, :]) @ v.mT
+    vtgv = v.mT @ gv
+    eye = _eye(w.shape[-1], dtype=w.dtype)
+    e = w[..., None, :] - w[..., :, None] + eye
+    ret = (0.5 * (vtgv - vtgv.mT) / e) * (1 - eye)
+    if gw is not None:
+        ret = ret + gw.diag_embed()
+    return v @ ret @ v.mT
+
+
 _eigh = _factorization("LinalgEighBackward0",
-                       _eigh_fwd, lambda ctx, gw, gv: eigh_vjp(ctx.w, ctx.v, gw, gv))
+                       _eigh_fwd, lambda ctx, gw, gv: eigh_vjp(ctx.w, ctx.v, gw, gv),
+                       _eigh_graph_bwd)
 
 
 def eigh(A, UPLO="L"):  # noqa: N803
@@ -594,7 +710,9 @@ def _pinv_fwd(ctx, a, atol, rtol, hermitian=False):
 
 
 _pinv = _factorization("LinalgPinvBackward0", _pinv_fwd,
-                       lambda ctx, g: pinv_vjp(g, ctx.p, ctx.a))
+                       lambda ctx, g: pinv_vjp(g, ctx.p, ctx.a),
+                       lambda grads, a, atol, rtol, hermitian:
+                       pinv_vjp(grads[0], _pinv(a, atol, rtol, hermitian)[0], a))
 
 
 def pinv(A, *, atol=None, rtol=None, hermitian=False):
@@ -734,7 +852,13 @@ def _lstsq_bwd(ctx, g):
     return (_sum_to(ga, ctx.a.shape), _sum_to(_mT(p) @ g, ctx.b.shape), None)
 
 
-_lstsq = _function("LinalgLstsqBackward0", _lstsq_fwd, _lstsq_bwd)
+def _lstsq_graph_bwd(g, a, b, rcond):
+    p = pinv(a)
+    ga = pinv_vjp(g @ b.mT, p, a)
+    return (_sum_to_tensor(ga, tuple(a.shape)), _sum_to_tensor(p.mT @ g, tuple(b.shape)), None)
+
+
+_lstsq = _function("LinalgLstsqBackward0", _lstsq_fwd, _lstsq_bwd, _lstsq_graph_bwd)
 
 
 _LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
@@ -791,9 +915,22 @@ def _tri_solve_bwd(ctx, g):
     return (_sum_to(ga, t.shape), _sum_to(gb, g.shape), None, None, None)
 
 
+def _tri_solve_graph_bwd(g, a, b, upper, left, unit):
+    x = _tri_solve(a, b, upper, left, unit)
+    if left:     # X = T^-1 B
+        gb = _tri_solve(a.mT, g, not upper, True, unit)
+        ga = -(gb @ x.mT)
+    else:        # X = B T^-1
+        gb = _tri_solve(a.mT, g, not upper, False, unit)
+        ga = -(x.mT @ gb)
+    ga = ga.triu(1 if unit else 0) if upper else ga.tril(-1 if unit else 0)
+    return (_sum_to_tensor(ga, tuple(a.shape)), _sum_to_tensor(gb, tuple(b.shape)),
+            None, None, None)
+
+
 _tri_solve = _lapack("solve_triangular", "linalg.solve_triangular: The solver failed because "
                      "the input matrix is singular.")(
-    _function("LinalgSolveTriangular", _tri_solve_fwd, _tri_solve_bwd))
+    _function("LinalgSolveTriangular", _tri_solve_fwd, _tri_solve_bwd, _tri_solve_graph_bwd))
 
 
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
@@ -887,7 +1024,16 @@ def _lu_packed(A, lu_, piv):
         phi = np.tril(_mT(L) @ np.tril(g, -1), -1) + np.triu(np.triu(g) @ _mT(U))
         x = np.linalg.solve(_mT(L), phi)                      # L^-T phi
         return (ctx.P @ _mT(np.linalg.solve(U, _mT(x))),)     # ... U^-T
-    return _function("LinalgLuFactorExBackward0", forward, backward)(A)
+
+    def graph_backward(g, a):
+        if m != n:
+            return None
+        f = lu_factor(a)
+        P, L, U = lu_unpack(f.LU, f.pivots)
+        phi = (L.mT @ g.tril(-1)).tril(-1) + (g.triu() @ U.mT).triu()
+        x = solve(L.mT, phi)
+        return (P @ solve(U, x.mT).mT,)
+    return _function("LinalgLuFactorExBackward0", forward, backward, graph_backward)(A)
 
 
 def lu_factor(A, *, pivot=True):

@@ -161,7 +161,7 @@ def _sparse_values(self, indices):
 def _to_dense(self, dtype=None, *, masked_grad=None):
     if C.raw_record(self) is None:
         return self if dtype is None else self.to(dtype)
-    out = F._named(ops.cast(self, self.dtype), "ToDenseBackward0")
+    out = F._named(ops.cast(C.pattern_masked(self), self.dtype), "ToDenseBackward0")
     return out if dtype is None else out.to(dtype)
 
 

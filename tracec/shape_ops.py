@@ -519,12 +519,12 @@ def clone(input, *, memory_format=None):
     channels-last input's copy is channels-last, as PyTorch's; an explicit
     format lays the copy out so."""
     from tracec import tensor_meta as tm
+    if memory_format in tm._ORDERS:
+        return tm.dense_copy(input, memory_format)
     out = _named(ops.cast(input, input.dtype), "CloneBackward0")
     if SPARSE:
         from tracec.contraction import keep_sparse
         keep_sparse(out, input)
-    if memory_format in tm._ORDERS:
-        return tm.contiguous(out, memory_format)    # (a copy already: laid out in place)
     if memory_format is None or memory_format is tm.preserve_format:
         tm.keep_layout(out, input)
     return out
@@ -569,8 +569,14 @@ def to(x, *args, **kwargs):
             raise TypeError(f"to(): unexpected argument {a!r}")
     from tracec.tensor_meta import preserve_format
     if memory_format is not None and memory_format is not preserve_format:
-        # Laid out as asked (channels_last: PyTorch's strides), then converted.
-        x = x.contiguous(memory_format=memory_format)
+        # PyTorch's to_will_alias: the tensor itself when its suggested
+        # format is the one asked for (a transposed matrix stays so under
+        # contiguous_format), else a copy laid out densely so, with
+        # PyTorch's strides; then converted.
+        from tracec import tensor_meta as tm
+        tm._check_format(memory_format, "to")
+        if tm.suggest_memory_format(x) is not memory_format:
+            x = tm.dense_copy(x, memory_format)
     if dev is not None:
         kind = to_device(dev).type
         if kind == "meta" and not x.is_meta:

@@ -15,8 +15,8 @@ import warnings
 import numpy as np
 
 from tracec import dtypes as dt
-from tracec.contraction import (coalesced_indices, mark_sparse, raw_record, sparse_coo_tensor,
-                                sparse_info, spmm)
+from tracec.contraction import (coalesced_indices, mark_sparse, pattern_masked, raw_record,
+                                sparse_coo_tensor, sparse_info, spmm)
 from tracec.contraction import addmm as _addmm
 from tracec.functions import _named
 from tracec.creation import tensor as _tensor
@@ -30,13 +30,14 @@ __all__ = ["mm", "addmm", "softmax", "log_softmax", "sum", "FloatTensor", "Doubl
 def mm(mat1, mat2):
     """``torch.sparse.mm``: the dense product; PyTorch computes a sparse
     ``mat1``'s as an addmm (its result's node is ``SparseAddmmBackward0``)."""
-    out = spmm(mat1, mat2)
+    out = spmm(pattern_masked(mat1), mat2)
     return _named(out, "SparseAddmmBackward0") if raw_record(mat1) is not None else out
 
 
 def addmm(mat, mat1, mat2, *, beta=1.0, alpha=1.0):
     """``torch.sparse.addmm``: ``beta * mat + alpha * (mat1 @ mat2)`` (dense)."""
-    return _named(_addmm(mat, mat1, mat2, beta=beta, alpha=alpha), "SparseAddmmBackward0")
+    return _named(_addmm(mat, pattern_masked(mat1), mat2, beta=beta, alpha=alpha),
+                  "SparseAddmmBackward0")
 
 
 def _masked(input, dim, log: bool, dtype):
@@ -144,9 +145,9 @@ def sum(input, dim=None, dtype=None):  # noqa: A001 - PyTorch's name
                                       "'SparseCsrCPU' backend.")
         raise RuntimeError(f"coalesce expected sparse coordinate tensor layout but got {name}")
     if dim is None:
-        return input.sum(dtype=dtype)
+        return pattern_masked(input).sum(dtype=dtype)
     dims = tuple(d % input.ndim for d in ((dim,) if isinstance(dim, int) else dim))
-    out = input.sum(dims, dtype=dtype)
+    out = pattern_masked(input).sum(dims, dtype=dtype)
     keep = [d for d in range(info[0].shape[0]) if d not in dims]
     if not keep:
         return out

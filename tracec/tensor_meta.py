@@ -81,7 +81,35 @@ _ORDERS = {channels_last: (4, (0, 2, 3, 1)), channels_last_3d: (5, (0, 2, 3, 4, 
 
 def _strides(t: Tensor) -> tuple:
     a = t._data
-    return tuple(s // a.itemsize for s in a.strides)
+    strides = a.strides
+    if not any(strides) and a.size == 0 and a.ndim:
+        # (NumPy 2 zeroes an empty array's strides; PyTorch's are those
+        # of its dense layout, each size counted as at least one)
+        return _dense_strides(a.shape, tuple(range(a.ndim)))
+    return tuple(s // a.itemsize for s in strides)
+
+
+def _restrided(a: np.ndarray, strides: tuple) -> np.ndarray:
+    """``a`` seen with ``strides`` (in elements) that differ from its own
+    only at size-one dimensions, which address nothing: the same memory,
+    the strides PyTorch reports."""
+    return np.lib.stride_tricks.as_strided(a, a.shape, tuple(s * a.itemsize for s in strides))
+
+
+def dense_copy(x: Tensor, fmt) -> Tensor:
+    """A new tensor equal to ``x`` laid out densely in ``fmt`` with
+    PyTorch's exact strides (those of size-one dimensions too), as
+    ``empty(..., memory_format=fmt)`` and ``to(memory_format=fmt)`` give."""
+    rank, order = _ORDERS.get(fmt, (x.ndim, tuple(range(x.ndim))))
+    if x.ndim != rank:
+        raise RuntimeError(f"required rank {rank} tensor to use {fmt._name} format")
+    inverse = tuple(order.index(i) for i in range(rank))
+    y = _named(ops.transpose(ops.cast(ops.transpose(x, order), x.dtype), inverse),
+               "CloneBackward0")
+    want = _dense_strides(y._data.shape, order)
+    if type(y._data) is np.ndarray and y._data.size and _strides(y) != want:
+        y._data = _restrided(y._data, want)
+    return y
 
 
 def _stride(self, dim=None):
@@ -240,8 +268,14 @@ def keep_layout(y: Tensor, x: Tensor) -> Tensor:
     Eagerly only, as ``keep_memory_format``."""
     from tracec.tensor import RECORDERS
     if RECORDERS or y._base is not None or type(y._data) is not np.ndarray or \
-            not isinstance(x, Tensor) or type(x._data) is not np.ndarray or \
-            x._data.flags.c_contiguous:
+            not isinstance(x, Tensor) or type(x._data) is not np.ndarray:
+        return y
+    if x._data.flags.c_contiguous:
+        # (dense row-major but for size-one strides: PyTorch's empty_like
+        # copies every stride of a non-overlapping, dense tensor)
+        if 1 in x._data.shape and y._data.size and y._data.shape == x._data.shape and \
+                y._data.flags.c_contiguous and _strides(y) != _strides(x):
+            y._data = _restrided(y._data, _strides(x))
         return y
     if suggest_memory_format(x) is not contiguous_format:
         return keep_memory_format(y, x)
@@ -269,7 +303,26 @@ def keep_iter_layout(y: Tensor, *inputs) -> Tensor:
 
 
 def _root(t: Tensor) -> Tensor:
-    return t._base if t._base is not None else t
+    """The tensor whose array is ``t``'s storage: its view base, or the
+    storage a base not made by a view lies in (``_storage_root``: a
+    checkpoint's storage that several loaded tensors view, the storage a
+    ``set_`` put it in), while its array still lies in that memory."""
+    r = t._base if t._base is not None else t
+    d = r.__dict__
+    s = d.get("_storage_root") if d else None
+    if s is not None:
+        a, b = r._data, s._data
+        if type(a) is np.ndarray and type(b) is np.ndarray and \
+                b.ctypes.data <= a.ctypes.data <= b.ctypes.data + b.nbytes:
+            return s
+    return r
+
+
+def set_storage_root(t: Tensor, storage: np.ndarray) -> None:
+    """Record that ``t`` (not a view) lies in ``storage``, an array of
+    its dtype other tensors may lie in too (``_root``)."""
+    root = storage if isinstance(storage, Tensor) else Tensor._make(storage, t.dtype)
+    t.__dict__["_storage_root"] = root
 
 
 def _storage_offset(self) -> int:
@@ -323,6 +376,9 @@ class UntypedStorage:
         #: ``root`` holds bfloat16 values as float32: the storage's bytes
         #: are their 2-byte patterns (``_bf16_bits``)
         self._bfloat16 = bfloat16
+
+    def element_size(self) -> int:
+        return 1
 
     @classmethod
     def from_file(cls, filename, shared: bool = False, nbytes: int = 0) -> "UntypedStorage":
@@ -469,9 +525,9 @@ def _set_(self, source=None, storage_offset: int = 0, size=None, stride=None):
     (or, given ``size``, from ``storage_offset`` of its storage with
     ``size`` / ``stride``, contiguous by default); a storage: the same from
     its bytes; nothing: an empty tensor.  Writes through either are seen
-    by the other.  ``self`` is no longer a view of what it viewed; its
-    ``storage_offset()`` counts from the memory it was set to, not from the
-    start of ``source``'s storage."""
+    by the other.  ``self`` is no longer a view of what it viewed; it lies
+    in ``source``'s storage (``_root``): its ``storage_offset()`` counts
+    from that storage's start, as PyTorch's."""
     from tracec import graph
     from tracec.tensor import RECORDERS, concrete
     if graph.is_grad_enabled() and self.requires_grad and self._node is None and \
@@ -481,6 +537,7 @@ def _set_(self, source=None, storage_offset: int = 0, size=None, stride=None):
     if RECORDERS:
         concrete(self, "set_()")        # (not recordable: the trace runs eagerly)
     np_dtype = self._data.dtype
+    root = None
     if source is None:
         arr = np.empty(0, np_dtype)
     else:
@@ -490,6 +547,7 @@ def _set_(self, source=None, storage_offset: int = 0, size=None, stride=None):
                                    f"tensor of type {_c_type(self.dtype)}")
             if size is None and not storage_offset and stride is None:
                 arr = source._data
+                root = _root(source)
             else:
                 source = _untyped_storage(source)
         if not isinstance(source, Tensor):
@@ -519,9 +577,13 @@ def _set_(self, source=None, storage_offset: int = 0, size=None, stride=None):
                                    f"storage of size {n * np_dtype.itemsize}")
             arr = np.lib.stride_tricks.as_strided(
                 typed[storage_offset:], size, tuple(int(st) * np_dtype.itemsize for st in stride))
+            root = typed
     self._data = arr
     if self._base is not None:
         self._base, self._view_chain = None, None
+    self.__dict__.pop("_storage_root", None)
+    if root is not None:
+        set_storage_root(self, root)
     self._vbox[0] += 1
     return self
 

@@ -40,6 +40,7 @@ from tracec.device import device
 from tracec.nn.parameter import Parameter
 from tracec.tensor import Size
 from tracec.tensor import Tensor
+from tracec.tensor_meta import set_storage_root
 
 __all__ = ["load_torch", "CheckpointError", "WeightsOnlyError", "add_safe_globals",
            "clear_safe_globals", "get_safe_globals", "safe_globals", "weights_only_message"]
@@ -267,6 +268,13 @@ class _Builder:
             if metadata.get("neg"):
                 arr = np.negative(arr)
         t = Tensor._make(arr, dt.bfloat16 if name == "bfloat16" else dt.from_numpy_dtype(arr.dtype))
+        if arr.size and not (isinstance(metadata, dict) and
+                             (metadata.get("conj") or metadata.get("neg"))):
+            # (views of one storage report it: offsets, untyped_storage)
+            roots = storage.__dict__.setdefault("_roots", {})
+            if name not in roots:
+                roots[name] = Tensor._make(flat, t.dtype)
+            set_storage_root(t, roots[name])
         if requires_grad:
             t.requires_grad_(True)
         return self.finish(t, storage.location)

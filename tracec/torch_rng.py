@@ -115,6 +115,14 @@ def counter_draws():
     finally:
         STREAMS[0] = old
 
+#: ``[depth]``: how many ``vmap(..., randomness="error")`` calls (PyTorch's
+#: default) are running: a draw then raises, as PyTorch's.
+VMAP_NO_RANDOM = [0]
+
+VMAP_RANDOM_MSG = ("vmap: called random operation while in randomness error mode. Please "
+                   "either use the 'same' or 'different' randomness flags on vmap or perform "
+                   "the randomness operation out of vmap")
+
 _N = 624
 _U64 = np.uint64
 

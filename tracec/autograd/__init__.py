@@ -44,6 +44,9 @@ def _seed(t: Tensor, g, create_graph, i: int = 0):
     if g is None:
         if t.numel() != 1:
             raise RuntimeError("grad can be implicitly created only for scalar outputs")
+        if t.dtype.is_complex:
+            raise RuntimeError("grad can be implicitly created only for real scalar outputs "
+                               f"but got {t.dtype}")
         ones = np.ones(t.shape, t.dtype.np)
         return Tensor._make(ones if not t.is_meta else meta_like(ones), t.dtype)
     if not isinstance(g, Tensor):

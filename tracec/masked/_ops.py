@@ -27,7 +27,8 @@ from tracec.ops.core import normalize_axis
 from tracec.tensor import Tensor
 
 __all__ = ["sum", "prod", "amax", "amin", "argmax", "argmin", "mean", "norm", "var", "std",
-           "softmax", "log_softmax", "softmin"]
+           "softmax", "log_softmax", "softmin", "cumsum", "cumprod", "logsumexp", "logaddexp",
+           "median", "normalize"]
 
 
 def _canonical_dim(dim, ndim: int) -> tuple:
@@ -53,7 +54,9 @@ def _identity(op: str, input: Tensor, ord=None):
         return math.inf if op == "norm" and ord == -math.inf else 0
     if op == "prod":
         return 1
-    if op in ("amax", "argmax"):
+    if op == "median":
+        return math.nan
+    if op in ("amax", "argmax", "logsumexp", "logaddexp"):
         return -math.inf if floating else int(np.iinfo(input.dtype.np).min)
     if op in ("amin", "argmin"):
         return math.inf if floating else int(np.iinfo(input.dtype.np).max)
@@ -193,3 +196,53 @@ def log_softmax(input, dim, *, dtype=None, mask=None):
 def softmin(input, dim, *, dtype=None, mask=None):
     data = _combine("amin", input, mask)
     return TF.softmax(TF.neg(data), _canonical_dim(dim, data.ndim)[0], dtype=dtype)
+
+
+def cumsum(input, dim, *, dtype=None, mask=None):
+    data = _combine("sum", input, mask)
+    dtype = data.dtype if dtype is None else dt.to_dtype(dtype)
+    return data.cumsum(_canonical_dim(dim, data.ndim)[0], dtype=dtype).to(dtype)
+
+
+def cumprod(input, dim, *, dtype=None, mask=None):
+    data = _combine("prod", input, mask)
+    dtype = data.dtype if dtype is None else dt.to_dtype(dtype)
+    return data.cumprod(_canonical_dim(dim, data.ndim)[0], dtype=dtype).to(dtype)
+
+
+def logsumexp(input, dim=None, *, keepdim=False, dtype=None, mask=None):
+    data = _combine("logsumexp", input, mask)
+    dtype = data.dtype if dtype is None else dt.to_dtype(dtype)
+    return TF.logsumexp(data, _canonical_dim(dim, data.ndim), keepdim=bool(keepdim)).to(dtype)
+
+
+def logaddexp(input, other, *, dtype=None, input_mask=None, other_mask=None):
+    a = _combine("logaddexp", input, input_mask)
+    b = _combine("logaddexp", other, other_mask)
+    dtype = a.dtype if dtype is None else dt.to_dtype(dtype)
+    return a.logaddexp(b).to(dtype)
+
+
+def median(input, dim=-1, *, keepdim=False, dtype=None, mask=None):
+    """The median of the masked-in elements (``nanmedian`` with the others
+    NaN); an integer input's, computed in float32, back in its dtype
+    unless a slice is fully masked out (PyTorch's ValueError)."""
+    data, mask = _unwrap(input, mask)
+    dtype = data.dtype if dtype is None else dt.to_dtype(dtype)
+    is_float = data.dtype.is_floating_point
+    if not is_float:
+        data = data.to(dt.float32)
+    data = _combine("median", data, mask)
+    out = data.nanmedian(_canonical_dim(dim, data.ndim)[0], bool(keepdim)).values
+    if is_float:
+        return out
+    if bool(TF.isnan(out).any()):
+        raise ValueError("masked median expects no fully masked out rows if dtype is not "
+                         "floating point")
+    return out.to(dtype)
+
+
+def normalize(input, ord, dim, *, eps=1e-12, dtype=None, mask=None):
+    data = _combine("sum", input, mask)
+    nrm = norm(input, ord, dim, keepdim=True, dtype=dtype, mask=mask)
+    return TF.div(data, TF.maximum(nrm, nrm.new_full([], eps)))

@@ -28,6 +28,7 @@ from tracec import functions as TF
 from tracec import ops
 from tracec import shape_ops as S
 from tracec.nn._basic import dropout, linear
+from tracec.tensor_meta import _c_type
 from tracec.nn._conv import pad
 from tracec.tensor import Tensor, eager_direct
 from tracec.wrapper_dispatch import dispatching_operand
@@ -77,8 +78,9 @@ def _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal) -> None:
                             f"Tensor, not {type(t).__name__}")
     if not (query.dtype is key.dtype is value.dtype):
         raise RuntimeError("Expected query, key, and value to have the same dtype, but got "
-                           f"query.dtype: {query.dtype} key.dtype: {key.dtype} and "
-                           f"value.dtype: {value.dtype} instead.")
+                           f"query.dtype: {_c_type(query.dtype)} key.dtype: "
+                           f"{_c_type(key.dtype)} and value.dtype: {_c_type(value.dtype)} "
+                           "instead.")
     if min(query.ndim, key.ndim, value.ndim) < 2:
         raise RuntimeError("Expected query, key, and value to all be  at least 2 dimensional, "
                            f"but got query.dim: {query.ndim} key.dim: {key.ndim} and "

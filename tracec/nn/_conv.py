@@ -1042,7 +1042,8 @@ def _adaptive_avg_poolnd(input, output_size, nsp, name):
         # reduce a strided middle axis: 1.6 ms against PyTorch's 0.06 for
         # [64, 64, 16, 16], measured)
         # (on the input as given: an unbatched one's result is mean's too)
-        return TF.mean(input, tuple(range(input.ndim - nsp, input.ndim)), keepdim=True)
+        return keep_memory_format(TF.mean(input, tuple(range(input.ndim - nsp, input.ndim)),
+                                          keepdim=True), input)
     half = x.dtype if x.dtype in (dt.bfloat16, dt.float16) else None
     if half is not None:      # in float32 over every axis, rounded once (PyTorch's kernel)
         x = ops.cast(x, dt.float32)

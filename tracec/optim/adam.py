@@ -123,6 +123,21 @@ class Adam(Optimizer):
             _f.lerp_(exp_avg, grad, _f.one_minus(beta1), small=lerp_small)
             _f.addcmul_(exp_avg_sq.mul_(beta2), grad, grad, value=1 - beta2)
 
+            if group["differentiable"]:
+                # PyTorch's differentiable branch: bias corrections as
+                # tensors of the step's dtype, folded into the denominator
+                bias_correction1 = F.sub(1, F.pow(beta1, step_t))
+                step_size_neg = F.neg(F.div(lr, bias_correction1))
+                bias_correction2_sqrt = F.sqrt(F.sub(1, F.pow(beta2, step_t)))
+                if amsgrad:
+                    max_exp_avg_sq = state["max_exp_avg_sq"]
+                    max_exp_avg_sq.copy_(F.maximum(max_exp_avg_sq.clone(), exp_avg_sq))
+                    exp_avg_sq = max_exp_avg_sq
+                denom = exp_avg_sq.sqrt().div(F.mul(bias_correction2_sqrt, step_size_neg)).add_(
+                    F.div(eps, step_size_neg))
+                _f.addcdiv_(p, exp_avg.clone(), denom)
+                continue
+
             # Bias corrections from the step tensor, in float64 as PyTorch's
             # Python-float arithmetic; mixed with float32 tensors, these 0-d
             # values are rounded to float32 as PyTorch rounds its scalars.

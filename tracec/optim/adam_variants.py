@@ -199,9 +199,12 @@ class RAdam(_AdamFamily):
             corrected = F.mul(exp_avg.div(bias_correction1), lr)
             rho_t = F.sub(rho_inf, F.div(F.mul(F.mul(step, 2), F.pow(beta2, step)),
                                          bias_correction2))
-            # sqrt of a negative before rho_t > 5: NaN, never selected
-            rect = F.sqrt(F.div(F.mul(F.mul(F.sub(rho_t, 4), F.sub(rho_t, 2)), rho_inf),
-                                F.mul(rho_t, (rho_inf - 4) * (rho_inf - 2))))
+            # (computed at rho_t > 5 only: the sqrt of a negative before
+            # would be NaN, never selected, but its gradient through
+            # ``where`` (differentiable=True) would be NaN too)
+            rho = F.where(F.gt(rho_t, 5.0), rho_t, 6.0)
+            rect = F.sqrt(F.div(F.mul(F.mul(F.sub(rho, 4), F.sub(rho, 2)), rho_inf),
+                                F.mul(rho, (rho_inf - 4) * (rho_inf - 2))))
             adaptive = F.div(F.sqrt(bias_correction2), exp_avg_sq.sqrt().add(eps))
             rectified = F.mul(F.mul(corrected, adaptive), rect)
             p.sub_(F.where(F.gt(rho_t, 5.0), rectified, corrected))

@@ -509,7 +509,9 @@ class Optimizer:
         (with grad enabled), then ``self._update_group(group)`` for each
         group under ``no_grad``; return the closure's loss."""
         loss = self._closure_loss(closure)
-        with graph.no_grad():
+        # (PyTorch's _use_grad_for_differentiable: a differentiable
+        # optimizer's update is recorded, so gradients flow through it)
+        with graph.set_grad_enabled(bool(self.defaults.get("differentiable"))):
             for group in self.param_groups:
                 self._update_group(group)
         return loss

@@ -13,8 +13,8 @@ __all__ = ["SGD"]
 
 
 def _check_flags(foreach, differentiable, fused) -> None:
-    if differentiable:
-        raise NotImplementedError("tracec.optim: differentiable=True is not supported")
+    if fused and differentiable:
+        raise RuntimeError("`fused` does not support `differentiable`")
     if fused and foreach:
         raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
 

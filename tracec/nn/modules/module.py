@@ -1061,7 +1061,7 @@ class Module:
             from tracec.tensor_meta import channels_last, channels_last_3d
             rank = {id(channels_last): 4, id(channels_last_3d): 5}.get(id(memory_format))
             if rank is not None:
-                self._apply(lambda t: t.contiguous(memory_format=memory_format)
+                self._apply(lambda t: t.to(memory_format=memory_format)
                             if t.ndim == rank else t)
         if dtype is None:
             return self
