@@ -58,11 +58,24 @@ def _atan2(y, x):
     recip`` to ``x``, recip = 1 / (x*x + y*y) with an infinite recip (the
     origin, or an underflowed sum) taken as 0, as PyTorch masks it (the
     composite's own ``abs`` would give 0 on the axes)."""
-    recip = ops.div(1.0, ops.add(ops.mul(y, y), ops.mul(x, x)))
-    recip = ops.where(ops.eq(recip, float("inf")), 0.0, recip)
+    raw = ops.div(1.0, ops.add(ops.mul(y, y), ops.mul(x, x)))
+    at_origin = ops.eq(raw, float("inf"))
+    recip = ops.where(at_origin, 0.0, raw)
     cy = ops.mul(x, recip)
     cx = ops.mul(ops.neg(y), recip)
-    return _with_grad(_atan2_value(y, x), (cy, y), (cx, x))
+    # The same coefficients with their own gradients (the first derivative
+    # differentiated: second derivatives), from finite inputs away from the
+    # origin so that those gradients are finite; where recip was infinite
+    # or an input is, the values above and no gradient.  (Those paths add
+    # zeros to the first derivative: a zero gradient on an axis is +0.0
+    # where PyTorch's is -0.0.)
+    bad = ops.logical_or(at_origin, ops.logical_or(ops.logical_not(_finite_or_nan(x)),
+                                                   ops.logical_not(_finite_or_nan(y))))
+    xs, ys = _safe(bad, 1.0, x), _safe(bad, 0.0, y)
+    recip = ops.div(1.0, ops.add(ops.mul(ys, ys), ops.mul(xs, xs)))
+    gy = ops.where(bad, ops.stop_gradient(cy), ops.mul(xs, recip))
+    gx = ops.where(bad, ops.stop_gradient(cx), ops.mul(ops.neg(ys), recip))
+    return _with_grad(_atan2_value(y, x), (cy, y, gy), (cx, x, gx))
 
 
 def _atan2_value(y, x):
@@ -88,24 +101,41 @@ def _sqrt_1m_x2(x):
     return ops.sqrt(ops.mul(ops.sub(1.0, x), ops.add(1.0, x)))
 
 
+def _finite_or_nan(v):
+    return ops.ne(ops.abs_(v), float("inf"))
+
+
 def _with_grad(value, *terms):
     """``value``'s numbers with the derivative of ``sum(c * (u - u))`` over
     ``terms`` of ``(c, u)``: each ``c`` a coefficient (its gradient stopped)
     and ``u - stop_gradient(u)`` exactly 0 where ``u`` is finite.  For
     composites whose own chain of primitives differentiates badly at a
     point (``abs`` at 0 inside ``atan2``, inf * 0 at |x| = 1 in asin /
-    acos): the terms carry PyTorch's derivative formula instead."""
+    acos): the terms carry PyTorch's derivative formula instead.
+    A term ``(c, u, c_grad)`` also carries the coefficient's own gradient:
+    ``c_grad`` has ``c``'s values and finite gradients (they are multiplied
+    by an exact 0), so a ``create_graph`` backward gives the second
+    derivatives (asin / acos need not: their terms give the right second
+    derivative with the coefficients stopped)."""
     out = ops.stop_gradient(value)
     # where the value is a number, a non-finite coefficient or operand (an
     # infinite input: inf - inf, inf * 0) counts as 0 so the value stays;
     # where it is nan, nan gradients go through as PyTorch's
     num = ops.eq(out, out)
-    for c, u in terms:
+    for c, u, *c_grad in terms:
+        c_grad = ops.neg(c_grad[0]) if c_grad else None
         c, su = ops.stop_gradient(ops.neg(c)), ops.stop_gradient(u)
         c = ops.where(ops.logical_and(num, ops.logical_not(_finite(c))), 0.0, c)
         d = ops.where(ops.logical_and(num, ops.logical_not(_finite(su))), 0.0, ops.sub(u, su))
         # out - (-c * 0 + 0.0): the + 0.0 makes the zero +0.0 whatever c's
         # sign, and x - (+0.0) is x for every x, -0.0 included
+        if c_grad is not None:
+            # (c + c) / 2 is c bit for bit (its signed zeros too), with half
+            # of c's own gradient: d(c d)/du = c' d + c, so c's whole
+            # gradient would give twice the second derivative
+            c_grad = ops.where(ops.logical_and(num, ops.logical_not(_finite(c_grad))), 0.0,
+                               c_grad)
+            c = ops.mul(ops.add(c, c_grad), 0.5)
         out = ops.sub(out, ops.add(ops.mul(c, d), 0.0))
     return out
 
