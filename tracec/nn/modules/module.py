@@ -44,6 +44,20 @@ _SCALARS = frozenset((bool, int, float, str))
 #: (``self.act = F.gelu``: the trace called that very function).
 _FUNCTIONS = frozenset((types.FunctionType, types.BuiltinFunctionType, types.MethodType,
                         functools.partial))
+#: Attribute types a module's guard compares by contents (``frozen``): a
+#: list or dict that ``forward`` changes (a queue it pops, a cache or a
+#: history it fills) is a side effect compiled calls would not repeat, one
+#: the program changes between calls is read anew.  Past ``_CONTAINER_ITEMS``
+#: items: by identity and length.
+_CONTAINERS = frozenset((list, dict))
+_CONTAINER_ITEMS = 64
+#: Attribute types whose contents may change without a setattr (the
+#: epoch covers them only while deep_immutable).
+_WATCH_CHECKED = frozenset((tuple, list, dict))
+
+
+def _container_snapshot(v):
+    return ("long", id(v), len(v)) if len(v) > _CONTAINER_ITEMS else frozen(v)
 
 __all__ = ["Module", "ATTR_WRITES", "BUFFER_WRITES", "MODE_WRITES", "PLAIN_WRITES", "ReplayedAttr",
            "replayed_token"]
@@ -303,8 +317,9 @@ class Module:
     def mode_and_tensors(self) -> tuple:
         """``self.training``, the identities of the module's own parameters,
         buffers and other tensor attributes, and the values of its plain
-        Python attributes (a Dropout's ``p``, a user's ``self.scale``): the
-        guard a traced call of this module reports (a trace bakes them in)."""
+        Python attributes (a Dropout's ``p``, a user's ``self.scale``) and
+        the contents of its list and dict attributes: the guard a traced
+        call of this module reports (a trace bakes them in)."""
         d = self.__dict__
         replayed = d.get("_tracec_replayed", ())
         # A tuple holding a list is compared by its contents now (the tuple
@@ -313,10 +328,12 @@ class Module:
         # whose own guard checks it.
         attrs = [(k, ReplayedAttr(v is None, id(v))) if k in replayed else
                  (k, LIFTED) if type(v) is SymScalar else
+                 (k, "items", _container_snapshot(v)) if type(v) in _CONTAINERS else
                  ((k, v) if type(v) is not tuple or deep_immutable(v) else (k, frozen(v)))
                  if type(v) in _PLAIN else (k, "id", id(v)) for k, v in d.items()
                  if k[0] != "_" and (type(v) in _PLAIN or isinstance(v, Tensor)
-                                     or type(v) in _FUNCTIONS or type(v) is SymScalar)]
+                                     or type(v) in _FUNCTIONS or type(v) is SymScalar
+                                     or type(v) in _CONTAINERS)]
         return (tuple(map(id, d["_parameters"].values())), tuple(map(id, d["_buffers"].values())),
                 attrs)
 
@@ -328,7 +345,7 @@ class Module:
         return (type(d.get("_parameters")) is WatchedOrderedDict
                 and type(d.get("_buffers")) is WatchedOrderedDict
                 and all(deep_immutable(v) for k, v in d.items()
-                        if k[0] != "_" and type(v) is tuple))
+                        if k[0] != "_" and type(v) in _WATCH_CHECKED))
 
     def register_forward_hook(self, hook: Callable, *, prepend: bool = False,
                               with_kwargs: bool = False, always_call: bool = False
