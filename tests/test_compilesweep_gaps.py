@@ -155,3 +155,149 @@ def test_a_global_number_read_by_a_helper_method_retraces_when_it_changes():
         np.testing.assert_allclose(b, a, rtol=1e-6)
     info = f.cache_info()
     assert info.eager_reasons == [] and info.traces == 2 and info.hits == 2, info
+
+
+# --- list and dict attributes of a module --------------------------------------
+
+class _Queue(tracec.nn.Module):
+    """A module that pops its noise from its own list (``self.queue``) and
+    counts its calls in a dict (``self.seen``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = tracec.nn.Linear(2, 2)
+        self.queue = []
+        self.seen = {}
+
+    def forward(self, x):
+        self.seen[len(self.seen)] = True
+        return self.lin(x) * len(self.seen) + self.queue.pop(0)
+
+
+def test_a_modules_list_attribute_popped_in_forward_is_not_baked_in():
+    """WRONG NUMBERS before: a module's guard held its plain values and its
+    tensors' identities, not its lists and dicts, so a compiled module that
+    popped from ``self.queue`` (and counted in ``self.seen``) returned its
+    first call's result at every call.  Now list and dict attributes are
+    guarded by contents: the change is a side effect found at the second
+    call (eager from then on, with the warning), the results are eager's."""
+    outs = []
+    for compiled in (False, True):
+        tracec.manual_seed(0)
+        m = _Queue()
+        f = tracec.compile(m, fallback="eager") if compiled else m
+        res = []
+        for i in range(4):
+            m.queue.append(tracec.full((2,), float(i)))
+            res.append(f(tracec.ones(1, 2)).detach().numpy().copy())
+        outs.append(res)
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(b, a, rtol=1e-6)
+    assert len(f.cache_info().eager_reasons) == 1
+
+
+class _Table(tracec.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = tracec.nn.Linear(2, 2)
+        self.scales = [1.0, 2.0]
+
+    def forward(self, x):
+        return self.lin(x) * self.scales[-1]
+
+
+def test_a_modules_list_attribute_changed_between_calls_retraces():
+    """A list attribute the program changes between calls (``scales[-1]``
+    read by forward) was baked in at its first contents; now it traces again."""
+    outs = []
+    for compiled in (False, True):
+        tracec.manual_seed(0)
+        m = _Table()
+        f = tracec.compile(m) if compiled else m
+        res = []
+        for i in range(4):
+            if i == 2:
+                m.scales.append(5.0)
+            res.append(f(tracec.ones(1, 2)).detach().numpy().copy())
+        outs.append(res)
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(b, a, rtol=1e-6)
+    info = f.cache_info()
+    assert info.eager_reasons == [] and info.traces == 2 and info.hits == 2, info
+
+
+# --- a custom Function whose forward shifts its input in place -----------------
+
+def _sparsemax_cls(lib):
+    class Sparsemax(lib.autograd.Function):
+        """pytorch-tabnet's SparsemaxFunction (``input -= max_val`` in place)."""
+
+        @staticmethod
+        def forward(ctx, input, dim=-1):
+            ctx.dim = dim
+            max_val, _ = input.max(dim=dim, keepdim=True)
+            input -= max_val
+            srt, _ = lib.sort(input, descending=True, dim=dim)
+            cumsum = srt.cumsum(dim) - 1
+            rhos = lib.arange(1, input.size(dim) + 1, dtype=input.dtype).view(1, -1)
+            support = rhos * srt > cumsum
+            supp = support.sum(dim=dim).unsqueeze(dim)
+            tau = cumsum.gather(dim, supp - 1) / supp.to(input.dtype)
+            output = lib.clamp(input - tau, min=0)
+            ctx.save_for_backward(supp, output)
+            return output
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            supp, output = ctx.saved_tensors
+            grad_input = grad_output.clone()
+            grad_input[output == 0] = 0
+            v_hat = (grad_input.sum(dim=ctx.dim) / supp.to(output.dtype).squeeze()).unsqueeze(ctx.dim)
+            return lib.where(output != 0, grad_input - v_hat, grad_input), None
+    return Sparsemax
+
+
+def test_a_compiled_module_differentiates_a_function_that_shifts_its_input_in_place():
+    """WRONG NUMBERS before (pytorch-tabnet's TabNet compiled, backward
+    outside): from the second call on, the gradients of every parameter
+    before the sparsemax were zero.  The trace recorded the user Function's
+    backward as the gradient of its input's value *after* the forward's
+    ``input -= max_val``, a value computed without grad; now of the value
+    before it (a copy taken before a traced forward, used when the forward
+    wrote its input), as eager autograd and PyTorch do."""
+    outs = []
+    for lib, compiled in ((torch, False), (tracec, False), (tracec, True)):
+        sparsemax = _sparsemax_cls(lib).apply
+
+        class Net(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = lib.nn.Linear(4, 5)
+                self.b = lib.nn.Linear(5, 1)
+
+            def forward(self, x):
+                return self.b(sparsemax(self.a(x), -1) * x.sum(-1, keepdim=True))
+
+        lib.manual_seed(0)
+        net = Net()
+        with lib.no_grad():
+            for i, p in enumerate(net.parameters()):
+                p.copy_(lib.tensor(np.random.default_rng(i).standard_normal(tuple(p.shape)),
+                                   dtype=lib.float32))
+        f = tracec.compile(net) if compiled else net
+        res = []
+        for i in range(3):
+            net.zero_grad()
+            x = lib.tensor(np.random.default_rng(10 + i).standard_normal((6, 4)) * 3,
+                           dtype=lib.float32)
+            loss = f(x).pow(2).sum()
+            loss.backward()
+            res.append([loss.item(), net.a.weight.grad.numpy().copy(),
+                        net.b.weight.grad.numpy().copy()])
+        outs.append(res)
+    for ref, eager, comp in zip(*outs):
+        for a, b, c in zip(ref, eager, comp):
+            np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)
+            np.testing.assert_allclose(c, b, rtol=1e-4, atol=1e-5)
+    info = f.cache_info()
+    assert info.eager_reasons == [] and info.traces == 1 and info.hits == 2, info
