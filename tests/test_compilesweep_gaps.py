@@ -349,3 +349,59 @@ def test_a_compiled_module_may_return_a_plain_object():
             np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-7)
     info = f.cache_info()
     assert info.eager_reasons == [] and info.traces == 1 and info.hits == 2, info
+
+
+# --- a counter in a submodule ------------------------------------------------
+
+class _Counted(tracec.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = tracec.nn.Linear(2, 2)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.lin(x) * (1.0 + 0.1 * self.calls)
+
+
+class _Top(tracec.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.sub = _Counted()
+
+    def forward(self, x):
+        return self.sub(x).sum()
+
+
+@pytest.mark.parametrize("wrapped", [False, True])
+def test_a_counter_in_a_submodule_is_lifted_not_traced_again(wrapped):
+    """A compiled training step calling a model whose block counts its calls
+    (``self.calls += 1``; RWKV's ``GPT.step`` reached through
+    ``torch.compile(gpt)``'s wrapper) traced again at every call: only the
+    root module's own numbers were watched for changes the call made, so
+    the block's guard failed at each call.  Now each submodule of the
+    program's class is a root: the counter is lifted (read as an input,
+    written back), one trace serves every call, and results equal eager."""
+    outs = []
+    for compiled in (False, True):
+        tracec.manual_seed(0)
+        top = _Top()
+        m = tracec.compile(top) if wrapped else top
+        opt = tracec.optim.SGD(m.parameters(), lr=0.1)
+
+        def step(x):
+            opt.zero_grad()
+            loss = m(x)
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = tracec.compile(step) if compiled else step
+        res = [f(tracec.ones(1, 2)).item() for _ in range(5)]
+        outs.append((res, top.sub.calls, top.sub.lin.weight.detach().numpy().copy()))
+    (r0, c0, w0), (r1, c1, w1) = outs
+    np.testing.assert_allclose(r1, r0, rtol=1e-5)
+    np.testing.assert_allclose(w1, w0, rtol=1e-5)
+    assert c0 == c1 == 5
+    info = f.cache_info()
+    assert info.eager_reasons == [] and info.traces == 1 and info.hits >= 3, info

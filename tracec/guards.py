@@ -239,8 +239,18 @@ def _forward_generators(module, out: list, seen: set) -> None:
       ``_reached_methods``) load or store: a global list a helper pops
       (``eps = EPS.pop(0)``) would otherwise be read once, at the trace, and
       its first element reused by every compiled call."""
-    for m in module.modules():
+    for name, m in module.named_modules():
         cls = type(m)
+        if m is not module and ("submodule", id(m)) not in seen and \
+                not (cls.__module__ or "").startswith("tracec"):
+            # A submodule of the program's class as a root of its own: a
+            # number its forward counts (``self.step += 1`` in a model that
+            # a compiled step calls through torch.compile's wrapper, or in a
+            # block) is a change the call made, lifted by the next trace,
+            # not a change of its guard at every call (a trace per call).
+            seen.add(("submodule", id(m)))
+            out.append((f"submodule '{name}' of {type(module).__qualname__}",
+                        (lambda o=m: o)))
         f = getattr(cls, "forward", None)
         if not isinstance(f, types.FunctionType) or ("forward", id(f)) in seen:
             continue
