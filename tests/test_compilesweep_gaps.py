@@ -405,3 +405,47 @@ def test_a_counter_in_a_submodule_is_lifted_not_traced_again(wrapped):
     assert c0 == c1 == 5
     info = f.cache_info()
     assert info.eager_reasons == [] and info.traces == 1 and info.hits >= 3, info
+
+
+class _MDN(tracec.nn.Module):
+    """A mixture density network's head: forward returns the mixture."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = tracec.nn.Linear(2, 3 + 3 * 2 * 2)
+
+    def forward(self, x):
+        D = tracec.distributions
+        h = self.lin(x)
+        logits, mu, ls = h[:, :3], h[:, 3:9].view(-1, 3, 2), h[:, 9:].view(-1, 3, 2)
+        return D.MixtureSameFamily(D.Categorical(logits=logits),
+                                   D.Independent(D.Normal(mu, ls.exp()), 1))
+
+
+def test_a_compiled_module_may_return_a_distribution():
+    """models16/mdn_mixture's ``MixtureDensityNetwork`` returns a
+    ``MixtureSameFamily``: the compiled module ran eagerly ("may return ...
+    not MixtureSameFamily").  Now a distribution is returned rebuilt from its
+    attributes (tensors, sizes, inner distributions) and its log_prob's
+    backward outside reaches the compiled forward."""
+    outs = []
+    for compiled in (False, True):
+        tracec.manual_seed(0)
+        m = _MDN()
+        f = tracec.compile(m) if compiled else m
+        opt = tracec.optim.Adam(m.parameters(), lr=0.01)
+        res = []
+        for i in range(3):
+            opt.zero_grad()
+            d = f(tracec.ones(4, 2) * i)
+            assert type(d).__name__ == "MixtureSameFamily" and d.batch_shape == (4,)
+            loss = -d.log_prob(tracec.ones(4, 2)).mean()
+            loss.backward()
+            opt.step()
+            res.append([loss.item(), d.mean.detach().numpy().copy()])
+        outs.append(res)
+    for a, b in zip(*outs):
+        for x, y in zip(a, b):
+            np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-6)
+    info = f.cache_info()
+    assert info.eager_reasons == [] and info.traces == 1 and info.hits == 2, info

@@ -48,7 +48,7 @@ from tracec.symbolic import Sym
 from tracec.sym_shapes import SymbolTable
 from tracec.tensor import (CONCRETE_CHECKS, EPOCH, GRAD_HOOKS, GUARD_HOOKS,  # noqa: F401
                            RECORDERS, SYM_SHAPES)
-from tracec.tensor import ITEM_HOOKS, OPAQUE_CALLS, Tensor, scalar_key, weak_scalar
+from tracec.tensor import ITEM_HOOKS, OPAQUE_CALLS, Size, Tensor, scalar_key, weak_scalar
 from tracec.item_value import COMPARISONS, DrawValue, ItemValue, plain
 
 __all__ = ["TraceError", "Trace", "Recording", "user_location", "record"]
@@ -1123,6 +1123,8 @@ class Recording:
                 values.append(self.value_of(x.source))
                 outputs.append(OutputSpec("return"))
                 return ("number", len(values) - 1)
+            if type(x) is Size and all(type(v) is int for v in x):
+                return ("const", x)     # (a returned distribution's batch shape)
             if isinstance(x, tuple) and hasattr(x, "_fields"):
                 return ("namedtuple", type(x), tuple(flatten(v) for v in x))
             if isinstance(x, (tuple, list)):
@@ -1564,7 +1566,8 @@ def _returnable_plain(x) -> bool:
     is the program's own (``pytree.plain_class``), made by ``object.__new__``
     with its state in ``__dict__`` alone."""
     tx = type(x)
-    return (plain_class(tx) and tx.__new__ is object.__new__ and "__slots__" not in vars(tx)
+    return ((plain_class(tx) or getattr(tx, "_tracec_returned_by_attributes", False))
+            and tx.__new__ is object.__new__ and "__slots__" not in vars(tx)
             and isinstance(getattr(x, "__dict__", None), dict))
 
 
