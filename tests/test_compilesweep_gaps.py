@@ -449,3 +449,37 @@ def test_a_compiled_module_may_return_a_distribution():
             np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-6)
     info = f.cache_info()
     assert info.eager_reasons == [] and info.traces == 1 and info.hits == 2, info
+
+
+def test_an_orthogonal_parametrization_compiles():
+    """``parametrizations.orthogonal`` (the matrix_exp map, a square weight's
+    default) in a compiled training step ran eagerly: its scaling and
+    squaring read the weight's norm with ``float()``.  Now the number of
+    squarings comes from decisions on the norm, which a trace speculates:
+    the step compiles, and equals eager and torch."""
+    def make(lib):
+        P = lib.nn.utils.parametrizations
+        m = lib.nn.Sequential(P.orthogonal(lib.nn.Linear(4, 4)), lib.nn.Tanh(),
+                              lib.nn.Linear(4, 2))
+        with lib.no_grad():
+            for i, p in enumerate(m.parameters()):
+                p.copy_(lib.tensor(np.random.default_rng(i).standard_normal(tuple(p.shape)),
+                                   dtype=lib.float32))
+        opt = lib.optim.SGD(m.parameters(), lr=0.5)
+
+        def step(x):
+            opt.zero_grad()
+            loss = m(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+            return (loss.detach(),)
+        return step, lambda: list(m.parameters()) + [m[0].weight]
+
+    ref, ref_state, _ = _run_steps(torch, False, 4, make, _batches)
+    eager, eager_state, _ = _run_steps(tracec, False, 4, make, _batches)
+    comp, comp_state, fn = _run_steps(tracec, True, 4, make, _batches)
+    for a, b, c in zip(ref + ref_state, eager + eager_state, comp + comp_state):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(c, b, rtol=1e-5, atol=1e-6)
+    info = fn.cache_info()
+    assert info.eager_reasons == [] and info.traces == 1 and info.hits == 3, info
