@@ -483,3 +483,42 @@ def test_an_orthogonal_parametrization_compiles():
         np.testing.assert_allclose(c, b, rtol=1e-5, atol=1e-6)
     info = fn.cache_info()
     assert info.eager_reasons == [] and info.traces == 1 and info.hits == 3, info
+
+
+class _NumpyNoise(tracec.nn.Module):
+    """attentive-neural-processes' NumpyNoiseLatentModel: ``sample`` draws
+    its noise from a NumPy generator kept as a module attribute, once per
+    ``self.eps = None`` the training loop sets."""
+
+    def __init__(self, rng):
+        super().__init__()
+        self.lin = tracec.nn.Linear(2, 2)
+        self.rng = rng
+        self.eps = None
+
+    def forward(self, x):
+        if self.eps is None:
+            self.eps = tracec.from_numpy(self.rng.normal(size=(2,)).astype(np.float32))
+        return self.lin(x) + self.eps
+
+
+def test_a_numpy_generator_a_module_draws_from_is_not_baked_in():
+    """WRONG NUMBERS before: a module's guard did not hold the state of a
+    random generator object among its attributes, so from the third call on
+    the compiled module reused the noise drawn while tracing.  Now the
+    generator's state is part of the guard: a draw in forward is a side
+    effect found at the second call (eager from then on, with the warning),
+    and the results are eager's."""
+    outs = []
+    for compiled in (False, True):
+        tracec.manual_seed(0)
+        m = _NumpyNoise(np.random.default_rng(0))
+        f = tracec.compile(m, fallback="eager") if compiled else m
+        res = []
+        for i in range(4):
+            m.eps = None
+            res.append(f(tracec.ones(1, 2)).detach().numpy().copy())
+        outs.append(res)
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(b, a, rtol=1e-6)
+    assert len(f.cache_info().eager_reasons) == 1

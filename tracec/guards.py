@@ -28,7 +28,7 @@ import types
 
 import numpy as np
 
-from tracec.mutation import EPOCH
+from tracec.mutation import EPOCH, GENERATORS, generator_state
 from tracec.nn.modules.module import Module
 from tracec.optim.optimizer import Optimizer
 from tracec.tensor import Tensor
@@ -50,29 +50,8 @@ _MISSING = ("<unbound>",)
 
 #: Random generator objects a program keeps as state (not the global
 #: ones: GlobalRNGs watches those).
-_GENERATORS = (np.random.Generator, np.random.RandomState, np.random.BitGenerator,
-               _pyrandom.Random)
-
-
-def _frozen(v):
-    """A generator state (nested dicts, lists, arrays) as comparable tuples."""
-    if isinstance(v, dict):
-        return tuple((k, _frozen(v[k])) for k in sorted(v))
-    if isinstance(v, (list, tuple)):
-        return tuple(_frozen(e) for e in v)
-    if isinstance(v, np.ndarray):
-        return v.tobytes()
-    return v
-
-
-def _generator_state(x):
-    if isinstance(x, np.random.Generator):
-        return _frozen(x.bit_generator.state)
-    if isinstance(x, np.random.BitGenerator):
-        return _frozen(x.state)
-    if isinstance(x, np.random.RandomState):
-        return _frozen(x.get_state())
-    return x.getstate()
+_GENERATORS = GENERATORS
+_generator_state = generator_state
 
 
 class _Snapshot:

@@ -24,8 +24,8 @@ from tracec import dtypes as dt
 from tracec import graph
 from tracec.device import device as _device, to_device
 from tracec.nn.parameter import Buffer, Parameter
-from tracec.mutation import (EPOCH, WatchedOrderedDict, deep_immutable, epoch_covered,
-                             frozen)
+from tracec.mutation import (EPOCH, GENERATORS, WatchedOrderedDict, deep_immutable,
+                             epoch_covered, frozen, generator_state)
 from tracec.sym_scalar import LIFTED, SymScalar
 from tracec.tensor import RECORDERS, Tensor, _tell_recorders, note_guard
 from tracec.tensor_type import typename
@@ -318,8 +318,9 @@ class Module:
         """``self.training``, the identities of the module's own parameters,
         buffers and other tensor attributes, and the values of its plain
         Python attributes (a Dropout's ``p``, a user's ``self.scale``) and
-        the contents of its list and dict attributes: the guard a traced
-        call of this module reports (a trace bakes them in)."""
+        the contents of its list and dict attributes and the states of its
+        random generator objects (a draw in forward is a side effect): the
+        guard a traced call of this module reports (a trace bakes them in)."""
         d = self.__dict__
         replayed = d.get("_tracec_replayed", ())
         # A tuple holding a list is compared by its contents now (the tuple
@@ -329,11 +330,12 @@ class Module:
         attrs = [(k, ReplayedAttr(v is None, id(v))) if k in replayed else
                  (k, LIFTED) if type(v) is SymScalar else
                  (k, "items", _container_snapshot(v)) if type(v) in _CONTAINERS else
+                 (k, "rng", generator_state(v)) if isinstance(v, GENERATORS) else
                  ((k, v) if type(v) is not tuple or deep_immutable(v) else (k, frozen(v)))
                  if type(v) in _PLAIN else (k, "id", id(v)) for k, v in d.items()
                  if k[0] != "_" and (type(v) in _PLAIN or isinstance(v, Tensor)
                                      or type(v) in _FUNCTIONS or type(v) is SymScalar
-                                     or type(v) in _CONTAINERS)]
+                                     or type(v) in _CONTAINERS or isinstance(v, GENERATORS))]
         return (tuple(map(id, d["_parameters"].values())), tuple(map(id, d["_buffers"].values())),
                 attrs)
 
@@ -344,8 +346,10 @@ class Module:
         d = self.__dict__
         return (type(d.get("_parameters")) is WatchedOrderedDict
                 and type(d.get("_buffers")) is WatchedOrderedDict
-                and all(deep_immutable(v) for k, v in d.items()
-                        if k[0] != "_" and type(v) in _WATCH_CHECKED))
+                and all(deep_immutable(v) and not isinstance(v, GENERATORS)
+                        for k, v in d.items()
+                        if k[0] != "_" and (type(v) in _WATCH_CHECKED
+                                            or isinstance(v, GENERATORS))))
 
     def register_forward_hook(self, hook: Callable, *, prepend: bool = False,
                               with_kwargs: bool = False, always_call: bool = False
