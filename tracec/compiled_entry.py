@@ -571,6 +571,10 @@ def _rebuild(tpl, returned, args, kwargs):
     if kind == "wrapper":
         return tpl[1].__tracec_unflatten__(tpl[2], [_rebuild(t, returned, args, kwargs)
                                                    for t in tpl[3]])
+    if kind == "plain":     # an object of the program's class (tracing._returnable_plain)
+        obj = object.__new__(tpl[1])
+        obj.__dict__.update((k, _rebuild(v, returned, args, kwargs)) for k, v in tpl[2])
+        return obj
     if kind == "dataclass":
         vals = [(name, init, _rebuild(v, returned, args, kwargs)) for name, init, v in tpl[2]]
         obj = tpl[1](**{n: v for n, init, v in vals if init})

@@ -28,7 +28,7 @@ import types
 
 import numpy as np
 
-from tracec.mutation import EPOCH
+from tracec.mutation import EPOCH, GENERATORS, generator_state
 from tracec.nn.modules.module import Module
 from tracec.optim.optimizer import Optimizer
 from tracec.tensor import Tensor
@@ -50,29 +50,8 @@ _MISSING = ("<unbound>",)
 
 #: Random generator objects a program keeps as state (not the global
 #: ones: GlobalRNGs watches those).
-_GENERATORS = (np.random.Generator, np.random.RandomState, np.random.BitGenerator,
-               _pyrandom.Random)
-
-
-def _frozen(v):
-    """A generator state (nested dicts, lists, arrays) as comparable tuples."""
-    if isinstance(v, dict):
-        return tuple((k, _frozen(v[k])) for k in sorted(v))
-    if isinstance(v, (list, tuple)):
-        return tuple(_frozen(e) for e in v)
-    if isinstance(v, np.ndarray):
-        return v.tobytes()
-    return v
-
-
-def _generator_state(x):
-    if isinstance(x, np.random.Generator):
-        return _frozen(x.bit_generator.state)
-    if isinstance(x, np.random.BitGenerator):
-        return _frozen(x.state)
-    if isinstance(x, np.random.RandomState):
-        return _frozen(x.get_state())
-    return x.getstate()
+_GENERATORS = GENERATORS
+_generator_state = generator_state
 
 
 class _Snapshot:
@@ -227,25 +206,86 @@ def _roots(fn, objects, out: list, seen: set, depth: int = 3) -> list:
 
 
 def _forward_generators(module, out: list, seen: set) -> None:
-    """The random generator objects (``_GENERATORS``) that the ``forward``
-    of ``module`` or of its submodules names as globals, as roots: a
-    compiled step calling the module reads them through its forward, which
-    ``_roots`` does not walk (a module guards its own attributes when
-    called), and a draw from one would otherwise be baked into the trace.
-    Only generators are added: other globals a forward reads stay unguarded,
-    as documented in docs/guards.md."""
-    for m in module.modules():
+    """Roots for what the modules of ``module`` read through their code: a
+    compiled step calling the module runs it, which ``_roots`` does not walk
+    (a module guards its own attributes when called).
+
+    - The random generator objects (``_GENERATORS``) that the ``forward`` of
+      any of them names as globals: a draw would otherwise be baked in.
+    - For a module of a class of the program's own (not tracec's), every
+      global that its ``forward`` and the methods ``forward`` reaches by
+      name (``self.reparameterize(...)``, ``self.helper`` and theirs, see
+      ``_reached_methods``) load or store: a global list a helper pops
+      (``eps = EPS.pop(0)``) would otherwise be read once, at the trace, and
+      its first element reused by every compiled call."""
+    for name, m in module.named_modules():
         cls = type(m)
+        if m is not module and ("submodule", id(m)) not in seen and \
+                not (cls.__module__ or "").startswith("tracec"):
+            # A submodule of the program's class as a root of its own: a
+            # number its forward counts (``self.step += 1`` in a model that
+            # a compiled step calls through torch.compile's wrapper, or in a
+            # block) is a change the call made, lifted by the next trace,
+            # not a change of its guard at every call (a trace per call).
+            seen.add(("submodule", id(m)))
+            out.append((f"submodule '{name}' of {type(module).__qualname__}",
+                        (lambda o=m: o)))
         f = getattr(cls, "forward", None)
         if not isinstance(f, types.FunctionType) or ("forward", id(f)) in seen:
             continue
         seen.add(("forward", id(f)))
         g = f.__globals__
+        if not _is_tracec(f):
+            for method in _reached_methods(cls, f):
+                _global_roots(method, out, seen)
+            continue
         for name in sorted(_code_names(f.__code__, set())):
             if isinstance(g.get(name), _GENERATORS):
                 out.append((f"global '{name}' of {f.__module__} (read by "
                             f"{cls.__qualname__}.forward)",
                             functools.partial(g.get, name, _MISSING)))
+
+
+def _is_tracec(f) -> bool:
+    return (f.__module__ or "").split(".")[0] == "tracec"
+
+
+def _reached_methods(cls, forward) -> list:
+    """``forward`` and the functions of ``cls`` (of the program's classes in
+    its MRO) whose names it and they mention (``co_names``: attribute names
+    too, so ``self.helper()`` reaches ``helper``)."""
+    found, todo = [], [forward]
+    while todo:
+        f = todo.pop()
+        if f in found:
+            continue
+        found.append(f)
+        for name in f.__code__.co_names:
+            v = inspect.getattr_static(cls, name, None)
+            if isinstance(v, (staticmethod, classmethod)):
+                v = v.__func__
+            if isinstance(v, types.FunctionType) and not _is_tracec(v) and v not in found:
+                todo.append(v)
+    return found
+
+
+def _global_roots(f, out: list, seen: set) -> None:
+    """Roots for the globals method ``f`` loads or stores (row 9's rule for
+    the functions a compiled function calls by name), once each."""
+    g = f.__globals__
+    for name in sorted(_code_names(f.__code__, set())):
+        if name not in g or ("global", id(g), name) in seen:
+            continue
+        seen.add(("global", id(g), name))
+        v = g[name]
+        if isinstance(v, (types.ModuleType, type)):
+            continue  # imported modules and classes: code, not data
+        out.append((f"global '{name}' of {f.__module__} (read by {f.__qualname__})",
+                    functools.partial(g.get, name, _MISSING)))
+        if isinstance(v, types.FunctionType):
+            _roots(v, [], out, seen, 2)
+        elif isinstance(v, Module):
+            _forward_generators(v, out, seen)
 
 
 def _cell(c):

@@ -22,7 +22,10 @@ seen until the next epoch change: docs/guards.md lists this limit.
 """
 from __future__ import annotations
 
+import random as _pyrandom
 from collections import OrderedDict, defaultdict
+
+import numpy as np
 
 __all__ = ["EPOCH", "bump", "WatchedList", "WatchedDict", "WatchedOrderedDict",
            "WatchedState", "Ident", "deep_immutable", "frozen", "epoch_covered", "guard_watched"]
@@ -140,6 +143,35 @@ def frozen(v, depth: int = 4):
     if depth > 0 and t is dict:
         return ("dict", tuple((k, frozen(x, depth - 1)) for k, x in v.items()))
     return ("id", id(v))
+
+
+#: Random generator objects a program keeps as state (a global, a plain
+#: object's or a module's attribute): guards compare them by their state,
+#: so a draw inside a traced call is a change the call made.
+GENERATORS = (np.random.Generator, np.random.RandomState, np.random.BitGenerator,
+              _pyrandom.Random)
+
+
+def _frozen_state(v):
+    """A generator state (nested dicts, lists, arrays) as comparable tuples."""
+    if isinstance(v, dict):
+        return tuple((k, _frozen_state(v[k])) for k in sorted(v))
+    if isinstance(v, (list, tuple)):
+        return tuple(_frozen_state(e) for e in v)
+    if isinstance(v, np.ndarray):
+        return v.tobytes()
+    return v
+
+
+def generator_state(x):
+    """The state of a ``GENERATORS`` object, comparable with ``==``."""
+    if isinstance(x, np.random.Generator):
+        return _frozen_state(x.bit_generator.state)
+    if isinstance(x, np.random.BitGenerator):
+        return _frozen_state(x.state)
+    if isinstance(x, np.random.RandomState):
+        return _frozen_state(x.get_state())
+    return x.getstate()
 
 
 def epoch_covered(method=None, *, watched: str = "_guard_watched"):

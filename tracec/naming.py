@@ -166,6 +166,9 @@ def _return_paths(tpl, prefix: str, out: dict) -> None:
     elif kind == "dataclass":
         for f, _, t in tpl[2]:
             _return_paths(t, f"{prefix}.{f}", out)
+    elif kind == "plain":
+        for f, t in tpl[2]:
+            _return_paths(t, f"{prefix}.{f}", out)
     elif kind in ("tuple", "list"):
         for i, t in enumerate(tpl[1]):
             _return_paths(t, f"{prefix}[{i}]", out)

@@ -40,7 +40,7 @@ import numpy as np
 
 from tracec.tensor import Tensor
 
-__all__ = ["flatten_args", "flatten", "resolve", "path_name", "is_dataclass_instance",
+__all__ = ["flatten_args", "flatten", "plain_class", "resolve", "path_name", "is_dataclass_instance",
            "plain_classes", "KEYED_BY_IDENTITY"]
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None))
@@ -137,6 +137,10 @@ def _plain_class(tx) -> bool:
             for c in mro))
         _plain_class_cache[tx] = ok
     return ok
+
+
+#: (public: a compiled call's returned plain objects are rebuilt by the same rule)
+plain_class = _plain_class
 
 
 def _fits(x, budget: list, depth: int) -> bool:

@@ -42,13 +42,13 @@ from tracec.naming import argument_names, name_trace
 from tracec.ops.core import PRIMITIVES, Aval
 from tracec.utils._pytree import tree_leaves
 from tracec.pytree import (KEYED_BY_IDENTITY, flatten_args, is_dataclass_instance, path_name,
-                           plain_classes, resolve)
+                           plain_class, plain_classes, resolve)
 from tracec import runtime_int, runtime_reads, symbolic
 from tracec.symbolic import Sym
 from tracec.sym_shapes import SymbolTable
 from tracec.tensor import (CONCRETE_CHECKS, EPOCH, GRAD_HOOKS, GUARD_HOOKS,  # noqa: F401
                            RECORDERS, SYM_SHAPES)
-from tracec.tensor import ITEM_HOOKS, OPAQUE_CALLS, Tensor, scalar_key, weak_scalar
+from tracec.tensor import ITEM_HOOKS, OPAQUE_CALLS, Size, Tensor, scalar_key, weak_scalar
 from tracec.item_value import COMPARISONS, DrawValue, ItemValue, plain
 
 __all__ = ["TraceError", "Trace", "Recording", "user_location", "record"]
@@ -1123,6 +1123,8 @@ class Recording:
                 values.append(self.value_of(x.source))
                 outputs.append(OutputSpec("return"))
                 return ("number", len(values) - 1)
+            if type(x) is Size and all(type(v) is int for v in x):
+                return ("const", x)     # (a returned distribution's batch shape)
             if isinstance(x, tuple) and hasattr(x, "_fields"):
                 return ("namedtuple", type(x), tuple(flatten(v) for v in x))
             if isinstance(x, (tuple, list)):
@@ -1137,9 +1139,15 @@ class Recording:
                                                     for f in dataclasses.fields(x)))
             if x is None or isinstance(x, (bool, int, float, str, np.number)):
                 return ("const", x)
+            if _returnable_plain(x):
+                # an instance of the program's own class made in the call
+                # (rectified-flow's LossBreakdown(total, main, ...)): rebuilt
+                # at each compiled call from its attributes, as eager makes a
+                # new one
+                return ("plain", type(x), tuple((k, flatten(v)) for k, v in vars(x).items()))
             raise TraceError(f"a compiled function may return tensors, numbers, strings and "
-                             f"tuples, lists, dicts, namedtuples and dataclasses of them, "
-                             f"not {type(x).__name__}")
+                             f"tuples, lists, dicts, namedtuples, dataclasses and plain "
+                             f"objects of them, not {type(x).__name__}")
 
         template = flatten(result)
         written_ids = set(self.written)
@@ -1551,6 +1559,16 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         if changes is not None and opt_locs is not None:
             trace.scalar_changes = (changes + opt_locs) or None
     return result, trace
+
+
+def _returnable_plain(x) -> bool:
+    """``x`` is a plain object a compiled call may return rebuilt: its class
+    is the program's own (``pytree.plain_class``), made by ``object.__new__``
+    with its state in ``__dict__`` alone."""
+    tx = type(x)
+    return ((plain_class(tx) or getattr(tx, "_tracec_returned_by_attributes", False))
+            and tx.__new__ is object.__new__ and "__slots__" not in vars(tx)
+            and isinstance(getattr(x, "__dict__", None), dict))
 
 
 def _user_function_behind(result):

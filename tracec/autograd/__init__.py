@@ -517,6 +517,10 @@ class Function:
         # (tabnet's sparsemax: ``input -= max_val``) must not change where
         # the gradient flows.
         nexts = tuple(_engine.edge_of(a) if isinstance(a, Tensor) else None for a in args)
+        # The same for a trace: the gradient recorded beside the forward goes
+        # to the inputs' values before it (copies made here), not to the
+        # values an in-place forward leaves in them.
+        before = _values_before(args, ctx) if RECORDERS and _engine.is_grad_enabled() else None
         with _engine.no_grad():
             out = cls.forward(*args, **kwargs) if separate else cls.forward(ctx, *args, **kwargs)
         if separate:
@@ -549,7 +553,7 @@ class Function:
                 o.requires_grad = True
                 o._node = _FunctionOutput(node, i) if isinstance(out, tuple) else node
             if RECORDERS and isinstance(out, Tensor) and out.requires_grad:
-                _record_vjp(cls, ctx, args, out)
+                _record_vjp(cls, ctx, args, out, before)
             if cls.jvp is not Function.jvp:
                 # (only where an input carries a tangent: PyTorch calls jvp
                 # then only, and a jvp may consume ctx state, `del ctx.result`)
@@ -627,7 +631,18 @@ def _refuse_inner_backward(*_):
     raise _NotRecorded
 
 
-def _record_vjp(cls, ctx, args, out) -> None:
+def _values_before(args, ctx) -> list | None:
+    """``(version, copy)`` of each input that needs a gradient, taken
+    before a traced ``Function.forward`` runs (None for the others), or None
+    if none needs one.  ``_record_vjp`` uses a copy (a recorded, differentiable
+    ``clone``) in place of an input that the forward changed in place."""
+    if not any(ctx.needs_input_grad):
+        return None
+    return [(a._version[0], a.clone()) if isinstance(a, Tensor) and ctx.needs_input_grad[i]
+            else None for i, a in enumerate(args)]
+
+
+def _record_vjp(cls, ctx, args, out, before=None) -> None:
     """While a compiled function is traced: run the user's backward once on
     a seed of ones and record it beside the forward, so that the trace's
     gradient of ``out`` (``tracec.custom_vjp``, expanded by the autodiff
@@ -653,6 +668,11 @@ def _record_vjp(cls, ctx, args, out) -> None:
         finally:
             BACKWARD_LISTENERS.remove(_refuse_inner_backward)
     grads = grads if isinstance(grads, tuple) else (grads,)
+    if before is not None:
+        # (an input the forward shifted in place, tabnet's sparsemax's
+        # ``input -= max_val``: its gradient is the value's before the shift)
+        args = [b[1] if b is not None and b[0] != a._version[0] else a
+                for a, b in zip(args, before)]
     pairs = [(args[i], grads[i]) for i in xs if i < len(grads) and isinstance(grads[i], Tensor)]
     if not pairs or any(tuple(g.shape) != tuple(x.shape) or g.dtype is not x.dtype
                         for x, g in pairs):

@@ -65,6 +65,10 @@ class Distribution:
     """The base of every distribution, with PyTorch's ``torch.distributions.Distribution``
     interface."""
     has_rsample = False
+    #: A compiled function may return one: rebuilt at each call from its
+    #: ``__dict__`` (tensors, numbers, sizes, inner distributions;
+    #: tracing._returnable_plain), as an MDN's forward returns its mixture.
+    _tracec_returned_by_attributes = True
     has_enumerate_support = False
     _validate_args = __debug__
     arg_constraints: dict = {}

@@ -8,7 +8,10 @@ Invariants (PyTorch's): ``AveragedModel`` holds a deep copy under
 function (default: the running mean ``a + (p - a) / (n + 1)``); without
 ``use_buffers`` the buffers are copied, not averaged.  ``SWALR`` anneals
 each group's lr to its ``swa_lr`` over ``anneal_epochs`` steps.  All
-averaging runs without autograd (eager only).
+averaging runs without autograd, with the counter ``n_averaged`` kept a
+tensor that Python only decides on (``bool(n == 0)``, as PyTorch writes
+it), never reads: in a compiled step a decision is speculated, a read would
+be a guard that changes at every update.
 """
 from __future__ import annotations
 
@@ -42,12 +45,14 @@ def get_ema_multi_avg_fn(decay=0.999):
 def get_swa_multi_avg_fn():
     def swa_update(averaged_param_list, current_param_list, num_averaged):
         with graph.no_grad():
-            n = float(num_averaged.item()) if hasattr(num_averaged, "item") else num_averaged
+            # ``num_averaged`` stays a tensor (PyTorch's weight 1 / (n + 1) is
+            # a 0-d tensor): a compiled step must not read the counter.
+            w = 1 / (num_averaged + 1)
             for p_avg, p_model in zip(averaged_param_list, current_param_list):
                 if p_avg.dtype.is_floating_point:
-                    p_avg.lerp_(p_model, 1 / (n + 1))
+                    p_avg.lerp_(p_model, w)
                 else:
-                    p_avg.copy_(p_avg + (p_model - p_avg) / (n + 1))
+                    p_avg.copy_(p_avg + (p_model - p_avg) / (num_averaged + 1))
     return swa_update
 
 
@@ -91,24 +96,35 @@ class AveragedModel(Module):
         model_param = (itertools.chain(model.parameters(), model.buffers())
                        if self.use_buffers else model.parameters())
         mine, theirs = [], []
-        n = int(self.n_averaged.item())
+        # Decisions on the counter, not reads of it (PyTorch's): traced, a
+        # decision is speculated, so a compiled step keeps its code from the
+        # second update on instead of tracing again for every count.
+        copy_param = bool(self.n_averaged == 0)
         for p_avg, p_model in zip(self_param, model_param):
             p_model_ = p_model.detach()
             mine.append(p_avg.detach())
             theirs.append(p_model_)
-            if n == 0:
+            if copy_param:
                 p_avg.detach().copy_(p_model_)
-        if n > 0:
+        if bool(self.n_averaged > 0):
             if self.avg_fn is None:
-                fn = self.multi_avg_fn or get_swa_multi_avg_fn()
-                # PyTorch groups by (device, dtype) before calling it.
+                # PyTorch groups by (device, dtype); on devices without
+                # foreach kernels (the CPU) its default is get_swa_avg_fn per
+                # tensor, a + (p - a) / (n + 1), not the lerp of the multi fn.
                 groups: dict = {}
                 for a, b in zip(mine, theirs):
-                    groups.setdefault(a.dtype, ([], []))
-                    groups[a.dtype][0].append(a)
-                    groups[a.dtype][1].append(b)
-                for a_list, b_list in groups.values():
-                    fn(a_list, b_list, self.n_averaged.clone())
+                    groups.setdefault((a.device.type, a.dtype), ([], []))
+                    groups[(a.device.type, a.dtype)][0].append(a)
+                    groups[(a.device.type, a.dtype)][1].append(b)
+                for (device, _), (a_list, b_list) in groups.items():
+                    if self.multi_avg_fn is not None:
+                        self.multi_avg_fn(a_list, b_list, self.n_averaged.clone())
+                    elif device == "cuda":
+                        get_swa_multi_avg_fn()(a_list, b_list, self.n_averaged.clone())
+                    else:
+                        avg_fn = get_swa_avg_fn()
+                        for a, b in zip(a_list, b_list):
+                            a.copy_(avg_fn(a, b, self.n_averaged.clone()))
             else:
                 for a, b in zip(mine, theirs):
                     a.copy_(self.avg_fn(a, b, self.n_averaged.clone()))

@@ -25,8 +25,8 @@ from tracec import dtypes as dt
 from tracec import graph
 from tracec.device import device as _device, to_device
 from tracec.nn.parameter import Buffer, Parameter
-from tracec.mutation import (EPOCH, WatchedOrderedDict, deep_immutable, epoch_covered,
-                             frozen)
+from tracec.mutation import (EPOCH, GENERATORS, WatchedOrderedDict, deep_immutable,
+                             epoch_covered, frozen, generator_state)
 from tracec.sym_scalar import LIFTED, SymScalar
 from tracec.tensor import RECORDERS, Tensor, _tell_recorders, note_guard
 from tracec.tensor_type import typename
@@ -46,6 +46,20 @@ _SCALARS = frozenset((bool, int, float, str))
 #: (``self.act = F.gelu``: the trace called that very function).
 _FUNCTIONS = frozenset((types.FunctionType, types.BuiltinFunctionType, types.MethodType,
                         functools.partial))
+#: Attribute types a module's guard compares by contents (``frozen``): a
+#: list or dict that ``forward`` changes (a queue it pops, a cache or a
+#: history it fills) is a side effect compiled calls would not repeat, one
+#: the program changes between calls is read anew.  Past ``_CONTAINER_ITEMS``
+#: items: by identity and length.
+_CONTAINERS = frozenset((list, dict))
+_CONTAINER_ITEMS = 64
+#: Attribute types whose contents may change without a setattr (the
+#: epoch covers them only while deep_immutable).
+_WATCH_CHECKED = frozenset((tuple, list, dict))
+
+
+def _container_snapshot(v):
+    return ("long", id(v), len(v)) if len(v) > _CONTAINER_ITEMS else frozen(v)
 
 __all__ = ["Module", "ATTR_WRITES", "BUFFER_WRITES", "MODE_WRITES", "PLAIN_WRITES", "ReplayedAttr",
            "replayed_token"]
@@ -394,7 +408,9 @@ class Module:
     def mode_and_tensors(self) -> tuple:
         """``self.training``, the identities of the module's own parameters,
         buffers and other tensor attributes, and the values of its plain
-        Python attributes (a Dropout's ``p``, a user's ``self.scale``): the
+        Python attributes (a Dropout's ``p``, a user's ``self.scale``) and
+        the contents of its list and dict attributes and the states of its
+        random generator objects (a draw in forward is a side effect): the
         guard a traced call of this module reports (a trace bakes them in)."""
         d = self.__dict__
         replayed = d.get("_tracec_replayed", ())
@@ -404,10 +420,13 @@ class Module:
         # whose own guard checks it.
         attrs = [(k, ReplayedAttr(v is None, id(v))) if k in replayed else
                  (k, LIFTED) if type(v) is SymScalar else
+                 (k, "items", _container_snapshot(v)) if type(v) in _CONTAINERS else
+                 (k, "rng", generator_state(v)) if isinstance(v, GENERATORS) else
                  ((k, v) if type(v) is not tuple or deep_immutable(v) else (k, frozen(v)))
                  if type(v) in _PLAIN else (k, "id", id(v)) for k, v in d.items()
                  if k[0] != "_" and (type(v) in _PLAIN or isinstance(v, Tensor)
-                                     or type(v) in _FUNCTIONS or type(v) is SymScalar)]
+                                     or type(v) in _FUNCTIONS or type(v) is SymScalar
+                                     or type(v) in _CONTAINERS or isinstance(v, GENERATORS))]
         return (tuple(map(id, d["_parameters"].values())), tuple(map(id, d["_buffers"].values())),
                 attrs)
 
@@ -418,8 +437,10 @@ class Module:
         d = self.__dict__
         return (type(d.get("_parameters")) is WatchedOrderedDict
                 and type(d.get("_buffers")) is WatchedOrderedDict
-                and all(deep_immutable(v) for k, v in d.items()
-                        if k[0] != "_" and type(v) is tuple))
+                and all(deep_immutable(v) and not isinstance(v, GENERATORS)
+                        for k, v in d.items()
+                        if k[0] != "_" and (type(v) in _WATCH_CHECKED
+                                            or isinstance(v, GENERATORS))))
 
     def register_forward_hook(self, hook: Callable, *, prepend: bool = False,
                               with_kwargs: bool = False, always_call: bool = False

@@ -19,7 +19,6 @@ scale read from the matrix norm, so it runs eagerly); ``cayley`` solves
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
@@ -48,8 +47,13 @@ def _eye(n: int, like: Tensor) -> Tensor:
 def _matrix_exp(a: Tensor) -> Tensor:
     """``exp(a)`` of square matrices: Taylor to degree 18 on ``a / 2^s``
     (``||a / 2^s||_1 <= 1/2``), then ``s`` squarings."""
-    norm = float(TF.amax(TF.sum(TF.abs(a.detach()), -2)))
-    s = max(0, math.ceil(math.log2(norm / 0.5))) if norm > 0.5 else 0
+    norm = TF.amax(TF.sum(TF.abs(a.detach()), -2))
+    # The smallest s with norm / 2^s <= 1/2, found by decisions on the norm
+    # (not a read of it): traced, each is speculated and checked at run
+    # time, so a compiled step keeps its code while s stays the same.
+    s = 0
+    while bool(norm > 0.5 * 2 ** s):
+        s += 1
     x = TF.mul(a, 1.0 / (2 ** s))
     eye = _eye(a.shape[-1], a)
     result, term = eye, eye
