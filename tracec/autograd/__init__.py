@@ -638,7 +638,7 @@ def _values_before(args, ctx) -> list | None:
     ``clone``) in place of an input that the forward changed in place."""
     if not any(ctx.needs_input_grad):
         return None
-    return [(a._version[0], a.clone()) if isinstance(a, Tensor) and ctx.needs_input_grad[i]
+    return [(a._version, a.clone()) if isinstance(a, Tensor) and ctx.needs_input_grad[i]
             else None for i, a in enumerate(args)]
 
 
@@ -671,7 +671,7 @@ def _record_vjp(cls, ctx, args, out, before=None) -> None:
     if before is not None:
         # (an input the forward shifted in place, tabnet's sparsemax's
         # ``input -= max_val``: its gradient is the value's before the shift)
-        args = [b[1] if b is not None and b[0] != a._version[0] else a
+        args = [b[1] if b is not None and b[0] != a._version else a
                 for a, b in zip(args, before)]
     pairs = [(args[i], grads[i]) for i in xs if i < len(grads) and isinstance(grads[i], Tensor)]
     if not pairs or any(tuple(g.shape) != tuple(x.shape) or g.dtype is not x.dtype
