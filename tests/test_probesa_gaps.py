@@ -260,7 +260,11 @@ def test_same_padding_even_kernel_warning_text():
             L.nn.functional.conv1d(L.zeros(1, 1, 5), L.zeros(1, 1, 4), padding="same")
         return [str(r.message) for r in rec]
     a, b = _both(f)
-    assert b == a
+    # PyTorch's is a C++ warn-once: absent when an earlier test of this
+    # worker made it
+    assert len(b) == 1 and a in (b, [])
+    assert b[0].startswith("Using padding='same' with even kernel lengths and odd dilation")
+    assert b[0].endswith("(Triggered internally at /__w/pytorch/pytorch/aten/src/ATen/native/Convolution.cpp:1101.)")
 
 
 def test_copysign_gives_other_a_zero_gradient():

@@ -153,7 +153,7 @@ from tracec.linalg import (addbmm, cholesky_inverse, cholesky_solve, lstsq,  # n
                            matrix_exp, triangular_solve, _torch_vander as vander,
                            frobenius_norm, nuclear_norm, renorm)
 from tracec.linalg_lapack import matrix_rank, lu_unpack  # noqa: E402,F401
-from tracec.linalg_householder import householder_product as orgqr  # noqa: E402,F401
+from tracec.linalg_householder import orgqr  # noqa: E402,F401
 from tracec.linalg_lapack import _torch_lu as lu, _torch_lu_solve as lu_solve  # noqa: E402,F401
 from tracec import special  # noqa: E402,F401
 from tracec.config import *  # noqa: E402,F401,F403

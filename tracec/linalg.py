@@ -36,7 +36,7 @@ from tracec.linalg_lapack import (LinAlgError, _float_input, _square, cholesky, 
                                   triangular_solve, lu, lu_factor, lu_factor_ex, lu_solve,
                                   _torch_lu, _torch_lu_solve, _torch_cholesky,
                                   _torch_qr, _torch_slogdet, _torch_svd)
-from tracec.linalg_householder import householder_product  # noqa: F401
+from tracec.linalg_householder import householder_product, orgqr  # noqa: F401
 from tracec.tensor import Tensor, concrete
 from tracec.graph import is_grad_enabled as graph_enabled
 
@@ -669,7 +669,7 @@ _TENSOR_METHODS = {
     "cholesky_solve": cholesky_solve, "cholesky_inverse": cholesky_inverse,
     "triangular_solve": triangular_solve, "lstsq": lstsq, "renorm": renorm,
     "cholesky": _torch_cholesky, "qr": _torch_qr, "svd": _torch_svd, "lu": _torch_lu,
-    "lu_solve": _torch_lu_solve, "orgqr": householder_product,
+    "lu_solve": _torch_lu_solve, "orgqr": orgqr,
 }
 for _name, _fn in _TENSOR_METHODS.items():
     setattr(Tensor, _name, _fn)

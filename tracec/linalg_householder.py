@@ -61,3 +61,9 @@ def householder_product(A, tau, *, out=None):
         out.resize_(tuple(y.shape)).copy_(y)
         return out
     return y
+
+
+def orgqr(input, input2):
+    """``torch.orgqr`` / ``Tensor.orgqr``: ``householder_product`` under
+    PyTorch's argument names for it (``input``, ``input2``)."""
+    return householder_product(input, input2)
