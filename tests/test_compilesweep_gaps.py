@@ -522,3 +522,48 @@ def test_a_numpy_generator_a_module_draws_from_is_not_baked_in():
     for a, b in zip(*outs):
         np.testing.assert_allclose(b, a, rtol=1e-6)
     assert len(f.cache_info().eager_reasons) == 1
+
+
+class _ClassCounter(tracec.nn.Module):
+    step = 0
+
+    def __init__(self):
+        super().__init__()
+        self.lin = tracec.nn.Linear(2, 2)
+
+    def forward(self, x):
+        _ClassCounter.step += 1
+        return self.lin(x) * _ClassCounter.step
+
+
+class _TypeCounter(_ClassCounter):
+    ticks = 0.5
+
+    def forward(self, x):
+        type(self).ticks += 1
+        return self.lin(x) * type(self).ticks
+
+
+@pytest.mark.parametrize("cls", [_ClassCounter, _TypeCounter])
+@pytest.mark.parametrize("how", ["module", "step"])
+def test_a_class_attribute_counted_in_forward_is_not_baked_in(cls, how):
+    """WRONG NUMBERS before: a class attribute a ``forward`` reads and
+    counts (``C.step += 1``, ``type(self).ticks += 1``) was a constant of
+    the trace: every compiled call multiplied by the traced call's count and
+    left the counter where it was.  Now the data attributes of the program's
+    classes are roots of the guard: the change is lifted (read as an input,
+    written back) as a module attribute's."""
+    outs, counts = [], []
+    for compiled in (False, True):
+        tracec.manual_seed(0)
+        cls.step, cls.ticks = 0, 0.5
+        m = cls()
+        fn = m if how == "module" else (lambda x: m(x).sum())
+        f = tracec.compile(fn) if compiled else fn
+        outs.append([f(tracec.ones(1, 2)).detach().numpy().copy() for _ in range(5)])
+        counts.append((cls.step, cls.ticks))
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(b, a, rtol=1e-6)
+    assert counts[0] == counts[1]
+    info = f.cache_info()
+    assert info.traces <= 2 and not info.eager_reasons, info

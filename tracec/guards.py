@@ -191,8 +191,11 @@ def _roots(fn, objects, out: list, seen: set, depth: int = 3) -> list:
     for name in sorted(_code_names(code, set())):
         if name in g:
             v = g[name]
-            if isinstance(v, (types.ModuleType, type)):
-                continue  # imported modules and classes: code, not data
+            if isinstance(v, type):
+                _class_roots(v, out, seen)   # its data attributes (a counter)
+                continue
+            if isinstance(v, types.ModuleType):
+                continue  # imported modules: code, not data
             out.append((f"global '{name}' of {fn.__module__}",
                         functools.partial(g.get, name, _MISSING)))
             if isinstance(v, types.FunctionType):
@@ -220,6 +223,7 @@ def _forward_generators(module, out: list, seen: set) -> None:
       its first element reused by every compiled call."""
     for name, m in module.named_modules():
         cls = type(m)
+        _class_roots(cls, out, seen)
         if m is not module and ("submodule", id(m)) not in seen and \
                 not (cls.__module__ or "").startswith("tracec"):
             # A submodule of the program's class as a root of its own: a
@@ -278,14 +282,63 @@ def _global_roots(f, out: list, seen: set) -> None:
             continue
         seen.add(("global", id(g), name))
         v = g[name]
-        if isinstance(v, (types.ModuleType, type)):
-            continue  # imported modules and classes: code, not data
+        if isinstance(v, type):
+            _class_roots(v, out, seen)   # its data attributes (a counter)
+            continue
+        if isinstance(v, types.ModuleType):
+            continue  # imported modules: code, not data
         out.append((f"global '{name}' of {f.__module__} (read by {f.__qualname__})",
                     functools.partial(g.get, name, _MISSING)))
         if isinstance(v, types.FunctionType):
             _roots(v, [], out, seen, 2)
         elif isinstance(v, Module):
             _forward_generators(v, out, seen)
+
+
+class ClassData:
+    """A class of the program as a root (``_class_roots``): its snapshot is
+    the class's own data attributes (``step = 0`` read and counted as
+    ``C.step += 1`` / ``type(self).step += 1`` in ``forward``), shaped as a
+    plain object's (``("P", id, items)``), so a number the call changes is
+    lifted as an attribute's (``lifted_state.resolve`` unwraps ``cls``)."""
+
+    __slots__ = ("cls",)
+
+    def __init__(self, cls):
+        self.cls = cls
+
+
+def _class_data_items(cls) -> list:
+    """The data attributes in ``cls.__dict__``: not dunders, functions,
+    descriptors, classes or modules."""
+    return [(k, v) for k, v in list(vars(cls).items())
+            if not (k.startswith("__") and k.endswith("__"))
+            and not isinstance(v, (staticmethod, classmethod, property, types.ModuleType,
+                                   types.MemberDescriptorType, types.GetSetDescriptorType))
+            and not callable(v)]
+
+
+def _class_value(x, s) -> tuple:
+    cls = x.cls
+    return ("P", id(cls), tuple((k, s.value(v, DEPTH - 1)) for k, v in _class_data_items(cls)))
+
+
+def _program_class(cls) -> bool:
+    top = (getattr(cls, "__module__", None) or "builtins").split(".")[0]
+    return top not in sys.stdlib_module_names and top not in ("builtins", "tracec", "numpy",
+                                                               "torch", "xdsl")
+
+
+def _class_roots(cls, out: list, seen: set) -> None:
+    """Roots for the data attributes of the program's classes in ``cls``'s
+    MRO, once each: a class attribute a ``forward`` reads or counts would
+    otherwise be a constant of the trace."""
+    for c in getattr(cls, "__mro__", ()):
+        if ("class", id(c)) in seen or not _program_class(c) or not _class_data_items(c):
+            continue
+        seen.add(("class", id(c)))
+        out.append((f"class attributes of {c.__qualname__}",
+                    (lambda d=ClassData(c): d)))
 
 
 def _cell(c):
@@ -354,7 +407,7 @@ class EnvGuard:
         out = []
         for x in objs:
             s.budget = BUDGET
-            out.append(s.value(x, DEPTH))
+            out.append(_class_value(x, s) if type(x) is ClassData else s.value(x, DEPTH))
         self.tensors = s.tensors
         if self.kept is None:        # the identities guards compare must stay unique
             self.kept = s.tensors

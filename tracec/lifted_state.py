@@ -84,7 +84,7 @@ class Location:
 
     def set(self, v) -> None:
         if self.kind == "attr":
-            if isinstance(self.container, Module):
+            if isinstance(self.container, (Module, type)):
                 # through __setattr__: the mutation epoch advances, so other
                 # traces' guards on this module look again.
                 setattr(self.container, self.key, v)
@@ -234,6 +234,7 @@ def resolve(env, path):
     if not steps:
         return _root_location(label, getter)
     obj = getter()
+    obj = getattr(obj, "cls", obj) if type(obj).__name__ == "ClassData" else obj
     name = _root_name(label)
     for kind, key in steps[:-1]:
         try:
