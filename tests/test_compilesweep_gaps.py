@@ -4,6 +4,9 @@ programs of ``tests/programs`` that run eagerly): each test checks that the
 compiled step equals tracec's eager run (and, where the eager numbers are
 the point, torch's), and that the step runs natively: ``cache_info()``
 shows no eager fallback and no trace per call."""
+import dataclasses
+import types
+
 import numpy as np
 import pytest
 import torch
@@ -567,3 +570,42 @@ def test_a_class_attribute_counted_in_forward_is_not_baked_in(cls, how):
     assert counts[0] == counts[1]
     info = f.cache_info()
     assert info.traces <= 2 and not info.eager_reasons, info
+
+
+@dataclasses.dataclass
+class _Cfg:
+    temperature: float = 1.0
+    sizes: tuple = (2, 2)
+
+
+class _Tempered(tracec.nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.lin = tracec.nn.Linear(*cfg.sizes)
+
+    def forward(self, x):
+        return (self.lin(x) / self.cfg.temperature).softmax(-1)
+
+
+@pytest.mark.parametrize("make_cfg", [_Cfg, lambda: types.SimpleNamespace(temperature=1.0,
+                                                                           sizes=(2, 2))])
+def test_a_config_object_a_module_holds_is_guarded(make_cfg):
+    """WRONG NUMBERS before: a module's guard left out its attributes that
+    are plain data objects (a config dataclass, a namespace), so annealing
+    ``model.cfg.temperature`` between compiled calls was not seen and every
+    call used the traced temperature.  Now such an object's attributes are
+    compared by value: a change retraces."""
+    outs = []
+    for compiled in (False, True):
+        tracec.manual_seed(0)
+        m = _Tempered(make_cfg())
+        f = tracec.compile(m) if compiled else m
+        res = []
+        for i in range(4):
+            m.cfg.temperature = 1.0 / (i + 1)
+            res.append(f(tracec.ones(1, 2)).detach().numpy().copy())
+        outs.append(res)
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(b, a, rtol=1e-6)
+    assert f.cache_info().traces == 4

@@ -58,6 +58,22 @@ _CONTAINER_ITEMS = 64
 _WATCH_CHECKED = frozenset((tuple, list, dict))
 
 
+def _config_object(v) -> bool:
+    """A plain data object held by a module (a config dataclass, a
+    ``SimpleNamespace``, an object of the program's class holding numbers,
+    strings and containers of them, no tensors or modules): its guard
+    compares its attributes by value (``self.cfg.temperature`` read by
+    ``forward``; changing it changes no attribute of the module)."""
+    tv = type(v)
+    if tv in _PLAIN or tv in _CONTAINERS or isinstance(v, (Tensor, Module, type)) or callable(v):
+        return False
+    d = getattr(v, "__dict__", None)
+    if type(d) is not dict or len(d) > _CONTAINER_ITEMS or \
+            (tv.__module__ or "").split(".")[0] == "tracec":
+        return False
+    return not any(isinstance(x, (Tensor, Module)) for x in d.values())
+
+
 def _container_snapshot(v):
     return ("long", id(v), len(v)) if len(v) > _CONTAINER_ITEMS else frozen(v)
 
@@ -423,10 +439,14 @@ class Module:
                  (k, "items", _container_snapshot(v)) if type(v) in _CONTAINERS else
                  (k, "rng", generator_state(v)) if isinstance(v, GENERATORS) else
                  ((k, v) if type(v) is not tuple or deep_immutable(v) else (k, frozen(v)))
-                 if type(v) in _PLAIN else (k, "id", id(v)) for k, v in d.items()
+                 if type(v) in _PLAIN else (k, "id", id(v))
+                 if isinstance(v, Tensor) or type(v) in _FUNCTIONS else
+                 (k, "object", id(v), frozen(dict(v.__dict__)))
+                 for k, v in d.items()
                  if k[0] != "_" and (type(v) in _PLAIN or isinstance(v, Tensor)
                                      or type(v) in _FUNCTIONS or type(v) is SymScalar
-                                     or type(v) in _CONTAINERS or isinstance(v, GENERATORS))]
+                                     or type(v) in _CONTAINERS or isinstance(v, GENERATORS)
+                                     or _config_object(v))]
         return (tuple(map(id, d["_parameters"].values())), tuple(map(id, d["_buffers"].values())),
                 attrs)
 
@@ -440,7 +460,8 @@ class Module:
                 and all(deep_immutable(v) and not isinstance(v, GENERATORS)
                         for k, v in d.items()
                         if k[0] != "_" and (type(v) in _WATCH_CHECKED
-                                            or isinstance(v, GENERATORS))))
+                                            or isinstance(v, GENERATORS)
+                                            or _config_object(v))))
 
     def register_forward_hook(self, hook: Callable, *, prepend: bool = False,
                               with_kwargs: bool = False, always_call: bool = False
