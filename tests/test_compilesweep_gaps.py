@@ -609,3 +609,60 @@ def test_a_config_object_a_module_holds_is_guarded(make_cfg):
     for a, b in zip(*outs):
         np.testing.assert_allclose(b, a, rtol=1e-6)
     assert f.cache_info().traces == 4
+
+
+def test_arguments_bound_by_functools_partial_are_guarded():
+    """WRONG NUMBERS before: ``tracec.compile(functools.partial(f, s=d))``
+    did not guard what the partial binds, so changing ``d["v"]`` or
+    ``p.keywords["s"]`` between calls was not seen.  Now the bound
+    arguments are roots, as a closure's cells are."""
+    import functools
+
+    def f(x, s, d):
+        return x * s * d["v"]
+
+    outs = []
+    for compiled in (False, True):
+        d = {"v": 1.0}
+        p = functools.partial(f, s=1.0, d=d)
+        g = tracec.compile(p) if compiled else p
+        res = []
+        for i in range(4):
+            d["v"] = 1.0 + i
+            p.keywords["s"] = 2.0 - i
+            res.append(g(tracec.ones(2)).numpy().copy())
+        outs.append(res)
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(b, a, rtol=1e-6)
+
+
+_cfgmod = types.ModuleType("_compilesweep_cfg")
+_cfgmod.__file__ = __file__
+
+
+def _cfg_scale(x):
+    return x * _cfgmod.SCALE
+
+
+def test_a_program_modules_attribute_is_guarded():
+    """WRONG NUMBERS before: a compiled function reading ``config.SCALE``
+    (an attribute of the program's own module, changed between calls by
+    the program or by a function of that module) baked the traced value
+    in.  Now ``name.attr`` of the program's modules (not of installed
+    packages or tracec) are roots as globals are, and a function reached
+    that way (``helpers.scale(x)``) has its globals guarded too."""
+    outs = []
+    for compiled in (False, True):
+        _cfgmod.SCALE = 1.0
+        _cfgmod.scale = _cfg_scale
+
+        def step(x):
+            return x * _cfgmod.SCALE + _cfgmod.scale(x)
+        g = tracec.compile(step) if compiled else step
+        res = []
+        for i in range(4):
+            _cfgmod.SCALE = 1.0 + i
+            res.append(g(tracec.ones(2)).numpy().copy())
+        outs.append(res)
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(b, a, rtol=1e-6)

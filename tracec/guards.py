@@ -160,11 +160,71 @@ def _global_names(code) -> frozenset:
     return frozenset(names)
 
 
+_ATTR_OPS = frozenset({"LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR", "DELETE_ATTR"})
+
+
+@functools.lru_cache(maxsize=4096)
+def _module_attrs(code) -> frozenset:
+    """``(global name, attribute)`` for each ``name.attr`` that ``code``
+    (and the code inside it) loads, calls or stores: a global read as a
+    module's attribute (``import config; config.lr``, ``helpers.scale(x)``)."""
+    out, prev = set(), None
+    for ins in dis.get_instructions(code):
+        if ins.opname in _ATTR_OPS and prev is not None and prev.opname == "LOAD_GLOBAL":
+            out.add((prev.argval, ins.argval))
+        prev = ins
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            out |= _module_attrs(c)
+    return frozenset(out)
+
+
+def _program_module(mod) -> bool:
+    """A module of the program (not of tracec, the standard library or an
+    installed package): its attributes are the program's state."""
+    name = (getattr(mod, "__name__", None) or "").split(".")[0]
+    path = getattr(mod, "__file__", None) or ""
+    return bool(path) and name not in sys.stdlib_module_names and \
+        name not in ("tracec", "torch", "numpy") and "-packages" not in path
+
+
+def _module_attr_roots(code, name, mod, out: list, seen: set, depth: int) -> None:
+    """Roots for the attributes of the program's module ``mod`` (the global
+    ``name``) that ``code`` names as ``name.attr``, and what the functions
+    among them read."""
+    if not _program_module(mod):
+        return
+    d = mod.__dict__
+    for g, attr in sorted(_module_attrs(code)):
+        if g != name or ("global", id(d), attr) in seen or attr not in d:
+            continue
+        seen.add(("global", id(d), attr))
+        v = d[attr]
+        if isinstance(v, type):
+            _class_roots(v, out, seen)
+            continue
+        if isinstance(v, types.ModuleType):
+            continue
+        out.append((f"global '{attr}' of {mod.__name__} (read as {name}.{attr})",
+                    functools.partial(d.get, attr, _MISSING)))
+        if isinstance(v, types.FunctionType):
+            _roots(v, [], out, seen, depth - 1)
+        elif isinstance(v, Module):
+            _forward_generators(v, out, seen)
+
+
 def _roots(fn, objects, out: list, seen: set, depth: int = 3) -> list:
     """``(label, getter)`` for what ``fn`` can read: its closure cells,
     the globals its code names, its defaults, and (recursively, to
     ``depth``) the same for the Python functions among them."""
     fn = inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else fn
+    while isinstance(fn, functools.partial):
+        # the bound arguments (``partial(step, cfg=cfg)``, a number in
+        # ``p.keywords``) are read by every call as a closure's cells are
+        objects = objects + [(f"arguments bound by functools.partial({fn.func!r})",
+                              fn.args), (f"keywords bound by functools.partial({fn.func!r})",
+                                         fn.keywords)]
+        fn = fn.func
     if isinstance(fn, types.MethodType):
         objects = objects + [("self", fn.__self__)]
         fn = fn.__func__
@@ -195,7 +255,10 @@ def _roots(fn, objects, out: list, seen: set, depth: int = 3) -> list:
                 _class_roots(v, out, seen)   # its data attributes (a counter)
                 continue
             if isinstance(v, types.ModuleType):
-                continue  # imported modules: code, not data
+                # imported modules: code, but the program's own modules'
+                # attributes it names (``config.lr``) are state
+                _module_attr_roots(code, name, v, out, seen, depth)
+                continue
             out.append((f"global '{name}' of {fn.__module__}",
                         functools.partial(g.get, name, _MISSING)))
             if isinstance(v, types.FunctionType):
@@ -286,7 +349,8 @@ def _global_roots(f, out: list, seen: set) -> None:
             _class_roots(v, out, seen)   # its data attributes (a counter)
             continue
         if isinstance(v, types.ModuleType):
-            continue  # imported modules: code, not data
+            _module_attr_roots(f.__code__, name, v, out, seen, 2)
+            continue  # imported modules: code, but see _module_attr_roots
         out.append((f"global '{name}' of {f.__module__} (read by {f.__qualname__})",
                     functools.partial(g.get, name, _MISSING)))
         if isinstance(v, types.FunctionType):
