@@ -666,3 +666,40 @@ def test_a_program_modules_attribute_is_guarded():
         outs.append(res)
     for a, b in zip(*outs):
         np.testing.assert_allclose(b, a, rtol=1e-6)
+
+
+class _Helper:
+    def __init__(self):
+        self.scale = 1.0
+        self.shift = tracec.zeros(2)
+
+
+class _Helped(tracec.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.h = _Helper()
+        self.lin = tracec.nn.Linear(2, 2)
+
+    def forward(self, x):
+        return self.lin(x) * self.h.scale + self.h.shift
+
+
+def test_a_helper_object_holding_a_tensor_is_guarded():
+    """WRONG NUMBERS before: a plain object of the program's class held by a
+    module (``self.h``, holding a number and a tensor) was guarded by
+    identity only: its number changed between calls and its tensor rebound
+    were not seen.  Now its attributes are compared (numbers by value,
+    tensors by identity): a change retraces."""
+    outs = []
+    for compiled in (False, True):
+        tracec.manual_seed(0)
+        m = _Helped()
+        f = tracec.compile(m) if compiled else m
+        res = []
+        for i in range(4):
+            m.h.scale = 1.0 + i
+            m.h.shift = tracec.full((2,), float(i))
+            res.append(f(tracec.ones(1, 2)).detach().numpy().copy())
+        outs.append(res)
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(b, a, rtol=1e-6)

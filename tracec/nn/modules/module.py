@@ -27,6 +27,7 @@ from tracec.device import device as _device, to_device
 from tracec.nn.parameter import Buffer, Parameter
 from tracec.mutation import (EPOCH, GENERATORS, WatchedOrderedDict, deep_immutable,
                              epoch_covered, frozen, generator_state)
+from tracec.pytree import _NOT_PLAIN_TOP, _PLAIN_STDLIB
 from tracec.sym_scalar import LIFTED, SymScalar
 from tracec.tensor import RECORDERS, Tensor, _tell_recorders, note_guard
 from tracec.tensor_type import typename
@@ -58,20 +59,29 @@ _CONTAINER_ITEMS = 64
 _WATCH_CHECKED = frozenset((tuple, list, dict))
 
 
+_OBJECT_CLASSES: dict = {}
+
+
 def _config_object(v) -> bool:
-    """A plain data object held by a module (a config dataclass, a
-    ``SimpleNamespace``, an object of the program's class holding numbers,
-    strings and containers of them, no tensors or modules): its guard
-    compares its attributes by value (``self.cfg.temperature`` read by
-    ``forward``; changing it changes no attribute of the module)."""
+    """A plain object held by a module (a config dataclass, a
+    ``SimpleNamespace``, a helper object of the program's class, at most
+    ``_CONTAINER_ITEMS`` attributes, not tracec's): its guard compares its
+    attributes (``frozen``: numbers by value, tensors by identity), as
+    ``self.cfg.temperature`` read by ``forward`` changes no attribute of
+    the module itself."""
     tv = type(v)
     if tv in _PLAIN or tv in _CONTAINERS or isinstance(v, (Tensor, Module, type)) or callable(v):
         return False
     d = getattr(v, "__dict__", None)
-    if type(d) is not dict or len(d) > _CONTAINER_ITEMS or \
-            (tv.__module__ or "").split(".")[0] == "tracec":
+    if type(d) is not dict or len(d) > _CONTAINER_ITEMS:
         return False
-    return not any(isinstance(x, (Tensor, Module)) for x in d.values())
+    ok = _OBJECT_CLASSES.get(tv)
+    if ok is None:
+        # (a logger, a lock, NumPy's and tracec's objects: not the program's data)
+        ok = _OBJECT_CLASSES[tv] = tv in _PLAIN_STDLIB or all(
+            (getattr(c, "__module__", None) or "builtins").split(".")[0] not in _NOT_PLAIN_TOP
+            for c in tv.__mro__ if c is not object)
+    return ok
 
 
 def _container_snapshot(v):
