@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracec import compiled_backward, graph, size_generic, symbolic
+from tracec.arg_dict_writes import owner
 from tracec.backends import check
 from tracec.backends.cpu.output_pool import fresh
 from tracec.complex_ops import _as_real_view
@@ -396,14 +397,15 @@ class Entry:
                 (spec.target if spec.arg is None else resolve(spec.arg, args, kwargs))._grad = None
                 continue
             if spec.kind == "attr_arg":
-                _store(spec.target[0], spec.target[1], resolve(spec.arg, args, kwargs))
+                _store(owner(spec.target[0], args, kwargs), spec.target[1],
+                       resolve(spec.arg, args, kwargs))
                 continue
             if spec.kind == "attr_const":
-                _store(spec.target[0], spec.target[1], spec.target[2])
+                _store(owner(spec.target[0], args, kwargs), spec.target[1], spec.target[2])
                 continue
             if spec.kind == "attr_seq":
                 made = iter(parts)
-                _store(spec.target[0], spec.target[1],
+                _store(owner(spec.target[0], args, kwargs), spec.target[1],
                        tuple(_attr_part(p, made, args, kwargs) for p in spec.target[2]))
                 parts = []
                 continue
@@ -421,7 +423,7 @@ class Entry:
                     parts.append(Tensor._make(arr, dtype))
                 else:
                     by_value[k_value] = Tensor._make(arr, dtype)
-                    _store(mod, name, by_value[k_value])
+                    _store(owner(mod, args, kwargs), name, by_value[k_value])
                 continue
             if spec.kind == "return":
                 if id(arr) in seen or not (arr.flags.owndata or fresh(arr)):

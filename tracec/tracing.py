@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracec import attr_replay, autograd, complex_trace, graph, ir, lifted_state
+from tracec import arg_dict_writes, attr_replay, autograd, complex_trace, graph, ir, lifted_state
 from tracec import dtypes as dt
 from tracec.complex_ops import TRACED_OPS
 from tracec.creation import GENERATOR_STATES
@@ -1448,6 +1448,13 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         rec.fail(lifted.refusal)
     if rec.poisoned is None:
         why = _changed_arguments(fn, args, kwargs, spec, leaves)
+        stored = why and arg_dict_writes.find(args, kwargs, spec, leaves)
+        if stored:
+            # only tensors stored into argument dicts (SchNet's
+            # inputs["energy"] = y): each compiled call stores its own
+            for owner, k, v in stored:
+                rec.attr_writes[(owner.path, k)] = (owner, k, v)
+            why = None
         if why is not None and plain_classes(spec):
             # A plain object was changed (``self.n += 1``), or beside it a
             # container: key their classes by identity, as before
