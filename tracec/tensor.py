@@ -64,6 +64,8 @@ GRAD_HOOKS: list = []
 # (an optimizer's hyperparameters, the shape of its state) reports a function
 # returning that state, so a compiled caller can guard on it.
 GUARD_HOOKS: list = []
+#: ``(leaf, hook)`` registered while a call is traced (the tracer clears it)
+LEAF_HOOKS_ADDED: list = []
 # The records of sparse tensors' dense stand-ins (tracec.contraction):
 # id(tensor) -> (weakref to it, [indices, values or None, coalesced]) for
 # COO, or -> (weakref, a tracec.sparse_compressed.Compressed) for CSR / CSC.
@@ -874,6 +876,8 @@ class Tensor:
                 self._hooks = []
             self._hooks.append(hook)
             hooks = self._hooks
+            if RECORDERS:     # (a traced call: tracing._leaf_hook_guard)
+                LEAF_HOOKS_ADDED.append((self, hook))
         else:
             hooks, hook = self._add_node_hook(hook)
         return _HookHandle(hooks, hook)

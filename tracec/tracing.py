@@ -37,7 +37,8 @@ from tracec.creation import GENERATOR_STATES
 from tracec.nn.parameter import Parameter
 from tracec.nn.modules.module import (ATTR_WRITES, BUFFER_WRITES, MODE_WRITES, PLAIN_WRITES, Module,
                                       replayed_token, tensor_leaves)
-from tracec.guards import EnvGuard, GlobalRNGs
+from tracec.mutation import frozen
+from tracec.guards import EnvGuard, GlobalRNGs, _global_names as guards_global_names
 from tracec.naming import argument_names, name_trace
 from tracec.ops.core import PRIMITIVES, Aval
 from tracec.utils._pytree import tree_leaves
@@ -48,7 +49,7 @@ from tracec.symbolic import Sym
 from tracec.sym_shapes import SymbolTable
 from tracec.tensor import (CONCRETE_CHECKS, EPOCH, GRAD_HOOKS, GUARD_HOOKS,  # noqa: F401
                            RECORDERS, SYM_SHAPES)
-from tracec.tensor import ITEM_HOOKS, OPAQUE_CALLS, Size, Tensor, scalar_key, weak_scalar
+from tracec.tensor import ITEM_HOOKS, LEAF_HOOKS_ADDED, OPAQUE_CALLS, Size, Tensor, scalar_key, weak_scalar
 from tracec.item_value import COMPARISONS, DrawValue, ItemValue, plain
 
 __all__ = ["TraceError", "Trace", "Recording", "user_location", "record"]
@@ -1035,6 +1036,26 @@ class Recording:
             autograd.RECORDING_BACKWARD[0] -= 1
         return after
 
+    def _leaf_hooks_guard(self, leaves) -> None:
+        """Guard the hooks the ``leaves`` a backward reaches held when the
+        call began (those they hold now but the ones the call registered,
+        ``tensor.LEAF_HOOKS_ADDED``): compiled calls replay the hooks the
+        trace ran (none, for a leaf that had none), so a hook added or
+        removed between calls must retrace."""
+        leaves = tuple(leaves)
+        key = ("leaf_hooks", tuple(map(id, leaves)))
+        if key in self._guard_seen:
+            return
+        self._guard_seen.add(key)
+        added = [h for _, h in LEAF_HOOKS_ADDED]
+        before = tuple((i, tuple(_hook_key(h) for h in t._hooks
+                                 if not any(h is a for a in added)))
+                       for i, t in enumerate(leaves) if t._hooks)
+        def hooks_on_the_leaves_a_backward_reaches(leaves=leaves):
+            return _hook_ids(leaves)
+        self.guards.append((hooks_on_the_leaves_a_backward_reaches,
+                            tuple((i, h) for i, h in before if h)))
+
     def _leaves(self, loss, loc, custom=None):
         """The leaves requiring grad that ``loss`` reaches, in DFS order.
         ``custom``: a list that collects the user ``autograd.Function``
@@ -1049,10 +1070,15 @@ class Recording:
             if isinstance(n, graph.AccumulateGrad):
                 # (a complex leaf: its value in the trace is its real view, so
                 # the gradient is view_as_real of PyTorch's dL/da + i dL/db)
-                if n.variable._hooks or graph.NODE_PRE_HOOKS.get(n) or \
-                        graph.NODE_POST_HOOKS.get(n):
+                if graph.NODE_PRE_HOOKS.get(n) or graph.NODE_POST_HOOKS.get(n) or \
+                        (n.variable._hooks and custom is None):
                     raise TraceError(f"{format_location(loc)}: tensor hooks on leaves are not "
                                      "supported inside a compiled function")
+                if n.variable._hooks:
+                    # ``p.register_hook(fn)``: the eager engine runs ``fn``
+                    # and its tensor ops are recorded (as a user Function's
+                    # backward); the leaves' hooks are guarded (below)
+                    custom.append(n)
                 out.append(n.variable)
                 continue
             if isinstance(n, graph.FunctionNode) and getattr(n.fn_cls, "traced", None):
@@ -1078,9 +1104,11 @@ class Recording:
                                  "inside a compiled function")
             stack.extend(reversed([e for e in n.edges if e is not None]))
         if custom and traced:
-            raise TraceError(f"{format_location(loc)}: a custom autograd.Function "
-                             f"({custom[0].fn_cls.__name__}) and complex numbers in one compiled "
-                             "backward are not supported yet")
+            what = next((f"a custom autograd.Function ({c.fn_cls.__name__})" for c in custom
+                         if isinstance(c, graph.FunctionNode)), "a hook on a leaf")
+            raise TraceError(f"{format_location(loc)}: {what} and complex numbers in one "
+                             "compiled backward are not supported yet")
+        self._leaf_hooks_guard(out)
         return out
 
     # --- finishing -----------------------------------------------------------
@@ -1347,6 +1375,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     env = EnvGuard(fn, [(f"argument {path_name(p)}", o) for p, o in others])
     env_before = env.snapshot()
     rng_before = GlobalRNGs.state()
+    LEAF_HOOKS_ADDED.clear()
     hooks = ((RECORDERS, rec.on_primitive),
              (CONCRETE_CHECKS, rec.on_concrete),
              (graph.UNRECORDABLE, rec.on_unrecordable),
@@ -1462,7 +1491,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
             KEYED_BY_IDENTITY.update(plain_classes(spec))
             _settle_items(rec)
             return lifted_state.unsym(plain(result)), ChangedPlainObject(why)
-        why = why or _side_effects(fn, rng_before, rec.py_draws)
+        why = why or _side_effects(fn, rng_before, rec.py_draws) or _leaf_hooks_kept()
         if why is not None:
             rec.fail(why)
     if rec.poisoned is not None:
@@ -1684,6 +1713,48 @@ def _plain_object_attrs(env, rec, before, after) -> list:
         rec.attr_writes[(id(loc.container), loc.key)] = (loc.container, loc.key, value)
         out.append(p)
     return out
+
+
+def _hook_ids(leaves) -> tuple:
+    """``(index, hooks)`` of the ``leaves`` that hold hooks, each hook as
+    ``_hook_key``."""
+    return tuple((i, tuple(map(_hook_key, t._hooks))) for i, t in enumerate(leaves) if t._hooks)
+
+
+def _hook_key(h):
+    """A hook's identity and what its closure cells, defaults and the globals
+    it names hold (numbers by value: ``lambda g: g.clamp(-clip, clip)`` with
+    ``clip`` rebound is another hook to a trace that ran it)."""
+    cells = tuple(_cell_key(c) for c in getattr(h, "__closure__", None) or ())
+    code, g = getattr(h, "__code__", None), getattr(h, "__globals__", None)
+    names = () if code is None or g is None else tuple(
+        (n, _value_key(g.get(n))) for n in sorted(guards_global_names(code)))
+    return (id(h), cells, tuple(map(_value_key, getattr(h, "__defaults__", None) or ())), names)
+
+
+def _cell_key(c):
+    try:
+        return _value_key(c.cell_contents)
+    except ValueError:      # an empty cell
+        return None
+
+
+def _value_key(v):
+    """Numbers by value, lists, tuples and dicts by contents, else identity."""
+    return (type(v), frozen(v, 2))
+
+
+def _leaf_hooks_kept() -> str | None:
+    """Why the call just recorded cannot be replayed: it registered a hook
+    on a leaf and left it there (eager calls would add one more each time)."""
+    added = list(LEAF_HOOKS_ADDED)
+    LEAF_HOOKS_ADDED.clear()
+    for t, h in added:
+        if any(h is x for x in t._hooks or ()):
+            return ("a hook registered on a leaf tensor inside the compiled function stays "
+                    "registered after the call (eager calls would add one more each time); "
+                    "remove it in the call (handle.remove()) or register it once outside")
+    return None
 
 
 def _changed_arguments(fn, args, kwargs, spec, leaves) -> str | None:
