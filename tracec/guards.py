@@ -372,14 +372,18 @@ class ClassData:
         self.cls = cls
 
 
+#: The class attribute values ``ClassData`` snapshots: numbers, strings,
+#: containers, tensors and arrays (not a class-level logger or lock, whose
+#: internals change as the program runs).
+_CLASS_DATA = (bool, int, float, complex, str, bytes, type(None), tuple, list, dict, set,
+               Tensor, np.ndarray, np.number)
+
+
 def _class_data_items(cls) -> list:
-    """The data attributes in ``cls.__dict__``: not dunders, functions,
-    descriptors, classes or modules."""
+    """The data attributes in ``cls.__dict__`` (``_CLASS_DATA``), not
+    dunders."""
     return [(k, v) for k, v in list(vars(cls).items())
-            if not (k.startswith("__") and k.endswith("__"))
-            and not isinstance(v, (staticmethod, classmethod, property, types.ModuleType,
-                                   types.MemberDescriptorType, types.GetSetDescriptorType))
-            and not callable(v)]
+            if not (k.startswith("__") and k.endswith("__")) and isinstance(v, _CLASS_DATA)]
 
 
 def _class_value(x, s) -> tuple:
