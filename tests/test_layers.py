@@ -54,6 +54,7 @@ LAYERS = [
                   "tracec._subclasses", "tracec._utils"]),
     ("tracing", ["tracec.tracing", "tracec.guards", "tracec.sym_shapes", "tracec.naming",
                  "tracec.complex_trace", "tracec.attr_replay", "tracec.lifted_state",
+                 "tracec.arg_dict_writes",
                  "tracec.runtime_reads"]),
     ("passes", ["tracec.passes"]),
     ("backends", ["tracec.backends"]),
