@@ -77,8 +77,9 @@ class _State:
         for i, g in zip(self.wrapped_in, grads):
             grad_in[i] = g
         grad_in = tuple(grad_in)
-        for hook in [*global_backward_hooks.values(),
-                     *self.module.__dict__.get("_backward_hooks", {}).values()]:
+        d = self.module.__dict__
+        own = d.get("_backward_hooks", {}) if d.get("_is_full_backward_hook") is not False else {}
+        for hook in [*global_backward_hooks.values(), *own.values()]:
             res = hook(self.module, grad_in, tuple(self.grad_out))
             if res is not None:
                 res = res if isinstance(res, tuple) else (res,)
@@ -134,7 +135,8 @@ def _apply(fn, state, tensors) -> tuple:
 
 def has_backward_hooks(module) -> bool:
     d = module.__dict__
-    return bool(d.get("_backward_hooks") or d.get("_backward_pre_hooks")
+    return bool((d.get("_backward_hooks") and d.get("_is_full_backward_hook") is not False)
+                or d.get("_backward_pre_hooks")
                 or global_backward_hooks or global_backward_pre_hooks)
 
 

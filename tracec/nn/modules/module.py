@@ -33,6 +33,7 @@ from tracec.tensor_type import typename
 from tracec.nn.modules.backward_hooks import (global_backward_hooks, global_backward_pre_hooks,
                                               has_backward_hooks, wrap_inputs, wrap_outputs)
 from tracec.utils.hooks import RemovableHandle as _RemovableHandle
+from tracec.nn.modules import legacy_backward_hooks
 
 #: The state_dict key (after a module's prefix) of what ``get_extra_state``
 #: returns.
@@ -397,6 +398,9 @@ class Module:
                 out = state["out"] = res
         if bw_state is not None:
             out = wrap_outputs(bw_state, out)
+        if d.get("_is_full_backward_hook") is False and d.get("_backward_hooks") \
+                and graph.is_grad_enabled():
+            legacy_backward_hooks.register(self, list(d["_backward_hooks"].values()), args, out)
         return out
 
     def _run_forward_hook(self, hid, hook, args, kwargs, out):
@@ -475,6 +479,7 @@ class Module:
     def register_full_backward_hook(self, hook: Callable, prepend: bool = False
                                     ) -> _RemovableHandle:
         """``hook(module, grad_input, grad_output)`` (tracec.nn.modules.backward_hooks)."""
+        self._backward_hook_kind(True)
         return self._add_hook("_backward_hooks", hook, prepend)
 
     def register_full_backward_pre_hook(self, hook: Callable, prepend: bool = False
@@ -483,9 +488,17 @@ class Module:
         return self._add_hook("_backward_pre_hooks", hook, prepend)
 
     def register_backward_hook(self, hook: Callable) -> _RemovableHandle:
-        """PyTorch's deprecated form: run as a full backward hook (the same
-        for modules made of one op, where PyTorch's old hook is exact)."""
+        """PyTorch's deprecated form: a hook on the output's ``grad_fn``
+        (tracec.nn.modules.legacy_backward_hooks)."""
+        self._backward_hook_kind(False)
         return self._add_hook("_backward_hooks", hook, False)
+
+    def _backward_hook_kind(self, full: bool) -> None:
+        """``_is_full_backward_hook`` as PyTorch keeps it: one kind per module."""
+        if self.__dict__.get("_is_full_backward_hook") is (not full):
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks "
+                               "on a single Module. Please use only one of them.")
+        self.__dict__["_is_full_backward_hook"] = full
 
     def _add_hook(self, table: str, hook: Callable, prepend: bool) -> _RemovableHandle:
         hooks = self._hook_table(table)

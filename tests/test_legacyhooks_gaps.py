@@ -1,0 +1,124 @@
+"""PyTorch's deprecated ``Module.register_backward_hook`` (Grad-CAM and
+saliency code, gradient loggers), checked against torch: the hook sits on
+the ``grad_fn`` of the module's output and sees that node's grad_inputs
+(addmm's (bias, input, weight.t()), convolution's (input, weight, bias),
+one entry for an activation or a Sequential ending in one), in PyTorch's
+order and shapes with its ``None`` entries; a returned tuple replaces
+them; PyTorch's FutureWarning is given.  tracec used to run it as a full
+backward hook (module input gradients only: wrong values for
+``Sequential(Linear, Tanh)``)."""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import tracec
+
+
+def _build(lib, name):
+    nn = lib.nn
+    lib.manual_seed(0)
+
+    class Add(nn.Module):
+        def __init__(s):
+            super().__init__()
+            s.l = nn.Linear(4, 4)
+
+        def forward(s, x):
+            return s.l(x) + x
+
+    class Mul(nn.Module):
+        def __init__(s):
+            super().__init__()
+            s.w = nn.Parameter(lib.linspace(-1, 1, 4))
+
+        def forward(s, x):
+            return x * s.w
+
+    return {"lin2d": (lambda: nn.Linear(4, 3), (2, 4)),
+            "lin1d": (lambda: nn.Linear(4, 3), (4,)),
+            "lin3d": (lambda: nn.Linear(4, 3), (2, 5, 4)),
+            "linnb": (lambda: nn.Linear(4, 3, bias=False), (2, 4)),
+            "linnb3": (lambda: nn.Linear(4, 3, bias=False), (2, 5, 4)),
+            "conv1": (lambda: nn.Conv1d(2, 3, 3), (2, 2, 7)),
+            "conv2": (lambda: nn.Conv2d(2, 3, 3), (2, 2, 6, 6)),
+            "conv2nb": (lambda: nn.Conv2d(2, 3, 3, bias=False), (2, 2, 6, 6)),
+            "bn": (lambda: nn.BatchNorm2d(3), (2, 3, 4, 4)),
+            "relu": (lambda: nn.ReLU(), (2, 3, 4)),
+            "tanh": (lambda: nn.Tanh(), (2, 3, 4)),
+            "sigmoid": (lambda: nn.Sigmoid(), (2, 3, 4)),
+            "gelu": (lambda: nn.GELU(), (2, 3, 4)),
+            "flatten": (lambda: nn.Flatten(), (2, 3, 4)),
+            "dropout": (lambda: nn.Dropout(1.0), (2, 3, 4)),
+            "maxpool": (lambda: nn.MaxPool2d(2), (2, 3, 4, 4)),
+            "seq_lin_tanh": (lambda: nn.Sequential(nn.Linear(4, 3), nn.Tanh()), (2, 4)),
+            "seq_tanh_lin": (lambda: nn.Sequential(nn.Tanh(), nn.Linear(4, 3)), (2, 4)),
+            "add": (lambda: Add(), (2, 4)),
+            "mul": (lambda: Mul(), (2, 4))}[name]
+
+
+def _run(lib, name, scale=None):
+    make, shape = _build(lib, name)
+    m = make()
+    n = int(np.prod(shape))
+    x = lib.tensor(np.sin(np.arange(n) * 0.7).reshape(shape).astype(np.float32),
+                   requires_grad=True)
+    seen = []
+
+    def hook(mod, gi, go):
+        seen.append(([None if g is None else g.detach().numpy().copy() for g in gi],
+                     [None if g is None else g.detach().numpy().copy() for g in go]))
+        if scale is not None:
+            return tuple(None if g is None else g * scale for g in gi)
+    m.register_backward_hook(hook)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out = m(x)
+    words = sorted({str(a.message) for a in w if a.category is FutureWarning})
+    (out * lib.tensor(np.cos(np.arange(out.numel())).reshape(tuple(out.shape))
+                      .astype(np.float32))).sum().backward()
+    grads = [x.grad] + [p.grad for p in m.parameters()]
+    return seen, [None if g is None else g.numpy() for g in grads], words
+
+
+def _same(a, b):
+    if a is None or b is None:
+        assert a is None and b is None
+    else:
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("scale", [None, 3.0])
+@pytest.mark.parametrize("name", ["lin2d", "lin1d", "lin3d", "linnb", "linnb3", "conv1", "conv2",
+                                  "conv2nb", "bn", "relu", "tanh", "sigmoid", "gelu", "flatten",
+                                  "dropout", "maxpool", "seq_lin_tanh", "seq_tanh_lin", "add",
+                                  "mul"])
+def test_legacy_backward_hook_sees_torchs_node(name, scale):
+    (s0, g0, w0), (s1, g1, w1) = _run(torch, name, scale), _run(tracec, name, scale)
+    assert w1 == w0
+    assert len(s1) == len(s0) == 1
+    for side in (0, 1):
+        assert len(s1[0][side]) == len(s0[0][side])
+        for a, b in zip(s1[0][side], s0[0][side]):
+            _same(a, b)
+    for a, b in zip(g1, g0):
+        _same(a, b)
+
+
+@pytest.mark.parametrize("make", [lambda nn: nn.LayerNorm(4), lambda nn: nn.Softmax(-1),
+                                  lambda nn: nn.AvgPool2d(2)])
+def test_legacy_backward_hook_refuses_a_node_it_cannot_form(make):
+    m = make(tracec.nn)
+    m.register_backward_hook(lambda *a: None)
+    with pytest.raises(RuntimeError, match="register_full_backward_hook instead"):
+        m(tracec.ones(2, 3, 4, 4, requires_grad=True))
+
+
+def test_legacy_and_full_hooks_do_not_mix():
+    for lib in (torch, tracec):
+        m = lib.nn.ReLU()
+        m.register_backward_hook(lambda *a: None)
+        with pytest.raises(RuntimeError, match="Cannot use both regular backward hooks"):
+            m.register_full_backward_hook(lambda *a: None)
