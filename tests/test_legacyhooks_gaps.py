@@ -122,3 +122,51 @@ def test_legacy_and_full_hooks_do_not_mix():
         m.register_backward_hook(lambda *a: None)
         with pytest.raises(RuntimeError, match="Cannot use both regular backward hooks"):
             m.register_full_backward_hook(lambda *a: None)
+
+
+def _chain(fn, depth=2):
+    if fn is None:
+        return "None"
+    if depth == 0:
+        return fn.name()
+    return fn.name() + "(" + ",".join(_chain(n, depth - 1) for n, _ in fn.next_functions) + ")"
+
+
+_GRAPHS = {"lin2d": lambda lib: lib.nn.Linear(4, 3)(lib.ones(2, 4, requires_grad=True)),
+           "linnb": lambda lib: lib.nn.Linear(4, 3, bias=False)(lib.ones(2, 4, requires_grad=True)),
+           "conv_nb": lambda lib: lib.nn.Conv1d(2, 3, 3, bias=False)(
+               lib.ones(2, 2, 6, requires_grad=True)),
+           "bn": lambda lib: lib.nn.BatchNorm2d(3)(lib.ones(2, 3, 4, 4, requires_grad=True)),
+           "emb": lambda lib: lib.nn.Embedding(10, 4)(lib.tensor([1, 2])),
+           "relu_lin": lambda lib: lib.relu(lib.nn.Linear(4, 3)(lib.ones(2, 4, requires_grad=True))),
+           "maxpool": lambda lib: lib.nn.MaxPool2d(2)(lib.ones(1, 1, 4, 4, requires_grad=True)),
+           "log_softmax": lambda lib: lib.ones(2, 3, requires_grad=True).log_softmax(-1)}
+
+
+@pytest.mark.parametrize("name", list(_GRAPHS))
+def test_grad_fn_next_functions_read_as_torchs(name):
+    assert _chain(_GRAPHS[name](tracec).grad_fn) == _chain(_GRAPHS[name](torch).grad_fn)
+
+
+def test_grad_fn_register_hook_sees_addmm_and_convolution_grad_inputs():
+    out = []
+    for lib in (torch, tracec):
+        lib.manual_seed(0)
+        lin, conv = lib.nn.Linear(4, 3), lib.nn.Conv2d(1, 2, 3, bias=False)
+        x = lib.tensor(np.linspace(-1, 1, 8).reshape(2, 4).astype(np.float32), requires_grad=True)
+        seen = []
+        y = lin(x)
+        y.grad_fn.register_hook(lambda gi, go: seen.append(gi) or (gi[0], gi[1] * 2, None))
+        c = conv(lib.tensor(np.cos(np.arange(25.0)).reshape(1, 1, 5, 5).astype(np.float32)))
+        c.grad_fn.register_hook(lambda gi, go: seen.append(gi))
+        (y.sum() + c.square().sum()).backward()
+        out.append((seen, x.grad, lin.weight.grad, lin.bias.grad))
+    for a, b in zip(*[[None if g is None else g.detach().numpy() for gi in o[0] for g in gi]
+                      + [None if g is None else g.numpy() for g in o[1:]] for o in out]):
+        _same(a, b)
+
+
+def test_grad_fn_register_hook_warns_on_a_composite_node():
+    y = tracec.nn.functional.layer_norm(tracec.ones(2, 4, requires_grad=True), (4,))
+    with pytest.warns(UserWarning, match="several autograd steps"):
+        y.grad_fn.register_hook(lambda gi, go: None)
