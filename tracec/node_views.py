@@ -21,7 +21,8 @@ returns a replacement.  Duck-typed over ``tracec.graph``'s node classes
 from __future__ import annotations
 
 #: (PyTorch name, tracec edge count) -> the tracec edges PyTorch's node has,
-#: in its order, for primitive nodes carrying extra operands
+#: in its order, for primitive nodes carrying extra operands (a custom
+#: Function class may say it as ``torch_inputs``)
 _LAYOUT = {("ReluBackward0", 3): (2,), ("ConvolutionBackward0", 4): (0, 1, 2),
            ("NativeBatchNormBackward0", 4): (0, 1, 2), ("EmbeddingBackward0", 2): (0,),
            ("LogSoftmaxBackward0", 2): (0,), ("MaxPool1DWithIndicesBackward0", 3): (0,),
@@ -56,13 +57,18 @@ def _operand_ndim(node, i: int):
 
 class Layout:
     """PyTorch's tuple = the engine's gradients at ``idx`` (None where the
-    edge is None); a returned tuple is put back at those positions."""
+    edge is None: a built-in node computes no gradient PyTorch does not
+    need; a custom Function's node, ``returned``, passes what its backward
+    returned); a returned tuple is put back at those positions."""
 
-    def __init__(self, node, idx):
-        self.node, self.idx = node, tuple(idx)
-        self.identity = self.idx == tuple(range(len(node.edges)))
+    def __init__(self, node, idx, returned=False):
+        self.node, self.idx, self.returned = node, tuple(idx), returned
+        self.identity = self.idx == tuple(range(len(node.edges))) and \
+            (returned or None not in node.edges)
 
     def to_torch(self, grads_in, g_out):
+        if self.returned:
+            return tuple(grads_in[i] for i in self.idx)
         edges = self.node.edges
         return tuple(None if edges[i] is None else grads_in[i] for i in self.idx)
 
@@ -140,7 +146,14 @@ def torch_view(node):
     if edges is None:
         return Layout(node, ())
     name, n = node.name(), len(edges)
-    idx = _LAYOUT.get((name, n))
+    fn_cls = getattr(node, "fn_cls", None)
+    idx = getattr(fn_cls, "torch_inputs", None)
+    if idx is None:
+        idx = _LAYOUT.get((name, n))
+    if idx is None and getattr(node, "in_meta", None) is not None:
+        # a custom Function's node: PyTorch gives it edges for its tensor
+        # arguments only, and its hooks what backward returned for them
+        return Layout(node, [i for i, m in enumerate(node.in_meta) if m is not None], True)
     if idx is not None:
         return Layout(node, idx)
     if getattr(node, "_name", None) is None:     # a primitive under its own name

@@ -17,12 +17,67 @@ from __future__ import annotations
 
 import warnings
 
+from tracec import graph
+from tracec.autograd import Function, grad
 from tracec.node_views import torch_view
 from tracec.tensor import Tensor
 
 _CANNOT = ("tracec cannot reproduce the grad_input PyTorch's deprecated non-full backward hook "
            "(Module.register_backward_hook) gives on a {name} node here: tracec computes this "
            "op in several autograd steps. Use register_full_backward_hook instead.")
+
+
+_NN_MODULES = ("torch.nn.modules", "tracec.nn.modules")   # (tracec's, as torch or as itself)
+#: PyTorch's modules whose forward is one autograd node there and several
+#: in tracec: class name -> (PyTorch's node, the parameters
+#: that are its inputs after the module's input)
+_ONE_NODE = {
+    **{f"BatchNorm{d}d": ("NativeBatchNormBackward0", ("weight", "bias")) for d in (1, 2, 3)},
+    "LayerNorm": ("NativeLayerNormBackward0", ("weight", "bias")),
+    "Softmax": ("SoftmaxBackward0", ()),
+    "AvgPool2d": ("AvgPool2DBackward0", ()),
+    "AvgPool3d": ("AvgPool3DBackward0", ()),
+}
+_ONE_NODE_FUNCTIONS: dict = {}
+
+
+class _OneNode(Function):
+    """The module's forward as one autograd node whose inputs are PyTorch's
+    node's (the module's input, then its parameters): the forward's own
+    graph is kept inside and differentiated by ``backward``."""
+
+    @staticmethod
+    def forward(ctx, module, x, *params):
+        xl = x.detach().requires_grad_(x.requires_grad)
+        with graph.enable_grad():
+            out = module.forward(xl)
+        ctx.inner = (out, (xl, *params))
+        return out.detach()
+
+    @staticmethod
+    def backward(ctx, g):
+        out, leaves = ctx.inner
+        want = [t for t in leaves if isinstance(t, Tensor) and t.requires_grad]
+        got = iter(grad(out, want, g, allow_unused=True) if want else ())
+        return (None, *[next(got) if isinstance(t, Tensor) and t.requires_grad else None
+                        for t in leaves])
+
+
+def forward(module, args, kwargs):
+    """``module.forward(*args, **kwargs)``; for the modules of ``_ONE_NODE``
+    (called on one tensor), its result from one node named as PyTorch's,
+    which the deprecated hook is put on."""
+    cls = type(module)
+    package = cls.__module__.rpartition(".")[0]
+    spec = _ONE_NODE.get(cls.__name__) if package in _NN_MODULES else None
+    if spec is None or kwargs or len(args) != 1 or not isinstance(args[0], Tensor):
+        return module.forward(*args, **kwargs)
+    name, params = spec
+    fn = _ONE_NODE_FUNCTIONS.get(name)
+    if fn is None:
+        fn = _ONE_NODE_FUNCTIONS[name] = type(name, (_OneNode,), {
+            "node_name": name, "torch_inputs": tuple(range(1, 2 + len(params)))})
+    return fn.apply(module, args[0], *[getattr(module, p) for p in params])
 
 
 class _ModuleHook:

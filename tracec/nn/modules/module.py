@@ -380,7 +380,11 @@ class Module:
         bw_state = None
         if has_backward_hooks(self):
             args, bw_state = wrap_inputs(self, args)
-        out = state["out"] = self.forward(*args, **kwargs)
+        if d.get("_is_full_backward_hook") is False and d.get("_backward_hooks"):
+            # (the deprecated hooks' modules that are one node in PyTorch)
+            out = state["out"] = legacy_backward_hooks.forward(self, args, kwargs)
+        else:
+            out = state["out"] = self.forward(*args, **kwargs)
         called = state["called"]
         if _global_forward_hooks:
             for hid, hook in list(_global_forward_hooks.items()):
