@@ -34,10 +34,32 @@ _NN_MODULES = ("torch.nn.modules", "tracec.nn.modules")   # (tracec's, as torch 
 _ONE_NODE = {
     **{f"BatchNorm{d}d": ("NativeBatchNormBackward0", ("weight", "bias")) for d in (1, 2, 3)},
     "LayerNorm": ("NativeLayerNormBackward0", ("weight", "bias")),
+    "GroupNorm": ("NativeGroupNormBackward0", ("weight", "bias"), 3),
+    # (PyTorch's prelu takes the weight viewed along the input's channel dim)
+    "PReLU": ("PreluKernelBackward0", ("weight",), 1,
+              lambda w, x: w.reshape((1, -1) + (1,) * (x.ndim - 2)) if x.ndim >= 2 else w),
     "Softmax": ("SoftmaxBackward0", ()),
     "AvgPool2d": ("AvgPool2DBackward0", ()),
     "AvgPool3d": ("AvgPool3DBackward0", ()),
+    "AdaptiveMaxPool2d": ("AdaptiveMaxPool2DBackward0", ()),
+    "AdaptiveAvgPool2d": (lambda m, x: "MeanBackward1" if m.output_size in (1, (1, 1))
+                          else "AdaptiveAvgPool2DBackward0", ()),
+    "LeakyReLU": ("LeakyReluBackward0", ()), "ELU": ("EluBackward0", ()),
+    "SELU": ("EluBackward0", ()), "CELU": ("CeluBackward0", ()),
+    "SiLU": ("SiluBackward0", ()), "Mish": ("MishBackward0", ()),
+    "Softplus": ("SoftplusBackward0", ()), "Hardtanh": ("HardtanhBackward0", ()),
+    "ReLU6": ("HardtanhBackward0", ()), "Hardswish": ("HardswishBackward0", ()),
+    "Hardsigmoid": ("HardsigmoidBackward0", ()),
+    "Upsample": (lambda m, x: _UPSAMPLE.get(m.mode, "").format(x.ndim - 2) or None, ()),
 }
+_UPSAMPLE = {"nearest": "UpsampleNearest{}DBackward0", "linear": "UpsampleLinear1DBackward0",
+             "bilinear": "UpsampleBilinear2DBackward0", "bicubic": "UpsampleBicubic2DBackward0",
+             "trilinear": "UpsampleTrilinear3DBackward0",
+             "nearest-exact": "_UpsampleNearestExact{}DBackward0"}
+#: PyTorch's modules whose last node has an input tracec's graph lacks
+#: (an inner reshape or negation): their deprecated hooks are refused
+_NO_VIEW = {"InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "AvgPool1d", "MaxPool1d",
+            "Softmin"}
 _ONE_NODE_FUNCTIONS: dict = {}
 
 
@@ -47,20 +69,27 @@ class _OneNode(Function):
     graph is kept inside and differentiated by ``backward``."""
 
     @staticmethod
-    def forward(ctx, module, x, *params):
+    def forward(ctx, module, spec, x, *inputs):
+        # (``inputs``: PyTorch's node's, the module's parameters as it takes
+        # them; ``spec``: their names, and PyTorch's node's output count:
+        # group_norm's has mean and rstd too)
+        names, n_out = spec
         xl = x.detach().requires_grad_(x.requires_grad)
         with graph.enable_grad():
             out = module.forward(xl)
-        ctx.inner = (out, (xl, *params))
-        return out.detach()
+        ctx.inner = (out, (xl, *[getattr(module, p) for p in names]), (x, *inputs))
+        return out.detach() if n_out == 1 else (out.detach(),) + (None,) * (n_out - 1)
 
     @staticmethod
-    def backward(ctx, g):
-        out, leaves = ctx.inner
+    def backward(ctx, g, *rest):
+        out, leaves, inputs = ctx.inner
         want = [t for t in leaves if isinstance(t, Tensor) and t.requires_grad]
         got = iter(grad(out, want, g, allow_unused=True) if want else ())
-        return (None, *[next(got) if isinstance(t, Tensor) and t.requires_grad else None
-                        for t in leaves])
+        res = []
+        for t, given in zip(leaves, inputs):
+            gt = next(got) if isinstance(t, Tensor) and t.requires_grad else None
+            res.append(gt.reshape(given.shape) if gt is not None else None)
+        return (None, None, *res)
 
 
 def forward(module, args, kwargs):
@@ -72,12 +101,21 @@ def forward(module, args, kwargs):
     spec = _ONE_NODE.get(cls.__name__) if package in _NN_MODULES else None
     if spec is None or kwargs or len(args) != 1 or not isinstance(args[0], Tensor):
         return module.forward(*args, **kwargs)
-    name, params = spec
+    name, params = spec[:2]
+    n_out, view = spec[2] if len(spec) > 2 else 1, spec[3] if len(spec) > 3 else None
+    if callable(name):
+        name = name(module, args[0])
+        if name is None:
+            return module.forward(*args, **kwargs)
     fn = _ONE_NODE_FUNCTIONS.get(name)
     if fn is None:
         fn = _ONE_NODE_FUNCTIONS[name] = type(name, (_OneNode,), {
-            "node_name": name, "torch_inputs": tuple(range(1, 2 + len(params)))})
-    return fn.apply(module, args[0], *[getattr(module, p) for p in params])
+            "node_name": name, "torch_inputs": tuple(range(2, 3 + len(params)))})
+    inputs = [getattr(module, p) for p in params]
+    if view is not None:
+        inputs = [view(t, args[0]) for t in inputs]
+    out = fn.apply(module, (params, n_out), args[0], *inputs)
+    return out[0] if n_out > 1 else out
 
 
 class _ModuleHook:
@@ -104,7 +142,8 @@ def register(module, hooks, args, result) -> None:
     node = var.grad_fn
     if node is None:
         return
-    if torch_view(node) is None:
+    if torch_view(node) is None or type(module).__name__ in _NO_VIEW and \
+            type(module).__module__.rpartition(".")[0] in _NN_MODULES:
         raise RuntimeError(_CANNOT.format(name=node.name()))
     for hook in hooks:
         node.register_hook(_ModuleHook(hook, module))
