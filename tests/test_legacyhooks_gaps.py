@@ -64,6 +64,9 @@ def _build(lib, name):
             "maxpool": (lambda: nn.MaxPool2d(2), (2, 3, 4, 4)),
             "seq_lin_tanh": (lambda: nn.Sequential(nn.Linear(4, 3), nn.Tanh()), (2, 4)),
             "seq_tanh_lin": (lambda: nn.Sequential(nn.Tanh(), nn.Linear(4, 3)), (2, 4)),
+            "seq_softmax": (lambda: nn.Sequential(nn.Linear(4, 3), nn.Softmax(-1)), (2, 4)),
+            "seq_bn_eval": (lambda: nn.Sequential(nn.Conv2d(2, 3, 3), nn.BatchNorm2d(3)).eval(),
+                            (2, 2, 5, 5)),
             "add": (lambda: Add(), (2, 4)),
             "mul": (lambda: Mul(), (2, 4))}[name]
 
@@ -105,7 +108,8 @@ def _same(a, b):
                                   "conv2nb", "bn", "bn_eval", "ln", "ln_plain", "softmax",
                                   "avgpool", "prelu", "groupnorm", "upsample", "leakyrelu",
                                   "gap", "relu", "tanh", "sigmoid", "gelu", "flatten",
-                                  "dropout", "maxpool", "seq_lin_tanh", "seq_tanh_lin", "add",
+                                  "dropout", "maxpool", "seq_lin_tanh", "seq_tanh_lin", "seq_softmax",
+                                  "seq_bn_eval", "add",
                                   "mul"])
 def test_legacy_backward_hook_sees_torchs_node(name, scale):
     (s0, g0, w0), (s1, g1, w1) = _run(torch, name, scale), _run(tracec, name, scale)
@@ -119,7 +123,9 @@ def test_legacy_backward_hook_sees_torchs_node(name, scale):
         _same(a, b)
 
 
-@pytest.mark.parametrize("make", [lambda nn: nn.InstanceNorm2d(3), lambda nn: nn.Softmin(1)])
+@pytest.mark.parametrize("make", [lambda nn: nn.InstanceNorm2d(3), lambda nn: nn.Softmin(1),
+                                  lambda nn: nn.Sequential(nn.Conv2d(3, 3, 1),
+                                                           nn.InstanceNorm2d(3))])
 def test_legacy_backward_hook_refuses_a_node_it_cannot_form(make):
     m = make(tracec.nn)
     m.register_backward_hook(lambda *a: None)

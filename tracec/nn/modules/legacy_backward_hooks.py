@@ -16,6 +16,7 @@ rather than run the hook on different values.
 from __future__ import annotations
 
 import warnings
+import weakref
 
 from tracec import graph
 from tracec.autograd import Function, grad
@@ -27,6 +28,10 @@ _CANNOT = ("tracec cannot reproduce the grad_input PyTorch's deprecated non-full
            "op in several autograd steps. Use register_full_backward_hook instead.")
 
 
+#: [n]: how many modules with deprecated backward hooks are running their
+#: forward: the ``_ONE_NODE`` modules they call run as one node too (their
+#: node may be the hooked module's last: a Sequential ending in Softmax)
+ACTIVE = [0]
 _NN_MODULES = ("torch.nn.modules", "tracec.nn.modules")   # (tracec's, as torch or as itself)
 #: PyTorch's modules whose forward is one autograd node there and several
 #: in tracec: class name -> (PyTorch's node, the parameters
@@ -61,6 +66,8 @@ _UPSAMPLE = {"nearest": "UpsampleNearest{}DBackward0", "linear": "UpsampleLinear
 _NO_VIEW = {"InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "AvgPool1d", "MaxPool1d",
             "Softmin"}
 _ONE_NODE_FUNCTIONS: dict = {}
+#: the last nodes of the ``_NO_VIEW`` modules run while ``ACTIVE``
+_UNLIKE_TORCH: weakref.WeakSet = weakref.WeakSet()
 
 
 class _OneNode(Function):
@@ -97,10 +104,15 @@ def forward(module, args, kwargs):
     (called on one tensor), its result from one node named as PyTorch's,
     which the deprecated hook is put on."""
     cls = type(module)
-    package = cls.__module__.rpartition(".")[0]
-    spec = _ONE_NODE.get(cls.__name__) if package in _NN_MODULES else None
-    if spec is None or kwargs or len(args) != 1 or not isinstance(args[0], Tensor):
-        return module.forward(*args, **kwargs)
+    ours = cls.__module__.rpartition(".")[0] in _NN_MODULES
+    spec = _ONE_NODE.get(cls.__name__) if ours else None
+    if spec is None or not graph.is_grad_enabled() or kwargs or len(args) != 1 \
+            or not isinstance(args[0], Tensor):
+        out = module.forward(*args, **kwargs)
+        if ours and cls.__name__ in _NO_VIEW and isinstance(out, Tensor) \
+                and out.grad_fn is not None:
+            _UNLIKE_TORCH.add(out.grad_fn)
+        return out
     name, params = spec[:2]
     n_out, view = spec[2] if len(spec) > 2 else 1, spec[3] if len(spec) > 3 else None
     if callable(name):
@@ -142,8 +154,7 @@ def register(module, hooks, args, result) -> None:
     node = var.grad_fn
     if node is None:
         return
-    if torch_view(node) is None or type(module).__name__ in _NO_VIEW and \
-            type(module).__module__.rpartition(".")[0] in _NN_MODULES:
+    if torch_view(node) is None or node in _UNLIKE_TORCH:
         raise RuntimeError(_CANNOT.format(name=node.name()))
     for hook in hooks:
         node.register_hook(_ModuleHook(hook, module))

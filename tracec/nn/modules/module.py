@@ -34,6 +34,7 @@ from tracec.nn.modules.backward_hooks import (global_backward_hooks, global_back
                                               has_backward_hooks, wrap_inputs, wrap_outputs)
 from tracec.utils.hooks import RemovableHandle as _RemovableHandle
 from tracec.nn.modules import legacy_backward_hooks
+from tracec.nn.modules.legacy_backward_hooks import ACTIVE as _LEGACY_ACTIVE
 
 #: The state_dict key (after a module's prefix) of what ``get_extra_state``
 #: returns.
@@ -322,6 +323,8 @@ class Module:
                 and not global_backward_hooks and not global_backward_pre_hooks):
             # No hook of any kind (the common case): what the general path
             # below does then, without building its empty lists.
+            if _LEGACY_ACTIVE[0]:   # inside a module with a deprecated backward hook
+                return legacy_backward_hooks.forward(self, args, kwargs)
             return self.forward(*args, **kwargs)
         state = {"args": args, "kwargs": kwargs, "out": None, "called": set()}
         try:
@@ -381,7 +384,14 @@ class Module:
         if has_backward_hooks(self):
             args, bw_state = wrap_inputs(self, args)
         if d.get("_is_full_backward_hook") is False and d.get("_backward_hooks"):
-            # (the deprecated hooks' modules that are one node in PyTorch)
+            # (the deprecated hooks' modules, and those inside them, that are
+            # one node in PyTorch: legacy_backward_hooks.forward)
+            _LEGACY_ACTIVE[0] += 1
+            try:
+                out = state["out"] = legacy_backward_hooks.forward(self, args, kwargs)
+            finally:
+                _LEGACY_ACTIVE[0] -= 1
+        elif _LEGACY_ACTIVE[0]:
             out = state["out"] = legacy_backward_hooks.forward(self, args, kwargs)
         else:
             out = state["out"] = self.forward(*args, **kwargs)
