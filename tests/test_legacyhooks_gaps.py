@@ -157,7 +157,15 @@ _GRAPHS = {"lin2d": lambda lib: lib.nn.Linear(4, 3)(lib.ones(2, 4, requires_grad
            "emb": lambda lib: lib.nn.Embedding(10, 4)(lib.tensor([1, 2])),
            "relu_lin": lambda lib: lib.relu(lib.nn.Linear(4, 3)(lib.ones(2, 4, requires_grad=True))),
            "maxpool": lambda lib: lib.nn.MaxPool2d(2)(lib.ones(1, 1, 4, 4, requires_grad=True)),
-           "log_softmax": lambda lib: lib.ones(2, 3, requires_grad=True).log_softmax(-1)}
+           "log_softmax": lambda lib: lib.ones(2, 3, requires_grad=True).log_softmax(-1),
+           "softmax": lambda lib: lib.nn.Softmax(-1)(lib.ones(2, 3, requires_grad=True)),
+           "layer_norm": lambda lib: lib.nn.LayerNorm(3)(lib.ones(2, 3, requires_grad=True)),
+           "bn_eval": lambda lib: lib.nn.BatchNorm1d(3).eval()(lib.ones(2, 3, requires_grad=True)),
+           "avg_pool": lambda lib: lib.nn.AvgPool2d(2)(lib.ones(1, 1, 4, 4, requires_grad=True)),
+           "mse": lambda lib: lib.nn.functional.mse_loss(lib.ones(2, 3, requires_grad=True),
+                                                         lib.zeros(2, 3)),
+           "nll": lambda lib: lib.nn.functional.nll_loss(lib.ones(2, 3, requires_grad=True),
+                                                         lib.tensor([0, 2]))}
 
 
 @pytest.mark.parametrize("name", list(_GRAPHS))

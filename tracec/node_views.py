@@ -171,9 +171,21 @@ def torch_view(node):
     return None
 
 
+class TorchName(str):
+    """The ``_name`` of the last node of an op tracec composes from
+    primitives (``tracec.nn._grad_fn_names``), carrying ``edges``: those of
+    the op's tensor inputs, PyTorch's node's inputs, which
+    ``next_functions`` lists (a str: the engine reads it as the name)."""
+
+    edges: tuple = ()
+
+
 def public_edges(node):
     """The edges ``next_functions`` lists: PyTorch's node's inputs where
     tracec's node is known to differ, its own edges otherwise."""
+    name = getattr(node, "_name", None)
+    if name.__class__ is TorchName:
+        return name.edges
     view = torch_view(node)
     return node.edges if view is None or getattr(view, "identity", False) else view.next_edges()
 
