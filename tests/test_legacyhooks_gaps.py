@@ -214,3 +214,30 @@ def test_custom_function_node_has_edges_for_its_tensor_arguments_only():
         y.sum().backward()
         seen[lib] = ([n is None for n, _ in y.grad_fn.next_functions], log)
     assert seen[tracec] == seen[torch] == ([False, True], [[False, False]])
+
+
+def test_register_module_backward_hook_is_the_global_legacy_hook():
+    from tracec.nn.modules import backward_hooks
+    seen = {}
+    for lib in (torch, tracec):
+        lib.manual_seed(0)
+        m = lib.nn.Sequential(lib.nn.Linear(4, 3), lib.nn.Tanh(), lib.nn.Linear(3, 2))
+        log = []
+        mod = lib.nn.modules.module
+        h = mod.register_module_backward_hook(
+            lambda m_, gi, go: log.append((type(m_).__name__,
+                                           [None if g is None else tuple(g.shape) for g in gi])))
+        try:
+            with pytest.raises(RuntimeError, match="as a global Module hook"):
+                mod.register_module_full_backward_hook(lambda *a: None)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                m(lib.ones(5, 4, requires_grad=True)).sum().backward()
+        finally:
+            h.remove()
+            # (the kind sticks once set, in PyTorch too: reset for the other tests)
+            torch.nn.modules.module._global_is_full_backward_hook = None
+            backward_hooks.GLOBAL_KIND[0] = None
+        seen[lib] = log
+    assert seen[tracec] == seen[torch]
+    assert [n for n, _ in seen[torch]] == ["Linear", "Sequential", "Tanh", "Linear"]

@@ -39,6 +39,10 @@ _NO_INPUT_GRAD = (
 #: ``register_module_full_backward_hook`` / ``_pre_hook``)
 global_backward_hooks: dict = OrderedDict()
 global_backward_pre_hooks: dict = OrderedDict()
+#: [PyTorch's ``_global_is_full_backward_hook``]: False once
+#: ``register_module_backward_hook`` (deprecated) put its hooks in
+#: ``global_backward_hooks`` (tracec.nn.modules.legacy_backward_hooks runs them)
+GLOBAL_KIND: list = [None]
 
 
 class _State:
@@ -79,7 +83,8 @@ class _State:
         grad_in = tuple(grad_in)
         d = self.module.__dict__
         own = d.get("_backward_hooks", {}) if d.get("_is_full_backward_hook") is not False else {}
-        for hook in [*global_backward_hooks.values(), *own.values()]:
+        glob = global_backward_hooks if GLOBAL_KIND[0] is not False else {}
+        for hook in [*glob.values(), *own.values()]:
             res = hook(self.module, grad_in, tuple(self.grad_out))
             if res is not None:
                 res = res if isinstance(res, tuple) else (res,)
@@ -137,7 +142,8 @@ def has_backward_hooks(module) -> bool:
     d = module.__dict__
     return bool((d.get("_backward_hooks") and d.get("_is_full_backward_hook") is not False)
                 or d.get("_backward_pre_hooks")
-                or global_backward_hooks or global_backward_pre_hooks)
+                or (global_backward_hooks and GLOBAL_KIND[0] is not False)
+                or global_backward_pre_hooks)
 
 
 def wrap_inputs(module, args):

@@ -20,6 +20,7 @@ import weakref
 
 from tracec import graph
 from tracec.autograd import Function, grad
+from tracec.nn.modules.backward_hooks import GLOBAL_KIND, global_backward_hooks
 from tracec.node_views import torch_view
 from tracec.tensor import Tensor
 
@@ -140,6 +141,17 @@ class _ModuleHook:
 
     def __call__(self, grad_input, grad_output):
         return self.hook(self.module, grad_input, tuple(grad_output))
+
+
+def hooks_of(module) -> list:
+    """``module``'s deprecated backward hooks: the global ones
+    (``register_module_backward_hook``), then its own, as PyTorch's
+    ``_get_backward_hooks``."""
+    own = module.__dict__.get("_backward_hooks")
+    out = list(global_backward_hooks.values()) if GLOBAL_KIND[0] is False else []
+    if own and module.__dict__.get("_is_full_backward_hook") is False:
+        out += own.values()
+    return out
 
 
 def register(module, hooks, args, result) -> None:

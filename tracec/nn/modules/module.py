@@ -30,8 +30,9 @@ from tracec.mutation import (EPOCH, GENERATORS, WatchedOrderedDict, deep_immutab
 from tracec.sym_scalar import LIFTED, SymScalar
 from tracec.tensor import RECORDERS, Tensor, _tell_recorders, note_guard
 from tracec.tensor_type import typename
-from tracec.nn.modules.backward_hooks import (global_backward_hooks, global_backward_pre_hooks,
-                                              has_backward_hooks, wrap_inputs, wrap_outputs)
+from tracec.nn.modules.backward_hooks import (GLOBAL_KIND, global_backward_hooks,
+                                              global_backward_pre_hooks, has_backward_hooks,
+                                              wrap_inputs, wrap_outputs)
 from tracec.utils.hooks import RemovableHandle as _RemovableHandle
 from tracec.nn.modules import legacy_backward_hooks
 from tracec.nn.modules.legacy_backward_hooks import ACTIVE as _LEGACY_ACTIVE
@@ -230,9 +231,27 @@ def _registered(table: dict, module, name, value):
 def register_module_full_backward_hook(hook) -> _RemovableHandle:
     """``hook(module, grad_input, grad_output)`` for every module, before
     the module's own full backward hooks."""
+    _global_backward_hook_kind(True)
     handle = _RemovableHandle(global_backward_hooks)
     global_backward_hooks[handle.id] = hook
     return handle
+
+
+def register_module_backward_hook(hook) -> _RemovableHandle:
+    """PyTorch's deprecated global form of ``Module.register_backward_hook``
+    (tracec.nn.modules.legacy_backward_hooks): on every module's output's
+    ``grad_fn``, before the module's own."""
+    _global_backward_hook_kind(False)
+    handle = _RemovableHandle(global_backward_hooks)
+    global_backward_hooks[handle.id] = hook
+    return handle
+
+
+def _global_backward_hook_kind(full: bool) -> None:
+    if GLOBAL_KIND[0] is (not full):
+        raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as a "
+                           "global Module hook. Please use only one of them.")
+    GLOBAL_KIND[0] = full
 
 
 def register_module_full_backward_pre_hook(hook) -> _RemovableHandle:
@@ -383,7 +402,8 @@ class Module:
         bw_state = None
         if has_backward_hooks(self):
             args, bw_state = wrap_inputs(self, args)
-        if d.get("_is_full_backward_hook") is False and d.get("_backward_hooks"):
+        legacy = legacy_backward_hooks.hooks_of(self)
+        if legacy:
             # (the deprecated hooks' modules, and those inside them, that are
             # one node in PyTorch: legacy_backward_hooks.forward)
             _LEGACY_ACTIVE[0] += 1
@@ -412,9 +432,8 @@ class Module:
                 out = state["out"] = res
         if bw_state is not None:
             out = wrap_outputs(bw_state, out)
-        if d.get("_is_full_backward_hook") is False and d.get("_backward_hooks") \
-                and graph.is_grad_enabled():
-            legacy_backward_hooks.register(self, list(d["_backward_hooks"].values()), args, out)
+        if legacy and graph.is_grad_enabled():
+            legacy_backward_hooks.register(self, legacy, args, out)
         return out
 
     def _run_forward_hook(self, hid, hook, args, kwargs, out):
