@@ -1,7 +1,8 @@
-"""Module backward hooks (``register_full_backward_hook``,
-``register_full_backward_pre_hook``, ``register_backward_hook``), done as
-PyTorch's ``BackwardHook`` does them: identity autograd Functions around the
-module's tensor inputs and outputs catch the gradients flowing through.
+"""Module full backward hooks (``register_full_backward_hook``,
+``register_full_backward_pre_hook``), done as PyTorch's ``BackwardHook``
+does them: identity autograd Functions around the module's tensor inputs
+and outputs catch the gradients flowing through.  (The deprecated
+``register_backward_hook`` is ``legacy_backward_hooks``'s.)
 
 Invariants: as PyTorch's ``BackwardHook``, the grad-requiring tensor
 inputs pass through one identity Function and the grad-requiring tensor
