@@ -241,3 +241,21 @@ def test_register_module_backward_hook_is_the_global_legacy_hook():
         seen[lib] = log
     assert seen[tracec] == seen[torch]
     assert [n for n, _ in seen[torch]] == ["Linear", "Sequential", "Tanh", "Linear"]
+
+
+def test_one_node_module_keeps_its_graph_for_a_second_backward():
+    res = []
+    for lib in (torch, tracec):
+        lib.manual_seed(0)
+        m = lib.nn.LayerNorm(3)
+        m.register_backward_hook(lambda *a: None)
+        x = lib.tensor(np.sin(np.arange(6.0)).reshape(2, 3).astype(np.float32),
+                       requires_grad=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            y = (m(x) ** 3).sum()
+        y.backward(retain_graph=True)
+        (gx,) = lib.autograd.grad(y, x, create_graph=True)   # the retained graph, again
+        res.append((gx.detach().numpy(), x.grad.numpy(), m.weight.grad.numpy()))
+    for a, b in zip(*res):
+        _same(a, b)

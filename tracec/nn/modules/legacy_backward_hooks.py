@@ -92,7 +92,12 @@ class _OneNode(Function):
     def backward(ctx, g, *rest):
         out, leaves, inputs = ctx.inner
         want = [t for t in leaves if isinstance(t, Tensor) and t.requires_grad]
-        got = iter(grad(out, want, g, allow_unused=True) if want else ())
+        # (the inner graph kept for a second backward, as the outer graph;
+        # differentiable under create_graph, which runs this with grad on.
+        # A backward of that second-order graph frees inner nodes this reads
+        # again: it raises PyTorch's freed-graph error)
+        got = iter(grad(out, want, g, allow_unused=True, retain_graph=True,
+                        create_graph=graph.is_grad_enabled()) if want else ())
         res = []
         for t, given in zip(leaves, inputs):
             gt = next(got) if isinstance(t, Tensor) and t.requires_grad else None
