@@ -12,7 +12,7 @@ LAYERS = [
               "tracec.return_types",
               "tracec.mutation", "tracec.threads", "tracec.stages", "tracec.torch_rng",
               "tracec.aten_vec",
-              "tracec.removable_handle", "tracec.graph_hooks"]),
+              "tracec.removable_handle", "tracec.graph_hooks", "tracec.node_views"]),
     ("ir", ["tracec.ir"]),
     ("ops", ["tracec.ops"]),
     ("frontend", ["tracec.device", "tracec.meta_array", "tracec.graph", "tracec.tensor", "tracec.functions",

@@ -37,6 +37,7 @@ from tracec.graph_hooks import (  # the hook state, below the engine (graph_hook
     _PACK_INPLACE, GraphTask, NodeHooks, deferred_packs, refuse_in_trace, run_post_hooks,
     run_pre_hooks, saved_hooks)
 from tracec.ops.core import _VALUE_TYPES, Aval, is_value
+from tracec.node_views import public_edges
 
 #: ``tensor.SYM_SHAPES`` (see there): while a symbolic trace is recorded, the
 #: tape keeps an unsaved operand's shape with its symbolic sizes, so a VJP
@@ -254,7 +255,7 @@ class Node(NodeHooks):
     @property
     def next_functions(self):
         """PyTorch's view of the graph: ``((node_or_None, output_nr), ...)``."""
-        return tuple((named(e), getattr(e, "index", 0)) for e in self.edges)
+        return tuple((named(e), getattr(e, "index", 0)) for e in public_edges(self))
 
     def name(self) -> str:
         return self._name or BACKWARD_NAMES.get(self.prim.name, self.prim.name + "Backward0")
@@ -544,7 +545,7 @@ class FunctionNode(NodeHooks):
 
     @property
     def next_functions(self):
-        return tuple((named(e), getattr(e, "index", 0)) for e in self.edges)
+        return tuple((named(e), getattr(e, "index", 0)) for e in public_edges(self))
 
     @property
     def saved_tensors(self):

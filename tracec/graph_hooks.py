@@ -13,9 +13,11 @@ a backward runs, so the engine's hot paths pay one truth test each.
 from __future__ import annotations
 
 import contextlib
+import warnings
 import weakref
 from threading import get_ident
 
+from tracec.node_views import ViewedHook, torch_view
 from tracec.removable_handle import RemovableHandle
 
 
@@ -126,8 +128,18 @@ class NodeHooks:
     __slots__ = ()
 
     def register_hook(self, fn):
+        """``fn`` sees PyTorch's ``grad_inputs`` (``tracec.node_views``);
+        on the last step of an op tracec builds from several, it sees that
+        step's, with a warning."""
         if UNRECORDABLE:
             refuse_in_trace(f"{self.name()}.register_hook (a hook on a grad_fn)")
+        view = torch_view(self)
+        if view is None:
+            warnings.warn(f"{self.name()}.register_hook: tracec computes this op in several "
+                          "autograd steps; the hook sees the grad_inputs of its last step, "
+                          "which differ from PyTorch's", stacklevel=2)
+        elif not view.identity:
+            fn = ViewedHook(fn, view)
         return _add_hook(NODE_POST_HOOKS, self, fn)
 
     def register_prehook(self, fn):

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import functools
 
+from tracec.graph import edge_of
+from tracec.node_views import TorchName
 from tracec.tensor import Tensor
 
 __all__ = ["install"]
@@ -84,15 +86,42 @@ _NAMES = {
 }
 
 
-def _rename(fn, namer):
+#: PyTorch's node's inputs for the functionals composed here: (position,
+#: keyword) of each argument; ``next_functions`` lists their edges
+_X = ((0, "input"),)
+_NORM = {"layer_norm": _X + ((2, "weight"), (3, "bias")),
+         "batch_norm": _X + ((3, "weight"), (4, "bias")),
+         "group_norm": _X + ((2, "weight"), (3, "bias"))}
+_INPUTS = {**_NORM, "softmax": _X, "log_softmax": _X, "avg_pool2d": _X,
+           "mse_loss": _X + ((1, "target"),), "nll_loss": _X, "smooth_l1_loss": _X + ((1, "target"),),
+           "huber_loss": _X + ((1, "target"),),
+           **{n: _X for n in ("elu", "selu", "celu", "leaky_relu", "softplus", "hardtanh",
+                              "relu6", "hardswish", "hardsigmoid", "mish", "logsigmoid")}}
+
+
+def _edges(spec, args, kwargs) -> tuple:
+    out = []
+    for i, k in spec:
+        a = args[i] if i < len(args) else kwargs.get(k)
+        out.append(edge_of(a) if isinstance(a, Tensor) else None)
+    return tuple(out)
+
+
+def _rename(fn, namer, spec):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         out = fn(*args, **kwargs)
         first = out[0] if isinstance(out, tuple) else out
         if isinstance(first, Tensor) and first._node is not None:
-            name = namer(*args, **kwargs)
-            if name is not None and hasattr(type(first._node), "_name"):
-                first._node._name = name     # (a Function's node names itself)
+            node = first._node
+            name = namer(*args, **kwargs) if namer is not None else None
+            if name is not None and hasattr(type(node), "_name"):
+                node._name = name     # (a Function's node names itself)
+            if spec is not None and getattr(node, "_name", None) is not None \
+                    and kwargs.get("dtype") is None:
+                # the last step of the composed op: PyTorch's node's inputs
+                name = node._name = TorchName(node._name)
+                name.edges = _edges(spec, args, kwargs)
         return out
     wrapper.__grad_fn_named__ = True
     return wrapper
@@ -100,7 +129,7 @@ def _rename(fn, namer):
 
 def install(namespace: dict) -> None:
     """Wrap the functions of ``namespace`` (``tracec.nn.functional``) listed above."""
-    for name, namer in _NAMES.items():
+    for name in {**_NAMES, **_INPUTS}:
         fn = namespace.get(name)
         if fn is not None and not getattr(fn, "__grad_fn_named__", False):
-            namespace[name] = _rename(fn, namer)
+            namespace[name] = _rename(fn, _NAMES.get(name), _INPUTS.get(name))

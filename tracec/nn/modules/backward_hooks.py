@@ -1,7 +1,8 @@
-"""Module backward hooks (``register_full_backward_hook``,
-``register_full_backward_pre_hook``, ``register_backward_hook``), done as
-PyTorch's ``BackwardHook`` does them: identity autograd Functions around the
-module's tensor inputs and outputs catch the gradients flowing through.
+"""Module full backward hooks (``register_full_backward_hook``,
+``register_full_backward_pre_hook``), done as PyTorch's ``BackwardHook``
+does them: identity autograd Functions around the module's tensor inputs
+and outputs catch the gradients flowing through.  (The deprecated
+``register_backward_hook`` is ``legacy_backward_hooks``'s.)
 
 Invariants: as PyTorch's ``BackwardHook``, the grad-requiring tensor
 inputs pass through one identity Function and the grad-requiring tensor
@@ -39,6 +40,10 @@ _NO_INPUT_GRAD = (
 #: ``register_module_full_backward_hook`` / ``_pre_hook``)
 global_backward_hooks: dict = OrderedDict()
 global_backward_pre_hooks: dict = OrderedDict()
+#: [PyTorch's ``_global_is_full_backward_hook``]: False once
+#: ``register_module_backward_hook`` (deprecated) put its hooks in
+#: ``global_backward_hooks`` (tracec.nn.modules.legacy_backward_hooks runs them)
+GLOBAL_KIND: list = [None]
 
 
 class _State:
@@ -77,8 +82,10 @@ class _State:
         for i, g in zip(self.wrapped_in, grads):
             grad_in[i] = g
         grad_in = tuple(grad_in)
-        for hook in [*global_backward_hooks.values(),
-                     *self.module.__dict__.get("_backward_hooks", {}).values()]:
+        d = self.module.__dict__
+        own = d.get("_backward_hooks", {}) if d.get("_is_full_backward_hook") is not False else {}
+        glob = global_backward_hooks if GLOBAL_KIND[0] is not False else {}
+        for hook in [*glob.values(), *own.values()]:
             res = hook(self.module, grad_in, tuple(self.grad_out))
             if res is not None:
                 res = res if isinstance(res, tuple) else (res,)
@@ -134,8 +141,10 @@ def _apply(fn, state, tensors) -> tuple:
 
 def has_backward_hooks(module) -> bool:
     d = module.__dict__
-    return bool(d.get("_backward_hooks") or d.get("_backward_pre_hooks")
-                or global_backward_hooks or global_backward_pre_hooks)
+    return bool((d.get("_backward_hooks") and d.get("_is_full_backward_hook") is not False)
+                or d.get("_backward_pre_hooks")
+                or (global_backward_hooks and GLOBAL_KIND[0] is not False)
+                or global_backward_pre_hooks)
 
 
 def wrap_inputs(module, args):

@@ -31,9 +31,12 @@ from tracec.pytree import _NOT_PLAIN_TOP, _PLAIN_STDLIB
 from tracec.sym_scalar import LIFTED, SymScalar
 from tracec.tensor import RECORDERS, Tensor, _tell_recorders, note_guard
 from tracec.tensor_type import typename
-from tracec.nn.modules.backward_hooks import (global_backward_hooks, global_backward_pre_hooks,
-                                              has_backward_hooks, wrap_inputs, wrap_outputs)
+from tracec.nn.modules.backward_hooks import (GLOBAL_KIND, global_backward_hooks,
+                                              global_backward_pre_hooks, has_backward_hooks,
+                                              wrap_inputs, wrap_outputs)
 from tracec.utils.hooks import RemovableHandle as _RemovableHandle
+from tracec.nn.modules import legacy_backward_hooks
+from tracec.nn.modules.legacy_backward_hooks import ACTIVE as _LEGACY_ACTIVE
 
 #: The state_dict key (after a module's prefix) of what ``get_extra_state``
 #: returns.
@@ -254,9 +257,27 @@ def _registered(table: dict, module, name, value):
 def register_module_full_backward_hook(hook) -> _RemovableHandle:
     """``hook(module, grad_input, grad_output)`` for every module, before
     the module's own full backward hooks."""
+    _global_backward_hook_kind(True)
     handle = _RemovableHandle(global_backward_hooks)
     global_backward_hooks[handle.id] = hook
     return handle
+
+
+def register_module_backward_hook(hook) -> _RemovableHandle:
+    """PyTorch's deprecated global form of ``Module.register_backward_hook``
+    (tracec.nn.modules.legacy_backward_hooks): on every module's output's
+    ``grad_fn``, before the module's own."""
+    _global_backward_hook_kind(False)
+    handle = _RemovableHandle(global_backward_hooks)
+    global_backward_hooks[handle.id] = hook
+    return handle
+
+
+def _global_backward_hook_kind(full: bool) -> None:
+    if GLOBAL_KIND[0] is (not full):
+        raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as a "
+                           "global Module hook. Please use only one of them.")
+    GLOBAL_KIND[0] = full
 
 
 def register_module_full_backward_pre_hook(hook) -> _RemovableHandle:
@@ -347,6 +368,8 @@ class Module:
                 and not global_backward_hooks and not global_backward_pre_hooks):
             # No hook of any kind (the common case): what the general path
             # below does then, without building its empty lists.
+            if _LEGACY_ACTIVE[0]:   # inside a module with a deprecated backward hook
+                return legacy_backward_hooks.forward(self, args, kwargs)
             return self.forward(*args, **kwargs)
         state = {"args": args, "kwargs": kwargs, "out": None, "called": set()}
         try:
@@ -405,7 +428,19 @@ class Module:
         bw_state = None
         if has_backward_hooks(self):
             args, bw_state = wrap_inputs(self, args)
-        out = state["out"] = self.forward(*args, **kwargs)
+        legacy = legacy_backward_hooks.hooks_of(self)
+        if legacy:
+            # (the deprecated hooks' modules, and those inside them, that are
+            # one node in PyTorch: legacy_backward_hooks.forward)
+            _LEGACY_ACTIVE[0] += 1
+            try:
+                out = state["out"] = legacy_backward_hooks.forward(self, args, kwargs)
+            finally:
+                _LEGACY_ACTIVE[0] -= 1
+        elif _LEGACY_ACTIVE[0]:
+            out = state["out"] = legacy_backward_hooks.forward(self, args, kwargs)
+        else:
+            out = state["out"] = self.forward(*args, **kwargs)
         called = state["called"]
         if _global_forward_hooks:
             for hid, hook in list(_global_forward_hooks.items()):
@@ -423,6 +458,8 @@ class Module:
                 out = state["out"] = res
         if bw_state is not None:
             out = wrap_outputs(bw_state, out)
+        if legacy and graph.is_grad_enabled():
+            legacy_backward_hooks.register(self, legacy, args, out)
         return out
 
     def _run_forward_hook(self, hid, hook, args, kwargs, out):
@@ -506,6 +543,7 @@ class Module:
     def register_full_backward_hook(self, hook: Callable, prepend: bool = False
                                     ) -> _RemovableHandle:
         """``hook(module, grad_input, grad_output)`` (tracec.nn.modules.backward_hooks)."""
+        self._backward_hook_kind(True)
         return self._add_hook("_backward_hooks", hook, prepend)
 
     def register_full_backward_pre_hook(self, hook: Callable, prepend: bool = False
@@ -514,9 +552,17 @@ class Module:
         return self._add_hook("_backward_pre_hooks", hook, prepend)
 
     def register_backward_hook(self, hook: Callable) -> _RemovableHandle:
-        """PyTorch's deprecated form: run as a full backward hook (the same
-        for modules made of one op, where PyTorch's old hook is exact)."""
+        """PyTorch's deprecated form: a hook on the output's ``grad_fn``
+        (tracec.nn.modules.legacy_backward_hooks)."""
+        self._backward_hook_kind(False)
         return self._add_hook("_backward_hooks", hook, False)
+
+    def _backward_hook_kind(self, full: bool) -> None:
+        """``_is_full_backward_hook`` as PyTorch keeps it: one kind per module."""
+        if self.__dict__.get("_is_full_backward_hook") is (not full):
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks "
+                               "on a single Module. Please use only one of them.")
+        self.__dict__["_is_full_backward_hook"] = full
 
     def _add_hook(self, table: str, hook: Callable, prepend: bool) -> _RemovableHandle:
         hooks = self._hook_table(table)
