@@ -220,6 +220,10 @@ def test_register_module_backward_hook_is_the_global_legacy_hook():
     from tracec.nn.modules import backward_hooks
     seen = {}
     for lib in (torch, tracec):
+        # the global kind sticks once set (PyTorch's too): an earlier test of
+        # this worker may have registered a global full backward hook
+        torch.nn.modules.module._global_is_full_backward_hook = None
+        backward_hooks.GLOBAL_KIND[0] = None
         lib.manual_seed(0)
         m = lib.nn.Sequential(lib.nn.Linear(4, 3), lib.nn.Tanh(), lib.nn.Linear(3, 2))
         log = []
