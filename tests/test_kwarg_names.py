@@ -51,6 +51,12 @@ ALLOWED = {
     # ``from`` is a Python keyword: no Python parameter can have that name
     # (uniform_(**{"from": a}) works through **kwargs, tested below).
     "Tensor.uniform_": ("from",),
+    # torch.lstm's lambda describes its packed overload (data, batch_sizes,
+    # hx, ...); tracec's names are the unpacked overload's (input, hx,
+    # params, ...), and it tells the two apart by the second argument's type
+    # as torch does; both are tested in tests/test_rnn_functional.py.
+    "torch.lstm": ("data", "batch_sizes", "hx", "params", "has_biases", "num_layers",
+                   "dropout", "train", "bidirectional"),
 }
 
 # (entry, name): the lambda and ATen's out overload list ``out``, but torch's

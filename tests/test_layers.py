@@ -66,6 +66,8 @@ LAYERS = [
                "tracec.explain", "tracec._dynamo", "tracec._dynamo_parts", "tracec._inductor",
                "tracec.as_torch", "tracec.einops_backend", "tracec.library",
                "tracec.export", "tracec.aten_ops", "tracec._ops", "tracec.torch_shim",
+               # torch._VF and torch.functional: aliases of the top-level namespace
+               "tracec._VF", "tracec.functional",
                # torchrun and torch.distributed.launch: launchers, as the CLI
                "tracec.distributed.run", "tracec.distributed.launch"]),
 ]

@@ -59,6 +59,9 @@ from tracec.torch_checkpoint import PyTorchFileReader  # noqa: E402,F401
 from tracec import utils  # noqa: E402,F401
 from tracec import _C  # noqa: E402,F401  (torch._C's names that Python code calls)
 from tracec.nn import _aten_nn  # noqa: E402
+# torch.lstm / gru / rnn_tanh / rnn_relu and their cells (flat-weight functional RNNs)
+from tracec.nn.rnn_functional import (gru, gru_cell, lstm, lstm_cell, rnn_relu,  # noqa: E402,F401
+                                      rnn_relu_cell, rnn_tanh, rnn_tanh_cell)
 _C._nn = _aten_nn  # torch._C._nn: F's ATen functions (tracec.nn._aten_nn)
 from tracec._C import DeviceObjType, StreamObjType, TensorType, Type  # noqa: E402,F401  (TorchScript types)
 from tracec import accelerator, cuda  # noqa: E402,F401
@@ -318,6 +321,8 @@ _LAZY = {
     "futures": ("tracec.futures", None),
     "Future": ("tracec.futures", "Future"),     # torch.Future (torch._C.Future's name)
     "_ops": ("tracec._ops", None),
+    "_VF": ("tracec._VF", None),            # torch._VF: the ATen functions by name
+    "functional": ("tracec.functional", None),  # torch.functional (einsum, stft, norm...)
     "_tensor_str": ("tracec._tensor_str", None),
     "TraceError": ("tracec.tracing", "TraceError"),
     "compile": ("tracec.compiler", "compile"),
