@@ -126,6 +126,12 @@ def resize_as_(input, the_template, memory_format=None):
 
 from tracec.autocast_mode import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402,F401
 from tracec.autocast_mode import get_autocast_cpu_dtype, is_autocast_cpu_enabled  # noqa: E402,F401
+from tracec.autocast_mode import (autocast_decrement_nesting, autocast_increment_nesting,  # noqa: E402,F401
+                                  clear_autocast_cache, get_autocast_gpu_dtype,
+                                  is_autocast_cache_enabled, set_autocast_cache_enabled,
+                                  set_autocast_cpu_dtype, set_autocast_cpu_enabled,
+                                  set_autocast_dtype, set_autocast_enabled,
+                                  set_autocast_gpu_dtype)
 from tracec.tensor_str import get_printoptions, printoptions, set_printoptions  # noqa: E402,F401
 
 

@@ -8,8 +8,11 @@ cast their floating inputs to that dtype and return it; the losses of its
 huber_loss, binary_cross_entropy(_with_logits), kl_div) compute in float32.
 Everything else runs in the dtypes it is given, as in PyTorch.
 ``device_type="cuda"`` without a GPU warns and disables itself, as PyTorch
-does.  Invariants: ``ACTIVE`` is empty outside every enabled autocast
-region, so the checks cost one list test; the state is part of a compiled
+does.  PyTorch's state functions (``set_autocast_enabled``,
+``set_autocast_dtype``, the nesting counter...) read and write the same
+state.  Invariants: ``ACTIVE`` is empty while CPU autocast is off (outside
+every enabled region, or after ``set_autocast_enabled("cpu", False)``), so
+the checks cost one list test; the state is part of a compiled
 function's call key (a trace made inside autocast is never reused outside
 it).
 """
@@ -21,9 +24,12 @@ import warnings
 from tracec import dtypes as dt
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "lower_precision",
-           "fp32_inputs", "ACTIVE", "state"]
+           "fp32_inputs", "ACTIVE", "state", "set_autocast_enabled", "set_autocast_dtype",
+           "set_autocast_cpu_enabled", "set_autocast_cpu_dtype", "set_autocast_gpu_dtype",
+           "get_autocast_gpu_dtype", "autocast_increment_nesting", "autocast_decrement_nesting",
+           "clear_autocast_cache", "is_autocast_cache_enabled", "set_autocast_cache_enabled"]
 
-# The stack of enabled regions' lower-precision dtypes (innermost last).
+# The CPU's autocast state: [its lower-precision dtype] while enabled, else [].
 ACTIVE: list = []
 _SUPPORTED = {"cpu": (dt.bfloat16, dt.float16)}
 
@@ -42,8 +48,9 @@ class autocast:  # noqa: N801 - PyTorch's name
         if not isinstance(device_type, str):
             raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
         self.device = device_type
+        # (no dtype: the device's current setting, set_autocast_dtype's)
         self.fast_dtype = dt.to_dtype(dtype) if dtype is not None else (
-            dt.bfloat16 if device_type == "cpu" else dt.float16)
+            _DTYPE.get(device_type, dt.float16))
         self._enabled = bool(enabled)
         if device_type == "cuda" and self._enabled:
             from tracec.cuda import is_available
@@ -62,23 +69,21 @@ class autocast:  # noqa: N801 - PyTorch's name
                                f"'{device_type}'")
 
     def __enter__(self):
-        # A disabled CPU region turns an enclosing one off until it exits
-        # (PyTorch's autocast(enabled=False) inside autocast): ACTIVE is
-        # emptied and given back on exit.
-        self._pushed = self._enabled and self.device == "cpu"
-        self._saved = None
-        if self._pushed:
-            ACTIVE.append(self.fast_dtype)
-        elif self.device == "cpu" and ACTIVE:
-            self._saved = ACTIVE[:]
-            ACTIVE.clear()
+        # PyTorch's: save the device's (enabled, dtype), set this region's,
+        # restore on exit; a disabled CPU region inside an enabled one turns
+        # it off until it exits.
+        self._prev = (is_autocast_enabled(self.device), get_autocast_dtype(self.device))
+        if self.device in ("cpu", "cuda"):
+            set_autocast_dtype(self.device, self.fast_dtype)
+            set_autocast_enabled(self.device, self._enabled)
+        autocast_increment_nesting()
         return self
 
     def __exit__(self, *exc):
-        if self._pushed:
-            ACTIVE.pop()
-        elif self._saved is not None:
-            ACTIVE[:] = self._saved
+        autocast_decrement_nesting()
+        if self.device in ("cpu", "cuda"):
+            set_autocast_enabled(self.device, self._prev[0])
+            set_autocast_dtype(self.device, self._prev[1])
         return False
 
     def __call__(self, fn):
@@ -89,14 +94,102 @@ class autocast:  # noqa: N801 - PyTorch's name
         return wrapper
 
 
+#: each device's autocast dtype setting (``set_autocast_dtype``), kept
+#: while autocast is off; for "cpu", ``ACTIVE`` holds it while on
+_DTYPE = {"cpu": dt.bfloat16, "cuda": dt.float16, "xpu": dt.bfloat16, "ipu": dt.float16,
+          "xla": dt.bfloat16, "hpu": dt.bfloat16, "mps": dt.float16}
+#: the enabled flags of the devices other than the CPU (state only: no op
+#: here runs on them), and the cache flag and nesting depth PyTorch keeps
+_ENABLED: dict = {}
+_CACHE = [True]
+_NESTING = [0]
+_DEVICES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve",
+            "fpga", "maia", "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia",
+            "privateuseone")
+
+
+def _device(device_type) -> str:
+    if not isinstance(device_type, str) or device_type.split(":")[0] not in _DEVICES:
+        raise RuntimeError(f"Expected one of {', '.join(_DEVICES)} device type at start of "
+                           f"device string: {device_type}")
+    return device_type.split(":")[0]
+
+
 def is_autocast_enabled(device_type: str | None = None) -> bool:
     """Whether autocast is on for ``device_type`` (PyTorch's default, None,
-    asks about CUDA, which is never on here)."""
-    return bool(ACTIVE) and device_type == "cpu"
+    asks about CUDA)."""
+    if device_type is None:
+        return _ENABLED.get("cuda", False)
+    device_type = _device(device_type)
+    return bool(ACTIVE) if device_type == "cpu" else _ENABLED.get(device_type, False)
 
 
 def get_autocast_dtype(device_type: str = "cpu"):
-    return ACTIVE[-1] if ACTIVE else (dt.bfloat16 if device_type == "cpu" else dt.float16)
+    device_type = _device(device_type)
+    if device_type == "cpu" and ACTIVE:
+        return ACTIVE[-1]
+    return _DTYPE.get(device_type, dt.float16)
+
+
+def set_autocast_enabled(device_type, enabled=None) -> None:
+    """``set_autocast_enabled(device_type, enabled)``, or PyTorch's older
+    ``set_autocast_enabled(enabled)`` (CUDA).  On the CPU it switches the
+    casts of the ops listed above; elsewhere it records the flag."""
+    if enabled is None:
+        device_type, enabled = "cuda", device_type
+    device_type = _device(device_type)
+    if device_type != "cpu":
+        _ENABLED[device_type] = bool(enabled)
+    elif enabled:
+        ACTIVE[:] = [_DTYPE["cpu"]]
+    else:
+        ACTIVE.clear()
+
+
+def set_autocast_dtype(device_type: str, dtype) -> None:
+    device_type = _device(device_type)
+    _DTYPE[device_type] = dtype
+    if device_type == "cpu" and ACTIVE:
+        ACTIVE[-1] = dtype
+
+
+def set_autocast_cpu_enabled(enabled: bool) -> None:
+    set_autocast_enabled("cpu", enabled)
+
+
+def set_autocast_cpu_dtype(dtype) -> None:
+    set_autocast_dtype("cpu", dtype)
+
+
+def set_autocast_gpu_dtype(dtype) -> None:
+    set_autocast_dtype("cuda", dtype)
+
+
+def get_autocast_gpu_dtype():
+    return get_autocast_dtype("cuda")
+
+
+def autocast_increment_nesting() -> int:
+    _NESTING[0] += 1
+    return _NESTING[0]
+
+
+def autocast_decrement_nesting() -> int:
+    _NESTING[0] -= 1
+    return _NESTING[0]
+
+
+def clear_autocast_cache() -> None:
+    """PyTorch drops the casts of weights it cached inside a region; tracec
+    caches none, so there is nothing to drop."""
+
+
+def is_autocast_cache_enabled() -> bool:
+    return _CACHE[0]
+
+
+def set_autocast_cache_enabled(enabled: bool) -> None:
+    _CACHE[0] = bool(enabled)
 
 
 def lower_precision(*xs):
