@@ -20,6 +20,7 @@ from tracec.shape_ops import (broadcast_to, cat, chunk, clone, concat, concatena
                               scatter_add, split, squeeze, stack, t, transpose, unbind,
                               unflatten, unsqueeze, view_as)
 from tracec.creation import (Generator, arange, as_tensor, asarray, bernoulli, empty, empty_like,  # noqa: F401
+                             empty_permuted,
                              eye, from_numpy, full, full_like, get_rng_state, initial_seed,
                              linspace, manual_seed, ones, ones_like, rand, rand_like,
                              randint, randint_like, randn, randn_like, randperm, seed,
@@ -60,6 +61,10 @@ from tracec import utils  # noqa: E402,F401
 from tracec import _C  # noqa: E402,F401  (torch._C's names that Python code calls)
 from tracec.nn import _aten_nn  # noqa: E402
 # torch.lstm / gru / rnn_tanh / rnn_relu and their cells (flat-weight functional RNNs)
+# torch.native_layer_norm / native_batch_norm / native_group_norm / native_dropout /
+# convolution / norm_except_dim (ATen-level entry points code calls directly)
+from tracec.nn.native_ops import (convolution, native_batch_norm, native_dropout,  # noqa: E402,F401
+                                  native_group_norm, native_layer_norm, norm_except_dim)
 from tracec.nn.rnn_functional import (gru, gru_cell, lstm, lstm_cell, rnn_relu,  # noqa: E402,F401
                                       rnn_relu_cell, rnn_tanh, rnn_tanh_cell)
 _C._nn = _aten_nn  # torch._C._nn: F's ATen functions (tracec.nn._aten_nn)
@@ -115,7 +120,7 @@ from tracec.scatter_ops import (index_add, index_copy, index_fill, index_put,  #
 from tracec.select_ops import (argwhere, diagonal_scatter, masked_scatter, nonzero_static,  # noqa: E402,F401
                                masked_select, nonzero, put, select, select_scatter,
                                slice_scatter, take, take_along_dim)
-from tracec.search_ops import (bucketize, histogram, searchsorted, unique,  # noqa: E402,F401
+from tracec.search_ops import (bucketize, histogram, histogramdd, searchsorted, unique,  # noqa: E402,F401
                                unique_consecutive)
 from tracec.strided_views import as_strided, as_strided_, empty_strided  # noqa: E402,F401
 

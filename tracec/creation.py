@@ -319,6 +319,24 @@ def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     return zeros.__wrapped__(*size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None,
+                   requires_grad=False, pin_memory=False) -> Tensor:
+    """``torch.empty_permuted``: a tensor of ``size`` whose memory holds its
+    dims in the order ``physical_layout`` (outermost first), e.g.
+    ``(0, 2, 3, 1)`` is channels-last for NCHW; its strides are PyTorch's."""
+    _check_layout(layout)
+    size, order = tuple(int(v) for v in size), tuple(int(v) for v in physical_layout)
+    if len(order) != len(size):
+        raise RuntimeError("Number of dimensions in size does not match the length of the "
+                           f"physical_layout; i.e. len(size) = {len(size)} is not equal to "
+                           f"len(physical_layout) = {len(order)}")
+    if len(set(order)) != len(order):
+        raise RuntimeError("Duplicate dim not allowed")
+    phys = empty(*[size[d] for d in order], dtype=dtype, device=device)
+    out = phys.permute(*[order.index(d) for d in range(len(size))])
+    return out.requires_grad_() if requires_grad else out
+
+
 def _like(x, dtype):
     return dt.to_dtype(dtype) if dtype is not None else x.dtype
 

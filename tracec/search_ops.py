@@ -10,6 +10,7 @@ as in PyTorch.
 """
 from __future__ import annotations
 
+import builtins
 
 import numpy as np
 
@@ -19,9 +20,10 @@ from tracec.functions import promote
 from tracec.tensor import Tensor, concrete
 from tracec.return_types import structseq
 
-__all__ = ["searchsorted", "bucketize", "unique", "unique_consecutive", "histogram"]
+__all__ = ["searchsorted", "bucketize", "unique", "unique_consecutive", "histogram", "histogramdd"]
 
 histogram_result = structseq("histogram", ["hist", "bin_edges"])
+histogramdd_result = structseq("histogramdd", ["hist", "bin_edges"])
 
 
 def _insertion(seq, values, right, out_int32):
@@ -138,6 +140,37 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False):  # no
                                weights=None if w is None else w.reshape(-1), density=density)
     return histogram_result(Tensor._from_data(hist.astype(input.dtype.np), input.dtype),
                             Tensor._from_data(edges.astype(input.dtype.np), input.dtype))
+
+
+def histogramdd(input, bins=10, *, range=None, weight=None, density=False):  # noqa: A002
+    """``torch.histogramdd``: the last dim of ``input`` holds each point's
+    coordinates; ``bins`` is a count, one count per dim, or one tensor of
+    edges per dim; ``range`` is flat ``[lo0, hi0, lo1, hi1, ...]``.  Returns
+    ``(hist, bin_edges)`` with ``bin_edges`` a tuple, all in input's dtype
+    (NumPy's ``histogramdd`` bins: the same rules, a degenerate range
+    widened by 0.5 on each side as PyTorch does)."""
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"histogramdd\" not implemented for "
+                                  f"'{dt.scalar_type_name(input.dtype)}'")
+    if input.ndim < 2:
+        raise RuntimeError("torch.histogramdd: input tensor should have at least 2 dimensions")
+    a = concrete(input, "histogramdd")
+    d = a.shape[-1]
+    if isinstance(bins, int):
+        b = [bins] * d
+    else:
+        b = [concrete(e, "histogramdd") if isinstance(e, Tensor) else int(e) for e in bins]
+        if len(b) != d:
+            raise RuntimeError("histogramdd: The size of bins must be equal to the innermost "
+                               "dimension of the input.")
+    pairs = None if range is None else [(float(range[2 * i]), float(range[2 * i + 1]))
+                                        for i in builtins.range(d)]
+    w = None if weight is None else concrete(weight, "histogramdd").reshape(-1)
+    hist, edges = np.histogramdd(a.reshape(-1, d), bins=b, range=pairs, weights=w,
+                                 density=density)
+    return histogramdd_result(
+        Tensor._from_data(hist.astype(input.dtype.np), input.dtype),
+        tuple(Tensor._from_data(e.astype(input.dtype.np), input.dtype) for e in edges))
 
 
 Tensor.unique = unique

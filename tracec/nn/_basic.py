@@ -207,7 +207,8 @@ def _check_p(p: float) -> None:
 
 
 def _keep_mask(shape, p: float, x: Tensor) -> Tensor:
-    """Scale 1/(1-p) where kept (probability 1-p), else 0; drawn with
+    """Scale 1/(1-p) where kept (probability 1-p), else 0 (all 0 for
+    ``p == 1``, still drawn, as ``native_dropout`` draws); drawn with
     ``tracec.rand`` so the generator state is a tensor."""
     work = x.dtype if x.dtype.is_floating_point else dt.get_default_dtype()
     mt = creation.default_generator.eager_mt()
@@ -221,10 +222,10 @@ def _keep_mask(shape, p: float, x: Tensor) -> Tensor:
             and type(x._data) is np.ndarray else draw(int(np.prod(shape)))
         # div_(1 - p) in the dtype's opmath (float32 for float16 / bfloat16)
         op = np.float64 if work is dt.float64 else np.float32
-        mask = keep.reshape(tuple(shape)).astype(op) * (op(1) / op(1.0 - p))
+        mask = keep.reshape(tuple(shape)).astype(op) * (op(1) / op(1.0 - p) if p < 1 else op(0))
         return creation.drawn(mask, shape, work)
     u = creation.rand(tuple(shape), dtype=work)
-    return ops.mul(ops.cast(ops.lt(u, 1.0 - p), work), 1.0 / (1.0 - p))
+    return ops.mul(ops.cast(ops.lt(u, 1.0 - p), work), 1.0 / (1.0 - p) if p < 1 else 0.0)
 
 
 def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False):
