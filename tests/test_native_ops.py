@@ -183,3 +183,11 @@ def test_histogramdd_errors():
         with pytest.raises(exc) as got:
             tracec.histogramdd(tracec.tensor(x), bins=bins)
         assert str(got.value) == str(want.value)
+
+
+def test_torch_storage_module_and_const_data_ptr():
+    from tracec.storage import TypedStorage, UntypedStorage
+    assert UntypedStorage is tracec.UntypedStorage and TypedStorage is tracec.TypedStorage
+    x = tracec.arange(4.0)
+    assert x.const_data_ptr() == x.data_ptr()
+    assert x[1:].const_data_ptr() == x.data_ptr() + 4

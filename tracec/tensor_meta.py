@@ -628,6 +628,7 @@ Tensor.is_contiguous = _is_contiguous
 Tensor.contiguous = contiguous
 Tensor.storage_offset = _storage_offset
 Tensor.data_ptr = _data_ptr
+Tensor.const_data_ptr = _data_ptr   # (PyTorch 2.2+: the same address, read-only by contract)
 Tensor.untyped_storage = _untyped_storage
 Tensor.storage = _storage
 Tensor.is_signed = is_signed
