@@ -191,3 +191,13 @@ def test_torch_storage_module_and_const_data_ptr():
     x = tracec.arange(4.0)
     assert x.const_data_ptr() == x.data_ptr()
     assert x[1:].const_data_ptr() == x.data_ptr() + 4
+
+
+def test_optim_variant_modules_and_backends_mkl():
+    import importlib
+    for mod, cls in (("adamax", "Adamax"), ("nadam", "NAdam"), ("radam", "RAdam")):
+        assert getattr(importlib.import_module(f"tracec.optim.{mod}"), cls) is \
+            getattr(tracec.optim, cls)
+    assert tracec.backends.mkl.is_available() is False
+    with tracec.backends.mkl.verbose(tracec.backends.mkl.VERBOSE_ON):
+        assert tracec.ones(2).sum().item() == 2.0

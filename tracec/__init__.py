@@ -191,6 +191,7 @@ from tracec import random  # noqa: E402,F401
 from tracec.random import _sample_dirichlet, binomial, default_generator, normal, poisson  # noqa: E402,F401
 from tracec.backends import cuda as _backends_cuda, openmp as _openmp  # noqa: E402,F401
 from tracec.backends import mkldnn as _mkldnn, opt_einsum as _opt_einsum  # noqa: E402,F401
+from tracec.backends import mkl as _mkl  # noqa: E402,F401
 from tracec import __config__, fx, onnx, overrides  # noqa: E402,F401  (torch.__config__/fx.wrap/onnx/overrides)
 from tracec import library, ops  # noqa: E402,F401  (torch.library; torch.ops.<namespace>)
 from tracec import aten_ops as _aten_ops  # noqa: E402

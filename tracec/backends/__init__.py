@@ -1,6 +1,6 @@
 """Backends: run optimized tracec IR (interp: NumPy; cpu: LLVM).
 
-As ``torch.backends`` it also holds the flag modules (``cudnn``, ``mkldnn``,
+As ``torch.backends`` it also holds the flag modules (``cudnn``, ``mkldnn``, ``mkl``,
 ``mps``, ``openmp``, ``opt_einsum``) and the context manager below."""
 from contextlib import contextmanager
 
