@@ -281,6 +281,10 @@ class Recording:
         self.func = ir.new_function(name, [])
         self.block = self.func.body.block
         self.env: dict = {}          # id(tensor) -> (tensor, SSAValue)
+        # id(alias) -> (alias, its and its base's version counters when its
+        # value was taken): a detach() / .data alias read after a write to
+        # its storage is taken from its base again
+        self.alias_seen: dict = {}
         self.inputs: list = []
         self.consts: set = set()
         self.written: dict = {}      # id -> pre-existing tensor written in place
@@ -364,12 +368,30 @@ class Recording:
         return arg
 
     def value_of(self, t: Tensor):
+        if t._view_chain and t._birth == self.epoch and t._view_version != t._vbox[0]:
+            # A view whose storage was written through its root or another
+            # view since it was recorded (read here without an op's check, as
+            # a returned value): re-derived from its root, recorded.
+            t._refresh_view()
         e = self.env.get(id(t))
         if e is not None and e[0] is t:
-            return e[1]
+            seen = self.alias_seen.get(id(t))
+            if seen is None or seen[0] is not t or t.requires_grad or \
+                    seen[1:] == (t._vbox[0], t._base._vbox[0]):
+                return e[1]
+            # An alias (detach(), .data) whose storage was written, through
+            # its base or another view, since its value was taken: its value
+            # is its base's current one, taken again below.
         if t._birth == self.epoch and t._base is not None and t._view_chain is not None:
             # An alias made during the call (detach(), .data): a view of its base.
-            v = self.value_of(t._base)
+            base = t._base
+            if base._view_chain and base._birth == self.epoch and \
+                    base._view_version != base._vbox[0]:
+                base._refresh_view()     # (a detach() of a stale view: the view first)
+            v = self.value_of(base)
+            if not t._view_chain:
+                # (.data has its own version counter: the base's is kept too)
+                self.alias_seen[id(t)] = (t, t._vbox[0], base._vbox[0])
             if not t._view_chain:
                 # detach() / .data: the same value with no gradient through it
                 # (autodiff follows data flow, so the IR must say so).
