@@ -32,49 +32,69 @@ def _run(code, env, timeout=240):
     return r.stdout
 
 
-def test_parallel_build_makes_the_serial_objects(monkeypatch):
-    """The float32 routines built on one thread and on four (tasks taken
-    by helper threads) give byte-identical objects, each function once."""
-    monkeypatch.setenv("TRACEC_NO_CACHE", "1")
-    t = codegen.target()
-    names = sorted(gemm_lib.routines("float32"))
-    compiled = []
-    real = codegen._compile_part
+_LAYOUTS = r'''
+import hashlib, re, sys
+import numpy as np
+import tracec
+from tracec.backends.cpu import codegen
+modules = []
+real = codegen._compile_part
+def counted(text, t, want_asm, verify=False):
+    names = re.findall(r'^define [^@]*@"?(tracec_gemmlib_\w+)', text, re.M)
+    if names:
+        modules.append(names)
+    return real(text, t, want_asm, verify)
+codegen._compile_part = counted
+rng = np.random.default_rng(0)
+digest = hashlib.sha256()
+fns = [lambda a, b: a @ b, lambda a, b: a @ b.t(), lambda a, b: a.t() @ b,
+       lambda a, b: a.t() @ b.t(), lambda a, b: a[:20] @ b, lambda a, b: a.t() @ b,
+       lambda a, b: a.reshape(2, 48, 80) @ b]
+for k, fn in enumerate(fns):
+    a = rng.standard_normal((96, 80) if k in (0, 1, 4, 6) else (80, 96)).astype(np.float32)
+    b = rng.standard_normal((80, 112) if k in (0, 2, 4, 6) else (112, 80)).astype(np.float32)
+    if k == 5:      # 20 rows of C: the short product, A read transposed
+        a = rng.standard_normal((80, 20)).astype(np.float32)
+        b = rng.standard_normal((80, 112)).astype(np.float32)
+    f = tracec.compile(fn, backend="cpu")
+    x, y = tracec.from_numpy(a), tracec.from_numpy(b)
+    f(x, y)
+    out = f(x, y).numpy()
+    ref = fn(tracec.from_numpy(a.astype(np.float64)), tracec.from_numpy(b.astype(np.float64)))
+    np.testing.assert_allclose(out, ref.numpy(), rtol=1e-4, atol=1e-4)
+    digest.update(out.tobytes())
+print(digest.hexdigest())
+print(modules)
+'''
 
-    def counted(text, t, want_asm, verify=False):
-        compiled.append(text.split("define ", 1)[1].split("@", 1)[1].split("(", 1)[0])
-        return real(text, t, want_asm, verify)
-    monkeypatch.setattr(codegen, "_compile_part", counted)
-    saved = dict(gemm_lib._objects)
-    try:
-        out = []
-        for jobs in (1, 4):
-            for k in [k for k in gemm_lib._objects if k[0] == t]:
-                del gemm_lib._objects[k]
-            compiled.clear()
-            objs = gemm_lib._collect(names, t, jobs)
-            assert len(compiled) == len(set(compiled)) == len(objs), compiled
-            out.append({n: o for n, (o, _) in objs.items()})
-        assert out[0].keys() == out[1].keys()
-        assert set(names) <= out[0].keys()
-        for n in out[0]:
-            assert out[0][n] == out[1][n], n
-    finally:
-        gemm_lib._objects.clear()
-        gemm_lib._objects.update(saved)
+
+def test_parallel_build_computes_what_the_serial_one_does(tmp_path):
+    """Every layout's routines (run / block / small), built serially (one
+    module per build) and on four threads (bins of functions, modules of
+    their own), give byte-identical products, each function compiled once."""
+    outs = []
+    for jobs in ("1", "4"):
+        out = _run(_LAYOUTS, _env(tmp_path / jobs, TRACEC_COMPILE_JOBS=jobs)).split("\n")
+        modules = eval(out[1])
+        names = [n for m in modules for n in m]
+        assert len(names) == len(set(names)), modules
+        assert {"tracec_gemmlib_gemm_run_tt_f32", "tracec_gemmlib_gemm_block_nn_f32",
+                "tracec_gemmlib_gemm_small_tn_f32"} <= set(names), names
+        if jobs == "4":
+            assert max(len(m) for m in modules) < len(names), modules   # compiled in parts
+        outs.append(out[0])
+    assert outs[0] == outs[1]
 
 
 _PARTIAL = r'''
-import sys
+import re, sys
 import numpy as np
 import tracec
 from tracec.backends.cpu import codegen
 compiled = []
 real = codegen._compile_part
 def counted(text, t, want_asm, verify=False):
-    name = text.split("define ", 1)[1].split("@", 1)[1].split("(", 1)[0].strip('"')
-    if name.startswith("tracec_gemmlib_"):
-        compiled.append(name[len("tracec_gemmlib_"):])
+    compiled.extend(re.findall(r'^define [^@]*@"?tracec_gemmlib_(\w+)', text, re.M))
     return real(text, t, want_asm, verify)
 codegen._compile_part = counted
 f = tracec.compile((lambda a, b: a @ b.t()) if sys.argv[1] == "nt" else (lambda a, b: a @ b),
@@ -236,3 +256,22 @@ _, status = os.waitpid(pid, 0)
 sys.exit(os.waitstatus_to_exitcode(status))
 '''
     _run(code, _env(tmp_path, TRACEC_NO_CACHE="1"), timeout=120)
+
+
+def test_objects_of_two_builds_defining_one_function_link_together(tmp_path):
+    """A function two objects define (two builds: another process's, or a
+    cache whose entries were partly lost) is weak in both: the module links
+    them side by side (the JIT, then the shared library built at exit) and
+    computes the right product."""
+    from tracec.backends import cache
+    env = _env(tmp_path, TRACEC_COMPILE_JOBS="1")
+    first = set(_run_args(_PARTIAL, ["nt"], env).split())
+    assert {"gemm_run_nt_f32", "gemm_block_nt_f32", "gemm_ukernel_f32"} <= first
+    disk = cache.DiskCache(str(tmp_path / "runtime"))
+    t = codegen.target()
+    for n in ("gemm_run_nt_f32", "gemm_block_nt_f32"):     # the entries, not the object
+        os.remove(disk._path(gemm_lib._key(t, "tracec_gemmlib_" + n)))
+    again = set(_run_args(_PARTIAL, ["nt"], env).split())
+    assert again == {"gemm_run_nt_f32", "gemm_block_nt_f32"}, again
+    for _ in range(2):      # the JIT's shared library of both objects, built at exit, loads
+        assert _run_args(_PARTIAL, ["nt"], env).split() == []

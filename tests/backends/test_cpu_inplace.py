@@ -539,6 +539,7 @@ def test_the_gemm_library_is_built_on_a_background_thread_once(tmp_path):
     (each function is compiled once, by whichever thread), and the result
     is right."""
     script = r'''
+import re
 import threading
 import numpy as np
 import tracec
@@ -551,7 +552,7 @@ def build(names, t, jobs):
         builders.append(threading.current_thread().name)
     return b
 def part(text, t, want_asm, verify=False):
-    compiled.append(text.split("define ", 1)[1].split("@", 1)[1].split("(", 1)[0])
+    compiled.extend(re.findall(r'^define [^@]*@"?(\w+)', text, re.M))
     return real_part(text, t, want_asm, verify)
 gemm_lib._start, codegen._compile_part = build, part
 f = tracec.compile(lambda a, b: a @ b, backend="cpu")

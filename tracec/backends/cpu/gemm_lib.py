@@ -23,30 +23,34 @@ compiled once per machine:
   build`` links into a shared library beside the module's (its names stay
   local there, as the pool's do).
 
-The unit of compiling and caching is one function of the library (a
-routine, the micro-kernel, a packing function): its own LLVM module, its
-object kept in the disk cache under ``runtime/``, keyed by its name, the
-target and tracec's source (the function's code depends on nothing else),
-its header listing the library functions it calls.  So a module builds
-only what it calls (the 784-512-512-10 MLP step: 11 of the 16 float32
-functions), a later module with another layout builds only the functions it
-adds (a partial library is completed on demand), and the functions compile
-in parallel: a build's functions are compile tasks that its own thread,
-``compile_jobs() - 1`` helper threads and any thread waiting for them
-(``addresses`` while the module's loader waits) take from a shared list,
-largest first; LLVM runs them outside llvmlite's lock
-(``codegen._compile_part``).  A function is built by one thread of a
-process at a time (``_inflight``); two processes may both build it, and the
-disk cache's atomic writes keep one whole entry.
+The unit of caching is one function of the library (a routine, the
+micro-kernel, a packing function): an entry in the disk cache under
+``runtime/`` keyed by its name, the target and tracec's source (its code
+depends on nothing else), naming the object that defines it (stored once,
+keyed by its content), the other functions that object defines and the
+library functions it calls.  So a module builds only what it calls (the
+784-512-512-10 MLP step: 12 of the 16 float32 functions), a later module
+with another layout builds only the functions it adds (a partial library
+is completed on demand), and a build compiles in parallel: its functions
+go into as many modules (bins balanced by ``split._cost``) as threads may
+compile (``compile_jobs()``), compile tasks that its own thread, helper
+threads and any thread waiting for them (``addresses`` while the module's
+loader waits) take from a shared list, largest first; LLVM runs them
+outside llvmlite's lock (``codegen._compile_part``).  The functions are
+``weak_odr``: objects of different builds (another process's, at the same
+time) may both define one, and the linker keeps one of the identical
+copies.  A function is built by one thread of a process at a time
+(``_inflight``); the disk cache's atomic writes keep whole entries.
 
 Linking: the functions a module needs that this process has not linked yet
 go into the JIT (or their shared library, ``shared_objects``) as one
-library, exporting them all (their names carry the library's prefix), its
-references to functions linked before resolved to their addresses.
+library of their objects, exporting them (their names carry the library's
+prefix), its references to functions linked before resolved to their
+addresses.
 
 Invariant: the library's functions are exactly what ``gemm._run_fn`` /
 ``gemm._block_fn`` / ``gemm_small._small_fn`` emit into a module (the same
-emitters make them), for the same target; the object of a name is the same
+emitters make them), for the same target; a function's code is the same
 whichever build made it.
 """
 from __future__ import annotations
@@ -167,9 +171,15 @@ def _key(t, name: str) -> str:
                           f"{cache.source_digest()}|{name}".encode()).hexdigest()
 
 
+def _object_key(obj: bytes) -> str:
+    return hashlib.sha256(b"tracec-gemm-object|" + hashlib.sha256(obj).digest()).hexdigest()
+
+
 def _lookup(t, name: str):
-    """``(object, refs)`` of function ``name`` for target ``t`` from this
-    process or the disk cache, or None."""
+    """``(object, refs, defines)`` of function ``name`` for target ``t`` from
+    this process or the disk cache, or None: the object that defines it
+    (with the others of ``defines``) and the library functions that
+    object calls and does not define (``refs``)."""
     hit = _objects.get((t, name))
     if hit is not None:
         return hit
@@ -177,21 +187,26 @@ def _lookup(t, name: str):
     entry = disk.get(_key(t, name)) if disk is not None else None
     if entry is None:
         return None
-    header, payload = entry
-    refs = header.get("refs")
-    if header.get("name") != name or not isinstance(refs, list):
+    header = entry[0]
+    refs, defines, key = header.get("refs"), header.get("defines"), header.get("object")
+    if header.get("name") != name or not isinstance(refs, list) or \
+            not isinstance(defines, list) or name not in defines or not isinstance(key, str):
         return None
-    hit = (bytes(payload), tuple(refs))
+    obj = disk.get(key)
+    if obj is None:
+        return None
+    hit = (bytes(obj[1]), tuple(refs), tuple(defines))
     with _cond:
         _objects.setdefault((t, name), hit)
     return hit
 
 
 def _collect(names, t, jobs: int) -> dict:
-    """``{name: (object, refs)}`` of ``names`` and every library function
-    they call, for target ``t``: from this process, the disk cache, other
-    threads' builds (helping with their compile tasks while waiting) or
-    built now on ``jobs`` threads."""
+    """``{name: (object, refs, defines)}`` (``_lookup``) of ``names``, of
+    every library function their objects call and of the others those
+    objects define, for target ``t``: from this process, the disk cache,
+    other threads' builds (helping with their compile tasks while waiting)
+    or built now on ``jobs`` threads."""
     out: dict = {}
     stack = list(names)
     while True:
@@ -204,7 +219,8 @@ def _collect(names, t, jobs: int) -> dict:
             if hit is None:
                 missing.append(n)
                 continue
-            out[n] = hit
+            for d in hit[2]:       # the object defines these too
+                out.setdefault(d, hit)
             stack += [r for r in hit[1] if r not in out]
         if not missing:
             return out
@@ -291,17 +307,24 @@ def _queue_tasks(build: _Build, roots: list[str], jobs: int) -> None:
         _inflight.update((t, n) for n in deps)
         build.claimed += deps
     todo = list(roots) + [n for n in deps if _lookup(t, n) is None]
+    # One compile task per bin of functions (a module of its own, LLVM's
+    # cost in each balanced), as many bins as threads: a module per
+    # function cost ~10% more of LLVM's time.
+    bins: list = [[] for _ in range(max(1, min(jobs, len(todo))))]
+    load = [0] * len(bins)
+    for n in sorted(todo, key=lambda n: (-split._cost(by_name[n]), n)):
+        i = load.index(min(load))
+        bins[i].append(by_name[n])
+        load[i] += split._cost(by_name[n])
     with _cond:
-        for n in todo:
-            f = by_name[n]
-            _tasks.append((split._cost(f), _task(t, f, _function_text(top, by_name, f),
-                                                 build)))
+        for i, fs in enumerate(bins):
+            _tasks.append((load[i], _task(t, fs, _bin_text(top, by_name, fs), build)))
             build.left += 1
         _tasks.sort(key=lambda x: x[0])
         _cond.notify_all()
     build.helpers = [threading.Thread(target=_help, name=f"tracec-gemm-library-{i}",
                                       daemon=True)
-                     for i in range(max(0, min(jobs, len(todo)) - 1))]
+                     for i in range(len(bins) - 1)]
     for h in build.helpers:
         h.start()
 
@@ -344,10 +367,12 @@ def _help() -> None:
             _run_a_task_or_wait()
 
 
-def _task(t, f, text: str, build: _Build):
-    """The compile task of function ``f`` (its module's ``text``): its object
-    into ``_objects`` and the disk cache."""
-    refs = tuple(sorted(f.refs))
+def _task(t, fs: list, text: str, build: _Build):
+    """The compile task of the functions ``fs`` (their module's ``text``):
+    the object into ``_objects`` and the disk cache (once, by its content;
+    an entry per function names it)."""
+    defines = tuple(sorted(f.name for f in fs))
+    refs = tuple(sorted({r for f in fs for r in f.refs} - set(defines)))
 
     def run():
         from tracec.backends.cpu import codegen
@@ -356,12 +381,17 @@ def _task(t, f, text: str, build: _Build):
             disk = _disk()
             if disk is not None:
                 try:
-                    disk.put(_key(t, f.name), {"kind": "gemm function", "name": f.name,
-                                               "refs": list(refs)}, obj)
+                    # The object first: an entry naming it finds it whole.
+                    key = _object_key(obj)
+                    disk.put(key, {"kind": "gemm library object", "defines": list(defines)}, obj)
+                    for n in defines:
+                        disk.put(_key(t, n), {"kind": "gemm function", "name": n, "object": key,
+                                              "refs": list(refs), "defines": list(defines)}, b"")
                 except OSError:
                     pass   # no cache: compiled again next time
             with _cond:
-                _objects[(t, f.name)] = (obj, refs)
+                for n in defines:
+                    _objects[(t, n)] = (obj, refs, defines)
         except Exception as e:  # noqa: BLE001 - raised by the thread that built it
             build.errors.append(e.with_traceback(None))
         finally:
@@ -371,12 +401,22 @@ def _task(t, f, text: str, build: _Build):
     return run
 
 
-def _function_text(top: list[str], by_name: dict, f) -> str:
-    """A module defining ``f`` alone: the library's header lines and
-    declarations, declarations of the library functions it calls."""
+def _bin_text(top: list[str], by_name: dict, fs: list) -> str:
+    """A module defining the functions ``fs``, ``weak_odr`` (an object of
+    another build may define one of them too: the linker keeps one, all
+    alike), with the library's header lines and declarations of the
+    library functions they call."""
     from tracec.backends.cpu import split
-    decls = [split._declaration(by_name[r]) for r in sorted(f.refs) if r in by_name]
-    return "\n".join(top + decls + f.lines) + "\n"
+    names = {f.name for f in fs}
+    decls = [split._declaration(by_name[r]) for r in sorted({r for f in fs for r in f.refs})
+             if r in by_name and r not in names]
+    bodies = []
+    for f in fs:
+        if not f.lines[0].startswith("define ") or f.internal:
+            raise AssertionError(f"unexpected linkage of {f.name}: {f.lines[0][:60]}")
+        bodies.append("\n".join(["define weak_odr " + f.lines[0][len("define "):],
+                                 *f.lines[1:]]))
+    return "\n".join(top + decls + bodies) + "\n"
 
 
 def _module(roots: list[str]):
@@ -454,29 +494,40 @@ def _background() -> None:
 
 # ---- linking and object code ----
 
+def _objects_of(objs: dict, names) -> list[bytes]:
+    """The distinct objects defining ``names`` (``_collect``'s entries), in
+    a fixed order."""
+    unique: dict = {}
+    for n in sorted(names):
+        unique.setdefault(objs[n][0], objs[n][2])
+    return sorted(unique, key=lambda o: unique[o])
+
+
 def object_code(names) -> bytes:
     """The object code of routines ``names`` (symbols; a dtype name: all of
     its routines) and of every library function they call, for
-    ``codegen.target()``: several objects packed (``codegen.pack_objects``),
-    each function defined once."""
+    ``codegen.target()``: several objects packed (``codegen.pack_objects``;
+    a function two of them define is ``weak_odr``, the same code)."""
     from tracec.backends.cpu import codegen
     objs = _collect(_expand(names), codegen.target(), codegen.compile_jobs())
-    return codegen.pack_objects([objs[n][0] for n in sorted(objs)])
+    return codegen.pack_objects(_objects_of(objs, objs))
 
 
 def addresses(names) -> dict[str, int]:
     """``{symbol: address}`` of routines ``names`` in this process: the
     library functions they need that it has not linked yet are linked now,
-    as one library."""
+    as one library (their objects; what those call that they do not
+    define, linked before, resolves to its address)."""
     names = _expand(names)
     with _link_lock:
         if any(n not in _linked for n in names):
             from tracec.backends.cpu import codegen, runtime
             objs = _collect(names, codegen.target(), codegen.compile_jobs())
             new = sorted(n for n in objs if n not in _linked)
-            imports = {r: _linked[r] for n in new for r in objs[n][1] if r in _linked}
-            tracker = runtime._link(codegen.pack_objects([objs[n][0] for n in new]), new,
-                                    imports, shared=True)
+            blobs = _objects_of(objs, new)
+            defined = {d for n in new for d in objs[n][2]}
+            imports = {r: _linked[r] for n in new for r in objs[n][1] if r not in defined}
+            tracker = runtime._link(codegen.pack_objects(blobs), new, imports, shared=True)
             _libraries.append(tracker)
             _linked.update({n: int(tracker[n]) for n in new})
         return {n: _linked[n] for n in names}
