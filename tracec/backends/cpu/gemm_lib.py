@@ -13,8 +13,10 @@ compiled once per machine:
 
 * ``declare(mb, kind, d, ta, tb)``: the routine's name, declared external in
   the module; the name joins ``mb.libraries`` (the lowering lists them in
-  ``signature["libraries"]``) and its build starts on a background thread
-  (``_prefetch``) unless this process or the disk cache has it;
+  ``signature["libraries"]``) and its build is queued for a background
+  thread (``_prefetch``) unless this process or the disk cache has it;
+* ``flush()``: the module is lowered: the background thread builds what is
+  queued, while the module compiles;
 * ``addresses(names)``: ``{name: address}`` of those routines in this
   process, for the JIT to resolve a module's declarations
   (``runtime._link``);
@@ -61,7 +63,7 @@ import threading
 
 from tracec import dtypes as dt
 
-__all__ = ["declare", "addresses", "object_code", "symbol", "routines"]
+__all__ = ["declare", "flush", "addresses", "object_code", "symbol", "routines"]
 
 # (The builder, and with it xDSL's llvm dialect, is imported only to make
 # code: loading cached code must not pay for those imports.)
@@ -438,10 +440,14 @@ def _module(roots: list[str]):
 
 
 def _prefetch(name: str) -> None:
-    """Have the background builder make routine ``name`` (with what it
-    calls) for the target in effect, unless this process has it or it is
-    queued.  The builder runs while this thread goes on lowering the module
-    (llvmlite's long calls release the GIL); ``addresses`` waits for it."""
+    """Queue routine ``name`` (with what it calls) for the background
+    builder, for the target in effect, unless this process has it or it is
+    queued.  With a core to spare (``compile_jobs() > 1``) the builder
+    starts now: its LLVM work (which releases the GIL) runs while this
+    thread goes on lowering the module.  Else it starts at ``flush()``,
+    once the module is lowered: one build of all the module's routines
+    (each build emits the functions its routines call again), while this
+    thread compiles the module."""
     from tracec.backends.cpu import codegen
     t = codegen.target()
     with _cond:
@@ -450,6 +456,18 @@ def _prefetch(name: str) -> None:
         _queue.append((t, name))
         if _worker[0]:
             _cond.notify_all()
+            return
+        if codegen.compile_jobs() <= 1:
+            return
+        _worker[0] = True
+    threading.Thread(target=_background, name="tracec-gemm-library", daemon=True).start()
+
+
+def flush() -> None:
+    """Start the background builder on what ``declare`` queued (a module's
+    lowering is done), unless it runs."""
+    with _cond:
+        if not _queue or _worker[0]:
             return
         _worker[0] = True
     threading.Thread(target=_background, name="tracec-gemm-library", daemon=True).start()
