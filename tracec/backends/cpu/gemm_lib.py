@@ -128,7 +128,7 @@ def declare(mb, kind: str, d: dt.DType, ta: bool, tb: bool) -> str:
 # ---- the process's functions: built or read, being built, linked ----
 
 _cond = threading.Condition()
-#: (target, name) -> (object code, names of the library functions it calls)
+#: (target, name) -> (object, refs, defines): see _lookup
 _objects: dict = {}
 #: (target, name) of the functions a thread of this process is building
 _inflight: set = set()
@@ -255,12 +255,13 @@ class _Build:
         self.helpers: list = []
 
 
-def _start(names, t, jobs: int) -> _Build | None:
+def _start(names, t, jobs: int, helpers: int | None = None) -> _Build | None:
     """Claim those of ``names`` no thread has or builds, emit them with the
-    functions they call into one llvm-dialect module, and queue a compile
-    task for each of its functions that is not available yet (a module of
-    its own); start helper threads so that ``jobs`` threads compile.  None
-    when there is nothing to claim.  ``_finish`` waits for the tasks."""
+    functions they call into one llvm-dialect module, and queue compile
+    tasks for those of its functions not available yet: ``jobs`` modules
+    (bins) for as many threads; start ``helpers`` helper threads (default
+    ``jobs - 1``: this thread compiles too).  None when there is nothing to
+    claim.  ``_finish`` waits for the tasks."""
     with _cond:
         roots = [n for n in names if (t, n) not in _inflight and (t, n) not in _objects]
         _inflight.update((t, n) for n in roots)
@@ -268,14 +269,14 @@ def _start(names, t, jobs: int) -> _Build | None:
         return None
     build = _Build(t, roots)
     try:
-        _queue_tasks(build, roots, jobs)
+        _queue_tasks(build, roots, jobs, jobs - 1 if helpers is None else helpers)
     except BaseException:
         _finish(build)
         raise
     return build
 
 
-def _queue_tasks(build: _Build, roots: list[str], jobs: int) -> None:
+def _queue_tasks(build: _Build, roots: list[str], jobs: int, helpers: int) -> None:
     from tracec.backends.cpu import codegen, split
     from tracec.passes.pipeline import paused_gc
     t = build.t
@@ -326,7 +327,7 @@ def _queue_tasks(build: _Build, roots: list[str], jobs: int) -> None:
         _cond.notify_all()
     build.helpers = [threading.Thread(target=_help, name=f"tracec-gemm-library-{i}",
                                       daemon=True)
-                     for i in range(len(bins) - 1)]
+                     for i in range(min(helpers, len(bins) - 1))]
     for h in build.helpers:
         h.start()
 
@@ -478,9 +479,10 @@ def _background() -> None:
     (so that its tasks are there for idle threads), compiles tasks while
     nothing is queued, ends when its builds are done and nothing is queued."""
     from tracec.backends.cpu import codegen
-    # The cores the compile may use, less the one the lowering thread
-    # keeps busy (it helps with the tasks once it waits for them).
-    jobs = max(1, codegen.compile_jobs() - 1)
+    # As many modules as cores the compile may use; helper threads for
+    # them less this one and the module's thread (busy compiling the
+    # module, it takes tasks once it waits for them).
+    jobs = codegen.compile_jobs()
     builds: list = []
     while True:
         with _cond:
@@ -495,7 +497,8 @@ def _background() -> None:
                 _worker[0] = False
         if batch is not None:
             try:
-                build = _start([n for n in batch if _lookup(t, n) is None], t, jobs)
+                build = _start([n for n in batch if _lookup(t, n) is None], t, jobs,
+                               max(0, jobs - 2))
             except Exception:   # noqa: BLE001 - the thread that needs it builds it again and reports
                 build = None
             if build is not None:
