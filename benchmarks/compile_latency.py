@@ -19,6 +19,7 @@ all the process's threads over calls 1-3 (the cold compile runs LLVM on
 several threads where cores are idle: ``TRACEC_COMPILE_JOBS``).
 
     python benchmarks/compile_latency.py [--backend interp] [--no-fresh] [--warm-breakdown]
+                                         [--cold N]
 """
 from __future__ import annotations
 
@@ -187,6 +188,40 @@ def warm_breakdown(rounds: int = 5) -> None:
             print(f"  {label:<40}{statistics.median(v) * 1e3:8.1f}")
 
 
+def cold_rows(rounds: int) -> None:
+    """Issue 12 goal 1 alone: calls 1-3 from an empty cache, the medians
+    over ``rounds`` fresh processes (a fresh cache each) of the wall time
+    and of the CPU time of all the process's threads, on one core
+    (``taskset -c 0``, one thread everywhere) and on all cores, with the
+    load average the runs saw (the machine may be shared)."""
+    import statistics
+    import subprocess
+    import sys
+    import tempfile
+    one = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "TRACEC_NUM_THREADS": "1"}
+    print(f"\n{'cold, calls 1-3 (medians of ' + str(rounds) + ')':<40}{'wall ms':>9}{'cpu ms':>9}"
+          f"{'load':>7}")
+    for name, label in (("mlp", "784-512-512-10 sgd"), ("transformer", "2-block transformer adamw")):
+        for cores in ("one core", "all cores"):
+            walls, cpus, loads = [], [], []
+            for _ in range(rounds):
+                with tempfile.TemporaryDirectory() as cache:
+                    env = dict(os.environ, TRACEC_CACHE_DIR=cache)
+                    env.pop("TRACEC_NO_CACHE", None)
+                    cmd = [sys.executable, "-c", FRESH, name]
+                    if cores == "one core" and shutil_which("taskset"):
+                        env.update(one)
+                        cmd = ["taskset", "-c", "0"] + cmd
+                    r = subprocess.run(cmd, env=env, text=True, capture_output=True, check=True)
+                    w, _, c = r.stdout.split()[:3]
+                    walls.append(float(w))
+                    cpus.append(float(c))
+                    loads.append(os.getloadavg()[0])
+            print(f"{label + ', ' + cores:<40}{statistics.median(walls) * 1e3:>9.0f}"
+                  f"{statistics.median(cpus) * 1e3:>9.0f}{statistics.median(loads):>7.1f}")
+
+
 def shutil_which(cmd: str):
     import shutil
     return shutil.which(cmd)
@@ -200,7 +235,13 @@ def main():
                     help="skip the fresh-process rows (calls 1-3, cold and warm)")
     ap.add_argument("--warm-breakdown", action="store_true",
                     help="only where the warm start's calls 1-3 go (one core, CPU time)")
+    ap.add_argument("--cold", type=int, default=0, metavar="N",
+                    help="only the cold rows: medians of N fresh processes, one core and "
+                         "all cores, wall and CPU time")
     args = ap.parse_args()
+    if args.cold:
+        cold_rows(args.cold)
+        return
     if args.warm_breakdown:
         warm_breakdown()
         return

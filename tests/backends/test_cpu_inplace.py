@@ -483,10 +483,9 @@ def test_object_runs_without_the_pool(tmp_path):
         objs[-1].write_bytes(part)
     from tracec.backends.cpu import gemm_lib
     assert exe.signature["libraries"]       # its GEMMs call the library's routines
-    for k, lib in enumerate(exe.signature["libraries"]):
-        for i, part in enumerate(unpack_objects(gemm_lib.object_code(lib))):
-            objs.append(tmp_path / f"gemm{k}_{i}.o")
-            objs[-1].write_bytes(part)
+    for i, part in enumerate(unpack_objects(gemm_lib.object_code(exe.signature["libraries"]))):
+        objs.append(tmp_path / f"gemm_{i}.o")
+        objs[-1].write_bytes(part)
     subprocess.run(["cc", "-shared", "-o", str(so), *map(str, objs), "-lm", "-lpthread"],
                    check=True)
     lib = ctypes.CDLL(str(so))
@@ -534,30 +533,44 @@ def test_a_failing_call_leaves_state_unchanged(gather_first):
 
 
 def test_the_gemm_library_is_built_on_a_background_thread_once(tmp_path):
-    """With an empty cache the first GEMM lowered starts the library's build
-    on a thread of its own (gemm_lib._prefetch); linking the module waits
-    for that build instead of making a second, and the result is right."""
+    """With an empty cache and a core to spare, the first GEMM lowered starts
+    the build of the library functions it calls on a thread of its own
+    (gemm_lib._prefetch);
+    linking the module waits for that build instead of making a second
+    (each function is compiled once, by whichever thread), and the result
+    is right."""
     script = r'''
+import re
 import threading
 import numpy as np
 import tracec
-from tracec.backends.cpu import gemm_lib
-builds = []
-real = gemm_lib._object_code
-def counted(d, jobs, concurrent=False):
-    builds.append((d, threading.current_thread().name, concurrent))
-    return real(d, jobs, concurrent)
-gemm_lib._object_code = counted
+from tracec.backends.cpu import codegen, gemm_lib
+builders, compiled = [], []
+real_build, real_part = gemm_lib._start, codegen._compile_part
+def build(*args):
+    b = real_build(*args)
+    if b is not None:
+        builders.append(threading.current_thread().name)
+    return b
+def part(text, t, want_asm, verify=False):
+    compiled.extend(re.findall(r'^define [^@]*@"?(\w+)', text, re.M))
+    return real_part(text, t, want_asm, verify)
+gemm_lib._start, codegen._compile_part = build, part
 f = tracec.compile(lambda a, b: a @ b, backend="cpu")
 a, b = tracec.randn(96, 80), tracec.randn(80, 112)
 for _ in range(3):
     out = f(a, b)
 np.testing.assert_allclose(out.numpy(), a.numpy() @ b.numpy(), rtol=1e-4, atol=1e-4)
 assert f.cache_info().traces == 1
-print(builds)
-assert builds == [("float32", "tracec-gemm-library", True)], builds
+print(builders, compiled)
+assert builders == ["tracec-gemm-library"], builders
+lib = sorted(x for x in compiled if "gemmlib" in x)
+assert lib == sorted(set(lib)), lib         # each library function compiled once
+assert any("gemm_run_nn_f32" in x for x in lib) and not any("_tt_" in x for x in lib), lib
 '''
-    env = dict(os.environ, TRACEC_CACHE_DIR=str(tmp_path / "cache"))
+    # Two compile jobs: the build starts at the GEMM's declaration (with
+    # one, once the module is lowered, and the module's thread may take it).
+    env = dict(os.environ, TRACEC_CACHE_DIR=str(tmp_path / "cache"), TRACEC_COMPILE_JOBS="2")
     env.pop("TRACEC_NO_CACHE", None)
     env.pop("TRACEC_GEMM_LIBRARY", None)
     r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,

@@ -154,13 +154,14 @@ def build_library(fn, args, arg_names, out_path: str, *, cc: str | None = None,
                 f.write(pool.object_code())
         libraries = sorted({lib for s in [signature, *(v.signature for v in variants)]
                             for lib in s.get("libraries", ())})
-        for k, lib in enumerate(libraries):
-            # The GEMM routines the kernels call (compiled once per machine
-            # and target: backends/cpu/gemm_lib.py), linked in privately.
+        if libraries:
+            # The GEMM routines the kernels call, with the library functions
+            # they call, each once (compiled once per machine and target:
+            # backends/cpu/gemm_lib.py), linked in privately.
             from tracec.backends.cpu import gemm_lib
             with codegen.targeting(target):
-                code = gemm_lib.object_code(lib)
-            objs += codegen.write_objects(codegen.unpack_objects(code), tmp, f"gemm{k}_")
+                code = gemm_lib.object_code(libraries)
+            objs += codegen.write_objects(codegen.unpack_objects(code), tmp, "gemm_")
         # Only the documented names are exported: the kernels, the pool and
         # the GEMM routines stay private, so several tracec libraries load
         # side by side.

@@ -118,6 +118,10 @@ def _compile(module, asm, symbol, donate, size_guards=None, profile=False, jobs=
     from tracec.symbolic import recorded_guards
     with paused_gc(), recorded_guards() as guards:   # IR construction: see paused_gc
         lowered = lower_module(module, symbol, donate, profile)
+        if lowered.signature.get("libraries"):
+            # The GEMM library's routines it calls, built while it compiles.
+            from tracec.backends.cpu import gemm_lib
+            gemm_lib.flush()
         # The lowered module is checked by LLVM's verifier (C++) as LLVM
         # parses it, not by xDSL's: that took 1.4x the time of verifying
         # the tracec IR after every pass (18 of 114 s in tests/test_rnn_scan.py)

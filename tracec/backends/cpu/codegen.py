@@ -19,6 +19,7 @@ import functools
 import json
 import os
 import re
+import sys
 import tempfile
 import threading
 
@@ -26,11 +27,28 @@ import threading
 #: where the ``_py`` entry reads it (the runtime checks it once per process).
 PYOBJECT_DATA_OFFSET = 16
 
-__all__ = ["target_machine", "target_id", "compile_llvm", "Compiled", "targeting", "TARGETS",
-           "compile_jobs", "pack_objects", "unpack_objects"]
+__all__ = ["target_machine", "target_id", "compile_llvm", "llvm_text", "Compiled", "targeting",
+           "TARGETS", "compile_jobs", "pack_objects", "unpack_objects"]
 
 _lock = threading.Lock()
 _local = threading.local()   # .target: the (triple, cpu, features) set by targeting()
+
+
+def _after_fork() -> None:
+    """In a forked child: the locks a thread of the parent held at the fork
+    (a background compile: ``gemm_lib``) would stay held forever, the
+    thread being gone; the child, one thread, takes new ones.  That is
+    this module's lock and llvmlite's process-wide one, which every locked
+    llvmlite call takes."""
+    global _lock
+    _lock = threading.Lock()
+    ffi = sys.modules.get("llvmlite.binding.ffi")
+    if ffi is not None and isinstance(getattr(getattr(ffi.lib, "_lock", None), "_lock", None),
+                                      type(threading.RLock())):
+        ffi.lib._lock._lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 _V2 = ("cx16", "sahf", "popcnt", "sse3", "sse4.1", "sse4.2", "ssse3")
 _V3 = _V2 + ("avx", "avx2", "bmi", "bmi2", "f16c", "fma", "lzcnt", "movbe", "xsave")
@@ -337,15 +355,8 @@ def compile_llvm(module, *, exported: set[str], want_asm: bool = True,
     ``verify``: LLVM's verifier checks each module part as parsed (before
     optimization), raising on malformed IR."""
     import llvmlite.binding as lb
-    # Imported here: loading cached object code needs none of xDSL's llvm
-    # dialect (~0.1 s of imports in a new process).
-    from xdsl.backend.llvm.convert import convert_module
     tm = target_machine()
-    llmod = convert_module(module, fallback_target_triple=target()[0],
-                           data_layout=str(tm.target_data))
-    internal = {f.name for f in llmod.functions if not f.is_declaration} - exported
-    _tune(llmod, internal, wide, straight)
-    text = _splice(str(llmod), helpers or {})
+    text = llvm_text(module, exported=exported, wide=wide, helpers=helpers, straight=straight)
     if jobs > 1:
         from tracec.backends.cpu.split import split_module
         parts = split_module(text, jobs)
@@ -367,6 +378,23 @@ def compile_llvm(module, *, exported: set[str], want_asm: bool = True,
         obj = tm.emit_object(mod)
         asm = tm.emit_assembly(mod) if want_asm else None
     return Compiled(optimized, bytes(obj), asm)
+
+
+def llvm_text(module, *, exported: set[str] | None, wide: set[str] = frozenset(),
+              helpers: dict[str, str] | None = None,
+              straight: set[str] = frozenset()) -> str:
+    """The llvm-dialect ``module`` as LLVM IR text for ``target()``, tuned
+    (``_tune``) and with ``helpers`` spliced in, as ``compile_llvm`` parses
+    it; ``exported`` None: every function defined keeps external linkage."""
+    # Imported here: loading cached object code needs none of xDSL's llvm
+    # dialect (~0.1 s of imports in a new process).
+    from xdsl.backend.llvm.convert import convert_module
+    llmod = convert_module(module, fallback_target_triple=target()[0],
+                           data_layout=str(target_machine().target_data))
+    internal = set() if exported is None else \
+        {f.name for f in llmod.functions if not f.is_declaration} - exported
+    _tune(llmod, internal, wide, straight)
+    return _splice(str(llmod), helpers or {})
 
 
 @functools.cache

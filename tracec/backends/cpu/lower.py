@@ -811,7 +811,7 @@ class Lowering:
         if "pool_slot" in self.mb.shared:
             sig["pool_slot"] = self.mb.shared["pool_slot"]
         if self.mb.libraries:
-            # The GEMM libraries (by dtype) the code calls: the loader
+            # The GEMM library's routines the code calls: the loader
             # resolves them (gemm_lib.addresses), tracec build links them.
             sig["libraries"] = sorted(self.mb.libraries)
         if "comms" in self.mb.shared:
