@@ -211,6 +211,25 @@ def from_numpy(a: np.ndarray) -> Tensor:
         else Tensor._from_data(a)
 
 
+_FACTORY_KEYWORDS = ("Tensor out = None, torch.dtype dtype = None, torch.layout layout = None, "
+                     "torch.device device = None, bool pin_memory = False, "
+                     "bool requires_grad = False")
+
+
+def _missing_size(name: str, kwargs: dict) -> None:
+    """PyTorch's TypeError for a ``*size`` factory called without a size
+    (``torch.zeros()`` is no 0-d tensor: ``torch.zeros(())`` is).  Its
+    argument parser names the missing argument, except for ``rand`` /
+    ``randn`` called with nothing at all, whose two signatures (with and
+    without ``generator``) it lists."""
+    if name in ("rand", "randn") and not kwargs:
+        sigs = "".join(f" * (tuple of ints size, *, {g}{_FACTORY_KEYWORDS})\n"
+                       for g in ("torch.Generator generator, ", ""))
+        raise TypeError(f"{name}() received an invalid combination of arguments - got (), "
+                        f"but expected one of:\n{sigs}")
+    raise TypeError(f'{name}() missing 1 required positional arguments: "size"')
+
+
 def _factory(varsize: bool = False, memory_format: bool = False):
     """PyTorch's factory keywords that do not change a tracec tensor's values:
     ``layout`` (only ``torch.strided``), ``pin_memory`` (no pinned host memory
@@ -234,6 +253,8 @@ def _factory(varsize: bool = False, memory_format: bool = False):
                     raise TypeError(f"{fn.__name__}() got multiple values for argument 'size'")
                 else:
                     args = (size,)
+            if varsize and not args:
+                _missing_size(fn.__name__, kwargs)
             if memory_format is not None and not memory_format_ok:
                 raise TypeError(f"{fn.__name__}() got an unexpected keyword argument "
                                 "'memory_format'")
