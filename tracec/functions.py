@@ -871,7 +871,7 @@ def _clip_values(x: np.ndarray, lo, hi) -> np.ndarray:
     sign of a zero bound where ``x`` is a zero of the other sign, which the
     ``where``s keep from ``x`` (``x < lo`` is false) and ``np.clip`` may
     take from the bound; those elements are copied back from ``x``."""
-    t = x.dtype.type
+    t = dt.to_float16 if x.dtype == np.float16 else x.dtype.type   # (through float32)
     lo = None if lo is None else t(lo)
     hi = None if hi is None else t(hi)
     with quiet_fp():

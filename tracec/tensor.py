@@ -401,7 +401,7 @@ class Tensor:
             d = dt.get_default_dtype()
         if nested is not None and RECORDERS:
             return _nested_recorded(nested, d, arr.shape)
-        arr = np.array(arr, dtype=d.np, copy=True)
+        arr = dt.to_float16(arr) if d is dt.float16 else np.array(arr, dtype=d.np, copy=True)
         if d is dt.bfloat16:
             arr = dt.round_bfloat16(arr)
         return Tensor._make(arr, d)
@@ -1147,7 +1147,8 @@ def weak_scalar(value, dtype: dt.DType) -> np.ndarray:
         if dtype.category == 1 and not isinstance(value, (bool, np.bool_)) and \
                 isinstance(value, numbers.Integral):
             value = dt.wrap_int(int(value), dtype)   # uint8 - 1 is 255, as in PyTorch
-        arr = np.asarray(value, dtype=dtype.np)
+        # (float16 through float32, as PyTorch converts a wrapped number)
+        arr = dt.to_float16(value) if dtype is dt.float16 else np.asarray(value, dtype=dtype.np)
         arr.flags.writeable = False
         if len(_SCALAR_ARRAYS) < 4096:
             _SCALAR_ARRAYS[key] = arr
