@@ -399,10 +399,11 @@ def to_float16(a) -> np.ndarray:
     a = np.asarray(a)
     if a.dtype.kind == "c":
         a = a.real
-    if a.dtype.kind in "fiu" and a.dtype.itemsize > 4 or a.dtype.kind in "iu" and \
-            a.dtype.itemsize == 4:
-        a = a.astype(np.float32)
-    return a.astype(np.float16)
+    with np.errstate(over="ignore", invalid="ignore"):   # (out of range: inf, silently)
+        if a.dtype.kind in "fiu" and a.dtype.itemsize > 4 or a.dtype.kind in "iu" and \
+                a.dtype.itemsize == 4:
+            a = a.astype(np.float32)
+        return a.astype(np.float16)
 
 
 def round_bfloat16(a: np.ndarray) -> np.ndarray:

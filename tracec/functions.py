@@ -841,11 +841,26 @@ def clamp(input, min=None, max=None):  # noqa: A002
     # a NaN number bound makes every element NaN, as PyTorch's kernel.
     if min is not None:
         (y, lo), _ = promote("clamp", y, min)
-        y = ops.where(_nan_bound(y) if _is_nan(min) else ops.lt(y, lo), lo, y)
+        y = _nan_tensor_bound(ops.where(_nan_bound(y) if _is_nan(min) else ops.lt(y, lo), lo, y),
+                              lo)
     if max is not None:
         (y, hi), _ = promote("clamp", y, max)
-        y = ops.where(_nan_bound(y) if _is_nan(max) else ops.gt(y, hi), hi, y)
-    return _named(y, "ClampBackward1")
+        y = _nan_tensor_bound(ops.where(_nan_bound(y) if _is_nan(max) else ops.gt(y, hi), hi, y),
+                              hi)
+    if isinstance(y, Tensor) and y.dtype.is_floating_point and y.requires_grad:
+        # PyTorch's backward passes the gradient where min <= x <= max only:
+        # none at a NaN result (a NaN input or bound), to the input or bounds
+        y = ops.where(ops.ne(y, y), ops.stop_gradient(y), y)
+    tensor_bound = isinstance(min, Tensor) or isinstance(max, Tensor)
+    return _named(y, "ClampBackward0" if tensor_bound else "ClampBackward1")
+
+
+def _nan_tensor_bound(y, bound):
+    """``y`` NaN where a tensor ``bound`` is NaN, as PyTorch's kernel
+    propagates it (the comparison alone keeps the input there)."""
+    if not isinstance(bound, Tensor) or not bound.dtype.is_floating_point:
+        return y
+    return ops.where(ops.ne(bound, bound), bound, y)
 
 
 def _is_nan(b) -> bool:

@@ -193,8 +193,8 @@ def round(input, *, decimals: int = 0):  # noqa: A001 - PyTorch's name
         return _round0(input)
     input = _t(input, "round")
     if not input.dtype.is_floating_point:
-        raise RuntimeError("round_decimals: integer inputs are not supported with decimals "
-                           "(not implemented for 'Long')")
+        raise NotImplementedError(f'"round_cpu" not implemented for '
+                                  f"'{dt.scalar_type_name(input.dtype)}'")
     xd = input.detach()
     if decimals > 0:
         p = 10.0 ** decimals

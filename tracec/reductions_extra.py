@@ -140,6 +140,13 @@ def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 def aminmax(input, *, dim=None, keepdim=False):  # noqa: A002
     x = tensor_arg(input, "aminmax")
+    if x.numel() == 0:      # (PyTorch's own words, not amin's)
+        if dim is None:
+            raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as "
+                               "the operation has no identity.")
+        d = normalize_axis(dim, max(x.ndim, 1))
+        if x.ndim and x.shape[d] == 0:
+            raise IndexError(f"aminmax: Expected reduction dim {d} to have non-zero size.")
     return AminmaxResult(F.amin(x, dim, keepdim), F.amax(x, dim, keepdim))
 
 
@@ -182,10 +189,14 @@ def _median(name, result, x, dim, keepdim, ignore_nan):
     else:
         d = normalize_axis(dim, x.ndim)
     n = x.shape[d]
-    if n == 0:
-        raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+    if n == 0 and full:
+        return _empty_median(x, name)
+    if n == 0:      # (nanmedian's message says median too, as PyTorch's)
+        raise IndexError(f"median(): Expected reduction dim {d} to have non-zero size.")
     if x.dtype is dt.bool_:
-        raise NotImplementedError(f"\"{name}_out\" not implemented for 'Bool'")
+        # (nanmedian's says median too, as PyTorch's)
+        raise NotImplementedError(f"\"median_{'cpu' if full else 'out'}\" not implemented for "
+                                  "'Bool'")
     keep = tuple(1 if j == d else s for j, s in enumerate(x.shape))
     if x.dtype.is_floating_point:
         valid = _count_valid(x, d)
@@ -202,6 +213,17 @@ def _median(name, result, x, dim, keepdim, ignore_nan):
     if full:
         return _named(_even_share(x, ops.reshape(v, ())), name.capitalize() + "Backward0")
     return result(_named(v, name.capitalize() + "Backward1"), i)
+
+
+def _empty_median(x, name):
+    """PyTorch's median / nanmedian of no elements: NaN for a float tensor
+    (in the graph, with an empty gradient), the smallest value for an
+    integer one, True for bool."""
+    if x.dtype.is_floating_point:
+        v = ops.add(ops.mul(ops.reduce_sum(x, (0,)), 0.0), float("nan"))
+        return _named(v, name.capitalize() + "Backward0")
+    fill = True if x.dtype is dt.bool_ else int(np.iinfo(x.dtype.np).min)
+    return ops.full((), fill, x.dtype, like=x)
 
 
 def _even_share(x, v):
@@ -252,6 +274,8 @@ def mode(input, dim=-1, keepdim=False):  # noqa: A002
         return ModeResult(ops.cast(x, x.dtype), ops.full((), 0, dt.int64, like=x))
     d = normalize_axis(dim, x.ndim)
     n = x.shape[d]
+    if n == 0:
+        raise IndexError(f"mode(): Expected reduction dim {d} to have non-zero size.")
     xm = ops.transpose(x, tuple(j for j in range(x.ndim) if j != d) + (d,))
     xd = xm.detach()
     counts = ops.reduce_sum(ops.cast(ops.eq(ops.reshape(xd, tuple(xd.shape) + (1,)),

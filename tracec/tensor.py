@@ -401,7 +401,13 @@ class Tensor:
             d = dt.get_default_dtype()
         if nested is not None and RECORDERS:
             return _nested_recorded(nested, d, arr.shape)
-        arr = dt.to_float16(arr) if d is dt.float16 else np.array(arr, dtype=d.np, copy=True)
+        if d is dt.float16:
+            arr = dt.to_float16(arr)
+        elif arr.dtype.kind == "f" and arr.dtype.itemsize > d.np.itemsize:
+            with np.errstate(over="ignore"):   # (1e300 as float32 is inf, silently)
+                arr = np.array(arr, dtype=d.np, copy=True)
+        else:
+            arr = np.array(arr, dtype=d.np, copy=True)
         if d is dt.bfloat16:
             arr = dt.round_bfloat16(arr)
         return Tensor._make(arr, d)
