@@ -258,7 +258,7 @@ def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
     d = normalize_axis(dim, x.ndim)
     n = x.shape[d] if x.ndim else 1
     if not 1 <= k <= n:
-        raise IndexError(f"kthvalue(): selected number k out of range for dimension {d}")
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
     if x.ndim == 0:
         return KthvalueResult(ops.cast(x, x.dtype), ops.full((), 0, dt.int64, like=x))
     keep = tuple(1 if j == d else s for j, s in enumerate(x.shape))
