@@ -23,7 +23,8 @@ from tracec.ops.core import normalize_axis
 from tracec.rearrange import _scan, _scan_limit, _slice
 from tracec.symbolic import Sym
 from tracec import shape_ops as S
-from tracec.tensor import Tensor
+from tracec.quickselect import kth_index
+from tracec.tensor import RECORDERS, Tensor
 from tracec.return_types import structseq
 
 __all__ = ["prod", "nansum", "nanmean", "std_mean", "var_mean", "aminmax", "median",
@@ -262,8 +263,35 @@ def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
     if x.ndim == 0:
         return KthvalueResult(ops.cast(x, x.dtype), ops.full((), 0, dt.int64, like=x))
     keep = tuple(1 if j == d else s for j, s in enumerate(x.shape))
-    v, i = _pick(x, d, ops.full(keep, k - 1, dt.int64, like=x), keepdim)
+    _, idx = _sorted(x, d)
+    i = _tie_indices(x, d, k - 1, ops.gather(idx, ops.full(keep, k - 1, dt.int64, like=x), d))
+    v = ops.gather(x, i, d)
+    if not keepdim:
+        shape = tuple(n for j, n in enumerate(x.shape) if j != d)
+        v, i = ops.reshape(v, shape), ops.reshape(i, shape)
     return KthvalueResult(_named(v, "KthvalueBackward0"), i)
+
+
+def _tie_indices(x, d, k, i):
+    """``i`` (the stable order's index of the k-th smallest, kept dim
+    ``d``) with PyTorch's index where the row holds that value more than
+    once: its quickselect's (``tracec.quickselect``), in eager mode."""
+    if RECORDERS or type(x._data) is not np.ndarray:
+        return i
+    a = np.moveaxis(x._data, d, -1)
+    at = np.moveaxis(i._data, d, -1)
+    rows, n = a.reshape(-1, a.shape[-1]), a.shape[-1]
+    out = at.reshape(-1, 1).copy()
+    val = np.take_along_axis(rows, out, -1)
+    same = (rows == val) | (np.isnan(rows) & np.isnan(val)) if a.dtype.kind in "fc" else \
+        rows == val
+    tied = np.flatnonzero(same.sum(-1) > 1)
+    if not tied.size:
+        return i
+    for r in tied:
+        out[r, 0] = kth_index(rows[r], k)
+    return Tensor._make(np.ascontiguousarray(np.moveaxis(out.reshape(at.shape), -1, d)),
+                        dt.int64)
 
 
 def mode(input, dim=-1, keepdim=False):  # noqa: A002
