@@ -495,6 +495,11 @@ def _pow(input, exponent):
                 return _named(ops.where(same, y, ops.add(y, step)), "PowBackward0")
         return _named(ops.pow_(input, exponent), "PowBackward0")
     if isinstance(input, _NUM) and not isinstance(exponent, _NUM):
+        if isinstance(exponent, Tensor) and exponent.dtype is dt.bfloat16 and \
+                isinstance(input, (float, np.floating)):
+            # (the base too is cast to bfloat16 by PyTorch; tracec's bfloat16
+            # storage is float32: 0.7 ** x had half its elements one unit off)
+            input = float(dt.round_bfloat16(np.asarray(input, np.float32)))
         return _named(ops.pow_(input, exponent), "PowBackward2")
     return ops.pow_(input, exponent)
 
