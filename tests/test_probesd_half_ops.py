@@ -3,7 +3,9 @@ kernels compute them, checked bit for bit against torch 2.13 in the same
 process: fmod / remainder round the number to the tensor's dtype first (the
 float32 number gave 87-95% of elements one unit off), xlogy rounds log(y)
 to the dtype before the product (26%), bfloat16 pow(number, tensor) rounds
-the base (45%), round(decimals=) computes in float32 and rounds once."""
+the base (45%), round(decimals=) computes in float32 and rounds once; a
+0-d tensor of another dtype beside a half tensor is cast to it (atan2,
+hypot, logaddexp, lerp's weight: 4-15% off), celu runs through float32."""
 import numpy as np
 import pytest
 import torch
@@ -28,6 +30,15 @@ CASES = {
     "rpow": lambda L, x, y: 0.7 ** x,
     "round_1": lambda L, x, y: L.round(x, decimals=1),
     "round_2": lambda L, x, y: L.round(x * 10, decimals=-1),
+    # a 0-d tensor of another dtype is cast to the half dtype first
+    "fmod_0d": lambda L, x, y: L.fmod(x, L.tensor(0.3)),
+    "remainder_0d64": lambda L, x, y: L.remainder(x, L.tensor(0.3, dtype=L.float64)),
+    "atan2_0d": lambda L, x, y: L.atan2(x, L.tensor(0.3)),
+    "atan2_0d_int": lambda L, x, y: L.atan2(x, L.tensor(3001)),
+    "logaddexp_0d": lambda L, x, y: L.logaddexp(x, L.tensor(0.3)),
+    "lerp_0d_weight": lambda L, x, y: L.lerp(x, y, L.tensor(0.3)),
+    "celu": lambda L, x, y: L.nn.functional.celu(x, 0.3),
+    "rpow_int": lambda L, x, y: 3001 ** (x / 8),
 }
 
 

@@ -496,7 +496,8 @@ def _pow(input, exponent):
         return _named(ops.pow_(input, exponent), "PowBackward0")
     if isinstance(input, _NUM) and not isinstance(exponent, _NUM):
         if isinstance(exponent, Tensor) and exponent.dtype is dt.bfloat16 and \
-                isinstance(input, (float, np.floating)):
+                isinstance(input, (float, int, np.floating, np.integer)) and \
+                not isinstance(input, bool):
             # (the base too is cast to bfloat16 by PyTorch; tracec's bfloat16
             # storage is float32: 0.7 ** x had half its elements one unit off)
             input = float(dt.round_bfloat16(np.asarray(input, np.float32)))

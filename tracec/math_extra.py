@@ -83,10 +83,14 @@ def _no_grad_link(value, x):
 _HALF = (dt.float16, dt.bfloat16)
 
 
-def half_in_float32(fn):
+def half_in_float32(fn, numbers=(), opmath=()):
     """``fn`` computed in float32 when its result would be float16 or
     bfloat16 (cast back at the end), as PyTorch computes half-precision
-    math: one rounding instead of one per step of a composite."""
+    math: one rounding instead of one per step of a composite.  Its operands
+    are first what PyTorch's TensorIterator makes of them: a 0-d tensor of
+    another dtype is cast to the half dtype (rounded; not at the positions
+    in ``opmath``, which the kernel reads in float32), as is a Python number
+    at the positions in ``numbers`` (fmod's, remainder's)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         tensors = [a for a in args if isinstance(a, Tensor)]
@@ -95,6 +99,8 @@ def half_in_float32(fn):
         d = F.result_type(*[a for a in args if isinstance(a, (Tensor, int, float, bool))])
         if d not in _HALF:
             return fn(*args, **kwargs)
+        args = [_half_operand(a, d, i in numbers) if i not in opmath else a
+                for i, a in enumerate(args)]
         out = fn(*[ops.cast(a, dt.float32) if isinstance(a, Tensor) and a.dtype in _HALF
                    else a for a in args], **kwargs)
         if isinstance(out, Tensor) and out.dtype is dt.float32:
@@ -103,6 +109,20 @@ def half_in_float32(fn):
                 else ops.cast(out, d)
         return out
     return wrapper
+
+
+def _half_operand(a, d, number: bool):
+    """``a`` as an operand beside a ``d`` (half) tensor: a 0-d tensor of a
+    floating or integer dtype cast to ``d``; a Python number (``number``)
+    rounded to ``d`` (through float32, as PyTorch's Half / BFloat16)."""
+    if isinstance(a, Tensor):
+        if a.ndim == 0 and a.dtype not in _HALF and a.dtype.category in (1, 2):
+            return ops.cast(a, d)
+        return a
+    if number and type(a) in (int, float):
+        return float(dt.to_float16(np.float32(a))) if d is dt.float16 else \
+            float(dt.round_bfloat16(np.asarray(a, np.float32)))
+    return a
 
 
 def _const(like, value):
@@ -757,30 +777,12 @@ is_neg = is_conj
 # Half-precision inputs of the multi-step composites are computed in float32.
 # (xlogy is not: PyTorch's half kernel rounds log(y) to the half dtype, then
 # the product: x * log(y) in half ops, as the plain composite computes it.)
+# (fmod / remainder round a number operand to the half dtype, where the
+# float32 number left 87-95% of elements one unit off; floor_divide reads
+# its divisor in float32 but rounds a number dividend, 3001 // x)
+_NUMBERS = {"fmod": (0, 1), "remainder": (0, 1), "floor_divide": (0,)}
+_OPMATH = {"floor_divide": (1,)}
 for _name in ("log1p expm1 log2 log10 exp2 logaddexp logaddexp2 fmod remainder "
               "floor_divide logit lerp addcmul addcdiv").split():
-    globals()[_name] = half_in_float32(globals()[_name])
-
-
-def _number_operands_in(fn):
-    """``fn`` with a Python-number operand of a float16 / bfloat16 tensor
-    rounded to that dtype first, as PyTorch's TensorIterator casts a wrapped
-    number to the common dtype for ``fmod`` / ``remainder`` (not computed
-    with the float32 number: fmod(x, 0.3) of float16 values was one unit off
-    on 87% of elements)."""
-    @functools.wraps(fn)
-    def wrapper(input, other):  # noqa: A002
-        t = input if isinstance(input, Tensor) else other
-        if isinstance(t, Tensor) and t.dtype in _HALF:
-            def rounded(v):
-                if type(v) not in (float, int):     # (an int beyond 2048 rounds too)
-                    return v
-                return float(dt.to_float16(np.float32(v))) if t.dtype is dt.float16 else \
-                    dt.check_fits(v, dt.bfloat16)
-            input, other = rounded(input), rounded(other)
-        return fn(input, other)
-    return wrapper
-
-
-fmod = _number_operands_in(fmod)
-remainder = _number_operands_in(remainder)
+    globals()[_name] = half_in_float32(globals()[_name], _NUMBERS.get(_name, ()),
+                                       _OPMATH.get(_name, ()))
