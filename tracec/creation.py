@@ -255,6 +255,11 @@ def _factory(varsize: bool = False, memory_format: bool = False):
                     args = (size,)
             if varsize and not args:
                 _missing_size(fn.__name__, kwargs)
+            if fn.__name__ == "zeros":
+                sizes = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+                if any(isinstance(v, (int, np.integer)) and v < 0 for v in sizes):
+                    # (torch.zeros' own words; empty / new_zeros say _size's)
+                    raise RuntimeError("zeros: Dimension size must be non-negative.")
             if memory_format is not None and not memory_format_ok:
                 raise TypeError(f"{fn.__name__}() got an unexpected keyword argument "
                                 "'memory_format'")
@@ -523,6 +528,8 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
         d = dt.get_default_complex()     # a complex end point: PyTorch's default complex
     else:
         d = dt.get_default_dtype()
+    if isinstance(steps, (int, np.integer)) and steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
     ends = [v for v in (start, end) if isinstance(v, Tensor)]
     for name, v in (("start", start), ("end", end)):
         if isinstance(v, Tensor) and v.ndim:
@@ -658,6 +665,9 @@ def eye(n, m=None, *, dtype=None, device=None, requires_grad=False) -> Tensor:
         on = ops.eq(ops.iota(shape, dt.int64, 0, like=_LIKE), ops.iota(shape, dt.int64, 1,
                                                                        like=_LIKE))
         return _finish(ops.cast(on, d), requires_grad, device)
+    for name, v in (("n", n), ("m", m)):
+        if v is not None and v < 0:
+            raise RuntimeError(f"{name} must be greater or equal to 0, got {v}")
     return _finish(Tensor._make(np.eye(n, m, dtype=d.np), d), requires_grad, device)
 
 
@@ -1110,7 +1120,7 @@ def randperm(n, *, generator=None, dtype=None, device=None) -> Tensor:
         n = _eager_int(n)
     if mt is not None and isinstance(n, (int, np.integer)):
         if n < 0:
-            raise RuntimeError(f"n must be non-negative, got{n}")
+            raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
         perm = torch_rng.randperm(mt, int(n))
         return _finish(Tensor._make(perm.astype(d.np, copy=False), d), False, device)
     u = g.uniform((n,), dt.float64)

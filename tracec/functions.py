@@ -1615,8 +1615,10 @@ def _tensor_args(op: str, *named) -> None:
 
 def mm(input, mat2):
     _tensor_args("mm", ("input", input), ("mat2", mat2))
-    if input.ndim != 2 or mat2.ndim != 2:
-        raise RuntimeError(f"mm: expected 2D tensors, got {input.ndim}D and {mat2.ndim}D")
+    if input.ndim != 2:
+        raise RuntimeError("self must be a matrix")
+    if mat2.ndim != 2:
+        raise RuntimeError("mat2 must be a matrix")
     return matmul(input, mat2)
 
 

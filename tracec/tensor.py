@@ -372,16 +372,17 @@ class Tensor:
         try:
             arr = np.array(data)
         except (ValueError, TypeError) as e:
-            raise TypeError(f"tensor(): could not convert {type(data).__name__} "
-                            f"to a tensor: {e}") from None
+            raise _data_error(data) or TypeError(
+                f"tensor(): could not convert {type(data).__name__} to a tensor: {e}") from None
         if arr.dtype.kind == "O" and any(type(x) in (ItemValue, RuntimeInt) for x in arr.flat):
             # a traced item() (refused while tracing: it would be a constant;
             # a number read at run time in a list: specialized)
             arr = np.array([x.use("tensor() data") if type(x) in (ItemValue, RuntimeInt) else x
                             for x in arr.flat]).reshape(arr.shape)
         if arr.dtype.kind in "OUSV":
-            raise TypeError(f"tensor(): unsupported data of type {arr.dtype} "
-                            f"(expected numbers, got {type(data).__name__})")
+            raise _data_error(data) or TypeError(
+                f"tensor(): unsupported data of type {arr.dtype} "
+                f"(expected numbers, got {type(data).__name__})")
         inferred = None if dtype is not None else _inferred_dtype(data if nested is None else nested)
         if dtype is not None:
             d = dt.to_dtype(dtype)
@@ -787,10 +788,17 @@ class Tensor:
     def tolist(self):
         return concrete(self, "tolist()").tolist()
 
+    def _one_element(self):
+        # (Python's conversions: PyTorch's ValueError, not item()'s error)
+        if self._data.size != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+
     def __complex__(self):
+        self._one_element()
         return complex(self.item())
 
     def __float__(self):
+        self._one_element()
         if self.requires_grad and not _WARNED["float_requires_grad"] and graph.is_grad_enabled():
             # PyTorch's TORCH_WARN_ONCE: the first such conversion in the process
             _WARNED["float_requires_grad"] = True
@@ -801,10 +809,11 @@ class Tensor:
         return float(self.item())
 
     def __int__(self):
+        self._one_element()
         return int(self.item())
 
     def __index__(self):
-        if self.dtype.category != 1 and self.dtype is not dt.bool_:
+        if self.dtype.category != 1 and self.dtype is not dt.bool_ or self._data.size != 1:
             raise TypeError("only integer tensors of a single element can be converted "
                             "to an index")
         return int(self.item())
@@ -1137,6 +1146,48 @@ def scalar_key(value, dtype: dt.DType) -> tuple:
     if value == 0 and not isinstance(value, (int, np.integer, np.bool_)) and np.signbit(value):
         return (type(value), value, dtype.name, "-0")
     return (type(value), value, dtype.name)
+
+
+def _data_error(data):
+    """PyTorch's error for ``torch.tensor(data)`` that holds no numbers or
+    ragged sequences, where it has one to give (else None): a string
+    (``new(): invalid data type 'str'``), an object it cannot type
+    (``Could not infer dtype of NoneType``), a sequence of another length
+    than its first sibling's (``expected sequence of length 2 at dim 1 (got
+    1)``), a number where a sequence belongs (``not a sequence``)."""
+    def leaves(x):
+        if isinstance(x, (list, tuple)):
+            for v in x:
+                yield from leaves(v)
+        else:
+            yield x
+    for v in leaves(data):
+        if isinstance(v, str):
+            return TypeError("new(): invalid data type 'str'")
+        if not isinstance(v, (numbers.Number, np.generic, np.ndarray, Tensor)):
+            return RuntimeError(f"Could not infer dtype of {type(v).__name__}")
+    sizes, x = [], data
+    while isinstance(x, (list, tuple)):
+        sizes.append(len(x))
+        if not x:
+            break
+        x = x[0]
+
+    def check(x, dim):
+        if dim == len(sizes):
+            return TypeError("'list' object cannot be interpreted as an integer") \
+                if isinstance(x, (list, tuple)) else None
+        if not isinstance(x, (list, tuple)):
+            return TypeError("not a sequence")
+        if len(x) != sizes[dim]:
+            return ValueError(f"expected sequence of length {sizes[dim]} at dim {dim} "
+                              f"(got {len(x)})")
+        for v in x:
+            err = check(v, dim + 1)
+            if err is not None:
+                return err
+        return None
+    return check(data, 0)
 
 
 def weak_scalar(value, dtype: dt.DType) -> np.ndarray:
