@@ -38,7 +38,10 @@ def _window(name, n, periodic, dtype, device, requires_grad, fn, ops_in_dtype=Fa
         else:
             k = np.arange(m, dtype=np.float64)
             w = fn(k, m)[:n]
-    return _finish(Tensor._make(np.ascontiguousarray(w).astype(d.np), d), requires_grad, device)
+    w = np.ascontiguousarray(w).astype(d.np)
+    if d is dt.bfloat16:      # (float32 storage: rounded to bfloat16's grid)
+        w = dt.round_bfloat16(w)
+    return _finish(Tensor._make(w, d), requires_grad, device)
 
 
 class _Ops:
