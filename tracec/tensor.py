@@ -985,6 +985,11 @@ class Tensor:
                                    "memory of a NumPy array marked read-only (PyTorch writes "
                                    "there regardless); copy the array, or make it writable, "
                                    "before converting it") from None
+            if op in ("fill_", "zero_") and not RECORDERS and not self.requires_grad and \
+                    not new.requires_grad and _fill_overlapping(self._data, new._data):
+                # (PyTorch fills an expanded tensor: every element the same value)
+                self._vbox[0] += 1
+                return
             if not self._data.flags.writeable:
                 # (PyTorch's internal-overlap check names no op)
                 raise RuntimeError("unsupported operation: more than one element of the "
@@ -1146,6 +1151,30 @@ def scalar_key(value, dtype: dt.DType) -> tuple:
     if value == 0 and not isinstance(value, (int, np.integer, np.bool_)) and np.signbit(value):
         return (type(value), value, dtype.name, "-0")
     return (type(value), value, dtype.name)
+
+
+def _fill_overlapping(view: np.ndarray, values: np.ndarray) -> bool:
+    """Write the one value of ``values`` into every element of ``view`` (a
+    read-only broadcast view, its elements sharing memory) through a writable
+    view of the same memory; False where that cannot be done (several
+    values, no writable owning array)."""
+    vals = np.asarray(values)
+    if vals.size and not (vals == vals.flat[0]).all() and not np.isnan(vals).all():
+        return False
+    owner = view
+    while not owner.flags.writeable and isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    if not owner.flags.writeable or not owner.flags.c_contiguous:
+        return False
+    offset = view.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
+    try:
+        w = np.ndarray(view.shape, view.dtype, buffer=owner, offset=offset,
+                       strides=view.strides)
+    except (TypeError, ValueError):
+        return False
+    if vals.size:
+        w[...] = vals.flat[0]
+    return True
 
 
 def _data_error(data):
