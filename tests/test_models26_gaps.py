@@ -166,7 +166,7 @@ def test_dot_refuses_what_pytorch_refuses(a, b, msg):
     # SpectralNorm's u.dot(...): tracec's dot was matmul, so a 2-D operand
     # or mixed dtypes went through silently
     with pytest.raises(RuntimeError) as e:
-        torch.dot(torch.ones(*a), torch.ones(*b))
+        torch.dot(torch.ones(a), torch.ones(b))   # (ones(*()) is a TypeError in PyTorch)
     assert str(e.value) == msg
     with pytest.raises(RuntimeError, match="^dot : expected both vectors to have same dtype, but "
                        "found Float and Double$"):

@@ -51,7 +51,8 @@ def _float_input(x, name):
     x = tensor_arg(x, name)
     if not x.dtype.is_floating_point:
         names = {"int64": "Long", "int32": "Int", "bool": "Bool"}
-        raise RuntimeError(f"\"histogram_cpu\" not implemented for '{names[x.dtype.name]}'")
+        raise NotImplementedError(f"\"histogram_cpu\" not implemented for "
+                                  f"'{names[x.dtype.name]}'")
     return x
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from tracec import autograd
 from tracec import dtypes as dt
 from tracec import math_extra as M
+from tracec import math_trig as _trig
 # The real-tensor methods of these names first: this module's replace them.
 from tracec import math_methods as _math_methods  # noqa: F401
 from tracec.functions import tensor_arg
@@ -335,6 +336,31 @@ def _sgn_bwd(ctx, g):
 
 
 _sgn = np_function("SgnBackward0", _sgn_fwd, _sgn_bwd)
+
+
+def _complex_unary(name, f, derivative):
+    """``f`` of a complex tensor in NumPy (its C99 complex functions, as
+    PyTorch's std::complex ones), the cotangent ``g * conj(f'(z))``
+    (PyTorch's convention)."""
+    def fwd(ctx, a):
+        ctx.a = a
+        with np.errstate(all="ignore"):
+            return f(a)
+
+    def bwd(ctx, g):
+        with np.errstate(all="ignore"):
+            return (g * np.conj(derivative(ctx.a)),)
+    return np_function(name, fwd, bwd)
+
+
+_trig.COMPLEX.update({
+    "sinh": _complex_unary("SinhBackward0", np.sinh, np.cosh),
+    "cosh": _complex_unary("CoshBackward0", np.cosh, np.sinh),
+    "asin": _complex_unary("AsinBackward0", np.arcsin, lambda z: 1 / np.sqrt(1 - z * z)),
+    "acos": _complex_unary("AcosBackward0", np.arccos, lambda z: -1 / np.sqrt(1 - z * z)),
+    "asinh": _complex_unary("AsinhBackward0", np.arcsinh, lambda z: 1 / np.sqrt(z * z + 1)),
+    "atan": _complex_unary("AtanBackward0", np.arctan, lambda z: 1 / (z * z + 1)),
+})
 
 
 def angle(input):  # noqa: A002

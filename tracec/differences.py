@@ -95,16 +95,20 @@ def _gradient_dim(f, d, h, coords, edge_order):
         else:
             first = F.div(F.add(F.add(F.mul(at(0, 1), -1.5), F.mul(at(1, 2), 2.0)),
                                 F.mul(at(2, 3), -0.5)), h)
-            last = F.div(F.add(F.add(F.mul(at(n - 1, n), 1.5), F.mul(at(n - 2, n - 1), -2.0)),
-                               F.mul(at(n - 3, n - 2), 0.5)), h)
+            # (PyTorch's order of the three terms: the rounding shows)
+            last = F.div(F.add(F.sub(F.mul(at(n - 3, n - 2), 0.5), F.mul(at(n - 2, n - 1), 2.0)),
+                               F.mul(at(n - 1, n), 1.5)), h)
         return cat([first, mid, last], d)
     shape = tuple(n if i == d else 1 for i in range(f.ndim))
     x = ops.reshape(coords, shape)
     dx = F.sub(_slice(x, d, 1, n), _slice(x, d, 0, n - 1))        # dx[i] = x[i+1] - x[i]
-    hd, hs = _slice(dx, d, 0, n - 2), _slice(dx, d, 1, n - 1)
-    mid = F.div(F.add(F.sub(F.mul(F.mul(hd, hd), at(2, n)), F.mul(F.mul(hs, hs), at(0, n - 2))),
-                      F.mul(F.sub(F.mul(hs, hs), F.mul(hd, hd)), at(1, n - 1))),
-                F.mul(F.mul(hs, hd), F.add(hd, hs)))
+    # PyTorch's weights a f[i-1] + b f[i] + c f[i+1] of the spacings to
+    # the left (dx1) and right (dx2), in its order of operations
+    dx1, dx2 = _slice(dx, d, 0, n - 2), _slice(dx, d, 1, n - 1)
+    a = F.div(F.neg(dx2), F.mul(dx1, F.add(dx1, dx2)))
+    b = F.div(F.sub(dx2, dx1), F.mul(dx1, dx2))
+    c = F.div(dx1, F.mul(dx2, F.add(dx1, dx2)))
+    mid = F.add(F.add(F.mul(a, at(0, n - 2)), F.mul(b, at(1, n - 1))), F.mul(c, at(2, n)))
     if edge_order == 1:
         first = F.div(F.sub(at(1, 2), at(0, 1)), _slice(dx, d, 0, 1))
         last = F.div(F.sub(at(n - 1, n), at(n - 2, n - 1)), _slice(dx, d, n - 2, n - 1))

@@ -330,7 +330,8 @@ def check_fits(v, d: DType):
     value to fill with: ``v``, a negative int wrapped into an unsigned
     dtype (which PyTorch allows down to minus the dtype's largest value), or
     for bfloat16 ``v`` rounded to it (its float32 storage would otherwise
-    hold 0.1 where PyTorch holds 0.10009765625)."""
+    hold 0.1 where PyTorch holds 0.10009765625), for float16 a float rounded
+    to it through float32 (``to_float16``)."""
     if isinstance(v, (builtins_bool, np.bool_)) or d.category not in (1, 2):
         return v
     if isinstance(v, (builtins_int, np.integer)):
@@ -359,6 +360,8 @@ def check_fits(v, d: DType):
                            f"without overflow")
     if d is bfloat16:
         return _bf16_scalar(v)
+    if d is float16 and isinstance(v, (builtins_float, np.floating)):
+        return builtins_float(to_float16(np.float32(v)))     # (through float32)
     return wrap_int(builtins_int(v), d) if d.category == 1 and v < 0 and isinstance(
         v, (builtins_int, np.integer)) else v
 
@@ -385,6 +388,22 @@ class iinfo:
 
     def __repr__(self) -> str:
         return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
+
+
+def to_float16(a) -> np.ndarray:
+    """``a`` as float16 the way PyTorch converts: ``c10::Half`` is built from
+    a float, so a float64 (or wide integer, or Python float) value is first
+    rounded to float32, then to float16 (NumPy rounds once: one unit apart
+    where the float32 value lands on a float16 tie, e.g. 1 + 2**-11 + 2**-40
+    is 1.0 in PyTorch, 1.0009765625 in NumPy)."""
+    a = np.asarray(a)
+    if a.dtype.kind == "c":
+        a = a.real
+    with np.errstate(over="ignore", invalid="ignore"):   # (out of range: inf, silently)
+        if a.dtype.kind in "fiu" and a.dtype.itemsize > 4 or a.dtype.kind in "iu" and \
+                a.dtype.itemsize == 4:
+            a = a.astype(np.float32)
+        return a.astype(np.float16)
 
 
 def round_bfloat16(a: np.ndarray) -> np.ndarray:

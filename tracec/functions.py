@@ -495,6 +495,12 @@ def _pow(input, exponent):
                 return _named(ops.where(same, y, ops.add(y, step)), "PowBackward0")
         return _named(ops.pow_(input, exponent), "PowBackward0")
     if isinstance(input, _NUM) and not isinstance(exponent, _NUM):
+        if isinstance(exponent, Tensor) and exponent.dtype is dt.bfloat16 and \
+                isinstance(input, (float, int, np.floating, np.integer)) and \
+                not isinstance(input, bool):
+            # (the base too is cast to bfloat16 by PyTorch; tracec's bfloat16
+            # storage is float32: 0.7 ** x had half its elements one unit off)
+            input = float(dt.round_bfloat16(np.asarray(input, np.float32)))
         return _named(ops.pow_(input, exponent), "PowBackward2")
     return ops.pow_(input, exponent)
 
@@ -841,11 +847,26 @@ def clamp(input, min=None, max=None):  # noqa: A002
     # a NaN number bound makes every element NaN, as PyTorch's kernel.
     if min is not None:
         (y, lo), _ = promote("clamp", y, min)
-        y = ops.where(_nan_bound(y) if _is_nan(min) else ops.lt(y, lo), lo, y)
+        y = _nan_tensor_bound(ops.where(_nan_bound(y) if _is_nan(min) else ops.lt(y, lo), lo, y),
+                              lo)
     if max is not None:
         (y, hi), _ = promote("clamp", y, max)
-        y = ops.where(_nan_bound(y) if _is_nan(max) else ops.gt(y, hi), hi, y)
-    return _named(y, "ClampBackward1")
+        y = _nan_tensor_bound(ops.where(_nan_bound(y) if _is_nan(max) else ops.gt(y, hi), hi, y),
+                              hi)
+    if isinstance(y, Tensor) and y.dtype.is_floating_point and y.requires_grad:
+        # PyTorch's backward passes the gradient where min <= x <= max only:
+        # none at a NaN result (a NaN input or bound), to the input or bounds
+        y = ops.where(ops.ne(y, y), ops.stop_gradient(y), y)
+    tensor_bound = isinstance(min, Tensor) or isinstance(max, Tensor)
+    return _named(y, "ClampBackward0" if tensor_bound else "ClampBackward1")
+
+
+def _nan_tensor_bound(y, bound):
+    """``y`` NaN where a tensor ``bound`` is NaN, as PyTorch's kernel
+    propagates it (the comparison alone keeps the input there)."""
+    if not isinstance(bound, Tensor) or not bound.dtype.is_floating_point:
+        return y
+    return ops.where(ops.ne(bound, bound), bound, y)
 
 
 def _is_nan(b) -> bool:
@@ -871,7 +892,7 @@ def _clip_values(x: np.ndarray, lo, hi) -> np.ndarray:
     sign of a zero bound where ``x`` is a zero of the other sign, which the
     ``where``s keep from ``x`` (``x < lo`` is false) and ``np.clip`` may
     take from the bound; those elements are copied back from ``x``."""
-    t = x.dtype.type
+    t = dt.to_float16 if x.dtype == np.float16 else x.dtype.type   # (through float32)
     lo = None if lo is None else t(lo)
     hi = None if hi is None else t(hi)
     with quiet_fp():
@@ -1594,8 +1615,10 @@ def _tensor_args(op: str, *named) -> None:
 
 def mm(input, mat2):
     _tensor_args("mm", ("input", input), ("mat2", mat2))
-    if input.ndim != 2 or mat2.ndim != 2:
-        raise RuntimeError(f"mm: expected 2D tensors, got {input.ndim}D and {mat2.ndim}D")
+    if input.ndim != 2:
+        raise RuntimeError("self must be a matrix")
+    if mat2.ndim != 2:
+        raise RuntimeError("mat2 must be a matrix")
     return matmul(input, mat2)
 
 

@@ -157,6 +157,17 @@ BACKWARD_NAMES = {
     "scatter_min": "ScatterReduceBackward0", "scatter_mul": "ScatterReduceBackward0",
 }
 
+#: PyTorch's nodes that save no tensors (only sizes, dims, flags), whose
+#: graph a second backward without retain_graph may go through again; tracec
+#: builds them from primitives that keep constant operands (flip's and
+#: upsampling's gather indices, tril's mask), which are kept past a backward
+SAVES_NO_TENSORS = frozenset((
+    "FlipBackward0", "TrilBackward0", "TriuBackward0", "CumsumBackward0", "DiagEmbedBackward0",
+    "RollBackward0", "Rot90Backward0", "RepeatBackward0", "UpsampleNearest1DBackward0",
+    "UpsampleNearest2DBackward0", "UpsampleNearest3DBackward0",
+    "_UpsampleNearestExact1DBackward0", "_UpsampleNearestExact2DBackward0",
+    "_UpsampleNearestExact3DBackward0"))
+
 _FREED_MSG = (
     "Trying to backward through the graph a second time (or directly access saved "
     "tensors after they have already been freed). Saved intermediate values of the "
@@ -326,7 +337,7 @@ class Node(NodeHooks):
         return self.prim.vjp(g, *primals, out=out, **self.params)
 
     def release(self):
-        if self.saved:
+        if self.saved and self.name() not in SAVES_NO_TENSORS:
             self.saved = None
         self.freed = True
 
@@ -589,6 +600,8 @@ class FunctionNode(NodeHooks):
         return res
 
     def release(self):
+        if self.name() in SAVES_NO_TENSORS:     # (a second backward works, as PyTorch's)
+            return
         self.freed = True
         self.ctx.saved_tensors_freed = True
 

@@ -37,6 +37,7 @@ from tracec.linalg_lapack import (LinAlgError, _float_input, _square, cholesky, 
                                   _torch_lu, _torch_lu_solve, _torch_cholesky,
                                   _torch_qr, _torch_slogdet, _torch_svd)
 from tracec.linalg_householder import householder_product, orgqr  # noqa: F401
+from tracec.linalg_ldl import ldl_factor, ldl_factor_ex, ldl_solve  # noqa: F401
 from tracec.tensor import Tensor, concrete
 from tracec.graph import is_grad_enabled as graph_enabled
 
@@ -45,7 +46,8 @@ __all__ = ["norm", "vector_norm", "matrix_norm", "inv", "det", "slogdet", "solve
            "matrix_power", "multi_dot", "inv_ex", "cholesky_ex", "solve_ex", "matrix_rank",
            "lstsq", "solve_triangular", "vander", "cond", "tensorinv", "tensorsolve",
            "matrix_exp", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "eig", "eigvals",
-           "LinAlgError", "diagonal", "householder_product"]
+           "LinAlgError", "diagonal", "householder_product", "ldl_factor", "ldl_factor_ex",
+           "ldl_solve"]
 
 matmul = F.matmul
 
@@ -684,7 +686,8 @@ def _add_out_keyword():
     g = globals()
     for name in ("norm vector_norm matrix_norm inv det slogdet solve cholesky qr svd svdvals "
                  "eigh eigvalsh cross vecdot matmul pinv matrix_power multi_dot inv_ex "
-                 "cholesky_ex solve_ex matrix_rank solve_triangular matrix_exp").split():
+                 "cholesky_ex solve_ex matrix_rank solve_triangular matrix_exp ldl_factor "
+                 "ldl_factor_ex ldl_solve").split():
         g[name] = with_out(g[name])
 
 

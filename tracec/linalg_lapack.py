@@ -327,6 +327,11 @@ def solve(A, B, *, left=True):
     if not left:   # X A = B  <=>  A^T X^T = B^T
         return S.mT(solve(S.mT(A), S.mT(B)))
     vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+    rows = B.shape[-1] if vector else B.shape[-2] if B.ndim >= 2 else B.shape[0]
+    if rows != A.shape[-1]:
+        n = A.shape[-1]
+        raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation "
+                           f"AX = B ({n}x{n} and {rows}x{1 if vector else B.shape[-1]})")
     if vector:
         return ops.reshape(_solve(A, ops.reshape(B, tuple(B.shape) + (1,))), tuple(B.shape))
     return _solve(A, B)

@@ -83,10 +83,14 @@ def _no_grad_link(value, x):
 _HALF = (dt.float16, dt.bfloat16)
 
 
-def half_in_float32(fn):
+def half_in_float32(fn, numbers=(), opmath=()):
     """``fn`` computed in float32 when its result would be float16 or
     bfloat16 (cast back at the end), as PyTorch computes half-precision
-    math: one rounding instead of one per step of a composite."""
+    math: one rounding instead of one per step of a composite.  Its operands
+    are first what PyTorch's TensorIterator makes of them: a 0-d tensor of
+    another dtype is cast to the half dtype (rounded; not at the positions
+    in ``opmath``, which the kernel reads in float32), as is a Python number
+    at the positions in ``numbers`` (fmod's, remainder's)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         tensors = [a for a in args if isinstance(a, Tensor)]
@@ -95,6 +99,8 @@ def half_in_float32(fn):
         d = F.result_type(*[a for a in args if isinstance(a, (Tensor, int, float, bool))])
         if d not in _HALF:
             return fn(*args, **kwargs)
+        args = [_half_operand(a, d, i in numbers) if i not in opmath else a
+                for i, a in enumerate(args)]
         out = fn(*[ops.cast(a, dt.float32) if isinstance(a, Tensor) and a.dtype in _HALF
                    else a for a in args], **kwargs)
         if isinstance(out, Tensor) and out.dtype is dt.float32:
@@ -103,6 +109,20 @@ def half_in_float32(fn):
                 else ops.cast(out, d)
         return out
     return wrapper
+
+
+def _half_operand(a, d, number: bool):
+    """``a`` as an operand beside a ``d`` (half) tensor: a 0-d tensor of a
+    floating or integer dtype cast to ``d``; a Python number (``number``)
+    rounded to ``d`` (through float32, as PyTorch's Half / BFloat16)."""
+    if isinstance(a, Tensor):
+        if a.ndim == 0 and a.dtype not in _HALF and a.dtype.category in (1, 2):
+            return ops.cast(a, d)
+        return a
+    if number and type(a) in (int, float):
+        return float(dt.to_float16(np.float32(a))) if d is dt.float16 else \
+            float(dt.round_bfloat16(np.asarray(a, np.float32)))
+    return a
 
 
 def _const(like, value):
@@ -193,15 +213,20 @@ def round(input, *, decimals: int = 0):  # noqa: A001 - PyTorch's name
         return _round0(input)
     input = _t(input, "round")
     if not input.dtype.is_floating_point:
-        raise RuntimeError("round_decimals: integer inputs are not supported with decimals "
-                           "(not implemented for 'Long')")
+        raise NotImplementedError(f'"round_cpu" not implemented for '
+                                  f"'{dt.scalar_type_name(input.dtype)}'")
     xd = input.detach()
+    half = input.dtype in _HALF
+    if half:        # (PyTorch's kernel: in float32, rounded to the dtype once)
+        xd = ops.cast(xd, dt.float32)
     if decimals > 0:
         p = 10.0 ** decimals
         y = ops.div(_rint(ops.mul(xd, p)), p)
     else:
         p = 10.0 ** -decimals
         y = ops.mul(_rint(ops.div(xd, p)), p)
+    if half:
+        y = ops.cast(y, input.dtype)
     return _named(_no_grad_link(y, input), "RoundBackward1")
 
 
@@ -750,6 +775,14 @@ is_neg = is_conj
 
 
 # Half-precision inputs of the multi-step composites are computed in float32.
+# (xlogy is not: PyTorch's half kernel rounds log(y) to the half dtype, then
+# the product: x * log(y) in half ops, as the plain composite computes it.)
+# (fmod / remainder round a number operand to the half dtype, where the
+# float32 number left 87-95% of elements one unit off; floor_divide reads
+# its divisor in float32 but rounds a number dividend, 3001 // x)
+_NUMBERS = {"fmod": (0, 1), "remainder": (0, 1), "floor_divide": (0,)}
+_OPMATH = {"floor_divide": (1,)}
 for _name in ("log1p expm1 log2 log10 exp2 logaddexp logaddexp2 fmod remainder "
-              "floor_divide xlogy logit lerp addcmul addcdiv").split():
-    globals()[_name] = half_in_float32(globals()[_name])
+              "floor_divide logit lerp addcmul addcdiv").split():
+    globals()[_name] = half_in_float32(globals()[_name], _NUMBERS.get(_name, ()),
+                                       _OPMATH.get(_name, ()))

@@ -11,6 +11,7 @@ cancellation, large ones forms without overflow; the branches of every
 """
 from __future__ import annotations
 
+import functools
 import math
 
 from tracec import ops
@@ -18,6 +19,7 @@ from tracec.functions import _float_unary, _named, promote
 from tracec.math_extra import (_LN2, _binary_float, _const, _float, _log1p, _polyval,
                                _with_singular_grads,
                                _safe, _signbit, half_in_float32)
+from tracec.tensor import Tensor
 
 __all__ = ["acos", "acosh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctan2",
            "arctanh", "asin", "asinh", "atan", "atan2", "atanh", "cosh", "sinh", "tan", "hypot",
@@ -275,3 +277,24 @@ def sinc(input):
 # Half-precision inputs are computed in float32 (one rounding, as PyTorch).
 for _name in __all__:
     globals()[_name] = half_in_float32(globals()[_name])
+
+#: complex versions of the real composites above (name -> function of one
+#: complex tensor), registered by ``tracec.complex_ops``, which sits above
+#: this module: NumPy's complex functions with PyTorch's derivatives (the
+#: real composites crashed on complex input, and cosh returned a real tensor)
+COMPLEX: dict = {}
+
+
+def _complex_dispatch(name, fn):
+    @functools.wraps(fn)
+    def wrapper(input, *args, **kwargs):  # noqa: A002
+        if isinstance(input, Tensor) and input.dtype.is_complex and name in COMPLEX:
+            return COMPLEX[name](input)
+        return fn(input, *args, **kwargs)
+    return wrapper
+
+
+for _name, _base in (("sinh", "sinh"), ("cosh", "cosh"), ("asin", "asin"), ("arcsin", "asin"),
+                     ("acos", "acos"), ("arccos", "acos"), ("asinh", "asinh"),
+                     ("arcsinh", "asinh"), ("atan", "atan"), ("arctan", "atan")):
+    globals()[_name] = _complex_dispatch(_base, globals()[_name])

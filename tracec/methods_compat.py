@@ -46,7 +46,7 @@ def new(self, *args, **kwargs):
         return args[0].detach()
     sizes = legacy_sizes(args)
     if sizes is not None:
-        return creation.empty(*sizes, dtype=d)
+        return creation.empty(tuple(sizes), dtype=d)
     if len(args) == 1:
         return creation.tensor(args[0], dtype=d)
     raise TypeError(f"new() received an invalid combination of arguments: {args!r}")

@@ -85,6 +85,11 @@ def _new_size(size, kw, fn):
         return (tuple(kw["size"]),)
     if not size:
         raise TypeError(f'{fn}() missing 1 required positional arguments: "size"')
+    dims = size[0] if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
+    if any(isinstance(v, int) and v < 0 for v in dims):
+        raise RuntimeError(f"Trying to create tensor with negative dimension "
+                           f"{next(v for v in dims if isinstance(v, int) and v < 0)}: "
+                           f"{list(dims)}")
     return size
 
 

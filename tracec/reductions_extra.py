@@ -23,7 +23,8 @@ from tracec.ops.core import normalize_axis
 from tracec.rearrange import _scan, _scan_limit, _slice
 from tracec.symbolic import Sym
 from tracec import shape_ops as S
-from tracec.tensor import Tensor
+from tracec.quickselect import kth_index
+from tracec.tensor import RECORDERS, Tensor
 from tracec.return_types import structseq
 
 __all__ = ["prod", "nansum", "nanmean", "std_mean", "var_mean", "aminmax", "median",
@@ -140,6 +141,13 @@ def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 def aminmax(input, *, dim=None, keepdim=False):  # noqa: A002
     x = tensor_arg(input, "aminmax")
+    if x.numel() == 0:      # (PyTorch's own words, not amin's)
+        if dim is None:
+            raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as "
+                               "the operation has no identity.")
+        d = normalize_axis(dim, max(x.ndim, 1))
+        if x.ndim and x.shape[d] == 0:
+            raise IndexError(f"aminmax: Expected reduction dim {d} to have non-zero size.")
     return AminmaxResult(F.amin(x, dim, keepdim), F.amax(x, dim, keepdim))
 
 
@@ -182,10 +190,14 @@ def _median(name, result, x, dim, keepdim, ignore_nan):
     else:
         d = normalize_axis(dim, x.ndim)
     n = x.shape[d]
-    if n == 0:
-        raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+    if n == 0 and full:
+        return _empty_median(x, name)
+    if n == 0:      # (nanmedian's message says median too, as PyTorch's)
+        raise IndexError(f"median(): Expected reduction dim {d} to have non-zero size.")
     if x.dtype is dt.bool_:
-        raise NotImplementedError(f"\"{name}_out\" not implemented for 'Bool'")
+        # (nanmedian's says median too, as PyTorch's)
+        raise NotImplementedError(f"\"median_{'cpu' if full else 'out'}\" not implemented for "
+                                  "'Bool'")
     keep = tuple(1 if j == d else s for j, s in enumerate(x.shape))
     if x.dtype.is_floating_point:
         valid = _count_valid(x, d)
@@ -202,6 +214,17 @@ def _median(name, result, x, dim, keepdim, ignore_nan):
     if full:
         return _named(_even_share(x, ops.reshape(v, ())), name.capitalize() + "Backward0")
     return result(_named(v, name.capitalize() + "Backward1"), i)
+
+
+def _empty_median(x, name):
+    """PyTorch's median / nanmedian of no elements: NaN for a float tensor
+    (in the graph, with an empty gradient), the smallest value for an
+    integer one, True for bool."""
+    if x.dtype.is_floating_point:
+        v = ops.add(ops.mul(ops.reduce_sum(x, (0,)), 0.0), float("nan"))
+        return _named(v, name.capitalize() + "Backward0")
+    fill = True if x.dtype is dt.bool_ else int(np.iinfo(x.dtype.np).min)
+    return ops.full((), fill, x.dtype, like=x)
 
 
 def _even_share(x, v):
@@ -236,12 +259,39 @@ def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
     d = normalize_axis(dim, x.ndim)
     n = x.shape[d] if x.ndim else 1
     if not 1 <= k <= n:
-        raise IndexError(f"kthvalue(): selected number k out of range for dimension {d}")
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
     if x.ndim == 0:
         return KthvalueResult(ops.cast(x, x.dtype), ops.full((), 0, dt.int64, like=x))
     keep = tuple(1 if j == d else s for j, s in enumerate(x.shape))
-    v, i = _pick(x, d, ops.full(keep, k - 1, dt.int64, like=x), keepdim)
+    _, idx = _sorted(x, d)
+    i = _tie_indices(x, d, k - 1, ops.gather(idx, ops.full(keep, k - 1, dt.int64, like=x), d))
+    v = ops.gather(x, i, d)
+    if not keepdim:
+        shape = tuple(n for j, n in enumerate(x.shape) if j != d)
+        v, i = ops.reshape(v, shape), ops.reshape(i, shape)
     return KthvalueResult(_named(v, "KthvalueBackward0"), i)
+
+
+def _tie_indices(x, d, k, i):
+    """``i`` (the stable order's index of the k-th smallest, kept dim
+    ``d``) with PyTorch's index where the row holds that value more than
+    once: its quickselect's (``tracec.quickselect``), in eager mode."""
+    if RECORDERS or type(x._data) is not np.ndarray:
+        return i
+    a = np.moveaxis(x._data, d, -1)
+    at = np.moveaxis(i._data, d, -1)
+    rows, n = a.reshape(-1, a.shape[-1]), a.shape[-1]
+    out = at.reshape(-1, 1).copy()
+    val = np.take_along_axis(rows, out, -1)
+    same = (rows == val) | (np.isnan(rows) & np.isnan(val)) if a.dtype.kind in "fc" else \
+        rows == val
+    tied = np.flatnonzero(same.sum(-1) > 1)
+    if not tied.size:
+        return i
+    for r in tied:
+        out[r, 0] = kth_index(rows[r], k)
+    return Tensor._make(np.ascontiguousarray(np.moveaxis(out.reshape(at.shape), -1, d)),
+                        dt.int64)
 
 
 def mode(input, dim=-1, keepdim=False):  # noqa: A002
@@ -252,6 +302,8 @@ def mode(input, dim=-1, keepdim=False):  # noqa: A002
         return ModeResult(ops.cast(x, x.dtype), ops.full((), 0, dt.int64, like=x))
     d = normalize_axis(dim, x.ndim)
     n = x.shape[d]
+    if n == 0:
+        raise IndexError(f"mode(): Expected reduction dim {d} to have non-zero size.")
     xm = ops.transpose(x, tuple(j for j in range(x.ndim) if j != d) + (d,))
     xd = xm.detach()
     counts = ops.reduce_sum(ops.cast(ops.eq(ops.reshape(xd, tuple(xd.shape) + (1,)),

@@ -129,17 +129,60 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
 
 
 def histogram(input, bins=100, *, range=None, weight=None, density=False):  # noqa: A002
+    if isinstance(bins, Tensor) and bins.dtype is not input.dtype:
+        c = {**dt._C_NAMES, "int64": "long int", "bool": "bool"}
+        raise RuntimeError(f"torch.histogramdd: input tensor and bins tensors should have the "
+                           f"same dtype, but got input with dtype {c.get(input.dtype.name)} and "
+                           f"bins for dimension 0 with dtype {c.get(bins.dtype.name)}")
     if not input.dtype.is_floating_point:
-        raise RuntimeError(f"torch.histogram: input tensor and bins tensors should have the "
-                           f"same dtype, but got input {input.dtype} and bins "
-                           f"{input.dtype}")
-    a = concrete(input, "histogram")
-    b = concrete(bins, "histogram") if isinstance(bins, Tensor) else int(bins)
-    w = concrete(weight, "histogram") if weight is not None else None
-    hist, edges = np.histogram(a.reshape(-1), bins=b, range=range,
-                               weights=None if w is None else w.reshape(-1), density=density)
+        raise NotImplementedError(f"\"histogramdd\" not implemented for "
+                                  f"'{dt.scalar_type_name(input.dtype)}'")
+    a = concrete(input, "histogram").reshape(-1)
+    w = concrete(weight, "histogram").reshape(-1) if weight is not None else None
+    edges = concrete(bins, "histogram") if isinstance(bins, Tensor) else \
+        _linear_edges(a, int(bins), range, input.dtype)
+    hist = _bin_counts(a, edges, w, input.dtype.np)
+    if density:      # (PyTorch's order: over the total, then over each bin's width)
+        hist = hist / hist.sum(dtype=hist.dtype)
+        hist = hist / np.diff(edges).astype(hist.dtype)
     return histogram_result(Tensor._from_data(hist.astype(input.dtype.np), input.dtype),
-                            Tensor._from_data(edges.astype(input.dtype.np), input.dtype))
+                            Tensor._from_data(np.array(edges, input.dtype.np), input.dtype))
+
+
+def _linear_edges(a: np.ndarray, bins: int, range_, d) -> np.ndarray:
+    """PyTorch's ``bins + 1`` equal-width edges: ``linspace`` in the input's
+    dtype (its rounding, not NumPy's float64 one) from the range, else the
+    values' extremes (widened by 0.5 either side when equal; [0, 1] for no
+    values)."""
+    from tracec.creation import linspace
+    if range_ is not None:
+        lo, hi = float(range_[0]), float(range_[1])
+        if lo > hi:
+            raise RuntimeError(f"torch.histogramdd: min should not exceed max, but got min "
+                               f"{lo:g} max {hi:g} for dimension 0")
+    elif a.size:
+        lo, hi = float(a.min()), float(a.max())
+    else:
+        lo, hi = 0.0, 1.0
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise RuntimeError(f"torch.histogramdd: dimension 0's range [{lo:g}, {hi:g}] is not "
+                           "finite")
+    if lo == hi:
+        lo, hi = lo - 0.5, hi + 0.5
+    return linspace(lo, hi, bins + 1, dtype=d)._data
+
+
+def _bin_counts(a: np.ndarray, edges: np.ndarray, w, np_dtype) -> np.ndarray:
+    """Per bin [e[i], e[i+1]) (the last one closed) the count, or the sum of
+    the weights, of ``a``'s values, accumulated in the dtype in order."""
+    hist = np.zeros(max(edges.size - 1, 0), np_dtype)
+    if not a.size or not hist.size:
+        return hist
+    inside = (a >= edges[0]) & (a <= edges[-1])
+    pos = np.searchsorted(edges, a[inside], side="right") - 1
+    pos[pos == edges.size - 1] = edges.size - 2
+    np.add.at(hist, pos, np.ones(pos.size, np_dtype) if w is None else w[inside].astype(np_dtype))
+    return hist
 
 
 def histogramdd(input, bins=10, *, range=None, weight=None, density=False):  # noqa: A002

@@ -372,16 +372,17 @@ class Tensor:
         try:
             arr = np.array(data)
         except (ValueError, TypeError) as e:
-            raise TypeError(f"tensor(): could not convert {type(data).__name__} "
-                            f"to a tensor: {e}") from None
+            raise _data_error(data) or TypeError(
+                f"tensor(): could not convert {type(data).__name__} to a tensor: {e}") from None
         if arr.dtype.kind == "O" and any(type(x) in (ItemValue, RuntimeInt) for x in arr.flat):
             # a traced item() (refused while tracing: it would be a constant;
             # a number read at run time in a list: specialized)
             arr = np.array([x.use("tensor() data") if type(x) in (ItemValue, RuntimeInt) else x
                             for x in arr.flat]).reshape(arr.shape)
         if arr.dtype.kind in "OUSV":
-            raise TypeError(f"tensor(): unsupported data of type {arr.dtype} "
-                            f"(expected numbers, got {type(data).__name__})")
+            raise _data_error(data) or TypeError(
+                f"tensor(): unsupported data of type {arr.dtype} "
+                f"(expected numbers, got {type(data).__name__})")
         inferred = None if dtype is not None else _inferred_dtype(data if nested is None else nested)
         if dtype is not None:
             d = dt.to_dtype(dtype)
@@ -401,7 +402,13 @@ class Tensor:
             d = dt.get_default_dtype()
         if nested is not None and RECORDERS:
             return _nested_recorded(nested, d, arr.shape)
-        arr = np.array(arr, dtype=d.np, copy=True)
+        if d is dt.float16:
+            arr = dt.to_float16(arr)
+        elif arr.dtype.kind == "f" and arr.dtype.itemsize > d.np.itemsize:
+            with np.errstate(over="ignore"):   # (1e300 as float32 is inf, silently)
+                arr = np.array(arr, dtype=d.np, copy=True)
+        else:
+            arr = np.array(arr, dtype=d.np, copy=True)
         if d is dt.bfloat16:
             arr = dt.round_bfloat16(arr)
         return Tensor._make(arr, d)
@@ -781,10 +788,17 @@ class Tensor:
     def tolist(self):
         return concrete(self, "tolist()").tolist()
 
+    def _one_element(self):
+        # (Python's conversions: PyTorch's ValueError, not item()'s error)
+        if self._data.size != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+
     def __complex__(self):
+        self._one_element()
         return complex(self.item())
 
     def __float__(self):
+        self._one_element()
         if self.requires_grad and not _WARNED["float_requires_grad"] and graph.is_grad_enabled():
             # PyTorch's TORCH_WARN_ONCE: the first such conversion in the process
             _WARNED["float_requires_grad"] = True
@@ -795,10 +809,11 @@ class Tensor:
         return float(self.item())
 
     def __int__(self):
+        self._one_element()
         return int(self.item())
 
     def __index__(self):
-        if self.dtype.category != 1 and self.dtype is not dt.bool_:
+        if self.dtype.category != 1 and self.dtype is not dt.bool_ or self._data.size != 1:
             raise TypeError("only integer tensors of a single element can be converted "
                             "to an index")
         return int(self.item())
@@ -970,6 +985,11 @@ class Tensor:
                                    "memory of a NumPy array marked read-only (PyTorch writes "
                                    "there regardless); copy the array, or make it writable, "
                                    "before converting it") from None
+            if op in ("fill_", "zero_") and not RECORDERS and not self.requires_grad and \
+                    not new.requires_grad and _fill_overlapping(self._data, new._data):
+                # (PyTorch fills an expanded tensor: every element the same value)
+                self._vbox[0] += 1
+                return
             if not self._data.flags.writeable:
                 # (PyTorch's internal-overlap check names no op)
                 raise RuntimeError("unsupported operation: more than one element of the "
@@ -1133,6 +1153,72 @@ def scalar_key(value, dtype: dt.DType) -> tuple:
     return (type(value), value, dtype.name)
 
 
+def _fill_overlapping(view: np.ndarray, values: np.ndarray) -> bool:
+    """Write the one value of ``values`` into every element of ``view`` (a
+    read-only broadcast view, its elements sharing memory) through a writable
+    view of the same memory; False where that cannot be done (several
+    values, no writable owning array)."""
+    vals = np.asarray(values)
+    if vals.size and not (vals == vals.flat[0]).all() and not np.isnan(vals).all():
+        return False
+    owner = view
+    while not owner.flags.writeable and isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    if not owner.flags.writeable or not owner.flags.c_contiguous:
+        return False
+    offset = view.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
+    try:
+        w = np.ndarray(view.shape, view.dtype, buffer=owner, offset=offset,
+                       strides=view.strides)
+    except (TypeError, ValueError):
+        return False
+    if vals.size:
+        w[...] = vals.flat[0]
+    return True
+
+
+def _data_error(data):
+    """PyTorch's error for ``torch.tensor(data)`` that holds no numbers or
+    ragged sequences, where it has one to give (else None): a string
+    (``new(): invalid data type 'str'``), an object it cannot type
+    (``Could not infer dtype of NoneType``), a sequence of another length
+    than its first sibling's (``expected sequence of length 2 at dim 1 (got
+    1)``), a number where a sequence belongs (``not a sequence``)."""
+    def leaves(x):
+        if isinstance(x, (list, tuple)):
+            for v in x:
+                yield from leaves(v)
+        else:
+            yield x
+    for v in leaves(data):
+        if isinstance(v, str):
+            return TypeError("new(): invalid data type 'str'")
+        if not isinstance(v, (numbers.Number, np.generic, np.ndarray, Tensor)):
+            return RuntimeError(f"Could not infer dtype of {type(v).__name__}")
+    sizes, x = [], data
+    while isinstance(x, (list, tuple)):
+        sizes.append(len(x))
+        if not x:
+            break
+        x = x[0]
+
+    def check(x, dim):
+        if dim == len(sizes):
+            return TypeError("'list' object cannot be interpreted as an integer") \
+                if isinstance(x, (list, tuple)) else None
+        if not isinstance(x, (list, tuple)):
+            return TypeError("not a sequence")
+        if len(x) != sizes[dim]:
+            return ValueError(f"expected sequence of length {sizes[dim]} at dim {dim} "
+                              f"(got {len(x)})")
+        for v in x:
+            err = check(v, dim + 1)
+            if err is not None:
+                return err
+        return None
+    return check(data, 0)
+
+
 def weak_scalar(value, dtype: dt.DType) -> np.ndarray:
     """The read-only 0-d array a weakly typed scalar operand becomes."""
     t = type(value)
@@ -1147,7 +1233,8 @@ def weak_scalar(value, dtype: dt.DType) -> np.ndarray:
         if dtype.category == 1 and not isinstance(value, (bool, np.bool_)) and \
                 isinstance(value, numbers.Integral):
             value = dt.wrap_int(int(value), dtype)   # uint8 - 1 is 255, as in PyTorch
-        arr = np.asarray(value, dtype=dtype.np)
+        # (float16 through float32, as PyTorch converts a wrapped number)
+        arr = dt.to_float16(value) if dtype is dt.float16 else np.asarray(value, dtype=dtype.np)
         arr.flags.writeable = False
         if len(_SCALAR_ARRAYS) < 4096:
             _SCALAR_ARRAYS[key] = arr

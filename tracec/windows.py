@@ -4,8 +4,10 @@
 ``torch.logspace``.
 
 Invariant: each depends only on Python numbers, so it is a constant, also
-inside a compiled function; values are computed in float64 and rounded to
-the requested dtype once.  ``periodic=True`` (PyTorch's default) is the
+inside a compiled function; hann / hamming / blackman / bartlett replay
+PyTorch's chain of tensor ops in the requested dtype (each step rounded:
+its float32 windows differ from float64 ones rounded once), kaiser is
+computed in float64 and rounded once.  ``periodic=True`` (PyTorch's default) is the
 symmetric window of length ``N + 1`` without its last point.
 """
 from __future__ import annotations
@@ -20,7 +22,7 @@ __all__ = ["hann_window", "hamming_window", "blackman_window", "bartlett_window"
            "kaiser_window", "logspace"]
 
 
-def _window(name, n, periodic, dtype, device, requires_grad, fn):
+def _window(name, n, periodic, dtype, device, requires_grad, fn, ops_in_dtype=False):
     if n < 0:
         raise RuntimeError(f"{name} requires non-negative window_length, got "
                            f"window_length={n}")
@@ -31,35 +33,95 @@ def _window(name, n, periodic, dtype, device, requires_grad, fn):
         w = np.ones(n)
     else:
         m = n + 1 if periodic else n
-        k = np.arange(m, dtype=np.float64)
-        w = fn(k, m)[:n]
-    return _finish(Tensor._make(np.ascontiguousarray(w).astype(d.np), d), requires_grad, device)
+        if ops_in_dtype:
+            w = fn(_Ops(d), m)[:n]
+        else:
+            k = np.arange(m, dtype=np.float64)
+            w = fn(k, m)[:n]
+    w = np.ascontiguousarray(w).astype(d.np)
+    if d is dt.bfloat16:      # (float32 storage: rounded to bfloat16's grid)
+        w = dt.round_bfloat16(w)
+    return _finish(Tensor._make(w, d), requires_grad, device)
+
+
+class _Ops:
+    """PyTorch's tensor ops on ``arange(m)`` in dtype ``d``, as its window
+    functions chain them (``initial.mul(2 * pi / (m - 1)).cos_()...``): each
+    result rounded to ``d``, a number operand rounded to ``d`` first (the
+    half types compute in float32 and round each result)."""
+
+    def __init__(self, d):
+        self.d = d
+        self.np = np.float64 if d is dt.float64 else np.float32
+
+    def rnd(self, a):
+        a = np.asarray(a, self.np)
+        if self.d is dt.float16:
+            return a.astype(np.float16).astype(np.float32)
+        return dt.round_bfloat16(a) if self.d is dt.bfloat16 else a
+
+    def arange(self, m):
+        return self.rnd(np.arange(m))
+
+    def mul(self, a, b):
+        # (the window functions' numbers are rounded to the dtype first:
+        # ATen's C++ calls wrap them as tensors of the half type)
+        return self.rnd(a * (self.rnd(b) if np.isscalar(b) else b))
+
+    def add(self, a, b):
+        return self.rnd(a + (self.rnd(b) if np.isscalar(b) else b))
+
+    def sub(self, a, b):
+        return self.rnd(a - b)
+
+    def cos(self, a):
+        # (in float64, rounded: nearer PyTorch's float32 cos than NumPy's)
+        return self.rnd(np.cos(np.asarray(a, np.float64)))
+
+
+def _hamming(alpha, beta):
+    # window.mul_(2 pi / (m - 1)).cos_().mul_(-beta).add_(alpha)
+    def fn(o, m):
+        w = o.cos(o.mul(o.arange(m), 2.0 * np.pi / (m - 1)))
+        return o.add(o.mul(w, -beta), alpha)
+    return fn
 
 
 def hann_window(window_length, periodic=True, *, dtype=None, layout=None, device=None,
                 requires_grad=False):
     return _window("hann_window", window_length, periodic, dtype, device, requires_grad,
-                   lambda k, m: 0.5 - 0.5 * np.cos(2 * np.pi * k / (m - 1)))
+                   _hamming(0.5, 0.5), True)
 
 
 def hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype=None,
                    layout=None, device=None, pin_memory=False, requires_grad=False):
     return _window("hamming_window", window_length, periodic, dtype, device, requires_grad,
-                   lambda k, m: alpha - beta * np.cos(2 * np.pi * k / (m - 1)))
+                   _hamming(alpha, beta), True)
 
 
 def blackman_window(window_length, periodic=True, *, dtype=None, layout=None, device=None,
                     requires_grad=False):
-    def fn(k, m):
-        x = 2 * np.pi * k / (m - 1)
-        return 0.42 - 0.5 * np.cos(x) + 0.08 * np.cos(2 * x)
-    return _window("blackman_window", window_length, periodic, dtype, device, requires_grad, fn)
+    # cos(4 pi k / (m - 1)) * 0.08 - cos(2 pi k / (m - 1)) * 0.5 + 0.42, in
+    # PyTorch's order (its first point is exactly 0: (0.08 - 0.5) + 0.42)
+    def fn(o, m):
+        k = o.arange(m)
+        a = o.mul(o.cos(o.mul(k, 4.0 * np.pi / (m - 1))), 0.08)
+        b = o.mul(o.cos(o.mul(k, 2.0 * np.pi / (m - 1))), 0.5)
+        return o.add(o.sub(a, b), 0.42)
+    return _window("blackman_window", window_length, periodic, dtype, device, requires_grad,
+                   fn, True)
 
 
 def bartlett_window(window_length, periodic=True, *, dtype=None, layout=None, device=None,
                     requires_grad=False):
+    # arange(m).mul_(2 / (m - 1)), its second half .mul_(-1).add_(2)
+    def fn(o, m):
+        w = o.mul(o.arange(m), 2.0 / (m - 1))
+        half = ((m - 1) >> 1) + 1
+        w[half:] = o.add(o.mul(w[half:], -1.0), 2.0)
+        return w
     return _window("bartlett_window", window_length, periodic, dtype, device, requires_grad,
-                   lambda k, m: 1 - np.abs(2 * k / (m - 1) - 1))
+                   fn, True)
 
 
 def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout=None,

@@ -598,7 +598,8 @@ def _conv_transposend(input, weight, bias, stride, padding, output_padding, grou
     for op_, st, d in zip(output_padding, stride, dilation):
         if op_ >= st and op_ >= d:
             raise RuntimeError("output padding must be smaller than either stride or dilation")
-    if (x.dtype in (dt.float32, dt.float64) and x.dtype is weight.dtype and groups >= 1
+    if (x.dtype in (dt.float32, dt.float64, dt.float16) and x.dtype is weight.dtype
+            and groups >= 1
             and cin % groups == 0 and eager_direct(x) and eager_direct(weight)
             and (bias is None or (eager_direct(bias) and bias.dtype is x.dtype
                                   and tuple(bias.shape) == (og * groups,)))

@@ -11,7 +11,14 @@ DCGAN's 4x4 stride-2 layers ran 5-6x slower than PyTorch that way.  The
 traced path keeps the primitives; values agree to float rounding (sums in
 another order), checked against PyTorch and the primitive path in
 ``tests/test_conv_transpose_eager.py``.  Double backward (``create_graph``)
-takes the primitive path's gradient."""
+takes the primitive path's gradient.
+
+float16 runs PyTorch's CPU kernel for it (slow_conv_transpose: no oneDNN
+half support on CPUs without AVX512-FP16/AMX-FP16): each matmul in float32
+rounded once to float16 (cpublas' half gemm), the columns added into the
+output in float16 in kernel-offset order (col2im, each add rounded), then
+the bias; the weight's gradient rounded after each image (the gemm
+accumulates into it with beta 1), the bias's a float32 sum rounded once."""
 from __future__ import annotations
 
 import math
@@ -39,6 +46,34 @@ COLUMNS_BYTES = 64 << 20
 def output_shape(in_sp, kernel, stride, padding, output_padding, dilation):
     return tuple((i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, k, s, p, op, d in
                  zip(in_sp, kernel, stride, padding, output_padding, dilation))
+
+
+#: the most multiply-adds a float16 product runs in cpublas' order (a
+#: Python loop over the inner dimension); larger ones take BLAS's order,
+#: which rounds a float32 sum differently now and then (about 0.1% of the
+#: float16 results one unit off)
+ORDERED_MACS = 1 << 25
+
+
+def _matmul(a: np.ndarray, b: np.ndarray, dtype, ilp: int = 1) -> np.ndarray:
+    """``a @ b`` ([G, M, K] @ [G, K, P]) in ``dtype``; float16 as cpublas'
+    half gemm: float32 products summed in float32, rounded once, the sum
+    over K in ``ilp`` interleaved partial sums added at the end (1: one
+    running sum, its gemm_transb; 4: its gemm_notrans' ``sum``)."""
+    if dtype != np.float16:
+        return np.matmul(a, b)
+    a, b = a.astype(np.float32), b.astype(np.float32)
+    k = a.shape[-1]
+    if k * a.shape[-2] * b.shape[-1] * a.shape[0] > ORDERED_MACS:
+        return np.matmul(a, b).astype(np.float16)
+    parts = np.zeros((ilp,) + a.shape[:-1] + b.shape[-1:], np.float32)
+    full = k - k % ilp
+    for i in range(k):
+        parts[i % ilp if i < full else 0] += a[..., :, i, None] * b[..., None, i, :]
+    acc = parts[0]
+    for p in parts[1:]:
+        acc = acc + p
+    return acc.astype(np.float16)
 
 
 def _fold(a: np.ndarray, groups: int) -> np.ndarray:
@@ -73,7 +108,7 @@ class ConvTransposeEager(Function):
         step = max(1, COLUMNS_BYTES // max(1, groups * og * kk * math.prod(sp) * a.itemsize))
         for n0 in range(0, n, step):
             part = a[n0:n0 + step]
-            cols = np.matmul(wt, _fold(part, groups)).reshape(
+            cols = _matmul(wt, _fold(part, groups), a.dtype).reshape(
                 (groups * og,) + kernel + (part.shape[0],) + sp)
             for offs, win in wins:
                 dst = yp[(slice(None), slice(n0, n0 + step)) + win]
@@ -120,12 +155,29 @@ class ConvTransposeEager(Function):
                 groups, og * kk, -1)
             if need_x:
                 wm = w.reshape(groups, cin // groups, og * kk)
-                gx = np.matmul(wm, cols).reshape((cin, n) + sp)
+                gx = _matmul(wm, cols, a.dtype, ilp=4).reshape((cin, n) + sp)
                 gx = Tensor._make(np.ascontiguousarray(np.swapaxes(gx, 0, 1)), x.dtype)
             if need_w:
-                gw = np.matmul(_fold(a, groups), np.swapaxes(cols, -1, -2))
+                gw = _weight_grad(_fold(a, groups), np.swapaxes(cols, -1, -2), n)
                 gw = Tensor._make(gw.reshape(w.shape), weight.dtype)
         if need_b:
-            gb = Tensor._make(np.add.reduce(gd, axis=(0,) + tuple(range(2, gd.ndim))),
-                              bias.dtype)
+            axes = (0,) + tuple(range(2, gd.ndim))
+            gb = np.add.reduce(gd, axis=axes, dtype=np.float32).astype(np.float16) \
+                if gd.dtype == np.float16 else np.add.reduce(gd, axis=axes)
+            gb = Tensor._make(gb, bias.dtype)
         return gx, gw, gb, None, None
+
+
+def _weight_grad(xs: np.ndarray, cols_t: np.ndarray, n: int) -> np.ndarray:
+    """``xs @ cols_t`` ([G, Cin/G, N*L] @ [G, N*L, O/G*kk]); float16 as
+    PyTorch's kernel: one image's float32 product at a time, added to the
+    float16 gradient so far and rounded (its gemm's beta 1)."""
+    if xs.dtype != np.float16:
+        return np.matmul(xs, cols_t)
+    per = xs.shape[-1] // max(n, 1)
+    gw = np.zeros(xs.shape[:-1] + cols_t.shape[-1:], np.float16)
+    for i in range(n):
+        part = np.matmul(xs[..., i * per:(i + 1) * per].astype(np.float32),
+                         cols_t[:, i * per:(i + 1) * per].astype(np.float32))
+        gw = (gw.astype(np.float32) + part).astype(np.float16)
+    return gw

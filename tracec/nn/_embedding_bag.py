@@ -50,7 +50,7 @@ def embedding_renorm_(weight, input, max_norm: float, norm_type: float = 2.0):
         idx = ops.reshape(input if input.dtype is dt.int64 else ops.cast(input, dt.int64), (-1,))
         n = weight.shape[0]
         picked = ops.gt(creation.zeros(n, dtype=weight.dtype).index_add(
-            0, idx, creation.ones(*idx.shape, dtype=weight.dtype)), 0.0)
+            0, idx, creation.ones(tuple(idx.shape), dtype=weight.dtype)), 0.0)
         norms = weight.norm(p=norm_type, dim=1)
         over = ops.logical_and(picked, ops.gt(norms, float(max_norm)))
         scale = TF.where(over, TF.div(float(max_norm), TF.add(norms, 1e-7)), 1.0)

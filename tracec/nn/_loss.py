@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+
 from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import ops
 from tracec.math_extra import xlogy
+from tracec.nn._cascade_sum import cascade_sum, exact_value
 from tracec.graph import is_grad_enabled as graph_enabled
 from tracec.tensor import RECORDERS, Tensor
 
@@ -171,7 +174,25 @@ def _nll(input: Tensor, target: Tensor, weight, ignore_index: int):
         w = ops.where(ignored, 0.0, w)
     else:
         w = ops.cast(ops.logical_not(ignored), input.dtype)
-    return ops.neg(ops.mul(picked, w)), w
+    # (an ignored target's loss is +0.0, as PyTorch writes it; -(x * 0) is -0.0)
+    return ops.where(ignored, 0.0, ops.neg(ops.mul(picked, w))), w
+
+
+def _sums(loss: Tensor, w: Tensor, target: Tensor, ignore_index: int, weighted: bool):
+    """``(sum(loss), sum(w))`` of a reduced nll: for float16 / bfloat16
+    input in eager mode with the values of PyTorch's kernel (its cascade
+    sum in the half dtype, ``_cascade_sum``); the weight count unweighted
+    (the float32 sum of ones rounded once is PyTorch's cast count)."""
+    total, wsum = TF.sum(loss), TF.sum(w)
+    if loss.dtype not in (dt.float16, dt.bfloat16) or RECORDERS or \
+            type(loss._data) is not np.ndarray or type(target._data) is not np.ndarray:
+        return total, wsum
+    keep = target._data.reshape(-1) != ignore_index
+    idx = np.flatnonzero(keep)
+    total = exact_value(total, cascade_sum(loss._data.reshape(-1)[keep], idx, loss.dtype))
+    if weighted:
+        wsum = exact_value(wsum, cascade_sum(w._data.reshape(-1)[keep], idx, loss.dtype))
+    return total, wsum
 
 
 def _as(t: Tensor, d: dt.DType) -> Tensor:
@@ -195,9 +216,10 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = 
     loss, w = _nll(x, t, weight, ignore_index)
     if reduction == "none":
         return ops.reshape(loss, ()) if unbatched else loss
+    total, wsum = _sums(loss, w, t, ignore_index, weight is not None)
     if reduction == "sum":
-        return TF.sum(loss)
-    return _weighted_mean(TF.sum(loss), TF.sum(w))
+        return total
+    return _weighted_mean(total, wsum)
 
 
 def _class_weight_shape(input: Tensor, weight: Tensor) -> Tensor:
@@ -246,17 +268,19 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
         if reduction == "none":
             out = TF.add(TF.mul(loss, 1 - eps), TF.mul(smooth, eps / n_classes))
             return ops.reshape(out, ()) if unbatched else out
+        total, nll_wsum = _sums(loss, w, t, ignore_index, weight is not None)
         if reduction == "sum":
-            return TF.add(TF.mul(TF.sum(loss), 1 - eps),
-                          TF.mul(TF.sum(smooth), eps / n_classes))
-        wsum = TF.sum(w)
-        return TF.add(TF.mul(_weighted_mean(TF.sum(loss), wsum), 1 - eps),
-                      TF.mul(_weighted_mean(TF.sum(smooth), wsum), eps / n_classes))
+            return TF.add(TF.mul(total, 1 - eps), TF.mul(TF.sum(smooth), eps / n_classes))
+        # (PyTorch divides the smoothing term by a plain sum of the weights,
+        # the nll term by its kernel's total weight)
+        return TF.add(TF.mul(_weighted_mean(total, nll_wsum), 1 - eps),
+                      TF.mul(_weighted_mean(TF.sum(smooth), TF.sum(w)), eps / n_classes))
     if reduction == "none":
         return ops.reshape(loss, ()) if unbatched else loss
+    total, wsum = _sums(loss, w, t, ignore_index, weight is not None)
     if reduction == "sum":
-        return TF.sum(loss)
-    return _weighted_mean(TF.sum(loss), TF.sum(w))
+        return total
+    return _weighted_mean(total, wsum)
 
 
 # --- binary ---------------------------------------------------------------------------------

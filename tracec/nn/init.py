@@ -276,8 +276,9 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     if rows < cols:
         q = q.T
     with graph.no_grad():
-        return tensor.copy_(Tensor._make((q * gain).reshape(tensor.shape).astype(
-            tensor.dtype.np), tensor.dtype))
+        # (copy_ casts to the tensor's dtype: bfloat16 rounded to its grid)
+        return tensor.copy_(Tensor._make(np.ascontiguousarray((q * gain).reshape(tensor.shape)),
+                                         dt.float64))
 
 
 def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) -> Tensor:

@@ -782,6 +782,8 @@ def _cast_impl(x, *, dtype):
             x = x.astype(np.int64)
         if x.dtype.kind == "c" and dtype.category != 3:
             x = x.real   # PyTorch discards the imaginary part (NumPy would warn)
+        if dtype is dt.float16 and x.dtype != np.float16:
+            x = dt.to_float16(x)     # (through float32, as PyTorch's Half)
         out = x.astype(dtype.np, order="C")
     if dtype is dt.bfloat16:
         out = dt.round_bfloat16(out)

@@ -103,6 +103,8 @@ def constant(fb: FuncBuilder, value, d: dt.DType):
         return fb.const(int(value), _COMPUTE[d.name])
     if d is dt.bfloat16:
         v = float(dt.round_bfloat16(np.array([value], np.float32))[0])
+    elif d is dt.float16:      # (through float32, as PyTorch's Half)
+        v = float(dt.to_float16(value))
     else:
         v = float(np.array(value).astype(d.np))
     return fb.const(v, _COMPUTE[d.name])
@@ -122,23 +124,6 @@ def round_to(fb: FuncBuilder, v, d: dt.DType):
 
 
 # --- casts ----------------------------------------------------------------------
-
-def _f64_to_f16(fb: FuncBuilder, x):
-    """float64 -> float16 rounded once (as NumPy does), without the
-    ``__truncdfhf2`` runtime call LLVM would emit: round to float32 *to
-    odd* (exact, or the neighbour toward zero with its last bit set), then
-    to float16; float32 has enough extra bits for that to be exact."""
-    f = fb.cast("fptrunc", x, F32)
-    back = fb.cast("fpext", f, F64)
-    bits = fb.cast("bitcast", f, I32)
-    absx = fb.intr("llvm.fabs", [x], F64, overload=[F64])
-    away = fb.fcmp("ogt", fb.intr("llvm.fabs", [back], F64, overload=[F64]), absx)
-    bits = fb.select(away, fb.ibin("sub", bits, fb.i32(1)), bits)
-    inexact = fb.fcmp("one", back, x)
-    bits = fb.select(inexact, fb.ibin("or", bits, fb.i32(1)), bits)
-    odd = fb.cast("bitcast", bits, F32)
-    return fb.cast("fpext", fb.cast("fptrunc", odd, F16), F32)
-
 
 def _unsigned_to_float(fb: FuncBuilder, v, ft):
     """``uitofp`` (xDSL's llvm dialect lacks it): narrower than 64 bits,
@@ -177,17 +162,15 @@ def cast(fb: FuncBuilder, v, src: dt.DType, dst: dt.DType):
         return cast(fb, _unsigned_to_float(fb, v, F64 if dst is dt.float64 else F32),
                     dt.float64 if dst is dt.float64 else dt.float32, dst)
     if dst.is_floating_point:
+        # (float64 and integers reach float16 through float32, as PyTorch's
+        # c10::Half is built from a float: rounded twice)
         if src.is_floating_point:
-            if src is dt.float64 and dst is dt.float16:
-                return _f64_to_f16(fb, v)
             if src is dt.float64:
                 v = fb.cast("fptrunc", v, F32)
             elif dst is dt.float64:
                 v = fb.cast("fpext", v, F64)
-        elif dst is dt.float16:
-            return fb.cast("fpext", fb.cast("sitofp", v, F16), F32)
         else:
-            v = fb.cast("sitofp", v, ct)
+            v = fb.cast("sitofp", v, F32 if dst is dt.float16 else ct)
         return round_to(fb, v, dst)
     # to an integer
     if src.is_floating_point:

@@ -15,7 +15,7 @@ __all__ = ["Identity", "Linear", "Bilinear", "NonDynamicallyQuantizableLinear"]
 
 
 def _empty(shape, device, dtype):
-    return creation.empty(*shape, dtype=dtype, device=device)
+    return creation.empty(tuple(shape), dtype=dtype, device=device)
 
 
 class Identity(Module):
