@@ -254,6 +254,9 @@ class CompiledFunction:
         self._arg_lift: dict = {}
         #: ... and those a trace used as plain numbers: specialized.
         self._arg_static: set = set()
+        #: ``(id(module), name)`` of module attributes lifted because they
+        #: changed between calls, then used as plain numbers: specialized.
+        self._attr_static: set = set()
         self._arg_box = lifted_state.ArgBox()
         self._retired = 0         # entries retired for mispredicted decisions
         self._last: Entry | None = None
@@ -354,6 +357,11 @@ class CompiledFunction:
                 # (a subclass's own step reading g['lr'], a schedule written
                 # by hand): lifted like a number argument, so one trace serves.
                 _, locs = lifted_state.optimizer_changes(entries[0].trace.optimizer_numbers)
+                if not locs:
+                    # A module's number attribute set between calls (a
+                    # temperature annealed by the loop): lifted likewise.
+                    locs = lifted_state.module_changes(entries[0].trace.guards,
+                                                       self._attr_static)
                 if locs and self._add_lifted(locs):
                     reason += (f" ({', '.join(loc.label for _, loc in locs)}: lifted, read as "
                                "an input from now on)")
@@ -518,6 +526,10 @@ class CompiledFunction:
             # count, an index): the call ran eagerly; calls specialize on
             # those arguments from now on (each value its own trace).
             self._arg_static.update(self._arg_box.current)
+            # module attributes set between calls: specialized from now on
+            between = [loc for _, loc in self._lift if loc.between]
+            self._attr_static.update((id(loc.container), loc.key) for loc in between)
+            self._lift = [(p, loc) for p, loc in self._lift if not loc.between]
             for w in self._arg_box.current:
                 self._arg_lift.pop(w, None)
             self._arg_box.current = {}

@@ -63,12 +63,16 @@ class Location:
     ``__dict__``), "item" (a dict or list), "cell" (a closure cell) or
     "arg" (a number argument of the call: ``container`` is an ``ArgBox``)."""
 
-    __slots__ = ("kind", "container", "key", "label", "after")
+    __slots__ = ("kind", "container", "key", "label", "after", "between")
 
     def __init__(self, kind, container, key, label):
         self.kind, self.container, self.key, self.label = kind, container, key, label
         #: the value the call that found it changed left there
         self.after = None
+        #: set between calls, not by one (a module's ``self.temperature``
+        #: annealed by the loop): a trace that uses it as a plain number
+        #: specializes on it instead of being refused (``module_changes``)
+        self.between = False
 
     def get(self):
         if self.kind == "attr":
@@ -359,6 +363,57 @@ def optimizer_changes(before, lifted=None) -> tuple:
         else:
             locs = None
     return changed, locs
+
+
+def module_changes(guards, static=frozenset()) -> list:
+    """``[(None, Location)]`` of the number attributes (int or float, not
+    bool) of the modules whose ``mode_and_tensors`` guard in ``guards``
+    failed because of them alone (a Gumbel-softmax temperature annealed
+    between calls: ``self.temperature = max(0.5, t * decay)``); empty when
+    any other part of such a guard changed, or when a changed number is in
+    ``static`` (``(id(module), name)``: a lifted trace used it as a plain
+    number before)."""
+    out: list = []
+    for snap, value in guards:
+        owner = getattr(snap, "__self__", None)
+        if not isinstance(owner, Module) or getattr(snap, "__name__", "") != "mode_and_tensors":
+            continue
+        now = snap()
+        if now == value:
+            continue
+        if now[0] != value[0] or now[1] != value[1]:
+            return []
+        old = {a[0]: a for a in value[2]}
+        new = {a[0]: a for a in now[2]}
+        if set(old) != set(new):
+            return []
+        for k, a in old.items():
+            b = new[k]
+            if a == b:
+                continue
+            if len(a) != 2 or len(b) != 2 or not _is_num(a[1]) or not _is_num(b[1]) \
+                    or type(a[1]) is not type(b[1]) or (id(owner), k) in static:
+                return []
+            loc = Location("attr", owner, k, f"{type(owner).__name__}.{k}")
+            loc.between = True
+            out.append((None, loc))
+    return out
+
+
+def module_attrs(locations) -> dict:
+    """``id(module) -> {names}`` of the module attributes among the lifted
+    ``locations`` (their entries in a guard's snapshot: ``coarsen_modules``)."""
+    mods: dict = {}
+    for loc in locations:
+        if loc.kind == "attr" and isinstance(loc.container, Module):
+            mods.setdefault(id(loc.container), set()).add(loc.key)
+    return mods
+
+
+def lifted_entry(entry):
+    """A module attribute's snapshot entry ``(name, value)`` made the lifted
+    token (any number)."""
+    return (entry[0], LIFTED) if len(entry) == 2 else entry
 
 
 #: Stands for a lifted number in a snapshot (equal to any number's entry).

@@ -1468,7 +1468,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
             call_args = call_kwargs = None   # (references finish's leak check would count)
             lifted.finish([get() for _, get in env.roots], result, f"tracec.compile({rec.label})")
     if lifted is not None and lifted.refusal is not None and rec.poisoned is None:
-        if any(loc.kind == "arg" for loc in lifted.locations):
+        if any(loc.kind == "arg" or loc.between for loc in lifted.locations):
             # A lifted number argument used as a plain number (a loop count,
             # an index): this call ran eagerly to its end; the compiled
             # function specializes on those arguments from now on.
@@ -1545,6 +1545,13 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         env_before = lifted_state.coarsen(env_before, lifted.paths)
         env_compare = lifted_state.coarsen(env_compare, lifted.paths)
         env_after = lifted_state.coarsen(env_after, lifted.paths)
+        lifted_mods = lifted_state.module_attrs(lifted.locations)
+        if lifted_mods:
+            # a module's lifted attribute (set between calls): its entry in
+            # a snapshot that holds the module is any number
+            env_before, env_compare, env_after = (
+                attr_replay.coarsen(e, lifted_mods, lifted_state.lifted_entry)
+                for e in (env_before, env_compare, env_after))
     try:
         trace = rec.finish(result)
         name_trace(trace, fn, args, kwargs, others)

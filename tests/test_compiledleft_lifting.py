@@ -1,0 +1,139 @@
+"""Number attributes of a module set between compiled calls (a dVAE's
+Gumbel-softmax temperature annealed by the training loop:
+``model.temperature = max(0.5, t * decay)``) are lifted as an optimizer's
+learning rate is: the retrace that finds one changed reads it as an input,
+so one trace serves every later value.  Before, every call retraced until
+``max_traces`` and then ran eagerly.  A lifted attribute the trace uses as a
+plain number (a loop count) specializes on it instead (each value its own
+trace), never a stale value."""
+import contextlib
+
+import numpy as np
+import pytest
+import torch
+
+import tracec
+from tracec import torch_rng
+
+
+def _dvae(lib, gumbel):
+    nn, F = lib.nn, lib.nn.functional
+
+    class DVAE(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = nn.Linear(8, 6)
+            self.dec = nn.Linear(6, 8)
+            self.temperature = 1.0
+
+        def forward(self, x):
+            logits = self.enc(x)
+            if gumbel:
+                z = F.gumbel_softmax(logits, tau=self.temperature, hard=False)
+            else:
+                z = F.softmax(logits / self.temperature, dim=-1)
+            return self.dec(z), z
+    lib.manual_seed(0)
+    m = DVAE()
+    opt = lib.optim.Adam(m.parameters(), lr=1e-2)
+
+    def step(x):
+        opt.zero_grad()
+        rec, z = m(x)
+        loss = F.mse_loss(rec, x) + 0.01 * (z * (z + 1e-8).log()).sum(-1).mean()
+        loss.backward()
+        opt.step()
+        return loss
+    return m, step
+
+
+def _train(lib, compiled, gumbel, steps=8):
+    m, step = _dvae(lib, gumbel)
+    fn = tracec.compile(step) if compiled else step
+    g = np.random.default_rng(3)
+    t, losses = 1.0, []
+    # (the Gumbel noise from the stream compiled code draws from, eager too:
+    # the initial weights are PyTorch's all the same)
+    with torch_rng.counter_draws() if lib is tracec else contextlib.nullcontext():
+        for _ in range(steps):
+            x = lib.tensor(g.standard_normal((4, 8)).astype(np.float32))
+            t = max(0.5, t * 0.9)
+            m.temperature = t
+            losses.append(float(fn(x).detach()))
+    return np.array(losses), [p.detach().numpy().copy() for p in m.parameters()], fn
+
+
+@pytest.mark.parametrize("gumbel", [False, True])
+def test_annealed_temperature_attribute_is_lifted(gumbel):
+    le, pe, _ = _train(tracec, False, gumbel)
+    lc, pc, fn = _train(tracec, True, gumbel)
+    np.testing.assert_allclose(lc, le, rtol=1e-5, atol=1e-6)
+    for a, b in zip(pc, pe):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    info = fn.cache_info()
+    assert info.traces == 2, info.reasons
+    assert info.lifted[-1] == ["DVAE.temperature"]
+    assert not info.eager_reasons
+    if not gumbel:
+        lt, pt, _ = _train(torch, False, gumbel)
+        np.testing.assert_allclose(le, lt, rtol=1e-5, atol=1e-6)
+        for a, b in zip(pe, pt):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def _repeat_model(lib):
+    nn = lib.nn
+
+    class Repeat(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+            self.n = 1
+            self.scale = 1.0
+
+        def forward(self, x):
+            for _ in range(self.n):        # a plain number: specialized
+                x = self.lin(x)
+            return x * self.scale          # a tensor operand: lifted
+    lib.manual_seed(0)
+    return Repeat()
+
+
+def test_module_number_used_as_a_loop_count_specializes():
+    m = _repeat_model(tracec)
+    fn = tracec.compile(lambda x: m(x).sum())
+    x = tracec.ones(2, 3)
+    plan = [(1, 1.0), (2, 1.0), (2, 0.5), (3, 0.25), (2, 2.0), (3, 0.25), (1, 4.0)]
+    for n, s in plan:
+        m.n, m.scale = n, s
+        got = float(fn(x))
+        with tracec.no_grad():
+            want = float(m(x).sum())
+        assert got == pytest.approx(want, rel=1e-6), (n, s)
+    info = fn.cache_info()
+    assert info.traces <= 6, info.reasons
+
+
+def test_module_attribute_changed_by_the_loop_as_an_int_step_counter():
+    """An int attribute set between calls and used as a tensor operand
+    (a KL warm-up weight computed from ``self.step``) is lifted too."""
+    nn = tracec.nn
+    tracec.manual_seed(0)
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 1)
+            self.step = 0
+
+        def forward(self, x):
+            return self.lin(x).sum() * min(1.0, self.step / 4)
+    m = M()
+    fn = tracec.compile(lambda x: m(x))
+    x = tracec.ones(2, 3)
+    for i in range(7):
+        m.step = i
+        with tracec.no_grad():
+            want = float(m(x))
+        assert float(fn(x)) == pytest.approx(want, rel=1e-6, abs=1e-7), i
+    assert fn.cache_info().traces <= 3, fn.cache_info().reasons
