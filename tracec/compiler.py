@@ -188,6 +188,13 @@ def _spec_diff(a, b) -> str:
                 "optimizer or other tracec state, holds too many values, was changed by a "
                 "call, or is not of a class of yours is keyed by identity: pass the tensors "
                 "it holds, or make its class a dataclass, to reuse the trace)")
+    if isinstance(a, tuple) and len(a) == 4 and a[0] == "A" and \
+            isinstance(b, tuple) and len(b) == 4 and b[0] == "A":
+        if a[1:3] == b[1:3]:
+            return ("a NumPy array argument's values changed (arrays are keyed by their "
+                    "contents: convert a batch that changes each call with "
+                    "torch.from_numpy outside the compiled function and pass the tensor)")
+        return f"a NumPy array argument {a[2]}{list(a[1])} -> {b[2]}{list(b[1])}"
     if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
         for x, y in zip(a, b):
             if x != y:

@@ -9,7 +9,8 @@ module flattens such an argument list into
     ``("i", index)``, ``("k", key)`` or ``("a", field)`` steps; and
   * its *spec*: a hashable description of everything else (container kinds
     and lengths, dict keys, dataclass fields, Python numbers and strings,
-    the identity of other objects), which the compiler keys traces on.
+    NumPy arrays' shapes, dtypes and contents, the identity of other
+    objects), which the compiler keys traces on.
 
 Plain objects of the user's classes (the Annotated Transformer's
 ``Batch(src, tgt)``, an ``argparse.Namespace``) are flattened like
@@ -33,6 +34,7 @@ scalar values and object identities, which theirs leave to the caller.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import sys
 import types
 
@@ -110,6 +112,15 @@ def flatten(x, path: tuple, leaves: list, others: list | None = None):
                                       for n in names))
     if isinstance(x, (np.number, np.bool_)):
         return ("V", tx.__name__, x.item())
+    if tx is np.ndarray and x.dtype.kind in "biufc":
+        # A NumPy array argument (an observation, a mask): keyed by shape,
+        # dtype and contents, not identity, so a fresh array of the same
+        # values each call reuses the trace, and one whose values changed
+        # (in place, past guards' small-array limit too) retraces instead
+        # of reusing the values the trace read.  (Its values are not read
+        # as an input: NumPy code may read them where tracec cannot see,
+        # as np.asarray(a, dtype) does.)
+        return ("A", x.shape, x.dtype.str, array_digest(x))
     if _plain_class(tx) and _fits(x, [PLAIN_BUDGET], 3):
         d = x.__dict__
         names = tuple(d)
@@ -121,6 +132,12 @@ def flatten(x, path: tuple, leaves: list, others: list | None = None):
     if others is not None:
         others.append((path, x))
     return ("O", tx.__name__, id(x))
+
+
+def array_digest(x: np.ndarray) -> bytes:
+    """A digest of an array's contents (in C order)."""
+    return hashlib.blake2b(np.ascontiguousarray(x).data if x.size else b"",
+                           digest_size=16).digest()
 
 
 def _plain_class(tx) -> bool:
