@@ -137,3 +137,81 @@ def test_module_attribute_changed_by_the_loop_as_an_int_step_counter():
             want = float(m(x))
         assert float(fn(x)) == pytest.approx(want, rel=1e-6, abs=1e-7), i
     assert fn.cache_info().traces <= 3, fn.cache_info().reasons
+
+
+global_step = 0
+cfg = {"kl_weight": 0.0}
+
+
+class _HP:
+    beta = 0.0
+
+
+hp = _HP()
+
+
+def _warmup_step(lib, m, opt):
+    def step(x):
+        opt.zero_grad()
+        warm = min(1.0, global_step / 5)
+        loss = (m(x).pow(2).mean() * warm + cfg["kl_weight"] * m.weight.abs().sum()
+                + hp.beta * m.bias.pow(2).sum())
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    return step
+
+
+def test_globals_the_loop_advances_are_lifted():
+    """A ``global_step`` the loop advances, a config dict's weight and a
+    global object's attribute, read by the step (a KL warm-up): the
+    retrace that finds them changed lifts them (was: a trace per call).
+    The warm-up's ``min`` is a decision: one more trace where it flips."""
+    global global_step
+
+    def run(lib, compiled):
+        lib.manual_seed(0)
+        m = lib.nn.Linear(4, 1)
+        opt = lib.optim.SGD(m.parameters(), lr=0.01)
+        fn = _warmup_step(lib, m, opt)
+        fn = tracec.compile(fn) if compiled else fn
+        out = []
+        for i in range(10):
+            global global_step
+            global_step = i
+            cfg["kl_weight"] = i * 0.01
+            hp.beta = i * 0.1
+            out.append(float(fn(lib.ones(2, 4) * (1 + i / 10))))
+        return np.array(out), m.weight.detach().numpy().copy(), fn
+    lt, wt, _ = run(torch, False)
+    le, we, _ = run(tracec, False)
+    lc, wc, fn = run(tracec, True)
+    np.testing.assert_allclose(le, lt, rtol=1e-5)
+    np.testing.assert_allclose(we, wt, rtol=1e-5)
+    np.testing.assert_allclose(lc, le, rtol=1e-5)
+    np.testing.assert_allclose(wc, we, rtol=1e-5)
+    info = fn.cache_info()
+    assert info.traces == 3, info.reasons
+    assert sorted(info.lifted[1]) == ["cfg['kl_weight']", "global_step", "hp.beta"]
+
+
+n_blocks = 1
+
+
+def test_a_global_used_as_a_loop_count_specializes():
+    tracec.manual_seed(0)
+    lin = tracec.nn.Linear(3, 3)
+
+    def f(x):
+        for _ in range(n_blocks):
+            x = lin(x)
+        return x.sum()
+    fn = tracec.compile(f)
+    x = tracec.ones(2, 3)
+    global n_blocks
+    for n in (1, 2, 3, 2, 1, 3):
+        n_blocks = n
+        with tracec.no_grad():
+            want = float(f(x))
+        assert float(fn(x)) == pytest.approx(want, rel=1e-6)
+    assert fn.cache_info().traces <= 4, fn.cache_info().reasons

@@ -261,8 +261,9 @@ class CompiledFunction:
         self._arg_lift: dict = {}
         #: ... and those a trace used as plain numbers: specialized.
         self._arg_static: set = set()
-        #: ``(id(module), name)`` of module attributes lifted because they
-        #: changed between calls, then used as plain numbers: specialized.
+        #: ``(id(container), key)`` of numbers (a module's attribute, a
+        #: global, a closure variable) lifted because they changed between
+        #: calls, then used as plain numbers by a trace: specialized.
         self._attr_static: set = set()
         self._arg_box = lifted_state.ArgBox()
         self._retired = 0         # entries retired for mispredicted decisions
@@ -366,9 +367,12 @@ class CompiledFunction:
                 _, locs = lifted_state.optimizer_changes(entries[0].trace.optimizer_numbers)
                 if not locs:
                     # A module's number attribute set between calls (a
-                    # temperature annealed by the loop): lifted likewise.
-                    locs = lifted_state.module_changes(entries[0].trace.guards,
-                                                       self._attr_static)
+                    # temperature annealed by the loop), or a global, a
+                    # closure variable or an object's attribute (a
+                    # global_step the loop advances): lifted likewise.
+                    guards = entries[0].trace.guards
+                    locs = lifted_state.module_changes(guards, self._attr_static) or \
+                        lifted_state.env_changes(guards, self._attr_static)
                 if locs and self._add_lifted(locs):
                     reason += (f" ({', '.join(loc.label for _, loc in locs)}: lifted, read as "
                                "an input from now on)")
@@ -533,7 +537,7 @@ class CompiledFunction:
             # count, an index): the call ran eagerly; calls specialize on
             # those arguments from now on (each value its own trace).
             self._arg_static.update(self._arg_box.current)
-            # module attributes set between calls: specialized from now on
+            # numbers set between calls: specialized from now on
             between = [loc for _, loc in self._lift if loc.between]
             self._attr_static.update((id(loc.container), loc.key) for loc in between)
             self._lift = [(p, loc) for p, loc in self._lift if not loc.between]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import types
 
 import numpy as np
 
@@ -400,6 +401,28 @@ def module_changes(guards, static=frozenset()) -> list:
     return out
 
 
+def env_changes(guards, static=frozenset()) -> list:
+    """``[(snapshot path, Location)]`` of the numbers set between calls in
+    what the function sees besides its arguments (a ``global_step`` the
+    loop advances, ``cfg["kl_weight"]``, ``hp.beta``): the places where the
+    snapshot guard (``tracec.guards.EnvGuard``) in ``guards`` differs from
+    now, when numbers are all that differ there and none is in ``static``
+    (``(id(container), key)``: a lifted trace used it as a plain number
+    before); else empty."""
+    for snap, value in guards:
+        if type(snap).__name__ != "EnvGuard":
+            continue
+        if getattr(snap, "holds", None) is not None and snap.holds(value):
+            return []
+        locs = scalar_changes(snap, value, snap.snapshot()) or []
+        if any((id(loc.container), loc.key) in static for _, loc in locs):
+            return []
+        for _, loc in locs:
+            loc.between = True
+        return locs
+    return []
+
+
 def module_attrs(locations) -> dict:
     """``id(module) -> {names}`` of the module attributes among the lifted
     ``locations`` (their entries in a guard's snapshot: ``coarsen_modules``)."""
@@ -466,7 +489,9 @@ def _walk(x, depth, budget, out, seen) -> None:
         return
     seen.add(id(x))
     budget[0] -= 1
-    if isinstance(x, Tensor):
+    if isinstance(x, (Tensor, types.ModuleType)):
+        # (a Python module among the roots, ``import torch``: code, not
+        # state; walking it touched deprecated attributes, which warn)
         return
     if isinstance(x, dict):
         items = list(x.items())
