@@ -6,7 +6,7 @@ numbers to compare (losses, norms, learning rates, scales); ``state()``
 lists the tensors to compare after the last step (parameters, optimizer
 state, BatchNorm running stats, EMA weights)."""
 import numpy as np
-import torch
+
 import tracec
 
 STEPS = 5

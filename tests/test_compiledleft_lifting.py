@@ -167,8 +167,6 @@ def test_globals_the_loop_advances_are_lifted():
     global object's attribute, read by the step (a KL warm-up): the
     retrace that finds them changed lifts them (was: a trace per call).
     The warm-up's ``min`` is a decision: one more trace where it flips."""
-    global global_step
-
     def run(lib, compiled):
         lib.manual_seed(0)
         m = lib.nn.Linear(4, 1)

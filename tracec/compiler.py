@@ -30,11 +30,12 @@ from tracec.backends import cache, cpu, cuda, interp
 from tracec.compiled_entry import Entry, _checks_enabled, donations  # noqa: F401
 from tracec.passes.pipeline import checks_level, paused_gc
 from tracec.naming import argument_names
+from tracec import pytree
 from tracec.pytree import flatten_args, path_name, resolve
 from tracec.sym_shapes import SymbolTable, bind, choose_dynamic, pattern_key
 from tracec.tensor import RECORDERS
 from tracec.version import __version__
-from tracec.tracing import ChangedPlainObject, LiftRefused, Trace, TraceError, function_label, record  # noqa: F401
+from tracec.tracing import ArraysRead, ChangedPlainObject, LiftRefused, Trace, TraceError, function_label, record  # noqa: F401
 from tracec.stages import STAGES  # noqa: F401  (tracec.compiler.STAGES)
 
 #: Traces a compiled function keeps at most (torch.compile's limit is 8).
@@ -188,13 +189,14 @@ def _spec_diff(a, b) -> str:
                 "optimizer or other tracec state, holds too many values, was changed by a "
                 "call, or is not of a class of yours is keyed by identity: pass the tensors "
                 "it holds, or make its class a dataclass, to reuse the trace)")
-    if isinstance(a, tuple) and len(a) == 4 and a[0] == "A" and \
-            isinstance(b, tuple) and len(b) == 4 and b[0] == "A":
-        if a[1:3] == b[1:3]:
-            return ("a NumPy array argument's values changed (arrays are keyed by their "
-                    "contents: convert a batch that changes each call with "
-                    "torch.from_numpy outside the compiled function and pass the tensor)")
-        return f"a NumPy array argument {a[2]}{list(a[1])} -> {b[2]}{list(b[1])}"
+    if isinstance(a, tuple) and a and a[0] == "A" and isinstance(b, tuple) and b and \
+            b[0] == "A":
+        if a[1:3] != b[1:3]:
+            return f"a NumPy array argument {a[2]}{list(a[1])} -> {b[2]}{list(b[1])}"
+        return ("a NumPy array argument's values changed (arrays are keyed by their "
+                "contents where the function reads them with NumPy: convert a batch "
+                "that changes each call outside the compiled function, or inside it "
+                "with torch.from_numpy / torch.as_tensor only)")
     if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
         for x, y in zip(a, b):
             if x != y:
@@ -265,6 +267,9 @@ class CompiledFunction:
         #: global, a closure variable) lifted because they changed between
         #: calls, then used as plain numbers by a trace: specialized.
         self._attr_static: set = set()
+        #: a trace read a NumPy array argument's values other than through
+        #: a tensor conversion: arrays are keyed by contents (pytree)
+        self._array_content = False
         self._arg_box = lifted_state.ArgBox()
         self._retired = 0         # entries retired for mispredicted decisions
         self._last: Entry | None = None
@@ -307,6 +312,8 @@ class CompiledFunction:
             # run eagerly, where the hooks see every tensor saved for
             # backward; compiled code saves its own without calling them.
             return self.fn(*args, **kwargs)
+        # (NumPy array arguments: inputs, or keyed by contents: pytree)
+        pytree.ARRAY_CONTENT[0] = self._array_content
         fast = self._fast
         if fast is not None and not kwargs and fast[0](args):
             # The last entry's key, matched without building it (fast_call).
@@ -528,6 +535,15 @@ class CompiledFunction:
                                    fallback=self.fallback == "eager",
                                    symbols=SymbolTable(*dims) if dims else None,
                                    lift=self._lift + self._arg_locations())
+        if isinstance(trace, ArraysRead):
+            # It read a NumPy array argument's values (np.asarray(a, dtype),
+            # a.mean()): the call ran eagerly; arrays are keyed by their
+            # contents from now on, so such values are never stale.
+            self._array_content = True
+            pytree.ARRAY_CONTENT[0] = True
+            self._lift_reason = (f"{trace}: NumPy array arguments are keyed by their contents "
+                                 "from now on")
+            return result
         if isinstance(trace, ChangedPlainObject):
             # The call changed a plain object it was given and ran eagerly;
             # that class is keyed by identity now, so the next call retraces.

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracec import arg_dict_writes, attr_replay, autograd, complex_trace, graph, ir, lifted_state
+from tracec import arg_arrays, arg_dict_writes, attr_replay, autograd, complex_trace, graph, ir, lifted_state
 from tracec import dtypes as dt
 from tracec.complex_ops import TRACED_OPS
 from tracec.creation import GENERATOR_STATES
@@ -40,10 +40,11 @@ from tracec.nn.modules.module import (ATTR_WRITES, BUFFER_WRITES, MODE_WRITES, P
 from tracec.mutation import frozen
 from tracec.guards import EnvGuard, GlobalRNGs, _global_names as guards_global_names
 from tracec.naming import argument_names, name_trace
+from tracec.ops import elementwise as ew
 from tracec.ops.core import PRIMITIVES, Aval
 from tracec.utils._pytree import tree_leaves
-from tracec.pytree import (KEYED_BY_IDENTITY, flatten_args, is_dataclass_instance, path_name,
-                           plain_class, plain_classes, resolve)
+from tracec.pytree import (ARRAY_STEP, KEYED_BY_IDENTITY, array_tensor, flatten_args,
+                           is_dataclass_instance, path_name, plain_class, plain_classes, resolve)
 from tracec import runtime_int, runtime_reads, symbolic
 from tracec.symbolic import Sym
 from tracec.sym_shapes import SymbolTable
@@ -322,6 +323,8 @@ class Recording:
         self.conv_columns: list = []
         #: ``ItemValue``s handed out by item() (numbers the call may return)
         self.items: list = []
+        #: a NumPy array argument's stand-in was returned (tracec.arg_arrays)
+        self.arrays_returned: list = []
         #: integers read from tensors at run time (``tracec.runtime_int``)
         self.runtime = runtime_reads.Reader(self)
         self.py_draws = 0             # random.random() calls recorded
@@ -347,6 +350,18 @@ class Recording:
         self.suspended += 1 << 20
 
     # --- values ------------------------------------------------------------
+
+    def array_input(self, watch) -> Tensor:
+        """The input tensor of a NumPy array argument the call converts
+        (``tracec.arg_arrays.Watch.tensor``): read at each call from that
+        call's array (``pytree.ARRAY_STEP``)."""
+        if watch.parent is not None:
+            # converted in the call (a.astype(np.float32)): a copy, cast
+            return ew.cast(watch.parent.tensor(), dt.from_numpy_dtype(watch.array.dtype))
+        t = array_tensor(watch.array)
+        t._birth = self.epoch - 1    # (an argument: a write to it is a write to the array)
+        self.add_arg(t, tuple(watch.path) + (ARRAY_STEP,))
+        return t
 
     def add_arg(self, t: Tensor, position):
         if t.dtype.category == 3:
@@ -1329,6 +1344,72 @@ class ChangedPlainObject(str):
     lifted state follow such changes."""
 
 
+class ArraysRead(str):
+    """``record``'s reason when the call read a NumPy array argument by
+    other means than converting it to a tensor (``tracec.arg_arrays``):
+    the call ran eagerly, and the compiled function keys such arrays by
+    their contents from now on."""
+
+
+def _unstand(x, arrays: dict, depth: int, found: list):
+    """``x`` (a result) with the user's arrays in place of their stand-ins
+    (``arrays``: id(stand-in) -> array), in tuples, lists and dicts;
+    ``found`` gets True for each (``_arrays_read`` refuses such a trace)."""
+    if type(x) is arg_arrays.ArgArray:
+        arr = arrays.get(id(x))
+        if arr is None:
+            return x
+        found.append(True)
+        return arr
+    if depth and type(x) in (list, tuple):
+        out = [_unstand(v, arrays, depth - 1, found) for v in x]
+        return x if all(a is b for a, b in zip(out, x)) else type(x)(out)
+    if depth and type(x) is dict:
+        out = {k: _unstand(v, arrays, depth - 1, found) for k, v in x.items()}
+        return x if all(out[k] is v for k, v in x.items()) else out
+    return x
+
+
+def _arrays_read(rec, watches, result) -> str | None:
+    """Why the traced call's NumPy array arguments cannot be inputs (a
+    read of their values the trace would bake in, an in-place write
+    through the tensor sharing their memory, the array itself returned),
+    or None."""
+    for w in watches:
+        name = path_name(w.path, rec.arg_names)
+        if w.reads:
+            return f"the NumPy array argument {name} was read by {w.reads[0]}"
+        if w.input is not None and id(w.input) in rec.written:
+            # (through from_numpy's shared memory: the write is a side
+            # effect on the user's array, which may alias another argument)
+            return f"the NumPy array argument {name} was written in place"
+    if rec.arrays_returned:
+        return "a NumPy array argument is returned"
+    return None
+
+
+def _put(x, steps: tuple, value, swaps: list):
+    """``x`` with ``value`` at ``steps`` (a ``tracec.pytree`` path's steps):
+    tuples (namedtuples too) rebuilt, lists, dicts and objects set in place
+    (``swaps`` gets ``(parent, kind, key, old, value)`` to put back)."""
+    if not steps:
+        return value
+    kind, k = steps[0]
+    if kind == "a":
+        new = _put(getattr(x, k), steps[1:], value, swaps)
+        swaps.append((x, "a", k, getattr(x, k), new))
+        object.__setattr__(x, k, new)      # (a frozen dataclass too)
+        return x
+    new = _put(x[k], steps[1:], value, swaps)
+    if isinstance(x, tuple):
+        items = list(x)
+        items[k] = new
+        return type(x)._make(items) if hasattr(x, "_fields") else type(x)(items)
+    swaps.append((x, "i", k, x[k], new))
+    x[k] = new
+    return x
+
+
 def _swap_in(args, kwargs, path: tuple, value) -> tuple:
     """Put ``value`` (a lifted number's SymScalar) at ``path`` inside a
     call's arguments, in the container itself (a dict, a list, a plain
@@ -1372,6 +1453,11 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     for path, t in leaves:
         if id(t) not in rec.arg_position:
             rec.add_arg(t, path[0] if len(path) == 1 else path)
+    # NumPy array arguments: inputs where the call converts them to tensors
+    # (tracec.arg_arrays), read at each call through their path
+    watches = [arg_arrays.Watch(o, p, rec.array_input) for p, o in others
+               if type(o) is np.ndarray]
+    others = [(p, o) for p, o in others if type(o) is not np.ndarray]
     env = EnvGuard(fn, [(f"argument {path_name(p)}", o) for p, o in others])
     env_before = env.snapshot()
     rng_before = GlobalRNGs.state()
@@ -1423,10 +1509,23 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
                 else:
                     call_kwargs[loc.key] = loc.get()
         call_args = tuple(call_args)
+    array_swaps: list = []   # (parent, kind, key, the user's value, the stand-in)
+    if watches:
+        call_args, call_kwargs = list(call_args), dict(call_kwargs)
+        for w in watches:
+            head = w.path[0]
+            box = call_args if isinstance(head, int) else call_kwargs
+            box[head] = _put(box[head], w.path[1:], w.stand_in, array_swaps)
+        call_args = tuple(call_args)
+    watching = arg_arrays.watching(watches)
+    watching.__enter__()
     result = None
     try:
         result = fn(*call_args, **call_kwargs)
         result = rec.runtime.finish(result)
+        if watches:
+            result = _unstand(result, {id(w.stand_in): w.array for w in watches}, 4,
+                              rec.arrays_returned)
         rec.settle_buffer_writes()
     except TraceError:
         raise
@@ -1444,6 +1543,19 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
             raise e from None
         raise err.with_traceback(e.__traceback__) from None
     finally:
+        watching.__exit__(None, None, None)
+        for parent, kind, k, before, stand_in in reversed(array_swaps):
+            # the user's containers get their arrays back (unless the call
+            # stored something else there: a change _changed_arguments sees)
+            try:
+                now = getattr(parent, k) if kind == "a" else parent[k]
+            except (KeyError, IndexError, AttributeError):
+                continue
+            if now is stand_in:
+                if kind == "a":
+                    object.__setattr__(parent, k, before)
+                else:
+                    parent[k] = before
         for lst, h in hooks:
             lst.remove(h)
         random.random = py_random_before
@@ -1475,6 +1587,14 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
             _settle_items(rec)
             return lifted_state.unsym(plain(result)), LiftRefused(lifted.refusal)
         rec.fail(lifted.refusal)
+    if watches and rec.poisoned is None:
+        why = _arrays_read(rec, watches, result)
+        if why is not None:
+            # An argument array's values reached the call other than as an
+            # input: it ran eagerly; the function keys arrays by contents
+            # from now on.
+            _settle_items(rec)
+            return lifted_state.unsym(plain(result)), ArraysRead(why)
     if rec.poisoned is None:
         why = _changed_arguments(fn, args, kwargs, spec, leaves)
         stored = why and arg_dict_writes.find(args, kwargs, spec, leaves)
