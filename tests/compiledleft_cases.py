@@ -499,6 +499,182 @@ def autocast_bf16(lib):
         return [fn(lib.tensor(rng_batch(i, 4, 5)), lib.tensor(rng_batch(i, 4, kind="int", high=2)))]
     return step, run, lambda: list(m.parameters())
 
+
+@case
+def dqn_numpy_batch(lib):
+    nn = lib.nn
+    lib.manual_seed(0)
+    q = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+    target = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+    target.load_state_dict(q.state_dict())
+    opt = lib.optim.Adam(q.parameters(), lr=1e-3)
+    gamma = 0.99
+
+    def step(obs, act, rew, nxt, done):
+        o = lib.as_tensor(obs, dtype=lib.float32)
+        a = lib.as_tensor(act, dtype=lib.int64)
+        with lib.no_grad():
+            tgt = lib.as_tensor(rew, dtype=lib.float32) + gamma * target(
+                lib.as_tensor(nxt, dtype=lib.float32)).max(1).values * (
+                1 - lib.as_tensor(done, dtype=lib.float32))
+        qa = q(o).gather(1, a.unsqueeze(1)).squeeze(1)
+        loss = nn.functional.smooth_l1_loss(qa, tgt)
+        opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(q.parameters(), 10.0)
+        opt.step()
+        return loss.detach()
+
+    def run(i, fn):
+        g = np.random.default_rng(i)
+        r = fn(g.standard_normal((8, 4)), g.integers(0, 2, 8), g.standard_normal(8),
+               g.standard_normal((8, 4)), (g.random(8) < 0.1).astype(np.float32))
+        if i % 2 == 1:
+            target.load_state_dict(q.state_dict())
+        return [r]
+    return step, run, lambda: list(q.parameters()) + list(target.parameters())
+
+
+@case
+def ppo_minibatch(lib):
+    nn = lib.nn
+    lib.manual_seed(0)
+    pi = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 3))
+    v = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 1))
+    params = list(pi.parameters()) + list(v.parameters())
+    opt = lib.optim.Adam(params, lr=3e-4, eps=1e-5)
+    g0 = np.random.default_rng(0)
+    data = {"obs": g0.standard_normal((16, 4)).astype(np.float32), "act": g0.integers(0, 3, 16),
+            "logp": np.log(np.full(16, 1 / 3, dtype=np.float32)),
+            "adv": g0.standard_normal(16).astype(np.float32),
+            "ret": g0.standard_normal(16).astype(np.float32)}
+
+    def step(obs, act, old_logp, adv, ret, clip):
+        dist = lib.distributions.Categorical(logits=pi(obs))
+        logp = dist.log_prob(act)
+        ratio = (logp - old_logp).exp()
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        pg = -lib.min(ratio * adv, lib.clamp(ratio, 1 - clip, 1 + clip) * adv).mean()
+        vl = 0.5 * (v(obs).squeeze(-1) - ret).pow(2).mean()
+        loss = pg + 0.5 * vl - 0.01 * dist.entropy().mean()
+        opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(params, 0.5)
+        opt.step()
+        return loss.detach()
+
+    def run(i, fn):
+        idx = np.random.default_rng(i).permutation(16)[:8]
+        b = {k: lib.from_numpy(np.ascontiguousarray(a[idx])) for k, a in data.items()}
+        return [fn(b["obs"], b["act"], b["logp"], b["adv"], b["ret"], 0.2 - 0.01 * i)]
+    return step, run, lambda: params
+
+
+@case
+def distill_kl(lib):
+    nn = lib.nn
+    lib.manual_seed(0)
+    teacher = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 4)).eval()
+    student = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 4))
+    opt = lib.optim.SGD(student.parameters(), lr=0.1, momentum=0.9)
+    T = 3.0
+
+    def step(x, y):
+        with lib.no_grad():
+            t = teacher(x)
+        s_ = student(x)
+        kd = nn.functional.kl_div(nn.functional.log_softmax(s_ / T, -1),
+                                  nn.functional.softmax(t / T, -1), reduction="batchmean") * T * T
+        loss = 0.7 * kd + 0.3 * nn.functional.cross_entropy(s_, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    def run(i, fn):
+        return [fn(lib.tensor(rng_batch(i, 5, 6)), lib.tensor(rng_batch(i, 5, kind="int", high=4)))]
+    return step, run, lambda: list(student.parameters())
+
+
+@case
+def simclr_ntxent(lib):
+    nn = lib.nn
+    lib.manual_seed(0)
+    # (no bias before BatchNorm: its gradient is 0, and Adam would amplify its rounding)
+    enc = nn.Sequential(nn.Linear(6, 16, bias=False), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 8))
+    opt = lib.optim.AdamW(enc.parameters(), lr=1e-3, weight_decay=1e-4)
+    tau = 0.5
+
+    def step(x1, x2):
+        z = nn.functional.normalize(lib.cat([enc(x1), enc(x2)]), dim=1)
+        n = x1.shape[0]
+        sim = z @ z.t() / tau
+        sim = sim.masked_fill(lib.eye(2 * n, dtype=lib.bool), float("-inf"))
+        target = lib.cat([lib.arange(n, 2 * n), lib.arange(0, n)])
+        loss = nn.functional.cross_entropy(sim, target)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    def run(i, fn):
+        return [fn(lib.tensor(rng_batch(i, 6, 6)), lib.tensor(rng_batch(i + 20, 6, 6)))]
+    return step, run, lambda: list(enc.parameters()) + list(enc.buffers())
+
+
+@case
+def focal_mixup(lib):
+    nn = lib.nn
+    lib.manual_seed(0)
+    m = nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 3))
+    opt = lib.optim.SGD(m.parameters(), lr=0.1, weight_decay=5e-4)
+    alpha_w = lib.tensor([0.25, 0.5, 0.25])
+
+    def focal(logits, y, gamma=2.0):
+        logp = nn.functional.log_softmax(logits, -1)
+        lp = logp.gather(1, y.unsqueeze(1)).squeeze(1)
+        return (-alpha_w[y] * (1 - lp.exp()) ** gamma * lp).mean()
+
+    def step(x, y, perm, lam):
+        xm = lam * x + (1 - lam) * x[perm]
+        out = m(xm)
+        loss = lam * focal(out, y) + (1 - lam) * focal(out, y[perm])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    def run(i, fn):
+        g = np.random.default_rng(i)
+        lam = float(g.beta(0.4, 0.4))
+        return [fn(lib.tensor(rng_batch(i, 6, 5)), lib.tensor(rng_batch(i, 6, kind="int", high=3)),
+                   lib.tensor(g.permutation(6)), lam)]
+    return step, run, lambda: list(m.parameters())
+
+
+@case
+def moduledict_tasks(lib):
+    nn = lib.nn
+    lib.manual_seed(0)
+    trunk = nn.Linear(5, 8)
+    heads = nn.ModuleDict({"a": nn.Linear(8, 2), "b": nn.Linear(8, 3)})
+    params = list(trunk.parameters()) + list(heads.parameters())
+    opt = lib.optim.Adam(params, lr=1e-2)
+
+    def step(x, y, task):
+        out = heads[task](lib.relu(trunk(x)))
+        loss = nn.functional.cross_entropy(out, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    def run(i, fn):
+        task = "ab"[i % 2]
+        return [fn(lib.tensor(rng_batch(i, 4, 5)),
+                   lib.tensor(rng_batch(i, 4, kind="int", high=2 if task == "a" else 3)), task)]
+    return step, run, lambda: params
+
 #: cases whose step decides on tensor data (``loss.item() > 1``, LBFGS's
 #: convergence tests): compiled with ``fallback="eager"``, torch.compile's
 #: default
