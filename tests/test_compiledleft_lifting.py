@@ -213,3 +213,35 @@ def test_a_global_used_as_a_loop_count_specializes():
             want = float(f(x))
         assert float(fn(x)) == pytest.approx(want, rel=1e-6)
     assert fn.cache_info().traces <= 4, fn.cache_info().reasons
+
+
+def test_attributes_a_trace_cannot_use_as_traced_numbers_specialize():
+    """A module's ``k`` (``topk(self.k)``), ``eps`` and ``alpha`` changed
+    between calls: the lifted retrace cannot record ``topk`` of a traced
+    number, so it finishes eagerly and the function specializes on them
+    (a trace per value, as before lifting): never a TraceError, never
+    eager from then on."""
+    nn, F = tracec.nn, tracec.nn.functional
+    tracec.manual_seed(0)
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.eps, self.k, self.alpha = 1e-5, 2, 0.2
+
+        def forward(self, x):
+            h = F.leaky_relu(self.lin(x), self.alpha)
+            h = F.layer_norm(h, (4,), eps=self.eps)
+            return h.topk(self.k, dim=-1).values.sum()
+    m = M()
+    fn = tracec.compile(lambda x: m(x))
+    for i in range(6):
+        m.eps, m.alpha, m.k = 1e-5 * (i + 1), 0.1 * (i + 1), 1 + i % 3
+        x = tracec.ones(2, 4) * (i + 1)
+        with tracec.no_grad():
+            want = float(m(x))
+        assert float(fn(x).detach()) == pytest.approx(want, rel=1e-5)
+    info = fn.cache_info()
+    assert not info.eager_reasons and info.eager_signatures == 0
+    assert info.traces <= 6

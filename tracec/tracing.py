@@ -1495,6 +1495,13 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
             for v in list(args) + list(kwargs.values())
             for a in (v if isinstance(v, (tuple, list)) else (v,)))
         lifted.install()
+    # Numbers lifted because they changed between calls (a module's
+    # temperature, a global step): a trace that cannot use one as a traced
+    # number (``x.topk(self.k)``) finishes the call eagerly and the compiled
+    # function specializes on them instead, as it did before lifting them.
+    between = lifted is not None and any(loc.between for loc in lifted.locations)
+    if between:
+        rec.fallback = True
     call_args, call_kwargs = args, kwargs
     swapped: list = []      # lifted numbers put inside argument containers
     if lifted is not None and any(loc.kind == "arg" for loc in lifted.locations):
@@ -1614,6 +1621,9 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         why = why or _side_effects(fn, rng_before, rec.py_draws) or _leaf_hooks_kept()
         if why is not None:
             rec.fail(why)
+    if rec.poisoned is not None and between:
+        _settle_items(rec)
+        return lifted_state.unsym(plain(result)), LiftRefused(rec.poisoned)
     if rec.poisoned is not None:
         out, result = plain(result), None
         _settle_items(rec)
