@@ -675,6 +675,61 @@ def moduledict_tasks(lib):
                    lib.tensor(rng_batch(i, 4, kind="int", high=2 if task == "a" else 3)), task)]
     return step, run, lambda: params
 
+
+@case
+def freeze_unfreeze(lib):
+    nn = lib.nn
+    lib.manual_seed(0)
+    backbone = nn.Linear(5, 8)
+    head = nn.Linear(8, 2)
+    opt = lib.optim.SGD(head.parameters(), lr=0.1, momentum=0.9)
+    for p in backbone.parameters():
+        p.requires_grad_(False)
+
+    def step(x, y):
+        loss = nn.functional.cross_entropy(head(lib.relu(backbone(x))), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    def run(i, fn):
+        if i == 2:      # unfreeze the backbone, with its own group
+            for p in backbone.parameters():
+                p.requires_grad_(True)
+            opt.add_param_group({"params": list(backbone.parameters()), "lr": 0.01})
+        for g in opt.param_groups:      # a hand-written decay
+            g["lr"] = g["lr"] * 0.9
+        return [fn(lib.tensor(rng_batch(i, 4, 5)), lib.tensor(rng_batch(i, 4, kind="int", high=2)))]
+    return step, run, lambda: list(backbone.parameters()) + list(head.parameters())
+
+
+WARMUP = {"steps": 3}
+
+
+@case
+def lambda_warmup(lib):
+    nn = lib.nn
+    lib.manual_seed(0)
+    m = nn.Sequential(nn.Linear(5, 8), nn.GELU(approximate="tanh"), nn.Linear(8, 1))
+    opt = lib.optim.AdamW(m.parameters(), lr=1e-2, weight_decay=0.05)
+    sched = lib.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / WARMUP["steps"]))
+
+    def step(x, y):
+        loss = nn.functional.mse_loss(m(x), y)
+        opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(m.parameters(), 1.0, foreach=True)
+        opt.step()
+        sched.step()
+        return loss.detach()
+
+    def run(i, fn):
+        return [fn(lib.tensor(rng_batch(i, 4, 5)), lib.tensor(rng_batch(i, 4, 1))),
+                opt.param_groups[0]["lr"]]
+    return step, run, lambda: list(m.parameters())
+
 #: cases whose step decides on tensor data (``loss.item() > 1``, LBFGS's
 #: convergence tests): compiled with ``fallback="eager"``, torch.compile's
 #: default
