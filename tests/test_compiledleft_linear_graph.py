@@ -101,3 +101,40 @@ def test_legacy_hook_on_linear_of_a_3d_input_sees_the_folded_gradient():
     assert sc == st
     np.testing.assert_allclose(gc, gt, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(wc, wt, rtol=1e-5, atol=1e-6)
+
+
+def _mm_case(lib, case):
+    lib.manual_seed(0)
+    W = lib.randn(4, 3, requires_grad=True)
+    if case == "3d@2d":
+        x = lib.randn(2, 5, 4, requires_grad=True)
+        return (x, W), x @ W
+    if case == "3d_noncontig@2d.t":
+        x = lib.randn(5, 2, 4, requires_grad=True)
+        return (x, W), x.transpose(0, 1) @ W.t().t()
+    if case == "1d@2d":
+        x = lib.randn(4, requires_grad=True)
+        return (x, W), x @ W
+    if case == "mv":
+        x = lib.randn(4, requires_grad=True)
+        return (x, W), W.t() @ x
+    x, v = lib.randn(4, requires_grad=True), lib.randn(4, requires_grad=True)
+    return (x, v), x @ v
+
+
+@pytest.mark.parametrize("case", ["3d@2d", "3d_noncontig@2d.t", "1d@2d", "mv", "dot"])
+def test_matmul_nodes_and_gradients_are_pytorchs(case):
+    """``matmul``'s nodes as PyTorch's dispatch makes them: an N-D @ 2-D
+    product folded into one mm (UnsafeViewBackward0 -> MmBackward0 ->
+    ViewBackward0 / UnsafeViewBackward0 -> CloneBackward0), a 1-D @ 2-D one
+    unsqueezed (UnsqueezeBackward0), mv and dot with their operands as
+    edges (were the product's MulBackward0)."""
+    (xt, wt), yt = _mm_case(torch, case)
+    (xc, wc), yc = _mm_case(tracec, case)
+    assert _tree(yc.grad_fn) == _tree(yt.grad_fn)
+    yt.sin().sum().backward()
+    yc.sin().sum().backward()
+    np.testing.assert_allclose(yc.detach().numpy(), yt.detach().numpy(), rtol=1e-5, atol=1e-6)
+    for a, b in ((xc, xt), (wc, wt)):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-5, atol=1e-6)
+        assert a.grad.stride() == b.grad.stride()
