@@ -4,8 +4,10 @@ for v in h)``).  WRONG NUMBERS before: the guard of a replayed tuple
 attribute did not know the trace had read its tensors, so from the third
 step compiled calls read the hidden state the trace had seen (losses
 0.0406 / 0.0257 / 0.0180 where eager and torch give 0.0376 / 0.0289 /
-0.0262).  Now such a trace is not reused once the attribute changed, as
-for a single tensor attribute."""
+0.0262).  Now the trace reads the tensors the attribute holds at each call
+(``Recording.attr_state``): two traces (the first call's, with no state,
+and the next one's) serve every step; before, a single tensor attribute
+(a GRU's ``self.hidden = h.detach()``) was retraced at every step.""" 
 import numpy as np
 import pytest
 import torch
@@ -41,16 +43,51 @@ def _run(lib, compiled, cell):
     g = np.random.default_rng(0)
     losses = [float(fn(lib.tensor(g.standard_normal((2, 3, 3)).astype(np.float32))))
               for _ in range(5)]
-    return np.array(losses), [p.detach().numpy().copy() for p in m.parameters()]
+    return np.array(losses), [p.detach().numpy().copy() for p in m.parameters()], fn
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 def test_recurrent_state_kept_on_the_module(cell):
-    lt, pt = _run(torch, False, cell)
-    le, pe = _run(tracec, False, cell)
-    lc, pc = _run(tracec, True, cell)
+    lt, pt, _ = _run(torch, False, cell)
+    le, pe, _ = _run(tracec, False, cell)
+    lc, pc, fn = _run(tracec, True, cell)
     np.testing.assert_allclose(le, lt, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(lc, le, rtol=1e-5, atol=1e-6)
     for a, b, c in zip(pt, pe, pc):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(c, b, rtol=1e-5, atol=1e-6)
+    info = fn.cache_info()
+    assert info.traces == 2 and info.hits == 3, info.reasons
+
+
+def test_attribute_state_of_another_shape_or_none_retraces():
+    """The trace reads the attribute's tensors of each call: one of another
+    shape (a new batch size) or None (a reset between sequences) fails its
+    guard and retraces, never read with the traced shape."""
+    nn = tracec.nn
+    tracec.manual_seed(0)
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.GRU(3, 4, batch_first=True)
+            self.hidden = None
+
+        def forward(self, x):
+            o, h = self.rnn(x, self.hidden)
+            self.hidden = h.detach()
+            return o.sum()
+    m = M()
+    fn = tracec.compile(lambda x: m(x))
+
+    def eager(x, hidden):
+        with tracec.no_grad():
+            return float(m.rnn(x, hidden)[0].sum())
+    g = np.random.default_rng(0)
+    for b, reset in [(2, False), (2, False), (2, False), (3, True), (3, False), (2, True)]:
+        if reset:
+            m.hidden = None
+        x = tracec.tensor(g.standard_normal((b, 2, 3)).astype(np.float32))
+        want = eager(x, m.hidden)
+        assert float(fn(x).detach()) == pytest.approx(want, rel=1e-5)
+

@@ -204,6 +204,9 @@ class Trace:
     runtime_reads: list = field(default_factory=list)
     #: where such a number was specialized instead (a guard), and why
     runtime_notes: list = field(default_factory=list)
+    #: state inputs read through a module attribute the call sets
+    #: (``Recording.attr_state``)
+    attr_state: list = field(default_factory=list)
 
 
 #: The most elements of an integer state tensor whose value a trace may
@@ -303,6 +306,9 @@ class Recording:
         # (id(module), name) -> (module, name, value): plain module attributes the
         # call set to a tensor or None; compiled calls set them likewise.
         self.attr_writes: dict = {}
+        # (id(module), name) -> (module, name, what it held when the call first set it)
+        self.attr_entry: dict = {}
+        self._attr_state = None
         # (id(module), name) -> (module, name, the buffer's tensor when the call
         # first replaced it): see settle_buffer_writes
         self.buffer_writes: dict = {}
@@ -624,6 +630,7 @@ class Recording:
                for v in (tensor_leaves(value) or () if type(value) is tuple else (value,))):
             return self.fail(f"{format_location(user_location())}: setting {name} to a complex "
                              "tensor inside a compiled function is not supported")
+        self.attr_entry.setdefault((id(module), name), (module, name, module.__dict__.get(name)))
         self.attr_writes[(id(module), name)] = (module, name, value)
         # its guard token: whether it is None (tracec.nn.modules.module.ReplayedAttr)
         module.__dict__.setdefault("_tracec_replayed", set()).add(name)
@@ -707,8 +714,40 @@ class Recording:
     def _coarsen_guards(self):
         mods = attr_replay.modules(self.attr_writes)
         if mods:
-            read = {id(spec.source) for spec in self.inputs if spec.kind == "state"}
-            self.guards = attr_replay.coarsen_module_guards(self.guards, mods, read)
+            self.guards = attr_replay.coarsen_module_guards(self.guards, mods, self.state_read())
+
+    def state_read(self) -> set:
+        """Ids of the state tensors the trace read by identity (not those
+        ``attr_state`` reads through their module attribute)."""
+        carried = {id(self.inputs[i].source) for i, *_ in self.attr_state()}
+        return {id(spec.source) for spec in self.inputs
+                if spec.kind == "state" and id(spec.source) not in carried}
+
+    def attr_state(self) -> list:
+        """``[(index in inputs, module, name, index in its tuple or None)]``:
+        state inputs that read a tensor a module attribute held when the call
+        began, which the call set again (an RNN tagger's hidden state kept as
+        ``self.hidden = tuple(v.detach() for v in h)``).  Compiled calls read
+        that call's tensor there (``Entry.failed_guard`` rebinds the input),
+        so the trace serves every later call instead of one.  Not in a
+        symbolic trace, nor a tensor written in place or requiring grad."""
+        if self._attr_state is not None:
+            return self._attr_state
+        out: list = []
+        if self.symbols is None:
+            where = {}
+            for module, name, old in self.attr_entry.values():
+                items = old if type(old) is tuple else (old,)
+                for j, t in enumerate(items):
+                    if isinstance(t, Tensor):
+                        where[id(t)] = (module, name, j if type(old) is tuple else None)
+            for i, spec in enumerate(self.inputs):
+                w = where.get(id(spec.source)) if spec.kind == "state" else None
+                if w is not None and id(spec.source) not in self.written \
+                        and not spec.source.requires_grad:
+                    out.append((i,) + w)
+        self._attr_state = out
+        return out
 
     def on_item(self, t, caller):
         """``t.item()`` called by the user's code on a recorded one-element
@@ -1287,7 +1326,7 @@ class Recording:
                      attr_needs_grad=None if self.had_backward else attr_grad,
                      py_draws=self.py_draws, py_draw_guards=tuple(self.py_draw_guards),
                      runtime_reads=self.runtime.read_at_run_time(),
-                     runtime_notes=list(self.runtime.notes))
+                     runtime_notes=list(self.runtime.notes), attr_state=self.attr_state())
 
 
 #: Constants of more elements than this whose elements are all equal are
@@ -1664,7 +1703,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     if mods:
         # The attributes compiled calls set are no side effect to refuse; the
         # guard keeps whether each held None (ReplayedAttr).
-        read = {id(spec.source) for spec in rec.inputs if spec.kind == "state"}
+        read = rec.state_read()
         env_after = attr_replay.coarsen(env_after, mods, lambda a: None)
         env_compare = attr_replay.coarsen(env_before, mods, lambda a: None)
         env_before = attr_replay.coarsen(env_before, mods, lambda a: replayed_token(a, read))
