@@ -245,3 +245,59 @@ def test_attributes_a_trace_cannot_use_as_traced_numbers_specialize():
     info = fn.cache_info()
     assert not info.eager_reasons and info.eager_signatures == 0
     assert info.traces <= 6
+
+
+entropy_coef = 0.01
+
+
+def test_everything_a_policy_step_changes_each_call_is_lifted():
+    """A policy-gradient step with NumPy observations, a clip range passed
+    as a number, the policy's temperature annealed and a global entropy
+    coefficient decayed by the loop: each number is lifted by the retrace
+    that first finds it changed (also with NumPy array arguments, whose
+    stand-ins had kept a lifted number referenced, so the argument was
+    refused and specialized), and later calls reuse the last trace."""
+    nn = tracec.nn
+
+    class P(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 3)
+            self.temperature = 1.0
+
+        def forward(self, x):
+            return tracec.log_softmax(self.lin(x) / self.temperature, -1)
+
+    def make():
+        tracec.manual_seed(0)
+        p = P()
+        opt = tracec.optim.Adam(p.parameters(), lr=1e-2)
+
+        def step(obs, act, adv, clip):
+            logp = p(tracec.from_numpy(obs.astype(np.float32)))
+            lp = logp.gather(1, tracec.as_tensor(act).long()[:, None]).squeeze(1)
+            ent = -(logp.exp() * logp).sum(-1).mean()
+            loss = -(lp * tracec.tensor(adv, dtype=tracec.float32)).mean() * clip \
+                - entropy_coef * ent
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss.detach()
+        return p, step
+    global entropy_coef
+    runs = []
+    for compiled in (False, True):
+        p, step = make()
+        fn = tracec.compile(step) if compiled else step
+        g = np.random.default_rng(0)
+        out = []
+        for i in range(8):
+            entropy_coef = 0.01 * 0.9 ** i
+            p.temperature = max(0.5, 0.9 ** i)
+            out.append(float(fn(g.standard_normal((5, 4)), g.integers(0, 3, 5),
+                                g.standard_normal(5), 0.2 + 0.01 * i)))
+        runs.append(np.array(out))
+    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-5, atol=1e-6)
+    info = fn.cache_info()
+    assert info.traces == 4 and info.hits == 4, info.reasons
+    assert sorted(info.lifted[-1]) == ["P.temperature", "argument clip", "entropy_coef"]

@@ -377,9 +377,11 @@ class CompiledFunction:
                     # temperature annealed by the loop), or a global, a
                     # closure variable or an object's attribute (a
                     # global_step the loop advances): lifted likewise.
+                    # (an older entry's guard also finds the numbers lifted
+                    # since: only new ones count)
                     guards = entries[0].trace.guards
-                    locs = lifted_state.module_changes(guards, self._attr_static) or \
-                        lifted_state.env_changes(guards, self._attr_static)
+                    locs = self._new_lifts(lifted_state.module_changes(guards, self._attr_static)) \
+                        or self._new_lifts(lifted_state.env_changes(guards, self._attr_static))
                 if locs and self._add_lifted(locs):
                     reason += (f" ({', '.join(loc.label for _, loc in locs)}: lifted, read as "
                                "an input from now on)")
@@ -497,6 +499,10 @@ class CompiledFunction:
         has (``_lifted_key`` found them)."""
         return [(None, lifted_state.Location("arg", self._arg_box, w, self._arg_lift[w]))
                 for w in self._arg_box.current]
+
+    def _new_lifts(self, changes) -> list:
+        """``changes`` but the numbers later traces lift already."""
+        return [(p, loc) for p, loc in changes if not any(loc.same(old) for _, old in self._lift)]
 
     def _add_lifted(self, changes) -> bool:
         """Add the numbers ``changes`` names to those later traces lift;

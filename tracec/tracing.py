@@ -1562,6 +1562,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
             head = w.path[0]
             box = call_args if isinstance(head, int) else call_kwargs
             box[head] = _put(box[head], w.path[1:], w.stand_in, array_swaps)
+        box = None     # (the list holds lifted numbers: finish's leak check counts references)
         call_args = tuple(call_args)
     watching = arg_arrays.watching(watches)
     watching.__enter__()
