@@ -91,3 +91,62 @@ def test_attribute_state_of_another_shape_or_none_retraces():
         want = eager(x, m.hidden)
         assert float(fn(x).detach()) == pytest.approx(want, rel=1e-5)
 
+
+
+def _trainer(lib, compiled):
+    nn = lib.nn
+    lib.manual_seed(0)
+
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(10, 6)
+            self.lstm = nn.LSTM(6, 8, batch_first=True)
+            self.out = nn.Linear(8, 3)
+            self.hidden = None
+
+        def forward(self, x):
+            o, h = self.lstm(self.emb(x), self.hidden)
+            self.hidden = tuple(v.detach() for v in h)
+            return self.out(o)
+
+    class Trainer:
+        def __init__(self):
+            self.model = Tagger()
+            self.opt = lib.optim.Adam(self.model.parameters(), 1e-2)
+            self.step_count = 0
+            self.ema_loss = 0.0
+
+        def train_step(self, x, y):
+            self.step_count += 1
+            loss = nn.functional.cross_entropy(self.model(x).reshape(-1, 3), y.reshape(-1))
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+            self.ema_loss = 0.9 * self.ema_loss + 0.1 * loss.detach()
+            return loss.detach()
+    t = Trainer()
+    fn = tracec.compile(t.train_step) if compiled else t.train_step
+    g = np.random.default_rng(0)
+    out = []
+    for _ in range(6):
+        x = lib.tensor(g.integers(0, 10, (2, 5)))
+        y = lib.tensor(g.integers(0, 3, (2, 5)))
+        out.append([float(fn(x, y)), t.step_count, float(t.ema_loss)])
+    return np.array(out), fn
+
+
+def test_state_a_trainer_object_keeps():
+    """A trainer's own attributes: a step counter (lifted), an EMA of the
+    loss kept as a tensor (``self.ema_loss = 0.9 * self.ema_loss + 0.1 *
+    loss.detach()``: read at each call from the attribute) and its model's
+    LSTM state: every step equals eager and torch, with two traces (was:
+    eager from the third call, "self changed during the call, twice in a
+    row")."""
+    ot, _ = _trainer(torch, False)
+    oe, _ = _trainer(tracec, False)
+    oc, fn = _trainer(tracec, True)
+    np.testing.assert_allclose(oe, ot, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(oc, oe, rtol=1e-5, atol=1e-6)
+    info = fn.cache_info()
+    assert info.traces == 2 and not info.eager_reasons, info.reasons

@@ -43,7 +43,7 @@ from tracec.naming import argument_names, name_trace
 from tracec.ops import elementwise as ew
 from tracec.ops.core import PRIMITIVES, Aval
 from tracec.utils._pytree import tree_leaves
-from tracec.pytree import (ARRAY_STEP, KEYED_BY_IDENTITY, array_tensor, flatten_args,
+from tracec.pytree import (ARRAY_STEP, KEYED_BY_IDENTITY, array_tensor, flatten, flatten_args,
                            is_dataclass_instance, path_name, plain_class, plain_classes, resolve)
 from tracec import runtime_int, runtime_reads, symbolic
 from tracec.symbolic import Sym
@@ -309,6 +309,7 @@ class Recording:
         # (id(module), name) -> (module, name, what it held when the call first set it)
         self.attr_entry: dict = {}
         self._attr_state = None
+        self.result_ids: set = set()     # ids of the tensors the call returned
         # (id(module), name) -> (module, name, the buffer's tensor when the call
         # first replaced it): see settle_buffer_writes
         self.buffer_writes: dict = {}
@@ -734,6 +735,14 @@ class Recording:
         if self._attr_state is not None:
             return self._attr_state
         out: list = []
+        # (a tensor the call stores elsewhere or returns as itself, such as
+        # ``self.prev = self.cur``, would be replayed as the traced object)
+        if self.result_ids is None:
+            self._attr_state = out
+            return out
+        kept = set(self.result_ids)
+        for _, _, value in self.attr_writes.values():
+            kept.update(id(t) for t in (tensor_leaves(value) or ()) if t is not None)
         if self.symbols is None:
             where = {}
             for module, name, old in self.attr_entry.values():
@@ -744,7 +753,7 @@ class Recording:
             for i, spec in enumerate(self.inputs):
                 w = where.get(id(spec.source)) if spec.kind == "state" else None
                 if w is not None and id(spec.source) not in self.written \
-                        and not spec.source.requires_grad:
+                        and id(spec.source) not in kept and not spec.source.requires_grad:
                     out.append((i,) + w)
         self._attr_state = out
         return out
@@ -1570,6 +1579,12 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     try:
         result = fn(*call_args, **call_kwargs)
         result = rec.runtime.finish(result)
+        try:
+            returned: list = []
+            flatten(result, (), returned)
+            rec.result_ids = {id(t) for _, t in returned}
+        except Exception:      # (an unusual result: nothing kept as state)
+            rec.result_ids = None
         if watches:
             result = _unstand(result, {id(w.stand_in): w.array for w in watches}, 4,
                               rec.arrays_returned)
@@ -1872,8 +1887,10 @@ def _plain_object_attrs(env, rec, before, after) -> list:
     """Snapshot paths of plain (non-Module) objects' attributes, and of
     dicts' string-keyed entries, the call set to a tensor, added to
     ``rec.attr_writes`` (replayed by compiled calls: ``setattr`` or an item
-    store); not one whose previous tensor the trace read (it would read a
-    stale object at the next call)."""
+    store); one whose previous tensor the trace read only where compiled
+    calls can read the attribute's tensor of the call instead (an object's
+    attribute, not written in place: ``Recording.attr_state``), else it
+    would read a stale object at the next call."""
     read = {id(spec.source) for spec in rec.inputs if spec.kind == "state"}
     out = []
     for p in lifted_state.tensor_attr_changes(before, after):
@@ -1883,7 +1900,19 @@ def _plain_object_attrs(env, rec, before, after) -> list:
             continue
         old = lifted_state.entry_at(before, p)
         if old is not None and old[0] == "T" and old[1] in read:
-            continue
+            src = next(spec.source for spec in rec.inputs
+                       if spec.kind == "state" and id(spec.source) == old[1])
+            if loc.kind != "attr" or src.requires_grad or id(src) in rec.written \
+                    or rec.result_ids is None or id(src) in rec.result_ids \
+                    or any(src is t for _, _, v in rec.attr_writes.values()
+                           for t in (tensor_leaves(v) or ())) \
+                    or any(lifted_state.entry_at(after, q) == old
+                           for q in lifted_state.tensor_attr_changes(before, after) if q != p):
+                continue
+            # state kept on the object (a trainer's self.ema = 0.9 * self.ema
+            # + 0.1 * loss): read at each call from the attribute, as a
+            # module's (Recording.attr_state)
+            rec.attr_entry.setdefault((id(loc.container), loc.key), (loc.container, loc.key, src))
         value = loc.get()
         if not isinstance(value, Tensor) or value.dtype.category == 3:
             continue
