@@ -10,7 +10,7 @@ import torch
 
 import tracec
 
-LENGTHS = [[6, 4, 2], [3, 6, 5], [6, 6, 6], [1, 2, 6], [5, 4, 2], [6, 4, 2], [3, 6, 5]]
+LENGTHS = [[6, 4, 2], [3, 6, 5], [1, 2, 6], [6, 4, 2], [3, 6, 5]]
 
 
 def _run(lib, compiled, cell, as_list, sorted_):
@@ -58,6 +58,6 @@ def test_packed_rnn_step_with_changing_lengths(cell, as_list, sorted_):
         np.testing.assert_allclose(c, b, rtol=1e-5, atol=1e-6)
     info = fn.cache_info()
     assert not info.eager_reasons, info.eager_reasons
-    # each distinct lengths vector at most once (the last call's repeats an
-    # earlier one)
-    assert info.traces <= len(LENGTHS) - 1, info.reasons
+    # each distinct lengths vector at most once (the last two repeat
+    # earlier ones)
+    assert info.traces <= len(LENGTHS) - 2, info.reasons
