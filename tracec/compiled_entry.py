@@ -140,6 +140,15 @@ class Entry:
             if resolve(path, args, kwargs) is not t:
                 return ("an argument that was also read as state (a parameter, a buffer, "
                         "optimizer state) is now another tensor")
+        for i, module, name, j in self.trace.attr_state:
+            # recurrent state kept on a module (tracing.Recording.attr_state):
+            # this call's tensor there is the input
+            v = module.__dict__.get(name)
+            if j is not None:
+                v = v[j] if type(v) is tuple and len(v) > j else None
+            if not isinstance(v, Tensor) or v.requires_grad:
+                return f"module attribute {name} no longer holds the tensors the trace reads"
+            self.trace.inputs[i].source = v
         for spec in self.trace.inputs:
             if spec.kind == "state":
                 t = spec.source

@@ -30,11 +30,12 @@ from tracec.backends import cache, cpu, cuda, interp
 from tracec.compiled_entry import Entry, _checks_enabled, donations  # noqa: F401
 from tracec.passes.pipeline import checks_level, paused_gc
 from tracec.naming import argument_names
+from tracec import pytree
 from tracec.pytree import flatten_args, path_name, resolve
 from tracec.sym_shapes import SymbolTable, bind, choose_dynamic, pattern_key
 from tracec.tensor import RECORDERS
 from tracec.version import __version__
-from tracec.tracing import ChangedPlainObject, LiftRefused, Trace, TraceError, function_label, record  # noqa: F401
+from tracec.tracing import ArraysRead, ChangedPlainObject, LiftRefused, Trace, TraceError, function_label, record  # noqa: F401
 from tracec.stages import STAGES  # noqa: F401  (tracec.compiler.STAGES)
 
 #: Traces a compiled function keeps at most (torch.compile's limit is 8).
@@ -188,6 +189,14 @@ def _spec_diff(a, b) -> str:
                 "optimizer or other tracec state, holds too many values, was changed by a "
                 "call, or is not of a class of yours is keyed by identity: pass the tensors "
                 "it holds, or make its class a dataclass, to reuse the trace)")
+    if isinstance(a, tuple) and a and a[0] == "A" and isinstance(b, tuple) and b and \
+            b[0] == "A":
+        if a[1:3] != b[1:3]:
+            return f"a NumPy array argument {a[2]}{list(a[1])} -> {b[2]}{list(b[1])}"
+        return ("a NumPy array argument's values changed (arrays are keyed by their "
+                "contents where the function reads them with NumPy: convert a batch "
+                "that changes each call outside the compiled function, or inside it "
+                "with torch.from_numpy / torch.as_tensor only)")
     if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
         for x, y in zip(a, b):
             if x != y:
@@ -254,6 +263,13 @@ class CompiledFunction:
         self._arg_lift: dict = {}
         #: ... and those a trace used as plain numbers: specialized.
         self._arg_static: set = set()
+        #: ``(id(container), key)`` of numbers (a module's attribute, a
+        #: global, a closure variable) lifted because they changed between
+        #: calls, then used as plain numbers by a trace: specialized.
+        self._attr_static: set = set()
+        #: a trace read a NumPy array argument's values other than through
+        #: a tensor conversion: arrays are keyed by contents (pytree)
+        self._array_content = False
         self._arg_box = lifted_state.ArgBox()
         self._retired = 0         # entries retired for mispredicted decisions
         self._last: Entry | None = None
@@ -296,6 +312,8 @@ class CompiledFunction:
             # run eagerly, where the hooks see every tensor saved for
             # backward; compiled code saves its own without calling them.
             return self.fn(*args, **kwargs)
+        # (NumPy array arguments: inputs, or keyed by contents: pytree)
+        pytree.ARRAY_CONTENT[0] = self._array_content
         fast = self._fast
         if fast is not None and not kwargs and fast[0](args):
             # The last entry's key, matched without building it (fast_call).
@@ -354,6 +372,16 @@ class CompiledFunction:
                 # (a subclass's own step reading g['lr'], a schedule written
                 # by hand): lifted like a number argument, so one trace serves.
                 _, locs = lifted_state.optimizer_changes(entries[0].trace.optimizer_numbers)
+                if not locs:
+                    # A module's number attribute set between calls (a
+                    # temperature annealed by the loop), or a global, a
+                    # closure variable or an object's attribute (a
+                    # global_step the loop advances): lifted likewise.
+                    # (an older entry's guard also finds the numbers lifted
+                    # since: only new ones count)
+                    guards = entries[0].trace.guards
+                    locs = self._new_lifts(lifted_state.module_changes(guards, self._attr_static)) \
+                        or self._new_lifts(lifted_state.env_changes(guards, self._attr_static))
                 if locs and self._add_lifted(locs):
                     reason += (f" ({', '.join(loc.label for _, loc in locs)}: lifted, read as "
                                "an input from now on)")
@@ -472,6 +500,10 @@ class CompiledFunction:
         return [(None, lifted_state.Location("arg", self._arg_box, w, self._arg_lift[w]))
                 for w in self._arg_box.current]
 
+    def _new_lifts(self, changes) -> list:
+        """``changes`` but the numbers later traces lift already."""
+        return [(p, loc) for p, loc in changes if not any(loc.same(old) for _, old in self._lift)]
+
     def _add_lifted(self, changes) -> bool:
         """Add the numbers ``changes`` names to those later traces lift;
         False if all of them were lifted already."""
@@ -509,6 +541,15 @@ class CompiledFunction:
                                    fallback=self.fallback == "eager",
                                    symbols=SymbolTable(*dims) if dims else None,
                                    lift=self._lift + self._arg_locations())
+        if isinstance(trace, ArraysRead):
+            # It read a NumPy array argument's values (np.asarray(a, dtype),
+            # a.mean()): the call ran eagerly; arrays are keyed by their
+            # contents from now on, so such values are never stale.
+            self._array_content = True
+            pytree.ARRAY_CONTENT[0] = True
+            self._lift_reason = (f"{trace}: NumPy array arguments are keyed by their contents "
+                                 "from now on")
+            return result
         if isinstance(trace, ChangedPlainObject):
             # The call changed a plain object it was given and ran eagerly;
             # that class is keyed by identity now, so the next call retraces.
@@ -518,6 +559,10 @@ class CompiledFunction:
             # count, an index): the call ran eagerly; calls specialize on
             # those arguments from now on (each value its own trace).
             self._arg_static.update(self._arg_box.current)
+            # numbers set between calls: specialized from now on
+            between = [loc for _, loc in self._lift if loc.between]
+            self._attr_static.update((id(loc.container), loc.key) for loc in between)
+            self._lift = [(p, loc) for p, loc in self._lift if not loc.between]
             for w in self._arg_box.current:
                 self._arg_lift.pop(w, None)
             self._arg_box.current = {}

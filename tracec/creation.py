@@ -16,6 +16,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import _C, graph, ops, torch_rng
+from tracec.arg_arrays import _WATCHES, ArgArray, foreign, watched
 from tracec.device import is_meta, to_device
 from tracec.meta_array import MetaArray
 from tracec.runtime_int import RuntimeInt, operand as runtime_operand
@@ -205,6 +206,12 @@ def from_numpy(a: np.ndarray) -> Tensor:
     """A tensor sharing memory with ``a`` (``_shared``)."""
     if not isinstance(a, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(a).__name__})")
+    if type(a) is ArgArray:
+        w = watched(a)
+        if w is not None:       # an argument array of a traced call: its input
+            return w.tensor()
+    elif _WATCHES:
+        foreign(a)
     a = _shared(a)
     return Tensor._make(a, dt.from_numpy_dtype(a.dtype)) if a.dtype in (
         np.float32, np.float64, np.float16, np.int32, np.int64, np.bool_) \

@@ -77,7 +77,7 @@ def _specs(entry, args):
 
 def _supported(entry, n: int, ins, outs) -> bool:
     trace, exe = entry.trace, entry.executable
-    if (trace.symbolic is not None or entry.check_backend is not None
+    if (trace.symbolic is not None or entry.check_backend is not None or trace.attr_state
             or entry.backward_plan is not None or entry.committers or entry._speculated()
             or trace.py_draws
             or exe._fn_py is None or len(ins) != len(trace.inputs)

@@ -26,6 +26,7 @@ from tracec import aten_report
 from tracec.aten_report import AtenCall
 from tracec.sym_scalar import SymScalar, concrete_operand
 from tracec.item_value import ItemValue
+from tracec.node_views import TorchName
 
 __all__ = [
     "MinMax", "abs", "absolute", "add", "allclose", "amax", "amin", "argmax", "argmin", "bmm",
@@ -1555,9 +1556,27 @@ def matmul(input, other):
         # v.data reassigned by the next forward).  A product through the
         # reshaped vector would save a view of the old data: this form saves
         # the operands themselves.
-        return _named(sum(mul(input, other), -1), "DotBackward0" if va else "MvBackward0")
+        out = sum(mul(input, other), -1)
+        if out._node is not None:
+            # PyTorch's one node, whose inputs (not the product's) are its edges
+            name = out._node._name = TorchName("DotBackward0" if va else "MvBackward0")
+            name.edges = (graph.edge_of(input), graph.edge_of(other))
+        return out
+    lead = None
+    if nb == 2 and na >= 3:
+        # PyTorch folds an N-D @ 2-D product into one mm: the input viewed
+        # (a contiguous one) or copied as (-1, k), mm, and an _unsafe_view
+        # back; so do its nodes (UnsafeViewBackward0 -> MmBackward0 ->
+        # ViewBackward0, or UnsafeViewBackward0 -> CloneBackward0).
+        lead = tuple(input.shape[:-1])
+        rows = math.prod(lead)
+        if input.is_contiguous():
+            input = _named(ops.reshape(input, (rows, input.shape[-1])), "ViewBackward0")
+        else:
+            input = _named(ops.cast(input, input.dtype), "CloneBackward0")
+            input = _named(ops.reshape(input, (rows, input.shape[-1])), "UnsafeViewBackward0")
     if va:
-        input = ops.reshape(input, (1,) + input.shape)
+        input = _named(ops.reshape(input, (1,) + input.shape), "UnsqueezeBackward0")
     if vb:
         other = ops.reshape(other, other.shape + (1,))
     out = ops.matmul(input, other)
@@ -1568,7 +1587,12 @@ def matmul(input, other):
         col = (input.ndim == 2 and _column_major(input), _column_major(other))
         if col[0] or col[1]:
             out._node.params = {**out._node.params, "column_major": col}
+    if lead is not None:
+        _named(out, "MmBackward0")
+        out = ops.reshape(out, lead + (out.shape[-1],))
     if va or vb:
+        if va and nb == 2:
+            _named(out, "MmBackward0")
         shape = out.shape[:-2] + (() if va else (out.shape[-2],)) + (() if vb else (out.shape[-1],))
         out = ops.reshape(out, shape)
     return _named(out, _matmul_name(na, nb))

@@ -17,6 +17,8 @@ import numpy as np
 from tracec import dtypes as dt
 from tracec import ops
 from tracec import runtime_index, runtime_int
+from tracec.graph import edge_of
+from tracec.node_views import TorchName
 from tracec.runtime_int import ACTIVE as _RUNTIME_INTS, RuntimeInt
 from tracec.shape_ops import expand
 from tracec.symbolic import Sym
@@ -316,6 +318,7 @@ def _basic(x: Tensor, key: tuple):
     starts, stops, steps, out_shape = [], [], [], []
     sliced = dropped = False
     name = "SliceBackward0"  # PyTorch's node: that of the last index that does something
+    doing = 0                # indices that do something: PyTorch's nodes
     dim = 0
     for k in key:
         size = shape[dim]
@@ -328,7 +331,9 @@ def _basic(x: Tensor, key: tuple):
             out_shape.append((b - a + c - 1) // c)
             if a or b != size or c != 1:
                 name = "SliceBackward0"
+                doing += 1
         else:
+            doing += 1
             if not -size <= k < size:
                 raise IndexError(f"index {k} is out of bounds for dimension {dim} with size {size}")
             a = k % size
@@ -355,8 +360,20 @@ def _basic(x: Tensor, key: tuple):
     elif y is x:
         y = bind_movement(_RESHAPE, x, {"shape": shape})  # a fresh view, as x[:] in PyTorch
     if y._node is not None:
-        y._node._name = name
+        y._node._name = _one_node(name, x, doing)
     return y
+
+
+def _one_node(name: str, x: Tensor, doing: int):
+    """The name of an indexing result's last node; where PyTorch makes one
+    node (one index that does something: ``x[0]``, ``x[:, -1]``, full
+    slices skipped) and tracec two (a slice, then a reshape dropping the
+    dimension), one whose ``next_functions`` is ``x``'s edge, as PyTorch's."""
+    if doing != 1:
+        return name
+    name = TorchName(name)
+    name.edges = (edge_of(x),)
+    return name
 
 
 def _take_rows(x: Tensor, idx: Tensor):
@@ -476,10 +493,12 @@ def _getitem(x: Tensor, key):
     out_shape, adv = [], []  # adv: (position in out_shape, index tensor)
     dim = 0
     name = "AliasBackward0" if key is Ellipsis else "SliceBackward0"  # as in _basic
+    doing = 0
     for k in items:
         if k is None:
             out_shape.append(1)
             name = "UnsqueezeBackward0"
+            doing += 1
             continue
         size = x.shape[dim]
         if isinstance(k, slice):
@@ -493,6 +512,7 @@ def _getitem(x: Tensor, key):
             out_shape.append((b - a + c - 1) // c)
             if a or b != size or c != 1:
                 name = "SliceBackward0"
+                doing += 1
         elif isinstance(k, Tensor):
             if k.dtype.category != 1:
                 raise IndexError("tensors used as indices must be long, int or bool tensors")
@@ -506,6 +526,7 @@ def _getitem(x: Tensor, key):
             i %= size
             starts.append(i), stops.append(i + 1), steps.append(1)
             name = "SelectBackward0"
+            doing += 1
         dim += 1
     y = x
     if any(a != 0 or b != s or c != 1 for a, b, c, s in zip(starts, stops, steps, x.shape)):
@@ -516,7 +537,7 @@ def _getitem(x: Tensor, key):
         if y is x:
             y = ops.reshape(x, x.shape)  # a fresh view, as x[...] in PyTorch
         if y._node is not None:
-            y._node._name = name
+            y._node._name = _one_node(name, x, doing)
         return y
     return _advanced(y, adv)
 

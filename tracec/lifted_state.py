@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import types
 
 import numpy as np
 
@@ -63,12 +64,16 @@ class Location:
     ``__dict__``), "item" (a dict or list), "cell" (a closure cell) or
     "arg" (a number argument of the call: ``container`` is an ``ArgBox``)."""
 
-    __slots__ = ("kind", "container", "key", "label", "after")
+    __slots__ = ("kind", "container", "key", "label", "after", "between")
 
     def __init__(self, kind, container, key, label):
         self.kind, self.container, self.key, self.label = kind, container, key, label
         #: the value the call that found it changed left there
         self.after = None
+        #: set between calls, not by one (a module's ``self.temperature``
+        #: annealed by the loop): a trace that uses it as a plain number
+        #: specializes on it instead of being refused (``module_changes``)
+        self.between = False
 
     def get(self):
         if self.kind == "attr":
@@ -361,6 +366,79 @@ def optimizer_changes(before, lifted=None) -> tuple:
     return changed, locs
 
 
+def module_changes(guards, static=frozenset()) -> list:
+    """``[(None, Location)]`` of the number attributes (int or float, not
+    bool) of the modules whose ``mode_and_tensors`` guard in ``guards``
+    failed because of them alone (a Gumbel-softmax temperature annealed
+    between calls: ``self.temperature = max(0.5, t * decay)``); empty when
+    any other part of such a guard changed, or when a changed number is in
+    ``static`` (``(id(module), name)``: a lifted trace used it as a plain
+    number before)."""
+    out: list = []
+    for snap, value in guards:
+        owner = getattr(snap, "__self__", None)
+        if not isinstance(owner, Module) or getattr(snap, "__name__", "") != "mode_and_tensors":
+            continue
+        now = snap()
+        if now == value:
+            continue
+        if now[0] != value[0] or now[1] != value[1]:
+            return []
+        old = {a[0]: a for a in value[2]}
+        new = {a[0]: a for a in now[2]}
+        if set(old) != set(new):
+            return []
+        for k, a in old.items():
+            b = new[k]
+            if a == b:
+                continue
+            if len(a) != 2 or len(b) != 2 or not _is_num(a[1]) or not _is_num(b[1]) \
+                    or type(a[1]) is not type(b[1]) or (id(owner), k) in static:
+                return []
+            loc = Location("attr", owner, k, f"{type(owner).__name__}.{k}")
+            loc.between = True
+            out.append((None, loc))
+    return out
+
+
+def env_changes(guards, static=frozenset()) -> list:
+    """``[(snapshot path, Location)]`` of the numbers set between calls in
+    what the function sees besides its arguments (a ``global_step`` the
+    loop advances, ``cfg["kl_weight"]``, ``hp.beta``): the places where the
+    snapshot guard (``tracec.guards.EnvGuard``) in ``guards`` differs from
+    now, when numbers are all that differ there and none is in ``static``
+    (``(id(container), key)``: a lifted trace used it as a plain number
+    before); else empty."""
+    for snap, value in guards:
+        if type(snap).__name__ != "EnvGuard":
+            continue
+        if getattr(snap, "holds", None) is not None and snap.holds(value):
+            return []
+        locs = scalar_changes(snap, value, snap.snapshot()) or []
+        if any((id(loc.container), loc.key) in static for _, loc in locs):
+            return []
+        for _, loc in locs:
+            loc.between = True
+        return locs
+    return []
+
+
+def module_attrs(locations) -> dict:
+    """``id(module) -> {names}`` of the module attributes among the lifted
+    ``locations`` (their entries in a guard's snapshot: ``coarsen_modules``)."""
+    mods: dict = {}
+    for loc in locations:
+        if loc.kind == "attr" and isinstance(loc.container, Module):
+            mods.setdefault(id(loc.container), set()).add(loc.key)
+    return mods
+
+
+def lifted_entry(entry):
+    """A module attribute's snapshot entry ``(name, value)`` made the lifted
+    token (any number)."""
+    return (entry[0], LIFTED) if len(entry) == 2 else entry
+
+
 #: Stands for a lifted number in a snapshot (equal to any number's entry).
 ANY = LIFTED
 
@@ -411,7 +489,9 @@ def _walk(x, depth, budget, out, seen) -> None:
         return
     seen.add(id(x))
     budget[0] -= 1
-    if isinstance(x, Tensor):
+    if isinstance(x, (Tensor, types.ModuleType)):
+        # (a Python module among the roots, ``import torch``: code, not
+        # state; walking it touched deprecated attributes, which warn)
         return
     if isinstance(x, dict):
         items = list(x.items())

@@ -9,7 +9,8 @@ module flattens such an argument list into
     ``("i", index)``, ``("k", key)`` or ``("a", field)`` steps; and
   * its *spec*: a hashable description of everything else (container kinds
     and lengths, dict keys, dataclass fields, Python numbers and strings,
-    the identity of other objects), which the compiler keys traces on.
+    NumPy arrays' shapes, dtypes and contents, the identity of other
+    objects), which the compiler keys traces on.
 
 Plain objects of the user's classes (the Annotated Transformer's
 ``Batch(src, tgt)``, an ``argparse.Namespace``) are flattened like
@@ -33,11 +34,14 @@ scalar values and object identities, which theirs leave to the caller.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import sys
 import types
 
 import numpy as np
 
+from tracec import dtypes as dt
+from tracec.arg_arrays import LIFTED_DTYPES
 from tracec.tensor import Tensor
 
 __all__ = ["flatten_args", "flatten", "plain_class", "resolve", "path_name", "is_dataclass_instance",
@@ -110,6 +114,20 @@ def flatten(x, path: tuple, leaves: list, others: list | None = None):
                                       for n in names))
     if isinstance(x, (np.number, np.bool_)):
         return ("V", tx.__name__, x.item())
+    if tx is np.ndarray and x.dtype.kind in "biufc":
+        # A NumPy array argument (an observation, a mask): not keyed by
+        # identity.  By shape and dtype where the trace reads it as an
+        # input (tracec.arg_arrays: ``record`` finds it among ``others``),
+        # so a fresh array each call reuses the trace; by contents too for
+        # a function whose trace read one otherwise (``ARRAY_CONTENT``) and
+        # for other dtypes, so an array whose values changed (in place,
+        # past guards' small-array limit too) retraces instead of reusing
+        # the values the trace read.
+        if not ARRAY_CONTENT[0] and x.dtype in LIFTED_DTYPES:
+            if others is not None:
+                others.append((path, x))
+            return ("A", x.shape, x.dtype.str)
+        return ("A", x.shape, x.dtype.str, "contents", array_digest(x))
     if _plain_class(tx) and _fits(x, [PLAIN_BUDGET], 3):
         d = x.__dict__
         names = tuple(d)
@@ -121,6 +139,30 @@ def flatten(x, path: tuple, leaves: list, others: list | None = None):
     if others is not None:
         others.append((path, x))
     return ("O", tx.__name__, id(x))
+
+
+#: ``[bool]``: the compiled function being called keys NumPy array
+#: arguments by contents (its trace read one by other means than a tensor
+#: conversion: ``tracec.arg_arrays``); set by ``CompiledFunction.__call__``
+ARRAY_CONTENT = [False]
+#: the last step of the path of a NumPy array argument read as an input:
+#: ``resolve`` gives a tensor sharing its memory
+ARRAY_STEP = ("np", None)
+
+
+def array_tensor(a: np.ndarray) -> Tensor:
+    """A tensor of ``a``'s values (sharing its memory where it is
+    contiguous): a NumPy array argument as the compiled code reads it."""
+    a = np.ascontiguousarray(a)
+    if not a.flags.writeable:
+        a = a.copy()
+    return Tensor._make(a, dt.from_numpy_dtype(a.dtype))
+
+
+def array_digest(x: np.ndarray) -> bytes:
+    """A digest of an array's contents (in C order)."""
+    return hashlib.blake2b(np.ascontiguousarray(x).data if x.size else b"",
+                           digest_size=16).digest()
 
 
 def _plain_class(tx) -> bool:
@@ -224,7 +266,7 @@ def resolve(path, args, kwargs):
     head = path[0]
     x = args[head] if isinstance(head, int) else kwargs[head]
     for kind, k in path[1:]:
-        x = getattr(x, k) if kind == "a" else x[k]
+        x = getattr(x, k) if kind == "a" else array_tensor(x) if kind == "np" else x[k]
     return x
 
 
@@ -236,5 +278,6 @@ def path_name(path, arg_names=None) -> str:
     s = (arg_names[head] if arg_names is not None and isinstance(head, int)
          and head < len(arg_names) else (f"arg{head}" if isinstance(head, int) else head))
     for kind, k in path[1:]:
-        s += f".{k}" if kind == "a" else f"[{k!r}]"
+        if kind != "np":
+            s += f".{k}" if kind == "a" else f"[{k!r}]"
     return s

@@ -24,6 +24,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import graph, graph_hooks, tensor_str
+from tracec.arg_arrays import _WATCHES, ArgArray, foreign, watched
 from tracec.removable_handle import RemovableHandle
 from tracec.item_value import ItemValue
 from tracec.meta_array import USED as _META_USED, MetaArray
@@ -362,6 +363,11 @@ class Tensor:
             data = runtime_operand(data)
             if not isinstance(data, Tensor):
                 return Tensor._from_data(data, dtype)
+        elif type(data) is ArgArray and watched(data) is not None:
+            # an argument array of a traced call: a copy of its input
+            data = watched(data).tensor()
+        elif _WATCHES and isinstance(data, np.ndarray):
+            foreign(data)
         if isinstance(data, Tensor):
             # A copy made by a primitive (cast copies): inside tracec.compile it
             # is recorded, so it holds the traced tensor's value at every call.

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracec import arg_dict_writes, attr_replay, autograd, complex_trace, graph, ir, lifted_state
+from tracec import arg_arrays, arg_dict_writes, attr_replay, autograd, complex_trace, graph, ir, lifted_state
 from tracec import dtypes as dt
 from tracec.complex_ops import TRACED_OPS
 from tracec.creation import GENERATOR_STATES
@@ -40,10 +40,11 @@ from tracec.nn.modules.module import (ATTR_WRITES, BUFFER_WRITES, MODE_WRITES, P
 from tracec.mutation import frozen
 from tracec.guards import EnvGuard, GlobalRNGs, _global_names as guards_global_names
 from tracec.naming import argument_names, name_trace
+from tracec.ops import elementwise as ew
 from tracec.ops.core import PRIMITIVES, Aval
 from tracec.utils._pytree import tree_leaves
-from tracec.pytree import (KEYED_BY_IDENTITY, flatten_args, is_dataclass_instance, path_name,
-                           plain_class, plain_classes, resolve)
+from tracec.pytree import (ARRAY_STEP, KEYED_BY_IDENTITY, array_tensor, flatten, flatten_args,
+                           is_dataclass_instance, path_name, plain_class, plain_classes, resolve)
 from tracec import runtime_int, runtime_reads, symbolic
 from tracec.symbolic import Sym
 from tracec.sym_shapes import SymbolTable
@@ -203,6 +204,9 @@ class Trace:
     runtime_reads: list = field(default_factory=list)
     #: where such a number was specialized instead (a guard), and why
     runtime_notes: list = field(default_factory=list)
+    #: state inputs read through a module attribute the call sets
+    #: (``Recording.attr_state``)
+    attr_state: list = field(default_factory=list)
 
 
 #: The most elements of an integer state tensor whose value a trace may
@@ -306,6 +310,10 @@ class Recording:
         # (id(module), name) -> (module, name, value): plain module attributes the
         # call set to a tensor or None; compiled calls set them likewise.
         self.attr_writes: dict = {}
+        # (id(module), name) -> (module, name, what it held when the call first set it)
+        self.attr_entry: dict = {}
+        self._attr_state = None
+        self.result_ids: set = set()     # ids of the tensors the call returned
         # (id(module), name) -> (module, name, the buffer's tensor when the call
         # first replaced it): see settle_buffer_writes
         self.buffer_writes: dict = {}
@@ -326,6 +334,8 @@ class Recording:
         self.conv_columns: list = []
         #: ``ItemValue``s handed out by item() (numbers the call may return)
         self.items: list = []
+        #: a NumPy array argument's stand-in was returned (tracec.arg_arrays)
+        self.arrays_returned: list = []
         #: integers read from tensors at run time (``tracec.runtime_int``)
         self.runtime = runtime_reads.Reader(self)
         self.py_draws = 0             # random.random() calls recorded
@@ -351,6 +361,18 @@ class Recording:
         self.suspended += 1 << 20
 
     # --- values ------------------------------------------------------------
+
+    def array_input(self, watch) -> Tensor:
+        """The input tensor of a NumPy array argument the call converts
+        (``tracec.arg_arrays.Watch.tensor``): read at each call from that
+        call's array (``pytree.ARRAY_STEP``)."""
+        if watch.parent is not None:
+            # converted in the call (a.astype(np.float32)): a copy, cast
+            return ew.cast(watch.parent.tensor(), dt.from_numpy_dtype(watch.array.dtype))
+        t = array_tensor(watch.array)
+        t._birth = self.epoch - 1    # (an argument: a write to it is a write to the array)
+        self.add_arg(t, tuple(watch.path) + (ARRAY_STEP,))
+        return t
 
     def add_arg(self, t: Tensor, position):
         if t.dtype.category == 3:
@@ -631,6 +653,7 @@ class Recording:
                for v in (tensor_leaves(value) or () if type(value) is tuple else (value,))):
             return self.fail(f"{format_location(user_location())}: setting {name} to a complex "
                              "tensor inside a compiled function is not supported")
+        self.attr_entry.setdefault((id(module), name), (module, name, module.__dict__.get(name)))
         self.attr_writes[(id(module), name)] = (module, name, value)
         # its guard token: whether it is None (tracec.nn.modules.module.ReplayedAttr)
         module.__dict__.setdefault("_tracec_replayed", set()).add(name)
@@ -714,8 +737,48 @@ class Recording:
     def _coarsen_guards(self):
         mods = attr_replay.modules(self.attr_writes)
         if mods:
-            read = {id(spec.source) for spec in self.inputs if spec.kind == "state"}
-            self.guards = attr_replay.coarsen_module_guards(self.guards, mods, read)
+            self.guards = attr_replay.coarsen_module_guards(self.guards, mods, self.state_read())
+
+    def state_read(self) -> set:
+        """Ids of the state tensors the trace read by identity (not those
+        ``attr_state`` reads through their module attribute)."""
+        carried = {id(self.inputs[i].source) for i, *_ in self.attr_state()}
+        return {id(spec.source) for spec in self.inputs
+                if spec.kind == "state" and id(spec.source) not in carried}
+
+    def attr_state(self) -> list:
+        """``[(index in inputs, module, name, index in its tuple or None)]``:
+        state inputs that read a tensor a module attribute held when the call
+        began, which the call set again (an RNN tagger's hidden state kept as
+        ``self.hidden = tuple(v.detach() for v in h)``).  Compiled calls read
+        that call's tensor there (``Entry.failed_guard`` rebinds the input),
+        so the trace serves every later call instead of one.  Not in a
+        symbolic trace, nor a tensor written in place or requiring grad."""
+        if self._attr_state is not None:
+            return self._attr_state
+        out: list = []
+        # (a tensor the call stores elsewhere or returns as itself, such as
+        # ``self.prev = self.cur``, would be replayed as the traced object)
+        if self.result_ids is None:
+            self._attr_state = out
+            return out
+        kept = set(self.result_ids)
+        for _, _, value in self.attr_writes.values():
+            kept.update(id(t) for t in (tensor_leaves(value) or ()) if t is not None)
+        if self.symbols is None:
+            where = {}
+            for module, name, old in self.attr_entry.values():
+                items = old if type(old) is tuple else (old,)
+                for j, t in enumerate(items):
+                    if isinstance(t, Tensor):
+                        where[id(t)] = (module, name, j if type(old) is tuple else None)
+            for i, spec in enumerate(self.inputs):
+                w = where.get(id(spec.source)) if spec.kind == "state" else None
+                if w is not None and id(spec.source) not in self.written \
+                        and id(spec.source) not in kept and not spec.source.requires_grad:
+                    out.append((i,) + w)
+        self._attr_state = out
+        return out
 
     def on_item(self, t, caller):
         """``t.item()`` called by the user's code on a recorded one-element
@@ -1294,7 +1357,7 @@ class Recording:
                      attr_needs_grad=None if self.had_backward else attr_grad,
                      py_draws=self.py_draws, py_draw_guards=tuple(self.py_draw_guards),
                      runtime_reads=self.runtime.read_at_run_time(),
-                     runtime_notes=list(self.runtime.notes))
+                     runtime_notes=list(self.runtime.notes), attr_state=self.attr_state())
 
 
 #: Constants of more elements than this whose elements are all equal are
@@ -1351,6 +1414,72 @@ class ChangedPlainObject(str):
     lifted state follow such changes."""
 
 
+class ArraysRead(str):
+    """``record``'s reason when the call read a NumPy array argument by
+    other means than converting it to a tensor (``tracec.arg_arrays``):
+    the call ran eagerly, and the compiled function keys such arrays by
+    their contents from now on."""
+
+
+def _unstand(x, arrays: dict, depth: int, found: list):
+    """``x`` (a result) with the user's arrays in place of their stand-ins
+    (``arrays``: id(stand-in) -> array), in tuples, lists and dicts;
+    ``found`` gets True for each (``_arrays_read`` refuses such a trace)."""
+    if type(x) is arg_arrays.ArgArray:
+        arr = arrays.get(id(x))
+        if arr is None:
+            return x
+        found.append(True)
+        return arr
+    if depth and type(x) in (list, tuple):
+        out = [_unstand(v, arrays, depth - 1, found) for v in x]
+        return x if all(a is b for a, b in zip(out, x)) else type(x)(out)
+    if depth and type(x) is dict:
+        out = {k: _unstand(v, arrays, depth - 1, found) for k, v in x.items()}
+        return x if all(out[k] is v for k, v in x.items()) else out
+    return x
+
+
+def _arrays_read(rec, watches, result) -> str | None:
+    """Why the traced call's NumPy array arguments cannot be inputs (a
+    read of their values the trace would bake in, an in-place write
+    through the tensor sharing their memory, the array itself returned),
+    or None."""
+    for w in watches:
+        name = path_name(w.path, rec.arg_names)
+        if w.reads:
+            return f"the NumPy array argument {name} was read by {w.reads[0]}"
+        if w.input is not None and id(w.input) in rec.written:
+            # (through from_numpy's shared memory: the write is a side
+            # effect on the user's array, which may alias another argument)
+            return f"the NumPy array argument {name} was written in place"
+    if rec.arrays_returned:
+        return "a NumPy array argument is returned"
+    return None
+
+
+def _put(x, steps: tuple, value, swaps: list):
+    """``x`` with ``value`` at ``steps`` (a ``tracec.pytree`` path's steps):
+    tuples (namedtuples too) rebuilt, lists, dicts and objects set in place
+    (``swaps`` gets ``(parent, kind, key, old, value)`` to put back)."""
+    if not steps:
+        return value
+    kind, k = steps[0]
+    if kind == "a":
+        new = _put(getattr(x, k), steps[1:], value, swaps)
+        swaps.append((x, "a", k, getattr(x, k), new))
+        object.__setattr__(x, k, new)      # (a frozen dataclass too)
+        return x
+    new = _put(x[k], steps[1:], value, swaps)
+    if isinstance(x, tuple):
+        items = list(x)
+        items[k] = new
+        return type(x)._make(items) if hasattr(x, "_fields") else type(x)(items)
+    swaps.append((x, "i", k, x[k], new))
+    x[k] = new
+    return x
+
+
 def _swap_in(args, kwargs, path: tuple, value) -> tuple:
     """Put ``value`` (a lifted number's SymScalar) at ``path`` inside a
     call's arguments, in the container itself (a dict, a list, a plain
@@ -1394,6 +1523,11 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     for path, t in leaves:
         if id(t) not in rec.arg_position:
             rec.add_arg(t, path[0] if len(path) == 1 else path)
+    # NumPy array arguments: inputs where the call converts them to tensors
+    # (tracec.arg_arrays), read at each call through their path
+    watches = [arg_arrays.Watch(o, p, rec.array_input) for p, o in others
+               if type(o) is np.ndarray]
+    others = [(p, o) for p, o in others if type(o) is not np.ndarray]
     env = EnvGuard(fn, [(f"argument {path_name(p)}", o) for p, o in others])
     env_before = env.snapshot()
     rng_before = GlobalRNGs.state()
@@ -1431,6 +1565,13 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
             for v in list(args) + list(kwargs.values())
             for a in (v if isinstance(v, (tuple, list)) else (v,)))
         lifted.install()
+    # Numbers lifted because they changed between calls (a module's
+    # temperature, a global step): a trace that cannot use one as a traced
+    # number (``x.topk(self.k)``) finishes the call eagerly and the compiled
+    # function specializes on them instead, as it did before lifting them.
+    between = lifted is not None and any(loc.between for loc in lifted.locations)
+    if between:
+        rec.fallback = True
     call_args, call_kwargs = args, kwargs
     swapped: list = []      # lifted numbers put inside argument containers
     if lifted is not None and any(loc.kind == "arg" for loc in lifted.locations):
@@ -1445,10 +1586,30 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
                 else:
                     call_kwargs[loc.key] = loc.get()
         call_args = tuple(call_args)
+    array_swaps: list = []   # (parent, kind, key, the user's value, the stand-in)
+    if watches:
+        call_args, call_kwargs = list(call_args), dict(call_kwargs)
+        for w in watches:
+            head = w.path[0]
+            box = call_args if isinstance(head, int) else call_kwargs
+            box[head] = _put(box[head], w.path[1:], w.stand_in, array_swaps)
+        box = None     # (the list holds lifted numbers: finish's leak check counts references)
+        call_args = tuple(call_args)
+    watching = arg_arrays.watching(watches)
+    watching.__enter__()
     result = None
     try:
         result = fn(*call_args, **call_kwargs)
         result = rec.runtime.finish(result)
+        try:
+            returned: list = []
+            flatten(result, (), returned)
+            rec.result_ids = {id(t) for _, t in returned}
+        except Exception:      # (an unusual result: nothing kept as state)
+            rec.result_ids = None
+        if watches:
+            result = _unstand(result, {id(w.stand_in): w.array for w in watches}, 4,
+                              rec.arrays_returned)
         rec.settle_buffer_writes()
     except TraceError:
         raise
@@ -1466,6 +1627,19 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
             raise e from None
         raise err.with_traceback(e.__traceback__) from None
     finally:
+        watching.__exit__(None, None, None)
+        for parent, kind, k, before, stand_in in reversed(array_swaps):
+            # the user's containers get their arrays back (unless the call
+            # stored something else there: a change _changed_arguments sees)
+            try:
+                now = getattr(parent, k) if kind == "a" else parent[k]
+            except (KeyError, IndexError, AttributeError):
+                continue
+            if now is stand_in:
+                if kind == "a":
+                    object.__setattr__(parent, k, before)
+                else:
+                    parent[k] = before
         for lst, h in hooks:
             lst.remove(h)
         random.random = py_random_before
@@ -1490,13 +1664,21 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
             call_args = call_kwargs = None   # (references finish's leak check would count)
             lifted.finish([get() for _, get in env.roots], result, f"tracec.compile({rec.label})")
     if lifted is not None and lifted.refusal is not None and rec.poisoned is None:
-        if any(loc.kind == "arg" for loc in lifted.locations):
+        if any(loc.kind == "arg" or loc.between for loc in lifted.locations):
             # A lifted number argument used as a plain number (a loop count,
             # an index): this call ran eagerly to its end; the compiled
             # function specializes on those arguments from now on.
             _settle_items(rec)
             return lifted_state.unsym(plain(result)), LiftRefused(lifted.refusal)
         rec.fail(lifted.refusal)
+    if watches and rec.poisoned is None:
+        why = _arrays_read(rec, watches, result)
+        if why is not None:
+            # An argument array's values reached the call other than as an
+            # input: it ran eagerly; the function keys arrays by contents
+            # from now on.
+            _settle_items(rec)
+            return lifted_state.unsym(plain(result)), ArraysRead(why)
     if rec.poisoned is None:
         why = _changed_arguments(fn, args, kwargs, spec, leaves)
         stored = why and arg_dict_writes.find(args, kwargs, spec, leaves)
@@ -1516,6 +1698,9 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         why = why or _side_effects(fn, rng_before, rec.py_draws) or _leaf_hooks_kept()
         if why is not None:
             rec.fail(why)
+    if rec.poisoned is not None and between:
+        _settle_items(rec)
+        return lifted_state.unsym(plain(result)), LiftRefused(rec.poisoned)
     if rec.poisoned is not None:
         out, result = plain(result), None
         _settle_items(rec)
@@ -1556,7 +1741,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     if mods:
         # The attributes compiled calls set are no side effect to refuse; the
         # guard keeps whether each held None (ReplayedAttr).
-        read = {id(spec.source) for spec in rec.inputs if spec.kind == "state"}
+        read = rec.state_read()
         env_after = attr_replay.coarsen(env_after, mods, lambda a: None)
         env_compare = attr_replay.coarsen(env_before, mods, lambda a: None)
         env_before = attr_replay.coarsen(env_before, mods, lambda a: replayed_token(a, read))
@@ -1567,6 +1752,13 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
         env_before = lifted_state.coarsen(env_before, lifted.paths)
         env_compare = lifted_state.coarsen(env_compare, lifted.paths)
         env_after = lifted_state.coarsen(env_after, lifted.paths)
+        lifted_mods = lifted_state.module_attrs(lifted.locations)
+        if lifted_mods:
+            # a module's lifted attribute (set between calls): its entry in
+            # a snapshot that holds the module is any number
+            env_before, env_compare, env_after = (
+                attr_replay.coarsen(e, lifted_mods, lifted_state.lifted_entry)
+                for e in (env_before, env_compare, env_after))
     try:
         trace = rec.finish(result)
         name_trace(trace, fn, args, kwargs, others)
@@ -1717,8 +1909,10 @@ def _plain_object_attrs(env, rec, before, after) -> list:
     """Snapshot paths of plain (non-Module) objects' attributes, and of
     dicts' string-keyed entries, the call set to a tensor, added to
     ``rec.attr_writes`` (replayed by compiled calls: ``setattr`` or an item
-    store); not one whose previous tensor the trace read (it would read a
-    stale object at the next call)."""
+    store); one whose previous tensor the trace read only where compiled
+    calls can read the attribute's tensor of the call instead (an object's
+    attribute, not written in place: ``Recording.attr_state``), else it
+    would read a stale object at the next call."""
     read = {id(spec.source) for spec in rec.inputs if spec.kind == "state"}
     out = []
     for p in lifted_state.tensor_attr_changes(before, after):
@@ -1728,7 +1922,19 @@ def _plain_object_attrs(env, rec, before, after) -> list:
             continue
         old = lifted_state.entry_at(before, p)
         if old is not None and old[0] == "T" and old[1] in read:
-            continue
+            src = next(spec.source for spec in rec.inputs
+                       if spec.kind == "state" and id(spec.source) == old[1])
+            if loc.kind != "attr" or src.requires_grad or id(src) in rec.written \
+                    or rec.result_ids is None or id(src) in rec.result_ids \
+                    or any(src is t for _, _, v in rec.attr_writes.values()
+                           for t in (tensor_leaves(v) or ())) \
+                    or any(lifted_state.entry_at(after, q) == old
+                           for q in lifted_state.tensor_attr_changes(before, after) if q != p):
+                continue
+            # state kept on the object (a trainer's self.ema = 0.9 * self.ema
+            # + 0.1 * loss): read at each call from the attribute, as a
+            # module's (Recording.attr_state)
+            rec.attr_entry.setdefault((id(loc.container), loc.key), (loc.container, loc.key, src))
         value = loc.get()
         if not isinstance(value, Tensor) or value.dtype.category == 3:
             continue

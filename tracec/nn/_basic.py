@@ -78,6 +78,49 @@ def linear(input, weight, bias=None):
         if out._node is not None and input.ndim >= 2:
             out._node._name = "AddmmBackward0" if input.ndim == 2 else "ViewBackward0"
         return out
+    if weight.ndim == 2 and input.ndim != 2 and input.ndim >= 1:
+        return _linear_folded(input, weight, bias)
+    return _linear_2d(input, weight, bias)
+
+
+def _named_node(t, name: str):
+    if t._node is not None:
+        t._node._name = name
+    return t
+
+
+def _linear_folded(input, weight, bias):
+    """ATen's ``linear`` of a 1-D or N-D input by a 2-D weight, in its
+    steps, so that ``grad_fn`` and ``next_functions`` are PyTorch's: with
+    a bias and a contiguous input, ``addmm`` on the input viewed as
+    ``(-1, in)`` and a view back (ViewBackward0 -> AddmmBackward0 ->
+    ViewBackward0); otherwise ``matmul``'s folding: the input unsqueezed
+    (1-D), viewed, or copied and viewed (non-contiguous), ``mm``, then
+    ``squeeze`` (SqueezeBackward4) or ``_unsafe_view`` back, and the bias
+    added after (AddBackward0).  The values are those of one matmul."""
+    k = input.shape[-1]
+    lead = tuple(input.shape[:-1])
+    addmm = isinstance(bias, Tensor) and bias.ndim == 1 and (
+        input.ndim == 1 or input.is_contiguous())
+    if input.ndim == 1:
+        x2 = _named_node(S.reshape(input, (1, k)),
+                         "ViewBackward0" if addmm else "UnsqueezeBackward0")
+    elif input.is_contiguous():
+        x2 = _named_node(S.reshape(input, (-1, k)), "ViewBackward0")
+    else:
+        x2 = _named_node(S.reshape(S.contiguous(input), (-1, k)), "UnsafeViewBackward0")
+    y2 = _linear_2d(x2, weight, bias if addmm else None)
+    out_shape = lead + (weight.shape[0],)
+    y = _named_node(S.reshape(y2, out_shape), "ViewBackward0" if addmm else
+                    "SqueezeBackward4" if input.ndim == 1 else "UnsafeViewBackward0")
+    if bias is not None and not addmm:
+        y = TF.add(y, bias)
+    return y
+
+
+def _linear_2d(input, weight, bias):
+    """``input @ weight.T + bias`` (a 2-D input, or a weight of other
+    than 2 dims)."""
     y = TF.matmul(input, S.t(weight) if weight.ndim == 2 else weight)
     if bias is not None:
         if (isinstance(bias, Tensor) and bias.dtype is y.dtype and bias.ndim <= y.ndim

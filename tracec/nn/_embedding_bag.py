@@ -47,7 +47,9 @@ def embedding_renorm_(weight, input, max_norm: float, norm_type: float = 2.0):
     ``max_norm`` is scaled in place by ``max_norm / (norm + 1e-7)``."""
     from tracec import graph
     with graph.no_grad():
-        idx = ops.reshape(input if input.dtype is dt.int64 else ops.cast(input, dt.int64), (-1,))
+        # (Tensor.reshape infers the -1: the primitive's shape is recorded as
+        # given, and a trace holding -1 fails the IR verifier)
+        idx = (input if input.dtype is dt.int64 else ops.cast(input, dt.int64)).reshape(-1)
         n = weight.shape[0]
         picked = ops.gt(creation.zeros(n, dtype=weight.dtype).index_add(
             0, idx, creation.ones(tuple(idx.shape), dtype=weight.dtype)), 0.0)

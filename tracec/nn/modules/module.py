@@ -167,10 +167,37 @@ def replayed_token(entry, read_ids: set) -> tuple:
     ``ReplayedAttr`` token (``read_ids``: ids of the tensors the trace read)."""
     k, v = entry[0], entry[1]
     if isinstance(v, ReplayedAttr):
-        return (k, ReplayedAttr(v.is_none, v.ident, v.ident in read_ids))
+        return (k, ReplayedAttr(v.is_none, v.ident, _read(v.ident, read_ids)))
     if len(entry) == 3 and v == "id":
         return (k, ReplayedAttr(False, entry[2], entry[2] in read_ids))
-    return (k, ReplayedAttr(v is None))
+    # a tuple of tensors (an LSTM's (h, c)): frozen as ("tuple", (("id", n), ...))
+    ids = _frozen_ids(v)
+    return (k, ReplayedAttr(v is None, ids, _read(ids, read_ids)))
+
+
+def _read(ident, read_ids: set) -> bool:
+    """Whether the trace read the tensor ``ident`` names, or one of those
+    (a tuple of ids: a tuple attribute's tensors)."""
+    if type(ident) is tuple:
+        return any(i in read_ids for i in ident)
+    return ident in read_ids
+
+
+def _frozen_ids(v) -> tuple:
+    """The tensor ids in a ``mutation.frozen`` snapshot of a tuple or list."""
+    if type(v) is tuple and len(v) == 2 and v[0] in ("tuple", "list") and type(v[1]) is tuple:
+        return tuple(i for e in v[1] for i in _frozen_ids(e))
+    if type(v) is tuple and len(v) == 2 and v[0] == "id":
+        return (v[1],)
+    return ()
+
+
+def _value_ids(v):
+    """The id a replayed attribute's guard token keeps: of its tensor, or
+    of each tensor of a tuple or list it holds."""
+    if type(v) in (tuple, list):
+        return tuple(id(x) for x in v)
+    return id(v)
 
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -481,7 +508,7 @@ class Module:
         # itself would compare equal to itself after the list changed).
         # A SymScalar: a number a lifted trace reads (tracec.lifted_state),
         # whose own guard checks it.
-        attrs = [(k, ReplayedAttr(v is None, id(v))) if k in replayed else
+        attrs = [(k, ReplayedAttr(v is None, _value_ids(v))) if k in replayed else
                  (k, LIFTED) if type(v) is SymScalar else
                  (k, "items", _container_snapshot(v)) if type(v) in _CONTAINERS else
                  (k, "rng", generator_state(v)) if isinstance(v, GENERATORS) else
