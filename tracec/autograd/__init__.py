@@ -22,6 +22,7 @@ from tracec.graph import enable_grad, no_grad, set_grad_enabled, is_grad_enabled
 from tracec.graph_hooks import checkpoint_valid as _is_checkpoint_valid  # noqa: F401
 from tracec.tensor import RECORDERS, Tensor
 from tracec.wrapper_dispatch import dispatching_operand
+from tracec.autograd.function_transforms import check_under_transforms, is_user_function
 from tracec.methods_compat import POST_ACCUMULATE_HOOKS, run_post_accumulate_hooks
 
 __all__ = ["backward", "grad", "gradcheck", "gradgradcheck", "Function", "no_grad",
@@ -507,8 +508,18 @@ class Function:
                                   "your custom autograd.Function to use it with backward "
                                   "mode AD.")
 
+    #: ask for a generated vmap rule (tracec's vmap runs per sample: the
+    #: flag, or a ``vmap`` staticmethod, is what torch.vmap requires)
+    generate_vmap_rule = False
+
+    @staticmethod
+    def vmap(info, in_dims, *args):
+        raise NotImplementedError("To use autograd.Function with vmap, you must either override "
+                                  "the vmap staticmethod or set generate_vmap_rule=True.")
+
     @classmethod
     def apply(cls, *args, **kwargs):
+        check_under_transforms(cls, Function)
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         separate = cls.setup_context is not Function.setup_context
@@ -554,11 +565,14 @@ class Function:
                 o._node = _FunctionOutput(node, i) if isinstance(out, tuple) else node
             if RECORDERS and isinstance(out, Tensor) and out.requires_grad:
                 _record_vjp(cls, ctx, args, out, before)
-            if cls.jvp is not Function.jvp:
+            has_jvp = cls.jvp is not Function.jvp
+            if has_jvp or is_user_function(cls):
                 # (only where an input carries a tangent: PyTorch calls jvp
                 # then only, and a jvp may consume ctx state, `del ctx.result`)
                 from tracec.autograd import forward_ad
                 if forward_ad.has_tangent([a for a in args if isinstance(a, Tensor)]):
+                    if not has_jvp:
+                        cls.jvp(ctx)     # (PyTorch's NotImplementedError)
                     ctx._jvp_transpose = _jvp_transpose(cls, ctx, args, outs)
         return out
 
