@@ -27,6 +27,7 @@ is the public object (``func is torch.add`` holds).
 """
 from __future__ import annotations
 
+import builtins
 import functools
 import inspect
 import json
@@ -110,6 +111,45 @@ def as_subclass(self, cls):
     return out
 
 
+#: type -> whether it is a Tensor-like type that is no Tensor (PyTorch's
+#: docs' ScalarTensor / MetadataTensor, an FX Proxy): a classmethod
+#: ``__torch_function__`` makes the functions it is given to call it.
+_TENSOR_LIKE: dict = {}
+
+
+def _tensor_like(t: type) -> bool:
+    d = _TENSOR_LIKE.get(t)
+    if d is None:
+        tf = getattr(t, "__torch_function__", None)
+        d = _TENSOR_LIKE[t] = (tf is not None and getattr(tf, "__self__", None) is t
+                               and getattr(tf, "__func__", None) is not disabled_torch_function_impl)
+    return d
+
+
+def _build_class(func, name, *bases, **kwargs):
+    """``builtins.__build_class__``, which also turns the protocol on when a
+    class statement outside tracec defines ``__torch_function__`` and is
+    neither a Tensor subclass (those turn it on in ``__init_subclass__``)
+    nor a mode: a Tensor-like type.  It is turned on before the class body
+    runs, so that the torch functions the body registers (linear_operator's
+    ``@_implements_second_arg(torch.Tensor.mul)``) are the public ones its
+    ``__torch_function__`` will be handed."""
+    if not _on[0] and "__torch_function__" in getattr(func, "__code__", _NO_CODE).co_names \
+            and not str(getattr(func, "__globals__", {}).get("__name__", "")).startswith("tracec") \
+            and not any(isinstance(b, type) and (issubclass(b, Tensor) or _is_mode(b))
+                        for b in bases):
+        enable()
+    return _BUILD_CLASS(func, name, *bases, **kwargs)
+
+
+_NO_CODE = compile("", "<none>", "exec")
+
+
+def _is_mode(t: type) -> bool:
+    """A TorchFunctionMode (its ``__torch_function__`` is no Tensor-like's)."""
+    return any(k.__name__ == "TorchFunctionMode" for k in t.__mro__)
+
+
 def _live(t: type) -> bool:
     tf = getattr(t, "__torch_function__", None)
     return tf is not None and tf is not disabled_torch_function_impl and t is not Tensor
@@ -124,7 +164,12 @@ def _overloaded(args, kwargs) -> list:
     # __class__, which specializes it: tracec.runtime_int)
     def visit(a):
         t = type(a)
-        if t is not Tensor and issubclass(t, Tensor) and _live(t):
+        if t is Tensor:
+            return
+        if issubclass(t, Tensor):
+            if _live(t):
+                place(types, out, a)
+        elif _tensor_like(t):
             place(types, out, a)
 
     for a in args:
@@ -437,6 +482,8 @@ def get_default_nowrap_functions() -> set:
 
 
 _NOWRAP: set = set()
+_BUILD_CLASS = builtins.__build_class__
+builtins.__build_class__ = _build_class
 Tensor.__torch_function__ = classmethod(_default_torch_function)
 Tensor.__init_subclass__ = classmethod(_init_subclass)
 Tensor.as_subclass = as_subclass
