@@ -12,7 +12,11 @@
   gathered by index, complex batch norm whitening with complex buffers);
 - pygat_sparse.py: Diego999/pyGAT's sparse GAT (an old-style
   autograd.Function saving a sparse COO tensor, sparse @ dense, a._indices()
-  in backward, early stopping through torch.save / torch.load).
+  in backward, early stopping through torch.save / torch.load);
+- extending_torch_function.py: PyTorch's docs' "Extending torch"
+  (Tensor-like ScalarTensor / MetadataTensor with a classmethod
+  __torch_function__, an ``implements`` table, Tensor subclasses and a
+  LoggingTensor calling super().__torch_function__).
 """
 import pathlib
 
@@ -22,7 +26,8 @@ from library_programs import check_library_program
 
 PROGS = pathlib.Path(__file__).resolve().parent / "programs" / "programs22"
 
-CASES = ["func_autograd_function.py", "complex_layers.py", "pygat_sparse.py"]
+CASES = ["func_autograd_function.py", "complex_layers.py", "pygat_sparse.py",
+         "extending_torch_function.py"]
 
 
 @pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
