@@ -51,7 +51,7 @@ LAYERS = [
                   "tracec.stft", "tracec.signal", "tracec.sym_scalar", "tracec.item_value",
                   "tracec.runtime_int", "tracec.runtime_index", "tracec.fused_eager",
                   "tracec.ao", "tracec.quantization", "tracec.futures", "tracec._tensor_str", "tracec.streams",
-                  "tracec._subclasses", "tracec._utils"]),
+                  "tracec._subclasses", "tracec._utils", "tracec._functorch"]),
     ("tracing", ["tracec.tracing", "tracec.guards", "tracec.sym_shapes", "tracec.naming",
                  "tracec.complex_trace", "tracec.attr_replay", "tracec.lifted_state",
                  "tracec.arg_dict_writes",

@@ -20,6 +20,7 @@ lets each example draw its own.  ``jacfwd`` uses reverse mode
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import numpy as np
 
@@ -31,7 +32,8 @@ from tracec.shape_ops import stack
 from tracec.tensor import Tensor
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "linearize", "jacrev", "jacfwd", "hessian", "vmap",
-           "functional_call", "stack_module_state", "replace_all_batch_norm_modules_"]
+           "functional_call", "stack_module_state", "replace_all_batch_norm_modules_",
+           "functionalize"]
 
 
 def replace_all_batch_norm_modules_(root):
@@ -481,6 +483,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         dims = _broadcast_dims(in_dims if isinstance(in_dims, tuple) else
                                (in_dims,) * len(args), tuple(args), where)
         sizes = set()
+        order = []      # (each mapped input's size, in order: PyTorch's message lists them)
         norm = []
         for t, d in _pairs(tuple(args), dims):
             if d is not None:
@@ -489,14 +492,14 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
                                      f"in_dim={d} for an input but the input is of type "
                                      f"Tensor with {t.dim()} dims")
                 sizes.add(t.shape[d])
+                order.append(t.shape[d])
             norm.append(d)
         if not sizes:
             raise ValueError(f"vmap({where}, in_dims={in_dims}, ...)(<inputs>): at least one "
                              "input must be a Tensor mapped over (in_dim not None)")
         if len(sizes) > 1:
-            raise ValueError(f"vmap({where}, in_dims={in_dims}, ...)(<inputs>): Expected all "
-                             f"tensors to have the same size in the mapped dimension, got "
-                             f"sizes {sorted(sizes)} for the mapped dimension")
+            raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped "
+                             f"dimension, got sizes {order} for the mapped dimension")
         n = sizes.pop()
         with _transformed(), _vmapped(), _randomness(randomness) as before_each:
             outs = []
@@ -505,3 +508,24 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
                 outs.append(func(*_select(tuple(args), dims, i), **kwargs))
         return _stack_out(outs, out_dims, where)
     return wrapper
+
+
+def functionalize(func, *, remove="mutations"):
+    """``torch.func.functionalize``: ``func`` with its mutations (and, with
+    ``remove="mutations_and_views"``, its views) rewritten out of place; the
+    values it computes, and the writes it makes to its inputs, are the same,
+    which is what eager execution observes, so the wrapper calls ``func``."""
+    if remove not in ("mutations", "mutations_and_views"):
+        raise RuntimeError(
+            f"functionalize(f, remove='mutations'): received invalid argument for remove={remove}."
+            " Valid options are:\n"
+            "     remove='mutations': all inplace and out= operators will be removed from the "
+            "program, and replaced with their out-of-place equivalents.\n"
+            "     remove='mutations_and_views': In addition to the above, all aliasing operators "
+            "{view} will be replaced with their non-aliasing counterparts, {view}_copy.\n")
+
+    @functools.wraps(func)
+    def wrapped(*args, **kwargs):
+        with _transformed():
+            return func(*args, **kwargs)
+    return wrapped
