@@ -16,7 +16,10 @@
 - extending_torch_function.py: PyTorch's docs' "Extending torch"
   (Tensor-like ScalarTensor / MetadataTensor with a classmethod
   __torch_function__, an ``implements`` table, Tensor subclasses and a
-  LoggingTensor calling super().__torch_function__).
+  LoggingTensor calling super().__torch_function__);
+- functorch_legacy.py: the pre-2.0 functorch API (make_functional,
+  per-sample grads with vmap(grad), combine_state_for_ensemble ensembles
+  with BatchNorm buffers).
 """
 import pathlib
 
@@ -27,7 +30,8 @@ from library_programs import check_library_program
 PROGS = pathlib.Path(__file__).resolve().parent / "programs" / "programs22"
 
 CASES = ["func_autograd_function.py", "complex_layers.py", "pygat_sparse.py",
-         "extending_torch_function.py"]
+         "extending_torch_function.py",
+         "functorch_legacy.py"]
 
 
 @pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
