@@ -19,7 +19,10 @@
   LoggingTensor calling super().__torch_function__);
 - functorch_legacy.py: the pre-2.0 functorch API (make_functional,
   per-sample grads with vmap(grad), combine_state_for_ensemble ensembles
-  with BatchNorm buffers).
+  with BatchNorm buffers);
+- neural_ode_adjoint.py: msurtsukov/neural-ode's hand-written adjoint
+  method (an autograd.Function whose backward integrates the augmented
+  system with torch.autograd.grad under set_grad_enabled inside no_grad).
 """
 import pathlib
 
@@ -31,7 +34,8 @@ PROGS = pathlib.Path(__file__).resolve().parent / "programs" / "programs22"
 
 CASES = ["func_autograd_function.py", "complex_layers.py", "pygat_sparse.py",
          "extending_torch_function.py",
-         "functorch_legacy.py"]
+         "functorch_legacy.py",
+         "neural_ode_adjoint.py"]
 
 
 @pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
