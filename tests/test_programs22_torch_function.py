@@ -69,3 +69,35 @@ def _run(lib):
 
 def test_tensor_like_types_dispatch_as_in_torch():
     assert _run(tracec) == _run(torch)
+
+
+PLAIN = '''
+class PlainMeta(object):
+    def __init__(self, data, metadata=None):
+        self._t = lib.as_tensor(data)
+        self._metadata = metadata
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        args = [a._t if hasattr(a, "_t") else a for a in args]
+        return PlainMeta(func(*args, **(kwargs or {})), metadata=self._metadata)
+'''
+
+
+def _plain(lib):
+    import warnings
+    ns = {"lib": lib}
+    exec(PLAIN, ns)
+    m = ns["PlainMeta"]([[1, 2], [3, 4]], {"owner": "x"})
+    t = lib.tensor([[1, 2], [1, 2]])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r1, r2 = lib.add(t, m), lib.mul(t, m)
+    funcs = lib.overrides.get_overridable_functions()
+    return ([(r._metadata, r._t.tolist()) for r in (r1, r2)],
+            sorted({str(w.message) for w in caught}),
+            [f.__name__ for f in funcs[lib.nn.functional][:5]],
+            lib.add in funcs[lib], lib.Tensor.add in funcs[lib.Tensor])
+
+
+def test_plain_method_torch_function_and_overridable_functions_as_in_torch():
+    assert _plain(tracec) == _plain(torch)

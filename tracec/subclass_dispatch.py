@@ -33,6 +33,7 @@ import inspect
 import json
 import os
 import threading
+import warnings
 
 from tracec import dtypes as dt
 from tracec.tensor import Tensor
@@ -121,9 +122,41 @@ def _tensor_like(t: type) -> bool:
     d = _TENSOR_LIKE.get(t)
     if d is None:
         tf = getattr(t, "__torch_function__", None)
-        d = _TENSOR_LIKE[t] = (tf is not None and getattr(tf, "__self__", None) is t
-                               and getattr(tf, "__func__", None) is not disabled_torch_function_impl)
+        d = _TENSOR_LIKE[t] = (callable(tf) and tf is not disabled_torch_function_impl
+                               and getattr(tf, "__func__", None) is not disabled_torch_function_impl
+                               and (getattr(tf, "__self__", None) is t or _plain(t)))
     return d
+
+
+#: type -> whether its ``__torch_function__`` is a plain method
+_PLAIN: dict = {}
+
+
+def _plain(t: type) -> bool:
+    """PyTorch still calls a ``__torch_function__`` defined as a plain
+    method (bound to the argument, with a deprecation warning)."""
+    p = _PLAIN.get(t)
+    if p is None:
+        p = _PLAIN[t] = inspect.isfunction(inspect.getattr_static(t, "__torch_function__", None))
+    return p
+
+
+def _handler(a):
+    """``a``'s ``__torch_function__`` as PyTorch calls it."""
+    t = type(a)
+    if t is Tensor or issubclass(t, Tensor) or not _plain(t):
+        return t.__torch_function__
+    if not _PLAIN_WARNED:
+        _PLAIN_WARNED.append(True)          # (PyTorch's TORCH_WARN_ONCE)
+        warnings.warn("Defining your `__torch_function__` as a plain method is deprecated and will be "
+                      "an error in future, please define it as a classmethod. (Triggered "
+                      "internally at /__w/pytorch/pytorch/torch/csrc/utils/python_arg_parser.cpp"
+                      ":359.)", UserWarning,
+                      stacklevel=4)
+    return a.__torch_function__
+
+
+_PLAIN_WARNED: list = []
 
 
 def _build_class(func, name, *bases, **kwargs):
@@ -205,7 +238,7 @@ def dispatch(public, overloaded, args, kwargs, builtin: bool = False):
     PyTorch binds in C++ (``builtin``), its Python handler's for the rest."""
     types = tuple(type(a) for a in overloaded)
     for a in overloaded:
-        result = type(a).__torch_function__(public, types, args, kwargs)
+        result = _handler(a)(public, types, args, kwargs)
         if result is not NotImplemented:
             return result
     module = getattr(public, "__module__", "") or ""
@@ -410,6 +443,22 @@ def _wrap_namespace(ns, names, by_keyword=(), first_too: bool = False) -> None:
 #: given by tracec/__init__ (``register``), which sits above every layer.
 _NAMESPACES: list = []
 _ENGINE: list = []
+
+
+def overridable_functions() -> dict:
+    """``torch.overrides.get_overridable_functions``: each namespace the
+    protocol covers (torch, nn.functional, linalg, fft, special; Tensor)
+    mapped to the public functions of it that are handed to
+    ``__torch_function__``, in name order (PyTorch's walk of ``dir``)."""
+    names = _names()
+    out: dict = {}
+    for ns, key in _NAMESPACES + [(Tensor, "torch.Tensor")]:
+        if key == "torch.nn.init":
+            continue
+        fns = [getattr(ns, n) for n in sorted(set(names[key]))
+               if (not n.startswith("_") or n.startswith("__")) and callable(getattr(ns, n, None))]
+        out[ns] = fns
+    return out
 
 
 def register(namespaces, engine) -> None:
