@@ -538,6 +538,10 @@ class Function:
             cls.setup_context(ctx, args, out)
         if getattr(ctx, "_dirty", ()):
             _check_dirty(ctx._dirty, out)
+        if is_user_function(cls):
+            out = _fresh_outputs(cls, ctx, args, out)
+            # (what the node checks the backward's gradients against)
+            ctx._arg_kinds = tuple(isinstance(a, Tensor) for a in args)
         if _engine.is_grad_enabled() and any(ctx.needs_input_grad):
             node = _engine.function_node_type(cls)(cls, ctx, nexts, len(args))
             hooks = _engine.saved_hooks() if _engine.SAVED_HOOKS and ctx._saved else None
@@ -580,6 +584,31 @@ class Function:
     def jvp(ctx, *grad_inputs):
         raise NotImplementedError("You must implement the jvp function for custom "
                                   "autograd.Function to use it with forward mode AD.")
+
+
+def _fresh_outputs(cls, ctx, args, out):
+    """What a custom Function's forward returned, as PyTorch hands it on: an
+    input returned as it is (not marked dirty) becomes a new view of that
+    input, so that the Function's node is the view's and the input keeps its
+    own; every output that is a view remembers where it came from, for the
+    refusal of an in-place write to it (``Tensor._check_inplace``)."""
+    ins = {id(a) for a in args if isinstance(a, Tensor)}
+    dirty = {id(d) for d in getattr(ctx, "_dirty", ())}
+    non_diff = getattr(ctx, "_non_diff", None)
+    outs = out if isinstance(out, tuple) else (out,)
+    fresh = []
+    for i, o in enumerate(outs):
+        if isinstance(o, Tensor) and id(o) not in dirty:
+            if id(o) in ins:
+                was = o
+                with _engine.no_grad():
+                    o = o.view_as(o)
+                if non_diff is not None and any(t is was for t in non_diff):
+                    non_diff.append(o)
+            if o._base is not None:
+                o.__dict__["_custom_function_view"] = (i, cls.__name__)
+        fresh.append(o)
+    return tuple(fresh) if isinstance(out, tuple) else fresh[0]
 
 
 def _jvp_transpose(cls, ctx, args, outs):
