@@ -22,7 +22,10 @@
   with BatchNorm buffers);
 - neural_ode_adjoint.py: msurtsukov/neural-ode's hand-written adjoint
   method (an autograd.Function whose backward integrates the augmented
-  system with torch.autograd.grad under set_grad_enabled inside no_grad).
+  system with torch.autograd.grad under set_grad_enabled inside no_grad);
+- dann_grl.py: arthurdouillard/deepcourse's DANN with a gradient reversal
+  Function that returns its input as-is (default argument, one trailing
+  None gradient).
 """
 import pathlib
 
@@ -35,7 +38,8 @@ PROGS = pathlib.Path(__file__).resolve().parent / "programs" / "programs22"
 CASES = ["func_autograd_function.py", "complex_layers.py", "pygat_sparse.py",
          "extending_torch_function.py",
          "functorch_legacy.py",
-         "neural_ode_adjoint.py"]
+         "neural_ode_adjoint.py",
+         "dann_grl.py"]
 
 
 @pytest.mark.parametrize("script", [pytest.param(c, id=c[:-3]) for c in CASES])
