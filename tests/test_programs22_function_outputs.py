@@ -110,3 +110,25 @@ def _run(lib, case):
                                   "trailing_nones", "grad_for_number"])
 def test_custom_function_outputs_and_grads_match_torch(case):
     assert _run(tracec, case) == _run(torch, case)
+
+
+def test_legacy_instantiated_function_is_refused_as_in_torch():
+    import warnings
+    out = []
+    for lib in (torch, tracec):
+        class GradReverse(lib.autograd.Function):    # the pre-1.3 style (MCD_DA's grad_reversal)
+            def __init__(self, lambd):
+                super().__init__()
+                self.lambd = lambd
+
+            def forward(self, x):
+                return x.view_as(x)
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            f = GradReverse(1.0)
+        with pytest.raises(RuntimeError) as e:
+            f(lib.ones(2, requires_grad=True))
+        out.append(([w.category.__name__ for w in caught],
+                     [str(w.message).split(" should")[1] for w in caught], str(e.value)))
+    assert out[0] == out[1]

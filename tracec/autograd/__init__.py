@@ -493,6 +493,21 @@ class Function:
         super().__init_subclass__(**kwargs)
         _engine.function_node_type(cls)   # its grad_fn class, cls._backward_cls, as PyTorch makes it
 
+    def __init__(self, *args, **kwargs):
+        # (legacy code instantiates its Functions: PyTorch warns, then refuses the call)
+        if is_user_function(type(self)):
+            import warnings
+            warnings.warn(f"{self.__class__} should not be instantiated. Methods on autograd "
+                          "functions are all static, so you should invoke them on the class "
+                          "itself. Instantiating an autograd function will raise an error in a "
+                          "future version of PyTorch.", DeprecationWarning, stacklevel=2)
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("Legacy autograd function with non-static forward method is "
+                           "deprecated. Please use new-style autograd function with static "
+                           "forward method. (Example: "
+                           "https://pytorch.org/docs/stable/autograd.html#torch.autograd.Function)")
+
     @staticmethod
     def forward(ctx, *args, **kwargs):
         raise NotImplementedError("You must implement the forward function for custom "
