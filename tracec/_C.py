@@ -42,6 +42,11 @@ def _get_tracing_state():
 #: code running now; ``tracec.func`` counts them.
 FUNCTORCH_DEPTH = [0]
 
+#: How many of those are ``vmap`` (``jacfwd`` and ``hessian`` are PyTorch's
+#: vmap of a jvp): a custom ``autograd.Function`` called there needs a vmap
+#: rule (``tracec.autograd.function_transforms``).
+VMAP_DEPTH = [0]
+
 
 def _are_functorch_transforms_active() -> bool:
     """Whether code runs inside a ``torch.func`` transform (kornia picks its

@@ -193,6 +193,7 @@ from tracec.backends import cuda as _backends_cuda, openmp as _openmp  # noqa: E
 from tracec.backends import mkldnn as _mkldnn, opt_einsum as _opt_einsum  # noqa: E402,F401
 from tracec.backends import mkl as _mkl  # noqa: E402,F401
 from tracec import __config__, fx, onnx, overrides  # noqa: E402,F401  (torch.__config__/fx.wrap/onnx/overrides)
+from tracec import __future__  # noqa: E402,F401  (torch.__future__'s conversion switches)
 from tracec import library, ops  # noqa: E402,F401  (torch.library; torch.ops.<namespace>)
 from tracec import aten_ops as _aten_ops  # noqa: E402
 _aten_ops.register()   # torch.ops.aten (tracec/aten_ops.py)

@@ -12,7 +12,8 @@ depend on an input gives zeros (``strict=True``: an error instead); with
 results stay differentiable with respect to the (grad-requiring) inputs.
 ``vectorize`` is accepted and changes nothing but speed in PyTorch; here
 the loop is always used.  ``strategy="forward-mode"`` needs
-``vectorize=True`` as in PyTorch and gives the same values.
+``vectorize=True`` (and neither ``strict`` nor ``create_graph``) as in
+PyTorch and gives the same values, nested in lists where PyTorch's are.
 """
 from __future__ import annotations
 
@@ -77,21 +78,33 @@ def _post(res, tuple_flags):
     """Unwrap the tuple levels the caller did not give as tuples."""
     if len(tuple_flags) == 1:
         return res if tuple_flags[0] else res[0]
-    outer, inner = tuple_flags
-    res = tuple(r if inner else r[0] for r in res)
+    outer, inner = tuple_flags       # (PyTorch's _tuple_postprocess: a list stays a list)
+    if not inner:
+        res = tuple(r[0] for r in res)
     return res if outer else res[0]
 
 
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
              strategy="reverse-mode"):
     if strategy not in ("forward-mode", "reverse-mode"):
-        raise ValueError('Expected strategy to be either "forward-mode" or "reverse-mode". '
-                         f'Hint: If your function has more outputs than inputs, "forward-mode" '
-                         f'tends to be more performant. Otherwise, prefer to use '
-                         f'"reverse-mode". Got {strategy!r}.')
-    if strategy == "forward-mode" and not vectorize:
-        raise NotImplementedError("torch.autograd.functional.jacobian: `strategy=\"forward-"
-                                  "mode\"` only works with `vectorize=True`")
+        raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode". '
+                             'Hint: If your function has more outputs than inputs, '
+                             '"forward-mode" tends to be more performant. Otherwise, prefer to '
+                             'use "reverse-mode".')
+    forward = strategy == "forward-mode"
+    if forward:
+        if create_graph:
+            raise NotImplementedError('torch.autograd.functional.jacobian: `create_graph=True` '
+                                      'and `strategy="forward-mode"` are not supported together '
+                                      '(yet). Please either set `create_graph=False` or '
+                                      '`strategy="reverse-mode"`.')
+        if strict:
+            raise RuntimeError('torch.autograd.functional.jacobian: `strict=True` and '
+                               '`strategy="forward-mode"` are not supported together (yet). '
+                               'Please either set `strict=False` or `strategy="reverse-mode"`.')
+        if not vectorize:
+            raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse "
+                                      "Hessian isonly implemented for `vectorize=True`.")
     with graph.enable_grad():
         in_tuple, xs = _as_tuple(inputs, "inputs", "jacobian")
         xs = _prepare(xs, create_graph)
@@ -114,13 +127,16 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
                 else:
                     j = Tensor._make(np.zeros((*o.shape, *x.shape), x.dtype.np), x.dtype)
                 per_in.append(_finish(j, create_graph))
-            jac.append(tuple(per_in))
-    return _post(tuple(jac), (out_tuple, in_tuple))
+            # (PyTorch's forward mode collects lists, which its post-processing keeps)
+            jac.append(per_in if forward else tuple(per_in))
+    return _post(jac if forward else tuple(jac), (out_tuple, in_tuple))
 
 
 def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
             outer_jacobian_strategy="reverse-mode"):
     in_tuple, xs = _as_tuple(inputs, "inputs", "hessian")
+    if outer_jacobian_strategy not in ("forward-mode", "reverse-mode"):
+        raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode".')
 
     def scalar(*a):
         out = func(*a)

@@ -20,17 +20,20 @@ lets each example draw its own.  ``jacfwd`` uses reverse mode
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import numpy as np
 
 from tracec import _C, autograd, graph
+from tracec.autograd import forward_ad
 from tracec.autograd_functional import _zeros
 from tracec.nn.utils.stateless import call_with
 from tracec.shape_ops import stack
 from tracec.tensor import Tensor
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "linearize", "jacrev", "jacfwd", "hessian", "vmap",
-           "functional_call", "stack_module_state", "replace_all_batch_norm_modules_"]
+           "functional_call", "stack_module_state", "replace_all_batch_norm_modules_",
+           "functionalize"]
 
 
 def replace_all_batch_norm_modules_(root):
@@ -234,13 +237,37 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
     """Jacobian of each output with respect to each ``argnums`` input:
     shape ``out.shape + in.shape``; nesting follows the outputs, then the
     argnums tuple."""
+    return _jacobian(func, argnums, has_aux, forward=False)
+
+
+@contextlib.contextmanager
+def _vmapped():
+    """Inside ``vmap`` (a custom Function there needs a vmap rule)."""
+    _C.VMAP_DEPTH[0] += 1
+    try:
+        yield
+    finally:
+        _C.VMAP_DEPTH[0] -= 1
+
+
+def _jacobian(func, argnums, has_aux, forward: bool):
+    """``jacrev``; with ``forward``, ``jacfwd``'s: ``func`` runs as under
+    PyTorch's vmap of a jvp, and the Jacobian's rows come from tangent passes
+    (a custom Function contributes its jvp)."""
+    name = "jacfwd" if forward else "jacrev"
+
     def wrapper(*args, **kwargs):
-        nums = _argnums(argnums, len(args), "jacrev")
+        nums = _argnums(argnums, len(args), name)
         outer = graph.is_grad_enabled()
         keep = _keep_graph(args, nums)
         with graph.enable_grad():
             targs = _track(args, nums)
-            out = func(*targs, **kwargs)
+            tracked = [x for a in nums for x in _leaves(targs[a])]
+            with _transformed(), contextlib.ExitStack() as scope:
+                if forward:
+                    scope.enter_context(_vmapped())
+                    scope.enter_context(forward_ad.func_tangents(tracked))
+                out = func(*targs, **kwargs)
             aux = None
             if has_aux:
                 out, aux = out
@@ -255,9 +282,10 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
             def jac_of(o):
                 rows = [[] for _ in flat]
                 for k in range(o.numel()):
-                    gs = (autograd.grad(o, flat, _unit(o, k), retain_graph=True,
-                                        create_graph=True, allow_unused=True)
-                          if o.requires_grad else [None] * len(flat))
+                    with forward_ad.tangent_pass() if forward else contextlib.nullcontext():
+                        gs = (autograd.grad(o, flat, _unit(o, k), retain_graph=True,
+                                            create_graph=True, allow_unused=True)
+                              if o.requires_grad else [None] * len(flat))
                     for r, x, g in zip(rows, flat, gs):
                         g = _zeros(x) if g is None else g
                         r.append(g if keep else g.detach())
@@ -286,24 +314,25 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     keep = _keep_graph(primals, nums)
     with graph.enable_grad():
         targs = _track(primals, nums)
-        with _transformed():
+        leaves = [x for a in targs for x in _leaves(a)]
+        with _transformed(), forward_ad.func_tangents(leaves):
             out = func(*targs)
         aux = None
         if has_aux:
             out, aux = out
-        leaves = [x for a in targs for x in _leaves(a)]
         tans = [t for a in tangents for t in _leaves(a)]
         outs = _leaves(out)
         keep = keep or (outer and _reaches_outside(outs, leaves))
         us = [_zeros(o).requires_grad_() for o in outs]
         pairs = [(o, u) for o, u in zip(outs, us) if o.requires_grad]
-        gs = (autograd.grad([o for o, _ in pairs], leaves, [u for _, u in pairs],
-                            create_graph=True, allow_unused=True)
-              if pairs else [None] * len(leaves))
-        terms = [(g * t).sum() for g, t in zip(gs, tans) if g is not None]
-        total = sum(terms[1:], terms[0]) if terms else None
-        jv = (autograd.grad(total, us, create_graph=keep, allow_unused=True)
-              if total is not None and total.requires_grad else [None] * len(us))
+        with forward_ad.tangent_pass():
+            gs = (autograd.grad([o for o, _ in pairs], leaves, [u for _, u in pairs],
+                                create_graph=True, allow_unused=True)
+                  if pairs else [None] * len(leaves))
+            terms = [(g * t).sum() for g, t in zip(gs, tans) if g is not None]
+            total = sum(terms[1:], terms[0]) if terms else None
+            jv = (autograd.grad(total, us, create_graph=keep, allow_unused=True)
+                  if total is not None and total.requires_grad else [None] * len(us))
     it = iter([_zeros(o) if j is None else (j if keep else j.detach())
                for o, j in zip(outs, jv)])
     tangent_out = _map(lambda _: next(it), out)
@@ -367,7 +396,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     def run(*args, **kwargs):
         with _randomness(randomness):
             return func(*args, **kwargs)
-    return jacrev(run, argnums, has_aux=has_aux)
+    return _jacobian(run, argnums, has_aux, forward=True)
 
 
 def _check_randomness(randomness) -> None:
@@ -454,6 +483,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         dims = _broadcast_dims(in_dims if isinstance(in_dims, tuple) else
                                (in_dims,) * len(args), tuple(args), where)
         sizes = set()
+        order = []      # (each mapped input's size, in order: PyTorch's message lists them)
         norm = []
         for t, d in _pairs(tuple(args), dims):
             if d is not None:
@@ -462,19 +492,40 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
                                      f"in_dim={d} for an input but the input is of type "
                                      f"Tensor with {t.dim()} dims")
                 sizes.add(t.shape[d])
+                order.append(t.shape[d])
             norm.append(d)
         if not sizes:
             raise ValueError(f"vmap({where}, in_dims={in_dims}, ...)(<inputs>): at least one "
                              "input must be a Tensor mapped over (in_dim not None)")
         if len(sizes) > 1:
-            raise ValueError(f"vmap({where}, in_dims={in_dims}, ...)(<inputs>): Expected all "
-                             f"tensors to have the same size in the mapped dimension, got "
-                             f"sizes {sorted(sizes)} for the mapped dimension")
+            raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped "
+                             f"dimension, got sizes {order} for the mapped dimension")
         n = sizes.pop()
-        with _transformed(), _randomness(randomness) as before_each:
+        with _transformed(), _vmapped(), _randomness(randomness) as before_each:
             outs = []
             for i in range(n):
                 before_each()
                 outs.append(func(*_select(tuple(args), dims, i), **kwargs))
         return _stack_out(outs, out_dims, where)
     return wrapper
+
+
+def functionalize(func, *, remove="mutations"):
+    """``torch.func.functionalize``: ``func`` with its mutations (and, with
+    ``remove="mutations_and_views"``, its views) rewritten out of place; the
+    values it computes, and the writes it makes to its inputs, are the same,
+    which is what eager execution observes, so the wrapper calls ``func``."""
+    if remove not in ("mutations", "mutations_and_views"):
+        raise RuntimeError(
+            f"functionalize(f, remove='mutations'): received invalid argument for remove={remove}."
+            " Valid options are:\n"
+            "     remove='mutations': all inplace and out= operators will be removed from the "
+            "program, and replaced with their out-of-place equivalents.\n"
+            "     remove='mutations_and_views': In addition to the above, all aliasing operators "
+            "{view} will be replaced with their non-aliasing counterparts, {view}_copy.\n")
+
+    @functools.wraps(func)
+    def wrapped(*args, **kwargs):
+        with _transformed():
+            return func(*args, **kwargs)
+    return wrapped

@@ -380,12 +380,49 @@ def mul(input, other):
         out = _opmath_scalar_operand("mul", input, other)
         if out is not None:
             return out
+    if SPARSE:
+        _check_sparse_pair(input, other)
     input = _wrapped_number(input, other)
     (input, other), d = promote("mul", input, other)
     if d is dt.bool_:
         return ops.logical_and(input, other)
     out = ops.mul(input, other)
     return _sparse_scaled(out, *given, True) if SPARSE else out
+
+
+def _check_sparse_pair(a, b) -> None:
+    """PyTorch's refusal of a product of COO tensors of other shapes."""
+    from tracec.contraction import sparse_info
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and sparse_info(a) is not None \
+            and sparse_info(b) is not None and (
+                tuple(a.shape) != tuple(b.shape)
+                or sparse_info(a)[0].shape[0] != sparse_info(b)[0].shape[0]):
+        raise RuntimeError("sparse_binary_op_intersection_cpu(): expects sparse inputs with equal "
+                           "dimensionality, number of sparse dimensions, and shape of sparse "
+                           "dimensions")
+
+
+def _sparse_times_sparse(out, a, ia, b, ib):
+    """``out`` = ``a * b`` for COO ``a`` and ``b`` as PyTorch's CPU kernel
+    gives it: both coalesced, the coalesced intersection of their entries;
+    otherwise every entry of the one with fewer entries (the first on a
+    tie), in its order, times the other's value there (0 where it has
+    none), uncoalesced."""
+    from tracec.contraction import mark_sparse, sparse_entries
+    (xa, va), (xb, vb) = sparse_entries(a, ia), sparse_entries(b, ib)
+    sizes = tuple(a.shape[:xa.shape[0]])
+    la, lb = np.ravel_multi_index(tuple(xa), sizes), np.ravel_multi_index(tuple(xb), sizes)
+    dtype = out._data.dtype
+    if ia[2] and ib[2]:
+        keep = np.isin(la, lb)
+        idx = xa[:, keep]
+        return mark_sparse(out, Tensor._make(np.ascontiguousarray(idx), dt.int64), None, True)
+    if xb.shape[1] < xa.shape[1]:
+        (xa, va, la), (xb, vb, lb) = (xb, vb, lb), (xa, va, la)
+    other = np.asarray(out._data)[tuple(xa)]          # the product, where the other has an entry
+    values = np.where(np.isin(la, lb).reshape((-1,) + (1,) * (other.ndim - 1)), other, 0)
+    return mark_sparse(out, Tensor._make(xa.copy(), dt.int64),
+                       Tensor._make(np.ascontiguousarray(values.astype(dtype)), out.dtype), False)
 
 
 def div(input, other, *, rounding_mode=None):
@@ -413,6 +450,11 @@ def _sparse_scaled(out, input, other, commutes: bool):
     too, with the same indices and coalesced state (APPNP's
     ``(1 - alpha) * A_hat`` buffer); any other product stays dense."""
     from tracec.contraction import mark_sparse, raw_record, set_record, sparse_entries, sparse_info
+    if commutes and isinstance(input, Tensor) and isinstance(other, Tensor) \
+            and type(out._data) is np.ndarray:
+        ia, ib = sparse_info(input), sparse_info(other)
+        if ia is not None and ib is not None:
+            return _sparse_times_sparse(out, input, ia, other, ib)
     pairs = ((input, other), (other, input)) if commutes else ((input, other),)
     for s, n in pairs:
         info = sparse_info(s) if isinstance(s, Tensor) else None
@@ -426,7 +468,7 @@ def _sparse_scaled(out, input, other, commutes: bool):
             continue
         if isinstance(n, _NUM) or (isinstance(n, Tensor) and n.ndim == 0):
             values = None if info[1] is None else (mul(info[1], n) if commutes else div(info[1], n))
-            return mark_sparse(out, info[0], values, info[2])
+            return mark_sparse(_unsigned_zeros(out), info[0], values, info[2])
         if not commutes and isinstance(n, Tensor):
             raise RuntimeError("Sparse division requires a scalar or zero-dim dense tensor divisor "
                                f"(got shape {list(n.shape)} for divisor)")
@@ -580,6 +622,16 @@ _SPARSE_REFUSED = {"exp", "sigmoid"}
 _COMPRESSED_REFUSED = {"exp", "sigmoid", "pow", "square"}
 
 
+def _unsigned_zeros(out):
+    """``out``, a COO tensor's dense stand-in after a negation or a
+    negative scale, with its unspecified entries +0 as PyTorch's
+    ``to_dense`` gives them (-0.0 + 0.0 is +0.0)."""
+    a = out._data
+    if type(a) is np.ndarray and a.dtype.kind in "fc":
+        out._data = a + a.dtype.type(0)
+    return out
+
+
 def _sparse_unary(name, out, input, exponent=None):
     """``out`` = ``name``(``input``) as PyTorch's result when ``input`` is a
     sparse tensor: a zero-preserving op keeps the COO (coalesced: its entries
@@ -601,8 +653,10 @@ def _sparse_unary(name, out, input, exponent=None):
         return out
     if not coo:
         return set_record(out, rec)
-    if name == "neg" and not rec[2]:
-        return mark_sparse(out, rec[0], ops.neg(rec[1]), False)
+    if name == "neg":
+        out = _unsigned_zeros(out)
+        if not rec[2]:
+            return mark_sparse(out, rec[0], ops.neg(rec[1]), False)
     idx = rec[0] if rec[2] else Tensor._make(
         coalesced_indices(rec[0]._data, tuple(input.shape)), dt.int64)
     return mark_sparse(out, idx, None, True)
@@ -1538,6 +1592,7 @@ def matmul(input, other):
     w = dispatching_operand(input, other)
     if w is not None:
         return w.__tracec_dispatch__(matmul, (input, other), {})
+    given = (input, other)      # (a COO operand: promote's cast is no longer one)
     _tensor_args("matmul", ("input", input), ("other", other))
     na, nb = input.ndim, other.ndim     # (casts below keep them)
     if na == 0 or nb == 0:
@@ -1595,7 +1650,28 @@ def matmul(input, other):
             _named(out, "MmBackward0")
         shape = out.shape[:-2] + (() if va else (out.shape[-2],)) + (() if vb else (out.shape[-1],))
         out = ops.reshape(out, shape)
-    return _named(out, _matmul_name(na, nb))
+    out = _named(out, _matmul_name(na, nb))
+    return sparse_product(out, given[0], given[1]) if SPARSE else out
+
+
+def sparse_product(out, a, b):
+    """``out`` = the product of COO matrices ``a`` and ``b`` as PyTorch's
+    result: COO too, coalesced, its entries the structural product of the
+    two patterns (explicit zeros and cancellations kept as entries).  Any
+    other product is returned as it is."""
+    from tracec.contraction import mark_sparse, sparse_info
+    ia = sparse_info(a) if isinstance(a, Tensor) else None
+    ib = sparse_info(b) if isinstance(b, Tensor) else None
+    if ia is None or ib is None or a.ndim != 2 or b.ndim != 2 \
+            or type(out._data) is not np.ndarray:
+        return out
+    pa = np.zeros(tuple(a.shape), np.int64)
+    pa[tuple(np.asarray(ia[0]._data))] = 1
+    pb = np.zeros(tuple(b.shape), np.int64)
+    pb[tuple(np.asarray(ib[0]._data))] = 1
+    idx = np.stack(np.nonzero(pa @ pb)).astype(np.int64).reshape(2, -1)
+    out = _named(out, "SparseSparseMatmulBackward0")
+    return mark_sparse(out, Tensor._make(idx, dt.int64), None, True)
 
 
 def _column_major(t) -> bool:

@@ -593,6 +593,9 @@ class FunctionNode(NodeHooks):
             res = self.fn_cls.backward(self.ctx, g)
         if not isinstance(res, tuple):
             res = (res,)
+        kinds = getattr(self.ctx, "_arg_kinds", None)
+        if kinds is not None:
+            res = _checked_function_grads(self, res, kinds)
         if len(res) < self.n_inputs:
             res = res + (None,) * (self.n_inputs - len(res))
         if self.in_meta is not None:
@@ -604,6 +607,24 @@ class FunctionNode(NodeHooks):
             return
         self.freed = True
         self.ctx.saved_tensors_freed = True
+
+
+def _checked_function_grads(node, res: tuple, kinds: tuple) -> tuple:
+    """A user Function's backward results as PyTorch's engine accepts them:
+    trailing Nones beyond the inputs dropped, then one per forward input, and
+    None for each input that was not a tensor."""
+    n = len(kinds)
+    if len(res) > n and all(r is None for r in res[n:]):
+        res = res[:n]
+    if len(res) != n:
+        raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients "
+                           f"(expected {n}, got {len(res)})")
+    for i, (is_tensor, r) in enumerate(zip(kinds, res)):
+        if not is_tensor and r is not None:
+            raise RuntimeError(f"function {node.name()} returned a gradient different than None "
+                               f"at position {i + 1}, but the corresponding forward input was "
+                               "not a Variable")
+    return res
 
 
 def _expandable(shape: tuple, to: tuple) -> bool:

@@ -661,12 +661,7 @@ def _svd_np(a, **kwargs):
         raise LinAlgError(_NONFINITE_SVD) from None
 
 
-def _eig_parts(A, name):
-    A = _square(A, name, complex_ok=True)
-    if A.requires_grad:
-        raise RuntimeError(f"{name}: tracec does not implement the derivative of the general "
-                           "eigendecomposition (use linalg.eigh for symmetric matrices, or "
-                           "detach the input)")
+def _eig_np(A, name):
     a = _np(A, name)
     if not np.isfinite(a).all():
         raise LinAlgError(f"{name}: The algorithm failed to converge because the input matrix "
@@ -675,6 +670,59 @@ def _eig_parts(A, name):
     c = dt.complex128 if a.dtype == np.float64 or a.dtype == np.complex128 else dt.complex64
     return (Tensor._make(np.ascontiguousarray(w.astype(c.np)), c),
             Tensor._make(np.ascontiguousarray(v.astype(c.np)), c))
+
+
+def eig_vjp(a_is_complex: bool, w, v, gw, gv):
+    """PyTorch's ``linalg_eig_backward`` (NumPy): with ``E[i, j] =
+    conj(L_j - L_i)`` (1 on the diagonal), ``gA = V^{-H} (diag(gL) +
+    offdiag((V^H gV - V^H V diag(re(V^H gV))) / E)) V^H``, its real part
+    for a real input; a loss that depends on the eigenvectors' phases is
+    refused, as in PyTorch."""
+    vh = np.conj(np.swapaxes(v, -1, -2))
+    n = w.shape[-1]
+    ret = np.zeros(v.shape, v.dtype)
+    if gv is not None:
+        vhgv = vh @ gv
+        diag = np.diagonal(vhgv, 0, -2, -1)
+        if not np.allclose(diag.imag, 0.0, rtol=1e-6, atol=1e-3):
+            raise RuntimeError("linalg_eig_backward: The eigenvectors in the complex case are "
+                               "specified up to multiplication by e^{i phi}. The specified loss "
+                               "function depends on this quantity, so it is ill-defined.")
+        lc = np.conj(w)
+        econj = lc[..., None, :] - lc[..., :, None]
+        econj[..., np.arange(n), np.arange(n)] = 1.0
+        ret = (vhgv - vh @ (v * diag.real[..., None, :])) / econj
+    ret[..., np.arange(n), np.arange(n)] = 0.0 if gw is None else gw
+    ga = np.linalg.solve(vh, ret @ vh)
+    return ga if a_is_complex else ga.real
+
+
+class _Eig(autograd.Function):
+    """``linalg.eig`` of an input that requires grad: NumPy's geev
+    forward, PyTorch's backward (``eig_vjp``, once differentiable)."""
+    node_name = "LinalgEigBackward0"
+
+    @staticmethod
+    def forward(ctx, A, name):
+        w, v = _eig_np(A, name)
+        ctx.wv = (w._data, v._data)
+        ctx.a_meta = (A.dtype, A.dtype.is_complex)
+        return w, v
+
+    @staticmethod
+    def backward(ctx, gw, gv):
+        w, v = ctx.wv
+        dtype, is_complex = ctx.a_meta
+        ga = eig_vjp(is_complex, w, v, None if gw is None else np.asarray(gw._data),
+                     None if gv is None else np.asarray(gv._data))
+        return Tensor._make(np.ascontiguousarray(ga.astype(dtype.np)), dtype), None
+
+
+def _eig_parts(A, name):
+    A = _square(A, name, complex_ok=True)
+    if A.requires_grad and _graph.is_grad_enabled():
+        return _Eig.apply(A, name)
+    return _eig_np(A, name)
 
 
 def eig(A):

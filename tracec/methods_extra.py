@@ -241,17 +241,17 @@ def _dense_dim(self) -> int:
     return self.ndim - _sparse_dim(self)
 
 
-def _to_sparse(self, sparseDim=None, *, layout=None, blocksize=None, dense_dim=None):  # noqa: N803
+def _to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
     """``x.to_sparse()``: the coalesced COO tensor of ``x``'s non-zero entries
-    (over its first ``sparseDim`` dims); only the COO layout."""
+    (over its first ``sparse_dim`` dims); only the COO layout."""
     from tracec.tensor_meta import sparse_coo, sparse_csc, sparse_csr
-    if sparseDim is not None:
+    if sparse_dim is not None:
         if layout is not None or blocksize is not None or dense_dim is not None:
             raise RuntimeError("to_sparse(): sparse_dim cannot be given together with "
                                "layout, blocksize or dense_dim")
-        if not 0 <= int(sparseDim) <= self.ndim:
+        if not 0 <= int(sparse_dim) <= self.ndim:
             raise RuntimeError(f"dense_to_sparse: sparse_dim argument must be in [0,{self.ndim}] "
-                               f"range, but {int(sparseDim)} is given")
+                               f"range, but {int(sparse_dim)} is given")
     elif layout is sparse_csr:
         return SC.to_sparse_csr(self)
     elif layout is sparse_csc:
@@ -263,7 +263,7 @@ def _to_sparse(self, sparseDim=None, *, layout=None, blocksize=None, dense_dim=N
         return SC.compressed_to_coo(self, rec)
     if C.sparse_info(self) is not None:
         return self
-    sd = self.ndim if sparseDim is None else int(sparseDim)
+    sd = self.ndim if sparse_dim is None else int(sparse_dim)
     a = self.detach().numpy()
     nz = a.reshape(a.shape[:sd] + (-1,)).any(-1) if sd < a.ndim else a != 0
     idx = np.stack(np.nonzero(nz)).astype(np.int64).reshape(sd, -1)

@@ -17,7 +17,7 @@ from tracec.subclass_dispatch import dispatch, get_default_nowrap_functions, pla
 from tracec.torch_function_switch import ENTERED, disabled_torch_function_impl, mode_stack, modes_on
 from tracec.tensor import Tensor
 
-__all__ = ["get_default_nowrap_functions", "has_torch_function", "has_torch_function_unary", "has_torch_function_variadic",
+__all__ = ["get_default_nowrap_functions", "get_overridable_functions", "has_torch_function", "has_torch_function_unary", "has_torch_function_variadic",
            "handle_torch_function", "is_tensor_like", "TorchFunctionMode"]
 
 
@@ -103,3 +103,8 @@ def handle_torch_function(public_api, relevant_args, *args, **kwargs):
             return r
     return dispatch(public_api, _overloaded(relevant_args), args, kwargs)
 
+
+def get_overridable_functions() -> dict:
+    """``{namespace: [functions]}`` that ``__torch_function__`` overrides
+    reach (``subclass_dispatch.overridable_functions``)."""
+    return subclass_dispatch.overridable_functions()

@@ -18,7 +18,7 @@ from tracec.functions import _named
 from tracec.ops.core import normalize_axis
 from tracec.shape_ops import _shape_arg, reshape
 from tracec.symbolic import Sym, hint_of
-from tracec.tensor import Tensor, concrete, eager_direct
+from tracec.tensor import SPARSE, Tensor, concrete, eager_direct
 from tracec.tensor_meta import row_major
 
 __all__ = ["narrow", "index_select", "repeat", "repeat_interleave", "flip", "fliplr", "flipud",
@@ -63,7 +63,33 @@ def index_select(input, dim, index):
     if input.ndim == 0:
         return _named(ops.reshape(input, ()), "IndexSelectBackward0")
     idx = ops.reshape(index, (index.numel(),)) if index.ndim == 0 else index
-    return _named(ops.take(input, idx, d), "IndexSelectBackward0")
+    out = _named(ops.take(input, idx, d), "IndexSelectBackward0")
+    return _sparse_selected(out, input, d, data) if SPARSE else out
+
+
+def _sparse_selected(out, input, d: int, index):
+    """``out`` = ``input.index_select(d, index)`` as PyTorch's result when
+    ``input`` is COO: COO again, uncoalesced; along a sparse dim, for each
+    position k of ``index`` the entries whose index there is ``index[k]``,
+    in stored order, moved to k; along a dense dim, the same entries with
+    their values selected."""
+    from tracec.contraction import mark_sparse, sparse_entries, sparse_info
+    info = sparse_info(input)
+    if info is None or type(out._data) is not np.ndarray:
+        return out
+    idx, vals = sparse_entries(input, info)
+    sd = idx.shape[0]
+    index = np.asarray(index, np.int64).reshape(-1)
+    if d >= sd:
+        vals = np.take(vals, index, axis=d - sd + 1)
+        return mark_sparse(out, Tensor._make(idx.copy(), dt.int64),
+                           Tensor._make(np.ascontiguousarray(vals), out.dtype), info[2])
+    picks = [np.nonzero(idx[d] == j)[0] for j in index]
+    entries = np.concatenate(picks) if picks else np.zeros(0, np.int64)
+    new = idx[:, entries].copy()
+    new[d] = np.repeat(np.arange(len(index)), [len(p) for p in picks])
+    return mark_sparse(out, Tensor._make(new, dt.int64),
+                       Tensor._make(np.ascontiguousarray(vals[entries]), out.dtype), False)
 
 
 def repeat(x, *sizes):

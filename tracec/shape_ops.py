@@ -255,16 +255,19 @@ def tensor_sequence(tensors, name: str) -> list:
     if isinstance(tensors, Tensor):
         raise TypeError(f"{name}(): argument 'tensors' (position 1) must be tuple of Tensors, "
                         "not Tensor")
-    return list(tensors)
+    tensors = list(tensors)
+    for i, t_ in enumerate(tensors):
+        if not isinstance(t_, Tensor):
+            from tracec.functions import _arg_type_name
+            raise TypeError(f"expected Tensor as element {i} in argument 0, but got "
+                            f"{_arg_type_name(t_)}")
+    return tensors
 
 
 def cat(tensors, dim=0):
     tensors = tensor_sequence(tensors, "cat")
     if not tensors:
         raise ValueError("torch.cat(): expected a non-empty list of Tensors")
-    for t_ in tensors:
-        if not isinstance(t_, Tensor):
-            raise TypeError(f"cat(): expected a sequence of Tensors, got {type(t_).__name__}")
     # PyTorch skips legacy empty 1-D tensors, but they still take part in
     # the result's dtype (DINO's MultiCropWrapper grows its output from
     # torch.empty(0): cat((empty(0), int64 tensor)) is float32).

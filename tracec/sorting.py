@@ -222,7 +222,7 @@ def multinomial(input, num_samples: int, replacement: bool = False, *,  # noqa: 
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
                            "replacement")
     if not RECORDERS:
-        _check_distribution(input)
+        _check_distribution(input, num_samples, replacement)
     if (not replacement or num_samples == 1) and \
             (generator or creation.default_generator).eager_mt() is not None:
         # PyTorch's eager algorithm on its stream: q ~ Exp(1) like input,
@@ -245,7 +245,7 @@ def multinomial(input, num_samples: int, replacement: bool = False, *,  # noqa: 
         work = dt.float64
         p = ops.cast(p, work)
         if RECORDERS:
-            p = _checked_distribution(p)
+            p = _checked_distribution(p, num_samples, replacement)
         if replacement:
             cdf = cumsum(p, 1)
             total = ops.slice_(cdf, (0, n - 1), (rows, n), (1, 1))
@@ -267,24 +267,41 @@ def multinomial(input, num_samples: int, replacement: bool = False, *,  # noqa: 
     return idx if input.ndim == 2 else ops.reshape(idx, (num_samples,))
 
 
+#: PyTorch's messages: its fast path (one sample, or none replaced) checks
+#: every entry at once (_BAD_PROBS); its CPU sampling kernel names an entry
+#: not >= 0 (a NaN too), then an infinite one; both refuse a row summing to <= 0
 _BAD_PROBS = "probability tensor contains either `inf`, `nan` or element < 0"
+_NEGATIVE = "invalid multinomial distribution (encountering probability entry < 0)"
+_INFINITE = "invalid multinomial distribution (encountering probability entry = infinity or NaN)"
 _ZERO_SUM = "invalid multinomial distribution (sum of probabilities <= 0)"
 
 
-def _check_distribution(p: Tensor) -> None:
+def _messages(num_samples: int, replacement: bool) -> tuple:
+    """(message for an entry < 0 or NaN, for an infinite one) on this path."""
+    if not replacement or num_samples == 1:
+        return _BAD_PROBS, _BAD_PROBS
+    return _NEGATIVE, _INFINITE
+
+
+def _check_distribution(p: Tensor, num_samples: int = 1, replacement: bool = False) -> None:
     # Eager mode: a Python check of the argument's values.
+    negative, infinite = _messages(num_samples, replacement)
     a = p._data.astype(np.float64)
-    if not np.all(np.isfinite(a)) or (a < 0).any():
-        raise RuntimeError(_BAD_PROBS)
+    if not np.all(a >= 0):
+        raise RuntimeError(negative)
+    if not np.all(np.isfinite(a)):
+        raise RuntimeError(infinite)
     rows = a.reshape(-1, a.shape[-1])
     if (rows.sum(axis=1) <= 0).any():
         raise RuntimeError(_ZERO_SUM)
 
 
-def _checked_distribution(p: Tensor) -> Tensor:
+def _checked_distribution(p: Tensor, num_samples: int = 1, replacement: bool = False) -> Tensor:
     """The same checks as ``_check_distribution`` on float64 rows ``p``, as
     recorded ``check`` ops (while tracing: a compiled call checks its own
     probabilities)."""
-    p = ops.check(p, ops.logical_and(ops.ge(p, 0.0), ops.ne(p, float("inf"))), _BAD_PROBS)
+    negative, infinite = _messages(num_samples, replacement)
+    p = ops.check(p, ops.ge(p, 0.0), negative)
+    p = ops.check(p, ops.ne(p, float("inf")), infinite)
     total = ops.reshape(ops.reduce_sum(p, (1,)), (p.shape[0], 1))
     return ops.check(p, ops.gt(total, 0.0), _ZERO_SUM)

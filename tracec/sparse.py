@@ -18,7 +18,7 @@ from tracec import dtypes as dt
 from tracec.contraction import (coalesced_indices, mark_sparse, pattern_masked, raw_record,
                                 sparse_coo_tensor, sparse_info, spmm)
 from tracec.contraction import addmm as _addmm
-from tracec.functions import _named
+from tracec.functions import _named, sparse_product
 from tracec.creation import tensor as _tensor
 from tracec.functions import user_stacklevel
 
@@ -31,6 +31,8 @@ def mm(mat1, mat2):
     """``torch.sparse.mm``: the dense product; PyTorch computes a sparse
     ``mat1``'s as an addmm (its result's node is ``SparseAddmmBackward0``)."""
     out = spmm(pattern_masked(mat1), mat2)
+    if sparse_info(mat1) is not None and sparse_info(mat2) is not None:
+        return sparse_product(out, mat1, mat2)
     return _named(out, "SparseAddmmBackward0") if raw_record(mat1) is not None else out
 
 

@@ -27,11 +27,13 @@ is the public object (``func is torch.add`` holds).
 """
 from __future__ import annotations
 
+import builtins
 import functools
 import inspect
 import json
 import os
 import threading
+import warnings
 
 from tracec import dtypes as dt
 from tracec.tensor import Tensor
@@ -110,6 +112,77 @@ def as_subclass(self, cls):
     return out
 
 
+#: type -> whether it is a Tensor-like type that is no Tensor (PyTorch's
+#: docs' ScalarTensor / MetadataTensor, an FX Proxy): a classmethod
+#: ``__torch_function__`` makes the functions it is given to call it.
+_TENSOR_LIKE: dict = {}
+
+
+def _tensor_like(t: type) -> bool:
+    d = _TENSOR_LIKE.get(t)
+    if d is None:
+        tf = getattr(t, "__torch_function__", None)
+        d = _TENSOR_LIKE[t] = (callable(tf) and tf is not disabled_torch_function_impl
+                               and getattr(tf, "__func__", None) is not disabled_torch_function_impl
+                               and (getattr(tf, "__self__", None) is t or _plain(t)))
+    return d
+
+
+#: type -> whether its ``__torch_function__`` is a plain method
+_PLAIN: dict = {}
+
+
+def _plain(t: type) -> bool:
+    """PyTorch still calls a ``__torch_function__`` defined as a plain
+    method (bound to the argument, with a deprecation warning)."""
+    p = _PLAIN.get(t)
+    if p is None:
+        p = _PLAIN[t] = inspect.isfunction(inspect.getattr_static(t, "__torch_function__", None))
+    return p
+
+
+def _handler(a):
+    """``a``'s ``__torch_function__`` as PyTorch calls it."""
+    t = type(a)
+    if t is Tensor or issubclass(t, Tensor) or not _plain(t):
+        return t.__torch_function__
+    if not _PLAIN_WARNED:
+        _PLAIN_WARNED.append(True)          # (PyTorch's TORCH_WARN_ONCE)
+        warnings.warn("Defining your `__torch_function__` as a plain method is deprecated and will be "
+                      "an error in future, please define it as a classmethod. (Triggered "
+                      "internally at /__w/pytorch/pytorch/torch/csrc/utils/python_arg_parser.cpp"
+                      ":359.)", UserWarning,
+                      stacklevel=4)
+    return a.__torch_function__
+
+
+_PLAIN_WARNED: list = []
+
+
+def _build_class(func, name, *bases, **kwargs):
+    """``builtins.__build_class__``, which also turns the protocol on when a
+    class statement outside tracec defines ``__torch_function__`` and is
+    neither a Tensor subclass (those turn it on in ``__init_subclass__``)
+    nor a mode: a Tensor-like type.  It is turned on before the class body
+    runs, so that the torch functions the body registers (linear_operator's
+    ``@_implements_second_arg(torch.Tensor.mul)``) are the public ones its
+    ``__torch_function__`` will be handed."""
+    if not _on[0] and "__torch_function__" in getattr(func, "__code__", _NO_CODE).co_names \
+            and not str(getattr(func, "__globals__", {}).get("__name__", "")).startswith("tracec") \
+            and not any(isinstance(b, type) and (issubclass(b, Tensor) or _is_mode(b))
+                        for b in bases):
+        enable()
+    return _BUILD_CLASS(func, name, *bases, **kwargs)
+
+
+_NO_CODE = compile("", "<none>", "exec")
+
+
+def _is_mode(t: type) -> bool:
+    """A TorchFunctionMode (its ``__torch_function__`` is no Tensor-like's)."""
+    return any(k.__name__ == "TorchFunctionMode" for k in t.__mro__)
+
+
 def _live(t: type) -> bool:
     tf = getattr(t, "__torch_function__", None)
     return tf is not None and tf is not disabled_torch_function_impl and t is not Tensor
@@ -124,7 +197,12 @@ def _overloaded(args, kwargs) -> list:
     # __class__, which specializes it: tracec.runtime_int)
     def visit(a):
         t = type(a)
-        if t is not Tensor and issubclass(t, Tensor) and _live(t):
+        if t is Tensor:
+            return
+        if issubclass(t, Tensor):
+            if _live(t):
+                place(types, out, a)
+        elif _tensor_like(t):
             place(types, out, a)
 
     for a in args:
@@ -160,7 +238,7 @@ def dispatch(public, overloaded, args, kwargs, builtin: bool = False):
     PyTorch binds in C++ (``builtin``), its Python handler's for the rest."""
     types = tuple(type(a) for a in overloaded)
     for a in overloaded:
-        result = type(a).__torch_function__(public, types, args, kwargs)
+        result = _handler(a)(public, types, args, kwargs)
         if result is not NotImplemented:
             return result
     module = getattr(public, "__module__", "") or ""
@@ -367,6 +445,22 @@ _NAMESPACES: list = []
 _ENGINE: list = []
 
 
+def overridable_functions() -> dict:
+    """``torch.overrides.get_overridable_functions``: each namespace the
+    protocol covers (torch, nn.functional, linalg, fft, special; Tensor)
+    mapped to the public functions of it that are handed to
+    ``__torch_function__``, in name order (PyTorch's walk of ``dir``)."""
+    names = _names()
+    out: dict = {}
+    for ns, key in _NAMESPACES + [(Tensor, "torch.Tensor")]:
+        if key == "torch.nn.init":
+            continue
+        fns = [getattr(ns, n) for n in sorted(set(names[key]))
+               if (not n.startswith("_") or n.startswith("__")) and callable(getattr(ns, n, None))]
+        out[ns] = fns
+    return out
+
+
 def register(namespaces, engine) -> None:
     """Name the modules ``enable`` wraps: ``namespaces`` as (module, key)
     pairs, ``engine`` the autograd module (its backward and grad run with
@@ -437,6 +531,8 @@ def get_default_nowrap_functions() -> set:
 
 
 _NOWRAP: set = set()
+_BUILD_CLASS = builtins.__build_class__
+builtins.__build_class__ = _build_class
 Tensor.__torch_function__ = classmethod(_default_torch_function)
 Tensor.__init_subclass__ = classmethod(_init_subclass)
 Tensor.as_subclass = as_subclass

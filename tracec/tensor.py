@@ -934,6 +934,17 @@ class Tensor:
         grad)."""
         if not graph.is_grad_enabled():
             return
+        cf = self.__dict__.get("_custom_function_view")
+        if cf is not None and self.requires_grad:
+            # PyTorch's creation meta IN_CUSTOM_FUNCTION: rebasing the view
+            # would override the custom Function's backward
+            raise RuntimeError(
+                f"Output {cf[0]} of {cf[1]} is a view and is being modified inplace. This view "
+                "was created inside a custom Function (or because an input was returned as-is) "
+                "and the autograd logic to handle view+inplace would override the custom "
+                "backward associated with the custom Function, leading to incorrect gradients. "
+                "This behavior is forbidden. You can fix this by cloning the output of the "
+                "custom Function.")
         ng = self.__dict__.get("_no_grad_view") if self._view_chain else None
         if ng is not None and (self._base.requires_grad or others_require_grad):
             # PyTorch's creation meta NO_GRAD_MODE: whether the write should

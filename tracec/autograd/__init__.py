@@ -22,6 +22,7 @@ from tracec.graph import enable_grad, no_grad, set_grad_enabled, is_grad_enabled
 from tracec.graph_hooks import checkpoint_valid as _is_checkpoint_valid  # noqa: F401
 from tracec.tensor import RECORDERS, Tensor
 from tracec.wrapper_dispatch import dispatching_operand
+from tracec.autograd.function_transforms import check_under_transforms, is_user_function
 from tracec.methods_compat import POST_ACCUMULATE_HOOKS, run_post_accumulate_hooks
 
 __all__ = ["backward", "grad", "gradcheck", "gradgradcheck", "Function", "no_grad",
@@ -492,6 +493,21 @@ class Function:
         super().__init_subclass__(**kwargs)
         _engine.function_node_type(cls)   # its grad_fn class, cls._backward_cls, as PyTorch makes it
 
+    def __init__(self, *args, **kwargs):
+        # (legacy code instantiates its Functions: PyTorch warns, then refuses the call)
+        if is_user_function(type(self)):
+            import warnings
+            warnings.warn(f"{self.__class__} should not be instantiated. Methods on autograd "
+                          "functions are all static, so you should invoke them on the class "
+                          "itself. Instantiating an autograd function will raise an error in a "
+                          "future version of PyTorch.", DeprecationWarning, stacklevel=2)
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("Legacy autograd function with non-static forward method is "
+                           "deprecated. Please use new-style autograd function with static "
+                           "forward method. (Example: "
+                           "https://pytorch.org/docs/stable/autograd.html#torch.autograd.Function)")
+
     @staticmethod
     def forward(ctx, *args, **kwargs):
         raise NotImplementedError("You must implement the forward function for custom "
@@ -507,8 +523,18 @@ class Function:
                                   "your custom autograd.Function to use it with backward "
                                   "mode AD.")
 
+    #: ask for a generated vmap rule (tracec's vmap runs per sample: the
+    #: flag, or a ``vmap`` staticmethod, is what torch.vmap requires)
+    generate_vmap_rule = False
+
+    @staticmethod
+    def vmap(info, in_dims, *args):
+        raise NotImplementedError("To use autograd.Function with vmap, you must either override "
+                                  "the vmap staticmethod or set generate_vmap_rule=True.")
+
     @classmethod
     def apply(cls, *args, **kwargs):
+        check_under_transforms(cls, Function)
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         separate = cls.setup_context is not Function.setup_context
@@ -527,6 +553,10 @@ class Function:
             cls.setup_context(ctx, args, out)
         if getattr(ctx, "_dirty", ()):
             _check_dirty(ctx._dirty, out)
+        if is_user_function(cls):
+            out = _fresh_outputs(cls, ctx, args, out)
+            # (what the node checks the backward's gradients against)
+            ctx._arg_kinds = tuple(isinstance(a, Tensor) for a in args)
         if _engine.is_grad_enabled() and any(ctx.needs_input_grad):
             node = _engine.function_node_type(cls)(cls, ctx, nexts, len(args))
             hooks = _engine.saved_hooks() if _engine.SAVED_HOOKS and ctx._saved else None
@@ -554,11 +584,14 @@ class Function:
                 o._node = _FunctionOutput(node, i) if isinstance(out, tuple) else node
             if RECORDERS and isinstance(out, Tensor) and out.requires_grad:
                 _record_vjp(cls, ctx, args, out, before)
-            if cls.jvp is not Function.jvp:
+            has_jvp = cls.jvp is not Function.jvp
+            if has_jvp or is_user_function(cls):
                 # (only where an input carries a tangent: PyTorch calls jvp
                 # then only, and a jvp may consume ctx state, `del ctx.result`)
                 from tracec.autograd import forward_ad
                 if forward_ad.has_tangent([a for a in args if isinstance(a, Tensor)]):
+                    if not has_jvp:
+                        cls.jvp(ctx)     # (PyTorch's NotImplementedError)
                     ctx._jvp_transpose = _jvp_transpose(cls, ctx, args, outs)
         return out
 
@@ -566,6 +599,31 @@ class Function:
     def jvp(ctx, *grad_inputs):
         raise NotImplementedError("You must implement the jvp function for custom "
                                   "autograd.Function to use it with forward mode AD.")
+
+
+def _fresh_outputs(cls, ctx, args, out):
+    """What a custom Function's forward returned, as PyTorch hands it on: an
+    input returned as it is (not marked dirty) becomes a new view of that
+    input, so that the Function's node is the view's and the input keeps its
+    own; every output that is a view remembers where it came from, for the
+    refusal of an in-place write to it (``Tensor._check_inplace``)."""
+    ins = {id(a) for a in args if isinstance(a, Tensor)}
+    dirty = {id(d) for d in getattr(ctx, "_dirty", ())}
+    non_diff = getattr(ctx, "_non_diff", None)
+    outs = out if isinstance(out, tuple) else (out,)
+    fresh = []
+    for i, o in enumerate(outs):
+        if isinstance(o, Tensor) and id(o) not in dirty:
+            if id(o) in ins:
+                was = o
+                with _engine.no_grad():
+                    o = o.view_as(o)
+                if non_diff is not None and any(t is was for t in non_diff):
+                    non_diff.append(o)
+            if o._base is not None:
+                o.__dict__["_custom_function_view"] = (i, cls.__name__)
+        fresh.append(o)
+    return tuple(fresh) if isinstance(out, tuple) else fresh[0]
 
 
 def _jvp_transpose(cls, ctx, args, outs):

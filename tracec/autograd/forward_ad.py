@@ -88,14 +88,44 @@ def make_dual(tensor: Tensor, tangent: Tensor, *, level=None) -> Tensor:
     return dual
 
 
+#: The inputs each enclosing ``torch.func.jvp`` / ``jacfwd`` tracks (their
+#: tangents also come by reverse mode twice, tracec/func.py): a custom
+#: Function computed from them contributes its jvp, as from a dual.
+_FUNC_TANGENTS: list = []
+
+
+@contextlib.contextmanager
+def func_tangents(inputs):
+    """While a ``torch.func`` forward-mode transform runs its function on
+    ``inputs``: they carry tangents (``has_tangent``)."""
+    _FUNC_TANGENTS.append(list(inputs))
+    try:
+        yield
+    finally:
+        _FUNC_TANGENTS.pop()
+
+
+@contextlib.contextmanager
+def tangent_pass():
+    """A reverse-mode pass that computes tangents (``graph.FORWARD_AD_BACKWARD``):
+    custom Functions give their jvp's transpose there, not their backward."""
+    graph.FORWARD_AD_BACKWARD[0] += 1
+    try:
+        yield
+    finally:
+        graph.FORWARD_AD_BACKWARD[0] -= 1
+
+
 def has_tangent(tensors) -> bool:
     """Whether any of ``tensors`` is, or was computed from, a dual of the
-    open level (a walk of their graphs to the duals' leaves or views)."""
-    duals = _LEVELS[-1] if _LEVELS else []
-    if not duals:
+    open level or an input a ``torch.func`` forward-mode transform tracks
+    (a walk of their graphs to those leaves or views)."""
+    marked = [d for d, _ in (_LEVELS[-1] if _LEVELS else [])]
+    marked += [x for inputs in _FUNC_TANGENTS for x in inputs]
+    if not marked:
         return False
-    ids = {id(d) for d, _ in duals}
-    nodes = {id(d._node) for d, _ in duals if d._node is not None}
+    ids = {id(d) for d in marked}
+    nodes = {id(d._node) for d in marked if d._node is not None}
     if any(id(t) in ids for t in tensors):
         return True
     stack, seen = [graph.edge_of(t) for t in tensors], set()
@@ -124,11 +154,8 @@ def unpack_dual(tensor: Tensor, *, level=None) -> UnpackedDualTensor:
     if not duals or not tensor.requires_grad or not tensor.dtype.is_floating_point:
         return UnpackedDualTensor(primal, None)
     from tracec.autograd import grad
-    graph.FORWARD_AD_BACKWARD[0] += 1
-    try:
+    with tangent_pass():
         return _tangent_by_reverse_mode(tensor, primal, duals, grad)
-    finally:
-        graph.FORWARD_AD_BACKWARD[0] -= 1
 
 
 def _tangent_by_reverse_mode(tensor, primal, duals, grad) -> UnpackedDualTensor:

@@ -100,6 +100,34 @@ class Sequential(Module):
             self.append(m)
         return self
 
+    def _factor(self, other) -> int:
+        if not isinstance(other, int):
+            raise TypeError(f"unsupported operand type(s) for *: {type(self)} and {type(other)}")
+        if other <= 0:
+            raise ValueError(f"Non-positive multiplication factor {other} for {type(self)}")
+        return other
+
+    def __mul__(self, other: int) -> "Sequential":
+        """A new Sequential of this one's modules ``other`` times over (the
+        same module objects, as PyTorch repeats them)."""
+        n = self._factor(other)
+        out = Sequential()
+        for _ in range(n):
+            for m in self:
+                out.add_module(str(len(out)), m)
+        return out
+
+    def __rmul__(self, other: int) -> "Sequential":
+        return self.__mul__(other)
+
+    def __imul__(self, other: int) -> "Sequential":
+        n = self._factor(other)
+        first = [self._modules[str(i)] for i in range(len(self))]
+        for _ in range(n - 1):
+            for m in first:
+                self.add_module(str(len(self)), m)
+        return self
+
     def append(self, module: Module) -> "Sequential":
         self.add_module(str(len(self)), module)
         return self

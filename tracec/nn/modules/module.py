@@ -340,11 +340,17 @@ class Module:
     training: bool
     dump_patches = False
     _version = 1
+    #: pass ``__init__``'s arguments on to the next class of the MRO (a
+    #: cooperative mixin after Module), as PyTorch does when this is True
+    call_super_init: bool = False
 
     def __init__(self, *args, **kwargs):
-        if args or kwargs:
-            raise TypeError(f"{type(self).__name__}.__init__() takes no arguments "
-                            f"(got {len(args)} positional, {sorted(kwargs)} keyword)")
+        if not self.call_super_init and kwargs:
+            raise TypeError(f"{type(self).__name__}.__init__() got an unexpected keyword "
+                            f"argument '{next(iter(kwargs))}'")
+        if not self.call_super_init and args:
+            raise TypeError(f"{type(self).__name__}.__init__() takes 1 positional argument but "
+                            f"{len(args) + 1} were given")
         d = self.__dict__
         d["training"] = True
         # Watched (tracec.mutation): compiled calls skip this module's guard
@@ -355,6 +361,8 @@ class Module:
         d["_modules"] = OrderedDict()
         d["_forward_hooks"] = OrderedDict()
         d["_forward_pre_hooks"] = OrderedDict()
+        if self.call_super_init:
+            super().__init__(*args, **kwargs)
 
     # --- forward -----------------------------------------------------------------
 
@@ -1114,15 +1122,38 @@ class Module:
     def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> "Module":
         """Apply ``fn`` to every parameter (in place of its data, so the
         Parameter objects stay the same), gradient and buffer (of the
-        submodules too with ``recurse``)."""
+        submodules too with ``recurse``).  ``torch.__future__``'s switches
+        change how a parameter takes the result, as in PyTorch: swapped into
+        the same object (``swap_tensors``), or a new Parameter (overwrite)."""
+        from tracec import __future__ as future
+        from tracec.utils.swap import swap_tensors
         if recurse:
             for m in self.children():
                 m._apply(fn)
+        swap = future.get_swap_module_params_on_conversion()
+        overwrite = future.get_overwrite_module_params_on_conversion()
         with graph.no_grad():
-            for p in self._parameters.values():
+            for key, p in list(self._parameters.items()):
                 if p is None:
                     continue
                 new = fn(p)
+                grad = p.grad
+                if swap:
+                    p.grad = None
+                    if new is not p:
+                        swap_tensors(p, Parameter(new, requires_grad=p.requires_grad))
+                    if grad is not None:
+                        g = fn(grad)
+                        if g is not grad:
+                            swap_tensors(grad, g.requires_grad_(grad.requires_grad))
+                        p.grad = grad
+                    continue
+                if overwrite and new is not p:
+                    out = Parameter(new, requires_grad=p.requires_grad)
+                    self._parameters[key] = out
+                    if grad is not None:
+                        out.grad = fn(grad).requires_grad_(grad.requires_grad)
+                    continue
                 if new is not p:
                     p.data = new
                 if p.grad is not None:

@@ -6,9 +6,12 @@ arrays and NumPy scalars become tensors and are stacked; a batch whose
 first element is a Python int or bool becomes the tensor of the whole batch
 with its inferred dtype (int64, bool, or float32 when floats are mixed in),
 one whose first element is a float a float64 tensor; strings and bytes stay lists;
-dicts, namedtuples, tuples and lists are collated field by field (a tuple
-comes back as a list, as in PyTorch).  A failure names the batch item, the
-field path inside the sample, and why.
+dicts (by the first sample's keys), namedtuples, tuples and lists are
+collated field by field (a tuple comes back as a list, as in PyTorch).
+Samples that do not fit fail with PyTorch's errors (``torch.stack``'s for
+tensors of other shapes, "each element in list of batch should be of equal
+size"); the type mismatches tracec checks name the batch item and the field
+path inside the sample.
 
 PyTorch's extension point is here too: ``collate(batch, collate_fn_map=)``
 and ``default_collate_fn_map`` (type -> ``fn(batch, *, collate_fn_map)``),
@@ -20,6 +23,7 @@ element's collation; the built-in ones are the rules above.
 from __future__ import annotations
 
 import collections.abc
+import copy
 import numbers
 import re
 import sys
@@ -60,14 +64,8 @@ def _bad_numpy(a) -> bool:
 
 
 def _stack_tensors(batch, path):
-    first = batch[0]
-    for i, t in enumerate(batch):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"default_collate: batch item {i}{_where(path)} is "
-                            f"{_type_name(t)} but item 0 is a Tensor")
-        if t.shape != first.shape:
-            raise RuntimeError(f"default_collate: batch item {i}{_where(path)} has shape "
-                               f"{tuple(t.shape)} but item 0 has {tuple(first.shape)}")
+    # (items that are no tensors, or of other shapes: torch.stack's errors,
+    # as PyTorch's collate_tensor_fn gives them)
     # torch.stack as PyTorch's collate calls it, the package's public entry
     # (looked up, not imported: this layer is below the package's top), so
     # that a Tensor subclass's __torch_function__ sees it (MONAI's
@@ -117,17 +115,19 @@ def _collate(batch, path, fn_map=None):
     if isinstance(elem, (str, bytes)):
         return batch
     if isinstance(elem, collections.abc.Mapping):
-        for i, d in enumerate(batch):
-            if not isinstance(d, collections.abc.Mapping) or d.keys() != elem.keys():
-                raise RuntimeError(f"default_collate: batch item {i}{_where(path)} has keys "
-                                   f"{_keys(d)} but item 0 has {_keys(elem)}")
+        # PyTorch's: the first sample's keys (another sample's extra keys are
+        # ignored, a missing one is a KeyError); a mutable mapping is a copy
+        # of the first sample updated, so its type and extra state survive
         out = {k: _collate([d[k] for d in batch], f"{path}[{k!r}]", fn_map) for k in elem}
         try:
+            if isinstance(elem, collections.abc.MutableMapping):
+                clone = copy.copy(elem)
+                clone.update(out)
+                return clone
             return type(elem)(out)
         except TypeError:
             return out
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # namedtuple
-        _equal_lengths(batch, path)
         return type(elem)(*(_collate(s, f"{path}.{f}", fn_map)
                             for f, s in zip(elem._fields, zip(*batch))))
     if isinstance(elem, collections.abc.Sequence):
@@ -143,11 +143,6 @@ def _collate(batch, path, fn_map=None):
     raise TypeError(_ERR.format(type(elem)) + _where(path))   # PyTorch's "<class 'X'>"
 
 
-def _keys(d):
-    return sorted(map(str, d.keys())) if isinstance(d, collections.abc.Mapping) \
-        else f"none (it is {_type_name(d)})"
-
-
 def _same_kind(batch, kind, path):
     for i, x in enumerate(batch):
         if not isinstance(x, kind):
@@ -157,15 +152,10 @@ def _same_kind(batch, kind, path):
 
 
 def _equal_lengths(batch, path):
+    # PyTorch's check (``len`` of an item without one is Python's TypeError)
     n = len(batch[0])
-    for i, s in enumerate(batch):
-        if not isinstance(s, collections.abc.Sequence) or isinstance(s, (str, bytes)):
-            raise TypeError(f"default_collate: batch item {i}{_where(path)} is "
-                            f"{_type_name(s)} but item 0 is {_type_name(batch[0])}")
-        if len(s) != n:
-            raise RuntimeError(f"each element in list of batch should be of equal size: "
-                               f"batch item {i}{_where(path)} has {len(s)} elements but "
-                               f"item 0 has {n}")
+    if not all(len(s) == n for s in batch[1:]):
+        raise RuntimeError("each element in list of batch should be of equal size")
 
 
 def collate(batch, *, collate_fn_map=None):

@@ -139,12 +139,7 @@ class WeightedRandomSampler(Sampler):
         if w.ndim != 1:
             raise ValueError(f"weights should be a 1d sequence but given weights have shape "
                              f"{tuple(w.shape)}")
-        if (w < 0).any() or not np.isfinite(w).all() or w.sum() <= 0:
-            raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0 "
-                               "or a negative/non-finite weight)")
-        if not replacement and num_samples > int((w > 0).sum()):
-            raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
-                               "replacement")
+        # (bad weights are refused by the draw, in __iter__, as PyTorch's are)
         self.weights = Tensor._make(w, dt.float64)   # a float64 tensor, as PyTorch's
         self.num_samples = num_samples
         self.replacement = replacement
