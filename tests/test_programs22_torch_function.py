@@ -101,3 +101,19 @@ def _plain(lib):
 
 def test_plain_method_torch_function_and_overridable_functions_as_in_torch():
     assert _plain(tracec) == _plain(torch)
+
+
+def test_class_statements_with_any_keywords_still_build():
+    """tracec watches class statements (``builtins.__build_class__``) for
+    Tensor-like types; class keywords named like its own parameters
+    (``name=``, ``func=``, tensorly's ``class F(..., name='')``) reach the
+    metaclass as before."""
+    class Meta(type):
+        def __new__(mcls, clsname, bases, ns, name=None, func=None):
+            cls = super().__new__(mcls, clsname, bases, ns)
+            cls.got = (name, func)
+            return cls
+
+    class A(metaclass=Meta, name="", func=3):
+        pass
+    assert A.got == ("", 3)

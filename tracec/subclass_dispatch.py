@@ -159,7 +159,7 @@ def _handler(a):
 _PLAIN_WARNED: list = []
 
 
-def _build_class(func, name, *bases, **kwargs):
+def _build_class(func, name, /, *bases, **kwargs):
     """``builtins.__build_class__``, which also turns the protocol on when a
     class statement outside tracec defines ``__torch_function__`` and is
     neither a Tensor subclass (those turn it on in ``__init_subclass__``)
