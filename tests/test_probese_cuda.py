@@ -21,6 +21,8 @@ CASES = {
     "module.to('cuda')": lambda L: L.nn.Linear(2, 2).to("cuda"),
     "device context": lambda L: _in_context(L),
     "load(map_location='cuda')": lambda L: _load(L),
+    "type(cuda.FloatTensor)": lambda L: L.ones(2).type(L.cuda.FloatTensor),
+    "type('torch.cuda.FloatTensor')": lambda L: L.ones(2).type("torch.cuda.FloatTensor"),
 }
 
 
