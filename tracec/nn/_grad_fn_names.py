@@ -93,6 +93,8 @@ _NORM = {"layer_norm": _X + ((2, "weight"), (3, "bias")),
          "batch_norm": _X + ((3, "weight"), (4, "bias")),
          "group_norm": _X + ((2, "weight"), (3, "bias"))}
 _INPUTS = {**_NORM, "softmax": _X, "log_softmax": _X, "avg_pool2d": _X,
+           "binary_cross_entropy": _X + ((1, "target"),),
+           "binary_cross_entropy_with_logits": _X + ((1, "target"),),
            "mse_loss": _X + ((1, "target"),), "nll_loss": _X, "smooth_l1_loss": _X + ((1, "target"),),
            "huber_loss": _X + ((1, "target"),),
            **{n: _X for n in ("elu", "selu", "celu", "leaky_relu", "softplus", "hardtanh",
@@ -116,7 +118,11 @@ def _rename(fn, namer, spec):
             node = first._node
             name = namer(*args, **kwargs) if namer is not None else None
             if name is not None and hasattr(type(node), "_name"):
+                old = node._name
                 node._name = name     # (a Function's node names itself)
+                if old.__class__ is TorchName:   # (the edges the function gave: cross_entropy's)
+                    node._name = TorchName(name)
+                    node._name.edges = old.edges
             if spec is not None and getattr(node, "_name", None) is not None \
                     and kwargs.get("dtype") is None:
                 # the last step of the composed op: PyTorch's node's inputs
