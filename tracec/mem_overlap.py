@@ -89,13 +89,15 @@ def write_shared(view: np.ndarray, new: np.ndarray) -> bool:
     w = writable_alias(view)
     if w is None:
         return False
-    new = np.broadcast_to(np.asarray(new, dtype=view.dtype), view.shape)
+    try:
+        new = np.broadcast_to(np.asarray(new, dtype=view.dtype), view.shape)
+    except ValueError:      # (a result larger than the view: the caller's shape error)
+        return False
     if not internal_overlap(view):
         w[...] = new
         return True
     changed = new != view
-    if view.dtype.kind in "fc":
-        changed |= np.isnan(new) != np.isnan(view)
+    if view.dtype.kind in "fc":     # (NaN kept as NaN is no change)
         changed &= ~(np.isnan(new) & np.isnan(view))
     w[changed] = new[changed]
     return True

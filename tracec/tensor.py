@@ -998,7 +998,7 @@ class Tensor:
                                    "memory of a NumPy array marked read-only (PyTorch writes "
                                    "there regardless); copy the array, or make it writable, "
                                    "before converting it") from None
-            if op in _SHARED_WRITES and not RECORDERS and not self.requires_grad and \
+            if shared and op in _SHARED_WRITES and not RECORDERS and not self.requires_grad and \
                     not new.requires_grad and mem_overlap.write_shared(a, new._data):
                 # (PyTorch's fills and index writes skip the internal-overlap
                 # check: each shared element holds one of the values written)
