@@ -1058,11 +1058,12 @@ def _adaptive_avg_poolnd(input, output_size, nsp, name):
     half = x.dtype if x.dtype in (dt.bfloat16, dt.float16) else None
     if half is not None:      # in float32 over every axis, rounded once (PyTorch's kernel)
         x = ops.cast(x, dt.float32)
+    x0 = x
     for i, o in enumerate(size):
         x = _adaptive_avg(x, 2 + i, o)
     if half is not None:
         x = ops.cast(x, half)
-    elif size == tuple(x.shape[2:]):    # every bin one element: a new tensor, as PyTorch's
+    elif x is x0:    # every bin one element: a new tensor, as PyTorch's
         from tracec.shape_ops import clone
         x = clone(x)
     return _saving_input(keep_memory_format(_unbatch(x, unbatched), input), input)  # (as PyTorch's kernel)
