@@ -13,7 +13,7 @@ LAYERS = [
               "tracec.mutation", "tracec.threads", "tracec.stages", "tracec.torch_rng",
               "tracec.aten_vec",
               "tracec.removable_handle", "tracec.graph_hooks", "tracec.node_views",
-              "tracec.arg_arrays"]),
+              "tracec.arg_arrays", "tracec.mem_overlap"]),
     ("ir", ["tracec.ir"]),
     ("ops", ["tracec.ops"]),
     ("frontend", ["tracec.device", "tracec.meta_array", "tracec.graph", "tracec.tensor", "tracec.functions",

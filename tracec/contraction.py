@@ -21,6 +21,7 @@ import numpy as np
 
 from tracec import dtypes as dt
 from tracec import autocast_mode, ops
+from tracec.graph import keep_saved
 from tracec.functions import _named, add, matmul, mul, promote, user_stacklevel
 from tracec.tensor import SPARSE, Tensor, concrete
 from tracec import aten_report
@@ -196,7 +197,9 @@ def _parse(equation: str, operands):
 
 def _diagonal(x, labels):
     """Merge repeated labels of one operand (``ii`` -> ``i``): keep where the
-    indices agree, then sum one of the axes away."""
+    indices agree, then sum one of the axes away.  (PyTorch's diagonal is
+    a view saving no tensors: the mask is kept past a backward, ``keep_saved``.)"""
+    x0 = x
     while len(set(labels)) != len(labels):
         c = next(c for c in labels if labels.count(c) > 1)
         i = labels.index(c)
@@ -206,6 +209,8 @@ def _diagonal(x, labels):
         same = ops.eq(ops.iota(shape, dt.int64, i, like=x), ops.iota(shape, dt.int64, j, like=x))
         x = ops.reduce_sum(ops.where(same, x, 0), (j,))
         labels = labels[:j] + labels[j + 1:]
+    if x is not x0:
+        keep_saved(x, (x0,))
     return x, labels
 
 

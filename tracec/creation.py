@@ -17,7 +17,7 @@ import numpy as np
 from tracec import dtypes as dt
 from tracec import _C, graph, ops, torch_rng
 from tracec.arg_arrays import _WATCHES, ArgArray, foreign, watched
-from tracec.device import is_meta, to_device
+from tracec.device import DEFAULT as _DEFAULT, is_meta, to_device
 from tracec.meta_array import MetaArray
 from tracec.runtime_int import RuntimeInt, operand as runtime_operand
 from tracec.symbolic import Sym
@@ -30,6 +30,8 @@ def _finish(t: Tensor, requires_grad: bool, device) -> Tensor:
         t._base, t._view_chain, t._vbox = None, None, [0]
     if device is not None:
         to_device(device)
+    elif len(_DEFAULT) > 1:     # inside ``with device(...)``: "cuda" raises as PyTorch's
+        to_device(_DEFAULT[-1])
     if is_meta(device):     # the device given, or the default (``with device("meta")``)
         t._data, t._base, t._view_chain = MetaArray.of(t._data.shape, t._data.dtype), None, None
     if requires_grad:

@@ -58,7 +58,8 @@ class device:
         return self.type + (f":{self.index}" if self.index is not None else "")
 
     def __enter__(self):
-        to_device(self)
+        if self.type != "cuda":   # (PyTorch enters a CUDA device's context; creating a tensor there raises)
+            to_device(self)
         DEFAULT.append(self.type)
         return self
 
@@ -77,12 +78,12 @@ EAGER_CUDA = False
 
 def to_device(spec) -> device:
     """``spec`` as a device this build can hold tensors on (cpu, meta), or
-    the clear error for "cuda"."""
+    for "cuda" the error of a PyTorch built without CUDA (``torch.cuda._lazy_init``:
+    an AssertionError, which scripts' ``except AssertionError`` fallbacks catch);
+    eager CUDA tensors are not supported (``tracec.compile(backend='cuda')`` is)."""
     d = device(spec) if not isinstance(spec, device) else spec
     if d.type == "cuda":
-        raise RuntimeError("eager CUDA tensors are not supported by this build of tracec: "
-                           "no CUDA device is available (use backend='cuda' of "
-                           "tracec.compile on a machine with a GPU)")
+        raise AssertionError("Torch not compiled with CUDA enabled")
     if d.type not in ("cpu", "meta"):
         raise NotImplementedError(f"Could not run 'aten::empty.memory_format' with arguments "
                                   f"from the '{d.type.upper()}' backend: this build of tracec "

@@ -1118,8 +1118,11 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
                 n if isinstance(n, Sym) else float(n) if n else float("nan"))
     if half is not None:
         y = ops.cast(y, half)
-    return _named(_keep(input, y, axes, keepdim),
-                  "MeanBackward0" if dim is None else "MeanBackward1")
+    y = _named(_keep(input, y, axes, keepdim), "MeanBackward0" if dim is None else "MeanBackward1")
+    if y._node is not None:     # (PyTorch's one node: its input, not tracec's sum, is its edge)
+        name = y._node._name = TorchName(y._node._name)
+        name.edges = (graph.edge_of(input),)
+    return y
 
 
 def _check_extreme_sizes(x, dim, axes, name):

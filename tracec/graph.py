@@ -337,9 +337,72 @@ class Node(NodeHooks):
         return self.prim.vjp(g, *primals, out=out, **self.params)
 
     def release(self):
-        if self.saved and self.name() not in SAVES_NO_TENSORS:
+        saved = self.saved
+        if saved.__class__ is not KeptSaved and (saved or self._saves_number()) \
+                and self.name() not in SAVES_NO_TENSORS:
             self.saved = None
         self.freed = True
+
+    def _saves_number(self) -> bool:
+        """PyTorch's MulBackward0 / DivBackward0 save a Python number
+        operand (wrapped as a 0-d tensor, ``other``) where tracec's node
+        holds the number itself: a second backward raises there too."""
+        return self._name is None and self.prim.name in _NUMBER_SAVING and \
+            any(a.__class__ in _NUMBERS for a in self.avals)
+
+
+#: primitives whose PyTorch node saves a Python-number operand (``x * 2.0``,
+#: ``x / 3``: wrapped numbers are tensors to ``mul.Tensor`` / ``div.Tensor``)
+_NUMBER_SAVING = frozenset(("mul", "div"))
+_NUMBERS = frozenset((int, float, complex, bool))
+
+
+class KeptSaved(dict):
+    """A node's ``saved`` that a backward without retain_graph keeps: the
+    constants (gather indices, masks, interpolation weights) a composite
+    built for an op whose PyTorch node saves no tensors (``keep_saved``)."""
+    __slots__ = ()
+
+
+class HeldSaved(dict):
+    """A node's ``saved`` that counts as holding tensors even where tracec's
+    primitive needs none (``saves_operands``): a backward without
+    retain_graph frees it, as PyTorch's node, which saves its input."""
+    __slots__ = ()
+
+    def __bool__(self):
+        return True
+
+
+def keep_saved(t, inputs) -> None:
+    """``t`` is the result of a composite (``inputs`` its tensor operands)
+    whose PyTorch node saves no tensors (``Tensor.unfold``, ``F.unfold``,
+    linear interpolation): the nodes from ``t`` back to ``inputs`` keep what
+    they saved past a backward, so a second backward works, as PyTorch's."""
+    node = getattr(t, "_node", None)
+    if node is None:
+        return
+    stop = {id(x._node) for x in inputs if getattr(x, "_node", None) is not None}
+    todo, seen = [node], set()
+    while todo:
+        n = todo.pop()
+        if id(n) in seen or id(n) in stop or not isinstance(n, Node):
+            continue
+        seen.add(id(n))
+        if n.saved.__class__ is dict:
+            n.saved = KeptSaved(n.saved)
+        todo.extend(e for e in n.edges if e is not None)
+
+
+def saves_operands(*outs) -> None:
+    """The nodes of ``outs`` stand for a PyTorch node that saves its input
+    (``AvgPool2DBackward0``, ``AdaptiveAvgPool2DBackward0``) where tracec's
+    primitives need none: a second backward without retain_graph raises
+    there, as PyTorch's."""
+    for t in outs:
+        node = getattr(t, "_node", None)
+        if isinstance(node, Node) and node.saved.__class__ is dict:
+            node.saved = HeldSaved(node.saved)
 
 
 # --- saved-tensor hooks ------------------------------------------------------------

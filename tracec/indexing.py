@@ -22,7 +22,7 @@ from tracec.node_views import TorchName
 from tracec.runtime_int import ACTIVE as _RUNTIME_INTS, RuntimeInt
 from tracec.shape_ops import expand
 from tracec.symbolic import Sym
-from tracec.tensor import RECORDERS, SPARSE, SYM_SHAPES, Tensor, bind_movement
+from tracec.tensor import RECORDERS, SPARSE, SYM_SHAPES, Tensor, bind_movement, refuse_partial_overlap
 from tracec.torch_function_switch import caller
 
 _SLICE, _RESHAPE = ops.movement.slice_p, ops.movement.reshape_p
@@ -641,6 +641,7 @@ def setitem(x: Tensor, key, value):
         # (PyTorch copies the value into the view: copy_'s expand, and its
         # errors, after dropping the value's leading ones)
         new = expand(_drop_leading_ones(new, view.ndim), *view.shape)
+    refuse_partial_overlap(view, (value,))    # (PyTorch copies the value: copy_'s check)
     view._assign(new, "setitem")
 
 

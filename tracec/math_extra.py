@@ -23,6 +23,7 @@ from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import graph, ops
 from tracec.functions import _float_unary, _named, _operand, promote
+from tracec.graph import keep_saved
 from tracec.tensor import RECORDERS, Tensor, concrete
 from tracec.return_types import structseq
 
@@ -356,14 +357,24 @@ def fmod(input, other):  # noqa: A002
     a, b, d = _tensors("fmod", input, other)
     if d is dt.bool_:
         raise NotImplementedError("\"fmod_cpu\" not implemented for 'Bool'")
-    return _named(_fmod(a, b, d), "FmodBackward0")
+    return _named(_keep_unless_divisor_grad(_fmod(a, b, d), input, other), "FmodBackward0")
 
 
 def remainder(input, other):  # noqa: A002
     a, b, d = _tensors("remainder", input, other)
     m = _fmod(a, b, d)
     fix_ = ops.logical_and(ops.ne(m, 0), ops.ne(ops.lt(b, 0), ops.lt(m, 0)))
-    return _named(ops.where(fix_, ops.add(m, b), m), "RemainderBackward0")
+    out = ops.where(fix_, ops.add(m, b), m)
+    return _named(_keep_unless_divisor_grad(out, input, other), "RemainderBackward0")
+
+
+def _keep_unless_divisor_grad(out, input, other):
+    """PyTorch's Fmod / RemainderBackward0 save ``self`` and ``other`` only
+    for ``other``'s gradient: without it a second backward works (the
+    divisor filled in here is kept past a backward)."""
+    if not (isinstance(other, Tensor) and other.requires_grad):
+        keep_saved(out, (input,))
+    return out
 
 
 def floor_divide(input, other):  # noqa: A002
@@ -542,6 +553,8 @@ def lerp(input, end, weight):  # noqa: A002
             (lo if abs(w) < 0.5 else hi)
     from tracec.tensor_meta import keep_iter_layout
     keep_iter_layout(out, input, end, weight)      # (one kernel's layout, as PyTorch's)
+    if not isinstance(w, Tensor):       # (LerpBackward0 saves no tensors: a number weight)
+        keep_saved(out, (input, end))
     return _named(out, "LerpBackward1" if isinstance(w, Tensor) else "LerpBackward0")
 
 

@@ -18,7 +18,7 @@ from tracec.ops.elementwise import _quiet_impl
 from tracec.runtime_int import RuntimeInt, operand as runtime_operand
 from tracec.symbolic import Sym
 from tracec.sym_scalar import SymScalar
-from tracec.tensor import OP_OBSERVERS, RECORDERS, SPARSE, Tensor, weak_scalar
+from tracec.tensor import OP_OBSERVERS, RECORDERS, SPARSE, Tensor, refuse_partial_overlap, weak_scalar
 
 _METHODS = {
     # math
@@ -296,6 +296,8 @@ def _inplace(name, fn):
         if sparse_checked and SPARSE and args:
             # (before the direct path, which writes the dense data in place)
             F._refuse_sparse_dense(self, args[0])
+        if args:
+            refuse_partial_overlap(self, args)
         if direct and _inplace_direct(name, self, args, kwargs):
             return self
         new = fn(self, *args, **kwargs)
@@ -373,6 +375,7 @@ def _zero(self):
 def _copy(self, src, non_blocking=False):
     if not isinstance(src, Tensor):
         raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
+    refuse_partial_overlap(self, (src,))
     if src.dtype is not self.dtype:
         src = src.to(self.dtype)
     if tuple(src.shape) != tuple(self.shape):

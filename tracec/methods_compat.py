@@ -20,6 +20,7 @@ import numpy as np
 
 from tracec import creation, graph
 from tracec import dtypes as dt
+from tracec.mem_overlap import internal_overlap
 from tracec.shape_ops import _C_TYPE_NAMES
 from tracec.tensor import RECORDERS, Size, Tensor, _HookHandle, concrete, legacy_sizes
 
@@ -77,7 +78,14 @@ def fill_diagonal_(self, fill_value, wrap=False):
     else:
         idx = np.arange(shape[0])
         mask[(idx,) * self.dim()] = True
-    return self.masked_fill_(Tensor._make(mask, dt.bool_), fill_value)
+    mask = Tensor._make(mask, dt.bool_)
+    if isinstance(self._data, np.ndarray) and internal_overlap(self._data):
+        # (an expanded tensor: PyTorch fills its diagonal without
+        # masked_fill_'s deprecation warning)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Use of masked_fill_ on expanded", UserWarning)
+            return self.masked_fill_(mask, fill_value)
+    return self.masked_fill_(mask, fill_value)
 
 
 def resize_as_(self, the_template, memory_format=None):

@@ -18,7 +18,7 @@ import numpy as np
 
 from tracec import dtypes as dt, graph
 from tracec.functions import user_stacklevel
-from tracec.tensor import RECORDERS, Tensor
+from tracec.tensor import RECORDERS, Tensor, refuse_partial_overlap
 
 __all__ = ["with_out", "write_out"]
 
@@ -85,6 +85,8 @@ def with_out(fn):
     def wrapper(*args, out=None, **kwargs):
         if out is None:
             return fn(*args, **kwargs)
+        if isinstance(out, Tensor):    # (PyTorch's out= kernels check before writing)
+            refuse_partial_overlap(out, args + tuple(kwargs.values()))
         if graph.is_grad_enabled() and _requires_grad(args, kwargs):
             raise RuntimeError(f"{name}(): functions with out=... arguments don't support "
                                "automatic differentiation, but one of the arguments requires "

@@ -18,6 +18,7 @@ from tracec import dtypes as dt
 from tracec import functions as F
 from tracec import ops
 from tracec.functions import _keep, _named, tensor_arg
+from tracec.graph import saves_operands
 from tracec.math_extra import _const, _floor, _rint
 from tracec.ops.core import normalize_axis
 from tracec.rearrange import _scan, _scan_limit, _slice
@@ -131,12 +132,16 @@ def _moments(name, x, dim, unbiased, keepdim, correction):
 
 
 def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):  # noqa: A002
-    return _moments("var_mean", input, dim, unbiased, keepdim, correction)
+    v, m = _moments("var_mean", input, dim, unbiased, keepdim, correction)
+    saves_operands(v, m)        # (PyTorch's VarMeanBackward0 saves its input)
+    return v, m
 
 
 def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):  # noqa: A002
     v, m = _moments("std_mean", input, dim, unbiased, keepdim, correction)
-    return _named(F._safe_root(v, 2), "StdBackward0"), m   # gradient 0 where std is 0
+    s = _named(F._safe_root(v, 2), "StdBackward0")   # gradient 0 where std is 0
+    saves_operands(s, m)        # (PyTorch's StdMeanBackward0 saves its input and result)
+    return s, m
 
 
 def aminmax(input, *, dim=None, keepdim=False):  # noqa: A002

@@ -17,6 +17,7 @@ from tracec import dtypes as dt
 from tracec import ops
 from tracec import shape_ops as S
 from tracec.functions import _named
+from tracec.graph import keep_saved
 from tracec.indexing import getitem
 from tracec.methods import _inplace
 from tracec.ops.core import normalize_axis
@@ -245,7 +246,9 @@ def select_scatter(input, src, dim, index):
     want = tuple(s for i, s in enumerate(input.shape) if i != d)
     src = _check_src(input, src, want)
     src = ops.reshape(src, tuple(1 if i == d else s for i, s in enumerate(input.shape)))
-    return _named(_embed(input, src, d, index % n, 1), "SelectScatterBackward0")
+    out = _embed(input, src, d, index % n, 1)
+    keep_saved(out, (input, src))    # (PyTorch's node saves no tensors: the mask is kept)
+    return _named(out, "SelectScatterBackward0")
 
 
 def slice_scatter(input, src, dim=0, start=None, end=None, step=1):

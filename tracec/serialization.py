@@ -793,7 +793,13 @@ def _finish(t: Tensor, saved_device: str, map_location):
     if str(target) != "cpu":
         from tracec.device import device as _device
         from tracec.device import to_device
-        d = to_device(_device(str(target)))  # raises clearly where the device is unavailable
+        d = _device(str(target))
+        if d.type == "cuda":
+            raise RuntimeError(
+                "Attempting to deserialize object on a CUDA device but torch.cuda.is_available() "
+                "is False. If you are running on a CPU-only machine, please use torch.load with "
+                "map_location=torch.device('cpu') to map your storages to the CPU.")
+        d = to_device(d)  # raises clearly where the device is unavailable
         if d.type == "meta":
             # shapes and dtypes only, as torch.load(map_location="meta") gives
             out = t.detach().to(d).requires_grad_(t.requires_grad)

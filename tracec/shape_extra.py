@@ -20,6 +20,7 @@ import numpy as np
 from tracec import dtypes as dt
 from tracec import graph, ops
 from tracec.functions import _named, promote
+from tracec.graph import keep_saved
 from tracec.ops.core import broadcast_shapes as _broadcast_pair, normalize_axis
 from tracec.shape_ops import swapaxes as _swapaxes
 from tracec.rearrange import _slice, flip, narrow, repeat
@@ -323,6 +324,7 @@ def unfold(self, dimension, size, step):
     y = movedim(y, d + 1, -1)
     if self.ndim == 0:
         y = reshape(y, size)
+    keep_saved(y, (x,))     # (PyTorch's UnfoldBackward0 saves no tensors: its window indices are kept)
     return _named(y, "UnfoldBackward0")
 
 

@@ -23,7 +23,7 @@ import sys
 import numpy as np
 
 from tracec import dtypes as dt
-from tracec import graph, graph_hooks, tensor_str
+from tracec import graph, graph_hooks, mem_overlap, tensor_str
 from tracec.arg_arrays import _WATCHES, ArgArray, foreign, watched
 from tracec.removable_handle import RemovableHandle
 from tracec.item_value import ItemValue
@@ -996,15 +996,29 @@ class Tensor:
             np.copyto(self._data, new._data if new.shape == self.shape
                       else np.broadcast_to(new._data, self.shape))
         except ValueError as e:
-            if not self._data.flags.writeable and not any(
-                    st == 0 and n > 1 for st, n in zip(self._data.strides, self._data.shape)):
+            a = self._data
+            shared = mem_overlap.internal_overlap(a)
+            if not a.flags.writeable and not shared:
+                # A view of an expanded tensor with distinct elements of its
+                # own (``x[0]`` of ``ones(1, 3).expand(4, 3)``): PyTorch
+                # writes into the shared memory
+                if not RECORDERS and mem_overlap.write_shared(a, new._data):
+                    self._vbox[0] += 1
+                    return
                 raise RuntimeError(f"{op}: tracec cannot write to this tensor: it shares the "
                                    "memory of a NumPy array marked read-only (PyTorch writes "
                                    "there regardless); copy the array, or make it writable, "
                                    "before converting it") from None
-            if op in ("fill_", "zero_") and not RECORDERS and not self.requires_grad and \
-                    not new.requires_grad and _fill_overlapping(self._data, new._data):
-                # (PyTorch fills an expanded tensor: every element the same value)
+            if shared and op in _SHARED_WRITES and not RECORDERS and not self.requires_grad and \
+                    not new.requires_grad and mem_overlap.write_shared(a, new._data):
+                # (PyTorch's fills and index writes skip the internal-overlap
+                # check: each shared element holds one of the values written)
+                if _SHARED_WRITES[op]:
+                    import warnings
+                    level, f = 3, sys._getframe(2)   # (the user's line, as PyTorch's warning)
+                    while f is not None and f.f_globals.get("__name__", "").startswith("tracec."):
+                        level, f = level + 1, f.f_back
+                    warnings.warn(_SHARED_WRITES[op], UserWarning, stacklevel=level)
                 self._vbox[0] += 1
                 return
             if not self._data.flags.writeable:
@@ -1170,29 +1184,42 @@ def scalar_key(value, dtype: dt.DType) -> tuple:
     return (type(value), value, dtype.name)
 
 
-def _fill_overlapping(view: np.ndarray, values: np.ndarray) -> bool:
-    """Write the one value of ``values`` into every element of ``view`` (a
-    read-only broadcast view, its elements sharing memory) through a writable
-    view of the same memory; False where that cannot be done (several
-    values, no writable owning array)."""
-    vals = np.asarray(values)
-    if vals.size and not (vals == vals.flat[0]).all() and not np.isnan(vals).all():
-        return False
-    owner = view
-    while not owner.flags.writeable and isinstance(owner.base, np.ndarray):
-        owner = owner.base
-    if not owner.flags.writeable or not owner.flags.c_contiguous:
-        return False
-    offset = view.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
-    try:
-        w = np.ndarray(view.shape, view.dtype, buffer=owner, offset=offset,
-                       strides=view.strides)
-    except (TypeError, ValueError):
-        return False
-    if vals.size:
-        w[...] = vals.flat[0]
-    return True
+def refuse_partial_overlap(out: "Tensor", operands) -> None:
+    """PyTorch's ``assert_no_partial_overlap`` for a write into ``out`` that
+    reads ``operands`` (tensors, lists of them; others ignored): an operand
+    sharing some, not all, of ``out``'s memory in ``out``'s layout
+    (``x[1:].copy_(x[:-1])``, ``x.t().add_(x)``) raises PyTorch's error, as
+    tracec's out-of-place result would silently differ from PyTorch's."""
+    a = out._data
+    if type(a) is not np.ndarray:
+        return
+    for t in operands:
+        if isinstance(t, (list, tuple)):
+            refuse_partial_overlap(out, t)
+        elif isinstance(t, Tensor):
+            b = t._data
+            # (two arrays owning their memory never share it: no bounds to compare)
+            if b is a or type(b) is not np.ndarray or (a.base is None and b.base is None):
+                continue
+            if np.may_share_memory(a, b) and mem_overlap.partial_overlap(a, b):
+                raise RuntimeError(mem_overlap.PARTIAL_MSG)
 
+
+def _expanded_warning(op: str, example: str, line: int) -> str:
+    return (f"Use of {op} on expanded tensors is deprecated. Please clone() the tensor before "
+            f"performing this operation. This also applies to advanced indexing e.g. {example} "
+            f"(Triggered internally at /__w/pytorch/pytorch/aten/src/ATen/native/"
+            f"TensorAdvancedIndexing.cpp:{line}.)")
+
+
+#: in-place ops PyTorch runs on a tensor whose elements share memory (an
+#: expanded one) -> the deprecation warning it gives (None: none)
+_SHARED_WRITES = {
+    "fill_": None, "zero_": None, "fill_diagonal_": None,
+    "masked_fill_": _expanded_warning("masked_fill_", "tensor[mask] = scalar", 2450),
+    "index_fill_": _expanded_warning("index_fill_", "tensor[mask] = scalar", 1913),
+    "index_put_": _expanded_warning("index_put_", "tensor[indices] = tensor", 976),
+}
 
 def _data_error(data):
     """PyTorch's error for ``torch.tensor(data)`` that holds no numbers or

@@ -128,16 +128,36 @@ CUDA_LEGACY = {name: CudaLegacyTensorType(name, (), {"dtype": d, "legacy_dtype":
                for d, name in _NAMES.items()}
 
 
+def _no_aten_cuda():
+    """PyTorch's error for ``t.type(torch.cuda.FloatTensor)`` in a CPU build
+    (a RuntimeError, where ``.cuda()`` raises an AssertionError)."""
+    from tracec.device import EAGER_CUDA
+    if not EAGER_CUDA:
+        raise RuntimeError(
+            "Cannot initialize CUDA without ATen_cuda library. PyTorch splits its backend into "
+            "two shared libraries: a CPU library and a CUDA library; this error has occurred "
+            "because you are trying to use some CUDA functionality, but the CUDA library has "
+            "not been loaded by the dynamic linker for some reason.  The CUDA library MUST be "
+            "loaded, EVEN IF you don't directly use any symbols from the CUDA library! One "
+            "common culprit is a lack of -Wl,--no-as-needed in your link arguments; many "
+            "dynamic linkers will delete dynamic library dependencies if you don't depend on "
+            "any of their symbols.  You can check if this has occurred by using ldd on your "
+            "binary to see if there is a dependency on *_cuda.so library.")
+
+
 def tensor_type(self: Tensor, dtype=None, non_blocking: bool = False, **kwargs):
     if dtype is None:
         return type_name(self)
     if dtype is Tensor:          # torch.Tensor as a type: the float32 FloatTensor
         dtype = dt.float32
     if getattr(dtype, "is_cuda", False):           # torch.cuda.FloatTensor, ...
+        _no_aten_cuda()
         return to(self, device="cuda", dtype=dtype.legacy_dtype)
     dtype = getattr(dtype, "legacy_dtype", dtype)
     if isinstance(dtype, str):
         d, device = _parse(dtype)
+        if device == "cuda":
+            _no_aten_cuda()
         return to(self, device=device, dtype=d)
     d = dt.to_dtype(dtype)
     return self if d == self.dtype else to(self, d)

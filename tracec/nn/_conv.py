@@ -981,22 +981,32 @@ def _avg_pool_windows(input, kernel_size, stride, padding, ceil_mode, count_incl
 
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True):
-    return _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                       None, 1, "avg_pool1d")
+    return _saving_input(_avg_poolnd(input, kernel_size, stride, padding, ceil_mode,
+                                     count_include_pad, None, 1, "avg_pool1d"), input)
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
-    return keep_memory_format(_avg_poolnd(input, kernel_size, stride, padding, ceil_mode,
-                                          count_include_pad, divisor_override, 2,
-                                          "avg_pool2d"), input)
+    return _saving_input(keep_memory_format(_avg_poolnd(
+        input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2,
+        "avg_pool2d"), input), input)
 
 
 def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
-    return keep_memory_format(_avg_poolnd(input, kernel_size, stride, padding, ceil_mode,
-                                          count_include_pad, divisor_override, 3,
-                                          "avg_pool3d"), input)
+    return _saving_input(keep_memory_format(_avg_poolnd(
+        input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3,
+        "avg_pool3d"), input), input)
+
+
+def _saving_input(out, input):
+    """PyTorch's AvgPool2D / 3D and AdaptiveAvgPool2D / 3D nodes save their
+    input: a second backward without retain_graph raises there, as PyTorch's
+    (tracec's windowed sums need no saved tensor).  (Not a node of the
+    caller's: a pooling that is the identity may return ``input``.)"""
+    if out is not input:
+        graph.saves_operands(out)
+    return out
 
 
 def _adaptive_avg(x: Tensor, axis: int, out: int) -> Tensor:
@@ -1048,11 +1058,15 @@ def _adaptive_avg_poolnd(input, output_size, nsp, name):
     half = x.dtype if x.dtype in (dt.bfloat16, dt.float16) else None
     if half is not None:      # in float32 over every axis, rounded once (PyTorch's kernel)
         x = ops.cast(x, dt.float32)
+    x0 = x
     for i, o in enumerate(size):
         x = _adaptive_avg(x, 2 + i, o)
     if half is not None:
         x = ops.cast(x, half)
-    return keep_memory_format(_unbatch(x, unbatched), input)   # (as PyTorch's kernel)
+    elif x is x0:    # every bin one element: a new tensor, as PyTorch's
+        from tracec.shape_ops import clone
+        x = clone(x)
+    return _saving_input(keep_memory_format(_unbatch(x, unbatched), input), input)  # (as PyTorch's kernel)
 
 
 def adaptive_avg_pool1d(input, output_size):

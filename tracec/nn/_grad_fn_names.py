@@ -54,6 +54,14 @@ def _always(name):
     return lambda *a, **k: name
 
 
+def _adaptive(name):
+    # (an all-ones output is PyTorch's mean(): MeanBackward1, tracec's too)
+    def namer(input, output_size, *a, **k):
+        size = output_size if isinstance(output_size, (tuple, list)) else (output_size,)
+        return None if all(o == 1 for o in size) else name
+    return namer
+
+
 _NAMES = {
     "mse_loss": _unless_weighted("MseLossBackward0"),
     "smooth_l1_loss": lambda *a, **k: "SmoothL1LossBackward0",
@@ -83,6 +91,10 @@ _NAMES = {
     "hardswish": _act("HardswishBackward0"), "hardsigmoid": _act("HardsigmoidBackward0"),
     "mish": _act("MishBackward0"), "logsigmoid": _always("LogSigmoidBackward0"),
     "glu": _always("GluBackward0"), "threshold": _act("ThresholdBackward0"),
+    "unfold": _always("Im2ColBackward0"), "fold": _always("Col2ImBackward0"),
+    "avg_pool3d": _always("AvgPool3DBackward0"),
+    "adaptive_avg_pool2d": _adaptive("AdaptiveAvgPool2DBackward0"),
+    "adaptive_avg_pool3d": _adaptive("AdaptiveAvgPool3DBackward0"),
 }
 
 
@@ -93,6 +105,10 @@ _NORM = {"layer_norm": _X + ((2, "weight"), (3, "bias")),
          "batch_norm": _X + ((3, "weight"), (4, "bias")),
          "group_norm": _X + ((2, "weight"), (3, "bias"))}
 _INPUTS = {**_NORM, "softmax": _X, "log_softmax": _X, "avg_pool2d": _X,
+           "unfold": _X, "fold": _X, "avg_pool3d": _X, "adaptive_avg_pool2d": _X,
+           "adaptive_avg_pool3d": _X,
+           "binary_cross_entropy": _X + ((1, "target"),),
+           "binary_cross_entropy_with_logits": _X + ((1, "target"),),
            "mse_loss": _X + ((1, "target"),), "nll_loss": _X, "smooth_l1_loss": _X + ((1, "target"),),
            "huber_loss": _X + ((1, "target"),),
            **{n: _X for n in ("elu", "selu", "celu", "leaky_relu", "softplus", "hardtanh",
@@ -116,7 +132,11 @@ def _rename(fn, namer, spec):
             node = first._node
             name = namer(*args, **kwargs) if namer is not None else None
             if name is not None and hasattr(type(node), "_name"):
+                old = node._name
                 node._name = name     # (a Function's node names itself)
+                if old.__class__ is TorchName:   # (the edges the function gave: cross_entropy's)
+                    node._name = TorchName(name)
+                    node._name.edges = old.edges
             if spec is not None and getattr(node, "_name", None) is not None \
                     and kwargs.get("dtype") is None:
                 # the last step of the composed op: PyTorch's node's inputs

@@ -17,7 +17,8 @@ from tracec import functions as TF
 from tracec import ops
 from tracec.math_extra import xlogy
 from tracec.nn._cascade_sum import cascade_sum, exact_value
-from tracec.graph import is_grad_enabled as graph_enabled
+from tracec.graph import edge_of, is_grad_enabled as graph_enabled
+from tracec.node_views import TorchName
 from tracec.tensor import RECORDERS, Tensor
 
 __all__ = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss",
@@ -257,30 +258,67 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
         total = TF.neg(TF.sum(prod))
         if reduction == "sum":
             return total
-        return TF.div(total, float(input.numel() // n_classes) if input.numel() else 0.0)
+        # (PyTorch divides by a C++ number: DivBackward1, div.Scalar's node)
+        return _as_node(TF.div(total, float(input.numel() // n_classes) if input.numel()
+                               else 0.0), "DivBackward1", total)
     x, t, unbatched = _class_targets(logp, target, "cross_entropy")
     loss, w = _nll(x, t, weight, ignore_index)
     if label_smoothing > 0:
+        # PyTorch's graph: (1 - eps) * nll_loss(logp) + eps / C * (its
+        # smoothing term: -logp.sum(1), masked_fill_ where ignored, reduced)
         lp = TF.mul(x, _class_weight_shape(x, weight)) if weight is not None else x
-        smooth = TF.neg(TF.sum(lp, 1))
-        smooth = ops.where(ops.eq(t, ignore_index), 0.0, smooth)
+        neg = TF.neg(TF.sum(lp, 1))
+        smooth = _as_node(ops.where(ops.eq(t, ignore_index), 0.0, neg), "MaskedFillBackward0", neg)
         eps = label_smoothing
         if reduction == "none":
-            out = TF.add(TF.mul(loss, 1 - eps), TF.mul(smooth, eps / n_classes))
+            out = TF.add(_scaled(_as_node(loss, "NllLossBackward0", logp), 1 - eps),
+                         _scaled(smooth, eps / n_classes))
             return ops.reshape(out, ()) if unbatched else out
         total, nll_wsum = _sums(loss, w, t, ignore_index, weight is not None)
         if reduction == "sum":
-            return TF.add(TF.mul(total, 1 - eps), TF.mul(TF.sum(smooth), eps / n_classes))
+            return TF.add(_scaled(_as_node(total, "NllLossBackward0", logp), 1 - eps),
+                          _scaled(TF.sum(smooth), eps / n_classes))
         # (PyTorch divides the smoothing term by a plain sum of the weights,
         # the nll term by its kernel's total weight)
-        return TF.add(TF.mul(_weighted_mean(total, nll_wsum), 1 - eps),
-                      TF.mul(_weighted_mean(TF.sum(smooth), TF.sum(w)), eps / n_classes))
+        ssum = TF.sum(smooth)
+        nll = _as_node(_weighted_mean(total, nll_wsum), "NllLossBackward0", logp)
+        return TF.add(_scaled(nll, 1 - eps),
+                      _scaled(_as_node(_weighted_mean(ssum, TF.sum(w)), "DivBackward0", ssum,
+                                       None), eps / n_classes))
     if reduction == "none":
-        return ops.reshape(loss, ()) if unbatched else loss
-    total, wsum = _sums(loss, w, t, ignore_index, weight is not None)
-    if reduction == "sum":
-        return total
-    return _weighted_mean(total, wsum)
+        out = ops.reshape(loss, ()) if unbatched else loss
+    else:
+        total, wsum = _sums(loss, w, t, ignore_index, weight is not None)
+        out = total if reduction == "sum" else _weighted_mean(total, wsum)
+    return _after_log_softmax(out, logp, input, target, reduction)
+
+
+def _as_node(out, name, *inputs):
+    """``out``'s last node shown as PyTorch's node ``name`` of ``inputs``
+    (tensors or None: its ``next_functions``), where tracec's composite
+    ends in another primitive; values and gradients unchanged."""
+    if out._node is not None:
+        torch_name = out._node._name = TorchName(name)
+        torch_name.edges = tuple(None if t is None else edge_of(t) for t in inputs)
+    return out
+
+
+def _scaled(x, number):
+    """``x * number`` as PyTorch's C++ ``Tensor * double``: MulBackward1."""
+    return _as_node(TF.mul(x, number), "MulBackward1", x)
+
+
+def _after_log_softmax(out, logp, input, target, reduction):
+    """PyTorch's cross_entropy is log_softmax, then nll_loss: its
+    ``grad_fn`` (NllLossBackward0 / NllLoss2DBackward0, named by
+    ``_grad_fn_names``) lists the LogSoftmaxBackward0 node as its one
+    ``next_functions`` entry (tracec's last node is its nll's final step)."""
+    from tracec.nn._grad_fn_names import _nll_name
+    if out._node is not None and logp._node is not None and \
+            _nll_name(input, target, reduction=reduction) is not None:
+        name = out._node._name = TorchName(out._node._name or "")
+        name.edges = (edge_of(logp),)
+    return out
 
 
 # --- binary ---------------------------------------------------------------------------------

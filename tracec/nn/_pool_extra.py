@@ -19,6 +19,7 @@ from tracec import functions as TF
 from tracec import ops
 from tracec.nn._conv import (_batched, _ntuple, _unbatch, avg_pool1d, avg_pool2d,
                              avg_pool3d, max_pool1d, max_pool2d, max_pool3d)
+from tracec.graph import keep_saved
 from tracec.tensor import Tensor
 
 __all__ = ["adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d",
@@ -247,8 +248,9 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     if any(padding):
         x = ops.pad(x, (0, 0) + padding, (0, 0) + padding, (0,) * 4, 0.0)
     cols = ops.take(ops.reshape(x, (n, c, math.prod(padded))), _index(table), 2)
-    y = ops.reshape(cols, (n, c * math.prod(kernel), math.prod(out)))
-    return _unbatch(y, unbatched)
+    y = _unbatch(ops.reshape(cols, (n, c * math.prod(kernel), math.prod(out))), unbatched)
+    keep_saved(y, (input,))    # (PyTorch's Im2ColBackward0 saves no tensors: the table is kept)
+    return y
 
 
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
@@ -294,4 +296,6 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     if any(padding):
         img = ops.slice_(img, (0, 0) + padding,
                          (n, c) + tuple(p - q for p, q in zip(padded, padding)), (1,) * 4)
-    return _unbatch(img, unbatched)
+    img = _unbatch(img, unbatched)
+    keep_saved(img, (input,))  # (PyTorch's Col2ImBackward0 saves no tensors: the table is kept)
+    return img

@@ -19,6 +19,7 @@ from tracec import dtypes as dt
 from tracec import functions as TF
 from tracec import ops
 from tracec import shape_ops as S
+from tracec.graph import keep_saved
 from tracec.tensor import Tensor
 from tracec.tensor_meta import keep_memory_format
 
@@ -404,12 +405,21 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
     # suggests: channels-last stays so)
     if antialias:
         name = "Upsample" + mode.title() + "2DAaBackward0"
-        return keep_memory_format(TF._named(ops.cast(y, input.dtype), name), input)
+        return _saving_nothing(keep_memory_format(TF._named(ops.cast(y, input.dtype), name),
+                                                  input), input)
     if y is input or half:
         y = ops.cast(y, input.dtype)
     name = {"nearest": "UpsampleNearest", "nearest-exact": "UpsampleNearestExact"}.get(
         mode, "Upsample" + mode.title()) + f"{nsp}DBackward0"
-    return keep_memory_format(TF._named(y, name), input)
+    return _saving_nothing(keep_memory_format(TF._named(y, name), input), input)
+
+
+def _saving_nothing(out, input):
+    """PyTorch's upsampling nodes save no tensors (sizes and scales only):
+    the indices and weights built here are kept past a backward, so a
+    second backward without retain_graph works, as PyTorch's."""
+    keep_saved(out, (input,))
+    return out
 
 
 def upsample(input, size=None, scale_factor=None, mode: str = "nearest", align_corners=None):
