@@ -102,6 +102,9 @@ class ProgramBuilder:
     def view(self, v: SSAValue):
         """``(slot, offset, strides)`` if ``v`` is readable from memory (a
         buffer or a view op of one), else None."""
+        # (a view op in the kernel reads a block argument that may stand for
+        # a pending kernel view: substituted here too, not only in _value)
+        v = self.subst.get(v, v)
         op = self._op(v)
         if op is None:
             if isinstance(v.owner, ir.ConstantOp) and splat_value(v.owner) is not None:
