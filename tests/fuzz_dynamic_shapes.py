@@ -4,7 +4,8 @@ activations, reductions and softmax over the changing dims, reshape/view with
 -1 and with sizes read from ``x.shape``, slices and ``cat`` with sizes
 computed from ``x.shape``, cumsum, flip, arange of a size, Python scalars
 computed from sizes), a loss, ``backward()`` and a running buffer updated in
-place with ``x.mean((0, 1))`` under no_grad.  The compiled function
+place with ``x.mean((0, 1))`` under no_grad, and a KV-cache-like buffer of
+the largest sizes read and written through ``cache[:B, :T]``.  The compiled function
 (``backend="cpu"``; ``dynamic`` None / True, or ``tracec.mark_dynamic`` on
 chosen dims) is called 4-5 times with batch and sequence sizes that change
 between calls; outputs, the weight's grad and the buffer must equal eager's,
@@ -25,10 +26,31 @@ OPS = ("matmul", "tanh", "relu", "sigmoid", "center_T", "softmax_T", "view_m1", 
        "scale_by_T", "reshape_BTC", "logsumexp_T", "narrow_T", "zeros_like_B",
        "std_T", "expand_B", "roll_T", "pad_T", "split_T", "unflatten_T", "unbind_B",
        "sum_all_over_numel")
+#: ops added later: drawn only by seeds >= V2 (earlier seeds replay as found)
+OPS2 = OPS + ("cache_rw", "cache_last", "length_mask", "full_T", "cache_acc")
+V2 = 100_000
 
 
-def apply(lib, op, h, x, w):
+def apply(lib, op, h, x, w, cache=None):
     B, T = x.shape[0], x.shape[1]
+    if op == "cache_rw":     # a KV-cache-like buffer of the largest sizes, read then written
+        out = h + cache[:B, :T] * 0.1
+        with lib.no_grad():
+            cache[:B, :T] = h.detach()
+        return out
+    if op == "cache_last":
+        with lib.no_grad():
+            cache[:B, T - 1] += h[:, -1].detach()
+        return h * cache[:B, :T].sum(1, keepdim=True).tanh()
+    if op == "cache_acc":
+        with lib.no_grad():
+            cache[:B].narrow(0, 0, B)[:, :T].mul_(0.5).add_(h.detach())
+        return h + 0.0
+    if op == "length_mask":
+        keep = lib.arange(T).view(1, T, 1) < T - 1
+        return h.masked_fill(~keep, 0.0) + keep.float() * 0.5
+    if op == "full_T":
+        return h + lib.full((B, 1, 1), float(T)) * 0.01 + x.new_zeros(B, T, C)
     if op == "matmul":
         return h @ w
     if op in ("tanh", "relu", "sigmoid"):
@@ -85,11 +107,11 @@ def apply(lib, op, h, x, w):
     return h - h.sum() / h.numel()
 
 
-def make_fn(lib, plan):
-    def step(x, w, buf):
-        h = x
+def make_fn(lib, plan, v2=False):
+    def step(x, w, buf, cache):
+        h = x + (x @ w) * 0.1 if v2 else x
         for op in plan:
-            h = apply(lib, op, h, x, w)
+            h = apply(lib, op, h, x, w, cache)
         loss = (h * h).mean() + h.sum(1).abs().mean()
         loss.backward()
         with lib.no_grad():
@@ -98,12 +120,13 @@ def make_fn(lib, plan):
     return step
 
 
-def run_calls(lib, plan, sizes, x0s, w0, mode, compiled):
-    fn = make_fn(lib, plan)
+def run_calls(lib, plan, sizes, x0s, w0, mode, compiled, v2=False):
+    fn = make_fn(lib, plan, v2)
     if compiled:
         fn = tracec.compile(fn, backend="cpu", dynamic=True if mode == "dynamic" else None)
     w = lib.tensor(w0, requires_grad=True)
     buf = lib.zeros(C)
+    cache = lib.zeros(4, 8, C)
     outs = []
     for k, ((bsz, tsz), x0) in enumerate(zip(sizes, x0s)):
         w.grad = None
@@ -112,10 +135,11 @@ def run_calls(lib, plan, sizes, x0s, w0, mode, compiled):
             for d in (0, 1) if mode == "mark01" else ((0,) if mode == "mark0" else (1,)):
                 tracec.mark_dynamic(x, d)
         try:
-            res = fn(x, w, buf)
+            res = fn(x, w, buf, cache)
         except Exception as e:  # noqa
             return ("raised", k, type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
-        outs.append([r.numpy().copy() for r in res] + [w.grad.numpy().copy(), buf.numpy().copy()])
+        outs.append([r.numpy().copy() for r in res] + [w.grad.numpy().copy(), buf.numpy().copy(),
+                                                       cache.numpy().copy()])
     info = fn.cache_info() if compiled else None
     return outs, info
 
@@ -123,7 +147,8 @@ def run_calls(lib, plan, sizes, x0s, w0, mode, compiled):
 def run_one(seed, check_torch=True):
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 7))
-    plan = [OPS[int(rng.integers(len(OPS)))] for _ in range(n)]
+    ops = OPS2 if seed >= V2 else OPS
+    plan = [ops[int(rng.integers(len(ops)))] for _ in range(n)]
     ncalls = int(rng.integers(4, 6))
     sizes = [(int(rng.integers(1, 5)), int(rng.integers(2, 9))) for _ in range(ncalls)]
     mode = ("none", "dynamic", "mark0", "mark1", "mark01")[int(rng.integers(5))]
@@ -133,15 +158,15 @@ def run_one(seed, check_torch=True):
     x0s = [rng.standard_normal((b, t, C)).astype(np.float32) for b, t in sizes]
     w0 = (rng.standard_normal((C, C)) * 0.5).astype(np.float32)
     case = (plan, sizes, mode)
-    e = run_calls(tracec, plan, sizes, x0s, w0, mode, False)
+    e = run_calls(tracec, plan, sizes, x0s, w0, mode, False, seed >= V2)
     bad = []
     if check_torch:
-        t = run_calls(torch, plan, sizes, x0s, w0, mode, False)
+        t = run_calls(torch, plan, sizes, x0s, w0, mode, False, seed >= V2)
         if (e[0] == "raised") != (t[0] == "raised"):
             return [("eager vs torch raised", e if e[0] == "raised" else t)], case
         if e[0] != "raised":
             bad += [("eager!=torch",) + b for b in compare(e[0], t[0])]
-    c = run_calls(tracec, plan, sizes, x0s, w0, mode, True)
+    c = run_calls(tracec, plan, sizes, x0s, w0, mode, True, seed >= V2)
     if e[0] == "raised":
         return ([] if c[0] == "raised" else [("eager raised, compiled not", e)]), case
     if c[0] == "raised":
@@ -152,7 +177,7 @@ def run_one(seed, check_torch=True):
     return bad, case
 
 
-NAMES = ("loss", "h", "hsum", "grad", "buf")
+NAMES = ("loss", "h", "hsum", "grad", "buf", "cache")
 
 
 def compare(eo, co):
@@ -173,6 +198,10 @@ if __name__ == "__main__":
         except Exception as ex:  # noqa
             print("ERROR", seed, type(ex).__name__, str(ex).splitlines()[0][:300], flush=True)
             continue
+        perf = [b for b in bad if b[0] == "no native call"]
+        bad = [b for b in bad if b[0] != "no native call"]
+        if perf:
+            print("PERF", seed, perf, case, flush=True)
         if bad:
             nbad += 1
             print("MISMATCH", seed, bad[:6], case, flush=True)
