@@ -22,6 +22,11 @@ import tracec
 UPDATES = ("sgd", "momentum", "data_mul", "foreach_momentum", "adam_like", "clip", "grad_zero",
            "grad_none", "clamp_copy", "foreach_lerp", "step_count", "grad_scale", "data_assign",
            "foreach_addcmul", "weight_decay_data")
+#: updates added later: drawn only by seeds >= V2 (earlier seeds replay as
+#: found), which also keep the state buffers as views of one flat buffer
+UPDATES2 = UPDATES + ("grad_row_zero", "param_row_add", "data_col_mul", "flat_decay",
+                      "grad_t_add", "state_view_copy")
+V2 = 100_000
 OPTIMS = ("none", "none", "SGD", "SGDm", "SGDnesterov", "Adam", "AdamW", "RMSprop", "Adagrad")
 
 
@@ -89,6 +94,23 @@ def update(lib, u, params, state, lr):
     elif u == "weight_decay_data":
         for p in params:
             p.data.add_(p.data, alpha=-0.01)
+    elif u == "grad_row_zero":
+        if params[0].grad is not None:
+            params[0].grad[1].zero_()
+    elif u == "param_row_add":
+        params[0][2].add_(bufs[0][2] + 0.01)
+    elif u == "data_col_mul":
+        params[2].data[:, 1].mul_(0.5)
+    elif u == "flat_decay":
+        if "flat" in state:
+            state["flat"].mul_(0.5)
+        else:
+            lib._foreach_mul_(bufs, 0.5)
+    elif u == "grad_t_add":
+        if params[2].grad is not None:
+            params[2].grad.t()[0].add_(1.0)
+    elif u == "state_view_copy":
+        m[0][:, 0].copy_(v[0][:, 1] + 1)
 
 
 def make_optim(lib, kind, params, foreach):
@@ -111,10 +133,19 @@ def make_optim(lib, kind, params, foreach):
 
 
 def run_calls(lib, cfg, data, p0, compiled):
-    plan, nback, zero_mode, kind, foreach, set_none_in = cfg
+    plan, nback, zero_mode, kind, foreach, set_none_in = cfg[:6]
+    flat = len(cfg) > 6 and cfg[6]
     params = [lib.tensor(a, requires_grad=True) for a in p0]
     state = {"buf": [lib.zeros_like(p) for p in params], "m": [lib.zeros_like(p) for p in params],
              "v": [lib.zeros_like(p) for p in params], "step": lib.tensor(0.0)}
+    if flat:     # every state buffer a view of one flat buffer
+        n = sum(p.numel() for p in params)
+        state["flat"] = lib.zeros(3 * n)
+        k = 0
+        for key in ("buf", "m", "v"):
+            for i, p in enumerate(params):
+                state[key][i] = state["flat"][k:k + p.numel()].view(p.shape)
+                k += p.numel()
     opt = make_optim(lib, kind, params, foreach)
 
     def step(x, y):
@@ -152,6 +183,8 @@ def run_calls(lib, cfg, data, p0, compiled):
             for s in ("buf", "m", "v"):
                 snap[f"{s}{i}"] = state[s][i].numpy().copy()
         snap["step"] = state["step"].numpy().copy()
+        if "flat" in state:
+            snap["flat"] = state["flat"].numpy().copy()
         if opt is not None:
             for i, p in enumerate(params):
                 for key, val in sorted(opt.state[p].items()):
@@ -163,10 +196,13 @@ def run_calls(lib, cfg, data, p0, compiled):
 
 def run_one(seed, check_torch=True):
     rng = np.random.default_rng(seed)
-    plan = [UPDATES[int(rng.integers(len(UPDATES)))] for _ in range(int(rng.integers(0, 4)))]
+    ups = UPDATES2 if seed >= V2 else UPDATES
+    plan = [ups[int(rng.integers(len(ups)))] for _ in range(int(rng.integers(0, 4)))]
     kind = OPTIMS[int(rng.integers(len(OPTIMS)))]
     cfg = (plan, int(rng.integers(1, 3)), ("none_", "zero_", "keep")[int(rng.integers(3))],
            kind, bool(rng.integers(2)), (None, True, False)[int(rng.integers(3))])
+    if seed >= V2:
+        cfg += (bool(rng.integers(2)),)
     data = [(rng.standard_normal((4, 4)).astype(np.float32),
              rng.standard_normal((4, 2)).astype(np.float32)) for _ in range(4)]
     p0 = [(rng.standard_normal(s) * 0.5).astype(np.float32) for s in ((4, 3), (3,), (3, 2))]
