@@ -179,9 +179,12 @@ def run_calls(lib, plan, seeds, compiled):
             res = fn(ins)
         except Exception as ex:  # noqa
             return ("raised", k, type(ex).__name__, str(ex).splitlines()[0][:200] if str(ex) else "")
-        outs.append([(str(r.dtype).replace("torch.", "").replace("tracec.", ""),
-                      r.float().numpy().astype(np.float64) if r.dtype in (lib.bfloat16,)
-                      else r.numpy().copy()) for r in res])
+        outs.append(res)
+    # (results read only after the last call: a later call must not have
+    # reused an earlier result's storage)
+    outs = [[(str(r.dtype).replace("torch.", "").replace("tracec.", ""),
+              r.float().numpy().astype(np.float64) if r.dtype in (lib.bfloat16,)
+              else r.numpy().copy()) for r in res] for res in outs]
     return outs, (fn.cache_info() if compiled else None)
 
 
@@ -238,6 +241,8 @@ if __name__ == "__main__":
     s0, n = int(sys.argv[1]), int(sys.argv[2])
     nbad = 0
     for seed in range(s0, s0 + n):
+        if (seed - s0) % 100 == 0:
+            print("at", seed, nbad, flush=True)
         try:
             bad, case = run_one(seed)
         except Exception as ex:  # noqa

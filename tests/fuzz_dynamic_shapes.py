@@ -138,9 +138,12 @@ def run_calls(lib, plan, sizes, x0s, w0, mode, compiled, v2=False):
             res = fn(x, w, buf, cache)
         except Exception as e:  # noqa
             return ("raised", k, type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
-        outs.append([r.numpy().copy() for r in res] + [w.grad.numpy().copy(), buf.numpy().copy(),
+        outs.append(list(res) + [w.grad.numpy().copy(), buf.numpy().copy(),
                                                        cache.numpy().copy()])
     info = fn.cache_info() if compiled else None
+    # (results read only after the last call: a later call must not have
+    # reused an earlier result's storage)
+    outs = [[r.numpy().copy() if hasattr(r, "numpy") else r for r in o] for o in outs]
     return outs, info
 
 
@@ -184,7 +187,11 @@ def compare(eo, co):
     bad = []
     for k, (a, b) in enumerate(zip(eo, co)):
         for name, x, y in zip(NAMES, a, b):
-            if x.shape != y.shape or not np.allclose(x, y, rtol=1e-4, atol=1e-4, equal_nan=True):
+            # (atol scaled by the array: a sum of large terms cancelling
+            # to a small one keeps their rounding)
+            if x.shape != y.shape or not np.allclose(
+                    x, y, rtol=1e-4, equal_nan=True,
+                    atol=1e-4 * max(1.0, float(np.abs(y).max(initial=0)))):
                 bad.append((k, name))
     return bad
 
@@ -193,6 +200,8 @@ if __name__ == "__main__":
     s0, n = int(sys.argv[1]), int(sys.argv[2])
     nbad = 0
     for seed in range(s0, s0 + n):
+        if (seed - s0) % 100 == 0:
+            print("at", seed, nbad, flush=True)
         try:
             bad, case = run_one(seed)
         except Exception as ex:  # noqa

@@ -157,9 +157,12 @@ def run_calls(lib, plan, arg_seeds, x0, w0, e0, compiled, bop="none"):
             res = fn(lib.tensor(x0), w, a, buf)
         except Exception as ex:  # noqa
             return ("raised", k, type(ex).__name__, str(ex).splitlines()[0][:200] if str(ex) else "")
-        outs.append([r.numpy().copy() for r in res] + [
+        outs.append(list(res) + [
             w.grad.numpy().copy(), np.zeros_like(e0) if table.grad is None else table.grad.numpy().copy(),
             buf.numpy().copy()])
+    # (results read only after the last call: a later call must not have
+    # reused an earlier result's storage)
+    outs = [[r.numpy().copy() if hasattr(r, "numpy") else r for r in o] for o in outs]
     return outs, (fn.cache_info() if compiled else None)
 
 
@@ -202,7 +205,11 @@ def compare(eo, co):
     bad = []
     for k, (a, b) in enumerate(zip(eo, co)):
         for name, x, y in zip(NAMES, a, b):
-            if x.shape != y.shape or not np.allclose(x, y, rtol=1e-4, atol=1e-4, equal_nan=True):
+            # (atol scaled by the array: a sum of large terms cancelling
+            # to a small one keeps their rounding)
+            if x.shape != y.shape or not np.allclose(
+                    x, y, rtol=1e-4, equal_nan=True,
+                    atol=1e-4 * max(1.0, float(np.abs(y).max(initial=0)))):
                 bad.append((k, name))
     return bad
 
@@ -211,6 +218,8 @@ if __name__ == "__main__":
     s0, n = int(sys.argv[1]), int(sys.argv[2])
     nbad = 0
     for seed in range(s0, s0 + n):
+        if (seed - s0) % 100 == 0:
+            print("at", seed, nbad, flush=True)
         try:
             bad, case = run_one(seed)
         except Exception as ex:  # noqa

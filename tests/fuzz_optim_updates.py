@@ -234,7 +234,10 @@ def compare(eo, co):
             x, y = a[name], b.get(name)
             if (x is None) != (y is None) or (x is not None and (
                     x.shape != y.shape or
-                    not np.allclose(x, y, rtol=1e-4, atol=1e-5, equal_nan=True))):
+                    # (atol scaled by the array: RMSprop/Adam divide by
+                    # small square averages, which scales rounding up)
+                    not np.allclose(x, y, rtol=1e-4, equal_nan=True,
+                                    atol=1e-5 * max(1.0, float(np.abs(y).max(initial=0)))))):
                 bad.append((k, name))
     return bad
 
@@ -243,6 +246,8 @@ if __name__ == "__main__":
     s0, n = int(sys.argv[1]), int(sys.argv[2])
     nbad = 0
     for seed in range(s0, s0 + n):
+        if (seed - s0) % 100 == 0:
+            print("at", seed, nbad, flush=True)
         try:
             bad, case = run_one(seed)
         except Exception as ex:  # noqa
