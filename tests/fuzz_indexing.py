@@ -30,6 +30,8 @@ OPS = ("gather", "scatter", "scatter_add", "scatter_reduce", "index_put_acc", "i
 BUF_OPS = ("none", "index_put_acc_", "index_put_", "scatter_add_", "scatter_", "mask_set",
            "index_add_", "rows_set", "index_copy_", "masked_scatter_", "adv_pair_add",
            "index_fill_", "put_acc_")
+#: seeds from here on also pass a bad index at one call (error parity)
+V2 = 100_000
 
 
 def apply(lib, op, h, a):
@@ -124,11 +126,11 @@ def make_fn(lib, plan, bop="none"):
     return step
 
 
-def make_args(rng, lib, nrows):
+def make_args(rng, lib, nrows, bad=False):
     def t(v, **kw):
         return lib.tensor(v, **kw)
     k = int(rng.integers(1, N + 1))
-    return {
+    a = {
         "cidx": t(rng.integers(0, C, (N, C))),
         "cperm": t(np.stack([rng.permutation(C) for _ in range(N)])),
         "rdup": t(rng.integers(0, N, nrows)),
@@ -137,10 +139,24 @@ def make_args(rng, lib, nrows):
         "cfull": t(rng.integers(-C, C, N)),
         "mask": t(rng.random((N, C)) < 0.5),
         "ids": t(rng.integers(0, V, N)),
-    }, k
+    }
+    if bad:     # one entry of one index argument out of range (or negative)
+        key = ("cidx", "cperm", "rdup", "runiq", "rfull", "cfull", "ids")[int(rng.integers(7))]
+        v = a[key].numpy().copy()
+        size = {"cidx": C, "cperm": C, "cfull": C, "ids": V}.get(key, N)
+        v.reshape(-1)[0] = (-1, -size - 1, size)[int(rng.integers(3))]
+        a[key] = t(v)
+    return a, k
 
 
-def run_calls(lib, plan, arg_seeds, x0, w0, e0, compiled, bop="none"):
+def _kind(ex):
+    """PyTorch's exception class of ``ex`` (compiled code's CpuIndexError is
+    an IndexError, its CpuRuntimeError a RuntimeError)."""
+    return "IndexError" if isinstance(ex, IndexError) else \
+        "RuntimeError" if isinstance(ex, RuntimeError) else type(ex).__name__
+
+
+def run_calls(lib, plan, arg_seeds, x0, w0, e0, compiled, bop="none", bad_call=-1):
     fn = make_fn(lib, plan, bop)
     buf = lib.zeros(N, C)
     if compiled:
@@ -151,12 +167,12 @@ def run_calls(lib, plan, arg_seeds, x0, w0, e0, compiled, bop="none"):
     for k, (s, nrows) in enumerate(arg_seeds):
         w.grad = None
         table.grad = None
-        a, _ = make_args(np.random.default_rng(s), lib, nrows)
+        a, _ = make_args(np.random.default_rng(s), lib, nrows, bad=k == bad_call)
         a["table"] = table
         try:
             res = fn(lib.tensor(x0), w, a, buf)
         except Exception as ex:  # noqa
-            return ("raised", k, type(ex).__name__, str(ex).splitlines()[0][:200] if str(ex) else "")
+            return ("raised", k, _kind(ex), str(ex).splitlines()[0][:200] if str(ex) else "")
         outs.append(list(res) + [
             w.grad.numpy().copy(), np.zeros_like(e0) if table.grad is None else table.grad.numpy().copy(),
             buf.numpy().copy()])
@@ -178,18 +194,24 @@ def run_one(seed, check_torch=True):
     w0 = (rng.standard_normal((C, C)) * 0.5).astype(np.float32)
     e0 = rng.standard_normal((V, C)).astype(np.float32)
     bop = BUF_OPS[int(rng.integers(len(BUF_OPS)))]
-    case = (plan, arg_seeds, bop)
-    e = run_calls(tracec, plan, arg_seeds, x0, w0, e0, False, bop)
+    # seeds >= V2: one call after the first (traced) one gets a bad index
+    bad_call = int(rng.integers(1, 4)) if seed >= V2 else -1
+    case = (plan, arg_seeds, bop, bad_call)
+    e = run_calls(tracec, plan, arg_seeds, x0, w0, e0, False, bop, bad_call)
     bad = []
     if check_torch:
-        t = run_calls(torch, plan, arg_seeds, x0, w0, e0, False, bop)
+        t = run_calls(torch, plan, arg_seeds, x0, w0, e0, False, bop, bad_call)
         if (e[0] == "raised") != (t[0] == "raised"):
             return [("eager vs torch raised", e if e[0] == "raised" else t)], case
+        if e[0] == "raised" and e[1:3] != t[1:3]:
+            return [("eager vs torch error", e, t)], case
         if e[0] != "raised":
             bad += [("eager!=torch",) + b for b in compare(e[0], t[0])]
-    c = run_calls(tracec, plan, arg_seeds, x0, w0, e0, True, bop)
+    c = run_calls(tracec, plan, arg_seeds, x0, w0, e0, True, bop, bad_call)
     if e[0] == "raised":
-        return ([] if c[0] == "raised" else [("eager raised, compiled not", e)]), case
+        if c[0] != "raised":
+            return [("eager raised, compiled not", e)], case
+        return ([] if c[1:3] == e[1:3] else [("eager vs compiled error", e, c)]), case
     if c[0] == "raised":
         return [("compiled raised", c)], case
     bad += compare(e[0], c[0])
