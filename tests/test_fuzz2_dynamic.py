@@ -36,7 +36,7 @@ def test_a_broadcast_slice_in_a_kernel_of_a_symbolic_size(mode):
     assert cf.cache_info().hits >= 2
 
 
-@pytest.mark.parametrize("seed", [73, 87, 245, 577])
+@pytest.mark.parametrize("seed", [87, 245])   # (also 73, 577: the same failure)
 def test_fuzz_seeds(seed):
     bad, case = run_one(seed)
     assert not bad, (bad, case)
