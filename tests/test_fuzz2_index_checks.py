@@ -9,7 +9,9 @@ negative index returned numbers where PyTorch raises.  Advanced indexing
 more in the kernel, so ``-size - 1`` read or wrote row ``size - 1``.  The
 checks are now recorded (``ops.check``; an ``INDEX_ERROR`` message fails
 with IndexError, as PyTorch's index checks).  ``index_fill`` refused a
-negative index eagerly, which PyTorch counts from the end."""
+negative index eagerly, which PyTorch counts from the end, and index_add
+with an ``alpha`` raised RuntimeError where PyTorch raises IndexError (seeds
+100067, 100081, 100105, 100109 of ``fuzz_indexing.py``)."""
 import numpy as np
 import pytest
 import torch
@@ -32,6 +34,8 @@ CASES = {
                                                              x[:, :2]),
     "index_add": lambda m, x, i: x.index_add(0, i, m.ones(2, 4)),
     "index_add_1d": lambda m, x, i: x[0].index_add(0, i, m.ones(2)),
+    # (with an alpha PyTorch checks in another loop: IndexError, not RuntimeError)
+    "index_add_alpha": lambda m, x, i: x.index_add(0, i, m.ones(2, 4), alpha=0.5),
     "index_copy": lambda m, x, i: x.index_copy(0, i, m.ones(2, 4)),
     "index_fill": lambda m, x, i: x.index_fill(0, i, -1.0),
     "getitem": lambda m, x, i: x[i, 1:],
@@ -46,6 +50,13 @@ def _outcome(fn):
         return IndexError
     except RuntimeError:
         return RuntimeError
+
+
+@pytest.mark.parametrize("seed", [100081, 100109])
+def test_fuzz_seeds(seed):
+    from fuzz_indexing import run_one
+    bad, case = run_one(seed)
+    assert not bad, (bad, case)
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -239,7 +239,7 @@ def _scatter_add(input, dim, index, src):
 
 # --- index_* : a 1-d index along one dimension ---------------------------------------
 
-def _along(name, input, dim, index, source=None):
+def _along(name, input, dim, index, source=None, alpha=1):
     """Checked ``(d, index)`` for the ``index_*`` ops (``index`` 1-d int64,
     in range; ``source`` shaped like ``input`` with ``dim`` of
     ``len(index)``).  Each op refuses bad input with PyTorch's own words,
@@ -253,7 +253,10 @@ def _along(name, input, dim, index, source=None):
         _check_source(name, input, d, index, source)
     if name == "index_copy_":
         index = _check_range(index, n, d, "index_copy_(): ")
-    elif name in ("index_add_", "index_reduce_") and input.ndim <= 1:
+    elif name in ("index_add_", "index_reduce_") and (
+            input.ndim <= 1 or (not isinstance(alpha, Tensor) and alpha != 1)):
+        # (PyTorch's index_add_ with an alpha checks in its slower loop,
+        # with that loop's words, as for a vector)
         index = _check_range(index, n, d, message="index out of range in self")
     elif name in ("index_add_", "index_reduce_"):
         index = _check_range(index, n, d, error=RuntimeError)
@@ -328,7 +331,7 @@ def _expanded(index, source, d):
 
 
 def index_add(input, dim, index, source, *, alpha=1):
-    d, index = _along("index_add_", input, dim, index, source)
+    d, index = _along("index_add_", input, dim, index, source, alpha)
     if alpha != 1:
         source = ops.mul(source, alpha)
     if input.ndim == 0:
