@@ -604,7 +604,8 @@ absolute = abs
 
 def sign(input):
     input = _operand(input, "sign")
-    out = ops.sign(input)
+    # (a bool's sign is itself, as PyTorch's sign of a bool tensor)
+    out = input.clone() if input.dtype is dt.bool_ else ops.sign(input)
     return _sparse_unary("sign", out, input) if SPARSE else out
 
 

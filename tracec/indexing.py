@@ -22,6 +22,7 @@ from tracec.node_views import TorchName
 from tracec.runtime_int import ACTIVE as _RUNTIME_INTS, RuntimeInt
 from tracec.shape_ops import expand
 from tracec.symbolic import Sym
+from tracec.ops.elementwise import INDEX_ERROR
 from tracec.tensor import RECORDERS, SPARSE, SYM_SHAPES, Tensor, bind_movement, refuse_partial_overlap
 from tracec.torch_function_switch import caller
 
@@ -550,6 +551,14 @@ def _advanced(y, adv):
     negative = False
     for p, i in zip(positions, idx):
         negative = _check_range(i, y.shape[p], p) or negative
+    if RECORDERS:
+        # A later compiled call checks its own indices against [-size, size)
+        # before they are wrapped (its take, counting a negative index from
+        # the end once more, would accept -size-1 as size-1).
+        idx = [ops.check(i, ops.logical_and(ops.ge(i, -y.shape[p]), ops.lt(i, y.shape[p])),
+                         INDEX_ERROR + f"index out of bounds for dimension {p} with size "
+                         f"{y.shape[p]}")
+               for p, i in zip(positions, idx)]
     if negative or RECORDERS:
         # Normalize negative indices with primitives (traced indices may
         # take other values on a later call).

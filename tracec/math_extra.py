@@ -346,6 +346,9 @@ def _fmod(a, b, d):
 def _tensors(name, input, other):
     """Both operands promoted, as tensors (scalars filled to the other's shape)."""
     (a, b), d = promote(name, input, other)
+    if d.category == 1:     # a Python int wraps into the dtype (uint8 % -3 is % 253)
+        a, b = (dt.wrap_int(int(v), d) if isinstance(v, (int, np.integer)) and
+                not isinstance(v, bool) else v for v in (a, b))
     if not isinstance(a, Tensor):
         a = ops.full(tuple(b.shape), a, d, like=b)
     if not isinstance(b, Tensor):

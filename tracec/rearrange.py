@@ -18,7 +18,8 @@ from tracec.functions import _named
 from tracec.ops.core import normalize_axis
 from tracec.shape_ops import _shape_arg, reshape
 from tracec.symbolic import Sym, hint_of
-from tracec.tensor import SPARSE, Tensor, concrete, eager_direct
+from tracec.ops.elementwise import INDEX_ERROR
+from tracec.tensor import RECORDERS, SPARSE, Tensor, concrete, eager_direct
 from tracec.tensor_meta import row_major
 
 __all__ = ["narrow", "index_select", "repeat", "repeat_interleave", "flip", "fliplr", "flipud",
@@ -55,6 +56,11 @@ def index_select(input, dim, index):
         raise IndexError("index_select(): Index is supposed to be a vector")
     d = normalize_axis(dim, input.ndim)
     n = input.shape[d] if input.ndim else 1
+    if RECORDERS and index.numel():
+        # recorded, so that a compiled call checks its own indices (its
+        # take would count a negative one from the end)
+        ok = ops.logical_and(ops.ge(index, 0), ops.lt(index, n))
+        index = ops.check(index, ok, INDEX_ERROR + "index out of range in self")
     data = index._data  # a range check only: the result does not depend on it
     # (Python ints: against a symbolic size the check is a guard, where
     # NumPy's would need the size as a number)

@@ -21,7 +21,8 @@ from tracec.functions import _named, user_stacklevel
 from tracec.indexing import getitem
 from tracec.methods import _inplace
 from tracec.ops.core import normalize_axis
-from tracec.tensor import Tensor
+from tracec.ops.elementwise import INDEX_ERROR
+from tracec.tensor import RECORDERS, Tensor
 
 __all__ = ["scatter", "scatter_reduce", "index_add", "index_copy", "index_fill",
            "index_put", "index_put_", "index_reduce"]
@@ -34,15 +35,29 @@ def _index_dtype(index, name):
     return index if index.dtype is dt.int64 else ops.cast(index, dt.int64)
 
 
-def _check_range(index, size, dim, prefix="", error=IndexError):
-    """Refuses an index outside ``[0, size)`` with PyTorch's message; its
+def _check_range(index, size, dim, prefix="", error=IndexError, message=None, negative=False):
+    """``index``, refused outside ``[0, size)`` with PyTorch's message; its
     kernels raise it as ``error`` (IndexError for index_fill_ / index_copy_,
-    RuntimeError for the scatter family and index_add_)."""
+    RuntimeError for the scatter family and index_add_).  While tracing the
+    check is recorded too (the returned index is checked), so that a
+    compiled call checks its own indices: its kernels would count a negative
+    one from the end.  ``negative``: ``[-size, size)`` is in range (the
+    kernels wrap a negative index: index_fill_'s)."""
+    lo = -size if negative else 0
+    if RECORDERS and index.numel():
+        ok = ops.logical_and(ops.ge(index, lo), ops.lt(index, size))
+        text = message or f"{prefix}index out of bounds for dimension {dim} with size {size}"
+        index = ops.check(index, ok, (INDEX_ERROR if error is IndexError else "") + text)
+    _check_eager_range(index, size, dim, prefix, error, message, lo)
+    return index
+
+
+def _check_eager_range(index, size, dim, prefix, error, message, lo):
     data = index._data  # a range check only: the result does not depend on it
-    if data.size and (data.min() < 0 or data.max() >= size):
-        bad = data[(data < 0) | (data >= size)].flat[0]
-        raise error(f"{prefix}index {bad} is out of bounds for dimension {dim} with "
-                    f"size {size}")
+    if data.size and (data.min() < lo or data.max() >= size):
+        bad = data[(data < lo) | (data >= size)].flat[0]
+        raise error(message or f"{prefix}index {bad} is out of bounds for dimension {dim} "
+                    f"with size {size}")
 
 
 def _fit(t, shape):
@@ -72,7 +87,7 @@ def _scatter_args(name, input, dim, index, src):
         src = _fit(src, index.shape)
     else:
         src = ops.full(tuple(index.shape), src, input.dtype, like=input)
-    _check_range(index, input.shape[d] if input.ndim else 1, d, error=RuntimeError)
+    index = _check_range(index, input.shape[d] if input.ndim else 1, d, error=RuntimeError)
     if input.ndim == 0:  # a 0-d self: the one element along a unit axis
         return 0, ops.reshape(index, (1,)), ops.reshape(src, (1,))
     return d, index, src
@@ -224,7 +239,7 @@ def _scatter_add(input, dim, index, src):
 
 # --- index_* : a 1-d index along one dimension ---------------------------------------
 
-def _along(name, input, dim, index, source=None):
+def _along(name, input, dim, index, source=None, alpha=1):
     """Checked ``(d, index)`` for the ``index_*`` ops (``index`` 1-d int64,
     in range; ``source`` shaped like ``input`` with ``dim`` of
     ``len(index)``).  Each op refuses bad input with PyTorch's own words,
@@ -237,15 +252,16 @@ def _along(name, input, dim, index, source=None):
     if source is not None:
         _check_source(name, input, d, index, source)
     if name == "index_copy_":
-        _check_range(index, n, d, "index_copy_(): ")
-    elif name in ("index_add_", "index_reduce_") and input.ndim <= 1:
-        data = index._data
-        if data.size and (data.min() < 0 or data.max() >= n):
-            raise IndexError("index out of range in self")
+        index = _check_range(index, n, d, "index_copy_(): ")
+    elif name in ("index_add_", "index_reduce_") and (
+            input.ndim <= 1 or (not isinstance(alpha, Tensor) and alpha != 1)):
+        # (PyTorch's index_add_ with an alpha checks in its slower loop,
+        # with that loop's words, as for a vector)
+        index = _check_range(index, n, d, message="index out of range in self")
     elif name in ("index_add_", "index_reduce_"):
-        _check_range(index, n, d, error=RuntimeError)
-    else:
-        _check_range(index, n, d)
+        index = _check_range(index, n, d, error=RuntimeError)
+    else:       # index_fill_ counts a negative index from the end, as PyTorch
+        index = _check_range(index, n, d, negative=name == "index_fill_")
     return d, index
 
 
@@ -315,7 +331,7 @@ def _expanded(index, source, d):
 
 
 def index_add(input, dim, index, source, *, alpha=1):
-    d, index = _along("index_add_", input, dim, index, source)
+    d, index = _along("index_add_", input, dim, index, source, alpha)
     if alpha != 1:
         source = ops.mul(source, alpha)
     if input.ndim == 0:

@@ -40,7 +40,7 @@ from tracec.nn._embedding_bag import embedding_bag  # noqa: F401
 from tracec.nn._ctc import ctc_loss  # noqa: F401
 from tracec.nn._linear_cross_entropy import linear_cross_entropy  # noqa: F401
 from tracec.nn._sampling import *  # noqa: F401,F403
-from tracec.tensor import Tensor, eager_direct
+from tracec.tensor import RECORDERS, Tensor, eager_direct
 from tracec.fused_eager import fused as _fused, nary as _fused_nary
 from tracec.nn import _batch_norm_eager as _bn
 
@@ -602,6 +602,12 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
     # with the same values as PyTorch's sparse one; optim.SparseAdam takes it.
     _mark_sparse_grad(weight, sparse)
     idx = input if input.dtype is dt.int64 else ops.cast(input, dt.int64)
+    if RECORDERS and idx.numel():
+        # recorded, so that a compiled call checks its own ids (its take
+        # would count a negative one from the end)
+        from tracec.ops.elementwise import INDEX_ERROR
+        ok = ops.logical_and(ops.ge(idx, 0), ops.lt(idx, weight.shape[0]))
+        idx = ops.check(idx, ok, INDEX_ERROR + "index out of range in self")
     a = idx._data
     if type(a) is np.ndarray and a.size and (a.min() < 0 or a.max() >= weight.shape[0]):
         # (a negative index is no row from the end here, as it is for take)

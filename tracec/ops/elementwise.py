@@ -747,8 +747,15 @@ def _check_dtype(x, c, **_):
     return x
 
 
+#: a check message starting with this fails with IndexError (the rest the
+#: message), as PyTorch's index checks do; others with RuntimeError
+INDEX_ERROR = "IndexError: "
+
+
 def _check_impl(x, cond, *, message):
     if not np.all(cond):
+        if message.startswith(INDEX_ERROR):
+            raise IndexError(message[len(INDEX_ERROR):])
         raise RuntimeError(message)
     shape = np.broadcast_shapes(np.shape(x), np.shape(cond))
     # A copy (never the operand itself: eager results own their memory).

@@ -78,13 +78,19 @@ class SGD(Optimizer):
         weight_decay = group["weight_decay"]
         nesterov = group["nesterov"]
         maximize = group["maximize"]
+        # PyTorch's foreach SGD adds momentum * buf to the gradients *in
+        # place* for Nesterov when they are still the parameters' own
+        # (no maximize, no weight decay): p.grad changes, which a later
+        # accumulation or a read of p.grad sees.
+        nesterov_in_grad = bool(group["foreach"]) and nesterov and not maximize and \
+            weight_decay == 0
         for p in group["params"]:
             if p.grad is None:
                 continue
             if group["momentum"] != 0:
                 state = self.state[p]
                 buf = state.get("momentum_buffer")
-                arrays = None if buf is None else _f.direct_arrays(
+                arrays = None if buf is None or nesterov_in_grad else _f.direct_arrays(
                     p, p.grad, (buf,), lr, momentum, dampening, weight_decay, step=False)
                 if arrays is not None:     # (the ops below, in NumPy in place)
                     _sgd_numpy(*arrays, lr, momentum, dampening, weight_decay, nesterov,
@@ -100,7 +106,10 @@ class SGD(Optimizer):
                     state["momentum_buffer"] = buf
                 else:
                     _f.add_(buf.mul_(momentum), grad, alpha=1 - dampening)
-                grad = _f.add(grad, buf, alpha=momentum) if nesterov else buf
+                if nesterov_in_grad:
+                    grad = _f.add_(grad, buf, alpha=momentum)
+                else:
+                    grad = _f.add(grad, buf, alpha=momentum) if nesterov else buf
             _f.add_(p, grad, alpha=_f.neg(lr))
 
 

@@ -64,6 +64,15 @@ def splat_value(op: ir.ConstantOp):
     return first.item()
 
 
+def _check_kind(message: str) -> tuple[str, str]:
+    """``(kind prefix, text)`` of a check's message (``ops.INDEX_ERROR``:
+    an IndexError; the prefix stays first, before the user's line)."""
+    from tracec.ops.elementwise import INDEX_ERROR
+    if message.startswith(INDEX_ERROR):
+        return INDEX_ERROR, message[len(INDEX_ERROR):]
+    return "", message
+
+
 class ProgramBuilder:
     """Builds one LoopProgram over ``shape``.
 
@@ -102,6 +111,9 @@ class ProgramBuilder:
     def view(self, v: SSAValue):
         """``(slot, offset, strides)`` if ``v`` is readable from memory (a
         buffer or a view op of one), else None."""
+        # (a view op in the kernel reads a block argument that may stand for
+        # a pending kernel view: substituted here too, not only in _value)
+        v = self.subst.get(v, v)
         op = self._op(v)
         if op is None:
             if isinstance(v.owner, ir.ConstantOp) and splat_value(v.owner) is not None:
@@ -163,7 +175,8 @@ class ProgramBuilder:
         name = ir.primitive_name(op)
         p = ir.op_params(op) if name else {}
         if name == "check":     # the message a failure raises names the user's line
-            p = {"message": f"{ir.format_loc(op)}: {p['message']}"}
+            kind, text = _check_kind(p["message"])
+            p = {"message": f"{kind}{ir.format_loc(op)}: {text}"}
         shape = ir.shape_of(v.type)
         if name in scalar.ELEMENTWISE or name == "broadcast_to":
             args = [self.value(u, self._bmap(m, shape, ir.shape_of(u.type)))

@@ -170,11 +170,16 @@ def function_key(fn: Operation) -> tuple:
 def check_code(kernels, message: str) -> int:
     """The error code of a failed run-time check with this message, made
     once per message by ``kernels.error`` (so kernels reused by their key
-    report the same one)."""
+    report the same one); a message marked ``INDEX_ERROR`` fails with
+    IndexError (``CpuIndexError``), as PyTorch's index checks."""
+    from tracec.ops.elementwise import INDEX_ERROR
+    kind = "value"
+    if message.startswith(INDEX_ERROR):
+        kind, message = "index", message[len(INDEX_ERROR):]
     for k, e in enumerate(kernels.errors):
-        if e == ["value", message]:
+        if e == [kind, message]:
             return k + 1
-    return kernels.error(message)
+    return kernels.error(message, kind)
 
 
 #: An elementwise kernel no call of which does more work than this
