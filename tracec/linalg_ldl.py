@@ -18,7 +18,6 @@ PyTorch's error.  ``out=`` is ``tracec.linalg``'s (``out_arg.with_out``).
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import lapack
 
 from tracec import autograd
 from tracec import dtypes as dt
@@ -59,6 +58,13 @@ def _column_major(a: np.ndarray) -> np.ndarray:
 
 
 def _routine(kind: str, a_dtype: np.dtype, hermitian: bool):
+    # SciPy is imported here, not with the module: it is no dependency of
+    # tracec's (``import tracec`` must work without it), only of these ops.
+    try:
+        from scipy.linalg import lapack
+    except ImportError:
+        raise RuntimeError("torch.linalg.ldl_factor / ldl_solve need SciPy's LAPACK "
+                           "(pip install scipy)") from None
     herm = hermitian and a_dtype.kind == "c"
     return getattr(lapack, _PREFIX[a_dtype] + ("he" if herm else "sy") + kind)
 
