@@ -45,7 +45,7 @@ from tracec.ops.core import PRIMITIVES, Aval
 from tracec.utils._pytree import tree_leaves
 from tracec.pytree import (ARRAY_STEP, KEYED_BY_IDENTITY, array_tensor, flatten, flatten_args,
                            is_dataclass_instance, path_name, plain_class, plain_classes, resolve)
-from tracec import runtime_int, runtime_reads, symbolic
+from tracec import runtime_int, runtime_reads, symbolic, view_outputs
 from tracec.symbolic import Sym
 from tracec.sym_shapes import SymbolTable
 from tracec.tensor import (CONCRETE_CHECKS, EPOCH, GRAD_HOOKS, GUARD_HOOKS,  # noqa: F401
@@ -115,6 +115,10 @@ def user_location():
             return (fname, f.f_lineno, col)
         f = f.f_back
     return None
+
+
+def _address(a) -> int:
+    return a.__array_interface__["data"][0]
 
 
 def format_location(loc) -> str:
@@ -457,6 +461,79 @@ class Recording:
         self.inputs.append(spec)
         self.env[id(t)] = (t, arg)
         return arg
+
+    # --- returned views (tracec.view_outputs) -------------------------------
+
+    def _view_template(self, x, flatten_tensor, memo, cells):
+        """``("view", cell, no_grad)`` for ``x``, a view or alias made in the
+        call (``tracec.view_outputs``), or None where it is returned as a
+        value of its own.  ``cell[0]`` is ``("pending", base)`` for a view of
+        a tensor the call made: ``finish`` points it at that tensor's
+        template if the call returns it too, else makes ``x`` a value."""
+        base, chain = x._base, x._view_chain
+        if chain:
+            if runtime_int.SPECIALIZE_ON_REPLAY:
+                runtime_int.view_replayed(chain)   # run-time offsets: specialized
+            steps = [("prim", prim, params) for prim, params, _ in chain]
+        elif x.dtype is base.dtype and x._data.shape == base._data.shape and \
+                x._data.strides == base._data.strides and \
+                _address(x._data) == _address(base._data):
+            steps = [("detach",) if x._vbox is base._vbox else ("data",)]
+        else:
+            # as_strided / view(dtype): the very layout, at static sizes
+            if self.symbols is not None:
+                for name, hint in list(self.symbols.hints.items()):
+                    self.symbols.on_decision("specialize", symbolic.symbol(name, hint), "==",
+                                             hint, hint, user_location())
+            steps = [("strided", x._data.shape, x._data.strides,
+                      _address(x._data) - _address(base._data), x.dtype)]
+        btpl = None
+        if chain:
+            # an argument that is itself a view of ``base`` (the caller passed
+            # x[1:]): the view is of this call's argument
+            best = 0
+            for t, _ in self.env.values():
+                pos = self.arg_position.get(id(t))
+                c = t._view_chain
+                if pos is not None and t._base is base and c and best < len(c) <= len(chain) \
+                        and all(a is b for a, b in zip(c, chain)):
+                    best, btpl = len(c), ("arg", pos)
+            steps = steps[best:]
+        if btpl is not None:
+            pass
+        elif base._birth != self.epoch:
+            # an argument, or state (a parameter, a buffer): that object
+            btpl = ("arg", self.arg_position[id(base)]) if id(base) in self.arg_position \
+                else ("object", base)
+        elif base._base is not None and base._view_chain is not None:
+            btpl = memo.get(id(base))      # a detach() alias made in the call
+            if btpl is None:
+                btpl = memo[id(base)] = flatten_tensor(base)
+        else:
+            btpl = memo.get(id(base)) or ("pending", base)
+        cell = [btpl, tuple(steps), ()]
+        cells.append((x, cell))
+        return ("view", cell, "_no_grad_view" in x.__dict__)
+
+    def _view_sizes(self, cells, env, sym_info) -> None:
+        """A symbolic trace's returned views: the size equalities ``env``
+        applied to their steps, and where each call reads the sizes left."""
+        sources = {}
+        for index, d, name in sym_info.sources:
+            spec = self.inputs[index]
+            if spec.kind == "arg":
+                sources.setdefault(name, (spec.source, d))
+        for x, cell in cells:
+            if cell[1] is None or not view_outputs.has_sizes(cell[1]):
+                continue
+            if env:
+                cell[1] = view_outputs.substitute_steps(cell[1], env)
+            names = view_outputs.free_sizes(cell[1])
+            missing = names - set(sources)
+            if missing:
+                raise TraceError(f"tracec.compile({self.label}): a returned view's sizes "
+                                 f"({', '.join(sorted(missing))}) are no argument's size")
+            cell[2] = tuple((n, *sources[n]) for n in sorted(names))
 
     def _complex_input(self, t):
         return complex_trace.input_value(self, t, user_location())
@@ -1202,8 +1279,29 @@ class Recording:
         values, outputs = [], []
         returns_grad = []   # indices (among the returned tensors) that require grad
         returned = set()    # ids of the tensors returned
+        # id -> template of each tensor returned (a tensor returned twice is
+        # one object, as in eager code), and the returned views made during
+        # the call (tracec.view_outputs): [(tensor, cell)]
+        memo, view_cells = {}, []
 
         def flatten(x):
+            if isinstance(x, Tensor):
+                tpl = memo.get(id(x))
+                if tpl is None:
+                    tpl = memo[id(x)] = flatten_tensor(x)
+                return tpl
+            return flatten_other(x)
+
+        def flatten_tensor(x):
+            if x._birth == self.epoch and x._base is not None and x._view_chain is not None:
+                # A view (or detach() alias) made in the call: rebuilt at each
+                # compiled call from this call's tensor (view_outputs).
+                tpl = self._view_template(x, flatten_tensor, memo, view_cells)
+                if tpl is not None:
+                    return tpl
+            return flatten_other(x)
+
+        def flatten_other(x):
             if isinstance(x, Tensor) and x._birth != self.epoch and \
                     (id(x) in self.arg_position or id(x) in self.env):
                 # A tensor that existed before the call (an argument, a
@@ -1263,6 +1361,15 @@ class Recording:
                              f"objects of them, not {type(x).__name__}")
 
         template = flatten(result)
+        for x, cell in view_cells:
+            if cell[0][0] == "pending":
+                b = memo.get(id(cell[0][1]))
+                if b is not None:       # a view of another returned tensor
+                    cell[0] = b
+                else:
+                    # a view of a tensor the call made but does not return:
+                    # that one is no result, so the view is one (its value)
+                    cell[0], cell[1] = flatten_other(x), None
         written_ids = set(self.written)
         for t in self.written.values():
             root = t._base
@@ -1351,6 +1458,7 @@ class Recording:
                 for spec in self.inputs:
                     spec.shape = tuple(symbolic.substitute(d, env) for d in spec.shape)
             sym_info = self.symbols.finish()
+            self._view_sizes(view_cells, env, sym_info)
         return Trace(module, self.inputs, outputs, template, self.guards, grad_guards,
                      graph.is_grad_enabled(),
                      () if self.had_backward else tuple(returns_grad), symbolic=sym_info,
