@@ -513,7 +513,8 @@ class Recording:
             btpl = memo.get(id(base)) or ("pending", base)
         cell = [btpl, tuple(steps), ()]
         cells.append((x, cell))
-        return ("view", cell, "_no_grad_view" in x.__dict__)
+        node = x._node.name() if x.requires_grad and x._node is not None else None
+        return ("view", cell, ("_no_grad_view" in x.__dict__, node))
 
     def _view_sizes(self, cells, env, sym_info) -> None:
         """A symbolic trace's returned views: the size equalities ``env``
@@ -1361,14 +1362,24 @@ class Recording:
                              f"objects of them, not {type(x).__name__}")
 
         template = flatten(result)
+        pending: dict = {}    # views of tensors the call made, by base
         for x, cell in view_cells:
             if cell[0][0] == "pending":
-                b = memo.get(id(cell[0][1]))
-                if b is not None:       # a view of another returned tensor
+                pending.setdefault(id(cell[0][1]), []).append((x, cell))
+        for group in pending.values():
+            base = group[0][1][0][1]
+            b = memo.get(id(base))      # a view of another returned tensor
+            if b is None and len(group) > 1 and base.dtype.category != 3:
+                # views of one tensor the call made and does not return
+                # (y[0], y[:1]): that one becomes a result, so that they
+                # share its memory as in eager code
+                b = memo[id(base)] = flatten_other(base)
+            for x, cell in group:
+                if b is not None:
                     cell[0] = b
                 else:
-                    # a view of a tensor the call made but does not return:
-                    # that one is no result, so the view is one (its value)
+                    # the only view returned of a tensor the call made: that
+                    # one is no result, so the view is one (its own value)
                     cell[0], cell[1] = flatten_other(x), None
         written_ids = set(self.written)
         for t in self.written.values():

@@ -4,7 +4,7 @@ tensor it also returns gets, at each compiled call, a real view of *this*
 call's tensor, as eager code does -- never a copy.
 
 The tracer (``tracing.Recording.finish``) describes such a result as the
-template ``("view", cell, no_grad)``:
+template ``("view", cell, how)``:
 
   * ``cell = [base, steps, sizes]``: ``base`` the template of the tensor the
     view is taken of (``("arg", path)``, ``("object", tensor)``, or the
@@ -20,16 +20,19 @@ template ``("view", cell, no_grad)``:
     (``detach()``), ``("data",)`` (``.data``: its own version counter), or ``("strided", shape, strides, offset,
     dtype)`` (an ``as_strided`` / ``view(dtype)`` alias: byte strides and
     offset from the base's memory, static sizes only).
-  * ``no_grad``: the view was made in no_grad mode (it is replayed so, and
-    keeps eager's no-grad-view marking); else it is replayed with grad mode
-    on, so a view of a leaf that requires grad gets its view backward node.
+  * ``how = (no_grad, name)``: ``no_grad``, the view was made in no_grad
+    mode (it is replayed so, and keeps eager's no-grad-view marking); else
+    it is replayed with grad mode on, so a view of a leaf that requires
+    grad gets its view backward node, named ``name`` as eager named it.
 
-Invariant: ``rebuild(cell, no_grad, base)`` returns a tensor that shares
+Invariant: ``rebuild(cell, how, base, args, kwargs)`` returns a tensor that shares
 ``base``'s memory and version counter exactly as the traced call's result
 shared the traced base's (same shape, strides, storage offset, dtype),
 with the symbolic sizes of ``params`` evaluated at this call's sizes.
 """
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -77,15 +80,15 @@ def substitute_steps(steps, env: dict):
     return tuple(("prim", s[1], _subst(s[2], size)) if s[0] == "prim" else s for s in steps)
 
 
-def rebuild(cell, no_grad: bool, base: Tensor, args, kwargs) -> Tensor:
-    """The view ``cell`` describes, of ``base`` (this call's tensor)."""
+def rebuild(cell, how, base: Tensor, args, kwargs) -> Tensor:
+    """The view ``cell`` describes, of ``base`` (this call's tensor);
+    ``how``: ``(no_grad, node name)`` (see the module docstring)."""
+    no_grad, name = how
     _, steps, sizes = cell
     size = None
     if sizes:
         env = {name: resolve(path, args, kwargs)._data.shape[dim] for name, path, dim in sizes}
-
-        def size(x):
-            return symbolic.evaluate(x, env)
+        size = functools.partial(symbolic.evaluate, env=env)
     mode = graph.no_grad() if no_grad else graph.enable_grad()
     v = base
     with mode:
@@ -100,6 +103,8 @@ def rebuild(cell, no_grad: bool, base: Tensor, args, kwargs) -> Tensor:
                 v = v.data
             else:
                 v = _strided(v, *step[1:])
+    if name is not None and v._node is not None and hasattr(v._node, "_name"):
+        v._node._name = name      # (x[0] is slice + reshape: eager names it Select)
     return v
 
 
