@@ -472,8 +472,10 @@ class Recording:
         template if the call returns it too, else makes ``x`` a value."""
         base, chain = x._base, x._view_chain
         if chain:
-            if runtime_int.SPECIALIZE_ON_REPLAY:
-                runtime_int.view_replayed(chain)   # run-time offsets: specialized
+            if not all(self.runtime.offsets_specialized(step[1]) for step in chain):
+                # a view at an offset read at run time (runtime_int): each
+                # call computes its values there; not rebuilt as a view
+                return None
             steps = [("prim", prim, params) for prim, params, _ in chain]
         elif x.dtype is base.dtype and x._data.shape == base._data.shape and \
                 x._data.strides == base._data.strides and \
