@@ -1371,16 +1371,18 @@ class Recording:
         for group in pending.values():
             base = group[0][1][0][1]
             b = memo.get(id(base))      # a view of another returned tensor
-            if b is None and len(group) > 1 and base.dtype.category != 3:
-                # views of one tensor the call made and does not return
-                # (y[0], y[:1]): that one becomes a result, so that they
-                # share its memory as in eager code
+            if b is None and base.dtype.category != 3 and \
+                    (not base.requires_grad or any(x.requires_grad for x, _ in group)):
+                # views of a tensor the call made and does not return
+                # (y[0], y.t()): that one becomes a result, so that they have
+                # eager's layout and share its memory.  (Not loss.detach():
+                # a result that requires grad would need a backward.)
                 b = memo[id(base)] = flatten_other(base)
             for x, cell in group:
                 if b is not None:
                     cell[0] = b
                 else:
-                    # the only view returned of a tensor the call made: that
+                    # a no-grad view of a tensor that requires grad: that
                     # one is no result, so the view is one (its own value)
                     cell[0], cell[1] = flatten_other(x), None
         written_ids = set(self.written)

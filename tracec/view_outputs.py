@@ -1,7 +1,12 @@
 """Returned views, rebuilt at each compiled call: a traced function that
 returns a view of an argument, of state (a parameter, a buffer) or of a
 tensor it also returns gets, at each compiled call, a real view of *this*
-call's tensor, as eager code does -- never a copy.
+call's tensor, as eager code does -- never a copy.  A view of a tensor the
+call made and does not return makes that tensor a result (unreturned), of
+which the view is rebuilt, unless the view does not require grad and that
+tensor does (``loss.detach()``: it would need a backward): then the view
+is a value of its own.  A view at an offset read at run time
+(``tracec.runtime_int``) is a value of its own too.
 
 The tracer (``tracing.Recording.finish``) describes such a result as the
 template ``("view", cell, how)``:
