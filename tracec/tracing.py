@@ -298,6 +298,8 @@ class Recording:
         self.written: dict = {}      # id -> pre-existing tensor written in place
         self.arg_position: dict = {}  # id of an argument tensor -> its position
         self.had_backward = False     # a backward ran inside the call
+        #: returned views rebuilt by the caller (record(views=True), view_outputs)
+        self.return_views = False
         self.grad_entry: dict = {}   # id(leaf) -> (leaf, .grad at first read)
         self.grad_written: dict = {}
         self.entry_grad_ids: dict = {}  # id(entry grad tensor) -> leaf
@@ -1284,11 +1286,13 @@ class Recording:
         returned = set()    # ids of the tensors returned
         # id -> template of each tensor returned (a tensor returned twice is
         # one object, as in eager code), and the returned views made during
-        # the call (tracec.view_outputs): [(tensor, cell)]
+        # the call (tracec.view_outputs): [(tensor, cell)].  Only where the
+        # caller rebuilds views (record(views=True): compiled calls; not a
+        # library's C outputs, not tracec.trace's IR).
         memo, view_cells = {}, []
 
         def flatten(x):
-            if isinstance(x, Tensor):
+            if isinstance(x, Tensor) and self.return_views:
                 tpl = memo.get(id(x))
                 if tpl is None:
                     tpl = memo[id(x)] = flatten_tensor(x)
@@ -1621,7 +1625,7 @@ def _swap_in(args, kwargs, path: tuple, value) -> tuple:
 
 
 def record(fn, args, kwargs, name: str, fallback: bool = False,
-           symbols: SymbolTable | None = None, lift=None):
+           symbols: SymbolTable | None = None, lift=None, views: bool = False):
     """Run ``fn(*args, **kwargs)`` eagerly while recording; returns
     ``(result, Trace)``, or with ``fallback`` and something uncompilable,
     ``(result, reason)`` after finishing the call eagerly.
@@ -1640,6 +1644,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     inputs and what the call stores from them is written back by every
     compiled call (the trace's ``LiftedGuard``)."""
     rec = Recording(name, fallback, symbols)
+    rec.return_views = views
     rec.label, rec.arg_names = function_label(fn), argument_names(fn)
     others: list = []
     spec, leaves = flatten_args(args, kwargs, others)
