@@ -44,7 +44,7 @@ import numpy as np
 from tracec import graph, symbolic
 from tracec.pytree import resolve
 from tracec.symbolic import Sym
-from tracec.tensor import Size, Tensor
+from tracec.tensor import Size, Tensor, apply_direct, eager_direct
 
 __all__ = ["rebuild", "substitute_steps", "has_sizes"]
 
@@ -94,20 +94,32 @@ def rebuild(cell, how, base: Tensor, args, kwargs) -> Tensor:
     if sizes:
         env = {name: resolve(path, args, kwargs)._data.shape[dim] for name, path, dim in sizes}
         size = functools.partial(symbolic.evaluate, env=env)
-    mode = graph.no_grad() if no_grad else graph.enable_grad()
-    v = base
-    with mode:
+    # (the grad mode switched only where it differs: the context costs more
+    # than a view)
+    mode = None if bool(graph.is_grad_enabled()) is not bool(no_grad) else \
+        graph.no_grad() if no_grad else graph.enable_grad()
+    if mode is not None:
+        mode.__enter__()
+    try:
+        v = base
         for step in steps:
             kind = step[0]
             if kind == "prim":
+                prim = step[1]
                 params = step[2] if size is None else _subst(step[2], size)
-                v = step[1].bind(v, **params)
+                if eager_direct(v):     # (what prim.bind does, without its dispatch)
+                    v = apply_direct(prim, params, (v,), prim.impl(v._data, **params), v.dtype)
+                else:
+                    v = prim.bind(v, **params)
             elif kind == "detach":
                 v = v.detach()
             elif kind == "data":
                 v = v.data
             else:
                 v = _strided(v, *step[1:])
+    finally:
+        if mode is not None:
+            mode.__exit__(None, None, None)
     if name is not None and v._node is not None and hasattr(v._node, "_name"):
         v._node._name = name      # (x[0] is slice + reshape: eager names it Select)
     return v
