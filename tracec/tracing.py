@@ -467,7 +467,7 @@ class Recording:
     # --- returned views (tracec.view_outputs) -------------------------------
 
     def _view_template(self, x, flatten_tensor, memo, cells):
-        """``("view", cell, no_grad)`` for ``x``, a view or alias made in the
+        """``("view", cell, how)`` for ``x``, a view or alias made in the
         call (``tracec.view_outputs``), or None where it is returned as a
         value of its own.  ``cell[0]`` is ``("pending", base)`` for a view of
         a tensor the call made: ``finish`` points it at that tensor's
@@ -484,7 +484,8 @@ class Recording:
                 _address(x._data) == _address(base._data):
             steps = [("detach",) if x._vbox is base._vbox else ("data",)]
         else:
-            # as_strided / view(dtype): the very layout, at static sizes
+            # an alias of another layout made by no recorded view op (as
+            # strided_views._alias): that very layout, at static sizes
             if self.symbols is not None:
                 for name, hint in list(self.symbols.hints.items()):
                     self.symbols.on_decision("specialize", symbolic.symbol(name, hint), "==",

@@ -17,21 +17,21 @@ template ``("view", cell, how)``:
     how to derive the view from it, ``sizes`` ``((symbol, arg path, dim),
     ...)`` for a symbolic trace whose steps hold sizes (else ``()``).
     ``steps`` None: the result is not rebuilt as a view, ``base`` is its
-    own value's template (a view of a tensor the call made but does not
-    return: that one is no result, so the view is one).
+    own value's template (see above).
   * each step is ``("prim", prim, params)`` (a view primitive of the eager
-    ``_view_chain``, replayed with ``prim.bind``: the same strides, offset,
-    ``_base``, version counter and autograd node as eager), ``("detach",)``
-    (``detach()``), ``("data",)`` (``.data``: its own version counter), or ``("strided", shape, strides, offset,
-    dtype)`` (an ``as_strided`` / ``view(dtype)`` alias: byte strides and
-    offset from the base's memory, static sizes only).
+    ``_view_chain``, replayed as ``prim.bind`` would: the same strides,
+    offset, ``_base``, version counter and autograd node as eager),
+    ``("detach",)`` (``detach()``), ``("data",)`` (``.data``: its own
+    version counter), or ``("strided", shape, strides, offset, dtype)`` (an
+    alias of another layout made by no recorded view op: byte strides and
+    offset from the base's memory; a symbolic trace specializes its sizes).
   * ``how = (no_grad, name)``: ``no_grad``, the view was made in no_grad
     mode (it is replayed so, and keeps eager's no-grad-view marking); else
     it is replayed with grad mode on, so a view of a leaf that requires
     grad gets its view backward node, named ``name`` as eager named it.
 
-Invariant: ``rebuild(cell, how, base, args, kwargs)`` returns a tensor that shares
-``base``'s memory and version counter exactly as the traced call's result
+Invariant: ``rebuild(cell, how, base, args, kwargs)`` returns a tensor that
+shares ``base``'s memory and version counter exactly as the traced call's result
 shared the traced base's (same shape, strides, storage offset, dtype),
 with the symbolic sizes of ``params`` evaluated at this call's sizes.
 """
