@@ -219,12 +219,14 @@ def _small_fn(mb, d: dt.DType, ta: bool) -> str:
     rest) of one product ``C[M, N] = A @ B``, B stored ``[K, N]``, A
     ``[M, K]`` (``[K, M]`` with ``ta``), every size a run-time argument.
     The last panel's columns (fewer than NR) are loaded and stored masked
-    (``llvm.masked.load``/``store``: no access past the row): three panel
+    (``llvm.masked.load``/``store``: no access past the row): two panel
     shapes serve every N, which keeps the library's compile short (one
     piece per set bit of the rest, as ``body_for`` does for a static N,
     made it four times longer); the row tiles' heights are powers of two
-    (``_panel``'s ``pow2``: its LLVM time 180 -> 86 ms on one core, the
-    products as fast, measured for M = 8..32, K = 10..800).  Shared by every small
+    (``_panel``'s ``pow2``).  Its LLVM time on one core: 180 ms with 12-row
+    tiles and three panel shapes, 86 with 8-row tiles, 60 with two panel
+    shapes (the products as fast, measured for M = 8..32, K = 10..800).
+    Shared by every small
     product of a module (or library) with this element type and layout."""
     key = ("gemm_small", d.name, ta)
     if key in mb.shared:
@@ -242,18 +244,15 @@ def _small_fn(mb, d: dt.DType, ta: bool) -> str:
         j0 = fb.mul(p, fb.i64(nr))
 
         def edge():
-            # The rest (1 .. NR-1 columns): past one vector, the full
-            # panel's two pieces with the second masked; else one masked
-            # piece (in tiles as high as the full panel's: a third shape
-            # of tile heights would add to the library's compile).
+            # The rest (1 .. NR-1 columns): the full panel's two pieces,
+            # both masked (the second's mask empty when the rest fits one
+            # vector: its FMAs wasted on the last panel only, where a
+            # third shape of panel would add a fifth of this routine's
+            # compile).
             rem = fb.sub(N, j0)
-            fb.if_else(fb.icmp("sgt", rem, fb.i64(vl)),
-                       lambda: _panel(fb, elt, ap, bp, cp, j0, [(0, vl), (vl, vl)], *dims,
-                                      masks=[None, _lanes_below(fb, vl, fb.sub(rem, fb.i64(vl)))],
-                                      pow2=True),
-                       lambda: _panel(fb, elt, ap, bp, cp, j0, [(0, vl)], *dims,
-                                      masks=[_lanes_below(fb, vl, rem)], pieces_budget=2,
-                                      pow2=True))
+            _panel(fb, elt, ap, bp, cp, j0, [(0, vl), (vl, vl)], *dims,
+                   masks=[_lanes_below(fb, vl, rem), _lanes_below(fb, vl, fb.sub(rem, fb.i64(vl)))],
+                   pow2=True)
         fb.if_else(fb.icmp("slt", p, nfull),
                    lambda: _panel(fb, elt, ap, bp, cp, j0, [(0, vl), (vl, vl)], *dims, pow2=True),
                    edge)
