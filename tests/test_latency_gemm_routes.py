@@ -92,3 +92,18 @@ def test_float64_route_equals_numpy():
     f, c = _compiled_product(a, b)
     assert "gemm_run_tn_f64" in f.ir("llvm")
     np.testing.assert_allclose(c, a.T @ b, rtol=1e-10, atol=1e-10)
+
+
+def test_a_dynamic_batch_takes_the_gemm_for_every_size():
+    """``g.T @ h`` with the batch K symbolic (its hint, 64, chooses the
+    GEMM): every batch, down to one row, gives NumPy's product."""
+    f = tracec.compile(lambda g, h: g.t() @ h, backend="cpu")
+    rng = np.random.default_rng(5)
+    for n in (64, 1, 3, 17, 40):
+        g = rng.standard_normal((n, 10)).astype(np.float32)
+        h = rng.standard_normal((n, 512)).astype(np.float32)
+        out = f(tracec.mark_dynamic(tracec.from_numpy(g), 0, "B"),
+                tracec.mark_dynamic(tracec.from_numpy(h), 0, "B")).numpy()
+        np.testing.assert_allclose(out, g.astype(np.float64).T @ h, rtol=1e-4, atol=1e-4)
+    assert f.cache_info().compiles + f.cache_info().loads == 1
+    assert "gemm_run_tn_f32" in f.ir("llvm")
