@@ -51,6 +51,7 @@ from tracec.sym_shapes import SymbolTable
 from tracec.tensor import (CONCRETE_CHECKS, EPOCH, GRAD_HOOKS, GUARD_HOOKS,  # noqa: F401
                            RECORDERS, SYM_SHAPES)
 from tracec.tensor import ITEM_HOOKS, LEAF_HOOKS_ADDED, OPAQUE_CALLS, Size, Tensor, scalar_key, weak_scalar
+from tracec.methods_compat import POST_ACCUMULATE_HOOKS
 from tracec.item_value import COMPARISONS, DrawValue, ItemValue, plain
 
 __all__ = ["TraceError", "Trace", "Recording", "user_location", "record"]
@@ -539,6 +540,8 @@ class Recording:
         try:
             shape = out._data.shape if self.symbols is None else \
                 self.symbols.result_shape(prim, args, params, operands, out)
+            if prim.eager_params and params:
+                params = {k: v for k, v in params.items() if k not in prim.eager_params}
             op = ir.make_op(prim.name, operands, params, ir.tensor_type(shape, out.dtype),
                             loc=loc)
         except Exception as e:  # an op the dialect cannot express
@@ -1071,7 +1074,10 @@ class Recording:
             leaves = self._leaves(loss, loc, custom)
         except TraceError as e:
             return self.fail(str(e))
-        if custom:
+        if custom or (POST_ACCUMULATE_HOOKS and any(
+                id(x) in POST_ACCUMULATE_HOOKS for x in leaves)):
+            # (a post-accumulate-grad hook, e.g. an optimizer step in
+            # backward, runs in the engine's run: recorded op by op with it)
             return self._record_eager_backward()
         if inputs is not None:
             keep = {id(x) for x in inputs}
