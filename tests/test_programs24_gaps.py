@@ -158,3 +158,20 @@ def test_optimizer_step_in_backward_hook_compiles():
     for k, v in model.state_dict().items():
         np.testing.assert_allclose(after[k].numpy(), v.numpy(), rtol=1e-5, atol=1e-6)
     assert all(p.grad is None for p in model.parameters())
+
+
+def _meta_load_warnings(mod):
+    with mod.device("meta"):
+        m = mod.nn.Sequential(mod.nn.Linear(2, 3), mod.nn.BatchNorm1d(3))
+    sd = mod.nn.Sequential(mod.nn.Linear(2, 3), mod.nn.BatchNorm1d(3)).state_dict()
+    import warnings
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        m.load_state_dict(sd)
+        m.load_state_dict(sd, assign=True)
+    return [str(x.message) for x in w], m[0].weight.is_meta
+
+
+def test_copying_into_a_meta_parameter_warns_as_torch():
+    got, want = _meta_load_warnings(tracec), _meta_load_warnings(torch)
+    assert got == want and len(want[0]) == 7

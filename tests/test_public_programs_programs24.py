@@ -25,7 +25,8 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "programs24"
 
-CASES = ["lambda_networks.py", "saved_tensors_hooks.py", "optimizer_step_in_backward.py"]
+CASES = ["lambda_networks.py", "saved_tensors_hooks.py", "optimizer_step_in_backward.py",
+         "ponder_net.py", "module_load_tips.py"]
 EAGER_FALLBACK = {"saved_tensors_hooks.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})

@@ -546,7 +546,8 @@ def _min_vjp(g, x, y, out):
 #: ulp: enough to move a ``floor``): PyTorch's ``x * x * x`` and
 #: ``1 / sqrt(x)``; ``np.power`` already computes 2, 0.5, 1, -1 as PyTorch
 #: does.  The compiled code computes them alike (``pow_by_constant``).
-_EXACT_POW = {3: lambda x: x * x * x, -0.5: lambda x: 1 / np.sqrt(x)}
+_EXACT_POW = {3: lambda x: x * x * x, -0.5: lambda x: 1 / np.sqrt(x),
+              2: lambda x: x * x, 0.5: np.sqrt}    # (the same as np.power, faster)
 _FLOAT32_64 = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 
 
