@@ -11,7 +11,10 @@
   were left on disk while the output lived);
 * an optimizer step in ``register_post_accumulate_grad_hook`` compiles: the
   backward is recorded op by op with the hooks' ops, so every compiled call
-  repeats them (it raised).
+  repeats them (it raised);
+* ``load_state_dict`` into meta parameters warns per key that the copy is a
+  no-op; reading ``.grad`` of a non-leaf that does not retain it warns;
+  ``retain_grad`` on a tensor that does not require grad raises.
 """
 import copy
 import gc
@@ -175,3 +178,36 @@ def _meta_load_warnings(mod):
 def test_copying_into_a_meta_parameter_warns_as_torch():
     got, want = _meta_load_warnings(tracec), _meta_load_warnings(torch)
     assert got == want and len(want[0]) == 7
+
+
+def _grad_reads(mod):
+    import warnings
+    x = mod.ones(2, requires_grad=True)
+    z = x * 2
+    out = []
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for t in (z, x, x.detach(), z.detach()):
+            t.grad
+            out.append(len(w))
+        z.retain_grad()
+        z.grad
+        out.append(len(w))
+        z.sum().backward()
+        z.grad
+        out.append(len(w))
+    return out, [str(m.message).split(" (Triggered")[0] for m in w]
+
+
+def test_reading_grad_of_a_non_leaf_warns_as_torch():
+    assert _grad_reads(tracec) == _grad_reads(torch)
+
+
+@pytest.mark.parametrize("mod", [torch, tracec])
+def test_retain_grad_without_requires_grad_raises(mod):
+    with pytest.raises(RuntimeError, match="can't retain_grad on Tensor that has requires_grad=False"):
+        mod.ones(2).retain_grad()
+    with mod.no_grad():
+        t = mod.ones(2, requires_grad=True) * 2
+    with pytest.raises(RuntimeError, match="can't retain_grad"):
+        t.retain_grad()

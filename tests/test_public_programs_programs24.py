@@ -8,7 +8,15 @@ a closure, a repr string, save_on_cpu, torch.save / torch.load temp files
 deleted when the graph frees them, SaveToDisk under nn.DataParallel); and
 the tutorial fusing the optimizer step into backward with
 ``register_post_accumulate_grad_hook`` (one Adam per parameter, stepped in
-backward; the same trajectory as the plain Adam loop; compiled).
+backward; the same trajectory as the plain Adam loop; compiled); labml's
+annotated PonderNet on the parity task (GRUCell unrolled with bernoulli
+halting, the KL regularization to a geometric prior, labml_helpers'
+``__call__``-as-forward Module, a DataLoader over a Dataset drawing with
+randint / randperm); the recipe on loading a module from a checkpoint
+(torch.load(mmap=True), torch.device("meta"), load_state_dict(assign=True),
+the no-op copy into meta parameters); and the tutorial on leaf and non-leaf
+tensors (is_leaf, retain_grad, retains_grad, the warning on a non-leaf's
+``.grad`` and the errors it quotes).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check a compiled step against the
@@ -26,7 +34,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "programs24"
 
 CASES = ["lambda_networks.py", "saved_tensors_hooks.py", "optimizer_step_in_backward.py",
-         "ponder_net.py", "module_load_tips.py"]
+         "ponder_net.py", "module_load_tips.py", "leaf_vs_nonleaf.py"]
 EAGER_FALLBACK = {"saved_tensors_hooks.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
