@@ -211,3 +211,34 @@ def test_retain_grad_without_requires_grad_raises(mod):
         t = mod.ones(2, requires_grad=True) * 2
     with pytest.raises(RuntimeError, match="can't retain_grad"):
         t.retain_grad()
+
+
+def _swap_load(mod, assign):
+    class Doubling(mod.Tensor):
+        """A subclass whose __torch_function__ transforms what is loaded."""
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is mod.Tensor.module_load:
+                return (args[1] * 2).as_subclass(cls)
+            return super().__torch_function__(func, types, args, kwargs)
+
+    mod.manual_seed(0)
+    m = mod.nn.Linear(2, 3)
+    m.weight = mod.nn.Parameter(m.weight.detach().as_subclass(Doubling))
+    w, b = m.weight, m.bias
+    sd = {"weight": mod.ones(3, 2), "bias": mod.full((3,), 3.0)}
+    mod.__future__.set_swap_module_params_on_conversion(True)
+    try:
+        m.load_state_dict(sd, assign=assign)
+    finally:
+        mod.__future__.set_swap_module_params_on_conversion(False)
+    plain = mod.ones(2).module_load(mod.zeros(2, requires_grad=True), assign=assign)
+    return (m.weight is w, m.bias is b, type(m.weight).__name__, type(m.weight).__mro__[1].__name__,
+            m.weight.tolist(), m.bias.tolist(), m.bias.requires_grad, plain.tolist(),
+            plain.requires_grad, sd["bias"].tolist())
+
+
+@pytest.mark.parametrize("assign", [False, True])
+def test_load_state_dict_swap_path_uses_module_load(assign):
+    assert _swap_load(tracec, assign) == _swap_load(torch, assign)

@@ -34,7 +34,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "programs24"
 
 CASES = ["lambda_networks.py", "saved_tensors_hooks.py", "optimizer_step_in_backward.py",
-         "ponder_net.py", "module_load_tips.py", "leaf_vs_nonleaf.py"]
+         "ponder_net.py", "module_load_tips.py", "leaf_vs_nonleaf.py",
+         "ng_video_gpt.py"]
 EAGER_FALLBACK = {"saved_tensors_hooks.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})

@@ -675,7 +675,8 @@ class FunctionNode(NodeHooks):
         # (PyTorch's node drops its SavedVariables: what a saved-tensor pack
         # hook returned is released with the graph's backward, not kept as
         # long as the node is reachable from an output)
-        self.ctx._saved = ()
+        if hasattr(self.ctx, "_saved"):     # (a compiled call's ctx frees its own)
+            self.ctx._saved = ()
 
 
 def _checked_function_grads(node, res: tuple, kinds: tuple) -> tuple:

@@ -228,6 +228,17 @@ def run_post_accumulate_hooks(leaf: Tensor) -> None:
         h(leaf)
 
 
+def module_load(self, other, assign=False):
+    """What ``load_state_dict`` swaps into the parameter ``self`` for the
+    checkpoint's ``other`` when ``torch.__future__``'s swap switch is on:
+    ``other`` detached (``assign``) or ``self`` with ``other`` copied in,
+    detached.  A subclass's ``__torch_function__`` sees the call (a custom
+    transformation of the loaded value), as in PyTorch."""
+    if assign:
+        return other.detach()
+    return self.copy_(other).detach()
+
+
 def _volatile(self):
     warnings.warn("volatile was removed (Variable.volatile is always False)", UserWarning,
                   stacklevel=2)
@@ -267,8 +278,10 @@ Tensor._make_subclass = staticmethod(_make_subclass)
 
 
 for _f in (new, fill_diagonal_, resize_as_, adjoint, prelu, hardshrink, apply_,
-           map_, map2_, register_post_accumulate_grad_hook, cfloat, cdouble, dim_order):
+           map_, map2_, register_post_accumulate_grad_hook, cfloat, cdouble, dim_order,
+           module_load):
     setattr(Tensor, _f.__name__, _f)
+module_load.__qualname__ = "Tensor.module_load"
 Tensor.H = property(_H)
 Tensor.mH = property(_mH)
 Tensor.volatile = property(_volatile)
