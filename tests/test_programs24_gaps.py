@@ -242,3 +242,19 @@ def _swap_load(mod, assign):
 @pytest.mark.parametrize("assign", [False, True])
 def test_load_state_dict_swap_path_uses_module_load(assign):
     assert _swap_load(tracec, assign) == _swap_load(torch, assign)
+
+
+def test_post_accumulate_hook_added_after_compiling_retraces():
+    tracec.manual_seed(0)
+    lin = tracec.nn.Linear(3, 1)
+    seen = []
+
+    def step(x):
+        lin(x).sum().backward()
+    f = tracec.compile(step)
+    x = tracec.ones(2, 3)
+    f(x)
+    f(x)
+    lin.weight.register_post_accumulate_grad_hook(lambda p: seen.append(p.grad.clone()))
+    f(x)
+    assert len(seen) == 1 and seen[0].tolist() == [[6.0, 6.0, 6.0]]

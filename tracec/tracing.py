@@ -1146,6 +1146,11 @@ class Recording:
             return _hook_ids(leaves)
         self.guards.append((hooks_on_the_leaves_a_backward_reaches,
                             tuple((i, h) for i, h in before if h)))
+        # (a post-accumulate-grad hook added or removed between calls: the
+        # backward recorded with or without its ops must retrace)
+        def post_accumulate_hooks_on_the_leaves(leaves=leaves):
+            return _post_accumulate_ids(leaves)
+        self.guards.append((post_accumulate_hooks_on_the_leaves, _post_accumulate_ids(leaves)))
 
     def _leaves(self, loss, loc, custom=None):
         """The leaves requiring grad that ``loss`` reaches, in DFS order.
@@ -1953,6 +1958,19 @@ def _hook_ids(leaves) -> tuple:
     """``(index, hooks)`` of the ``leaves`` that hold hooks, each hook as
     ``_hook_key``."""
     return tuple((i, tuple(map(_hook_key, t._hooks))) for i, t in enumerate(leaves) if t._hooks)
+
+
+def _post_accumulate_ids(leaves) -> tuple:
+    """``(index, hook ids)`` of the ``leaves`` holding
+    ``register_post_accumulate_grad_hook`` hooks."""
+    if not POST_ACCUMULATE_HOOKS:
+        return ()
+    out = []
+    for i, t in enumerate(leaves):
+        entry = POST_ACCUMULATE_HOOKS.get(id(t))
+        if entry is not None and entry[0]() is t and entry[1]:
+            out.append((i, tuple(map(id, entry[1]))))
+    return tuple(out)
 
 
 def _hook_key(h):
