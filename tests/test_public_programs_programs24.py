@@ -16,7 +16,10 @@ randint / randperm); the recipe on loading a module from a checkpoint
 (torch.load(mmap=True), torch.device("meta"), load_state_dict(assign=True),
 the no-op copy into meta parameters); and the tutorial on leaf and non-leaf
 tensors (is_leaf, retain_grad, retains_grad, the warning on a non-leaf's
-``.grad`` and the errors it quotes).
+``.grad`` and the errors it quotes); karpathy/ng-video-lecture's gpt.py
+(dropout attention heads, AdamW, multinomial generation); and
+karpathy/pytorch-made's made.py (masked linears whose uint8 numpy masks are
+copied through ``.data.copy_``, the autoregressive check by backward).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check a compiled step against the
@@ -35,7 +38,7 @@ PROGS = ROOT / "tests" / "programs" / "programs24"
 
 CASES = ["lambda_networks.py", "saved_tensors_hooks.py", "optimizer_step_in_backward.py",
          "ponder_net.py", "module_load_tips.py", "leaf_vs_nonleaf.py",
-         "ng_video_gpt.py"]
+         "ng_video_gpt.py", "made.py"]
 EAGER_FALLBACK = {"saved_tensors_hooks.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
