@@ -19,7 +19,9 @@ tensors (is_leaf, retain_grad, retains_grad, the warning on a non-leaf's
 ``.grad`` and the errors it quotes); karpathy/ng-video-lecture's gpt.py
 (dropout attention heads, AdamW, multinomial generation); and
 karpathy/pytorch-made's made.py (masked linears whose uint8 numpy masks are
-copied through ``.data.copy_``, the autoregressive check by backward).
+copied through ``.data.copy_``, the autoregressive check by backward); and
+labml's HyperLSTM (a layer-normed LSTM cell scaling the rows of the main
+LSTM's ParameterList weights through einsum, two layers, carried state).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check a compiled step against the
@@ -38,7 +40,7 @@ PROGS = ROOT / "tests" / "programs" / "programs24"
 
 CASES = ["lambda_networks.py", "saved_tensors_hooks.py", "optimizer_step_in_backward.py",
          "ponder_net.py", "module_load_tips.py", "leaf_vs_nonleaf.py",
-         "ng_video_gpt.py", "made.py"]
+         "ng_video_gpt.py", "made.py", "hyper_lstm.py"]
 EAGER_FALLBACK = {"saved_tensors_hooks.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
