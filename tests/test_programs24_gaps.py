@@ -258,3 +258,19 @@ def test_post_accumulate_hook_added_after_compiling_retraces():
     lin.weight.register_post_accumulate_grad_hook(lambda p: seen.append(p.grad.clone()))
     f(x)
     assert len(seen) == 1 and seen[0].tolist() == [[6.0, 6.0, 6.0]]
+
+
+@pytest.mark.parametrize("e", [2, 3, 0.5, 1, 0])
+def test_pow_scalar_compiled_gradient_equals_eager(e):
+    x0 = np.abs(_data(np.float32)[len(SPECIAL):]) + 0.5
+
+    def step(a):
+        loss = a.pow(e).sum()
+        loss.backward()
+        return loss
+    a = tracec.tensor(x0, requires_grad=True)
+    tracec.compile(step)(a)
+    got = a.grad.numpy().copy()
+    a.grad = None
+    step(a)
+    np.testing.assert_array_max_ulp(got, a.grad.numpy(), maxulp=0 if e in EXACT else 1)
