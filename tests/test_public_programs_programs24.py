@@ -21,7 +21,10 @@ tensors (is_leaf, retain_grad, retains_grad, the warning on a non-leaf's
 karpathy/pytorch-made's made.py (masked linears whose uint8 numpy masks are
 copied through ``.data.copy_``, the autoregressive check by backward); and
 labml's HyperLSTM (a layer-normed LSTM cell scaling the rows of the main
-LSTM's ParameterList weights through einsum, two layers, carried state).
+LSTM's ParameterList weights through einsum, two layers, carried state);
+and lucidrains/memory-efficient-attention-pytorch's FlashAttentionFunction
+(an autograd.Function with @torch.no_grad() forward and backward writing
+in place into split views, checked against plain attention, compiled).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (the programs check a compiled step against the
@@ -40,7 +43,7 @@ PROGS = ROOT / "tests" / "programs" / "programs24"
 
 CASES = ["lambda_networks.py", "saved_tensors_hooks.py", "optimizer_step_in_backward.py",
          "ponder_net.py", "module_load_tips.py", "leaf_vs_nonleaf.py",
-         "ng_video_gpt.py", "made.py", "hyper_lstm.py"]
+         "ng_video_gpt.py", "made.py", "hyper_lstm.py", "flash_attention.py"]
 EAGER_FALLBACK = {"saved_tensors_hooks.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
