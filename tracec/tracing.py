@@ -51,6 +51,7 @@ from tracec.sym_shapes import SymbolTable
 from tracec.tensor import (CONCRETE_CHECKS, EPOCH, GRAD_HOOKS, GUARD_HOOKS,  # noqa: F401
                            RECORDERS, SYM_SHAPES)
 from tracec.tensor import ITEM_HOOKS, LEAF_HOOKS_ADDED, OPAQUE_CALLS, Size, Tensor, scalar_key, weak_scalar
+from tracec.methods_compat import POST_ACCUMULATE_HOOKS
 from tracec.item_value import COMPARISONS, DrawValue, ItemValue, plain
 
 __all__ = ["TraceError", "Trace", "Recording", "user_location", "record"]
@@ -622,6 +623,8 @@ class Recording:
         try:
             shape = out._data.shape if self.symbols is None else \
                 self.symbols.result_shape(prim, args, params, operands, out)
+            if prim.eager_params and params:
+                params = {k: v for k, v in params.items() if k not in prim.eager_params}
             op = ir.make_op(prim.name, operands, params, ir.tensor_type(shape, out.dtype),
                             loc=loc)
         except Exception as e:  # an op the dialect cannot express
@@ -1154,7 +1157,10 @@ class Recording:
             leaves = self._leaves(loss, loc, custom)
         except TraceError as e:
             return self.fail(str(e))
-        if custom:
+        if custom or (POST_ACCUMULATE_HOOKS and any(
+                id(x) in POST_ACCUMULATE_HOOKS for x in leaves)):
+            # (a post-accumulate-grad hook, e.g. an optimizer step in
+            # backward, runs in the engine's run: recorded op by op with it)
             return self._record_eager_backward()
         if inputs is not None:
             keep = {id(x) for x in inputs}
@@ -1223,6 +1229,11 @@ class Recording:
             return _hook_ids(leaves)
         self.guards.append((hooks_on_the_leaves_a_backward_reaches,
                             tuple((i, h) for i, h in before if h)))
+        # (a post-accumulate-grad hook added or removed between calls: the
+        # backward recorded with or without its ops must retrace)
+        def post_accumulate_hooks_on_the_leaves(leaves=leaves):
+            return _post_accumulate_ids(leaves)
+        self.guards.append((post_accumulate_hooks_on_the_leaves, _post_accumulate_ids(leaves)))
 
     def _leaves(self, loss, loc, custom=None):
         """The leaves requiring grad that ``loss`` reaches, in DFS order.
@@ -2076,6 +2087,19 @@ def _hook_ids(leaves) -> tuple:
     """``(index, hooks)`` of the ``leaves`` that hold hooks, each hook as
     ``_hook_key``."""
     return tuple((i, tuple(map(_hook_key, t._hooks))) for i, t in enumerate(leaves) if t._hooks)
+
+
+def _post_accumulate_ids(leaves) -> tuple:
+    """``(index, hook ids)`` of the ``leaves`` holding
+    ``register_post_accumulate_grad_hook`` hooks."""
+    if not POST_ACCUMULATE_HOOKS:
+        return ()
+    out = []
+    for i, t in enumerate(leaves):
+        entry = POST_ACCUMULATE_HOOKS.get(id(t))
+        if entry is not None and entry[0]() is t and entry[1]:
+            out.append((i, tuple(map(id, entry[1]))))
+    return tuple(out)
 
 
 def _hook_key(h):
