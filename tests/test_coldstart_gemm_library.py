@@ -79,7 +79,7 @@ def test_parallel_build_computes_what_the_serial_one_does(tmp_path):
         names = [n for m in modules for n in m]
         assert len(names) == len(set(names)), modules
         assert {"tracec_gemmlib_gemm_run_tt_f32", "tracec_gemmlib_gemm_block_nn_f32",
-                "tracec_gemmlib_gemm_small_tn_f32"} <= set(names), names
+                "tracec_gemmlib_gemm_small_f32"} <= set(names), names
         if jobs == "4":
             assert max(len(m) for m in modules) < len(names), modules   # compiled in parts
         outs.append(out[0])

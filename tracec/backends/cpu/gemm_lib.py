@@ -6,7 +6,8 @@ and operand layout (``gemm.py``): ``gemm_run`` (an unbatched product's work
 units) and ``gemm_block`` (one column block), which call the packing
 functions and the micro-kernel; its short products (few rows of C, B not
 transposed) call ``gemm_small`` (``gemm_small.py``: column panels of one
-unpacked product, per layout of A).  They depend on nothing but the element
+unpacked product, A's strides run-time arguments: one routine for both
+layouts of A).  They depend on nothing but the element
 type, the layouts and the target, yet they are more than half of LLVM's
 work on a training step, so modules only declare them and the library is
 compiled once per machine:
@@ -73,8 +74,11 @@ _LAYOUTS = ((False, False), (False, True), (True, False), (True, True))
 
 
 def symbol(kind: str, d: str, ta: bool, tb: bool) -> str:
-    """The routine's symbol: ``kind`` "run", "block" or "small" (``tb`` False),
-    ``d`` the dtype's name."""
+    """The routine's symbol: ``kind`` "run", "block" or "small" (one
+    routine for every layout of A: ``ta``, ``tb`` ignored), ``d`` the
+    dtype's name."""
+    if kind == "small":
+        return f"{_PREFIX}gemm_small_{_elt_name(d)}"
     return f"{_PREFIX}gemm_{kind}_{'t' if ta else 'n'}{'t' if tb else 'n'}_{_elt_name(d)}"
 
 
@@ -86,7 +90,7 @@ def routines(d: str) -> dict[str, tuple[str, bool, bool]]:
     """``{symbol: (kind, ta, tb)}`` of the routines modules may declare for
     dtype ``d``."""
     out = {symbol(k, d, ta, tb): (k, ta, tb) for ta, tb in _LAYOUTS for k in _KINDS}
-    out.update({symbol("small", d, ta, False): ("small", ta, False) for ta in (False, True)})
+    out[symbol("small", d, False, False)] = ("small", False, False)
     return out
 
 
@@ -117,7 +121,7 @@ def declare(mb, kind: str, d: dt.DType, ta: bool, tb: bool) -> str:
     # The routines' signatures (gemm._run_fn / gemm._block_fn / gemm_small._small_fn).
     args, ret = {"run": ([PTR] * 3 + [I64] * 8, I32),
                  "block": ([PTR] * 5 + [I64] * 7, None),
-                 "small": ([PTR] * 3 + [I64] * 5, None)}[kind]
+                 "small": ([PTR] * 3 + [I64] * 7, None)}[kind]
     name = symbol(kind, d.name, ta, tb)
     if name not in mb.libraries:
         mb.libraries.add(name)
@@ -433,7 +437,7 @@ def _module(roots: list[str]):
         dtype = dt.to_dtype(d)
         elt = F32 if dtype is dt.float32 else F64
         vl, mr, nr = gemm.params_for(dtype)
-        made = gemm_small._small_fn(mb, dtype, ta) if kind == "small" else \
+        made = gemm_small._small_fn(mb, dtype) if kind == "small" else \
             (gemm._run_fn if kind == "run" else gemm._block_fn)(mb, elt, vl, mr, nr, ta, tb)
         if made != name:
             raise AssertionError(f"gemm library routine {made} is not named {name}")

@@ -75,12 +75,14 @@ def emit(low, slots, d: dt.DType, nb: int, M: int, N: int, K: int, bshape, sa, s
     elt = F32 if d is dt.float32 else F64
     nr = gemm.params_for(d)[2]
     npan = -(-N // nr)
-    fn = gemm_lib.declare(low.mb, "small", d, ta, False) if low.mb.use_libraries else \
-        _small_fn(low.mb, d, ta)
+    fn = gemm_lib.declare(low.mb, "small", d, False, False) if low.mb.use_libraries else \
+        _small_fn(low.mb, d)
+    # A's element strides along M and K: one routine serves both layouts.
+    sam, sak = (1, M) if ta else (K, 1)
 
     def body(fb, ptrs, err, lo, hi, status):
         cp, ap, bp = ptrs
-        dims = [fb.i64(v) for v in (M, N, K)]
+        dims = [fb.i64(v) for v in (M, N, K, sam, sak)]
         if not several(nb):
             fb.call(fn, [cp, ap, bp, *dims, lo, hi], None)
             return
@@ -213,11 +215,18 @@ def _panel(fb, elt, a0, b0, c0, j0, pieces, M, N, K, sam, sak, masks=None,
                    lambda i0=i0, h=h: _tile(fb, elt, a0, b0, c0, i0, h, *args))
 
 
-def _small_fn(mb, d: dt.DType, ta: bool) -> str:
-    """``void @gemm_small(ptr c, ptr a, ptr b, i64 M, i64 N, i64 K, i64 lo,
-    i64 hi)``: column panels ``[lo, hi)`` (NR columns each, the last the
-    rest) of one product ``C[M, N] = A @ B``, B stored ``[K, N]``, A
-    ``[M, K]`` (``[K, M]`` with ``ta``), every size a run-time argument.
+def _small_fn(mb, d: dt.DType) -> str:
+    """``void @gemm_small(ptr c, ptr a, ptr b, i64 M, i64 N, i64 K, i64 sam,
+    i64 sak, i64 lo, i64 hi)``: column panels ``[lo, hi)`` (NR columns
+    each, the last the rest) of one product ``C[M, N] = A @ B``, B stored
+    ``[K, N]``, A[m, k] at ``a[m * sam + k * sak]`` (``[M, K]``: ``sam =
+    K, sak = 1``; read transposed from ``[K, M]``: ``sam = 1, sak = M``),
+    every size and stride a run-time argument.  One routine for both
+    layouts of A: a program whose short products read A both ways (an
+    MLP's forward and its weight gradients over a small batch) builds it
+    once (a second, per-layout routine was ~60 ms of LLVM on one core in a
+    cold compile); the strides cost one multiply per k (hoisted out of the
+    row tiles), not measurable beside the tiles' FMAs (docs/latency.md).
     The last panel's columns (fewer than NR) are loaded and stored masked
     (``llvm.masked.load``/``store``: no access past the row): two panel
     shapes serve every N, which keeps the library's compile short (one
@@ -228,15 +237,14 @@ def _small_fn(mb, d: dt.DType, ta: bool) -> str:
     shapes (the products as fast, measured for M = 8..32, K = 10..800).
     Shared by every small
     product of a module (or library) with this element type and layout."""
-    key = ("gemm_small", d.name, ta)
+    key = ("gemm_small", d.name)
     if key in mb.shared:
         return mb.shared[key]
     elt = F32 if d is dt.float32 else F64
     vl, _, nr = gemm.params_for(d)
-    name = mb.unique(f"gemm_small_{'t' if ta else 'n'}n_{elt}")
-    fb = mb.function(name, [PTR] * 3 + [I64] * 5, None, noalias=[True] * 3)
-    cp, ap, bp, M, N, K, lo, hi = fb.args
-    sam, sak = (1, M) if ta else (K, 1)
+    name = mb.unique(f"gemm_small_{elt}")
+    fb = mb.function(name, [PTR] * 3 + [I64] * 7, None, noalias=[True] * 3)
+    cp, ap, bp, M, N, K, sam, sak, lo, hi = fb.args
     nfull = fb.ibin("sdiv", N, fb.i64(nr))
     dims = (M, N, K, sam, sak)
 
