@@ -24,7 +24,8 @@ from tracec.symbolic import hint_of, known
 from tracec.backends.cpu import codegen, gemm, gemm_small, scalar
 from tracec.backends.cpu.builder import F32, F64, FuncBuilder, several, vec
 
-__all__ = ["emit_matmul", "batch_strides", "swaps_last_two"]
+__all__ = ["emit_matmul", "batch_strides", "swaps_last_two", "uses_small_routine",
+           "small_a_transposed_takes_gemm"]
 
 
 def batch_strides(bshape, xshape, mat: int) -> list[int]:
@@ -66,28 +67,31 @@ def swaps_last_two(perm) -> bool:
     return n >= 2 and tuple(perm) == tuple(range(n - 2)) + (n - 1, n - 2)
 
 
-def emit_matmul(low, op, operands=None) -> None:
-    """``operands``: ``[(a, ta), (b, tb)]``, the values read for the two
-    operands and whether each is read transposed (the source of a folded
-    ``transpose``); default: the op's own operands, untransposed."""
-    res = op.results[0]
-    (a, ta), (b, tb) = operands or [(v, False) for v in op.operands]
+def _route(op, operands, small_built: bool):
+    """``(kind, sizes)``: the kernel ``emit_matmul`` gives the product,
+    ``kind`` one of "none" (C is empty), "narrow", "small" (with the run-time
+    conditions ``gemm_small.conditions`` left, the others covering the
+    rest) or "large" (the GEMM or the row kernel); ``sizes``: ``(d, nb, M,
+    N, K, bshape, sa, sb, ta, tb, conds)`` after folding a shared B's batch
+    into M.  Depends on the module only through ``small_built``
+    (``uses_small_routine``)."""
+    (_, ta), (_, tb) = operands
     ashape, bshape_, cshape = (ir.shape_of(op.operands[0].type), ir.shape_of(op.operands[1].type),
-                               ir.shape_of(res.type))
-    d = ir.dtype_of(res.type)
+                               ir.shape_of(op.results[0].type))
+    d = ir.dtype_of(op.results[0].type)
     M, K, N = ashape[-2], ashape[-1], bshape_[-1]
     bshape = cshape[:-2]
     nb = math.prod(bshape)
     sa = batch_strides(bshape, ashape, M * K)
     sb = batch_strides(bshape, bshape_, K * N)
-    slots = [low.slot_value(res), low.slot_value(a), low.slot_value(b)]
     if known(nb * M * N, "==", 0):
-        return
+        return "none", None
     if nb > 1 and not any(sb) and not ta and math.prod(ashape[:-2]) == nb:
         # One B for every batch, A stored whole ([nb, M, K], rows contiguous)
         # and C likewise: one [nb * M, K] @ [K, N] product (a Linear on a
         # [T, B, F] input), which packs B once instead of once per batch.
         M, nb, bshape, sa, sb = nb * M, 1, (), [], []
+    sizes = [d, nb, M, N, K, bshape, sa, sb, ta, tb, None]
     # Symbolic sizes (known at run time): the narrow kernel needs a static
     # N (and K with B transposed), the small one a static N and batch; the
     # GEMM and the row kernel take any.  Between the small kernel and the
@@ -98,12 +102,43 @@ def emit_matmul(low, op, operands=None) -> None:
             not tb or (isinstance(K, int) and K * N * d.itemsize <= NARROW_STACK_BYTES
                        and not any(sb))):
         # Narrower than the GEMM's register tile (NR): it would pad.
+        return "narrow", sizes
+    conds = gemm_small.conditions(d, M, N, K, tb) if isinstance(nb, int) else None
+    if conds is not None and not small_built and small_a_transposed_takes_gemm(d, M, N, K, ta):
+        conds = None
+    sizes[-1] = conds
+    return ("small" if conds is not None else "large"), sizes
+
+
+def uses_small_routine(low) -> bool:
+    """Whether the module's products (``low.mm_operands``: every matmul and
+    the operands it reads, planned before any is emitted) call the small
+    kernel's routine (``gemm_small``) whatever the A-transposed ones do:
+    then those take it too (``small_a_transposed_takes_gemm``).  Cached on
+    ``low``."""
+    got = getattr(low, "_uses_small_routine", None)
+    if got is None:
+        got = low._uses_small_routine = any(
+            _route(op, srcs, False)[0] == "small"
+            for op, srcs in getattr(low, "mm_operands", {}).items())
+    return got
+
+
+def emit_matmul(low, op, operands=None) -> None:
+    """``operands``: ``[(a, ta), (b, tb)]``, the values read for the two
+    operands and whether each is read transposed (the source of a folded
+    ``transpose``); default: the op's own operands, untransposed."""
+    operands = operands or [(v, False) for v in op.operands]
+    (a, _), (b, _) = operands
+    kind, sizes = _route(op, operands, uses_small_routine(low))
+    if kind == "none":
+        return
+    slots = [low.slot_value(op.results[0]), low.slot_value(a), low.slot_value(b)]
+    d, nb, M, N, K, bshape, sa, sb, ta, tb, conds = sizes
+    if kind == "narrow":
         _emit_narrow(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb)
         return
-    # (A read transposed too: a weight gradient ``g.T @ x`` over a small
-    # batch; the small kernel's one library routine serves both layouts.)
-    conds = gemm_small.conditions(d, M, N, K, tb) if isinstance(nb, int) else None
-    if conds is not None:
+    if kind == "small":
         # The small kernel where ``conds`` hold; the others where the first
         # that fails is the i-th (disjoint cases, one of which runs).
         with low.kernels.only_where(*conds):
@@ -118,6 +153,26 @@ def emit_matmul(low, op, operands=None) -> None:
 
 
 _NOT = {"<=": ">", ">=": "<", "<": ">=", ">": "<="}
+
+
+def small_a_transposed_takes_gemm(d: dt.DType, M, N, K, ta: bool) -> bool:
+    """Whether a short product with A read transposed (``[K, M]^T @ [K,
+    N]``: a weight gradient ``g.T @ x`` over a small batch K) takes the
+    packed GEMM (``gemm_run_tn``, which a training step's other weight
+    gradients use already) instead of the small kernel, *in a module that
+    calls the small kernel for no other product* (``_route``'s
+    ``small_built`` False): wherever the GEMM suits its sizes, M and N
+    static (a symbolic K by its hint: a choice of speed, not of result, as
+    in ``_emit_large``).  Such a module (the transformer step: only its
+    head's ``[256, 10]^T @ [256, 64]`` is short) then builds no
+    ``gemm_small`` routine in a cold compile (~60-85 ms of LLVM on one
+    core), at a few microseconds per product at steady state (the GEMM
+    packs both operands: 5 -> 10 us for that product).  Where the module
+    calls ``gemm_small`` anyway (an MLP step's forward ``x @ w`` over a
+    small batch), its one routine serves both layouts of A and these
+    products take it: as fast as the small kernel, nothing more to build."""
+    return ta and isinstance(M, int) and isinstance(N, int) and \
+        gemm.suitable(d, M, N, hint_of(K))
 
 
 def _emit_large(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb, m_hint) -> None:
