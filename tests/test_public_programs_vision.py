@@ -12,7 +12,6 @@ import inspect
 import math
 import os
 import subprocess
-import sys
 
 import numpy as np
 
