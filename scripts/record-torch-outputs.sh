@@ -12,4 +12,4 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Every public-program test file (a new tests/test_public_programs_*.py is
 # picked up without editing this list).
 TRACEC_RECORD_TORCH=1 python -m pytest -q -n auto --dist worksteal \
-    tests/test_public_programs*.py "$@"
+    tests/test_public_programs*.py tests/test_torch_compat_calls.py "$@"

@@ -10,6 +10,16 @@ import tempfile
 
 import pytest
 
+# NumPy's OpenBLAS and torch's OpenMP on one thread (set before anything
+# imports numpy or torch): the suite runs one xdist worker per core, and a
+# second thread per worker only oversubscribes the cores; the threads then
+# spin and wait on each other.  The small products of eager tracec (numpy
+# matmul) ran 3-5x slower (test_public_programs_exact's LBFGS test: 4.9 s,
+# 1.0 s on one thread) and torch oracles ~3x (test_vision_models' resnet18
+# step: 6.5 s, 2.3 s).  Processes the tests start inherit both (the program
+# tests set OMP_NUM_THREADS=1 for theirs already).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TRACEC_CHECKS", "1")  # (the IR verified after each stage; 2: after each pass)
 os.environ.setdefault("TRACEC_CACHE_DIR", tempfile.mkdtemp(prefix="tracec-test-cache-"))
 # No shared libraries linked from compiled code (a cc per compile, for a

@@ -5,11 +5,13 @@ torch 2.13 + torchvision 0.28 and once under ``tracec run`` (where
 ``torchvision`` is ``tracec.vision``).  The two draw different initial
 weights and dropout masks, so the output is compared as in
 ``test_public_programs.py``: the same lines once numbers are masked, the
-same dataset sizes, finite losses starting near ln(10) that fall."""
+same dataset sizes, finite losses starting near ln(10) that fall.  torch's
+output is replayed from its recording (``torch_recordings``) while the
+program, the data this file writes and the arguments are unchanged."""
+import inspect
 import math
 import os
 import subprocess
-import sys
 
 import numpy as np
 
@@ -17,6 +19,7 @@ from test_public_programs import PROGS, ROOT, numbers, skeleton
 from test_vision_datasets import idx_bytes
 from vision_oracle import torch_command, torchvision
 from program_runner import run_cli
+import torch_recordings
 
 torchvision()
 
@@ -59,7 +62,14 @@ def run(backend, args, cwd):
 def test_mnist_with_torchvision_datasets(tmp_path):
     args = ["--epochs", "2", "--batch-size", "16", "--test-batch-size", "16",
             "--log-interval", "1", "--lr", "0.5"]
-    out = {b: run(b, args, setup_data(tmp_path / b)) for b in ("torch", "tracec")}
+    prog = PROGS / "mnist_vision" / "main.py"
+    # the key covers the data: the source of what writes it
+    extra = "OMP_NUM_THREADS=1 PYTHONWARNINGS=ignore vision_oracle.torch_command\n" + "".join(
+        inspect.getsource(f) for f in (write_digits, setup_data, idx_bytes))
+    ref = torch_recordings.torch_output(
+        "programs/mnist_vision/main", torch_recordings.program_files(prog), args, extra,
+        lambda: "\n".join(run("torch", args, setup_data(tmp_path / "torch"))) + "\n")
+    out = {"torch": ref.splitlines(), "tracec": run("tracec", args, setup_data(tmp_path / "tracec"))}
     assert skeleton(out["tracec"]) == skeleton(out["torch"])
     assert any("[48/64 (75%)]" in line for line in out["tracec"])
     assert any("Accuracy:" in line and "/32" in line for line in out["tracec"])

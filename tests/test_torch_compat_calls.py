@@ -45,27 +45,40 @@ def test_dynamo_and_compiler_namespaces():
     assert tracec.compiler.disable(g) is g and tracec._dynamo.disable()(g) is g
 
 
+_GPT_FAST_CONFIG = (
+    "import torch._dynamo.config\n"
+    "import torch._inductor.config\n"
+    "import torch._inductor.config as ic\n"
+    "from torch._inductor import config\n"
+    "torch._inductor.config.coordinate_descent_tuning = True\n"
+    "torch._inductor.config.triton.unique_kernel_names = True\n"
+    "torch._dynamo.config.cache_size_limit = 64\n"
+    "from torch.nn.attention import SDPBackend\n"
+    "print(ic.coordinate_descent_tuning, config is ic, torch._dynamo.config.cache_size_limit,"
+    " SDPBackend.MATH, f'{SDPBackend.FLASH_ATTENTION}', int(SDPBackend.MATH))\n")
+
+
 def test_config_submodules_import_as_in_gpt_fast(tmp_path):
     """gpt-fast's ``import torch._dynamo.config`` / ``import
     torch._inductor.config`` (submodule imports, then flags set on them), and
-    the attention backend enum printed as PyTorch prints it."""
+    the attention backend enum printed as PyTorch prints it.  What the real
+    torch prints is replayed from its recording (``torch_recordings``: the
+    key is the program's text and torch's version; importing
+    torch._inductor takes a process seconds)."""
     import subprocess
     import sys
+    import torch_recordings
     script = tmp_path / "prog.py"
-    script.write_text(
-        "import torch._dynamo.config\n"
-        "import torch._inductor.config\n"
-        "import torch._inductor.config as ic\n"
-        "from torch._inductor import config\n"
-        "torch._inductor.config.coordinate_descent_tuning = True\n"
-        "torch._inductor.config.triton.unique_kernel_names = True\n"
-        "torch._dynamo.config.cache_size_limit = 64\n"
-        "from torch.nn.attention import SDPBackend\n"
-        "print(ic.coordinate_descent_tuning, config is ic, torch._dynamo.config.cache_size_limit,"
-        " SDPBackend.MATH, f'{SDPBackend.FLASH_ATTENTION}', int(SDPBackend.MATH))\n")
+    script.write_text(_GPT_FAST_CONFIG)
     want = "True True 64 SDPBackend.MATH SDPBackend.FLASH_ATTENTION 0"
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
-    assert r.returncode == 0 and r.stdout.strip() == want, r.stderr   # real torch
+
+    def real_torch():
+        r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+    ref = torch_recordings.torch_output("torch_compat/gpt_fast_config", [], [],
+                                        "python prog.py\n" + _GPT_FAST_CONFIG, real_torch)
+    assert ref.strip() == want, ref                                   # real torch
     r = tracec_cli(["run", str(script)])
     assert r.returncode == 0 and r.stdout.strip() == want, r.stderr
 
