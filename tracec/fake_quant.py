@@ -5,8 +5,9 @@ Invariant: the values are PyTorch's kernels' to the bit: the inverse scale
 is ``1.0f / scale`` in float32, the quantized value is
 ``zero_point + nearbyint(x * inv_scale)`` in the input's dtype (a float
 per-channel zero point is added before rounding instead), clamped to
-``[quant_min, quant_max]``, and ``(q - zero_point) * scale`` comes back in
-the input's dtype.  The gradient is the straight-through one PyTorch's
+``[quant_min, quant_max]``, and ``(q - zero_point) * scale`` is taken in
+float32 (per tensor) or the input's dtype (per channel) and comes back in the
+input's dtype.  The gradient is the straight-through one PyTorch's
 ``FakeQuantize*CachemaskBackward0`` gives: the incoming gradient where the
 unclamped quantized value lies in the range, zero elsewhere (none to the
 scale and zero point).  Composite of primitives: it traces, so
@@ -38,11 +39,19 @@ def _float_input(x, kernel: str):
         raise NotImplementedError(f'"{kernel}" not implemented for \'{dt.scalar_type_name(x.dtype)}\'')
 
 
-def _straight_through(x, q, zp, scale, quant_min, quant_max, name):
-    """``(clamp(q) - zp) * scale`` with the masked straight-through gradient."""
+def _straight_through(x, q, zp, scale, quant_min, quant_max, name, in_float32):
+    """``(clamp(q) - zp) * scale`` with the masked straight-through gradient;
+    ``in_float32``: the product taken in float32, then cast to x's dtype (the
+    per-tensor kernel multiplies an integer by the float scale; the
+    per-channel one computes in the input's dtype)."""
     inside = ops.logical_and(ops.ge(q, float(quant_min)), ops.le(q, float(quant_max)))
     qc = ops.minimum(ops.maximum(q, float(quant_min)), float(quant_max))
-    value = ops.stop_gradient(ops.mul(ops.sub(qc, zp), scale))
+    if in_float32:
+        s32 = scale if isinstance(scale, float) else ops.cast(scale, dt.float32)
+        value = ops.cast(ops.mul(ops.cast(ops.sub(qc, zp), dt.float32), s32), x.dtype)
+    else:
+        value = ops.mul(ops.sub(qc, zp), scale)
+    value = ops.stop_gradient(value)
     # x - stop_gradient(x) is an exact 0 whose gradient is 1: selected only
     # inside the range, so an infinite input outside it cannot leak a NaN.
     through = ops.where(inside, ops.sub(x, ops.stop_gradient(x)), 0.0)
@@ -76,7 +85,7 @@ def fake_quantize_per_tensor_affine(input, scale, zero_point, quant_min: int, qu
     x = ops.stop_gradient(input)
     q = ops.add(_rint(ops.mul(x, inv)), zp)
     return _straight_through(input, q, zp, sc, quant_min, quant_max,
-                             "FakeQuantizePerTensorAffineCachemaskBackward0")
+                             "FakeQuantizePerTensorAffineCachemaskBackward0", True)
 
 
 def fake_quantize_per_channel_affine(input, scale, zero_point, axis: int, quant_min: int,
@@ -126,4 +135,5 @@ def fake_quantize_per_channel_affine(input, scale, zero_point, axis: int, quant_
     else:
         q = _rint(ops.add(ops.mul(x, inv), zp))
     return _straight_through(input, q, zp, sc, quant_min, quant_max,
-                             "FakeQuantizePerChannelAffineCachemaskBackward0")
+                             "FakeQuantizePerChannelAffineCachemaskBackward0",
+                             False)
