@@ -102,3 +102,102 @@ def test_compiled_equals_eager():
         res.append((loss.item(), w.grad.numpy().copy(), x.grad.numpy().copy()))
     assert res[0][0] == res[1][0]
     assert np.array_equal(res[0][1], res[1][1]) and np.array_equal(res[0][2], res[1][2])
+
+
+# --- torch.ao.quantization's observers and FakeQuantize ---------------------
+
+XS = [R.randn(4, 3, 2).astype(np.float32) * (i + 1) + 0.3 for i in range(3)]
+
+
+def _observe(lib, make, steps=XS):
+    """An observer / fake-quantizer fed ``steps``: its qparams after each,
+    the fake-quantized values and input gradients, its state dict."""
+    warnings_off = __import__("warnings").catch_warnings()
+    with warnings_off:
+        __import__("warnings").simplefilter("ignore")
+        m = make(lib)
+        rows = []
+        for a in steps:
+            x = lib.tensor(a, requires_grad=True)
+            y = m(x)
+            if y.requires_grad:
+                (y * lib.arange(24.).view(4, 3, 2)).sum().backward()
+            scale, zp = m.calculate_qparams()
+            rows.append((scale.tolist(), zp.tolist(), str(zp.dtype).split(".")[-1], y.detach().numpy(),
+                         None if x.grad is None else x.grad.numpy()))
+        state = {k: v.tolist() for k, v in m.state_dict().items()}
+    return rows, state
+
+
+OBSERVERS = {
+    "minmax": lambda L: L.ao.quantization.MinMaxObserver(),
+    "minmax-sym-qint8": lambda L: L.ao.quantization.MinMaxObserver(dtype=L.qint8,
+                                                                  qscheme=L.per_tensor_symmetric),
+    "minmax-sym-quint8-range": lambda L: L.ao.quantization.MinMaxObserver(
+        dtype=L.quint8, qscheme=L.per_tensor_symmetric, quant_min=0, quant_max=15),
+    "moving": lambda L: L.ao.quantization.MovingAverageMinMaxObserver(averaging_constant=0.3),
+    "moving-reduce": lambda L: L.ao.quantization.MovingAverageMinMaxObserver(reduce_range=True),
+    "per-channel-axis1": lambda L: L.ao.quantization.PerChannelMinMaxObserver(
+        ch_axis=1, dtype=L.qint8, qscheme=L.per_channel_symmetric),
+    "per-channel-affine": lambda L: L.ao.quantization.PerChannelMinMaxObserver(ch_axis=2),
+    "moving-per-channel": lambda L: L.ao.quantization.MovingAveragePerChannelMinMaxObserver(
+        averaging_constant=0.5, ch_axis=0),
+    "default_fake_quant": lambda L: L.ao.quantization.default_fake_quant(),
+    "default_weight_fake_quant": lambda L: L.ao.quantization.default_weight_fake_quant(),
+    "default_per_channel_weight_fake_quant":
+        lambda L: L.ao.quantization.default_per_channel_weight_fake_quant(),
+    "fake_quant-custom": lambda L: L.ao.quantization.FakeQuantize(
+        observer=L.ao.quantization.MovingAverageMinMaxObserver.with_args(averaging_constant=0.5),
+        quant_min=-8, quant_max=7, dtype=L.qint8),
+}
+
+
+@pytest.mark.parametrize("name", list(OBSERVERS))
+def test_observer_matches_torch(name):
+    (rows_t, state_t), (rows_c, state_c) = (_observe(lib, OBSERVERS[name]) for lib in (torch, tracec))
+    assert state_c == state_t
+    for (st, zt, dt_t, yt, gt), (sc, zc, dt_c, yc, gc) in zip(rows_t, rows_c):
+        assert (sc, zc, dt_c) == (st, zt, dt_t)
+        assert np.array_equal(yc, yt)
+        assert (gc is None) == (gt is None) and (gt is None or np.array_equal(gc, gt))
+
+
+def test_fake_quantize_switches_and_state_dict():
+    """disable_observer freezes the qparams, disable_fake_quant passes the
+    input through, and a per-channel FakeQuantize's state loads into a fresh
+    one (its empty min/max and one-element scale take the saved shapes)."""
+    out = []
+    for L in (torch, tracec):
+        fq = L.ao.quantization.default_per_channel_weight_fake_quant()
+        fq(L.tensor(XS[0]))
+        fq.apply(L.ao.quantization.disable_observer)
+        y = fq(L.tensor(XS[1]))
+        fresh = L.ao.quantization.default_per_channel_weight_fake_quant()
+        fresh.load_state_dict(fq.state_dict())
+        fresh.apply(L.ao.quantization.disable_fake_quant)
+        out.append((fq.scale.tolist(), y.numpy(), fresh.scale.tolist(), fresh.zero_point.tolist(),
+                    fresh.activation_post_process.min_val.tolist(),
+                    L.equal(fresh(L.tensor(XS[2])), L.tensor(XS[2])),
+                    fresh.fake_quant_enabled.tolist(), fresh.observer_enabled.tolist()))
+    (a, ya, *ra), (b, yb, *rb) = out
+    assert a == b and np.array_equal(ya, yb) and ra == rb
+
+
+@pytest.mark.parametrize("call", [
+    lambda L: L.ao.quantization.MinMaxObserver(qscheme=L.per_channel_affine),
+    lambda L: L.ao.quantization.PerChannelMinMaxObserver(qscheme=L.per_tensor_affine),
+    lambda L: L.ao.quantization.MinMaxObserver(quant_min=1, quant_max=5),
+    lambda L: L.ao.quantization.MinMaxObserver(dtype=L.quint8, qscheme=L.per_tensor_symmetric,
+                                              reduce_range=True),
+    lambda L: L.ao.quantization.FakeQuantize(quant_min=5, quant_max=2),
+    lambda L: L.ao.quantization.FakeQuantize(quant_min=-5, quant_max=2),
+    lambda L: L.ao.quantization.MovingAverageMinMaxObserver(qscheme=L.per_channel_affine),
+    lambda L: L.ao.quantization.MovingAveragePerChannelMinMaxObserver(qscheme=L.per_tensor_affine),
+], ids=["per-channel-scheme", "per-tensor-scheme", "range-without-0", "sym-quint8-reduce",
+        "min-over-max", "min-out-of-bound", "moving-scheme", "moving-per-channel-scheme"])
+def test_observer_errors_match_torch(call):
+    with __import__("warnings").catch_warnings():
+        __import__("warnings").simplefilter("ignore")
+        # (a qscheme's repr names the library: tracec.per_channel_affine)
+        kind, msg = _error(tracec, call)
+        assert (kind, msg.replace("tracec.", "torch.")) == _error(torch, call)

@@ -9,7 +9,11 @@ temperature through distributions.Categorical, top-k through scatter,
 nucleus through sort / cumsum / masked -inf) on an nn.LSTM language model,
 and quantization-aware training with torch.fake_quantize_per_tensor_affine
 (tensor qparams from moving-average min/max buffers) and
-torch.fake_quantize_per_channel_affine on the weights.
+torch.fake_quantize_per_channel_affine on the weights, and QAT with
+torch.ao.quantization's modules (QuantStub / DeQuantStub, default_fake_quant,
+default_per_channel_weight_fake_quant, default_weight_fake_quant,
+disable_observer after two steps, the FakeQuantize state dict loaded into a
+fresh model, disable_fake_quant / enable_fake_quant).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (each checks a compiled training step against
@@ -25,7 +29,8 @@ from test_public_programs_tutorials2 import ENV, check_program, torch_refs_fixtu
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "programs25"
 
-CASES = ["evidential.py", "fnet_fta.py", "switch_moe.py", "sampling_lstm.py", "qat_fake_quant.py"]
+CASES = ["evidential.py", "fnet_fta.py", "switch_moe.py", "sampling_lstm.py", "qat_fake_quant.py",
+         "qat_modules.py"]
 EAGER_FALLBACK = {"switch_moe.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
