@@ -201,3 +201,73 @@ def test_observer_errors_match_torch(call):
         # (a qscheme's repr names the library: tracec.per_channel_affine)
         kind, msg = _error(tracec, call)
         assert (kind, msg.replace("tracec.", "torch.")) == _error(torch, call)
+
+
+# --- fuse_modules / fuse_modules_qat ----------------------------------------
+
+def _fusable(L):
+    nn = L.nn
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.bn, self.relu = nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU()
+            self.conv2, self.relu2 = nn.Conv1d(4, 4, 1), nn.ReLU()
+            self.fc, self.bn1 = nn.Linear(4, 3), nn.BatchNorm1d(3)
+            self.seq = nn.Sequential(nn.Linear(3, 3), nn.ReLU())
+
+        def forward(self, x):
+            x = self.relu(self.bn(self.conv(x))).mean(3)
+            x = self.relu2(self.conv2(x)).mean(2)
+            return self.seq(self.bn1(self.fc(x)))
+    L.manual_seed(0)
+    return M()
+
+
+FUSE_X = R.randn(2, 3, 6, 6).astype(np.float32)
+
+
+@pytest.mark.parametrize("qat", [False, True])
+def test_fuse_modules_matches_torch(qat):
+    groups = [["conv", "bn", "relu"], ["conv2", "relu2"], ["fc", "bn1"], ["seq.0", "seq.1"]]
+    res = []
+    for L in (torch, tracec):
+        m = _fusable(L)
+        x = L.tensor(FUSE_X)
+        m(x), m(x * 2)          # running statistics for the eval fold
+        if not qat:
+            m.eval()
+        ref = m(x).detach().numpy()
+        fuse = L.ao.quantization.fuse_modules_qat if qat else L.ao.quantization.fuse_modules
+        f = fuse(m, groups)
+        res.append((ref, f(x).detach().numpy(), [type(c).__name__ for c in f.modules()],
+                    list(f.state_dict()), [c.training for c in f.modules()]))
+    (r1, o1, *k1), (r2, o2, *k2) = res
+    np.testing.assert_allclose(r2, r1, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(o2, o1, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(o2, r2, rtol=1e-5, atol=1e-5)     # fusion keeps the function
+    assert k1 == k2
+
+
+@pytest.mark.parametrize("call", [
+    lambda L: L.ao.quantization.fuse_modules(_fusable(L).eval(), ["conv", "relu2", "bn"]),
+    lambda L: L.ao.quantization.fuse_modules((lambda m: (m.bn.eval(), m)[1])(_fusable(L)), ["conv", "bn"]),
+    lambda L: L.ao.nn.intrinsic.ConvReLU2d(L.nn.Conv2d(1, 1, 1), L.nn.Tanh()),
+    lambda L: L.ao.nn.intrinsic.ConvBnReLU2d(L.nn.Conv2d(1, 1, 1), L.nn.BatchNorm1d(1), L.nn.ReLU()),
+], ids=["no-fuser", "mixed-modes", "wrong-types", "wrong-types-3"])
+def test_fuse_errors_match_torch(call):
+    kind, msg = _error(tracec, call)
+    assert (kind, msg.replace("tracec", "torch")) == _error(torch, call)
+
+
+def test_fuse_moves_hooks():
+    """The pre-hook moves to the fused module and, as in PyTorch, stays on
+    the folded conv (a deep copy of the original) too."""
+    seen = []
+    for L in (torch, tracec):
+        m = _fusable(L).eval()
+        m.conv.register_forward_pre_hook(lambda mod, i: seen.append(("pre", type(mod).__name__)))
+        m.relu.register_forward_hook(lambda mod, i, o: seen.append(("post", type(mod).__name__)))
+        L.ao.quantization.fuse_modules(m, ["conv", "bn", "relu"], inplace=True)
+        m(L.tensor(FUSE_X))
+    assert seen[:3] == seen[3:] == [("pre", "ConvReLU2d"), ("pre", "Conv2d"), ("post", "ConvReLU2d")]

@@ -93,9 +93,12 @@ from tracec.ao.quantization.qat import (  # noqa: E402  (quantization-aware trai
     MovingAveragePerChannelMinMaxObserver, ObserverBase, PerChannelMinMaxObserver, QuantStub,
     default_fake_quant, default_per_channel_weight_fake_quant, default_weight_fake_quant,
     disable_fake_quant, disable_observer, enable_fake_quant, enable_observer)
+from tracec.ao.quantization.fuse_modules import (  # noqa: E402
+    fuse_known_modules, fuse_modules, fuse_modules_qat, get_fuser_method)
 
 __all__ += ["DeQuantStub", "FakeQuantize", "FakeQuantizeBase", "MinMaxObserver",
             "MovingAverageMinMaxObserver", "MovingAveragePerChannelMinMaxObserver", "ObserverBase",
             "PerChannelMinMaxObserver", "QuantStub", "default_fake_quant",
             "default_per_channel_weight_fake_quant", "default_weight_fake_quant",
-            "disable_fake_quant", "disable_observer", "enable_fake_quant", "enable_observer"]
+            "disable_fake_quant", "disable_observer", "enable_fake_quant", "enable_observer",
+            "fuse_known_modules", "fuse_modules", "fuse_modules_qat", "get_fuser_method"]
