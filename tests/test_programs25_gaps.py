@@ -271,3 +271,18 @@ def test_fuse_moves_hooks():
         L.ao.quantization.fuse_modules(m, ["conv", "bn", "relu"], inplace=True)
         m(L.tensor(FUSE_X))
     assert seen[:3] == seen[3:] == [("pre", "ConvReLU2d"), ("pre", "Conv2d"), ("post", "ConvReLU2d")]
+
+
+def test_float_functional_matches_torch():
+    """``nn.quantized.FloatFunctional`` (the older ``torch.nn.quantized``
+    name too): its operations, and its forward's error."""
+    res = []
+    for L in (torch, tracec):
+        ff = L.nn.quantized.FloatFunctional()
+        a, b = L.tensor(W[0]), L.tensor(W[1])
+        res.append([r.numpy() for r in (ff.add(a, b), ff.mul(a, b), ff.add_relu(a, b), ff.add_scalar(a, 2.0),
+                                        ff.mul_scalar(a, 3.0), ff.cat([a, b], dim=1), ff.matmul(a, b.T))]
+                   + [_error(L, lambda L: ff(a)), type(ff.activation_post_process).__name__,
+                      L.ao.nn.quantized.FloatFunctional is type(ff)])
+    for x, y in zip(*res):
+        assert np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y

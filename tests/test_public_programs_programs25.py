@@ -13,7 +13,11 @@ torch.fake_quantize_per_channel_affine on the weights, and QAT with
 torch.ao.quantization's modules (QuantStub / DeQuantStub, default_fake_quant,
 default_per_channel_weight_fake_quant, default_weight_fake_quant,
 disable_observer after two steps, the FakeQuantize state dict loaded into a
-fresh model, disable_fake_quant / enable_fake_quant).
+fresh model, disable_fake_quant / enable_fake_quant), and the static
+quantization tutorial's MobileNetV2 (ConvBNReLU Sequentials, the
+FloatFunctional skip add, QuantStub / DeQuantStub) fused by its fuse_model()
+with fuse_modules (the same function in eval) and fuse_modules_qat (the same
+training trajectory).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (each checks a compiled training step against
@@ -30,7 +34,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "programs25"
 
 CASES = ["evidential.py", "fnet_fta.py", "switch_moe.py", "sampling_lstm.py", "qat_fake_quant.py",
-         "qat_modules.py"]
+         "qat_modules.py", "fuse_mobilenet.py"]
 EAGER_FALLBACK = {"switch_moe.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
