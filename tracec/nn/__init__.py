@@ -26,7 +26,7 @@ def __getattr__(name):
     # ``torch.nn.quantized`` / ``torch.nn.intrinsic``: PyTorch's older names
     # of ``torch.ao.nn.*`` (imported on first use: ``tracec.ao`` builds on nn)
     if name in ("quantized", "intrinsic"):
-        mod = _importlib.import_module(f"tracec.ao.nn.{name}")
+        mod = _importlib.import_module(f"tracec.nn.{name}")     # (tracec.ao.nn.<name>)
         globals()[name] = mod
         return mod
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
