@@ -17,7 +17,9 @@ fresh model, disable_fake_quant / enable_fake_quant), and the static
 quantization tutorial's MobileNetV2 (ConvBNReLU Sequentials, the
 FloatFunctional skip add, QuantStub / DeQuantStub) fused by its fuse_model()
 with fuse_modules (the same function in eval) and fuse_modules_qat (the same
-training trajectory).
+training trajectory); and labml's ALiBi slopes and biases (5 heads: the
+interleaved extra slopes) with an AFT-local layer (masked position bias,
+exp / sigmoid gating through einsum) in a character model.
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (each checks a compiled training step against
@@ -34,7 +36,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "programs25"
 
 CASES = ["evidential.py", "fnet_fta.py", "switch_moe.py", "sampling_lstm.py", "qat_fake_quant.py",
-         "qat_modules.py", "fuse_mobilenet.py"]
+         "qat_modules.py", "fuse_mobilenet.py", "alibi_aft.py"]
 EAGER_FALLBACK = {"switch_moe.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
