@@ -55,6 +55,10 @@ SPACES = [
     ("tracec.vision.transforms", "torchvision.transforms"),
     ("tracec.vision.ops", "torchvision.ops"),
     ("tracec.vision.datasets", "torchvision.datasets"),
+    ("tracec.ao.quantization", "torch.ao.quantization"),
+    ("tracec.ao.nn.intrinsic", "torch.ao.nn.intrinsic"),
+    ("tracec.ao.nn.quantized.dynamic", "torch.ao.nn.quantized.dynamic"),
+    ("tracec.ao.nn.quantized", "torch.ao.nn.quantized"),
     ("tracec", "torch"),
 ]
 

@@ -147,6 +147,7 @@ from tracec.math_extra import *  # noqa: E402,F401,F403
 from tracec.math_extra import round  # noqa: E402,F401,A004
 from tracec.math_trig import *  # noqa: E402,F401,F403
 from tracec.math_special import *  # noqa: E402,F401,F403
+from tracec.fake_quant import *  # noqa: E402,F401,F403
 from tracec.math_igamma import igamma, igammac  # noqa: E402,F401
 from tracec.math_int import *  # noqa: E402,F401,F403
 from tracec import math_methods as _math_methods  # noqa: E402,F401  (Tensor methods)

@@ -20,3 +20,13 @@ from tracec.nn import common_types  # noqa: F401,E402
 from tracec.nn import modules  # noqa: F401
 from tracec.nn import parallel  # noqa: F401,E402
 from tracec.nn._linear_cross_entropy import LinearCrossEntropyOptions  # noqa: F401,E402
+
+
+def __getattr__(name):
+    # ``torch.nn.quantized`` / ``torch.nn.intrinsic``: PyTorch's older names
+    # of ``torch.ao.nn.*`` (imported on first use: ``tracec.ao`` builds on nn)
+    if name in ("quantized", "intrinsic"):
+        mod = _importlib.import_module(f"tracec.nn.{name}")     # (tracec.ao.nn.<name>)
+        globals()[name] = mod
+        return mod
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,2 +1,2 @@
 """``torch.ao.nn``: the quantized modules (``quantized.dynamic``)."""
-from tracec.ao.nn import quantized  # noqa: F401
+from tracec.ao.nn import intrinsic, quantized  # noqa: F401

@@ -1,5 +1,6 @@
 """``torch.ao.quantization`` (also ``torch.quantization``):
-``quantize_dynamic`` and the dynamic qconfigs it takes.
+``quantize_dynamic`` and the dynamic qconfigs it takes; the observers,
+``FakeQuantize`` and stubs of quantization-aware training (``qat``).
 
 ``quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)`` returns a copy
 of ``model`` (or ``model`` itself with ``inplace=True``) whose
@@ -86,3 +87,18 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=qint8, mapping=None, inplac
             swap(child, full + ".")
     swap(model, "")
     return model
+
+from tracec.ao.quantization.qat import (  # noqa: E402  (quantization-aware training)
+    DeQuantStub, FakeQuantize, FakeQuantizeBase, MinMaxObserver, MovingAverageMinMaxObserver,
+    MovingAveragePerChannelMinMaxObserver, ObserverBase, PerChannelMinMaxObserver, QuantStub,
+    default_fake_quant, default_per_channel_weight_fake_quant, default_weight_fake_quant,
+    disable_fake_quant, disable_observer, enable_fake_quant, enable_observer)
+from tracec.ao.quantization.fuse_modules import (  # noqa: E402
+    fuse_known_modules, fuse_modules, fuse_modules_qat, get_fuser_method)
+
+__all__ += ["DeQuantStub", "FakeQuantize", "FakeQuantizeBase", "MinMaxObserver",
+            "MovingAverageMinMaxObserver", "MovingAveragePerChannelMinMaxObserver", "ObserverBase",
+            "PerChannelMinMaxObserver", "QuantStub", "default_fake_quant",
+            "default_per_channel_weight_fake_quant", "default_weight_fake_quant",
+            "disable_fake_quant", "disable_observer", "enable_fake_quant", "enable_observer",
+            "fuse_known_modules", "fuse_modules", "fuse_modules_qat", "get_fuser_method"]

@@ -1,3 +1,4 @@
 """``torch.ao.nn.quantized``: ``dynamic`` (weights int8, activations
-quantized per call)."""
+quantized per call) and ``FloatFunctional``."""
 from tracec.ao.nn.quantized import dynamic  # noqa: F401
+from tracec.ao.nn.quantized.functional_modules import FloatFunctional  # noqa: F401
