@@ -22,8 +22,7 @@ from __future__ import annotations
 import functools
 import warnings
 
-import tracec
-from tracec import nn
+from tracec import config, creation, dtypes, fake_quant, functions, math_extra, nn, reductions_extra, shape_ops
 from tracec.ao._qparams import (QDType, per_channel_affine, per_channel_symmetric,
                                 per_tensor_affine, per_tensor_symmetric, qint8, qint32, quint8)
 
@@ -43,7 +42,7 @@ def _range_of(dtype):
     """(min, max) of a quantized or integer dtype (``torch.iinfo``)."""
     if isinstance(dtype, QDType):
         return dtype.qmin, dtype.qmax
-    info = tracec.iinfo(dtype)
+    info = config.iinfo(dtype)
     return info.min, info.max
 
 
@@ -116,7 +115,7 @@ class UniformQuantizationObserverBase(ObserverBase):
                           "reduce_range will be deprecated in a future release of PyTorch.",
                           stacklevel=2)
         self.reduce_range = reduce_range
-        self.register_buffer("eps", tracec.tensor([eps]))
+        self.register_buffer("eps", creation.tensor([eps]))
         if self.qscheme not in _PER_TENSOR + _PER_CHANNEL:
             raise AssertionError("Default Observer only works for per_tensor_affine, "
                                  "per_tensor_symmetric, per_channel_affine, per_channel_symmetric "
@@ -138,23 +137,23 @@ class UniformQuantizationObserverBase(ObserverBase):
                 (min_val.dim() == 0 and bool(min_val == float("inf")) and bool(max_val == float("-inf"))):
             warnings.warn("must run observer before calling calculate_qparams. Returning default values.",
                           stacklevel=2)
-            return tracec.tensor([1.0]), tracec.tensor([0])
+            return creation.tensor([1.0]), creation.tensor([0])
         quant_min, quant_max = self.quant_min, self.quant_max
-        min_val_neg = tracec.min(min_val, tracec.zeros_like(min_val))
-        max_val_pos = tracec.max(max_val, tracec.zeros_like(max_val))
-        zero_point = tracec.zeros(min_val_neg.size(), dtype=tracec.int64)
+        min_val_neg = functions.min(min_val, creation.zeros_like(min_val))
+        max_val_pos = functions.max(max_val, creation.zeros_like(max_val))
+        zero_point = creation.zeros(min_val_neg.size(), dtype=dtypes.int64)
         if self.qscheme in _SYMMETRIC:
-            max_val_pos = tracec.max(-min_val_neg, max_val_pos)
+            max_val_pos = functions.max(-min_val_neg, max_val_pos)
             scale = max_val_pos / (float(quant_max - quant_min) / 2)
-            scale = tracec.max(scale, self.eps)
+            scale = functions.max(scale, self.eps)
             if self.dtype is quint8:
                 mid = (quant_min + quant_max) // 2 if self.has_customized_qrange else 128
                 zero_point = zero_point.new_full(zero_point.size(), mid)
         else:
             scale = (max_val_pos - min_val_neg) / float(quant_max - quant_min)
-            scale = tracec.max(scale, self.eps)
-            zero_point = quant_min - tracec.round(min_val_neg / scale).to(tracec.int)
-            zero_point = tracec.clamp(zero_point, quant_min, quant_max)
+            scale = functions.max(scale, self.eps)
+            zero_point = quant_min - math_extra.round(min_val_neg / scale).to(dtypes.int)
+            zero_point = functions.clamp(zero_point, quant_min, quant_max)
         # a per-tensor observer's 0-d results come back 1-D (one element)
         if len(scale.shape) == 0:
             scale = scale.reshape(1)
@@ -179,8 +178,8 @@ class MinMaxObserver(UniformQuantizationObserverBase):
         super().__init__(dtype=dtype, qscheme=qscheme, reduce_range=reduce_range,
                          quant_min=quant_min, quant_max=quant_max, factory_kwargs=factory_kwargs,
                          eps=eps, is_dynamic=is_dynamic, **kwargs)
-        self.register_buffer("min_val", tracec.tensor(float("inf")))
-        self.register_buffer("max_val", tracec.tensor(float("-inf")))
+        self.register_buffer("min_val", creation.tensor(float("inf")))
+        self.register_buffer("max_val", creation.tensor(float("-inf")))
         if self.qscheme is per_tensor_symmetric and self.reduce_range and self.dtype is quint8:
             raise NotImplementedError("Cannot reduce range for symmetric" + " " * 40
                                       + "quantization for quint8")
@@ -189,9 +188,9 @@ class MinMaxObserver(UniformQuantizationObserverBase):
         if x_orig.numel() == 0:
             return x_orig
         x = x_orig.detach().to(self.min_val.dtype)
-        min_val_cur, max_val_cur = tracec.aminmax(x)
-        self.min_val.copy_(tracec.min(min_val_cur, self.min_val))
-        self.max_val.copy_(tracec.max(max_val_cur, self.max_val))
+        min_val_cur, max_val_cur = reductions_extra.aminmax(x)
+        self.min_val.copy_(functions.min(min_val_cur, self.min_val))
+        self.max_val.copy_(functions.max(max_val_cur, self.max_val))
         return x_orig
 
     def calculate_qparams(self):
@@ -201,8 +200,8 @@ class MinMaxObserver(UniformQuantizationObserverBase):
         return f"min_val={self.min_val}, max_val={self.max_val}"
 
     def reset_min_max_vals(self):
-        self.min_val.copy_(tracec.tensor(float("inf")))
-        self.max_val.copy_(tracec.tensor(float("-inf")))
+        self.min_val.copy_(creation.tensor(float("inf")))
+        self.max_val.copy_(creation.tensor(float("-inf")))
 
 
 class MovingAverageMinMaxObserver(MinMaxObserver):
@@ -231,9 +230,9 @@ class MovingAverageMinMaxObserver(MinMaxObserver):
         x = x_orig.detach().to(self.min_val.dtype)
         min_val, max_val = self.min_val, self.max_val
         if bool(min_val == float("inf")) and bool(max_val == float("-inf")):
-            min_val, max_val = tracec.aminmax(x)
+            min_val, max_val = reductions_extra.aminmax(x)
         else:
-            min_val_cur, max_val_cur = tracec.aminmax(x)
+            min_val_cur, max_val_cur = reductions_extra.aminmax(x)
             min_val = min_val + self.averaging_constant * (min_val_cur - min_val)
             max_val = max_val + self.averaging_constant * (max_val_cur - max_val)
         self.min_val.copy_(min_val)
@@ -258,8 +257,8 @@ class PerChannelMinMaxObserver(UniformQuantizationObserverBase):
                          quant_min=quant_min, quant_max=quant_max, factory_kwargs=factory_kwargs,
                          eps=eps, is_dynamic=is_dynamic, **kwargs)
         self.ch_axis = ch_axis
-        self.register_buffer("min_val", tracec.tensor([]))
-        self.register_buffer("max_val", tracec.tensor([]))
+        self.register_buffer("min_val", creation.tensor([]))
+        self.register_buffer("max_val", creation.tensor([]))
         if self.qscheme is per_channel_symmetric and self.reduce_range and self.dtype is quint8:
             raise NotImplementedError("Cannot reduce range for symmetric quantization for quint8")
 
@@ -267,7 +266,7 @@ class PerChannelMinMaxObserver(UniformQuantizationObserverBase):
         axes = list(range(x.dim()))
         axes[self.ch_axis] = 0
         axes[0] = self.ch_axis
-        return tracec.flatten(x.permute(axes).to(self.min_val.dtype), start_dim=1)
+        return shape_ops.flatten(x.permute(axes).to(self.min_val.dtype), start_dim=1)
 
     def _update(self, min_val, max_val):
         self.min_val.resize_(min_val.shape)
@@ -280,11 +279,11 @@ class PerChannelMinMaxObserver(UniformQuantizationObserverBase):
             return x_orig
         y = self._rows(x_orig.detach())
         if self.min_val.numel() == 0 or self.max_val.numel() == 0:
-            min_val, max_val = tracec.aminmax(y, dim=1)
+            min_val, max_val = reductions_extra.aminmax(y, dim=1)
         else:
-            min_val_cur, max_val_cur = tracec.aminmax(y, dim=1)
-            min_val = tracec.min(min_val_cur, self.min_val)
-            max_val = tracec.max(max_val_cur, self.max_val)
+            min_val_cur, max_val_cur = reductions_extra.aminmax(y, dim=1)
+            min_val = functions.min(min_val_cur, self.min_val)
+            max_val = functions.max(max_val_cur, self.max_val)
         self._update(min_val, max_val)
         return x_orig
 
@@ -332,9 +331,9 @@ class MovingAveragePerChannelMinMaxObserver(PerChannelMinMaxObserver):
         y = self._rows(x_orig.detach())
         min_val, max_val = self.min_val, self.max_val
         if min_val.numel() == 0 or max_val.numel() == 0:
-            min_val, max_val = tracec.aminmax(y, dim=1)
+            min_val, max_val = reductions_extra.aminmax(y, dim=1)
         else:
-            min_val_cur, max_val_cur = tracec.aminmax(y, dim=1)
+            min_val_cur, max_val_cur = reductions_extra.aminmax(y, dim=1)
             min_val = min_val + self.averaging_constant * (min_val_cur - min_val)
             max_val = max_val + self.averaging_constant * (max_val_cur - max_val)
         self._update(min_val, max_val)
@@ -346,8 +345,8 @@ class FakeQuantizeBase(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.register_buffer("fake_quant_enabled", tracec.tensor([1], dtype=tracec.uint8))
-        self.register_buffer("observer_enabled", tracec.tensor([1], dtype=tracec.uint8))
+        self.register_buffer("fake_quant_enabled", creation.tensor([1], dtype=dtypes.uint8))
+        self.register_buffer("observer_enabled", creation.tensor([1], dtype=dtypes.uint8))
 
     def enable_fake_quant(self, enabled: bool = True) -> None:
         self.fake_quant_enabled[0] = 1 if enabled else 0
@@ -389,8 +388,8 @@ class FakeQuantize(FakeQuantizeBase):
         self.quant_min = self.activation_post_process.quant_min
         self.quant_max = self.activation_post_process.quant_max
         self.is_dynamic = self.activation_post_process.is_dynamic
-        self.register_buffer("scale", tracec.tensor([1.0], dtype=tracec.float))
-        self.register_buffer("zero_point", tracec.tensor([0], dtype=tracec.int))
+        self.register_buffer("scale", creation.tensor([1.0], dtype=dtypes.float))
+        self.register_buffer("zero_point", creation.tensor([0], dtype=dtypes.int))
         self.dtype = self.activation_post_process.dtype
         self.qscheme = self.activation_post_process.qscheme
         self.ch_axis = getattr(self.activation_post_process, "ch_axis", -1)
@@ -413,11 +412,11 @@ class FakeQuantize(FakeQuantizeBase):
             self.zero_point.copy_(_zero_point)
         if bool(self.fake_quant_enabled[0] == 1):
             if self.is_per_channel:
-                X = tracec.fake_quantize_per_channel_affine(
+                X = fake_quant.fake_quantize_per_channel_affine(
                     X, self.scale, self.zero_point, self.ch_axis,
                     self.activation_post_process.quant_min, self.activation_post_process.quant_max)
             else:
-                X = tracec.fake_quantize_per_tensor_affine(
+                X = fake_quant.fake_quantize_per_tensor_affine(
                     X, self.scale, self.zero_point,
                     self.activation_post_process.quant_min, self.activation_post_process.quant_max)
         return X

@@ -6,8 +6,7 @@ raises PyTorch's error; scalar operations bypass the observer, as in PyTorch.
 """
 from __future__ import annotations
 
-import tracec
-from tracec import nn
+from tracec import functions, nn, shape_ops
 
 __all__ = ["FloatFunctional"]
 
@@ -22,22 +21,22 @@ class FloatFunctional(nn.Module):
                            + "'forward'. Please use the underlying operation")
 
     def add(self, x, y):
-        return self.activation_post_process(tracec.add(x, y))
+        return self.activation_post_process(functions.add(x, y))
 
     def add_scalar(self, x, y: float):
-        return tracec.add(x, y)
+        return functions.add(x, y)
 
     def mul(self, x, y):
-        return self.activation_post_process(tracec.mul(x, y))
+        return self.activation_post_process(functions.mul(x, y))
 
     def mul_scalar(self, x, y: float):
-        return tracec.mul(x, y)
+        return functions.mul(x, y)
 
     def cat(self, x, dim: int = 0):
-        return self.activation_post_process(tracec.cat(x, dim=dim))
+        return self.activation_post_process(shape_ops.cat(x, dim=dim))
 
     def add_relu(self, x, y):
-        return self.activation_post_process(nn.functional.relu(tracec.add(x, y)))
+        return self.activation_post_process(nn.functional.relu(functions.add(x, y)))
 
     def matmul(self, x, y):
-        return self.activation_post_process(tracec.matmul(x, y))
+        return self.activation_post_process(functions.matmul(x, y))
