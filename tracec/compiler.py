@@ -50,7 +50,9 @@ def call_key(args, kwargs) -> tuple:
     and Python values (``tracec.pytree``), each tensor's shape, dtype and
     requires_grad, which tensors are the same object or share memory (a
     trace of ``f(x, x)`` reads one value for both, so it must not serve
-    ``f(x, z)``), and the grad mode."""
+    ``f(x, z)``), the grad mode, the autocast state and the default dtype
+    (``tracec.ones(3)``, ``randn``, a Python float made a tensor: a trace
+    made under float32 would keep making float32 tensors)."""
     spec, leaves = flatten_args(args, kwargs)
     first: dict = {}
     tensors = []
@@ -61,7 +63,8 @@ def call_key(args, kwargs) -> tuple:
         r = first.setdefault(("root", id(r)), i)
         tensors.append((t._data.shape, t.dtype, t.requires_grad,
                         first.setdefault(id(t), i), r))
-    return (spec, tuple(tensors), graph.is_grad_enabled(), autocast_mode.state())
+    return (spec, tuple(tensors), graph.is_grad_enabled(), autocast_mode.state(),
+            dt._default_float[0])
 
 
 def _describe_change(old, new, names=()) -> str:
@@ -75,8 +78,10 @@ def _describe_change(old, new, names=()) -> str:
         return "the number of tensor arguments changed"
     if old[2] != new[2]:
         return "grad mode changed"
-    if old[3:] != new[3:]:
+    if old[3] != new[3]:
         return "autocast changed"
+    if old[4:] != new[4:]:
+        return f"the default dtype changed ({old[4]} -> {new[4]})"
     return "signature changed"
 
 

@@ -358,7 +358,7 @@ class Module:
         d["_parameters"] = WatchedOrderedDict()
         d["_buffers"] = WatchedOrderedDict()
         d["_non_persistent_buffers_set"] = set()
-        d["_modules"] = OrderedDict()
+        d["_modules"] = WatchedOrderedDict()
         d["_forward_hooks"] = OrderedDict()
         d["_forward_pre_hooks"] = OrderedDict()
         if self.call_super_init:
@@ -505,7 +505,7 @@ class Module:
     @epoch_covered
     def mode_and_tensors(self) -> tuple:
         """``self.training``, the identities of the module's own parameters,
-        buffers and other tensor attributes, and the values of its plain
+        submodules, buffers and other tensor attributes, and the values of its plain
         Python attributes (a Dropout's ``p``, a user's ``self.scale``) and
         the contents of its list and dict attributes and the states of its
         random generator objects (a draw in forward is a side effect): the
@@ -529,8 +529,14 @@ class Module:
                                      or type(v) in _FUNCTIONS or type(v) is SymScalar
                                      or type(v) in _CONTAINERS or isinstance(v, GENERATORS)
                                      or _config_object(v))]
-        return (tuple(map(id, d["_parameters"].values())), tuple(map(id, d["_buffers"].values())),
-                attrs)
+        # The submodules' identities too (with the parameters': the three
+        # parts keep their meaning for lifted_state and attr_replay): a
+        # swapped submodule (``self.act = nn.ReLU()``) is called by the next
+        # forward, but the guard the old one reported still holds, and the
+        # trace would keep calling it.
+        return (tuple(map(id, d["_parameters"].values()))
+                + ((None,) + tuple(map(id, d["_modules"].values())) if d["_modules"] else ()),
+                tuple(map(id, d["_buffers"].values())), attrs)
 
     def _guard_watched(self) -> bool:
         """Whether every change of what ``mode_and_tensors`` reads advances
@@ -539,6 +545,7 @@ class Module:
         d = self.__dict__
         return (type(d.get("_parameters")) is WatchedOrderedDict
                 and type(d.get("_buffers")) is WatchedOrderedDict
+                and type(d.get("_modules")) is WatchedOrderedDict
                 and all(deep_immutable(v) and not isinstance(v, GENERATORS)
                         for k, v in d.items()
                         if k[0] != "_" and (type(v) in _WATCH_CHECKED
@@ -804,11 +811,11 @@ class Module:
         EPOCH[0] += 1
         self.__dict__.update(state)
         d = self.__dict__
-        for table in ("_parameters", "_buffers"):
+        for table in ("_parameters", "_buffers", "_modules"):
             if type(d.get(table)) is not WatchedOrderedDict:
                 d[table] = WatchedOrderedDict(d.get(table) or ())
         d.setdefault("_non_persistent_buffers_set", set())
-        for table in ("_modules", "_forward_hooks", "_forward_pre_hooks"):
+        for table in ("_forward_hooks", "_forward_pre_hooks"):
             if d.get(table) is None:
                 d[table] = OrderedDict()
 
