@@ -74,3 +74,52 @@ def test_the_default_dtype_set_between_calls_retraces():
         tracec.set_default_dtype(old)
     _same(f(x), step(x))
     assert f.cache_info().traces == 2
+
+
+def _run_both(m, step, f, x):
+    """``step`` and its compiled ``f`` from one RNG state (counter draws:
+    dropout masks agree bit for bit); their results."""
+    from tracec import torch_rng
+    with torch_rng.counter_draws():
+        st = tracec.get_rng_state()
+        e = step(x)
+        tracec.set_rng_state(st)
+        return e, f(x)
+
+
+def test_dropout_p_set_between_calls_is_lifted():
+    # (fuzz_guards seed 114: the lifted p reached a primitive, a TypeError)
+    tracec.manual_seed(2)
+    m = nn.Dropout(0.25)
+
+    def step(x):
+        return m(x) * 2
+
+    f = tracec.compile(step, backend="cpu")
+    x = tracec.randn(8, 4)
+    for p in (0.25, 0.1, 0.6):
+        m.p = p
+        e, c = _run_both(m, step, f, x)
+        _same(c, e)
+    assert "Dropout.p: lifted" in f.cache_info().reasons[-1]
+
+
+def test_batch_norm_momentum_set_to_none_after_it_was_lifted():
+    # (fuzz_guards seed 111: the retrace lifted None, a TypeError)
+    tracec.manual_seed(3)
+    m, twin = nn.BatchNorm1d(3), nn.BatchNorm1d(3)
+
+    def step(x):
+        return m(x) * 2
+
+    def eager(x):
+        return twin(x) * 2
+
+    f = tracec.compile(step, backend="cpu")
+    x = tracec.randn(4, 3)
+    for momentum in (0.1, 0.2, None, 0.3, None):
+        m.momentum = twin.momentum = momentum
+        _same(f(x), eager(x))
+        _same(m.running_mean, twin.running_mean)
+        _same(m.running_var, twin.running_var)
+        assert int(m.num_batches_tracked) == int(twin.num_batches_tracked)

@@ -15,6 +15,8 @@ import os
 import time
 import types
 import warnings
+
+import numpy as np
 from dataclasses import dataclass, field
 
 from tracec import aten_report
@@ -109,6 +111,12 @@ def number_changes(old, new) -> list:
         if not _number_diffs(a, b, where, out):
             return []
     return out
+
+
+def _is_plain_number(v) -> bool:
+    """An int or float (NumPy's too), not a bool: what a lifted location
+    must hold to be read as a number."""
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
 
 
 def _is_number_spec(a) -> bool:
@@ -469,6 +477,12 @@ class CompiledFunction:
         self._fast = fast
         entry.use_fast_key(key)
 
+    def _liftable(self) -> list:
+        """The lifted locations (``_lift``) that hold a number now: one set
+        to None or another object between calls (a BatchNorm's ``momentum =
+        None``) is guarded by its value in this trace, not read as a number."""
+        return [(p, loc) for p, loc in self._lift if _is_plain_number(loc.get())]
+
     def _lifted_key(self, key, args, kwargs) -> tuple:
         """``key`` with the lifted number arguments' values erased (their
         types kept); sets ``_arg_box`` to this call's values."""
@@ -545,7 +559,7 @@ class CompiledFunction:
             result, trace = record(self.fn, args, kwargs, self.__name__,
                                    fallback=self.fallback == "eager",
                                    symbols=SymbolTable(*dims) if dims else None,
-                                   lift=self._lift + self._arg_locations())
+                                   lift=self._liftable() + self._arg_locations())
         if isinstance(trace, ArraysRead):
             # It read a NumPy array argument's values (np.asarray(a, dtype),
             # a.mean()): the call ran eagerly; arrays are keyed by their

@@ -23,7 +23,7 @@ from tracec.methods import _inplace
 from tracec.ops.core import normalize_axis
 from tracec.rearrange import cumsum
 from tracec.scatter_ops import _put_flat
-from tracec.shape_extra import broadcast_shapes, movedim
+from tracec.shape_extra import movedim
 from tracec.tensor import RECORDERS, SPARSE, Tensor, concrete
 
 __all__ = ["take", "take_along_dim", "put", "masked_select", "masked_scatter", "nonzero",

@@ -247,7 +247,13 @@ class _Eval:
                 if self.on_error is None:
                     raise scalar.LoweringError(f"a run-time check ({n.params['message']}) in "
                                                "a loop that cannot report errors")
-                self.on_error(fb.ibin("xor", cond, fb.const(True, I1)), n.params["message"])
+                failed = fb.ibin("xor", cond, fb.const(True, I1))
+                if INDEX_VALUE in n.params["message"]:
+                    # an index check: the failing index goes into its message
+                    value = x if n.dtype is dt.int64 else scalar.cast(fb, x, n.dtype, dt.int64)
+                    self.on_error(failed, n.params["message"], value)
+                else:
+                    self.on_error(failed, n.params["message"])
                 v = x
             else:
                 args = [ev(a) for a in n.args]
@@ -290,6 +296,12 @@ def _uniform(fb: FuncBuilder, state_ptr, linear, d: dt.DType):
     return scalar.cast(fb, u, dt.float64, d)
 
 
+#: In a ``check``'s message: where the first failing element's value goes
+#: (an index check's index, read as int64: "index {index} is out of bounds
+#: ..."); kernels store it in the workspace's first 8 bytes.
+INDEX_VALUE = "{index}"
+
+
 def check_messages(prog: LoopProgram) -> list[str]:
     """The messages of ``prog``'s run-time checks, in node order, each once."""
     return list(dict.fromkeys(n.params["message"] for n in prog.nodes
@@ -300,7 +312,8 @@ def emit_program(fb: FuncBuilder, prog: LoopProgram, ptrs, lo, hi, on_error=None
     """Emit ``prog``'s loop nest into ``fb`` at the current block; dim 0
     runs over ``[lo, hi)``.  ``on_error(cond, message)`` records a ``check``
     node's failure, with its message (``check_messages``), where the i1
-    ``cond`` holds."""
+    ``cond`` holds; ``on_error(cond, message, value)`` for a message that
+    holds ``INDEX_VALUE``, ``value`` the element's int64 value."""
     ev = _Eval(fb, prog, ptrs, on_error)
     shape, reduced = prog.shape, prog.reduced
     rank = len(shape)
