@@ -41,6 +41,7 @@ from tracec import nn
 G_SCALE = 1.0
 G_FLAG = False
 G_BIAS = 0
+G_T = tracec.zeros(4)
 
 
 class Block(nn.Module):
@@ -55,9 +56,10 @@ class Block(nn.Module):
         self.bn = nn.BatchNorm1d(4) if c["bn"] else None
         self.drop = nn.Dropout(0.25) if c["drop"] else None
         self.extra = nn.Parameter(tracec.ones(4) * 0.5) if c["extra"] else None
+        self.offset = tracec.zeros(4)
 
     def forward(self, x):
-        h = self.act(self.lin(x)) * self.scale
+        h = self.act(self.lin(x)) * self.scale + self.offset
         if self.flag:
             h = h + self.buf
         if self.bn is not None:
@@ -91,7 +93,7 @@ def build(c, arrays):
         k = v
 
     def step(x, y, ex, acc, n, alpha, flag, mode, maybe):
-        h = model(x) * G_SCALE * k
+        h = model(x) * G_SCALE * k + G_T
         if G_FLAG:
             h = h + G_BIAS
         if c["ex"] == "dict":
@@ -139,6 +141,9 @@ CHANGES = (
     ("alias", None), ("ex_kind", None), ("n", None), ("alpha", None), ("flag", None),
     ("mode", None), ("maybe", None), ("grad_ctx", None), ("reseed", None),
     ("default_dtype", None), ("zero_grad", "backward"), ("maybe_dtype", None),
+    ("g_tensor", None), ("g_tensor_inplace", None), ("attr_tensor", None),
+    ("param_inplace", None), ("param_data", None), ("grad_set", "backward"), ("hook", None),
+    ("double", None), ("opt_reload", "opt"), ("maximize", "opt"), ("nesterov", "opt"),
 )
 ACTS = ("Tanh", "ReLU", "Sigmoid", "GELU", "SiLU")
 NCALLS = 6
@@ -274,6 +279,40 @@ def apply_change(w, a, mut):
         tracec.set_default_dtype((tracec.float32, tracec.float64)[i % 2])
     elif nm == "zero_grad":
         a.zero = (True, False)[i % 2]
+    elif nm == "g_tensor":
+        ns["G_T"] = tracec.tensor(arr[2])
+    elif nm == "g_tensor_inplace":
+        ns["G_T"].add_(u)
+    elif nm == "attr_tensor":
+        model.offset = tracec.tensor(arr[3])
+    elif nm == "param_inplace":
+        with tracec.no_grad():
+            model.lin.weight.mul_(0.5)
+    elif nm == "param_data":
+        model.lin.weight.data = tracec.tensor(arr).to(model.lin.weight.dtype)
+    elif nm == "grad_set":
+        w_ = model.lin.weight
+        w_.grad = tracec.tensor(arr).to(w_.dtype)
+    elif nm == "hook":
+        if w["hook"] is None:
+            w["hook"] = model.act.register_forward_hook(lambda mod, inp, out: out * 1.5)
+        else:
+            w["hook"].remove()
+            w["hook"] = None
+    elif nm == "double":
+        if model.lin.weight.dtype is tracec.float32:
+            model.double()
+        else:
+            model.float()
+    elif nm == "opt_reload":
+        opt.load_state_dict(opt.state_dict())
+    elif nm == "maximize":
+        opt.param_groups[0]["maximize"] = not opt.param_groups[0]["maximize"]
+    elif nm == "nesterov":
+        g = opt.param_groups[0]
+        if "nesterov" in g:
+            g["nesterov"] = not g["nesterov"]
+            g["dampening"] = 0
 
 
 def make_args(w, a, data):
@@ -289,6 +328,7 @@ def make_args(w, a, data):
         x = tracec.tensor(xs[:B].copy())[:, 1:5]
     else:
         x = tracec.tensor(xs[:B, :4].copy())
+    x = x.to(w["model"].lin.weight.dtype)
     if a.x_rg:
         x = x.detach().requires_grad_()
     if a.alias:
@@ -342,7 +382,7 @@ def run(case, compiled):
     exec(compile(PROGRAM, FILENAME, "exec"), ns)
     model, opt, step, set_k = ns["build"](c, arrays)
     w = {"ns": ns, "model": model, "opt": opt, "set_k": set_k, "c": c, "added": False,
-         "acc": tracec.zeros(4)}
+         "acc": tracec.zeros(4), "hook": None}
     fn = tracec.compile(step, backend="cpu") if compiled else step
     a = Args()
     snaps = []
