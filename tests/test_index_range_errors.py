@@ -123,3 +123,13 @@ def test_a_large_index_tensor_names_its_bad_index():
     idx[n - 3] = 11
     with pytest.raises(IndexError, match="index 11 is out of bounds for dimension 0 with size 5"):
         f(tracec.tensor(idx))
+
+
+def test_two_index_checks_of_one_line_name_the_failing_index():
+    x = tracec.arange(5.0)
+    f = tracec.compile(lambda i, j: x[i] + x[j], backend="cpu")
+    f(tracec.tensor([0, 1, 2]), tracec.tensor([1, 2, 3]))
+    with pytest.raises(IndexError, match="index 8 is out of bounds for dimension 0 with size 5"):
+        f(tracec.tensor([0, 1, 2]), tracec.tensor([1, 8, 3]))
+    with pytest.raises(IndexError, match="index -6 is out of bounds for dimension 0 with size 5"):
+        f(tracec.tensor([0, -6, 2]), tracec.tensor([1, 8, 3]))

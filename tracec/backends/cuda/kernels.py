@@ -85,7 +85,7 @@ def build_kernel(mb, spec: KernelSpec, host: bool, symbols: list[str]) -> str:
         fb._consts[("atom", s)] = a          # symbolic sizes: the kernel's arguments
     launch = (HostLaunch if host else DeviceLaunch)(fb, spec.block)
 
-    def on_error(cond, message=None, value=None):
+    def on_error(cond, message=None, value=None, position=None):
         code = spec.error if message is None else spec.checks[message]
 
         def failed():
