@@ -123,3 +123,31 @@ def test_batch_norm_momentum_set_to_none_after_it_was_lifted():
         _same(m.running_mean, twin.running_mean)
         _same(m.running_var, twin.running_var)
         assert int(m.num_batches_tracked) == int(twin.num_batches_tracked)
+
+
+def test_forward_hooks_added_and_removed_between_calls():
+    # (fuzz_guards seed 59: a hook registered on a submodule after the
+    # first call was never run by compiled calls)
+    tracec.manual_seed(4)
+    m = Net()
+
+    def step(x):
+        return m(x) + 1
+
+    f = tracec.compile(step, backend="cpu")
+    x = tracec.ones(2, 4)
+    _same(f(x), step(x))
+    h = m.act.register_forward_hook(lambda mod, inp, out: out * 1.5)
+    _same(f(x), step(x))
+    pre = m.lin.register_forward_pre_hook(lambda mod, inp: (inp[0] * 2,))
+    _same(f(x), step(x))
+    h.remove()
+    _same(f(x), step(x))
+    pre.remove()
+    _same(f(x), step(x))
+    g = nn.modules.module.register_module_forward_hook(lambda mod, inp, out: out + 0.5)
+    try:
+        _same(f(x), step(x))
+    finally:
+        g.remove()
+    _same(f(x), step(x))
