@@ -10,7 +10,11 @@ sliced view), batch size, aliasing (the target the same tensor as the
 input), the kind of container holding tensor arguments, int / float /
 bool / None / str arguments, a ``no_grad`` / ``enable_grad`` context around
 the call, the global RNG reseeded (the program draws with ``randn`` and
-dropout), and the default dtype.
+dropout), and the default dtype.  Seeds from ``V2`` on also change a
+namespace's attribute and the namespace itself, an element of a global
+list of tensors, a bias set to None and back, ``requires_grad_`` of a
+weight, a tensor hook on it, an LR scheduler stepped, a dict argument's
+keys, and pass one tensor at every call, written in place between calls.
 
 Each seed builds one random program (``PROGRAM`` below, exec'd into a fresh
 namespace per run, so globals are the run's own) and a schedule of 6 calls
@@ -35,6 +39,8 @@ import tracec
 from tracec import torch_rng
 
 PROGRAM = '''
+import types
+
 import tracec
 from tracec import nn
 
@@ -42,6 +48,8 @@ G_SCALE = 1.0
 G_FLAG = False
 G_BIAS = 0
 G_T = tracec.zeros(4)
+G_CFG = types.SimpleNamespace(scale=1.0, shift=0.0)
+G_LIST = [tracec.zeros(4), tracec.zeros(4)]
 
 
 class Block(nn.Module):
@@ -86,6 +94,7 @@ def build(c, arrays):
         opt = tracec.optim.SGD(params, lr=0.1, momentum=0.5, weight_decay=0.01)
     elif c["opt"] == "adam":
         opt = tracec.optim.Adam(params, lr=0.01, weight_decay=0.0)
+    sched = tracec.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5) if opt is not None else None
     k = 0.5
 
     def set_k(v):
@@ -94,6 +103,8 @@ def build(c, arrays):
 
     def step(x, y, ex, acc, n, alpha, flag, mode, maybe):
         h = model(x) * G_SCALE * k + G_T
+        if c["v2"]:
+            h = h * G_CFG.scale + G_CFG.shift + G_LIST[1]
         if G_FLAG:
             h = h + G_BIAS
         if c["ex"] == "dict":
@@ -127,7 +138,7 @@ def build(c, arrays):
                 opt.zero_grad(set_to_none=c["set_none"])
         return loss, h
 
-    return model, opt, step, set_k
+    return model, opt, step, set_k, sched
 '''
 
 #: (name, needs): between-call changes; ``needs`` a cfg key that must be true
@@ -145,6 +156,14 @@ CHANGES = (
     ("param_inplace", None), ("param_data", None), ("grad_set", "backward"), ("hook", None),
     ("double", None), ("opt_reload", "opt"), ("maximize", "opt"), ("nesterov", "opt"),
 )
+#: changes drawn only by seeds >= V2 (earlier seeds replay as found), whose
+#: programs also read a namespace's attributes and a list of tensors
+CHANGES2 = CHANGES + (
+    ("cfg_obj", None), ("g_list", None), ("bias_none", None), ("sched", "opt"),
+    ("weight_rg", None), ("tensor_hook", "backward"), ("dict_key", None), ("x_keep", None),
+    ("x_inplace", None), ("cfg_shift", None),
+)
+V2 = 100_000
 ACTS = ("Tanh", "ReLU", "Sigmoid", "GELU", "SiLU")
 NCALLS = 6
 #: the program's file name (linecache holds its source: errors name lines)
@@ -158,12 +177,13 @@ def make_case(seed):
     c = {"bn": b(0.3), "drop": b(0.3), "extra": b(0.4), "train_branch": b(0.3),
          "opt": ("none", "sgd", "adam")[int(rng.integers(3))], "backward": b(0.7),
          "set_none": b(), "ex": ("none", "tuple", "list", "dict")[int(rng.integers(4))],
-         "n_loop": b(0.3), "factory": b(0.3), "randn": b(0.3)}
+         "n_loop": b(0.3), "factory": b(0.3), "randn": b(0.3), "v2": seed >= V2}
     if c["opt"] != "none":
         c["backward"] = True
     arrays = {"w": (rng.standard_normal((4, 4)) * 0.5).astype(np.float32),
               "b": (rng.standard_normal(4) * 0.1).astype(np.float32)}
-    ok = [nm for nm, need in CHANGES if need is None or c[need] not in (False, "none")]
+    ok = [nm for nm, need in (CHANGES2 if c["v2"] else CHANGES)
+          if need is None or c[need] not in (False, "none")]
     plan = []
     for k in range(NCALLS):
         muts = []
@@ -189,6 +209,7 @@ class Args:
         self.ex_kind = None
         self.n, self.alpha, self.flag, self.mode, self.maybe = 1, 1.0, False, "mean", False
         self.grad_ctx, self.reseed, self.zero = "none", None, None
+        self.dict_key, self.x_keep = False, False
 
 
 def apply_change(w, a, mut):
@@ -279,6 +300,37 @@ def apply_change(w, a, mut):
         tracec.set_default_dtype((tracec.float32, tracec.float64)[i % 2])
     elif nm == "zero_grad":
         a.zero = (True, False)[i % 2]
+    elif nm == "cfg_obj":
+        ns["G_CFG"].scale = round(u + 0.5, 3)
+    elif nm == "cfg_shift":
+        ns["G_CFG"] = type(ns["G_CFG"])(scale=ns["G_CFG"].scale, shift=round(u, 3))
+    elif nm == "g_list":
+        ns["G_LIST"][1] = tracec.tensor(arr[0])
+    elif nm == "bias_none":
+        if model.lin.bias is None:
+            model.lin.bias = nn.Parameter(tracec.tensor(arr[1]).to(model.lin.weight.dtype))
+        else:
+            model.lin.bias = None
+    elif nm == "sched":
+        w["sched"].step()
+    elif nm == "weight_rg":
+        model.lin.weight.requires_grad_(not model.lin.weight.requires_grad)
+    elif nm == "tensor_hook":
+        if w["thook"] is None:
+            if model.lin.weight.requires_grad:
+                w["thook"] = model.lin.weight.register_hook(lambda g: g * 0.5)
+        else:
+            w["thook"].remove()
+            w["thook"] = None
+    elif nm == "dict_key":
+        a.dict_key = not a.dict_key
+    elif nm == "x_keep":
+        a.x_keep = not a.x_keep
+        w["x_kept"] = None
+    elif nm == "x_inplace":
+        if w["x_kept"] is not None:
+            with tracec.no_grad():
+                w["x_kept"].mul_(0.5)
     elif nm == "g_tensor":
         ns["G_T"] = tracec.tensor(arr[2])
     elif nm == "g_tensor_inplace":
@@ -331,6 +383,12 @@ def make_args(w, a, data):
     x = x.to(w["model"].lin.weight.dtype)
     if a.x_rg:
         x = x.detach().requires_grad_()
+    if a.x_keep:
+        # the same tensor at every call (written in place between calls)
+        if w["x_kept"] is None or tuple(w["x_kept"].shape) != tuple(x.shape) or \
+                w["x_kept"].dtype != x.dtype or w["x_kept"].requires_grad != x.requires_grad:
+            w["x_kept"] = x
+        x = w["x_kept"]
     if a.alias:
         y = x
     else:
@@ -340,6 +398,8 @@ def make_args(w, a, data):
     kind = a.ex_kind or c["ex"]
     if c["ex"] == "dict":
         ex = {"a": ea, "b": eb}
+        if a.dict_key:
+            ex["c"] = ea * 2
     elif c["ex"] == "none":
         ex = None
     else:
@@ -380,9 +440,9 @@ def run(case, compiled):
     c, arrays, plan = case
     ns = {"__name__": "fuzz_guards_program"}
     exec(compile(PROGRAM, FILENAME, "exec"), ns)
-    model, opt, step, set_k = ns["build"](c, arrays)
+    model, opt, step, set_k, sched = ns["build"](c, arrays)
     w = {"ns": ns, "model": model, "opt": opt, "set_k": set_k, "c": c, "added": False,
-         "acc": tracec.zeros(4), "hook": None}
+         "acc": tracec.zeros(4), "hook": None, "sched": sched, "thook": None, "x_kept": None}
     fn = tracec.compile(step, backend="cpu") if compiled else step
     a = Args()
     snaps = []
