@@ -151,3 +151,43 @@ def test_forward_hooks_added_and_removed_between_calls():
     finally:
         g.remove()
     _same(f(x), step(x))
+
+
+def test_a_hook_the_step_registers_and_removes_compiles_once():
+    # (a feature extractor's pattern: the guard holds the hooks the call
+    # began with, not the one it registered for its own use)
+    tracec.manual_seed(5)
+    m = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 2))
+    feats = {}
+
+    def step(x):
+        h = m[1].register_forward_hook(lambda mod, i, o: feats.__setitem__("f", o))
+        y = m(x)
+        h.remove()
+        return y, feats.pop("f") * 2
+
+    f = tracec.compile(step, backend="cpu")
+    x = tracec.ones(3, 4)
+    for _ in range(3):
+        (a, b), (c, d) = f(x), step(x)
+        _same(a, c)
+        _same(b, d)
+    info = f.cache_info()
+    assert info.traces == 1 and info.hits == 2, info.reasons
+
+
+def test_a_hook_the_step_leaves_registered_is_not_replayed_stale():
+    tracec.manual_seed(6)
+    m, twin = Net(), Net()
+    twin.load_state_dict(m.state_dict())
+
+    def make(mod):
+        def step(x):
+            mod.act.register_forward_hook(lambda _, i, o: o * 2)
+            return mod(x)
+        return step
+
+    f, eager = tracec.compile(make(m), backend="cpu"), make(twin)
+    x = tracec.ones(2, 4)
+    for _ in range(3):           # (each call stacks one more hook, as eager's)
+        _same(f(x), eager(x))
