@@ -3,6 +3,8 @@ found by ``tests/fuzz_guards.py`` to give results different from eager
 ones: each test changes one thing between two calls and checks that the
 compiled call equals the eager call (and that the change retraced, where a
 retrace is the only way to see it)."""
+import types
+
 import numpy as np
 
 import tracec
@@ -191,3 +193,27 @@ def test_a_hook_the_step_leaves_registered_is_not_replayed_stale():
     x = tracec.ones(2, 4)
     for _ in range(3):           # (each call stacks one more hook, as eager's)
         _same(f(x), eager(x))
+
+
+CFG = types.SimpleNamespace(scale=1.0, shift=0.0)
+
+
+def test_a_lifted_attribute_of_a_global_rebound_to_a_new_object():
+    # (fuzz_guards seed 100281: the lifted number was read from the old
+    # object while the guard, which follows the path, looked at the new one)
+    global CFG
+
+    def step(x):
+        return x * CFG.scale + CFG.shift
+
+    f = tracec.compile(step, backend="cpu")
+    x = tracec.ones(2)
+    _same(f(x), step(x))
+    CFG.scale = 1.25                 # lifted from now on
+    _same(f(x), step(x))
+    CFG = types.SimpleNamespace(scale=1.25, shift=0.5)
+    _same(f(x), step(x))
+    CFG.scale = 1.75
+    _same(f(x), step(x))
+    CFG.scale = 2.0
+    _same(f(x), step(x))

@@ -1564,6 +1564,12 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     opt_before = lifted_state.optimizer_numbers([get() for _, get in env.roots])
     lifted = None
     if lift:
+        # A lifted number found through a path (``cfg.scale`` of a global
+        # ``cfg``) is read where that path leads now: the guard follows the
+        # path, so a ``cfg`` rebound to a new object must not leave the trace
+        # reading the old one's number (then one no guard looks at).
+        lift = lifted_state.follow_paths(env, lift)
+    if lift:
         lifted = lifted_state.Lifted(lift, user_location)
         lifted.number_args = any(
             isinstance(a, (int, float, np.number)) and not isinstance(a, bool)
