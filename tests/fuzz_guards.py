@@ -243,7 +243,8 @@ def apply_change(w, a, mut):
     elif nm == "new_weight":
         model.lin.weight = nn.Parameter(tracec.tensor(arr))
     elif nm == "bias_rg":
-        model.lin.bias.requires_grad_(not model.lin.bias.requires_grad)
+        if model.lin.bias is not None:
+            model.lin.bias.requires_grad_(not model.lin.bias.requires_grad)
     elif nm == "buf_assign":
         model.buf = tracec.tensor(arr[1])
     elif nm == "buf_inplace":

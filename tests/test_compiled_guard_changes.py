@@ -217,3 +217,52 @@ def test_a_lifted_attribute_of_a_global_rebound_to_a_new_object():
     _same(f(x), step(x))
     CFG.scale = 2.0
     _same(f(x), step(x))
+
+
+def _sgd_world(compiled):
+    tracec.manual_seed(7)
+    m = nn.Linear(4, 4)
+    opt = tracec.optim.SGD(m.parameters(), lr=0.1, momentum=0.5)
+
+    def step(x):
+        loss = m(x).sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+        return loss
+    return m, (tracec.compile(step, backend="cpu") if compiled else step)
+
+
+def test_a_grad_set_on_a_parameter_no_backward_reaches_is_zeroed():
+    # (fuzz_guards seed 100343: zero_grad(set_to_none=False) wrote the zeros
+    # into the trace's grad tensor, not into the one set since)
+    got = []
+    for compiled in (False, True):
+        m, f = _sgd_world(compiled)
+        x = tracec.ones(2, 4)
+        f(x)
+        f(x)
+        m.weight.requires_grad_(False)
+        f(x)
+        m.weight.grad = tracec.full((4, 4), 0.5)
+        f(x)
+        got.append((m.weight, m.weight.grad))
+    (w0, g0), (w1, g1) = got
+    _same(w1, w0)
+    _same(g1, g0)
+
+
+def test_an_old_grad_the_program_holds_is_not_written():
+    got = []
+    for compiled in (False, True):
+        m, f = _sgd_world(compiled)
+        x = tracec.ones(2, 4)
+        f(x)
+        f(x)
+        old = m.weight.grad
+        old.fill_(3.0)
+        m.weight.grad = tracec.full((4, 4), 0.5)
+        f(x)
+        got.append((old, m.weight.grad, m.weight))
+    for a, b in zip(*got):
+        _same(b, a)

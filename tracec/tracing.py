@@ -1269,6 +1269,20 @@ class Recording:
             root = t._base
             if root is not None and id(root) in written_ids:
                 continue  # the root's write-back covers its views
+            leaf = self.entry_grad_ids.get(id(t))
+            if leaf is not None:
+                # A leaf's .grad written in place (``zero_grad(set_to_none=
+                # False)``): into the .grad of each call (read as this trace's
+                # "grad" input), not into this call's tensor: a tensor set as
+                # .grad between calls is a new object, and the old one,
+                # which the program may hold, is no longer written by eager.
+                if id(leaf) not in self.grad_written:
+                    values.append(self.env[id(t)][1])
+                    outputs.append(OutputSpec("grad", leaf, arg=self.arg_position.get(id(leaf)),
+                                              inplace=True))
+                    continue
+                if leaf._grad is t:
+                    continue      # the "grad" write-back below, in place, covers it
             values.append(self.env[id(t)][1])
             outputs.append(OutputSpec("write", t, arg=self.arg_position.get(id(t))))
         grad_guards = []
