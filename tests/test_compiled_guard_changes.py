@@ -266,3 +266,27 @@ def test_an_old_grad_the_program_holds_is_not_written():
         got.append((old, m.weight.grad, m.weight))
     for a, b in zip(*got):
         _same(b, a)
+
+
+def test_requires_grad_toggled_after_a_size_change_retraces():
+    # (fuzz_guards seed 100738: a symbolic trace, made when the batch size
+    # changed, did not guard its state tensors' requires_grad)
+    got = []
+    for compiled in (False, True):
+        tracec.manual_seed(8)
+        m = nn.Linear(4, 4)
+        opt = tracec.optim.Adam(m.parameters(), lr=0.1)
+
+        def step(x):
+            m(x).sum().backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        f = tracec.compile(step, backend="cpu") if compiled else step
+        for k in range(5):
+            if k == 4:
+                m.bias.requires_grad_(False)
+            f(tracec.ones(5 if k >= 2 else 3, 4))
+        got.append((m.bias, opt.state[m.bias]["exp_avg"]))
+    for a, b in zip(*got):
+        _same(b, a)

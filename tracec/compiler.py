@@ -705,6 +705,11 @@ class CompiledFunction:
             trace.module.verify()
         backend = BACKENDS[self.backend]
         entry = Entry(trace, None, {"trace": trace.module})
+        # requires_grad as the call found it (the call itself may change it:
+        # a buffer written with values that require grad); a symbolic
+        # trace's too: its guards decide for every size it serves
+        entry.state_guards = [(s.source, s.requires_grad) for s in trace.inputs
+                              if s.kind == "state"]
         if trace.symbolic is not None:
             entry.on_compiled = None
             return entry
@@ -720,10 +725,6 @@ class CompiledFunction:
         entry.on_compiled = self._write_dump if self.dump else None
         if self.check:
             entry.check_backend = backend
-        # requires_grad as the call found it (the call itself may change it:
-        # a buffer written with values that require grad)
-        entry.state_guards = [(s.source, s.requires_grad) for s in trace.inputs
-                              if s.kind == "state"]
         # A guard may carry ``refresh``: Python state the trace reads from a
         # tensor (optim's lifted learning rate), brought up to date per call.
         seen = set()
