@@ -4,7 +4,10 @@ of a buffer argument (under no_grad) and of a differentiable value, each
 written in place by a random op (add_, copy_, masked_fill_, index_add_,
 scatter_, setitem, ...), run for three calls eagerly and through
 ``tracec.compile(backend="cpu")``; the loss, the written values, every view
-read at the end, the buffer and the gradient must agree.
+read at the end, the buffer and the gradient must agree.  Views of the
+buffer, of a returned result and of an intermediate are also returned
+uncopied: their layouts and what they are views of must agree, and writes
+through them after the call must reach the same tensors.
 
 ``tests/test_compiled_alias_reads.py`` replays seeds that found bugs; for a
 campaign: ``python tests/compiled_view_fuzz.py FIRST_SEED COUNT``."""
@@ -91,6 +94,27 @@ def inplace(v, k, j, other):
             v.scatter_(1, idx, o[:, :1] if o.ndim == 2 else o.reshape(-1)[:1].expand(v.shape[0], 1))
 
 
+def _overlaps(v) -> bool:
+    offsets = np.zeros((), np.int64)
+    for n, st in zip(v.shape, v.stride()):
+        offsets = offsets[..., None] + np.arange(n) * st
+    return len(np.unique(offsets)) < v.numel()
+
+
+def written_through(buf, res):
+    """The returned views' layouts and what they are views of, then buf and
+    g after a write through each returned view (in order)."""
+    raw_b, g, raw_g, raw_t = res[3], res[4], res[5], res[6]
+    known = {id(buf): "buf", id(g): "g"}
+    layout = [(tuple(v.shape), v.stride(), v.storage_offset(), v.is_contiguous(),
+               known.get(id(v._base), v._base is not None)) for v in raw_b + raw_g + raw_t]
+    with tracec.no_grad():
+        for k, v in enumerate(raw_b + raw_g + raw_t):
+            if v.numel() and not _overlaps(v):
+                v.add_(k + 1)
+    return (layout, buf.numpy().copy(), g.numpy().copy(), [v.numpy().copy() for v in raw_t])
+
+
 def run_one(seed):
     rng = np.random.default_rng(seed)
     r, c = int(rng.integers(2, 7)), int(rng.integers(2, 9))
@@ -120,7 +144,17 @@ def run_one(seed):
                 inplace(v, ok, j, other)
         loss = (h * h).sum() + sum(v.sum() for v in views_h[1:]) * 0.1
         loss.backward()
-        return loss.detach(), h.detach().clone(), [v.detach().clone() for v in views_b[1:]]
+        # returned as views (tracec.view_outputs): of the argument buf, of a
+        # returned result g, and of an intermediate t that is not returned
+        g = h.detach() * 1.5
+        t = h.detach() + 0.25
+        views_g, views_t = [g], [t]
+        for vk, j, ok, which in plan[:3]:
+            views_g.append(make_view(views_g[j % len(views_g)] if views_g[-1].ndim >= 2
+                                     else g, vk + ok, j))
+            views_t.append(make_view(t, vk + 2 * ok, j + 1))
+        return (loss.detach(), h.detach().clone(), [v.detach().clone() for v in views_b[1:]],
+                views_b[1:], g, views_g[1:], views_t[1:2])
 
     class _Null:
         def __enter__(self):
@@ -141,7 +175,8 @@ def run_one(seed):
             except Exception as e:  # noqa
                 return ("raised", type(e).__name__, str(e).splitlines()[0][:200])
             outs.append((res[0].numpy(), res[1].numpy(), [v.numpy() for v in res[2]],
-                         buf.numpy().copy(), None if w.grad is None else w.grad.numpy().copy()))
+                         buf.numpy().copy(), None if w.grad is None else w.grad.numpy().copy())
+                        + written_through(buf, res))
         info = fn.cache_info() if compiled else None
         return outs, info
 
@@ -164,6 +199,16 @@ def run_one(seed):
         for i, (x, y) in enumerate(zip(a[2], b[2])):
             if x.shape != y.shape or not np.allclose(x, y, rtol=1e-4, atol=1e-4, equal_nan=True):
                 bad.append((k, f"view{i}"))
+        if a[5] != b[5]:
+            bad.append((k, "returned view layouts", [(x, y) for x, y in zip(a[5], b[5])
+                                                     if x != y][:2]))
+        for name, x, y in (("buf written through views", a[6], b[6]),
+                           ("g written through views", a[7], b[7])):
+            if not np.allclose(x, y, rtol=1e-4, atol=1e-4, equal_nan=True):
+                bad.append((k, name))
+        for x, y in zip(a[8], b[8]):
+            if x.shape != y.shape or not np.allclose(x, y, rtol=1e-4, atol=1e-4, equal_nan=True):
+                bad.append((k, "view of an intermediate"))
     if info.hits < 1:
         bad.append(("no native call", str(info)[:300]))
     return bad, plan

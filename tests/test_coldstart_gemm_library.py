@@ -53,8 +53,8 @@ fns = [lambda a, b: a @ b, lambda a, b: a @ b.t(), lambda a, b: a.t() @ b,
 for k, fn in enumerate(fns):
     a = rng.standard_normal((96, 80) if k in (0, 1, 4, 6) else (80, 96)).astype(np.float32)
     b = rng.standard_normal((80, 112) if k in (0, 2, 4, 6) else (112, 80)).astype(np.float32)
-    if k == 5:      # 20 rows of C: the short product, A read transposed
-        a = rng.standard_normal((80, 20)).astype(np.float32)
+    if k == 5:      # 5 rows of C (fewer than the GEMM's MR): the small kernel, A read transposed
+        a = rng.standard_normal((80, 5)).astype(np.float32)
         b = rng.standard_normal((80, 112)).astype(np.float32)
     f = tracec.compile(fn, backend="cpu")
     x, y = tracec.from_numpy(a), tracec.from_numpy(b)

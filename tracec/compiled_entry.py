@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracec import compiled_backward, graph, size_generic, symbolic
+from tracec import compiled_backward, graph, size_generic, symbolic, view_outputs
 from tracec.arg_dict_writes import owner
 from tracec.backends import check
 from tracec.backends.cpu.output_pool import fresh
@@ -554,8 +554,15 @@ def donations(trace: Trace) -> dict[int, int]:
     return out
 
 
-def _rebuild(tpl, returned, args, kwargs):
+def _rebuild(tpl, returned, args, kwargs, made=None):
+    """The call's result from the trace's template (``tracing.finish``):
+    ``returned`` holds the executable's returned arrays, each replaced by
+    its tensor when made (a tensor returned twice, or the base of a
+    returned view, is one object, as in eager code; ``made``: the views
+    made so far in this call)."""
     kind = tpl[0]
+    if made is None:
+        made = {}
     if kind == "tensor":
         r = returned[tpl[1]]
         if isinstance(r, Tensor):
@@ -564,7 +571,17 @@ def _rebuild(tpl, returned, args, kwargs):
         if tpl[3] is not None and graph.is_grad_enabled():
             t.requires_grad = True
             t._node = graph.FreedNode(tpl[3])
+        returned[tpl[1]] = t
         return t
+    if kind == "view":      # a view of an argument, state or result (tracec.view_outputs)
+        cell = tpl[1]
+        base = _rebuild(cell[0], returned, args, kwargs, made)
+        if cell[1] is None:     # (not a view after all: its own value)
+            return base
+        v = made.get(id(cell))
+        if v is None:
+            v = made[id(cell)] = view_outputs.rebuild(cell, tpl[2], base, args, kwargs)
+        return v
     if kind == "number":    # a returned loss.item() (tracec.item_value)
         r = returned[tpl[1]]
         return (r._data if isinstance(r, Tensor) else r).reshape(-1)[0].item()
@@ -575,23 +592,23 @@ def _rebuild(tpl, returned, args, kwargs):
     if kind == "object":
         return tpl[1]
     if kind == "namedtuple":
-        return tpl[1](*[_rebuild(t, returned, args, kwargs) for t in tpl[2]])
+        return tpl[1](*[_rebuild(t, returned, args, kwargs, made) for t in tpl[2]])
     if kind == "dict":
-        d = {k: _rebuild(v, returned, args, kwargs) for k, v in tpl[2]}
+        d = {k: _rebuild(v, returned, args, kwargs, made) for k, v in tpl[2]}
         return d if tpl[1] is dict else tpl[1](d)
     if kind == "wrapper":
-        return tpl[1].__tracec_unflatten__(tpl[2], [_rebuild(t, returned, args, kwargs)
+        return tpl[1].__tracec_unflatten__(tpl[2], [_rebuild(t, returned, args, kwargs, made)
                                                    for t in tpl[3]])
     if kind == "plain":     # an object of the program's class (tracing._returnable_plain)
         obj = object.__new__(tpl[1])
-        obj.__dict__.update((k, _rebuild(v, returned, args, kwargs)) for k, v in tpl[2])
+        obj.__dict__.update((k, _rebuild(v, returned, args, kwargs, made)) for k, v in tpl[2])
         return obj
     if kind == "dataclass":
-        vals = [(name, init, _rebuild(v, returned, args, kwargs)) for name, init, v in tpl[2]]
+        vals = [(name, init, _rebuild(v, returned, args, kwargs, made)) for name, init, v in tpl[2]]
         obj = tpl[1](**{n: v for n, init, v in vals if init})
         for n, init, v in vals:
             if not init:
                 object.__setattr__(obj, n, v)
         return obj
-    seq = [_rebuild(t, returned, args, kwargs) for t in tpl[1]]
+    seq = [_rebuild(t, returned, args, kwargs, made) for t in tpl[1]]
     return tuple(seq) if kind == "tuple" else seq

@@ -559,7 +559,8 @@ class CompiledFunction:
             result, trace = record(self.fn, args, kwargs, self.__name__,
                                    fallback=self.fallback == "eager",
                                    symbols=SymbolTable(*dims) if dims else None,
-                                   lift=self._liftable() + self._arg_locations())
+                                   lift=self._liftable() + self._arg_locations(),
+                                   views=not self.values_only)
         if isinstance(trace, ArraysRead):
             # It read a NumPy array argument's values (np.asarray(a, dtype),
             # a.mean()): the call ran eagerly; arrays are keyed by their

@@ -492,15 +492,15 @@ multiply = mul
 subtract = sub
 
 
-#: pow_tensor_scalar's CPU specializations for a Python-scalar exponent on a
-#: float32 / float64 tensor, as PyTorch computes them: exact formulas where
-#: the general ``pow`` (``powf``) rounds differently by an ulp, enough to
-#: move a ``floor`` (HashNeRF's per-level resolution ``floor(base * b ** i)``
-#: with ``b ** 3``).  (PyTorch's ``1 / (x * x)`` for -2 is left to ``pow``:
-#: as a composite its gradient at 0 would be NaN, not PyTorch's -inf.)  A
-#: tensor exponent, even 0-d, takes the general ``pow``, as in PyTorch.
-_SCALAR_POW = {3: lambda x: ops.mul(ops.mul(x, x), x),
-               0.5: lambda x: ops.sqrt(x), -0.5: lambda x: ops.rsqrt(x)}
+#: A float32 / float64 tensor to a Python-scalar exponent is one ``pow``
+#: node saving ``self`` alone, as PyTorch's PowBackward0 (a saved-tensor
+#: hook packs it once), its values PyTorch's CPU specializations (``x * x``,
+#: ``x * x * x``, ``sqrt``, ``1 / sqrt``: ``elementwise._EXACT_POW``, where
+#: ``powf`` rounds differently by an ulp, enough to move a ``floor``:
+#: HashNeRF's ``floor(base * b ** 3)``) and its gradient PyTorch's
+#: ``grad * (e * x ** (e - 1))``.  A tensor exponent, even 0-d, takes the
+#: general ``pow``, as in PyTorch.
+_FLOAT32_64 = (dt.float32, dt.float64)
 
 
 def pow(input, exponent):  # noqa: A001 - PyTorch's name
@@ -515,13 +515,13 @@ def _pow(input, exponent):
         # only a Python-scalar exponent; a tensor one truncates (ops.pow_)
         raise RuntimeError("Integers to negative integer powers are not allowed.")
     if isinstance(exponent, _NUM) and not isinstance(input, _NUM):
+        if isinstance(input, Tensor) and input.dtype in _FLOAT32_64 and \
+                not isinstance(exponent, (bool, np.bool_)):
+            return _named(ops.pow_(input, exponent, exact=True), "PowBackward0")
         if exponent == 2:
             return _named(ops.mul(input, input), "PowBackward0")
         if exponent == 1:
             return _named(ops.mul(input, 1), "PowBackward0")
-        if isinstance(input, Tensor) and input.dtype in (dt.float32, dt.float64) \
-                and not isinstance(exponent, (bool, np.bool_)) and exponent in _SCALAR_POW:
-            return _named(_SCALAR_POW[exponent](input), "PowBackward0")
         if isinstance(input, Tensor) and input.dtype is dt.bfloat16:
             if isinstance(exponent, (float, np.floating)):
                 # (PyTorch casts the exponent to bfloat16, as NumPy does a weak
@@ -612,7 +612,8 @@ def sign(input):
 def square(input):
     if SPARSE:
         _sparse_unary("square", None, input)       # (PyTorch's refusals, before computing)
-    out = _named(mul(input, input), "PowBackward0")
+    out = _pow(input, 2) if isinstance(input, Tensor) and input.dtype in _FLOAT32_64 else \
+        _named(mul(input, input), "PowBackward0")
     return _sparse_unary("square", out, input) if SPARSE else out
 
 

@@ -241,7 +241,8 @@ class Node(NodeHooks):
                 avals.append(aval_of(tuple(a.shape) if SYM_SHAPES else a._data.shape,
                                      a.dtype))
             i += 1
-        if prim.save_out:
+        save_out = prim.save_out
+        if save_out and (save_out is True or save_out(inputs)):
             saved["out"] = (out, out._vbox[0])
         self.avals = tuple(avals)
         self.saved = saved
@@ -302,7 +303,8 @@ class Node(NodeHooks):
         for i, a in enumerate(self.avals):
             if a is None or (self.saved is not None and i in self.saved):
                 keys[names[i] if i < len(names) else f"input{i}"] = i
-        if self.prim.save_out:
+        save_out = self.prim.save_out
+        if save_out and (save_out is True or save_out(self.avals)):
             keys["result"] = "out"
         return keys
 
@@ -670,6 +672,11 @@ class FunctionNode(NodeHooks):
             return
         self.freed = True
         self.ctx.saved_tensors_freed = True
+        # (PyTorch's node drops its SavedVariables: what a saved-tensor pack
+        # hook returned is released with the graph's backward, not kept as
+        # long as the node is reachable from an output)
+        if hasattr(self.ctx, "_saved"):     # (a compiled call's ctx frees its own)
+            self.ctx._saved = ()
 
 
 def _checked_function_grads(node, res: tuple, kinds: tuple) -> tuple:

@@ -7,7 +7,9 @@ call: ``new``, ``fill_diagonal_``, ``resize_as_``, ``H``,
 Invariants: each is composed from recorded tensor operations, except
 ``apply_``/``map_``/``map2_`` (they run a Python callable per element,
 which a compiled function cannot record: inside one they raise the
-data-dependence error) and the post-accumulate hooks (eager backward only).
+data-dependence error) and the post-accumulate hooks (Python run by the
+engine; inside ``tracec.compile`` a backward reaching one is recorded op by
+op, the hook's ops with it).
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from tracec import creation, graph
 from tracec import dtypes as dt
 from tracec.mem_overlap import internal_overlap
 from tracec.shape_ops import _C_TYPE_NAMES
-from tracec.tensor import RECORDERS, Size, Tensor, _HookHandle, concrete, legacy_sizes
+from tracec.tensor import Size, Tensor, _HookHandle, concrete, legacy_sizes
 
 # id(leaf) -> (weak reference to the leaf, hooks run after its .grad is
 # accumulated): keyed by identity (a tensor's == is elementwise), and weak,
@@ -195,7 +197,10 @@ def map2_(self, x, y, callable):  # noqa: A002
 
 def register_post_accumulate_grad_hook(self, hook):
     """``hook(self)`` after each backward has accumulated into ``self.grad``
-    (optimizer-in-backward recipes).  Eager backward only."""
+    (optimizer-in-backward recipes).  Inside ``tracec.compile`` the hook's
+    tensor ops are recorded with the backward (``Recording.on_backward``), so
+    compiled calls repeat them; its other Python side effects, as any in a
+    compiled function, happen while tracing only."""
     if not self.requires_grad:
         raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
     if self._node is not None:
@@ -216,12 +221,22 @@ def run_post_accumulate_hooks(leaf: Tensor) -> None:
     if entry is None or entry[0]() is not leaf or not entry[1]:
         return
     hooks = entry[1]
-    if RECORDERS:
-        raise RuntimeError("register_post_accumulate_grad_hook: a hook on a parameter runs "
-                           "during eager backward only; tracec.compile cannot record it "
-                           "(remove the hook or run the step eagerly)")
+    # (inside tracec.compile the engine's run is recorded op by op when a
+    # leaf it reaches has such hooks, ``Recording.on_backward``: the hooks'
+    # ops, an optimizer step in backward, are recorded with it)
     for h in list(hooks):
         h(leaf)
+
+
+def module_load(self, other, assign=False):
+    """What ``load_state_dict`` swaps into the parameter ``self`` for the
+    checkpoint's ``other`` when ``torch.__future__``'s swap switch is on:
+    ``other`` detached (``assign``) or ``self`` with ``other`` copied in,
+    detached.  A subclass's ``__torch_function__`` sees the call (a custom
+    transformation of the loaded value), as in PyTorch."""
+    if assign:
+        return other.detach()
+    return self.copy_(other).detach()
 
 
 def _volatile(self):
@@ -263,8 +278,10 @@ Tensor._make_subclass = staticmethod(_make_subclass)
 
 
 for _f in (new, fill_diagonal_, resize_as_, adjoint, prelu, hardshrink, apply_,
-           map_, map2_, register_post_accumulate_grad_hook, cfloat, cdouble, dim_order):
+           map_, map2_, register_post_accumulate_grad_hook, cfloat, cdouble, dim_order,
+           module_load):
     setattr(Tensor, _f.__name__, _f)
+module_load.__qualname__ = "Tensor.module_load"
 Tensor.H = property(_H)
 Tensor.mH = property(_mH)
 Tensor.volatile = property(_volatile)

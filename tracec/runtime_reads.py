@@ -32,6 +32,9 @@ class Reader:
         #: sentences for ``cache_info()``: the numbers that were specialized
         self.notes: list = []
         self._guarded: set = set()
+        #: ``SPECIALIZE_ON_REPLAY`` as ``close`` found it: the ids of the
+        #: buffers each view step's run-time offsets were read from
+        self.replay_offsets: dict = {}
 
     # --- making ---------------------------------------------------------------------
 
@@ -112,6 +115,11 @@ class Reader:
                 f"here ({why}), which compiled code cannot read at run time: the trace is "
                 f"specialized on its value {value} (a guard: another value retraces)")
 
+    def offsets_specialized(self, params) -> bool:
+        """Is the trace specialized on every run-time offset of the view
+        step with ``params`` (none: True)?  Asked after ``close``."""
+        return all(i in self._guarded for i in self.replay_offsets.get(id(params), ()))
+
     # --- the end of the call ----------------------------------------------------------
 
     def finish(self, result):
@@ -137,6 +145,11 @@ class Reader:
         _stop_rebinding()           # (first: one never made specializes its number)
         if self in ACTIVE:
             ACTIVE.remove(self)
+        # (kept for the recording's finish: a returned view at a run-time
+        # offset not specialized is returned as a value, not rebuilt)
+        # (ids only: a reference to a RuntimeInt would count as one kept)
+        self.replay_offsets.update((k, tuple(id(src[0]) for ri in v for src in ri.sources))
+                                   for k, v in SPECIALIZE_ON_REPLAY.items())
         SPECIALIZE_ON_REPLAY.clear()   # (one recording at a time)
         for ri in self.made:        # (a call that raised: finish did not run)
             ri.reader = None

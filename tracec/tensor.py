@@ -19,6 +19,7 @@ import numbers
 import re
 
 import sys
+import warnings
 
 import numpy as np
 
@@ -143,6 +144,16 @@ INFERENCE_INPLACE = ("Inplace update to inference tensor outside InferenceMode i
                      "You can make a clone to get a normal tensor before doing inplace update."
                      "See https://github.com/pytorch/rfcs/pull/17 for more details.")
 
+
+
+#: PyTorch's warning on reading ``.grad`` of a non-leaf tensor that does not
+#: retain its gradient (``TensorBase::grad()``)
+_NON_LEAF_GRAD = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+    "attribute won't be populated during autograd.backward(). If you indeed want the .grad "
+    "field to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. "
+    "If you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor "
+    "instead. See github.com/pytorch/pytorch/pull/30531 for more information.")
 
 class InferenceVersion(list):
     """The version box of an inference tensor: one made while
@@ -488,7 +499,11 @@ class Tensor:
         if GRAD_HOOKS:
             for h in GRAD_HOOKS:
                 h(self, "get", self._grad)
-        return self._grad
+        g = self._grad
+        if g is None and self._node is not None and not self._retains_grad:
+            # (PyTorch's TensorBase::grad() warns at each such read)
+            warnings.warn(_NON_LEAF_GRAD, UserWarning, stacklevel=2)
+        return g
 
     @grad.setter
     def grad(self, value):
@@ -873,6 +888,8 @@ class Tensor:
         return self
 
     def retain_grad(self) -> None:
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         if self.is_leaf:
             return
         if self._retains_grad:

@@ -46,12 +46,13 @@ from tracec.ops.core import PRIMITIVES, Aval
 from tracec.utils._pytree import tree_leaves
 from tracec.pytree import (ARRAY_STEP, KEYED_BY_IDENTITY, array_tensor, flatten, flatten_args,
                            is_dataclass_instance, path_name, plain_class, plain_classes, resolve)
-from tracec import runtime_int, runtime_reads, symbolic
+from tracec import runtime_int, runtime_reads, symbolic, view_outputs
 from tracec.symbolic import Sym
 from tracec.sym_shapes import SymbolTable
 from tracec.tensor import (CONCRETE_CHECKS, EPOCH, GRAD_HOOKS, GUARD_HOOKS,  # noqa: F401
                            RECORDERS, SYM_SHAPES)
 from tracec.tensor import ITEM_HOOKS, LEAF_HOOKS_ADDED, OPAQUE_CALLS, Size, Tensor, scalar_key, weak_scalar
+from tracec.methods_compat import POST_ACCUMULATE_HOOKS
 from tracec.item_value import COMPARISONS, DrawValue, ItemValue, plain
 
 __all__ = ["TraceError", "Trace", "Recording", "user_location", "record"]
@@ -116,6 +117,10 @@ def user_location():
             return (fname, f.f_lineno, col)
         f = f.f_back
     return None
+
+
+def _address(a) -> int:
+    return a.__array_interface__["data"][0]
 
 
 def format_location(loc) -> str:
@@ -295,6 +300,8 @@ class Recording:
         self.written: dict = {}      # id -> pre-existing tensor written in place
         self.arg_position: dict = {}  # id of an argument tensor -> its position
         self.had_backward = False     # a backward ran inside the call
+        #: returned views rebuilt by the caller (record(views=True), view_outputs)
+        self.return_views = False
         self.grad_entry: dict = {}   # id(leaf) -> (leaf, .grad at first read)
         self.grad_written: dict = {}
         self.entry_grad_ids: dict = {}  # id(entry grad tensor) -> leaf
@@ -459,6 +466,83 @@ class Recording:
         self.env[id(t)] = (t, arg)
         return arg
 
+    # --- returned views (tracec.view_outputs) -------------------------------
+
+    def _view_template(self, x, flatten_tensor, memo, cells):
+        """``("view", cell, how)`` for ``x``, a view or alias made in the
+        call (``tracec.view_outputs``), or None where it is returned as a
+        value of its own.  ``cell[0]`` is ``("pending", base)`` for a view of
+        a tensor the call made: ``finish`` points it at that tensor's
+        template if the call returns it too, else makes ``x`` a value."""
+        base, chain = x._base, x._view_chain
+        if chain:
+            if not all(self.runtime.offsets_specialized(step[1]) for step in chain):
+                # a view at an offset read at run time (runtime_int): each
+                # call computes its values there; not rebuilt as a view
+                return None
+            steps = [("prim", prim, params) for prim, params, _ in chain]
+        elif x.dtype is base.dtype and x._data.shape == base._data.shape and \
+                x._data.strides == base._data.strides and \
+                _address(x._data) == _address(base._data):
+            steps = [("detach",) if x._vbox is base._vbox else ("data",)]
+        else:
+            # an alias of another layout made by no recorded view op (as
+            # strided_views._alias): that very layout, at static sizes
+            if self.symbols is not None:
+                for name, hint in list(self.symbols.hints.items()):
+                    self.symbols.on_decision("specialize", symbolic.symbol(name, hint), "==",
+                                             hint, hint, user_location())
+            steps = [("strided", x._data.shape, x._data.strides,
+                      _address(x._data) - _address(base._data), x.dtype)]
+        btpl = None
+        if chain:
+            # an argument that is itself a view of ``base`` (the caller passed
+            # x[1:]): the view is of this call's argument
+            best = 0
+            for t, _ in self.env.values():
+                pos = self.arg_position.get(id(t))
+                c = t._view_chain
+                if pos is not None and t._base is base and c and best < len(c) <= len(chain) \
+                        and all(a is b for a, b in zip(c, chain)):
+                    best, btpl = len(c), ("arg", pos)
+            steps = steps[best:]
+        if btpl is not None:
+            pass
+        elif base._birth != self.epoch:
+            # an argument, or state (a parameter, a buffer): that object
+            btpl = ("arg", self.arg_position[id(base)]) if id(base) in self.arg_position \
+                else ("object", base)
+        elif base._base is not None and base._view_chain is not None:
+            btpl = memo.get(id(base))      # a detach() alias made in the call
+            if btpl is None:
+                btpl = memo[id(base)] = flatten_tensor(base)
+        else:
+            btpl = memo.get(id(base)) or ("pending", base)
+        cell = [btpl, tuple(steps), ()]
+        cells.append((x, cell))
+        node = x._node.name() if x.requires_grad and x._node is not None else None
+        return ("view", cell, ("_no_grad_view" in x.__dict__, node))
+
+    def _view_sizes(self, cells, env, sym_info) -> None:
+        """A symbolic trace's returned views: the size equalities ``env``
+        applied to their steps, and where each call reads the sizes left."""
+        sources = {}
+        for index, d, name in sym_info.sources:
+            spec = self.inputs[index]
+            if spec.kind == "arg":
+                sources.setdefault(name, (spec.source, d))
+        for x, cell in cells:
+            if cell[1] is None or not view_outputs.has_sizes(cell[1]):
+                continue
+            if env:
+                cell[1] = view_outputs.substitute_steps(cell[1], env)
+            names = view_outputs.free_sizes(cell[1])
+            missing = names - set(sources)
+            if missing:
+                raise TraceError(f"tracec.compile({self.label}): a returned view's sizes "
+                                 f"({', '.join(sorted(missing))}) are no argument's size")
+            cell[2] = tuple((n, *sources[n]) for n in sorted(names))
+
     def _complex_input(self, t):
         return complex_trace.input_value(self, t, user_location())
 
@@ -540,6 +624,8 @@ class Recording:
         try:
             shape = out._data.shape if self.symbols is None else \
                 self.symbols.result_shape(prim, args, params, operands, out)
+            if prim.eager_params and params:
+                params = {k: v for k, v in params.items() if k not in prim.eager_params}
             op = ir.make_op(prim.name, operands, params, ir.tensor_type(shape, out.dtype),
                             loc=loc)
         except Exception as e:  # an op the dialect cannot express
@@ -1072,7 +1158,10 @@ class Recording:
             leaves = self._leaves(loss, loc, custom)
         except TraceError as e:
             return self.fail(str(e))
-        if custom:
+        if custom or (POST_ACCUMULATE_HOOKS and any(
+                id(x) in POST_ACCUMULATE_HOOKS for x in leaves)):
+            # (a post-accumulate-grad hook, e.g. an optimizer step in
+            # backward, runs in the engine's run: recorded op by op with it)
             return self._record_eager_backward()
         if inputs is not None:
             keep = {id(x) for x in inputs}
@@ -1141,6 +1230,11 @@ class Recording:
             return _hook_ids(leaves)
         self.guards.append((hooks_on_the_leaves_a_backward_reaches,
                             tuple((i, h) for i, h in before if h)))
+        # (a post-accumulate-grad hook added or removed between calls: the
+        # backward recorded with or without its ops must retrace)
+        def post_accumulate_hooks_on_the_leaves(leaves=leaves):
+            return _post_accumulate_ids(leaves)
+        self.guards.append((post_accumulate_hooks_on_the_leaves, _post_accumulate_ids(leaves)))
 
     def _leaves(self, loss, loc, custom=None):
         """The leaves requiring grad that ``loss`` reaches, in DFS order.
@@ -1203,8 +1297,31 @@ class Recording:
         values, outputs = [], []
         returns_grad = []   # indices (among the returned tensors) that require grad
         returned = set()    # ids of the tensors returned
+        # id -> template of each tensor returned (a tensor returned twice is
+        # one object, as in eager code), and the returned views made during
+        # the call (tracec.view_outputs): [(tensor, cell)].  Only where the
+        # caller rebuilds views (record(views=True): compiled calls; not a
+        # library's C outputs, not tracec.trace's IR).
+        memo, view_cells = {}, []
 
         def flatten(x):
+            if isinstance(x, Tensor) and self.return_views:
+                tpl = memo.get(id(x))
+                if tpl is None:
+                    tpl = memo[id(x)] = flatten_tensor(x)
+                return tpl
+            return flatten_other(x)
+
+        def flatten_tensor(x):
+            if x._birth == self.epoch and x._base is not None and x._view_chain is not None:
+                # A view (or detach() alias) made in the call: rebuilt at each
+                # compiled call from this call's tensor (view_outputs).
+                tpl = self._view_template(x, flatten_tensor, memo, view_cells)
+                if tpl is not None:
+                    return tpl
+            return flatten_other(x)
+
+        def flatten_other(x):
             if isinstance(x, Tensor) and x._birth != self.epoch and \
                     (id(x) in self.arg_position or id(x) in self.env):
                 # A tensor that existed before the call (an argument, a
@@ -1264,6 +1381,27 @@ class Recording:
                              f"objects of them, not {type(x).__name__}")
 
         template = flatten(result)
+        pending: dict = {}    # views of tensors the call made, by base
+        for x, cell in view_cells:
+            if cell[0][0] == "pending":
+                pending.setdefault(id(cell[0][1]), []).append((x, cell))
+        for group in pending.values():
+            base = group[0][1][0][1]
+            b = memo.get(id(base))      # a view of another returned tensor
+            if b is None and base.dtype.category != 3 and \
+                    (not base.requires_grad or any(x.requires_grad for x, _ in group)):
+                # views of a tensor the call made and does not return
+                # (y[0], y.t()): that one becomes a result, so that they have
+                # eager's layout and share its memory.  (Not loss.detach():
+                # a result that requires grad would need a backward.)
+                b = memo[id(base)] = flatten_other(base)
+            for x, cell in group:
+                if b is not None:
+                    cell[0] = b
+                else:
+                    # a no-grad view of a tensor that requires grad: that
+                    # one is no result, so the view is one (its own value)
+                    cell[0], cell[1] = flatten_other(x), None
         written_ids = set(self.written)
         for t in self.written.values():
             root = t._base
@@ -1366,6 +1504,7 @@ class Recording:
                 for spec in self.inputs:
                     spec.shape = tuple(symbolic.substitute(d, env) for d in spec.shape)
             sym_info = self.symbols.finish()
+            self._view_sizes(view_cells, env, sym_info)
         return Trace(module, self.inputs, outputs, template, self.guards, grad_guards,
                      graph.is_grad_enabled(),
                      () if self.had_backward else tuple(returns_grad), symbolic=sym_info,
@@ -1513,7 +1652,7 @@ def _swap_in(args, kwargs, path: tuple, value) -> tuple:
 
 
 def record(fn, args, kwargs, name: str, fallback: bool = False,
-           symbols: SymbolTable | None = None, lift=None):
+           symbols: SymbolTable | None = None, lift=None, views: bool = False):
     """Run ``fn(*args, **kwargs)`` eagerly while recording; returns
     ``(result, Trace)``, or with ``fallback`` and something uncompilable,
     ``(result, reason)`` after finishing the call eagerly.
@@ -1532,6 +1671,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
     inputs and what the call stores from them is written back by every
     compiled call (the trace's ``LiftedGuard``)."""
     rec = Recording(name, fallback, symbols)
+    rec.return_views = views
     rec.label, rec.arg_names = function_label(fn), argument_names(fn)
     others: list = []
     spec, leaves = flatten_args(args, kwargs, others)
@@ -1973,6 +2113,19 @@ def _hook_ids(leaves) -> tuple:
     """``(index, hooks)`` of the ``leaves`` that hold hooks, each hook as
     ``_hook_key``."""
     return tuple((i, tuple(map(_hook_key, t._hooks))) for i, t in enumerate(leaves) if t._hooks)
+
+
+def _post_accumulate_ids(leaves) -> tuple:
+    """``(index, hook ids)`` of the ``leaves`` holding
+    ``register_post_accumulate_grad_hook`` hooks."""
+    if not POST_ACCUMULATE_HOOKS:
+        return ()
+    out = []
+    for i, t in enumerate(leaves):
+        entry = POST_ACCUMULATE_HOOKS.get(id(t))
+        if entry is not None and entry[0]() is t and entry[1]:
+            out.append((i, tuple(map(id, entry[1]))))
+    return tuple(out)
 
 
 def _hook_key(h):

@@ -27,8 +27,21 @@ def _share_value(t: Tensor, data: Tensor) -> None:
 _REQUIRES_GRAD = Tensor.requires_grad   # the slot Tensor keeps the flag in
 
 
-class Parameter(Tensor):
-    """A Tensor that is a module parameter (``isinstance(p, nn.Parameter)``)."""
+class _ParameterMeta(type):
+    """``isinstance(t, Parameter)`` is also true of a Tensor-subclass
+    instance made a parameter (``_is_param``), as PyTorch's metaclass says."""
+
+    def __instancecheck__(cls, instance):
+        if cls is Parameter and getattr(instance, "_is_param", False) and \
+                isinstance(instance, Tensor):
+            return True
+        return super().__instancecheck__(instance)
+
+
+class Parameter(Tensor, metaclass=_ParameterMeta):
+    """A Tensor that is a module parameter (``isinstance(p, nn.Parameter)``).
+    ``Parameter(t)`` of a Tensor subclass instance keeps its type, as
+    PyTorch's: ``t.detach()`` flagged ``_is_param``."""
 
     # Out of the __torch_function__ protocol, as PyTorch's: ``p * 2`` is a Tensor.
     __torch_function__ = disabled_torch_function_impl
@@ -56,6 +69,20 @@ class Parameter(Tensor):
                                 dt.get_default_dtype())
         if not isinstance(data, Tensor):
             raise TypeError(f"Parameter(): expected a Tensor as data, got {type(data).__name__}")
+        kind = type(data)
+        if kind is not Tensor and not issubclass(kind, Parameter) and cls is Parameter:
+            # a custom tensor (a __torch_function__ subclass, DTensor): its
+            # own type, flagged as a parameter
+            t = data.detach().requires_grad_(requires_grad)
+            if type(t) is not kind:
+                raise RuntimeError(
+                    f"Creating a Parameter from an instance of type {kind.__name__} requires "
+                    "that detach() returns an instance of the same type, but return type "
+                    f"{type(t).__name__} was found instead. To use the type as a Parameter, "
+                    "please correct the detach() semantics defined by its __torch_dispatch__() "
+                    "implementation.")
+            t._is_param = True
+            return t
         p = object.__new__(cls)
         p._init(data._data, data.dtype)
         p._vbox = data._vbox

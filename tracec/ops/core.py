@@ -108,7 +108,7 @@ class Primitive:
     def __init__(self, name: str, *, kind: str, impl: Callable,
                  shape_rule: Callable, dtype_rule: Callable,
                  vjp: Callable | None, save: Sequence[int] | Callable = (),
-                 save_out: bool = False, nondiff_argnums: Sequence[int] = (),
+                 save_out: bool | Callable = False, nondiff_argnums: Sequence[int] = (),
                  variadic: bool = False):
         if name in PRIMITIVES:
             raise ValueError(f"primitive {name} defined twice")
@@ -122,7 +122,14 @@ class Primitive:
         # and of which cotangents are wanted giving them (``x * 2`` need not
         # keep ``x``; ``x @ w`` keeps ``w`` only if ``x`` needs a gradient).
         self.save = save if callable(save) else tuple(save)
+        # Whether the VJP reads the result: True, or a function of the
+        # operands (values, Python scalars; or a freed node's avals, a saved
+        # value's as None) saying so (``x ** 2`` does not keep its result,
+        # ``x ** y`` does).
         self.save_out = save_out
+        # Params only the eager impl and the VJP read, which the IR op does
+        # not carry (the tracer drops them; the lowering decides alike)
+        self.eager_params: frozenset = frozenset()
         self.nondiff_argnums = frozenset(nondiff_argnums)
         self.variadic = variadic
         PRIMITIVES[name] = self

@@ -16,7 +16,7 @@ from tracec import dtypes as dt
 from tracec.ops.core import Aval, Primitive, ShapeError, broadcast_shapes
 from tracec.ops.iter_layout import relayout
 # The VJP rules of one layer call each other: modules, resolved at call time.
-from tracec.ops import movement, reduce  # noqa: E402
+from tracec.ops import creation, movement, reduce  # noqa: E402
 
 
 
@@ -491,14 +491,16 @@ def _div_vjp(g, x, y, out):
             else None)
 
 
-def _pow_vjp(g, x, y, out):
+def _pow_vjp(g, x, y, out, exact=False):
     gx = gy = None
     if _is_value(x):
         # PyTorch's pow_backward: 0 where the exponent is 0 (0 * 0**-1 is NaN)
         if _is_value(y):
             d = where(eq(y, 0.0), 0.0, mul(y, pow_(x, sub(y, 1.0))))
-        else:
-            d = mul(y, pow_(x, y - 1.0)) if y != 0 else mul(x, 0.0)
+        elif y == 0:     # (zeros, whatever the cotangent: an infinite one too)
+            return creation.zeros(_shape(x), x.dtype, like=g), None
+        else:            # grad * (e * x ** (e - 1)), x ** (e - 1) as pow computes it
+            d = mul(y, pow_(x, y - 1.0, exact=exact))
         gx = sum_to(mul(g, conj(d)), _shape(x))
     if _is_value(y):
         # d/dy x**y = x**y log x; PyTorch defines it as 0 where x == 0 and y >= 0.
@@ -537,6 +539,23 @@ def _min_vjp(g, x, y, out):
     gx = _red(where(lt(x, y), g, where(eq(x, y), half, 0.0)), x) if _is_value(x) else None
     gy = _red(where(gt(x, y), g, where(eq(x, y), half, 0.0)), y) if _is_value(y) else None
     return gx, gy
+
+
+#: pow_tensor_scalar's CPU specializations of a float32 / float64 tensor to
+#: a Python-scalar exponent where ``np.power`` rounds differently (by an
+#: ulp: enough to move a ``floor``): PyTorch's ``x * x * x`` and
+#: ``1 / sqrt(x)``; ``np.power`` already computes 2, 0.5, 1, -1 as PyTorch
+#: does.  The compiled code computes them alike (``pow_by_constant``).
+_EXACT_POW = {3: lambda x: x * x * x, -0.5: lambda x: 1 / np.sqrt(x),
+              2: lambda x: x * x, 0.5: np.sqrt}    # (the same as np.power, faster)
+_FLOAT32_64 = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
+
+
+def _pow_saves_out(a) -> bool:
+    """``pow`` keeps its result only for a tensor exponent: PyTorch's
+    PowBackward1 / PowBackward2 save it, PowBackward0 (a Python-scalar
+    exponent) saves ``self`` alone."""
+    return _is_value(a[1])
 
 
 def _int_pow(x, y):
@@ -588,7 +607,25 @@ def _div(x, y):
 
 mul_p = _binary("mul", np.multiply, _mul_vjp, save=save_partners)
 div_p = _binary("div", _div, _div_vjp, save=_save_div)
-pow_p = _binary("pow", _int_pow, _pow_vjp, save_out=True)
+_quiet_pow = _quiet_binary_impl(_int_pow)
+
+
+def _pow_impl(x, y, exact=False):
+    if exact and x.dtype in _FLOAT32_64:
+        special = _EXACT_POW.get(float(y))
+        if special is not None:
+            with np.errstate(all="ignore"):
+                out = special(x)
+            return out if x.flags.c_contiguous else relayout(out, (x, y))
+    return _quiet_pow(x, y)
+
+
+pow_p = Primitive("pow", kind="elementwise", impl=_pow_impl, shape_rule=_binary_shape,
+                  dtype_rule=_same_dtype("pow"), vjp=_pow_vjp, save=(0, 1),
+                  save_out=_pow_saves_out)
+# (the IR's pow has no ``exact``: the lowering computes a float32 / float64
+# pow by a constant exponent as ``_EXACT_POW`` does, ``pow_by_constant``)
+pow_p.eager_params = frozenset({"exact"})
 maximum_p = _binary("maximum", np.maximum, _max_vjp)
 #: C's fmod for floats (exact: the remainder of the true quotient truncated,
 #: as PyTorch's fmod, remainder and floor division compute it)
@@ -651,7 +688,11 @@ def add(x, y): return add_p.bind(x, y)
 def sub(x, y): return sub_p.bind(x, y)
 def mul(x, y): return mul_p.bind(x, y)
 def div(x, y): return div_p.bind(x, y)
-def pow_(x, y): return pow_p.bind(x, y)
+def pow_(x, y, exact=False):
+    """``x ** y``; ``exact`` (a Python-scalar ``y``): computed as PyTorch's
+    pow_tensor_scalar computes a float32 / float64 tensor to that exponent
+    (``_EXACT_POW``), which the compiled code does too (``pow_by_constant``)."""
+    return pow_p.bind(x, y, exact=True) if exact else pow_p.bind(x, y)
 def maximum(x, y): return maximum_p.bind(x, y)
 def fmod(x, y): return fmod_p.bind(x, y)
 def minimum(x, y): return minimum_p.bind(x, y)

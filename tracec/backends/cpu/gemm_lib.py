@@ -31,7 +31,7 @@ micro-kernel, a packing function): an entry in the disk cache under
 depends on nothing else), naming the object that defines it (stored once,
 keyed by its content), the other functions that object defines and the
 library functions it calls.  So a module builds only what it calls (the
-784-512-512-10 MLP step: 12 of the 16 float32 functions), a later module
+784-512-512-10 MLP step: 11 of the 16 float32 functions), a later module
 with another layout builds only the functions it adds (a partial library
 is completed on demand), and a build compiles in parallel: its functions
 go into as many modules (bins balanced by ``split._cost``) as threads may

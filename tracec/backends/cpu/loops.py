@@ -304,7 +304,8 @@ class _Eval:
                 if n.name == "pow" and nodes[n.args[1]].kind == "const" \
                         and n.dtype.is_floating_point \
                         and not isinstance(nodes[n.args[1]].value, Sym):
-                    v = scalar.pow_by_constant(fb, args[0], float(nodes[n.args[1]].value))
+                    v = scalar.pow_by_constant(fb, args[0], float(nodes[n.args[1]].value),
+                                               n.dtype in (dt.float32, dt.float64))
                 if v is None:
                     v = scalar.apply(fb, n.name, n.params, args, n.in_dtypes, n.dtype)
             vals[k] = v

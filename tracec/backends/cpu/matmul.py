@@ -24,7 +24,8 @@ from tracec.symbolic import hint_of, known
 from tracec.backends.cpu import codegen, gemm, gemm_small, scalar
 from tracec.backends.cpu.builder import F32, F64, FuncBuilder, several, vec
 
-__all__ = ["emit_matmul", "batch_strides", "swaps_last_two"]
+__all__ = ["emit_matmul", "batch_strides", "swaps_last_two",
+           "small_a_transposed_takes_gemm"]
 
 
 def batch_strides(bshape, xshape, mat: int) -> list[int]:
@@ -101,6 +102,8 @@ def emit_matmul(low, op, operands=None) -> None:
         _emit_narrow(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb)
         return
     conds = gemm_small.conditions(d, M, N, K, tb) if isinstance(nb, int) else None
+    if conds is not None and small_a_transposed_takes_gemm(d, M, N, K, ta):
+        conds = None
     if conds is not None:
         # The small kernel where ``conds`` hold; the others where the first
         # that fails is the i-th (disjoint cases, one of which runs).
@@ -116,6 +119,23 @@ def emit_matmul(low, op, operands=None) -> None:
 
 
 _NOT = {"<=": ">", ">=": "<", "<": ">=", ">": "<="}
+
+
+def small_a_transposed_takes_gemm(d: dt.DType, M, N, K, ta: bool) -> bool:
+    """Whether a short product with A read transposed (``[K, M]^T @ [K,
+    N]``: a weight gradient ``g.T @ x`` over a small batch K) takes the
+    packed GEMM (``gemm_run_tn``, shared with the step's other weight
+    gradients in the per-machine GEMM library) instead of the unpacked
+    small kernel: wherever the GEMM suits its sizes, M and N static (a
+    symbolic K, a dynamic batch, by its hint: a choice of speed, not of
+    result, as in ``_emit_large``; a symbolic M may be 1).  A cold compile then
+    builds one library routine fewer (``gemm_small_tn``, ~250 ms of CPU
+    on the first compile on a machine); at steady state the GEMM costs a
+    few microseconds more per product (it packs both operands; figures in
+    docs/latency.md).  Below ``gemm.suitable`` (fewer rows than the
+    micro-kernel's MR, or a tiny product) the small kernel stays."""
+    return ta and isinstance(M, int) and isinstance(N, int) and \
+        gemm.suitable(d, M, N, hint_of(K))
 
 
 def _emit_large(low, slots, d, nb, M, N, K, bshape, sa, sb, ta, tb, m_hint) -> None:

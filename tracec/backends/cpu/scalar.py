@@ -406,9 +406,12 @@ def _binary(fb: FuncBuilder, name: str, x, y, d: dt.DType):
     raise TypeError(f"no scalar lowering for {name}")
 
 
-def pow_by_constant(fb: FuncBuilder, x, exponent: float):
+def pow_by_constant(fb: FuncBuilder, x, exponent: float, exact: bool = False):
     """``x ** c`` for the constant exponents NumPy's own ``power`` computes
-    exactly by multiplication; None for other exponents."""
+    exactly (by multiplication, or ``sqrt``), and, ``exact`` (a float32 /
+    float64 result), the ones eager computes as PyTorch does where
+    ``np.power`` would not (``elementwise._EXACT_POW``); None for other
+    exponents."""
     t = x.type
     if exponent == 1.0:
         return x
@@ -418,6 +421,12 @@ def pow_by_constant(fb: FuncBuilder, x, exponent: float):
         return fb.const(1.0, t)
     if exponent == -1.0:
         return fb.fbin("fdiv", fb.const(1.0, t), x)
+    if exponent == 0.5:
+        return _fintr(fb, "llvm.sqrt", x)
+    if exponent == 3.0 and exact:
+        return fb.fbin("fmul", fb.fbin("fmul", x, x), x)
+    if exponent == -0.5 and exact:
+        return fb.fbin("fdiv", fb.const(1.0, t), _fintr(fb, "llvm.sqrt", x))
     return None
 
 

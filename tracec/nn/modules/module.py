@@ -1057,6 +1057,9 @@ class Module:
         local = {k: v for k, v in itertools.chain(self._parameters.items(), persistent.items())
                  if v is not None}
         assign = local_metadata.get("assign_to_params_buffers", False)
+        from tracec import __future__ as future
+        from tracec.utils.swap import swap_tensors
+        swap = future.get_swap_module_params_on_conversion()
         for name, param in local.items():
             key = prefix + name
             if key not in state_dict:
@@ -1076,9 +1079,31 @@ class Module:
                                   f"{_size(value.shape)} from checkpoint, the shape in current "
                                   f"model is {_size(param.shape)}.")
                 continue
+            if param.is_meta and not value.is_meta and not assign:
+                warnings.warn(
+                    f"for {key}: copying from a non-meta parameter in the checkpoint to a meta "
+                    "parameter in the current model, which is a no-op. (Did you mean to "
+                    "pass `assign=True` to assign items in the state dictionary to their "
+                    "corresponding key in the module instead of copying them in place?)",
+                    stacklevel=2)
             try:
                 with graph.no_grad():
-                    if assign:
+                    if swap:
+                        # PyTorch's swap path: the parameter object stays,
+                        # its contents become module_load's result
+                        new = param.module_load(value, assign=assign)
+                        if new is value or new is param:
+                            raise RuntimeError(
+                                "module_load returned one of self or other, please .detach() "
+                                "the result if returning one of the inputs in module_load")
+                        if isinstance(param, Parameter):
+                            if not isinstance(new, Parameter):
+                                new = Parameter(new, requires_grad=param.requires_grad)
+                            else:
+                                new.requires_grad_(param.requires_grad)
+                        swap_tensors(param, new)
+                        del new
+                    elif assign:
                         if isinstance(param, Parameter):
                             value = Parameter(value, requires_grad=param.requires_grad)
                         setattr(self, name, value)
