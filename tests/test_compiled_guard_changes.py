@@ -290,3 +290,25 @@ def test_requires_grad_toggled_after_a_size_change_retraces():
         got.append((m.bias, opt.state[m.bias]["exp_avg"]))
     for a, b in zip(*got):
         _same(b, a)
+
+
+def test_a_lifted_module_attribute_deleted_between_calls():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.t = 1.0
+
+        def forward(self, x):
+            return x * getattr(self, "t", 3.0)
+
+    m = M()
+    f = tracec.compile(lambda x: m(x), backend="cpu")
+    x = tracec.ones(2)
+    for k in range(4):
+        if k == 1:
+            m.t = 2.0                # lifted from now on
+        if k == 2:
+            del m.t                  # (was a KeyError reading it)
+        if k == 3:
+            m.t = 5.0
+        _same(f(x), m(x))

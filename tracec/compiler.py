@@ -481,7 +481,15 @@ class CompiledFunction:
         """The lifted locations (``_lift``) that hold a number now: one set
         to None or another object between calls (a BatchNorm's ``momentum =
         None``) is guarded by its value in this trace, not read as a number."""
-        return [(p, loc) for p, loc in self._lift if _is_plain_number(loc.get())]
+        out = []
+        for p, loc in self._lift:
+            try:
+                v = loc.get()
+            except (KeyError, IndexError, TypeError, AttributeError):
+                continue        # (gone: an attribute deleted, a list shortened)
+            if _is_plain_number(v):
+                out.append((p, loc))
+        return out
 
     def _lifted_key(self, key, args, kwargs) -> tuple:
         """``key`` with the lifted number arguments' values erased (their
