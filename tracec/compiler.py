@@ -15,6 +15,8 @@ import os
 import time
 import types
 import warnings
+
+import numpy as np
 from dataclasses import dataclass, field
 
 from tracec import aten_report
@@ -50,7 +52,9 @@ def call_key(args, kwargs) -> tuple:
     and Python values (``tracec.pytree``), each tensor's shape, dtype and
     requires_grad, which tensors are the same object or share memory (a
     trace of ``f(x, x)`` reads one value for both, so it must not serve
-    ``f(x, z)``), and the grad mode."""
+    ``f(x, z)``), the grad mode, the autocast state and the default dtype
+    (``tracec.ones(3)``, ``randn``, a Python float made a tensor: a trace
+    made under float32 would keep making float32 tensors)."""
     spec, leaves = flatten_args(args, kwargs)
     first: dict = {}
     tensors = []
@@ -61,7 +65,8 @@ def call_key(args, kwargs) -> tuple:
         r = first.setdefault(("root", id(r)), i)
         tensors.append((t._data.shape, t.dtype, t.requires_grad,
                         first.setdefault(id(t), i), r))
-    return (spec, tuple(tensors), graph.is_grad_enabled(), autocast_mode.state())
+    return (spec, tuple(tensors), graph.is_grad_enabled(), autocast_mode.state(),
+            dt._default_float[0])
 
 
 def _describe_change(old, new, names=()) -> str:
@@ -75,8 +80,10 @@ def _describe_change(old, new, names=()) -> str:
         return "the number of tensor arguments changed"
     if old[2] != new[2]:
         return "grad mode changed"
-    if old[3:] != new[3:]:
+    if old[3] != new[3]:
         return "autocast changed"
+    if old[4:] != new[4:]:
+        return f"the default dtype changed ({old[4]} -> {new[4]})"
     return "signature changed"
 
 
@@ -104,6 +111,12 @@ def number_changes(old, new) -> list:
         if not _number_diffs(a, b, where, out):
             return []
     return out
+
+
+def _is_plain_number(v) -> bool:
+    """An int or float (NumPy's too), not a bool: what a lifted location
+    must hold to be read as a number."""
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
 
 
 def _is_number_spec(a) -> bool:
@@ -464,6 +477,20 @@ class CompiledFunction:
         self._fast = fast
         entry.use_fast_key(key)
 
+    def _liftable(self) -> list:
+        """The lifted locations (``_lift``) that hold a number now: one set
+        to None or another object between calls (a BatchNorm's ``momentum =
+        None``) is guarded by its value in this trace, not read as a number."""
+        out = []
+        for p, loc in self._lift:
+            try:
+                v = loc.get()
+            except (KeyError, IndexError, TypeError, AttributeError):
+                continue        # (gone: an attribute deleted, a list shortened)
+            if _is_plain_number(v):
+                out.append((p, loc))
+        return out
+
     def _lifted_key(self, key, args, kwargs) -> tuple:
         """``key`` with the lifted number arguments' values erased (their
         types kept); sets ``_arg_box`` to this call's values."""
@@ -540,7 +567,7 @@ class CompiledFunction:
             result, trace = record(self.fn, args, kwargs, self.__name__,
                                    fallback=self.fallback == "eager",
                                    symbols=SymbolTable(*dims) if dims else None,
-                                   lift=self._lift + self._arg_locations(),
+                                   lift=self._liftable() + self._arg_locations(),
                                    views=not self.values_only)
         if isinstance(trace, ArraysRead):
             # It read a NumPy array argument's values (np.asarray(a, dtype),
@@ -687,6 +714,11 @@ class CompiledFunction:
             trace.module.verify()
         backend = BACKENDS[self.backend]
         entry = Entry(trace, None, {"trace": trace.module})
+        # requires_grad as the call found it (the call itself may change it:
+        # a buffer written with values that require grad); a symbolic
+        # trace's too: its guards decide for every size it serves
+        entry.state_guards = [(s.source, s.requires_grad) for s in trace.inputs
+                              if s.kind == "state"]
         if trace.symbolic is not None:
             entry.on_compiled = None
             return entry
@@ -702,10 +734,6 @@ class CompiledFunction:
         entry.on_compiled = self._write_dump if self.dump else None
         if self.check:
             entry.check_backend = backend
-        # requires_grad as the call found it (the call itself may change it:
-        # a buffer written with values that require grad)
-        entry.state_guards = [(s.source, s.requires_grad) for s in trace.inputs
-                              if s.kind == "state"]
         # A guard may carry ``refresh``: Python state the trace reads from a
         # tensor (optim's lifted learning rate), brought up to date per call.
         seen = set()

@@ -6,8 +6,8 @@ the full ``call_key``.
 arguments' structure, each tensor's shape, dtype and requires_grad, which
 tensors alias, the grad mode) and looks it up.  For a call with positional
 tensors only, none a view, all distinct, that key is a function of the
-tensors' shapes, dtypes and requires_grad, the grad mode and the autocast
-state (off: keys made under autocast keep the general path) alone.
+tensors' shapes, dtypes and requires_grad, the grad mode, the default
+dtype and the autocast state (off: keys made under autocast keep the general path) alone.
 ``matcher(key, n)`` turns such a key into Python code that checks exactly
 those (specialized by ``exec``, as Dynamo compiles its guards into
 Python), so a call costs a handful of attribute reads.
@@ -19,13 +19,14 @@ values, aliased or view arguments), which keep the general path.
 from __future__ import annotations
 
 from tracec import autocast_mode, graph
+from tracec import dtypes as dt
 from tracec.tensor import Tensor
 
 __all__ = ["matcher"]
 
 
 def _plain_tensor_key(key, n: int) -> bool:
-    spec, tensors, _, amp = key
+    spec, tensors, _, amp, _ = key
     if spec != (("T",) * n, ()) or len(tensors) != n or amp:   # (autocast off only)
         return False
     # each argument its own tensor and its own storage root (no aliasing)
@@ -38,11 +39,13 @@ def matcher(key, n: int):
     docstring)."""
     if not _plain_tensor_key(key, n):
         return None
-    _, tensors, grad_mode, _ = key
+    _, tensors, grad_mode, _, default = key
     names = [f"a{i}" for i in range(n)]
-    env = {"Tensor": Tensor, "_state": graph._state, "_autocast": autocast_mode.ACTIVE}
+    env = {"Tensor": Tensor, "_state": graph._state, "_autocast": autocast_mode.ACTIVE,
+           "_default": dt._default_float, "DEFAULT": default}
     lines = ["def match(args):",
-             f"    if len(args) != {n} or _state.grad is not {bool(grad_mode)} or _autocast:",
+             f"    if len(args) != {n} or _state.grad is not {bool(grad_mode)} or _autocast"
+             " or _default[0] is not DEFAULT:",
              "        return False"]
     if n:
         lines.append(f"    {', '.join(names)}{',' if n == 1 else ''} = args")

@@ -22,7 +22,7 @@ from tracec.node_views import TorchName
 from tracec.runtime_int import ACTIVE as _RUNTIME_INTS, RuntimeInt
 from tracec.shape_ops import expand
 from tracec.symbolic import Sym
-from tracec.ops.elementwise import INDEX_ERROR
+from tracec.ops.elementwise import INDEX_ERROR, INDEX_VALUE
 from tracec.tensor import RECORDERS, SPARSE, SYM_SHAPES, Tensor, bind_movement, refuse_partial_overlap
 from tracec.torch_function_switch import caller
 
@@ -556,7 +556,7 @@ def _advanced(y, adv):
         # before they are wrapped (its take, counting a negative index from
         # the end once more, would accept -size-1 as size-1).
         idx = [ops.check(i, ops.logical_and(ops.ge(i, -y.shape[p]), ops.lt(i, y.shape[p])),
-                         INDEX_ERROR + f"index out of bounds for dimension {p} with size "
+                         INDEX_ERROR + f"index {INDEX_VALUE} is out of bounds for dimension {p} with size "
                          f"{y.shape[p]}")
                for p, i in zip(positions, idx)]
     if negative or RECORDERS:

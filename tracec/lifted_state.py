@@ -254,6 +254,29 @@ def resolve(env, path):
     return Location(kind, obj, key, name)
 
 
+def follow_paths(env, lift) -> list:
+    """``lift`` (``[(snapshot path, Location)]``) with each location that has
+    a path resolved again in ``env`` (the live object there now), those
+    that no longer lead to a number left out (None or a path that is gone:
+    the snapshot guard then holds their values)."""
+    out = []
+    for p, loc in lift:
+        if p is not None:
+            live = resolve(env, p)
+            if live is None:
+                continue
+            if not live.same(loc):
+                live.after, live.between = loc.after, loc.between
+                loc = live
+            try:
+                if not _is_num(loc.get()):
+                    continue
+            except (KeyError, IndexError, TypeError, AttributeError):
+                continue
+        out.append((p, loc))
+    return out
+
+
 def scalar_changes(env, before, after):
     """``[(path, Location)]`` of the numbers the call changed, where
     numbers are all it changed; else None."""

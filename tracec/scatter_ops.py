@@ -21,7 +21,7 @@ from tracec.functions import _named, user_stacklevel
 from tracec.indexing import getitem
 from tracec.methods import _inplace
 from tracec.ops.core import normalize_axis
-from tracec.ops.elementwise import INDEX_ERROR
+from tracec.ops.elementwise import INDEX_ERROR, INDEX_VALUE
 from tracec.tensor import RECORDERS, Tensor
 
 __all__ = ["scatter", "scatter_reduce", "index_add", "index_copy", "index_fill",
@@ -46,7 +46,8 @@ def _check_range(index, size, dim, prefix="", error=IndexError, message=None, ne
     lo = -size if negative else 0
     if RECORDERS and index.numel():
         ok = ops.logical_and(ops.ge(index, lo), ops.lt(index, size))
-        text = message or f"{prefix}index out of bounds for dimension {dim} with size {size}"
+        text = message or (f"{prefix}index {INDEX_VALUE} is out of bounds for dimension {dim} "
+                           f"with size {size}")
         index = ops.check(index, ok, (INDEX_ERROR if error is IndexError else "") + text)
     _check_eager_range(index, size, dim, prefix, error, message, lo)
     return index

@@ -23,7 +23,7 @@ from tracec.methods import _inplace
 from tracec.ops.core import normalize_axis
 from tracec.rearrange import cumsum
 from tracec.scatter_ops import _put_flat
-from tracec.shape_extra import broadcast_shapes, movedim
+from tracec.shape_extra import movedim
 from tracec.tensor import RECORDERS, SPARSE, Tensor, concrete
 
 __all__ = ["take", "take_along_dim", "put", "masked_select", "masked_scatter", "nonzero",
@@ -53,26 +53,49 @@ def take(input, index):
 
 
 def take_along_dim(input, indices, dim=None):
-    if not isinstance(indices, Tensor) or indices.dtype.category != 1:
-        raise RuntimeError("torch.take_along_dim(): dtype of indices should be Long but got "
-                           f"{getattr(indices, 'dtype', type(indices).__name__)}")
+    """PyTorch 2.13's: without ``dim``, ``gather`` along the flat input (an
+    index outside ``[0, numel)`` fails with gather's error, also in a
+    compiled call: the check is recorded); with ``dim``, ``indices`` must be
+    int64 and are wrapped modulo the dimension's size (``indices % size``,
+    as ``torch._refs.take_along_dim`` and the native kernel do: 7 takes
+    element 2 of 5, -7 element 3), so no index is ever out of range."""
     if dim is None:
+        if not isinstance(indices, Tensor):
+            raise TypeError("take_along_dim(): argument 'indices' must be Tensor, not "
+                            f"{type(indices).__name__}")
+        from tracec.shape_ops import gather
         flat = ops.reshape(input, (input.numel(),))
-        return ops.gather(flat, ops.reshape(_int64(indices), (indices.numel(),)), 0)
+        return gather(flat, 0, ops.reshape(indices, (indices.numel(),)))
+    if not isinstance(indices, Tensor):
+        raise TypeError("take_along_dim(): argument 'indices' must be Tensor, not "
+                        f"{type(indices).__name__}")
     if input.ndim != indices.ndim:
         raise RuntimeError("torch.take_along_dim(): input and indices should have the same "
                            f"number of dimensions, but got {input.ndim} dimensions for input, "
                            f"and {indices.ndim} dimensions for indices")
+    if indices.dtype is not dt.int64:
+        raise RuntimeError("torch.take_along_dim(): dtype of indices should be Long but got "
+                           f"{dt.scalar_type_name(indices.dtype)}")
+    if input.ndim == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
     d = normalize_axis(dim, input.ndim)
     a = list(input.shape)
+    a[d] = indices.shape[d]
+    shape = list(ops.core.broadcast_shapes(tuple(a), tuple(indices.shape)))
     b = list(indices.shape)
-    a[d] = b[d] = 1
-    shape = list(broadcast_shapes(a, b))
-    xs, ix = list(shape), list(shape)
-    xs[d], ix[d] = input.shape[d], indices.shape[d]
+    b[d] = input.shape[d]
+    xs = list(ops.core.broadcast_shapes(tuple(b), tuple(input.shape)))
     x = ops.broadcast_to(input, tuple(xs)) if tuple(xs) != tuple(input.shape) else input
-    i = _int64(indices)
-    i = ops.broadcast_to(i, tuple(ix)) if tuple(ix) != tuple(i.shape) else i
+    i = ops.broadcast_to(indices, tuple(shape)) if tuple(shape) != tuple(indices.shape) \
+        else indices
+    n = input.shape[d]
+    if i.numel() and n == 0:
+        raise RuntimeError("ZeroDivisionError")   # (PyTorch's ``indices % 0``)
+    if i.numel():
+        # Python's modulo with primitives (a traced index may hold other
+        # values at a later call): C's remainder, moved into [0, n).
+        r = ops.sub(i, ops.mul(ops.div(i, n), n))     # (int div truncates)
+        i = ops.where(ops.lt(r, 0), ops.add(r, n), r)
     return _named(ops.gather(x, i, d), "TakeAlongDimBackward0")
 
 

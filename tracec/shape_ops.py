@@ -15,6 +15,7 @@ from tracec import dtypes as dt
 from tracec import graph, ops
 from tracec.functions import _named, _operand, promote
 from tracec.ops.core import normalize_axis
+from tracec.ops.elementwise import INDEX_VALUE
 from tracec.symbolic import Sym, count_of
 from tracec.tensor import (RECORDERS, SPARSE, SYM_SHAPES, Tensor, _new_tensor, bind_movement,
                            concrete, eager_direct, mark_multi_output)
@@ -476,7 +477,8 @@ def _check_gather_range(index, size, d):
     recorded while tracing, so a compiled call checks its own indices."""
     if RECORDERS:
         ok = ops.logical_and(ops.ge(index, 0), ops.lt(index, size))
-        return ops.check(index, ok, f"index out of bounds for dimension {d} with size {size}")
+        return ops.check(index, ok, f"index {INDEX_VALUE} is out of bounds for dimension {d} "
+                         f"with size {size}")
     v = index._data
     if v.size and (v.min() < 0 or v.max() >= size):
         bad = v[(v < 0) | (v >= size)].flat[0]

@@ -35,6 +35,7 @@ from tracec import dtypes as dt
 from tracec.complex_ops import TRACED_OPS
 from tracec.creation import GENERATOR_STATES
 from tracec.nn.parameter import Parameter
+from tracec import removable_handle
 from tracec.nn.modules.module import (ATTR_WRITES, BUFFER_WRITES, MODE_WRITES, PLAIN_WRITES, Module,
                                       replayed_token, tensor_leaves)
 from tracec.mutation import frozen
@@ -1406,6 +1407,20 @@ class Recording:
             root = t._base
             if root is not None and id(root) in written_ids:
                 continue  # the root's write-back covers its views
+            leaf = self.entry_grad_ids.get(id(t))
+            if leaf is not None:
+                # A leaf's .grad written in place (``zero_grad(set_to_none=
+                # False)``): into the .grad of each call (read as this trace's
+                # "grad" input), not into this call's tensor: a tensor set as
+                # .grad between calls is a new object, and the old one,
+                # which the program may hold, is no longer written by eager.
+                if id(leaf) not in self.grad_written:
+                    values.append(self.env[id(t)][1])
+                    outputs.append(OutputSpec("grad", leaf, arg=self.arg_position.get(id(leaf)),
+                                              inplace=True))
+                    continue
+                if leaf._grad is t:
+                    continue      # the "grad" write-back below, in place, covers it
             values.append(self.env[id(t)][1])
             outputs.append(OutputSpec("write", t, arg=self.arg_position.get(id(t))))
         grad_guards = []
@@ -1694,10 +1709,20 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
                          "tracing; nested compiled functions are not supported yet")
     for lst, h in hooks:
         lst.append(h)
+    # hooks the call registers (and removes: a feature extractor's
+    # ``h = layer.register_forward_hook(save); model(x); h.remove()``) are
+    # not part of the modules' guards: the state the call began with is
+    removable_handle.TRACE_FLOOR[0] = removable_handle.RemovableHandle.next_id
     py_random_before = random.random
     random.random = rec.py_random
     opt_before = lifted_state.optimizer_numbers([get() for _, get in env.roots])
     lifted = None
+    if lift:
+        # A lifted number found through a path (``cfg.scale`` of a global
+        # ``cfg``) is read where that path leads now: the guard follows the
+        # path, so a ``cfg`` rebound to a new object must not leave the trace
+        # reading the old one's number (then one no guard looks at).
+        lift = lifted_state.follow_paths(env, lift)
     if lift:
         lifted = lifted_state.Lifted(lift, user_location)
         lifted.number_args = any(
@@ -1782,6 +1807,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
                     parent[k] = before
         for lst, h in hooks:
             lst.remove(h)
+        removable_handle.TRACE_FLOOR[0] = None
         random.random = py_random_before
         rec.runtime.close()
         _inert(rec.items)         # the call has returned: plain numbers from now on

@@ -322,7 +322,10 @@ def wrapper(fname, header_name, bufs, signature, *, where, blob_path, target,
     if sizes:
         lines += [C_HELPERS, "static __thread char tc_size_msg[512];", ""]
     lines += ["static const char *const errors[] = {"]
-    lines += [f"    {c_string(e[-1] if isinstance(e, (list, tuple)) else e)}," for e in errors]
+    # (a static message: the index an index check found is in the
+    # workspace, not in the text the in-process runtime fills in)
+    texts = [(e[-1] if isinstance(e, (list, tuple)) else e) for e in errors]
+    lines += [f"    {c_string(t.replace('index {index} is', 'an index is'))}," for t in texts]
     lines += ["    0", "};", ""]
     # Threads: TRACEC_NUM_THREADS if set, else the CPUs this process may
     # run on (taskset / cgroups), as in Python (runtime.default_threads).

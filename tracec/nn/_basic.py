@@ -268,6 +268,10 @@ def _keep_mask(shape, p: float, x: Tensor) -> Tensor:
         mask = keep.reshape(tuple(shape)).astype(op) * (op(1) / op(1.0 - p) if p < 1 else op(0))
         return creation.drawn(mask, shape, work)
     u = creation.rand(tuple(shape), dtype=work)
+    if type(p).__name__ == "SymScalar":
+        # A lifted p (Dropout.p set between compiled calls: tracec.lifted_state):
+        # TF's ops make it an operand read at each call (ops' would refuse it).
+        return TF.mul(ops.cast(TF.lt(u, 1.0 - p), work), 1.0 / (1.0 - p) if p < 1 else 0.0)
     return ops.mul(ops.cast(ops.lt(u, 1.0 - p), work), 1.0 / (1.0 - p) if p < 1 else 0.0)
 
 

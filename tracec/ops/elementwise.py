@@ -793,8 +793,17 @@ def _check_dtype(x, c, **_):
 INDEX_ERROR = "IndexError: "
 
 
+#: In a check's message: replaced by the first failing element's value (an
+#: index check's index: "index {index} is out of bounds ...", as eager's)
+INDEX_VALUE = "{index}"
+
+
 def _check_impl(x, cond, *, message):
     if not np.all(cond):
+        if INDEX_VALUE in message:
+            shape = np.broadcast_shapes(np.shape(x), np.shape(cond))
+            bad = np.broadcast_to(x, shape)[~np.broadcast_to(cond, shape)].flat[0]
+            message = message.replace(INDEX_VALUE, str(bad))
         if message.startswith(INDEX_ERROR):
             raise IndexError(message[len(INDEX_ERROR):])
         raise RuntimeError(message)

@@ -221,6 +221,45 @@ class _Eval:
             off = term if off is None else fb.add(off, term)
         return off if off is not None else fb.i64(0)
 
+    def position(self, idx):
+        """The row-major position (i64) of the domain point ``idx``."""
+        fb, shape = self.fb, self.prog.shape
+        pos, stride = None, 1
+        for d in reversed(range(len(shape))):
+            i = idx[d] if d < len(idx) else None
+            if i is not None and shape[d] != 1:
+                term = i if stride == 1 else fb.mul(i, fb.i64(stride))
+                pos = term if pos is None else fb.add(pos, term)
+            stride = stride * shape[d]
+        return pos if pos is not None else fb.i64(0)
+
+    def value_at(self, message: str, pos):
+        """The int64 value, at the domain point of row-major position ``pos``
+        (i64), of the operand of the first ``check`` with ``message`` that
+        fails there (checks of one message: index ops on one line)."""
+        fb, shape, nodes = self.fb, self.prog.shape, self.prog.nodes
+        ks = [k for k, n in enumerate(nodes) if n.kind == "prim" and n.name == "check"
+              and n.params["message"] == message]
+        idx: list = [None] * len(shape)
+        rest = pos
+        for d in reversed(range(len(shape))):
+            if d == 0:
+                idx[d] = rest
+            elif shape[d] != 1:
+                size = fb.i64(shape[d])
+                idx[d] = fb.ibin("srem", rest, size)
+                rest = fb.ibin("sdiv", rest, size)
+        # (checks met again on the way report nothing: this is their failure)
+        vals = _Eval(fb, self.prog, self.ptrs, lambda *a: None).run(
+            idx, [a for k in ks for a in nodes[k].args])
+        out = None
+        for j in reversed(range(len(ks))):
+            x, ok = vals[2 * j], vals[2 * j + 1]
+            d = nodes[nodes[ks[j]].args[0]].dtype
+            x = x if d is dt.int64 else scalar.cast(fb, x, d, dt.int64)
+            out = x if out is None else fb.select(ok, out, x)
+        return out
+
     def run(self, idx, wanted):
         fb, nodes = self.fb, self.prog.nodes
         vals: dict[int, object] = {}
@@ -247,7 +286,17 @@ class _Eval:
                 if self.on_error is None:
                     raise scalar.LoweringError(f"a run-time check ({n.params['message']}) in "
                                                "a loop that cannot report errors")
-                self.on_error(fb.ibin("xor", cond, fb.const(True, I1)), n.params["message"])
+                failed = fb.ibin("xor", cond, fb.const(True, I1))
+                if INDEX_VALUE in n.params["message"]:
+                    # an index check: the failing index goes into its message;
+                    # its value here, and this point's row-major position
+                    # (a min over failures finds the first without a
+                    # dependence that would keep the loop from vectorizing;
+                    # ``value_at`` then reads the value there)
+                    value = x if n.dtype is dt.int64 else scalar.cast(fb, x, n.dtype, dt.int64)
+                    self.on_error(failed, n.params["message"], value, self.position(idx))
+                else:
+                    self.on_error(failed, n.params["message"])
                 v = x
             else:
                 args = [ev(a) for a in n.args]
@@ -291,6 +340,12 @@ def _uniform(fb: FuncBuilder, state_ptr, linear, d: dt.DType):
     return scalar.cast(fb, u, dt.float64, d)
 
 
+#: In a ``check``'s message: where the first failing element's value goes
+#: (an index check's index, read as int64: "index {index} is out of bounds
+#: ..."); kernels store it in the workspace's first 8 bytes.
+INDEX_VALUE = "{index}"
+
+
 def check_messages(prog: LoopProgram) -> list[str]:
     """The messages of ``prog``'s run-time checks, in node order, each once."""
     return list(dict.fromkeys(n.params["message"] for n in prog.nodes
@@ -301,7 +356,10 @@ def emit_program(fb: FuncBuilder, prog: LoopProgram, ptrs, lo, hi, on_error=None
     """Emit ``prog``'s loop nest into ``fb`` at the current block; dim 0
     runs over ``[lo, hi)``.  ``on_error(cond, message)`` records a ``check``
     node's failure, with its message (``check_messages``), where the i1
-    ``cond`` holds."""
+    ``cond`` holds; ``on_error(cond, message, value, position)`` for a
+    message that holds ``INDEX_VALUE``: the element's int64 value and its
+    row-major position (``value_at`` of the evaluator returned reads the
+    value at a position).  Returns that evaluator."""
     ev = _Eval(fb, prog, ptrs, on_error)
     shape, reduced = prog.shape, prog.reduced
     rank = len(shape)
@@ -309,7 +367,7 @@ def emit_program(fb: FuncBuilder, prog: LoopProgram, ptrs, lo, hi, on_error=None
     if prog.size == 0:
         if reds:
             _fill_identity(fb, prog, ptrs, None)
-        return
+        return ev
     suffix = 0
     while suffix < rank and reduced[rank - 1 - suffix]:
         suffix += 1
@@ -405,6 +463,7 @@ def emit_program(fb: FuncBuilder, prog: LoopProgram, ptrs, lo, hi, on_error=None
         fb.for_range(b0, b1, lambda i: nest(d + 1, idx + [i]))
 
     nest(0, [])
+    return ev
 
 
 def _choose(fb: FuncBuilder, cond, then, else_, like) -> list:

@@ -396,16 +396,22 @@ class Kernels:
 
         def body(fb, ptrs, err, lo, hi, status):
             flags: dict = {}        # a check's message -> i32 slot: OR of its failures
+            firsts: dict = {}       # an index check's message -> i64 slot: first failure
 
-            def fail(k: int) -> None:
+            def fail(k: int, message) -> None:
                 # The smallest code wins: checks chained on one value
                 # (one_hot's sign, then range) report as eager does.
                 c = fb.i32(k)
                 old = fb.load(status(), I32, 4)
                 first = fb.ibin("or", fb.icmp("eq", old, fb.i32(0)), fb.icmp("ugt", old, c))
                 fb.store(fb.select(first, c, old), status(), 4)
+                if message in firsts:
+                    # the index its message names (the runtime's {index}):
+                    # read again at the first failing point
+                    value = ev.value_at(message, fb.load(firsts[message], I64, 8))
+                    fb.store(fb.select(first, value, fb.load(err, I64, 8)), err, 8)
 
-            def on_error(cond, message):
+            def on_error(cond, message, value=None, position=None):
                 # A check ORs its failures into a flag, tested after the loop:
                 # a reduction the loop vectorizes (a branch per element would
                 # not, making the check cost 4x the ops it guards).
@@ -414,10 +420,19 @@ class Kernels:
                 slot = flags[message]
                 fb.store(fb.ibin("or", fb.load(slot, I32, 4), fb.cast("zext", cond, I32)),
                          slot, 4)
-            emit_program(fb, prog, ptrs, lo, hi, on_error if codes else None)
+                if position is not None:
+                    # an index check: the first failing position, a min
+                    # reduction (vectorizes as the flag's OR does)
+                    if message not in firsts:
+                        firsts[message] = fb.stack_slot(I64, fb.i64(_NO_POSITION))
+                    at = firsts[message]
+                    cand = fb.select(cond, position, fb.i64(_NO_POSITION))
+                    old = fb.load(at, I64, 8)
+                    fb.store(fb.select(fb.icmp("slt", cand, old), cand, old), at, 8)
+            ev = emit_program(fb, prog, ptrs, lo, hi, on_error if codes else None)
             for message, slot in flags.items():
                 fb.if_then(fb.icmp("ne", fb.load(slot, I32, 4), fb.i32(0)),
-                           lambda k=codes[message]: fail(k))
+                           lambda k=codes[message], m=message: fail(k, m))
         # The program's dataclass repr describes it completely (shape,
         # nodes, accesses): the key of what emit_program builds.
         # Only an elementwise program may be ``small``: a reduction compiled
@@ -431,6 +446,9 @@ class Kernels:
             # Compute-bound (transcendental math): worth the widest vectors.
             self.mb.wide.add(self.calls[-1].fn)
 
+
+#: The first failing position of an index check that has not failed.
+_NO_POSITION = (1 << 63) - 1
 
 _COSTLY = frozenset({"exp", "expm1", "log", "log1p", "tanh", "logistic", "erf", "sin", "cos", "pow", "sqrt",
                      "rsqrt", "div"})

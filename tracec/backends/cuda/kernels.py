@@ -85,9 +85,14 @@ def build_kernel(mb, spec: KernelSpec, host: bool, symbols: list[str]) -> str:
         fb._consts[("atom", s)] = a          # symbolic sizes: the kernel's arguments
     launch = (HostLaunch if host else DeviceLaunch)(fb, spec.block)
 
-    def on_error(cond, message=None):
+    def on_error(cond, message=None, value=None, position=None):
         code = spec.error if message is None else spec.checks[message]
-        fb.if_then(cond, lambda: fb.store(fb.i32(code), error_word(fb, err), 4))
+
+        def failed():
+            if value is not None:        # an index check's index: the message's {index}
+                fb.store(value, err, 8)
+            fb.store(fb.i32(code), error_word(fb, err), 4)
+        fb.if_then(cond, failed)
     fails = spec.error or spec.checks
 
     def body():

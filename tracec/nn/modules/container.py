@@ -13,6 +13,8 @@ import collections.abc
 import itertools
 import operator
 from collections import OrderedDict
+
+from tracec.mutation import WatchedOrderedDict
 from itertools import islice
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -74,7 +76,7 @@ class Sequential(Module):
                 delattr(self, key)
         else:
             delattr(self, self._item(self._modules.keys(), idx))
-        self._modules = OrderedDict(
+        self._modules = WatchedOrderedDict(
             (str(i), m) for i, m in enumerate(self._modules.values()))
 
     def __len__(self) -> int:
@@ -147,7 +149,7 @@ class Sequential(Module):
             index += n
         mods = list(self._modules.values())
         mods.insert(index, module)
-        self._modules = OrderedDict((str(i), m) for i, m in enumerate(mods))
+        self._modules = WatchedOrderedDict((str(i), m) for i, m in enumerate(mods))
         return self
 
     def pop(self, key):
@@ -183,7 +185,7 @@ class ModuleList(Module):
                 delattr(self, str(k))
         else:
             delattr(self, str(_index(len(self), idx)))
-        self._modules = OrderedDict(
+        self._modules = WatchedOrderedDict(
             (str(i), m) for i, m in enumerate(self._modules.values()))
 
     def __len__(self) -> int:

@@ -34,6 +34,7 @@ from tracec.tensor_type import typename
 from tracec.nn.modules.backward_hooks import (GLOBAL_KIND, global_backward_hooks,
                                               global_backward_pre_hooks, has_backward_hooks,
                                               wrap_inputs, wrap_outputs)
+from tracec.removable_handle import TRACE_FLOOR
 from tracec.utils.hooks import RemovableHandle as _RemovableHandle
 from tracec.nn.modules import legacy_backward_hooks
 from tracec.nn.modules.legacy_backward_hooks import ACTIVE as _LEGACY_ACTIVE
@@ -220,9 +221,16 @@ _LAZY_HOOK_TABLES = frozenset((
 
 #: hooks every module's call runs before its own (PyTorch's
 #: ``register_module_forward_pre_hook`` / ``register_module_forward_hook``)
-_global_forward_pre_hooks: dict = OrderedDict()
-_global_forward_hooks: dict = OrderedDict()
-_global_forward_hooks_always_called: dict = OrderedDict()
+_global_forward_pre_hooks: dict = WatchedOrderedDict()
+_global_forward_hooks: dict = WatchedOrderedDict()
+_global_forward_hooks_always_called: dict = WatchedOrderedDict()
+
+#: A module's hook tables that decide what its call computes: part of its
+#: guard (``Module.mode_and_tensors``), watched (a hook added or removed
+#: between compiled calls advances the mutation epoch)
+_CALL_HOOK_TABLES = ("_forward_pre_hooks", "_forward_hooks", "_forward_hooks_with_kwargs",
+                     "_forward_hooks_always_called", "_forward_pre_hooks_with_kwargs",
+                     "_backward_hooks", "_backward_pre_hooks")
 
 
 def register_module_forward_pre_hook(hook) -> _RemovableHandle:
@@ -358,9 +366,9 @@ class Module:
         d["_parameters"] = WatchedOrderedDict()
         d["_buffers"] = WatchedOrderedDict()
         d["_non_persistent_buffers_set"] = set()
-        d["_modules"] = OrderedDict()
-        d["_forward_hooks"] = OrderedDict()
-        d["_forward_pre_hooks"] = OrderedDict()
+        d["_modules"] = WatchedOrderedDict()
+        d["_forward_hooks"] = WatchedOrderedDict()
+        d["_forward_pre_hooks"] = WatchedOrderedDict()
         if self.call_super_init:
             super().__init__(*args, **kwargs)
 
@@ -505,7 +513,7 @@ class Module:
     @epoch_covered
     def mode_and_tensors(self) -> tuple:
         """``self.training``, the identities of the module's own parameters,
-        buffers and other tensor attributes, and the values of its plain
+        submodules, buffers and other tensor attributes, and the values of its plain
         Python attributes (a Dropout's ``p``, a user's ``self.scale``) and
         the contents of its list and dict attributes and the states of its
         random generator objects (a draw in forward is a side effect): the
@@ -529,8 +537,30 @@ class Module:
                                      or type(v) in _FUNCTIONS or type(v) is SymScalar
                                      or type(v) in _CONTAINERS or isinstance(v, GENERATORS)
                                      or _config_object(v))]
-        return (tuple(map(id, d["_parameters"].values())), tuple(map(id, d["_buffers"].values())),
-                attrs)
+        # The submodules' identities too (with the parameters': the three
+        # parts keep their meaning for lifted_state and attr_replay): a
+        # swapped submodule (``self.act = nn.ReLU()``) is called by the next
+        # forward, but the guard the old one reported still holds, and the
+        # trace would keep calling it.
+        # And its hooks (a hook registered between calls changes what the
+        # call computes), its own and every module's.
+        # (While a call is traced, not those it registered itself: the
+        # guard holds the hooks it began with.)
+        floor = TRACE_FLOOR[0]
+        hooks = tuple((name, items) for name in _CALL_HOOK_TABLES for t in (d.get(name),) if t
+                      for items in (tuple((k, id(f)) for k, f in t.items()
+                                          if floor is None or type(k) is not int or k < floor),)
+                      if items)
+        if _global_forward_pre_hooks or _global_forward_hooks:
+            glob = tuple(tuple(k for k in t if floor is None or k < floor)
+                         for t in (_global_forward_pre_hooks, _global_forward_hooks,
+                                   _global_forward_hooks_always_called))
+            if any(glob):
+                hooks += (("global",) + glob,)
+        return (tuple(map(id, d["_parameters"].values()))
+                + ((None,) + tuple(map(id, d["_modules"].values())) if d["_modules"] else ())
+                + ((None, hooks) if hooks else ()),
+                tuple(map(id, d["_buffers"].values())), attrs)
 
     def _guard_watched(self) -> bool:
         """Whether every change of what ``mode_and_tensors`` reads advances
@@ -539,6 +569,9 @@ class Module:
         d = self.__dict__
         return (type(d.get("_parameters")) is WatchedOrderedDict
                 and type(d.get("_buffers")) is WatchedOrderedDict
+                and type(d.get("_modules")) is WatchedOrderedDict
+                and all(type(d[name]) is WatchedOrderedDict
+                        for name in _CALL_HOOK_TABLES if name in d)
                 and all(deep_immutable(v) and not isinstance(v, GENERATORS)
                         for k, v in d.items()
                         if k[0] != "_" and (type(v) in _WATCH_CHECKED
@@ -610,7 +643,7 @@ class Module:
     def _hook_table(self, name: str) -> OrderedDict:
         """A hook table created on first use (modules unpickled from older
         versions lack it)."""
-        return self.__dict__.setdefault(name, OrderedDict())
+        return self.__dict__.setdefault(name, WatchedOrderedDict())
 
     def _register_state_dict_hook(self, hook: Callable) -> _RemovableHandle:
         """``hook(module, state_dict, prefix, local_metadata)`` runs after the
@@ -804,13 +837,13 @@ class Module:
         EPOCH[0] += 1
         self.__dict__.update(state)
         d = self.__dict__
-        for table in ("_parameters", "_buffers"):
+        for table in ("_parameters", "_buffers", "_modules"):
             if type(d.get(table)) is not WatchedOrderedDict:
                 d[table] = WatchedOrderedDict(d.get(table) or ())
         d.setdefault("_non_persistent_buffers_set", set())
-        for table in ("_modules", "_forward_hooks", "_forward_pre_hooks"):
+        for table in ("_forward_hooks", "_forward_pre_hooks"):
             if d.get(table) is None:
-                d[table] = OrderedDict()
+                d[table] = WatchedOrderedDict()
 
     def get_submodule(self, target: str) -> "Module":
         if target == "":
