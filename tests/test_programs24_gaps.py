@@ -274,3 +274,16 @@ def test_pow_scalar_compiled_gradient_equals_eager(e):
     a.grad = None
     step(a)
     np.testing.assert_array_max_ulp(got, a.grad.numpy(), maxulp=0 if e in EXACT else 1)
+
+
+def test_parameter_isinstance_never_asks_a_non_tensor_for_is_param():
+    """AlphaZero's ``dotdict`` raises KeyError from ``__getattr__``: assigning
+    one to a module must not ask it for ``_is_param`` (PyTorch checks Tensor first)."""
+    class dotdict(dict):
+        def __getattr__(self, name):
+            return self[name]
+
+    m = tracec.nn.Module()
+    m.args = dotdict(lr=0.1)
+    assert not isinstance(dotdict(), tracec.nn.Parameter)
+    assert m.args.lr == 0.1

@@ -32,8 +32,10 @@ class _ParameterMeta(type):
     instance made a parameter (``_is_param``), as PyTorch's metaclass says."""
 
     def __instancecheck__(cls, instance):
-        if cls is Parameter and getattr(instance, "_is_param", False) and \
-                isinstance(instance, Tensor):
+        # Tensor first, as PyTorch's: a non-tensor's __getattr__ (a config
+        # dotdict raising KeyError) is never asked for ``_is_param``.
+        if cls is Parameter and isinstance(instance, Tensor) and \
+                getattr(instance, "_is_param", False):
             return True
         return super().__instancecheck__(instance)
 
