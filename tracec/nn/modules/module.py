@@ -34,7 +34,6 @@ from tracec.tensor_type import typename
 from tracec.nn.modules.backward_hooks import (GLOBAL_KIND, global_backward_hooks,
                                               global_backward_pre_hooks, has_backward_hooks,
                                               wrap_inputs, wrap_outputs)
-from tracec.removable_handle import TRACE_FLOOR
 from tracec.utils.hooks import RemovableHandle as _RemovableHandle
 from tracec.nn.modules import legacy_backward_hooks
 from tracec.nn.modules.legacy_backward_hooks import ACTIVE as _LEGACY_ACTIVE
@@ -544,19 +543,11 @@ class Module:
         # trace would keep calling it.
         # And its hooks (a hook registered between calls changes what the
         # call computes), its own and every module's.
-        # (While a call is traced, not those it registered itself: the
-        # guard holds the hooks it began with.)
-        floor = TRACE_FLOOR[0]
-        hooks = tuple((name, items) for name in _CALL_HOOK_TABLES for t in (d.get(name),) if t
-                      for items in (tuple((k, id(f)) for k, f in t.items()
-                                          if floor is None or type(k) is not int or k < floor),)
-                      if items)
+        hooks = tuple((name, tuple((k, id(f)) for k, f in t.items()))
+                      for name in _CALL_HOOK_TABLES for t in (d.get(name),) if t)
         if _global_forward_pre_hooks or _global_forward_hooks:
-            glob = tuple(tuple(k for k in t if floor is None or k < floor)
-                         for t in (_global_forward_pre_hooks, _global_forward_hooks,
-                                   _global_forward_hooks_always_called))
-            if any(glob):
-                hooks += (("global",) + glob,)
+            hooks += (("global", tuple(_global_forward_pre_hooks), tuple(_global_forward_hooks),
+                       tuple(_global_forward_hooks_always_called)),)
         return (tuple(map(id, d["_parameters"].values()))
                 + ((None,) + tuple(map(id, d["_modules"].values())) if d["_modules"] else ())
                 + ((None, hooks) if hooks else ()),
