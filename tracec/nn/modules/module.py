@@ -220,16 +220,9 @@ _LAZY_HOOK_TABLES = frozenset((
 
 #: hooks every module's call runs before its own (PyTorch's
 #: ``register_module_forward_pre_hook`` / ``register_module_forward_hook``)
-_global_forward_pre_hooks: dict = WatchedOrderedDict()
-_global_forward_hooks: dict = WatchedOrderedDict()
-_global_forward_hooks_always_called: dict = WatchedOrderedDict()
-
-#: A module's hook tables that decide what its call computes: part of its
-#: guard (``Module.mode_and_tensors``), watched (a hook added or removed
-#: between compiled calls advances the mutation epoch)
-_CALL_HOOK_TABLES = ("_forward_pre_hooks", "_forward_hooks", "_forward_hooks_with_kwargs",
-                     "_forward_hooks_always_called", "_forward_pre_hooks_with_kwargs",
-                     "_backward_hooks", "_backward_pre_hooks")
+_global_forward_pre_hooks: dict = OrderedDict()
+_global_forward_hooks: dict = OrderedDict()
+_global_forward_hooks_always_called: dict = OrderedDict()
 
 
 def register_module_forward_pre_hook(hook) -> _RemovableHandle:
@@ -366,8 +359,8 @@ class Module:
         d["_buffers"] = WatchedOrderedDict()
         d["_non_persistent_buffers_set"] = set()
         d["_modules"] = WatchedOrderedDict()
-        d["_forward_hooks"] = WatchedOrderedDict()
-        d["_forward_pre_hooks"] = WatchedOrderedDict()
+        d["_forward_hooks"] = OrderedDict()
+        d["_forward_pre_hooks"] = OrderedDict()
         if self.call_super_init:
             super().__init__(*args, **kwargs)
 
@@ -541,16 +534,8 @@ class Module:
         # swapped submodule (``self.act = nn.ReLU()``) is called by the next
         # forward, but the guard the old one reported still holds, and the
         # trace would keep calling it.
-        # And its hooks (a hook registered between calls changes what the
-        # call computes), its own and every module's.
-        hooks = tuple((name, tuple((k, id(f)) for k, f in t.items()))
-                      for name in _CALL_HOOK_TABLES for t in (d.get(name),) if t)
-        if _global_forward_pre_hooks or _global_forward_hooks:
-            hooks += (("global", tuple(_global_forward_pre_hooks), tuple(_global_forward_hooks),
-                       tuple(_global_forward_hooks_always_called)),)
         return (tuple(map(id, d["_parameters"].values()))
-                + ((None,) + tuple(map(id, d["_modules"].values())) if d["_modules"] else ())
-                + ((None, hooks) if hooks else ()),
+                + ((None,) + tuple(map(id, d["_modules"].values())) if d["_modules"] else ()),
                 tuple(map(id, d["_buffers"].values())), attrs)
 
     def _guard_watched(self) -> bool:
@@ -561,8 +546,6 @@ class Module:
         return (type(d.get("_parameters")) is WatchedOrderedDict
                 and type(d.get("_buffers")) is WatchedOrderedDict
                 and type(d.get("_modules")) is WatchedOrderedDict
-                and all(type(d[name]) is WatchedOrderedDict
-                        for name in _CALL_HOOK_TABLES if name in d)
                 and all(deep_immutable(v) and not isinstance(v, GENERATORS)
                         for k, v in d.items()
                         if k[0] != "_" and (type(v) in _WATCH_CHECKED
@@ -634,7 +617,7 @@ class Module:
     def _hook_table(self, name: str) -> OrderedDict:
         """A hook table created on first use (modules unpickled from older
         versions lack it)."""
-        return self.__dict__.setdefault(name, WatchedOrderedDict())
+        return self.__dict__.setdefault(name, OrderedDict())
 
     def _register_state_dict_hook(self, hook: Callable) -> _RemovableHandle:
         """``hook(module, state_dict, prefix, local_metadata)`` runs after the
@@ -834,7 +817,7 @@ class Module:
         d.setdefault("_non_persistent_buffers_set", set())
         for table in ("_forward_hooks", "_forward_pre_hooks"):
             if d.get(table) is None:
-                d[table] = WatchedOrderedDict()
+                d[table] = OrderedDict()
 
     def get_submodule(self, target: str) -> "Module":
         if target == "":
