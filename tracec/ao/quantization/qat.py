@@ -32,6 +32,18 @@ __all__ = ["ObserverBase", "MinMaxObserver", "MovingAverageMinMaxObserver",
            "default_per_channel_weight_fake_quant", "QuantStub", "DeQuantStub",
            "enable_observer", "disable_observer", "enable_fake_quant", "disable_fake_quant"]
 
+def _resize_to_saved(module, names, state_dict, prefix, strict, missing_keys):
+    """Resize ``module``'s buffers ``names`` to the shapes saved in
+    ``state_dict`` before loading (observers' and fake quantizers' buffers
+    change shape with what they saw); a missing one is reported when strict."""
+    for name in names:
+        key = prefix + name
+        if key in state_dict:
+            getattr(module, name).resize_(state_dict[key].shape)
+        elif strict:
+            missing_keys.append(key)
+
+
 _EPS = 1.1920928955078125e-07      # torch.finfo(torch.float32).eps
 _PER_TENSOR = (per_tensor_affine, per_tensor_symmetric)
 _PER_CHANNEL = (per_channel_affine, per_channel_symmetric)
@@ -297,12 +309,7 @@ class PerChannelMinMaxObserver(UniformQuantizationObserverBase):
                               unexpected_keys, error_msgs):
         # min_val / max_val take the saved shapes (they start empty); PyTorch
         # then loads non-strictly, having reported missing keys itself
-        for name in ("min_val", "max_val"):
-            key = prefix + name
-            if key in state_dict:
-                getattr(self, name).resize_(state_dict[key].shape)
-            elif strict:
-                missing_keys.append(key)
+        _resize_to_saved(self, ("min_val", "max_val"), state_dict, prefix, strict, missing_keys)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, False, missing_keys,
                                       unexpected_keys, error_msgs)
 
@@ -431,12 +438,7 @@ class FakeQuantize(FakeQuantizeBase):
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                               unexpected_keys, error_msgs):
         # scale / zero_point take the saved shapes (per channel: one per channel)
-        for name in ("scale", "zero_point"):
-            key = prefix + name
-            if key in state_dict:
-                getattr(self, name).resize_(state_dict[key].shape)
-            elif strict:
-                missing_keys.append(key)
+        _resize_to_saved(self, ("scale", "zero_point"), state_dict, prefix, strict, missing_keys)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
                                       unexpected_keys, error_msgs)
 
