@@ -10,21 +10,30 @@ uncopied: their layouts and what they are views of must agree, and writes
 through them after the call must reach the same tensors.
 
 ``tests/test_compiled_alias_reads.py`` replays seeds that found bugs; for a
-campaign: ``python tests/compiled_view_fuzz.py FIRST_SEED COUNT``."""
+campaign: ``python tests/compiled_view_fuzz.py FIRST_SEED COUNT [composite]``
+(``composite``: the views include ``unfold`` and ``as_strided``,
+``COMPOSITE_VIEWS``; without it a seed makes what it always made)."""
 import sys
 import numpy as np
 import tracec
 
 VIEWS = ("slice_row", "slice_col", "t", "narrow", "select", "unsqueeze_sq", "reshape",
          "diag", "step_slice", "flatten")
+#: VIEWS and the composite views (tracec.composite_views), of non-overlapping windows
+COMPOSITE_VIEWS = VIEWS + ("unfold", "as_strided")
 INPLACE = ("add_", "mul_", "copy_", "fill_", "clamp_", "masked_fill_", "zero_", "sub_scaled",
            "index_add_", "div_", "neg_", "relu_", "addcmul_", "lerp_", "exp_", "sigmoid_",
            "setitem", "scatter_")
 
 
-def make_view(base, k, j):
+def make_view(base, k, j, views=VIEWS):
     r, c = base.shape[-2], base.shape[-1]
-    v = VIEWS[k % len(VIEWS)]
+    v = views[k % len(views)]
+    if v == "unfold":
+        s = max(1, c // 2)
+        return base.unfold(1, s, s)[..., j % s]
+    if v == "as_strided":
+        return base.as_strided((max(1, r - j % r), max(1, c - 1)), base.stride())
     if v == "slice_row":
         return base[j % r:]
     if v == "slice_col":
@@ -115,7 +124,7 @@ def written_through(buf, res):
     return (layout, buf.numpy().copy(), g.numpy().copy(), [v.numpy().copy() for v in raw_t])
 
 
-def run_one(seed):
+def run_one(seed, views=VIEWS):
     rng = np.random.default_rng(seed)
     r, c = int(rng.integers(2, 7)), int(rng.integers(2, 9))
     if rng.integers(3) == 0:
@@ -137,7 +146,7 @@ def run_one(seed):
             base = src[j % len(src)]
             if base.ndim < 2:
                 base = src[0]
-            v = make_view(base, vk, j)
+            v = make_view(base, vk, j, views)
             src.append(v)
             other = (x if which else buf.detach()) * 0.7 + 0.1 * ok
             with tracec.no_grad() if which == 0 else _Null():
@@ -151,8 +160,8 @@ def run_one(seed):
         views_g, views_t = [g], [t]
         for vk, j, ok, which in plan[:3]:
             views_g.append(make_view(views_g[j % len(views_g)] if views_g[-1].ndim >= 2
-                                     else g, vk + ok, j))
-            views_t.append(make_view(t, vk + 2 * ok, j + 1))
+                                     else g, vk + ok, j, views))
+            views_t.append(make_view(t, vk + 2 * ok, j + 1, views))
         return (loss.detach(), h.detach().clone(), [v.detach().clone() for v in views_b[1:]],
                 views_b[1:], g, views_g[1:], views_t[1:2])
 
@@ -216,10 +225,11 @@ def run_one(seed):
 
 if __name__ == "__main__":
     s0, n = int(sys.argv[1]), int(sys.argv[2])
+    kinds = COMPOSITE_VIEWS if sys.argv[3:] == ["composite"] else VIEWS
     nbad = 0
     for seed in range(s0, s0 + n):
         try:
-            bad, plan = run_one(seed)
+            bad, plan = run_one(seed, kinds)
         except Exception as ex:  # noqa
             print("ERROR", seed, type(ex).__name__, str(ex).splitlines()[0][:300], flush=True)
             continue

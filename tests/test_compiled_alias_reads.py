@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import tracec
-from compiled_view_fuzz import run_one
+from compiled_view_fuzz import COMPOSITE_VIEWS, run_one
 
 
 def a(buf):   # detach() of a view taken after a write through another view
@@ -103,4 +103,13 @@ def test_alias_and_view_reads_after_writes_compiled_equal_eager(step):
 @pytest.mark.parametrize("seed", [7, 8, 15, 19, 34, 36, 38, 39])
 def test_fuzzer_seeds_that_failed(seed):
     bad, plan = run_one(seed)
+    assert not bad, (bad, plan)
+
+
+@pytest.mark.parametrize("seed", [11, 15, 39, 47])
+def test_fuzzer_seeds_with_unfold_and_as_strided_views(seed):
+    """Seeds of the campaign with ``unfold`` and ``as_strided`` among the
+    views (``composite`` mode) that found returned views whose ``_base``
+    differed from eager's."""
+    bad, plan = run_one(seed, COMPOSITE_VIEWS)
     assert not bad, (bad, plan)

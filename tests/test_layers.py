@@ -30,7 +30,7 @@ LAYERS = [
                    "tracec.nested", "tracec.wrapper_dispatch", "tracec.masked", "tracec.aten_report",
                   "tracec.tensor_type", "tracec.amp",
                   "tracec.reductions_bool", "tracec.out_arg", "tracec.numpy_names", "tracec.distributed",
-                  "tracec.tensor_meta", "tracec.storage", "tracec.shape_extra", "tracec.scatter_ops", "tracec.fake_quant",
+                  "tracec.tensor_meta", "tracec.storage", "tracec.shape_extra", "tracec.composite_views", "tracec.scatter_ops", "tracec.fake_quant",
                   "tracec.select_ops", "tracec.search_ops", "tracec.strided_views",
                   "tracec.multiprocessing", "tracec.tensor_str",
                   "tracec.autocast_mode", "tracec.cpu", "tracec.jit",

@@ -29,6 +29,7 @@ from tracec.tensor import RECORDERS
 from tracec.shape_ops import (_one_keyword, _shape_arg, cat, expand, reshape, split, split_views,
                               stack, tensor_sequence, transpose, unsafe_chunk, unsqueeze)
 from tracec.tensor import Size, Tensor
+from tracec.composite_views import UNFOLD, link, view_of
 
 __all__ = ["movedim", "moveaxis", "swapdims", "swapaxes", "atleast_1d", "atleast_2d",
            "atleast_3d", "hstack", "vstack", "dstack", "column_stack", "row_stack", "tile",
@@ -288,9 +289,10 @@ def rot90(input, k=1, dims=(0, 1)):
 
 def unfold(self, dimension, size, step):
     """``Tensor.unfold``: windows of ``size`` every ``step`` along
-    ``dimension``, as a new last dimension: eagerly without grad a view (as
-    PyTorch's), else a copy made by one ``take`` (a differentiable or traced
-    view of overlapping windows is not modelled: writes to it stay in it)."""
+    ``dimension``, as a new last dimension: a view, as PyTorch's (eagerly
+    without grad a plain alias; with grad or traced, ``composite_views.link``'s,
+    whose writes autograd and the tracer see).  Complex and 0-d inputs with
+    grad or traced get a copy."""
     for pos, (name, v) in enumerate((("dimension", dimension), ("size", size), ("step", step)), 1):
         if not isinstance(v, (int, np.integer, Sym)):   # (Sym: a traced size)
             raise TypeError(f"unfold(): argument '{name}' (position {pos}) must be int, not "
@@ -305,25 +307,28 @@ def unfold(self, dimension, size, step):
     if size < 0:
         raise RuntimeError(f"size is {size} but must be >= 0")
     x = reshape(self, 1) if self.ndim == 0 else self
-    windows = (n - size) // step + 1
     if not RECORDERS and not (graph.is_grad_enabled() and self.requires_grad) and \
             type(self._data) is np.ndarray:
         # Eager and with no gradient: a view sharing memory and version
-        # counter, as PyTorch's (writes through it reach ``self``).
-        from tracec.strided_views import _alias
-        a = x._data
-        shape = a.shape[:d] + (windows,) + a.shape[d + 1:] + (size,)
-        strides = a.strides[:d] + (a.strides[d] * step,) + a.strides[d + 1:] + (a.strides[d],)
-        arr = np.lib.stride_tricks.as_strided(a, shape=shape, strides=strides)
+        # counter, as PyTorch's (writes through it reach ``self``), made
+        # without the gather; ``_base`` the root, as PyTorch's
+        if x.dtype.category == 3:
+            from tracec.strided_views import _alias
+            y = _alias(x._base if x._base is not None else x,
+                       UNFOLD.impl(x._data, dim=d, size=size, step=step), x.dtype)
+        else:
+            y = view_of(UNFOLD, x, dim=d, size=size, step=step)
+        return reshape(y, size) if self.ndim == 0 else y
+    y = None
+    if self.ndim and x.dtype.category != 3:
+        # a view (writes through it reach ``self``, writes to ``self`` are
+        # seen through it) whose values and node the gather gives
+        y = link(UNFOLD, x, dim=d, size=size, step=step)
+    if y is None:
+        # (complex, a 0-d tensor, memory that is not NumPy's): a copy
+        y = UNFOLD.bind(x, dim=d, size=size, step=step)
         if self.ndim == 0:
-            arr = arr.reshape(size)
-        return _alias(self._base if self._base is not None else self, arr, self.dtype)
-    idx = ops.add(ops.mul(ops.iota((windows, size), dt.int64, 0, like=x), step),
-                  ops.iota((windows, size), dt.int64, 1, like=x))
-    y = ops.take(x, idx, d)  # [..., windows, size, ...]
-    y = movedim(y, d + 1, -1)
-    if self.ndim == 0:
-        y = reshape(y, size)
+            y = reshape(y, size)
     keep_saved(y, (x,))     # (PyTorch's UnfoldBackward0 saves no tensors: its window indices are kept)
     return _named(y, "UnfoldBackward0")
 

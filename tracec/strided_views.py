@@ -7,8 +7,9 @@ Invariants:
   * Eager ``as_strided`` and ``view(dtype)`` return tensors that share
     memory with their input (NumPy stride tricks over the root's storage),
     as PyTorch's do.  A differentiable ``as_strided`` (input requires grad,
-    or a trace is recording) is a ``take`` of the computed positions: the
-    same values, with a gradient and a compiled form, as a copy.
+    or a trace is recording) is a view too (``composite_views.AS_STRIDED``:
+    values, gradient and compiled form of a ``take`` of the computed
+    positions), except of a complex or non-contiguous source: a copy.
   * An in-place shape change rebinds the tensor to the view the
     out-of-place op makes (same storage, version counter and autograd
     history), so the object the user holds takes the new shape.
@@ -20,8 +21,9 @@ import math
 import numpy as np
 
 from tracec import dtypes as dt
-from tracec import graph, ops
+from tracec import graph
 from tracec import shape_ops as S
+from tracec.composite_views import AS_STRIDED, link, view_of
 from tracec.functions import _named
 from tracec.tensor import RECORDERS, Tensor, concrete
 
@@ -79,6 +81,8 @@ def as_strided(input, size, stride, storage_offset=None):
     differentiable = RECORDERS or (graph.is_grad_enabled() and input.requires_grad)
     if differentiable or not rdata.flags.c_contiguous:
         return _as_strided_take(input, size, stride, storage_offset)
+    if input.dtype.category != 3 and root.dtype is input.dtype:   # (``_base``: the root, as PyTorch's)
+        return view_of(AS_STRIDED, root, size=size, stride=stride, offset=storage_offset)
     flat = rdata.reshape(-1)[storage_offset:]
     arr = np.lib.stride_tricks.as_strided(flat, shape=size,
                                           strides=tuple(s * item for s in stride))
@@ -107,11 +111,11 @@ def _as_strided_take(input, size, stride, offset):
         raise NotImplementedError("tracec: as_strided of a non-contiguous tensor that requires "
                                   "grad or is traced is not supported; call .contiguous() "
                                   "first")
-    idx = ops.full(size, offset, dt.int64, like=input)
-    for axis, s in enumerate(stride):
-        if size[axis] > 1 and s:
-            idx = ops.add(idx, ops.mul(ops.iota(size, dt.int64, axis, like=input), s))
-    return _named(ops.take(ops.reshape(src, (n,)), idx, 0), "AsStridedBackward0")
+    params = {"size": size, "stride": stride, "offset": offset}
+    # a view of ``src``'s memory (writes through it reach ``src``, writes to
+    # ``src`` are seen through it) whose values and node the gather gives
+    y = link(AS_STRIDED, src, **params) if src.dtype.category != 3 else None
+    return _named(AS_STRIDED.bind(src, **params) if y is None else y, "AsStridedBackward0")
 
 
 def _rebind(self: Tensor, new: Tensor, op: str) -> Tensor:

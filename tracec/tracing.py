@@ -432,6 +432,10 @@ class Recording:
             if runtime_int.SPECIALIZE_ON_REPLAY:
                 runtime_int.view_replayed(t._view_chain)
             for prim, params, aval in t._view_chain:
+                if getattr(prim, "composite", False):     # (composite_views' step)
+                    with complex_trace.emitting(self, user_location()):
+                        v = prim.bind(complex_trace.Value(v), **params).ssa
+                    continue
                 shape = ir.shape_of(v.type) if self.symbols is None else \
                     self.symbols.shape_of_value(v)
                 out = prim.abstract_eval(Aval(shape, ir.dtype_of(v.type)), **params)
@@ -474,6 +478,8 @@ class Recording:
         a tensor the call made: ``finish`` points it at that tensor's
         template if the call returns it too, else makes ``x`` a value."""
         base, chain = x._base, x._view_chain
+        if chain and any(getattr(step[0], "composite", False) for step in chain):
+            chain = None     # (composite_views': rebuilt as the strided alias it is)
         if chain:
             if not all(self.runtime.offsets_specialized(step[1]) for step in chain):
                 # a view at an offset read at run time (runtime_int): each
