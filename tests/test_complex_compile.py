@@ -302,3 +302,47 @@ def test_state_requires_grad_guard_is_taken_when_first_read():
         assert f().item() == 6.0
         assert w.grad.tolist() == [3.0, 3.0]
     assert f.cache_info().traces == 1
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_writes_reach_every_tensor_of_one_representation(backend):
+    """A real tensor, its view_as_complex and that one's view_as_real are one
+    representation: a write through any reaches the others (the argument
+    included), and a write to the argument is seen through its complex view."""
+    def through_views(x):
+        c = tracec.view_as_complex(x)
+        tracec.view_as_real(c).mul_(2.0)
+        return x.sum() + c.abs().sum()
+
+    def to_the_base(x):
+        c = tracec.view_as_complex(x)
+        x.mul_(2.0)
+        return c.abs().sum()
+
+    for fn in (through_views, to_the_base):
+        f = tracec.compile(fn, backend=backend)
+        for _ in range(3):
+            a = tracec.tensor(np.arange(16, dtype=np.float32).reshape(8, 2))
+            b = tracec.tensor(np.arange(16, dtype=np.float32).reshape(8, 2))
+            np.testing.assert_allclose(f(b).item(), fn(a).item(), rtol=1e-6)
+            np.testing.assert_array_equal(b.numpy(), a.numpy())
+
+
+def test_complex_views_the_trace_cannot_keep_current_are_refused():
+    """Writes the trace would drop: through view_as_complex of a reshape of
+    the argument (the write must reach the argument), and to a tensor whose
+    complex view is read afterwards without sharing its representation."""
+    def of_a_view(x):
+        tracec.view_as_complex(x.reshape(4, 2, 2)).mul_(2.0)
+        return x.sum()
+
+    def stale(x):
+        c = tracec.view_as_complex(x.reshape(4, 2, 2))
+        x.mul_(2.0)
+        return c.abs().sum()
+
+    for fn, msg in ((of_a_view, "view_as_real/view_as_complex of a view of another tensor"),
+                    (stale, r"read after the tensor it views was written in place")):
+        line = fn.__code__.co_firstlineno + (1 if fn is of_a_view else 3)
+        with pytest.raises(tracec.TraceError, match=rf"test_complex_compile.py:{line}: .*{msg}"):
+            tracec.compile(fn, backend="interp")(tracec.ones(4, 4))

@@ -687,12 +687,14 @@ def record_op(rec, name: str, args, out: Tensor, where: str, loc):
                         "(tracec.compile(fn, dynamic=False)), or use "
                         "tracec.compile(fn, fallback=\"eager\").")
     rec.env[id(out)] = (out, res.ssa)
+    if name in _VIEWS:
+        rec.component_views.append(out)
     if name in _SAME_REPR:
         # one representation for both (the real view's layout): an in-place
         # write to either is a write to both (an optimizer's update of a
         # complex parameter through view_as_real)
-        rec.same_repr[id(out)] = args[0]
-        rec.same_repr[id(args[0])] = out
+        rec.same_repr.setdefault(id(out), []).append(args[0])
+        rec.same_repr.setdefault(id(args[0]), []).append(out)
     elif name in _VIEWS:
         for t in (args[0], out):   # they share memory
             rec.component_shared[id(t)] = t

@@ -311,9 +311,16 @@ class Recording:
         # id -> tensor sharing memory with a complex view (view_as_real, .real, ...):
         # an in-place write to one would change the other unseen by the trace.
         self.component_shared: dict = {}
-        #: ``id(t) -> u``: ``u`` is ``view_as_real(t)`` or ``view_as_complex(t)`` (or
-        #: ``t`` of ``u``), made in the call: one representation for both
+        #: ``id(t) -> [u, ...]``: each ``u`` is ``view_as_real(t)`` or
+        #: ``view_as_complex(t)`` (or ``t`` of ``u``), made in the call: one
+        #: representation for all (``repr_group``)
         self.same_repr: dict = {}
+        #: real/complex views made in the call (.real, .imag, view_as_real,
+        #: view_as_complex): they share memory with no view chain, so a write
+        #: to that memory the trace does not carry to them (``same_repr``)
+        #: makes what was recorded of them stale: ids in ``stale_components``
+        self.component_views: list = []
+        self.stale_components: set = set()
         # (id(module), name) -> (module, name, value): plain module attributes the
         # call set to a tensor or None; compiled calls set them likewise.
         self.attr_writes: dict = {}
@@ -396,6 +403,26 @@ class Recording:
         self.arg_position.setdefault(id(t), position)
         return arg
 
+    def _stale_component_views(self, out: Tensor, group) -> None:
+        """``out`` was written (``group`` with it): the real/complex views
+        sharing its memory that the write did not reach are stale."""
+        reached = {id(out)} | {id(u) for u in group}
+        for v in self.component_views:
+            if id(v) not in reached and np.may_share_memory(v._data, out._data):
+                self.stale_components.add(id(v))
+
+    def repr_group(self, t: Tensor) -> list:
+        """The tensors other than ``t`` of ``t``'s representation
+        (``same_repr``, followed transitively)."""
+        seen, todo, out = {id(t)}, [t], []
+        while todo:
+            for u in self.same_repr.get(id(todo.pop()), ()):
+                if id(u) not in seen:
+                    seen.add(id(u))
+                    todo.append(u)
+                    out.append(u)
+        return out
+
     def value_of(self, t: Tensor):
         if t._view_chain and t._birth == self.epoch and t._view_version != t._vbox[0]:
             # A view whose storage was written through its root or another
@@ -404,6 +431,12 @@ class Recording:
             t._refresh_view()
         e = self.env.get(id(t))
         if e is not None and e[0] is t:
+            if self.stale_components and id(t) in self.stale_components:
+                return self.fail(f"{format_location(user_location())}: a real/complex view "
+                                 "(.real, .imag, view_as_real, view_as_complex) read after the "
+                                 "tensor it views was written in place: tracec.compile does "
+                                 "not replay such writes; take the view after the write, or "
+                                 "clone() it before")
             seen = self.alias_seen.get(id(t))
             if seen is None or seen[0] is not t or t.requires_grad or \
                     seen[1:] == (t._vbox[0], t._base._vbox[0]):
@@ -605,17 +638,30 @@ class Recording:
         if prim is None and "alias_write_input" in params:
             return self._check_conv_input_write(out, params["alias_write_input"])
         if prim is None:  # ``out`` now holds the value of args[0] (an in-place write)
-            other = self.same_repr.get(id(out))
-            if other is not None and params.get("inplace") != "view":
-                # a complex tensor and its view_as_real: one representation, both written
+            group = self.repr_group(out) if params.get("inplace") != "view" else ()
+            if any(t._view_chain for t in group):
+                # (a view_as_complex of a slice or reshape: the write would
+                # have to reach that view's root too)
+                return self.fail(
+                    f"{format_location(user_location())}: an in-place write through "
+                    "view_as_real/view_as_complex of a view of another tensor cannot be "
+                    "compiled: the trace would not see it reach that tensor. clone() the "
+                    "view before writing to it, or write to the tensor itself.")
+            for other in group:
+                # a complex tensor and its view_as_real: one representation, all written
                 self._write(other, args[0])
-            elif id(out) in self.component_shared and params.get("inplace") != "view":
+                self.stale_components.discard(id(other))
+            if self.component_views and params.get("inplace") != "view":
+                self._stale_component_views(out, group)
+            if not group and id(out) in self.component_shared and \
+                    params.get("inplace") != "view":
                 return self.fail(
                     f"{format_location(user_location())}: an in-place write to a tensor that "
                     "shares memory with a complex view of it (view_as_real, view_as_complex, "
                     ".real, .imag) cannot be compiled: the trace would not see the write "
                     "through the other view. clone() the view before writing to it.")
             self._write(out, args[0])
+            self.stale_components.discard(id(out))
             return
         ref = None
         for a in args:
