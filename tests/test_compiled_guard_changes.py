@@ -444,37 +444,38 @@ def test_hook_tables_print_and_check_as_pytorchs_ordered_dicts():
     assert repr(t) == "OrderedDict()"
 
 
-def test_a_module_saved_in_pytorchs_format_keeps_ordered_dict_hook_tables(tmp_path):
-    # (ultralytics under thop: its best.pt held plain-dict hook tables, a
-    # with_kwargs hook's flag took no weak reference, registering raised
-    # after the hook was in, and thop's counter outlived the profile)
-    import pickle
-    import zipfile
-    from tracec import torch_save
-    m = nn.Linear(2, 2)
-    m.register_forward_hook(lambda *a: None, with_kwargs=True).remove()
-    path = tmp_path / "ckpt.pt"
-    with open(path, "wb") as fh:
-        torch_save.write_records(torch_save.torch_records({"model": m}), fh, "ckpt")
-    with zipfile.ZipFile(path) as z:
-        assert b"OrderedDict" in z.read("ckpt/data.pkl")
-    n = tracec.load(path, weights_only=False)["model"]
-    assert type(n._forward_hooks) is type(m._forward_hooks)      # watched again
-    calls = []
-    h = n.register_forward_hook(lambda mod, a, k, out: calls.append(1), with_kwargs=True)
-    n(tracec.ones(1, 2))
-    h.remove()
-    n(tracec.ones(1, 2))
-    assert calls == [1] and not n._forward_hooks and not n._forward_hooks_with_kwargs
-    assert pickle.loads(pickle.dumps(n))._forward_hooks_with_kwargs == {}
-
-
-def test_a_hook_flag_table_taking_no_weak_reference_is_removed_with_its_hook():
-    m = nn.Linear(2, 2)
-    m.__dict__["_forward_hooks_with_kwargs"] = {}     # (an old checkpoint's)
+def _a_kwargs_hook_runs_once_and_is_removed(m):
     calls = []
     h = m.register_forward_hook(lambda mod, a, k, out: calls.append(1), with_kwargs=True)
     m(tracec.ones(1, 2))
     h.remove()
     m(tracec.ones(1, 2))
     assert calls == [1] and not m._forward_hooks and not m._forward_hooks_with_kwargs
+
+
+def test_a_module_saved_in_pytorchs_format_keeps_ordered_dict_hook_tables(tmp_path):
+    # (ultralytics under thop: its best.pt held plain-dict hook tables, a
+    # with_kwargs hook's flag took no weak reference, registering raised
+    # after the hook was in, and thop's counter outlived the profile)
+    import pickle
+    from tracec import torch_save
+    torch = pytest.importorskip("torch")
+    m = nn.Linear(2, 2)
+    m.register_forward_hook(lambda *a: None, with_kwargs=True).remove()
+    path = tmp_path / "ckpt.pt"
+    with open(path, "wb") as fh:
+        torch_save.write_records(torch_save.torch_records({"model": m}), fh, "ckpt")
+    theirs = torch.load(path, weights_only=False)["model"]
+    assert type(theirs) is torch.nn.Linear
+    assert type(theirs._forward_hooks_with_kwargs) is OrderedDict      # as PyTorch's own
+    assert type(theirs._forward_hooks) is OrderedDict
+    n = tracec.load(path, weights_only=False)["model"]
+    assert type(n._forward_hooks) is type(m._forward_hooks)      # watched again
+    _a_kwargs_hook_runs_once_and_is_removed(n)
+    assert pickle.loads(pickle.dumps(n))._forward_hooks_with_kwargs == {}
+
+
+def test_a_hook_flag_table_taking_no_weak_reference_is_removed_with_its_hook():
+    m = nn.Linear(2, 2)
+    m.__dict__["_forward_hooks_with_kwargs"] = {}     # (an old checkpoint's)
+    _a_kwargs_hook_runs_once_and_is_removed(m)

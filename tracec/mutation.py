@@ -28,7 +28,8 @@ from collections import OrderedDict, defaultdict
 import numpy as np
 
 __all__ = ["EPOCH", "bump", "WatchedList", "WatchedDict", "WatchedOrderedDict",
-           "WatchedHookDict", "WatchedState", "Ident", "deep_immutable", "frozen", "epoch_covered", "guard_watched"]
+           "WatchedHookDict", "WatchedState", "Ident", "deep_immutable", "frozen",
+           "epoch_covered", "guard_watched"]
 
 #: Advanced by every change of a watched container (never goes back).
 EPOCH = [0]
