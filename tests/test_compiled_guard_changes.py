@@ -4,8 +4,10 @@ ones: each test changes one thing between two calls and checks that the
 compiled call equals the eager call (and that the change retraced, where a
 retrace is the only way to see it)."""
 import types
+from collections import OrderedDict
 
 import numpy as np
+import pytest
 
 import tracec
 from tracec import nn
@@ -244,3 +246,236 @@ def test_a_lifted_module_attribute_deleted_between_calls():
         if k == 3:
             m.t = 5.0
         _same(f(x), m(x))
+
+
+# --- hooks changed between calls (docs/guards.md row 12b; fuzz_guards seed
+# 59: a hook registered on a submodule after the first call never ran) ---
+
+BACKENDS = pytest.mark.parametrize("backend", ["interp", "cpu"])
+
+
+def _hooks_world(backend, seed=4):
+    """A Net, a step calling it, the compiled step, an input, and ``check()``:
+    one compiled call equals one eager call."""
+    tracec.manual_seed(seed)
+    m = Net()
+
+    def step(x):
+        return m(x) + 1
+
+    f = tracec.compile(step, backend=backend)
+    x = tracec.ones(2, 4)
+
+    def check():
+        _same(f(x), step(x))
+    check()
+    return m, f, check
+
+
+@BACKENDS
+def test_module_hooks_registered_and_removed_between_calls(backend):
+    m, f, check = _hooks_world(backend)
+    h = m.act.register_forward_hook(lambda mod, inp, out: out * 1.5)
+    check()
+    pre = m.lin.register_forward_pre_hook(lambda mod, inp: (inp[0] * 2,))
+    check()
+    kw = m.lin.register_forward_pre_hook(lambda mod, a, k: ((a[0] - 1,), k), with_kwargs=True)
+    check()
+    kwo = m.act.register_forward_hook(lambda mod, a, k, out: out + 3, with_kwargs=True)
+    check()
+    first = m.act.register_forward_hook(lambda mod, inp, out: out * -2, prepend=True)
+    check()
+    for handle in (h, kw, first, pre, kwo):
+        handle.remove()
+        check()
+    info = f.cache_info()
+    # (the last state is the first one: its trace is found again)
+    assert info.traces == 10 and info.hits == 1, info.reasons
+    assert all("mode_and_tensors" in r for r in info.reasons[1:]), info.reasons
+
+
+@BACKENDS
+def test_hook_tables_changed_directly_between_calls(backend):
+    # (what torch.nn.utils.prune, weight_norm and user code do to the tables)
+    m, f, check = _hooks_world(backend)
+    m.act.register_forward_hook(lambda mod, inp, out: out * 1.5)
+    m.act.register_forward_hook(lambda mod, inp, out: out - 0.25)
+    check()
+    first, second = list(m.act._forward_hooks)
+    m.act._forward_hooks.move_to_end(first)          # reordered
+    check()
+    m.act._forward_hooks[first] = lambda mod, inp, out: out * 4   # replaced
+    check()
+    del m.act._forward_hooks[second]
+    check()
+    m.lin._forward_pre_hooks["mine"] = lambda mod, inp: (inp[0] + 1,)   # added
+    check()
+    m.lin._forward_pre_hooks.clear()
+    check()
+    m.act._forward_hooks.pop(first)
+    check()
+    # a table of the program's own (not watched: the guard is read each call)
+    m.act._forward_hooks = OrderedDict([(0, lambda mod, inp, out: out / 3)])
+    check()
+    m.act._forward_hooks[1] = lambda mod, inp, out: out + 7
+    check()
+    m.act._forward_hooks.clear()
+    check()
+
+
+@BACKENDS
+def test_global_module_hooks_registered_and_removed_between_calls(backend):
+    from tracec.nn.modules import module as mm
+    _, f, check = _hooks_world(backend)
+    g = mm.register_module_forward_hook(lambda mod, inp, out: out + 0.5)
+    try:
+        check()
+        gp = mm.register_module_forward_pre_hook(lambda mod, inp: tuple(a * 0.5 for a in inp))
+        try:
+            check()
+        finally:
+            gp.remove()
+        check()
+    finally:
+        g.remove()
+    check()
+    assert f.cache_info().traces == 3     # (the first trace served the last call)
+
+
+def _grads_world(backend, seed=5):
+    """A Net, a step returning its loss and input gradient (the backward
+    runs the modules' backward hooks), the compiled step, and ``check()``.
+    (A full backward hook is not compiled yet: its trace falls back to
+    eager, which the guard must reach instead of replaying the trace made
+    without it.)"""
+    tracec.manual_seed(seed)
+    m = Net()
+
+    def step(x):
+        x = x.detach().requires_grad_()
+        loss = (m(x) ** 2).sum()
+        (gx,) = tracec.autograd.grad(loss, [x])
+        return loss, gx
+
+    f = tracec.compile(step, backend=backend, fallback="eager")
+    x = tracec.ones(2, 4) * 0.3
+
+    def check():
+        (a, b), (c, d) = f(x), step(x)
+        _same(a, c)
+        _same(b, d)
+    check()
+    return m, f, check
+
+
+@BACKENDS
+@pytest.mark.parametrize("kind", ["full", "pre", "global"])
+def test_backward_hooks_registered_between_calls(backend, kind):
+    from tracec.nn.modules import module as mm
+    m, f, check = _grads_world(backend)
+    g = None
+    if kind == "full":
+        m.act.register_full_backward_hook(lambda mod, gi, go: (gi[0] * 3,))
+    elif kind == "pre":
+        m.lin.register_full_backward_pre_hook(lambda mod, go: (go[0] - 0.5,))
+    else:
+        g = mm.register_module_full_backward_hook(
+            lambda mod, gi, go: None if gi[0] is None else (gi[0] * 2,))
+    try:
+        check()
+    finally:
+        if g is not None:
+            g.remove()
+    assert f.cache_info().eager_signatures == 1      # (the retrace met the hook)
+
+
+@BACKENDS
+def test_a_hook_the_step_registers_and_removes_compiles_once(backend):
+    # (a feature extractor's pattern: the guard holds the hooks the call
+    # began with, not the one it registered for its own use)
+    tracec.manual_seed(5)
+    m = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 2))
+    feats = {}
+
+    def step(x):
+        h = m[1].register_forward_hook(lambda mod, i, o: feats.__setitem__("f", o))
+        y = m(x)
+        h.remove()
+        return y, feats.pop("f") * 2
+
+    f = tracec.compile(step, backend=backend)
+    x = tracec.ones(3, 4)
+    for _ in range(3):
+        (a, b), (c, d) = f(x), step(x)
+        _same(a, c)
+        _same(b, d)
+    info = f.cache_info()
+    assert info.traces == 1 and info.hits == 2, info.reasons
+
+
+@BACKENDS
+def test_a_hook_the_step_leaves_registered_is_not_replayed_stale(backend):
+    tracec.manual_seed(6)
+    m, twin = Net(), Net()
+    twin.load_state_dict(m.state_dict())
+
+    def make(mod):
+        def step(x):
+            mod.act.register_forward_hook(lambda _, i, o: o * 2)
+            return mod(x)
+        return step
+
+    f, eager = tracec.compile(make(m), backend=backend), make(twin)
+    x = tracec.ones(2, 4)
+    for _ in range(3):           # (each call stacks one more hook, as eager's)
+        _same(f(x), eager(x))
+    assert len(m.act._forward_hooks) == len(twin.act._forward_hooks) == 3
+
+
+def test_hook_tables_print_and_check_as_pytorchs_ordered_dicts():
+    # (torch.nn.utils.prune's tutorial prints the table's class name)
+    m = nn.Linear(2, 2)
+    hook = m.register_forward_pre_hook(lambda mod, inp: None)
+    t = m._forward_pre_hooks
+    assert t.__class__.__name__ == "OrderedDict" and isinstance(t, OrderedDict)
+    assert repr(t) == repr(OrderedDict(t)) and repr(t).startswith("OrderedDict(")
+    assert repr(nn.modules.module._global_forward_hooks) == "OrderedDict()"
+    hook.remove()
+    assert repr(t) == "OrderedDict()"
+
+
+def _a_kwargs_hook_runs_once_and_is_removed(m):
+    calls = []
+    h = m.register_forward_hook(lambda mod, a, k, out: calls.append(1), with_kwargs=True)
+    m(tracec.ones(1, 2))
+    h.remove()
+    m(tracec.ones(1, 2))
+    assert calls == [1] and not m._forward_hooks and not m._forward_hooks_with_kwargs
+
+
+def test_a_module_saved_in_pytorchs_format_keeps_ordered_dict_hook_tables(tmp_path):
+    # (ultralytics under thop: its best.pt held plain-dict hook tables, a
+    # with_kwargs hook's flag took no weak reference, registering raised
+    # after the hook was in, and thop's counter outlived the profile)
+    import pickle
+    from tracec import torch_save
+    torch = pytest.importorskip("torch")
+    m = nn.Linear(2, 2)
+    m.register_forward_hook(lambda *a: None, with_kwargs=True).remove()
+    path = tmp_path / "ckpt.pt"
+    with open(path, "wb") as fh:
+        torch_save.write_records(torch_save.torch_records({"model": m}), fh, "ckpt")
+    theirs = torch.load(path, weights_only=False)["model"]
+    assert type(theirs) is torch.nn.Linear
+    assert type(theirs._forward_hooks_with_kwargs) is OrderedDict      # as PyTorch's own
+    assert type(theirs._forward_hooks) is OrderedDict
+    n = tracec.load(path, weights_only=False)["model"]
+    assert type(n._forward_hooks) is type(m._forward_hooks)      # watched again
+    _a_kwargs_hook_runs_once_and_is_removed(n)
+    assert pickle.loads(pickle.dumps(n))._forward_hooks_with_kwargs == {}
+
+
+def test_a_hook_flag_table_taking_no_weak_reference_is_removed_with_its_hook():
+    m = nn.Linear(2, 2)
+    m.__dict__["_forward_hooks_with_kwargs"] = {}     # (an old checkpoint's)
+    _a_kwargs_hook_runs_once_and_is_removed(m)

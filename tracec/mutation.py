@@ -28,7 +28,8 @@ from collections import OrderedDict, defaultdict
 import numpy as np
 
 __all__ = ["EPOCH", "bump", "WatchedList", "WatchedDict", "WatchedOrderedDict",
-           "WatchedState", "Ident", "deep_immutable", "frozen", "epoch_covered", "guard_watched"]
+           "WatchedHookDict", "WatchedState", "Ident", "deep_immutable", "frozen",
+           "epoch_covered", "guard_watched"]
 
 #: Advanced by every change of a watched container (never goes back).
 EPOCH = [0]
@@ -67,6 +68,26 @@ class WatchedDict(dict):
 
 class WatchedOrderedDict(OrderedDict):
     """An OrderedDict whose every change (reordering too) advances ``EPOCH``."""
+
+
+class WatchedHookDict(WatchedOrderedDict):
+    """A hook table (a module's ``_forward_hooks``, the global module
+    hooks), watched as ``WatchedOrderedDict`` is: a hook registered,
+    removed, reordered or replaced through any path (``register_*_hook``,
+    ``handle.remove()``, ``del table[k]``, ``table.clear()``) advances
+    ``EPOCH``, so the module guards that hold the hooks a trace ran are
+    checked again.
+
+    PyTorch's tables are ``OrderedDict``s, and programs look at them:
+    torch.nn.utils.prune's tutorial prints ``_forward_pre_hooks.__class__
+    .__name__`` and the table itself.  So its ``__name__`` is
+    ``OrderedDict`` (what ``repr`` prints too); pickles name it by its
+    qualified name, and ``torch.save``'s PyTorch format writes it as an
+    ``OrderedDict`` (tracec.torch_save)."""
+
+
+WatchedHookDict.__qualname__ = "WatchedHookDict"
+WatchedHookDict.__name__ = "OrderedDict"
 
 
 class WatchedState(defaultdict):

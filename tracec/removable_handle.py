@@ -27,6 +27,12 @@ def _ref(d):
         return lambda: d
 
 
+#: ``[id]`` while a call is traced: the first handle id registered during
+#: it (``tracing.record``); modules' guards leave out hooks from there on
+#: (registered by the call itself), else None.
+TRACE_FLOOR: list = [None]
+
+
 class RemovableHandle:
     r"""A handle which provides the capability to remove a hook.
 

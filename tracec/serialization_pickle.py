@@ -107,7 +107,8 @@ _CONTAINERS = {
     ("builtins", "complex"): complex,
     ("builtins", "bytearray"): bytearray,
     **{("tracec.mutation", c.__qualname__): c
-       for c in (mutation.WatchedList, mutation.WatchedDict, mutation.WatchedOrderedDict)},
+       for c in (mutation.WatchedList, mutation.WatchedDict, mutation.WatchedOrderedDict,
+                 mutation.WatchedHookDict)},
 }
 
 

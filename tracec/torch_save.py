@@ -267,7 +267,9 @@ def _module_class():
 
 
 #: tracec's watched containers -> the plain ones PyTorch's objects hold
+#: (its modules' hook tables are OrderedDicts, their other tables dicts)
 _PLAIN = {mutation.WatchedOrderedDict: dict, mutation.WatchedDict: dict,
+          mutation.WatchedHookDict: OrderedDict,
           mutation.WatchedList: list,
           mutation.WatchedState: lambda d: defaultdict(dict, d)}
 

@@ -35,6 +35,7 @@ from tracec import dtypes as dt
 from tracec.complex_ops import TRACED_OPS
 from tracec.creation import GENERATOR_STATES
 from tracec.nn.parameter import Parameter
+from tracec import removable_handle
 from tracec.nn.modules.module import (ATTR_WRITES, BUFFER_WRITES, MODE_WRITES, PLAIN_WRITES, Module,
                                       replayed_token, tensor_leaves)
 from tracec.mutation import frozen
@@ -1760,6 +1761,10 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
                          "tracing; nested compiled functions are not supported yet")
     for lst, h in hooks:
         lst.append(h)
+    # hooks the call registers (and removes: a feature extractor's
+    # ``h = layer.register_forward_hook(save); model(x); h.remove()``) are
+    # not part of the modules' guards: the state the call began with is
+    removable_handle.TRACE_FLOOR[0] = removable_handle.RemovableHandle.next_id
     py_random_before = random.random
     random.random = rec.py_random
     opt_before = lifted_state.optimizer_numbers([get() for _, get in env.roots])
@@ -1854,6 +1859,7 @@ def record(fn, args, kwargs, name: str, fallback: bool = False,
                     parent[k] = before
         for lst, h in hooks:
             lst.remove(h)
+        removable_handle.TRACE_FLOOR[0] = None
         random.random = py_random_before
         rec.runtime.close()
         _inert(rec.items)         # the call has returned: plain numbers from now on

@@ -21,12 +21,11 @@ runs, as in PyTorch.
 from __future__ import annotations
 
 import warnings
-from collections import OrderedDict
-
 from tracec import graph
 from tracec.autograd import Function
 from tracec.functions import user_stacklevel
 from tracec.creation import zeros_like
+from tracec.mutation import WatchedHookDict
 from tracec.tensor import Tensor
 
 
@@ -37,9 +36,10 @@ _NO_INPUT_GRAD = (
 
 
 #: backward hooks every module runs before its own (PyTorch's
-#: ``register_module_full_backward_hook`` / ``_pre_hook``)
-global_backward_hooks: dict = OrderedDict()
-global_backward_pre_hooks: dict = OrderedDict()
+#: ``register_module_full_backward_hook`` / ``_pre_hook``); watched: a
+#: change retraces compiled calls (``Module.mode_and_tensors``)
+global_backward_hooks: dict = WatchedHookDict()
+global_backward_pre_hooks: dict = WatchedHookDict()
 #: [PyTorch's ``_global_is_full_backward_hook``]: False once
 #: ``register_module_backward_hook`` (deprecated) put its hooks in
 #: ``global_backward_hooks`` (tracec.nn.modules.legacy_backward_hooks runs them)

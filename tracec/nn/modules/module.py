@@ -17,7 +17,6 @@ import functools
 import itertools
 import types
 import warnings
-import weakref
 from collections import OrderedDict, namedtuple
 from typing import Any, Callable, Iterator, Mapping
 
@@ -25,8 +24,8 @@ from tracec import dtypes as dt
 from tracec import graph
 from tracec.device import device as _device, to_device
 from tracec.nn.parameter import Buffer, Parameter
-from tracec.mutation import (EPOCH, GENERATORS, WatchedOrderedDict, deep_immutable,
-                             epoch_covered, frozen, generator_state)
+from tracec.mutation import (EPOCH, GENERATORS, Ident, WatchedHookDict, WatchedOrderedDict,
+                             deep_immutable, epoch_covered, frozen, generator_state)
 from tracec.pytree import _NOT_PLAIN_TOP, _PLAIN_STDLIB
 from tracec.sym_scalar import LIFTED, SymScalar
 from tracec.tensor import RECORDERS, Tensor, _tell_recorders, note_guard
@@ -34,6 +33,7 @@ from tracec.tensor_type import typename
 from tracec.nn.modules.backward_hooks import (GLOBAL_KIND, global_backward_hooks,
                                               global_backward_pre_hooks, has_backward_hooks,
                                               wrap_inputs, wrap_outputs)
+from tracec.removable_handle import TRACE_FLOOR
 from tracec.utils.hooks import RemovableHandle as _RemovableHandle
 from tracec.nn.modules import legacy_backward_hooks
 from tracec.nn.modules.legacy_backward_hooks import ACTIVE as _LEGACY_ACTIVE
@@ -219,10 +219,26 @@ _LAZY_HOOK_TABLES = frozenset((
     "_state_dict_pre_hooks", "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks"))
 
 #: hooks every module's call runs before its own (PyTorch's
-#: ``register_module_forward_pre_hook`` / ``register_module_forward_hook``)
-_global_forward_pre_hooks: dict = OrderedDict()
-_global_forward_hooks: dict = OrderedDict()
-_global_forward_hooks_always_called: dict = OrderedDict()
+#: ``register_module_forward_pre_hook`` / ``register_module_forward_hook``);
+#: watched, as a module's own tables are (``_CALL_HOOK_TABLES``)
+_global_forward_pre_hooks: dict = WatchedHookDict()
+_global_forward_hooks: dict = WatchedHookDict()
+_global_forward_hooks_always_called: dict = WatchedHookDict()
+
+#: A module's hook tables that decide what its call computes (forward and
+#: backward, and the flags saying how a hook is called): part of its guard
+#: (``Module.mode_and_tensors``).  ``WatchedHookDict``s, so that a hook
+#: registered, removed or replaced between compiled calls, by any path,
+#: advances the mutation epoch and the guard is checked again.
+_CALL_HOOK_TABLES = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks",
+                     "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
+                     "_backward_hooks", "_backward_pre_hooks")
+#: The global tables every module's call reads (and the kind of the global
+#: backward hooks, full or deprecated): part of every module's guard while
+#: one is not empty.
+_GLOBAL_CALL_HOOK_TABLES = (_global_forward_pre_hooks, _global_forward_hooks,
+                            _global_forward_hooks_always_called, global_backward_hooks,
+                            global_backward_pre_hooks)
 
 
 def register_module_forward_pre_hook(hook) -> _RemovableHandle:
@@ -334,6 +350,41 @@ def _check_name(self, name, kind, table):
         raise KeyError(f"attribute '{name}' already exists")
 
 
+def _call_hooks(d: dict) -> tuple:
+    """The hooks a call of the module whose ``__dict__`` is ``d`` runs, as
+    ``((table name, ((key, Ident(hook)), ...)), ...)`` for its non-empty
+    ``_CALL_HOOK_TABLES`` (and ``("global", ...)`` for the global tables):
+    equal later only if the same hook objects sit under the same keys in the
+    same order.  While a call is traced, the hooks it registered itself
+    (handle ids from ``TRACE_FLOOR`` on) are left out: its guard holds the
+    hooks the call began with (a feature extractor's ``h =
+    layer.register_forward_hook(save); model(x); h.remove()`` in the step
+    compiles once; a hook the step leaves registered fails the guard at the
+    next call, which then retraces, running it as eager would)."""
+    if not (d.get("_forward_hooks") or d.get("_forward_pre_hooks") or d.get("_backward_hooks")
+            or d.get("_backward_pre_hooks") or _global_forward_pre_hooks or _global_forward_hooks
+            or global_backward_hooks or global_backward_pre_hooks):
+        return ()     # (no hook: the common case; a flag marks only a hook there is)
+    floor = TRACE_FLOOR[0]
+    out = ()
+    for name in _CALL_HOOK_TABLES:
+        t = d.get(name)
+        if t:
+            items = tuple((k, Ident(f)) for k, f in t.items()
+                          if floor is None or type(k) is not int or k < floor)
+            if items:
+                out += ((name, items),)
+    if d.get("_backward_hooks"):   # (its hooks run as full or deprecated ones)
+        out += (("full", d.get("_is_full_backward_hook")),)
+    if any(_GLOBAL_CALL_HOOK_TABLES):
+        glob = tuple(tuple((k, Ident(f)) for k, f in t.items()
+                           if floor is None or type(k) is not int or k < floor)
+                     for t in _GLOBAL_CALL_HOOK_TABLES)
+        if any(glob):
+            out += (("global", GLOBAL_KIND[0]) + glob,)
+    return out
+
+
 class Module:
     """Base class for all neural network modules (PyTorch's ``nn.Module``)."""
 
@@ -359,8 +410,8 @@ class Module:
         d["_buffers"] = WatchedOrderedDict()
         d["_non_persistent_buffers_set"] = set()
         d["_modules"] = WatchedOrderedDict()
-        d["_forward_hooks"] = OrderedDict()
-        d["_forward_pre_hooks"] = OrderedDict()
+        d["_forward_hooks"] = WatchedHookDict()
+        d["_forward_pre_hooks"] = WatchedHookDict()
         if self.call_super_init:
             super().__init__(*args, **kwargs)
 
@@ -533,9 +584,12 @@ class Module:
         # parts keep their meaning for lifted_state and attr_replay): a
         # swapped submodule (``self.act = nn.ReLU()``) is called by the next
         # forward, but the guard the old one reported still holds, and the
-        # trace would keep calling it.
+        # trace would keep calling it.  And the hooks its call runs (the
+        # trace ran those it saw): its own and the global ones.
+        hooks = _call_hooks(d)
         return (tuple(map(id, d["_parameters"].values()))
-                + ((None,) + tuple(map(id, d["_modules"].values())) if d["_modules"] else ()),
+                + ((None,) + tuple(map(id, d["_modules"].values())) if d["_modules"] else ())
+                + ((None, hooks) if hooks else ()),
                 tuple(map(id, d["_buffers"].values())), attrs)
 
     def _guard_watched(self) -> bool:
@@ -546,6 +600,8 @@ class Module:
         return (type(d.get("_parameters")) is WatchedOrderedDict
                 and type(d.get("_buffers")) is WatchedOrderedDict
                 and type(d.get("_modules")) is WatchedOrderedDict
+                and all(type(d[name]) is WatchedHookDict
+                        for name in _CALL_HOOK_TABLES if name in d)
                 and all(deep_immutable(v) and not isinstance(v, GENERATORS)
                         for k, v in d.items()
                         if k[0] != "_" and (type(v) in _WATCH_CHECKED
@@ -558,29 +614,17 @@ class Module:
         """``hook(module, args, output)`` (``with_kwargs``: ``hook(module,
         args, kwargs, output)``) after ``forward``; a non-None result
         replaces the output.  ``always_call``: also when forward raises."""
-        h = self._add_hook("_forward_hooks", hook, prepend)
-        if with_kwargs:
-            self._flag_hook("_forward_hooks_with_kwargs", h)
-        if always_call:
-            self._flag_hook("_forward_hooks_always_called", h)
-        return h
+        return self._add_hook("_forward_hooks", hook, prepend,
+                              ("_forward_hooks_with_kwargs",) * with_kwargs
+                              + ("_forward_hooks_always_called",) * always_call)
 
     def register_forward_pre_hook(self, hook: Callable, *, prepend: bool = False,
                                   with_kwargs: bool = False) -> _RemovableHandle:
         """``hook(module, args)`` before ``forward``: a non-None result
         replaces the args (a non-tuple is wrapped); ``with_kwargs``:
         ``hook(module, args, kwargs)`` returning None or ``(args, kwargs)``."""
-        h = self._add_hook("_forward_pre_hooks", hook, prepend)
-        if with_kwargs:
-            self._flag_hook("_forward_pre_hooks_with_kwargs", h)
-        return h
-
-    def _flag_hook(self, table: str, handle) -> None:
-        """Mark the hook of ``handle`` in the flag table ``table`` (a dict of
-        hook ids); removing the handle unmarks it."""
-        flags = self._hook_table(table)
-        flags[handle.id] = True
-        handle.extra_dict_ref += (weakref.ref(flags),)
+        return self._add_hook("_forward_pre_hooks", hook, prepend,
+                              ("_forward_pre_hooks_with_kwargs",) * with_kwargs)
 
     def register_full_backward_hook(self, hook: Callable, prepend: bool = False
                                     ) -> _RemovableHandle:
@@ -606,18 +650,28 @@ class Module:
                                "on a single Module. Please use only one of them.")
         self.__dict__["_is_full_backward_hook"] = full
 
-    def _add_hook(self, table: str, hook: Callable, prepend: bool) -> _RemovableHandle:
+    def _add_hook(self, table: str, hook: Callable, prepend: bool,
+                  flags: tuple = ()) -> _RemovableHandle:
+        """Put ``hook`` in the hook table ``table`` and mark it in the flag
+        tables ``flags`` (dicts of hook ids: ``_forward_hooks_with_kwargs``);
+        the handle's ``remove()`` takes it out of all of them, as PyTorch's
+        ``extra_dict``.  (The handle is made before any table changes: a
+        table that takes no weak reference, a plain dict an old pickle
+        left, cannot leave a hook registered that no handle removes.)"""
         hooks = self._hook_table(table)
-        h = _RemovableHandle(hooks)
+        marks = [self._hook_table(name) for name in flags]
+        h = _RemovableHandle(hooks, extra_dict=marks)
         hooks[h.id] = hook
         if prepend:
             hooks.move_to_end(h.id, last=False)
+        for m in marks:
+            m[h.id] = True
         return h
 
     def _hook_table(self, name: str) -> OrderedDict:
         """A hook table created on first use (modules unpickled from older
         versions lack it)."""
-        return self.__dict__.setdefault(name, OrderedDict())
+        return self.__dict__.setdefault(name, WatchedHookDict())
 
     def _register_state_dict_hook(self, hook: Callable) -> _RemovableHandle:
         """``hook(module, state_dict, prefix, local_metadata)`` runs after the
@@ -806,8 +860,11 @@ class Module:
         """Also a module PyTorch pickled (``torch.load(f, weights_only=False)``
         of a whole model): its plain ``_parameters`` / ``_buffers`` dicts
         become watched ones (``tracec.mutation``), tables an older pickle
-        lacks are made, and PyTorch's empty hook tables are kept as they are
-        (tracec reads them as PyTorch does)."""
+        lacks are made, and its empty hook tables that decide what a call
+        runs become watched ones (a hook registered later is then seen by
+        compiled calls' guards at no cost); a table holding hooks is kept
+        as it is (a handle unpickled with it removes from that one), and
+        the module's guard is checked at every compiled call instead."""
         EPOCH[0] += 1
         self.__dict__.update(state)
         d = self.__dict__
@@ -815,9 +872,11 @@ class Module:
             if type(d.get(table)) is not WatchedOrderedDict:
                 d[table] = WatchedOrderedDict(d.get(table) or ())
         d.setdefault("_non_persistent_buffers_set", set())
-        for table in ("_forward_hooks", "_forward_pre_hooks"):
-            if d.get(table) is None:
-                d[table] = OrderedDict()
+        for table in _CALL_HOOK_TABLES:
+            t = d.get(table, ())
+            if not t and type(t) is not WatchedHookDict and \
+                    (table in ("_forward_hooks", "_forward_pre_hooks") or table in d):
+                d[table] = WatchedHookDict()
 
     def get_submodule(self, target: str) -> "Module":
         if target == "":
