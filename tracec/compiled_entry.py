@@ -444,6 +444,8 @@ class Entry:
                 t = spec.target
                 if spec.arg is not None:      # an argument written in place: this call's
                     t = resolve(spec.arg, args, kwargs)
+                if spec.layout is not None:   # reshaped in place (unsqueeze_, resize_)
+                    t._data = view_outputs.relayout(t._data, spec.layout)
                 if arr is not t._data:        # a donated output was updated in place
                     np.copyto(t._data, arr)
                 t._vbox[0] += 1

@@ -97,6 +97,8 @@ def _supported(entry, n: int, ins, outs) -> bool:
             return False
         if spec.kind == "grad" and spec.target.dtype.category == 3:
             return False       # a complex leaf's .grad: the general path
+        if spec.layout is not None:
+            return False       # an input reshaped in place: the general path
 
     return (all(type(p) is int and p < n for p, _ in trace.arg_identity)
             and all(p is None or (type(p) is int and p < n) for _, _, p in trace.grad_guards))

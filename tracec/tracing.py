@@ -158,6 +158,8 @@ class OutputSpec:
     #                        leaf: the argument's path (tracec.pytree);
     #                        the call's own argument is written, not the traced one
     name: str = ""         # the user's name for it (tracec.naming): return[0], opt.state[...]
+    layout: object = None  # for "write": the tensor's array after an in-place shape
+    #                        change (view_outputs.relayout), None if it kept its own
 
 
 @dataclass
@@ -298,6 +300,9 @@ class Recording:
         self.inputs: list = []
         self.consts: set = set()
         self.written: dict = {}      # id -> pre-existing tensor written in place
+        #: id -> the array an input tensor held when the trace first read it
+        #: (an in-place shape change, ``unsqueeze_``, gives it another one)
+        self.entry_data: dict = {}
         self.arg_position: dict = {}  # id of an argument tensor -> its position
         self.had_backward = False     # a backward ran inside the call
         #: returned views rebuilt by the caller (record(views=True), view_outputs)
@@ -400,6 +405,7 @@ class Recording:
             self.symbols.input_shape(position, t, len(self.inputs))
         arg = self.block.insert_arg(ir.tensor_type(shape, t.dtype), len(self.block.args))
         self.inputs.append(InputSpec("arg", position, shape, t.dtype))
+        self.entry_data[id(t)] = t._data
         self.env[id(t)] = (t, arg)
         self.arg_position.setdefault(id(t), position)
         return arg
@@ -500,8 +506,24 @@ class Recording:
                            requires_grad=self.rg_writes.get(id(t), (None, t.requires_grad))[1])
         arg = self.block.insert_arg(ir.tensor_type(shape, t.dtype), len(self.block.args))
         self.inputs.append(spec)
+        self.entry_data[id(t)] = t._data
         self.env[id(t)] = (t, arg)
         return arg
+
+    def _new_layout(self, t: Tensor):
+        """``view_outputs.relayout``'s description of ``t``'s array now if
+        an in-place shape change (``unsqueeze_``, ``t_``, ``resize_``,
+        ``as_strided_``) replaced the one the call found, else None; a
+        symbolic trace specializes its sizes then."""
+        a0, a1 = self.entry_data.get(id(t)), t._data
+        if a0 is None or a1 is a0 or (a1.shape == a0.shape and a1.strides == a0.strides
+                                      and _address(a1) == _address(a0)):
+            return None
+        if self.symbols is not None:
+            for name, hint in list(self.symbols.hints.items()):
+                self.symbols.on_decision("specialize", symbolic.symbol(name, hint), "==",
+                                         hint, hint, user_location())
+        return view_outputs.layout_of(a1, a0)
 
     # --- returned views (tracec.view_outputs) -------------------------------
 
@@ -1474,7 +1496,8 @@ class Recording:
                 if leaf._grad is t:
                     continue      # the "grad" write-back below, in place, covers it
             values.append(self.env[id(t)][1])
-            outputs.append(OutputSpec("write", t, arg=self.arg_position.get(id(t))))
+            outputs.append(OutputSpec("write", t, arg=self.arg_position.get(id(t)),
+                                      layout=self._new_layout(t)))
         grad_guards = []
         for key, (leaf, entry) in self.grad_entry.items():
             if not isinstance(entry, str) and not self._local_leaf(leaf, returned):

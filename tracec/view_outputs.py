@@ -46,7 +46,7 @@ from tracec.pytree import resolve
 from tracec.symbolic import Sym
 from tracec.tensor import Size, Tensor, apply_direct, eager_direct
 
-__all__ = ["rebuild", "substitute_steps", "has_sizes"]
+__all__ = ["rebuild", "substitute_steps", "has_sizes", "layout_of", "relayout"]
 
 
 def _subst(v, size):
@@ -157,3 +157,48 @@ def free_sizes(steps) -> set:
         if s[0] == "prim":
             walk(s[2])
     return out
+
+
+# --- in-place shape changes of inputs (unsqueeze_, t_, resize_, as_strided_) ------
+
+def _addr(a) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def layout_of(now: np.ndarray, entry: np.ndarray):
+    """How a traced call's in-place shape change turned an input's array
+    ``entry`` into ``now``: ``("strided", shape, byte strides, byte offset
+    from entry's first element, entry's byte strides)`` where ``now`` views
+    ``entry``'s memory, else ``("fresh", shape)`` (``resize_`` past its
+    storage: new memory)."""
+    lo = _addr(entry)
+    owner = entry
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    start, end = _addr(owner), _addr(owner) + owner.nbytes
+    if now.size and np.may_share_memory(now, owner) and start <= _addr(now) < end:
+        return ("strided", now.shape, now.strides, _addr(now) - lo, entry.strides)
+    return ("fresh", now.shape)
+
+
+def relayout(arr: np.ndarray, layout) -> np.ndarray:
+    """``arr`` (this call's input array, laid out as the traced call's) as
+    the traced call left it (``layout_of``): the same memory in a new shape,
+    or, for ``"fresh"``, new memory of the new shape (the caller writes the
+    values into it)."""
+    if layout[0] == "fresh":
+        return np.empty(layout[1], arr.dtype)
+    _, shape, strides, offset, entry_strides = layout
+    if arr.strides != entry_strides:
+        raise RuntimeError(
+            "tracec.compile: an in-place shape change (unsqueeze_, t_, resize_, as_strided_) of "
+            f"an input traced with strides {entry_strides} cannot be replayed on one with "
+            f"strides {arr.strides}: pass a tensor of the traced layout (.contiguous())")
+    owner = arr
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    new = np.ndarray(shape, arr.dtype, buffer=owner, offset=_addr(arr) - _addr(owner) + offset,
+                     strides=strides)
+    if not arr.flags.writeable:
+        new.flags.writeable = False
+    return new

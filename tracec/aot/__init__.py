@@ -280,6 +280,15 @@ def _refuse_python_effects(fn, entry) -> None:
     if attrs:
         raise BuildError(f"{fn.__name__} sets the module attribute {attrs[0]} (a Python side "
                          "effect a C library cannot make): return the value instead")
+    # (a steady trace whose every call reshapes an input in place: the same
+    # tensors at each call rarely allow one, a later call retraces for the
+    # new shape)
+    shaped = next((o for o in entry.trace.outputs if o.kind == "write" and o.layout is not None),
+                  None)
+    if shaped is not None:
+        raise BuildError(f"{fn.__name__} changes the shape of {shaped.name or 'an input'} in "
+                         "place (unsqueeze_, t_, resize_, as_strided_): a C caller's buffer "
+                         "keeps its shape; use the out-of-place op (x = x.unsqueeze(0))")
     guard = next((o for o in entry.trace.outputs if o.kind == "data_guard"), None)
     if guard is not None:
         loc = guard.target[1]
