@@ -90,8 +90,12 @@ for line in sys.stdin:
 '''
 
 _zygotes: dict = {}
-#: environment variables tracec reads only after import (the child sets them)
-_LATE = {"TRACEC_CACHE_DIR", "TMPDIR"}
+#: environment variables tracec reads only after import (the child sets
+#: them), and pytest's PYTEST_CURRENT_TEST, which names the running test:
+#: in a zygote's key, every test calling ``tracec_cli`` / ``python_c`` with
+#: this process's environment started a zygote of its own (~1.5 s of CPU
+#: for its imports, and a process left waiting until pytest exits)
+_LATE = {"TRACEC_CACHE_DIR", "TMPDIR", "PYTEST_CURRENT_TEST"}
 
 
 class _Zygote:
