@@ -92,9 +92,11 @@ for line in sys.stdin:
 _zygotes: dict = {}
 #: environment variables tracec reads only after import (the child sets
 #: them), and pytest's PYTEST_CURRENT_TEST, which names the running test:
-#: in a zygote's key, every test calling ``tracec_cli`` / ``python_c`` with
-#: this process's environment started a zygote of its own (~1.5 s of CPU
-#: for its imports, and a process left waiting until pytest exits)
+#: in a zygote's key, every test that passes this process's environment
+#: (``tracec_cli`` / ``python_c`` by default, and the program tests that
+#: build ``{**os.environ, ...}`` per call: test_public_programs{,_breadth,
+#: _tutorials}) started a zygote of its own, ~1.5 s of CPU for its imports
+#: and a process left waiting until pytest exits
 _LATE = {"TRACEC_CACHE_DIR", "TMPDIR", "PYTEST_CURRENT_TEST"}
 
 
