@@ -96,8 +96,9 @@ _zygotes: dict = {}
 #: (``tracec_cli`` / ``python_c`` by default, and the program tests that
 #: build ``{**os.environ, ...}`` per call: test_public_programs{,_breadth,
 #: _tutorials}) started a zygote of its own, ~1.5 s of CPU for its imports
-#: and a process left waiting until pytest exits
-_LATE = {"TRACEC_CACHE_DIR", "TMPDIR", "PYTEST_CURRENT_TEST"}
+#: and a process left waiting until pytest exits; likewise GLOO_TEST_PORT,
+#: a free port picked per test that only the distributed programs read
+_LATE = {"TRACEC_CACHE_DIR", "TMPDIR", "PYTEST_CURRENT_TEST", "GLOO_TEST_PORT"}
 
 
 class _Zygote:
