@@ -10,6 +10,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck disable=SC1091
 [ -x .venv/bin/python ] && . .venv/bin/activate
 # Every public-program test file (a new tests/test_public_programs_*.py is
-# picked up without editing this list).
+# picked up without editing this list), and the tests that compare a small
+# script with torch's run of it (torch_recordings.script_output).
 TRACEC_RECORD_TORCH=1 python -m pytest -q -n auto --dist worksteal \
-    tests/test_public_programs*.py tests/test_torch_compat_calls.py "$@"
+    tests/test_public_programs*.py tests/test_torch_compat_calls.py tests/test_models40_gaps.py \
+    tests/test_jit.py tests/test_torch_save_format.py "$@"

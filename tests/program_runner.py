@@ -90,8 +90,15 @@ for line in sys.stdin:
 '''
 
 _zygotes: dict = {}
-#: environment variables tracec reads only after import (the child sets them)
-_LATE = {"TRACEC_CACHE_DIR", "TMPDIR"}
+#: environment variables tracec reads only after import (the child sets
+#: them), and pytest's PYTEST_CURRENT_TEST, which names the running test:
+#: in a zygote's key, every test that passes this process's environment
+#: (``tracec_cli`` / ``python_c`` by default, and the program tests that
+#: build ``{**os.environ, ...}`` per call: test_public_programs{,_breadth,
+#: _tutorials}) started a zygote of its own, ~1.5 s of CPU for its imports
+#: and a process left waiting until pytest exits; likewise GLOO_TEST_PORT,
+#: a free port picked per test that only the distributed programs read
+_LATE = {"TRACEC_CACHE_DIR", "TMPDIR", "PYTEST_CURRENT_TEST", "GLOO_TEST_PORT"}
 
 
 class _Zygote:

@@ -1,14 +1,13 @@
 """``torch.autocast`` on the CPU: the dtypes and values PyTorch gives, the
 older ``torch.cuda.amp`` / ``torch.cpu.amp`` spellings, and compiled
 functions that never reuse a trace across autocast states."""
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 
 import tracec
+from program_runner import python_c
 
 
 def _pair(mod_t, mod_c):
@@ -106,8 +105,7 @@ def test_legacy_amp_modules_under_install_as_torch():
             "with torch.cuda.amp.autocast(enabled=False):\n"
             "    z = torch.ones(1) @ torch.ones(1)\n"
             "print(y.dtype, z.dtype, s.is_enabled(), torch.cpu.is_available())\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120)
+    out = python_c(code, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "torch.bfloat16 torch.float32 False True"
 

@@ -2,8 +2,6 @@
 message naming what was wrong), never a crash, a hang or a silent answer."""
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -11,6 +9,7 @@ import pytest
 
 import tracec
 from tracec.shape_ops import one_hot
+from program_runner import python_c
 
 
 def _raises(exc, pattern, fn):
@@ -276,7 +275,8 @@ def test_nothing_segfaults_or_hangs():
                 pass
         print("survived", len(cases))
     """)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    # (a process of its own, forked from the zygote that has imported tracec)
+    r = python_c(code, timeout=60)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "survived" in r.stdout
 

@@ -44,19 +44,16 @@ print(torch.equal(loaded(x), model(x)), [round(v, 5) for v in loaded(x).flatten(
 def test_jit_save_and_load_round_trip_as_the_saving_tutorial_does(tmp_path):
     # "Export/Load Model in TorchScript Format": the module is saved whole
     # and loads back computing what it computed; real torch prints the same
-    import subprocess
-    import sys
+    # (its run recorded: torch_recordings.script_output)
+    import torch_recordings
+    from program_runner import tracec_cli
     script = tmp_path / "export.py"
     script.write_text(JIT_SCRIPT)
-    out = {}
-    from program_runner import tracec_cli
-    for name in ("tracec", "torch"):
-        args = [str(script), str(tmp_path / f"{name}.pt")]
-        r = tracec_cli(["run", *args], cwd=tmp_path) if name == "tracec" else \
-            subprocess.run([sys.executable, *args], cwd=tmp_path, capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr[-2000:]
-        out[name] = r.stdout
-    assert out["tracec"] == out["torch"] and out["tracec"].startswith("True")
+    r = tracec_cli(["run", str(script), str(tmp_path / "tracec.pt")], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    want = torch_recordings.script_output("torch_compat/jit_save_load", script,
+                                          [tmp_path / "torch.pt"], cwd=tmp_path)
+    assert r.stdout == want and want.startswith("True")
 
 
 def test_a_torchscript_archive_is_refused_saying_so(tmp_path):

@@ -20,6 +20,7 @@ import pytest
 import torch
 
 import tracec
+import torch_recordings
 from program_runner import run_cli
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -290,18 +291,15 @@ def test_weights_only_refusal_is_shown_as_pickles_unpicklingerror(tmp_path):
     """``torch.load`` of a whole pickled model under the default
     ``weights_only=True`` raises what PyTorch raises as far as a script can
     print it: ``<class '_pickle.UnpicklingError'>``."""
-    import subprocess
-    import sys
     script = tmp_path / "refused.py"
     script.write_text(_REFUSED)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     r = run_cli(["run", str(script)], tmp_path, env, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    t = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True,
-                       text=True, timeout=300)
-    assert t.returncode == 0, t.stderr[-2000:]
-    assert r.stdout == t.stdout == ("<class '_pickle.UnpicklingError'> UnpicklingError True True\n"
-                                    "Net\n")
+    want = torch_recordings.script_output("torch_compat/weights_only_refused", script, cwd=tmp_path,
+                                          env=env)
+    assert r.stdout == want == ("<class '_pickle.UnpicklingError'> UnpicklingError True True\n"
+                                "Net\n")
 
 
 def test_weights_only_refusal_message_is_torchs(tmp_path):
@@ -479,16 +477,14 @@ def test_data_classes_are_generic_as_in_torch(tmp_path):
     """``Dataset[...]`` / ``Sampler[int]`` / ``IterableDataset[int]`` as base
     classes and ``DataLoader[...]`` in (now evaluated) annotations, under
     ``tracec run`` as under torch."""
-    import subprocess
-    import sys
     script = tmp_path / "generic.py"
     script.write_text(_GENERIC_DATA)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     r = run_cli(["run", str(script)], tmp_path, env, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    t = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True,
-                       text=True, timeout=300)
-    assert r.stdout == t.stdout and "Dataset" in t.stdout
+    want = torch_recordings.script_output("torch_compat/generic_data_classes", script,
+                                          cwd=tmp_path, env=env)
+    assert r.stdout == want and "Dataset" in want
 
 
 def test_assert_allclose_warns_as_deprecated_like_torch():

@@ -1,7 +1,5 @@
 """PyTorch surface details that public programs print or rely on: ``out=``,
 ``torch.Size``, ``range`` indices, reprs under ``install_as_torch``."""
-import subprocess
-import sys
 import warnings
 
 import numpy as np
@@ -9,6 +7,7 @@ import pytest
 import torch
 
 import tracec
+from program_runner import python_c
 
 
 def test_out_matches_torch_and_returns_out():
@@ -64,8 +63,7 @@ def test_reprs_say_torch_under_install_as_torch():
     code = ("import tracec; tracec.install_as_torch(); import torch\n"
             "x = torch.ones(2, 3)\n"
             "print(x.shape, x.dtype, x.sum().grad_fn is None)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120)
+    out = python_c(code, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "torch.Size([2, 3]) torch.float32 True"
 

@@ -51,3 +51,18 @@ def test_timeout_kills_the_program(tmp_path):
         run_cli(["run", str(prog)], tmp_path, ENV, timeout=2)
     prog.write_text("print('next')\n")     # the runner still works after a timeout
     assert run_cli(["run", str(prog)], tmp_path, ENV, timeout=60).stdout == "next\n"
+
+
+def test_one_zygote_serves_every_test_of_a_worker():
+    """pytest's PYTEST_CURRENT_TEST (a different value in every test) is no
+    part of a zygote's key: commands whose environments differ only there
+    fork from the same zygote (a zygote per test cost each one its imports),
+    and each command still sees its own value."""
+    from program_runner import python_c
+    code = "import os; print(os.getppid(), os.environ['PYTEST_CURRENT_TEST'])"
+    outs = [python_c(code, env={**ENV, "PYTEST_CURRENT_TEST": name}, timeout=120)
+            for name in ("a.py::one (call)", "b.py::two (call)")]
+    assert all(r.returncode == 0 for r in outs), [r.stderr for r in outs]
+    (zygote1, test1), (zygote2, test2) = (r.stdout.split(" ", 1) for r in outs)
+    assert zygote1 == zygote2 != str(os.getpid())
+    assert (test1.strip(), test2.strip()) == ("a.py::one (call)", "b.py::two (call)")

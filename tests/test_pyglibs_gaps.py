@@ -435,15 +435,13 @@ def test_under_tracec_run_torch_is_named_torch(tmp_path):
     """``torch.__name__`` is "torch" once tracec stands in for it (Pyro's
     patch_dependency asserts it), and its AttributeErrors name torch;
     uninstalling gives the name back."""
-    import subprocess
-    import sys
+    from program_runner import python_c
     code = ("import tracec, tracec.as_torch as a; a.install_as_torch(); import torch\n"
             "print(torch.__name__, torch is tracec)\n"
             "try:\n    torch.no_such_name\nexcept AttributeError as e:\n    print(e)\n"
             "a.install_as_torch()\n"      # idempotent with the new name
             "a.uninstall_as_torch(); print(tracec.__name__)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=tmp_path, timeout=120)
+    out = python_c(code, cwd=tmp_path, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["torch True", "module 'torch' has no attribute "
                                        "'no_such_name'", "tracec"]

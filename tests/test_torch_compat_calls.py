@@ -65,19 +65,11 @@ def test_config_submodules_import_as_in_gpt_fast(tmp_path):
     torch prints is replayed from its recording (``torch_recordings``: the
     key is the program's text and torch's version; importing
     torch._inductor takes a process seconds)."""
-    import subprocess
-    import sys
     import torch_recordings
     script = tmp_path / "prog.py"
     script.write_text(_GPT_FAST_CONFIG)
     want = "True True 64 SDPBackend.MATH SDPBackend.FLASH_ATTENTION 0"
-
-    def real_torch():
-        r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
-        return r.stdout
-    ref = torch_recordings.torch_output("torch_compat/gpt_fast_config", [], [],
-                                        "python prog.py\n" + _GPT_FAST_CONFIG, real_torch)
+    ref = torch_recordings.script_output("torch_compat/gpt_fast_config", script)
     assert ref.strip() == want, ref                                   # real torch
     r = tracec_cli(["run", str(script)])
     assert r.returncode == 0 and r.stdout.strip() == want, r.stderr

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 import torch_recordings
-from test_public_programs_tutorials2 import ENV, assert_output_matches
+from test_public_programs_tutorials2 import DRIVER, ENV, assert_output_matches
 from torch_recordings import PROGRAMS
 
 RECORDINGS = sorted(torch_recordings.STORE.rglob("*.out"))
@@ -32,18 +32,29 @@ def test_recording_is_current(path):
     assert body.strip(), path
 
 
-@pytest.mark.parametrize("group,script", [("breadth", "micrograd_vs_torch.py"),
-                                          ("tutorials2", "parametrizations.py")])
-def test_recording_equals_a_live_torch_run(group, script, tmp_path):
+#: the recordings replayed against a live torch run (two groups, recorded by
+#: different fixtures: ``both`` in test_public_programs_breadth, DRIVER in
+#: test_public_programs_tutorials2)
+LIVE = [("breadth", "micrograd_vs_torch.py"), ("tutorials2", "parametrizations.py")]
+
+
+def test_recordings_equal_a_live_torch_run(tmp_path):
     """Two recordings replayed against torch run now, on this machine: the
-    same lines, every number within the program tests' tolerance."""
+    same lines, every number within the program tests' tolerance.  Both
+    programs run in one torch process (``DRIVER``: each in its own working
+    folder, from its first line as ``__main__``): importing torch is half
+    of such a run's CPU."""
     pytest.importorskip("torch")
-    _, body = torch_recordings.read(torch_recordings.STORE / group / f"{script[:-3]}.out")
-    r = subprocess.run([sys.executable, str(PROGRAMS / group / script)], cwd=tmp_path,
+    r = subprocess.run([sys.executable, "-c", DRIVER, str(tmp_path)] +
+                       [str(PROGRAMS / group / script) for group, script in LIVE],
                        env={**ENV, "TORCH_COMPILE_DISABLE": "1"}, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-4000:]
-    assert_output_matches(body, r.stdout, strict=True)
+    for group, script in LIVE:
+        err = tmp_path / (script + ".err")
+        assert not err.exists(), f"{group}/{script} failed under torch:\n{err.read_text()[-4000:]}"
+        _, body = torch_recordings.read(torch_recordings.STORE / group / f"{script[:-3]}.out")
+        assert_output_matches(body, (tmp_path / (script + ".out")).read_text(), strict=True)
 
 
 def test_replay_only_while_the_program_is_unchanged(tmp_path, monkeypatch):

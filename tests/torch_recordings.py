@@ -127,3 +127,21 @@ def stored(name: str, files: list[pathlib.Path], args, extra: str) -> str | None
         return None
     head, body = read(path)
     return body if head.get("key") == _header(files, args, extra)["key"] else None
+
+
+def script_output(name: str, script: pathlib.Path, args=(), cwd=None, env=None) -> str:
+    """The stdout of ``python script *args`` under the real torch, for a
+    test's small script written to a temporary folder: replayed from the
+    recording ``name`` (``<group>/<name>``), keyed by the script's text and
+    torch's version, not by ``args``, ``cwd`` or ``env``, which must not
+    change what it prints (they are the test's temporary paths).  A torch run
+    is a process importing torch, ~2.5 s of CPU for a few lines of output."""
+    import subprocess
+    import sys
+
+    def run():
+        r = subprocess.run([sys.executable, str(script), *map(str, args)], cwd=cwd, env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, "torch failed:\n" + r.stderr[-4000:]
+        return r.stdout
+    return torch_output(name, [], [], f"python {script.name}\n" + script.read_text(), run)

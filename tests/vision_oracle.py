@@ -40,8 +40,17 @@ def optional():
     return tv, torch
 
 
-needs_torchvision = pytest.mark.skipif(optional()[0] is None,
-                                       reason="torchvision (the test oracle) is not installed")
+def __getattr__(name):
+    """``needs_torchvision``, the skip mark of tests that compare with
+    torchvision, made on first use: importing torch and torchvision takes
+    ~5 s of CPU, which the xdist controller (it imports this module through
+    conftest.py, and runs no test) would otherwise spend for nothing."""
+    if name == "needs_torchvision":
+        mark = pytest.mark.skipif(optional()[0] is None,
+                                  reason="torchvision (the test oracle) is not installed")
+        globals()[name] = mark
+        return mark
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _site():
