@@ -110,11 +110,25 @@ class Entry:
             t0 = time.perf_counter()
             module = self.stages["trace"].clone()
             run_passes(AUTODIFF, module, verify=verify)
-            self.stages["autodiff"] = module.clone()
+            # The "autodiff" stage is not kept here: a copy of a training
+            # step's module cost as much as a tenth of the passes (and stayed
+            # alive for the collector to walk); ``autodiff()`` makes it again
+            # on request.
             run_passes(OPTIMIZE, module, verify=verify)
             self.stages["optimized"] = module
             self.timings["passes_s"] = time.perf_counter() - t0
         return self.stages["optimized"]
+
+    def autodiff(self):
+        """The "autodiff" stage: the autodiff pass run on a copy of the trace
+        (made on first request; the pass is deterministic, so it is the
+        module ``optimized()`` started the other passes from)."""
+        if "autodiff" not in self.stages:
+            module = self.stages["trace"].clone()
+            with symbolic.hinted(self.size_env or {}):   # (as ``optimized()`` ran)
+                run_passes(AUTODIFF, module, verify=checks_level())
+            self.stages["autodiff"] = module
+        return self.stages["autodiff"]
 
     def compile_again(self, compile_module, **kw):
         """The optimized module compiled again by ``compile_module`` (the
@@ -270,7 +284,9 @@ class Entry:
         symbolic trace shows its last specialization's)."""
         if self.trace.symbolic is not None and name != "trace":
             return None if self.last_sub is None else self.last_sub.stage(name)
-        if name in ("autodiff", "optimized"):
+        if name == "autodiff":
+            return self.autodiff()
+        if name == "optimized":
             self.optimized()
         if name in self.stages:
             return self.stages[name]

@@ -854,6 +854,7 @@ class CompiledFunction:
         os.makedirs(self.dump, exist_ok=True)
         n = entry.number
         if entry.trace.symbolic is None:   # a symbolic trace's code is its specializations'
+            entry.autodiff()
             entry.optimized()
         if entry.executable is not None:
             for stage in ("lowered", "llvm"):

@@ -121,6 +121,11 @@ def test_ir_stages_and_locations_and_dump(tmp_path):
     files = sorted(os.listdir(tmp_path))
     assert any(n.endswith("trace.mlir") for n in files)
     assert any(n.endswith("optimized.mlir") for n in files)
+    # (the autodiff stage is made again for the dump: the passes keep no copy)
+    dumped = [n for n in files if n.endswith("autodiff.mlir")]
+    assert len(dumped) == 1
+    with open(tmp_path / dumped[0]) as fh:
+        assert fh.read() == f.ir("autodiff")
     with pytest.raises(ValueError, match="stages"):
         f.ir("nonsense")
 

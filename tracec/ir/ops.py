@@ -342,7 +342,43 @@ def _make_class(spec: PrimSpec) -> type[PrimitiveOp]:
                else "type($result)")
     ns["assembly_format"] = " ".join(fmt)
     ns["__module__"] = __name__
-    return irdl_op_definition(type(_class_name(spec.name), (PrimitiveOp,), ns))
+    cls = irdl_op_definition(type(_class_name(spec.name), (PrimitiveOp,), ns))
+    cls.verify_ = _remembering(cls.verify_)
+    return cls
+
+
+#: Signatures (class, numbers of regions and successors, operand types,
+#: None, result types, type rule, properties, attributes) of primitive ops that passed verification; at
+#: most _VERIFIED_MAX (then forgotten).
+_VERIFIED: dict = {}
+_VERIFIED_MAX = 1 << 15
+
+
+def _remembering(verify):
+    """``verify`` (xDSL's generated ``verify_``: the IRDL constraints, then
+    ``PrimitiveOp.verify_``) run once per signature: both read only the op's
+    class, its regions and successors (a primitive op has none), operand
+    and result types, properties, attributes and the type rule installed, so ops that agree on all of them get the same verdict
+    (the location only names a failure, and failures are not remembered).
+    A training step repeats a few hundred signatures over thousands of ops,
+    and the checks (TRACEC_CHECKS) verify every stage of it.  (The type
+    rule reads ``PRIMITIVES``, which is fixed once the primitives are
+    imported.)"""
+    def verify_(self) -> None:
+        try:
+            key = (type(self), len(self.regions), len(self.successors), *self.operand_types,
+                   None, *self.result_types, _type_rule[0], *self.properties.items(),
+                   *self.attributes.items())
+            if key in _VERIFIED:
+                return
+        except TypeError:     # an unhashable attribute: not remembered
+            key = None
+        verify(self)
+        if key is not None:
+            if len(_VERIFIED) >= _VERIFIED_MAX:
+                _VERIFIED.clear()
+            _VERIFIED[key] = True
+    return verify_
 
 
 #: The op class of every primitive, by primitive name.

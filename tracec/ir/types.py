@@ -150,9 +150,21 @@ def shape_of(t: Attribute) -> tuple:
     """The shape of a tensor type (or of a value's ``.type``): ints, and a
     ``Sym`` for each symbolic dimension."""
     t = getattr(t, "type", t)
-    if isinstance(_check(t).encoding, NoneAttr):
-        return tuple(t.get_shape())
-    return _symbolic_shape(t)
+    hit = _SHAPES.get(id(t))
+    if hit is not None and hit[0] is t:
+        return hit[1]
+    shape = tuple(t.get_shape()) if isinstance(_check(t).encoding, NoneAttr) \
+        else _symbolic_shape(t)
+    if len(_SHAPES) >= 8192:
+        _SHAPES.clear()
+    _SHAPES[id(t)] = (t, shape)
+    return shape
+
+
+# id(type) -> (type, its shape): the passes and the lowering ask a few
+# hundred types for their shapes ~100,000 times on a training step.  A type
+# is immutable, and the entry holds it, so its id is not reused meanwhile.
+_SHAPES: dict = {}
 
 
 def format_type(t: Attribute) -> str:

@@ -76,6 +76,10 @@ _GEP1 = DenseArrayBase.from_list(i32, [llvm.GEP_USE_SSA_VAL])
 _ZERO32 = IntegerAttr(0, 32)
 _ORDER0 = IntegerAttr(0, 64)
 _UNIT = UnitAttr()
+_CCC = llvm.CallingConventionAttr("ccc")
+_NO_TAIL = llvm.TailCallKindAttr(llvm.TailCallKind.NONE)
+#: callee name -> its SymbolRefAttr (``FuncBuilder.call``)
+_CALLEES: dict = {}
 _ICMP = {p.value: IntegerAttr(p.to_int(), 64) for p in llvm.ICmpPredicateFlag}
 _FCMP = {p.value: IntegerAttr(p.to_int(), 64) for p in llvm.FCmpPredicateFlag}
 _ALIGN: dict[int, IntegerAttr] = {}
@@ -444,8 +448,19 @@ class FuncBuilder:
         return self.emit(op)
 
     def call(self, name: str, args: Sequence[SSAValue], ret: Attribute | None) -> SSAValue | None:
-        op = llvm.CallOp(name, *args, return_type=ret)
-        return self.emit(op)
+        # (the properties ``llvm.CallOp(name, *args, return_type=ret)`` gives,
+        # in its order, from shared attributes)
+        callee = _CALLEES.get(name)
+        if callee is None:
+            if len(_CALLEES) > 8192:
+                _CALLEES.clear()
+            callee = _CALLEES[name] = SymbolRefAttr(name)
+        return self.emit(llvm.CallOp.create(
+            operands=list(args), result_types=[ret] if ret is not None else [],
+            properties={"callee": callee, "fastmathFlags": _FM_NONE, "CConv": _CCC,
+                        "op_bundle_sizes": _segments(),
+                        "operandSegmentSizes": _segments(len(args), 0),
+                        "TailCallKind": _NO_TAIL}))
 
     # --- memory ----------------------------------------------------------------------
 
@@ -481,12 +496,20 @@ class FuncBuilder:
 
     # --- control flow ------------------------------------------------------------------
 
+    # (Branches and calls are built with ``create``, as ``llvm.BrOp(dest,
+    # *args)``, ``llvm.CondBrOp(...)`` and ``llvm.CallOp(...)`` build them:
+    # the constructors' generic IRDL path cost ~0.1 ms an op, for the
+    # thousands of loops and kernel calls of a training step;
+    # tests/backends/test_builder_ops.py compares the ops.)
+
     def br(self, dest: Block, *args: SSAValue) -> None:
-        self.emit(llvm.BrOp(dest, *args))
+        self.emit(llvm.BrOp.create(operands=list(args), successors=[dest]))
 
     def cond_br(self, c: SSAValue, t: Block, f: Block,
                 targs: Sequence[SSAValue] = (), fargs: Sequence[SSAValue] = ()) -> None:
-        self.emit(llvm.CondBrOp(c, t, list(targs), f, list(fargs)))
+        self.emit(llvm.CondBrOp.create(
+            operands=[c, *targs, *fargs], successors=[t, f],
+            properties={"operandSegmentSizes": _segments(1, len(targs), len(fargs))}))
 
     def ret_(self, v: SSAValue | None = None) -> None:
         self.emit(llvm.ReturnOp(v))
