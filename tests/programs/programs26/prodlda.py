@@ -125,6 +125,12 @@ model = ProdLDA(net_arch)
 print("bn weight", model.mean_bn.weight, "bias", model.mean_bn.bias.shape,
       [n for n, _ in model.named_parameters()][-3:], [n for n, _ in model.named_buffers()][:3])
 print("prior", model.prior_var.tolist(), round(model.prior_logvar[0, 0].item(), 6))
+# the loss on fixed posteriors (the noise and dropout draws aside, which the
+# test takes from the compiled code's stream: the lines after them are [rng])
+post = torch.from_numpy(rng.randn(3, 4, 4).astype(np.float32))
+recon0 = F.softmax(torch.from_numpy(rng.randn(4, 30).astype(np.float32)), dim=1)
+print("loss terms", [round(v, 4) for v in model.loss(tensor_tr[:4], recon0, post[0], post[1],
+                                                      post[1].exp(), avg=False).tolist()])
 optimizer = torch.optim.Adam(model.parameters(), args.learning_rate, betas=(args.momentum, 0.999))
 
 
