@@ -10,13 +10,16 @@ return_indices into MaxUnpool2d), the original AlexNet (LocalResponseNorm,
 StepLR), Dive into Deep Learning's lazy modules and parameter management
 with LeNet and a LazyBatchNorm LeNet, involution (nn.Unfold kernels in a
 RedNet block; the Unfold / Fold convolution of PyTorch's documentation),
-and ProdLDA (BatchNorm1d without its weight, resize_as_(...).normal_()
-noise, the Laplace-approximated Dirichlet KLD).
+ProdLDA (BatchNorm1d without its weight, resize_as_(...).normal_()
+noise, the Laplace-approximated Dirichlet KLD), and torchdyn's Lagrangian
+neural network (per-sample torch.autograd.functional jacobian and hessian
+with create_graph=True, pinverse, trained through them).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (each checks a compiled step against the same
-step run eagerly).  gmm-torch's compiled E step runs eagerly (its
-``torch.inverse`` is LAPACK through NumPy, eager only, which tracec says);
+step run eagerly).  gmm-torch's compiled E step and the
+LNN's compiled step run eagerly (``torch.inverse``, ``pinverse``'s backward:
+LAPACK through NumPy, eager only, which tracec says);
 AlexNet's and ProdLDA's compiled steps draw dropout masks and noise, so they
 run with eager draws on the compiled stream and mark the lines after those
 draws [rng].
@@ -31,8 +34,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "programs26"
 
 CASES = ["ewc_continual.py", "reptile_sine.py", "gmm_em.py", "segnet_unpool.py", "alexnet_lrn.py",
-         "d2l_lazy_lenet.py", "involution.py", "prodlda.py"]
-EAGER_FALLBACK = {"gmm_em.py"}
+         "d2l_lazy_lenet.py", "involution.py", "prodlda.py", "lnn_torchdyn.py"]
+EAGER_FALLBACK = {"gmm_em.py", "lnn_torchdyn.py"}
 COUNTER_RNG = {"prodlda.py"}
 
 torch_refs = torch_refs_fixture(PROGS, CASES, {**ENV, "TORCH_COMPILE_DISABLE": "1"})
