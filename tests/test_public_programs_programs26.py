@@ -20,9 +20,9 @@ Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 step run eagerly).  gmm-torch's compiled E step and the
 LNN's compiled step run eagerly (``torch.inverse``, ``pinverse``'s backward:
 LAPACK through NumPy, eager only, which tracec says);
-AlexNet's and ProdLDA's compiled steps draw dropout masks and noise, so they
-run with eager draws on the compiled stream and mark the lines after those
-draws [rng].
+ProdLDA's compiled step draws dropout masks and noise, so it runs with
+eager draws on the compiled stream and marks the lines after those draws
+[rng] (AlexNet's sets its dropout probability to 0 for the compiled step).
 """
 import pathlib
 
