@@ -10,7 +10,9 @@
   raises (AlexNet's ``nn.Dropout(inplace=True)`` after ``nn.ReLU()``), tracec
   went through with another gradient;
 * ``x.data.new().resize_as_(y).normal_()`` (ProdLDA's noise) inside a
-  compiled function."""
+  compiled function;
+* an in-place ReLU on a non-reentrant checkpoint's output inside a compiled
+  function (checkpoint_sequential's last segment)."""
 import numpy as np
 import pytest
 import torch
@@ -229,3 +231,33 @@ def test_resize_grow_under_compile_matches_torch():
     want = grow(torch, torch.from_numpy(x))
     got = tracec.compile(lambda t: grow(tracec, t))(tracec.tensor(x))
     assert float(got) == float(want)
+
+
+# --- checkpoint outputs changed in place under compile -------------------------------------
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_checkpoint_output_relu_inplace_matches_torch(compiled):
+    """checkpoint_sequential's last, unchecked segment starting with
+    nn.ReLU(inplace=True) on a checkpointed segment's output (its BatchNorm's):
+    under tracec.compile the output was a view made without gradient
+    recording, which refused the in-place write."""
+    import torch.utils.checkpoint as tck
+    import tracec.utils.checkpoint as cck
+    grads = []
+    for lib, ck in ((torch, tck), (tracec, cck)):
+        lib.manual_seed(0)
+        m = lib.nn.Sequential(lib.nn.Linear(3, 4), lib.nn.BatchNorm1d(4), lib.nn.ReLU(inplace=True),
+                              lib.nn.Linear(4, 2))
+        x = lib.tensor(np.linspace(-1, 1, 15, dtype=F32).reshape(5, 3))
+
+        def step(x):
+            out = ck.checkpoint_sequential(m, 2, x, use_reentrant=False)
+            out.pow(2).sum().backward()
+            return out
+        out = (tracec.compile(step) if compiled and lib is tracec else step)(x)
+        grads.append((out.detach().numpy(), m[0].weight.grad.numpy(),
+                      m[1].num_batches_tracked.item()))
+    np.testing.assert_allclose(grads[1][0], grads[0][0], rtol=1e-5, atol=1e-6)
+    # (a Linear before a BatchNorm: its gradient is a cancellation, rounding-sized)
+    np.testing.assert_allclose(grads[1][1], grads[0][1], rtol=1e-4, atol=2e-5)
+    assert grads[1][2] == grads[0][2]

@@ -13,7 +13,10 @@ RedNet block; the Unfold / Fold convolution of PyTorch's documentation),
 ProdLDA (BatchNorm1d without its weight, resize_as_(...).normal_()
 noise, the Laplace-approximated Dirichlet KLD), and torchdyn's Lagrangian
 neural network (per-sample torch.autograd.functional jacobian and hessian
-with create_graph=True, pinverse, trained through them).
+with create_graph=True, pinverse, trained through them), and
+checkpoint_sequential in both modes after pytorch_memonger's tutorial (BatchNorm
+statistics updated again by the recomputation, a ReLU(inplace=True) on a
+checkpointed segment's output, compiled).
 
 Each runs under ``tracec run`` and, as the reference, under torch 2.13 with
 ``TORCH_COMPILE_DISABLE=1`` (each checks a compiled step against the same
@@ -34,7 +37,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "programs" / "programs26"
 
 CASES = ["ewc_continual.py", "reptile_sine.py", "gmm_em.py", "segnet_unpool.py", "alexnet_lrn.py",
-         "d2l_lazy_lenet.py", "involution.py", "prodlda.py", "lnn_torchdyn.py"]
+         "d2l_lazy_lenet.py", "involution.py", "prodlda.py", "lnn_torchdyn.py",
+         "checkpoint_sequential.py"]
 EAGER_FALLBACK = {"gmm_em.py", "lnn_torchdyn.py"}
 COUNTER_RNG = {"prodlda.py"}
 
