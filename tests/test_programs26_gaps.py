@@ -261,3 +261,19 @@ def test_checkpoint_output_relu_inplace_matches_torch(compiled):
     # (a Linear before a BatchNorm: its gradient is a cancellation, rounding-sized)
     np.testing.assert_allclose(grads[1][1], grads[0][1], rtol=1e-4, atol=2e-5)
     assert grads[1][2] == grads[0][2]
+
+
+@pytest.mark.parametrize("name", ["pow_scalar_base", "pow_tensor_exponent", "relu", "exp"])
+def test_modified_error_names_numbered_nodes_as_torch(name):
+    """PyTorch names ``PowBackward2``'s output "Pow2" in the version error
+    (a ``Backward0`` node drops its number, others keep it)."""
+    make = {"pow_scalar_base": lambda lib, x: lib.pow(2.0, x),
+            "pow_tensor_exponent": lambda lib, x: x.pow(x),
+            "relu": lambda lib, x: x.relu(), "exp": lambda lib, x: x.exp()}[name]
+
+    def fn(lib):
+        x = lib.ones(3, requires_grad=True)
+        y = make(lib, x)
+        y.mul_(2)
+        y.sum().backward()
+    assert _same_outcome(fn)[0] == "RuntimeError"

@@ -191,7 +191,9 @@ def modified_error(t, version, node=None) -> RuntimeError:
     node = node if node is not None else getattr(t, "grad_fn", None)
     which = ""
     if node is not None:
-        name = re.sub(r"Backward\d*$", "", node.name())
+        # (PyTorch's words: ReluBackward0 is Relu, PowBackward1 Pow1, a
+        # Function's MyFnBackward MyFn)
+        name = re.sub(r"Backward(?:0$|(?=\d+$)|$)", "", node.name())
         if name == "CopySlices":
             name = "torch::autograd::CopySlices"
         which = f", which is output {t.output_nr} of {name},"
